@@ -1,0 +1,142 @@
+"""Command line: ``sysmcp`` serves MCP on stdio; ``sysmcp call`` is a tiny client for trying tools."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import structlog
+
+from sysmcp import __version__
+from sysmcp.logconfig import LEVELS, configure
+
+ROOTS_ENV = "SYSMCP_ROOTS"
+
+HINT = """\
+sysmcp {version} speaks the Model Context Protocol on stdin/stdout; it is meant to be started by an MCP
+client (Claude Desktop, Claude Code, VS Code, Cursor), not typed at. For example, in Claude Code:
+
+    claude mcp add sysmcp -- uvx sysmcp
+
+To try a tool from this shell:
+
+    sysmcp call disk_usage path=/
+    sysmcp call dir_usage path=/var/log top_n=10
+
+Waiting for JSON-RPC on stdin (Ctrl-D or Ctrl-C to quit).
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sysmcp", description="A sysadmin tool server for MCP (stdio).")
+    parser.add_argument("--version", action="version", version=f"sysmcp {__version__}")
+    parser.add_argument(
+        "--log-level", choices=LEVELS, default="warning", help="level of the JSON logs on stderr (default: warning)"
+    )
+    parser.add_argument(
+        "--root",
+        action="append",
+        metavar="PATH",
+        help=f"confine every tool to PATH (repeatable; also ${ROOTS_ENV}, colon-separated). Default: whole filesystem",
+    )
+    commands = parser.add_subparsers(dest="command")
+    commands.add_parser("serve", help="serve MCP on stdin/stdout (the default)")
+    call = commands.add_parser("call", help="spawn sysmcp, call one tool, print the result")
+    call.add_argument("tool", help="tool name, e.g. disk_usage")
+    call.add_argument("arguments", nargs="*", metavar="KEY=VALUE", help="arguments; values are JSON if they parse")
+    call.add_argument("--raw", action="store_true", help="print every message on the wire, both directions")
+    call.add_argument(
+        "--protocol-version", default="2025-11-25", help="protocol version to request (default: 2025-11-25)"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    roots = list(args.root or [])
+    if not roots and os.environ.get(ROOTS_ENV):
+        roots = [r for r in os.environ[ROOTS_ENV].split(os.pathsep) if r]
+    if args.command == "call":
+        from sysmcp.client import run_call
+
+        return run_call(args.tool, args.arguments, raw=args.raw, version=args.protocol_version, server_args=_server_args(args))
+    return serve(args.log_level, roots)
+
+
+def _server_args(args: argparse.Namespace) -> list[str]:
+    extra = ["--log-level", args.log_level]
+    for root in args.root or []:
+        extra += ["--root", root]
+    return extra
+
+
+def serve(log_level: str, roots: Sequence[str]) -> int:
+    configure(log_level)
+    log = structlog.get_logger("sysmcp.cli")
+    missing = [root for root in roots if not os.path.isdir(root)]
+    if missing:
+        print(f"sysmcp: --root must name existing directories: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    if os.isatty(0):
+        print(HINT.format(version=__version__), file=sys.stderr)
+    from sysmcp.protocol.stdio import FdTransport, StdioWire
+
+    wire = StdioWire.claim()
+    try:
+        anyio.run(_serve, FdTransport(wire.read_fd, wire.write_fd), roots)
+    except KeyboardInterrupt:
+        pass
+    except BaseException as exc:  # noqa: BLE001 — the last line of defence: log, never print a traceback on the wire
+        if _is_broken_pipe(exc):
+            log.info("client went away")
+        else:
+            log.exception("server stopped on an unexpected error")
+            return 1
+    log.info("stopped")
+    return 0
+
+
+async def _serve(transport: Any, roots: Sequence[str]) -> None:
+    from sysmcp.protocol.session import Session
+    from sysmcp.server import build_server
+    from sysmcp.tools import ALL_TOOLS
+
+    server = build_server(ALL_TOOLS, roots=roots or None)
+    session = Session(server, transport)
+    async with anyio.create_task_group() as group:
+
+        async def stop_on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for _ in signals:
+                    group.cancel_scope.cancel()
+                    return
+
+        group.start_soon(stop_on_signal)
+        await session.run()
+        group.cancel_scope.cancel()
+
+
+def _is_broken_pipe(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_is_broken_pipe(inner) for inner in exc.exceptions)
+    return isinstance(exc, (BrokenPipeError, ConnectionResetError))
+
+
+def parse_arguments(pairs: Sequence[str]) -> dict[str, Any]:
+    """``key=value`` pairs; a value that parses as JSON (3, true, ["a"]) is taken as JSON, else as text."""
+    arguments: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"sysmcp call: expected KEY=VALUE, got {pair!r}")
+        try:
+            arguments[key] = json.loads(value)
+        except ValueError:
+            arguments[key] = value
+    return arguments

@@ -1,0 +1,129 @@
+"""``RequestContext``: everything a tool ever sees of the protocol.
+
+Tools report progress and logs through it and hand blocking work to ``run_in_worker``; they never
+see the wire, the session or JSON-RPC ids.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+
+from sysmcp.protocol.jsonrpc import RequestId
+from sysmcp.protocol.lifecycle import LATEST_LEGACY, Features
+
+T = TypeVar("T")
+
+PROGRESS_INTERVAL = 0.1  # seconds: about ten progress notifications a second, at most
+
+LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+def log_level_rank(level: str) -> int:
+    return LOG_LEVELS.index(level)
+
+
+class Peer(Protocol):
+    """The session side a context talks through."""
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None: ...
+
+
+class Meter:
+    """Counters a worker thread bumps cheaply; the event loop turns them into progress notifications.
+
+    Plain attribute writes from the worker: no locks, no loop hops per chunk, so progress costs
+    nearly nothing however fast the work goes.
+    """
+
+    __slots__ = ("done", "extra", "total")
+
+    def __init__(self, total: float | None = None) -> None:
+        self.done: float = 0
+        self.total: float | None = total
+        self.extra: dict[str, float] = {}
+
+    @staticmethod
+    def checkpoint() -> None:
+        """Raise if the request was cancelled; call it between chunks or entries."""
+        anyio.from_thread.check_cancelled()
+
+
+Describe = Callable[[Meter, float], str | None]
+
+
+@dataclass
+class RequestContext:
+    request_id: RequestId
+    method: str
+    peer: Peer
+    progress_token: str | int | None = None
+    features: Features = field(default_factory=lambda: Features(LATEST_LEGACY))
+    log_level: str | None = "warning"  # None: the client asked for no log messages
+    limiter: anyio.CapacityLimiter | None = None
+    services: dict[str, Any] = field(default_factory=dict)
+    _last_progress: float = -math.inf
+    _last_sent_at: float = -math.inf
+
+    async def progress(
+        self, done: float, total: float | None = None, message: str | None = None, *, final: bool = False
+    ) -> None:
+        """Send ``notifications/progress`` if asked for, strictly increasing, throttled unless ``final``."""
+        if self.progress_token is None or not done > self._last_progress:
+            return
+        now = anyio.current_time()
+        if not final and now - self._last_sent_at < PROGRESS_INTERVAL:
+            return
+        self._last_progress, self._last_sent_at = done, now
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": done}
+        if total is not None:
+            params["total"] = total
+        if message and self.features.version >= "2025-03-26":
+            params["message"] = message
+        await self.peer.notify("notifications/progress", params)
+
+    async def log(self, level: str, data: Any, logger: str = "sysmcp") -> None:
+        """Send ``notifications/message`` if the client's level lets it through."""
+        if self.log_level is None or log_level_rank(level) < log_level_rank(self.log_level):
+            return
+        await self.peer.notify("notifications/message", {"level": level, "logger": logger, "data": data})
+
+    async def run_in_worker(
+        self, work: Callable[[Meter], T], *, total: float | None = None, describe: Describe | None = None
+    ) -> T:
+        """Run blocking ``work(meter)`` in a worker thread while reporting the meter as progress.
+
+        The worker must call ``meter.checkpoint()`` between chunks: that is where a cancelled
+        request stops. The thread is never abandoned, so no work outlives its request.
+        """
+        meter = Meter(total)
+        started = anyio.current_time()
+
+        async def report(final: bool) -> None:
+            if meter.done > 0 or final:
+                message = describe(meter, anyio.current_time() - started) if describe else None
+                await self.progress(meter.done, meter.total, message, final=final)
+
+        async def tick() -> None:
+            while True:
+                await anyio.sleep(PROGRESS_INTERVAL)
+                await report(final=False)
+
+        if self.progress_token is None:
+            return await anyio.to_thread.run_sync(work, meter, abandon_on_cancel=False, limiter=self.limiter)
+        async with anyio.create_task_group() as group:
+            group.start_soon(tick)
+            try:
+                result = await anyio.to_thread.run_sync(
+                    work, meter, abandon_on_cancel=False, limiter=self.limiter
+                )
+            finally:
+                group.cancel_scope.cancel()
+        await report(final=True)
+        return result

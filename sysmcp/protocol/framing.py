@@ -1,0 +1,91 @@
+"""Newline-delimited JSON framing, free of I/O.
+
+The stdio transport feeds whatever bytes a read returned; the decoder hands back complete lines.
+Keeping this free of I/O lets the tests split streams arbitrarily without an event loop.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_MAX_LINE = 4 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class OversizedLine:
+    """A line that exceeded the bound; its bytes were discarded, only its length is kept."""
+
+    length: int
+
+
+Frame = bytes | OversizedLine
+
+
+class LineDecoder:
+    """Splits a byte stream into lines, discarding (not buffering) any line longer than ``max_line``."""
+
+    def __init__(self, max_line: int = DEFAULT_MAX_LINE) -> None:
+        self.max_line = max_line
+        self._buffer = bytearray()
+        self._discarding = 0  # bytes dropped so far of an oversized line still in progress
+
+    def feed(self, data: bytes) -> list[Frame]:
+        """Add ``data`` and return every frame it completes, in order."""
+        frames: list[Frame] = []
+        start = 0
+        while True:
+            newline = data.find(b"\n", start)
+            if newline < 0:
+                self._absorb(data[start:])
+                return frames
+            piece = data[start:newline]
+            start = newline + 1
+            if self._discarding:
+                frames.append(OversizedLine(self._discarding + len(piece)))
+                self._discarding = 0
+                continue
+            if len(self._buffer) + len(piece) > self.max_line:
+                frames.append(OversizedLine(len(self._buffer) + len(piece)))
+                self._buffer.clear()
+                continue
+            if self._buffer:
+                self._buffer += piece
+                line = bytes(self._buffer)
+                self._buffer.clear()
+            else:
+                line = bytes(piece)
+            frames.append(_strip_cr(line))
+
+    def finish(self) -> list[Frame]:
+        """End of stream: a final line without a newline still counts."""
+        if self._discarding:
+            length, self._discarding = self._discarding, 0
+            return [OversizedLine(length)]
+        if self._buffer.strip():
+            line = bytes(self._buffer)
+            self._buffer.clear()
+            return [_strip_cr(line)]
+        self._buffer.clear()
+        return []
+
+    def _absorb(self, rest: bytes) -> None:
+        if self._discarding:
+            self._discarding += len(rest)
+        elif len(self._buffer) + len(rest) > self.max_line:
+            self._discarding = len(self._buffer) + len(rest)
+            self._buffer.clear()
+        else:
+            self._buffer += rest
+
+
+def _strip_cr(line: bytes) -> bytes:
+    return line[:-1] if line.endswith(b"\r") else line
+
+
+def encode(message: Any) -> bytes:
+    """One message as one line: compact JSON, non-ASCII as-is, never an embedded newline."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
+        "utf-8", "surrogateescape"
+    ) + b"\n"

@@ -1,0 +1,145 @@
+"""JSON-RPC 2.0 message shapes and parsing, free of I/O.
+
+``parse_message`` classifies one decoded JSON value; the session decides what each kind means
+under the negotiated protocol version.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+RequestId = str | int
+
+
+class ErrorCode(IntEnum):
+    PARSE_ERROR = -32700
+    INVALID_REQUEST = -32600
+    METHOD_NOT_FOUND = -32601
+    INVALID_PARAMS = -32602
+    INTERNAL_ERROR = -32603
+    RESOURCE_NOT_FOUND = -32002
+    UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    id: RequestId
+    method: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    method: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A response sent *by the client* (to a request we made, e.g. ``roots/list``)."""
+
+    id: RequestId | None
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """Anything that is not a valid message; ``id`` is kept when one could be read so the error can echo it."""
+
+    code: ErrorCode
+    message: str
+    id: RequestId | None = None
+
+
+Message = Request | Notification | Response | Invalid
+
+
+def is_request_id(value: object) -> bool:
+    """MCP ids are strings or integers; ``True`` is an int to Python but not to JSON-RPC."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def decode_json(line: bytes) -> Any | Invalid:
+    """Decode one line; every way it can fail becomes a parse error, never an exception."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        return Invalid(ErrorCode.PARSE_ERROR, "Parse error: the line is not valid UTF-8")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        return Invalid(ErrorCode.PARSE_ERROR, "Parse error: JSON nested too deeply")
+    except ValueError as exc:  # JSONDecodeError, and ints longer than Python allows
+        return Invalid(ErrorCode.PARSE_ERROR, f"Parse error: {_short(exc)}")
+
+
+def parse_message(value: Any) -> Message:
+    """Classify one JSON value (not a batch) as a request, notification, response or invalid message."""
+    if not isinstance(value, dict):
+        return Invalid(ErrorCode.INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
+    raw_id = value.get("id")
+    msg_id = raw_id if is_request_id(raw_id) else None
+    if value.get("jsonrpc") != "2.0":
+        return Invalid(ErrorCode.INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', msg_id)
+    if "method" not in value:
+        if "result" in value or "error" in value:
+            return _parse_response(value, msg_id)
+        return Invalid(ErrorCode.INVALID_REQUEST, 'Invalid Request: "method" is missing', msg_id)
+    method = value["method"]
+    if not isinstance(method, str):
+        return Invalid(ErrorCode.INVALID_REQUEST, 'Invalid Request: "method" must be a string', msg_id)
+    params = value.get("params", {})
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        return Invalid(ErrorCode.INVALID_REQUEST, 'Invalid Request: "params" must be an object', msg_id)
+    if "id" not in value:
+        return Notification(method, params)
+    if msg_id is None:
+        return Invalid(ErrorCode.INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer')
+    return Request(msg_id, method, params)
+
+
+def _parse_response(value: dict[str, Any], msg_id: RequestId | None) -> Message:
+    result, error = value.get("result"), value.get("error")
+    if result is not None and not isinstance(result, dict):
+        return Invalid(ErrorCode.INVALID_REQUEST, 'Invalid Request: "result" must be an object', msg_id)
+    if error is not None and not isinstance(error, dict):
+        return Invalid(ErrorCode.INVALID_REQUEST, 'Invalid Request: "error" must be an object', msg_id)
+    return Response(msg_id, result, error)
+
+
+def result_message(msg_id: RequestId, result: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": msg_id, "result": result}
+
+
+def error_message(
+    msg_id: RequestId | None, code: int, message: str, data: Any | None = None
+) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": int(code), "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": msg_id, "error": error}
+
+
+def notification_message(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def request_message(msg_id: RequestId, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": msg_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc)
+    return text if len(text) <= 200 else text[:200] + "…"

@@ -1,0 +1,344 @@
+"""The session: read loop, one task per request, cancellation, the single writer, the error boundary.
+
+It knows JSON-RPC and the few MCP notifications that are about requests themselves
+(``notifications/cancelled``); everything else is the handler's business.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from sysmcp.protocol.context import RequestContext
+from sysmcp.protocol.errors import ProtocolError
+from sysmcp.protocol.framing import DEFAULT_MAX_LINE, LineDecoder, OversizedLine, encode
+from sysmcp.protocol.jsonrpc import (
+    ErrorCode,
+    Invalid,
+    Notification,
+    Request,
+    RequestId,
+    Response,
+    decode_json,
+    error_message,
+    is_request_id,
+    notification_message,
+    parse_message,
+    request_message,
+    result_message,
+)
+
+log = structlog.get_logger("sysmcp.session")
+
+DEFAULT_MAX_IN_FLIGHT = 512
+EOF_GRACE = 0.5  # seconds in-flight requests may still finish after the client closed stdin
+SERVER_BUSY = -32000
+
+
+class Transport(Protocol):
+    async def receive(self) -> bytes:
+        """The next chunk of bytes; ``b""`` at end of stream."""
+        ...
+
+    async def send(self, data: bytes) -> None: ...
+
+
+class Handler(Protocol):
+    """The MCP method table the session dispatches to."""
+
+    def batching_allowed(self) -> bool: ...
+
+    async def handle_request(self, request: Request, ctx: RequestContext) -> dict[str, Any]: ...
+
+    async def handle_notification(self, notification: Notification) -> None: ...
+
+
+@dataclass
+class _InFlight:
+    scope: anyio.CancelScope
+    ctx: RequestContext
+
+
+@dataclass
+class _Batch:
+    """Replies to the elements of one JSON-RPC batch, sent together when the last one is done."""
+
+    pending: int
+    replies: list[dict[str, Any]] = field(default_factory=list)
+
+
+Reply = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class ClientRequestError(Exception):
+    """The client answered one of our requests with an error, or not in time."""
+
+
+class Session:
+    def __init__(
+        self,
+        handler: Handler,
+        transport: Transport,
+        *,
+        max_line: int = DEFAULT_MAX_LINE,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        limiter: anyio.CapacityLimiter | None = None,
+        eof_grace: float = EOF_GRACE,
+    ) -> None:
+        self.handler = handler
+        self.transport = transport
+        self.decoder = LineDecoder(max_line)
+        self.max_in_flight = max_in_flight
+        self.limiter = limiter or anyio.CapacityLimiter(4)
+        self.eof_grace = eof_grace
+        self._in_flight: dict[RequestId, _InFlight] = {}
+        self._pending: dict[RequestId, tuple[anyio.Event, list[Response]]] = {}
+        self._ids = itertools.count(1)
+        self._outbox_send: MemoryObjectSendStream[bytes]
+        self._outbox_receive: MemoryObjectReceiveStream[bytes]
+        self._outbox_send, self._outbox_receive = anyio.create_memory_object_stream[bytes](256)
+        self._idle = anyio.Event()
+        self._writer_done = anyio.Event()
+
+    # -- the outside world ------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve until the client closes its end (or the caller cancels us)."""
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(self._write_loop)
+            async with anyio.create_task_group() as requests:
+                await self._read_loop(requests)
+                await self._drain_after_eof()
+                requests.cancel_scope.cancel()
+            await self._outbox_send.aclose()
+            with anyio.move_on_after(self.eof_grace):
+                await self._writer_done.wait()
+            outer.cancel_scope.cancel()
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        await self._send(notification_message(method, params))
+
+    async def request(self, method: str, params: dict[str, Any] | None = None, timeout: float = 10) -> Response:
+        """Send a request to the client and wait for its response."""
+        msg_id: RequestId = f"sysmcp-{next(self._ids)}"
+        done, slot = anyio.Event(), []
+        self._pending[msg_id] = (done, slot)
+        try:
+            await self._send(request_message(msg_id, method, params))
+            with anyio.fail_after(timeout):
+                await done.wait()
+        except TimeoutError as exc:
+            raise ClientRequestError(f"the client did not answer {method} within {timeout:g} s") from exc
+        finally:
+            self._pending.pop(msg_id, None)
+        return slot[0]
+
+    # -- reading ----------------------------------------------------------------------------
+
+    async def _read_loop(self, tasks: TaskGroup) -> None:
+        while True:
+            chunk = await self.transport.receive()
+            frames = self.decoder.feed(chunk) if chunk else self.decoder.finish()
+            for frame in frames:
+                await self._on_frame(frame, tasks)
+            if not chunk:
+                return
+
+    async def _drain_after_eof(self) -> None:
+        """Give requests already running a moment to finish, then let ``run`` cancel the rest."""
+        if self._in_flight:
+            self._idle = anyio.Event()
+            with anyio.move_on_after(self.eof_grace):
+                await self._idle.wait()
+
+    async def _on_frame(self, frame: bytes | OversizedLine, tasks: TaskGroup) -> None:
+        if isinstance(frame, OversizedLine):
+            log.warning("oversized line discarded", length=frame.length, limit=self.decoder.max_line)
+            await self._send(
+                error_message(
+                    None,
+                    ErrorCode.INVALID_REQUEST,
+                    f"Invalid Request: message of {frame.length} bytes exceeds the {self.decoder.max_line}"
+                    " byte limit",
+                )
+            )
+            return
+        if not frame.strip():
+            return
+        value = decode_json(frame)
+        if isinstance(value, Invalid):
+            await self._send(error_message(None, value.code, value.message))
+        elif isinstance(value, list):
+            await self._on_batch(value, tasks)
+        else:
+            await self._on_message(value, tasks, self._send)
+
+    async def _on_batch(self, values: list[Any], tasks: TaskGroup) -> None:
+        if not self.handler.batching_allowed():
+            await self._send(
+                error_message(
+                    None, ErrorCode.INVALID_REQUEST, "Invalid Request: this protocol version has no batches"
+                )
+            )
+            return
+        if not values:
+            await self._send(error_message(None, ErrorCode.INVALID_REQUEST, "Invalid Request: empty batch"))
+            return
+        batch = _Batch(pending=len(values))
+
+        async def collect(reply: dict[str, Any]) -> None:
+            batch.replies.append(reply)
+
+        async def settle() -> None:
+            batch.pending -= 1
+            if batch.pending == 0 and batch.replies:
+                await self._send_raw(encode(batch.replies))
+
+        for value in values:
+            await self._on_message(value, tasks, collect, settle)
+
+    async def _on_message(
+        self,
+        value: Any,
+        tasks: TaskGroup,
+        reply: Reply,
+        settle: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        message = parse_message(value)
+        if isinstance(message, Request):
+            await self._start_request(message, tasks, reply, settle)
+            return
+        if isinstance(message, Invalid):
+            await reply(error_message(message.id, message.code, message.message))
+        elif isinstance(message, Notification):
+            await self._on_notification(message)
+        elif isinstance(message, Response):
+            self._on_response(message)
+        if settle is not None:
+            await settle()
+
+    async def _on_notification(self, notification: Notification) -> None:
+        if notification.method == "notifications/cancelled":
+            request_id = notification.params.get("requestId")
+            entry = self._in_flight.get(request_id) if is_request_id(request_id) else None  # type: ignore[arg-type]
+            if entry is not None:
+                log.debug("request cancelled by client", request_id=request_id)
+                entry.scope.cancel()
+            return
+        try:
+            await self.handler.handle_notification(notification)
+        except Exception:
+            log.exception("notification handler failed", method=notification.method)
+
+    def _on_response(self, response: Response) -> None:
+        pending = self._pending.get(response.id) if response.id is not None else None
+        if pending is None:
+            log.debug("response to no request of ours ignored", id=response.id)
+            return
+        done, slot = pending
+        slot.append(response)
+        done.set()
+
+    async def _start_request(
+        self,
+        request: Request,
+        tasks: TaskGroup,
+        reply: Reply,
+        settle: Callable[[], Awaitable[None]] | None,
+    ) -> None:
+        if request.id in self._in_flight:
+            await reply(
+                error_message(
+                    request.id, ErrorCode.INVALID_REQUEST, "Invalid Request: a request with this id is in flight"
+                )
+            )
+        elif len(self._in_flight) >= self.max_in_flight:
+            await reply(
+                error_message(
+                    request.id,
+                    SERVER_BUSY,
+                    f"Server busy: {self.max_in_flight} requests already in flight; retry when some finish",
+                )
+            )
+        else:
+            scope = anyio.CancelScope()
+            ctx = RequestContext(
+                request_id=request.id,
+                method=request.method,
+                peer=self,
+                progress_token=_progress_token(request.params),
+                limiter=self.limiter,
+            )
+            self._in_flight[request.id] = _InFlight(scope, ctx)
+            tasks.start_soon(self._serve, request, ctx, scope, reply, settle)
+            return
+        if settle is not None:
+            await settle()
+
+    # -- the error boundary -----------------------------------------------------------------
+
+    async def _serve(
+        self,
+        request: Request,
+        ctx: RequestContext,
+        scope: anyio.CancelScope,
+        reply: Reply,
+        settle: Callable[[], Awaitable[None]] | None,
+    ) -> None:
+        """The one place exceptions become replies; a cancelled request leaves with nothing to send."""
+        answer: dict[str, Any] | None = None
+        try:
+            with scope:
+                try:
+                    result = await self.handler.handle_request(request, ctx)
+                    answer = result_message(request.id, result)
+                    encode(answer)  # an unencodable result is our bug: find out here, inside the boundary
+                except ProtocolError as exc:
+                    answer = error_message(request.id, exc.code, exc.message, exc.data)
+                except Exception:
+                    log.exception("request failed", method=request.method)
+                    answer = error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error")
+            if answer is not None and not scope.cancel_called:
+                await reply(answer)
+            if settle is not None:
+                await settle()
+        finally:
+            self._in_flight.pop(request.id, None)
+            if not self._in_flight:
+                self._idle.set()
+
+    # -- writing ----------------------------------------------------------------------------
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        await self._send_raw(encode(message))
+
+    async def _send_raw(self, data: bytes) -> None:
+        await self._outbox_send.send(data)
+
+    async def _write_loop(self) -> None:
+        """The only code that writes to the wire."""
+        try:
+            async with self._outbox_receive:
+                async for data in self._outbox_receive:
+                    await self.transport.send(data)
+        finally:
+            self._writer_done.set()
+
+
+def _progress_token(params: dict[str, Any]) -> str | int | None:
+    meta = params.get("_meta")
+    if isinstance(meta, dict):
+        token = meta.get("progressToken")
+        if is_request_id(token):
+            return token  # type: ignore[no-any-return]
+    return None
+
+
+__all__ = ["ClientRequestError", "Handler", "Session", "Transport"]

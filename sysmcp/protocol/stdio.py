@@ -1,0 +1,71 @@
+"""The stdio transport: a thin shell around raw file descriptors.
+
+At start-up the real stdout is duplicated for the wire and fd 1 is pointed at stderr, so a stray
+``print`` anywhere in the process lands in the log instead of corrupting the protocol. Reads come
+straight from the stdin fd: buffered text wrappers stall on pipes.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from dataclasses import dataclass
+
+import anyio
+import anyio.to_thread
+
+READ_SIZE = 1 << 16
+LARGE_WRITE = 1 << 16  # bigger writes go to a thread so a slow reader cannot freeze the event loop
+
+
+@dataclass
+class StdioWire:
+    """The private descriptors of the wire, after ``claim``."""
+
+    read_fd: int
+    write_fd: int
+
+    @classmethod
+    def claim(cls) -> StdioWire:
+        """Take fd 0 and fd 1 for the protocol and leave harmless ones in their place."""
+        sys.stdout.flush()
+        write_fd = os.dup(1)
+        os.dup2(2, 1)  # fd 1 is stderr from now on: stray prints become log noise, not protocol errors
+        read_fd = os.dup(0)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)  # nothing else may consume the client's bytes
+        os.close(devnull)
+        return cls(read_fd, write_fd)
+
+
+class FdTransport:
+    """Reads and writes whole chunks on raw descriptors without blocking the event loop."""
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self.read_fd = read_fd
+        self.write_fd = write_fd
+        # epoll refuses regular files, and reading one never blocks: read those directly in a thread.
+        self._pollable = not stat.S_ISREG(os.fstat(read_fd).st_mode)
+
+    async def receive(self) -> bytes:
+        while self._pollable:
+            await anyio.wait_readable(self.read_fd)
+            try:
+                return os.read(self.read_fd, READ_SIZE)
+            except BlockingIOError:
+                continue  # a spurious wake-up on a descriptor someone made non-blocking
+        return await anyio.to_thread.run_sync(os.read, self.read_fd, READ_SIZE)
+
+    async def send(self, data: bytes) -> None:
+        if len(data) > LARGE_WRITE:
+            await anyio.to_thread.run_sync(_write_all, self.write_fd, data)
+        else:
+            _write_all(self.write_fd, data)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]

@@ -1,0 +1,52 @@
+"""Full results too big to inline, kept in memory and served as ``sysmcp://`` resources.
+
+Bounded: a total byte cap, oldest evicted first, so a long session cannot grow without limit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+DEFAULT_CAP = 64 << 20
+URI_PREFIX = "sysmcp://results/"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResult:
+    uri: str
+    name: str
+    description: str
+    mime_type: str
+    text: str
+    created: float
+
+    @property
+    def size(self) -> int:
+        return len(self.text.encode("utf-8"))
+
+
+class ResultStore:
+    def __init__(self, cap_bytes: int = DEFAULT_CAP) -> None:
+        self.cap_bytes = cap_bytes
+        self._items: OrderedDict[str, StoredResult] = OrderedDict()
+        self._bytes = 0
+        self._ids = itertools.count(1)
+
+    def put(self, name: str, text: str, *, description: str, mime_type: str = "text/plain") -> StoredResult:
+        uri = f"{URI_PREFIX}{next(self._ids)}/{name}"
+        item = StoredResult(uri, name, description, mime_type, text, time.time())
+        self._items[uri] = item
+        self._bytes += item.size
+        while self._bytes > self.cap_bytes and len(self._items) > 1:
+            _, old = self._items.popitem(last=False)
+            self._bytes -= old.size
+        return item
+
+    def get(self, uri: str) -> StoredResult | None:
+        return self._items.get(uri)
+
+    def list(self) -> list[StoredResult]:
+        return list(self._items.values())

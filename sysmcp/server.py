@@ -1,0 +1,222 @@
+"""The MCP method table: what each method means for sysmcp.
+
+The session delivers parsed requests; this module applies the lifecycle rules, the negotiated
+version's features, and turns tool outcomes into ``CallToolResult`` shapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from sysmcp import __version__
+from sysmcp.fs.paths import PathPolicy
+from sysmcp.protocol.context import LOG_LEVELS, RequestContext
+from sysmcp.protocol.errors import ArgumentError, ProtocolError, ToolError, invalid_params
+from sysmcp.protocol.jsonrpc import ErrorCode, Notification, Request
+from sysmcp.protocol.lifecycle import Features, Lifecycle
+from sysmcp.results import ResultStore
+from sysmcp.tools.arguments import validate_arguments
+from sysmcp.tools.registry import Registry, Tool, ToolContext, ToolOutput
+
+log = structlog.get_logger("sysmcp.server")
+
+SERVER_NAME = "sysmcp"
+SERVER_TITLE = "sysmcp — sysadmin tools"
+
+INSTRUCTIONS = """\
+sysmcp answers questions about this machine's storage and files, read-only: it never writes, deletes \
+or changes anything, and it never returns file contents — only metadata, sizes and digests.
+- disk_usage: which filesystem is full (bytes and percent as df computes them).
+- dir_usage: what fills a directory (largest files under a path).
+- file_sha256: is this file the one I think it is (streamed SHA-256 digest).
+Paths must be absolute. Long calls report progress and can be cancelled. {scope}"""
+
+Method = Callable[[dict[str, Any], RequestContext], Awaitable[dict[str, Any]]]
+
+
+@dataclass
+class Server:
+    """One connection's worth of MCP state: lifecycle, log level, path policy, stored results."""
+
+    registry: Registry
+    paths: PathPolicy = field(default_factory=PathPolicy)
+    results: ResultStore = field(default_factory=ResultStore)
+    lifecycle: Lifecycle = field(default_factory=Lifecycle)
+    log_level: str = "warning"
+
+    def __post_init__(self) -> None:
+        self._methods: dict[str, Method] = {
+            "initialize": self._initialize,
+            "ping": self._ping,
+            "tools/list": self._tools_list,
+            "tools/call": self._tools_call,
+            "logging/setLevel": self._set_level,
+            "resources/list": self._resources_list,
+            "resources/read": self._resources_read,
+            "resources/templates/list": self._resource_templates_list,
+        }
+
+    # -- the session's Handler protocol -----------------------------------------------------
+
+    def batching_allowed(self) -> bool:
+        return self.lifecycle.batching_allowed
+
+    async def handle_request(self, request: Request, ctx: RequestContext) -> dict[str, Any]:
+        method = self._methods.get(request.method)
+        if method is None:
+            raise ProtocolError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {request.method}")
+        self.lifecycle.check(request.method)
+        ctx.features = self.lifecycle.features
+        ctx.log_level = self.log_level
+        return await method(request.params, ctx)
+
+    async def handle_notification(self, notification: Notification) -> None:
+        if notification.method == "notifications/initialized":
+            self.lifecycle.initialized()
+        else:
+            log.debug("notification ignored", method=notification.method)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def instructions(self) -> str:
+        roots = self.paths.allowed
+        scope = (
+            "No roots are configured: the whole filesystem is in scope."
+            if roots is None
+            else "Only these roots are in scope: " + ", ".join(map(str, roots)) + "."
+        )
+        return INSTRUCTIONS.format(scope=scope)
+
+    def capabilities(self) -> dict[str, Any]:
+        return {
+            "tools": {"listChanged": False},
+            "logging": {},
+            "resources": {"subscribe": False, "listChanged": False},
+        }
+
+    def server_info(self, features: Features) -> dict[str, Any]:
+        info: dict[str, Any] = {"name": SERVER_NAME, "version": __version__}
+        if features.server_title:
+            info["title"] = SERVER_TITLE
+        return info
+
+    async def _initialize(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        version = self.lifecycle.initialize(params)
+        features = self.lifecycle.features
+        log.info("initialized", protocol_version=version, client=self.lifecycle.client_info.get("name"))
+        return {
+            "protocolVersion": version,
+            "capabilities": self.capabilities(),
+            "serverInfo": self.server_info(features),
+            "instructions": self.instructions,
+        }
+
+    async def _ping(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        return {}
+
+    async def _set_level(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        level = params.get("level")
+        if level not in LOG_LEVELS:
+            raise invalid_params(f"Invalid params: 'level' must be one of {', '.join(LOG_LEVELS)}")
+        self.log_level = str(level)
+        return {}
+
+    # -- tools ------------------------------------------------------------------------------
+
+    async def _tools_list(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        tools, next_cursor = self.registry.page(params.get("cursor"))
+        result: dict[str, Any] = {"tools": [tool.describe(ctx.features) for tool in tools]}
+        if next_cursor is not None:
+            result["nextCursor"] = next_cursor
+        return result
+
+    async def _tools_call(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise invalid_params("Invalid params: 'name' must be a string")
+        tool = self.registry.get(name)
+        if tool is None:
+            known = ", ".join(t.name for t in self.registry)
+            raise invalid_params(f"Invalid params: unknown tool {name!r}; known tools: {known}")
+        try:
+            arguments = validate_arguments(tool.input_schema, params.get("arguments"))
+        except ArgumentError as exc:
+            if not ctx.features.validation_errors_as_results:
+                raise invalid_params(exc.message) from exc
+            return self._error_result(exc.message)
+        return await self._run_tool(tool, arguments, ctx)
+
+    async def _run_tool(self, tool: Tool, arguments: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        try:
+            output = await tool.handler(arguments, ToolContext(ctx, self.paths, self.results))
+        except ToolError as exc:
+            return self._error_result(exc.message)
+        return self._call_result(output, ctx.features)
+
+    def _error_result(self, text: str) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": text}], "isError": True}
+
+    def _call_result(self, output: ToolOutput, features: Features) -> dict[str, Any]:
+        content: list[dict[str, Any]] = [{"type": "text", "text": output.text}]
+        for link in output.links:
+            if features.structured_output:
+                content.append(
+                    {
+                        "type": "resource_link",
+                        "uri": link.uri,
+                        "name": link.name,
+                        "description": link.description,
+                        "mimeType": link.mime_type,
+                        "size": link.size,
+                    }
+                )
+            else:
+                content.append(
+                    {"type": "text", "text": f"Full result: {link.uri} ({link.size} bytes; read it with resources/read)"}
+                )
+        result: dict[str, Any] = {"content": content, "isError": output.is_error}
+        if features.structured_output and not output.is_error:
+            result["structuredContent"] = output.structured
+        return result
+
+    # -- resources --------------------------------------------------------------------------
+
+    async def _resources_list(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        if params.get("cursor") is not None:
+            raise invalid_params("Invalid params: unknown or expired cursor")
+        return {
+            "resources": [
+                {
+                    "uri": item.uri,
+                    "name": item.name,
+                    "description": item.description,
+                    "mimeType": item.mime_type,
+                    "size": item.size,
+                }
+                for item in self.results.list()
+            ]
+        }
+
+    async def _resources_read(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise invalid_params("Invalid params: 'uri' must be a string")
+        item = self.results.get(uri)
+        if item is None:
+            raise ProtocolError(ErrorCode.RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
+        return {"contents": [{"uri": item.uri, "mimeType": item.mime_type, "text": item.text}]}
+
+    async def _resource_templates_list(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        return {"resourceTemplates": []}
+
+
+def build_server(tools: Sequence[Tool], *, roots: Sequence[str] | None = None, page_size: int = 100) -> Server:
+    from pathlib import Path
+
+    policy = PathPolicy(operator_roots=[Path(r).resolve() for r in roots] if roots else None)
+    return Server(Registry(tools, page_size=page_size), paths=policy)

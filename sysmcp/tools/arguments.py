@@ -1,0 +1,116 @@
+"""Checks tool arguments against the tool's own input schema, so the schema is the one declaration.
+
+A deliberately small JSON Schema subset — the keywords sysmcp's schemas use — with messages that name
+the field and the rule, because a model reads them and retries.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sysmcp.protocol.errors import ArgumentError
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list,),
+    "object": (dict,),
+}
+
+
+def validate_arguments(schema: dict[str, Any], arguments: Any) -> dict[str, Any]:
+    """Return the arguments with schema defaults filled in, or raise ``ArgumentError``."""
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise ArgumentError("Invalid arguments: 'arguments' must be an object")
+    problems: list[str] = []
+    result = _check_object(schema, arguments, "", problems)
+    if problems:
+        raise ArgumentError("Invalid arguments: " + "; ".join(problems))
+    return result
+
+
+def _check_object(schema: dict[str, Any], value: dict[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
+    properties: dict[str, Any] = schema.get("properties", {})
+    result: dict[str, Any] = {}
+    for name in schema.get("required", []):
+        if name not in value:
+            problems.append(f"{_join(where, name)} is required")
+    for name, item in value.items():
+        if name not in properties:
+            if schema.get("additionalProperties", True) is False:
+                known = ", ".join(sorted(properties)) or "none"
+                problems.append(f"{_join(where, name)} is not a known argument (known: {known})")
+            continue
+        result[name] = _check(properties[name], item, _join(where, name), problems)
+    for name, prop in properties.items():
+        if name not in result and "default" in prop:
+            result[name] = prop["default"]
+    return result
+
+
+def _check(schema: dict[str, Any], value: Any, where: str, problems: list[str]) -> Any:
+    expected = schema.get("type")
+    if expected is not None:
+        names = expected if isinstance(expected, list) else [expected]
+        if not any(_is_type(value, name) for name in names):
+            problems.append(f"{where} must be {' or '.join(_article(n) for n in names)}, got {_describe(value)}")
+            return value
+        if "integer" in names and isinstance(value, float):
+            value = int(value)
+    if "enum" in schema and value not in schema["enum"]:
+        choices = ", ".join(repr(choice) for choice in schema["enum"])
+        problems.append(f"{where} must be one of {choices}, got {value!r}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            problems.append(f"{where} must be >= {schema['minimum']}, got {value}")
+        if "maximum" in schema and value > schema["maximum"]:
+            problems.append(f"{where} must be <= {schema['maximum']}, got {value}")
+        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+            problems.append(f"{where} must be > {schema['exclusiveMinimum']}, got {value}")
+    if isinstance(value, str):
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            problems.append(f"{where} must have at least {schema['minLength']} characters")
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            problems.append(f"{where} must have at most {schema['maxLength']} characters")
+        if "pattern" in schema and re.search(schema["pattern"], value) is None:
+            problems.append(f"{where} must match the pattern {schema['pattern']}")
+    if isinstance(value, list):
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            problems.append(f"{where} must have at least {schema['minItems']} items")
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            problems.append(f"{where} must have at most {schema['maxItems']} items")
+        if "items" in schema:
+            return [_check(schema["items"], item, f"{where}[{i}]", problems) for i, item in enumerate(value)]
+    if isinstance(value, dict) and ("properties" in schema or "additionalProperties" in schema):
+        return _check_object(schema, value, where, problems)
+    return value
+
+
+def _is_type(value: Any, name: str) -> bool:
+    if name == "null":
+        return value is None
+    if isinstance(value, bool) and name != "boolean":
+        return False
+    if name == "integer" and isinstance(value, float):
+        return value.is_integer()
+    return isinstance(value, _TYPES.get(name, (object,)))
+
+
+def _join(where: str, name: str) -> str:
+    return f"{where}.{name}" if where else repr(name)
+
+
+def _article(name: str) -> str:
+    return {"integer": "an integer", "array": "an array", "object": "an object"}.get(name, f"a {name}")
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    kind = {bool: "boolean", str: "string", int: "integer", float: "number", list: "array", dict: "object"}
+    return f"{kind.get(type(value), type(value).__name__)} {value!r}"[:80]

@@ -1,0 +1,143 @@
+"""The one small registry through which tools plug into the server.
+
+A tool module declares a ``TOOL = Tool(...)``: name, schemas and handler side by side. The server
+never needs to know more about a tool than this record.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from sysmcp.fs.paths import PathPolicy
+from sysmcp.protocol.context import Describe, Meter, RequestContext
+from sysmcp.protocol.errors import invalid_params
+from sysmcp.protocol.lifecycle import Features
+from sysmcp.results import ResultStore
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceLink:
+    """A pointer to a full result kept in the server's result store."""
+
+    uri: str
+    name: str
+    description: str
+    mime_type: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """What a handler returns: text for people and models, structured data for programs."""
+
+    text: str
+    structured: dict[str, Any]
+    is_error: bool = False
+    links: tuple[ResourceLink, ...] = ()
+
+
+@dataclass
+class ToolContext:
+    """What a handler gets: the request's protocol context plus the server's shared services."""
+
+    request: RequestContext
+    paths: PathPolicy
+    results: ResultStore
+
+    @property
+    def features(self) -> Features:
+        return self.request.features
+
+    async def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
+        await self.request.progress(done, total, message)
+
+    async def log(self, level: str, data: Any) -> None:
+        await self.request.log(level, data)
+
+    async def run_in_worker(
+        self, work: Callable[[Meter], T], *, total: float | None = None, describe: Describe | None = None
+    ) -> T:
+        return await self.request.run_in_worker(work, total=total, describe=describe)
+
+
+Handler = Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutput]]
+
+READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    name: str
+    title: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    handler: Handler
+    annotations: dict[str, Any] = field(default_factory=lambda: dict(READ_ONLY))
+
+    def describe(self, features: Features) -> dict[str, Any]:
+        """The ``tools/list`` entry, with only what the negotiated version knows."""
+        entry: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+        }
+        if features.structured_output:
+            entry["title"] = self.title
+            entry["outputSchema"] = self.output_schema
+        if features.tool_annotations:
+            entry["annotations"] = {"title": self.title, **self.annotations}
+        return entry
+
+
+class Registry:
+    """Tools by name, in declaration order, with opaque-cursor pagination."""
+
+    def __init__(self, tools: Iterable[Tool], page_size: int = 100) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            if tool.name in self._tools:
+                raise ValueError(f"tool {tool.name!r} registered twice")
+            self._tools[tool.name] = tool
+        self.page_size = page_size
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __iter__(self) -> Any:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def page(self, cursor: object) -> tuple[Sequence[Tool], str | None]:
+        """One page of tools and the cursor of the next (None on the last page)."""
+        start = decode_cursor(cursor, len(self._tools))
+        tools = list(self._tools.values())
+        end = start + self.page_size
+        return tools[start:end], (encode_cursor(end) if end < len(tools) else None)
+
+
+def encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"sysmcp:{offset}".encode()).decode("ascii")
+
+
+def decode_cursor(cursor: object, limit: int) -> int:
+    """Offset of a cursor we issued; anything else is the client's mistake (-32602)."""
+    if cursor is None:
+        return 0
+    if isinstance(cursor, str):
+        try:
+            text = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii")
+        except (binascii.Error, UnicodeError, ValueError):
+            text = ""
+        prefix, _, number = text.partition(":")
+        if prefix == "sysmcp" and number.isdigit() and 0 < int(number) <= limit:
+            return int(number)
+    raise invalid_params("Invalid params: unknown or expired cursor")
