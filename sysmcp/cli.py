@@ -37,7 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sysmcp", description="A sysadmin tool server for MCP (stdio).")
     parser.add_argument("--version", action="version", version=f"sysmcp {__version__}")
     parser.add_argument(
-        "--log-level", choices=LEVELS, default="warning", help="level of the JSON logs on stderr (default: warning)"
+        "--log-level",
+        choices=LEVELS,
+        default="warning",
+        help="level of the JSON logs on stderr (default: warning)",
     )
     parser.add_argument(
         "--root",
@@ -49,7 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("serve", help="serve MCP on stdin/stdout (the default)")
     call = commands.add_parser("call", help="spawn sysmcp, call one tool, print the result")
     call.add_argument("tool", help="tool name, e.g. disk_usage")
-    call.add_argument("arguments", nargs="*", metavar="KEY=VALUE", help="arguments; values are JSON if they parse")
+    call.add_argument(
+        "arguments", nargs="*", metavar="KEY=VALUE", help="arguments; values are JSON if they parse"
+    )
     call.add_argument("--raw", action="store_true", help="print every message on the wire, both directions")
     call.add_argument(
         "--protocol-version", default="2025-11-25", help="protocol version to request (default: 2025-11-25)"
@@ -65,7 +70,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "call":
         from sysmcp.client import run_call
 
-        return run_call(args.tool, args.arguments, raw=args.raw, version=args.protocol_version, server_args=_server_args(args))
+        return run_call(
+            args.tool,
+            args.arguments,
+            raw=args.raw,
+            version=args.protocol_version,
+            server_args=_server_args(args),
+        )
     return serve(args.log_level, roots)
 
 
@@ -92,7 +103,7 @@ def serve(log_level: str, roots: Sequence[str]) -> int:
         anyio.run(_serve, FdTransport(wire.read_fd, wire.write_fd), roots)
     except KeyboardInterrupt:
         pass
-    except BaseException as exc:  # noqa: BLE001 — the last line of defence: log, never print a traceback on the wire
+    except BaseException as exc:
         if _is_broken_pipe(exc):
             log.info("client went away")
         else:

@@ -71,7 +71,9 @@ def _show_progress(message: dict[str, Any]) -> None:
     print(f"progress: {text or done}{share}", file=sys.stderr, flush=True)
 
 
-async def _call(tool: str, arguments: dict[str, Any], raw: bool, version: str, server_args: Sequence[str]) -> int:
+async def _call(
+    tool: str, arguments: dict[str, Any], raw: bool, version: str, server_args: Sequence[str]
+) -> int:
     command = [sys.executable, "-m", "sysmcp", *server_args]
     async with await anyio.open_process(command, stderr=None if raw else subprocess.DEVNULL) as process:
         client = StdioClient(process, raw)

@@ -177,7 +177,10 @@ class Server:
                 )
             else:
                 content.append(
-                    {"type": "text", "text": f"Full result: {link.uri} ({link.size} bytes; read it with resources/read)"}
+                    {
+                        "type": "text",
+                        "text": f"Full result: {link.uri} ({link.size} bytes; read it with resources/read)",
+                    }
                 )
         result: dict[str, Any] = {"content": content, "isError": output.is_error}
         if features.structured_output and not output.is_error:
@@ -215,7 +218,9 @@ class Server:
         return {"resourceTemplates": []}
 
 
-def build_server(tools: Sequence[Tool], *, roots: Sequence[str] | None = None, page_size: int = 100) -> Server:
+def build_server(
+    tools: Sequence[Tool], *, roots: Sequence[str] | None = None, page_size: int = 100
+) -> Server:
     from pathlib import Path
 
     policy = PathPolicy(operator_roots=[Path(r).resolve() for r in roots] if roots else None)

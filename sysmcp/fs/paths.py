@@ -40,9 +40,14 @@ class PathPolicy:
             raise ToolError("path contains a NUL byte")
         expanded = os.path.expanduser(raw)
         if not os.path.isabs(expanded):
-            raise ToolError(f"path {raw!r} is relative: give an absolute path (sysmcp has no useful working directory)")
+            raise ToolError(
+                f"path {raw!r} is relative: give an absolute path (sysmcp has no useful working directory)"
+            )
         real = Path(os.path.realpath(expanded))
-        for roots, who in ((self.operator_roots, "the operator's --root"), (self.client_roots, "the client's roots")):
+        for roots, who in (
+            (self.operator_roots, "the operator's --root"),
+            (self.client_roots, "the client's roots"),
+        ):
             if roots is not None and not any(is_within(real, root) for root in roots):
                 raise ToolError(f"path {raw!r} is outside {who} list; allowed: {', '.join(map(str, roots))}")
         return real

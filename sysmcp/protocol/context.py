@@ -22,7 +22,16 @@ T = TypeVar("T")
 
 PROGRESS_INTERVAL = 0.1  # seconds: about ten progress notifications a second, at most
 
-LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LOG_LEVELS: tuple[str, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
 
 
 def log_level_rank(level: str) -> int:

@@ -86,6 +86,9 @@ def _strip_cr(line: bytes) -> bytes:
 
 def encode(message: Any) -> bytes:
     """One message as one line: compact JSON, non-ASCII as-is, never an embedded newline."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
-        "utf-8", "surrogateescape"
-    ) + b"\n"
+    return (
+        json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
+            "utf-8", "surrogateescape"
+        )
+        + b"\n"
+    )

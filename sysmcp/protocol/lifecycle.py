@@ -90,7 +90,9 @@ class Lifecycle:
             raise ProtocolError(ErrorCode.INVALID_REQUEST, "Invalid Request: already initialized")
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
-            raise ProtocolError(ErrorCode.INVALID_PARAMS, 'Invalid params: "protocolVersion" must be a string')
+            raise ProtocolError(
+                ErrorCode.INVALID_PARAMS, 'Invalid params: "protocolVersion" must be a string'
+            )
         capabilities = params.get("capabilities", {})
         info = params.get("clientInfo", {})
         self.version = negotiate(requested)

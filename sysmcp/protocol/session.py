@@ -125,10 +125,13 @@ class Session:
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self._send(notification_message(method, params))
 
-    async def request(self, method: str, params: dict[str, Any] | None = None, timeout: float = 10) -> Response:
+    async def request(
+        self, method: str, params: dict[str, Any] | None = None, timeout: float = 10
+    ) -> Response:
         """Send a request to the client and wait for its response."""
         msg_id: RequestId = f"sysmcp-{next(self._ids)}"
-        done, slot = anyio.Event(), []
+        done = anyio.Event()
+        slot: list[Response] = []
         self._pending[msg_id] = (done, slot)
         try:
             await self._send(request_message(msg_id, method, params))
@@ -256,7 +259,9 @@ class Session:
         if request.id in self._in_flight:
             await reply(
                 error_message(
-                    request.id, ErrorCode.INVALID_REQUEST, "Invalid Request: a request with this id is in flight"
+                    request.id,
+                    ErrorCode.INVALID_REQUEST,
+                    "Invalid Request: a request with this id is in flight",
                 )
             )
         elif len(self._in_flight) >= self.max_in_flight:
@@ -337,7 +342,7 @@ def _progress_token(params: dict[str, Any]) -> str | int | None:
     if isinstance(meta, dict):
         token = meta.get("progressToken")
         if is_request_id(token):
-            return token  # type: ignore[no-any-return]
+            return token
     return None
 
 

@@ -34,7 +34,9 @@ def validate_arguments(schema: dict[str, Any], arguments: Any) -> dict[str, Any]
     return result
 
 
-def _check_object(schema: dict[str, Any], value: dict[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
+def _check_object(
+    schema: dict[str, Any], value: dict[str, Any], where: str, problems: list[str]
+) -> dict[str, Any]:
     properties: dict[str, Any] = schema.get("properties", {})
     result: dict[str, Any] = {}
     for name in schema.get("required", []):
@@ -58,7 +60,9 @@ def _check(schema: dict[str, Any], value: Any, where: str, problems: list[str]) 
     if expected is not None:
         names = expected if isinstance(expected, list) else [expected]
         if not any(_is_type(value, name) for name in names):
-            problems.append(f"{where} must be {' or '.join(_article(n) for n in names)}, got {_describe(value)}")
+            problems.append(
+                f"{where} must be {' or '.join(_article(n) for n in names)}, got {_describe(value)}"
+            )
             return value
         if "integer" in names and isinstance(value, float):
             value = int(value)

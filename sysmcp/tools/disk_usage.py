@@ -79,7 +79,9 @@ def make_handler(provider: UsageProvider = psutil_usage, timeout: float = STATVF
             with anyio.fail_after(timeout):
                 usage = await anyio.to_thread.run_sync(provider, os.fsdecode(path), abandon_on_cancel=True)
         except TimeoutError:
-            raise ToolError(f"The filesystem holding {shown} did not answer within {timeout:g} s (a hung mount?)")
+            raise ToolError(
+                f"The filesystem holding {shown} did not answer within {timeout:g} s (a hung mount?)"
+            ) from None
         except FileNotFoundError:
             raise ToolError(f"No such file or directory: {shown}") from None
         except PermissionError:

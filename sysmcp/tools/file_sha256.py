@@ -98,7 +98,9 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             return f"{human_bytes(meter.done)} of {human_bytes(expected_size)} at {rate(meter.done, elapsed)}"
 
         try:
-            digest, size = await ctx.run_in_worker(lambda m: hash_fd(fd, m), total=expected_size, describe=describe)
+            digest, size = await ctx.run_in_worker(
+                lambda m: hash_fd(fd, m), total=expected_size, describe=describe
+            )
         except OSError as exc:
             raise ToolError(f"Read error in {shown}: {exc.strerror or exc}") from None
     finally:

@@ -1,0 +1,390 @@
+"""The wire rules of the foundation, checked against the real process over real pipes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.wire import read_stderr, result_text, spawn
+
+pytestmark = pytest.mark.anyio
+
+LEGACY = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
+
+
+@pytest.mark.parametrize("version", LEGACY)
+async def test_initialize_echoes_each_supported_version(version: str) -> None:
+    async with spawn() as wire:
+        reply = await wire.initialize(version)
+        result = reply["result"]
+        assert result["protocolVersion"] == version
+        assert result["serverInfo"]["name"] == "sysmcp"
+        assert "tools" in result["capabilities"] and "logging" in result["capabilities"]
+        assert "read-only" in result["instructions"]
+        assert ("title" in result["serverInfo"]) == (version >= "2025-06-18")
+
+
+async def test_unknown_version_is_answered_with_our_latest() -> None:
+    async with spawn() as wire:
+        reply = await wire.initialize("1999-01-01")
+        assert reply["result"]["protocolVersion"] == "2025-11-25"
+
+
+async def test_unknown_method_gets_method_not_found_before_and_after_initialize() -> None:
+    async with spawn() as wire:
+        before = await wire.request("server/nonsense")
+        assert before["error"]["code"] == -32601
+        await wire.initialize()
+        after = await wire.request("no/such/method", {})
+        assert after["error"]["code"] == -32601
+
+
+async def test_requests_before_initialize_are_refused_but_ping_works() -> None:
+    async with spawn() as wire:
+        assert (await wire.request("ping"))["result"] == {}
+        refused = await wire.request("tools/list")
+        assert refused["error"]["code"] == -32600
+        assert "initialize" in refused["error"]["message"]
+
+
+async def test_second_initialize_is_refused() -> None:
+    async with spawn() as wire:
+        await wire.initialize()
+        again = await wire.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        )
+        assert again["error"]["code"] == -32600
+
+
+async def test_ids_are_echoed_exactly_including_zero_and_strings() -> None:
+    async with spawn() as wire:
+        await wire.initialize()
+        for msg_id in (0, -7, 2**53, "abc", "", "0"):
+            reply = await wire.request("ping", msg_id=msg_id)
+            assert reply["id"] == msg_id and type(reply["id"]) is type(msg_id)
+
+
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        (b"this is not json", -32700),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": ', -32700),
+        (b"\xff\xfe{}", -32700),
+        (b"[" * 100_000 + b"]" * 100_000, -32700),
+        (b'"a string"', -32600),
+        (b"42", -32600),
+        (b'{"jsonrpc": "1.0", "id": 1, "method": "ping"}', -32600),
+        (b'{"jsonrpc": "2.0", "id": 1}', -32600),
+        (b'{"jsonrpc": "2.0", "id": true, "method": "ping"}', -32600),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]}', -32600),
+    ],
+)
+async def test_malformed_lines_get_an_error_and_the_server_keeps_serving(line: bytes, code: int) -> None:
+    async with spawn() as wire:
+        await wire.initialize()
+        await wire.send(line + b"\n")
+        error = await wire.receive()
+        assert error["error"]["code"] == code
+        assert (await wire.request("ping"))["result"] == {}
+
+
+async def test_an_error_keeps_the_id_when_one_could_be_read() -> None:
+    async with spawn() as wire:
+        await wire.send(b'{"jsonrpc": "1.0", "id": "keep-me", "method": "ping"}\n')
+        error = await wire.receive()
+        assert error["id"] == "keep-me" and error["error"]["code"] == -32600
+
+
+async def test_an_oversized_line_is_rejected_not_buffered() -> None:
+    async with spawn() as wire:
+        await wire.initialize()
+        await wire.send(
+            b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"' + b"a" * (5 << 20) + b'"}}\n'
+        )
+        error = await wire.receive()
+        assert error["error"]["code"] == -32600 and "limit" in error["error"]["message"]
+        assert (await wire.request("ping"))["result"] == {}
+
+
+async def test_notifications_are_never_answered() -> None:
+    async with spawn() as wire:
+        await wire.initialize()
+        await wire.send({"jsonrpc": "2.0", "method": "notifications/whatever", "params": {}})
+        await wire.send({"jsonrpc": "2.0", "method": "tools/list"})  # a request without id is a notification
+        reply = await wire.request("ping", msg_id="after")
+        assert reply["id"] == "after"  # nothing came before the ping's answer
+
+
+async def test_batches_are_answered_only_in_2025_03_26() -> None:
+    batch = [
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}},
+        {"jsonrpc": "2.0", "id": 2, "method": "nope"},
+    ]
+    async with spawn() as wire:
+        await wire.initialize("2025-03-26")
+        await wire.send(batch)
+        replies = await wire.receive()
+        assert isinstance(replies, list)
+        assert sorted(r["id"] for r in replies) == [1, 2]
+        assert {r["id"]: ("result" in r) for r in replies} == {1: True, 2: False}
+    async with spawn() as wire:
+        await wire.initialize("2025-06-18")
+        await wire.send(batch)
+        refused = await wire.receive()
+        assert refused["error"]["code"] == -32600
+
+
+async def test_tools_list_describes_every_tool_for_the_version() -> None:
+    async with spawn() as wire:
+        await wire.initialize("2025-06-18")
+        tools = (await wire.request("tools/list"))["result"]["tools"]
+        assert {"disk_usage", "file_sha256", "dir_usage"} <= {t["name"] for t in tools}
+        for tool in tools:
+            schema = tool["inputSchema"]
+            assert tool["title"] and tool["description"] and "outputSchema" in tool
+            assert schema["additionalProperties"] is False
+            assert all(prop.get("description") for prop in schema["properties"].values())
+            assert tool["annotations"]["readOnlyHint"] is True
+            assert tool["annotations"]["destructiveHint"] is False
+    async with spawn() as wire:
+        await wire.initialize("2024-11-05")
+        for tool in (await wire.request("tools/list"))["result"]["tools"]:
+            assert not {"title", "outputSchema", "annotations"} & set(tool)
+
+
+async def test_tools_list_rejects_a_cursor_it_did_not_issue() -> None:
+    async with spawn() as wire:
+        await wire.initialize()
+        reply = await wire.request("tools/list", {"cursor": "bogus"})
+        assert reply["error"]["code"] == -32602
+
+
+async def test_unknown_tool_is_invalid_params() -> None:
+    async with spawn() as wire:
+        await wire.initialize()
+        reply = await wire.call("rm_rf", {})
+        assert reply["error"]["code"] == -32602 and "rm_rf" in reply["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("version", "as_result"), [("2025-06-18", False), ("2025-11-25", True), ("2024-11-05", False)]
+)
+async def test_bad_arguments_name_the_field_and_rule_per_version(version: str, as_result: bool) -> None:
+    async with spawn() as wire:
+        await wire.initialize(version)
+        reply = await wire.call("dir_usage", {"path": "/tmp", "top_n": 0, "colour": "red"})
+        if as_result:
+            assert reply["result"]["isError"] is True
+            text = result_text(reply)
+        else:
+            assert reply["error"]["code"] == -32602
+            text = reply["error"]["message"]
+        assert "'top_n' must be >= 1" in text and "'colour' is not a known argument" in text
+
+
+async def test_set_level_accepts_the_eight_levels_and_refuses_others() -> None:
+    async with spawn() as wire:
+        await wire.initialize()
+        for level in ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"):
+            assert (await wire.request("logging/setLevel", {"level": level}))["result"] == {}
+        assert (await wire.request("logging/setLevel", {"level": "loud"}))["error"]["code"] == -32602
+
+
+async def test_business_failures_are_error_results(tmp_path: Path) -> None:
+    async with spawn() as wire:
+        await wire.initialize()
+        missing = await wire.call("file_sha256", {"path": str(tmp_path / "absent")})
+        assert missing["result"]["isError"] is True and "No such file" in result_text(missing)
+        directory = await wire.call("file_sha256", {"path": str(tmp_path)})
+        assert directory["result"]["isError"] is True and "directory" in result_text(directory)
+        relative = await wire.call("disk_usage", {"path": "relative/path"})
+        assert relative["result"]["isError"] is True and "absolute" in result_text(relative)
+
+
+async def test_progress_echoes_the_token_and_increases(tmp_path: Path) -> None:
+    target = tmp_path / "big.bin"
+    target.write_bytes(os.urandom(1 << 20) * 64)
+    async with spawn() as wire:
+        await wire.initialize()
+        reply = await wire.call("file_sha256", {"path": str(target)}, progress="tok-1")
+        assert reply["result"]["isError"] is False
+        progress = [n["params"] for n in wire.notifications if n["method"] == "notifications/progress"]
+        assert progress, "expected at least the final progress notification"
+        assert all(p["progressToken"] == "tok-1" for p in progress)
+        values = [p["progress"] for p in progress]
+        assert values == sorted(set(values))
+        assert progress[-1]["progress"] == progress[-1]["total"] == 64 << 20
+    async with spawn() as wire:
+        await wire.initialize()
+        await wire.call("file_sha256", {"path": str(target)}, progress=99)
+        assert all(n["params"]["progressToken"] == 99 for n in wire.notifications)
+
+
+async def test_cancelled_call_gets_no_response_and_the_server_keeps_serving(tmp_path: Path) -> None:
+    fifo_free_tree = tmp_path / "tree"
+    for i in range(300):
+        sub = fifo_free_tree / f"d{i}"
+        sub.mkdir(parents=True)
+        for j in range(100):
+            (sub / f"f{j}").write_bytes(b"x" * j)
+    async with spawn() as wire:
+        await wire.initialize()
+        await wire.send(
+            {
+                "jsonrpc": "2.0",
+                "id": "scan",
+                "method": "tools/call",
+                "params": {
+                    "name": "dir_usage",
+                    "arguments": {"path": str(fifo_free_tree)},
+                    "_meta": {"progressToken": 1},
+                },
+            }
+        )
+        first = await wire.receive()  # a progress notification: the scan is running
+        assert first["method"] == "notifications/progress"
+        await wire.send(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "scan"}}
+        )
+        reply = await wire.request("ping", msg_id="after-cancel")
+        while reply.get("id") != "after-cancel":
+            reply = await wire.receive()
+        # Anything still arriving for "scan" must be progress, never a response.
+        await wire.send({"jsonrpc": "2.0", "id": "last", "method": "ping"})
+        while True:
+            message = await wire.receive()
+            assert message.get("id") != "scan"
+            if message.get("id") == "last":
+                break
+
+
+async def test_cancelling_unknown_or_finished_requests_is_ignored() -> None:
+    async with spawn() as wire:
+        await wire.initialize()
+        await wire.request("ping", msg_id=5)
+        for request_id in (5, 12345, "nope", None):
+            await wire.send(
+                {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
+            )
+        assert (await wire.request("ping"))["result"] == {}
+
+
+async def test_a_long_call_does_not_delay_ping(tmp_path: Path) -> None:
+    target = tmp_path / "large.bin"
+    with target.open("wb") as out:
+        for _ in range(512):
+            out.write(os.urandom(1 << 20))
+    async with spawn() as wire:
+        await wire.initialize()
+        await wire.send(
+            {
+                "jsonrpc": "2.0",
+                "id": "hash",
+                "method": "tools/call",
+                "params": {
+                    "name": "file_sha256",
+                    "arguments": {"path": str(target)},
+                    "_meta": {"progressToken": 1},
+                },
+            }
+        )
+        first = await wire.receive()
+        assert first.get("method") == "notifications/progress"
+        await wire.send({"jsonrpc": "2.0", "id": "ping", "method": "ping"})
+        order: list[str] = []
+        while len(order) < 2:
+            message = await wire.receive(timeout=60)
+            if "id" in message:
+                order.append(message["id"])
+        assert order == ["ping", "hash"]
+
+
+async def test_end_of_stdin_exits_zero_with_only_protocol_on_stdout() -> None:
+    async with spawn() as wire:
+        await wire.initialize()
+        await wire.close_stdin()
+        assert await wire.wait_exit(timeout=2) == 0
+        assert await wire.drain_stdout() == b""
+        for line in wire.raw_lines:
+            assert json.loads(line)["jsonrpc"] == "2.0"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_signals_stop_the_server_cleanly(signum: signal.Signals) -> None:
+    async with spawn() as wire:
+        await wire.initialize()
+        wire.process.send_signal(signum)
+        assert await wire.wait_exit(timeout=2) == 0
+        stderr = await read_stderr(wire.process)
+        assert "Traceback" not in stderr
+
+
+async def test_stray_prints_cannot_reach_the_wire() -> None:
+    # fd 1 is pointed at stderr at start-up: a library that prints, or writes to fd 1, cannot corrupt the wire.
+    script = (
+        "import os, sys, threading\n"
+        "from sysmcp.cli import main\n"
+        "def noisy():\n"
+        "    import time; time.sleep(0.2); print('POLLUTION', flush=True); os.write(1, b'POLLUTION\\n')\n"
+        "threading.Thread(target=noisy, daemon=True).start()\n"
+        "sys.exit(main())\n"
+    )
+    async with spawn(command=[sys.executable, "-c", script]) as wire:
+        await wire.initialize()
+        stderr_seen = ""
+        with anyio.fail_after(5):
+            while "POLLUTION" not in stderr_seen:
+                assert wire.process.stderr is not None
+                stderr_seen += (await wire.process.stderr.receive()).decode()
+        await wire.close_stdin()
+        await wire.wait_exit()
+        assert b"POLLUTION" not in await wire.drain_stdout()
+
+
+async def test_non_ascii_is_written_as_is(tmp_path: Path) -> None:
+    name = tmp_path / "résumé-日本.txt"
+    name.write_bytes(b"hello")
+    async with spawn() as wire:
+        await wire.initialize()
+        reply = await wire.call("file_sha256", {"path": str(name)})
+        assert "résumé-日本.txt" in result_text(reply)
+        assert "résumé-日本.txt".encode() in b"\n".join(wire.raw_lines)
+
+
+async def test_many_concurrent_calls_complete_out_of_order_correctly(tmp_path: Path) -> None:
+    files = []
+    for i in range(20):
+        f = tmp_path / f"f{i}"
+        f.write_bytes(os.urandom(i * 1000 + 1))
+        files.append(f)
+    async with spawn() as wire:
+        await wire.initialize()
+        for i, f in enumerate(files):
+            await wire.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": i,
+                    "method": "tools/call",
+                    "params": {"name": "file_sha256", "arguments": {"path": str(f)}},
+                }
+            )
+        seen: dict[int, str] = {}
+        with anyio.fail_after(20):
+            while len(seen) < len(files):
+                message = await wire.receive()
+                seen[message["id"]] = message["result"]["structuredContent"]["sha256"]
+        import hashlib
+
+        assert seen == {i: hashlib.sha256(f.read_bytes()).hexdigest() for i, f in enumerate(files)}
