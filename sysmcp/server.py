@@ -17,7 +17,13 @@ from sysmcp.fs.paths import PathPolicy
 from sysmcp.protocol.context import LOG_LEVELS, RequestContext
 from sysmcp.protocol.errors import ArgumentError, ProtocolError, ToolError, invalid_params
 from sysmcp.protocol.jsonrpc import ErrorCode, Notification, Request
-from sysmcp.protocol.lifecycle import Features, Lifecycle
+from sysmcp.protocol.lifecycle import (
+    ADVERTISED_VERSIONS,
+    Features,
+    Lifecycle,
+    complete_result,
+    modern_error,
+)
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.registry import Registry, Tool, ToolContext, ToolOutput
@@ -51,6 +57,7 @@ class Server:
     def __post_init__(self) -> None:
         self._methods: dict[str, Method] = {
             "initialize": self._initialize,
+            "server/discover": self._discover,
             "ping": self._ping,
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
@@ -69,10 +76,18 @@ class Server:
         method = self._methods.get(request.method)
         if method is None:
             raise ProtocolError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {request.method}")
-        self.lifecycle.check(request.method)
-        ctx.features = self.lifecycle.features
-        ctx.log_level = self.log_level
-        return await method(request.params, ctx)
+        admission = self.lifecycle.admit(request.method, request.params)
+        ctx.features = admission.features
+        if admission.envelope is None:
+            ctx.log_level = self.log_level
+            return await method(request.params, ctx)
+        # Modern era: logging only if this request asked for it, and the 2026 result/error shapes.
+        ctx.log_level = admission.envelope.log_level
+        try:
+            result = await method(request.params, ctx)
+        except ProtocolError as exc:
+            raise modern_error(exc) from exc
+        return complete_result(request.method, result, self.server_info(ctx.features))
 
     async def handle_notification(self, notification: Notification) -> None:
         if notification.method == "notifications/initialized":
@@ -116,6 +131,14 @@ class Server:
             "instructions": self.instructions,
         }
 
+    async def _discover(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """2026-07-28's ``server/discover``; the legacy versions are listed too, for clients that fall back."""
+        return {
+            "supportedVersions": list(ADVERTISED_VERSIONS),
+            "capabilities": self.capabilities(),
+            "instructions": self.instructions,
+        }
+
     async def _ping(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         return {}
 
@@ -152,10 +175,14 @@ class Server:
         return await self._run_tool(tool, arguments, ctx)
 
     async def _run_tool(self, tool: Tool, arguments: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        # Debug lines for clients that opt in (logging/setLevel, or the 2026 per-request logLevel).
+        await ctx.log("debug", {"event": "tool started", "tool": tool.name, "arguments": arguments})
         try:
             output = await tool.handler(arguments, ToolContext(ctx, self.paths, self.results))
         except ToolError as exc:
+            await ctx.log("debug", {"event": "tool failed", "tool": tool.name, "error": exc.message})
             return self._error_result(exc.message)
+        await ctx.log("debug", {"event": "tool finished", "tool": tool.name, "isError": output.is_error})
         return self._call_result(output, ctx.features)
 
     def _error_result(self, text: str) -> dict[str, Any]:

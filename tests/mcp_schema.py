@@ -27,6 +27,9 @@ RESULT_TYPES: dict[str, str] = {
     "server/discover": "DiscoverResult",
 }
 
+#: Errors the schema defines as whole responses (2026-07-28), by code.
+ERROR_TYPES: dict[int, str] = {-32022: "UnsupportedProtocolVersionError"}
+
 
 @functools.cache
 def _root(version: str) -> dict[str, Any]:
@@ -75,11 +78,16 @@ def check_server_message(version: str, message: dict[str, Any], method: str | No
             return
         name = "JSONRPCErrorResponse" if has_definition(version, "JSONRPCErrorResponse") else "JSONRPCError"
         check(version, name, message)
+        specific = ERROR_TYPES.get(message["error"].get("code"))
+        if specific is not None and has_definition(version, specific):
+            check(version, specific, message)
         return
     name = "JSONRPCResultResponse" if has_definition(version, "JSONRPCResultResponse") else "JSONRPCResponse"
     check(version, name, message)
     if method in RESULT_TYPES and has_definition(version, RESULT_TYPES[method]):
         check(version, RESULT_TYPES[method], message["result"])
+        if has_definition(version, RESULT_TYPES[method] + "Response"):  # 2026-07-28: the whole response
+            check(version, RESULT_TYPES[method] + "Response", message)
 
 
 def _error_object(version: str, message: dict[str, Any]) -> Any:

@@ -1,7 +1,16 @@
-"""Protocol versions, what each allows, and the connection's lifecycle state — free of I/O.
+"""Protocol versions, what each allows, and the connection's era — free of I/O.
 
 Every decision that depends on the protocol version is made here, so the rest of the code asks
 ``Features`` questions ("may I send outputSchema?") instead of comparing date strings.
+
+Two eras share one process. The legacy era (2024-11-05 … 2025-11-25) starts with ``initialize``
+and keeps the negotiated version for the connection. The modern era (2026-07-28) has no handshake:
+every request carries its version and the client's capabilities in ``params._meta``. The first
+request that settles the question decides the era of the stdio connection, as the official SDK
+server does: after a successful modern request ``initialize`` is refused with -32022 naming the
+modern versions (the 2.x client reads that as "stay modern"), and after ``initialize`` a modern
+request is refused with -32600. Failed probes decide nothing, so ``server/discover`` → error →
+``initialize`` (the 2.x client's fallback) works.
 """
 
 from __future__ import annotations
@@ -21,6 +30,34 @@ LATEST = SUPPORTED_VERSIONS[-1]
 
 #: Methods that need no handshake: a ping is a liveness check, discovery is how modern clients start.
 HANDSHAKE_FREE = frozenset({"ping", "initialize", "server/discover"})
+
+#: What ``server/discover`` and -32022 errors list: newest first, modern before legacy, so a client
+#: that only knows the handshake still finds a version it can ``initialize`` with.
+ADVERTISED_VERSIONS: tuple[str, ...] = tuple(reversed(MODERN_VERSIONS)) + tuple(reversed(LEGACY_VERSIONS))
+
+# The request envelope of the modern era (schema ``RequestMetaObject``) and the result's server info.
+META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+
+#: Methods 2026-07-28 removed; asking for them at that version is asking for a method that does not exist.
+REMOVED_IN_MODERN = frozenset({"ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
+#: Methods that exist only in the modern era.
+MODERN_ONLY = frozenset({"server/discover"})
+
+#: Cache hints (``ttlMs``, ``cacheScope``) for the results 2026-07-28 makes cacheable. Tool and prompt
+#: lists never change while the process lives; discovery names the operator's roots and resources are
+#: this machine's data, so those are private; resources may change at any moment, so they are never fresh.
+CACHE_HINTS: dict[str, tuple[int, str]] = {
+    "server/discover": (60_000, "private"),
+    "tools/list": (3_600_000, "public"),
+    "prompts/list": (3_600_000, "public"),
+    "resources/templates/list": (3_600_000, "public"),
+    "resources/list": (0, "private"),
+    "resources/read": (0, "private"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +93,108 @@ class Features:
     def server_title(self) -> bool:
         return self.version >= "2025-06-18"
 
+    @property
+    def titles(self) -> bool:
+        """``title`` on prompts, prompt arguments and other ``BaseMetadata`` (2025-06-18 on)."""
+        return self.version >= "2025-06-18"
+
+    @property
+    def completions_capability(self) -> bool:
+        """``completion/complete`` exists from the start, its capability flag from 2025-03-26."""
+        return self.version >= "2025-03-26"
+
+    @property
+    def resource_not_found_code(self) -> int:
+        """-32002 in every legacy version; 2026-07-28 uses invalid params and forbids -32002."""
+        return int(ErrorCode.INVALID_PARAMS if self.modern else ErrorCode.RESOURCE_NOT_FOUND)
+
 
 def negotiate(requested: object) -> str:
     """The version to answer an ``initialize`` with: the client's if we speak it, else our latest legacy one."""
     if isinstance(requested, str) and requested in LEGACY_VERSIONS:
         return requested
     return LATEST_LEGACY
+
+
+def unsupported_version(requested: object, supported: tuple[str, ...] = ADVERTISED_VERSIONS) -> ProtocolError:
+    """The spec's UnsupportedProtocolVersionError (-32022), naming what we would accept instead."""
+    shown = requested if isinstance(requested, str) else ""
+    return ProtocolError(
+        ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
+        f"Unsupported protocol version {shown!r}; supported: {', '.join(supported)}",
+        {"supported": list(supported), "requested": shown},
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """What a modern request says about its client, read from ``params._meta``."""
+
+    version: str
+    client_capabilities: dict[str, Any]
+    client_info: dict[str, Any]
+    log_level: str | None  # None: the client wants no log messages for this request
+
+
+def is_enveloped(params: dict[str, Any]) -> bool:
+    """A request that names its protocol version in ``_meta`` is a modern request."""
+    meta = params.get("_meta")
+    return isinstance(meta, dict) and META_PROTOCOL_VERSION in meta
+
+
+def read_envelope(params: dict[str, Any]) -> Envelope:
+    """Check a modern request's ``_meta``: missing or malformed keys are -32602, an unknown version -32022."""
+    from sysmcp.protocol.context import LOG_LEVELS  # context imports this module
+
+    meta = params.get("_meta")
+    meta = meta if isinstance(meta, dict) else {}
+    missing = [key for key in (META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES) if key not in meta]
+    if missing:
+        raise ProtocolError(
+            ErrorCode.INVALID_PARAMS,
+            "Invalid params: params._meta is missing the required key(s) "
+            + ", ".join(missing)
+            + " (every 2026-07-28 request carries them; older clients start with initialize)",
+        )
+    version = meta[META_PROTOCOL_VERSION]
+    if not isinstance(version, str):
+        raise ProtocolError(
+            ErrorCode.INVALID_PARAMS, f"Invalid params: {META_PROTOCOL_VERSION} must be a string"
+        )
+    capabilities = meta[META_CLIENT_CAPABILITIES]
+    if not isinstance(capabilities, dict):
+        raise ProtocolError(
+            ErrorCode.INVALID_PARAMS, f"Invalid params: {META_CLIENT_CAPABILITIES} must be an object"
+        )
+    level = meta.get(META_LOG_LEVEL)
+    if level is not None and level not in LOG_LEVELS:
+        raise ProtocolError(
+            ErrorCode.INVALID_PARAMS,
+            f"Invalid params: {META_LOG_LEVEL} must be one of {', '.join(LOG_LEVELS)}",
+        )
+    if version not in MODERN_VERSIONS:
+        raise unsupported_version(version)
+    info = meta.get(META_CLIENT_INFO)
+    return Envelope(version, capabilities, info if isinstance(info, dict) else {}, level)
+
+
+def complete_result(method: str, result: dict[str, Any], server_info: dict[str, Any]) -> dict[str, Any]:
+    """A method's result as 2026-07-28 wants it: ``resultType``, cache hints where due, server info."""
+    done = {"resultType": "complete", **result}
+    hints = CACHE_HINTS.get(method)
+    if hints is not None:
+        done.setdefault("ttlMs", hints[0])
+        done.setdefault("cacheScope", hints[1])
+    meta = done.get("_meta")
+    done["_meta"] = {**(meta if isinstance(meta, dict) else {}), META_SERVER_INFO: server_info}
+    return done
+
+
+def modern_error(exc: ProtocolError) -> ProtocolError:
+    """Legacy error codes 2026-07-28 forbids, mapped to what it says instead."""
+    if exc.code == ErrorCode.RESOURCE_NOT_FOUND:
+        return ProtocolError(ErrorCode.INVALID_PARAMS, exc.message, exc.data)
+    return exc
 
 
 class Phase(enum.Enum):
@@ -71,9 +204,21 @@ class Phase(enum.Enum):
     MODERN = "modern"  # no handshake: each request carries its own version
 
 
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """How to serve one request: under which version, and (modern only) what its envelope said."""
+
+    features: Features
+    envelope: Envelope | None = None
+
+    @property
+    def modern(self) -> bool:
+        return self.envelope is not None
+
+
 @dataclass
 class Lifecycle:
-    """The connection's handshake state and what the client told us about itself."""
+    """The connection's era and handshake state, and what the client told us about itself."""
 
     phase: Phase = Phase.AWAITING_INITIALIZE
     version: str | None = None
@@ -83,6 +228,39 @@ class Lifecycle:
     @property
     def features(self) -> Features:
         return Features(self.version or LATEST_LEGACY)
+
+    def admit(self, method: str, params: dict[str, Any]) -> Admission:
+        """Decide the era a request belongs to, refusing what that era does not allow.
+
+        Synchronous on purpose: requests are admitted in arrival order, so "what the client sent
+        first" is well defined even though requests then run concurrently.
+        """
+        if self.phase is Phase.MODERN:
+            if method == "initialize":
+                raise unsupported_version(params.get("protocolVersion"), MODERN_VERSIONS)
+            return self._admit_modern(method, params)
+        if self.phase in (Phase.INITIALIZED, Phase.READY):
+            if is_enveloped(params) or method in MODERN_ONLY:
+                raise ProtocolError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"Invalid Request: this connection negotiated {self.version} with initialize;"
+                    " 2026-07-28 requests need a new connection",
+                )
+            return Admission(self.features)
+        if method != "initialize" and (is_enveloped(params) or method in MODERN_ONLY):
+            admission = self._admit_modern(method, params)
+            self.phase = Phase.MODERN  # only a request we accepted settles the era
+            return admission
+        self.check(method)
+        return Admission(self.features)
+
+    def _admit_modern(self, method: str, params: dict[str, Any]) -> Admission:
+        if method in REMOVED_IN_MODERN:
+            raise ProtocolError(
+                ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method} (removed in 2026-07-28)"
+            )
+        envelope = read_envelope(params)
+        return Admission(Features(envelope.version), envelope)
 
     def initialize(self, params: dict[str, Any]) -> str:
         """Record an ``initialize`` request and return the negotiated version."""
@@ -105,10 +283,6 @@ class Lifecycle:
         if self.phase is Phase.INITIALIZED:
             self.phase = Phase.READY
 
-    def enter_modern(self) -> None:
-        if self.phase is Phase.AWAITING_INITIALIZE:
-            self.phase = Phase.MODERN
-
     def check(self, method: str) -> None:
         """Refuse requests that need a handshake before one happened."""
         if self.phase is Phase.AWAITING_INITIALIZE and method not in HANDSHAKE_FREE:
@@ -116,6 +290,10 @@ class Lifecycle:
                 ErrorCode.INVALID_REQUEST,
                 f"Invalid Request: {method!r} before initialize; send initialize first",
             )
+
+    @property
+    def modern(self) -> bool:
+        return self.phase is Phase.MODERN
 
     @property
     def batching_allowed(self) -> bool:
