@@ -14,7 +14,6 @@ from typing import Any, Protocol
 import anyio
 import structlog
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ProtocolError
@@ -34,6 +33,7 @@ from sysmcp.protocol.jsonrpc import (
     request_message,
     result_message,
 )
+from sysmcp.protocol.outbox import Outbox, WireWriter
 
 log = structlog.get_logger("sysmcp.session")
 
@@ -42,12 +42,10 @@ EOF_GRACE = 0.5  # seconds in-flight requests may still finish after the client 
 SERVER_BUSY = -32000
 
 
-class Transport(Protocol):
+class Transport(WireWriter, Protocol):
     async def receive(self) -> bytes:
         """The next chunk of bytes; ``b""`` at end of stream."""
         ...
-
-    async def send(self, data: bytes) -> None: ...
 
 
 class Handler(Protocol):
@@ -101,25 +99,36 @@ class Session:
         self._in_flight: dict[RequestId, _InFlight] = {}
         self._pending: dict[RequestId, tuple[anyio.Event, list[Response]]] = {}
         self._ids = itertools.count(1)
-        self._outbox_send: MemoryObjectSendStream[bytes]
-        self._outbox_receive: MemoryObjectReceiveStream[bytes]
-        self._outbox_send, self._outbox_receive = anyio.create_memory_object_stream[bytes](256)
+        self._outbox = Outbox(transport)
         self._idle = anyio.Event()
-        self._writer_done = anyio.Event()
 
     # -- the outside world ------------------------------------------------------------------
 
     async def run(self) -> None:
         """Serve until the client closes its end (or the caller cancels us)."""
         async with anyio.create_task_group() as outer:
-            outer.start_soon(self._write_loop)
+
+            async def stop_when_client_stops_reading() -> None:
+                await self._outbox.broken.wait()
+                outer.cancel_scope.cancel()
+
+            outer.start_soon(stop_when_client_stops_reading)
+            writer_done = anyio.Event()
+
+            async def write() -> None:
+                try:
+                    await self._outbox.run()
+                finally:
+                    writer_done.set()
+
+            outer.start_soon(write)
             async with anyio.create_task_group() as requests:
                 await self._read_loop(requests)
                 await self._drain_after_eof()
                 requests.cancel_scope.cancel()
-            await self._outbox_send.aclose()
+            self._outbox.close()
             with anyio.move_on_after(self.eof_grace):
-                await self._writer_done.wait()
+                await writer_done.wait()
             outer.cancel_scope.cancel()
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
@@ -181,7 +190,7 @@ class Session:
         elif isinstance(value, list):
             await self._on_batch(value, tasks)
         else:
-            await self._on_message(value, tasks, self._send)
+            await self._on_message(value, tasks, None)
 
     async def _on_batch(self, values: list[Any], tasks: TaskGroup) -> None:
         if not self.handler.batching_allowed():
@@ -211,7 +220,7 @@ class Session:
         self,
         value: Any,
         tasks: TaskGroup,
-        reply: Reply,
+        reply: Reply | None,
         settle: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         message = parse_message(value)
@@ -219,7 +228,7 @@ class Session:
             await self._start_request(message, tasks, reply, settle)
             return
         if isinstance(message, Invalid):
-            await reply(error_message(message.id, message.code, message.message))
+            await (reply or self._send)(error_message(message.id, message.code, message.message))
         elif isinstance(message, Notification):
             await self._on_notification(message)
         elif isinstance(message, Response):
@@ -253,11 +262,12 @@ class Session:
         self,
         request: Request,
         tasks: TaskGroup,
-        reply: Reply,
+        reply: Reply | None,
         settle: Callable[[], Awaitable[None]] | None,
     ) -> None:
+        respond = reply or self._send
         if request.id in self._in_flight:
-            await reply(
+            await respond(
                 error_message(
                     request.id,
                     ErrorCode.INVALID_REQUEST,
@@ -265,7 +275,7 @@ class Session:
                 )
             )
         elif len(self._in_flight) >= self.max_in_flight:
-            await reply(
+            await respond(
                 error_message(
                     request.id,
                     SERVER_BUSY,
@@ -294,24 +304,30 @@ class Session:
         request: Request,
         ctx: RequestContext,
         scope: anyio.CancelScope,
-        reply: Reply,
+        reply: Reply | None,
         settle: Callable[[], Awaitable[None]] | None,
     ) -> None:
         """The one place exceptions become replies; a cancelled request leaves with nothing to send."""
         answer: dict[str, Any] | None = None
+        data = b""
         try:
             with scope:
                 try:
                     result = await self.handler.handle_request(request, ctx)
                     answer = result_message(request.id, result)
-                    encode(answer)  # an unencodable result is our bug: find out here, inside the boundary
+                    data = encode(answer)  # an unencodable result is our bug: found here, inside the boundary
                 except ProtocolError as exc:
                     answer = error_message(request.id, exc.code, exc.message, exc.data)
+                    data = encode(answer)
                 except Exception:
                     log.exception("request failed", method=request.method)
                     answer = error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error")
+                    data = encode(answer)
             if answer is not None and not scope.cancel_called:
-                await reply(answer)
+                if reply is None:
+                    await self._send_raw(data)
+                else:
+                    await reply(answer)
             if settle is not None:
                 await settle()
         finally:
@@ -325,16 +341,7 @@ class Session:
         await self._send_raw(encode(message))
 
     async def _send_raw(self, data: bytes) -> None:
-        await self._outbox_send.send(data)
-
-    async def _write_loop(self) -> None:
-        """The only code that writes to the wire."""
-        try:
-            async with self._outbox_receive:
-                async for data in self._outbox_receive:
-                    await self.transport.send(data)
-        finally:
-            self._writer_done.set()
+        await self._outbox.put(data)
 
 
 def _progress_token(params: dict[str, Any]) -> str | int | None:

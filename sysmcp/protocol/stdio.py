@@ -16,7 +16,6 @@ import anyio
 import anyio.to_thread
 
 READ_SIZE = 1 << 16
-LARGE_WRITE = 1 << 16  # bigger writes go to a thread so a slow reader cannot freeze the event loop
 
 
 @dataclass
@@ -40,13 +39,19 @@ class StdioWire:
 
 
 class FdTransport:
-    """Reads and writes whole chunks on raw descriptors without blocking the event loop."""
+    """Reads and writes raw descriptors without blocking the event loop."""
 
     def __init__(self, read_fd: int, write_fd: int) -> None:
         self.read_fd = read_fd
         self.write_fd = write_fd
         # epoll refuses regular files, and reading one never blocks: read those directly in a thread.
         self._pollable = not stat.S_ISREG(os.fstat(read_fd).st_mode)
+        # A pipe or socket to the client is ours alone: make it non-blocking so a full pipe waits in the
+        # event loop instead of freezing it. A terminal or file may be shared with the shell: leave it be.
+        mode = os.fstat(write_fd).st_mode
+        self._nonblocking = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+        if self._nonblocking:
+            os.set_blocking(write_fd, False)
 
     async def receive(self) -> bytes:
         while self._pollable:
@@ -57,11 +62,22 @@ class FdTransport:
                 continue  # a spurious wake-up on a descriptor someone made non-blocking
         return await anyio.to_thread.run_sync(os.read, self.read_fd, READ_SIZE)
 
-    async def send(self, data: bytes) -> None:
-        if len(data) > LARGE_WRITE:
-            await anyio.to_thread.run_sync(_write_all, self.write_fd, data)
-        else:
+    def write_nowait(self, data: bytes) -> int:
+        if not self._nonblocking:
             _write_all(self.write_fd, data)
+            return len(data)
+        try:
+            return os.write(self.write_fd, data)
+        except BlockingIOError:
+            return 0
+
+    async def send(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            taken = self.write_nowait(bytes(view))
+            view = view[taken:]
+            if view:
+                await anyio.wait_writable(self.write_fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -69,3 +85,34 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
+
+
+class MemoryTransport:
+    """An in-process transport for tests: feed bytes in, collect what the session wrote."""
+
+    def __init__(self) -> None:
+        self._incoming_send, self._incoming = anyio.create_memory_object_stream[bytes](1 << 16)
+        self.written = bytearray()
+        self.wrote = anyio.Event()
+
+    def feed(self, data: bytes) -> None:
+        """Queue bytes for the session to read; ``b""`` ends the stream."""
+        if data:
+            self._incoming_send.send_nowait(data)
+        else:
+            self._incoming_send.close()
+
+    async def receive(self) -> bytes:
+        try:
+            return await self._incoming.receive()
+        except anyio.EndOfStream:
+            return b""
+
+    def write_nowait(self, data: bytes) -> int:
+        self.written += data
+        self.wrote.set()
+        self.wrote = anyio.Event()
+        return len(data)
+
+    async def send(self, data: bytes) -> None:
+        self.write_nowait(data)
