@@ -1,17 +1,27 @@
 """Which paths a tool may look at, and how names are shown.
 
 The operator's roots bound everything; client roots can only narrow them. Containment is decided
-on resolved real paths, component by component — never by string prefix.
+on resolved real paths, component by component — never by string prefix, so ``/srv-evil`` is not
+inside ``/srv`` and a symlink inside a root that points out of it does not lead out. Resolution is
+only half of the defence: the names it returns are opened with ``sysmcp.fs.safeopen``, which
+refuses to follow any symlink, so a path swapped for a symlink after the check still cannot lead out.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from sysmcp.protocol.errors import ToolError
+
+#: How much of a model-supplied path is echoed back in a refusal.
+MAX_ECHO = 200
+
+OUTSIDE_OPERATOR = "the operator's roots (--root / SYSMCP_ROOTS)"
+OUTSIDE_CLIENT = "the client's roots (roots/list)"
 
 
 def display(path: str | bytes | os.PathLike[str]) -> str:
@@ -21,8 +31,52 @@ def display(path: str | bytes | os.PathLike[str]) -> str:
 
 
 def is_within(path: Path, root: Path) -> bool:
-    """True if ``path`` is ``root`` or below it, comparing whole components."""
-    return path == root or root in path.parents
+    """True if ``path`` is ``root`` or below it, comparing whole components (never string prefixes)."""
+    return path.parts[: len(root.parts)] == root.parts
+
+
+def real_root(raw: str | os.PathLike[str]) -> Path:
+    """A root as the policy stores it: absolute, normalised, with every symlink resolved."""
+    return Path(os.path.realpath(os.path.abspath(os.fspath(raw))))
+
+
+def intersect(first: Sequence[Path], second: Sequence[Path]) -> list[Path]:
+    """The roots both lists allow: for each overlapping pair, the deeper of the two."""
+    both: list[Path] = []
+    for a in first:
+        for b in second:
+            deeper = a if is_within(a, b) else b if is_within(b, a) else None
+            if deeper is not None and deeper not in both:
+                both.append(deeper)
+    return both
+
+
+def roots_from_uris(uris: Iterable[object]) -> tuple[list[Path], list[str]]:
+    """Client roots (``file://`` URIs) as real paths, and the entries that could not be used."""
+    roots: list[Path] = []
+    unusable: list[str] = []
+    for uri in uris:
+        path = _file_uri_path(uri)
+        if path is None:
+            unusable.append(str(uri)[:MAX_ECHO])
+        else:
+            roots.append(real_root(path))
+    return roots, unusable
+
+
+def _file_uri_path(uri: object) -> str | None:
+    if not isinstance(uri, str) or "\x00" in uri:
+        return None
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return None
+    if parts.scheme.lower() != "file" or parts.netloc not in ("", "localhost"):
+        return None
+    path = unquote(parts.path)
+    if not path.startswith("/") or "\x00" in path:
+        return None
+    return path
 
 
 @dataclass
@@ -33,24 +87,44 @@ class PathPolicy:
     client_roots: Sequence[Path] | None = field(default=None)
 
     def resolve(self, raw: str) -> Path:
-        """An absolute, symlink-free path inside the allowed roots, or a ``ToolError`` naming the rule."""
+        """An absolute, symlink-free path inside the allowed roots, or a ``ToolError`` naming the rule.
+
+        The error never shows what the path resolved to: a symlink's hidden target stays hidden.
+        """
         if not raw:
             raise ToolError("path is empty: give an absolute path, e.g. '/var/log'")
+        shown = _echo(raw)
         if "\x00" in raw:
-            raise ToolError("path contains a NUL byte")
-        expanded = os.path.expanduser(raw)
-        if not os.path.isabs(expanded):
-            raise ToolError(
-                f"path {raw!r} is relative: give an absolute path (sysmcp has no useful working directory)"
-            )
-        real = Path(os.path.realpath(expanded))
-        for roots, who in (
-            (self.operator_roots, "the operator's --root"),
-            (self.client_roots, "the client's roots"),
-        ):
-            if roots is not None and not any(is_within(real, root) for root in roots):
-                raise ToolError(f"path {raw!r} is outside {who} list; allowed: {', '.join(map(str, roots))}")
+            raise ToolError(f"path {shown} contains a NUL byte")
+        try:
+            expanded = os.path.expanduser(raw)
+            if not os.path.isabs(expanded):
+                raise ToolError(
+                    f"path {shown} is relative: give an absolute path (sysmcp has no useful working directory)"
+                )
+            os.fsencode(expanded)  # lone surrogates from JSON cannot name a file
+            real = Path(os.path.realpath(expanded))
+        except OSError as exc:
+            raise ToolError(f"path {shown} cannot be resolved: {exc.strerror or 'error'}") from None
+        except ValueError:
+            raise ToolError(f"path {shown} is not a usable file name") from None
+        self.check(real, shown)
         return real
+
+    def check(self, real: Path, shown: str) -> None:
+        """Refuse a resolved path outside the roots, naming the rule that refused it."""
+        for roots, who in ((self.operator_roots, OUTSIDE_OPERATOR), (self.client_roots, OUTSIDE_CLIENT)):
+            if roots is not None and not any(is_within(real, root) for root in roots):
+                allowed = ", ".join(display(r) for r in self.allowed or ()) or "none"
+                raise ToolError(
+                    f"path {shown} is outside {who}: refused. Containment is checked after resolving "
+                    f"'..' and symlinks, so a link inside a root that points out of it is refused too. "
+                    f"Allowed roots: {allowed}"
+                )
+
+    def narrow(self, client_roots: Sequence[Path] | None) -> None:
+        """Apply the client's roots; None (or an empty list) means the client does not narrow."""
+        self.client_roots = list(client_roots) if client_roots else None
 
     @property
     def allowed(self) -> list[Path] | None:
@@ -59,4 +133,9 @@ class PathPolicy:
             return list(self.operator_roots) if self.operator_roots is not None else None
         if self.operator_roots is None:
             return list(self.client_roots)
-        return [c for c in self.client_roots if any(is_within(c, o) for o in self.operator_roots)]
+        return intersect(self.client_roots, self.operator_roots)
+
+
+def _echo(raw: str) -> str:
+    shown = raw if len(raw) <= MAX_ECHO else raw[:MAX_ECHO] + "…"
+    return repr(shown)

@@ -1,0 +1,180 @@
+"""Opening files and directories so that nothing swapped in after the policy check can lead elsewhere.
+
+``PathPolicy.resolve`` returns a real path that was inside the roots *when it was checked*. Between
+that check and the open, any directory on the way could be replaced by a symlink to ``/etc``. So the
+open does not hand the path to the kernel in one piece: it walks it from ``/`` one component at a
+time, each step relative to the descriptor of the previous directory and opened with ``O_NOFOLLOW``.
+A component that has become a symlink is refused, never followed (this also covers ``/proc``'s
+magic links such as ``/proc/self/root``). Final opens add ``O_NONBLOCK`` so a FIFO cannot hang us,
+and the type is checked on the descriptor itself, not on the name.
+
+For walkers: ``open_child_directory(parent_fd, name)`` and ``os.stat(name, dir_fd=parent_fd,
+follow_symlinks=False)`` keep every step of a scan relative to a descriptor already checked.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+from sysmcp.fs.paths import display
+from sysmcp.protocol.errors import ToolError
+
+#: Flags for every intermediate directory: no symlinks, no read permission needed, not inherited.
+_STEP = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: Flags for the final open: never follow, never block (FIFOs), never become a controlling terminal.
+_FINAL = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+
+KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFREG: "a regular file",
+    stat.S_IFLNK: "a symbolic link",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+SWAPPED = (
+    "path {shown} leads through a symbolic link at open time (swapped in after the check, or a symlink "
+    "loop), and sysmcp never follows symlinks when opening. Refused"
+)
+
+
+def kind(mode: int) -> str:
+    """'a directory', 'a FIFO (named pipe)', … for an ``st_mode``."""
+    return KINDS.get(stat.S_IFMT(mode), "a special file")
+
+
+class NotRegularFile(OSError):
+    """The name is not a regular file; it was looked at (``lstat``), never opened."""
+
+    def __init__(self, mode: int) -> None:
+        super().__init__(errno.EINVAL, f"not a regular file: {kind(mode)}")
+        self.mode = mode
+
+
+def open_path(path: str | os.PathLike[str], *, directory: bool = False, regular: bool = False) -> int:
+    """Open an absolute, already resolved path without following a symlink in any component.
+
+    Raises ``OSError`` like ``os.open`` would, with ``errno.ELOOP`` when a component is a symlink
+    (whatever the kernel said: ``ENOTDIR`` and ``ELOOP`` both arrive for that case). With
+    ``regular``, anything but a regular file raises ``NotRegularFile`` *before* being opened, since
+    merely opening some devices has effects (a tape rewinds, a terminal is claimed).
+    """
+    raw = os.fsencode(path)
+    if not raw.startswith(b"/"):
+        raise ValueError("open_path needs an absolute path")
+    parts = [p for p in raw.split(b"/") if p]
+    if any(p in (b".", b"..") for p in parts):
+        raise ValueError("open_path needs a normalised path (no '.' or '..')")
+    flags = _FINAL | (os.O_DIRECTORY if directory else 0)
+    if not parts:
+        if regular:
+            raise NotRegularFile(stat.S_IFDIR)
+        return os.open(b"/", flags)
+    current = os.open(b"/", _STEP)
+    try:
+        for name in parts[:-1]:
+            following = _step(name, current, _STEP)
+            os.close(current)
+            current = following
+        if regular:
+            return _open_regular_at(parts[-1], current, flags)
+        return _step(parts[-1], current, flags)
+    finally:
+        os.close(current)
+
+
+def open_child_directory(parent_fd: int, name: str | bytes) -> int:
+    """Open the directory ``name`` inside ``parent_fd`` for listing, refusing a symlink."""
+    return _step(os.fsencode(name), parent_fd, _FINAL | os.O_DIRECTORY)
+
+
+def _step(name: bytes, dir_fd: int, flags: int) -> int:
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and _is_symlink(name, dir_fd):
+            raise OSError(errno.ELOOP, "refusing to follow a symbolic link", os.fsdecode(name)) from None
+        raise
+
+
+def _open_regular_at(name: bytes, dir_fd: int, flags: int) -> int:
+    before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    if stat.S_ISLNK(before.st_mode):
+        raise OSError(errno.ELOOP, "refusing to follow a symbolic link", os.fsdecode(name))
+    if not stat.S_ISREG(before.st_mode):
+        raise NotRegularFile(before.st_mode)
+    fd = _step(name, dir_fd, flags)
+    after = os.fstat(fd)
+    if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino) or not stat.S_ISREG(after.st_mode):
+        os.close(fd)  # swapped between the look and the open: report what is there now
+        raise (
+            NotRegularFile(after.st_mode)
+            if not stat.S_ISREG(after.st_mode)
+            else FileNotFoundError(
+                errno.ENOENT, "the file was replaced while it was being opened", os.fsdecode(name)
+            )
+        )
+    return fd
+
+
+def _is_symlink(name: bytes, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def open_regular(path: Path | str, shown: str | None = None) -> int:
+    """A descriptor on the regular file at ``path`` (resolved), or a ``ToolError`` a model can act on.
+
+    Directories, FIFOs, sockets and devices are refused without blocking, checked on the descriptor.
+    """
+    shown = shown if shown is not None else display(path)
+    try:
+        return _open_or_explain(path, shown, directory=False, regular=True)
+    except NotRegularFile as exc:
+        raise ToolError(
+            f"Not a regular file: {shown} is {kind(exc.mode)}; only regular files can be read"
+        ) from None
+
+
+def open_directory(path: Path | str, shown: str | None = None) -> int:
+    """A descriptor on the directory at ``path`` (resolved) to list or walk, or a ``ToolError``."""
+    shown = shown if shown is not None else display(path)
+    return _open_or_explain(path, shown, directory=True)
+
+
+def _open_or_explain(path: Path | str, shown: str, *, directory: bool, regular: bool = False) -> int:
+    try:
+        return open_path(path, directory=directory, regular=regular)
+    except NotRegularFile:
+        raise
+    except FileNotFoundError:
+        raise ToolError(f"No such {'directory' if directory else 'file'}: {shown}") from None
+    except PermissionError:
+        raise ToolError(f"Permission denied: {shown}") from None
+    except IsADirectoryError:
+        raise ToolError(f"Not a regular file: {shown} is a directory") from None
+    except NotADirectoryError:
+        raise ToolError(f"Not a directory: {shown}") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ToolError(SWAPPED.format(shown=shown)) from None
+        if exc.errno == errno.ENXIO:  # a socket, or a FIFO-like device with nobody on the other end
+            raise ToolError(f"Not a regular file: {shown} cannot be opened for reading") from None
+        raise ToolError(f"Cannot open {shown}: {exc.strerror or exc}") from None
+
+
+__all__ = [
+    "NotRegularFile",
+    "kind",
+    "open_child_directory",
+    "open_directory",
+    "open_path",
+    "open_regular",
+]

@@ -1,0 +1,289 @@
+"""Every known way out of a root, tried against the policy and the opener.
+
+Each escape here would pass a check that compared strings (``startswith``) or that followed
+symlinks at open time; the tests name which.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from sysmcp.fs.paths import PathPolicy, intersect, real_root, roots_from_uris
+from sysmcp.fs.safeopen import open_child_directory, open_directory, open_path, open_regular
+from sysmcp.protocol.errors import ToolError
+
+SECRET = "top-secret-contents"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """``base/root`` (the allowed root), ``base/root-evil`` (a sibling prefix), ``base/outside``."""
+    base = real_root(tmp_path)
+    (base / "root" / "sub").mkdir(parents=True)
+    (base / "root" / "sub" / "inside.txt").write_text("fine")
+    (base / "root-evil").mkdir()
+    (base / "root-evil" / "secret.txt").write_text(SECRET)
+    (base / "outside").mkdir()
+    (base / "outside" / "secret.txt").write_text(SECRET)
+    return base
+
+
+def policy(tree: Path) -> PathPolicy:
+    return PathPolicy(operator_roots=[tree / "root"])
+
+
+def refusal(call: Callable[[], object]) -> str:
+    with pytest.raises(ToolError) as caught:
+        call()
+    return caught.value.message
+
+
+def test_dot_dot_cannot_climb_out_of_a_root(tree: Path) -> None:
+    raw = f"{tree}/root/../outside/secret.txt"  # starts with the root as a string
+    message = refusal(lambda: policy(tree).resolve(raw))
+    assert "outside the operator's roots" in message
+
+
+def test_a_sibling_directory_sharing_the_prefix_is_not_inside(tree: Path) -> None:
+    raw = f"{tree}/root-evil/secret.txt"  # "/…/root-evil".startswith("/…/root") is True
+    message = refusal(lambda: policy(tree).resolve(raw))
+    assert "outside the operator's roots" in message
+
+
+def test_a_symlink_inside_the_root_pointing_out_is_refused_without_naming_its_target(tree: Path) -> None:
+    (tree / "root" / "link").symlink_to(tree / "outside")
+    raw = f"{tree}/root/link/secret.txt"  # lexically inside the root; only the resolved path is not
+    message = refusal(lambda: policy(tree).resolve(raw))
+    assert "outside the operator's roots" in message and "symlink" in message
+    assert str(tree / "outside") not in message
+
+
+def test_a_symlink_in_the_middle_of_the_path_is_resolved_before_the_check(tree: Path) -> None:
+    (tree / "root" / "sub" / "up").symlink_to("../../outside")
+    raw = f"{tree}/root/sub/up/secret.txt"
+    assert "outside the operator's roots" in refusal(lambda: policy(tree).resolve(raw))
+
+
+def test_a_symlink_to_a_file_outside_is_refused(tree: Path) -> None:
+    (tree / "root" / "innocent.txt").symlink_to(tree / "outside" / "secret.txt")
+    assert "outside" in refusal(lambda: policy(tree).resolve(f"{tree}/root/innocent.txt"))
+
+
+def test_a_dangling_symlink_pointing_out_is_refused(tree: Path) -> None:
+    (tree / "root" / "later").symlink_to(tree / "outside" / "not-yet")
+    assert "outside" in refusal(lambda: policy(tree).resolve(f"{tree}/root/later"))
+
+
+def test_a_symlink_that_stays_inside_is_followed_to_its_real_path(tree: Path) -> None:
+    (tree / "root" / "alias").symlink_to("sub")
+    assert policy(tree).resolve(f"{tree}/root/alias/inside.txt") == tree / "root" / "sub" / "inside.txt"
+
+
+def test_proc_self_root_does_not_lead_out_of_proc() -> None:
+    proc_only = PathPolicy(operator_roots=[Path("/proc")])
+    for raw in ("/proc/self/root/etc/passwd", "/proc/self/cwd", "/proc/thread-self/root/etc"):
+        assert "outside" in refusal(lambda raw=raw: proc_only.resolve(raw))  # type: ignore[misc]
+
+
+def test_a_symlink_to_proc_self_root_inside_a_root_is_refused(tree: Path) -> None:
+    (tree / "root" / "everything").symlink_to("/proc/self/root")
+    raw = f"{tree}/root/everything{tree}/outside/secret.txt"
+    assert "outside" in refusal(lambda: policy(tree).resolve(raw))
+
+
+def test_proc_magic_links_are_never_followed_by_the_opener(tree: Path) -> None:
+    fd = os.open(tree / "outside", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(OSError) as caught:
+            open_path(f"/proc/self/fd/{fd}", directory=True)  # what a broad root like / would resolve to
+        assert caught.value.errno == 40  # ELOOP: a magic link is a link
+    finally:
+        os.close(fd)
+
+
+def test_relative_empty_and_nul_paths_are_refused_with_the_rule() -> None:
+    anywhere = PathPolicy()
+    assert "relative" in refusal(lambda: anywhere.resolve("etc/passwd"))
+    assert "empty" in refusal(lambda: anywhere.resolve(""))
+    assert "NUL" in refusal(lambda: anywhere.resolve("/etc\x00/passwd"))
+    assert "not a usable file name" in refusal(lambda: anywhere.resolve("/tmp/\ud800"))
+
+
+def test_an_enormous_path_is_refused_and_not_echoed_whole() -> None:
+    message = refusal(lambda: PathPolicy(operator_roots=[Path("/nonexistent")]).resolve("/" + "a" * 100_000))
+    assert len(message) < 1000
+
+
+def test_without_roots_the_whole_filesystem_is_in_scope(tree: Path) -> None:
+    assert PathPolicy().resolve(f"{tree}/outside/secret.txt") == tree / "outside" / "secret.txt"
+
+
+# -- client roots ---------------------------------------------------------------------------------
+
+
+def test_client_roots_narrow_the_operator_roots(tree: Path) -> None:
+    narrowed = policy(tree)
+    narrowed.narrow([tree / "root" / "sub"])
+    assert narrowed.resolve(f"{tree}/root/sub/inside.txt")
+    (tree / "root" / "other").mkdir()
+    assert "client's roots" in refusal(lambda: narrowed.resolve(f"{tree}/root/other"))
+    assert narrowed.allowed == [tree / "root" / "sub"]
+
+
+def test_client_roots_can_never_widen_the_operator_roots(tree: Path) -> None:
+    widened = policy(tree)
+    widened.narrow([Path("/"), tree / "outside"])  # a client asking for everything
+    assert "operator's roots" in refusal(lambda: widened.resolve(f"{tree}/outside/secret.txt"))
+    assert "operator's roots" in refusal(lambda: widened.resolve("/etc/passwd"))
+    assert widened.allowed == [tree / "root"]
+
+
+def test_client_roots_disjoint_from_the_operator_roots_allow_nothing(tree: Path) -> None:
+    disjoint = policy(tree)
+    disjoint.narrow([tree / "outside"])
+    assert disjoint.allowed == []
+    assert "client's roots" in refusal(lambda: disjoint.resolve(f"{tree}/root/sub"))
+
+
+def test_an_empty_client_root_list_does_not_narrow(tree: Path) -> None:
+    unchanged = policy(tree)
+    unchanged.narrow([])
+    assert unchanged.client_roots is None and unchanged.allowed == [tree / "root"]
+
+
+def test_client_roots_alone_confine_a_server_without_operator_roots(tree: Path) -> None:
+    client_only = PathPolicy()
+    client_only.narrow([tree / "root"])
+    assert "client's roots" in refusal(lambda: client_only.resolve(f"{tree}/root-evil/secret.txt"))
+
+
+def test_intersection_keeps_the_deeper_of_each_overlapping_pair() -> None:
+    assert intersect([Path("/srv")], [Path("/srv/www"), Path("/home")]) == [Path("/srv/www")]
+    assert intersect([Path("/srv-evil")], [Path("/srv")]) == []
+
+
+def test_only_local_file_uris_become_client_roots(tree: Path) -> None:
+    roots, unusable = roots_from_uris(
+        [
+            f"file://{tree}/root%20space",
+            f"file://localhost{tree}/root",
+            "file://otherhost/etc",
+            "https://example.com/",
+            "file:relative",
+            42,
+        ]
+    )
+    assert roots == [tree / "root space", tree / "root"]
+    assert len(unusable) == 4
+
+
+def test_client_roots_are_resolved_so_a_symlinked_root_cannot_widen(tree: Path) -> None:
+    (tree / "root" / "door").symlink_to(tree / "outside")
+    narrowed = policy(tree)
+    roots, _ = roots_from_uris([f"file://{tree}/root/door"])
+    narrowed.narrow(roots)
+    assert narrowed.allowed == []  # the client root really is /…/outside: not within the operator's
+
+
+# -- the opener: swaps after the check ------------------------------------------------------------
+
+
+def test_a_directory_swapped_for_a_symlink_after_the_check_is_not_followed(tree: Path) -> None:
+    checked = policy(tree).resolve(f"{tree}/root/sub/inside.txt")
+    (tree / "root" / "sub").rename(tree / "root" / "moved")  # the race: swap between resolve and open
+    (tree / "root" / "sub").symlink_to(tree / "outside")
+    (tree / "outside" / "inside.txt").write_text(SECRET)
+    message = refusal(lambda: open_regular(checked))
+    assert "symbolic link" in message and str(tree / "outside") not in message
+    with pytest.raises(OSError) as caught:
+        open_path(checked)
+    assert caught.value.errno == 40  # a plain os.open would have opened the secret
+
+
+def test_a_final_component_swapped_for_a_symlink_is_not_followed(tree: Path) -> None:
+    checked = policy(tree).resolve(f"{tree}/root/sub/inside.txt")
+    (tree / "root" / "sub" / "inside.txt").unlink()
+    (tree / "root" / "sub" / "inside.txt").symlink_to(tree / "outside" / "secret.txt")
+    assert "symbolic link" in refusal(lambda: open_regular(checked))
+
+
+def test_a_directory_swapped_for_a_symlink_is_not_listed(tree: Path) -> None:
+    checked = policy(tree).resolve(f"{tree}/root/sub")
+    (tree / "root" / "sub").rename(tree / "root" / "moved")
+    (tree / "root" / "sub").symlink_to(tree / "outside")
+    assert "symbolic link" in refusal(lambda: open_directory(checked))
+
+
+def test_walkers_cannot_step_into_a_symlinked_child(tree: Path) -> None:
+    (tree / "root" / "jump").symlink_to(tree / "outside")
+    parent = open_directory(tree / "root")
+    try:
+        with pytest.raises(OSError) as caught:
+            open_child_directory(parent, "jump")
+        assert caught.value.errno == 40
+        child = open_child_directory(parent, "sub")
+        assert "inside.txt" in os.listdir(child)
+        os.close(child)
+    finally:
+        os.close(parent)
+
+
+def test_open_regular_returns_a_readable_descriptor(tree: Path) -> None:
+    fd = open_regular(tree / "root" / "sub" / "inside.txt")
+    try:
+        assert os.read(fd, 100) == b"fine"
+    finally:
+        os.close(fd)
+
+
+def bounded(call: Callable[[], object], seconds: float = 5) -> str:
+    """Run ``call`` in a thread and fail (instead of hanging the suite) if it blocks."""
+    outcome: list[str] = []
+
+    def target() -> None:
+        try:
+            call()
+            outcome.append("returned")
+        except ToolError as exc:
+            outcome.append(exc.message)
+        except OSError as exc:
+            outcome.append(f"OSError {exc.errno}")
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert outcome, "the open blocked"
+    return outcome[0]
+
+
+def test_a_fifo_is_refused_without_blocking(tree: Path) -> None:
+    os.mkfifo(tree / "root" / "pipe")
+    assert "FIFO" in bounded(lambda: open_regular(tree / "root" / "pipe"))
+    # and the raw opener never blocks on one either, thanks to O_NONBLOCK
+    assert bounded(lambda: os.close(open_path(tree / "root" / "pipe"))) == "returned"
+
+
+def test_devices_and_sockets_are_refused_without_being_opened() -> None:
+    assert "character device" in bounded(lambda: open_regular("/dev/null"))
+    assert "directory" in bounded(lambda: open_regular("/"))
+
+
+def test_bind_mount_aliases_of_a_root_do_not_widen_it(tree: Path) -> None:
+    alias = tree / "alias"
+    alias.mkdir()
+    done = subprocess.run(["mount", "--bind", str(tree / "outside"), str(alias)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip("cannot create bind mounts here")
+    try:
+        (tree / "root" / "via-alias").symlink_to(alias)
+        # the same directory reached under another name is still judged by the name it resolves to
+        assert "outside" in refusal(lambda: policy(tree).resolve(f"{tree}/root/via-alias/secret.txt"))
+        assert "outside" in refusal(lambda: policy(tree).resolve(f"{alias}/secret.txt"))
+    finally:
+        subprocess.run(["umount", str(alias)], check=False)
