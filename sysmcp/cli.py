@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import structlog
+from anyio.abc import TaskStatus
 
 from sysmcp import __version__
 from sysmcp.logconfig import LEVELS, configure
@@ -94,13 +95,11 @@ def serve(log_level: str, roots: Sequence[str]) -> int:
     if missing:
         print(f"sysmcp: --root must name existing directories: {', '.join(missing)}", file=sys.stderr)
         return 2
-    if os.isatty(0):
-        print(HINT.format(version=__version__), file=sys.stderr)
     from sysmcp.protocol.stdio import FdTransport, StdioWire
 
     wire = StdioWire.claim()
     try:
-        anyio.run(_serve, FdTransport(wire.read_fd, wire.write_fd), roots)
+        anyio.run(_serve, FdTransport(wire.read_fd, wire.write_fd), roots, wire.interactive)
     except KeyboardInterrupt:
         pass
     except BaseException as exc:
@@ -113,7 +112,7 @@ def serve(log_level: str, roots: Sequence[str]) -> int:
     return 0
 
 
-async def _serve(transport: Any, roots: Sequence[str]) -> None:
+async def _serve(transport: Any, roots: Sequence[str], interactive: bool) -> None:
     from sysmcp.protocol.session import Session
     from sysmcp.server import build_server
     from sysmcp.tools import ALL_TOOLS
@@ -121,14 +120,18 @@ async def _serve(transport: Any, roots: Sequence[str]) -> None:
     server = build_server(ALL_TOOLS, roots=roots or None)
     session = Session(server, transport)
     async with anyio.create_task_group() as group:
+        server.client_roots.peer, server.client_roots.spawn = session, group.start_soon
 
-        async def stop_on_signal() -> None:
+        async def stop_on_signal(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                task_status.started()
                 async for _ in signals:
                     group.cancel_scope.cancel()
                     return
 
-        group.start_soon(stop_on_signal)
+        await group.start(stop_on_signal)
+        if interactive:  # only now, so a SIGTERM right after the hint already finds its handler
+            print(HINT.format(version=__version__), file=sys.stderr, flush=True)
         await session.run()
         group.cancel_scope.cancel()
 

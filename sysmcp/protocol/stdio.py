@@ -24,18 +24,20 @@ class StdioWire:
 
     read_fd: int
     write_fd: int
+    interactive: bool = False  # stdin was a terminal: a person, not a client, started us
 
     @classmethod
     def claim(cls) -> StdioWire:
         """Take fd 0 and fd 1 for the protocol and leave harmless ones in their place."""
         sys.stdout.flush()
+        interactive = os.isatty(0)
         write_fd = os.dup(1)
         os.dup2(2, 1)  # fd 1 is stderr from now on: stray prints become log noise, not protocol errors
         read_fd = os.dup(0)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)  # nothing else may consume the client's bytes
         os.close(devnull)
-        return cls(read_fd, write_fd)
+        return cls(read_fd, write_fd, interactive)
 
 
 class FdTransport:

@@ -1,0 +1,65 @@
+"""Classifying JSON-RPC messages, without I/O."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sysmcp.protocol.jsonrpc import (
+    ErrorCode,
+    Invalid,
+    Notification,
+    Request,
+    Response,
+    decode_json,
+    parse_message,
+)
+
+
+@pytest.mark.parametrize("msg_id", [0, 1, -1, "x", "", 2**70])
+def test_requests_keep_their_id_exactly(msg_id: Any) -> None:
+    message = parse_message({"jsonrpc": "2.0", "id": msg_id, "method": "ping"})
+    assert message == Request(msg_id, "ping", {})
+
+
+@pytest.mark.parametrize("msg_id", [True, False, 1.5, None, [], {}])
+def test_ids_that_are_not_strings_or_integers_are_invalid(msg_id: Any) -> None:
+    message = parse_message({"jsonrpc": "2.0", "id": msg_id, "method": "ping"})
+    assert isinstance(message, Invalid) and message.code == ErrorCode.INVALID_REQUEST
+    assert message.id is None
+
+
+def test_a_message_without_id_is_a_notification() -> None:
+    assert parse_message({"jsonrpc": "2.0", "method": "notifications/initialized"}) == Notification(
+        "notifications/initialized", {}
+    )
+
+
+def test_client_responses_are_recognised() -> None:
+    assert parse_message({"jsonrpc": "2.0", "id": "s-1", "result": {"roots": []}}) == Response(
+        "s-1", {"roots": []}, None
+    )
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [],
+        "text",
+        {"id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 1},
+        {"jsonrpc": "2.0", "id": 1, "method": 5},
+        {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": "x"},
+        {"jsonrpc": "2.0", "id": 1, "result": 5},
+    ],
+)
+def test_malformed_messages_are_invalid_requests(value: Any) -> None:
+    message = parse_message(value)
+    assert isinstance(message, Invalid) and message.code == ErrorCode.INVALID_REQUEST
+
+
+@pytest.mark.parametrize("line", [b"{", b"\xff", b"[" * 200_000, b"1" * 10_000, b'{"a": "\x00"}', b"NaN-ish"])
+def test_undecodable_lines_are_parse_errors_not_exceptions(line: bytes) -> None:
+    value = decode_json(line)
+    assert isinstance(value, Invalid) and value.code == ErrorCode.PARSE_ERROR

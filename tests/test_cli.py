@@ -1,0 +1,87 @@
+"""The command line as users run it: ``sysmcp --version``, ``sysmcp call``, the terminal hint."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from sysmcp import __version__
+
+SYSMCP = [sys.executable, "-m", "sysmcp"]
+
+
+def run(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*SYSMCP, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
+
+
+def test_version_prints_the_package_version() -> None:
+    done = run("--version")
+    assert done.returncode == 0 and done.stdout.strip() == f"sysmcp {__version__}"
+
+
+def test_call_prints_the_tool_text_and_exits_zero(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_bytes(b"abc")
+    done = run("call", "file_sha256", f"path={tmp_path / 'a.txt'}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad  ")
+
+
+def test_call_exits_non_zero_on_a_tool_error(tmp_path: Path) -> None:
+    done = run("call", "file_sha256", f"path={tmp_path / 'missing'}")
+    assert done.returncode == 1 and "No such file" in done.stdout
+
+
+def test_call_parses_json_values_and_reports_bad_arguments(tmp_path: Path) -> None:
+    done = run("call", "dir_usage", f"path={tmp_path}", "top_n=99")
+    assert done.returncode == 1 and "'top_n' must be <= 50" in done.stdout
+
+
+def test_call_raw_shows_both_directions_of_the_wire() -> None:
+    done = run("call", "--raw", "disk_usage", "path=/")
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0
+    assert any(line.startswith('→ {"jsonrpc":"2.0","id":1,"method":"initialize"') for line in lines)
+    assert any(line.startswith("← ") and '"structuredContent"' in line for line in lines)
+
+
+def test_call_shows_progress_on_stderr(tmp_path: Path) -> None:
+    big = tmp_path / "big"
+    big.write_bytes(b"\0" * (8 << 20))
+    done = run("call", "file_sha256", f"path={big}")
+    assert done.returncode == 0 and "progress:" in done.stderr and "progress:" not in done.stdout
+
+
+def test_a_root_that_does_not_exist_is_refused_at_start(tmp_path: Path) -> None:
+    done = run("--root", str(tmp_path / "nope"))
+    assert done.returncode == 2 and "--root" in done.stderr
+
+
+@pytest.mark.anyio
+async def test_on_a_terminal_it_prints_a_hint_on_stderr_and_keeps_serving() -> None:
+    primary, secondary = pty.openpty()
+    try:
+        process = await anyio.open_process(
+            SYSMCP, stdin=secondary, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        async with process:
+            assert process.stderr is not None
+            seen = b""
+            with anyio.fail_after(20):
+                while b"sysmcp call" not in seen:
+                    seen += await process.stderr.receive()
+            assert b"Model Context Protocol" in seen
+            assert process.returncode is None  # still waiting for a client, not exited
+            process.terminate()
+            with anyio.fail_after(5):
+                assert await process.wait() == 0
+    finally:
+        os.close(primary)
+        os.close(secondary)
