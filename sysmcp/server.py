@@ -13,7 +13,7 @@ from typing import Any
 import structlog
 
 from sysmcp import __version__
-from sysmcp.fs.paths import PathPolicy
+from sysmcp.fs.paths import ClientRoots, PathPolicy
 from sysmcp.protocol.context import LOG_LEVELS, RequestContext
 from sysmcp.protocol.errors import ArgumentError, ProtocolError, ToolError, invalid_params
 from sysmcp.protocol.jsonrpc import ErrorCode, Notification, Request
@@ -55,6 +55,8 @@ class Server:
     log_level: str = "warning"
 
     def __post_init__(self) -> None:
+        # Legacy clients' roots/list narrows self.paths; cli wires its peer (the session) and spawn.
+        self.client_roots = ClientRoots(self.paths)
         self._methods: dict[str, Method] = {
             "initialize": self._initialize,
             "server/discover": self._discover,
@@ -92,6 +94,11 @@ class Server:
     async def handle_notification(self, notification: Notification) -> None:
         if notification.method == "notifications/initialized":
             self.lifecycle.initialized()
+            if isinstance(self.lifecycle.client_capabilities.get("roots"), dict):
+                self.client_roots.changed()
+        elif notification.method == "notifications/roots/list_changed":
+            if isinstance(self.lifecycle.client_capabilities.get("roots"), dict):
+                self.client_roots.changed()
         else:
             log.debug("notification ignored", method=notification.method)
 
@@ -172,6 +179,7 @@ class Server:
             if not ctx.features.validation_errors_as_results:
                 raise invalid_params(exc.message) from exc
             return self._error_result(exc.message)
+        await self.client_roots.current()  # never run a tool on a scope the client is still narrowing
         return await self._run_tool(tool, arguments, ctx)
 
     async def _run_tool(self, tool: Tool, arguments: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:

@@ -10,12 +10,21 @@ refuses to follow any symlink, so a path swapped for a symlink after the check s
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
+import anyio
+import structlog
+
 from sysmcp.protocol.errors import ToolError
+
+log = structlog.get_logger("sysmcp.paths")
+
+#: How long a client gets to answer ``roots/list`` before the operator's scope is kept.
+ROOTS_TIMEOUT = 5.0
 
 #: How much of a model-supplied path is echoed back in a refusal.
 MAX_ECHO = 200
@@ -139,3 +148,68 @@ class PathPolicy:
 def _echo(raw: str) -> str:
     shown = raw if len(raw) <= MAX_ECHO else raw[:MAX_ECHO] + "…"
     return repr(shown)
+
+
+class RootsPeer(Protocol):
+    """The session side that can ask the client something (``Session.request``)."""
+
+    async def request(
+        self, method: str, params: dict[str, Any] | None = None, timeout: float = 10
+    ) -> Any: ...
+
+
+Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], object]
+
+
+class ClientRoots:
+    """Keeps the policy's client roots in step with the client's ``roots/list`` (protocol 2024-11-05…2025-11-25).
+
+    Roots are fetched in the background after ``notifications/initialized`` and again after
+    ``notifications/roots/list_changed``; a tool call waits for a fetch in progress, so no call runs
+    with a scope wider than the client meant. A client that fails to answer leaves the scope as it
+    was (the operator's, at first); an empty list does not narrow (MCP Inspector declares roots and
+    answers ``[]``).
+    """
+
+    def __init__(self, policy: PathPolicy, timeout: float = ROOTS_TIMEOUT) -> None:
+        self.policy = policy
+        self.timeout = timeout
+        self.peer: RootsPeer | None = None
+        self.spawn: Spawn | None = None
+        self._stale = False
+        self._lock = anyio.Lock()
+
+    def changed(self) -> None:
+        """The client's roots may have changed: fetch them (now, if we can start a task)."""
+        if self.peer is None:
+            return
+        self._stale = True
+        if self.spawn is not None:
+            self.spawn(self.refresh)
+
+    async def current(self) -> None:
+        """Make sure the policy reflects the client's latest roots before a tool uses it."""
+        if self._stale or self._lock.locked():
+            await self.refresh()
+
+    async def refresh(self) -> None:
+        async with self._lock:
+            if not self._stale or self.peer is None:
+                return
+            self._stale = False
+            try:
+                response = await self.peer.request("roots/list", None, timeout=self.timeout)
+            except Exception as exc:  # the client went away or never answered: keep the scope we have
+                log.warning("roots/list unanswered; keeping the current scope", error=type(exc).__name__)
+                return
+            listed = response.result.get("roots") if isinstance(response.result, dict) else None
+            if response.error is not None or not isinstance(listed, list):
+                log.warning("roots/list failed; keeping the current scope", error=response.error)
+                return
+            roots, unusable = roots_from_uris(r.get("uri") if isinstance(r, dict) else r for r in listed)
+            if unusable:
+                log.warning("client roots ignored: not local file:// URIs", count=len(unusable))
+                log.debug("ignored client roots", roots=unusable)
+            self.policy.narrow(roots)
+            log.info("client roots applied", count=len(roots), narrowing=bool(roots))
+            log.debug("roots in force", roots=[display(r) for r in self.policy.allowed or []])

@@ -1,0 +1,147 @@
+"""Client roots (``roots/list``) over real pipes: they narrow the operator's scope and never widen it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from sysmcp.fs.paths import real_root
+from tests.mcp_schema import check, check_server_message
+from tests.wire import SERVER, Wire, result_text
+
+pytestmark = pytest.mark.anyio
+
+ROOTS_CAPABILITY = {"roots": {"listChanged": True}}
+
+
+class RootsWire(Wire):
+    """A client that also receives the server's requests (``roots/list``) and answers them."""
+
+    async def receive(self, timeout: float = 10) -> Any:
+        with anyio.fail_after(timeout):
+            while not self._queue:
+                assert self.process.stdout is not None
+                self._buffer += await self.process.stdout.receive()
+                *lines, self._buffer = self._buffer.split(b"\n")
+                self._queue.extend(json.loads(line.decode("utf-8")) for line in lines)
+        message = self._queue.pop(0)
+        if "method" in message and "id" in message:
+            check(self.version, "JSONRPCRequest", message)
+            check(self.version, "ServerRequest", message)
+        else:
+            check_server_message(self.version, message, self._methods.get(message.get("id")))
+        return message
+
+    async def expect_roots_request(self) -> Any:
+        message = await self.receive()
+        assert message.get("method") == "roots/list", message
+        return message["id"]
+
+    async def answer(self, msg_id: Any, roots: list[Path]) -> None:
+        listed = [{"uri": root.as_uri(), "name": root.name} for root in roots]
+        await self.send({"jsonrpc": "2.0", "id": msg_id, "result": {"roots": listed}})
+
+
+@asynccontextmanager
+async def spawn_roots(*args: str) -> AsyncIterator[RootsWire]:
+    process = await anyio.open_process([*SERVER, *args])
+    wire = RootsWire(process, "2025-11-25")
+    try:
+        yield wire
+    finally:
+        if process.returncode is None:
+            process.kill()
+        with anyio.move_on_after(5):
+            await process.wait()
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None:
+                await stream.aclose()
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> Path:
+    base = real_root(tmp_path)
+    for name in ("root/a", "root/b", "outside"):
+        (base / name).mkdir(parents=True)
+        (base / name / "f.txt").write_text(name)
+    return base
+
+
+async def hash_of(wire: Wire, path: Path) -> dict[str, Any]:
+    return (await wire.call("file_sha256", {"path": str(path)}))["result"]
+
+
+async def test_client_roots_narrow_the_operator_scope(base: Path) -> None:
+    async with spawn_roots("--root", str(base / "root")) as wire:
+        await wire.initialize(capabilities=ROOTS_CAPABILITY)
+        await wire.answer(await wire.expect_roots_request(), [base / "root" / "a"])
+        assert not (await hash_of(wire, base / "root" / "a" / "f.txt"))["isError"]
+        refused = await hash_of(wire, base / "root" / "b" / "f.txt")
+        assert refused["isError"] and "client's roots" in result_text({"result": refused})
+
+
+async def test_client_roots_can_never_widen_the_operator_scope(base: Path) -> None:
+    async with spawn_roots("--root", str(base / "root")) as wire:
+        await wire.initialize(capabilities=ROOTS_CAPABILITY)
+        await wire.answer(await wire.expect_roots_request(), [Path("/"), base / "outside"])
+        refused = await hash_of(wire, base / "outside" / "f.txt")
+        assert refused["isError"] and "operator's roots" in result_text({"result": refused})
+        assert not (await hash_of(wire, base / "root" / "b" / "f.txt"))["isError"]
+
+
+async def test_list_changed_refreshes_the_client_roots(base: Path) -> None:
+    async with spawn_roots() as wire:
+        await wire.initialize(capabilities=ROOTS_CAPABILITY)
+        await wire.answer(await wire.expect_roots_request(), [base / "root" / "a"])
+        assert (await hash_of(wire, base / "outside" / "f.txt"))["isError"]
+        await wire.send({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+        await wire.answer(await wire.expect_roots_request(), [base / "outside"])
+        assert not (await hash_of(wire, base / "outside" / "f.txt"))["isError"]
+        assert (await hash_of(wire, base / "root" / "a" / "f.txt"))["isError"]
+
+
+async def test_an_empty_roots_list_does_not_narrow(base: Path) -> None:
+    async with spawn_roots("--root", str(base / "root")) as wire:
+        await wire.initialize(capabilities=ROOTS_CAPABILITY)
+        await wire.answer(await wire.expect_roots_request(), [])
+        assert not (await hash_of(wire, base / "root" / "b" / "f.txt"))["isError"]
+        assert (await hash_of(wire, base / "outside" / "f.txt"))["isError"]
+
+
+async def test_a_failed_roots_list_keeps_the_operator_scope(base: Path) -> None:
+    async with spawn_roots("--root", str(base / "root")) as wire:
+        await wire.initialize(capabilities=ROOTS_CAPABILITY)
+        msg_id = await wire.expect_roots_request()
+        await wire.send({"jsonrpc": "2.0", "id": msg_id, "error": {"code": -32601, "message": "no roots"}})
+        assert not (await hash_of(wire, base / "root" / "b" / "f.txt"))["isError"]
+        assert (await hash_of(wire, base / "outside" / "f.txt"))["isError"]
+
+
+async def test_a_tool_call_waits_for_the_roots_the_client_is_still_sending(base: Path) -> None:
+    async with spawn_roots() as wire:
+        await wire.initialize(capabilities=ROOTS_CAPABILITY)
+        msg_id = await wire.expect_roots_request()
+        await wire.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 99,
+                "method": "tools/call",
+                "params": {"name": "file_sha256", "arguments": {"path": str(base / "outside" / "f.txt")}},
+            }
+        )
+        await wire.answer(msg_id, [base / "root"])  # the call was sent first, but must not run wider
+        reply = await wire.response(99)
+        assert reply["result"]["isError"] and "client's roots" in result_text(reply)
+
+
+async def test_a_client_without_the_roots_capability_is_never_asked(base: Path) -> None:
+    async with spawn_roots() as wire:
+        await wire.initialize()
+        reply = await wire.call("file_sha256", {"path": str(base / "outside" / "f.txt")})  # no request first
+        assert not reply["result"]["isError"]
