@@ -74,7 +74,8 @@ def base(tmp_path: Path) -> Path:
 
 
 async def hash_of(wire: Wire, path: Path) -> dict[str, Any]:
-    return (await wire.call("file_sha256", {"path": str(path)}))["result"]
+    result: dict[str, Any] = (await wire.call("file_sha256", {"path": str(path)}))["result"]
+    return result
 
 
 async def test_client_roots_narrow_the_operator_scope(base: Path) -> None:
