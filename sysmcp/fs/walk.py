@@ -1,0 +1,473 @@
+"""One directory-tree engine for every tool that walks: dir_usage, find_duplicates, hash_tree.
+
+Why descriptor-relative: every directory is opened with ``openat(parent_fd, name,
+O_DIRECTORY|O_NOFOLLOW)`` and its identity (device, inode) checked against what the parent's listing
+said, and every entry is ``lstat``-ed relative to that descriptor. A directory swapped for a symlink
+mid-walk fails to open instead of leading the walk elsewhere, and the kernel resolves one name per
+call instead of a whole path, which is also what makes this faster than a path-based ``os.walk``.
+
+Why one engine with two faces: ``walk_files`` is the simple, stable interface (regular files, one
+at a time); ``Scanner`` is what ``dir_usage`` needs on top (every entry's bytes, hard links once,
+cumulative totals per directory in post-order, partial results when a budget runs out).
+
+Memory stays bounded by the depth and width of the tree, not its size: the stack holds, per open
+directory, only the subdirectories still to visit; regular files are handed out per directory and
+forgotten. The one exception is the set of (device, inode) of files with more than one link.
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import os
+import re
+import stat
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+
+__all__ = [
+    "PSEUDO_FILESYSTEMS",
+    "FileEntry",
+    "Finished",
+    "Listing",
+    "ScanStopped",
+    "Scanner",
+    "SkipCounter",
+    "WalkOptions",
+    "walk_files",
+]
+
+# Kernel filesystems with no data of their own: sizes there are fiction and walks can be endless.
+PSEUDO_FILESYSTEMS = frozenset(
+    {
+        "autofs",
+        "binfmt_misc",
+        "bpf",
+        "cgroup",
+        "cgroup2",
+        "configfs",
+        "debugfs",
+        "devpts",
+        "devtmpfs",
+        "efivarfs",
+        "fusectl",
+        "hugetlbfs",
+        "mqueue",
+        "nsfs",
+        "proc",
+        "pstore",
+        "rpc_pipefs",
+        "securityfs",
+        "selinuxfs",
+        "sysfs",
+        "tracefs",
+    }
+)
+# Mount points that are pseudo whatever a container mounted on them (e.g. /dev as tmpfs).
+PSEUDO_MOUNT_POINTS = frozenset({b"/proc", b"/sys", b"/dev"})
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_S_IFMT = 0o170000
+_S_IFDIR = stat.S_IFDIR
+_S_IFREG = stat.S_IFREG
+_S_IFLNK = stat.S_IFLNK
+CHECK_EVERY = 4096  # entries between checkpoints inside one huge directory (a few milliseconds of work)
+
+
+@dataclass(frozen=True)
+class WalkOptions:
+    """The walk rules the tools share; the defaults are what a sysadmin expects from ``du -x``."""
+
+    one_file_system: bool = True
+    exclude: Sequence[str] = ()
+    skip_pseudo: bool = True
+
+
+class SkipCounter:
+    """Entries left out of a walk, by reason, so a result can say what it did not see and why."""
+
+    __slots__ = ("_counts",)
+
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+
+    def add(self, reason: str, count: int = 1) -> None:
+        self._counts[reason] += count
+
+    def as_dict(self) -> dict[str, int]:
+        return {reason: n for reason, n in sorted(self._counts.items()) if n}
+
+    @property
+    def total(self) -> int:
+        return sum(self._counts.values())
+
+    def __repr__(self) -> str:
+        return f"SkipCounter({self.as_dict()})"
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A regular file met by ``walk_files``; ``stat`` is its lstat, taken relative to its directory."""
+
+    path: bytes
+    relative: bytes
+    stat: os.stat_result
+
+
+class ScanStopped(Exception):
+    """Raised by a checkpoint to end a scan early but cleanly (a time budget ran out).
+
+    The scanner then finishes every open directory with what it has, so totals stay consistent,
+    and records the reason in ``Scanner.stopped``. Any other exception (cancellation) propagates.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(slots=True)
+class Listing:
+    """One directory's entries, handed out as soon as it has been read (pre-order).
+
+    ``files`` are regular files seen for the first time; ``links`` are further names of a regular
+    file whose inode was already counted (hard links). Names are ``str`` as ``os.scandir`` gives them
+    for descriptors (undecodable bytes as surrogate escapes): ``os.fsencode`` restores the bytes.
+    """
+
+    relative: str
+    depth: int
+    files: list[tuple[str, os.stat_result]]
+    links: list[tuple[str, os.stat_result]]
+
+
+@dataclass(slots=True)
+class Finished:
+    """A directory whose whole subtree is done (post-order), with cumulative totals like ``du``.
+
+    ``partial`` is true when the scan stopped before this subtree was complete.
+    """
+
+    relative: str
+    depth: int
+    apparent: int
+    disk: int
+    files: int
+    dirs: int
+    partial: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class _Frame:
+    fd: int | None
+    relative: str
+    depth: int
+    dev: int
+    ino: int
+    subdirs: list[tuple[str, os.stat_result]] = field(default_factory=list)
+    apparent: int = 0
+    disk: int = 0
+    files: int = 0
+    dirs: int = 1
+
+
+def _noop() -> None:
+    return None
+
+
+def pseudo_devices(mountinfo: str = "/proc/self/mountinfo") -> frozenset[int]:
+    """Device numbers of mounted kernel pseudo-filesystems, read from mountinfo (empty if unreadable)."""
+    devices: set[int] = set()
+    try:
+        with open(mountinfo, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                before, _, after = line.partition(" - ")
+                fields = before.split()
+                fstype = after.split(" ", 1)[0]
+                if len(fields) >= 3 and fstype in PSEUDO_FILESYSTEMS:
+                    major, _, minor = fields[2].partition(":")
+                    devices.add(os.makedev(int(major), int(minor)))
+    except (OSError, ValueError):
+        pass
+    return frozenset(devices)
+
+
+def _exclusion(patterns: Sequence[str]) -> Callable[[str], re.Match[str] | None] | None:
+    """One compiled regex for all glob patterns, so an exclude list costs one match per test."""
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns), re.DOTALL).match
+
+
+class Scanner:
+    """A bounded, descriptor-relative, depth-first walk that never follows symlinks.
+
+    Iterate ``events()`` to get ``Listing`` (pre-order) and ``Finished`` (post-order) per directory.
+    Totals follow ``du -x`` (with ``one_file_system``): every entry's apparent size (``st_size``) and
+    disk usage (``st_blocks * 512``) counted once per inode, directories included; directories on
+    other filesystems, excluded and vanished entries not counted; unreadable directories count
+    their own size only.
+    """
+
+    def __init__(
+        self,
+        root: bytes,
+        options: WalkOptions,
+        skipped: SkipCounter,
+        checkpoint: Callable[[], None] = _noop,
+        *,
+        fd_budget: int = 64,
+    ) -> None:
+        self.root = os.fsencode(root)
+        self.options = options
+        self.skipped = skipped
+        self.checkpoint = checkpoint
+        self.fd_budget = max(2, fd_budget)
+        self.entries = 0  # entries examined so far: progress for the caller
+        self.apparent = 0  # bytes counted so far (apparent)
+        self.stopped: str | None = None  # why the scan ended early, if it did
+        # Regular files smaller than this are counted but left out of listings; a top-N consumer
+        # raises it as its heap fills, so almost no stat results outlive their directory.
+        self.file_floor = 0
+        self._seen: set[tuple[int, int]] = set()
+        self._match = _exclusion(options.exclude)
+        self._pseudo: frozenset[int] | None = None
+        self._stop: ScanStopped | None = None
+        self._reported = 0  # apparent bytes of the directory being read already added to .apparent
+
+    # -- the walk ---------------------------------------------------------------------------
+
+    def events(self) -> Iterator[Listing | Finished]:
+        """The walk itself. Raises ``OSError`` only if the root cannot be opened as a directory."""
+        fd = os.open(self.root, _DIR_FLAGS)
+        stack: list[_Frame] = []
+        try:
+            st = os.fstat(fd)
+            top = _Frame(fd, "", 0, st.st_dev, st.st_ino, apparent=st.st_size, disk=st.st_blocks * 512)
+            stack.append(top)
+            self.entries += 1
+            self.apparent += st.st_size
+            try:
+                self.checkpoint()
+                yield self._read(top)
+                while stack:
+                    if self._stop is not None:
+                        raise self._stop
+                    top = stack[-1]
+                    if top.subdirs:
+                        name, st = top.subdirs.pop()
+                        self.checkpoint()
+                        child = self._enter(top, name, st, len(stack))
+                        if child is None:
+                            continue
+                        stack.append(child)
+                        if len(stack) > self.fd_budget:
+                            self._close(stack[-self.fd_budget - 1])
+                        yield self._read(child)
+                    else:
+                        stack.pop()
+                        yield self._finish(top, stack)
+            except ScanStopped as stop:
+                self.stopped = stop.reason
+                while stack:
+                    top = stack.pop()
+                    top.subdirs.clear()
+                    yield self._finish(top, stack, partial=True)
+        finally:
+            for frame in stack:
+                self._close(frame)
+
+    def _read(self, frame: _Frame) -> Listing:
+        """List one directory and lstat every entry; sort them into files, links and subdirectories."""
+        assert frame.fd is not None
+        files: list[tuple[str, os.stat_result]] = []
+        links: list[tuple[str, os.stat_result]] = []
+        subdirs = frame.subdirs
+        skipped = self.skipped
+        seen = self._seen
+        match = self._match
+        prefix = frame.relative + "/" if frame.relative else ""
+        apparent = blocks = count = nfiles = 0
+        floor = self.file_floor
+        s_ifmt, s_ifdir, s_ifreg, s_iflnk = _S_IFMT, _S_IFDIR, _S_IFREG, _S_IFLNK
+        try:
+            iterator = os.scandir(frame.fd)
+        except OSError as exc:
+            skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
+            return Listing(frame.relative, frame.depth, files, links)
+        with iterator:
+            while True:
+                # Batches keep the per-entry loop free of bookkeeping; checkpoints fall between them.
+                try:
+                    batch = list(islice(iterator, CHECK_EVERY))
+                except OSError:  # the directory went bad while being read (EIO, removed)
+                    skipped.add("unreadable")
+                    break
+                for entry in batch:
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError as exc:
+                        skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
+                        continue
+                    if match is not None and (match(entry.name) or match(prefix + entry.name)):
+                        skipped.add("excluded")
+                        continue
+                    kind = st.st_mode & s_ifmt
+                    if kind == s_ifdir:
+                        subdirs.append((entry.name, st))
+                        continue
+                    if st.st_nlink > 1:
+                        key = (st.st_dev, st.st_ino)
+                        if key in seen:
+                            if kind == s_ifreg and st.st_size >= floor:
+                                links.append((entry.name, st))
+                            continue
+                        seen.add(key)
+                    size = st.st_size
+                    apparent += size
+                    blocks += st.st_blocks
+                    if kind == s_ifreg:
+                        nfiles += 1
+                        if size >= floor:
+                            files.append((entry.name, st))
+                    elif kind != s_iflnk:
+                        skipped.add("special_file")
+                count += len(batch)
+                if len(batch) < CHECK_EVERY:
+                    break
+                self.entries += count
+                self.apparent += apparent - self._reported
+                self._reported = apparent
+                count = 0
+                try:
+                    self.checkpoint()
+                except ScanStopped as stop:
+                    self._stop = stop  # hand out what this directory gave so far, then stop
+                    break
+        self.entries += count
+        self.apparent += apparent - self._reported
+        self._reported = 0
+        frame.apparent += apparent
+        frame.disk += blocks * 512
+        frame.files += nfiles
+        return Listing(frame.relative, frame.depth, files, links)
+
+    def _enter(self, parent: _Frame, name: str, st: os.stat_result, depth: int) -> _Frame | None:
+        """Open a subdirectory relative to its parent, or count why not (None)."""
+        if st.st_dev != parent.dev:
+            if self.options.skip_pseudo and self._is_pseudo(parent, name, st):
+                self.skipped.add("pseudo_filesystem")
+                return None
+            if self.options.one_file_system:
+                self.skipped.add("other_filesystem")
+                return None
+        if parent.fd is None:
+            raise AssertionError("a parent with subdirectories left always has a descriptor")
+        try:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=parent.fd)
+        except FileNotFoundError:
+            self.skipped.add("vanished")
+            return None
+        except OSError as exc:
+            # Unreadable (EACCES) or swapped for a symlink/file (ELOOP, ENOTDIR): not followed.
+            unreadable = exc.errno in (errno.EACCES, errno.EPERM)
+            self.skipped.add("unreadable" if unreadable else "vanished")
+            if unreadable:
+                parent.apparent += st.st_size  # du counts an unreadable directory's own size
+                parent.disk += st.st_blocks * 512
+                parent.dirs += 1
+                self.apparent += st.st_size
+            return None
+        try:
+            now = os.fstat(fd)
+        except OSError:
+            now = None
+        if now is None or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            os.close(fd)  # replaced between listing and opening: not the directory we counted
+            self.skipped.add("vanished")
+            return None
+        relative = parent.relative + "/" + name if parent.relative else name
+        self.apparent += st.st_size
+        return _Frame(fd, relative, depth, st.st_dev, st.st_ino, apparent=st.st_size, disk=st.st_blocks * 512)
+
+    def _finish(self, frame: _Frame, stack: list[_Frame], partial: bool = False) -> Finished:
+        """Close a finished directory, add its totals to its parent, reopen the parent if needed."""
+        parent = stack[-1] if stack else None
+        if parent is not None:
+            parent.apparent += frame.apparent
+            parent.disk += frame.disk
+            parent.files += frame.files
+            parent.dirs += frame.dirs
+            if parent.fd is None and not partial:
+                parent.fd = self._reopen_parent(frame, parent)
+                if parent.fd is None:
+                    self.skipped.add("vanished", len(parent.subdirs))
+                    parent.subdirs.clear()
+        self._close(frame)
+        return Finished(
+            frame.relative, frame.depth, frame.apparent, frame.disk, frame.files, frame.dirs, partial
+        )
+
+    @staticmethod
+    def _close(frame: _Frame) -> None:
+        """Close a frame's descriptor; a deep walk reopens it later through its child's '..'."""
+        if frame.fd is not None:
+            fd, frame.fd = frame.fd, None
+            os.close(fd)
+
+    @staticmethod
+    def _reopen_parent(child: _Frame, parent: _Frame) -> int | None:
+        """Reach the parent again through the child's '..', accepting it only if it is the same inode."""
+        if child.fd is None:
+            return None
+        try:
+            fd = os.open("..", _DIR_FLAGS, dir_fd=child.fd)
+        except OSError:
+            return None
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != (parent.dev, parent.ino):
+            os.close(fd)
+            return None
+        return fd
+
+    def _is_pseudo(self, parent: _Frame, name: str, st: os.stat_result) -> bool:
+        if self._pseudo is None:
+            self._pseudo = pseudo_devices()
+        if st.st_dev in self._pseudo:
+            return True
+        if st.st_dev == parent.dev:
+            return False
+        relative = parent.relative + "/" + name if parent.relative else name
+        absolute = os.path.join(self.root, os.fsencode(relative))
+        return absolute in PSEUDO_MOUNT_POINTS
+
+
+def join(root: bytes, relative: bytes) -> bytes:
+    """``root/relative`` without doubling the slash when root is '/'."""
+    if not relative:
+        return root
+    return (root if root.endswith(b"/") else root + b"/") + relative
+
+
+def walk_files(
+    root: bytes, options: WalkOptions, skipped: SkipCounter, checkpoint: Callable[[], None]
+) -> Iterator[FileEntry]:
+    """Every regular file under ``root`` (hard-linked names included), never following symlinks.
+
+    Special files (FIFO, socket, device) are skipped and counted, unreadable directories skipped and
+    counted; ``checkpoint()`` is called between directories and every few thousand entries, and may
+    raise to stop (``ScanStopped`` ends the walk quietly). The order is not sorted.
+    """
+    root = os.fsencode(root)
+    scanner = Scanner(root, options, skipped, checkpoint)
+    fsencode = os.fsencode
+    for event in scanner.events():
+        if type(event) is not Listing:
+            continue
+        base = fsencode(event.relative) + b"/" if event.relative else b""
+        for group in (event.files, event.links):
+            for name, st in group:
+                relative = base + fsencode(name)
+                yield FileEntry(join(root, relative), relative, st)

@@ -1,0 +1,346 @@
+"""The shared walker on real trees: what it yields, what it counts, and what it refuses to follow."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from sysmcp.fs.walk import (
+    FileEntry,
+    Finished,
+    Scanner,
+    ScanStopped,
+    SkipCounter,
+    WalkOptions,
+    walk_files,
+)
+
+
+def _noop() -> None:
+    return None
+
+
+def files_under(root: Path, options: WalkOptions | None = None) -> tuple[list[FileEntry], SkipCounter]:
+    skipped = SkipCounter()
+    found = list(walk_files(os.fsencode(root), options or WalkOptions(), skipped, _noop))
+    return found, skipped
+
+
+def scan_totals(
+    root: Path, options: WalkOptions | None = None, **kwargs: int
+) -> tuple[Finished, SkipCounter]:
+    skipped = SkipCounter()
+    scanner = Scanner(os.fsencode(root), options or WalkOptions(), skipped, **kwargs)
+    finished = [e for e in scanner.events() if isinstance(e, Finished)]
+    assert finished[-1].relative == ""
+    return finished[-1], skipped
+
+
+def du(root: Path, *flags: str) -> int:
+    out = subprocess.run(["du", "-sx", *flags, os.fsencode(root)], capture_output=True, check=False)
+    return int(out.stdout.split()[0])
+
+
+def build_mixed_tree(root: Path) -> None:
+    """Hard links, a sparse file, a symlink loop, a dangling symlink, odd names, nested directories."""
+    (root / "a" / "b" / "c").mkdir(parents=True)
+    (root / "a" / "one.txt").write_bytes(b"1" * 1000)
+    (root / "a" / "b" / "two.bin").write_bytes(b"2" * 70_000)
+    os.link(root / "a" / "b" / "two.bin", root / "a" / "b" / "c" / "two-again.bin")
+    with (root / "sparse.img").open("wb") as sparse:
+        sparse.truncate(50 << 20)
+        sparse.write(b"data")
+    (root / "a" / "b" / "c" / "loop").symlink_to("..")
+    (root / "dangling").symlink_to("/nonexistent/target")
+    (root / "with space.txt").write_bytes(b"s" * 10)
+    (root / "new\nline").write_bytes(b"n" * 20)
+    (root / os.fsdecode(b"bad-\xff-utf8")).write_bytes(b"b" * 30)
+    (root / "empty").mkdir()
+
+
+def test_walk_files_yields_every_regular_file_as_bytes_including_odd_names(tmp_path: Path) -> None:
+    build_mixed_tree(tmp_path)
+    found, skipped = files_under(tmp_path)
+    relative = sorted(e.relative for e in found)
+    assert relative == sorted(
+        [
+            b"a/one.txt",
+            b"a/b/two.bin",
+            b"a/b/c/two-again.bin",
+            b"sparse.img",
+            b"with space.txt",
+            b"new\nline",
+            b"bad-\xff-utf8",
+        ]
+    )
+    for entry in found:
+        assert entry.path == os.fsencode(tmp_path) + b"/" + entry.relative
+        assert entry.stat.st_size == os.lstat(entry.path).st_size
+    assert skipped.total == 0
+
+
+def test_symlinks_are_never_followed_so_a_loop_ends(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "self").symlink_to(tmp_path)
+    (tmp_path / "d" / "up").symlink_to("..")
+    (tmp_path / "d" / "f").write_bytes(b"x")
+    (tmp_path / "elsewhere").symlink_to("/usr")
+    found, _ = files_under(tmp_path)
+    assert [e.relative for e in found] == [b"d/f"]
+
+
+def test_special_files_are_skipped_and_counted(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(tmp_path / "sock"))
+        (tmp_path / "plain").write_bytes(b"p")
+        found, skipped = files_under(tmp_path)
+    assert [e.relative for e in found] == [b"plain"]
+    assert skipped.as_dict() == {"special_file": 2}
+
+
+def test_totals_equal_du_apparent_and_disk_bytes(tmp_path: Path) -> None:
+    build_mixed_tree(tmp_path)
+    total, _ = scan_totals(tmp_path)
+    assert total.apparent == du(tmp_path, "-b")
+    assert total.disk == du(tmp_path, "-B1")
+    assert total.disk < 1 << 20 < total.apparent  # the sparse file's blocks, not its length
+    assert total.files == 7 - 1  # the hard link is one file
+
+
+def test_hard_links_are_counted_once_but_every_name_is_walked(tmp_path: Path) -> None:
+    (tmp_path / "x").write_bytes(b"x" * 5000)
+    os.link(tmp_path / "x", tmp_path / "y")
+    os.link(tmp_path / "x", tmp_path / "z")
+    total, _ = scan_totals(tmp_path)
+    assert total.apparent == os.lstat(tmp_path).st_size + 5000 == du(tmp_path, "-b")
+    found, _ = files_under(tmp_path)
+    assert sorted(e.relative for e in found) == [b"x", b"y", b"z"]
+
+
+def test_excluded_names_and_relative_paths_are_skipped_and_counted(tmp_path: Path) -> None:
+    (tmp_path / "keep" / "node_modules").mkdir(parents=True)
+    (tmp_path / "keep" / "node_modules" / "big.js").write_bytes(b"j" * 100)
+    (tmp_path / "keep" / "a.log").write_bytes(b"l")
+    (tmp_path / "keep" / "a.txt").write_bytes(b"t")
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "c.txt").write_bytes(b"c")
+    options = WalkOptions(exclude=("node_modules", "*.log", "cache/*"))
+    found, skipped = files_under(tmp_path, options)
+    assert [e.relative for e in found] == [b"keep/a.txt"]
+    assert skipped.as_dict() == {"excluded": 3}
+
+
+def test_a_deep_tree_is_walked_with_few_descriptors(tmp_path: Path) -> None:
+    deep = tmp_path
+    for level in range(40):
+        deep = deep / f"l{level}"
+        deep.mkdir()
+        (deep / "f").write_bytes(b"z" * level)
+        (deep / "side").mkdir()
+        (deep / "side" / "g").write_bytes(b"g")
+    total, skipped = scan_totals(tmp_path, fd_budget=3)
+    assert skipped.total == 0
+    assert total.files == 80 and total.dirs == 81
+    assert total.apparent == du(tmp_path, "-b")
+
+
+def test_a_directory_swapped_for_a_symlink_mid_walk_is_not_followed(tmp_path: Path) -> None:
+    (tmp_path / "victim").mkdir()
+    (tmp_path / "victim" / "inside").write_bytes(b"v")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"s")
+    swapped = False
+    calls = 0
+
+    def swap() -> None:  # the second checkpoint: after the root was listed, before 'victim' is opened
+        nonlocal swapped, calls
+        calls += 1
+        if calls == 2:
+            swapped = True
+            (tmp_path / "victim").rename(tmp_path / "moved-away")
+            (tmp_path / "victim").symlink_to(outside)
+
+    try:
+        found = list(walk_files(os.fsencode(tmp_path), WalkOptions(), skipped := SkipCounter(), swap))
+    finally:
+        shutil.rmtree(outside)
+    assert swapped
+    assert [e.relative for e in found] == [b"moved-away/inside"] or found == []
+    assert b"secret" not in b"".join(e.path for e in found)
+    assert skipped.as_dict() == {"vanished": 1}
+
+
+def test_a_directory_replaced_by_another_mid_walk_is_not_entered(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "old").write_bytes(b"o")
+    calls = 0
+
+    def replace() -> None:  # after the root was listed, before 'd' is opened
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            (tmp_path / "d").rename(tmp_path.parent / f"{tmp_path.name}-old-d")
+            (tmp_path / "d").mkdir()
+            (tmp_path / "d" / "new").write_bytes(b"n")
+
+    found = list(walk_files(os.fsencode(tmp_path), WalkOptions(), skipped := SkipCounter(), replace))
+    assert found == [] and skipped.as_dict() == {"vanished": 1}
+
+
+def test_a_stop_from_the_checkpoint_ends_with_partial_totals(tmp_path: Path) -> None:
+    for i in range(5):
+        (tmp_path / f"d{i}").mkdir()
+        (tmp_path / f"d{i}" / "f").write_bytes(b"f" * 100)
+    calls = 0
+
+    def budget() -> None:
+        nonlocal calls
+        calls += 1
+        if calls > 3:
+            raise ScanStopped("time budget")
+
+    scanner = Scanner(os.fsencode(tmp_path), WalkOptions(), SkipCounter(), budget)
+    events = list(scanner.events())
+    root = events[-1]
+    assert isinstance(root, Finished) and root.relative == "" and root.partial
+    assert scanner.stopped == "time budget"
+    assert 0 < root.files < 5
+
+
+def test_cancellation_from_the_checkpoint_propagates_and_closes_descriptors(tmp_path: Path) -> None:
+    for i in range(3):
+        (tmp_path / f"d{i}").mkdir()
+
+    class Cancelled(Exception):
+        pass
+
+    def cancel() -> None:
+        raise Cancelled
+
+    before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(Cancelled):
+        list(Scanner(os.fsencode(tmp_path), WalkOptions(), SkipCounter(), cancel).events())
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_listings_come_before_the_directory_finishes(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "f").write_bytes(b"f")
+    order = [
+        (type(e).__name__, e.relative)
+        for e in Scanner(os.fsencode(tmp_path), WalkOptions(), SkipCounter()).events()
+    ]
+    assert order == [("Listing", ""), ("Listing", "sub"), ("Finished", "sub"), ("Finished", "")]
+
+
+@pytest.fixture
+def world_readable_tmp() -> Iterator[Path]:
+    """A tree an unprivileged child can reach (pytest's own tmp_path is private to root)."""
+    path = Path(tempfile.mkdtemp(prefix="sysmcp-walk-"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        for child in path.rglob("*"):
+            if child.is_dir() and not child.is_symlink():
+                child.chmod(0o755)
+        shutil.rmtree(path)
+
+
+def run_unprivileged(work: Callable[[], object]) -> object:
+    """Run ``work`` in a forked child that dropped root (so permissions apply); return its JSON result."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        status = 1
+        try:
+            os.close(read_end)
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(write_end, json.dumps(work()).encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert status == 0, "the unprivileged child failed"
+    return json.loads(data)
+
+
+def test_unreadable_directories_are_skipped_counted_and_sized_like_du(world_readable_tmp: Path) -> None:
+    root = world_readable_tmp
+    (root / "open").mkdir()
+    (root / "open" / "f").write_bytes(b"o" * 10)
+    (root / "locked").mkdir()
+    (root / "locked" / "hidden").write_bytes(b"h" * 10_000)
+    (root / "locked").chmod(0o000)
+
+    def work() -> object:
+        total, skipped = scan_totals(root)
+        found, _ = files_under(root)
+        du_run = subprocess.run(["du", "-sxb", str(root)], capture_output=True, check=False)
+        return [
+            total.apparent,
+            skipped.as_dict(),
+            [e.relative.decode() for e in found],
+            du_run.stdout.decode(),
+        ]
+
+    result = run_unprivileged(work) if os.geteuid() == 0 else work()
+    assert isinstance(result, list)
+    apparent, skipped, found, du_out = result
+    assert skipped == {"unreadable": 1}
+    assert found == ["open/f"]
+    assert apparent == int(du_out.split()[0])
+
+
+def test_other_filesystems_are_not_entered_by_default(tmp_path: Path) -> None:
+    mount_point = tmp_path / "mnt"
+    mount_point.mkdir()
+    (tmp_path / "here").write_bytes(b"h")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "sysmcp-test", str(mount_point)],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root and a mount namespace that allows it)")
+    try:
+        (mount_point / "there").write_bytes(b"t")
+        found, skipped = files_under(tmp_path)
+        assert [e.relative for e in found] == [b"here"]
+        assert skipped.as_dict() == {"other_filesystem": 1}
+        total, _ = scan_totals(tmp_path)
+        assert total.apparent == du(tmp_path, "-b")
+        crossing, _ = files_under(tmp_path, WalkOptions(one_file_system=False))
+        assert sorted(e.relative for e in crossing) == [b"here", b"mnt/there"]
+    finally:
+        subprocess.run(["umount", str(mount_point)], check=False)
+
+
+def test_pseudo_filesystems_are_skipped_even_when_crossing_filesystems(tmp_path: Path) -> None:
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "f").write_bytes(b"f")
+    mounted = subprocess.run(
+        ["mount", "-t", "proc", "sysmcp-test", str(tmp_path / "proc")], capture_output=True, check=False
+    )
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a proc filesystem here (needs root)")
+    try:
+        found, skipped = files_under(tmp_path, WalkOptions(one_file_system=False))
+        assert [e.relative for e in found] == [b"f"]
+        assert skipped.as_dict() == {"pseudo_filesystem": 1}
+    finally:
+        subprocess.run(["umount", str(tmp_path / "proc")], check=False)
