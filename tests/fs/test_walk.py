@@ -35,10 +35,10 @@ def files_under(root: Path, options: WalkOptions | None = None) -> tuple[list[Fi
 
 
 def scan_totals(
-    root: Path, options: WalkOptions | None = None, **kwargs: int
+    root: Path, options: WalkOptions | None = None, fd_budget: int = 64
 ) -> tuple[Finished, SkipCounter]:
     skipped = SkipCounter()
-    scanner = Scanner(os.fsencode(root), options or WalkOptions(), skipped, **kwargs)
+    scanner = Scanner(os.fsencode(root), options or WalkOptions(), skipped, fd_budget=fd_budget)
     finished = [e for e in scanner.events() if isinstance(e, Finished)]
     assert finished[-1].relative == ""
     return finished[-1], skipped
