@@ -10,10 +10,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import structlog
 
 from sysmcp import __version__
 from sysmcp.fs.paths import ClientRoots, PathPolicy
+from sysmcp.prompts import PromptEnv, Prompts, complete_path
 from sysmcp.protocol.context import LOG_LEVELS, RequestContext
 from sysmcp.protocol.errors import ArgumentError, ProtocolError, ToolError, invalid_params
 from sysmcp.protocol.jsonrpc import ErrorCode, Notification, Request
@@ -41,6 +44,8 @@ or changes anything, and it never returns file contents — only metadata, sizes
 - file_sha256: is this file the one I think it is (streamed SHA-256 digest).
 Paths must be absolute. Long calls report progress and can be cancelled. {scope}"""
 
+COMPLETION_TIMEOUT = 2.0  # seconds a path completion may spend listing a directory
+
 Method = Callable[[dict[str, Any], RequestContext], Awaitable[dict[str, Any]]]
 
 
@@ -53,6 +58,7 @@ class Server:
     results: ResultStore = field(default_factory=ResultStore)
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
     log_level: str = "warning"
+    prompts: Prompts = field(default_factory=Prompts)
 
     def __post_init__(self) -> None:
         # Legacy clients' roots/list narrows self.paths; cli wires its peer (the session) and spawn.
@@ -67,6 +73,9 @@ class Server:
             "resources/list": self._resources_list,
             "resources/read": self._resources_read,
             "resources/templates/list": self._resource_templates_list,
+            "prompts/list": self._prompts_list,
+            "prompts/get": self._prompts_get,
+            "completion/complete": self._complete,
         }
 
     # -- the session's Handler protocol -----------------------------------------------------
@@ -114,12 +123,16 @@ class Server:
         )
         return INSTRUCTIONS.format(scope=scope)
 
-    def capabilities(self) -> dict[str, Any]:
-        return {
+    def capabilities(self, features: Features | None = None) -> dict[str, Any]:
+        capabilities: dict[str, Any] = {
             "tools": {"listChanged": False},
             "logging": {},
             "resources": {"subscribe": False, "listChanged": False},
+            "prompts": {"listChanged": False},
         }
+        if features is None or features.completions_capability:
+            capabilities["completions"] = {}
+        return capabilities
 
     def server_info(self, features: Features) -> dict[str, Any]:
         info: dict[str, Any] = {"name": SERVER_NAME, "version": __version__}
@@ -133,7 +146,7 @@ class Server:
         log.info("initialized", protocol_version=version, client=self.lifecycle.client_info.get("name"))
         return {
             "protocolVersion": version,
-            "capabilities": self.capabilities(),
+            "capabilities": self.capabilities(features),
             "serverInfo": self.server_info(features),
             "instructions": self.instructions,
         }
@@ -142,7 +155,7 @@ class Server:
         """2026-07-28's ``server/discover``; the legacy versions are listed too, for clients that fall back."""
         return {
             "supportedVersions": list(ADVERTISED_VERSIONS),
-            "capabilities": self.capabilities(),
+            "capabilities": self.capabilities(ctx.features),
             "instructions": self.instructions,
         }
 
@@ -251,6 +264,48 @@ class Server:
 
     async def _resource_templates_list(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         return {"resourceTemplates": []}
+
+    # -- prompts and completion -------------------------------------------------------------
+
+    def _prompt_env(self) -> PromptEnv:
+        return PromptEnv(
+            tools={tool.name for tool in self.registry},
+            tool_arguments={tool.name: set(tool.input_schema.get("properties", {})) for tool in self.registry},
+            paths=self.paths,
+        )
+
+    async def _prompts_list(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        if params.get("cursor") is not None:
+            raise invalid_params("Invalid params: unknown or expired cursor")
+        return {"prompts": self.prompts.list(ctx.features)}
+
+    async def _prompts_get(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        await self.client_roots.current()  # path arguments are checked against the settled scope
+        return self.prompts.get(params.get("name"), params.get("arguments"), self._prompt_env())
+
+    async def _complete(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """Path completion for prompt arguments that take paths; nothing to offer for anything else."""
+        ref, argument = params.get("ref"), params.get("argument")
+        if not isinstance(ref, dict) or not isinstance(argument, dict):
+            raise invalid_params("Invalid params: 'ref' and 'argument' must be objects")
+        name, value = argument.get("name"), argument.get("value")
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise invalid_params("Invalid params: 'argument' needs string 'name' and 'value'")
+        values: list[str] = []
+        total = 0
+        if ref.get("type") == "ref/prompt":
+            spec = self.prompts.find(ref.get("name")).argument(name)
+            if spec is not None and spec.completes is not None:
+                await self.client_roots.current()
+                kind = spec.completes
+                # A hung network mount must not hang the completion: give up after a moment.
+                with anyio.move_on_after(COMPLETION_TIMEOUT):
+                    values, total = await anyio.to_thread.run_sync(
+                        lambda: complete_path(value, kind, self.paths), abandon_on_cancel=True
+                    )
+        elif ref.get("type") != "ref/resource":
+            raise invalid_params("Invalid params: 'ref.type' must be 'ref/prompt' or 'ref/resource'")
+        return {"completion": {"values": values, "total": total, "hasMore": total > len(values)}}
 
 
 def build_server(

@@ -15,6 +15,7 @@ import anyio
 import jsonschema
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.types import PromptReference
 
 from tests.interop.tool_arguments import REPORTS_PROGRESS, plan
 
@@ -77,6 +78,22 @@ async def test_default_mode_discovers_and_speaks_2026(tmp_path: Path) -> None:
         with pytest.raises(MCPError) as caught:
             await c.call_tool("no_such_tool", {})
         assert caught.value.code == -32602
+        await use_prompts(c, tmp_path)
+
+
+async def use_prompts(client: Client, tmp_path: Path) -> None:
+    """List the prompts, fetch one, and complete a path argument, as a host's prompt picker would."""
+    names = [prompt.name for prompt in (await client.list_prompts()).prompts]
+    assert names == ["disk_full_triage", "verify_download"]
+    target = tmp_path / "download.iso"
+    target.write_bytes(b"iso")
+    got = await client.get_prompt("verify_download", {"path": str(target), "digest": "0" * 64})
+    assert got.messages[0].role == "user" and str(target) in got.messages[0].content.text  # type: ignore[union-attr]
+    done = await client.complete(
+        PromptReference(type="ref/prompt", name="verify_download"),
+        {"name": "path", "value": f"{tmp_path}/downl"},
+    )
+    assert done.completion.values == [str(target)]
 
 
 async def test_legacy_mode_handshakes_on_2025_11_25(tmp_path: Path) -> None:

@@ -1,0 +1,286 @@
+"""Prompts a user picks in a host ("disk full triage", "verify a download") and their completions.
+
+A prompt is a recipe that tells the model which sysmcp tools to call, in what order, and what to
+report. It only mentions tools this server actually has, so the recipe keeps working as tools come
+and go. Path arguments are checked against the path policy when the prompt is fetched — the model
+should not be sent off to scan a directory the tools will refuse — and path completion offers only
+names the policy allows (plus the directories leading down to an allowed root).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from sysmcp.fs.paths import PathPolicy, display, is_within
+from sysmcp.protocol.errors import ToolError, invalid_params
+from sysmcp.protocol.lifecycle import Features
+
+MAX_COMPLETIONS = 100  # the spec's limit per response
+SCAN_LIMIT = 10_000  # directory entries looked at per completion: a huge directory must not stall a keystroke
+
+PathKind = Literal["directory", "file"]
+
+
+@dataclass(frozen=True, slots=True)
+class PromptArgument:
+    name: str
+    title: str
+    description: str
+    required: bool = False
+    completes: PathKind | None = None  # which kind of path completion/complete offers, if any
+
+
+@dataclass(frozen=True, slots=True)
+class PromptEnv:
+    """What rendering may look at: which tools exist and which paths are allowed."""
+
+    tools: Collection[str]
+    tool_arguments: dict[str, Collection[str]]
+    paths: PathPolicy
+
+
+Render = Callable[[dict[str, str], PromptEnv], str]
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    name: str
+    title: str
+    description: str
+    arguments: tuple[PromptArgument, ...]
+    render: Render
+
+    def describe(self, features: Features) -> dict[str, Any]:
+        """The ``prompts/list`` entry, with titles only where the version knows them."""
+        entry: dict[str, Any] = {"name": self.name, "description": self.description}
+        arguments = []
+        for argument in self.arguments:
+            item: dict[str, Any] = {
+                "name": argument.name,
+                "description": argument.description,
+                "required": argument.required,
+            }
+            if features.titles:
+                item["title"] = argument.title
+            arguments.append(item)
+        entry["arguments"] = arguments
+        if features.titles:
+            entry["title"] = self.title
+        return entry
+
+    def argument(self, name: str) -> PromptArgument | None:
+        return next((a for a in self.arguments if a.name == name), None)
+
+
+# -- disk full triage ----------------------------------------------------------------------------
+
+
+def _checked_path(raw: str, env: PromptEnv, name: str) -> str:
+    try:
+        return display(env.paths.resolve(raw))
+    except ToolError as exc:
+        raise invalid_params(f"Invalid params: argument {name!r}: {exc.message}") from None
+
+
+def _render_triage(arguments: dict[str, str], env: PromptEnv) -> str:
+    roots = env.paths.allowed
+    default = display(roots[0]) if roots else "/"  # with roots, "/" itself is out of scope
+    path = _checked_path(arguments.get("path") or default, env, "path")
+    steps = [
+        f"Call disk_usage with path={path!r}: how full is the filesystem holding it (percent as df "
+        "computes it, bytes free)? If it is not above about 90%, say so and ask whether another disk "
+        "is meant before digging further.",
+        f"Call dir_usage with path={path!r} (top_n=20 if you want more than the default) to see what fills "
+        "it. Drill into the directories the largest files sit in with further dir_usage calls.",
+    ]
+    if "find_duplicates" in env.tools:
+        steps.append(
+            f"Call find_duplicates with path={path!r} to find identical files that waste space; note "
+            "how much space each duplicate group could free."
+        )
+    steps.append(
+        "Report: which filesystem, how full, the top space consumers with their sizes"
+        + (", duplicate groups" if "find_duplicates" in env.tools else "")
+        + ", and concrete suggestions to free space (old logs to rotate or compress, caches, build "
+        "artifacts, forgotten downloads)."
+    )
+    numbered = "\n".join(f"{i}. {step}" for i, step in enumerate(steps, 1))
+    return (
+        f"The disk holding {path} is full or filling up. Triage it with the sysmcp tools:\n\n{numbered}\n\n"
+        "sysmcp is read-only: never claim to have deleted or moved anything. Put any clean-up as commands "
+        "for me to review, largest win first, and warn about anything that is risky to remove."
+    )
+
+
+# -- verify a download ---------------------------------------------------------------------------
+
+_HEX64 = re.compile(r"(?<![0-9a-fA-F])[0-9a-fA-F]{64}(?![0-9a-fA-F])")
+
+
+def parse_sha256(text: str) -> str:
+    """The SHA-256 digest in what a download page shows: bare hex, ``sha256:HEX``, a sha256sum line, BSD style."""
+    found = _HEX64.findall(text)
+    if len(found) != 1:
+        raise invalid_params(
+            "Invalid params: argument 'digest' must contain exactly one SHA-256 digest (64 hex digits), "
+            "e.g. 'sha256:9f86d0…' or a line copied from SHA256SUMS"
+        )
+    return str(found[0]).lower()
+
+
+def _render_verify(arguments: dict[str, str], env: PromptEnv) -> str:
+    path = _checked_path(arguments.get("path", ""), env, "path")
+    digest = parse_sha256(arguments.get("digest", ""))
+    call = f"Call file_sha256 with path={path!r}"
+    if "expected" in env.tool_arguments.get("file_sha256", ()):
+        call += f" and expected={digest!r}; it compares the digests for you"
+    return (
+        f"I downloaded {path} and the publisher gives its SHA-256 digest as {digest}. Is it the right file?\n\n"
+        f"1. {call}.\n"
+        f"2. Compare the digest it returns with {digest}: all 64 hex digits, ignoring case.\n"
+        "3. Answer MATCH or MISMATCH first, then the file's size and both digests. On a mismatch, tell me "
+        "not to open or run the file and to download it again from the official source (a truncated "
+        "download also mismatches: compare the size with the published one if there is one). If the tool "
+        "reports an error (no such file, not a regular file), say so instead of guessing."
+    )
+
+
+PROMPTS: tuple[Prompt, ...] = (
+    Prompt(
+        name="disk_full_triage",
+        title="Disk full triage",
+        description="Which disk is full, what fills it, and what could go: a read-only investigation "
+        "with disk_usage and dir_usage, ending in a list of clean-up suggestions to review.",
+        arguments=(
+            PromptArgument(
+                "path",
+                "Path on the full disk",
+                "Any absolute path on the filesystem that is full, e.g. /var (default: / or the first allowed root)",
+                completes="directory",
+            ),
+        ),
+        render=_render_triage,
+    ),
+    Prompt(
+        name="verify_download",
+        title="Verify a download",
+        description="Check a downloaded file against the SHA-256 digest its publisher gives, and say "
+        "MATCH or MISMATCH.",
+        arguments=(
+            PromptArgument(
+                "path", "Downloaded file", "Absolute path of the downloaded file", True, completes="file"
+            ),
+            PromptArgument(
+                "digest",
+                "Published SHA-256",
+                "The published SHA-256 digest: bare hex, 'sha256:…', or the line from SHA256SUMS",
+                True,
+            ),
+        ),
+        render=_render_verify,
+    ),
+)
+
+
+class Prompts:
+    """The prompt table: listing, rendering, completing."""
+
+    def __init__(self, prompts: Sequence[Prompt] = PROMPTS) -> None:
+        self._prompts = {prompt.name: prompt for prompt in prompts}
+
+    def __iter__(self) -> Any:
+        return iter(self._prompts.values())
+
+    def list(self, features: Features) -> list[dict[str, Any]]:
+        return [prompt.describe(features) for prompt in self._prompts.values()]
+
+    def find(self, name: object) -> Prompt:
+        if not isinstance(name, str):
+            raise invalid_params("Invalid params: 'name' must be a string")
+        prompt = self._prompts.get(name)
+        if prompt is None:
+            raise invalid_params(
+                f"Invalid params: unknown prompt {name!r}; known prompts: {', '.join(self._prompts)}"
+            )
+        return prompt
+
+    def get(self, name: object, arguments: object, env: PromptEnv) -> dict[str, Any]:
+        """A ``GetPromptResult``; a missing, unknown or unusable argument is -32602."""
+        prompt = self.find(name)
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
+            raise invalid_params("Invalid params: 'arguments' must be an object of strings")
+        unknown = sorted(set(arguments) - {a.name for a in prompt.arguments})
+        if unknown:
+            raise invalid_params(f"Invalid params: {prompt.name} has no argument(s) {', '.join(unknown)}")
+        missing = [a.name for a in prompt.arguments if a.required and not arguments.get(a.name)]
+        if missing:
+            raise invalid_params(f"Invalid params: {prompt.name} needs argument(s) {', '.join(missing)}")
+        text = prompt.render(arguments, env)
+        return {
+            "description": prompt.description,
+            "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+        }
+
+
+def complete_path(value: str, kind: PathKind, policy: PathPolicy) -> tuple[list[str], int]:
+    """Paths that extend ``value`` and that the policy allows; blocking (it lists a directory).
+
+    Directories end in ``/`` so the next completion descends into them; ``file`` completion offers
+    files and the directories that may contain them. An empty value offers the allowed roots.
+    """
+    roots = policy.allowed
+    if not value:
+        starts = [display(root) + ("" if str(root) == "/" else "/") for root in roots] if roots else ["/"]
+        return starts[:MAX_COMPLETIONS], len(starts)
+    if not value.startswith("/"):
+        return [], 0
+    parent, _, prefix = value.rpartition("/")
+    directory = Path(parent or "/")
+    matches: list[str] = []
+    try:
+        with os.scandir(directory) as entries:
+            for seen, entry in enumerate(entries):
+                if seen >= SCAN_LIMIT:
+                    break
+                if not entry.name.startswith(prefix) or (
+                    entry.name.startswith(".") and not prefix.startswith(".")
+                ):
+                    continue
+                candidate = _offer(directory / entry.name, entry, kind, policy, roots)
+                if candidate is not None:
+                    matches.append(candidate)
+    except OSError:
+        return [], 0
+    matches.sort()
+    return matches[:MAX_COMPLETIONS], len(matches)
+
+
+def _offer(
+    path: Path, entry: os.DirEntry[str], kind: PathKind, policy: PathPolicy, roots: list[Path] | None
+) -> str | None:
+    try:
+        is_dir = entry.is_dir()  # follows symlinks: a link to a directory is browsed like one
+    except OSError:
+        return None
+    if not is_dir and kind == "directory":
+        return None
+    shown = display(path) + ("/" if is_dir else "")
+    try:
+        policy.resolve(str(path))
+        return shown
+    except ToolError:
+        pass
+    # Outside the roots, but on the way down to one: offer it so the user can get there.
+    if is_dir and roots is not None and any(is_within(root, path) for root in roots):
+        return shown
+    return None
+
+
+__all__ = ["PROMPTS", "Prompt", "PromptArgument", "PromptEnv", "Prompts", "complete_path", "parse_sha256"]
