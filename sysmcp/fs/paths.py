@@ -28,6 +28,9 @@ ROOTS_TIMEOUT = 5.0
 
 #: How much of a model-supplied path is echoed back in a refusal.
 MAX_ECHO = 200
+#: Linux's limits: longer names fail in every system call, so refuse them up front with a clear rule.
+PATH_MAX = 4096
+NAME_MAX = 255
 
 OUTSIDE_OPERATOR = "the operator's roots (--root / SYSMCP_ROOTS)"
 OUTSIDE_CLIENT = "the client's roots (roots/list)"
@@ -111,7 +114,11 @@ class PathPolicy:
                 raise ToolError(
                     f"path {shown} is relative: give an absolute path (sysmcp has no useful working directory)"
                 )
-            os.fsencode(expanded)  # lone surrogates from JSON cannot name a file
+            encoded = os.fsencode(expanded)  # lone surrogates from JSON cannot name a file
+            if len(encoded) >= PATH_MAX or any(len(part) > NAME_MAX for part in encoded.split(b"/")):
+                raise ToolError(
+                    f"path {shown} is too long: at most {PATH_MAX - 1} bytes, {NAME_MAX} per component"
+                )
             real = Path(os.path.realpath(expanded))
         except OSError as exc:
             raise ToolError(f"path {shown} cannot be resolved: {exc.strerror or 'error'}") from None
