@@ -60,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument(
         "--protocol-version", default="2025-11-25", help="protocol version to request (default: 2025-11-25)"
     )
+    trace = commands.add_parser(
+        "trace",
+        help="run any stdio MCP server behind a proxy that records every message (sysmcp trace -- CMD …)",
+    )
+    trace.add_argument("--output", "-o", metavar="FILE", help="write the JSON-lines record here (default: stderr)")
+    trace.add_argument("server_command", nargs=argparse.REMAINDER, metavar="-- COMMAND …")
     return parser
 
 
@@ -68,6 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     roots = list(args.root or [])
     if not roots and os.environ.get(ROOTS_ENV):
         roots = [r for r in os.environ[ROOTS_ENV].split(os.pathsep) if r]
+    if args.command == "trace":
+        from sysmcp.trace import run_trace
+
+        return run_trace(args.server_command, args.output)
     if args.command == "call":
         from sysmcp.client import run_call
 

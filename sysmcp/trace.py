@@ -1,0 +1,173 @@
+"""``sysmcp trace -- COMMAND …``: a transparent stdio proxy that records an MCP conversation.
+
+Put it in front of any stdio MCP server (not only sysmcp) in a client's configuration; the client
+and the server see each other's bytes unchanged, and every line that passes is written as one
+JSON record (time, direction, the message) to a file or to stderr. Bytes are forwarded as soon as
+they arrive — never held back until a line is complete — so the proxy cannot change timing-sensitive
+behaviour such as progress or cancellation. The proxy exits with the server's exit status.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from anyio.abc import ByteReceiveStream, ByteSendStream, Process
+
+from sysmcp.protocol.framing import LineDecoder, OversizedLine
+from sysmcp.protocol.stdio import READ_SIZE, FdTransport
+
+CLIENT_TO_SERVER = "client→server"
+SERVER_TO_CLIENT = "server→client"
+MAX_RECORDED_LINE = 64 << 20  # longer lines are forwarded intact but recorded only by length
+
+
+@dataclass
+class Recorder:
+    """Writes one JSON line per event to a descriptor, unbuffered, so ``tail -f`` shows it live."""
+
+    fd: int
+    started: float
+
+    def write(self, record: dict[str, Any]) -> None:
+        now = time.time()
+        line = {
+            "time": datetime.fromtimestamp(now, UTC)
+            .isoformat(timespec="microseconds")
+            .replace("+00:00", "Z"),
+            "elapsed_s": round(time.monotonic() - self.started, 6),
+            **record,
+        }
+        data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+
+    def line(self, direction: str, frame: bytes | OversizedLine) -> None:
+        if isinstance(frame, OversizedLine):
+            self.write({"direction": direction, "oversized_bytes": frame.length})
+            return
+        if not frame.strip():
+            return
+        try:
+            message = json.loads(frame.decode("utf-8"))
+        except ValueError:  # UnicodeDecodeError is a ValueError too
+            self.write({"direction": direction, "invalid": frame.decode("utf-8", "backslashreplace")})
+            return
+        self.write({"direction": direction, "message": message})
+
+
+class ClientInput:
+    """The client's bytes on fd 0, polled when the descriptor allows it (pipes, sockets, terminals).
+
+    /dev/null and regular files cannot be polled; they never block either, so a thread reads them.
+    """
+
+    def __init__(self, fd: int = 0) -> None:
+        self.fd = fd
+        self._pollable = True
+
+    async def receive(self) -> bytes:
+        while self._pollable:
+            try:
+                await anyio.wait_readable(self.fd)
+            except OSError:
+                self._pollable = False
+                break
+            try:
+                return os.read(self.fd, READ_SIZE)
+            except BlockingIOError:
+                continue
+        return await anyio.to_thread.run_sync(os.read, self.fd, READ_SIZE, abandon_on_cancel=True)
+
+
+async def _pump_client(client: ClientInput, server_in: ByteSendStream, recorder: Recorder) -> None:
+    """Client → server; at the client's end of input, the server's input ends too."""
+    decoder = LineDecoder(MAX_RECORDED_LINE)
+    while True:
+        data = await client.receive()
+        if not data:
+            for frame in decoder.finish():
+                recorder.line(CLIENT_TO_SERVER, frame)
+            recorder.write({"event": "client closed its output"})
+            break
+        try:
+            await server_in.send(data)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            recorder.write({"event": "server stopped reading"})
+            break
+        for frame in decoder.feed(data):
+            recorder.line(CLIENT_TO_SERVER, frame)
+    await server_in.aclose()
+
+
+async def _pump_server(server_out: ByteReceiveStream, client: FdTransport, recorder: Recorder) -> None:
+    """Server → client, until the server closes its output."""
+    decoder = LineDecoder(MAX_RECORDED_LINE)
+    client_gone = False
+    async for data in server_out:
+        if not client_gone:
+            try:
+                await client.send(data)
+            except OSError:
+                client_gone = True  # keep draining so the server is never blocked on a full pipe
+                recorder.write({"event": "client stopped reading"})
+        for frame in decoder.feed(data):
+            recorder.line(SERVER_TO_CLIENT, frame)
+    for frame in decoder.finish():
+        recorder.line(SERVER_TO_CLIENT, frame)
+
+
+async def _trace(command: Sequence[str], recorder: Recorder) -> int:
+    client_out = FdTransport(0, 1)  # used for writing to the client only
+    process: Process = await anyio.open_process(
+        list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None
+    )
+    recorder.write({"event": "started", "command": list(command), "pid": process.pid})
+    assert process.stdin is not None and process.stdout is not None
+    async with anyio.create_task_group() as group:
+
+        async def forward_signals() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+                async for signum in signals:
+                    recorder.write({"event": "signal forwarded", "signal": signal.Signals(signum).name})
+                    process.send_signal(signum)
+
+        group.start_soon(forward_signals)
+        group.start_soon(_pump_client, ClientInput(0), process.stdin, recorder)
+        await _pump_server(process.stdout, client_out, recorder)
+        returncode = await process.wait()
+        group.cancel_scope.cancel()  # the client may still be connected; its input no longer matters
+    recorder.write({"event": "exited", "returncode": returncode})
+    return returncode if returncode >= 0 else 128 - returncode
+
+
+def run_trace(command: Sequence[str], output: str | None) -> int:
+    """Proxy stdio to ``command``, recording to ``output`` (a file, truncated) or stderr."""
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        sys.stderr.write("sysmcp trace: give the server command after --, e.g. sysmcp trace -- uvx sysmcp\n")
+        return 2
+    fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600) if output else 2
+    try:
+        return anyio.run(_trace, command, Recorder(fd, time.monotonic()))
+    except OSError as exc:  # the command could not be started
+        sys.stderr.write(f"sysmcp trace: cannot run {command[0]!r}: {exc.strerror or exc}\n")
+        return 127
+    finally:
+        if output:
+            os.close(fd)
+
+
+__all__ = ["CLIENT_TO_SERVER", "SERVER_TO_CLIENT", "run_trace"]

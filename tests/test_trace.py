@@ -1,0 +1,129 @@
+"""``sysmcp trace``: the proxy is invisible to both sides and records every message, in order."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sysmcp.trace import CLIENT_TO_SERVER, SERVER_TO_CLIENT
+from tests.e2e.modern import MODERN, modern
+from tests.wire import read_stderr, spawn
+
+pytestmark = pytest.mark.anyio
+
+SYSMCP = [sys.executable, "-m", "sysmcp"]
+
+
+def trace_command(output: Path | None, *server: str) -> list[str]:
+    return [*SYSMCP, "trace", *(["--output", str(output)] if output else []), "--", *server]
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+async def test_a_traced_sysmcp_session_is_recorded_both_ways_in_order(tmp_path: Path) -> None:
+    log = tmp_path / "trace.jsonl"
+    target = tmp_path / "f.bin"
+    target.write_bytes(os.urandom(1 << 20))
+    async with spawn(command=trace_command(log, *SYSMCP)) as wire:
+        await wire.initialize()  # the wire checks every server message against the schema, through the proxy
+        await wire.request("tools/list")
+        reply = await wire.call("file_sha256", {"path": str(target)}, progress="p")
+        assert reply["result"]["isError"] is False
+        await wire.close_stdin()
+        assert await wire.wait_exit() == 0
+    seen = records(log)
+    assert seen[0]["event"] == "started" and seen[0]["command"] == SYSMCP
+    assert seen[-1] == {**seen[-1], "event": "exited", "returncode": 0}
+    sent = [r["message"] for r in seen if r.get("direction") == CLIENT_TO_SERVER]
+    received = [r["message"] for r in seen if r.get("direction") == SERVER_TO_CLIENT]
+    assert [m.get("method") for m in sent] == [
+        "initialize",
+        "notifications/initialized",
+        "tools/list",
+        "tools/call",
+    ]
+    assert received == [json.loads(line) for line in wire.raw_lines]  # exactly what the client got
+    assert any(m.get("method") == "notifications/progress" for m in received)
+    times = [r["elapsed_s"] for r in seen]
+    assert times == sorted(times) and all(r["time"].endswith("Z") for r in seen)
+
+
+async def test_a_modern_session_passes_through_unchanged(tmp_path: Path) -> None:
+    log = tmp_path / "trace.jsonl"
+    async with spawn(command=trace_command(log, *SYSMCP), version=MODERN) as wire:
+        discovered = await modern(wire, "server/discover")
+        assert discovered["result"]["supportedVersions"][0] == MODERN
+        await wire.close_stdin()
+        assert await wire.wait_exit() == 0
+    methods = [r["message"].get("method") for r in records(log) if r.get("direction") == CLIENT_TO_SERVER]
+    assert methods == ["server/discover"]
+
+
+async def test_lines_that_are_not_json_are_forwarded_intact_and_recorded_as_invalid(tmp_path: Path) -> None:
+    log = tmp_path / "trace.jsonl"
+    async with spawn(command=trace_command(log, "cat")) as wire:
+        await wire.send(b"not json \xff\n")
+        assert wire.process.stdout is not None
+        echoed = b""
+        while not echoed.endswith(b"\n"):
+            echoed += await wire.process.stdout.receive()
+        assert echoed == b"not json \xff\n"
+        await wire.close_stdin()
+        assert await wire.wait_exit() == 0
+    invalid = [r for r in records(log) if "invalid" in r]
+    assert [r["direction"] for r in invalid] == [CLIENT_TO_SERVER, SERVER_TO_CLIENT]
+    assert invalid[0]["invalid"] == "not json \\xff"
+
+
+async def test_the_record_goes_to_stderr_without_output() -> None:
+    async with spawn(command=trace_command(None, "cat")) as wire:
+        await wire.send({"jsonrpc": "2.0", "method": "notifications/hello"})
+        await wire.close_stdin()
+        assert await wire.wait_exit() == 0
+        lines = [
+            json.loads(line)
+            for line in (await read_stderr(wire.process)).splitlines()
+            if line.startswith("{")
+        ]
+    assert {r.get("direction") for r in lines} >= {CLIENT_TO_SERVER, SERVER_TO_CLIENT}
+
+
+def test_the_exit_status_of_the_server_is_passed_on(tmp_path: Path) -> None:
+    done = subprocess.run(
+        trace_command(tmp_path / "t.jsonl", sys.executable, "-c", "import sys; sys.exit(3)"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=30,
+    )
+    assert done.returncode == 3
+    assert records(tmp_path / "t.jsonl")[-1]["returncode"] == 3
+
+
+def test_a_missing_command_is_a_usage_error() -> None:
+    done = subprocess.run([*SYSMCP, "trace"], stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    assert done.returncode == 2 and b"after --" in done.stderr
+    missing = subprocess.run(
+        [*SYSMCP, "trace", "--", "/nonexistent/server"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=30,
+    )
+    assert missing.returncode == 127 and b"cannot run" in missing.stderr
+
+
+async def test_sigterm_is_forwarded_and_the_server_stops_cleanly(tmp_path: Path) -> None:
+    log = tmp_path / "trace.jsonl"
+    async with spawn(command=trace_command(log, *SYSMCP)) as wire:
+        await wire.initialize()
+        wire.process.send_signal(signal.SIGTERM)
+        assert await wire.wait_exit() == 0
+    assert any(r.get("signal") == "SIGTERM" for r in records(log))
