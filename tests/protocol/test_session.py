@@ -1,0 +1,180 @@
+"""The session in memory: dispatch, cancellation, limits and the writer, without a process."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+
+from sysmcp.protocol.context import Meter, RequestContext
+from sysmcp.protocol.errors import ProtocolError
+from sysmcp.protocol.jsonrpc import Notification, Request
+from sysmcp.protocol.session import Session
+from sysmcp.protocol.stdio import MemoryTransport
+
+pytestmark = pytest.mark.anyio
+
+
+class Handler:
+    """A tiny method table: ``block`` waits for a release, ``work`` runs a worker with progress, ``boom`` fails."""
+
+    def __init__(self) -> None:
+        self.release = anyio.Event()
+        self.started = anyio.Event()
+        self.notifications: list[Notification] = []
+
+    def batching_allowed(self) -> bool:
+        return False
+
+    async def handle_request(self, request: Request, ctx: RequestContext) -> dict[str, Any]:
+        if request.method == "block":
+            self.started.set()
+            await self.release.wait()
+            return {"released": True}
+        if request.method == "work":
+            steps = int(request.params.get("steps", 3))
+
+            def work(meter: Meter) -> int:
+                for step in range(1, steps + 1):
+                    meter.checkpoint()
+                    meter.done = step
+                return steps
+
+            return {"steps": await ctx.run_in_worker(work, total=steps)}
+        if request.method == "boom":
+            raise RuntimeError("secret internals /etc/shadow")
+        if request.method == "bad":
+            raise ProtocolError(-32602, "Invalid params: nope")
+        return {}
+
+    async def handle_notification(self, notification: Notification) -> None:
+        self.notifications.append(notification)
+
+
+class Peer:
+    def __init__(self, transport: MemoryTransport) -> None:
+        self.transport = transport
+        self.seen = 0
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.transport.feed(json.dumps(message).encode() + b"\n")
+
+    async def next(self) -> dict[str, Any]:
+        with anyio.fail_after(5):
+            while True:
+                lines = bytes(self.transport.written).split(b"\n")[:-1]
+                if len(lines) > self.seen:
+                    self.seen += 1
+                    value: dict[str, Any] = json.loads(lines[self.seen - 1])
+                    return value
+                await self.transport.wrote.wait()
+
+
+@asynccontextmanager
+async def running(handler: Handler, **options: Any) -> AsyncIterator[Peer]:
+    transport = MemoryTransport()
+    session = Session(handler, transport, **options)
+    async with anyio.create_task_group() as group:
+        group.start_soon(session.run)
+        yield Peer(transport)
+        transport.feed(b"")
+
+
+async def test_internal_errors_hide_their_details() -> None:
+    async with running(Handler()) as peer:
+        peer.send({"jsonrpc": "2.0", "id": 1, "method": "boom"})
+        reply = await peer.next()
+        assert reply["error"] == {"code": -32603, "message": "Internal error"}
+
+
+async def test_protocol_errors_keep_their_code_and_message() -> None:
+    async with running(Handler()) as peer:
+        peer.send({"jsonrpc": "2.0", "id": 1, "method": "bad"})
+        assert (await peer.next())["error"] == {"code": -32602, "message": "Invalid params: nope"}
+
+
+async def test_a_cancelled_request_gets_no_response() -> None:
+    handler = Handler()
+    async with running(handler) as peer:
+        peer.send({"jsonrpc": "2.0", "id": "slow", "method": "block"})
+        await handler.started.wait()
+        peer.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "slow"}})
+        peer.send({"jsonrpc": "2.0", "id": "next", "method": "ping"})
+        assert (await peer.next())["id"] == "next"
+        handler.release.set()
+        peer.send({"jsonrpc": "2.0", "id": "last", "method": "ping"})
+        assert (await peer.next())["id"] == "last"
+
+
+async def test_a_duplicate_id_in_flight_is_refused() -> None:
+    handler = Handler()
+    async with running(handler) as peer:
+        peer.send({"jsonrpc": "2.0", "id": 7, "method": "block"})
+        await handler.started.wait()
+        peer.send({"jsonrpc": "2.0", "id": 7, "method": "ping"})
+        refused = await peer.next()
+        assert refused["id"] == 7 and refused["error"]["code"] == -32600
+        handler.release.set()
+        assert (await peer.next())["result"] == {"released": True}
+
+
+async def test_requests_beyond_the_in_flight_limit_get_a_busy_error() -> None:
+    handler = Handler()
+    async with running(handler, max_in_flight=2) as peer:
+        for msg_id in (1, 2, 3):
+            peer.send({"jsonrpc": "2.0", "id": msg_id, "method": "block"})
+        busy = await peer.next()
+        assert busy["id"] == 3 and busy["error"]["code"] == -32000 and "busy" in busy["error"]["message"]
+        handler.release.set()
+        assert {(await peer.next())["id"], (await peer.next())["id"]} == {1, 2}
+
+
+async def test_worker_progress_ends_with_a_final_event_before_the_result() -> None:
+    async with running(Handler()) as peer:
+        peer.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "work",
+                "params": {"steps": 5, "_meta": {"progressToken": "p"}},
+            }
+        )
+        messages = [await peer.next()]
+        while "id" not in messages[-1]:
+            messages.append(await peer.next())
+        progress = [m["params"] for m in messages[:-1]]
+        assert progress and progress[-1] == {"progressToken": "p", "progress": 5, "total": 5}
+        assert messages[-1]["result"] == {"steps": 5}
+
+
+async def test_without_a_token_no_progress_is_sent() -> None:
+    async with running(Handler()) as peer:
+        peer.send({"jsonrpc": "2.0", "id": 1, "method": "work"})
+        assert (await peer.next())["result"] == {"steps": 3}
+
+
+async def test_the_server_can_ask_the_client_and_get_its_answer() -> None:
+    transport = MemoryTransport()
+    session = Session(Handler(), transport)
+    peer = Peer(transport)
+    async with anyio.create_task_group() as group:
+        group.start_soon(session.run)
+        answers: list[Any] = []
+        answered = anyio.Event()
+
+        async def ask() -> None:
+            answers.append(await session.request("roots/list", {}))
+            answered.set()
+
+        group.start_soon(ask)
+        asked = await peer.next()
+        assert asked["method"] == "roots/list"
+        peer.send({"jsonrpc": "2.0", "id": asked["id"], "result": {"roots": []}})
+        with anyio.fail_after(5):
+            await answered.wait()
+        assert answers[0].result == {"roots": []}
+        transport.feed(b"")
