@@ -1,117 +1,647 @@
-"""disk_usage: how full is the filesystem that holds a path (df for one mount)."""
+"""disk_usage: which filesystem is full — ``df -T`` and ``df -i`` in one answer, and it never hangs.
+
+Without a path it lists every mounted real filesystem; with one, the filesystem that holds it. Figures
+come from statvfs and are computed exactly as df computes them. A statvfs that could block (network,
+FUSE, automount) runs in a daemon thread with a per-mount timeout, and a mount that stays hung is not
+probed again while its earlier probe is still stuck, so threads cannot pile up.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
-from typing import Any, NamedTuple
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import anyio
-import anyio.to_thread
-import psutil
+import anyio.from_thread
+import anyio.lowlevel
 
-from sysmcp.fs.paths import display
+from sysmcp.fs.mounts import Mount, MountTable, dedupe, default_partitions, touches_only_safe_mounts
+from sysmcp.fs.paths import display, is_within
 from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 
-STATVFS_TIMEOUT = 5.0  # seconds; a dead network mount must not hang the call
+T = TypeVar("T")
+
+STATVFS_TIMEOUT = 5.0  # seconds per mount; a dead network mount must not hang the call
+ALERT_PERCENT = 90  # space or inode use strictly over this is called out
+MAX_STUCK_PROBES = 32  # threads left blocked in hung mounts, at most; beyond it mounts are not probed
+ORDER = (
+    "fullest first (the higher of space and inode percent), then mount point; unanswered or unreadable last"
+)
 
 
-class Usage(NamedTuple):
+class FsStats(NamedTuple):
+    """What statvfs says, in the filesystem's own units, plus the st_dev of the probed path."""
+
+    block_size: int
+    blocks: int
+    blocks_free: int
+    blocks_available: int
+    files: int
+    files_free: int
+    st_dev: int | None = None
+
+
+UsageProvider = Callable[[str], FsStats]
+PartitionsProvider = Callable[[], MountTable]
+
+
+def statvfs_usage(path: str) -> FsStats:
+    """The real provider: ``statvfs`` (and ``stat`` for the device number) of ``path``."""
+    vfs = os.statvfs(path)
+    try:
+        st_dev: int | None = os.stat(path).st_dev
+    except OSError:
+        st_dev = None
+    return FsStats(
+        vfs.f_frsize or vfs.f_bsize, vfs.f_blocks, vfs.f_bfree, vfs.f_bavail, vfs.f_files, vfs.f_ffree, st_dev
+    )
+
+
+def percent_used(used: int, available: int) -> int | None:
+    """df's percent: used / (used + available) × 100 rounded up; None when both are 0.
+
+    Available, not total: blocks reserved for root do not hide a full disk.
+    """
+    base = used + available
+    return -(-used * 100 // base) if base > 0 else None
+
+
+def over(used: int, available: int, threshold: int = ALERT_PERCENT) -> bool:
+    """Strictly more than ``threshold`` percent used, decided exactly (no rounding)."""
+    return used * 100 > threshold * (used + available) and used + available > 0
+
+
+class Figures(NamedTuple):
+    """Integer bytes and counts as df reports them (a tuple: cheap to build on every call)."""
+
     total: int
     used: int
-    free: int
+    free: int  # available to unprivileged users
+    reserved: int  # free, but only for root
+    percent: int | None
+    inodes_total: int
+    inodes_used: int
+    inodes_free: int
+    inodes_percent: int | None  # None: the filesystem keeps no inode counts
+
+    @classmethod
+    def from_stats(cls, stats: FsStats) -> Figures:
+        size = stats.block_size
+        used = max(stats.blocks - stats.blocks_free, 0)
+        available = max(stats.blocks_available, 0)
+        inodes_used = max(stats.files - stats.files_free, 0)
+        return cls(
+            total=stats.blocks * size,
+            used=used * size,
+            free=available * size,
+            reserved=max(stats.blocks_free - available, 0) * size,
+            percent=percent_used(used, available),
+            inodes_total=stats.files,
+            inodes_used=inodes_used,
+            inodes_free=stats.files_free,
+            inodes_percent=percent_used(inodes_used, stats.files_free) if stats.files > 0 else None,
+        )
+
+    def fullness(self) -> float:
+        """The higher of space and inode use, exact, for sorting."""
+        space = self.used / (self.used + self.free) if self.used + self.free else 0.0
+        inodes = self.inodes_used / self.inodes_total if self.inodes_total else 0.0
+        return max(space, inodes)
 
 
-UsageProvider = Callable[[str], Usage]
+@dataclass
+class Outcome(Generic[T]):
+    """A probe's end: a value, or the reason there is none (it did not answer in time)."""
+
+    value: T | None = None
+    no_answer: str | None = None
 
 
-def psutil_usage(path: str) -> Usage:
-    raw = psutil.disk_usage(path)
-    return Usage(int(raw.total), int(raw.used), int(raw.free))
+@dataclass
+class _Probe:
+    mount_point: str
+    path: str
+    started: float
+    done: bool = False
+    value: Any = None
+    error: BaseException | None = None
+    waiters: list[tuple[anyio.lowlevel.EventLoopToken, anyio.Event]] = field(default_factory=list)
 
 
-def percent_used(used: int, free: int) -> float:
-    """df's formula: used / (used + available), so reserved blocks do not hide a full disk."""
-    return round(100.0 * used / (used + free), 1) if used + free else 0.0
+class Prober:
+    """Runs blocking probes in daemon threads, waiting for each at most ``timeout`` seconds.
 
+    Daemon threads, because a thread blocked in a dead NFS mount can never be joined: it must not keep
+    the process alive at exit. Bounded, because such a thread never comes back: while a probe of a
+    mount is stuck past the timeout, that mount is reported as hung without starting another thread,
+    and at most ``max_stuck`` probes may be outstanding at once.
+    """
+
+    def __init__(self, timeout: float = STATVFS_TIMEOUT, max_stuck: int = MAX_STUCK_PROBES) -> None:
+        self.timeout = timeout
+        self.max_stuck = max_stuck
+        self._lock = threading.Lock()
+        self._running: dict[tuple[str, str], _Probe] = {}
+
+    @property
+    def outstanding(self) -> int:
+        """Probes started and not finished (threads possibly blocked in a mount)."""
+        with self._lock:
+            return len(self._running)
+
+    async def run(self, mount_point: str, path: str, work: Callable[[], T]) -> Outcome[T]:
+        """``work()`` in a thread; its value, or a no-answer reason after the timeout. Exceptions propagate."""
+        event = anyio.Event()
+        token = anyio.lowlevel.current_token()
+        now = time.monotonic()
+        start = False
+        with self._lock:
+            probe = self._running.get((mount_point, path))
+            if probe is None:
+                stuck = [p for p in self._running.values() if p.mount_point == mount_point]
+                if stuck and now - stuck[0].started >= self.timeout:
+                    return Outcome(no_answer=self._hung_reason(now - stuck[0].started))
+                if len(self._running) >= self.max_stuck:
+                    return Outcome(
+                        no_answer=f"not probed: {len(self._running)} earlier probes of other mounts are still stuck"
+                    )
+                probe = _Probe(mount_point, path, now)
+                self._running[(mount_point, path)] = probe
+                start = True
+            elif now - probe.started >= self.timeout:
+                return Outcome(no_answer=self._hung_reason(now - probe.started))
+            probe.waiters.append((token, event))
+        if start:
+            thread = threading.Thread(
+                target=self._work, args=(probe, work), name=f"sysmcp statvfs {path}", daemon=True
+            )
+            thread.start()
+        with anyio.move_on_after(probe.started + self.timeout - time.monotonic()):
+            await event.wait()
+        with self._lock:
+            if not probe.done:
+                if (token, event) in probe.waiters:
+                    probe.waiters.remove((token, event))
+                return Outcome(no_answer=f"did not answer within {self.timeout:g} s (a hung mount?)")
+        if probe.error is not None:
+            raise probe.error
+        return Outcome(value=probe.value)
+
+    def _hung_reason(self, age: float) -> str:
+        return (
+            f"did not answer within {self.timeout:g} s: a probe started {age:.0f} s ago is still stuck, "
+            "so it was not probed again"
+        )
+
+    def _work(self, probe: _Probe, work: Callable[[], Any]) -> None:
+        try:
+            value, error = work(), None
+        except BaseException as exc:  # handed to the waiters, who re-raise it in their task
+            value, error = None, exc
+        with self._lock:
+            probe.value, probe.error, probe.done = value, error, True
+            self._running.pop((probe.mount_point, probe.path), None)
+            waiters, probe.waiters = probe.waiters, []
+        for token, event in waiters:
+            # A waiter whose event loop has finished is waiting no more.
+            with contextlib.suppress(Exception):
+                anyio.from_thread.run_sync(event.set, token=token)
+
+
+class Entry:
+    """One filesystem in the answer."""
+
+    __slots__ = ("figures", "mount", "reason", "st_dev", "status")
+
+    def __init__(
+        self,
+        mount: Mount,
+        figures: Figures | None = None,
+        status: str = "ok",  # "ok", "no_answer" or "error"
+        reason: str | None = None,
+        st_dev: int | None = None,
+    ) -> None:
+        self.mount, self.figures, self.status, self.reason, self.st_dev = (
+            mount,
+            figures,
+            status,
+            reason,
+            st_dev,
+        )
+
+    def alerts(self) -> list[str]:
+        """What is over the threshold; read-only filesystems cannot fill up further, so never."""
+        fig = self.figures
+        if fig is None or self.mount.read_only:
+            return []
+        found = []
+        if over(fig.used, fig.free):
+            found.append("space")
+        if fig.inodes_total and over(fig.inodes_used, fig.inodes_free):
+            found.append("inodes")
+        return found
+
+    def sort_key(self) -> tuple[int, float, str]:
+        if self.figures is None:
+            return (1, 0.0, self.mount.mount_point)
+        return (0, -self.figures.fullness(), self.mount.mount_point)
+
+    def to_json(self) -> dict[str, Any]:
+        data = {**mount_json(self.mount), "status": self.status}
+        fig = self.figures
+        if fig is None:
+            data["reason"] = self.reason or "unknown"
+            return data
+        data.update(
+            total_bytes=fig.total,
+            used_bytes=fig.used,
+            free_bytes=fig.free,
+            reserved_bytes=fig.reserved,
+            percent_used=fig.percent,
+            inodes=None
+            if fig.inodes_percent is None
+            else {
+                "total": fig.inodes_total,
+                "used": fig.inodes_used,
+                "free": fig.inodes_free,
+                "percent_used": fig.inodes_percent,
+            },
+            alerts=self.alerts(),
+        )
+        return data
+
+
+def show(text: str) -> str:
+    """``display`` with a fast path: most names are valid UTF-8 already."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return display(text)
+    return text
+
+
+_MOUNT_JSON: dict[Mount, dict[str, Any]] = {}
+
+
+def mount_json(mount: Mount) -> dict[str, Any]:
+    """The part of an entry that depends only on the mount, computed once per mount."""
+    data = _MOUNT_JSON.get(mount)
+    if data is None:
+        if len(_MOUNT_JSON) > 4096:  # mount churn (automounts, containers): start afresh
+            _MOUNT_JSON.clear()
+        data = _MOUNT_JSON[mount] = {
+            "mount_point": show(mount.mount_point),
+            "device": show(mount.device),
+            "fs_type": show(mount.fs_type),
+            "fs_root": show(mount.root),
+            "read_only": mount.read_only,
+            "options": [show(option) for option in mount.options],
+        }
+    return {**data, "options": list(data["options"])}
+
+
+def entry_from(mount: Mount, result: FsStats | OSError) -> Entry:
+    if isinstance(result, OSError):
+        reason = result.strerror or str(result)
+        return Entry(mount, status="error", reason=f"cannot read usage: {reason}")
+    return Entry(mount, Figures.from_stats(result), st_dev=result.st_dev)
+
+
+# -- text -------------------------------------------------------------------------------------
+
+
+def _pct(value: int | None) -> str:
+    return "–" if value is None else f"{value}%"
+
+
+def usage_phrase(fig: Figures, unit: str) -> str:
+    if fig.total == 0:
+        return "size 0"
+    if unit == "mb":
+        return f"{fig.free >> 20:,} MiB free of {fig.total >> 20:,} MiB ({_pct(fig.percent)} used)"
+    if unit == "human":
+        return (
+            f"{human_bytes(fig.used)} used, {human_bytes(fig.free)} free of {human_bytes(fig.total)} "
+            f"({_pct(fig.percent)})"
+        )
+    if unit == "bytes":
+        return f"{fig.used} bytes used, {fig.free} free of {fig.total} ({_pct(fig.percent)})"
+    return f"{_pct(fig.percent)} used, {human_bytes(fig.free)} free of {human_bytes(fig.total)}"
+
+
+def inode_phrase(fig: Figures, detailed: bool = False) -> str:
+    if fig.inodes_percent is None:
+        return "inodes n/a"
+    if detailed:
+        return f"inodes {fig.inodes_percent}% used ({fig.inodes_used:,} of {fig.inodes_total:,})"
+    return f"inodes {fig.inodes_percent}%"
+
+
+def alert_phrase(entry: Entry) -> str:
+    alerts = entry.alerts()
+    return f"  ⚠ over {ALERT_PERCENT} %: {' and '.join(alerts)}" if alerts else ""
+
+
+def describe_mount(mount: Mount) -> str:
+    parts = [f"{show(mount.fs_type)} {show(mount.device)}"]
+    if mount.root != "/":
+        parts.append(f"bind mount of {show(mount.root)}")
+    if mount.read_only:
+        parts.append("read-only")
+    return ", ".join(parts)
+
+
+def render_one(shown: str, entry: Entry, unit: str) -> str:
+    where = f"{shown} is on {show(entry.mount.mount_point)} ({describe_mount(entry.mount)})"
+    fig = entry.figures
+    if fig is None:
+        return f"{where}: {entry.reason}."
+    reserved = f"; {human_bytes(fig.reserved)} reserved for root" if fig.reserved and unit != "bytes" else ""
+    return f"{where}: {usage_phrase(fig, unit)}{reserved}; {inode_phrase(fig, detailed=True)}.{alert_phrase(entry)}"
+
+
+def render_all(entries: Sequence[Entry], unit: str, everything: bool) -> str:
+    kind = "filesystem" if everything else "real filesystem"
+    plural = "" if len(entries) == 1 else "s"
+    lines = [f"{len(entries)} {kind}{plural}{' (all, as df -a)' if everything else ''}, fullest first."]
+    flagged = [e for e in entries if e.alerts()]
+    if flagged:
+        lines.append(
+            f"Over {ALERT_PERCENT} %: "
+            + ", ".join(f"{show(e.mount.mount_point)} ({' and '.join(e.alerts())})" for e in flagged)
+            + "."
+        )
+    silent = [e for e in entries if e.status == "no_answer"]
+    if silent:
+        lines.append("Did not answer: " + ", ".join(show(e.mount.mount_point) for e in silent) + ".")
+    for entry in entries:
+        head = f"{show(entry.mount.mount_point)}  {show(entry.mount.fs_type)} {show(entry.mount.device)}"
+        if entry.mount.read_only:
+            head += " ro"
+        if entry.figures is None:
+            lines.append(f"{head}  {entry.reason}")
+        else:
+            fig = entry.figures
+            lines.append(f"{head}  {usage_phrase(fig, unit)}; {inode_phrase(fig)}{alert_phrase(entry)}")
+    return "\n".join(lines)
+
+
+# -- the tool ---------------------------------------------------------------------------------
+
+ENTRY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "mount_point": {"type": "string"},
+        "device": {
+            "type": "string",
+            "description": "The mount source: a device path, 'server:/export', 'tmpfs', …",
+        },
+        "fs_type": {"type": "string"},
+        "fs_root": {
+            "type": "string",
+            "description": "Directory of the filesystem shown at this mount point: '/' unless a bind mount.",
+        },
+        "read_only": {"type": "boolean"},
+        "options": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Mount and filesystem options.",
+        },
+        "status": {
+            "type": "string",
+            "enum": ["ok", "no_answer", "error"],
+            "description": "'no_answer': statvfs did not return within the timeout; 'error': it failed (see reason).",
+        },
+        "reason": {"type": "string", "description": "Why there are no figures (status is not 'ok')."},
+        "total_bytes": {"type": "integer"},
+        "used_bytes": {"type": "integer"},
+        "free_bytes": {"type": "integer", "description": "Available to unprivileged users (df's Avail)."},
+        "reserved_bytes": {"type": "integer", "description": "Free but reserved for root."},
+        "percent_used": {
+            "type": ["integer", "null"],
+            "description": "ceil(used / (used + free) × 100), as df; null for a zero-size filesystem.",
+        },
+        "inodes": {
+            "type": ["object", "null"],
+            "description": "Inode counts; null where the filesystem reports none (not applicable).",
+            "properties": {
+                "total": {"type": "integer"},
+                "used": {"type": "integer"},
+                "free": {"type": "integer"},
+                "percent_used": {"type": ["integer", "null"], "description": "ceil(used / total × 100)."},
+            },
+            "required": ["total", "used", "free", "percent_used"],
+            "additionalProperties": False,
+        },
+        "alerts": {
+            "type": "array",
+            "items": {"type": "string", "enum": ["space", "inodes"]},
+            "description": f"What is over {ALERT_PERCENT} % used (never set for read-only filesystems).",
+        },
+    },
+    "required": ["mount_point", "device", "fs_type", "fs_root", "read_only", "options", "status"],
+    "additionalProperties": False,
+}
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "path": {
             "type": "string",
-            "description": "Absolute path of any file or directory on the filesystem to report, e.g. '/' or '/var'.",
+            "description": "Absolute path of any file or directory: report only the filesystem that holds it. "
+            "Omit to list every mounted filesystem.",
             "minLength": 1,
         },
         "unit": {
             "type": "string",
-            "enum": ["percent", "mb"],
+            "enum": ["percent", "mb", "human", "bytes"],
             "default": "percent",
-            "description": "How the text states usage: 'percent' used, or 'mb' free (MiB). "
-            "Structured content is always in bytes.",
+            "description": "How the text states usage: 'percent' used, 'mb' free in MiB, 'human' sizes in "
+            "KiB/MiB/GiB/TiB, or exact 'bytes'. Structured content is always integer bytes.",
+        },
+        "all": {
+            "type": "boolean",
+            "default": False,
+            "description": "Also list pseudo and memory filesystems (tmpfs, devtmpfs, proc, cgroup, …), "
+            "zero-size ones and every duplicate mount, like df -a. Ignored with path.",
         },
     },
-    "required": ["path"],
     "additionalProperties": False,
 }
 
 OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "path": {"type": "string"},
-        "total_bytes": {"type": "integer"},
-        "used_bytes": {"type": "integer"},
-        "free_bytes": {"type": "integer", "description": "Available to unprivileged users."},
-        "percent_used": {"type": "number", "description": "used / (used + free) × 100, as df computes it."},
+        "path": {"type": "string", "description": "The resolved path asked about (absent when listing)."},
+        "filesystems": {"type": "array", "items": ENTRY_SCHEMA},
+        "order": {"type": "string"},
+        "alert_threshold_percent": {"type": "integer"},
+        "timeout_seconds": {"type": "number", "description": "How long each mount was given to answer."},
     },
-    "required": ["path", "total_bytes", "used_bytes", "free_bytes", "percent_used"],
+    "required": ["filesystems", "order", "alert_threshold_percent", "timeout_seconds"],
     "additionalProperties": False,
 }
 
 
-def make_handler(provider: UsageProvider = psutil_usage, timeout: float = STATVFS_TIMEOUT) -> Any:
-    async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        path = ctx.paths.resolve(args["path"])
-        shown = display(path)
-        try:
-            with anyio.fail_after(timeout):
-                usage = await anyio.to_thread.run_sync(provider, os.fsdecode(path), abandon_on_cancel=True)
-        except TimeoutError:
-            raise ToolError(
-                f"The filesystem holding {shown} did not answer within {timeout:g} s (a hung mount?)"
-            ) from None
-        except FileNotFoundError:
-            raise ToolError(f"No such file or directory: {shown}") from None
-        except PermissionError:
-            raise ToolError(f"Permission denied: {shown}") from None
-        except OSError as exc:
-            raise ToolError(f"Cannot read usage of {shown}: {exc.strerror or exc}") from None
-        percent = percent_used(usage.used, usage.free)
-        if args["unit"] == "mb":
-            text = f"{shown}: {usage.free / (1 << 20):,.0f} MB free of {usage.total / (1 << 20):,.0f} MB"
-        else:
-            text = f"{shown}: {percent:.1f}% used ({human_bytes(usage.used)} of {human_bytes(usage.total)})"
-        structured = {
-            "path": shown,
-            "total_bytes": usage.total,
-            "used_bytes": usage.used,
-            "free_bytes": usage.free,
-            "percent_used": percent,
-        }
-        return ToolOutput(text, structured)
+class DiskUsage:
+    """The handler, with its mount-table and statvfs providers injected (tests pass fakes)."""
 
-    return handle
+    def __init__(
+        self,
+        partitions: PartitionsProvider | None = None,
+        usage: UsageProvider = statvfs_usage,
+        timeout: float = STATVFS_TIMEOUT,
+        max_stuck: int = MAX_STUCK_PROBES,
+    ) -> None:
+        self.partitions = partitions or default_partitions()
+        self.usage = usage
+        self.prober = Prober(timeout, max_stuck)
+
+    async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        table = self.partitions()
+        unit = args.get("unit", "percent")
+        if "path" in args:
+            entry, shown = await self._one(args["path"], table, ctx)
+            structured = self._structured([entry])
+            structured["path"] = shown
+            return ToolOutput(render_one(shown, entry, unit), structured)
+        everything = bool(args.get("all", False))
+        entries = await self._all(table, everything, ctx)
+        return ToolOutput(render_all(entries, unit, everything), self._structured(entries))
+
+    def _structured(self, entries: Sequence[Entry]) -> dict[str, Any]:
+        return {
+            "filesystems": [entry.to_json() for entry in entries],
+            "order": ORDER,
+            "alert_threshold_percent": ALERT_PERCENT,
+            "timeout_seconds": self.prober.timeout,
+        }
+
+    async def _one(self, raw: str, table: MountTable, ctx: ToolContext) -> tuple[Entry, str]:
+        """The filesystem holding ``raw``; path resolution itself goes to a thread if it could hang."""
+        expanded = os.path.expanduser(raw) if "\x00" not in raw else raw
+        safe, risky_point = (
+            touches_only_safe_mounts(expanded, table) if os.path.isabs(expanded) else (True, None)
+        )
+        result: FsStats | OSError
+        if safe:
+            real = str(ctx.paths.resolve(raw))  # raises ToolError for relative paths, roots, NUL
+            if table.inline_safe(real):
+                try:
+                    result = self.usage(real)
+                except OSError as exc:
+                    result = exc
+                return self._path_entry(real, result, table), show(real)
+            risky_point = table.mount_point_of(real)
+
+        policy, usage = ctx.paths, self.usage
+
+        def work() -> tuple[str, FsStats | OSError]:
+            resolved = str(policy.resolve(raw))
+            try:
+                return resolved, usage(resolved)
+            except OSError as exc:
+                return resolved, exc
+
+        outcome = await self.prober.run(risky_point or "/", expanded, work)
+        if outcome.value is None:
+            # The mount that did not answer is the first risky one the path leads into.
+            point = risky_point or "/"
+            mount = table.holding(point) or Mount(point, "unknown", "unknown")
+            return Entry(mount, status="no_answer", reason=outcome.no_answer), show(
+                os.path.normpath(expanded)
+            )
+        real, result = outcome.value
+        return self._path_entry(real, result, table), show(real)
+
+    def _path_entry(self, real: str, result: FsStats | OSError, table: MountTable) -> Entry:
+        if isinstance(result, (FileNotFoundError, NotADirectoryError)):
+            raise ToolError(f"No such file or directory: {show(real)}")
+        st_dev = None if isinstance(result, OSError) else result.st_dev
+        mount = table.holding(real, st_dev) or Mount("/", "unknown", "unknown")
+        return entry_from(mount, result)
+
+    async def _all(self, table: MountTable, everything: bool, ctx: ToolContext) -> list[Entry]:
+        mounts = [m for m in table.mounts if everything or not m.pseudo]
+        roots = ctx.paths.allowed
+        if roots is not None:
+            holders = {id(table.holding(str(root))) for root in roots}
+            mounts = [
+                m for m in mounts if id(m) in holders or any(is_within(Path(m.mount_point), r) for r in roots)
+            ]
+        entries: list[Entry | None] = [None] * len(mounts)
+
+        async def probe(index: int, mount: Mount) -> None:
+            point = mount.mount_point
+            outcome = await self.prober.run(point, point, lambda: _guarded(self.usage, point))
+            if outcome.value is None:
+                entries[index] = Entry(mount, status="no_answer", reason=outcome.no_answer)
+            else:
+                entries[index] = entry_from(mount, outcome.value)
+
+        async with anyio.create_task_group() as group:
+            for index, mount in enumerate(mounts):
+                if table.inline_safe(mount.mount_point):
+                    entries[index] = entry_from(mount, _guarded(self.usage, mount.mount_point))
+                else:
+                    group.start_soon(probe, index, mount)
+        found = [entry for entry in entries if entry is not None]
+        if not everything:
+            # As df: no zero-size filesystems, and one entry per device.
+            found = [e for e in found if e.figures is None or e.figures.total > 0]
+            found = dedupe(found, lambda e: e.mount, _device_key)
+        return sorted(found, key=Entry.sort_key)
+
+
+def _guarded(usage: UsageProvider, path: str) -> FsStats | OSError:
+    try:
+        return usage(path)
+    except OSError as exc:
+        return exc
+
+
+def _device_key(entry: Entry) -> object:
+    """Which filesystem an entry shows: the mount point's st_dev as df uses, else mountinfo's number."""
+    if entry.st_dev is not None:
+        return ("st_dev", entry.st_dev)
+    if entry.mount.dev:
+        return ("mountinfo", entry.mount.dev)
+    return ("entry", id(entry))
+
+
+def make_handler(
+    partitions: PartitionsProvider | None = None,
+    usage: UsageProvider = statvfs_usage,
+    timeout: float = STATVFS_TIMEOUT,
+    max_stuck: int = MAX_STUCK_PROBES,
+) -> DiskUsage:
+    return DiskUsage(partitions, usage, timeout, max_stuck)
 
 
 TOOL = Tool(
     name="disk_usage",
     title="Disk usage",
     description=(
-        "Usage of the filesystem that holds `path`: total, used and free bytes, and percent used computed as df "
-        "does (used / (used + available)). Read-only; reports on the whole filesystem, not the directory's own "
-        "size (use dir_usage for that). A mount that does not answer within 5 s is reported, not waited on."
+        "Which filesystem is full: df -T and df -i in one answer. Without `path`, every mounted real "
+        "filesystem (pseudo and memory filesystems such as tmpfs, devtmpfs, proc, cgroup only with `all`; a "
+        "filesystem mounted twice is listed once, as df does); with `path`, the filesystem holding it (the "
+        "deepest mount point containing its real path; bind mounts included). Per filesystem: mount point, "
+        "device, type, read-only flag, options; total, used, free (available to unprivileged users) and "
+        "reserved bytes; inode total, used, free (null where the filesystem has no inode counts). Percent "
+        "used is df's: used / (used + free) × 100, rounded up to a whole percent, so blocks reserved for "
+        "root do not hide a full disk; inode percent is used / total, also rounded up. Listed fullest "
+        "first (the higher of space and inode percent), unanswered or unreadable mounts last. Space or "
+        f"inodes over {ALERT_PERCENT} % used are called out (not on read-only filesystems, which cannot "
+        "fill further). A mount that does not answer within 5 s (a hung network mount) becomes an entry "
+        "saying so and the rest still arrive; an unreadable one is an entry with the reason. Read-only."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,

@@ -1,0 +1,425 @@
+"""The mount table: what is mounted where, which filesystems are pseudo, which mount holds a path.
+
+Read from ``/proc/self/mountinfo`` rather than ``/proc/mounts`` because only mountinfo says which
+directory of a filesystem a bind mount shows (``root``), which mount sits on top of which, and the
+device number the kernel uses (so a bind mount and its source are recognisably one filesystem).
+Everything here is pure lookups on an immutable table except the reader, which re-parses only when
+the kernel signals a change, so asking "which mount holds /" costs microseconds.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+T = TypeVar("T")
+
+MOUNTINFO = "/proc/self/mountinfo"
+
+# Filesystems that hold no user data on a storage device: kernel interfaces and memory-backed
+# filesystems. Left out of the default listing (``all`` brings them back, as ``df -a`` does).
+PSEUDO_TYPES = frozenset(
+    {
+        "autofs",
+        "binfmt_misc",
+        "bpf",
+        "cgroup",
+        "cgroup2",
+        "configfs",
+        "debugfs",
+        "devfs",
+        "devpts",
+        "devtmpfs",
+        "efivarfs",
+        "fuse.gvfsd-fuse",
+        "fuse.lxcfs",
+        "fuse.portal",
+        "fusectl",
+        "hugetlbfs",
+        "ignore",
+        "kernfs",
+        "mqueue",
+        "none",
+        "nfsd",
+        "nsfs",
+        "proc",
+        "pstore",
+        "ramfs",
+        "rpc_pipefs",
+        "securityfs",
+        "selinuxfs",
+        "subfs",
+        "sysfs",
+        "tmpfs",
+        "tracefs",
+    }
+)
+
+# Types whose statfs is answered from in-memory counters and whose lookups never wait on a network
+# or a user-space daemon: safe to query on the event loop. Everything else (NFS, CIFS, FUSE, autofs,
+# unknown types) is probed in a worker thread with a timeout.
+INLINE_SAFE_TYPES = frozenset(
+    {
+        "bcachefs",
+        "btrfs",
+        "cgroup",
+        "cgroup2",
+        "configfs",
+        "debugfs",
+        "devpts",
+        "devtmpfs",
+        "erofs",
+        "exfat",
+        "ext2",
+        "ext3",
+        "ext4",
+        "f2fs",
+        "hfs",
+        "hfsplus",
+        "hugetlbfs",
+        "iso9660",
+        "jfs",
+        "mqueue",
+        "msdos",
+        "nilfs2",
+        "nsfs",
+        "ntfs",
+        "ntfs3",
+        "proc",
+        "pstore",
+        "ramfs",
+        "reiserfs",
+        "securityfs",
+        "selinuxfs",
+        "squashfs",
+        "sysfs",
+        "tmpfs",
+        "tracefs",
+        "udf",
+        "vfat",
+        "xfs",
+    }
+)
+
+_OVERLAY_DIR_OPTIONS = ("upperdir=", "lowerdir=", "workdir=")
+_ESCAPE = re.compile(rb"\\([0-7]{3})")
+
+
+def is_pseudo(fs_type: str) -> bool:
+    """True for kernel-interface and memory filesystems (tmpfs, devtmpfs, proc, cgroup, …)."""
+    return fs_type in PSEUDO_TYPES
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    """One line of the mount table."""
+
+    mount_point: str
+    device: str
+    fs_type: str
+    options: tuple[str, ...] = ()
+    read_only: bool = False
+    root: str = "/"  # the directory of the filesystem shown here: "/" unless a bind mount of a subtree
+    dev: str = ""  # "major:minor" of the filesystem, as mountinfo gives it ("" when unknown)
+    mount_id: int = 0
+    parent_id: int = 0
+
+    @property
+    def pseudo(self) -> bool:
+        return is_pseudo(self.fs_type)
+
+    def dev_matches(self, st_dev: int | None) -> bool:
+        return st_dev is not None and self.dev == f"{os.major(st_dev)}:{os.minor(st_dev)}"
+
+
+def parent_dir(path: str) -> str:
+    """'/a/b' → '/a', '/a' → '/' (paths here are normalised and absolute)."""
+    return path.rpartition("/")[0] or "/"
+
+
+@dataclass
+class MountTable:
+    """An immutable mount table with the indexes that make per-call lookups cheap."""
+
+    mounts: tuple[Mount, ...]
+    _tops: dict[str, Mount] = field(init=False, repr=False)
+    _stacks: dict[str, tuple[Mount, ...]] = field(init=False, repr=False)
+    _safe: dict[str, bool] = field(init=False, repr=False)
+
+    def __init__(self, mounts: Iterable[Mount]) -> None:
+        self.mounts = tuple(mounts)
+        stacks: dict[str, list[Mount]] = {}
+        for mount in self.mounts:
+            stacks.setdefault(mount.mount_point, []).append(mount)
+        self._stacks = {point: tuple(stack) for point, stack in stacks.items()}
+        self._tops = {point: _top_of(stack) for point, stack in self._stacks.items()}
+        self._safe = {}
+
+    def visible(self, mount: Mount) -> bool:
+        """False for a mount hidden under a later mount on the same mount point."""
+        return self._tops.get(mount.mount_point) is mount
+
+    def mount_point_of(self, path: str) -> str | None:
+        """The deepest mount point that is ``path`` or one of its ancestors (``path`` normalised, absolute)."""
+        current = path
+        while current not in self._tops:
+            if current == "/":
+                return None
+            current = parent_dir(current)
+        return current
+
+    def holding(self, path: str, st_dev: int | None = None) -> Mount | None:
+        """The mount that holds ``path``: the deepest mount point containing it, the visible one there.
+
+        When several filesystems are stacked on that mount point, the one whose device number matches
+        ``st_dev`` (the path's own) wins; otherwise the topmost, which is the one a lookup reaches.
+        """
+        point = self.mount_point_of(path)
+        if point is None:
+            return None
+        if st_dev is not None and len(self._stacks[point]) > 1:
+            for mount in reversed(self._stacks[point]):
+                if mount.dev_matches(st_dev):
+                    return mount
+        return self._tops[point]
+
+    def inline_safe(self, path: str) -> bool:
+        """True if looking at ``path`` only touches local or in-memory filesystems (cannot hang on a network)."""
+        point = self.mount_point_of(path)
+        return point is not None and self._point_safe(point, frozenset())
+
+    def _point_safe(self, point: str, visiting: frozenset[str]) -> bool:
+        known = self._safe.get(point)
+        if known is not None:
+            return known
+        if point in visiting:
+            return False
+        visiting = visiting | {point}
+        mount = self._tops[point]
+        safe = self._type_safe(mount, visiting)
+        if safe and point != "/":
+            # Reaching the mount point walks through the mounts above it.
+            parent = self.mount_point_of(parent_dir(point))
+            safe = parent is not None and self._point_safe(parent, visiting)
+        self._safe[point] = safe
+        return safe
+
+    def _type_safe(self, mount: Mount, visiting: frozenset[str]) -> bool:
+        if mount.fs_type in INLINE_SAFE_TYPES:
+            return True
+        if mount.fs_type != "overlay":
+            return False
+        # overlayfs answers statfs from its upper (or lower) directory: safe if those are.
+        dirs = [
+            part
+            for option in mount.options
+            for prefix in _OVERLAY_DIR_OPTIONS
+            if option.startswith(prefix)
+            for part in option[len(prefix) :].split(":")
+            if part
+        ]
+        for directory in dirs:
+            point = self.mount_point_of(os.path.normpath(directory)) if directory.startswith("/") else None
+            if point is None or self._tops[point].fs_type == "overlay":
+                return False
+            if not self._point_safe(point, visiting):
+                return False
+        return bool(dirs)
+
+
+def _top_of(stack: Sequence[Mount]) -> Mount:
+    """The mount a lookup reaches among several on one mount point: the one no other sits on."""
+    parents = {mount.parent_id for mount in stack}
+    uncovered = [mount for mount in stack if mount.mount_id not in parents]
+    return uncovered[-1] if len(uncovered) == 1 else stack[-1]
+
+
+def _unescape(field: bytes) -> str:
+    """mountinfo writes space, tab, newline and backslash as \\ooo octal escapes."""
+    if b"\\" in field:
+        field = _ESCAPE.sub(lambda m: bytes([int(m.group(1), 8)]), field)
+    return os.fsdecode(field)
+
+
+def parse_mountinfo(data: bytes) -> MountTable:
+    """Parse the text of ``/proc/<pid>/mountinfo`` (see proc(5)); malformed lines are skipped."""
+    mounts: list[Mount] = []
+    for line in data.splitlines():
+        fields = line.split(b" ")
+        try:
+            separator = fields.index(b"-", 6)
+            mount_id, parent_id = int(fields[0]), int(fields[1])
+            fs_type, source, super_options = fields[separator + 1 : separator + 4]
+        except ValueError:
+            continue
+        mount_options = fields[5].decode("ascii", "replace").split(",")
+        fs_options = _unescape(super_options).split(",")
+        options = tuple(dict.fromkeys([*mount_options, *(o for o in fs_options if o not in ("rw", "ro"))]))
+        mounts.append(
+            Mount(
+                mount_point=_unescape(fields[4]),
+                device=_unescape(source),
+                fs_type=_unescape(fs_type),
+                options=options,
+                read_only="ro" in mount_options or "ro" in fs_options,
+                root=_unescape(fields[3]),
+                dev=fields[2].decode("ascii", "replace"),
+                mount_id=mount_id,
+                parent_id=parent_id,
+            )
+        )
+    return MountTable(mounts)
+
+
+class MountInfoReader:
+    """The current mount table, re-read only when it changed.
+
+    The kernel marks an open mountinfo file with POLLPRI|POLLERR after any mount or unmount in the
+    namespace (proc(5)), so each call costs one zero-timeout poll. In case a kernel or sandbox does
+    not signal, the table is also re-read when it is older than ``max_age`` seconds.
+    """
+
+    def __init__(self, path: str = MOUNTINFO, max_age: float = 2.0) -> None:
+        self._path = path
+        self._max_age = max_age
+        self._lock = threading.Lock()
+        self._table: MountTable | None = None
+        self._read_at = 0.0
+        self._poller: select.poll | None = None
+        self._fd: int | None = None
+
+    def __call__(self) -> MountTable:
+        with self._lock:
+            if self._table is None or self._changed():
+                self._table = self._read()
+            return self._table
+
+    def _changed(self) -> bool:
+        if time.monotonic() - self._read_at > self._max_age or self._poller is None:
+            return True
+        return any(events & (select.POLLPRI | select.POLLERR) for _, events in self._poller.poll(0))
+
+    def _read(self) -> MountTable:
+        if self._poller is None:
+            # Opened before the first read, so a change during that read is still signalled.
+            self._fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
+            poller = select.poll()
+            poller.register(self._fd, select.POLLPRI | select.POLLERR)
+            self._poller = poller
+        else:
+            self._poller.poll(0)  # consume a pending change signal: the read below sees the change
+        self._read_at = time.monotonic()
+        with open(self._path, "rb") as handle:
+            return parse_mountinfo(handle.read())
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+            self._fd = self._poller = self._table = None
+
+
+def psutil_partitions() -> MountTable:
+    """The mount table from psutil, for systems without /proc/self/mountinfo (no bind-mount roots there)."""
+    import psutil
+
+    return MountTable(
+        Mount(
+            mount_point=part.mountpoint,
+            device=part.device,
+            fs_type=part.fstype,
+            options=tuple(part.opts.split(",")) if part.opts else (),
+            read_only="ro" in part.opts.split(","),
+        )
+        for part in psutil.disk_partitions(all=True)
+    )
+
+
+def default_partitions() -> Callable[[], MountTable]:
+    """The best mount-table provider for this system."""
+    return MountInfoReader() if os.path.exists(MOUNTINFO) else psutil_partitions
+
+
+def dedupe(items: Sequence[T], mount_of: Callable[[T], Mount], device_of: Callable[[T], object]) -> list[T]:
+    """One entry per filesystem, chosen as df chooses, in mount order.
+
+    Among entries of one device (``device_of``: the st_dev of the mount point, or the mountinfo
+    device), keep the one with a real device path ('/dev/…') over a name like 'tmpfs', then the one
+    nearer the root unless it shows a deeper subtree (a bind mount), and a later mount on the same
+    mount point over the one it hides.
+    """
+    chosen: dict[object, int] = {}
+    keep: list[bool] = [False] * len(items)
+    for index, item in enumerate(items):
+        mount = mount_of(item)
+        key = device_of(item)
+        seen_index = chosen.get(key)
+        if seen_index is None:
+            chosen[key] = index
+            keep[index] = True
+            continue
+        seen = mount_of(items[seen_index])
+        new_is_better = (
+            ("/" in mount.device and "/" not in seen.device)
+            or (len(mount.mount_point) < len(seen.mount_point) and not len(seen.root) < len(mount.root))
+            or mount.mount_point == seen.mount_point
+        )
+        if new_is_better:
+            keep[seen_index] = False
+            keep[index] = True
+            chosen[key] = index
+    survivors = [item for index, item in enumerate(items) if keep[index]]
+    # Two entries left on one mount point (devices that could not be identified): the later one shows.
+    last_at: dict[str, int] = {mount_of(item).mount_point: i for i, item in enumerate(survivors)}
+    return [item for i, item in enumerate(survivors) if last_at[mount_of(item).mount_point] == i]
+
+
+def touches_only_safe_mounts(path: str, table: MountTable, max_links: int = 40) -> tuple[bool, str | None]:
+    """Walk ``path`` the way ``os.path.realpath`` will, without entering a mount that could hang.
+
+    Returns (True, None) if resolving the path only looks at local or in-memory filesystems, else
+    (False, mount point of the first unsafe mount the walk would enter). Only lstat/readlink on
+    already-proven-safe mounts happen here.
+    """
+    pending = path.split("/")[::-1]
+    current = "/"
+    links = 0
+    if not table.inline_safe("/"):
+        return False, "/"
+    while pending:
+        name = pending.pop()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            current = parent_dir(current)
+            continue
+        candidate = current.rstrip("/") + "/" + name
+        if not table.inline_safe(candidate):
+            return False, table.mount_point_of(candidate)
+        try:
+            mode = os.lstat(candidate).st_mode
+        except OSError:
+            current = candidate  # realpath carries on past a missing component the same way
+            continue
+        if not stat.S_ISLNK(mode):
+            current = candidate
+            continue
+        links += 1
+        if links > max_links:
+            return True, None  # a loop: realpath gives up on it quickly
+        try:
+            target = os.readlink(candidate)
+        except OSError:
+            current = candidate
+            continue
+        if target.startswith("/"):
+            current = "/"
+        pending.extend(target.split("/")[::-1])
+    return True, None

@@ -1,0 +1,234 @@
+"""The mount table: parsing mountinfo, finding the mount that holds a path, safety, df's de-duplication."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from sysmcp.fs.mounts import (
+    Mount,
+    MountInfoReader,
+    MountTable,
+    dedupe,
+    is_pseudo,
+    parse_mountinfo,
+    touches_only_safe_mounts,
+)
+
+MOUNTINFO = textwrap.dedent(
+    r"""
+    22 27 0:21 / /proc rw,relatime - proc proc rw
+    27 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw,discard
+    28 27 0:25 / /mnt/with\040space ro,nosuid master:3 - tmpfs tmp\134fs ro,size=4k
+    40 27 254:0 /srv/export /data rw,relatime - ext4 /dev/vda rw
+    41 27 0:50 / /mnt/nfs rw,relatime shared:7 - nfs4 server:/export rw,vers=4.2
+    42 41 8:17 / /mnt/nfs/local rw - xfs /dev/sdb1 rw
+    43 27 0:30 / /dev/shm rw - tmpfs tmpfs rw
+    44 43 0:31 / /dev/shm rw - tmpfs tmpfs rw
+    this line is not mountinfo
+    """
+).encode()
+
+
+def table() -> MountTable:
+    return parse_mountinfo(MOUNTINFO)
+
+
+def test_mountinfo_lines_become_mounts_with_escapes_decoded_and_bad_lines_skipped() -> None:
+    mounts = table().mounts
+    assert [m.mount_point for m in mounts] == [
+        "/proc",
+        "/",
+        "/mnt/with space",
+        "/data",
+        "/mnt/nfs",
+        "/mnt/nfs/local",
+        "/dev/shm",
+        "/dev/shm",
+    ]
+    spaced = mounts[2]
+    assert spaced.device == "tmp\\fs" and spaced.fs_type == "tmpfs" and spaced.read_only
+    assert spaced.options == ("ro", "nosuid", "size=4k")
+    root = mounts[1]
+    assert (root.device, root.fs_type, root.dev, root.root) == ("/dev/vda", "ext4", "254:0", "/")
+    assert root.options == ("rw", "relatime", "discard") and not root.read_only
+
+
+def test_a_bind_mount_keeps_the_directory_it_shows() -> None:
+    bind = table().mounts[3]
+    assert (bind.mount_point, bind.root, bind.device, bind.dev) == (
+        "/data",
+        "/srv/export",
+        "/dev/vda",
+        "254:0",
+    )
+
+
+def test_pseudo_filesystems_are_the_kernel_and_memory_ones() -> None:
+    assert all(
+        is_pseudo(t) for t in ("tmpfs", "devtmpfs", "proc", "sysfs", "cgroup", "cgroup2", "devpts", "autofs")
+    )
+    assert not any(is_pseudo(t) for t in ("ext4", "xfs", "btrfs", "nfs4", "overlay", "zfs", "fuse.sshfs"))
+
+
+@pytest.mark.parametrize(
+    ("path", "mount_point"),
+    [
+        ("/", "/"),
+        ("/etc/passwd", "/"),
+        ("/data/a/b", "/data"),
+        ("/database", "/"),
+        ("/mnt/nfs/local/x", "/mnt/nfs/local"),
+        ("/mnt/nfs/localx", "/mnt/nfs"),
+        ("/mnt/with space/f", "/mnt/with space"),
+    ],
+)
+def test_the_deepest_mount_point_containing_a_path_holds_it(path: str, mount_point: str) -> None:
+    held = table().holding(path)
+    assert held is not None and held.mount_point == mount_point
+
+
+def test_on_a_stacked_mount_point_the_top_one_holds_unless_st_dev_names_another() -> None:
+    mounts = table()
+    top = mounts.holding("/dev/shm/x")
+    assert top is not None and top.dev == "0:31" and mounts.visible(top)
+    below = mounts.holding("/dev/shm/x", st_dev=os.makedev(0, 30))
+    assert below is not None and below.dev == "0:30" and not mounts.visible(below)
+
+
+def test_a_table_without_root_holds_nothing_outside_its_mounts() -> None:
+    assert MountTable([Mount("/srv", "/dev/sdb", "ext4")]).holding("/etc") is None
+
+
+def test_network_mounts_and_everything_below_them_are_not_inline_safe() -> None:
+    mounts = table()
+    assert mounts.inline_safe("/etc") and mounts.inline_safe("/data/x") and mounts.inline_safe("/proc/1")
+    assert not mounts.inline_safe("/mnt/nfs/file")
+    assert not mounts.inline_safe("/mnt/nfs/local/file")  # reaching xfs walks through the NFS mount
+
+
+def test_overlay_is_inline_safe_only_when_its_directories_are() -> None:
+    local = Mount("/", "/dev/vda", "ext4")
+    nfs = Mount("/net", "srv:/x", "nfs")
+    good = Mount("/c", "overlay", "overlay", ("rw", "lowerdir=/l1:/l2", "upperdir=/u", "workdir=/w"))
+    bad = Mount("/d", "overlay", "overlay", ("rw", "lowerdir=/l", "upperdir=/net/u", "workdir=/net/w"))
+    bare = Mount("/e", "overlay", "overlay", ("rw",))
+    mounts = MountTable([local, nfs, good, bad, bare])
+    assert mounts.inline_safe("/c/x")
+    assert not mounts.inline_safe("/d/x")
+    assert not mounts.inline_safe("/e/x")
+
+
+def _key(item: tuple[Mount, str]) -> object:
+    return item[1]
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "kept"),
+    [
+        # The mount nearer the root wins...
+        (Mount("/srv/data", "/dev/sdb1", "ext4"), Mount("/data", "/dev/sdb1", "ext4"), "/data"),
+        (Mount("/data", "/dev/sdb1", "ext4"), Mount("/srv/data", "/dev/sdb1", "ext4"), "/data"),
+        # ...unless it shows a deeper directory of the filesystem (a bind mount of a subtree).
+        (Mount("/srv/data", "/dev/sdb1", "ext4"), Mount("/d", "/dev/sdb1", "ext4", root="/sub"), "/srv/data"),
+        # A real device path beats a name.
+        (Mount("/a", "rootfs", "ext4"), Mount("/longer/b", "/dev/sda1", "ext4"), "/longer/b"),
+        # A later mount on the same mount point hides the earlier one.
+        (Mount("/x", "tmpfs", "tmpfs", mount_id=1), Mount("/x", "tmpfs", "tmpfs", mount_id=2), "/x#2"),
+    ],
+)
+def test_one_entry_per_device_is_kept_as_df_chooses(first: Mount, second: Mount, kept: str) -> None:
+    survivors = dedupe([(first, "dev"), (second, "dev")], lambda item: item[0], _key)
+    assert len(survivors) == 1
+    mount = survivors[0][0]
+    assert (f"{mount.mount_point}#{mount.mount_id}" if "#" in kept else mount.mount_point) == kept
+
+
+def test_different_devices_are_all_kept_in_mount_order() -> None:
+    items = [(Mount("/b", "/dev/sdb", "ext4"), "b"), (Mount("/", "/dev/sda", "ext4"), "a")]
+    assert dedupe(items, lambda item: item[0], _key) == items
+
+
+def test_the_reader_returns_the_cached_table_until_the_file_is_older_than_max_age(tmp_path: Path) -> None:
+    info = tmp_path / "mountinfo"
+    info.write_bytes(MOUNTINFO)
+    reader = MountInfoReader(str(info), max_age=3600)
+    first = reader()
+    info.write_bytes(MOUNTINFO.replace(b"/mnt/nfs", b"/mnt/other"))
+    assert reader() is first  # a regular file never signals a change; only max_age re-reads it
+    fresh = MountInfoReader(str(info), max_age=0)
+    assert "/mnt/other" in {m.mount_point for m in fresh().mounts}
+    reader.close()
+    fresh.close()
+
+
+def test_the_real_reader_parses_this_process_mount_table() -> None:
+    if not os.path.exists("/proc/self/mountinfo"):
+        pytest.skip("no /proc/self/mountinfo on this system")
+    reader = MountInfoReader()
+    mounts = reader()
+    assert mounts.holding("/") is not None
+    findmnt = shutil.which("findmnt")
+    if findmnt:
+        listed = subprocess.run(
+            [findmnt, "-rn", "-o", "TARGET"], capture_output=True, text=True, check=True
+        ).stdout.split()
+        assert {m.mount_point for m in mounts.mounts if " " not in m.mount_point} == {
+            line.replace("\\x20", " ") for line in listed
+        }
+    reader.close()
+
+
+CHANGE_SCRIPT = """
+import os, subprocess, sys, tempfile
+from sysmcp.fs.mounts import MountInfoReader
+reader = MountInfoReader(max_age=3600)
+before = reader()
+assert reader() is before
+target = tempfile.mkdtemp()
+subprocess.run(["mount", "-t", "tmpfs", "sysmcp-test", target], check=True)
+after = reader()
+assert after is not before, "mount not noticed"
+assert target in {m.mount_point for m in after.mounts}
+subprocess.run(["umount", target], check=True)
+assert target not in {m.mount_point for m in reader().mounts}, "umount not noticed"
+print("ok")
+"""
+
+
+def test_the_reader_notices_a_mount_at_once_through_the_kernels_change_signal() -> None:
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0 or not os.path.exists("/proc/self/mountinfo"):
+        pytest.skip("needs root and unshare to mount in a private namespace")
+    probe = subprocess.run([unshare, "-m", "--propagation", "private", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("cannot create a mount namespace here")
+    done = subprocess.run(
+        [unshare, "-m", "--propagation", "private", sys.executable, "-c", CHANGE_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_resolving_a_path_never_enters_a_mount_that_could_hang(tmp_path: Path) -> None:
+    net = tmp_path / "net"
+    (net / "deep").mkdir(parents=True)
+    (tmp_path / "local").mkdir()
+    (tmp_path / "to_net").symlink_to(net / "deep")
+    (tmp_path / "to_local").symlink_to("local")
+    mounts = MountTable([Mount("/", "/dev/vda", "ext4"), Mount(str(net), "srv:/x", "nfs4")])
+    assert touches_only_safe_mounts(str(tmp_path / "local" / "f"), mounts) == (True, None)
+    assert touches_only_safe_mounts(str(tmp_path / "to_local" / ".." / "local"), mounts) == (True, None)
+    assert touches_only_safe_mounts(str(tmp_path / "missing" / "x"), mounts) == (True, None)
+    assert touches_only_safe_mounts(str(net / "deep"), mounts) == (False, str(net))
+    assert touches_only_safe_mounts(str(tmp_path / "to_net" / "x"), mounts) == (False, str(net))
+    assert touches_only_safe_mounts(str(tmp_path / "local" / ".." / "net"), mounts) == (False, str(net))

@@ -1,0 +1,419 @@
+"""disk_usage with injected mount-table and statvfs providers: filtering, hung and unreadable mounts, figures."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jsonschema
+import pytest
+
+from sysmcp.fs.mounts import Mount, MountTable
+from sysmcp.fs.paths import PathPolicy
+from sysmcp.protocol.context import RequestContext
+from sysmcp.protocol.errors import ToolError
+from sysmcp.results import ResultStore
+from sysmcp.tools.disk_usage import (
+    OUTPUT_SCHEMA,
+    TOOL,
+    DiskUsage,
+    Figures,
+    FsStats,
+    percent_used,
+)
+from sysmcp.tools.registry import ToolContext
+
+pytestmark = pytest.mark.anyio
+
+GiB = 1 << 30
+
+
+class NullPeer:
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        pass
+
+
+def context(roots: list[Path] | None = None) -> ToolContext:
+    return ToolContext(RequestContext(1, "tools/call", NullPeer()), PathPolicy(roots), ResultStore())
+
+
+def stats(
+    total_gib: int = 100,
+    used_gib: int = 10,
+    avail_gib: int | None = None,
+    files: int = 1000,
+    ffree: int = 900,
+) -> FsStats:
+    """A filesystem in 1 MiB blocks; without ``avail_gib`` nothing is reserved."""
+    blocks, used = total_gib << 10, used_gib << 10
+    free = blocks - used
+    avail = free if avail_gib is None else avail_gib << 10
+    return FsStats(1 << 20, blocks, free, avail, files, ffree)
+
+
+class FakeUsage:
+    """statvfs by table; paths in ``hang`` block until ``release`` is set (a dead NFS server)."""
+
+    def __init__(self, answers: dict[str, FsStats | OSError], hang: tuple[str, ...] = ()) -> None:
+        self.answers = answers
+        self.hang = set(hang)
+        self.release = threading.Event()
+        self.calls: list[str] = []
+        self.threads: dict[str, threading.Thread] = {}
+
+    def __call__(self, path: str) -> FsStats:
+        self.calls.append(path)
+        self.threads[path] = threading.current_thread()
+        if path in self.hang:
+            self.release.wait(30)
+        answer = self.answers[path]
+        if isinstance(answer, OSError):
+            raise answer
+        return answer
+
+
+@pytest.fixture
+def released() -> Iterator[list[FakeUsage]]:
+    """Fakes registered here are released at test end, so no thread stays blocked."""
+    fakes: list[FakeUsage] = []
+    yield fakes
+    for fake in fakes:
+        fake.release.set()
+        for thread in fake.threads.values():
+            if thread is not threading.main_thread():
+                thread.join(5)
+
+
+ROOT = Mount("/", "/dev/sda1", "ext4", ("rw", "relatime"), dev="8:1")
+DATA = Mount("/data", "/dev/sdb1", "xfs", ("rw",), dev="8:17")
+NFS = Mount("/mnt/nfs", "server:/export", "nfs4", ("rw", "vers=4.2"), dev="0:50")
+TMP = Mount("/tmp", "tmpfs", "tmpfs", ("rw",), dev="0:30")
+PROC = Mount("/proc", "proc", "proc", ("rw",), dev="0:21")
+CGROUP = Mount("/sys/fs/cgroup", "cgroup2", "cgroup2", ("rw",), dev="0:28")
+
+
+def tool(mounts: list[Mount], usage: FakeUsage, timeout: float = 0.2) -> DiskUsage:
+    table = MountTable(mounts)
+    return DiskUsage(lambda: table, usage, timeout=timeout)
+
+
+async def call(handler: DiskUsage, ctx: ToolContext | None = None, **args: Any) -> tuple[str, dict[str, Any]]:
+    arguments = {"unit": "percent", "all": False, **args}
+    with anyio.fail_after(10):
+        output = await handler(arguments, ctx or context())
+    jsonschema.validate(output.structured, OUTPUT_SCHEMA)
+    assert output.is_error is False
+    return output.text, output.structured
+
+
+def by_point(structured: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {fs["mount_point"]: fs for fs in structured["filesystems"]}
+
+
+# -- figures --------------------------------------------------------------------------------------
+
+
+def test_percent_is_dfs_used_over_used_plus_available_rounded_up() -> None:
+    assert percent_used(900, 50) == 95  # 94.7 → 95; used / total would say 90
+    assert percent_used(90, 10) == 90
+    assert percent_used(901, 99) == 91  # 90.1 rounds up, as df does
+    assert percent_used(0, 100) == 0
+    assert percent_used(0, 0) is None
+
+
+def test_figures_are_integer_bytes_with_reserved_blocks_apart() -> None:
+    fig = Figures.from_stats(FsStats(4096, 1000, 150, 50, 200, 20))
+    assert (fig.total, fig.used, fig.free, fig.reserved) == (4096_000, 850 * 4096, 50 * 4096, 100 * 4096)
+    assert fig.percent == 95  # 850 / 900
+    assert (fig.inodes_total, fig.inodes_used, fig.inodes_free, fig.inodes_percent) == (200, 180, 20, 90)
+    assert all(isinstance(value, int) for value in fig)
+
+
+async def test_a_filesystem_without_inode_counts_says_not_applicable() -> None:
+    usage = FakeUsage({"/": stats(), "/data": stats(files=0, ffree=0)})
+    text, structured = await call(tool([ROOT, DATA], usage))
+    assert by_point(structured)["/data"]["inodes"] is None
+    assert by_point(structured)["/"]["inodes"] == {
+        "total": 1000,
+        "used": 100,
+        "free": 900,
+        "percent_used": 10,
+    }
+    assert "inodes n/a" in text
+
+
+# -- which filesystems ----------------------------------------------------------------------------
+
+
+async def test_pseudo_filesystems_are_left_out_unless_all_is_asked() -> None:
+    usage = FakeUsage(
+        {"/": stats(), "/tmp": stats(), "/proc": FsStats(4096, 0, 0, 0, 0, 0), "/sys/fs/cgroup": stats(0, 0)}
+    )
+    handler = tool([PROC, ROOT, TMP, CGROUP], usage)
+    text, structured = await call(handler)
+    assert list(by_point(structured)) == ["/"]
+    assert text.startswith("1 real filesystem, fullest first.")
+    _, everything = await call(handler, all=True)
+    assert set(by_point(everything)) == {"/", "/tmp", "/proc", "/sys/fs/cgroup"}
+
+
+async def test_zero_size_real_filesystems_are_left_out_as_df_does() -> None:
+    empty = Mount("/mnt/empty", "/dev/loop0", "ext4", dev="7:0")
+    usage = FakeUsage({"/": stats(), "/mnt/empty": FsStats(4096, 0, 0, 0, 0, 0)})
+    _, structured = await call(tool([ROOT, empty], usage))
+    assert list(by_point(structured)) == ["/"]
+
+
+async def test_a_filesystem_mounted_twice_is_listed_once_at_its_shortest_mount_point() -> None:
+    bind = Mount("/srv/data", "/dev/sdb1", "xfs", ("rw",), root="/", dev="8:17")
+    subtree = Mount("/export", "/dev/sdb1", "xfs", ("rw",), root="/projects", dev="8:17")
+    usage = FakeUsage({"/": stats(), "/srv/data": stats(), "/data": stats(), "/export": stats()})
+    handler = tool([ROOT, bind, DATA, subtree], usage)
+    _, structured = await call(handler)
+    assert list(by_point(structured)) == ["/", "/data"]
+    _, everything = await call(handler, all=True)
+    assert len(everything["filesystems"]) == 4
+
+
+async def test_with_roots_only_the_filesystems_in_scope_are_listed(tmp_path: Path) -> None:
+    usage = FakeUsage({"/": stats(), "/data": stats()})
+    _, structured = await call(tool([ROOT, DATA], usage), context([Path("/data")]))
+    assert list(by_point(structured)) == ["/data"]
+    _, structured = await call(tool([ROOT, DATA], usage), context([tmp_path]))
+    assert list(by_point(structured)) == ["/"]  # the filesystem holding the root
+
+
+# -- order and alerts -----------------------------------------------------------------------------
+
+
+async def test_fullest_first_and_over_90_percent_of_space_or_inodes_is_called_out() -> None:
+    home = Mount("/home", "/dev/sdc1", "ext4", dev="8:33")
+    image = Mount("/snap/core", "/dev/loop1", "squashfs", ("ro",), read_only=True, dev="7:1")
+    usage = FakeUsage(
+        {
+            "/": stats(100, 50),
+            "/data": stats(100, 95),  # space 95 %
+            "/home": stats(100, 10, files=1000, ffree=50),  # inodes 95 %
+            "/snap/core": stats(1, 1),  # 100 %, but read-only: nothing to warn about
+        }
+    )
+    text, structured = await call(tool([ROOT, DATA, home, image], usage))
+    assert [fs["mount_point"] for fs in structured["filesystems"]] == ["/snap/core", "/data", "/home", "/"]
+    alerts = {fs["mount_point"]: fs["alerts"] for fs in structured["filesystems"]}
+    assert alerts == {"/data": ["space"], "/home": ["inodes"], "/": [], "/snap/core": []}
+    assert "Over 90 %: /data (space), /home (inodes)." in text
+    assert "fullest first" in text and "fullest first" in structured["order"]
+
+
+async def test_exactly_90_percent_is_not_over_the_threshold() -> None:
+    usage = FakeUsage({"/": stats(100, 90)})
+    text, structured = await call(tool([ROOT], usage))
+    assert structured["filesystems"][0]["percent_used"] == 90
+    assert structured["filesystems"][0]["alerts"] == [] and "Over 90" not in text
+
+
+@pytest.mark.parametrize(
+    ("unit", "expected"),
+    [
+        ("percent", "/  ext4 /dev/sda1  26% used, 74.0 GiB free of 100.0 GiB; inodes 10%"),
+        ("mb", "/  ext4 /dev/sda1  75,776 MiB free of 102,400 MiB (26% used); inodes 10%"),
+        ("human", "/  ext4 /dev/sda1  26.0 GiB used, 74.0 GiB free of 100.0 GiB (26%); inodes 10%"),
+        (
+            "bytes",
+            f"/  ext4 /dev/sda1  {26 * GiB} bytes used, {74 * GiB} free of {100 * GiB} (26%); inodes 10%",
+        ),
+    ],
+)
+async def test_the_unit_chooses_how_the_text_states_usage(unit: str, expected: str) -> None:
+    usage = FakeUsage({"/": stats(100, 26)})
+    text, structured = await call(tool([ROOT], usage), unit=unit)
+    assert text.splitlines()[1] == expected
+    assert structured["filesystems"][0]["used_bytes"] == 26 * GiB
+
+
+# -- never hangs ----------------------------------------------------------------------------------
+
+
+async def test_a_hung_mount_becomes_an_entry_and_the_rest_still_arrives(released: list[FakeUsage]) -> None:
+    usage = FakeUsage({"/": stats(), "/data": stats(), "/mnt/nfs": stats()}, hang=("/mnt/nfs",))
+    released.append(usage)
+    handler = tool([ROOT, NFS, DATA], usage, timeout=0.2)
+    text, structured = await call(handler)
+    nfs = by_point(structured)["/mnt/nfs"]
+    assert nfs["status"] == "no_answer" and "did not answer within 0.2 s" in nfs["reason"]
+    assert "total_bytes" not in nfs
+    assert by_point(structured)["/"]["status"] == by_point(structured)["/data"]["status"] == "ok"
+    assert structured["filesystems"][-1]["mount_point"] == "/mnt/nfs"  # unanswered last
+    assert "Did not answer: /mnt/nfs." in text
+    assert usage.threads["/mnt/nfs"].daemon  # it can never keep the process alive at exit
+    assert usage.threads["/"] is threading.current_thread()  # local filesystems need no thread
+
+
+async def test_a_mount_still_hung_is_not_probed_again_so_threads_cannot_pile_up(
+    released: list[FakeUsage],
+) -> None:
+    usage = FakeUsage({"/": stats(), "/mnt/nfs": stats()}, hang=("/mnt/nfs",))
+    released.append(usage)
+    handler = tool([ROOT, NFS], usage, timeout=0.2)
+    await call(handler)
+    for _ in range(5):
+        _, structured = await call(handler)
+        assert "not probed again" in by_point(structured)["/mnt/nfs"]["reason"]
+    assert usage.calls.count("/mnt/nfs") == 1
+    assert handler.prober.outstanding == 1
+    usage.release.set()
+    usage.threads["/mnt/nfs"].join(5)
+    assert handler.prober.outstanding == 0
+    _, structured = await call(handler)  # answered again once the server is back
+    assert by_point(structured)["/mnt/nfs"]["status"] == "ok"
+    assert usage.calls.count("/mnt/nfs") == 2
+
+
+async def test_concurrent_calls_share_one_probe_of_a_slow_mount(released: list[FakeUsage]) -> None:
+    usage = FakeUsage({"/": stats(), "/mnt/nfs": stats()}, hang=("/mnt/nfs",))
+    released.append(usage)
+    handler = tool([ROOT, NFS], usage, timeout=5)
+    results: list[dict[str, Any]] = []
+
+    async def one() -> None:
+        results.append((await call(handler))[1])
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(one)
+        group.start_soon(one)
+        await anyio.wait_all_tasks_blocked()
+        usage.release.set()
+    assert [by_point(r)["/mnt/nfs"]["status"] for r in results] == ["ok", "ok"]
+    assert usage.calls.count("/mnt/nfs") == 1
+
+
+async def test_the_number_of_stuck_probes_is_bounded(released: list[FakeUsage]) -> None:
+    mounts = [ROOT] + [Mount(f"/mnt/n{i}", f"srv:/{i}", "nfs", dev=f"0:{60 + i}") for i in range(4)]
+    usage = FakeUsage({m.mount_point: stats() for m in mounts}, hang=tuple(m.mount_point for m in mounts[1:]))
+    released.append(usage)
+    table = MountTable(mounts)
+    handler = DiskUsage(lambda: table, usage, timeout=0.2, max_stuck=2)
+    _, structured = await call(handler)
+    reasons = [fs.get("reason", "") for fs in structured["filesystems"][1:]]
+    assert sum("did not answer within" in r for r in reasons) == 2
+    assert sum("not probed" in r and "still stuck" in r for r in reasons) == 2
+    assert handler.prober.outstanding == 2
+
+
+async def test_a_path_behind_a_symlink_into_a_hung_mount_does_not_hang_the_call(
+    tmp_path: Path, released: list[FakeUsage]
+) -> None:
+    net = tmp_path / "net"
+    (net / "deep").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(net / "deep")
+    mounts = [ROOT, Mount(str(net), "server:/export", "nfs4", dev="0:50")]
+    usage = FakeUsage({str(net / "deep"): stats()}, hang=(str(net / "deep"),))
+    released.append(usage)
+    text, structured = await call(tool(mounts, usage, timeout=0.2), path=str(tmp_path / "link"))
+    entry = structured["filesystems"][0]
+    assert entry["status"] == "no_answer" and entry["mount_point"] == str(net)
+    assert "did not answer within 0.2 s" in text
+    assert usage.threads[str(net / "deep")].daemon
+
+
+ABANDON_SCRIPT = """
+import threading, anyio
+from sysmcp.fs.mounts import Mount, MountTable
+from sysmcp.tools.disk_usage import DiskUsage, FsStats
+from tests.tools.test_disk_usage import context
+
+never = threading.Event()
+def usage(path):
+    if path == "/mnt/nfs":
+        never.wait()  # never released: the process must still exit
+    return FsStats(4096, 100, 50, 50, 10, 5)
+
+table = MountTable([Mount("/", "/dev/sda1", "ext4"), Mount("/mnt/nfs", "srv:/x", "nfs4")])
+handler = DiskUsage(lambda: table, usage, timeout=0.2)
+output = anyio.run(handler, {"unit": "percent", "all": False}, context())
+print(output.structured["filesystems"][-1]["status"])
+"""
+
+
+def test_a_thread_stuck_in_a_hung_mount_does_not_keep_the_process_alive() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(ABANDON_SCRIPT)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=Path(__file__).parents[2],
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "no_answer"
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+
+async def test_an_unreadable_mount_is_an_entry_with_the_reason() -> None:
+    secret = Mount("/root/vault", "/dev/sdd1", "ext4", dev="8:49")
+    usage = FakeUsage({"/": stats(), "/root/vault": PermissionError(13, "Permission denied")})
+    text, structured = await call(tool([ROOT, secret], usage))
+    vault = by_point(structured)["/root/vault"]
+    assert vault["status"] == "error" and vault["reason"] == "cannot read usage: Permission denied"
+    assert "/root/vault  ext4 /dev/sdd1  cannot read usage: Permission denied" in text
+    assert by_point(structured)["/"]["status"] == "ok"
+
+
+async def test_an_unreadable_path_is_an_entry_not_a_failed_call(tmp_path: Path) -> None:
+    usage = FakeUsage({str(tmp_path): PermissionError(13, "Permission denied")})
+    text, structured = await call(tool([ROOT], usage), path=str(tmp_path))
+    assert structured["filesystems"][0]["status"] == "error"
+    assert structured["path"] == str(tmp_path)
+    assert f"{tmp_path} is on / (ext4 /dev/sda1): cannot read usage: Permission denied." == text
+
+
+async def test_a_missing_path_is_a_tool_error(tmp_path: Path) -> None:
+    usage = FakeUsage({str(tmp_path / "gone"): FileNotFoundError(2, "No such file or directory")})
+    with pytest.raises(ToolError, match="No such file or directory"):
+        await tool([ROOT], usage)({"path": str(tmp_path / "gone"), "unit": "percent"}, context())
+
+
+async def test_a_relative_path_is_a_tool_error() -> None:
+    with pytest.raises(ToolError, match="relative"):
+        await tool([ROOT], FakeUsage({}))({"path": "var/log", "unit": "percent"}, context())
+
+
+# -- one path -------------------------------------------------------------------------------------
+
+
+async def test_a_path_deep_inside_a_bind_mount_resolves_to_that_mount(tmp_path: Path) -> None:
+    deep = tmp_path / "a" / "b"
+    deep.mkdir(parents=True)
+    bind = Mount(str(tmp_path), "/dev/sdb1", "xfs", ("rw", "noatime"), root="/exports/x", dev="8:17")
+    usage = FakeUsage({str(deep): stats(100, 95)})
+    text, structured = await call(tool([ROOT, bind], usage), path=str(deep))
+    entry = structured["filesystems"][0]
+    assert (entry["mount_point"], entry["device"], entry["fs_type"], entry["fs_root"]) == (
+        str(tmp_path),
+        "/dev/sdb1",
+        "xfs",
+        "/exports/x",
+    )
+    assert entry["options"] == ["rw", "noatime"] and entry["read_only"] is False
+    assert text.startswith(f"{deep} is on {tmp_path} (xfs /dev/sdb1, bind mount of /exports/x): 95% used")
+    assert "inodes 10% used (100 of 1,000)" in text and "⚠ over 90 %: space" in text
+
+
+async def test_the_path_answer_mentions_reserved_space() -> None:
+    usage = FakeUsage({"/": stats(100, 10, avail_gib=80)})
+    text, structured = await call(tool([ROOT], usage), path="/")
+    assert structured["filesystems"][0]["reserved_bytes"] == 10 * GiB
+    assert "10.0 GiB reserved for root" in text and "12% used" in text  # 10 / (10 + 80)
+
+
+def test_the_description_states_the_formula_rounding_order_and_timeout() -> None:
+    description = TOOL.description
+    for phrase in ("used / (used + free)", "rounded up", "fullest first", "90 %", "5 s", "all"):
+        assert phrase in description
