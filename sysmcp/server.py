@@ -39,7 +39,7 @@ SERVER_TITLE = "sysmcp — sysadmin tools"
 INSTRUCTIONS = """\
 sysmcp answers questions about this machine's storage and files, read-only: it never writes, deletes \
 or changes anything, and it never returns file contents — only metadata, sizes and digests.
-- disk_usage: which filesystem is full (bytes and percent as df computes them).
+- disk_usage: which filesystem is full — every mount, or the one holding a path (bytes, inodes, percent as df).
 - dir_usage: what fills a directory (largest files under a path).
 - file_sha256: is this file the one I think it is (streamed SHA-256 digest).
 Paths must be absolute. Long calls report progress and can be cancelled. {scope}"""

@@ -219,7 +219,7 @@ class Prober:
 class Entry:
     """One filesystem in the answer."""
 
-    __slots__ = ("figures", "mount", "reason", "st_dev", "status")
+    __slots__ = ("_alerts", "figures", "mount", "reason", "st_dev", "status")
 
     def __init__(
         self,
@@ -236,18 +236,20 @@ class Entry:
             reason,
             st_dev,
         )
+        self._alerts: list[str] | None = None
 
     def alerts(self) -> list[str]:
         """What is over the threshold; read-only filesystems cannot fill up further, so never."""
-        fig = self.figures
-        if fig is None or self.mount.read_only:
-            return []
-        found = []
-        if over(fig.used, fig.free):
-            found.append("space")
-        if fig.inodes_total and over(fig.inodes_used, fig.inodes_free):
-            found.append("inodes")
-        return found
+        if self._alerts is None:
+            fig = self.figures
+            found = []
+            if fig is not None and not self.mount.read_only:
+                if over(fig.used, fig.free):
+                    found.append("space")
+                if fig.inodes_total and over(fig.inodes_used, fig.inodes_free):
+                    found.append("inodes")
+            self._alerts = found
+        return list(self._alerts)
 
     def sort_key(self) -> tuple[int, float, str]:
         if self.figures is None:
@@ -482,11 +484,11 @@ OUTPUT_SCHEMA: dict[str, Any] = {
     "properties": {
         "path": {"type": "string", "description": "The resolved path asked about (absent when listing)."},
         "filesystems": {"type": "array", "items": ENTRY_SCHEMA},
-        "order": {"type": "string"},
+        "order": {"type": "string", "description": "How the list is sorted (absent with path)."},
         "alert_threshold_percent": {"type": "integer"},
         "timeout_seconds": {"type": "number", "description": "How long each mount was given to answer."},
     },
-    "required": ["filesystems", "order", "alert_threshold_percent", "timeout_seconds"],
+    "required": ["filesystems", "alert_threshold_percent", "timeout_seconds"],
     "additionalProperties": False,
 }
 
@@ -510,17 +512,16 @@ class DiskUsage:
         unit = args.get("unit", "percent")
         if "path" in args:
             entry, shown = await self._one(args["path"], table, ctx)
-            structured = self._structured([entry])
-            structured["path"] = shown
+            structured = {"path": shown, **self._structured([entry])}
             return ToolOutput(render_one(shown, entry, unit), structured)
         everything = bool(args.get("all", False))
         entries = await self._all(table, everything, ctx)
-        return ToolOutput(render_all(entries, unit, everything), self._structured(entries))
+        structured = {**self._structured(entries), "order": ORDER}
+        return ToolOutput(render_all(entries, unit, everything), structured)
 
     def _structured(self, entries: Sequence[Entry]) -> dict[str, Any]:
         return {
             "filesystems": [entry.to_json() for entry in entries],
-            "order": ORDER,
             "alert_threshold_percent": ALERT_PERCENT,
             "timeout_seconds": self.prober.timeout,
         }
