@@ -108,7 +108,7 @@ INLINE_SAFE_TYPES = frozenset(
     }
 )
 
-_OVERLAY_DIR_OPTIONS = ("upperdir=", "lowerdir=", "workdir=")
+_OVERLAY_DIR_OPTIONS = frozenset({"upperdir", "lowerdir", "lowerdir+", "datadir+", "workdir"})
 _ESCAPE = re.compile(rb"\\([0-7]{3})")
 
 
@@ -216,22 +216,23 @@ class MountTable:
             return True
         if mount.fs_type != "overlay":
             return False
-        # overlayfs answers statfs from its upper (or lower) directory: safe if those are.
-        dirs = [
-            part
-            for option in mount.options
-            for prefix in _OVERLAY_DIR_OPTIONS
-            if option.startswith(prefix)
-            for part in option[len(prefix) :].split(":")
-            if part
-        ]
-        for directory in dirs:
-            point = self.mount_point_of(os.path.normpath(directory)) if directory.startswith("/") else None
-            if point is None or self._tops[point].fs_type == "overlay":
-                return False
-            if not self._point_safe(point, visiting):
-                return False
-        return bool(dirs)
+        # overlayfs answers statfs from its upper directory (or lower, without one), and the kernel
+        # refuses network filesystems as upper. It is safe unless a layer is visibly on an unsafe mount;
+        # layers outside this namespace (a container's view of its own root) cannot be judged and are
+        # taken to be the host's local disk.
+        for option in mount.options:
+            key, _, value = option.partition("=")
+            if key not in _OVERLAY_DIR_OPTIONS:
+                continue
+            for directory in value.split(":"):
+                if not directory.startswith("/"):
+                    continue
+                point = self.mount_point_of(os.path.normpath(directory))
+                if point is None or self._tops[point].fs_type == "overlay":
+                    continue
+                if not self._point_safe(point, visiting):
+                    return False
+        return True
 
 
 def _top_of(stack: Sequence[Mount]) -> Mount:
@@ -405,6 +406,8 @@ def touches_only_safe_mounts(path: str, table: MountTable, max_links: int = 40) 
             return False, table.mount_point_of(candidate)
         try:
             mode = os.lstat(candidate).st_mode
+        except ValueError:
+            return True, None  # not a usable file name: resolving it fails at once, touching nothing
         except OSError:
             current = candidate  # realpath carries on past a missing component the same way
             continue

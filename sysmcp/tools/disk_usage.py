@@ -166,31 +166,36 @@ class Prober:
         with self._lock:
             probe = self._running.get((mount_point, path))
             if probe is None:
-                stuck = [p for p in self._running.values() if p.mount_point == mount_point]
-                if stuck and now - stuck[0].started >= self.timeout:
-                    return Outcome(no_answer=self._hung_reason(now - stuck[0].started))
+                oldest = min(
+                    (p.started for p in self._running.values() if p.mount_point == mount_point), default=now
+                )
+                if now - oldest >= self.timeout:
+                    return Outcome(no_answer=self._hung_reason(now - oldest))
                 if len(self._running) >= self.max_stuck:
                     return Outcome(
-                        no_answer=f"not probed: {len(self._running)} earlier probes of other mounts are still stuck"
+                        no_answer=f"not probed: {len(self._running)} earlier probes are still stuck"
                     )
                 probe = _Probe(mount_point, path, now)
                 self._running[(mount_point, path)] = probe
                 start = True
             elif now - probe.started >= self.timeout:
                 return Outcome(no_answer=self._hung_reason(now - probe.started))
-            probe.waiters.append((token, event))
+            waiter = (token, event)
+            probe.waiters.append(waiter)
         if start:
             thread = threading.Thread(
                 target=self._work, args=(probe, work), name=f"sysmcp statvfs {path}", daemon=True
             )
             thread.start()
-        with anyio.move_on_after(probe.started + self.timeout - time.monotonic()):
-            await event.wait()
-        with self._lock:
-            if not probe.done:
-                if (token, event) in probe.waiters:
-                    probe.waiters.remove((token, event))
-                return Outcome(no_answer=f"did not answer within {self.timeout:g} s (a hung mount?)")
+        try:
+            with anyio.move_on_after(probe.started + self.timeout - time.monotonic()):
+                await event.wait()
+        finally:  # timed out or cancelled: stop waiting for it
+            with self._lock:
+                if waiter in probe.waiters:
+                    probe.waiters.remove(waiter)
+        if not probe.done:
+            return Outcome(no_answer=f"did not answer within {self.timeout:g} s (a hung mount?)")
         if probe.error is not None:
             raise probe.error
         return Outcome(value=probe.value)

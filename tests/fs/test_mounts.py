@@ -113,16 +113,27 @@ def test_network_mounts_and_everything_below_them_are_not_inline_safe() -> None:
     assert not mounts.inline_safe("/mnt/nfs/local/file")  # reaching xfs walks through the NFS mount
 
 
-def test_overlay_is_inline_safe_only_when_its_directories_are() -> None:
+def test_overlay_is_inline_safe_unless_a_layer_is_visibly_on_a_network_mount() -> None:
     local = Mount("/", "/dev/vda", "ext4")
     nfs = Mount("/net", "srv:/x", "nfs")
     good = Mount("/c", "overlay", "overlay", ("rw", "lowerdir=/l1:/l2", "upperdir=/u", "workdir=/w"))
-    bad = Mount("/d", "overlay", "overlay", ("rw", "lowerdir=/l", "upperdir=/net/u", "workdir=/net/w"))
+    bad = Mount("/d", "overlay", "overlay", ("rw", "lowerdir=/net/l", "upperdir=/u", "workdir=/w"))
     bare = Mount("/e", "overlay", "overlay", ("rw",))
     mounts = MountTable([local, nfs, good, bad, bare])
-    assert mounts.inline_safe("/c/x")
+    assert mounts.inline_safe("/c/x") and mounts.inline_safe("/e/x")
     assert not mounts.inline_safe("/d/x")
-    assert not mounts.inline_safe("/e/x")
+    # A container's root: its layers live in the host's namespace, invisible here.
+    container = MountTable(
+        [
+            Mount(
+                "/",
+                "overlay",
+                "overlay",
+                ("rw", "lowerdir=/var/lib/docker/l/A", "upperdir=/var/lib/docker/u"),
+            )
+        ]
+    )
+    assert container.inline_safe("/etc/hosts")
 
 
 def _key(item: tuple[Mount, str]) -> object:

@@ -380,9 +380,10 @@ async def test_a_missing_path_is_a_tool_error(tmp_path: Path) -> None:
         await tool([ROOT], usage)({"path": str(tmp_path / "gone"), "unit": "percent"}, context())
 
 
-async def test_a_relative_path_is_a_tool_error() -> None:
-    with pytest.raises(ToolError, match="relative"):
-        await tool([ROOT], FakeUsage({}))({"path": "var/log", "unit": "percent"}, context())
+@pytest.mark.parametrize(("path", "message"), [("var/log", "relative"), ("/tmp/\ud800x", "usable")])
+async def test_a_path_that_cannot_name_a_file_is_a_tool_error(path: str, message: str) -> None:
+    with pytest.raises(ToolError, match=message):
+        await tool([ROOT], FakeUsage({}))({"path": path, "unit": "percent"}, context())
 
 
 # -- one path -------------------------------------------------------------------------------------
