@@ -38,6 +38,7 @@ from sysmcp.protocol.outbox import Outbox, WireWriter
 log = structlog.get_logger("sysmcp.session")
 
 DEFAULT_MAX_IN_FLIGHT = 512
+MAX_RESULT = 80 << 20  # bytes: tools bound their output (big results go to the 64 MiB store); more is a bug
 EOF_GRACE = 0.5  # seconds in-flight requests may still finish after the client closed stdin
 SERVER_BUSY = -32000
 
@@ -94,6 +95,7 @@ class Session:
         self.transport = transport
         self.decoder = LineDecoder(max_line)
         self.max_in_flight = max_in_flight
+        self.max_result = MAX_RESULT
         self.limiter = limiter or anyio.CapacityLimiter(4)
         self.eof_grace = eof_grace
         self._in_flight: dict[RequestId, _InFlight] = {}
@@ -316,6 +318,10 @@ class Session:
                     result = await self.handler.handle_request(request, ctx)
                     answer = result_message(request.id, result)
                     data = encode(answer)  # an unencodable result is our bug: found here, inside the boundary
+                    if len(data) > self.max_result:
+                        log.error("result over the size cap", method=request.method, size=len(data))
+                        answer = error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error")
+                        data = encode(answer)
                 except ProtocolError as exc:
                     answer = error_message(request.id, exc.code, exc.message, exc.data)
                     data = encode(answer)
