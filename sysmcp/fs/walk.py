@@ -228,9 +228,13 @@ class Scanner:
         self.entries = 0  # entries examined so far: progress for the caller
         self.apparent = 0  # bytes counted so far (apparent)
         self.stopped: str | None = None  # why the scan ended early, if it did
-        # Regular files smaller than this are counted but left out of listings; a top-N consumer
-        # raises it as its heap fills, so almost no stat results outlive their directory.
+        # Regular files below both floors (apparent bytes, 512-byte blocks) are counted but left
+        # out of listings: a top-N consumer raises them as its heap fills, so almost no stat
+        # results outlive their directory. ``walk_files`` leaves them at 0 (every file).
         self.file_floor = 0
+        self.block_floor = 0
+        self.min_file_size = 0  # files at least this big (apparent) are counted in .eligible_files
+        self.eligible_files = 0
         self._seen: set[tuple[int, int]] = set()
         self._match = _exclusion(options.exclude)
         self._pseudo: frozenset[int] | None = None
@@ -289,8 +293,8 @@ class Scanner:
         seen = self._seen
         match = self._match
         prefix = frame.relative + "/" if frame.relative else ""
-        apparent = blocks = count = nfiles = 0
-        floor = self.file_floor
+        apparent = blocks = count = nfiles = eligible = 0
+        floor, block_floor, min_size = self.file_floor, self.block_floor, self.min_file_size
         s_ifmt, s_ifdir, s_ifreg, s_iflnk = _S_IFMT, _S_IFDIR, _S_IFREG, _S_IFLNK
         try:
             iterator = os.scandir(frame.fd)
@@ -321,16 +325,19 @@ class Scanner:
                     if st.st_nlink > 1:
                         key = (st.st_dev, st.st_ino)
                         if key in seen:
-                            if kind == s_ifreg and st.st_size >= floor:
+                            if kind == s_ifreg and (st.st_size >= floor or st.st_blocks >= block_floor):
                                 links.append((entry.name, st))
                             continue
                         seen.add(key)
                     size = st.st_size
+                    used = st.st_blocks
                     apparent += size
-                    blocks += st.st_blocks
+                    blocks += used
                     if kind == s_ifreg:
                         nfiles += 1
-                        if size >= floor:
+                        if size >= min_size:
+                            eligible += 1
+                        if size >= floor or used >= block_floor:
                             files.append((entry.name, st))
                     elif kind != s_iflnk:
                         skipped.add("special_file")
@@ -352,6 +359,7 @@ class Scanner:
         frame.apparent += apparent
         frame.disk += blocks * 512
         frame.files += nfiles
+        self.eligible_files += eligible
         return Listing(frame.relative, frame.depth, files, links)
 
     def _enter(self, parent: _Frame, name: str, st: os.stat_result, depth: int) -> _Frame | None:

@@ -1,17 +1,32 @@
-"""dir_usage: what fills a directory — the largest files under a path, bounded (du + sort | head)."""
+"""dir_usage: what fills a directory — du's totals plus the largest directories and files, bounded.
+
+The answer a sysadmin gets from ``du -sx``, ``du -d1 | sort -h`` and ``find -size`` together, in a
+few hundred tokens whatever the tree size: totals that equal ``du`` (apparent and on-disk bytes,
+hard links once), the top directories (cumulative) and the top files, kept in fixed-size heaps.
+A time budget bounds the call; when it runs out the result says so and reports what was seen.
+"""
 
 from __future__ import annotations
 
 import heapq
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sysmcp.fs.paths import display
 from sysmcp.fs.units import human_bytes
+from sysmcp.fs.walk import Finished, Listing, Scanner, ScanStopped, SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
-from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
+from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
+
+DEFAULT_TIMEOUT_S = 30.0
+MAX_TIMEOUT_S = 300.0
+FULL_FILES = 1000  # rows kept for the full listing resource (the inline list is top_n of these)
+FULL_DIRECTORIES = 10_000
+CANCEL_CHECK_S = 0.002  # how often the worker asks whether the request was cancelled
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -19,82 +34,403 @@ INPUT_SCHEMA: dict[str, Any] = {
         "path": {
             "type": "string",
             "minLength": 1,
-            "description": "Absolute path of the directory to scan, e.g. '/var/log'.",
+            "description": "Absolute path of the directory to scan, e.g. '/var'.",
         },
         "top_n": {
             "type": "integer",
             "minimum": 1,
             "maximum": 50,
             "default": 5,
-            "description": "How many of the largest files to list (1 to 50).",
+            "description": "How many entries to list in each list (largest files, largest directories), 1 to 50.",
+        },
+        "show": {
+            "type": "string",
+            "enum": ["both", "files", "directories"],
+            "default": "both",
+            "description": "Which lists to return: the largest 'files', the largest 'directories' (cumulative "
+            "size, like du), or 'both'. Totals are always returned.",
+        },
+        "max_depth": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1000,
+            "default": 1,
+            "description": "Deepest directory level in the directory list: 1 lists the immediate "
+            "subdirectories of path (like 'du -d 1 | sort -h'), 2 also their children, and so on. The scan "
+            "itself always covers the whole tree.",
+        },
+        "sort_by": {
+            "type": "string",
+            "enum": ["disk", "apparent"],
+            "default": "disk",
+            "description": "Rank by 'disk' usage (allocated blocks, what fills a disk; sparse files count "
+            "only their data) or by 'apparent' size (file length, what ls -l shows).",
+        },
+        "exclude": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1},
+            "maxItems": 64,
+            "default": [],
+            "description": "Glob patterns to leave out (and not descend into), matched against each entry's "
+            "name and its path relative to 'path', e.g. ['node_modules', '*.iso', 'cache/*']. Excluded "
+            "entries are not counted in the totals (like du --exclude).",
+        },
+        "min_size": {
+            "type": "integer",
+            "minimum": 0,
+            "default": 0,
+            "description": "List only files and directories at least this many bytes (apparent size), e.g. "
+            "104857600 for 100 MiB. Totals still count everything.",
+        },
+        "one_file_system": {
+            "type": "boolean",
+            "default": True,
+            "description": "Stay on the filesystem of 'path' (like du -x): mount points below it are skipped "
+            "and counted. Kernel pseudo-filesystems (/proc, /sys, /dev) are skipped either way.",
+        },
+        "timeout_s": {
+            "type": "number",
+            "minimum": 0.001,
+            "maximum": MAX_TIMEOUT_S,
+            "default": DEFAULT_TIMEOUT_S,
+            "description": "Time budget in seconds (at most 300). When it runs out the scan stops and the "
+            "result, marked partial, covers what was scanned so far.",
         },
     },
     "required": ["path"],
     "additionalProperties": False,
 }
 
+_SIZE = {"type": "integer", "minimum": 0}
+_ENTRY = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string"},
+        "disk_bytes": _SIZE,
+        "apparent_bytes": _SIZE,
+    },
+    "required": ["path", "disk_bytes", "apparent_bytes"],
+}
+
 OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "path": {"type": "string"},
-        "files": {"type": "integer", "description": "Regular files seen."},
-        "total_bytes": {"type": "integer", "description": "Apparent size of all regular files seen."},
-        "skipped": {"type": "integer", "description": "Entries that could not be read."},
-        "largest": {
+        "complete": {"type": "boolean", "description": "False when the scan stopped early (time budget)."},
+        "stopped_reason": {
+            "type": ["string", "null"],
+            "description": "Why the scan stopped early, if it did.",
+        },
+        "elapsed_s": {"type": "number"},
+        "sort_by": {"type": "string", "enum": ["disk", "apparent"]},
+        "totals": {
+            "type": "object",
+            "properties": {
+                "files": {
+                    "type": "integer",
+                    "description": "Regular files (hard-linked names counted once).",
+                },
+                "directories": {"type": "integer", "description": "Directories, including path itself."},
+                "apparent_bytes": {"type": "integer", "description": "Like du -sxb."},
+                "disk_bytes": {"type": "integer", "description": "Like du -sxB1: allocated blocks x 512."},
+                "entries": {"type": "integer", "description": "Directory entries examined."},
+            },
+            "required": ["files", "directories", "apparent_bytes", "disk_bytes", "entries"],
+        },
+        "skipped": {
+            "type": "object",
+            "additionalProperties": {"type": "integer"},
+            "description": "Entries left out, by reason: unreadable, other_filesystem, pseudo_filesystem, "
+            "excluded, special_file, vanished.",
+        },
+        "largest_files": {"type": "array", "items": _ENTRY},
+        "files_not_shown": {"type": "integer", "description": "Files (at least min_size) not listed."},
+        "largest_directories": {
             "type": "array",
             "items": {
                 "type": "object",
-                "properties": {"path": {"type": "string"}, "size_bytes": {"type": "integer"}},
-                "required": ["path", "size_bytes"],
+                "properties": {
+                    "path": {"type": "string"},
+                    "disk_bytes": _SIZE,
+                    "apparent_bytes": _SIZE,
+                    "files": {"type": "integer", "description": "Regular files below it."},
+                    "depth": {"type": "integer", "description": "1 for an immediate subdirectory of path."},
+                },
+                "required": ["path", "disk_bytes", "apparent_bytes", "files", "depth"],
             },
         },
-        "not_shown": {"type": "integer", "description": "Files seen but not listed."},
+        "directories_not_shown": {
+            "type": "integer",
+            "description": "Directories within max_depth (at least min_size) not listed.",
+        },
     },
-    "required": ["path", "files", "total_bytes", "skipped", "largest", "not_shown"],
+    "required": [
+        "path",
+        "complete",
+        "stopped_reason",
+        "elapsed_s",
+        "sort_by",
+        "totals",
+        "skipped",
+        "largest_files",
+        "files_not_shown",
+        "largest_directories",
+        "directories_not_shown",
+    ],
     "additionalProperties": False,
 }
 
 
+class TopN:
+    """The ``capacity`` largest items seen, in a min-heap: memory fixed however many are offered."""
+
+    __slots__ = ("_heap", "_tick", "capacity")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._heap: list[tuple[int, int, Any]] = []
+        self._tick = 0
+
+    @property
+    def full(self) -> bool:
+        return 0 < self.capacity <= len(self._heap)
+
+    @property
+    def floor(self) -> int:
+        """The smallest key still kept (-1 while there is room)."""
+        return self._heap[0][0] if self.full else -1
+
+    def offer(self, key: int, item: Any) -> None:
+        # The tick breaks ties by arrival (earlier wins) and keeps items from ever being compared.
+        if not self.capacity:
+            return
+        if len(self._heap) < self.capacity:
+            self._tick += 1
+            heapq.heappush(self._heap, (key, -self._tick, item))
+        elif key > self._heap[0][0]:
+            self._tick += 1
+            heapq.heapreplace(self._heap, (key, -self._tick, item))
+
+    def largest(self) -> list[Any]:
+        return [item for _, _, item in sorted(self._heap, key=lambda t: (-t[0], -t[1]))]
+
+
 @dataclass
-class Scan:
-    files: int = 0
-    total: int = 0
-    skipped: int = 0
-    heap: list[tuple[int, bytes]] = field(default_factory=list)
+class Usage:
+    """What one scan found; ``files`` and ``directories`` hold (apparent, disk, relative[, files, depth])."""
+
+    totals: Finished | None = None
+    entries: int = 0
+    eligible_files: int = 0
+    eligible_directories: int = 0
+    files: list[tuple[int, int, str]] = field(default_factory=list)
+    directories: list[tuple[int, int, str, int, int]] = field(default_factory=list)
+    stopped: str | None = None
+    elapsed: float = 0.0
 
 
-def scan(root: bytes, top_n: int, meter: Meter) -> Scan:
-    """Walk without following symlinks, keeping only a top-N heap so memory stays bounded."""
-    result = Scan()
-    stack = [root]
-    while stack:
-        directory = stack.pop()
-        try:
-            entries = os.scandir(directory)
-        except OSError:
-            result.skipped += 1
-            continue
-        with entries:
-            for entry in entries:
+@dataclass(frozen=True)
+class Request:
+    top_files: int
+    top_directories: int
+    max_depth: int
+    by_disk: bool
+    min_size: int
+    timeout_s: float
+
+
+def scan_usage(
+    root: bytes,
+    options: WalkOptions,
+    skipped: SkipCounter,
+    request: Request,
+    meter: Meter | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Usage:
+    """Walk once, keeping totals and two bounded heaps; stop cleanly when the time budget is spent."""
+    started = clock()
+    deadline = started + request.timeout_s
+    next_cancel_check = started
+    usage = Usage()
+    scanner: Scanner
+
+    def checkpoint() -> None:
+        nonlocal next_cancel_check
+        now = clock()
+        if meter is not None:
+            meter.done = scanner.entries
+            meter.extra["bytes"] = scanner.apparent
+            if now >= next_cancel_check:  # asking costs microseconds: ask every couple of ms
+                next_cancel_check = now + CANCEL_CHECK_S
                 meter.checkpoint()
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                        continue
-                    if not entry.is_file(follow_symlinks=False):
-                        continue
-                    size = entry.stat(follow_symlinks=False).st_size
-                except OSError:
-                    result.skipped += 1
+        if now >= deadline:
+            raise ScanStopped(f"time budget of {request.timeout_s:g} s reached")
+
+    scanner = Scanner(root, options, skipped, checkpoint)
+    scanner.min_file_size = request.min_size
+    top_files, top_dirs = TopN(request.top_files), TopN(request.top_directories)
+    by_disk, min_size, max_depth = request.by_disk, request.min_size, request.max_depth
+    never = 1 << 62
+    scanner.file_floor, scanner.block_floor = (never, 0) if by_disk else (0, never)
+    if request.top_files == 0:
+        scanner.file_floor = scanner.block_floor = never
+
+    for event in scanner.events():
+        if type(event) is Listing:
+            if not event.files:
+                continue
+            prefix = event.relative + "/" if event.relative else ""
+            for name, st in event.files:
+                if st.st_size < min_size:
                     continue
-                result.files += 1
-                result.total += size
-                meter.done = result.files
-                if len(result.heap) < top_n:
-                    heapq.heappush(result.heap, (size, entry.path))
-                elif size > result.heap[0][0]:
-                    heapq.heapreplace(result.heap, (size, entry.path))
-    return result
+                disk = st.st_blocks * 512
+                top_files.offer(disk if by_disk else st.st_size, (st.st_size, disk, prefix + name))
+            if top_files.full:
+                # Tell the scanner to leave smaller files out of the next listings altogether.
+                if by_disk:
+                    scanner.block_floor = top_files.floor // 512 + 1
+                else:
+                    scanner.file_floor = top_files.floor + 1
+        else:
+            assert isinstance(event, Finished)
+            if event.depth == 0:
+                usage.totals = event
+            elif event.depth <= max_depth and event.apparent >= min_size:
+                usage.eligible_directories += 1
+                top_dirs.offer(
+                    event.disk if by_disk else event.apparent,
+                    (event.apparent, event.disk, event.relative, event.files, event.depth),
+                )
+    usage.entries = scanner.entries
+    if meter is not None:  # the final progress notification reports the whole count
+        meter.done = scanner.entries
+        meter.extra["bytes"] = scanner.apparent
+    usage.eligible_files = scanner.eligible_files
+    usage.files = top_files.largest()
+    usage.directories = top_dirs.largest()
+    usage.stopped = scanner.stopped
+    usage.elapsed = clock() - started
+    return usage
+
+
+def _size_text(apparent: int, disk: int, by_disk: bool) -> str:
+    """The ranked size, plus the other one when they tell different stories (sparse or tiny files)."""
+    main, other, other_name = (disk, apparent, "apparent") if by_disk else (apparent, disk, "on disk")
+    text = f"{human_bytes(main):>10}"
+    if other > 2 * main + 65536 or main > 2 * other + 65536:
+        text += f" ({other_name} {human_bytes(other)})"
+    return text
+
+
+def _joined(shown: str, relative: str) -> str:
+    return shown.rstrip("/") + "/" + display(os.fsencode(relative))
+
+
+def printable(name: str) -> str:
+    """A name on one line: newlines and tabs in file names must not break the text or TSV layout."""
+    return name.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+
+
+def render(
+    shown: str, usage: Usage, skipped: dict[str, int], args: dict[str, Any]
+) -> tuple[str, dict[str, Any], str | None]:
+    """Text for the model, structured content, and the full listing (None when nothing was cut)."""
+    totals = usage.totals
+    assert totals is not None
+    by_disk = args["sort_by"] == "disk"
+    top_n: int = args["top_n"]
+    show: str = args["show"]
+    files: list[dict[str, Any]] = [
+        {"path": _joined(shown, rel), "disk_bytes": disk, "apparent_bytes": apparent}
+        for apparent, disk, rel in usage.files
+    ]
+    directories: list[dict[str, Any]] = [
+        {"path": _joined(shown, rel), "disk_bytes": disk, "apparent_bytes": apparent, "files": n, "depth": d}
+        for apparent, disk, rel, n, d in usage.directories
+    ]
+    measure = "disk usage" if by_disk else "apparent size"
+    lines = []
+    if usage.stopped:
+        lines.append(
+            f"PARTIAL RESULT: the scan stopped early ({usage.stopped}) after {usage.entries:,} entries; "
+            "totals and lists cover only what was scanned."
+        )
+    lines.append(
+        f"{shown}: {human_bytes(totals.disk)} on disk ({human_bytes(totals.apparent)} apparent) in "
+        f"{totals.files:,} files and {totals.dirs:,} directories"
+        + (" so far" if usage.stopped else "")
+        + f" [{usage.elapsed:.2f} s]"
+    )
+    limit = f", at least {human_bytes(args['min_size'])}" if args["min_size"] else ""
+    dirs_not_shown = files_not_shown = 0
+    if show in ("both", "directories"):
+        shown_dirs = directories[:top_n]
+        dirs_not_shown = usage.eligible_directories - len(shown_dirs)
+        depth = "immediate subdirectories" if args["max_depth"] == 1 else f"depth ≤ {args['max_depth']}"
+        lines.append(f"Largest directories ({depth}, by {measure}{limit}):")
+        for row in shown_dirs:
+            size = _size_text(row["apparent_bytes"], row["disk_bytes"], by_disk)
+            lines.append(f"  {size}  {printable(row['path'])}/  ({row['files']:,} files)")
+        if not shown_dirs:
+            lines.append("  (none)")
+        if dirs_not_shown:
+            lines.append(f"  … and {dirs_not_shown:,} more directories not shown")
+    else:
+        shown_dirs = []
+    if show in ("both", "files"):
+        shown_files = files[:top_n]
+        files_not_shown = usage.eligible_files - len(shown_files)
+        lines.append(f"Largest files (by {measure}{limit}):")
+        for row in shown_files:
+            size = _size_text(row["apparent_bytes"], row["disk_bytes"], by_disk)
+            lines.append(f"  {size}  {printable(row['path'])}")
+        if not shown_files:
+            lines.append("  (none)")
+        if files_not_shown:
+            lines.append(f"  … and {files_not_shown:,} more files not shown")
+    else:
+        shown_files = []
+    if skipped:
+        lines.append(
+            "Skipped: " + ", ".join(f"{n:,} {reason.replace('_', ' ')}" for reason, n in skipped.items())
+        )
+    structured = {
+        "path": shown,
+        "complete": usage.stopped is None,
+        "stopped_reason": usage.stopped,
+        "elapsed_s": round(usage.elapsed, 3),
+        "sort_by": args["sort_by"],
+        "totals": {
+            "files": totals.files,
+            "directories": totals.dirs,
+            "apparent_bytes": totals.apparent,
+            "disk_bytes": totals.disk,
+            "entries": usage.entries,
+        },
+        "skipped": skipped,
+        "largest_files": shown_files,
+        "files_not_shown": files_not_shown,
+        "largest_directories": shown_dirs,
+        "directories_not_shown": dirs_not_shown,
+    }
+    full = None
+    if len(files) > len(shown_files) or len(directories) > len(shown_dirs):
+        out = [f"# dir_usage {shown} (sort_by={args['sort_by']}, max_depth={args['max_depth']})"]
+        if usage.stopped:
+            out.append(f"# PARTIAL: {usage.stopped}")
+        if show in ("both", "directories"):
+            out.append(f"# largest directories ({len(directories):,} of {usage.eligible_directories:,})")
+            out.append("disk_bytes\tapparent_bytes\tfiles\tpath")
+            out += [
+                f"{r['disk_bytes']}\t{r['apparent_bytes']}\t{r['files']}\t{printable(r['path'])}/"
+                for r in directories
+            ]
+        if show in ("both", "files"):
+            out.append(f"# largest files ({len(files):,} of {usage.eligible_files:,})")
+            out.append("disk_bytes\tapparent_bytes\tpath")
+            out += [f"{r['disk_bytes']}\t{r['apparent_bytes']}\t{printable(r['path'])}" for r in files]
+        full = "\n".join(out) + "\n"
+    return "\n".join(lines), structured, full
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -102,38 +438,55 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     shown = display(path)
     if not path.is_dir():
         raise ToolError(f"Not a directory: {shown}" if path.exists() else f"No such directory: {shown}")
-    top_n: int = args["top_n"]
-    result = await ctx.run_in_worker(
-        lambda meter: scan(os.fsencode(path), top_n, meter),
-        describe=lambda meter, _: f"{int(meter.done):,} files scanned",
+    show: str = args["show"]
+    request = Request(
+        top_files=FULL_FILES if show != "directories" else 0,
+        top_directories=FULL_DIRECTORIES if show != "files" else 0,
+        max_depth=args["max_depth"],
+        by_disk=args["sort_by"] == "disk",
+        min_size=args["min_size"],
+        timeout_s=min(float(args["timeout_s"]), MAX_TIMEOUT_S),
     )
-    largest = sorted(result.heap, reverse=True)
-    lines = [f"{human_bytes(size):>10}  {display(name)}" for size, name in largest]
-    not_shown = result.files - len(largest)
-    text = f"Largest files under {shown} ({result.files:,} files, {human_bytes(result.total)} in all):\n"
-    text += "\n".join(lines) if lines else "(no regular files)"
-    if not_shown:
-        text += f"\n… and {not_shown:,} more files not shown"
-    if result.skipped:
-        text += f"\n{result.skipped:,} entries could not be read and were skipped"
-    structured = {
-        "path": shown,
-        "files": result.files,
-        "total_bytes": result.total,
-        "skipped": result.skipped,
-        "largest": [{"path": display(name), "size_bytes": size} for size, name in largest],
-        "not_shown": not_shown,
-    }
-    return ToolOutput(text, structured)
+    options = WalkOptions(one_file_system=args["one_file_system"], exclude=tuple(args["exclude"]))
+    skipped = SkipCounter()
+
+    def describe(meter: Meter, elapsed: float) -> str:
+        return f"{int(meter.done):,} entries scanned, {human_bytes(meter.extra.get('bytes', 0))} seen"
+
+    try:
+        usage = await ctx.run_in_worker(
+            lambda meter: scan_usage(os.fsencode(path), options, skipped, request, meter), describe=describe
+        )
+    except PermissionError:
+        raise ToolError(f"Permission denied: cannot read the directory {shown}") from None
+    except OSError as exc:
+        raise ToolError(f"Cannot scan {shown}: {exc.strerror or exc}") from None
+    text, structured, full = render(shown, usage, skipped.as_dict(), args)
+    links: tuple[ResourceLink, ...] = ()
+    if full is not None:
+        name = f"dir_usage-{os.path.basename(shown.rstrip('/')) or 'root'}.tsv"
+        item = ctx.results.put(
+            name,
+            full,
+            description=f"Full dir_usage listing of {shown}",
+            mime_type="text/tab-separated-values",
+        )
+        links = (ResourceLink(item.uri, item.name, item.description, item.mime_type, item.size),)
+        text += f"\nLonger lists (up to {FULL_DIRECTORIES:,} directories, {FULL_FILES:,} files): {item.uri}"
+    return ToolOutput(text, structured, links=links)
 
 
 TOOL = Tool(
     name="dir_usage",
     title="Directory usage",
     description=(
-        "The largest files under a directory, largest first, with totals. Never follows symlinks; unreadable "
-        "entries are skipped and counted; at most top_n (1-50) files are listed and the text says how many "
-        "were not shown. Read-only; returns names and sizes, never contents."
+        "What fills a directory: totals equal to du -sx (apparent and on-disk bytes, hard links counted once, "
+        "sparse files at their real allocation), the largest subdirectories (cumulative, like du -d1 | sort -h) "
+        "and the largest files anywhere below, each list capped at top_n with a count of what was not shown. "
+        "Never follows symlinks, stays on one filesystem by default, skips /proc, /sys and /dev, counts "
+        "unreadable and skipped entries by reason, and stops at timeout_s with a partial result clearly "
+        "marked. Longer lists are returned as a sysmcp:// resource link. Read-only; returns names and "
+        "sizes, never contents."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,

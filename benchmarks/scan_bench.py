@@ -1,0 +1,181 @@
+"""Scan benchmark: sysmcp's dir_usage scanner against ``du -s`` (and gdu, ncdu when installed), side by side.
+
+Every round runs each contender once, in a rotating order, on the same warm tree, so machine noise
+hits them all alike. Each contender is its own process, so peak memory (ru_maxrss from wait4) is
+its own. For the Python contenders the time is the scan itself, measured inside the child after
+its imports (what a running server pays per call); interpreter start-up is not counted. The
+sysmcp scan runs exactly as the tool does: in an anyio worker thread, with cancellation checks
+and the progress meter live, then renders its answer.
+
+    uv run python benchmarks/scan_bench.py                      # 200,000-file corpus in /tmp
+    uv run python benchmarks/scan_bench.py --root /srv --no-corpus --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import corpus
+
+TARGET_RATIO = 1.5
+TARGET_RSS_MB = 100
+
+CHILD = r"""
+import json, os, resource, sys, time
+mode, root = sys.argv[1], sys.argv[2]
+if mode == "sysmcp":
+    import anyio, anyio.to_thread
+    from sysmcp.fs.walk import SkipCounter, WalkOptions
+    from sysmcp.protocol.context import Meter
+    from sysmcp.tools.dir_usage import FULL_DIRECTORIES, FULL_FILES, INPUT_SCHEMA, Request, render, scan_usage
+    from sysmcp.tools.arguments import validate_arguments
+
+    args = validate_arguments(INPUT_SCHEMA, {"path": root})
+
+    def work():
+        skipped = SkipCounter()
+        request = Request(FULL_FILES, FULL_DIRECTORIES, 1, True, 0, 300.0)
+        usage = scan_usage(os.fsencode(root), WalkOptions(), skipped, request, Meter())
+        render(root, usage, skipped.as_dict(), args)
+        return usage.totals.disk
+
+    async def main():
+        return await anyio.to_thread.run_sync(work)
+
+    started = time.perf_counter()
+    size = anyio.run(main)
+elif mode == "walk_files":
+    from sysmcp.fs.walk import SkipCounter, WalkOptions, walk_files
+    started = time.perf_counter()
+    size = sum(e.stat.st_size for e in walk_files(os.fsencode(root), WalkOptions(), SkipCounter(), lambda: None))
+else:  # the plain os.scandir walk a first version would write
+    started = time.perf_counter()
+    size, stack = 0, [root]
+    while stack:
+        with os.scandir(stack.pop()) as it:
+            for entry in it:
+                st = entry.stat(follow_symlinks=False)
+                size += st.st_blocks * 512
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+elapsed = time.perf_counter() - started
+print(json.dumps({"seconds": elapsed, "size": size}))
+"""
+
+
+@dataclass
+class Contender:
+    name: str
+    command: list[str]
+    in_process_time: bool = False  # the child reports its own scan time on stdout
+    seconds: list[float] = field(default_factory=list)
+    rss_kb: list[int] = field(default_factory=list)
+
+
+def _popen_rusage(command: list[str], project: Path) -> tuple[float, int, bytes]:
+    """Run a command, returning wall seconds, its own peak RSS (KiB) and stdout."""
+    env = {**os.environ, "PYTHONPATH": str(project)}
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, stdout=out, stderr=err, env=env, cwd=project)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode != 0:
+            err.seek(0)
+            raise SystemExit(
+                f"{command[0]} failed ({process.returncode}): {err.read()[-2000:].decode(errors='replace')}"
+            )
+        out.seek(0)
+        return wall, usage.ru_maxrss, out.read()
+
+
+def measure(contender: Contender, project: Path) -> None:
+    wall, rss, out = _popen_rusage(contender.command, project)
+    contender.seconds.append(json.loads(out)["seconds"] if contender.in_process_time else wall)
+    contender.rss_kb.append(rss)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--root", type=Path, default=Path(tempfile.gettempdir()) / "sysmcp-corpus-200k")
+    parser.add_argument("--files", type=int, default=200_000, help="corpus size when generating (200000)")
+    parser.add_argument("--no-corpus", action="store_true", help="scan --root as it is; generate nothing")
+    parser.add_argument("--rounds", type=int, default=7, help="timed rounds per contender (7)")
+    parser.add_argument("--check", action="store_true", help="exit 1 when sysmcp misses a target")
+    args = parser.parse_args(argv)
+    project = Path(__file__).resolve().parent.parent
+    root = args.root
+    if not args.no_corpus:
+        made = corpus.ensure(root, args.files)
+        if made is not None:
+            print(f"generated {made.files:,} files in {made.seconds:.1f} s", file=sys.stderr)
+    target = str(root)
+    python = sys.executable
+    contenders = [
+        Contender("du -s", ["du", "-s", target]),
+        Contender("sysmcp dir_usage scan", [python, "-c", CHILD, "sysmcp", target], in_process_time=True),
+        Contender("sysmcp walk_files", [python, "-c", CHILD, "walk_files", target], in_process_time=True),
+        Contender("plain os.scandir walk", [python, "-c", CHILD, "scandir", target], in_process_time=True),
+    ]
+    if shutil.which("gdu"):
+        contenders.append(Contender("gdu", ["gdu", "--non-interactive", "--no-progress", "-s", "-x", target]))
+    if shutil.which("ncdu"):
+        contenders.append(Contender("ncdu", ["ncdu", "-0", "-x", "-o", "/dev/null", target]))
+    for contender in contenders:  # warm the page cache and dentry cache: every contender sees it warm
+        measure(contender, project)
+        contender.seconds.clear()
+        contender.rss_kb.clear()
+    for round_number in range(args.rounds):
+        shift = round_number % len(contenders)
+        for contender in contenders[shift:] + contenders[:shift]:
+            measure(contender, project)
+        print(f"round {round_number + 1}/{args.rounds} done", file=sys.stderr)
+
+    reference = contenders[0]
+    ref_median = statistics.median(reference.seconds)
+    ref_min = min(reference.seconds)
+    entries = sum(1 for _ in os.scandir(root))  # cheap sanity that the tree is there
+    print(
+        f"Python {platform.python_version()}, {platform.system()} {platform.release()}, "
+        f"{os.cpu_count()} CPUs; tree: {target} ({entries} top-level entries); {args.rounds} rounds, "
+        f"load average {os.getloadavg()[0]:.2f}\n"
+    )
+    print("| contender | median (s) | min (s) | median / du -s | min / du -s min | peak RSS (MB) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for c in contenders:
+        median = statistics.median(c.seconds)
+        print(
+            f"| {c.name} | {median:.3f} | {min(c.seconds):.3f} | {median / ref_median:.2f} | "
+            f"{min(c.seconds) / ref_min:.2f} | {max(c.rss_kb) / 1024:.1f} |"
+        )
+    sysmcp = contenders[1]
+    ratio = statistics.median(sysmcp.seconds) / ref_median
+    rss_mb = max(sysmcp.rss_kb) / 1024
+    ok = ratio <= TARGET_RATIO and rss_mb < TARGET_RSS_MB
+    print(
+        f"\ntargets: sysmcp scan <= {TARGET_RATIO} x du -s (median: {ratio:.2f} x), peak RSS < "
+        f"{TARGET_RSS_MB} MB ({rss_mb:.1f} MB): {'PASS' if ok else 'FAIL'}"
+    )
+    print(
+        "Python rows time the scan inside an already started interpreter; du, gdu and ncdu rows are whole runs."
+    )
+    return 1 if args.check and not ok else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
