@@ -1,19 +1,24 @@
-"""file_sha256: the SHA-256 digest of one regular file, streamed (sha256sum for one file)."""
+"""file_sha256: the SHA-256 digest of one regular file, streamed (sha256sum for one file).
+
+Everything that touches the file happens in the worker thread, the ``stat`` included: a path on a
+hung network mount then blocks one worker, never the event loop.
+"""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
+import time
 from typing import Any
 
+from sysmcp.fs.checksums import ALGORITHMS, CHUNK, Digest, NotRegular, Replaced, hash_fd, kind, open_regular
 from sysmcp.fs.paths import display
 from sysmcp.fs.units import human_bytes, rate
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 
-CHUNK = 1 << 20
+SHA256 = ALGORITHMS["sha256"]
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -23,6 +28,12 @@ INPUT_SCHEMA: dict[str, Any] = {
             "minLength": 1,
             "description": "Absolute path of the regular file to hash. Directories, FIFOs, sockets and devices "
             "are refused.",
+        },
+        "expected": {
+            "type": "string",
+            "pattern": "^[0-9a-fA-F]{64}$",
+            "description": "Optional: the SHA-256 digest the file should have (64 hex digits, any case), e.g. "
+            "from a download page. The result then says match or mismatch.",
         },
     },
     "required": ["path"],
@@ -34,90 +45,136 @@ OUTPUT_SCHEMA: dict[str, Any] = {
     "properties": {
         "path": {"type": "string"},
         "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
-        "size_bytes": {"type": "integer"},
+        "size_bytes": {"type": "integer", "description": "Bytes hashed."},
+        "seconds": {"type": "number", "description": "Time spent reading and hashing."},
+        "expected": {"type": "string", "description": "The expected digest, lowercased (if one was given)."},
+        "match": {
+            "type": "boolean",
+            "description": "Whether the digest equals 'expected' (if one was given).",
+        },
+        "changed_while_hashing": {
+            "type": "boolean",
+            "description": "True if the file changed while it was read: the digest is then of no single "
+            "version of it.",
+        },
     },
-    "required": ["path", "sha256", "size_bytes"],
+    "required": ["path", "sha256", "size_bytes", "seconds", "changed_while_hashing"],
     "additionalProperties": False,
 }
 
-_KINDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFIFO: "a FIFO (named pipe)",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-}
 
-
-def open_regular(path: str, shown: str) -> int:
-    """Open without blocking and check the type on the descriptor, so a swapped path cannot hang us."""
+def open_file(path: bytes, shown: str, given: str) -> int:
+    """Open for hashing or raise a ``ToolError`` that says what the path is instead."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        return open_regular(path, follow_symlinks=False)
     except FileNotFoundError:
+        if os.path.islink(given):
+            raise ToolError(
+                f"No such file: {given} is a symbolic link to {shown}, which does not exist"
+            ) from None
         raise ToolError(f"No such file: {shown}") from None
     except PermissionError:
         raise ToolError(f"Permission denied: {shown}") from None
-    except IsADirectoryError:
-        raise ToolError(f"Not a regular file: {shown} is a directory") from None
+    except NotRegular as exc:
+        if stat.S_ISLNK(exc.mode):  # the path was resolved, so a link here was swapped in since
+            raise ToolError(
+                f"{shown} was replaced by a symbolic link while it was being opened; refused"
+            ) from None
+        raise ToolError(
+            f"Not a regular file: {shown} is {kind(exc.mode)}; only regular files can be hashed"
+        ) from None
+    except Replaced:
+        raise ToolError(
+            f"{shown} was replaced (for example by a symbolic link) while it was being opened; refused. "
+            "Call again if the change was expected."
+        ) from None
     except OSError as exc:
         raise ToolError(f"Cannot open {shown}: {exc.strerror or exc}") from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
-        raise ToolError(f"Not a regular file: {shown} is {kind}; only regular files can be hashed")
-    return fd
 
 
-def hash_fd(fd: int, meter: Meter) -> tuple[str, int]:
-    """Stream the file through SHA-256 in 1 MiB chunks into one reused buffer."""
-    digest = hashlib.sha256()
-    buffer = bytearray(CHUNK)
-    view = memoryview(buffer)
-    size = 0
-    with open(fd, "rb", buffering=0, closefd=False) as stream:
-        while True:
+def hash_file(path: bytes, shown: str, given: str, meter: Meter) -> tuple[Digest, float] | ToolError:
+    """Open, then stream through SHA-256 reporting bytes to the meter; stops within one chunk.
+
+    A business failure is returned, not raised: the worker's exceptions reach the handler wrapped
+    in an exception group when progress is on, and a ``ToolError`` must arrive as itself.
+    """
+    try:
+        fd = open_file(path, shown, given)
+    except ToolError as exc:
+        return exc
+    try:
+        meter.total = os.fstat(fd).st_size
+
+        def on_chunk(done: int) -> None:
+            meter.done = done
+            if meter.total is not None and done > meter.total:
+                meter.total = done  # the file grew: progress never exceeds its total
             meter.checkpoint()
-            count = stream.readinto(buffer)
-            if not count:
-                break
-            digest.update(view[:count])
-            size += count
-            meter.done = size
-    return digest.hexdigest(), size
+
+        started = time.perf_counter()
+        try:
+            digest = hash_fd(fd, (SHA256,), bytearray(CHUNK), on_chunk)
+        except OSError as exc:
+            return ToolError(f"Read error in {shown}: {exc.strerror or exc}")
+        return digest, time.perf_counter() - started
+    finally:
+        os.close(fd)
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+    given = os.path.expanduser(args["path"])
     path = ctx.paths.resolve(args["path"])
     shown = display(path)
-    fd = open_regular(os.fsdecode(path), shown)
-    try:
-        expected_size = os.fstat(fd).st_size
+    raw = os.fsencode(path)
 
-        def describe(meter: Meter, elapsed: float) -> str:
-            return f"{human_bytes(meter.done)} of {human_bytes(expected_size)} at {rate(meter.done, elapsed)}"
+    def describe(meter: Meter, elapsed: float) -> str:
+        return f"{human_bytes(meter.done)} of {human_bytes(meter.total or 0)} at {rate(meter.done, elapsed)}"
 
-        try:
-            digest, size = await ctx.run_in_worker(
-                lambda m: hash_fd(fd, m), total=expected_size, describe=describe
-            )
-        except OSError as exc:
-            raise ToolError(f"Read error in {shown}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    return ToolOutput(
-        f"{digest}  {shown}\nsize: {size} bytes ({human_bytes(size)})",
-        {"path": shown, "sha256": digest, "size_bytes": size},
+    outcome = await ctx.run_in_worker(lambda m: hash_file(raw, shown, given, m), describe=describe)
+    if isinstance(outcome, ToolError):
+        raise outcome
+    digest, seconds = outcome
+    hexdigest = digest.hexdigests[SHA256.name]
+    lines = []
+    if digest.changed:
+        lines.append(
+            f"WARNING: {shown} changed while it was being hashed: {digest.changed}. The digest below is "
+            "of no single version of the file; hash it again once nothing is writing to it."
+        )
+    lines.append(f"{hexdigest}  {shown}")
+    lines.append(
+        f"size: {digest.size:,} bytes ({human_bytes(digest.size)}), hashed in {seconds:.2f} s "
+        f"({rate(digest.size, seconds)})"
     )
+    structured: dict[str, Any] = {
+        "path": shown,
+        "sha256": hexdigest,
+        "size_bytes": digest.size,
+        "seconds": round(seconds, 6),
+        "changed_while_hashing": digest.changed is not None,
+    }
+    if "expected" in args:
+        expected = args["expected"].lower()
+        match = expected == hexdigest
+        structured["expected"] = expected
+        structured["match"] = match
+        lines.append(
+            "expected digest: MATCH"
+            if match
+            else f"expected digest: MISMATCH (expected {expected}, got {hexdigest})"
+        )
+    return ToolOutput("\n".join(lines), structured)
 
 
 TOOL = Tool(
     name="file_sha256",
     title="File SHA-256",
     description=(
-        "SHA-256 digest of one regular file, streamed in chunks (never loaded whole), printed like sha256sum. "
-        "Refuses directories, FIFOs, sockets and devices. Reports progress for large files and stops when "
-        "cancelled. Returns only the digest and size, never file contents."
+        "SHA-256 digest of one regular file, streamed in chunks (never loaded whole), printed like sha256sum, "
+        "with its size. Give 'expected' to compare against a known digest (a mismatch is a normal result). "
+        "Refuses directories, FIFOs, sockets and devices without blocking. Warns if the file changed while "
+        "being read. Reports progress with throughput and stops when cancelled. Returns only the digest and "
+        "size, never file contents. For many files or a whole tree use hash_tree."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,

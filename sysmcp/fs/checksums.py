@@ -1,0 +1,591 @@
+"""Checksums: the hashing engine every hashing tool shares, and the manifest formats admins already use.
+
+Why one engine: ``file_sha256``, ``hash_tree`` and ``verify_checksums`` must agree byte for byte with
+``sha256sum``/``b3sum`` and must all stream (one reused buffer, flat memory), stop within one chunk
+when cancelled, and never block on a FIFO or device. Doing that once keeps the three honest.
+
+Manifest formats, as coreutils 9 writes and reads them:
+
+- GNU: ``<hex>  <name>`` (``*`` instead of the second space marks "binary", meaningless on Linux).
+  A name holding a backslash, newline or carriage return is written escaped (``\\\\``, ``\\n``,
+  ``\\r``) and the whole line gets a leading backslash. b3sum escapes only backslash and newline.
+- BSD (``--tag``): ``SHA256 (<name>) = <hex>``, same escaping rule.
+
+Reading follows ``sha256sum -c``: lines starting with ``#`` and empty lines are skipped, one trailing
+CR is dropped, and anything else that does not parse is counted as improperly formatted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import io
+import os
+import stat
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import blake3
+
+CHUNK = 1 << 20  # 1 MiB: large enough that per-chunk Python overhead vanishes, small enough to cancel fast
+
+Style = Literal["gnu", "bsd"]
+
+
+class Hasher(Protocol):
+    def update(self, data: memoryview, /) -> object: ...
+
+    def hexdigest(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Algorithm:
+    """One digest algorithm as the command-line tools name and print it."""
+
+    name: str  # what the tools' arguments accept: "sha256", "blake2b", "blake2b-256"
+    tag: str  # the BSD --tag word: "SHA256", "BLAKE2b", "BLAKE2b-256", "BLAKE3"
+    hex_length: int
+    factory: Callable[[], Hasher]
+    tool: str  # the command that checks a GNU manifest of this algorithm
+    escapes_cr: bool = True  # coreutils 9 escapes CR in names; b3sum 1.x does not
+
+    def new(self) -> Hasher:
+        return self.factory()
+
+
+def _blake2b(bits: int) -> Algorithm:
+    size = bits // 8
+    tag = "BLAKE2b" if bits == 512 else f"BLAKE2b-{bits}"
+    name = "blake2b" if bits == 512 else f"blake2b-{bits}"
+    return Algorithm(
+        name, tag, size * 2, lambda: hashlib.blake2b(digest_size=size), "b2sum" if bits == 512 else "b2sum -l"
+    )
+
+
+ALGORITHMS: dict[str, Algorithm] = {
+    "md5": Algorithm("md5", "MD5", 32, hashlib.md5, "md5sum"),
+    "sha1": Algorithm("sha1", "SHA1", 40, hashlib.sha1, "sha1sum"),
+    "sha256": Algorithm("sha256", "SHA256", 64, hashlib.sha256, "sha256sum"),
+    "sha512": Algorithm("sha512", "SHA512", 128, hashlib.sha512, "sha512sum"),
+    "blake2b": _blake2b(512),
+    "blake3": Algorithm("blake3", "BLAKE3", 64, blake3.blake3, "b3sum", escapes_cr=False),
+}
+
+#: The algorithms a caller may choose by name, in the order the schemas list them.
+ALGORITHM_NAMES: tuple[str, ...] = tuple(ALGORITHMS)
+
+#: Tags other tools write for the same algorithms (OpenSSL 3 ``dgst`` says SHA2-256).
+_TAG_ALIASES = {"SHA2-256": "sha256", "SHA2-512": "sha512"}
+
+#: For an untagged line, the digest length says which algorithms it can be; the first is the guess.
+_BY_LENGTH: dict[int, tuple[str, ...]] = {
+    32: ("md5",),
+    40: ("sha1",),
+    64: ("sha256", "blake3"),
+    128: ("sha512", "blake2b"),
+}
+
+
+def algorithm_for_tag(tag: str) -> Algorithm | None:
+    """The algorithm a BSD tag names (``SHA256``, ``BLAKE2b-256``, ``SHA2-256``), or None."""
+    for algorithm in ALGORITHMS.values():
+        if algorithm.tag == tag:
+            return algorithm
+    if tag in _TAG_ALIASES:
+        return ALGORITHMS[_TAG_ALIASES[tag]]
+    if tag.startswith("BLAKE2b-"):
+        bits = tag[len("BLAKE2b-") :]
+        if bits.isdigit() and 0 < int(bits) <= 512 and int(bits) % 8 == 0:
+            return _blake2b(int(bits))
+    return None
+
+
+def blake2b_of_length(hex_length: int) -> Algorithm | None:
+    """b2sum -l N writes N/4 hex digits untagged; any multiple of 8 bits up to 512 is valid."""
+    if 2 <= hex_length <= 128 and hex_length % 2 == 0:
+        return _blake2b(hex_length * 4)
+    return None
+
+
+# -- hashing -----------------------------------------------------------------------------------
+
+
+class Stopped(Exception):
+    """Raised inside a hashing loop when its caller asked it to stop (the request was cancelled)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Digest:
+    """What one pass over a file produced."""
+
+    hexdigests: dict[str, str]  # algorithm name → lowercase hex
+    size: int  # bytes actually read
+    changed: str | None  # why the digest is of no single version of the file, if it is not
+
+
+def hash_fd(
+    fd: int,
+    algorithms: Sequence[Algorithm],
+    buffer: bytearray,
+    on_chunk: Callable[[int], None] | None = None,
+) -> Digest:
+    """Stream an open regular file through every algorithm at once, reading into ``buffer``.
+
+    ``on_chunk(bytes_so_far)`` runs after each chunk: the caller reports progress and raises to
+    stop there. Size and mtime are compared before and after, so a file written while we read is
+    reported instead of yielding a digest of no real version.
+    """
+    before = os.fstat(fd)
+    hashers = [algorithm.new() for algorithm in algorithms]
+    view = memoryview(buffer)
+    size = 0
+    if before.st_size > len(buffer):
+        with contextlib.suppress(OSError):  # advice only
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+    with io.FileIO(fd, "rb", closefd=False) as stream:
+        if len(hashers) == 1:  # the common case without the inner loop
+            update = hashers[0].update
+            while count := stream.readinto(buffer):
+                update(view[:count])
+                size += count
+                if on_chunk is not None:
+                    on_chunk(size)
+        else:
+            while count := stream.readinto(buffer):
+                chunk = view[:count]
+                for hasher in hashers:
+                    hasher.update(chunk)
+                size += count
+                if on_chunk is not None:
+                    on_chunk(size)
+    after = os.fstat(fd)
+    return Digest(
+        {algorithm.name: hasher.hexdigest() for algorithm, hasher in zip(algorithms, hashers, strict=True)},
+        size,
+        _change(before, after, size),
+    )
+
+
+def _change(before: os.stat_result, after: os.stat_result, read: int) -> str | None:
+    if before.st_size != after.st_size or read != after.st_size:
+        return (
+            f"its size changed while it was being hashed ({before.st_size:,} bytes at the start, "
+            f"{after.st_size:,} at the end, {read:,} read)"
+        )
+    if before.st_mtime_ns != after.st_mtime_ns:
+        return "it was modified while it was being hashed (its modification time changed)"
+    return None
+
+
+# -- opening without surprises -----------------------------------------------------------------
+
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFLNK: "a symbolic link",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+def kind(mode: int) -> str:
+    """'a FIFO (named pipe)', 'a directory', … for an ``st_mode``."""
+    return _KINDS.get(stat.S_IFMT(mode), "a special file")
+
+
+class NotRegular(OSError):
+    """Not a regular file; it was looked at, never opened (opening some devices has effects)."""
+
+    def __init__(self, mode: int) -> None:
+        super().__init__(errno.EINVAL, f"not a regular file: {kind(mode)}")
+        self.mode = mode
+
+
+class Replaced(OSError):
+    """The name points at another file than the one we looked at a moment ago."""
+
+    def __init__(self) -> None:
+        super().__init__(errno.ESTALE, "the file was replaced while it was being opened")
+
+
+_OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+
+
+def open_regular(
+    path: bytes, *, follow_symlinks: bool, expect: os.stat_result | None = None, dir_fd: int | None = None
+) -> int:
+    """Open a regular file for hashing without ever blocking or opening a device.
+
+    Looks first (``stat``/``lstat``) and refuses anything but a regular file without opening it;
+    opens with O_NONBLOCK (a FIFO swapped in cannot hang us) and, unless following, O_NOFOLLOW;
+    then checks the descriptor is the very file looked at (or ``expect``, a walk's ``lstat``).
+    """
+    looked = expect if expect is not None else os.stat(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
+    if not stat.S_ISREG(looked.st_mode):
+        raise NotRegular(looked.st_mode)
+    flags = _OPEN if follow_symlinks else _OPEN | os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_symlinks:
+            raise Replaced() from None  # a symlink now stands where a regular file was
+        raise
+    opened = os.fstat(fd)
+    if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (looked.st_dev, looked.st_ino):
+        os.close(fd)
+        raise NotRegular(opened.st_mode) if not stat.S_ISREG(opened.st_mode) else Replaced()
+    return fd
+
+
+def explain(exc: OSError) -> str:
+    """A short reason for a file that could not be hashed, for people and models."""
+    if isinstance(exc, (NotRegular, Replaced)):
+        return str(exc.strerror)
+    if exc.errno == errno.ENOENT:
+        return "no such file"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    return exc.strerror or str(exc)
+
+
+# -- many files on a small thread pool ---------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Job:
+    """One file to hash: where it is, what to compute, and the ``stat`` it must still match."""
+
+    key: int
+    path: bytes
+    algorithms: Sequence[Algorithm]
+    looked: os.stat_result
+    follow_symlinks: bool = False
+
+
+@dataclass(slots=True)
+class Outcome:
+    job: Job
+    digest: Digest | None = None
+    error: str | None = None  # why it could not be hashed
+    missing: bool = False  # it vanished between the look and the open
+
+
+@dataclass
+class PoolCounters:
+    """Bytes and files done, summed over per-thread slots so no thread ever waits on a lock."""
+
+    slots: list[list[int]] = field(default_factory=list)
+
+    def slot(self) -> list[int]:
+        mine = [0, 0]
+        self.slots.append(mine)  # list.append is atomic; each thread then writes only its own slot
+        return mine
+
+    @property
+    def bytes(self) -> int:
+        return sum(s[0] for s in self.slots)
+
+    @property
+    def files(self) -> int:
+        return sum(s[1] for s in self.slots)
+
+
+BATCH_FILES = (
+    64  # small files go to a thread in batches: a future per tiny file would cost more than the hash
+)
+BATCH_BYTES = 4 << 20
+POLL = 0.05  # seconds between cancellation checks while the threads work
+
+
+def hash_many(
+    jobs: Iterable[Job],
+    *,
+    checkpoint: Callable[[], None],
+    counters: PoolCounters,
+    threads: int = 2,
+) -> Iterator[Outcome]:
+    """Hash many files on ``threads`` threads, yielding outcomes as batches finish.
+
+    The caller's thread walks (``jobs`` may be a lazy walk) and calls ``checkpoint`` between jobs
+    and every ``POLL`` seconds while waiting; when it raises, the hashing threads stop within one
+    chunk and the exception propagates. hashlib and blake3 release the GIL on large updates, so
+    the threads really do use the cores.
+    """
+    stop = threading.Event()
+    local = threading.local()
+
+    def run(batch: list[Job]) -> list[Outcome]:
+        state = getattr(local, "state", None)
+        if state is None:
+            state = local.state = (bytearray(CHUNK), counters.slot())
+        buffer, slot = state
+        return [_hash_job(job, buffer, slot, stop) for job in batch]
+
+    pending: set[Future[list[Outcome]]] = set()
+    batch: list[Job] = []
+    batch_bytes = 0
+    limit = threads * 3
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="sysmcp-hash") as pool:
+        try:
+            for job in jobs:
+                checkpoint()
+                batch.append(job)
+                batch_bytes += job.looked.st_size
+                if len(batch) >= BATCH_FILES or batch_bytes >= BATCH_BYTES:
+                    pending.add(pool.submit(run, batch))
+                    batch, batch_bytes = [], 0
+                    while len(pending) >= limit:
+                        yield from _collect(pending, checkpoint)
+            if batch:
+                pending.add(pool.submit(run, batch))
+            while pending:
+                yield from _collect(pending, checkpoint)
+        except BaseException:
+            stop.set()
+            for future in pending:
+                future.cancel()
+            raise
+
+
+def _collect(pending: set[Future[list[Outcome]]], checkpoint: Callable[[], None]) -> Iterator[Outcome]:
+    done, _ = wait(pending, timeout=POLL, return_when=FIRST_COMPLETED)
+    checkpoint()
+    for future in done:
+        pending.discard(future)
+        yield from future.result()
+
+
+def _hash_job(job: Job, buffer: bytearray, slot: list[int], stop: threading.Event) -> Outcome:
+    if stop.is_set():
+        raise Stopped()
+    try:
+        fd = open_regular(job.path, follow_symlinks=job.follow_symlinks, expect=job.looked)
+    except FileNotFoundError:
+        return Outcome(job, error="no such file", missing=True)
+    except OSError as exc:
+        return Outcome(job, error=explain(exc))
+    start = slot[0]
+
+    def on_chunk(done: int) -> None:
+        slot[0] = start + done
+        if stop.is_set():
+            raise Stopped()
+
+    try:
+        digest = hash_fd(fd, job.algorithms, buffer, on_chunk)
+    except OSError as exc:
+        return Outcome(job, error=f"read error: {explain(exc)}")
+    finally:
+        os.close(fd)
+    slot[1] += 1
+    return Outcome(job, digest=digest)
+
+
+# -- manifests: writing ------------------------------------------------------------------------
+
+
+def _escape(name: bytes, escape_cr: bool) -> tuple[bytes, bool]:
+    specials = (b"\\", b"\n", b"\r") if escape_cr else (b"\\", b"\n")
+    if not any(s in name for s in specials):
+        return name, False
+    escaped = name.replace(b"\\", b"\\\\").replace(b"\n", b"\\n")
+    if escape_cr:
+        escaped = escaped.replace(b"\r", b"\\r")
+    return escaped, True
+
+
+def format_line(name: bytes, hexdigest: str, algorithm: Algorithm, style: Style = "gnu") -> bytes:
+    """One manifest line, newline included, exactly as the algorithm's own tool would print it."""
+    shown, escaped = _escape(name, algorithm.escapes_cr)
+    prefix = b"\\" if escaped else b""
+    if style == "bsd":
+        return prefix + algorithm.tag.encode() + b" (" + shown + b") = " + hexdigest.encode() + b"\n"
+    return prefix + hexdigest.encode() + b"  " + shown + b"\n"
+
+
+# -- manifests: reading ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One parsed manifest line: the name as bytes, the expected digest and what it may be."""
+
+    line: int
+    name: bytes
+    digest: str  # lowercase hex
+    candidates: tuple[Algorithm, ...]  # one when tagged or forced; several when the length is ambiguous
+
+
+@dataclass
+class Manifest:
+    entries: list[Entry] = field(default_factory=list)
+    bad_lines: list[int] = field(default_factory=list)  # line numbers, 1-based, improperly formatted
+
+
+Parsed = tuple[bytes, str, tuple[Algorithm, ...]]
+
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+_TAG_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
+_BROKEN: Parsed = (b"", "", ())  # a known tag on a line that does not parse: improperly formatted
+
+
+def hint_order(manifest_name: str | None) -> tuple[str, ...]:
+    """Preferred algorithms for ambiguous digest lengths, from a manifest's file name (B3SUMS, *.sha512)."""
+    name = (manifest_name or "").lower()
+    preferred: list[str] = []
+    for needle, algorithm in (
+        ("b3", "blake3"),
+        ("blake3", "blake3"),
+        ("b2", "blake2b"),
+        ("blake2", "blake2b"),
+        ("sha512", "sha512"),
+        ("sha256", "sha256"),
+    ):
+        if needle in name and algorithm not in preferred:
+            preferred.append(algorithm)
+    return tuple(preferred)
+
+
+def parse_manifest(data: bytes, *, forced: Algorithm | None = None, prefer: Sequence[str] = ()) -> Manifest:
+    """Parse GNU and BSD lines of any supported algorithm, line by line, as ``sha256sum -c`` does.
+
+    ``forced``: only that algorithm (other tags and lengths are improperly formatted, like running
+    ``sha256sum -c`` on an MD5 list; a forced blake2b takes its length from the line, like b2sum).
+    ``prefer``: order of the candidates for lengths that several algorithms share (64, 128).
+    """
+    manifest = Manifest()
+    reversed_style: bool | None = None  # BSD ``md5 -r`` lines ("<hex> <name>"), decided by the first line
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    for number, line in enumerate(lines, 1):
+        if line.startswith(b"#"):
+            continue
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if not line:
+            continue
+        parsed = _parse_tagged(line, forced)
+        if parsed is None:
+            parsed, reversed_style = _parse_gnu(line, forced, prefer, reversed_style)
+        if parsed is None or not parsed[0] or b"\0" in parsed[0]:
+            manifest.bad_lines.append(number)
+            continue
+        name, digest, candidates = parsed
+        manifest.entries.append(Entry(number, name, digest.lower(), candidates))
+    return manifest
+
+
+def _leading(line: bytes) -> tuple[int, bool]:
+    i = 0
+    while i < len(line) and line[i] in b" \t":
+        i += 1
+    if line[i : i + 1] == b"\\":
+        return i + 1, True
+    return i, False
+
+
+def _parse_tagged(line: bytes, forced: Algorithm | None) -> Parsed | None:
+    """``TAG (name) = hex`` (also OpenSSL's ``TAG(name)= hex``); None if the line is not tagged."""
+    start, escaped = _leading(line)
+    end = start
+    while end < len(line) and line[end] in _TAG_BYTES:
+        end += 1
+    word = line[start:end].decode("ascii", "replace")
+    if not word or not word[0].isalpha() or all(c in "0123456789abcdefABCDEF" for c in word):
+        return None
+    algorithm = algorithm_for_tag(word)
+    if algorithm is None:
+        return None
+    rest = line[end:]
+    if rest.startswith(b" "):
+        rest = rest[1:]
+    close = rest.rfind(b")")
+    if not rest.startswith(b"(") or close < 1:
+        return _BROKEN
+    name = rest[1:close]
+    after = rest[close + 1 :].lstrip(b" \t")
+    if not after.startswith(b"="):
+        return _BROKEN
+    digest = after[1:].lstrip(b" \t")
+    if escaped:
+        unescaped = _unescape(name)
+        if unescaped is None:
+            return _BROKEN
+        name = unescaped
+    if forced is not None and forced.name.split("-")[0] != algorithm.name.split("-")[0]:
+        return _BROKEN
+    if len(digest) != algorithm.hex_length or not _HEX.issuperset(digest):
+        return _BROKEN
+    return name, digest.decode("ascii"), (algorithm,)
+
+
+def _parse_gnu(
+    line: bytes, forced: Algorithm | None, prefer: Sequence[str], reversed_style: bool | None
+) -> tuple[Parsed | None, bool | None]:
+    i, escaped = _leading(line)
+    end = i
+    while end < len(line) and line[end] not in b" \t":
+        end += 1
+    digest = line[i:end]
+    if end >= len(line) or not digest or not _HEX.issuperset(digest):
+        return None, reversed_style
+    candidates = _candidates(len(digest), forced, prefer)
+    if not candidates:
+        return None, reversed_style
+    i = end + 1  # the one whitespace after the digest
+    if len(line) - i == 1 or line[i : i + 1] not in (b" ", b"*"):
+        if reversed_style is False:
+            return None, reversed_style  # GNU refuses to mix the two styles in one file
+        reversed_style = True
+    elif reversed_style is not True:
+        reversed_style = False
+        i += 1
+    name = line[i:]
+    if escaped:
+        unescaped = _unescape(name)
+        if unescaped is None:
+            return None, reversed_style
+        name = unescaped
+    return (name, digest.decode("ascii"), candidates), reversed_style
+
+
+def _candidates(length: int, forced: Algorithm | None, prefer: Sequence[str]) -> tuple[Algorithm, ...]:
+    if forced is not None:
+        if forced.name.startswith("blake2b"):
+            blake = blake2b_of_length(length)
+            return (blake,) if blake is not None else ()
+        return (forced,) if forced.hex_length == length else ()
+    names = _BY_LENGTH.get(length, ())
+    ordered = [n for n in prefer if n in names] + [n for n in names if n not in prefer]
+    return tuple(ALGORITHMS[n] for n in ordered)
+
+
+def _unescape(name: bytes) -> bytes | None:
+    """Undo GNU's escaping (``\\\\``, ``\\n``, ``\\r``); None for any other escape, as GNU refuses it."""
+    out = bytearray()
+    i = 0
+    while i < len(name):
+        byte = name[i]
+        if byte == 0x5C:  # backslash
+            if i + 1 >= len(name):
+                return None
+            following = name[i + 1]
+            if following == ord("n"):
+                out += b"\n"
+            elif following == ord("r"):
+                out += b"\r"
+            elif following == 0x5C:
+                out += b"\\"
+            else:
+                return None
+            i += 2
+        else:
+            out.append(byte)
+            i += 1
+    return bytes(out)
