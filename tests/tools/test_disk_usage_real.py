@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -110,3 +111,51 @@ async def test_a_path_resolves_to_the_mount_df_names_for_it(tmp_path: Path) -> N
         (theirs,) = df_points(path)
         assert entry["mount_point"] == theirs, path
         assert output.text.startswith(f"{Path(path).resolve()} is on {theirs} ("), output.text
+
+
+DEAD_FUSE_SCRIPT = """
+import ctypes, os, sys, tempfile, threading
+import anyio
+from sysmcp.tools.disk_usage import DiskUsage
+from tests.tools.test_disk_usage_real import context
+
+target = tempfile.mkdtemp()
+fd = os.open("/dev/fuse", os.O_RDWR)  # never read: the filesystem's daemon is dead
+options = f"fd={fd},rootmode=40000,user_id=0,group_id=0".encode()
+if ctypes.CDLL(None, use_errno=True).mount(b"deadfuse", target.encode(), b"fuse.deadfuse", 0, options):
+    print("skip: cannot mount fuse here:", os.strerror(ctypes.get_errno()))
+    sys.exit(0)
+handler = DiskUsage(timeout=0.3)
+args = {"unit": "percent", "all": False}
+for attempt in range(3):
+    output = anyio.run(handler, args, context())
+    entries = {fs["mount_point"]: fs for fs in output.structured["filesystems"]}
+    print(entries[target]["status"], entries[target]["reason"], entries["/"]["status"])
+one = anyio.run(handler, {"path": target + "/x", "unit": "percent"}, context())
+print(one.structured["filesystems"][0]["mount_point"] == target, one.structured["filesystems"][0]["status"])
+print("threads", threading.active_count())
+"""
+
+
+def test_a_real_dead_fuse_mount_is_reported_and_not_probed_again() -> None:
+    """A FUSE mount whose daemon never answers blocks statfs forever: the real hung mount."""
+    unshare = shutil.which("unshare")
+    if unshare is None or not Path("/dev/fuse").exists():
+        pytest.skip("needs unshare and /dev/fuse")
+    if subprocess.run([unshare, "-m", "--propagation", "private", "true"], capture_output=True).returncode:
+        pytest.skip("cannot create a private mount namespace here")
+    done = subprocess.run(
+        [unshare, "-m", "--propagation", "private", sys.executable, "-c", DEAD_FUSE_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).parents[2],
+    )
+    assert done.returncode == 0, done.stderr
+    if done.stdout.startswith("skip:"):
+        pytest.skip(done.stdout.strip())
+    lines = done.stdout.splitlines()
+    assert lines[0] == "no_answer did not answer within 0.3 s (a hung mount?) ok"
+    assert all("not probed again" in line and line.endswith(" ok") for line in lines[1:3])
+    assert lines[3] == "True no_answer"
+    assert lines[4] == "threads 2"  # the main thread and the one stuck probe, however often we ask
