@@ -99,15 +99,15 @@ class Figures(NamedTuple):
         available = max(stats.blocks_available, 0)
         inodes_used = max(stats.files - stats.files_free, 0)
         return cls(
-            total=stats.blocks * size,
-            used=used * size,
-            free=available * size,
-            reserved=max(stats.blocks_free - available, 0) * size,
-            percent=percent_used(used, available),
-            inodes_total=stats.files,
-            inodes_used=inodes_used,
-            inodes_free=stats.files_free,
-            inodes_percent=percent_used(inodes_used, stats.files_free) if stats.files > 0 else None,
+            stats.blocks * size,
+            used * size,
+            available * size,
+            max(stats.blocks_free - available, 0) * size,
+            percent_used(used, available),
+            stats.files,
+            inodes_used,
+            stats.files_free,
+            percent_used(inodes_used, stats.files_free) if stats.files > 0 else None,
         )
 
     def fullness(self) -> float:
@@ -295,24 +295,30 @@ def show(text: str) -> str:
     return text
 
 
-_MOUNT_JSON: dict[Mount, dict[str, Any]] = {}
+_MOUNT_JSON: dict[int, tuple[Mount, dict[str, Any]]] = {}
 
 
 def mount_json(mount: Mount) -> dict[str, Any]:
-    """The part of an entry that depends only on the mount, computed once per mount."""
-    data = _MOUNT_JSON.get(mount)
-    if data is None:
-        if len(_MOUNT_JSON) > 4096:  # mount churn (automounts, containers): start afresh
-            _MOUNT_JSON.clear()
-        data = _MOUNT_JSON[mount] = {
-            "mount_point": show(mount.mount_point),
-            "device": show(mount.device),
-            "fs_type": show(mount.fs_type),
-            "fs_root": show(mount.root),
-            "read_only": mount.read_only,
-            "options": [show(option) for option in mount.options],
-        }
-    return {**data, "options": list(data["options"])}
+    """The part of an entry that depends only on the mount, computed once per mount object.
+
+    Keyed by identity (the cache holds the mount, so its id cannot be reused): the table is re-read
+    only when mounts change, and hashing a whole mount on every call would cost more than the lookup.
+    """
+    cached = _MOUNT_JSON.get(id(mount))
+    if cached is not None and cached[0] is mount:
+        return {**cached[1]}
+    if len(_MOUNT_JSON) > 4096:  # mount churn (automounts, containers): start afresh
+        _MOUNT_JSON.clear()
+    data = {
+        "mount_point": show(mount.mount_point),
+        "device": show(mount.device),
+        "fs_type": show(mount.fs_type),
+        "fs_root": show(mount.root),
+        "read_only": mount.read_only,
+        "options": [show(option) for option in mount.options],
+    }
+    _MOUNT_JSON[id(mount)] = (mount, data)
+    return {**data}
 
 
 def entry_from(mount: Mount, result: FsStats | OSError) -> Entry:
