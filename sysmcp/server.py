@@ -40,7 +40,8 @@ INSTRUCTIONS = """\
 sysmcp answers questions about this machine's storage and files, read-only: it never writes, deletes \
 or changes anything, and it never returns file contents — only metadata, sizes and digests.
 - disk_usage: which filesystem is full — every mount, or the one holding a path (bytes, inodes, percent as df).
-- dir_usage: what fills a directory (largest files under a path).
+- dir_usage: what fills a directory (du-exact totals, largest subdirectories and files, time-bounded).
+- find_duplicates: identical files under a directory, largest reclaimable space first.
 - file_sha256: is this file the one I think it is (streamed SHA-256 digest).
 Paths must be absolute. Long calls report progress and can be cancelled. {scope}"""
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from sysmcp.fs.paths import display
 from sysmcp.fs.units import human_bytes
-from sysmcp.fs.walk import Finished, Listing, Scanner, ScanStopped, SkipCounter, WalkOptions
+from sysmcp.fs.walk import Budget, Finished, Listing, Scanner, SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
@@ -26,7 +26,6 @@ DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 300.0
 FULL_FILES = 1000  # rows kept for the full listing resource (the inline list is top_n of these)
 FULL_DIRECTORIES = 10_000
-CANCEL_CHECK_S = 0.002  # how often the worker asks whether the request was cancelled
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -249,22 +248,15 @@ def scan_usage(
 ) -> Usage:
     """Walk once, keeping totals and two bounded heaps; stop cleanly when the time budget is spent."""
     started = clock()
-    deadline = started + request.timeout_s
-    next_cancel_check = started
     usage = Usage()
+    budget = Budget(request.timeout_s, meter.checkpoint if meter is not None else None, clock=clock)
     scanner: Scanner
 
     def checkpoint() -> None:
-        nonlocal next_cancel_check
-        now = clock()
         if meter is not None:
             meter.done = scanner.entries
             meter.extra["bytes"] = scanner.apparent
-            if now >= next_cancel_check:  # asking costs microseconds: ask every couple of ms
-                next_cancel_check = now + CANCEL_CHECK_S
-                meter.checkpoint()
-        if now >= deadline:
-            raise ScanStopped(f"time budget of {request.timeout_s:g} s reached")
+        budget()
 
     scanner = Scanner(root, options, skipped, checkpoint)
     scanner.min_file_size = request.min_size

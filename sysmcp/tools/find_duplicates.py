@@ -1,0 +1,537 @@
+"""find_duplicates: files with identical content under a directory, largest reclaimable space first.
+
+Three sieves, each cheaper than the next is expensive (the fdupes/rmlint recipe): files are
+grouped by size (no reads at all), then by a hash of their first and last 4 KiB (two small reads),
+and only files still tied are hashed in full. Most files never share a size, and most that do
+differ in their head or tail, so few files are ever read to the end. Names of one inode (hard
+links) are one file, not duplicates. Read-only: nothing is ever deleted or changed.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sysmcp.fs.paths import display
+from sysmcp.fs.safeopen import open_path
+from sysmcp.fs.units import human_bytes
+from sysmcp.fs.walk import Budget, ScanStopped, SkipCounter, WalkOptions, walk_files
+from sysmcp.protocol.context import Meter
+from sysmcp.protocol.errors import ToolError
+from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
+
+BLOCK = 4096  # head and tail sample size
+SMALL = 64 << 10  # files up to this size are hashed whole at once: one read beats a second open
+_READ = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+CHUNK = 1 << 20  # full-hash read size
+MAX_FILES = 2_000_000  # size index bound: past it the walk stops and the result says so
+PATHS_INLINE = 5  # paths shown per group in the text and structured content
+FULL_TEXT_CAP = 8 << 20  # the full group list resource is cut (and says so) beyond this
+DEFAULT_TIMEOUT_S = 60.0
+MAX_TIMEOUT_S = 600.0
+
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {
+            "type": "string",
+            "minLength": 1,
+            "description": "Absolute path of the directory to search, e.g. '/home'.",
+        },
+        "min_size": {
+            "type": "integer",
+            "minimum": 1,
+            "default": 1,
+            "description": "Only consider files at least this many bytes (empty files are always ignored), "
+            "e.g. 1048576 to look only at files of 1 MiB and more.",
+        },
+        "top_n": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 50,
+            "default": 10,
+            "description": "How many duplicate groups to list, largest reclaimable space first (1 to 50).",
+        },
+        "exclude": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1},
+            "maxItems": 64,
+            "default": [],
+            "description": "Glob patterns to leave out, matched against each entry's name and its path "
+            "relative to 'path', e.g. ['.git', '*.tmp'].",
+        },
+        "one_file_system": {
+            "type": "boolean",
+            "default": True,
+            "description": "Stay on the filesystem of 'path' (like du -x); /proc, /sys and /dev are "
+            "skipped either way.",
+        },
+        "timeout_s": {
+            "type": "number",
+            "minimum": 0.001,
+            "maximum": MAX_TIMEOUT_S,
+            "default": DEFAULT_TIMEOUT_S,
+            "description": "Time budget in seconds (at most 600). Listing files may use half of it; when the "
+            "budget runs out the result, marked partial, lists the duplicates confirmed so far (largest "
+            "files are checked first).",
+        },
+    },
+    "required": ["path"],
+    "additionalProperties": False,
+}
+
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string"},
+        "complete": {"type": "boolean", "description": "False when the search stopped early."},
+        "stopped_reason": {"type": ["string", "null"]},
+        "elapsed_s": {"type": "number"},
+        "files_scanned": {"type": "integer", "description": "Regular files at least min_size."},
+        "files_read": {"type": "integer", "description": "Files opened for a head/tail or full hash."},
+        "bytes_read": {"type": "integer"},
+        "groups_found": {"type": "integer"},
+        "duplicate_files": {"type": "integer", "description": "Extra copies: files minus groups."},
+        "reclaimable_bytes": {
+            "type": "integer",
+            "description": "Disk space freed by keeping one copy of each group.",
+        },
+        "hard_links_ignored": {
+            "type": "integer",
+            "description": "Further names of a file already counted (same inode), not duplicates.",
+        },
+        "groups": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "size_bytes": {"type": "integer"},
+                    "copies": {"type": "integer"},
+                    "reclaimable_bytes": {"type": "integer"},
+                    "blake2b": {"type": "string", "description": "BLAKE2b-256 of the content."},
+                    "paths": {"type": "array", "items": {"type": "string"}},
+                    "paths_not_shown": {"type": "integer"},
+                },
+                "required": [
+                    "size_bytes",
+                    "copies",
+                    "reclaimable_bytes",
+                    "blake2b",
+                    "paths",
+                    "paths_not_shown",
+                ],
+            },
+        },
+        "groups_not_shown": {"type": "integer"},
+        "skipped": {"type": "object", "additionalProperties": {"type": "integer"}},
+    },
+    "required": [
+        "path",
+        "complete",
+        "stopped_reason",
+        "elapsed_s",
+        "files_scanned",
+        "files_read",
+        "bytes_read",
+        "groups_found",
+        "duplicate_files",
+        "reclaimable_bytes",
+        "hard_links_ignored",
+        "groups",
+        "groups_not_shown",
+        "skipped",
+    ],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One inode that shares its size with another: its first path and identity."""
+
+    relative: bytes
+    dev: int
+    ino: int
+    disk: int
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    size: int
+    digest: str
+    copies: tuple[Candidate, ...]
+
+    @property
+    def reclaimable(self) -> int:
+        """What deleting all copies but the one using the most blocks would free."""
+        disks = [c.disk for c in self.copies]
+        return sum(disks) - max(disks)
+
+
+@dataclass
+class Search:
+    groups: list[Group] = field(default_factory=list)
+    files_scanned: int = 0
+    files_read: int = 0
+    bytes_read: int = 0
+    hard_links: int = 0
+    stopped: str | None = None
+    elapsed: float = 0.0
+
+
+def index_by_size(
+    entries: Iterable[Any], min_size: int, search: Search, limit: int = MAX_FILES
+) -> dict[int, list[Candidate]]:
+    """Sizes shared by at least two distinct inodes, each with one candidate per inode."""
+    by_size: dict[int, Candidate | list[Candidate]] = {}
+    inodes: set[tuple[int, int]] = set()
+    for entry in entries:
+        st = entry.stat
+        size = st.st_size
+        if size < min_size:
+            continue
+        if st.st_nlink > 1:
+            key = (st.st_dev, st.st_ino)
+            if key in inodes:
+                search.hard_links += 1
+                continue
+            inodes.add(key)
+        search.files_scanned += 1
+        if search.files_scanned > limit:
+            raise ScanStopped(f"more than {limit:,} files: the search stopped listing there")
+        candidate = Candidate(entry.relative, st.st_dev, st.st_ino, st.st_blocks * 512)
+        present = by_size.get(size)
+        if present is None:
+            by_size[size] = candidate  # most sizes are unique: no list for them
+        elif isinstance(present, list):
+            present.append(candidate)
+        else:
+            by_size[size] = [present, candidate]
+    return {size: group for size, group in by_size.items() if isinstance(group, list)}
+
+
+class Reader:
+    """Opens and hashes candidates, checking each is still the inode the walk saw."""
+
+    def __init__(self, root: bytes, skipped: SkipCounter, search: Search, checkpoint: Callable[[], None]):
+        self.root = root
+        self.skipped = skipped
+        self.search = search
+        self.checkpoint = checkpoint
+        self.buffer = bytearray(CHUNK)
+        self.proc_fd = os.path.isdir("/proc/self/fd")
+
+    def _open(self, candidate: Candidate, size: int) -> int | None:
+        """Open for reading only the very inode the walk saw, and only if it is still a regular file.
+
+        The name is first opened with ``O_PATH`` (which reads nothing and has no device side effects),
+        its identity and type checked on that descriptor, and only then reopened for reading through
+        ``/proc/self/fd``. Whatever was renamed or swapped since the walk, what gets read is the file
+        the walk found inside the tree, or nothing.
+        """
+        path = os.path.join(self.root, candidate.relative)
+        try:
+            if self.proc_fd:
+                handle = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+                try:
+                    st = os.fstat(handle)
+                    if (st.st_dev, st.st_ino) != (candidate.dev, candidate.ino) or not stat.S_ISREG(
+                        st.st_mode
+                    ):
+                        self.skipped.add("changed")
+                        return None
+                    fd = os.open(f"/proc/self/fd/{handle}", _READ)
+                finally:
+                    os.close(handle)
+            else:
+                fd = open_path(os.fsdecode(path), regular=True)
+        except FileNotFoundError:
+            self.skipped.add("vanished")
+            return None
+        except OSError as exc:
+            self.skipped.add("unreadable" if exc.errno in (errno.EACCES, errno.EPERM) else "vanished")
+            return None
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != (candidate.dev, candidate.ino) or st.st_size != size:
+            os.close(fd)
+            self.skipped.add("changed")
+            return None
+        self.search.files_read += 1
+        return fd
+
+    def sample(self, candidate: Candidate, size: int) -> bytes | None:
+        """Hash of the first and last 4 KiB (the whole content for files up to SMALL)."""
+        if size <= SMALL:
+            return self.full(candidate, size)
+        fd = self._open(candidate, size)
+        if fd is None:
+            return None
+        try:
+            digest = hashlib.blake2b(digest_size=32)
+            head = os.pread(fd, BLOCK, 0)
+            tail = os.pread(fd, BLOCK, size - BLOCK)
+            digest.update(head)
+            digest.update(tail)
+            self.search.bytes_read += len(head) + len(tail)
+            return digest.digest()
+        except OSError:
+            self.skipped.add("unreadable")
+            return None
+        finally:
+            os.close(fd)
+
+    def full(self, candidate: Candidate, size: int) -> bytes | None:
+        """BLAKE2b-256 of the whole content, read in 1 MiB chunks with a checkpoint between them."""
+        fd = self._open(candidate, size)
+        if fd is None:
+            return None
+        digest = hashlib.blake2b(digest_size=32)
+        view = memoryview(self.buffer)
+        try:
+            with open(fd, "rb", buffering=0, closefd=False) as stream:
+                while True:
+                    self.checkpoint()
+                    count = stream.readinto(self.buffer)
+                    if not count:
+                        break
+                    digest.update(view[:count])
+                    self.search.bytes_read += count
+            return digest.digest()
+        except OSError:
+            self.skipped.add("unreadable")
+            return None
+        finally:
+            os.close(fd)
+
+
+def _split(
+    candidates: list[Candidate], size: int, key: Callable[[Candidate, int], bytes | None]
+) -> list[tuple[bytes, list[Candidate]]]:
+    """Candidates grouped by key, keeping only groups of two or more (unreadable ones drop out)."""
+    groups: dict[bytes, list[Candidate]] = {}
+    for candidate in candidates:
+        value = key(candidate, size)
+        if value is not None:
+            groups.setdefault(value, []).append(candidate)
+    return [(value, group) for value, group in groups.items() if len(group) > 1]
+
+
+def find_duplicates(
+    root: bytes,
+    options: WalkOptions,
+    skipped: SkipCounter,
+    min_size: int,
+    timeout_s: float,
+    meter: Meter | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Search:
+    """Walk (at most half the budget), then confirm duplicates from the largest size down."""
+    started = clock()
+    search = Search()
+    check = meter.checkpoint if meter is not None else None
+    listing = Budget(timeout_s / 2, check, clock=clock)
+    listing.reason = f"listing files took half of the {timeout_s:g} s time budget"
+    budget = Budget(timeout_s, check, clock=clock)
+    walked = 0
+    listing_stopped = False
+
+    def walk_checkpoint() -> None:
+        nonlocal listing_stopped
+        if meter is not None:
+            meter.done = search.files_scanned
+        try:
+            listing()
+        except ScanStopped:
+            listing_stopped = True  # the walk ends quietly; the comparison uses what it found
+            raise
+
+    def hash_checkpoint() -> None:
+        if meter is not None:
+            meter.done = walked + search.files_read
+        budget()
+
+    try:
+        by_size = index_by_size(walk_files(root, options, skipped, walk_checkpoint), max(1, min_size), search)
+    except ScanStopped as stop:  # only the file limit ends up here; a budget stop ends the walk quietly
+        search.stopped = stop.reason
+        by_size = {}
+    if listing_stopped and search.stopped is None:
+        search.stopped = listing.reason
+    walked = search.files_scanned
+    reader = Reader(root, skipped, search, hash_checkpoint)
+    if meter is not None:
+        meter.total = walked + sum(len(group) for group in by_size.values())
+    try:
+        for size in sorted(by_size, reverse=True):
+            hash_checkpoint()
+            for sample, tied in _split(by_size[size], size, reader.sample):
+                if size <= SMALL:  # the sample was the full hash
+                    search.groups.append(Group(size, sample.hex(), tuple(tied)))
+                    continue
+                for digest, same in _split(tied, size, reader.full):
+                    search.groups.append(Group(size, digest.hex(), tuple(same)))
+    except ScanStopped as stop:
+        search.stopped = search.stopped or stop.reason
+    if meter is not None:
+        meter.done = walked + search.files_read
+        meter.total = max(meter.done, meter.total or 0)
+    search.groups.sort(key=lambda g: (-g.reclaimable, -g.size, g.copies[0].relative))
+    search.elapsed = clock() - started
+    return search
+
+
+def _printable(text: str) -> str:
+    return text.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+
+
+def render(
+    shown: str, search: Search, skipped: dict[str, int], top_n: int
+) -> tuple[str, dict[str, Any], str | None]:
+    """Text for the model, structured content, and the full group list when anything was cut."""
+    base = shown.rstrip("/") + "/"
+
+    def path(c: Candidate) -> str:
+        return base + display(c.relative)
+
+    reclaimable = sum(g.reclaimable for g in search.groups)
+    duplicates = sum(len(g.copies) - 1 for g in search.groups)
+    shown_groups = search.groups[:top_n]
+    lines = []
+    if search.stopped:
+        lines.append(
+            f"PARTIAL RESULT: the search stopped early ({search.stopped}); duplicates not yet confirmed are "
+            "missing (the largest files are checked first)."
+        )
+    lines.append(
+        f"{shown}: {len(search.groups):,} groups of identical files, {duplicates:,} extra copies, "
+        f"{human_bytes(reclaimable)} reclaimable; {search.files_scanned:,} files considered, "
+        f"{search.files_read:,} opened, {human_bytes(search.bytes_read)} read [{search.elapsed:.2f} s]"
+    )
+    groups = []
+    for number, group in enumerate(shown_groups, 1):
+        paths = [path(c) for c in group.copies]
+        groups.append(
+            {
+                "size_bytes": group.size,
+                "copies": len(group.copies),
+                "reclaimable_bytes": group.reclaimable,
+                "blake2b": group.digest,
+                "paths": paths[:PATHS_INLINE],
+                "paths_not_shown": max(0, len(paths) - PATHS_INLINE),
+            }
+        )
+        lines.append(
+            f"{number}. {len(paths)} copies of {human_bytes(group.size)} — {human_bytes(group.reclaimable)} "
+            "reclaimable:"
+        )
+        lines += [f"     {_printable(p)}" for p in paths[:PATHS_INLINE]]
+        if len(paths) > PATHS_INLINE:
+            lines.append(f"     … and {len(paths) - PATHS_INLINE:,} more copies not shown")
+    not_shown = len(search.groups) - len(shown_groups)
+    if not_shown:
+        lines.append(f"… and {not_shown:,} more groups not shown")
+    if search.hard_links:
+        lines.append(
+            f"{search.hard_links:,} hard-linked names of files already counted were not treated as copies"
+        )
+    if skipped:
+        lines.append(
+            "Skipped: " + ", ".join(f"{n:,} {reason.replace('_', ' ')}" for reason, n in skipped.items())
+        )
+    lines.append("Nothing was deleted: sysmcp is read-only.")
+    structured = {
+        "path": shown,
+        "complete": search.stopped is None,
+        "stopped_reason": search.stopped,
+        "elapsed_s": round(search.elapsed, 3),
+        "files_scanned": search.files_scanned,
+        "files_read": search.files_read,
+        "bytes_read": search.bytes_read,
+        "groups_found": len(search.groups),
+        "duplicate_files": duplicates,
+        "reclaimable_bytes": reclaimable,
+        "hard_links_ignored": search.hard_links,
+        "groups": groups,
+        "groups_not_shown": not_shown,
+        "skipped": skipped,
+    }
+    full = None
+    if not_shown or any(g["paths_not_shown"] for g in groups):
+        out = [
+            f"# find_duplicates {shown}: {len(search.groups):,} groups, {human_bytes(reclaimable)} reclaimable"
+        ]
+        if search.stopped:
+            out.append(f"# PARTIAL: {search.stopped}")
+        size = 0
+        for group in search.groups:
+            block = [
+                f"# {len(group.copies)} copies x {group.size} bytes, {group.reclaimable} reclaimable, "
+                f"blake2b {group.digest}"
+            ]
+            block += [_printable(path(c)) for c in group.copies]
+            size += sum(len(line) + 1 for line in block)
+            if size > FULL_TEXT_CAP:
+                out.append("# … list cut here: the result store keeps at most 8 MiB per result")
+                break
+            out += block
+        full = "\n".join(out) + "\n"
+    return "\n".join(lines), structured, full
+
+
+async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+    path = ctx.paths.resolve(args["path"])
+    shown = display(path)
+    if not path.is_dir():
+        raise ToolError(f"Not a directory: {shown}" if path.exists() else f"No such directory: {shown}")
+    options = WalkOptions(one_file_system=args["one_file_system"], exclude=tuple(args["exclude"]))
+    skipped = SkipCounter()
+    timeout_s = min(float(args["timeout_s"]), MAX_TIMEOUT_S)
+
+    def describe(meter: Meter, elapsed: float) -> str:
+        if meter.total is None:
+            return f"listing: {int(meter.done):,} files"
+        return f"comparing: {int(meter.done):,} of {int(meter.total):,} steps"
+
+    try:
+        search = await ctx.run_in_worker(
+            lambda meter: find_duplicates(
+                os.fsencode(path), options, skipped, args["min_size"], timeout_s, meter
+            ),
+            describe=describe,
+        )
+    except PermissionError:
+        raise ToolError(f"Permission denied: cannot read the directory {shown}") from None
+    except OSError as exc:
+        raise ToolError(f"Cannot search {shown}: {exc.strerror or exc}") from None
+    text, structured, full = render(shown, search, skipped.as_dict(), args["top_n"])
+    links: tuple[ResourceLink, ...] = ()
+    if full is not None:
+        name = f"duplicates-{os.path.basename(shown.rstrip('/')) or 'root'}.txt"
+        item = ctx.results.put(name, full, description=f"All duplicate groups under {shown}")
+        links = (ResourceLink(item.uri, item.name, item.description, item.mime_type, item.size),)
+        text += f"\nAll groups and paths: {item.uri}"
+    return ToolOutput(text, structured, links=links)
+
+
+TOOL = Tool(
+    name="find_duplicates",
+    title="Find duplicate files",
+    description=(
+        "Groups of files with identical content under a directory, largest reclaimable space first, with "
+        "the bytes that keeping one copy of each would free. Compares sizes, then the first and last 4 KiB, "
+        "then full BLAKE2b hashes, so most files are never read in full; hard links to one inode are not "
+        "duplicates; empty files are ignored. Same walk rules as dir_usage (no symlinks followed, one "
+        "filesystem by default, skipped entries counted), a time budget with partial results marked, "
+        "progress and cancellation. The full list comes as a sysmcp:// resource link when it is long. "
+        "Read-only: it never deletes anything."
+    ),
+    input_schema=INPUT_SCHEMA,
+    output_schema=OUTPUT_SCHEMA,
+    handler=handle,
+)

@@ -1,0 +1,151 @@
+"""find_duplicates against an independent truth (full SHA-256 of every file), and its sieves' thrift."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+from collections import defaultdict
+from pathlib import Path
+
+from sysmcp.fs.walk import SkipCounter, WalkOptions
+from sysmcp.tools.find_duplicates import SMALL, find_duplicates, render
+
+
+def search(
+    root: Path, min_size: int = 1, timeout_s: float = 60, **kwargs: object
+) -> tuple[str, dict, str | None]:  # type: ignore[type-arg]
+    skipped = SkipCounter()
+    result = find_duplicates(os.fsencode(root), WalkOptions(), skipped, min_size, timeout_s, **kwargs)  # type: ignore[arg-type]
+    return render(str(root), result, skipped.as_dict(), 50)
+
+
+def truth(root: Path, min_size: int = 1) -> set[frozenset[tuple[int, int]]]:
+    """Groups of two or more inodes with equal content, found by hashing every file in full."""
+    by_digest: dict[str, dict[tuple[int, int], str]] = defaultdict(dict)
+    for directory, _, names in os.walk(root):
+        for name in sorted(names):
+            path = os.path.join(directory, name)
+            st = os.lstat(path)
+            if not os.path.isfile(path) or os.path.islink(path) or st.st_size < min_size:
+                continue
+            digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            by_digest[digest].setdefault((st.st_dev, st.st_ino), path)
+    return {frozenset(group) for group in by_digest.values() if len(group) > 1}
+
+
+def inode(path: str) -> tuple[int, int]:
+    st = os.lstat(path)
+    return st.st_dev, st.st_ino
+
+
+def found(result: dict) -> set[frozenset[tuple[int, int]]]:  # type: ignore[type-arg]
+    """The reported groups as inodes: which of several hard-linked names is shown is not specified."""
+    return {frozenset(inode(p) for p in group["paths"]) for group in result["groups"]}
+
+
+def build(root: Path) -> None:
+    """Copies of several sizes, near-misses that share size, head and tail, hard links and empties."""
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "c").mkdir()
+    small = b"small content\n" * 10
+    for where in ("a/s1", "a/b/s2", "c/s3"):
+        (root / where).write_bytes(small)
+    os.link(root / "a" / "s1", root / "c" / "s1-link")  # another name, not another copy
+    big = bytearray(os.urandom(SMALL * 4))
+    (root / "a" / "big1").write_bytes(big)
+    (root / "c" / "big2").write_bytes(big)
+    big[len(big) // 2] ^= 0xFF  # same size, head and tail: only a full hash tells them apart
+    (root / "a" / "b" / "near-miss").write_bytes(big)
+    (root / "unique").write_bytes(b"u" * 1234)
+    (root / "same-size-1").write_bytes(b"x" * 500)
+    (root / "same-size-2").write_bytes(b"y" * 500)
+    (root / "empty1").write_bytes(b"")
+    (root / "empty2").write_bytes(b"")
+    (root / "loop").symlink_to(".")
+    (root / "linked-big").symlink_to(root / "a" / "big1")
+
+
+def test_groups_equal_an_independent_full_hash_of_every_file(tmp_path: Path) -> None:
+    build(tmp_path)
+    _, result, _ = search(tmp_path)
+    assert found(result) == truth(tmp_path)
+    assert result["complete"] is True and result["groups_found"] == 2
+
+
+def test_largest_reclaimable_first_with_the_bytes_it_would_free(tmp_path: Path) -> None:
+    build(tmp_path)
+    text, result, _ = search(tmp_path)
+    first, second = result["groups"]
+    assert first["size_bytes"] == SMALL * 4 and first["copies"] == 2
+    assert first["reclaimable_bytes"] == os.lstat(tmp_path / "c" / "big2").st_blocks * 512
+    assert second["copies"] == 3
+    assert result["reclaimable_bytes"] == first["reclaimable_bytes"] + second["reclaimable_bytes"]
+    assert (
+        first["blake2b"]
+        == hashlib.blake2b((tmp_path / "a" / "big1").read_bytes(), digest_size=32).hexdigest()
+    )
+    assert "Nothing was deleted" in text
+
+
+def test_hard_links_are_not_duplicates(tmp_path: Path) -> None:
+    (tmp_path / "one").write_bytes(b"same inode")
+    os.link(tmp_path / "one", tmp_path / "two")
+    os.link(tmp_path / "one", tmp_path / "three")
+    _, result, _ = search(tmp_path)
+    assert result["groups"] == [] and result["hard_links_ignored"] == 2
+
+
+def test_files_with_unique_sizes_are_never_opened(tmp_path: Path) -> None:
+    for i in range(1, 200):
+        (tmp_path / f"f{i}").write_bytes(b"z" * i)
+    _, result, _ = search(tmp_path)
+    assert result["files_scanned"] == 199
+    assert result["files_read"] == 0 and result["bytes_read"] == 0
+
+
+def test_large_files_that_differ_in_their_head_are_never_read_in_full(tmp_path: Path) -> None:
+    size = SMALL * 16
+    for i in range(4):
+        (tmp_path / f"f{i}").write_bytes(bytes([i]) * size)
+    _, result, _ = search(tmp_path)
+    assert result["groups"] == []
+    assert result["files_read"] == 4
+    assert result["bytes_read"] == 4 * 2 * 4096  # head and tail only
+
+
+def test_min_size_and_empty_files(tmp_path: Path) -> None:
+    build(tmp_path)
+    _, everything, _ = search(tmp_path, min_size=1)
+    assert not any(os.path.basename(p).startswith("empty") for g in everything["groups"] for p in g["paths"])
+    _, big_only, _ = search(tmp_path, min_size=SMALL)
+    assert found(big_only) == truth(tmp_path, min_size=SMALL)
+    assert len(big_only["groups"]) == 1
+
+
+def test_a_spent_budget_gives_a_partial_result_clearly_marked(tmp_path: Path) -> None:
+    build(tmp_path)
+    ticks = itertools.count()
+    text, result, _ = search(tmp_path, timeout_s=10, clock=lambda: next(ticks) * 1.0)
+    assert result["complete"] is False
+    assert text.startswith("PARTIAL RESULT")
+    assert "time budget" in result["stopped_reason"]
+
+
+def test_many_groups_are_cut_and_the_full_list_is_kept_for_a_resource(tmp_path: Path) -> None:
+    for i in range(60):
+        for copy in range(2):
+            (tmp_path / f"g{i}-{copy}").write_bytes(b"%d" % i * (i + 1))
+    text, result, full = search(tmp_path)
+    assert result["groups_found"] == 60 and len(result["groups"]) == 50
+    assert result["groups_not_shown"] == 10 and "… and 10 more groups not shown" in text
+    assert full is not None and full.count("copies x") == 60
+
+
+def test_names_with_newlines_and_invalid_utf8_are_shown_escaped(tmp_path: Path) -> None:
+    (tmp_path / "new\nline").write_bytes(b"dup")
+    (tmp_path / os.fsdecode(b"bad-\xff")).write_bytes(b"dup")
+    text, result, _ = search(tmp_path)
+    paths = {p for group in result["groups"] for p in group["paths"]}
+    assert paths == {f"{tmp_path}/new\nline", f"{tmp_path}/bad-\\xff"}
+    assert "new\\nline" in text and "bad-\\xff" in text
