@@ -352,7 +352,7 @@ def usage_phrase(fig: Figures, unit: str) -> str:
 
 def inode_phrase(fig: Figures, detailed: bool = False) -> str:
     if fig.inodes_percent is None:
-        return "inodes n/a"
+        return "inodes not applicable (none reported)" if detailed else "inodes n/a"
     if detailed:
         return f"inodes {fig.inodes_percent}% used ({fig.inodes_used:,} of {fig.inodes_total:,})"
     return f"inodes {fig.inodes_percent}%"

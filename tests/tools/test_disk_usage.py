@@ -146,6 +146,8 @@ async def test_a_filesystem_without_inode_counts_says_not_applicable() -> None:
         "percent_used": 10,
     }
     assert "inodes n/a" in text
+    text, _ = await call(tool([ROOT, DATA], usage), path="/data")
+    assert text.endswith("; inodes not applicable (none reported).")
 
 
 # -- which filesystems ----------------------------------------------------------------------------
