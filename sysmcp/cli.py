@@ -74,6 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     roots = list(args.root or [])
     if not roots and os.environ.get(ROOTS_ENV):
         roots = [r for r in os.environ[ROOTS_ENV].split(os.pathsep) if r]
+        if not roots:  # set, yet naming nothing: refuse rather than silently serve the whole filesystem
+            print(f"sysmcp: ${ROOTS_ENV} is set but names no directory", file=sys.stderr)
+            return 2
     if args.command == "trace":
         from sysmcp.trace import run_trace
 

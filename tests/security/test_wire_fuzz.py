@@ -7,13 +7,14 @@ the stress test pushes 100,000 random lines through the real process over real p
 from __future__ import annotations
 
 import json
+import os
 import random
 import sys
 from typing import Any
 
 import anyio
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from sysmcp.protocol.session import Session
@@ -101,13 +102,22 @@ def _encode(message: Any) -> bytes:
 
 
 def requests_in(lines: list[bytes]) -> list[Any]:
-    """The ids of the lines that are valid requests: each must get exactly one response."""
+    """The ids of the lines that are valid requests: each must get exactly one response.
+
+    Requests a ``notifications/cancelled`` in the same input may cancel are left out: a cancelled
+    request is, rightly, never answered.
+    """
     ids = []
+    cancelled = []
     for line in lines:
         try:
             value = json.loads(line.decode("utf-8"))
         except (ValueError, RecursionError):
             continue
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, dict) and item.get("method") == "notifications/cancelled":
+                params = item.get("params")
+                cancelled.append(params.get("requestId") if isinstance(params, dict) else None)
         if (
             isinstance(value, dict)
             and value.get("jsonrpc") == "2.0"
@@ -116,7 +126,7 @@ def requests_in(lines: list[bytes]) -> list[Any]:
             and (isinstance(value.get("id"), str) or type(value.get("id")) is int)
         ):
             ids.append(value["id"])
-    return ids
+    return [i for i in ids if i not in cancelled]
 
 
 def assert_answered(lines: list[bytes], messages: list[dict[str, Any]]) -> None:
@@ -201,7 +211,7 @@ def lines(draw: st.DrawFn) -> bytes:
 
 
 FUZZ = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    max_examples=int(os.environ.get("SYSMCP_FUZZ_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
 
 
@@ -215,6 +225,9 @@ def test_hostile_lines_get_only_json_rpc_out_and_every_request_an_answer(batch: 
 @FUZZ
 @given(st.lists(lines(), min_size=1, max_size=8), st.integers(min_value=1, max_value=64))
 def test_lines_split_at_any_byte_are_read_the_same(batch: list[bytes], chunk: int) -> None:
+    # Timing may legitimately change the outcome of a duplicate id or a cancellation: leave those out.
+    ids = requests_in(batch)
+    assume(len(ids) == len(set(ids)) and not any(b"notifications/cancelled" in line for line in batch))
     whole = anyio.run(exchange, batch)
     split = anyio.run(lambda: exchange(batch, chunk=chunk))
     assert responses_of(whole) == responses_of(split)
