@@ -8,6 +8,7 @@ A component that has become a symlink is refused, never followed (this also cove
 magic links such as ``/proc/self/root``). Final opens add ``O_NONBLOCK`` so a FIFO cannot hang us,
 and the type is checked on the descriptor itself, not on the name.
 
+For code with its own final open: ``open_parent(path)`` gives the parent's descriptor and the last name.
 For walkers: ``open_child_directory(parent_fd, name)`` and ``os.stat(name, dir_fd=parent_fd,
 follow_symlinks=False)`` keep every step of a scan relative to a descriptor already checked.
 """
@@ -86,6 +87,27 @@ def open_path(path: str | os.PathLike[str], *, directory: bool = False, regular:
         return _step(parts[-1], current, flags)
     finally:
         os.close(current)
+
+
+def open_parent(path: str | os.PathLike[str]) -> tuple[int, bytes]:
+    """The parent directory of a resolved path (an ``O_PATH`` descriptor, reached without following any
+    symlink) and the final name, for ``os.open(name, flags | O_NOFOLLOW, dir_fd=fd)`` or
+    ``os.stat(name, dir_fd=fd, follow_symlinks=False)``. The caller closes the descriptor.
+    """
+    raw = os.fsencode(path)
+    parts = [p for p in raw.split(b"/") if p]
+    if not raw.startswith(b"/") or not parts or any(p in (b".", b"..") for p in parts):
+        raise ValueError("open_parent needs an absolute, normalised path below /")
+    current = os.open(b"/", _STEP)
+    try:
+        for name in parts[:-1]:
+            following = _step(name, current, _STEP)
+            os.close(current)
+            current = following
+    except BaseException:
+        os.close(current)
+        raise
+    return current, parts[-1]
 
 
 def open_child_directory(parent_fd: int, name: str | bytes) -> int:
@@ -175,6 +197,7 @@ __all__ = [
     "kind",
     "open_child_directory",
     "open_directory",
+    "open_parent",
     "open_path",
     "open_regular",
 ]

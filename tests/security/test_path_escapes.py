@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sysmcp.fs.paths import PathPolicy, intersect, real_root, roots_from_uris
-from sysmcp.fs.safeopen import open_child_directory, open_directory, open_path, open_regular
+from sysmcp.fs.safeopen import open_child_directory, open_directory, open_parent, open_path, open_regular
 from sysmcp.protocol.errors import ToolError
 
 SECRET = "top-secret-contents"
@@ -218,6 +218,20 @@ def test_a_directory_swapped_for_a_symlink_is_not_listed(tree: Path) -> None:
     (tree / "root" / "sub").rename(tree / "root" / "moved")
     (tree / "root" / "sub").symlink_to(tree / "outside")
     assert "symbolic link" in refusal(lambda: open_directory(checked))
+
+
+def test_the_parent_of_a_path_is_reached_without_following_a_swapped_symlink(tree: Path) -> None:
+    checked = policy(tree).resolve(f"{tree}/root/sub/inside.txt")
+    parent, name = open_parent(checked)
+    try:
+        assert name == b"inside.txt" and os.stat(name, dir_fd=parent).st_size == 4
+    finally:
+        os.close(parent)
+    (tree / "root" / "sub").rename(tree / "root" / "moved")
+    (tree / "root" / "sub").symlink_to(tree / "outside")
+    with pytest.raises(OSError) as caught:
+        open_parent(checked)
+    assert caught.value.errno == 40
 
 
 def test_walkers_cannot_step_into_a_symlinked_child(tree: Path) -> None:
