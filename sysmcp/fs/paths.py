@@ -28,6 +28,8 @@ ROOTS_TIMEOUT = 5.0
 
 #: How much of a model-supplied path is echoed back in a refusal.
 MAX_ECHO = 200
+#: How many roots a refusal lists (a client may send thousands).
+MAX_LISTED = 10
 #: Linux's limits: longer names fail in every system call, so refuse them up front with a clear rule.
 PATH_MAX = 4096
 NAME_MAX = 255
@@ -131,7 +133,10 @@ class PathPolicy:
         """Refuse a resolved path outside the roots, naming the rule that refused it."""
         for roots, who in ((self.operator_roots, OUTSIDE_OPERATOR), (self.client_roots, OUTSIDE_CLIENT)):
             if roots is not None and not any(is_within(real, root) for root in roots):
-                allowed = ", ".join(display(r) for r in self.allowed or ()) or "none"
+                in_force = self.allowed or []
+                allowed = ", ".join(display(r) for r in in_force[:MAX_LISTED]) or "none"
+                if len(in_force) > MAX_LISTED:
+                    allowed += f" … and {len(in_force) - MAX_LISTED} more"
                 raise ToolError(
                     f"path {shown} is outside {who}: refused. Containment is checked after resolving "
                     f"'..' and symlinks, so a link inside a root that points out of it is refused too. "

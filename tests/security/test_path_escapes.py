@@ -163,6 +163,13 @@ def test_client_roots_alone_confine_a_server_without_operator_roots(tree: Path) 
     assert "client's roots" in refusal(lambda: client_only.resolve(f"{tree}/root-evil/secret.txt"))
 
 
+def test_a_refusal_lists_a_bounded_number_of_roots(tree: Path) -> None:
+    many = PathPolicy()
+    many.narrow([tree / "root" / f"r{i}" for i in range(5000)])
+    message = refusal(lambda: many.resolve(f"{tree}/outside"))
+    assert "and 4990 more" in message and len(message) < 3000
+
+
 def test_intersection_keeps_the_deeper_of_each_overlapping_pair() -> None:
     assert intersect([Path("/srv")], [Path("/srv/www"), Path("/home")]) == [Path("/srv/www")]
     assert intersect([Path("/srv-evil")], [Path("/srv")]) == []
