@@ -211,7 +211,9 @@ def lines(draw: st.DrawFn) -> bytes:
 
 
 FUZZ = settings(
-    max_examples=int(os.environ.get("SYSMCP_FUZZ_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    max_examples=int(os.environ.get("SYSMCP_FUZZ_EXAMPLES", "40")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
 
