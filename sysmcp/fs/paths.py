@@ -189,6 +189,7 @@ class ClientRoots:
         self.peer: RootsPeer | None = None
         self.spawn: Spawn | None = None
         self._stale = False
+        self._scheduled = False  # a background fetch is started or running: a flood starts no more
         self._lock = anyio.Lock()
 
     def changed(self) -> None:
@@ -196,8 +197,15 @@ class ClientRoots:
         if self.peer is None:
             return
         self._stale = True
-        if self.spawn is not None:
-            self.spawn(self.refresh)
+        if self.spawn is not None and not self._scheduled:
+            self._scheduled = True
+            self.spawn(self._refresh_in_background)
+
+    async def _refresh_in_background(self) -> None:
+        try:
+            await self.refresh()
+        finally:
+            self._scheduled = False
 
     async def current(self) -> None:
         """Make sure the policy reflects the client's latest roots before a tool uses it."""

@@ -146,3 +146,29 @@ async def test_a_client_without_the_roots_capability_is_never_asked(base: Path) 
         await wire.initialize()
         reply = await wire.call("file_sha256", {"path": str(base / "outside" / "f.txt")})  # no request first
         assert not reply["result"]["isError"]
+
+
+async def test_a_flood_of_list_changed_costs_a_bounded_number_of_roots_requests(base: Path) -> None:
+    async with spawn_roots() as wire:
+        await wire.initialize(capabilities=ROOTS_CAPABILITY)
+        await wire.answer(await wire.expect_roots_request(), [base / "root"])
+        flood = b'{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}\n' * 5000
+        await wire.send(flood)
+        await wire.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 7,
+                "method": "tools/call",
+                "params": {"name": "file_sha256", "arguments": {"path": str(base / "outside" / "f.txt")}},
+            }
+        )
+        asked = 0
+        while True:
+            message = await wire.receive()
+            if message.get("method") == "roots/list":
+                asked += 1
+                await wire.answer(message["id"], [base / "outside"])
+            elif message.get("id") == 7:
+                break
+        assert 1 <= asked <= 3  # one fetch in flight, at most one catching up: not one per notification
+        assert not message["result"]["isError"]  # and the call ran on the latest roots
