@@ -233,41 +233,40 @@ async def test_progress_echoes_the_token_and_increases(tmp_path: Path) -> None:
 
 
 async def test_cancelled_call_gets_no_response_and_the_server_keeps_serving(tmp_path: Path) -> None:
-    fifo_free_tree = tmp_path / "tree"
-    for i in range(300):
-        sub = fifo_free_tree / f"d{i}"
-        sub.mkdir(parents=True)
-        for j in range(100):
-            (sub / f"f{j}").write_bytes(b"x" * j)
+    # A sparse 64 GiB file takes minutes to hash, so the call is surely still running when it is cancelled.
+    sparse = tmp_path / "sparse.img"
+    with sparse.open("wb") as handle:
+        handle.truncate(64 << 30)
     async with spawn() as wire:
         await wire.initialize()
         await wire.send(
             {
                 "jsonrpc": "2.0",
-                "id": "scan",
+                "id": "hash",
                 "method": "tools/call",
                 "params": {
-                    "name": "dir_usage",
-                    "arguments": {"path": str(fifo_free_tree)},
+                    "name": "file_sha256",
+                    "arguments": {"path": str(sparse)},
                     "_meta": {"progressToken": 1},
                 },
             }
         )
-        first = await wire.receive()  # a progress notification: the scan is running
+        first = await wire.receive()  # a progress notification: the hash is running
         assert first["method"] == "notifications/progress"
         await wire.send(
-            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "scan"}}
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "hash"}}
         )
-        reply = await wire.request("ping", msg_id="after-cancel")
-        while reply.get("id") != "after-cancel":
-            reply = await wire.receive()
-        # Anything still arriving for "scan" must be progress, never a response.
+        await wire.send({"jsonrpc": "2.0", "id": "after-cancel", "method": "ping"})
+        # Until the ping's answer, anything for "hash" may only be progress, never a response.
+        while (message := await wire.receive()).get("id") != "after-cancel":
+            assert message["method"] == "notifications/progress"
         await wire.send({"jsonrpc": "2.0", "id": "last", "method": "ping"})
-        while True:
-            message = await wire.receive()
-            assert message.get("id") != "scan"
-            if message.get("id") == "last":
-                break
+        while (message := await wire.receive()).get("id") != "last":
+            assert message["method"] == "notifications/progress"
+        assert (await wire.call("disk_usage", {"path": "/"}))["result"]["isError"] is False
+        # The worker thread really stopped: otherwise the process could not exit promptly.
+        await wire.close_stdin()
+        assert await wire.wait_exit(timeout=3) == 0
 
 
 async def test_cancelling_unknown_or_finished_requests_is_ignored() -> None:
