@@ -70,12 +70,15 @@ def node_path() -> str:
     return f"{node22().parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
-def npm_bin(package: str, binary: str) -> Path:
-    """The executable ``binary`` of npm ``package``, installed under the cache on first use."""
-    prefix = CACHE / package.strip("@").replace("/", "-")
+def npm_bin(package: str, version: str, binary: str) -> Path:
+    """The executable ``binary`` of npm ``package@version``, installed under the cache on first use.
+
+    Versions are pinned: what the tests expect (a baseline of failures, CLI flags) belongs to one.
+    """
+    prefix = CACHE / f"{package.strip('@').replace('/', '-')}-{version}"
     executable = prefix / "node_modules" / ".bin" / binary
     if not executable.exists():
-        _npm_install(prefix, package, node_path())
+        _npm_install(prefix, f"{package}@{version}", node_path())
     if not executable.exists():
         raise Unavailable(f"{package} installed but has no {binary!r} executable")
     return executable

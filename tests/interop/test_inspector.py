@@ -21,12 +21,13 @@ from tests.interop.node import Unavailable, node_path, npm_bin
 
 SYSMCP = [sys.executable, "-m", "sysmcp"]
 ENVELOPE_VERSION = "io.modelcontextprotocol/protocolVersion"
+INSPECTOR_VERSION = "2.12.0"
 
 
 @pytest.fixture(scope="module")
 def inspector() -> tuple[Path, str]:
     try:
-        return npm_bin("@modelcontextprotocol/inspector", "mcp-inspector"), node_path()
+        return npm_bin("@modelcontextprotocol/inspector", INSPECTOR_VERSION, "mcp-inspector"), node_path()
     except Unavailable as exc:
         pytest.skip(f"MCP Inspector unavailable: {exc}")
 
@@ -68,6 +69,7 @@ def run_inspector(
     return json.loads(done.stdout), [r["message"] for r in wire if r.get("direction") == "client→server"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("era", ["legacy", "modern"])
 def test_inspector_lists_and_calls_tools_in_each_era(
     inspector: tuple[Path, str], tmp_path: Path, era: str

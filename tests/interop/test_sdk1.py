@@ -22,6 +22,7 @@ SCRIPT = Path(__file__).with_name("sdk1_client.py")
 SDK1 = "mcp>=1.30,<2"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     shutil.which("uv") is None, reason="uv is not installed: cannot build the mcp 1.x environment"
 )
