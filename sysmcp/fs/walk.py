@@ -25,7 +25,7 @@ import re
 import stat
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 
@@ -39,6 +39,7 @@ __all__ = [
     "Scanner",
     "SkipCounter",
     "WalkOptions",
+    "join",
     "walk_files",
 ]
 
@@ -277,6 +278,10 @@ class Scanner:
         self.block_floor = 0
         self.min_file_size = 0  # files at least this big (apparent) are counted in .eligible_files
         self.eligible_files = 0
+        # What to hand out: consumers that want neither empty listings nor every directory's
+        # totals skip an object and a generator round trip per directory.
+        self.empty_listings = True
+        self.finished_depth: int | None = None  # Finished only down to this depth (None: all)
         self._seen: set[tuple[int, int]] = set()
         self._match = _exclusion(options.exclude)
         self._pseudo: frozenset[int] | None = None
@@ -285,7 +290,7 @@ class Scanner:
 
     # -- the walk ---------------------------------------------------------------------------
 
-    def events(self) -> Iterator[Listing | Finished]:
+    def events(self) -> Generator[Listing | Finished, None, None]:
         """The walk itself. Raises ``OSError`` only if the root cannot be opened as a directory."""
         fd = os.open(self.root, _DIR_FLAGS)
         stack: list[_Frame] = []
@@ -295,9 +300,13 @@ class Scanner:
             stack.append(top)
             self.entries += 1
             self.apparent += st.st_size
+            empty = self.empty_listings
+            deepest = self.finished_depth if self.finished_depth is not None else 1 << 30
             try:
                 self.checkpoint()
-                yield self._read(top)
+                listing = self._read(top)
+                if empty or listing.files or listing.links:
+                    yield listing
                 while stack:
                     if self._stop is not None:
                         raise self._stop
@@ -311,16 +320,22 @@ class Scanner:
                         stack.append(child)
                         if len(stack) > self.fd_budget:
                             self._close(stack[-self.fd_budget - 1])
-                        yield self._read(child)
+                        listing = self._read(child)
+                        if empty or listing.files or listing.links:
+                            yield listing
                     else:
                         stack.pop()
-                        yield self._finish(top, stack)
+                        self._finish(top, stack)
+                        if top.depth <= deepest:
+                            yield self._totals(top)
             except ScanStopped as stop:
                 self.stopped = stop.reason
                 while stack:
                     top = stack.pop()
                     top.subdirs.clear()
-                    yield self._finish(top, stack, partial=True)
+                    self._finish(top, stack, partial=True)
+                    if top.depth <= deepest:
+                        yield self._totals(top, partial=True)
         finally:
             for frame in stack:
                 self._close(frame)
@@ -442,7 +457,7 @@ class Scanner:
         self.apparent += st.st_size
         return _Frame(fd, relative, depth, st.st_dev, st.st_ino, apparent=st.st_size, disk=st.st_blocks * 512)
 
-    def _finish(self, frame: _Frame, stack: list[_Frame], partial: bool = False) -> Finished:
+    def _finish(self, frame: _Frame, stack: list[_Frame], partial: bool = False) -> None:
         """Close a finished directory, add its totals to its parent, reopen the parent if needed."""
         parent = stack[-1] if stack else None
         if parent is not None:
@@ -456,6 +471,9 @@ class Scanner:
                     self.skipped.add("vanished", len(parent.subdirs))
                     parent.subdirs.clear()
         self._close(frame)
+
+    @staticmethod
+    def _totals(frame: _Frame, partial: bool = False) -> Finished:
         return Finished(
             frame.relative, frame.depth, frame.apparent, frame.disk, frame.files, frame.dirs, partial
         )
@@ -503,7 +521,7 @@ def join(root: bytes, relative: bytes) -> bytes:
 
 def walk_files(
     root: bytes, options: WalkOptions, skipped: SkipCounter, checkpoint: Callable[[], None]
-) -> Iterator[FileEntry]:
+) -> Generator[FileEntry, None, None]:
     """Every regular file under ``root`` (hard-linked names included), never following symlinks.
 
     Special files (FIFO, socket, device) are skipped and counted, unreadable directories skipped and
@@ -512,12 +530,19 @@ def walk_files(
     """
     root = os.fsencode(root)
     scanner = Scanner(root, options, skipped, checkpoint)
+    scanner.empty_listings = False
+    scanner.finished_depth = -1
     fsencode = os.fsencode
-    for event in scanner.events():
-        if type(event) is not Listing:
-            continue
-        base = fsencode(event.relative) + b"/" if event.relative else b""
-        for group in (event.files, event.links):
-            for name, st in group:
-                relative = base + fsencode(name)
-                yield FileEntry(join(root, relative), relative, st)
+    head = join(root, b"x")[:-1]  # root and one slash
+    events = scanner.events()
+    try:
+        for event in events:
+            if type(event) is not Listing:
+                continue
+            base = fsencode(event.relative) + b"/" if event.relative else b""
+            for group in (event.files, event.links):
+                for name, st in group:
+                    relative = base + fsencode(name)
+                    yield FileEntry(head + relative, relative, st)
+    finally:
+        events.close()  # a consumer that stops early closes the directories at once

@@ -260,6 +260,8 @@ def scan_usage(
 
     scanner = Scanner(root, options, skipped, checkpoint)
     scanner.min_file_size = request.min_size
+    scanner.empty_listings = False
+    scanner.finished_depth = request.max_depth
     top_files, top_dirs = TopN(request.top_files), TopN(request.top_directories)
     by_disk, min_size, max_depth = request.by_disk, request.min_size, request.max_depth
     never = 1 << 62

@@ -14,14 +14,14 @@ import hashlib
 import os
 import stat
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sysmcp.fs.paths import display
 from sysmcp.fs.safeopen import open_path
 from sysmcp.fs.units import human_bytes
-from sysmcp.fs.walk import Budget, ScanStopped, SkipCounter, WalkOptions, walk_files
+from sysmcp.fs.walk import Budget, Listing, Scanner, ScanStopped, SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
@@ -155,7 +155,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 class Candidate:
     """One inode that shares its size with another: its first path and identity."""
 
-    relative: bytes
+    relative: str  # as the scanner names it (undecodable bytes as surrogate escapes)
     dev: int
     ino: int
     disk: int
@@ -185,34 +185,36 @@ class Search:
     elapsed: float = 0.0
 
 
-def index_by_size(
-    entries: Iterable[Any], min_size: int, search: Search, limit: int = MAX_FILES
-) -> dict[int, list[Candidate]]:
-    """Sizes shared by at least two distinct inodes, each with one candidate per inode."""
+def index_by_size(scanner: Scanner, search: Search, limit: int = MAX_FILES) -> dict[int, list[Candidate]]:
+    """Sizes shared by at least two distinct inodes, each with one candidate per inode.
+
+    The scanner's floor leaves files under ``min_size`` out of its listings, and its hard-link
+    bookkeeping hands further names of a counted inode out separately (``links``).
+    """
     by_size: dict[int, Candidate | list[Candidate]] = {}
-    inodes: set[tuple[int, int]] = set()
-    for entry in entries:
-        st = entry.stat
-        size = st.st_size
-        if size < min_size:
-            continue
-        if st.st_nlink > 1:
-            key = (st.st_dev, st.st_ino)
-            if key in inodes:
-                search.hard_links += 1
+    events = scanner.events()
+    try:
+        for event in events:
+            if type(event) is not Listing:
                 continue
-            inodes.add(key)
-        search.files_scanned += 1
-        if search.files_scanned > limit:
-            raise ScanStopped(f"more than {limit:,} files: the search stopped listing there")
-        candidate = Candidate(entry.relative, st.st_dev, st.st_ino, st.st_blocks * 512)
-        present = by_size.get(size)
-        if present is None:
-            by_size[size] = candidate  # most sizes are unique: no list for them
-        elif isinstance(present, list):
-            present.append(candidate)
-        else:
-            by_size[size] = [present, candidate]
+            search.hard_links += len(event.links)
+            prefix = event.relative + "/" if event.relative else ""
+            for name, st in event.files:
+                candidate = Candidate(prefix + name, st.st_dev, st.st_ino, st.st_blocks * 512)
+                size = st.st_size
+                present = by_size.get(size)
+                if present is None:
+                    by_size[size] = candidate  # most sizes are unique: no list for them
+                elif isinstance(present, list):
+                    present.append(candidate)
+                else:
+                    by_size[size] = [present, candidate]
+            search.files_scanned += len(event.files)
+            if search.files_scanned >= limit:
+                search.stopped = f"more than {limit:,} files: the search stopped listing there"
+                break
+    finally:
+        events.close()
     return {size: group for size, group in by_size.items() if isinstance(group, list)}
 
 
@@ -235,7 +237,7 @@ class Reader:
         ``/proc/self/fd``. Whatever was renamed or swapped since the walk, what gets read is the file
         the walk found inside the tree, or nothing.
         """
-        path = os.path.join(self.root, candidate.relative)
+        path = os.path.join(self.root, os.fsencode(candidate.relative))
         try:
             if self.proc_fd:
                 handle = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -356,11 +358,11 @@ def find_duplicates(
             meter.done = walked + search.files_read
         budget()
 
-    try:
-        by_size = index_by_size(walk_files(root, options, skipped, walk_checkpoint), max(1, min_size), search)
-    except ScanStopped as stop:  # only the file limit ends up here; a budget stop ends the walk quietly
-        search.stopped = stop.reason
-        by_size = {}
+    scanner = Scanner(root, options, skipped, walk_checkpoint)
+    scanner.file_floor, scanner.block_floor = max(1, min_size), 1 << 62
+    scanner.empty_listings = False
+    scanner.finished_depth = -1
+    by_size = index_by_size(scanner, search)
     if listing_stopped and search.stopped is None:
         search.stopped = listing.reason
     walked = search.files_scanned
@@ -397,7 +399,7 @@ def render(
     base = shown.rstrip("/") + "/"
 
     def path(c: Candidate) -> str:
-        return base + display(c.relative)
+        return base + display(os.fsencode(c.relative))
 
     reclaimable = sum(g.reclaimable for g in search.groups)
     duplicates = sum(len(g.copies) - 1 for g in search.groups)

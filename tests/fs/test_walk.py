@@ -344,3 +344,14 @@ def test_pseudo_filesystems_are_skipped_even_when_crossing_filesystems(tmp_path:
         assert skipped.as_dict() == {"pseudo_filesystem": 1}
     finally:
         subprocess.run(["umount", str(tmp_path / "proc")], check=False)
+
+
+def test_a_consumer_that_stops_early_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    for i in range(5):
+        (tmp_path / f"d{i}").mkdir()
+        (tmp_path / f"d{i}" / "f").write_bytes(b"f")
+    before = len(os.listdir("/proc/self/fd"))
+    walker = walk_files(os.fsencode(tmp_path), WalkOptions(), SkipCounter(), _noop)
+    next(walker)
+    walker.close()
+    assert len(os.listdir("/proc/self/fd")) == before
