@@ -64,7 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
         "trace",
         help="run any stdio MCP server behind a proxy that records every message (sysmcp trace -- CMD …)",
     )
-    trace.add_argument("--output", "-o", metavar="FILE", help="write the JSON-lines record here (default: stderr)")
+    trace.add_argument(
+        "--output", "-o", metavar="FILE", help="write the JSON-lines record here (default: stderr)"
+    )
     trace.add_argument("server_command", nargs=argparse.REMAINDER, metavar="-- COMMAND …")
     return parser
 

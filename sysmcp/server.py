@@ -271,7 +271,9 @@ class Server:
     def _prompt_env(self) -> PromptEnv:
         return PromptEnv(
             tools={tool.name for tool in self.registry},
-            tool_arguments={tool.name: set(tool.input_schema.get("properties", {})) for tool in self.registry},
+            tool_arguments={
+                tool.name: set(tool.input_schema.get("properties", {})) for tool in self.registry
+            },
             paths=self.paths,
         )
 
