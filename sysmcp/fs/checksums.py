@@ -24,6 +24,7 @@ import io
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -401,7 +402,7 @@ def _escape(name: bytes, escape_cr: bool) -> tuple[bytes, bool]:
 
 def format_line(name: bytes, hexdigest: str, algorithm: Algorithm, style: Style = "gnu") -> bytes:
     """One manifest line, newline included, exactly as the algorithm's own tool would print it."""
-    shown, escaped = _escape(name, algorithm.escapes_cr)
+    shown, escaped = _escape(name, algorithm.escapes_cr or style == "bsd")  # b3sum has no --tag to follow
     prefix = b"\\" if escaped else b""
     if style == "bsd":
         return prefix + algorithm.tag.encode() + b" (" + shown + b") = " + hexdigest.encode() + b"\n"
@@ -589,3 +590,36 @@ def _unescape(name: bytes) -> bytes | None:
             out.append(byte)
             i += 1
     return bytes(out)
+
+
+# -- small shared pieces for the tools ---------------------------------------------------------
+
+#: What admins call a manifest of each algorithm (Debian, Ubuntu, Arch and b3sum conventions).
+MANIFEST_NAMES = {
+    "md5": "MD5SUMS",
+    "sha1": "SHA1SUMS",
+    "sha256": "SHA256SUMS",
+    "sha512": "SHA512SUMS",
+    "blake2b": "B2SUMS",
+    "blake3": "B3SUMS",
+}
+
+
+def printable(name: bytes) -> str:
+    """A name on one line for text meant to be read: undecodable bytes as \\xNN, controls escaped."""
+    text = name.decode("utf-8", "backslashreplace")
+    return text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+
+
+def throttled(checkpoint: Callable[[], None], every: float = 0.002) -> Callable[[], None]:
+    """Ask about cancellation at most every ``every`` seconds: per-file asking would cost more than tiny files."""
+    next_check = 0.0
+
+    def check() -> None:
+        nonlocal next_check
+        now = time.monotonic()
+        if now >= next_check:
+            next_check = now + every
+            checkpoint()
+
+    return check

@@ -1,8 +1,15 @@
 """The tools sysmcp serves, one module each, collected in ``ALL_TOOLS``."""
 
-from sysmcp.tools import dir_usage, disk_usage, file_sha256, find_duplicates
+from sysmcp.tools import dir_usage, disk_usage, file_sha256, find_duplicates, hash_tree, verify_checksums
 from sysmcp.tools.registry import Tool
 
-ALL_TOOLS: tuple[Tool, ...] = (disk_usage.TOOL, dir_usage.TOOL, file_sha256.TOOL, find_duplicates.TOOL)
+ALL_TOOLS: tuple[Tool, ...] = (
+    disk_usage.TOOL,
+    dir_usage.TOOL,
+    file_sha256.TOOL,
+    find_duplicates.TOOL,
+    hash_tree.TOOL,
+    verify_checksums.TOOL,
+)
 
 __all__ = ["ALL_TOOLS", "Tool"]

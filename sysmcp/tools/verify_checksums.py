@@ -1,0 +1,571 @@
+"""verify_checksums: check a checksum manifest against the files (sha256sum -c, b3sum -c, and more).
+
+What it adds to ``sha256sum -c``: any of six algorithms in one manifest, GNU and BSD lines mixed,
+MISSING told apart from unreadable, files that appeared since the manifest was made
+(``report_new``), progress, cancellation, and a bounded answer however long the manifest is.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sysmcp.fs.checksums import (
+    ALGORITHM_NAMES,
+    ALGORITHMS,
+    Digest,
+    Entry,
+    Job,
+    Manifest,
+    PoolCounters,
+    explain,
+    hash_many,
+    hint_order,
+    kind,
+    open_regular,
+    parse_manifest,
+    printable,
+    throttled,
+)
+from sysmcp.fs.paths import PathPolicy, display
+from sysmcp.fs.units import human_bytes, rate
+from sysmcp.fs.walk import SkipCounter, WalkOptions, join, walk_files
+from sysmcp.protocol.context import Meter
+from sysmcp.protocol.errors import ToolError
+from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
+
+MAX_MANIFEST = 64 << 20  # bytes: a manifest of about half a million files
+
+Status = Literal["OK", "FAILED", "MISSING", "UNREADABLE"]
+
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "manifest": {
+            "type": "string",
+            "minLength": 1,
+            "description": "The manifest to check: an absolute path to a checksum file (SHA256SUMS, B3SUMS, "
+            "…), a sysmcp://results/… URI from hash_tree, or the manifest text itself (lines as sha256sum, "
+            "sha256sum --tag, md5sum, b2sum or b3sum print them; algorithms are detected per line).",
+        },
+        "base_dir": {
+            "type": "string",
+            "minLength": 1,
+            "description": "Absolute directory that relative names in the manifest are relative to. Default: "
+            "the manifest file's directory (like running 'sha256sum -c' there); required when the manifest is "
+            "text or a URI.",
+        },
+        "algorithm": {
+            "type": "string",
+            "enum": ["auto", *ALGORITHM_NAMES],
+            "default": "auto",
+            "description": "'auto' (default) detects the algorithm per line from its tag or digest length; a "
+            "64-digit digest may be sha256 or blake3 and a 128-digit one sha512 or blake2b, which the first "
+            "matching file settles. Naming one makes other lines improperly formatted, like 'sha256sum -c'.",
+        },
+        "report_new": {
+            "type": "boolean",
+            "default": False,
+            "description": "Also walk base_dir and list regular files the manifest does not mention (files "
+            "added since it was made), which sha256sum -c cannot tell.",
+        },
+        "exclude": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1},
+            "maxItems": 64,
+            "default": [],
+            "description": "With report_new: glob patterns the walk leaves out, matched against each entry's "
+            "name and its path relative to base_dir, e.g. ['.git', '*.tmp'].",
+        },
+        "one_file_system": {
+            "type": "boolean",
+            "default": True,
+            "description": "With report_new: stay on the filesystem of base_dir (mount points below it are "
+            "skipped).",
+        },
+        "max_listed": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1000,
+            "default": 50,
+            "description": "At most this many names per list (FAILED, MISSING, …) inline; when a list is cut "
+            "the full report is a resource link.",
+        },
+    },
+    "required": ["manifest"],
+    "additionalProperties": False,
+}
+
+_NAMES = {"type": "array", "items": {"type": "string"}}
+
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "manifest": {"type": "string", "description": "The manifest's path, URI, or '(text)'."},
+        "base_dir": {"type": "string"},
+        "all_ok": {
+            "type": "boolean",
+            "description": "True exactly when 'sha256sum -c --strict' would succeed: at least one entry, "
+            "every file present, readable and matching, no improperly formatted line. New files do not count.",
+        },
+        "entries": {"type": "integer", "description": "Properly formatted checksum lines."},
+        "ok": {"type": "integer"},
+        "failed": {"type": "integer", "description": "Files whose digest differs."},
+        "missing": {"type": "integer", "description": "Listed files that do not exist."},
+        "unreadable": {"type": "integer", "description": "Listed files that exist but could not be hashed."},
+        "improperly_formatted": {"type": "integer", "description": "Lines that are not checksum lines."},
+        "new": {
+            "type": ["integer", "null"],
+            "description": "Regular files under base_dir not in the manifest (null unless report_new).",
+        },
+        "algorithms": {
+            "type": "object",
+            "additionalProperties": {"type": "integer"},
+            "description": "Entries checked per algorithm.",
+        },
+        "bytes_hashed": {"type": "integer"},
+        "seconds": {"type": "number"},
+        "failed_files": _NAMES,
+        "missing_files": _NAMES,
+        "unreadable_files": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "error": {"type": "string"}},
+                "required": ["path", "error"],
+            },
+        },
+        "improperly_formatted_lines": {"type": "array", "items": {"type": "integer"}},
+        "new_files": _NAMES,
+        "truncated": {"type": "boolean", "description": "True when a list above was cut at max_listed."},
+        "report_uri": {
+            "type": ["string", "null"],
+            "description": "sysmcp:// resource with every entry's status, when a list was cut.",
+        },
+        "walk_skipped": {
+            "type": "object",
+            "additionalProperties": {"type": "integer"},
+            "description": "With report_new: entries the walk left out, by reason.",
+        },
+    },
+    "required": [
+        "manifest",
+        "base_dir",
+        "all_ok",
+        "entries",
+        "ok",
+        "failed",
+        "missing",
+        "unreadable",
+        "improperly_formatted",
+        "new",
+        "algorithms",
+        "bytes_hashed",
+        "seconds",
+        "failed_files",
+        "missing_files",
+        "unreadable_files",
+        "improperly_formatted_lines",
+        "new_files",
+        "truncated",
+        "report_uri",
+        "walk_skipped",
+    ],
+    "additionalProperties": False,
+}
+
+
+@dataclass(slots=True)
+class Checked:
+    status: Status
+    detail: str = ""
+    algorithm: str = ""
+
+
+@dataclass
+class Verification:
+    """The worker's answer: a status per entry, in manifest order, plus what the walk found."""
+
+    manifest: Manifest
+    checked: list[Checked] = field(default_factory=list)
+    new: list[bytes] | None = None
+    walk_skipped: dict[str, int] = field(default_factory=dict)
+    bytes_hashed: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the manifest comes from: read in the worker (a file) or already in hand (text, URI)."""
+
+    shown: str
+    path: bytes | None = None
+    data: bytes = b""
+    name_hint: str | None = None
+
+
+def read_manifest(path: bytes, shown: str) -> bytes:
+    """Read a checksum file, refusing FIFOs and devices without blocking, and huge files."""
+    try:
+        fd = open_regular(path, follow_symlinks=False)
+    except FileNotFoundError:
+        raise ToolError(f"No such manifest file: {shown}") from None
+    except OSError as exc:
+        raise ToolError(f"Cannot read the manifest {shown}: {explain(exc)}") from None
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as stream:
+            data = stream.read(MAX_MANIFEST + 1)
+    except OSError as exc:
+        raise ToolError(f"Cannot read the manifest {shown}: {explain(exc)}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_MANIFEST:
+        raise ToolError(f"The manifest {shown} is larger than {human_bytes(MAX_MANIFEST)}; split it")
+    return data
+
+
+def verify(
+    source: Source,
+    base: bytes,
+    args: dict[str, Any],
+    policy: PathPolicy,
+    meter: Meter,
+    threads: int,
+) -> Verification:
+    """Parse, look at every listed file, hash the regular ones on a small pool, then walk for new files."""
+    started = time.perf_counter()
+    check = throttled(meter.checkpoint)
+    data = read_manifest(source.path, source.shown) if source.path is not None else source.data
+    forced = None if args["algorithm"] == "auto" else ALGORITHMS[args["algorithm"]]
+    manifest = parse_manifest(data, forced=forced, prefer=hint_order(source.name_hint))
+    if not manifest.entries:
+        bad = len(manifest.bad_lines)
+        raise ToolError(
+            f"{source.shown}: no properly formatted checksum lines found"
+            + (f" ({bad:,} improperly formatted)" if bad else "")
+            + ". Expected lines like '<hex digest>  <name>' or 'SHA256 (<name>) = <hex digest>'."
+        )
+    result = Verification(manifest, [Checked("MISSING")] * len(manifest.entries))
+    confined = policy.allowed is not None
+
+    # Pass 1: look at every listed file (stat follows symlinks, as sha256sum's open does).
+    looked: list[tuple[int, bytes, os.stat_result]] = []
+    total_bytes = 0
+    for index, entry in enumerate(manifest.entries):
+        check()
+        path = entry.name if entry.name.startswith(b"/") else join(base, entry.name)
+        if confined:
+            try:
+                path = os.fsencode(policy.resolve(os.fsdecode(path)))
+            except ToolError:
+                result.checked[index] = Checked("UNREADABLE", "outside the allowed roots")
+                continue
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                result.checked[index] = Checked("MISSING")
+            else:
+                result.checked[index] = Checked("UNREADABLE", explain(exc))
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            result.checked[index] = Checked("UNREADABLE", f"not a regular file: {kind(st.st_mode)}")
+            continue
+        looked.append((index, path, st))
+        total_bytes += st.st_size
+    unhashed = len(manifest.entries) - len(looked)
+    meter.total = total_bytes + len(manifest.entries)
+    meter.extra["files_total"] = len(manifest.entries)
+    meter.extra["bytes_total"] = total_bytes
+
+    # Pass 2: hash. A digest length two algorithms share is settled by the first file that matches.
+    settled: dict[int, str] = {}
+    counters = PoolCounters()
+
+    def jobs() -> Iterator[Job]:
+        for index, path, st in looked:
+            entry = manifest.entries[index]
+            candidates = entry.candidates
+            if len(candidates) > 1 and len(entry.digest) in settled:
+                candidates = (ALGORITHMS[settled[len(entry.digest)]],)
+            yield Job(index, path, candidates, st, follow_symlinks=not confined)
+
+    def checkpoint() -> None:
+        done_bytes, done_files = counters.bytes, counters.files
+        meter.extra["bytes"] = done_bytes
+        meter.extra["files"] = unhashed + done_files
+        meter.done = done_bytes + unhashed + done_files
+        check()
+
+    for outcome in hash_many(jobs(), checkpoint=checkpoint, counters=counters, threads=threads):
+        index = outcome.job.key
+        entry = manifest.entries[index]
+        result.checked[index] = _judge(
+            entry, outcome.job, outcome.digest, outcome.error, outcome.missing, settled
+        )
+    result.bytes_hashed = counters.bytes
+    checkpoint()
+
+    if args["report_new"]:
+        result.new, result.walk_skipped = find_new(manifest.entries, base, source.path, args, check)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _judge(
+    entry: Entry,
+    job: Job,
+    digest: Digest | None,
+    error: str | None,
+    missing: bool,
+    settled: dict[int, str],
+) -> Checked:
+    if digest is None:
+        return Checked("MISSING") if missing else Checked("UNREADABLE", error or "unreadable")
+    if digest.changed:
+        return Checked("UNREADABLE", f"changed while being read ({digest.changed}); check it again")
+    for name, hexdigest in digest.hexdigests.items():
+        if hexdigest == entry.digest:
+            if len(job.algorithms) > 1:
+                settled.setdefault(len(entry.digest), name)
+            return Checked("OK", algorithm=name)
+    return Checked("FAILED", algorithm=job.algorithms[0].name)
+
+
+def find_new(
+    entries: list[Entry],
+    base: bytes,
+    manifest_path: bytes | None,
+    args: dict[str, Any],
+    check: Callable[[], None],
+) -> tuple[list[bytes], dict[str, int]]:
+    """Regular files under ``base`` that no entry names (the manifest file itself aside)."""
+    prefix = base.rstrip(b"/") + b"/"
+    known: set[bytes] = set()
+    for entry in entries:
+        name = entry.name
+        if name.startswith(b"/"):
+            if not name.startswith(prefix):
+                continue
+            name = name[len(prefix) :]
+        normal = os.path.normpath(name)
+        if normal != b".." and not normal.startswith(b"../"):
+            known.add(normal)
+    skipped = SkipCounter()
+    options = WalkOptions(one_file_system=args["one_file_system"], exclude=tuple(args["exclude"]))
+    new = [
+        found.relative
+        for found in walk_files(base, options, skipped, check)
+        if found.relative not in known and found.path != manifest_path
+    ]
+    new.sort()
+    return new, skipped.as_dict()
+
+
+def classify(manifest: str) -> Literal["uri", "path", "text"]:
+    """A single line starting with '/' (or '~') is a path; a sysmcp:// URI is a stored result; else text."""
+    stripped = manifest.strip()
+    if "\n" in stripped:
+        return "text"
+    if stripped.startswith("sysmcp://"):
+        return "uri"
+    if stripped.startswith(("/", "~")):
+        return "path"
+    return "text"
+
+
+def to_bytes(text: str) -> bytes:
+    """Manifest text as bytes; names that arrived as surrogate escapes get their original bytes back."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace")
+
+
+async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+    raw: str = args["manifest"]
+    how = classify(raw)
+    base_arg: str | None = args.get("base_dir")
+    if how == "path":
+        path = ctx.paths.resolve(raw.strip())
+        source = Source(display(path), path=os.fsencode(path), name_hint=path.name)
+        base_path = ctx.paths.resolve(base_arg) if base_arg else path.parent
+    else:
+        if how == "uri":
+            item = ctx.results.get(raw.strip())
+            if item is None:
+                raise ToolError(f"No stored result {raw.strip()} (results are kept for this session only)")
+            source = Source(item.uri, data=to_bytes(item.text), name_hint=item.name)
+        else:
+            source = Source("(text)", data=to_bytes(raw))
+        if not base_arg:
+            raise ToolError(
+                "base_dir is required when the manifest is given as text or a URI: the absolute directory its "
+                "names are relative to"
+            )
+        base_path = ctx.paths.resolve(base_arg)
+    base_shown = display(base_path)
+    if not base_path.is_dir():
+        raise ToolError(
+            f"base_dir is not a directory: {base_shown}"
+            if base_path.exists()
+            else f"No such directory: {base_shown}"
+        )
+    base = os.fsencode(base_path)
+    threads = max(1, min(4, os.cpu_count() or 1))
+
+    def describe(meter: Meter, elapsed: float) -> str:
+        done = meter.extra.get("bytes", 0)
+        return (
+            f"{int(meter.extra.get('files', 0)):,} of {int(meter.extra.get('files_total', 0)):,} files, "
+            f"{human_bytes(done)} of {human_bytes(meter.extra.get('bytes_total', 0))} at {rate(done, elapsed)}"
+        )
+
+    def work(meter: Meter) -> Verification | ToolError:
+        try:
+            return verify(source, base, args, ctx.paths, meter, threads)
+        except ToolError as exc:  # returned, not raised: see file_sha256
+            return exc
+
+    outcome = await ctx.run_in_worker(work, describe=describe)
+    if isinstance(outcome, ToolError):
+        raise outcome
+    return render(outcome, source.shown, base_shown, args, ctx)
+
+
+def render(
+    result: Verification, manifest_shown: str, base_shown: str, args: dict[str, Any], ctx: ToolContext
+) -> ToolOutput:
+    """Counts first, then each non-OK list up to max_listed; the full report as a resource if cut."""
+    limit: int = args["max_listed"]
+    entries = result.manifest.entries
+    counts = Counter(c.status for c in result.checked)
+    algorithms = Counter(c.algorithm for c in result.checked if c.algorithm)
+    bad_lines = result.manifest.bad_lines
+    by_status: dict[Status, list[tuple[Entry, Checked]]] = {"FAILED": [], "MISSING": [], "UNREADABLE": []}
+    for entry, checked in zip(entries, result.checked, strict=True):
+        if checked.status != "OK":
+            by_status[checked.status].append((entry, checked))
+    new = result.new
+    all_ok = counts["OK"] == len(entries) and not bad_lines
+    truncated = (
+        any(len(v) > limit for v in by_status.values()) or len(bad_lines) > limit or len(new or ()) > limit
+    )
+
+    summary = (
+        f"Checked {len(entries):,} entries of {manifest_shown} against {base_shown}: {counts['OK']:,} OK, "
+        f"{counts['FAILED']:,} FAILED, {counts['MISSING']:,} MISSING, {counts['UNREADABLE']:,} unreadable"
+    )
+    if bad_lines:
+        summary += f"; {len(bad_lines):,} improperly formatted line{'s' if len(bad_lines) != 1 else ''}"
+    if new is not None:
+        summary += f"; {len(new):,} new file{'s' if len(new) != 1 else ''} not in the manifest"
+    out = [
+        summary,
+        f"({', '.join(f'{n:,} {a}' for a, n in sorted(algorithms.items()))}; {human_bytes(result.bytes_hashed)} "
+        f"hashed in {result.seconds:.2f} s)"
+        if algorithms
+        else f"(nothing hashed; {result.seconds:.2f} s)",
+        "Result: ALL OK" if all_ok else "Result: NOT OK (sha256sum -c --strict would fail)",
+    ]
+    titles: dict[Status, str] = {
+        "FAILED": "FAILED (digest differs)",
+        "MISSING": "MISSING",
+        "UNREADABLE": "UNREADABLE",
+    }
+    for status, items in by_status.items():
+        if not items:
+            continue
+        out.append(f"{titles[status]} ({len(items):,}):")
+        for entry, checked in items[:limit]:
+            detail = f": {checked.detail}" if checked.detail else ""
+            out.append(f"  {printable(entry.name)}{detail}")
+        if len(items) > limit:
+            out.append(f"  … and {len(items) - limit:,} more")
+    if bad_lines:
+        shown_lines = ", ".join(str(n) for n in bad_lines[:limit])
+        more = f" … and {len(bad_lines) - limit:,} more" if len(bad_lines) > limit else ""
+        out.append(f"Improperly formatted lines (line numbers): {shown_lines}{more}")
+    if new:
+        out.append(f"New files under {base_shown} not in the manifest ({len(new):,}):")
+        out += [f"  {printable(name)}" for name in new[:limit]]
+        if len(new) > limit:
+            out.append(f"  … and {len(new) - limit:,} more")
+    if result.walk_skipped:
+        out.append(
+            "walk skipped: "
+            + ", ".join(f"{n:,} {r.replace('_', ' ')}" for r, n in result.walk_skipped.items())
+        )
+
+    links: tuple[ResourceLink, ...] = ()
+    uri: str | None = None
+    if truncated:
+        item = ctx.results.put(
+            "verify-report.txt",
+            full_report(result),
+            description=f"Every entry's status from checking {manifest_shown} against {base_shown}",
+        )
+        uri = item.uri
+        links = (ResourceLink(item.uri, item.name, item.description, item.mime_type, item.size),)
+        out.append(f"Lists were cut at {limit:,} names; the full report is at {uri} (resources/read).")
+
+    structured = {
+        "manifest": manifest_shown,
+        "base_dir": base_shown,
+        "all_ok": all_ok,
+        "entries": len(entries),
+        "ok": counts["OK"],
+        "failed": counts["FAILED"],
+        "missing": counts["MISSING"],
+        "unreadable": counts["UNREADABLE"],
+        "improperly_formatted": len(bad_lines),
+        "new": None if new is None else len(new),
+        "algorithms": dict(sorted(algorithms.items())),
+        "bytes_hashed": result.bytes_hashed,
+        "seconds": round(result.seconds, 6),
+        "failed_files": [printable(e.name) for e, _ in by_status["FAILED"][:limit]],
+        "missing_files": [printable(e.name) for e, _ in by_status["MISSING"][:limit]],
+        "unreadable_files": [
+            {"path": printable(e.name), "error": c.detail} for e, c in by_status["UNREADABLE"][:limit]
+        ],
+        "improperly_formatted_lines": bad_lines[:limit],
+        "new_files": [printable(name) for name in (new or [])[:limit]],
+        "truncated": truncated,
+        "report_uri": uri,
+        "walk_skipped": result.walk_skipped,
+    }
+    return ToolOutput("\n".join(out), structured, links=links)
+
+
+def full_report(result: Verification) -> str:
+    """One line per entry like 'sha256sum -c' prints them, then bad lines and new files."""
+    lines = []
+    for entry, checked in zip(result.manifest.entries, result.checked, strict=True):
+        detail = f" ({checked.detail})" if checked.detail else ""
+        lines.append(f"{printable(entry.name)}: {checked.status}{detail}")
+    lines += [f"line {n}: improperly formatted" for n in result.manifest.bad_lines]
+    lines += [f"{printable(name)}: NEW (not in the manifest)" for name in result.new or ()]
+    return "\n".join(lines) + "\n"
+
+
+TOOL = Tool(
+    name="verify_checksums",
+    title="Verify a checksum manifest",
+    description=(
+        "Checks files against a checksum manifest (like sha256sum -c / b3sum -c): give a path to SHA256SUMS, "
+        "B3SUMS, MD5SUMS … , a sysmcp:// URI from hash_tree, or the manifest text. GNU and BSD (--tag) lines "
+        "of md5, sha1, sha256, sha512, blake2b and blake3 are detected per line. Reports each file OK, FAILED, "
+        "MISSING or unreadable, counts improperly formatted lines (like --strict), and with report_new lists "
+        "files under base_dir the manifest does not mention. Bounded output; the full report is a resource "
+        "link when lists are cut."
+    ),
+    input_schema=INPUT_SCHEMA,
+    output_schema=OUTPUT_SCHEMA,
+    handler=handle,
+)
