@@ -77,24 +77,22 @@ async def test_disk_full_triage_defaults_to_the_root_and_mentions_only_existing_
         assert f"path={str(tmp_path)!r}" in text
 
 
-@pytest.mark.parametrize(
-    ("name", "arguments", "fragment"),
-    [
-        ("nope", {}, "unknown prompt"),
-        ("verify_download", {"path": "/etc/hostname"}, "digest"),
-        ("verify_download", {"path": "/etc/hostname", "digest": "abc"}, "64 hex digits"),
-        ("verify_download", {"path": "relative", "digest": DIGEST}, "relative"),
-        ("disk_full_triage", {"colour": "red"}, "colour"),
-        ("disk_full_triage", {"path": 3}, "strings"),
-    ],
-)
-async def test_bad_prompt_requests_are_invalid_params_naming_the_problem(
-    name: str, arguments: dict[str, Any], fragment: str
-) -> None:
+BAD_REQUESTS: list[tuple[str, dict[str, Any], str]] = [
+    ("nope", {}, "unknown prompt"),
+    ("verify_download", {"path": "/etc/hostname"}, "digest"),
+    ("verify_download", {"path": "/etc/hostname", "digest": "abc"}, "64 hex digits"),
+    ("verify_download", {"path": "relative", "digest": DIGEST}, "relative"),
+    ("disk_full_triage", {"colour": "red"}, "colour"),
+    ("disk_full_triage", {"path": 3}, "strings"),
+]
+
+
+async def test_bad_prompt_requests_are_invalid_params_naming_the_problem() -> None:
     async with spawn() as wire:
         await wire.initialize()
-        reply = await wire.request("prompts/get", {"name": name, "arguments": arguments})
-        assert reply["error"]["code"] == -32602 and fragment in reply["error"]["message"]
+        for name, arguments, fragment in BAD_REQUESTS:
+            reply = await wire.request("prompts/get", {"name": name, "arguments": arguments})
+            assert reply["error"]["code"] == -32602 and fragment in reply["error"]["message"], (name, reply)
 
 
 async def test_a_path_outside_the_roots_is_refused_when_the_prompt_is_fetched(tmp_path: Path) -> None:
