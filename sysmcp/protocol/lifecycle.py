@@ -28,8 +28,8 @@ SUPPORTED_VERSIONS: tuple[str, ...] = LEGACY_VERSIONS + MODERN_VERSIONS
 LATEST_LEGACY = LEGACY_VERSIONS[-1]
 LATEST = SUPPORTED_VERSIONS[-1]
 
-#: Methods that need no handshake: a ping is a liveness check, discovery is how modern clients start.
-HANDSHAKE_FREE = frozenset({"ping", "initialize", "server/discover"})
+#: Legacy methods that need no handshake: a ping is a liveness check. (Modern requests never need one.)
+HANDSHAKE_FREE = frozenset({"ping", "initialize"})
 
 #: What ``server/discover`` and -32022 errors list: newest first, modern before legacy, so a client
 #: that only knows the handshake still finds a version it can ``initialize`` with.
