@@ -103,3 +103,10 @@ async def test_legacy_mode_handshakes_on_2025_11_25(tmp_path: Path) -> None:
         progress = await exercise_every_tool(c, tmp_path)
         for name in REPORTS_PROGRESS & set(progress):
             assert progress[name], f"no progress from {name}"
+
+
+async def test_a_client_that_skips_the_probe_is_served_from_its_first_request(tmp_path: Path) -> None:
+    async with Client(SERVER, mode="2026-07-28", cache=None, read_timeout_seconds=30) as c:
+        assert c.protocol_version == "2026-07-28"
+        result = await c.call_tool("disk_usage", {"path": str(tmp_path)})
+        assert result.is_error is False and result.structured_content
