@@ -1,0 +1,170 @@
+"""hash_tree through the real server: manifests the real tools accept, walk rules, bounds, cancellation."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.wire import Wire, result_text, spawn
+
+pytestmark = pytest.mark.anyio
+
+AWKWARD = [b"plain", b"with space", b"new\nline", b"back\\slash", b"carriage\rreturn", "日本.txt".encode()]
+
+
+def build(root: Path) -> dict[bytes, bytes]:
+    """Odd names in a nested tree, plus things a hash must not touch: a FIFO, a symlink, a dangling one."""
+    contents: dict[bytes, bytes] = {}
+    (root / "sub" / "deeper").mkdir(parents=True)
+    for i, name in enumerate(AWKWARD):
+        for folder in (b"", b"sub/deeper/"):
+            relative = folder + name
+            data = os.urandom(i * 1000 + 1)
+            with open(os.fsencode(root) + b"/" + relative, "wb") as out:
+                out.write(data)
+            contents[relative] = data
+    os.mkfifo(root / "sub" / "fifo")
+    (root / "link").symlink_to(root / "plain")
+    (root / "dangling").symlink_to(root / "nowhere")
+    return contents
+
+
+async def manifest_of(wire: Wire, arguments: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    with anyio.fail_after(30):  # the FIFO in the tree would hang a walker that opened it
+        reply = await wire.call("hash_tree", arguments)
+    assert reply["result"]["isError"] is False, result_text(reply)
+    structured = reply["result"]["structuredContent"]
+    links = [c for c in reply["result"]["content"] if c["type"] == "resource_link"]
+    assert [link["uri"] for link in links] == [structured["manifest_uri"]]
+    read = await wire.request("resources/read", {"uri": structured["manifest_uri"]})
+    return structured, read["result"]["contents"][0]["text"].encode()
+
+
+TOOLS = [("sha256", "sha256sum"), ("md5", "md5sum"), ("blake2b", "b2sum")]
+if shutil.which("b3sum"):
+    TOOLS.append(("blake3", "b3sum"))
+
+
+async def test_manifests_check_clean_with_the_real_tools_in_both_formats(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    contents = build(tree)
+    async with spawn() as wire:
+        await wire.initialize()
+        for algorithm, tool in TOOLS:
+            for style in ("gnu", "bsd") if algorithm != "blake3" else ("gnu",):
+                structured, manifest = await manifest_of(
+                    wire, {"path": str(tree), "algorithm": algorithm, "format": style}
+                )
+                assert structured["files"] == len(contents)
+                assert structured["skipped"] == {"special_file": 1}
+                saved = tmp_path / f"{algorithm}-{style}.sums"
+                saved.write_bytes(manifest)
+                strict = [] if tool == "b3sum" else ["--strict"]
+                done = subprocess.run(
+                    [tool, "-c", *strict, str(saved)], cwd=tree, capture_output=True, check=False
+                )
+                assert done.returncode == 0, (algorithm, style, done.stdout, done.stderr)
+                assert done.stdout.count(b": OK") == len(contents)
+
+
+async def test_the_manifest_is_sorted_relative_and_equal_to_hashlib(tmp_path: Path) -> None:
+    contents = build(tmp_path)
+    async with spawn() as wire:
+        await wire.initialize()
+        structured, manifest = await manifest_of(wire, {"path": str(tmp_path), "max_lines": 1000})
+    expected = subprocess.run(
+        ["sha256sum", *sorted(contents)], cwd=tmp_path, capture_output=True, check=True
+    ).stdout
+    assert manifest == expected  # byte for byte what sha256sum prints for the sorted names
+    assert structured["total_bytes"] == sum(len(d) for d in contents.values())
+    assert structured["base_dir"] == str(tmp_path) and structured["lines_not_shown"] == 0
+    assert b"link" not in manifest and b"dangling" not in manifest and b"fifo" not in manifest
+
+
+async def test_one_file_gives_a_one_line_manifest_relative_to_its_directory(tmp_path: Path) -> None:
+    target = tmp_path / "image.iso"
+    target.write_bytes(b"iso")
+    async with spawn() as wire:
+        await wire.initialize()
+        structured, manifest = await manifest_of(wire, {"path": str(target), "algorithm": "sha1"})
+        fifo = tmp_path / "fifo"
+        os.mkfifo(fifo)
+        with anyio.fail_after(5):
+            refused = await wire.call("hash_tree", {"path": str(fifo)})
+    assert manifest == f"{hashlib.sha1(b'iso').hexdigest()}  image.iso\n".encode()
+    assert structured["base_dir"] == str(tmp_path)
+    assert refused["result"]["isError"] is True and "FIFO" in result_text(refused)
+
+
+async def test_a_big_tree_is_summarised_inline_and_whole_in_the_resource(tmp_path: Path) -> None:
+    for d in range(10):
+        folder = tmp_path / f"d{d}"
+        folder.mkdir()
+        for f in range(40):
+            (folder / f"f{f:02d}").write_bytes(f"{d}/{f}".encode())
+    async with spawn() as wire:
+        await wire.initialize()
+        structured, manifest = await manifest_of(
+            wire, {"path": str(tmp_path), "max_lines": 5, "exclude": ["d9", "*/f3?"]}
+        )
+    lines = manifest.decode().splitlines()
+    assert len(lines) == structured["files"] == 9 * 30
+    assert structured["lines"] == lines[:5] and structured["lines_not_shown"] == len(lines) - 5
+    assert [line.split("  ", 1)[1] for line in lines] == sorted(line.split("  ", 1)[1] for line in lines)
+    assert structured["skipped"]["excluded"] == 1 + 9 * 10
+
+
+async def test_progress_counts_files_and_bytes_with_throughput(tmp_path: Path) -> None:
+    with (tmp_path / "big").open("wb") as out:
+        out.truncate(300 << 20)
+    async with spawn() as wire:
+        await wire.initialize()
+        reply = await wire.call("hash_tree", {"path": str(tmp_path), "algorithm": "blake3"}, progress=7)
+    assert reply["result"]["structuredContent"]["files"] == 1
+    progress = [n["params"] for n in wire.notifications if n["method"] == "notifications/progress"]
+    assert progress and all(p["progressToken"] == 7 for p in progress)
+    assert progress[-1]["message"].startswith("1 files, 300.0 MiB hashed at")
+    values = [p["progress"] for p in progress]
+    assert values == sorted(set(values))
+
+
+async def test_a_cancelled_hash_tree_gets_no_response_and_the_server_keeps_serving(tmp_path: Path) -> None:
+    for i in range(4):
+        with (tmp_path / f"huge{i}").open("wb") as out:
+            out.truncate(16 << 30)  # 64 GiB of holes in all: only a cancel ends this soon
+    async with spawn() as wire:
+        await wire.initialize()
+        await wire.send(
+            {
+                "jsonrpc": "2.0",
+                "id": "tree",
+                "method": "tools/call",
+                "params": {
+                    "name": "hash_tree",
+                    "arguments": {"path": str(tmp_path)},
+                    "_meta": {"progressToken": 1},
+                },
+            }
+        )
+        assert (await wire.receive())["method"] == "notifications/progress"
+        await wire.send(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "tree"}}
+        )
+        await wire.send({"jsonrpc": "2.0", "id": "after", "method": "ping"})
+        with anyio.fail_after(5):
+            while (message := await wire.receive()).get("id") != "after":
+                assert message.get("id") != "tree"
+        small = tmp_path.parent / f"{tmp_path.name}-small"
+        small.mkdir()
+        (small / "x").write_bytes(b"x")
+        with anyio.fail_after(10):  # the hashing threads let go of both cores: this answers at once
+            reply = await wire.call("hash_tree", {"path": str(small)})
+        assert reply["result"]["structuredContent"]["files"] == 1
