@@ -286,6 +286,7 @@ def verify(
 
     # Pass 2: hash. A digest length two algorithms share is settled by the first file that matches.
     settled: dict[int, str] = {}
+    tried: dict[int, set[str]] = {}
     counters = PoolCounters()
 
     def jobs() -> Iterator[Job]:
@@ -306,16 +307,58 @@ def verify(
     for outcome in hash_many(jobs(), checkpoint=checkpoint, counters=counters, threads=threads):
         index = outcome.job.key
         entry = manifest.entries[index]
+        tried[index] = {a.name for a in outcome.job.algorithms}
         result.checked[index] = _judge(
             entry, outcome.job, outcome.digest, outcome.error, outcome.missing, settled
         )
-    result.bytes_hashed = counters.bytes
     checkpoint()
+    result.bytes_hashed = counters.bytes + retry_others(
+        manifest, looked, tried, result, meter, check, threads, confined
+    )
 
     if args["report_new"]:
         result.new, result.walk_skipped = find_new(manifest.entries, base, source.path, args, check)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def retry_others(
+    manifest: Manifest,
+    looked: list[tuple[int, bytes, os.stat_result]],
+    tried: dict[int, set[str]],
+    result: Verification,
+    meter: Meter,
+    check: Callable[[], None],
+    threads: int,
+    confined: bool,
+) -> int:
+    """Hash FAILED files again with the candidates a settled length skipped, so mixed manifests stay right.
+
+    Only files that failed and whose digest length two algorithms share pay for this second read.
+    """
+    jobs = []
+    for index, path, st in looked:
+        entry, checked = manifest.entries[index], result.checked[index]
+        others = tuple(c for c in entry.candidates if c.name not in tried.get(index, ()))
+        if checked.status == "FAILED" and len(entry.candidates) > 1 and others:
+            jobs.append(Job(index, path, others, st, follow_symlinks=not confined))
+    if not jobs:
+        return 0
+    counters = PoolCounters()
+    base_done = meter.done
+    meter.total = (meter.total or 0) + sum(job.looked.st_size for job in jobs)
+
+    def checkpoint() -> None:
+        meter.done = base_done + counters.bytes
+        check()
+
+    for outcome in hash_many(jobs, checkpoint=checkpoint, counters=counters, threads=threads):
+        if outcome.digest is not None and not outcome.digest.changed:
+            for name, hexdigest in outcome.digest.hexdigests.items():
+                if hexdigest == manifest.entries[outcome.job.key].digest:
+                    result.checked[outcome.job.key] = Checked("OK", algorithm=name)
+    checkpoint()
+    return counters.bytes
 
 
 def _judge(
