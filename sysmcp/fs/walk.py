@@ -26,8 +26,7 @@ import stat
 import time
 from collections import Counter
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
-from itertools import islice
+from dataclasses import dataclass
 
 __all__ = [
     "PSEUDO_FILESYSTEMS",
@@ -202,18 +201,24 @@ class Finished:
     partial: bool = False
 
 
-@dataclass(slots=True, eq=False)
 class _Frame:
-    fd: int | None
-    relative: str
-    depth: int
-    dev: int
-    ino: int
-    subdirs: list[tuple[str, os.stat_result]] = field(default_factory=list)
-    apparent: int = 0
-    disk: int = 0
-    files: int = 0
-    dirs: int = 1
+    """One open directory on the walk's stack (a plain slotted class: one is made per directory)."""
+
+    __slots__ = ("apparent", "depth", "dev", "dirs", "disk", "fd", "files", "ino", "relative", "subdirs")
+
+    def __init__(
+        self, fd: int | None, relative: str, depth: int, dev: int, ino: int, apparent: int, disk: int
+    ):
+        self.fd = fd
+        self.relative = relative
+        self.depth = depth
+        self.dev = dev
+        self.ino = ino
+        self.subdirs: list[tuple[str, os.stat_result]] = []
+        self.apparent = apparent
+        self.disk = disk
+        self.files = 0
+        self.dirs = 1
 
 
 def _noop() -> None:
@@ -296,15 +301,17 @@ class Scanner:
         stack: list[_Frame] = []
         try:
             st = os.fstat(fd)
-            top = _Frame(fd, "", 0, st.st_dev, st.st_ino, apparent=st.st_size, disk=st.st_blocks * 512)
+            top = _Frame(fd, "", 0, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
             stack.append(top)
             self.entries += 1
             self.apparent += st.st_size
             empty = self.empty_listings
             deepest = self.finished_depth if self.finished_depth is not None else 1 << 30
+            checkpoint, read, enter, finish = self.checkpoint, self._read, self._enter, self._finish
+            budget = self.fd_budget
             try:
-                self.checkpoint()
-                listing = self._read(top)
+                checkpoint()
+                listing = read(top)
                 if empty or listing.files or listing.links:
                     yield listing
                 while stack:
@@ -313,19 +320,19 @@ class Scanner:
                     top = stack[-1]
                     if top.subdirs:
                         name, st = top.subdirs.pop()
-                        self.checkpoint()
-                        child = self._enter(top, name, st, len(stack))
+                        checkpoint()
+                        child = enter(top, name, st, len(stack))
                         if child is None:
                             continue
                         stack.append(child)
-                        if len(stack) > self.fd_budget:
-                            self._close(stack[-self.fd_budget - 1])
-                        listing = self._read(child)
+                        if len(stack) > budget:
+                            self._close(stack[-budget - 1])
+                        listing = read(child)
                         if empty or listing.files or listing.links:
                             yield listing
                     else:
                         stack.pop()
-                        self._finish(top, stack)
+                        finish(top, stack)
                         if top.depth <= deepest:
                             yield self._totals(top)
             except ScanStopped as stop:
@@ -358,15 +365,23 @@ class Scanner:
         except OSError as exc:
             skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
             return Listing(frame.relative, frame.depth, files, links)
+        check_every = CHECK_EVERY
         with iterator:
-            while True:
-                # Batches keep the per-entry loop free of bookkeeping; checkpoints fall between them.
-                try:
-                    batch = list(islice(iterator, CHECK_EVERY))
-                except OSError:  # the directory went bad while being read (EIO, removed)
-                    skipped.add("unreadable")
-                    break
-                for entry in batch:
+            try:
+                # One entry at a time: each DirEntry and stat result is freed before the next is made,
+                # so the loop stays in the CPU cache even in directories of a million entries.
+                for entry in iterator:
+                    count += 1
+                    if count == check_every:
+                        self.entries += count
+                        count = 0
+                        self.apparent += apparent - self._reported
+                        self._reported = apparent
+                        try:
+                            self.checkpoint()
+                        except ScanStopped as stop:
+                            self._stop = stop  # hand out what this directory gave so far, then stop
+                            break
                     try:
                         st = entry.stat(follow_symlinks=False)
                     except OSError as exc:
@@ -398,18 +413,8 @@ class Scanner:
                             files.append((entry.name, st))
                     elif kind != s_iflnk:
                         skipped.add("special_file")
-                count += len(batch)
-                if len(batch) < CHECK_EVERY:
-                    break
-                self.entries += count
-                self.apparent += apparent - self._reported
-                self._reported = apparent
-                count = 0
-                try:
-                    self.checkpoint()
-                except ScanStopped as stop:
-                    self._stop = stop  # hand out what this directory gave so far, then stop
-                    break
+            except OSError:  # the directory went bad while being read (EIO, removed)
+                skipped.add("unreadable")
         self.entries += count
         self.apparent += apparent - self._reported
         self._reported = 0
@@ -445,22 +450,27 @@ class Scanner:
                 parent.dirs += 1
                 self.apparent += st.st_size
             return None
-        try:
-            now = os.fstat(fd)
-        except OSError:
-            now = None
-        if now is None or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+        now = os.fstat(fd)
+        if now.st_ino != st.st_ino or now.st_dev != st.st_dev:
             os.close(fd)  # replaced between listing and opening: not the directory we counted
             self.skipped.add("vanished")
             return None
-        relative = parent.relative + "/" + name if parent.relative else name
-        self.apparent += st.st_size
-        return _Frame(fd, relative, depth, st.st_dev, st.st_ino, apparent=st.st_size, disk=st.st_blocks * 512)
+        size = st.st_size
+        self.apparent += size
+        return _Frame(
+            fd,
+            parent.relative + "/" + name if parent.relative else name,
+            depth,
+            now.st_dev,
+            now.st_ino,
+            size,
+            st.st_blocks * 512,
+        )
 
     def _finish(self, frame: _Frame, stack: list[_Frame], partial: bool = False) -> None:
         """Close a finished directory, add its totals to its parent, reopen the parent if needed."""
-        parent = stack[-1] if stack else None
-        if parent is not None:
+        if stack:
+            parent = stack[-1]
             parent.apparent += frame.apparent
             parent.disk += frame.disk
             parent.files += frame.files
@@ -470,7 +480,10 @@ class Scanner:
                 if parent.fd is None:
                     self.skipped.add("vanished", len(parent.subdirs))
                     parent.subdirs.clear()
-        self._close(frame)
+        fd = frame.fd
+        if fd is not None:
+            frame.fd = None
+            os.close(fd)
 
     @staticmethod
     def _totals(frame: _Frame, partial: bool = False) -> Finished:
