@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
-import io
 import os
 import stat
 import threading
@@ -133,36 +132,37 @@ def hash_fd(
     algorithms: Sequence[Algorithm],
     buffer: bytearray,
     on_chunk: Callable[[int], None] | None = None,
+    *,
+    opened: os.stat_result | None = None,
 ) -> Digest:
     """Stream an open regular file through every algorithm at once, reading into ``buffer``.
 
     ``on_chunk(bytes_so_far)`` runs after each chunk: the caller reports progress and raises to
     stop there. Size and mtime are compared before and after, so a file written while we read is
-    reported instead of yielding a digest of no real version.
+    reported instead of yielding a digest of no real version. ``opened`` is the descriptor's
+    ``fstat`` if the caller has it (one system call fewer per file counts for tiny files).
     """
-    before = os.fstat(fd)
+    before = opened if opened is not None else os.fstat(fd)
+    expected = before.st_size
     hashers = [algorithm.new() for algorithm in algorithms]
+    updates = [hasher.update for hasher in hashers]
     view = memoryview(buffer)
+    room = len(buffer)
     size = 0
-    if before.st_size > len(buffer):
+    if expected > room:
         with contextlib.suppress(OSError):  # advice only
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-    with io.FileIO(fd, "rb", closefd=False) as stream:
-        if len(hashers) == 1:  # the common case without the inner loop
-            update = hashers[0].update
-            while count := stream.readinto(buffer):
-                update(view[:count])
-                size += count
-                if on_chunk is not None:
-                    on_chunk(size)
-        else:
-            while count := stream.readinto(buffer):
-                chunk = view[:count]
-                for hasher in hashers:
-                    hasher.update(chunk)
-                size += count
-                if on_chunk is not None:
-                    on_chunk(size)
+    readv = os.readv
+    targets = [buffer]
+    while count := readv(fd, targets):
+        chunk = view[:count] if count < room else view
+        for update in updates:
+            update(chunk)
+        size += count
+        if on_chunk is not None:
+            on_chunk(size)
+        if size == expected and count < room:
+            break  # a short read that ends at the size: EOF, without one more read (growth shows below)
     after = os.fstat(fd)
     return Digest(
         {algorithm.name: hasher.hexdigest() for algorithm, hasher in zip(algorithms, hashers, strict=True)},
@@ -172,7 +172,9 @@ def hash_fd(
 
 
 def _change(before: os.stat_result, after: os.stat_result, read: int) -> str | None:
-    if before.st_size != after.st_size or read != after.st_size:
+    # Size 0 before and after with bytes read is a kernel-generated file (procfs, sysfs): not a change.
+    pseudo = before.st_size == after.st_size == 0
+    if before.st_size != after.st_size or (read != after.st_size and not pseudo):
         return (
             f"its size changed while it was being hashed ({before.st_size:,} bytes at the start, "
             f"{after.st_size:,} at the end, {read:,} read)"
@@ -220,6 +222,13 @@ _OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 def open_regular(
     path: bytes, *, follow_symlinks: bool, expect: os.stat_result | None = None, dir_fd: int | None = None
 ) -> int:
+    """``open_for_hash`` for callers that need only the descriptor."""
+    return open_for_hash(path, follow_symlinks=follow_symlinks, expect=expect, dir_fd=dir_fd)[0]
+
+
+def open_for_hash(
+    path: bytes, *, follow_symlinks: bool, expect: os.stat_result | None = None, dir_fd: int | None = None
+) -> tuple[int, os.stat_result]:
     """Open a regular file for hashing without ever blocking or opening a device.
 
     Looks first (``stat``/``lstat``) and refuses anything but a regular file without opening it;
@@ -240,7 +249,7 @@ def open_regular(
     if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (looked.st_dev, looked.st_ino):
         os.close(fd)
         raise NotRegular(opened.st_mode) if not stat.S_ISREG(opened.st_mode) else Replaced()
-    return fd
+    return fd, opened
 
 
 def explain(exc: OSError) -> str:
@@ -365,7 +374,7 @@ def _hash_job(job: Job, buffer: bytearray, slot: list[int], stop: threading.Even
     if stop.is_set():
         raise Stopped()
     try:
-        fd = open_regular(job.path, follow_symlinks=job.follow_symlinks, expect=job.looked)
+        fd, opened = open_for_hash(job.path, follow_symlinks=job.follow_symlinks, expect=job.looked)
     except FileNotFoundError:
         return Outcome(job, error="no such file", missing=True)
     except OSError as exc:
@@ -378,7 +387,7 @@ def _hash_job(job: Job, buffer: bytearray, slot: list[int], stop: threading.Even
             raise Stopped()
 
     try:
-        digest = hash_fd(fd, job.algorithms, buffer, on_chunk)
+        digest = hash_fd(fd, job.algorithms, buffer, on_chunk, opened=opened)
     except OSError as exc:
         return Outcome(job, error=f"read error: {explain(exc)}")
     finally:

@@ -336,3 +336,13 @@ async def test_cancelling_stops_the_hashing_threads_within_a_chunk(tmp_path: Pat
         await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
     assert started.is_set()
     assert counters.bytes < 8 << 30  # stopped early, not after the whole file
+
+
+def test_kernel_files_that_report_size_zero_are_not_reported_as_changed() -> None:
+    fd = os.open("/proc/version", os.O_RDONLY)
+    try:
+        digest = hash_fd(fd, [ALGORITHMS["sha256"]], bytearray(CHUNK))
+    finally:
+        os.close(fd)
+    assert digest.size > 0 and digest.changed is None
+    assert digest.hexdigests["sha256"] == hashlib.sha256(Path("/proc/version").read_bytes()).hexdigest()
