@@ -43,6 +43,8 @@ or changes anything, and it never returns file contents — only metadata, sizes
 - dir_usage: what fills a directory (du-exact totals, largest subdirectories and files, time-bounded).
 - find_duplicates: identical files under a directory, largest reclaimable space first.
 - file_sha256: is this file the one I think it is (streamed SHA-256 digest).
+- hash_tree: a sha256sum/b3sum-style checksum manifest of a tree (md5 … blake3).
+- verify_checksums: check files against a manifest (SHA256SUMS, B3SUMS, …) and spot new files.
 Paths must be absolute. Long calls report progress and can be cancelled. {scope}"""
 
 COMPLETION_TIMEOUT = 2.0  # seconds a path completion may spend listing a directory
