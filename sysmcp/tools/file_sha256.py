@@ -6,6 +6,7 @@ hung network mount then blocks one worker, never the event loop.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import time
@@ -13,6 +14,7 @@ from typing import Any
 
 from sysmcp.fs.checksums import ALGORITHMS, CHUNK, Digest, NotRegular, Replaced, hash_fd, kind, open_regular
 from sysmcp.fs.paths import display
+from sysmcp.fs.safeopen import SWAPPED, open_parent
 from sysmcp.fs.units import human_bytes, rate
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
@@ -64,9 +66,24 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 
 
 def open_file(path: bytes, shown: str, given: str) -> int:
-    """Open for hashing or raise a ``ToolError`` that says what the path is instead."""
+    """Open for hashing or raise a ``ToolError`` that says what the path is instead.
+
+    The parent is reached from ``/`` one component at a time without following any symlink
+    (``safeopen.open_parent``), and the file itself with O_NOFOLLOW|O_NONBLOCK after a look: a
+    directory or the file swapped for a symlink after the path was resolved cannot lead elsewhere.
+    """
+    if path == b"/":
+        raise ToolError("Not a regular file: / is a directory; only regular files can be hashed")
     try:
-        return open_regular(path, follow_symlinks=False)
+        parent, name = open_parent(os.fsdecode(path))
+    except FileNotFoundError:
+        raise ToolError(f"No such file: {shown}") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ToolError(SWAPPED.format(shown=shown)) from None
+        raise ToolError(f"Cannot open {shown}: {exc.strerror or exc}") from None
+    try:
+        return open_regular(name, follow_symlinks=False, dir_fd=parent)
     except FileNotFoundError:
         if os.path.islink(given):
             raise ToolError(
@@ -90,6 +107,8 @@ def open_file(path: bytes, shown: str, given: str) -> int:
         ) from None
     except OSError as exc:
         raise ToolError(f"Cannot open {shown}: {exc.strerror or exc}") from None
+    finally:
+        os.close(parent)
 
 
 def hash_file(path: bytes, shown: str, given: str, meter: Meter) -> tuple[Digest, float] | ToolError:

@@ -204,3 +204,13 @@ def test_a_path_swapped_for_a_symlink_after_resolving_is_refused(tmp_path: Path)
     swapped.symlink_to(real)  # as if it had been a regular file when the path was resolved
     outcome = hash_file(os.fsencode(swapped), str(swapped), str(swapped), Meter())
     assert isinstance(outcome, ToolError) and "symbolic link" in outcome.message
+
+
+def test_a_directory_swapped_for_a_symlink_after_resolving_is_refused(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "secret").write_bytes(b"not for you")
+    (tmp_path / "dir").symlink_to(elsewhere)  # as if 'dir' had been a directory when the path was resolved
+    target = tmp_path / "dir" / "secret"
+    outcome = hash_file(os.fsencode(target), str(target), str(target), Meter())
+    assert isinstance(outcome, ToolError) and "symbolic link" in outcome.message
