@@ -208,25 +208,40 @@ def large_file(args: argparse.Namespace, server: Server, workdir: Path) -> tuple
     median_ratio = statistics.median(times["openssl dgst -sha256"]) / statistics.median(
         times["sysmcp file_sha256"]
     )
-    cost = (
-        statistics.median(times["sysmcp file_sha256 + progress"])
-        / statistics.median(times["sysmcp file_sha256"])
-        - 1
-    )
     notes.append(
         f"file_sha256 vs openssl: {ratio:.2f} best, {median_ratio:.2f} median (target >= {SPEED_TARGET:.2f}): "
         f"{'PASS' if ratio >= SPEED_TARGET else 'FAIL'}"
     )
-    best_cost = min(times["sysmcp file_sha256 + progress"]) / min(times["sysmcp file_sha256"]) - 1
-    notes.append(
-        f"progress costs {best_cost * 100:+.1f} % best, {cost * 100:+.1f} % median (budget {PROGRESS_BUDGET * 100:.0f} %): "
-        f"{'PASS' if best_cost <= PROGRESS_BUDGET else 'FAIL'}"
-    )
+    notes.append(progress_cost(args, server, target))
     if not b3sum:
         notes.append("b3sum is not installed: the blake3 rows are left out")
     target.unlink()
     title = f"One {args.size_mib} MiB file, warm cache, {args.rounds} rounds (throughput in GB/s)"
     return table(title, times, "openssl dgst -sha256", size, "GB/s", 1e9), notes
+
+
+def progress_cost(args: argparse.Namespace, server: Server, target: Path) -> str:
+    """Price progress with many back-to-back pairs (plain, then with a token, order alternating).
+
+    A single pair is at the mercy of a noisy machine; the median of many pair ratios is not, and the
+    mechanism's real cost (a 10 Hz timer on the event loop) is far below what noise does to one run.
+    """
+    with target.open("rb") as source, (target.parent / "progress.bin").open("wb") as out:
+        out.write(source.read(args.progress_mib << 20))
+    part = target.parent / "progress.bin"
+    ratios = []
+    for i in range(args.progress_pairs):
+        first, second = (False, True) if i % 2 == 0 else (True, False)
+        a = server.call("file_sha256", {"path": str(part)}, progress=first)[0]
+        b = server.call("file_sha256", {"path": str(part)}, progress=second)[0]
+        plain, with_progress = (a, b) if not first else (b, a)
+        ratios.append(with_progress / plain)
+    part.unlink()
+    cost = statistics.median(ratios) - 1
+    return (
+        f"progress costs {cost * 100:+.1f} % (median of {len(ratios)} back-to-back pairs on {args.progress_mib} MiB; "
+        f"budget {PROGRESS_BUDGET * 100:.0f} %): {'PASS' if cost <= PROGRESS_BUDGET else 'FAIL'}"
+    )
 
 
 def many_files(args: argparse.Namespace, server: Server) -> tuple[str, list[str]]:

@@ -400,8 +400,7 @@ def _hash_job(job: Job, buffer: bytearray, slot: list[int], stop: threading.Even
 
 
 def _escape(name: bytes, escape_cr: bool) -> tuple[bytes, bool]:
-    specials = (b"\\", b"\n", b"\r") if escape_cr else (b"\\", b"\n")
-    if not any(s in name for s in specials):
+    if b"\\" not in name and b"\n" not in name and not (escape_cr and b"\r" in name):
         return name, False
     escaped = name.replace(b"\\", b"\\\\").replace(b"\n", b"\\n")
     if escape_cr:

@@ -177,7 +177,18 @@ def hash_tree(
     """Walk (or take the one file), hash on a small pool, and build the sorted manifest."""
     started = time.perf_counter()
     counters = PoolCounters()
-    check = throttled(meter.checkpoint)
+
+    def update_meter() -> None:
+        done_bytes, done_files = counters.bytes, counters.files
+        meter.extra["bytes"] = done_bytes
+        meter.extra["files"] = done_files
+        meter.done = done_bytes + done_files  # both only grow: progress that moves for big and tiny files
+
+    def report_and_check() -> None:
+        update_meter()
+        meter.checkpoint()
+
+    check = throttled(report_and_check)  # summing the threads' counters for every file would cost too much
 
     def jobs() -> Iterator[Job]:
         if single is not None:
@@ -186,21 +197,11 @@ def hash_tree(
         for key, entry in enumerate(walk_files(root, options, skipped, check)):
             yield Job(key, entry.path, (algorithm,), entry.stat)
 
-    def update_meter() -> None:
-        done_bytes, done_files = counters.bytes, counters.files
-        meter.extra["bytes"] = done_bytes
-        meter.extra["files"] = done_files
-        meter.done = done_bytes + done_files  # both only grow: progress that moves for big and tiny files
-
-    def checkpoint() -> None:
-        update_meter()
-        check()
-
     base = os.path.dirname(root) if single is not None else root
     prefix_length = len(base.rstrip(b"/")) + 1
     result = TreeHash()
     entries: list[tuple[bytes, str]] = []
-    for outcome in hash_many(jobs(), checkpoint=checkpoint, counters=counters, threads=threads):
+    for outcome in hash_many(jobs(), checkpoint=check, counters=counters, threads=threads):
         relative = outcome.job.path[prefix_length:]
         if outcome.digest is None:
             if outcome.missing:
@@ -291,9 +292,7 @@ def checking_hint(algorithm: Algorithm, style: Style, base: str) -> str:
             f"Saved as {name} in {base}, it checks with verify_checksums (b3sum reads only the GNU format)."
         )
     tool = algorithm.tool.split()[0]
-    return (
-        f"Saved as {name} in {base}, it checks with `cd {shlex.quote(base)} && {tool} -c {name}` or with verify_checksums."
-    )
+    return f"Saved as {name} in {base}, it checks with `cd {shlex.quote(base)} && {tool} -c {name}` or with verify_checksums."
 
 
 def render(

@@ -297,21 +297,26 @@ def verify(
                 candidates = (ALGORITHMS[settled[len(entry.digest)]],)
             yield Job(index, path, candidates, st, follow_symlinks=not confined)
 
-    def checkpoint() -> None:
+    def update_meter() -> None:
         done_bytes, done_files = counters.bytes, counters.files
         meter.extra["bytes"] = done_bytes
         meter.extra["files"] = unhashed + done_files
         meter.done = done_bytes + unhashed + done_files
-        check()
 
-    for outcome in hash_many(jobs(), checkpoint=checkpoint, counters=counters, threads=threads):
+    def report_and_check() -> None:
+        update_meter()
+        meter.checkpoint()
+
+    for outcome in hash_many(
+        jobs(), checkpoint=throttled(report_and_check), counters=counters, threads=threads
+    ):
         index = outcome.job.key
         entry = manifest.entries[index]
         tried[index] = {a.name for a in outcome.job.algorithms}
         result.checked[index] = _judge(
             entry, outcome.job, outcome.digest, outcome.error, outcome.missing, settled
         )
-    checkpoint()
+    update_meter()
     result.bytes_hashed = counters.bytes + retry_others(
         manifest, looked, tried, result, meter, check, threads, confined
     )
