@@ -34,11 +34,13 @@ __all__ = [
     "FileEntry",
     "Finished",
     "Listing",
+    "Mount",
     "ScanStopped",
     "Scanner",
     "SkipCounter",
     "WalkOptions",
     "join",
+    "mount_table",
     "walk_files",
 ]
 
@@ -225,21 +227,65 @@ def _noop() -> None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class Mount:
+    point: bytes
+    dev: int
+    fstype: str
+
+
+_OCTAL = re.compile(rb"\\([0-7]{3})")
+
+
+def mount_table(mountinfo: str = "/proc/self/mountinfo") -> list[Mount]:
+    """Mount points, device numbers and types from mountinfo (empty when it cannot be read)."""
+    mounts: list[Mount] = []
+    try:
+        with open(mountinfo, "rb") as handle:
+            for line in handle:
+                before, _, after = line.partition(b" - ")
+                fields = before.split()
+                if len(fields) < 5 or not after:
+                    continue
+                major, _, minor = fields[2].partition(b":")
+                point = _OCTAL.sub(lambda m: bytes([int(m.group(1), 8)]), fields[4])
+                fstype = after.split(b" ", 1)[0].decode("utf-8", "replace")
+                mounts.append(Mount(point, os.makedev(int(major), int(minor)), fstype))
+    except (OSError, ValueError):
+        return []
+    return mounts
+
+
 def pseudo_devices(mountinfo: str = "/proc/self/mountinfo") -> frozenset[int]:
     """Device numbers of mounted kernel pseudo-filesystems, read from mountinfo (empty if unreadable)."""
-    devices: set[int] = set()
-    try:
-        with open(mountinfo, encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                before, _, after = line.partition(" - ")
-                fields = before.split()
-                fstype = after.split(" ", 1)[0]
-                if len(fields) >= 3 and fstype in PSEUDO_FILESYSTEMS:
-                    major, _, minor = fields[2].partition(":")
-                    devices.add(os.makedev(int(major), int(minor)))
-    except (OSError, ValueError):
-        pass
-    return frozenset(devices)
+    return frozenset(m.dev for m in mount_table(mountinfo) if m.fstype in PSEUDO_FILESYSTEMS)
+
+
+def mount_points_below(
+    root: bytes, root_dev: int, options: WalkOptions, table: Sequence[Mount] | None = None
+) -> dict[str, dict[str, str]]:
+    """Mount points under ``root`` that the walk will not enter, by parent directory: name → reason.
+
+    Knowing them from the mount table means the walk skips them without even an ``lstat``: the
+    root of a hung network mount does not answer ``lstat`` either, and would stall the scan (and
+    ``du``) in an uninterruptible system call. Bind mounts of the root's own filesystem are not
+    listed, because ``du -x`` walks into them too.
+    """
+    prefix = root.rstrip(b"/") + b"/"
+    skip: dict[str, dict[str, str]] = {}
+    for mount in mount_table() if table is None else table:
+        if not mount.point.startswith(prefix) or mount.dev == root_dev:
+            continue
+        if options.skip_pseudo and mount.fstype in PSEUDO_FILESYSTEMS:
+            reason = "pseudo_filesystem"
+        elif options.one_file_system:
+            reason = "other_filesystem"
+        else:
+            continue
+        parent, _, name = mount.point[len(prefix) :].rpartition(b"/")
+        if name:
+            skip.setdefault(os.fsdecode(parent), {})[os.fsdecode(name)] = reason
+    return skip
 
 
 def _exclusion(patterns: Sequence[str]) -> Callable[[str], re.Match[str] | None] | None:
@@ -267,6 +313,7 @@ class Scanner:
         checkpoint: Callable[[], None] = _noop,
         *,
         fd_budget: int = 64,
+        mounts: Sequence[Mount] | None = None,
     ) -> None:
         self.root = os.fsencode(root)
         self.options = options
@@ -290,6 +337,8 @@ class Scanner:
         self._seen: set[tuple[int, int]] = set()
         self._match = _exclusion(options.exclude)
         self._pseudo: frozenset[int] | None = None
+        self._mount_points: dict[str, dict[str, str]] = {}
+        self._mounts = mounts  # the mount table (None: read /proc/self/mountinfo when the walk starts)
         self._stop: ScanStopped | None = None
         self._reported = 0  # apparent bytes of the directory being read already added to .apparent
 
@@ -301,6 +350,7 @@ class Scanner:
         stack: list[_Frame] = []
         try:
             st = os.fstat(fd)
+            self._mount_points = mount_points_below(self.root, st.st_dev, self.options, self._mounts)
             top = _Frame(fd, "", 0, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
             stack.append(top)
             self.entries += 1
@@ -366,6 +416,7 @@ class Scanner:
             skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
             return Listing(frame.relative, frame.depth, files, links)
         check_every = CHECK_EVERY
+        mounted = self._mount_points.get(frame.relative) if self._mount_points else None
         with iterator:
             try:
                 # One entry at a time: each DirEntry and stat result is freed before the next is made,
@@ -382,6 +433,9 @@ class Scanner:
                         except ScanStopped as stop:
                             self._stop = stop  # hand out what this directory gave so far, then stop
                             break
+                    if mounted is not None and entry.name in mounted:
+                        skipped.add(mounted[entry.name])  # a mount point: not even an lstat
+                        continue
                     try:
                         st = entry.stat(follow_symlinks=False)
                     except OSError as exc:

@@ -16,10 +16,13 @@ import pytest
 from sysmcp.fs.walk import (
     FileEntry,
     Finished,
+    Listing,
+    Mount,
     Scanner,
     ScanStopped,
     SkipCounter,
     WalkOptions,
+    mount_table,
     walk_files,
 )
 
@@ -355,3 +358,42 @@ def test_a_consumer_that_stops_early_leaves_no_descriptor_open(tmp_path: Path) -
     next(walker)
     walker.close()
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_mount_points_from_the_mount_table_are_skipped_without_being_looked_at(tmp_path: Path) -> None:
+    """A hung NFS mount would not answer even lstat: the walk must not touch names the table calls mounts."""
+    for name in ("nfs", "bind", "proc", "plain"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "f").write_bytes(b"f")
+    root = os.fsencode(tmp_path)
+    dev = os.stat(tmp_path).st_dev
+    table = [
+        Mount(root + b"/nfs", dev + 1, "nfs4"),  # pretend: another (dead) filesystem
+        Mount(root + b"/bind", dev, "ext4"),  # a bind mount of our own filesystem: du -x walks it
+        Mount(root + b"/proc", dev + 2, "proc"),
+        Mount(b"/elsewhere", dev + 3, "nfs4"),
+    ]
+    skipped = SkipCounter()
+    scanner = Scanner(root, WalkOptions(), skipped, mounts=table)
+    listings = [e for e in scanner.events() if isinstance(e, Listing)]
+    entered = {e.relative for e in listings}
+    assert entered == {"", "bind", "plain"}
+    assert skipped.as_dict() == {"other_filesystem": 1, "pseudo_filesystem": 1}
+    crossing = SkipCounter()
+    scanner = Scanner(root, WalkOptions(one_file_system=False), crossing, mounts=table)
+    assert {e.relative for e in scanner.events() if isinstance(e, Listing)} == {"", "bind", "plain", "nfs"}
+    assert crossing.as_dict() == {"pseudo_filesystem": 1}
+
+
+def test_the_mount_table_decodes_escaped_mount_points(tmp_path: Path) -> None:
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_bytes(
+        b"36 35 98:0 / /mnt/with\\040space rw,noatime master:1 - ext3 /dev/root rw,errors=continue\n"
+        b"37 35 0:21 / /proc rw - proc proc rw\n"
+    )
+    table = mount_table(str(mountinfo))
+    assert [(m.point, m.dev, m.fstype) for m in table] == [
+        (b"/mnt/with space", os.makedev(98, 0), "ext3"),
+        (b"/proc", os.makedev(0, 21), "proc"),
+    ]
+    assert mount_table(str(tmp_path / "missing")) == []
