@@ -74,7 +74,7 @@ async def test_default_mode_discovers_and_speaks_2026(tmp_path: Path) -> None:
         for name in REPORTS_PROGRESS & set(progress):
             assert progress[name], f"no progress from {name}"
             assert progress[name] == sorted(progress[name])
-        assert logs and {entry.level for entry in logs} == {"debug"}  # asked for per request, and received
+        assert "debug" in {entry.level for entry in logs}  # asked for per request, and received
         with pytest.raises(MCPError) as caught:
             await c.call_tool("no_such_tool", {})
         assert caught.value.code == -32602
