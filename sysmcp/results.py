@@ -9,6 +9,7 @@ import itertools
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from urllib.parse import quote
 
 DEFAULT_CAP = 64 << 20
 URI_PREFIX = "sysmcp://results/"
@@ -22,10 +23,7 @@ class StoredResult:
     mime_type: str
     text: str
     created: float
-
-    @property
-    def size(self) -> int:
-        return len(self.text.encode("utf-8"))
+    size: int  # UTF-8 bytes of text, counted once (resources/list reports it for every item)
 
 
 class ResultStore:
@@ -36,8 +34,9 @@ class ResultStore:
         self._ids = itertools.count(1)
 
     def put(self, name: str, text: str, *, description: str, mime_type: str = "text/plain") -> StoredResult:
-        uri = f"{URI_PREFIX}{next(self._ids)}/{name}"
-        item = StoredResult(uri, name, description, mime_type, text, time.time())
+        # The name comes from a path and may hold spaces, '#' or non-ASCII: percent-encode it in the URI.
+        uri = f"{URI_PREFIX}{next(self._ids)}/{quote(name, safe='-._~')}"
+        item = StoredResult(uri, name, description, mime_type, text, time.time(), len(text.encode("utf-8")))
         self._items[uri] = item
         self._bytes += item.size
         while self._bytes > self.cap_bytes and len(self._items) > 1:

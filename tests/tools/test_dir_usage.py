@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from sysmcp.fs.walk import SkipCounter, WalkOptions
+from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import INPUT_SCHEMA, Request, TopN, render, scan_usage
 
@@ -207,3 +208,15 @@ def test_top_n_heap_keeps_the_largest_and_breaks_ties_by_arrival() -> None:
     empty = TopN(0)
     empty.offer(1, "x")
     assert empty.largest() == [] and not empty.full
+
+
+def test_the_result_store_evicts_the_oldest_beyond_its_cap_and_encodes_names() -> None:
+    store = ResultStore(cap_bytes=1000)
+    first = store.put("dir_usage-my dir#1.tsv", "a" * 400, description="one")
+    second = store.put("b", "é" * 200, description="two")  # 400 bytes of UTF-8
+    assert first.uri.endswith("/dir_usage-my%20dir%231.tsv") and second.size == 400
+    third = store.put("c", "c" * 400, description="three")
+    assert store.get(first.uri) is None  # over 1000 bytes: the oldest went
+    assert [item.uri for item in store.list()] == [second.uri, third.uri]
+    huge = store.put("d", "d" * 5000, description="bigger than the cap")
+    assert [item.uri for item in store.list()] == [huge.uri]  # the newest always stays readable

@@ -125,3 +125,16 @@ async def test_errors_are_results_the_model_can_act_on(tmp_path: Path) -> None:
         bad = await wire.call("dir_usage", {"path": str(tmp_path), "timeout_s": 0, "show": "everything"})
         assert bad["result"]["isError"] and "timeout_s" in result_text(bad) and "show" in result_text(bad)
     assert os.path.exists(tmp_path / "file")  # read-only
+
+
+async def test_a_directory_name_with_spaces_gives_a_valid_readable_resource_uri(tmp_path: Path) -> None:
+    target = tmp_path / "my dir #1"
+    target.mkdir()
+    make_tree(target, 3, 3)
+    async with spawn() as wire:
+        await wire.initialize()
+        reply = await wire.call("dir_usage", {"path": str(target), "top_n": 1})
+        (link,) = [c for c in reply["result"]["content"] if c["type"] == "resource_link"]
+        assert " " not in link["uri"] and link["uri"].endswith("/dir_usage-my%20dir%20%231.tsv")
+        read = await wire.request("resources/read", {"uri": link["uri"]})
+        assert f"{target}/d002/f2" in read["result"]["contents"][0]["text"]
