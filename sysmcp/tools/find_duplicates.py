@@ -237,6 +237,7 @@ class Reader:
         ``/proc/self/fd``. Whatever was renamed or swapped since the walk, what gets read is the file
         the walk found inside the tree, or nothing.
         """
+        self.checkpoint()  # one size can have a hundred thousand candidates: stop between any two
         path = os.path.join(self.root, os.fsencode(candidate.relative))
         try:
             if self.proc_fd:

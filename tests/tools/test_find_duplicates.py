@@ -8,7 +8,10 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 from sysmcp.fs.walk import SkipCounter, WalkOptions
+from sysmcp.protocol.context import Meter
 from sysmcp.tools.find_duplicates import SMALL, find_duplicates, render
 
 
@@ -149,3 +152,38 @@ def test_names_with_newlines_and_invalid_utf8_are_shown_escaped(tmp_path: Path) 
     paths = {p for group in result["groups"] for p in group["paths"]}
     assert paths == {f"{tmp_path}/new\nline", f"{tmp_path}/bad-\\xff"}
     assert "new\\nline" in text and "bad-\\xff" in text
+
+
+def test_cancellation_is_checked_between_files_of_one_size(tmp_path: Path) -> None:
+    for i in range(30):  # one size, different heads: only the head-and-tail sampling reads them
+        (tmp_path / f"f{i}").write_bytes(bytes([i]) * (SMALL + 1))
+
+    class Cancelled(Exception):
+        pass
+
+    class CancelAfter(Meter):
+        """A meter whose checkpoint raises once the comparison has opened a few files."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls = 0
+
+        def checkpoint(self) -> None:  # type: ignore[override]
+            if self.total is not None:
+                self.calls += 1
+                if self.calls > 3:
+                    raise Cancelled
+
+    meter = CancelAfter()
+    ticks = itertools.count()  # 10 ms per look at the clock: every checkpoint asks about cancellation
+    with pytest.raises(Cancelled):
+        find_duplicates(
+            os.fsencode(tmp_path),
+            WalkOptions(),
+            SkipCounter(),
+            1,
+            60,
+            meter,
+            clock=lambda: next(ticks) * 0.01,
+        )
+    assert meter.done < 30 + 30  # stopped before reading every file
