@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -397,3 +398,43 @@ def test_the_mount_table_decodes_escaped_mount_points(tmp_path: Path) -> None:
         (b"/proc", os.makedev(0, 21), "proc"),
     ]
     assert mount_table(str(tmp_path / "missing")) == []
+
+
+DEAD_FUSE_WALK = """
+import ctypes, os, sys, tempfile
+from sysmcp.fs.walk import Scanner, SkipCounter, WalkOptions, Finished
+
+root = tempfile.mkdtemp()
+os.mkdir(os.path.join(root, "sub"))
+open(os.path.join(root, "sub", "file"), "wb").write(b"x" * 100)
+dead = os.path.join(root, "sub", "dead")
+os.mkdir(dead)
+fd = os.open("/dev/fuse", os.O_RDWR)  # never served: every request to this mount waits forever
+options = f"fd={fd},rootmode=40000,user_id=0,group_id=0".encode()
+if ctypes.CDLL(None, use_errno=True).mount(b"deadfuse", dead.encode(), b"fuse.deadfuse", 0, options):
+    print("skip: cannot mount fuse here:", os.strerror(ctypes.get_errno()))
+    sys.exit(0)
+skipped = SkipCounter()
+events = list(Scanner(root.encode(), WalkOptions(), skipped).events())
+print(skipped.as_dict(), [e.files for e in events if isinstance(e, Finished) and e.relative == ""])
+"""
+
+
+def test_a_hung_mount_below_the_root_does_not_stall_the_walk() -> None:
+    """A FUSE mount whose daemon never answers hangs even lstat (and du): the walk must not touch it."""
+    unshare = shutil.which("unshare")
+    if unshare is None or not Path("/dev/fuse").exists():
+        pytest.skip("needs unshare and /dev/fuse")
+    if subprocess.run([unshare, "-m", "--propagation", "private", "true"], capture_output=True).returncode:
+        pytest.skip("cannot create a private mount namespace here")
+    done = subprocess.run(
+        [unshare, "-m", "--propagation", "private", sys.executable, "-c", DEAD_FUSE_WALK],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=Path(__file__).parents[2],
+    )
+    assert done.returncode == 0, done.stderr
+    if done.stdout.startswith("skip:"):
+        pytest.skip(done.stdout.strip())
+    assert done.stdout.strip() == "{'other_filesystem': 1} [1]"
