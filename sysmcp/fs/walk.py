@@ -78,7 +78,7 @@ _S_IFMT = 0o170000
 _S_IFDIR = stat.S_IFDIR
 _S_IFREG = stat.S_IFREG
 _S_IFLNK = stat.S_IFLNK
-CHECK_EVERY = 4096  # entries between checkpoints inside one huge directory (a few milliseconds of work)
+CHECK_EVERY = 1024  # entries between checkpoints inside one huge directory (about 3 ms of work)
 
 
 @dataclass(frozen=True)
