@@ -401,10 +401,10 @@ def test_the_mount_table_decodes_escaped_mount_points(tmp_path: Path) -> None:
 
 
 DEAD_FUSE_WALK = """
-import ctypes, os, sys, tempfile
+import ctypes, os, sys
 from sysmcp.fs.walk import Scanner, SkipCounter, WalkOptions, Finished
 
-root = tempfile.mkdtemp()
+root = sys.argv[1]
 os.mkdir(os.path.join(root, "sub"))
 open(os.path.join(root, "sub", "file"), "wb").write(b"x" * 100)
 dead = os.path.join(root, "sub", "dead")
@@ -420,7 +420,7 @@ print(skipped.as_dict(), [e.files for e in events if isinstance(e, Finished) and
 """
 
 
-def test_a_hung_mount_below_the_root_does_not_stall_the_walk() -> None:
+def test_a_hung_mount_below_the_root_does_not_stall_the_walk(tmp_path: Path) -> None:
     """A FUSE mount whose daemon never answers hangs even lstat (and du): the walk must not touch it."""
     unshare = shutil.which("unshare")
     if unshare is None or not Path("/dev/fuse").exists():
@@ -428,7 +428,7 @@ def test_a_hung_mount_below_the_root_does_not_stall_the_walk() -> None:
     if subprocess.run([unshare, "-m", "--propagation", "private", "true"], capture_output=True).returncode:
         pytest.skip("cannot create a private mount namespace here")
     done = subprocess.run(
-        [unshare, "-m", "--propagation", "private", sys.executable, "-c", DEAD_FUSE_WALK],
+        [unshare, "-m", "--propagation", "private", sys.executable, "-c", DEAD_FUSE_WALK, str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=30,
