@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         default=Path(tempfile.gettempdir()) / "sysmcp-hash-corpus-20k",
         help="corpus path",
     )
-    parser.add_argument("--progress-pairs", type=int, default=12, help="pairs for the progress cost (12)")
+    parser.add_argument("--progress-pairs", type=int, default=30, help="pairs for the progress cost (30)")
     parser.add_argument(
         "--coreutils", action="store_true", help="also time sha256sum on the large file (slow)"
     )
