@@ -186,3 +186,37 @@ def test_a_long_manifest_mixing_sha256_and_blake3_lines_verifies_every_line(tmp_
     )
     assert {c.status for c in result.checked} == {"OK"}
     assert Counter(c.algorithm for c in result.checked) == {"sha256": 300, "blake3": 5}
+
+
+async def test_a_cancelled_verification_gets_no_response_and_the_server_keeps_serving(tmp_path: Path) -> None:
+    with (tmp_path / "huge.img").open("wb") as out:
+        out.truncate(64 << 30)  # a minute of hashing: only the cancel ends this soon
+    text = f"{hashlib.sha256(b'whatever').hexdigest()}  huge.img\n"
+    async with spawn() as wire:
+        await wire.initialize()
+        await wire.send(
+            {
+                "jsonrpc": "2.0",
+                "id": "check",
+                "method": "tools/call",
+                "params": {
+                    "name": "verify_checksums",
+                    "arguments": {"manifest": text, "base_dir": str(tmp_path)},
+                    "_meta": {"progressToken": "v"},
+                },
+            }
+        )
+        first = await wire.receive()
+        assert first["method"] == "notifications/progress" and first["params"]["total"] == (64 << 30) + 1
+        await wire.send(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "check"}}
+        )
+        await wire.send({"jsonrpc": "2.0", "id": "after", "method": "ping"})
+        with anyio.fail_after(5):
+            while (message := await wire.receive()).get("id") != "after":
+                assert message.get("id") != "check"
+        (tmp_path / "small").write_bytes(b"s")
+        small = f"{hashlib.sha256(b's').hexdigest()}  small\n"
+        with anyio.fail_after(10):
+            result = await verify(wire, {"manifest": small, "base_dir": str(tmp_path)})
+        assert result["all_ok"] is True
