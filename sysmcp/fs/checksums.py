@@ -380,11 +380,13 @@ def _hash_job(job: Job, buffer: bytearray, slot: list[int], stop: threading.Even
     except OSError as exc:
         return Outcome(job, error=explain(exc))
     start = slot[0]
+    on_chunk: Callable[[int], None] | None = None
+    if opened.st_size >= len(buffer):  # a file of one chunk needs no report or stop check inside
 
-    def on_chunk(done: int) -> None:
-        slot[0] = start + done
-        if stop.is_set():
-            raise Stopped()
+        def on_chunk(done: int) -> None:
+            slot[0] = start + done
+            if stop.is_set():
+                raise Stopped()
 
     try:
         digest = hash_fd(fd, job.algorithms, buffer, on_chunk, opened=opened)
@@ -392,6 +394,7 @@ def _hash_job(job: Job, buffer: bytearray, slot: list[int], stop: threading.Even
         return Outcome(job, error=f"read error: {explain(exc)}")
     finally:
         os.close(fd)
+    slot[0] = start + digest.size
     slot[1] += 1
     return Outcome(job, digest=digest)
 
