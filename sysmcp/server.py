@@ -51,6 +51,21 @@ COMPLETION_TIMEOUT = 2.0  # seconds a path completion may spend listing a direct
 
 Method = Callable[[dict[str, Any], RequestContext], Awaitable[dict[str, Any]]]
 
+#: Methods answered from memory, never waiting on I/O or the client: the session runs them inline.
+IMMEDIATE_METHODS = frozenset(
+    {
+        "ping",
+        "initialize",
+        "server/discover",
+        "logging/setLevel",
+        "tools/list",
+        "resources/list",
+        "resources/read",
+        "resources/templates/list",
+        "prompts/list",
+    }
+)
+
 
 @dataclass
 class Server:
@@ -85,6 +100,17 @@ class Server:
 
     def batching_allowed(self) -> bool:
         return self.lifecycle.batching_allowed
+
+    def answers_at_once(self, request: Request) -> bool:
+        if request.method in IMMEDIATE_METHODS:
+            return True
+        if request.method != "tools/call" or not self.client_roots.settled:
+            return False
+        name = request.params.get("name")
+        tool = self.registry.get(name) if isinstance(name, str) else None
+        if tool is None:
+            return True  # answered with an error at once
+        return tool.answers_at_once is not None and tool.answers_at_once(request.params.get("arguments"))
 
     async def handle_request(self, request: Request, ctx: RequestContext) -> dict[str, Any]:
         method = self._methods.get(request.method)

@@ -207,6 +207,11 @@ class ClientRoots:
         finally:
             self._scheduled = False
 
+    @property
+    def settled(self) -> bool:
+        """No fetch is due or running: ``current()`` would return without waiting on the client."""
+        return not self._stale and not self._lock.locked()
+
     async def current(self) -> None:
         """Make sure the policy reflects the client's latest roots before a tool uses it."""
         if self._stale or self._lock.locked():

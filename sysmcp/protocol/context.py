@@ -126,13 +126,18 @@ class RequestContext:
 
         if self.progress_token is None:
             return await anyio.to_thread.run_sync(work, meter, abandon_on_cancel=False, limiter=self.limiter)
+        failure: Exception | None = None
         async with anyio.create_task_group() as group:
             group.start_soon(tick)
             try:
                 result = await anyio.to_thread.run_sync(
                     work, meter, abandon_on_cancel=False, limiter=self.limiter
                 )
+            except Exception as exc:  # re-raised below as itself, not wrapped in an ExceptionGroup
+                failure = exc
             finally:
                 group.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
         await report(final=True)
         return result

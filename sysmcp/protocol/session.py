@@ -54,6 +54,10 @@ class Handler(Protocol):
 
     def batching_allowed(self) -> bool: ...
 
+    def answers_at_once(self, request: Request) -> bool:
+        """True when the request cannot wait on anything (no I/O that may hang, no client reply)."""
+        ...
+
     async def handle_request(self, request: Request, ctx: RequestContext) -> dict[str, Any]: ...
 
     async def handle_notification(self, notification: Notification) -> None: ...
@@ -294,7 +298,11 @@ class Session:
                 limiter=self.limiter,
             )
             self._in_flight[request.id] = _InFlight(scope, ctx)
-            tasks.start_soon(self._serve, request, ctx, scope, reply, settle)
+            if self.handler.answers_at_once(request):
+                # Nothing to wait for: a task would only add its cost (the bulk of a small call's time).
+                await self._serve(request, ctx, scope, reply, settle)
+            else:
+                tasks.start_soon(self._serve, request, ctx, scope, reply, settle)
             return
         if settle is not None:
             await settle()

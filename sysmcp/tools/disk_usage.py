@@ -518,6 +518,14 @@ class DiskUsage:
         self.usage = usage
         self.prober = Prober(timeout, max_stuck)
 
+    def answers_at_once(self, args: Any) -> bool:
+        """A path whose resolution and filesystem are all local: statvfs answers from memory."""
+        raw = args.get("path") if isinstance(args, dict) else None
+        if not isinstance(raw, str) or "\x00" in raw:
+            return not isinstance(args, dict) or "path" in args  # bad arguments are refused at once
+        expanded = os.path.expanduser(raw)
+        return not os.path.isabs(expanded) or touches_only_safe_mounts(expanded, self.partitions())[0]
+
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         table = self.partitions()
         unit = args.get("unit", "percent")
@@ -638,6 +646,8 @@ def make_handler(
     return DiskUsage(partitions, usage, timeout, max_stuck)
 
 
+_HANDLER = make_handler()
+
 TOOL = Tool(
     name="disk_usage",
     title="Disk usage",
@@ -657,5 +667,6 @@ TOOL = Tool(
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,
-    handler=make_handler(),
+    handler=_HANDLER,
+    answers_at_once=_HANDLER.answers_at_once,
 )

@@ -80,6 +80,9 @@ class Tool:
     output_schema: dict[str, Any]
     handler: Handler
     annotations: dict[str, Any] = field(default_factory=lambda: dict(READ_ONLY))
+    #: Given the raw arguments, True when the call is answered from memory or a local syscall without
+    #: waiting on anything: the session then answers it at once instead of starting a task for it.
+    answers_at_once: Callable[[Any], bool] | None = None
 
     def describe(self, features: Features) -> dict[str, Any]:
         """The ``tools/list`` entry, with only what the negotiated version knows."""

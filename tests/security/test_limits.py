@@ -29,6 +29,9 @@ class Gate:
     def batching_allowed(self) -> bool:
         return False
 
+    def answers_at_once(self, request: Request) -> bool:
+        return request.method != "block"
+
     async def handle_request(self, request: Request, ctx: RequestContext) -> dict[str, Any]:
         if request.method == "block":
             self.entered += 1
