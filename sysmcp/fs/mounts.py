@@ -23,9 +23,9 @@ T = TypeVar("T")
 
 MOUNTINFO = "/proc/self/mountinfo"
 
-# Filesystems that hold no user data on a storage device: kernel interfaces and memory-backed
-# filesystems. Left out of the default listing (``all`` brings them back, as ``df -a`` does).
-PSEUDO_TYPES = frozenset(
+# Kernel interfaces: no data of their own, sizes that are fiction, trees that can be endless. Walks
+# skip them wherever they are met.
+KERNEL_TYPES = frozenset(
     {
         "autofs",
         "binfmt_misc",
@@ -34,31 +34,38 @@ PSEUDO_TYPES = frozenset(
         "cgroup2",
         "configfs",
         "debugfs",
-        "devfs",
         "devpts",
         "devtmpfs",
         "efivarfs",
-        "fuse.gvfsd-fuse",
-        "fuse.lxcfs",
-        "fuse.portal",
         "fusectl",
         "hugetlbfs",
-        "ignore",
-        "kernfs",
         "mqueue",
-        "none",
-        "nfsd",
         "nsfs",
         "proc",
         "pstore",
-        "ramfs",
         "rpc_pipefs",
         "securityfs",
         "selinuxfs",
-        "subfs",
         "sysfs",
-        "tmpfs",
         "tracefs",
+    }
+)
+
+# Filesystems that hold no user data on a storage device: kernel interfaces and memory-backed or
+# virtual filesystems. Left out of the default listing (``all`` brings them back, as ``df -a`` does).
+PSEUDO_TYPES = KERNEL_TYPES | frozenset(
+    {
+        "devfs",
+        "fuse.gvfsd-fuse",
+        "fuse.lxcfs",
+        "fuse.portal",
+        "ignore",
+        "kernfs",
+        "none",
+        "nfsd",
+        "ramfs",
+        "subfs",
+        "tmpfs",
     }
 )
 

@@ -28,6 +28,8 @@ from collections import Counter
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 
+from sysmcp.fs.mounts import KERNEL_TYPES, MOUNTINFO, parse_mountinfo
+
 __all__ = [
     "PSEUDO_FILESYSTEMS",
     "Budget",
@@ -45,31 +47,7 @@ __all__ = [
 ]
 
 # Kernel filesystems with no data of their own: sizes there are fiction and walks can be endless.
-PSEUDO_FILESYSTEMS = frozenset(
-    {
-        "autofs",
-        "binfmt_misc",
-        "bpf",
-        "cgroup",
-        "cgroup2",
-        "configfs",
-        "debugfs",
-        "devpts",
-        "devtmpfs",
-        "efivarfs",
-        "fusectl",
-        "hugetlbfs",
-        "mqueue",
-        "nsfs",
-        "proc",
-        "pstore",
-        "rpc_pipefs",
-        "securityfs",
-        "selinuxfs",
-        "sysfs",
-        "tracefs",
-    }
-)
+PSEUDO_FILESYSTEMS = KERNEL_TYPES
 # Mount points that are pseudo whatever a container mounted on them (e.g. /dev as tmpfs).
 PSEUDO_MOUNT_POINTS = frozenset({b"/proc", b"/sys", b"/dev"})
 
@@ -234,29 +212,24 @@ class Mount:
     fstype: str
 
 
-_OCTAL = re.compile(rb"\\([0-7]{3})")
-
-
-def mount_table(mountinfo: str = "/proc/self/mountinfo") -> list[Mount]:
+def mount_table(mountinfo: str = MOUNTINFO) -> list[Mount]:
     """Mount points, device numbers and types from mountinfo (empty when it cannot be read)."""
-    mounts: list[Mount] = []
     try:
         with open(mountinfo, "rb") as handle:
-            for line in handle:
-                before, _, after = line.partition(b" - ")
-                fields = before.split()
-                if len(fields) < 5 or not after:
-                    continue
-                major, _, minor = fields[2].partition(b":")
-                point = _OCTAL.sub(lambda m: bytes([int(m.group(1), 8)]), fields[4])
-                fstype = after.split(b" ", 1)[0].decode("utf-8", "replace")
-                mounts.append(Mount(point, os.makedev(int(major), int(minor)), fstype))
-    except (OSError, ValueError):
+            table = parse_mountinfo(handle.read())
+    except OSError:
         return []
+    mounts = []
+    for mount in table.mounts:
+        major, _, minor = mount.dev.partition(":")
+        if major.isdigit() and minor.isdigit():
+            mounts.append(
+                Mount(os.fsencode(mount.mount_point), os.makedev(int(major), int(minor)), mount.fs_type)
+            )
     return mounts
 
 
-def pseudo_devices(mountinfo: str = "/proc/self/mountinfo") -> frozenset[int]:
+def pseudo_devices(mountinfo: str = MOUNTINFO) -> frozenset[int]:
     """Device numbers of mounted kernel pseudo-filesystems, read from mountinfo (empty if unreadable)."""
     return frozenset(m.dev for m in mount_table(mountinfo) if m.fstype in PSEUDO_FILESYSTEMS)
 
