@@ -21,7 +21,6 @@ import contextlib
 import errno
 import hashlib
 import os
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -30,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import blake3
+
+from sysmcp.fs.safeopen import NotRegularFile, Replaced, open_regular_at
 
 CHUNK = 1 << 20  # 1 MiB: large enough that per-chunk Python overhead vanishes, small enough to cancel fast
 
@@ -186,37 +187,9 @@ def _change(before: os.stat_result, after: os.stat_result, read: int) -> str | N
 
 # -- opening without surprises -----------------------------------------------------------------
 
-_KINDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFLNK: "a symbolic link",
-    stat.S_IFIFO: "a FIFO (named pipe)",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-}
-
-
-def kind(mode: int) -> str:
-    """'a FIFO (named pipe)', 'a directory', … for an ``st_mode``."""
-    return _KINDS.get(stat.S_IFMT(mode), "a special file")
-
-
-class NotRegular(OSError):
-    """Not a regular file; it was looked at, never opened (opening some devices has effects)."""
-
-    def __init__(self, mode: int) -> None:
-        super().__init__(errno.EINVAL, f"not a regular file: {kind(mode)}")
-        self.mode = mode
-
-
-class Replaced(OSError):
-    """The name points at another file than the one we looked at a moment ago."""
-
-    def __init__(self) -> None:
-        super().__init__(errno.ESTALE, "the file was replaced while it was being opened")
-
-
-_OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+# The look-open-verify discipline lives in ``safeopen``; these names keep hashing code readable.
+NotRegular = NotRegularFile
+_OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY | os.O_NOFOLLOW
 
 
 def open_regular(
@@ -229,27 +202,8 @@ def open_regular(
 def open_for_hash(
     path: bytes, *, follow_symlinks: bool, expect: os.stat_result | None = None, dir_fd: int | None = None
 ) -> tuple[int, os.stat_result]:
-    """Open a regular file for hashing without ever blocking or opening a device.
-
-    Looks first (``stat``/``lstat``) and refuses anything but a regular file without opening it;
-    opens with O_NONBLOCK (a FIFO swapped in cannot hang us) and, unless following, O_NOFOLLOW;
-    then checks the descriptor is the very file looked at (or ``expect``, a walk's ``lstat``).
-    """
-    looked = expect if expect is not None else os.stat(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
-    if not stat.S_ISREG(looked.st_mode):
-        raise NotRegular(looked.st_mode)
-    flags = _OPEN if follow_symlinks else _OPEN | os.O_NOFOLLOW
-    try:
-        fd = os.open(path, flags, dir_fd=dir_fd)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP and not follow_symlinks:
-            raise Replaced() from None  # a symlink now stands where a regular file was
-        raise
-    opened = os.fstat(fd)
-    if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (looked.st_dev, looked.st_ino):
-        os.close(fd)
-        raise NotRegular(opened.st_mode) if not stat.S_ISREG(opened.st_mode) else Replaced()
-    return fd, opened
+    """Open a regular file for hashing without ever blocking (O_NONBLOCK) or opening a device."""
+    return open_regular_at(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks, expect=expect, flags=_OPEN)
 
 
 def explain(exc: OSError) -> str:
@@ -614,12 +568,6 @@ MANIFEST_NAMES = {
     "blake2b": "B2SUMS",
     "blake3": "B3SUMS",
 }
-
-
-def printable(name: bytes) -> str:
-    """A name on one line for text meant to be read: undecodable bytes as \\xNN, controls escaped."""
-    text = name.decode("utf-8", "backslashreplace")
-    return text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
 
 
 def throttled(checkpoint: Callable[[], None], every: float = 0.002) -> Callable[[], None]:

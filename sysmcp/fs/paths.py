@@ -44,6 +44,13 @@ def display(path: str | bytes | os.PathLike[str]) -> str:
     return raw.decode("utf-8", "backslashreplace")
 
 
+def printable(name: str | bytes) -> str:
+    """A name on one line, for text and tab-separated lists: undecodable bytes as \\xNN, and newline,
+    carriage return and tab escaped, since a file name may hold any of them."""
+    text = display(name) if isinstance(name, bytes) else name
+    return text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+
+
 def is_within(path: Path, root: Path) -> bool:
     """True if ``path`` is ``root`` or below it, comparing whole components (never string prefixes)."""
     return path.parts[: len(root.parts)] == root.parts

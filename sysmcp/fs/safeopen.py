@@ -83,7 +83,7 @@ def open_path(path: str | os.PathLike[str], *, directory: bool = False, regular:
             os.close(current)
             current = following
         if regular:
-            return _open_regular_at(parts[-1], current, flags)
+            return open_regular_at(parts[-1], dir_fd=current, flags=flags)[0]
         return _step(parts[-1], current, flags)
     finally:
         os.close(current)
@@ -124,24 +124,43 @@ def _step(name: bytes, dir_fd: int, flags: int) -> int:
         raise
 
 
-def _open_regular_at(name: bytes, dir_fd: int, flags: int) -> int:
-    before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    if stat.S_ISLNK(before.st_mode):
-        raise OSError(errno.ELOOP, "refusing to follow a symbolic link", os.fsdecode(name))
-    if not stat.S_ISREG(before.st_mode):
-        raise NotRegularFile(before.st_mode)
-    fd = _step(name, dir_fd, flags)
-    after = os.fstat(fd)
-    if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino) or not stat.S_ISREG(after.st_mode):
-        os.close(fd)  # swapped between the look and the open: report what is there now
-        raise (
-            NotRegularFile(after.st_mode)
-            if not stat.S_ISREG(after.st_mode)
-            else FileNotFoundError(
-                errno.ENOENT, "the file was replaced while it was being opened", os.fsdecode(name)
-            )
-        )
-    return fd
+class Replaced(OSError):
+    """The name points at another file than the one looked at a moment ago."""
+
+    def __init__(self) -> None:
+        super().__init__(errno.ESTALE, "the file was replaced while it was being opened")
+
+
+def open_regular_at(
+    name: bytes,
+    *,
+    dir_fd: int | None = None,
+    follow_symlinks: bool = False,
+    expect: os.stat_result | None = None,
+    flags: int = _FINAL,
+) -> tuple[int, os.stat_result]:
+    """Look, then open, then check it is the file looked at: a regular file and nothing swapped in.
+
+    Anything but a regular file raises ``NotRegularFile`` *before* being opened (opening some devices
+    has effects); a symlink or another file found at open time raises ``Replaced``. ``expect`` is a
+    look already taken (a walk's ``lstat``).
+    """
+    looked = expect if expect is not None else os.stat(name, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
+    if not stat.S_ISREG(looked.st_mode):
+        raise NotRegularFile(looked.st_mode)
+    if follow_symlinks:
+        flags &= ~os.O_NOFOLLOW
+    try:
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_symlinks:
+            raise Replaced() from None  # a symlink now stands where a regular file was
+        raise
+    opened = os.fstat(fd)
+    if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (looked.st_dev, looked.st_ino):
+        os.close(fd)
+        raise NotRegularFile(opened.st_mode) if not stat.S_ISREG(opened.st_mode) else Replaced()
+    return fd, opened
 
 
 def _is_symlink(name: bytes, dir_fd: int) -> bool:
@@ -176,6 +195,8 @@ def _open_or_explain(path: Path | str, shown: str, *, directory: bool, regular: 
         return open_path(path, directory=directory, regular=regular)
     except NotRegularFile:
         raise
+    except Replaced:
+        raise ToolError(f"{shown} was replaced while it was being opened; try again") from None
     except FileNotFoundError:
         raise ToolError(f"No such {'directory' if directory else 'file'}: {shown}") from None
     except PermissionError:
@@ -194,10 +215,12 @@ def _open_or_explain(path: Path | str, shown: str, *, directory: bool, regular: 
 
 __all__ = [
     "NotRegularFile",
+    "Replaced",
     "kind",
     "open_child_directory",
     "open_directory",
     "open_parent",
     "open_path",
     "open_regular",
+    "open_regular_at",
 ]

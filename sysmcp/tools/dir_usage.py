@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sysmcp.fs.paths import display
+from sysmcp.fs.paths import display, printable
 from sysmcp.fs.units import human_bytes
 from sysmcp.fs.walk import Budget, Finished, Listing, Scanner, SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
@@ -318,11 +318,6 @@ def _size_text(apparent: int, disk: int, by_disk: bool) -> str:
 
 def _joined(shown: str, relative: str) -> str:
     return shown.rstrip("/") + "/" + display(os.fsencode(relative))
-
-
-def printable(name: str) -> str:
-    """A name on one line: newlines and tabs in file names must not break the text or TSV layout."""
-    return name.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
 
 
 def render(

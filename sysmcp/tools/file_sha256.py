@@ -12,9 +12,9 @@ import stat
 import time
 from typing import Any
 
-from sysmcp.fs.checksums import ALGORITHMS, CHUNK, Digest, NotRegular, Replaced, hash_fd, kind, open_regular
+from sysmcp.fs.checksums import ALGORITHMS, CHUNK, Digest, NotRegular, hash_fd, open_regular
 from sysmcp.fs.paths import display
-from sysmcp.fs.safeopen import SWAPPED, open_parent
+from sysmcp.fs.safeopen import SWAPPED, Replaced, kind, open_parent
 from sysmcp.fs.units import human_bytes, rate
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sysmcp.fs.paths import display
+from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import open_path
 from sysmcp.fs.units import human_bytes
 from sysmcp.fs.walk import Budget, Listing, Scanner, ScanStopped, SkipCounter, WalkOptions
@@ -389,10 +389,6 @@ def find_duplicates(
     return search
 
 
-def _printable(text: str) -> str:
-    return text.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
-
-
 def render(
     shown: str, search: Search, skipped: dict[str, int], top_n: int
 ) -> tuple[str, dict[str, Any], str | None]:
@@ -433,7 +429,7 @@ def render(
             f"{number}. {len(paths)} copies of {human_bytes(group.size)} — {human_bytes(group.reclaimable)} "
             "reclaimable:"
         )
-        lines += [f"     {_printable(p)}" for p in paths[:PATHS_INLINE]]
+        lines += [f"     {printable(p)}" for p in paths[:PATHS_INLINE]]
         if len(paths) > PATHS_INLINE:
             lines.append(f"     … and {len(paths) - PATHS_INLINE:,} more copies not shown")
     not_shown = len(search.groups) - len(shown_groups)
@@ -477,7 +473,7 @@ def render(
                 f"# {len(group.copies)} copies x {group.size} bytes, {group.reclaimable} reclaimable, "
                 f"blake2b {group.digest}"
             ]
-            block += [_printable(path(c)) for c in group.copies]
+            block += [printable(path(c)) for c in group.copies]
             size += sum(len(line) + 1 for line in block)
             if size > FULL_TEXT_CAP:
                 out.append("# … list cut here: the result store keeps at most 8 MiB per result")

@@ -26,11 +26,10 @@ from sysmcp.fs.checksums import (
     Style,
     format_line,
     hash_many,
-    kind,
-    printable,
     throttled,
 )
-from sysmcp.fs.paths import display
+from sysmcp.fs.paths import display, printable
+from sysmcp.fs.safeopen import kind
 from sysmcp.fs.units import human_bytes, rate
 from sysmcp.fs.walk import SkipCounter, WalkOptions, walk_files
 from sysmcp.protocol.context import Meter

@@ -27,13 +27,12 @@ from sysmcp.fs.checksums import (
     explain,
     hash_many,
     hint_order,
-    kind,
     open_regular,
     parse_manifest,
-    printable,
     throttled,
 )
-from sysmcp.fs.paths import PathPolicy, display
+from sysmcp.fs.paths import PathPolicy, display, printable
+from sysmcp.fs.safeopen import kind
 from sysmcp.fs.units import human_bytes, rate
 from sysmcp.fs.walk import SkipCounter, WalkOptions, join, walk_files
 from sysmcp.protocol.context import Meter

@@ -25,7 +25,6 @@ from sysmcp.fs.checksums import (
     Job,
     NotRegular,
     PoolCounters,
-    Replaced,
     format_line,
     hash_fd,
     hash_many,
@@ -33,6 +32,7 @@ from sysmcp.fs.checksums import (
     open_regular,
     parse_manifest,
 )
+from sysmcp.fs.safeopen import Replaced
 
 #: Names that break naive manifest code: spaces, a newline, a backslash, a CR, a leading star, UTF-8.
 AWKWARD = [
