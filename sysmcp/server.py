@@ -112,17 +112,19 @@ class Server:
             return True  # answered with an error at once
         return tool.answers_at_once is not None and tool.answers_at_once(request.params.get("arguments"))
 
-    async def handle_request(self, request: Request, ctx: RequestContext) -> dict[str, Any]:
-        method = self._methods.get(request.method)
-        if method is None:
+    def admit(self, request: Request, ctx: RequestContext) -> None:
+        """Decide, in arrival order, whether the request exists in its era and what that era allows."""
+        if request.method not in self._methods:
             raise ProtocolError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {request.method}")
         admission = self.lifecycle.admit(request.method, request.params)
         ctx.features = admission.features
-        if admission.envelope is None:
-            ctx.log_level = self.log_level
+        # Modern era: logging only if this request asked for it.
+        ctx.log_level = self.log_level if admission.envelope is None else admission.envelope.log_level
+
+    async def handle_request(self, request: Request, ctx: RequestContext) -> dict[str, Any]:
+        method = self._methods[request.method]
+        if not ctx.features.modern:
             return await method(request.params, ctx)
-        # Modern era: logging only if this request asked for it, and the 2026 result/error shapes.
-        ctx.log_level = admission.envelope.log_level
         try:
             result = await method(request.params, ctx)
         except ProtocolError as exc:

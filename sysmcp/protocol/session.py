@@ -58,6 +58,10 @@ class Handler(Protocol):
         """True when the request cannot wait on anything (no I/O that may hang, no client reply)."""
         ...
 
+    def admit(self, request: Request, ctx: RequestContext) -> None:
+        """Accept the request or raise ``ProtocolError``; called in arrival order, before any work."""
+        ...
+
     async def handle_request(self, request: Request, ctx: RequestContext) -> dict[str, Any]: ...
 
     async def handle_notification(self, notification: Notification) -> None: ...
@@ -297,6 +301,13 @@ class Session:
                 progress_token=_progress_token(request.params),
                 limiter=self.limiter,
             )
+            try:
+                self.handler.admit(request, ctx)
+            except ProtocolError as exc:
+                await respond(error_message(request.id, exc.code, exc.message, exc.data))
+                if settle is not None:
+                    await settle()
+                return
             self._in_flight[request.id] = _InFlight(scope, ctx)
             if self.handler.answers_at_once(request):
                 # Nothing to wait for: a task would only add its cost (the bulk of a small call's time).

@@ -30,6 +30,9 @@ class Handler:
     def batching_allowed(self) -> bool:
         return False
 
+    def admit(self, request: Request, ctx: RequestContext) -> None:
+        return None
+
     def answers_at_once(self, request: Request) -> bool:
         return request.method in ("ping", "boom", "bad")
 

@@ -29,6 +29,9 @@ class Gate:
     def batching_allowed(self) -> bool:
         return False
 
+    def admit(self, request: Request, ctx: RequestContext) -> None:
+        return None
+
     def answers_at_once(self, request: Request) -> bool:
         return request.method != "block"
 
