@@ -387,3 +387,18 @@ async def test_many_concurrent_calls_complete_out_of_order_correctly(tmp_path: P
         import hashlib
 
         assert seen == {i: hashlib.sha256(f.read_bytes()).hexdigest() for i, f in enumerate(files)}
+
+
+async def test_every_tool_refuses_bad_arguments_naming_the_field_and_rule() -> None:
+    async with spawn() as wire:
+        await wire.initialize("2025-11-25")
+        tools = (await wire.request("tools/list"))["result"]["tools"]
+        assert len(tools) >= 6
+        for tool in tools:
+            properties = tool["inputSchema"]["properties"]
+            string_field = next(name for name, prop in properties.items() if prop.get("type") == "string")
+            reply = await wire.call(tool["name"], {string_field: 5, "no_such_option": True})
+            text = result_text(reply)
+            assert reply["result"]["isError"] is True, tool["name"]
+            assert f"'{string_field}' must be a string, got integer 5" in text, text
+            assert "'no_such_option' is not a known argument" in text, text
