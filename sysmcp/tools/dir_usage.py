@@ -454,14 +454,14 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     links: tuple[ResourceLink, ...] = ()
     if full is not None:
         name = f"dir_usage-{os.path.basename(shown.rstrip('/')) or 'root'}.tsv"
-        item = ctx.results.put(
+        link = ctx.keep(
             name,
             full,
             description=f"Full dir_usage listing of {shown}",
             mime_type="text/tab-separated-values",
         )
-        links = (ResourceLink(item.uri, item.name, item.description, item.mime_type, item.size),)
-        text += f"\nLonger lists (up to {FULL_DIRECTORIES:,} directories, {FULL_FILES:,} files): {item.uri}"
+        links = (link,)
+        text += f"\nLonger lists (up to {FULL_DIRECTORIES:,} directories, {FULL_FILES:,} files): {link.uri}"
     return ToolOutput(text, structured, links=links)
 
 

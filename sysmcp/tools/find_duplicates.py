@@ -512,9 +512,9 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     links: tuple[ResourceLink, ...] = ()
     if full is not None:
         name = f"duplicates-{os.path.basename(shown.rstrip('/')) or 'root'}.txt"
-        item = ctx.results.put(name, full, description=f"All duplicate groups under {shown}")
-        links = (ResourceLink(item.uri, item.name, item.description, item.mime_type, item.size),)
-        text += f"\nAll groups and paths: {item.uri}"
+        link = ctx.keep(name, full, description=f"All duplicate groups under {shown}")
+        links = (link,)
+        text += f"\nAll groups and paths: {link.uri}"
     return ToolOutput(text, structured, links=links)
 
 

@@ -314,14 +314,14 @@ def render(
     links: tuple[ResourceLink, ...] = ()
     uri: str | None = None
     if tree.lines:
-        item = ctx.results.put(
+        link = ctx.keep(
             MANIFEST_NAMES[algorithm.name],
             manifest,
             description=f"{algorithm.name} manifest ({style} format) of {len(tree.lines):,} files, names relative "
             f"to {base}",
         )
-        uri = item.uri
-        links = (ResourceLink(item.uri, item.name, item.description, item.mime_type, item.size),)
+        uri = link.uri
+        links = (link,)
     max_lines: int = args["max_lines"]
     shown_lines = [text.rstrip("\n") for text in texts[:max_lines]]
     not_shown = len(texts) - len(shown_lines)

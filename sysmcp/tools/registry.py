@@ -65,6 +65,11 @@ class ToolContext:
     ) -> T:
         return await self.request.run_in_worker(work, total=total, describe=describe)
 
+    def keep(self, name: str, text: str, *, description: str, mime_type: str = "text/plain") -> ResourceLink:
+        """Store a result too big to inline and return the link a ``ToolOutput`` carries to it."""
+        item = self.results.put(name, text, description=description, mime_type=mime_type)
+        return ResourceLink(item.uri, item.name, item.description, item.mime_type, item.size)
+
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutput]]
 

@@ -553,13 +553,13 @@ def render(
     links: tuple[ResourceLink, ...] = ()
     uri: str | None = None
     if truncated:
-        item = ctx.results.put(
+        link = ctx.keep(
             "verify-report.txt",
             full_report(result),
             description=f"Every entry's status from checking {manifest_shown} against {base_shown}",
         )
-        uri = item.uri
-        links = (ResourceLink(item.uri, item.name, item.description, item.mime_type, item.size),)
+        uri = link.uri
+        links = (link,)
         out.append(f"Lists were cut at {limit:,} names; the full report is at {uri} (resources/read).")
 
     structured = {
