@@ -6,6 +6,7 @@ It knows JSON-RPC and the few MCP notifications that are about requests themselv
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -293,7 +294,6 @@ class Session:
                 )
             )
         else:
-            scope = anyio.CancelScope()
             ctx = RequestContext(
                 request_id=request.id,
                 method=request.method,
@@ -308,11 +308,13 @@ class Session:
                 if settle is not None:
                     await settle()
                 return
-            self._in_flight[request.id] = _InFlight(scope, ctx)
             if self.handler.answers_at_once(request):
-                # Nothing to wait for: a task would only add its cost (the bulk of a small call's time).
-                await self._serve(request, ctx, scope, reply, settle)
+                # Nothing to wait for: a task (or a cancel scope) would only add its cost, the bulk of a
+                # small call's time. It is done before the next message is read, so nothing can cancel it.
+                await self._serve(request, ctx, None, reply, settle)
             else:
+                scope = anyio.CancelScope()
+                self._in_flight[request.id] = _InFlight(scope, ctx)
                 tasks.start_soon(self._serve, request, ctx, scope, reply, settle)
             return
         if settle is not None:
@@ -324,7 +326,7 @@ class Session:
         self,
         request: Request,
         ctx: RequestContext,
-        scope: anyio.CancelScope,
+        scope: anyio.CancelScope | None,
         reply: Reply | None,
         settle: Callable[[], Awaitable[None]] | None,
     ) -> None:
@@ -332,7 +334,7 @@ class Session:
         answer: dict[str, Any] | None = None
         data = b""
         try:
-            with scope:
+            with scope if scope is not None else contextlib.nullcontext():
                 try:
                     result = await self.handler.handle_request(request, ctx)
                     answer = result_message(request.id, result)
@@ -348,7 +350,7 @@ class Session:
                     log.exception("request failed", method=request.method)
                     answer = error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error")
                     data = encode(answer)
-            if answer is not None and not scope.cancel_called:
+            if answer is not None and not (scope is not None and scope.cancel_called):
                 if reply is None:
                     await self._send_raw(data)
                 else:
@@ -356,9 +358,10 @@ class Session:
             if settle is not None:
                 await settle()
         finally:
-            self._in_flight.pop(request.id, None)
-            if not self._in_flight:
-                self._idle.set()
+            if scope is not None:
+                self._in_flight.pop(request.id, None)
+                if not self._in_flight:
+                    self._idle.set()
 
     # -- writing ----------------------------------------------------------------------------
 

@@ -517,6 +517,7 @@ class DiskUsage:
         self.partitions = partitions or default_partitions()
         self.usage = usage
         self.prober = Prober(timeout, max_stuck)
+        self._last_walk: tuple[str, MountTable, tuple[bool, str | None]] | None = None
 
     def answers_at_once(self, args: Any) -> bool:
         """A path whose resolution and filesystem are all local: statvfs answers from memory."""
@@ -524,7 +525,12 @@ class DiskUsage:
         if not isinstance(raw, str) or "\x00" in raw:
             return not isinstance(args, dict) or "path" in args  # bad arguments are refused at once
         expanded = os.path.expanduser(raw)
-        return not os.path.isabs(expanded) or touches_only_safe_mounts(expanded, self.partitions())[0]
+        if not os.path.isabs(expanded):
+            return True
+        table = self.partitions()
+        walk = touches_only_safe_mounts(expanded, table)
+        self._last_walk = (expanded, table, walk)  # the call that follows at once need not walk again
+        return walk[0]
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         table = self.partitions()
@@ -548,9 +554,13 @@ class DiskUsage:
     async def _one(self, raw: str, table: MountTable, ctx: ToolContext) -> tuple[Entry, str]:
         """The filesystem holding ``raw``; path resolution itself goes to a thread if it could hang."""
         expanded = os.path.expanduser(raw) if "\x00" not in raw else raw
-        safe, risky_point = (
-            touches_only_safe_mounts(expanded, table) if os.path.isabs(expanded) else (True, None)
-        )
+        last = self._last_walk
+        if last is not None and last[0] == expanded and last[1] is table:
+            safe, risky_point = last[2]
+        elif os.path.isabs(expanded):
+            safe, risky_point = touches_only_safe_mounts(expanded, table)
+        else:
+            safe, risky_point = True, None
         result: FsStats | OSError
         if safe:
             real = str(ctx.paths.resolve(raw))  # raises ToolError for relative paths, roots, NUL
