@@ -99,13 +99,21 @@ class Wire:
         await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return reply
 
-    async def call(
-        self, tool: str, arguments: dict[str, Any], *, progress: str | int | None = None, msg_id: Any = None
-    ) -> dict[str, Any]:
+    async def start_call(
+        self, tool: str, arguments: dict[str, Any], *, msg_id: Any, progress: str | int | None = None
+    ) -> None:
+        """Send a ``tools/call`` without waiting for its answer (to cancel it, or to ping meanwhile)."""
         params: dict[str, Any] = {"name": tool, "arguments": arguments}
         if progress is not None:
             params["_meta"] = {"progressToken": progress}
-        return await self.request("tools/call", params, msg_id=msg_id)
+        await self.send({"jsonrpc": "2.0", "id": msg_id, "method": "tools/call", "params": params})
+
+    async def call(
+        self, tool: str, arguments: dict[str, Any], *, progress: str | int | None = None, msg_id: Any = None
+    ) -> dict[str, Any]:
+        msg_id = next(self.ids) if msg_id is None else msg_id
+        await self.start_call(tool, arguments, msg_id=msg_id, progress=progress)
+        return await self.response(msg_id)
 
     async def close_stdin(self) -> None:
         assert self.process.stdin is not None

@@ -138,14 +138,7 @@ async def first_progress(wire: Any, msg_id: Any) -> None:
 
 
 async def start_long_scan(wire: Any, path: str = "/") -> None:
-    await wire.send(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {"name": "dir_usage", "arguments": {"path": path}, "_meta": {"progressToken": "t"}},
-        }
-    )
+    await wire.start_call("dir_usage", {"path": path}, msg_id=1, progress="t")
     await first_progress(wire, 1)
 
 
@@ -175,14 +168,7 @@ async def test_client_that_stops_reading_makes_the_server_exit_cleanly_and_quick
         wire = Wire(process, "2025-11-25")
         await wire.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT_PARAMS})
         await wire.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        await wire.send(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "tools/call",
-                "params": {"name": "dir_usage", "arguments": {"path": "/"}, "_meta": {"progressToken": "t"}},
-            }
-        )
+        await wire.start_call("dir_usage", {"path": "/"}, msg_id=1, progress="t")
         seen = b""
         with anyio.fail_after(10):
             while b"notifications/progress" not in seen:  # the scan is running
@@ -210,18 +196,7 @@ async def test_client_that_stops_reading_makes_the_server_exit_cleanly_and_quick
 async def test_files_vanishing_mid_scan_leave_a_completed_call(tree: Path) -> None:
     async with spawn() as wire:
         await wire.initialize()
-        await wire.send(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "tools/call",
-                "params": {
-                    "name": "dir_usage",
-                    "arguments": {"path": str(tree)},
-                    "_meta": {"progressToken": "t"},
-                },
-            }
-        )
+        await wire.start_call("dir_usage", {"path": str(tree)}, msg_id=1, progress="t")
         remover = threading.Thread(target=shutil.rmtree, args=(tree,), kwargs={"ignore_errors": True})
         remover.start()  # races the scan on purpose; whatever it wins, the call must complete
         reply = await wire.response(1, timeout=30)
@@ -237,18 +212,7 @@ async def test_a_file_shrinking_mid_hash_leaves_a_completed_call(tmp_path: Path)
         handle.truncate(512 << 20)  # sparse: cheap to make, takes a moment to hash
     async with spawn() as wire:
         await wire.initialize()
-        await wire.send(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "tools/call",
-                "params": {
-                    "name": "file_sha256",
-                    "arguments": {"path": str(big)},
-                    "_meta": {"progressToken": 1},
-                },
-            }
-        )
+        await wire.start_call("file_sha256", {"path": str(big)}, msg_id=1, progress=1)
         os.truncate(big, 1 << 20)
         reply = await wire.response(1, timeout=30)
         assert result_text(reply)  # a digest of what was read, or a per-file error: either way an answer

@@ -80,18 +80,7 @@ async def test_ping_is_answered_while_a_scan_runs_and_progress_counts_entries(tm
     make_tree(tmp_path, 20, 100)
     async with spawn() as wire:
         await wire.initialize()
-        await wire.send(
-            {
-                "jsonrpc": "2.0",
-                "id": "scan",
-                "method": "tools/call",
-                "params": {
-                    "name": "dir_usage",
-                    "arguments": {"path": str(tmp_path)},
-                    "_meta": {"progressToken": 7},
-                },
-            }
-        )
+        await wire.start_call("dir_usage", {"path": str(tmp_path)}, msg_id="scan", progress=7)
         for n in range(3):
             await wire.send({"jsonrpc": "2.0", "id": f"ping{n}", "method": "ping"})
         answered: list[str] = []

@@ -106,18 +106,7 @@ async def test_cancelled_hash_of_a_large_file_gets_no_response_and_the_server_ke
         out.truncate(64 << 30)  # 64 GiB of holes: a minute or more to hash, so only a cancel ends it soon
     async with spawn() as wire:
         await wire.initialize()
-        await wire.send(
-            {
-                "jsonrpc": "2.0",
-                "id": "hash",
-                "method": "tools/call",
-                "params": {
-                    "name": "file_sha256",
-                    "arguments": {"path": str(target)},
-                    "_meta": {"progressToken": "h"},
-                },
-            }
-        )
+        await wire.start_call("file_sha256", {"path": str(target)}, msg_id="hash", progress="h")
         first = await wire.receive()
         assert first["method"] == "notifications/progress"
         await wire.send(

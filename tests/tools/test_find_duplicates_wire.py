@@ -42,18 +42,7 @@ async def test_cancelled_duplicate_search_gets_no_response_and_the_server_keeps_
             sparse.truncate(8 << 30)
     async with spawn() as wire:
         await wire.initialize()
-        await wire.send(
-            {
-                "jsonrpc": "2.0",
-                "id": "dups",
-                "method": "tools/call",
-                "params": {
-                    "name": "find_duplicates",
-                    "arguments": {"path": str(tmp_path)},
-                    "_meta": {"progressToken": "p"},
-                },
-            }
-        )
+        await wire.start_call("find_duplicates", {"path": str(tmp_path)}, msg_id="dups", progress="p")
         while True:  # wait until the full hash is under way (the comparing phase reports a total)
             message = await wire.receive(timeout=30)
             assert message.get("id") != "dups", "the search finished before it could be cancelled"

@@ -142,18 +142,7 @@ async def test_a_cancelled_hash_tree_gets_no_response_and_the_server_keeps_servi
             out.truncate(16 << 30)  # 64 GiB of holes in all: only a cancel ends this soon
     async with spawn() as wire:
         await wire.initialize()
-        await wire.send(
-            {
-                "jsonrpc": "2.0",
-                "id": "tree",
-                "method": "tools/call",
-                "params": {
-                    "name": "hash_tree",
-                    "arguments": {"path": str(tmp_path)},
-                    "_meta": {"progressToken": 1},
-                },
-            }
-        )
+        await wire.start_call("hash_tree", {"path": str(tmp_path)}, msg_id="tree", progress=1)
         assert (await wire.receive())["method"] == "notifications/progress"
         await wire.send(
             {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "tree"}}

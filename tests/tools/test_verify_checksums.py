@@ -194,17 +194,8 @@ async def test_a_cancelled_verification_gets_no_response_and_the_server_keeps_se
     text = f"{hashlib.sha256(b'whatever').hexdigest()}  huge.img\n"
     async with spawn() as wire:
         await wire.initialize()
-        await wire.send(
-            {
-                "jsonrpc": "2.0",
-                "id": "check",
-                "method": "tools/call",
-                "params": {
-                    "name": "verify_checksums",
-                    "arguments": {"manifest": text, "base_dir": str(tmp_path)},
-                    "_meta": {"progressToken": "v"},
-                },
-            }
+        await wire.start_call(
+            "verify_checksums", {"manifest": text, "base_dir": str(tmp_path)}, msg_id="check", progress="v"
         )
         first = await wire.receive()
         assert first["method"] == "notifications/progress" and first["params"]["total"] == (64 << 30) + 1
