@@ -93,7 +93,7 @@ class RequestContext:
         params: dict[str, Any] = {"progressToken": self.progress_token, "progress": done}
         if total is not None:
             params["total"] = total
-        if message and self.features.version >= "2025-03-26":
+        if message and self.features.progress_message:
             params["message"] = message
         await self.peer.notify("notifications/progress", params)
 

@@ -80,6 +80,11 @@ class Features:
         return self.version >= "2025-03-26"
 
     @property
+    def progress_message(self) -> bool:
+        """``message`` on progress notifications (2025-03-26 on)."""
+        return self.version >= "2025-03-26"
+
+    @property
     def structured_output(self) -> bool:
         """``title``, ``outputSchema``, ``structuredContent`` and ``resource_link`` content."""
         return self.version >= "2025-06-18"
