@@ -15,17 +15,17 @@ import anyio.to_thread
 import structlog
 
 from sysmcp import __version__
-from sysmcp.fs.paths import ClientRoots, PathPolicy
+from sysmcp.fs.paths import ClientRoots, PathPolicy, real_root
 from sysmcp.prompts import PromptEnv, Prompts, complete_path
-from sysmcp.protocol.context import LOG_LEVELS, RequestContext
+from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError, ProtocolError, ToolError, invalid_params
 from sysmcp.protocol.jsonrpc import ErrorCode, Notification, Request
 from sysmcp.protocol.lifecycle import (
     ADVERTISED_VERSIONS,
+    LOG_LEVELS,
     Features,
     Lifecycle,
     complete_result,
-    modern_error,
 )
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
@@ -122,25 +122,19 @@ class Server:
         ctx.log_level = self.log_level if admission.envelope is None else admission.envelope.log_level
 
     async def handle_request(self, request: Request, ctx: RequestContext) -> dict[str, Any]:
-        method = self._methods[request.method]
+        result = await self._methods[request.method](request.params, ctx)
         if not ctx.features.modern:
-            return await method(request.params, ctx)
-        try:
-            result = await method(request.params, ctx)
-        except ProtocolError as exc:
-            raise modern_error(exc) from exc
+            return result
         return complete_result(request.method, result, self.server_info(ctx.features))
 
     async def handle_notification(self, notification: Notification) -> None:
+        if notification.method not in ("notifications/initialized", "notifications/roots/list_changed"):
+            log.debug("notification ignored", method=notification.method)
+            return
         if notification.method == "notifications/initialized":
             self.lifecycle.initialized()
-            if isinstance(self.lifecycle.client_capabilities.get("roots"), dict):
-                self.client_roots.changed()
-        elif notification.method == "notifications/roots/list_changed":
-            if isinstance(self.lifecycle.client_capabilities.get("roots"), dict):
-                self.client_roots.changed()
-        else:
-            log.debug("notification ignored", method=notification.method)
+        if isinstance(self.lifecycle.client_capabilities.get("roots"), dict):
+            self.client_roots.changed()
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -290,7 +284,7 @@ class Server:
             raise invalid_params("Invalid params: 'uri' must be a string")
         item = self.results.get(uri)
         if item is None:
-            raise ProtocolError(ErrorCode.RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
+            raise ProtocolError(ctx.features.resource_not_found_code, "Resource not found", {"uri": uri})
         return {"contents": [{"uri": item.uri, "mimeType": item.mime_type, "text": item.text}]}
 
     async def _resource_templates_list(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
@@ -344,7 +338,5 @@ class Server:
 def build_server(
     tools: Sequence[Tool], *, roots: Sequence[str] | None = None, page_size: int = 100
 ) -> Server:
-    from pathlib import Path
-
-    policy = PathPolicy(operator_roots=[Path(r).resolve() for r in roots] if roots else None)
+    policy = PathPolicy(operator_roots=[real_root(r) for r in roots] if roots else None)
     return Server(Registry(tools, page_size=page_size), paths=policy)

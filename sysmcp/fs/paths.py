@@ -221,7 +221,7 @@ class ClientRoots:
 
     async def current(self) -> None:
         """Make sure the policy reflects the client's latest roots before a tool uses it."""
-        if self._stale or self._lock.locked():
+        if not self.settled:
             await self.refresh()
 
     async def refresh(self) -> None:

@@ -16,22 +16,11 @@ import anyio.from_thread
 import anyio.to_thread
 
 from sysmcp.protocol.jsonrpc import RequestId
-from sysmcp.protocol.lifecycle import LATEST_LEGACY, Features
+from sysmcp.protocol.lifecycle import LATEST_LEGACY, LOG_LEVELS, Features
 
 T = TypeVar("T")
 
 PROGRESS_INTERVAL = 0.1  # seconds: about ten progress notifications a second, at most
-
-LOG_LEVELS: tuple[str, ...] = (
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-)
 
 
 def log_level_rank(level: str) -> int:

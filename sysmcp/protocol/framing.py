@@ -85,10 +85,13 @@ def _strip_cr(line: bytes) -> bytes:
 
 
 def encode(message: Any) -> bytes:
-    """One message as one line: compact JSON, non-ASCII as-is, never an embedded newline."""
-    return (
-        json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
-            "utf-8", "surrogateescape"
-        )
-        + b"\n"
-    )
+    """One message as one line: compact JSON, non-ASCII as-is, never an embedded newline.
+
+    A lone surrogate (a client's ``"\\ud800"`` echoed back) cannot be UTF-8: such a message is
+    written with JSON escapes instead, so the wire never carries bytes a client cannot decode.
+    """
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(message, separators=(",", ":"), allow_nan=False).encode("ascii") + b"\n"

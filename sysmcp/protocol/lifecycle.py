@@ -28,6 +28,18 @@ SUPPORTED_VERSIONS: tuple[str, ...] = LEGACY_VERSIONS + MODERN_VERSIONS
 LATEST_LEGACY = LEGACY_VERSIONS[-1]
 LATEST = SUPPORTED_VERSIONS[-1]
 
+#: The RFC 5424 levels of ``notifications/message``, least severe first.
+LOG_LEVELS: tuple[str, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+
 #: Legacy methods that need no handshake: a ping is a liveness check. (Modern requests never need one.)
 HANDSHAKE_FREE = frozenset({"ping", "initialize"})
 
@@ -149,8 +161,6 @@ def is_enveloped(params: dict[str, Any]) -> bool:
 
 def read_envelope(params: dict[str, Any]) -> Envelope:
     """Check a modern request's ``_meta``: missing or malformed keys are -32602, an unknown version -32022."""
-    from sysmcp.protocol.context import LOG_LEVELS  # context imports this module
-
     meta = params.get("_meta")
     meta = meta if isinstance(meta, dict) else {}
     missing = [key for key in (META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES) if key not in meta]
@@ -193,13 +203,6 @@ def complete_result(method: str, result: dict[str, Any], server_info: dict[str, 
     meta = done.get("_meta")
     done["_meta"] = {**(meta if isinstance(meta, dict) else {}), META_SERVER_INFO: server_info}
     return done
-
-
-def modern_error(exc: ProtocolError) -> ProtocolError:
-    """Legacy error codes 2026-07-28 forbids, mapped to what it says instead."""
-    if exc.code == ErrorCode.RESOURCE_NOT_FOUND:
-        return ProtocolError(ErrorCode.INVALID_PARAMS, exc.message, exc.data)
-    return exc
 
 
 class Phase(enum.Enum):

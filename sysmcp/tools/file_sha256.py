@@ -111,16 +111,9 @@ def open_file(path: bytes, shown: str, given: str) -> int:
         os.close(parent)
 
 
-def hash_file(path: bytes, shown: str, given: str, meter: Meter) -> tuple[Digest, float] | ToolError:
-    """Open, then stream through SHA-256 reporting bytes to the meter; stops within one chunk.
-
-    A business failure is returned, not raised: the worker's exceptions reach the handler wrapped
-    in an exception group when progress is on, and a ``ToolError`` must arrive as itself.
-    """
-    try:
-        fd = open_file(path, shown, given)
-    except ToolError as exc:
-        return exc
+def hash_file(path: bytes, shown: str, given: str, meter: Meter) -> tuple[Digest, float]:
+    """Open, then stream through SHA-256 reporting bytes to the meter; stops within one chunk."""
+    fd = open_file(path, shown, given)
     try:
         meter.total = os.fstat(fd).st_size
 
@@ -134,7 +127,7 @@ def hash_file(path: bytes, shown: str, given: str, meter: Meter) -> tuple[Digest
         try:
             digest = hash_fd(fd, (SHA256,), bytearray(CHUNK), on_chunk)
         except OSError as exc:
-            return ToolError(f"Read error in {shown}: {exc.strerror or exc}")
+            raise ToolError(f"Read error in {shown}: {exc.strerror or exc}") from None
         return digest, time.perf_counter() - started
     finally:
         os.close(fd)
@@ -149,10 +142,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{human_bytes(meter.done)} of {human_bytes(meter.total or 0)} at {rate(meter.done, elapsed)}"
 
-    outcome = await ctx.run_in_worker(lambda m: hash_file(raw, shown, given, m), describe=describe)
-    if isinstance(outcome, ToolError):
-        raise outcome
-    digest, seconds = outcome
+    digest, seconds = await ctx.run_in_worker(lambda m: hash_file(raw, shown, given, m), describe=describe)
     hexdigest = digest.hexdigests[SHA256.name]
     lines = []
     if digest.changed:

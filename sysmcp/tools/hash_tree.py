@@ -238,16 +238,16 @@ def run(
     options: WalkOptions,
     skipped: SkipCounter,
     meter: Meter,
-) -> TreeHash | ToolError:
-    """The whole call in the worker thread; business failures come back as values (see file_sha256)."""
+) -> TreeHash:
+    """The whole call, in the worker thread."""
     try:
         looked = os.stat(path, follow_symlinks=False)
     except FileNotFoundError:
-        return ToolError(f"No such file or directory: {shown}")
+        raise ToolError(f"No such file or directory: {shown}") from None
     except OSError as exc:
-        return ToolError(f"Cannot read {shown}: {exc.strerror or exc}")
+        raise ToolError(f"Cannot read {shown}: {exc.strerror or exc}") from None
     if not stat.S_ISDIR(looked.st_mode) and not stat.S_ISREG(looked.st_mode):
-        return ToolError(
+        raise ToolError(
             f"Cannot hash {shown}: it is {kind(looked.st_mode)}; give a directory or a regular file"
         )
     single = looked if stat.S_ISREG(looked.st_mode) else None
@@ -255,9 +255,9 @@ def run(
     try:
         return hash_tree(path, single, algorithm, style, options, skipped, meter, threads)
     except PermissionError:
-        return ToolError(f"Permission denied: cannot read the directory {shown}")
+        raise ToolError(f"Permission denied: cannot read the directory {shown}") from None
     except OSError as exc:
-        return ToolError(f"Cannot walk {shown}: {exc.strerror or exc}")
+        raise ToolError(f"Cannot walk {shown}: {exc.strerror or exc}") from None
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -274,13 +274,11 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             f"{int(meter.extra.get('files', 0)):,} files, {human_bytes(done)} hashed at {rate(done, elapsed)}"
         )
 
-    outcome = await ctx.run_in_worker(
+    tree = await ctx.run_in_worker(
         lambda meter: run(os.fsencode(path), shown, algorithm, style, options, skipped, meter),
         describe=describe,
     )
-    if isinstance(outcome, ToolError):
-        raise outcome
-    return render(args, ctx, outcome, shown, algorithm, style, skipped)
+    return render(args, ctx, tree, shown, algorithm, style, skipped)
 
 
 def checking_hint(algorithm: Algorithm, style: Style, base: str) -> str:

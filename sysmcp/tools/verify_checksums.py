@@ -474,16 +474,10 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             f"{human_bytes(done)} of {human_bytes(meter.extra.get('bytes_total', 0))} at {rate(done, elapsed)}"
         )
 
-    def work(meter: Meter) -> Verification | ToolError:
-        try:
-            return verify(source, base, args, ctx.paths, meter, threads)
-        except ToolError as exc:  # returned, not raised: see file_sha256
-            return exc
-
-    outcome = await ctx.run_in_worker(work, describe=describe)
-    if isinstance(outcome, ToolError):
-        raise outcome
-    return render(outcome, source.shown, base_shown, args, ctx)
+    result = await ctx.run_in_worker(
+        lambda meter: verify(source, base, args, ctx.paths, meter, threads), describe=describe
+    )
+    return render(result, source.shown, base_shown, args, ctx)
 
 
 def render(

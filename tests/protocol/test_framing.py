@@ -75,3 +75,8 @@ def test_encode_writes_one_line_with_non_ascii_as_is() -> None:
     line = encode({"text": "résumé\nnext 日本"})
     assert line.endswith(b"\n") and line.count(b"\n") == 1
     assert "résumé".encode() in line and "日本".encode() in line
+
+
+def test_a_lone_surrogate_is_escaped_never_written_as_invalid_utf8() -> None:
+    line = encode({"path": "/tmp/\ud800", "other": "é"})
+    assert json.loads(line.decode("utf-8")) == {"path": "/tmp/\ud800", "other": "é"}

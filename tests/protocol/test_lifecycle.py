@@ -15,7 +15,6 @@ from sysmcp.protocol.lifecycle import (
     Lifecycle,
     Phase,
     complete_result,
-    modern_error,
     negotiate,
     read_envelope,
 )
@@ -137,8 +136,6 @@ def test_complete_result_adds_result_type_cache_hints_and_server_info() -> None:
 def test_resource_not_found_is_invalid_params_only_in_the_modern_era() -> None:
     assert Features("2025-11-25").resource_not_found_code == -32002
     assert Features(MODERN).resource_not_found_code == -32602
-    assert modern_error(ProtocolError(-32002, "Resource not found", {"uri": "x"})).code == -32602
-    assert modern_error(ProtocolError(-32601, "nope")).code == -32601
 
 
 def test_features_follow_the_version() -> None:

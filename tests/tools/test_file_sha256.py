@@ -191,8 +191,9 @@ def test_a_path_swapped_for_a_symlink_after_resolving_is_refused(tmp_path: Path)
     real.write_bytes(b"data")
     swapped = tmp_path / "swapped"
     swapped.symlink_to(real)  # as if it had been a regular file when the path was resolved
-    outcome = hash_file(os.fsencode(swapped), str(swapped), str(swapped), Meter())
-    assert isinstance(outcome, ToolError) and "symbolic link" in outcome.message
+    with pytest.raises(ToolError) as refused:
+        hash_file(os.fsencode(swapped), str(swapped), str(swapped), Meter())
+    assert "symbolic link" in refused.value.message
 
 
 def test_a_directory_swapped_for_a_symlink_after_resolving_is_refused(tmp_path: Path) -> None:
@@ -201,5 +202,6 @@ def test_a_directory_swapped_for_a_symlink_after_resolving_is_refused(tmp_path: 
     (elsewhere / "secret").write_bytes(b"not for you")
     (tmp_path / "dir").symlink_to(elsewhere)  # as if 'dir' had been a directory when the path was resolved
     target = tmp_path / "dir" / "secret"
-    outcome = hash_file(os.fsencode(target), str(target), str(target), Meter())
-    assert isinstance(outcome, ToolError) and "symbolic link" in outcome.message
+    with pytest.raises(ToolError) as refused:
+        hash_file(os.fsencode(target), str(target), str(target), Meter())
+    assert "symbolic link" in refused.value.message
