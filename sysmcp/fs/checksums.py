@@ -32,6 +32,8 @@ import blake3
 
 from sysmcp.fs.safeopen import NotRegularFile, Replaced, open_regular_at
 
+#: Hashing threads for many files: hashlib and blake3 release the GIL, so each core can hash (at most 4).
+HASH_THREADS = max(1, min(4, os.cpu_count() or 1))
 CHUNK = 1 << 20  # 1 MiB: large enough that per-chunk Python overhead vanishes, small enough to cancel fast
 
 Style = Literal["gnu", "bsd"]

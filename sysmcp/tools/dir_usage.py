@@ -21,6 +21,7 @@ from sysmcp.fs.walk import Budget, Finished, Listing, Scanner, SkipCounter, Walk
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
+from sysmcp.tools.walking import require_directory, walk_options, walk_properties
 
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 300.0
@@ -65,27 +66,12 @@ INPUT_SCHEMA: dict[str, Any] = {
             "description": "Rank by 'disk' usage (allocated blocks, what fills a disk; sparse files count "
             "only their data) or by 'apparent' size (file length, what ls -l shows).",
         },
-        "exclude": {
-            "type": "array",
-            "items": {"type": "string", "minLength": 1},
-            "maxItems": 64,
-            "default": [],
-            "description": "Glob patterns to leave out (and not descend into), matched against each entry's "
-            "name and its path relative to 'path', e.g. ['node_modules', '*.iso', 'cache/*']. Excluded "
-            "entries are not counted in the totals (like du --exclude).",
-        },
         "min_size": {
             "type": "integer",
             "minimum": 0,
             "default": 0,
             "description": "List only files and directories at least this many bytes (apparent size), e.g. "
             "104857600 for 100 MiB. Totals still count everything.",
-        },
-        "one_file_system": {
-            "type": "boolean",
-            "default": True,
-            "description": "Stay on the filesystem of 'path' (like du -x): mount points below it are skipped "
-            "and counted. Kernel pseudo-filesystems (/proc, /sys, /dev) are skipped either way.",
         },
         "timeout_s": {
             "type": "number",
@@ -95,6 +81,7 @@ INPUT_SCHEMA: dict[str, Any] = {
             "description": "Time budget in seconds (at most 300). When it runs out the scan stops and the "
             "result, marked partial, covers what was scanned so far.",
         },
+        **walk_properties("path"),
     },
     "required": ["path"],
     "additionalProperties": False,
@@ -425,8 +412,7 @@ def render(
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     path = ctx.paths.resolve(args["path"])
     shown = display(path)
-    if not path.is_dir():
-        raise ToolError(f"Not a directory: {shown}" if path.exists() else f"No such directory: {shown}")
+    require_directory(path, shown)
     show: str = args["show"]
     request = Request(
         top_files=FULL_FILES if show != "directories" else 0,
@@ -436,7 +422,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         min_size=args["min_size"],
         timeout_s=min(float(args["timeout_s"]), MAX_TIMEOUT_S),
     )
-    options = WalkOptions(one_file_system=args["one_file_system"], exclude=tuple(args["exclude"]))
+    options = walk_options(args)
     skipped = SkipCounter()
 
     def describe(meter: Meter, elapsed: float) -> str:

@@ -25,6 +25,7 @@ from sysmcp.fs.walk import Budget, Listing, Scanner, ScanStopped, SkipCounter, W
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
+from sysmcp.tools.walking import require_directory, walk_options, walk_properties
 
 BLOCK = 4096  # head and tail sample size
 SMALL = 64 << 10  # files up to this size are hashed whole at once: one read beats a second open
@@ -58,20 +59,6 @@ INPUT_SCHEMA: dict[str, Any] = {
             "default": 10,
             "description": "How many duplicate groups to list, largest reclaimable space first (1 to 50).",
         },
-        "exclude": {
-            "type": "array",
-            "items": {"type": "string", "minLength": 1},
-            "maxItems": 64,
-            "default": [],
-            "description": "Glob patterns to leave out, matched against each entry's name and its path "
-            "relative to 'path', e.g. ['.git', '*.tmp'].",
-        },
-        "one_file_system": {
-            "type": "boolean",
-            "default": True,
-            "description": "Stay on the filesystem of 'path' (like du -x); /proc, /sys and /dev are "
-            "skipped either way.",
-        },
         "timeout_s": {
             "type": "number",
             "minimum": 0.001,
@@ -81,6 +68,7 @@ INPUT_SCHEMA: dict[str, Any] = {
             "budget runs out the result, marked partial, lists the duplicates confirmed so far (largest "
             "files are checked first).",
         },
+        **walk_properties("path"),
     },
     "required": ["path"],
     "additionalProperties": False,
@@ -486,9 +474,8 @@ def render(
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     path = ctx.paths.resolve(args["path"])
     shown = display(path)
-    if not path.is_dir():
-        raise ToolError(f"Not a directory: {shown}" if path.exists() else f"No such directory: {shown}")
-    options = WalkOptions(one_file_system=args["one_file_system"], exclude=tuple(args["exclude"]))
+    require_directory(path, shown)
+    options = walk_options(args)
     skipped = SkipCounter()
     timeout_s = min(float(args["timeout_s"]), MAX_TIMEOUT_S)
 

@@ -19,6 +19,7 @@ from typing import Any
 from sysmcp.fs.checksums import (
     ALGORITHM_NAMES,
     ALGORITHMS,
+    HASH_THREADS,
     MANIFEST_NAMES,
     Algorithm,
     Job,
@@ -35,6 +36,7 @@ from sysmcp.fs.walk import SkipCounter, WalkOptions, walk_files
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
+from sysmcp.tools.walking import walk_options, walk_properties
 
 MAX_LISTED = 50  # unreadable files named in the result; the rest are counted
 
@@ -61,20 +63,6 @@ INPUT_SCHEMA: dict[str, Any] = {
             "description": "'gnu': '<digest>  <name>' lines as sha256sum/b3sum print them; 'bsd': "
             "'SHA256 (<name>) = <digest>' lines as sha256sum --tag prints them.",
         },
-        "exclude": {
-            "type": "array",
-            "items": {"type": "string", "minLength": 1},
-            "maxItems": 64,
-            "default": [],
-            "description": "Glob patterns to leave out (and not descend into), matched against each entry's "
-            "name and its path relative to 'path', e.g. ['.git', '*.tmp', 'cache/*'].",
-        },
-        "one_file_system": {
-            "type": "boolean",
-            "default": True,
-            "description": "Stay on the filesystem of 'path' (like find -xdev): mount points below it are "
-            "skipped and counted. Kernel pseudo-filesystems (/proc, /sys, /dev) are skipped either way.",
-        },
         "max_lines": {
             "type": "integer",
             "minimum": 0,
@@ -83,6 +71,7 @@ INPUT_SCHEMA: dict[str, Any] = {
             "description": "Manifest lines to show inline (0 to 1000). The full manifest is always available "
             "as a resource link (read it with resources/read).",
         },
+        **walk_properties("path"),
     },
     "required": ["path"],
     "additionalProperties": False,
@@ -251,9 +240,8 @@ def run(
             f"Cannot hash {shown}: it is {kind(looked.st_mode)}; give a directory or a regular file"
         )
     single = looked if stat.S_ISREG(looked.st_mode) else None
-    threads = max(1, min(4, os.cpu_count() or 1))
     try:
-        return hash_tree(path, single, algorithm, style, options, skipped, meter, threads)
+        return hash_tree(path, single, algorithm, style, options, skipped, meter, HASH_THREADS)
     except PermissionError:
         raise ToolError(f"Permission denied: cannot read the directory {shown}") from None
     except OSError as exc:
@@ -265,7 +253,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     shown = display(path)
     algorithm = ALGORITHMS[args["algorithm"]]
     style: Style = "bsd" if args["format"] == "bsd" else "gnu"
-    options = WalkOptions(one_file_system=args["one_file_system"], exclude=tuple(args["exclude"]))
+    options = walk_options(args)
     skipped = SkipCounter()
 
     def describe(meter: Meter, elapsed: float) -> str:

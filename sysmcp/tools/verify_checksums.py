@@ -19,6 +19,7 @@ from typing import Any, Literal
 from sysmcp.fs.checksums import (
     ALGORITHM_NAMES,
     ALGORITHMS,
+    HASH_THREADS,
     Digest,
     Entry,
     Job,
@@ -34,10 +35,11 @@ from sysmcp.fs.checksums import (
 from sysmcp.fs.paths import PathPolicy, display, printable
 from sysmcp.fs.safeopen import kind
 from sysmcp.fs.units import human_bytes, rate
-from sysmcp.fs.walk import SkipCounter, WalkOptions, join, walk_files
+from sysmcp.fs.walk import SkipCounter, join, walk_files
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
+from sysmcp.tools.walking import require_directory, walk_options, walk_properties
 
 MAX_MANIFEST = 64 << 20  # bytes: a manifest of about half a million files
 
@@ -74,20 +76,6 @@ INPUT_SCHEMA: dict[str, Any] = {
             "description": "Also walk base_dir and list regular files the manifest does not mention (files "
             "added since it was made), which sha256sum -c cannot tell.",
         },
-        "exclude": {
-            "type": "array",
-            "items": {"type": "string", "minLength": 1},
-            "maxItems": 64,
-            "default": [],
-            "description": "With report_new: glob patterns the walk leaves out, matched against each entry's "
-            "name and its path relative to base_dir, e.g. ['.git', '*.tmp'].",
-        },
-        "one_file_system": {
-            "type": "boolean",
-            "default": True,
-            "description": "With report_new: stay on the filesystem of base_dir (mount points below it are "
-            "skipped).",
-        },
         "max_listed": {
             "type": "integer",
             "minimum": 1,
@@ -96,6 +84,7 @@ INPUT_SCHEMA: dict[str, Any] = {
             "description": "At most this many names per list (FAILED, MISSING, …) inline; when a list is cut "
             "the full report is a resource link.",
         },
+        **walk_properties("base_dir", note="With report_new: "),
     },
     "required": ["manifest"],
     "additionalProperties": False,
@@ -405,7 +394,7 @@ def find_new(
         if normal != b".." and not normal.startswith(b"../"):
             known.add(normal)
     skipped = SkipCounter()
-    options = WalkOptions(one_file_system=args["one_file_system"], exclude=tuple(args["exclude"]))
+    options = walk_options(args)
     new = [
         found.relative
         for found in walk_files(base, options, skipped, check)
@@ -458,14 +447,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             )
         base_path = ctx.paths.resolve(base_arg)
     base_shown = display(base_path)
-    if not base_path.is_dir():
-        raise ToolError(
-            f"base_dir is not a directory: {base_shown}"
-            if base_path.exists()
-            else f"No such directory: {base_shown}"
-        )
+    require_directory(base_path, base_shown, "base_dir")
     base = os.fsencode(base_path)
-    threads = max(1, min(4, os.cpu_count() or 1))
 
     def describe(meter: Meter, elapsed: float) -> str:
         done = meter.extra.get("bytes", 0)
@@ -475,7 +458,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         )
 
     result = await ctx.run_in_worker(
-        lambda meter: verify(source, base, args, ctx.paths, meter, threads), describe=describe
+        lambda meter: verify(source, base, args, ctx.paths, meter, HASH_THREADS), describe=describe
     )
     return render(result, source.shown, base_shown, args, ctx)
 
