@@ -146,11 +146,12 @@ async def spawn(
     version: str = "2025-11-25",
     env: dict[str, str] | None = None,
     command: list[str] | None = None,
+    wire_class: type[Wire] = Wire,
 ) -> AsyncIterator[Wire]:
     """Start the real server; kill it if the test leaves it running."""
     full_env = {**os.environ, **(env or {})}
     process = await anyio.open_process([*(command or SERVER), *args], env=full_env)
-    wire = Wire(process, version)
+    wire = wire_class(process, version)
     try:
         yield wire
     finally:

@@ -13,7 +13,7 @@ import pytest
 
 from sysmcp.fs.paths import real_root
 from tests.mcp_schema import check, check_server_message
-from tests.wire import SERVER, Wire, result_text
+from tests.wire import Wire, result_text, spawn
 
 pytestmark = pytest.mark.anyio
 
@@ -50,18 +50,9 @@ class RootsWire(Wire):
 
 @asynccontextmanager
 async def spawn_roots(*args: str) -> AsyncIterator[RootsWire]:
-    process = await anyio.open_process([*SERVER, *args])
-    wire = RootsWire(process, "2025-11-25")
-    try:
+    async with spawn(*args, wire_class=RootsWire) as wire:
+        assert isinstance(wire, RootsWire)
         yield wire
-    finally:
-        if process.returncode is None:
-            process.kill()
-        with anyio.move_on_after(5):
-            await process.wait()
-        for stream in (process.stdin, process.stdout, process.stderr):
-            if stream is not None:
-                await stream.aclose()
 
 
 @pytest.fixture
