@@ -25,7 +25,7 @@ import anyio.to_thread
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
 from sysmcp.protocol.framing import LineDecoder, OversizedLine
-from sysmcp.protocol.stdio import READ_SIZE, FdTransport
+from sysmcp.protocol.stdio import FdTransport
 
 CLIENT_TO_SERVER = "client→server"
 SERVER_TO_CLIENT = "server→client"
@@ -67,31 +67,7 @@ class Recorder:
         self.write({"direction": direction, "message": message})
 
 
-class ClientInput:
-    """The client's bytes on fd 0, polled when the descriptor allows it (pipes, sockets, terminals).
-
-    /dev/null and regular files cannot be polled; they never block either, so a thread reads them.
-    """
-
-    def __init__(self, fd: int = 0) -> None:
-        self.fd = fd
-        self._pollable = True
-
-    async def receive(self) -> bytes:
-        while self._pollable:
-            try:
-                await anyio.wait_readable(self.fd)
-            except OSError:
-                self._pollable = False
-                break
-            try:
-                return os.read(self.fd, READ_SIZE)
-            except BlockingIOError:
-                continue
-        return await anyio.to_thread.run_sync(os.read, self.fd, READ_SIZE, abandon_on_cancel=True)
-
-
-async def _pump_client(client: ClientInput, server_in: ByteSendStream, recorder: Recorder) -> None:
+async def _pump_client(client: FdTransport, server_in: ByteSendStream, recorder: Recorder) -> None:
     """Client → server; at the client's end of input, the server's input ends too."""
     decoder = LineDecoder(MAX_RECORDED_LINE)
     while True:
@@ -129,7 +105,7 @@ async def _pump_server(server_out: ByteReceiveStream, client: FdTransport, recor
 
 
 async def _trace(command: Sequence[str], recorder: Recorder) -> int:
-    client_out = FdTransport(0, 1)  # used for writing to the client only
+    client = FdTransport(0, 1)
     process: Process = await anyio.open_process(
         list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None
     )
@@ -144,8 +120,8 @@ async def _trace(command: Sequence[str], recorder: Recorder) -> int:
                     process.send_signal(signum)
 
         group.start_soon(forward_signals)
-        group.start_soon(_pump_client, ClientInput(0), process.stdin, recorder)
-        await _pump_server(process.stdout, client_out, recorder)
+        group.start_soon(_pump_client, client, process.stdin, recorder)
+        await _pump_server(process.stdout, client, recorder)
         returncode = await process.wait()
         group.cancel_scope.cancel()  # the client may still be connected; its input no longer matters
     recorder.write({"event": "exited", "returncode": returncode})

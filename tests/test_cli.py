@@ -85,3 +85,13 @@ async def test_on_a_terminal_it_prints_a_hint_on_stderr_and_keeps_serving() -> N
     finally:
         os.close(primary)
         os.close(secondary)
+
+
+def test_serving_with_stdin_from_dev_null_or_a_file_exits_zero_at_end_of_input(tmp_path: Path) -> None:
+    empty = subprocess.run(SYSMCP, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    assert empty.returncode == 0 and empty.stdout == b"", empty.stderr
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text('{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+    with requests.open("rb") as stdin:
+        done = subprocess.run(SYSMCP, stdin=stdin, capture_output=True, timeout=30)
+    assert done.returncode == 0 and done.stdout == b'{"jsonrpc":"2.0","id":1,"result":{}}\n'

@@ -46,8 +46,7 @@ class FdTransport:
     def __init__(self, read_fd: int, write_fd: int) -> None:
         self.read_fd = read_fd
         self.write_fd = write_fd
-        # epoll refuses regular files, and reading one never blocks: read those directly in a thread.
-        self._pollable = not stat.S_ISREG(os.fstat(read_fd).st_mode)
+        self._pollable = True  # until epoll refuses the descriptor
         # A pipe or socket to the client is ours alone: make it non-blocking so a full pipe waits in the
         # event loop instead of freezing it. A terminal or file may be shared with the shell: leave it be.
         mode = os.fstat(write_fd).st_mode
@@ -57,12 +56,18 @@ class FdTransport:
 
     async def receive(self) -> bytes:
         while self._pollable:
-            await anyio.wait_readable(self.read_fd)
+            try:
+                await anyio.wait_readable(self.read_fd)
+            except OSError:
+                # epoll refuses regular files and /dev/null (``sysmcp < file``, a service with no
+                # input); reading those never blocks, so a thread reads them from now on.
+                self._pollable = False
+                break
             try:
                 return os.read(self.read_fd, READ_SIZE)
             except BlockingIOError:
                 continue  # a spurious wake-up on a descriptor someone made non-blocking
-        return await anyio.to_thread.run_sync(os.read, self.read_fd, READ_SIZE)
+        return await anyio.to_thread.run_sync(os.read, self.read_fd, READ_SIZE, abandon_on_cancel=True)
 
     def write_nowait(self, data: bytes) -> int:
         if not self._nonblocking:
