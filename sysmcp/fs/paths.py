@@ -40,6 +40,13 @@ OUTSIDE_CLIENT = "the client's roots (roots/list)"
 
 def display(path: str | bytes | os.PathLike[str]) -> str:
     """A name safe to put in JSON: undecodable bytes shown as \\xNN instead of lone surrogates."""
+    if isinstance(path, str):
+        try:
+            path.encode("utf-8")  # the common case, and a hot path: nothing to escape
+        except UnicodeEncodeError:
+            pass
+        else:
+            return path
     raw = os.fsencode(path)
     return raw.decode("utf-8", "backslashreplace")
 

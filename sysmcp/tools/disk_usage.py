@@ -286,15 +286,6 @@ class Entry:
         return data
 
 
-def show(text: str) -> str:
-    """``display`` with a fast path: most names are valid UTF-8 already."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return display(text)
-    return text
-
-
 _MOUNT_JSON: dict[int, tuple[Mount, dict[str, Any]]] = {}
 
 
@@ -310,12 +301,12 @@ def mount_json(mount: Mount) -> dict[str, Any]:
     if len(_MOUNT_JSON) > 4096:  # mount churn (automounts, containers): start afresh
         _MOUNT_JSON.clear()
     data = {
-        "mount_point": show(mount.mount_point),
-        "device": show(mount.device),
-        "fs_type": show(mount.fs_type),
-        "fs_root": show(mount.root),
+        "mount_point": display(mount.mount_point),
+        "device": display(mount.device),
+        "fs_type": display(mount.fs_type),
+        "fs_root": display(mount.root),
         "read_only": mount.read_only,
-        "options": [show(option) for option in mount.options],
+        "options": [display(option) for option in mount.options],
     }
     _MOUNT_JSON[id(mount)] = (mount, data)
     return {**data}
@@ -364,16 +355,16 @@ def alert_phrase(entry: Entry) -> str:
 
 
 def describe_mount(mount: Mount) -> str:
-    parts = [f"{show(mount.fs_type)} {show(mount.device)}"]
+    parts = [f"{display(mount.fs_type)} {display(mount.device)}"]
     if mount.root != "/":
-        parts.append(f"bind mount of {show(mount.root)}")
+        parts.append(f"bind mount of {display(mount.root)}")
     if mount.read_only:
         parts.append("read-only")
     return ", ".join(parts)
 
 
 def render_one(shown: str, entry: Entry, unit: str) -> str:
-    where = f"{shown} is on {show(entry.mount.mount_point)} ({describe_mount(entry.mount)})"
+    where = f"{shown} is on {display(entry.mount.mount_point)} ({describe_mount(entry.mount)})"
     fig = entry.figures
     if fig is None:
         return f"{where}: {entry.reason}."
@@ -389,14 +380,14 @@ def render_all(entries: Sequence[Entry], unit: str, everything: bool) -> str:
     if flagged:
         lines.append(
             f"Over {ALERT_PERCENT} %: "
-            + ", ".join(f"{show(e.mount.mount_point)} ({' and '.join(e.alerts())})" for e in flagged)
+            + ", ".join(f"{display(e.mount.mount_point)} ({' and '.join(e.alerts())})" for e in flagged)
             + "."
         )
     silent = [e for e in entries if e.status == "no_answer"]
     if silent:
-        lines.append("Did not answer: " + ", ".join(show(e.mount.mount_point) for e in silent) + ".")
+        lines.append("Did not answer: " + ", ".join(display(e.mount.mount_point) for e in silent) + ".")
     for entry in entries:
-        head = f"{show(entry.mount.mount_point)}  {show(entry.mount.fs_type)} {show(entry.mount.device)}"
+        head = f"{display(entry.mount.mount_point)}  {display(entry.mount.fs_type)} {display(entry.mount.device)}"
         if entry.mount.read_only:
             head += " ro"
         if entry.figures is None:
@@ -569,7 +560,7 @@ class DiskUsage:
                     result = self.usage(real)
                 except OSError as exc:
                     result = exc
-                return self._path_entry(real, result, table), show(real)
+                return self._path_entry(real, result, table), display(real)
             risky_point = table.mount_point_of(real)
 
         policy, usage = ctx.paths, self.usage
@@ -586,15 +577,15 @@ class DiskUsage:
             # The mount that did not answer is the first risky one the path leads into.
             point = risky_point or "/"
             mount = table.holding(point) or Mount(point, "unknown", "unknown")
-            return Entry(mount, status="no_answer", reason=outcome.no_answer), show(
+            return Entry(mount, status="no_answer", reason=outcome.no_answer), display(
                 os.path.normpath(expanded)
             )
         real, result = outcome.value
-        return self._path_entry(real, result, table), show(real)
+        return self._path_entry(real, result, table), display(real)
 
     def _path_entry(self, real: str, result: FsStats | OSError, table: MountTable) -> Entry:
         if isinstance(result, (FileNotFoundError, NotADirectoryError)):
-            raise ToolError(f"No such file or directory: {show(real)}")
+            raise ToolError(f"No such file or directory: {display(real)}")
         st_dev = None if isinstance(result, OSError) else result.st_dev
         mount = table.holding(real, st_dev) or Mount("/", "unknown", "unknown")
         return entry_from(mount, result)
