@@ -22,7 +22,6 @@ import errno
 import hashlib
 import os
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -570,17 +569,3 @@ MANIFEST_NAMES = {
     "blake2b": "B2SUMS",
     "blake3": "B3SUMS",
 }
-
-
-def throttled(checkpoint: Callable[[], None], every: float = 0.002) -> Callable[[], None]:
-    """Ask about cancellation at most every ``every`` seconds: per-file asking would cost more than tiny files."""
-    next_check = 0.0
-
-    def check() -> None:
-        nonlocal next_check
-        now = time.monotonic()
-        if now >= next_check:
-            next_check = now + every
-            checkpoint()
-
-    return check

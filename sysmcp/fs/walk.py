@@ -150,6 +150,11 @@ class Budget:
         return self.clock() >= self.deadline
 
 
+def throttled(check_cancelled: Callable[[], None]) -> Budget:
+    """A checkpoint without a deadline: asks about cancellation at most every few milliseconds."""
+    return Budget(math.inf, check_cancelled)
+
+
 @dataclass(slots=True)
 class Listing:
     """One directory's entries, handed out as soon as it has been read (pre-order).

@@ -27,12 +27,11 @@ from sysmcp.fs.checksums import (
     Style,
     format_line,
     hash_many,
-    throttled,
 )
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import kind
 from sysmcp.fs.units import human_bytes, rate
-from sysmcp.fs.walk import SkipCounter, WalkOptions, walk_files
+from sysmcp.fs.walk import SkipCounter, WalkOptions, throttled, walk_files
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput

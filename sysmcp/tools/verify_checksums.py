@@ -30,12 +30,11 @@ from sysmcp.fs.checksums import (
     hint_order,
     open_regular,
     parse_manifest,
-    throttled,
 )
 from sysmcp.fs.paths import PathPolicy, display, printable
 from sysmcp.fs.safeopen import kind
 from sysmcp.fs.units import human_bytes, rate
-from sysmcp.fs.walk import SkipCounter, join, walk_files
+from sysmcp.fs.walk import SkipCounter, join, throttled, walk_files
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
