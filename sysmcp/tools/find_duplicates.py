@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sysmcp.fs.checksums import BLAKE2B_256, CHUNK, hash_fd
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import open_path
 from sysmcp.fs.units import human_bytes
@@ -30,7 +31,6 @@ from sysmcp.tools.walking import require_directory, walk_options, walk_propertie
 BLOCK = 4096  # head and tail sample size
 SMALL = 64 << 10  # files up to this size are hashed whole at once: one read beats a second open
 _READ = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-CHUNK = 1 << 20  # full-hash read size
 MAX_FILES = 2_000_000  # size index bound: past it the walk stops and the result says so
 PATHS_INLINE = 5  # paths shown per group in the text and structured content
 FULL_TEXT_CAP = 8 << 20  # the full group list resource is cut (and says so) beyond this
@@ -256,7 +256,7 @@ class Reader:
         self.search.files_read += 1
         return fd
 
-    def sample(self, candidate: Candidate, size: int) -> bytes | None:
+    def sample(self, candidate: Candidate, size: int) -> str | None:
         """Hash of the first and last 4 KiB (the whole content for files up to SMALL)."""
         if size <= SMALL:
             return self.full(candidate, size)
@@ -270,42 +270,35 @@ class Reader:
             digest.update(head)
             digest.update(tail)
             self.search.bytes_read += len(head) + len(tail)
-            return digest.digest()
+            return digest.hexdigest()
         except OSError:
             self.skipped.add("unreadable")
             return None
         finally:
             os.close(fd)
 
-    def full(self, candidate: Candidate, size: int) -> bytes | None:
-        """BLAKE2b-256 of the whole content, read in 1 MiB chunks with a checkpoint between them."""
+    def full(self, candidate: Candidate, size: int) -> str | None:
+        """BLAKE2b-256 of the whole content, streamed by the shared engine with a checkpoint per chunk."""
         fd = self._open(candidate, size)
         if fd is None:
             return None
-        digest = hashlib.blake2b(digest_size=32)
-        view = memoryview(self.buffer)
+
         try:
-            with open(fd, "rb", buffering=0, closefd=False) as stream:
-                while True:
-                    self.checkpoint()
-                    count = stream.readinto(self.buffer)
-                    if not count:
-                        break
-                    digest.update(view[:count])
-                    self.search.bytes_read += count
-            return digest.digest()
+            digest = hash_fd(fd, (BLAKE2B_256,), self.buffer, lambda _: self.checkpoint())
         except OSError:
             self.skipped.add("unreadable")
             return None
         finally:
             os.close(fd)
+        self.search.bytes_read += digest.size
+        return digest.hexdigests[BLAKE2B_256.name]
 
 
 def _split(
-    candidates: list[Candidate], size: int, key: Callable[[Candidate, int], bytes | None]
-) -> list[tuple[bytes, list[Candidate]]]:
+    candidates: list[Candidate], size: int, key: Callable[[Candidate, int], str | None]
+) -> list[tuple[str, list[Candidate]]]:
     """Candidates grouped by key, keeping only groups of two or more (unreadable ones drop out)."""
-    groups: dict[bytes, list[Candidate]] = {}
+    groups: dict[str, list[Candidate]] = {}
     for candidate in candidates:
         value = key(candidate, size)
         if value is not None:
@@ -363,10 +356,10 @@ def find_duplicates(
             hash_checkpoint()
             for sample, tied in _split(by_size[size], size, reader.sample):
                 if size <= SMALL:  # the sample was the full hash
-                    search.groups.append(Group(size, sample.hex(), tuple(tied)))
+                    search.groups.append(Group(size, sample, tuple(tied)))
                     continue
                 for digest, same in _split(tied, size, reader.full):
-                    search.groups.append(Group(size, digest.hex(), tuple(same)))
+                    search.groups.append(Group(size, digest, tuple(same)))
     except ScanStopped as stop:
         search.stopped = search.stopped or stop.reason
     if meter is not None:
