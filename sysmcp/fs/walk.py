@@ -234,11 +234,6 @@ def mount_table(mountinfo: str = MOUNTINFO) -> list[Mount]:
     return mounts
 
 
-def pseudo_devices(mountinfo: str = MOUNTINFO) -> frozenset[int]:
-    """Device numbers of mounted kernel pseudo-filesystems, read from mountinfo (empty if unreadable)."""
-    return frozenset(m.dev for m in mount_table(mountinfo) if m.fstype in PSEUDO_FILESYSTEMS)
-
-
 def mount_points_below(
     root: bytes, root_dev: int, options: WalkOptions, table: Sequence[Mount] | None = None
 ) -> dict[str, dict[str, str]]:
@@ -328,6 +323,8 @@ class Scanner:
         stack: list[_Frame] = []
         try:
             st = os.fstat(fd)
+            if self._mounts is None:
+                self._mounts = mount_table()  # read once per walk: mount points and pseudo devices both
             self._mount_points = mount_points_below(self.root, st.st_dev, self.options, self._mounts)
             top = _Frame(fd, "", 0, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
             stack.append(top)
@@ -547,7 +544,8 @@ class Scanner:
 
     def _is_pseudo(self, parent: _Frame, name: str, st: os.stat_result) -> bool:
         if self._pseudo is None:
-            self._pseudo = pseudo_devices()
+            table = self._mounts if self._mounts is not None else mount_table()
+            self._pseudo = frozenset(m.dev for m in table if m.fstype in PSEUDO_FILESYSTEMS)
         if st.st_dev in self._pseudo:
             return True
         if st.st_dev == parent.dev:
