@@ -339,33 +339,34 @@ def render(
     )
     limit = f", at least {human_bytes(args['min_size'])}" if args["min_size"] else ""
     dirs_not_shown = files_not_shown = 0
+    shown_dirs: list[dict[str, Any]] = []
+    shown_files: list[dict[str, Any]] = []
+
+    def listing(title: str, rows: list[dict[str, Any]], eligible: int, noun: str) -> int:
+        """One bounded list in the text; returns how many eligible entries it left out."""
+        lines.append(title)
+        for row in rows:
+            size = _size_text(row["apparent_bytes"], row["disk_bytes"], by_disk)
+            name = printable(row["path"])
+            lines.append(
+                f"  {size}  {name}/  ({row['files']:,} files)" if "files" in row else f"  {size}  {name}"
+            )
+        if not rows:
+            lines.append("  (none)")
+        left_out = eligible - len(rows)
+        if left_out:
+            lines.append(f"  … and {left_out:,} more {noun} not shown")
+        return left_out
+
     if show in ("both", "directories"):
         shown_dirs = directories[:top_n]
-        dirs_not_shown = usage.eligible_directories - len(shown_dirs)
         depth = "immediate subdirectories" if args["max_depth"] == 1 else f"depth ≤ {args['max_depth']}"
-        lines.append(f"Largest directories ({depth}, by {measure}{limit}):")
-        for row in shown_dirs:
-            size = _size_text(row["apparent_bytes"], row["disk_bytes"], by_disk)
-            lines.append(f"  {size}  {printable(row['path'])}/  ({row['files']:,} files)")
-        if not shown_dirs:
-            lines.append("  (none)")
-        if dirs_not_shown:
-            lines.append(f"  … and {dirs_not_shown:,} more directories not shown")
-    else:
-        shown_dirs = []
+        title = f"Largest directories ({depth}, by {measure}{limit}):"
+        dirs_not_shown = listing(title, shown_dirs, usage.eligible_directories, "directories")
     if show in ("both", "files"):
         shown_files = files[:top_n]
-        files_not_shown = usage.eligible_files - len(shown_files)
-        lines.append(f"Largest files (by {measure}{limit}):")
-        for row in shown_files:
-            size = _size_text(row["apparent_bytes"], row["disk_bytes"], by_disk)
-            lines.append(f"  {size}  {printable(row['path'])}")
-        if not shown_files:
-            lines.append("  (none)")
-        if files_not_shown:
-            lines.append(f"  … and {files_not_shown:,} more files not shown")
-    else:
-        shown_files = []
+        title = f"Largest files (by {measure}{limit}):"
+        files_not_shown = listing(title, shown_files, usage.eligible_files, "files")
     if skipped:
         lines.append(
             "Skipped: " + ", ".join(f"{n:,} {reason.replace('_', ' ')}" for reason, n in skipped.items())
