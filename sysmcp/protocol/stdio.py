@@ -7,10 +7,12 @@ straight from the stdin fd: buffered text wrappers stall on pipes.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 import sys
 from dataclasses import dataclass
+from typing import Literal
 
 import anyio
 import anyio.to_thread
@@ -47,6 +49,7 @@ class FdTransport:
         self.read_fd = read_fd
         self.write_fd = write_fd
         self._pollable = True  # until epoll refuses the descriptor
+        self._watch: _ReadWatch | Literal[False] | None = None  # False: not on asyncio, use anyio's wait
         # A pipe or socket to the client is ours alone: make it non-blocking so a full pipe waits in the
         # event loop instead of freezing it. A terminal or file may be shared with the shell: leave it be.
         mode = os.fstat(write_fd).st_mode
@@ -55,18 +58,26 @@ class FdTransport:
             os.set_blocking(write_fd, False)
 
     async def receive(self) -> bytes:
+        if self._watch is None:
+            self._watch = _ReadWatch.for_running_loop(self.read_fd)
         while self._pollable:
             try:
-                await anyio.wait_readable(self.read_fd)
+                if self._watch:
+                    await self._watch.wait()
+                else:
+                    await anyio.wait_readable(self.read_fd)
             except OSError:
                 # epoll refuses regular files and /dev/null (``sysmcp < file``, a service with no
                 # input); reading those never blocks, so a thread reads them from now on.
                 self._pollable = False
                 break
             try:
-                return os.read(self.read_fd, READ_SIZE)
+                data = os.read(self.read_fd, READ_SIZE)
             except BlockingIOError:
                 continue  # a spurious wake-up on a descriptor someone made non-blocking
+            if not data and self._watch:
+                self._watch.close()  # end of input stays readable for ever: stop watching it
+            return data
         return await anyio.to_thread.run_sync(os.read, self.read_fd, READ_SIZE, abandon_on_cancel=True)
 
     def write_nowait(self, data: bytes) -> int:
@@ -85,6 +96,69 @@ class FdTransport:
             view = view[taken:]
             if view:
                 await anyio.wait_writable(self.write_fd)
+
+
+class _ReadWatch:
+    """asyncio only: the read descriptor stays registered with the loop between reads.
+
+    ``anyio.wait_readable`` registers and unregisters the descriptor on every wait (two epoll_ctl
+    calls and the selector's bookkeeping): about a quarter of a small request's time. Here the
+    registration persists while a wait is pending or the descriptor is idle; a wake-up with nobody
+    waiting (input arrived while a request was being served) unregisters it, so unread input never
+    makes the loop spin. Cancelling a wait, and the end of input, unregister it too.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
+        self.loop = loop
+        self.fd = fd
+        self.registered = False
+        self.waiter: asyncio.Future[None] | None = None
+
+    @classmethod
+    def for_running_loop(cls, fd: int) -> _ReadWatch | Literal[False]:
+        """A watch of a pipe or socket on the running asyncio loop; False for anything else.
+
+        The descriptor is made non-blocking (a pipe or socket from the client is ours alone): a
+        wake-up the loop queued before the previous read drained the pipe then costs one
+        ``BlockingIOError`` instead of a read that blocks the loop.
+        """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False  # trio
+        if not isinstance(loop, asyncio.selector_events.BaseSelectorEventLoop):
+            return False  # uvloop, Windows' proactor: anyio's way works everywhere
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+            return False  # a terminal may be shared with the shell, and epoll refuses files
+        os.set_blocking(fd, False)
+        return cls(loop, fd)
+
+    async def wait(self) -> None:
+        """Return when the descriptor is readable; raise ``OSError`` if the loop cannot watch it."""
+        waiter = self.waiter = self.loop.create_future()
+        try:
+            if not self.registered:
+                self.loop.add_reader(self.fd, self._readable)
+                self.registered = True
+            await waiter
+        except BaseException:
+            self.close()  # cancelled (or refused): leave nothing registered behind
+            raise
+        finally:
+            self.waiter = None
+
+    def _readable(self) -> None:
+        waiter = self.waiter
+        if waiter is None:
+            self.close()  # nobody is waiting: stop watching until someone is
+        elif not waiter.done():
+            waiter.set_result(None)
+
+    def close(self) -> None:
+        if self.registered:
+            self.registered = False
+            self.loop.remove_reader(self.fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:

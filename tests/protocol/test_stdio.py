@@ -1,0 +1,81 @@
+"""FdTransport on real pipes: the asyncio read watch wakes on input, survives stale wake-ups and cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Iterator
+
+import anyio
+import pytest
+
+from sysmcp.protocol.stdio import FdTransport
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def pipe() -> Iterator[tuple[int, int, int]]:
+    """A client→server pipe (read end, write end) and a sink for what the server writes."""
+    read_fd, write_fd = os.pipe()
+    sink = os.open(os.devnull, os.O_WRONLY)
+    yield read_fd, write_fd, sink
+    for fd in (read_fd, write_fd, sink):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _watched(read_fd: int) -> bool:
+    selector = asyncio.get_running_loop()._selector  # type: ignore[attr-defined]
+    try:
+        selector.get_key(read_fd)
+    except KeyError:
+        return False
+    return True
+
+
+async def test_reads_what_arrives_while_waiting_and_ends_unwatched(pipe: tuple[int, int, int]) -> None:
+    read_fd, write_fd, sink = pipe
+    transport = FdTransport(read_fd, sink)
+    async with anyio.create_task_group() as group:
+
+        async def later() -> None:
+            await anyio.sleep(0.01)
+            os.write(write_fd, b"one\n")
+
+        group.start_soon(later)
+        assert await transport.receive() == b"one\n"
+    os.write(write_fd, b"two\n")
+    await anyio.sleep(0.01)  # input while nobody waits: the watch lets go instead of spinning
+    assert not _watched(read_fd)
+    assert await transport.receive() == b"two\n"
+    os.close(write_fd)
+    assert await transport.receive() == b""
+    assert not _watched(read_fd)
+
+
+async def test_a_wake_up_with_nothing_to_read_waits_again(pipe: tuple[int, int, int]) -> None:
+    read_fd, write_fd, sink = pipe
+    transport = FdTransport(read_fd, sink)
+    os.write(write_fd, b"x\n")
+    assert await transport.receive() == b"x\n"
+    # The read end is non-blocking now: a wake-up the loop queued before a read drained the pipe
+    # costs a retry, never a read that blocks the whole loop.
+    assert not os.get_blocking(read_fd)
+    os.write(write_fd, b"stolen\n")
+    assert os.read(read_fd, 100) == b"stolen\n"  # drained behind the transport's back
+    with anyio.move_on_after(0.05) as scope:
+        await transport.receive()
+    assert scope.cancelled_caught
+    assert not _watched(read_fd)
+
+
+async def test_a_cancelled_receive_leaves_nothing_registered(pipe: tuple[int, int, int]) -> None:
+    read_fd, write_fd, sink = pipe
+    transport = FdTransport(read_fd, sink)
+    with anyio.move_on_after(0.01):
+        await transport.receive()
+    assert not _watched(read_fd)
+    os.write(write_fd, b"after\n")
+    assert await transport.receive() == b"after\n"
