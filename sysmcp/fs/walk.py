@@ -24,8 +24,8 @@ import os
 import re
 import stat
 import time
-from collections import Counter
-from collections.abc import Callable, Generator, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 
 from sysmcp.fs.mounts import KERNEL_TYPES, MOUNTINFO, parse_mountinfo
@@ -40,6 +40,7 @@ __all__ = [
     "ScanStopped",
     "Scanner",
     "SkipCounter",
+    "Subtree",
     "WalkOptions",
     "join",
     "mount_table",
@@ -189,7 +190,21 @@ class Finished:
 class _Frame:
     """One open directory on the walk's stack (a plain slotted class: one is made per directory)."""
 
-    __slots__ = ("apparent", "depth", "dev", "dirs", "disk", "fd", "files", "ino", "relative", "subdirs")
+    __slots__ = (
+        "apparent",
+        "depth",
+        "dev",
+        "dirs",
+        "disk",
+        "fd",
+        "files",
+        "held",
+        "ino",
+        "parent",
+        "partial",
+        "relative",
+        "subdirs",
+    )
 
     def __init__(
         self, fd: int | None, relative: str, depth: int, dev: int, ino: int, apparent: int, disk: int
@@ -204,6 +219,15 @@ class _Frame:
         self.disk = disk
         self.files = 0
         self.dirs = 1
+        self.held = False  # its totals wait for subtrees handed to other processes (Scanner.detach)
+        self.partial = False
+        self.parent: _Frame | None = None  # set for directories handed out or split by detach()
+
+
+# A directory handed out by ``Scanner.detach`` for another scanner (or process) to walk, by path
+# and identity (device, inode): its fields start with the directory's own size, and hold its
+# cumulative totals once walked.
+Subtree = _Frame
 
 
 def _noop() -> None:
@@ -308,6 +332,15 @@ class Scanner:
         self.empty_listings = True
         self.finished_depth: int | None = None  # Finished only down to this depth (None: all)
         self._seen: set[tuple[int, int]] = set()
+        # (dev, ino, apparent, blocks, is_regular, directory) of each multiply-linked inode counted,
+        # when a parallel scan needs them to count an inode seen by two processes only once.
+        self.linked: list[tuple[int, int, int, int, bool, str]] | None = None
+        self.held: list[_Frame] = []  # directories whose totals wait for detached subtrees (post-order)
+        self._start: _Frame | None = None  # walk this detached subtree instead of the root
+        self._chain: list[_Frame] = []  # the stack when detach() was called
+        self._split: list[_Frame] = []  # directories detach() read to split their subtrees further
+        self._stack_ref: list[_Frame] | None = None  # the running walk's stack
+        self.base_fd: int | None = None  # the root, kept open by detach() for reopening subtrees
         self._match = _exclusion(options.exclude)
         self._pseudo: frozenset[int] | None = None
         self._mount_points: dict[str, dict[str, str]] = {}
@@ -319,17 +352,31 @@ class Scanner:
 
     def events(self) -> Generator[Listing | Finished, None, None]:
         """The walk itself. Raises ``OSError`` only if the root cannot be opened as a directory."""
-        fd = os.open(self.root, _DIR_FLAGS)
         stack: list[_Frame] = []
-        try:
-            st = os.fstat(fd)
-            if self._mounts is None:
-                self._mounts = mount_table()  # read once per walk: mount points and pseudo devices both
-            self._mount_points = mount_points_below(self.root, st.st_dev, self.options, self._mounts)
-            top = _Frame(fd, "", 0, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
+        if self._start is not None:  # a detached subtree: checked and counted already, not yet open
+            top = self._start
+            if not self._reopen(top):
+                return
             stack.append(top)
-            self.entries += 1
-            self.apparent += st.st_size
+        else:
+            fd = os.open(self.root, _DIR_FLAGS)
+            top = _Frame(fd, "", 0, 0, 0, 0, 0)
+            stack.append(top)
+        self._stack_ref = stack
+        try:
+            if self._start is None:
+                st = os.fstat(top.fd)  # type: ignore[arg-type]
+                top.dev, top.ino, top.apparent, top.disk = (
+                    st.st_dev,
+                    st.st_ino,
+                    st.st_size,
+                    st.st_blocks * 512,
+                )
+                if self._mounts is None:
+                    self._mounts = mount_table()  # read once per walk: mount points and pseudo devices
+                self._mount_points = mount_points_below(self.root, st.st_dev, self.options, self._mounts)
+                self.entries += 1
+                self.apparent += st.st_size
             empty = self.empty_listings
             deepest = self.finished_depth if self.finished_depth is not None else 1 << 30
             checkpoint, read, enter, finish = self.checkpoint, self._read, self._enter, self._finish
@@ -346,7 +393,7 @@ class Scanner:
                     if top.subdirs:
                         name, st = top.subdirs.pop()
                         checkpoint()
-                        child = enter(top, name, st, len(stack))
+                        child = enter(top, name, st, top.depth + 1)
                         if child is None:
                             continue
                         stack.append(child)
@@ -358,16 +405,21 @@ class Scanner:
                     else:
                         stack.pop()
                         finish(top, stack)
-                        if top.depth <= deepest:
+                        if top.held:
+                            self.held.append(top)
+                        elif top.depth <= deepest:
                             yield self._totals(top)
             except ScanStopped as stop:
                 self.stopped = stop.reason
                 while stack:
                     top = stack.pop()
                     top.subdirs.clear()
+                    top.partial = True
                     self._finish(top, stack, partial=True)
-                    if top.depth <= deepest:
-                        yield self._totals(top, partial=True)
+                    if top.held:
+                        self.held.append(top)
+                    elif top.depth <= deepest:
+                        yield self._totals(top)
         finally:
             for frame in stack:
                 self._close(frame)
@@ -380,6 +432,7 @@ class Scanner:
         subdirs = frame.subdirs
         skipped = self.skipped
         seen = self._seen
+        linked = self.linked
         match = self._match
         prefix = frame.relative + "/" if frame.relative else ""
         apparent = blocks = count = nfiles = eligible = 0
@@ -430,6 +483,10 @@ class Scanner:
                                 links.append((entry.name, st))
                             continue
                         seen.add(key)
+                        if linked is not None:
+                            linked.append(
+                                (key[0], key[1], st.st_size, st.st_blocks, kind == s_ifreg, frame.relative)
+                            )
                     size = st.st_size
                     used = st.st_blocks
                     apparent += size
@@ -453,15 +510,20 @@ class Scanner:
         self.eligible_files += eligible
         return Listing(frame.relative, frame.depth, files, links)
 
+    def _admit(self, parent: _Frame, name: str, st: os.stat_result) -> bool:
+        """Whether to enter a subdirectory on another device than its parent (counted if not)."""
+        if self.options.skip_pseudo and self._is_pseudo(parent, name, st):
+            self.skipped.add("pseudo_filesystem")
+            return False
+        if self.options.one_file_system:
+            self.skipped.add("other_filesystem")
+            return False
+        return True
+
     def _enter(self, parent: _Frame, name: str, st: os.stat_result, depth: int) -> _Frame | None:
         """Open a subdirectory relative to its parent, or count why not (None)."""
-        if st.st_dev != parent.dev:
-            if self.options.skip_pseudo and self._is_pseudo(parent, name, st):
-                self.skipped.add("pseudo_filesystem")
-                return None
-            if self.options.one_file_system:
-                self.skipped.add("other_filesystem")
-                return None
+        if st.st_dev != parent.dev and not self._admit(parent, name, st):
+            return None
         if parent.fd is None:
             raise AssertionError("a parent with subdirectories left always has a descriptor")
         try:
@@ -515,10 +577,12 @@ class Scanner:
             os.close(fd)
 
     @staticmethod
-    def _totals(frame: _Frame, partial: bool = False) -> Finished:
+    def _totals(frame: _Frame) -> Finished:
         return Finished(
-            frame.relative, frame.depth, frame.apparent, frame.disk, frame.files, frame.dirs, partial
+            frame.relative, frame.depth, frame.apparent, frame.disk, frame.files, frame.dirs, frame.partial
         )
+
+    # -- handing subtrees to other processes ------------------------------------------------
 
     @staticmethod
     def _close(frame: _Frame) -> None:
@@ -541,6 +605,156 @@ class Scanner:
             os.close(fd)
             return None
         return fd
+
+    def detach(self, limit: int, target: int) -> tuple[list[Subtree], list[Listing]]:
+        """Hand out the directories still waiting on the stack, for other scanners to walk.
+
+        Call it between events. Each waiting directory becomes a ``Subtree``, shallowest first
+        (they tend to be the biggest); while there are fewer than ``target``, the shallowest is
+        read here and replaced by its subdirectories, so that one huge subtree is not one task.
+        Returns the subtrees (at most ``limit``) and the listings of the directories read here.
+        Every directory above a subtree holds back its ``Finished`` event until ``settle``.
+        """
+        stack = self._stack_ref or []
+        queue: deque[_Frame] = deque()
+        for frame in stack:
+            while frame.subdirs and len(queue) < limit:
+                name, st = frame.subdirs.pop()
+                self._hand_out(frame, name, st, queue)
+        if not queue:
+            return [], []
+        self.base_fd = os.dup(stack[0].fd) if stack[0].fd is not None else os.open(self.root, _DIR_FLAGS)
+        self._chain = list(stack)
+        for frame in stack:
+            frame.held = True
+        listings: list[Listing] = []
+        while queue and len(queue) < target and len(self._split) < 4 * target and self._stop is None:
+            frame = queue.popleft()
+            frame.held = True
+            self._split.append(frame)
+            if not self._reopen(frame):
+                continue
+            try:
+                listing = self._read(frame)
+            finally:
+                self._close(frame)
+            if self._stop is not None:
+                frame.partial = True
+            if self.empty_listings or listing.files or listing.links:
+                listings.append(listing)
+            subdirs, frame.subdirs = frame.subdirs, []
+            for name, st in subdirs:
+                if len(queue) < limit:
+                    self._hand_out(frame, name, st, queue)
+                else:
+                    self.skipped.add("vanished")  # never reached: limit is far above target
+        return list(queue), listings
+
+    @property
+    def detached(self) -> bool:
+        """Whether ``detach`` handed anything out (then ``settle`` must follow)."""
+        return bool(self._chain)
+
+    def _hand_out(self, parent: _Frame, name: str, st: os.stat_result, queue: deque[_Frame]) -> None:
+        """Queue a subdirectory as a subtree, unless the walk would not enter it at all."""
+        if st.st_dev != parent.dev and not self._admit(parent, name, st):
+            return
+        relative = parent.relative + "/" + name if parent.relative else name
+        subtree = _Frame(
+            None, relative, parent.depth + 1, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512
+        )
+        subtree.parent = parent
+        self.apparent += st.st_size
+        queue.append(subtree)
+
+    def _reopen(self, frame: _Frame) -> bool:
+        """Open a handed-out directory again, name by name from the root, and check it is the same.
+
+        Every component is opened with O_NOFOLLOW, so a directory swapped for a symlink since it
+        was listed is not followed; a different inode at the end counts as vanished. An unreadable
+        directory keeps its own size, as ``du`` counts it.
+        """
+        if self.base_fd is None:
+            raise AssertionError("subtrees are reopened from the root detach() kept open")
+        fd = os.dup(self.base_fd)
+        try:
+            for name in frame.relative.split("/"):
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = child
+            now = os.fstat(fd)
+        except OSError as exc:
+            os.close(fd)
+            unreadable = exc.errno in (errno.EACCES, errno.EPERM)
+            self.skipped.add("unreadable" if unreadable else "vanished")
+            if not unreadable:
+                frame.apparent = frame.disk = frame.dirs = 0
+            return False
+        if (now.st_dev, now.st_ino) != (frame.dev, frame.ino):
+            os.close(fd)
+            self.skipped.add("vanished")
+            frame.apparent = frame.disk = frame.dirs = 0
+            return False
+        frame.fd = fd
+        return True
+
+    def mark_seen(self, keys: Iterable[tuple[int, int]]) -> None:
+        """Inodes (device, inode) counted elsewhere: further names of them are links here."""
+        self._seen.update(keys)
+
+    def spawn(
+        self,
+        subtree: Subtree,
+        skipped: SkipCounter,
+        checkpoint: Callable[[], None],
+        linked: list[tuple[int, int, int, int, bool, str]] | None,
+    ) -> Scanner:
+        """A scanner for one detached subtree, with this scan's rules, floors and seen inodes."""
+        scanner = Scanner(self.root, self.options, skipped, checkpoint, fd_budget=self.fd_budget)
+        scanner._start = subtree
+        scanner.base_fd = self.base_fd
+        scanner._seen = self._seen
+        scanner._mounts = self._mounts
+        scanner._mount_points = self._mount_points
+        scanner._pseudo = self._pseudo
+        scanner.linked = linked
+        scanner.file_floor, scanner.block_floor = self.file_floor, self.block_floor
+        scanner.min_file_size = self.min_file_size
+        scanner.empty_listings = self.empty_listings
+        scanner.finished_depth = self.finished_depth
+        return scanner
+
+    def settle(self, subtrees: Sequence[tuple[Subtree, bool]]) -> list[Finished]:
+        """Add walked subtrees (each with whether it is complete) to the directories above them.
+
+        Returns the held-back ``Finished`` events of those directories, deepest first.
+        """
+        chain = self._chain
+        on_chain = {id(frame): i for i, frame in enumerate(chain)}
+        for subtree, complete in subtrees:
+            subtree.partial = subtree.partial or not complete
+        pending = sorted([*self._split, *(subtree for subtree, _ in subtrees)], key=lambda f: -f.depth)
+        for frame in pending:  # deepest first: a split directory is complete before it is added up
+            parent = frame.parent
+            assert parent is not None
+            index = on_chain.get(id(parent))
+            # The chain already passed its own totals up the stack; a split directory did not.
+            targets = chain[: index + 1] if index is not None else [parent]
+            for target in targets:
+                target.apparent += frame.apparent
+                target.disk += frame.disk
+                target.files += frame.files
+                target.dirs += frame.dirs
+                target.partial = target.partial or frame.partial
+        deepest = self.finished_depth if self.finished_depth is not None else 1 << 30
+        held = sorted(self._split, key=lambda f: -f.depth) + self.held
+        return [self._totals(frame) for frame in held if frame.depth <= deepest]
+
+    def close(self) -> None:
+        """Release the root descriptor ``detach`` kept."""
+        if self.base_fd is not None:
+            fd, self.base_fd = self.base_fd, None
+            os.close(fd)
 
     def _is_pseudo(self, parent: _Frame, name: str, st: os.stat_result) -> bool:
         if self._pseudo is None:

@@ -8,16 +8,28 @@ A time budget bounds the call; when it runs out the result says so and reports w
 
 from __future__ import annotations
 
+import contextlib
 import heapq
+import math
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sysmcp.fs.fanout import FanOut, Progress, available_processes
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.units import human_bytes
-from sysmcp.fs.walk import Budget, Finished, Listing, Scanner, SkipCounter, WalkOptions
+from sysmcp.fs.walk import (
+    Budget,
+    Finished,
+    Listing,
+    Scanner,
+    ScanStopped,
+    SkipCounter,
+    Subtree,
+    WalkOptions,
+)
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
@@ -213,6 +225,8 @@ class Usage:
     directories: list[tuple[int, int, str, int, int]] = field(default_factory=list)
     stopped: str | None = None
     elapsed: float = 0.0
+    processes: int = 1  # processes that walked (more than 1 when a long scan was shared out)
+    child_bytes: int = 0  # apparent bytes the other processes saw
 
 
 @dataclass(frozen=True)
@@ -225,6 +239,89 @@ class Request:
     timeout_s: float
 
 
+SPLIT_AFTER_S = 0.05  # a scan still running after this long shares its remaining subtrees out
+MAX_SUBTREES = 4096  # subtrees handed out at most (the rest stay with this process's walk)
+SUBTREES_PER_PROCESS = 16  # enough pieces that processes finish together whatever the tree's shape
+NEVER = 1 << 62
+
+
+class Tally:
+    """The two bounded lists and the counts behind them, fed by walk events (one per process)."""
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+        self.top_files = TopN(request.top_files)
+        self.top_dirs = TopN(request.top_directories)
+        self.eligible_directories = 0
+        self.totals: Finished | None = None
+
+    def configure(self, scanner: Scanner) -> None:
+        """Ask the scanner only for what the lists can still use."""
+        request = self.request
+        scanner.min_file_size = request.min_size
+        scanner.empty_listings = False
+        scanner.finished_depth = request.max_depth
+        scanner.file_floor, scanner.block_floor = (NEVER, 0) if request.by_disk else (0, NEVER)
+        if request.top_files == 0:
+            scanner.file_floor = scanner.block_floor = NEVER
+        self._raise_floor(scanner)
+
+    def _raise_floor(self, scanner: Scanner) -> None:
+        # Tell the scanner to leave smaller files out of the next listings altogether.
+        if self.top_files.full:
+            if self.request.by_disk:
+                scanner.block_floor = self.top_files.floor // 512 + 1
+            else:
+                scanner.file_floor = self.top_files.floor + 1
+
+    def take(self, event: Listing | Finished, scanner: Scanner) -> None:
+        request = self.request
+        if type(event) is Listing:
+            if not event.files:
+                return
+            prefix = event.relative + "/" if event.relative else ""
+            min_size, by_disk, offer = request.min_size, request.by_disk, self.top_files.offer
+            for name, st in event.files:
+                size = st.st_size
+                if size < min_size:
+                    continue
+                disk = st.st_blocks * 512
+                offer(disk if by_disk else size, (size, disk, prefix + name, st.st_dev, st.st_ino))
+            self._raise_floor(scanner)
+        else:
+            assert isinstance(event, Finished)
+            if event.depth == 0:
+                self.totals = event
+            elif event.depth <= request.max_depth and event.apparent >= request.min_size:
+                self.offer_directory([event.apparent, event.disk, event.relative, event.files, event.depth])
+
+    def offer_directory(self, row: list[Any]) -> None:
+        self.eligible_directories += 1
+        self.top_dirs.offer(row[1] if self.request.by_disk else row[0], row)
+
+
+class _Progress:
+    """This process's share of the entry and byte counts: finished scanners plus the running one."""
+
+    __slots__ = ("bytes", "current", "entries")
+
+    def __init__(self) -> None:
+        self.entries = 0
+        self.bytes = 0
+        self.current: Scanner | None = None
+
+    def add(self, scanner: Scanner) -> None:
+        self.entries += scanner.entries
+        self.bytes += scanner.apparent
+        self.current = None
+
+    def now(self) -> tuple[int, int]:
+        current = self.current
+        if current is None:
+            return self.entries, self.bytes
+        return self.entries + current.entries, self.bytes + current.apparent
+
+
 def scan_usage(
     root: bytes,
     options: WalkOptions,
@@ -232,66 +329,226 @@ def scan_usage(
     request: Request,
     meter: Meter | None = None,
     clock: Callable[[], float] = time.monotonic,
+    processes: int | None = None,
+    split_after_s: float = SPLIT_AFTER_S,
+    pieces: int = SUBTREES_PER_PROCESS,
 ) -> Usage:
-    """Walk once, keeping totals and two bounded heaps; stop cleanly when the time budget is spent."""
+    """Walk once, keeping totals and two bounded heaps; stop cleanly when the time budget is spent.
+
+    A walk still going after ``split_after_s`` hands the subdirectories waiting on its stack to
+    ``processes`` processes (this one included; default: the usable CPUs, at most 4), split into
+    about ``pieces`` subtrees per process, which the processes claim one by one; their totals, lists and skip counts are merged here, inodes with
+    several links counted once across processes, so the result is the one a single walk gives.
+    """
     started = clock()
     usage = Usage()
     budget = Budget(request.timeout_s, meter.checkpoint if meter is not None else None, clock=clock)
-    scanner: Scanner
+    processes = available_processes() if processes is None else max(1, processes)
+    mine = _Progress()
+    fan: FanOut | None = None
 
     def checkpoint() -> None:
         if meter is not None:
-            meter.done = scanner.entries
-            meter.extra["bytes"] = scanner.apparent
+            entries, seen = mine.now()
+            if fan is not None:
+                more_entries, more_bytes = fan.progress.others()
+                entries, seen = entries + more_entries, seen + more_bytes
+            meter.done = entries
+            meter.extra["bytes"] = seen
         budget()
 
+    tally = Tally(request)
     scanner = Scanner(root, options, skipped, checkpoint)
-    scanner.min_file_size = request.min_size
-    scanner.empty_listings = False
-    scanner.finished_depth = request.max_depth
-    top_files, top_dirs = TopN(request.top_files), TopN(request.top_directories)
-    by_disk, min_size, max_depth = request.by_disk, request.min_size, request.max_depth
-    never = 1 << 62
-    scanner.file_floor, scanner.block_floor = (never, 0) if by_disk else (0, never)
-    if request.top_files == 0:
-        scanner.file_floor = scanner.block_floor = never
+    tally.configure(scanner)
+    mine.current = scanner
+    split_at = started + split_after_s if processes > 1 else math.inf
+    subtrees: list[Subtree] = []
+    eligible_files = 0
+    stopped: str | None = None
 
-    for event in scanner.events():
-        if type(event) is Listing:
-            if not event.files:
-                continue
-            prefix = event.relative + "/" if event.relative else ""
-            for name, st in event.files:
-                if st.st_size < min_size:
-                    continue
-                disk = st.st_blocks * 512
-                top_files.offer(disk if by_disk else st.st_size, (st.st_size, disk, prefix + name))
-            if top_files.full:
-                # Tell the scanner to leave smaller files out of the next listings altogether.
-                if by_disk:
-                    scanner.block_floor = top_files.floor // 512 + 1
-                else:
-                    scanner.file_floor = top_files.floor + 1
+    def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
+        """Walk claimed subtrees; in a child, into a fresh tally sent back as plain data."""
+        linked: list[tuple[int, int, int, int, bool, str]] | None
+        if in_child:
+            own, counter, linked = Tally(request), SkipCounter(), []
+            check = Budget(request.timeout_s, clock=clock)
+            check.deadline = budget.deadline  # one deadline, on the clock every process shares
+            ticker = _Progress()
+
+            def child_checkpoint() -> None:
+                progress.set(*ticker.now())
+                check()
+
+            walk_checkpoint, counting = child_checkpoint, ticker
         else:
-            assert isinstance(event, Finished)
-            if event.depth == 0:
-                usage.totals = event
-            elif event.depth <= max_depth and event.apparent >= min_size:
-                usage.eligible_directories += 1
-                top_dirs.offer(
-                    event.disk if by_disk else event.apparent,
-                    (event.apparent, event.disk, event.relative, event.files, event.depth),
-                )
-    usage.entries = scanner.entries
+            own, counter, linked, walk_checkpoint, counting = tally, skipped, scanner.linked, checkpoint, mine
+        done: dict[int, tuple[int, int, int, int, bool]] = {}
+        entries = eligible = 0
+        halted: str | None = None
+        while halted is None and (index := claim()) is not None:
+            subtree = subtrees[index]
+            sub = scanner.spawn(subtree, counter, walk_checkpoint, linked)
+            own.configure(sub)
+            counting.current = sub
+            for event in sub.events():
+                own.take(event, sub)
+            counting.add(sub)
+            entries += sub.entries
+            eligible += sub.eligible_files
+            halted = sub.stopped
+            done[index] = (subtree.apparent, subtree.disk, subtree.files, subtree.dirs, halted is None)
+        result: dict[str, Any] = {"done": done, "stopped": halted, "entries": entries, "eligible": eligible}
+        if in_child:
+            result["bytes"] = ticker.bytes
+            result["files"] = own.top_files.largest()
+            result["dirs"] = own.top_dirs.largest()
+            result["eligible_dirs"] = own.eligible_directories
+            result["skipped"] = counter.as_dict()
+            result["linked"] = linked
+        return result
+
+    try:
+        for event in scanner.events():
+            tally.take(event, scanner)
+            if clock() >= split_at:
+                split_at = math.inf
+                subtrees, listings = scanner.detach(MAX_SUBTREES, pieces * processes)
+                for listing in listings:
+                    tally.take(listing, scanner)
+                if subtrees:
+                    scanner.linked = []
+                    fan = FanOut(len(subtrees), processes, work)
+                    fan.start()
+        mine.add(scanner)
+        stopped = scanner.stopped
+        eligible_files = scanner.eligible_files
+        if fan is not None:
+            stopped, eligible_files = _join(fan, work, checkpoint, scanner, subtrees, tally, skipped, usage)
+            stopped = scanner.stopped or stopped
+            eligible_files += scanner.eligible_files
+        elif scanner.detached:  # every subtree was small enough to be split here
+            for finished in scanner.settle([]):
+                tally.take(finished, scanner)
+    finally:
+        if fan is not None:
+            fan.close()
+        scanner.close()
+    usage.entries += mine.entries
+    usage.totals = tally.totals
     if meter is not None:  # the final progress notification reports the whole count
-        meter.done = scanner.entries
-        meter.extra["bytes"] = scanner.apparent
-    usage.eligible_files = scanner.eligible_files
-    usage.files = top_files.largest()
-    usage.directories = top_dirs.largest()
-    usage.stopped = scanner.stopped
+        meter.done = usage.entries
+        meter.extra["bytes"] = mine.bytes + usage.child_bytes
+    usage.eligible_files = eligible_files
+    usage.eligible_directories = tally.eligible_directories
+    usage.files = [(size, disk, relative) for size, disk, relative, _, _ in tally.top_files.largest()]
+    usage.directories = [tuple(row) for row in tally.top_dirs.largest()]
+    usage.stopped = stopped
     usage.elapsed = clock() - started
     return usage
+
+
+Part = dict[str, Any]
+
+
+def _join(
+    fan: FanOut,
+    work: Callable[[Callable[[], int | None], Progress, bool], Part],
+    checkpoint: Callable[[], None],
+    scanner: Scanner,
+    subtrees: list[Subtree],
+    tally: Tally,
+    skipped: SkipCounter,
+    usage: Usage,
+) -> tuple[str | None, int]:
+    """Walk subtrees here too, then merge every child's part; returns (stopped, eligible files).
+
+    A child that died is not fatal: the subtrees it never reported are walked again here.
+    """
+    assert scanner.linked is not None
+    request = tally.request
+    here = fan.run_here()
+
+    def waiting() -> None:  # cancellation ends the wait; the deadline does not, children stop at it too
+        with contextlib.suppress(ScanStopped):
+            checkpoint()
+
+    children = fan.collect(waiting)
+    usage.processes = 1 + sum(part is not None for part in children)
+    seen = {(dev, ino) for dev, ino, *_ in scanner.linked}  # counted here since the split
+    done: dict[int, tuple[int, int, int, int, bool]] = dict(here["done"])
+    eligible: int = here["eligible"]
+    stopped: str | None = here["stopped"]
+    for part in children:
+        if part is None:
+            continue
+        _merge_child(part, tally, skipped, seen, subtrees, request)
+        done.update(part["done"])
+        usage.entries += part["entries"]
+        usage.child_bytes += part["bytes"]
+        eligible += part["eligible"]
+        stopped = stopped or part["stopped"]
+    lost = [i for i in range(len(subtrees)) if i not in done]
+    if lost and stopped is None:
+        scanner.mark_seen(seen)  # what the children counted is not counted again here
+        queue = iter(lost)
+        again = work(lambda: next(queue, None), fan.progress, False)
+        done.update(again["done"])
+        eligible += again["eligible"]
+        stopped = again["stopped"]
+        lost = [i for i in lost if i not in done]
+    if lost:
+        stopped = stopped or "a scan process ended unexpectedly"
+    settled = []
+    for i, subtree in enumerate(subtrees):
+        complete = False
+        if i in done:
+            subtree.apparent, subtree.disk, subtree.files, subtree.dirs, complete = done[i]
+        settled.append((subtree, complete))
+    for finished in scanner.settle(settled):
+        tally.take(finished, scanner)
+    return stopped, eligible
+
+
+def _merge_child(
+    part: Part,
+    tally: Tally,
+    skipped: SkipCounter,
+    seen: set[tuple[int, int]],
+    subtrees: list[Subtree],
+    request: Request,
+) -> None:
+    """Fold a child's result into ``tally``, first taking out inodes another process counted already."""
+    dirs = {row[2]: row for row in part["dirs"]}
+    task_of = {subtrees[i].relative: i for i in part["done"]}
+    dropped: set[tuple[int, int]] = set()
+    for dev, ino, size, blocks, regular, directory in part["linked"]:
+        if (dev, ino) not in seen:
+            seen.add((dev, ino))
+            continue
+        dropped.add((dev, ino))
+        disk, nfiles = blocks * 512, 1 if regular else 0
+        names = directory.split("/")
+        for depth in range(1, len(names) + 1):
+            prefix = "/".join(names[:depth])
+            if prefix in task_of:
+                index = task_of[prefix]
+                apparent_, disk_, files_, dirs_, complete = part["done"][index]
+                part["done"][index] = (apparent_ - size, disk_ - disk, files_ - nfiles, dirs_, complete)
+            row = dirs.get(prefix) if depth <= request.max_depth else None
+            if row is not None:
+                row[0] -= size
+                row[1] -= disk
+                row[3] -= nfiles
+        if regular and size >= request.min_size:
+            part["eligible"] -= 1
+    for row in part["files"]:
+        if (row[3], row[4]) not in dropped:
+            tally.top_files.offer(row[1] if request.by_disk else row[0], tuple(row))
+    for row in part["dirs"]:
+        tally.offer_directory(row)
+    tally.eligible_directories += part["eligible_dirs"] - len(part["dirs"])
+    for reason, count in part["skipped"].items():
+        skipped.add(reason, count)
 
 
 def _size_text(apparent: int, disk: int, by_disk: bool) -> str:

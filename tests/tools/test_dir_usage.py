@@ -13,7 +13,7 @@ import pytest
 from sysmcp.fs.walk import SkipCounter, WalkOptions
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
-from sysmcp.tools.dir_usage import INPUT_SCHEMA, Request, TopN, render, scan_usage
+from sysmcp.tools.dir_usage import INPUT_SCHEMA, Request, TopN, Usage, render, scan_usage
 
 
 def du(root: Path, *flags: str) -> int:
@@ -34,7 +34,21 @@ def du_directories(root: Path, depth: int) -> dict[bytes, int]:
     return sizes
 
 
-def usage_of(root: Path, **overrides: Any) -> tuple[str, dict[str, Any], str | None]:
+@pytest.fixture(autouse=True, params=[1, 3], ids=["one process", "three processes"])
+def processes(request: pytest.FixtureRequest) -> int:
+    """Every test here runs twice: one walking process, and three sharing the tree from the start."""
+    return int(request.param)
+
+
+def scan(root: Path, options: WalkOptions, skipped: SkipCounter, request: Request, processes: int) -> Usage:
+    usage = scan_usage(
+        os.fsencode(root), options, skipped, request, processes=processes, split_after_s=0.0, pieces=1
+    )
+    assert usage.processes == processes or usage.processes == 1  # 1: too few directories to share
+    return usage
+
+
+def usage_of(root: Path, processes: int, **overrides: Any) -> tuple[str, dict[str, Any], str | None]:
     args = validate_arguments(INPUT_SCHEMA, {"path": str(root), **overrides})
     skipped = SkipCounter()
     request = Request(
@@ -46,7 +60,7 @@ def usage_of(root: Path, **overrides: Any) -> tuple[str, dict[str, Any], str | N
         timeout_s=args["timeout_s"],
     )
     options = WalkOptions(one_file_system=args["one_file_system"], exclude=tuple(args["exclude"]))
-    usage = scan_usage(os.fsencode(root), options, skipped, request)
+    usage = scan(root, options, skipped, request, processes)
     return render(str(root), usage, skipped.as_dict(), args)
 
 
@@ -83,9 +97,9 @@ def independent_files(root: Path) -> list[tuple[int, int, str]]:
     return rows
 
 
-def test_totals_equal_du_apparent_and_disk(tmp_path: Path) -> None:
+def test_totals_equal_du_apparent_and_disk(tmp_path: Path, processes: int) -> None:
     build_tree(tmp_path)
-    _, result, _ = usage_of(tmp_path)
+    _, result, _ = usage_of(tmp_path, processes)
     assert result["totals"]["apparent_bytes"] == du(tmp_path, "-b")
     assert result["totals"]["disk_bytes"] == du(tmp_path, "-B1")
     assert result["totals"]["files"] == 31  # 30 + sparse; the hard link is the same file
@@ -93,9 +107,9 @@ def test_totals_equal_du_apparent_and_disk(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("sort_by", ["disk", "apparent"])
-def test_largest_files_equal_an_independent_walk(tmp_path: Path, sort_by: str) -> None:
+def test_largest_files_equal_an_independent_walk(tmp_path: Path, processes: int, sort_by: str) -> None:
     build_tree(tmp_path)
-    _, result, _ = usage_of(tmp_path, top_n=7, sort_by=sort_by)
+    _, result, _ = usage_of(tmp_path, processes, top_n=7, sort_by=sort_by)
     truth = independent_files(tmp_path)
     expected = sorted(truth, key=lambda row: -(row[0] if sort_by == "disk" else row[1]))[:7]
     got = [(r["disk_bytes"], r["apparent_bytes"], r["path"]) for r in result["largest_files"]]
@@ -106,21 +120,23 @@ def test_largest_files_equal_an_independent_walk(tmp_path: Path, sort_by: str) -
     assert result["files_not_shown"] == len(truth) - 7
 
 
-def test_sparse_file_ranks_by_its_blocks_on_disk_and_by_its_length_apparently(tmp_path: Path) -> None:
+def test_sparse_file_ranks_by_its_blocks_on_disk_and_by_its_length_apparently(
+    tmp_path: Path, processes: int
+) -> None:
     build_tree(tmp_path)
-    _, by_disk, _ = usage_of(tmp_path, top_n=1, sort_by="disk")
-    _, by_length, _ = usage_of(tmp_path, top_n=1, sort_by="apparent")
+    _, by_disk, _ = usage_of(tmp_path, processes, top_n=1, sort_by="disk")
+    _, by_length, _ = usage_of(tmp_path, processes, top_n=1, sort_by="apparent")
     assert not by_disk["largest_files"][0]["path"].endswith("sparse.img")
     assert by_length["largest_files"][0]["path"].endswith("sparse.img")
     assert by_length["largest_files"][0]["apparent_bytes"] == 300 << 20
 
 
 @pytest.mark.parametrize("depth", [1, 2])
-def test_largest_directories_equal_du_at_each_depth(tmp_path: Path, depth: int) -> None:
+def test_largest_directories_equal_du_at_each_depth(tmp_path: Path, processes: int, depth: int) -> None:
     build_tree(tmp_path)
     truth = du_directories(tmp_path, depth)
     truth.pop(os.fsencode(tmp_path))
-    _, result, _ = usage_of(tmp_path, top_n=50, max_depth=depth, show="directories")
+    _, result, _ = usage_of(tmp_path, processes, top_n=50, max_depth=depth, show="directories")
     expected = {path.decode("utf-8", "backslashreplace"): size for path, size in truth.items()}
     got = {row["path"]: row["disk_bytes"] for row in result["largest_directories"]}
     assert got == expected
@@ -129,9 +145,9 @@ def test_largest_directories_equal_du_at_each_depth(tmp_path: Path, depth: int) 
     assert result["directories_not_shown"] == 0
 
 
-def test_lists_are_cut_to_top_n_and_say_how_many_more(tmp_path: Path) -> None:
+def test_lists_are_cut_to_top_n_and_say_how_many_more(tmp_path: Path, processes: int) -> None:
     build_tree(tmp_path)
-    text, result, full = usage_of(tmp_path, top_n=2)
+    text, result, full = usage_of(tmp_path, processes, top_n=2)
     assert len(result["largest_files"]) == 2 and len(result["largest_directories"]) == 2
     assert result["files_not_shown"] == 29 and result["directories_not_shown"] == 3
     assert "… and 29 more files not shown" in text
@@ -139,27 +155,29 @@ def test_lists_are_cut_to_top_n_and_say_how_many_more(tmp_path: Path) -> None:
     assert full is not None and full.count("\n") > 30  # the longer lists, for the resource
 
 
-def test_names_with_newlines_stay_on_one_line_and_invalid_utf8_is_escaped(tmp_path: Path) -> None:
+def test_names_with_newlines_stay_on_one_line_and_invalid_utf8_is_escaped(
+    tmp_path: Path, processes: int
+) -> None:
     build_tree(tmp_path)
-    text, result, _ = usage_of(tmp_path, top_n=50, max_depth=2)
+    text, result, _ = usage_of(tmp_path, processes, top_n=50, max_depth=2)
     assert any("new\nline" in r["path"] for r in result["largest_directories"])  # raw in JSON
     assert "new\\nline" in text and "bad-\\xfe" in text
     assert not any(line.startswith("line") for line in text.splitlines())  # no name broken in two
-    _, _, full = usage_of(tmp_path, top_n=1, max_depth=2)
+    _, _, full = usage_of(tmp_path, processes, top_n=1, max_depth=2)
     assert full is not None and "new\\nline" in full and "bad-\\xfe" in full
     rows = [line for line in full.splitlines() if not line.startswith("#")]
     assert all(line.count("\t") in (2, 3) for line in rows)
 
 
-def test_min_size_and_exclude_narrow_the_lists(tmp_path: Path) -> None:
+def test_min_size_and_exclude_narrow_the_lists(tmp_path: Path, processes: int) -> None:
     build_tree(tmp_path)
-    _, result, _ = usage_of(tmp_path, min_size=200_000, top_n=50)
+    _, result, _ = usage_of(tmp_path, processes, min_size=200_000, top_n=50)
     assert all(r["apparent_bytes"] >= 200_000 for r in result["largest_files"])
     assert result["files_not_shown"] == 0
     assert len(result["largest_files"]) == sum(
         1 for _, size, _ in independent_files(tmp_path) if size >= 200_000
     )
-    _, excluded, _ = usage_of(tmp_path, exclude=["beta", "*/y/f1"])
+    _, excluded, _ = usage_of(tmp_path, processes, exclude=["beta", "*/y/f1"])
     assert not any("beta" in r["path"] for r in excluded["largest_directories"])
     assert excluded["skipped"] == {"excluded": 5}  # beta, and y/f1 in the four others
     expected = (
@@ -170,17 +188,17 @@ def test_min_size_and_exclude_narrow_the_lists(tmp_path: Path) -> None:
     assert excluded["totals"]["apparent_bytes"] == expected
 
 
-def test_show_picks_the_lists(tmp_path: Path) -> None:
+def test_show_picks_the_lists(tmp_path: Path, processes: int) -> None:
     build_tree(tmp_path)
-    text, files_only, _ = usage_of(tmp_path, show="files")
+    text, files_only, _ = usage_of(tmp_path, processes, show="files")
     assert files_only["largest_directories"] == [] and files_only["largest_files"]
     assert "Largest directories" not in text
-    text, dirs_only, _ = usage_of(tmp_path, show="directories")
+    text, dirs_only, _ = usage_of(tmp_path, processes, show="directories")
     assert dirs_only["largest_files"] == [] and dirs_only["largest_directories"]
     assert "Largest files" not in text
 
 
-def test_a_spent_time_budget_gives_a_partial_result_clearly_marked(tmp_path: Path) -> None:
+def test_a_spent_time_budget_gives_a_partial_result_clearly_marked(tmp_path: Path, processes: int) -> None:
     for i in range(50):
         (tmp_path / f"d{i}").mkdir()
         (tmp_path / f"d{i}" / "f").write_bytes(b"x" * (i + 1))
@@ -189,7 +207,14 @@ def test_a_spent_time_budget_gives_a_partial_result_clearly_marked(tmp_path: Pat
     skipped = SkipCounter()
     request = Request(1000, 10_000, 1, True, 0, 1.0)
     usage = scan_usage(
-        os.fsencode(tmp_path), WalkOptions(), skipped, request, clock=lambda: next(ticks) * 0.1
+        os.fsencode(tmp_path),
+        WalkOptions(),
+        skipped,
+        request,
+        clock=lambda: next(ticks) * 0.1,
+        processes=processes,
+        split_after_s=0.0,
+        pieces=1,
     )
     text, result, _ = render(str(tmp_path), usage, skipped.as_dict(), args)
     assert result["complete"] is False

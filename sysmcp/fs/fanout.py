@@ -1,0 +1,215 @@
+"""Share independent tasks between this process and forked children: a second core for big walks.
+
+Why processes: a directory walk in Python is CPU-bound in the interpreter (each ``lstat`` result is
+an object to build), so threads share one core under the GIL. Why ``fork``: a child starts in about
+a millisecond with the walk's state (mount table, inodes seen so far, open task directories)
+already in memory, where a fresh interpreter would take tens of milliseconds to start.
+
+How: the task numbers are written into a pipe before forking, and every process claims the next
+one with a 4-byte ``read`` (atomic on a pipe), so fast processes take more tasks and no coordinator
+is needed. Each child sends one ``marshal``-ed result through its own pipe and exits with
+``os._exit``. Progress comes back through a shared anonymous memory map.
+
+A child touches nothing but the walk: no logging, no event loop, no stdout (it never writes to the
+wire), garbage collection off. It exits if the server goes away. On cancellation, or any error in
+this process, the children are killed (SIGKILL) and reaped before ``FanOut`` lets go.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import marshal
+import mmap
+import os
+import select
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["FanOut", "Progress", "available_processes"]
+
+MAX_PROCESSES = 4
+_TASK = 4  # bytes per task number in the queue pipe
+_POLL_MS = 10  # while waiting for children, how often the cancellation checkpoint runs
+
+
+def available_processes() -> int:
+    """How many processes a walk may use: ``SYSMCP_SCAN_PROCESSES`` or the usable CPUs, at most 4.
+
+    1 where ``fork`` is not the safe, cheap primitive it is on Linux.
+    """
+    if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+        return 1
+    configured = os.environ.get("SYSMCP_SCAN_PROCESSES", "").strip()
+    if configured.isdigit() and int(configured) >= 1:
+        return min(int(configured), 64)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except OSError:
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_PROCESSES))
+
+
+class Progress:
+    """Per-process counters (entries, bytes) in memory shared with the children."""
+
+    def __init__(self, processes: int) -> None:
+        self._map = mmap.mmap(-1, 16 * processes)
+        self._slots = memoryview(self._map).cast("q")
+        self.slot = 0  # this process's slot: 0 in the parent, set in each child
+        self.parent: int | None = None  # in a child: the parent's pid
+
+    def set(self, entries: int, bytes_seen: int) -> None:
+        """Publish this process's counters; in a child whose parent has gone, exit at once."""
+        if self.parent is not None and os.getppid() != self.parent:
+            os._exit(1)
+        self._slots[2 * self.slot] = entries
+        self._slots[2 * self.slot + 1] = bytes_seen
+
+    def others(self) -> tuple[int, int]:
+        """What the children have reported so far."""
+        slots = self._slots
+        return sum(slots[2::2]), sum(slots[3::2])
+
+    def close(self) -> None:
+        self._slots.release()
+        self._map.close()
+
+
+Claim = Callable[[], "int | None"]
+Work = Callable[[Claim, Progress, bool], Any]
+
+
+class FanOut:
+    """Tasks ``0..count-1`` shared out by claim; ``start`` forks, ``run_here`` works, ``collect`` joins.
+
+    ``work(claim, progress, in_child)`` runs in every process: it calls ``claim()`` for task numbers
+    until it gets None and returns a ``marshal``-able result. In a child it must not touch the
+    event loop (``in_child`` is True there).
+    """
+
+    def __init__(self, count: int, processes: int, work: Work) -> None:
+        self.count = count
+        self.processes = max(1, min(processes, count))
+        self.work = work
+        self.progress = Progress(self.processes)
+        self._parent = os.getpid()
+        self._queue_r, queue_w = os.pipe()
+        try:
+            payload = b"".join(i.to_bytes(_TASK, "little") for i in range(count))
+            written = 0
+            while written < len(payload):  # a pipe holds 64 KiB: callers keep count far below that
+                written += os.write(queue_w, payload[written:])
+        finally:
+            os.close(queue_w)
+        os.set_blocking(self._queue_r, False)
+        self._children: dict[int, int] = {}  # pid -> read end of its result pipe
+
+    def claim(self) -> int | None:
+        """The next unclaimed task, or None when every task has been claimed."""
+        try:
+            data = os.read(self._queue_r, _TASK)
+        except BlockingIOError:
+            return None
+        return int.from_bytes(data, "little") if len(data) == _TASK else None
+
+    def start(self) -> None:
+        """Fork the children; each starts claiming at once. Fewer children if ``fork`` fails."""
+        for slot in range(1, self.processes):
+            read_end, write_end = os.pipe()
+            try:
+                pid = os.fork()
+            except OSError:
+                os.close(read_end)
+                os.close(write_end)
+                break
+            if pid == 0:  # pragma: no cover - runs in the child, which ends in os._exit
+                os.close(read_end)
+                self._child(slot, write_end)
+            os.close(write_end)
+            self._children[pid] = read_end
+
+    def _child(self, slot: int, result_fd: int) -> None:  # pragma: no cover - child process
+        code = 1
+        try:
+            gc.disable()  # nothing to collect in a short walk, and no finalizers of the parent's objects
+            try:
+                signal.set_wakeup_fd(-1)  # a signal here must never wake the parent's event loop
+                for signum in (signal.SIGINT, signal.SIGTERM):
+                    signal.signal(signum, signal.SIG_DFL)
+            except ValueError:  # not the main thread after all: the defaults stay as inherited
+                pass
+            for fd in self._children.values():
+                os.close(fd)
+            self.progress.slot = slot
+            parent = self.progress.parent = self._parent
+
+            def claim() -> int | None:
+                if os.getppid() != parent:
+                    os._exit(1)  # the server went away: stop now
+                return self.claim()
+
+            data = marshal.dumps(self.work(claim, self.progress, True))
+            view = memoryview(data)
+            while view:
+                view = view[os.write(result_fd, view) :]
+            code = 0
+        finally:
+            os._exit(code)
+
+    def run_here(self) -> Any:
+        """Do tasks in this process until none are left; returns this process's result."""
+        return self.work(self.claim, self.progress, False)
+
+    def collect(self, checkpoint: Callable[[], None]) -> list[Any | None]:
+        """Each child's result (None for a child that died or sent garbage), in fork order.
+
+        ``checkpoint`` runs every few milliseconds while waiting, and may raise (cancellation).
+        """
+        pids = list(self._children)
+        buffers = {fd: bytearray() for fd in self._children.values()}
+        open_fds = set(buffers)
+        poller = select.poll()
+        for fd in open_fds:
+            poller.register(fd, select.POLLIN)
+        while open_fds:
+            checkpoint()
+            for fd, _ in poller.poll(_POLL_MS):
+                chunk = os.read(fd, 1 << 16)
+                if chunk:
+                    buffers[fd] += chunk
+                else:
+                    poller.unregister(fd)
+                    open_fds.discard(fd)
+        results: list[Any | None] = []
+        for pid in pids:
+            fd = self._children.pop(pid)
+            os.close(fd)
+            _, status = os.waitpid(pid, 0)
+            ok = os.waitstatus_to_exitcode(status) == 0
+            try:
+                results.append(marshal.loads(buffers[fd]) if ok else None)
+            except (EOFError, ValueError, TypeError):
+                results.append(None)
+        return results
+
+    def close(self) -> None:
+        """Kill and reap any child still running; release the queue and the shared memory."""
+        for pid, fd in list(self._children.items()):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(fd)
+        self._children.clear()
+        if self._queue_r >= 0:
+            os.close(self._queue_r)
+            self._queue_r = -1
+        self.progress.close()
+
+    def __enter__(self) -> FanOut:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

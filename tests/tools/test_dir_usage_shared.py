@@ -1,0 +1,172 @@
+"""dir_usage shared between processes: same answer as one walk, no child left behind, no task lost."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sysmcp.fs.fanout import FanOut, Progress
+from sysmcp.fs.walk import SkipCounter, WalkOptions
+from sysmcp.protocol.context import Meter
+from sysmcp.tools.dir_usage import Request, Usage, scan_usage
+
+REQUEST = Request(
+    top_files=1000, top_directories=10_000, max_depth=2, by_disk=False, min_size=0, timeout_s=60
+)
+
+
+def du(root: Path, flag: str) -> int:
+    out = subprocess.run(["du", "-sx", flag, os.fsencode(root)], capture_output=True, check=True)
+    return int(out.stdout.split()[0])
+
+
+def build_linked_tree(root: Path) -> int:
+    """12 top directories, each with its own files and a name for each of 20 shared inodes.
+
+    Returns how many distinct regular files (inodes) the tree has.
+    """
+    (root / "first").write_bytes(b"1")  # the root's listing comes first: the split happens before any link
+    shared = root / "shared"
+    shared.mkdir()
+    for i in range(20):
+        (shared / f"s{i}").write_bytes(b"s" * (5000 + 97 * i))
+    for top in range(12):
+        for sub in range(3):
+            directory = root / f"top{top:02d}" / f"sub{sub}"
+            directory.mkdir(parents=True)
+            for i in range(4):
+                (directory / f"f{i}").write_bytes(b"f" * (100 * top + 10 * sub + i + 1))
+        for i in range(20):
+            os.link(shared / f"s{i}", root / f"top{top:02d}" / f"link{i}")
+    return 1 + 20 + 12 * 3 * 4
+
+
+def shared_scan(root: Path, **overrides: Any) -> tuple[Usage, SkipCounter]:
+    skipped = SkipCounter()
+    settings: dict[str, Any] = {"processes": 3, "split_after_s": 0.0, "pieces": 2, **overrides}
+    return scan_usage(os.fsencode(root), WalkOptions(), skipped, REQUEST, **settings), skipped
+
+
+def test_hard_links_seen_by_several_processes_are_counted_once_like_du(tmp_path: Path) -> None:
+    distinct = build_linked_tree(tmp_path)
+    usage, skipped = shared_scan(tmp_path)
+    assert usage.processes == 3
+    assert usage.totals is not None and usage.stopped is None
+    assert usage.totals.apparent == du(tmp_path, "-b")
+    assert usage.totals.disk == du(tmp_path, "-B1")
+    assert usage.totals.files == distinct
+    assert usage.eligible_files == distinct
+    inodes = [os.lstat(tmp_path / relative).st_ino for _, _, relative in usage.files]
+    assert len(inodes) == len(set(inodes)) == distinct
+    assert skipped.as_dict() == {}
+
+
+def test_a_shared_scan_gives_the_same_lists_and_counts_as_one_process(tmp_path: Path) -> None:
+    build_linked_tree(tmp_path)
+    alone, _ = shared_scan(tmp_path, processes=1)
+    shared, _ = shared_scan(tmp_path)
+    assert (alone.processes, shared.processes) == (1, 3)
+    assert shared.totals == alone.totals
+    assert shared.entries == alone.entries
+    # Which name of a shared inode is listed may differ; the sizes, in order, may not.
+    assert [row[:2] for row in shared.files] == [row[:2] for row in alone.files]
+    unshared = {row for row in alone.directories if not row[2].startswith("top")}
+    assert unshared <= set(shared.directories)
+    assert sum(row[0] for row in shared.directories if row[4] == 1) == sum(
+        row[0] for row in alone.directories if row[4] == 1
+    )
+    assert shared.eligible_directories == alone.eligible_directories
+
+
+def test_subtrees_of_a_child_that_died_are_walked_again_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build_linked_tree(tmp_path)
+    alone, _ = shared_scan(tmp_path, processes=1)
+    monkeypatch.setattr(FanOut, "_child", lambda self, slot, fd: os._exit(1))
+    shared, _ = shared_scan(tmp_path)
+    assert shared.processes == 1  # no child reported anything
+    assert shared.stopped is None
+    assert shared.totals == alone.totals
+    assert [row[:2] for row in shared.files] == [row[:2] for row in alone.files]
+
+
+class Cancelled(Exception):
+    pass
+
+
+def test_a_cancelled_shared_scan_kills_and_reaps_every_child(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build_linked_tree(tmp_path)
+    forked: list[int] = []
+    real_fork = os.fork
+
+    def fork() -> int:
+        pid = real_fork()
+        if pid:
+            forked.append(pid)
+        return pid
+
+    class CancelledOnceForked(Meter):
+        @staticmethod
+        def checkpoint() -> None:
+            if forked:
+                raise Cancelled
+
+    monkeypatch.setattr(os, "fork", fork)
+    ticks = itertools.count()
+    with pytest.raises(Cancelled):
+        scan_usage(
+            os.fsencode(tmp_path),
+            WalkOptions(),
+            SkipCounter(),
+            REQUEST,
+            CancelledOnceForked(),
+            clock=lambda: next(ticks) * 0.01,  # every checkpoint asks (they are throttled to 2 ms)
+            processes=3,
+            split_after_s=0.0,
+            pieces=2,
+        )
+    assert len(forked) == 2
+    for pid in forked:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # already reaped: no zombie, no orphan still walking
+
+
+def test_fan_out_gives_every_task_to_exactly_one_process_and_shares_progress() -> None:
+    def work(claim: Any, progress: Progress, in_child: bool) -> list[int]:
+        claimed = []
+        while (task := claim()) is not None:
+            claimed.append(task)
+        progress.set(len(claimed), 7)
+        return claimed
+
+    with FanOut(200, 3, work) as fan:
+        fan.start()
+        here = fan.run_here()
+        children = fan.collect(lambda: None)
+        others = fan.progress.others()
+    assert len(children) == 2 and all(part is not None for part in children)
+    everything = here + [task for part in children if part is not None for task in part]
+    assert sorted(everything) == list(range(200))
+    assert others == (200 - len(here), 14)
+
+
+def test_fan_out_reports_a_child_that_crashed_as_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    def work(claim: Any, progress: Progress, in_child: bool) -> str:
+        if in_child:
+            raise RuntimeError("boom")
+        while claim() is not None:
+            pass
+        return "here"
+
+    with FanOut(10, 2, work) as fan:
+        fan.start()
+        assert fan.run_here() == "here"
+        assert fan.collect(lambda: None) == [None]
