@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import anyio
+import psutil
 import pytest
 
 from tests.wire import result_text, spawn
@@ -127,3 +128,34 @@ async def test_a_directory_name_with_spaces_gives_a_valid_readable_resource_uri(
         assert " " not in link["uri"] and link["uri"].endswith("/dir_usage-my%20dir%20%231.tsv")
         read = await wire.request("resources/read", {"uri": link["uri"]})
         assert f"{target}/d002/f2" in read["result"]["contents"][0]["text"]
+
+
+async def _children_of(pid: int, want_any: bool) -> list[int]:
+    """The server's child processes, once there are some (``want_any``) or none left."""
+    server = psutil.Process(pid)
+    with anyio.fail_after(20):
+        while bool(children := [child.pid for child in server.children()]) != want_any:
+            await anyio.sleep(0.005)
+    return children
+
+
+async def test_a_scan_shared_between_processes_equals_du_and_a_cancelled_one_leaves_no_child() -> None:
+    """/usr is a real tree big enough (over 50 ms of walking) for the scan to be shared out."""
+    usr = Path("/usr")
+    async with spawn(env={"SYSMCP_SCAN_PROCESSES": "2"}) as wire:
+        await wire.initialize()
+        reply = await wire.call("dir_usage", {"path": str(usr), "timeout_s": 120})
+        totals = reply["result"]["structuredContent"]["totals"]
+        assert reply["result"]["structuredContent"]["complete"] is True
+        assert totals["apparent_bytes"] == du(usr, "-b")
+        assert totals["disk_bytes"] == du(usr, "-B1")
+
+        await wire.start_call("dir_usage", {"path": str(usr), "timeout_s": 120}, msg_id="scan")
+        walkers = await _children_of(wire.process.pid, want_any=True)
+        await wire.send(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "scan"}}
+        )
+        assert await _children_of(wire.process.pid, want_any=False) == []
+        assert all(not psutil.pid_exists(pid) for pid in walkers)  # killed and reaped, not orphaned
+        pong = await wire.request("ping", msg_id="after")  # raises if the cancelled scan answers first
+        assert pong["result"] == {}
