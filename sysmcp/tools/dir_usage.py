@@ -337,25 +337,29 @@ def scan_usage(
 
     A walk still going after ``split_after_s`` hands the subdirectories waiting on its stack to
     ``processes`` processes (this one included; default: the usable CPUs, at most 4), split into
-    about ``pieces`` subtrees per process, which the processes claim one by one; their totals, lists and skip counts are merged here, inodes with
-    several links counted once across processes, so the result is the one a single walk gives.
+    about ``pieces`` subtrees per process, which the processes claim one by one. Their totals,
+    lists and skip counts are merged here, inodes with several links counted once across
+    processes, so the result is the one a single walk gives.
     """
     started = clock()
     usage = Usage()
-    budget = Budget(request.timeout_s, meter.checkpoint if meter is not None else None, clock=clock)
     processes = available_processes() if processes is None else max(1, processes)
     mine = _Progress()
     fan: FanOut | None = None
 
-    def checkpoint() -> None:
-        if meter is not None:
-            entries, seen = mine.now()
-            if fan is not None:
-                more_entries, more_bytes = fan.progress.others()
-                entries, seen = entries + more_entries, seen + more_bytes
-            meter.done = entries
-            meter.extra["bytes"] = seen
-        budget()
+    def report() -> None:
+        """Progress for the meter, then the cancellation question: every 2 ms at most (Budget)."""
+        assert meter is not None
+        entries, seen = mine.now()
+        if fan is not None:
+            more_entries, more_bytes = fan.progress.others()
+            entries, seen = entries + more_entries, seen + more_bytes
+        meter.done = entries
+        meter.extra["bytes"] = seen
+        meter.checkpoint()
+
+    budget = Budget(request.timeout_s, report if meter is not None else None, clock=clock)
+    checkpoint = budget
 
     tally = Tally(request)
     scanner = Scanner(root, options, skipped, checkpoint)
@@ -371,15 +375,10 @@ def scan_usage(
         linked: list[tuple[int, int, int, int, bool, str]] | None
         if in_child:
             own, counter, linked = Tally(request), SkipCounter(), []
-            check = Budget(request.timeout_s, clock=clock)
-            check.deadline = budget.deadline  # one deadline, on the clock every process shares
             ticker = _Progress()
-
-            def child_checkpoint() -> None:
-                progress.set(*ticker.now())
-                check()
-
-            walk_checkpoint, counting = child_checkpoint, ticker
+            check = Budget(request.timeout_s, lambda: progress.set(*ticker.now()), clock=clock)
+            check.deadline = budget.deadline  # one deadline, on the clock every process shares
+            walk_checkpoint, counting = check, ticker
         else:
             own, counter, linked, walk_checkpoint, counting = tally, skipped, scanner.linked, checkpoint, mine
         done: dict[int, tuple[int, int, int, int, bool]] = {}
