@@ -616,14 +616,16 @@ class Scanner:
         Every directory above a subtree holds back its ``Finished`` event until ``settle``.
         """
         stack = self._stack_ref or []
+        if self.base_fd is not None or not any(frame.subdirs for frame in stack):
+            return [], []
+        self.base_fd = self._root_again(stack[0])
+        if self.base_fd is None:
+            return [], []
         queue: deque[_Frame] = deque()
         for frame in stack:
             while frame.subdirs and len(queue) < limit:
                 name, st = frame.subdirs.pop()
                 self._hand_out(frame, name, st, queue)
-        if not queue:
-            return [], []
-        self.base_fd = os.dup(stack[0].fd) if stack[0].fd is not None else os.open(self.root, _DIR_FLAGS)
         self._chain = list(stack)
         for frame in stack:
             frame.held = True
@@ -649,6 +651,20 @@ class Scanner:
                 else:
                     self.skipped.add("vanished")  # never reached: limit is far above target
         return list(queue), listings
+
+    def _root_again(self, root: _Frame) -> int | None:
+        """A descriptor of the root for reopening subtrees (None if the root is no longer the same)."""
+        if root.fd is not None:
+            return os.dup(root.fd)
+        try:  # a walk deeper than its descriptor budget closed the root: the path, then identity
+            fd = os.open(self.root, _DIR_FLAGS)
+        except OSError:
+            return None
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != (root.dev, root.ino):
+            os.close(fd)
+            return None
+        return fd
 
     @property
     def detached(self) -> bool:

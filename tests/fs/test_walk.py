@@ -22,6 +22,7 @@ from sysmcp.fs.walk import (
     Scanner,
     ScanStopped,
     SkipCounter,
+    Subtree,
     WalkOptions,
     mount_table,
     walk_files,
@@ -438,3 +439,84 @@ def test_a_hung_mount_below_the_root_does_not_stall_the_walk(tmp_path: Path) -> 
     if done.stdout.startswith("skip:"):
         pytest.skip(done.stdout.strip())
     assert done.stdout.strip() == "{'other_filesystem': 1} [1]"
+
+
+def build_deep_tree(root: Path, depth: int = 8) -> None:
+    """A chain ``l0/l1/…`` whose every level also has two leaf directories with files of distinct sizes."""
+    level = root
+    for d in range(depth):
+        for leaf in ("x", "y"):
+            (level / leaf).mkdir(parents=True)
+            (level / leaf / "data").write_bytes(b"v" * (100 * d + (7 if leaf == "x" else 13)))
+        (level / "top.txt").write_bytes(b"t" * (d + 1))
+        level = level / f"l{d}"
+        level.mkdir()
+
+
+def totals_by_directory(events: list[Finished]) -> dict[str, tuple[int, int, int, int]]:
+    return {e.relative: (e.apparent, e.disk, e.files, e.dirs) for e in events}
+
+
+def split_walk(
+    root: Path, fd_budget: int, at_depth: int, target: int
+) -> tuple[list[Finished], list[Subtree], list[Finished]]:
+    """Walk, hand out what waits once the walk is ``at_depth`` deep, walk those subtrees, then settle."""
+    skipped = SkipCounter()
+    scanner = Scanner(os.fsencode(root), WalkOptions(), skipped, fd_budget=fd_budget)
+    finished: list[Finished] = []
+    subtrees: list[Subtree] = []
+    for event in scanner.events():
+        if isinstance(event, Finished):
+            finished.append(event)
+        elif event.depth >= at_depth and not scanner.detached:
+            subtrees, _ = scanner.detach(limit=100, target=target)
+    assert scanner.detached
+    for subtree in subtrees:
+        finished += [
+            e for e in scanner.spawn(subtree, skipped, _noop, None).events() if isinstance(e, Finished)
+        ]
+    settled = scanner.settle([(subtree, True) for subtree in subtrees])
+    scanner.close()
+    return finished, subtrees, settled
+
+
+@pytest.mark.parametrize("fd_budget", [2, 64])
+@pytest.mark.parametrize("target", [1, 6], ids=["as waiting", "split further"])
+def test_subtrees_handed_out_and_walked_apart_add_up_to_the_same_totals(
+    tmp_path: Path, fd_budget: int, target: int
+) -> None:
+    build_deep_tree(tmp_path)
+    whole = [
+        e
+        for e in Scanner(os.fsencode(tmp_path), WalkOptions(), SkipCounter()).events()
+        if isinstance(e, Finished)
+    ]
+    finished, subtrees, settled = split_walk(tmp_path, fd_budget, at_depth=5, target=target)
+    assert subtrees or target > 1  # the split walk may read every small directory itself
+    split = totals_by_directory(finished + settled)
+    assert len(finished + settled) == len(whole)  # every directory's totals handed out exactly once
+    assert split == totals_by_directory(whole)
+    assert split[""] == (du(tmp_path, "-b"), du(tmp_path, "-B1"), 3 * 8, 1 + 3 * 8)
+    assert settled[-1].relative == "" and not any(e.partial for e in settled)
+
+
+def test_a_handed_out_directory_swapped_for_a_symlink_is_not_followed(tmp_path: Path) -> None:
+    tree, outside = tmp_path / "tree", tmp_path / "outside"
+    build_deep_tree(tree, depth=3)
+    (outside / "secret").mkdir(parents=True)
+    (outside / "secret" / "big").write_bytes(b"s" * 50_000)
+    skipped = SkipCounter()
+    scanner = Scanner(os.fsencode(tree), WalkOptions(), skipped)
+    events = scanner.events()
+    first = next(events)  # the root's listing: everything below is still waiting
+    assert isinstance(first, Listing) and first.relative == ""
+    subtrees, _ = scanner.detach(limit=100, target=1)
+    leaf = next(s for s in subtrees if s.relative == "x")
+    shutil.rmtree(tree / "x")
+    (tree / "x").symlink_to(outside / "secret")
+    list(events)
+    walked = [e for e in scanner.spawn(leaf, skipped, _noop, None).events()]
+    scanner.close()
+    assert walked == []  # not entered: the name is a symlink now
+    assert skipped.as_dict().get("vanished") == 1
+    assert (leaf.apparent, leaf.disk, leaf.dirs) == (0, 0, 0)  # and nothing of it is counted
