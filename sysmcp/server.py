@@ -221,14 +221,19 @@ class Server:
         return await self._run_tool(tool, arguments, ctx)
 
     async def _run_tool(self, tool: Tool, arguments: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
-        # Debug lines for clients that opt in (logging/setLevel, or the 2026 per-request logLevel).
-        await ctx.log("debug", {"event": "tool started", "tool": tool.name, "arguments": arguments})
+        # Debug lines for clients that opt in (logging/setLevel, or the 2026 per-request logLevel);
+        # decided once, so a call nobody logs builds no log messages.
+        debug = ctx.wants_log("debug")
+        if debug:
+            await ctx.log("debug", {"event": "tool started", "tool": tool.name, "arguments": arguments})
         try:
             output = await tool.handler(arguments, ToolContext(ctx, self.paths, self.results))
         except ToolError as exc:
-            await ctx.log("debug", {"event": "tool failed", "tool": tool.name, "error": exc.message})
+            if debug:
+                await ctx.log("debug", {"event": "tool failed", "tool": tool.name, "error": exc.message})
             return self._error_result(exc.message)
-        await ctx.log("debug", {"event": "tool finished", "tool": tool.name, "isError": output.is_error})
+        if debug:
+            await ctx.log("debug", {"event": "tool finished", "tool": tool.name, "isError": output.is_error})
         return self._call_result(output, ctx.features)
 
     def _error_result(self, text: str) -> dict[str, Any]:

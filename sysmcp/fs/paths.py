@@ -119,28 +119,15 @@ class PathPolicy:
 
         The error never shows what the path resolved to: a symlink's hidden target stays hidden.
         """
-        if not raw:
-            raise ToolError("path is empty: give an absolute path, e.g. '/var/log'")
-        shown = _echo(raw)
-        if "\x00" in raw:
-            raise ToolError(f"path {shown} contains a NUL byte")
-        try:
-            expanded = os.path.expanduser(raw)
-            if not os.path.isabs(expanded):
-                raise ToolError(
-                    f"path {shown} is relative: give an absolute path (sysmcp has no useful working directory)"
-                )
-            encoded = os.fsencode(expanded)  # lone surrogates from JSON cannot name a file
-            if len(encoded) >= PATH_MAX or any(len(part) > NAME_MAX for part in encoded.split(b"/")):
-                raise ToolError(
-                    f"path {shown} is too long: at most {PATH_MAX - 1} bytes, {NAME_MAX} per component"
-                )
-            real = Path(os.path.realpath(expanded))
-        except OSError as exc:
-            raise ToolError(f"path {shown} cannot be resolved: {exc.strerror or 'error'}") from None
-        except ValueError:
-            raise ToolError(f"path {shown} is not a usable file name") from None
-        self.check(real, shown)
+        real = Path(_realpath(raw))
+        self.check(real, _echo(raw))
+        return real
+
+    def resolve_str(self, raw: str) -> str:
+        """``str(resolve(raw))`` without building a ``Path`` when no roots need comparing."""
+        real = _realpath(raw)
+        if self.operator_roots is not None or self.client_roots is not None:
+            self.check(Path(real), _echo(raw))
         return real
 
     def check(self, real: Path, shown: str) -> None:
@@ -169,6 +156,32 @@ class PathPolicy:
         if self.operator_roots is None:
             return list(self.client_roots)
         return intersect(self.client_roots, self.operator_roots)
+
+
+def _realpath(raw: str) -> str:
+    """``raw`` expanded and resolved (absolute, normalised, no symlinks), or a ``ToolError`` naming the rule."""
+    if not raw:
+        raise ToolError("path is empty: give an absolute path, e.g. '/var/log'")
+    if "\x00" in raw:
+        raise ToolError(f"path {_echo(raw)} contains a NUL byte")
+    try:
+        expanded = os.path.expanduser(raw)
+        if not os.path.isabs(expanded):
+            raise ToolError(
+                f"path {_echo(raw)} is relative: give an absolute path (sysmcp has no useful working directory)"
+            )
+        encoded = os.fsencode(expanded)  # lone surrogates from JSON cannot name a file
+        if len(encoded) >= PATH_MAX or (
+            len(encoded) > NAME_MAX and any(len(part) > NAME_MAX for part in encoded.split(b"/"))
+        ):
+            raise ToolError(
+                f"path {_echo(raw)} is too long: at most {PATH_MAX - 1} bytes, {NAME_MAX} per component"
+            )
+        return os.path.realpath(expanded)
+    except OSError as exc:
+        raise ToolError(f"path {_echo(raw)} cannot be resolved: {exc.strerror or 'error'}") from None
+    except ValueError:
+        raise ToolError(f"path {_echo(raw)} is not a usable file name") from None
 
 
 def _echo(raw: str) -> str:

@@ -16,10 +16,11 @@ import anyio.from_thread
 import anyio.to_thread
 
 from sysmcp.protocol.jsonrpc import RequestId
-from sysmcp.protocol.lifecycle import LATEST_LEGACY, LOG_LEVELS, Features
+from sysmcp.protocol.lifecycle import LATEST_LEGACY, LOG_LEVELS, Features, features_of
 
 T = TypeVar("T")
 
+DEFAULT_FEATURES = features_of(LATEST_LEGACY)  # immutable, so one default serves every context
 PROGRESS_INTERVAL = 0.1  # seconds: about ten progress notifications a second, at most
 
 
@@ -62,7 +63,7 @@ class RequestContext:
     method: str
     peer: Peer
     progress_token: str | int | None = None
-    features: Features = field(default_factory=lambda: Features(LATEST_LEGACY))
+    features: Features = DEFAULT_FEATURES
     log_level: str | None = "warning"  # None: the client asked for no log messages
     limiter: anyio.CapacityLimiter | None = None
     services: dict[str, Any] = field(default_factory=dict)
@@ -86,9 +87,13 @@ class RequestContext:
             params["message"] = message
         await self.peer.notify("notifications/progress", params)
 
+    def wants_log(self, level: str) -> bool:
+        """True if the client's level lets a message of ``level`` through (check before building one)."""
+        return self.log_level is not None and log_level_rank(level) >= log_level_rank(self.log_level)
+
     async def log(self, level: str, data: Any, logger: str = "sysmcp") -> None:
         """Send ``notifications/message`` if the client's level lets it through."""
-        if self.log_level is None or log_level_rank(level) < log_level_rank(self.log_level):
+        if not self.wants_log(level):
             return
         await self.peer.notify("notifications/message", {"level": level, "logger": logger, "data": data})
 

@@ -84,14 +84,19 @@ def _strip_cr(line: bytes) -> bytes:
     return line[:-1] if line.endswith(b"\r") else line
 
 
+# Built once: ``json.dumps`` with options builds a new encoder for every message.
+_UTF8_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
 def encode(message: Any) -> bytes:
     """One message as one line: compact JSON, non-ASCII as-is, never an embedded newline.
 
     A lone surrogate (a client's ``"\\ud800"`` echoed back) cannot be UTF-8: such a message is
     written with JSON escapes instead, so the wire never carries bytes a client cannot decode.
     """
-    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = _UTF8_ENCODER.encode(message)
     try:
         return text.encode("utf-8") + b"\n"
     except UnicodeEncodeError:
-        return json.dumps(message, separators=(",", ":"), allow_nan=False).encode("ascii") + b"\n"
+        return _ASCII_ENCODER.encode(message).encode("ascii") + b"\n"

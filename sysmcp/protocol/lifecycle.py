@@ -126,6 +126,17 @@ class Features:
         return int(ErrorCode.INVALID_PARAMS if self.modern else ErrorCode.RESOURCE_NOT_FOUND)
 
 
+_FEATURES: dict[str, Features] = {}
+
+
+def features_of(version: str) -> Features:
+    """The (immutable) ``Features`` of a version, built once per version instead of once per request."""
+    features = _FEATURES.get(version)
+    if features is None:
+        features = _FEATURES[version] = Features(version)
+    return features
+
+
 def negotiate(requested: object) -> str:
     """The version to answer an ``initialize`` with: the client's if we speak it, else our latest legacy one."""
     if isinstance(requested, str) and requested in LEGACY_VERSIONS:
@@ -235,7 +246,7 @@ class Lifecycle:
 
     @property
     def features(self) -> Features:
-        return Features(self.version or LATEST_LEGACY)
+        return features_of(self.version or LATEST_LEGACY)
 
     def admit(self, method: str, params: dict[str, Any]) -> Admission:
         """Decide the era a request belongs to, refusing what that era does not allow.
@@ -268,7 +279,7 @@ class Lifecycle:
                 ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method} (removed in 2026-07-28)"
             )
         envelope = read_envelope(params)
-        return Admission(Features(envelope.version), envelope)
+        return Admission(features_of(envelope.version), envelope)
 
     def initialize(self, params: dict[str, Any]) -> str:
         """Record an ``initialize`` request and return the negotiated version."""

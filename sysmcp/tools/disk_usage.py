@@ -554,7 +554,7 @@ class DiskUsage:
             safe, risky_point = True, None
         result: FsStats | OSError
         if safe:
-            real = str(ctx.paths.resolve(raw))  # raises ToolError for relative paths, roots, NUL
+            real = ctx.paths.resolve_str(raw)  # raises ToolError for relative paths, roots, NUL
             if table.inline_safe(real):
                 try:
                     result = self.usage(real)
@@ -566,7 +566,7 @@ class DiskUsage:
         policy, usage = ctx.paths, self.usage
 
         def work() -> tuple[str, FsStats | OSError]:
-            resolved = str(policy.resolve(raw))
+            resolved = policy.resolve_str(raw)
             try:
                 return resolved, usage(resolved)
             except OSError as exc:
