@@ -243,6 +243,7 @@ class Lifecycle:
     version: str | None = None
     client_capabilities: dict[str, Any] = field(default_factory=dict)
     client_info: dict[str, Any] = field(default_factory=dict)
+    _admission: Admission | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def features(self) -> Features:
@@ -265,13 +266,21 @@ class Lifecycle:
                     f"Invalid Request: this connection negotiated {self.version} with initialize;"
                     " 2026-07-28 requests need a new connection",
                 )
-            return Admission(self.features)
+            return self._legacy_admission()
         if method != "initialize" and (is_enveloped(params) or method in MODERN_ONLY):
             admission = self._admit_modern(method, params)
             self.phase = Phase.MODERN  # only a request we accepted settles the era
             return admission
         self.check(method)
-        return Admission(self.features)
+        return self._legacy_admission()
+
+    def _legacy_admission(self) -> Admission:
+        """The connection's one Admission (immutable, so shared by every request until the version changes)."""
+        features = self.features
+        admission = self._admission
+        if admission is None or admission.features is not features:
+            admission = self._admission = Admission(features)
+        return admission
 
     def _admit_modern(self, method: str, params: dict[str, Any]) -> Admission:
         if method in REMOVED_IN_MODERN:

@@ -21,6 +21,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+_NONE: dict[str, Any] = {}  # read-only default: no empty dict built per call
+
+
 def validate_arguments(schema: dict[str, Any], arguments: Any) -> dict[str, Any]:
     """Return the arguments with schema defaults filled in, or raise ``ArgumentError``."""
     if arguments is None:
@@ -37,9 +40,9 @@ def validate_arguments(schema: dict[str, Any], arguments: Any) -> dict[str, Any]
 def _check_object(
     schema: dict[str, Any], value: dict[str, Any], where: str, problems: list[str]
 ) -> dict[str, Any]:
-    properties: dict[str, Any] = schema.get("properties", {})
+    properties: dict[str, Any] = schema.get("properties", _NONE)
     result: dict[str, Any] = {}
-    for name in schema.get("required", []):
+    for name in schema.get("required", ()):
         if name not in value:
             problems.append(f"{_join(where, name)} is required")
     for name, item in value.items():

@@ -32,6 +32,7 @@ T = TypeVar("T")
 STATVFS_TIMEOUT = 5.0  # seconds per mount; a dead network mount must not hang the call
 ALERT_PERCENT = 90  # space or inode use strictly over this is called out
 MAX_STUCK_PROBES = 32  # threads left blocked in hung mounts, at most; beyond it mounts are not probed
+FRESH_TABLE = 0.001  # seconds: a call this soon after its at-once check uses the table that check read
 ORDER = (
     "fullest first (the higher of space and inode percent), then mount point; unanswered or unreadable last"
 )
@@ -508,7 +509,7 @@ class DiskUsage:
         self.partitions = partitions or default_partitions()
         self.usage = usage
         self.prober = Prober(timeout, max_stuck)
-        self._last_walk: tuple[str, MountTable, tuple[bool, str | None]] | None = None
+        self._last_walk: tuple[str, MountTable, tuple[bool, str | None], float] | None = None
 
     def answers_at_once(self, args: Any) -> bool:
         """A path whose resolution and filesystem are all local: statvfs answers from memory."""
@@ -520,11 +521,17 @@ class DiskUsage:
             return True
         table = self.partitions()
         walk = touches_only_safe_mounts(expanded, table)
-        self._last_walk = (expanded, table, walk)  # the call that follows at once need not walk again
+        # The call that follows at once needs neither to walk again nor to ask the kernel again
+        # whether the mounts changed in the meantime.
+        self._last_walk = (expanded, table, walk, time.monotonic())
         return walk[0]
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        table = self.partitions()
+        last = self._last_walk
+        if last is not None and time.monotonic() - last[3] < FRESH_TABLE:
+            table = last[1]
+        else:
+            table = self.partitions()
         unit = args.get("unit", "percent")
         if "path" in args:
             entry, shown = await self._one(args["path"], table, ctx)
