@@ -239,9 +239,9 @@ class Request:
     timeout_s: float
 
 
-SPLIT_AFTER_S = 0.025  # a scan still running after this long shares its remaining subtrees out
+SPLIT_AFTER_S = 0.01  # a scan still running after this long shares its remaining subtrees out
 MAX_SUBTREES = 4096  # subtrees handed out at most (the rest stay with this process's walk)
-SUBTREES_PER_PROCESS = 16  # enough pieces that processes finish together whatever the tree's shape
+SUBTREES_PER_PROCESS = 32  # enough pieces that processes finish together whatever the tree's shape
 NEVER = 1 << 62
 
 
