@@ -136,6 +136,8 @@ class _ReadWatch:
 
     async def wait(self) -> None:
         """Return when the descriptor is readable; raise ``OSError`` if the loop cannot watch it."""
+        if self.waiter is not None:
+            raise anyio.BusyResourceError("reading from")  # as anyio.wait_readable: one reader at a time
         waiter = self.waiter = self.loop.create_future()
         try:
             if not self.registered:

@@ -71,6 +71,17 @@ async def test_a_wake_up_with_nothing_to_read_waits_again(pipe: tuple[int, int, 
     assert not _watched(read_fd)
 
 
+async def test_one_reader_at_a_time(pipe: tuple[int, int, int]) -> None:
+    read_fd, write_fd, sink = pipe
+    transport = FdTransport(read_fd, sink)
+    async with anyio.create_task_group() as group:
+        group.start_soon(transport.receive)
+        await anyio.sleep(0.01)
+        with pytest.raises(anyio.BusyResourceError):
+            await transport.receive()
+        os.write(write_fd, b"for the first\n")
+
+
 async def test_a_cancelled_receive_leaves_nothing_registered(pipe: tuple[int, int, int]) -> None:
     read_fd, write_fd, sink = pipe
     transport = FdTransport(read_fd, sink)
