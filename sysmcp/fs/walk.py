@@ -57,6 +57,7 @@ _S_IFMT = 0o170000
 _S_IFDIR = stat.S_IFDIR
 _S_IFREG = stat.S_IFREG
 _S_IFLNK = stat.S_IFLNK
+LIST_AT_ONCE = 256 << 10  # directories up to this size (st_size) are listed in one call
 CHECK_EVERY = 1024  # entries between checkpoints inside one huge directory (about 3 ms of work)
 
 
@@ -232,6 +233,13 @@ Subtree = _Frame
 
 def _noop() -> None:
     return None
+
+
+def _names(fd: int) -> Generator[str, None, None]:
+    """A big directory's names one at a time (``os.scandir`` streams; ``os.listdir`` does not)."""
+    with os.scandir(fd) as iterator:
+        for entry in iterator:
+            yield entry.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,69 +446,71 @@ class Scanner:
         apparent = blocks = count = nfiles = eligible = 0
         floor, block_floor, min_size = self.file_floor, self.block_floor, self.min_file_size
         s_ifmt, s_ifdir, s_ifreg, s_iflnk = _S_IFMT, _S_IFDIR, _S_IFREG, _S_IFLNK
+        fd = frame.fd
         try:
-            iterator = os.scandir(frame.fd)
+            # A small directory is listed in one call (names only: no DirEntry objects to build);
+            # a big one is streamed, so memory stays bounded however many entries it has. The
+            # size test uses the directory's own size, which is all ``apparent`` holds before this.
+            names: Iterable[str] = os.listdir(fd) if frame.apparent <= LIST_AT_ONCE else _names(fd)
         except OSError as exc:
             skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
             return Listing(frame.relative, frame.depth, files, links)
+        lstat = os.stat
         check_every = CHECK_EVERY
         mounted = self._mount_points.get(frame.relative) if self._mount_points else None
-        with iterator:
-            try:
-                # One entry at a time: each DirEntry and stat result is freed before the next is made,
-                # so the loop stays in the CPU cache even in directories of a million entries.
-                for entry in iterator:
-                    count += 1
-                    if count == check_every:
-                        self.entries += count
-                        count = 0
-                        self.apparent += apparent - self._reported
-                        self._reported = apparent
-                        try:
-                            self.checkpoint()
-                        except ScanStopped as stop:
-                            self._stop = stop  # hand out what this directory gave so far, then stop
-                            break
-                    if mounted is not None and entry.name in mounted:
-                        skipped.add(mounted[entry.name])  # a mount point: not even an lstat
-                        continue
+        try:
+            for name in names:
+                count += 1
+                if count == check_every:
+                    self.entries += count
+                    count = 0
+                    self.apparent += apparent - self._reported
+                    self._reported = apparent
                     try:
-                        st = entry.stat(follow_symlinks=False)
-                    except OSError as exc:
-                        skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
+                        self.checkpoint()
+                    except ScanStopped as stop:
+                        self._stop = stop  # hand out what this directory gave so far, then stop
+                        break
+                if mounted is not None and name in mounted:
+                    skipped.add(mounted[name])  # a mount point: not even an lstat
+                    continue
+                try:
+                    st = lstat(name, dir_fd=fd, follow_symlinks=False)
+                except OSError as exc:
+                    skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
+                    continue
+                if match is not None and (match(name) or match(prefix + name)):
+                    skipped.add("excluded")
+                    continue
+                kind = st.st_mode & s_ifmt
+                if kind == s_ifdir:
+                    subdirs.append((name, st))
+                    continue
+                if st.st_nlink > 1:
+                    key = (st.st_dev, st.st_ino)
+                    if key in seen:
+                        if kind == s_ifreg and (st.st_size >= floor or st.st_blocks >= block_floor):
+                            links.append((name, st))
                         continue
-                    if match is not None and (match(entry.name) or match(prefix + entry.name)):
-                        skipped.add("excluded")
-                        continue
-                    kind = st.st_mode & s_ifmt
-                    if kind == s_ifdir:
-                        subdirs.append((entry.name, st))
-                        continue
-                    if st.st_nlink > 1:
-                        key = (st.st_dev, st.st_ino)
-                        if key in seen:
-                            if kind == s_ifreg and (st.st_size >= floor or st.st_blocks >= block_floor):
-                                links.append((entry.name, st))
-                            continue
-                        seen.add(key)
-                        if linked is not None:
-                            linked.append(
-                                (key[0], key[1], st.st_size, st.st_blocks, kind == s_ifreg, frame.relative)
-                            )
-                    size = st.st_size
-                    used = st.st_blocks
-                    apparent += size
-                    blocks += used
-                    if kind == s_ifreg:
-                        nfiles += 1
-                        if size >= min_size:
-                            eligible += 1
-                        if size >= floor or used >= block_floor:
-                            files.append((entry.name, st))
-                    elif kind != s_iflnk:
-                        skipped.add("special_file")
-            except OSError:  # the directory went bad while being read (EIO, removed)
-                skipped.add("unreadable")
+                    seen.add(key)
+                    if linked is not None:
+                        linked.append(
+                            (key[0], key[1], st.st_size, st.st_blocks, kind == s_ifreg, frame.relative)
+                        )
+                size = st.st_size
+                used = st.st_blocks
+                apparent += size
+                blocks += used
+                if kind == s_ifreg:
+                    nfiles += 1
+                    if size >= min_size:
+                        eligible += 1
+                    if size >= floor or used >= block_floor:
+                        files.append((name, st))
+                elif kind != s_iflnk:
+                    skipped.add("special_file")
+        except OSError:  # the directory went bad while being read (EIO, removed)
+            skipped.add("unreadable")
         self.entries += count
         self.apparent += apparent - self._reported
         self._reported = 0

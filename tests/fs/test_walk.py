@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from sysmcp.fs import walk
 from sysmcp.fs.walk import (
     FileEntry,
     Finished,
@@ -119,6 +120,24 @@ def test_totals_equal_du_apparent_and_disk_bytes(tmp_path: Path) -> None:
     assert total.disk == du(tmp_path, "-B1")
     assert total.disk < 1 << 20 < total.apparent  # the sparse file's blocks, not its length
     assert total.files == 7 - 1  # the hard link is one file
+
+
+@pytest.mark.parametrize("list_at_once", [0, 1 << 30], ids=["streamed", "listed at once"])
+def test_big_and_small_directories_are_read_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, list_at_once: int
+) -> None:
+    """Directories bigger than LIST_AT_ONCE are streamed through scandir, smaller ones listed at once."""
+    build_mixed_tree(tmp_path)
+    for i in range(3000):  # more than one checkpoint interval in one directory
+        (tmp_path / "a" / f"entry-{i:05d}").write_bytes(b"e" * (i % 7))
+    monkeypatch.setattr(walk, "LIST_AT_ONCE", list_at_once)
+    total, skipped = scan_totals(tmp_path)
+    assert total.apparent == du(tmp_path, "-b")
+    assert total.disk == du(tmp_path, "-B1")
+    assert total.files == 7 - 1 + 3000
+    found, _ = files_under(tmp_path)
+    assert len(found) == 7 + 3000
+    assert skipped.as_dict() == {}
 
 
 def test_hard_links_are_counted_once_but_every_name_is_walked(tmp_path: Path) -> None:
