@@ -32,6 +32,9 @@ __all__ = ["FanOut", "Progress", "available_processes"]
 
 MAX_PROCESSES = 4
 _TASK = 4  # bytes per task number in the queue pipe
+# Every pipe end any FanOut of this process holds open. A child closes all but its own, so two scans
+# running at once never hold each other's pipes (a result pipe would not see its end of file).
+_PIPES: set[int] = set()
 _POLL_MS = 10  # while waiting for children, how often the cancellation checkpoint runs
 
 
@@ -97,13 +100,14 @@ class FanOut:
         self.progress = Progress(self.processes)
         self._parent = os.getpid()
         self._queue_r, queue_w = os.pipe()
+        _PIPES.update((self._queue_r, queue_w))
         try:
             payload = b"".join(i.to_bytes(_TASK, "little") for i in range(count))
             written = 0
             while written < len(payload):  # a pipe holds 64 KiB: callers keep count far below that
                 written += os.write(queue_w, payload[written:])
         finally:
-            os.close(queue_w)
+            _close(queue_w)
         os.set_blocking(self._queue_r, False)
         self._children: dict[int, int] = {}  # pid -> read end of its result pipe
 
@@ -119,16 +123,15 @@ class FanOut:
         """Fork the children; each starts claiming at once. Fewer children if ``fork`` fails."""
         for slot in range(1, self.processes):
             read_end, write_end = os.pipe()
+            _PIPES.update((read_end, write_end))
             try:
                 pid = os.fork()
             except OSError:
-                os.close(read_end)
-                os.close(write_end)
+                _close(read_end, write_end)
                 break
             if pid == 0:  # pragma: no cover - runs in the child, which ends in os._exit
-                os.close(read_end)
                 self._child(slot, write_end)
-            os.close(write_end)
+            _close(write_end)
             self._children[pid] = read_end
 
     def _child(self, slot: int, result_fd: int) -> None:  # pragma: no cover - child process
@@ -141,8 +144,9 @@ class FanOut:
                     signal.signal(signum, signal.SIG_DFL)
             except ValueError:  # not the main thread after all: the defaults stay as inherited
                 pass
-            for fd in self._children.values():
-                os.close(fd)
+            for fd in list(_PIPES - {self._queue_r, result_fd}):  # siblings' and other scans' pipes
+                with contextlib.suppress(OSError):
+                    os.close(fd)
             self.progress.slot = slot
             parent = self.progress.parent = self._parent
 
@@ -186,7 +190,7 @@ class FanOut:
         results: list[Any | None] = []
         for pid in pids:
             fd = self._children.pop(pid)
-            os.close(fd)
+            _close(fd)
             _, status = os.waitpid(pid, 0)
             ok = os.waitstatus_to_exitcode(status) == 0
             try:
@@ -201,10 +205,10 @@ class FanOut:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            os.close(fd)
+            _close(fd)
         self._children.clear()
         if self._queue_r >= 0:
-            os.close(self._queue_r)
+            _close(self._queue_r)
             self._queue_r = -1
         self.progress.close()
 
@@ -213,3 +217,9 @@ class FanOut:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _close(*fds: int) -> None:
+    for fd in fds:
+        _PIPES.discard(fd)
+        os.close(fd)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import subprocess
@@ -170,3 +171,31 @@ def test_fan_out_reports_a_child_that_crashed_as_none(monkeypatch: pytest.Monkey
         fan.start()
         assert fan.run_here() == "here"
         assert fan.collect(lambda: None) == [None]
+
+
+def test_a_worker_holds_none_of_the_pipes_of_another_scan_running_at_once() -> None:
+    def open_pipes(claim: Any, progress: Progress, in_child: bool) -> list[str]:
+        while claim() is not None:
+            pass
+        links = []
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):  # the descriptor listdir itself used is gone
+                links.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return [link for link in links if link.startswith("pipe:")]
+
+    def idle(claim: Any, progress: Progress, in_child: bool) -> str:
+        while claim() is not None:
+            pass
+        return "idle"
+
+    with FanOut(4, 2, idle) as first:
+        first.start()  # its child and result pipe stay open until collected
+        theirs = {f"pipe:[{os.fstat(fd).st_ino}]" for fd in (first._queue_r, *first._children.values())}
+        with FanOut(4, 2, open_pipes) as second:
+            second.start()
+            second.run_here()
+            (seen,) = second.collect(lambda: None)
+        first.run_here()
+        assert first.collect(lambda: None) == ["idle"]
+    assert seen is not None and len(seen) >= 2  # its own queue and result pipe
+    assert not theirs & set(seen)
