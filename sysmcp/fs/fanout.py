@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import marshal
+import math
 import mmap
 import os
 import select
@@ -38,10 +39,14 @@ _PIPES: set[int] = set()
 _POLL_MS = 10  # while waiting for children, how often the cancellation checkpoint runs
 
 
+CPU_MAX = "/sys/fs/cgroup/cpu.max"  # cgroup v2: "<quota> <period>" in microseconds, or "max <period>"
+
+
 def available_processes() -> int:
     """How many processes a walk may use: ``SYSMCP_SCAN_PROCESSES`` or the usable CPUs, at most 4.
 
-    1 where ``fork`` is not the safe, cheap primitive it is on Linux.
+    Usable means allowed by CPU affinity and by a container's CPU quota (a 1-CPU container on a
+    64-CPU host gets one process). 1 where ``fork`` is not the safe, cheap primitive it is on Linux.
     """
     if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
         return 1
@@ -52,7 +57,19 @@ def available_processes() -> int:
         cpus = len(os.sched_getaffinity(0))
     except OSError:
         cpus = os.cpu_count() or 1
-    return max(1, min(cpus, MAX_PROCESSES))
+    return max(1, min(cpus, cpu_quota() or cpus, MAX_PROCESSES))
+
+
+def cpu_quota(path: str = CPU_MAX) -> int | None:
+    """CPUs the cgroup quota allows, rounded up (None: no quota, or no cgroup v2 to ask)."""
+    try:
+        with open(path) as handle:
+            quota, _, period = handle.read().partition(" ")
+        if quota == "max":
+            return None
+        return max(1, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError, ZeroDivisionError):
+        return None
 
 
 class Progress:

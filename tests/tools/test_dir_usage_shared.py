@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sysmcp.fs.fanout import FanOut, Progress
+from sysmcp.fs.fanout import FanOut, Progress, available_processes, cpu_quota
 from sysmcp.fs.walk import SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.tools.dir_usage import Request, Usage, scan_usage
@@ -199,3 +199,29 @@ def test_a_worker_holds_none_of_the_pipes_of_another_scan_running_at_once() -> N
         assert first.collect(lambda: None) == ["idle"]
     assert seen is not None and len(seen) >= 2  # its own queue and result pipe
     assert not theirs & set(seen)
+
+
+@pytest.mark.parametrize(
+    ("text", "cpus"),
+    [
+        ("max 100000\n", None),
+        ("100000 100000\n", 1),
+        ("150000 100000\n", 2),
+        ("50000 100000\n", 1),
+        ("", None),
+    ],
+)
+def test_a_container_cpu_quota_bounds_the_processes(tmp_path: Path, text: str, cpus: int | None) -> None:
+    cpu_max = tmp_path / "cpu.max"
+    cpu_max.write_text(text)
+    assert cpu_quota(str(cpu_max)) == cpus
+    assert cpu_quota(str(tmp_path / "missing")) is None
+
+
+def test_the_environment_sets_the_number_of_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SYSMCP_SCAN_PROCESSES", "1")
+    assert available_processes() == 1
+    monkeypatch.setenv("SYSMCP_SCAN_PROCESSES", "3")
+    assert available_processes() == 3
+    monkeypatch.setenv("SYSMCP_SCAN_PROCESSES", "many")  # ignored: the usable CPUs decide
+    assert 1 <= available_processes() <= 4
