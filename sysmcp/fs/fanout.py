@@ -26,6 +26,7 @@ import os
 import select
 import signal
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -184,10 +185,12 @@ class FanOut:
         """Do tasks in this process until none are left; returns this process's result."""
         return self.work(self.claim, self.progress, False)
 
-    def collect(self, checkpoint: Callable[[], None]) -> list[Any | None]:
-        """Each child's result (None for a child that died or sent garbage), in fork order.
+    def collect(self, checkpoint: Callable[[], None], give_up_at: float = math.inf) -> list[Any | None]:
+        """Each child's result (None for a child that died, sent garbage or was given up), in fork order.
 
-        ``checkpoint`` runs every few milliseconds while waiting, and may raise (cancellation).
+        ``checkpoint`` runs every few milliseconds while waiting, and may raise (cancellation). At
+        ``give_up_at`` (``time.monotonic``) children still running are killed: one stuck in the
+        kernel (a dead network mount) must not hold the call for ever.
         """
         pids = list(self._children)
         buffers = {fd: bytearray() for fd in self._children.values()}
@@ -197,6 +200,11 @@ class FanOut:
             poller.register(fd, select.POLLIN)
         while open_fds:
             checkpoint()
+            if time.monotonic() >= give_up_at:
+                for pid in pids:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                give_up_at = math.inf  # their pipes now end; the loop reads what is left
             for fd, _ in poller.poll(_POLL_MS):
                 chunk = os.read(fd, 1 << 16)
                 if chunk:

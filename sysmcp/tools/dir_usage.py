@@ -242,6 +242,7 @@ class Request:
 SPLIT_AFTER_S = 0.01  # a scan still running after this long shares its remaining subtrees out
 MAX_SUBTREES = 4096  # subtrees handed out at most (the rest stay with this process's walk)
 SUBTREES_PER_PROCESS = 32  # enough pieces that processes finish together whatever the tree's shape
+GIVE_UP_AFTER_S = 2.0  # how long past the deadline to wait for a worker before killing it
 NEVER = 1 << 62
 
 
@@ -422,7 +423,7 @@ def scan_usage(
         stopped = scanner.stopped
         eligible_files = scanner.eligible_files
         if fan is not None:
-            stopped, eligible_files = _join(fan, work, checkpoint, scanner, subtrees, tally, skipped, usage)
+            stopped, eligible_files = _join(fan, work, budget, scanner, subtrees, tally, skipped, usage)
             stopped = scanner.stopped or stopped
             eligible_files += scanner.eligible_files
         elif scanner.detached:  # every subtree was small enough to be split here
@@ -452,7 +453,7 @@ Part = dict[str, Any]
 def _join(
     fan: FanOut,
     work: Callable[[Callable[[], int | None], Progress, bool], Part],
-    checkpoint: Callable[[], None],
+    budget: Budget,
     scanner: Scanner,
     subtrees: list[Subtree],
     tally: Tally,
@@ -469,9 +470,11 @@ def _join(
 
     def waiting() -> None:  # cancellation ends the wait; the deadline does not, children stop at it too
         with contextlib.suppress(ScanStopped):
-            checkpoint()
+            budget()
 
-    children = fan.collect(waiting)
+    # Children stop at the deadline themselves; one that cannot (stuck in the kernel) is given up.
+    give_up_at = time.monotonic() + max(0.0, budget.deadline - budget.clock()) + GIVE_UP_AFTER_S
+    children = fan.collect(waiting, give_up_at)
     usage.processes = 1 + sum(part is not None for part in children)
     seen = {(dev, ino) for dev, ino, *_ in scanner.linked}  # counted here since the split
     done: dict[int, tuple[int, int, int, int, bool]] = dict(here["done"])
@@ -487,7 +490,7 @@ def _join(
         eligible += part["eligible"]
         stopped = stopped or part["stopped"]
     lost = [i for i in range(len(subtrees)) if i not in done]
-    if lost and stopped is None:
+    if lost and stopped is None and not budget.expired:
         scanner.mark_seen(seen)  # what the children counted is not counted again here
         queue = iter(lost)
         again = work(lambda: next(queue, None), fan.progress, False)

@@ -6,6 +6,7 @@ import contextlib
 import itertools
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -225,3 +226,23 @@ def test_the_environment_sets_the_number_of_processes(monkeypatch: pytest.Monkey
     assert available_processes() == 3
     monkeypatch.setenv("SYSMCP_SCAN_PROCESSES", "many")  # ignored: the usable CPUs decide
     assert 1 <= available_processes() <= 4
+
+
+def test_a_child_stuck_past_the_give_up_time_is_killed_and_reported_as_none() -> None:
+    never_written, keep_open = os.pipe()
+
+    def stuck(claim: Any, progress: Progress, in_child: bool) -> str:
+        while claim() is not None:
+            pass
+        if in_child:
+            os.read(never_written, 1)  # blocks: nobody ever writes (as a call stuck in the kernel)
+        return "here"
+
+    try:
+        with FanOut(4, 2, stuck) as fan:
+            fan.start()
+            assert fan.run_here() == "here"
+            assert fan.collect(lambda: None, give_up_at=time.monotonic()) == [None]
+    finally:
+        os.close(never_written)
+        os.close(keep_open)
