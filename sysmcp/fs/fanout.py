@@ -2,7 +2,7 @@
 
 Why processes: a directory walk in Python is CPU-bound in the interpreter (each ``lstat`` result is
 an object to build), so threads share one core under the GIL. Why ``fork``: a child starts in about
-a millisecond with the walk's state (mount table, inodes seen so far, open task directories)
+a millisecond with the walk's state (mount table, inodes seen so far, the root's descriptor)
 already in memory, where a fresh interpreter would take tens of milliseconds to start.
 
 How: the task numbers are written into a pipe before forking, and every process claims the next
@@ -30,10 +30,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["FanOut", "Progress", "available_processes"]
+__all__ = ["MAX_TASKS", "FanOut", "Progress", "available_processes", "cpu_quota"]
 
 MAX_PROCESSES = 4
 _TASK = 4  # bytes per task number in the queue pipe
+MAX_QUEUE_BYTES = 4096  # the queue is written at once, before any reader: one page always fits
+MAX_TASKS = MAX_QUEUE_BYTES // _TASK
 # Every pipe end any FanOut of this process holds open. A child closes all but its own, so two scans
 # running at once never hold each other's pipes (a result pipe would not see its end of file).
 _PIPES: set[int] = set()
@@ -117,13 +119,13 @@ class FanOut:
         self.work = work
         self.progress = Progress(self.processes)
         self._parent = os.getpid()
+        if count * _TASK > MAX_QUEUE_BYTES:
+            raise ValueError(f"at most {MAX_QUEUE_BYTES // _TASK} tasks")
         self._queue_r, queue_w = os.pipe()
         _PIPES.update((self._queue_r, queue_w))
         try:
-            payload = b"".join(i.to_bytes(_TASK, "little") for i in range(count))
-            written = 0
-            while written < len(payload):  # a pipe holds 64 KiB: callers keep count far below that
-                written += os.write(queue_w, payload[written:])
+            # One page: what any pipe holds, even one the kernel shrank for a user over its limit.
+            os.write(queue_w, b"".join(i.to_bytes(_TASK, "little") for i in range(count)))
         finally:
             _close(queue_w)
         os.set_blocking(self._queue_r, False)

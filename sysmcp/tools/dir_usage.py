@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sysmcp.fs.fanout import FanOut, Progress, available_processes
+from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.units import human_bytes
 from sysmcp.fs.walk import (
@@ -240,7 +240,7 @@ class Request:
 
 
 SPLIT_AFTER_S = 0.01  # a scan still running after this long shares its remaining subtrees out
-MAX_SUBTREES = 4096  # subtrees handed out at most (the rest stay with this process's walk)
+MAX_SUBTREES = MAX_TASKS  # subtrees handed out at most (the rest stay with this process's walk)
 SUBTREES_PER_PROCESS = 32  # enough pieces that processes finish together whatever the tree's shape
 GIVE_UP_AFTER_S = 2.0  # how long past the deadline to wait for a worker before killing it
 NEVER = 1 << 62

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sysmcp.fs.fanout import FanOut, Progress, available_processes, cpu_quota
+from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes, cpu_quota
 from sysmcp.fs.walk import SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.tools.dir_usage import Request, Usage, scan_usage
@@ -246,3 +246,21 @@ def test_a_child_stuck_past_the_give_up_time_is_killed_and_reported_as_none() ->
     finally:
         os.close(never_written)
         os.close(keep_open)
+
+
+def test_more_waiting_directories_than_tasks_are_walked_here_with_the_same_result(tmp_path: Path) -> None:
+    (tmp_path / "first").write_bytes(b"1")
+    for i in range(MAX_TASKS + 300):
+        (tmp_path / f"d{i:05d}").mkdir()
+        (tmp_path / f"d{i:05d}" / "f").write_bytes(b"x" * (i % 50))
+    alone, _ = shared_scan(tmp_path, processes=1)
+    shared, _ = shared_scan(tmp_path, processes=2, pieces=1)
+    assert shared.processes == 2
+    assert shared.totals == alone.totals
+    assert shared.totals is not None and shared.totals.apparent == du(tmp_path, "-b")
+    assert shared.eligible_directories == alone.eligible_directories == MAX_TASKS + 300
+
+
+def test_a_task_queue_longer_than_a_pipe_page_is_refused() -> None:
+    with pytest.raises(ValueError, match="at most"):
+        FanOut(MAX_TASKS + 1, 2, lambda claim, progress, in_child: None)
