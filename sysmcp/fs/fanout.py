@@ -27,6 +27,7 @@ import select
 import signal
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +42,13 @@ MAX_TASKS = MAX_QUEUE_BYTES // _TASK
 _PIPES: set[int] = set()
 _POLL_MS = 10  # while waiting for children, how often the cancellation checkpoint runs
 
+
+# Python 3.12+ warns on every fork of a process with threads, because the child may inherit a lock
+# another thread held. A child here only walks and exits (no logging, imports or event loop), which
+# is what makes that safe, so the warning is noise: it is silenced for this module's forks only.
+warnings.filterwarnings(
+    "ignore", message=r".*use of fork\(\) may lead to deadlocks", category=DeprecationWarning, module=__name__
+)
 
 CPU_MAX = "/sys/fs/cgroup/cpu.max"  # cgroup v2: "<quota> <period>" in microseconds, or "max <period>"
 
