@@ -220,7 +220,7 @@ class _Frame:
         self.disk = disk
         self.files = 0
         self.dirs = 1
-        self.held = False  # its totals wait for subtrees handed to other processes (Scanner.detach)
+        self.held = False  # on the stack at Scanner.detach: its Finished waits for Scanner.settle
         self.partial = False
         self.parent: _Frame | None = None  # set for directories handed out or split by detach()
 
@@ -232,6 +232,19 @@ Subtree = _Frame
 
 
 def _noop() -> None:
+    return None
+
+
+def _same(fd: int, dev: int, ino: int) -> int | None:
+    """``fd`` if it is the directory (device, inode) that was listed; otherwise it is closed: None."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if st.st_ino == ino and st.st_dev == dev:
+        return fd
+    os.close(fd)
     return None
 
 
@@ -343,7 +356,6 @@ class Scanner:
         # (dev, ino, apparent, blocks, is_regular, directory) of each multiply-linked inode counted,
         # when a parallel scan needs them to count an inode seen by two processes only once.
         self.linked: list[tuple[int, int, int, int, bool, str]] | None = None
-        self.held: list[_Frame] = []  # directories whose totals wait for detached subtrees (post-order)
         self._start: _Frame | None = None  # walk this detached subtree instead of the root
         self._chain: list[_Frame] = []  # the stack when detach() was called
         self._split: list[_Frame] = []  # directories detach() read to split their subtrees further
@@ -413,9 +425,7 @@ class Scanner:
                     else:
                         stack.pop()
                         finish(top, stack)
-                        if top.held:
-                            self.held.append(top)
-                        elif top.depth <= deepest:
+                        if top.depth <= deepest and not top.held:
                             yield self._totals(top)
             except ScanStopped as stop:
                 self.stopped = stop.reason
@@ -424,9 +434,7 @@ class Scanner:
                     top.subdirs.clear()
                     top.partial = True
                     self._finish(top, stack, partial=True)
-                    if top.held:
-                        self.held.append(top)
-                    elif top.depth <= deepest:
+                    if top.depth <= deepest and not top.held:
                         yield self._totals(top)
         finally:
             for frame in stack:
@@ -551,9 +559,7 @@ class Scanner:
                 parent.dirs += 1
                 self.apparent += st.st_size
             return None
-        now = os.fstat(fd)
-        if now.st_ino != st.st_ino or now.st_dev != st.st_dev:
-            os.close(fd)  # replaced between listing and opening: not the directory we counted
+        if _same(fd, st.st_dev, st.st_ino) is None:  # replaced between listing and opening
             self.skipped.add("vanished")
             return None
         size = st.st_size
@@ -562,8 +568,8 @@ class Scanner:
             fd,
             parent.relative + "/" + name if parent.relative else name,
             depth,
-            now.st_dev,
-            now.st_ino,
+            st.st_dev,
+            st.st_ino,
             size,
             st.st_blocks * 512,
         )
@@ -607,14 +613,9 @@ class Scanner:
         if child.fd is None:
             return None
         try:
-            fd = os.open("..", _DIR_FLAGS, dir_fd=child.fd)
+            return _same(os.open("..", _DIR_FLAGS, dir_fd=child.fd), parent.dev, parent.ino)
         except OSError:
             return None
-        st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) != (parent.dev, parent.ino):
-            os.close(fd)
-            return None
-        return fd
 
     def detach(self, limit: int, target: int) -> tuple[list[Subtree], list[Listing]]:
         """Hand out the directories still waiting on the stack, for other scanners to walk.
@@ -642,7 +643,6 @@ class Scanner:
         listings: list[Listing] = []
         while queue and len(queue) < target and len(self._split) < 4 * target and self._stop is None:
             frame = queue.popleft()
-            frame.held = True
             self._split.append(frame)
             if not self._reopen(frame):
                 continue
@@ -667,14 +667,9 @@ class Scanner:
         if root.fd is not None:
             return os.dup(root.fd)
         try:  # a walk deeper than its descriptor budget closed the root: the path, then identity
-            fd = os.open(self.root, _DIR_FLAGS)
+            return _same(os.open(self.root, _DIR_FLAGS), root.dev, root.ino)
         except OSError:
             return None
-        st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) != (root.dev, root.ino):
-            os.close(fd)
-            return None
-        return fd
 
     @property
     def detached(self) -> bool:
@@ -708,7 +703,6 @@ class Scanner:
                 child = os.open(name, _DIR_FLAGS, dir_fd=fd)
                 os.close(fd)
                 fd = child
-            now = os.fstat(fd)
         except OSError as exc:
             os.close(fd)
             unreadable = exc.errno in (errno.EACCES, errno.EPERM)
@@ -716,12 +710,11 @@ class Scanner:
             if not unreadable:
                 frame.apparent = frame.disk = frame.dirs = 0
             return False
-        if (now.st_dev, now.st_ino) != (frame.dev, frame.ino):
-            os.close(fd)
+        frame.fd = _same(fd, frame.dev, frame.ino)
+        if frame.fd is None:
             self.skipped.add("vanished")
             frame.apparent = frame.disk = frame.dirs = 0
             return False
-        frame.fd = fd
         return True
 
     def mark_seen(self, keys: Iterable[tuple[int, int]]) -> None:
@@ -773,7 +766,7 @@ class Scanner:
                 target.dirs += frame.dirs
                 target.partial = target.partial or frame.partial
         deepest = self.finished_depth if self.finished_depth is not None else 1 << 30
-        held = sorted(self._split, key=lambda f: -f.depth) + self.held
+        held = sorted(self._split, key=lambda f: -f.depth) + chain[::-1]  # the chain finished deepest first
         return [self._totals(frame) for frame in held if frame.depth <= deepest]
 
     def close(self) -> None:

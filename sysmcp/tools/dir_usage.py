@@ -344,7 +344,6 @@ def scan_usage(
     """
     started = clock()
     usage = Usage()
-    processes = available_processes() if processes is None else max(1, processes)
     mine = _Progress()
     fan: FanOut | None = None
 
@@ -360,13 +359,12 @@ def scan_usage(
         meter.checkpoint()
 
     budget = Budget(request.timeout_s, report if meter is not None else None, clock=clock)
-    checkpoint = budget
 
     tally = Tally(request)
-    scanner = Scanner(root, options, skipped, checkpoint)
+    scanner = Scanner(root, options, skipped, budget)
     tally.configure(scanner)
     mine.current = scanner
-    split_at = started + split_after_s if processes > 1 else math.inf
+    split_at = started + split_after_s if processes is None or processes > 1 else math.inf
     subtrees: list[Subtree] = []
     eligible_files = 0
     stopped: str | None = None
@@ -381,7 +379,7 @@ def scan_usage(
             check.deadline = budget.deadline  # one deadline, on the clock every process shares
             walk_checkpoint, counting = check, ticker
         else:
-            own, counter, linked, walk_checkpoint, counting = tally, skipped, scanner.linked, checkpoint, mine
+            own, counter, linked, walk_checkpoint, counting = tally, skipped, scanner.linked, budget, mine
         done: dict[int, tuple[int, int, int, int, bool]] = {}
         entries = eligible = 0
         halted: str | None = None
@@ -412,12 +410,15 @@ def scan_usage(
             tally.take(event, scanner)
             if clock() >= split_at:
                 split_at = math.inf
-                subtrees, listings = scanner.detach(MAX_SUBTREES, pieces * processes)
-                for listing in listings:
-                    tally.take(listing, scanner)
+                # Asked only now: a scan too short to share never reads the CPU count or quota.
+                count = available_processes() if processes is None else processes
+                if count > 1:
+                    subtrees, listings = scanner.detach(MAX_SUBTREES, pieces * count)
+                    for listing in listings:
+                        tally.take(listing, scanner)
                 if subtrees:
                     scanner.linked = []
-                    fan = FanOut(len(subtrees), processes, work)
+                    fan = FanOut(len(subtrees), count, work)
                     fan.start()
         mine.add(scanner)
         stopped = scanner.stopped
