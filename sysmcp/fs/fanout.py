@@ -122,7 +122,6 @@ class FanOut:
     """
 
     def __init__(self, count: int, processes: int, work: Work) -> None:
-        self.count = count
         self.processes = max(1, min(processes, count))
         self.work = work
         self.progress = Progress(self.processes)

@@ -301,7 +301,7 @@ class Tally:
         self.top_dirs.offer(row[1] if self.request.by_disk else row[0], row)
 
 
-class _Progress:
+class _Counts:
     """This process's share of the entry and byte counts: finished scanners plus the running one."""
 
     __slots__ = ("bytes", "current", "entries")
@@ -344,7 +344,7 @@ def scan_usage(
     """
     started = clock()
     usage = Usage()
-    mine = _Progress()
+    mine = _Counts()
     fan: FanOut | None = None
 
     def report() -> None:
@@ -374,7 +374,7 @@ def scan_usage(
         linked: list[tuple[int, int, int, int, bool, str]] | None
         if in_child:
             own, counter, linked = Tally(request), SkipCounter(), []
-            ticker = _Progress()
+            ticker = _Counts()
             check = Budget(request.timeout_s, lambda: progress.set(*ticker.now()), clock=clock)
             check.deadline = budget.deadline  # one deadline, on the clock every process shares
             walk_checkpoint, counting = check, ticker
