@@ -82,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "trace":
         from sysmcp.trace import run_trace
 
+        configure(args.log_level)  # the proxy's stdout is the client's wire: its logs go to stderr too
         return run_trace(args.server_command, args.output)
     if args.command == "call":
         from sysmcp.client import run_call

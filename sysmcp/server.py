@@ -148,20 +148,20 @@ class Server:
         )
         return INSTRUCTIONS.format(scope=scope)
 
-    def capabilities(self, features: Features | None = None) -> dict[str, Any]:
+    def capabilities(self, features: Features) -> dict[str, Any]:
         capabilities: dict[str, Any] = {
             "tools": {"listChanged": False},
             "logging": {},
             "resources": {"subscribe": False, "listChanged": False},
             "prompts": {"listChanged": False},
         }
-        if features is None or features.completions_capability:
+        if features.completions_capability:
             capabilities["completions"] = {}
         return capabilities
 
     def server_info(self, features: Features) -> dict[str, Any]:
         info: dict[str, Any] = {"name": SERVER_NAME, "version": __version__}
-        if features.server_title:
+        if features.titles:
             info["title"] = SERVER_TITLE
         return info
 

@@ -25,7 +25,7 @@ import anyio.to_thread
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
 from sysmcp.protocol.framing import LineDecoder, OversizedLine
-from sysmcp.protocol.stdio import FdTransport
+from sysmcp.protocol.stdio import FdTransport, write_all
 
 CLIENT_TO_SERVER = "client→server"
 SERVER_TO_CLIENT = "server→client"
@@ -48,10 +48,7 @@ class Recorder:
             "elapsed_s": round(time.monotonic() - self.started, 6),
             **record,
         }
-        data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view) :]
+        write_all(self.fd, (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace"))
 
     def line(self, direction: str, frame: bytes | OversizedLine) -> None:
         if isinstance(frame, OversizedLine):

@@ -119,12 +119,10 @@ class PathPolicy:
 
         The error never shows what the path resolved to: a symlink's hidden target stays hidden.
         """
-        real = Path(_realpath(raw))
-        self.check(real, _echo(raw))
-        return real
+        return Path(self.resolve_str(raw))
 
     def resolve_str(self, raw: str) -> str:
-        """``str(resolve(raw))`` without building a ``Path`` when no roots need comparing."""
+        """``resolve`` as a ``str``, without building a ``Path`` when no roots need comparing."""
         real = _realpath(raw)
         if self.operator_roots is not None or self.client_roots is not None:
             self.check(Path(real), _echo(raw))

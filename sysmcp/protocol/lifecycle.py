@@ -107,12 +107,8 @@ class Features:
         return self.version >= "2025-11-25"
 
     @property
-    def server_title(self) -> bool:
-        return self.version >= "2025-06-18"
-
-    @property
     def titles(self) -> bool:
-        """``title`` on prompts, prompt arguments and other ``BaseMetadata`` (2025-06-18 on)."""
+        """``title`` on server info, prompts, prompt arguments and other ``BaseMetadata`` (2025-06-18 on)."""
         return self.version >= "2025-06-18"
 
     @property
@@ -318,10 +314,6 @@ class Lifecycle:
                 ErrorCode.INVALID_REQUEST,
                 f"Invalid Request: {method!r} before initialize; send initialize first",
             )
-
-    @property
-    def modern(self) -> bool:
-        return self.phase is Phase.MODERN
 
     @property
     def batching_allowed(self) -> bool:

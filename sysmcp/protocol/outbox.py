@@ -19,7 +19,7 @@ HIGH_WATER = 8 << 20  # bytes queued before senders wait for the reader to catch
 
 
 class WireWriter(Protocol):
-    def write_nowait(self, data: bytes) -> int:
+    def write_nowait(self, data: bytes | memoryview) -> int:
         """Write what can be written without waiting; return the number of bytes taken."""
         ...
 

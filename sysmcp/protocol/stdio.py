@@ -50,12 +50,8 @@ class FdTransport:
         self.write_fd = write_fd
         self._pollable = True  # until epoll refuses the descriptor
         self._watch: _ReadWatch | Literal[False] | None = None  # False: not on asyncio, use anyio's wait
-        # A pipe or socket to the client is ours alone: make it non-blocking so a full pipe waits in the
-        # event loop instead of freezing it. A terminal or file may be shared with the shell: leave it be.
-        mode = os.fstat(write_fd).st_mode
-        self._nonblocking = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
-        if self._nonblocking:
-            os.set_blocking(write_fd, False)
+        # Non-blocking, so a full pipe waits in the event loop instead of freezing it.
+        self._nonblocking = _own_nonblocking(write_fd)
 
     async def receive(self) -> bytes:
         if self._watch is None:
@@ -80,9 +76,9 @@ class FdTransport:
             return data
         return await anyio.to_thread.run_sync(os.read, self.read_fd, READ_SIZE, abandon_on_cancel=True)
 
-    def write_nowait(self, data: bytes) -> int:
+    def write_nowait(self, data: bytes | memoryview) -> int:
         if not self._nonblocking:
-            _write_all(self.write_fd, data)
+            write_all(self.write_fd, data)
             return len(data)
         try:
             return os.write(self.write_fd, data)
@@ -92,7 +88,7 @@ class FdTransport:
     async def send(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
-            taken = self.write_nowait(bytes(view))
+            taken = self.write_nowait(view)  # no copy of the rest per partial write
             view = view[taken:]
             if view:
                 await anyio.wait_writable(self.write_fd)
@@ -128,10 +124,8 @@ class _ReadWatch:
             return False  # trio
         if not isinstance(loop, asyncio.selector_events.BaseSelectorEventLoop):
             return False  # uvloop, Windows' proactor: anyio's way works everywhere
-        mode = os.fstat(fd).st_mode
-        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+        if not _own_nonblocking(fd):
             return False  # a terminal may be shared with the shell, and epoll refuses files
-        os.set_blocking(fd, False)
         return cls(loop, fd)
 
     async def wait(self) -> None:
@@ -163,7 +157,20 @@ class _ReadWatch:
             self.loop.remove_reader(self.fd)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _own_nonblocking(fd: int) -> bool:
+    """Make a pipe or socket to the client non-blocking (it is ours alone); True if it was one.
+
+    A terminal or a file may be shared with the shell, so it is left as it is.
+    """
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        os.set_blocking(fd, False)
+        return True
+    return False
+
+
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    """Write all of ``data`` to a blocking descriptor."""
     view = memoryview(data)
     while view:
         written = os.write(fd, view)
@@ -191,7 +198,7 @@ class MemoryTransport:
         except anyio.EndOfStream:
             return b""
 
-    def write_nowait(self, data: bytes) -> int:
+    def write_nowait(self, data: bytes | memoryview) -> int:
         self.written += data
         self.wrote.set()
         self.wrote = anyio.Event()
