@@ -190,30 +190,13 @@ def _change(before: os.stat_result, after: os.stat_result, read: int) -> str | N
     return None
 
 
-# -- opening without surprises -----------------------------------------------------------------
-
-# The look-open-verify discipline lives in ``safeopen``; these names keep hashing code readable.
-NotRegular = NotRegularFile
-_OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY | os.O_NOFOLLOW
-
-
-def open_regular(
-    path: bytes, *, follow_symlinks: bool, expect: os.stat_result | None = None, dir_fd: int | None = None
-) -> int:
-    """``open_for_hash`` for callers that need only the descriptor."""
-    return open_for_hash(path, follow_symlinks=follow_symlinks, expect=expect, dir_fd=dir_fd)[0]
-
-
-def open_for_hash(
-    path: bytes, *, follow_symlinks: bool, expect: os.stat_result | None = None, dir_fd: int | None = None
-) -> tuple[int, os.stat_result]:
-    """Open a regular file for hashing without ever blocking (O_NONBLOCK) or opening a device."""
-    return open_regular_at(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks, expect=expect, flags=_OPEN)
+# Files are opened with ``safeopen.open_regular_at``: look, open (O_NONBLOCK, never a device),
+# then check it is the file looked at.
 
 
 def explain(exc: OSError) -> str:
     """A short reason for a file that could not be hashed, for people and models."""
-    if isinstance(exc, (NotRegular, Replaced)):
+    if isinstance(exc, (NotRegularFile, Replaced)):
         return str(exc.strerror)
     if exc.errno == errno.ENOENT:
         return "no such file"
@@ -333,7 +316,7 @@ def _hash_job(job: Job, buffer: bytearray, slot: list[int], stop: threading.Even
     if stop.is_set():
         raise Stopped()
     try:
-        fd, opened = open_for_hash(job.path, follow_symlinks=job.follow_symlinks, expect=job.looked)
+        fd, opened = open_regular_at(job.path, follow_symlinks=job.follow_symlinks, expect=job.looked)
     except FileNotFoundError:
         return Outcome(job, error="no such file", missing=True)
     except OSError as exc:

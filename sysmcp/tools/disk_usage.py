@@ -32,7 +32,6 @@ T = TypeVar("T")
 STATVFS_TIMEOUT = 5.0  # seconds per mount; a dead network mount must not hang the call
 ALERT_PERCENT = 90  # space or inode use strictly over this is called out
 MAX_STUCK_PROBES = 32  # threads left blocked in hung mounts, at most; beyond it mounts are not probed
-FRESH_TABLE = 0.001  # seconds: a call this soon after its at-once check uses the table that check read
 ORDER = (
     "fullest first (the higher of space and inode percent), then mount point; unanswered or unreadable last"
 )
@@ -509,7 +508,7 @@ class DiskUsage:
         self.partitions = partitions or default_partitions()
         self.usage = usage
         self.prober = Prober(timeout, max_stuck)
-        self._last_walk: tuple[str, MountTable, tuple[bool, str | None], float] | None = None
+        self._last_walk: tuple[str, MountTable, tuple[bool, str | None]] | None = None
 
     def answers_at_once(self, args: Any) -> bool:
         """A path whose resolution and filesystem are all local: statvfs answers from memory."""
@@ -521,17 +520,11 @@ class DiskUsage:
             return True
         table = self.partitions()
         walk = touches_only_safe_mounts(expanded, table)
-        # The call that follows at once needs neither to walk again nor to ask the kernel again
-        # whether the mounts changed in the meantime.
-        self._last_walk = (expanded, table, walk, time.monotonic())
+        self._last_walk = (expanded, table, walk)  # the call that follows at once need not walk again
         return walk[0]
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        last = self._last_walk
-        if last is not None and time.monotonic() - last[3] < FRESH_TABLE:
-            table = last[1]
-        else:
-            table = self.partitions()
+        table = self.partitions()  # the same object as the at-once check's unless the mounts changed
         unit = args.get("unit", "percent")
         if "path" in args:
             entry, shown = await self._one(args["path"], table, ctx)
@@ -563,10 +556,7 @@ class DiskUsage:
         if safe:
             real = ctx.paths.resolve_str(raw)  # raises ToolError for relative paths, roots, NUL
             if table.inline_safe(real):
-                try:
-                    result = self.usage(real)
-                except OSError as exc:
-                    result = exc
+                result = _guarded(self.usage, real)
                 return self._path_entry(real, result, table), display(real)
             risky_point = table.mount_point_of(real)
 
@@ -574,10 +564,7 @@ class DiskUsage:
 
         def work() -> tuple[str, FsStats | OSError]:
             resolved = policy.resolve_str(raw)
-            try:
-                return resolved, usage(resolved)
-            except OSError as exc:
-                return resolved, exc
+            return resolved, _guarded(usage, resolved)
 
         outcome = await self.prober.run(risky_point or "/", expanded, work)
         if outcome.value is None:
@@ -645,16 +632,7 @@ def _device_key(entry: Entry) -> object:
     return ("entry", id(entry))
 
 
-def make_handler(
-    partitions: PartitionsProvider | None = None,
-    usage: UsageProvider = statvfs_usage,
-    timeout: float = STATVFS_TIMEOUT,
-    max_stuck: int = MAX_STUCK_PROBES,
-) -> DiskUsage:
-    return DiskUsage(partitions, usage, timeout, max_stuck)
-
-
-_HANDLER = make_handler()
+_HANDLER = DiskUsage()
 
 TOOL = Tool(
     name="disk_usage",

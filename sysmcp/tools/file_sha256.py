@@ -12,9 +12,9 @@ import stat
 import time
 from typing import Any
 
-from sysmcp.fs.checksums import ALGORITHMS, CHUNK, Digest, NotRegular, hash_fd, open_regular
+from sysmcp.fs.checksums import ALGORITHMS, CHUNK, Digest, hash_fd
 from sysmcp.fs.paths import display
-from sysmcp.fs.safeopen import SWAPPED, Replaced, kind, open_parent
+from sysmcp.fs.safeopen import SWAPPED, NotRegularFile, Replaced, kind, open_parent, open_regular_at
 from sysmcp.fs.units import human_bytes, rate
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
@@ -83,7 +83,7 @@ def open_file(path: bytes, shown: str, given: str) -> int:
             raise ToolError(SWAPPED.format(shown=shown)) from None
         raise ToolError(f"Cannot open {shown}: {exc.strerror or exc}") from None
     try:
-        return open_regular(name, follow_symlinks=False, dir_fd=parent)
+        return open_regular_at(name, dir_fd=parent)[0]
     except FileNotFoundError:
         if os.path.islink(given):
             raise ToolError(
@@ -92,7 +92,7 @@ def open_file(path: bytes, shown: str, given: str) -> int:
         raise ToolError(f"No such file: {shown}") from None
     except PermissionError:
         raise ToolError(f"Permission denied: {shown}") from None
-    except NotRegular as exc:
+    except NotRegularFile as exc:
         if stat.S_ISLNK(exc.mode):  # the path was resolved, so a link here was swapped in since
             raise ToolError(
                 f"{shown} was replaced by a symbolic link while it was being opened; refused"

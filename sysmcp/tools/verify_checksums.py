@@ -28,11 +28,10 @@ from sysmcp.fs.checksums import (
     explain,
     hash_many,
     hint_order,
-    open_regular,
     parse_manifest,
 )
 from sysmcp.fs.paths import PathPolicy, display, printable
-from sysmcp.fs.safeopen import kind
+from sysmcp.fs.safeopen import kind, open_regular_at
 from sysmcp.fs.units import human_bytes, rate
 from sysmcp.fs.walk import SkipCounter, join, throttled, walk_files
 from sysmcp.protocol.context import Meter
@@ -200,7 +199,7 @@ class Source:
 def read_manifest(path: bytes, shown: str) -> bytes:
     """Read a checksum file, refusing FIFOs and devices without blocking, and huge files."""
     try:
-        fd = open_regular(path, follow_symlinks=False)
+        fd, _ = open_regular_at(path)
     except FileNotFoundError:
         raise ToolError(f"No such manifest file: {shown}") from None
     except OSError as exc:

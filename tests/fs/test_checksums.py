@@ -23,16 +23,14 @@ from sysmcp.fs.checksums import (
     CHUNK,
     Algorithm,
     Job,
-    NotRegular,
     PoolCounters,
     format_line,
     hash_fd,
     hash_many,
     hint_order,
-    open_regular,
     parse_manifest,
 )
-from sysmcp.fs.safeopen import Replaced
+from sysmcp.fs.safeopen import NotRegularFile, Replaced, open_regular_at
 
 #: Names that break naive manifest code: spaces, a newline, a backslash, a CR, a leading star, UTF-8.
 AWKWARD = [
@@ -134,8 +132,8 @@ def test_special_files_are_refused_before_being_opened(tmp_path: Path) -> None:
     with socket.socket(socket.AF_UNIX) as sock:
         sock.bind(str(tmp_path / "sock"))
         for path in (fifo, tmp_path / "sock", Path("/dev/zero"), tmp_path):
-            with pytest.raises(NotRegular):
-                open_regular(os.fsencode(path), follow_symlinks=True)
+            with pytest.raises(NotRegularFile):
+                open_regular_at(os.fsencode(path), follow_symlinks=True)
 
 
 def test_a_name_that_now_points_elsewhere_is_refused(tmp_path: Path) -> None:
@@ -144,11 +142,11 @@ def test_a_name_that_now_points_elsewhere_is_refused(tmp_path: Path) -> None:
     second.write_bytes(b"2")
     looked = os.lstat(first)
     with pytest.raises(Replaced):  # as if 'first' had been renamed over between the walk and the open
-        open_regular(os.fsencode(second), follow_symlinks=False, expect=looked)
+        open_regular_at(os.fsencode(second), follow_symlinks=False, expect=looked)
     link = tmp_path / "link"
     link.symlink_to(first)
     with pytest.raises(Replaced):  # the walk saw a regular file; a symlink stands there now
-        open_regular(os.fsencode(link), follow_symlinks=False, expect=looked)
+        open_regular_at(os.fsencode(link), follow_symlinks=False, expect=looked)
 
 
 # -- manifests: our lines ----------------------------------------------------------------------
