@@ -33,7 +33,7 @@ from sysmcp.fs.walk import (
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.walking import require_directory, walk_options, walk_properties
+from sysmcp.tools.walking import require_directory, skipped_phrase, walk_options, walk_properties
 
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 300.0
@@ -628,9 +628,7 @@ def render(
         title = f"Largest files (by {measure}{limit}):"
         files_not_shown = listing(title, shown_files, usage.eligible_files, "files")
     if skipped:
-        lines.append(
-            "Skipped: " + ", ".join(f"{n:,} {reason.replace('_', ' ')}" for reason, n in skipped.items())
-        )
+        lines.append("Skipped: " + skipped_phrase(skipped))
     structured = {
         "path": shown,
         "complete": usage.stopped is None,

@@ -10,7 +10,6 @@ links) are one file, not duplicates. Read-only: nothing is ever deleted or chang
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import stat
 import time
@@ -26,7 +25,7 @@ from sysmcp.fs.walk import Budget, Listing, Scanner, ScanStopped, SkipCounter, W
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.walking import require_directory, walk_options, walk_properties
+from sysmcp.tools.walking import require_directory, skipped_phrase, walk_options, walk_properties
 
 BLOCK = 4096  # head and tail sample size
 SMALL = 64 << 10  # files up to this size are hashed whole at once: one read beats a second open
@@ -264,7 +263,7 @@ class Reader:
         if fd is None:
             return None
         try:
-            digest = hashlib.blake2b(digest_size=32)
+            digest = BLAKE2B_256.new()
             head = os.pread(fd, BLOCK, 0)
             tail = os.pread(fd, BLOCK, size - BLOCK)
             digest.update(head)
@@ -421,9 +420,7 @@ def render(
             f"{search.hard_links:,} hard-linked names of files already counted were not treated as copies"
         )
     if skipped:
-        lines.append(
-            "Skipped: " + ", ".join(f"{n:,} {reason.replace('_', ' ')}" for reason, n in skipped.items())
-        )
+        lines.append("Skipped: " + skipped_phrase(skipped))
     lines.append("Nothing was deleted: sysmcp is read-only.")
     structured = {
         "path": shown,

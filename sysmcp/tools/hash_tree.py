@@ -35,7 +35,7 @@ from sysmcp.fs.walk import SkipCounter, WalkOptions, throttled, walk_files
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.walking import walk_options, walk_properties
+from sysmcp.tools.walking import skipped_phrase, walk_options, walk_properties
 
 MAX_LISTED = 50  # unreadable files named in the result; the rest are counted
 
@@ -316,9 +316,7 @@ def render(
         f"{tree.seconds:.2f} s ({rate(tree.total_bytes, tree.seconds)}); names relative to {base}"
     ]
     if skips:
-        out.append(
-            "skipped: " + ", ".join(f"{n:,} {reason.replace('_', ' ')}" for reason, n in skips.items())
-        )
+        out.append("skipped: " + skipped_phrase(skips))
     if tree.unreadable:
         out.append(f"{len(tree.unreadable):,} files could not be hashed and are not in the manifest:")
         out += [f"  {printable(name)}: {error}" for name, error in tree.unreadable[:MAX_LISTED]]

@@ -37,7 +37,7 @@ from sysmcp.fs.walk import SkipCounter, join, throttled, walk_files
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.walking import require_directory, walk_options, walk_properties
+from sysmcp.tools.walking import require_directory, skipped_phrase, walk_options, walk_properties
 
 MAX_MANIFEST = 64 << 20  # bytes: a manifest of about half a million files
 
@@ -520,10 +520,7 @@ def render(
         if len(new) > limit:
             out.append(f"  … and {len(new) - limit:,} more")
     if result.walk_skipped:
-        out.append(
-            "walk skipped: "
-            + ", ".join(f"{n:,} {r.replace('_', ' ')}" for r, n in result.walk_skipped.items())
-        )
+        out.append("walk skipped: " + skipped_phrase(result.walk_skipped))
 
     links: tuple[ResourceLink, ...] = ()
     uri: str | None = None

@@ -41,3 +41,8 @@ def require_directory(path: Path, shown: str, argument: str | None = None) -> No
     if not path.exists():
         raise ToolError(f"No such directory: {shown}")
     raise ToolError(f"{argument} is not a directory: {shown}" if argument else f"Not a directory: {shown}")
+
+
+def skipped_phrase(skipped: dict[str, int]) -> str:
+    """A walk's skip counts as one phrase for the text answer: '3 unreadable, 12 other filesystem'."""
+    return ", ".join(f"{count:,} {reason.replace('_', ' ')}" for reason, count in skipped.items())
