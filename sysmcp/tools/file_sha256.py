@@ -65,8 +65,8 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 }
 
 
-def open_file(path: bytes, shown: str, given: str) -> int:
-    """Open for hashing or raise a ``ToolError`` that says what the path is instead.
+def open_file(path: bytes, shown: str, given: str) -> tuple[int, os.stat_result]:
+    """Open for hashing (descriptor and its ``fstat``) or raise a ``ToolError`` that says what the path is.
 
     The parent is reached from ``/`` one component at a time without following any symlink
     (``safeopen.open_parent``), and the file itself with O_NOFOLLOW|O_NONBLOCK after a look: a
@@ -83,7 +83,7 @@ def open_file(path: bytes, shown: str, given: str) -> int:
             raise ToolError(SWAPPED.format(shown=shown)) from None
         raise ToolError(f"Cannot open {shown}: {exc.strerror or exc}") from None
     try:
-        return open_regular_at(name, dir_fd=parent)[0]
+        return open_regular_at(name, dir_fd=parent)
     except FileNotFoundError:
         if os.path.islink(given):
             raise ToolError(
@@ -113,9 +113,9 @@ def open_file(path: bytes, shown: str, given: str) -> int:
 
 def hash_file(path: bytes, shown: str, given: str, meter: Meter) -> tuple[Digest, float]:
     """Open, then stream through SHA-256 reporting bytes to the meter; stops within one chunk."""
-    fd = open_file(path, shown, given)
+    fd, opened = open_file(path, shown, given)
     try:
-        meter.total = os.fstat(fd).st_size
+        meter.total = opened.st_size
 
         def on_chunk(done: int) -> None:
             meter.done = done
@@ -125,7 +125,7 @@ def hash_file(path: bytes, shown: str, given: str, meter: Meter) -> tuple[Digest
 
         started = time.perf_counter()
         try:
-            digest = hash_fd(fd, (SHA256,), bytearray(CHUNK), on_chunk)
+            digest = hash_fd(fd, (SHA256,), bytearray(CHUNK), on_chunk, opened=opened)
         except OSError as exc:
             raise ToolError(f"Read error in {shown}: {exc.strerror or exc}") from None
         return digest, time.perf_counter() - started

@@ -216,13 +216,13 @@ class Reader:
         self.buffer = bytearray(CHUNK)
         self.proc_fd = os.path.isdir("/proc/self/fd")
 
-    def _open(self, candidate: Candidate, size: int) -> int | None:
+    def _open(self, candidate: Candidate, size: int) -> tuple[int, os.stat_result] | None:
         """Open for reading only the very inode the walk saw, and only if it is still a regular file.
 
         The name is first opened with ``O_PATH`` (which reads nothing and has no device side effects),
         its identity and type checked on that descriptor, and only then reopened for reading through
         ``/proc/self/fd``. Whatever was renamed or swapped since the walk, what gets read is the file
-        the walk found inside the tree, or nothing.
+        the walk found inside the tree, or nothing. Returns the descriptor and its ``fstat``.
         """
         self.checkpoint()  # one size can have a hundred thousand candidates: stop between any two
         path = os.path.join(self.root, os.fsencode(candidate.relative))
@@ -253,15 +253,16 @@ class Reader:
             self.skipped.add("changed")
             return None
         self.search.files_read += 1
-        return fd
+        return fd, st
 
     def sample(self, candidate: Candidate, size: int) -> str | None:
         """Hash of the first and last 4 KiB (the whole content for files up to SMALL)."""
         if size <= SMALL:
             return self.full(candidate, size)
-        fd = self._open(candidate, size)
-        if fd is None:
+        opened = self._open(candidate, size)
+        if opened is None:
             return None
+        fd = opened[0]
         try:
             digest = BLAKE2B_256.new()
             head = os.pread(fd, BLOCK, 0)
@@ -278,12 +279,12 @@ class Reader:
 
     def full(self, candidate: Candidate, size: int) -> str | None:
         """BLAKE2b-256 of the whole content, streamed by the shared engine with a checkpoint per chunk."""
-        fd = self._open(candidate, size)
-        if fd is None:
+        opened = self._open(candidate, size)
+        if opened is None:
             return None
-
+        fd, st = opened
         try:
-            digest = hash_fd(fd, (BLAKE2B_256,), self.buffer, lambda _: self.checkpoint())
+            digest = hash_fd(fd, (BLAKE2B_256,), self.buffer, lambda _: self.checkpoint(), opened=st)
         except OSError:
             self.skipped.add("unreadable")
             return None

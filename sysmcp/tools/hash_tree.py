@@ -145,7 +145,6 @@ class TreeHash:
     lines: list[bytes] = field(default_factory=list)
     total_bytes: int = 0
     unreadable: list[tuple[bytes, str]] = field(default_factory=list)
-    vanished: int = 0
     seconds: float = 0.0
     base: bytes = b"/"
     non_utf8: int = 0
@@ -192,7 +191,7 @@ def hash_tree(
         relative = outcome.job.path[prefix_length:]
         if outcome.digest is None:
             if outcome.missing:
-                result.vanished += 1
+                skipped.add("vanished")  # this thread is also the walk's: one counter for both
             else:
                 result.unreadable.append((relative, outcome.error or "unreadable"))
         elif outcome.digest.changed:
@@ -294,8 +293,6 @@ def render(
     non_utf8 = tree.non_utf8
     manifest = "".join(texts)
     skips = skipped.as_dict()
-    if tree.vanished:
-        skips["vanished"] = skips.get("vanished", 0) + tree.vanished
     links: tuple[ResourceLink, ...] = ()
     uri: str | None = None
     if tree.lines:
