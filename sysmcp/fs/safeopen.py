@@ -76,15 +76,11 @@ def open_path(path: str | os.PathLike[str], *, directory: bool = False, regular:
         if regular:
             raise NotRegularFile(stat.S_IFDIR)
         return os.open(b"/", flags)
-    current = os.open(b"/", _STEP)
+    current, last = open_parent(path)
     try:
-        for name in parts[:-1]:
-            following = _step(name, current, _STEP)
-            os.close(current)
-            current = following
         if regular:
-            return open_regular_at(parts[-1], dir_fd=current, flags=flags)[0]
-        return _step(parts[-1], current, flags)
+            return open_regular_at(last, dir_fd=current, flags=flags)[0]
+        return _step(last, current, flags)
     finally:
         os.close(current)
 
