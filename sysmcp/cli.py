@@ -21,9 +21,10 @@ ROOTS_ENV = "SYSMCP_ROOTS"
 
 HINT = """\
 sysmcp {version} speaks the Model Context Protocol on stdin/stdout; it is meant to be started by an MCP
-client (Claude Desktop, Claude Code, VS Code, Cursor), not typed at. For example, in Claude Code:
+client (Claude Desktop, Claude Code, VS Code, Cursor), not typed at. For example, in Claude Code,
+from a checkout of sysmcp (plain `uvx sysmcp` once it is published on PyPI):
 
-    claude mcp add sysmcp -- uvx sysmcp
+    claude mcp add sysmcp -- uvx --from /path/to/sysmcp sysmcp
 
 To try a tool from this shell:
 
@@ -34,27 +35,46 @@ Waiting for JSON-RPC on stdin (Ctrl-D or Ctrl-C to quit).
 """
 
 
+def _options(parser: argparse.ArgumentParser, *, roots: bool, default: Any) -> None:
+    """``--log-level`` (and ``--root``) for the top level and again for each subcommand.
+
+    The subcommands' copies default to ``SUPPRESS``, so ``sysmcp serve --root /srv`` and
+    ``sysmcp --root /srv serve`` mean the same and an option given before the subcommand is kept.
+    """
+    parser.add_argument(
+        "--log-level",
+        type=str.lower,
+        choices=LEVELS,
+        default="warning" if default is None else default,
+        help="level of the JSON logs on stderr (default: warning)",
+    )
+    if roots:
+        parser.add_argument(
+            "--root",
+            action="append",
+            metavar="PATH",
+            default=default,
+            help=f"confine every tool to PATH (repeatable; also ${ROOTS_ENV}, colon-separated). "
+            "Default: whole filesystem",
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sysmcp", description="A sysadmin tool server for MCP (stdio).")
     parser.add_argument("--version", action="version", version=f"sysmcp {__version__}")
-    parser.add_argument(
-        "--log-level",
-        choices=LEVELS,
-        default="warning",
-        help="level of the JSON logs on stderr (default: warning)",
-    )
-    parser.add_argument(
-        "--root",
-        action="append",
-        metavar="PATH",
-        help=f"confine every tool to PATH (repeatable; also ${ROOTS_ENV}, colon-separated). Default: whole filesystem",
-    )
+    _options(parser, roots=True, default=None)
     commands = parser.add_subparsers(dest="command")
-    commands.add_parser("serve", help="serve MCP on stdin/stdout (the default)")
+    serve = commands.add_parser("serve", help="serve MCP on stdin/stdout (the default)")
+    _options(serve, roots=True, default=argparse.SUPPRESS)
     call = commands.add_parser("call", help="spawn sysmcp, call one tool, print the result")
+    _options(call, roots=True, default=argparse.SUPPRESS)
     call.add_argument("tool", help="tool name, e.g. disk_usage")
     call.add_argument(
-        "arguments", nargs="*", metavar="KEY=VALUE", help="arguments; values are JSON if they parse"
+        "arguments",
+        nargs="*",
+        type=key_value,
+        metavar="KEY=VALUE",
+        help="arguments; values are JSON if they parse",
     )
     call.add_argument("--raw", action="store_true", help="print every message on the wire, both directions")
     call.add_argument(
@@ -64,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         "trace",
         help="run any stdio MCP server behind a proxy that records every message (sysmcp trace -- CMD …)",
     )
+    _options(trace, roots=False, default=argparse.SUPPRESS)
     trace.add_argument(
         "--output", "-o", metavar="FILE", help="write the JSON-lines record here (default: stderr)"
     )
@@ -89,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_call(
             args.tool,
-            args.arguments,
+            dict(args.arguments),
             raw=args.raw,
             version=args.protocol_version,
             server_args=_server_args(args),
@@ -158,15 +179,15 @@ def _is_broken_pipe(exc: BaseException) -> bool:
     return isinstance(exc, (BrokenPipeError, ConnectionResetError))
 
 
-def parse_arguments(pairs: Sequence[str]) -> dict[str, Any]:
-    """``key=value`` pairs; a value that parses as JSON (3, true, ["a"]) is taken as JSON, else as text."""
-    arguments: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"sysmcp call: expected KEY=VALUE, got {pair!r}")
-        try:
-            arguments[key] = json.loads(value)
-        except ValueError:
-            arguments[key] = value
-    return arguments
+def key_value(pair: str) -> tuple[str, Any]:
+    """One ``key=value`` argument; a value that parses as JSON (3, true, ["a"]) is taken as JSON, else as text.
+
+    Malformed pairs are usage errors (exit 2 with the ``call`` usage), like any other bad command line.
+    """
+    key, sep, value = pair.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {pair!r}")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value

@@ -107,7 +107,7 @@ async def _call(
     return 1 if result.get("isError") else 0
 
 
-def run_call(tool: str, pairs: Sequence[str], *, raw: bool, version: str, server_args: Sequence[str]) -> int:
-    from sysmcp.cli import parse_arguments
-
-    return anyio.run(_call, tool, parse_arguments(pairs), raw, version, server_args)
+def run_call(
+    tool: str, arguments: dict[str, Any], *, raw: bool, version: str, server_args: Sequence[str]
+) -> int:
+    return anyio.run(_call, tool, arguments, raw, version, server_args)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import subprocess
@@ -57,6 +58,33 @@ def test_call_shows_progress_on_stderr(tmp_path: Path) -> None:
     big.write_bytes(b"\0" * (8 << 20))
     done = run("call", "file_sha256", f"path={big}")
     assert done.returncode == 0 and "progress:" in done.stderr and "progress:" not in done.stdout
+
+
+def test_a_malformed_key_value_is_a_usage_error_with_the_call_usage() -> None:
+    done = run("call", "disk_usage", "pathslash")
+    assert done.returncode == 2 and done.stdout == ""
+    assert "usage: sysmcp call" in done.stderr and "expected KEY=VALUE, got 'pathslash'" in done.stderr
+
+
+def test_options_after_the_subcommand_mean_what_they_mean_before_it(tmp_path: Path) -> None:
+    refused = run("serve", "--root", str(tmp_path / "nope"))
+    assert refused.returncode == 2 and "--root" in refused.stderr
+    (tmp_path / "a.txt").write_bytes(b"abc")
+    outside = run("call", "--root", str(tmp_path), "file_sha256", "path=/etc/hostname")
+    assert outside.returncode == 1 and "outside the operator's roots" in outside.stdout
+    inside = run(
+        "--root", str(tmp_path), "call", "--log-level", "ERROR", "file_sha256", f"path={tmp_path / 'a.txt'}"
+    )
+    assert inside.returncode == 0 and inside.stdout.startswith("ba7816bf")
+
+
+def test_every_log_line_on_stderr_is_json_including_library_logs() -> None:
+    done = run("--log-level", "debug")  # stdin is /dev/null: serve, then stop at end of input
+    lines = done.stderr.splitlines()
+    assert done.returncode == 0 and done.stdout == ""
+    records = [json.loads(line) for line in lines]
+    assert any(r.get("logger") == "asyncio" for r in records)  # a standard-library logger, as JSON
+    assert all({"event", "level", "timestamp"} <= r.keys() for r in records)
 
 
 def test_a_root_that_does_not_exist_is_refused_at_start(tmp_path: Path) -> None:
