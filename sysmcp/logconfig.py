@@ -27,4 +27,20 @@ def configure(level: str = "warning", stream: TextIO | None = None) -> None:
         logger_factory=structlog.PrintLoggerFactory(file=out),
         cache_logger_on_first_use=True,
     )
-    logging.basicConfig(stream=out, level=numeric, format="%(levelname)s %(name)s %(message)s", force=True)
+    # Libraries log through the standard library (asyncio, for one): the same JSON lines, same stream.
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                structlog.processors.JSONRenderer(),
+            ],
+            foreign_pre_chain=[
+                structlog.stdlib.add_log_level,
+                structlog.stdlib.add_logger_name,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+            ],
+        )
+    )
+    logging.basicConfig(handlers=[handler], level=numeric, force=True)
