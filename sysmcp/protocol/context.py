@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import anyio
@@ -24,8 +24,11 @@ DEFAULT_FEATURES = features_of(LATEST_LEGACY)  # immutable, so one default serve
 PROGRESS_INTERVAL = 0.1  # seconds: about ten progress notifications a second, at most
 
 
+_RANKS = {level: rank for rank, level in enumerate(LOG_LEVELS)}  # checked on every call: a lookup, not a scan
+
+
 def log_level_rank(level: str) -> int:
-    return LOG_LEVELS.index(level)
+    return _RANKS[level]
 
 
 class Peer(Protocol):
@@ -66,7 +69,6 @@ class RequestContext:
     features: Features = DEFAULT_FEATURES
     log_level: str | None = "warning"  # None: the client asked for no log messages
     limiter: anyio.CapacityLimiter | None = None
-    services: dict[str, Any] = field(default_factory=dict)
     _last_progress: float = -math.inf
     _last_sent_at: float = -math.inf
 
