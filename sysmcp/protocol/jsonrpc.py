@@ -63,6 +63,14 @@ def is_request_id(value: object) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (RFC 8259 has no NaN or Infinity)")
+
+
+# Python's decoder takes NaN, Infinity and -Infinity by default; JSON has no such numbers.
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
 def decode_json(line: bytes) -> Any | Invalid:
     """Decode one line; every way it can fail becomes a parse error, never an exception."""
     try:
@@ -70,7 +78,7 @@ def decode_json(line: bytes) -> Any | Invalid:
     except UnicodeDecodeError:
         return Invalid(ErrorCode.PARSE_ERROR, "Parse error: the line is not valid UTF-8")
     try:
-        return json.loads(text)
+        return _DECODER.decode(text)
     except RecursionError:
         return Invalid(ErrorCode.PARSE_ERROR, "Parse error: JSON nested too deeply")
     except ValueError as exc:  # JSONDecodeError, and ints longer than Python allows
@@ -95,6 +103,13 @@ def parse_message(value: Any) -> Message:
     params = value.get("params", {})
     if params is None:
         params = {}
+    if isinstance(params, list) and msg_id is not None:
+        # By-position params are valid JSON-RPC, but every MCP method takes its params by name.
+        return Invalid(
+            ErrorCode.INVALID_PARAMS,
+            "Invalid params: MCP methods take params by name (an object), not by position (an array)",
+            msg_id,
+        )
     if not isinstance(params, dict):
         return Invalid(ErrorCode.INVALID_REQUEST, 'Invalid Request: "params" must be an object', msg_id)
     if "id" not in value:

@@ -87,7 +87,10 @@ async def test_ids_are_echoed_exactly_including_zero_and_strings() -> None:
         (b'{"jsonrpc": "1.0", "id": 1, "method": "ping"}', -32600),
         (b'{"jsonrpc": "2.0", "id": 1}', -32600),
         (b'{"jsonrpc": "2.0", "id": true, "method": "ping"}', -32600),
-        (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]}', -32600),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]}', -32602),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": 5}', -32600),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": NaN}}', -32700),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"n": -Infinity}}', -32700),
     ],
 )
 async def test_malformed_lines_get_an_error_and_the_server_keeps_serving(line: bytes, code: int) -> None:

@@ -63,3 +63,20 @@ def test_malformed_messages_are_invalid_requests(value: Any) -> None:
 def test_undecodable_lines_are_parse_errors_not_exceptions(line: bytes) -> None:
     value = decode_json(line)
     assert isinstance(value, Invalid) and value.code == ErrorCode.PARSE_ERROR
+
+
+@pytest.mark.parametrize("line", [b'{"x": NaN}', b"[Infinity]", b'{"n": -Infinity}'])
+def test_nan_and_infinity_are_parse_errors_because_json_has_no_such_numbers(line: bytes) -> None:
+    value = decode_json(line)
+    assert isinstance(value, Invalid) and value.code == ErrorCode.PARSE_ERROR
+    assert "not JSON" in value.message
+
+
+def test_params_by_position_on_a_request_are_invalid_params_with_its_id() -> None:
+    message = parse_message({"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": [1]})
+    assert isinstance(message, Invalid) and message.code == ErrorCode.INVALID_PARAMS and message.id == 7
+
+
+def test_params_by_position_on_a_notification_stay_an_invalid_request() -> None:
+    message = parse_message({"jsonrpc": "2.0", "method": "notifications/initialized", "params": [1]})
+    assert isinstance(message, Invalid) and message.code == ErrorCode.INVALID_REQUEST and message.id is None

@@ -111,7 +111,7 @@ def requests_in(lines: list[bytes]) -> list[Any]:
     cancelled = []
     for line in lines:
         try:
-            value = json.loads(line.decode("utf-8"))
+            value = strict_json(line.decode("utf-8"))  # NaN or Infinity: a parse error, no request
         except (ValueError, RecursionError):
             continue
         for item in value if isinstance(value, list) else [value]:
