@@ -12,8 +12,8 @@ import stat
 import time
 from typing import Any
 
-from sysmcp.fs.checksums import ALGORITHMS, CHUNK, Digest, hash_fd
-from sysmcp.fs.paths import display
+from sysmcp.fs.checksums import ALGORITHMS, CHUNK, Digest, format_line, hash_fd
+from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import SWAPPED, NotRegularFile, Replaced, kind, open_parent, open_regular_at
 from sysmcp.fs.units import human_bytes, rate
 from sysmcp.protocol.context import Meter
@@ -147,10 +147,11 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     lines = []
     if digest.changed:
         lines.append(
-            f"WARNING: {shown} changed while it was being hashed: {digest.changed}. The digest below is "
-            "of no single version of the file; hash it again once nothing is writing to it."
+            f"WARNING: {printable(shown)} changed while it was being hashed: {digest.changed}. The digest "
+            "below is of no single version of the file; hash it again once nothing is writing to it."
         )
-    lines.append(f"{hexdigest}  {shown}")
+    # sha256sum's own line: a name with a backslash or newline is escaped and the line starts with '\'.
+    lines.append(display(format_line(raw, hexdigest, SHA256).rstrip(b"\n")))
     lines.append(
         f"size: {digest.size:,} bytes ({human_bytes(digest.size)}), hashed in {seconds:.2f} s "
         f"({rate(digest.size, seconds)})"

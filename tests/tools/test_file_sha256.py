@@ -84,6 +84,20 @@ async def test_digest_equals_sha256sum_and_expected_is_compared_in_any_case(tmp_
         assert malformed["result"]["isError"] is True and "expected" in result_text(malformed)
 
 
+@pytest.mark.parametrize("name", ["new\nline", "back\\slash", "both\\and\nnewline"])
+async def test_the_digest_line_is_sha256sums_own_line_for_names_that_need_escaping(
+    tmp_path: Path, name: str
+) -> None:
+    target = tmp_path / name
+    target.write_bytes(b"abc")
+    reference = subprocess.run(["sha256sum", str(target)], capture_output=True, check=True).stdout
+    async with spawn() as wire:
+        await wire.initialize()
+        text = result_text(await wire.call("file_sha256", {"path": str(target)}))
+    assert reference.startswith(b"\\")  # sha256sum marks an escaped line this way
+    assert text.splitlines()[0] == reference.decode().rstrip("\n")
+
+
 async def test_progress_counts_bytes_of_the_size_with_throughput(tmp_path: Path) -> None:
     target = tmp_path / "big.bin"
     with target.open("wb") as out:
