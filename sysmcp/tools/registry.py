@@ -147,5 +147,7 @@ def decode_cursor(cursor: object, limit: int) -> int:
             text = ""
         prefix, _, number = text.partition(":")
         if prefix == "sysmcp" and number.isdigit() and 0 < int(number) <= limit:
-            return int(number)
+            offset = int(number)
+            if encode_cursor(offset) == cursor:  # exactly a cursor we issue: no padding games, no '02'
+                return offset
     raise invalid_params("Invalid params: unknown or expired cursor")

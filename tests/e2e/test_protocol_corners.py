@@ -219,6 +219,10 @@ def _altered(cursor: str) -> list[str]:
         encoded("sysmcp:-2"),
         encoded("sysmcp:99"),
         encoded(f"sysmcp:{offset}x"),
+        encoded(f"sysmcp:0{offset}"),  # the same number, written another way
+        cursor + "x",  # trailing characters after the padding
+        " " + cursor,
+        cursor + "\n",
         "",
     ]
 
