@@ -35,17 +35,17 @@ Waiting for JSON-RPC on stdin (Ctrl-D or Ctrl-C to quit).
 """
 
 
-def _options(parser: argparse.ArgumentParser, *, roots: bool, default: Any) -> None:
+def _options(parser: argparse.ArgumentParser, *, roots: bool, subcommand: bool) -> None:
     """``--log-level`` (and ``--root``) for the top level and again for each subcommand.
 
-    The subcommands' copies default to ``SUPPRESS``, so ``sysmcp serve --root /srv`` and
-    ``sysmcp --root /srv serve`` mean the same and an option given before the subcommand is kept.
+    A subcommand's copies have no default (``SUPPRESS``), so ``sysmcp serve --root /srv`` and
+    ``sysmcp --root /srv serve`` mean the same, and an option given before the subcommand is kept.
     """
     parser.add_argument(
         "--log-level",
         type=str.lower,
         choices=LEVELS,
-        default="warning" if default is None else default,
+        default=argparse.SUPPRESS if subcommand else "warning",
         help="level of the JSON logs on stderr (default: warning)",
     )
     if roots:
@@ -53,7 +53,7 @@ def _options(parser: argparse.ArgumentParser, *, roots: bool, default: Any) -> N
             "--root",
             action="append",
             metavar="PATH",
-            default=default,
+            default=argparse.SUPPRESS if subcommand else None,
             help=f"confine every tool to PATH (repeatable; also ${ROOTS_ENV}, colon-separated). "
             "Default: whole filesystem",
         )
@@ -62,12 +62,12 @@ def _options(parser: argparse.ArgumentParser, *, roots: bool, default: Any) -> N
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sysmcp", description="A sysadmin tool server for MCP (stdio).")
     parser.add_argument("--version", action="version", version=f"sysmcp {__version__}")
-    _options(parser, roots=True, default=None)
+    _options(parser, roots=True, subcommand=False)
     commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="serve MCP on stdin/stdout (the default)")
-    _options(serve, roots=True, default=argparse.SUPPRESS)
+    _options(serve, roots=True, subcommand=True)
     call = commands.add_parser("call", help="spawn sysmcp, call one tool, print the result")
-    _options(call, roots=True, default=argparse.SUPPRESS)
+    _options(call, roots=True, subcommand=True)
     call.add_argument("tool", help="tool name, e.g. disk_usage")
     call.add_argument(
         "arguments",
@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         "trace",
         help="run any stdio MCP server behind a proxy that records every message (sysmcp trace -- CMD …)",
     )
-    _options(trace, roots=False, default=argparse.SUPPRESS)
+    _options(trace, roots=False, subcommand=True)
     trace.add_argument(
         "--output", "-o", metavar="FILE", help="write the JSON-lines record here (default: stderr)"
     )
