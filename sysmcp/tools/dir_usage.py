@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
 from sysmcp.fs.paths import display, printable
@@ -323,6 +323,16 @@ class _Counts:
         return self.entries + current.entries, self.bytes + current.apparent
 
 
+Row = TypeVar("Row", bound=tuple[Any, ...])
+
+
+def _ranked(rows: list[Row], request: Request) -> list[Row]:
+    """Largest first by the chosen size; a tie goes by the other size, then by name, as ``sort`` would."""
+    if request.by_disk:
+        return sorted(rows, key=lambda row: (-row[1], -row[0], row[2]))
+    return sorted(rows, key=lambda row: (-row[0], -row[1], row[2]))
+
+
 def scan_usage(
     root: bytes,
     options: WalkOptions,
@@ -441,8 +451,10 @@ def scan_usage(
         meter.extra["bytes"] = mine.bytes + usage.child_bytes
     usage.eligible_files = eligible_files
     usage.eligible_directories = tally.eligible_directories
-    usage.files = [(size, disk, relative) for size, disk, relative, _, _ in tally.top_files.largest()]
-    usage.directories = [tuple(row) for row in tally.top_dirs.largest()]
+    usage.files = _ranked(
+        [(size, disk, relative) for size, disk, relative, _, _ in tally.top_files.largest()], request
+    )
+    usage.directories = _ranked([tuple(row) for row in tally.top_dirs.largest()], request)
     usage.stopped = stopped
     usage.elapsed = clock() - started
     return usage

@@ -120,6 +120,29 @@ def test_largest_files_equal_an_independent_walk(tmp_path: Path, processes: int,
     assert result["files_not_shown"] == len(truth) - 7
 
 
+@pytest.mark.parametrize("sort_by", ["disk", "apparent"])
+def test_ties_in_the_chosen_size_go_by_the_other_size_then_by_name(
+    tmp_path: Path, processes: int, sort_by: str
+) -> None:
+    # Six files in the same three 4 KiB blocks (a disk tie), created out of order; three identical ones.
+    for name, size in [("f11", 11000), ("f9", 9000), ("f12", 12000), ("f10", 10000), ("f8.5", 8500)]:
+        (tmp_path / name).write_bytes(b"x" * size)
+    (tmp_path / "f11.5").write_bytes(b"x" * 11500)
+    for name in ("same-c", "same-a", "same-b"):
+        (tmp_path / name).write_bytes(b"y" * 2000)
+    _, result, _ = usage_of(tmp_path, processes, top_n=50, sort_by=sort_by)
+    got = [(r["disk_bytes"], r["apparent_bytes"], r["path"]) for r in result["largest_files"]]
+    if sort_by == "disk":
+        expected = sorted(got, key=lambda row: (-row[0], -row[1], row[2]))
+    else:
+        expected = sorted(got, key=lambda row: (-row[1], -row[0], row[2]))
+    assert got == expected and len(got) == 9
+    names = [os.path.basename(row[2]) for row in got]
+    assert names[-3:] == ["same-a", "same-b", "same-c"]
+    if sort_by == "disk":
+        assert names[:6] == ["f12", "f11.5", "f11", "f10", "f9", "f8.5"]
+
+
 def test_sparse_file_ranks_by_its_blocks_on_disk_and_by_its_length_apparently(
     tmp_path: Path, processes: int
 ) -> None:
