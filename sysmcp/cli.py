@@ -40,6 +40,8 @@ def _options(parser: argparse.ArgumentParser, *, roots: bool, subcommand: bool) 
 
     A subcommand's copies have no default (``SUPPRESS``), so ``sysmcp serve --root /srv`` and
     ``sysmcp --root /srv serve`` mean the same, and an option given before the subcommand is kept.
+    Roots given on both sides add up: the subcommand's go to ``more_roots`` (argparse would let them
+    replace the others).
     """
     parser.add_argument(
         "--log-level",
@@ -52,6 +54,7 @@ def _options(parser: argparse.ArgumentParser, *, roots: bool, subcommand: bool) 
         parser.add_argument(
             "--root",
             action="append",
+            dest="more_roots" if subcommand else "root",
             metavar="PATH",
             default=argparse.SUPPRESS if subcommand else None,
             help=f"confine every tool to PATH (repeatable; also ${ROOTS_ENV}, colon-separated). "
@@ -94,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    roots = list(args.root or [])
+    roots = [*(args.root or []), *getattr(args, "more_roots", [])]
     if not roots and os.environ.get(ROOTS_ENV):
         roots = [r for r in os.environ[ROOTS_ENV].split(os.pathsep) if r]
         if not roots:  # set, yet naming nothing: refuse rather than silently serve the whole filesystem
@@ -113,14 +116,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             dict(args.arguments),
             raw=args.raw,
             version=args.protocol_version,
-            server_args=_server_args(args),
+            server_args=_server_args(args.log_level, roots),
         )
     return serve(args.log_level, roots)
 
 
-def _server_args(args: argparse.Namespace) -> list[str]:
-    extra = ["--log-level", args.log_level]
-    for root in args.root or []:
+def _server_args(log_level: str, roots: Sequence[str]) -> list[str]:
+    extra = ["--log-level", log_level]
+    for root in roots:
         extra += ["--root", root]
     return extra
 

@@ -78,6 +78,20 @@ def test_options_after_the_subcommand_mean_what_they_mean_before_it(tmp_path: Pa
     assert inside.returncode == 0 and inside.stdout.startswith("ba7816bf")
 
 
+def test_roots_given_before_and_after_the_subcommand_add_up(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    for root in (first, second):
+        root.mkdir()
+        (root / "a.txt").write_bytes(b"abc")
+    for root in (first, second):
+        done = run(
+            "--root", str(first), "call", "--root", str(second), "file_sha256", f"path={root / 'a.txt'}"
+        )
+        assert done.returncode == 0 and done.stdout.startswith("ba7816bf"), done.stdout
+    outside = run("--root", str(first), "call", "--root", str(second), "file_sha256", "path=/etc/hostname")
+    assert outside.returncode == 1 and "outside the operator's roots" in outside.stdout
+
+
 def test_every_log_line_on_stderr_is_json_including_library_logs() -> None:
     done = run("--log-level", "debug")  # stdin is /dev/null: serve, then stop at end of input
     lines = done.stderr.splitlines()
