@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -149,7 +150,25 @@ def serve(log_level: str, roots: Sequence[str]) -> int:
             log.exception("server stopped on an unexpected error")
             return 1
     log.info("stopped")
+    _exit_past_stuck_threads(log)
     return 0
+
+
+def _exit_past_stuck_threads(log: Any) -> None:
+    """Exit now if a worker thread is still blocked (in a dead mount, say): it would hold up the exit.
+
+    Python joins every non-daemon thread before a process ends, and a thread blocked in the kernel
+    may never return; the wire and the logs are flushed, so nothing is lost by not waiting.
+    """
+    stuck = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    for thread in stuck:
+        thread.join(timeout=0.1)  # idle pool threads are on their way out
+    stuck = [thread for thread in stuck if thread.is_alive()]
+    if stuck:
+        log.warning("exiting with worker threads still blocked", threads=len(stuck))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 async def _serve(transport: Any, roots: Sequence[str], interactive: bool) -> None:

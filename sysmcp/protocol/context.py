@@ -17,6 +17,7 @@ import anyio.to_thread
 
 from sysmcp.protocol.jsonrpc import RequestId
 from sysmcp.protocol.lifecycle import LATEST_LEGACY, LOG_LEVELS, Features, features_of
+from sysmcp.protocol.threads import run_in_thread
 
 T = TypeVar("T")
 
@@ -105,7 +106,8 @@ class RequestContext:
         """Run blocking ``work(meter)`` in a worker thread while reporting the meter as progress.
 
         The worker must call ``meter.checkpoint()`` between chunks: that is where a cancelled
-        request stops. The thread is never abandoned, so no work outlives its request.
+        request stops. A cancelled request waits for that, but only briefly: a thread blocked in the
+        kernel (a dead mount) is left to finish alone (see ``threads``).
         """
         meter = Meter(total)
         started = anyio.current_time()
@@ -121,14 +123,12 @@ class RequestContext:
                 await report(final=False)
 
         if self.progress_token is None:
-            return await anyio.to_thread.run_sync(work, meter, abandon_on_cancel=False, limiter=self.limiter)
+            return await run_in_thread(work, meter, self.limiter)
         failure: Exception | None = None
         async with anyio.create_task_group() as group:
             group.start_soon(tick)
             try:
-                result = await anyio.to_thread.run_sync(
-                    work, meter, abandon_on_cancel=False, limiter=self.limiter
-                )
+                result = await run_in_thread(work, meter, self.limiter)
             except Exception as exc:  # re-raised below as itself, not wrapped in an ExceptionGroup
                 failure = exc
             finally:

@@ -1,0 +1,94 @@
+"""Worker threads a cancelled request may leave behind, but never waits on for ever.
+
+A worker stops at its next ``meter.checkpoint()`` once its request is cancelled: within one chunk or
+one directory, normally milliseconds. A read blocked in the kernel (a dead network mount) reaches no
+checkpoint until the kernel returns, which may be never. Waiting for it would keep the request's
+worker slot taken for good and keep the server from exiting, so after a short grace the request lets
+go: the thread carries on alone and stops at its next checkpoint, while the slot is free again and
+shutdown is not held up. Threads left behind are counted, and past a bound new work is refused rather
+than piling up threads that may never return.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+import anyio
+import anyio.to_thread
+import structlog
+
+from sysmcp.protocol.errors import ToolError
+
+log = structlog.get_logger("sysmcp.threads")
+
+A = TypeVar("A")
+T = TypeVar("T")
+
+GRACE = 0.25  # seconds a cancelled worker gets to reach its next checkpoint before it is left behind
+POLL = 0.005  # seconds between looks at a cancelled worker during the grace (only ever after a cancel)
+MAX_LEFT_BEHIND = 32  # threads still stuck after their request was cancelled; beyond it, refuse new work
+
+
+class LeftBehind:
+    """How many cancelled requests' threads are still running (stuck, most likely, in the kernel)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.count = 0
+
+
+LEFT_BEHIND = LeftBehind()
+
+
+class _Run:
+    """One worker call: whether its thread has finished, and whether its request let go of it."""
+
+    __slots__ = ("finished", "let_go")
+
+    def __init__(self) -> None:
+        self.finished = False
+        self.let_go = False
+
+    def finish(self) -> None:
+        """In the thread, whatever the outcome."""
+        with LEFT_BEHIND.lock:
+            self.finished = True
+            if self.let_go:
+                LEFT_BEHIND.count -= 1
+
+    def release(self) -> bool:
+        """On the event loop, after the grace: let go of the thread unless it has finished."""
+        with LEFT_BEHIND.lock:
+            if self.finished:
+                return False
+            self.let_go = True
+            LEFT_BEHIND.count += 1
+            return True
+
+
+async def run_in_thread(work: Callable[[A], T], argument: A, limiter: anyio.CapacityLimiter | None) -> T:
+    """``work(argument)`` in a worker thread under ``limiter``; cancellable even if the thread is stuck."""
+    if LEFT_BEHIND.count >= MAX_LEFT_BEHIND:
+        raise ToolError(
+            f"{LEFT_BEHIND.count} earlier cancelled calls are still blocked in the kernel (a hung network "
+            "mount?), so no new file or tree work is started until some return; restart sysmcp to clear them"
+        )
+    run = _Run()
+
+    def in_thread(value: A) -> T:
+        try:
+            return work(value)
+        finally:
+            run.finish()
+
+    try:
+        return await anyio.to_thread.run_sync(in_thread, argument, abandon_on_cancel=True, limiter=limiter)
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True), anyio.move_on_after(GRACE):
+            while not run.finished:
+                await anyio.sleep(POLL)
+        if run.release():
+            log.warning("worker left behind after cancellation", still_blocked=LEFT_BEHIND.count)
+        raise

@@ -1,0 +1,45 @@
+"""sysmcp plus one tool, ``stuck``, whose worker blocks the way a read in a dead network mount does.
+
+For tests only. The worker reports progress once, then waits on an event nobody sets. It never reaches
+a checkpoint, so cancelling its request cannot stop it: only the server's handling of such threads
+decides whether the slot comes back and whether the server can still exit.
+Run: ``python tests/e2e/stuck_server.py`` (speaks MCP on stdio like ``sysmcp``).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+import sysmcp.tools
+from sysmcp.cli import main
+from sysmcp.protocol.context import Meter
+from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
+
+NEVER = threading.Event()
+
+
+def block(meter: Meter) -> None:
+    meter.done = 1  # one progress notification tells the test the thread is in
+    NEVER.wait()
+
+
+async def handle(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+    await ctx.run_in_worker(block, total=2)
+    return ToolOutput("unreachable", {})
+
+
+STUCK = Tool(
+    name="stuck",
+    title="Stuck",
+    description="Blocks its worker thread for ever (a test double for a read in a dead mount).",
+    input_schema={"type": "object", "properties": {}, "additionalProperties": False},
+    output_schema={"type": "object"},
+    handler=handle,
+)
+
+if __name__ == "__main__":
+    sysmcp.tools.ALL_TOOLS = (*sysmcp.tools.ALL_TOOLS, STUCK)
+    sys.argv = ["sysmcp"]
+    raise SystemExit(main())

@@ -1,0 +1,67 @@
+"""A worker blocked in the kernel (a dead network mount) must not cost a slot or the exit for good.
+
+The real server, with one extra tool whose worker thread never returns and never reaches a
+checkpoint (``stuck_server.py``): what cancellation alone cannot stop.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.wire import Wire, spawn
+
+pytestmark = pytest.mark.anyio
+
+STUCK_SERVER = [sys.executable, str(Path(__file__).with_name("stuck_server.py"))]
+SLOTS = 4  # the server's worker limit
+
+
+async def start_stuck_calls(wire: Wire, count: int) -> None:
+    """Start ``count`` stuck calls and return once each has reported that its thread is in."""
+    for n in range(count):
+        await wire.start_call("stuck", {}, msg_id=f"stuck-{n}", progress=f"p{n}")
+    seen: set[str] = set()
+    with anyio.fail_after(10):
+        while len(seen) < count:
+            message = await wire.receive()
+            if message.get("method") == "notifications/progress":
+                seen.add(message["params"]["progressToken"])
+
+
+async def cancel(wire: Wire, count: int) -> None:
+    for n in range(count):
+        await wire.send(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": f"stuck-{n}"}}
+        )
+
+
+async def test_cancelled_calls_stuck_in_the_kernel_give_their_worker_slots_back(tmp_path: Path) -> None:
+    target = tmp_path / "a.txt"
+    target.write_bytes(b"abc")
+    async with spawn(command=STUCK_SERVER) as wire:
+        await wire.initialize()
+        await start_stuck_calls(wire, SLOTS)  # every worker slot now held by a thread that never returns
+        await cancel(wire, SLOTS)
+        reply = await wire.call("file_sha256", {"path": str(target)})  # needs a slot of its own
+        assert reply["result"]["structuredContent"]["sha256"].startswith("ba7816bf")
+        assert all(not str(m.get("id", "")).startswith("stuck-") for m in wire.notifications)
+
+
+@pytest.mark.parametrize("how", ["end of input", "SIGTERM", "SIGINT"])
+async def test_the_server_still_exits_promptly_with_a_worker_stuck_in_the_kernel(how: str) -> None:
+    async with spawn(command=STUCK_SERVER) as wire:
+        await wire.initialize()
+        await start_stuck_calls(wire, 1)
+        if how == "end of input":
+            await wire.close_stdin()
+        else:
+            wire.process.send_signal(signal.SIGTERM if how == "SIGTERM" else signal.SIGINT)
+        assert await wire.wait_exit(timeout=2) == 0
+        rest = await wire.drain_stdout()
+        assert rest == b"" or rest.endswith(b"\n")  # nothing half-written
+        assert b'"id":"stuck-0"' not in rest  # the stuck call was cancelled: no answer
