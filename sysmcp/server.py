@@ -27,6 +27,7 @@ from sysmcp.protocol.lifecycle import (
     Lifecycle,
     complete_result,
 )
+from sysmcp.protocol.threads import run_in_thread
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.registry import Registry, Tool, ToolContext, ToolOutput
@@ -313,7 +314,11 @@ class Server:
 
     async def _prompts_get(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         await self.client_roots.current()  # path arguments are checked against the settled scope
-        return self.prompts.get(params.get("name"), params.get("arguments"), self._prompt_env())
+        env = self._prompt_env()
+        # Path arguments are resolved, which stats each component: in a thread, as for tools.
+        return await run_in_thread(
+            lambda _: self.prompts.get(params.get("name"), params.get("arguments"), env), None, None
+        )
 
     async def _complete(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         """Path completion for prompt arguments that take paths; nothing to offer for anything else."""

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 import anyio
+import anyio.to_thread
 import structlog
 
 from sysmcp.protocol.errors import ToolError
@@ -256,7 +257,16 @@ class ClientRoots:
             if response.error is not None or not isinstance(listed, list):
                 log.warning("roots/list failed; keeping the current scope", error=response.error)
                 return
-            roots, unusable = roots_from_uris(r.get("uri") if isinstance(r, dict) else r for r in listed)
+            uris = [r.get("uri") if isinstance(r, dict) else r for r in listed]
+            # Resolving a root stats each component: in a thread, so a hung mount cannot stall the loop,
+            # and within the same time a client gets to answer, or the scope stays as it was.
+            resolved: tuple[list[Path], list[str]] | None = None
+            with anyio.move_on_after(self.timeout):
+                resolved = await anyio.to_thread.run_sync(roots_from_uris, uris, abandon_on_cancel=True)
+            if resolved is None:
+                log.warning("client roots not resolved in time (a hung mount?); keeping the current scope")
+                return
+            roots, unusable = resolved
             if unusable:
                 log.warning("client roots ignored: not local file:// URIs", count=len(unusable))
                 log.debug("ignored client roots", roots=unusable)

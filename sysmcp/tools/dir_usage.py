@@ -681,9 +681,8 @@ def render(
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    path = ctx.paths.resolve(args["path"])
+    path = await ctx.resolve(args["path"], lambda found: require_directory(found, display(found)))
     shown = display(path)
-    require_directory(path, shown)
     show: str = args["show"]
     request = Request(
         top_files=FULL_FILES if show != "directories" else 0,

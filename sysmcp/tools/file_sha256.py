@@ -135,7 +135,7 @@ def hash_file(path: bytes, shown: str, given: str, meter: Meter) -> tuple[Digest
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     given = os.path.expanduser(args["path"])
-    path = ctx.paths.resolve(args["path"])
+    path = await ctx.resolve(args["path"])
     shown = display(path)
     raw = os.fsencode(path)
 

@@ -463,9 +463,8 @@ def render(
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    path = ctx.paths.resolve(args["path"])
+    path = await ctx.resolve(args["path"], lambda found: require_directory(found, display(found)))
     shown = display(path)
-    require_directory(path, shown)
     options = walk_options(args)
     skipped = SkipCounter()
     timeout_s = min(float(args["timeout_s"]), MAX_TIMEOUT_S)

@@ -247,7 +247,7 @@ def run(
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    path = ctx.paths.resolve(args["path"])
+    path = await ctx.resolve(args["path"])
     shown = display(path)
     algorithm = ALGORITHMS[args["algorithm"]]
     style: Style = "bsd" if args["format"] == "bsd" else "gnu"

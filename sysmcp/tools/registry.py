@@ -10,12 +10,14 @@ import base64
 import binascii
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from sysmcp.fs.paths import PathPolicy
 from sysmcp.protocol.context import Describe, Meter, RequestContext
 from sysmcp.protocol.errors import invalid_params
 from sysmcp.protocol.lifecycle import Features
+from sysmcp.protocol.threads import run_in_thread
 from sysmcp.results import ResultStore
 
 T = TypeVar("T")
@@ -59,6 +61,18 @@ class ToolContext:
 
     async def log(self, level: str, data: Any) -> None:
         await self.request.log(level, data)
+
+    async def resolve(self, raw: str, check: Callable[[Path], None] | None = None) -> Path:
+        """``paths.resolve(raw)``, then ``check(path)``, in a thread: resolving looks at every component
+        of the path, and one on a hung network mount must block a thread, never the event loop."""
+
+        def work(value: str) -> Path:
+            path = self.paths.resolve(value)
+            if check is not None:
+                check(path)
+            return path
+
+        return await run_in_thread(work, raw, None)
 
     async def run_in_worker(
         self, work: Callable[[Meter], T], *, total: float | None = None, describe: Describe | None = None

@@ -427,9 +427,9 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     how = classify(raw)
     base_arg: str | None = args.get("base_dir")
     if how == "path":
-        path = ctx.paths.resolve(raw.strip())
+        path = await ctx.resolve(raw.strip())
         source = Source(display(path), path=os.fsencode(path), name_hint=path.name)
-        base_path = ctx.paths.resolve(base_arg) if base_arg else path.parent
+        base_raw = base_arg or str(path.parent)
     else:
         if how == "uri":
             item = ctx.results.get(raw.strip())
@@ -443,9 +443,11 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
                 "base_dir is required when the manifest is given as text or a URI: the absolute directory its "
                 "names are relative to"
             )
-        base_path = ctx.paths.resolve(base_arg)
+        base_raw = base_arg
+    base_path = await ctx.resolve(
+        base_raw, lambda found: require_directory(found, display(found), "base_dir")
+    )
     base_shown = display(base_path)
-    require_directory(base_path, base_shown, "base_dir")
     base = os.fsencode(base_path)
 
     def describe(meter: Meter, elapsed: float) -> str:

@@ -1,13 +1,17 @@
-"""sysmcp plus one tool, ``stuck``, whose worker blocks the way a read in a dead network mount does.
+"""sysmcp with two stand-ins for a dead network mount, for tests only.
 
-For tests only. The worker reports progress once, then waits on an event nobody sets. It never reaches
-a checkpoint, so cancelling its request cannot stop it: only the server's handling of such threads
-decides whether the slot comes back and whether the server can still exit.
+- The tool ``stuck``: its worker reports progress once, then waits on an event nobody sets. It never
+  reaches a checkpoint, so cancelling its request cannot stop it: only the server's handling of such
+  threads decides whether the slot comes back and whether the server can still exit.
+- The path ``/hung-mount``: ``lstat`` of anything below it never returns, as on a hard NFS mount whose
+  server is gone, so resolving such a path blocks wherever it runs.
+
 Run: ``python tests/e2e/stuck_server.py`` (speaks MCP on stdio like ``sysmcp``).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from typing import Any
@@ -18,6 +22,14 @@ from sysmcp.protocol.context import Meter
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 
 NEVER = threading.Event()
+HUNG = "/hung-mount"
+_lstat = os.lstat
+
+
+def hanging_lstat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+    if isinstance(path, (str, bytes)) and os.fsdecode(path).startswith(HUNG):
+        NEVER.wait()
+    return _lstat(path, *args, **kwargs)
 
 
 def block(meter: Meter) -> None:
@@ -41,5 +53,6 @@ STUCK = Tool(
 
 if __name__ == "__main__":
     sysmcp.tools.ALL_TOOLS = (*sysmcp.tools.ALL_TOOLS, STUCK)
+    os.lstat = hanging_lstat  # os.path.realpath looks it up on every call
     sys.argv = ["sysmcp"]
     raise SystemExit(main())

@@ -13,6 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests.security.test_client_roots import RootsWire
 from tests.wire import Wire, spawn
 
 pytestmark = pytest.mark.anyio
@@ -65,3 +66,63 @@ async def test_the_server_still_exits_promptly_with_a_worker_stuck_in_the_kernel
         rest = await wire.drain_stdout()
         assert rest == b"" or rest.endswith(b"\n")  # nothing half-written
         assert b'"id":"stuck-0"' not in rest  # the stuck call was cancelled: no answer
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("file_sha256", {"path": "/hung-mount/file"}),
+        ("dir_usage", {"path": "/hung-mount/dir"}),
+        ("hash_tree", {"path": "/hung-mount/dir"}),
+        ("find_duplicates", {"path": "/hung-mount/dir"}),
+        ("verify_checksums", {"manifest": "/hung-mount/SHA256SUMS"}),
+    ],
+)
+async def test_a_path_on_a_hung_mount_blocks_a_thread_never_the_server(
+    tool: str, arguments: dict[str, str], tmp_path: Path
+) -> None:
+    target = tmp_path / "a.txt"
+    target.write_bytes(b"abc")
+    async with spawn(command=STUCK_SERVER) as wire:
+        await wire.initialize()
+        await wire.start_call(tool, arguments, msg_id="hung")  # resolving its path never returns
+        assert (await wire.request("ping"))["result"] == {}  # the event loop is free meanwhile
+        await wire.send(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "hung"}}
+        )
+        reply = await wire.call("file_sha256", {"path": str(target)})
+        assert reply["result"]["structuredContent"]["sha256"].startswith("ba7816bf")
+        await wire.close_stdin()
+        assert await wire.wait_exit(timeout=2) == 0
+        assert b'"id":"hung"' not in await wire.drain_stdout()
+
+
+async def test_a_prompt_argument_on_a_hung_mount_blocks_a_thread_never_the_server() -> None:
+    async with spawn(command=STUCK_SERVER) as wire:
+        await wire.initialize()
+        prompts = (await wire.request("prompts/list"))["result"]["prompts"]
+        prompt = next(p for p in prompts if any(a["name"] == "path" for a in p.get("arguments", [])))
+        await wire.send(
+            {
+                "jsonrpc": "2.0",
+                "id": "hung",
+                "method": "prompts/get",
+                "params": {"name": prompt["name"], "arguments": {"path": "/hung-mount/dir"}},
+            }
+        )
+        assert (await wire.request("ping"))["result"] == {}
+        await wire.close_stdin()
+        assert await wire.wait_exit(timeout=2) == 0
+
+
+async def test_a_client_root_on_a_hung_mount_blocks_a_thread_and_then_keeps_the_scope(tmp_path: Path) -> None:
+    target = tmp_path / "a.txt"
+    target.write_bytes(b"abc")
+    async with spawn(command=STUCK_SERVER, wire_class=RootsWire) as wire:
+        assert isinstance(wire, RootsWire)
+        await wire.initialize("2025-11-25", {"roots": {"listChanged": True}})
+        await wire.answer(await wire.expect_roots_request(), [Path("/hung-mount/projects")])
+        assert (await wire.request("ping"))["result"] == {}  # the event loop is free meanwhile
+        # Tools wait for the roots, up to the time a client gets to answer; then the scope stays as it was.
+        reply = await wire.call("file_sha256", {"path": str(target)})
+        assert reply["result"]["structuredContent"]["sha256"].startswith("ba7816bf")
