@@ -115,6 +115,9 @@ INLINE_SAFE_TYPES = frozenset(
     }
 )
 
+SYS_DEV_BLOCK = "/sys/dev/block"  # major:minor → the block device's sysfs directory
+# Block devices whose I/O goes over a network: a "local" filesystem on them can hang like NFS.
+_NETWORK_BLOCK_DEVICES = ("nbd", "rbd", "drbd")
 _OVERLAY_DIR_OPTIONS = frozenset({"upperdir", "lowerdir", "lowerdir+", "datadir+", "workdir"})
 _ESCAPE = re.compile(rb"\\([0-7]{3})")
 
@@ -199,8 +202,7 @@ class MountTable:
 
     def inline_safe(self, path: str) -> bool:
         """True if looking at ``path`` only touches local or in-memory filesystems (cannot hang on a network)."""
-        point = self.mount_point_of(path)
-        return point is not None and self._point_safe(point, frozenset())
+        return self._safe_at(path, frozenset())
 
     def _point_safe(self, point: str, visiting: frozenset[str]) -> bool:
         known = self._safe.get(point)
@@ -220,26 +222,97 @@ class MountTable:
 
     def _type_safe(self, mount: Mount, visiting: frozenset[str]) -> bool:
         if mount.fs_type in INLINE_SAFE_TYPES:
-            return True
+            return self._device_safe(mount, visiting)
         if mount.fs_type != "overlay":
             return False
-        # overlayfs answers statfs from its upper directory (or lower, without one), and the kernel
-        # refuses network filesystems as upper. It is safe unless a layer is visibly on an unsafe mount;
-        # layers outside this namespace (a container's view of its own root) cannot be judged and are
-        # taken to be the host's local disk.
+        # overlayfs looks things up in its layers. It is safe unless reaching a layer (following any
+        # symlink on the way, as the kernel did when mounting) touches an unsafe mount; layers outside
+        # this namespace (a container's view of its own root) cannot be judged and are taken to be the
+        # host's local disk. A relative layer path (relative to the mounter's directory) cannot be judged
+        # at all: unsafe.
         for option in mount.options:
             key, _, value = option.partition("=")
             if key not in _OVERLAY_DIR_OPTIONS:
                 continue
             for directory in value.split(":"):
                 if not directory.startswith("/"):
-                    continue
-                point = self.mount_point_of(os.path.normpath(directory))
+                    return False
+                layer = os.path.normpath(directory)
+                point = self.mount_point_of(layer)
                 if point is None or self._tops[point].fs_type == "overlay":
-                    continue
-                if not self._point_safe(point, visiting):
+                    continue  # not reachable from here (the host's path seen from inside a container)
+                if not self.walk(layer, visiting)[0]:
                     return False
         return True
+
+    def _device_safe(self, mount: Mount, visiting: frozenset[str]) -> bool:
+        """A local filesystem type is only as safe as its block device: a network block device, or a
+        loop device whose backing file is on an unsafe mount, can hang any lookup."""
+        if not mount.dev or mount.dev.startswith("0:"):
+            return True  # no block device (tmpfs, proc, btrfs' anonymous numbers): nothing below it
+        node = os.path.realpath(os.path.join(SYS_DEV_BLOCK, mount.dev))
+        if os.path.basename(node).startswith(_NETWORK_BLOCK_DEVICES):
+            return False
+        for device in (node, os.path.dirname(node)):  # a partition's loop settings are on its disk
+            try:
+                with open(os.path.join(device, "loop", "backing_file"), "rb") as handle:
+                    backing = os.fsdecode(handle.read().strip())
+            except OSError:
+                continue
+            backing = backing.removesuffix(" (deleted)")
+            return not backing.startswith("/") or self.walk(os.path.normpath(backing), visiting)[0]
+        return True
+
+    def walk(
+        self, path: str, visiting: frozenset[str] = frozenset(), max_links: int = 40
+    ) -> tuple[bool, str | None]:
+        """Walk ``path`` the way ``os.path.realpath`` will, without entering a mount that could hang.
+
+        Returns (True, None) if resolving the path only looks at local or in-memory filesystems, else
+        (False, mount point of the first unsafe mount the walk would enter). Only lstat/readlink on
+        already-proven-safe mounts happen here.
+        """
+        pending = path.split("/")[::-1]
+        current = "/"
+        links = 0
+        if not self._safe_at("/", visiting):
+            return False, "/"
+        while pending:
+            name = pending.pop()
+            if name in ("", "."):
+                continue
+            if name == "..":
+                current = parent_dir(current)
+                continue
+            candidate = current.rstrip("/") + "/" + name
+            if not self._safe_at(candidate, visiting):
+                return False, self.mount_point_of(candidate)
+            try:
+                mode = os.lstat(candidate).st_mode
+            except ValueError:
+                return True, None  # not a usable file name: resolving it fails at once, touching nothing
+            except OSError:
+                current = candidate  # realpath carries on past a missing component the same way
+                continue
+            if not stat.S_ISLNK(mode):
+                current = candidate
+                continue
+            links += 1
+            if links > max_links:
+                return True, None  # a loop: realpath gives up on it quickly
+            try:
+                target = os.readlink(candidate)
+            except OSError:
+                current = candidate
+                continue
+            if target.startswith("/"):
+                current = "/"
+            pending.extend(target.split("/")[::-1])
+        return True, None
+
+    def _safe_at(self, path: str, visiting: frozenset[str]) -> bool:
+        point = self.mount_point_of(path)
+        return point is not None and self._point_safe(point, visiting)
 
 
 def _top_of(stack: Sequence[Mount]) -> Mount:
@@ -390,46 +463,6 @@ def dedupe(items: Sequence[T], mount_of: Callable[[T], Mount], device_of: Callab
 
 
 def touches_only_safe_mounts(path: str, table: MountTable, max_links: int = 40) -> tuple[bool, str | None]:
-    """Walk ``path`` the way ``os.path.realpath`` will, without entering a mount that could hang.
-
-    Returns (True, None) if resolving the path only looks at local or in-memory filesystems, else
-    (False, mount point of the first unsafe mount the walk would enter). Only lstat/readlink on
-    already-proven-safe mounts happen here.
-    """
-    pending = path.split("/")[::-1]
-    current = "/"
-    links = 0
-    if not table.inline_safe("/"):
-        return False, "/"
-    while pending:
-        name = pending.pop()
-        if name in ("", "."):
-            continue
-        if name == "..":
-            current = parent_dir(current)
-            continue
-        candidate = current.rstrip("/") + "/" + name
-        if not table.inline_safe(candidate):
-            return False, table.mount_point_of(candidate)
-        try:
-            mode = os.lstat(candidate).st_mode
-        except ValueError:
-            return True, None  # not a usable file name: resolving it fails at once, touching nothing
-        except OSError:
-            current = candidate  # realpath carries on past a missing component the same way
-            continue
-        if not stat.S_ISLNK(mode):
-            current = candidate
-            continue
-        links += 1
-        if links > max_links:
-            return True, None  # a loop: realpath gives up on it quickly
-        try:
-            target = os.readlink(candidate)
-        except OSError:
-            current = candidate
-            continue
-        if target.startswith("/"):
-            current = "/"
-        pending.extend(target.split("/")[::-1])
-    return True, None
+    """``table.walk(path)``: whether resolving ``path`` stays on mounts that cannot hang, and if not,
+    the first mount point that could."""
+    return table.walk(path, max_links=max_links)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import sysmcp.fs.mounts as mounts_module
 from sysmcp.fs.mounts import (
     Mount,
     MountInfoReader,
@@ -134,6 +135,56 @@ def test_overlay_is_inline_safe_unless_a_layer_is_visibly_on_a_network_mount() -
         ]
     )
     assert container.inline_safe("/etc/hosts")
+
+
+def test_an_overlay_layer_reached_through_a_symlink_into_a_network_mount_is_unsafe(tmp_path: Path) -> None:
+    (tmp_path / "lowlink").symlink_to("/net/l")  # mountinfo shows the layer as given: this symlink
+    local = Mount("/", "/dev/vda", "ext4")
+    nfs = Mount("/net", "srv:/x", "nfs")
+    sneaky = Mount("/d", "overlay", "overlay", ("rw", f"lowerdir={tmp_path / 'lowlink'}", "upperdir=/u"))
+    assert not MountTable([local, nfs, sneaky]).inline_safe("/d/x")
+    plain = Mount("/d", "overlay", "overlay", ("rw", f"lowerdir={tmp_path}", "upperdir=/u"))
+    assert MountTable([local, nfs, plain]).inline_safe("/d/x")
+
+
+def test_an_overlay_with_a_relative_layer_cannot_be_judged_and_is_unsafe() -> None:
+    local = Mount("/", "/dev/vda", "ext4")
+    relative = Mount("/d", "overlay", "overlay", ("rw", "lowerdir=layers/l", "upperdir=/u"))
+    assert not MountTable([local, relative]).inline_safe("/d/x")
+
+
+def test_a_local_filesystem_on_a_network_or_badly_backed_block_device_is_unsafe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ext4 is local only if its block device is: sysfs says which device and what backs a loop device."""
+    devices, by_number = tmp_path / "devices", tmp_path / "dev-block"
+    by_number.mkdir()
+    for number, name, backing in [
+        ("7:0", "loop0", "/net/disk.img"),
+        ("7:1", "loop1", "/var/disk.img"),
+        ("43:0", "nbd0", None),
+        ("8:1", "sda/sda1", None),
+    ]:
+        node = devices / name
+        node.mkdir(parents=True)
+        if backing is not None:
+            (node / "loop").mkdir()
+            (node / "loop" / "backing_file").write_text(backing + "\n")
+        (by_number / number).symlink_to(node)
+    monkeypatch.setattr(mounts_module, "SYS_DEV_BLOCK", str(by_number))
+    table = MountTable(
+        [
+            Mount("/", "/dev/sda1", "ext4", dev="8:1"),
+            Mount("/net", "srv:/x", "nfs", dev="0:50"),
+            Mount("/a", "/dev/loop0", "ext4", dev="7:0"),
+            Mount("/b", "/dev/loop1", "ext4", dev="7:1"),
+            Mount("/c", "/dev/nbd0", "xfs", dev="43:0"),
+        ]
+    )
+    assert table.inline_safe("/x")  # a plain disk partition
+    assert not table.inline_safe("/a/x")  # a loop device whose image is on NFS
+    assert table.inline_safe("/b/x")  # a loop device whose image is on the local disk
+    assert not table.inline_safe("/c/x")  # a network block device
 
 
 def _key(item: tuple[Mount, str]) -> object:
