@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -161,8 +162,9 @@ def _exit_past_stuck_threads(log: Any) -> None:
     may never return; the wire and the logs are flushed, so nothing is lost by not waiting.
     """
     stuck = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    deadline = time.monotonic() + 0.1  # idle pool threads are on their way out: a moment for all of them
     for thread in stuck:
-        thread.join(timeout=0.1)  # idle pool threads are on their way out
+        thread.join(timeout=max(deadline - time.monotonic(), 0))
     stuck = [thread for thread in stuck if thread.is_alive()]
     if stuck:
         log.warning("exiting with worker threads still blocked", threads=len(stuck))

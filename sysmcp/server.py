@@ -6,6 +6,7 @@ version's features, and turns tool outcomes into ``CallToolResult`` shapes.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -335,10 +336,11 @@ class Server:
             if spec is not None and spec.completes is not None:
                 await self.client_roots.current()
                 kind = spec.completes
-                # A hung network mount must not hang the completion: give up after a moment.
-                with anyio.move_on_after(COMPLETION_TIMEOUT):
-                    values, total = await anyio.to_thread.run_sync(
-                        lambda: complete_path(value, kind, self.paths), abandon_on_cancel=True
+                # A hung network mount must not hang the completion: give up after a moment (the
+                # thread is then left behind and counted; past the bound nothing more is started).
+                with anyio.move_on_after(COMPLETION_TIMEOUT), contextlib.suppress(ToolError):
+                    values, total = await run_in_thread(
+                        lambda _: complete_path(value, kind, self.paths), None, None
                     )
         elif ref.get("type") != "ref/resource":
             raise invalid_params("Invalid params: 'ref.type' must be 'ref/prompt' or 'ref/resource'")

@@ -9,6 +9,7 @@ refuses to follow any symlink, so a path swapped for a symlink after the check s
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -17,10 +18,10 @@ from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 import anyio
-import anyio.to_thread
 import structlog
 
 from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.threads import run_in_thread
 
 log = structlog.get_logger("sysmcp.paths")
 
@@ -157,6 +158,14 @@ class PathPolicy:
         return intersect(self.client_roots, self.operator_roots)
 
 
+def expands_locally(raw: str) -> bool:
+    """True if ``os.path.expanduser(raw)`` needs no user database lookup (which may go to the network:
+    LDAP, NIS, sssd): no leading ``~``, or ``~`` / ``~/…`` with ``$HOME`` set."""
+    if not raw.startswith("~"):
+        return True
+    return (raw == "~" or raw.startswith("~/")) and "HOME" in os.environ
+
+
 def _realpath(raw: str) -> str:
     """``raw`` expanded and resolved (absolute, normalised, no symlinks), or a ``ToolError`` naming the rule."""
     if not raw:
@@ -261,8 +270,11 @@ class ClientRoots:
             # Resolving a root stats each component: in a thread, so a hung mount cannot stall the loop,
             # and within the same time a client gets to answer, or the scope stays as it was.
             resolved: tuple[list[Path], list[str]] | None = None
-            with anyio.move_on_after(self.timeout):
-                resolved = await anyio.to_thread.run_sync(roots_from_uris, uris, abandon_on_cancel=True)
+            with (
+                anyio.move_on_after(self.timeout),
+                contextlib.suppress(ToolError),
+            ):  # ToolError: too many stuck
+                resolved = await run_in_thread(roots_from_uris, uris, None)
             if resolved is None:
                 log.warning("client roots not resolved in time (a hung mount?); keeping the current scope")
                 return

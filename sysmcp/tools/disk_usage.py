@@ -22,7 +22,7 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from sysmcp.fs.mounts import Mount, MountTable, dedupe, default_partitions, touches_only_safe_mounts
-from sysmcp.fs.paths import display, is_within
+from sysmcp.fs.paths import display, expands_locally, is_within
 from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
@@ -515,6 +515,8 @@ class DiskUsage:
         raw = args.get("path") if isinstance(args, dict) else None
         if not isinstance(raw, str) or "\x00" in raw:
             return not isinstance(args, dict) or "path" in args  # bad arguments are refused at once
+        if not expands_locally(raw):
+            return False  # '~user' asks the user database, which may be on the network
         expanded = os.path.expanduser(raw)
         if not os.path.isabs(expanded):
             return True
@@ -544,9 +546,12 @@ class DiskUsage:
 
     async def _one(self, raw: str, table: MountTable, ctx: ToolContext) -> tuple[Entry, str]:
         """The filesystem holding ``raw``; path resolution itself goes to a thread if it could hang."""
-        expanded = os.path.expanduser(raw) if "\x00" not in raw else raw
+        local = expands_locally(raw)
+        expanded = os.path.expanduser(raw) if local and "\x00" not in raw else raw
         last = self._last_walk
-        if last is not None and last[0] == expanded and last[1] is table:
+        if not local:
+            safe, risky_point = False, None  # expanded, like everything after it, in the probe's thread
+        elif last is not None and last[0] == expanded and last[1] is table:
             safe, risky_point = last[2]
         elif os.path.isabs(expanded):
             safe, risky_point = touches_only_safe_mounts(expanded, table)

@@ -134,7 +134,6 @@ def hash_file(path: bytes, shown: str, given: str, meter: Meter) -> tuple[Digest
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    given = os.path.expanduser(args["path"])
     path = await ctx.resolve(args["path"])
     shown = display(path)
     raw = os.fsencode(path)
@@ -142,7 +141,11 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{human_bytes(meter.done)} of {human_bytes(meter.total or 0)} at {rate(meter.done, elapsed)}"
 
-    digest, seconds = await ctx.run_in_worker(lambda m: hash_file(raw, shown, given, m), describe=describe)
+    def work(meter: Meter) -> tuple[Digest, float]:
+        given = os.path.expanduser(args["path"])  # '~user' may ask a network user database: not on the loop
+        return hash_file(raw, shown, given, meter)
+
+    digest, seconds = await ctx.run_in_worker(work, describe=describe)
     hexdigest = digest.hexdigests[SHA256.name]
     lines = []
     if digest.changed:

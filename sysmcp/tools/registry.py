@@ -13,14 +13,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import anyio
+
 from sysmcp.fs.paths import PathPolicy
 from sysmcp.protocol.context import Describe, Meter, RequestContext
-from sysmcp.protocol.errors import invalid_params
+from sysmcp.protocol.errors import ToolError, invalid_params
 from sysmcp.protocol.lifecycle import Features
 from sysmcp.protocol.threads import run_in_thread
 from sysmcp.results import ResultStore
 
 T = TypeVar("T")
+
+RESOLVE_TIMEOUT = 5.0  # seconds a path argument may take to resolve, as disk_usage gives each mount
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +67,9 @@ class ToolContext:
         await self.request.log(level, data)
 
     async def resolve(self, raw: str, check: Callable[[Path], None] | None = None) -> Path:
-        """``paths.resolve(raw)``, then ``check(path)``, in a thread: resolving looks at every component
-        of the path, and one on a hung network mount must block a thread, never the event loop."""
+        """``paths.resolve(raw)``, then ``check(path)``, in a thread and within ``RESOLVE_TIMEOUT``:
+        resolving looks at every component of the path, and one on a hung network mount must block a
+        thread for a while, never the event loop, and never the call for ever."""
 
         def work(value: str) -> Path:
             path = self.paths.resolve(value)
@@ -72,7 +77,13 @@ class ToolContext:
                 check(path)
             return path
 
-        return await run_in_thread(work, raw, None)
+        with anyio.move_on_after(RESOLVE_TIMEOUT):
+            return await run_in_thread(work, raw, None)
+        shown = raw if len(raw) <= 200 else raw[:200] + "…"
+        raise ToolError(
+            f"path {shown!r} could not be looked at within {RESOLVE_TIMEOUT:g} s: a filesystem on the way "
+            "does not answer (a hung network mount?)"
+        )
 
     async def run_in_worker(
         self, work: Callable[[Meter], T], *, total: float | None = None, describe: Describe | None = None

@@ -5,6 +5,8 @@
   threads decides whether the slot comes back and whether the server can still exit.
 - The path ``/hung-mount``: ``lstat`` of anything below it never returns, as on a hard NFS mount whose
   server is gone, so resolving such a path blocks wherever it runs.
+- The user ``nis-user``: looking it up never returns, as with a user database on a dead LDAP server,
+  so expanding ``~nis-user`` blocks wherever it runs.
 
 Run: ``python tests/e2e/stuck_server.py`` (speaks MCP on stdio like ``sysmcp``).
 """
@@ -12,6 +14,7 @@ Run: ``python tests/e2e/stuck_server.py`` (speaks MCP on stdio like ``sysmcp``).
 from __future__ import annotations
 
 import os
+import pwd
 import sys
 import threading
 from typing import Any
@@ -24,6 +27,13 @@ from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 NEVER = threading.Event()
 HUNG = "/hung-mount"
 _lstat = os.lstat
+_getpwnam = pwd.getpwnam
+
+
+def hanging_getpwnam(name: str) -> pwd.struct_passwd:
+    if name == "nis-user":
+        NEVER.wait()
+    return _getpwnam(name)
 
 
 def hanging_lstat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
@@ -54,5 +64,6 @@ STUCK = Tool(
 if __name__ == "__main__":
     sysmcp.tools.ALL_TOOLS = (*sysmcp.tools.ALL_TOOLS, STUCK)
     os.lstat = hanging_lstat  # os.path.realpath looks it up on every call
+    pwd.getpwnam = hanging_getpwnam  # and os.path.expanduser this one
     sys.argv = ["sysmcp"]
     raise SystemExit(main())

@@ -76,6 +76,8 @@ async def test_the_server_still_exits_promptly_with_a_worker_stuck_in_the_kernel
         ("hash_tree", {"path": "/hung-mount/dir"}),
         ("find_duplicates", {"path": "/hung-mount/dir"}),
         ("verify_checksums", {"manifest": "/hung-mount/SHA256SUMS"}),
+        ("disk_usage", {"path": "~nis-user/x"}),  # a user lookup that never returns
+        ("file_sha256", {"path": "~nis-user/x"}),
     ],
 )
 async def test_a_path_on_a_hung_mount_blocks_a_thread_never_the_server(
@@ -126,3 +128,12 @@ async def test_a_client_root_on_a_hung_mount_blocks_a_thread_and_then_keeps_the_
         # Tools wait for the roots, up to the time a client gets to answer; then the scope stays as it was.
         reply = await wire.call("file_sha256", {"path": str(target)})
         assert reply["result"]["structuredContent"]["sha256"].startswith("ba7816bf")
+
+
+async def test_a_path_that_never_resolves_gets_an_error_result_after_a_while() -> None:
+    async with spawn(command=STUCK_SERVER) as wire:
+        await wire.initialize()
+        reply = await wire.call("file_sha256", {"path": "/hung-mount/file"})  # wire.call waits up to 10 s
+        assert reply["result"]["isError"] is True
+        assert "within 5 s" in reply["result"]["content"][0]["text"]
+        assert (await wire.request("ping"))["result"] == {}
