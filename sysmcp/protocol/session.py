@@ -42,6 +42,7 @@ DEFAULT_MAX_IN_FLIGHT = 512
 MAX_RESULT = 80 << 20  # bytes: tools bound their output (big results go to the 64 MiB store); more is a bug
 EOF_GRACE = 0.5  # seconds in-flight requests may still finish after the client closed stdin
 SERVER_BUSY = -32000
+RESULT_TOO_LARGE = -32001  # a batch member whose reply would take the batch's line over ``max_result``
 
 
 class Transport(WireWriter, Protocol):
@@ -76,13 +77,19 @@ class _InFlight:
 
 @dataclass
 class _Batch:
-    """Replies to the elements of one JSON-RPC batch, sent together when the last one is done."""
+    """Replies to the elements of one JSON-RPC batch, sent together when the last one is done.
+
+    Each reply is kept as it was encoded (without its newline), so the batch's line is one join, and
+    ``size`` is that line's length so far: what the cap on the whole batch is checked against.
+    """
 
     pending: int
-    replies: list[dict[str, Any]] = field(default_factory=list)
+    parts: list[memoryview] = field(default_factory=list)
+    size: int = len(b"[]\n")
 
 
-Reply = Callable[[dict[str, Any]], Awaitable[None]]
+Reply = Callable[[RequestId | None, bytes], Awaitable[None]]
+"""Where a batch member's answer goes: its id and its encoded line (``encode``'s output)."""
 
 
 class ClientRequestError(Exception):
@@ -215,14 +222,36 @@ class Session:
             await self._send(error_message(None, ErrorCode.INVALID_REQUEST, "Invalid Request: empty batch"))
             return
         batch = _Batch(pending=len(values))
+        limit = self.max_result
 
-        async def collect(reply: dict[str, Any]) -> None:
-            batch.replies.append(reply)
+        async def collect(msg_id: RequestId | None, data: bytes) -> None:
+            part = memoryview(data)[:-1]  # the newline goes; a view, not a copy
+            added = len(part) + (1 if batch.parts else 0)  # and a comma before all but the first
+            if batch.size + added > limit:
+                log.warning("batch reply over the size cap", size=batch.size + added, limit=limit)
+                part = memoryview(
+                    encode(
+                        error_message(
+                            msg_id,
+                            RESULT_TOO_LARGE,
+                            f"Server error: the replies to this batch would exceed {_size(limit)} in all;"
+                            " send this request on its own",
+                        )
+                    )
+                )[:-1]
+                added = len(part) + (1 if batch.parts else 0)
+            batch.parts.append(part)
+            batch.size += added
 
         async def settle() -> None:
             batch.pending -= 1
-            if batch.pending == 0 and batch.replies:
-                await self._send_raw(encode(batch.replies))
+            if batch.pending == 0 and batch.parts:
+                pieces: list[bytes | memoryview] = [b"["]
+                for part in batch.parts:
+                    pieces += (part, b",")
+                pieces[-1] = b"]\n"  # the last comma
+                batch.parts = []
+                await self._send_raw(b"".join(pieces))  # one copy: the line, at most the cap (and errors)
 
         for value in values:
             await self._on_message(value, tasks, collect, settle)
@@ -239,7 +268,7 @@ class Session:
             await self._start_request(message, tasks, reply, settle)
             return
         if isinstance(message, Invalid):
-            await (reply or self._send)(error_message(message.id, message.code, message.message))
+            await self._respond(reply, message.id, error_message(message.id, message.code, message.message))
         elif isinstance(message, Notification):
             await self._on_notification(message)
         elif isinstance(message, Response):
@@ -276,22 +305,25 @@ class Session:
         reply: Reply | None,
         settle: Callable[[], Awaitable[None]] | None,
     ) -> None:
-        respond = reply or self._send
         if request.id in self._in_flight:
-            await respond(
+            await self._respond(
+                reply,
+                request.id,
                 error_message(
                     request.id,
                     ErrorCode.INVALID_REQUEST,
                     "Invalid Request: a request with this id is in flight",
-                )
+                ),
             )
         elif len(self._in_flight) >= self.max_in_flight:
-            await respond(
+            await self._respond(
+                reply,
+                request.id,
                 error_message(
                     request.id,
                     SERVER_BUSY,
                     f"Server busy: {self.max_in_flight} requests already in flight; retry when some finish",
-                )
+                ),
             )
         else:
             ctx = RequestContext(
@@ -304,7 +336,9 @@ class Session:
             try:
                 self.handler.admit(request, ctx)
             except ProtocolError as exc:
-                await respond(error_message(request.id, exc.code, exc.message, exc.data))
+                await self._respond(
+                    reply, request.id, error_message(request.id, exc.code, exc.message, exc.data)
+                )
                 if settle is not None:
                     await settle()
                 return
@@ -354,7 +388,7 @@ class Session:
                 if reply is None:
                     await self._send_raw(data)
                 else:
-                    await reply(answer)
+                    await reply(request.id, data)
             if settle is not None:
                 await settle()
         finally:
@@ -365,11 +399,24 @@ class Session:
 
     # -- writing ----------------------------------------------------------------------------
 
+    async def _respond(self, reply: Reply | None, msg_id: RequestId | None, message: dict[str, Any]) -> None:
+        """Answer a request: on the wire, or to its batch's collector (always encoded, to count its size)."""
+        data = encode(message)
+        if reply is None:
+            await self._send_raw(data)
+        else:
+            await reply(msg_id, data)
+
     async def _send(self, message: dict[str, Any]) -> None:
         await self._send_raw(encode(message))
 
     async def _send_raw(self, data: bytes) -> None:
         await self._outbox.put(data)
+
+
+def _size(limit: int) -> str:
+    """``80 MiB`` for the real cap; exact bytes for a cap that is no whole number of MiB (tests)."""
+    return f"{limit >> 20} MiB" if limit and limit % (1 << 20) == 0 else f"{limit} bytes"
 
 
 def _progress_token(params: dict[str, Any]) -> str | int | None:
