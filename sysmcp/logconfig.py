@@ -1,19 +1,197 @@
-"""structlog configured to write JSON lines to stderr — never stdout, which is the wire."""
+"""structlog configured to write JSON lines to stderr — never stdout, which is the wire.
+
+Writing a log line must never hold up the event loop: an MCP host that never reads the server's stderr
+pipe fills it after some 64 KiB, and a plain ``write`` then blocks the whole server. Lines for a real
+file descriptor therefore go through a :class:`QueuedLogWriter`: ``write`` only puts the line on a
+bounded queue (dropping and counting it when the queue is full) and a daemon thread writes the queue to
+the descriptor, blocking there if it must. Streams without a descriptor (``io.StringIO``) are written
+directly, as before.
+"""
 
 from __future__ import annotations
 
+import atexit
+import collections
+import contextlib
+import datetime
+import json
 import logging
+import os
 import sys
-from typing import TextIO
+import threading
+import time
+from typing import TextIO, cast
 
 import structlog
 
 LEVELS = ("debug", "info", "warning", "error", "critical")
 
+MAX_QUEUED_LINES = 4096
+MAX_QUEUED_BYTES = 1 << 20
+EXIT_DRAIN_TIMEOUT = 0.2  # seconds the process may spend at exit writing what is still queued
+DROPPED_EVENT = "log lines dropped: stderr was not being read"
+
+
+class QueuedLogWriter:
+    """A file-like object whose ``write`` never blocks: a daemon thread writes to ``fd`` instead.
+
+    Each complete line (or run of lines from one ``write``) is written to ``fd`` in one piece; a
+    thread's text up to its next newline is held back, so lines from different threads never mix.
+    When the queue is full the line is dropped and counted, and before the next line it writes, the
+    thread writes one JSON line saying how many were dropped.
+    """
+
+    def __init__(
+        self,
+        fd: int,
+        *,
+        encoding: str = "utf-8",
+        max_lines: int = MAX_QUEUED_LINES,
+        max_bytes: int = MAX_QUEUED_BYTES,
+    ) -> None:
+        self.fd = fd
+        self.encoding = encoding
+        self.max_lines = max_lines
+        self.max_bytes = max_bytes
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: collections.deque[bytes] = collections.deque()
+        self._queued_bytes = 0
+        self._dropped = 0
+        self._busy = False  # the thread holds a line it has not finished writing
+        self._broken = False  # the descriptor refused a write (closed pipe): discard from now on
+        self._partial = threading.local()
+        self._thread = threading.Thread(target=self._run, name=f"sysmcp-log-writer-{fd}", daemon=True)
+        self._thread.start()
+
+    # -- the file-like side, called from any thread (the event loop's included) ---------------------
+
+    def write(self, text: str) -> int:
+        held: str = getattr(self._partial, "text", "")
+        text_all = held + text
+        end = text_all.rfind("\n") + 1
+        self._partial.text = text_all[end:]
+        if end:
+            self._put(text_all[:end].encode(self.encoding, "backslashreplace"))
+        return len(text)
+
+    def flush(self) -> None:
+        """Nothing to do here: the thread writes each line as soon as it can (see :meth:`drain`)."""
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
+    def dropped(self) -> int:
+        """Lines dropped and not yet reported."""
+        with self._cond:
+            return self._dropped
+
+    def drain(self, timeout: float = EXIT_DRAIN_TIMEOUT) -> bool:
+        """Wait at most ``timeout`` seconds for everything queued to be written; True if it was."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._queue or self._busy or (self._dropped and not self._broken):
+                if self._broken or not self._thread.is_alive():
+                    return False
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
+
+    def _put(self, data: bytes) -> None:
+        with self._cond:
+            if self._broken:
+                return
+            full = len(self._queue) >= self.max_lines or (
+                self._queue and self._queued_bytes + len(data) > self.max_bytes
+            )
+            if full:
+                self._dropped += data.count(b"\n")
+            else:
+                self._queue.append(data)
+                self._queued_bytes += len(data)
+            self._cond.notify_all()
+
+    # -- the writer thread ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._dropped:
+                    self._cond.wait()
+                dropped, self._dropped = self._dropped, 0
+                data = self._queue.popleft() if self._queue else b""
+                self._queued_bytes -= len(data)
+                self._busy = True
+            try:
+                if dropped:
+                    self._write_all(_dropped_line(dropped))
+                if data:
+                    self._write_all(data)
+            except OSError:  # the reader is gone (EPIPE) or the descriptor closed: nothing to write to
+                with self._cond:
+                    self._broken = True
+                    self._queue.clear()
+                    self._queued_bytes = 0
+                    self._dropped = 0
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+
+
+def _dropped_line(count: int) -> bytes:
+    record = {
+        "event": DROPPED_EVENT,
+        "dropped": count,
+        "level": "warning",
+        "logger": __name__,
+        "timestamp": datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z"),
+    }
+    return json.dumps(record).encode() + b"\n"
+
+
+_writers: list[tuple[TextIO, QueuedLogWriter]] = []
+_writers_lock = threading.Lock()
+
+
+def log_writer(stream: TextIO) -> TextIO:
+    """What to log to for ``stream``: one queued writer per stream with a file descriptor, else itself.
+
+    The writer is made once per stream (``configure`` runs more than once) and drained at exit, for at
+    most :data:`EXIT_DRAIN_TIMEOUT` seconds even if nobody reads the stream.
+    """
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        return stream  # io.StringIO and the like: in memory, a write cannot block
+    with _writers_lock:
+        for known, writer in _writers:
+            if known is stream and writer.fd == fd and writer.alive:
+                return cast(TextIO, writer)
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()  # what was written to the stream itself comes first
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        writer = QueuedLogWriter(fd, encoding=encoding)
+        _writers[:] = [(known, w) for known, w in _writers if known is not stream]
+        _writers.append((stream, writer))
+        atexit.register(writer.drain, EXIT_DRAIN_TIMEOUT)
+        return cast(TextIO, writer)
+
 
 def configure(level: str = "warning", stream: TextIO | None = None) -> None:
     """Route structlog (and stdlib logging, for libraries) to ``stream`` (stderr) as JSON lines."""
-    out = stream if stream is not None else sys.stderr
+    out = log_writer(stream if stream is not None else sys.stderr)
     numeric = logging.getLevelName(level.upper())
     structlog.configure(
         processors=[
