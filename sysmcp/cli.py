@@ -17,7 +17,7 @@ import structlog
 from anyio.abc import TaskStatus
 
 from sysmcp import __version__
-from sysmcp.logconfig import LEVELS, configure
+from sysmcp.logconfig import LEVELS, configure, drain_logs
 
 ROOTS_ENV = "SYSMCP_ROOTS"
 
@@ -170,6 +170,7 @@ def _exit_past_stuck_threads(log: Any) -> None:
         log.warning("exiting with worker threads still blocked", threads=len(stuck))
         sys.stdout.flush()
         sys.stderr.flush()
+        drain_logs()  # os._exit skips atexit, where the queued log lines would otherwise be written
         os._exit(0)
 
 

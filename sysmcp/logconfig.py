@@ -189,6 +189,15 @@ def log_writer(stream: TextIO) -> TextIO:
         return cast(TextIO, writer)
 
 
+def drain_logs(timeout: float = EXIT_DRAIN_TIMEOUT) -> None:
+    """Write out what is queued, for at most ``timeout`` seconds in all: for exits that skip ``atexit``."""
+    deadline = time.monotonic() + timeout
+    with _writers_lock:
+        writers = [writer for _, writer in _writers]
+    for writer in writers:
+        writer.drain(max(deadline - time.monotonic(), 0))
+
+
 def configure(level: str = "warning", stream: TextIO | None = None) -> None:
     """Route structlog (and stdlib logging, for libraries) to ``stream`` (stderr) as JSON lines."""
     out = log_writer(stream if stream is not None else sys.stderr)

@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from tests.security.test_client_roots import RootsWire
-from tests.wire import Wire, spawn
+from tests.wire import Wire, read_stderr, spawn
 
 pytestmark = pytest.mark.anyio
 
@@ -66,6 +66,7 @@ async def test_the_server_still_exits_promptly_with_a_worker_stuck_in_the_kernel
         rest = await wire.drain_stdout()
         assert rest == b"" or rest.endswith(b"\n")  # nothing half-written
         assert b'"id":"stuck-0"' not in rest  # the stuck call was cancelled: no answer
+        assert "exiting with worker threads still blocked" in await read_stderr(wire.process)  # logged
 
 
 @pytest.mark.parametrize(
