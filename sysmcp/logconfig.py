@@ -17,6 +17,7 @@ import datetime
 import json
 import logging
 import os
+import select
 import sys
 import threading
 import time
@@ -147,7 +148,12 @@ class QueuedLogWriter:
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
-            view = view[os.write(self.fd, view) :]
+            try:
+                view = view[os.write(self.fd, view) :]
+            except (
+                BlockingIOError
+            ):  # a descriptor someone made non-blocking: wait here, as a blocking one would
+                select.select([], [self.fd], [])
 
 
 def _dropped_line(count: int) -> bytes:
