@@ -43,13 +43,19 @@ LEFT_BEHIND = LeftBehind()
 
 
 class _Run:
-    """One worker call: whether its thread has finished, and whether its request let go of it."""
+    """One worker call: whether its thread has started and finished, and whether its request let go."""
 
-    __slots__ = ("finished", "let_go")
+    __slots__ = ("finished", "let_go", "started")
 
     def __init__(self) -> None:
+        self.started = False
         self.finished = False
         self.let_go = False
+
+    def start(self) -> None:
+        """In the thread, first thing."""
+        with LEFT_BEHIND.lock:
+            self.started = True
 
     def finish(self) -> None:
         """In the thread, whatever the outcome."""
@@ -59,9 +65,12 @@ class _Run:
                 LEFT_BEHIND.count -= 1
 
     def release(self) -> bool:
-        """On the event loop, after the grace: let go of the thread unless it has finished."""
+        """On the event loop, after the grace: let go of the thread if it is still running.
+
+        A call cancelled before its thread started leaves nothing behind and is not counted.
+        """
         with LEFT_BEHIND.lock:
-            if self.finished:
+            if self.finished or not self.started:
                 return False
             self.let_go = True
             LEFT_BEHIND.count += 1
@@ -78,6 +87,7 @@ async def run_in_thread(work: Callable[[A], T], argument: A, limiter: anyio.Capa
     run = _Run()
 
     def in_thread(value: A) -> T:
+        run.start()
         try:
             return work(value)
         finally:
@@ -87,7 +97,7 @@ async def run_in_thread(work: Callable[[A], T], argument: A, limiter: anyio.Capa
         return await anyio.to_thread.run_sync(in_thread, argument, abandon_on_cancel=True, limiter=limiter)
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True), anyio.move_on_after(GRACE):
-            while not run.finished:
+            while run.started and not run.finished:  # not started: cancelled before it was handed over
                 await anyio.sleep(POLL)
         if run.release():
             log.warning("worker left behind after cancellation", still_blocked=LEFT_BEHIND.count)

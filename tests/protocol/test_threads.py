@@ -92,3 +92,13 @@ async def test_new_work_is_refused_while_too_many_threads_are_left_behind(
         release.set()
     await until_nothing_left_behind()
     assert await run_in_thread(lambda n: n, 1, None) == 1  # once they return, work is taken again
+
+
+async def test_a_call_cancelled_before_its_thread_starts_leaves_nothing_behind() -> None:
+    ran = threading.Event()
+    for _ in range(threads.MAX_LEFT_BEHIND + 5):
+        with anyio.CancelScope() as scope:
+            scope.cancel()  # cancelled before the work is handed to a thread
+            await run_in_thread(lambda _: ran.set(), None, None)
+    assert LEFT_BEHIND.count == 0 and not ran.is_set()
+    assert await run_in_thread(lambda n: n, 7, None) == 7  # and new work is still taken
