@@ -31,6 +31,8 @@ T = TypeVar("T")
 
 STATVFS_TIMEOUT = 5.0  # seconds per mount; a dead network mount must not hang the call
 ALERT_PERCENT = 90  # space or inode use strictly over this is called out
+MAX_WALKED_COMPONENTS = 64  # path components walked on the event loop at most (see _short_enough_to_walk)
+MAX_WALKED_LENGTH = 1024  # characters, likewise
 MAX_STUCK_PROBES = 32  # threads left blocked in hung mounts, at most; beyond it mounts are not probed
 ORDER = (
     "fullest first (the higher of space and inode percent), then mount point; unanswered or unreadable last"
@@ -520,6 +522,8 @@ class DiskUsage:
         expanded = os.path.expanduser(raw)
         if not os.path.isabs(expanded):
             return True
+        if not _short_enough_to_walk(expanded):
+            return False  # walked (or refused as too long) in a thread, not on the event loop
         table = self.partitions()
         walk = touches_only_safe_mounts(expanded, table)
         self._last_walk = (expanded, table, walk)  # the call that follows at once need not walk again
@@ -549,8 +553,11 @@ class DiskUsage:
         local = expands_locally(raw)
         expanded = os.path.expanduser(raw) if local and "\x00" not in raw else raw
         last = self._last_walk
-        if not local:
-            safe, risky_point = False, None  # expanded, like everything after it, in the probe's thread
+        if not local or not _short_enough_to_walk(expanded):
+            safe, risky_point = (
+                False,
+                None,
+            )  # expanded and resolved, like everything after, in the probe's thread
         elif last is not None and last[0] == expanded and last[1] is table:
             safe, risky_point = last[2]
         elif os.path.isabs(expanded):
@@ -619,6 +626,12 @@ class DiskUsage:
             found = [e for e in found if e.figures is None or e.figures.total > 0]
             found = dedupe(found, lambda e: e.mount, _device_key)
         return sorted(found, key=Entry.sort_key)
+
+
+def _short_enough_to_walk(path: str) -> bool:
+    """Walking a path on the event loop costs an ``lstat`` per component and grows faster than the
+    path: only short paths (nearly all real ones) are walked there; longer ones go to a thread."""
+    return len(path) <= MAX_WALKED_LENGTH and path.count("/") <= MAX_WALKED_COMPONENTS
 
 
 def _guarded(usage: UsageProvider, path: str) -> FsStats | OSError:

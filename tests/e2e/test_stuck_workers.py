@@ -9,6 +9,7 @@ from __future__ import annotations
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -138,3 +139,20 @@ async def test_a_path_that_never_resolves_gets_an_error_result_after_a_while() -
         assert reply["result"]["isError"] is True
         assert "within 5 s" in reply["result"]["content"][0]["text"]
         assert (await wire.request("ping"))["result"] == {}
+
+
+@pytest.mark.parametrize(
+    "path", ["/tmp/nope" + "/a" * 50_000, "/x/.." * 20_000 + "/tmp", "/tmp" + "/a" * 1500]
+)
+async def test_a_very_long_disk_usage_path_never_holds_up_the_server(path: str) -> None:
+    async with spawn() as wire:
+        await wire.initialize()
+        await wire.start_call("disk_usage", {"path": path}, msg_id="long")
+        await wire.send({"jsonrpc": "2.0", "id": "ping", "method": "ping"})
+        replies: dict[str, Any] = {}
+        while len(replies) < 2:  # in either order; the old code never answered the ping
+            message = await wire.receive()
+            if "id" in message:
+                replies[message["id"]] = message
+        assert replies["ping"]["result"] == {}
+        assert replies["long"]["result"]["isError"] is True  # too long, or no such file: an answer
