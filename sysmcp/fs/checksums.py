@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import io
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -375,10 +376,17 @@ class Entry:
     candidates: tuple[Algorithm, ...]  # one when tagged or forced; several when the length is ambiguous
 
 
+MAX_BAD_LINES_KEPT = 10_000  # line numbers of improperly formatted lines kept (all are counted)
+MAX_BAD_LINES = 100_000  # beyond this many improperly formatted lines the input is no manifest: stop
+MAX_NAME = 4096  # bytes: PATH_MAX; a longer name can be no file, and is improperly formatted
+
+
 @dataclass
 class Manifest:
     entries: list[Entry] = field(default_factory=list)
-    bad_lines: list[int] = field(default_factory=list)  # line numbers, 1-based, improperly formatted
+    bad_lines: list[int] = field(default_factory=list)  # line numbers, 1-based: the first MAX_BAD_LINES_KEPT
+    bad_count: int = 0  # improperly formatted lines in all
+    gave_up: bool = False  # more than MAX_BAD_LINES were improperly formatted: parsing stopped there
 
 
 Parsed = tuple[bytes, str, tuple[Algorithm, ...]]
@@ -405,19 +413,27 @@ def hint_order(manifest_name: str | None) -> tuple[str, ...]:
     return tuple(preferred)
 
 
-def parse_manifest(data: bytes, *, forced: Algorithm | None = None, prefer: Sequence[str] = ()) -> Manifest:
+def parse_manifest(
+    data: bytes,
+    *,
+    forced: Algorithm | None = None,
+    prefer: Sequence[str] = (),
+    check: Callable[[], None] | None = None,
+) -> Manifest:
     """Parse GNU and BSD lines of any supported algorithm, line by line, as ``sha256sum -c`` does.
 
     ``forced``: only that algorithm (other tags and lengths are improperly formatted, like running
     ``sha256sum -c`` on an MD5 list; a forced blake2b takes its length from the line, like b2sum).
     ``prefer``: order of the candidates for lengths that several algorithms share (64, 128).
+    ``check``: called every few thousand lines (a cancellation checkpoint).
     """
     manifest = Manifest()
     reversed_style: bool | None = None  # BSD ``md5 -r`` lines ("<hex> <name>"), decided by the first line
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    for number, line in enumerate(lines, 1):
+    # Line by line from a stream, not ``split``: 64 MiB of short junk lines would be millions of objects.
+    for number, raw_line in enumerate(io.BytesIO(data), 1):
+        line = raw_line[:-1] if raw_line.endswith(b"\n") else raw_line
+        if check is not None and not number % 4096:
+            check()
         if line.startswith(b"#"):
             continue
         if line.endswith(b"\r"):
@@ -427,8 +443,13 @@ def parse_manifest(data: bytes, *, forced: Algorithm | None = None, prefer: Sequ
         parsed = _parse_tagged(line, forced)
         if parsed is None:
             parsed, reversed_style = _parse_gnu(line, forced, prefer, reversed_style)
-        if parsed is None or not parsed[0] or b"\0" in parsed[0]:
-            manifest.bad_lines.append(number)
+        if parsed is None or not parsed[0] or b"\0" in parsed[0] or len(parsed[0]) >= MAX_NAME:
+            manifest.bad_count += 1
+            if len(manifest.bad_lines) < MAX_BAD_LINES_KEPT:
+                manifest.bad_lines.append(number)
+            if manifest.bad_count > MAX_BAD_LINES:
+                manifest.gave_up = True
+                break
             continue
         name, digest, candidates = parsed
         manifest.entries.append(Entry(number, name, digest.lower(), candidates))

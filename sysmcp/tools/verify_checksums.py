@@ -20,6 +20,7 @@ from sysmcp.fs.checksums import (
     ALGORITHM_NAMES,
     ALGORITHMS,
     HASH_THREADS,
+    MAX_BAD_LINES,
     Digest,
     Entry,
     Job,
@@ -229,9 +230,15 @@ def verify(
     check = throttled(meter.checkpoint)
     data = read_manifest(source.path, source.shown) if source.path is not None else source.data
     forced = None if args["algorithm"] == "auto" else ALGORITHMS[args["algorithm"]]
-    manifest = parse_manifest(data, forced=forced, prefer=hint_order(source.name_hint))
+    manifest = parse_manifest(data, forced=forced, prefer=hint_order(source.name_hint), check=check)
+    if manifest.gave_up:
+        raise ToolError(
+            f"{source.shown}: more than {MAX_BAD_LINES:,} improperly formatted lines, so this does not look "
+            "like a checksum manifest. Expected lines like '<hex digest>  <name>' or "
+            "'SHA256 (<name>) = <hex digest>'."
+        )
     if not manifest.entries:
-        bad = len(manifest.bad_lines)
+        bad = manifest.bad_count
         raise ToolError(
             f"{source.shown}: no properly formatted checksum lines found"
             + (f" ({bad:,} improperly formatted)" if bad else "")
@@ -472,22 +479,21 @@ def render(
     counts = Counter(c.status for c in result.checked)
     algorithms = Counter(c.algorithm for c in result.checked if c.algorithm)
     bad_lines = result.manifest.bad_lines
+    bad_count = result.manifest.bad_count
     by_status: dict[Status, list[tuple[Entry, Checked]]] = {"FAILED": [], "MISSING": [], "UNREADABLE": []}
     for entry, checked in zip(entries, result.checked, strict=True):
         if checked.status != "OK":
             by_status[checked.status].append((entry, checked))
     new = result.new
-    all_ok = counts["OK"] == len(entries) and not bad_lines
-    truncated = (
-        any(len(v) > limit for v in by_status.values()) or len(bad_lines) > limit or len(new or ()) > limit
-    )
+    all_ok = counts["OK"] == len(entries) and not bad_count
+    truncated = any(len(v) > limit for v in by_status.values()) or bad_count > limit or len(new or ()) > limit
 
     summary = (
         f"Checked {len(entries):,} entries of {manifest_shown} against {base_shown}: {counts['OK']:,} OK, "
         f"{counts['FAILED']:,} FAILED, {counts['MISSING']:,} MISSING, {counts['UNREADABLE']:,} unreadable"
     )
-    if bad_lines:
-        summary += f"; {len(bad_lines):,} improperly formatted line{'s' if len(bad_lines) != 1 else ''}"
+    if bad_count:
+        summary += f"; {bad_count:,} improperly formatted line{'s' if bad_count != 1 else ''}"
     if new is not None:
         summary += f"; {len(new):,} new file{'s' if len(new) != 1 else ''} not in the manifest"
     out = [
@@ -514,7 +520,7 @@ def render(
             out.append(f"  … and {len(items) - limit:,} more")
     if bad_lines:
         shown_lines = ", ".join(str(n) for n in bad_lines[:limit])
-        more = f" … and {len(bad_lines) - limit:,} more" if len(bad_lines) > limit else ""
+        more = f" … and {bad_count - limit:,} more" if bad_count > limit else ""
         out.append(f"Improperly formatted lines (line numbers): {shown_lines}{more}")
     if new:
         out.append(f"New files under {base_shown} not in the manifest ({len(new):,}):")
@@ -545,7 +551,7 @@ def render(
         "failed": counts["FAILED"],
         "missing": counts["MISSING"],
         "unreadable": counts["UNREADABLE"],
-        "improperly_formatted": len(bad_lines),
+        "improperly_formatted": bad_count,
         "new": None if new is None else len(new),
         "algorithms": dict(sorted(algorithms.items())),
         "bytes_hashed": result.bytes_hashed,
@@ -571,6 +577,9 @@ def full_report(result: Verification) -> str:
         detail = f" ({checked.detail})" if checked.detail else ""
         lines.append(f"{printable(entry.name)}: {checked.status}{detail}")
     lines += [f"line {n}: improperly formatted" for n in result.manifest.bad_lines]
+    unlisted = result.manifest.bad_count - len(result.manifest.bad_lines)
+    if unlisted:
+        lines.append(f"… and {unlisted:,} more improperly formatted lines")
     lines += [f"{printable(name)}: NEW (not in the manifest)" for name in result.new or ()]
     return "\n".join(lines) + "\n"
 

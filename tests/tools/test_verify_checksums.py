@@ -211,3 +211,29 @@ async def test_a_cancelled_verification_gets_no_response_and_the_server_keeps_se
         with anyio.fail_after(10):
             result = await verify(wire, {"manifest": small, "base_dir": str(tmp_path)})
         assert result["all_ok"] is True
+
+
+async def test_names_no_file_can_have_are_improperly_formatted_so_answers_stay_bounded(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a").write_bytes(b"abc")
+    manifest = tmp_path / "SHA256SUMS"
+    with manifest.open("w") as out:
+        out.write(hashlib.sha256(b"abc").hexdigest() + "  a\n")
+        for _ in range(15):  # 30 MB of names longer than PATH_MAX
+            out.write("0" * 64 + "  " + "/x" * 1_000_000 + "\n")
+    async with spawn() as wire:
+        await wire.initialize()
+        structured = await verify(wire, {"manifest": str(manifest)})  # an answer, not -32603 (over the cap)
+    assert structured["improperly_formatted"] == 15 and structured["ok"] == 1
+
+
+async def test_input_that_is_mostly_junk_is_refused_as_no_manifest(tmp_path: Path) -> None:
+    manifest = tmp_path / "SHA256SUMS"
+    manifest.write_bytes(b"junk\n" * 200_000)
+    async with spawn() as wire:
+        await wire.initialize()
+        reply = await wire.call("verify_checksums", {"manifest": str(manifest)})
+        assert reply["result"]["isError"] is True
+        assert "does not look like a checksum manifest" in result_text(reply)
+        assert (await wire.request("ping"))["result"] == {}
