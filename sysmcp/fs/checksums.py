@@ -134,6 +134,21 @@ class Digest:
     changed: str | None  # why the digest is of no single version of the file, if it is not
 
 
+GROWTH_ALLOWANCE = 64 << 20  # bytes a file may grow by while hashed, at least (see hash_fd)
+
+
+class KeptGrowing(OSError):
+    """The file produced far more than its size when opened: a live log, or a kernel pseudo-file such as
+    /proc/self/pagemap that reports size 0 and yields hundreds of GiB. Hashing it would never end."""
+
+    def __init__(self, read: int, size_at_open: int) -> None:
+        super().__init__(
+            errno.EFBIG,
+            f"it kept growing while being read (over {read:,} bytes read, {size_at_open:,} when opened); "
+            "hash it once nothing writes to it (kernel pseudo-files like /proc/*/pagemap cannot be hashed)",
+        )
+
+
 def hash_fd(
     fd: int,
     algorithms: Sequence[Algorithm],
@@ -147,10 +162,12 @@ def hash_fd(
     ``on_chunk(bytes_so_far)`` runs after each chunk: the caller reports progress and raises to
     stop there. Size and mtime are compared before and after, so a file written while we read is
     reported instead of yielding a digest of no real version. ``opened`` is the descriptor's
-    ``fstat`` if the caller has it (one system call fewer per file counts for tiny files).
+    ``fstat`` if the caller has it (one system call fewer per file counts for tiny files). Reading
+    stops with ``KeptGrowing`` past twice the size at open, or that size plus ``GROWTH_ALLOWANCE``.
     """
     before = opened if opened is not None else os.fstat(fd)
     expected = before.st_size
+    most = expected + max(expected, GROWTH_ALLOWANCE)
     hashers = [algorithm.new() for algorithm in algorithms]
     updates = [hasher.update for hasher in hashers]
     view = memoryview(buffer)
@@ -166,6 +183,8 @@ def hash_fd(
         for update in updates:
             update(chunk)
         size += count
+        if size > most:
+            raise KeptGrowing(size, expected)
         if on_chunk is not None:
             on_chunk(size)
         if size == expected and count < room:

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import sysmcp.fs.checksums as checksums
 from sysmcp.fs.checksums import (
     ALGORITHM_NAMES,
     ALGORITHMS,
@@ -344,3 +345,23 @@ def test_kernel_files_that_report_size_zero_are_not_reported_as_changed() -> Non
         os.close(fd)
     assert digest.size > 0 and digest.changed is None
     assert digest.hexdigests["sha256"] == hashlib.sha256(Path("/proc/version").read_bytes()).hexdigest()
+
+
+def test_a_file_that_yields_far_more_than_its_size_stops_with_kept_growing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(checksums, "GROWTH_ALLOWANCE", 1 << 20)
+    fd = os.open("/proc/self/pagemap", os.O_RDONLY)  # size 0, and gigabytes to read
+    try:
+        with pytest.raises(checksums.KeptGrowing, match="kept growing"):
+            checksums.hash_fd(fd, (checksums.ALGORITHMS["sha256"],), bytearray(1 << 16))
+    finally:
+        os.close(fd)
+    steady = tmp_path / "steady"
+    steady.write_bytes(b"x" * (3 << 20))  # bigger than the allowance, but not growing: hashed whole
+    fd = os.open(steady, os.O_RDONLY)
+    try:
+        digest = checksums.hash_fd(fd, (checksums.ALGORITHMS["sha256"],), bytearray(1 << 16))
+    finally:
+        os.close(fd)
+    assert digest.size == 3 << 20 and digest.changed is None

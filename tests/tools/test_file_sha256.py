@@ -219,3 +219,12 @@ def test_a_directory_swapped_for_a_symlink_after_resolving_is_refused(tmp_path: 
     with pytest.raises(ToolError) as refused:
         hash_file(os.fsencode(target), str(target), str(target), Meter())
     assert "symbolic link" in refused.value.message
+
+
+async def test_a_pseudo_file_that_never_ends_is_refused_instead_of_hashed_for_ever() -> None:
+    """/proc/<pid>/pagemap reports size 0 and yields hundreds of GiB: stop past the growth allowance."""
+    async with spawn() as wire:
+        await wire.initialize()
+        reply = await wire.call("file_sha256", {"path": "/proc/self/pagemap"})
+    assert reply["result"]["isError"] is True
+    assert "kept growing while being read" in result_text(reply)
