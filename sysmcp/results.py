@@ -12,7 +12,21 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 DEFAULT_CAP = 64 << 20
+#: One item at most: its ``resources/read`` reply (JSON escaping can double a backslash-rich text) must
+#: stay under the session's 80 MiB result cap, and one item must not evict everything else.
+MAX_ITEM = 32 << 20
 URI_PREFIX = "sysmcp://results/"
+
+
+class TooLarge(Exception):
+    """A result too big to keep (over ``MAX_ITEM``); ``reason`` is a sentence for the tool's answer."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.reason = (
+            f"the full result ({size:,} bytes) is too big to keep as a resource (at most {MAX_ITEM:,} "
+            "bytes): narrow the request (a subdirectory, exclude patterns) to get it"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +49,11 @@ class ResultStore:
 
     def put(self, name: str, text: str, *, description: str, mime_type: str = "text/plain") -> StoredResult:
         # The name comes from a path and may hold spaces, '#' or non-ASCII: percent-encode it in the URI.
+        size = len(text.encode("utf-8"))
+        if size > MAX_ITEM:
+            raise TooLarge(size)
         uri = f"{URI_PREFIX}{next(self._ids)}/{quote(name, safe='-._~')}"
-        item = StoredResult(uri, name, description, mime_type, text, time.time(), len(text.encode("utf-8")))
+        item = StoredResult(uri, name, description, mime_type, text, time.time(), size)
         self._items[uri] = item
         self._bytes += item.size
         while self._bytes > self.cap_bytes and len(self._items) > 1:

@@ -716,8 +716,13 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             description=f"Full dir_usage listing of {shown}",
             mime_type="text/tab-separated-values",
         )
-        links = (link,)
-        text += f"\nLonger lists (up to {FULL_DIRECTORIES:,} directories, {FULL_FILES:,} files): {link.uri}"
+        if isinstance(link, str):  # bounded by the list sizes; only absurdly long names could get here
+            text += f"\nLonger lists: not kept, {link}"
+        else:
+            links = (link,)
+            text += (
+                f"\nLonger lists (up to {FULL_DIRECTORIES:,} directories, {FULL_FILES:,} files): {link.uri}"
+            )
     return ToolOutput(text, structured, links=links)
 
 

@@ -490,8 +490,11 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     if full is not None:
         name = f"duplicates-{os.path.basename(shown.rstrip('/')) or 'root'}.txt"
         link = ctx.keep(name, full, description=f"All duplicate groups under {shown}")
-        links = (link,)
-        text += f"\nAll groups and paths: {link.uri}"
+        if isinstance(link, str):
+            text += f"\nAll groups and paths: not kept, {link}"
+        else:
+            links = (link,)
+            text += f"\nAll groups and paths: {link.uri}"
     return ToolOutput(text, structured, links=links)
 
 

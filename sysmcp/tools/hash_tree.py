@@ -295,6 +295,7 @@ def render(
     skips = skipped.as_dict()
     links: tuple[ResourceLink, ...] = ()
     uri: str | None = None
+    not_kept: str | None = None  # why the full manifest could not be kept, if it could not
     if tree.lines:
         link = ctx.keep(
             MANIFEST_NAMES[algorithm.name],
@@ -302,8 +303,11 @@ def render(
             description=f"{algorithm.name} manifest ({style} format) of {len(tree.lines):,} files, names relative "
             f"to {base}",
         )
-        uri = link.uri
-        links = (link,)
+        if isinstance(link, str):
+            not_kept = link
+        else:
+            uri = link.uri
+            links = (link,)
     max_lines: int = args["max_lines"]
     shown_lines = [text.rstrip("\n") for text in texts[:max_lines]]
     not_shown = len(texts) - len(shown_lines)
@@ -324,8 +328,9 @@ def render(
             f"{non_utf8:,} names are not valid UTF-8: they appear with \\xNN escapes, so a checker would report them "
             "missing"
         )
-    if uri is not None:
-        out.append(f"Full manifest: {uri} (resources/read). {checking_hint(algorithm, style, base)}")
+    if uri is not None or not_kept is not None:
+        where = f"{uri} (resources/read)" if uri is not None else f"not kept, {not_kept}"
+        out.append(f"Full manifest: {where}. {checking_hint(algorithm, style, base)}")
         out.append(f"First {len(shown_lines):,} lines:" if not_shown else "Manifest:")
         out += shown_lines
         if not_shown:

@@ -20,7 +20,7 @@ from sysmcp.protocol.context import Describe, Meter, RequestContext
 from sysmcp.protocol.errors import ToolError, invalid_params
 from sysmcp.protocol.lifecycle import Features
 from sysmcp.protocol.threads import run_in_thread
-from sysmcp.results import ResultStore
+from sysmcp.results import ResultStore, TooLarge
 
 T = TypeVar("T")
 
@@ -90,9 +90,15 @@ class ToolContext:
     ) -> T:
         return await self.request.run_in_worker(work, total=total, describe=describe)
 
-    def keep(self, name: str, text: str, *, description: str, mime_type: str = "text/plain") -> ResourceLink:
-        """Store a result too big to inline and return the link a ``ToolOutput`` carries to it."""
-        item = self.results.put(name, text, description=description, mime_type=mime_type)
+    def keep(
+        self, name: str, text: str, *, description: str, mime_type: str = "text/plain"
+    ) -> ResourceLink | str:
+        """Store a result too big to inline: the link a ``ToolOutput`` carries to it, or, for a result
+        too big even to keep, a sentence saying so for the answer's text."""
+        try:
+            item = self.results.put(name, text, description=description, mime_type=mime_type)
+        except TooLarge as exc:
+            return exc.reason
         return ResourceLink(item.uri, item.name, item.description, item.mime_type, item.size)
 
 

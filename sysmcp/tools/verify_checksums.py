@@ -538,9 +538,12 @@ def render(
             full_report(result),
             description=f"Every entry's status from checking {manifest_shown} against {base_shown}",
         )
-        uri = link.uri
-        links = (link,)
-        out.append(f"Lists were cut at {limit:,} names; the full report is at {uri} (resources/read).")
+        if isinstance(link, str):
+            out.append(f"Lists were cut at {limit:,} names; the full report was not kept: {link}.")
+        else:
+            uri = link.uri
+            links = (link,)
+            out.append(f"Lists were cut at {limit:,} names; the full report is at {uri} (resources/read).")
 
     structured = {
         "manifest": manifest_shown,
