@@ -347,6 +347,10 @@ class Scanner:
         self.file_floor = 0
         self.block_floor = 0
         self.min_file_size = 0  # files at least this big (apparent) are counted in .eligible_files
+        # A top-N consumer also says N (and its key): a directory of a million files then keeps at most
+        # about 2 N of them while it is read, instead of all of them until its floor can rise.
+        self.keep_files = 0  # 0: every file over the floors is listed
+        self.keep_by_disk = False
         self.eligible_files = 0
         # What to hand out: consumers that want neither empty listings nor every directory's
         # totals skip an object and a generator round trip per directory.
@@ -453,6 +457,8 @@ class Scanner:
         prefix = frame.relative + "/" if frame.relative else ""
         apparent = blocks = count = nfiles = eligible = 0
         floor, block_floor, min_size = self.file_floor, self.block_floor, self.min_file_size
+        keep = self.keep_files
+        prune_at = 2 * keep if keep else -1
         s_ifmt, s_ifdir, s_ifreg, s_iflnk = _S_IFMT, _S_IFDIR, _S_IFREG, _S_IFLNK
         fd = frame.fd
         try:
@@ -515,6 +521,8 @@ class Scanner:
                         eligible += 1
                     if size >= floor or used >= block_floor:
                         files.append((name, st))
+                        if len(files) == prune_at:
+                            floor, block_floor = self._prune(files, floor, block_floor)
                 elif kind != s_iflnk:
                     skipped.add("special_file")
         except OSError:  # the directory went bad while being read (EIO, removed)
@@ -527,6 +535,29 @@ class Scanner:
         frame.files += nfiles
         self.eligible_files += eligible
         return Listing(frame.relative, frame.depth, files, links)
+
+    def _prune(
+        self, files: list[tuple[str, os.stat_result]], floor: int, block_floor: int
+    ) -> tuple[int, int]:
+        """Keep the ``keep_files`` largest of a directory's files so far (earlier first among equals,
+        as the consumer's heap would) and raise this directory's floors past the smallest kept."""
+        min_size = self.min_file_size
+        if self.keep_by_disk:
+            ranked = sorted(
+                (item for item in files if item[1].st_size >= min_size), key=lambda item: -item[1].st_blocks
+            )
+        else:
+            ranked = sorted(
+                (item for item in files if item[1].st_size >= min_size), key=lambda item: -item[1].st_size
+            )
+        files[:] = ranked[: self.keep_files]
+        if len(files) == self.keep_files:
+            smallest = files[-1][1]
+            if self.keep_by_disk:
+                block_floor = max(block_floor, smallest.st_blocks + 1)
+            else:
+                floor = max(floor, smallest.st_size + 1)
+        return floor, block_floor
 
     def _admit(self, parent: _Frame, name: str, st: os.stat_result) -> bool:
         """Whether to enter a subdirectory on another device than its parent (counted if not)."""
@@ -739,6 +770,7 @@ class Scanner:
         scanner.linked = linked
         scanner.file_floor, scanner.block_floor = self.file_floor, self.block_floor
         scanner.min_file_size = self.min_file_size
+        scanner.keep_files, scanner.keep_by_disk = self.keep_files, self.keep_by_disk
         scanner.empty_listings = self.empty_listings
         scanner.finished_depth = self.finished_depth
         return scanner

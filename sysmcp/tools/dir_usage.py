@@ -260,6 +260,7 @@ class Tally:
         """Ask the scanner only for what the lists can still use."""
         request = self.request
         scanner.min_file_size = request.min_size
+        scanner.keep_files, scanner.keep_by_disk = request.top_files, request.by_disk
         scanner.empty_listings = False
         scanner.finished_depth = request.max_depth
         scanner.file_floor, scanner.block_floor = (NEVER, 0) if request.by_disk else (0, NEVER)

@@ -143,6 +143,28 @@ def test_ties_in_the_chosen_size_go_by_the_other_size_then_by_name(
         assert names[:6] == ["f12", "f11.5", "f11", "f10", "f9", "f8.5"]
 
 
+@pytest.mark.parametrize("by_disk", [True, False], ids=["disk", "apparent"])
+def test_a_directory_of_many_more_files_than_listed_gives_the_same_top_files(
+    tmp_path: Path, processes: int, by_disk: bool
+) -> None:
+    """The scan keeps at most about twice top_n of one directory's files while reading it."""
+    sizes = [(i * 7919) % 100_003 for i in range(400)]  # distinct, in no order
+    for i, size in enumerate(sizes):
+        (tmp_path / f"f{i:03d}").write_bytes(b"x" * size)
+    request = Request(top_files=5, top_directories=10, max_depth=1, by_disk=by_disk, min_size=0, timeout_s=60)
+    usage = scan(tmp_path, WalkOptions(), SkipCounter(), request, processes)
+    truth = independent_files(tmp_path)
+
+    def key(row: tuple[int, int, str]) -> int:
+        return row[0] if by_disk else row[1]
+
+    expected = sorted(truth, key=lambda row: -key(row))[:5]
+    got = [(disk, size, path) for size, disk, path in usage.files]
+    assert [key(row) for row in got] == [key(row) for row in expected]  # disk sizes may tie: compare keys
+    if not by_disk:
+        assert [os.path.basename(row[2]) for row in got] == [os.path.basename(row[2]) for row in expected]
+
+
 def test_sparse_file_ranks_by_its_blocks_on_disk_and_by_its_length_apparently(
     tmp_path: Path, processes: int
 ) -> None:
