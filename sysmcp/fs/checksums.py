@@ -30,6 +30,7 @@ from typing import Literal, Protocol
 
 import blake3
 
+from sysmcp.fs.paths import PATH_MAX
 from sysmcp.fs.safeopen import NotRegularFile, Replaced, open_regular_at
 
 #: Hashing threads for many files: hashlib and blake3 release the GIL, so each core can hash (at most 4).
@@ -397,7 +398,6 @@ class Entry:
 
 MAX_BAD_LINES_KEPT = 10_000  # line numbers of improperly formatted lines kept (all are counted)
 MAX_BAD_LINES = 100_000  # beyond this many improperly formatted lines the input is no manifest: stop
-MAX_NAME = 4096  # bytes: PATH_MAX; a longer name can be no file, and is improperly formatted
 
 
 @dataclass
@@ -462,7 +462,8 @@ def parse_manifest(
         parsed = _parse_tagged(line, forced)
         if parsed is None:
             parsed, reversed_style = _parse_gnu(line, forced, prefer, reversed_style)
-        if parsed is None or not parsed[0] or b"\0" in parsed[0] or len(parsed[0]) >= MAX_NAME:
+        # A name of PATH_MAX bytes or more can be no file's: improperly formatted too.
+        if parsed is None or not parsed[0] or b"\0" in parsed[0] or len(parsed[0]) >= PATH_MAX:
             manifest.bad_count += 1
             if len(manifest.bad_lines) < MAX_BAD_LINES_KEPT:
                 manifest.bad_lines.append(number)

@@ -460,9 +460,3 @@ def dedupe(items: Sequence[T], mount_of: Callable[[T], Mount], device_of: Callab
     # Two entries left on one mount point (devices that could not be identified): the later one shows.
     last_at: dict[str, int] = {mount_of(item).mount_point: i for i, item in enumerate(survivors)}
     return [item for i, item in enumerate(survivors) if last_at[mount_of(item).mount_point] == i]
-
-
-def touches_only_safe_mounts(path: str, table: MountTable, max_links: int = 40) -> tuple[bool, str | None]:
-    """``table.walk(path)``: whether resolving ``path`` stays on mounts that cannot hang, and if not,
-    the first mount point that could."""
-    return table.walk(path, max_links=max_links)

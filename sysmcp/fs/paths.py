@@ -127,7 +127,7 @@ class PathPolicy:
         """``resolve`` as a ``str``, without building a ``Path`` when no roots need comparing."""
         real = _realpath(raw)
         if self.operator_roots is not None or self.client_roots is not None:
-            self.check(Path(real), _echo(raw))
+            self.check(Path(real), echo(raw))
         return real
 
     def check(self, real: Path, shown: str) -> None:
@@ -171,28 +171,29 @@ def _realpath(raw: str) -> str:
     if not raw:
         raise ToolError("path is empty: give an absolute path, e.g. '/var/log'")
     if "\x00" in raw:
-        raise ToolError(f"path {_echo(raw)} contains a NUL byte")
+        raise ToolError(f"path {echo(raw)} contains a NUL byte")
     try:
         expanded = os.path.expanduser(raw)
         if not os.path.isabs(expanded):
             raise ToolError(
-                f"path {_echo(raw)} is relative: give an absolute path (sysmcp has no useful working directory)"
+                f"path {echo(raw)} is relative: give an absolute path (sysmcp has no useful working directory)"
             )
         encoded = os.fsencode(expanded)  # lone surrogates from JSON cannot name a file
         if len(encoded) >= PATH_MAX or (
             len(encoded) > NAME_MAX and any(len(part) > NAME_MAX for part in encoded.split(b"/"))
         ):
             raise ToolError(
-                f"path {_echo(raw)} is too long: at most {PATH_MAX - 1} bytes, {NAME_MAX} per component"
+                f"path {echo(raw)} is too long: at most {PATH_MAX - 1} bytes, {NAME_MAX} per component"
             )
         return os.path.realpath(expanded)
     except OSError as exc:
-        raise ToolError(f"path {_echo(raw)} cannot be resolved: {exc.strerror or 'error'}") from None
+        raise ToolError(f"path {echo(raw)} cannot be resolved: {exc.strerror or 'error'}") from None
     except ValueError:
-        raise ToolError(f"path {_echo(raw)} is not a usable file name") from None
+        raise ToolError(f"path {echo(raw)} is not a usable file name") from None
 
 
-def _echo(raw: str) -> str:
+def echo(raw: str) -> str:
+    """A client's path as quoted back in an error: repr, cut to MAX_ECHO characters."""
     shown = raw if len(raw) <= MAX_ECHO else raw[:MAX_ECHO] + "…"
     return repr(shown)
 

@@ -541,22 +541,20 @@ class Scanner:
     ) -> tuple[int, int]:
         """Keep the ``keep_files`` largest of a directory's files so far (earlier first among equals,
         as the consumer's heap would) and raise this directory's floors past the smallest kept."""
-        min_size = self.min_file_size
-        if self.keep_by_disk:
-            ranked = sorted(
-                (item for item in files if item[1].st_size >= min_size), key=lambda item: -item[1].st_blocks
-            )
-        else:
-            ranked = sorted(
-                (item for item in files if item[1].st_size >= min_size), key=lambda item: -item[1].st_size
-            )
+        by_disk, min_size = self.keep_by_disk, self.min_file_size
+
+        def key(item: tuple[str, os.stat_result]) -> int:
+            return item[1].st_blocks if by_disk else item[1].st_size
+
+        # reverse=True keeps equal keys in their original order: the earlier one stays, as in the heap
+        ranked = sorted((item for item in files if item[1].st_size >= min_size), key=key, reverse=True)
         files[:] = ranked[: self.keep_files]
         if len(files) == self.keep_files:
-            smallest = files[-1][1]
-            if self.keep_by_disk:
-                block_floor = max(block_floor, smallest.st_blocks + 1)
+            smallest = key(files[-1]) + 1
+            if by_disk:
+                block_floor = max(block_floor, smallest)
             else:
-                floor = max(floor, smallest.st_size + 1)
+                floor = max(floor, smallest)
         return floor, block_floor
 
     def _admit(self, parent: _Frame, name: str, st: os.stat_result) -> bool:

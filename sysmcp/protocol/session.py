@@ -385,10 +385,7 @@ class Session:
                     answer = error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error")
                     data = encode(answer)
             if answer is not None and not (scope is not None and scope.cancel_called):
-                if reply is None:
-                    await self._send_raw(data)
-                else:
-                    await reply(request.id, data)
+                await self._deliver(reply, request.id, data)
             if settle is not None:
                 await settle()
         finally:
@@ -401,7 +398,9 @@ class Session:
 
     async def _respond(self, reply: Reply | None, msg_id: RequestId | None, message: dict[str, Any]) -> None:
         """Answer a request: on the wire, or to its batch's collector (always encoded, to count its size)."""
-        data = encode(message)
+        await self._deliver(reply, msg_id, encode(message))
+
+    async def _deliver(self, reply: Reply | None, msg_id: RequestId | None, data: bytes) -> None:
         if reply is None:
             await self._send_raw(data)
         else:

@@ -53,9 +53,8 @@ class _Run:
         self.let_go = False
 
     def start(self) -> None:
-        """In the thread, first thing."""
-        with LEFT_BEHIND.lock:
-            self.started = True
+        """In the thread, first thing (a plain store: ``release`` only reads it)."""
+        self.started = True
 
     def finish(self) -> None:
         """In the thread, whatever the outcome."""

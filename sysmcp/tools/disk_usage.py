@@ -21,7 +21,7 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from sysmcp.fs.mounts import Mount, MountTable, dedupe, default_partitions, touches_only_safe_mounts
+from sysmcp.fs.mounts import Mount, MountTable, dedupe, default_partitions
 from sysmcp.fs.paths import display, expands_locally, is_within
 from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.errors import ToolError
@@ -515,19 +515,32 @@ class DiskUsage:
     def answers_at_once(self, args: Any) -> bool:
         """A path whose resolution and filesystem are all local: statvfs answers from memory."""
         raw = args.get("path") if isinstance(args, dict) else None
-        if not isinstance(raw, str) or "\x00" in raw:
+        if not isinstance(raw, str):
             return not isinstance(args, dict) or "path" in args  # bad arguments are refused at once
+        return self._walk(raw, self.partitions())[1]
+
+    def _walk(self, raw: str, table: MountTable) -> tuple[str, bool, str | None]:
+        """``raw`` expanded, whether resolving it stays on mounts that cannot hang, and if not the first
+        mount point that could (None: unknown, resolve it in a thread).
+
+        Walked on the event loop only when that is cheap and safe; the last walk is kept, so the call
+        that follows its at-once check does not walk again.
+        """
+        if "\x00" in raw:
+            return raw, True, None  # refused at once by the path check
         if not expands_locally(raw):
-            return False  # '~user' asks the user database, which may be on the network
+            return raw, False, None  # '~user' asks the user database, which may be on the network
         expanded = os.path.expanduser(raw)
         if not os.path.isabs(expanded):
-            return True
+            return expanded, True, None  # refused at once by the path check
         if not _short_enough_to_walk(expanded):
-            return False  # walked (or refused as too long) in a thread, not on the event loop
-        table = self.partitions()
-        walk = touches_only_safe_mounts(expanded, table)
-        self._last_walk = (expanded, table, walk)  # the call that follows at once need not walk again
-        return walk[0]
+            return expanded, False, None  # walked (or refused as too long) in a thread
+        last = self._last_walk
+        if last is not None and last[0] == expanded and last[1] is table:
+            return expanded, *last[2]
+        walk = table.walk(expanded)
+        self._last_walk = (expanded, table, walk)
+        return expanded, *walk
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         table = self.partitions()  # the same object as the at-once check's unless the mounts changed
@@ -550,20 +563,7 @@ class DiskUsage:
 
     async def _one(self, raw: str, table: MountTable, ctx: ToolContext) -> tuple[Entry, str]:
         """The filesystem holding ``raw``; path resolution itself goes to a thread if it could hang."""
-        local = expands_locally(raw)
-        expanded = os.path.expanduser(raw) if local and "\x00" not in raw else raw
-        last = self._last_walk
-        if not local or not _short_enough_to_walk(expanded):
-            safe, risky_point = (
-                False,
-                None,
-            )  # expanded and resolved, like everything after, in the probe's thread
-        elif last is not None and last[0] == expanded and last[1] is table:
-            safe, risky_point = last[2]
-        elif os.path.isabs(expanded):
-            safe, risky_point = touches_only_safe_mounts(expanded, table)
-        else:
-            safe, risky_point = True, None
+        expanded, safe, risky_point = self._walk(raw, table)
         result: FsStats | OSError
         if safe:
             real = ctx.paths.resolve_str(raw)  # raises ToolError for relative paths, roots, NUL

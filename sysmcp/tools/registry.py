@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from sysmcp.fs.paths import PathPolicy
+from sysmcp.fs.paths import PathPolicy, echo
 from sysmcp.protocol.context import Describe, Meter, RequestContext
 from sysmcp.protocol.errors import ToolError, invalid_params
 from sysmcp.protocol.lifecycle import Features
@@ -79,9 +79,8 @@ class ToolContext:
 
         with anyio.move_on_after(RESOLVE_TIMEOUT):
             return await run_in_thread(work, raw, None)
-        shown = raw if len(raw) <= 200 else raw[:200] + "…"
         raise ToolError(
-            f"path {shown!r} could not be looked at within {RESOLVE_TIMEOUT:g} s: a filesystem on the way "
+            f"path {echo(raw)} could not be looked at within {RESOLVE_TIMEOUT:g} s: a filesystem on the way "
             "does not answer (a hung network mount?)"
         )
 

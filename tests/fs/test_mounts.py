@@ -19,7 +19,6 @@ from sysmcp.fs.mounts import (
     dedupe,
     is_pseudo,
     parse_mountinfo,
-    touches_only_safe_mounts,
 )
 
 MOUNTINFO = textwrap.dedent(
@@ -288,9 +287,9 @@ def test_resolving_a_path_never_enters_a_mount_that_could_hang(tmp_path: Path) -
     (tmp_path / "to_net").symlink_to(net / "deep")
     (tmp_path / "to_local").symlink_to("local")
     mounts = MountTable([Mount("/", "/dev/vda", "ext4"), Mount(str(net), "srv:/x", "nfs4")])
-    assert touches_only_safe_mounts(str(tmp_path / "local" / "f"), mounts) == (True, None)
-    assert touches_only_safe_mounts(str(tmp_path / "to_local" / ".." / "local"), mounts) == (True, None)
-    assert touches_only_safe_mounts(str(tmp_path / "missing" / "x"), mounts) == (True, None)
-    assert touches_only_safe_mounts(str(net / "deep"), mounts) == (False, str(net))
-    assert touches_only_safe_mounts(str(tmp_path / "to_net" / "x"), mounts) == (False, str(net))
-    assert touches_only_safe_mounts(str(tmp_path / "local" / ".." / "net"), mounts) == (False, str(net))
+    assert mounts.walk(str(tmp_path / "local" / "f")) == (True, None)
+    assert mounts.walk(str(tmp_path / "to_local" / ".." / "local")) == (True, None)
+    assert mounts.walk(str(tmp_path / "missing" / "x")) == (True, None)
+    assert mounts.walk(str(net / "deep")) == (False, str(net))
+    assert mounts.walk(str(tmp_path / "to_net" / "x")) == (False, str(net))
+    assert mounts.walk(str(tmp_path / "local" / ".." / "net")) == (False, str(net))
