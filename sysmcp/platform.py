@@ -10,12 +10,13 @@ two that cannot be seen from inside a process: whether ``fork`` is safe once thr
 whether this is native Windows. Those come from ``sys.platform``, here and nowhere else. Answers are
 cheap and are not cached, so a test harness that hides a facility is obeyed wherever it is asked.
 
-This module imports nothing but ``os`` and ``sys``: ``cli.main`` asks ``is_native_windows()`` before
+This module imports nothing but ``os``, ``sys`` and ``contextlib``: ``cli.main`` asks ``is_native_windows()`` before
 anything that would not import on Windows.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -25,6 +26,7 @@ __all__ = [
     "PROC_SELF_FD",
     "SYS_DEV_BLOCK",
     "WSL_HINT",
+    "advise_sequential",
     "fork_is_safe",
     "has_cgroup_cpu_max",
     "has_mountinfo",
@@ -88,6 +90,17 @@ def has_sys_dev_block(path: str = SYS_DEV_BLOCK) -> bool:
 def has_cgroup_cpu_max() -> bool:
     """A cgroup v2 CPU quota file can be read (how many CPUs a container may really use)."""
     return _readable(CGROUP_CPU_MAX)
+
+
+def advise_sequential(fd: int) -> None:
+    """Tell the kernel ``fd`` will be read once from start to end (a bigger read-ahead), where it
+    takes such advice (``posix_fadvise``: Linux, FreeBSD; macOS reads ahead by itself). Advice only:
+    failures are ignored."""
+    advise = getattr(os, "posix_fadvise", None)
+    if advise is None:
+        return
+    with contextlib.suppress(OSError):
+        advise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
 
 
 def fork_is_safe() -> bool:

@@ -6,6 +6,7 @@ checked even where the second, profiled run of the suite is not made.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -29,6 +30,8 @@ seen["tests_read_proc"] = bool(open("/proc/self/mountinfo").read())
 seen["psutil_reads_proc"] = bool(psutil.disk_partitions(all=True))
 seen["provider"] = type(mounts.default_partitions()).__name__
 seen["missing"] = len(platform.missing_facilities())
+seen["sysmcp_has_fadvise"] = hasattr(safeopen.os, "posix_fadvise")
+seen["tests_have_fadvise"] = hasattr(os, "posix_fadvise")
 print(json.dumps(seen))
 """
 
@@ -53,6 +56,8 @@ def test_the_profile_hides_linux_facilities_from_sysmcp_only() -> None:
         "psutil_reads_proc": True,
         "provider": "PartitionsReader",
         "missing": 6,
+        "sysmcp_has_fadvise": False,  # Linux-only calls are absent for sysmcp, as on macOS
+        "tests_have_fadvise": True,
     }
 
 
@@ -76,3 +81,11 @@ def test_under_the_profile_dir_usage_counts_what_du_counts(tmp_path: Path) -> No
     done = profiled("-m", "sysmcp", "call", "dir_usage", f"path={tmp_path}")
     assert done.returncode == 0, done.stderr
     assert "in 3 files and 4 directories" in done.stdout
+
+
+def test_under_the_profile_a_file_bigger_than_the_read_buffer_hashes_right(tmp_path: Path) -> None:
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(3 << 20))  # several reads: the read-ahead advice is asked for
+    done = profiled("-m", "sysmcp", "call", "file_sha256", f"path={big}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert hashlib.sha256(big.read_bytes()).hexdigest() in done.stdout

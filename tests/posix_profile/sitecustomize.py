@@ -9,6 +9,8 @@ own modules:
   them fails with ENOENT (or is False) when the call comes from a ``sysmcp`` module. Libraries
   (psutil, anyio …) and the tests themselves still see the real ones, so psutil keeps its Linux
   backend and gives the mount table sysmcp reads where there is no mountinfo;
+- no Linux-only calls of ``os`` (``posix_fadvise``, ``sched_getaffinity``, ``pipe2`` …, see
+  ``LINUX_ONLY``) in sysmcp's modules: they are absent from macOS's Python;
 - ``sys.platform == "darwin"`` in sysmcp's modules (only there: the standard library and the
   libraries would break on a Mac's modules), so fork counts as unsafe and walks use one process.
 
@@ -32,6 +34,40 @@ PROFILE = "posix"
 PROFILE_ENV = "SYSMCP_TEST_PROFILE"
 HIDDEN_TREES = ("/proc", "/sys")
 PACKAGE = "sysmcp"
+#: What Python's ``os`` has on Linux and not on macOS (the Python documentation's availability notes).
+LINUX_ONLY = frozenset(
+    {
+        "O_DIRECT",
+        "O_LARGEFILE",
+        "O_NOATIME",
+        "O_PATH",
+        "O_RSYNC",
+        "O_TMPFILE",
+        "POSIX_FADV_DONTNEED",
+        "POSIX_FADV_NOREUSE",
+        "POSIX_FADV_NORMAL",
+        "POSIX_FADV_RANDOM",
+        "POSIX_FADV_SEQUENTIAL",
+        "POSIX_FADV_WILLNEED",
+        "copy_file_range",
+        "eventfd",
+        "eventfd_read",
+        "eventfd_write",
+        "getrandom",
+        "getxattr",
+        "listxattr",
+        "memfd_create",
+        "pidfd_open",
+        "pipe2",
+        "posix_fadvise",
+        "posix_fallocate",
+        "removexattr",
+        "sched_getaffinity",
+        "sched_setaffinity",
+        "setxattr",
+        "splice",
+    }
+)
 ACTIVE = False  # True once applied (the conftest checks it)
 
 
@@ -106,7 +142,10 @@ class _SysSeenFromSysmcp:
     and the libraries keep their Linux selves, since they would break on a Mac's modules.
     """
 
-    platform = "darwin"
+    @property
+    def platform(self) -> str:
+        """Says darwin for the Linux this runs on; whatever else a test makes the interpreter say."""
+        return "darwin" if sys.platform.startswith("linux") else sys.platform
 
     def __getattr__(self, name: str) -> Any:
         return getattr(sys, name)
@@ -115,8 +154,20 @@ class _SysSeenFromSysmcp:
         setattr(sys, name, value)
 
 
+class _OsSeenFromSysmcp:
+    """``os`` as sysmcp's modules see it: without ``LINUX_ONLY``, everything else the real (live) one."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name in LINUX_ONLY:
+            raise AttributeError(f"module 'os' has no attribute '{name}' (portable profile: not on macOS)")
+        return getattr(os, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(os, name, value)
+
+
 class _SysmcpSeesDarwin(importlib.abc.MetaPathFinder):
-    """Loads sysmcp's modules as usual, then gives each the ``sys`` above in place of the real one."""
+    """Loads sysmcp's modules as usual, then gives each the ``sys`` and ``os`` above for the real ones."""
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if not (name == PACKAGE or name.startswith(PACKAGE + ".")):
@@ -143,6 +194,8 @@ class _DarwinLoader(importlib.abc.Loader):
         self._loader.exec_module(module)
         if module.__dict__.get("sys") is sys:
             module.sys = _SysSeenFromSysmcp()
+        if module.__dict__.get("os") is os:
+            module.os = _OsSeenFromSysmcp()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
