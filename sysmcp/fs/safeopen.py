@@ -159,8 +159,8 @@ def open_regular_at(
     try:
         fd = os.open(name, flags, dir_fd=dir_fd)
     except OSError as exc:
-        if exc.errno == errno.ELOOP and not follow_symlinks:
-            raise Replaced() from None  # a symlink now stands where a regular file was
+        if exc.errno in (errno.ELOOP, errno.EMLINK) and not follow_symlinks:
+            raise Replaced() from None  # a symlink now stands where a regular file was (FreeBSD: EMLINK)
         raise
     opened = os.fstat(fd)
     if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (looked.st_dev, looked.st_ino):

@@ -607,7 +607,25 @@ class DiskUsage:
             raise ToolError(f"No such file or directory: {display(real)}")
         st_dev = None if isinstance(result, OSError) else result.st_dev
         mount = table.holding(real, st_dev) or Mount("/", "unknown", "unknown")
+        if st_dev is not None and not mount.dev:
+            mount = self._volume_with_device(mount, st_dev, table)
         return entry_from(mount, result)
+
+    def _volume_with_device(self, mount: Mount, st_dev: int, table: MountTable) -> Mount:
+        """Where the table has no device numbers (getfsstat), the APFS volume a path really is on.
+
+        macOS's firmlinks (/Users, /Applications, /private …) lead from the sealed system snapshot
+        at / into the Data volume without a mount point on the way, so the deepest mount point is
+        the wrong answer there; the path's own device number names the right sibling volume. Only
+        local volumes of the same container are looked at, so this cannot hang.
+        """
+        for sibling in container_siblings(mount, table):
+            if not table.inline_safe(sibling.mount_point):
+                continue
+            found = _guarded(self.usage, sibling.mount_point)
+            if not isinstance(found, OSError) and found.st_dev == st_dev:
+                return sibling
+        return mount
 
     async def _all(self, table: MountTable, everything: bool, ctx: ToolContext) -> list[Entry]:
         mounts = [m for m in table.mounts if everything or not m.pseudo]

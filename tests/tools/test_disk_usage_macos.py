@@ -184,3 +184,18 @@ async def test_a_path_on_an_apfs_volume_carries_the_container_note() -> None:
     jsonschema.validate(output.structured, OUTPUT_SCHEMA)
     assert output.structured["filesystems"][0]["mount_point"] == "/System/Volumes/Data"
     assert "disk3" in output.structured["notes"][0]
+
+
+async def test_a_path_behind_a_firmlink_is_reported_on_the_data_volume_it_is_on() -> None:
+    """/Users is a firmlink from the system snapshot at / into the Data volume: no mount point on the
+    way, but the path's device number is Data's."""
+    handler, usage = mac_tool()
+    usage.answers["/Users/me"] = apfs(320, 0x1000015)  # statvfs and stat of the path: Data's
+    ctx = context()
+    ctx.paths.resolve_str = lambda raw: raw  # type: ignore[method-assign]  # no Mac paths here to resolve
+    output = await handler({"path": "/Users/me"}, ctx)
+    entry = output.structured["filesystems"][0]
+    assert entry["mount_point"] == "/System/Volumes/Data" and entry["used_bytes"] == 320 << 30
+    usage.answers["/Library/x"] = apfs(10, 0x1000011)  # really on the snapshot: stays /
+    output = await handler({"path": "/Library/x"}, ctx)
+    assert output.structured["filesystems"][0]["mount_point"] == "/"
