@@ -735,6 +735,8 @@ TOOL = Tool(
         f"inodes over {ALERT_PERCENT} % used are called out (not on read-only filesystems, which cannot "
         "fill further). A mount that does not answer within 5 s (a hung network mount) becomes an entry "
         "saying so and the rest still arrive; an unreadable one is an entry with the reason. Read-only."
+        " On macOS its own APFS volumes (/System/Volumes/VM, Preboot …, the sealed / snapshot) are listed "
+        "only with `all`, and `notes` names the APFS volumes that share one container's free space."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,
