@@ -136,4 +136,3 @@ async def test_modern_clients_declare_the_extension_per_request() -> None:
         assert {r["uri"] for r in listed["result"]["resources"]} >= set(LINKED.values())
         plain = (await modern(wire, "resources/list"))["result"]["resources"]
         assert not [r for r in plain if r["uri"].startswith("ui://")]
-
