@@ -26,7 +26,8 @@ def ui_links(tools: list[dict[str, Any]]) -> dict[str, str]:
 
 
 async def started(wire: Wire, version: str, capabilities: dict[str, Any] | None) -> dict[str, Any]:
-    return (await wire.initialize(version, capabilities))["result"]
+    result: dict[str, Any] = (await wire.initialize(version, capabilities))["result"]
+    return result
 
 
 @pytest.mark.parametrize("version", ["2024-11-05", "2025-06-18", "2025-11-25"])
