@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from sysmcp import __version__
+from sysmcp.tools import dir_usage, disk_usage
+from sysmcp.views import CONTRACT_VERSION
 from tests.e2e.modern import MODERN, envelope, modern
 from tests.wire import Wire, spawn
 
@@ -137,3 +139,48 @@ async def test_modern_clients_declare_the_extension_per_request() -> None:
         assert {r["uri"] for r in listed["result"]["resources"]} >= set(LINKED.values())
         plain = (await modern(wire, "resources/list"))["result"]["resources"]
         assert not [r for r in plain if r["uri"].startswith("ui://")]
+
+
+def test_the_fields_of_the_views_contract_are_in_the_tools_output_schemas() -> None:
+    """sysmcp/views/CONTRACT.md, version 1: a tool that drops one of these breaks its view."""
+    assert CONTRACT_VERSION == 1
+    dirs = dir_usage.OUTPUT_SCHEMA
+    assert {
+        "path",
+        "sort_by",
+        "totals",
+        "complete",
+        "stopped_reason",
+        "largest_directories",
+        "largest_files",
+        "directories_not_shown",
+        "files_not_shown",
+        "skipped",
+    } <= set(dirs["required"])
+    assert {"disk_bytes", "apparent_bytes", "files", "directories"} <= set(
+        dirs["properties"]["totals"]["required"]
+    )
+    assert {"path", "disk_bytes", "apparent_bytes", "files", "depth"} <= set(
+        dirs["properties"]["largest_directories"]["items"]["required"]
+    )
+    assert {"path", "disk_bytes", "apparent_bytes"} <= set(
+        dirs["properties"]["largest_files"]["items"]["required"]
+    )
+    disks = disk_usage.OUTPUT_SCHEMA
+    assert {"filesystems", "alert_threshold_percent"} <= set(disks["required"])
+    entry = disks["properties"]["filesystems"]["items"]["properties"]
+    assert {
+        "mount_point",
+        "device",
+        "fs_type",
+        "read_only",
+        "status",
+        "reason",
+        "total_bytes",
+        "used_bytes",
+        "free_bytes",
+        "reserved_bytes",
+        "percent_used",
+        "inodes",
+        "alerts",
+    } <= set(entry)
