@@ -207,6 +207,7 @@ async function main() {
   await viewFrame().waitForSelector("#notes [data-note=partial]");
   dir.partialNote = await viewFrame().$eval("#notes [data-note=partial]", (node) => node.textContent);
   dir.summaryPartial = await viewFrame().$eval("#summary", (node) => node.textContent);
+  dir.shots.push(await shot("dir-usage-partial-dark-400"));
   report.scenarios.dir = dir;
 
   // 2. disk_usage: one bar per filesystem, both themes; then a fleet-shaped result.
