@@ -34,6 +34,7 @@ from sysmcp.fs.paths import display, expands_locally, is_within
 from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
+from sysmcp.views import DISKS
 
 T = TypeVar("T")
 
@@ -742,4 +743,5 @@ TOOL = Tool(
     output_schema=OUTPUT_SCHEMA,
     handler=_HANDLER,
     answers_at_once=_HANDLER.answers_at_once,
+    view=DISKS.uri,
 )
