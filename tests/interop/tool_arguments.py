@@ -44,6 +44,7 @@ ROWS: dict[str, Fixture] = {
     "hash_tree": lambda root: {"path": str(root / "tree")},
     "verify_checksums": lambda root: {"manifest": str(root / "SHA256SUMS"), "base_dir": str(root / "tree")},
     "find_duplicates": lambda root: {"path": str(root / "tree")},
+    "deleted_open_files": lambda root: {"path": str(root / "tree")},
 }
 
 #: Tools that report progress for these arguments (their work runs in a metered worker).
