@@ -3,6 +3,7 @@
 from sysmcp.tools import (
     deleted_open_files,
     dir_usage,
+    disk_io,
     disk_usage,
     file_sha256,
     find_duplicates,
@@ -19,6 +20,7 @@ ALL_TOOLS: tuple[Tool, ...] = (
     hash_tree.TOOL,
     verify_checksums.TOOL,
     deleted_open_files.TOOL,
+    disk_io.TOOL,
 )
 
 __all__ = ["ALL_TOOLS", "Tool"]
