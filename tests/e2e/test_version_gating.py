@@ -41,7 +41,7 @@ async def tools_of(wire: Wire) -> dict[str, dict[str, Any]]:
 
 async def sample_calls(wire: Wire, tree: Path) -> dict[str, dict[str, Any]]:
     """One successful call of each kind that has structured data or a resource link to leak."""
-    calls = {
+    calls: dict[str, dict[str, Any]] = {
         "file_sha256": {"path": str(tree / "big.bin")},
         "hash_tree": {"path": str(tree)},  # always links its full manifest
         "dir_usage": {"path": str(tree)},
