@@ -901,7 +901,8 @@ def render(
         lines.append(f"Top extensions (by {measure}{f', modified {window}' if window else ''}):")
         for row in extensions:
             size = _size_text(row["apparent_bytes"], row["disk_bytes"], by_disk)
-            lines.append(f"  {size}  {printable(row['extension'])}  ({row['files']:,} files)")
+            noun = "file" if row["files"] == 1 else "files"
+            lines.append(f"  {size}  {printable(row['extension'])}  ({row['files']:,} {noun})")
         if not extensions:
             lines.append("  (none)")
         if extensions_not_shown:
