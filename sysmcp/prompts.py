@@ -91,7 +91,7 @@ def _render_triage(arguments: dict[str, str], env: PromptEnv) -> str:
     roots = env.paths.allowed
     default = display(roots[0]) if roots else "/"  # with roots, "/" itself is out of scope
     path = _checked_path(arguments.get("path") or default, env, "path")
-    tools, arguments = env.tools, env.tool_arguments
+    tools, known = env.tools, env.tool_arguments
     steps = [
         f"Call disk_usage with path={path!r}: how full is the filesystem holding it (percent as df "
         "computes it; used, free and reserved bytes; inodes)? If it is not above about 90%, say so and ask "
@@ -107,7 +107,7 @@ def _render_triage(arguments: dict[str, str], env: PromptEnv) -> str:
             f"Call deleted_open_files with path={path!r}: which processes hold them and how much; its "
             "answer says how to free the space without killing the process."
         )
-    if "sample_s" in arguments.get("disk_usage", ()):
+    if "sample_s" in known.get("disk_usage", ()):
         writer = (
             "; then call disk_io (sample_s=5) to see which process is writing" if "disk_io" in tools else ""
         )
@@ -116,7 +116,7 @@ def _render_triage(arguments: dict[str, str], env: PromptEnv) -> str:
             f"fill rate and the time until it is full{writer}. A disk full within hours comes first in "
             "your report."
         )
-    if "modified_within" in arguments.get("dir_usage", ()):
+    if "modified_within" in known.get("dir_usage", ()):
         steps.append(
             f"Call dir_usage with path={path!r} and modified_within='1d' (or '1h') to see what is new: what "
             "grew lately. Then call it with modified_before='30d' and show='all' for clean-up candidates: "
@@ -129,7 +129,7 @@ def _render_triage(arguments: dict[str, str], env: PromptEnv) -> str:
         )
     found = [
         "which filesystem, how full"
-        + (" and how fast it is filling" if "sample_s" in arguments.get("disk_usage", ()) else ""),
+        + (" and how fast it is filling" if "sample_s" in known.get("disk_usage", ()) else ""),
         "the top space consumers with their sizes and ages",
     ]
     if "deleted_open_files" in tools:
