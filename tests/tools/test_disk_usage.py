@@ -527,3 +527,14 @@ def test_the_description_states_the_formula_rounding_order_and_timeout() -> None
     description = TOOL.description
     for phrase in ("used / (used + free)", "rounded up", "fullest first", "90 %", "5 s", "all"):
         assert phrase in description
+
+
+def test_times_to_full_read_as_a_person_says_them() -> None:
+    from sysmcp.tools.disk_usage import duration_phrase
+
+    assert duration_phrase(3 * 3600 + 600) == "3 h 10 min"
+    assert duration_phrase(2 * 86400 + 4 * 3600) == "2 d 4 h"
+    assert duration_phrase(11 * 86400 + 3600) == "11 d"
+    assert duration_phrase(45) == "45 s"
+    assert duration_phrase(5 * 60 + 7) == "5 min 7 s"
+    assert duration_phrase(3600) == "1 h"
