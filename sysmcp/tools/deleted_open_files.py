@@ -14,6 +14,7 @@ import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -390,14 +391,19 @@ class DeletedOpenFiles:
         shown: str | None = None
         only_dev: int | None = None
         if "path" in args:
-            path = await ctx.resolve(args["path"])
-            shown = display(path)
-            try:
-                only_dev = os.stat(path).st_dev
-            except FileNotFoundError:
-                raise ToolError(f"No such file or directory: {shown}") from None
-            except OSError as exc:
-                raise ToolError(f"Cannot look at {shown}: {exc.strerror or exc}") from None
+            devices: list[int] = []
+
+            def device_of(found: Path) -> None:
+                """In the resolve thread, within its timeout: a path on a hung mount must not stall us."""
+                try:
+                    devices.append(os.stat(found).st_dev)
+                except FileNotFoundError:
+                    raise ToolError(f"No such file or directory: {display(found)}") from None
+                except OSError as exc:
+                    raise ToolError(f"Cannot look at {display(found)}: {exc.strerror or exc}") from None
+
+            shown = display(await ctx.resolve(args["path"], device_of))
+            only_dev = devices[0]
         if not proc_fd_available(self.proc):
             text = (
                 "This system has no /proc/PID/fd, so sysmcp cannot list deleted files held open here. "
