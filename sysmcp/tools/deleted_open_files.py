@@ -24,6 +24,7 @@ from sysmcp.fs.paths import display, printable
 from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.tools.processes import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 
 PROC = "/proc"
@@ -363,7 +364,7 @@ def render(
     if scan.unreadable:
         lines.append(
             f"Could not read the descriptors of {scan.unreadable:,} of {scan.processes + scan.unreadable:,} "
-            "processes (other users' processes need root): files they hold are not listed."
+            f"processes ({unreadable_reason()}): files they hold are not listed."
         )
     structured: dict[str, Any] = {
         "available": True,

@@ -21,6 +21,7 @@ from sysmcp.fs.paths import printable
 from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.tools.processes import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 
 DEFAULT_SAMPLE_S = 2.0
@@ -309,8 +310,8 @@ def render(structured: dict[str, Any]) -> str:
     if unreadable:
         total = unreadable + structured["processes_read"]
         lines.append(
-            f"Could not read the I/O counters of {unreadable:,} of {total:,} processes (other users' "
-            "processes need root): what they did is not listed."
+            f"Could not read the I/O counters of {unreadable:,} of {total:,} processes "
+            f"({unreadable_reason()}): what they did is not listed."
         )
     lines.append(
         "Writes buffered in memory reach storage later, often from a kernel flusher thread; processes "

@@ -27,6 +27,7 @@ from sysmcp.tools.disk_io import (
     process_io_available,
     read_processes,
 )
+from sysmcp.tools.processes import unreadable_reason
 from sysmcp.tools.registry import ToolContext, ToolOutput
 from tests.tools.writer import writing
 
@@ -128,13 +129,16 @@ def test_without_privileges_it_counts_the_processes_it_could_not_read() -> None:
             os.setgroups([])
             os.setgid(nobody.pw_gid)
             os.setuid(nobody.pw_uid)
-            os.write(write_end, str(read_processes().unreadable).encode())
+            os.write(write_end, f"{read_processes().unreadable}|{unreadable_reason()}".encode())
             code = 0
         finally:
             os._exit(code)
     os.close(write_end)
     with os.fdopen(read_end, "rb") as reader:
-        unreadable = int(reader.read().decode())
+        count, reason = reader.read().decode().split("|")
+        unreadable = int(count)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert unreadable >= 1  # root's processes (this test runner among them)
+    assert reason == "other users' processes need root"
+    assert "root" in unreadable_reason()  # as root: says that even root was refused
