@@ -193,3 +193,32 @@ def test_without_privileges_it_counts_the_processes_it_could_not_read() -> None:
 
 def scan_as(unreadable: int, readable: int) -> Scan:
     return Scan(processes=readable, unreadable=unreadable)
+
+
+MEMFD_HOLDER = textwrap.dedent(
+    """
+    import os, sys
+    fd = os.memfd_create("sysmcp-test")
+    os.write(fd, b"m" * 3_000_000)
+    print("ready", flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="needs memfd_create")
+async def test_memory_files_on_no_mounted_filesystem_are_counted_apart_not_listed() -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", MEMFD_HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        output = await call()
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=30)
+    assert all("memfd:" not in f["path"] for f in output.structured["files"])
+    apart = output.structured["not_on_a_mounted_filesystem"]
+    assert apart["files"] >= 1 and apart["disk_bytes"] >= 2_900_000
+    assert "on no filesystem mounted here (memfd" in output.text
