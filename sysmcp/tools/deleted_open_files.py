@@ -249,6 +249,10 @@ OUTPUT_SCHEMA: dict[str, Any] = {
             "type": "integer",
             "description": "Processes whose descriptors could not be read (another user's, without root).",
         },
+        "empty_files_not_listed": {
+            "type": "integer",
+            "description": "Deleted files held open that are empty (they hold no space): left out.",
+        },
         "not_on_a_mounted_filesystem": {
             "type": "object",
             "description": "Deleted files on no filesystem mounted here (memfd, shared memory, another "
@@ -276,8 +280,12 @@ def render(
 ) -> tuple[str, dict[str, Any]]:
     rows: list[tuple[DeletedFile, Mount]] = []
     elsewhere = [0, 0]
+    empty = 0
     for item in scan.files.values():
         if only_dev is not None and item.dev != only_dev:
+            continue
+        if item.size == 0 and item.disk == 0:
+            empty += 1  # holds no space (anonymous temporary files, such as a test runner's): noise here
             continue
         mount = filesystem_of(table, item.dev)
         if mount is None:
@@ -356,6 +364,8 @@ def render(
             "restart the service; for logs, fix the rotation: copytruncate or a postrotate reload). "
             "Truncating a file a process still reads (a database, a cache) can break it: check what it is first."
         )
+    if empty:
+        lines.append(f"Not listed: {empty:,} empty deleted files (they hold no space).")
     if elsewhere[0]:
         lines.append(
             f"Not counted: {elsewhere[0]:,} deleted files ({human_bytes(elsewhere[1])}) on no filesystem "
@@ -375,6 +385,7 @@ def render(
         "processes_read": scan.processes,
         "processes_unreadable": scan.unreadable,
         "not_on_a_mounted_filesystem": {"files": elsewhere[0], "disk_bytes": elsewhere[1]},
+        "empty_files_not_listed": empty,
     }
     if shown is not None:
         structured["path"] = shown

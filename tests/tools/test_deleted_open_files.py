@@ -206,6 +206,15 @@ MEMFD_HOLDER = textwrap.dedent(
 )
 
 
+async def test_empty_deleted_files_hold_no_space_and_are_only_counted(tmp_path: Path) -> None:
+    with holding({tmp_path / "empty": 0, tmp_path / "full": 1 * MB}):
+        output = await call(path=str(tmp_path))
+    paths = {f["path"] for f in output.structured["files"]}
+    assert str(tmp_path / "full") in paths and str(tmp_path / "empty") not in paths
+    assert output.structured["empty_files_not_listed"] >= 1
+    assert "empty deleted files (they hold no space)" in output.text
+
+
 @pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="needs memfd_create")
 async def test_memory_files_on_no_mounted_filesystem_are_counted_apart_not_listed() -> None:
     child = subprocess.Popen(
