@@ -365,7 +365,8 @@ def render(
             "Truncating a file a process still reads (a database, a cache) can break it: check what it is first."
         )
     if empty:
-        lines.append(f"Not listed: {empty:,} empty deleted files (they hold no space).")
+        noun = "file (it holds" if empty == 1 else "files (they hold"
+        lines.append(f"Not listed: {empty:,} empty deleted {noun} no space).")
     if elsewhere[0]:
         lines.append(
             f"Not counted: {elsewhere[0]:,} deleted files ({human_bytes(elsewhere[1])}) on no filesystem "
