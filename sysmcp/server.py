@@ -43,8 +43,12 @@ SERVER_TITLE = "sysmcp — sysadmin tools"
 INSTRUCTIONS = """\
 sysmcp answers questions about this machine's storage and files, read-only: it never writes, deletes \
 or changes anything, and it never returns file contents — only metadata, sizes and digests.
-- disk_usage: which filesystem is full — every mount, or the one holding a path (bytes, inodes, percent as df).
-- dir_usage: what fills a directory (du-exact totals, largest subdirectories and files, time-bounded).
+- disk_usage: which filesystem is full — every mount, or the one holding a path (bytes, inodes, percent as df); \
+with sample_s, how fast it fills and when it will be full.
+- dir_usage: what fills a directory (du-exact totals, largest subdirectories and files, time-bounded); \
+modified_within for what is new, modified_before for old clean-up candidates, show='extensions' for file types.
+- deleted_open_files: when df counts more than dir_usage finds — deleted files still held open, and by whom.
+- disk_io: who is writing or reading right now (per device and per process, over a few seconds).
 - find_duplicates: identical files under a directory, largest reclaimable space first.
 - file_sha256: is this file the one I think it is (streamed SHA-256 digest).
 - hash_tree: a sha256sum/b3sum-style checksum manifest of a tree (md5 … blake3).

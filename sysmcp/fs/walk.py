@@ -367,6 +367,10 @@ class Scanner:
         # about 2 N of them while it is read, instead of all of them until its floor can rise.
         self.keep_files = 0  # 0: every file over the floors is listed
         self.keep_by_disk = False
+        # Asked about every regular file counted (first name of an inode only), before the floors:
+        # False leaves it out of listings and eligible_files (still in the totals). A consumer that
+        # filters by time or tallies types sees every file this way, not only the big ones.
+        self.on_file: Callable[[str, os.stat_result], bool] | None = None
         self.eligible_files = 0
         # What to hand out: consumers that want neither empty listings nor every directory's
         # totals skip an object and a generator round trip per directory.
@@ -475,6 +479,7 @@ class Scanner:
         floor, block_floor, min_size = self.file_floor, self.block_floor, self.min_file_size
         keep = self.keep_files
         prune_at = 2 * keep if keep else -1
+        on_file = self.on_file
         s_ifmt, s_ifdir, s_ifreg, s_iflnk = _S_IFMT, _S_IFDIR, _S_IFREG, _S_IFLNK
         fd = frame.fd
         try:
@@ -533,6 +538,8 @@ class Scanner:
                 blocks += used
                 if kind == s_ifreg:
                     nfiles += 1
+                    if on_file is not None and not on_file(name, st):
+                        continue
                     if size >= min_size:
                         eligible += 1
                     if size >= floor or used >= block_floor:
@@ -785,6 +792,7 @@ class Scanner:
         scanner.file_floor, scanner.block_floor = self.file_floor, self.block_floor
         scanner.min_file_size = self.min_file_size
         scanner.keep_files, scanner.keep_by_disk = self.keep_files, self.keep_by_disk
+        scanner.on_file = self.on_file
         scanner.empty_listings = self.empty_listings
         scanner.finished_depth = self.finished_depth
         return scanner

@@ -234,7 +234,7 @@ async function main() {
   const first = rich.filesystems[0];
   rich.filesystems = [
     { ...first, mount_point: "/home", percent_used: 41 },
-    { ...first, percent_used: 93, alerts: ["space"], fill_rate_bytes_per_s: 15 * 1048576, seconds_to_full: 11400 },
+    { ...first, percent_used: 93, alerts: ["space"], rate: { seconds: 3, samples: 4, fill_rate_bytes_per_s: 15 * 1048576, seconds_to_full: 11400, inode_fill_rate_per_s: 0, seconds_to_inodes_full: null } },
     { ...first, mount_point: "/var", percent_used: 60, alerts: ["inodes"],
       inodes: { ...(first.inodes || { total: 1000, used: 0, free: 1000 }), percent_used: 97 } },
   ];
