@@ -132,30 +132,29 @@ async def test_progress_reaches_the_callback_and_errors_raise() -> None:
 
     async with connect(peer.client_writes, peer.client_reads) as session, anyio.create_task_group() as group:
 
-            async def ask() -> None:
-                with pytest.raises(RemoteError) as caught:
-                    await session.request("tools/call", {}, on_progress=on_progress)
-                assert caught.value.code == -32602
+        async def ask() -> None:
+            with pytest.raises(RemoteError) as caught:
+                await session.request("tools/call", {}, on_progress=on_progress)
+            assert caught.value.code == -32602
 
-            group.start_soon(ask)
-            request = await peer.read()
-            token = request["params"]["_meta"]["progressToken"]
-            await peer.write(
-                {
-                    "jsonrpc": "2.0",
-                    "method": "notifications/progress",
-                    "params": {"progressToken": token, "progress": 1},
-                }
-            )
-            await peer.write(
-                {"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32602, "message": "bad"}}
-            )
+        group.start_soon(ask)
+        request = await peer.read()
+        token = request["params"]["_meta"]["progressToken"]
+        await peer.write(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/progress",
+                "params": {"progressToken": token, "progress": 1},
+            }
+        )
+        await peer.write({"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32602, "message": "bad"}})
     assert seen == [(1.0, None, None)]
 
 
 async def test_a_cancelled_request_tells_the_server_and_the_session_goes_on() -> None:
     peer = Peer()
-    async with connect(peer.client_writes, peer.client_reads) as session, anyio.create_task_group() as group:
+    async with connect(peer.client_writes, peer.client_reads) as session:
+        async with anyio.create_task_group() as group:
             scope = anyio.CancelScope()
 
             async def ask() -> None:
@@ -205,13 +204,13 @@ async def test_a_peer_that_is_no_mcp_server_is_recognised() -> None:
     peer = Peer()
     async with connect(peer.client_writes, peer.client_reads) as session, anyio.create_task_group() as group:
 
-            async def ask() -> None:
-                with pytest.raises(PeerGone):
-                    await session.initialize()
+        async def ask() -> None:
+            with pytest.raises(PeerGone):
+                await session.initialize()
 
-            group.start_soon(ask)
-            await peer.read()
-            await peer.to_client.send(b"Last login: Mon Nov 30 from 10.0.0.1\n")
+        group.start_soon(ask)
+        await peer.read()
+        await peer.to_client.send(b"Last login: Mon Nov 30 from 10.0.0.1\n")
     assert session.not_mcp and "not an MCP server" in session.closed_reason
 
 
