@@ -12,23 +12,12 @@ import shlex
 from dataclasses import dataclass
 
 from sysmcp.fleet.inventory import Host
+from sysmcp.tools.merging import STATUSES
 
 DEFAULT_REMOTE_COMMAND = "uvx sysmcp"
 DEFAULT_CONNECT_TIMEOUT = 10.0
 CONTROL_PERSIST = 60  # seconds a master outlives its last session (it is ended at exit anyway)
 REASON_LIMIT = 200
-
-#: Every status a host's answer can have, in the order the model most needs to hear about them.
-STATUSES = (
-    "ok",
-    "tool_error",
-    "unreachable",
-    "auth_failed",
-    "host_key_mismatch",
-    "no_sysmcp",
-    "timeout",
-    "cancelled",
-)
 
 
 @dataclass(frozen=True, slots=True)

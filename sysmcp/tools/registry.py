@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -118,6 +118,9 @@ class Tool:
     #: Given the raw arguments, True when the call is answered from memory or a local syscall without
     #: waiting on anything: the session then answers it at once instead of starting a task for it.
     answers_at_once: Callable[[Any], bool] | None = None
+    #: Its fleet view: the answers of many hosts (``merging.HostOutcome``) and the arguments → one
+    #: ``ToolOutput``; a pure function. None: ``merging.default_merge`` (per-host summaries).
+    merge: Callable[[Sequence[Any], dict[str, Any]], ToolOutput] | None = None
 
     def describe(self, features: Features) -> dict[str, Any]:
         """The ``tools/list`` entry, with only what the negotiated version knows."""
@@ -137,11 +140,20 @@ class Tool:
 class Registry:
     """Tools by name, in declaration order, with opaque-cursor pagination."""
 
-    def __init__(self, tools: Iterable[Tool], page_size: int = 100) -> None:
+    def __init__(
+        self, tools: Iterable[Tool], page_size: int = 100, hosts: dict[str, Any] | None = None
+    ) -> None:
+        """``hosts``: the fleet's ``hosts`` property, added here to every tool's schema (only when a
+        fleet is configured: without one every schema is exactly the tool's own)."""
         self._tools: dict[str, Tool] = {}
         for tool in tools:
             if tool.name in self._tools:
                 raise ValueError(f"tool {tool.name!r} registered twice")
+            if hosts is not None:
+                from sysmcp.tools.merging import with_hosts
+
+                input_schema, output_schema = with_hosts(tool.input_schema, tool.output_schema, hosts)
+                tool = replace(tool, input_schema=input_schema, output_schema=output_schema)
             self._tools[tool.name] = tool
         self.page_size = page_size
 
