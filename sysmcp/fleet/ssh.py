@@ -134,7 +134,8 @@ def classify(returncode: int | None, stderr: str, *, not_mcp: str | None = None)
     remote command's (127: not found). ``not_mcp`` is set when the remote wrote something that is not
     JSON-RPC (a shell banner, another program).
     """
-    lines = [line.strip() for line in stderr.splitlines() if line.strip() and not _NOISE.match(line.strip())]
+    lines = [line.strip(" @\t\r") for line in stderr.splitlines() if not _NOISE.match(line.strip())]
+    lines = [line for line in lines if line]
     for status, pattern in _PATTERNS:
         if status == "no_sysmcp" and returncode == 255:
             continue  # "not found" from ssh itself (a config file, an identity) is not the remote command
