@@ -111,11 +111,13 @@ class Lab:
         accepts_key: bool = True,
         start: bool = True,
         group: str = "healthy",
+        allow_df: bool = False,
     ) -> SimHost:
         """A host whose shared directory holds ``files``; ``command`` replaces sysmcp (a host without
         it); ``known_key=False`` puts another key in known_hosts (a changed host key);
         ``accepts_key=False`` authorises another user key (our key is rejected); ``start=False``
-        leaves the port closed (connection refused)."""
+        leaves the port closed (connection refused); ``allow_df`` lets ``df -P`` through (the
+        benchmark's reference command)."""
         address = self._address()
         port = free_port(address)
         root = self.base / name
@@ -132,6 +134,8 @@ class Lab:
             sysmcp = shlex.join([sys.executable, "-m", "sysmcp"])
             inner = f"mount --bind {shlex.quote(str(root / SHARED))} {shlex.quote(str(self.base / SHARED))} && exec {sysmcp}"
             command = f"exec unshare -m sh -c {shlex.quote(inner)}"
+            if allow_df:  # the benchmark's reference, parallel-ssh … df -P, reaches the same hosts
+                command = f'if [ "$SSH_ORIGINAL_COMMAND" = "df -P" ]; then exec df -P; fi; {command}'
         keys = self.base / ("authorized_keys" if accepts_key else "other_authorized_keys")
         config = root / "sshd_config"
         config.write_text(
