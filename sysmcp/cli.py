@@ -164,11 +164,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fleet(args: argparse.Namespace) -> Any:
-    """The operator's fleet (``FleetOptions``), or None when no host is configured."""
+    """The operator's fleet (``FleetOptions``), or None when no host is configured.
+
+    Without one nothing of the fleet is even imported: a single-host start stays as it was.
+    """
+    hosts = [*(getattr(args, "host", None) or []), *getattr(args, "more_hosts", [])]
+    if not hosts and not getattr(args, "inventory", None) and not os.environ.get("SYSMCP_HOSTS"):
+        return None
     from sysmcp.fleet.inventory import InventoryError
     from sysmcp.fleet.setup import HOSTS_ENV, FleetOptions, load_inventory
 
-    hosts = [*(getattr(args, "host", None) or []), *getattr(args, "more_hosts", [])]
     try:
         inventory = load_inventory(hosts, os.environ.get(HOSTS_ENV), getattr(args, "inventory", None))
     except OSError as exc:
