@@ -250,7 +250,11 @@ class Server:
                 raise invalid_params(exc.message) from exc
             return self._error_result(exc.message)
         if self.fleet is not None and "hosts" in arguments:
-            return await self._fan_out(tool, arguments, ctx)
+            given = params.get("arguments")
+            # Only what the model gave travels (validated), not the defaults: an older remote sysmcp
+            # then refuses only an argument the model really used.
+            sent = {k: v for k, v in arguments.items() if isinstance(given, dict) and k in given}
+            return await self._fan_out(tool, sent, ctx)
         await self.client_roots.current()  # never run a tool on a scope the client is still narrowing
         return await self._run_tool(tool, arguments, ctx)
 
