@@ -204,3 +204,30 @@ def test_a_malformed_inventory_is_a_start_up_error_naming_the_line(tmp_path: Pat
         [sys.executable, "-m", "sysmcp", "--inventory", str(bad)], capture_output=True, text=True, timeout=30
     )
     assert run.returncode == 2 and f"{bad} line 3:" in run.stderr and run.stdout == ""
+
+
+async def test_a_remote_that_lacks_a_tool_is_that_hosts_tool_error(tmp_path: Path) -> None:
+    """An older or other MCP server on a host (here the SDK reference server, which has no hash_tree)."""
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    import shlex
+    import sys
+
+    lab = Lab(tmp_path)
+    try:
+        lab.add("current", files={"a.txt": "a"})
+        sdk = Path(__file__).resolve().parents[2] / "benchmarks" / "sdk_server.py"
+        lab.add("older", command=f"exec {shlex.join([sys.executable, str(sdk)])}")
+        lab.inventory()
+        async with spawn(*server_args(lab)) as wire:
+            await wire.initialize()
+            reply = await wire.call("hash_tree", {"path": str(lab.base / SHARED), "hosts": ["all"]})
+            hosts = by_host(reply)
+            assert hosts["current"]["status"] == "ok" and hosts["current"]["result"]["files"] == 1
+            assert hosts["older"]["status"] == "tool_error" and "hash_tree" in hosts["older"]["reason"]
+            assert reply["result"]["isError"] is False
+            await wire.close_stdin()
+            await wire.wait_exit(15)
+    finally:
+        lab.close()
