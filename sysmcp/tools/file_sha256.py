@@ -203,7 +203,7 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
         held = sum(len(hosts) for _, hosts in ordered)
         body = [
             f"Drift: {len(ordered)} different digests on {held} hosts"
-            + (f"; {len(missing)} lack the file" if missing else "")
+            + (f"; {len(missing)} {'lack' if len(missing) != 1 else 'lacks'} the file" if missing else "")
             + ":"
         ]
         for digest, hosts in ordered:
