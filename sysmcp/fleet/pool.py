@@ -124,13 +124,16 @@ class Pool:
         argv = session_argv(self.settings, host)
         log.debug("ssh session starting", host=host.name, argv=argv)
         self._used.add(host.name)
-        process = await anyio.open_process(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # the operator's Ctrl-C is ours to handle, not each ssh's
-        )
+        try:
+            process = await anyio.open_process(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # the operator's Ctrl-C is ours to handle, not each ssh's
+            )
+        except OSError as exc:  # no ssh installed, out of processes: this host's failure, not the call's
+            raise HostFailure("unreachable", bounded(f"cannot start {argv[0]}: {exc}")) from None
         self._processes.add(process)
         assert process.stdin is not None and process.stdout is not None
         client = ClientSession(process.stdin, process.stdout, name=host.name)
@@ -205,7 +208,8 @@ class Pool:
         shutil.rmtree(self.settings.control_dir, ignore_errors=True)
 
     async def _exit_master(self, host: Host) -> None:
-        if not os.listdir(self.settings.control_dir) if os.path.isdir(self.settings.control_dir) else True:
+        directory = self.settings.control_dir
+        if not os.path.isdir(directory) or not os.listdir(directory):
             return  # no socket left: no master to end
         with anyio.move_on_after(CLOSE_WAIT), contextlib.suppress(OSError):
             await anyio.run_process(

@@ -278,10 +278,14 @@ class ClientSession:
                     except Exception:
                         log.exception("progress callback failed", server=self.name)
             elif isinstance(item, Request):
-                await self._write(answer_server_request(item))
+                with suppress(PeerGone):  # the peer is gone: the read loop sees its end next
+                    await self._write(answer_server_request(item))
             elif isinstance(item, Notification):
                 if self.notifications is not None:
-                    await self.notifications(item)
+                    try:
+                        await self.notifications(item)
+                    except Exception:
+                        log.exception("notification callback failed", server=self.name)
             else:
                 return _quote(line)
         return None
