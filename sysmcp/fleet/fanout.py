@@ -127,24 +127,32 @@ class Fleet:
         def outcome(status: str, **fields: Any) -> HostOutcome:
             return HostOutcome(name, status, anyio.current_time() - started, **fields)
 
-        try:
-            session = await self.pool.session(name)
-        except HostFailure as failure:
-            return outcome(failure.status, reason=failure.reason)
-        try:
-            with anyio.fail_after(timeout):
-                reply = await session.client.call_tool(tool, arguments, on_progress=on_progress)
-        except TimeoutError:
-            # The remote was told to stop (notifications/cancelled); the session stays for reuse.
-            return outcome("timeout", reason=f"no answer within {timeout:g} s")
-        except RemoteError as exc:
-            # An older sysmcp that does not know this tool or argument: its answer, not our crash.
-            return outcome("tool_error", reason=bounded(f"{exc.message} ({exc.code})"))
-        except PeerGone:
-            ended = await session.failure()
-            await self.pool.discard(session)
-            status = ended.status if ended.status != "no_sysmcp" else "unreachable"
-            return outcome(status, reason=bounded(f"the session ended mid-call: {ended.reason}"))
+        while True:
+            try:
+                session = await self.pool.session(name)
+            except HostFailure as failure:
+                return outcome(failure.status, reason=failure.reason)
+            session.calls += 1
+            try:
+                with anyio.fail_after(timeout):
+                    reply = await session.client.call_tool(tool, arguments, on_progress=on_progress)
+            except TimeoutError:
+                # The remote was told to stop (notifications/cancelled); the session stays for reuse.
+                return outcome("timeout", reason=f"no answer within {timeout:g} s")
+            except RemoteError as exc:
+                # An older sysmcp that does not know this tool or argument: its answer, not our crash.
+                return outcome("tool_error", reason=bounded(f"{exc.message} ({exc.code})"))
+            except PeerGone:
+                ended = await session.failure()
+                await self.pool.discard(session)
+                if session.calls > 1:
+                    # A reused session had died since its last call (its ssh killed, the connection
+                    # dropped): every tool is read-only and idempotent, so ask once more on a new one,
+                    # whose first call this is.
+                    continue
+                status = ended.status if ended.status != "no_sysmcp" else "unreachable"
+                return outcome(status, reason=bounded(f"the session ended mid-call: {ended.reason}"))
+            break
         text = "\n".join(
             str(block.get("text", ""))
             for block in reply.get("content", [])

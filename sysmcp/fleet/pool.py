@@ -47,6 +47,7 @@ class HostSession:
     process: Process
     client: ClientSession
     stderr: bytearray = field(default_factory=bytearray)
+    calls: int = 0  # calls started on it: a session that dies under its first call is no stale one
 
     @property
     def alive(self) -> bool:

@@ -206,7 +206,9 @@ class Lab:
 def ssh_processes(marker: str = "sysmcp-ssh-") -> list[str]:
     """``ps`` lines of ssh clients and masters (``ssh: PATH [mux]``) that mention ``marker``: by default
     sysmcp's private control directories, which every ssh it starts names."""
-    listing = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True).stdout
+    listing = subprocess.run(
+        ["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True, check=True
+    ).stdout
     found = []
     for line in listing.splitlines():
         pid_and_args = line.split(None, 1)

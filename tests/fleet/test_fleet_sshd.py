@@ -231,3 +231,23 @@ async def test_a_remote_that_lacks_a_tool_is_that_hosts_tool_error(tmp_path: Pat
             await wire.wait_exit(15)
     finally:
         lab.close()
+
+
+async def test_a_session_that_died_is_reopened_on_the_next_call(lab: Lab) -> None:
+    import os
+
+    before = set(ssh_processes())
+    async with spawn(*server_args(lab)) as wire:
+        await wire.initialize()
+        first = await wire.call("disk_usage", {"path": "/", "hosts": ["web1"]})
+        assert by_host(first)["web1"]["status"] == "ok"
+        (client,) = [
+            line for line in set(ssh_processes()) - before if line.split()[1] == "ssh" and " web1 " in line
+        ]
+        os.kill(int(client.split()[0]), signal.SIGKILL)  # the session's ssh dies (its master lives on)
+        # Asked at once, before or after the pool noticed the death: answered on a new session.
+        again = await wire.call("disk_usage", {"path": "/", "hosts": ["web1"]})
+        assert by_host(again)["web1"]["status"] == "ok"
+        await wire.close_stdin()
+        await wire.wait_exit(15)
+    assert set(ssh_processes()) - before == set()
