@@ -145,7 +145,7 @@ class Pool:
             with anyio.fail_after(self.settings.connect_timeout):
                 await client.initialize()
         except TimeoutError:
-            await self._end(session)
+            await self._kill(session)  # hung in the connection or the remote start: no goodbye to wait for
             tail = _last_line(session.stderr)
             raise HostFailure(
                 "timeout",
@@ -163,8 +163,7 @@ class Pool:
             await self._end(session)
             raise failure from None
         except BaseException:  # cancelled while connecting: leave nothing running
-            with anyio.CancelScope(shield=True):
-                await self._end(session)
+            await self._kill(session)
             raise
         log.info("ssh session open", host=host.name, pid=process.pid)
         return session
@@ -193,6 +192,10 @@ class Pool:
             if process.returncode is None:
                 await _kill(process)
             self._processes.discard(process)
+
+    async def _kill(self, session: HostSession) -> None:
+        await _kill(session.process)
+        self._processes.discard(session.process)
 
     async def aclose(self) -> None:
         """End every session and every ControlMaster we started; remove our control directory."""
