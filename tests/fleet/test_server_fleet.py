@@ -111,3 +111,10 @@ async def test_without_a_fleet_hosts_is_an_unknown_argument_as_before() -> None:
     srv = build_server(ALL_TOOLS)
     result = await call(srv, {"hosts": ["all"]})
     assert result["isError"] is True and "hosts" in result["content"][0]["text"]
+
+
+async def test_server_discover_carries_the_fleet_too() -> None:
+    srv = server(MemoryFleet())
+    ctx = RequestContext(2, "server/discover", Notes(), features=features_of("2025-11-25"))
+    result = await srv.handle_request(Request(2, "server/discover", {}), ctx)
+    assert "41 hosts" in result["instructions"] and "db (1)" in result["instructions"]
