@@ -96,10 +96,6 @@ class Pool:
                 group.cancel_scope.cancel()
                 self._group = None
 
-    @property
-    def open_hosts(self) -> list[str]:
-        return [name for name, s in self._sessions.items() if s.alive]
-
     async def session(self, name: str) -> HostSession:
         """The host's live session, opened now if there is none (or the last one died)."""
         lock = self._locks.setdefault(name, anyio.Lock())

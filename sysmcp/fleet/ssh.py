@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import re
-import shlex
 from dataclasses import dataclass
 
 from sysmcp.fleet.inventory import Host
@@ -80,10 +79,6 @@ def control_argv(settings: SshSettings, host: Host, command: str = "exit") -> li
     argv = _common(settings, host)
     argv[1:1] = ["-O", command]
     return [*argv, "--", host.name]
-
-
-def display_command(argv: list[str]) -> str:
-    return shlex.join(argv)
 
 
 # -- what a failure means ---------------------------------------------------------------------------
