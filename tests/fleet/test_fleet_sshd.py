@@ -194,6 +194,8 @@ async def test_the_instructions_name_the_groups_and_the_host_count(lab: Lab) -> 
         init = await wire.initialize()
         text = init["result"]["instructions"]
         assert "11 hosts" in text and "web (6)" in text and "broken (5)" in text and "web1" in text
+        await wire.close_stdin()
+        assert await wire.wait_exit(15) == 0  # a pool that never connected ends cleanly too
 
 
 def test_a_malformed_inventory_is_a_start_up_error_naming_the_line(tmp_path: Path) -> None:
