@@ -8,11 +8,12 @@ sees a summary and the first lines; the whole manifest is a ``resources/read`` a
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,13 +32,15 @@ from sysmcp.fs.checksums import (
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import kind
 from sysmcp.fs.units import human_bytes, rate
-from sysmcp.fs.walk import SkipCounter, WalkOptions, throttled, walk_files
+from sysmcp.fs.walk import Budget, ScanStopped, SkipCounter, WalkOptions, walk_files
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.walking import skipped_phrase, walk_options, walk_properties
+from sysmcp.tools.walking import skipped_phrase, timeout_property, walk_options, walk_properties
 
 MAX_LISTED = 50  # unreadable files named in the result; the rest are counted
+DEFAULT_TIMEOUT_S = 30.0
+MAX_TIMEOUT_S = 600.0
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -70,6 +73,12 @@ INPUT_SCHEMA: dict[str, Any] = {
             "description": "Manifest lines to show inline (0 to 1000). The full manifest is always available "
             "as a resource link (read it with resources/read).",
         },
+        "timeout_s": timeout_property(
+            DEFAULT_TIMEOUT_S,
+            MAX_TIMEOUT_S,
+            stops="hashing stops and the result, marked partial, is a valid manifest of the files hashed so "
+            "far (it checks clean with sha256sum -c); it says how many listed files were not hashed.",
+        ),
         **walk_properties("path"),
     },
     "required": ["path"],
@@ -80,6 +89,20 @@ OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "path": {"type": "string"},
+        "complete": {
+            "type": "boolean",
+            "description": "False when the time budget ran out: the manifest then covers only some files.",
+        },
+        "stopped_reason": {"type": ["string", "null"]},
+        "files_not_hashed": {
+            "type": "integer",
+            "description": "Files listed but not hashed when the budget ran out (0 when complete).",
+        },
+        "walk_complete": {
+            "type": "boolean",
+            "description": "False when the walk itself was cut: files in directories not yet listed are "
+            "neither in the manifest nor counted.",
+        },
         "base_dir": {"type": "string", "description": "The directory the manifest's names are relative to."},
         "algorithm": {"type": "string"},
         "format": {"type": "string", "enum": ["gnu", "bsd"]},
@@ -120,6 +143,10 @@ OUTPUT_SCHEMA: dict[str, Any] = {
     },
     "required": [
         "path",
+        "complete",
+        "stopped_reason",
+        "files_not_hashed",
+        "walk_complete",
         "base_dir",
         "algorithm",
         "format",
@@ -148,6 +175,9 @@ class TreeHash:
     seconds: float = 0.0
     base: bytes = b"/"
     non_utf8: int = 0
+    stopped: str | None = None  # why the manifest covers only some files (the time budget ran out)
+    not_hashed: int = 0  # files listed but not hashed when it stopped
+    walk_complete: bool = True
 
 
 def hash_tree(
@@ -159,10 +189,18 @@ def hash_tree(
     skipped: SkipCounter,
     meter: Meter,
     threads: int,
+    timeout_s: float = math.inf,
+    clock: Callable[[], float] = time.monotonic,
 ) -> TreeHash:
-    """Walk (or take the one file), hash on a small pool, and build the sorted manifest."""
+    """Walk (or take the one file), hash on a small pool, and build the sorted manifest.
+
+    At the deadline the walk and the hashing stop (files in flight within one chunk) and the
+    manifest holds the files finished by then: every line still true, so it checks clean.
+    """
     started = time.perf_counter()
     counters = PoolCounters()
+    listed = 0
+    walk_complete = single is not None  # until the walk has ended without meeting the deadline
 
     def update_meter() -> None:
         done_bytes, done_files = counters.bytes, counters.files
@@ -174,31 +212,45 @@ def hash_tree(
         update_meter()
         meter.checkpoint()
 
-    check = throttled(report_and_check)  # summing the threads' counters for every file would cost too much
+    # Summing the threads' counters for every file would cost too much: Budget asks every few ms.
+    check = Budget(timeout_s, report_and_check, clock=clock)
 
     def jobs() -> Iterator[Job]:
+        nonlocal listed, walk_complete
         if single is not None:
+            listed = 1
             yield Job(0, root, (algorithm,), single)
             return
         for key, entry in enumerate(walk_files(root, options, skipped, check)):
+            listed += 1
             yield Job(key, entry.path, (algorithm,), entry.stat)
+        walk_complete = not check.expired  # a walk the deadline ended also ends quietly
 
     base = os.path.dirname(root) if single is not None else root
     prefix_length = len(base.rstrip(b"/")) + 1
     result = TreeHash()
     entries: list[tuple[bytes, str]] = []
-    for outcome in hash_many(jobs(), checkpoint=check, counters=counters, threads=threads):
-        relative = outcome.job.path[prefix_length:]
-        if outcome.digest is None:
-            if outcome.missing:
-                skipped.add("vanished")  # this thread is also the walk's: one counter for both
+    outcomes = 0
+    try:
+        for outcome in hash_many(jobs(), checkpoint=check, counters=counters, threads=threads):
+            outcomes += 1
+            relative = outcome.job.path[prefix_length:]
+            if outcome.digest is None:
+                if outcome.missing:
+                    skipped.add("vanished")  # this thread is also the walk's: one counter for both
+                else:
+                    result.unreadable.append((relative, outcome.error or "unreadable"))
+            elif outcome.digest.changed:
+                result.unreadable.append((relative, f"changed while being hashed: {outcome.digest.changed}"))
             else:
-                result.unreadable.append((relative, outcome.error or "unreadable"))
-        elif outcome.digest.changed:
-            result.unreadable.append((relative, f"changed while being hashed: {outcome.digest.changed}"))
-        else:
-            entries.append((relative, outcome.digest.hexdigests[algorithm.name]))
-            result.total_bytes += outcome.digest.size
+                entries.append((relative, outcome.digest.hexdigests[algorithm.name]))
+                result.total_bytes += outcome.digest.size
+    except ScanStopped as stop:
+        result.stopped = stop.reason
+    if result.stopped is None and not walk_complete:
+        result.stopped = check.reason
+    result.not_hashed = listed - outcomes if result.stopped else 0
+    result.walk_complete = walk_complete
     update_meter()
     entries.sort()
     result.lines = [format_line(name, digest, algorithm, style) for name, digest in entries]
@@ -225,6 +277,7 @@ def run(
     options: WalkOptions,
     skipped: SkipCounter,
     meter: Meter,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> TreeHash:
     """The whole call, in the worker thread."""
     try:
@@ -239,7 +292,7 @@ def run(
         )
     single = looked if stat.S_ISREG(looked.st_mode) else None
     try:
-        return hash_tree(path, single, algorithm, style, options, skipped, meter, HASH_THREADS)
+        return hash_tree(path, single, algorithm, style, options, skipped, meter, HASH_THREADS, timeout_s)
     except PermissionError:
         raise ToolError(f"Permission denied: cannot read the directory {shown}") from None
     except OSError as exc:
@@ -253,6 +306,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     style: Style = "bsd" if args["format"] == "bsd" else "gnu"
     options = walk_options(args)
     skipped = SkipCounter()
+    timeout_s = min(float(args["timeout_s"]), MAX_TIMEOUT_S)
 
     def describe(meter: Meter, elapsed: float) -> str:
         done = meter.extra.get("bytes", 0)
@@ -261,7 +315,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         )
 
     tree = await ctx.run_in_worker(
-        lambda meter: run(os.fsencode(path), shown, algorithm, style, options, skipped, meter),
+        lambda meter: run(os.fsencode(path), shown, algorithm, style, options, skipped, meter, timeout_s),
         describe=describe,
     )
     return render(args, ctx, tree, shown, algorithm, style, skipped)
@@ -312,7 +366,16 @@ def render(
     shown_lines = [text.rstrip("\n") for text in texts[:max_lines]]
     not_shown = len(texts) - len(shown_lines)
 
-    out = [
+    out = []
+    if tree.stopped:
+        unlisted = "" if tree.walk_complete else ", and the walk had not finished (files in directories not "
+        unlisted += "" if tree.walk_complete else "yet listed are neither in the manifest nor counted)"
+        out.append(
+            f"PARTIAL RESULT: hashing stopped early ({tree.stopped}); the manifest covers the "
+            f"{len(tree.lines):,} files hashed by then, each line correct; {tree.not_hashed:,} files listed were "
+            f"not hashed{unlisted}. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) or a subdirectory."
+        )
+    out += [
         f"{algorithm.name} manifest of {shown}: {len(tree.lines):,} files, {human_bytes(tree.total_bytes)} hashed in "
         f"{tree.seconds:.2f} s ({rate(tree.total_bytes, tree.seconds)}); names relative to {base}"
     ]
@@ -339,6 +402,10 @@ def render(
         out.append("No regular files to hash.")
     structured = {
         "path": shown,
+        "complete": tree.stopped is None,
+        "stopped_reason": tree.stopped,
+        "files_not_hashed": tree.not_hashed,
+        "walk_complete": tree.walk_complete,
         "base_dir": base,
         "algorithm": algorithm.name,
         "format": style,

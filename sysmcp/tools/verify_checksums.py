@@ -8,6 +8,7 @@ MISSING told apart from unreadable, files that appeared since the manifest was m
 from __future__ import annotations
 
 import errno
+import math
 import os
 import stat
 import time
@@ -34,15 +35,24 @@ from sysmcp.fs.checksums import (
 from sysmcp.fs.paths import PathPolicy, display, printable
 from sysmcp.fs.safeopen import kind, open_regular_at
 from sysmcp.fs.units import human_bytes, rate
-from sysmcp.fs.walk import SkipCounter, join, throttled, walk_files
+from sysmcp.fs.walk import Budget, ScanStopped, SkipCounter, join, throttled, walk_files
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.walking import require_directory, skipped_phrase, walk_options, walk_properties
+from sysmcp.tools.walking import (
+    require_directory,
+    skipped_phrase,
+    timeout_property,
+    walk_options,
+    walk_properties,
+)
 
 MAX_MANIFEST = 64 << 20  # bytes: a manifest of about half a million files
+DEFAULT_TIMEOUT_S = 30.0
+MAX_TIMEOUT_S = 600.0
 
-Status = Literal["OK", "FAILED", "MISSING", "UNREADABLE"]
+#: NOT_CHECKED: the time budget ran out before this entry was looked at or hashed.
+Status = Literal["OK", "FAILED", "MISSING", "UNREADABLE", "NOT_CHECKED"]
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -83,6 +93,12 @@ INPUT_SCHEMA: dict[str, Any] = {
             "description": "At most this many names per list (FAILED, MISSING, …) inline; when a list is cut "
             "the full report is a resource link.",
         },
+        "timeout_s": timeout_property(
+            DEFAULT_TIMEOUT_S,
+            MAX_TIMEOUT_S,
+            stops="checking stops and the result, marked partial, reports the entries checked so far and "
+            "counts the rest as not checked.",
+        ),
         **walk_properties("base_dir", note="With report_new: "),
     },
     "required": ["manifest"],
@@ -96,6 +112,12 @@ OUTPUT_SCHEMA: dict[str, Any] = {
     "properties": {
         "manifest": {"type": "string", "description": "The manifest's path, URI, or '(text)'."},
         "base_dir": {"type": "string"},
+        "complete": {"type": "boolean", "description": "False when the time budget ran out."},
+        "stopped_reason": {"type": ["string", "null"]},
+        "not_checked": {
+            "type": "integer",
+            "description": "Entries not checked because the time budget ran out (0 when complete).",
+        },
         "all_ok": {
             "type": "boolean",
             "description": "True exactly when 'sha256sum -c --strict' would succeed: at least one entry, "
@@ -144,6 +166,9 @@ OUTPUT_SCHEMA: dict[str, Any] = {
     "required": [
         "manifest",
         "base_dir",
+        "complete",
+        "stopped_reason",
+        "not_checked",
         "all_ok",
         "entries",
         "ok",
@@ -185,6 +210,7 @@ class Verification:
     walk_skipped: dict[str, int] = field(default_factory=dict)
     bytes_hashed: int = 0
     seconds: float = 0.0
+    stopped: str | None = None  # why some entries were not checked (the time budget ran out)
 
 
 @dataclass(frozen=True)
@@ -224,10 +250,15 @@ def verify(
     policy: PathPolicy,
     meter: Meter,
     threads: int,
+    timeout_s: float = math.inf,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Verification:
-    """Parse, look at every listed file, hash the regular ones on a small pool, then walk for new files."""
+    """Parse, look at every listed file, hash the regular ones on a small pool, then walk for new files.
+
+    At the deadline (``timeout_s``) whatever is left stays NOT_CHECKED and ``stopped`` says why.
+    """
     started = time.perf_counter()
-    check = throttled(meter.checkpoint)
+    check = throttled(meter.checkpoint)  # parsing is bounded by MAX_MANIFEST: no deadline inside it
     data = read_manifest(source.path, source.shown) if source.path is not None else source.data
     forced = None if args["algorithm"] == "auto" else ALGORITHMS[args["algorithm"]]
     manifest = parse_manifest(data, forced=forced, prefer=hint_order(source.name_hint), check=check)
@@ -244,7 +275,31 @@ def verify(
             + (f" ({bad:,} improperly formatted)" if bad else "")
             + ". Expected lines like '<hex digest>  <name>' or 'SHA256 (<name>) = <hex digest>'."
         )
-    result = Verification(manifest, [Checked("MISSING")] * len(manifest.entries))
+    result = Verification(manifest, [NOT_CHECKED] * len(manifest.entries))
+    budget = Budget(timeout_s, meter.checkpoint, clock=clock)
+    try:
+        _check_entries(manifest, base, args, policy, meter, threads, budget, result, source.path)
+    except ScanStopped as stop:
+        result.stopped = stop.reason
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+NOT_CHECKED = Checked("NOT_CHECKED", "the time budget ran out first")
+
+
+def _check_entries(
+    manifest: Manifest,
+    base: bytes,
+    args: dict[str, Any],
+    policy: PathPolicy,
+    meter: Meter,
+    threads: int,
+    check: Budget,
+    result: Verification,
+    manifest_path: bytes | None,
+) -> None:
+    """Both passes, the retry and the walk for new files; ``check`` raises ScanStopped at the deadline."""
     confined = policy.allowed is not None
 
     # Pass 1: look at every listed file (stat follows symlinks, as sha256sum's open does).
@@ -300,9 +355,9 @@ def verify(
         update_meter()
         meter.checkpoint()
 
-    for outcome in hash_many(
-        jobs(), checkpoint=throttled(report_and_check), counters=counters, threads=threads
-    ):
+    hashing = Budget(check.seconds, report_and_check, clock=check.clock)  # progress every few ms
+    hashing.deadline, hashing.reason = check.deadline, check.reason  # and the one deadline
+    for outcome in hash_many(jobs(), checkpoint=hashing, counters=counters, threads=threads):
         index = outcome.job.key
         entry = manifest.entries[index]
         tried[index] = {a.name for a in outcome.job.algorithms}
@@ -315,9 +370,11 @@ def verify(
     )
 
     if args["report_new"]:
-        result.new, result.walk_skipped = find_new(manifest.entries, base, source.path, args, check)
-    result.seconds = time.perf_counter() - started
-    return result
+        result.new, result.walk_skipped = find_new(manifest.entries, base, manifest_path, args, check)
+        if check.expired:  # the walk ends quietly at the deadline: its list may miss files
+            raise ScanStopped(
+                check.reason + " while looking for new files (the list of new files may be short)"
+            )
 
 
 def retry_others(
@@ -456,6 +513,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     )
     base_shown = display(base_path)
     base = os.fsencode(base_path)
+    timeout_s = min(float(args["timeout_s"]), MAX_TIMEOUT_S)
 
     def describe(meter: Meter, elapsed: float) -> str:
         done = meter.extra.get("bytes", 0)
@@ -465,7 +523,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         )
 
     result = await ctx.run_in_worker(
-        lambda meter: verify(source, base, args, ctx.paths, meter, HASH_THREADS), describe=describe
+        lambda meter: verify(source, base, args, ctx.paths, meter, HASH_THREADS, timeout_s),
+        describe=describe,
     )
     return render(result, source.shown, base_shown, args, ctx)
 
@@ -482,11 +541,12 @@ def render(
     bad_count = result.manifest.bad_count
     by_status: dict[Status, list[tuple[Entry, Checked]]] = {"FAILED": [], "MISSING": [], "UNREADABLE": []}
     for entry, checked in zip(entries, result.checked, strict=True):
-        if checked.status != "OK":
+        if checked.status in by_status:
             by_status[checked.status].append((entry, checked))
     new = result.new
-    all_ok = counts["OK"] == len(entries) and not bad_count
+    all_ok = counts["OK"] == len(entries) and not bad_count and result.stopped is None
     truncated = any(len(v) > limit for v in by_status.values()) or bad_count > limit or len(new or ()) > limit
+    truncated = truncated or counts["NOT_CHECKED"] > 0  # which ones were not checked: in the full report
 
     summary = (
         f"Checked {len(entries):,} entries of {manifest_shown} against {base_shown}: {counts['OK']:,} OK, "
@@ -496,13 +556,28 @@ def render(
         summary += f"; {bad_count:,} improperly formatted line{'s' if bad_count != 1 else ''}"
     if new is not None:
         summary += f"; {len(new):,} new file{'s' if len(new) != 1 else ''} not in the manifest"
-    out = [
+    if counts["NOT_CHECKED"]:
+        summary += f"; {counts['NOT_CHECKED']:,} not checked"
+    out = []
+    if result.stopped is not None:
+        out.append(
+            f"PARTIAL RESULT: checking stopped early ({result.stopped}); {counts['NOT_CHECKED']:,} of "
+            f"{len(entries):,} entries were not checked. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) "
+            "or check a part of the manifest."
+        )
+    out += [
         summary,
         f"({', '.join(f'{n:,} {a}' for a, n in sorted(algorithms.items()))}; {human_bytes(result.bytes_hashed)} "
         f"hashed in {result.seconds:.2f} s)"
         if algorithms
         else f"(nothing hashed; {result.seconds:.2f} s)",
-        "Result: ALL OK" if all_ok else "Result: NOT OK (sha256sum -c --strict would fail)",
+        "Result: ALL OK"
+        if all_ok
+        else "Result: NOT SETTLED (not every entry was checked)"
+        if result.stopped is not None
+        and counts["OK"] + counts["NOT_CHECKED"] == len(entries)
+        and not bad_count
+        else "Result: NOT OK (sha256sum -c --strict would fail)",
     ]
     titles: dict[Status, str] = {
         "FAILED": "FAILED (digest differs)",
@@ -548,6 +623,9 @@ def render(
     structured = {
         "manifest": manifest_shown,
         "base_dir": base_shown,
+        "complete": result.stopped is None,
+        "stopped_reason": result.stopped,
+        "not_checked": counts["NOT_CHECKED"],
         "all_ok": all_ok,
         "entries": len(entries),
         "ok": counts["OK"],
