@@ -117,8 +117,16 @@ def sysmcp_call(
         server = Server()
         try:
             sampler = PeakSampler(server.proc.pid)
-            seconds, structured = server.call(tool, arguments)
-            rss = sampler.stop()
+            started = time.perf_counter()
+            result = server.request("tools/call", {"name": tool, "arguments": arguments})
+            seconds = time.perf_counter() - started
+            rss = sampler.stop()  # before any resources/read: its JSON reply is the client's choice
+            if result.get("isError"):
+                raise SystemExit(f"{tool} failed: {result['content'][0]['text']}")
+            structured: dict[str, Any] = result["structuredContent"]
+            if keep is not None and "result" not in keep and structured.get("manifest_uri"):
+                read = server.request("resources/read", {"uri": structured["manifest_uri"]})
+                structured["manifest"] = read["contents"][0]["text"]
             if keep is not None and "result" not in keep:
                 keep["result"] = structured
                 if tool == "find_duplicates":
