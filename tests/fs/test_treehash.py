@@ -11,7 +11,7 @@ import pytest
 from sysmcp.fs import treehash
 from sysmcp.fs.checksums import ALGORITHMS, format_line
 from sysmcp.fs.treehash import hash_tree_parallel
-from sysmcp.fs.walk import SkipCounter, WalkOptions
+from sysmcp.fs.walk import Listing, SkipCounter, WalkOptions
 
 
 def build(root: Path) -> bytes:
@@ -70,7 +70,7 @@ def test_two_processes_and_many_runs_merge_into_the_sorted_manifest(
     result = run(tmp_path)
     assert result.processes == 2
     assert result.stopped is None and result.walk_complete
-    assert result.manifest == expected
+    assert result.manifest is not None and bytes(result.manifest) == expected
     assert result.files == 960 and result.manifest_bytes == len(expected)
     assert result.first == expected.splitlines(keepends=True)[:10]
     assert result.non_utf8 == 80 * 2
@@ -86,7 +86,8 @@ def test_a_manifest_over_the_keep_limit_is_counted_and_its_first_lines_kept(tmp_
 
 def test_one_process_gives_the_same_manifest(tmp_path: Path) -> None:
     expected = build(tmp_path)
-    assert run(tmp_path, processes=1).manifest == expected
+    manifest = run(tmp_path, processes=1).manifest
+    assert manifest is not None and bytes(manifest) == expected
 
 
 def test_a_file_swapped_after_the_listing_is_refused_not_hashed(tmp_path: Path) -> None:
@@ -95,7 +96,7 @@ def test_a_file_swapped_after_the_listing_is_refused_not_hashed(tmp_path: Path) 
     (tmp_path / "secret").write_bytes(b"not in the tree")
     original = treehash.Hasher.listing
 
-    def swap_then_hash(self: treehash.Hasher, listing: treehash.Listing, dir_fd: int | None) -> None:
+    def swap_then_hash(self: treehash.Hasher, listing: Listing, dir_fd: int | None) -> None:
         victim = tmp_path / "a" / "victim"
         if victim.exists() and not victim.is_symlink():
             victim.unlink()
@@ -121,5 +122,5 @@ def test_a_file_swapped_after_the_listing_is_refused_not_hashed(tmp_path: Path) 
         )
     finally:
         monkeypatch.undo()
-    assert result.files == 0 and result.manifest == b""
+    assert result.files == 0 and result.manifest is not None and not result.manifest
     assert result.unreadable_count == 1 and result.unreadable[0][0] == b"victim"
