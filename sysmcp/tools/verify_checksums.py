@@ -7,6 +7,7 @@ MISSING told apart from unreadable, files that appeared since the manifest was m
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import math
 import os
@@ -20,6 +21,7 @@ from typing import Any, Literal
 from sysmcp.fs.checksums import (
     ALGORITHM_NAMES,
     ALGORITHMS,
+    CHUNK,
     HASH_THREADS,
     MAX_BAD_LINES,
     Digest,
@@ -28,10 +30,12 @@ from sysmcp.fs.checksums import (
     Manifest,
     PoolCounters,
     explain,
+    hash_fd,
     hash_many,
     hint_order,
     parse_manifest,
 )
+from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
 from sysmcp.fs.paths import PathPolicy, display, printable
 from sysmcp.fs.safeopen import kind, open_regular_at
 from sysmcp.fs.units import human_bytes, rate
@@ -48,6 +52,7 @@ from sysmcp.tools.walking import (
 )
 
 MAX_MANIFEST = 64 << 20  # bytes: a manifest of about half a million files
+GIVE_UP_AFTER_S = 2.0  # past the deadline, how long to wait for a checking process before killing it
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 600.0
 
@@ -300,6 +305,29 @@ def _check_entries(
     manifest_path: bytes | None,
 ) -> None:
     """Both passes, the retry and the walk for new files; ``check`` raises ScanStopped at the deadline."""
+    processes = available_processes() if len(manifest.entries) >= PARALLEL_FROM else 1
+    if processes > 1:
+        result.bytes_hashed = check_in_processes(manifest, base, policy, meter, check, result, processes)
+    else:
+        _check_here(manifest, base, policy, meter, threads, check, result)
+    if args["report_new"]:
+        result.new, result.walk_skipped = find_new(manifest.entries, base, manifest_path, args, check)
+        if check.expired:  # the walk ends quietly at the deadline: its list may miss files
+            raise ScanStopped(
+                check.reason + " while looking for new files (the list of new files may be short)"
+            )
+
+
+def _check_here(
+    manifest: Manifest,
+    base: bytes,
+    policy: PathPolicy,
+    meter: Meter,
+    threads: int,
+    check: Budget,
+    result: Verification,
+) -> None:
+    """Look at every entry, then hash on a small thread pool: the way for short manifests."""
     confined = policy.allowed is not None
 
     # Pass 1: look at every listed file (stat follows symlinks, as sha256sum's open does).
@@ -369,12 +397,183 @@ def _check_entries(
         manifest, looked, tried, result, meter, check, threads, confined
     )
 
-    if args["report_new"]:
-        result.new, result.walk_skipped = find_new(manifest.entries, base, manifest_path, args, check)
-        if check.expired:  # the walk ends quietly at the deadline: its list may miss files
-            raise ScanStopped(
-                check.reason + " while looking for new files (the list of new files may be short)"
-            )
+
+PARALLEL_FROM = 2000  # entries from which the check is shared out between processes
+_OK = {name: Checked("OK", algorithm=name) for name in ALGORITHM_NAMES}  # one object per algorithm
+
+
+def check_one(
+    entry: Entry,
+    path: bytes,
+    confined: bool,
+    settled: dict[int, str],
+    buffer: bytearray,
+    on_chunk: Callable[[int], None],
+) -> tuple[Checked, int]:
+    """Look at, open and hash one entry's file; its verdict and the bytes read.
+
+    The same rules as the two passes: stat follows symlinks as ``sha256sum`` does (unless the
+    allowed roots confine us), anything but a regular file is refused before it is opened, and the
+    open checks it is the file looked at. A digest length two algorithms share is settled by the
+    first match; a mismatch under a settled length is tried with the other candidates too.
+    """
+    try:
+        looked = os.stat(path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return Checked("MISSING"), 0
+        return Checked("UNREADABLE", explain(exc)), 0
+    if not stat.S_ISREG(looked.st_mode):
+        return Checked("UNREADABLE", f"not a regular file: {kind(looked.st_mode)}"), 0
+    try:
+        fd, opened = open_regular_at(path, follow_symlinks=not confined, expect=looked)
+    except FileNotFoundError:
+        return Checked("MISSING"), 0
+    except OSError as exc:
+        return Checked("UNREADABLE", explain(exc)), 0
+    candidates = entry.candidates
+    narrowed = len(candidates) > 1 and len(entry.digest) in settled
+    if narrowed:
+        candidates = (ALGORITHMS[settled[len(entry.digest)]],)
+    read = 0
+    try:
+        while True:
+            try:
+                digest = hash_fd(
+                    fd, candidates, buffer, on_chunk if opened.st_size >= len(buffer) else None, opened=opened
+                )
+            except OSError as exc:
+                return Checked("UNREADABLE", f"read error: {explain(exc)}"), read
+            read += digest.size
+            if digest.changed:
+                return Checked(
+                    "UNREADABLE", f"changed while being read ({digest.changed}); check it again"
+                ), read
+            for name, hexdigest in digest.hexdigests.items():
+                if hexdigest == entry.digest:
+                    if len(candidates) > 1:
+                        settled.setdefault(len(entry.digest), name)
+                    return _OK.get(name) or Checked("OK", algorithm=name), read
+            if not narrowed:
+                return Checked("FAILED", algorithm=candidates[0].name), read
+            narrowed = False  # the settled guess failed: the other candidates, from the start
+            first = candidates[0].name
+            candidates = tuple(c for c in entry.candidates if c.name != first)
+            os.lseek(fd, 0, os.SEEK_SET)
+            opened = os.fstat(fd)
+            if not candidates:
+                return Checked("FAILED", algorithm=first), read
+    finally:
+        os.close(fd)
+
+
+def check_in_processes(
+    manifest: Manifest,
+    base: bytes,
+    policy: PathPolicy,
+    meter: Meter,
+    check: Budget,
+    result: Verification,
+    processes: int,
+) -> int:
+    """Check every entry, the entries shared out in contiguous slices between forked processes
+    (``fanout.FanOut``, as ``dir_usage`` walks). Each process sends back the indices it found OK per
+    algorithm and the other verdicts; what the deadline left is NOT_CHECKED. Returns bytes hashed."""
+    entries = manifest.entries
+    confined = policy.allowed is not None
+    per_task = max(1, -(-len(entries) // MAX_TASKS))
+    tasks = -(-len(entries) // per_task)
+    meter.extra["files_total"] = meter.total = len(entries)
+    fan: FanOut | None = None
+    mine = [0, 0]  # this process's files and bytes done
+
+    def report_and_check() -> None:
+        files, done = mine
+        if fan is not None:
+            more_files, more_bytes = fan.progress.others()
+            files, done = files + more_files, done + more_bytes
+        meter.extra["files"], meter.extra["bytes"] = files, done
+        meter.done = files
+        meter.checkpoint()
+
+    def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
+        counts = [0, 0]
+        if in_child:
+            own = Budget(check.seconds, lambda: progress.set(*counts), clock=check.clock)
+        else:
+            own = Budget(check.seconds, report_and_check, clock=check.clock)
+            counts = mine
+        own.deadline, own.reason = check.deadline, check.reason
+        settled: dict[int, str] = {}
+        buffer = bytearray(CHUNK)
+        ok: dict[str, list[int]] = {}
+        other: list[tuple[int, str, str, str]] = []
+        stopped: str | None = None
+        done_so_far = 0
+
+        def on_chunk(read: int) -> None:
+            counts[1] = done_so_far + read
+            own()
+
+        try:
+            while (task := claim()) is not None:
+                for index in range(task * per_task, min(len(entries), (task + 1) * per_task)):
+                    own()
+                    entry = entries[index]
+                    path = entry.name if entry.name.startswith(b"/") else join(base, entry.name)
+                    if confined:
+                        try:
+                            path = os.fsencode(policy.resolve(os.fsdecode(path)))
+                        except ToolError:
+                            other.append((index, "UNREADABLE", "outside the allowed roots", ""))
+                            continue
+                    done_so_far = counts[1]
+                    verdict, read = check_one(entry, path, confined, settled, buffer, on_chunk)
+                    counts[0] += 1
+                    counts[1] = done_so_far + read
+                    if verdict.status == "OK":
+                        ok.setdefault(verdict.algorithm, []).append(index)
+                    else:
+                        other.append((index, verdict.status, verdict.detail, verdict.algorithm))
+        except ScanStopped as stop:
+            stopped = stop.reason
+        return {"ok": ok, "other": other, "bytes": counts[1], "stopped": stopped}
+
+    try:
+        fan = FanOut(tasks, processes, work)
+        fan.start()
+        parts: list[dict[str, Any] | None] = [fan.run_here()]
+
+        def waiting() -> None:  # cancellation ends the wait; the deadline does not (children stop too)
+            with contextlib.suppress(ScanStopped):
+                check()
+
+        give_up_at = time.monotonic() + max(0.0, check.deadline - check.clock()) + GIVE_UP_AFTER_S
+        parts += fan.collect(waiting, give_up_at)
+    finally:
+        if fan is not None:
+            fan.close()
+    hashed = 0
+    stopped: str | None = None
+    checked = result.checked
+    for part in parts:
+        if part is None:
+            stopped = stopped or "a checking process ended unexpectedly"
+            continue
+        for name, indices in part["ok"].items():
+            verdict = _OK.get(name) or Checked("OK", algorithm=name)
+            for index in indices:
+                checked[index] = verdict
+        for index, status, detail, algorithm in part["other"]:
+            checked[index] = Checked(status, detail, algorithm)
+        hashed += part["bytes"]
+        stopped = stopped or part["stopped"]
+    if stopped is None and any(c is NOT_CHECKED for c in checked):
+        stopped = check.reason
+    if stopped is not None:
+        result.bytes_hashed = hashed
+        raise ScanStopped(stopped)
+    return hashed
 
 
 def retry_others(
@@ -517,6 +716,11 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 
     def describe(meter: Meter, elapsed: float) -> str:
         done = meter.extra.get("bytes", 0)
+        if "bytes_total" not in meter.extra:  # shared out between processes: no look at the sizes first
+            return (
+                f"{int(meter.extra.get('files', 0)):,} of {int(meter.extra.get('files_total', 0)):,} files, "
+                f"{human_bytes(done)} at {rate(done, elapsed)}"
+            )
         return (
             f"{int(meter.extra.get('files', 0)):,} of {int(meter.extra.get('files_total', 0)):,} files, "
             f"{human_bytes(done)} of {human_bytes(meter.extra.get('bytes_total', 0))} at {rate(done, elapsed)}"

@@ -6,10 +6,13 @@ import hashlib
 import itertools
 import os
 import subprocess
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import blake3
 import jsonschema
+import pytest
 
 from sysmcp.fs.checksums import ALGORITHMS
 from sysmcp.fs.paths import PathPolicy
@@ -162,3 +165,46 @@ def test_verify_checksums_at_its_budget_reports_what_it_did_not_check(tmp_path: 
     assert output.structured["ok"] + output.structured["not_checked"] == total
     assert output.text.startswith("PARTIAL RESULT: checking stopped early")
     assert "Result: NOT SETTLED" in output.text
+
+
+def test_the_check_shared_between_processes_gives_every_entry_the_verdict_of_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    build(tree, dirs=6, per_dir=40)
+    names = sorted(str(p.relative_to(tree)) for p in tree.rglob("f*"))
+    lines = []
+    for i, name in enumerate(names):
+        data = (tree / name).read_bytes()
+        digest = blake3.blake3(data).hexdigest() if i % 5 == 1 else hashlib.sha256(data).hexdigest()
+        lines.append(f"{digest}  {name}\n")
+    lines.append(f"{hashlib.sha256(b'x').hexdigest()}  missing\n")
+    lines.append(f"{hashlib.sha256(b'x').hexdigest()}  fifo\n")
+    lines.append(f"{hashlib.sha256(b'x').hexdigest()}  {names[0]}\n")  # FAILED
+    lines.append(f"{hashlib.sha256(b'').hexdigest()}  d00\n")  # a directory
+    os.mkfifo(tree / "fifo")
+    text = "".join(lines).encode()
+    args = {"algorithm": "auto", "report_new": False, "exclude": [], "one_file_system": True}
+
+    def statuses(parallel_from: int) -> list[tuple[str, str, str]]:
+        monkeypatch.setattr(verify_checksums, "PARALLEL_FROM", parallel_from)
+        monkeypatch.setattr(verify_checksums, "available_processes", lambda: 2)
+        result = verify_checksums.verify(
+            Source("(text)", data=text), os.fsencode(tree), args, PathPolicy(), Uncancelled(), 1
+        )
+        assert result.stopped is None
+        return [(c.status, c.algorithm, c.detail) for c in result.checked]
+
+    shared, alone = statuses(0), statuses(1 << 30)
+    assert shared == alone
+    assert Counter(status for status, _, _ in shared) == {
+        "OK": 240,
+        "MISSING": 1,
+        "UNREADABLE": 2,
+        "FAILED": 1,
+    }
+    assert Counter(algorithm for status, algorithm, _ in shared if status == "OK") == {
+        "sha256": 192,
+        "blake3": 48,
+    }
