@@ -32,6 +32,7 @@ from sysmcp.fs.checksums import (
     explain,
     hash_fd,
     hash_many,
+    hash_once,
     hint_order,
     parse_manifest,
 )
@@ -439,9 +440,10 @@ def check_one(
     try:
         while True:
             try:
-                digest = hash_fd(
-                    fd, candidates, buffer, on_chunk if opened.st_size >= len(buffer) else None, opened=opened
-                )
+                if opened.st_size < len(buffer):
+                    digest = hash_once(fd, candidates, buffer, opened)
+                else:
+                    digest = hash_fd(fd, candidates, buffer, on_chunk, opened=opened)
             except OSError as exc:
                 return Checked("UNREADABLE", f"read error: {explain(exc)}"), read
             read += digest.size
