@@ -437,6 +437,7 @@ def check_one(
     if narrowed:
         candidates = (ALGORITHMS[settled[len(entry.digest)]],)
     read = 0
+    blamed = candidates[0].name  # a FAILED verdict names the algorithm tried first, as the passes do
     try:
         while True:
             try:
@@ -457,14 +458,14 @@ def check_one(
                         settled.setdefault(len(entry.digest), name)
                     return _OK.get(name) or Checked("OK", algorithm=name), read
             if not narrowed:
-                return Checked("FAILED", algorithm=candidates[0].name), read
+                return Checked("FAILED", algorithm=blamed), read
             narrowed = False  # the settled guess failed: the other candidates, from the start
             first = candidates[0].name
             candidates = tuple(c for c in entry.candidates if c.name != first)
             os.lseek(fd, 0, os.SEEK_SET)
             opened = os.fstat(fd)
             if not candidates:
-                return Checked("FAILED", algorithm=first), read
+                return Checked("FAILED", algorithm=blamed), read
     finally:
         os.close(fd)
 
