@@ -7,6 +7,7 @@ contender first), each row with its ratio (sysmcp / reference) and peak memory:
   timed from sending ``tools/call`` to its result. Peak RSS is the server's ``VmHWM`` plus the ``VmHWM`` of
   every child process it forks (sampled every 10 ms; shared copy-on-write pages are counted once per
   process, so this overstates).
+  In brackets: the peak of the summed ``Pss`` (shared pages split between the processes sharing them).
 - references: a shell pipeline timed as a whole; peak RSS is the largest ``VmHWM`` of its processes,
   sampled the same way (``ru_maxrss`` would include this Python process's peak, inherited at exec).
 
@@ -54,6 +55,17 @@ def _hwm(pid: int) -> int:
     return 0
 
 
+def _pss(pid: int) -> int:
+    """Proportional set size in bytes: shared pages split between the processes sharing them."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * PAGE
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def _descendants(pid: int) -> list[int]:
     found: list[int] = []
     pending = [pid]
@@ -81,6 +93,7 @@ class PeakSampler:
         self.pid = pid
         self.children: dict[int, int] = {}
         self.server = 0
+        self.pss = 0  # the largest sum of Pss over the process and its descendants at one moment
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -91,8 +104,11 @@ class PeakSampler:
 
     def sample(self) -> None:
         self.server = max(self.server, _hwm(self.pid))
+        together = _pss(self.pid)
         for child in _descendants(self.pid):
             self.children[child] = max(self.children.get(child, 0), _hwm(child))
+            together += _pss(child)
+        self.pss = max(self.pss, together)
 
     def stop(self, *, largest: bool = False) -> int:
         """The process's peak plus its children's (or, with ``largest``, the largest of them all)."""
@@ -108,6 +124,10 @@ class PeakSampler:
 class Measure:
     seconds: list[float] = field(default_factory=list)
     rss: list[int] = field(default_factory=list)
+    pss: list[int] = field(default_factory=list)
+
+
+PEAK_PSS: list[int] = []  # the last sysmcp run's peak Pss sum, handed from sysmcp_call to run_rows
 
 
 def sysmcp_call(
@@ -121,6 +141,7 @@ def sysmcp_call(
             result = server.request("tools/call", {"name": tool, "arguments": arguments})
             seconds = time.perf_counter() - started
             rss = sampler.stop()  # before any resources/read: its JSON reply is the client's choice
+            PEAK_PSS.append(sampler.pss)
             if result.get("isError"):
                 raise SystemExit(f"{tool} failed: {result['content'][0]['text']}")
             structured: dict[str, Any] = result["structuredContent"]
@@ -193,6 +214,7 @@ def run_rows(rows: list[Row], rounds: int) -> None:
     for row in rows:  # warm-up: page cache, dentries, __pycache__; also fills the answers checked below
         print(f"warm-up: {row.work}", file=sys.stderr, flush=True)
         row.ours()
+        PEAK_PSS.clear()
         row.reference()
     for number in range(rounds):
         for row in rows:
@@ -204,6 +226,8 @@ def run_rows(rows: list[Row], rounds: int) -> None:
                 measure = row.measured.setdefault(name, Measure())
                 measure.seconds.append(seconds)
                 measure.rss.append(rss)
+                if name == "ours" and PEAK_PSS:
+                    measure.pss.append(PEAK_PSS.pop())
             print(
                 f"round {number + 1}: {row.work}: {row.measured['ours'].seconds[-1]:.2f} s vs "
                 f"{row.measured['ref'].seconds[-1]:.2f} s",
@@ -214,7 +238,7 @@ def run_rows(rows: list[Row], rounds: int) -> None:
 
 def table(rows: list[Row]) -> str:
     out = [
-        "| work | sysmcp | peak RSS | reference | reference time | its RSS | ratio | goal | met | answer |",
+        "| work | sysmcp | peak RSS (PSS) | reference | reference time | its RSS | ratio | goal | met | answer |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
@@ -223,7 +247,8 @@ def table(rows: list[Row]) -> str:
         ratio = mine / theirs
         answer = row.check() if row.check is not None else ""
         out.append(
-            f"| {row.work} | {mine:.2f} s | {max(ours.rss) / 1e6:.0f} MB | {row.reference_name} | {theirs:.2f} s | "
+            f"| {row.work} | {mine:.2f} s | {max(ours.rss) / 1e6:.0f} MB ({max(ours.pss, default=0) / 1e6:.0f}) "
+            f"| {row.reference_name} | {theirs:.2f} s | "
             f"{max(ref.rss) / 1e6:.1f} MB | {ratio:.2f} × | ≤ {row.goal:.1f} × | {'yes' if ratio <= row.goal else 'no'} "
             f"| {answer} |"
         )
