@@ -95,8 +95,14 @@ _BY_LENGTH: dict[int, tuple[str, ...]] = {
 }
 
 
-#: What find_duplicates compares contents by: fast, and 256 bits leave no room for accidental equality.
 BLAKE2B_256 = _blake2b(256)
+
+#: What find_duplicates compares contents by: the fastest of them (several times BLAKE2b), and 256 bits
+#: leave no room for accidental equality. The threaded one spreads a large file's chunks over the cores.
+BLAKE3 = ALGORITHMS["blake3"]
+BLAKE3_THREADED = Algorithm(
+    "blake3", "BLAKE3", 64, lambda: blake3.blake3(max_threads=blake3.blake3.AUTO), "b3sum", escapes_cr=False
+)
 
 
 def algorithm_for_tag(tag: str) -> Algorithm | None:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sysmcp.fs.checksums import BLAKE2B_256, CHUNK, hash_fd
+from sysmcp.fs.checksums import BLAKE3, BLAKE3_THREADED, CHUNK, hash_fd, hash_once
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import open_path
 from sysmcp.fs.units import human_bytes
@@ -29,6 +29,7 @@ from sysmcp.tools.walking import require_directory, skipped_phrase, walk_options
 
 BLOCK = 4096  # head and tail sample size
 SMALL = 64 << 10  # files up to this size are hashed whole at once: one read beats a second open
+THREADED_FROM = 4 << 20  # files at least this big are hashed by blake3's threads, on every core
 _READ = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 MAX_FILES = 2_000_000  # size index bound: past it the walk stops and the result says so
 PATHS_INLINE = 5  # paths shown per group in the text and structured content
@@ -101,7 +102,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                     "size_bytes": {"type": "integer"},
                     "copies": {"type": "integer"},
                     "reclaimable_bytes": {"type": "integer"},
-                    "blake2b": {"type": "string", "description": "BLAKE2b-256 of the content."},
+                    "blake3": {"type": "string", "description": "BLAKE3 (256 bits) of the content."},
                     "paths": {"type": "array", "items": {"type": "string"}},
                     "paths_not_shown": {"type": "integer"},
                 },
@@ -109,7 +110,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                     "size_bytes",
                     "copies",
                     "reclaimable_bytes",
-                    "blake2b",
+                    "blake3",
                     "paths",
                     "paths_not_shown",
                 ],
@@ -264,7 +265,7 @@ class Reader:
             return None
         fd = opened[0]
         try:
-            digest = BLAKE2B_256.new()
+            digest = BLAKE3.new()
             head = os.pread(fd, BLOCK, 0)
             tail = os.pread(fd, BLOCK, size - BLOCK)
             digest.update(head)
@@ -278,20 +279,28 @@ class Reader:
             os.close(fd)
 
     def full(self, candidate: Candidate, size: int) -> str | None:
-        """BLAKE2b-256 of the whole content, streamed by the shared engine with a checkpoint per chunk."""
+        """BLAKE3 of the whole content, streamed by the shared engine with a checkpoint per chunk; large files
+        are hashed on every core (blake3's own threads), small ones with one read."""
         opened = self._open(candidate, size)
         if opened is None:
             return None
         fd, st = opened
         try:
-            digest = hash_fd(fd, (BLAKE2B_256,), self.buffer, lambda _: self.checkpoint(), opened=st)
+            if size < len(self.buffer):
+                digest = hash_once(fd, (BLAKE3,), self.buffer, st)
+            else:
+                algorithm = BLAKE3_THREADED if size >= THREADED_FROM else BLAKE3
+                digest = hash_fd(fd, (algorithm,), self.buffer, lambda _: self.checkpoint(), opened=st)
         except OSError:
             self.skipped.add("unreadable")
             return None
         finally:
             os.close(fd)
         self.search.bytes_read += digest.size
-        return digest.hexdigests[BLAKE2B_256.name]
+        if digest.changed:
+            self.skipped.add("changed")
+            return None
+        return digest.hexdigests[BLAKE3.name]
 
 
 def _split(
@@ -401,7 +410,7 @@ def render(
                 "size_bytes": group.size,
                 "copies": len(group.copies),
                 "reclaimable_bytes": group.reclaimable,
-                "blake2b": group.digest,
+                "blake3": group.digest,
                 "paths": paths[:PATHS_INLINE],
                 "paths_not_shown": max(0, len(paths) - PATHS_INLINE),
             }
@@ -450,7 +459,7 @@ def render(
         for group in search.groups:
             block = [
                 f"# {len(group.copies)} copies x {group.size} bytes, {group.reclaimable} reclaimable, "
-                f"blake2b {group.digest}"
+                f"blake3 {group.digest}"
             ]
             block += [printable(path(c)) for c in group.copies]
             size += sum(len(line) + 1 for line in block)
@@ -504,7 +513,7 @@ TOOL = Tool(
     description=(
         "Groups of files with identical content under a directory, largest reclaimable space first, with "
         "the bytes that keeping one copy of each would free. Compares sizes, then the first and last 4 KiB, "
-        "then full BLAKE2b hashes, so most files are never read in full; hard links to one inode are not "
+        "then full BLAKE3 hashes, so most files are never read in full; hard links to one inode are not "
         "duplicates; empty files are ignored. Same walk rules as dir_usage (no symlinks followed, one "
         "filesystem by default, skipped entries counted), a time budget with partial results marked, "
         "progress and cancellation. The full list comes as a sysmcp:// resource link when it is long. "
