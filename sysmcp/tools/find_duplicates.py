@@ -9,6 +9,7 @@ links) are one file, not duplicates. Read-only: nothing is ever deleted or chang
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sysmcp.fs.checksums import BLAKE3, BLAKE3_THREADED, CHUNK, hash_fd, hash_once
+from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import open_path
 from sysmcp.fs.units import human_bytes
@@ -36,6 +38,8 @@ PATHS_INLINE = 5  # paths shown per group in the text and structured content
 FULL_TEXT_CAP = 8 << 20  # the full group list resource is cut (and says so) beyond this
 DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 600.0
+PARALLEL_FROM = 2000  # candidates from which the comparison is shared out between processes
+GIVE_UP_AFTER_S = 2.0  # past the deadline, how long to wait for a comparing process before killing it
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -315,6 +319,113 @@ def _split(
     return [(value, group) for value, group in groups.items() if len(group) > 1]
 
 
+def compare_size(candidates: list[Candidate], size: int, reader: Reader) -> list[tuple[str, list[Candidate]]]:
+    """The groups of identical content among candidates of one size: head and tail, then the whole."""
+    groups = []
+    for sample, tied in _split(candidates, size, reader.sample):
+        if size <= SMALL:  # the sample was the full hash
+            groups.append((sample, tied))
+        else:
+            groups += _split(tied, size, reader.full)
+    return groups
+
+
+def compare_in_processes(
+    sizes: list[int],
+    by_size: dict[int, list[Candidate]],
+    reader: Reader,
+    budget: Budget,
+    search: Search,
+    processes: int,
+    meter: Meter | None,
+    walked: int,
+) -> None:
+    """Compare the sizes shared out between forked processes (``fanout.FanOut``, as ``dir_usage`` walks).
+
+    The sizes, largest first, are cut into contiguous slices of about equal candidate counts, claimed
+    one by one, so a partial result still holds the largest files. Each process sends back its
+    groups as candidate positions, its read counts and its skips; a dead one only loses its groups.
+    """
+    total = sum(len(by_size[size]) for size in sizes)
+    per_task = max(1, -(-total // MAX_TASKS))
+    slices: list[tuple[int, int]] = []
+    start = taken = 0
+    for index, size in enumerate(sizes):
+        taken += len(by_size[size])
+        if taken >= per_task or index == len(sizes) - 1:
+            slices.append((start, index + 1))
+            start, taken = index + 1, 0
+    fan: FanOut | None = None
+
+    def report_and_check() -> None:
+        if meter is not None:
+            others = fan.progress.others()[0] if fan is not None else 0
+            meter.done = walked + search.files_read + others
+        if budget.check_cancelled is not None:
+            budget.check_cancelled()
+
+    def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
+        if in_child:
+            own_search, own_skipped = Search(), SkipCounter()
+            check = Budget(
+                budget.seconds,
+                lambda: progress.set(own_search.files_read, own_search.bytes_read),
+                clock=budget.clock,
+            )
+            own = Reader(reader.root, own_skipped, own_search, check)
+        else:
+            own_search, own_skipped = search, reader.skipped
+            check = Budget(budget.seconds, report_and_check, clock=budget.clock)
+            own = Reader(reader.root, own_skipped, own_search, check)
+        check.deadline, check.reason = budget.deadline, budget.reason
+        groups: list[tuple[int, str, list[int]]] = []
+        stopped: str | None = None
+        try:
+            while (task := claim()) is not None:
+                first, last = slices[task]
+                for size in sizes[first:last]:
+                    check()
+                    candidates = by_size[size]
+                    position = {id(c): i for i, c in enumerate(candidates)}
+                    for digest, same in compare_size(candidates, size, own):
+                        groups.append((size, digest, [position[id(c)] for c in same]))
+        except ScanStopped as stop:
+            stopped = stop.reason
+        result: dict[str, Any] = {"groups": groups, "stopped": stopped}
+        if in_child:
+            result.update(
+                read=own_search.files_read, bytes=own_search.bytes_read, skipped=own_skipped.as_dict()
+            )
+        return result
+
+    try:
+        fan = FanOut(len(slices), processes, work)
+        fan.start()
+        parts: list[dict[str, Any] | None] = [fan.run_here()]
+
+        def waiting() -> None:  # cancellation ends the wait; the deadline does not (children stop too)
+            with contextlib.suppress(ScanStopped):
+                report_and_check()
+
+        give_up_at = time.monotonic() + max(0.0, budget.deadline - budget.clock()) + GIVE_UP_AFTER_S
+        parts += fan.collect(waiting, give_up_at)
+    finally:
+        if fan is not None:
+            fan.close()
+    for part in parts:
+        if part is None:
+            search.stopped = search.stopped or "a comparing process ended unexpectedly"
+            continue
+        for size, digest, positions in part["groups"]:
+            candidates = by_size[size]
+            search.groups.append(Group(size, digest, tuple(candidates[i] for i in positions)))
+        search.files_read += part.get("read", 0)
+        search.bytes_read += part.get("bytes", 0)
+        for reason, n in part.get("skipped", {}).items():
+            reader.skipped.add(reason, n)
+        search.stopped = search.stopped or part["stopped"]
+
+
 def find_duplicates(
     root: bytes,
     options: WalkOptions,
@@ -323,6 +434,7 @@ def find_duplicates(
     timeout_s: float,
     meter: Meter | None = None,
     clock: Callable[[], float] = time.monotonic,
+    processes: int | None = None,
 ) -> Search:
     """Walk (at most half the budget), then confirm duplicates from the largest size down."""
     started = clock()
@@ -360,14 +472,16 @@ def find_duplicates(
     reader = Reader(root, skipped, search, hash_checkpoint)
     if meter is not None:
         meter.total = walked + sum(len(group) for group in by_size.values())
+    sizes = sorted(by_size, reverse=True)
+    candidates = sum(len(group) for group in by_size.values())
+    count = available_processes() if candidates >= PARALLEL_FROM and processes is None else processes or 1
     try:
-        for size in sorted(by_size, reverse=True):
-            hash_checkpoint()
-            for sample, tied in _split(by_size[size], size, reader.sample):
-                if size <= SMALL:  # the sample was the full hash
-                    search.groups.append(Group(size, sample, tuple(tied)))
-                    continue
-                for digest, same in _split(tied, size, reader.full):
+        if count > 1 and len(sizes) > 1:
+            compare_in_processes(sizes, by_size, reader, budget, search, count, meter, walked)
+        else:
+            for size in sizes:
+                hash_checkpoint()
+                for digest, same in compare_size(by_size[size], size, reader):
                     search.groups.append(Group(size, digest, tuple(same)))
     except ScanStopped as stop:
         search.stopped = search.stopped or stop.reason

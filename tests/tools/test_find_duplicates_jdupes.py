@@ -11,6 +11,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+from sysmcp.fs.walk import SkipCounter, WalkOptions
+from sysmcp.tools.find_duplicates import find_duplicates
 from tests.wire import result_text, spawn
 
 pytestmark = [
@@ -73,4 +75,14 @@ async def test_find_duplicates_reports_the_sets_jdupes_reports(tmp_path: Path) -
     assert all(group["paths_not_shown"] == 0 for group in result["groups"])
     ours = [group["paths"] for group in result["groups"]]
     assert len(theirs) > 5  # the tree has duplicates of every kind of size
+    assert inode_sets(ours) == inode_sets(theirs)
+
+
+def test_the_comparison_shared_between_processes_finds_the_same_sets(tmp_path: Path) -> None:
+    build(tmp_path)
+    done = subprocess.run(["jdupes", "-r", "-q", str(tmp_path)], capture_output=True, check=True)
+    theirs = [block.splitlines() for block in done.stdout.decode().split("\n\n") if block.strip()]
+    search = find_duplicates(os.fsencode(tmp_path), WalkOptions(), SkipCounter(), 1, 60, processes=2)
+    assert search.stopped is None
+    ours = [[str(tmp_path / c.relative) for c in group.copies] for group in search.groups]
     assert inode_sets(ours) == inode_sets(theirs)
