@@ -208,3 +208,29 @@ def test_the_check_shared_between_processes_gives_every_entry_the_verdict_of_one
         "sha256": 192,
         "blake3": 48,
     }
+
+
+def test_the_shared_check_at_its_budget_leaves_the_rest_not_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    total = build(tree)
+    names = sorted(str(p.relative_to(tree)) for p in tree.rglob("f*"))
+    text = "".join(f"{hashlib.sha256((tree / n).read_bytes()).hexdigest()}  {n}\n" for n in names)
+    monkeypatch.setattr(verify_checksums, "PARALLEL_FROM", 0)
+    monkeypatch.setattr(verify_checksums, "available_processes", lambda: 2)
+    args = {"algorithm": "auto", "report_new": False, "exclude": [], "one_file_system": True}
+    result = verify_checksums.verify(
+        Source("(text)", data=text.encode()),
+        os.fsencode(tree),
+        args,
+        PathPolicy(),
+        Uncancelled(),
+        1,
+        timeout_s=0.2,
+        clock=ticking(0.001),  # each process's clock ticks on its own: both stop after about 200 looks
+    )
+    statuses = Counter(c.status for c in result.checked)
+    assert result.stopped is not None and "time budget" in result.stopped
+    assert set(statuses) == {"OK", "NOT_CHECKED"} and 0 < statuses["OK"] < total
