@@ -28,7 +28,8 @@ from collections import Counter, deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 
-from sysmcp.fs.mounts import KERNEL_TYPES, MOUNTINFO, parse_mountinfo
+from sysmcp import platform
+from sysmcp.fs.mounts import KERNEL_TYPES, MOUNTINFO, parse_mountinfo, psutil_partitions
 
 __all__ = [
     "PSEUDO_FILESYSTEMS",
@@ -262,8 +263,23 @@ class Mount:
     fstype: str
 
 
+UNKNOWN_DEV = -1  # a mount whose device number the table does not give: never equal to an st_dev
+
+
 def mount_table(mountinfo: str = MOUNTINFO) -> list[Mount]:
-    """Mount points, device numbers and types from mountinfo (empty when it cannot be read)."""
+    """Mount points, device numbers and types from mountinfo (empty when it cannot be read).
+
+    Without mountinfo (macOS, the BSDs) the points and types come from psutil with ``UNKNOWN_DEV``,
+    so every mount below a walk's root is still known before the walk reaches it (a hung network
+    mount is skipped, never ``lstat``-ed) and counts as another filesystem.
+    """
+    if mountinfo == MOUNTINFO and not platform.has_mountinfo():
+        try:
+            return [
+                Mount(os.fsencode(m.mount_point), UNKNOWN_DEV, m.fs_type) for m in psutil_partitions().mounts
+            ]
+        except OSError:
+            return []
     try:
         with open(mountinfo, "rb") as handle:
             table = parse_mountinfo(handle.read())

@@ -34,6 +34,7 @@ from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import require_directory, skipped_phrase, walk_options, walk_properties
+from sysmcp.views import DIR_USAGE
 
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 300.0
@@ -742,4 +743,5 @@ TOOL = Tool(
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,
     handler=handle,
+    view=DIR_USAGE.uri,
 )

@@ -21,11 +21,20 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from sysmcp.fs.mounts import Mount, MountTable, dedupe, default_partitions
+from sysmcp.fs.mounts import (
+    Mount,
+    MountTable,
+    apfs_container,
+    container_siblings,
+    dedupe,
+    default_partitions,
+    is_system_volume,
+)
 from sysmcp.fs.paths import display, expands_locally, is_within
 from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
+from sysmcp.views import DISKS
 
 T = TypeVar("T")
 
@@ -491,6 +500,11 @@ OUTPUT_SCHEMA: dict[str, Any] = {
         "order": {"type": "string", "description": "How the list is sorted (absent with path)."},
         "alert_threshold_percent": {"type": "integer"},
         "timeout_seconds": {"type": "number", "description": "How long each mount was given to answer."},
+        "notes": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "What to know to read the figures right (e.g. APFS volumes sharing one container).",
+        },
     },
     "required": ["filesystems", "alert_threshold_percent", "timeout_seconds"],
     "additionalProperties": False,
@@ -548,11 +562,11 @@ class DiskUsage:
         if "path" in args:
             entry, shown = await self._one(args["path"], table, ctx)
             structured = {"path": shown, **self._structured([entry])}
-            return ToolOutput(render_one(shown, entry, unit), structured)
+            return _with_notes(render_one(shown, entry, unit), structured, [entry], table)
         everything = bool(args.get("all", False))
         entries = await self._all(table, everything, ctx)
         structured = {**self._structured(entries), "order": ORDER}
-        return ToolOutput(render_all(entries, unit, everything), structured)
+        return _with_notes(render_all(entries, unit, everything), structured, entries, table)
 
     def _structured(self, entries: Sequence[Entry]) -> dict[str, Any]:
         return {
@@ -594,10 +608,30 @@ class DiskUsage:
             raise ToolError(f"No such file or directory: {display(real)}")
         st_dev = None if isinstance(result, OSError) else result.st_dev
         mount = table.holding(real, st_dev) or Mount("/", "unknown", "unknown")
+        if st_dev is not None and not mount.dev:
+            mount = self._volume_with_device(mount, st_dev, table)
         return entry_from(mount, result)
+
+    def _volume_with_device(self, mount: Mount, st_dev: int, table: MountTable) -> Mount:
+        """Where the table has no device numbers (getfsstat), the APFS volume a path really is on.
+
+        macOS's firmlinks (/Users, /Applications, /private …) lead from the sealed system snapshot
+        at / into the Data volume without a mount point on the way, so the deepest mount point is
+        the wrong answer there; the path's own device number names the right sibling volume. Only
+        local volumes of the same container are looked at, so this cannot hang.
+        """
+        for sibling in container_siblings(mount, table):
+            if not table.inline_safe(sibling.mount_point):
+                continue
+            found = _guarded(self.usage, sibling.mount_point)
+            if not isinstance(found, OSError) and found.st_dev == st_dev:
+                return sibling
+        return mount
 
     async def _all(self, table: MountTable, everything: bool, ctx: ToolContext) -> list[Entry]:
         mounts = [m for m in table.mounts if everything or not m.pseudo]
+        if not everything:  # macOS's own APFS volumes (VM, Preboot …): df -a lists them, Finder does not
+            mounts = [m for m in mounts if not is_system_volume(m, table)]
         roots = ctx.paths.allowed
         if roots is not None:
             holders = {id(table.holding(str(root))) for root in roots}
@@ -626,6 +660,40 @@ class DiskUsage:
             found = [e for e in found if e.figures is None or e.figures.total > 0]
             found = dedupe(found, lambda e: e.mount, _device_key)
         return sorted(found, key=Entry.sort_key)
+
+
+def apfs_notes(entries: Sequence[Entry], table: MountTable) -> list[str]:
+    """One sentence per APFS container in the answer: its volumes share one pool of free space."""
+    notes = []
+    seen: set[str] = set()
+    for entry in entries:
+        container = apfs_container(entry.mount)
+        siblings = container_siblings(entry.mount, table)
+        if container is None or not siblings or container in seen:
+            continue
+        seen.add(container)
+        names = [display(m.mount_point) for m in sorted([entry.mount, *siblings], key=_by_mount_point)]
+        free = f" ({human_bytes(entry.figures.free)} free)" if entry.figures is not None else ""
+        notes.append(
+            f"APFS: {', '.join(names)} are volumes of one container, {container}: they share its free "
+            f"space{free}, so their free figures are one pool, never to be added up; used is each "
+            "volume's own."
+        )
+    return notes
+
+
+def _by_mount_point(mount: Mount) -> str:
+    return mount.mount_point
+
+
+def _with_notes(
+    text: str, structured: dict[str, Any], entries: Sequence[Entry], table: MountTable
+) -> ToolOutput:
+    notes = apfs_notes(entries, table)
+    if notes:
+        structured["notes"] = notes
+        text += "\n" + "\n".join(notes)
+    return ToolOutput(text, structured)
 
 
 def _short_enough_to_walk(path: str) -> bool:
@@ -668,9 +736,12 @@ TOOL = Tool(
         f"inodes over {ALERT_PERCENT} % used are called out (not on read-only filesystems, which cannot "
         "fill further). A mount that does not answer within 5 s (a hung network mount) becomes an entry "
         "saying so and the rest still arrive; an unreadable one is an entry with the reason. Read-only."
+        " On macOS its own APFS volumes (/System/Volumes/VM, Preboot …, the sealed / snapshot) are listed "
+        "only with `all`, and `notes` names the APFS volumes that share one container's free space."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,
     handler=_HANDLER,
     answers_at_once=_HANDLER.answers_at_once,
+    view=DISKS.uri,
 )

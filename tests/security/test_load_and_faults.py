@@ -226,6 +226,7 @@ import os, sys
 import anyio, anyio._backends._asyncio, anyio.to_thread, anyio.from_thread, anyio.streams.memory
 import shutil, argparse, gettext, hashlib, heapq, stat, errno, json, urllib.parse, asyncio, signal, selectors
 import concurrent.futures.thread
+import psutil  # the mount table where there is no mountinfo (the portable profile)
 import sysmcp.cli, sysmcp.server, sysmcp.tools, sysmcp.protocol.session, sysmcp.protocol.stdio
 os.setgroups([]); os.setgid(65534); os.setuid(65534)
 sys.exit(sysmcp.cli.main(sys.argv[1:]))
