@@ -7,7 +7,7 @@ few milliseconds, hands the directories still waiting to forked children (``fano
 machinery ``dir_usage`` uses), which walk and hash their subtrees the same way.
 
 Why sorted runs: a million manifest lines as Python objects would be hundreds of megabytes. Each
-process appends compact records (``name NUL line``) to a buffer, sorts it every few megabytes
+process appends compact records (``name NUL line``) to a buffer, sorts it every megabyte
 and writes it as one sorted run to an unlinked temporary file (never visible in any directory,
 gone when closed); the parent then merges the runs, line by line, into the manifest, keeping it
 whole only while it fits the result store, and otherwise just the first lines.
@@ -35,8 +35,8 @@ from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
 from sysmcp.fs.safeopen import open_regular_at
 from sysmcp.fs.walk import Budget, Listing, Scanner, ScanStopped, SkipCounter, Subtree, WalkOptions, join
 
-RUN_BYTES = 4 << 20  # records buffered per process before they are sorted and written as one run
-READ_BYTES = 256 << 10  # read-ahead per run while merging
+RUN_BYTES = 1 << 20  # records buffered per process before they are sorted and written as one run
+READ_BYTES = 64 << 10  # read-ahead per run while merging (a million files: about 100 runs)
 MAX_UNREADABLE_KEPT = 1000  # per process; the rest are counted
 SPLIT_AFTER_S = 0.01  # a walk still running after this long shares its waiting subtrees out
 SUBTREES_PER_PROCESS = 32
