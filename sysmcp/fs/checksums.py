@@ -21,6 +21,7 @@ import errno
 import hashlib
 import io
 import os
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -94,8 +95,14 @@ _BY_LENGTH: dict[int, tuple[str, ...]] = {
 }
 
 
-#: What find_duplicates compares contents by: fast, and 256 bits leave no room for accidental equality.
 BLAKE2B_256 = _blake2b(256)
+
+#: What find_duplicates compares contents by: the fastest of them (several times BLAKE2b), and 256 bits
+#: leave no room for accidental equality. The threaded one spreads a large file's chunks over the cores.
+BLAKE3 = ALGORITHMS["blake3"]
+BLAKE3_THREADED = Algorithm(
+    "blake3", "BLAKE3", 64, lambda: blake3.blake3(max_threads=blake3.blake3.AUTO), "b3sum", escapes_cr=False
+)
 
 
 def algorithm_for_tag(tag: str) -> Algorithm | None:
@@ -195,6 +202,26 @@ def hash_fd(
         size,
         _change(before, after, size),
     )
+
+
+def hash_once(fd: int, algorithms: Sequence[Algorithm], buffer: bytearray, opened: os.stat_result) -> Digest:
+    """``hash_fd`` for a file smaller than ``buffer``: one read, no chunk loop, no callback.
+
+    The size read must be the size at open, and size and mtime must not have moved after it;
+    otherwise the digest says what changed, as ``hash_fd``'s does. Empty and kernel-generated files
+    (size 0) go to ``hash_fd``, which reads them to the end.
+    """
+    size = opened.st_size
+    if not 0 < size < len(buffer):
+        return hash_fd(fd, algorithms, buffer, opened=opened)
+    count = os.readv(fd, [buffer])
+    data = memoryview(buffer)[:count]
+    hexdigests = {}
+    for algorithm in algorithms:
+        hasher = algorithm.new()
+        hasher.update(data)
+        hexdigests[algorithm.name] = hasher.hexdigest()
+    return Digest(hexdigests, count, _change(opened, os.fstat(fd), count))
 
 
 def _change(before: os.stat_result, after: os.stat_result, read: int) -> str | None:
@@ -410,6 +437,7 @@ class Manifest:
 Parsed = tuple[bytes, str, tuple[Algorithm, ...]]
 
 _HEX = frozenset(b"0123456789abcdefABCDEF")
+_PLAIN_GNU = re.compile(rb"([0-9a-fA-F]+) [ *](.+)", re.DOTALL)
 _TAG_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 _BROKEN: Parsed = (b"", "", ())  # a known tag on a line that does not parse: improperly formatted
 
@@ -446,6 +474,8 @@ def parse_manifest(
     ``check``: called every few thousand lines (a cancellation checkpoint).
     """
     manifest = Manifest()
+    by_length: dict[int, tuple[Algorithm, ...]] = {}  # candidates per digest length, worked out once
+    plain = _PLAIN_GNU.fullmatch
     reversed_style: bool | None = None  # BSD ``md5 -r`` lines ("<hex> <name>"), decided by the first line
     # Line by line from a stream, not ``split``: 64 MiB of short junk lines would be millions of objects.
     for number, raw_line in enumerate(io.BytesIO(data), 1):
@@ -458,9 +488,19 @@ def parse_manifest(
             line = line[:-1]
         if not line:
             continue
-        parsed = _parse_tagged(line, forced)
-        if parsed is None:
-            parsed, reversed_style = _parse_gnu(line, forced, prefer, reversed_style)
+        # The common line, '<hex>  <name>' with nothing to unescape, in one match (a tag is never all hex).
+        simple = plain(line) if reversed_style is not True else None
+        if simple is not None:
+            digest_bytes = simple.group(1)
+            candidates = by_length.get(len(digest_bytes))
+            if candidates is None:
+                candidates = by_length[len(digest_bytes)] = _candidates(len(digest_bytes), forced, prefer)
+            parsed = (simple.group(2), digest_bytes.decode("ascii"), candidates) if candidates else None
+            reversed_style = False if candidates else reversed_style
+        else:
+            parsed = _parse_tagged(line, forced)
+            if parsed is None:
+                parsed, reversed_style = _parse_gnu(line, forced, prefer, reversed_style)
         # A name of PATH_MAX bytes or more can be no file's: improperly formatted too.
         if parsed is None or not parsed[0] or b"\0" in parsed[0] or len(parsed[0]) >= PATH_MAX:
             manifest.bad_count += 1

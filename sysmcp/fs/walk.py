@@ -724,6 +724,16 @@ class Scanner:
             return None
 
     @property
+    def listing_fd(self) -> int | None:
+        """The open descriptor of the directory whose ``Listing`` was just handed out, or None.
+
+        Valid until the next event: its files can be opened relative to it, with no path to resolve
+        and nothing on the way that could be swapped. None for listings ``detach`` read (closed).
+        """
+        stack = self._stack_ref
+        return stack[-1].fd if stack else None
+
+    @property
     def detached(self) -> bool:
         """Whether ``detach`` handed anything out (then ``settle`` must follow)."""
         return bool(self._chain)

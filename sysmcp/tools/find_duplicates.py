@@ -9,6 +9,7 @@ links) are one file, not duplicates. Read-only: nothing is ever deleted or chang
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -18,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sysmcp import platform
-from sysmcp.fs.checksums import BLAKE2B_256, CHUNK, hash_fd
+from sysmcp.fs.checksums import BLAKE3, BLAKE3_THREADED, CHUNK, hash_fd, hash_once
+from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import open_path
 from sysmcp.fs.units import human_bytes
@@ -31,12 +33,15 @@ from sysmcp.tools.walking import require_directory, skipped_phrase, walk_options
 
 BLOCK = 4096  # head and tail sample size
 SMALL = 64 << 10  # files up to this size are hashed whole at once: one read beats a second open
+THREADED_FROM = 4 << 20  # files at least this big are hashed by blake3's threads, on every core
 _READ = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 MAX_FILES = 2_000_000  # size index bound: past it the walk stops and the result says so
 PATHS_INLINE = 5  # paths shown per group in the text and structured content
 FULL_TEXT_CAP = 8 << 20  # the full group list resource is cut (and says so) beyond this
 DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 600.0
+PARALLEL_FROM = 2000  # candidates from which the comparison is shared out between processes
+GIVE_UP_AFTER_S = 2.0  # past the deadline, how long to wait for a comparing process before killing it
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -103,7 +108,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                     "size_bytes": {"type": "integer"},
                     "copies": {"type": "integer"},
                     "reclaimable_bytes": {"type": "integer"},
-                    "blake2b": {"type": "string", "description": "BLAKE2b-256 of the content."},
+                    "blake3": {"type": "string", "description": "BLAKE3 (256 bits) of the content."},
                     "paths": {"type": "array", "items": {"type": "string"}},
                     "paths_not_shown": {"type": "integer"},
                 },
@@ -111,7 +116,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                     "size_bytes",
                     "copies",
                     "reclaimable_bytes",
-                    "blake2b",
+                    "blake3",
                     "paths",
                     "paths_not_shown",
                 ],
@@ -268,7 +273,7 @@ class Reader:
             return None
         fd = opened[0]
         try:
-            digest = BLAKE2B_256.new()
+            digest = BLAKE3.new()
             head = os.pread(fd, BLOCK, 0)
             tail = os.pread(fd, BLOCK, size - BLOCK)
             digest.update(head)
@@ -282,20 +287,28 @@ class Reader:
             os.close(fd)
 
     def full(self, candidate: Candidate, size: int) -> str | None:
-        """BLAKE2b-256 of the whole content, streamed by the shared engine with a checkpoint per chunk."""
+        """BLAKE3 of the whole content, streamed by the shared engine with a checkpoint per chunk; large files
+        are hashed on every core (blake3's own threads), small ones with one read."""
         opened = self._open(candidate, size)
         if opened is None:
             return None
         fd, st = opened
         try:
-            digest = hash_fd(fd, (BLAKE2B_256,), self.buffer, lambda _: self.checkpoint(), opened=st)
+            if size < len(self.buffer):
+                digest = hash_once(fd, (BLAKE3,), self.buffer, st)
+            else:
+                algorithm = BLAKE3_THREADED if size >= THREADED_FROM else BLAKE3
+                digest = hash_fd(fd, (algorithm,), self.buffer, lambda _: self.checkpoint(), opened=st)
         except OSError:
             self.skipped.add("unreadable")
             return None
         finally:
             os.close(fd)
         self.search.bytes_read += digest.size
-        return digest.hexdigests[BLAKE2B_256.name]
+        if digest.changed:
+            self.skipped.add("changed")
+            return None
+        return digest.hexdigests[BLAKE3.name]
 
 
 def _split(
@@ -310,6 +323,113 @@ def _split(
     return [(value, group) for value, group in groups.items() if len(group) > 1]
 
 
+def compare_size(candidates: list[Candidate], size: int, reader: Reader) -> list[tuple[str, list[Candidate]]]:
+    """The groups of identical content among candidates of one size: head and tail, then the whole."""
+    groups = []
+    for sample, tied in _split(candidates, size, reader.sample):
+        if size <= SMALL:  # the sample was the full hash
+            groups.append((sample, tied))
+        else:
+            groups += _split(tied, size, reader.full)
+    return groups
+
+
+def compare_in_processes(
+    sizes: list[int],
+    by_size: dict[int, list[Candidate]],
+    reader: Reader,
+    budget: Budget,
+    search: Search,
+    processes: int,
+    meter: Meter | None,
+    walked: int,
+) -> None:
+    """Compare the sizes shared out between forked processes (``fanout.FanOut``, as ``dir_usage`` walks).
+
+    The sizes, largest first, are cut into contiguous slices of about equal candidate counts, claimed
+    one by one, so a partial result still holds the largest files. Each process sends back its
+    groups as candidate positions, its read counts and its skips; a dead one only loses its groups.
+    """
+    total = sum(len(by_size[size]) for size in sizes)
+    per_task = max(1, -(-total // MAX_TASKS))
+    slices: list[tuple[int, int]] = []
+    start = taken = 0
+    for index, size in enumerate(sizes):
+        taken += len(by_size[size])
+        if taken >= per_task or index == len(sizes) - 1:
+            slices.append((start, index + 1))
+            start, taken = index + 1, 0
+    fan: FanOut | None = None
+
+    def report_and_check() -> None:
+        if meter is not None:
+            others = fan.progress.others()[0] if fan is not None else 0
+            meter.done = walked + search.files_read + others
+        if budget.check_cancelled is not None:
+            budget.check_cancelled()
+
+    def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
+        if in_child:
+            own_search, own_skipped = Search(), SkipCounter()
+            check = Budget(
+                budget.seconds,
+                lambda: progress.set(own_search.files_read, own_search.bytes_read),
+                clock=budget.clock,
+            )
+            own = Reader(reader.root, own_skipped, own_search, check)
+        else:
+            own_search, own_skipped = search, reader.skipped
+            check = Budget(budget.seconds, report_and_check, clock=budget.clock)
+            own = Reader(reader.root, own_skipped, own_search, check)
+        check.deadline, check.reason = budget.deadline, budget.reason
+        groups: list[tuple[int, str, list[int]]] = []
+        stopped: str | None = None
+        try:
+            while (task := claim()) is not None:
+                first, last = slices[task]
+                for size in sizes[first:last]:
+                    check()
+                    candidates = by_size[size]
+                    position = {id(c): i for i, c in enumerate(candidates)}
+                    for digest, same in compare_size(candidates, size, own):
+                        groups.append((size, digest, [position[id(c)] for c in same]))
+        except ScanStopped as stop:
+            stopped = stop.reason
+        result: dict[str, Any] = {"groups": groups, "stopped": stopped}
+        if in_child:
+            result.update(
+                read=own_search.files_read, bytes=own_search.bytes_read, skipped=own_skipped.as_dict()
+            )
+        return result
+
+    try:
+        fan = FanOut(len(slices), processes, work)
+        fan.start()
+        parts: list[dict[str, Any] | None] = [fan.run_here()]
+
+        def waiting() -> None:  # cancellation ends the wait; the deadline does not (children stop too)
+            with contextlib.suppress(ScanStopped):
+                report_and_check()
+
+        give_up_at = time.monotonic() + max(0.0, budget.deadline - budget.clock()) + GIVE_UP_AFTER_S
+        parts += fan.collect(waiting, give_up_at)
+    finally:
+        if fan is not None:
+            fan.close()
+    for part in parts:
+        if part is None:
+            search.stopped = search.stopped or "a comparing process ended unexpectedly"
+            continue
+        for size, digest, positions in part["groups"]:
+            candidates = by_size[size]
+            search.groups.append(Group(size, digest, tuple(candidates[i] for i in positions)))
+        search.files_read += part.get("read", 0)
+        search.bytes_read += part.get("bytes", 0)
+        for reason, n in part.get("skipped", {}).items():
+            reader.skipped.add(reason, n)
+        search.stopped = search.stopped or part["stopped"]
+
+
 def find_duplicates(
     root: bytes,
     options: WalkOptions,
@@ -318,6 +438,7 @@ def find_duplicates(
     timeout_s: float,
     meter: Meter | None = None,
     clock: Callable[[], float] = time.monotonic,
+    processes: int | None = None,
 ) -> Search:
     """Walk (at most half the budget), then confirm duplicates from the largest size down."""
     started = clock()
@@ -355,14 +476,16 @@ def find_duplicates(
     reader = Reader(root, skipped, search, hash_checkpoint)
     if meter is not None:
         meter.total = walked + sum(len(group) for group in by_size.values())
+    sizes = sorted(by_size, reverse=True)
+    candidates = sum(len(group) for group in by_size.values())
+    count = available_processes() if candidates >= PARALLEL_FROM and processes is None else processes or 1
     try:
-        for size in sorted(by_size, reverse=True):
-            hash_checkpoint()
-            for sample, tied in _split(by_size[size], size, reader.sample):
-                if size <= SMALL:  # the sample was the full hash
-                    search.groups.append(Group(size, sample, tuple(tied)))
-                    continue
-                for digest, same in _split(tied, size, reader.full):
+        if count > 1 and len(sizes) > 1:
+            compare_in_processes(sizes, by_size, reader, budget, search, count, meter, walked)
+        else:
+            for size in sizes:
+                hash_checkpoint()
+                for digest, same in compare_size(by_size[size], size, reader):
                     search.groups.append(Group(size, digest, tuple(same)))
     except ScanStopped as stop:
         search.stopped = search.stopped or stop.reason
@@ -405,7 +528,7 @@ def render(
                 "size_bytes": group.size,
                 "copies": len(group.copies),
                 "reclaimable_bytes": group.reclaimable,
-                "blake2b": group.digest,
+                "blake3": group.digest,
                 "paths": paths[:PATHS_INLINE],
                 "paths_not_shown": max(0, len(paths) - PATHS_INLINE),
             }
@@ -454,7 +577,7 @@ def render(
         for group in search.groups:
             block = [
                 f"# {len(group.copies)} copies x {group.size} bytes, {group.reclaimable} reclaimable, "
-                f"blake2b {group.digest}"
+                f"blake3 {group.digest}"
             ]
             block += [printable(path(c)) for c in group.copies]
             size += sum(len(line) + 1 for line in block)
@@ -508,7 +631,7 @@ TOOL = Tool(
     description=(
         "Groups of files with identical content under a directory, largest reclaimable space first, with "
         "the bytes that keeping one copy of each would free. Compares sizes, then the first and last 4 KiB, "
-        "then full BLAKE2b hashes, so most files are never read in full; hard links to one inode are not "
+        "then full BLAKE3 hashes, so most files are never read in full; hard links to one inode are not "
         "duplicates; empty files are ignored. Same walk rules as dir_usage (no symlinks followed, one "
         "filesystem by default, skipped entries counted), a time budget with partial results marked, "
         "progress and cancellation. The full list comes as a sysmcp:// resource link when it is long. "

@@ -8,11 +8,12 @@ sees a summary and the first lines; the whole manifest is a ``resources/read`` a
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,15 +31,19 @@ from sysmcp.fs.checksums import (
 )
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import kind
+from sysmcp.fs.treehash import hash_tree_parallel
 from sysmcp.fs.units import human_bytes, rate
-from sysmcp.fs.walk import SkipCounter, WalkOptions, throttled, walk_files
+from sysmcp.fs.walk import Budget, ScanStopped, SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.walking import skipped_phrase, walk_options, walk_properties
+from sysmcp.tools.walking import skipped_phrase, timeout_property, walk_options, walk_properties
 
 MAX_LISTED = 50  # unreadable files named in the result; the rest are counted
+DEFAULT_TIMEOUT_S = 30.0
+MAX_TIMEOUT_S = 600.0
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -71,6 +76,12 @@ INPUT_SCHEMA: dict[str, Any] = {
             "description": "Manifest lines to show inline (0 to 1000). The full manifest is always available "
             "as a resource link (read it with resources/read).",
         },
+        "timeout_s": timeout_property(
+            DEFAULT_TIMEOUT_S,
+            MAX_TIMEOUT_S,
+            stops="hashing stops and the result, marked partial, is a valid manifest of the files hashed so "
+            "far (it checks clean with sha256sum -c); it says how many listed files were not hashed.",
+        ),
         **walk_properties("path"),
     },
     "required": ["path"],
@@ -81,6 +92,20 @@ OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "path": {"type": "string"},
+        "complete": {
+            "type": "boolean",
+            "description": "False when the time budget ran out: the manifest then covers only some files.",
+        },
+        "stopped_reason": {"type": ["string", "null"]},
+        "files_not_hashed": {
+            "type": "integer",
+            "description": "Files listed but not hashed when the budget ran out (0 when complete).",
+        },
+        "walk_complete": {
+            "type": "boolean",
+            "description": "False when the walk itself was cut: files in directories not yet listed are "
+            "neither in the manifest nor counted.",
+        },
         "base_dir": {"type": "string", "description": "The directory the manifest's names are relative to."},
         "algorithm": {"type": "string"},
         "format": {"type": "string", "enum": ["gnu", "bsd"]},
@@ -121,6 +146,10 @@ OUTPUT_SCHEMA: dict[str, Any] = {
     },
     "required": [
         "path",
+        "complete",
+        "stopped_reason",
+        "files_not_hashed",
+        "walk_complete",
         "base_dir",
         "algorithm",
         "format",
@@ -141,14 +170,25 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 
 @dataclass
 class TreeHash:
-    """What the worker hands back: the sorted manifest lines and what could not be in it."""
+    """What the worker hands back: the sorted manifest (whole if it can be kept) and what is not in it."""
 
-    lines: list[bytes] = field(default_factory=list)
+    files: int = 0
     total_bytes: int = 0
-    unreadable: list[tuple[bytes, str]] = field(default_factory=list)
+    manifest: bytes | bytearray | None = None  # the whole manifest; None when over the store's item limit
+    manifest_bytes: int = 0
+    first: list[bytes] = field(default_factory=list)  # the first MAX_SHOWN lines
+    unreadable: list[tuple[bytes, str]] = field(default_factory=list)  # sorted; the first ones
+    unreadable_count: int = 0
     seconds: float = 0.0
     base: bytes = b"/"
     non_utf8: int = 0
+    stopped: str | None = None  # why the manifest covers only some files (the time budget ran out)
+    not_hashed: int = 0  # files listed but not hashed when it stopped
+    walk_complete: bool = True
+    processes: int = 1
+
+
+MAX_SHOWN = 1000  # the schema's largest max_lines
 
 
 def hash_tree(
@@ -160,53 +200,98 @@ def hash_tree(
     skipped: SkipCounter,
     meter: Meter,
     threads: int,
+    timeout_s: float = math.inf,
+    clock: Callable[[], float] = time.monotonic,
+    processes: int | None = None,
 ) -> TreeHash:
-    """Walk (or take the one file), hash on a small pool, and build the sorted manifest."""
+    """Walk (or take the one file), hash, and build the sorted manifest.
+
+    A tree is walked and hashed by every usable core (``treehash``), the manifest merged from sorted
+    runs in bounded memory. At the deadline the walk and the hashing stop (files in flight within
+    one chunk) and the manifest holds the files finished by then: every line still true.
+    """
     started = time.perf_counter()
+    if single is not None:
+        result = _hash_one(root, single, algorithm, style, meter, threads, timeout_s, clock)
+    else:
+
+        def report(files: int, done: int) -> None:
+            meter.extra["bytes"] = done
+            meter.extra["files"] = files
+            meter.done = done + files  # both only grow: progress that moves for big and tiny files
+
+        merged = hash_tree_parallel(
+            root,
+            algorithm,
+            style,
+            options,
+            skipped,
+            timeout_s=timeout_s,
+            check_cancelled=meter.checkpoint,
+            report=report,
+            keep_limit=MAX_ITEM,
+            first_lines=MAX_SHOWN,
+            clock=clock,
+            processes=processes,
+        )
+        report(merged.files, merged.total_bytes)
+        result = TreeHash(
+            files=merged.files,
+            total_bytes=merged.total_bytes,
+            manifest=merged.manifest,
+            manifest_bytes=merged.manifest_bytes,
+            first=merged.first,
+            unreadable=merged.unreadable,
+            unreadable_count=merged.unreadable_count,
+            base=root,
+            non_utf8=merged.non_utf8,
+            stopped=merged.stopped,
+            not_hashed=merged.not_hashed,
+            walk_complete=merged.walk_complete,
+            processes=merged.processes,
+        )
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _hash_one(
+    path: bytes,
+    looked: os.stat_result,
+    algorithm: Algorithm,
+    style: Style,
+    meter: Meter,
+    threads: int,
+    timeout_s: float,
+    clock: Callable[[], float],
+) -> TreeHash:
+    """The manifest of one file, relative to its directory."""
     counters = PoolCounters()
 
-    def update_meter() -> None:
-        done_bytes, done_files = counters.bytes, counters.files
-        meter.extra["bytes"] = done_bytes
-        meter.extra["files"] = done_files
-        meter.done = done_bytes + done_files  # both only grow: progress that moves for big and tiny files
-
     def report_and_check() -> None:
-        update_meter()
+        meter.extra["bytes"] = meter.done = counters.bytes
+        meter.extra["files"] = counters.files
         meter.checkpoint()
 
-    check = throttled(report_and_check)  # summing the threads' counters for every file would cost too much
-
-    def jobs() -> Iterator[Job]:
-        if single is not None:
-            yield Job(0, root, (algorithm,), single)
-            return
-        for key, entry in enumerate(walk_files(root, options, skipped, check)):
-            yield Job(key, entry.path, (algorithm,), entry.stat)
-
-    base = os.path.dirname(root) if single is not None else root
-    prefix_length = len(base.rstrip(b"/")) + 1
-    result = TreeHash()
-    entries: list[tuple[bytes, str]] = []
-    for outcome in hash_many(jobs(), checkpoint=check, counters=counters, threads=threads):
-        relative = outcome.job.path[prefix_length:]
-        if outcome.digest is None:
-            if outcome.missing:
-                skipped.add("vanished")  # this thread is also the walk's: one counter for both
+    check = Budget(timeout_s, report_and_check, clock=clock)
+    base = os.path.dirname(path)
+    name = path[len(base.rstrip(b"/")) + 1 :]
+    result = TreeHash(base=base, walk_complete=True)
+    try:
+        for outcome in hash_many(
+            [Job(0, path, (algorithm,), looked)], checkpoint=check, counters=counters, threads=threads
+        ):
+            if outcome.digest is None:
+                result.unreadable.append((name, outcome.error or "unreadable"))
+            elif outcome.digest.changed:
+                result.unreadable.append((name, f"changed while being hashed: {outcome.digest.changed}"))
             else:
-                result.unreadable.append((relative, outcome.error or "unreadable"))
-        elif outcome.digest.changed:
-            result.unreadable.append((relative, f"changed while being hashed: {outcome.digest.changed}"))
-        else:
-            entries.append((relative, outcome.digest.hexdigests[algorithm.name]))
-            result.total_bytes += outcome.digest.size
-    update_meter()
-    entries.sort()
-    result.lines = [format_line(name, digest, algorithm, style) for name, digest in entries]
-    result.non_utf8 = sum(1 for name, _ in entries if not _is_utf8(name))
-    result.base = base
-    result.unreadable.sort()
-    result.seconds = time.perf_counter() - started
+                line = format_line(name, outcome.digest.hexdigests[algorithm.name], algorithm, style)
+                result.files, result.total_bytes = 1, outcome.digest.size
+                result.manifest, result.manifest_bytes, result.first = line, len(line), [line]
+                result.non_utf8 = 0 if _is_utf8(name) else 1
+    except ScanStopped as stop:
+        result.stopped, result.not_hashed = stop.reason, 1
+    result.unreadable_count = len(result.unreadable)
     return result
 
 
@@ -226,6 +311,7 @@ def run(
     options: WalkOptions,
     skipped: SkipCounter,
     meter: Meter,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> TreeHash:
     """The whole call, in the worker thread."""
     try:
@@ -240,7 +326,7 @@ def run(
         )
     single = looked if stat.S_ISREG(looked.st_mode) else None
     try:
-        return hash_tree(path, single, algorithm, style, options, skipped, meter, HASH_THREADS)
+        return hash_tree(path, single, algorithm, style, options, skipped, meter, HASH_THREADS, timeout_s)
     except PermissionError:
         raise ToolError(f"Permission denied: cannot read the directory {shown}") from None
     except OSError as exc:
@@ -254,6 +340,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     style: Style = "bsd" if args["format"] == "bsd" else "gnu"
     options = walk_options(args)
     skipped = SkipCounter()
+    timeout_s = min(float(args["timeout_s"]), MAX_TIMEOUT_S)
 
     def describe(meter: Meter, elapsed: float) -> str:
         done = meter.extra.get("bytes", 0)
@@ -262,7 +349,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         )
 
     tree = await ctx.run_in_worker(
-        lambda meter: run(os.fsencode(path), shown, algorithm, style, options, skipped, meter),
+        lambda meter: run(os.fsencode(path), shown, algorithm, style, options, skipped, meter, timeout_s),
         describe=describe,
     )
     return render(args, ctx, tree, shown, algorithm, style, skipped)
@@ -290,40 +377,50 @@ def render(
 ) -> ToolOutput:
     """Summary and the first lines inline; the whole manifest as a resource."""
     base = display(tree.base)
-    texts = [line.decode("utf-8", "backslashreplace") for line in tree.lines]
     non_utf8 = tree.non_utf8
-    manifest = "".join(texts)
     skips = skipped.as_dict()
     links: tuple[ResourceLink, ...] = ()
     uri: str | None = None
     not_kept: str | None = None  # why the full manifest could not be kept, if it could not
-    if tree.lines:
-        link = ctx.keep(
-            MANIFEST_NAMES[algorithm.name],
-            manifest,
-            description=f"{algorithm.name} manifest ({style} format) of {len(tree.lines):,} files, names relative "
-            f"to {base}",
-        )
-        if isinstance(link, str):
-            not_kept = link
+    if tree.files:
+        if tree.manifest is None:
+            not_kept = TooLarge(tree.manifest_bytes).reason
         else:
-            uri = link.uri
-            links = (link,)
+            link = ctx.keep(
+                MANIFEST_NAMES[algorithm.name],
+                tree.manifest.decode("utf-8", "backslashreplace"),
+                description=f"{algorithm.name} manifest ({style} format) of {tree.files:,} files, names "
+                f"relative to {base}",
+            )
+            if isinstance(link, str):
+                not_kept = link
+            else:
+                uri = link.uri
+                links = (link,)
     max_lines: int = args["max_lines"]
-    shown_lines = [text.rstrip("\n") for text in texts[:max_lines]]
-    not_shown = len(texts) - len(shown_lines)
+    shown_lines = [line.decode("utf-8", "backslashreplace").rstrip("\n") for line in tree.first[:max_lines]]
+    not_shown = tree.files - len(shown_lines)
 
-    out = [
-        f"{algorithm.name} manifest of {shown}: {len(tree.lines):,} files, {human_bytes(tree.total_bytes)} hashed in "
+    out = []
+    if tree.stopped:
+        unlisted = "" if tree.walk_complete else ", and the walk had not finished (files in directories not "
+        unlisted += "" if tree.walk_complete else "yet listed are neither in the manifest nor counted)"
+        out.append(
+            f"PARTIAL RESULT: hashing stopped early ({tree.stopped}); the manifest covers the "
+            f"{tree.files:,} files hashed by then, each line correct; {tree.not_hashed:,} files listed were "
+            f"not hashed{unlisted}. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) or a subdirectory."
+        )
+    out += [
+        f"{algorithm.name} manifest of {shown}: {tree.files:,} files, {human_bytes(tree.total_bytes)} hashed in "
         f"{tree.seconds:.2f} s ({rate(tree.total_bytes, tree.seconds)}); names relative to {base}"
     ]
     if skips:
         out.append("skipped: " + skipped_phrase(skips))
-    if tree.unreadable:
-        out.append(f"{len(tree.unreadable):,} files could not be hashed and are not in the manifest:")
+    if tree.unreadable_count:
+        out.append(f"{tree.unreadable_count:,} files could not be hashed and are not in the manifest:")
         out += [f"  {printable(name)}: {error}" for name, error in tree.unreadable[:MAX_LISTED]]
-        if len(tree.unreadable) > MAX_LISTED:
-            out.append(f"  … and {len(tree.unreadable) - MAX_LISTED:,} more")
+        if tree.unreadable_count > MAX_LISTED:
+            out.append(f"  … and {tree.unreadable_count - MAX_LISTED:,} more")
     if non_utf8:
         out.append(
             f"{non_utf8:,} names are not valid UTF-8: they appear with \\xNN escapes, so a checker would report them "
@@ -340,17 +437,21 @@ def render(
         out.append("No regular files to hash.")
     structured = {
         "path": shown,
+        "complete": tree.stopped is None,
+        "stopped_reason": tree.stopped,
+        "files_not_hashed": tree.not_hashed,
+        "walk_complete": tree.walk_complete,
         "base_dir": base,
         "algorithm": algorithm.name,
         "format": style,
-        "files": len(tree.lines),
+        "files": tree.files,
         "total_bytes": tree.total_bytes,
         "seconds": round(tree.seconds, 6),
         "lines": shown_lines,
         "lines_not_shown": not_shown,
         "manifest_uri": uri,
         "skipped": skips,
-        "unreadable_count": len(tree.unreadable),
+        "unreadable_count": tree.unreadable_count,
         "unreadable": [
             {"path": printable(name), "error": error} for name, error in tree.unreadable[:MAX_LISTED]
         ],

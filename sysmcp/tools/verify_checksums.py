@@ -7,7 +7,9 @@ MISSING told apart from unreadable, files that appeared since the manifest was m
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import math
 import os
 import stat
 import time
@@ -19,6 +21,7 @@ from typing import Any, Literal
 from sysmcp.fs.checksums import (
     ALGORITHM_NAMES,
     ALGORITHMS,
+    CHUNK,
     HASH_THREADS,
     MAX_BAD_LINES,
     Digest,
@@ -27,23 +30,36 @@ from sysmcp.fs.checksums import (
     Manifest,
     PoolCounters,
     explain,
+    hash_fd,
     hash_many,
+    hash_once,
     hint_order,
     parse_manifest,
 )
+from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
 from sysmcp.fs.paths import PathPolicy, display, printable
 from sysmcp.fs.safeopen import kind, open_regular_at
 from sysmcp.fs.units import human_bytes, rate
-from sysmcp.fs.walk import SkipCounter, join, throttled, walk_files
+from sysmcp.fs.walk import Budget, ScanStopped, SkipCounter, join, throttled, walk_files
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.walking import require_directory, skipped_phrase, walk_options, walk_properties
+from sysmcp.tools.walking import (
+    require_directory,
+    skipped_phrase,
+    timeout_property,
+    walk_options,
+    walk_properties,
+)
 
 MAX_MANIFEST = 64 << 20  # bytes: a manifest of about half a million files
+GIVE_UP_AFTER_S = 2.0  # past the deadline, how long to wait for a checking process before killing it
+DEFAULT_TIMEOUT_S = 30.0
+MAX_TIMEOUT_S = 600.0
 
-Status = Literal["OK", "FAILED", "MISSING", "UNREADABLE"]
+#: NOT_CHECKED: the time budget ran out before this entry was looked at or hashed.
+Status = Literal["OK", "FAILED", "MISSING", "UNREADABLE", "NOT_CHECKED"]
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -84,6 +100,12 @@ INPUT_SCHEMA: dict[str, Any] = {
             "description": "At most this many names per list (FAILED, MISSING, …) inline; when a list is cut "
             "the full report is a resource link.",
         },
+        "timeout_s": timeout_property(
+            DEFAULT_TIMEOUT_S,
+            MAX_TIMEOUT_S,
+            stops="checking stops and the result, marked partial, reports the entries checked so far and "
+            "counts the rest as not checked.",
+        ),
         **walk_properties("base_dir", note="With report_new: "),
     },
     "required": ["manifest"],
@@ -97,6 +119,12 @@ OUTPUT_SCHEMA: dict[str, Any] = {
     "properties": {
         "manifest": {"type": "string", "description": "The manifest's path, URI, or '(text)'."},
         "base_dir": {"type": "string"},
+        "complete": {"type": "boolean", "description": "False when the time budget ran out."},
+        "stopped_reason": {"type": ["string", "null"]},
+        "not_checked": {
+            "type": "integer",
+            "description": "Entries not checked because the time budget ran out (0 when complete).",
+        },
         "all_ok": {
             "type": "boolean",
             "description": "True exactly when 'sha256sum -c --strict' would succeed: at least one entry, "
@@ -145,6 +173,9 @@ OUTPUT_SCHEMA: dict[str, Any] = {
     "required": [
         "manifest",
         "base_dir",
+        "complete",
+        "stopped_reason",
+        "not_checked",
         "all_ok",
         "entries",
         "ok",
@@ -186,6 +217,7 @@ class Verification:
     walk_skipped: dict[str, int] = field(default_factory=dict)
     bytes_hashed: int = 0
     seconds: float = 0.0
+    stopped: str | None = None  # why some entries were not checked (the time budget ran out)
 
 
 @dataclass(frozen=True)
@@ -225,10 +257,15 @@ def verify(
     policy: PathPolicy,
     meter: Meter,
     threads: int,
+    timeout_s: float = math.inf,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Verification:
-    """Parse, look at every listed file, hash the regular ones on a small pool, then walk for new files."""
+    """Parse, look at every listed file, hash the regular ones on a small pool, then walk for new files.
+
+    At the deadline (``timeout_s``) whatever is left stays NOT_CHECKED and ``stopped`` says why.
+    """
     started = time.perf_counter()
-    check = throttled(meter.checkpoint)
+    check = throttled(meter.checkpoint)  # parsing is bounded by MAX_MANIFEST: no deadline inside it
     data = read_manifest(source.path, source.shown) if source.path is not None else source.data
     forced = None if args["algorithm"] == "auto" else ALGORITHMS[args["algorithm"]]
     manifest = parse_manifest(data, forced=forced, prefer=hint_order(source.name_hint), check=check)
@@ -245,7 +282,54 @@ def verify(
             + (f" ({bad:,} improperly formatted)" if bad else "")
             + ". Expected lines like '<hex digest>  <name>' or 'SHA256 (<name>) = <hex digest>'."
         )
-    result = Verification(manifest, [Checked("MISSING")] * len(manifest.entries))
+    result = Verification(manifest, [NOT_CHECKED] * len(manifest.entries))
+    budget = Budget(timeout_s, meter.checkpoint, clock=clock)
+    try:
+        _check_entries(manifest, base, args, policy, meter, threads, budget, result, source.path)
+    except ScanStopped as stop:
+        result.stopped = stop.reason
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+NOT_CHECKED = Checked("NOT_CHECKED", "the time budget ran out first")
+
+
+def _check_entries(
+    manifest: Manifest,
+    base: bytes,
+    args: dict[str, Any],
+    policy: PathPolicy,
+    meter: Meter,
+    threads: int,
+    check: Budget,
+    result: Verification,
+    manifest_path: bytes | None,
+) -> None:
+    """Both passes, the retry and the walk for new files; ``check`` raises ScanStopped at the deadline."""
+    processes = available_processes() if len(manifest.entries) >= PARALLEL_FROM else 1
+    if processes > 1:
+        result.bytes_hashed = check_in_processes(manifest, base, policy, meter, check, result, processes)
+    else:
+        _check_here(manifest, base, policy, meter, threads, check, result)
+    if args["report_new"]:
+        result.new, result.walk_skipped = find_new(manifest.entries, base, manifest_path, args, check)
+        if check.expired:  # the walk ends quietly at the deadline: its list may miss files
+            raise ScanStopped(
+                check.reason + " while looking for new files (the list of new files may be short)"
+            )
+
+
+def _check_here(
+    manifest: Manifest,
+    base: bytes,
+    policy: PathPolicy,
+    meter: Meter,
+    threads: int,
+    check: Budget,
+    result: Verification,
+) -> None:
+    """Look at every entry, then hash on a small thread pool: the way for short manifests."""
     confined = policy.allowed is not None
 
     # Pass 1: look at every listed file (stat follows symlinks, as sha256sum's open does).
@@ -301,9 +385,9 @@ def verify(
         update_meter()
         meter.checkpoint()
 
-    for outcome in hash_many(
-        jobs(), checkpoint=throttled(report_and_check), counters=counters, threads=threads
-    ):
+    hashing = Budget(check.seconds, report_and_check, clock=check.clock)  # progress every few ms
+    hashing.deadline, hashing.reason = check.deadline, check.reason  # and the one deadline
+    for outcome in hash_many(jobs(), checkpoint=hashing, counters=counters, threads=threads):
         index = outcome.job.key
         entry = manifest.entries[index]
         tried[index] = {a.name for a in outcome.job.algorithms}
@@ -315,10 +399,185 @@ def verify(
         manifest, looked, tried, result, meter, check, threads, confined
     )
 
-    if args["report_new"]:
-        result.new, result.walk_skipped = find_new(manifest.entries, base, source.path, args, check)
-    result.seconds = time.perf_counter() - started
-    return result
+
+PARALLEL_FROM = 2000  # entries from which the check is shared out between processes
+_OK = {name: Checked("OK", algorithm=name) for name in ALGORITHM_NAMES}  # one object per algorithm
+
+
+def check_one(
+    entry: Entry,
+    path: bytes,
+    confined: bool,
+    settled: dict[int, str],
+    buffer: bytearray,
+    on_chunk: Callable[[int], None],
+) -> tuple[Checked, int]:
+    """Look at, open and hash one entry's file; its verdict and the bytes read.
+
+    The same rules as the two passes: stat follows symlinks as ``sha256sum`` does (unless the
+    allowed roots confine us), anything but a regular file is refused before it is opened, and the
+    open checks it is the file looked at. A digest length two algorithms share is settled by the
+    first match; a mismatch under a settled length is tried with the other candidates too.
+    """
+    try:
+        looked = os.stat(path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return Checked("MISSING"), 0
+        return Checked("UNREADABLE", explain(exc)), 0
+    if not stat.S_ISREG(looked.st_mode):
+        return Checked("UNREADABLE", f"not a regular file: {kind(looked.st_mode)}"), 0
+    try:
+        fd, opened = open_regular_at(path, follow_symlinks=not confined, expect=looked)
+    except FileNotFoundError:
+        return Checked("MISSING"), 0
+    except OSError as exc:
+        return Checked("UNREADABLE", explain(exc)), 0
+    candidates = entry.candidates
+    narrowed = len(candidates) > 1 and len(entry.digest) in settled
+    if narrowed:
+        candidates = (ALGORITHMS[settled[len(entry.digest)]],)
+    read = 0
+    blamed = candidates[0].name  # a FAILED verdict names the algorithm tried first, as the passes do
+    try:
+        while True:
+            try:
+                if opened.st_size < len(buffer):
+                    digest = hash_once(fd, candidates, buffer, opened)
+                else:
+                    digest = hash_fd(fd, candidates, buffer, on_chunk, opened=opened)
+            except OSError as exc:
+                return Checked("UNREADABLE", f"read error: {explain(exc)}"), read
+            read += digest.size
+            if digest.changed:
+                return Checked(
+                    "UNREADABLE", f"changed while being read ({digest.changed}); check it again"
+                ), read
+            for name, hexdigest in digest.hexdigests.items():
+                if hexdigest == entry.digest:
+                    if len(candidates) > 1:
+                        settled.setdefault(len(entry.digest), name)
+                    return _OK.get(name) or Checked("OK", algorithm=name), read
+            if not narrowed:
+                return Checked("FAILED", algorithm=blamed), read
+            narrowed = False  # the settled guess failed: the other candidates, from the start
+            first = candidates[0].name
+            candidates = tuple(c for c in entry.candidates if c.name != first)
+            os.lseek(fd, 0, os.SEEK_SET)
+            opened = os.fstat(fd)
+            if not candidates:
+                return Checked("FAILED", algorithm=blamed), read
+    finally:
+        os.close(fd)
+
+
+def check_in_processes(
+    manifest: Manifest,
+    base: bytes,
+    policy: PathPolicy,
+    meter: Meter,
+    check: Budget,
+    result: Verification,
+    processes: int,
+) -> int:
+    """Check every entry, the entries shared out in contiguous slices between forked processes
+    (``fanout.FanOut``, as ``dir_usage`` walks). Each process sends back the indices it found OK per
+    algorithm and the other verdicts; what the deadline left is NOT_CHECKED. Returns bytes hashed."""
+    entries = manifest.entries
+    confined = policy.allowed is not None
+    per_task = max(1, -(-len(entries) // MAX_TASKS))
+    tasks = -(-len(entries) // per_task)
+    meter.extra["files_total"] = meter.total = len(entries)
+    fan: FanOut | None = None
+    mine = [0, 0]  # this process's files and bytes done
+
+    def report_and_check() -> None:
+        files, done = mine
+        if fan is not None:
+            more_files, more_bytes = fan.progress.others()
+            files, done = files + more_files, done + more_bytes
+        meter.extra["files"], meter.extra["bytes"] = files, done
+        meter.done = files
+        meter.checkpoint()
+
+    def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
+        counts = [0, 0]
+        if in_child:
+            own = Budget(check.seconds, lambda: progress.set(*counts), clock=check.clock)
+        else:
+            own = Budget(check.seconds, report_and_check, clock=check.clock)
+            counts = mine
+        own.deadline, own.reason = check.deadline, check.reason
+        settled: dict[int, str] = {}
+        buffer = bytearray(CHUNK)
+        ok: dict[str, list[int]] = {}
+        other: list[tuple[int, str, str, str]] = []
+        stopped: str | None = None
+        done_so_far = 0
+
+        def on_chunk(read: int) -> None:
+            counts[1] = done_so_far + read
+            own()
+
+        try:
+            while (task := claim()) is not None:
+                for index in range(task * per_task, min(len(entries), (task + 1) * per_task)):
+                    own()
+                    entry = entries[index]
+                    path = entry.name if entry.name.startswith(b"/") else join(base, entry.name)
+                    if confined:
+                        try:
+                            path = os.fsencode(policy.resolve(os.fsdecode(path)))
+                        except ToolError:
+                            other.append((index, "UNREADABLE", "outside the allowed roots", ""))
+                            continue
+                    done_so_far = counts[1]
+                    verdict, read = check_one(entry, path, confined, settled, buffer, on_chunk)
+                    counts[0] += 1
+                    counts[1] = done_so_far + read
+                    if verdict.status == "OK":
+                        ok.setdefault(verdict.algorithm, []).append(index)
+                    else:
+                        other.append((index, verdict.status, verdict.detail, verdict.algorithm))
+        except ScanStopped as stop:
+            stopped = stop.reason
+        return {"ok": ok, "other": other, "bytes": counts[1], "stopped": stopped}
+
+    try:
+        fan = FanOut(tasks, processes, work)
+        fan.start()
+        parts: list[dict[str, Any] | None] = [fan.run_here()]
+
+        def waiting() -> None:  # cancellation ends the wait; the deadline does not (children stop too)
+            with contextlib.suppress(ScanStopped):
+                check()
+
+        give_up_at = time.monotonic() + max(0.0, check.deadline - check.clock()) + GIVE_UP_AFTER_S
+        parts += fan.collect(waiting, give_up_at)
+    finally:
+        if fan is not None:
+            fan.close()
+    hashed = 0
+    stopped: str | None = None
+    checked = result.checked
+    for part in parts:
+        if part is None:
+            stopped = stopped or "a checking process ended unexpectedly"
+            continue
+        for name, indices in part["ok"].items():
+            verdict = _OK.get(name) or Checked("OK", algorithm=name)
+            for index in indices:
+                checked[index] = verdict
+        for index, status, detail, algorithm in part["other"]:
+            checked[index] = Checked(status, detail, algorithm)
+        hashed += part["bytes"]
+        stopped = stopped or part["stopped"]
+    if stopped is None and any(c is NOT_CHECKED for c in checked):
+        stopped = check.reason
+    if stopped is not None:
+        result.bytes_hashed = hashed
+        raise ScanStopped(stopped)
+    return hashed
 
 
 def retry_others(
@@ -457,16 +716,23 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     )
     base_shown = display(base_path)
     base = os.fsencode(base_path)
+    timeout_s = min(float(args["timeout_s"]), MAX_TIMEOUT_S)
 
     def describe(meter: Meter, elapsed: float) -> str:
         done = meter.extra.get("bytes", 0)
+        if "bytes_total" not in meter.extra:  # shared out between processes: no look at the sizes first
+            return (
+                f"{int(meter.extra.get('files', 0)):,} of {int(meter.extra.get('files_total', 0)):,} files, "
+                f"{human_bytes(done)} at {rate(done, elapsed)}"
+            )
         return (
             f"{int(meter.extra.get('files', 0)):,} of {int(meter.extra.get('files_total', 0)):,} files, "
             f"{human_bytes(done)} of {human_bytes(meter.extra.get('bytes_total', 0))} at {rate(done, elapsed)}"
         )
 
     result = await ctx.run_in_worker(
-        lambda meter: verify(source, base, args, ctx.paths, meter, HASH_THREADS), describe=describe
+        lambda meter: verify(source, base, args, ctx.paths, meter, HASH_THREADS, timeout_s),
+        describe=describe,
     )
     return render(result, source.shown, base_shown, args, ctx)
 
@@ -483,11 +749,12 @@ def render(
     bad_count = result.manifest.bad_count
     by_status: dict[Status, list[tuple[Entry, Checked]]] = {"FAILED": [], "MISSING": [], "UNREADABLE": []}
     for entry, checked in zip(entries, result.checked, strict=True):
-        if checked.status != "OK":
+        if checked.status in by_status:
             by_status[checked.status].append((entry, checked))
     new = result.new
-    all_ok = counts["OK"] == len(entries) and not bad_count
+    all_ok = counts["OK"] == len(entries) and not bad_count and result.stopped is None
     truncated = any(len(v) > limit for v in by_status.values()) or bad_count > limit or len(new or ()) > limit
+    truncated = truncated or counts["NOT_CHECKED"] > 0  # which ones were not checked: in the full report
 
     summary = (
         f"Checked {len(entries):,} entries of {manifest_shown} against {base_shown}: {counts['OK']:,} OK, "
@@ -497,13 +764,28 @@ def render(
         summary += f"; {bad_count:,} improperly formatted line{'s' if bad_count != 1 else ''}"
     if new is not None:
         summary += f"; {len(new):,} new file{'s' if len(new) != 1 else ''} not in the manifest"
-    out = [
+    if counts["NOT_CHECKED"]:
+        summary += f"; {counts['NOT_CHECKED']:,} not checked"
+    out = []
+    if result.stopped is not None:
+        out.append(
+            f"PARTIAL RESULT: checking stopped early ({result.stopped}); {counts['NOT_CHECKED']:,} of "
+            f"{len(entries):,} entries were not checked. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) "
+            "or check a part of the manifest."
+        )
+    out += [
         summary,
         f"({', '.join(f'{n:,} {a}' for a, n in sorted(algorithms.items()))}; {human_bytes(result.bytes_hashed)} "
         f"hashed in {result.seconds:.2f} s)"
         if algorithms
         else f"(nothing hashed; {result.seconds:.2f} s)",
-        "Result: ALL OK" if all_ok else "Result: NOT OK (sha256sum -c --strict would fail)",
+        "Result: ALL OK"
+        if all_ok
+        else "Result: NOT SETTLED (not every entry was checked)"
+        if result.stopped is not None
+        and counts["OK"] + counts["NOT_CHECKED"] == len(entries)
+        and not bad_count
+        else "Result: NOT OK (sha256sum -c --strict would fail)",
     ]
     titles: dict[Status, str] = {
         "FAILED": "FAILED (digest differs)",
@@ -549,6 +831,9 @@ def render(
     structured = {
         "manifest": manifest_shown,
         "base_dir": base_shown,
+        "complete": result.stopped is None,
+        "stopped_reason": result.stopped,
+        "not_checked": counts["NOT_CHECKED"],
         "all_ok": all_ok,
         "entries": len(entries),
         "ok": counts["OK"],

@@ -29,6 +29,17 @@ def walk_properties(base: str, *, note: str = "") -> dict[str, Any]:
     }
 
 
+def timeout_property(default: float, maximum: float, *, stops: str) -> dict[str, Any]:
+    """The ``timeout_s`` schema property of a tool that stops at a time budget with a partial result."""
+    return {
+        "type": "number",
+        "minimum": 0.001,
+        "maximum": maximum,
+        "default": default,
+        "description": f"Time budget in seconds (at most {maximum:g}). When it runs out {stops}",
+    }
+
+
 def walk_options(args: dict[str, Any]) -> WalkOptions:
     """The walk the validated arguments of ``walk_properties`` ask for."""
     return WalkOptions(one_file_system=args["one_file_system"], exclude=tuple(args["exclude"]))

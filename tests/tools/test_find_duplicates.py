@@ -8,6 +8,7 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
+import blake3
 import pytest
 
 from sysmcp.fs.walk import SkipCounter, WalkOptions
@@ -84,10 +85,7 @@ def test_largest_reclaimable_first_with_the_bytes_it_would_free(tmp_path: Path) 
     assert first["reclaimable_bytes"] == os.lstat(tmp_path / "c" / "big2").st_blocks * 512
     assert second["copies"] == 3
     assert result["reclaimable_bytes"] == first["reclaimable_bytes"] + second["reclaimable_bytes"]
-    assert (
-        first["blake2b"]
-        == hashlib.blake2b((tmp_path / "a" / "big1").read_bytes(), digest_size=32).hexdigest()
-    )
+    assert first["blake3"] == blake3.blake3((tmp_path / "a" / "big1").read_bytes()).hexdigest()
     assert "Nothing was deleted" in text
 
 

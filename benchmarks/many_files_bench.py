@@ -1,0 +1,471 @@
+"""Many files: hash_tree, verify_checksums, find_duplicates and dir_usage against the tools admins run instead.
+
+One run, side by side, medians of ``--rounds`` interleaved rounds (warm cache: one untimed pass of every
+contender first), each row with its ratio (sysmcp / reference) and peak memory:
+
+- sysmcp: a fresh ``python -m sysmcp`` per measurement, driven over raw JSON-RPC (``hash_bench.Server``),
+  timed from sending ``tools/call`` to its result. Peak RSS is the server's ``VmHWM`` plus the ``VmHWM`` of
+  every child process it forks (sampled every 10 ms; shared copy-on-write pages are counted once per
+  process, so this overstates).
+  In brackets: the peak of the summed ``Pss`` (shared pages split between the processes sharing them).
+- references: a shell pipeline timed as a whole; peak RSS is the largest ``VmHWM`` of its processes,
+  sampled the same way (``ru_maxrss`` would include this Python process's peak, inherited at exec).
+
+Corpora (``corpus.py``, seeded, generated on first use under ``--corpus``): ``mixed`` (200,000 files),
+``small`` (1,000,000 files of 0-200 B), ``duplicates`` (``--dup-files``, default 5,000 of the issue's 20,000
+to spare disk: about 4.5 GB). Answers are checked once: manifests against the reference's (sorted), duplicate
+sets against ``jdupes -r``'s.
+
+    uv run python benchmarks/many_files_bench.py --corpus /work/bench-corpus --rounds 3
+    uv run python benchmarks/many_files_bench.py --only hash-mixed,dups --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import corpus
+from hash_bench import Server
+
+PAGE = 1024  # VmHWM is in kB
+
+
+def _hwm(pid: int) -> int:
+    """Peak resident set of a process in bytes (0 once it has gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * PAGE
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _pss(pid: int) -> int:
+    """Proportional set size in bytes: shared pages split between the processes sharing them."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * PAGE
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            tasks = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                children = Path(f"/proc/{current}/task/{task}/children").read_text().split()
+            except OSError:
+                continue
+            for child in children:
+                found.append(int(child))
+                pending.append(int(child))
+    return found
+
+
+class PeakSampler:
+    """Samples the peak RSS of a process and of every descendant it had, until stopped."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.children: dict[int, int] = {}
+        self.server = 0
+        self.pss = 0  # the largest sum of Pss over the process and its descendants at one moment
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.01):
+            self.sample()
+
+    def sample(self) -> None:
+        self.server = max(self.server, _hwm(self.pid))
+        together = _pss(self.pid)
+        for child in _descendants(self.pid):
+            self.children[child] = max(self.children.get(child, 0), _hwm(child))
+            together += _pss(child)
+        self.pss = max(self.pss, together)
+
+    def stop(self, *, largest: bool = False) -> int:
+        """The process's peak plus its children's (or, with ``largest``, the largest of them all)."""
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+        if largest:
+            return max([self.server, *self.children.values()])
+        return self.server + sum(self.children.values())
+
+
+@dataclass
+class Measure:
+    seconds: list[float] = field(default_factory=list)
+    rss: list[int] = field(default_factory=list)
+    pss: list[int] = field(default_factory=list)
+
+
+PEAK_PSS: list[int] = []  # the last sysmcp run's peak Pss sum, handed from sysmcp_call to run_rows
+
+
+def sysmcp_call(
+    tool: str, arguments: dict[str, Any], keep: dict[str, Any] | None = None
+) -> Callable[[], tuple[float, int]]:
+    def run() -> tuple[float, int]:
+        server = Server()
+        try:
+            sampler = PeakSampler(server.proc.pid)
+            started = time.perf_counter()
+            result = server.request("tools/call", {"name": tool, "arguments": arguments})
+            seconds = time.perf_counter() - started
+            rss = sampler.stop()  # before any resources/read: its JSON reply is the client's choice
+            PEAK_PSS.append(sampler.pss)
+            if result.get("isError"):
+                raise SystemExit(f"{tool} failed: {result['content'][0]['text']}")
+            structured: dict[str, Any] = result["structuredContent"]
+            if keep is not None and "result" not in keep and structured.get("manifest_uri"):
+                read = server.request("resources/read", {"uri": structured["manifest_uri"]})
+                structured["manifest"] = read["contents"][0]["text"]
+            if keep is not None and "result" not in keep:
+                keep["result"] = structured
+                if tool == "find_duplicates":
+                    keep["full"] = _full_list(server, structured)
+            return seconds, rss
+        finally:
+            server.close()
+
+    return run
+
+
+def _full_list(server: Server, structured: dict[str, Any]) -> str | None:
+    """The find_duplicates group list resource (it is kept when anything was cut inline)."""
+    listed = server.request("resources/list", {})
+    for item in listed.get("resources", []):
+        if item["name"].startswith("duplicates-"):
+            read = server.request("resources/read", {"uri": item["uri"]})
+            text: str = read["contents"][0]["text"]
+            return text
+    return None
+
+
+def shell(
+    command: str, cwd: Path | None = None, keep: dict[str, Any] | None = None
+) -> Callable[[], tuple[float, int]]:
+    """A shell pipeline timed as a whole, its output kept once in ``keep`` for the answer check."""
+    full = f"cd {cwd} && {command}" if cwd is not None else command
+
+    def run() -> tuple[float, int]:
+        with tempfile.TemporaryFile() as out:
+            actions = [
+                (os.POSIX_SPAWN_DUP2, out.fileno(), 1),
+                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+            ]
+            started = time.perf_counter()
+            pid = os.posix_spawnp("sh", ["sh", "-c", full], os.environ, file_actions=actions)
+            sampler = PeakSampler(pid)
+            _, status = os.waitpid(pid, 0)
+            seconds = time.perf_counter() - started
+            rss = sampler.stop(largest=True)
+            code = os.waitstatus_to_exitcode(status)
+            if code not in (0, 1):  # jdupes and sha256sum -c say 1 for "found something"
+                raise SystemExit(f"{command!r} failed with {code}")
+            if keep is not None and "stdout" not in keep:
+                out.seek(0)
+                keep["stdout"] = out.read()
+        return seconds, rss
+
+    return run
+
+
+@dataclass
+class Row:
+    work: str
+    ours: Callable[[], tuple[float, int]]
+    reference_name: str
+    reference: Callable[[], tuple[float, int]]
+    goal: float
+    check: Callable[[], str] | None = None
+    measured: dict[str, Measure] = field(default_factory=dict)
+
+
+def run_rows(rows: list[Row], rounds: int) -> None:
+    for row in rows:  # warm-up: page cache, dentries, __pycache__; also fills the answers checked below
+        print(f"warm-up: {row.work}", file=sys.stderr, flush=True)
+        row.ours()
+        PEAK_PSS.clear()
+        row.reference()
+    for number in range(rounds):
+        for row in rows:
+            contenders = [("ours", row.ours), ("ref", row.reference)]
+            if number % 2:
+                contenders.reverse()
+            for name, run in contenders:
+                seconds, rss = run()
+                measure = row.measured.setdefault(name, Measure())
+                measure.seconds.append(seconds)
+                measure.rss.append(rss)
+                if name == "ours" and PEAK_PSS:
+                    measure.pss.append(PEAK_PSS.pop())
+            print(
+                f"round {number + 1}: {row.work}: {row.measured['ours'].seconds[-1]:.2f} s vs "
+                f"{row.measured['ref'].seconds[-1]:.2f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+def table(rows: list[Row]) -> str:
+    out = [
+        "| work | sysmcp | peak RSS (PSS) | reference | reference time | its RSS | ratio | goal | met | answer |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        ours, ref = row.measured["ours"], row.measured["ref"]
+        mine, theirs = statistics.median(ours.seconds), statistics.median(ref.seconds)
+        ratio = mine / theirs
+        answer = row.check() if row.check is not None else ""
+        out.append(
+            f"| {row.work} | {mine:.2f} s | {max(ours.rss) / 1e6:.0f} MB ({max(ours.pss, default=0) / 1e6:.0f}) "
+            f"| {row.reference_name} | {theirs:.2f} s | "
+            f"{max(ref.rss) / 1e6:.1f} MB | {ratio:.2f} × | ≤ {row.goal:.1f} × | {'yes' if ratio <= row.goal else 'no'} "
+            f"| {answer} |"
+        )
+    return "\n".join(out)
+
+
+def manifest_check(ours: dict[str, Any], theirs: dict[str, Any]) -> Callable[[], str]:
+    """Compare a hash_tree manifest with the reference's output, sorted (names are './x' there)."""
+
+    def check() -> str:
+        result = ours.get("result", {})
+        text = result.get("manifest")
+        if text is None:
+            return f"{result.get('files', 0):,} files (manifest too big to keep: not compared)"
+        mine = sorted(text.encode("utf-8", "surrogateescape").splitlines())
+        reference = sorted(line.replace(b"  ./", b"  ", 1) for line in theirs.get("stdout", b"").splitlines())
+        return (
+            "same manifest"
+            if mine == reference
+            else f"DIFFERENT manifest ({len(mine)} vs {len(reference)} lines)"
+        )
+
+    return check
+
+
+def duplicate_sets_from_ours(full: str | None, root: Path) -> set[frozenset[str]]:
+    groups: set[frozenset[str]] = set()
+    current: list[str] = []
+    for line in (full or "").splitlines():
+        if line.startswith("# ") and " copies x " in line:
+            if current:
+                groups.add(frozenset(current))
+            current = []
+        elif line and not line.startswith("#"):
+            current.append(os.path.relpath(line, root))
+    if current:
+        groups.add(frozenset(current))
+    return groups
+
+
+def duplicate_sets_from_jdupes(output: bytes, root: Path) -> set[frozenset[str]]:
+    groups: set[frozenset[str]] = set()
+    for block in output.decode("utf-8", "surrogateescape").split("\n\n"):
+        names = [os.path.relpath(line, root) for line in block.splitlines() if line]
+        if len(names) > 1:
+            groups.add(frozenset(names))
+    return groups
+
+
+def hard_link_free(groups: set[frozenset[str]], root: Path) -> set[frozenset[int]]:
+    """Each group reduced to one name per inode (jdupes and sysmcp may pick different names of one inode)."""
+    out = set()
+    for group in groups:
+        inodes = frozenset(os.stat(root / name).st_ino for name in group)
+        if len(inodes) > 1:
+            out.add(inodes)
+    return out
+
+
+def duplicates_check(ours: dict[str, Any], root: Path) -> Callable[[], str]:
+    def check() -> str:
+        result = ours.get("result", {})
+        if result.get("groups_not_shown", 0) == 0 and not ours.get("full"):
+            mine = {frozenset(os.path.relpath(p, root) for p in g["paths"]) for g in result.get("groups", [])}
+        else:
+            mine = duplicate_sets_from_ours(ours.get("full"), root)
+        done = subprocess.run(["jdupes", "-r", "-q", str(root)], capture_output=True, check=False)
+        theirs = duplicate_sets_from_jdupes(done.stdout, root)
+        mine_i, theirs_i = hard_link_free(mine, root), hard_link_free(theirs, root)
+        if mine_i == theirs_i:
+            return f"same {len(mine_i):,} sets as jdupes -r"
+        return f"DIFFERENT: {len(mine_i - theirs_i)} sets only ours, {len(theirs_i - mine_i)} only jdupes'"
+
+    return check
+
+
+def build_rows(args: argparse.Namespace, only: set[str]) -> list[Row]:
+    base = args.corpus
+    mixed, small, dups = base / "mixed", base / "small", base / "dups"
+
+    def want(name: str) -> bool:
+        return not only or name in only
+
+    if want("hash-mixed") or want("verify") or want("du-mixed"):
+        corpus.ensure_kind(mixed, "mixed", args.mixed_files)
+    if want("hash-small") or want("dups-small") or want("du-small"):
+        corpus.ensure_kind(small, "small", args.small_files)
+    if want("dups"):
+        corpus.ensure_kind(dups, "duplicates", args.dup_files)
+    b3sum = shutil.which("b3sum") is not None
+    rows: list[Row] = []
+    long = {"timeout_s": 600}
+
+    def xargs(tool: str, root: Path) -> str:
+        return f"cd {root} && find . -type f -print0 | xargs -0 -P2 -n256 {tool}"
+
+    for name, root, count in (
+        ("hash-mixed", mixed, args.mixed_files),
+        ("hash-small", small, args.small_files),
+    ):
+        if not want(name):
+            continue
+        for algorithm, tool in (("sha256", "sha256sum"), *([("blake3", "b3sum")] if b3sum else [])):
+            ours: dict[str, Any] = {}
+            theirs: dict[str, Any] = {}
+            rows.append(
+                Row(
+                    f"hash_tree {algorithm}, {count:,} files ({root.name})",
+                    sysmcp_call(
+                        "hash_tree", {"path": str(root), "algorithm": algorithm, "max_lines": 0, **long}, ours
+                    ),
+                    f"find -print0 \\| xargs -0 -P2 -n256 {tool}",
+                    shell(xargs(tool, root), keep=theirs),
+                    1.0 if algorithm == "sha256" else 1.2,
+                    manifest_check(ours, theirs),
+                )
+            )
+    if want("verify"):
+        for algorithm, tool, name, options in (
+            ("sha256", "sha256sum", "SHA256SUMS", "--quiet --strict"),
+            *([("blake3", "b3sum", "B3SUMS", "--quiet")] if b3sum else []),
+        ):
+            manifest = args.workdir / f"mixed.{name}"
+            if not manifest.exists():
+                print(f"writing {manifest}", file=sys.stderr, flush=True)
+                subprocess.run(
+                    f"cd {mixed} && find . -type f -print0 | xargs -0 -P2 -n256 {tool} > {manifest}",
+                    shell=True,
+                    check=True,
+                )
+            verified: dict[str, Any] = {}
+
+            def verify_check(verified: dict[str, Any] = verified) -> str:
+                result = verified.get("result", {})
+                return (
+                    "all OK"
+                    if result.get("all_ok")
+                    else f"NOT OK: {result.get('ok')} ok of {result.get('entries')}"
+                )
+
+            rows.append(
+                Row(
+                    f"verify_checksums {algorithm}, {args.mixed_files:,} files",
+                    sysmcp_call(
+                        "verify_checksums",
+                        {"manifest": str(manifest), "base_dir": str(mixed), **long},
+                        verified,
+                    ),
+                    f"{tool} -c {options}",
+                    shell(f"cd {mixed} && {tool} -c {options} {manifest}"),
+                    1.0,
+                    verify_check,
+                )
+            )
+    for name, root, label in (
+        ("dups", dups, f"{args.dup_files:,} files (duplicates)"),
+        ("dups-small", small, f"{args.small_files:,} small files"),
+    ):
+        if not want(name):
+            continue
+        found: dict[str, Any] = {}
+        rows.append(
+            Row(
+                f"find_duplicates, {label}",
+                sysmcp_call("find_duplicates", {"path": str(root), "top_n": 50, **long}, found),
+                "jdupes -r -m",
+                shell(f"jdupes -r -m {root}"),
+                1.0,
+                duplicates_check(found, root),
+            )
+        )
+    for name, root in (("du-mixed", mixed), ("du-small", small), ("du-root", Path("/"))):
+        if not want(name) or (name == "du-root" and not only):
+            continue  # the machine's own / only when asked: on a shared machine it holds everyone's trees
+        rows.append(
+            Row(
+                f"dir_usage {root}",
+                sysmcp_call("dir_usage", {"path": str(root), "timeout_s": 300}),
+                "du -sx",
+                shell(f"du -sx {root}"),
+                1.0,
+            )
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--corpus", type=Path, default=Path("/work/bench-corpus"), help="where the trees live"
+    )
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()), help="for manifests")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--mixed-files", type=int, default=200_000)
+    parser.add_argument("--small-files", type=int, default=1_000_000)
+    parser.add_argument("--dup-files", type=int, default=5_000)
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated rows: hash-mixed, hash-small, verify, dups, dups-small, du-mixed, du-small, du-root",
+    )
+    args = parser.parse_args(argv)
+    for tool in ("jdupes", "sha256sum", "du"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"{tool} is needed (apt-get install {tool})")
+    only = {item for item in args.only.split(",") if item}
+    rows = build_rows(args, only)
+    run_rows(rows, args.rounds)
+    print(
+        f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"median of {args.rounds} rounds, warm cache\n"
+    )
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

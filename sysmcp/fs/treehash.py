@@ -1,0 +1,418 @@
+"""Hashing a whole tree at the speed of the disk: walk and hash in every process, stream the manifest.
+
+Why not a thread pool: for small files the cost is Python's, per file (the ``lstat`` result, the
+open, the digest object, the line), and threads share one interpreter lock. So each process walks
+its share of the tree and hashes what it lists, in line: the parent starts the walk and, after a
+few milliseconds, hands the directories still waiting to forked children (``fanout.FanOut``, the
+machinery ``dir_usage`` uses), which walk and hash their subtrees the same way.
+
+Why sorted runs: a million manifest lines as Python objects would be hundreds of megabytes. Each
+process appends compact records (``name NUL line``) to a buffer, sorts it every megabyte
+and writes it as one sorted run to an unlinked temporary file (never visible in any directory,
+gone when closed); the parent then merges the runs, line by line, into the manifest, keeping it
+whole only while it fits the result store, and otherwise just the first lines.
+
+Safety is the walk's and ``safeopen``'s: names come from descriptor-relative listings that never
+follow symlinks, each file is opened relative to its directory's descriptor (``O_NOFOLLOW``,
+``O_NONBLOCK``) and checked on the descriptor to be the very regular file the listing saw; a file
+that changed while read is reported, not hashed into a digest of no real version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import math
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from sysmcp.fs.checksums import CHUNK, Algorithm, KeptGrowing, Style, explain, format_line, hash_fd
+from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
+from sysmcp.fs.safeopen import open_regular_at
+from sysmcp.fs.walk import Budget, Listing, Scanner, ScanStopped, SkipCounter, Subtree, WalkOptions, join
+
+RUN_BYTES = 1 << 20  # records buffered per process before they are sorted and written as one run
+READ_BYTES = 64 << 10  # read-ahead per run while merging (a million files: about 100 runs)
+MAX_UNREADABLE_KEPT = 1000  # per process; the rest are counted
+SPLIT_AFTER_S = 0.01  # a walk still running after this long shares its waiting subtrees out
+SUBTREES_PER_PROCESS = 32
+GIVE_UP_AFTER_S = 2.0  # past the deadline, how long to wait for a child before killing it
+
+
+@dataclass
+class TreeManifest:
+    """The merged result: the manifest (whole if it fits ``keep_limit``), its first lines, the counts."""
+
+    files: int = 0
+    total_bytes: int = 0
+    manifest_bytes: int = 0  # size of the whole manifest, kept or not
+    manifest: bytearray | None = None  # None when larger than keep_limit
+    first: list[bytes] = field(default_factory=list)  # the first ``first_lines`` lines
+    unreadable: list[tuple[bytes, str]] = field(default_factory=list)  # sorted, the first ones only
+    unreadable_count: int = 0
+    non_utf8: int = 0
+    stopped: str | None = None
+    not_hashed: int = 0
+    walk_complete: bool = True
+    processes: int = 1
+
+
+class Runs:
+    """One process's sorted runs in its own unlinked temporary file, and the counts behind them."""
+
+    def __init__(self, spill: IO[bytes]) -> None:
+        self.spill = spill
+        self.records: list[bytes] = []
+        self.buffered = 0
+        self.extents: list[tuple[int, int]] = []  # (offset, length) of each run in the file
+        self.files = 0
+        self.bytes = 0
+        self.manifest_bytes = 0
+        self.non_utf8 = 0
+        self.unreadable: list[tuple[bytes, str]] = []
+        self.unreadable_count = 0
+        self.not_hashed = 0
+        self.in_flight = 0  # bytes read so far of the (large) file being hashed: progress
+
+    def progress(self) -> tuple[int, int]:
+        return self.files, self.bytes + self.in_flight
+
+    def add(self, name: bytes, line: bytes) -> None:
+        record = name + b"\0" + line
+        self.records.append(record)
+        self.buffered += len(record)
+        self.manifest_bytes += len(line)
+        if not name.isascii():
+            try:
+                name.decode("utf-8")
+            except UnicodeDecodeError:
+                self.non_utf8 += 1
+        if self.buffered >= RUN_BYTES:
+            self.flush()
+
+    def fail(self, name: bytes, error: str) -> None:
+        self.unreadable_count += 1
+        if len(self.unreadable) < MAX_UNREADABLE_KEPT:
+            self.unreadable.append((name, error))
+
+    def flush(self) -> None:
+        if not self.records:
+            return
+        self.records.sort()
+        data = b"".join(self.records)
+        offset = self.spill.seek(0, os.SEEK_END)
+        self.spill.write(data)
+        self.spill.flush()
+        self.extents.append((offset, len(data)))
+        self.records = []
+        self.buffered = 0
+
+    def summary(self) -> dict[str, Any]:
+        """What a child sends back (``marshal``-able): the runs are in the file the parent opened."""
+        self.flush()
+        return {
+            "extents": self.extents,
+            "files": self.files,
+            "bytes": self.bytes,
+            "manifest_bytes": self.manifest_bytes,
+            "non_utf8": self.non_utf8,
+            "unreadable": self.unreadable,
+            "unreadable_count": self.unreadable_count,
+            "not_hashed": self.not_hashed,
+        }
+
+
+class Hasher:
+    """Hashes the files of listings, in this process, into ``Runs``."""
+
+    def __init__(
+        self,
+        root: bytes,
+        algorithm: Algorithm,
+        style: Style,
+        runs: Runs,
+        checkpoint: Callable[[], None],
+    ) -> None:
+        self.head = join(root, b"x")[:-1]  # root and one slash
+        self.algorithm = algorithm
+        self.style = style
+        self.runs = runs
+        self.checkpoint = checkpoint
+        self.buffer = bytearray(CHUNK)
+        self.view = memoryview(self.buffer)
+
+    def listing(self, listing: Listing, dir_fd: int | None) -> None:
+        """Hash every file (and further hard-linked name) of one directory listing."""
+        fsencode = os.fsencode
+        base = fsencode(listing.relative) + b"/" if listing.relative else b""
+        runs, algorithm, style, checkpoint = self.runs, self.algorithm, self.style, self.checkpoint
+        buffer, view, room = self.buffer, self.view, len(self.buffer)
+        new, readv, fstat, close = algorithm.factory, os.readv, os.fstat, os.close
+        targets = [buffer]
+        files = [*listing.files, *listing.links] if listing.links else listing.files
+        for position, (name, looked) in enumerate(files):
+            try:
+                checkpoint()
+            except ScanStopped:
+                runs.not_hashed += len(files) - position
+                raise
+            raw = fsencode(name)
+            relative = base + raw
+            try:
+                if dir_fd is not None:
+                    fd, opened = open_regular_at(raw, dir_fd=dir_fd, expect=looked)
+                else:
+                    fd, opened = open_regular_at(self.head + relative, expect=looked)
+            except FileNotFoundError:
+                runs.fail(relative, "vanished before it could be hashed")
+                continue
+            except OSError as exc:
+                runs.fail(relative, explain(exc))
+                continue
+            try:
+                size = opened.st_size
+                if 0 < size < room:  # one read, no report or stop check inside: the common case
+                    count = readv(fd, targets)
+                    if count != size:
+                        runs.fail(relative, "changed while being hashed: its size changed while it was read")
+                        continue
+                    hasher = new()
+                    hasher.update(view[:count])
+                    hexdigest = hasher.hexdigest()
+                    after = fstat(fd)
+                    if after.st_size != size or after.st_mtime_ns != opened.st_mtime_ns:
+                        runs.fail(relative, "changed while being hashed: it was modified while it was read")
+                        continue
+                else:
+
+                    def on_chunk(read: int) -> None:
+                        runs.in_flight = read
+                        checkpoint()
+
+                    try:
+                        digest = hash_fd(
+                            fd, (algorithm,), buffer, on_chunk if size >= room else None, opened=opened
+                        )
+                    finally:
+                        runs.in_flight = 0
+                    if digest.changed:
+                        runs.fail(relative, f"changed while being hashed: {digest.changed}")
+                        continue
+                    hexdigest, count = digest.hexdigests[algorithm.name], digest.size
+            except ScanStopped:
+                runs.not_hashed += len(files) - position
+                raise
+            except KeptGrowing as exc:
+                runs.fail(relative, f"read error: {exc.strerror}")
+                continue
+            except OSError as exc:
+                runs.fail(relative, f"read error: {explain(exc)}")
+                continue
+            finally:
+                close(fd)
+            runs.files += 1
+            runs.bytes += count
+            runs.add(relative, format_line(relative, hexdigest, algorithm, style))
+
+
+def _records(spill: IO[bytes], offset: int, length: int) -> Iterator[bytes]:
+    """The records of one run, in order (each ``name NUL line``; a line ends at its only newline)."""
+    fd = spill.fileno()
+    end = offset + length
+    pending = b""
+    while offset < end:
+        chunk = os.pread(fd, min(READ_BYTES, end - offset), offset)
+        if not chunk:
+            break
+        offset += len(chunk)
+        data = pending + chunk
+        start = 0
+        while True:
+            nul = data.find(b"\0", start)
+            if nul < 0:
+                break
+            newline = data.find(b"\n", nul)
+            if newline < 0:
+                break
+            yield data[start : newline + 1]
+            start = newline + 1
+        pending = data[start:]
+
+
+def merge(
+    parts: Sequence[tuple[IO[bytes], dict[str, Any]]],
+    keep_limit: int,
+    first_lines: int,
+    checkpoint: Callable[[], None],
+) -> TreeManifest:
+    """Merge every process's sorted runs into one manifest, sorted by name, in bounded memory."""
+    out = TreeManifest()
+    streams = [_records(spill, offset, length) for spill, part in parts for offset, length in part["extents"]]
+    unreadable: list[tuple[bytes, str]] = []
+    for _, part in parts:
+        out.files += part["files"]
+        out.total_bytes += part["bytes"]
+        out.manifest_bytes += part["manifest_bytes"]
+        out.non_utf8 += part["non_utf8"]
+        out.unreadable_count += part["unreadable_count"]
+        out.not_hashed += part["not_hashed"]
+        unreadable += [(bytes(name), str(error)) for name, error in part["unreadable"]]
+    unreadable.sort()
+    out.unreadable = unreadable[:MAX_UNREADABLE_KEPT]
+    whole = bytearray() if out.manifest_bytes <= keep_limit else None
+    first = out.first
+    for count, record in enumerate(heapq.merge(*streams)):
+        line = record[record.index(b"\0") + 1 :]
+        if whole is not None:
+            whole += line
+        if count < first_lines:
+            first.append(line)
+        elif whole is None:
+            break  # the rest would only be counted, and the counts are known
+        if not count & 0xFFF:
+            checkpoint()
+    out.manifest = whole  # no copy: a manifest may be tens of megabytes
+    return out
+
+
+def hash_tree_parallel(
+    root: bytes,
+    algorithm: Algorithm,
+    style: Style,
+    options: WalkOptions,
+    skipped: SkipCounter,
+    *,
+    timeout_s: float,
+    check_cancelled: Callable[[], None],
+    report: Callable[[int, int], None],
+    keep_limit: int,
+    first_lines: int,
+    clock: Callable[[], float] = time.monotonic,
+    processes: int | None = None,
+    split_after_s: float = SPLIT_AFTER_S,
+) -> TreeManifest:
+    """Walk ``root`` and hash every regular file, in this process and (past ``split_after_s``) in forked
+    children; stop cleanly at the deadline, ``timeout_s`` from now.
+
+    ``check_cancelled`` raises to abandon the call (children are killed); ``report(files, bytes)``
+    gets the progress of every process, every few milliseconds. Returns the merged, sorted manifest.
+    """
+    count = available_processes() if processes is None else processes
+    fan: FanOut | None = None
+    mine: Runs | None = None
+
+    def progress_and_check() -> None:
+        files, done = mine.progress() if mine is not None else (0, 0)
+        if fan is not None:
+            more_files, more_bytes = fan.progress.others()
+            files, done = files + more_files, done + more_bytes
+        report(files, done)
+        check_cancelled()
+
+    budget = Budget(timeout_s, progress_and_check, clock=clock)
+    spills = [tempfile.TemporaryFile(prefix="sysmcp-manifest-") for _ in range(max(1, count))]  # noqa: SIM115
+    scanner: Scanner | None = None
+    try:
+        mine = Runs(spills[0])
+        scanner = Scanner(root, options, skipped, budget)
+        scanner.empty_listings = False
+        scanner.finished_depth = -1
+        hasher = Hasher(root, algorithm, style, mine, budget)
+        subtrees: list[Subtree] = []
+        split_at = budget.clock() + split_after_s if count > 1 else math.inf
+        walk_complete = True
+
+        def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
+            if in_child:
+                runs, counter = Runs(spills[progress.slot]), SkipCounter()
+                check = Budget(budget.seconds, lambda: progress.set(*runs.progress()), clock=budget.clock)
+                check.deadline, check.reason = budget.deadline, budget.reason
+                own = Hasher(root, algorithm, style, runs, check)
+            else:
+                runs, counter, check, own = mine, skipped, budget, hasher
+            stopped: str | None = None
+            done = 0
+            while stopped is None and (index := claim()) is not None:
+                sub = scanner.spawn(subtrees[index], counter, check, None)
+                walk = sub.events()
+                try:
+                    for event in walk:
+                        if type(event) is Listing:
+                            own.listing(event, sub.listing_fd)
+                except ScanStopped as stop:
+                    stopped = stop.reason
+                finally:
+                    walk.close()
+                stopped = stopped or sub.stopped
+                done += 1
+            result = runs.summary() if in_child else {}
+            result["stopped"] = stopped
+            result["subtrees"] = done
+            if in_child:
+                result["skipped"] = counter.as_dict()
+            return result
+
+        stopped: str | None = None
+        events = scanner.events()
+        try:
+            for event in events:
+                if type(event) is Listing:
+                    hasher.listing(event, scanner.listing_fd)
+                if budget.clock() >= split_at:
+                    split_at = math.inf
+                    found, listings = scanner.detach(MAX_TASKS, SUBTREES_PER_PROCESS * count)
+                    for listing in listings:
+                        hasher.listing(listing, None)
+                    if found:
+                        subtrees = found
+                        fan = FanOut(len(subtrees), count, work)
+                        fan.start()
+        except ScanStopped as stop:
+            stopped = stop.reason
+        finally:
+            events.close()
+        stopped = stopped or scanner.stopped
+        processes_used = 1
+        if fan is not None:
+            here = fan.run_here()
+            stopped = stopped or here["stopped"]
+
+            def waiting() -> None:  # cancellation ends the wait; the deadline does not (children stop too)
+                with contextlib.suppress(ScanStopped):
+                    budget()
+
+            give_up_at = time.monotonic() + max(0.0, budget.deadline - budget.clock()) + GIVE_UP_AFTER_S
+            children = fan.collect(waiting, give_up_at)
+            claimed = here["subtrees"]
+            parts = [(spills[0], mine.summary())]
+            for slot, part in enumerate(children, 1):
+                if part is None:
+                    stopped = stopped or "a hashing process ended unexpectedly"
+                    continue
+                processes_used += 1
+                claimed += part["subtrees"]
+                stopped = stopped or part["stopped"]
+                for reason, n in part["skipped"].items():
+                    skipped.add(reason, n)
+                parts.append((spills[slot], part))
+            if claimed < len(subtrees):
+                stopped = stopped or budget.reason
+        else:
+            parts = [(spills[0], mine.summary())]
+        walk_complete = stopped is None
+        result = merge(parts, keep_limit, first_lines, budget.check_cancelled or (lambda: None))
+        result.stopped = stopped
+        result.walk_complete = walk_complete
+        result.processes = processes_used
+        return result
+    finally:
+        if fan is not None:
+            fan.close()
+        if scanner is not None:
+            scanner.close()
+        for spill in spills:
+            spill.close()

@@ -1,0 +1,126 @@
+"""The parallel tree hasher: the manifest sha256sum would write, whatever the processes and runs."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from sysmcp.fs import treehash
+from sysmcp.fs.checksums import ALGORITHMS, format_line
+from sysmcp.fs.treehash import hash_tree_parallel
+from sysmcp.fs.walk import Listing, SkipCounter, WalkOptions
+
+
+def build(root: Path) -> bytes:
+    """80 directories two deep (odd names among the files) and the manifest it must give, sorted by name.
+
+    Two deep, so that the walk's split hands subtrees to the second process (a shallow tree is split
+    up in the first one).
+    """
+    expected: list[tuple[bytes, bytes]] = []
+    for d in range(40):
+        for s in range(2):
+            folder = b"dir%02d/sub%d" % (d, s)
+            os.makedirs(os.fsencode(root) + b"/" + folder)
+            for f in range(12):
+                name = b"f%02d" % f if f % 7 else b"odd \xff\nname %d" % f
+                data = os.urandom(f * 37)
+                with open(os.fsencode(root) + b"/" + folder + b"/" + name, "wb") as out:
+                    out.write(data)
+                relative = folder + b"/" + name
+                line = format_line(relative, hashlib.sha256(data).hexdigest(), ALGORITHMS["sha256"])
+                expected.append((relative, line))
+    os.mkfifo(root / "dir00" / "fifo")
+    (root / "dir01" / "link").symlink_to(root / "dir00")
+    return b"".join(line for _, line in sorted(expected))
+
+
+def run(root: Path, **kwargs: object) -> treehash.TreeManifest:
+    skipped = SkipCounter()
+    arguments: dict[str, object] = {
+        "keep_limit": 1 << 30,
+        "first_lines": 10,
+        "processes": 2,
+        "split_after_s": 0,
+    }
+    arguments.update(kwargs)
+    result = hash_tree_parallel(
+        os.fsencode(root),
+        ALGORITHMS["sha256"],
+        "gnu",
+        WalkOptions(),
+        skipped,
+        timeout_s=60,
+        check_cancelled=lambda: None,
+        report=lambda files, done: None,
+        **arguments,  # type: ignore[arg-type]
+    )
+    assert skipped.as_dict() == {"special_file": 1}
+    return result
+
+
+def test_two_processes_and_many_runs_merge_into_the_sorted_manifest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = build(tmp_path)
+    monkeypatch.setattr(treehash, "RUN_BYTES", 2000)  # dozens of runs per process
+    result = run(tmp_path)
+    assert result.processes == 2
+    assert result.stopped is None and result.walk_complete
+    assert result.manifest is not None and bytes(result.manifest) == expected
+    assert result.files == 960 and result.manifest_bytes == len(expected)
+    assert result.first == expected.splitlines(keepends=True)[:10]
+    assert result.non_utf8 == 80 * 2
+
+
+def test_a_manifest_over_the_keep_limit_is_counted_and_its_first_lines_kept(tmp_path: Path) -> None:
+    expected = build(tmp_path)
+    result = run(tmp_path, keep_limit=1000, first_lines=5)
+    assert result.manifest is None
+    assert result.files == 960 and result.manifest_bytes == len(expected)
+    assert result.first == expected.splitlines(keepends=True)[:5]
+
+
+def test_one_process_gives_the_same_manifest(tmp_path: Path) -> None:
+    expected = build(tmp_path)
+    manifest = run(tmp_path, processes=1).manifest
+    assert manifest is not None and bytes(manifest) == expected
+
+
+def test_a_file_swapped_after_the_listing_is_refused_not_hashed(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "victim").write_bytes(b"original")
+    (tmp_path / "secret").write_bytes(b"not in the tree")
+    original = treehash.Hasher.listing
+
+    def swap_then_hash(self: treehash.Hasher, listing: Listing, dir_fd: int | None) -> None:
+        victim = tmp_path / "a" / "victim"
+        if victim.exists() and not victim.is_symlink():
+            victim.unlink()
+            victim.symlink_to(tmp_path / "secret")  # between the walk's lstat and the open
+        original(self, listing, dir_fd)
+
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(treehash.Hasher, "listing", swap_then_hash)
+    try:
+        skipped = SkipCounter()
+        result = hash_tree_parallel(
+            os.fsencode(tmp_path / "a"),
+            ALGORITHMS["sha256"],
+            "gnu",
+            WalkOptions(),
+            skipped,
+            timeout_s=60,
+            check_cancelled=lambda: None,
+            report=lambda files, done: None,
+            keep_limit=1 << 20,
+            first_lines=10,
+            processes=1,
+        )
+    finally:
+        monkeypatch.undo()
+    assert result.files == 0 and result.manifest is not None and not result.manifest
+    assert result.unreadable_count == 1 and result.unreadable[0][0] == b"victim"

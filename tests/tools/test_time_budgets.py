@@ -1,0 +1,236 @@
+"""hash_tree and verify_checksums at their time budget: partial, said so, and every line still true."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import blake3
+import jsonschema
+import pytest
+
+from sysmcp.fs.checksums import ALGORITHMS
+from sysmcp.fs.paths import PathPolicy
+from sysmcp.fs.walk import SkipCounter, WalkOptions
+from sysmcp.protocol.context import Meter
+from sysmcp.tools import hash_tree, verify_checksums
+from sysmcp.tools.verify_checksums import Source
+
+
+class Uncancelled(Meter):
+    """A meter outside any request: nothing ever cancels it."""
+
+    def checkpoint(self) -> None:  # type: ignore[override]
+        return None
+
+
+def build(root: Path, dirs: int = 12, per_dir: int = 50) -> int:
+    for d in range(dirs):
+        folder = root / f"d{d:02d}"
+        folder.mkdir()
+        for f in range(per_dir):
+            (folder / f"f{f:03d}").write_bytes(os.urandom(100 + f))
+    return dirs * per_dir
+
+
+def ticking(step: float) -> Any:
+    """A clock that moves ``step`` seconds each time anything looks at it: deadlines land mid-work."""
+    ticks = itertools.count()
+    return lambda: next(ticks) * step
+
+
+def partial_tree(root: Path) -> hash_tree.TreeHash:
+    return hash_tree.hash_tree(
+        os.fsencode(root),
+        None,
+        ALGORITHMS["sha256"],
+        "gnu",
+        WalkOptions(),
+        SkipCounter(),
+        Uncancelled(),
+        1,
+        timeout_s=0.5,
+        clock=ticking(0.001),
+    )
+
+
+def test_a_hash_tree_cut_by_its_budget_is_a_manifest_sha256sum_accepts(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    total = build(tree)
+    result = partial_tree(tree)
+    assert result.stopped is not None and "time budget" in result.stopped
+    assert result.manifest is not None
+    assert 0 < result.files < total
+    saved = tmp_path / "SHA256SUMS"
+    saved.write_bytes(result.manifest)
+    done = subprocess.run(
+        ["sha256sum", "-c", "--strict", str(saved)], cwd=tree, capture_output=True, check=False
+    )
+    assert done.returncode == 0, done.stdout[-500:] + done.stderr[-500:]
+    assert done.stdout.count(b": OK") == result.files
+
+
+def test_a_partial_hash_tree_says_so_in_text_and_structure(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    total = build(tree)
+    result = partial_tree(tree)
+
+    class Keeper:
+        def keep(self, name: str, text: str, **_: Any) -> str:
+            return "not kept in this test"
+
+    args = {"max_lines": 5}
+    output = hash_tree.render(
+        args,
+        Keeper(),  # type: ignore[arg-type]
+        result,
+        str(tree),
+        ALGORITHMS["sha256"],
+        "gnu",
+        SkipCounter(),
+    )
+    jsonschema.validate(output.structured, hash_tree.OUTPUT_SCHEMA)
+    assert output.structured["complete"] is False
+    assert output.text.startswith("PARTIAL RESULT: hashing stopped early")
+    not_hashed = output.structured["files_not_hashed"]
+    if output.structured["walk_complete"]:
+        assert output.structured["files"] + not_hashed == total
+    else:
+        assert output.structured["files"] + not_hashed < total
+
+
+def test_a_hash_tree_within_its_budget_is_complete(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    total = build(tree, dirs=2, per_dir=10)
+    result = hash_tree.hash_tree(
+        os.fsencode(tree),
+        None,
+        ALGORITHMS["sha256"],
+        "gnu",
+        WalkOptions(),
+        SkipCounter(),
+        Uncancelled(),
+        1,
+        timeout_s=30,
+    )
+    assert result.stopped is None and result.walk_complete and result.not_hashed == 0
+    assert result.files == total and result.manifest is not None
+    assert result.manifest.count(b"\n") == total
+
+
+def test_verify_checksums_at_its_budget_reports_what_it_did_not_check(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    total = build(tree)
+    names = sorted(str(p.relative_to(tree)) for p in tree.rglob("f*"))
+    text = "".join(f"{hashlib.sha256((tree / n).read_bytes()).hexdigest()}  {n}\n" for n in names)
+    args = {
+        "algorithm": "auto",
+        "report_new": False,
+        "exclude": [],
+        "one_file_system": True,
+        "max_listed": 10,
+    }
+    result = verify_checksums.verify(
+        Source("(text)", data=text.encode()),
+        os.fsencode(tree),
+        args,
+        PathPolicy(),
+        Uncancelled(),
+        1,
+        timeout_s=0.5,
+        clock=ticking(0.0005),  # the look at all 600 files takes 0.3 s of it, hashing the rest
+    )
+    statuses = [c.status for c in result.checked]
+    assert result.stopped is not None
+    assert set(statuses) == {"OK", "NOT_CHECKED"}, set(statuses)
+    assert 0 < statuses.count("OK") < total
+
+    class Keeper:
+        def keep(self, name: str, text: str, **_: Any) -> str:
+            return "not kept in this test"
+
+    output = verify_checksums.render(result, "(text)", str(tree), args, Keeper())  # type: ignore[arg-type]
+    jsonschema.validate(output.structured, verify_checksums.OUTPUT_SCHEMA)
+    assert output.structured["complete"] is False and output.structured["all_ok"] is False
+    assert output.structured["not_checked"] == statuses.count("NOT_CHECKED")
+    assert output.structured["ok"] + output.structured["not_checked"] == total
+    assert output.text.startswith("PARTIAL RESULT: checking stopped early")
+    assert "Result: NOT SETTLED" in output.text
+
+
+def test_the_check_shared_between_processes_gives_every_entry_the_verdict_of_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    build(tree, dirs=6, per_dir=40)
+    names = sorted(str(p.relative_to(tree)) for p in tree.rglob("f*"))
+    lines = []
+    for i, name in enumerate(names):
+        data = (tree / name).read_bytes()
+        digest = blake3.blake3(data).hexdigest() if i % 5 == 1 else hashlib.sha256(data).hexdigest()
+        lines.append(f"{digest}  {name}\n")
+    lines.append(f"{hashlib.sha256(b'x').hexdigest()}  missing\n")
+    lines.append(f"{hashlib.sha256(b'x').hexdigest()}  fifo\n")
+    lines.append(f"{hashlib.sha256(b'x').hexdigest()}  {names[0]}\n")  # FAILED
+    lines.append(f"{hashlib.sha256(b'').hexdigest()}  d00\n")  # a directory
+    os.mkfifo(tree / "fifo")
+    text = "".join(lines).encode()
+    args = {"algorithm": "auto", "report_new": False, "exclude": [], "one_file_system": True}
+
+    def statuses(parallel_from: int) -> list[tuple[str, str, str]]:
+        monkeypatch.setattr(verify_checksums, "PARALLEL_FROM", parallel_from)
+        monkeypatch.setattr(verify_checksums, "available_processes", lambda: 2)
+        result = verify_checksums.verify(
+            Source("(text)", data=text), os.fsencode(tree), args, PathPolicy(), Uncancelled(), 1
+        )
+        assert result.stopped is None
+        return [(c.status, c.algorithm, c.detail) for c in result.checked]
+
+    shared, alone = statuses(0), statuses(1 << 30)
+    assert shared == alone
+    assert Counter(status for status, _, _ in shared) == {
+        "OK": 240,
+        "MISSING": 1,
+        "UNREADABLE": 2,
+        "FAILED": 1,
+    }
+    assert Counter(algorithm for status, algorithm, _ in shared if status == "OK") == {
+        "sha256": 192,
+        "blake3": 48,
+    }
+
+
+def test_the_shared_check_at_its_budget_leaves_the_rest_not_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    total = build(tree)
+    names = sorted(str(p.relative_to(tree)) for p in tree.rglob("f*"))
+    text = "".join(f"{hashlib.sha256((tree / n).read_bytes()).hexdigest()}  {n}\n" for n in names)
+    monkeypatch.setattr(verify_checksums, "PARALLEL_FROM", 0)
+    monkeypatch.setattr(verify_checksums, "available_processes", lambda: 2)
+    args = {"algorithm": "auto", "report_new": False, "exclude": [], "one_file_system": True}
+    result = verify_checksums.verify(
+        Source("(text)", data=text.encode()),
+        os.fsencode(tree),
+        args,
+        PathPolicy(),
+        Uncancelled(),
+        1,
+        timeout_s=0.2,
+        clock=ticking(0.001),  # each process's clock ticks on its own: both stop after about 200 looks
+    )
+    statuses = Counter(c.status for c in result.checked)
+    assert result.stopped is not None and "time budget" in result.stopped
+    assert set(statuses) == {"OK", "NOT_CHECKED"} and 0 < statuses["OK"] < total
