@@ -295,6 +295,8 @@ class Server:
         return {"contents": [{"uri": item.uri, "mimeType": item.mime_type, "text": item.text}]}
 
     async def _resource_templates_list(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        if params.get("cursor") is not None:  # one page, so no cursor is ours: -32602, as the other lists
+            raise invalid_params("Invalid params: unknown or expired cursor")
         return {"resourceTemplates": []}
 
     # -- prompts and completion -------------------------------------------------------------

@@ -167,10 +167,11 @@ async def test_tools_list_describes_every_tool_for_the_version() -> None:
             assert not {"title", "outputSchema", "annotations"} & set(tool)
 
 
-async def test_tools_list_rejects_a_cursor_it_did_not_issue() -> None:
+@pytest.mark.parametrize("method", ["tools/list", "resources/list", "resources/templates/list", "prompts/list"])
+async def test_lists_reject_a_cursor_they_did_not_issue(method: str) -> None:
     async with spawn() as wire:
         await wire.initialize()
-        reply = await wire.request("tools/list", {"cursor": "bogus"})
+        reply = await wire.request(method, {"cursor": "bogus"})
         assert reply["error"]["code"] == -32602
 
 
