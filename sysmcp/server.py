@@ -154,7 +154,10 @@ class Server:
         capabilities: dict[str, Any] = {
             "tools": {"listChanged": False},
             "logging": {},
-            "resources": {"subscribe": False, "listChanged": False},
+            # The result store grows as tools keep full results, so the list changes: said once per
+            # stored result (legacy era). 2026-07-28 delivers list_changed only on a subscriptions/listen
+            # stream, which sysmcp does not offer, so there it promises nothing.
+            "resources": {"subscribe": False, "listChanged": not features.modern},
             "prompts": {"listChanged": False},
         }
         if features.completions_capability:
@@ -236,6 +239,8 @@ class Server:
             return self._error_result(exc.message)
         if debug:
             await ctx.log("debug", {"event": "tool finished", "tool": tool.name, "isError": output.is_error})
+        if output.links and not ctx.features.modern:  # before the result, so a list it prompts shows it
+            await ctx.peer.notify("notifications/resources/list_changed", {})
         return self._call_result(output, ctx.features)
 
     def _error_result(self, text: str) -> dict[str, Any]:
