@@ -221,12 +221,23 @@ async def test_a_file_shrinking_mid_hash_leaves_a_completed_call(tmp_path: Path)
 
 # -- real permission failures: root ignores modes, so the server drops to nobody -------------------
 
+# Every module the server may import later is imported first, while still root: after the drop, the
+# checkout (with its .venv) and the interpreter's own library may be unreadable (a clone under a
+# mode-0700 directory, root's home), and anyio and sysmcp import some modules lazily. Walking the
+# packages whole keeps that true whatever they import lazily next; a module that cannot be imported
+# here (trio's backend, pytest's plugin) is one the server does not use.
 DROP_PRIVILEGES = """
-import os, sys
-import anyio, anyio._backends._asyncio, anyio.to_thread, anyio.from_thread, anyio.streams.memory
+import importlib, os, pkgutil, sys
 import shutil, argparse, gettext, hashlib, heapq, stat, errno, json, urllib.parse, asyncio, signal, selectors
 import concurrent.futures.thread
-import sysmcp.cli, sysmcp.server, sysmcp.tools, sysmcp.protocol.session, sysmcp.protocol.stdio
+for name in ("anyio", "sysmcp", "structlog", "psutil", "blake3"):
+    package = importlib.import_module(name)
+    for module in pkgutil.walk_packages(getattr(package, "__path__", []), name + "."):
+        try:
+            importlib.import_module(module.name)
+        except Exception:
+            pass
+import sysmcp.cli
 os.setgroups([]); os.setgid(65534); os.setuid(65534)
 sys.exit(sysmcp.cli.main(sys.argv[1:]))
 """
