@@ -168,7 +168,9 @@ async def test_tools_list_describes_every_tool_for_the_version() -> None:
             assert not {"title", "outputSchema", "annotations"} & set(tool)
 
 
-@pytest.mark.parametrize("method", ["tools/list", "resources/list", "resources/templates/list", "prompts/list"])
+@pytest.mark.parametrize(
+    "method", ["tools/list", "resources/list", "resources/templates/list", "prompts/list"]
+)
 async def test_lists_reject_a_cursor_they_did_not_issue(method: str) -> None:
     async with spawn() as wire:
         await wire.initialize()

@@ -44,7 +44,13 @@ def bridge_url() -> Iterator[str]:
 
 #: Scenarios that must pass in each version (a check that the run was real, beyond the baseline).
 MUST_PASS = {
-    "2025-11-25": ("server-initialize", "server-session-lifecycle", "ping", "logging-set-level", "tools-list"),
+    "2025-11-25": (
+        "server-initialize",
+        "server-session-lifecycle",
+        "ping",
+        "logging-set-level",
+        "tools-list",
+    ),
     "2026-07-28": ("tools-list", "resources-list", "prompts-list", "caching", "sep-2164-resource-not-found"),
 }
 
