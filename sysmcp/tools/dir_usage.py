@@ -681,6 +681,19 @@ def render(
     return "\n".join(lines), structured, full
 
 
+def _inodes_in_use(path: os.PathLike[str]) -> int | None:
+    """The progress total of a scan of a whole filesystem: its used inodes (what the scan will meet,
+    give or take hard links), so a client can show a percentage. None below a mount point, where the
+    filesystem's count would say nothing about this directory."""
+    try:
+        if not os.path.ismount(path):
+            return None
+        fs = os.statvfs(path)
+    except OSError:
+        return None
+    return fs.f_files - fs.f_ffree if fs.f_files > 0 else None
+
+
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     path = await ctx.resolve(args["path"], lambda found: require_directory(found, display(found)))
     shown = display(path)
@@ -699,10 +712,12 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{int(meter.done):,} entries scanned, {human_bytes(meter.extra.get('bytes', 0))} seen"
 
+    def scan(meter: Meter) -> Usage:
+        meter.total = _inodes_in_use(path) if options.one_file_system else None
+        return scan_usage(os.fsencode(path), options, skipped, request, meter)
+
     try:
-        usage = await ctx.run_in_worker(
-            lambda meter: scan_usage(os.fsencode(path), options, skipped, request, meter), describe=describe
-        )
+        usage = await ctx.run_in_worker(scan, describe=describe)
     except PermissionError:
         raise ToolError(f"Permission denied: cannot read the directory {shown}") from None
     except OSError as exc:
