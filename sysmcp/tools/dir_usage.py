@@ -32,6 +32,7 @@ from sysmcp.fs.walk import (
 )
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import require_directory, skipped_phrase, walk_options, walk_properties
 
@@ -78,13 +79,10 @@ INPUT_SCHEMA: dict[str, Any] = {
             "description": "Rank by 'disk' usage (allocated blocks, what fills a disk; sparse files count "
             "only their data) or by 'apparent' size (file length, what ls -l shows).",
         },
-        "min_size": {
-            "type": "integer",
-            "minimum": 0,
-            "default": 0,
-            "description": "List only files and directories at least this many bytes (apparent size), e.g. "
-            "104857600 for 100 MiB. Totals still count everything.",
-        },
+        "min_size": size_argument(
+            "List only files and directories at least this big (apparent size), e.g. '100M'. Totals still "
+            "count everything."
+        ),
         "timeout_s": {
             "type": "number",
             "minimum": 0.001,

@@ -18,6 +18,7 @@ from sysmcp.fs.safeopen import SWAPPED, NotRegularFile, Replaced, kind, open_par
 from sysmcp.fs.units import human_bytes, rate
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.tools.arguments import sha256_argument
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 
 SHA256 = ALGORITHMS["sha256"]
@@ -31,12 +32,10 @@ INPUT_SCHEMA: dict[str, Any] = {
             "description": "Absolute path of the regular file to hash. Directories, FIFOs, sockets and devices "
             "are refused.",
         },
-        "expected": {
-            "type": "string",
-            "pattern": "^[0-9a-fA-F]{64}$",
-            "description": "Optional: the SHA-256 digest the file should have (64 hex digits, any case), e.g. "
-            "from a download page. The result then says match or mismatch.",
-        },
+        "expected": sha256_argument(
+            "Optional: the SHA-256 digest the file should have, e.g. from a download page; the result then "
+            "says match or mismatch."
+        ),
     },
     "required": ["path"],
     "additionalProperties": False,

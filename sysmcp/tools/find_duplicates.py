@@ -24,6 +24,7 @@ from sysmcp.fs.units import human_bytes
 from sysmcp.fs.walk import Budget, Listing, Scanner, ScanStopped, SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import require_directory, skipped_phrase, walk_options, walk_properties
 
@@ -44,13 +45,12 @@ INPUT_SCHEMA: dict[str, Any] = {
             "minLength": 1,
             "description": "Absolute path of the directory to search, e.g. '/home'.",
         },
-        "min_size": {
-            "type": "integer",
-            "minimum": 1,
-            "default": 1,
-            "description": "Only consider files at least this many bytes (empty files are always ignored), "
-            "e.g. 1048576 to look only at files of 1 MiB and more.",
-        },
+        "min_size": size_argument(
+            "Only consider files at least this big (empty files are always ignored), e.g. '1M' to look only "
+            "at files of 1 MiB and more.",
+            minimum=1,
+            default=1,
+        ),
         "top_n": {
             "type": "integer",
             "minimum": 1,

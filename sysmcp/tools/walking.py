@@ -13,12 +13,14 @@ def walk_properties(base: str, *, note: str = "") -> dict[str, Any]:
     """The ``exclude`` and ``one_file_system`` schema properties, relative to the argument ``base``."""
     return {
         "exclude": {
-            "type": "array",
+            "type": ["array", "string"],
             "items": {"type": "string", "minLength": 1},
+            "minLength": 1,
             "maxItems": 64,
             "default": [],
             "description": f"{note}Glob patterns to leave out (and not descend into), matched against each "
-            f"entry's name and its path relative to '{base}', e.g. ['.git', '*.tmp', 'cache/*'].",
+            f"entry's name and its path relative to '{base}', e.g. ['.git', '*.tmp', 'cache/*'], or one "
+            "pattern as a string.",
         },
         "one_file_system": {
             "type": "boolean",
@@ -31,7 +33,9 @@ def walk_properties(base: str, *, note: str = "") -> dict[str, Any]:
 
 def walk_options(args: dict[str, Any]) -> WalkOptions:
     """The walk the validated arguments of ``walk_properties`` ask for."""
-    return WalkOptions(one_file_system=args["one_file_system"], exclude=tuple(args["exclude"]))
+    exclude = args["exclude"]
+    patterns = (exclude,) if isinstance(exclude, str) else tuple(exclude)
+    return WalkOptions(one_file_system=args["one_file_system"], exclude=patterns)
 
 
 def require_directory(path: Path, shown: str, argument: str | None = None) -> None:
