@@ -100,7 +100,9 @@ async def test_200_concurrent_calls_mixed_with_pings_are_all_answered_in_bounded
                 for line in complete:
                     message = json.loads(line)
                     arrivals.append((now, message))
-                    replies[message.get("id")] = message
+                    if "id" not in message:  # notifications/resources/list_changed for a stored result
+                        continue
+                    replies[message["id"]] = message
                     if started is None and str(message.get("id")).startswith("call-"):
                         started = anyio.current_time()  # scans are running: now probe with a ping
                         await wire.send({"jsonrpc": "2.0", "id": "probe", "method": "ping"})
