@@ -46,3 +46,16 @@ def parse_size(text: str) -> int:
     if "." in number:
         return int(float(number) * _BINARY[unit])
     return int(number) * _BINARY[unit]
+
+
+_IRREGULAR = {"directory": "directories", "entry": "entries", "copy": "copies", "match": "matches"}
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """'1 file', '2 files', '1,000 directories': the count with the noun it needs (never '1 files')."""
+    if count == 1:
+        return f"{count:,} {noun}"
+    if many is None:
+        head, _, last = noun.rpartition(" ")  # 'more copy' → 'more copies'
+        many = (head + " " if head else "") + _IRREGULAR.get(last, last + "s")
+    return f"{count:,} {many}"

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
 from sysmcp.fs.paths import display, printable
-from sysmcp.fs.units import human_bytes
+from sysmcp.fs.units import human_bytes, plural
 from sysmcp.fs.walk import (
     Budget,
     Finished,
@@ -599,12 +599,12 @@ def render(
     lines = []
     if usage.stopped:
         lines.append(
-            f"PARTIAL RESULT: the scan stopped early ({usage.stopped}) after {usage.entries:,} entries; "
+            f"PARTIAL RESULT: the scan stopped early ({usage.stopped}) after {plural(usage.entries, 'entry')}; "
             "totals and lists cover only what was scanned."
         )
     lines.append(
         f"{shown}: {human_bytes(totals.disk)} on disk ({human_bytes(totals.apparent)} apparent) in "
-        f"{totals.files:,} files and {totals.dirs:,} directories"
+        f"{plural(totals.files, 'file')} and {plural(totals.dirs, 'directory')}"
         + (" so far" if usage.stopped else "")
         + f" [{usage.elapsed:.2f} s]"
     )
@@ -620,24 +620,26 @@ def render(
             size = _size_text(row["apparent_bytes"], row["disk_bytes"], by_disk)
             name = printable(row["path"])
             lines.append(
-                f"  {size}  {name}/  ({row['files']:,} files)" if "files" in row else f"  {size}  {name}"
+                f"  {size}  {name}/  ({plural(row['files'], 'file')})"
+                if "files" in row
+                else f"  {size}  {name}"
             )
         if not rows:
             lines.append("  (none)")
         left_out = eligible - len(rows)
         if left_out:
-            lines.append(f"  … and {left_out:,} more {noun} not shown")
+            lines.append(f"  … and {plural(left_out, 'more ' + noun)} not shown")
         return left_out
 
     if show in ("both", "directories"):
         shown_dirs = directories[:top_n]
         depth = "immediate subdirectories" if args["max_depth"] == 1 else f"depth ≤ {args['max_depth']}"
         title = f"Largest directories ({depth}, by {measure}{limit}):"
-        dirs_not_shown = listing(title, shown_dirs, usage.eligible_directories, "directories")
+        dirs_not_shown = listing(title, shown_dirs, usage.eligible_directories, "directory")
     if show in ("both", "files"):
         shown_files = files[:top_n]
         title = f"Largest files (by {measure}{limit}):"
-        files_not_shown = listing(title, shown_files, usage.eligible_files, "files")
+        files_not_shown = listing(title, shown_files, usage.eligible_files, "file")
     if skipped:
         lines.append("Skipped: " + skipped_phrase(skipped))
     structured = {
@@ -708,7 +710,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     skipped = SkipCounter()
 
     def describe(meter: Meter, elapsed: float) -> str:
-        return f"{int(meter.done):,} entries scanned, {human_bytes(meter.extra.get('bytes', 0))} seen"
+        return f"{plural(int(meter.done), 'entry')} scanned, {human_bytes(meter.extra.get('bytes', 0))} seen"
 
     def scan(meter: Meter) -> Usage:
         meter.total = _inodes_in_use(path) if options.one_file_system else None

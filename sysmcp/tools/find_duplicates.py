@@ -20,7 +20,7 @@ from typing import Any
 from sysmcp.fs.checksums import BLAKE2B_256, CHUNK, hash_fd
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import open_path
-from sysmcp.fs.units import human_bytes
+from sysmcp.fs.units import human_bytes, plural
 from sysmcp.fs.walk import Budget, Listing, Scanner, ScanStopped, SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
@@ -389,8 +389,8 @@ def render(
             "missing (the largest files are checked first)."
         )
     lines.append(
-        f"{shown}: {len(search.groups):,} groups of identical files, {duplicates:,} extra copies, "
-        f"{human_bytes(reclaimable)} reclaimable; {search.files_scanned:,} files considered, "
+        f"{shown}: {plural(len(search.groups), 'group')} of identical files, {plural(duplicates, 'extra copy')}, "
+        f"{human_bytes(reclaimable)} reclaimable; {plural(search.files_scanned, 'file')} considered, "
         f"{search.files_read:,} opened, {human_bytes(search.bytes_read)} read [{search.elapsed:.2f} s]"
     )
     groups = []
@@ -412,10 +412,10 @@ def render(
         )
         lines += [f"     {printable(p)}" for p in paths[:PATHS_INLINE]]
         if len(paths) > PATHS_INLINE:
-            lines.append(f"     … and {len(paths) - PATHS_INLINE:,} more copies not shown")
+            lines.append(f"     … and {plural(len(paths) - PATHS_INLINE, 'more copy')} not shown")
     not_shown = len(search.groups) - len(shown_groups)
     if not_shown:
-        lines.append(f"… and {not_shown:,} more groups not shown")
+        lines.append(f"… and {plural(not_shown, 'more group')} not shown")
     if search.hard_links:
         lines.append(
             f"{search.hard_links:,} hard-linked names of files already counted were not treated as copies"
@@ -471,7 +471,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 
     def describe(meter: Meter, elapsed: float) -> str:
         if meter.total is None:
-            return f"listing: {int(meter.done):,} files"
+            return f"listing: {plural(int(meter.done), 'file')}"
         return f"comparing: {int(meter.done):,} of {int(meter.total):,} steps"
 
     try:

@@ -30,7 +30,7 @@ from sysmcp.fs.checksums import (
 )
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import kind
-from sysmcp.fs.units import human_bytes, rate
+from sysmcp.fs.units import human_bytes, plural, rate
 from sysmcp.fs.walk import SkipCounter, WalkOptions, throttled, walk_files
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
@@ -256,9 +256,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 
     def describe(meter: Meter, elapsed: float) -> str:
         done = meter.extra.get("bytes", 0)
-        return (
-            f"{int(meter.extra.get('files', 0)):,} files, {human_bytes(done)} hashed at {rate(done, elapsed)}"
-        )
+        return f"{plural(int(meter.extra.get('files', 0)), 'file')}, {human_bytes(done)} hashed at {rate(done, elapsed)}"
 
     tree = await ctx.run_in_worker(
         lambda meter: run(os.fsencode(path), shown, algorithm, style, options, skipped, meter),
@@ -313,13 +311,13 @@ def render(
     not_shown = len(texts) - len(shown_lines)
 
     out = [
-        f"{algorithm.name} manifest of {shown}: {len(tree.lines):,} files, {human_bytes(tree.total_bytes)} hashed in "
+        f"{algorithm.name} manifest of {shown}: {plural(len(tree.lines), 'file')}, {human_bytes(tree.total_bytes)} hashed in "
         f"{tree.seconds:.2f} s ({rate(tree.total_bytes, tree.seconds)}); names relative to {base}"
     ]
     if skips:
         out.append("skipped: " + skipped_phrase(skips))
     if tree.unreadable:
-        out.append(f"{len(tree.unreadable):,} files could not be hashed and are not in the manifest:")
+        out.append(f"{plural(len(tree.unreadable), 'file')} could not be hashed and are not in the manifest:")
         out += [f"  {printable(name)}: {error}" for name, error in tree.unreadable[:MAX_LISTED]]
         if len(tree.unreadable) > MAX_LISTED:
             out.append(f"  … and {len(tree.unreadable) - MAX_LISTED:,} more")
@@ -331,10 +329,10 @@ def render(
     if uri is not None or not_kept is not None:
         where = f"{uri} (resources/read)" if uri is not None else f"not kept, {not_kept}"
         out.append(f"Full manifest: {where}. {checking_hint(algorithm, style, base)}")
-        out.append(f"First {len(shown_lines):,} lines:" if not_shown else "Manifest:")
+        out.append(f"First {plural(len(shown_lines), 'line')}:" if not_shown else "Manifest:")
         out += shown_lines
         if not_shown:
-            out.append(f"… {not_shown:,} more lines in the full manifest")
+            out.append(f"… {plural(not_shown, 'more line')} in the full manifest")
     else:
         out.append("No regular files to hash.")
     structured = {

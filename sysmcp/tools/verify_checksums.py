@@ -33,7 +33,7 @@ from sysmcp.fs.checksums import (
 )
 from sysmcp.fs.paths import PathPolicy, display, printable
 from sysmcp.fs.safeopen import kind, open_regular_at
-from sysmcp.fs.units import human_bytes, rate
+from sysmcp.fs.units import human_bytes, plural, rate
 from sysmcp.fs.walk import SkipCounter, join, throttled, walk_files
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
@@ -489,7 +489,7 @@ def render(
     truncated = any(len(v) > limit for v in by_status.values()) or bad_count > limit or len(new or ()) > limit
 
     summary = (
-        f"Checked {len(entries):,} entries of {manifest_shown} against {base_shown}: {counts['OK']:,} OK, "
+        f"Checked {plural(len(entries), 'entry')} of {manifest_shown} against {base_shown}: {counts['OK']:,} OK, "
         f"{counts['FAILED']:,} FAILED, {counts['MISSING']:,} MISSING, {counts['UNREADABLE']:,} unreadable"
     )
     if bad_count:
