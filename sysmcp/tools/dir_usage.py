@@ -13,7 +13,7 @@ import heapq
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -411,6 +411,7 @@ def scan_usage(
             result["dirs"] = own.top_dirs.largest()
             result["eligible_dirs"] = own.eligible_directories
             result["skipped"] = counter.as_dict()
+            result["skipped_named"] = counter.named
             result["linked"] = linked
         return result
 
@@ -563,6 +564,8 @@ def _merge_child(
     tally.eligible_directories += part["eligible_dirs"] - len(part["dirs"])
     for reason, count in part["skipped"].items():
         skipped.add(reason, count)
+    for name in part["skipped_named"]:
+        skipped.name(name)
 
 
 def _size_text(apparent: int, disk: int, by_disk: bool) -> str:
@@ -579,7 +582,7 @@ def _joined(shown: str, relative: str) -> str:
 
 
 def render(
-    shown: str, usage: Usage, skipped: dict[str, int], args: dict[str, Any]
+    shown: str, usage: Usage, skipped: dict[str, int], args: dict[str, Any], named: Sequence[str] = ()
 ) -> tuple[str, dict[str, Any], str | None]:
     """Text for the model, structured content, and the full listing (None when nothing was cut)."""
     totals = usage.totals
@@ -641,7 +644,7 @@ def render(
         title = f"Largest files (by {measure}{limit}):"
         files_not_shown = listing(title, shown_files, usage.eligible_files, "file")
     if skipped:
-        lines.append("Skipped: " + skipped_phrase(skipped))
+        lines.append("Skipped: " + skipped_phrase(skipped, named, shown))
     structured = {
         "path": shown,
         "complete": usage.stopped is None,
@@ -722,7 +725,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         raise ToolError(f"Permission denied: cannot read the directory {shown}") from None
     except OSError as exc:
         raise ToolError(f"Cannot scan {shown}: {exc.strerror or exc}") from None
-    text, structured, full = render(shown, usage, skipped.as_dict(), args)
+    text, structured, full = render(shown, usage, skipped.as_dict(), args, skipped.named)
     links: tuple[ResourceLink, ...] = ()
     if full is not None:
         name = f"dir_usage-{os.path.basename(shown.rstrip('/')) or 'root'}.tsv"

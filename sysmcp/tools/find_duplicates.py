@@ -13,7 +13,7 @@ import errno
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -371,7 +371,7 @@ def find_duplicates(
 
 
 def render(
-    shown: str, search: Search, skipped: dict[str, int], top_n: int
+    shown: str, search: Search, skipped: dict[str, int], top_n: int, named: Sequence[str] = ()
 ) -> tuple[str, dict[str, Any], str | None]:
     """Text for the model, structured content, and the full group list when anything was cut."""
     base = shown.rstrip("/") + "/"
@@ -421,7 +421,7 @@ def render(
             f"{search.hard_links:,} hard-linked names of files already counted were not treated as copies"
         )
     if skipped:
-        lines.append("Skipped: " + skipped_phrase(skipped))
+        lines.append("Skipped: " + skipped_phrase(skipped, named, shown))
     lines.append("Nothing was deleted: sysmcp is read-only.")
     structured = {
         "path": shown,
@@ -485,7 +485,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         raise ToolError(f"Permission denied: cannot read the directory {shown}") from None
     except OSError as exc:
         raise ToolError(f"Cannot search {shown}: {exc.strerror or exc}") from None
-    text, structured, full = render(shown, search, skipped.as_dict(), args["top_n"])
+    text, structured, full = render(shown, search, skipped.as_dict(), args["top_n"], skipped.named)
     links: tuple[ResourceLink, ...] = ()
     if full is not None:
         name = f"duplicates-{os.path.basename(shown.rstrip('/')) or 'root'}.txt"

@@ -315,7 +315,7 @@ def render(
         f"{tree.seconds:.2f} s ({rate(tree.total_bytes, tree.seconds)}); names relative to {base}"
     ]
     if skips:
-        out.append("skipped: " + skipped_phrase(skips))
+        out.append("skipped: " + skipped_phrase(skips, skipped.named, base))
     if tree.unreadable:
         out.append(f"{plural(len(tree.unreadable), 'file')} could not be hashed and are not in the manifest:")
         out += [f"  {printable(name)}: {error}" for name, error in tree.unreadable[:MAX_LISTED]]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sysmcp.fs.paths import printable
 from sysmcp.fs.walk import WalkOptions
 from sysmcp.protocol.errors import ToolError
 
@@ -47,6 +50,13 @@ def require_directory(path: Path, shown: str, argument: str | None = None) -> No
     raise ToolError(f"{argument} is not a directory: {shown}" if argument else f"Not a directory: {shown}")
 
 
-def skipped_phrase(skipped: dict[str, int]) -> str:
-    """A walk's skip counts as one phrase for the text answer: '3 unreadable, 12 other filesystem'."""
-    return ", ".join(f"{count:,} {reason.replace('_', ' ')}" for reason, count in skipped.items())
+def skipped_phrase(skipped: dict[str, int], named: Sequence[str] = (), base: str = "") -> str:
+    """A walk's skip counts as one phrase for the text answer: '3 unreadable, 12 other filesystem',
+    then the first unreadable directories by name (permission denied on each: the walk reached its
+    parent, so that directory is where access stops)."""
+    phrase = ", ".join(f"{count:,} {reason.replace('_', ' ')}" for reason, count in skipped.items())
+    if named:
+        shown = [printable(os.path.join(base, name) if base else name) for name in named]
+        more = skipped.get("unreadable", len(named)) - len(named)
+        phrase += "; permission denied on " + ", ".join(shown) + (f" and {more:,} more" if more > 0 else "")
+    return phrase

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -295,3 +296,19 @@ async def test_logs_carry_no_contents_no_secrets_and_no_paths_below_debug(tmp_pa
     assert "initialized" in logs  # the log is on, at info
     for marker in ("content-marker-93ab", secret, "path-marker-e7c1"):
         assert marker not in logs, f"{marker} leaked into the logs"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to uid 65534")
+async def test_unreadable_directories_are_named_not_only_counted(shared_tree: Path) -> None:
+    for i in range(7):
+        (shared_tree / f"locked{i}").mkdir(mode=0o700)
+    async with spawn(command=[sys.executable, "-c", DROP_PRIVILEGES]) as wire:
+        await wire.initialize()
+        for tool in ("dir_usage", "hash_tree", "find_duplicates"):
+            reply = await wire.call(tool, {"path": str(shared_tree)})
+            text = result_text(reply)
+            named = re.findall(
+                rf"{re.escape(str(shared_tree))}/(\w+)", text.split("permission denied on ")[-1]
+            )
+            assert len(named) == 5 and set(named) <= {"private", *(f"locked{i}" for i in range(7))}, text
+            assert "and 3 more" in text, text
