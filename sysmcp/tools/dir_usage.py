@@ -34,7 +34,7 @@ from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.walking import require_directory, skipped_phrase, walk_options, walk_properties
+from sysmcp.tools.walking import denied_by, require_directory, skipped_phrase, walk_options, walk_properties
 
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 300.0
@@ -722,7 +722,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     try:
         usage = await ctx.run_in_worker(scan, describe=describe)
     except PermissionError:
-        raise ToolError(f"Permission denied: cannot read the directory {shown}") from None
+        raise ToolError(f"Permission denied: cannot read the directory {shown}{denied_by(path)}") from None
     except OSError as exc:
         raise ToolError(f"Cannot scan {shown}: {exc.strerror or exc}") from None
     text, structured, full = render(shown, usage, skipped.as_dict(), args, skipped.named)

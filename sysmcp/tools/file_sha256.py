@@ -10,6 +10,7 @@ import errno
 import os
 import stat
 import time
+from pathlib import Path
 from typing import Any
 
 from sysmcp.fs.checksums import ALGORITHMS, CHUNK, Digest, format_line, hash_fd
@@ -20,6 +21,7 @@ from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.arguments import sha256_argument
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
+from sysmcp.tools.walking import denied_by
 
 SHA256 = ALGORITHMS["sha256"]
 
@@ -90,7 +92,7 @@ def open_file(path: bytes, shown: str, given: str) -> tuple[int, os.stat_result]
             ) from None
         raise ToolError(f"No such file: {shown}") from None
     except PermissionError:
-        raise ToolError(f"Permission denied: {shown}") from None
+        raise ToolError(f"Permission denied: {shown}{denied_by(Path(os.fsdecode(path)))}") from None
     except NotRegularFile as exc:
         if stat.S_ISLNK(exc.mode):  # the path was resolved, so a link here was swapped in since
             raise ToolError(

@@ -26,7 +26,7 @@ from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.walking import require_directory, skipped_phrase, walk_options, walk_properties
+from sysmcp.tools.walking import denied_by, require_directory, skipped_phrase, walk_options, walk_properties
 
 BLOCK = 4096  # head and tail sample size
 SMALL = 64 << 10  # files up to this size are hashed whole at once: one read beats a second open
@@ -482,7 +482,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             describe=describe,
         )
     except PermissionError:
-        raise ToolError(f"Permission denied: cannot read the directory {shown}") from None
+        raise ToolError(f"Permission denied: cannot read the directory {shown}{denied_by(path)}") from None
     except OSError as exc:
         raise ToolError(f"Cannot search {shown}: {exc.strerror or exc}") from None
     text, structured, full = render(shown, search, skipped.as_dict(), args["top_n"], skipped.named)

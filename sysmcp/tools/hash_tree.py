@@ -14,6 +14,7 @@ import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sysmcp.fs.checksums import (
@@ -35,7 +36,7 @@ from sysmcp.fs.walk import SkipCounter, WalkOptions, throttled, walk_files
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.walking import skipped_phrase, walk_options, walk_properties
+from sysmcp.tools.walking import denied_by, skipped_phrase, walk_options, walk_properties
 
 MAX_LISTED = 50  # unreadable files named in the result; the rest are counted
 
@@ -241,7 +242,9 @@ def run(
     try:
         return hash_tree(path, single, algorithm, style, options, skipped, meter, HASH_THREADS)
     except PermissionError:
-        raise ToolError(f"Permission denied: cannot read the directory {shown}") from None
+        raise ToolError(
+            f"Permission denied: cannot read the directory {shown}{denied_by(Path(os.fsdecode(path)))}"
+        ) from None
     except OSError as exc:
         raise ToolError(f"Cannot walk {shown}: {exc.strerror or exc}") from None
 

@@ -60,3 +60,17 @@ def skipped_phrase(skipped: dict[str, int], named: Sequence[str] = (), base: str
         more = skipped.get("unreadable", len(named)) - len(named)
         phrase += "; permission denied on " + ", ".join(shown) + (f" and {more:,} more" if more > 0 else "")
     return phrase
+
+
+def denied_by(path: Path) -> str:
+    """Which component refused us, for a 'Permission denied' answer: ' (no search permission on /root)'.
+
+    The first ancestor this process may not search, else the path itself if it may not read it; ''
+    when neither explains it (an LSM, a mount option). Only called after an access was refused.
+    """
+    for parent in reversed(path.parents):
+        if not os.access(parent, os.X_OK):
+            return f" (no search permission on {printable(str(parent))})"
+    if not os.access(path, os.R_OK):
+        return f" (no read permission on {printable(str(path))})"
+    return ""

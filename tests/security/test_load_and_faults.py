@@ -268,6 +268,11 @@ async def test_unreadable_files_and_directories_get_a_per_file_outcome(shared_tr
         await wire.initialize()
         hashed = await wire.call("file_sha256", {"path": str(shared_tree / "secret.txt")})
         assert hashed["result"]["isError"] and "Permission denied" in result_text(hashed)
+        assert f"(no read permission on {shared_tree / 'secret.txt'})" in result_text(hashed)
+        hidden = await wire.call("file_sha256", {"path": str(shared_tree / "private" / "hidden.txt")})
+        assert f"(no search permission on {shared_tree / 'private'})" in result_text(hidden)
+        closed = await wire.call("dir_usage", {"path": str(shared_tree / "private")})
+        assert f"(no read permission on {shared_tree / 'private'})" in result_text(closed)
         scanned = await wire.call("dir_usage", {"path": str(shared_tree)})
         assert not scanned["result"]["isError"]
         assert entries_skipped(scanned["result"]["structuredContent"]) >= 1
