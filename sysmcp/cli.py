@@ -143,6 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 return 2
             return 0
+        missing = [root for root in roots if not os.path.isdir(root)]
+        if missing:  # the server would refuse them, with its stderr not shown
+            print(f"sysmcp: --root must name existing directories: {', '.join(missing)}", file=sys.stderr)
+            return 2
         options = CallOptions(
             raw=args.raw,
             version=args.protocol_version,

@@ -418,23 +418,23 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
         return EXIT_USAGE
     try:
         return anyio.run(_call, tool, arguments, options)
-    except (Interrupted, KeyboardInterrupt):
-        print("sysmcp call: interrupted; the call was cancelled on the server", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except ServerGone:
-        print("sysmcp call: the server closed its output", file=sys.stderr)
-        return EXIT_PROBLEM
-    except BaseException as exc:
-        if _broken_pipe(exc):
+    except BaseException as exc:  # a task group wraps what its body raised: look inside
+        if _holds(exc, BrokenPipeError):
             _silence_stdout()
             return EXIT_PIPE
+        if _holds(exc, Interrupted) or _holds(exc, KeyboardInterrupt):
+            print("sysmcp call: interrupted; the call was cancelled on the server", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        if _holds(exc, ServerGone):
+            print("sysmcp call: the server stopped before answering", file=sys.stderr)
+            return EXIT_PROBLEM
         raise
 
 
-def _broken_pipe(exc: BaseException) -> bool:
+def _holds(exc: BaseException, kind: type[BaseException]) -> bool:
     if isinstance(exc, BaseExceptionGroup):
-        return any(_broken_pipe(inner) for inner in exc.exceptions)
-    return isinstance(exc, BrokenPipeError)
+        return any(_holds(inner, kind) for inner in exc.exceptions)
+    return isinstance(exc, kind)
 
 
 def _silence_stdout() -> None:

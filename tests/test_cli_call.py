@@ -252,3 +252,17 @@ def test_progress_off_a_terminal_is_plain_lines(tmp_path: Path) -> None:
     done = run("call", "file_sha256", f"path={big}")
     assert done.returncode == 0 and "\r" not in done.stderr and "\x1b" not in done.stderr
     assert all(line.startswith("progress: ") for line in done.stderr.splitlines()), done.stderr
+
+
+def test_a_root_that_does_not_exist_is_a_usage_error_of_call(tmp_path: Path) -> None:
+    done = run("call", "--root", str(tmp_path / "nope"), "disk_usage")
+    assert done.returncode == 2 and "--root must name existing directories" in done.stderr
+
+
+def test_a_server_that_stops_before_answering_is_one_line_and_exit_1(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from sysmcp.client import CallOptions, run_call
+
+    assert run_call("disk_usage", {}, CallOptions(server_args=["--no-such-option"])) == 1
+    assert capsys.readouterr().err == "sysmcp call: the server stopped before answering\n"
