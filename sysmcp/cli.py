@@ -129,13 +129,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure(args.log_level)  # the proxy's stdout is the client's wire: its logs go to stderr too
         return run_trace(args.server_command, args.output)
     if args.command == "call":
-        from sysmcp.client import CallOptions, run_call, tool_help
+        from sysmcp.client import CallOptions, print_help, run_call, tool_help
 
         if args.help:
             if args.tool is None:
-                print(_call_parser().format_help(), end="")
-            elif args.tool in _tool_names():
-                print(tool_help(args.tool))
+                return print_help(_call_parser().format_help())
+            if args.tool in _tool_names():
+                return print_help(tool_help(args.tool) + "\n")
             else:
                 print(
                     f"sysmcp call: unknown tool {args.tool!r}; tools: {', '.join(_tool_names())}",

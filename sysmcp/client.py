@@ -437,6 +437,17 @@ def _holds(exc: BaseException, kind: type[BaseException]) -> bool:
     return isinstance(exc, kind)
 
 
+def print_help(text: str) -> int:
+    """Help on stdout; ``| head`` closing the pipe early is a quiet exit (141), not a traceback."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_PIPE
+    return EXIT_OK
+
+
 def _silence_stdout() -> None:
     """Point stdout at /dev/null, so the interpreter's last flush does not fail on the closed pipe."""
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -444,4 +455,12 @@ def _silence_stdout() -> None:
     os.close(devnull)
 
 
-__all__ = ["EXIT_CODES_HELP", "CallOptions", "exit_status", "run_call", "tool_help", "tools_overview"]
+__all__ = [
+    "EXIT_CODES_HELP",
+    "CallOptions",
+    "exit_status",
+    "print_help",
+    "run_call",
+    "tool_help",
+    "tools_overview",
+]

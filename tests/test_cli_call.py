@@ -266,3 +266,23 @@ def test_a_server_that_stops_before_answering_is_one_line_and_exit_1(
 
     assert run_call("disk_usage", {}, CallOptions(server_args=["--no-such-option"])) == 1
     assert capsys.readouterr().err == "sysmcp call: the server stopped before answering\n"
+
+
+@pytest.mark.parametrize(
+    "args", [("call", "--help"), ("call", "file_sha256", "--help"), ("call", "disk_usage")], ids=str
+)
+def test_output_into_a_pipe_nobody_reads_is_a_quiet_exit_141(args: tuple[str, ...]) -> None:
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first byte: every write fails with EPIPE
+    try:
+        done = subprocess.run(
+            [*SYSMCP, *args],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == 141 and "Traceback" not in done.stderr, done.stderr
