@@ -383,7 +383,7 @@ def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
         return EXIT_USAGE if error.get("code") == -32602 else EXIT_PROBLEM
     result: dict[str, Any] = reply.get("result", {})
     texts = [b["text"] for b in result.get("content", []) if b.get("type") == "text"]
-    if options.output is not None:
+    if options.output is not None and not result.get("isError"):  # an error is no result to save
         uris, full = reply.get("_full", ([], ""))
         if not uris:  # nothing was too big to inline: the answer is the full result
             full = json.dumps(result.get("structuredContent"), indent=2) + "\n" if options.json_output else ""

@@ -286,3 +286,9 @@ def test_output_into_a_pipe_nobody_reads_is_a_quiet_exit_141(args: tuple[str, ..
     finally:
         os.close(write)
     assert done.returncode == 141 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_output_writes_nothing_for_a_tool_error(tmp_path: Path) -> None:
+    saved = tmp_path / "out"
+    done = run("call", "file_sha256", f"path={tmp_path / 'missing'}", "-o", str(saved))
+    assert done.returncode == 1 and "No such file" in done.stderr and not saved.exists()
