@@ -1,6 +1,22 @@
-"""``python -m sysmcp`` runs the same entry point as the ``sysmcp`` console script."""
+"""``python -m sysmcp`` and the ``sysmcp`` console script: refuse native Windows, then run ``cli.main``.
 
-from sysmcp.cli import main
+The Windows check comes before ``sysmcp.cli`` is imported, so that nothing meant for POSIX (its
+imports, the stdio wire) is loaded on a system where it is not meant to run.
+"""
+
+import sys
+
+from sysmcp import platform
+
+
+def main() -> int:
+    if platform.is_native_windows():
+        sys.stderr.write(f"sysmcp: {platform.WSL_HINT}\n")
+        return 2
+    from sysmcp.cli import main as cli_main
+
+    return cli_main()
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -16,7 +16,7 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
-from sysmcp import __version__
+from sysmcp import __version__, platform
 from sysmcp.logconfig import LEVELS, configure, drain_logs
 
 ROOTS_ENV = "SYSMCP_ROOTS"
@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if platform.is_native_windows():  # first: nothing below is meant for Windows
+        print(f"sysmcp: {platform.WSL_HINT}", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     roots = [*(args.root or []), *getattr(args, "more_roots", [])]
     if not roots and os.environ.get(ROOTS_ENV):
@@ -187,6 +190,9 @@ def _server_args(log_level: str, roots: Sequence[str]) -> list[str]:
 def serve(log_level: str, roots: Sequence[str]) -> int:
     configure(log_level)
     log = structlog.get_logger("sysmcp.cli")
+    lacking = platform.missing_facilities()
+    if lacking:
+        log.info("running with POSIX fallbacks", missing=lacking)
     missing = [root for root in roots if not os.path.isdir(root)]
     if missing:
         print(f"sysmcp: --root must name existing directories: {', '.join(missing)}", file=sys.stderr)

@@ -91,23 +91,56 @@ def _render_triage(arguments: dict[str, str], env: PromptEnv) -> str:
     roots = env.paths.allowed
     default = display(roots[0]) if roots else "/"  # with roots, "/" itself is out of scope
     path = _checked_path(arguments.get("path") or default, env, "path")
+    tools, known = env.tools, env.tool_arguments
     steps = [
         f"Call disk_usage with path={path!r}: how full is the filesystem holding it (percent as df "
-        "computes it, bytes free)? If it is not above about 90%, say so and ask whether another disk "
-        "is meant before digging further.",
+        "computes it; used, free and reserved bytes; inodes)? If it is not above about 90%, say so and ask "
+        "whether another disk is meant before digging further (disk_usage without a path lists every "
+        "filesystem, /dev/shm and /run included, fullest first).",
         f"Call dir_usage with path={path!r} (top_n=20 if you want more than the default) to see what fills "
         "it. Drill into the directories the largest files sit in with further dir_usage calls.",
     ]
-    if "find_duplicates" in env.tools:
+    if "deleted_open_files" in tools:
+        steps.append(
+            "Compare: if disk_usage's used bytes are clearly more than dir_usage finds on the whole "
+            "filesystem (dir_usage of its mount point), the gap is usually deleted files still held open. "
+            f"Call deleted_open_files with path={path!r}: which processes hold them and how much; its "
+            "answer says how to free the space without killing the process."
+        )
+    if "sample_s" in known.get("disk_usage", ()):
+        writer = (
+            "; then call disk_io (sample_s=5) to see which process is writing" if "disk_io" in tools else ""
+        )
+        steps.append(
+            f"If it may be filling right now, call disk_usage with path={path!r} and sample_s=10 for the "
+            f"fill rate and the time until it is full{writer}. A disk full within hours comes first in "
+            "your report."
+        )
+    if "modified_within" in known.get("dir_usage", ()):
+        steps.append(
+            f"Call dir_usage with path={path!r} and modified_within='1d' (or '1h') to see what is new: what "
+            "grew lately. Then call it with modified_before='30d' and show='all' for clean-up candidates: "
+            "big files nobody touched for a month, and which file types (extensions) take the space."
+        )
+    if "find_duplicates" in tools:
         steps.append(
             f"Call find_duplicates with path={path!r} to find identical files that waste space; note "
             "how much space each duplicate group could free."
         )
+    found = [
+        "which filesystem, how full"
+        + (" and how fast it is filling" if "sample_s" in known.get("disk_usage", ()) else ""),
+        "the top space consumers with their sizes and ages",
+    ]
+    if "deleted_open_files" in tools:
+        found.append("space held by deleted files and who holds it")
+    if "find_duplicates" in tools:
+        found.append("duplicate groups")
     steps.append(
-        "Report: which filesystem, how full, the top space consumers with their sizes"
-        + (", duplicate groups" if "find_duplicates" in env.tools else "")
-        + ", and concrete suggestions to free space (old logs to rotate or compress, caches, build "
-        "artifacts, forgotten downloads)."
+        "Report: "
+        + ", ".join(found)
+        + "; and concrete suggestions to free space (old logs to rotate or compress, caches, build "
+        "artifacts, forgotten downloads, a process to reload so it lets go of a deleted log)."
     )
     numbered = "\n".join(f"{i}. {step}" for i, step in enumerate(steps, 1))
     return (

@@ -24,6 +24,7 @@ from sysmcp.protocol.jsonrpc import ErrorCode, Notification, Request
 from sysmcp.protocol.lifecycle import (
     ADVERTISED_VERSIONS,
     LOG_LEVELS,
+    META_CLIENT_CAPABILITIES,
     Features,
     Lifecycle,
     complete_result,
@@ -32,6 +33,7 @@ from sysmcp.protocol.threads import run_in_thread
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.registry import Registry, Tool, ToolContext, ToolOutput
+from sysmcp.views import VIEWS, accepts_views, server_extension
 
 log = structlog.get_logger("sysmcp.server")
 
@@ -41,8 +43,12 @@ SERVER_TITLE = "sysmcp — sysadmin tools"
 INSTRUCTIONS = """\
 sysmcp answers questions about this machine's storage and files, read-only: it never writes, deletes \
 or changes anything, and it never returns file contents — only metadata, sizes and digests.
-- disk_usage: which filesystem is full — every mount, or the one holding a path (bytes, inodes, percent as df).
-- dir_usage: what fills a directory (du-exact totals, largest subdirectories and files, time-bounded).
+- disk_usage: which filesystem is full — every mount, or the one holding a path (bytes, inodes, percent as df); \
+with sample_s, how fast it fills and when it will be full.
+- dir_usage: what fills a directory (du-exact totals, largest subdirectories and files, time-bounded); \
+modified_within for what is new, modified_before for old clean-up candidates, show='extensions' for file types.
+- deleted_open_files: when df counts more than dir_usage finds — deleted files still held open, and by whom.
+- disk_io: who is writing or reading right now (per device and per process, over a few seconds).
 - find_duplicates: identical files under a directory, largest reclaimable space first.
 - file_sha256: is this file the one I think it is (streamed SHA-256 digest).
 - hash_tree: a sha256sum/b3sum-style checksum manifest of a tree (md5 … blake3).
@@ -174,9 +180,12 @@ class Server:
         version = self.lifecycle.initialize(params)
         features = self.lifecycle.features
         log.info("initialized", protocol_version=version, client=self.lifecycle.client_info.get("name"))
+        capabilities = self.capabilities(features)
+        if accepts_views(self.lifecycle.client_capabilities):
+            capabilities["extensions"] = server_extension()
         return {
             "protocolVersion": version,
-            "capabilities": self.capabilities(features),
+            "capabilities": capabilities,
             "serverInfo": self.server_info(features),
             "instructions": self.instructions,
         }
@@ -185,7 +194,7 @@ class Server:
         """2026-07-28's ``server/discover``; the legacy versions are listed too, for clients that fall back."""
         return {
             "supportedVersions": list(ADVERTISED_VERSIONS),
-            "capabilities": self.capabilities(ctx.features),
+            "capabilities": {**self.capabilities(ctx.features), "extensions": server_extension()},
             "instructions": self.instructions,
         }
 
@@ -203,7 +212,8 @@ class Server:
 
     async def _tools_list(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         tools, next_cursor = self.registry.page(params.get("cursor"))
-        result: dict[str, Any] = {"tools": [tool.describe(ctx.features) for tool in tools]}
+        views = self._client_takes_views(params, ctx)
+        result: dict[str, Any] = {"tools": [tool.describe(ctx.features, views=views) for tool in tools]}
         if next_cursor is not None:
             result["nextCursor"] = next_cursor
         return result
@@ -243,6 +253,15 @@ class Server:
             await ctx.peer.notify("notifications/resources/list_changed", {})
         return self._call_result(output, ctx.features)
 
+    def _client_takes_views(self, params: dict[str, Any], ctx: RequestContext) -> bool:
+        """Whether this request's client declared MCP Apps: per request in 2026-07-28 (its envelope),
+        else in ``initialize``."""
+        capabilities: object = self.lifecycle.client_capabilities
+        if ctx.features.modern:
+            meta = params.get("_meta")
+            capabilities = meta.get(META_CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
+        return accepts_views(capabilities)
+
     def _error_result(self, text: str) -> dict[str, Any]:
         return {"content": [{"type": "text", "text": text}], "isError": True}
 
@@ -277,8 +296,14 @@ class Server:
     async def _resources_list(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         if params.get("cursor") is not None:
             raise invalid_params("Invalid params: unknown or expired cursor")
+        views = (
+            [view.resource(titles=ctx.features.titles) for view in VIEWS.values()]
+            if self._client_takes_views(params, ctx)
+            else []
+        )
         return {
-            "resources": [
+            "resources": views
+            + [
                 {
                     "uri": item.uri,
                     "name": item.name,
@@ -294,6 +319,9 @@ class Server:
         uri = params.get("uri")
         if not isinstance(uri, str):
             raise invalid_params("Invalid params: 'uri' must be a string")
+        view = VIEWS.get(uri)
+        if view is not None:
+            return {"contents": [view.contents()]}
         item = self.results.get(uri)
         if item is None:
             raise ProtocolError(ctx.features.resource_not_found_code, "Resource not found", {"uri": uri})

@@ -15,6 +15,7 @@ from anyio.abc import Process
 from anyio.streams.text import TextReceiveStream
 
 from tests.mcp_schema import check_server_message
+from tests.profile import child_env
 
 SERVER = [sys.executable, "-m", "sysmcp"]
 
@@ -149,7 +150,7 @@ async def spawn(
     wire_class: type[Wire] = Wire,
 ) -> AsyncIterator[Wire]:
     """Start the real server; kill it if the test leaves it running."""
-    full_env = {**os.environ, **(env or {})}
+    full_env = child_env({**os.environ, **(env or {})})  # the portable profile too, when the run is under it
     process = await anyio.open_process([*(command or SERVER), *args], env=full_env)
     wire = wire_class(process, version)
     try:

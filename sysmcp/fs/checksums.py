@@ -17,7 +17,6 @@ CR is dropped, and anything else that does not parse is counted as improperly fo
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import io
@@ -30,6 +29,7 @@ from typing import Literal, Protocol
 
 import blake3
 
+from sysmcp import platform
 from sysmcp.fs.paths import PATH_MAX
 from sysmcp.fs.safeopen import NotRegularFile, Replaced, open_regular_at
 
@@ -175,8 +175,7 @@ def hash_fd(
     room = len(buffer)
     size = 0
     if expected > room:
-        with contextlib.suppress(OSError):  # advice only
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        platform.advise_sequential(fd)
     readv = os.readv
     targets = [buffer]
     while count := readv(fd, targets):

@@ -25,11 +25,12 @@ import mmap
 import os
 import select
 import signal
-import sys
 import time
 import warnings
 from collections.abc import Callable
 from typing import Any
+
+from sysmcp import platform
 
 __all__ = ["MAX_TASKS", "FanOut", "Progress", "available_processes", "cpu_quota"]
 
@@ -50,29 +51,30 @@ warnings.filterwarnings(
     "ignore", message=r".*use of fork\(\) may lead to deadlocks", category=DeprecationWarning, module=__name__
 )
 
-CPU_MAX = "/sys/fs/cgroup/cpu.max"  # cgroup v2: "<quota> <period>" in microseconds, or "max <period>"
+CPU_MAX = platform.CGROUP_CPU_MAX  # cgroup v2: "<quota> <period>" in microseconds, or "max <period>"
 
 
 def available_processes() -> int:
     """How many processes a walk may use: ``SYSMCP_SCAN_PROCESSES`` or the usable CPUs, at most 4.
 
     Usable means allowed by CPU affinity and by a container's CPU quota (a 1-CPU container on a
-    64-CPU host gets one process). 1 where ``fork`` is not the safe, cheap primitive it is on Linux.
+    64-CPU host gets one process). 1 where ``fork`` is not the safe, cheap primitive it is on Linux
+    (``platform.fork_is_safe``: macOS, the BSDs): the one place that decides whether a walk forks.
     """
-    if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+    if not platform.fork_is_safe():
         return 1
     configured = os.environ.get("SYSMCP_SCAN_PROCESSES", "").strip()
     if configured.isdigit() and int(configured) >= 1:
         return min(int(configured), 64)
     try:
         cpus = len(os.sched_getaffinity(0))
-    except OSError:
+    except (OSError, AttributeError):  # no affinity call (not Linux): every CPU
         cpus = os.cpu_count() or 1
     return max(1, min(cpus, cpu_quota() or cpus, MAX_PROCESSES))
 
 
 def cpu_quota(path: str = CPU_MAX) -> int | None:
-    """CPUs the cgroup quota allows, rounded up (None: no quota, or no cgroup v2 to ask)."""
+    """CPUs the cgroup quota allows, rounded up (None: no quota, or no cgroup v2 to ask: no /sys)."""
     try:
         with open(path) as handle:
             quota, _, period = handle.read().partition(" ")

@@ -5,6 +5,10 @@ directory of a filesystem a bind mount shows (``root``), which mount sits on top
 device number the kernel uses (so a bind mount and its source are recognisably one filesystem).
 Everything here is pure lookups on an immutable table except the reader, which re-parses only when
 the kernel signals a change, so asking "which mount holds /" costs microseconds.
+
+Where there is no mountinfo (macOS, the BSDs: ``platform.has_mountinfo``) the table comes from psutil
+(``getfsstat``), re-read on a timer since nothing signals a change; it has no bind-mount roots and no
+device numbers, so those lookups fall back to mount points alone.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from sysmcp import platform
+
 T = TypeVar("T")
 
-MOUNTINFO = "/proc/self/mountinfo"
+MOUNTINFO = platform.MOUNTINFO
 
 # Kernel interfaces: no data of their own, sizes that are fiction, trees that can be endless. Walks
 # skip them wherever they are met.
@@ -34,14 +40,17 @@ KERNEL_TYPES = frozenset(
         "cgroup2",
         "configfs",
         "debugfs",
+        "devfs",  # macOS, the BSDs: /dev
         "devpts",
         "devtmpfs",
         "efivarfs",
+        "fdescfs",  # the BSDs: /dev/fd
         "fusectl",
         "hugetlbfs",
         "mqueue",
         "nsfs",
         "proc",
+        "procfs",  # the BSDs
         "pstore",
         "rpc_pipefs",
         "securityfs",
@@ -63,9 +72,40 @@ PSEUDO_TYPES = KERNEL_TYPES | frozenset(
         "kernfs",
         "none",
         "nfsd",
+        "nullfs",  # the BSDs and macOS: another directory shown again, as df hides it
         "ramfs",
         "subfs",
         "tmpfs",
+    }
+)
+
+# Filesystems whose lookups wait on a server or a user-space daemon: a dead one hangs statvfs, lstat,
+# anything that touches it. Named here so none can be mistaken for a local type; every type not in
+# INLINE_SAFE_TYPES (fuse.* included) is treated the same way.
+NETWORK_TYPES = frozenset(
+    {
+        "9p",
+        "acfs",
+        "afpfs",  # macOS: Apple Filing Protocol
+        "afs",
+        "ceph",
+        "cifs",
+        "fuse",
+        "fuse.sshfs",
+        "fuseblk",
+        "gfs2",
+        "glusterfs",
+        "lustre",
+        "macfuse",
+        "ncpfs",
+        "nfs",
+        "nfs4",
+        "ocfs2",
+        "osxfuse",
+        "smb3",
+        "smbfs",  # macOS and the BSDs: SMB shares
+        "sshfs",
+        "webdav",  # macOS: WebDAV shares
     }
 )
 
@@ -74,12 +114,15 @@ PSEUDO_TYPES = KERNEL_TYPES | frozenset(
 # unknown types) is probed in a worker thread with a timeout.
 INLINE_SAFE_TYPES = frozenset(
     {
+        "apfs",  # macOS
+        "cd9660",  # macOS, the BSDs: CD/DVD
         "bcachefs",
         "btrfs",
         "cgroup",
         "cgroup2",
         "configfs",
         "debugfs",
+        "devfs",
         "devpts",
         "devtmpfs",
         "erofs",
@@ -110,12 +153,13 @@ INLINE_SAFE_TYPES = frozenset(
         "tmpfs",
         "tracefs",
         "udf",
+        "ufs",  # the BSDs
         "vfat",
         "xfs",
     }
 )
 
-SYS_DEV_BLOCK = "/sys/dev/block"  # major:minor → the block device's sysfs directory
+SYS_DEV_BLOCK = platform.SYS_DEV_BLOCK  # major:minor → the block device's sysfs directory
 # Block devices whose I/O goes over a network: a "local" filesystem on them can hang like NFS.
 _NETWORK_BLOCK_DEVICES = ("nbd", "rbd", "drbd")
 _OVERLAY_DIR_OPTIONS = frozenset({"upperdir", "lowerdir", "lowerdir+", "datadir+", "workdir"})
@@ -125,6 +169,11 @@ _ESCAPE = re.compile(rb"\\([0-7]{3})")
 def is_pseudo(fs_type: str) -> bool:
     """True for kernel-interface and memory filesystems (tmpfs, devtmpfs, proc, cgroup, …)."""
     return fs_type in PSEUDO_TYPES
+
+
+def is_network(fs_type: str) -> bool:
+    """True for filesystems served over a network or by a user-space daemon (NFS, SMB, FUSE …)."""
+    return fs_type in NETWORK_TYPES or fs_type.startswith("fuse.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +270,8 @@ class MountTable:
         return safe
 
     def _type_safe(self, mount: Mount, visiting: frozenset[str]) -> bool:
+        if is_network(mount.fs_type):
+            return False
         if mount.fs_type in INLINE_SAFE_TYPES:
             return self._device_safe(mount, visiting)
         if mount.fs_type != "overlay":
@@ -250,6 +301,8 @@ class MountTable:
         loop device whose backing file is on an unsafe mount, can hang any lookup."""
         if not mount.dev or mount.dev.startswith("0:"):
             return True  # no block device (tmpfs, proc, btrfs' anonymous numbers): nothing below it
+        if not platform.has_sys_dev_block(SYS_DEV_BLOCK):
+            return True  # no /sys to ask (not Linux): the check is skipped, as missing_facilities() says
         node = os.path.realpath(os.path.join(SYS_DEV_BLOCK, mount.dev))
         if os.path.basename(node).startswith(_NETWORK_BLOCK_DEVICES):
             return False
@@ -411,21 +464,102 @@ def psutil_partitions() -> MountTable:
     """The mount table from psutil, for systems without /proc/self/mountinfo (no bind-mount roots there)."""
     import psutil
 
-    return MountTable(
-        Mount(
-            mount_point=part.mountpoint,
-            device=part.device,
-            fs_type=part.fstype,
-            options=tuple(part.opts.split(",")) if part.opts else (),
-            read_only="ro" in part.opts.split(","),
+    return table_from_partitions(psutil.disk_partitions(all=True))
+
+
+def table_from_partitions(partitions: Iterable[object]) -> MountTable:
+    """A table from ``psutil.disk_partitions`` rows (device, mountpoint, fstype, opts): getfsstat's view."""
+    mounts = []
+    for part in partitions:
+        opts = str(getattr(part, "opts", "") or "")
+        options = tuple(opts.split(",")) if opts else ()
+        mounts.append(
+            Mount(
+                mount_point=str(getattr(part, "mountpoint", "")),
+                device=str(getattr(part, "device", "")),
+                fs_type=str(getattr(part, "fstype", "")),
+                options=options,
+                read_only="ro" in options,
+            )
         )
-        for part in psutil.disk_partitions(all=True)
-    )
+    return MountTable(mounts)
+
+
+class PartitionsReader:
+    """The mount table from psutil, re-read when older than ``max_age`` seconds.
+
+    Nothing signals a mount change outside Linux's mountinfo, so a timer stands in for ``poll``. A
+    re-read that finds the same mounts keeps the old table object, so caches keyed on it stay warm.
+    """
+
+    def __init__(self, max_age: float = 2.0, read: Callable[[], MountTable] = psutil_partitions) -> None:
+        self._max_age = max_age
+        self._read = read
+        self._lock = threading.Lock()
+        self._table: MountTable | None = None
+        self._read_at = 0.0
+
+    def __call__(self) -> MountTable:
+        with self._lock:
+            now = time.monotonic()
+            if self._table is None or now - self._read_at > self._max_age:
+                fresh = self._read()
+                if self._table is None or fresh.mounts != self._table.mounts:
+                    self._table = fresh
+                self._read_at = now
+            return self._table
 
 
 def default_partitions() -> Callable[[], MountTable]:
-    """The best mount-table provider for this system."""
-    return MountInfoReader() if os.path.exists(MOUNTINFO) else psutil_partitions
+    """The best mount-table provider for this system: mountinfo where it can be read, else psutil."""
+    return MountInfoReader() if platform.has_mountinfo() else PartitionsReader()
+
+
+# -- macOS: APFS ------------------------------------------------------------------------------
+
+MACOS_SYSTEM_VOLUMES = "/System/Volumes"  # where macOS mounts the APFS volumes it keeps for itself
+MACOS_DATA_VOLUME = "/System/Volumes/Data"  # the one of them that holds the user's files
+_APFS_DEVICE = re.compile(r"/dev/(disk[0-9]+)s[0-9]+")  # /dev/disk3s1s1 → container disk3
+
+
+def apfs_container(mount: Mount) -> str | None:
+    """The APFS container a volume lives in ('disk3' for /dev/disk3s5), None for anything else.
+
+    All volumes of a container draw on one pool of free space: each reports the container's size and
+    free space and only its own used bytes, so their figures must not be added up.
+    """
+    if mount.fs_type != "apfs":
+        return None
+    match = _APFS_DEVICE.match(mount.device)
+    return match.group(1) if match else None
+
+
+def is_system_volume(mount: Mount, table: MountTable) -> bool:
+    """An APFS volume macOS keeps for itself, left out of the default listing (``all`` shows it).
+
+    The volumes mounted directly under /System/Volumes (VM, Preboot, Update, xarts, iSCPreboot,
+    Hardware …) except Data; and the read-only system snapshot at / when the Data volume of its
+    container is mounted, since Data holds the user's files and its used share says how full the
+    container is (the snapshot's few GiB would hide a full disk).
+    """
+    container = apfs_container(mount)
+    if container is None:
+        return False
+    if parent_dir(mount.mount_point) == MACOS_SYSTEM_VOLUMES:
+        return mount.mount_point != MACOS_DATA_VOLUME
+    if mount.mount_point == "/" and mount.read_only:
+        return any(
+            m.mount_point == MACOS_DATA_VOLUME and apfs_container(m) == container for m in table.mounts
+        )
+    return False
+
+
+def container_siblings(mount: Mount, table: MountTable) -> list[Mount]:
+    """The other mounted volumes of ``mount``'s APFS container (empty when it is not APFS)."""
+    container = apfs_container(mount)
+    if container is None:
+        return []
+    return [m for m in table.mounts if m is not mount and apfs_container(m) == container]
 
 
 def dedupe(items: Sequence[T], mount_of: Callable[[T], Mount], device_of: Callable[[T], object]) -> list[T]:

@@ -8,6 +8,12 @@ A component that has become a symlink is refused, never followed (this also cove
 magic links such as ``/proc/self/root``). Final opens add ``O_NONBLOCK`` so a FIFO cannot hang us,
 and the type is checked on the descriptor itself, not on the name.
 
+Intermediate directories are opened with ``O_PATH`` where the system has it (Linux: nothing is read,
+only search permission is needed). Elsewhere (macOS, the BSDs) they are opened ``O_RDONLY`` with
+``O_DIRECTORY|O_NONBLOCK|O_NOFOLLOW``: the kernel refuses anything but a directory before opening it,
+so the guarantees stay (no FIFO can block, no device is opened, no symlink followed); the one cost is
+that a directory on the way must be readable, not just searchable.
+
 For code with its own final open: ``open_parent(path)`` gives the parent's descriptor and the last name.
 For walkers: ``open_child_directory(parent_fd, name)`` and ``os.stat(name, dir_fd=parent_fd,
 follow_symlinks=False)`` keep every step of a scan relative to a descriptor already checked.
@@ -20,11 +26,15 @@ import os
 import stat
 from pathlib import Path
 
+from sysmcp import platform
 from sysmcp.fs.paths import display
 from sysmcp.protocol.errors import ToolError
 
-#: Flags for every intermediate directory: no symlinks, no read permission needed, not inherited.
-_STEP = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: How an intermediate directory is opened: O_PATH where there is one (no read permission needed),
+#: else for reading, without blocking; O_DIRECTORY makes either refuse anything but a directory.
+_GO_THROUGH = os.O_PATH if platform.has_o_path() else os.O_RDONLY | os.O_NONBLOCK
+#: Flags for every intermediate directory: directories only, no symlinks, not inherited.
+_STEP = _GO_THROUGH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: Flags for the final open: never follow, never block (FIFOs), never become a controlling terminal.
 _FINAL = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
@@ -86,8 +96,8 @@ def open_path(path: str | os.PathLike[str], *, directory: bool = False, regular:
 
 
 def open_parent(path: str | os.PathLike[str]) -> tuple[int, bytes]:
-    """The parent directory of a resolved path (an ``O_PATH`` descriptor, reached without following any
-    symlink) and the final name, for ``os.open(name, flags | O_NOFOLLOW, dir_fd=fd)`` or
+    """The parent directory of a resolved path (an ``O_PATH`` descriptor where there is ``O_PATH``,
+    else one opened for reading; reached without following any symlink) and the final name, for ``os.open(name, flags | O_NOFOLLOW, dir_fd=fd)`` or
     ``os.stat(name, dir_fd=fd, follow_symlinks=False)``. The caller closes the descriptor.
     """
     raw = os.fsencode(path)
@@ -149,8 +159,8 @@ def open_regular_at(
     try:
         fd = os.open(name, flags, dir_fd=dir_fd)
     except OSError as exc:
-        if exc.errno == errno.ELOOP and not follow_symlinks:
-            raise Replaced() from None  # a symlink now stands where a regular file was
+        if exc.errno in (errno.ELOOP, errno.EMLINK) and not follow_symlinks:
+            raise Replaced() from None  # a symlink now stands where a regular file was (FreeBSD: EMLINK)
         raise
     opened = os.fstat(fd)
     if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (looked.st_dev, looked.st_ino):

@@ -28,7 +28,8 @@ from collections import Counter, deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 
-from sysmcp.fs.mounts import KERNEL_TYPES, MOUNTINFO, parse_mountinfo
+from sysmcp import platform
+from sysmcp.fs.mounts import KERNEL_TYPES, MOUNTINFO, parse_mountinfo, psutil_partitions
 
 __all__ = [
     "PSEUDO_FILESYSTEMS",
@@ -280,8 +281,23 @@ class Mount:
     fstype: str
 
 
+UNKNOWN_DEV = -1  # a mount whose device number the table does not give: never equal to an st_dev
+
+
 def mount_table(mountinfo: str = MOUNTINFO) -> list[Mount]:
-    """Mount points, device numbers and types from mountinfo (empty when it cannot be read)."""
+    """Mount points, device numbers and types from mountinfo (empty when it cannot be read).
+
+    Without mountinfo (macOS, the BSDs) the points and types come from psutil with ``UNKNOWN_DEV``,
+    so every mount below a walk's root is still known before the walk reaches it (a hung network
+    mount is skipped, never ``lstat``-ed) and counts as another filesystem.
+    """
+    if mountinfo == MOUNTINFO and not platform.has_mountinfo():
+        try:
+            return [
+                Mount(os.fsencode(m.mount_point), UNKNOWN_DEV, m.fs_type) for m in psutil_partitions().mounts
+            ]
+        except OSError:
+            return []
     try:
         with open(mountinfo, "rb") as handle:
             table = parse_mountinfo(handle.read())
@@ -369,6 +385,10 @@ class Scanner:
         # about 2 N of them while it is read, instead of all of them until its floor can rise.
         self.keep_files = 0  # 0: every file over the floors is listed
         self.keep_by_disk = False
+        # Asked about every regular file counted (first name of an inode only), before the floors:
+        # False leaves it out of listings and eligible_files (still in the totals). A consumer that
+        # filters by time or tallies types sees every file this way, not only the big ones.
+        self.on_file: Callable[[str, os.stat_result], bool] | None = None
         self.eligible_files = 0
         # What to hand out: consumers that want neither empty listings nor every directory's
         # totals skip an object and a generator round trip per directory.
@@ -477,6 +497,7 @@ class Scanner:
         floor, block_floor, min_size = self.file_floor, self.block_floor, self.min_file_size
         keep = self.keep_files
         prune_at = 2 * keep if keep else -1
+        on_file = self.on_file
         s_ifmt, s_ifdir, s_ifreg, s_iflnk = _S_IFMT, _S_IFDIR, _S_IFREG, _S_IFLNK
         fd = frame.fd
         try:
@@ -538,6 +559,8 @@ class Scanner:
                 blocks += used
                 if kind == s_ifreg:
                     nfiles += 1
+                    if on_file is not None and not on_file(name, st):
+                        continue
                     if size >= min_size:
                         eligible += 1
                     if size >= floor or used >= block_floor:
@@ -798,6 +821,7 @@ class Scanner:
         scanner.file_floor, scanner.block_floor = self.file_floor, self.block_floor
         scanner.min_file_size = self.min_file_size
         scanner.keep_files, scanner.keep_by_disk = self.keep_files, self.keep_by_disk
+        scanner.on_file = self.on_file
         scanner.empty_listings = self.empty_listings
         scanner.finished_depth = self.finished_depth
         return scanner

@@ -1,6 +1,15 @@
 """The tools sysmcp serves, one module each, collected in ``ALL_TOOLS``."""
 
-from sysmcp.tools import dir_usage, disk_usage, file_sha256, find_duplicates, hash_tree, verify_checksums
+from sysmcp.tools import (
+    deleted_open_files,
+    dir_usage,
+    disk_io,
+    disk_usage,
+    file_sha256,
+    find_duplicates,
+    hash_tree,
+    verify_checksums,
+)
 from sysmcp.tools.registry import Tool
 
 ALL_TOOLS: tuple[Tool, ...] = (
@@ -10,6 +19,8 @@ ALL_TOOLS: tuple[Tool, ...] = (
     find_duplicates.TOOL,
     hash_tree.TOOL,
     verify_checksums.TOOL,
+    deleted_open_files.TOOL,
+    disk_io.TOOL,
 )
 
 __all__ = ["ALL_TOOLS", "Tool"]

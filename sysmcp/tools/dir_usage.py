@@ -12,9 +12,11 @@ import contextlib
 import heapq
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
@@ -31,15 +33,23 @@ from sysmcp.fs.walk import (
     WalkOptions,
 )
 from sysmcp.protocol.context import Meter
-from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.errors import ArgumentError, ToolError
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import denied_by, require_directory, skipped_phrase, walk_options, walk_properties
+from sysmcp.views import DIR_USAGE
 
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 300.0
 FULL_FILES = 1000  # rows kept for the full listing resource (the inline list is top_n of these)
 FULL_DIRECTORIES = 10_000
+MAX_EXTENSIONS = 10_000  # distinct extensions tallied per process; more are lumped as "(other)"
+NO_EXTENSION = "(none)"
+OTHER_EXTENSIONS = "(other)"
+MAX_AGE_S = 200 * 365 * 86400  # a duration longer than this is a typo, not a filter
+_DURATION = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhdw]?)\s*")
+_DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION_NOTE = "a duration such as '90s', '45m', '6h', '7d', '2w', or a number of seconds"
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -58,10 +68,29 @@ INPUT_SCHEMA: dict[str, Any] = {
         },
         "show": {
             "type": "string",
-            "enum": ["both", "files", "directories"],
+            "enum": ["both", "files", "directories", "extensions", "all"],
             "default": "both",
             "description": "Which lists to return: the largest 'files', the largest 'directories' (cumulative "
-            "size, like du), or 'both'. Totals are always returned.",
+            "size, like du), 'both', 'extensions' (the top file extensions by size: count and bytes; "
+            "'(none)' for names without one, e.g. which types fill /var), or 'all' three. Totals are "
+            "always returned.",
+        },
+        "modified_within": {
+            "type": ["string", "number"],
+            "minLength": 1,
+            "maxLength": 32,
+            "description": "Keep only files modified within this long before now, e.g. '1h' or '7d' (what "
+            "is new: what filled the disk lately). A duration: '90s', '45m', '6h', '7d', '2w', or seconds. "
+            "Applies to the file and extension lists, whose matching count and bytes are added to totals; "
+            "directory totals stay du's.",
+        },
+        "modified_before": {
+            "type": ["string", "number"],
+            "minLength": 1,
+            "maxLength": 32,
+            "description": "Keep only files last modified longer ago than this, e.g. '30d' (clean-up "
+            "candidates: big and old). Same durations as modified_within; with both, files modified "
+            "between the two.",
         },
         "max_depth": {
             "type": "integer",
@@ -104,8 +133,12 @@ _ENTRY = {
         "path": {"type": "string"},
         "disk_bytes": _SIZE,
         "apparent_bytes": _SIZE,
+        "modified": {
+            "type": ["string", "null"],
+            "description": "Last modification time, ISO 8601 UTC (null if out of range).",
+        },
     },
-    "required": ["path", "disk_bytes", "apparent_bytes"],
+    "required": ["path", "disk_bytes", "apparent_bytes", "modified"],
 }
 
 OUTPUT_SCHEMA: dict[str, Any] = {
@@ -130,9 +163,42 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                 "apparent_bytes": {"type": "integer", "description": "Like du -sxb."},
                 "disk_bytes": {"type": "integer", "description": "Like du -sxB1: allocated blocks x 512."},
                 "entries": {"type": "integer", "description": "Directory entries examined."},
+                "matching": {
+                    "type": "object",
+                    "description": "With modified_within or modified_before: the files that match.",
+                    "properties": {
+                        "files": {"type": "integer"},
+                        "apparent_bytes": {"type": "integer"},
+                        "disk_bytes": {"type": "integer"},
+                    },
+                    "required": ["files", "apparent_bytes", "disk_bytes"],
+                },
             },
             "required": ["files", "directories", "apparent_bytes", "disk_bytes", "entries"],
         },
+        "modified_after": {
+            "type": "string",
+            "description": "With modified_within: files modified at or after this time (ISO 8601 UTC).",
+        },
+        "modified_until": {
+            "type": "string",
+            "description": "With modified_before: files modified before this time (ISO 8601 UTC).",
+        },
+        "extensions": {
+            "type": "array",
+            "description": "With show 'extensions' or 'all': the top extensions by the sort_by size.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "extension": {"type": "string", "description": "'.log', … or '(none)', '(other)'."},
+                    "files": {"type": "integer"},
+                    "disk_bytes": _SIZE,
+                    "apparent_bytes": _SIZE,
+                },
+                "required": ["extension", "files", "disk_bytes", "apparent_bytes"],
+            },
+        },
+        "extensions_not_shown": {"type": "integer"},
         "skipped": {
             "type": "object",
             "additionalProperties": {"type": "integer"},
@@ -225,6 +291,9 @@ class Usage:
     elapsed: float = 0.0
     processes: int = 1  # processes that walked (more than 1 when a long scan was shared out)
     child_bytes: int = 0  # apparent bytes the other processes saw
+    modified: dict[str, float] = field(default_factory=dict)  # mtime of each listed file, by relative path
+    matching: tuple[int, int, int] | None = None  # (files, apparent, disk) matching the time filter
+    extensions: list[tuple[str, int, int, int]] = field(default_factory=list)  # (ext, files, apparent, disk)
 
 
 @dataclass(frozen=True)
@@ -235,6 +304,83 @@ class Request:
     by_disk: bool
     min_size: int
     timeout_s: float
+    newer_than: float | None = None  # files modified at or after this (epoch seconds) match
+    older_than: float | None = None  # files modified before this match
+    extensions: bool = False  # tally every matching file's extension
+
+    @property
+    def selects(self) -> bool:
+        """Whether every file must be looked at (a time filter or an extension tally)."""
+        return self.extensions or self.newer_than is not None or self.older_than is not None
+
+
+def extension_of(name: str) -> str:
+    """'app.LOG' → '.log', 'a.tar.gz' → '.gz'; dot files and names without a dot → '(none)'."""
+    stem, dot, ext = name.rpartition(".")
+    if not dot or not stem or not ext:
+        return NO_EXTENSION
+    return "." + ext.lower()
+
+
+class Selection:
+    """The per-file hook a scanner calls (``Scanner.on_file``): the time filter, the matching files'
+    totals and the extension tally. Sees every file, so the figures are exact, not top-N."""
+
+    __slots__ = ("apparent", "disk", "extensions", "files", "linked", "newer", "older", "tally_types")
+
+    def __init__(self, request: Request) -> None:
+        self.newer, self.older = request.newer_than, request.older_than
+        self.tally_types = request.extensions
+        self.files = self.apparent = self.disk = 0
+        self.extensions: dict[str, list[int]] = {}  # extension → [files, apparent, disk]
+        # In a child: (dev, ino) → (extension, matched) of multiply-linked files, so one another
+        # process counted too can be taken out again (see _merge_child).
+        self.linked: dict[tuple[int, int], tuple[str, bool]] | None = None
+
+    def __call__(self, name: str, st: os.stat_result) -> bool:
+        mtime = st.st_mtime
+        matched = (self.newer is None or mtime >= self.newer) and (self.older is None or mtime < self.older)
+        ext = extension_of(name) if self.tally_types else ""
+        if self.linked is not None and st.st_nlink > 1:
+            self.linked[(st.st_dev, st.st_ino)] = (ext, matched)
+        if not matched:
+            return False
+        size, disk = st.st_size, st.st_blocks * 512
+        self.files += 1
+        self.apparent += size
+        self.disk += disk
+        if self.tally_types:
+            self.add(ext, 1, size, disk)
+        return True
+
+    def add(self, ext: str, files: int, apparent: int, disk: int) -> None:
+        row = self.extensions.get(ext)
+        if row is None:
+            if len(self.extensions) >= MAX_EXTENSIONS:
+                ext = OTHER_EXTENSIONS
+                row = self.extensions.get(ext)
+            if row is None:
+                row = self.extensions[ext] = [0, 0, 0]
+        row[0] += files
+        row[1] += apparent
+        row[2] += disk
+
+    def as_data(self) -> dict[str, Any]:
+        """Plain data a child sends back (marshal-able)."""
+        return {
+            "files": self.files,
+            "apparent": self.apparent,
+            "disk": self.disk,
+            "extensions": {ext: list(row) for ext, row in self.extensions.items()},
+            "linked": dict(self.linked or {}),
+        }
+
+    def merge(self, data: dict[str, Any]) -> None:
+        self.files += data["files"]
+        self.apparent += data["apparent"]
+        self.disk += data["disk"]
+        for ext, (files, apparent, disk) in data["extensions"].items():
+            self.add(ext, files, apparent, disk)
 
 
 SPLIT_AFTER_S = 0.01  # a scan still running after this long shares its remaining subtrees out
@@ -253,10 +399,12 @@ class Tally:
         self.top_dirs = TopN(request.top_directories)
         self.eligible_directories = 0
         self.totals: Finished | None = None
+        self.selection = Selection(request)
 
     def configure(self, scanner: Scanner) -> None:
         """Ask the scanner only for what the lists can still use."""
         request = self.request
+        scanner.on_file = self.selection if request.selects else None
         scanner.min_file_size = request.min_size
         scanner.keep_files, scanner.keep_by_disk = request.top_files, request.by_disk
         scanner.empty_listings = False
@@ -286,7 +434,9 @@ class Tally:
                 if size < min_size:
                     continue
                 disk = st.st_blocks * 512
-                offer(disk if by_disk else size, (size, disk, prefix + name, st.st_dev, st.st_ino))
+                offer(
+                    disk if by_disk else size, (size, disk, prefix + name, st.st_dev, st.st_ino, st.st_mtime)
+                )
             self._raise_floor(scanner)
         else:
             assert isinstance(event, Finished)
@@ -383,6 +533,7 @@ def scan_usage(
         linked: list[tuple[int, int, int, int, bool, str]] | None
         if in_child:
             own, counter, linked = Tally(request), SkipCounter(), []
+            own.selection.linked = {}
             ticker = _Counts()
             check = Budget(request.timeout_s, lambda: progress.set(*ticker.now()), clock=clock)
             check.deadline = budget.deadline  # one deadline, on the clock every process shares
@@ -413,6 +564,7 @@ def scan_usage(
             result["skipped"] = counter.as_dict()
             result["skipped_named"] = counter.named
             result["linked"] = linked
+            result["selection"] = own.selection.as_data()
         return result
 
     try:
@@ -451,9 +603,17 @@ def scan_usage(
         meter.extra["bytes"] = mine.bytes + usage.child_bytes
     usage.eligible_files = eligible_files
     usage.eligible_directories = tally.eligible_directories
-    usage.files = _ranked(
-        [(size, disk, relative) for size, disk, relative, _, _ in tally.top_files.largest()], request
-    )
+    kept = tally.top_files.largest()
+    usage.files = _ranked([(size, disk, relative) for size, disk, relative, *_ in kept], request)
+    usage.modified = {row[2]: row[5] for row in kept}
+    selection = tally.selection
+    if request.newer_than is not None or request.older_than is not None:
+        usage.matching = (selection.files, selection.apparent, selection.disk)
+    if request.extensions:
+        usage.extensions = sorted(
+            ((ext, files, apparent, disk) for ext, (files, apparent, disk) in selection.extensions.items()),
+            key=lambda row: (-(row[3] if request.by_disk else row[2]), -row[1], row[0]),
+        )
     usage.directories = _ranked([tuple(row) for row in tally.top_dirs.largest()], request)
     usage.stopped = stopped
     usage.elapsed = clock() - started
@@ -536,11 +696,23 @@ def _merge_child(
     dirs = {row[2]: row for row in part["dirs"]}
     task_of = {subtrees[i].relative: i for i in part["done"]}
     dropped: set[tuple[int, int]] = set()
+    chosen: dict[str, Any] = part["selection"]
     for dev, ino, size, blocks, regular, directory in part["linked"]:
         if (dev, ino) not in seen:
             seen.add((dev, ino))
             continue
         dropped.add((dev, ino))
+        ext, matched = chosen["linked"].get((dev, ino), ("", True))
+        if regular and matched and (dev, ino) in chosen["linked"]:  # counted by the child's selection
+            chosen["files"] -= 1
+            chosen["apparent"] -= size
+            chosen["disk"] -= blocks * 512
+            if ext:
+                row = chosen["extensions"].get(ext) or chosen["extensions"].get(OTHER_EXTENSIONS)
+                if row is not None:
+                    row[0] -= 1
+                    row[1] -= size
+                    row[2] -= blocks * 512
         disk, nfiles = blocks * 512, 1 if regular else 0
         names = directory.split("/")
         for depth in range(1, len(names) + 1):
@@ -554,7 +726,7 @@ def _merge_child(
                 row[0] -= size
                 row[1] -= disk
                 row[3] -= nfiles
-        if regular and size >= request.min_size:
+        if regular and size >= request.min_size and matched:
             part["eligible"] -= 1
     for row in part["files"]:
         if (row[3], row[4]) not in dropped:
@@ -566,6 +738,7 @@ def _merge_child(
         skipped.add(reason, count)
     for name in part["skipped_named"]:
         skipped.name(name)
+    tally.selection.merge(chosen)
 
 
 def _size_text(apparent: int, disk: int, by_disk: bool) -> str:
@@ -581,19 +754,87 @@ def _joined(shown: str, relative: str) -> str:
     return shown.rstrip("/") + "/" + display(os.fsencode(relative))
 
 
+def parse_duration(value: Any, name: str) -> float:
+    """Seconds in '90s', '45m', '6h', '7d', '2w', '3600' or 3600; ``ArgumentError`` naming ``name``."""
+    seconds: float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and (found := _DURATION.fullmatch(value.lower())):
+        seconds = float(found.group(1)) * _DURATION_UNITS[found.group(2)]
+    if seconds is None or not math.isfinite(seconds):
+        raise ArgumentError(f"Invalid arguments: {name!r} must be {_DURATION_NOTE}, got {value!r}")
+    if not 0 < seconds <= MAX_AGE_S:
+        raise ArgumentError(
+            f"Invalid arguments: {name!r} must be more than 0 and at most 200 years, got {value!r}"
+        )
+    return seconds
+
+
+def time_window(args: dict[str, Any], now: float) -> tuple[float | None, float | None]:
+    """(newer_than, older_than) in epoch seconds from modified_within and modified_before."""
+    within = parse_duration(args["modified_within"], "modified_within") if "modified_within" in args else None
+    before = parse_duration(args["modified_before"], "modified_before") if "modified_before" in args else None
+    if within is not None and before is not None and before >= within:
+        raise ArgumentError(
+            "Invalid arguments: 'modified_before' must be shorter than 'modified_within' (files modified "
+            f"between {age_text(within)} and {age_text(before)} ago); as given no file can match"
+        )
+    return (None if within is None else now - within), (None if before is None else now - before)
+
+
+def iso_utc(mtime: float) -> str | None:
+    try:
+        return datetime.fromtimestamp(mtime, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def age_text(seconds: float) -> str:
+    """'45 s', '12 min', '6 h', '3 d', '2 y': one unit, rounded down, as a person glances at it."""
+    if seconds < 60:
+        return f"{int(seconds)} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min"
+    if seconds < 86400:
+        return f"{int(seconds // 3600)} h"
+    if seconds < 2 * 365 * 86400:
+        return f"{int(seconds // 86400)} d"
+    return f"{int(seconds // (365 * 86400))} y"
+
+
+def _age(mtime: float | None, now: float) -> str:
+    if mtime is None:
+        return ""
+    if mtime > now + 1:
+        return "  (modified in the future)"
+    return f"  ({age_text(max(0.0, now - mtime))} old)"
+
+
 def render(
-    shown: str, usage: Usage, skipped: dict[str, int], args: dict[str, Any], named: Sequence[str] = ()
+    shown: str,
+    usage: Usage,
+    skipped: dict[str, int],
+    args: dict[str, Any],
+    now: float | None = None,
+    named: Sequence[str] = (),
 ) -> tuple[str, dict[str, Any], str | None]:
     """Text for the model, structured content, and the full listing (None when nothing was cut)."""
     totals = usage.totals
     assert totals is not None
+    now = time.time() if now is None else now
     by_disk = args["sort_by"] == "disk"
     top_n: int = args["top_n"]
     show: str = args["show"]
     files: list[dict[str, Any]] = [
-        {"path": _joined(shown, rel), "disk_bytes": disk, "apparent_bytes": apparent}
+        {
+            "path": _joined(shown, rel),
+            "disk_bytes": disk,
+            "apparent_bytes": apparent,
+            "modified": iso_utc(usage.modified[rel]) if rel in usage.modified else None,
+        }
         for apparent, disk, rel in usage.files
     ]
+    ages = [_age(usage.modified.get(rel), now) for _, _, rel in usage.files]
     directories: list[dict[str, Any]] = [
         {"path": _joined(shown, rel), "disk_bytes": disk, "apparent_bytes": apparent, "files": n, "depth": d}
         for apparent, disk, rel, n, d in usage.directories
@@ -612,6 +853,13 @@ def render(
         + f" [{usage.elapsed:.2f} s]"
     )
     limit = f", at least {human_bytes(args['min_size'])}" if args["min_size"] else ""
+    window = _window_phrase(args)
+    if usage.matching is not None:
+        count, apparent, disk = usage.matching
+        lines.append(
+            f"Files modified {window}: {count:,}, {human_bytes(disk)} on disk ({human_bytes(apparent)} apparent)"
+            + (" so far" if usage.stopped else "")
+        )
     dirs_not_shown = files_not_shown = 0
     shown_dirs: list[dict[str, Any]] = []
     shown_files: list[dict[str, Any]] = []
@@ -619,13 +867,13 @@ def render(
     def listing(title: str, rows: list[dict[str, Any]], eligible: int, noun: str) -> int:
         """One bounded list in the text; returns how many eligible entries it left out."""
         lines.append(title)
-        for row in rows:
+        for index, row in enumerate(rows):
             size = _size_text(row["apparent_bytes"], row["disk_bytes"], by_disk)
             name = printable(row["path"])
             lines.append(
                 f"  {size}  {name}/  ({plural(row['files'], 'file')})"
                 if "files" in row
-                else f"  {size}  {name}"
+                else f"  {size}  {name}{ages[index]}"
             )
         if not rows:
             lines.append("  (none)")
@@ -634,15 +882,37 @@ def render(
             lines.append(f"  … and {plural(left_out, 'more ' + noun)} not shown")
         return left_out
 
-    if show in ("both", "directories"):
+    if show in ("both", "directories", "all"):
         shown_dirs = directories[:top_n]
         depth = "immediate subdirectories" if args["max_depth"] == 1 else f"depth ≤ {args['max_depth']}"
         title = f"Largest directories ({depth}, by {measure}{limit}):"
         dirs_not_shown = listing(title, shown_dirs, usage.eligible_directories, "directory")
-    if show in ("both", "files"):
+    if show in ("both", "files", "all"):
         shown_files = files[:top_n]
-        title = f"Largest files (by {measure}{limit}):"
+        matching = f", modified {window}" if window else ""
+        title = f"Largest files (by {measure}{limit}{matching}):"
         files_not_shown = listing(title, shown_files, usage.eligible_files, "file")
+    extensions: list[dict[str, Any]] = []
+    extensions_not_shown = 0
+    if show in ("extensions", "all"):
+        extensions = [
+            {
+                "extension": display(os.fsencode(ext)),
+                "files": n,
+                "disk_bytes": disk,
+                "apparent_bytes": apparent,
+            }
+            for ext, n, apparent, disk in usage.extensions[:top_n]
+        ]
+        extensions_not_shown = len(usage.extensions) - len(extensions)
+        lines.append(f"Top extensions (by {measure}{f', modified {window}' if window else ''}):")
+        for row in extensions:
+            size = _size_text(row["apparent_bytes"], row["disk_bytes"], by_disk)
+            lines.append(f"  {size}  {printable(row['extension'])}  ({plural(row['files'], 'file')})")
+        if not extensions:
+            lines.append("  (none)")
+        if extensions_not_shown:
+            lines.append(f"  … and {plural(extensions_not_shown, 'more extension')} not shown")
     if skipped:
         lines.append("Skipped: " + skipped_phrase(skipped, named, shown))
     structured = {
@@ -657,6 +927,17 @@ def render(
             "apparent_bytes": totals.apparent,
             "disk_bytes": totals.disk,
             "entries": usage.entries,
+            **(
+                {}
+                if usage.matching is None
+                else {
+                    "matching": {
+                        "files": usage.matching[0],
+                        "apparent_bytes": usage.matching[1],
+                        "disk_bytes": usage.matching[2],
+                    }
+                }
+            ),
         },
         "skipped": skipped,
         "largest_files": shown_files,
@@ -664,22 +945,33 @@ def render(
         "largest_directories": shown_dirs,
         "directories_not_shown": dirs_not_shown,
     }
+    if show in ("extensions", "all"):
+        structured["extensions"] = extensions
+        structured["extensions_not_shown"] = extensions_not_shown
+    for key, argument in (("modified_after", "modified_within"), ("modified_until", "modified_before")):
+        if argument in args:
+            cutoff = iso_utc(now - parse_duration(args[argument], argument))
+            if cutoff is not None:
+                structured[key] = cutoff
     full = None
     if len(files) > len(shown_files) or len(directories) > len(shown_dirs):
         out = [f"# dir_usage {shown} (sort_by={args['sort_by']}, max_depth={args['max_depth']})"]
         if usage.stopped:
             out.append(f"# PARTIAL: {usage.stopped}")
-        if show in ("both", "directories"):
+        if show in ("both", "directories", "all"):
             out.append(f"# largest directories ({len(directories):,} of {usage.eligible_directories:,})")
             out.append("disk_bytes\tapparent_bytes\tfiles\tpath")
             out += [
                 f"{r['disk_bytes']}\t{r['apparent_bytes']}\t{r['files']}\t{printable(r['path'])}/"
                 for r in directories
             ]
-        if show in ("both", "files"):
+        if show in ("both", "files", "all"):
             out.append(f"# largest files ({len(files):,} of {usage.eligible_files:,})")
-            out.append("disk_bytes\tapparent_bytes\tpath")
-            out += [f"{r['disk_bytes']}\t{r['apparent_bytes']}\t{printable(r['path'])}" for r in files]
+            out.append("disk_bytes\tapparent_bytes\tmodified\tpath")
+            out += [
+                f"{r['disk_bytes']}\t{r['apparent_bytes']}\t{r['modified'] or ''}\t{printable(r['path'])}"
+                for r in files
+            ]
         full = "\n".join(out) + "\n"
     return "\n".join(lines), structured, full
 
@@ -697,18 +989,44 @@ def _inodes_in_use(path: os.PathLike[str]) -> int | None:
     return fs.f_files - fs.f_ffree if fs.f_files > 0 else None
 
 
-async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    path = await ctx.resolve(args["path"], lambda found: require_directory(found, display(found)))
-    shown = display(path)
+def _window_phrase(args: dict[str, Any]) -> str:
+    """'within 7 d', 'more than 30 d ago', 'between 30 d and 7 d ago', or '' without a filter."""
+    within = args.get("modified_within")
+    before = args.get("modified_before")
+    if within is not None and before is not None:
+        return (
+            f"between {age_text(parse_duration(within, 'modified_within'))} and "
+            f"{age_text(parse_duration(before, 'modified_before'))} ago"
+        )
+    if within is not None:
+        return f"within {age_text(parse_duration(within, 'modified_within'))}"
+    if before is not None:
+        return f"more than {age_text(parse_duration(before, 'modified_before'))} ago"
+    return ""
+
+
+def request_for(args: dict[str, Any], now: float) -> Request:
+    """The scan the validated arguments ask for; bad durations raise ``ArgumentError``."""
+    newer_than, older_than = time_window(args, now)
     show: str = args["show"]
-    request = Request(
-        top_files=FULL_FILES if show != "directories" else 0,
-        top_directories=FULL_DIRECTORIES if show != "files" else 0,
+    return Request(
+        top_files=FULL_FILES if show in ("both", "files", "all") else 0,
+        top_directories=FULL_DIRECTORIES if show in ("both", "directories", "all") else 0,
         max_depth=args["max_depth"],
         by_disk=args["sort_by"] == "disk",
         min_size=args["min_size"],
         timeout_s=min(float(args["timeout_s"]), MAX_TIMEOUT_S),
+        newer_than=newer_than,
+        older_than=older_than,
+        extensions=show in ("extensions", "all"),
     )
+
+
+async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+    now = time.time()
+    request = request_for(args, now)  # bad durations are refused before any work
+    path = await ctx.resolve(args["path"], lambda found: require_directory(found, display(found)))
+    shown = display(path)
     options = walk_options(args)
     skipped = SkipCounter()
 
@@ -725,7 +1043,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         raise ToolError(f"Permission denied: cannot read the directory {shown}{denied_by(path)}") from None
     except OSError as exc:
         raise ToolError(f"Cannot scan {shown}: {exc.strerror or exc}") from None
-    text, structured, full = render(shown, usage, skipped.as_dict(), args, skipped.named)
+    text, structured, full = render(shown, usage, skipped.as_dict(), args, now, skipped.named)
     links: tuple[ResourceLink, ...] = ()
     if full is not None:
         name = f"dir_usage-{os.path.basename(shown.rstrip('/')) or 'root'}.tsv"
@@ -755,9 +1073,14 @@ TOOL = Tool(
         "Never follows symlinks, stays on one filesystem by default, skips /proc, /sys and /dev, counts "
         "unreadable and skipped entries by reason, and stops at timeout_s with a partial result clearly "
         "marked. Longer lists are returned as a sysmcp:// resource link. Read-only; returns names and "
-        "sizes, never contents."
+        "sizes, never contents. Every listed file carries its modification time (and age in the text); "
+        "modified_within keeps only new files (what grew lately), modified_before only old ones "
+        "(clean-up candidates), with their count and bytes in the totals; show 'extensions' or 'all' "
+        "adds which file types take the space. For space df counts but no walk finds, use "
+        "deleted_open_files."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,
     handler=handle,
+    view=DIR_USAGE.uri,
 )

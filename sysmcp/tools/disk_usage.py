@@ -12,7 +12,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, NamedTuple, TypeVar
@@ -21,11 +21,20 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from sysmcp.fs.mounts import Mount, MountTable, dedupe, default_partitions
+from sysmcp.fs.mounts import (
+    Mount,
+    MountTable,
+    apfs_container,
+    container_siblings,
+    dedupe,
+    default_partitions,
+    is_system_volume,
+)
 from sysmcp.fs.paths import display, expands_locally, is_within
 from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
+from sysmcp.views import DISKS
 
 T = TypeVar("T")
 
@@ -34,6 +43,10 @@ ALERT_PERCENT = 90  # space or inode use strictly over this is called out
 MAX_WALKED_COMPONENTS = 64  # path components walked on the event loop at most (see _short_enough_to_walk)
 MAX_WALKED_LENGTH = 1024  # characters, likewise
 MAX_STUCK_PROBES = 32  # threads left blocked in hung mounts, at most; beyond it mounts are not probed
+MAX_SAMPLE_S = 60  # sample_s at most
+# Memory filesystems that df lists: a full /dev/shm or /run is a real outage. Listed by default like
+# real ones (when they have a size); the other pseudo filesystems only with ``all``.
+MEMORY_TYPES = frozenset({"tmpfs", "devtmpfs", "ramfs"})
 ORDER = (
     "fullest first (the higher of space and inode percent), then mount point; unanswered or unreadable last"
 )
@@ -223,10 +236,74 @@ class Prober:
                 anyio.from_thread.run_sync(event.set, token=token)
 
 
+class Rate(NamedTuple):
+    """How fast a filesystem filled over a sampling window: least-squares slopes of the samples."""
+
+    seconds: float  # from the first sample to the last
+    samples: int
+    bytes_per_s: float  # used bytes per second: positive while filling, negative while freeing
+    seconds_to_full: float | None  # at that rate, until free (df's Avail) reaches 0; None unless filling
+    inodes_per_s: float | None  # None where the filesystem keeps no inode counts
+    seconds_to_inodes_full: float | None
+
+    @classmethod
+    def of(cls, samples: Sequence[tuple[float, Figures]]) -> Rate | None:
+        """The rate from (time, figures) samples of one filesystem; None with fewer than two."""
+        if len(samples) < 2:
+            return None
+        times = [t for t, _ in samples]
+        last = samples[-1][1]
+        speed = _slope(times, [fig.used for _, fig in samples])
+        inode_speed = (
+            _slope(times, [fig.inodes_used for _, fig in samples])
+            if last.inodes_percent is not None
+            else None
+        )
+        return cls(
+            times[-1] - times[0],
+            len(samples),
+            speed,
+            _time_to_full(last.free, speed),
+            inode_speed,
+            None if inode_speed is None else _time_to_full(last.inodes_free, inode_speed),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seconds": round(self.seconds, 3),
+            "samples": self.samples,
+            "fill_rate_bytes_per_s": round(self.bytes_per_s, 1),
+            "seconds_to_full": _rounded(self.seconds_to_full),
+            "inode_fill_rate_per_s": None if self.inodes_per_s is None else round(self.inodes_per_s, 3),
+            "seconds_to_inodes_full": _rounded(self.seconds_to_inodes_full),
+        }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def _slope(times: Sequence[float], values: Sequence[int]) -> float:
+    """Least-squares slope of values over times: steadier than first-to-last against a single burst."""
+    n = len(times)
+    mean_t = sum(times) / n
+    mean_v = sum(values) / n
+    spread = sum((t - mean_t) ** 2 for t in times)
+    if spread <= 0:
+        return 0.0
+    return sum((t - mean_t) * (v - mean_v) for t, v in zip(times, values, strict=True)) / spread
+
+
+def _time_to_full(free: int, per_second: float) -> float | None:
+    if per_second <= 0:
+        return None
+    return free / per_second
+
+
 class Entry:
     """One filesystem in the answer."""
 
-    __slots__ = ("_alerts", "figures", "mount", "reason", "st_dev", "status")
+    __slots__ = ("_alerts", "figures", "mount", "rate", "reason", "st_dev", "status")
 
     def __init__(
         self,
@@ -244,6 +321,7 @@ class Entry:
             st_dev,
         )
         self._alerts: list[str] | None = None
+        self.rate: Rate | None = None
 
     def alerts(self) -> list[str]:
         """What is over the threshold; read-only filesystems cannot fill up further, so never."""
@@ -285,6 +363,8 @@ class Entry:
             },
             alerts=self.alerts(),
         )
+        if self.rate is not None:
+            data["rate"] = self.rate.to_json()
         return data
 
 
@@ -329,18 +409,68 @@ def _pct(value: int | None) -> str:
 
 
 def usage_phrase(fig: Figures, unit: str) -> str:
+    """Used, free and (where any) reserved bytes, always: a percent alone can read as wrong when
+    root's reserve makes used + free fall short of the total."""
     if fig.total == 0:
         return "size 0"
     if unit == "mb":
-        return f"{fig.free >> 20:,} MiB free of {fig.total >> 20:,} MiB ({_pct(fig.percent)} used)"
-    if unit == "human":
-        return (
+        text = f"{fig.used >> 20:,} MiB used, {fig.free >> 20:,} MiB free of {fig.total >> 20:,} MiB ({_pct(fig.percent)} used)"
+        reserved = f"{fig.reserved >> 20:,} MiB"
+    elif unit == "human":
+        text = (
             f"{human_bytes(fig.used)} used, {human_bytes(fig.free)} free of {human_bytes(fig.total)} "
             f"({_pct(fig.percent)})"
         )
-    if unit == "bytes":
-        return f"{fig.used} bytes used, {fig.free} free of {fig.total} ({_pct(fig.percent)})"
-    return f"{_pct(fig.percent)} used, {human_bytes(fig.free)} free of {human_bytes(fig.total)}"
+        reserved = human_bytes(fig.reserved)
+    elif unit == "bytes":
+        text = f"{fig.used} bytes used, {fig.free} free of {fig.total} ({_pct(fig.percent)})"
+        reserved = str(fig.reserved)
+    else:
+        text = (
+            f"{_pct(fig.percent)} used ({human_bytes(fig.used)}), {human_bytes(fig.free)} free of "
+            f"{human_bytes(fig.total)}"
+        )
+        reserved = human_bytes(fig.reserved)
+    return text + (f", {reserved} reserved for root" if fig.reserved else "")
+
+
+def duration_phrase(seconds: float) -> str:
+    """3 h 10 min, 2 d 4 h, 45 s: two units at most, as a person says it."""
+    seconds = max(0, round(seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h" if hours and days < 10 else f"{days} d"
+    if hours:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    if minutes:
+        return f"{minutes} min {secs} s" if secs and minutes < 10 else f"{minutes} min"
+    return f"{secs} s"
+
+
+def rate_phrase(entry: Entry) -> str:
+    """'filling at 15.0 MiB/s: full in about 3 h 10 min', 'steady', 'freeing 2.0 MiB/s'."""
+    rate, fig = entry.rate, entry.figures
+    if rate is None or fig is None:
+        return ""
+    if rate.bytes_per_s > 0:
+        speed = f"{human_bytes(rate.bytes_per_s)}/s"
+        ttf = rate.seconds_to_full
+        if fig.free == 0:
+            text = f"full, still filling at {speed}"
+        elif ttf is not None and ttf > 365 * 86400:
+            text = f"filling at {speed}: not full within a year at this rate"
+        else:
+            text = f"full in about {duration_phrase(ttf or 0)} at {speed}"
+    elif rate.bytes_per_s < 0:
+        text = f"freeing {human_bytes(-rate.bytes_per_s)}/s"
+    else:
+        text = f"no change in {rate.seconds:.0f} s"
+    inodes, inodes_full = rate.inodes_per_s, rate.seconds_to_inodes_full
+    if inodes is not None and inodes > 0 and inodes_full is not None and inodes_full <= 365 * 86400:
+        text += f"; inodes full in about {duration_phrase(inodes_full)} at {inodes:,.1f}/s"
+    return text
 
 
 def inode_phrase(fig: Figures, detailed: bool = False) -> str:
@@ -370,14 +500,30 @@ def render_one(shown: str, entry: Entry, unit: str) -> str:
     fig = entry.figures
     if fig is None:
         return f"{where}: {entry.reason}."
-    reserved = f"; {human_bytes(fig.reserved)} reserved for root" if fig.reserved and unit != "bytes" else ""
-    return f"{where}: {usage_phrase(fig, unit)}{reserved}; {inode_phrase(fig, detailed=True)}.{alert_phrase(entry)}"
+    rate = rate_phrase(entry)
+    rate = f" Over {entry.rate.seconds:.1f} s: {rate}." if entry.rate is not None and rate else ""
+    return (
+        f"{where}: {usage_phrase(fig, unit)}; {inode_phrase(fig, detailed=True)}.{alert_phrase(entry)}{rate}"
+    )
 
 
-def render_all(entries: Sequence[Entry], unit: str, everything: bool) -> str:
-    kind = "filesystem" if everything else "real filesystem"
+def render_all(entries: Sequence[Entry], unit: str, everything: bool, sample_s: float = 0) -> str:
     plural = "" if len(entries) == 1 else "s"
-    lines = [f"{len(entries)} {kind}{plural}{' (all, as df -a)' if everything else ''}, fullest first."]
+    scope = (
+        " (all, as df -a)" if everything else " (as df: memory filesystems included, pseudo ones with all)"
+    )
+    lines = [f"{len(entries)} filesystem{plural}{scope}, fullest first."]
+    if sample_s:
+        filling = [e for e in entries if e.rate is not None and e.rate.bytes_per_s > 0]
+        lines.append(
+            f"Sampled for {sample_s:g} s. Filling now: "
+            + (
+                "; ".join(f"{display(e.mount.mount_point)} ({rate_phrase(e)})" for e in filling)
+                if filling
+                else "none"
+            )
+            + "."
+        )
     flagged = [e for e in entries if e.alerts()]
     if flagged:
         lines.append(
@@ -396,7 +542,8 @@ def render_all(entries: Sequence[Entry], unit: str, everything: bool) -> str:
             lines.append(f"{head}  {entry.reason}")
         else:
             fig = entry.figures
-            lines.append(f"{head}  {usage_phrase(fig, unit)}; {inode_phrase(fig)}{alert_phrase(entry)}")
+            rate = f"; {rate_phrase(entry)}" if entry.rate is not None else ""
+            lines.append(f"{head}  {usage_phrase(fig, unit)}; {inode_phrase(fig)}{rate}{alert_phrase(entry)}")
     return "\n".join(lines)
 
 
@@ -452,6 +599,36 @@ ENTRY_SCHEMA: dict[str, Any] = {
             "items": {"type": "string", "enum": ["space", "inodes"]},
             "description": f"What is over {ALERT_PERCENT} % used (never set for read-only filesystems).",
         },
+        "rate": {
+            "type": "object",
+            "description": "With sample_s: how fast it filled over the window (least-squares slope of the samples).",
+            "properties": {
+                "seconds": {"type": "number", "description": "From the first sample to the last."},
+                "samples": {"type": "integer"},
+                "fill_rate_bytes_per_s": {
+                    "type": "number",
+                    "description": "Used bytes per second: positive while filling, negative while freeing.",
+                },
+                "seconds_to_full": {
+                    "type": ["number", "null"],
+                    "description": "At that rate, until free_bytes is 0; null unless filling.",
+                },
+                "inode_fill_rate_per_s": {
+                    "type": ["number", "null"],
+                    "description": "Used inodes per second; null without inode counts.",
+                },
+                "seconds_to_inodes_full": {"type": ["number", "null"], "description": "null unless filling."},
+            },
+            "required": [
+                "seconds",
+                "samples",
+                "fill_rate_bytes_per_s",
+                "seconds_to_full",
+                "inode_fill_rate_per_s",
+                "seconds_to_inodes_full",
+            ],
+            "additionalProperties": False,
+        },
     },
     "required": ["mount_point", "device", "fs_type", "fs_root", "read_only", "options", "status"],
     "additionalProperties": False,
@@ -476,8 +653,19 @@ INPUT_SCHEMA: dict[str, Any] = {
         "all": {
             "type": "boolean",
             "default": False,
-            "description": "Also list pseudo and memory filesystems (tmpfs, devtmpfs, proc, cgroup, …), "
-            "zero-size ones and every duplicate mount, like df -a. Ignored with path.",
+            "description": "Also list pseudo filesystems (proc, sysfs, cgroup, …), zero-size ones and every "
+            "duplicate mount, like df -a. Memory filesystems with a size (tmpfs, devtmpfs) are listed "
+            "anyway, as df does. Ignored with path.",
+        },
+        "sample_s": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": MAX_SAMPLE_S,
+            "default": 0,
+            "description": "Seconds to watch free space (0 to 60; 0: one snapshot). Over the window each "
+            "filesystem is sampled several times and the answer gives its fill rate (bytes/s, negative "
+            "when freeing), the time until it is full at that rate, and the same for inodes. Use it when "
+            "a disk is filling now; progress is reported while it waits and the call can be cancelled.",
         },
     },
     "additionalProperties": False,
@@ -491,6 +679,12 @@ OUTPUT_SCHEMA: dict[str, Any] = {
         "order": {"type": "string", "description": "How the list is sorted (absent with path)."},
         "alert_threshold_percent": {"type": "integer"},
         "timeout_seconds": {"type": "number", "description": "How long each mount was given to answer."},
+        "notes": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "What to know to read the figures right (e.g. APFS volumes sharing one container).",
+        },
+        "sample_s": {"type": "number", "description": "The sampling window asked for (absent when 0)."},
     },
     "required": ["filesystems", "alert_threshold_percent", "timeout_seconds"],
     "additionalProperties": False,
@@ -514,6 +708,8 @@ class DiskUsage:
 
     def answers_at_once(self, args: Any) -> bool:
         """A path whose resolution and filesystem are all local: statvfs answers from memory."""
+        if isinstance(args, dict) and args.get("sample_s"):
+            return False  # it waits out the window: a task of its own, never answered inline
         raw = args.get("path") if isinstance(args, dict) else None
         if not isinstance(raw, str):
             return not isinstance(args, dict) or "path" in args  # bad arguments are refused at once
@@ -545,14 +741,56 @@ class DiskUsage:
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         table = self.partitions()  # the same object as the at-once check's unless the mounts changed
         unit = args.get("unit", "percent")
+        sample_s = float(args.get("sample_s", 0))
+        extra: dict[str, Any] = {"sample_s": sample_s} if sample_s else {}
         if "path" in args:
-            entry, shown = await self._one(args["path"], table, ctx)
-            structured = {"path": shown, **self._structured([entry])}
-            return ToolOutput(render_one(shown, entry, unit), structured)
+            raw = args["path"]
+            entry, shown = await self._one(raw, table, ctx)
+            if sample_s:
+
+                async def again() -> list[Entry]:
+                    return [(await self._one(raw, table, ctx))[0]]
+
+                entry = (await self._sampled([entry], again, sample_s, ctx))[0]
+            structured = {"path": shown, **self._structured([entry]), **extra}
+            return _with_notes(render_one(shown, entry, unit), structured, [entry], table)
         everything = bool(args.get("all", False))
-        entries = await self._all(table, everything, ctx)
-        structured = {**self._structured(entries), "order": ORDER}
-        return ToolOutput(render_all(entries, unit, everything), structured)
+        mounts = self._selected(table, everything, ctx)
+        entries = await self._probe_all(table, mounts)
+        if sample_s:
+            entries = await self._sampled(entries, lambda: self._probe_all(table, mounts), sample_s, ctx)
+        entries = self._shown(entries, everything)
+        structured = {**self._structured(entries), "order": ORDER, **extra}
+        return _with_notes(render_all(entries, unit, everything, sample_s), structured, entries, table)
+
+    async def _sampled(
+        self,
+        first: list[Entry],
+        again: Callable[[], Awaitable[list[Entry]]],
+        sample_s: float,
+        ctx: ToolContext,
+    ) -> list[Entry]:
+        """Probe the same filesystems again and again for ``sample_s`` seconds; the last round's
+        entries, each with its rate over the window. Waits on the event loop: cancellable at once."""
+        start = anyio.current_time()
+        rounds: list[tuple[float, list[Entry]]] = [(start, first)]
+        interval = max(0.1, min(1.0, sample_s / 10))
+        end = start + sample_s
+        while (now := anyio.current_time()) < end:
+            await anyio.sleep(min(interval, end - now))
+            taken = anyio.current_time()
+            rounds.append((taken, await again()))
+            done = min(taken - start, sample_s)
+            await ctx.progress(done, sample_s, f"sampling free space: {done:.1f} of {sample_s:g} s")
+        last = rounds[-1][1]
+        for index, entry in enumerate(last):
+            samples = [
+                (taken, fig)
+                for taken, entries in rounds
+                if index < len(entries) and (fig := entries[index].figures) is not None
+            ]
+            entry.rate = Rate.of(samples)
+        return last
 
     def _structured(self, entries: Sequence[Entry]) -> dict[str, Any]:
         return {
@@ -594,16 +832,41 @@ class DiskUsage:
             raise ToolError(f"No such file or directory: {display(real)}")
         st_dev = None if isinstance(result, OSError) else result.st_dev
         mount = table.holding(real, st_dev) or Mount("/", "unknown", "unknown")
+        if st_dev is not None and not mount.dev:
+            mount = self._volume_with_device(mount, st_dev, table)
         return entry_from(mount, result)
 
-    async def _all(self, table: MountTable, everything: bool, ctx: ToolContext) -> list[Entry]:
-        mounts = [m for m in table.mounts if everything or not m.pseudo]
+    def _volume_with_device(self, mount: Mount, st_dev: int, table: MountTable) -> Mount:
+        """Where the table has no device numbers (getfsstat), the APFS volume a path really is on.
+
+        macOS's firmlinks (/Users, /Applications, /private …) lead from the sealed system snapshot
+        at / into the Data volume without a mount point on the way, so the deepest mount point is
+        the wrong answer there; the path's own device number names the right sibling volume. Only
+        local volumes of the same container are looked at, so this cannot hang.
+        """
+        for sibling in container_siblings(mount, table):
+            if not table.inline_safe(sibling.mount_point):
+                continue
+            found = _guarded(self.usage, sibling.mount_point)
+            if not isinstance(found, OSError) and found.st_dev == st_dev:
+                return sibling
+        return mount
+
+    def _selected(self, table: MountTable, everything: bool, ctx: ToolContext) -> list[Mount]:
+        """The mounts to probe: all, or df's default (real and memory filesystems), within the roots."""
+        mounts = [m for m in table.mounts if everything or not m.pseudo or m.fs_type in MEMORY_TYPES]
+        if not everything:  # macOS's own APFS volumes (VM, Preboot …): df -a lists them, Finder does not
+            mounts = [m for m in mounts if not is_system_volume(m, table)]
         roots = ctx.paths.allowed
         if roots is not None:
             holders = {id(table.holding(str(root))) for root in roots}
             mounts = [
                 m for m in mounts if id(m) in holders or any(is_within(Path(m.mount_point), r) for r in roots)
             ]
+        return mounts
+
+    async def _probe_all(self, table: MountTable, mounts: Sequence[Mount]) -> list[Entry]:
+        """One entry per mount, in the same order (hung ones as no-answer entries)."""
         entries: list[Entry | None] = [None] * len(mounts)
 
         async def probe(index: int, mount: Mount) -> None:
@@ -620,12 +883,48 @@ class DiskUsage:
                     entries[index] = entry_from(mount, _guarded(self.usage, mount.mount_point))
                 else:
                     group.start_soon(probe, index, mount)
-        found = [entry for entry in entries if entry is not None]
+        return [entry for entry in entries if entry is not None]
+
+    def _shown(self, found: list[Entry], everything: bool) -> list[Entry]:
         if not everything:
             # As df: no zero-size filesystems, and one entry per device.
             found = [e for e in found if e.figures is None or e.figures.total > 0]
             found = dedupe(found, lambda e: e.mount, _device_key)
         return sorted(found, key=Entry.sort_key)
+
+
+def apfs_notes(entries: Sequence[Entry], table: MountTable) -> list[str]:
+    """One sentence per APFS container in the answer: its volumes share one pool of free space."""
+    notes = []
+    seen: set[str] = set()
+    for entry in entries:
+        container = apfs_container(entry.mount)
+        siblings = container_siblings(entry.mount, table)
+        if container is None or not siblings or container in seen:
+            continue
+        seen.add(container)
+        names = [display(m.mount_point) for m in sorted([entry.mount, *siblings], key=_by_mount_point)]
+        free = f" ({human_bytes(entry.figures.free)} free)" if entry.figures is not None else ""
+        notes.append(
+            f"APFS: {', '.join(names)} are volumes of one container, {container}: they share its free "
+            f"space{free}, so their free figures are one pool, never to be added up; used is each "
+            "volume's own."
+        )
+    return notes
+
+
+def _by_mount_point(mount: Mount) -> str:
+    return mount.mount_point
+
+
+def _with_notes(
+    text: str, structured: dict[str, Any], entries: Sequence[Entry], table: MountTable
+) -> ToolOutput:
+    notes = apfs_notes(entries, table)
+    if notes:
+        structured["notes"] = notes
+        text += "\n" + "\n".join(notes)
+    return ToolOutput(text, structured)
 
 
 def _short_enough_to_walk(path: str) -> bool:
@@ -656,9 +955,11 @@ TOOL = Tool(
     name="disk_usage",
     title="Disk usage",
     description=(
-        "Which filesystem is full: df -T and df -i in one answer. Without `path`, every mounted real "
-        "filesystem (pseudo and memory filesystems such as tmpfs, devtmpfs, proc, cgroup only with `all`; a "
-        "filesystem mounted twice is listed once, as df does); with `path`, the filesystem holding it (the "
+        "Which filesystem is full, and how fast it is filling: df -T and df -i in one answer — the first "
+        "call when a disk is full. Without `path`, every mounted filesystem df lists by default (real ones "
+        "and memory ones with a size such as tmpfs and devtmpfs: a full /dev/shm or /run is an outage too; "
+        "proc, sysfs, cgroup and other pseudo filesystems only with `all`; a filesystem mounted twice is "
+        "listed once, as df does); with `path`, the filesystem holding it (the "
         "deepest mount point containing its real path; bind mounts included). Per filesystem: mount point, "
         "device, type, read-only flag, options; total, used, free (available to unprivileged users) and "
         "reserved bytes; inode total, used, free (null where the filesystem has no inode counts). Percent "
@@ -667,10 +968,16 @@ TOOL = Tool(
         "first (the higher of space and inode percent), unanswered or unreadable mounts last. Space or "
         f"inodes over {ALERT_PERCENT} % used are called out (not on read-only filesystems, which cannot "
         "fill further). A mount that does not answer within 5 s (a hung network mount) becomes an entry "
-        "saying so and the rest still arrive; an unreadable one is an entry with the reason. Read-only."
+        "saying so and the rest still arrive; an unreadable one is an entry with the reason. With "
+        "`sample_s` (up to 60 s) it watches free space over that window and gives each filesystem's fill "
+        'rate and time to full ("full in about 3 h 10 min at 15 MiB/s"), inodes likewise; then '
+        "disk_io names the process writing. Read-only."
+        " On macOS its own APFS volumes (/System/Volumes/VM, Preboot …, the sealed / snapshot) are listed "
+        "only with `all`, and `notes` names the APFS volumes that share one container's free space."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,
     handler=_HANDLER,
     answers_at_once=_HANDLER.answers_at_once,
+    view=DISKS.uri,
 )

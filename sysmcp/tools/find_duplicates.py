@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sysmcp import platform
 from sysmcp.fs.checksums import BLAKE2B_256, CHUNK, hash_fd
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import open_path
@@ -214,7 +215,9 @@ class Reader:
         self.search = search
         self.checkpoint = checkpoint
         self.buffer = bytearray(CHUNK)
-        self.proc_fd = os.path.isdir("/proc/self/fd")
+        # Reopening an O_PATH descriptor through /proc/self/fd needs both (Linux); elsewhere each
+        # candidate is opened by name from the root, with the same identity and type checks.
+        self.proc_fd = platform.has_o_path() and platform.has_proc_fd()
 
     def _open(self, candidate: Candidate, size: int) -> tuple[int, os.stat_result] | None:
         """Open for reading only the very inode the walk saw, and only if it is still a regular file.
@@ -236,7 +239,7 @@ class Reader:
                     ):
                         self.skipped.add("changed")
                         return None
-                    fd = os.open(f"/proc/self/fd/{handle}", _READ)
+                    fd = os.open(f"{platform.PROC_SELF_FD}/{handle}", _READ)
                 finally:
                     os.close(handle)
             else:

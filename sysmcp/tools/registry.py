@@ -118,9 +118,12 @@ class Tool:
     #: Given the raw arguments, True when the call is answered from memory or a local syscall without
     #: waiting on anything: the session then answers it at once instead of starting a task for it.
     answers_at_once: Callable[[Any], bool] | None = None
+    #: The ``ui://`` resource (an MCP Apps view, sysmcp.views) that renders this tool's results.
+    view: str | None = None
 
-    def describe(self, features: Features) -> dict[str, Any]:
-        """The ``tools/list`` entry, with only what the negotiated version knows."""
+    def describe(self, features: Features, *, views: bool = False) -> dict[str, Any]:
+        """The ``tools/list`` entry, with only what the negotiated version knows; ``views`` when the
+        client declared the MCP Apps extension (only then does the entry link its view)."""
         entry: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
@@ -131,6 +134,8 @@ class Tool:
             entry["outputSchema"] = self.output_schema
         if features.tool_annotations:
             entry["annotations"] = {"title": self.title, **self.annotations}
+        if views and self.view is not None:
+            entry["_meta"] = {"ui": {"resourceUri": self.view}}
         return entry
 
 

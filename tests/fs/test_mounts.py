@@ -20,6 +20,7 @@ from sysmcp.fs.mounts import (
     is_pseudo,
     parse_mountinfo,
 )
+from tests.profile import needs_proc
 
 MOUNTINFO = textwrap.dedent(
     r"""
@@ -229,6 +230,7 @@ def test_the_reader_returns_the_cached_table_until_the_file_is_older_than_max_ag
     fresh.close()
 
 
+@needs_proc
 def test_the_real_reader_parses_this_process_mount_table() -> None:
     if not os.path.exists("/proc/self/mountinfo"):
         pytest.skip("no /proc/self/mountinfo on this system")
@@ -263,6 +265,7 @@ print("ok")
 """
 
 
+@needs_proc
 def test_the_reader_notices_a_mount_at_once_through_the_kernels_change_signal() -> None:
     unshare = shutil.which("unshare")
     if unshare is None or os.geteuid() != 0 or not os.path.exists("/proc/self/mountinfo"):

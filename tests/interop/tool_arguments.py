@@ -44,6 +44,8 @@ ROWS: dict[str, Fixture] = {
     "hash_tree": lambda root: {"path": str(root / "tree")},
     "verify_checksums": lambda root: {"manifest": str(root / "SHA256SUMS"), "base_dir": str(root / "tree")},
     "find_duplicates": lambda root: {"path": str(root / "tree")},
+    "deleted_open_files": lambda root: {"path": str(root / "tree")},
+    "disk_io": lambda root: {"sample_s": 0.2},
 }
 
 #: Tools that report progress for these arguments (their work runs in a metered worker).

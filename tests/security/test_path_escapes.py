@@ -17,6 +17,7 @@ import pytest
 from sysmcp.fs.paths import PathPolicy, intersect, real_root, roots_from_uris
 from sysmcp.fs.safeopen import open_child_directory, open_directory, open_parent, open_path, open_regular
 from sysmcp.protocol.errors import ToolError
+from tests.profile import needs_proc
 
 SECRET = "top-secret-contents"
 
@@ -85,6 +86,7 @@ def test_a_symlink_that_stays_inside_is_followed_to_its_real_path(tree: Path) ->
     assert policy(tree).resolve(f"{tree}/root/alias/inside.txt") == tree / "root" / "sub" / "inside.txt"
 
 
+@needs_proc
 def test_proc_self_root_does_not_lead_out_of_proc() -> None:
     proc_only = PathPolicy(operator_roots=[Path("/proc")])
     for raw in ("/proc/self/root/etc/passwd", "/proc/self/cwd", "/proc/thread-self/root/etc"):

@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 
+from sysmcp import platform
 from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes, cpu_quota
 from sysmcp.fs.walk import SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.tools.dir_usage import Request, Usage, scan_usage
+from tests.profile import needs_fork
 
 REQUEST = Request(
     top_files=1000, top_directories=10_000, max_depth=2, by_disk=False, min_size=0, timeout_s=60
@@ -219,6 +221,7 @@ def test_a_container_cpu_quota_bounds_the_processes(tmp_path: Path, text: str, c
     assert cpu_quota(str(tmp_path / "missing")) is None
 
 
+@needs_fork
 def test_the_environment_sets_the_number_of_processes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SYSMCP_SCAN_PROCESSES", "1")
     assert available_processes() == 1
@@ -226,6 +229,15 @@ def test_the_environment_sets_the_number_of_processes(monkeypatch: pytest.Monkey
     assert available_processes() == 3
     monkeypatch.setenv("SYSMCP_SCAN_PROCESSES", "many")  # ignored: the usable CPUs decide
     assert 1 <= available_processes() <= 4
+
+
+def test_where_fork_is_not_safe_a_walk_uses_one_process_whatever_the_environment_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SYSMCP_SCAN_PROCESSES", "3")
+    assert available_processes() == (3 if platform.fork_is_safe() else 1)
+    monkeypatch.setattr(platform, "fork_is_safe", lambda: False)  # macOS, as platform.py answers there
+    assert available_processes() == 1
 
 
 def test_a_child_stuck_past_the_give_up_time_is_killed_and_reported_as_none() -> None:

@@ -10,6 +10,7 @@ import anyio
 import psutil
 import pytest
 
+from tests.profile import needs_fork
 from tests.wire import result_text, spawn
 
 pytestmark = pytest.mark.anyio
@@ -139,6 +140,7 @@ async def _children_of(pid: int, want_any: bool) -> list[int]:
     return children
 
 
+@needs_fork
 async def test_a_scan_shared_between_processes_equals_du_and_a_cancelled_one_leaves_no_child() -> None:
     """/usr is a real tree big enough (over 50 ms of walking) for the scan to be shared out."""
     usr = Path("/usr")

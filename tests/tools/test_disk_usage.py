@@ -17,9 +17,11 @@ import pytest
 from sysmcp.fs.mounts import Mount, MountTable
 from sysmcp.fs.paths import PathPolicy
 from sysmcp.protocol.context import RequestContext
-from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.errors import ArgumentError, ToolError
 from sysmcp.results import ResultStore
+from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.disk_usage import (
+    INPUT_SCHEMA,
     OUTPUT_SCHEMA,
     TOOL,
     DiskUsage,
@@ -153,16 +155,28 @@ async def test_a_filesystem_without_inode_counts_says_not_applicable() -> None:
 # -- which filesystems ----------------------------------------------------------------------------
 
 
-async def test_pseudo_filesystems_are_left_out_unless_all_is_asked() -> None:
+async def test_pseudo_filesystems_are_left_out_unless_all_is_asked_but_memory_ones_with_a_size_stay() -> None:
+    shm = Mount("/dev/shm", "tmpfs", "tmpfs", ("rw",), dev="0:31")
+    ramfs = Mount("/mnt/ram", "ramfs", "ramfs", ("rw",), dev="0:32")  # ramfs has no size: as df, left out
     usage = FakeUsage(
-        {"/": stats(), "/tmp": stats(), "/proc": FsStats(4096, 0, 0, 0, 0, 0), "/sys/fs/cgroup": stats(0, 0)}
+        {
+            "/": stats(),
+            "/tmp": stats(),
+            "/dev/shm": stats(1, 1),
+            "/mnt/ram": FsStats(4096, 0, 0, 0, 0, 0),
+            "/proc": FsStats(4096, 0, 0, 0, 0, 0),
+            "/sys/fs/cgroup": stats(0, 0),
+        }
     )
-    handler = tool([PROC, ROOT, TMP, CGROUP], usage)
+    handler = tool([PROC, ROOT, TMP, CGROUP, shm, ramfs], usage)
     text, structured = await call(handler)
-    assert list(by_point(structured)) == ["/"]
-    assert text.startswith("1 real filesystem, fullest first.")
+    assert list(by_point(structured)) == ["/dev/shm", "/", "/tmp"]  # a full /dev/shm first
+    assert by_point(structured)["/dev/shm"]["alerts"] == ["space"]
+    assert text.startswith(
+        "3 filesystems (as df: memory filesystems included, pseudo ones with all), fullest"
+    )
     _, everything = await call(handler, all=True)
-    assert set(by_point(everything)) == {"/", "/tmp", "/proc", "/sys/fs/cgroup"}
+    assert set(by_point(everything)) == {"/", "/tmp", "/proc", "/sys/fs/cgroup", "/dev/shm", "/mnt/ram"}
 
 
 async def test_zero_size_real_filesystems_are_left_out_as_df_does() -> None:
@@ -223,8 +237,8 @@ async def test_exactly_90_percent_is_not_over_the_threshold() -> None:
 @pytest.mark.parametrize(
     ("unit", "expected"),
     [
-        ("percent", "/  ext4 /dev/sda1  26% used, 74.0 GiB free of 100.0 GiB; inodes 10%"),
-        ("mb", "/  ext4 /dev/sda1  75,776 MiB free of 102,400 MiB (26% used); inodes 10%"),
+        ("percent", "/  ext4 /dev/sda1  26% used (26.0 GiB), 74.0 GiB free of 100.0 GiB; inodes 10%"),
+        ("mb", "/  ext4 /dev/sda1  26,624 MiB used, 75,776 MiB free of 102,400 MiB (26% used); inodes 10%"),
         ("human", "/  ext4 /dev/sda1  26.0 GiB used, 74.0 GiB free of 100.0 GiB (26%); inodes 10%"),
         (
             "bytes",
@@ -416,7 +430,111 @@ async def test_the_path_answer_mentions_reserved_space() -> None:
     assert "10.0 GiB reserved for root" in text and "12% used" in text  # 10 / (10 + 80)
 
 
+@pytest.mark.parametrize("unit", ["percent", "mb", "human", "bytes"])
+async def test_the_text_always_states_used_free_and_reserved_bytes(unit: str) -> None:
+    usage = FakeUsage({"/": stats(252, 120, avail_gib=120)})  # 12 GiB reserved: used + free < total
+    for args in ({"unit": unit}, {"unit": unit, "path": "/"}):
+        text, _ = await call(tool([ROOT], usage), None, **args)
+        used, free, reserved = {
+            "percent": ("(120.0 GiB)", "120.0 GiB free", "12.0 GiB reserved for root"),
+            "mb": ("122,880 MiB used", "122,880 MiB free", "12,288 MiB reserved for root"),
+            "human": ("120.0 GiB used", "120.0 GiB free", "12.0 GiB reserved for root"),
+            "bytes": (f"{120 * GiB} bytes used", f"{120 * GiB} free", f"{12 * GiB} reserved for root"),
+        }[unit]
+        assert used in text and free in text and reserved in text, text
+
+
+# -- sampling ---------------------------------------------------------------------------------------
+
+
+class Filling:
+    """statvfs of a filesystem that fills at ``per_s`` bytes a second of the event loop's clock."""
+
+    def __init__(self, per_s: float, free_gib: int = 10, inodes_per_s: float = 0) -> None:
+        self.per_s, self.inodes_per_s = per_s, inodes_per_s
+        self.free = free_gib * GiB
+        self.start: float | None = None
+
+    def __call__(self, path: str) -> FsStats:
+        now = anyio.current_time()
+        if self.start is None:
+            self.start = now
+        used = int((now - self.start) * self.per_s) // 4096
+        inodes = int((now - self.start) * self.inodes_per_s)
+        blocks = (20 * GiB) // 4096
+        free = self.free // 4096 - used
+        return FsStats(4096, blocks, free, free, 1_000_000, 500_000 - inodes)
+
+
+async def test_sampling_gives_the_fill_rate_and_the_time_to_full() -> None:
+    usage = Filling(15 << 20, inodes_per_s=100)
+    handler = DiskUsage(lambda: MountTable([ROOT]), usage)
+    text, structured = await call(handler, sample_s=0.5)
+    rate = structured["filesystems"][0]["rate"]
+    assert structured["sample_s"] == 0.5 and rate["samples"] >= 3
+    assert rate["fill_rate_bytes_per_s"] == pytest.approx(15 << 20, rel=0.05)
+    left = structured["filesystems"][0]["free_bytes"]
+    assert rate["seconds_to_full"] == pytest.approx(left / (15 << 20), rel=0.05)
+    assert rate["inode_fill_rate_per_s"] == pytest.approx(100, rel=0.1)
+    assert rate["seconds_to_inodes_full"] == pytest.approx(5000, rel=0.1)
+    assert "full in about 11 min at 15.0 MiB/s" in text, text
+    assert "Filling now: / (" in text
+
+
+async def test_a_filesystem_freeing_space_or_steady_has_no_time_to_full() -> None:
+    for per_s, phrase in ((-(2 << 20), "freeing 2.0 MiB/s"), (0, "no change in")):
+        handler = DiskUsage(lambda: MountTable([ROOT]), Filling(per_s))
+        text, structured = await call(handler, path="/", sample_s=0.3)
+        rate = structured["filesystems"][0]["rate"]
+        assert rate["seconds_to_full"] is None and rate["seconds_to_inodes_full"] is None
+        assert phrase in text, text
+        assert (rate["fill_rate_bytes_per_s"] < 0) == (per_s < 0)
+
+
+async def test_sampling_reports_progress_and_stops_at_once_when_cancelled() -> None:
+    seen: list[dict[str, Any]] = []
+
+    class Recorder:
+        async def notify(self, method: str, params: dict[str, Any]) -> None:
+            seen.append(params)
+
+    request = RequestContext(1, "tools/call", Recorder(), progress_token="t")
+    handler = DiskUsage(lambda: MountTable([ROOT]), Filling(1 << 20))
+    with anyio.fail_after(5), anyio.move_on_after(2.5) as scope:
+        await handler(
+            {"unit": "percent", "all": False, "sample_s": 60},
+            ToolContext(request, PathPolicy(), ResultStore()),
+        )
+    assert scope.cancelled_caught
+    assert seen and all(p["total"] == 60 for p in seen)
+    assert "sampling free space" in seen[-1]["message"]
+
+
+def test_a_sampling_call_is_never_answered_at_once() -> None:
+    handler = DiskUsage(lambda: MountTable([ROOT]), FakeUsage({"/": stats()}))
+    assert handler.answers_at_once({"path": "/"}) is True
+    assert handler.answers_at_once({"path": "/", "sample_s": 2}) is False
+    assert handler.answers_at_once({"sample_s": 1}) is False
+
+
+@pytest.mark.parametrize(("value", "message"), [(61, "<= 60"), (-1, ">= 0"), ("2s", "must be a number")])
+def test_out_of_range_sample_s_is_refused_clearly(value: Any, message: str) -> None:
+    with pytest.raises(ArgumentError, match=message):
+        validate_arguments(INPUT_SCHEMA, {"sample_s": value})
+
+
 def test_the_description_states_the_formula_rounding_order_and_timeout() -> None:
     description = TOOL.description
     for phrase in ("used / (used + free)", "rounded up", "fullest first", "90 %", "5 s", "all"):
         assert phrase in description
+
+
+def test_times_to_full_read_as_a_person_says_them() -> None:
+    from sysmcp.tools.disk_usage import duration_phrase
+
+    assert duration_phrase(3 * 3600 + 600) == "3 h 10 min"
+    assert duration_phrase(2 * 86400 + 4 * 3600) == "2 d 4 h"
+    assert duration_phrase(11 * 86400 + 3600) == "11 d"
+    assert duration_phrase(45) == "45 s"
+    assert duration_phrase(5 * 60 + 7) == "5 min 7 s"
+    assert duration_phrase(3600) == "1 h"

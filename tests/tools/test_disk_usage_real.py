@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,10 @@ from sysmcp.fs.mounts import PSEUDO_TYPES
 from sysmcp.fs.paths import PathPolicy
 from sysmcp.protocol.context import RequestContext
 from sysmcp.results import ResultStore
-from sysmcp.tools.disk_usage import DiskUsage
+from sysmcp.tools.disk_usage import MEMORY_TYPES, DiskUsage
 from sysmcp.tools.registry import ToolContext
+from tests.profile import UNDER_POSIX_PROFILE
+from tests.tools.writer import writing
 
 pytestmark = [
     pytest.mark.anyio,
@@ -62,9 +65,9 @@ def between(value: int, first: int, second: int, slack: int) -> bool:
     return min(first, second) - slack <= value <= max(first, second) + slack
 
 
-async def test_the_mounts_listed_are_dfs_real_filesystems() -> None:
+async def test_the_mounts_listed_are_dfs_real_and_memory_filesystems() -> None:
     ours = await listing()
-    theirs = {point for point, row in df("-T").items() if row[1] not in PSEUDO_TYPES}
+    theirs = {point for point, row in df("-T").items() if row[1] not in PSEUDO_TYPES - MEMORY_TYPES}
     assert set(ours) == theirs
     assert all(fs["status"] == "ok" for fs in ours.values())
 
@@ -104,6 +107,8 @@ async def test_bytes_and_inodes_agree_with_df_read_just_before_and_after() -> No
 
 async def test_a_path_resolves_to_the_mount_df_names_for_it(tmp_path: Path) -> None:
     candidates = ["/", str(tmp_path), "/dev/shm", "/proc/self/status", "/sys/fs/cgroup"]
+    if UNDER_POSIX_PROFILE:  # /proc and /sys are hidden from sysmcp there, as macOS has neither
+        candidates = [p for p in candidates if not p.startswith(("/proc/", "/sys/"))]
     handler = DiskUsage()
     for path in [p for p in candidates if Path(p).exists()]:
         output = await handler({"path": path, "unit": "percent"}, context())
@@ -116,7 +121,7 @@ async def test_a_path_resolves_to_the_mount_df_names_for_it(tmp_path: Path) -> N
 DEAD_FUSE_SCRIPT = """
 import ctypes, os, sys, tempfile, threading
 import anyio
-from sysmcp.tools.disk_usage import DiskUsage
+from sysmcp.tools.disk_usage import MEMORY_TYPES, DiskUsage
 from tests.tools.test_disk_usage_real import context
 
 target = tempfile.mkdtemp()
@@ -159,3 +164,23 @@ def test_a_real_dead_fuse_mount_is_reported_and_not_probed_again() -> None:
     assert all("not probed again" in line and line.endswith(" ok") for line in lines[1:3])
     assert lines[3] == "True no_answer"
     assert lines[4] == "threads 2"  # the main thread and the one stuck probe, however often we ask
+
+
+async def test_the_default_listing_is_the_mounts_df_shows_by_default() -> None:
+    """Memory filesystems with a size (tmpfs, devtmpfs) in, size-less pseudo ones out, as plain df."""
+    ours = await listing()
+    assert set(ours) == set(df_points())
+
+
+async def test_a_writer_filling_the_disk_is_seen_at_its_rate_with_a_time_to_full(tmp_path: Path) -> None:
+    target = tmp_path / "growing.bin"
+    with writing(target):
+        before, started = target.stat().st_size, time.monotonic()
+        with anyio.fail_after(30):
+            output = await DiskUsage()({"path": str(tmp_path), "unit": "percent", "sample_s": 2}, context())
+        truth = (target.stat().st_size - before) / (time.monotonic() - started)
+    rate = output.structured["filesystems"][0]["rate"]
+    assert output.structured["sample_s"] == 2 and rate["samples"] >= 5
+    assert truth / 2 <= rate["fill_rate_bytes_per_s"] <= truth * 2, (rate, truth)
+    assert rate["seconds_to_full"] is not None and rate["seconds_to_full"] > 0
+    assert "full in about " in output.text and "/s" in output.text, output.text

@@ -16,6 +16,7 @@ from sysmcp.fs.checksums import CHUNK
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.file_sha256 import hash_file
+from tests.profile import needs_proc
 from tests.wire import result_text, spawn
 
 pytestmark = pytest.mark.anyio
@@ -221,6 +222,7 @@ def test_a_directory_swapped_for_a_symlink_after_resolving_is_refused(tmp_path: 
     assert "symbolic link" in refused.value.message
 
 
+@needs_proc
 async def test_a_pseudo_file_that_never_ends_is_refused_instead_of_hashed_for_ever() -> None:
     """/proc/<pid>/pagemap reports size 0 and yields hundreds of GiB: stop past the growth allowance."""
     async with spawn() as wire:

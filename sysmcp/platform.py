@@ -1,0 +1,142 @@
+"""What this operating system offers sysmcp: the one place that knows, asked at run time.
+
+Why one module: Linux gives sysmcp ``O_PATH``, ``/proc`` and ``/sys``; macOS and the BSDs give none
+of them, and native Windows is not POSIX at all. Each tool or filesystem helper asks a question
+here (``has_o_path()``, ``has_mountinfo()``, ``fork_is_safe()`` …) and takes its POSIX way when the
+answer is no, so nothing fails at import and no ``sys.platform`` check is scattered through the code.
+
+Every question is answered by looking (an attribute of ``os``, a path that can be read), except the
+two that cannot be seen from inside a process: whether ``fork`` is safe once threads run, and
+whether this is native Windows. Those come from ``sys.platform``, here and nowhere else. Answers are
+cheap and are not cached, so a test harness that hides a facility is obeyed wherever it is asked.
+
+This module imports nothing but ``os``, ``sys`` and ``contextlib``: ``cli.main`` asks ``is_native_windows()`` before
+anything that would not import on Windows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+__all__ = [
+    "CGROUP_CPU_MAX",
+    "MOUNTINFO",
+    "PROC_SELF_FD",
+    "SYS_DEV_BLOCK",
+    "WSL_HINT",
+    "advise_sequential",
+    "fork_is_safe",
+    "has_cgroup_cpu_max",
+    "has_mountinfo",
+    "has_o_path",
+    "has_proc_fd",
+    "has_proc_pid_fd",
+    "has_sys_dev_block",
+    "is_macos",
+    "is_native_windows",
+    "missing_facilities",
+]
+
+MOUNTINFO = "/proc/self/mountinfo"  # the mount table with bind-mount roots and device numbers (Linux)
+PROC_SELF_FD = "/proc/self/fd"  # reopen a descriptor by number: how an O_PATH descriptor is read (Linux)
+SYS_DEV_BLOCK = "/sys/dev/block"  # major:minor → a block device's sysfs directory (Linux)
+CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"  # a container's CPU quota, cgroup v2 (Linux)
+
+WSL_HINT = (
+    "sysmcp does not run on native Windows; run it inside WSL instead "
+    '(Claude Desktop: {"command": "wsl.exe", "args": ["uvx", "sysmcp"]}), see the README.'
+)
+
+
+def has_o_path() -> bool:
+    """``os.O_PATH`` exists: a descriptor that names a file without opening it (no read, no device
+    side effects, only search permission on directories). Linux only; elsewhere open ``O_RDONLY``
+    with ``O_NONBLOCK`` and check the type on the descriptor before reading."""
+    return hasattr(os, "O_PATH")
+
+
+def _readable(path: str) -> bool:
+    try:
+        return os.access(path, os.R_OK)
+    except (OSError, ValueError):
+        return False
+
+
+def has_mountinfo() -> bool:
+    """``/proc/self/mountinfo`` can be read. Without it the mount table comes from psutil
+    (``getfsstat`` on macOS and the BSDs), with neither bind-mount roots nor device numbers."""
+    return _readable(MOUNTINFO)
+
+
+def has_proc_fd() -> bool:
+    """``/proc/self/fd`` lists this process's descriptors (so an ``O_PATH`` one can be reopened)."""
+    return os.path.isdir(PROC_SELF_FD)
+
+
+def has_proc_pid_fd(pid: int) -> bool:
+    """``/proc/<pid>/fd`` of another process can be listed (open and deleted files of a process)."""
+    return os.path.isdir(f"/proc/{pid}/fd")
+
+
+def has_sys_dev_block(path: str = SYS_DEV_BLOCK) -> bool:
+    """``/sys/dev/block`` (or ``path``, its stand-in in tests) is there, so a mount's block device can
+    be checked (network block device? loop device backed by a file on a network mount?). Without it
+    those checks are skipped."""
+    return os.path.isdir(path)
+
+
+def has_cgroup_cpu_max() -> bool:
+    """A cgroup v2 CPU quota file can be read (how many CPUs a container may really use)."""
+    return _readable(CGROUP_CPU_MAX)
+
+
+def advise_sequential(fd: int) -> None:
+    """Tell the kernel ``fd`` will be read once from start to end (a bigger read-ahead), where it
+    takes such advice (``posix_fadvise``: Linux, FreeBSD; macOS reads ahead by itself). Advice only:
+    failures are ignored."""
+    advise = getattr(os, "posix_fadvise", None)
+    if advise is None:
+        return
+    with contextlib.suppress(OSError):
+        advise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+
+
+def fork_is_safe() -> bool:
+    """``os.fork`` in a process that already runs threads is safe for a child that only walks and exits.
+
+    True on Linux only. macOS and the BSDs document fork after threads as unsafe (their system
+    libraries keep locks and state that a child of a threaded parent may find inconsistent), and
+    Windows has no fork: work that would fork stays in one process there.
+    """
+    return sys.platform.startswith("linux") and hasattr(os, "fork")
+
+
+def is_macos() -> bool:
+    """macOS (Darwin): APFS volumes, ``/System/Volumes``, ``getfsstat``."""
+    return sys.platform == "darwin"
+
+
+def is_native_windows() -> bool:
+    """Python for Windows itself (not WSL, which is Linux): sysmcp refuses to start there."""
+    return sys.platform == "win32"
+
+
+def missing_facilities() -> list[str]:
+    """What this system lacks of what sysmcp would use on Linux, one plain sentence each (empty on
+    Linux with /proc and /sys): logged at start-up so an operator knows which checks are skipped."""
+    missing = []
+    if not has_o_path():
+        missing.append("no O_PATH: directories are opened for reading on the way (read permission needed)")
+    if not has_mountinfo():
+        missing.append("no /proc/self/mountinfo: the mount table comes from psutil, re-read on a timer")
+    if not has_proc_fd():
+        missing.append("no /proc/self/fd: files are reopened by name with identity checks")
+    if not has_sys_dev_block():
+        missing.append("no /sys/dev/block: block devices are not checked for network or loop backing")
+    if not has_cgroup_cpu_max():
+        missing.append("no cgroup v2 cpu.max: no container CPU quota is applied")
+    if not fork_is_safe():
+        missing.append("fork is not safe here: directory walks use one process")
+    return missing

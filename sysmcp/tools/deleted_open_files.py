@@ -1,0 +1,461 @@
+"""deleted_open_files: the space df counts and du cannot find — ``lsof +L1`` in one answer.
+
+A file deleted while a process still holds it open keeps its blocks until the last descriptor
+closes: df sees them used, a walk finds no name for them. The usual culprit is a rotated log a
+daemon never reopened. This reads every process's ``/proc/PID/fd`` links, keeps those whose target
+has no name left (link count 0), and says who holds them and on which filesystem — and how to get
+the space back without killing anything. Read-only: the truncation it suggests is advice for the
+user, never done here.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from sysmcp.fs.mounts import Mount, MountTable, default_partitions
+from sysmcp.fs.paths import display, printable
+from sysmcp.fs.units import human_bytes
+from sysmcp.protocol.context import Meter
+from sysmcp.protocol.errors import ToolError
+from sysmcp.tools.processes import unreadable_reason
+from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
+
+PROC = "/proc"
+DELETED = " (deleted)"
+MAX_HOLDERS = 5  # descriptors listed per file; more are counted
+
+
+def proc_fd_available(proc: str = PROC) -> bool:
+    """Whether this system shows open descriptors as ``/proc/PID/fd`` links (Linux does, macOS not).
+
+    # platform: move to sysmcp.platform
+    """
+    return os.path.isdir(os.path.join(proc, "self", "fd"))
+
+
+@dataclass(slots=True)
+class Holder:
+    pid: int
+    command: str
+    user: str | None
+    fd: int
+    mode: str  # "r", "w", "rw" or "" when fdinfo could not be read
+
+
+@dataclass(slots=True)
+class DeletedFile:
+    path: str
+    dev: int
+    ino: int
+    size: int
+    disk: int
+    holders: list[Holder] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Scan:
+    files: dict[tuple[int, int], DeletedFile] = field(default_factory=dict)
+    processes: int = 0
+    unreadable: int = 0  # processes whose descriptors we may not look at
+    vanished: int = 0  # processes that ended while being read
+
+
+def _mode(proc: str, pid: int, fd: str) -> str:
+    """The descriptor's access mode from fdinfo's octal ``flags`` (as lsof's 'r'/'w'/'u')."""
+    try:
+        with open(os.path.join(proc, str(pid), "fdinfo", fd), "rb") as handle:
+            for line in handle:
+                if line.startswith(b"flags:"):
+                    access = int(line.split()[1], 8) & os.O_ACCMODE
+                    return {os.O_RDONLY: "r", os.O_WRONLY: "w", os.O_RDWR: "rw"}.get(access, "")
+    except (OSError, ValueError, IndexError):
+        pass
+    return ""
+
+
+def _identity(pid: int) -> tuple[str, str | None]:
+    """Command name and user of a process, from psutil (best effort: it may be gone already)."""
+    try:
+        process = psutil.Process(pid)
+        with process.oneshot():
+            name = process.name()
+            try:
+                user: str | None = process.username()
+            except (KeyError, psutil.Error):  # a uid with no name in the user database
+                user = None
+        return name, user
+    except psutil.Error:
+        return "?", None
+
+
+def scan_processes(proc: str = PROC, checkpoint: Callable[[], None] | None = None) -> Scan:
+    """Every descriptor of every readable process that points at a regular file with no name left."""
+    scan = Scan()
+    try:
+        pids = sorted(int(name) for name in os.listdir(proc) if name.isdigit())
+    except OSError as exc:
+        raise ToolError(f"Cannot list processes in {proc}: {exc.strerror or exc}") from None
+    me = os.getpid()
+    for pid in pids:
+        if checkpoint is not None:
+            checkpoint()
+        fd_dir = os.path.join(proc, str(pid), "fd")
+        try:
+            fds = os.listdir(fd_dir)
+        except FileNotFoundError:
+            scan.vanished += 1
+            continue
+        except PermissionError:
+            scan.unreadable += 1
+            continue
+        except OSError:
+            scan.vanished += 1
+            continue
+        scan.processes += 1
+        identity: tuple[str, str | None] | None = None
+        for fd in fds:
+            link = os.path.join(fd_dir, fd)
+            try:
+                target = os.readlink(link)
+            except OSError:
+                continue
+            if not target.endswith(DELETED) or not target.startswith("/"):
+                continue  # pipes, sockets, anon inodes; and files that still have a name
+            try:
+                st = os.stat(link)  # follows the link to the open file itself
+            except OSError:
+                continue
+            if st.st_nlink != 0 or not stat.S_ISREG(st.st_mode):
+                continue  # renamed over but still linked elsewhere, or not a regular file
+            if pid == me:
+                continue  # our own descriptors are never what fills a disk
+            if identity is None:
+                identity = _identity(pid)
+            key = (st.st_dev, st.st_ino)
+            found = scan.files.get(key)
+            if found is None:
+                path = target[: -len(DELETED)]
+                found = scan.files[key] = DeletedFile(
+                    path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512
+                )
+            found.holders.append(Holder(pid, identity[0], identity[1], int(fd), _mode(proc, pid, fd)))
+    return scan
+
+
+def filesystem_of(table: MountTable, dev: int) -> Mount | None:
+    """The mount showing the filesystem with device number ``dev``: its whole-filesystem mount
+    (not a bind mount of a subtree) nearest the root, else any (None: not mounted in this namespace)."""
+    wanted = f"{os.major(dev)}:{os.minor(dev)}"
+    matches = [m for m in table.mounts if m.dev == wanted and table.visible(m)]
+    if not matches:
+        return None
+    return min(matches, key=lambda m: (m.root != "/", len(m.mount_point), m.mount_point))
+
+
+# -- schema -----------------------------------------------------------------------------------
+
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {
+            "type": "string",
+            "minLength": 1,
+            "description": "Absolute path of any file or directory: report only deleted files on the "
+            "filesystem that holds it (e.g. '/var' when df says /var is full). Omit for every filesystem.",
+        },
+        "top_n": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 100,
+            "default": 20,
+            "description": "How many files to list, largest on disk first (1 to 100); the rest are counted.",
+        },
+    },
+    "additionalProperties": False,
+}
+
+_HOLDER = {
+    "type": "object",
+    "properties": {
+        "pid": {"type": "integer"},
+        "command": {"type": "string", "description": "The process's command name."},
+        "user": {"type": ["string", "null"], "description": "Owner of the process (null: no user name)."},
+        "fd": {"type": "integer", "description": "The open descriptor: /proc/PID/fd/FD reaches the file."},
+        "mode": {"type": "string", "description": "'r', 'w' or 'rw' as opened; '' when unknown."},
+    },
+    "required": ["pid", "command", "user", "fd", "mode"],
+    "additionalProperties": False,
+}
+
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "description": "The path asked about (absent without path)."},
+        "available": {
+            "type": "boolean",
+            "description": "False where this system has no /proc/PID/fd to look at (e.g. macOS).",
+        },
+        "files": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "The name the file had before deletion."},
+                    "size_bytes": {"type": "integer"},
+                    "disk_bytes": {"type": "integer", "description": "Allocated blocks × 512: space held."},
+                    "mount_point": {"type": "string", "description": "The filesystem it is on."},
+                    "holders": {"type": "array", "items": _HOLDER},
+                    "holders_not_shown": {"type": "integer"},
+                },
+                "required": [
+                    "path",
+                    "size_bytes",
+                    "disk_bytes",
+                    "mount_point",
+                    "holders",
+                    "holders_not_shown",
+                ],
+                "additionalProperties": False,
+            },
+        },
+        "files_not_shown": {"type": "integer"},
+        "filesystems": {
+            "type": "array",
+            "description": "Totals per filesystem, most disk bytes first (each file counted once).",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "mount_point": {"type": "string"},
+                    "fs_type": {"type": "string"},
+                    "device": {"type": "string"},
+                    "files": {"type": "integer"},
+                    "size_bytes": {"type": "integer"},
+                    "disk_bytes": {"type": "integer"},
+                },
+                "required": ["mount_point", "fs_type", "device", "files", "size_bytes", "disk_bytes"],
+                "additionalProperties": False,
+            },
+        },
+        "total_disk_bytes": {"type": "integer"},
+        "processes_read": {"type": "integer"},
+        "processes_unreadable": {
+            "type": "integer",
+            "description": "Processes whose descriptors could not be read (another user's, without root).",
+        },
+        "empty_files_not_listed": {
+            "type": "integer",
+            "description": "Deleted files held open that are empty (they hold no space): left out.",
+        },
+        "not_on_a_mounted_filesystem": {
+            "type": "object",
+            "description": "Deleted files on no filesystem mounted here (memfd, shared memory, another "
+            "mount namespace): left out of the list.",
+            "properties": {"files": {"type": "integer"}, "disk_bytes": {"type": "integer"}},
+            "required": ["files", "disk_bytes"],
+            "additionalProperties": False,
+        },
+    },
+    "required": ["available", "files", "files_not_shown", "filesystems", "total_disk_bytes"],
+    "additionalProperties": False,
+}
+
+
+# -- the tool ---------------------------------------------------------------------------------
+
+
+def _holder_text(holder: Holder) -> str:
+    user = f" ({holder.user})" if holder.user else ""
+    return f"pid {holder.pid} {printable(holder.command)}{user} fd {holder.fd}{holder.mode}"
+
+
+def render(
+    scan: Scan, table: MountTable, top_n: int, only_dev: int | None, shown: str | None
+) -> tuple[str, dict[str, Any]]:
+    rows: list[tuple[DeletedFile, Mount]] = []
+    elsewhere = [0, 0]
+    empty = 0
+    for item in scan.files.values():
+        if only_dev is not None and item.dev != only_dev:
+            continue
+        if item.size == 0 and item.disk == 0:
+            empty += 1  # holds no space (anonymous temporary files, such as a test runner's): noise here
+            continue
+        mount = filesystem_of(table, item.dev)
+        if mount is None:
+            elsewhere[0] += 1
+            elsewhere[1] += item.disk
+            continue
+        rows.append((item, mount))
+    rows.sort(key=lambda row: (-row[0].disk, -row[0].size, row[0].path))
+    totals: dict[str, dict[str, Any]] = {}
+    for item, mount in rows:
+        entry = totals.setdefault(
+            mount.mount_point,
+            {
+                "mount_point": display(mount.mount_point),
+                "fs_type": display(mount.fs_type),
+                "device": display(mount.device),
+                "files": 0,
+                "size_bytes": 0,
+                "disk_bytes": 0,
+            },
+        )
+        entry["files"] += 1
+        entry["size_bytes"] += item.size
+        entry["disk_bytes"] += item.disk
+    filesystems = sorted(totals.values(), key=lambda e: (-e["disk_bytes"], e["mount_point"]))
+    listed = rows[:top_n]
+    files = [
+        {
+            "path": display(item.path),
+            "size_bytes": item.size,
+            "disk_bytes": item.disk,
+            "mount_point": display(mount.mount_point),
+            "holders": [
+                {"pid": h.pid, "command": h.command, "user": h.user, "fd": h.fd, "mode": h.mode}
+                for h in item.holders[:MAX_HOLDERS]
+            ],
+            "holders_not_shown": max(0, len(item.holders) - MAX_HOLDERS),
+        }
+        for item, mount in listed
+    ]
+    total_disk = sum(e["disk_bytes"] for e in filesystems)
+    where = f" on the filesystem holding {shown}" if shown is not None else ""
+    lines: list[str] = []
+    if not rows:
+        lines.append(f"No deleted files are held open{where} by the {scan.processes:,} processes read.")
+    else:
+        plural = "" if len(rows) == 1 else "s"
+        lines.append(
+            f"{len(rows):,} deleted file{plural} still held open{where}, holding {human_bytes(total_disk)} "
+            "on disk (df counts it as used, du finds no name for it):"
+        )
+        for entry in filesystems:
+            lines.append(
+                f"  {entry['mount_point']} ({entry['fs_type']} {entry['device']}): "
+                f"{human_bytes(entry['disk_bytes'])} in {entry['files']:,} file{'' if entry['files'] == 1 else 's'}"
+            )
+        lines.append("Largest first:")
+        for item, mount in listed:
+            holders = ", ".join(_holder_text(h) for h in item.holders[:MAX_HOLDERS])
+            if len(item.holders) > MAX_HOLDERS:
+                holders += f" and {len(item.holders) - MAX_HOLDERS} more descriptors"
+            size = human_bytes(item.disk)
+            if abs(item.size - item.disk) > 65536 and item.size > 2 * item.disk:
+                size += f" (size {human_bytes(item.size)}, sparse)"
+            lines.append(
+                f"  {size:>10}  {printable(item.path)} (deleted) on {display(mount.mount_point)} — {holders}"
+            )
+        if len(rows) > len(listed):
+            lines.append(f"  … and {len(rows) - len(listed):,} more deleted files not shown")
+        first = listed[0][0].holders[0]
+        lines.append(
+            "To free the space without stopping a process: truncate the file through the descriptor that "
+            f"holds it, e.g. `: > /proc/{first.pid}/fd/{first.fd}` (or `truncate -s 0 /proc/{first.pid}/fd/"
+            f"{first.fd}`), as root or the process's user — the process keeps its descriptor and later writes "
+            "land at its offset (a sparse file). For good, have the process reopen its files (reload or "
+            "restart the service; for logs, fix the rotation: copytruncate or a postrotate reload). "
+            "Truncating a file a process still reads (a database, a cache) can break it: check what it is first."
+        )
+    if empty:
+        noun = "file (it holds" if empty == 1 else "files (they hold"
+        lines.append(f"Not listed: {empty:,} empty deleted {noun} no space).")
+    if elsewhere[0]:
+        lines.append(
+            f"Not counted: {elsewhere[0]:,} deleted files ({human_bytes(elsewhere[1])}) on no filesystem "
+            "mounted here (memfd, shared memory, another mount namespace)."
+        )
+    if scan.unreadable:
+        lines.append(
+            f"Could not read the descriptors of {scan.unreadable:,} of {scan.processes + scan.unreadable:,} "
+            f"processes ({unreadable_reason()}): files they hold are not listed."
+        )
+    structured: dict[str, Any] = {
+        "available": True,
+        "files": files,
+        "files_not_shown": len(rows) - len(listed),
+        "filesystems": filesystems,
+        "total_disk_bytes": total_disk,
+        "processes_read": scan.processes,
+        "processes_unreadable": scan.unreadable,
+        "not_on_a_mounted_filesystem": {"files": elsewhere[0], "disk_bytes": elsewhere[1]},
+        "empty_files_not_listed": empty,
+    }
+    if shown is not None:
+        structured["path"] = shown
+    return "\n".join(lines), structured
+
+
+class DeletedOpenFiles:
+    """The handler, with /proc's location and the mount table injected (tests may point them elsewhere)."""
+
+    def __init__(self, proc: str = PROC, partitions: Callable[[], MountTable] | None = None) -> None:
+        self.proc = proc
+        self.partitions = partitions or default_partitions()
+
+    async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        shown: str | None = None
+        only_dev: int | None = None
+        if "path" in args:
+            devices: list[int] = []
+
+            def device_of(found: Path) -> None:
+                """In the resolve thread, within its timeout: a path on a hung mount must not stall us."""
+                try:
+                    devices.append(os.stat(found).st_dev)
+                except FileNotFoundError:
+                    raise ToolError(f"No such file or directory: {display(found)}") from None
+                except OSError as exc:
+                    raise ToolError(f"Cannot look at {display(found)}: {exc.strerror or exc}") from None
+
+            shown = display(await ctx.resolve(args["path"], device_of))
+            only_dev = devices[0]
+        if not proc_fd_available(self.proc):
+            text = (
+                "This system has no /proc/PID/fd, so sysmcp cannot list deleted files held open here. "
+                "On macOS, `sudo lsof +L1` shows them."
+            )
+            empty = {"available": False, "files": [], "files_not_shown": 0, "filesystems": []}
+            return ToolOutput(text, {**empty, "total_disk_bytes": 0})
+        proc = self.proc
+
+        def work(meter: Meter) -> Scan:
+            def checkpoint() -> None:
+                meter.done += 1
+                meter.checkpoint()
+
+            return scan_processes(proc, checkpoint)
+
+        def describe(meter: Meter, elapsed: float) -> str:
+            return f"{int(meter.done):,} processes looked at"
+
+        scan = await ctx.run_in_worker(work, describe=describe)
+        text, structured = render(scan, self.partitions(), args["top_n"], only_dev, shown)
+        return ToolOutput(text, structured)
+
+
+TOOL = Tool(
+    name="deleted_open_files",
+    title="Deleted files still held open",
+    description=(
+        "Why df says full and du finds much less: files that were deleted but are still held open by a "
+        "process (what lsof +L1 shows) keep their space until the last descriptor closes. Use it when "
+        "disk_usage shows more used than dir_usage can find, or right after deleting big files freed "
+        "nothing. Per file: its former path, size and disk bytes, the filesystem (mount point) it is on, "
+        "and who holds it (pid, command, user, descriptor and mode); totals per filesystem, most first; "
+        "`path` restricts to the filesystem holding that path; at most top_n files, the rest counted. "
+        "The text says how to free the space without killing the process (truncate through "
+        "/proc/PID/fd/N — advice only: this tool changes nothing). Without root it sees only the "
+        "caller's own processes and says how many it could not read. Linux (/proc); elsewhere it says so."
+    ),
+    input_schema=INPUT_SCHEMA,
+    output_schema=OUTPUT_SCHEMA,
+    handler=DeletedOpenFiles(),
+)

@@ -1,0 +1,384 @@
+"""disk_io: what is writing right now — ``iostat`` and ``iotop`` in one answer.
+
+Two readings of the kernel's counters, ``sample_s`` apart: per block device (psutil's
+``disk_io_counters``: bytes, operations, busy time) and per process (psutil's ``io_counters``: bytes
+that reached the storage layer, as iotop shows). The differences over the window are the answer. A
+process's counters are readable by its own user and by root only, so an unprivileged call says how
+many processes it could not see instead of pretending they wrote nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import anyio
+import psutil
+
+from sysmcp.fs.paths import printable
+from sysmcp.fs.units import human_bytes
+from sysmcp.protocol.context import Meter
+from sysmcp.protocol.errors import ToolError
+from sysmcp.tools.processes import unreadable_reason
+from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
+
+DEFAULT_SAMPLE_S = 2.0
+MAX_SAMPLE_S = 60.0
+MAX_IDLE_NAMED = 10  # idle devices named in the text at most
+
+
+def process_io_available() -> bool:
+    """Whether psutil can read per-process I/O counters here (Linux, Windows, BSD; not macOS).
+
+    # platform: move to sysmcp.platform
+    """
+    return hasattr(psutil.Process, "io_counters")
+
+
+class ProcessIo(NamedTuple):
+    pid: int
+    started: float  # create time: with the pid, which process this is (pids are reused)
+    command: str
+    user: str | None
+    read_bytes: int
+    write_bytes: int
+
+
+@dataclass(slots=True)
+class ProcessReading:
+    taken: float  # wall-clock time of the reading (process create times are wall-clock too)
+    processes: dict[tuple[int, float], ProcessIo] = field(default_factory=dict)
+    unreadable: int = 0
+
+
+def read_processes(checkpoint: Callable[[], None] | None = None) -> ProcessReading:
+    """Every readable process's cumulative storage I/O."""
+    reading = ProcessReading(time.time())
+    for process in psutil.process_iter(["pid", "name", "username", "create_time"]):
+        if checkpoint is not None:
+            checkpoint()
+        try:
+            counters = process.io_counters()
+        except psutil.AccessDenied:
+            reading.unreadable += 1
+            continue
+        except psutil.Error:  # gone, or a zombie with nothing left to read
+            continue
+        info = process.info
+        key = (info["pid"], info["create_time"] or 0.0)
+        reading.processes[key] = ProcessIo(
+            info["pid"],
+            info["create_time"] or 0.0,
+            info["name"] or "?",
+            info["username"],
+            counters.read_bytes,
+            counters.write_bytes,
+        )
+    return reading
+
+
+def read_devices() -> dict[str, Any]:
+    """Per block device cumulative counters ({} where the system gives none, e.g. some containers)."""
+    try:
+        return psutil.disk_io_counters(perdisk=True, nowrap=True) or {}
+    except (OSError, RuntimeError):
+        return {}
+
+
+class Moved(NamedTuple):
+    """One process's I/O over the window."""
+
+    pid: int
+    command: str
+    user: str | None
+    read_bytes: int
+    write_bytes: int
+
+
+def process_deltas(first: ProcessReading, second: ProcessReading) -> list[Moved]:
+    """What each process read and wrote between the readings. A process started during the window
+    did all its I/O within it; one read only at the end but older than the window is left out."""
+    moved = []
+    for key, now in second.processes.items():
+        before = first.processes.get(key)
+        if before is None:
+            if now.started < first.taken:
+                continue  # older than the window, unreadable at its start: its share is unknown
+            read, written = now.read_bytes, now.write_bytes
+        else:
+            read, written = now.read_bytes - before.read_bytes, now.write_bytes - before.write_bytes
+        if read > 0 or written > 0:
+            moved.append(Moved(now.pid, now.command, now.user, max(read, 0), max(written, 0)))
+    return moved
+
+
+def device_deltas(first: dict[str, Any], second: dict[str, Any], seconds: float) -> list[dict[str, Any]]:
+    rows = []
+    for name, now in second.items():
+        before = first.get(name)
+        if before is None:
+            continue
+        busy = getattr(now, "busy_time", None)
+        busy_before = getattr(before, "busy_time", None)
+        busy_percent = (
+            None
+            if busy is None or busy_before is None
+            else round(min(100.0, max(0.0, (busy - busy_before) / 10 / seconds)), 1)  # ms → percent
+        )
+        read, written = now.read_bytes - before.read_bytes, now.write_bytes - before.write_bytes
+        reads, writes = now.read_count - before.read_count, now.write_count - before.write_count
+        rows.append(
+            {
+                "device": name,
+                "read_bytes": read,
+                "write_bytes": written,
+                "read_bytes_per_s": round(read / seconds, 1),
+                "write_bytes_per_s": round(written / seconds, 1),
+                "read_iops": round(reads / seconds, 1),
+                "write_iops": round(writes / seconds, 1),
+                "busy_percent": busy_percent,
+            }
+        )
+    rows.sort(key=lambda row: (-(row["read_bytes"] + row["write_bytes"]), row["device"]))
+    return rows
+
+
+# -- schema -----------------------------------------------------------------------------------
+
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "sample_s": {
+            "type": "number",
+            "minimum": 0.1,
+            "maximum": MAX_SAMPLE_S,
+            "default": DEFAULT_SAMPLE_S,
+            "description": "Seconds to measure over (0.1 to 60, default 2): the counters are read at the "
+            "start and the end of this window. Progress is reported while it waits; cancellable.",
+        },
+        "top_n": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 50,
+            "default": 5,
+            "description": "How many processes to list as top writers and as top readers (1 to 50).",
+        },
+    },
+    "additionalProperties": False,
+}
+
+_PROCESS = {
+    "type": "object",
+    "properties": {
+        "pid": {"type": "integer"},
+        "command": {"type": "string"},
+        "user": {"type": ["string", "null"]},
+        "bytes": {"type": "integer", "description": "Bytes written (or read) in the window, storage layer."},
+        "bytes_per_s": {"type": "number"},
+    },
+    "required": ["pid", "command", "user", "bytes", "bytes_per_s"],
+    "additionalProperties": False,
+}
+
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "seconds": {"type": "number", "description": "The window actually measured."},
+        "devices": {
+            "type": "array",
+            "description": "Block devices with any I/O in the window, busiest first.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "device": {"type": "string"},
+                    "read_bytes": {"type": "integer"},
+                    "write_bytes": {"type": "integer"},
+                    "read_bytes_per_s": {"type": "number"},
+                    "write_bytes_per_s": {"type": "number"},
+                    "read_iops": {"type": "number"},
+                    "write_iops": {"type": "number"},
+                    "busy_percent": {
+                        "type": ["number", "null"],
+                        "description": "Share of the window the device was busy (null where not reported).",
+                    },
+                },
+                "required": [
+                    "device",
+                    "read_bytes",
+                    "write_bytes",
+                    "read_bytes_per_s",
+                    "write_bytes_per_s",
+                    "read_iops",
+                    "write_iops",
+                    "busy_percent",
+                ],
+                "additionalProperties": False,
+            },
+        },
+        "idle_devices": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "No I/O in the window.",
+        },
+        "top_writers": {"type": "array", "items": _PROCESS},
+        "writers_not_shown": {"type": "integer"},
+        "top_readers": {"type": "array", "items": _PROCESS},
+        "readers_not_shown": {"type": "integer"},
+        "processes_read": {"type": "integer"},
+        "processes_unreadable": {
+            "type": "integer",
+            "description": "Processes whose I/O counters could not be read (another user's, without root).",
+        },
+        "process_io_available": {
+            "type": "boolean",
+            "description": "False where this system has no per-process I/O counters (e.g. macOS).",
+        },
+    },
+    "required": [
+        "seconds",
+        "devices",
+        "idle_devices",
+        "top_writers",
+        "writers_not_shown",
+        "top_readers",
+        "readers_not_shown",
+        "processes_read",
+        "processes_unreadable",
+        "process_io_available",
+    ],
+    "additionalProperties": False,
+}
+
+
+# -- the tool ---------------------------------------------------------------------------------
+
+
+def _rows(moved: list[Moved], written: bool, top_n: int, seconds: float) -> tuple[list[dict[str, Any]], int]:
+    def amount(item: Moved) -> int:
+        return item.write_bytes if written else item.read_bytes
+
+    ranked = sorted((m for m in moved if amount(m) > 0), key=lambda m: (-amount(m), m.pid))
+    rows = [
+        {
+            "pid": m.pid,
+            "command": m.command,
+            "user": m.user,
+            "bytes": amount(m),
+            "bytes_per_s": round(amount(m) / seconds, 1),
+        }
+        for m in ranked[:top_n]
+    ]
+    return rows, len(ranked) - len(rows)
+
+
+def render(structured: dict[str, Any]) -> str:
+    seconds = structured["seconds"]
+    lines = [f"Disk I/O over {seconds:.1f} s, per block device (busiest first):"]
+    for row in structured["devices"]:
+        busy = f", busy {row['busy_percent']:g}%" if row["busy_percent"] is not None else ""
+        lines.append(
+            f"  {row['device']}  read {human_bytes(row['read_bytes_per_s'])}/s ({row['read_iops']:g} IOPS), "
+            f"write {human_bytes(row['write_bytes_per_s'])}/s ({row['write_iops']:g} IOPS){busy}"
+        )
+    if not structured["devices"]:
+        lines.append("  (no block device did any I/O)")
+    idle = structured["idle_devices"]
+    if idle:
+        named = ", ".join(idle[:MAX_IDLE_NAMED]) + (", …" if len(idle) > MAX_IDLE_NAMED else "")
+        lines.append(f"  {len(idle)} idle: {named}")
+    if not structured["process_io_available"]:
+        lines.append("Per-process I/O counters are not available on this system: no process list.")
+        return "\n".join(lines)
+    for title, key, more in (
+        ("Top writers", "top_writers", "writers_not_shown"),
+        ("Top readers", "top_readers", "readers_not_shown"),
+    ):
+        lines.append(f"{title} (bytes that reached storage, as iotop):")
+        for row in structured[key]:
+            user = f" ({row['user']})" if row["user"] else ""
+            lines.append(
+                f"  {human_bytes(row['bytes_per_s']):>10}/s  ({human_bytes(row['bytes'])})  pid {row['pid']} "
+                f"{printable(row['command'])}{user}"
+            )
+        if not structured[key]:
+            lines.append("  (none)")
+        if structured[more]:
+            lines.append(f"  … and {structured[more]:,} more not shown")
+    unreadable = structured["processes_unreadable"]
+    if unreadable:
+        total = unreadable + structured["processes_read"]
+        lines.append(
+            f"Could not read the I/O counters of {unreadable:,} of {total:,} processes "
+            f"({unreadable_reason()}): what they did is not listed."
+        )
+    lines.append(
+        "Writes buffered in memory reach storage later, often from a kernel flusher thread; processes "
+        "that ended during the window are not counted."
+    )
+    return "\n".join(lines)
+
+
+async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+    sample_s = float(args["sample_s"])
+    top_n: int = args["top_n"]
+    with_processes = process_io_available()
+
+    def snapshot(meter: Meter) -> tuple[float, dict[str, Any], ProcessReading | None]:
+        taken = time.monotonic()
+        devices = read_devices()
+        processes = read_processes(meter.checkpoint) if with_processes else None
+        return taken, devices, processes
+
+    start, devices_before, processes_before = await ctx.run_in_worker(snapshot)
+    end = start + sample_s
+    while (now := time.monotonic()) < end:
+        await anyio.sleep(min(0.5, end - now))
+        done = min(time.monotonic() - start, sample_s)
+        await ctx.progress(done, sample_s, f"measuring disk I/O: {done:.1f} of {sample_s:g} s")
+    finish, devices_after, processes_after = await ctx.run_in_worker(snapshot)
+    seconds = max(finish - start, 1e-6)
+    if not devices_after and not with_processes:
+        raise ToolError("This system reports neither block device nor process I/O counters to read.")
+    devices = device_deltas(devices_before, devices_after, seconds)
+    busy = [row for row in devices if row["read_bytes"] or row["write_bytes"] or row["busy_percent"]]
+    idle = sorted(row["device"] for row in devices if row not in busy)
+    moved = (
+        process_deltas(processes_before, processes_after)
+        if processes_before is not None and processes_after is not None
+        else []
+    )
+    writers, writers_left = _rows(moved, True, top_n, seconds)
+    readers, readers_left = _rows(moved, False, top_n, seconds)
+    structured: dict[str, Any] = {
+        "seconds": round(seconds, 3),
+        "devices": busy,
+        "idle_devices": idle,
+        "top_writers": writers,
+        "writers_not_shown": writers_left,
+        "top_readers": readers,
+        "readers_not_shown": readers_left,
+        "processes_read": len(processes_after.processes) if processes_after else 0,
+        "processes_unreadable": processes_after.unreadable if processes_after else 0,
+        "process_io_available": with_processes,
+    }
+    return ToolOutput(render(structured), structured)
+
+
+TOOL = Tool(
+    name="disk_io",
+    title="Disk I/O now",
+    description=(
+        "Who is writing (and reading) right now: iostat and iotop in one answer. Use it when disk_usage "
+        "with sample_s shows a filesystem filling, or a disk is slow. Over `sample_s` seconds (default 2, "
+        "at most 60): per block device the read and write throughput (bytes/s), IOPS and busy percent, "
+        "busiest first (idle devices named only); then the top_n processes by bytes written and by bytes "
+        "read in the window (pid, command, user, bytes, rate), counted where the bytes reach storage, as "
+        "iotop does. Without root, other users' processes cannot be read: the answer says how many. "
+        "Progress while it waits; cancellable. Read-only."
+    ),
+    input_schema=INPUT_SCHEMA,
+    output_schema=OUTPUT_SCHEMA,
+    handler=handle,
+)

@@ -1,0 +1,102 @@
+"""MCP Apps views (``io.modelcontextprotocol/ui``, SEP-1865 of 2026-01-26): ``ui://`` HTML resources.
+
+A view is one self-contained HTML document shipped as package data. Its sources are kept as a page
+plus the pieces both pages share (``common.css``, ``bridge.js``: the view side of the postMessage
+protocol); :func:`html` inlines them, so what a host reads is one file that fetches nothing.
+
+Views are offered only to clients that declare the extension with our mime type: legacy clients in
+``initialize``'s ``capabilities.extensions``, 2026-07-28 clients in each request's envelope. Every
+other client sees sysmcp exactly as it was.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from sysmcp import __version__
+
+EXTENSION = "io.modelcontextprotocol/ui"
+MIME_TYPE = "text/html;profile=mcp-app"
+#: The version of the structured-content contract the views read (docs: sysmcp/views/CONTRACT.md).
+CONTRACT_VERSION = 1
+
+#: Placeholders in a page's source, each replaced by a shared file (kept out of the HTML source so
+#: both pages speak the protocol through the same code).
+_INLINED = {"/*@common.css@*/": "common.css", "/*@bridge.js@*/": "bridge.js"}
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    uri: str
+    name: str
+    title: str
+    description: str
+    source: str  # file name in this package
+
+    def resource(self, *, titles: bool) -> dict[str, Any]:
+        """The ``resources/list`` entry (``title`` only where the version has it)."""
+        entry = {"uri": self.uri, "name": self.name, "description": self.description, "mimeType": MIME_TYPE}
+        if titles:
+            entry["title"] = self.title
+        return entry
+
+    def contents(self) -> dict[str, Any]:
+        """The one ``resources/read`` content: the HTML, and the resource metadata the spec defines
+        (no domains at all: the view needs none, so the host's restrictive default CSP applies)."""
+        return {
+            "uri": self.uri,
+            "mimeType": MIME_TYPE,
+            "text": html(self.uri),
+            "_meta": {"ui": {"csp": {}, "prefersBorder": True}},
+        }
+
+
+DIR_USAGE = View(
+    uri="ui://sysmcp/dir-usage",
+    name="dir-usage",
+    title="Directory usage treemap",
+    description="A squarified treemap of a dir_usage result: directories by disk bytes, their largest "
+    "files, a breadcrumb; click (or Enter) on a directory to look inside it.",
+    source="dir-usage.html",
+)
+DISKS = View(
+    uri="ui://sysmcp/disks",
+    name="disks",
+    title="Filesystems",
+    description="One bar per filesystem (space and inodes) of a disk_usage result, fullest first, with the "
+    "90 % line; per host for fleet results.",
+    source="disks.html",
+)
+
+VIEWS: dict[str, View] = {view.uri: view for view in (DIR_USAGE, DISKS)}
+
+
+@functools.cache
+def html(uri: str) -> str:
+    """The served document of a view: its page with the shared CSS and JS inlined, read once."""
+    view = VIEWS[uri]
+    folder = resources.files(__name__)
+    text = folder.joinpath(view.source).read_text(encoding="utf-8")
+    for marker, name in _INLINED.items():
+        text = text.replace(marker, folder.joinpath(name).read_text(encoding="utf-8"))
+    return text.replace("@SYSMCP_VERSION@", __version__)
+
+
+def accepts_views(capabilities: object) -> bool:
+    """Whether client capabilities declare the MCP Apps extension with the HTML mime type we serve."""
+    if not isinstance(capabilities, dict):
+        return False
+    extensions = capabilities.get("extensions")
+    settings = extensions.get(EXTENSION) if isinstance(extensions, dict) else None
+    if not isinstance(settings, dict):
+        return False
+    mime_types = settings.get("mimeTypes")
+    return isinstance(mime_types, list) and MIME_TYPE in mime_types
+
+
+def server_extension() -> dict[str, Any]:
+    """What the server advertises under ``capabilities.extensions``."""
+    return {EXTENSION: {"mimeTypes": [MIME_TYPE]}}

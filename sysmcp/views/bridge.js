@@ -1,0 +1,176 @@
+// The view side of MCP Apps (io.modelcontextprotocol/ui, SEP-1865 of 2026-01-26): JSON-RPC 2.0 over
+// postMessage with the host, written out here so the view needs no SDK, no bundler and no network.
+// Everything that comes from the host or a tool result is data: it is only ever put into the page
+// with textContent and CSSOM, never as markup.
+"use strict";
+const Bridge = (() => {
+  const PROTOCOL_VERSION = "2026-01-26";
+  const pending = new Map();
+  const handlers = new Map();
+  let nextId = 1;
+  let context = {};
+  const contextListeners = [];
+
+  function post(message) {
+    window.parent.postMessage(message, "*");
+  }
+
+  function request(method, params) {
+    const id = nextId++;
+    post({ jsonrpc: "2.0", id, method, params: params || {} });
+    return new Promise((resolve, reject) => pending.set(id, { resolve, reject }));
+  }
+
+  function notify(method, params) {
+    post({ jsonrpc: "2.0", method, params: params || {} });
+  }
+
+  function on(method, handler) {
+    handlers.set(method, handler);
+  }
+
+  function answer(message) {
+    // Requests from the host: teardown and ping need only an empty result; anything else is unknown.
+    if (message.method === "ui/resource-teardown" || message.method === "ping") {
+      post({ jsonrpc: "2.0", id: message.id, result: {} });
+    } else {
+      post({ jsonrpc: "2.0", id: message.id, error: { code: -32601, message: "Method not found: " + message.method } });
+    }
+  }
+
+  window.addEventListener("message", (event) => {
+    if (event.source !== window.parent) return; // only the host that embeds us speaks to us
+    const message = event.data;
+    if (!message || typeof message !== "object" || message.jsonrpc !== "2.0") return;
+    if (typeof message.method !== "string") {
+      const waiting = pending.get(message.id);
+      if (!waiting) return;
+      pending.delete(message.id);
+      if (message.error) waiting.reject(new Error(String(message.error.message || "request failed")));
+      else waiting.resolve(message.result || {});
+      return;
+    }
+    if (message.id !== undefined && message.id !== null) {
+      answer(message);
+      return;
+    }
+    const handler = handlers.get(message.method);
+    if (handler) handler(message.params || {});
+  });
+
+  function applyContext() {
+    const root = document.documentElement;
+    const theme = context.theme === "dark" || context.theme === "light" ? context.theme : null;
+    if (theme) root.dataset.theme = theme;
+    else delete root.dataset.theme;
+    const variables = context.styles && context.styles.variables;
+    if (variables && typeof variables === "object") {
+      for (const [name, value] of Object.entries(variables)) {
+        if (name.startsWith("--") && typeof value === "string") root.style.setProperty(name, value);
+      }
+    }
+    const dims = context.containerDimensions || {};
+    root.classList.toggle("fixed-height", typeof dims.height === "number");
+    if (typeof dims.maxHeight === "number") root.style.maxHeight = dims.maxHeight + "px";
+    for (const listener of contextListeners) listener(context);
+  }
+
+  on("ui/notifications/host-context-changed", (params) => {
+    context = Object.assign({}, context, params);
+    applyContext();
+  });
+
+  function reportSize(element) {
+    let last = "";
+    const send = () => {
+      const width = Math.ceil(element.scrollWidth);
+      const height = Math.ceil(element.scrollHeight);
+      const key = width + "x" + height;
+      if (key === last) return;
+      last = key;
+      notify("ui/notifications/size-changed", { width, height });
+    };
+    new ResizeObserver(send).observe(element);
+    send();
+  }
+
+  /** ui/initialize, then ui/notifications/initialized; resolves with the host's answer. */
+  async function start(name, sizeElement) {
+    const result = await request("ui/initialize", {
+      protocolVersion: PROTOCOL_VERSION,
+      appInfo: { name, version: "@SYSMCP_VERSION@" },
+      appCapabilities: { availableDisplayModes: ["inline"] },
+    });
+    context = result.hostContext || {};
+    applyContext();
+    notify("ui/notifications/initialized", {});
+    if (sizeElement) reportSize(sizeElement);
+    return result;
+  }
+
+  return {
+    start,
+    request,
+    notify,
+    on,
+    onContext: (listener) => contextListeners.push(listener),
+    get context() { return context; },
+    callTool: (name, args) => request("tools/call", { name, arguments: args }),
+  };
+})();
+
+// Shared helpers for both views.
+const UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+function humanBytes(value) {
+  let n = Number(value) || 0;
+  const negative = n < 0;
+  n = Math.abs(n);
+  let unit = 0;
+  while (n >= 1024 && unit < UNITS.length - 1) {
+    n /= 1024;
+    unit++;
+  }
+  const text = unit === 0 ? String(Math.round(n)) : n.toFixed(n < 10 ? 2 : n < 100 ? 1 : 0);
+  return (negative ? "-" : "") + text + " " + UNITS[unit];
+}
+function count(value) {
+  return (Number(value) || 0).toLocaleString("en-US");
+}
+function percent(part, whole) {
+  if (!whole) return "0 %";
+  const share = (100 * part) / whole;
+  return (share >= 10 ? share.toFixed(0) : share.toFixed(1)) + " %";
+}
+function duration(seconds) {
+  let s = Math.round(Number(seconds));
+  if (!isFinite(s) || s < 0) return "";
+  const parts = [];
+  for (const [size, unit] of [[86400, "d"], [3600, "h"], [60, "min"]]) {
+    if (s >= size) {
+      parts.push(Math.floor(s / size) + " " + unit);
+      s %= size;
+    }
+    if (parts.length === 2) break;
+  }
+  if (!parts.length) parts.push(s + " s");
+  return parts.join(" ");
+}
+/** An element with attributes and children (strings become text nodes, never markup). */
+function h(tag, attributes, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attributes || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+function resultText(result) {
+  const blocks = (result && result.content) || [];
+  return blocks.filter((b) => b && b.type === "text").map((b) => b.text).join("\n");
+}

@@ -1,0 +1,78 @@
+"""platform.py answers by looking; native Windows is refused before anything POSIX-only is imported."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from sysmcp import platform
+from tests.profile import UNDER_POSIX_PROFILE
+
+
+def test_each_missing_facility_is_named_in_a_plain_sentence() -> None:
+    probes = {
+        "O_PATH": platform.has_o_path(),
+        "/proc/self/mountinfo": platform.has_mountinfo(),
+        "/proc/self/fd": platform.has_proc_fd(),
+        "/sys/dev/block": platform.has_sys_dev_block(),
+        "cpu.max": platform.has_cgroup_cpu_max(),
+        "fork": platform.fork_is_safe(),
+    }
+    sentences = platform.missing_facilities()
+    for word, present in probes.items():
+        assert any(word in sentence for sentence in sentences) is not present, word
+
+
+def test_the_answers_follow_what_the_system_has() -> None:
+    if UNDER_POSIX_PROFILE:  # the profile hides them as macOS lacks them
+        assert not platform.has_o_path() and not platform.has_mountinfo() and not platform.has_proc_fd()
+        assert not platform.has_sys_dev_block() and not platform.fork_is_safe() and platform.is_macos()
+    else:  # the Linux CI machine
+        assert platform.has_o_path() and platform.has_mountinfo() and platform.has_proc_fd()
+        assert platform.has_sys_dev_block() and platform.fork_is_safe() and not platform.is_macos()
+    assert platform.has_proc_pid_fd(os.getpid()) == platform.has_proc_fd()
+    assert not platform.is_native_windows()
+
+
+def test_a_stand_in_for_sys_dev_block_is_looked_at_where_it_is(tmp_path: object) -> None:
+    assert platform.has_sys_dev_block(str(tmp_path))
+    assert not platform.has_sys_dev_block(f"{tmp_path}/missing")
+
+
+# Python on Windows as far as sysmcp can tell: sys.platform reads "win32" before sysmcp starts.
+NATIVE_WINDOWS = """
+import runpy, sys
+sys.platform = "win32"
+try:
+    runpy.run_module("sysmcp", run_name="__main__")
+except SystemExit as stop:
+    loaded = sorted(m for m in sys.modules if m.startswith("sysmcp"))
+    sys.stdout.write(" ".join(loaded))
+    raise
+"""
+
+
+def test_a_native_windows_start_fails_with_one_sentence_pointing_at_wsl() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", NATIVE_WINDOWS], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "native Windows" in done.stderr and "WSL" in done.stderr and "wsl.exe" in done.stderr
+    # Nothing but the platform check was loaded: not the CLI, the wire or any tool.
+    assert done.stdout.split() == ["sysmcp", "sysmcp.platform"]
+
+
+def test_the_console_script_runs_the_same_guarded_entry_point() -> None:
+    from sysmcp.__main__ import main
+
+    assert main.__module__ == "sysmcp.__main__"
+    done = subprocess.run(
+        [sys.executable, "-c", "from sysmcp.__main__ import main; raise SystemExit(main())", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout.startswith("sysmcp ")

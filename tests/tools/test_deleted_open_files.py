@@ -1,0 +1,233 @@
+"""deleted_open_files against real processes holding real deleted files."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jsonschema
+import pytest
+
+from sysmcp.fs.mounts import MountTable
+from sysmcp.fs.paths import PathPolicy
+from sysmcp.protocol.context import RequestContext
+from sysmcp.protocol.errors import ToolError
+from sysmcp.results import ResultStore
+from sysmcp.tools.arguments import validate_arguments
+from sysmcp.tools.deleted_open_files import (
+    INPUT_SCHEMA,
+    OUTPUT_SCHEMA,
+    DeletedOpenFiles,
+    Scan,
+    proc_fd_available,
+    render,
+    scan_processes,
+)
+from sysmcp.tools.registry import ToolContext, ToolOutput
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(not proc_fd_available(), reason="needs /proc/PID/fd (Linux)"),
+]
+
+MB = 1_000_000
+
+HOLDER = textwrap.dedent(
+    """
+    import os, sys
+    handles = []
+    for name, size in zip(sys.argv[1::2], sys.argv[2::2]):
+        handle = open(name, "wb")
+        handle.write(b"x" * int(size))
+        handle.flush()
+        os.fsync(handle.fileno())
+        os.unlink(name)
+        handles.append(handle)
+    print("ready", flush=True)
+    sys.stdin.read()  # hold the files until the test closes our stdin
+    """
+)
+
+
+class NullPeer:
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        pass
+
+
+def context() -> ToolContext:
+    return ToolContext(RequestContext(1, "tools/call", NullPeer()), PathPolicy(), ResultStore())
+
+
+@contextmanager
+def holding(files: dict[Path, int]) -> Iterator[subprocess.Popen[str]]:
+    """A child process that writes these files, deletes them and keeps them open until it ends."""
+    argv = [sys.executable, "-c", HOLDER]
+    for path, size in files.items():
+        argv += [str(path), str(size)]
+    child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        yield child
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=30)
+
+
+async def call(**args: Any) -> ToolOutput:
+    with anyio.fail_after(60):
+        output = await DeletedOpenFiles()(validate_arguments(INPUT_SCHEMA, args), context())
+    jsonschema.validate(output.structured, OUTPUT_SCHEMA)
+    return output
+
+
+def df_target(path: Path) -> str:
+    """The mount point GNU df names for ``path``."""
+    done = subprocess.run(["df", "--output=target", str(path)], capture_output=True, text=True, check=True)
+    return done.stdout.splitlines()[-1].strip()
+
+
+async def test_a_deleted_file_held_by_a_child_is_listed_with_its_holder_until_the_child_exits(
+    tmp_path: Path,
+) -> None:
+    doomed = tmp_path / "big.log"
+    with holding({doomed: 50 * MB}) as child:
+        output = await call(path=str(tmp_path))
+        mine = [f for f in output.structured["files"] if f["path"] == str(doomed)]
+        assert len(mine) == 1
+        found = mine[0]
+        assert found["size_bytes"] == 50 * MB
+        assert found["disk_bytes"] >= 49 * MB
+        assert found["mount_point"] == df_target(tmp_path)
+        assert [(h["pid"], h["mode"]) for h in found["holders"]] == [(child.pid, "w")]
+        assert found["holders"][0]["command"].startswith("python")
+        totals = {fs["mount_point"]: fs for fs in output.structured["filesystems"]}
+        assert totals[found["mount_point"]]["disk_bytes"] >= found["disk_bytes"]
+        assert f"{doomed} (deleted)" in output.text and f"pid {child.pid}" in output.text
+        assert f"/proc/{child.pid}/fd/{found['holders'][0]['fd']}" in output.text  # the advice names it
+        assert os.path.getsize(f"/proc/{child.pid}/fd/{found['holders'][0]['fd']}") == 50 * MB  # untouched
+    after = await call(path=str(tmp_path))
+    assert all(f["path"] != str(doomed) for f in after.structured["files"])
+
+
+async def test_the_list_is_bounded_largest_first_and_counts_the_rest(tmp_path: Path) -> None:
+    sizes = {tmp_path / "a": 3 * MB, tmp_path / "b": 2 * MB, tmp_path / "c": 1 * MB}
+    with holding(sizes) as child:
+        output = await call(path=str(tmp_path), top_n=2)
+    ours = [f for f in output.structured["files"] if f["holders"][0]["pid"] == child.pid]
+    assert [f["path"] for f in ours] == [str(tmp_path / "a"), str(tmp_path / "b")][: len(ours)]
+    assert len(output.structured["files"]) == 2
+    assert output.structured["files_not_shown"] >= 1
+    assert "more deleted files not shown" in output.text
+
+
+async def test_path_restricts_to_the_filesystem_holding_it(tmp_path: Path) -> None:
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev or not os.access(shm, os.W_OK):
+        pytest.skip("needs /dev/shm on another filesystem than the temporary directory")
+    other = shm / f"sysmcp-test-{os.getpid()}"
+    with holding({tmp_path / "here": 2 * MB, other: 1 * MB}):
+        here = await call(path=str(tmp_path))
+        there = await call(path=str(shm))
+    assert str(tmp_path / "here") in {f["path"] for f in here.structured["files"]}
+    assert str(other) not in {f["path"] for f in here.structured["files"]}
+    assert str(other) in {f["path"] for f in there.structured["files"]}
+    assert {fs["mount_point"] for fs in there.structured["filesystems"]} == {df_target(shm)}
+
+
+async def test_without_proc_the_answer_is_a_plain_note(tmp_path: Path) -> None:
+    handler = DeletedOpenFiles(proc=str(tmp_path / "no-proc"))
+    output = await handler(validate_arguments(INPUT_SCHEMA, {}), context())
+    jsonschema.validate(output.structured, OUTPUT_SCHEMA)
+    assert output.is_error is False
+    assert output.structured["available"] is False and output.structured["files"] == []
+    assert "no /proc/PID/fd" in output.text and "lsof +L1" in output.text
+
+
+async def test_bad_inputs_get_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(ToolError, match="No such file"):
+        await call(path=str(tmp_path / "absent"))
+    with pytest.raises(ToolError, match="'top_n' must be <= 100"):
+        validate_arguments(INPUT_SCHEMA, {"top_n": 1000})
+    with pytest.raises(ToolError, match="not a known argument"):
+        validate_arguments(INPUT_SCHEMA, {"pid": 1})
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
+def test_without_privileges_it_counts_the_processes_it_could_not_read() -> None:
+    """A forked child turned into 'nobody' scans: root's processes (pid 1 at least) are unreadable."""
+    nobody = pwd.getpwnam("nobody")
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop privileges, scan, report, and leave without running any cleanup
+        code = 1
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            scan = scan_processes()
+            os.write(write_end, f"{scan.unreadable} {scan.processes}".encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        report = reader.read().decode()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    unreadable, readable = map(int, report.split())
+    assert unreadable >= 1 and readable >= 0
+    text, structured = render(scan_as(unreadable, readable), MountTable([]), 5, None, None)
+    assert structured["processes_unreadable"] == unreadable
+    assert f"Could not read the descriptors of {unreadable:,} of {unreadable + readable:,}" in text
+
+
+def scan_as(unreadable: int, readable: int) -> Scan:
+    return Scan(processes=readable, unreadable=unreadable)
+
+
+MEMFD_HOLDER = textwrap.dedent(
+    """
+    import os, sys
+    fd = os.memfd_create("sysmcp-test")
+    os.write(fd, b"m" * 3_000_000)
+    print("ready", flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+async def test_empty_deleted_files_hold_no_space_and_are_only_counted(tmp_path: Path) -> None:
+    with holding({tmp_path / "empty": 0, tmp_path / "full": 1 * MB}):
+        output = await call(path=str(tmp_path))
+    paths = {f["path"] for f in output.structured["files"]}
+    assert str(tmp_path / "full") in paths and str(tmp_path / "empty") not in paths
+    assert output.structured["empty_files_not_listed"] >= 1
+    assert "empty deleted file" in output.text and "hold no space)" in output.text
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="needs memfd_create")
+async def test_memory_files_on_no_mounted_filesystem_are_counted_apart_not_listed() -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", MEMFD_HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        output = await call()
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=30)
+    assert all("memfd:" not in f["path"] for f in output.structured["files"])
+    apart = output.structured["not_on_a_mounted_filesystem"]
+    assert apart["files"] >= 1 and apart["disk_bytes"] >= 2_900_000
+    assert "on no filesystem mounted here (memfd" in output.text

@@ -1,0 +1,144 @@
+"""disk_io against a real process writing a real file with fsync."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jsonschema
+import pytest
+
+from sysmcp.fs.paths import PathPolicy
+from sysmcp.protocol.context import RequestContext
+from sysmcp.protocol.errors import ArgumentError
+from sysmcp.results import ResultStore
+from sysmcp.tools.arguments import validate_arguments
+from sysmcp.tools.disk_io import (
+    INPUT_SCHEMA,
+    OUTPUT_SCHEMA,
+    ProcessIo,
+    ProcessReading,
+    handle,
+    process_deltas,
+    process_io_available,
+    read_processes,
+)
+from sysmcp.tools.processes import unreadable_reason
+from sysmcp.tools.registry import ToolContext, ToolOutput
+from tests.tools.writer import writing
+
+pytestmark = pytest.mark.anyio
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.progress: list[dict[str, Any]] = []
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        if method == "notifications/progress":
+            self.progress.append(params)
+
+
+def context(peer: Recorder | None = None) -> ToolContext:
+    request = RequestContext(1, "tools/call", peer or Recorder(), progress_token="io")
+    return ToolContext(request, PathPolicy(), ResultStore())
+
+
+async def call(ctx: ToolContext | None = None, **args: Any) -> ToolOutput:
+    with anyio.fail_after(90):
+        output = await handle(validate_arguments(INPUT_SCHEMA, args), ctx or context())
+    jsonschema.validate(output.structured, OUTPUT_SCHEMA)
+    return output
+
+
+@pytest.mark.skipif(not process_io_available(), reason="no per-process I/O counters on this system")
+async def test_a_writer_with_fsync_is_among_the_top_writers_at_about_its_rate(tmp_path: Path) -> None:
+    target = tmp_path / "growing.bin"
+    with writing(target) as child:
+        before, started = target.stat().st_size, time.monotonic()
+        output = await call(sample_s=2, top_n=50)
+        truth = (target.stat().st_size - before) / (time.monotonic() - started)
+    writers = {row["pid"]: row for row in output.structured["top_writers"]}
+    assert child.pid in writers, output.text
+    mine = writers[child.pid]
+    assert mine["command"].startswith("python")
+    assert truth / 2 <= mine["bytes_per_s"] <= truth * 2, (mine, truth)
+    assert f"pid {child.pid} python" in output.text
+    assert output.structured["seconds"] == pytest.approx(2, abs=0.5)
+    if output.structured["devices"]:  # a block device carried it (containers may show none)
+        written = sum(row["write_bytes"] for row in output.structured["devices"])
+        assert written >= mine["bytes"] / 2
+        assert "IOPS" in output.text
+
+
+async def test_progress_is_reported_while_waiting_and_a_cancelled_call_stops_at_once() -> None:
+    peer = Recorder()
+    started = time.monotonic()
+    with anyio.move_on_after(1.6) as scope:
+        await handle(validate_arguments(INPUT_SCHEMA, {"sample_s": 60}), context(peer))
+    assert scope.cancelled_caught and time.monotonic() - started < 5
+    messages = [p["message"] for p in peer.progress if "message" in p]
+    assert any("measuring disk I/O" in m for m in messages)
+    assert all(p["total"] == 60 for p in peer.progress if "message" in p)
+
+
+def test_a_process_started_in_the_window_counts_whole_and_one_unseen_at_the_start_not_at_all() -> None:
+    first = ProcessReading(100.0, {(1, 50.0): ProcessIo(1, 50.0, "old", "root", 10, 1000)})
+    second = ProcessReading(
+        102.0,
+        {
+            (1, 50.0): ProcessIo(1, 50.0, "old", "root", 10, 5000),
+            (2, 101.0): ProcessIo(2, 101.0, "new", "root", 0, 700),  # started during the window
+            (3, 20.0): ProcessIo(3, 20.0, "hidden", "root", 0, 900),  # unreadable at the start
+            (1, 101.5): ProcessIo(1, 101.5, "reused", "root", 0, 300),  # pid 1 reused: another process
+        },
+    )
+    moved = {(m.pid, m.command): m.write_bytes for m in process_deltas(first, second)}
+    assert moved == {(1, "old"): 4000, (2, "new"): 700, (1, "reused"): 300}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"sample_s": 0}, "'sample_s' must be >= 0.1"),
+        ({"sample_s": 61}, "'sample_s' must be <= 60"),
+        ({"sample_s": "2s"}, "'sample_s' must be a number"),
+        ({"top_n": 0}, "'top_n' must be >= 1"),
+        ({"pid": 1}, "not a known argument"),
+    ],
+)
+def test_bad_inputs_get_clear_errors(args: dict[str, Any], message: str) -> None:
+    with pytest.raises(ArgumentError, match=message):
+        validate_arguments(INPUT_SCHEMA, args)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
+@pytest.mark.skipif(not process_io_available(), reason="no per-process I/O counters on this system")
+def test_without_privileges_it_counts_the_processes_it_could_not_read() -> None:
+    nobody = pwd.getpwnam("nobody")
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop privileges, read, report, and leave without running any cleanup
+        code = 1
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            os.write(write_end, f"{read_processes().unreadable}|{unreadable_reason()}".encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        count, reason = reader.read().decode().split("|")
+        unreadable = int(count)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert unreadable >= 1  # root's processes (this test runner among them)
+    assert reason == "other users' processes need root"
+    assert "root" in unreadable_reason()  # as root: says that even root was refused

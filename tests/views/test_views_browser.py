@@ -1,0 +1,187 @@
+"""The views in real headless Chromium, inside a host page built on the official ext-apps AppBridge,
+fed by a real sysmcp process (tests/views/host_driver.mjs does the driving and reports what it saw).
+
+Screenshots of each view, light and dark, are kept in ``build/view-screenshots/`` (or
+``$SYSMCP_ARTEFACTS``) for a person to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sysmcp import __version__
+from tests.interop.node import Unavailable
+from tests.views import browser
+
+HERE = Path(__file__).parent
+ARTEFACTS = Path(os.environ.get("SYSMCP_ARTEFACTS", HERE.parent.parent / "build" / "view-screenshots"))
+ORIGIN = "http://sysmcp-host.test"
+
+#: name → bytes: six directories (more than top_n, so the lists are cut) and a loose file.
+TREE = {
+    "alpha/big.bin": 8_000_000,
+    "alpha/mid.bin": 3_000_000,
+    "alpha/sub/s.bin": 1_000_000,
+    "beta/b.iso": 5_000_000,
+    "gamma/g.dat": 2_500_000,
+    "delta/d": 1_200_000,
+    "epsilon/e": 600_000,
+    "zeta/z": 300_000,
+    "loose.log": 2_000_000,
+}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    try:
+        chromium, node, prefix = browser.chromium(), browser.node(), browser.host_packages()
+    except Unavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the browser tests: {exc}")
+        pytest.skip(str(exc))
+    base = tmp_path_factory.mktemp("views")
+    tree = base / "tree"
+    for name, size in TREE.items():
+        path = tree / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(os.urandom(size))  # incompressible, so disk bytes are real on any filesystem
+    config = {
+        "prefix": str(prefix),
+        "chromium": str(chromium),
+        "bridge": str(prefix / "bridge.js"),
+        "userDataDir": str(base / "profile"),  # fresh for this run
+        "artefacts": str(ARTEFACTS),
+        "server": [sys.executable, "-m", "sysmcp", "--root", str(tree)],
+        "tree": str(tree),
+    }
+    (base / "config.json").write_text(json.dumps(config))
+    done = subprocess.run(
+        [str(node), str(HERE / "host_driver.mjs"), str(base / "config.json")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def test_the_view_handshake_completes_with_the_official_host_bridge(report: dict[str, Any]) -> None:
+    for scenario in ("dir", "disks"):
+        handshake = report["scenarios"][scenario]["handshake"]
+        assert handshake["app"]["version"] == __version__
+        assert handshake["capabilities"] == {"availableDisplayModes": ["inline"]}
+    assert report["scenarios"]["dir"]["handshake"]["app"]["name"] == "sysmcp dir-usage"
+    links = {t["name"]: t["_meta"]["ui"]["resourceUri"] for t in report["tools"] if "_meta" in t}
+    assert links == {"dir_usage": "ui://sysmcp/dir-usage", "disk_usage": "ui://sysmcp/disks"}
+
+
+def test_no_request_leaves_the_page_and_nothing_breaks_the_csp(report: dict[str, Any]) -> None:
+    assert report["blocked"] == []
+    assert {r["url"] for r in report["requests"]} == {f"{ORIGIN}/", f"{ORIGIN}/bridge.js"}
+    assert all(r["fromHostPage"] for r in report["requests"])  # the views asked for nothing at all
+    problems = [m for m in report["console"] if m["type"] in ("error", "pageerror", "warning")]
+    assert problems == []
+
+
+def test_the_treemap_has_one_rectangle_per_listed_directory_sized_by_its_share(
+    report: dict[str, Any],
+) -> None:
+    dir_report = report["scenarios"]["dir"]
+    content = dir_report["result"]["structuredContent"]
+    total = content["totals"]["disk_bytes"]
+    listed = {d["path"]: d for d in content["largest_directories"] if d["depth"] == 1}
+    assert len(listed) == 4 and content["directories_not_shown"] == 2  # top_n=4 of six
+    cells = [c for c in dir_report["cells"] if c["kind"] == "dir"]
+    assert sorted(c["path"] for c in cells) == sorted(listed)
+    area = dir_report["map"]["w"] * dir_report["map"]["h"]
+    for cell in cells:
+        entry = listed[cell["path"]]
+        assert cell["label"] == entry["path"].rsplit("/", 1)[1] + "/"
+        share = cell["w"] * cell["h"] / area
+        assert share == pytest.approx(entry["disk_bytes"] / total, rel=0.03), cell["path"]
+    # Largest files sit inside their directory's rectangle; the unlisted rest is one "other".
+    for cell in dir_report["cells"]:
+        if cell["nested"]:
+            home = next(c for c in cells if cell["path"].startswith(c["path"] + "/"))
+            assert home["x"] <= cell["x"] and cell["x"] + cell["w"] <= home["x"] + home["w"] + 0.5
+            assert home["y"] <= cell["y"] and cell["y"] + cell["h"] <= home["y"] + home["h"] + 0.5
+    assert [c["kind"] for c in dir_report["cells"]].count("other") == 1
+    assert dir_report["crumbs"] == ["/", *content["path"].strip("/").split("/")]
+    assert "truncated" in dir_report["notes"]
+    assert "% of" in dir_report["details"]
+
+
+def test_a_click_calls_dir_usage_on_the_child_through_the_host(report: dict[str, Any]) -> None:
+    dir_report = report["scenarios"]["dir"]
+    tree = dir_report["result"]["structuredContent"]["path"]
+    clicked = dir_report["clicked"]
+    assert clicked.startswith(tree + "/")
+    assert dir_report["afterClick"]["calls"] == [
+        {"name": "dir_usage", "arguments": {"path": clicked, "top_n": 4}}
+    ]
+    drilled = [c for c in dir_report["afterClick"]["cells"] if c["path"]]
+    assert drilled and all(c["path"].startswith(clicked + "/") for c in drilled)
+    # Backspace goes back up, Enter on a focused directory drills again: keyboard alone suffices.
+    paths = [call["arguments"]["path"] for call in dir_report["keyboardCalls"]]
+    assert paths == [clicked, tree, clicked]
+
+
+def test_light_and_dark_follow_the_host_theme(report: dict[str, Any]) -> None:
+    dir_report = report["scenarios"]["dir"]
+    assert dir_report["theme"] == "light"
+    assert dir_report["background"] == "rgb(255, 255, 255)"
+    channels = [int(v) for v in dir_report["darkBackground"][4:-1].split(",")]
+    assert sum(channels) < 150
+
+
+def test_a_partial_result_is_shown_as_such(report: dict[str, Any]) -> None:
+    dir_report = report["scenarios"]["dir"]
+    assert "Partial result" in dir_report["partialNote"]
+    assert "time budget of 0.5 s used up" in dir_report["partialNote"]
+    assert "so far" in dir_report["summaryPartial"]
+
+
+def test_disks_shows_one_bar_pair_per_filesystem_fullest_first_with_the_90_percent_line(
+    report: dict[str, Any],
+) -> None:
+    disks = report["scenarios"]["disks"]
+    filesystems = disks["result"]["structuredContent"]["filesystems"]
+    assert [item["mount"] for item in disks["items"]] == [fs["mount_point"] for fs in filesystems]
+    for item, fs in zip(disks["items"], filesystems, strict=True):
+        if fs["status"] != "ok":
+            assert item["problem"]
+            continue
+        space = next(bar for bar in item["bars"] if bar["kind"] == "space")
+        assert space["value"] == fs["percent_used"]
+        assert space["fill"] == pytest.approx(fs["percent_used"] / 100, abs=0.01)
+        assert space["line"] == pytest.approx(0.9, abs=0.01)
+        if fs.get("inodes"):
+            inodes = next(bar for bar in item["bars"] if bar["kind"] == "inodes")
+            assert inodes["value"] == fs["inodes"]["percent_used"]
+
+
+def test_disks_groups_a_fleet_result_by_host_with_fill_rate_and_failures(report: dict[str, Any]) -> None:
+    disks = report["scenarios"]["disks"]
+    assert disks["fleetHosts"] == ["web1", "web2", "db1"]
+    web1 = [item for item in disks["fleet"] if item["host"] == "web1"]
+    assert [item["mount"] for item in web1] == ["/var", "/", "/home"]  # inodes 97 %, space 93 %, 41 %
+    assert web1[1]["rate"] == "filling at 15.0 MiB/s · full in about 3 h 10 min"
+    assert all(item["rate"] is None for item in disks["fleet"] if item["host"] == "web2")
+    assert "unreachable" in disks["fleetProblem"] and "Connection refused" in disks["fleetProblem"]
+
+
+def test_screenshots_of_each_view_in_both_themes_are_kept(report: dict[str, Any]) -> None:
+    shots = [Path(p) for s in report["scenarios"].values() for p in s["shots"]]
+    names = {p.stem for p in shots}
+    assert {"dir-usage-light-400", "dir-usage-dark-400", "disks-light-400", "disks-dark-400"} <= names
+    for shot in shots:
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert shot.stat().st_size > 5_000
