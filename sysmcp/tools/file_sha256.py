@@ -79,6 +79,8 @@ def open_file(path: bytes, shown: str, given: str) -> tuple[int, os.stat_result]
         parent, name = open_parent(os.fsdecode(path))
     except FileNotFoundError:
         raise ToolError(f"No such file: {shown}") from None
+    except PermissionError:  # without O_PATH a directory on the way must be readable, not only searchable
+        raise ToolError(f"Permission denied: {shown}{denied_by(Path(os.fsdecode(path)))}") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise ToolError(SWAPPED.format(shown=shown)) from None
