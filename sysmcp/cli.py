@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -64,13 +65,47 @@ def _options(parser: argparse.ArgumentParser, *, roots: bool, subcommand: bool) 
         )
 
 
+def _fleet_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> None:
+    """The fleet: the operator's hosts and how to reach them (never the model's choice)."""
+    default = argparse.SUPPRESS if subcommand else None
+    fleet = parser.add_argument_group("fleet (answer for many hosts over ssh)")
+    fleet.add_argument(
+        "--host",
+        action="append",
+        dest="more_hosts" if subcommand else "host",
+        metavar="NAME",
+        default=default,
+        help="a host the tools may run on (repeatable; also $SYSMCP_HOSTS, comma- or colon-separated)",
+    )
+    fleet.add_argument("--inventory", metavar="FILE", default=default, help="an Ansible INI inventory")
+    fleet.add_argument("--ssh-config", metavar="FILE", default=default, help="passed to every ssh as -F FILE")
+    fleet.add_argument(
+        "--remote-command",
+        metavar="CMD",
+        default=default,
+        help="what ssh runs on each host (default: uvx sysmcp; a host's sysmcp_command wins)",
+    )
+    fleet.add_argument(
+        "--fleet-concurrency", type=int, metavar="N", default=default, help="hosts asked at once (default 16)"
+    )
+    fleet.add_argument(
+        "--connect-timeout",
+        type=float,
+        metavar="SECONDS",
+        default=default,
+        help="per-host time to connect and initialize (default 10)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sysmcp", description="A sysadmin tool server for MCP (stdio).")
     parser.add_argument("--version", action="version", version=f"sysmcp {__version__}")
     _options(parser, roots=True, subcommand=False)
+    _fleet_options(parser, subcommand=False)
     commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="serve MCP on stdin/stdout (the default)")
     _options(serve, roots=True, subcommand=True)
+    _fleet_options(serve, subcommand=True)
     call = commands.add_parser(
         "call",
         help="spawn sysmcp, call one tool, print the result",
@@ -158,7 +193,45 @@ def main(argv: Sequence[str] | None = None) -> int:
             output=args.output,
         )
         return run_call(args.tool, dict(args.arguments), options)
-    return serve(args.log_level, roots)
+    try:
+        fleet = _fleet(args)
+    except (OSError, ValueError) as exc:  # a malformed inventory names its line; never half a fleet
+        print(f"sysmcp: {exc}", file=sys.stderr)
+        return 2
+    return serve(args.log_level, roots, fleet)
+
+
+def _fleet(args: argparse.Namespace) -> Any:
+    """The operator's fleet (``FleetOptions``), or None when no host is configured.
+
+    Without one nothing of the fleet is even imported: a single-host start stays as it was.
+    """
+    hosts = [*(getattr(args, "host", None) or []), *getattr(args, "more_hosts", [])]
+    if not hosts and not getattr(args, "inventory", None) and not os.environ.get("SYSMCP_HOSTS"):
+        return None
+    from sysmcp.fleet.inventory import InventoryError
+    from sysmcp.fleet.setup import HOSTS_ENV, FleetOptions, load_inventory
+
+    try:
+        inventory = load_inventory(hosts, os.environ.get(HOSTS_ENV), getattr(args, "inventory", None))
+    except OSError as exc:
+        raise OSError(f"cannot read the inventory: {exc}") from None
+    except InventoryError:
+        raise
+    if not inventory:
+        if getattr(args, "inventory", None):
+            raise ValueError(f"the inventory {args.inventory} lists no host")
+        return None
+    concurrency = getattr(args, "fleet_concurrency", None) or 16
+    timeout = getattr(args, "connect_timeout", None) or 10.0
+    if concurrency < 1 or timeout <= 0:
+        raise ValueError("--fleet-concurrency and --connect-timeout must be positive")
+    options = FleetOptions(inventory, concurrency=concurrency, connect_timeout=timeout)
+    if getattr(args, "ssh_config", None):
+        options = replace(options, ssh_config=args.ssh_config)
+    if getattr(args, "remote_command", None):
+        options = replace(options, remote_command=args.remote_command)
+    return options
 
 
 def _call_epilog() -> str:
@@ -187,7 +260,7 @@ def _server_args(log_level: str, roots: Sequence[str]) -> list[str]:
     return extra
 
 
-def serve(log_level: str, roots: Sequence[str]) -> int:
+def serve(log_level: str, roots: Sequence[str], fleet: Any = None) -> int:
     configure(log_level)
     log = structlog.get_logger("sysmcp.cli")
     lacking = platform.missing_facilities()
@@ -201,7 +274,7 @@ def serve(log_level: str, roots: Sequence[str]) -> int:
 
     wire = StdioWire.claim()
     try:
-        anyio.run(_serve, FdTransport(wire.read_fd, wire.write_fd), roots, wire.interactive)
+        anyio.run(_serve, FdTransport(wire.read_fd, wire.write_fd), roots, wire.interactive, fleet)
     except KeyboardInterrupt:
         pass
     except BaseException as exc:
@@ -234,12 +307,27 @@ def _exit_past_stuck_threads(log: Any) -> None:
         os._exit(0)
 
 
-async def _serve(transport: Any, roots: Sequence[str], interactive: bool) -> None:
+async def _serve(transport: Any, roots: Sequence[str], interactive: bool, fleet: Any = None) -> None:
+    if fleet is None:
+        await _serve_with(transport, roots, interactive, None)
+        return
+    from sysmcp.fleet.setup import running_fleet
+
+    async with running_fleet(fleet) as caller:  # at its end every ssh it started is ended
+        await _serve_with(transport, roots, interactive, caller)
+
+
+async def _serve_with(transport: Any, roots: Sequence[str], interactive: bool, fleet: Any) -> None:
     from sysmcp.protocol.session import Session
     from sysmcp.server import build_server
     from sysmcp.tools import ALL_TOOLS
 
-    server = build_server(ALL_TOOLS, roots=roots or None)
+    hosts_property = None
+    if fleet is not None:
+        from sysmcp.tools.merging import hosts_property as make_hosts_property
+
+        hosts_property = make_hosts_property(list(fleet.groups), len(fleet.host_names))
+    server = build_server(ALL_TOOLS, roots=roots or None, fleet=fleet, hosts_property=hosts_property)
     session = Session(server, transport)
     async with anyio.create_task_group() as group:
         server.client_roots.peer, server.client_roots.spawn = session, group.start_soon

@@ -7,9 +7,10 @@ version's features, and turns tool outcomes into ``CallToolResult`` shapes.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
@@ -32,6 +33,7 @@ from sysmcp.protocol.lifecycle import (
 from sysmcp.protocol.threads import run_in_thread
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
+from sysmcp.tools.merging import HostOutcome, bound, default_merge
 from sysmcp.tools.registry import Registry, Tool, ToolContext, ToolOutput
 from sysmcp.views import VIEWS, accepts_views, server_extension
 
@@ -59,6 +61,28 @@ COMPLETION_TIMEOUT = 2.0  # seconds a path completion may spend listing a direct
 
 Method = Callable[[dict[str, Any], RequestContext], Awaitable[dict[str, Any]]]
 
+FLEET_NAMES_SHOWN = 50  # host names the instructions list; the count is always given
+
+
+class FleetCaller(Protocol):
+    """What the server needs of a fleet (``sysmcp.fleet.fanout.Fleet``): the operator's hosts and
+    groups, name resolution, and one call fanned out. The server never connects anywhere itself."""
+
+    @property
+    def host_names(self) -> list[str]: ...
+
+    @property
+    def groups(self) -> dict[str, int]: ...
+
+    def resolve(self, names: list[str]) -> list[str]:
+        """Hosts for the model's names; ``ValueError`` (its text lists the groups) for unknown ones."""
+        ...
+
+    async def call(
+        self, tool: Tool, arguments: dict[str, Any], hosts: list[str], ctx: RequestContext
+    ) -> list[HostOutcome]: ...
+
+
 #: Methods answered from memory, never waiting on I/O or the client: the session runs them inline.
 IMMEDIATE_METHODS = frozenset(
     {
@@ -85,6 +109,7 @@ class Server:
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
     log_level: str = "warning"
     prompts: Prompts = field(default_factory=Prompts)
+    fleet: FleetCaller | None = None  # set when the operator configured hosts (--host, --inventory)
 
     def __post_init__(self) -> None:
         # Legacy clients' roots/list narrows self.paths; cli wires its peer (the session) and spawn.
@@ -114,6 +139,8 @@ class Server:
             return True
         if request.method != "tools/call" or not self.client_roots.settled:
             return False
+        if self.fleet is not None and _asks_hosts(request.params.get("arguments")):
+            return False  # a fan-out waits on the network
         name = request.params.get("name")
         tool = self.registry.get(name) if isinstance(name, str) else None
         if tool is None:
@@ -154,7 +181,10 @@ class Server:
             if roots is None
             else "Only these roots are in scope: " + ", ".join(map(str, roots)) + "."
         )
-        return INSTRUCTIONS.format(scope=scope)
+        text = INSTRUCTIONS.format(scope=scope)
+        if self.fleet is not None:
+            text += "\n" + fleet_instructions(self.fleet.host_names, self.fleet.groups)
+        return text
 
     def capabilities(self, features: Features) -> dict[str, Any]:
         capabilities: dict[str, Any] = {
@@ -232,8 +262,38 @@ class Server:
             if not ctx.features.validation_errors_as_results:
                 raise invalid_params(exc.message) from exc
             return self._error_result(exc.message)
+        if self.fleet is not None and "hosts" in arguments:
+            given = params.get("arguments")
+            # Only what the model gave travels (validated), not the defaults: an older remote sysmcp
+            # then refuses only an argument the model really used.
+            sent = {k: v for k, v in arguments.items() if isinstance(given, dict) and k in given}
+            return await self._fan_out(tool, sent, ctx)
         await self.client_roots.current()  # never run a tool on a scope the client is still narrowing
         return await self._run_tool(tool, arguments, ctx)
+
+    async def _fan_out(self, tool: Tool, arguments: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """The same tool on the named hosts, merged by the tool's own ``merge``. Each remote's roots
+        are its own (set by its remote command); the model names hosts, never commands."""
+        assert self.fleet is not None
+        local = {key: value for key, value in arguments.items() if key != "hosts"}
+        try:
+            hosts = self.fleet.resolve(list(arguments["hosts"]))
+        except ValueError as exc:
+            return self._error_result(str(exc))
+        outcomes = await self.fleet.call(tool, local, hosts, ctx)
+        output, full = bound((tool.merge or default_merge)(outcomes, local))
+        if full is not None:
+            kept = ToolContext(ctx, self.paths, self.results).keep(
+                f"{tool.name}-fleet.json",
+                json.dumps({"text": full, **output.structured}, ensure_ascii=False, indent=1),
+                description=f"{tool.name} on {len(hosts)} hosts: the full merged text and every host's result",
+                mime_type="application/json",
+            )
+            if isinstance(kept, str):
+                output = replace(output, text=f"{output.text}\n{kept}")
+            else:
+                output = replace(output, links=(*output.links, kept))
+        return self._call_result(output, ctx.features)
 
     async def _run_tool(self, tool: Tool, arguments: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         # Debug lines for clients that opt in (logging/setLevel, or the 2026 per-request logLevel);
@@ -382,8 +442,31 @@ class Server:
         return {"completion": {"values": values, "total": total, "hasMore": total > len(values)}}
 
 
+def _asks_hosts(arguments: object) -> bool:
+    return isinstance(arguments, dict) and "hosts" in arguments
+
+
+def fleet_instructions(names: Sequence[str], groups: dict[str, int]) -> str:
+    """The fleet paragraph of the instructions: host count, groups, the first names."""
+    shown = ", ".join(names[:FLEET_NAMES_SHOWN])
+    more = f" and {len(names) - FLEET_NAMES_SHOWN} more" if len(names) > FLEET_NAMES_SHOWN else ""
+    grouped = ", ".join(f"{name} ({count})" for name, count in groups.items()) or "none"
+    return (
+        f"Fleet: this sysmcp also answers for {len(names)} hosts over ssh: {shown}{more}. Groups: {grouped}. "
+        'Give any tool `hosts` (host names, group names, globs such as "web*", or "all") to run it on '
+        "those hosts instead of this machine and get one merged answer, with a status per host (ok, "
+        "tool_error, unreachable, auth_failed, host_key_mismatch, no_sysmcp, timeout, cancelled)."
+    )
+
+
 def build_server(
-    tools: Sequence[Tool], *, roots: Sequence[str] | None = None, page_size: int = 100
+    tools: Sequence[Tool],
+    *,
+    roots: Sequence[str] | None = None,
+    page_size: int = 100,
+    fleet: FleetCaller | None = None,
+    hosts_property: dict[str, Any] | None = None,
 ) -> Server:
     policy = PathPolicy(operator_roots=[real_root(r) for r in roots] if roots else None)
-    return Server(Registry(tools, page_size=page_size), paths=policy)
+    registry = Registry(tools, page_size=page_size, hosts=hosts_property if fleet is not None else None)
+    return Server(registry, paths=policy, fleet=fleet)

@@ -35,6 +35,7 @@ from sysmcp.fs.walk import (
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ArgumentError, ToolError
 from sysmcp.tools.arguments import size_argument
+from sysmcp.tools.merging import HostOutcome, fleet_output, table
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import denied_by, require_directory, skipped_phrase, walk_options, walk_properties
 from sysmcp.views import DIR_USAGE
@@ -1063,6 +1064,45 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     return ToolOutput(text, structured, links=links)
 
 
+def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
+    """Per-host totals side by side, then each host's largest entries (each host already cut to top_n)."""
+    answered = [o for o in outcomes if o.ok and o.result is not None]
+    key = "apparent_bytes" if arguments.get("sort_by") == "apparent" else "disk_bytes"
+    rows = [["HOST", "DISK", "APPARENT", "FILES", "DIRS", "COMPLETE"]]
+    totals: list[dict[str, Any]] = []
+    largest: list[dict[str, Any]] = []
+    for outcome in sorted(answered, key=lambda o: -int((o.result or {}).get("totals", {}).get(key, 0))):
+        result = outcome.result or {}
+        total = result.get("totals", {})
+        rows.append(
+            [
+                outcome.host,
+                human_bytes(total.get("disk_bytes", 0)),
+                human_bytes(total.get("apparent_bytes", 0)),
+                f"{total.get('files', 0):,}",
+                f"{total.get('directories', 0):,}",
+                "yes" if result.get("complete") else "partial",
+            ]
+        )
+        totals.append(
+            {"host": outcome.host, "path": result.get("path"), "complete": result.get("complete"), **total}
+        )
+        largest.append(
+            {
+                "host": outcome.host,
+                "largest_directories": result.get("largest_directories", []),
+                "largest_files": result.get("largest_files", []),
+            }
+        )
+    body = table(rows, right=(1, 2, 3, 4)) if answered else []
+    for entry in largest:
+        for kind in ("largest_directories", "largest_files"):
+            if entry[kind]:
+                body.append(f"{entry['host']}: {kind.replace('_', ' ')}")
+                body += [f"  {human_bytes(item.get(key, 0)):>10}  {item['path']}" for item in entry[kind]]
+    return fleet_output(outcomes, body, {"totals": totals, "largest": largest, "sort_by": key})
+
+
 TOOL = Tool(
     name="dir_usage",
     title="Directory usage",
@@ -1083,4 +1123,5 @@ TOOL = Tool(
     output_schema=OUTPUT_SCHEMA,
     handler=handle,
     view=DIR_USAGE.uri,
+    merge=merge,
 )

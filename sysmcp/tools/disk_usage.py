@@ -33,6 +33,7 @@ from sysmcp.fs.mounts import (
 from sysmcp.fs.paths import display, expands_locally, is_within
 from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.errors import ToolError
+from sysmcp.tools.merging import HostOutcome, fleet_output, table
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.views import DISKS
 
@@ -951,6 +952,67 @@ def _device_key(entry: Entry) -> object:
 
 _HANDLER = DiskUsage()
 
+
+def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
+    """Every filesystem of every host in one table, fullest first across the fleet, with fleet alerts."""
+    rows: list[dict[str, Any]] = []
+    for outcome in outcomes:
+        if outcome.ok and outcome.result is not None:
+            rows += [{"host": outcome.host, **fs} for fs in outcome.result.get("filesystems", [])]
+
+    def fullness(row: dict[str, Any]) -> int:
+        inodes = row.get("inodes") or {}
+        return max(row.get("percent_used") or 0, inodes.get("percent_used") or 0)
+
+    rows.sort(key=lambda row: (row.get("status") != "ok", -fullness(row), row["host"], row["mount_point"]))
+    alerts = [row for row in rows if row.get("alerts")]
+    alert_hosts = list(dict.fromkeys(row["host"] for row in alerts))
+    body: list[str] = []
+    if alerts:
+        body.append(
+            f"{len(alerts)} filesystem{'s' if len(alerts) != 1 else ''} on {len(alert_hosts)} "
+            f"host{'s' if len(alert_hosts) != 1 else ''} {'are' if len(alerts) != 1 else 'is'} over "
+            f"{ALERT_PERCENT} %: "
+            + ", ".join(
+                f"{row['host']}:{row['mount_point']} ({' and '.join(row['alerts'])})" for row in alerts
+            )
+        )
+    elif rows:
+        body.append(f"No filesystem on these hosts is over {ALERT_PERCENT} % used.")
+    table_rows = [["HOST", "MOUNT", "TYPE", "SIZE", "USED", "AVAIL", "USE%", "IUSE%"]]
+    for row in rows:
+        if row.get("status") != "ok":
+            table_rows.append(
+                [row["host"], row["mount_point"], row["fs_type"], "—", "—", "—", row["status"], ""]
+            )
+            continue
+        inodes = row.get("inodes") or {}
+        table_rows.append(
+            [
+                row["host"],
+                row["mount_point"],
+                row["fs_type"],
+                human_bytes(row.get("total_bytes", 0)),
+                human_bytes(row.get("used_bytes", 0)),
+                human_bytes(row.get("free_bytes", 0)),
+                _pct(row.get("percent_used")),
+                _pct(inodes.get("percent_used")) if inodes else "-",
+            ]
+        )
+    if rows:
+        body += table(table_rows, right=(3, 4, 5, 6, 7))
+    view = {
+        "filesystems": rows,
+        "alerts": [
+            {"host": row["host"], "mount_point": row["mount_point"], "alerts": row["alerts"]}
+            for row in alerts
+        ],
+        "order": "fullest first across the hosts (the higher of space and inode percent), then host, mount",
+        "alert_threshold_percent": ALERT_PERCENT,
+    }
+    return fleet_output(outcomes, body, view)
+
+
 TOOL = Tool(
     name="disk_usage",
     title="Disk usage",
@@ -980,4 +1042,5 @@ TOOL = Tool(
     handler=_HANDLER,
     answers_at_once=_HANDLER.answers_at_once,
     view=DISKS.uri,
+    merge=merge,
 )

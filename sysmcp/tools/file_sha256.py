@@ -10,6 +10,7 @@ import errno
 import os
 import stat
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from sysmcp.fs.units import human_bytes, rate
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.arguments import sha256_argument
+from sysmcp.tools.merging import HostOutcome, fleet_output
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import denied_by
 
@@ -182,6 +184,53 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     return ToolOutput("\n".join(lines), structured)
 
 
+def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
+    """Config drift: the digest per host, grouped (the majority first), and which hosts lack the file."""
+    groups: dict[str, list[str]] = {}
+    for outcome in outcomes:
+        if outcome.ok and outcome.result is not None and isinstance(outcome.result.get("sha256"), str):
+            groups.setdefault(outcome.result["sha256"], []).append(outcome.host)
+    missing = [o.host for o in outcomes if o.status == "tool_error" and o.reason.startswith("No such file")]
+    ordered = sorted(groups.items(), key=lambda item: -len(item[1]))  # stable: first seen wins a tie
+    expected = arguments.get("expected")
+    expected = expected.lower() if isinstance(expected, str) else None
+    if not groups:
+        verdict = "none"
+        body = ["No host gave a digest."]
+    elif len(groups) == 1 and not missing:
+        verdict = "identical"
+        digest, hosts = ordered[0]
+        body = [f"Identical on all {len(hosts)} hosts that answered: {digest}"]
+    else:
+        verdict = "drift"
+        held = sum(len(hosts) for _, hosts in ordered)
+        body = [
+            f"Drift: {len(ordered)} different digests on {held} hosts"
+            + (f"; {len(missing)} {'lack' if len(missing) != 1 else 'lacks'} the file" if missing else "")
+            + ":"
+        ]
+        for digest, hosts in ordered:
+            body.append(
+                f"  {len(hosts):>3} host{'s' if len(hosts) != 1 else ' '}  {digest}  {', '.join(hosts)}"
+            )
+    if missing:
+        body.append(f"No such file on: {', '.join(missing)}")
+    digests: list[dict[str, Any]] = []
+    for digest, hosts in ordered:
+        group: dict[str, Any] = {"sha256": digest, "count": len(hosts), "hosts": hosts}
+        if expected is not None:
+            group["match"] = digest == expected
+        digests.append(group)
+    view: dict[str, Any] = {"verdict": verdict, "digests": digests, "missing": missing}
+    if expected is not None:
+        view["expected"] = expected
+        matching = [host for digest, hosts in ordered if digest == expected for host in hosts]
+        body.append(
+            f"Expected {expected}: MATCH on {len(matching)} of {sum(len(h) for _, h in ordered)} hosts."
+        )
+    return fleet_output(outcomes, body, view)
+
+
 TOOL = Tool(
     name="file_sha256",
     title="File SHA-256",
@@ -195,4 +244,5 @@ TOOL = Tool(
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,
     handler=handle,
+    merge=merge,
 )

@@ -26,6 +26,7 @@ from sysmcp.fs.walk import Budget, Listing, Scanner, ScanStopped, SkipCounter, W
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.arguments import size_argument
+from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import denied_by, require_directory, skipped_phrase, walk_options, walk_properties
 
@@ -516,4 +517,7 @@ TOOL = Tool(
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,
     handler=handle,
+    merge=summary_merge(
+        "Duplicates are found within each host: files are not compared across hosts."
+    ),  # per-host summaries
 )

@@ -35,6 +35,7 @@ from sysmcp.fs.units import human_bytes, plural, rate
 from sysmcp.fs.walk import SkipCounter, WalkOptions, throttled, walk_files
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import denied_by, skipped_phrase, walk_options, walk_properties
 
@@ -372,4 +373,5 @@ TOOL = Tool(
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,
     handler=handle,
+    merge=summary_merge(),  # per-host summaries
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -120,6 +120,9 @@ class Tool:
     answers_at_once: Callable[[Any], bool] | None = None
     #: The ``ui://`` resource (an MCP Apps view, sysmcp.views) that renders this tool's results.
     view: str | None = None
+    #: Its fleet view: the answers of many hosts (``merging.HostOutcome``) and the arguments → one
+    #: ``ToolOutput``; a pure function. None: ``merging.default_merge`` (per-host summaries).
+    merge: Callable[[Sequence[Any], dict[str, Any]], ToolOutput] | None = None
 
     def describe(self, features: Features, *, views: bool = False) -> dict[str, Any]:
         """The ``tools/list`` entry, with only what the negotiated version knows; ``views`` when the
@@ -142,11 +145,20 @@ class Tool:
 class Registry:
     """Tools by name, in declaration order, with opaque-cursor pagination."""
 
-    def __init__(self, tools: Iterable[Tool], page_size: int = 100) -> None:
+    def __init__(
+        self, tools: Iterable[Tool], page_size: int = 100, hosts: dict[str, Any] | None = None
+    ) -> None:
+        """``hosts``: the fleet's ``hosts`` property, added here to every tool's schema (only when a
+        fleet is configured: without one every schema is exactly the tool's own)."""
         self._tools: dict[str, Tool] = {}
         for tool in tools:
             if tool.name in self._tools:
                 raise ValueError(f"tool {tool.name!r} registered twice")
+            if hosts is not None:
+                from sysmcp.tools.merging import with_hosts
+
+                input_schema, output_schema = with_hosts(tool.input_schema, tool.output_schema, hosts)
+                tool = replace(tool, input_schema=input_schema, output_schema=output_schema)
             self._tools[tool.name] = tool
         self.page_size = page_size
 

@@ -37,6 +37,7 @@ from sysmcp.fs.units import human_bytes, plural, rate
 from sysmcp.fs.walk import SkipCounter, join, throttled, walk_files
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import require_directory, skipped_phrase, walk_options, walk_properties
 
@@ -601,4 +602,5 @@ TOOL = Tool(
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,
     handler=handle,
+    merge=summary_merge(),  # per-host summaries
 )

@@ -1,0 +1,335 @@
+"""The operator's fleet, free of I/O: Ansible INI inventory text (or plain names) → hosts and groups.
+
+The inventory is the operator's configuration, never the model's: the model can only name what is
+listed here, and ``resolve`` is the one place that turns its names into hosts. A malformed inventory is
+refused whole, with the line number, so a fleet is never half loaded.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import shlex
+import string
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+HOST_VARS = ("ansible_host", "ansible_port", "ansible_user", "sysmcp_command")
+#: What a host name may hold: it becomes an ssh destination, so nothing an option or a shell could read.
+_NAME = re.compile(r"[A-Za-z0-9_.@%+\-\[\]:]+")
+_RANGE = re.compile(r"\[([^\[\]]*)\]")
+MAX_RANGE = 10_000  # hosts one pattern may expand to: web[1:100000000] is a typo, not a fleet
+
+
+class InventoryError(ValueError):
+    """A malformed inventory; ``line`` is where (0 for names given on the command line)."""
+
+    def __init__(self, line: int, message: str, source: str = "inventory") -> None:
+        super().__init__(f"{source} line {line}: {message}" if line else f"{source}: {message}")
+        self.line = line
+        self.message = message
+
+
+class UnknownHosts(ValueError):
+    """Names the model gave that the inventory does not list; the text says what it does list."""
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    name: str
+    address: str | None = None  # ansible_host → ssh -o HostName
+    port: int | None = None  # ansible_port → ssh -o Port
+    user: str | None = None  # ansible_user → ssh -o User
+    command: str | None = None  # sysmcp_command: the remote command for this host
+
+
+@dataclass(frozen=True)
+class Inventory:
+    hosts: dict[str, Host] = field(default_factory=dict)  # in inventory order
+    groups: dict[str, tuple[str, ...]] = field(default_factory=dict)  # every host of each group
+
+    def __bool__(self) -> bool:
+        return bool(self.hosts)
+
+    @property
+    def group_names(self) -> list[str]:
+        return [name for name in self.groups if name not in ("all", "ungrouped")]
+
+    def resolve(self, names: Sequence[str]) -> list[str]:
+        """Hosts named by host names, group names, shell globs over host names or ``"all"``, in
+        inventory order, each once. Any name that matches nothing refuses the whole call."""
+        chosen: set[str] = set()
+        unknown: list[str] = []
+        for name in names:
+            if name in self.groups:
+                chosen.update(self.groups[name])
+            elif name in self.hosts:
+                chosen.add(name)
+            elif any(ch in name for ch in "*?[") and (
+                matched := [host for host in self.hosts if fnmatch.fnmatchcase(host, name)]
+            ):
+                chosen.update(matched)
+            else:
+                unknown.append(name)
+        if unknown:
+            groups = ", ".join(self.group_names) or "none besides all"
+            raise UnknownHosts(
+                f"unknown host or group: {', '.join(map(repr, unknown))}. The inventory has "
+                f'{len(self.hosts)} hosts; groups: {groups} (or "all", or a glob over host names '
+                'such as "web*")'
+            )
+        return [host for host in self.hosts if host in chosen]
+
+
+def check_name(name: str, line: int = 0, source: str = "inventory") -> str:
+    if not _NAME.fullmatch(name) or name.startswith("-"):
+        raise InventoryError(line, f"{name!r} is not a host name", source)
+    return name
+
+
+def from_names(names: Iterable[str], source: str = "--host") -> Inventory:
+    """Hosts named on the command line or in ``SYSMCP_HOSTS``: no variables, no groups but ``all``."""
+    hosts: dict[str, Host] = {}
+    for name in names:
+        name = name.strip()
+        if name:
+            hosts.setdefault(name, Host(check_name(name, 0, source)))
+    order = tuple(hosts)
+    return Inventory(hosts, {"all": order, "ungrouped": order} if order else {})
+
+
+def split_hosts_env(value: str) -> list[str]:
+    """``SYSMCP_HOSTS``: names separated by commas or colons (the two ways people write lists)."""
+    return [part for part in re.split(r"[,:\s]+", value) if part]
+
+
+def merge(first: Inventory, second: Inventory) -> Inventory:
+    """Both fleets; a host in both keeps the first's variables."""
+    hosts = dict(first.hosts)
+    for name, host in second.hosts.items():
+        hosts.setdefault(name, host)
+    groups: dict[str, list[str]] = {}
+    for inventory in (first, second):
+        for group, members in inventory.groups.items():
+            kept = groups.setdefault(group, [])
+            kept += [m for m in members if m not in kept]
+    return Inventory(hosts, {group: tuple(m for m in hosts if m in set(ms)) for group, ms in groups.items()})
+
+
+# -- Ansible INI ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Parsed:
+    host_order: list[str] = field(default_factory=list)
+    host_vars: dict[str, dict[str, tuple[str, int]]] = field(default_factory=dict)  # value, line
+    direct: dict[str, list[str]] = field(default_factory=dict)  # group → its own hosts
+    children: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    group_vars: dict[str, dict[str, tuple[str, int]]] = field(default_factory=dict)
+    group_line: dict[str, int] = field(default_factory=dict)
+
+
+def parse_ini(text: str, source: str = "inventory") -> Inventory:
+    """An Ansible INI inventory: host lines (with ``key=value`` variables and ``name:port``),
+    ``[group]``, ``[group:children]``, ``[group:vars]``, comments, ranges such as ``web[01:20]``."""
+    parsed = _Parsed()
+    section, kind = "ungrouped", "hosts"
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = _strip_comment(raw)
+        if not line:
+            continue
+        if line.startswith("["):
+            section, kind = _header(line, number, source)
+            parsed.group_line.setdefault(section, number)
+            parsed.direct.setdefault(section, [])
+            continue
+        try:
+            words = shlex.split(line, comments=False, posix=True)
+        except ValueError as exc:
+            raise InventoryError(number, f"cannot split the line ({exc})", source) from None
+        if kind == "children":
+            if len(words) != 1:
+                raise InventoryError(number, "a [group:children] line names one group", source)
+            parsed.children.setdefault(section, []).append((_group_name(words[0], number, source), number))
+        elif kind == "vars":
+            key, value = _assignment(line, number, source)
+            parsed.group_vars.setdefault(section, {})[key] = (value, number)
+        else:
+            _host_line(parsed, section, words, number, source)
+    return _build(parsed, source)
+
+
+def _strip_comment(raw: str) -> str:
+    line = raw.strip()
+    if line.startswith(("#", ";")):
+        return ""
+    # An inline comment: whitespace then '#' (a '#' inside a value, such as a URL fragment, stays).
+    match = re.search(r"\s#", line)
+    return line[: match.start()].strip() if match else line
+
+
+def _header(line: str, number: int, source: str) -> tuple[str, str]:
+    if not line.endswith("]"):
+        raise InventoryError(number, f"a section header must end with ']': {line!r}", source)
+    inner = line[1:-1].strip()
+    name, _, suffix = inner.partition(":")
+    if suffix and suffix not in ("children", "vars"):
+        raise InventoryError(number, f"unknown section kind {suffix!r} (children or vars)", source)
+    return _group_name(name, number, source), suffix or "hosts"
+
+
+def _group_name(name: str, number: int, source: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_\-.]+", name):
+        raise InventoryError(number, f"{name!r} is not a group name", source)
+    return name
+
+
+def _assignment(word: str, number: int, source: str) -> tuple[str, str]:
+    key, sep, value = word.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise InventoryError(number, f"expected key=value, got {word!r}", source)
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        value = value[1:-1]
+    return key, value
+
+
+def _host_line(parsed: _Parsed, section: str, words: list[str], number: int, source: str) -> None:
+    pattern, *assignments = words
+    if "=" in pattern:
+        raise InventoryError(number, f"a host line starts with the host name, got {pattern!r}", source)
+    variables = dict(_assignment(word, number, source) for word in assignments)
+    port: str | None = None
+    if re.fullmatch(r".+:\d+", pattern) and not pattern.startswith("["):
+        pattern, port = pattern.rsplit(":", 1)
+    for name in expand(pattern, number, source):
+        check_name(name, number, source)
+        if name not in parsed.host_vars:
+            parsed.host_order.append(name)
+            parsed.host_vars[name] = {}
+        host_vars = parsed.host_vars[name]
+        if port is not None:
+            host_vars["ansible_port"] = (port, number)
+        for key, value in variables.items():
+            host_vars[key] = (value, number)
+        members = parsed.direct.setdefault(section, [])
+        if name not in members:
+            members.append(name)
+
+
+def expand(pattern: str, number: int = 0, source: str = "inventory") -> list[str]:
+    """``web[01:03]`` → web01, web02, web03 (leading zeros kept); ``db-[a:c]``; ``[1:9:2]`` strides."""
+    match = _RANGE.search(pattern)
+    if match is None:
+        return [pattern]
+    head, tail = pattern[: match.start()], pattern[match.end() :]
+    parts = match.group(1).split(":")
+    if len(parts) not in (2, 3) or not all(parts[:2]):
+        raise InventoryError(
+            number, f"a range is [start:end] or [start:end:step], got [{match.group(1)}]", source
+        )
+    start, end = parts[0], parts[1]
+    step = 1
+    if len(parts) == 3:
+        if not parts[2].isdigit() or int(parts[2]) < 1:
+            raise InventoryError(number, f"a range's step must be a positive integer: {parts[2]!r}", source)
+        step = int(parts[2])
+    if start.isdigit() and end.isdigit():
+        if int(start) > int(end):
+            raise InventoryError(number, f"range [{start}:{end}] runs backwards", source)
+        width = len(start) if start.startswith("0") else 0
+        values = [str(i).zfill(width) for i in range(int(start), int(end) + 1, step)]
+    elif len(start) == len(end) == 1 and start in string.ascii_letters and end in string.ascii_letters:
+        if start > end:
+            raise InventoryError(number, f"range [{start}:{end}] runs backwards", source)
+        values = [chr(i) for i in range(ord(start), ord(end) + 1, step)]
+    else:
+        raise InventoryError(number, f"a range needs two numbers or two letters, got [{start}:{end}]", source)
+    if len(values) > MAX_RANGE:
+        raise InventoryError(number, f"range [{start}:{end}] expands to over {MAX_RANGE:,} hosts", source)
+    rest = expand(tail, number, source)
+    if len(values) * len(rest) > MAX_RANGE:
+        raise InventoryError(number, f"{pattern!r} expands to over {MAX_RANGE:,} hosts", source)
+    return [head + value + more for value in values for more in rest]
+
+
+def _build(parsed: _Parsed, source: str) -> Inventory:
+    for kids in parsed.children.values():
+        for kid, number in kids:
+            if kid not in parsed.direct and kid not in parsed.children:
+                raise InventoryError(number, f"child group {kid!r} is not defined anywhere", source)
+    members: dict[str, list[str]] = {}
+
+    def collect(group: str, trail: tuple[str, ...]) -> list[str]:
+        if group in trail:
+            cycle = " → ".join((*trail, group))
+            raise InventoryError(
+                parsed.group_line.get(group, 0), f"groups contain each other: {cycle}", source
+            )
+        if group in members:
+            return members[group]
+        found = list(parsed.direct.get(group, []))
+        for kid, _ in parsed.children.get(group, []):
+            found += [h for h in collect(kid, (*trail, group)) if h not in found]
+        members[group] = found
+        return found
+
+    for group in [*parsed.direct, *parsed.children]:
+        collect(group, ())
+    grouped = {h for group, hs in members.items() if group != "ungrouped" for h in hs}
+    # A host listed both before any section and in a group is not ungrouped (as Ansible has it).
+    members["ungrouped"] = [h for h in members.get("ungrouped", []) if h not in grouped]
+    hosts: dict[str, Host] = {}
+    for name in parsed.host_order:
+        # [all:vars] first, then each group's (in file order), the host's own line last: as Ansible.
+        variables: dict[str, tuple[str, int]] = dict(parsed.group_vars.get("all", {}))
+        for group, hs in members.items():
+            if group != "all" and name in hs:
+                variables.update(parsed.group_vars.get(group, {}))
+        variables.update(parsed.host_vars[name])
+        hosts[name] = _host(name, variables, source)
+    groups = {"all": tuple(hosts)}
+    for group in members:
+        if group != "all":
+            groups[group] = tuple(h for h in hosts if h in set(members[group]))
+    return Inventory(hosts, groups)
+
+
+def _host(name: str, variables: dict[str, tuple[str, int]], source: str) -> Host:
+    def get(key: str) -> str | None:
+        value = variables.get(key)
+        return value[0] if value is not None else None
+
+    port: int | None = None
+    if (raw_port := variables.get("ansible_port")) is not None:
+        if not raw_port[0].isdigit() or not 0 < int(raw_port[0]) < 65536:
+            raise InventoryError(
+                raw_port[1], f"ansible_port must be a port number, got {raw_port[0]!r}", source
+            )
+        port = int(raw_port[0])
+    for key in ("ansible_host", "ansible_user"):
+        value = variables.get(key)
+        if value is not None and (
+            not value[0] or value[0].startswith("-") or any(c.isspace() for c in value[0])
+        ):
+            raise InventoryError(
+                value[1], f"{key} must be one word not starting with '-', got {value[0]!r}", source
+            )
+    command = variables.get("sysmcp_command")
+    if command is not None and not command[0].strip():
+        raise InventoryError(command[1], "sysmcp_command is empty", source)
+    return Host(name, get("ansible_host"), port, get("ansible_user"), get("sysmcp_command"))
+
+
+__all__ = [
+    "Host",
+    "Inventory",
+    "InventoryError",
+    "UnknownHosts",
+    "expand",
+    "from_names",
+    "merge",
+    "parse_ini",
+    "split_hosts_env",
+]

@@ -1,0 +1,235 @@
+"""One persistent MCP session per host, each over one ssh process.
+
+A session is opened on first use (``initialize`` once), reused by later calls and reopened after it
+dies. ``open()`` owns them all: when it ends (EOF on our stdin, SIGTERM) every session's ssh is ended
+and every ControlMaster on sysmcp's own control path is told to exit, so no ssh is left behind.
+Nothing here reads ``/proc``: the gateway may run on a Mac.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import anyio
+import structlog
+from anyio.abc import Process, TaskGroup
+
+from sysmcp.fleet.inventory import Host, Inventory
+from sysmcp.fleet.ssh import SshSettings, bounded, classify, control_argv, session_argv
+from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, RemoteError
+
+log = structlog.get_logger("sysmcp.fleet")
+
+STDERR_TAIL = 4096  # bytes of each ssh's stderr kept for the reason of a failure
+EXIT_WAIT = 2.0  # seconds an ssh may take to exit after its session ended, before it is killed
+CLOSE_WAIT = 3.0  # seconds for ending everything at shutdown
+
+
+class HostFailure(Exception):
+    """A host's session could not be opened (or died): its status and a one-line reason."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(f"{status}: {reason}")
+        self.status = status
+        self.reason = reason
+
+
+@dataclass
+class HostSession:
+    host: Host
+    process: Process
+    client: ClientSession
+    stderr: bytearray = field(default_factory=bytearray)
+    calls: int = 0  # calls started on it: a session that dies under its first call is no stale one
+
+    @property
+    def alive(self) -> bool:
+        return self.client.alive and self.process.returncode is None
+
+    async def failure(self) -> HostFailure:
+        """Why this session ended: ssh's exit code and stderr, classified."""
+        with anyio.move_on_after(EXIT_WAIT):
+            await self.process.wait()
+        if self.process.returncode is None:
+            await _kill(self.process)
+        not_mcp = self.client.closed_reason if self.client.not_mcp else None
+        status, reason = classify(
+            self.process.returncode, self.stderr.decode("utf-8", "replace"), not_mcp=not_mcp
+        )
+        return HostFailure(status, reason)
+
+
+def private_control_dir() -> str:
+    """A 0700 directory of our own for ControlPath sockets, short enough for a socket path (macOS's
+    ``$TMPDIR`` is too long for ``dir/%C``), so sysmcp never uses or ends the operator's masters."""
+    base = "/tmp" if os.path.isdir("/tmp") else None
+    return tempfile.mkdtemp(prefix="sysmcp-ssh-", dir=base)
+
+
+class Pool:
+    def __init__(self, inventory: Inventory, settings: SshSettings) -> None:
+        self.inventory = inventory
+        self.settings = settings
+        self._sessions: dict[str, HostSession] = {}
+        self._locks: dict[str, anyio.Lock] = {}
+        self._used: set[str] = set()  # hosts we ever started an ssh for: their masters to end
+        self._processes: set[Process] = set()
+        self._group: TaskGroup | None = None
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[Pool]:
+        """Run the pool for the duration of the block; close everything at its end, however it ends."""
+        async with anyio.create_task_group() as group:
+            self._group = group
+            try:
+                yield self
+            finally:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_WAIT + EXIT_WAIT):
+                    await self.aclose()
+                group.cancel_scope.cancel()
+                self._group = None
+
+    async def session(self, name: str) -> HostSession:
+        """The host's live session, opened now if there is none (or the last one died)."""
+        lock = self._locks.setdefault(name, anyio.Lock())
+        async with lock:
+            current = self._sessions.get(name)
+            if current is not None and current.alive:
+                return current
+            if current is not None:
+                self._sessions.pop(name, None)
+                await self._end(current)
+            opened = await self._open(self.inventory.hosts[name])
+            self._sessions[name] = opened
+            return opened
+
+    async def discard(self, session: HostSession) -> None:
+        """End a session that can no longer be trusted (a call on it timed out mid-answer, say)."""
+        if self._sessions.get(session.host.name) is session:
+            self._sessions.pop(session.host.name, None)
+        await self._end(session)
+
+    async def _open(self, host: Host) -> HostSession:
+        assert self._group is not None, "Pool.open() is not running"
+        argv = session_argv(self.settings, host)
+        log.debug("ssh session starting", host=host.name, argv=argv)
+        self._used.add(host.name)
+        try:
+            process = await anyio.open_process(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # the operator's Ctrl-C is ours to handle, not each ssh's
+            )
+        except OSError as exc:  # no ssh installed, out of processes: this host's failure, not the call's
+            raise HostFailure("unreachable", bounded(f"cannot start {argv[0]}: {exc}")) from None
+        self._processes.add(process)
+        assert process.stdin is not None and process.stdout is not None
+        client = ClientSession(process.stdin, process.stdout, name=host.name)
+        session = HostSession(host, process, client)
+        self._group.start_soon(self._keep_stderr, session)
+        self._group.start_soon(self._read, session)
+        try:
+            with anyio.fail_after(self.settings.connect_timeout):
+                await client.initialize()
+        except TimeoutError:
+            await self._kill(session)  # hung in the connection or the remote start: no goodbye to wait for
+            tail = _last_line(session.stderr)
+            raise HostFailure(
+                "timeout",
+                bounded(
+                    f"no MCP answer within the connect timeout of {self.settings.connect_timeout:g} s"
+                    + (f" ({tail})" if tail else "")
+                ),
+            ) from None
+        except (PeerGone, NotMcp, RemoteError) as exc:
+            failure = await session.failure()
+            if isinstance(exc, NotMcp):
+                failure = HostFailure("no_sysmcp", bounded(f"not an MCP server: {exc}"))
+            elif isinstance(exc, RemoteError):
+                failure = HostFailure("no_sysmcp", bounded(f"the remote refused initialize: {exc.message}"))
+            await self._end(session)
+            raise failure from None
+        except BaseException:  # cancelled while connecting: leave nothing running
+            await self._kill(session)
+            raise
+        log.info("ssh session open", host=host.name, pid=process.pid)
+        return session
+
+    async def _read(self, session: HostSession) -> None:
+        await session.client.run()
+        log.debug("ssh session ended", host=session.host.name, reason=session.client.closed_reason)
+
+    async def _keep_stderr(self, session: HostSession) -> None:
+        stream = session.process.stderr
+        assert stream is not None
+        with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            while True:
+                session.stderr += await stream.receive()
+                del session.stderr[:-STDERR_TAIL]
+
+    async def _end(self, session: HostSession) -> None:
+        """Close the session's stdin (the remote sysmcp sees EOF and exits), then wait briefly, then kill."""
+        process = session.process
+        with anyio.CancelScope(shield=True):
+            if process.stdin is not None:
+                with contextlib.suppress(Exception):
+                    await process.stdin.aclose()
+            with anyio.move_on_after(EXIT_WAIT):
+                await process.wait()
+            if process.returncode is None:
+                await _kill(process)
+            self._processes.discard(process)
+
+    async def _kill(self, session: HostSession) -> None:
+        await _kill(session.process)
+        self._processes.discard(session.process)
+
+    async def aclose(self) -> None:
+        """End every session and every ControlMaster we started; remove our control directory."""
+        sessions, self._sessions = list(self._sessions.values()), {}
+        async with anyio.create_task_group() as group:
+            for session in sessions:
+                group.start_soon(self._end, session)
+            for process in list(self._processes):
+                group.start_soon(_kill, process)
+        async with anyio.create_task_group() as group:
+            for name in sorted(self._used):
+                group.start_soon(self._exit_master, self.inventory.hosts[name])
+        self._used.clear()
+        shutil.rmtree(self.settings.control_dir, ignore_errors=True)
+
+    async def _exit_master(self, host: Host) -> None:
+        directory = self.settings.control_dir
+        if not os.path.isdir(directory) or not os.listdir(directory):
+            return  # no socket left: no master to end
+        with anyio.move_on_after(CLOSE_WAIT), contextlib.suppress(OSError):
+            await anyio.run_process(
+                control_argv(self.settings, host),
+                check=False,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+
+
+async def _kill(process: Process) -> None:
+    with contextlib.suppress(ProcessLookupError, OSError):
+        process.kill()
+    with anyio.CancelScope(shield=True), anyio.move_on_after(EXIT_WAIT):
+        await process.wait()
+
+
+def _last_line(data: bytearray) -> str:
+    lines = [line for line in data.decode("utf-8", "replace").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+__all__ = ["HostFailure", "HostSession", "Pool", "private_control_dir"]

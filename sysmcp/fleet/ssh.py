@@ -1,0 +1,163 @@
+"""The operator's OpenSSH, driven for one host: the argv, and what its failures mean.
+
+Everything here is plain data in, plain data out: the argv for a host, the argv that ends its
+ControlMaster, and a status with a one-line reason from an exit code and stderr. The pool runs them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from sysmcp.fleet.inventory import Host
+from sysmcp.tools.merging import STATUSES
+
+DEFAULT_REMOTE_COMMAND = "uvx sysmcp"
+DEFAULT_CONNECT_TIMEOUT = 10.0
+CONTROL_PERSIST = 60  # seconds a master outlives its last session (it is ended at exit anyway)
+REASON_LIMIT = 200
+
+
+@dataclass(frozen=True, slots=True)
+class SshSettings:
+    """How every ssh is started: the operator's choices (command line), never the model's."""
+
+    control_dir: str  # sysmcp's own private (0700) directory for ControlPath sockets
+    config_file: str | None = None  # --ssh-config: passed as -F
+    remote_command: str = DEFAULT_REMOTE_COMMAND  # --remote-command; a host's sysmcp_command wins
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    program: str = "ssh"
+
+
+def _common(settings: SshSettings, host: Host) -> list[str]:
+    argv = [settings.program]
+    if settings.config_file is not None:
+        argv += ["-F", settings.config_file]
+    argv += [
+        "-o",
+        "BatchMode=yes",  # no prompt can ever wait: a password or passphrase fails at once
+        "-o",
+        f"ControlPath={settings.control_dir}/%C",  # ours: never the operator's own masters
+    ]
+    if host.address is not None:
+        argv += ["-o", f"HostName={host.address}"]
+    if host.port is not None:
+        argv += ["-o", f"Port={host.port}"]
+    if host.user is not None:
+        argv += ["-o", f"User={host.user}"]
+    return argv
+
+
+def session_argv(settings: SshSettings, host: Host) -> list[str]:
+    """``ssh -T -o BatchMode=yes … HOST COMMAND``: one MCP session over the host's stdio.
+
+    Host key checking is left exactly as the operator's config has it (never turned off).
+    """
+    argv = _common(settings, host)
+    argv[1:1] = ["-T"]  # no terminal: the wire is bytes, and a pty would echo and mangle them
+    argv += [
+        "-o",
+        f"ConnectTimeout={max(1, math.ceil(settings.connect_timeout))}",
+        "-o",
+        "ControlMaster=auto",  # the first session to a host becomes the master, later ones reuse it
+        "-o",
+        f"ControlPersist={CONTROL_PERSIST}",
+        "-o",
+        "ServerAliveInterval=15",  # a session whose peer vanished (a blackholed network) is noticed
+        "-o",
+        "ServerAliveCountMax=3",
+        "--",
+        host.name,
+        host.command or settings.remote_command,
+    ]
+    return argv
+
+
+def control_argv(settings: SshSettings, host: Host, command: str = "exit") -> list[str]:
+    """``ssh -O exit …``: end this host's master on sysmcp's own control path."""
+    argv = _common(settings, host)
+    argv[1:1] = ["-O", command]
+    return [*argv, "--", host.name]
+
+
+# -- what a failure means ---------------------------------------------------------------------------
+
+_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "host_key_mismatch",
+        re.compile(
+            r"remote host identification has changed|host key verification failed|host key for .* has changed"
+            r"|no (?:\w+ )?host key is known",
+            re.I,
+        ),
+    ),
+    (
+        "auth_failed",
+        re.compile(
+            r"permission denied|too many authentication failures|no more authentication methods"
+            r"|authentication failed",
+            re.I,
+        ),
+    ),
+    ("timeout", re.compile(r"timed out|operation timed out", re.I)),
+    (
+        "unreachable",
+        re.compile(
+            r"connection refused|no route to host|could not resolve hostname|name or service not known"
+            r"|nodename nor servname|network is unreachable|connection closed by|connection reset"
+            r"|kex_exchange_identification|broken pipe|temporary failure in name resolution",
+            re.I,
+        ),
+    ),
+    ("no_sysmcp", re.compile(r"command not found|not found|no such file or directory", re.I)),
+)
+
+_NOISE = re.compile(r"^(warning: permanently added|@{5,}|pseudo-terminal will not be allocated)", re.I)
+
+
+def bounded(text: str, limit: int = REASON_LIMIT) -> str:
+    """One line, printable, at most ``limit`` characters: a reason, never a dump."""
+    line = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def classify(returncode: int | None, stderr: str, *, not_mcp: str | None = None) -> tuple[str, str]:
+    """The status and a one-line reason for an ssh that ended before the session was usable.
+
+    ssh exits 255 for its own failures and says why on stderr; otherwise the exit code is the
+    remote command's (127: not found). ``not_mcp`` is set when the remote wrote something that is not
+    JSON-RPC (a shell banner, another program).
+    """
+    lines = [line.strip(" @\t\r") for line in stderr.splitlines() if not _NOISE.match(line.strip())]
+    lines = [line for line in lines if line]
+    for status, pattern in _PATTERNS:
+        if status == "no_sysmcp" and returncode == 255:
+            continue  # "not found" from ssh itself (a config file, an identity) is not the remote command
+        for line in lines:
+            if pattern.search(line):
+                return status, bounded(line)
+    last = lines[-1] if lines else ""
+    if returncode == 127:
+        return "no_sysmcp", bounded(last or "the remote command was not found (exit status 127)")
+    if not_mcp is not None:
+        return "no_sysmcp", bounded(not_mcp)
+    if returncode == 255:
+        return "unreachable", bounded(last or "ssh failed (exit status 255) without saying why")
+    if returncode is None:
+        return "unreachable", bounded(last or "the connection ended before the remote sysmcp answered")
+    return "no_sysmcp", bounded(
+        last or f"the remote command exited with status {returncode} before answering as an MCP server"
+    )
+
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_REMOTE_COMMAND",
+    "STATUSES",
+    "SshSettings",
+    "bounded",
+    "classify",
+    "control_argv",
+    "session_argv",
+]

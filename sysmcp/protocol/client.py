@@ -1,0 +1,404 @@
+"""The client half of MCP on anyio: one session over a pair of byte streams (a spawned server's stdio).
+
+``RequestTable`` is the I/O-free part: it issues ids, keeps the table of requests awaiting an answer
+and sorts every incoming line into what it is (a reply to one of ours, progress for one of ours, a
+request or notification from the server), so its tests need no event loop. ``ClientSession`` puts it
+on anyio: concurrent requests matched by id, progress routed to a per-request callback,
+``notifications/cancelled`` when a caller gives up, answers to the server's own requests (``ping``),
+and the peer's death turned into ``PeerGone`` for every caller still waiting.
+
+The fleet speaks through it; ``sysmcp call`` and ``sysmcp trace`` can move onto it (one client, not three).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+import structlog
+
+from sysmcp import __version__
+from sysmcp.protocol.framing import LineDecoder, OversizedLine, encode
+from sysmcp.protocol.jsonrpc import (
+    ErrorCode,
+    Invalid,
+    Notification,
+    Request,
+    RequestId,
+    Response,
+    decode_json,
+    error_message,
+    notification_message,
+    parse_message,
+    request_message,
+    result_message,
+)
+
+log = structlog.get_logger("sysmcp.client")
+
+DEFAULT_VERSION = "2025-11-25"
+CLIENT_INFO = {"name": "sysmcp-client", "version": __version__}
+#: A server's line may be a big result (its own cap is 80 MiB): read lines up to that, drop longer ones.
+MAX_REPLY_LINE = 96 << 20
+
+ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+class RemoteError(Exception):
+    """The server answered one of our requests with a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"{message} ({code})")
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class PeerGone(Exception):
+    """The server's output ended (it exited, or the connection to it broke) before it answered."""
+
+
+class NotMcp(Exception):
+    """The peer wrote something that is not JSON-RPC: whatever runs there is not an MCP server."""
+
+
+# -- the I/O-free part --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The answer to a request of ours."""
+
+    id: RequestId
+    result: dict[str, Any] | None
+    error: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """``notifications/progress`` for a request of ours still waiting."""
+
+    id: RequestId
+    progress: float
+    total: float | None
+    message: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Garbage:
+    """A line that is not a JSON-RPC message at all."""
+
+    reason: str
+
+
+Incoming = Reply | Progress | Request | Notification | Garbage
+
+
+@dataclass
+class RequestTable:
+    """Ids, the requests awaiting an answer, and what each incoming line means for them."""
+
+    prefix: str = ""
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _pending: dict[RequestId, str] = field(default_factory=dict)  # id → method
+    _tokens: dict[RequestId, RequestId] = field(default_factory=dict)  # progress token → id
+
+    def open(
+        self, method: str, params: dict[str, Any] | None = None, *, progress: bool = False
+    ) -> tuple[RequestId, dict[str, Any]]:
+        """A new request: its id and the message to send. With ``progress`` it carries a progress token."""
+        number = next(self._ids)
+        msg_id: RequestId = f"{self.prefix}{number}" if self.prefix else number
+        params = dict(params or {})
+        if progress:
+            meta = dict(params.get("_meta") or {})
+            meta["progressToken"] = msg_id
+            params["_meta"] = meta
+            self._tokens[msg_id] = msg_id
+        self._pending[msg_id] = method
+        return msg_id, request_message(msg_id, method, params)
+
+    def forget(self, msg_id: RequestId) -> None:
+        """Stop waiting for a request (answered, cancelled or given up): a late answer is then ignored."""
+        self._pending.pop(msg_id, None)
+        self._tokens.pop(msg_id, None)
+
+    @property
+    def waiting(self) -> list[RequestId]:
+        return list(self._pending)
+
+    def cancel_message(self, msg_id: RequestId, reason: str = "cancelled by the client") -> dict[str, Any]:
+        """The ``notifications/cancelled`` for one of ours, which is forgotten at once."""
+        self.forget(msg_id)
+        return notification_message("notifications/cancelled", {"requestId": msg_id, "reason": reason})
+
+    def classify(self, line: bytes) -> list[Incoming]:
+        """Every message one line holds (a batch is several), each sorted into what it is.
+
+        Replies and progress for requests no longer waiting are dropped here: a late answer to a
+        cancelled request must never reach anyone.
+        """
+        value = decode_json(line)
+        if isinstance(value, Invalid):
+            return [Garbage(value.message)]
+        values = value if isinstance(value, list) else [value]
+        found: list[Incoming] = []
+        for item in values:
+            message = parse_message(item)
+            if isinstance(message, Invalid):
+                found.append(Garbage(message.message))
+            elif isinstance(message, Response):
+                if message.id is not None and message.id in self._pending:
+                    found.append(Reply(message.id, message.result, message.error))
+            elif isinstance(message, Notification) and message.method == "notifications/progress":
+                token = message.params.get("progressToken")
+                msg_id = self._tokens.get(token) if isinstance(token, (str, int)) else None
+                if msg_id is not None and msg_id in self._pending:
+                    found.append(_progress(msg_id, message.params))
+            else:
+                found.append(message)
+        return found
+
+
+def _progress(msg_id: RequestId, params: dict[str, Any]) -> Progress:
+    done, total, text = params.get("progress"), params.get("total"), params.get("message")
+    return Progress(
+        msg_id,
+        float(done) if isinstance(done, (int, float)) else 0.0,
+        float(total) if isinstance(total, (int, float)) else None,
+        text if isinstance(text, str) else None,
+    )
+
+
+def answer_server_request(request: Request) -> dict[str, Any]:
+    """What a client that offers no capabilities says to a server's request: pong to ``ping``, an empty
+    ``roots/list`` (we declared no roots, so a server should not ask), and method-not-found otherwise."""
+    if request.method == "ping":
+        return result_message(request.id, {})
+    if request.method == "roots/list":
+        return result_message(request.id, {"roots": []})
+    return error_message(request.id, ErrorCode.METHOD_NOT_FOUND, f"Method not found: {request.method}")
+
+
+# -- on anyio -----------------------------------------------------------------------------------
+
+
+class ByteSender(Protocol):
+    async def send(self, item: bytes) -> None: ...
+
+
+class ByteReceiver(Protocol):
+    async def receive(self) -> bytes:
+        """The next chunk; raises ``anyio.EndOfStream`` (or returns ``b""``) at the end."""
+        ...
+
+
+@dataclass
+class _Waiter:
+    done: anyio.Event
+    on_progress: ProgressCallback | None
+    reply: Reply | None = None
+
+
+class ClientSession:
+    """One MCP client session over a byte stream pair. ``run()`` is its reader: the owner runs it in a
+    task group that outlives the requests (``connect`` does that for the simple case)."""
+
+    def __init__(self, send: ByteSender, receive: ByteReceiver, *, name: str = "server") -> None:
+        self.name = name
+        self._sender = send
+        self._receiver = receive
+        self._table = RequestTable()
+        self._waiters: dict[RequestId, _Waiter] = {}
+        self._write_lock = anyio.Lock()
+        self._decoder = LineDecoder(MAX_REPLY_LINE)
+        self.closed = anyio.Event()
+        self.closed_reason = ""
+        self.not_mcp = False  # the peer wrote something that is not JSON-RPC
+        self.initialize_result: dict[str, Any] = {}
+        self.notifications: Callable[[Notification], Awaitable[None]] | None = None
+
+    @property
+    def alive(self) -> bool:
+        return not self.closed.is_set()
+
+    # -- reading ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Read until the peer's output ends; then every caller still waiting gets ``PeerGone``."""
+        reason = "the server closed its output"
+        try:
+            while True:
+                try:
+                    chunk = await self._receiver.receive()
+                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                    chunk = b""
+                frames = self._decoder.feed(chunk) if chunk else self._decoder.finish()
+                for frame in frames:
+                    if isinstance(frame, OversizedLine):
+                        log.warning(
+                            "oversized line from server dropped", server=self.name, length=frame.length
+                        )
+                        continue
+                    if frame.strip():
+                        garbage = await self._on_line(frame)
+                        if garbage is not None:
+                            reason = f"not an MCP server: it wrote {garbage}"
+                            self.not_mcp = True
+                            return
+                if not chunk:
+                    return
+        finally:
+            self._close(reason)
+
+    def _close(self, reason: str) -> None:
+        if self.closed.is_set():
+            return
+        self.closed_reason = reason
+        self.closed.set()
+        for waiter in self._waiters.values():
+            waiter.done.set()
+
+    async def _on_line(self, line: bytes) -> str | None:
+        for item in self._table.classify(line):
+            if isinstance(item, Reply):
+                waiter = self._waiters.get(item.id)
+                if waiter is not None:
+                    waiter.reply = item
+                    waiter.done.set()
+            elif isinstance(item, Progress):
+                waiter = self._waiters.get(item.id)
+                if waiter is not None and waiter.on_progress is not None:
+                    try:
+                        await waiter.on_progress(item.progress, item.total, item.message)
+                    except Exception:
+                        log.exception("progress callback failed", server=self.name)
+            elif isinstance(item, Request):
+                with suppress(PeerGone):  # the peer is gone: the read loop sees its end next
+                    await self._write(answer_server_request(item))
+            elif isinstance(item, Notification):
+                if self.notifications is not None:
+                    try:
+                        await self.notifications(item)
+                    except Exception:
+                        log.exception("notification callback failed", server=self.name)
+            else:
+                return _quote(line)
+        return None
+
+    # -- writing ------------------------------------------------------------------------------
+
+    async def _write(self, message: dict[str, Any]) -> None:
+        data = encode(message)
+        async with self._write_lock:
+            try:
+                await self._sender.send(data)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+                self._close(f"the connection to the server broke ({type(exc).__name__})")
+                raise PeerGone(self.closed_reason) from None
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        await self._write(notification_message(method, params))
+
+    async def request(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        on_progress: ProgressCallback | None = None,
+    ) -> dict[str, Any]:
+        """Send a request and wait for its result. A JSON-RPC error raises ``RemoteError``, the peer's death
+        ``PeerGone``; if the caller is cancelled the server is told (``notifications/cancelled``)."""
+        if self.closed.is_set():
+            raise PeerGone(self.closed_reason)
+        msg_id, message = self._table.open(method, params, progress=on_progress is not None)
+        waiter = _Waiter(anyio.Event(), on_progress)
+        self._waiters[msg_id] = waiter
+        sent = False
+        try:
+            await self._write(message)
+            sent = True
+            await waiter.done.wait()
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True), anyio.move_on_after(1):
+                if sent and waiter.reply is None and self.alive:
+                    with suppress(PeerGone):
+                        await self._write(self._table.cancel_message(msg_id))
+            raise
+        finally:
+            self._waiters.pop(msg_id, None)
+            self._table.forget(msg_id)
+        reply = waiter.reply
+        if reply is None:
+            raise PeerGone(self.closed_reason)
+        if reply.error is not None:
+            error = reply.error
+            raise RemoteError(int(error.get("code", 0)), str(error.get("message", "")), error.get("data"))
+        return reply.result or {}
+
+    # -- MCP ----------------------------------------------------------------------------------
+
+    async def initialize(
+        self,
+        *,
+        version: str = DEFAULT_VERSION,
+        client_info: dict[str, Any] | None = None,
+        capabilities: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The handshake: ``initialize``, then ``notifications/initialized``."""
+        result = await self.request(
+            "initialize",
+            {
+                "protocolVersion": version,
+                "capabilities": capabilities or {},
+                "clientInfo": client_info or CLIENT_INFO,
+            },
+        )
+        if not isinstance(result.get("protocolVersion"), str):
+            raise NotMcp("its initialize answer names no protocol version")
+        await self.notify("notifications/initialized")
+        self.initialize_result = result
+        return result
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], *, on_progress: ProgressCallback | None = None
+    ) -> dict[str, Any]:
+        return await self.request(
+            "tools/call", {"name": name, "arguments": arguments}, on_progress=on_progress
+        )
+
+
+def _quote(line: bytes) -> str:
+    text = line[:80].decode("utf-8", "replace").strip()
+    return repr(text + ("…" if len(line) > 80 else ""))
+
+
+@asynccontextmanager
+async def connect(
+    send: ByteSender, receive: ByteReceiver, *, name: str = "server"
+) -> AsyncIterator[ClientSession]:
+    """A session whose reader runs for the duration of the block (not yet initialized)."""
+    session = ClientSession(send, receive, name=name)
+    async with anyio.create_task_group() as group:
+        group.start_soon(session.run)
+        try:
+            yield session
+        finally:
+            group.cancel_scope.cancel()
+
+
+__all__ = [
+    "ClientSession",
+    "NotMcp",
+    "PeerGone",
+    "Progress",
+    "RemoteError",
+    "Reply",
+    "RequestTable",
+    "answer_server_request",
+    "connect",
+]

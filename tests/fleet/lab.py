@@ -1,0 +1,220 @@
+"""A fleet of real sshd servers on loopback, for the fleet tests and the benchmark.
+
+Each simulated host is its own ``sshd -D`` on 127.0.0.x and a free port, with its own host key, whose
+``ForceCommand`` runs this checkout's sysmcp (``sys.executable -m sysmcp``) in a mount namespace of its
+own (``unshare -m``), with a bind mount over one shared directory: the same path holds different
+files on different hosts. Everything (keys, known_hosts, ssh_config, inventory, pid files) lives in
+one temporary directory. Needs root (sshd, mounts) and unshare.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+SHARED = "srv"  # the directory every host sees, each with its own contents
+
+
+def unavailable() -> str | None:
+    """Why real sshd hosts cannot run here (None: they can)."""
+    if os.geteuid() != 0:
+        return "sshd hosts need root (sshd, bind mounts in a mount namespace)"
+    for tool in (SSHD, "ssh", "ssh-keygen", "unshare"):
+        if shutil.which(tool) is None and not os.path.exists(tool):
+            return f"{tool} is not installed (apt-get install openssh-server openssh-client util-linux)"
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        return f"unshare -m does not work here: {probe.stderr.decode(errors='replace').strip()}"
+    return None
+
+
+def keygen(path: Path) -> str:
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", path.name, "-f", str(path)],
+        check=True,
+        stdin=subprocess.DEVNULL,
+    )
+    return Path(f"{path}.pub").read_text().strip()
+
+
+def free_port(address: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((address, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class SimHost:
+    name: str
+    address: str
+    port: int
+    root: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+
+@dataclass
+class Lab:
+    base: Path
+    hosts: dict[str, SimHost] = field(default_factory=dict)
+    known_hosts: list[str] = field(default_factory=list)
+    inventory_lines: list[str] = field(default_factory=list)
+    _next_address: int = 10
+
+    def __post_init__(self) -> None:
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation directory
+        (self.base / SHARED).mkdir(exist_ok=True)
+        self.user_key = self.base / "id_user"
+        self.user_public = keygen(self.user_key)
+        self.other_public = keygen(self.base / "id_other")
+        (self.base / "authorized_keys").write_text(self.user_public + "\n")
+        (self.base / "other_authorized_keys").write_text(self.other_public + "\n")
+        self.ssh_config = self.base / "ssh_config"
+        self.ssh_config.write_text(
+            "Host *\n"
+            "  User root\n"
+            f"  IdentityFile {self.user_key}\n"
+            "  IdentitiesOnly yes\n"
+            f"  UserKnownHostsFile {self.base / 'known_hosts'}\n"
+            "  GlobalKnownHostsFile /dev/null\n"
+            "  StrictHostKeyChecking yes\n"
+            "  UpdateHostKeys no\n"
+        )
+
+    # -- building hosts -------------------------------------------------------------------------
+
+    def _address(self) -> str:
+        self._next_address += 1
+        return f"127.0.0.{self._next_address}"
+
+    def add(
+        self,
+        name: str,
+        *,
+        files: dict[str, str] | None = None,
+        command: str | None = None,
+        known_key: bool = True,
+        accepts_key: bool = True,
+        start: bool = True,
+        group: str = "healthy",
+        allow_df: bool = False,
+    ) -> SimHost:
+        """A host whose shared directory holds ``files``; ``command`` replaces sysmcp (a host without
+        it); ``known_key=False`` puts another key in known_hosts (a changed host key);
+        ``accepts_key=False`` authorises another user key (our key is rejected); ``start=False``
+        leaves the port closed (connection refused); ``allow_df`` lets ``df -P`` through (the
+        benchmark's reference command)."""
+        address = self._address()
+        port = free_port(address)
+        root = self.base / name
+        (root / SHARED).mkdir(parents=True)
+        for relative, content in (files or {}).items():
+            target = root / SHARED / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
+        host_public = keygen(root / "host_key")
+        listed = host_public if known_key else keygen(root / "impostor_key")
+        self.known_hosts.append(f"[{address}]:{port} {listed}")
+        (self.base / "known_hosts").write_text("\n".join(self.known_hosts) + "\n")
+        if command is None:
+            sysmcp = shlex.join([sys.executable, "-m", "sysmcp"])
+            inner = f"mount --bind {shlex.quote(str(root / SHARED))} {shlex.quote(str(self.base / SHARED))} && exec {sysmcp}"
+            command = f"exec unshare -m sh -c {shlex.quote(inner)}"
+            if allow_df:  # the benchmark's reference, parallel-ssh … df -P, reaches the same hosts
+                command = f'if [ "$SSH_ORIGINAL_COMMAND" = "df -P" ]; then exec df -P; fi; {command}'
+        keys = self.base / ("authorized_keys" if accepts_key else "other_authorized_keys")
+        config = root / "sshd_config"
+        config.write_text(
+            f"ListenAddress {address}:{port}\n"
+            f"HostKey {root / 'host_key'}\n"
+            f"PidFile {root / 'sshd.pid'}\n"
+            f"AuthorizedKeysFile {keys}\n"
+            "PubkeyAuthentication yes\n"
+            "PasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\n"
+            "UsePAM no\n"
+            "StrictModes no\n"
+            "PermitRootLogin prohibit-password\n"
+            "MaxStartups 100:30:200\n"
+            "MaxSessions 50\n"
+            "LogLevel ERROR\n"
+            f"ForceCommand {command}\n"
+        )
+        host = SimHost(name, address, port, root)
+        self.hosts[name] = host
+        self.inventory_lines.append(f"{name} ansible_host={address} ansible_port={port}  # {group}")
+        if start:
+            self.start(host)
+        return host
+
+    def start(self, host: SimHost) -> None:
+        host.process = subprocess.Popen(
+            [SSHD, "-D", "-e", "-f", str(host.root / "sshd_config")],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=open(host.root / "sshd.log", "wb"),  # noqa: SIM115 - closed with the process
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if host.process.poll() is not None:
+                raise RuntimeError(f"sshd for {host.name} exited: {(host.root / 'sshd.log').read_text()}")
+            try:
+                with socket.create_connection((host.address, host.port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError(f"sshd for {host.name} did not listen within 10 s")
+
+    def stop_responding(self, name: str) -> None:
+        """SIGSTOP the host's sshd: connections are queued by the kernel and never answered."""
+        os.kill(self.hosts[name].pid, signal.SIGSTOP)
+
+    def inventory(self, groups: dict[str, list[str]] | None = None) -> Path:
+        path = self.base / "hosts.ini"
+        lines = ["# generated by tests.fleet.lab", *self.inventory_lines]
+        for group, members in (groups or {}).items():
+            lines += ["", f"[{group}]", *members]
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def close(self) -> None:
+        for host in self.hosts.values():
+            if host.process is not None and host.process.poll() is None:
+                os.kill(host.pid, signal.SIGCONT)
+                host.process.terminate()
+                try:
+                    host.process.wait(5)
+                except subprocess.TimeoutExpired:
+                    host.process.kill()
+                    host.process.wait()
+
+
+def ssh_processes(marker: str = "sysmcp-ssh-") -> list[str]:
+    """``ps`` lines of ssh clients and masters (``ssh: PATH [mux]``) that mention ``marker``: by default
+    sysmcp's private control directories, which every ssh it starts names."""
+    listing = subprocess.run(
+        ["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True, check=True
+    ).stdout
+    found = []
+    for line in listing.splitlines():
+        pid_and_args = line.split(None, 1)
+        if len(pid_and_args) == 2 and pid_and_args[1].split()[0] in ("ssh", "ssh:") and marker in line:
+            found.append(line.strip())
+    return found
+
+
+__all__ = ["Lab", "SimHost", "ssh_processes", "unavailable"]

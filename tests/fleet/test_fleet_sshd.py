@@ -1,0 +1,257 @@
+"""The fleet end to end: the real sysmcp, real ssh, real sshd hosts on loopback, real remote sysmcp.
+
+One lab for the module: six healthy hosts (the same file on four, a different one on the fifth,
+none on the sixth), a refused port, a SIGSTOPped sshd, a host without sysmcp, a changed host key
+and a host that rejects our key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.fleet.lab import SHARED, Lab, ssh_processes, unavailable
+from tests.wire import result_text, spawn
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+CONNECT_TIMEOUT = 8.0  # the remote sysmcp starts a Python: on a loaded 2-core machine that takes seconds
+HEALTHY = [f"web{i}" for i in range(1, 7)]
+BROKEN = {
+    "refused": "unreachable",
+    "stopped": "timeout",
+    "nosysmcp": "no_sysmcp",
+    "newkey": "host_key_mismatch",
+    "rejects": "auth_failed",
+}
+CONF = "etc/app.conf"
+SAME, OTHER = "listen 80;\n", "listen 8080;\n"
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    lab = Lab(tmp_path_factory.mktemp("fleet"))
+    try:
+        for name in HEALTHY[:4]:
+            lab.add(name, files={CONF: SAME})
+        lab.add(HEALTHY[4], files={CONF: OTHER})
+        lab.add(HEALTHY[5], files={"etc/other.conf": SAME})
+        lab.add("refused", start=False, group="broken")
+        lab.add("stopped", group="broken")
+        lab.stop_responding("stopped")
+        lab.add("nosysmcp", command="exec no-such-sysmcp", group="broken")
+        lab.add("newkey", known_key=False, group="broken")
+        lab.add("rejects", accepts_key=False, group="broken")
+        lab.inventory({"web": HEALTHY, "broken": list(BROKEN), "everything:children": ["web", "broken"]})
+        yield lab
+    finally:
+        lab.close()
+
+
+def server_args(lab: Lab) -> list[str]:
+    return [
+        "--inventory",
+        str(lab.base / "hosts.ini"),
+        "--ssh-config",
+        str(lab.ssh_config),
+        "--connect-timeout",
+        str(CONNECT_TIMEOUT),
+    ]
+
+
+def by_host(reply: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {entry["host"]: entry for entry in reply["result"]["structuredContent"]["hosts"]}
+
+
+async def test_one_fan_out_gives_every_host_its_status_within_the_timeout(lab: Lab) -> None:
+    path = str(lab.base / SHARED / CONF)
+    before = set(ssh_processes())  # another test's masters, should one have been killed mid-way
+    async with spawn(*server_args(lab)) as wire:
+        await wire.initialize()
+        started = anyio.current_time()
+        reply = await wire.call("file_sha256", {"path": path, "hosts": ["all"]}, progress="p", msg_id=1)
+        elapsed = anyio.current_time() - started
+        assert elapsed < CONNECT_TIMEOUT + 5  # the hung host cost at most its connect timeout
+        result = reply["result"]
+        assert result["isError"] is False
+        hosts = by_host(reply)
+        assert list(hosts) == [*HEALTHY, *BROKEN]  # inventory order, one entry each
+        same = hashlib.sha256(SAME.encode()).hexdigest()
+        for name in HEALTHY[:4]:
+            assert hosts[name]["status"] == "ok" and hosts[name]["result"]["sha256"] == same
+        assert hosts["web5"]["status"] == "ok", hosts["web5"]
+        assert hosts["web5"]["result"]["sha256"] == hashlib.sha256(OTHER.encode()).hexdigest()
+        assert hosts["web6"]["status"] == "tool_error" and "No such file" in hosts["web6"]["reason"]
+        for name, status in BROKEN.items():
+            assert hosts[name]["status"] == status, hosts[name]
+            assert "reason" in hosts[name] and "\n" not in hosts[name]["reason"]
+        assert "Permission denied" in hosts["rejects"]["reason"]
+        assert "CHANGED" in hosts["newkey"]["reason"]
+        text = result_text(reply)
+        assert text.startswith("6 of 11 hosts answered, 1 unreachable, 1 auth_failed, 1 host_key_mismatch")
+        progress = [n["params"] for n in wire.notifications if n["method"] == "notifications/progress"]
+        assert progress[-1]["progress"] == 11 and progress[-1]["total"] == 11
+        assert "hosts answered" in progress[-1]["message"]
+        await wire.close_stdin()
+        assert await wire.wait_exit(15) == 0
+    assert set(ssh_processes()) - before == set()
+
+
+async def test_the_drift_verdict_names_the_odd_host_and_the_one_without_the_file(lab: Lab) -> None:
+    path = str(lab.base / SHARED / CONF)
+    async with spawn(*server_args(lab)) as wire:
+        await wire.initialize()
+        reply = await wire.call("file_sha256", {"path": path, "hosts": ["web"]})
+        view = reply["result"]["structuredContent"]["view"]
+        assert view["verdict"] == "drift"
+        assert [group["hosts"] for group in view["digests"]] == [HEALTHY[:4], ["web5"]]
+        assert view["missing"] == ["web6"]
+        text = result_text(reply)
+        assert "web5" in text and "web6" in text
+        await wire.close_stdin()
+        await wire.wait_exit(15)
+
+
+async def test_after_a_cancelled_fan_out_the_next_call_reuses_the_sessions(lab: Lab) -> None:
+    before = set(ssh_processes())
+    async with spawn(*server_args(lab)) as wire:
+        await wire.initialize()
+        warm = await wire.call("disk_usage", {"path": "/", "hosts": ["web"]})
+        assert all(entry["status"] == "ok" for entry in by_host(warm).values())
+        sessions = {p for p in set(ssh_processes()) - before if " -- web" in p}  # the session clients
+        assert len(sessions) == len(HEALTHY)
+        # The stopped host keeps this fan-out waiting; the healthy hosts answer at once. Cancel it.
+        await wire.start_call("disk_usage", {"path": "/", "hosts": ["web", "stopped"]}, msg_id=9, progress=9)
+        while not any(
+            n["method"] == "notifications/progress" and n["params"]["progress"] >= len(HEALTHY)
+            for n in wire.notifications
+        ):
+            message = await wire.receive(timeout=CONNECT_TIMEOUT + 5)
+            assert "id" not in message or "method" in message, message
+            wire.notifications.append(message)
+        await wire.send(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9, "reason": "t"}}
+        )
+        # The cancelled call gets no response: the next answer is the ping's.
+        pong = await wire.request("ping", msg_id="after-cancel")
+        assert pong["result"] == {}
+        again = await wire.call("disk_usage", {"path": "/", "hosts": ["web"]})
+        assert all(entry["status"] == "ok" for entry in by_host(again).values())
+        assert {
+            p for p in set(ssh_processes()) - before if " -- web" in p
+        } == sessions  # the same ssh processes: no host was reconnected
+        await wire.close_stdin()
+        await wire.wait_exit(15)
+    assert set(ssh_processes()) - before == set()
+
+
+async def test_sigterm_with_sessions_open_ends_every_ssh(lab: Lab) -> None:
+    before = set(ssh_processes())
+    async with spawn(*server_args(lab)) as wire:
+        await wire.initialize()
+        await wire.call("disk_usage", {"hosts": ["web1", "web2"]})
+        assert len(set(ssh_processes()) - before) >= 2
+        wire.process.send_signal(signal.SIGTERM)
+        assert await wire.wait_exit(15) == 0
+    assert set(ssh_processes()) - before == set()
+
+
+async def test_unknown_hosts_are_refused_listing_the_groups(lab: Lab) -> None:
+    before = set(ssh_processes())
+    async with spawn(*server_args(lab)) as wire:
+        await wire.initialize()
+        reply = await wire.call("disk_usage", {"hosts": ["web1", "mail.example.org"]})
+        assert reply["result"]["isError"] is True
+        text = result_text(reply)
+        assert "'mail.example.org'" in text and "web, broken, everything" in text
+        listed = await wire.request("tools/list")
+        for tool in listed["result"]["tools"]:
+            assert tool["inputSchema"]["properties"]["hosts"]["type"] == "array"
+        await wire.close_stdin()
+        await wire.wait_exit(15)
+    assert set(ssh_processes()) - before == set()
+
+
+async def test_without_a_fleet_nothing_changes() -> None:
+    async with spawn() as wire:
+        init = await wire.initialize()
+        assert "Fleet" not in init["result"]["instructions"]
+        listed = await wire.request("tools/list")
+        assert all("hosts" not in t["inputSchema"]["properties"] for t in listed["result"]["tools"])
+
+
+async def test_the_instructions_name_the_groups_and_the_host_count(lab: Lab) -> None:
+    async with spawn(*server_args(lab)) as wire:
+        init = await wire.initialize()
+        text = init["result"]["instructions"]
+        assert "11 hosts" in text and "web (6)" in text and "broken (5)" in text and "web1" in text
+        await wire.close_stdin()
+        assert await wire.wait_exit(15) == 0  # a pool that never connected ends cleanly too
+
+
+def test_a_malformed_inventory_is_a_start_up_error_naming_the_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    bad = tmp_path / "hosts.ini"
+    bad.write_text("[web]\nweb1\nweb2 ansible_port=http\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "sysmcp", "--inventory", str(bad)], capture_output=True, text=True, timeout=30
+    )
+    assert run.returncode == 2 and f"{bad} line 3:" in run.stderr and run.stdout == ""
+
+
+async def test_a_remote_that_lacks_a_tool_is_that_hosts_tool_error(tmp_path: Path) -> None:
+    """An older or other MCP server on a host (here the SDK reference server, which has no hash_tree)."""
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    import shlex
+    import sys
+
+    lab = Lab(tmp_path)
+    try:
+        lab.add("current", files={"a.txt": "a"})
+        sdk = Path(__file__).resolve().parents[2] / "benchmarks" / "sdk_server.py"
+        lab.add("older", command=f"exec {shlex.join([sys.executable, str(sdk)])}")
+        lab.inventory()
+        async with spawn(*server_args(lab)) as wire:
+            await wire.initialize()
+            reply = await wire.call("hash_tree", {"path": str(lab.base / SHARED), "hosts": ["all"]})
+            hosts = by_host(reply)
+            assert hosts["current"]["status"] == "ok" and hosts["current"]["result"]["files"] == 1
+            assert hosts["older"]["status"] == "tool_error" and "hash_tree" in hosts["older"]["reason"]
+            assert reply["result"]["isError"] is False
+            await wire.close_stdin()
+            await wire.wait_exit(15)
+    finally:
+        lab.close()
+
+
+async def test_a_session_that_died_is_reopened_on_the_next_call(lab: Lab) -> None:
+    import os
+
+    before = set(ssh_processes())
+    async with spawn(*server_args(lab)) as wire:
+        await wire.initialize()
+        first = await wire.call("disk_usage", {"path": "/", "hosts": ["web1"]})
+        assert by_host(first)["web1"]["status"] == "ok"
+        (client,) = [
+            line for line in set(ssh_processes()) - before if line.split()[1] == "ssh" and " web1 " in line
+        ]
+        os.kill(int(client.split()[0]), signal.SIGKILL)  # the session's ssh dies (its master lives on)
+        # Asked at once, before or after the pool noticed the death: answered on a new session.
+        again = await wire.call("disk_usage", {"path": "/", "hosts": ["web1"]})
+        assert by_host(again)["web1"]["status"] == "ok"
+        await wire.close_stdin()
+        await wire.wait_exit(15)
+    assert set(ssh_processes()) - before == set()

@@ -1,0 +1,124 @@
+"""The inventory parser: Ansible INI forms, their errors (with line numbers), and name resolution."""
+
+from __future__ import annotations
+
+import pytest
+
+from sysmcp.fleet.inventory import (
+    Host,
+    InventoryError,
+    UnknownHosts,
+    expand,
+    from_names,
+    merge,
+    parse_ini,
+    split_hosts_env,
+)
+
+EXAMPLE = """\
+# the fleet
+bastion.example.com ansible_user=ops
+
+[web]
+web1 ansible_host=10.0.0.11
+web2 ansible_host=10.0.0.12 ansible_port=2222   # a comment after the variables
+web3:2200 sysmcp_command="uvx sysmcp --root /srv"
+
+[db]
+; another comment style
+db1 ansible_host=10.0.1.1 ansible_user=postgres
+
+[prod:children]
+web
+db
+
+[db:vars]
+ansible_user=dba
+ansible_port=2022
+"""
+
+
+def test_host_lines_groups_children_and_variables() -> None:
+    inventory = parse_ini(EXAMPLE)
+    assert list(inventory.hosts) == ["bastion.example.com", "web1", "web2", "web3", "db1"]
+    assert inventory.hosts["web1"] == Host("web1", address="10.0.0.11")
+    assert inventory.hosts["web2"].port == 2222
+    assert inventory.hosts["web3"] == Host("web3", port=2200, command="uvx sysmcp --root /srv")
+    # the host's own line beats its group's [db:vars]; the group's fill in the rest
+    assert inventory.hosts["db1"] == Host("db1", address="10.0.1.1", port=2022, user="postgres")
+    assert inventory.hosts["bastion.example.com"].user == "ops"
+    assert inventory.groups["prod"] == ("web1", "web2", "web3", "db1")
+    assert inventory.groups["ungrouped"] == ("bastion.example.com",)
+    assert inventory.groups["all"] == tuple(inventory.hosts)
+    assert inventory.group_names == ["web", "db", "prod"]
+
+
+def test_all_vars_apply_to_every_host() -> None:
+    inventory = parse_ini("a\n[g]\nb\n[all:vars]\nansible_user=root\n")
+    assert {h.user for h in inventory.hosts.values()} == {"root"}
+
+
+def test_ranges_expand_with_leading_zeros_letters_and_steps() -> None:
+    assert expand("web[01:03]") == ["web01", "web02", "web03"]
+    assert expand("db-[a:c].example") == ["db-a.example", "db-b.example", "db-c.example"]
+    assert expand("n[1:9:4]") == ["n1", "n5", "n9"]
+    assert expand("r[1:2]c[1:2]") == ["r1c1", "r1c2", "r2c1", "r2c2"]
+    inventory = parse_ini("[web]\nweb[01:20] ansible_user=www\n")
+    assert len(inventory.groups["web"]) == 20 and inventory.hosts["web20"].user == "www"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        ("[web\nweb1\n", 1, "must end with ']'"),
+        ("[web:hosts]\n", 1, "unknown section kind"),
+        ("ok\nweb1 ansible_port=http\n", 2, "ansible_port must be a port number"),
+        ("web1 ansible_port=70000\n", 1, "port number"),
+        ("[g]\nweb1 novalue\n", 2, "expected key=value"),
+        ("[g:children]\nmissing\n", 2, "not defined anywhere"),
+        ("[a:children]\nb\n[b:children]\na\n", 1, "contain each other"),
+        ("\n\nweb[05:01]\n", 3, "runs backwards"),
+        ("web[1:x]\n", 1, "two numbers or two letters"),
+        ("web[1:100000]\n", 1, "expands to over"),
+        ("-oProxyCommand\n", 1, "not a host name"),
+        ("web1 ansible_host=-oProxyCommand=evil\n", 1, "not starting with '-'"),
+        ("web1 ansible_user='two words'\n", 1, "one word"),
+        ('web1 sysmcp_command="unclosed\n', 1, "cannot split"),
+        ("[g:vars]\njunk\n", 2, "expected key=value"),
+        ("web1 sysmcp_command=''\n", 1, "sysmcp_command is empty"),
+    ],
+)
+def test_malformed_inventories_name_the_line(text: str, line: int, words: str) -> None:
+    with pytest.raises(InventoryError) as caught:
+        parse_ini(text, source="hosts.ini")
+    assert caught.value.line == line
+    assert words in str(caught.value)
+    assert str(caught.value).startswith(f"hosts.ini line {line}:")
+
+
+def test_names_from_the_command_line_and_the_environment() -> None:
+    assert split_hosts_env("web1,web2:db1, db2") == ["web1", "web2", "db1", "db2"]
+    inventory = from_names(["web1", "web2", "web1"])
+    assert list(inventory.hosts) == ["web1", "web2"] and inventory.groups["all"] == ("web1", "web2")
+    with pytest.raises(InventoryError, match="not a host name"):
+        from_names(["-F/etc/passwd"])
+    both = merge(parse_ini("[web]\nweb1 ansible_port=22\n"), from_names(["web1", "extra"]))
+    assert list(both.hosts) == ["web1", "extra"] and both.hosts["web1"].port == 22
+    assert both.groups["web"] == ("web1",)
+
+
+def test_resolve_takes_hosts_groups_globs_and_all_in_inventory_order() -> None:
+    inventory = parse_ini(EXAMPLE)
+    assert inventory.resolve(["db1", "web1"]) == ["web1", "db1"]
+    assert inventory.resolve(["prod"]) == ["web1", "web2", "web3", "db1"]
+    assert inventory.resolve(["web[12]", "db*"]) == ["web1", "web2", "db1"]
+    assert inventory.resolve(["all"]) == list(inventory.hosts)
+
+
+def test_unknown_names_refuse_the_call_listing_the_groups() -> None:
+    inventory = parse_ini(EXAMPLE)
+    with pytest.raises(UnknownHosts) as caught:
+        inventory.resolve(["web1", "evil.example.org", "mail*"])
+    text = str(caught.value)
+    assert "'evil.example.org'" in text and "'mail*'" in text and "'web1'" not in text
+    assert "groups: web, db, prod" in text and "5 hosts" in text

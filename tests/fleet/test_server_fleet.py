@@ -1,0 +1,120 @@
+"""The server's fan-out path, with a fleet whose hosts answer from memory: the one error boundary,
+name resolution, the line budget and its resource link. (The real fleet over sshd: test_fleet_sshd.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sysmcp.fleet.inventory import parse_ini
+from sysmcp.protocol.context import RequestContext
+from sysmcp.protocol.jsonrpc import Request
+from sysmcp.protocol.lifecycle import features_of
+from sysmcp.server import build_server
+from sysmcp.tools import ALL_TOOLS
+from sysmcp.tools.merging import HostOutcome, hosts_property
+from sysmcp.tools.registry import Tool
+
+pytestmark = pytest.mark.anyio
+
+INVENTORY = parse_ini("[web]\nweb[01:40]\n[db]\ndb1\n")
+
+
+class Notes:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        self.sent.append((method, params))
+
+
+class MemoryFleet:
+    """Hosts that answer at once: ``answers`` maps a host to its outcome's status."""
+
+    def __init__(self, status: str = "ok") -> None:
+        self.status = status
+        self.calls: list[tuple[str, dict[str, Any], list[str]]] = []
+
+    @property
+    def host_names(self) -> list[str]:
+        return list(INVENTORY.hosts)
+
+    @property
+    def groups(self) -> dict[str, int]:
+        return {name: len(INVENTORY.groups[name]) for name in INVENTORY.group_names}
+
+    def resolve(self, names: list[str]) -> list[str]:
+        return INVENTORY.resolve(names)
+
+    async def call(
+        self, tool: Tool, arguments: dict[str, Any], hosts: list[str], ctx: RequestContext
+    ) -> list[HostOutcome]:
+        self.calls.append((tool.name, arguments, hosts))
+        if self.status != "ok":
+            return [HostOutcome(h, self.status, 1.0, reason="Connection refused") for h in hosts]
+        return [HostOutcome(h, "ok", 0.01, {"x": 1}, "line one\nline two\nline three") for h in hosts]
+
+
+def server(fleet: MemoryFleet) -> Any:
+    return build_server(ALL_TOOLS, fleet=fleet, hosts_property=hosts_property(list(fleet.groups), 41))
+
+
+async def call(srv: Any, arguments: dict[str, Any], tool: str = "disk_usage") -> dict[str, Any]:
+    ctx = RequestContext(1, "tools/call", Notes(), features=features_of("2025-11-25"))
+    result: dict[str, Any] = await srv.handle_request(
+        Request(1, "tools/call", {"name": tool, "arguments": arguments}), ctx
+    )
+    return result
+
+
+async def test_hosts_fan_out_without_the_hosts_argument_and_merge() -> None:
+    fleet = MemoryFleet()
+    result = await call(server(fleet), {"unit": "human", "hosts": ["db*", "web01"]})
+    assert fleet.calls == [("disk_usage", {"unit": "human"}, ["web01", "db1"])]
+    assert [e["host"] for e in result["structuredContent"]["hosts"]] == ["web01", "db1"]
+    assert result["isError"] is False
+
+
+async def test_unknown_names_never_reach_the_fleet() -> None:
+    fleet = MemoryFleet()
+    result = await call(server(fleet), {"hosts": ["mail1"]})
+    assert result["isError"] is True and "groups: web, db" in result["content"][0]["text"]
+    assert fleet.calls == []
+
+
+async def test_a_long_answer_is_cut_and_the_full_one_is_a_resource_link() -> None:
+    srv = server(MemoryFleet())
+    result = await call(srv, {"path": "/srv", "hosts": ["all"]}, "find_duplicates")
+    text = result["content"][0]["text"]
+    assert len(text.splitlines()) == 80 and "more lines not shown" in text
+    (link,) = [block for block in result["content"] if block["type"] == "resource_link"]
+    stored = srv.results.get(link["uri"])
+    assert stored is not None and '"host": "db1"' in stored.text and stored.mime_type == "application/json"
+    assert len(result["structuredContent"]["hosts"]) == 41
+
+
+async def test_no_host_answering_is_an_error_naming_every_status() -> None:
+    result = await call(server(MemoryFleet("unreachable")), {"hosts": ["db"]})
+    assert result["isError"] is True
+    assert "0 of 1 hosts answered, 1 unreachable" in result["content"][0]["text"]
+    assert "db1: unreachable — Connection refused" in result["content"][0]["text"]
+
+
+async def test_instructions_name_the_groups_and_the_first_fifty_hosts() -> None:
+    text = server(MemoryFleet()).instructions
+    assert "41 hosts" in text and "web (40), db (1)" in text and "web40" in text
+    assert text.count(", web") <= 50
+
+
+async def test_without_a_fleet_hosts_is_an_unknown_argument_as_before() -> None:
+    srv = build_server(ALL_TOOLS)
+    result = await call(srv, {"hosts": ["all"]})
+    assert result["isError"] is True and "hosts" in result["content"][0]["text"]
+
+
+async def test_server_discover_carries_the_fleet_too() -> None:
+    srv = server(MemoryFleet())
+    ctx = RequestContext(2, "server/discover", Notes(), features=features_of("2025-11-25"))
+    result = await srv.handle_request(Request(2, "server/discover", {}), ctx)
+    assert "41 hosts" in result["instructions"] and "db (1)" in result["instructions"]

@@ -1,0 +1,83 @@
+"""The ssh argv for a host and what ssh's failures mean (the real ones are exercised against sshd)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sysmcp.fleet.inventory import Host
+from sysmcp.fleet.ssh import SshSettings, bounded, classify, control_argv, session_argv
+
+SETTINGS = SshSettings(
+    control_dir="/tmp/sysmcp-ssh-x", config_file="/etc/fleet/ssh_config", connect_timeout=2.5
+)
+
+
+def test_session_argv_is_batch_mode_with_our_own_control_path_and_the_host_vars() -> None:
+    host = Host("web1", address="10.0.0.11", port=2222, user="ops")
+    argv = session_argv(SETTINGS, host)
+    assert argv[:4] == ["ssh", "-T", "-F", "/etc/fleet/ssh_config"]
+    options = [argv[i + 1] for i, word in enumerate(argv) if word == "-o"]
+    assert "BatchMode=yes" in options and "ConnectTimeout=3" in options and "ControlMaster=auto" in options
+    assert "ControlPath=/tmp/sysmcp-ssh-x/%C" in options
+    assert {"HostName=10.0.0.11", "Port=2222", "User=ops"} <= set(options)
+    assert not any("StrictHostKeyChecking" in o or "UserKnownHostsFile" in o for o in options)
+    assert argv[-3:] == ["--", "web1", "uvx sysmcp"]
+
+
+def test_a_hosts_own_command_beats_the_default() -> None:
+    argv = session_argv(
+        SshSettings(control_dir="/d"), Host("db1", command="/opt/sysmcp/bin/sysmcp --root /var")
+    )
+    assert argv[-1] == "/opt/sysmcp/bin/sysmcp --root /var" and "-F" not in argv
+
+
+def test_control_argv_ends_the_master_on_our_path() -> None:
+    argv = control_argv(SETTINGS, Host("web1", port=2222))
+    assert argv[:3] == ["ssh", "-O", "exit"] and argv[-2:] == ["--", "web1"]
+    assert "ControlPath=/tmp/sysmcp-ssh-x/%C" in argv and "Port=2222" in argv
+
+
+@pytest.mark.parametrize(
+    ("code", "stderr", "status"),
+    [
+        (255, "ssh: connect to host 127.0.0.9 port 2201: Connection refused\r\n", "unreachable"),
+        (255, "ssh: Could not resolve hostname nowhere: Name or service not known", "unreachable"),
+        (
+            255,
+            "Connection timed out during banner exchange\nConnection to 127.0.0.3 port 22 timed out",
+            "timeout",
+        ),
+        (
+            255,
+            "Warning: Permanently added '[127.0.0.2]:2200' (ED25519) to the list of known hosts.\n"
+            "op@127.0.0.2: Permission denied (publickey).",
+            "auth_failed",
+        ),
+        (
+            255,
+            "@@@@@@@@@@@\n@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\n"
+            "Host key verification failed.",
+            "host_key_mismatch",
+        ),
+        (127, "bash: line 1: uvx: command not found", "no_sysmcp"),
+        (127, "", "no_sysmcp"),
+        (1, "", "no_sysmcp"),
+        (255, "", "unreachable"),
+    ],
+)
+def test_failures_are_classified_from_exit_code_and_stderr(code: int, stderr: str, status: str) -> None:
+    found, reason = classify(code, stderr)
+    assert found == status
+    assert "\n" not in reason and len(reason) <= 200 and "Permanently added" not in reason
+
+
+def test_a_peer_that_is_no_mcp_server_is_no_sysmcp() -> None:
+    assert classify(0, "", not_mcp="not an MCP server: it wrote 'hello'") == (
+        "no_sysmcp",
+        "not an MCP server: it wrote 'hello'",
+    )
+
+
+def test_reasons_are_one_bounded_line() -> None:
+    assert bounded("a\nb\x1b[31m" + "x" * 500).startswith("a b [31m")
+    assert len(bounded("x" * 500)) == 200

@@ -1,0 +1,240 @@
+"""The client session: the I/O-free request table, a scripted peer in memory, and the real server."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import anyio
+import pytest
+
+from sysmcp.protocol.client import (
+    ClientSession,
+    Garbage,
+    PeerGone,
+    Progress,
+    RemoteError,
+    Reply,
+    RequestTable,
+    answer_server_request,
+    connect,
+)
+from sysmcp.protocol.jsonrpc import Notification, Request
+
+pytestmark = pytest.mark.anyio
+
+
+def line(message: dict[str, Any]) -> bytes:
+    return json.dumps(message).encode()
+
+
+# -- I/O-free -----------------------------------------------------------------------------------
+
+
+def test_requests_get_distinct_ids_and_a_progress_token_when_asked() -> None:
+    table = RequestTable()
+    first, message = table.open("tools/call", {"name": "x"}, progress=True)
+    second, plain = table.open("ping")
+    assert first != second
+    assert message["params"]["_meta"]["progressToken"] == first
+    assert "params" in plain and "_meta" not in plain["params"]
+    assert table.waiting == [first, second]
+
+
+def test_a_reply_is_matched_to_its_request_and_a_late_one_is_dropped() -> None:
+    table = RequestTable()
+    msg_id, _ = table.open("ping")
+    assert table.classify(line({"jsonrpc": "2.0", "id": msg_id, "result": {}})) == [Reply(msg_id, {}, None)]
+    table.forget(msg_id)
+    assert table.classify(line({"jsonrpc": "2.0", "id": msg_id, "result": {}})) == []
+
+
+def test_progress_is_routed_by_token_only_while_the_request_waits() -> None:
+    table = RequestTable()
+    msg_id, _ = table.open("tools/call", progress=True)
+    note = {
+        "jsonrpc": "2.0",
+        "method": "notifications/progress",
+        "params": {"progressToken": msg_id, "progress": 3, "total": 10, "message": "3 of 10"},
+    }
+    assert table.classify(line(note)) == [Progress(msg_id, 3.0, 10.0, "3 of 10")]
+    cancel = table.cancel_message(msg_id)
+    assert cancel["method"] == "notifications/cancelled" and cancel["params"]["requestId"] == msg_id
+    assert table.classify(line(note)) == []
+
+
+def test_server_requests_notifications_and_garbage_are_told_apart() -> None:
+    table = RequestTable()
+    assert table.classify(line({"jsonrpc": "2.0", "id": "s1", "method": "ping"})) == [Request("s1", "ping")]
+    assert table.classify(line({"jsonrpc": "2.0", "method": "notifications/message", "params": {}})) == [
+        Notification("notifications/message")
+    ]
+    (garbage,) = table.classify(b"Welcome to Ubuntu 24.04 LTS")
+    assert isinstance(garbage, Garbage)
+
+
+def test_server_requests_are_answered_as_a_client_without_capabilities() -> None:
+    assert answer_server_request(Request(7, "ping")) == {"jsonrpc": "2.0", "id": 7, "result": {}}
+    assert answer_server_request(Request(8, "roots/list"))["result"] == {"roots": []}
+    assert answer_server_request(Request(9, "sampling/createMessage"))["error"]["code"] == -32601
+
+
+# -- a scripted peer in memory -------------------------------------------------------------------
+
+
+class Peer:
+    """The server end of two in-memory byte streams, driven by the test."""
+
+    def __init__(self) -> None:
+        self.to_client, self.client_reads = anyio.create_memory_object_stream[bytes](100)
+        self.client_writes, self.from_client = anyio.create_memory_object_stream[bytes](100)
+        self.buffer = b""
+
+    async def read(self) -> dict[str, Any]:
+        while b"\n" not in self.buffer:
+            self.buffer += await self.from_client.receive()
+        one, self.buffer = self.buffer.split(b"\n", 1)
+        value: dict[str, Any] = json.loads(one)
+        return value
+
+    async def write(self, message: dict[str, Any]) -> None:
+        await self.to_client.send(line(message) + b"\n")
+
+
+async def test_concurrent_requests_are_answered_out_of_order() -> None:
+    peer = Peer()
+    async with connect(peer.client_writes, peer.client_reads) as session:
+        results: dict[str, Any] = {}
+
+        async def ask(name: str) -> None:
+            results[name] = await session.request("tools/call", {"name": name})
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask, "a")
+            group.start_soon(ask, "b")
+            first, second = await peer.read(), await peer.read()
+            await peer.write(
+                {"jsonrpc": "2.0", "id": second["id"], "result": {"who": second["params"]["name"]}}
+            )
+            await peer.write(
+                {"jsonrpc": "2.0", "id": first["id"], "result": {"who": first["params"]["name"]}}
+            )
+        assert results == {"a": {"who": "a"}, "b": {"who": "b"}}
+
+
+async def test_progress_reaches_the_callback_and_errors_raise() -> None:
+    peer = Peer()
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        seen.append((done, total, message))
+
+    async with connect(peer.client_writes, peer.client_reads) as session, anyio.create_task_group() as group:
+
+        async def ask() -> None:
+            with pytest.raises(RemoteError) as caught:
+                await session.request("tools/call", {}, on_progress=on_progress)
+            assert caught.value.code == -32602
+
+        group.start_soon(ask)
+        request = await peer.read()
+        token = request["params"]["_meta"]["progressToken"]
+        await peer.write(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/progress",
+                "params": {"progressToken": token, "progress": 1},
+            }
+        )
+        await peer.write({"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32602, "message": "bad"}})
+    assert seen == [(1.0, None, None)]
+
+
+async def test_a_cancelled_request_tells_the_server_and_the_session_goes_on() -> None:
+    peer = Peer()
+    async with connect(peer.client_writes, peer.client_reads) as session:
+        async with anyio.create_task_group() as group:
+            scope = anyio.CancelScope()
+
+            async def ask() -> None:
+                with scope:
+                    await session.request("tools/call", {"name": "slow"})
+
+            group.start_soon(ask)
+            request = await peer.read()
+            scope.cancel()
+            cancel = await peer.read()
+        assert cancel == {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": request["id"], "reason": "cancelled by the client"},
+        }
+        await peer.write({"jsonrpc": "2.0", "id": request["id"], "result": {"late": True}})  # ignored
+        async with anyio.create_task_group() as group:
+
+            async def answer() -> None:
+                ping = await peer.read()
+                await peer.write({"jsonrpc": "2.0", "id": ping["id"], "result": {}})
+
+            group.start_soon(answer)
+            assert await session.request("ping") == {}
+
+
+async def test_server_ping_is_answered_and_the_peers_death_fails_every_waiter() -> None:
+    peer = Peer()
+    async with connect(peer.client_writes, peer.client_reads) as session:
+        await peer.write({"jsonrpc": "2.0", "id": "srv-1", "method": "ping"})
+        assert await peer.read() == {"jsonrpc": "2.0", "id": "srv-1", "result": {}}
+        async with anyio.create_task_group() as group:
+
+            async def ask() -> None:
+                with pytest.raises(PeerGone):
+                    await session.request("tools/call", {})
+
+            group.start_soon(ask)
+            await peer.read()
+            await peer.to_client.aclose()
+        assert not session.alive
+        with pytest.raises(PeerGone):
+            await session.request("ping")
+
+
+async def test_a_peer_that_is_no_mcp_server_is_recognised() -> None:
+    peer = Peer()
+    async with connect(peer.client_writes, peer.client_reads) as session, anyio.create_task_group() as group:
+
+        async def ask() -> None:
+            with pytest.raises(PeerGone):
+                await session.initialize()
+
+        group.start_soon(ask)
+        await peer.read()
+        await peer.to_client.send(b"Last login: Mon Nov 30 from 10.0.0.1\n")
+    assert session.not_mcp and "not an MCP server" in session.closed_reason
+
+
+# -- the real server -------------------------------------------------------------------------------
+
+
+async def test_the_real_server_answers_concurrent_calls() -> None:
+    async with await anyio.open_process([sys.executable, "-m", "sysmcp"]) as process:
+        assert process.stdin is not None and process.stdout is not None
+        session = ClientSession(process.stdin, process.stdout)
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                group.start_soon(session.run)
+                init = await session.initialize()
+                assert init["serverInfo"]["name"] == "sysmcp"
+                answers: list[dict[str, Any]] = []
+
+                async def call() -> None:
+                    answers.append(await session.call_tool("disk_usage", {"path": "/"}))
+
+                async with anyio.create_task_group() as calls:
+                    for _ in range(5):
+                        calls.start_soon(call)
+                assert len(answers) == 5 and all(not a["isError"] for a in answers)
+                await process.stdin.aclose()
+                await session.closed.wait()
+                group.cancel_scope.cancel()

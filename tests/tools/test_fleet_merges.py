@@ -1,0 +1,177 @@
+"""Fleet views are pure functions of per-host outcomes: fed outcomes here, no ssh needed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sysmcp.tools import ALL_TOOLS
+from sysmcp.tools.dir_usage import TOOL as DIR_USAGE
+from sysmcp.tools.disk_usage import TOOL as DISK_USAGE
+from sysmcp.tools.file_sha256 import TOOL as FILE_SHA256
+from sysmcp.tools.find_duplicates import TOOL as FIND_DUPLICATES
+from sysmcp.tools.merging import HostOutcome, bound, default_merge, hosts_property, tally
+from sysmcp.tools.registry import Registry
+
+A, B = "a" * 64, "b" * 64
+
+
+def sha(host: str, digest: str) -> HostOutcome:
+    return HostOutcome(
+        host, "ok", 0.1, {"path": "/etc/x", "sha256": digest, "size_bytes": 1}, f"{digest}  /etc/x"
+    )
+
+
+def failed(host: str, status: str, reason: str) -> HostOutcome:
+    return HostOutcome(host, status, 2.0, reason=reason)
+
+
+def test_identical_files_are_one_verdict() -> None:
+    assert FILE_SHA256.merge is not None
+    out = FILE_SHA256.merge([sha("w1", A), sha("w2", A)], {"path": "/etc/x"})
+    assert out.structured["view"]["verdict"] == "identical"
+    assert f"Identical on all 2 hosts that answered: {A}" in out.text and not out.is_error
+
+
+def test_drift_groups_by_digest_majority_first_and_names_the_hosts_without_the_file() -> None:
+    assert FILE_SHA256.merge is not None
+    outcomes = [
+        sha("w1", B),
+        sha("w2", A),
+        sha("w3", A),
+        HostOutcome("w4", "tool_error", 0.1, text="No such file: /etc/x", reason="No such file: /etc/x"),
+        failed("w5", "unreachable", "Connection refused"),
+    ]
+    out = FILE_SHA256.merge(outcomes, {"path": "/etc/x", "expected": A.upper()})
+    view = out.structured["view"]
+    assert view["verdict"] == "drift"
+    assert [(g["sha256"], g["hosts"], g["match"]) for g in view["digests"]] == [
+        (A, ["w2", "w3"], True),
+        (B, ["w1"], False),
+    ]
+    assert view["missing"] == ["w4"]
+    assert out.text.splitlines()[0] == "4 of 5 hosts answered, 1 unreachable."
+    assert "w5: unreachable — Connection refused" in out.text
+    assert [e["status"] for e in out.structured["hosts"]] == ["ok", "ok", "ok", "tool_error", "unreachable"]
+    assert out.structured["hosts"][4] == {
+        "host": "w5",
+        "status": "unreachable",
+        "seconds": 2.0,
+        "reason": "Connection refused",
+    }
+
+
+def fs(mount: str, percent: int, alerts: list[str] | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "mount_point": mount,
+        "device": "/dev/x",
+        "fs_type": "ext4",
+        "fs_root": "/",
+        "read_only": False,
+        "options": [],
+        "status": "ok",
+        "total_bytes": 100 << 30,
+        "used_bytes": percent << 30,
+        "free_bytes": (100 - percent) << 30,
+        "reserved_bytes": 0,
+        "percent_used": percent,
+        "inodes": {"total": 100, "used": 1, "free": 99, "percent_used": 1},
+    }
+    if alerts:
+        entry["alerts"] = alerts
+    return entry
+
+
+def test_disk_usage_is_one_table_fullest_first_across_hosts_with_fleet_alerts() -> None:
+    assert DISK_USAGE.merge is not None
+    outcomes = [
+        HostOutcome("db1", "ok", 0.1, {"filesystems": [fs("/", 40), fs("/var", 97, ["space"])]}),
+        HostOutcome("web1", "ok", 0.1, {"filesystems": [fs("/", 93, ["space"]), fs("/srv", 10)]}),
+        failed("web2", "timeout", "no answer"),
+    ]
+    out = DISK_USAGE.merge(outcomes, {})
+    rows = out.structured["view"]["filesystems"]
+    assert [(r["host"], r["mount_point"]) for r in rows] == [
+        ("db1", "/var"),
+        ("web1", "/"),
+        ("db1", "/"),
+        ("web1", "/srv"),
+    ]
+    assert "2 filesystems on 2 hosts are over 90 %" in out.text
+    table = [line for line in out.text.splitlines() if line.startswith(("HOST", "db1", "web1"))]
+    assert table[0].split() == ["HOST", "MOUNT", "TYPE", "SIZE", "USED", "AVAIL", "USE%", "IUSE%"]
+    assert table[1].split()[:2] == ["db1", "/var"] and "97%" in table[1]
+
+
+def test_dir_usage_gives_totals_side_by_side_then_each_hosts_largest() -> None:
+    assert DIR_USAGE.merge is not None
+
+    def result(disk: int, top: str) -> dict[str, Any]:
+        return {
+            "path": "/var",
+            "complete": True,
+            "totals": {
+                "files": 3,
+                "directories": 2,
+                "apparent_bytes": disk,
+                "disk_bytes": disk,
+                "entries": 5,
+            },
+            "largest_directories": [
+                {"path": top, "disk_bytes": disk, "apparent_bytes": disk, "files": 3, "depth": 1}
+            ],
+            "largest_files": [],
+        }
+
+    out = DIR_USAGE.merge(
+        [
+            HostOutcome("a", "ok", 1, result(10, "/var/log")),
+            HostOutcome("b", "ok", 1, result(2000, "/var/lib")),
+        ],
+        {"path": "/var"},
+    )
+    assert [t["host"] for t in out.structured["view"]["totals"]] == ["b", "a"]
+    text = out.text
+    assert text.index("b: largest directories") < text.index("a: largest directories") and "/var/lib" in text
+
+
+def test_find_duplicates_says_hosts_are_not_compared_and_default_merge_summarises() -> None:
+    assert FIND_DUPLICATES.merge is not None
+    out = FIND_DUPLICATES.merge([HostOutcome("a", "ok", 1, {}, "3 groups\nline2")], {})
+    assert "not compared across hosts" in out.text and "== a" in out.text
+    plain = default_merge([HostOutcome("x", "ok", 1, None, "\n".join(map(str, range(20))))], {})
+    assert "… 14 more lines" in plain.text and plain.structured["hosts"][0]["result"] == {
+        "text": plain.structured["view"]["summaries"][0]["text"]
+    }
+
+
+def test_the_call_is_an_error_only_when_no_host_answered() -> None:
+    out = default_merge(
+        [failed("a", "auth_failed", "Permission denied"), failed("b", "no_sysmcp", "not found")], {}
+    )
+    assert out.is_error and "a: auth_failed — Permission denied" in out.text
+    tool_error_only = default_merge([HostOutcome("a", "tool_error", 1, reason="No such file")], {})
+    assert not tool_error_only.is_error
+    assert tally([failed("a", "timeout", "")]) == "0 of 1 hosts answered, 1 timeout"
+
+
+def test_long_text_is_cut_to_the_line_budget_and_the_full_text_returned_for_keeping() -> None:
+    out = default_merge([HostOutcome(f"h{i}", "ok", 1, None, "x\ny") for i in range(60)], {})
+    cut, full = bound(out, budget=20)
+    assert len(cut.text.splitlines()) == 20 and cut.text.endswith("more lines not shown.")
+    assert full == out.text
+    assert bound(cut, budget=50) == (cut, None)
+
+
+def test_the_registry_adds_hosts_to_every_schema_only_with_a_fleet() -> None:
+    plain = Registry(ALL_TOOLS)
+    assert [t.input_schema for t in plain] == [t.input_schema for t in ALL_TOOLS]
+    fleet = Registry(ALL_TOOLS, hosts=hosts_property(["web", "db"], 12))
+    for tool, original in zip(fleet, ALL_TOOLS, strict=True):
+        hosts = tool.input_schema["properties"]["hosts"]
+        assert (
+            hosts["type"] == "array"
+            and "web, db" in hosts["description"]
+            and "12 hosts" in hosts["description"]
+        )
+        assert tool.output_schema["anyOf"][0] == original.output_schema
+        assert "hosts" not in original.input_schema["properties"]
