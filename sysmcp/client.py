@@ -61,6 +61,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "sysmcp call verify_checksums manifest=/srv/www/SHA256SUMS report_new=true",
     ),
     "find_duplicates": ("sysmcp call find_duplicates path=/home min_size=1M",),
+    "deleted_open_files": ("sysmcp call deleted_open_files", "sysmcp call deleted_open_files path=/var"),
+    "disk_io": ("sysmcp call disk_io", "sysmcp call disk_io sample_s=10 top_n=3"),
 }
 
 
