@@ -106,9 +106,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="serve MCP on stdin/stdout (the default)")
     _options(serve, roots=True, subcommand=True)
     _fleet_options(serve, subcommand=True)
-    call = commands.add_parser("call", help="spawn sysmcp, call one tool, print the result")
+    call = commands.add_parser(
+        "call",
+        help="spawn sysmcp, call one tool, print the result",
+        add_help=False,  # -h is ours: `sysmcp call TOOL --help` shows the tool's arguments
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_call_epilog(),
+    )
+    call.add_argument(
+        "-h", "--help", action="store_true", help="this help, or with TOOL that tool's arguments"
+    )
     _options(call, roots=True, subcommand=True)
-    call.add_argument("tool", help="tool name, e.g. disk_usage")
+    call.add_argument("tool", nargs="?", help="tool name, e.g. disk_usage")
     call.add_argument(
         "arguments",
         nargs="*",
@@ -119,6 +128,15 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("--raw", action="store_true", help="print every message on the wire, both directions")
     call.add_argument(
         "--protocol-version", default="2025-11-25", help="protocol version to request (default: 2025-11-25)"
+    )
+    call.add_argument(
+        "--json", action="store_true", help="print the structured result (structuredContent) as JSON"
+    )
+    call.add_argument(
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="write the full result (the whole manifest or listing behind its sysmcp:// link) to FILE",
     )
     trace = commands.add_parser(
         "trace",
@@ -149,15 +167,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure(args.log_level)  # the proxy's stdout is the client's wire: its logs go to stderr too
         return run_trace(args.server_command, args.output)
     if args.command == "call":
-        from sysmcp.client import run_call
+        from sysmcp.client import CallOptions, print_help, run_call, tool_help
 
-        return run_call(
-            args.tool,
-            dict(args.arguments),
+        if args.help:
+            if args.tool is None:
+                return print_help(_call_parser().format_help())
+            if args.tool in _tool_names():
+                return print_help(tool_help(args.tool) + "\n")
+            else:
+                print(
+                    f"sysmcp call: unknown tool {args.tool!r}; tools: {', '.join(_tool_names())}",
+                    file=sys.stderr,
+                )
+                return 2
+            return 0
+        missing = [root for root in roots if not os.path.isdir(root)]
+        if missing:  # the server would refuse them, with its stderr not shown
+            print(f"sysmcp: --root must name existing directories: {', '.join(missing)}", file=sys.stderr)
+            return 2
+        options = CallOptions(
             raw=args.raw,
             version=args.protocol_version,
             server_args=_server_args(args.log_level, roots),
+            json_output=args.json,
+            output=args.output,
         )
+        return run_call(args.tool, dict(args.arguments), options)
     try:
         fleet = _fleet(args)
     except (OSError, ValueError) as exc:  # a malformed inventory names its line; never half a fleet
@@ -197,6 +232,25 @@ def _fleet(args: argparse.Namespace) -> Any:
     if getattr(args, "remote_command", None):
         options = replace(options, remote_command=args.remote_command)
     return options
+
+
+def _call_epilog() -> str:
+    from sysmcp.client import EXIT_CODES_HELP, tools_overview
+
+    return tools_overview() + "\n\n" + EXIT_CODES_HELP
+
+
+def _call_parser() -> argparse.ArgumentParser:
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    call: argparse.ArgumentParser = commands.choices["call"]
+    return call
+
+
+def _tool_names() -> list[str]:
+    from sysmcp.tools import ALL_TOOLS
+
+    return [tool.name for tool in ALL_TOOLS]
 
 
 def _server_args(log_level: str, roots: Sequence[str]) -> list[str]:

@@ -1,22 +1,221 @@
-"""A minimal stdio MCP client for ``sysmcp call``: spawn, handshake, one call, print.
+"""``sysmcp call``: spawn sysmcp, call one tool, print the answer, exit as the tool it replaces would.
 
-It is the CLI's client, so it may write to stdout.
+It is the CLI's client, so it may write to stdout. Exit statuses follow the commands an admin would
+otherwise run: 0 all good; 1 the tool found a problem (a digest MISMATCH, a manifest not all OK,
+files that could not be read, a tool error); 2 a usage error; 130 interrupted (Ctrl-C, the call is
+cancelled on the server first); 141 stdout was closed early (``… | head``), quietly.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
-from collections.abc import Sequence
-from typing import Any
+import textwrap
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
 
 import anyio
 from anyio.abc import Process
 
 from sysmcp import __version__
+from sysmcp.protocol.errors import ArgumentError
 from sysmcp.protocol.framing import LineDecoder, OversizedLine, encode
+
+EXIT_OK = 0
+EXIT_PROBLEM = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130, as a shell reports a command stopped by Ctrl-C
+EXIT_PIPE = 128 + signal.SIGPIPE  # 141, as a shell reports `seq 1e9 | head -3`'s seq
+INTERRUPT_GRACE = 2.0  # seconds the server has to wind down after the cancellation before it is killed
+
+EXIT_CODES_HELP = """\
+exit status:
+  0    success
+  1    the tool found a problem: file_sha256 MISMATCH, verify_checksums not all OK,
+       hash_tree with unreadable files (the result is still printed), or a tool error
+  2    usage error (unknown tool, bad or missing arguments)
+  130  interrupted (Ctrl-C): the call is cancelled on the server
+  141  stdout closed early (e.g. `| head`), quietly"""
+
+#: One example command line per tool, shown by ``sysmcp call TOOL --help``.
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "disk_usage": ("sysmcp call disk_usage", "sysmcp call disk_usage path=/var"),
+    "dir_usage": (
+        "sysmcp call dir_usage path=/var/log top_n=10",
+        "sysmcp call dir_usage path=/ min_size=100M",
+    ),
+    "file_sha256": (
+        "sysmcp call file_sha256 path=/srv/iso/debian.iso",
+        "sysmcp call file_sha256 path=/srv/iso/debian.iso expected=sha256:<64 hex digits>",
+    ),
+    "hash_tree": ("sysmcp call hash_tree path=/srv/www -o SHA256SUMS",),
+    "verify_checksums": (
+        "sysmcp call verify_checksums manifest=/srv/www/SHA256SUMS",
+        "sysmcp call verify_checksums manifest=/srv/www/SHA256SUMS report_new=true",
+    ),
+    "find_duplicates": ("sysmcp call find_duplicates path=/home min_size=1M",),
+    "deleted_open_files": ("sysmcp call deleted_open_files", "sysmcp call deleted_open_files path=/var"),
+    "disk_io": ("sysmcp call disk_io", "sysmcp call disk_io sample_s=10 top_n=3"),
+}
+
+
+def exit_status(tool: str, result: dict[str, Any]) -> int:
+    """0 or 1 for a tool's result, as the command it replaces would exit (sha256sum -c, du, …)."""
+    if result.get("isError"):
+        return EXIT_PROBLEM
+    data = result.get("structuredContent")
+    if not isinstance(data, dict):
+        return EXIT_OK
+    if tool == "file_sha256" and data.get("match") is False:
+        return EXIT_PROBLEM
+    if tool == "verify_checksums" and data.get("all_ok") is False:
+        return EXIT_PROBLEM
+    if tool == "hash_tree":
+        skipped = data.get("skipped")
+        unreadable_dirs = skipped.get("unreadable", 0) if isinstance(skipped, dict) else 0
+        if data.get("unreadable_count", 0) or unreadable_dirs:
+            return EXIT_PROBLEM
+    return EXIT_OK
+
+
+# -- help ---------------------------------------------------------------------------------------
+
+
+def _tools() -> dict[str, Any]:
+    from sysmcp.tools import ALL_TOOLS
+
+    return {tool.name: tool for tool in ALL_TOOLS}
+
+
+def _summary(description: str) -> str:
+    """A description's first sentence."""
+    first = description.split(". ")[0].split(": ")[0].rstrip(".")
+    for stop in (" (", ", "):
+        if len(first) > 60:
+            first = first.split(stop)[0]
+    return first
+
+
+def tools_overview() -> str:
+    """The tools, one line each, for ``sysmcp call --help`` and ``sysmcp call`` without a tool."""
+    tools = _tools()
+    width = max(map(len, tools))
+    lines = [f"  {name:<{width}}  {_summary(tool.description)}" for name, tool in tools.items()]
+    return "tools (sysmcp call TOOL --help for a tool's arguments):\n" + "\n".join(lines)
+
+
+def _kind(spec: dict[str, Any]) -> str:
+    if "enum" in spec:
+        return "|".join(map(str, spec["enum"]))
+    kind = spec.get("type", "value")
+    return "/".join(kind) if isinstance(kind, list) else str(kind)
+
+
+def tool_help(name: str) -> str:
+    """``sysmcp call TOOL --help``: what the tool does, its arguments, examples."""
+    tool = _tools()[name]
+    width = min(shutil.get_terminal_size((100, 24)).columns, 100)
+    schema = tool.input_schema
+    required = set(schema.get("required", ()))
+    out = [f"usage: sysmcp call {name} [KEY=VALUE ...] [--json] [-o FILE]", ""]
+    out += textwrap.wrap(tool.description, width)
+    out += ["", "arguments:"]
+    for key, spec in schema.get("properties", {}).items():
+        note = (
+            "required"
+            if key in required
+            else f"default: {json.dumps(spec['default'])}"
+            if "default" in spec
+            else ""
+        )
+        out.append(f"  {key}=<{_kind(spec)}>" + (f"  ({note})" if note else ""))
+        out += textwrap.wrap(
+            spec.get("description", ""), width, initial_indent="      ", subsequent_indent="      "
+        )
+    out += ["", "examples:"]
+    out += [f"  {line}" for line in EXAMPLES.get(name, (_example(name, schema),))]
+    out += ["", EXIT_CODES_HELP]
+    return "\n".join(out)
+
+
+def _example(name: str, schema: dict[str, Any]) -> str:
+    """An example for a tool without a written one: its required arguments with placeholders."""
+    required = schema.get("required", ())
+    return " ".join(["sysmcp call", name, *(f"{key}=<{key}>" for key in required)])
+
+
+def check_call(tool: str, arguments: dict[str, Any]) -> str | None:
+    """A usage problem with the tool or its arguments (checked here, before starting a server), or None."""
+    from sysmcp.tools.arguments import validate_arguments
+
+    tools = _tools()
+    if tool not in tools:
+        return f"unknown tool {tool!r}; tools: {', '.join(tools)}"
+    try:
+        validate_arguments(tools[tool].input_schema, arguments)
+    except ArgumentError as exc:
+        return f"{exc.message} (see: sysmcp call {tool} --help)"
+    return None
+
+
+# -- progress -----------------------------------------------------------------------------------
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(int(seconds), 0)
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    if seconds >= 60:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds}s"
+
+
+@dataclass
+class Progress:
+    """Progress on stderr: on a terminal one line rewritten in place, else one plain line per update."""
+
+    stream: TextIO
+    tty: bool
+    clock: Callable[[], float] = time.monotonic
+    _first: tuple[float, float] | None = None  # (time, done) of the first update, for the rate
+    _shown: bool = field(default=False)
+
+    def update(self, done: float, total: float | None, message: str | None) -> None:
+        now = self.clock()
+        if self._first is None:
+            self._first = (now, done)
+        text = message or f"{done:,.0f}"
+        if total:
+            share = min(done / total, 1.0)
+            text += f"  {100 * share:.0f}%"
+            started, done0 = self._first
+            rate = (done - done0) / (now - started) if now > started else 0.0
+            if rate > 0 and done < total:
+                text += f"  ETA {_duration((total - done) / rate)}"
+        if not self.tty:
+            self.stream.write(f"progress: {text}\n")
+            self.stream.flush()
+            return
+        columns = shutil.get_terminal_size((80, 24)).columns
+        self.stream.write("\r\x1b[K" + text[: max(columns - 1, 10)])
+        self.stream.flush()
+        self._shown = True
+
+    def clear(self) -> None:
+        if self._shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self._shown = False
+
+
+# -- the call -----------------------------------------------------------------------------------
 
 
 class StdioClient:
@@ -28,6 +227,7 @@ class StdioClient:
         self.decoder = LineDecoder()
         self.pending: list[dict[str, Any]] = []
         self.ids = itertools.count(1)
+        self.in_flight: int | None = None  # the id of the request awaiting its answer
 
     async def send(self, message: dict[str, Any]) -> None:
         data = encode(message)
@@ -42,7 +242,7 @@ class StdioClient:
             try:
                 chunk = await self.process.stdout.receive()
             except anyio.EndOfStream:
-                raise SystemExit("sysmcp call: the server closed its output") from None
+                raise ServerGone from None
             for frame in self.decoder.feed(chunk):
                 if isinstance(frame, OversizedLine) or not frame.strip():
                     continue
@@ -51,63 +251,218 @@ class StdioClient:
                 self.pending.append(json.loads(frame))
         return self.pending.pop(0)
 
-    async def request(self, method: str, params: dict[str, Any], on_note: Any = None) -> dict[str, Any]:
+    async def request(
+        self, method: str, params: dict[str, Any], on_note: Callable[[dict[str, Any]], None] | None = None
+    ) -> dict[str, Any]:
         msg_id = next(self.ids)
+        self.in_flight = msg_id
         await self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
         while True:
             message = await self.receive()
             if message.get("id") == msg_id and "method" not in message:
+                self.in_flight = None
                 return message
             if on_note is not None and "method" in message:
                 on_note(message)
 
 
-def _show_progress(message: dict[str, Any]) -> None:
-    if message.get("method") != "notifications/progress":
-        return
-    params = message.get("params", {})
-    done, total, text = params.get("progress"), params.get("total"), params.get("message")
-    share = f" ({100 * done / total:.0f}%)" if total else ""
-    print(f"progress: {text or done}{share}", file=sys.stderr, flush=True)
+class ServerGone(Exception):
+    """The server closed its output before answering."""
 
 
-async def _call(
-    tool: str, arguments: dict[str, Any], raw: bool, version: str, server_args: Sequence[str]
-) -> int:
-    command = [sys.executable, "-m", "sysmcp", *server_args]
-    async with await anyio.open_process(command, stderr=None if raw else subprocess.DEVNULL) as process:
-        client = StdioClient(process, raw)
-        init = await client.request(
-            "initialize",
-            {
-                "protocolVersion": version,
-                "capabilities": {},
-                "clientInfo": {"name": "sysmcp-call", "version": __version__},
-            },
-        )
-        if "error" in init:
-            print(f"sysmcp call: initialize failed: {init['error'].get('message')}", file=sys.stderr)
-            return 2
-        await client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        params = {"name": tool, "arguments": arguments, "_meta": {"progressToken": "call"}}
-        reply = await client.request("tools/call", params, on_note=None if raw else _show_progress)
+class Interrupted(Exception):
+    """Ctrl-C (or SIGTERM) arrived; the call in flight was cancelled on the server."""
+
+
+@dataclass
+class CallOptions:
+    raw: bool = False
+    version: str = "2025-11-25"
+    server_args: Sequence[str] = ()
+    json_output: bool = False
+    output: str | None = None
+
+
+async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> int:
+    command = [sys.executable, "-m", "sysmcp", *options.server_args]
+    progress = Progress(sys.stderr, sys.stderr.isatty())
+
+    def on_note(message: dict[str, Any]) -> None:
+        if options.raw or message.get("method") != "notifications/progress":
+            return
+        params = message.get("params", {})
+        progress.update(params.get("progress", 0), params.get("total"), params.get("message"))
+
+    # A session of its own: Ctrl-C on the terminal reaches this process only, which then cancels the
+    # call on the server the protocol's way instead of the server dying of the same signal.
+    async with await anyio.open_process(
+        command, stderr=None if options.raw else subprocess.DEVNULL, start_new_session=True
+    ) as process:
+        client = StdioClient(process, options.raw)
+        async with anyio.create_task_group() as group:
+            interrupted: list[int] = []
+
+            async def watch_signals() -> None:
+                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                    async for signum in signals:
+                        interrupted.append(signum)
+                        group.cancel_scope.cancel()
+                        return
+
+            group.start_soon(watch_signals)
+            reply: dict[str, Any] | None = None
+            reply = await _converse(client, tool, arguments, options, on_note)
+            group.cancel_scope.cancel()
+        progress.clear()
+        if interrupted:
+            await _cancel_and_stop(client, process)
+            raise Interrupted
+        assert reply is not None
         assert process.stdin is not None
         await process.stdin.aclose()
-        await process.wait()
+        with anyio.move_on_after(INTERRUPT_GRACE):
+            await process.wait()
+    return _report(tool, reply, options)
+
+
+async def _converse(
+    client: StdioClient,
+    tool: str,
+    arguments: dict[str, Any],
+    options: CallOptions,
+    on_note: Callable[[dict[str, Any]], None],
+) -> dict[str, Any]:
+    """Handshake, the call, and (with ``--output``) the full result behind its link, while the server lives."""
+    init = await client.request(
+        "initialize",
+        {
+            "protocolVersion": options.version,
+            "capabilities": {},
+            "clientInfo": {"name": "sysmcp-call", "version": __version__},
+        },
+    )
+    if "error" in init:
+        return {"error": {"message": f"initialize failed: {init['error'].get('message')}"}}
+    await client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    params = {"name": tool, "arguments": arguments, "_meta": {"progressToken": "call"}}
+    reply = await client.request("tools/call", params, on_note=on_note)
+    result = reply.get("result")
+    if options.output and isinstance(result, dict):
+        uris = [b["uri"] for b in result.get("content", []) if b.get("type") == "resource_link"]
+        texts = []
+        for uri in uris:
+            read = await client.request("resources/read", {"uri": uri})
+            texts += [c.get("text", "") for c in read.get("result", {}).get("contents", [])]
+        reply["_full"] = (uris, "".join(texts))
+    return reply
+
+
+async def _cancel_and_stop(client: StdioClient, process: Process) -> None:
+    """Tell the server the call is off (notifications/cancelled), close its input, give it a moment."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(INTERRUPT_GRACE):
+        try:
+            if client.in_flight is not None:
+                await client.send(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/cancelled",
+                        "params": {"requestId": client.in_flight, "reason": "interrupted by the user"},
+                    }
+                )
+            assert process.stdin is not None
+            await process.stdin.aclose()
+            await process.wait()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, BrokenPipeError):
+            pass
+    if process.returncode is None:
+        process.kill()
+
+
+def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
     if "error" in reply:
-        print(f"sysmcp call: {reply['error'].get('message')}", file=sys.stderr)
-        return 2
-    result = reply.get("result", {})
-    if not raw:
-        for block in result.get("content", []):
-            if block.get("type") == "text":
-                print(block["text"])
-            elif block.get("type") == "resource_link":
-                print(f"[full result: {block.get('uri')}]")
-    return 1 if result.get("isError") else 0
+        error = reply["error"]
+        print(f"sysmcp call: {error.get('message')}", file=sys.stderr)
+        return EXIT_USAGE if error.get("code") == -32602 else EXIT_PROBLEM
+    result: dict[str, Any] = reply.get("result", {})
+    texts = [b["text"] for b in result.get("content", []) if b.get("type") == "text"]
+    if options.output is not None and not result.get("isError"):  # an error is no result to save
+        uris, full = reply.get("_full", ([], ""))
+        if not uris:  # nothing was too big to inline: the answer is the full result
+            full = json.dumps(result.get("structuredContent"), indent=2) + "\n" if options.json_output else ""
+            full = full or "\n".join(texts) + "\n"
+        with open(options.output, "w", encoding="utf-8") as handle:
+            handle.write(full)
+        where = f" (the full result behind {', '.join(uris)})" if uris else ""
+        print(f"sysmcp call: wrote {len(full.encode()):,} bytes to {options.output}{where}", file=sys.stderr)
+    if options.raw:
+        return exit_status(tool, result)
+    if options.json_output and not result.get("isError"):
+        print(json.dumps(result.get("structuredContent"), indent=2, ensure_ascii=False))
+    else:
+        stream = sys.stderr if result.get("isError") else sys.stdout
+        for text in texts:
+            print(text, file=stream)
+        if not options.output:
+            for block in result.get("content", []):
+                if block.get("type") == "resource_link":
+                    print(f"[full result: {block.get('uri')} — save it with -o FILE]")
+    sys.stdout.flush()
+    return exit_status(tool, result)
 
 
-def run_call(
-    tool: str, arguments: dict[str, Any], *, raw: bool, version: str, server_args: Sequence[str]
-) -> int:
-    return anyio.run(_call, tool, arguments, raw, version, server_args)
+def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) -> int:
+    if tool is None:
+        print("sysmcp call: which tool?\n" + tools_overview(), file=sys.stderr)
+        return EXIT_USAGE
+    problem = check_call(tool, arguments)
+    if problem is not None:
+        print(f"sysmcp call: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return anyio.run(_call, tool, arguments, options)
+    except BaseException as exc:  # a task group wraps what its body raised: look inside
+        if _holds(exc, BrokenPipeError):
+            _silence_stdout()
+            return EXIT_PIPE
+        if _holds(exc, Interrupted) or _holds(exc, KeyboardInterrupt):
+            print("sysmcp call: interrupted; the call was cancelled on the server", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        if _holds(exc, ServerGone):
+            print("sysmcp call: the server stopped before answering", file=sys.stderr)
+            return EXIT_PROBLEM
+        raise
+
+
+def _holds(exc: BaseException, kind: type[BaseException]) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_holds(inner, kind) for inner in exc.exceptions)
+    return isinstance(exc, kind)
+
+
+def print_help(text: str) -> int:
+    """Help on stdout; ``| head`` closing the pipe early is a quiet exit (141), not a traceback."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_PIPE
+    return EXIT_OK
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush does not fail on the closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+__all__ = [
+    "EXIT_CODES_HELP",
+    "CallOptions",
+    "exit_status",
+    "print_help",
+    "run_call",
+    "tool_help",
+    "tools_overview",
+]

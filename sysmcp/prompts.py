@@ -10,7 +10,6 @@ names the policy allows (plus the directories leading down to an allowed root).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any, Literal
 from sysmcp.fs.paths import PathPolicy, display, is_within
 from sysmcp.protocol.errors import ToolError, invalid_params
 from sysmcp.protocol.lifecycle import Features
+from sysmcp.tools.arguments import find_sha256
 
 MAX_COMPLETIONS = 100  # the spec's limit per response
 SCAN_LIMIT = 10_000  # directory entries looked at per completion: a huge directory must not stall a keystroke
@@ -152,18 +152,16 @@ def _render_triage(arguments: dict[str, str], env: PromptEnv) -> str:
 
 # -- verify a download ---------------------------------------------------------------------------
 
-_HEX64 = re.compile(r"(?<![0-9a-fA-F])[0-9a-fA-F]{64}(?![0-9a-fA-F])")
-
 
 def parse_sha256(text: str) -> str:
     """The SHA-256 digest in what a download page shows: bare hex, ``sha256:HEX``, a sha256sum line, BSD style."""
-    found = _HEX64.findall(text)
-    if len(found) != 1:
+    found = find_sha256(text)
+    if found is None:
         raise invalid_params(
             "Invalid params: argument 'digest' must contain exactly one SHA-256 digest (64 hex digits), "
             "e.g. 'sha256:9f86d0…' or a line copied from SHA256SUMS"
         )
-    return str(found[0]).lower()
+    return found
 
 
 def _render_verify(arguments: dict[str, str], env: PromptEnv) -> str:

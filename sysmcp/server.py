@@ -190,7 +190,10 @@ class Server:
         capabilities: dict[str, Any] = {
             "tools": {"listChanged": False},
             "logging": {},
-            "resources": {"subscribe": False, "listChanged": False},
+            # The result store grows as tools keep full results, so the list changes: said once per
+            # stored result (legacy era). 2026-07-28 delivers list_changed only on a subscriptions/listen
+            # stream, which sysmcp does not offer, so there it promises nothing.
+            "resources": {"subscribe": False, "listChanged": not features.modern},
             "prompts": {"listChanged": False},
         }
         if features.completions_capability:
@@ -306,6 +309,8 @@ class Server:
             return self._error_result(exc.message)
         if debug:
             await ctx.log("debug", {"event": "tool finished", "tool": tool.name, "isError": output.is_error})
+        if output.links and not ctx.features.modern:  # before the result, so a list it prompts shows it
+            await ctx.peer.notify("notifications/resources/list_changed", {})
         return self._call_result(output, ctx.features)
 
     def _client_takes_views(self, params: dict[str, Any], ctx: RequestContext) -> bool:
@@ -383,6 +388,8 @@ class Server:
         return {"contents": [{"uri": item.uri, "mimeType": item.mime_type, "text": item.text}]}
 
     async def _resource_templates_list(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        if params.get("cursor") is not None:  # one page, so no cursor is ours: -32602, as the other lists
+            raise invalid_params("Invalid params: unknown or expired cursor")
         return {"resourceTemplates": []}
 
     # -- prompts and completion -------------------------------------------------------------

@@ -37,12 +37,12 @@ def test_call_prints_the_tool_text_and_exits_zero(tmp_path: Path) -> None:
 
 def test_call_exits_non_zero_on_a_tool_error(tmp_path: Path) -> None:
     done = run("call", "file_sha256", f"path={tmp_path / 'missing'}")
-    assert done.returncode == 1 and "No such file" in done.stdout
+    assert done.returncode == 1 and "No such file" in done.stderr and done.stdout == ""
 
 
 def test_call_parses_json_values_and_reports_bad_arguments(tmp_path: Path) -> None:
     done = run("call", "dir_usage", f"path={tmp_path}", "top_n=99")
-    assert done.returncode == 1 and "'top_n' must be <= 50" in done.stdout
+    assert done.returncode == 2 and "'top_n' must be <= 50" in done.stderr
 
 
 def test_call_raw_shows_both_directions_of_the_wire() -> None:
@@ -71,7 +71,7 @@ def test_options_after_the_subcommand_mean_what_they_mean_before_it(tmp_path: Pa
     assert refused.returncode == 2 and "--root" in refused.stderr
     (tmp_path / "a.txt").write_bytes(b"abc")
     outside = run("call", "--root", str(tmp_path), "file_sha256", "path=/etc/hostname")
-    assert outside.returncode == 1 and "outside the operator's roots" in outside.stdout
+    assert outside.returncode == 1 and "outside the operator's roots" in outside.stderr
     inside = run(
         "--root", str(tmp_path), "call", "--log-level", "ERROR", "file_sha256", f"path={tmp_path / 'a.txt'}"
     )
@@ -89,7 +89,7 @@ def test_roots_given_before_and_after_the_subcommand_add_up(tmp_path: Path) -> N
         )
         assert done.returncode == 0 and done.stdout.startswith("ba7816bf"), done.stdout
     outside = run("--root", str(first), "call", "--root", str(second), "file_sha256", "path=/etc/hostname")
-    assert outside.returncode == 1 and "outside the operator's roots" in outside.stdout
+    assert outside.returncode == 1 and "outside the operator's roots" in outside.stderr
 
 
 def test_every_log_line_on_stderr_is_json_including_library_logs() -> None:

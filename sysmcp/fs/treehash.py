@@ -354,6 +354,7 @@ def hash_tree_parallel(
             result["subtrees"] = done
             if in_child:
                 result["skipped"] = counter.as_dict()
+                result["skipped_named"] = counter.named
             return result
 
         stopped: str | None = None
@@ -398,6 +399,8 @@ def hash_tree_parallel(
                 stopped = stopped or part["stopped"]
                 for reason, n in part["skipped"].items():
                     skipped.add(reason, n)
+                for name in part["skipped_named"]:
+                    skipped.name(name)
                 parts.append((spills[slot], part))
             if claimed < len(subtrees):
                 stopped = stopped or budget.reason

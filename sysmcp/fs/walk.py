@@ -74,13 +74,31 @@ class WalkOptions:
 class SkipCounter:
     """Entries left out of a walk, by reason, so a result can say what it did not see and why."""
 
-    __slots__ = ("_counts",)
+    __slots__ = ("_counts", "_named")
+
+    #: Unreadable directories named per result (the rest are counted): enough to see where access stops.
+    NAMED = 5
 
     def __init__(self) -> None:
         self._counts: Counter[str] = Counter()
+        self._named: list[str] = []
 
     def add(self, reason: str, count: int = 1) -> None:
         self._counts[reason] += count
+
+    def unreadable(self, relative: str) -> None:
+        """Count an unreadable directory and name it, relative to the walk's root, if few so far."""
+        self._counts["unreadable"] += 1
+        self.name(relative)
+
+    def name(self, relative: str) -> None:
+        if len(self._named) < self.NAMED and relative not in self._named:
+            self._named.append(relative)
+
+    @property
+    def named(self) -> list[str]:
+        """The first unreadable directories, relative to the root ('' is the root itself)."""
+        return list(self._named)
 
     def as_dict(self) -> dict[str, int]:
         return {reason: n for reason, n in sorted(self._counts.items()) if n}
@@ -488,7 +506,10 @@ class Scanner:
             # size test uses the directory's own size, which is all ``apparent`` holds before this.
             names: Iterable[str] = os.listdir(fd) if frame.apparent <= LIST_AT_ONCE else _names(fd)
         except OSError as exc:
-            skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
+            if exc.errno == errno.ENOENT:
+                skipped.add("vanished")
+            else:
+                skipped.unreadable(frame.relative)
             return Listing(frame.relative, frame.depth, files, links)
         lstat = os.stat
         check_every = CHECK_EVERY
@@ -604,7 +625,10 @@ class Scanner:
         except OSError as exc:
             # Unreadable (EACCES) or swapped for a symlink/file (ELOOP, ENOTDIR): not followed.
             unreadable = exc.errno in (errno.EACCES, errno.EPERM)
-            self.skipped.add("unreadable" if unreadable else "vanished")
+            if unreadable:
+                self.skipped.unreadable(f"{parent.relative}/{name}" if parent.relative else name)
+            else:
+                self.skipped.add("vanished")
             if unreadable:
                 parent.apparent += st.st_size  # du counts an unreadable directory's own size
                 parent.disk += st.st_blocks * 512
@@ -760,15 +784,20 @@ class Scanner:
         if self.base_fd is None:
             raise AssertionError("subtrees are reopened from the root detach() kept open")
         fd = os.dup(self.base_fd)
+        reached: list[str] = []
         try:
             for name in frame.relative.split("/"):
+                reached.append(name)
                 child = os.open(name, _DIR_FLAGS, dir_fd=fd)
                 os.close(fd)
                 fd = child
         except OSError as exc:
             os.close(fd)
             unreadable = exc.errno in (errno.EACCES, errno.EPERM)
-            self.skipped.add("unreadable" if unreadable else "vanished")
+            if unreadable:
+                self.skipped.unreadable("/".join(reached))  # the component that denied access
+            else:
+                self.skipped.add("vanished")
             if not unreadable:
                 frame.apparent = frame.disk = frame.dirs = 0
             return False

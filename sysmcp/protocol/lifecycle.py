@@ -251,6 +251,12 @@ class Lifecycle:
         Synchronous on purpose: requests are admitted in arrival order, so "what the client sent
         first" is well defined even though requests then run concurrently.
         """
+        if method == "initialize" and is_enveloped(params):
+            # An initialize that speaks 2026-07-28 asks for a method that revision removed: -32601 on
+            # any connection (the conformance suite's server-stateless scenario), never a version error.
+            raise ProtocolError(
+                ErrorCode.METHOD_NOT_FOUND, "Method not found: initialize (removed in 2026-07-28)"
+            )
         if self.phase is Phase.MODERN:
             if method == "initialize":
                 raise unsupported_version(params.get("protocolVersion"), MODERN_VERSIONS)

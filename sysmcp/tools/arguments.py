@@ -9,7 +9,45 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from sysmcp.fs.units import parse_size
 from sysmcp.protocol.errors import ArgumentError
+
+#: ``format`` values this validator acts on (JSON Schema leaves ``format`` to the validator): each turns
+#: the friendly text a person or model writes into the one value the tool works with.
+SIZE = "byte-size"
+SHA256 = "sha256-digest"
+
+_HEX64 = re.compile(r"(?<![0-9a-fA-F])[0-9a-fA-F]{64}(?![0-9a-fA-F])")
+
+
+def size_argument(description: str, *, minimum: int = 0, default: int = 0) -> dict[str, Any]:
+    """A size in bytes that also takes '4k', '100M', '1.5G' (binary units, as du and find)."""
+    return {
+        "type": ["integer", "string"],
+        "format": SIZE,
+        "minimum": minimum,
+        "default": default,
+        "description": f"{description} Bytes, or a size with a binary unit as du and find take it: "
+        "'4k', '100M', '1.5G' (k = 1024).",
+    }
+
+
+def sha256_argument(description: str) -> dict[str, Any]:
+    """A SHA-256 digest as people find it: bare hex, 'sha256:<hex>', or a line copied from SHA256SUMS."""
+    return {
+        "type": "string",
+        "format": SHA256,
+        "minLength": 64,
+        "description": f"{description} 64 hex digits (any case), bare, as 'sha256:<hex>', or a line "
+        "copied from SHA256SUMS.",
+    }
+
+
+def find_sha256(text: str) -> str | None:
+    """The one SHA-256 digest in ``text`` (lowercased), or None if there is none or more than one."""
+    found = _HEX64.findall(text)
+    return str(found[0]).lower() if len(found) == 1 else None
+
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -72,6 +110,23 @@ def _check(schema: dict[str, Any], value: Any, where: str, problems: list[str]) 
             return value
         if "integer" in names and isinstance(value, float):
             value = int(value)
+    if schema.get("format") == SIZE and isinstance(value, str):
+        try:
+            value = parse_size(value)
+        except ValueError:
+            problems.append(
+                f"{where} must be a size such as 4096, '4k', '100M' or '1.5G', got {value!r}"[:160]
+            )
+            return value
+    elif schema.get("format") == SHA256 and isinstance(value, str):
+        digest = find_sha256(value)
+        if digest is None:
+            problems.append(
+                f"{where} must be one SHA-256 digest: 64 hex digits, bare, as 'sha256:<hex>' or a "
+                f"SHA256SUMS line; got {value[:80]!r}"
+            )
+            return value
+        value = digest
     if "enum" in schema and value not in schema["enum"]:
         choices = ", ".join(repr(choice) for choice in schema["enum"])
         problems.append(f"{where} must be one of {choices}, got {value!r}")

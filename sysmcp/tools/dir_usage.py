@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
 from sysmcp.fs.paths import display, printable
-from sysmcp.fs.units import human_bytes
+from sysmcp.fs.units import human_bytes, plural
 from sysmcp.fs.walk import (
     Budget,
     Finished,
@@ -34,9 +34,10 @@ from sysmcp.fs.walk import (
 )
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ArgumentError, ToolError
+from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import HostOutcome, fleet_output, table
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.walking import require_directory, skipped_phrase, walk_options, walk_properties
+from sysmcp.tools.walking import denied_by, require_directory, skipped_phrase, walk_options, walk_properties
 from sysmcp.views import DIR_USAGE
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -108,13 +109,10 @@ INPUT_SCHEMA: dict[str, Any] = {
             "description": "Rank by 'disk' usage (allocated blocks, what fills a disk; sparse files count "
             "only their data) or by 'apparent' size (file length, what ls -l shows).",
         },
-        "min_size": {
-            "type": "integer",
-            "minimum": 0,
-            "default": 0,
-            "description": "List only files and directories at least this many bytes (apparent size), e.g. "
-            "104857600 for 100 MiB. Totals still count everything.",
-        },
+        "min_size": size_argument(
+            "List only files and directories at least this big (apparent size), e.g. '100M'. Totals still "
+            "count everything."
+        ),
         "timeout_s": {
             "type": "number",
             "minimum": 0.001,
@@ -565,6 +563,7 @@ def scan_usage(
             result["dirs"] = own.top_dirs.largest()
             result["eligible_dirs"] = own.eligible_directories
             result["skipped"] = counter.as_dict()
+            result["skipped_named"] = counter.named
             result["linked"] = linked
             result["selection"] = own.selection.as_data()
         return result
@@ -738,6 +737,8 @@ def _merge_child(
     tally.eligible_directories += part["eligible_dirs"] - len(part["dirs"])
     for reason, count in part["skipped"].items():
         skipped.add(reason, count)
+    for name in part["skipped_named"]:
+        skipped.name(name)
     tally.selection.merge(chosen)
 
 
@@ -811,7 +812,12 @@ def _age(mtime: float | None, now: float) -> str:
 
 
 def render(
-    shown: str, usage: Usage, skipped: dict[str, int], args: dict[str, Any], now: float | None = None
+    shown: str,
+    usage: Usage,
+    skipped: dict[str, int],
+    args: dict[str, Any],
+    now: float | None = None,
+    named: Sequence[str] = (),
 ) -> tuple[str, dict[str, Any], str | None]:
     """Text for the model, structured content, and the full listing (None when nothing was cut)."""
     totals = usage.totals
@@ -838,12 +844,12 @@ def render(
     lines = []
     if usage.stopped:
         lines.append(
-            f"PARTIAL RESULT: the scan stopped early ({usage.stopped}) after {usage.entries:,} entries; "
+            f"PARTIAL RESULT: the scan stopped early ({usage.stopped}) after {plural(usage.entries, 'entry')}; "
             "totals and lists cover only what was scanned."
         )
     lines.append(
         f"{shown}: {human_bytes(totals.disk)} on disk ({human_bytes(totals.apparent)} apparent) in "
-        f"{totals.files:,} files and {totals.dirs:,} directories"
+        f"{plural(totals.files, 'file')} and {plural(totals.dirs, 'directory')}"
         + (" so far" if usage.stopped else "")
         + f" [{usage.elapsed:.2f} s]"
     )
@@ -866,7 +872,7 @@ def render(
             size = _size_text(row["apparent_bytes"], row["disk_bytes"], by_disk)
             name = printable(row["path"])
             lines.append(
-                f"  {size}  {name}/  ({row['files']:,} files)"
+                f"  {size}  {name}/  ({plural(row['files'], 'file')})"
                 if "files" in row
                 else f"  {size}  {name}{ages[index]}"
             )
@@ -874,19 +880,19 @@ def render(
             lines.append("  (none)")
         left_out = eligible - len(rows)
         if left_out:
-            lines.append(f"  … and {left_out:,} more {noun} not shown")
+            lines.append(f"  … and {plural(left_out, 'more ' + noun)} not shown")
         return left_out
 
     if show in ("both", "directories", "all"):
         shown_dirs = directories[:top_n]
         depth = "immediate subdirectories" if args["max_depth"] == 1 else f"depth ≤ {args['max_depth']}"
         title = f"Largest directories ({depth}, by {measure}{limit}):"
-        dirs_not_shown = listing(title, shown_dirs, usage.eligible_directories, "directories")
+        dirs_not_shown = listing(title, shown_dirs, usage.eligible_directories, "directory")
     if show in ("both", "files", "all"):
         shown_files = files[:top_n]
         matching = f", modified {window}" if window else ""
         title = f"Largest files (by {measure}{limit}{matching}):"
-        files_not_shown = listing(title, shown_files, usage.eligible_files, "files")
+        files_not_shown = listing(title, shown_files, usage.eligible_files, "file")
     extensions: list[dict[str, Any]] = []
     extensions_not_shown = 0
     if show in ("extensions", "all"):
@@ -903,14 +909,13 @@ def render(
         lines.append(f"Top extensions (by {measure}{f', modified {window}' if window else ''}):")
         for row in extensions:
             size = _size_text(row["apparent_bytes"], row["disk_bytes"], by_disk)
-            noun = "file" if row["files"] == 1 else "files"
-            lines.append(f"  {size}  {printable(row['extension'])}  ({row['files']:,} {noun})")
+            lines.append(f"  {size}  {printable(row['extension'])}  ({plural(row['files'], 'file')})")
         if not extensions:
             lines.append("  (none)")
         if extensions_not_shown:
-            lines.append(f"  … and {extensions_not_shown:,} more extensions not shown")
+            lines.append(f"  … and {plural(extensions_not_shown, 'more extension')} not shown")
     if skipped:
-        lines.append("Skipped: " + skipped_phrase(skipped))
+        lines.append("Skipped: " + skipped_phrase(skipped, named, shown))
     structured = {
         "path": shown,
         "complete": usage.stopped is None,
@@ -972,6 +977,19 @@ def render(
     return "\n".join(lines), structured, full
 
 
+def _inodes_in_use(path: os.PathLike[str]) -> int | None:
+    """The progress total of a scan of a whole filesystem: its used inodes (what the scan will meet,
+    give or take hard links), so a client can show a percentage. None below a mount point, where the
+    filesystem's count would say nothing about this directory."""
+    try:
+        if not os.path.ismount(path):
+            return None
+        fs = os.statvfs(path)
+    except OSError:
+        return None
+    return fs.f_files - fs.f_ffree if fs.f_files > 0 else None
+
+
 def _window_phrase(args: dict[str, Any]) -> str:
     """'within 7 d', 'more than 30 d ago', 'between 30 d and 7 d ago', or '' without a filter."""
     within = args.get("modified_within")
@@ -1014,17 +1032,19 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     skipped = SkipCounter()
 
     def describe(meter: Meter, elapsed: float) -> str:
-        return f"{int(meter.done):,} entries scanned, {human_bytes(meter.extra.get('bytes', 0))} seen"
+        return f"{plural(int(meter.done), 'entry')} scanned, {human_bytes(meter.extra.get('bytes', 0))} seen"
+
+    def scan(meter: Meter) -> Usage:
+        meter.total = _inodes_in_use(path) if options.one_file_system else None
+        return scan_usage(os.fsencode(path), options, skipped, request, meter)
 
     try:
-        usage = await ctx.run_in_worker(
-            lambda meter: scan_usage(os.fsencode(path), options, skipped, request, meter), describe=describe
-        )
+        usage = await ctx.run_in_worker(scan, describe=describe)
     except PermissionError:
-        raise ToolError(f"Permission denied: cannot read the directory {shown}") from None
+        raise ToolError(f"Permission denied: cannot read the directory {shown}{denied_by(path)}") from None
     except OSError as exc:
         raise ToolError(f"Cannot scan {shown}: {exc.strerror or exc}") from None
-    text, structured, full = render(shown, usage, skipped.as_dict(), args, now)
+    text, structured, full = render(shown, usage, skipped.as_dict(), args, now, skipped.named)
     links: tuple[ResourceLink, ...] = ()
     if full is not None:
         name = f"dir_usage-{os.path.basename(shown.rstrip('/')) or 'root'}.tsv"

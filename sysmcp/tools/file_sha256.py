@@ -11,6 +11,7 @@ import os
 import stat
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from sysmcp.fs.checksums import ALGORITHMS, CHUNK, Digest, format_line, hash_fd
@@ -19,8 +20,10 @@ from sysmcp.fs.safeopen import SWAPPED, NotRegularFile, Replaced, kind, open_par
 from sysmcp.fs.units import human_bytes, rate
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.tools.arguments import sha256_argument
 from sysmcp.tools.merging import HostOutcome, fleet_output
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
+from sysmcp.tools.walking import denied_by
 
 SHA256 = ALGORITHMS["sha256"]
 
@@ -33,12 +36,10 @@ INPUT_SCHEMA: dict[str, Any] = {
             "description": "Absolute path of the regular file to hash. Directories, FIFOs, sockets and devices "
             "are refused.",
         },
-        "expected": {
-            "type": "string",
-            "pattern": "^[0-9a-fA-F]{64}$",
-            "description": "Optional: the SHA-256 digest the file should have (64 hex digits, any case), e.g. "
-            "from a download page. The result then says match or mismatch.",
-        },
+        "expected": sha256_argument(
+            "Optional: the SHA-256 digest the file should have, e.g. from a download page; the result then "
+            "says match or mismatch."
+        ),
     },
     "required": ["path"],
     "additionalProperties": False,
@@ -80,6 +81,8 @@ def open_file(path: bytes, shown: str, given: str) -> tuple[int, os.stat_result]
         parent, name = open_parent(os.fsdecode(path))
     except FileNotFoundError:
         raise ToolError(f"No such file: {shown}") from None
+    except PermissionError:  # without O_PATH a directory on the way must be readable, not only searchable
+        raise ToolError(f"Permission denied: {shown}{denied_by(Path(os.fsdecode(path)))}") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise ToolError(SWAPPED.format(shown=shown)) from None
@@ -93,7 +96,7 @@ def open_file(path: bytes, shown: str, given: str) -> tuple[int, os.stat_result]
             ) from None
         raise ToolError(f"No such file: {shown}") from None
     except PermissionError:
-        raise ToolError(f"Permission denied: {shown}") from None
+        raise ToolError(f"Permission denied: {shown}{denied_by(Path(os.fsdecode(path)))}") from None
     except NotRegularFile as exc:
         if stat.S_ISLNK(exc.mode):  # the path was resolved, so a link here was swapped in since
             raise ToolError(

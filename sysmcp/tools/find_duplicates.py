@@ -14,7 +14,7 @@ import errno
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,13 +23,14 @@ from sysmcp.fs.checksums import BLAKE3, BLAKE3_THREADED, CHUNK, hash_fd, hash_on
 from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import open_path
-from sysmcp.fs.units import human_bytes
+from sysmcp.fs.units import human_bytes, plural
 from sysmcp.fs.walk import Budget, Listing, Scanner, ScanStopped, SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.walking import require_directory, skipped_phrase, walk_options, walk_properties
+from sysmcp.tools.walking import denied_by, require_directory, skipped_phrase, walk_options, walk_properties
 
 BLOCK = 4096  # head and tail sample size
 SMALL = 64 << 10  # files up to this size are hashed whole at once: one read beats a second open
@@ -51,13 +52,12 @@ INPUT_SCHEMA: dict[str, Any] = {
             "minLength": 1,
             "description": "Absolute path of the directory to search, e.g. '/home'.",
         },
-        "min_size": {
-            "type": "integer",
-            "minimum": 1,
-            "default": 1,
-            "description": "Only consider files at least this many bytes (empty files are always ignored), "
-            "e.g. 1048576 to look only at files of 1 MiB and more.",
-        },
+        "min_size": size_argument(
+            "Only consider files at least this big (empty files are always ignored), e.g. '1M' to look only "
+            "at files of 1 MiB and more.",
+            minimum=1,
+            default=1,
+        ),
         "top_n": {
             "type": "integer",
             "minimum": 1,
@@ -498,7 +498,7 @@ def find_duplicates(
 
 
 def render(
-    shown: str, search: Search, skipped: dict[str, int], top_n: int
+    shown: str, search: Search, skipped: dict[str, int], top_n: int, named: Sequence[str] = ()
 ) -> tuple[str, dict[str, Any], str | None]:
     """Text for the model, structured content, and the full group list when anything was cut."""
     base = shown.rstrip("/") + "/"
@@ -516,8 +516,8 @@ def render(
             "missing (the largest files are checked first)."
         )
     lines.append(
-        f"{shown}: {len(search.groups):,} groups of identical files, {duplicates:,} extra copies, "
-        f"{human_bytes(reclaimable)} reclaimable; {search.files_scanned:,} files considered, "
+        f"{shown}: {plural(len(search.groups), 'group')} of identical files, {plural(duplicates, 'extra copy')}, "
+        f"{human_bytes(reclaimable)} reclaimable; {plural(search.files_scanned, 'file')} considered, "
         f"{search.files_read:,} opened, {human_bytes(search.bytes_read)} read [{search.elapsed:.2f} s]"
     )
     groups = []
@@ -539,16 +539,16 @@ def render(
         )
         lines += [f"     {printable(p)}" for p in paths[:PATHS_INLINE]]
         if len(paths) > PATHS_INLINE:
-            lines.append(f"     … and {len(paths) - PATHS_INLINE:,} more copies not shown")
+            lines.append(f"     … and {plural(len(paths) - PATHS_INLINE, 'more copy')} not shown")
     not_shown = len(search.groups) - len(shown_groups)
     if not_shown:
-        lines.append(f"… and {not_shown:,} more groups not shown")
+        lines.append(f"… and {plural(not_shown, 'more group')} not shown")
     if search.hard_links:
         lines.append(
             f"{search.hard_links:,} hard-linked names of files already counted were not treated as copies"
         )
     if skipped:
-        lines.append("Skipped: " + skipped_phrase(skipped))
+        lines.append("Skipped: " + skipped_phrase(skipped, named, shown))
     lines.append("Nothing was deleted: sysmcp is read-only.")
     structured = {
         "path": shown,
@@ -598,7 +598,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 
     def describe(meter: Meter, elapsed: float) -> str:
         if meter.total is None:
-            return f"listing: {int(meter.done):,} files"
+            return f"listing: {plural(int(meter.done), 'file')}"
         return f"comparing: {int(meter.done):,} of {int(meter.total):,} steps"
 
     try:
@@ -609,10 +609,10 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             describe=describe,
         )
     except PermissionError:
-        raise ToolError(f"Permission denied: cannot read the directory {shown}") from None
+        raise ToolError(f"Permission denied: cannot read the directory {shown}{denied_by(path)}") from None
     except OSError as exc:
         raise ToolError(f"Cannot search {shown}: {exc.strerror or exc}") from None
-    text, structured, full = render(shown, search, skipped.as_dict(), args["top_n"])
+    text, structured, full = render(shown, search, skipped.as_dict(), args["top_n"], skipped.named)
     links: tuple[ResourceLink, ...] = ()
     if full is not None:
         name = f"duplicates-{os.path.basename(shown.rstrip('/')) or 'root'}.txt"

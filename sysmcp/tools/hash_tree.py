@@ -15,6 +15,7 @@ import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sysmcp.fs.checksums import (
@@ -32,14 +33,14 @@ from sysmcp.fs.checksums import (
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import kind
 from sysmcp.fs.treehash import hash_tree_parallel
-from sysmcp.fs.units import human_bytes, rate
+from sysmcp.fs.units import human_bytes, plural, rate
 from sysmcp.fs.walk import Budget, ScanStopped, SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.walking import skipped_phrase, timeout_property, walk_options, walk_properties
+from sysmcp.tools.walking import denied_by, skipped_phrase, timeout_property, walk_options, walk_properties
 
 MAX_LISTED = 50  # unreadable files named in the result; the rest are counted
 DEFAULT_TIMEOUT_S = 30.0
@@ -328,7 +329,9 @@ def run(
     try:
         return hash_tree(path, single, algorithm, style, options, skipped, meter, HASH_THREADS, timeout_s)
     except PermissionError:
-        raise ToolError(f"Permission denied: cannot read the directory {shown}") from None
+        raise ToolError(
+            f"Permission denied: cannot read the directory {shown}{denied_by(Path(os.fsdecode(path)))}"
+        ) from None
     except OSError as exc:
         raise ToolError(f"Cannot walk {shown}: {exc.strerror or exc}") from None
 
@@ -344,9 +347,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 
     def describe(meter: Meter, elapsed: float) -> str:
         done = meter.extra.get("bytes", 0)
-        return (
-            f"{int(meter.extra.get('files', 0)):,} files, {human_bytes(done)} hashed at {rate(done, elapsed)}"
-        )
+        return f"{plural(int(meter.extra.get('files', 0)), 'file')}, {human_bytes(done)} hashed at {rate(done, elapsed)}"
 
     tree = await ctx.run_in_worker(
         lambda meter: run(os.fsencode(path), shown, algorithm, style, options, skipped, meter, timeout_s),
@@ -411,13 +412,15 @@ def render(
             f"not hashed{unlisted}. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) or a subdirectory."
         )
     out += [
-        f"{algorithm.name} manifest of {shown}: {tree.files:,} files, {human_bytes(tree.total_bytes)} hashed in "
+        f"{algorithm.name} manifest of {shown}: {plural(tree.files, 'file')}, {human_bytes(tree.total_bytes)} hashed in "
         f"{tree.seconds:.2f} s ({rate(tree.total_bytes, tree.seconds)}); names relative to {base}"
     ]
     if skips:
-        out.append("skipped: " + skipped_phrase(skips))
+        out.append("skipped: " + skipped_phrase(skips, skipped.named, base))
     if tree.unreadable_count:
-        out.append(f"{tree.unreadable_count:,} files could not be hashed and are not in the manifest:")
+        out.append(
+            f"{plural(tree.unreadable_count, 'file')} could not be hashed and are not in the manifest:"
+        )
         out += [f"  {printable(name)}: {error}" for name, error in tree.unreadable[:MAX_LISTED]]
         if tree.unreadable_count > MAX_LISTED:
             out.append(f"  … and {tree.unreadable_count - MAX_LISTED:,} more")
@@ -429,10 +432,10 @@ def render(
     if uri is not None or not_kept is not None:
         where = f"{uri} (resources/read)" if uri is not None else f"not kept, {not_kept}"
         out.append(f"Full manifest: {where}. {checking_hint(algorithm, style, base)}")
-        out.append(f"First {len(shown_lines):,} lines:" if not_shown else "Manifest:")
+        out.append(f"First {plural(len(shown_lines), 'line')}:" if not_shown else "Manifest:")
         out += shown_lines
         if not_shown:
-            out.append(f"… {not_shown:,} more lines in the full manifest")
+            out.append(f"… {plural(not_shown, 'more line')} in the full manifest")
     else:
         out.append("No regular files to hash.")
     structured = {

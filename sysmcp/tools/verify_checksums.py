@@ -39,7 +39,7 @@ from sysmcp.fs.checksums import (
 from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
 from sysmcp.fs.paths import PathPolicy, display, printable
 from sysmcp.fs.safeopen import kind, open_regular_at
-from sysmcp.fs.units import human_bytes, rate
+from sysmcp.fs.units import human_bytes, plural, rate
 from sysmcp.fs.walk import Budget, ScanStopped, SkipCounter, join, throttled, walk_files
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
@@ -757,7 +757,7 @@ def render(
     truncated = truncated or counts["NOT_CHECKED"] > 0  # which ones were not checked: in the full report
 
     summary = (
-        f"Checked {len(entries):,} entries of {manifest_shown} against {base_shown}: {counts['OK']:,} OK, "
+        f"Checked {plural(len(entries), 'entry')} of {manifest_shown} against {base_shown}: {counts['OK']:,} OK, "
         f"{counts['FAILED']:,} FAILED, {counts['MISSING']:,} MISSING, {counts['UNREADABLE']:,} unreadable"
     )
     if bad_count:

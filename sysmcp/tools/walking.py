@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sysmcp.fs.paths import printable
 from sysmcp.fs.walk import WalkOptions
 from sysmcp.protocol.errors import ToolError
 
@@ -13,12 +16,14 @@ def walk_properties(base: str, *, note: str = "") -> dict[str, Any]:
     """The ``exclude`` and ``one_file_system`` schema properties, relative to the argument ``base``."""
     return {
         "exclude": {
-            "type": "array",
+            "type": ["array", "string"],
             "items": {"type": "string", "minLength": 1},
+            "minLength": 1,
             "maxItems": 64,
             "default": [],
             "description": f"{note}Glob patterns to leave out (and not descend into), matched against each "
-            f"entry's name and its path relative to '{base}', e.g. ['.git', '*.tmp', 'cache/*'].",
+            f"entry's name and its path relative to '{base}', e.g. ['.git', '*.tmp', 'cache/*'], or one "
+            "pattern as a string.",
         },
         "one_file_system": {
             "type": "boolean",
@@ -42,7 +47,9 @@ def timeout_property(default: float, maximum: float, *, stops: str) -> dict[str,
 
 def walk_options(args: dict[str, Any]) -> WalkOptions:
     """The walk the validated arguments of ``walk_properties`` ask for."""
-    return WalkOptions(one_file_system=args["one_file_system"], exclude=tuple(args["exclude"]))
+    exclude = args["exclude"]
+    patterns = (exclude,) if isinstance(exclude, str) else tuple(exclude)
+    return WalkOptions(one_file_system=args["one_file_system"], exclude=patterns)
 
 
 def require_directory(path: Path, shown: str, argument: str | None = None) -> None:
@@ -54,6 +61,27 @@ def require_directory(path: Path, shown: str, argument: str | None = None) -> No
     raise ToolError(f"{argument} is not a directory: {shown}" if argument else f"Not a directory: {shown}")
 
 
-def skipped_phrase(skipped: dict[str, int]) -> str:
-    """A walk's skip counts as one phrase for the text answer: '3 unreadable, 12 other filesystem'."""
-    return ", ".join(f"{count:,} {reason.replace('_', ' ')}" for reason, count in skipped.items())
+def skipped_phrase(skipped: dict[str, int], named: Sequence[str] = (), base: str = "") -> str:
+    """A walk's skip counts as one phrase for the text answer: '3 unreadable, 12 other filesystem',
+    then the first unreadable directories by name (permission denied on each: the walk reached its
+    parent, so that directory is where access stops)."""
+    phrase = ", ".join(f"{count:,} {reason.replace('_', ' ')}" for reason, count in skipped.items())
+    if named:
+        shown = [printable(os.path.join(base, name) if base else name) for name in named]
+        more = skipped.get("unreadable", len(named)) - len(named)
+        phrase += "; permission denied on " + ", ".join(shown) + (f" and {more:,} more" if more > 0 else "")
+    return phrase
+
+
+def denied_by(path: Path) -> str:
+    """Which component refused us, for a 'Permission denied' answer: ' (no search permission on /root)'.
+
+    The first ancestor this process may not search, else the path itself if it may not read it; ''
+    when neither explains it (an LSM, a mount option). Only called after an access was refused.
+    """
+    for parent in reversed(path.parents):
+        if not os.access(parent, os.X_OK):
+            return f" (no search permission on {printable(str(parent))})"
+    if not os.access(path, os.R_OK):
+        return f" (no read permission on {printable(str(path))})"
+    return ""

@@ -223,3 +223,12 @@ async def test_batches_are_refused_in_2026() -> None:
         )
         refused = await wire.receive()
         assert refused["error"]["code"] == -32600
+
+
+@pytest.mark.parametrize("after_a_modern_request", [False, True])
+async def test_initialize_in_the_2026_envelope_is_method_not_found(after_a_modern_request: bool) -> None:
+    async with spawn(version=MODERN) as wire:
+        if after_a_modern_request:
+            await modern(wire, "tools/list")
+        reply = await modern(wire, "initialize")
+        assert reply["error"]["code"] == -32601

@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests.e2e.modern import MODERN, modern
 from tests.wire import read_stderr, result_text, spawn
 
 pytestmark = pytest.mark.anyio
@@ -167,10 +168,13 @@ async def test_tools_list_describes_every_tool_for_the_version() -> None:
             assert not {"title", "outputSchema", "annotations"} & set(tool)
 
 
-async def test_tools_list_rejects_a_cursor_it_did_not_issue() -> None:
+@pytest.mark.parametrize(
+    "method", ["tools/list", "resources/list", "resources/templates/list", "prompts/list"]
+)
+async def test_lists_reject_a_cursor_they_did_not_issue(method: str) -> None:
     async with spawn() as wire:
         await wire.initialize()
-        reply = await wire.request("tools/list", {"cursor": "bogus"})
+        reply = await wire.request(method, {"cursor": "bogus"})
         assert reply["error"]["code"] == -32602
 
 
@@ -390,3 +394,26 @@ async def test_every_tool_refuses_bad_arguments_naming_the_field_and_rule() -> N
             assert reply["result"]["isError"] is True, tool["name"]
             assert rule in text, text
             assert "'no_such_option' is not a known argument" in text, text
+
+
+async def test_a_stored_result_is_announced_with_resources_list_changed_before_the_result(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "f").write_bytes(b"abc")
+    async with spawn() as wire:
+        init = await wire.initialize()
+        assert init["result"]["capabilities"]["resources"]["listChanged"] is True
+        small = await wire.call("file_sha256", {"path": str(tmp_path / "f")})
+        assert small["result"]["isError"] is False and wire.notifications == []  # nothing stored
+        made = await wire.call("hash_tree", {"path": str(tmp_path)})
+        assert made["result"]["isError"] is False
+        assert [n["method"] for n in wire.notifications] == ["notifications/resources/list_changed"]
+        listed = (await wire.request("resources/list"))["result"]["resources"]
+        links = [b["uri"] for b in made["result"]["content"] if b["type"] == "resource_link"]
+        assert links and links == [r["uri"] for r in listed]
+
+
+async def test_the_2026_era_promises_no_resource_list_notifications() -> None:
+    async with spawn(version=MODERN) as wire:
+        result = (await modern(wire, "server/discover"))["result"]
+        assert result["capabilities"]["resources"].get("listChanged") is not True

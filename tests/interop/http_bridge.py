@@ -25,6 +25,16 @@ SESSION_HEADER = "Mcp-Session-Id"
 RESPONSE_TIMEOUT = 60.0
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
 MAX_SESSIONS = 4
+MODERN = "2026-07-28"
+#: How 2026-07-28's HTTP transport carries a refused request: the status says what the JSON-RPC code
+#: says (the code itself is the server's; the bridge only picks the status for it).
+HTTP_STATUS = {-32600: 400, -32602: 400, -32022: 400, -32601: 404}
+
+
+def _enveloped(message: dict[str, Any]) -> bool:
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and "io.modelcontextprotocol/protocolVersion" in meta
 
 
 class Session:
@@ -90,6 +100,9 @@ class Bridge(ThreadingHTTPServer):
         self.ids = itertools.count(1)
         self.spare = Session(command)  # started ahead: a new session costs no process start-up
         self.spare_lock = threading.Lock()
+        # 2026-07-28 has no handshake and no HTTP session: each request stands alone, so one process
+        # answers them all (its stdio connection is in the modern era from the first one on).
+        self.stateless = Session(command)
 
     def new_session(self) -> str:
         """A session on the spare process; the oldest are closed so clients that never DELETE stay cheap."""
@@ -138,25 +151,34 @@ class Handler(BaseHTTPRequestHandler):
         origin_host = origin.split("://", 1)[-1].rsplit(":", 1)[0] if origin else None
         return host in LOCAL_HOSTS and (origin_host is None or origin_host in LOCAL_HOSTS)
 
+    def _stateless(self, message: dict[str, Any]) -> bool:
+        """A 2026-07-28 request: it says so in its header or in its ``_meta``."""
+        return self.headers.get("MCP-Protocol-Version") == MODERN or _enveloped(message)
+
     def _error(self, status: int, code: int, message: str, msg_id: Any = None) -> None:
         self._reply(status, {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}})
 
     def do_POST(self) -> None:
+        # The body is read first, whatever the answer: left unread on a kept-alive connection, it would
+        # be taken for the next request's first line.
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length)
         if self.path.split("?")[0] != "/mcp":
             return self._reply(HTTPStatus.NOT_FOUND)
         if not self._local():
             return self._error(HTTPStatus.FORBIDDEN, -32600, "Forbidden: non-local Host or Origin")
-        length = int(self.headers.get("Content-Length") or 0)
         try:
-            message = json.loads(self.rfile.read(length))
+            message = json.loads(body)
         except ValueError:
             return self._error(HTTPStatus.BAD_REQUEST, -32700, "Parse error")
         if not isinstance(message, dict):
             return self._error(HTTPStatus.BAD_REQUEST, -32600, "Invalid Request: one message per POST")
         session_id = self.headers.get(SESSION_HEADER)
-        if message.get("method") == "initialize":
+        if message.get("method") == "initialize" and not _enveloped(message):
             session_id = self.server.new_session()
         session = self.server.sessions.get(session_id or "")
+        if session is None and not session_id and self._stateless(message):
+            session = self.server.stateless
         if session is None:
             if session_id:
                 return self._error(HTTPStatus.NOT_FOUND, -32001, "Session not found", message.get("id"))
@@ -170,7 +192,10 @@ class Handler(BaseHTTPRequestHandler):
             replies = session.exchange(message)
         except (queue.Empty, ConnectionError) as exc:
             return self._error(HTTPStatus.INTERNAL_SERVER_ERROR, -32603, f"bridge: {exc}", message.get("id"))
-        headers = {SESSION_HEADER: session_id or ""}
+        headers = {SESSION_HEADER: session_id} if session_id else {}
+        error = replies[-1].get("error")
+        if session is self.server.stateless and isinstance(error, dict) and error.get("code") in HTTP_STATUS:
+            return self._reply(HTTP_STATUS[error["code"]], replies[-1])
         if "text/event-stream" in (self.headers.get("Accept") or ""):
             return self._stream(replies, headers)
         return self._reply(HTTPStatus.OK, replies[-1], headers)
@@ -196,7 +221,7 @@ def main() -> None:
     try:
         bridge.serve_forever()
     finally:
-        for session in [*bridge.sessions.values(), bridge.spare]:
+        for session in [*bridge.sessions.values(), bridge.spare, bridge.stateless]:
             session.close()
 
 

@@ -82,3 +82,18 @@ def npm_bin(package: str, version: str, binary: str) -> Path:
     if not executable.exists():
         raise Unavailable(f"{package} installed but has no {binary!r} executable")
     return executable
+
+
+def npm_package(package: str, version: str) -> Path:
+    """The install prefix of npm library ``package@version`` (no executable), installed on first use.
+
+    Scripts ``require`` it from ``prefix/node_modules``; npm 11 runs no install scripts by default,
+    and these packages need none.
+    """
+    prefix = CACHE / f"{package.strip('@').replace('/', '-')}-{version}"
+    manifest = prefix / "node_modules" / package / "package.json"
+    if not manifest.exists():
+        _npm_install(prefix, f"{package}@{version}", node_path())
+    if not manifest.exists():
+        raise Unavailable(f"npm install {package}@{version} left no {manifest}")
+    return prefix

@@ -1,9 +1,11 @@
 """The official MCP conformance suite (npm ``@modelcontextprotocol/conformance``) against sysmcp.
 
-The suite only speaks Streamable HTTP, so sysmcp runs behind ``tests/interop/http_bridge.py``.
-Scenarios that need the suite's own fixture tools, prompts and resources, or server-to-client
-requests sysmcp never makes, are listed with reasons in ``conformance-expected-failures.yml``; the
-suite passes only if exactly those fail. Skips (with the reason) without Node >= 22.19 or the package.
+Every server scenario of the suite (``--suite all``) for each spec version sysmcp's two eras speak:
+2025-11-25 (the ``initialize`` handshake) and 2026-07-28 (stateless, the ``_meta`` envelope). The suite
+only speaks Streamable HTTP, so sysmcp runs behind ``tests/interop/http_bridge.py``. Scenarios that need
+the suite's own fixture tools, prompts and resources, or server-to-client requests sysmcp never makes,
+are listed with one reason each in ``conformance-expected-failures.yml``; the suite passes only if
+exactly those fail. Skips (with the reason) without Node >= 22.19 or the package.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pytest
 from tests.interop.node import Unavailable, node_path, npm_bin
 
 HERE = Path(__file__).parent
-CONFORMANCE_VERSION = "0.1.16"
+CONFORMANCE_VERSION = "0.2.0-alpha.12"
 
 
 @pytest.fixture
@@ -40,8 +42,24 @@ def bridge_url() -> Iterator[str]:
         bridge.wait(timeout=10)
 
 
+#: Scenarios that must pass in each version (a check that the run was real, beyond the baseline).
+MUST_PASS = {
+    "2025-11-25": (
+        "server-initialize",
+        "server-session-lifecycle",
+        "ping",
+        "logging-set-level",
+        "tools-list",
+    ),
+    "2026-07-28": ("tools-list", "resources-list", "prompts-list", "caching", "sep-2164-resource-not-found"),
+}
+
+
 @pytest.mark.slow
-def test_conformance_suite_passes_every_scenario_that_applies(bridge_url: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("spec_version", sorted(MUST_PASS))
+def test_conformance_suite_passes_every_scenario_that_applies(
+    bridge_url: str, tmp_path: Path, spec_version: str
+) -> None:
     try:
         conformance = npm_bin("@modelcontextprotocol/conformance", CONFORMANCE_VERSION, "conformance")
         path = node_path()
@@ -53,6 +71,10 @@ def test_conformance_suite_passes_every_scenario_that_applies(bridge_url: str, t
             "server",
             "--url",
             bridge_url,
+            "--suite",
+            "all",
+            "--spec-version",
+            spec_version,
             "--expected-failures",
             str(HERE / "conformance-expected-failures.yml"),
             "--output-dir",
@@ -60,11 +82,11 @@ def test_conformance_suite_passes_every_scenario_that_applies(bridge_url: str, t
         ],
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=400,
         env={**os.environ, "PATH": path},
         stdin=subprocess.DEVNULL,
     )
     summary = done.stdout[done.stdout.find("=== SUMMARY ===") :]
     assert done.returncode == 0, summary + done.stderr[-2000:]
-    for scenario in ("server-initialize", "ping", "logging-set-level", "tools-list", "prompts-list"):
-        assert f"✓ {scenario}:" in summary
+    for scenario in MUST_PASS[spec_version]:
+        assert f"✓ {scenario}:" in summary, summary

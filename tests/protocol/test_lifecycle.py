@@ -142,3 +142,18 @@ def test_features_follow_the_version() -> None:
     assert Features("2024-11-05").completions_capability is False
     assert Features("2025-03-26").batching and not Features(MODERN).batching
     assert Features(MODERN).structured_output and Features(MODERN).validation_errors_as_results
+
+
+def test_initialize_in_the_2026_envelope_is_method_not_found_on_a_fresh_connection() -> None:
+    lifecycle = Lifecycle()
+    assert refused(lifecycle, "initialize", {**INIT, **meta()}).code == -32601
+    assert lifecycle.phase is Phase.AWAITING_INITIALIZE  # a refused request decides nothing
+    assert not lifecycle.admit("initialize", INIT).modern
+
+
+def test_initialize_in_the_2026_envelope_is_method_not_found_after_a_2026_request() -> None:
+    lifecycle = Lifecycle()
+    lifecycle.admit("server/discover", meta())
+    assert refused(lifecycle, "initialize", {**INIT, **meta()}).code == -32601
+    assert refused(lifecycle, "initialize", meta()).code == -32601
+    assert refused(lifecycle, "initialize", INIT).code == -32022  # a legacy initialize still learns why

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -100,7 +101,9 @@ async def test_200_concurrent_calls_mixed_with_pings_are_all_answered_in_bounded
                 for line in complete:
                     message = json.loads(line)
                     arrivals.append((now, message))
-                    replies[message.get("id")] = message
+                    if "id" not in message:  # notifications/resources/list_changed for a stored result
+                        continue
+                    replies[message["id"]] = message
                     if started is None and str(message.get("id")).startswith("call-"):
                         started = anyio.current_time()  # scans are running: now probe with a ping
                         await wire.send({"jsonrpc": "2.0", "id": "probe", "method": "ping"})
@@ -221,13 +224,23 @@ async def test_a_file_shrinking_mid_hash_leaves_a_completed_call(tmp_path: Path)
 
 # -- real permission failures: root ignores modes, so the server drops to nobody -------------------
 
+# Every module the server may import later is imported first, while still root: after the drop, the
+# checkout (with its .venv) and the interpreter's own library may be unreadable (a clone under a
+# mode-0700 directory, root's home), and anyio and sysmcp import some modules lazily. Walking the
+# packages whole keeps that true whatever they import lazily next; a module that cannot be imported
+# here (trio's backend, pytest's plugin) is one the server does not use.
 DROP_PRIVILEGES = """
-import os, sys
-import anyio, anyio._backends._asyncio, anyio.to_thread, anyio.from_thread, anyio.streams.memory
+import importlib, os, pkgutil, sys
 import shutil, argparse, gettext, hashlib, heapq, stat, errno, json, urllib.parse, asyncio, signal, selectors
 import concurrent.futures.thread
-import psutil  # the mount table where there is no mountinfo (the portable profile)
-import sysmcp.cli, sysmcp.server, sysmcp.tools, sysmcp.protocol.session, sysmcp.protocol.stdio
+for name in ("anyio", "sysmcp", "structlog", "psutil", "blake3"):
+    package = importlib.import_module(name)
+    for module in pkgutil.walk_packages(getattr(package, "__path__", []), name + "."):
+        try:
+            importlib.import_module(module.name)
+        except Exception:
+            pass
+import sysmcp.cli
 os.setgroups([]); os.setgid(65534); os.setuid(65534)
 sys.exit(sysmcp.cli.main(sys.argv[1:]))
 """
@@ -255,6 +268,11 @@ async def test_unreadable_files_and_directories_get_a_per_file_outcome(shared_tr
         await wire.initialize()
         hashed = await wire.call("file_sha256", {"path": str(shared_tree / "secret.txt")})
         assert hashed["result"]["isError"] and "Permission denied" in result_text(hashed)
+        assert f"(no read permission on {shared_tree / 'secret.txt'})" in result_text(hashed)
+        hidden = await wire.call("file_sha256", {"path": str(shared_tree / "private" / "hidden.txt")})
+        assert f"(no search permission on {shared_tree / 'private'})" in result_text(hidden)
+        closed = await wire.call("dir_usage", {"path": str(shared_tree / "private")})
+        assert f"(no read permission on {shared_tree / 'private'})" in result_text(closed)
         scanned = await wire.call("dir_usage", {"path": str(shared_tree)})
         assert not scanned["result"]["isError"]
         assert entries_skipped(scanned["result"]["structuredContent"]) >= 1
@@ -283,3 +301,19 @@ async def test_logs_carry_no_contents_no_secrets_and_no_paths_below_debug(tmp_pa
     assert "initialized" in logs  # the log is on, at info
     for marker in ("content-marker-93ab", secret, "path-marker-e7c1"):
         assert marker not in logs, f"{marker} leaked into the logs"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to uid 65534")
+async def test_unreadable_directories_are_named_not_only_counted(shared_tree: Path) -> None:
+    for i in range(7):
+        (shared_tree / f"locked{i}").mkdir(mode=0o700)
+    async with spawn(command=[sys.executable, "-c", DROP_PRIVILEGES]) as wire:
+        await wire.initialize()
+        for tool in ("dir_usage", "hash_tree", "find_duplicates"):
+            reply = await wire.call(tool, {"path": str(shared_tree)})
+            text = result_text(reply)
+            named = re.findall(
+                rf"{re.escape(str(shared_tree))}/(\w+)", text.split("permission denied on ")[-1]
+            )
+            assert len(named) == 5 and set(named) <= {"private", *(f"locked{i}" for i in range(7))}, text
+            assert "and 3 more" in text, text

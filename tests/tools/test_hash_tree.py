@@ -131,7 +131,7 @@ async def test_progress_counts_files_and_bytes_with_throughput(tmp_path: Path) -
     assert reply["result"]["structuredContent"]["files"] == 1
     progress = [n["params"] for n in wire.notifications if n["method"] == "notifications/progress"]
     assert progress and all(p["progressToken"] == 7 for p in progress)
-    assert progress[-1]["message"].startswith("1 files, 300.0 MiB hashed at")
+    assert progress[-1]["message"].startswith("1 file, 300.0 MiB hashed at")
     values = [p["progress"] for p in progress]
     assert values == sorted(set(values))
 

@@ -1,0 +1,294 @@
+"""``sysmcp call`` as an admin uses it: exit statuses, help, --json, -o, Ctrl-C, pipes, progress on a terminal.
+
+Every test runs the real command; terminal behaviour is checked on a real pseudo-terminal (``pty``),
+where Ctrl-C is the byte 0x03 the terminal turns into SIGINT, as it does for a person.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SYSMCP = [sys.executable, "-m", "sysmcp"]
+ZERO = "0" * 64
+
+
+def run(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*SYSMCP, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "tree"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.txt").write_bytes(b"abc")
+    (root / "sub" / "b.txt").write_bytes(b"hello\n")
+    return root
+
+
+class Terminal:
+    """A command on a pseudo-terminal: everything it writes (stdout and stderr), and its exit status."""
+
+    def __init__(self, *args: str) -> None:
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: the pty is its controlling terminal, stdin, stdout and stderr
+            os.execv(sys.executable, [*SYSMCP, *args])
+        self.output = b""
+
+    def read_until(self, pattern: bytes, timeout: float = 30) -> bytes:
+        deadline = time.monotonic() + timeout
+        while pattern not in self.output:
+            left = deadline - time.monotonic()
+            assert left > 0, f"no {pattern!r} in {self.output[-2000:]!r}"
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if ready:
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    chunk = b""
+                assert chunk, f"ended without {pattern!r}: {self.output[-2000:]!r}"
+                self.output += chunk
+        return self.output
+
+    def wait(self, timeout: float = 30) -> int:
+        deadline = time.monotonic() + timeout
+        while True:
+            ready, _, _ = select.select([self.fd], [], [], 0.05)
+            if ready:
+                with contextlib.suppress(OSError):  # EIO: the child closed the terminal
+                    self.output += os.read(self.fd, 65536)
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                os.close(self.fd)
+                return os.waitstatus_to_exitcode(status)
+            assert time.monotonic() < deadline, self.output[-2000:]
+
+
+def sparse(path: Path, size: int = 64 << 30) -> Path:
+    with path.open("wb") as handle:
+        handle.truncate(size)  # nothing on disk, minutes to hash: surely still running when interrupted
+    return path
+
+
+# -- exit statuses as the replaced tools ------------------------------------------------------------
+
+
+def test_a_digest_mismatch_exits_1_and_a_match_0(tree: Path) -> None:
+    digest = hashlib.sha256(b"abc").hexdigest()
+    good = run("call", "file_sha256", f"path={tree / 'a.txt'}", f"expected={digest}")
+    assert good.returncode == 0 and "MISMATCH" not in good.stdout
+    bad = run("call", "file_sha256", f"path={tree / 'a.txt'}", f"expected={ZERO}")
+    assert bad.returncode == 1 and "MISMATCH" in bad.stdout
+
+
+def test_verify_checksums_not_all_ok_exits_1_like_sha256sum_c(tree: Path, tmp_path: Path) -> None:
+    manifest = tmp_path / "SHA256SUMS"
+    manifest.write_text(f"{hashlib.sha256(b'abc').hexdigest()}  a.txt\n")
+    assert run("call", "verify_checksums", f"manifest={manifest}", f"base_dir={tree}").returncode == 0
+    manifest.write_text(f"{ZERO}  a.txt\n")
+    failed = run("call", "verify_checksums", f"manifest={manifest}", f"base_dir={tree}")
+    assert failed.returncode == 1 and "FAILED" in failed.stdout
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file: nothing would be unreadable")
+def test_hash_tree_with_an_unreadable_file_prints_the_result_and_exits_1(tree: Path) -> None:
+    (tree / "sub" / "b.txt").chmod(0)
+    done = run("call", "hash_tree", f"path={tree}")
+    assert done.returncode == 1 and "a.txt" in done.stdout
+
+
+def test_hash_tree_exit_status_counts_unreadable_files_and_directories() -> None:
+    from sysmcp.client import exit_status
+
+    def result(files: int, dirs: int) -> dict[str, object]:
+        return {"structuredContent": {"unreadable_count": files, "skipped": {"unreadable": dirs}}}
+
+    assert exit_status("hash_tree", result(0, 0)) == 0
+    assert exit_status("hash_tree", result(1, 0)) == 1
+    assert exit_status("hash_tree", result(0, 2)) == 1
+
+
+def test_usage_errors_exit_2_before_any_server_starts(tree: Path) -> None:
+    unknown = run("call", "rm_rf", "path=/")
+    assert (
+        unknown.returncode == 2
+        and "unknown tool 'rm_rf'" in unknown.stderr
+        and "disk_usage" in unknown.stderr
+    )
+    missing = run("call", "file_sha256")
+    assert missing.returncode == 2 and "'path' is required" in missing.stderr
+    assert "sysmcp call file_sha256 --help" in missing.stderr
+
+
+# -- help -------------------------------------------------------------------------------------------
+
+
+def test_call_help_lists_the_tools_and_the_exit_statuses() -> None:
+    done = run("call", "--help")
+    assert done.returncode == 0
+    for name in (
+        "disk_usage",
+        "dir_usage",
+        "file_sha256",
+        "find_duplicates",
+        "hash_tree",
+        "verify_checksums",
+    ):
+        assert re.search(rf"^  {name}\s+\S", done.stdout, re.MULTILINE), name
+    assert "130" in done.stdout and "MISMATCH" in done.stdout
+
+
+def test_tool_help_shows_its_arguments_with_descriptions_and_an_example() -> None:
+    done = run("call", "file_sha256", "--help")
+    assert done.returncode == 0
+    assert "path=<string>  (required)" in done.stdout and "expected=<string>" in done.stdout
+    assert "64 hex digits" in done.stdout
+    assert "examples:\n  sysmcp call file_sha256 path=" in done.stdout
+
+
+def test_call_without_a_tool_says_which_tools_exist() -> None:
+    done = run("call")
+    assert done.returncode == 2 and "which tool?" in done.stderr and "hash_tree" in done.stderr
+
+
+# -- full results -----------------------------------------------------------------------------------
+
+
+def test_json_prints_the_structured_result(tree: Path) -> None:
+    done = run("call", "--json", "file_sha256", f"path={tree / 'a.txt'}")
+    assert done.returncode == 0
+    assert json.loads(done.stdout)["sha256"] == hashlib.sha256(b"abc").hexdigest()
+
+
+def test_output_writes_the_whole_manifest_behind_the_link(tree: Path, tmp_path: Path) -> None:
+    for i in range(30):
+        (tree / f"f{i:02}").write_text(str(i))
+    saved = tmp_path / "SHA256SUMS"
+    done = run("call", "hash_tree", f"path={tree}", "max_lines=2", "-o", str(saved))
+    assert done.returncode == 0 and "sysmcp://results/" in done.stderr
+    lines = saved.read_text().splitlines()
+    assert len(lines) == 32  # every file, not the two shown inline
+    checked = subprocess.run(["sha256sum", "--strict", "-c", str(saved)], cwd=tree, capture_output=True)
+    assert checked.returncode == 0, checked.stdout
+
+
+# -- interruptions and pipes ------------------------------------------------------------------------
+
+
+def test_ctrl_c_cancels_the_call_prints_one_line_and_exits_130(tmp_path: Path) -> None:
+    big = sparse(tmp_path / "big.bin")
+    terminal = Terminal("call", "file_sha256", f"path={big}")
+    terminal.read_until(b"ETA")  # running, and showing progress
+    os.write(terminal.fd, b"\x03")
+    assert terminal.wait() == 130
+    after = terminal.output.split(b"\x03", 1)[-1].decode()
+    assert "Traceback" not in terminal.output.decode() and "KeyboardInterrupt" not in after
+    erased, _, left = after.rpartition("\r\x1b[K")  # the progress line is cleared, then one line follows
+    assert "\n" not in erased
+    assert left.replace("^C", "").strip() == "sysmcp call: interrupted; the call was cancelled on the server"
+
+
+def test_ctrl_c_sends_notifications_cancelled_for_the_call_and_gets_no_answer(tmp_path: Path) -> None:
+    big = sparse(tmp_path / "big.bin")
+    terminal = Terminal("call", "--raw", "file_sha256", f"path={big}")
+    terminal.read_until(b'"method":"notifications/progress"')
+    os.write(terminal.fd, b"\x03")
+    assert terminal.wait() == 130
+    wire = [line.replace("^C", "").strip() for line in terminal.output.decode().splitlines()]
+    sent = [json.loads(line[2:]) for line in wire if line.startswith("→ ")]
+    received = [json.loads(line[2:]) for line in wire if line.startswith("← ")]
+    (call,) = [m for m in sent if m.get("method") == "tools/call"]
+    assert [m["params"]["requestId"] for m in sent if m.get("method") == "notifications/cancelled"] == [
+        call["id"]
+    ]
+    assert not [m for m in received if m.get("id") == call["id"]]
+
+
+def test_a_closed_pipe_ends_the_call_quietly(tmp_path: Path) -> None:
+    for i in range(200):
+        (tmp_path / f"f{i:03}").write_text(str(i))
+    done = subprocess.run(
+        f"{sys.executable} -m sysmcp call hash_tree path={tmp_path} max_lines=1000 | head -3",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert len(done.stdout.splitlines()) == 3
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
+
+
+# -- progress ---------------------------------------------------------------------------------------
+
+
+def test_progress_on_a_terminal_is_one_line_rewritten_in_place_and_cleared(tmp_path: Path) -> None:
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(1 << 20) * 256)  # 256 MiB, real data: a few progress updates
+    terminal = Terminal("call", "file_sha256", f"path={big}")
+    assert terminal.wait(timeout=120) == 0
+    text = terminal.output.decode()
+    before, _, answer = text.rpartition("\r\x1b[K")  # the last clear comes just before the answer
+    assert "\n" not in before  # every update rewrote the same line
+    assert before.count("\r\x1b[K") >= 1 and "%" in before and "progress:" not in text
+    assert answer.lstrip().startswith(hashlib.sha256(big.read_bytes()).hexdigest())
+
+
+def test_progress_off_a_terminal_is_plain_lines(tmp_path: Path) -> None:
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"\0" * (8 << 20))
+    done = run("call", "file_sha256", f"path={big}")
+    assert done.returncode == 0 and "\r" not in done.stderr and "\x1b" not in done.stderr
+    assert all(line.startswith("progress: ") for line in done.stderr.splitlines()), done.stderr
+
+
+def test_a_root_that_does_not_exist_is_a_usage_error_of_call(tmp_path: Path) -> None:
+    done = run("call", "--root", str(tmp_path / "nope"), "disk_usage")
+    assert done.returncode == 2 and "--root must name existing directories" in done.stderr
+
+
+def test_a_server_that_stops_before_answering_is_one_line_and_exit_1(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from sysmcp.client import CallOptions, run_call
+
+    assert run_call("disk_usage", {}, CallOptions(server_args=["--no-such-option"])) == 1
+    assert capsys.readouterr().err == "sysmcp call: the server stopped before answering\n"
+
+
+@pytest.mark.parametrize(
+    "args", [("call", "--help"), ("call", "file_sha256", "--help"), ("call", "disk_usage")], ids=str
+)
+def test_output_into_a_pipe_nobody_reads_is_a_quiet_exit_141(args: tuple[str, ...]) -> None:
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first byte: every write fails with EPIPE
+    try:
+        done = subprocess.run(
+            [*SYSMCP, *args],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == 141 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_output_writes_nothing_for_a_tool_error(tmp_path: Path) -> None:
+    saved = tmp_path / "out"
+    done = run("call", "file_sha256", f"path={tmp_path / 'missing'}", "-o", str(saved))
+    assert done.returncode == 1 and "No such file" in done.stderr and not saved.exists()
