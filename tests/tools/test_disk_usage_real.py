@@ -20,7 +20,7 @@ from sysmcp.results import ResultStore
 from sysmcp.tools.disk_usage import MEMORY_TYPES, DiskUsage
 from sysmcp.tools.registry import ToolContext
 from tests.profile import UNDER_POSIX_PROFILE
-from tests.tools.writer import writing
+from tests.tools.writer import quiet_filesystem, writing
 
 pytestmark = [
     pytest.mark.anyio,
@@ -173,11 +173,11 @@ async def test_the_default_listing_is_the_mounts_df_shows_by_default() -> None:
 
 
 async def test_a_writer_filling_the_disk_is_seen_at_its_rate_with_a_time_to_full(tmp_path: Path) -> None:
-    target = tmp_path / "growing.bin"
-    with writing(target):
+    with quiet_filesystem(tmp_path) as place, writing(place / "growing.bin") as _:
+        target = place / "growing.bin"
         before, started = target.stat().st_size, time.monotonic()
         with anyio.fail_after(30):
-            output = await DiskUsage()({"path": str(tmp_path), "unit": "percent", "sample_s": 2}, context())
+            output = await DiskUsage()({"path": str(place), "unit": "percent", "sample_s": 2}, context())
         truth = (target.stat().st_size - before) / (time.monotonic() - started)
     rate = output.structured["filesystems"][0]["rate"]
     assert output.structured["sample_s"] == 2 and rate["samples"] >= 5

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -45,3 +46,20 @@ def writing(path: Path, rate: int = RATE) -> Iterator[subprocess.Popen[str]]:
         child.kill()
         child.wait(timeout=30)
         path.unlink(missing_ok=True)
+
+
+@contextmanager
+def quiet_filesystem(tmp_path: Path) -> Iterator[Path]:
+    """A directory on a filesystem nothing else writes to: a small tmpfs of its own where we may mount
+    (root), so a fill rate measured there is the writer's alone; elsewhere ``tmp_path`` as it is."""
+    if os.geteuid() != 0:
+        yield tmp_path
+        return
+    point = tmp_path / "quiet"
+    point.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512m", "tmpfs", str(point)], check=False)
+    try:
+        yield point if mounted.returncode == 0 else tmp_path
+    finally:
+        if mounted.returncode == 0:
+            subprocess.run(["umount", "-l", str(point)], check=False)
