@@ -419,7 +419,7 @@ def render(
         out.append("skipped: " + skipped_phrase(skips, skipped.named, base))
     if tree.unreadable_count:
         out.append(
-            f"{plural(tree.unreadable_count, 'file')} could not be hashed and are not in the manifest:"
+            f"{plural(tree.unreadable_count, 'file')} could not be hashed (left out of the manifest):"
         )
         out += [f"  {printable(name)}: {error}" for name, error in tree.unreadable[:MAX_LISTED]]
         if tree.unreadable_count > MAX_LISTED:
