@@ -39,13 +39,18 @@ exit status:
   0    success
   1    the tool found a problem: file_sha256 MISMATCH, verify_checksums not all OK,
        hash_tree with unreadable files (the result is still printed), or a tool error
+       with hosts=: a host without a result, or a host's result that would exit 1
   2    usage error (unknown tool, bad or missing arguments)
   130  interrupted (Ctrl-C): the call is cancelled on the server
   141  stdout closed early (e.g. `| head`), quietly"""
 
 #: One example command line per tool, shown by ``sysmcp call TOOL --help``.
 EXAMPLES: dict[str, tuple[str, ...]] = {
-    "disk_usage": ("sysmcp call disk_usage", "sysmcp call disk_usage path=/var"),
+    "disk_usage": (
+        "sysmcp call disk_usage",
+        "sysmcp call disk_usage path=/var",
+        "sysmcp call --inventory hosts.ini disk_usage hosts=all",
+    ),
     "dir_usage": (
         "sysmcp call dir_usage path=/var/log top_n=10",
         "sysmcp call dir_usage path=/ min_size=100M",
@@ -71,6 +76,13 @@ def exit_status(tool: str, result: dict[str, Any]) -> int:
         return EXIT_PROBLEM
     data = result.get("structuredContent")
     if not isinstance(data, dict):
+        return EXIT_OK
+    if isinstance(data.get("hosts"), list) and "view" in data:  # a fleet answer: judge every host
+        for entry in data["hosts"]:
+            if not isinstance(entry, dict) or entry.get("status") != "ok":
+                return EXIT_PROBLEM
+            if exit_status(tool, {"structuredContent": entry.get("result")}) != EXIT_OK:
+                return EXIT_PROBLEM
         return EXIT_OK
     if tool == "file_sha256" and data.get("match") is False:
         return EXIT_PROBLEM
@@ -150,15 +162,33 @@ def _example(name: str, schema: dict[str, Any]) -> str:
     return " ".join(["sysmcp call", name, *(f"{key}=<{key}>" for key in required)])
 
 
-def check_call(tool: str, arguments: dict[str, Any]) -> str | None:
-    """A usage problem with the tool or its arguments (checked here, before starting a server), or None."""
+def fleet_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """``hosts=web1,db`` as the list the server wants (``hosts='["web1","db"]'`` is one already)."""
+    hosts = arguments.get("hosts")
+    if isinstance(hosts, str):
+        return {**arguments, "hosts": [name.strip() for name in hosts.split(",") if name.strip()]}
+    return arguments
+
+
+def check_call(tool: str, arguments: dict[str, Any], *, fleet: bool = False) -> str | None:
+    """A usage problem with the tool or its arguments (checked here, before starting a server), or None.
+
+    With a fleet configured ``hosts`` is checked as the fleet's argument; which hosts it names is the
+    server's to say (it has the inventory).
+    """
     from sysmcp.tools.arguments import validate_arguments
+    from sysmcp.tools.merging import hosts_property
 
     tools = _tools()
     if tool not in tools:
         return f"unknown tool {tool!r}; tools: {', '.join(tools)}"
+    schema = tools[tool].input_schema
+    if "hosts" in arguments and not fleet:
+        return "hosts= needs a fleet: give --host NAME (repeatable) or --inventory FILE"
+    if "hosts" in arguments:
+        schema = {**schema, "properties": {**schema.get("properties", {}), "hosts": hosts_property((), 0)}}
     try:
-        validate_arguments(tools[tool].input_schema, arguments)
+        validate_arguments(schema, arguments)
     except ArgumentError as exc:
         return f"{exc.message} (see: sysmcp call {tool} --help)"
     return None
@@ -228,6 +258,7 @@ class CallOptions:
     server_args: Sequence[str] = ()
     json_output: bool = False
     output: str | None = None
+    fleet: bool = False  # hosts are configured (--host, --inventory, $SYSMCP_HOSTS): hosts= is allowed
 
 
 def show_wire(direction: str, line: bytes) -> None:
@@ -366,7 +397,8 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
     if tool is None:
         print("sysmcp call: which tool?\n" + tools_overview(), file=sys.stderr)
         return EXIT_USAGE
-    problem = check_call(tool, arguments)
+    arguments = fleet_arguments(arguments)
+    problem = check_call(tool, arguments, fleet=options.fleet)
     if problem is not None:
         print(f"sysmcp call: {problem}", file=sys.stderr)
         return EXIT_USAGE
