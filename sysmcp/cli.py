@@ -117,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-h", "--help", action="store_true", help="this help, or with TOOL that tool's arguments"
     )
     _options(call, roots=True, subcommand=True)
+    _fleet_options(call, subcommand=True)  # forwarded to the server it spawns: `call … hosts=all`
     call.add_argument("tool", nargs="?", help="tool name, e.g. disk_usage")
     call.add_argument(
         "arguments",
@@ -188,7 +189,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = CallOptions(
             raw=args.raw,
             version=args.protocol_version,
-            server_args=_server_args(args.log_level, roots),
+            server_args=[*_server_args(args.log_level, roots), *_fleet_args(args)],
+            fleet=any(a in ("--host", "--inventory") for a in _fleet_args(args))
+            or bool(os.environ.get("SYSMCP_HOSTS")),
             json_output=args.json,
             output=args.output,
         )
@@ -257,6 +260,24 @@ def _server_args(log_level: str, roots: Sequence[str]) -> list[str]:
     extra = ["--log-level", log_level]
     for root in roots:
         extra += ["--root", root]
+    return extra
+
+
+def _fleet_args(args: argparse.Namespace) -> list[str]:
+    """The fleet options given to ``sysmcp call`` (before or after ``call``), for the server it spawns."""
+    extra: list[str] = []
+    for host in [*(getattr(args, "host", None) or []), *getattr(args, "more_hosts", [])]:
+        extra += ["--host", host]
+    for option, dest in (
+        ("--inventory", "inventory"),
+        ("--ssh-config", "ssh_config"),
+        ("--remote-command", "remote_command"),
+        ("--fleet-concurrency", "fleet_concurrency"),
+        ("--connect-timeout", "connect_timeout"),
+    ):
+        value = getattr(args, dest, None)
+        if value is not None:
+            extra += [option, str(value)]
     return extra
 
 

@@ -8,7 +8,6 @@ cancelled on the server first); 141 stdout was closed early (``… | head``), qu
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import shutil
@@ -25,8 +24,8 @@ import anyio
 from anyio.abc import Process
 
 from sysmcp import __version__
+from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, ProgressCallback, RemoteError, connect
 from sysmcp.protocol.errors import ArgumentError
-from sysmcp.protocol.framing import LineDecoder, OversizedLine, encode
 
 EXIT_OK = 0
 EXIT_PROBLEM = 1
@@ -40,13 +39,18 @@ exit status:
   0    success
   1    the tool found a problem: file_sha256 MISMATCH, verify_checksums not all OK,
        hash_tree with unreadable files (the result is still printed), or a tool error
+       with hosts=: a host without a result, or a host's result that would exit 1
   2    usage error (unknown tool, bad or missing arguments)
   130  interrupted (Ctrl-C): the call is cancelled on the server
   141  stdout closed early (e.g. `| head`), quietly"""
 
 #: One example command line per tool, shown by ``sysmcp call TOOL --help``.
 EXAMPLES: dict[str, tuple[str, ...]] = {
-    "disk_usage": ("sysmcp call disk_usage", "sysmcp call disk_usage path=/var"),
+    "disk_usage": (
+        "sysmcp call disk_usage",
+        "sysmcp call disk_usage path=/var",
+        "sysmcp call --inventory hosts.ini disk_usage hosts=all",
+    ),
     "dir_usage": (
         "sysmcp call dir_usage path=/var/log top_n=10",
         "sysmcp call dir_usage path=/ min_size=100M",
@@ -72,6 +76,13 @@ def exit_status(tool: str, result: dict[str, Any]) -> int:
         return EXIT_PROBLEM
     data = result.get("structuredContent")
     if not isinstance(data, dict):
+        return EXIT_OK
+    if isinstance(data.get("hosts"), list) and "view" in data:  # a fleet answer: judge every host
+        for entry in data["hosts"]:
+            if not isinstance(entry, dict) or entry.get("status") != "ok":
+                return EXIT_PROBLEM
+            if exit_status(tool, {"structuredContent": entry.get("result")}) != EXIT_OK:
+                return EXIT_PROBLEM
         return EXIT_OK
     if tool == "file_sha256" and data.get("match") is False:
         return EXIT_PROBLEM
@@ -151,15 +162,33 @@ def _example(name: str, schema: dict[str, Any]) -> str:
     return " ".join(["sysmcp call", name, *(f"{key}=<{key}>" for key in required)])
 
 
-def check_call(tool: str, arguments: dict[str, Any]) -> str | None:
-    """A usage problem with the tool or its arguments (checked here, before starting a server), or None."""
+def fleet_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """``hosts=web1,db`` as the list the server wants (``hosts='["web1","db"]'`` is one already)."""
+    hosts = arguments.get("hosts")
+    if isinstance(hosts, str):
+        return {**arguments, "hosts": [name.strip() for name in hosts.split(",") if name.strip()]}
+    return arguments
+
+
+def check_call(tool: str, arguments: dict[str, Any], *, fleet: bool = False) -> str | None:
+    """A usage problem with the tool or its arguments (checked here, before starting a server), or None.
+
+    With a fleet configured ``hosts`` is checked as the fleet's argument; which hosts it names is the
+    server's to say (it has the inventory).
+    """
     from sysmcp.tools.arguments import validate_arguments
+    from sysmcp.tools.merging import hosts_property
 
     tools = _tools()
     if tool not in tools:
         return f"unknown tool {tool!r}; tools: {', '.join(tools)}"
+    schema = tools[tool].input_schema
+    if "hosts" in arguments and not fleet:
+        return "hosts= needs a fleet: give --host NAME (repeatable) or --inventory FILE"
+    if "hosts" in arguments:
+        schema = {**schema, "properties": {**schema.get("properties", {}), "hosts": hosts_property((), 0)}}
     try:
-        validate_arguments(tools[tool].input_schema, arguments)
+        validate_arguments(schema, arguments)
     except ArgumentError as exc:
         return f"{exc.message} (see: sysmcp call {tool} --help)"
     return None
@@ -218,58 +247,6 @@ class Progress:
 # -- the call -----------------------------------------------------------------------------------
 
 
-class StdioClient:
-    """Speaks JSON-RPC to a child process; shows the raw traffic on request."""
-
-    def __init__(self, process: Process, raw: bool) -> None:
-        self.process = process
-        self.raw = raw
-        self.decoder = LineDecoder()
-        self.pending: list[dict[str, Any]] = []
-        self.ids = itertools.count(1)
-        self.in_flight: int | None = None  # the id of the request awaiting its answer
-
-    async def send(self, message: dict[str, Any]) -> None:
-        data = encode(message)
-        if self.raw:
-            print("→ " + data.decode().rstrip("\n"), flush=True)
-        assert self.process.stdin is not None
-        await self.process.stdin.send(data)
-
-    async def receive(self) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        while not self.pending:
-            try:
-                chunk = await self.process.stdout.receive()
-            except anyio.EndOfStream:
-                raise ServerGone from None
-            for frame in self.decoder.feed(chunk):
-                if isinstance(frame, OversizedLine) or not frame.strip():
-                    continue
-                if self.raw:
-                    print("← " + frame.decode("utf-8", "replace"), flush=True)
-                self.pending.append(json.loads(frame))
-        return self.pending.pop(0)
-
-    async def request(
-        self, method: str, params: dict[str, Any], on_note: Callable[[dict[str, Any]], None] | None = None
-    ) -> dict[str, Any]:
-        msg_id = next(self.ids)
-        self.in_flight = msg_id
-        await self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
-        while True:
-            message = await self.receive()
-            if message.get("id") == msg_id and "method" not in message:
-                self.in_flight = None
-                return message
-            if on_note is not None and "method" in message:
-                on_note(message)
-
-
-class ServerGone(Exception):
-    """The server closed its output before answering."""
-
-
 class Interrupted(Exception):
     """Ctrl-C (or SIGTERM) arrived; the call in flight was cancelled on the server."""
 
@@ -281,44 +258,53 @@ class CallOptions:
     server_args: Sequence[str] = ()
     json_output: bool = False
     output: str | None = None
+    fleet: bool = False  # hosts are configured (--host, --inventory, $SYSMCP_HOSTS): hosts= is allowed
+
+
+def show_wire(direction: str, line: bytes) -> None:
+    """``--raw``: every line on the wire, on stdout, marked with its direction."""
+    arrow = "→ " if direction == "sent" else "← "
+    print(arrow + line.decode("utf-8", "replace").rstrip("\n"), flush=True)
 
 
 async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> int:
     command = [sys.executable, "-m", "sysmcp", *options.server_args]
     progress = Progress(sys.stderr, sys.stderr.isatty())
 
-    def on_note(message: dict[str, Any]) -> None:
-        if options.raw or message.get("method") != "notifications/progress":
-            return
-        params = message.get("params", {})
-        progress.update(params.get("progress", 0), params.get("total"), params.get("message"))
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        if not options.raw:  # raw shows the notifications themselves
+            progress.update(done, total, message)
 
     # A session of its own: Ctrl-C on the terminal reaches this process only, which then cancels the
     # call on the server the protocol's way instead of the server dying of the same signal.
     async with await anyio.open_process(
         command, stderr=None if options.raw else subprocess.DEVNULL, start_new_session=True
     ) as process:
-        client = StdioClient(process, options.raw)
-        async with anyio.create_task_group() as group:
-            interrupted: list[int] = []
+        assert process.stdin is not None and process.stdout is not None
+        interrupted: list[int] = []
+        reply: dict[str, Any] | None = None
+        # The reader outlives the call's scope, so a cancelled request can still tell the server.
+        async with connect(process.stdin, process.stdout, name="sysmcp") as session:
+            if options.raw:
+                session.on_wire = show_wire
+            session.cancel_reason = "interrupted by the user"
+            async with anyio.create_task_group() as group:
 
-            async def watch_signals() -> None:
-                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                    async for signum in signals:
-                        interrupted.append(signum)
-                        group.cancel_scope.cancel()
-                        return
+                async def watch_signals() -> None:
+                    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                        async for signum in signals:
+                            interrupted.append(signum)
+                            group.cancel_scope.cancel()
+                            return
 
-            group.start_soon(watch_signals)
-            reply: dict[str, Any] | None = None
-            reply = await _converse(client, tool, arguments, options, on_note)
-            group.cancel_scope.cancel()
+                group.start_soon(watch_signals)
+                reply = await _converse(session, tool, arguments, options, on_progress)
+                group.cancel_scope.cancel()
         progress.clear()
         if interrupted:
-            await _cancel_and_stop(client, process)
+            await _stop(process)
             raise Interrupted
         assert reply is not None
-        assert process.stdin is not None
         await process.stdin.aclose()
         with anyio.move_on_after(INTERRUPT_GRACE):
             await process.wait()
@@ -326,49 +312,46 @@ async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> i
 
 
 async def _converse(
-    client: StdioClient,
+    session: ClientSession,
     tool: str,
     arguments: dict[str, Any],
     options: CallOptions,
-    on_note: Callable[[dict[str, Any]], None],
+    on_progress: ProgressCallback,
 ) -> dict[str, Any]:
-    """Handshake, the call, and (with ``--output``) the full result behind its link, while the server lives."""
-    init = await client.request(
-        "initialize",
-        {
-            "protocolVersion": options.version,
-            "capabilities": {},
-            "clientInfo": {"name": "sysmcp-call", "version": __version__},
-        },
-    )
-    if "error" in init:
-        return {"error": {"message": f"initialize failed: {init['error'].get('message')}"}}
-    await client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    params = {"name": tool, "arguments": arguments, "_meta": {"progressToken": "call"}}
-    reply = await client.request("tools/call", params, on_note=on_note)
-    result = reply.get("result")
-    if options.output and isinstance(result, dict):
+    """Handshake, the call, and (with ``--output``) the full result behind its link, while the server lives.
+
+    The answer is a JSON-RPC reply's shape: ``{"result": …}`` or ``{"error": {"code", "message"}}``.
+    """
+    try:
+        await session.initialize(
+            version=options.version, client_info={"name": "sysmcp-call", "version": __version__}
+        )
+    except (RemoteError, NotMcp) as exc:
+        detail = exc.message if isinstance(exc, RemoteError) else str(exc)
+        return {"error": {"message": f"initialize failed: {detail}"}}
+    try:
+        result = await session.call_tool(tool, arguments, on_progress=on_progress)
+    except RemoteError as exc:
+        return {"error": {"code": exc.code, "message": exc.message}}
+    reply: dict[str, Any] = {"result": result}
+    if options.output:
         uris = [b["uri"] for b in result.get("content", []) if b.get("type") == "resource_link"]
         texts = []
         for uri in uris:
-            read = await client.request("resources/read", {"uri": uri})
-            texts += [c.get("text", "") for c in read.get("result", {}).get("contents", [])]
+            try:
+                read = await session.request("resources/read", {"uri": uri})
+            except RemoteError:
+                continue
+            texts += [c.get("text", "") for c in read.get("contents", [])]
         reply["_full"] = (uris, "".join(texts))
     return reply
 
 
-async def _cancel_and_stop(client: StdioClient, process: Process) -> None:
-    """Tell the server the call is off (notifications/cancelled), close its input, give it a moment."""
+async def _stop(process: Process) -> None:
+    """After an interruption (the session has sent notifications/cancelled): close the server's input,
+    give it a moment to wind down, then kill it."""
     with anyio.CancelScope(shield=True), anyio.move_on_after(INTERRUPT_GRACE):
         try:
-            if client.in_flight is not None:
-                await client.send(
-                    {
-                        "jsonrpc": "2.0",
-                        "method": "notifications/cancelled",
-                        "params": {"requestId": client.in_flight, "reason": "interrupted by the user"},
-                    }
-                )
             assert process.stdin is not None
             await process.stdin.aclose()
             await process.wait()
@@ -414,7 +397,8 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
     if tool is None:
         print("sysmcp call: which tool?\n" + tools_overview(), file=sys.stderr)
         return EXIT_USAGE
-    problem = check_call(tool, arguments)
+    arguments = fleet_arguments(arguments)
+    problem = check_call(tool, arguments, fleet=options.fleet)
     if problem is not None:
         print(f"sysmcp call: {problem}", file=sys.stderr)
         return EXIT_USAGE
@@ -427,7 +411,7 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
         if _holds(exc, Interrupted) or _holds(exc, KeyboardInterrupt):
             print("sysmcp call: interrupted; the call was cancelled on the server", file=sys.stderr)
             return EXIT_INTERRUPTED
-        if _holds(exc, ServerGone):
+        if _holds(exc, PeerGone):
             print("sysmcp call: the server stopped before answering", file=sys.stderr)
             return EXIT_PROBLEM
         raise

@@ -7,7 +7,8 @@ on anyio: concurrent requests matched by id, progress routed to a per-request ca
 ``notifications/cancelled`` when a caller gives up, answers to the server's own requests (``ping``),
 and the peer's death turned into ``PeerGone`` for every caller still waiting.
 
-The fleet speaks through it; ``sysmcp call`` and ``sysmcp trace`` can move onto it (one client, not three).
+The fleet and ``sysmcp call`` speak through it (one client half). ``sysmcp trace`` needs none: it is
+a transparent proxy that relays bytes and records them, and never matches requests to answers.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ CLIENT_INFO = {"name": "sysmcp-client", "version": __version__}
 MAX_REPLY_LINE = 96 << 20
 
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
+#: Sees every line on the wire: ``("sent", line)`` before it is written, ``("received", line)`` as read.
+WireHook = Callable[[str, bytes], None]
 
 
 class RemoteError(Exception):
@@ -221,6 +224,8 @@ class ClientSession:
         self.not_mcp = False  # the peer wrote something that is not JSON-RPC
         self.initialize_result: dict[str, Any] = {}
         self.notifications: Callable[[Notification], Awaitable[None]] | None = None
+        self.on_wire: WireHook | None = None  # a raw view of the traffic (``sysmcp call --raw``)
+        self.cancel_reason = "cancelled by the client"  # the reason our notifications/cancelled give
 
     @property
     def alive(self) -> bool:
@@ -245,6 +250,8 @@ class ClientSession:
                         )
                         continue
                     if frame.strip():
+                        if self.on_wire is not None:
+                            self.on_wire("received", frame)
                         garbage = await self._on_line(frame)
                         if garbage is not None:
                             reason = f"not an MCP server: it wrote {garbage}"
@@ -295,6 +302,8 @@ class ClientSession:
     async def _write(self, message: dict[str, Any]) -> None:
         data = encode(message)
         async with self._write_lock:
+            if self.on_wire is not None:
+                self.on_wire("sent", data)
             try:
                 await self._sender.send(data)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
@@ -327,7 +336,7 @@ class ClientSession:
             with anyio.CancelScope(shield=True), anyio.move_on_after(1):
                 if sent and waiter.reply is None and self.alive:
                     with suppress(PeerGone):
-                        await self._write(self._table.cancel_message(msg_id))
+                        await self._write(self._table.cancel_message(msg_id, self.cancel_reason))
             raise
         finally:
             self._waiters.pop(msg_id, None)
@@ -399,6 +408,7 @@ __all__ = [
     "RemoteError",
     "Reply",
     "RequestTable",
+    "WireHook",
     "answer_server_request",
     "connect",
 ]

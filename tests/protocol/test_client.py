@@ -181,6 +181,40 @@ async def test_a_cancelled_request_tells_the_server_and_the_session_goes_on() ->
             assert await session.request("ping") == {}
 
 
+async def test_the_wire_hook_sees_every_line_both_ways_including_the_cancellation() -> None:
+    peer = Peer()
+    wire: list[tuple[str, dict[str, Any]]] = []
+    async with connect(peer.client_writes, peer.client_reads) as session:
+        session.on_wire = lambda direction, data: wire.append((direction, json.loads(data)))
+        session.cancel_reason = "interrupted by the user"
+        async with anyio.create_task_group() as group:
+
+            async def answer() -> None:
+                ping = await peer.read()
+                await peer.write({"jsonrpc": "2.0", "id": ping["id"], "result": {}})
+
+            group.start_soon(answer)
+            assert await session.request("ping") == {}
+        async with anyio.create_task_group() as group:
+            scope = anyio.CancelScope()
+
+            async def ask() -> None:
+                with scope:
+                    await session.request("tools/call", {"name": "slow"})
+
+            group.start_soon(ask)
+            call = await peer.read()
+            scope.cancel()
+            cancel = await peer.read()
+    assert cancel["params"] == {"requestId": call["id"], "reason": "interrupted by the user"}
+    assert [(direction, m.get("method")) for direction, m in wire] == [
+        ("sent", "ping"),
+        ("received", None),
+        ("sent", "tools/call"),
+        ("sent", "notifications/cancelled"),
+    ]
+
+
 async def test_server_ping_is_answered_and_the_peers_death_fails_every_waiter() -> None:
     peer = Peer()
     async with connect(peer.client_writes, peer.client_reads) as session:

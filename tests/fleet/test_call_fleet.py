@@ -1,0 +1,103 @@
+"""``sysmcp call`` with the fleet options: forwarded to the server it spawns, real sshd hosts behind it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from sysmcp.cli import _fleet_args, build_parser
+from tests.fleet.lab import SHARED, Lab, unavailable
+
+pytestmark = pytest.mark.slow
+
+SAME, OTHER = "listen 80;\n", "listen 8080;\n"
+CONF = "etc/app.conf"
+
+
+def call(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sysmcp", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    lab = Lab(tmp_path_factory.mktemp("callfleet"))
+    try:
+        lab.add("web1", files={CONF: SAME})
+        lab.add("web2", files={CONF: SAME})
+        lab.add("odd", files={CONF: OTHER})
+        lab.add("refused", start=False)
+        lab.inventory({"web": ["web1", "web2"]})
+        yield lab
+    finally:
+        lab.close()
+
+
+def fleet(lab: Lab) -> list[str]:
+    return [
+        "--inventory",
+        str(lab.base / "hosts.ini"),
+        "--ssh-config",
+        str(lab.ssh_config),
+        "--connect-timeout",
+        "8",
+    ]
+
+
+def test_every_fleet_option_is_forwarded_from_either_side_of_call() -> None:
+    before = ["--host", "a", "call", "--host", "b", "--inventory", "hosts.ini", "--ssh-config", "cfg"]
+    after = ["--remote-command", "sysmcp", "--fleet-concurrency", "3", "--connect-timeout", "2.5"]
+    args = build_parser().parse_args([*before, *after, "disk_usage"])
+    assert _fleet_args(args) == [
+        *("--host", "a", "--host", "b", "--inventory", "hosts.ini", "--ssh-config", "cfg"),
+        *("--remote-command", "sysmcp", "--fleet-concurrency", "3", "--connect-timeout", "2.5"),
+    ]
+    assert _fleet_args(build_parser().parse_args(["call", "disk_usage"])) == []
+
+
+def test_hosts_without_a_fleet_is_a_usage_error() -> None:
+    done = call("call", "disk_usage", "hosts=all")
+    assert done.returncode == 2 and "hosts= needs a fleet" in done.stderr
+
+
+def test_a_comma_list_and_a_json_array_of_hosts_both_reach_the_hosts(lab: Lab) -> None:
+    path = str(lab.base / SHARED / CONF)
+    digest = hashlib.sha256(SAME.encode()).hexdigest()
+    listed = call("call", *fleet(lab), "file_sha256", f"path={path}", f"expected={digest}", "hosts=web1,web2")
+    assert listed.returncode == 0, listed.stderr
+    assert "2 of 2 hosts answered" in listed.stdout
+    array = call("call", *fleet(lab), "--json", "file_sha256", f"path={path}", 'hosts=["web"]')
+    assert array.returncode == 0, array.stderr
+    hosts = json.loads(array.stdout)["hosts"]
+    assert {(h["host"], h["status"], h["result"]["sha256"]) for h in hosts} == {
+        ("web1", "ok", digest),
+        ("web2", "ok", digest),
+    }
+
+
+def test_one_host_with_a_mismatch_makes_the_fleet_call_exit_1(lab: Lab) -> None:
+    path = str(lab.base / SHARED / CONF)
+    digest = hashlib.sha256(SAME.encode()).hexdigest()
+    done = call("call", *fleet(lab), "file_sha256", f"path={path}", f"expected={digest}", "hosts=web1,odd")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "odd" in done.stdout
+
+
+def test_an_unreachable_host_prints_its_status_and_exits_1(lab: Lab) -> None:
+    done = call("call", *fleet(lab), "disk_usage", "hosts=refused")
+    assert done.returncode == 1
+    assert "0 of 1 hosts answered, 1 unreachable" in done.stderr
+    assert "refused: unreachable" in done.stderr
