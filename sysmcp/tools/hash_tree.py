@@ -418,9 +418,7 @@ def render(
     if skips:
         out.append("skipped: " + skipped_phrase(skips, skipped.named, base))
     if tree.unreadable_count:
-        out.append(
-            f"{plural(tree.unreadable_count, 'file')} could not be hashed (left out of the manifest):"
-        )
+        out.append(f"{plural(tree.unreadable_count, 'file')} could not be hashed (left out of the manifest):")
         out += [f"  {printable(name)}: {error}" for name, error in tree.unreadable[:MAX_LISTED]]
         if tree.unreadable_count > MAX_LISTED:
             out.append(f"  … and {tree.unreadable_count - MAX_LISTED:,} more")
