@@ -111,8 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="spawn sysmcp, call one tool, print the result",
         add_help=False,  # -h is ours: `sysmcp call TOOL --help` shows the tool's arguments
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=_call_epilog(),
-    )
+    )  # its epilog (the tools, the exit statuses) is added by _call_parser, for its help only
     call.add_argument(
         "-h", "--help", action="store_true", help="this help, or with TOOL that tool's arguments"
     )
@@ -244,9 +243,13 @@ def _call_epilog() -> str:
 
 
 def _call_parser() -> argparse.ArgumentParser:
+    """The ``call`` subparser with its epilog, for ``sysmcp call --help``. The epilog imports every tool,
+    so it is never built on the way to serving: until the wire is claimed, a stray print of any thread
+    would land on the client's stdout, and that window must stay short."""
     parser = build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     call: argparse.ArgumentParser = commands.choices["call"]
+    call.epilog = _call_epilog()
     return call
 
 
