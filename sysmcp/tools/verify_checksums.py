@@ -14,7 +14,7 @@ import os
 import stat
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -640,7 +640,7 @@ def _judge(
 
 
 def find_new(
-    entries: list[Entry],
+    entries: Sequence[Entry],
     base: bytes,
     manifest_path: bytes | None,
     args: dict[str, Any],
