@@ -14,7 +14,7 @@ import os
 import stat
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -269,6 +269,7 @@ def verify(
     data = read_manifest(source.path, source.shown) if source.path is not None else source.data
     forced = None if args["algorithm"] == "auto" else ALGORITHMS[args["algorithm"]]
     manifest = parse_manifest(data, forced=forced, prefer=hint_order(source.name_hint), check=check)
+    del data  # up to 64 MiB the forked checking processes would otherwise map (and count) too
     if manifest.gave_up:
         raise ToolError(
             f"{source.shown}: more than {MAX_BAD_LINES:,} improperly formatted lines, so this does not look "
@@ -640,7 +641,7 @@ def _judge(
 
 
 def find_new(
-    entries: list[Entry],
+    entries: Sequence[Entry],
     base: bytes,
     manifest_path: bytes | None,
     args: dict[str, Any],
