@@ -14,6 +14,7 @@ import errno
 import os
 import stat
 import time
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -179,37 +180,81 @@ class Search:
     elapsed: float = 0.0
 
 
-def index_by_size(scanner: Scanner, search: Search, limit: int = MAX_FILES) -> dict[int, list[Candidate]]:
-    """Sizes shared by at least two distinct inodes, each with one candidate per inode.
+class SizeIndex:
+    """Every listed file in compact arrays, grouped by size: no Python object per file.
+
+    A million candidates as objects (name string, three ints, the object) take about 250 MB, and
+    forked comparing processes copy the pages their reference counts touch. Here a file costs its
+    name's bytes plus a few machine words, and the arrays are never written after the fork.
+    Most sizes are unique: such a size maps to its one file's number, not to an array.
+    """
+
+    def __init__(self) -> None:
+        self.names = bytearray()  # every name, relative to the root, back to back
+        self.ends = array("Q")  # where each name ends in ``names``
+        self.dev = array("Q")
+        self.ino = array("Q")
+        self.disk = array("Q")  # bytes allocated
+        self.by_size: dict[int, int | array[int]] = {}
+        self.shared: dict[int, array[int]] = {}  # filled by ``keep_shared``
+
+    def add(self, relative: bytes, st: os.stat_result) -> None:
+        number = len(self.ends)
+        self.names += relative
+        self.ends.append(len(self.names))
+        self.dev.append(st.st_dev)
+        self.ino.append(st.st_ino)
+        self.disk.append(st.st_blocks * 512)
+        size = st.st_size
+        present = self.by_size.get(size)
+        if present is None:
+            self.by_size[size] = number
+        elif isinstance(present, int):
+            self.by_size[size] = array("I", (present, number))
+        else:
+            present.append(number)
+
+    def keep_shared(self) -> None:
+        """Keep only the sizes held by at least two distinct inodes, with their files' numbers."""
+        self.shared = {
+            size: numbers for size, numbers in self.by_size.items() if not isinstance(numbers, int)
+        }
+        self.by_size = {}
+
+    def candidate(self, number: int) -> Candidate:
+        start = self.ends[number - 1] if number else 0
+        relative = os.fsdecode(bytes(self.names[start : self.ends[number]]))
+        return Candidate(relative, self.dev[number], self.ino[number], self.disk[number])
+
+    def candidates(self, numbers: Sequence[int]) -> list[Candidate]:
+        return [self.candidate(number) for number in numbers]
+
+
+def index_by_size(scanner: Scanner, search: Search, limit: int = MAX_FILES) -> SizeIndex:
+    """Every listed file by size, in compact arrays, keeping the sizes of two inodes or more (``shared``).
 
     The scanner's floor leaves files under ``min_size`` out of its listings, and its hard-link
     bookkeeping hands further names of a counted inode out separately (``links``).
     """
-    by_size: dict[int, Candidate | list[Candidate]] = {}
+    index = SizeIndex()
+    add = index.add
     events = scanner.events()
     try:
         for event in events:
             if type(event) is not Listing:
                 continue
             search.hard_links += len(event.links)
-            prefix = event.relative + "/" if event.relative else ""
+            prefix = os.fsencode(event.relative) + b"/" if event.relative else b""
             for name, st in event.files:
-                candidate = Candidate(prefix + name, st.st_dev, st.st_ino, st.st_blocks * 512)
-                size = st.st_size
-                present = by_size.get(size)
-                if present is None:
-                    by_size[size] = candidate  # most sizes are unique: no list for them
-                elif isinstance(present, list):
-                    present.append(candidate)
-                else:
-                    by_size[size] = [present, candidate]
+                add(prefix + os.fsencode(name), st)
             search.files_scanned += len(event.files)
             if search.files_scanned >= limit:
                 search.stopped = f"more than {limit:,} files: the search stopped listing there"
                 break
     finally:
         events.close()
-    return {size: group for size, group in by_size.items() if isinstance(group, list)}
+    index.keep_shared()
+    return index
 
 
 class Reader:
@@ -336,7 +381,7 @@ def compare_size(candidates: list[Candidate], size: int, reader: Reader) -> list
 
 def compare_in_processes(
     sizes: list[int],
-    by_size: dict[int, list[Candidate]],
+    index: SizeIndex,
     reader: Reader,
     budget: Budget,
     search: Search,
@@ -350,15 +395,16 @@ def compare_in_processes(
     one by one, so a partial result still holds the largest files. Each process sends back its
     groups as candidate positions, its read counts and its skips; a dead one only loses its groups.
     """
+    by_size = index.shared
     total = sum(len(by_size[size]) for size in sizes)
     per_task = max(1, -(-total // MAX_TASKS))
     slices: list[tuple[int, int]] = []
     start = taken = 0
-    for index, size in enumerate(sizes):
+    for at, size in enumerate(sizes):
         taken += len(by_size[size])
-        if taken >= per_task or index == len(sizes) - 1:
-            slices.append((start, index + 1))
-            start, taken = index + 1, 0
+        if taken >= per_task or at == len(sizes) - 1:
+            slices.append((start, at + 1))
+            start, taken = at + 1, 0
     fan: FanOut | None = None
 
     def report_and_check() -> None:
@@ -389,7 +435,7 @@ def compare_in_processes(
                 first, last = slices[task]
                 for size in sizes[first:last]:
                     check()
-                    candidates = by_size[size]
+                    candidates = index.candidates(by_size[size])
                     position = {id(c): i for i, c in enumerate(candidates)}
                     for digest, same in compare_size(candidates, size, own):
                         groups.append((size, digest, [position[id(c)] for c in same]))
@@ -421,8 +467,8 @@ def compare_in_processes(
             search.stopped = search.stopped or "a comparing process ended unexpectedly"
             continue
         for size, digest, positions in part["groups"]:
-            candidates = by_size[size]
-            search.groups.append(Group(size, digest, tuple(candidates[i] for i in positions)))
+            numbers = by_size[size]
+            search.groups.append(Group(size, digest, tuple(index.candidate(numbers[i]) for i in positions)))
         search.files_read += part.get("read", 0)
         search.bytes_read += part.get("bytes", 0)
         for reason, n in part.get("skipped", {}).items():
@@ -469,7 +515,8 @@ def find_duplicates(
     scanner.file_floor, scanner.block_floor = max(1, min_size), 1 << 62
     scanner.empty_listings = False
     scanner.finished_depth = -1
-    by_size = index_by_size(scanner, search)
+    index = index_by_size(scanner, search)
+    by_size = index.shared
     if listing_stopped and search.stopped is None:
         search.stopped = listing.reason
     walked = search.files_scanned
@@ -481,11 +528,11 @@ def find_duplicates(
     count = available_processes() if candidates >= PARALLEL_FROM and processes is None else processes or 1
     try:
         if count > 1 and len(sizes) > 1:
-            compare_in_processes(sizes, by_size, reader, budget, search, count, meter, walked)
+            compare_in_processes(sizes, index, reader, budget, search, count, meter, walked)
         else:
             for size in sizes:
                 hash_checkpoint()
-                for digest, same in compare_size(by_size[size], size, reader):
+                for digest, same in compare_size(index.candidates(by_size[size]), size, reader):
                     search.groups.append(Group(size, digest, tuple(same)))
     except ScanStopped as stop:
         search.stopped = search.stopped or stop.reason
