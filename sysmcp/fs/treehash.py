@@ -20,7 +20,6 @@ that changed while read is reported, not hashed into a digest of no real version
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import math
 import os
@@ -33,14 +32,23 @@ from typing import IO, Any
 from sysmcp.fs.checksums import CHUNK, Algorithm, KeptGrowing, Style, explain, format_line, hash_fd
 from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
 from sysmcp.fs.safeopen import open_regular_at
-from sysmcp.fs.walk import Budget, Listing, Scanner, ScanStopped, SkipCounter, Subtree, WalkOptions, join
+from sysmcp.fs.walk import (
+    Budget,
+    Listing,
+    Scanner,
+    ScanStopped,
+    SkipCounter,
+    Subtree,
+    WalkOptions,
+    collect_within,
+    join,
+)
 
 RUN_BYTES = 1 << 20  # records buffered per process before they are sorted and written as one run
 READ_BYTES = 64 << 10  # read-ahead per run while merging (a million files: about 100 runs)
 MAX_UNREADABLE_KEPT = 1000  # per process; the rest are counted
 SPLIT_AFTER_S = 0.01  # a walk still running after this long shares its waiting subtrees out
 SUBTREES_PER_PROCESS = 32
-GIVE_UP_AFTER_S = 2.0  # past the deadline, how long to wait for a child before killing it
 
 
 @dataclass
@@ -382,12 +390,7 @@ def hash_tree_parallel(
             here = fan.run_here()
             stopped = stopped or here["stopped"]
 
-            def waiting() -> None:  # cancellation ends the wait; the deadline does not (children stop too)
-                with contextlib.suppress(ScanStopped):
-                    budget()
-
-            give_up_at = time.monotonic() + max(0.0, budget.deadline - budget.clock()) + GIVE_UP_AFTER_S
-            children = fan.collect(waiting, give_up_at)
+            children = collect_within(fan, budget)
             claimed = here["subtrees"]
             parts = [(spills[0], mine.summary())]
             for slot, part in enumerate(children, 1):

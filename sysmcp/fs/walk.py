@@ -17,6 +17,7 @@ forgotten. The one exception is the set of (device, inode) of files with more th
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fnmatch
 import math
@@ -27,8 +28,10 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sysmcp import platform
+from sysmcp.fs.fanout import FanOut
 from sysmcp.fs.mounts import KERNEL_TYPES, MOUNTINFO, parse_mountinfo, psutil_partitions
 
 __all__ = [
@@ -169,6 +172,26 @@ class Budget:
     @property
     def expired(self) -> bool:
         return self.clock() >= self.deadline
+
+
+GIVE_UP_AFTER_S = 2.0  # past a budget's deadline, how long to wait for a worker process before killing it
+
+
+def collect_within(fan: FanOut, budget: Budget, checkpoint: Callable[[], None] | None = None) -> list[Any]:
+    """Every forked worker's part (None for one that died or was given up), for a walk under ``budget``.
+
+    Cancellation, raised by ``checkpoint`` (default: the budget itself), ends the wait; the deadline does
+    not, since the workers stop at it themselves. One that cannot (stuck in the kernel on a dead mount)
+    is killed ``GIVE_UP_AFTER_S`` past the deadline, so it never holds the call for ever.
+    """
+    check = checkpoint or budget
+
+    def waiting() -> None:
+        with contextlib.suppress(ScanStopped):
+            check()
+
+    give_up_at = time.monotonic() + max(0.0, budget.deadline - budget.clock()) + GIVE_UP_AFTER_S
+    return fan.collect(waiting, give_up_at)
 
 
 def throttled(check_cancelled: Callable[[], None]) -> Budget:

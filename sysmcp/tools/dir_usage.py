@@ -8,7 +8,6 @@ A time budget bounds the call; when it runs out the result says so and reports w
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import math
 import os
@@ -27,10 +26,10 @@ from sysmcp.fs.walk import (
     Finished,
     Listing,
     Scanner,
-    ScanStopped,
     SkipCounter,
     Subtree,
     WalkOptions,
+    collect_within,
 )
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ArgumentError, ToolError
@@ -387,7 +386,6 @@ class Selection:
 SPLIT_AFTER_S = 0.01  # a scan still running after this long shares its remaining subtrees out
 MAX_SUBTREES = MAX_TASKS  # subtrees handed out at most (the rest stay with this process's walk)
 SUBTREES_PER_PROCESS = 32  # enough pieces that processes finish together whatever the tree's shape
-GIVE_UP_AFTER_S = 2.0  # how long past the deadline to wait for a worker before killing it
 NEVER = 1 << 62
 
 
@@ -641,14 +639,7 @@ def _join(
     assert scanner.linked is not None
     request = tally.request
     here = fan.run_here()
-
-    def waiting() -> None:  # cancellation ends the wait; the deadline does not, children stop at it too
-        with contextlib.suppress(ScanStopped):
-            budget()
-
-    # Children stop at the deadline themselves; one that cannot (stuck in the kernel) is given up.
-    give_up_at = time.monotonic() + max(0.0, budget.deadline - budget.clock()) + GIVE_UP_AFTER_S
-    children = fan.collect(waiting, give_up_at)
+    children = collect_within(fan, budget)
     usage.processes = 1 + sum(part is not None for part in children)
     seen = {(dev, ino) for dev, ino, *_ in scanner.linked}  # counted here since the split
     done: dict[int, tuple[int, int, int, int, bool]] = dict(here["done"])

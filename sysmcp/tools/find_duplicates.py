@@ -9,7 +9,6 @@ links) are one file, not duplicates. Read-only: nothing is ever deleted or chang
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
@@ -25,7 +24,7 @@ from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import open_path
 from sysmcp.fs.units import human_bytes, plural
-from sysmcp.fs.walk import Budget, Listing, Scanner, ScanStopped, SkipCounter, WalkOptions
+from sysmcp.fs.walk import Budget, Listing, Scanner, ScanStopped, SkipCounter, WalkOptions, collect_within
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.arguments import size_argument
@@ -43,7 +42,6 @@ FULL_TEXT_CAP = 8 << 20  # the full group list resource is cut (and says so) bey
 DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 600.0
 PARALLEL_FROM = 2000  # candidates from which the comparison is shared out between processes
-GIVE_UP_AFTER_S = 2.0  # past the deadline, how long to wait for a comparing process before killing it
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -452,13 +450,7 @@ def compare_in_processes(
         fan = FanOut(len(slices), processes, work)
         fan.start()
         parts: list[dict[str, Any] | None] = [fan.run_here()]
-
-        def waiting() -> None:  # cancellation ends the wait; the deadline does not (children stop too)
-            with contextlib.suppress(ScanStopped):
-                report_and_check()
-
-        give_up_at = time.monotonic() + max(0.0, budget.deadline - budget.clock()) + GIVE_UP_AFTER_S
-        parts += fan.collect(waiting, give_up_at)
+        parts += collect_within(fan, budget, report_and_check)
     finally:
         if fan is not None:
             fan.close()

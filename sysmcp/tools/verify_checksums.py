@@ -7,7 +7,6 @@ MISSING told apart from unreadable, files that appeared since the manifest was m
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import math
 import os
@@ -40,7 +39,7 @@ from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
 from sysmcp.fs.paths import PathPolicy, display, printable
 from sysmcp.fs.safeopen import kind, open_regular_at
 from sysmcp.fs.units import human_bytes, plural, rate
-from sysmcp.fs.walk import Budget, ScanStopped, SkipCounter, join, throttled, walk_files
+from sysmcp.fs.walk import Budget, ScanStopped, SkipCounter, collect_within, join, throttled, walk_files
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.merging import summary_merge
@@ -54,7 +53,6 @@ from sysmcp.tools.walking import (
 )
 
 MAX_MANIFEST = 64 << 20  # bytes: a manifest of about half a million files
-GIVE_UP_AFTER_S = 2.0  # past the deadline, how long to wait for a checking process before killing it
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 600.0
 
@@ -548,13 +546,7 @@ def check_in_processes(
         fan = FanOut(tasks, processes, work)
         fan.start()
         parts: list[dict[str, Any] | None] = [fan.run_here()]
-
-        def waiting() -> None:  # cancellation ends the wait; the deadline does not (children stop too)
-            with contextlib.suppress(ScanStopped):
-                check()
-
-        give_up_at = time.monotonic() + max(0.0, check.deadline - check.clock()) + GIVE_UP_AFTER_S
-        parts += fan.collect(waiting, give_up_at)
+        parts += collect_within(fan, check)
     finally:
         if fan is not None:
             fan.close()
