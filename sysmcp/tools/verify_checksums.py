@@ -437,7 +437,7 @@ def check_one(
     if narrowed:
         candidates = (ALGORITHMS[settled[len(entry.digest)]],)
     read = 0
-    blamed = candidates[0].name  # a FAILED verdict names the algorithm tried first, as the passes do
+    blamed = entry.candidates[0].name  # a FAILED verdict names the line's own first candidate (_judge)
     try:
         while True:
             try:
@@ -629,7 +629,9 @@ def _judge(
             if len(job.algorithms) > 1:
                 settled.setdefault(len(entry.digest), name)
             return Checked("OK", algorithm=name)
-    return Checked("FAILED", algorithm=job.algorithms[0].name)
+    # The line's own first candidate, not the guess a settled length tried first: which guess that was
+    # depends on the files checked before it, so a split between processes would name another one.
+    return Checked("FAILED", algorithm=entry.candidates[0].name)
 
 
 def find_new(
