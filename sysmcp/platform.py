@@ -33,6 +33,7 @@ __all__ = [
     "has_o_path",
     "has_proc_fd",
     "has_proc_pid_fd",
+    "has_process_io_counters",
     "has_sys_dev_block",
     "is_macos",
     "is_native_windows",
@@ -70,9 +71,18 @@ def has_mountinfo() -> bool:
     return _readable(MOUNTINFO)
 
 
-def has_proc_fd() -> bool:
-    """``/proc/self/fd`` lists this process's descriptors (so an ``O_PATH`` one can be reopened)."""
-    return os.path.isdir(PROC_SELF_FD)
+def has_proc_fd(proc: str = "/proc") -> bool:
+    """``/proc/self/fd`` lists this process's descriptors (so an ``O_PATH`` one can be reopened, and the
+    open and deleted files of processes can be read); ``proc`` is where procfs is mounted."""
+    return os.path.isdir(PROC_SELF_FD if proc == "/proc" else os.path.join(proc, "self", "fd"))
+
+
+def has_process_io_counters() -> bool:
+    """psutil reads per-process I/O counters here (Linux, Windows, the BSDs; not macOS). psutil is
+    imported only when asked, so this module still imports nothing a native Windows start would not."""
+    import psutil
+
+    return hasattr(psutil.Process, "io_counters")
 
 
 def has_proc_pid_fd(pid: int) -> bool:

@@ -19,6 +19,7 @@ from typing import Any
 
 import psutil
 
+from sysmcp import platform
 from sysmcp.fs.mounts import Mount, MountTable, default_partitions
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.units import human_bytes
@@ -30,14 +31,6 @@ from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 PROC = "/proc"
 DELETED = " (deleted)"
 MAX_HOLDERS = 5  # descriptors listed per file; more are counted
-
-
-def proc_fd_available(proc: str = PROC) -> bool:
-    """Whether this system shows open descriptors as ``/proc/PID/fd`` links (Linux does, macOS not).
-
-    # platform: move to sysmcp.platform
-    """
-    return os.path.isdir(os.path.join(proc, "self", "fd"))
 
 
 @dataclass(slots=True)
@@ -417,7 +410,7 @@ class DeletedOpenFiles:
 
             shown = display(await ctx.resolve(args["path"], device_of))
             only_dev = devices[0]
-        if not proc_fd_available(self.proc):
+        if not platform.has_proc_fd(self.proc):
             text = (
                 "This system has no /proc/PID/fd, so sysmcp cannot list deleted files held open here. "
                 "On macOS, `sudo lsof +L1` shows them."

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import anyio
 import psutil
 
+from sysmcp import platform
 from sysmcp.fs.paths import printable
 from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.context import Meter
@@ -27,14 +28,6 @@ from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 DEFAULT_SAMPLE_S = 2.0
 MAX_SAMPLE_S = 60.0
 MAX_IDLE_NAMED = 10  # idle devices named in the text at most
-
-
-def process_io_available() -> bool:
-    """Whether psutil can read per-process I/O counters here (Linux, Windows, BSD; not macOS).
-
-    # platform: move to sysmcp.platform
-    """
-    return hasattr(psutil.Process, "io_counters")
 
 
 class ProcessIo(NamedTuple):
@@ -323,7 +316,7 @@ def render(structured: dict[str, Any]) -> str:
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     sample_s = float(args["sample_s"])
     top_n: int = args["top_n"]
-    with_processes = process_io_available()
+    with_processes = platform.has_process_io_counters()
 
     def snapshot(meter: Meter) -> tuple[float, dict[str, Any], ProcessReading | None]:
         taken = time.monotonic()

@@ -16,6 +16,7 @@ import anyio
 import jsonschema
 import pytest
 
+from sysmcp import platform
 from sysmcp.fs.mounts import MountTable
 from sysmcp.fs.paths import PathPolicy
 from sysmcp.protocol.context import RequestContext
@@ -27,7 +28,6 @@ from sysmcp.tools.deleted_open_files import (
     OUTPUT_SCHEMA,
     DeletedOpenFiles,
     Scan,
-    proc_fd_available,
     render,
     scan_processes,
 )
@@ -35,7 +35,7 @@ from sysmcp.tools.registry import ToolContext, ToolOutput
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(not proc_fd_available(), reason="needs /proc/PID/fd (Linux)"),
+    pytest.mark.skipif(not platform.has_proc_fd(), reason="needs /proc/PID/fd (Linux)"),
 ]
 
 MB = 1_000_000

@@ -12,6 +12,7 @@ import anyio
 import jsonschema
 import pytest
 
+from sysmcp import platform
 from sysmcp.fs.paths import PathPolicy
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError
@@ -24,7 +25,6 @@ from sysmcp.tools.disk_io import (
     ProcessReading,
     handle,
     process_deltas,
-    process_io_available,
     read_processes,
 )
 from sysmcp.tools.processes import unreadable_reason
@@ -55,7 +55,9 @@ async def call(ctx: ToolContext | None = None, **args: Any) -> ToolOutput:
     return output
 
 
-@pytest.mark.skipif(not process_io_available(), reason="no per-process I/O counters on this system")
+@pytest.mark.skipif(
+    not platform.has_process_io_counters(), reason="no per-process I/O counters on this system"
+)
 async def test_a_writer_with_fsync_is_among_the_top_writers_at_about_its_rate(tmp_path: Path) -> None:
     target = tmp_path / "growing.bin"
     with writing(target) as child:
@@ -117,7 +119,9 @@ def test_bad_inputs_get_clear_errors(args: dict[str, Any], message: str) -> None
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
-@pytest.mark.skipif(not process_io_available(), reason="no per-process I/O counters on this system")
+@pytest.mark.skipif(
+    not platform.has_process_io_counters(), reason="no per-process I/O counters on this system"
+)
 def test_without_privileges_it_counts_the_processes_it_could_not_read() -> None:
     nobody = pwd.getpwnam("nobody")
     read_end, write_end = os.pipe()
