@@ -191,6 +191,17 @@ class Lab:
         path.write_text("\n".join(lines) + "\n")
         return path
 
+    def gateway_args(self, connect_timeout: float) -> list[str]:
+        """The options that make a sysmcp the gateway to this lab's fleet (after ``inventory``)."""
+        return [
+            "--inventory",
+            str(self.base / "hosts.ini"),
+            "--ssh-config",
+            str(self.ssh_config),
+            "--connect-timeout",
+            f"{connect_timeout:g}",
+        ]
+
     def close(self) -> None:
         for host in self.hosts.values():
             if host.process is not None and host.process.poll() is None:

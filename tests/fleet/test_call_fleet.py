@@ -47,14 +47,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 
 def fleet(lab: Lab) -> list[str]:
-    return [
-        "--inventory",
-        str(lab.base / "hosts.ini"),
-        "--ssh-config",
-        str(lab.ssh_config),
-        "--connect-timeout",
-        "8",
-    ]
+    return lab.gateway_args(8)
 
 
 def test_every_fleet_option_is_forwarded_from_either_side_of_call() -> None:

@@ -58,14 +58,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 
 def server_args(lab: Lab) -> list[str]:
-    return [
-        "--inventory",
-        str(lab.base / "hosts.ini"),
-        "--ssh-config",
-        str(lab.ssh_config),
-        "--connect-timeout",
-        str(CONNECT_TIMEOUT),
-    ]
+    return lab.gateway_args(CONNECT_TIMEOUT)
 
 
 def by_host(reply: dict[str, Any]) -> dict[str, dict[str, Any]]:
