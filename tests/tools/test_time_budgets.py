@@ -18,7 +18,9 @@ from sysmcp.fs.checksums import ALGORITHMS
 from sysmcp.fs.paths import PathPolicy
 from sysmcp.fs.walk import SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
+from sysmcp.protocol.errors import ToolError
 from sysmcp.tools import hash_tree, verify_checksums
+from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.verify_checksums import Source
 
 
@@ -234,3 +236,12 @@ def test_the_shared_check_at_its_budget_leaves_the_rest_not_checked(
     statuses = Counter(c.status for c in result.checked)
     assert result.stopped is not None and "time budget" in result.stopped
     assert set(statuses) == {"OK", "NOT_CHECKED"} and 0 < statuses["OK"] < total
+
+
+@pytest.mark.parametrize("tool", [hash_tree.TOOL, verify_checksums.TOOL], ids=lambda tool: tool.name)
+@pytest.mark.parametrize("budget", [0, -1, 601, "30"])
+def test_a_time_budget_out_of_range_or_not_a_number_is_refused_by_name(tool: Any, budget: object) -> None:
+    required = {"path": "/srv"} if tool is hash_tree.TOOL else {"manifest": "/srv/SHA256SUMS"}
+    with pytest.raises(ToolError, match="timeout_s"):
+        validate_arguments(tool.input_schema, {**required, "timeout_s": budget})
+    validate_arguments(tool.input_schema, {**required, "timeout_s": 600})  # the maximum itself is fine
