@@ -62,9 +62,11 @@ MODERN_ONLY = frozenset({"server/discover"})
 #: Cache hints (``ttlMs``, ``cacheScope``) for the results 2026-07-28 makes cacheable. Tool and prompt
 #: lists never change while the process lives; discovery names the operator's roots and resources are
 #: this machine's data, so those are private; resources may change at any moment, so they are never fresh.
+#: The tool list is private too: it depends on the extensions the request declared (views) and names the
+#: operator's fleet groups when one is configured, so a shared cache must not serve it across clients.
 CACHE_HINTS: dict[str, tuple[int, str]] = {
     "server/discover": (60_000, "private"),
-    "tools/list": (3_600_000, "public"),
+    "tools/list": (3_600_000, "private"),
     "prompts/list": (3_600_000, "public"),
     "resources/templates/list": (3_600_000, "public"),
     "resources/list": (0, "private"),

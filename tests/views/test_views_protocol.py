@@ -133,8 +133,10 @@ async def test_modern_clients_declare_the_extension_per_request() -> None:
         assert discover["capabilities"]["extensions"] == {EXTENSION: {"mimeTypes": [MIME]}}
         with_ui = await wire.request("tools/list", {"_meta": envelope(capabilities=UI)})
         assert ui_links(with_ui["result"]["tools"]) == LINKED
-        without = (await modern(wire, "tools/list"))["result"]["tools"]
-        assert all("_meta" not in tool for tool in without)
+        without = (await modern(wire, "tools/list"))["result"]
+        assert all("_meta" not in tool for tool in without["tools"])
+        # The list depends on what the request declared, so no cache may hand one client's list to another.
+        assert with_ui["result"]["cacheScope"] == without["cacheScope"] == "private"
         listed = await wire.request("resources/list", {"_meta": envelope(capabilities=UI)})
         assert {r["uri"] for r in listed["result"]["resources"]} >= set(LINKED.values())
         plain = (await modern(wire, "resources/list"))["result"]["resources"]
