@@ -6,6 +6,11 @@ daemon never reopened. This reads every process's ``/proc/PID/fd`` links, keeps 
 has no name left (link count 0), and says who holds them and on which filesystem — and how to get
 the space back without killing anything. Read-only: the truncation it suggests is advice for the
 user, never done here.
+
+A deleted file can also be held by a memory mapping alone (lsof's ``DEL``): a library replaced by an
+upgrade, a database's or journal's mapped file. ``/proc/PID/maps`` names those; they are sized through
+``/proc/PID/map_files``. Truncating them would crash their process (SIGBUS), so the advice for them is a
+restart.
 """
 
 from __future__ import annotations
@@ -38,8 +43,8 @@ class Holder:
     pid: int
     command: str
     user: str | None
-    fd: int
-    mode: str  # "r", "w", "rw" or "" when fdinfo could not be read
+    fd: int | None  # None: held by a memory mapping, not a descriptor
+    mode: str  # "r", "w", "rw" or "" when fdinfo could not be read; a mapping's "r" or "rw"
 
 
 @dataclass(slots=True)
@@ -51,6 +56,11 @@ class DeletedFile:
     disk: int
     holders: list[Holder] = field(default_factory=list)
 
+    @property
+    def mapped_only(self) -> bool:
+        """No descriptor holds it, only mappings: it cannot be truncated safely, only unmapped."""
+        return all(holder.fd is None for holder in self.holders)
+
 
 @dataclass(slots=True)
 class Scan:
@@ -58,6 +68,7 @@ class Scan:
     processes: int = 0
     unreadable: int = 0  # processes whose descriptors we may not look at
     vanished: int = 0  # processes that ended while being read
+    mappings_not_sized: int = 0  # deleted mapped files whose map_files entry we may not look at
 
 
 def _mode(proc: str, pid: int, fd: str) -> str:
@@ -139,7 +150,48 @@ def scan_processes(proc: str = PROC, checkpoint: Callable[[], None] | None = Non
                     path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512
                 )
             found.holders.append(Holder(pid, identity[0], identity[1], int(fd), _mode(proc, pid, fd)))
+        if pid != me:
+            _scan_mappings(proc, pid, scan, identity)
     return scan
+
+
+def _scan_mappings(proc: str, pid: int, scan: Scan, identity: tuple[str, str | None] | None) -> None:
+    """Deleted files a process has mapped, added to ``scan`` (one holder per process and file)."""
+    base = os.path.join(proc, str(pid))
+    try:
+        with open(os.path.join(base, "maps"), "rb") as handle:
+            lines = [line for line in handle if line.endswith(b" (deleted)\n")]
+    except OSError:
+        return  # gone, or another user's: its descriptors were already counted as unreadable
+    seen: set[tuple[bytes, bytes]] = set()
+    for line in lines:
+        fields = line.rstrip(b"\n").split(maxsplit=5)
+        if len(fields) < 6 or fields[4] == b"0" or not fields[5].startswith(b"/"):
+            continue  # anonymous memory, or not a file
+        span, perms, _, device, inode, name = fields
+        if (device, inode) in seen:
+            continue  # one mapping per segment: the same file several times
+        seen.add((device, inode))
+        try:
+            st = os.stat(os.path.join(base, "map_files", os.fsdecode(span)))
+        except PermissionError:
+            scan.mappings_not_sized += 1  # map_files wants CAP_SYS_ADMIN on some kernels
+            continue
+        except OSError:
+            continue
+        if st.st_nlink != 0 or not stat.S_ISREG(st.st_mode):
+            continue
+        key = (st.st_dev, st.st_ino)
+        found = scan.files.get(key)
+        if found is None:
+            path = os.fsdecode(name[: -len(DELETED)])
+            found = scan.files[key] = DeletedFile(path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
+        elif any(holder.pid == pid for holder in found.holders):
+            continue  # it holds a descriptor too: that one is named
+        if identity is None:
+            identity = _identity(pid)
+        mode = "rw" if perms[1:2] == b"w" and perms[3:4] == b"s" else "r"
+        found.holders.append(Holder(pid, identity[0], identity[1], None, mode))
 
 
 def filesystem_of(table: MountTable, dev: int) -> Mount | None:
@@ -180,8 +232,15 @@ _HOLDER = {
         "pid": {"type": "integer"},
         "command": {"type": "string", "description": "The process's command name."},
         "user": {"type": ["string", "null"], "description": "Owner of the process (null: no user name)."},
-        "fd": {"type": "integer", "description": "The open descriptor: /proc/PID/fd/FD reaches the file."},
-        "mode": {"type": "string", "description": "'r', 'w' or 'rw' as opened; '' when unknown."},
+        "fd": {
+            "type": ["integer", "null"],
+            "description": "The open descriptor: /proc/PID/fd/FD reaches the file. null: the process holds it "
+            "by a memory mapping, not a descriptor (lsof's DEL).",
+        },
+        "mode": {
+            "type": "string",
+            "description": "'r', 'w' or 'rw' as opened ('rw' for a shared writable mapping); '' when unknown.",
+        },
     },
     "required": ["pid", "command", "user", "fd", "mode"],
     "additionalProperties": False,
@@ -206,6 +265,11 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                     "mount_point": {"type": "string", "description": "The filesystem it is on."},
                     "holders": {"type": "array", "items": _HOLDER},
                     "holders_not_shown": {"type": "integer"},
+                    "mapped_only": {
+                        "type": "boolean",
+                        "description": "Held only by memory mappings: freed when the holders exit or unmap "
+                        "it (restart them); truncating it would crash them.",
+                    },
                 },
                 "required": [
                     "path",
@@ -214,6 +278,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                     "mount_point",
                     "holders",
                     "holders_not_shown",
+                    "mapped_only",
                 ],
                 "additionalProperties": False,
             },
@@ -242,6 +307,11 @@ OUTPUT_SCHEMA: dict[str, Any] = {
             "type": "integer",
             "description": "Processes whose descriptors could not be read (another user's, without root).",
         },
+        "mappings_not_sized": {
+            "type": "integer",
+            "description": "Deleted memory-mapped files that could not be sized (/proc/PID/map_files needs "
+            "more privilege): left out.",
+        },
         "empty_files_not_listed": {
             "type": "integer",
             "description": "Deleted files held open that are empty (they hold no space): left out.",
@@ -265,7 +335,8 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 
 def _holder_text(holder: Holder) -> str:
     user = f" ({holder.user})" if holder.user else ""
-    return f"pid {holder.pid} {printable(holder.command)}{user} fd {holder.fd}{holder.mode}"
+    held = f"fd {holder.fd}{holder.mode}" if holder.fd is not None else f"mapped {holder.mode}"
+    return f"pid {holder.pid} {printable(holder.command)}{user} {held}"
 
 
 def render(
@@ -316,6 +387,7 @@ def render(
                 for h in item.holders[:MAX_HOLDERS]
             ],
             "holders_not_shown": max(0, len(item.holders) - MAX_HOLDERS),
+            "mapped_only": item.mapped_only,
         }
         for item, mount in listed
     ]
@@ -348,15 +420,25 @@ def render(
             )
         if len(rows) > len(listed):
             lines.append(f"  … and {len(rows) - len(listed):,} more deleted files not shown")
-        first = listed[0][0].holders[0]
-        lines.append(
-            "To free the space without stopping a process: truncate the file through the descriptor that "
-            f"holds it, e.g. `: > /proc/{first.pid}/fd/{first.fd}` (or `truncate -s 0 /proc/{first.pid}/fd/"
-            f"{first.fd}`), as root or the process's user — the process keeps its descriptor and later writes "
-            "land at its offset (a sparse file). For good, have the process reopen its files (reload or "
-            "restart the service; for logs, fix the rotation: copytruncate or a postrotate reload). "
-            "Truncating a file a process still reads (a database, a cache) can break it: check what it is first."
-        )
+        by_fd = [h for item, _ in listed for h in item.holders if h.fd is not None]
+        if by_fd:
+            first = by_fd[0]
+            lines.append(
+                "To free the space without stopping a process: truncate the file through the descriptor that "
+                f"holds it, e.g. `: > /proc/{first.pid}/fd/{first.fd}` (or `truncate -s 0 /proc/{first.pid}/fd/"
+                f"{first.fd}`), as root or the process's user — the process keeps its descriptor and later "
+                "writes land at its offset (a sparse file). For good, have the process reopen its files (reload "
+                "or restart the service; for logs, fix the rotation: copytruncate or a postrotate reload). "
+                "Truncating a file a process still reads (a database, a cache) can break it: check what it is "
+                "first."
+            )
+        if any(item.mapped_only for item, _ in listed):
+            lines.append(
+                "Files held only by a memory mapping ('mapped', lsof's DEL: often a library or a database file "
+                "replaced while in use) are freed only when their processes exit or unmap them: restart those "
+                "services. Do not truncate them: a process touching a mapped page past the new end is killed "
+                "(SIGBUS)."
+            )
     if empty:
         noun = "file (it holds" if empty == 1 else "files (they hold"
         lines.append(f"Not listed: {empty:,} empty deleted {noun} no space).")
@@ -364,6 +446,11 @@ def render(
         lines.append(
             f"Not counted: {elsewhere[0]:,} deleted files ({human_bytes(elsewhere[1])}) on no filesystem "
             "mounted here (memfd, shared memory, another mount namespace)."
+        )
+    if scan.mappings_not_sized:
+        lines.append(
+            f"Not listed: {scan.mappings_not_sized:,} deleted memory-mapped files whose size could not be read "
+            "(/proc/PID/map_files needs CAP_SYS_ADMIN here)."
         )
     if scan.unreadable:
         lines.append(
@@ -380,6 +467,7 @@ def render(
         "processes_unreadable": scan.unreadable,
         "not_on_a_mounted_filesystem": {"files": elsewhere[0], "disk_bytes": elsewhere[1]},
         "empty_files_not_listed": empty,
+        "mappings_not_sized": scan.mappings_not_sized,
     }
     if shown is not None:
         structured["path"] = shown
@@ -439,13 +527,15 @@ TOOL = Tool(
     title="Deleted files still held open",
     description=(
         "Why df says full and du finds much less: files that were deleted but are still held open by a "
-        "process (what lsof +L1 shows) keep their space until the last descriptor closes. Use it when "
+        "process (what lsof +L1 shows: by a descriptor, or only by a memory mapping) keep their space until "
+        "the last descriptor closes and the last mapping goes. Use it when "
         "disk_usage shows more used than dir_usage can find, or right after deleting big files freed "
         "nothing. Per file: its former path, size and disk bytes, the filesystem (mount point) it is on, "
-        "and who holds it (pid, command, user, descriptor and mode); totals per filesystem, most first; "
+        "and who holds it (pid, command, user, descriptor or mapping, and mode); totals per filesystem, most first; "
         "`path` restricts to the filesystem holding that path; at most top_n files, the rest counted. "
         "The text says how to free the space without killing the process (truncate through "
-        "/proc/PID/fd/N — advice only: this tool changes nothing). Without root it sees only the "
+        "/proc/PID/fd/N; a file held only by a mapping needs its process restarted — advice only: this tool "
+        "changes nothing). Without root it sees only the "
         "caller's own processes and says how many it could not read. Linux (/proc); elsewhere it says so."
     ),
     input_schema=INPUT_SCHEMA,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import subprocess
 import sys
 import textwrap
@@ -231,3 +232,82 @@ async def test_memory_files_on_no_mounted_filesystem_are_counted_apart_not_liste
     apart = output.structured["not_on_a_mounted_filesystem"]
     assert apart["files"] >= 1 and apart["disk_bytes"] >= 2_900_000
     assert "on no filesystem mounted here (memfd" in output.text
+
+
+MAPPING_HOLDER = textwrap.dedent(
+    """
+    import ctypes, mmap, os, sys
+    name = sys.argv[1]
+    with open(name, "wb") as handle:
+        handle.write(b"m" * 5_000_000)
+        handle.flush()
+        os.fsync(handle.fileno())
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    fd = os.open(name, os.O_RDONLY)
+    address = libc.mmap(None, 5_000_000, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    assert address not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+    if "--keep-fd" not in sys.argv:
+        os.close(fd)  # (mmap.mmap would keep a dup of it): only the mapping holds the file now
+    os.unlink(name)
+    print("ready", ctypes.string_at(address, 1).decode(), flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+async def test_a_deleted_file_held_only_by_a_memory_mapping_is_listed_with_restart_advice(
+    tmp_path: Path,
+) -> None:
+    """lsof's DEL: no descriptor, so truncating is not the way (it would SIGBUS the process)."""
+    doomed = tmp_path / "mapped.db"
+    child = subprocess.Popen(
+        [sys.executable, "-c", MAPPING_HOLDER, str(doomed)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "ready m\n"
+        assert not doomed.exists() and not [
+            link
+            for link in os.listdir(f"/proc/{child.pid}/fd")
+            if "mapped.db" in os.readlink(f"/proc/{child.pid}/fd/{link}")
+        ]
+        output = await call(path=str(tmp_path))
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=30)
+    mine = [f for f in output.structured["files"] if f["path"] == str(doomed)]
+    assert len(mine) == 1, output.text
+    found = mine[0]
+    assert found["size_bytes"] == 5_000_000 and found["disk_bytes"] >= 4_900_000
+    assert found["mapped_only"] is True
+    assert [(h["pid"], h["fd"], h["mode"]) for h in found["holders"]] == [(child.pid, None, "r")]
+    assert f"pid {child.pid} python" in output.text and " mapped r" in output.text
+    assert "restart those services" in output.text and "SIGBUS" in output.text
+    assert f"/proc/{child.pid}/fd/" not in output.text  # no truncation advice for a file no descriptor holds
+
+
+async def test_a_file_held_by_a_descriptor_and_a_mapping_names_the_descriptor_once(tmp_path: Path) -> None:
+    doomed = tmp_path / "both"
+    child = subprocess.Popen(
+        [sys.executable, "-c", MAPPING_HOLDER, str(doomed), "--keep-fd"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "ready m\n"
+        output = await call(path=str(tmp_path))
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=30)
+    found = [f for f in output.structured["files"] if f["path"] == str(doomed)]
+    assert len(found) == 1 and found[0]["mapped_only"] is False, found
+    assert [(h["pid"], h["mode"]) for h in found[0]["holders"]] == [(child.pid, "r")]
+    assert isinstance(found[0]["holders"][0]["fd"], int)
+    assert re.search(rf"pid {child.pid} python[^ ]*( \([^)]*\))? fd \d+r", output.text), output.text
