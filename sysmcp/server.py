@@ -17,6 +17,7 @@ import anyio.to_thread
 import structlog
 
 from sysmcp import __version__
+from sysmcp.fleet import links
 from sysmcp.fs.paths import ClientRoots, PathPolicy, real_root
 from sysmcp.prompts import PromptEnv, Prompts, complete_path
 from sysmcp.protocol.context import RequestContext
@@ -80,7 +81,17 @@ class FleetCaller(Protocol):
 
     async def call(
         self, tool: Tool, arguments: dict[str, Any], hosts: list[str], ctx: RequestContext
-    ) -> list[HostOutcome]: ...
+    ) -> list[HostOutcome]:
+        """Raises ``ToolError`` for arguments it cannot hand to the hosts (a link to a result that is gone)."""
+        ...
+
+    async def read_resource(self, host: str, uri: str) -> dict[str, Any]:
+        """A host's own ``resources/read`` of ``uri``; ``LookupError`` (a sentence) when it is gone."""
+        ...
+
+    async def localise(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Arguments for a tool run here: each gateway link replaced by the text behind it (``ToolError``)."""
+        ...
 
 
 #: Methods answered from memory, never waiting on I/O or the client: the session runs them inline.
@@ -268,6 +279,11 @@ class Server:
             # then refuses only an argument the model really used.
             sent = {k: v for k, v in arguments.items() if isinstance(given, dict) and k in given}
             return await self._fan_out(tool, sent, ctx)
+        if self.fleet is not None and links.linked_arguments(arguments):
+            try:
+                arguments = await self.fleet.localise(arguments)
+            except ToolError as exc:
+                return self._error_result(exc.message)
         await self.client_roots.current()  # never run a tool on a scope the client is still narrowing
         return await self._run_tool(tool, arguments, ctx)
 
@@ -280,7 +296,10 @@ class Server:
             hosts = self.fleet.resolve(list(arguments["hosts"]))
         except ValueError as exc:
             return self._error_result(str(exc))
-        outcomes = await self.fleet.call(tool, local, hosts, ctx)
+        try:
+            outcomes = await self.fleet.call(tool, local, hosts, ctx)
+        except ToolError as exc:
+            return self._error_result(exc.message)
         output, full = bound((tool.merge or default_merge)(outcomes, local))
         if full is not None:
             kept = ToolContext(ctx, self.paths, self.results).keep(
@@ -382,6 +401,19 @@ class Server:
         view = VIEWS.get(uri)
         if view is not None:
             return {"contents": [view.contents()]}
+        remote = links.from_gateway(uri) if self.fleet is not None else None
+        if remote is not None:
+            assert self.fleet is not None
+            try:
+                reply = await self.fleet.read_resource(*remote)
+            except LookupError as exc:
+                raise ProtocolError(
+                    ctx.features.resource_not_found_code, f"Resource not found: {exc}", {"uri": uri}
+                ) from None
+            contents = [
+                {**item, "uri": uri} if isinstance(item, dict) else item for item in reply.get("contents", [])
+            ]
+            return {"contents": contents}
         item = self.results.get(uri)
         if item is None:
             raise ProtocolError(ctx.features.resource_not_found_code, "Resource not found", {"uri": uri})

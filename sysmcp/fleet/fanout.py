@@ -13,14 +13,17 @@ from typing import Any
 
 import anyio
 
+from sysmcp.fleet import links
 from sysmcp.fleet.inventory import Inventory
 from sysmcp.fleet.pool import HostFailure, Pool
 from sysmcp.fleet.ssh import bounded
 from sysmcp.protocol.client import PeerGone, ProgressCallback, RemoteError
 from sysmcp.protocol.context import RequestContext
+from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.merging import HostOutcome, tally
 from sysmcp.tools.registry import Tool
 
+READ_TIMEOUT = 30.0  # seconds a host may take to hand over one stored result
 DEFAULT_CONCURRENCY = 16
 DEFAULT_BUDGET = 120.0  # seconds a tool without a time budget of its own gets on each host
 CALL_MARGIN = 15.0  # seconds on top of a tool's budget: hand-over, the remote's own slack
@@ -75,10 +78,16 @@ class Fleet:
         async def remote(done: float, total: float | None, message: str | None) -> None:
             await ctx.progress(done, total, message)
 
+        linked = links.linked_arguments(arguments)
+        texts: dict[str, str] = {}
+        for name, (origin, uri) in linked.items():
+            if any(host != origin for host in hosts):
+                texts[name] = await self._inline(name, origin, uri)
         return await self.fan_out(
             tool.name,
             arguments,
             hosts,
+            linked=(linked, texts),
             timeout=call_timeout(tool.input_schema, arguments),
             report=report if len(hosts) > 1 else None,
             remote_progress=remote,
@@ -93,9 +102,11 @@ class Fleet:
         timeout: float,
         report: Report | None = None,
         remote_progress: ProgressCallback | None = None,
+        linked: tuple[dict[str, tuple[str, str]], dict[str, str]] = ({}, {}),
     ) -> list[HostOutcome]:
         """``tool(arguments)`` on each host (already resolved), in inventory order. ``report`` hears
-        after each host; ``remote_progress`` gets the remote tool's own progress (one host only)."""
+        after each host; ``remote_progress`` gets the remote tool's own progress (one host only);
+        ``linked`` (from ``call``) gives each host its own form of arguments that are gateway links."""
         outcomes: dict[str, HostOutcome] = {}
         finished: list[HostOutcome] = []
         limiter = anyio.CapacityLimiter(max(1, self.concurrency))
@@ -103,7 +114,8 @@ class Fleet:
 
         async def one(name: str) -> None:
             async with limiter:
-                outcome = await self._one(name, tool, arguments, timeout, forward)
+                given = links.for_host(arguments, name, *linked)
+                outcome = await self._one(name, tool, given, timeout, forward)
             outcomes[name] = outcome
             finished.append(outcome)
             if report is not None:
@@ -163,7 +175,60 @@ class Fleet:
                 "tool_error", text=text, reason=bounded(text or "the remote tool reported an error")
             )
         structured = reply.get("structuredContent")
-        return outcome("ok", result=structured if isinstance(structured, dict) else None, text=text)
+        result = links.to_gateway(name, structured) if isinstance(structured, dict) else None
+        return outcome("ok", result=result, text=links.to_gateway(name, text))
+
+    # -- a host's stored results ---------------------------------------------------------------
+
+    async def read_resource(self, host: str, uri: str) -> dict[str, Any]:
+        """``resources/read`` of ``uri`` on ``host``'s open session: its stored results live only there.
+        ``LookupError`` (a sentence) when the host, its session or the result is gone."""
+        if host not in self.inventory.hosts:
+            raise LookupError(f"there is no host {host!r} in the inventory")
+        session = self.pool.live(host)
+        if session is None:
+            raise LookupError(
+                f"the session to {host} that made this result has ended, and the result with it: "
+                "call the tool on that host again"
+            )
+        try:
+            with anyio.fail_after(READ_TIMEOUT):
+                return await session.client.request("resources/read", {"uri": uri})
+        except TimeoutError:
+            raise LookupError(f"{host} did not hand the result over within {READ_TIMEOUT:g} s") from None
+        except RemoteError as exc:
+            raise LookupError(
+                f"{host} no longer has it ({exc.message}): its store keeps the newest results only; "
+                "call the tool on that host again"
+            ) from None
+        except PeerGone:
+            raise LookupError(f"the session to {host} ended while reading it") from None
+
+    async def localise(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Arguments for a tool run on the gateway itself: each host link replaced by its text."""
+        given = dict(arguments)
+        for name, (origin, uri) in links.linked_arguments(arguments).items():
+            given[name] = await self._inline(name, origin, uri, where="here")
+        return given
+
+    async def _inline(self, argument: str, host: str, uri: str, where: str = "to the other hosts") -> str:
+        """The text behind another host's link, for the hosts that cannot read it themselves."""
+        try:
+            reply = await self.read_resource(host, uri)
+        except LookupError as exc:
+            raise ToolError(f"Cannot pass {argument} {where}: {exc}.") from None
+        contents = reply.get("contents")
+        first = contents[0] if isinstance(contents, list) and contents else None
+        text = first.get("text") if isinstance(first, dict) else None
+        if not isinstance(text, str):
+            raise ToolError(f"Cannot pass {argument} {where}: {host} returned no text for it.")
+        if len(text.encode("utf-8")) > links.MAX_INLINE:
+            raise ToolError(
+                f"Cannot pass {argument} {where}: the result behind it is "
+                f"{len(text.encode('utf-8')):,} bytes, more than the {links.MAX_INLINE:,} one request may carry. "
+                f"Ask {host} alone, or narrow the call that made it."
+            )
+        return text
 
 
 __all__ = ["DEFAULT_CONCURRENCY", "Fleet", "call_timeout", "progress_message"]

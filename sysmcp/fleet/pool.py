@@ -110,6 +110,11 @@ class Pool:
             self._sessions[name] = opened
             return opened
 
+    def live(self, name: str) -> HostSession | None:
+        """The host's session if one is open and alive, without opening one (its results live there)."""
+        current = self._sessions.get(name)
+        return current if current is not None and current.alive else None
+
     async def discard(self, session: HostSession) -> None:
         """End a session that can no longer be trusted (a call on it timed out mid-answer, say)."""
         if self._sessions.get(session.host.name) is session:

@@ -114,6 +114,32 @@ async def test_the_drift_verdict_names_the_odd_host_and_the_one_without_the_file
         await wire.wait_exit(15)
 
 
+async def test_a_hosts_manifest_is_read_through_the_gateway_and_checked_on_other_hosts(lab: Lab) -> None:
+    """hash_tree on web1, its full manifest read through the gateway, then checked on web1 and web5."""
+    root = str(lab.base / SHARED)
+    digest = hashlib.sha256(SAME.encode()).hexdigest()
+    async with spawn(*server_args(lab)) as wire:
+        await wire.initialize()
+        made = await wire.call("hash_tree", {"path": root, "hosts": ["web1"]})
+        uri = made["result"]["structuredContent"]["hosts"][0]["result"]["manifest_uri"]
+        assert uri.startswith("sysmcp://hosts/web1/results/"), uri
+        read = await wire.request("resources/read", {"uri": uri})
+        assert read["result"]["contents"][0]["uri"] == uri
+        assert read["result"]["contents"][0]["text"] == f"{digest}  {CONF}\n"
+        checked = await wire.call(
+            "verify_checksums", {"manifest": uri, "base_dir": root, "hosts": ["web1", "web5", "web6"]}
+        )
+        hosts = by_host(checked)
+        assert hosts["web1"]["status"] == "ok" and hosts["web1"]["result"]["all_ok"] is True
+        assert hosts["web5"]["status"] == "ok" and hosts["web5"]["result"]["all_ok"] is False
+        assert hosts["web5"]["result"]["failed"] == 1
+        assert hosts["web6"]["result"]["all_ok"] is False  # web6 lacks the file
+        gone = await wire.request("resources/read", {"uri": uri.replace("/results/", "/results/9")})
+        assert gone["error"]["code"] == -32002 and "web1 no longer has it" in gone["error"]["message"]
+        await wire.close_stdin()
+        await wire.wait_exit(15)
+
+
 async def test_after_a_cancelled_fan_out_the_next_call_reuses_the_sessions(lab: Lab) -> None:
     before = set(ssh_processes())
     async with spawn(*server_args(lab)) as wire:

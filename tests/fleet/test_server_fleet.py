@@ -9,6 +9,7 @@ import pytest
 
 from sysmcp.fleet.inventory import parse_ini
 from sysmcp.protocol.context import RequestContext
+from sysmcp.protocol.errors import ProtocolError
 from sysmcp.protocol.jsonrpc import Request
 from sysmcp.protocol.lifecycle import features_of
 from sysmcp.server import build_server
@@ -35,6 +36,8 @@ class MemoryFleet:
     def __init__(self, status: str = "ok") -> None:
         self.status = status
         self.calls: list[tuple[str, dict[str, Any], list[str]]] = []
+        self.reads: list[tuple[str, str]] = []
+        self.localised: list[dict[str, Any]] = []
 
     @property
     def host_names(self) -> list[str]:
@@ -54,6 +57,16 @@ class MemoryFleet:
         if self.status != "ok":
             return [HostOutcome(h, self.status, 1.0, reason="Connection refused") for h in hosts]
         return [HostOutcome(h, "ok", 0.01, {"x": 1}, "line one\nline two\nline three") for h in hosts]
+
+    async def read_resource(self, host: str, uri: str) -> dict[str, Any]:
+        self.reads.append((host, uri))
+        if uri != "sysmcp://results/1/SHA256SUMS":
+            raise LookupError(f"{host} no longer has it")
+        return {"contents": [{"uri": uri, "mimeType": "text/plain", "text": "abc  ./f\n"}]}
+
+    async def localise(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        self.localised.append(arguments)
+        return {**arguments, "manifest": "abc  ./f\n"}
 
 
 def server(fleet: MemoryFleet) -> Any:
@@ -118,3 +131,37 @@ async def test_server_discover_carries_the_fleet_too() -> None:
     ctx = RequestContext(2, "server/discover", Notes(), features=features_of("2025-11-25"))
     result = await srv.handle_request(Request(2, "server/discover", {}), ctx)
     assert "41 hosts" in result["instructions"] and "db (1)" in result["instructions"]
+
+
+async def read(srv: Any, uri: str) -> dict[str, Any]:
+    ctx = RequestContext(2, "resources/read", Notes(), features=features_of("2025-11-25"))
+    result: dict[str, Any] = await srv.handle_request(Request(2, "resources/read", {"uri": uri}), ctx)
+    return result
+
+
+async def test_a_hosts_own_link_is_read_through_that_hosts_session() -> None:
+    fleet = MemoryFleet()
+    srv = server(fleet)
+    reply = await read(srv, "sysmcp://hosts/web07/results/1/SHA256SUMS")
+    assert fleet.reads == [("web07", "sysmcp://results/1/SHA256SUMS")]
+    assert reply["contents"] == [
+        {"uri": "sysmcp://hosts/web07/results/1/SHA256SUMS", "mimeType": "text/plain", "text": "abc  ./f\n"}
+    ]
+    with pytest.raises(ProtocolError) as gone:
+        await read(srv, "sysmcp://hosts/web07/results/9/old")
+    assert gone.value.code == -32002 and "web07 no longer has it" in gone.value.message
+    with pytest.raises(ProtocolError):
+        await read(srv, "sysmcp://hosts/web07/elsewhere")  # not a result link: not the fleet's
+    assert len(fleet.reads) == 2
+
+
+async def test_a_link_argument_for_a_tool_run_here_becomes_the_text_behind_it() -> None:
+    fleet = MemoryFleet()
+    reply = await call(
+        server(fleet),
+        {"manifest": "sysmcp://hosts/web07/results/1/SHA256SUMS", "base_dir": "/nonexistent-dir"},
+        tool="verify_checksums",
+    )
+    assert len(fleet.localised) == 1 and not fleet.calls
+    assert fleet.localised[0]["manifest"] == "sysmcp://hosts/web07/results/1/SHA256SUMS"
+    assert "nonexistent-dir" in reply["content"][0]["text"]  # it went on to run, with the text

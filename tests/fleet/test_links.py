@@ -1,0 +1,42 @@
+"""Gateway links to a host's stored results: rewriting, parsing, and each host's form of an argument."""
+
+from __future__ import annotations
+
+from sysmcp.fleet.links import for_host, from_gateway, linked_arguments, to_gateway
+
+
+def test_a_hosts_links_are_rewritten_everywhere_in_its_result() -> None:
+    result = {
+        "manifest_uri": "sysmcp://results/3/SHA256SUMS",
+        "lines": ["Full manifest: sysmcp://results/3/SHA256SUMS (resources/read)."],
+        "count": 3,
+        "other": "https://example.org/results/3",
+    }
+    rewritten = to_gateway("web 1", result)
+    assert rewritten["manifest_uri"] == "sysmcp://hosts/web%201/results/3/SHA256SUMS"
+    assert rewritten["lines"] == [
+        "Full manifest: sysmcp://hosts/web%201/results/3/SHA256SUMS (resources/read)."
+    ]
+    assert rewritten["count"] == 3 and rewritten["other"] == result["other"]
+    assert from_gateway(rewritten["manifest_uri"]) == ("web 1", "sysmcp://results/3/SHA256SUMS")
+
+
+def test_only_result_links_of_a_named_host_parse() -> None:
+    assert from_gateway("sysmcp://results/3/x") is None
+    assert from_gateway("sysmcp://hosts//results/3/x") is None
+    assert from_gateway("sysmcp://hosts/web1") is None
+    assert from_gateway("sysmcp://hosts/web1/etc/passwd") is None
+    assert from_gateway("ui://sysmcp/dir-usage") is None
+
+
+def test_the_origin_gets_its_own_uri_and_the_others_the_text() -> None:
+    arguments = {"manifest": " sysmcp://hosts/web1/results/2/SHA256SUMS\n", "base_dir": "/srv"}
+    linked = linked_arguments(arguments)
+    assert linked == {"manifest": ("web1", "sysmcp://results/2/SHA256SUMS")}
+    texts = {"manifest": "abc  ./f\n"}
+    assert for_host(arguments, "web1", linked, texts) == {
+        "manifest": "sysmcp://results/2/SHA256SUMS",
+        "base_dir": "/srv",
+    }
+    assert for_host(arguments, "web2", linked, texts) == {"manifest": "abc  ./f\n", "base_dir": "/srv"}
+    assert linked_arguments({"path": "/srv", "top_n": 3}) == {}
