@@ -326,6 +326,9 @@ class Verification:
     seconds: float = 0.0
     stopped: str | None = None  # why some entries were not checked (the time budget ran out)
     close: Callable[[], None] = lambda: None  # lets go of the manifest file once rendered
+    listed: dict[Status, list[tuple[bytes, Checked]]] | None = None  # the names the answer shows (render)
+    listed_limit: int = 0
+    report: str | None = None  # the full report, written in the worker when the answer cuts a list
 
     @property
     def entries(self) -> int:
@@ -397,8 +400,10 @@ class ManifestBytes:
             at += len(more)
         return b"".join(pieces)
 
-    def blocks(self, per_task: int) -> Iterator[bytes]:
+    def blocks(self, per_task: int, check: Callable[[], None]) -> Iterator[bytes]:
+        """Every range's lines in order; ``check`` (cancellation) runs before each."""
         for start in range(0, self.size, per_task):
+            check()
             yield self.owned(start, min(self.size, start + per_task))
 
     def changed(self) -> bool:
@@ -503,6 +508,7 @@ def verify(
                     )
             except ScanStopped as stop:
                 result.stopped = stop.reason
+        prepare_answer(result, int(args.get("max_listed", 50)))
     except BaseException:
         reader.close()
         raise
@@ -763,7 +769,7 @@ def check_ranges(
     """
     processes = available_processes()
     per_task, tasks = ranges_for(reader.size, processes)
-    style = decide_style(reader.blocks(per_task), forced, prefer)
+    style = decide_style(reader.blocks(per_task, throttled(meter.checkpoint)), forced, prefer)
     confined = policy.allowed is not None
     prefix = base if base.endswith(b"/") else base + b"/"
     meter.total = reader.size
@@ -947,7 +953,7 @@ def _assemble(
 
     def names() -> Iterator[bytes]:
         parse = LineParser(parser.forced, parser.prefer, style).parse
-        for block in reader.blocks(per_task):
+        for block in reader.blocks(per_task, cancelled):
             for raw in block.split(b"\n"):
                 if raw.startswith(b"#"):
                     continue
@@ -1130,20 +1136,12 @@ def render(
     algorithms = result.checked.algorithms()
     bad_lines = result.bad_lines
     bad_count = result.bad_count
-    by_status: dict[Status, list[tuple[bytes, Checked]]] = {"FAILED": [], "MISSING": [], "UNREADABLE": []}
-    wanted = sum(min(limit, counts[status]) for status in by_status)
-    if wanted:  # the names are read again from the manifest, as far as the first few of each list
-        for name, checked in zip(result.names(), result.checked, strict=False):
-            items = by_status.get(checked.status)
-            if items is not None and len(items) < limit:
-                items.append((name, checked))
-                wanted -= 1
-                if not wanted:
-                    break
+    if result.listed is None or result.listed_limit != limit:
+        result.listed, result.listed_limit = listed(result, limit, counts), limit
+    by_status = result.listed
     new = result.new
     all_ok = counts["OK"] == entries and not bad_count and result.stopped is None
-    truncated = any(counts[s] > limit for s in by_status) or bad_count > limit or len(new or ()) > limit
-    truncated = truncated or counts["NOT_CHECKED"] > 0  # which ones were not checked: in the full report
+    truncated = is_cut(result, counts, limit)
 
     summary = (
         f"Checked {plural(entries, 'entry')} of {manifest_shown} against {base_shown}: {counts['OK']:,} OK, "
@@ -1205,7 +1203,7 @@ def render(
     if truncated:
         link = ctx.keep(
             "verify-report.txt",
-            full_report(result),
+            result.report if result.report is not None else full_report(result),
             description=f"Every entry's status from checking {manifest_shown} against {base_shown}",
         )
         if isinstance(link, str):
@@ -1246,12 +1244,52 @@ def render(
     return ToolOutput("\n".join(out), structured, links=links)
 
 
+def listed(
+    result: Verification, limit: int, counts: Counter[Status]
+) -> dict[Status, list[tuple[bytes, Checked]]]:
+    """The first ``limit`` names of each non-OK list: read again from the manifest, only as far as needed."""
+    by_status: dict[Status, list[tuple[bytes, Checked]]] = {"FAILED": [], "MISSING": [], "UNREADABLE": []}
+    wanted = sum(min(limit, counts[status]) for status in by_status)
+    if wanted:
+        for name, checked in zip(result.names(), result.checked, strict=False):
+            items = by_status.get(checked.status)
+            if items is not None and len(items) < limit:
+                items.append((name, checked))
+                wanted -= 1
+                if not wanted:
+                    break
+    return by_status
+
+
+def is_cut(result: Verification, counts: Counter[Status], limit: int) -> bool:
+    """Whether the answer cuts a list at ``limit`` (or leaves entries not checked): then the full report is kept."""
+    lists: tuple[Status, ...] = ("FAILED", "MISSING", "UNREADABLE")
+    cut = any(counts[s] > limit for s in lists) or result.bad_count > limit or len(result.new or ()) > limit
+    return cut or counts["NOT_CHECKED"] > 0  # which ones were not checked: in the full report
+
+
+def prepare_answer(result: Verification, limit: int) -> None:
+    """Read the names the answer shows, and write the full report if a list will be cut, in the worker
+    thread: a million names read again would hold the event loop (and every other request) for seconds."""
+    counts = result.checked.counts()
+    result.listed, result.listed_limit = listed(result, limit, counts), limit
+    if is_cut(result, counts, limit):
+        result.report = full_report(result)
+
+
 def full_report(result: Verification) -> str:
     """One line per entry like 'sha256sum -c' prints them, then bad lines and new files."""
-    lines = []
+    chunks: list[str] = []  # joined every few thousand lines: a million small strings would be 70 MB
+    lines: list[str] = []
     for name, checked in zip(result.names(), result.checked, strict=True):
         detail = f" ({checked.detail})" if checked.detail else ""
         lines.append(f"{printable(name)}: {checked.status}{detail}")
+        if len(lines) >= 4096:
+            chunks.append("\n".join(lines))
+            lines = []
+    if chunks:
+        lines = ["\n".join(chunks), *lines]
+        del chunks
     lines += [f"line {n}: improperly formatted" for n in result.bad_lines]
     unlisted = result.bad_count - len(result.bad_lines)
     if unlisted:
