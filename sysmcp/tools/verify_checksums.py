@@ -225,7 +225,6 @@ _DECODED: dict[int, Checked] = {
     MISSING_CODE: Checked("MISSING"),
     NOT_CHECKED_CODE: NOT_CHECKED,
 }
-_OK_CODES = bytes(range(len(_VERDICT_ALGORITHMS)))
 
 
 def encode(checked: Checked) -> int:
