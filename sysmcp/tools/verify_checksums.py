@@ -47,6 +47,7 @@ from sysmcp.fs.units import human_bytes, plural, rate
 from sysmcp.fs.walk import Budget, ScanStopped, SkipCounter, collect_within, join, throttled, walk_files
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import (
@@ -324,10 +325,10 @@ class Verification:
     bytes_hashed: int = 0
     seconds: float = 0.0
     stopped: str | None = None  # why some entries were not checked (the time budget ran out)
-    close: Callable[[], None] = lambda: None  # lets go of the manifest file once rendered
     listed: dict[Status, list[tuple[bytes, Checked]]] | None = None  # the names the answer shows (render)
     listed_limit: int = 0
     report: str | None = None  # the full report, written in the worker when the answer cuts a list
+    report_size: int = 0  # its UTF-8 bytes (also when it was too big to keep, and not kept here)
 
     @property
     def entries(self) -> int:
@@ -366,6 +367,8 @@ class ManifestBytes:
 
     def read(self, start: int, end: int) -> bytes:
         if self.fd is None:
+            if self.looked is not None:
+                raise ValueError(f"the manifest {self.shown} was closed: its names were read in the worker")
             return self.data[start:end]
         pieces = []
         while start < end:
@@ -475,7 +478,7 @@ def verify(
     timeout_s: float = math.inf,
     clock: Callable[[], float] = time.monotonic,
 ) -> Verification:
-    """Check every entry, then walk for new files. The caller calls ``close()`` on the result.
+    """Check every entry, walk for new files, and read the names the answer shows.
 
     A short manifest is parsed here and checked on a small thread pool (``_check_here``); a long one
     is cut into ranges of whole lines that the checking processes parse and check themselves
@@ -492,12 +495,6 @@ def verify(
             result = check_ranges(reader, forced, prefer, base, policy, meter, budget)
         else:
             result = _parse_and_check_here(reader, forced, prefer, base, policy, meter, threads, budget)
-        if reader.changed():
-            raise ToolError(
-                f"The manifest {source.shown} changed while it was being checked; check it again once "
-                "nothing writes to it"
-            )
-        result.close = reader.close
         if args["report_new"] and result.stopped is None:
             try:
                 result.new, result.walk_skipped = find_new(result.names(), base, source.path, args, budget)
@@ -507,10 +504,14 @@ def verify(
                     )
             except ScanStopped as stop:
                 result.stopped = stop.reason
-        prepare_answer(result, int(args.get("max_listed", 50)))
-    except BaseException:
+        prepare_answer(result, int(args.get("max_listed", 50)))  # the last read of the manifest
+        if reader.changed():
+            raise ToolError(
+                f"The manifest {source.shown} changed while it was being checked; check it again once "
+                "nothing writes to it"
+            )
+    finally:
         reader.close()
-        raise
     result.seconds = time.perf_counter() - started
     return result
 
@@ -1124,10 +1125,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         lambda meter: verify(source, base, args, ctx.paths, meter, HASH_THREADS, timeout_s),
         describe=describe,
     )
-    try:
-        return render(result, source.shown, base_shown, args, ctx)
-    finally:
-        result.close()
+    return render(result, source.shown, base_shown, args, ctx)
 
 
 def render(
@@ -1205,11 +1203,14 @@ def render(
     links: tuple[ResourceLink, ...] = ()
     uri: str | None = None
     if truncated:
-        link = ctx.keep(
-            "verify-report.txt",
-            result.report if result.report is not None else full_report(result),
-            description=f"Every entry's status from checking {manifest_shown} against {base_shown}",
-        )
+        if result.report is None and result.report_size > MAX_ITEM:
+            link: ResourceLink | str = TooLarge(result.report_size).reason
+        else:
+            link = ctx.keep(
+                "verify-report.txt",
+                result.report if result.report is not None else full_report(result),
+                description=f"Every entry's status from checking {manifest_shown} against {base_shown}",
+            )
         if isinstance(link, str):
             out.append(f"Lists were cut at {limit:,} names; the full report was not kept: {link}.")
         else:
@@ -1278,28 +1279,50 @@ def prepare_answer(result: Verification, limit: int) -> None:
     counts = result.checked.counts()
     result.listed, result.listed_limit = listed(result, limit, counts), limit
     if is_cut(result, counts, limit):
-        result.report = full_report(result)
+        result.report, result.report_size = write_report(result, MAX_ITEM)
 
 
 def full_report(result: Verification) -> str:
     """One line per entry like 'sha256sum -c' prints them, then bad lines and new files."""
+    text, _ = write_report(result)
+    assert text is not None
+    return text
+
+
+def write_report(result: Verification, most: int | None = None) -> tuple[str | None, int]:
+    """``full_report`` and its size in UTF-8 bytes; past ``most`` bytes only the size (the text is
+    dropped as soon as it is too big to keep: a million entries' report is 60 MB nobody can read)."""
     chunks: list[str] = []  # joined every few thousand lines: a million small strings would be 70 MB
     lines: list[str] = []
-    for name, checked in zip(result.names(), result.checked, strict=True):
-        detail = f" ({checked.detail})" if checked.detail else ""
-        lines.append(f"{printable(name)}: {checked.status}{detail}")
+    size = 0
+    keeping = True
+
+    def add(line: str) -> None:
+        nonlocal size, keeping, chunks, lines
+        size += len(line.encode("utf-8", "surrogateescape")) + 1
+        if not keeping:
+            return
+        if most is not None and size > most:
+            keeping, chunks, lines = False, [], []
+            return
+        lines.append(line)
         if len(lines) >= 4096:
             chunks.append("\n".join(lines))
             lines = []
-    if chunks:
-        lines = ["\n".join(chunks), *lines]
-        del chunks
-    lines += [f"line {n}: improperly formatted" for n in result.bad_lines]
+
+    for name, checked in zip(result.names(), result.checked, strict=True):
+        detail = f" ({checked.detail})" if checked.detail else ""
+        add(f"{printable(name)}: {checked.status}{detail}")
+    for n in result.bad_lines:
+        add(f"line {n}: improperly formatted")
     unlisted = result.bad_count - len(result.bad_lines)
     if unlisted:
-        lines.append(f"… and {unlisted:,} more improperly formatted lines")
-    lines += [f"{printable(name)}: NEW (not in the manifest)" for name in result.new or ()]
-    return "\n".join(lines) + "\n"
+        add(f"… and {unlisted:,} more improperly formatted lines")
+    for name in result.new or ():
+        add(f"{printable(name)}: NEW (not in the manifest)")
+    if not keeping:
+        return None, size
+    return "\n".join([*chunks, *lines]) + "\n", size
 
 
 TOOL = Tool(
