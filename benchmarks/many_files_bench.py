@@ -18,6 +18,7 @@ sets against ``jdupes -r``'s.
 
     uv run python benchmarks/many_files_bench.py --corpus /work/bench-corpus --rounds 3
     uv run python benchmarks/many_files_bench.py --only hash-mixed,dups --rounds 5
+    uv run python benchmarks/many_files_bench.py --only verify,verify-small --rounds 3
 """
 
 from __future__ import annotations
@@ -334,7 +335,7 @@ def build_rows(args: argparse.Namespace, only: set[str]) -> list[Row]:
 
     if want("hash-mixed") or want("verify") or want("du-mixed"):
         corpus.ensure_kind(mixed, "mixed", args.mixed_files)
-    if want("hash-small") or want("dups-small") or want("du-small"):
+    if want("hash-small") or want("verify-small") or want("dups-small") or want("du-small"):
         corpus.ensure_kind(small, "small", args.small_files)
     if want("dups"):
         corpus.ensure_kind(dups, "duplicates", args.dup_files)
@@ -366,16 +367,21 @@ def build_rows(args: argparse.Namespace, only: set[str]) -> list[Row]:
                     manifest_check(ours, theirs),
                 )
             )
-    if want("verify"):
+    for row_name, root, count in (
+        ("verify", mixed, args.mixed_files),
+        ("verify-small", small, args.small_files),
+    ):
+        if not want(row_name):
+            continue
         for algorithm, tool, name, options in (
             ("sha256", "sha256sum", "SHA256SUMS", "--quiet --strict"),
             *([("blake3", "b3sum", "B3SUMS", "--quiet")] if b3sum else []),
         ):
-            manifest = args.workdir / f"mixed.{name}"
+            manifest = args.workdir / f"{root.name}.{name}"
             if not manifest.exists():
                 print(f"writing {manifest}", file=sys.stderr, flush=True)
                 subprocess.run(
-                    f"cd {mixed} && find . -type f -print0 | xargs -0 -P2 -n256 {tool} > {manifest}",
+                    f"cd {root} && find . -type f -print0 | xargs -0 -P2 -n256 {tool} > {manifest}",
                     shell=True,
                     check=True,
                 )
@@ -391,14 +397,14 @@ def build_rows(args: argparse.Namespace, only: set[str]) -> list[Row]:
 
             rows.append(
                 Row(
-                    f"verify_checksums {algorithm}, {args.mixed_files:,} files",
+                    f"verify_checksums {algorithm}, {count:,} files ({root.name})",
                     sysmcp_call(
                         "verify_checksums",
-                        {"manifest": str(manifest), "base_dir": str(mixed), **long},
+                        {"manifest": str(manifest), "base_dir": str(root), **long},
                         verified,
                     ),
                     f"{tool} -c {options}",
-                    shell(f"cd {mixed} && {tool} -c {options} {manifest}"),
+                    shell(f"cd {root} && {tool} -c {options} {manifest}"),
                     1.0,
                     verify_check,
                 )
@@ -450,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated rows: hash-mixed, hash-small, verify, dups, dups-small, du-mixed, du-small, du-root",
+        help="comma-separated rows: hash-mixed, hash-small, verify, verify-small, dups, dups-small, du-mixed, du-small, du-root",
     )
     args = parser.parse_args(argv)
     for tool in ("jdupes", "sha256sum", "du"):

@@ -225,6 +225,11 @@ def hash_once(fd: int, algorithms: Sequence[Algorithm], buffer: bytearray, opene
     return Digest(hexdigests, count, _change(opened, os.fstat(fd), count))
 
 
+def describe_change(before: os.stat_result, after: os.stat_result, read: int) -> str | None:
+    """Why a file read between these two looks yields the digest of no single version of it, or None."""
+    return _change(before, after, read)
+
+
 def _change(before: os.stat_result, after: os.stat_result, read: int) -> str | None:
     # Size 0 before and after with bytes read is a kernel-generated file (procfs, sysfs): not a change.
     pseudo = before.st_size == after.st_size == 0
@@ -551,9 +556,7 @@ def parse_manifest(
     ``check``: called every few thousand lines (a cancellation checkpoint).
     """
     manifest = Manifest()
-    by_length: dict[int, tuple[Algorithm, ...]] = {}  # candidates per digest length, worked out once
-    plain = _PLAIN_GNU.fullmatch
-    reversed_style: bool | None = None  # BSD ``md5 -r`` lines ("<hex> <name>"), decided by the first line
+    parse = LineParser(forced, prefer).parse
     # Line by line from a stream, not ``split``: 64 MiB of short junk lines would be millions of objects.
     for number, raw_line in enumerate(io.BytesIO(data), 1):
         line = raw_line[:-1] if raw_line.endswith(b"\n") else raw_line
@@ -565,21 +568,8 @@ def parse_manifest(
             line = line[:-1]
         if not line:
             continue
-        # The common line, '<hex>  <name>' with nothing to unescape, in one match (a tag is never all hex).
-        simple = plain(line) if reversed_style is not True else None
-        if simple is not None:
-            digest_bytes = simple.group(1)
-            candidates = by_length.get(len(digest_bytes))
-            if candidates is None:
-                candidates = by_length[len(digest_bytes)] = _candidates(len(digest_bytes), forced, prefer)
-            parsed = (simple.group(2), digest_bytes.decode("ascii"), candidates) if candidates else None
-            reversed_style = False if candidates else reversed_style
-        else:
-            parsed = _parse_tagged(line, forced)
-            if parsed is None:
-                parsed, reversed_style = _parse_gnu(line, forced, prefer, reversed_style)
-        # A name of PATH_MAX bytes or more can be no file's: improperly formatted too.
-        if parsed is None or not parsed[0] or b"\0" in parsed[0] or len(parsed[0]) >= PATH_MAX:
+        parsed = parse(line)
+        if parsed is None:
             manifest.bad_count += 1
             if len(manifest.bad_lines) < MAX_BAD_LINES_KEPT:
                 manifest.bad_lines.append(number)
@@ -590,6 +580,81 @@ def parse_manifest(
         name, digest, candidates = parsed
         manifest.entries.add(number, name, digest, candidates)
     return manifest
+
+
+class LineParser:
+    """One manifest line at a time, as ``parse_manifest`` reads them (comments, empty lines and the
+    trailing CR already dropped by the caller).
+
+    Why a class: the one piece of state a line leaves for the next is ``reversed_style`` (BSD
+    ``md5 -r`` lines, "<hex> <name>", or GNU ones), fixed by the first line that tells. A parser
+    started on a later part of the manifest is given it (``decide_style``), so parts parsed apart
+    read every line exactly as one pass from the start would.
+    """
+
+    __slots__ = ("_by_length", "_plain", "forced", "prefer", "reversed_style")
+
+    def __init__(
+        self, forced: Algorithm | None = None, prefer: Sequence[str] = (), reversed_style: bool | None = None
+    ) -> None:
+        self.forced = forced
+        self.prefer = prefer
+        self.reversed_style = reversed_style
+        self._by_length: dict[
+            int, tuple[Algorithm, ...]
+        ] = {}  # candidates per digest length, worked out once
+        self._plain = _PLAIN_GNU.fullmatch
+
+    def parse(self, line: bytes) -> Parsed | None:
+        """The line's name, hex digest and candidate algorithms, or None if improperly formatted."""
+        # The common line, '<hex>  <name>' with nothing to unescape, in one match (a tag is never all hex).
+        simple = self._plain(line) if self.reversed_style is not True else None
+        parsed: Parsed | None
+        if simple is not None:
+            digest_bytes = simple.group(1)
+            candidates = self._by_length.get(len(digest_bytes))
+            if candidates is None:
+                candidates = self._by_length[len(digest_bytes)] = _candidates(
+                    len(digest_bytes), self.forced, self.prefer
+                )
+            if candidates:
+                parsed = (simple.group(2), digest_bytes.decode("ascii"), candidates)
+                self.reversed_style = False
+            else:
+                parsed = None
+        else:
+            parsed = _parse_tagged(line, self.forced)
+            if parsed is None:
+                parsed, self.reversed_style = _parse_gnu(line, self.forced, self.prefer, self.reversed_style)
+        # A name of PATH_MAX bytes or more can be no file's: improperly formatted too.
+        if parsed is None or not parsed[0] or b"\0" in parsed[0] or len(parsed[0]) >= PATH_MAX:
+            return None
+        return parsed
+
+
+#: A line that may fix ``reversed_style``: a hex word first (tagged lines start with a word that is not).
+_MAY_DECIDE = re.compile(rb"^[ \t]*\\?[0-9a-fA-F]+[ \t]", re.MULTILINE)
+
+
+def decide_style(
+    blocks: Iterable[bytes], forced: Algorithm | None = None, prefer: Sequence[str] = ()
+) -> bool | None:
+    """The ``reversed_style`` one pass from the start settles, from the manifest's whole lines in order.
+
+    Only a line starting with a hex word can settle it, so the search for those runs in C and a long
+    BSD-tagged manifest (which never settles it) costs one regular-expression scan.
+    """
+    for block in blocks:
+        for found in _MAY_DECIDE.finditer(block):
+            end = block.find(b"\n", found.start())
+            line = block[found.start() : end if end >= 0 else len(block)]
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            parser = LineParser(forced, prefer)
+            parser.parse(line)
+            if parser.reversed_style is not None:
+                return parser.reversed_style
+    return None
 
 
 def _leading(line: bytes) -> tuple[int, bool]:

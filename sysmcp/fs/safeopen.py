@@ -169,6 +169,50 @@ def open_regular_at(
     return fd, opened
 
 
+def read_small_regular_at(
+    name: bytes,
+    looked: os.stat_result,
+    buffer: bytearray,
+    *,
+    dir_fd: int | None = None,
+    follow_symlinks: bool = False,
+) -> tuple[int, os.stat_result, OSError | None]:
+    """Open, read once into ``buffer`` and close a file that ``looked`` saw as a regular file smaller
+    than ``buffer``: the bytes read, the descriptor's ``fstat`` after the read, and the read's error.
+
+    Why: four system calls where ``open_regular_at``, a read and a check for changes take five, and
+    for the many small files of a tree the calls are the cost. The guarantees are the same: nothing
+    but a regular file gets past the look (so no device is ever opened on purpose), ``O_NONBLOCK``
+    keeps a FIFO swapped in from blocking the open or the read, and the descriptor must be the file
+    looked at (else ``Replaced`` or ``NotRegularFile``, as from ``open_regular_at``): checked on the
+    one ``fstat`` after the read instead of before it, so nothing read from another file is used.
+    The caller compares that ``fstat``'s size and mtime with ``looked`` to tell a file that changed.
+    """
+    if not stat.S_ISREG(looked.st_mode):
+        raise NotRegularFile(looked.st_mode)
+    flags = _FINAL & ~os.O_NOFOLLOW if follow_symlinks else _FINAL
+    try:
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK) and not follow_symlinks:
+            raise Replaced() from None  # a symlink now stands where a regular file was (FreeBSD: EMLINK)
+        raise
+    failure: OSError | None = None
+    try:
+        try:
+            count = os.readv(fd, [buffer])
+        except OSError as exc:
+            count, failure = 0, exc
+        after = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(after.st_mode):
+        raise NotRegularFile(after.st_mode)
+    if (after.st_dev, after.st_ino) != (looked.st_dev, looked.st_ino):
+        raise Replaced()
+    return count, after, failure
+
+
 def _is_symlink(name: bytes, dir_fd: int) -> bool:
     try:
         return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)

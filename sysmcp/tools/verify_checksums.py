@@ -13,9 +13,9 @@ import os
 import stat
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from sysmcp.fs.checksums import (
     ALGORITHM_NAMES,
@@ -23,11 +23,16 @@ from sysmcp.fs.checksums import (
     CHUNK,
     HASH_THREADS,
     MAX_BAD_LINES,
+    MAX_BAD_LINES_KEPT,
+    Algorithm,
     Digest,
     Entry,
     Job,
+    LineParser,
     Manifest,
     PoolCounters,
+    decide_style,
+    describe_change,
     explain,
     hash_fd,
     hash_many,
@@ -37,11 +42,12 @@ from sysmcp.fs.checksums import (
 )
 from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
 from sysmcp.fs.paths import PathPolicy, display, printable
-from sysmcp.fs.safeopen import kind, open_regular_at
+from sysmcp.fs.safeopen import kind, open_regular_at, read_small_regular_at
 from sysmcp.fs.units import human_bytes, plural, rate
 from sysmcp.fs.walk import Budget, ScanStopped, SkipCounter, collect_within, join, throttled, walk_files
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import (
@@ -52,7 +58,7 @@ from sysmcp.tools.walking import (
     walk_properties,
 )
 
-MAX_MANIFEST = 64 << 20  # bytes: a manifest of about half a million files
+MAX_MANIFEST = 1 << 30  # bytes: about 12 million lines (read in ranges, never whole)
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 600.0
 
@@ -205,17 +211,128 @@ class Checked:
     algorithm: str = ""
 
 
+NOT_CHECKED = Checked("NOT_CHECKED", "the time budget ran out first")
+
+# Every entry's verdict is one byte (``Verdicts``): OK and FAILED carry their algorithm's number.
+_VERDICT_ALGORITHMS: tuple[str, ...] = (*ALGORITHM_NAMES, *(f"blake2b-{bits}" for bits in range(8, 512, 8)))
+_ALGORITHM_CODE = {name: code for code, name in enumerate(_VERDICT_ALGORITHMS)}
+FAILED_CODE = 100  # plus the algorithm's number
+MISSING_CODE, UNREADABLE_CODE, NOT_CHECKED_CODE = 250, 251, 252
+_DECODED: dict[int, Checked] = {
+    **{code: Checked("OK", algorithm=name) for code, name in enumerate(_VERDICT_ALGORITHMS)},
+    **{
+        FAILED_CODE + code: Checked("FAILED", algorithm=name) for code, name in enumerate(_VERDICT_ALGORITHMS)
+    },
+    MISSING_CODE: Checked("MISSING"),
+    NOT_CHECKED_CODE: NOT_CHECKED,
+}
+
+
+def encode(checked: Checked) -> int:
+    """A verdict's byte (an UNREADABLE one's detail is kept aside)."""
+    if checked.status == "OK":
+        return _ALGORITHM_CODE[checked.algorithm]
+    if checked.status == "FAILED":
+        return FAILED_CODE + _ALGORITHM_CODE[checked.algorithm]
+    return {"MISSING": MISSING_CODE, "UNREADABLE": UNREADABLE_CODE, "NOT_CHECKED": NOT_CHECKED_CODE}[
+        checked.status
+    ]
+
+
+class Verdicts(Sequence[Checked]):
+    """Every entry's verdict, in manifest order: one byte each, UNREADABLE details aside.
+
+    Why: a million entries cost a megabyte here, where a list of verdicts costs eight, and the
+    forked checking processes send their parts back as plain bytes.
+    """
+
+    __slots__ = ("codes", "details")
+
+    def __init__(self, codes: bytearray | None = None, details: dict[int, str] | None = None) -> None:
+        self.codes = codes if codes is not None else bytearray()
+        self.details = details if details is not None else {}
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def _at(self, index: int) -> Checked:
+        code = self.codes[index]
+        if code == UNREADABLE_CODE:
+            return Checked("UNREADABLE", self.details.get(index, "unreadable"))
+        return _DECODED[code]
+
+    @overload
+    def __getitem__(self, index: int) -> Checked: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Checked]: ...
+
+    def __getitem__(self, index: int | slice) -> Checked | Sequence[Checked]:
+        if isinstance(index, slice):
+            return [self._at(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("verdict index out of range")
+        return self._at(index)
+
+    def __setitem__(self, index: int, checked: Checked) -> None:
+        self.codes[index] = encode(checked)
+        if checked.status == "UNREADABLE":
+            self.details[index] = checked.detail
+        else:
+            self.details.pop(index, None)
+
+    def __iter__(self) -> Iterator[Checked]:
+        for index in range(len(self)):
+            yield self._at(index)
+
+    def counts(self) -> Counter[Status]:
+        """Entries per status."""
+        by_code = Counter(self.codes)
+        out: Counter[Status] = Counter()
+        for code, count in by_code.items():
+            out[_DECODED[code].status if code != UNREADABLE_CODE else "UNREADABLE"] += count
+        return out
+
+    def algorithms(self) -> Counter[str]:
+        """Entries checked (OK or FAILED) per algorithm."""
+        out: Counter[str] = Counter()
+        for code, count in Counter(self.codes).items():
+            if code < MISSING_CODE:
+                out[_DECODED[code].algorithm] += count
+        return out
+
+
+def _no_names() -> Iterator[bytes]:
+    return iter(())
+
+
 @dataclass
 class Verification:
-    """The worker's answer: a status per entry, in manifest order, plus what the walk found."""
+    """What the check found: a verdict per entry, the improperly formatted lines, and the walk's finds.
 
-    manifest: Manifest
-    checked: list[Checked] = field(default_factory=list)
+    The entries' names are not kept (a million names would be most of the memory): ``names()``
+    reads them again from the manifest, in order, when a list or the full report needs them.
+    """
+
+    checked: Verdicts = field(default_factory=Verdicts)
+    bad_lines: list[int] = field(default_factory=list)  # line numbers, 1-based: the first MAX_BAD_LINES_KEPT
+    bad_count: int = 0
+    names: Callable[[], Iterator[bytes]] = _no_names
     new: list[bytes] | None = None
     walk_skipped: dict[str, int] = field(default_factory=dict)
     bytes_hashed: int = 0
     seconds: float = 0.0
     stopped: str | None = None  # why some entries were not checked (the time budget ran out)
+    listed: dict[Status, list[tuple[bytes, Checked]]] | None = None  # the names the answer shows (render)
+    listed_limit: int = 0
+    report: str | None = None  # the full report, written in the worker when the answer cuts a list
+    report_size: int = 0  # its UTF-8 bytes (also when it was too big to keep, and not kept here)
+
+    @property
+    def entries(self) -> int:
+        return len(self.checked)
 
 
 @dataclass(frozen=True)
@@ -228,24 +345,127 @@ class Source:
     name_hint: str | None = None
 
 
-def read_manifest(path: bytes, shown: str) -> bytes:
-    """Read a checksum file, refusing FIFOs and devices without blocking, and huge files."""
-    try:
-        fd, _ = open_regular_at(path)
-    except FileNotFoundError:
-        raise ToolError(f"No such manifest file: {shown}") from None
-    except OSError as exc:
-        raise ToolError(f"Cannot read the manifest {shown}: {explain(exc)}") from None
-    try:
-        with os.fdopen(fd, "rb", closefd=False) as stream:
-            data = stream.read(MAX_MANIFEST + 1)
-    except OSError as exc:
-        raise ToolError(f"Cannot read the manifest {shown}: {explain(exc)}") from None
-    finally:
-        os.close(fd)
+MIN_RANGE = 4 << 10  # bytes of manifest per task, at least: a split test of a few hundred lines splits
+MAX_RANGE = 1 << 20  # and at most: each task's lines are in memory at once
+_EXTEND = 64 << 10  # read-ahead while looking for the end of a line that runs past its range
+
+
+class ManifestBytes:
+    """The manifest's bytes, a range at a time: from the open file (``pread``: the forked processes
+    share the descriptor but no file offset) or from memory (text, a stored result).
+
+    Why ranges: each checking process parses its own ranges, so no process ever holds the whole
+    manifest or an object per line, and the parse itself is shared out.
+    """
+
+    def __init__(self, shown: str, data: bytes = b"", fd: int | None = None) -> None:
+        self.shown = shown
+        self.data = data
+        self.fd = fd
+        self.looked = os.fstat(fd) if fd is not None else None
+        self.size = self.looked.st_size if self.looked is not None else len(data)
+
+    def read(self, start: int, end: int) -> bytes:
+        if self.fd is None:
+            if self.looked is not None:
+                raise ValueError(f"the manifest {self.shown} was closed: its names were read in the worker")
+            return self.data[start:end]
+        pieces = []
+        while start < end:
+            piece = os.pread(self.fd, end - start, start)
+            if not piece:
+                break
+            pieces.append(piece)
+            start += len(piece)
+        return b"".join(pieces)
+
+    def owned(self, start: int, end: int) -> bytes:
+        """The whole lines that start in ``[start, end)``: every line belongs to exactly one range."""
+        data = self.read(max(0, start - 1), end)
+        if start > 0:
+            cut = data.find(b"\n")
+            if cut < 0:
+                return b""  # one line runs through the whole range: the range where it starts has it
+            data = data[cut + 1 :]
+        if not data or data.endswith(b"\n") or end >= self.size:
+            return data
+        pieces, at = [data], end
+        while at < self.size:
+            more = self.read(at, min(self.size, at + _EXTEND))
+            if not more:
+                break
+            cut = more.find(b"\n")
+            if cut >= 0:
+                pieces.append(more[: cut + 1])
+                break
+            pieces.append(more)
+            at += len(more)
+        return b"".join(pieces)
+
+    def blocks(self, per_task: int, check: Callable[[], None]) -> Iterator[bytes]:
+        """Every range's lines in order; ``check`` (cancellation) runs before each."""
+        for start in range(0, self.size, per_task):
+            check()
+            yield self.owned(start, min(self.size, start + per_task))
+
+    def changed(self) -> bool:
+        """Whether the file's size or modification time moved since it was opened."""
+        if self.fd is None or self.looked is None:
+            return False
+        now = os.fstat(self.fd)
+        return (now.st_size, now.st_mtime_ns) != (self.looked.st_size, self.looked.st_mtime_ns)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def open_manifest(source: Source) -> ManifestBytes:
+    """The manifest's bytes: a checksum file opened safely (FIFOs and devices refused without
+    blocking), or the text in hand. Huge ones are refused."""
+    if source.path is None:
+        data = source.data
+    else:
+        shown = source.shown
+        try:
+            fd, opened = open_regular_at(source.path)
+        except FileNotFoundError:
+            raise ToolError(f"No such manifest file: {shown}") from None
+        except OSError as exc:
+            raise ToolError(f"Cannot read the manifest {shown}: {explain(exc)}") from None
+        if opened.st_size > 0:
+            reader = ManifestBytes(shown, fd=fd)
+            if reader.size > MAX_MANIFEST:
+                reader.close()
+                raise ToolError(f"The manifest {shown} is larger than {human_bytes(MAX_MANIFEST)}; split it")
+            return reader
+        try:  # size 0: a kernel-generated file (procfs) has its bytes only when read
+            with os.fdopen(fd, "rb", closefd=False) as stream:
+                data = stream.read(MAX_MANIFEST + 1)
+        except OSError as exc:
+            raise ToolError(f"Cannot read the manifest {shown}: {explain(exc)}") from None
+        finally:
+            os.close(fd)
     if len(data) > MAX_MANIFEST:
-        raise ToolError(f"The manifest {shown} is larger than {human_bytes(MAX_MANIFEST)}; split it")
-    return data
+        raise ToolError(f"The manifest {source.shown} is larger than {human_bytes(MAX_MANIFEST)}; split it")
+    return ManifestBytes(source.shown, data=data)
+
+
+def _not_a_manifest(shown: str) -> ToolError:
+    return ToolError(
+        f"{shown}: more than {MAX_BAD_LINES:,} improperly formatted lines, so this does not look "
+        "like a checksum manifest. Expected lines like '<hex digest>  <name>' or "
+        "'SHA256 (<name>) = <hex digest>'."
+    )
+
+
+def _no_entries(shown: str, bad: int) -> ToolError:
+    return ToolError(
+        f"{shown}: no properly formatted checksum lines found"
+        + (f" ({bad:,} improperly formatted)" if bad else "")
+        + ". Expected lines like '<hex digest>  <name>' or 'SHA256 (<name>) = <hex digest>'."
+    )
 
 
 def verify(
@@ -258,65 +478,72 @@ def verify(
     timeout_s: float = math.inf,
     clock: Callable[[], float] = time.monotonic,
 ) -> Verification:
-    """Parse, look at every listed file, hash the regular ones on a small pool, then walk for new files.
+    """Check every entry, walk for new files, and read the names the answer shows.
 
-    At the deadline (``timeout_s``) whatever is left stays NOT_CHECKED and ``stopped`` says why.
+    A short manifest is parsed here and checked on a small thread pool (``_check_here``); a long one
+    is cut into ranges of whole lines that the checking processes parse and check themselves
+    (``check_ranges``). At the deadline (``timeout_s``) what is left stays NOT_CHECKED and
+    ``stopped`` says why.
     """
     started = time.perf_counter()
-    check = throttled(meter.checkpoint)  # parsing is bounded by MAX_MANIFEST: no deadline inside it
-    data = read_manifest(source.path, source.shown) if source.path is not None else source.data
-    forced = None if args["algorithm"] == "auto" else ALGORITHMS[args["algorithm"]]
-    manifest = parse_manifest(data, forced=forced, prefer=hint_order(source.name_hint), check=check)
-    del data  # up to 64 MiB the forked checking processes would otherwise map (and count) too
-    if manifest.gave_up:
-        raise ToolError(
-            f"{source.shown}: more than {MAX_BAD_LINES:,} improperly formatted lines, so this does not look "
-            "like a checksum manifest. Expected lines like '<hex digest>  <name>' or "
-            "'SHA256 (<name>) = <hex digest>'."
-        )
-    if not manifest.entries:
-        bad = manifest.bad_count
-        raise ToolError(
-            f"{source.shown}: no properly formatted checksum lines found"
-            + (f" ({bad:,} improperly formatted)" if bad else "")
-            + ". Expected lines like '<hex digest>  <name>' or 'SHA256 (<name>) = <hex digest>'."
-        )
-    result = Verification(manifest, [NOT_CHECKED] * len(manifest.entries))
-    budget = Budget(timeout_s, meter.checkpoint, clock=clock)
+    reader = open_manifest(source)
     try:
-        _check_entries(manifest, base, args, policy, meter, threads, budget, result, source.path)
-    except ScanStopped as stop:
-        result.stopped = stop.reason
+        forced = None if args["algorithm"] == "auto" else ALGORITHMS[args["algorithm"]]
+        prefer = hint_order(source.name_hint)
+        budget = Budget(timeout_s, meter.checkpoint, clock=clock)
+        if reader.size >= PARALLEL_FROM:
+            result = check_ranges(reader, forced, prefer, base, policy, meter, budget)
+        else:
+            result = _parse_and_check_here(reader, forced, prefer, base, policy, meter, threads, budget)
+        if args["report_new"] and result.stopped is None:
+            try:
+                result.new, result.walk_skipped = find_new(result.names(), base, source.path, args, budget)
+                if budget.expired:  # the walk ends quietly at the deadline: its list may miss files
+                    raise ScanStopped(
+                        budget.reason + " while looking for new files (the list of new files may be short)"
+                    )
+            except ScanStopped as stop:
+                result.stopped = stop.reason
+        prepare_answer(result, int(args.get("max_listed", 50)))  # the last read of the manifest
+        if reader.changed():
+            raise ToolError(
+                f"The manifest {source.shown} changed while it was being checked; check it again once "
+                "nothing writes to it"
+            )
+    finally:
+        reader.close()
     result.seconds = time.perf_counter() - started
     return result
 
 
-NOT_CHECKED = Checked("NOT_CHECKED", "the time budget ran out first")
-
-
-def _check_entries(
-    manifest: Manifest,
+def _parse_and_check_here(
+    reader: ManifestBytes,
+    forced: Algorithm | None,
+    prefer: Sequence[str],
     base: bytes,
-    args: dict[str, Any],
     policy: PathPolicy,
     meter: Meter,
     threads: int,
-    check: Budget,
-    result: Verification,
-    manifest_path: bytes | None,
-) -> None:
-    """Both passes, the retry and the walk for new files; ``check`` raises ScanStopped at the deadline."""
-    processes = available_processes() if len(manifest.entries) >= PARALLEL_FROM else 1
-    if processes > 1:
-        result.bytes_hashed = check_in_processes(manifest, base, policy, meter, check, result, processes)
-    else:
-        _check_here(manifest, base, policy, meter, threads, check, result)
-    if args["report_new"]:
-        result.new, result.walk_skipped = find_new(manifest.entries, base, manifest_path, args, check)
-        if check.expired:  # the walk ends quietly at the deadline: its list may miss files
-            raise ScanStopped(
-                check.reason + " while looking for new files (the list of new files may be short)"
-            )
+    budget: Budget,
+) -> Verification:
+    check = throttled(meter.checkpoint)  # a short manifest: no deadline inside the parse
+    manifest = parse_manifest(reader.read(0, reader.size), forced=forced, prefer=prefer, check=check)
+    if manifest.gave_up:
+        raise _not_a_manifest(reader.shown)
+    if not manifest.entries:
+        raise _no_entries(reader.shown, manifest.bad_count)
+    entries = manifest.entries
+    result = Verification(
+        Verdicts(bytearray([NOT_CHECKED_CODE]) * len(entries)),
+        manifest.bad_lines,
+        manifest.bad_count,
+        names=lambda: (entry.name for entry in entries),
+    )
+    try:
+        _check_here(manifest, base, policy, meter, threads, budget, result)
+    except ScanStopped as stop:
+        result.stopped = stop.reason
+    return result
 
 
 def _check_here(
@@ -399,104 +626,169 @@ def _check_here(
     )
 
 
-PARALLEL_FROM = 2000  # entries from which the check is shared out between processes
-_OK = {name: Checked("OK", algorithm=name) for name in ALGORITHM_NAMES}  # one object per algorithm
+PARALLEL_FROM = 160 << 10  # manifest bytes (about 2,000 lines) from which it is checked in ranges
 
 
-def check_one(
-    entry: Entry,
+def check_file(
     path: bytes,
+    expected: str,
+    candidates: tuple[Algorithm, ...],
     confined: bool,
     settled: dict[int, str],
     buffer: bytearray,
     on_chunk: Callable[[int], None],
-) -> tuple[Checked, int]:
-    """Look at, open and hash one entry's file; its verdict and the bytes read.
+) -> tuple[int, str, int]:
+    """Look at, open and hash one entry's file: its verdict's code, an UNREADABLE detail, bytes read.
 
-    The same rules as the two passes: stat follows symlinks as ``sha256sum`` does (unless the
-    allowed roots confine us), anything but a regular file is refused before it is opened, and the
-    open checks it is the file looked at. A digest length two algorithms share is settled by the
-    first match; a mismatch under a settled length is tried with the other candidates too.
+    The same rules as ``_check_here``'s two passes: stat follows symlinks as ``sha256sum`` does
+    (unless the allowed roots confine us), anything but a regular file is refused before it is
+    opened, and the open checks it is the file looked at. A digest length two algorithms share is
+    settled by the first match; a mismatch under a settled length is tried with the other
+    candidates too. ``expected`` is lowercase hex.
     """
     try:
         looked = os.stat(path)
     except OSError as exc:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-            return Checked("MISSING"), 0
-        return Checked("UNREADABLE", explain(exc)), 0
+            return MISSING_CODE, "", 0
+        return UNREADABLE_CODE, explain(exc), 0
     if not stat.S_ISREG(looked.st_mode):
-        return Checked("UNREADABLE", f"not a regular file: {kind(looked.st_mode)}"), 0
+        return UNREADABLE_CODE, f"not a regular file: {kind(looked.st_mode)}", 0
+    trying = candidates
+    narrowed = len(candidates) > 1 and len(expected) in settled
+    if narrowed:
+        trying = (ALGORITHMS[settled[len(expected)]],)
+    blamed = FAILED_CODE + _ALGORITHM_CODE[candidates[0].name]  # the line's own first candidate (_judge)
+    if 0 < looked.st_size < len(buffer):
+        return _check_small(path, looked, expected, candidates, trying, confined, settled, buffer, blamed)
     try:
         fd, opened = open_regular_at(path, follow_symlinks=not confined, expect=looked)
     except FileNotFoundError:
-        return Checked("MISSING"), 0
+        return MISSING_CODE, "", 0
     except OSError as exc:
-        return Checked("UNREADABLE", explain(exc)), 0
-    candidates = entry.candidates
-    narrowed = len(candidates) > 1 and len(entry.digest) in settled
-    if narrowed:
-        candidates = (ALGORITHMS[settled[len(entry.digest)]],)
+        return UNREADABLE_CODE, explain(exc), 0
     read = 0
-    blamed = entry.candidates[0].name  # a FAILED verdict names the line's own first candidate (_judge)
     try:
         while True:
             try:
                 if opened.st_size < len(buffer):
-                    digest = hash_once(fd, candidates, buffer, opened)
+                    digest = hash_once(fd, trying, buffer, opened)
                 else:
-                    digest = hash_fd(fd, candidates, buffer, on_chunk, opened=opened)
+                    digest = hash_fd(fd, trying, buffer, on_chunk, opened=opened)
             except OSError as exc:
-                return Checked("UNREADABLE", f"read error: {explain(exc)}"), read
+                return UNREADABLE_CODE, f"read error: {explain(exc)}", read
             read += digest.size
             if digest.changed:
-                return Checked(
-                    "UNREADABLE", f"changed while being read ({digest.changed}); check it again"
-                ), read
+                return UNREADABLE_CODE, f"changed while being read ({digest.changed}); check it again", read
             for name, hexdigest in digest.hexdigests.items():
-                if hexdigest == entry.digest:
-                    if len(candidates) > 1:
-                        settled.setdefault(len(entry.digest), name)
-                    return _OK.get(name) or Checked("OK", algorithm=name), read
+                if hexdigest == expected:
+                    if len(trying) > 1:
+                        settled.setdefault(len(expected), name)
+                    return _ALGORITHM_CODE[name], "", read
             if not narrowed:
-                return Checked("FAILED", algorithm=blamed), read
+                return blamed, "", read
             narrowed = False  # the settled guess failed: the other candidates, from the start
-            first = candidates[0].name
-            candidates = tuple(c for c in entry.candidates if c.name != first)
+            first = trying[0].name
+            trying = tuple(c for c in candidates if c.name != first)
+            if not trying:
+                return blamed, "", read
             os.lseek(fd, 0, os.SEEK_SET)
             opened = os.fstat(fd)
-            if not candidates:
-                return Checked("FAILED", algorithm=blamed), read
     finally:
         os.close(fd)
 
 
-def check_in_processes(
-    manifest: Manifest,
+def _check_small(
+    path: bytes,
+    looked: os.stat_result,
+    expected: str,
+    candidates: tuple[Algorithm, ...],
+    trying: tuple[Algorithm, ...],
+    confined: bool,
+    settled: dict[int, str],
+    buffer: bytearray,
+    blamed: int,
+) -> tuple[int, str, int]:
+    """``check_file`` for a file smaller than the buffer: open, one read, one ``fstat``, close
+    (``safeopen.read_small_regular_at``), and the candidates a settled length skipped are tried on the
+    bytes already read. The same verdicts as through ``open_regular_at`` and ``hash_once``, with two
+    system calls and every per-file object fewer: these are most files, and per-file work is the cost."""
+    try:
+        count, after, failure = read_small_regular_at(path, looked, buffer, follow_symlinks=not confined)
+    except FileNotFoundError:
+        return MISSING_CODE, "", 0
+    except OSError as exc:
+        return UNREADABLE_CODE, explain(exc), 0
+    if failure is not None:
+        return UNREADABLE_CODE, f"read error: {explain(failure)}", 0
+    size = looked.st_size
+    if count != size or after.st_size != size or after.st_mtime_ns != looked.st_mtime_ns:
+        changed = describe_change(looked, after, count) or "its contents moved while it was read"
+        return UNREADABLE_CODE, f"changed while being read ({changed}); check it again", count
+    data = memoryview(buffer)[:count]
+    for algorithm in trying:
+        hasher = algorithm.new()
+        hasher.update(data)
+        if hasher.hexdigest() == expected:
+            if len(trying) > 1:
+                settled.setdefault(len(expected), algorithm.name)
+            return _ALGORITHM_CODE[algorithm.name], "", count
+    if len(trying) == len(candidates):
+        return blamed, "", count
+    for algorithm in candidates:  # a settled guess that failed: the other candidates too
+        if algorithm.name != trying[0].name:
+            hasher = algorithm.new()
+            hasher.update(data)
+            if hasher.hexdigest() == expected:
+                return _ALGORITHM_CODE[algorithm.name], "", count
+    return blamed, "", count
+
+
+class _GaveUp(Exception):
+    """More than MAX_BAD_LINES improperly formatted lines: no manifest, whatever the rest holds."""
+
+
+def ranges_for(size: int, processes: int) -> tuple[int, int]:
+    """Bytes per task and the number of tasks: about 16 per process, each 4 KiB to 1 MiB."""
+    per_task = max(MIN_RANGE, min(MAX_RANGE, size // (processes * 16) + 1), -(-size // MAX_TASKS))
+    return per_task, max(1, -(-size // per_task))
+
+
+def check_ranges(
+    reader: ManifestBytes,
+    forced: Algorithm | None,
+    prefer: Sequence[str],
     base: bytes,
     policy: PathPolicy,
     meter: Meter,
     check: Budget,
-    result: Verification,
-    processes: int,
-) -> int:
-    """Check every entry, the entries shared out in contiguous slices between forked processes
-    (``fanout.FanOut``, as ``dir_usage`` walks). Each process sends back the indices it found OK per
-    algorithm and the other verdicts; what the deadline left is NOT_CHECKED. Returns bytes hashed."""
-    entries = manifest.entries
+) -> Verification:
+    """Parse and check a long manifest in ranges of whole lines, shared between forked processes.
+
+    Each process (``fanout.FanOut``, as ``dir_usage`` walks) claims a range, parses it, checks its
+    entries as it goes and keeps one byte per entry: what comes back is those bytes, the UNREADABLE
+    details and improperly formatted lines (few), per range. Nothing per entry exists before the
+    fork, so no process holds (or counts again) another's. At the deadline the processes stop; the
+    ranges, or rests of ranges, they did not reach are parsed here so every entry is counted (and
+    NOT_CHECKED) and every line number is right.
+    """
+    processes = available_processes()
+    per_task, tasks = ranges_for(reader.size, processes)
+    style = decide_style(reader.blocks(per_task, throttled(meter.checkpoint)), forced, prefer)
     confined = policy.allowed is not None
-    per_task = max(1, -(-len(entries) // MAX_TASKS))
-    tasks = -(-len(entries) // per_task)
-    meter.extra["files_total"] = meter.total = len(entries)
+    prefix = base if base.endswith(b"/") else base + b"/"
+    meter.total = reader.size
+    meter.extra["manifest_bytes"] = reader.size
     fan: FanOut | None = None
-    mine = [0, 0]  # this process's files and bytes done
+    mine = [0, 0]  # this process's files checked and manifest bytes read
 
     def report_and_check() -> None:
         files, done = mine
         if fan is not None:
             more_files, more_bytes = fan.progress.others()
             files, done = files + more_files, done + more_bytes
-        meter.extra["files"], meter.extra["bytes"] = files, done
-        meter.done = files
+        meter.extra["files"] = files
+        meter.done = done
         meter.checkpoint()
 
     def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
@@ -507,70 +799,174 @@ def check_in_processes(
             own = Budget(check.seconds, report_and_check, clock=check.clock)
             counts = mine
         own.deadline, own.reason = check.deadline, check.reason
+        parse = LineParser(forced, prefer, style).parse
         settled: dict[int, str] = {}
         buffer = bytearray(CHUNK)
-        ok: dict[str, list[int]] = {}
-        other: list[tuple[int, str, str, str]] = []
+        parts: list[tuple[int, int, bool, bytes, dict[int, str], list[int], int]] = []
+        hashed = 0
         stopped: str | None = None
-        done_so_far = 0
+        gave_up = False
+        bad_seen = 0  # by this process: more than MAX_BAD_LINES means the whole is no manifest
 
         def on_chunk(read: int) -> None:
-            counts[1] = done_so_far + read
             own()
 
         try:
             while (task := claim()) is not None:
-                for index in range(task * per_task, min(len(entries), (task + 1) * per_task)):
-                    own()
-                    entry = entries[index]
-                    path = entry.name if entry.name.startswith(b"/") else join(base, entry.name)
-                    if confined:
-                        try:
-                            path = os.fsencode(policy.resolve(os.fsdecode(path)))
-                        except ToolError:
-                            other.append((index, "UNREADABLE", "outside the allowed roots", ""))
+                start = task * per_task
+                lines = reader.owned(start, min(reader.size, start + per_task)).split(b"\n")
+                if lines[-1] == b"":
+                    lines.pop()
+                codes = bytearray()
+                details: dict[int, str] = {}
+                bad: list[int] = []
+                bad_count = 0
+                number = 0
+                try:
+                    for number, raw in enumerate(lines, 1):  # number: where a stop leaves off
+                        counts[1] += len(raw) + 1
+                        if raw.startswith(b"#"):
                             continue
-                    done_so_far = counts[1]
-                    verdict, read = check_one(entry, path, confined, settled, buffer, on_chunk)
-                    counts[0] += 1
-                    counts[1] = done_so_far + read
-                    if verdict.status == "OK":
-                        ok.setdefault(verdict.algorithm, []).append(index)
-                    else:
-                        other.append((index, verdict.status, verdict.detail, verdict.algorithm))
+                        line = raw[:-1] if raw.endswith(b"\r") else raw
+                        if not line:
+                            continue
+                        parsed = parse(line)
+                        if parsed is None:
+                            bad_count += 1
+                            if len(bad) < MAX_BAD_LINES_KEPT:
+                                bad.append(number)
+                            bad_seen += 1
+                            if bad_seen > MAX_BAD_LINES:
+                                raise _GaveUp()
+                            continue
+                        own()
+                        name, digest, candidates = parsed
+                        path = name if name.startswith(b"/") else prefix + name
+                        if confined:
+                            try:
+                                path = os.fsencode(policy.resolve(os.fsdecode(path)))
+                            except ToolError:
+                                details[len(codes)] = "outside the allowed roots"
+                                codes.append(UNREADABLE_CODE)
+                                counts[0] += 1
+                                continue
+                        code, detail, read = check_file(
+                            path, digest.lower(), candidates, confined, settled, buffer, on_chunk
+                        )
+                        if detail:
+                            details[len(codes)] = detail
+                        codes.append(code)
+                        hashed += read
+                        counts[0] += 1
+                except ScanStopped:
+                    parts.append((task, number - 1, False, bytes(codes), details, bad, bad_count))
+                    raise
+                parts.append((task, len(lines), True, bytes(codes), details, bad, bad_count))
         except ScanStopped as stop:
             stopped = stop.reason
-        return {"ok": ok, "other": other, "bytes": counts[1], "stopped": stopped}
+        except _GaveUp:
+            gave_up = True
+        return {"parts": parts, "bytes": hashed, "stopped": stopped, "gave_up": gave_up}
 
+    results: list[dict[str, Any] | None]
     try:
         fan = FanOut(tasks, processes, work)
         fan.start()
-        parts: list[dict[str, Any] | None] = [fan.run_here()]
-        parts += collect_within(fan, check)
+        results = [fan.run_here()]
+        results += collect_within(fan, check)
     finally:
         if fan is not None:
             fan.close()
+    return _assemble(reader, per_task, tasks, results, LineParser(forced, prefer, style), meter, check)
+
+
+def _assemble(
+    reader: ManifestBytes,
+    per_task: int,
+    tasks: int,
+    results: list[dict[str, Any] | None],
+    parser: LineParser,
+    meter: Meter,
+    check: Budget,
+) -> Verification:
+    """The processes' parts in manifest order, with what no process reached parsed here (NOT_CHECKED)."""
+    parts: dict[int, tuple[int, int, bool, bytes, dict[int, str], list[int], int]] = {}
     hashed = 0
     stopped: str | None = None
-    checked = result.checked
-    for part in parts:
-        if part is None:
+    for result in results:
+        if result is None:
             stopped = stopped or "a checking process ended unexpectedly"
             continue
-        for name, indices in part["ok"].items():
-            verdict = _OK.get(name) or Checked("OK", algorithm=name)
-            for index in indices:
-                checked[index] = verdict
-        for index, status, detail, algorithm in part["other"]:
-            checked[index] = Checked(status, detail, algorithm)
-        hashed += part["bytes"]
-        stopped = stopped or part["stopped"]
-    if stopped is None and any(c is NOT_CHECKED for c in checked):
-        stopped = check.reason
-    if stopped is not None:
-        result.bytes_hashed = hashed
-        raise ScanStopped(stopped)
-    return hashed
+        if result["gave_up"]:
+            raise _not_a_manifest(reader.shown)
+        for part in result["parts"]:
+            parts[part[0]] = part
+        hashed += result["bytes"]
+        stopped = stopped or result["stopped"]
+    verdicts = Verdicts()
+    codes, details = verdicts.codes, verdicts.details
+    bad_lines: list[int] = []
+    bad_count = 0
+    line_offset = 0
+    cancelled = throttled(meter.checkpoint)
+    for task in range(tasks):
+        part = parts.get(task)
+        if part is not None and part[2]:
+            _, lines, _, task_codes, task_details, task_bad, task_bad_count = part
+        else:  # not reached, or left at the deadline: the rest is parsed (not checked) here
+            start = task * per_task
+            block = reader.owned(start, min(reader.size, start + per_task))
+            done = part[1] if part is not None else 0
+            rest = bytearray(part[3]) if part is not None else bytearray()
+            task_details = part[4] if part is not None else {}
+            task_bad = list(part[5]) if part is not None else []
+            task_bad_count = part[6] if part is not None else 0
+            split = block.split(b"\n")
+            if split[-1] == b"":
+                split.pop()
+            lines = len(split)
+            for number in range(done + 1, lines + 1):
+                cancelled()
+                raw = split[number - 1]
+                if raw.startswith(b"#"):
+                    continue
+                line = raw[:-1] if raw.endswith(b"\r") else raw
+                if not line:
+                    continue
+                if parser.parse(line) is None:
+                    task_bad_count += 1
+                    if len(task_bad) < MAX_BAD_LINES_KEPT:
+                        task_bad.append(number)
+                else:
+                    rest.append(NOT_CHECKED_CODE)
+            task_codes = bytes(rest)
+            stopped = stopped or check.reason
+        entry_offset = len(codes)
+        codes += task_codes
+        for index, detail in task_details.items():
+            details[entry_offset + index] = detail
+        room = MAX_BAD_LINES_KEPT - len(bad_lines)
+        if room > 0:
+            bad_lines += [line_offset + number for number in task_bad[:room]]
+        bad_count += task_bad_count
+        if bad_count > MAX_BAD_LINES:
+            raise _not_a_manifest(reader.shown)
+        line_offset += lines
+    if not codes:
+        raise _no_entries(reader.shown, bad_count)
+    style = parser.reversed_style
+
+    def names() -> Iterator[bytes]:
+        parse = LineParser(parser.forced, parser.prefer, style).parse
+        for block in reader.blocks(per_task, cancelled):
+            for raw in block.split(b"\n"):
+                if raw.startswith(b"#"):
+                    continue
+                line = raw[:-1] if raw.endswith(b"\r") else raw
+                if line and (parsed := parse(line)) is not None:
+                    yield parsed[0]
+
+    return Verification(verdicts, bad_lines, bad_count, names=names, bytes_hashed=hashed, stopped=stopped)
 
 
 def retry_others(
@@ -635,7 +1031,7 @@ def _judge(
 
 
 def find_new(
-    entries: Sequence[Entry],
+    names: Iterable[bytes],
     base: bytes,
     manifest_path: bytes | None,
     args: dict[str, Any],
@@ -644,8 +1040,7 @@ def find_new(
     """Regular files under ``base`` that no entry names (the manifest file itself aside)."""
     prefix = base.rstrip(b"/") + b"/"
     known: set[bytes] = set()
-    for entry in entries:
-        name = entry.name
+    for name in names:
         if name.startswith(b"/"):
             if not name.startswith(prefix):
                 continue
@@ -715,10 +1110,11 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 
     def describe(meter: Meter, elapsed: float) -> str:
         done = meter.extra.get("bytes", 0)
-        if "bytes_total" not in meter.extra:  # shared out between processes: no look at the sizes first
+        if "manifest_bytes" in meter.extra:  # checked in ranges as it is parsed: no count of files first
+            read = meter.done or 0
             return (
-                f"{int(meter.extra.get('files', 0)):,} of {int(meter.extra.get('files_total', 0)):,} files, "
-                f"{human_bytes(done)} at {rate(done, elapsed)}"
+                f"{int(meter.extra.get('files', 0)):,} files checked, {human_bytes(read)} of the "
+                f"{human_bytes(meter.extra['manifest_bytes'])} manifest read"
             )
         return (
             f"{int(meter.extra.get('files', 0)):,} of {int(meter.extra.get('files_total', 0)):,} files, "
@@ -737,22 +1133,20 @@ def render(
 ) -> ToolOutput:
     """Counts first, then each non-OK list up to max_listed; the full report as a resource if cut."""
     limit: int = args["max_listed"]
-    entries = result.manifest.entries
-    counts = Counter(c.status for c in result.checked)
-    algorithms = Counter(c.algorithm for c in result.checked if c.algorithm)
-    bad_lines = result.manifest.bad_lines
-    bad_count = result.manifest.bad_count
-    by_status: dict[Status, list[tuple[Entry, Checked]]] = {"FAILED": [], "MISSING": [], "UNREADABLE": []}
-    for entry, checked in zip(entries, result.checked, strict=True):
-        if checked.status in by_status:
-            by_status[checked.status].append((entry, checked))
+    entries = result.entries
+    counts = result.checked.counts()
+    algorithms = result.checked.algorithms()
+    bad_lines = result.bad_lines
+    bad_count = result.bad_count
+    if result.listed is None or result.listed_limit != limit:
+        result.listed, result.listed_limit = listed(result, limit, counts), limit
+    by_status = result.listed
     new = result.new
-    all_ok = counts["OK"] == len(entries) and not bad_count and result.stopped is None
-    truncated = any(len(v) > limit for v in by_status.values()) or bad_count > limit or len(new or ()) > limit
-    truncated = truncated or counts["NOT_CHECKED"] > 0  # which ones were not checked: in the full report
+    all_ok = counts["OK"] == entries and not bad_count and result.stopped is None
+    truncated = is_cut(result, counts, limit)
 
     summary = (
-        f"Checked {plural(len(entries), 'entry')} of {manifest_shown} against {base_shown}: {counts['OK']:,} OK, "
+        f"Checked {plural(entries, 'entry')} of {manifest_shown} against {base_shown}: {counts['OK']:,} OK, "
         f"{counts['FAILED']:,} FAILED, {counts['MISSING']:,} MISSING, {counts['UNREADABLE']:,} unreadable"
     )
     if bad_count:
@@ -765,7 +1159,7 @@ def render(
     if result.stopped is not None:
         out.append(
             f"PARTIAL RESULT: checking stopped early ({result.stopped}); {counts['NOT_CHECKED']:,} of "
-            f"{len(entries):,} entries were not checked. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) "
+            f"{entries:,} entries were not checked. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) "
             "or check a part of the manifest."
         )
     out += [
@@ -777,9 +1171,7 @@ def render(
         "Result: ALL OK"
         if all_ok
         else "Result: NOT SETTLED (not every entry was checked)"
-        if result.stopped is not None
-        and counts["OK"] + counts["NOT_CHECKED"] == len(entries)
-        and not bad_count
+        if result.stopped is not None and counts["OK"] + counts["NOT_CHECKED"] == entries and not bad_count
         else "Result: NOT OK (sha256sum -c --strict would fail)",
     ]
     titles: dict[Status, str] = {
@@ -788,14 +1180,14 @@ def render(
         "UNREADABLE": "UNREADABLE",
     }
     for status, items in by_status.items():
-        if not items:
+        if not counts[status]:
             continue
-        out.append(f"{titles[status]} ({len(items):,}):")
-        for entry, checked in items[:limit]:
+        out.append(f"{titles[status]} ({counts[status]:,}):")
+        for name, checked in items:
             detail = f": {checked.detail}" if checked.detail else ""
-            out.append(f"  {printable(entry.name)}{detail}")
-        if len(items) > limit:
-            out.append(f"  … and {len(items) - limit:,} more")
+            out.append(f"  {printable(name)}{detail}")
+        if counts[status] > len(items):
+            out.append(f"  … and {counts[status] - len(items):,} more")
     if bad_lines:
         shown_lines = ", ".join(str(n) for n in bad_lines[:limit])
         more = f" … and {bad_count - limit:,} more" if bad_count > limit else ""
@@ -811,11 +1203,14 @@ def render(
     links: tuple[ResourceLink, ...] = ()
     uri: str | None = None
     if truncated:
-        link = ctx.keep(
-            "verify-report.txt",
-            full_report(result),
-            description=f"Every entry's status from checking {manifest_shown} against {base_shown}",
-        )
+        if result.report is None and result.report_size > MAX_ITEM:
+            link: ResourceLink | str = TooLarge(result.report_size).reason
+        else:
+            link = ctx.keep(
+                "verify-report.txt",
+                result.report if result.report is not None else full_report(result),
+                description=f"Every entry's status from checking {manifest_shown} against {base_shown}",
+            )
         if isinstance(link, str):
             out.append(f"Lists were cut at {limit:,} names; the full report was not kept: {link}.")
         else:
@@ -830,7 +1225,7 @@ def render(
         "stopped_reason": result.stopped,
         "not_checked": counts["NOT_CHECKED"],
         "all_ok": all_ok,
-        "entries": len(entries),
+        "entries": entries,
         "ok": counts["OK"],
         "failed": counts["FAILED"],
         "missing": counts["MISSING"],
@@ -840,10 +1235,10 @@ def render(
         "algorithms": dict(sorted(algorithms.items())),
         "bytes_hashed": result.bytes_hashed,
         "seconds": round(result.seconds, 6),
-        "failed_files": [printable(e.name) for e, _ in by_status["FAILED"][:limit]],
-        "missing_files": [printable(e.name) for e, _ in by_status["MISSING"][:limit]],
+        "failed_files": [printable(name) for name, _ in by_status["FAILED"]],
+        "missing_files": [printable(name) for name, _ in by_status["MISSING"]],
         "unreadable_files": [
-            {"path": printable(e.name), "error": c.detail} for e, c in by_status["UNREADABLE"][:limit]
+            {"path": printable(name), "error": c.detail} for name, c in by_status["UNREADABLE"]
         ],
         "improperly_formatted_lines": bad_lines[:limit],
         "new_files": [printable(name) for name in (new or [])[:limit]],
@@ -854,18 +1249,80 @@ def render(
     return ToolOutput("\n".join(out), structured, links=links)
 
 
+def listed(
+    result: Verification, limit: int, counts: Counter[Status]
+) -> dict[Status, list[tuple[bytes, Checked]]]:
+    """The first ``limit`` names of each non-OK list: read again from the manifest, only as far as needed."""
+    by_status: dict[Status, list[tuple[bytes, Checked]]] = {"FAILED": [], "MISSING": [], "UNREADABLE": []}
+    wanted = sum(min(limit, counts[status]) for status in by_status)
+    if wanted:
+        for name, checked in zip(result.names(), result.checked, strict=False):
+            items = by_status.get(checked.status)
+            if items is not None and len(items) < limit:
+                items.append((name, checked))
+                wanted -= 1
+                if not wanted:
+                    break
+    return by_status
+
+
+def is_cut(result: Verification, counts: Counter[Status], limit: int) -> bool:
+    """Whether the answer cuts a list at ``limit`` (or leaves entries not checked): then the full report is kept."""
+    lists: tuple[Status, ...] = ("FAILED", "MISSING", "UNREADABLE")
+    cut = any(counts[s] > limit for s in lists) or result.bad_count > limit or len(result.new or ()) > limit
+    return cut or counts["NOT_CHECKED"] > 0  # which ones were not checked: in the full report
+
+
+def prepare_answer(result: Verification, limit: int) -> None:
+    """Read the names the answer shows, and write the full report if a list will be cut, in the worker
+    thread: a million names read again would hold the event loop (and every other request) for seconds."""
+    counts = result.checked.counts()
+    result.listed, result.listed_limit = listed(result, limit, counts), limit
+    if is_cut(result, counts, limit):
+        result.report, result.report_size = write_report(result, MAX_ITEM)
+
+
 def full_report(result: Verification) -> str:
     """One line per entry like 'sha256sum -c' prints them, then bad lines and new files."""
-    lines = []
-    for entry, checked in zip(result.manifest.entries, result.checked, strict=True):
+    text, _ = write_report(result)
+    assert text is not None
+    return text
+
+
+def write_report(result: Verification, most: int | None = None) -> tuple[str | None, int]:
+    """``full_report`` and its size in UTF-8 bytes; past ``most`` bytes only the size (the text is
+    dropped as soon as it is too big to keep: a million entries' report is 60 MB nobody can read)."""
+    chunks: list[str] = []  # joined every few thousand lines: a million small strings would be 70 MB
+    lines: list[str] = []
+    size = 0
+    keeping = True
+
+    def add(line: str) -> None:
+        nonlocal size, keeping, chunks, lines
+        size += len(line.encode("utf-8", "surrogateescape")) + 1
+        if not keeping:
+            return
+        if most is not None and size > most:
+            keeping, chunks, lines = False, [], []
+            return
+        lines.append(line)
+        if len(lines) >= 4096:
+            chunks.append("\n".join(lines))
+            lines = []
+
+    for name, checked in zip(result.names(), result.checked, strict=True):
         detail = f" ({checked.detail})" if checked.detail else ""
-        lines.append(f"{printable(entry.name)}: {checked.status}{detail}")
-    lines += [f"line {n}: improperly formatted" for n in result.manifest.bad_lines]
-    unlisted = result.manifest.bad_count - len(result.manifest.bad_lines)
+        add(f"{printable(name)}: {checked.status}{detail}")
+    for n in result.bad_lines:
+        add(f"line {n}: improperly formatted")
+    unlisted = result.bad_count - len(result.bad_lines)
     if unlisted:
-        lines.append(f"… and {unlisted:,} more improperly formatted lines")
-    lines += [f"{printable(name)}: NEW (not in the manifest)" for name in result.new or ()]
-    return "\n".join(lines) + "\n"
+        add(f"… and {unlisted:,} more improperly formatted lines")
+    for name in result.new or ():
+        add(f"{printable(name)}: NEW (not in the manifest)")
+    if not keeping:
+        return None, size
+    return "\n".join([*chunks, *lines]) + "\n", size
 
 
 TOOL = Tool(
