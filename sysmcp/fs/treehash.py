@@ -20,18 +20,25 @@ that changed while read is reported, not hashed into a digest of no real version
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import heapq
 import math
 import os
+import stat
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+import blake3
+
+from sysmcp.fs import checksums
 from sysmcp.fs.checksums import CHUNK, Algorithm, KeptGrowing, Style, explain, format_line, hash_fd
 from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
-from sysmcp.fs.safeopen import open_regular_at
+from sysmcp.fs.safeopen import NotRegularFile, Replaced, open_path, open_regular_at
 from sysmcp.fs.walk import (
     Budget,
     Listing,
@@ -102,6 +109,47 @@ class Runs:
         if self.buffered >= RUN_BYTES:
             self.flush()
 
+    def add_listing(
+        self, prefix: str, names: list[str], hexdigests: list[str], algorithm: Algorithm, style: Style
+    ) -> None:
+        """The lines of one directory's files (``prefix`` is its path and a slash), made together.
+
+        Why together: names that need no escaping (nearly all) make their records in one
+        comprehension, encoded from ``str`` at once, and the escaping and UTF-8 questions are asked
+        once of the whole directory instead of once per file.
+        """
+        if not names:
+            return
+        text = prefix + "".join(names)
+        if "\\" in text or "\n" in text or ((algorithm.escapes_cr or style == "bsd") and "\r" in text):
+            for name, hexdigest in zip(names, hexdigests, strict=True):
+                relative = os.fsencode(prefix + name)
+                self.add(relative, format_line(relative, hexdigest, algorithm, style))
+            return
+        encode, errors = str.encode, _FS_ERRORS
+        if style == "bsd":
+            tag = algorithm.tag
+            records = [
+                encode(f"{prefix}{n}\0{tag} ({prefix}{n}) = {h}\n", _FS_ENCODING, errors)
+                for n, h in zip(names, hexdigests, strict=True)
+            ]
+        else:
+            records = [
+                encode(f"{prefix}{n}\0{h}  {prefix}{n}\n", _FS_ENCODING, errors)
+                for n, h in zip(names, hexdigests, strict=True)
+            ]
+        if text.isascii():
+            keys = len(text) + (len(names) - 1) * len(prefix)
+        else:
+            keys = len(os.fsencode(prefix)) * len(names) + len(os.fsencode("".join(names)))
+            self.non_utf8 += sum(1 for name in names if not _is_utf8(prefix + name))
+        size = sum(map(len, records))
+        self.records += records
+        self.buffered += size
+        self.manifest_bytes += size - keys - len(names)
+        if self.buffered >= RUN_BYTES:
+            self.flush()
+
     def fail(self, name: bytes, error: str) -> None:
         self.unreadable_count += 1
         if len(self.unreadable) < MAX_UNREADABLE_KEPT:
@@ -155,13 +203,142 @@ class Hasher:
 
     def listing(self, listing: Listing, dir_fd: int | None) -> None:
         """Hash every file (and further hard-linked name) of one directory listing."""
+        looked = [*listing.files, *listing.links] if listing.links else listing.files
+        if listing.typed:
+            if dir_fd is not None:
+                self.typed(listing.relative, listing.typed, dir_fd, len(looked))
+            else:
+                self.typed_by_path(listing.relative, listing.typed, len(looked))
+        if looked:
+            self.looked(listing.relative, looked, dir_fd)
+
+    def typed(self, relative: str, files: list[tuple[str, int]], dir_fd: int, after: int) -> None:
+        """The files a ``regular_by_type`` walk listed: open, check, read and hash each, in line.
+
+        The hot loop of hash_tree on small files, so it is written out: per file one ``openat``
+        relative to the directory (``O_NOFOLLOW``, ``O_NONBLOCK``), one ``fstat`` (a regular file, the
+        inode the directory entry named), one read, the digest, one ``fstat`` (size and mtime
+        unchanged) and the close. ``after``: files of the same listing still to come, for the count
+        of files not hashed if the budget stops this.
+        """
+        base = os.fsencode(relative) + b"/" if relative else b""
+        names: list[str] = []  # hashed, in listing order, and their digests: their lines come at the end
+        hexdigests: list[str] = []
+        try:
+            self._typed(files, dir_fd, after, base, names, hexdigests)
+        finally:  # a stop keeps the lines of the files done so far
+            self.runs.add_listing(
+                relative + "/" if relative else "", names, hexdigests, self.algorithm, self.style
+            )
+
+    def _typed(
+        self,
+        files: list[tuple[str, int]],
+        dir_fd: int,
+        after: int,
+        base: bytes,
+        names: list[str],
+        hexdigests: list[str],
+    ) -> None:
         fsencode = os.fsencode
-        base = fsencode(listing.relative) + b"/" if listing.relative else b""
+        runs, checkpoint = self.runs, self.checkpoint
+        buffer, view, room = self.buffer, self.view, len(self.buffer)
+        one_shot = _one_shot(self.algorithm)
+        open_, readv, fstat, close = os.open, os.readv, os.fstat, os.close
+        flags = _OPEN_FLAGS
+        dev = fstat(dir_fd).st_dev
+        targets = [buffer]
+        fail, done, digested = runs.fail, names.append, hexdigests.append
+        for position, (name, inode) in enumerate(files):
+            try:
+                checkpoint()
+            except ScanStopped:
+                runs.not_hashed += len(files) - position + after
+                raise
+            try:
+                fd = open_(name, flags, dir_fd=dir_fd)
+            except OSError as exc:
+                fail(base + fsencode(name), _open_error(exc))
+                continue
+            try:
+                opened = fstat(fd)
+                if opened.st_ino != inode or opened.st_dev != dev or opened.st_mode & _S_IFMT != _S_IFREG:
+                    refused = _not_the_file(name, dir_fd, opened)
+                    if refused is not None:
+                        fail(base + fsencode(name), refused)
+                        continue
+                size = opened.st_size
+                if 0 < size < room:  # one read, no report or stop check inside: the common case
+                    count = readv(fd, targets)
+                    if count != size:
+                        fail(base + fsencode(name), _CHANGED_SIZE)
+                        continue
+                    hexdigest = one_shot(view[:count]).hexdigest()
+                    later = fstat(fd)
+                    if later.st_size != size or later.st_mtime_ns != opened.st_mtime_ns:
+                        fail(base + fsencode(name), _CHANGED_CONTENT)
+                        continue
+                else:
+                    outcome = self._stream(fd, opened, size >= room)
+                    if isinstance(outcome, str):
+                        fail(base + fsencode(name), outcome)
+                        continue
+                    hexdigest, count = outcome
+            except ScanStopped:
+                runs.not_hashed += len(files) - position + after
+                raise
+            except OSError as exc:
+                fail(base + fsencode(name), f"read error: {explain(exc)}")
+                continue
+            finally:
+                close(fd)
+            runs.files += 1
+            runs.bytes += count
+            done(name)
+            digested(hexdigest)
+
+    def typed_by_path(self, relative: str, files: list[tuple[str, int]], after: int) -> None:
+        """Typed files of a listing whose directory is closed again (read while the walk was split):
+        its directory is reopened from ``/`` without following symlinks, then they are hashed as usual."""
+        try:
+            dir_fd = open_path(os.fsdecode(join(self.head, os.fsencode(relative))), directory=True)
+        except OSError as exc:
+            base = os.fsencode(relative) + b"/" if relative else b""
+            for name, _ in files:
+                self.runs.fail(base + os.fsencode(name), _open_error(exc))
+            return
+        try:
+            self.typed(relative, files, dir_fd, after)
+        finally:
+            os.close(dir_fd)
+
+    def _stream(self, fd: int, opened: os.stat_result, big: bool) -> tuple[str, int] | str:
+        """Hash a file too big for one read (or empty: kernel files say size 0 and have content),
+        chunk by chunk with progress and stop checks. The digest and size, or why not."""
+        runs, checkpoint = self.runs, self.checkpoint
+
+        def on_chunk(read: int) -> None:
+            runs.in_flight = read
+            checkpoint()
+
+        try:
+            digest = hash_fd(fd, (self.algorithm,), self.buffer, on_chunk if big else None, opened=opened)
+        except KeptGrowing as exc:
+            return f"read error: {exc.strerror}"
+        finally:
+            runs.in_flight = 0
+        if digest.changed:
+            return f"changed while being hashed: {digest.changed}"
+        return digest.hexdigests[self.algorithm.name], digest.size
+
+    def looked(self, relative: str, files: list[tuple[str, os.stat_result]], dir_fd: int | None) -> None:
+        """Files listed with their ``lstat`` (a walk not ``regular_by_type``): checked against it."""
+        fsencode = os.fsencode
+        base = fsencode(relative) + b"/" if relative else b""
         runs, algorithm, style, checkpoint = self.runs, self.algorithm, self.style, self.checkpoint
         buffer, view, room = self.buffer, self.view, len(self.buffer)
         new, readv, fstat, close = algorithm.factory, os.readv, os.fstat, os.close
         targets = [buffer]
-        files = [*listing.files, *listing.links] if listing.links else listing.files
         for position, (name, looked) in enumerate(files):
             try:
                 checkpoint()
@@ -169,62 +346,108 @@ class Hasher:
                 runs.not_hashed += len(files) - position
                 raise
             raw = fsencode(name)
-            relative = base + raw
+            relative_name = base + raw
             try:
                 if dir_fd is not None:
                     fd, opened = open_regular_at(raw, dir_fd=dir_fd, expect=looked)
                 else:
-                    fd, opened = open_regular_at(self.head + relative, expect=looked)
-            except FileNotFoundError:
-                runs.fail(relative, "vanished before it could be hashed")
-                continue
+                    fd, opened = open_regular_at(self.head + relative_name, expect=looked)
             except OSError as exc:
-                runs.fail(relative, explain(exc))
+                runs.fail(relative_name, _open_error(exc))
                 continue
             try:
                 size = opened.st_size
                 if 0 < size < room:  # one read, no report or stop check inside: the common case
                     count = readv(fd, targets)
                     if count != size:
-                        runs.fail(relative, "changed while being hashed: its size changed while it was read")
+                        runs.fail(relative_name, _CHANGED_SIZE)
                         continue
                     hasher = new()
                     hasher.update(view[:count])
                     hexdigest = hasher.hexdigest()
                     after = fstat(fd)
                     if after.st_size != size or after.st_mtime_ns != opened.st_mtime_ns:
-                        runs.fail(relative, "changed while being hashed: it was modified while it was read")
+                        runs.fail(relative_name, _CHANGED_CONTENT)
                         continue
                 else:
-
-                    def on_chunk(read: int) -> None:
-                        runs.in_flight = read
-                        checkpoint()
-
-                    try:
-                        digest = hash_fd(
-                            fd, (algorithm,), buffer, on_chunk if size >= room else None, opened=opened
-                        )
-                    finally:
-                        runs.in_flight = 0
-                    if digest.changed:
-                        runs.fail(relative, f"changed while being hashed: {digest.changed}")
+                    outcome = self._stream(fd, opened, size >= room)
+                    if isinstance(outcome, str):
+                        runs.fail(relative_name, outcome)
                         continue
-                    hexdigest, count = digest.hexdigests[algorithm.name], digest.size
+                    hexdigest, count = outcome
             except ScanStopped:
                 runs.not_hashed += len(files) - position
                 raise
-            except KeptGrowing as exc:
-                runs.fail(relative, f"read error: {exc.strerror}")
-                continue
             except OSError as exc:
-                runs.fail(relative, f"read error: {explain(exc)}")
+                runs.fail(relative_name, f"read error: {explain(exc)}")
                 continue
             finally:
                 close(fd)
             runs.files += 1
             runs.bytes += count
-            runs.add(relative, format_line(relative, hexdigest, algorithm, style))
+            runs.add(relative_name, format_line(relative_name, hexdigest, algorithm, style))
+
+
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()  # os.fsencode's
+_S_IFMT = 0o170000
+_S_IFREG = stat.S_IFREG
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+_CHANGED_SIZE = "changed while being hashed: its size changed while it was read"
+_CHANGED_CONTENT = "changed while being hashed: it was modified while it was read"
+#: Constructors that take the data at once: one call per small file instead of three.
+_TAKES_DATA: frozenset[Callable[..., Any]] = frozenset(
+    {hashlib.md5, hashlib.sha1, hashlib.sha256, hashlib.sha512, blake3.blake3}
+)
+
+
+def _one_shot(algorithm: Algorithm) -> Callable[[memoryview], checksums.Hasher]:
+    """``f(data)``: a hasher that has taken ``data``, with as few Python calls as the algorithm allows."""
+    factory = algorithm.factory
+    if factory in _TAKES_DATA:
+        return factory  # type: ignore[return-value]
+
+    def one_shot(data: memoryview) -> checksums.Hasher:
+        hasher = factory()
+        hasher.update(data)
+        return hasher
+
+    return one_shot
+
+
+def _is_utf8(name: str) -> bool:
+    """Whether a name from the walk (undecodable bytes as surrogate escapes) is valid UTF-8."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _open_error(exc: OSError) -> str:
+    """Why a listed file could not be opened (a symlink swapped in is refused, never followed)."""
+    if exc.errno == errno.ENOENT:
+        return "vanished before it could be hashed"
+    if exc.errno in (errno.ELOOP, errno.EMLINK) and not isinstance(exc, (NotRegularFile, Replaced)):
+        return explain(Replaced())  # a symlink now stands where a regular file was (FreeBSD: EMLINK)
+    return explain(exc)
+
+
+def _not_the_file(name: str, dir_fd: int, opened: os.stat_result) -> str | None:
+    """Why the descriptor opened for a typed entry is refused, or None if it is the file after all.
+
+    Not a regular file: refused. Another inode than the directory entry said: some filesystems
+    (overlayfs) give entries inode numbers that differ from ``stat``'s, so the name is looked at
+    once more, and the file is accepted only if the name still leads to exactly this inode.
+    """
+    if opened.st_mode & _S_IFMT != _S_IFREG:
+        return explain(NotRegularFile(opened.st_mode))
+    try:
+        now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return explain(Replaced())
+    if (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
+        return explain(Replaced())
+    return None
 
 
 def _records(spill: IO[bytes], offset: int, length: int) -> Iterator[bytes]:
@@ -327,8 +550,8 @@ def hash_tree_parallel(
     try:
         mine = Runs(spills[0])
         scanner = Scanner(root, options, skipped, budget)
-        scanner.empty_listings = False
         scanner.finished_depth = -1
+        scanner.regular_by_type = True  # every file is opened and checked here: no lstat each
         hasher = Hasher(root, algorithm, style, mine, budget)
         subtrees: list[Subtree] = []
         split_at = budget.clock() + split_after_s if count > 1 else math.inf
