@@ -52,7 +52,9 @@ from sysmcp.fs.walk import (
 )
 
 RUN_BYTES = 1 << 20  # records buffered per process before they are sorted and written as one run
-READ_BYTES = 64 << 10  # read-ahead per run while merging (a million files: about 100 runs)
+READ_BYTES = 64 << 10  # read-ahead per run while merging, at most
+MERGE_BYTES = 1 << 20  # read-ahead of all runs together (a million files: about 100 runs, 10 KiB each)
+MIN_READ_BYTES = 4 << 10
 MAX_UNREADABLE_KEPT = 1000  # per process; the rest are counted
 SPLIT_AFTER_S = 0.01  # a walk still running after this long shares its waiting subtrees out
 SUBTREES_PER_PROCESS = 32
@@ -158,12 +160,12 @@ class Runs:
     def flush(self) -> None:
         if not self.records:
             return
-        self.records.sort()
-        data = b"".join(self.records)
+        records = self.records
+        records.sort()
         offset = self.spill.seek(0, os.SEEK_END)
-        self.spill.write(data)
+        self.spill.writelines(records)  # no joined copy of the run
         self.spill.flush()
-        self.extents.append((offset, len(data)))
+        self.extents.append((offset, self.spill.tell() - offset))
         self.records = []
         self.buffered = 0
 
@@ -450,13 +452,13 @@ def _not_the_file(name: str, dir_fd: int, opened: os.stat_result) -> str | None:
     return None
 
 
-def _records(spill: IO[bytes], offset: int, length: int) -> Iterator[bytes]:
+def _records(spill: IO[bytes], offset: int, length: int, read_bytes: int = READ_BYTES) -> Iterator[bytes]:
     """The records of one run, in order (each ``name NUL line``; a line ends at its only newline)."""
     fd = spill.fileno()
     end = offset + length
     pending = b""
     while offset < end:
-        chunk = os.pread(fd, min(READ_BYTES, end - offset), offset)
+        chunk = os.pread(fd, min(read_bytes, end - offset), offset)
         if not chunk:
             break
         offset += len(chunk)
@@ -482,7 +484,9 @@ def merge(
 ) -> TreeManifest:
     """Merge every process's sorted runs into one manifest, sorted by name, in bounded memory."""
     out = TreeManifest()
-    streams = [_records(spill, offset, length) for spill, part in parts for offset, length in part["extents"]]
+    extents = [(spill, offset, length) for spill, part in parts for offset, length in part["extents"]]
+    read_bytes = max(MIN_READ_BYTES, min(READ_BYTES, MERGE_BYTES // max(1, len(extents))))
+    streams = [_records(spill, offset, length, read_bytes) for spill, offset, length in extents]
     unreadable: list[tuple[bytes, str]] = []
     for _, part in parts:
         out.files += part["files"]
