@@ -49,6 +49,7 @@ from sysmcp.fs.walk import (
     WalkOptions,
     collect_within,
     join,
+    mount_table,
 )
 
 RUN_BYTES = 1 << 20  # records buffered per process before they are sorted and written as one run
@@ -202,6 +203,7 @@ class Hasher:
         self.checkpoint = checkpoint
         self.buffer = bytearray(CHUNK)
         self.view = memoryview(self.buffer)
+        self.trusted_devices: frozenset[int] | None = None  # see _refusal; read when first needed
 
     def listing(self, listing: Listing, dir_fd: int | None) -> None:
         """Hash every file (and further hard-linked name) of one directory listing."""
@@ -265,7 +267,7 @@ class Hasher:
             try:
                 opened = fstat(fd)
                 if opened.st_ino != inode or opened.st_dev != dev or opened.st_mode & _S_IFMT != _S_IFREG:
-                    refused = _not_the_file(name, dir_fd, opened)
+                    refused = self._refusal(name, dir_fd, inode, dev, opened)
                     if refused is not None:
                         fail(base + fsencode(name), refused)
                         continue
@@ -298,6 +300,31 @@ class Hasher:
             runs.bytes += count
             done(name)
             digested(hexdigest)
+
+    def _refusal(self, name: str, dir_fd: int, inode: int, dev: int, opened: os.stat_result) -> str | None:
+        """Why the descriptor opened for a typed entry is refused, or None if it is the file after all.
+
+        Not a regular file: refused. Another inode than the entry named, on a filesystem whose entries
+        carry ``stat``'s inode numbers: swapped since the listing, refused. Elsewhere (overlayfs
+        across filesystems reports other device and inode numbers, FUSE may too) the name is looked
+        at once more, and the file accepted only if it still leads to exactly this inode.
+        """
+        if opened.st_mode & _S_IFMT != _S_IFREG:
+            return explain(NotRegularFile(opened.st_mode))
+        if opened.st_ino != inode:
+            if self.trusted_devices is None:
+                self.trusted_devices = frozenset(
+                    mount.dev for mount in mount_table() if mount.fstype in ENTRY_INODES_TRUSTED
+                )
+            if dev in self.trusted_devices:
+                return explain(Replaced())
+        try:
+            now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            return explain(Replaced())
+        if (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
+            return explain(Replaced())
+        return None
 
     def typed_by_path(self, relative: str, files: list[tuple[str, int]], after: int) -> None:
         """Typed files of a listing whose directory is closed again (read while the walk was split):
@@ -390,6 +417,10 @@ class Hasher:
             runs.add(relative_name, format_line(relative_name, hexdigest, algorithm, style))
 
 
+#: Filesystems whose directory entries carry the inode numbers ``stat`` gives (native local inodes).
+ENTRY_INODES_TRUSTED = frozenset(
+    {"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "f2fs", "zfs", "jfs", "reiserfs"}
+)
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()  # os.fsencode's
 _S_IFMT = 0o170000
 _S_IFREG = stat.S_IFREG
@@ -432,24 +463,6 @@ def _open_error(exc: OSError) -> str:
     if exc.errno in (errno.ELOOP, errno.EMLINK) and not isinstance(exc, (NotRegularFile, Replaced)):
         return explain(Replaced())  # a symlink now stands where a regular file was (FreeBSD: EMLINK)
     return explain(exc)
-
-
-def _not_the_file(name: str, dir_fd: int, opened: os.stat_result) -> str | None:
-    """Why the descriptor opened for a typed entry is refused, or None if it is the file after all.
-
-    Not a regular file: refused. Another inode than the directory entry said: some filesystems
-    (overlayfs) give entries inode numbers that differ from ``stat``'s, so the name is looked at
-    once more, and the file is accepted only if the name still leads to exactly this inode.
-    """
-    if opened.st_mode & _S_IFMT != _S_IFREG:
-        return explain(NotRegularFile(opened.st_mode))
-    try:
-        now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except OSError:
-        return explain(Replaced())
-    if (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
-        return explain(Replaced())
-    return None
 
 
 def _records(spill: IO[bytes], offset: int, length: int, read_bytes: int = READ_BYTES) -> Iterator[bytes]:

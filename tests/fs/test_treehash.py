@@ -6,6 +6,7 @@ import hashlib
 import os
 import tempfile
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from sysmcp.fs import treehash
 from sysmcp.fs.checksums import ALGORITHMS, format_line
 from sysmcp.fs.treehash import hash_tree_parallel
-from sysmcp.fs.walk import Listing, SkipCounter, WalkOptions
+from sysmcp.fs.walk import Listing, SkipCounter, WalkOptions, mount_table
 
 
 def build(root: Path) -> bytes:
@@ -152,3 +153,92 @@ def test_the_merge_reads_ahead_in_bounded_memory_however_many_runs(
     assert merged.manifest is None and merged.files == 0
     assert merged.first == [format_line(name, digest, ALGORITHMS["sha256"]) for name in names[:100]]
     assert peak < 4 << 20, f"the merge's peak: {peak / 1e6:.1f} MB"
+
+
+def hash_with_a_swap(root: Path, swap: Callable[[], None]) -> treehash.TreeManifest:
+    """Hash ``root`` in one process, running ``swap`` between the walk's listing and the hashing."""
+    original = treehash.Hasher.listing
+
+    def swap_then_hash(self: treehash.Hasher, listing: Listing, dir_fd: int | None) -> None:
+        swap()
+        original(self, listing, dir_fd)
+
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(treehash.Hasher, "listing", swap_then_hash)
+    try:
+        return hash_tree_parallel(
+            os.fsencode(root),
+            ALGORITHMS["sha256"],
+            "gnu",
+            WalkOptions(),
+            SkipCounter(),
+            timeout_s=60,
+            check_cancelled=lambda: None,
+            report=lambda files, done: None,
+            keep_limit=1 << 20,
+            first_lines=10,
+            processes=1,
+        )
+    finally:
+        monkeypatch.undo()
+
+
+def entries_carry_inodes(path: Path) -> bool:
+    dev = os.stat(path).st_dev
+    return any(m.dev == dev and m.fstype in treehash.ENTRY_INODES_TRUSTED for m in mount_table())
+
+
+def test_a_file_renamed_over_after_the_listing_is_refused_not_hashed(tmp_path: Path) -> None:
+    if not entries_carry_inodes(tmp_path):
+        pytest.skip("the test directory's filesystem gives entries no trusted inode numbers")
+    (tmp_path / "victim").write_bytes(b"original")
+    (tmp_path / "other").write_bytes(b"swapped in")
+    moved: list[bool] = []
+
+    def swap() -> None:
+        if not moved:
+            moved.append(True)
+            os.rename(tmp_path / "other", tmp_path / "victim")  # a new inode under the listed name
+
+    result = hash_with_a_swap(tmp_path, swap)
+    assert result.files == 0 and result.unreadable_count == 2
+    assert dict(result.unreadable) == {
+        b"other": "vanished before it could be hashed",
+        b"victim": "the file was replaced while it was being opened",
+    }
+
+
+def test_where_entries_carry_other_inode_numbers_the_name_is_looked_at_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """overlayfs across filesystems (containers) and FUSE: the file the name leads to at open is hashed."""
+    monkeypatch.setattr(treehash, "ENTRY_INODES_TRUSTED", frozenset())
+    (tmp_path / "victim").write_bytes(b"original")
+    (tmp_path / "other").write_bytes(b"swapped in")
+    moved: list[bool] = []
+
+    def swap() -> None:
+        if not moved:
+            moved.append(True)
+            os.rename(tmp_path / "other", tmp_path / "victim")
+
+    result = hash_with_a_swap(tmp_path, swap)
+    assert result.files == 1 and result.manifest is not None
+    assert bytes(result.manifest) == format_line(
+        b"victim", hashlib.sha256(b"swapped in").hexdigest(), ALGORITHMS["sha256"]
+    )
+
+
+def test_a_file_swapped_for_a_fifo_after_the_listing_is_refused_without_blocking(tmp_path: Path) -> None:
+    (tmp_path / "victim").write_bytes(b"original")
+    swapped: list[bool] = []
+
+    def swap() -> None:
+        if not swapped:
+            swapped.append(True)
+            (tmp_path / "victim").unlink()
+            os.mkfifo(tmp_path / "victim")  # no writer: a blocking open would hang here
+
+    result = hash_with_a_swap(tmp_path, swap)
+    assert result.files == 0
+    assert result.unreadable == [(b"victim", "not a regular file: a FIFO (named pipe)")]
