@@ -242,3 +242,36 @@ def test_a_file_swapped_for_a_fifo_after_the_listing_is_refused_without_blocking
     result = hash_with_a_swap(tmp_path, swap)
     assert result.files == 0
     assert result.unreadable == [(b"victim", "not a regular file: a FIFO (named pipe)")]
+
+
+def test_files_of_directories_read_while_the_walk_is_split_are_in_the_manifest(tmp_path: Path) -> None:
+    """Splitting reads some directories itself and closes them: their files are hashed after all."""
+    expected: list[tuple[bytes, bytes]] = []
+    for d in range(6):
+        for folder in (b"top%d" % d, b"top%d/sub" % d):
+            os.makedirs(os.fsencode(tmp_path) + b"/" + folder, exist_ok=True)
+            for f in range(5):
+                relative = folder + b"/f%d" % f
+                data = os.urandom(d * 50 + f)
+                (tmp_path / os.fsdecode(relative)).write_bytes(data)
+                line = format_line(relative, hashlib.sha256(data).hexdigest(), ALGORITHMS["sha256"])
+                expected.append((relative, line))
+    skipped = SkipCounter()
+    result = hash_tree_parallel(
+        os.fsencode(tmp_path),
+        ALGORITHMS["sha256"],
+        "gnu",
+        WalkOptions(),
+        skipped,
+        timeout_s=60,
+        check_cancelled=lambda: None,
+        report=lambda files, done: None,
+        keep_limit=1 << 20,
+        first_lines=10,
+        processes=2,
+        split_after_s=0,
+    )
+    assert result.manifest is not None and bytes(result.manifest) == b"".join(
+        line for _, line in sorted(expected)
+    )
+    assert result.files == 60 and not skipped.as_dict()
