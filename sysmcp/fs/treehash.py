@@ -1,7 +1,7 @@
 """Hashing a whole tree at the speed of the disk: walk and hash in every process, stream the manifest.
 
-Why not a thread pool: for small files the cost is Python's, per file (the ``lstat`` result, the
-open, the digest object, the line), and threads share one interpreter lock. So each process walks
+Why not a thread pool: for small files the cost is per file, system calls and Python's work
+around them, and threads share one interpreter lock. So each process walks
 its share of the tree and hashes what it lists, in line: the parent starts the walk and, after a
 few milliseconds, hands the directories still waiting to forked children (``fanout.FanOut``, the
 machinery ``dir_usage`` uses), which walk and hash their subtrees the same way.
@@ -12,10 +12,15 @@ and writes it as one sorted run to an unlinked temporary file (never visible in 
 gone when closed); the parent then merges the runs, line by line, into the manifest, keeping it
 whole only while it fits the result store, and otherwise just the first lines.
 
+Why no ``lstat`` per file: the walk (``regular_by_type``) knows a regular file by its directory
+entry's type, and the open checks the rest on the descriptor; a small file then costs five system
+calls (``openat``, ``fstat``, ``read``, ``fstat``, ``close``), where ``sha256sum`` makes seven.
+
 Safety is the walk's and ``safeopen``'s: names come from descriptor-relative listings that never
 follow symlinks, each file is opened relative to its directory's descriptor (``O_NOFOLLOW``,
-``O_NONBLOCK``) and checked on the descriptor to be the very regular file the listing saw; a file
-that changed while read is reported, not hashed into a digest of no real version.
+``O_NONBLOCK``: nothing but an entry typed regular file is opened) and checked on the descriptor to
+be a regular file and the inode the listing named; a file that changed while read is reported, not
+hashed into a digest of no real version.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ import blake3
 from sysmcp.fs import checksums
 from sysmcp.fs.checksums import CHUNK, Algorithm, KeptGrowing, Style, explain, format_line, hash_fd
 from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
-from sysmcp.fs.safeopen import NotRegularFile, Replaced, open_path, open_regular_at
+from sysmcp.fs.safeopen import NotRegularFile, Replaced, open_path
 from sysmcp.fs.walk import (
     Budget,
     Listing,
@@ -206,30 +211,29 @@ class Hasher:
         self.trusted_devices: frozenset[int] | None = None  # see _refusal; read when first needed
 
     def listing(self, listing: Listing, dir_fd: int | None) -> None:
-        """Hash every file (and further hard-linked name) of one directory listing."""
-        looked = [*listing.files, *listing.links] if listing.links else listing.files
-        if listing.typed:
-            if dir_fd is not None:
-                self.typed(listing.relative, listing.typed, dir_fd, len(looked))
-            else:
-                self.typed_by_path(listing.relative, listing.typed, len(looked))
-        if looked:
-            self.looked(listing.relative, looked, dir_fd)
+        """Hash every file (hard-linked names too) of one listing of a ``regular_by_type`` walk."""
+        if listing.files or listing.links:
+            raise AssertionError("hash_tree walks with regular_by_type: every regular file is typed")
+        if not listing.typed:
+            return
+        if dir_fd is not None:
+            self.typed(listing.relative, listing.typed, dir_fd)
+        else:
+            self.typed_by_path(listing.relative, listing.typed)
 
-    def typed(self, relative: str, files: list[tuple[str, int]], dir_fd: int, after: int) -> None:
+    def typed(self, relative: str, files: list[tuple[str, int]], dir_fd: int) -> None:
         """The files a ``regular_by_type`` walk listed: open, check, read and hash each, in line.
 
         The hot loop of hash_tree on small files, so it is written out: per file one ``openat``
         relative to the directory (``O_NOFOLLOW``, ``O_NONBLOCK``), one ``fstat`` (a regular file, the
         inode the directory entry named), one read, the digest, one ``fstat`` (size and mtime
-        unchanged) and the close. ``after``: files of the same listing still to come, for the count
-        of files not hashed if the budget stops this.
+        unchanged) and the close.
         """
         base = os.fsencode(relative) + b"/" if relative else b""
         names: list[str] = []  # hashed, in listing order, and their digests: their lines come at the end
         hexdigests: list[str] = []
         try:
-            self._typed(files, dir_fd, after, base, names, hexdigests)
+            self._typed(files, dir_fd, base, names, hexdigests)
         finally:  # a stop keeps the lines of the files done so far
             self.runs.add_listing(
                 relative + "/" if relative else "", names, hexdigests, self.algorithm, self.style
@@ -239,7 +243,6 @@ class Hasher:
         self,
         files: list[tuple[str, int]],
         dir_fd: int,
-        after: int,
         base: bytes,
         names: list[str],
         hexdigests: list[str],
@@ -257,7 +260,7 @@ class Hasher:
             try:
                 checkpoint()
             except ScanStopped:
-                runs.not_hashed += len(files) - position + after
+                runs.not_hashed += len(files) - position
                 raise
             try:
                 fd = open_(name, flags, dir_fd=dir_fd)
@@ -289,7 +292,7 @@ class Hasher:
                         continue
                     hexdigest, count = outcome
             except ScanStopped:
-                runs.not_hashed += len(files) - position + after
+                runs.not_hashed += len(files) - position
                 raise
             except OSError as exc:
                 fail(base + fsencode(name), f"read error: {explain(exc)}")
@@ -326,7 +329,7 @@ class Hasher:
             return explain(Replaced())
         return None
 
-    def typed_by_path(self, relative: str, files: list[tuple[str, int]], after: int) -> None:
+    def typed_by_path(self, relative: str, files: list[tuple[str, int]]) -> None:
         """Typed files of a listing whose directory is closed again (read while the walk was split):
         its directory is reopened from ``/`` without following symlinks, then they are hashed as usual."""
         try:
@@ -337,7 +340,7 @@ class Hasher:
                 self.runs.fail(base + os.fsencode(name), _open_error(exc))
             return
         try:
-            self.typed(relative, files, dir_fd, after)
+            self.typed(relative, files, dir_fd)
         finally:
             os.close(dir_fd)
 
@@ -359,62 +362,6 @@ class Hasher:
         if digest.changed:
             return f"changed while being hashed: {digest.changed}"
         return digest.hexdigests[self.algorithm.name], digest.size
-
-    def looked(self, relative: str, files: list[tuple[str, os.stat_result]], dir_fd: int | None) -> None:
-        """Files listed with their ``lstat`` (a walk not ``regular_by_type``): checked against it."""
-        fsencode = os.fsencode
-        base = fsencode(relative) + b"/" if relative else b""
-        runs, algorithm, style, checkpoint = self.runs, self.algorithm, self.style, self.checkpoint
-        buffer, view, room = self.buffer, self.view, len(self.buffer)
-        new, readv, fstat, close = algorithm.factory, os.readv, os.fstat, os.close
-        targets = [buffer]
-        for position, (name, looked) in enumerate(files):
-            try:
-                checkpoint()
-            except ScanStopped:
-                runs.not_hashed += len(files) - position
-                raise
-            raw = fsencode(name)
-            relative_name = base + raw
-            try:
-                if dir_fd is not None:
-                    fd, opened = open_regular_at(raw, dir_fd=dir_fd, expect=looked)
-                else:
-                    fd, opened = open_regular_at(self.head + relative_name, expect=looked)
-            except OSError as exc:
-                runs.fail(relative_name, _open_error(exc))
-                continue
-            try:
-                size = opened.st_size
-                if 0 < size < room:  # one read, no report or stop check inside: the common case
-                    count = readv(fd, targets)
-                    if count != size:
-                        runs.fail(relative_name, _CHANGED_SIZE)
-                        continue
-                    hasher = new()
-                    hasher.update(view[:count])
-                    hexdigest = hasher.hexdigest()
-                    after = fstat(fd)
-                    if after.st_size != size or after.st_mtime_ns != opened.st_mtime_ns:
-                        runs.fail(relative_name, _CHANGED_CONTENT)
-                        continue
-                else:
-                    outcome = self._stream(fd, opened, size >= room)
-                    if isinstance(outcome, str):
-                        runs.fail(relative_name, outcome)
-                        continue
-                    hexdigest, count = outcome
-            except ScanStopped:
-                runs.not_hashed += len(files) - position
-                raise
-            except OSError as exc:
-                runs.fail(relative_name, f"read error: {explain(exc)}")
-                continue
-            finally:
-                close(fd)
-            runs.files += 1
-            runs.bytes += count
-            runs.add(relative_name, format_line(relative_name, hexdigest, algorithm, style))
 
 
 #: Filesystems whose directory entries carry the inode numbers ``stat`` gives (native local inodes).
@@ -460,7 +407,7 @@ def _open_error(exc: OSError) -> str:
     """Why a listed file could not be opened (a symlink swapped in is refused, never followed)."""
     if exc.errno == errno.ENOENT:
         return "vanished before it could be hashed"
-    if exc.errno in (errno.ELOOP, errno.EMLINK) and not isinstance(exc, (NotRegularFile, Replaced)):
+    if exc.errno in (errno.ELOOP, errno.EMLINK):
         return explain(Replaced())  # a symlink now stands where a regular file was (FreeBSD: EMLINK)
     return explain(exc)
 
