@@ -1,7 +1,7 @@
 """Hashing a whole tree at the speed of the disk: walk and hash in every process, stream the manifest.
 
-Why not a thread pool: for small files the cost is Python's, per file (the ``lstat`` result, the
-open, the digest object, the line), and threads share one interpreter lock. So each process walks
+Why not a thread pool: for small files the cost is per file, system calls and Python's work
+around them, and threads share one interpreter lock. So each process walks
 its share of the tree and hashes what it lists, in line: the parent starts the walk and, after a
 few milliseconds, hands the directories still waiting to forked children (``fanout.FanOut``, the
 machinery ``dir_usage`` uses), which walk and hash their subtrees the same way.
@@ -12,26 +12,38 @@ and writes it as one sorted run to an unlinked temporary file (never visible in 
 gone when closed); the parent then merges the runs, line by line, into the manifest, keeping it
 whole only while it fits the result store, and otherwise just the first lines.
 
+Why no ``lstat`` per file: the walk (``regular_by_type``) knows a regular file by its directory
+entry's type, and the open checks the rest on the descriptor; a small file then costs five system
+calls (``openat``, ``fstat``, ``read``, ``fstat``, ``close``), where ``sha256sum`` makes seven.
+
 Safety is the walk's and ``safeopen``'s: names come from descriptor-relative listings that never
 follow symlinks, each file is opened relative to its directory's descriptor (``O_NOFOLLOW``,
-``O_NONBLOCK``) and checked on the descriptor to be the very regular file the listing saw; a file
-that changed while read is reported, not hashed into a digest of no real version.
+``O_NONBLOCK``: nothing but an entry typed regular file is opened) and checked on the descriptor to
+be a regular file and the inode the listing named; a file that changed while read is reported, not
+hashed into a digest of no real version.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import heapq
 import math
 import os
+import stat
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+import blake3
+
+from sysmcp.fs import checksums
 from sysmcp.fs.checksums import CHUNK, Algorithm, KeptGrowing, Style, explain, format_line, hash_fd
 from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
-from sysmcp.fs.safeopen import open_regular_at
+from sysmcp.fs.safeopen import NotRegularFile, Replaced, open_path
 from sysmcp.fs.walk import (
     Budget,
     Listing,
@@ -42,10 +54,13 @@ from sysmcp.fs.walk import (
     WalkOptions,
     collect_within,
     join,
+    mount_table,
 )
 
 RUN_BYTES = 1 << 20  # records buffered per process before they are sorted and written as one run
-READ_BYTES = 64 << 10  # read-ahead per run while merging (a million files: about 100 runs)
+READ_BYTES = 64 << 10  # read-ahead per run while merging, at most
+MERGE_BYTES = 1 << 20  # read-ahead of all runs together (a million files: about 100 runs, 10 KiB each)
+MIN_READ_BYTES = 4 << 10
 MAX_UNREADABLE_KEPT = 1000  # per process; the rest are counted
 SPLIT_AFTER_S = 0.01  # a walk still running after this long shares its waiting subtrees out
 SUBTREES_PER_PROCESS = 32
@@ -102,6 +117,47 @@ class Runs:
         if self.buffered >= RUN_BYTES:
             self.flush()
 
+    def add_listing(
+        self, prefix: str, names: list[str], hexdigests: list[str], algorithm: Algorithm, style: Style
+    ) -> None:
+        """The lines of one directory's files (``prefix`` is its path and a slash), made together.
+
+        Why together: names that need no escaping (nearly all) make their records in one
+        comprehension, encoded from ``str`` at once, and the escaping and UTF-8 questions are asked
+        once of the whole directory instead of once per file.
+        """
+        if not names:
+            return
+        text = prefix + "".join(names)
+        if "\\" in text or "\n" in text or ((algorithm.escapes_cr or style == "bsd") and "\r" in text):
+            for name, hexdigest in zip(names, hexdigests, strict=True):
+                relative = os.fsencode(prefix + name)
+                self.add(relative, format_line(relative, hexdigest, algorithm, style))
+            return
+        encode, errors = str.encode, _FS_ERRORS
+        if style == "bsd":
+            tag = algorithm.tag
+            records = [
+                encode(f"{prefix}{n}\0{tag} ({prefix}{n}) = {h}\n", _FS_ENCODING, errors)
+                for n, h in zip(names, hexdigests, strict=True)
+            ]
+        else:
+            records = [
+                encode(f"{prefix}{n}\0{h}  {prefix}{n}\n", _FS_ENCODING, errors)
+                for n, h in zip(names, hexdigests, strict=True)
+            ]
+        if text.isascii():
+            keys = len(text) + (len(names) - 1) * len(prefix)
+        else:
+            keys = len(os.fsencode(prefix)) * len(names) + len(os.fsencode("".join(names)))
+            self.non_utf8 += sum(1 for name in names if not _is_utf8(prefix + name))
+        size = sum(map(len, records))
+        self.records += records
+        self.buffered += size
+        self.manifest_bytes += size - keys - len(names)
+        if self.buffered >= RUN_BYTES:
+            self.flush()
+
     def fail(self, name: bytes, error: str) -> None:
         self.unreadable_count += 1
         if len(self.unreadable) < MAX_UNREADABLE_KEPT:
@@ -110,12 +166,12 @@ class Runs:
     def flush(self) -> None:
         if not self.records:
             return
-        self.records.sort()
-        data = b"".join(self.records)
+        records = self.records
+        records.sort()
         offset = self.spill.seek(0, os.SEEK_END)
-        self.spill.write(data)
+        self.spill.writelines(records)  # no joined copy of the run
         self.spill.flush()
-        self.extents.append((offset, len(data)))
+        self.extents.append((offset, self.spill.tell() - offset))
         self.records = []
         self.buffered = 0
 
@@ -152,88 +208,217 @@ class Hasher:
         self.checkpoint = checkpoint
         self.buffer = bytearray(CHUNK)
         self.view = memoryview(self.buffer)
+        self.trusted_devices: frozenset[int] | None = None  # see _refusal; read when first needed
 
     def listing(self, listing: Listing, dir_fd: int | None) -> None:
-        """Hash every file (and further hard-linked name) of one directory listing."""
+        """Hash every file (hard-linked names too) of one listing of a ``regular_by_type`` walk."""
+        if listing.files or listing.links:
+            raise AssertionError("hash_tree walks with regular_by_type: every regular file is typed")
+        if not listing.typed:
+            return
+        if dir_fd is not None:
+            self.typed(listing.relative, listing.typed, dir_fd)
+        else:
+            self.typed_by_path(listing.relative, listing.typed)
+
+    def typed(self, relative: str, files: list[tuple[str, int]], dir_fd: int) -> None:
+        """The files a ``regular_by_type`` walk listed: open, check, read and hash each, in line.
+
+        The hot loop of hash_tree on small files, so it is written out: per file one ``openat``
+        relative to the directory (``O_NOFOLLOW``, ``O_NONBLOCK``), one ``fstat`` (a regular file, the
+        inode the directory entry named), one read, the digest, one ``fstat`` (size and mtime
+        unchanged) and the close.
+        """
+        base = os.fsencode(relative) + b"/" if relative else b""
+        names: list[str] = []  # hashed, in listing order, and their digests: their lines come at the end
+        hexdigests: list[str] = []
+        try:
+            self._typed(files, dir_fd, base, names, hexdigests)
+        finally:  # a stop keeps the lines of the files done so far
+            self.runs.add_listing(
+                relative + "/" if relative else "", names, hexdigests, self.algorithm, self.style
+            )
+
+    def _typed(
+        self,
+        files: list[tuple[str, int]],
+        dir_fd: int,
+        base: bytes,
+        names: list[str],
+        hexdigests: list[str],
+    ) -> None:
         fsencode = os.fsencode
-        base = fsencode(listing.relative) + b"/" if listing.relative else b""
-        runs, algorithm, style, checkpoint = self.runs, self.algorithm, self.style, self.checkpoint
+        runs, checkpoint = self.runs, self.checkpoint
         buffer, view, room = self.buffer, self.view, len(self.buffer)
-        new, readv, fstat, close = algorithm.factory, os.readv, os.fstat, os.close
+        one_shot = _one_shot(self.algorithm)
+        open_, readv, fstat, close = os.open, os.readv, os.fstat, os.close
+        flags = _OPEN_FLAGS
+        dev = fstat(dir_fd).st_dev
         targets = [buffer]
-        files = [*listing.files, *listing.links] if listing.links else listing.files
-        for position, (name, looked) in enumerate(files):
+        fail, done, digested = runs.fail, names.append, hexdigests.append
+        for position, (name, inode) in enumerate(files):
             try:
                 checkpoint()
             except ScanStopped:
                 runs.not_hashed += len(files) - position
                 raise
-            raw = fsencode(name)
-            relative = base + raw
             try:
-                if dir_fd is not None:
-                    fd, opened = open_regular_at(raw, dir_fd=dir_fd, expect=looked)
-                else:
-                    fd, opened = open_regular_at(self.head + relative, expect=looked)
-            except FileNotFoundError:
-                runs.fail(relative, "vanished before it could be hashed")
-                continue
+                fd = open_(name, flags, dir_fd=dir_fd)
             except OSError as exc:
-                runs.fail(relative, explain(exc))
+                fail(base + fsencode(name), _open_error(exc))
                 continue
             try:
+                opened = fstat(fd)
+                if opened.st_ino != inode or opened.st_dev != dev or opened.st_mode & _S_IFMT != _S_IFREG:
+                    refused = self._refusal(name, dir_fd, inode, dev, opened)
+                    if refused is not None:
+                        fail(base + fsencode(name), refused)
+                        continue
                 size = opened.st_size
                 if 0 < size < room:  # one read, no report or stop check inside: the common case
                     count = readv(fd, targets)
                     if count != size:
-                        runs.fail(relative, "changed while being hashed: its size changed while it was read")
+                        fail(base + fsencode(name), _CHANGED_SIZE)
                         continue
-                    hasher = new()
-                    hasher.update(view[:count])
-                    hexdigest = hasher.hexdigest()
-                    after = fstat(fd)
-                    if after.st_size != size or after.st_mtime_ns != opened.st_mtime_ns:
-                        runs.fail(relative, "changed while being hashed: it was modified while it was read")
+                    hexdigest = one_shot(view[:count]).hexdigest()
+                    later = fstat(fd)
+                    if later.st_size != size or later.st_mtime_ns != opened.st_mtime_ns:
+                        fail(base + fsencode(name), _CHANGED_CONTENT)
                         continue
                 else:
-
-                    def on_chunk(read: int) -> None:
-                        runs.in_flight = read
-                        checkpoint()
-
-                    try:
-                        digest = hash_fd(
-                            fd, (algorithm,), buffer, on_chunk if size >= room else None, opened=opened
-                        )
-                    finally:
-                        runs.in_flight = 0
-                    if digest.changed:
-                        runs.fail(relative, f"changed while being hashed: {digest.changed}")
+                    outcome = self._stream(fd, opened, size >= room)
+                    if isinstance(outcome, str):
+                        fail(base + fsencode(name), outcome)
                         continue
-                    hexdigest, count = digest.hexdigests[algorithm.name], digest.size
+                    hexdigest, count = outcome
             except ScanStopped:
                 runs.not_hashed += len(files) - position
                 raise
-            except KeptGrowing as exc:
-                runs.fail(relative, f"read error: {exc.strerror}")
-                continue
             except OSError as exc:
-                runs.fail(relative, f"read error: {explain(exc)}")
+                fail(base + fsencode(name), f"read error: {explain(exc)}")
                 continue
             finally:
                 close(fd)
             runs.files += 1
             runs.bytes += count
-            runs.add(relative, format_line(relative, hexdigest, algorithm, style))
+            done(name)
+            digested(hexdigest)
+
+    def _refusal(self, name: str, dir_fd: int, inode: int, dev: int, opened: os.stat_result) -> str | None:
+        """Why the descriptor opened for a typed entry is refused, or None if it is the file after all.
+
+        Not a regular file: refused. Another inode than the entry named, on a filesystem whose entries
+        carry ``stat``'s inode numbers: swapped since the listing, refused. Elsewhere (overlayfs
+        across filesystems reports other device and inode numbers, FUSE may too) the name is looked
+        at once more, and the file accepted only if it still leads to exactly this inode.
+        """
+        if opened.st_mode & _S_IFMT != _S_IFREG:
+            return explain(NotRegularFile(opened.st_mode))
+        if opened.st_ino != inode:
+            if self.trusted_devices is None:
+                self.trusted_devices = frozenset(
+                    mount.dev for mount in mount_table() if mount.fstype in ENTRY_INODES_TRUSTED
+                )
+            if dev in self.trusted_devices:
+                return explain(Replaced())
+        try:
+            now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            return explain(Replaced())
+        if (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
+            return explain(Replaced())
+        return None
+
+    def typed_by_path(self, relative: str, files: list[tuple[str, int]]) -> None:
+        """Typed files of a listing whose directory is closed again (read while the walk was split):
+        its directory is reopened from ``/`` without following symlinks, then they are hashed as usual."""
+        try:
+            dir_fd = open_path(os.fsdecode(join(self.head, os.fsencode(relative))), directory=True)
+        except OSError as exc:
+            base = os.fsencode(relative) + b"/" if relative else b""
+            for name, _ in files:
+                self.runs.fail(base + os.fsencode(name), _open_error(exc))
+            return
+        try:
+            self.typed(relative, files, dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def _stream(self, fd: int, opened: os.stat_result, big: bool) -> tuple[str, int] | str:
+        """Hash a file too big for one read (or empty: kernel files say size 0 and have content),
+        chunk by chunk with progress and stop checks. The digest and size, or why not."""
+        runs, checkpoint = self.runs, self.checkpoint
+
+        def on_chunk(read: int) -> None:
+            runs.in_flight = read
+            checkpoint()
+
+        try:
+            digest = hash_fd(fd, (self.algorithm,), self.buffer, on_chunk if big else None, opened=opened)
+        except KeptGrowing as exc:
+            return f"read error: {exc.strerror}"
+        finally:
+            runs.in_flight = 0
+        if digest.changed:
+            return f"changed while being hashed: {digest.changed}"
+        return digest.hexdigests[self.algorithm.name], digest.size
 
 
-def _records(spill: IO[bytes], offset: int, length: int) -> Iterator[bytes]:
+#: Filesystems whose directory entries carry the inode numbers ``stat`` gives (native local inodes).
+ENTRY_INODES_TRUSTED = frozenset(
+    {"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "f2fs", "zfs", "jfs", "reiserfs"}
+)
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()  # os.fsencode's
+_S_IFMT = 0o170000
+_S_IFREG = stat.S_IFREG
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+_CHANGED_SIZE = "changed while being hashed: its size changed while it was read"
+_CHANGED_CONTENT = "changed while being hashed: it was modified while it was read"
+#: Constructors that take the data at once: one call per small file instead of three.
+_TAKES_DATA: frozenset[Callable[..., Any]] = frozenset(
+    {hashlib.md5, hashlib.sha1, hashlib.sha256, hashlib.sha512, blake3.blake3}
+)
+
+
+def _one_shot(algorithm: Algorithm) -> Callable[[memoryview], checksums.Hasher]:
+    """``f(data)``: a hasher that has taken ``data``, with as few Python calls as the algorithm allows."""
+    factory = algorithm.factory
+    if factory in _TAKES_DATA:
+        return factory  # type: ignore[return-value]
+
+    def one_shot(data: memoryview) -> checksums.Hasher:
+        hasher = factory()
+        hasher.update(data)
+        return hasher
+
+    return one_shot
+
+
+def _is_utf8(name: str) -> bool:
+    """Whether a name from the walk (undecodable bytes as surrogate escapes) is valid UTF-8."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _open_error(exc: OSError) -> str:
+    """Why a listed file could not be opened (a symlink swapped in is refused, never followed)."""
+    if exc.errno == errno.ENOENT:
+        return "vanished before it could be hashed"
+    if exc.errno in (errno.ELOOP, errno.EMLINK):
+        return explain(Replaced())  # a symlink now stands where a regular file was (FreeBSD: EMLINK)
+    return explain(exc)
+
+
+def _records(spill: IO[bytes], offset: int, length: int, read_bytes: int = READ_BYTES) -> Iterator[bytes]:
     """The records of one run, in order (each ``name NUL line``; a line ends at its only newline)."""
     fd = spill.fileno()
     end = offset + length
     pending = b""
     while offset < end:
-        chunk = os.pread(fd, min(READ_BYTES, end - offset), offset)
+        chunk = os.pread(fd, min(read_bytes, end - offset), offset)
         if not chunk:
             break
         offset += len(chunk)
@@ -259,7 +444,9 @@ def merge(
 ) -> TreeManifest:
     """Merge every process's sorted runs into one manifest, sorted by name, in bounded memory."""
     out = TreeManifest()
-    streams = [_records(spill, offset, length) for spill, part in parts for offset, length in part["extents"]]
+    extents = [(spill, offset, length) for spill, part in parts for offset, length in part["extents"]]
+    read_bytes = max(MIN_READ_BYTES, min(READ_BYTES, MERGE_BYTES // max(1, len(extents))))
+    streams = [_records(spill, offset, length, read_bytes) for spill, offset, length in extents]
     unreadable: list[tuple[bytes, str]] = []
     for _, part in parts:
         out.files += part["files"]
@@ -327,8 +514,8 @@ def hash_tree_parallel(
     try:
         mine = Runs(spills[0])
         scanner = Scanner(root, options, skipped, budget)
-        scanner.empty_listings = False
         scanner.finished_depth = -1
+        scanner.regular_by_type = True  # every file is opened and checked here: no lstat each
         hasher = Hasher(root, algorithm, style, mine, budget)
         subtrees: list[Subtree] = []
         split_at = budget.clock() + split_after_s if count > 1 else math.inf

@@ -27,7 +27,7 @@ import stat
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Generator, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sysmcp import platform
@@ -212,6 +212,9 @@ class Listing:
     depth: int
     files: list[tuple[str, os.stat_result]]
     links: list[tuple[str, os.stat_result]]
+    # With ``Scanner.regular_by_type``: the regular files, known by their directory entry's type,
+    # never ``lstat``-ed, each with the inode number the entry gave (every name, hard links too).
+    typed: list[tuple[str, int]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -416,6 +419,10 @@ class Scanner:
         # What to hand out: consumers that want neither empty listings nor every directory's
         # totals skip an object and a generator round trip per directory.
         self.empty_listings = True
+        # For a consumer that opens and checks every regular file itself (hash_tree): regular files
+        # are told by their directory entry's type, without an ``lstat`` each, and listed in
+        # ``Listing.typed``; their sizes are then not in the totals, nor their hard links told apart.
+        self.regular_by_type = False
         self.finished_depth: int | None = None  # Finished only down to this depth (None: all)
         self._seen: set[tuple[int, int]] = set()
         # (dev, ino, apparent, blocks, is_regular, directory) of each multiply-linked inode counted,
@@ -507,6 +514,8 @@ class Scanner:
 
     def _read(self, frame: _Frame) -> Listing:
         """List one directory and lstat every entry; sort them into files, links and subdirectories."""
+        if self.regular_by_type:
+            return self._read_typed(frame)
         assert frame.fd is not None
         files: list[tuple[str, os.stat_result]] = []
         links: list[tuple[str, os.stat_result]] = []
@@ -602,6 +611,77 @@ class Scanner:
         frame.files += nfiles
         self.eligible_files += eligible
         return Listing(frame.relative, frame.depth, files, links)
+
+    def _read_typed(self, frame: _Frame) -> Listing:
+        """``_read`` for ``regular_by_type``: a regular file costs no system call here, only its entry.
+
+        Why it is safe for a consumer that opens the file anyway: the entry's type says regular file
+        as an ``lstat`` would, and the consumer opens it relative to the directory with ``O_NOFOLLOW``
+        and ``O_NONBLOCK``, then checks on the descriptor that it is a regular file and the inode the
+        entry named (a swap between the look and the open is caught either way). Directories,
+        symlinks, special files and entries of unknown type are looked at as ``_read`` does.
+        """
+        assert frame.fd is not None
+        typed: list[tuple[str, int]] = []
+        subdirs = frame.subdirs
+        skipped = self.skipped
+        match = self._match
+        prefix = frame.relative + "/" if frame.relative else ""
+        count = nfiles = 0
+        fd = frame.fd
+        listing = Listing(frame.relative, frame.depth, [], [], typed)
+        try:
+            entries = os.scandir(fd)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                skipped.add("vanished")
+            else:
+                skipped.unreadable(frame.relative)
+            return listing
+        lstat = os.stat
+        check_every = CHECK_EVERY
+        mounted = self._mount_points.get(frame.relative) if self._mount_points else None
+        try:
+            with entries:
+                for entry in entries:
+                    count += 1
+                    if count == check_every:
+                        self.entries += count
+                        count = 0
+                        try:
+                            self.checkpoint()
+                        except ScanStopped as stop:
+                            self._stop = stop  # hand out what this directory gave so far, then stop
+                            break
+                    name = entry.name
+                    if mounted is not None and name in mounted:
+                        skipped.add(mounted[name])  # a mount point: not even an lstat
+                        continue
+                    if match is not None and (match(name) or match(prefix + name)):
+                        skipped.add("excluded")
+                        continue
+                    try:
+                        if entry.is_file(follow_symlinks=False):
+                            typed.append((name, entry.inode()))
+                            nfiles += 1
+                            continue
+                        st = lstat(name, dir_fd=fd, follow_symlinks=False)
+                    except OSError as exc:
+                        skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
+                        continue
+                    kind = st.st_mode & _S_IFMT
+                    if kind == _S_IFDIR:
+                        subdirs.append((name, st))
+                    elif kind == _S_IFREG:  # became one since the listing
+                        typed.append((name, st.st_ino))
+                        nfiles += 1
+                    elif kind != _S_IFLNK:
+                        skipped.add("special_file")
+        except OSError:  # the directory went bad while being read (EIO, removed)
+            skipped.add("unreadable")
+        self.entries += count
+        frame.files += nfiles
+        return listing
 
     def _prune(
         self, files: list[tuple[str, os.stat_result]], floor: int, block_floor: int
@@ -856,6 +936,7 @@ class Scanner:
         scanner.keep_files, scanner.keep_by_disk = self.keep_files, self.keep_by_disk
         scanner.on_file = self.on_file
         scanner.empty_listings = self.empty_listings
+        scanner.regular_by_type = self.regular_by_type
         scanner.finished_depth = self.finished_depth
         return scanner
 

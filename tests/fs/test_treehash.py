@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,7 +14,7 @@ import pytest
 from sysmcp.fs import treehash
 from sysmcp.fs.checksums import ALGORITHMS, format_line
 from sysmcp.fs.treehash import hash_tree_parallel
-from sysmcp.fs.walk import Listing, SkipCounter, WalkOptions
+from sysmcp.fs.walk import Listing, SkipCounter, WalkOptions, mount_table
 
 
 def build(root: Path) -> bytes:
@@ -124,3 +127,151 @@ def test_a_file_swapped_after_the_listing_is_refused_not_hashed(tmp_path: Path) 
         monkeypatch.undo()
     assert result.files == 0 and result.manifest is not None and not result.manifest
     assert result.unreadable_count == 1 and result.unreadable[0][0] == b"victim"
+
+
+def test_the_merge_reads_ahead_in_bounded_memory_however_many_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A million files make about a hundred runs; reading 64 KiB ahead in each cost 6 MB of the peak."""
+    monkeypatch.setattr(treehash, "RUN_BYTES", 80 << 10)
+    digest = hashlib.sha256(b"").hexdigest()
+    with tempfile.TemporaryFile() as spill:
+        runs = treehash.Runs(spill)
+        for i in range(200_000):  # 200 runs of 80 KiB (each record about 100 bytes), in no order
+            name = b"d%03d/f%07d" % (i % 997, (i * 7919) % 200_000)
+            runs.add(name, format_line(name, digest, ALGORITHMS["sha256"]))
+        part = runs.summary()
+        assert len(part["extents"]) >= 200
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            merged = treehash.merge([(spill, part)], keep_limit=0, first_lines=100, checkpoint=lambda: None)
+            peak = tracemalloc.get_traced_memory()[1] - before
+        finally:
+            tracemalloc.stop()
+    names = sorted(b"d%03d/f%07d" % (i % 997, (i * 7919) % 200_000) for i in range(200_000))
+    assert merged.manifest is None and merged.files == 0
+    assert merged.first == [format_line(name, digest, ALGORITHMS["sha256"]) for name in names[:100]]
+    assert peak < 4 << 20, f"the merge's peak: {peak / 1e6:.1f} MB"
+
+
+def hash_with_a_swap(root: Path, swap: Callable[[], None]) -> treehash.TreeManifest:
+    """Hash ``root`` in one process, running ``swap`` between the walk's listing and the hashing."""
+    original = treehash.Hasher.listing
+
+    def swap_then_hash(self: treehash.Hasher, listing: Listing, dir_fd: int | None) -> None:
+        swap()
+        original(self, listing, dir_fd)
+
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(treehash.Hasher, "listing", swap_then_hash)
+    try:
+        return hash_tree_parallel(
+            os.fsencode(root),
+            ALGORITHMS["sha256"],
+            "gnu",
+            WalkOptions(),
+            SkipCounter(),
+            timeout_s=60,
+            check_cancelled=lambda: None,
+            report=lambda files, done: None,
+            keep_limit=1 << 20,
+            first_lines=10,
+            processes=1,
+        )
+    finally:
+        monkeypatch.undo()
+
+
+def entries_carry_inodes(path: Path) -> bool:
+    dev = os.stat(path).st_dev
+    return any(m.dev == dev and m.fstype in treehash.ENTRY_INODES_TRUSTED for m in mount_table())
+
+
+def test_a_file_renamed_over_after_the_listing_is_refused_not_hashed(tmp_path: Path) -> None:
+    if not entries_carry_inodes(tmp_path):
+        pytest.skip("the test directory's filesystem gives entries no trusted inode numbers")
+    (tmp_path / "victim").write_bytes(b"original")
+    (tmp_path / "other").write_bytes(b"swapped in")
+    moved: list[bool] = []
+
+    def swap() -> None:
+        if not moved:
+            moved.append(True)
+            os.rename(tmp_path / "other", tmp_path / "victim")  # a new inode under the listed name
+
+    result = hash_with_a_swap(tmp_path, swap)
+    assert result.files == 0 and result.unreadable_count == 2
+    assert dict(result.unreadable) == {
+        b"other": "vanished before it could be hashed",
+        b"victim": "the file was replaced while it was being opened",
+    }
+
+
+def test_where_entries_carry_other_inode_numbers_the_name_is_looked_at_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """overlayfs across filesystems (containers) and FUSE: the file the name leads to at open is hashed."""
+    monkeypatch.setattr(treehash, "ENTRY_INODES_TRUSTED", frozenset())
+    (tmp_path / "victim").write_bytes(b"original")
+    (tmp_path / "other").write_bytes(b"swapped in")
+    moved: list[bool] = []
+
+    def swap() -> None:
+        if not moved:
+            moved.append(True)
+            os.rename(tmp_path / "other", tmp_path / "victim")
+
+    result = hash_with_a_swap(tmp_path, swap)
+    assert result.files == 1 and result.manifest is not None
+    assert bytes(result.manifest) == format_line(
+        b"victim", hashlib.sha256(b"swapped in").hexdigest(), ALGORITHMS["sha256"]
+    )
+
+
+def test_a_file_swapped_for_a_fifo_after_the_listing_is_refused_without_blocking(tmp_path: Path) -> None:
+    (tmp_path / "victim").write_bytes(b"original")
+    swapped: list[bool] = []
+
+    def swap() -> None:
+        if not swapped:
+            swapped.append(True)
+            (tmp_path / "victim").unlink()
+            os.mkfifo(tmp_path / "victim")  # no writer: a blocking open would hang here
+
+    result = hash_with_a_swap(tmp_path, swap)
+    assert result.files == 0
+    assert result.unreadable == [(b"victim", "not a regular file: a FIFO (named pipe)")]
+
+
+def test_files_of_directories_read_while_the_walk_is_split_are_in_the_manifest(tmp_path: Path) -> None:
+    """Splitting reads some directories itself and closes them: their files are hashed after all."""
+    expected: list[tuple[bytes, bytes]] = []
+    for d in range(6):
+        for folder in (b"top%d" % d, b"top%d/sub" % d):
+            os.makedirs(os.fsencode(tmp_path) + b"/" + folder, exist_ok=True)
+            for f in range(5):
+                relative = folder + b"/f%d" % f
+                data = os.urandom(d * 50 + f)
+                (tmp_path / os.fsdecode(relative)).write_bytes(data)
+                line = format_line(relative, hashlib.sha256(data).hexdigest(), ALGORITHMS["sha256"])
+                expected.append((relative, line))
+    skipped = SkipCounter()
+    result = hash_tree_parallel(
+        os.fsencode(tmp_path),
+        ALGORITHMS["sha256"],
+        "gnu",
+        WalkOptions(),
+        skipped,
+        timeout_s=60,
+        check_cancelled=lambda: None,
+        report=lambda files, done: None,
+        keep_limit=1 << 20,
+        first_lines=10,
+        processes=2,
+        split_after_s=0,
+    )
+    assert result.manifest is not None and bytes(result.manifest) == b"".join(
+        line for _, line in sorted(expected)
+    )
+    assert result.files == 60 and not skipped.as_dict()
