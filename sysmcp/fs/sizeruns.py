@@ -30,7 +30,7 @@ __all__ = ["HEADER", "RUN_BYTES", "SizeRuns", "merge_by_size", "parse", "read_re
 HEADER = struct.Struct(">QQQQ")
 _TOP = (1 << 64) - 1
 RUN_BYTES = 1 << 20  # records buffered per process before they are sorted and written as one run
-READ_BYTES = 64 << 10  # read-ahead per run while merging (a million files: about 60 runs)
+READ_BYTES = 32 << 10  # read-ahead per run while merging (a million files: about 50 runs)
 
 
 class SizeRuns:

@@ -5,6 +5,11 @@ grouped by size (no reads at all), then by a hash of their first and last 4 KiB 
 and only files still tied are hashed in full. Most files never share a size, and most that do
 differ in their head or tail, so few files are ever read to the end. Names of one inode (hard
 links) are one file, not duplicates. Read-only: nothing is ever deleted or changed.
+
+Bounded memory on a million files: the walk is shared with forked workers (forked a few milliseconds
+in, before anything big exists), every process writes one compact record per file to sorted runs on
+disk (``sizeruns``), the runs are merged one size at a time into a file of candidates, and the same
+workers then compare its blocks. No Python object outlives its file's directory listing or its block.
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 600.0
 PARALLEL_FROM = 2000  # candidates from which the comparison is shared out between processes
 PARALLEL_BYTES = 256 << 20  # or candidate bytes: a few big files are worth a second reader
-BLOCKS = 64  # the candidates are cut into about this many blocks of whole sizes, claimed one by one
+BLOCKS = 200  # the candidates are cut into about this many blocks of whole sizes, claimed one by one
 SPLIT_AFTER_S = 0.01  # a walk still running after this long shares its waiting subtrees out
 SUBTREES_PER_PROCESS = 32
 

@@ -16,7 +16,6 @@ import random
 import threading
 from pathlib import Path
 
-import anyio
 import pytest
 
 from tests.wire import result_text, spawn
@@ -99,8 +98,8 @@ async def peak_after_searching(root: Path, files: int) -> int:
         await wire.initialize()
         sampler = SummedPeak(wire.process.pid)
         try:
-            with anyio.fail_after(120):
-                reply = await wire.call("find_duplicates", {"path": str(root), "timeout_s": 120})
+            await wire.start_call("find_duplicates", {"path": str(root), "timeout_s": 120}, msg_id=1)
+            reply = await wire.response(1, timeout=120)
         finally:
             peak = sampler.stop()
         assert reply["result"]["isError"] is False, result_text(reply)
