@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import os
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
 from sysmcp.fs.walk import Listing
@@ -107,18 +107,21 @@ def parse(record: bytes) -> tuple[int, int, int, int, bytes]:
 
 
 def merge_by_size(
-    runs: Sequence[tuple[int, int, int]], counts: list[int]
+    runs: Sequence[tuple[int, int, int]], counts: list[int], checkpoint: Callable[[], None] = lambda: None
 ) -> Iterator[tuple[int, list[bytes]]]:
     """(size, records) for every size at least two distinct inodes share, largest size first.
 
     ``runs`` are (descriptor, offset, length) of sorted runs. A size's records come one per inode
     (the first name in byte order); further names of an inode are added to ``counts[0]`` (links).
+    ``checkpoint`` runs every few thousand records (and may raise: cancellation).
     """
     streams = [read_records(fd, offset, length) for fd, offset, length in runs]
     current = b""
     group: list[bytes] = []
     last_inode = b""
-    for record in heapq.merge(*streams):
+    for number, record in enumerate(heapq.merge(*streams)):
+        if not number & 0xFFF:
+            checkpoint()
         key = record[:8]
         if key != current:
             if len(group) > 1:

@@ -419,7 +419,7 @@ def gather_candidates(
         written += len(pending)
         pending.clear()
 
-    for number, (size, records) in enumerate(merge_by_size(runs, links)):
+    for size, records in merge_by_size(runs, links, checkpoint):
         for record in records:
             pending += record
         out.files += len(records)
@@ -431,8 +431,6 @@ def gather_candidates(
             block_start, block_files = end, 0
         if len(pending) >= RUN_BYTES:
             write()
-        if not number & 0xFF:
-            checkpoint()
     write()
     if written > block_start:
         out.blocks.append((block_start, written - block_start))
