@@ -269,29 +269,25 @@ class Reader:
     def _open(self, candidate: Found, size: int) -> tuple[int, os.stat_result] | None:
         """Open for reading only the very inode the walk saw, and only if it is still a regular file.
 
-        The name is looked at first (``lstat`` relative to its directory): anything but the regular
-        file the walk saw is never opened, since merely opening some devices has effects. The open
-        itself never follows a symlink and never blocks (a FIFO swapped in), and the descriptor is
-        checked to be that inode again. Returns the descriptor and its ``fstat``.
+        The walk's ``lstat`` is the look (as ``safeopen.open_regular_at`` takes it with ``expect``, and
+        hash_tree does): the name is opened relative to its directory, never following a symlink
+        (ELOOP: something was swapped in), never blocking (a FIFO swapped in since) and never
+        becoming a controlling terminal; the descriptor is then checked to be that very inode, a
+        regular file of the size the walk saw, before anything is read. Returns it and its ``fstat``.
         """
         self.checkpoint()  # one size can have a hundred thousand candidates: stop between any two
         relative, dev, ino, _ = candidate
         parent, _, name = relative.rpartition(b"/")
         try:
-            dir_fd = self._directory(parent)
-            looked = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            if looked.st_ino != ino or looked.st_dev != dev or not stat.S_ISREG(looked.st_mode):
-                self.skipped.add("changed")
-                return None
-            fd = os.open(name, _READ, dir_fd=dir_fd)
+            fd = os.open(name, _READ, dir_fd=self._directory(parent))
         except FileNotFoundError:
             self.skipped.add("vanished")
             return None
         except OSError as exc:
             if exc.errno in (errno.EACCES, errno.EPERM):
                 self.skipped.add("unreadable")
-            elif exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR):
-                self.skipped.add("changed")  # a symlink or a file now stands on the way: not followed
+            elif exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR, errno.ENXIO):
+                self.skipped.add("changed")  # a symlink, file or socket now stands on the way: not followed
             else:
                 self.skipped.add("vanished")
             return None
