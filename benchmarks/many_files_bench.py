@@ -328,7 +328,8 @@ def duplicates_check(ours: dict[str, Any], root: Path) -> Callable[[], str]:
 
 def build_rows(args: argparse.Namespace, only: set[str]) -> list[Row]:
     base = args.corpus
-    mixed, small, dups = base / "mixed", base / "small", base / "dups"
+    mixed, small = base / "mixed", base / "small"
+    dups = args.dups_dir if args.dups_dir is not None else base / "dups"
 
     def want(name: str) -> bool:
         return not only or name in only
@@ -453,6 +454,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mixed-files", type=int, default=200_000)
     parser.add_argument("--small-files", type=int, default=1_000_000)
     parser.add_argument("--dup-files", type=int, default=5_000)
+    parser.add_argument(
+        "--dups-dir",
+        type=Path,
+        help="the duplicates tree (default: <corpus>/dups), e.g. a 20,000-file one with --dup-files 20000",
+    )
     parser.add_argument(
         "--only",
         default="",

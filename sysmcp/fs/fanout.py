@@ -27,12 +27,12 @@ import select
 import signal
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from sysmcp import platform
 
-__all__ = ["MAX_TASKS", "FanOut", "Progress", "available_processes", "cpu_quota"]
+__all__ = ["MAX_TASKS", "FanOut", "Progress", "available_processes", "cpu_quota", "pipe", "release"]
 
 MAX_PROCESSES = 4
 _TASK = 4  # bytes per task number in the queue pipe
@@ -123,9 +123,10 @@ class FanOut:
     event loop (``in_child`` is True there).
     """
 
-    def __init__(self, count: int, processes: int, work: Work) -> None:
+    def __init__(self, count: int, processes: int, work: Work, keep: Collection[int] = ()) -> None:
         self.processes = max(1, min(processes, count))
         self.work = work
+        self.keep = frozenset(keep)  # descriptors from ``pipe()`` the children keep open (a later stage's)
         self.progress = Progress(self.processes)
         self._parent = os.getpid()
         if count * _TASK > MAX_QUEUE_BYTES:
@@ -139,6 +140,11 @@ class FanOut:
             _close(queue_w)
         os.set_blocking(self._queue_r, False)
         self._children: dict[int, int] = {}  # pid -> read end of its result pipe
+
+    @property
+    def children(self) -> int:
+        """How many children ``start`` forked and are not yet collected (fewer than asked if ``fork`` failed)."""
+        return len(self._children)
 
     def claim(self) -> int | None:
         """The next unclaimed task, or None when every task has been claimed."""
@@ -173,7 +179,9 @@ class FanOut:
                     signal.signal(signum, signal.SIG_DFL)
             except ValueError:  # not the main thread after all: the defaults stay as inherited
                 pass
-            for fd in list(_PIPES - {self._queue_r, result_fd}):  # siblings' and other scans' pipes
+            for fd in list(
+                _PIPES - {self._queue_r, result_fd} - self.keep
+            ):  # siblings' and other scans' pipes
                 with contextlib.suppress(OSError):
                     os.close(fd)
             self.progress.slot = slot
@@ -253,6 +261,18 @@ class FanOut:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def pipe() -> tuple[int, int]:
+    """A pipe that the children of every other ``FanOut`` close (pass an end as ``keep`` to keep it)."""
+    read_end, write_end = os.pipe()
+    _PIPES.update((read_end, write_end))
+    return read_end, write_end
+
+
+def release(*fds: int) -> None:
+    """Close ends of pipes made by ``pipe()``."""
+    _close(*fds)
 
 
 def _close(*fds: int) -> None:

@@ -5,26 +5,46 @@ grouped by size (no reads at all), then by a hash of their first and last 4 KiB 
 and only files still tied are hashed in full. Most files never share a size, and most that do
 differ in their head or tail, so few files are ever read to the end. Names of one inode (hard
 links) are one file, not duplicates. Read-only: nothing is ever deleted or changed.
+
+Bounded memory on a million files: the walk is shared with forked workers (forked a few milliseconds
+in, before anything big exists), every process writes one compact record per file to sorted runs on
+disk (``sizeruns``), the runs are merged one size at a time into a file of candidates, and the same
+workers then compare its blocks. No Python object outlives its file's directory listing or its block.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import marshal
+import math
 import os
+import select
 import stat
+import struct
+import tempfile
 import time
-from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
-from sysmcp import platform
+from sysmcp.fs import fanout
 from sysmcp.fs.checksums import BLAKE3, BLAKE3_THREADED, CHUNK, hash_fd, hash_once
 from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
 from sysmcp.fs.paths import display, printable
-from sysmcp.fs.safeopen import open_path
+from sysmcp.fs.sizeruns import RUN_BYTES, SizeRuns, merge_by_size, parse, read_records
 from sysmcp.fs.units import human_bytes, plural
-from sysmcp.fs.walk import Budget, Listing, Scanner, ScanStopped, SkipCounter, WalkOptions, collect_within
+from sysmcp.fs.walk import (
+    GIVE_UP_AFTER_S,
+    Budget,
+    Listing,
+    Scanner,
+    ScanStopped,
+    SkipCounter,
+    Subtree,
+    WalkOptions,
+    collect_within,
+)
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.arguments import size_argument
@@ -35,13 +55,20 @@ from sysmcp.tools.walking import denied_by, require_directory, skipped_phrase, w
 BLOCK = 4096  # head and tail sample size
 SMALL = 64 << 10  # files up to this size are hashed whole at once: one read beats a second open
 THREADED_FROM = 4 << 20  # files at least this big are hashed by blake3's threads, on every core
-_READ = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-MAX_FILES = 2_000_000  # size index bound: past it the walk stops and the result says so
+# Candidates are opened relative to their directory: never following a symlink, never blocking (a FIFO
+# swapped in), never becoming a controlling terminal.
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+MAX_FILES = 2_000_000  # listing bound (the runs on disk): past it the walk stops and the result says so
 PATHS_INLINE = 5  # paths shown per group in the text and structured content
 FULL_TEXT_CAP = 8 << 20  # the full group list resource is cut (and says so) beyond this
 DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 600.0
 PARALLEL_FROM = 2000  # candidates from which the comparison is shared out between processes
+PARALLEL_BYTES = 256 << 20  # or candidate bytes: a few big files are worth a second reader
+BLOCKS = 200  # the candidates are cut into about this many blocks of whole sizes, claimed one by one
+SPLIT_AFTER_S = 0.01  # a walk still running after this long shares its waiting subtrees out
+SUBTREES_PER_PROCESS = 32
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -178,85 +205,18 @@ class Search:
     elapsed: float = 0.0
 
 
-class SizeIndex:
-    """Every listed file in compact arrays, grouped by size: no Python object per file.
-
-    A million candidates as objects (name string, three ints, the object) take about 250 MB, and
-    forked comparing processes copy the pages their reference counts touch. Here a file costs its
-    name's bytes plus a few machine words, and the arrays are never written after the fork.
-    Most sizes are unique: such a size maps to its one file's number, not to an array.
-    """
-
-    def __init__(self) -> None:
-        self.names = bytearray()  # every name, relative to the root, back to back
-        self.ends = array("Q")  # where each name ends in ``names``
-        self.dev = array("Q")
-        self.ino = array("Q")
-        self.disk = array("Q")  # bytes allocated
-        self.by_size: dict[int, int | array[int]] = {}
-        self.shared: dict[int, array[int]] = {}  # filled by ``keep_shared``
-
-    def add(self, relative: bytes, st: os.stat_result) -> None:
-        number = len(self.ends)
-        self.names += relative
-        self.ends.append(len(self.names))
-        self.dev.append(st.st_dev)
-        self.ino.append(st.st_ino)
-        self.disk.append(st.st_blocks * 512)
-        size = st.st_size
-        present = self.by_size.get(size)
-        if present is None:
-            self.by_size[size] = number
-        elif isinstance(present, int):
-            self.by_size[size] = array("I", (present, number))
-        else:
-            present.append(number)
-
-    def keep_shared(self) -> None:
-        """Keep only the sizes held by at least two distinct inodes, with their files' numbers."""
-        self.shared = {
-            size: numbers for size, numbers in self.by_size.items() if not isinstance(numbers, int)
-        }
-        self.by_size = {}
-
-    def candidate(self, number: int) -> Candidate:
-        start = self.ends[number - 1] if number else 0
-        relative = os.fsdecode(bytes(self.names[start : self.ends[number]]))
-        return Candidate(relative, self.dev[number], self.ino[number], self.disk[number])
-
-    def candidates(self, numbers: Sequence[int]) -> list[Candidate]:
-        return [self.candidate(number) for number in numbers]
-
-
-def index_by_size(scanner: Scanner, search: Search, limit: int = MAX_FILES) -> SizeIndex:
-    """Every listed file by size, in compact arrays, keeping the sizes of two inodes or more (``shared``).
-
-    The scanner's floor leaves files under ``min_size`` out of its listings, and its hard-link
-    bookkeeping hands further names of a counted inode out separately (``links``).
-    """
-    index = SizeIndex()
-    add = index.add
-    events = scanner.events()
-    try:
-        for event in events:
-            if type(event) is not Listing:
-                continue
-            search.hard_links += len(event.links)
-            prefix = os.fsencode(event.relative) + b"/" if event.relative else b""
-            for name, st in event.files:
-                add(prefix + os.fsencode(name), st)
-            search.files_scanned += len(event.files)
-            if search.files_scanned >= limit:
-                search.stopped = f"more than {limit:,} files: the search stopped listing there"
-                break
-    finally:
-        events.close()
-    index.keep_shared()
-    return index
+# A candidate while it is compared: (name relative to the root, device, inode, bytes allocated).
+Found = tuple[bytes, int, int, int]
 
 
 class Reader:
-    """Opens and hashes candidates, checking each is still the inode the walk saw."""
+    """Opens and hashes candidates, checking each is still the inode the walk saw.
+
+    Every file is opened relative to its directory's descriptor, and every directory on the way from
+    the root with ``O_DIRECTORY | O_NOFOLLOW``, so no symlink swapped in since the walk is followed and
+    the kernel resolves one name per call. Candidates come in name order, so the files of one
+    directory share one directory descriptor.
+    """
 
     def __init__(self, root: bytes, skipped: SkipCounter, search: Search, checkpoint: Callable[[], None]):
         self.root = root
@@ -264,50 +224,82 @@ class Reader:
         self.search = search
         self.checkpoint = checkpoint
         self.buffer = bytearray(CHUNK)
-        # Reopening an O_PATH descriptor through /proc/self/fd needs both (Linux); elsewhere each
-        # candidate is opened by name from the root, with the same identity and type checks.
-        self.proc_fd = platform.has_o_path() and platform.has_proc_fd()
+        self._root_fd: int | None = None
+        self._dir_name: bytes | None = None
+        self._dir: int | OSError | None = None  # the open directory, or why it could not be opened
 
-    def _open(self, candidate: Candidate, size: int) -> tuple[int, os.stat_result] | None:
+    def close(self) -> None:
+        self._forget()
+        if self._root_fd is not None:
+            fd, self._root_fd = self._root_fd, None
+            os.close(fd)
+
+    def _forget(self) -> None:
+        fd, self._dir, self._dir_name = self._dir, None, None
+        if isinstance(fd, int) and fd != self._root_fd:
+            os.close(fd)
+
+    def _directory(self, parent: bytes) -> int:
+        """The descriptor of the directory ``parent`` (relative to the root), reached name by name."""
+        if parent == self._dir_name:
+            if isinstance(self._dir, OSError):
+                raise self._dir
+            assert self._dir is not None
+            return self._dir
+        self._forget()
+        self._dir_name = parent
+        fd = self._root_fd
+        try:
+            if fd is None:
+                fd = self._root_fd = os.open(self.root, _DIRECTORY)
+            if parent:
+                for name in parent.split(b"/"):
+                    child = os.open(name, _DIRECTORY, dir_fd=fd)
+                    if fd != self._root_fd:
+                        os.close(fd)
+                    fd = child
+        except OSError as exc:
+            if fd is not None and fd != self._root_fd:
+                os.close(fd)
+            self._dir = exc
+            raise
+        self._dir = fd
+        return fd
+
+    def _open(self, candidate: Found, size: int) -> tuple[int, os.stat_result] | None:
         """Open for reading only the very inode the walk saw, and only if it is still a regular file.
 
-        The name is first opened with ``O_PATH`` (which reads nothing and has no device side effects),
-        its identity and type checked on that descriptor, and only then reopened for reading through
-        ``/proc/self/fd``. Whatever was renamed or swapped since the walk, what gets read is the file
-        the walk found inside the tree, or nothing. Returns the descriptor and its ``fstat``.
+        The walk's ``lstat`` is the look (as ``safeopen.open_regular_at`` takes it with ``expect``, and
+        hash_tree does): the name is opened relative to its directory, never following a symlink
+        (ELOOP: something was swapped in), never blocking (a FIFO swapped in since) and never
+        becoming a controlling terminal; the descriptor is then checked to be that very inode, a
+        regular file of the size the walk saw, before anything is read. Returns it and its ``fstat``.
         """
         self.checkpoint()  # one size can have a hundred thousand candidates: stop between any two
-        path = os.path.join(self.root, os.fsencode(candidate.relative))
+        relative, dev, ino, _ = candidate
+        parent, _, name = relative.rpartition(b"/")
         try:
-            if self.proc_fd:
-                handle = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
-                try:
-                    st = os.fstat(handle)
-                    if (st.st_dev, st.st_ino) != (candidate.dev, candidate.ino) or not stat.S_ISREG(
-                        st.st_mode
-                    ):
-                        self.skipped.add("changed")
-                        return None
-                    fd = os.open(f"{platform.PROC_SELF_FD}/{handle}", _READ)
-                finally:
-                    os.close(handle)
-            else:
-                fd = open_path(os.fsdecode(path), regular=True)
+            fd = os.open(name, _READ, dir_fd=self._directory(parent))
         except FileNotFoundError:
             self.skipped.add("vanished")
             return None
         except OSError as exc:
-            self.skipped.add("unreadable" if exc.errno in (errno.EACCES, errno.EPERM) else "vanished")
+            if exc.errno in (errno.EACCES, errno.EPERM):
+                self.skipped.add("unreadable")
+            elif exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR, errno.ENXIO):
+                self.skipped.add("changed")  # a symlink, file or socket now stands on the way: not followed
+            else:
+                self.skipped.add("vanished")
             return None
         st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) != (candidate.dev, candidate.ino) or st.st_size != size:
+        if st.st_ino != ino or st.st_dev != dev or not stat.S_ISREG(st.st_mode) or st.st_size != size:
             os.close(fd)
             self.skipped.add("changed")
             return None
         self.search.files_read += 1
         return fd, st
 
-    def sample(self, candidate: Candidate, size: int) -> str | None:
+    def sample(self, candidate: Found, size: int) -> str | None:
         """Hash of the first and last 4 KiB (the whole content for files up to SMALL)."""
         if size <= SMALL:
             return self.full(candidate, size)
@@ -329,7 +321,7 @@ class Reader:
         finally:
             os.close(fd)
 
-    def full(self, candidate: Candidate, size: int) -> str | None:
+    def full(self, candidate: Found, size: int) -> str | None:
         """BLAKE3 of the whole content, streamed by the shared engine with a checkpoint per chunk; large files
         are hashed on every core (blake3's own threads), small ones with one read."""
         opened = self._open(candidate, size)
@@ -355,117 +347,202 @@ class Reader:
 
 
 def _split(
-    candidates: list[Candidate], size: int, key: Callable[[Candidate, int], str | None]
-) -> list[tuple[str, list[Candidate]]]:
-    """Candidates grouped by key, keeping only groups of two or more (unreadable ones drop out)."""
-    groups: dict[str, list[Candidate]] = {}
-    for candidate in candidates:
+    candidates: list[tuple[int, Found]], key: Callable[[Found, int], str | None]
+) -> list[tuple[int, str, list[Found]]]:
+    """Candidates (size, candidate) grouped by size and key, keeping groups of two or more."""
+    groups: dict[tuple[int, str], list[Found]] = {}
+    for size, candidate in candidates:
         value = key(candidate, size)
         if value is not None:
-            groups.setdefault(value, []).append(candidate)
-    return [(value, group) for value, group in groups.items() if len(group) > 1]
+            groups.setdefault((size, value), []).append(candidate)
+    return [(size, value, group) for (size, value), group in groups.items() if len(group) > 1]
 
 
-def compare_size(candidates: list[Candidate], size: int, reader: Reader) -> list[tuple[str, list[Candidate]]]:
-    """The groups of identical content among candidates of one size: head and tail, then the whole."""
+def compare_block(candidates: list[tuple[int, Found]], reader: Reader) -> list[tuple[int, str, list[Found]]]:
+    """The groups of identical content among candidates of a few sizes: head and tail, then the whole.
+
+    Candidates are read in name order (the files of a directory one after another), whatever their size.
+    """
+    candidates.sort(key=lambda item: item[1][0])
     groups = []
-    for sample, tied in _split(candidates, size, reader.sample):
+    tied: list[tuple[int, Found]] = []
+    for size, sample, same in _split(candidates, reader.sample):
         if size <= SMALL:  # the sample was the full hash
-            groups.append((sample, tied))
+            groups.append((size, sample, same))
         else:
-            groups += _split(tied, size, reader.full)
+            tied += [(size, candidate) for candidate in same]
+    if tied:
+        tied.sort(key=lambda item: item[1][0])
+        groups += _split(tied, reader.full)
     return groups
 
 
-def compare_in_processes(
-    sizes: list[int],
-    index: SizeIndex,
-    reader: Reader,
-    budget: Budget,
-    search: Search,
-    processes: int,
-    meter: Meter | None,
-    walked: int,
+def block_candidates(fd: int, offset: int, length: int) -> list[tuple[int, Found]]:
+    """The candidates stored in one block of the candidates file, each with its size."""
+    out = []
+    for record in read_records(fd, offset, length):
+        size, dev, ino, disk, name = parse(record)
+        out.append((size, (name, dev, ino, disk)))
+    return out
+
+
+@dataclass
+class Candidates:
+    """Sizes at least two distinct inodes share, their records back to back in one temporary file,
+    largest size first, cut into blocks of whole sizes for the comparison to share out."""
+
+    spill: IO[bytes]
+    blocks: list[tuple[int, int]] = field(default_factory=list)  # (offset, length)
+    files: int = 0
+    bytes: int = 0  # the candidates' total size
+
+
+def gather_candidates(
+    runs: list[tuple[int, int, int]], out: Candidates, search: Search, checkpoint: Callable[[], None]
 ) -> None:
-    """Compare the sizes shared out between forked processes (``fanout.FanOut``, as ``dir_usage`` walks).
+    """Merge the runs by size and keep the shared sizes (``sizeruns.merge_by_size``), in bounded memory."""
+    per_block = max(1, -(-search.files_scanned // BLOCKS))
+    links = [0]
+    pending = bytearray()
+    written = block_start = block_files = 0
+    spill = out.spill
+    spill.seek(0)
+    spill.truncate()
 
-    The sizes, largest first, are cut into contiguous slices of about equal candidate counts, claimed
-    one by one, so a partial result still holds the largest files. Each process sends back its
-    groups as candidate positions, its read counts and its skips; a dead one only loses its groups.
+    def write() -> None:
+        nonlocal written
+        spill.write(pending)
+        written += len(pending)
+        pending.clear()
+
+    for size, records in merge_by_size(runs, links, checkpoint):
+        for record in records:
+            pending += record
+        out.files += len(records)
+        out.bytes += size * len(records)
+        block_files += len(records)
+        if block_files >= per_block:
+            end = written + len(pending)
+            out.blocks.append((block_start, end - block_start))
+            block_start, block_files = end, 0
+        if len(pending) >= RUN_BYTES:
+            write()
+    write()
+    if written > block_start:
+        out.blocks.append((block_start, written - block_start))
+    spill.flush()
+    search.hard_links += links[0]
+    search.files_scanned -= links[0]  # two processes each listed a name of one inode first
+
+
+_BLOCK = struct.Struct("<QQ")  # a block of candidates handed to the workers: (offset, length)
+
+
+class Handoff:
+    """How forked workers that walked go on to compare, so that no second set of processes is forked.
+
+    Forked processes count the parent's resident pages again, so forking once for the walk and once
+    more for the comparison would pay the server's size three times. Instead each worker, its walk
+    done, writes what it found after its runs and says where through its own pipe (the parent sees an
+    end of file without a message if it died), then waits on a second pipe for the blocks to compare,
+    which the parent writes all at once (a few kilobytes) and closes: the end of that pipe is the end
+    of the tasks, also if the parent went away.
     """
-    by_size = index.shared
-    total = sum(len(by_size[size]) for size in sizes)
-    per_task = max(1, -(-total // MAX_TASKS))
-    slices: list[tuple[int, int]] = []
-    start = taken = 0
-    for at, size in enumerate(sizes):
-        taken += len(by_size[size])
-        if taken >= per_task or at == len(sizes) - 1:
-            slices.append((start, at + 1))
-            start, taken = at + 1, 0
-    fan: FanOut | None = None
 
-    def report_and_check() -> None:
-        if meter is not None:
-            others = fan.progress.others()[0] if fan is not None else 0
-            meter.done = walked + search.files_read + others
-        if budget.check_cancelled is not None:
-            budget.check_cancelled()
+    def __init__(self, processes: int) -> None:
+        self.blocks_r, self.blocks_w = fanout.pipe()
+        self.walked = [fanout.pipe() for _ in range(processes)]  # slot 0 (this process) unused
 
-    def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
-        if in_child:
-            own_search, own_skipped = Search(), SkipCounter()
-            check = Budget(
-                budget.seconds,
-                lambda: progress.set(own_search.files_read, own_search.bytes_read),
-                clock=budget.clock,
-            )
-            own = Reader(reader.root, own_skipped, own_search, check)
-        else:
-            own_search, own_skipped = search, reader.skipped
-            check = Budget(budget.seconds, report_and_check, clock=budget.clock)
-            own = Reader(reader.root, own_skipped, own_search, check)
-        check.deadline, check.reason = budget.deadline, budget.reason
-        groups: list[tuple[int, str, list[int]]] = []
+    @property
+    def keep(self) -> list[int]:
+        return [self.blocks_r, *(write_end for _, write_end in self.walked)]
+
+    def in_child(self, slot: int) -> int:
+        """In worker ``slot``: close the other workers' ends; returns this worker's end."""
+        for other, (_, write_end) in enumerate(self.walked):
+            if other != slot:
+                os.close(write_end)
+        return self.walked[slot][1]
+
+    def started(self) -> None:
+        """In this process, once the workers are forked: only they hold their pipes' write ends."""
+        for _, write_end in self.walked:
+            fanout.release(write_end)
+        self.walked = [(read_end, -1) for read_end, _ in self.walked]
+
+    @staticmethod
+    def report(end: int, spill: IO[bytes], part: dict[str, Any]) -> None:
+        """In a worker: store its walk's part after its runs and tell the parent where."""
+        data = marshal.dumps(part)
+        offset = spill.seek(0, os.SEEK_END)
+        spill.write(data)
+        spill.flush()
+        os.write(end, _BLOCK.pack(offset, len(data)))
+        os.close(end)
+
+    def wait(
+        self, workers: int, spills: Sequence[IO[bytes]], give_up_at: float, checkpoint: Callable[[], None]
+    ) -> list[dict[str, Any] | None]:
+        """Every worker's walk part (None for one that died or did not answer by ``give_up_at``)."""
+        parts: list[dict[str, Any] | None] = [None] * workers
+        waiting = {self.walked[slot][0]: slot for slot in range(1, workers + 1)}
+        poller = select.poll()
+        for fd in waiting:
+            poller.register(fd, select.POLLIN)
+        while waiting and time.monotonic() < give_up_at:
+            checkpoint()
+            for fd, _ in poller.poll(10):
+                slot = waiting.pop(fd)
+                poller.unregister(fd)
+                message = os.read(fd, _BLOCK.size)
+                if len(message) == _BLOCK.size:
+                    offset, length = _BLOCK.unpack(message)
+                    with contextlib.suppress(EOFError, ValueError, TypeError):
+                        parts[slot - 1] = marshal.loads(os.pread(spills[slot].fileno(), length, offset))
+        return parts
+
+    def send(self, blocks: Sequence[tuple[int, int]]) -> None:
+        """Hand every block to whoever claims it first (one write: at most BLOCKS + 1 entries)."""
+        if blocks:
+            os.write(self.blocks_w, b"".join(_BLOCK.pack(*block) for block in blocks))
+        fanout.release(self.blocks_w)
+        self.blocks_w = -1
+
+    def claim(self) -> tuple[int, int] | None:
+        """The next block nobody claimed yet (waits until ``send``); None once none are left."""
+        data = os.read(self.blocks_r, _BLOCK.size)
+        return _BLOCK.unpack(data) if len(data) == _BLOCK.size else None
+
+    def close(self) -> None:
+        ends = [self.blocks_r, self.blocks_w, *(fd for pair in self.walked for fd in pair)]
+        fanout.release(*(fd for fd in ends if fd >= 0))
+        self.walked = []
+
+
+class Comparer:
+    """The comparison's per-process part: claims blocks, returns the groups found and its counts."""
+
+    def __init__(self, reader: Reader, fd: int) -> None:
+        self.reader = reader
+        self.fd = fd
+
+    def run(self, claim: Callable[[], tuple[int, int] | None]) -> dict[str, Any]:
+        groups: list[tuple[int, str, list[Found]]] = []
         stopped: str | None = None
         try:
-            while (task := claim()) is not None:
-                first, last = slices[task]
-                for size in sizes[first:last]:
-                    check()
-                    candidates = index.candidates(by_size[size])
-                    position = {id(c): i for i, c in enumerate(candidates)}
-                    for digest, same in compare_size(candidates, size, own):
-                        groups.append((size, digest, [position[id(c)] for c in same]))
+            while (block := claim()) is not None:
+                self.reader.checkpoint()
+                groups += compare_block(block_candidates(self.fd, *block), self.reader)
         except ScanStopped as stop:
             stopped = stop.reason
-        result: dict[str, Any] = {"groups": groups, "stopped": stopped}
-        if in_child:
-            result.update(
-                read=own_search.files_read, bytes=own_search.bytes_read, skipped=own_skipped.as_dict()
-            )
-        return result
+        return {"groups": groups, "stopped": stopped}
 
-    try:
-        fan = FanOut(len(slices), processes, work)
-        fan.start()
-        parts: list[dict[str, Any] | None] = [fan.run_here()]
-        parts += collect_within(fan, budget, report_and_check)
-    finally:
-        if fan is not None:
-            fan.close()
-    for part in parts:
-        if part is None:
-            search.stopped = search.stopped or "a comparing process ended unexpectedly"
-            continue
-        for size, digest, positions in part["groups"]:
-            numbers = by_size[size]
-            search.groups.append(Group(size, digest, tuple(index.candidate(numbers[i]) for i in positions)))
-        search.files_read += part.get("read", 0)
-        search.bytes_read += part.get("bytes", 0)
-        for reason, n in part.get("skipped", {}).items():
-            reader.skipped.add(reason, n)
-        search.stopped = search.stopped or part["stopped"]
+
+def _merge_skips(skipped: SkipCounter, part: dict[str, Any]) -> None:
+    for reason, n in part.get("skipped", {}).items():
+        skipped.add(reason, n)
+    for name in part.get("skipped_named", ()):
+        skipped.name(name)
 
 
 def find_duplicates(
@@ -477,63 +554,268 @@ def find_duplicates(
     meter: Meter | None = None,
     clock: Callable[[], float] = time.monotonic,
     processes: int | None = None,
+    limit: int = MAX_FILES,
+    split_after_s: float = SPLIT_AFTER_S,
 ) -> Search:
-    """Walk (at most half the budget), then confirm duplicates from the largest size down."""
+    """Walk (at most half the budget), then confirm duplicates from the largest size down.
+
+    The walk runs in this process and, past ``split_after_s``, in forked workers too (forked a few
+    milliseconds in, before anything big exists), each writing sorted size runs to its own unlinked
+    file (``sizeruns``); the runs are merged by size into the candidates file, and the same workers
+    then compare its blocks. A tree listed before the split compares in this process, or in workers
+    forked then if there is much to read: either way one set of workers at most.
+    """
     started = clock()
     search = Search()
-    check = meter.checkpoint if meter is not None else None
-    listing = Budget(timeout_s / 2, check, clock=clock)
+    cancelled = meter.checkpoint if meter is not None else _nothing
+    listing = Budget(timeout_s / 2, cancelled, clock=clock)
     listing.reason = f"listing files took half of the {timeout_s:g} s time budget"
-    budget = Budget(timeout_s, check, clock=clock)
+    budget = Budget(timeout_s, cancelled, clock=clock)
+    count = available_processes() if processes is None else max(1, processes)
+    limit_reason = f"more than {limit:,} files: the search stopped listing there"
+    spills: list[IO[bytes]] = [tempfile.TemporaryFile(prefix="sysmcp-sizes-") for _ in range(count)]  # noqa: SIM115
+    candidates = Candidates(tempfile.TemporaryFile(prefix="sysmcp-candidates-"))  # noqa: SIM115
+    handoff = Handoff(count) if count > 1 else None
+    fan: FanOut | None = None
+    mine = SizeRuns(spills[0])
     walked = 0
-    listing_stopped = False
-
-    def walk_checkpoint() -> None:
-        nonlocal listing_stopped
-        if meter is not None:
-            meter.done = search.files_scanned
-        try:
-            listing()
-        except ScanStopped:
-            listing_stopped = True  # the walk ends quietly; the comparison uses what it found
-            raise
-
-    def hash_checkpoint() -> None:
-        if meter is not None:
-            meter.done = walked + search.files_read
-        budget()
-
-    scanner = Scanner(root, options, skipped, walk_checkpoint)
+    scanner = Scanner(root, options, skipped)
     scanner.file_floor, scanner.block_floor = max(1, min_size), 1 << 62
     scanner.empty_listings = False
     scanner.finished_depth = -1
-    index = index_by_size(scanner, search)
-    by_size = index.shared
-    if listing_stopped and search.stopped is None:
-        search.stopped = listing.reason
-    walked = search.files_scanned
-    reader = Reader(root, skipped, search, hash_checkpoint)
-    if meter is not None:
-        meter.total = walked + sum(len(group) for group in by_size.values())
-    sizes = sorted(by_size, reverse=True)
-    candidates = sum(len(group) for group in by_size.values())
-    count = available_processes() if candidates >= PARALLEL_FROM and processes is None else processes or 1
-    try:
-        if count > 1 and len(sizes) > 1:
-            compare_in_processes(sizes, index, reader, budget, search, count, meter, walked)
+    subtrees: list[Subtree] = []
+
+    def others() -> int:
+        return fan.progress.others()[0] if fan is not None else 0
+
+    def listing_checkpoint() -> None:
+        files = mine.files + others()
+        if meter is not None:
+            meter.done = files
+        if files >= limit:
+            raise ScanStopped(limit_reason)
+        listing()
+
+    def comparing_checkpoint() -> None:
+        if meter is not None:
+            meter.done = walked + search.files_read + others()
+        cancelled()
+
+    def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
+        """Walk the subtrees claimed; in a worker, then report the walk and compare blocks."""
+        if in_child:
+            assert handoff is not None
+            end = handoff.in_child(progress.slot)
+            blocks_claim = handoff.claim
+            runs, counter = SizeRuns(spills[progress.slot]), SkipCounter()
+            share = max(1, limit // count)
+
+            def publish() -> None:
+                progress.set(runs.files, 0)
+                if runs.files >= share:
+                    raise ScanStopped(limit_reason)
+
+            check: Callable[[], None] = Budget(listing.seconds, publish, clock=listing.clock)
+            check.deadline, check.reason = listing.deadline, listing.reason  # type: ignore[attr-defined]
         else:
-            for size in sizes:
-                hash_checkpoint()
-                for digest, same in compare_size(index.candidates(by_size[size]), size, reader):
-                    search.groups.append(Group(size, digest, tuple(same)))
-    except ScanStopped as stop:
-        search.stopped = search.stopped or stop.reason
+            runs, counter, check = mine, skipped, listing_checkpoint
+        stopped: str | None = None
+        done = 0
+        while stopped is None and (index := claim()) is not None:
+            sub = scanner.spawn(subtrees[index], counter, check, None)
+            walk = sub.events()
+            try:
+                for event in walk:
+                    if type(event) is Listing:
+                        runs.listing(event)
+            finally:
+                walk.close()
+            stopped = sub.stopped
+            done += 1
+        if not in_child:
+            return {"stopped": stopped, "subtrees": done}
+        part = runs.summary()
+        part.update(stopped=stopped, subtrees=done, skipped=counter.as_dict(), skipped_named=counter.named)
+        progress.set(0, 0)  # from here on: files read
+        Handoff.report(end, spills[progress.slot], part)
+        own_search, own_skipped = Search(), SkipCounter()
+        compare_check = Budget(
+            budget.seconds,
+            lambda: progress.set(own_search.files_read, own_search.bytes_read),
+            clock=budget.clock,
+        )
+        compare_check.deadline, compare_check.reason = budget.deadline, budget.reason
+        reader = Reader(root, own_skipped, own_search, compare_check)
+        try:
+            result = Comparer(reader, candidates.spill.fileno()).run(blocks_claim)
+        finally:
+            reader.close()
+        result.update(read=own_search.files_read, bytes=own_search.bytes_read, skipped=own_skipped.as_dict())
+        return result
+
+    scanner.checkpoint = listing_checkpoint
+    split_at = listing.clock() + split_after_s if count > 1 else math.inf
+    try:
+        events = scanner.events()
+        try:
+            for event in events:
+                if type(event) is Listing:
+                    mine.listing(event)
+                if listing.clock() >= split_at:
+                    split_at = math.inf
+                    found, listings = scanner.detach(MAX_TASKS, SUBTREES_PER_PROCESS * count)
+                    for read_here in listings:
+                        mine.listing(read_here)
+                    if found and handoff is not None:
+                        subtrees = found
+                        fan = FanOut(len(subtrees), count, work, keep=handoff.keep)
+                        fan.start()
+                        handoff.started()
+        finally:
+            events.close()
+        stopped = scanner.stopped
+        parts: list[dict[str, Any] | None] = []
+        if fan is not None and handoff is not None:
+            here = fan.run_here()
+            stopped = stopped or here["stopped"]
+            claimed = here["subtrees"]
+            give_up_at = time.monotonic() + max(0.0, listing.deadline - listing.clock()) + GIVE_UP_AFTER_S
+            parts = handoff.wait(
+                fan.children, spills, give_up_at, listing_checkpoint_quiet(listing_checkpoint)
+            )
+            for part in parts:
+                if part is None:
+                    stopped = stopped or "a listing process ended unexpectedly"
+                    continue
+                claimed += part["subtrees"]
+                stopped = stopped or part["stopped"]
+                _merge_skips(skipped, part)
+            if claimed < len(subtrees):
+                stopped = stopped or listing.reason
+        search.stopped = stopped
+        runs: list[tuple[int, int, int]] = []
+        for spill, part in zip(spills, [mine.summary(), *parts], strict=False):
+            if part is not None:
+                search.files_scanned += part["files"]
+                search.hard_links += part["links"]
+                runs += [(spill.fileno(), offset, length) for offset, length in part["extents"]]
+        gather_candidates(runs, candidates, search, cancelled)
+        walked = search.files_scanned
+        for spill in spills:
+            spill.truncate(0)  # the runs are merged: give their disk space back now
+        if meter is not None:
+            meter.total = walked + candidates.files
+
+        def hash_checkpoint() -> None:
+            comparing_checkpoint()
+            budget()
+
+        reader = Reader(root, skipped, search, hash_checkpoint)
+        try:
+            if fan is not None and handoff is not None:
+                handoff.send(candidates.blocks)
+                results: list[dict[str, Any] | None] = [
+                    Comparer(reader, candidates.spill.fileno()).run(handoff.claim)
+                ]
+                results += collect_within(fan, budget, comparing_checkpoint)
+            else:
+                results = compare_blocks(candidates, reader, budget, count, comparing_checkpoint)
+        finally:
+            reader.close()
+        for result in results:
+            if result is None:
+                search.stopped = search.stopped or "a comparing process ended unexpectedly"
+                continue
+            for size, digest, same in result["groups"]:
+                same.sort()
+                copies = tuple(Candidate(os.fsdecode(name), dev, ino, disk) for name, dev, ino, disk in same)
+                search.groups.append(Group(size, digest, copies))
+            search.files_read += result.get("read", 0)
+            search.bytes_read += result.get("bytes", 0)
+            _merge_skips(skipped, result)
+            search.stopped = search.stopped or result["stopped"]
+    finally:
+        if fan is not None:
+            fan.close()
+        if handoff is not None:
+            handoff.close()
+        scanner.close()
+        for spill in [*spills, candidates.spill]:
+            spill.close()
     if meter is not None:
         meter.done = walked + search.files_read
         meter.total = max(meter.done, meter.total or 0)
     search.groups.sort(key=lambda g: (-g.reclaimable, -g.size, g.copies[0].relative))
     search.elapsed = clock() - started
     return search
+
+
+def listing_checkpoint_quiet(checkpoint: Callable[[], None]) -> Callable[[], None]:
+    """``checkpoint`` for waiting on workers: progress and cancellation, but the deadline does not end the wait."""
+
+    def waiting() -> None:
+        with contextlib.suppress(ScanStopped):
+            checkpoint()
+
+    return waiting
+
+
+def compare_blocks(
+    candidates: Candidates,
+    reader: Reader,
+    budget: Budget,
+    processes: int,
+    report_and_check: Callable[[], None],
+) -> list[dict[str, Any] | None]:
+    """Compare the blocks, largest sizes first, here and, when there is much to read, in forked workers.
+
+    Only for a tree listed before the walk split (so no workers exist yet): what this process holds
+    then is the candidates file's block table, nothing per file.
+    """
+    fd = candidates.spill.fileno()
+    blocks = candidates.blocks
+    parallel = processes > 1 and len(blocks) > 1
+    parallel = parallel and (candidates.files >= PARALLEL_FROM or candidates.bytes >= PARALLEL_BYTES)
+    if not parallel:
+        queue = iter(blocks)
+        return [Comparer(reader, fd).run(lambda: next(queue, None))]
+    fan: FanOut | None = None
+
+    def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
+        def next_block() -> tuple[int, int] | None:
+            task = claim()
+            return None if task is None else blocks[task]
+
+        if not in_child:
+            return Comparer(reader, fd).run(next_block)
+        own_search, own_skipped = Search(), SkipCounter()
+        check = Budget(
+            budget.seconds,
+            lambda: progress.set(own_search.files_read, own_search.bytes_read),
+            clock=budget.clock,
+        )
+        check.deadline, check.reason = budget.deadline, budget.reason
+        own = Reader(reader.root, own_skipped, own_search, check)
+        try:
+            result = Comparer(own, fd).run(next_block)
+        finally:
+            own.close()
+        result.update(read=own_search.files_read, bytes=own_search.bytes_read, skipped=own_skipped.as_dict())
+        return result
+
+    try:
+        fan = FanOut(len(blocks), processes, work)
+        fan.start()
+        parts: list[dict[str, Any] | None] = [fan.run_here()]
+        parts += collect_within(fan, budget, report_and_check)
+    finally:
+        if fan is not None:
+            fan.close()
+    return parts
+
+
+def _nothing() -> None:
+    return None
 
 
 def render(

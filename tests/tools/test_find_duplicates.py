@@ -185,3 +185,35 @@ def test_cancellation_is_checked_between_files_of_one_size(tmp_path: Path) -> No
             clock=lambda: next(ticks) * 0.01,
         )
     assert meter.done < 30 + 30  # stopped before reading every file
+
+
+def test_files_swapped_after_the_walk_are_never_followed_nor_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between listing and reading, a FIFO, a symlink and a directory-symlink take the copies' places."""
+    from sysmcp.tools import find_duplicates as module
+
+    tree, outside = tmp_path / "tree", tmp_path / "outside"
+    (tree / "sub").mkdir(parents=True)
+    (outside / "sub").mkdir(parents=True)
+    for where in ("fifo", "symlink", "sub/inside", "kept"):
+        (tree / where).write_bytes(b"same content")
+    (outside / "sub" / "inside").write_bytes(b"same content")
+    (outside / "target").write_bytes(b"same content")
+    gather = module.gather_candidates
+
+    def swap_then_gather(*args: object) -> None:
+        gather(*args)  # type: ignore[arg-type]
+        (tree / "fifo").unlink()
+        os.mkfifo(tree / "fifo")  # opening it for reading would block without O_NONBLOCK
+        (tree / "symlink").unlink()
+        (tree / "symlink").symlink_to(outside / "target")
+        os.rename(tree / "sub", tmp_path / "old-sub")
+        (tree / "sub").symlink_to(outside / "sub")
+
+    monkeypatch.setattr(module, "gather_candidates", swap_then_gather)
+    skipped = SkipCounter()
+    result = find_duplicates(os.fsencode(tree), WalkOptions(), skipped, 1, 60, processes=1)
+    assert result.files_scanned == 4 and result.groups == []  # "kept" alone is left
+    assert skipped.as_dict() == {"changed": 3}
+    assert result.files_read == 1

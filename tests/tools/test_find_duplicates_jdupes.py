@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from sysmcp.fs import fanout
 from sysmcp.fs.walk import SkipCounter, WalkOptions
 from sysmcp.tools.find_duplicates import find_duplicates
 from tests.wire import result_text, spawn
@@ -84,5 +85,36 @@ def test_the_comparison_shared_between_processes_finds_the_same_sets(tmp_path: P
     theirs = [block.splitlines() for block in done.stdout.decode().split("\n\n") if block.strip()]
     search = find_duplicates(os.fsencode(tmp_path), WalkOptions(), SkipCounter(), 1, 60, processes=2)
     assert search.stopped is None
+    ours = [[str(tmp_path / c.relative) for c in group.copies] for group in search.groups]
+    assert inode_sets(ours) == inode_sets(theirs)
+
+
+def test_a_walk_shared_with_workers_that_then_compare_finds_the_same_sets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workers forked for the walk list into their own runs, then compare blocks of the merge."""
+    build(tmp_path)
+    for k in range(80):  # more directories than the walk splits into: some are left for the worker
+        (tmp_path / f"x{k:02}").mkdir()
+        (tmp_path / f"x{k:02}" / "f").write_bytes(b"copy %d" % (k % 10))
+    split = []
+    start = fanout.FanOut.start
+
+    def recording_start(fan: fanout.FanOut) -> None:
+        start(fan)
+        split.append(bool(fan.keep))  # the walk's workers keep the handoff's pipes
+
+    monkeypatch.setattr(fanout.FanOut, "start", recording_start)
+    done = subprocess.run(["jdupes", "-r", "-q", str(tmp_path)], capture_output=True, check=True)
+    theirs = [block.splitlines() for block in done.stdout.decode().split("\n\n") if block.strip()]
+    skipped = SkipCounter()
+    search = find_duplicates(
+        os.fsencode(tmp_path), WalkOptions(), skipped, 1, 60, processes=2, split_after_s=0
+    )
+    assert search.stopped is None and skipped.as_dict() == {}
+    names = [p for p in tmp_path.rglob("*") if not p.is_symlink() and p.is_file() and p.stat().st_size]
+    assert search.files_scanned == len({p.stat().st_ino for p in names})
+    assert search.files_scanned + search.hard_links == len(names)  # every further name counted once
+    assert split == [True]  # one set of workers, forked for the walk, compared too
     ours = [[str(tmp_path / c.relative) for c in group.copies] for group in search.groups]
     assert inode_sets(ours) == inode_sets(theirs)
