@@ -374,3 +374,35 @@ def test_tasks_given_while_the_work_runs_are_claimed_once_each() -> None:
     claimed = sorted(tuple(t) for t in everything if not isinstance(t, int))
     assert claimed == sorted((task, n, "x" * n) for task in range(4) for n in range(3))
     assert sorted(tuple(r) for r in records.values()) == claimed
+
+
+def test_a_shared_scan_that_gives_work_away_and_runs_out_of_time_is_partial_and_never_overcounts(
+    tmp_path: Path,
+) -> None:
+    build_lopsided_tree(tmp_path)
+    request = Request(
+        top_files=1000, top_directories=10_000, max_depth=3, by_disk=False, min_size=0, timeout_s=1.0
+    )
+    whole = scan_usage(os.fsencode(tmp_path), WalkOptions(), SkipCounter(), request, processes=1)
+    assert whole.totals is not None
+    for budget_ticks in (40, 120, 400):
+        ticks = itertools.count()
+        usage = scan_usage(
+            os.fsencode(tmp_path),
+            WalkOptions(),
+            SkipCounter(),
+            request,
+            clock=lambda: next(ticks) * (1.0 / budget_ticks),  # each process counts its own ticks
+            processes=3,
+            split_after_s=0.0,
+            pieces=1,
+        )
+        assert usage.totals is not None
+        if usage.stopped is not None:
+            assert usage.totals.partial
+        assert usage.totals.apparent <= whole.totals.apparent
+        assert usage.totals.files <= whole.totals.files
+        assert usage.totals.dirs <= whole.totals.dirs
+        full = {row[2]: row for row in whole.directories}
+        for row in usage.directories:
+            assert row[0] <= full[row[2]][0] + 5 * 3004  # a shared inode may count here, not in shared/
