@@ -392,7 +392,7 @@ def test_a_shared_scan_that_gives_work_away_and_runs_out_of_time_is_partial_and_
             WalkOptions(),
             SkipCounter(),
             request,
-            clock=lambda: next(ticks) * (1.0 / budget_ticks),  # each process counts its own ticks
+            clock=lambda ticks=ticks, step=1.0 / budget_ticks: next(ticks) * step,  # per process
             processes=3,
             split_after_s=0.0,
             pieces=1,
