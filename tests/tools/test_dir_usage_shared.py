@@ -7,6 +7,7 @@ import itertools
 import os
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -387,12 +388,16 @@ def test_a_shared_scan_that_gives_work_away_and_runs_out_of_time_is_partial_and_
     assert whole.totals is not None
     for budget_ticks in (40, 120, 400):
         ticks = itertools.count()
+
+        def clock(ticks: Iterator[int] = ticks, step: float = 1.0 / budget_ticks) -> float:
+            return next(ticks) * step  # each process counts its own ticks
+
         usage = scan_usage(
             os.fsencode(tmp_path),
             WalkOptions(),
             SkipCounter(),
             request,
-            clock=lambda ticks=ticks, step=1.0 / budget_ticks: next(ticks) * step,  # per process
+            clock=clock,
             processes=3,
             split_after_s=0.0,
             pieces=1,
