@@ -10,6 +10,11 @@ one with a 4-byte ``read`` (atomic on a pipe), so fast processes take more tasks
 is needed. Each child sends one ``marshal``-ed result through its own pipe and exits with
 ``os._exit``. Progress comes back through a shared anonymous memory map.
 
+Tasks can be added while the work runs (``give``): a process with one big task left sees the queue
+run low (``waiting``) and gives away part of what it still has to do, so the others do not run dry
+while it finishes alone. A given task is a ``marshal``-ed record in this process's own region of a
+shared memory map (no lock: one writer per region), its number queued in the same pipe.
+
 A child touches nothing but the walk: no logging, no event loop, no stdout (it never writes to the
 wire), garbage collection off. It exits if the server goes away. On cancellation, or any error in
 this process, the children are killed (SIGKILL) and reaped before ``FanOut`` lets go.
@@ -18,6 +23,7 @@ this process, the children are killed (SIGKILL) and reaped before ``FanOut`` let
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gc
 import marshal
 import math
@@ -25,6 +31,7 @@ import mmap
 import os
 import select
 import signal
+import termios
 import time
 import warnings
 from collections.abc import Callable, Collection
@@ -42,6 +49,8 @@ MAX_TASKS = MAX_QUEUE_BYTES // _TASK
 # running at once never hold each other's pipes (a result pipe would not see its end of file).
 _PIPES: set[int] = set()
 _POLL_MS = 10  # while waiting for children, how often the cancellation checkpoint runs
+GIVEN_BYTES = 256 << 10  # per process: room for the records of the tasks it gives away
+_LENGTH = 4  # bytes of a given record's length, before its marshal-ed data
 
 
 # Python 3.12+ warns on every fork of a process with threads, because the child may inherit a lock
@@ -131,14 +140,19 @@ class FanOut:
         self._parent = os.getpid()
         if count * _TASK > MAX_QUEUE_BYTES:
             raise ValueError(f"at most {MAX_QUEUE_BYTES // _TASK} tasks")
-        self._queue_r, queue_w = os.pipe()
-        _PIPES.update((self._queue_r, queue_w))
+        self.count = count
+        self._queue_r, self._queue_w = os.pipe()
+        _PIPES.update((self._queue_r, self._queue_w))
         try:
             # One page: what any pipe holds, even one the kernel shrank for a user over its limit.
-            os.write(queue_w, b"".join(i.to_bytes(_TASK, "little") for i in range(count)))
-        finally:
-            _close(queue_w)
+            os.write(self._queue_w, b"".join(i.to_bytes(_TASK, "little") for i in range(count)))
+        except BaseException:
+            _close(self._queue_r, self._queue_w)
+            raise
         os.set_blocking(self._queue_r, False)
+        os.set_blocking(self._queue_w, False)  # a full queue refuses a gift instead of blocking
+        # Given tasks: per process, 8 bytes of bytes used, then [length][marshal data] records.
+        self._given = mmap.mmap(-1, GIVEN_BYTES * self.processes)
         self._children: dict[int, int] = {}  # pid -> read end of its result pipe
 
     @property
@@ -153,6 +167,62 @@ class FanOut:
         except BlockingIOError:
             return None
         return int.from_bytes(data, "little") if len(data) == _TASK else None
+
+    def waiting(self) -> int:
+        """How many tasks are queued and not yet claimed (one ``ioctl``: ask it every few ms, not per entry)."""
+        try:
+            data = fcntl.ioctl(self._queue_r, termios.FIONREAD, b"\0\0\0\0")
+        except OSError:
+            return self.processes  # cannot tell: never reason to give
+        return int.from_bytes(data, "little") // _TASK
+
+    def give(self, records: list[Any]) -> int:
+        """Queue ``records`` (marshal-able) as new tasks for any process; returns how many were queued.
+
+        The first ones are queued; the rest (no room in this process's region or in the queue) are
+        left to the caller. A task number at or above ``count`` names a given record (``record``).
+        """
+        base = self.progress.slot * GIVEN_BYTES
+        used = int.from_bytes(self._given[base : base + 8], "little") or 8
+        start = used
+        numbers: list[int] = []
+        for record in records:
+            data = marshal.dumps(record)
+            end = used + _LENGTH + len(data)
+            if end > GIVEN_BYTES or len(numbers) * _TASK >= select.PIPE_BUF:
+                break
+            self._given[base + used : base + used + _LENGTH] = len(data).to_bytes(_LENGTH, "little")
+            self._given[base + used + _LENGTH : base + end] = data
+            numbers.append(self.count + base + used)
+            used = end
+        if not numbers:
+            return 0
+        self._given[base : base + 8] = used.to_bytes(8, "little")
+        try:  # at most PIPE_BUF bytes: queued all at once or not at all
+            os.write(self._queue_w, b"".join(n.to_bytes(_TASK, "little") for n in numbers))
+        except OSError:
+            self._given[base : base + 8] = start.to_bytes(8, "little")
+            return 0
+        return len(numbers)
+
+    def record(self, number: int) -> Any:
+        """The record given as task ``number`` (at or above ``count``)."""
+        at = number - self.count
+        length = int.from_bytes(self._given[at : at + _LENGTH], "little")
+        return marshal.loads(self._given[at + _LENGTH : at + _LENGTH + length])
+
+    def given(self) -> dict[int, Any]:
+        """Every record given so far by any process, by task number (for the parent, after ``collect``)."""
+        found: dict[int, Any] = {}
+        for slot in range(self.processes):
+            base = slot * GIVEN_BYTES
+            used = int.from_bytes(self._given[base : base + 8], "little")
+            at = 8
+            while at < used:
+                length = int.from_bytes(self._given[base + at : base + at + _LENGTH], "little")
+                found[self.count + base + at] = self.record(self.count + base + at)
+                at += _LENGTH + length
+        return found
 
     def start(self) -> None:
         """Fork the children; each starts claiming at once. Fewer children if ``fork`` fails."""
@@ -180,7 +250,7 @@ class FanOut:
             except ValueError:  # not the main thread after all: the defaults stay as inherited
                 pass
             for fd in list(
-                _PIPES - {self._queue_r, result_fd} - self.keep
+                _PIPES - {self._queue_r, self._queue_w, result_fd} - self.keep
             ):  # siblings' and other scans' pipes
                 with contextlib.suppress(OSError):
                     os.close(fd)
@@ -252,8 +322,9 @@ class FanOut:
             _close(fd)
         self._children.clear()
         if self._queue_r >= 0:
-            _close(self._queue_r)
-            self._queue_r = -1
+            _close(self._queue_r, self._queue_w)
+            self._queue_r = self._queue_w = -1
+            self._given.close()
         self.progress.close()
 
     def __enter__(self) -> FanOut:

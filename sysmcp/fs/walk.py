@@ -244,6 +244,7 @@ class _Frame:
         "disk",
         "fd",
         "files",
+        "given",
         "held",
         "ino",
         "parent",
@@ -266,6 +267,7 @@ class _Frame:
         self.files = 0
         self.dirs = 1
         self.held = False  # on the stack at Scanner.detach: its Finished waits for Scanner.settle
+        self.given = False  # gave subdirectories away (Scanner.share): its totals lack theirs (withheld)
         self.partial = False
         self.parent: _Frame | None = None  # set for directories handed out or split by detach()
 
@@ -439,6 +441,14 @@ class Scanner:
         self._mounts = mounts  # the mount table (None: read /proc/self/mountinfo when the walk starts)
         self._stop: ScanStopped | None = None
         self._reported = 0  # apparent bytes of the directory being read already added to .apparent
+        # Giving work away mid-walk (a parallel walk whose other processes are running dry): a
+        # checkpoint sets share_wanted, the walk then offers up to share_limit waiting subdirectories,
+        # shallowest first, to ``share``, which returns those it could not place. The Finished of
+        # every directory above a given one goes to ``withheld`` (its totals lack the given subtrees).
+        self.share: Callable[[list[Subtree]], list[Subtree]] | None = None
+        self.share_wanted = False
+        self.share_limit = 8
+        self.withheld: list[Finished] = []
 
     # -- the walk ---------------------------------------------------------------------------
 
@@ -481,6 +491,8 @@ class Scanner:
                 while stack:
                     if self._stop is not None:
                         raise self._stop
+                    if self.share_wanted:
+                        self._give_away(stack)
                     top = stack[-1]
                     if top.subdirs:
                         name, st = top.subdirs.pop()
@@ -498,7 +510,10 @@ class Scanner:
                         stack.pop()
                         finish(top, stack)
                         if top.depth <= deepest and not top.held:
-                            yield self._totals(top)
+                            if top.given:
+                                self.withheld.append(self._totals(top))
+                            else:
+                                yield self._totals(top)
             except ScanStopped as stop:
                 self.stopped = stop.reason
                 while stack:
@@ -507,7 +522,10 @@ class Scanner:
                     top.partial = True
                     self._finish(top, stack, partial=True)
                     if top.depth <= deepest and not top.held:
-                        yield self._totals(top)
+                        if top.given:
+                            self.withheld.append(self._totals(top))
+                        else:
+                            yield self._totals(top)
         finally:
             for frame in stack:
                 self._close(frame)
@@ -840,6 +858,34 @@ class Scanner:
                 else:
                     self.skipped.add("vanished")  # never reached: limit is far above target
         return list(queue), listings
+
+    def _give_away(self, stack: list[_Frame]) -> None:
+        """Offer waiting subdirectories to ``share``, shallowest first (likely the biggest subtrees)."""
+        self.share_wanted = False
+        if self.share is None:
+            return
+        offered: deque[_Frame] = deque()
+        taken: list[tuple[_Frame, str, os.stat_result]] = []
+        for frame in stack:
+            while frame.subdirs and len(taken) < self.share_limit:
+                name, st = frame.subdirs.pop(0)  # the walk pops from the end: these come last
+                before = len(offered)
+                self._hand_out(frame, name, st, offered)
+                if len(offered) > before:
+                    taken.append((frame, name, st))
+        if not offered:
+            return
+        pieces = list(offered)
+        kept = {id(piece) for piece in self.share(pieces)}
+        deepest = -1
+        for piece, (frame, name, st) in zip(pieces, taken, strict=True):
+            if id(piece) in kept:  # not placed: walked here after all
+                frame.subdirs.insert(0, (name, st))
+                self.apparent -= st.st_size
+            else:
+                deepest = max(deepest, stack.index(frame))
+        for frame in stack[: deepest + 1]:
+            frame.given = True
 
     def _root_again(self, root: _Frame) -> int | None:
         """A descriptor of the root for reopening subtrees (None if the root is no longer the same)."""

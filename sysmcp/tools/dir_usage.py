@@ -527,25 +527,63 @@ def scan_usage(
     eligible_files = 0
     stopped: str | None = None
 
-    def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
-        """Walk claimed subtrees; in a child, into a fresh tally sent back as plain data."""
+    def work(
+        claim: Callable[[], int | None], progress: Progress, in_child: bool, *, share: bool = True
+    ) -> dict[str, Any]:
+        """Walk claimed subtrees; in a child, into a fresh tally sent back as plain data.
+
+        With ``share``, a walk that sees the task queue run low gives part of its subtree away
+        (``FanOut.give``): the directories above what it gave report to ``withheld`` instead, to be
+        completed where the parts meet (``_join``).
+        """
         linked: list[tuple[int, int, int, int, bool, str]] | None
+        assert fan is not None
+
+        def running_low() -> None:
+            current = counting.current
+            if share and current is not None and fan is not None and fan.waiting() < fan.processes:
+                current.share_wanted = True
+
         if in_child:
             own, counter, linked = Tally(request), SkipCounter(), []
             own.selection.linked = {}
-            ticker = _Counts()
-            check = Budget(request.timeout_s, lambda: progress.set(*ticker.now()), clock=clock)
-            check.deadline = budget.deadline  # one deadline, on the clock every process shares
-            walk_checkpoint, counting = check, ticker
+            ticker = counting = _Counts()
+
+            def tick() -> None:
+                progress.set(*ticker.now())
+                running_low()
+
         else:
-            own, counter, linked, walk_checkpoint, counting = tally, skipped, scanner.linked, budget, mine
+            own, counter, linked, counting = tally, skipped, scanner.linked, mine
+
+            def tick() -> None:
+                if meter is not None:
+                    report()
+                running_low()
+
+        walk_checkpoint = Budget(request.timeout_s, tick, clock=clock)
+        walk_checkpoint.deadline = budget.deadline  # one deadline, on the clock every process shares
         done: dict[int, tuple[int, int, int, int, bool]] = {}
+        withheld: list[list[Any]] = []
         entries = eligible = 0
         halted: str | None = None
         while halted is None and (index := claim()) is not None:
-            subtree = subtrees[index]
+            if index < len(subtrees):
+                subtree, origin = subtrees[index], index
+            else:
+                relative, depth, dev, ino, apparent, disk, origin = fan.record(index)
+                subtree = Subtree(None, relative, depth, dev, ino, apparent, disk)
             sub = scanner.spawn(subtree, counter, walk_checkpoint, linked)
             own.configure(sub)
+            if share:
+
+                def give(offered: list[Subtree], origin: int = origin) -> list[Subtree]:
+                    assert fan is not None
+                    rows = [(p.relative, p.depth, p.dev, p.ino, p.apparent, p.disk, origin) for p in offered]
+                    return offered[fan.give(rows) :]
+
+                sub.share = give
+                sub.share_limit = 2 * fan.processes
             counting.current = sub
             for event in sub.events():
                 own.take(event, sub)
@@ -554,7 +592,14 @@ def scan_usage(
             eligible += sub.eligible_files
             halted = sub.stopped
             done[index] = (subtree.apparent, subtree.disk, subtree.files, subtree.dirs, halted is None)
-        result: dict[str, Any] = {"done": done, "stopped": halted, "entries": entries, "eligible": eligible}
+            withheld += [[f.apparent, f.disk, f.relative, f.files, f.depth, index] for f in sub.withheld]
+        result: dict[str, Any] = {
+            "done": done,
+            "stopped": halted,
+            "entries": entries,
+            "eligible": eligible,
+            "withheld": withheld,
+        }
         if in_child:
             result["bytes"] = ticker.bytes
             result["files"] = own.top_files.largest()
@@ -624,7 +669,7 @@ Part = dict[str, Any]
 
 def _join(
     fan: FanOut,
-    work: Callable[[Callable[[], int | None], Progress, bool], Part],
+    work: Callable[..., Part],
     budget: Budget,
     scanner: Scanner,
     subtrees: list[Subtree],
@@ -634,42 +679,69 @@ def _join(
 ) -> tuple[str | None, int]:
     """Walk subtrees here too, then merge every child's part; returns (stopped, eligible files).
 
-    A child that died is not fatal: the subtrees it never reported are walked again here.
+    A child that died is not fatal: the subtrees it never reported are walked again here (when no
+    process gave work away: parts of a lost subtree may then have been counted elsewhere, and the
+    result says it is partial instead). Parts given away mid-walk are added to the subtree they came
+    from, and to every withheld directory above them, before the subtrees settle.
     """
     assert scanner.linked is not None
     request = tally.request
     here = fan.run_here()
     children = collect_within(fan, budget)
     usage.processes = 1 + sum(part is not None for part in children)
+    given = fan.given()  # number -> (relative, depth, dev, ino, apparent, disk, origin)
+    roots = {subtree.relative: i for i, subtree in enumerate(subtrees)}
+    roots.update((record[0], number) for number, record in given.items())
     seen = {(dev, ino) for dev, ino, *_ in scanner.linked}  # counted here since the split
     done: dict[int, tuple[int, int, int, int, bool]] = dict(here["done"])
+    withheld: list[list[Any]] = list(here["withheld"])
     eligible: int = here["eligible"]
     stopped: str | None = here["stopped"]
     for part in children:
         if part is None:
             continue
-        _merge_child(part, tally, skipped, seen, subtrees, request)
+        _merge_child(part, tally, skipped, seen, roots, request)
         done.update(part["done"])
+        withheld += part["withheld"]
         usage.entries += part["entries"]
         usage.child_bytes += part["bytes"]
         eligible += part["eligible"]
         stopped = stopped or part["stopped"]
-    lost = [i for i in range(len(subtrees)) if i not in done]
-    if lost and stopped is None and not budget.expired:
+    lost = [i for i in [*range(len(subtrees)), *given] if i not in done]
+    if lost and not given and stopped is None and not budget.expired:
         scanner.mark_seen(seen)  # what the children counted is not counted again here
         queue = iter(lost)
-        again = work(lambda: next(queue, None), fan.progress, False)
+        again = work(lambda: next(queue, None), fan.progress, False, share=False)
         done.update(again["done"])
+        withheld += again["withheld"]
         eligible += again["eligible"]
         stopped = again["stopped"]
         lost = [i for i in lost if i not in done]
     if lost:
         stopped = stopped or "a scan process ended unexpectedly"
+    parts: dict[int, tuple[int, int, int, int, bool]] = {}  # each given part: its totals
+    for number, (_, _, _, _, apparent, disk, _) in given.items():
+        parts[number] = done.get(number, (apparent, disk, 0, 1, False))  # lost: its own size
+    totals = {i: done[i] for i in range(len(subtrees)) if i in done}
+    for number, (apparent, disk, files, dirs, complete) in parts.items():
+        origin = given[number][6]
+        if origin in totals:
+            a, d, f, n, c = totals[origin]
+            totals[origin] = (a + apparent, d + disk, f + files, n + dirs, c and complete)
+    for row in withheld:  # a directory above given parts: its own part plus every part below it
+        below = f"{row[2]}/"
+        for number, (apparent, disk, files, _, _) in parts.items():
+            if given[number][0].startswith(below):
+                row[0] += apparent
+                row[1] += disk
+                row[3] += files
+        if row[0] >= request.min_size:
+            tally.offer_directory(row[:5])
     settled = []
     for i, subtree in enumerate(subtrees):
         complete = False
-        if i in done:
-            subtree.apparent, subtree.disk, subtree.files, subtree.dirs, complete = done[i]
+        if i in totals:
+            subtree.apparent, subtree.disk, subtree.files, subtree.dirs, complete = totals[i]
         settled.append((subtree, complete))
     for finished in scanner.settle(settled):
         tally.take(finished, scanner)
@@ -681,12 +753,16 @@ def _merge_child(
     tally: Tally,
     skipped: SkipCounter,
     seen: set[tuple[int, int]],
-    subtrees: list[Subtree],
+    roots: dict[str, int],
     request: Request,
 ) -> None:
-    """Fold a child's result into ``tally``, first taking out inodes another process counted already."""
+    """Fold a child's result into ``tally``, first taking out inodes another process counted already.
+
+    ``roots`` are the tasks' directories (relative) and numbers: a file belongs to the deepest one above
+    it, whose totals, and whose withheld directories above the file, hold it.
+    """
     dirs = {row[2]: row for row in part["dirs"]}
-    task_of = {subtrees[i].relative: i for i in part["done"]}
+    held = {row[2]: row for row in part["withheld"]}
     dropped: set[tuple[int, int]] = set()
     chosen: dict[str, Any] = part["selection"]
     for dev, ino, size, blocks, regular, directory in part["linked"]:
@@ -707,13 +783,15 @@ def _merge_child(
                     row[2] -= blocks * 512
         disk, nfiles = blocks * 512, 1 if regular else 0
         names = directory.split("/")
-        for depth in range(1, len(names) + 1):
-            prefix = "/".join(names[:depth])
-            if prefix in task_of:
-                index = task_of[prefix]
-                apparent_, disk_, files_, dirs_, complete = part["done"][index]
-                part["done"][index] = (apparent_ - size, disk_ - disk, files_ - nfiles, dirs_, complete)
-            row = dirs.get(prefix) if depth <= request.max_depth else None
+        prefixes = ["/".join(names[:depth]) for depth in range(1, len(names) + 1)]
+        owner = next((roots[prefix] for prefix in reversed(prefixes) if prefix in roots), None)
+        if owner in part["done"]:
+            apparent_, disk_, files_, dirs_, complete = part["done"][owner]
+            part["done"][owner] = (apparent_ - size, disk_ - disk, files_ - nfiles, dirs_, complete)
+        for prefix in prefixes[: request.max_depth]:
+            row = dirs.get(prefix)
+            if row is None and prefix in held and held[prefix][5] == owner:
+                row = held[prefix]
             if row is not None:
                 row[0] -= size
                 row[1] -= disk

@@ -7,6 +7,7 @@ import itertools
 import os
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,9 @@ def test_a_shared_scan_gives_the_same_lists_and_counts_as_one_process(tmp_path: 
     assert shared.entries == alone.entries
     # Which name of a shared inode is listed may differ; the sizes, in order, may not.
     assert [row[:2] for row in shared.files] == [row[:2] for row in alone.files]
-    unshared = {row for row in alone.directories if not row[2].startswith("top")}
+    # Which directory a shared inode counts in follows the walk's order (as with du): not top*, nor
+    # shared/ itself, whose files processes that give work away to each other may reach first.
+    unshared = {row for row in alone.directories if not row[2].startswith(("top", "shared"))}
     assert unshared <= set(shared.directories)
     assert sum(row[0] for row in shared.directories if row[4] == 1) == sum(
         row[0] for row in alone.directories if row[4] == 1
@@ -276,3 +279,135 @@ def test_more_waiting_directories_than_tasks_are_walked_here_with_the_same_resul
 def test_a_task_queue_longer_than_a_pipe_page_is_refused() -> None:
     with pytest.raises(ValueError, match="at most"):
         FanOut(MAX_TASKS + 1, 2, lambda claim, progress, in_child: None)
+
+
+def build_lopsided_tree(root: Path) -> None:
+    """One subtree holds almost everything (as /work may on a whole disk), with hard links: two names in
+    one directory everywhere, and names in big/a0 of files in shared (which name counts depends on the
+    order of the walk, as with du)."""
+    (root / "first").write_bytes(b"1")
+    shared = root / "shared"
+    shared.mkdir()
+    for i in range(5):
+        (shared / f"s{i}").write_bytes(b"s" * (3000 + i))
+    for a in range(4):
+        for b in range(15):
+            directory = root / "big" / f"a{a}" / f"b{b:02d}"
+            directory.mkdir(parents=True)
+            for i in range(20):
+                (directory / f"f{i}").write_bytes(b"x" * (a * 1000 + b * 10 + i))
+            os.link(directory / "f0", directory / "twin")
+            if a == 0:
+                os.link(shared / f"s{b % 5}", directory / "link")
+    (root / "small").mkdir()
+    (root / "small" / "f").write_bytes(b"y" * 10)
+
+
+@pytest.mark.parametrize("max_depth", [1, 3])
+def test_a_walk_left_with_one_big_subtree_gives_parts_of_it_away_with_the_same_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_depth: int
+) -> None:
+    build_lopsided_tree(tmp_path)
+    given: list[int] = []
+    real_given = FanOut.given
+
+    def count_given(fan: FanOut) -> dict[int, Any]:
+        found = real_given(fan)
+        given.append(len(found))
+        return found
+
+    monkeypatch.setattr(FanOut, "given", count_given)
+    request = Request(
+        top_files=1000, top_directories=10_000, max_depth=max_depth, by_disk=False, min_size=0, timeout_s=60
+    )
+
+    def scan(processes: int) -> Usage:
+        return scan_usage(
+            os.fsencode(tmp_path),
+            WalkOptions(),
+            SkipCounter(),
+            request,
+            processes=processes,
+            split_after_s=0.0,
+            pieces=1,
+        )
+
+    alone, shared = scan(1), scan(3)
+    assert given and given[0] > 0  # whoever walked big/ gave some of it to the others
+    assert shared.processes == 3 and shared.stopped is None
+    assert shared.totals == alone.totals
+    assert shared.totals is not None and shared.totals.apparent == du(tmp_path, "-b")
+    assert shared.totals.disk == du(tmp_path, "-B1")
+    assert shared.entries == alone.entries
+
+    def order_free(usage: Usage) -> list[tuple[int, int, str, int, int]]:
+        rows = usage.directories
+        return sorted(row for row in rows if row[2] != "big" and not row[2].startswith(("big/a0", "shared")))
+
+    assert order_free(shared) == order_free(alone)
+    assert sum(row[0] for row in shared.directories if row[4] == 1) == sum(
+        row[0] for row in alone.directories if row[4] == 1
+    )
+    assert shared.eligible_directories == alone.eligible_directories
+    assert [row[:2] for row in shared.files] == [row[:2] for row in alone.files]
+    assert shared.eligible_files == alone.eligible_files
+
+
+def test_tasks_given_while_the_work_runs_are_claimed_once_each() -> None:
+    def work(claim: Any, progress: Progress, in_child: bool) -> list[Any]:
+        got = []
+        while (task := claim()) is not None:
+            if task < 4:
+                assert fan.give([[task, n, "x" * n] for n in range(3)]) == 3
+                got.append(task)
+            else:
+                got.append(fan.record(task))
+        return got
+
+    with FanOut(4, 2, work) as fan:
+        fan.start()
+        here = fan.run_here()
+        children = fan.collect(lambda: None)
+        records = fan.given()
+    assert children[0] is not None
+    everything = here + children[0]
+    assert sorted(t for t in everything if isinstance(t, int)) == [0, 1, 2, 3]
+    claimed = sorted(tuple(t) for t in everything if not isinstance(t, int))
+    assert claimed == sorted((task, n, "x" * n) for task in range(4) for n in range(3))
+    assert sorted(tuple(r) for r in records.values()) == claimed
+
+
+def test_a_shared_scan_that_gives_work_away_and_runs_out_of_time_is_partial_and_never_overcounts(
+    tmp_path: Path,
+) -> None:
+    build_lopsided_tree(tmp_path)
+    request = Request(
+        top_files=1000, top_directories=10_000, max_depth=3, by_disk=False, min_size=0, timeout_s=1.0
+    )
+    whole = scan_usage(os.fsencode(tmp_path), WalkOptions(), SkipCounter(), request, processes=1)
+    assert whole.totals is not None
+    for budget_ticks in (40, 120, 400):
+        ticks = itertools.count()
+
+        def clock(ticks: Iterator[int] = ticks, step: float = 1.0 / budget_ticks) -> float:
+            return next(ticks) * step  # each process counts its own ticks
+
+        usage = scan_usage(
+            os.fsencode(tmp_path),
+            WalkOptions(),
+            SkipCounter(),
+            request,
+            clock=clock,
+            processes=3,
+            split_after_s=0.0,
+            pieces=1,
+        )
+        assert usage.totals is not None
+        if usage.stopped is not None:
+            assert usage.totals.partial
+        assert usage.totals.apparent <= whole.totals.apparent
+        assert usage.totals.files <= whole.totals.files
+        assert usage.totals.dirs <= whole.totals.dirs
+        full = {row[2]: row for row in whole.directories}
+        for row in usage.directories:
+            assert row[0] <= full[row[2]][0] + 5 * 3004  # a shared inode may count here, not in shared/
