@@ -37,6 +37,8 @@ class Outbox:
         self._drained = anyio.Event()
         self._closing = False
         self.broken = anyio.Event()  # set when the client stopped reading (EPIPE and friends)
+        self._writes = 0  # messages (or their rests) written by ``run``: what ``finish`` watches
+        self._wrote = anyio.Event()
 
     async def put(self, data: bytes) -> None:
         if self.broken.is_set():
@@ -69,12 +71,27 @@ class Outbox:
                     return
                 self._queue.popleft()
                 self._queued -= len(data)
+                self._writes += 1
+                self._wrote.set()
                 if self._queued <= HIGH_WATER:
                     self._drained.set()
             if self._closing:
                 return
             self._wakeup = anyio.Event()
             await self._wakeup.wait()
+
+    async def finish(self, stall: float) -> bool:
+        """After ``close``: wait until all that is queued is written, for as long as the client keeps
+        reading — a client that closed its stdin may still be reading replies, and each one it takes
+        starts the wait again. False if it took nothing for ``stall`` seconds (the rest is dropped)."""
+        while self._queue and not self.broken.is_set():
+            before = self._writes
+            self._wrote = anyio.Event()
+            with anyio.move_on_after(stall):
+                await self._wrote.wait()
+            if self._writes == before:
+                return False
+        return True
 
     def close(self) -> None:
         """No more messages: let ``run`` finish once the queue is empty."""

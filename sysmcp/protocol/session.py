@@ -41,6 +41,9 @@ log = structlog.get_logger("sysmcp.session")
 DEFAULT_MAX_IN_FLIGHT = 512
 MAX_RESULT = 80 << 20  # bytes: tools bound their output (big results go to the 64 MiB store); more is a bug
 EOF_GRACE = 0.5  # seconds in-flight requests may still finish after the client closed stdin
+#: After stdin closed, replies already made are still written while the client reads them; only a client
+#: that takes nothing for this long loses the rest.
+WRITE_STALL = 5.0
 SERVER_BUSY = -32000
 RESULT_TOO_LARGE = -32001  # a batch member whose reply would take the batch's line over ``max_result``
 
@@ -106,6 +109,7 @@ class Session:
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         limiter: anyio.CapacityLimiter | None = None,
         eof_grace: float = EOF_GRACE,
+        write_stall: float = WRITE_STALL,
     ) -> None:
         self.handler = handler
         self.transport = transport
@@ -114,6 +118,7 @@ class Session:
         self.max_result = MAX_RESULT
         self.limiter = limiter or anyio.CapacityLimiter(4)
         self.eof_grace = eof_grace
+        self.write_stall = write_stall
         self._in_flight: dict[RequestId, _InFlight] = {}
         self._pending: dict[RequestId, tuple[anyio.Event, list[Response]]] = {}
         self._ids = itertools.count(1)
@@ -145,6 +150,8 @@ class Session:
                 await self._drain_after_eof()
                 requests.cancel_scope.cancel()
             self._outbox.close()
+            if not await self._outbox.finish(self.write_stall):
+                log.warning("the client stopped reading after closing stdin: unwritten replies dropped")
             with anyio.move_on_after(self.eof_grace):
                 await writer_done.wait()
             outer.cancel_scope.cancel()

@@ -184,3 +184,43 @@ async def test_the_server_can_ask_the_client_and_get_its_answer() -> None:
             await answered.wait()
         assert answers[0].result == {"roots": []}
         transport.feed(b"")
+
+
+class SlowReader(MemoryTransport):
+    """A client that reads one reply every ``pause`` seconds (or, with ``pause=None``, never)."""
+
+    def __init__(self, pause: float | None) -> None:
+        super().__init__()
+        self.pause = pause
+
+    def write_nowait(self, data: bytes | memoryview) -> int:
+        return 0  # its pipe is full: every reply waits for the reader
+
+    async def send(self, data: bytes) -> None:
+        if self.pause is None:
+            await anyio.sleep_forever()
+        else:
+            await anyio.sleep(self.pause)
+        MemoryTransport.write_nowait(self, data)
+
+
+async def test_replies_made_before_stdin_closed_all_reach_a_client_that_reads_slowly() -> None:
+    """40 replies at 0.05 s each outlast the half-second grace; none may be lost while the client reads."""
+    transport = SlowReader(pause=0.05)
+    session = Session(Handler(), transport, eof_grace=0.5, write_stall=2)
+    transport.feed(b"".join(b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % i for i in range(40)))
+    transport.feed(b"")
+    with anyio.fail_after(30):
+        await session.run()
+    ids = [json.loads(line)["id"] for line in transport.written.splitlines()]
+    assert ids == list(range(40))
+
+
+async def test_a_client_that_stops_reading_after_closing_stdin_does_not_keep_the_server() -> None:
+    transport = SlowReader(pause=None)
+    session = Session(Handler(), transport, eof_grace=0.2, write_stall=0.5)
+    transport.feed(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+    transport.feed(b"")
+    with anyio.fail_after(10):
+        await session.run()
+    assert transport.written == b""
