@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import psutil
 import pytest
 
 from tests.fleet.lab import SHARED, Lab, ssh_processes, unavailable
@@ -264,10 +265,14 @@ async def test_a_session_that_died_is_reopened_on_the_next_call(lab: Lab) -> Non
         await wire.initialize()
         first = await wire.call("disk_usage", {"path": "/", "hosts": ["web1"]})
         assert by_host(first)["web1"]["status"] == "ok"
+        # The session's ssh is the gateway's own child (a master forks away from it): other runs' ssh
+        # processes on this machine, whose labs may have a web1 too, are not looked at.
         (client,) = [
-            line for line in set(ssh_processes()) - before if line.split()[1] == "ssh" and " web1 " in line
+            child
+            for child in psutil.Process(wire.process.pid).children()
+            if child.name() == "ssh" and "web1" in child.cmdline()
         ]
-        os.kill(int(client.split()[0]), signal.SIGKILL)  # the session's ssh dies (its master lives on)
+        os.kill(client.pid, signal.SIGKILL)  # the session's ssh dies (its master lives on)
         # Asked at once, before or after the pool noticed the death: answered on a new session.
         again = await wire.call("disk_usage", {"path": "/", "hosts": ["web1"]})
         assert by_host(again)["web1"]["status"] == "ok"
