@@ -212,6 +212,66 @@ def test_the_check_shared_between_processes_gives_every_entry_the_verdict_of_one
     }
 
 
+def test_the_shared_check_judges_links_empty_large_and_tagged_entries_as_the_check_alone_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The processes' fast path for small files of a known algorithm must agree with the general one on
+    # everything around it: symlinks followed (to a file, to a FIFO, dangling), empty files, files
+    # larger than the buffer, BSD-tagged lines, and mismatches under a settled length.
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    build(tree, dirs=4, per_dir=40)
+    names = sorted(str(p.relative_to(tree)) for p in tree.rglob("f*"))
+    (tree / "empty").write_bytes(b"")
+    (tree / "large").write_bytes(os.urandom(10_000))  # over the 4 KiB buffer set below
+    os.mkfifo(tree / "fifo")
+    (tree / "to-file").symlink_to(names[0])
+    (tree / "to-fifo").symlink_to("fifo")
+    (tree / "dangling").symlink_to("nowhere")
+    lines = [f"{hashlib.sha256((tree / n).read_bytes()).hexdigest()}  {n}\n" for n in names]
+    first = (tree / names[0]).read_bytes()
+    lines += [
+        f"{hashlib.sha256(first).hexdigest()}  to-file\n",
+        f"{hashlib.sha256(b'').hexdigest()}  to-fifo\n",
+        f"{hashlib.sha256(b'').hexdigest()}  dangling\n",
+        f"{hashlib.sha256(b'').hexdigest()}  empty\n",
+        f"{blake3.blake3((tree / 'large').read_bytes()).hexdigest()}  large\n",  # settled as sha256 by then
+        f"{hashlib.sha256(b'large').hexdigest()}  large\n",  # FAILED
+        f"{blake3.blake3(first).hexdigest()}  {names[0]}\n",  # blake3 under a length settled as sha256
+        f"{blake3.blake3(b'x').hexdigest()}  {names[1]}\n",  # FAILED, blamed on the first candidate
+        f"SHA512 ({names[2]}) = {hashlib.sha512((tree / names[2]).read_bytes()).hexdigest()}\n",
+        f"MD5 ({names[3]}) = {hashlib.md5(b'x').hexdigest()}\n",  # FAILED, one candidate
+    ]
+    text = "".join(lines).encode()
+    args = {"algorithm": "auto", "report_new": False, "exclude": [], "one_file_system": True}
+    monkeypatch.setattr(verify_checksums, "CHUNK", 4096)
+    monkeypatch.setattr(verify_checksums, "available_processes", lambda: 2)
+
+    def verdicts(parallel_from: int) -> list[tuple[str, str, str]]:
+        monkeypatch.setattr(verify_checksums, "PARALLEL_FROM", parallel_from)
+        result = verify_checksums.verify(
+            Source("(text)", data=text), os.fsencode(tree), args, PathPolicy(), Uncancelled(), 1
+        )
+        assert result.stopped is None
+        return [(c.status, c.algorithm, c.detail) for c in result.checked]
+
+    shared, alone = verdicts(0), verdicts(1 << 30)
+    assert shared == alone
+    assert shared[len(names) :] == [
+        ("OK", "sha256", ""),
+        ("UNREADABLE", "", "not a regular file: a FIFO (named pipe)"),
+        ("MISSING", "", ""),
+        ("OK", "sha256", ""),
+        ("OK", "blake3", ""),
+        ("FAILED", "sha256", ""),
+        ("OK", "blake3", ""),
+        ("FAILED", "sha256", ""),
+        ("OK", "sha512", ""),
+        ("FAILED", "md5", ""),
+    ]
+    assert {status for status, _, _ in shared[: len(names)]} == {"OK"}
+
+
 def test_the_shared_check_at_its_budget_leaves_the_rest_not_checked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
