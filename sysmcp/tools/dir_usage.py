@@ -15,7 +15,6 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
@@ -852,11 +851,26 @@ def time_window(args: dict[str, Any], now: float) -> tuple[float | None, float |
     return (None if within is None else now - within), (None if before is None else now - before)
 
 
+# The seconds ``datetime`` can show (years 1 to 9999): outside them a time is not shown (None).
+_FIRST_SECOND, _LAST_SECOND = -62_135_596_800, 253_402_300_799
+
+
 def iso_utc(mtime: float) -> str | None:
+    """``mtime`` as ``datetime.fromtimestamp(mtime, UTC)`` would print it, without an aware ``datetime``.
+
+    Why by hand: the full listing dates up to a thousand files on every call, and an aware
+    ``datetime``'s ``strftime`` made the render 4.6 ms of a 0.6 s call (2.6 ms this way). Rounding as
+    ``datetime`` does it: to the microsecond, half to even, then the whole second below.
+    """
     try:
-        return datetime.fromtimestamp(mtime, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except (OverflowError, OSError, ValueError):
+        fraction, whole = math.modf(mtime)
+        micro = round(fraction * 1e6)
+        seconds = int(whole) + (1 if micro >= 1_000_000 else -1 if micro < 0 else 0)
+    except (OverflowError, ValueError):  # inf, nan
         return None
+    if not _FIRST_SECOND <= seconds <= _LAST_SECOND:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 def age_text(seconds: float) -> str:
@@ -904,7 +918,6 @@ def render(
         }
         for apparent, disk, rel in usage.files
     ]
-    ages = [_age(usage.modified.get(rel), now) for _, _, rel in usage.files]
     directories: list[dict[str, Any]] = [
         {"path": _joined(shown, rel), "disk_bytes": disk, "apparent_bytes": apparent, "files": n, "depth": d}
         for apparent, disk, rel, n, d in usage.directories
@@ -943,7 +956,7 @@ def render(
             lines.append(
                 f"  {size}  {name}/  ({plural(row['files'], 'file')})"
                 if "files" in row
-                else f"  {size}  {name}{ages[index]}"
+                else f"  {size}  {name}{_age(usage.modified.get(usage.files[index][2]), now)}"
             )
         if not rows:
             lines.append("  (none)")

@@ -30,6 +30,7 @@ from sysmcp.tools.dir_usage import (
     age_text,
     extension_of,
     handle,
+    iso_utc,
     parse_duration,
     render,
     request_for,
@@ -281,3 +282,20 @@ def test_hard_links_seen_by_several_processes_count_once_in_matching_and_extensi
     assert none.processes == 3
     assert none.matching is not None and none.matching[:2] == (1, 1)
     assert none.eligible_files == 1 and [row[2] for row in none.files] == ["first"]
+
+
+def test_iso_utc_prints_what_datetime_prints_or_none_out_of_its_range() -> None:
+    def reference(mtime: float) -> str | None:
+        try:
+            return datetime.fromtimestamp(mtime, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        except (OverflowError, OSError, ValueError):
+            return None
+
+    edges = [0.0, -0.0, 1e-7, 0.9999994, 0.9999995, 1.9999999, 2.5e-6, -0.5, -5e-7, -4e-7, -1.0000005]
+    edges += [253_402_300_799.9999, 253_402_300_799.9999996, 253_402_300_800.0, -62_135_596_800.0]
+    edges += [-62_135_596_800.5, -62_135_596_801.0, 1e20, -1e20, float("inf"), float("-inf"), float("nan")]
+    now = time.time()
+    near_halves = [round(now) + k / 1e6 + d for k in range(0, 1_000_000, 997) for d in (-5e-7, 5e-7, 0.0)]
+    spread = [k * 7_919.123_456_7 for k in range(-10_000, 40_000)]
+    for mtime in edges + near_halves + spread:
+        assert iso_utc(mtime) == reference(mtime), mtime
