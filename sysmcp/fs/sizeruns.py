@@ -20,6 +20,7 @@ import struct
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
+from sysmcp.fs.spill import RUN_BYTES, SortedRuns
 from sysmcp.fs.walk import Listing
 
 __all__ = ["HEADER", "RUN_BYTES", "SizeRuns", "merge_by_size", "parse", "read_records"]
@@ -29,18 +30,14 @@ __all__ = ["HEADER", "RUN_BYTES", "SizeRuns", "merge_by_size", "parse", "read_re
 # (which no name holds).
 HEADER = struct.Struct(">QQQQ")
 _TOP = (1 << 64) - 1
-RUN_BYTES = 1 << 20  # records buffered per process before they are sorted and written as one run
 READ_BYTES = 32 << 10  # read-ahead per run while merging (a million files: about 50 runs)
 
 
-class SizeRuns:
+class SizeRuns(SortedRuns):
     """One process's records in sorted runs in its own temporary file, and the counts behind them."""
 
     def __init__(self, spill: IO[bytes]) -> None:
-        self.spill = spill
-        self.records: list[bytes] = []
-        self.buffered = 0
-        self.extents: list[tuple[int, int]] = []  # (offset, length) of each run in the file
+        super().__init__(spill)
         self.files = 0
         self.links = 0  # further names of an inode this process already listed
 
@@ -59,18 +56,6 @@ class SizeRuns:
         self.buffered += added
         if self.buffered >= RUN_BYTES:
             self.flush()
-
-    def flush(self) -> None:
-        if not self.records:
-            return
-        self.records.sort()
-        data = b"".join(self.records)
-        offset = self.spill.seek(0, os.SEEK_END)
-        self.spill.write(data)
-        self.spill.flush()
-        self.extents.append((offset, len(data)))
-        self.records = []
-        self.buffered = 0
 
     def summary(self) -> dict[str, Any]:
         """What a worker process sends back (``marshal``-able): its runs are in the file the parent opened."""

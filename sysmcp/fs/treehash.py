@@ -44,6 +44,7 @@ from sysmcp.fs import checksums
 from sysmcp.fs.checksums import CHUNK, Algorithm, KeptGrowing, Style, explain, format_line, hash_fd
 from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
 from sysmcp.fs.safeopen import NotRegularFile, Replaced, open_path
+from sysmcp.fs.spill import RUN_BYTES, SortedRuns
 from sysmcp.fs.walk import (
     Budget,
     Listing,
@@ -57,7 +58,6 @@ from sysmcp.fs.walk import (
     mount_table,
 )
 
-RUN_BYTES = 1 << 20  # records buffered per process before they are sorted and written as one run
 READ_BYTES = 64 << 10  # read-ahead per run while merging, at most
 MERGE_BYTES = 1 << 20  # read-ahead of all runs together (a million files: about 100 runs, 10 KiB each)
 MIN_READ_BYTES = 4 << 10
@@ -84,14 +84,11 @@ class TreeManifest:
     processes: int = 1
 
 
-class Runs:
+class Runs(SortedRuns):
     """One process's sorted runs in its own unlinked temporary file, and the counts behind them."""
 
     def __init__(self, spill: IO[bytes]) -> None:
-        self.spill = spill
-        self.records: list[bytes] = []
-        self.buffered = 0
-        self.extents: list[tuple[int, int]] = []  # (offset, length) of each run in the file
+        super().__init__(spill)
         self.files = 0
         self.bytes = 0
         self.manifest_bytes = 0
@@ -162,18 +159,6 @@ class Runs:
         self.unreadable_count += 1
         if len(self.unreadable) < MAX_UNREADABLE_KEPT:
             self.unreadable.append((name, error))
-
-    def flush(self) -> None:
-        if not self.records:
-            return
-        records = self.records
-        records.sort()
-        offset = self.spill.seek(0, os.SEEK_END)
-        self.spill.writelines(records)  # no joined copy of the run
-        self.spill.flush()
-        self.extents.append((offset, self.spill.tell() - offset))
-        self.records = []
-        self.buffered = 0
 
     def summary(self) -> dict[str, Any]:
         """What a child sends back (``marshal``-able): the runs are in the file the parent opened."""

@@ -1,0 +1,38 @@
+"""Records kept as sorted runs in an unlinked temporary file, so a million of them cost no memory.
+
+Why one place: ``hash_tree``'s manifest lines and ``find_duplicates``' size records are both buffered
+per process, sorted a MiB at a time and written out as runs that the parent merges in a stream.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import IO
+
+RUN_BYTES = 1 << 20  # records buffered per process before they are sorted and written as one run
+
+
+class SortedRuns:
+    """One process's buffered records and the (offset, length) of each run already in ``spill``."""
+
+    def __init__(self, spill: IO[bytes]) -> None:
+        self.spill = spill
+        self.records: list[bytes] = []
+        self.buffered = 0  # bytes in ``records``: past RUN_BYTES the owner calls ``flush``
+        self.extents: list[tuple[int, int]] = []
+
+    def flush(self) -> None:
+        """Sort what is buffered and append it to the file as one run."""
+        if not self.records:
+            return
+        records = self.records
+        records.sort()
+        offset = self.spill.seek(0, os.SEEK_END)
+        self.spill.writelines(records)  # no joined copy of the run
+        self.spill.flush()
+        self.extents.append((offset, self.spill.tell() - offset))
+        self.records = []
+        self.buffered = 0
+
+
+__all__ = ["RUN_BYTES", "SortedRuns"]
