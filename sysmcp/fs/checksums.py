@@ -201,7 +201,7 @@ def hash_fd(
     return Digest(
         {algorithm.name: hasher.hexdigest() for algorithm, hasher in zip(algorithms, hashers, strict=True)},
         size,
-        _change(before, after, size),
+        describe_change(before, after, size),
     )
 
 
@@ -222,15 +222,11 @@ def hash_once(fd: int, algorithms: Sequence[Algorithm], buffer: bytearray, opene
         hasher = algorithm.new()
         hasher.update(data)
         hexdigests[algorithm.name] = hasher.hexdigest()
-    return Digest(hexdigests, count, _change(opened, os.fstat(fd), count))
+    return Digest(hexdigests, count, describe_change(opened, os.fstat(fd), count))
 
 
 def describe_change(before: os.stat_result, after: os.stat_result, read: int) -> str | None:
     """Why a file read between these two looks yields the digest of no single version of it, or None."""
-    return _change(before, after, read)
-
-
-def _change(before: os.stat_result, after: os.stat_result, read: int) -> str | None:
     # Size 0 before and after with bytes read is a kernel-generated file (procfs, sysfs): not a change.
     pseudo = before.st_size == after.st_size == 0
     if before.st_size != after.st_size or (read != after.st_size and not pseudo):

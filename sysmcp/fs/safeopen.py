@@ -159,14 +159,20 @@ def open_regular_at(
     try:
         fd = os.open(name, flags, dir_fd=dir_fd)
     except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.EMLINK) and not follow_symlinks:
-            raise Replaced() from None  # a symlink now stands where a regular file was (FreeBSD: EMLINK)
+        if not follow_symlinks and refused_symlink(exc):
+            raise Replaced() from None
         raise
     opened = os.fstat(fd)
     if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (looked.st_dev, looked.st_ino):
         os.close(fd)
         raise NotRegularFile(opened.st_mode) if not stat.S_ISREG(opened.st_mode) else Replaced()
     return fd, opened
+
+
+def refused_symlink(exc: OSError) -> bool:
+    """Whether an ``O_NOFOLLOW`` open failed because a symlink now stands where a regular file was
+    (Linux says ELOOP, FreeBSD EMLINK)."""
+    return exc.errno in (errno.ELOOP, errno.EMLINK)
 
 
 def read_small_regular_at(
@@ -194,8 +200,8 @@ def read_small_regular_at(
     try:
         fd = os.open(name, flags, dir_fd=dir_fd)
     except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.EMLINK) and not follow_symlinks:
-            raise Replaced() from None  # a symlink now stands where a regular file was (FreeBSD: EMLINK)
+        if not follow_symlinks and refused_symlink(exc):
+            raise Replaced() from None
         raise
     failure: OSError | None = None
     try:
@@ -273,4 +279,6 @@ __all__ = [
     "open_path",
     "open_regular",
     "open_regular_at",
+    "read_small_regular_at",
+    "refused_symlink",
 ]

@@ -43,7 +43,7 @@ import blake3
 from sysmcp.fs import checksums
 from sysmcp.fs.checksums import CHUNK, Algorithm, KeptGrowing, Style, explain, format_line, hash_fd
 from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
-from sysmcp.fs.safeopen import NotRegularFile, Replaced, open_path
+from sysmcp.fs.safeopen import NotRegularFile, Replaced, open_path, refused_symlink
 from sysmcp.fs.spill import RUN_BYTES, SortedRuns
 from sysmcp.fs.walk import (
     Budget,
@@ -392,8 +392,8 @@ def _open_error(exc: OSError) -> str:
     """Why a listed file could not be opened (a symlink swapped in is refused, never followed)."""
     if exc.errno == errno.ENOENT:
         return "vanished before it could be hashed"
-    if exc.errno in (errno.ELOOP, errno.EMLINK):
-        return explain(Replaced())  # a symlink now stands where a regular file was (FreeBSD: EMLINK)
+    if refused_symlink(exc):
+        return explain(Replaced())
     return explain(exc)
 
 
@@ -572,10 +572,7 @@ def hash_tree_parallel(
                 processes_used += 1
                 claimed += part["subtrees"]
                 stopped = stopped or part["stopped"]
-                for reason, n in part["skipped"].items():
-                    skipped.add(reason, n)
-                for name in part["skipped_named"]:
-                    skipped.name(name)
+                skipped.merge(part["skipped"], part["skipped_named"])
                 parts.append((spills[slot], part))
             if claimed < len(subtrees):
                 stopped = stopped or budget.reason

@@ -103,6 +103,13 @@ class SkipCounter:
         """The first unreadable directories, relative to the root ('' is the root itself)."""
         return list(self._named)
 
+    def merge(self, counts: dict[str, int], named: Iterable[str] = ()) -> None:
+        """Add another process's ``as_dict()`` and ``named`` (a forked worker's skips) to these."""
+        for reason, n in counts.items():
+            self._counts[reason] += n
+        for relative in named:
+            self.name(relative)
+
     def as_dict(self) -> dict[str, int]:
         return {reason: n for reason, n in sorted(self._counts.items()) if n}
 

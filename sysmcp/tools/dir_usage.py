@@ -803,10 +803,7 @@ def _merge_child(
     for row in part["dirs"]:
         tally.offer_directory(row)
     tally.eligible_directories += part["eligible_dirs"] - len(part["dirs"])
-    for reason, count in part["skipped"].items():
-        skipped.add(reason, count)
-    for name in part["skipped_named"]:
-        skipped.name(name)
+    skipped.merge(part["skipped"], part["skipped_named"])
     tally.selection.merge(chosen)
 
 

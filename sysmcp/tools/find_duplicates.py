@@ -566,13 +566,6 @@ class Comparer:
         return {"groups": groups, "stopped": stopped}
 
 
-def _merge_skips(skipped: SkipCounter, part: dict[str, Any]) -> None:
-    for reason, n in part.get("skipped", {}).items():
-        skipped.add(reason, n)
-    for name in part.get("skipped_named", ()):
-        skipped.name(name)
-
-
 def find_duplicates(
     root: bytes,
     options: WalkOptions,
@@ -717,7 +710,7 @@ def find_duplicates(
                     continue
                 claimed += part["subtrees"]
                 stopped = stopped or part["stopped"]
-                _merge_skips(skipped, part)
+                skipped.merge(part.get("skipped", {}), part.get("skipped_named", ()))
             if claimed < len(subtrees):
                 stopped = stopped or listing.reason
         search.stopped = stopped
@@ -761,7 +754,7 @@ def find_duplicates(
                 search.groups.append(Group(size, digest, copies))
             search.files_read += result.get("read", 0)
             search.bytes_read += result.get("bytes", 0)
-            _merge_skips(skipped, result)
+            skipped.merge(result.get("skipped", {}), result.get("skipped_named", ()))
             search.stopped = search.stopped or result["stopped"]
     finally:
         if fan is not None:
