@@ -827,7 +827,8 @@ def _size_text(apparent: int, disk: int, by_disk: bool) -> str:
 
 
 def _joined(shown: str, relative: str) -> str:
-    return shown.rstrip("/") + "/" + display(os.fsencode(relative))
+    # display() takes the str as it is when it encodes (almost always): no round trip through bytes
+    return shown.rstrip("/") + "/" + display(relative)
 
 
 def parse_duration(value: Any, name: str) -> float:
