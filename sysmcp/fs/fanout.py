@@ -327,7 +327,11 @@ class FanOut:
                 parent_alive()
                 return self.claim(parent_alive)
 
-            data = marshal.dumps(self.work(claim, self.progress, True))
+            try:
+                result = self.work(claim, self.progress, True)
+            finally:
+                self._walking[slot] = 0  # done, even without coming back to an empty queue (a deadline)
+            data = marshal.dumps(result)
             view = memoryview(data)
             while view:
                 view = view[os.write(result_fd, view) :]
@@ -341,7 +345,10 @@ class FanOut:
         ``keep_waiting`` (with ``waits_for_gifts``) says whether to go on waiting for a gift while the
         queue is empty and a child still walks; it may raise to stop (cancellation).
         """
-        return self.work(lambda: self.claim(keep_waiting), self.progress, False)
+        try:
+            return self.work(lambda: self.claim(keep_waiting), self.progress, False)
+        finally:
+            self._walking[self.progress.slot] = 0  # a walk that stopped (a deadline) gives nothing more
 
     def collect(self, checkpoint: Callable[[], None], give_up_at: float = math.inf) -> list[Any | None]:
         """Each child's result (None for a child that died, sent garbage or was given up), in fork order.

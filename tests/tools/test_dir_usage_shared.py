@@ -411,6 +411,24 @@ def test_a_process_that_runs_out_of_tasks_walks_what_one_still_walking_gives_awa
     assert ["part"] in taker and ["part"] not in giver
 
 
+def test_a_process_that_stops_without_claiming_again_does_not_keep_the_others_waiting() -> None:
+    # As a walk does at its deadline: the parent stops while the child waits for its gifts. The child
+    # must then hand its result in, not wait until it is given up and killed (its counts lost).
+    def work(claim: Any, progress: Progress, in_child: bool) -> str:
+        assert claim() is not None
+        if in_child:
+            while claim() is not None:
+                pass
+            return "child"
+        assert until(lambda: fan.walking() == 1), "the child never ran out"
+        return "here"  # stopped: no claim() again
+
+    with FanOut(2, 2, work, waits_for_gifts=True) as fan:
+        fan.start()
+        assert fan.run_here(lambda: True) == "here"
+        assert fan.collect(lambda: None, give_up_at=time.monotonic() + 30) == ["child"]
+
+
 def test_a_child_that_dies_walking_does_not_keep_the_parent_waiting_for_its_gifts() -> None:
     gave_up: list[bool] = []
 
