@@ -13,7 +13,10 @@ is needed. Each child sends one ``marshal``-ed result through its own pipe and e
 Tasks can be added while the work runs (``give``): a process with one big task left sees the queue
 run low (``waiting``) and gives away part of what it still has to do, so the others do not run dry
 while it finishes alone. A given task is a ``marshal``-ed record in this process's own region of a
-shared memory map (no lock: one writer per region), its number queued in the same pipe.
+shared memory map (no lock: one writer per region), its number queued in the same pipe. With
+``waits_for_gifts``, a process that finds the queue empty while another still walks waits for what
+that one gives instead of leaving it to finish alone (one byte per process in shared memory says
+who walks); it never has to, for correctness: a giver always claims again until the queue is empty.
 
 A child touches nothing but the walk: no logging, no event loop, no stdout (it never writes to the
 wire), garbage collection off. It exits if the server goes away. On cancellation, or any error in
@@ -51,6 +54,7 @@ _PIPES: set[int] = set()
 _POLL_MS = 10  # while waiting for children, how often the cancellation checkpoint runs
 GIVEN_BYTES = 256 << 10  # per process: room for the records of the tasks it gives away
 _LENGTH = 4  # bytes of a given record's length, before its marshal-ed data
+_IDLE_POLL_MS = 1  # while a process waits for a gift, how often it asks whether to go on waiting
 
 
 # Python 3.12+ warns on every fork of a process with threads, because the child may inherit a lock
@@ -132,10 +136,19 @@ class FanOut:
     event loop (``in_child`` is True there).
     """
 
-    def __init__(self, count: int, processes: int, work: Work, keep: Collection[int] = ()) -> None:
+    def __init__(
+        self,
+        count: int,
+        processes: int,
+        work: Work,
+        keep: Collection[int] = (),
+        *,
+        waits_for_gifts: bool = False,
+    ) -> None:
         self.processes = max(1, min(processes, count))
         self.work = work
         self.keep = frozenset(keep)  # descriptors from ``pipe()`` the children keep open (a later stage's)
+        self.waits_for_gifts = waits_for_gifts
         self.progress = Progress(self.processes)
         self._parent = os.getpid()
         if count * _TASK > MAX_QUEUE_BYTES:
@@ -153,20 +166,64 @@ class FanOut:
         os.set_blocking(self._queue_w, False)  # a full queue refuses a gift instead of blocking
         # Given tasks: per process, 8 bytes of bytes used, then [length][marshal data] records.
         self._given = mmap.mmap(-1, GIVEN_BYTES * self.processes)
+        # Per process, 1 while it walks a task (it may give part of it away), 0 once it found none.
+        self._walking = mmap.mmap(-1, self.processes)
+        self._walking[0] = 1  # this process claims at once
         self._children: dict[int, int] = {}  # pid -> read end of its result pipe
+        self._slots: dict[int, int] = {}  # pid -> its slot
+        self._idle: select.poll | None = None  # the queue, polled while waiting for a gift
 
     @property
     def children(self) -> int:
         """How many children ``start`` forked and are not yet collected (fewer than asked if ``fork`` failed)."""
         return len(self._children)
 
-    def claim(self) -> int | None:
-        """The next unclaimed task, or None when every task has been claimed."""
+    def claim(self, keep_waiting: Callable[[], bool] | None = None) -> int | None:
+        """The next unclaimed task, or None when every task has been claimed.
+
+        With ``keep_waiting`` (and ``waits_for_gifts``), an empty queue is waited on while another
+        process still walks, as long as ``keep_waiting()`` says so (it may raise: cancellation).
+        """
+        slot = self.progress.slot
+        while True:
+            task = self._take()
+            if task is not None:
+                self._walking[slot] = 1
+                return task
+            self._walking[slot] = 0
+            if keep_waiting is None or not self.waits_for_gifts or not self._others_walk():
+                break
+            if not keep_waiting():
+                break
+            if self._idle is None:
+                self._idle = select.poll()
+                self._idle.register(self._queue_r, select.POLLIN)
+            self._idle.poll(_IDLE_POLL_MS)  # wakes as soon as a gift is queued
+        task = self._take()  # a gift queued just before its giver stopped walking
+        if task is not None:
+            self._walking[slot] = 1
+        return task
+
+    def _take(self) -> int | None:
         try:
             data = os.read(self._queue_r, _TASK)
         except BlockingIOError:
             return None
         return int.from_bytes(data, "little") if len(data) == _TASK else None
+
+    def walking(self) -> int:
+        """How many processes are walking a task (not yet come back to find the queue empty)."""
+        return sum(self._walking[:])
+
+    def _others_walk(self) -> bool:
+        """Whether another process still walks; in the parent, a child that died no longer counts."""
+        mine = self.progress.slot
+        for pid, slot in self._slots.items():  # only the parent knows its children
+            if self._walking[slot]:
+                with contextlib.suppress(ChildProcessError):
+                    if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                        self._walking[slot] = 0  # it died walking: nobody will get its gifts
+        return any(self._walking[slot] for slot in range(self.processes) if slot != mine)
 
     def waiting(self) -> int:
         """How many tasks are queued and not yet claimed (one ``ioctl``: ask it every few ms, not per entry)."""
@@ -229,15 +286,18 @@ class FanOut:
         for slot in range(1, self.processes):
             read_end, write_end = os.pipe()
             _PIPES.update((read_end, write_end))
+            self._walking[slot] = 1  # before it runs: nobody may take it for idle before it starts
             try:
                 pid = os.fork()
             except OSError:
+                self._walking[slot] = 0
                 _close(read_end, write_end)
                 break
             if pid == 0:  # pragma: no cover - runs in the child, which ends in os._exit
                 self._child(slot, write_end)
             _close(write_end)
             self._children[pid] = read_end
+            self._slots[pid] = slot
 
     def _child(self, slot: int, result_fd: int) -> None:  # pragma: no cover - child process
         code = 1
@@ -255,14 +315,23 @@ class FanOut:
                 with contextlib.suppress(OSError):
                     os.close(fd)
             self.progress.slot = slot
+            self._slots.clear()  # the parent's children are not this one's to wait for
             parent = self.progress.parent = self._parent
 
-            def claim() -> int | None:
+            def parent_alive() -> bool:
                 if os.getppid() != parent:
                     os._exit(1)  # the server went away: stop now
-                return self.claim()
+                return True
 
-            data = marshal.dumps(self.work(claim, self.progress, True))
+            def claim() -> int | None:
+                parent_alive()
+                return self.claim(parent_alive)
+
+            try:
+                result = self.work(claim, self.progress, True)
+            finally:
+                self._walking[slot] = 0  # done, even without coming back to an empty queue (a deadline)
+            data = marshal.dumps(result)
             view = memoryview(data)
             while view:
                 view = view[os.write(result_fd, view) :]
@@ -270,9 +339,16 @@ class FanOut:
         finally:
             os._exit(code)
 
-    def run_here(self) -> Any:
-        """Do tasks in this process until none are left; returns this process's result."""
-        return self.work(self.claim, self.progress, False)
+    def run_here(self, keep_waiting: Callable[[], bool] | None = None) -> Any:
+        """Do tasks in this process until none are left; returns this process's result.
+
+        ``keep_waiting`` (with ``waits_for_gifts``) says whether to go on waiting for a gift while the
+        queue is empty and a child still walks; it may raise to stop (cancellation).
+        """
+        try:
+            return self.work(lambda: self.claim(keep_waiting), self.progress, False)
+        finally:
+            self._walking[self.progress.slot] = 0  # a walk that stopped (a deadline) gives nothing more
 
     def collect(self, checkpoint: Callable[[], None], give_up_at: float = math.inf) -> list[Any | None]:
         """Each child's result (None for a child that died, sent garbage or was given up), in fork order.
@@ -304,6 +380,7 @@ class FanOut:
         results: list[Any | None] = []
         for pid in pids:
             fd = self._children.pop(pid)
+            self._slots.pop(pid, None)
             _close(fd)
             _, status = os.waitpid(pid, 0)
             ok = os.waitstatus_to_exitcode(status) == 0
@@ -321,10 +398,12 @@ class FanOut:
             os.waitpid(pid, 0)
             _close(fd)
         self._children.clear()
+        self._slots.clear()
         if self._queue_r >= 0:
             _close(self._queue_r, self._queue_w)
             self._queue_r = self._queue_w = -1
             self._given.close()
+            self._walking.close()
         self.progress.close()
 
     def __enter__(self) -> FanOut:

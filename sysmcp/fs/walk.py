@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fnmatch
+import itertools
 import math
 import os
 import re
@@ -302,6 +303,14 @@ def _same(fd: int, dev: int, ino: int) -> int | None:
     return None
 
 
+def _chunks(names: Iterable[str]) -> Iterable[Sequence[str]]:
+    """``names`` in lists of at most ``CHECK_EVERY`` (a listed directory that small is its own chunk)."""
+    if isinstance(names, list) and len(names) <= CHECK_EVERY:
+        return (names,)
+    iterator = iter(names)
+    return iter(lambda: list(itertools.islice(iterator, CHECK_EVERY)), [])
+
+
 def _names(fd: int) -> Generator[str, None, None]:
     """A big directory's names one at a time (``os.scandir`` streams; ``os.listdir`` does not)."""
     with os.scandir(fd) as iterator:
@@ -549,7 +558,8 @@ class Scanner:
         seen = self._seen
         linked = self.linked
         match = self._match
-        prefix = frame.relative + "/" if frame.relative else ""
+        relative = frame.relative
+        prefix = relative + "/" if relative else ""
         apparent = blocks = count = nfiles = eligible = 0
         floor, block_floor, min_size = self.file_floor, self.block_floor, self.min_file_size
         keep = self.keep_files
@@ -569,12 +579,12 @@ class Scanner:
                 skipped.unreadable(frame.relative)
             return Listing(frame.relative, frame.depth, files, links)
         lstat = os.stat
-        check_every = CHECK_EVERY
         mounted = self._mount_points.get(frame.relative) if self._mount_points else None
         try:
-            for name in names:
-                count += 1
-                if count == check_every:
+            # Checkpoints fall between chunks of CHECK_EVERY names, not on a count kept per entry:
+            # almost every directory is one chunk, and the loop below does only the entry's work.
+            for chunk in _chunks(names):
+                if count:
                     self.entries += count
                     count = 0
                     self.apparent += apparent - self._reported
@@ -584,37 +594,43 @@ class Scanner:
                     except ScanStopped as stop:
                         self._stop = stop  # hand out what this directory gave so far, then stop
                         break
-                if mounted is not None and name in mounted:
-                    skipped.add(mounted[name])  # a mount point: not even an lstat
-                    continue
-                try:
-                    st = lstat(name, dir_fd=fd, follow_symlinks=False)
-                except OSError as exc:
-                    skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
-                    continue
-                if match is not None and (match(name) or match(prefix + name)):
-                    skipped.add("excluded")
-                    continue
-                kind = st.st_mode & s_ifmt
-                if kind == s_ifdir:
-                    subdirs.append((name, st))
-                    continue
-                if st.st_nlink > 1:
-                    key = (st.st_dev, st.st_ino)
-                    if key in seen:
-                        if kind == s_ifreg and (st.st_size >= floor or st.st_blocks >= block_floor):
-                            links.append((name, st))
+                count = len(chunk)
+                for name in chunk:
+                    if mounted is not None and name in mounted:
+                        skipped.add(mounted[name])  # a mount point: not even an lstat
                         continue
-                    seen.add(key)
-                    if linked is not None:
-                        linked.append(
-                            (key[0], key[1], st.st_size, st.st_blocks, kind == s_ifreg, frame.relative)
-                        )
-                size = st.st_size
-                used = st.st_blocks
-                apparent += size
-                blocks += used
-                if kind == s_ifreg:
+                    try:
+                        st = lstat(name, dir_fd=fd, follow_symlinks=False)
+                    except OSError as exc:
+                        skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
+                        continue
+                    if match is not None and (match(name) or match(prefix + name)):
+                        skipped.add("excluded")
+                        continue
+                    kind = st.st_mode & s_ifmt
+                    if kind != s_ifreg or st.st_nlink > 1:  # not the common case: a file with one name
+                        if kind == s_ifdir:
+                            subdirs.append((name, st))
+                            continue
+                        if st.st_nlink > 1:
+                            key = (st.st_dev, st.st_ino)
+                            if key in seen:
+                                if kind == s_ifreg and (st.st_size >= floor or st.st_blocks >= block_floor):
+                                    links.append((name, st))
+                                continue
+                            seen.add(key)
+                            if linked is not None:
+                                linked.append((*key, st.st_size, st.st_blocks, kind == s_ifreg, relative))
+                        if kind != s_ifreg:
+                            apparent += st.st_size
+                            blocks += st.st_blocks
+                            if kind != s_iflnk:
+                                skipped.add("special_file")
+                            continue
+                    size = st.st_size
+                    used = st.st_blocks
+                    apparent += size
+                    blocks += used
                     nfiles += 1
                     if on_file is not None and not on_file(name, st):
                         continue
@@ -624,8 +640,6 @@ class Scanner:
                         files.append((name, st))
                         if len(files) == prune_at:
                             floor, block_floor = self._prune(files, floor, block_floor)
-                elif kind != s_iflnk:
-                    skipped.add("special_file")
         except OSError:  # the directory went bad while being read (EIO, removed)
             skipped.add("unreadable")
         self.entries += count

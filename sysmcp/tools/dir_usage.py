@@ -25,6 +25,7 @@ from sysmcp.fs.walk import (
     Finished,
     Listing,
     Scanner,
+    ScanStopped,
     SkipCounter,
     Subtree,
     WalkOptions,
@@ -623,7 +624,7 @@ def scan_usage(
                         tally.take(listing, scanner)
                 if subtrees:
                     scanner.linked = []
-                    fan = FanOut(len(subtrees), count, work)
+                    fan = FanOut(len(subtrees), count, work, waits_for_gifts=True)
                     fan.start()
         mine.add(scanner)
         stopped = scanner.stopped
@@ -685,7 +686,16 @@ def _join(
     """
     assert scanner.linked is not None
     request = tally.request
-    here = fan.run_here()
+
+    def keep_waiting() -> bool:
+        """Wait for a child's gift until the deadline; cancellation raises (the budget asks)."""
+        try:
+            budget()
+        except ScanStopped:
+            return False
+        return True
+
+    here = fan.run_here(keep_waiting)
     children = collect_within(fan, budget)
     usage.processes = 1 + sum(part is not None for part in children)
     given = fan.given()  # number -> (relative, depth, dev, ino, apparent, disk, origin)
@@ -817,7 +827,8 @@ def _size_text(apparent: int, disk: int, by_disk: bool) -> str:
 
 
 def _joined(shown: str, relative: str) -> str:
-    return shown.rstrip("/") + "/" + display(os.fsencode(relative))
+    # display() takes the str as it is when it encodes (almost always): no round trip through bytes
+    return shown.rstrip("/") + "/" + display(relative)
 
 
 def parse_duration(value: Any, name: str) -> float:

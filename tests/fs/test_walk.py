@@ -140,6 +140,34 @@ def test_big_and_small_directories_are_read_alike(
     assert skipped.as_dict() == {}
 
 
+@pytest.mark.parametrize("list_at_once", [0, 1 << 30], ids=["streamed", "listed at once"])
+def test_a_big_directory_is_checked_between_chunks_and_stops_with_what_it_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, list_at_once: int
+) -> None:
+    for i in range(25):
+        (tmp_path / f"f{i:02d}").write_bytes(b"x" * (i + 1))
+    monkeypatch.setattr(walk, "LIST_AT_ONCE", list_at_once)
+    monkeypatch.setattr(walk, "CHECK_EVERY", 10)
+    calls: list[int] = []
+    scanner: Scanner
+
+    def checkpoint() -> None:  # once before the root is read, then after every 10 names
+        calls.append(scanner.entries)
+        if len(calls) == 3:
+            raise ScanStopped("enough")
+
+    scanner = Scanner(os.fsencode(tmp_path), WalkOptions(), SkipCounter(), checkpoint)
+    events = list(scanner.events())
+    assert calls == [1, 11, 21]  # the root itself, then 10 and 20 of its names
+    (root,) = [e for e in events if isinstance(e, Finished)]
+    assert root.partial and scanner.stopped == "enough"
+    assert scanner.entries == 21 and root.files == 20
+    first = os.listdir(tmp_path)[:20]  # the order the directory gives its names (scandir's too)
+    assert root.apparent == os.lstat(tmp_path).st_size + sum(
+        (tmp_path / name).stat().st_size for name in first
+    )
+
+
 def test_hard_links_are_counted_once_but_every_name_is_walked(tmp_path: Path) -> None:
     (tmp_path / "x").write_bytes(b"x" * 5000)
     os.link(tmp_path / "x", tmp_path / "y")

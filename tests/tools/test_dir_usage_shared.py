@@ -377,6 +377,84 @@ def test_tasks_given_while_the_work_runs_are_claimed_once_each() -> None:
     assert sorted(tuple(r) for r in records.values()) == claimed
 
 
+def until(condition: Any, seconds: float = 30.0) -> bool:
+    """Spin until ``condition()`` holds (True) or ``seconds`` pass (False): waits on state, not on time."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        os.sched_yield()
+    return True
+
+
+def test_a_process_that_runs_out_of_tasks_walks_what_one_still_walking_gives_away() -> None:
+    # Task 0 is the big one: its walker waits until the other process has found the queue empty,
+    # then gives part of its work away. That part must go to the idle process, not back to the giver
+    # once it is done (which is what happens when an idle process leaves at once).
+    def work(claim: Any, progress: Progress, in_child: bool) -> list[Any]:
+        got: list[Any] = []
+        while (task := claim()) is not None:
+            if task == 0:
+                assert until(lambda: fan.walking() == 1), "the other process never ran out"
+                assert fan.give([["part"]]) == 1
+                assert until(lambda: fan.waiting() == 0), "nobody took the gift"
+            got.append(task if task < 2 else fan.record(task))
+        return got
+
+    with FanOut(2, 2, work, waits_for_gifts=True) as fan:
+        fan.start()
+        here = fan.run_here(lambda: True)
+        (child,) = fan.collect(lambda: None)
+    assert child is not None
+    giver, taker = (here, child) if 0 in here else (child, here)
+    assert sorted(t for t in giver + taker if isinstance(t, int)) == [0, 1]
+    assert ["part"] in taker and ["part"] not in giver
+
+
+def test_a_process_that_stops_without_claiming_again_does_not_keep_the_others_waiting() -> None:
+    # As a walk does at its deadline: the parent stops while the child waits for its gifts. The child
+    # must then hand its result in, not wait until it is given up and killed (its counts lost).
+    def work(claim: Any, progress: Progress, in_child: bool) -> str:
+        assert claim() is not None
+        if in_child:
+            while claim() is not None:
+                pass
+            return "child"
+        assert until(lambda: fan.walking() == 1), "the child never ran out"
+        return "here"  # stopped: no claim() again
+
+    with FanOut(2, 2, work, waits_for_gifts=True) as fan:
+        fan.start()
+        assert fan.run_here(lambda: True) == "here"
+        assert fan.collect(lambda: None, give_up_at=time.monotonic() + 30) == ["child"]
+
+
+def test_a_child_that_dies_walking_does_not_keep_the_parent_waiting_for_its_gifts() -> None:
+    gave_up: list[bool] = []
+
+    def work(claim: Any, progress: Progress, in_child: bool) -> str:
+        task = claim()
+        if in_child:
+            os._exit(3)  # dies with its task unfinished: it will never give anything
+        assert task is not None and until(lambda: fan.waiting() == 0), "the child never claimed"
+        while claim() is not None:
+            pass
+        return "here"
+
+    def keep_waiting() -> bool:
+        if time.monotonic() > started + 30:
+            gave_up.append(True)
+            return False
+        return True
+
+    with FanOut(2, 2, work, waits_for_gifts=True) as fan:
+        started = time.monotonic()
+        fan.start()
+        assert fan.run_here(keep_waiting) == "here"
+        assert fan.collect(lambda: None) == [None]
+    assert not gave_up  # it saw the child had died, instead of waiting until it was told to stop
+
+
 def test_a_shared_scan_that_gives_work_away_and_runs_out_of_time_is_partial_and_never_overcounts(
     tmp_path: Path,
 ) -> None:
