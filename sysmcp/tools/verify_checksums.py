@@ -810,6 +810,7 @@ MAX_LISTINGS = 64  # directories a range keeps open at once
 #: than that, no write can have been under way while it was read: a write sets both times to "now"
 #: (give or take the coarsest timestamps, FAT's 2 s), so the one ``fstat`` after the read suffices.
 SETTLED_NS = 3_000_000_000
+PROGRESS_EVERY = 16  # entries between two updates of the progress counts (read every few ms)
 _S_IFMT, _S_IFREG = 0o170000, stat.S_IFREG
 
 
@@ -850,34 +851,40 @@ def check_plain_block(
     flags = OPEN_LISTED
     step = block_size // max(1, len(found))  # progress: manifest bytes per entry, near enough
     before = time.time_ns() - SETTLED_NS
+    files, done = counts
     hashed = 0
+    current: str | None = None  # the directory part of the entries just checked, and its listing
+    listed = NOT_LISTED
+    regular, dir_fd, dev = listed.regular, listed.fd, listed.dev
     try:
-        for expected, key, last in found:
-            own()
-            counts[0] += 1
-            counts[1] += step
-            listed = listings.get(key)
-            if listed is None:
-                listed = NOT_LISTED
-                if wanted[key] >= LIST_FROM and len(opened) < MAX_LISTINGS:
-                    directory = fsencode(key) if key.startswith("/") else prefix + fsencode(key)
-                    listed = list_for(directory, wanted[key])
-                    if listed is not NOT_LISTED:
-                        opened.append(listed)
-                listings[key] = listed
+        for index, (expected, key, last) in enumerate(found):
+            if not index % PROGRESS_EVERY:
+                counts[0], counts[1] = files + index, done + step * index
+            own()  # a stop leaves len(codes) entries done
+            if key != current:
+                current = key
+                listed = listings.get(key, NOT_LISTED)
+                if key not in listings:
+                    if wanted[key] >= LIST_FROM and len(opened) < MAX_LISTINGS:
+                        directory = fsencode(key) if key.startswith("/") else prefix + fsencode(key)
+                        listed = list_for(directory, wanted[key])
+                        if listed is not NOT_LISTED:
+                            opened.append(listed)
+                    listings[key] = listed
+                regular, dir_fd, dev = listed.regular, listed.fd, listed.dev
             read = 0
-            inode = listed.regular.get(last)
+            inode = regular.get(last)
             if inode is not None:
                 try:
-                    fd = open_(last, flags, dir_fd=listed.fd)
+                    fd = open_(last, flags, dir_fd=dir_fd)
                 except OSError:
                     fd = -1
                 if fd >= 0:
                     try:
                         count = readv(fd, targets)
                         after = fstat(fd)
-                        if after.st_ino != inode or after.st_dev != listed.dev:
-                            listed.regular.clear()  # swapped, or a filesystem whose entries' inodes differ
+                        if after.st_ino != inode or after.st_dev != dev:
+                            regular.clear()  # swapped, or a filesystem whose entries' inodes differ
                         elif (
                             0 < count < room
                             and after.st_size == count
@@ -929,7 +936,7 @@ def check_plain_block(
     finally:
         for listed in opened:
             listed.close()
-    counts[1] += block_size - step * len(found)
+    counts[0], counts[1] = files + len(found), done + block_size
     return hashed
 
 
