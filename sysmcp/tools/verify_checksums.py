@@ -804,7 +804,7 @@ def check_entry(
 
 
 LIST_FROM = 8  # names of one directory in a range from which the directory is listed (dirlook)
-MAX_LISTINGS = 64  # directories a range keeps open at once
+MAX_LISTINGS = 64  # directories a range keeps open at once (descriptors); each is listed once at most
 #: A file whose change or modification time is this close to the start of its range (or later) is
 #: checked by ``check_entry``, which compares a look before the open with one after the read. Older
 #: than that, no write can have been under way while it was read: a write sets both times to "now"
@@ -843,7 +843,7 @@ def check_plain_block(
     fsencode = os.fsencode
     wanted = Counter([line[1] for line in found])  # names per directory part
     listings: dict[str, ListedDirectory] = {}
-    opened: list[ListedDirectory] = []
+    opened: list[tuple[str, ListedDirectory]] = []  # the listings open, oldest first
     # Per digest length, once its algorithm is known (one candidate, or settled): how to hash, the OK code.
     quick: dict[int, tuple[Callable[[memoryview], Hasher], int, Algorithm]] = {}
     view, room, targets = memoryview(buffer), len(buffer), [buffer]
@@ -865,11 +865,15 @@ def check_plain_block(
                 current = key
                 listed = listings.get(key, NOT_LISTED)
                 if key not in listings:
-                    if wanted[key] >= LIST_FROM and len(opened) < MAX_LISTINGS:
+                    if wanted[key] >= LIST_FROM:
+                        if len(opened) >= MAX_LISTINGS:  # the oldest goes: the rest of its names one by one
+                            oldest, gone = opened.pop(0)
+                            gone.close()
+                            listings[oldest] = NOT_LISTED
                         directory = fsencode(key) if key.startswith("/") else prefix + fsencode(key)
                         listed = list_for(directory, wanted[key])
                         if listed is not NOT_LISTED:
-                            opened.append(listed)
+                            opened.append((key, listed))
                     listings[key] = listed
                 regular, dir_fd, dev = listed.regular, listed.fd, listed.dev
             read = 0
@@ -934,7 +938,7 @@ def check_plain_block(
                 codes.append(code)
             hashed += read
     finally:
-        for listed in opened:
+        for _, listed in opened:
             listed.close()
     counts[0], counts[1] = files + len(found), done + block_size
     return hashed

@@ -312,3 +312,29 @@ def test_only_whole_plain_blocks_take_the_one_pass_parse() -> None:
     for block in refused:
         assert LineParser().plain_block(block) is None, block
     assert LineParser(reversed_style=True).plain_block(f"{digest}  a\n".encode()) is None
+
+
+@pytest.mark.usefixtures("settled")
+def test_more_directories_than_listings_kept_open_are_each_listed_once_and_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = build(tmp_path, dirs=5, per_dir=10)
+    by_turns = [names[d * 10 + f] for f in range(10) for d in range(5)]  # d0, d1, … d4, d0, …
+    text = plain_lines(tmp_path, by_turns)
+    monkeypatch.setattr(verify_checksums, "MAX_LISTINGS", 2)
+    real_list_for = dirlook.list_for
+    listed: list[bytes] = []
+
+    def counted(path: bytes, wanted: int) -> dirlook.ListedDirectory:
+        listed.append(path)
+        return real_list_for(path, wanted)
+
+    monkeypatch.setattr(verify_checksums, "list_for", counted)
+    descriptors = len(os.listdir("/proc/self/fd"))
+    run = Run(monkeypatch)
+    verdicts, _, _ = run(text, tmp_path)
+    assert verdicts == [("OK", "sha256", "")] * len(names)
+    ranges = verify_checksums.ranges_for(len(text), 1)[1]
+    assert len(listed) <= 5 * ranges and Counter(listed).most_common(1)[0][1] <= ranges
+    assert 0 < run.fallbacks < len(names)  # evicted directories' names went one by one
+    assert len(os.listdir("/proc/self/fd")) == descriptors  # every listing closed, the evicted ones too
