@@ -22,6 +22,7 @@ import hashlib
 import io
 import os
 import re
+import sys
 import threading
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -203,6 +204,26 @@ def hash_fd(
         size,
         describe_change(before, after, size),
     )
+
+
+#: Constructors that take the data at once: one call per small file instead of three.
+_TAKES_DATA: frozenset[Callable[..., Hasher]] = frozenset(
+    {hashlib.md5, hashlib.sha1, hashlib.sha256, hashlib.sha512, blake3.blake3}
+)
+
+
+def one_shot(algorithm: Algorithm) -> Callable[[memoryview], Hasher]:
+    """``f(data)``: a hasher that has taken ``data``, with as few Python calls as the algorithm allows."""
+    factory = algorithm.factory
+    if factory in _TAKES_DATA:
+        return factory  # type: ignore[return-value]
+
+    def hashed(data: memoryview) -> Hasher:
+        hasher = factory()
+        hasher.update(data)
+        return hasher
+
+    return hashed
 
 
 def hash_once(fd: int, algorithms: Sequence[Algorithm], buffer: bytearray, opened: os.stat_result) -> Digest:
@@ -516,6 +537,13 @@ Parsed = tuple[bytes, str, tuple[Algorithm, ...]]
 
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 _PLAIN_GNU = re.compile(rb"([0-9a-fA-F]+) [ *](.+)", re.DOTALL)
+#: Plain GNU lines, all of a range at once (``LineParser.plain_block``): lowercase hex, one space, a space
+#: or '*', and a name with no CR or NUL, short enough that its UTF-8 bytes stay under PATH_MAX, not
+#: ending in '/': its directory part (up to the last '/') and its last component apart.
+_PLAIN_LINES = re.compile(
+    rf"^([0-9a-f]+) [ *](?=[^\n\r\0]{{1,{(PATH_MAX - 1) // 4}}}\n)([^\n]*/)?([^\n/]+)\n", re.MULTILINE
+)
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()  # os.fsencode's
 _TAG_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 _BROKEN: Parsed = (b"", "", ())  # a known tag on a line that does not parse: improperly formatted
 
@@ -600,6 +628,40 @@ class LineParser:
             int, tuple[Algorithm, ...]
         ] = {}  # candidates per digest length, worked out once
         self._plain = _PLAIN_GNU.fullmatch
+
+    def candidates(self, length: int) -> tuple[Algorithm, ...]:
+        """The algorithms a plain line's digest of ``length`` hex digits may be (worked out once)."""
+        candidates = self._by_length.get(length)
+        if candidates is None:
+            candidates = self._by_length[length] = _candidates(length, self.forced, self.prefer)
+        return candidates
+
+    def plain_block(self, block: bytes) -> list[tuple[str, str, str]] | None:
+        """Every line of ``block`` (whole lines, each ending in a newline) as ``(hex digest, directory
+        part, last component)`` in one regular-expression pass, when each is a plain '<hex>  <name>'
+        line that ``parse`` would read the same way; else None, and the block is parsed line by line.
+
+        Why: for the common manifest the per-line Python work (split, comment and CR checks, the
+        parse call) is a large part of the cost per entry. Only a block whose every line matches is
+        taken (the count of matches equals the count of newlines), so comments, empty lines, CRs,
+        tagged, escaped and improperly formatted lines all keep their one way through ``parse``.
+        The name is the directory part (up to and with its last '/', or '') and the last component
+        together, as ``str`` the way ``os.fsdecode`` gives it (``os.fsencode`` restores the bytes);
+        digests are lowercase, of a length some candidate algorithm has.
+        """
+        if self.reversed_style is True or not block.endswith(b"\n"):
+            return None
+        if _FS_ENCODING != "utf-8" or _FS_ERRORS != "surrogateescape":
+            return None  # the name bound in _PLAIN_LINES counts on at most 4 bytes a character
+        text = block.decode(_FS_ENCODING, _FS_ERRORS)
+        found: list[tuple[str, str, str]] = _PLAIN_LINES.findall(text)
+        if len(found) != text.count("\n"):
+            return None
+        if any(not self.candidates(length) for length in {len(line[0]) for line in found}):
+            return None
+        if found:
+            self.reversed_style = False  # as parse leaves it after a plain line
+        return found
 
     def parse(self, line: bytes) -> Parsed | None:
         """The line's name, hex digest and candidate algorithms, or None if improperly formatted."""

@@ -26,7 +26,6 @@ hashed into a digest of no real version.
 from __future__ import annotations
 
 import errno
-import hashlib
 import heapq
 import math
 import os
@@ -37,8 +36,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
-
-import blake3
 
 from sysmcp.fs import checksums
 from sysmcp.fs.checksums import CHUNK, Algorithm, KeptGrowing, Style, explain, format_line, hash_fd
@@ -235,7 +232,7 @@ class Hasher:
         fsencode = os.fsencode
         runs, checkpoint = self.runs, self.checkpoint
         buffer, view, room = self.buffer, self.view, len(self.buffer)
-        one_shot = _one_shot(self.algorithm)
+        one_shot = checksums.one_shot(self.algorithm)
         open_, readv, fstat, close = os.open, os.readv, os.fstat, os.close
         flags = _OPEN_FLAGS
         dev = fstat(dir_fd).st_dev
@@ -359,24 +356,6 @@ _S_IFREG = stat.S_IFREG
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 _CHANGED_SIZE = "changed while being hashed: its size changed while it was read"
 _CHANGED_CONTENT = "changed while being hashed: it was modified while it was read"
-#: Constructors that take the data at once: one call per small file instead of three.
-_TAKES_DATA: frozenset[Callable[..., Any]] = frozenset(
-    {hashlib.md5, hashlib.sha1, hashlib.sha256, hashlib.sha512, blake3.blake3}
-)
-
-
-def _one_shot(algorithm: Algorithm) -> Callable[[memoryview], checksums.Hasher]:
-    """``f(data)``: a hasher that has taken ``data``, with as few Python calls as the algorithm allows."""
-    factory = algorithm.factory
-    if factory in _TAKES_DATA:
-        return factory  # type: ignore[return-value]
-
-    def one_shot(data: memoryview) -> checksums.Hasher:
-        hasher = factory()
-        hasher.update(data)
-        return hasher
-
-    return one_shot
 
 
 def _is_utf8(name: str) -> bool:

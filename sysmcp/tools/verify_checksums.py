@@ -27,6 +27,7 @@ from sysmcp.fs.checksums import (
     Algorithm,
     Digest,
     Entry,
+    Hasher,
     Job,
     LineParser,
     Manifest,
@@ -38,8 +39,10 @@ from sysmcp.fs.checksums import (
     hash_many,
     hash_once,
     hint_order,
+    one_shot,
     parse_manifest,
 )
+from sysmcp.fs.dirlook import NOT_LISTED, OPEN_LISTED, ListedDirectory, list_for
 from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
 from sysmcp.fs.paths import PathPolicy, display, printable
 from sysmcp.fs.safeopen import kind, open_regular_at, read_small_regular_at
@@ -740,23 +743,30 @@ def _check_small(
     if count != size or after.st_size != size or after.st_mtime_ns != looked.st_mtime_ns:
         changed = describe_change(looked, after, count) or "its contents moved while it was read"
         return UNREADABLE_CODE, f"changed while being read ({changed}); check it again", count
-    data = memoryview(buffer)[:count]
+    return _judge_data(memoryview(buffer)[:count], expected, candidates, trying, settled, blamed), "", count
+
+
+def _judge_data(
+    data: memoryview,
+    expected: str,
+    candidates: tuple[Algorithm, ...],
+    trying: tuple[Algorithm, ...],
+    settled: dict[int, str],
+    blamed: int,
+) -> int:
+    """The verdict's code for a whole file's bytes: ``trying`` first (a match settles the length when
+    it was not settled), then the candidates a settled length skipped, else ``blamed``."""
     for algorithm in trying:
-        hasher = algorithm.factory()
-        hasher.update(data)
-        if hasher.hexdigest() == expected:
+        if one_shot(algorithm)(data).hexdigest() == expected:
             if len(trying) > 1:
                 settled.setdefault(len(expected), algorithm.name)
-            return _ALGORITHM_CODE[algorithm.name], "", count
+            return _ALGORITHM_CODE[algorithm.name]
     if len(trying) == len(candidates):
-        return blamed, "", count
+        return blamed
     for algorithm in candidates:  # a settled guess that failed: the other candidates too
-        if algorithm.name != trying[0].name:
-            hasher = algorithm.factory()
-            hasher.update(data)
-            if hasher.hexdigest() == expected:
-                return _ALGORITHM_CODE[algorithm.name], "", count
-    return blamed, "", count
+        if algorithm.name != trying[0].name and one_shot(algorithm)(data).hexdigest() == expected:
+            return _ALGORITHM_CODE[algorithm.name]
+    return blamed
 
 
 def check_entry(
@@ -791,6 +801,147 @@ def check_entry(
         return check_looked(path, looked, expected, candidates, False, settled, buffer, on_chunk)
     blamed = FAILED_CODE + _ALGORITHM_CODE[candidates[0].name]  # the line's own first candidate (_judge)
     return _check_small(path, looked, expected, candidates, (algorithm,), False, settled, buffer, blamed)
+
+
+LIST_FROM = 8  # names of one directory in a range from which the directory is listed (dirlook)
+MAX_LISTINGS = 64  # directories a range keeps open at once (descriptors); each is listed once at most
+#: A file whose change or modification time is this close to the start of its range (or later) is
+#: checked by ``check_entry``, which compares a look before the open with one after the read. Older
+#: than that, no write can have been under way while it was read: a write sets both times to "now"
+#: (give or take the coarsest timestamps, FAT's 2 s), so the one ``fstat`` after the read suffices.
+SETTLED_NS = 3_000_000_000
+PROGRESS_EVERY = 16  # entries between two updates of the progress counts (read every few ms)
+_S_IFMT, _S_IFREG = 0o170000, stat.S_IFREG
+
+
+def check_plain_block(
+    found: list[tuple[str, str, str]],
+    parser: LineParser,
+    prefix: bytes,
+    settled: dict[int, str],
+    buffer: bytearray,
+    on_chunk: Callable[[int], None],
+    own: Callable[[], None],
+    counts: list[int],
+    codes: bytearray,
+    details: dict[int, str],
+    block_size: int,
+) -> int:
+    """``check_entry`` for every entry of a range of plain lines (``LineParser.plain_block``), in
+    order: each entry's code appended to ``codes`` (an UNREADABLE one's detail in ``details``), the
+    bytes hashed returned. Outside confinement only.
+
+    Why: most entries of a big manifest sit next to many others of their directory. Such a directory
+    is listed once (``dirlook.list_for``), and a file its listing typed as regular is opened relative
+    to it (``O_NOFOLLOW``, ``O_NONBLOCK``), read once, ``fstat``-ed (a regular file, the inode the
+    entry named, on the directory's device, as big as what was read, its times older than
+    ``SETTLED_NS`` before the range began) and closed: four system calls, where ``check_entry`` makes
+    five and walks the whole path twice. Anything else (a name the listing did not type as a regular
+    file or did not reach, a file empty, large, recently changed or swapped, any error) goes through
+    ``check_entry`` from the start, so its verdict and text are exactly that path's.
+    """
+    fsencode = os.fsencode
+    wanted = Counter([line[1] for line in found])  # names per directory part
+    listings: dict[str, ListedDirectory] = {}
+    opened: list[tuple[str, ListedDirectory]] = []  # the listings open, oldest first
+    # Per digest length, once its algorithm is known (one candidate, or settled): how to hash, the OK code.
+    quick: dict[int, tuple[Callable[[memoryview], Hasher], int, Algorithm]] = {}
+    view, room, targets = memoryview(buffer), len(buffer), [buffer]
+    open_, readv, fstat, close = os.open, os.readv, os.fstat, os.close
+    flags = OPEN_LISTED
+    step = block_size // max(1, len(found))  # progress: manifest bytes per entry, near enough
+    before = time.time_ns() - SETTLED_NS
+    files, done = counts
+    hashed = 0
+    current: str | None = None  # the directory part of the entries just checked, and its listing
+    listed = NOT_LISTED
+    regular, dir_fd, dev = listed.regular, listed.fd, listed.dev
+    try:
+        for index, (expected, key, last) in enumerate(found):
+            if not index % PROGRESS_EVERY:
+                counts[0], counts[1] = files + index, done + step * index
+            own()  # a stop leaves len(codes) entries done
+            if key != current:
+                current = key
+                listed = listings.get(key, NOT_LISTED)
+                if key not in listings:
+                    if wanted[key] >= LIST_FROM:
+                        if len(opened) >= MAX_LISTINGS:  # the oldest goes: the rest of its names one by one
+                            oldest, gone = opened.pop(0)
+                            gone.close()
+                            listings[oldest] = NOT_LISTED
+                        directory = fsencode(key) if key.startswith("/") else prefix + fsencode(key)
+                        listed = list_for(directory, wanted[key])
+                        if listed is not NOT_LISTED:
+                            opened.append((key, listed))
+                    listings[key] = listed
+                regular, dir_fd, dev = listed.regular, listed.fd, listed.dev
+            read = 0
+            inode = regular.get(last)
+            if inode is not None:
+                try:
+                    fd = open_(last, flags, dir_fd=dir_fd)
+                except OSError:
+                    fd = -1
+                if fd >= 0:
+                    try:
+                        count = readv(fd, targets)
+                        after = fstat(fd)
+                        if after.st_ino != inode or after.st_dev != dev:
+                            regular.clear()  # swapped, or a filesystem whose entries' inodes differ
+                        elif (
+                            0 < count < room
+                            and after.st_size == count
+                            and after.st_mode & _S_IFMT == _S_IFREG
+                            and after.st_ctime_ns < before
+                            and after.st_mtime_ns < before
+                        ):
+                            read = count
+                    except OSError:
+                        pass
+                    finally:
+                        close(fd)
+            if read:
+                length = len(expected)
+                known = quick.get(length)
+                if known is None:
+                    candidates = parser.candidates(length)
+                    settled_name = settled.get(length)
+                    algorithm = (
+                        candidates[0]
+                        if len(candidates) == 1
+                        else ALGORITHMS[settled_name]
+                        if settled_name is not None
+                        else None
+                    )
+                    if algorithm is not None:
+                        known = quick[length] = (
+                            one_shot(algorithm),
+                            _ALGORITHM_CODE[algorithm.name],
+                            algorithm,
+                        )
+                if known is not None and known[0](view[:read]).hexdigest() == expected:
+                    codes.append(known[1])
+                else:
+                    candidates = parser.candidates(length)
+                    blamed = FAILED_CODE + _ALGORITHM_CODE[candidates[0].name]
+                    trying = candidates if known is None else (known[2],)
+                    codes.append(_judge_data(view[:read], expected, candidates, trying, settled, blamed))
+            else:
+                path = fsencode(key + last)
+                if not key.startswith("/"):
+                    path = prefix + path
+                candidates = parser.candidates(len(expected))
+                code, detail, read = check_entry(path, expected, candidates, settled, buffer, on_chunk)
+                if detail:
+                    details[len(codes)] = detail
+                codes.append(code)
+            hashed += read
+    finally:
+        for _, listed in opened:
+            listed.close()
+    counts[0], counts[1] = files + len(found), done + block_size
+    return hashed
 
 
 class _GaveUp(Exception):
@@ -849,7 +1000,8 @@ def check_ranges(
             own = Budget(check.seconds, report_and_check, clock=check.clock)
             counts = mine
         own.deadline, own.reason = check.deadline, check.reason
-        parse = LineParser(forced, prefer, style).parse
+        parser = LineParser(forced, prefer, style)
+        parse = parser.parse
         settled: dict[int, str] = {}
         buffer = bytearray(CHUNK)
         parts: list[tuple[int, int, bool, bytes, dict[int, str], list[int], int]] = []
@@ -864,11 +1016,35 @@ def check_ranges(
         try:
             while (task := claim()) is not None:
                 start = task * per_task
-                lines = reader.owned(start, min(reader.size, start + per_task)).split(b"\n")
+                block = reader.owned(start, min(reader.size, start + per_task))
+                plain = None if confined else parser.plain_block(block)
+                if plain is not None:
+                    codes = bytearray()
+                    details: dict[int, str] = {}
+                    try:
+                        hashed += check_plain_block(
+                            plain,
+                            parser,
+                            prefix,
+                            settled,
+                            buffer,
+                            on_chunk,
+                            own,
+                            counts,
+                            codes,
+                            details,
+                            len(block),
+                        )
+                    except ScanStopped:  # every line is an entry: the codes say how many lines were done
+                        parts.append((task, len(codes), False, bytes(codes), details, [], 0))
+                        raise
+                    parts.append((task, len(plain), True, bytes(codes), details, [], 0))
+                    continue
+                lines = block.split(b"\n")
                 if lines[-1] == b"":
                     lines.pop()
                 codes = bytearray()
-                details: dict[int, str] = {}
+                details = {}
                 bad: list[int] = []
                 bad_count = 0
                 number = 0
