@@ -670,11 +670,7 @@ class LineParser:
         parsed: Parsed | None
         if simple is not None:
             digest_bytes = simple.group(1)
-            candidates = self._by_length.get(len(digest_bytes))
-            if candidates is None:
-                candidates = self._by_length[len(digest_bytes)] = _candidates(
-                    len(digest_bytes), self.forced, self.prefer
-                )
+            candidates = self.candidates(len(digest_bytes))
             if candidates:
                 parsed = (simple.group(2), digest_bytes.decode("ascii"), candidates)
                 self.reversed_style = False

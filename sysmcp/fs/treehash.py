@@ -488,8 +488,7 @@ def hash_tree_parallel(
         def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
             if in_child:
                 runs, counter = Runs(spills[progress.slot]), SkipCounter()
-                check = Budget(budget.seconds, lambda: progress.set(*runs.progress()), clock=budget.clock)
-                check.deadline, check.reason = budget.deadline, budget.reason
+                check = budget.sharing(lambda: progress.set(*runs.progress()))
                 own = Hasher(root, algorithm, style, runs, check)
             else:
                 runs, counter, check, own = mine, skipped, budget, hasher

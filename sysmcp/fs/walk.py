@@ -181,6 +181,14 @@ class Budget:
     def expired(self) -> bool:
         return self.clock() >= self.deadline
 
+    def sharing(self, check_cancelled: Callable[[], None] | None) -> Budget:
+        """A budget with this one's deadline and reason and another checkpoint: a worker process's
+        own progress, or a stage's. Why: one deadline for every process and stage of a call (forked
+        children share the monotonic clock), each asking its own question every few milliseconds."""
+        shared = Budget(self.seconds, check_cancelled, clock=self.clock)
+        shared.deadline, shared.reason = self.deadline, self.reason
+        return shared
+
 
 GIVE_UP_AFTER_S = 2.0  # past a budget's deadline, how long to wait for a worker process before killing it
 

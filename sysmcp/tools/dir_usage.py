@@ -561,8 +561,7 @@ def scan_usage(
                     report()
                 running_low()
 
-        walk_checkpoint = Budget(request.timeout_s, tick, clock=clock)
-        walk_checkpoint.deadline = budget.deadline  # one deadline, on the clock every process shares
+        walk_checkpoint = budget.sharing(tick)  # one deadline, on the clock every process shares
         done: dict[int, tuple[int, int, int, int, bool]] = {}
         withheld: list[list[Any]] = []
         entries = eligible = 0

@@ -636,8 +636,7 @@ def find_duplicates(
                 if runs.files >= share:
                     raise ScanStopped(limit_reason)
 
-            check: Callable[[], None] = Budget(listing.seconds, publish, clock=listing.clock)
-            check.deadline, check.reason = listing.deadline, listing.reason  # type: ignore[attr-defined]
+            check: Callable[[], None] = listing.sharing(publish)
         else:
             runs, counter, check = mine, skipped, listing_checkpoint
         stopped: str | None = None
@@ -660,12 +659,7 @@ def find_duplicates(
         progress.set(0, 0)  # from here on: files read
         Handoff.report(end, spills[progress.slot], part)
         own_search, own_skipped = Search(), SkipCounter()
-        compare_check = Budget(
-            budget.seconds,
-            lambda: progress.set(own_search.files_read, own_search.bytes_read),
-            clock=budget.clock,
-        )
-        compare_check.deadline, compare_check.reason = budget.deadline, budget.reason
+        compare_check = budget.sharing(lambda: progress.set(own_search.files_read, own_search.bytes_read))
         reader = Reader(root, own_skipped, own_search, compare_check)
         try:
             result = Comparer(reader, candidates.spill.fileno()).run(blocks_claim)
@@ -729,8 +723,7 @@ def find_duplicates(
 
         # Called before every file opened: the progress count and the cancellation question (a hop
         # into the event loop, microseconds) are asked every few milliseconds, the deadline every time.
-        hash_checkpoint = Budget(budget.seconds, comparing_checkpoint, clock=budget.clock)
-        hash_checkpoint.deadline, hash_checkpoint.reason = budget.deadline, budget.reason
+        hash_checkpoint = budget.sharing(comparing_checkpoint)
 
         reader = Reader(root, skipped, search, hash_checkpoint)
         try:
@@ -811,12 +804,7 @@ def compare_blocks(
         if not in_child:
             return Comparer(reader, fd).run(next_block)
         own_search, own_skipped = Search(), SkipCounter()
-        check = Budget(
-            budget.seconds,
-            lambda: progress.set(own_search.files_read, own_search.bytes_read),
-            clock=budget.clock,
-        )
-        check.deadline, check.reason = budget.deadline, budget.reason
+        check = budget.sharing(lambda: progress.set(own_search.files_read, own_search.bytes_read))
         own = Reader(reader.root, own_skipped, own_search, check)
         try:
             result = Comparer(own, fd).run(next_block)

@@ -615,8 +615,7 @@ def _check_here(
         update_meter()
         meter.checkpoint()
 
-    hashing = Budget(check.seconds, report_and_check, clock=check.clock)  # progress every few ms
-    hashing.deadline, hashing.reason = check.deadline, check.reason  # and the one deadline
+    hashing = check.sharing(report_and_check)  # progress every few ms, and the one deadline
     for outcome in hash_many(jobs(), checkpoint=hashing, counters=counters, threads=threads):
         index = outcome.job.key
         entry = manifest.entries[index]
@@ -631,6 +630,20 @@ def _check_here(
 
 
 PARALLEL_FROM = 160 << 10  # manifest bytes (about 2,000 lines) from which it is checked in ranges
+
+
+def _known(candidates: tuple[Algorithm, ...], settled: dict[int, str], length: int) -> Algorithm | None:
+    """The one algorithm a digest of ``length`` hex digits is checked with, if known yet: its only
+    candidate, or the one an earlier match settled that length on."""
+    if len(candidates) == 1:
+        return candidates[0]
+    name = settled.get(length)
+    return None if name is None else ALGORITHMS[name]
+
+
+def _blamed(candidates: tuple[Algorithm, ...]) -> int:
+    """The FAILED code of a digest no candidate matched: under the line's own first candidate (``_judge``)."""
+    return FAILED_CODE + _ALGORITHM_CODE[candidates[0].name]
 
 
 def check_file(
@@ -676,7 +689,7 @@ def check_looked(
     narrowed = len(candidates) > 1 and len(expected) in settled
     if narrowed:
         trying = (ALGORITHMS[settled[len(expected)]],)
-    blamed = FAILED_CODE + _ALGORITHM_CODE[candidates[0].name]  # the line's own first candidate (_judge)
+    blamed = _blamed(candidates)
     if 0 < looked.st_size < len(buffer):
         return _check_small(path, looked, expected, candidates, trying, confined, settled, buffer, blamed)
     try:
@@ -791,15 +804,10 @@ def check_entry(
             return MISSING_CODE, "", 0
         return UNREADABLE_CODE, explain(exc), 0
     size = looked.st_size
-    if len(candidates) == 1:
-        algorithm = candidates[0]
-    elif (name := settled.get(len(expected))) is not None:
-        algorithm = ALGORITHMS[name]
-    else:
-        algorithm = None
+    algorithm = _known(candidates, settled, len(expected))
     if algorithm is None or not 0 < size < len(buffer) or not stat.S_ISREG(looked.st_mode):
         return check_looked(path, looked, expected, candidates, False, settled, buffer, on_chunk)
-    blamed = FAILED_CODE + _ALGORITHM_CODE[candidates[0].name]  # the line's own first candidate (_judge)
+    blamed = _blamed(candidates)
     return _check_small(path, looked, expected, candidates, (algorithm,), False, settled, buffer, blamed)
 
 
@@ -906,14 +914,7 @@ def check_plain_block(
                 known = quick.get(length)
                 if known is None:
                     candidates = parser.candidates(length)
-                    settled_name = settled.get(length)
-                    algorithm = (
-                        candidates[0]
-                        if len(candidates) == 1
-                        else ALGORITHMS[settled_name]
-                        if settled_name is not None
-                        else None
-                    )
+                    algorithm = _known(candidates, settled, length)
                     if algorithm is not None:
                         known = quick[length] = (
                             one_shot(algorithm),
@@ -924,7 +925,7 @@ def check_plain_block(
                     codes.append(known[1])
                 else:
                     candidates = parser.candidates(length)
-                    blamed = FAILED_CODE + _ALGORITHM_CODE[candidates[0].name]
+                    blamed = _blamed(candidates)
                     trying = candidates if known is None else (known[2],)
                     codes.append(_judge_data(view[:read], expected, candidates, trying, settled, blamed))
             else:
@@ -995,11 +996,10 @@ def check_ranges(
     def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
         counts = [0, 0]
         if in_child:
-            own = Budget(check.seconds, lambda: progress.set(*counts), clock=check.clock)
+            own = check.sharing(lambda: progress.set(*counts))
         else:
-            own = Budget(check.seconds, report_and_check, clock=check.clock)
+            own = check.sharing(report_and_check)
             counts = mine
-        own.deadline, own.reason = check.deadline, check.reason
         parser = LineParser(forced, prefer, style)
         parse = parser.parse
         settled: dict[int, str] = {}
