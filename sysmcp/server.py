@@ -18,6 +18,7 @@ import structlog
 
 from sysmcp import __version__
 from sysmcp.fleet import links
+from sysmcp.fs.errors import EngineError
 from sysmcp.fs.paths import ClientRoots, PathPolicy, real_root
 from sysmcp.prompts import PromptEnv, Prompts, complete_path
 from sysmcp.protocol.context import RequestContext
@@ -34,6 +35,7 @@ from sysmcp.protocol.lifecycle import (
 from sysmcp.protocol.threads import run_in_thread
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
+from sysmcp.tools.errors import as_tool_error
 from sysmcp.tools.merging import HostOutcome, bound, default_merge
 from sysmcp.tools.registry import Registry, Tool, ToolContext, ToolOutput
 from sysmcp.views import VIEWS, accepts_views, server_extension
@@ -321,7 +323,10 @@ class Server:
         if debug:
             await ctx.log("debug", {"event": "tool started", "tool": tool.name, "arguments": arguments})
         try:
-            output = await tool.handler(arguments, ToolContext(ctx, self.paths, self.results))
+            try:
+                output = await tool.handler(arguments, ToolContext(ctx, self.paths, self.results))
+            except EngineError as engine_failure:
+                raise as_tool_error(engine_failure) from engine_failure
         except ToolError as exc:
             if debug:
                 await ctx.log("debug", {"event": "tool failed", "tool": tool.name, "error": exc.message})

@@ -1,0 +1,50 @@
+"""The engine layer's own failures: what went wrong, in facts, never in the model's words.
+
+Engines (``sysmcp.fs``, ``sysmcp.history``) raise these; the tool layer turns each into a
+``ToolError`` with the words a model can act on in one place (``sysmcp.tools.errors``), as httpx
+maps httpcore's exceptions at one boundary. An engine therefore never imports ``sysmcp.protocol``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EngineError",
+    "NotFound",
+    "OutsideRoots",
+    "PermissionRefused",
+    "Refused",
+    "Unavailable",
+    "WrongKind",
+]
+
+
+class EngineError(Exception):
+    """Base of every engine failure. ``detail`` is a plain statement of fact (no advice)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class NotFound(EngineError):
+    """The named thing does not exist (a file, a directory, a snapshot, a plan)."""
+
+
+class PermissionRefused(EngineError):
+    """The operating system refused access."""
+
+
+class WrongKind(EngineError):
+    """The named thing exists but is not the kind the engine works on (a FIFO for a file, ...)."""
+
+
+class OutsideRoots(EngineError):
+    """A path outside the operator's or the client's allowed roots."""
+
+
+class Refused(EngineError):
+    """The request asks for something the engine will not do (an item that changed, a bad plan id)."""
+
+
+class Unavailable(EngineError):
+    """A facility the work needs is not there (no history store, a filesystem that does not answer)."""
