@@ -28,9 +28,8 @@ from sysmcp.fs.checksums import (
     format_line,
     hash_fd,
     hash_many,
-    hint_order,
-    parse_manifest,
 )
+from sysmcp.fs.manifests import hint_order, parse_manifest
 from sysmcp.fs.safeopen import NotRegularFile, Replaced, open_regular_at
 
 #: Names that break naive manifest code: spaces, a newline, a backslash, a CR, a leading star, UTF-8.

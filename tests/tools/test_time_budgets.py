@@ -14,6 +14,8 @@ import blake3
 import jsonschema
 import pytest
 
+from sysmcp.fs import verify as verify_engine
+from sysmcp.fs import verify_ranges
 from sysmcp.fs.checksums import ALGORITHMS
 from sysmcp.fs.paths import PathPolicy
 from sysmcp.fs.walk import SkipCounter, WalkOptions
@@ -190,8 +192,8 @@ def test_the_check_shared_between_processes_gives_every_entry_the_verdict_of_one
     args = {"algorithm": "auto", "report_new": False, "exclude": [], "one_file_system": True}
 
     def statuses(parallel_from: int) -> list[tuple[str, str, str]]:
-        monkeypatch.setattr(verify_checksums, "PARALLEL_FROM", parallel_from)
-        monkeypatch.setattr(verify_checksums, "available_processes", lambda: 2)
+        monkeypatch.setattr(verify_engine, "PARALLEL_FROM", parallel_from)
+        monkeypatch.setattr(verify_ranges, "available_processes", lambda: 2)
         result = verify_checksums.verify(
             Source("(text)", data=text), os.fsencode(tree), args, PathPolicy(), Uncancelled(), 1
         )
@@ -244,11 +246,11 @@ def test_the_shared_check_judges_links_empty_large_and_tagged_entries_as_the_che
     ]
     text = "".join(lines).encode()
     args = {"algorithm": "auto", "report_new": False, "exclude": [], "one_file_system": True}
-    monkeypatch.setattr(verify_checksums, "CHUNK", 4096)
-    monkeypatch.setattr(verify_checksums, "available_processes", lambda: 2)
+    monkeypatch.setattr(verify_ranges, "CHUNK", 4096)
+    monkeypatch.setattr(verify_ranges, "available_processes", lambda: 2)
 
     def verdicts(parallel_from: int) -> list[tuple[str, str, str]]:
-        monkeypatch.setattr(verify_checksums, "PARALLEL_FROM", parallel_from)
+        monkeypatch.setattr(verify_engine, "PARALLEL_FROM", parallel_from)
         result = verify_checksums.verify(
             Source("(text)", data=text), os.fsencode(tree), args, PathPolicy(), Uncancelled(), 1
         )
@@ -280,8 +282,8 @@ def test_the_shared_check_at_its_budget_leaves_the_rest_not_checked(
     total = build(tree)
     names = sorted(str(p.relative_to(tree)) for p in tree.rglob("f*"))
     text = "".join(f"{hashlib.sha256((tree / n).read_bytes()).hexdigest()}  {n}\n" for n in names)
-    monkeypatch.setattr(verify_checksums, "PARALLEL_FROM", 0)
-    monkeypatch.setattr(verify_checksums, "available_processes", lambda: 2)
+    monkeypatch.setattr(verify_engine, "PARALLEL_FROM", 0)
+    monkeypatch.setattr(verify_ranges, "available_processes", lambda: 2)
     args = {"algorithm": "auto", "report_new": False, "exclude": [], "one_file_system": True}
     result = verify_checksums.verify(
         Source("(text)", data=text.encode()),

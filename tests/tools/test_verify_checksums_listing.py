@@ -18,8 +18,9 @@ from typing import Any
 import blake3
 import pytest
 
-from sysmcp.fs import dirlook
-from sysmcp.fs.checksums import LineParser
+from sysmcp.fs import dirlook, verdicts, verify_ranges
+from sysmcp.fs import verify as verify_engine
+from sysmcp.fs.manifests import LineParser
 from sysmcp.fs.paths import PathPolicy
 from sysmcp.protocol.context import Meter
 from sysmcp.tools import verify_checksums
@@ -63,21 +64,21 @@ class Run:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.monkeypatch = monkeypatch
         self.fallbacks = 0
-        monkeypatch.setattr(verify_checksums, "PARALLEL_FROM", 0)  # ranges even for a short manifest
-        real = verify_checksums.check_entry
+        monkeypatch.setattr(verify_engine, "PARALLEL_FROM", 0)  # ranges even for a short manifest
+        real = verdicts.check_entry
 
         def counted(*args: Any) -> tuple[int, str, int]:
             self.fallbacks += 1
             return real(*args)
 
-        monkeypatch.setattr(verify_checksums, "check_entry", counted)
+        monkeypatch.setattr(verify_ranges, "check_entry", counted)
 
     def __call__(
         self, text: bytes, base: Path, *, plain: bool = True, processes: int = 1
     ) -> tuple[list[Verdict], list[int], int]:
         self.fallbacks = 0
         with self.monkeypatch.context() as patch:
-            patch.setattr(verify_checksums, "available_processes", lambda: processes)
+            patch.setattr(verify_ranges, "available_processes", lambda: processes)
             if not plain:  # every range line by line, as before there was a way for plain ones
                 patch.setattr(LineParser, "plain_block", lambda self, block: None)
             result = verify_checksums.verify(
@@ -90,7 +91,7 @@ class Run:
 @pytest.fixture
 def settled(monkeypatch: pytest.MonkeyPatch) -> None:
     """Files the test just wrote count as long unchanged, so the listing's way is taken for them."""
-    monkeypatch.setattr(verify_checksums, "SETTLED_NS", -(10**18))
+    monkeypatch.setattr(verify_ranges, "SETTLED_NS", -(10**18))
 
 
 @pytest.mark.usefixtures("settled")
@@ -139,7 +140,7 @@ def test_plain_ranges_give_the_verdicts_of_one_look_per_name_on_a_manifest_mixin
     )
     head = b"".join(plain.splitlines(keepends=True)[:30])
     text = head + mixed_tail + text  # one range of odd lines among plain ones
-    monkeypatch.setattr(verify_checksums, "CHUNK", 4096)
+    monkeypatch.setattr(verify_ranges, "CHUNK", 4096)
     run = Run(monkeypatch)
 
     listed, listed_bad, listed_bad_count = run(text, tmp_path)
@@ -202,7 +203,7 @@ def test_names_swapped_after_the_listing_are_judged_as_one_look_would_and_nothin
         swapped.append(path)
         return listed
 
-    monkeypatch.setattr(verify_checksums, "list_for", list_then_swap)
+    monkeypatch.setattr(verify_ranges, "list_for", list_then_swap)
     run = Run(monkeypatch)
     outcome: list[tuple[list[Verdict], list[int], int]] = []
     worker = threading.Thread(target=lambda: outcome.append(run(text, tmp_path)), daemon=True)
@@ -263,11 +264,11 @@ def test_files_changed_moments_ago_are_checked_with_a_look_before_and_after(
     # "Just" is stretched to any age here, so a slow machine cannot let the files settle mid-test.
     names = build(tmp_path, dirs=2, per_dir=20)
     run = Run(monkeypatch)
-    monkeypatch.setattr(verify_checksums, "SETTLED_NS", 10**18)
+    monkeypatch.setattr(verify_ranges, "SETTLED_NS", 10**18)
     verdicts, _, _ = run(plain_lines(tmp_path, names), tmp_path)
     assert set(verdicts) == {("OK", "sha256", "")}
     assert run.fallbacks == len(names)
-    monkeypatch.setattr(verify_checksums, "SETTLED_NS", -(10**18))
+    monkeypatch.setattr(verify_ranges, "SETTLED_NS", -(10**18))
     assert run(plain_lines(tmp_path, names), tmp_path)[0] == verdicts
     assert run.fallbacks == 0
 
@@ -323,7 +324,7 @@ def test_more_directories_than_listings_kept_open_are_each_listed_once_and_close
     names = build(tmp_path, dirs=5, per_dir=10)
     by_turns = [names[d * 10 + f] for f in range(10) for d in range(5)]  # d0, d1, … d4, d0, …
     text = plain_lines(tmp_path, by_turns)
-    monkeypatch.setattr(verify_checksums, "MAX_LISTINGS", 2)
+    monkeypatch.setattr(verify_ranges, "MAX_LISTINGS", 2)
     real_list_for = dirlook.list_for
     listed: list[bytes] = []
 
@@ -331,12 +332,12 @@ def test_more_directories_than_listings_kept_open_are_each_listed_once_and_close
         listed.append(path)
         return real_list_for(path, wanted)
 
-    monkeypatch.setattr(verify_checksums, "list_for", counted)
+    monkeypatch.setattr(verify_ranges, "list_for", counted)
     descriptors = len(os.listdir("/proc/self/fd"))
     run = Run(monkeypatch)
     verdicts, _, _ = run(text, tmp_path)
     assert verdicts == [("OK", "sha256", "")] * len(names)
-    ranges = verify_checksums.ranges_for(len(text), 1)[1]
+    ranges = verify_ranges.ranges_for(len(text), 1)[1]
     assert len(listed) <= 5 * ranges and Counter(listed).most_common(1)[0][1] <= ranges
     assert 0 < run.fallbacks < len(names)  # evicted directories' names went one by one
     assert len(os.listdir("/proc/self/fd")) == descriptors  # every listing closed, the evicted ones too

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.fs import fanout
+from sysmcp.fs import fanout, verify_ranges
+from sysmcp.fs import verify as verify_engine
 from sysmcp.fs.paths import PathPolicy
 from sysmcp.protocol.context import Meter
 from sysmcp.tools import verify_checksums
@@ -75,8 +76,8 @@ def test_memory_at_the_fork_and_at_its_peak_barely_grows_from_ten_thousand_to_a_
         directory = tree / f"d{i // 100}"
         directory.mkdir(parents=True, exist_ok=True)
         (directory / f"f{i:04d}").write_bytes(b"%d" % i)
-    monkeypatch.setattr(verify_checksums, "PARALLEL_FROM", 0)  # checked the way long manifests are
-    monkeypatch.setattr(verify_checksums, "available_processes", lambda: 2)
+    monkeypatch.setattr(verify_engine, "PARALLEL_FROM", 0)  # checked the way long manifests are
+    monkeypatch.setattr(verify_ranges, "available_processes", lambda: 2)
     held_small, peak_small = measure(tree, tmp_path / "small.SHA256SUMS", 10_000, monkeypatch)
     held_big, peak_big = measure(tree, tmp_path / "big.SHA256SUMS", 100_000, monkeypatch)
     assert held_big - held_small < HELD_AT_FORK_GROWTH, f"at the fork: {held_small:,} -> {held_big:,} bytes"
