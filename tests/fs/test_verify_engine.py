@@ -1,0 +1,215 @@
+"""The verify engine on its own: a typed request in, a typed result and typed progress out, engine
+errors (never the model's words) out of it, and the words the tool gives those errors."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from sysmcp.fs import verify as verify_engine
+from sysmcp.fs import verify_ranges
+from sysmcp.fs.checksums import ALGORITHMS
+from sysmcp.fs.errors import EngineError, NotFound
+from sysmcp.fs.manifests import LineParser, NoEntries, NotAManifest
+from sysmcp.fs.paths import PathPolicy
+from sysmcp.fs.verify import Source, Verification, VerifyProgress, VerifyRequest, verify
+from sysmcp.fs.verify_ranges import Confine, Part, RangeWork, Tally, check_lines, check_plain_block
+from sysmcp.fs.walk import Budget, ScanStopped
+from sysmcp.protocol.context import Meter
+from sysmcp.protocol.errors import ToolError
+from sysmcp.tools import verify_checksums
+
+ENGINE = ("verify.py", "verify_ranges.py", "verdicts.py", "manifests.py")
+EXPECTED = "Expected lines like '<hex digest>  <name>' or 'SHA256 (<name>) = <hex digest>'."
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def tree(root: Path) -> bytes:
+    """Three files listed right, one listed with a wrong digest, one listed but missing: the manifest."""
+    lines = []
+    for index in range(3):
+        data = f"file {index}\n".encode()
+        (root / f"f{index}").write_bytes(data)
+        lines.append(f"{sha(data)}  f{index}\n")
+    (root / "changed").write_bytes(b"now\n")
+    lines.append(f"{sha(b'then')}  changed\n")
+    lines.append(f"{sha(b'gone')}  gone\n")
+    return "".join(lines).encode()
+
+
+def request(root: Path, text: bytes, confine: Confine | None = None) -> VerifyRequest:
+    return VerifyRequest(
+        Source("(text)", data=text), os.fsencode(root), Budget(math.inf), threads=1, confine=confine
+    )
+
+
+def statuses(result: Verification) -> list[str]:
+    return [checked.status for checked in result.checked]
+
+
+def test_the_engine_modules_import_nothing_from_the_layers_above() -> None:
+    fs = Path(verify_engine.__file__).parent
+    above = ("sysmcp.tools", "sysmcp.protocol", "sysmcp.fleet", "sysmcp.server")
+    for name in ENGINE:
+        tree_ = ast.parse((fs / name).read_text())
+        imported = [node.module or "" for node in ast.walk(tree_) if isinstance(node, ast.ImportFrom)] + [
+            alias.name for node in ast.walk(tree_) if isinstance(node, ast.Import) for alias in node.names
+        ]
+        assert not [module for module in imported if module.startswith(above)], name
+
+
+def test_a_short_manifest_gives_typed_verdicts_and_typed_progress_with_its_totals(tmp_path: Path) -> None:
+    text = tree(tmp_path)
+    seen: list[VerifyProgress] = []
+    result = verify(request(tmp_path, text), seen.append)
+    assert statuses(result) == ["OK", "OK", "OK", "FAILED", "MISSING"]
+    assert result.stopped is None and not result.cut
+    assert seen and all(isinstance(p, VerifyProgress) and p.manifest_size is None for p in seen)
+    last = seen[-1]
+    sizes = sum(len(f"file {i}\n") for i in range(3)) + len(b"now\n")
+    assert (last.files, last.files_total, last.bytes, last.bytes_total) == (5, 5, sizes, sizes)
+    assert [name for name, _ in (result.listed or {})["MISSING"]] == [b"gone"]
+
+
+@pytest.mark.parametrize("plain", [True, False], ids=["plain-block", "line-by-line"])
+def test_a_long_manifest_checked_in_ranges_reports_the_manifest_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plain: bool
+) -> None:
+    monkeypatch.setattr(verify_engine, "PARALLEL_FROM", 0)
+    monkeypatch.setattr(verify_ranges, "available_processes", lambda: 1)
+    if not plain:
+        monkeypatch.setattr(LineParser, "plain_block", lambda self, block: None)
+    text = tree(tmp_path)
+    seen: list[VerifyProgress] = []
+    result = verify(request(tmp_path, text), seen.append)
+    assert statuses(result) == ["OK", "OK", "OK", "FAILED", "MISSING"]
+    assert seen[0] == VerifyProgress(manifest_size=len(text))
+    assert all(p.manifest_size == len(text) for p in seen)
+
+
+@pytest.mark.parametrize("parallel_from", [0, 1 << 30], ids=["ranges", "short"])
+def test_a_confined_check_marks_what_the_confinement_refuses_outside_the_roots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parallel_from: int
+) -> None:
+    monkeypatch.setattr(verify_engine, "PARALLEL_FROM", parallel_from)
+    monkeypatch.setattr(verify_ranges, "available_processes", lambda: 1)
+    text = tree(tmp_path)
+
+    def confine(path: bytes) -> bytes | None:
+        return None if path.endswith(b"f1") else path
+
+    result = verify(request(tmp_path, text, confine=confine))
+    assert statuses(result) == ["OK", "UNREADABLE", "OK", "FAILED", "MISSING"]
+    assert result.checked[1].detail == "outside the allowed roots"
+
+
+def test_the_engine_raises_its_own_errors_and_the_tool_words_them_as_before(tmp_path: Path) -> None:
+    junk = b"not a checksum line\n"
+    with pytest.raises(NoEntries) as no_entries:
+        verify(request(tmp_path, junk))
+    assert not isinstance(no_entries.value, ToolError)
+    assert verify_checksums.words(no_entries.value).message == (
+        f"(text): no properly formatted checksum lines found (1 improperly formatted). {EXPECTED}"
+    )
+    with pytest.raises(NotAManifest) as not_a_manifest:
+        verify(request(tmp_path, junk * 100_001))
+    assert verify_checksums.words(not_a_manifest.value).message == (
+        f"(text): more than 100,000 improperly formatted lines, so this does not look like a checksum "
+        f"manifest. {EXPECTED}"
+    )
+    missing = tmp_path / "SHA256SUMS"
+    source = Source(str(missing), path=os.fsencode(missing))
+    with pytest.raises(NotFound) as not_found:
+        verify(VerifyRequest(source, os.fsencode(tmp_path), Budget(math.inf)))
+    assert isinstance(not_found.value, EngineError)
+    assert verify_checksums.words(not_found.value).message == f"No such manifest file: {missing}"
+
+
+def work_stopping_after(entries: int, tmp_path: Path) -> RangeWork:
+    calls = 0
+
+    def own() -> None:
+        nonlocal calls
+        calls += 1
+        if calls > entries:
+            raise ScanStopped("stopped for the test")
+
+    return RangeWork(LineParser(), os.fsencode(tmp_path) + b"/", own, Tally())
+
+
+def test_a_plain_block_returns_its_part_and_at_a_stop_the_entries_done(tmp_path: Path) -> None:
+    text = tree(tmp_path)
+    found = LineParser().plain_block(text)
+    assert found is not None
+    whole = check_plain_block(7, found, len(text), work_stopping_after(100, tmp_path))
+    assert isinstance(whole, Part) and whole.complete and whole.stopped is None
+    assert (whole.task, whole.lines, len(whole.codes)) == (7, 5, 5)
+    assert whole.hashed == sum(len(f"file {i}\n") for i in range(3)) + len(b"now\n")
+    cut = check_plain_block(7, found, len(text), work_stopping_after(2, tmp_path))
+    assert not cut.complete and cut.stopped == "stopped for the test"
+    assert cut.lines == len(cut.codes) == 2 and cut.codes == whole.codes[:2]
+    assert Part.unwire(cut.wire()) == cut
+
+
+def test_lines_one_by_one_return_their_part_with_the_bad_lines(tmp_path: Path) -> None:
+    text = b"# a comment\n" + tree(tmp_path) + b"junk\n"
+    work = work_stopping_after(100, tmp_path)
+    part = check_lines(0, text, work)
+    assert part.complete and part.lines == 7 and len(part.codes) == 5
+    assert (part.bad, part.bad_count) == ([7], 1)
+    assert work.tally.files == 5 and work.tally.read == len(text)
+
+
+def test_the_tool_builds_the_request_from_its_arguments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    got: list[VerifyRequest] = []
+    real = verify
+
+    def spy(
+        request: VerifyRequest,
+        progress: Callable[[VerifyProgress], None] | None = None,
+        before_close: Callable[[Verification], None] | None = None,
+    ) -> Verification:
+        got.append(request)
+        return real(request, progress, before_close)
+
+    monkeypatch.setattr(verify_checksums, "check_manifest", spy)
+
+    class Uncancelled(Meter):
+        @staticmethod
+        def checkpoint() -> None:
+            return None
+
+    args = {
+        "algorithm": "sha256",
+        "report_new": True,
+        "exclude": ["*.tmp"],
+        "one_file_system": False,
+        "max_listed": 3,
+    }
+    verify_checksums.verify(
+        Source("(text)", data=tree(tmp_path)), os.fsencode(tmp_path), args, PathPolicy(), Uncancelled(), 2
+    )
+    (built,) = got
+    assert built.algorithm == ALGORITHMS["sha256"] and built.report_new and built.max_listed == 3
+    assert built.walk.exclude == ("*.tmp",) and built.walk.one_file_system is False
+    assert built.threads == 2 and built.confine is None
+    with pytest.raises(ToolError, match="does not look like a checksum manifest"):
+        verify_checksums.verify(
+            Source("(text)", data=b"x\n" * 100_001),
+            os.fsencode(tmp_path),
+            args,
+            PathPolicy(),
+            Uncancelled(),
+            1,
+        )
