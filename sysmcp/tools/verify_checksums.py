@@ -109,88 +109,66 @@ INPUT_SCHEMA: dict[str, Any] = {
 
 _NAMES = {"type": "array", "items": {"type": "string"}}
 
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "manifest": {"type": "string", "description": "The manifest's path, URI, or '(text)'."},
-        "base_dir": {"type": "string"},
-        "complete": {"type": "boolean", "description": "False when the time budget ran out."},
-        "stopped_reason": {"type": ["string", "null"]},
-        "not_checked": {
-            "type": "integer",
-            "description": "Entries not checked because the time budget ran out (0 when complete).",
-        },
-        "all_ok": {
-            "type": "boolean",
-            "description": "True exactly when 'sha256sum -c --strict' would succeed: at least one entry, "
-            "every file present, readable and matching, no improperly formatted line. New files do not count.",
-        },
-        "entries": {"type": "integer", "description": "Properly formatted checksum lines."},
-        "ok": {"type": "integer"},
-        "failed": {"type": "integer", "description": "Files whose digest differs."},
-        "missing": {"type": "integer", "description": "Listed files that do not exist."},
-        "unreadable": {"type": "integer", "description": "Listed files that exist but could not be hashed."},
-        "improperly_formatted": {"type": "integer", "description": "Lines that are not checksum lines."},
-        "new": {
-            "type": ["integer", "null"],
-            "description": "Regular files under base_dir not in the manifest (null unless report_new).",
-        },
-        "algorithms": {
+_OUTPUT_PROPERTIES: dict[str, Any] = {
+    "manifest": {"type": "string", "description": "The manifest's path, URI, or '(text)'."},
+    "base_dir": {"type": "string"},
+    "complete": {"type": "boolean", "description": "False when the time budget ran out."},
+    "stopped_reason": {"type": ["string", "null"]},
+    "not_checked": {
+        "type": "integer",
+        "description": "Entries not checked because the time budget ran out (0 when complete).",
+    },
+    "all_ok": {
+        "type": "boolean",
+        "description": "True exactly when 'sha256sum -c --strict' would succeed: at least one entry, "
+        "every file present, readable and matching, no improperly formatted line. New files do not count.",
+    },
+    "entries": {"type": "integer", "description": "Properly formatted checksum lines."},
+    "ok": {"type": "integer"},
+    "failed": {"type": "integer", "description": "Files whose digest differs."},
+    "missing": {"type": "integer", "description": "Listed files that do not exist."},
+    "unreadable": {"type": "integer", "description": "Listed files that exist but could not be hashed."},
+    "improperly_formatted": {"type": "integer", "description": "Lines that are not checksum lines."},
+    "new": {
+        "type": ["integer", "null"],
+        "description": "Regular files under base_dir not in the manifest (null unless report_new).",
+    },
+    "algorithms": {
+        "type": "object",
+        "additionalProperties": {"type": "integer"},
+        "description": "Entries checked per algorithm.",
+    },
+    "bytes_hashed": {"type": "integer"},
+    "seconds": {"type": "number"},
+    "failed_files": _NAMES,
+    "missing_files": _NAMES,
+    "unreadable_files": {
+        "type": "array",
+        "items": {
             "type": "object",
-            "additionalProperties": {"type": "integer"},
-            "description": "Entries checked per algorithm.",
-        },
-        "bytes_hashed": {"type": "integer"},
-        "seconds": {"type": "number"},
-        "failed_files": _NAMES,
-        "missing_files": _NAMES,
-        "unreadable_files": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"path": {"type": "string"}, "error": {"type": "string"}},
-                "required": ["path", "error"],
-            },
-        },
-        "improperly_formatted_lines": {"type": "array", "items": {"type": "integer"}},
-        "new_files": _NAMES,
-        "truncated": {"type": "boolean", "description": "True when a list above was cut at max_listed."},
-        "report_uri": {
-            "type": ["string", "null"],
-            "description": "sysmcp:// resource with every entry's status, when a list was cut.",
-        },
-        "walk_skipped": {
-            "type": "object",
-            "additionalProperties": {"type": "integer"},
-            "description": "With report_new: entries the walk left out, by reason.",
+            "properties": {"path": {"type": "string"}, "error": {"type": "string"}},
+            "required": ["path", "error"],
         },
     },
-    "required": [
-        "manifest",
-        "base_dir",
-        "complete",
-        "stopped_reason",
-        "not_checked",
-        "all_ok",
-        "entries",
-        "ok",
-        "failed",
-        "missing",
-        "unreadable",
-        "improperly_formatted",
-        "new",
-        "algorithms",
-        "bytes_hashed",
-        "seconds",
-        "failed_files",
-        "missing_files",
-        "unreadable_files",
-        "improperly_formatted_lines",
-        "new_files",
-        "truncated",
-        "report_uri",
-        "walk_skipped",
-    ],
+    "improperly_formatted_lines": {"type": "array", "items": {"type": "integer"}},
+    "new_files": _NAMES,
+    "truncated": {"type": "boolean", "description": "True when a list above was cut at max_listed."},
+    "report_uri": {
+        "type": ["string", "null"],
+        "description": "sysmcp:// resource with every entry's status, when a list was cut.",
+    },
+    "walk_skipped": {
+        "type": "object",
+        "additionalProperties": {"type": "integer"},
+        "description": "With report_new: entries the walk left out, by reason.",
+    },
+}
+
+#: Every property is always there (null where it does not apply).
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": _OUTPUT_PROPERTIES,
+    "required": list(_OUTPUT_PROPERTIES),
     "additionalProperties": False,
 }
 
