@@ -155,6 +155,7 @@ class Verification:
     bytes_hashed: int = 0
     seconds: float = 0.0
     stopped: str | None = None  # why some entries were not checked (the time budget ran out)
+    new_cut: bool = False  # the deadline came during the walk for new files: ``new`` may miss some
     listed: dict[Status, list[tuple[bytes, Checked]]] | None = None  # the first names of each non-OK list
     listed_limit: int = 0
     cut: bool = False  # a list is longer than listed_limit, or entries were not checked: a full report helps

@@ -126,9 +126,7 @@ def verify(
                     result.names(), request.base, source.path, request.walk, budget
                 )
                 if budget.expired:  # the walk ends quietly at the deadline: its list may miss files
-                    raise ScanStopped(
-                        budget.reason + " while looking for new files (the list of new files may be short)"
-                    )
+                    result.stopped, result.new_cut = budget.reason, True
             except ScanStopped as stop:
                 result.stopped = stop.reason
         counts = result.checked.counts()  # the last reads of the manifest: the names the answer shows

@@ -369,7 +369,10 @@ def render(
         result.listed, result.listed_limit = listed(result, limit, counts), limit
     by_status = result.listed
     new = result.new
-    all_ok = counts["OK"] == entries and not bad_count and result.stopped is None
+    stopped = result.stopped
+    if stopped is not None and result.new_cut:
+        stopped += " while looking for new files (the list of new files may be short)"
+    all_ok = counts["OK"] == entries and not bad_count and stopped is None
     truncated = is_cut(result, counts, limit)
 
     summary = (
@@ -383,9 +386,9 @@ def render(
     if counts["NOT_CHECKED"]:
         summary += f"; {counts['NOT_CHECKED']:,} not checked"
     out = []
-    if result.stopped is not None:
+    if stopped is not None:
         out.append(
-            f"PARTIAL RESULT: checking stopped early ({result.stopped}); {counts['NOT_CHECKED']:,} of "
+            f"PARTIAL RESULT: checking stopped early ({stopped}); {counts['NOT_CHECKED']:,} of "
             f"{entries:,} entries were not checked. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) "
             "or check a part of the manifest."
         )
@@ -398,7 +401,7 @@ def render(
         "Result: ALL OK"
         if all_ok
         else "Result: NOT SETTLED (not every entry was checked)"
-        if result.stopped is not None and counts["OK"] + counts["NOT_CHECKED"] == entries and not bad_count
+        if stopped is not None and counts["OK"] + counts["NOT_CHECKED"] == entries and not bad_count
         else "Result: NOT OK (sha256sum -c --strict would fail)",
     ]
     titles: dict[Status, str] = {
@@ -448,8 +451,8 @@ def render(
     structured = {
         "manifest": manifest_shown,
         "base_dir": base_shown,
-        "complete": result.stopped is None,
-        "stopped_reason": result.stopped,
+        "complete": stopped is None,
+        "stopped_reason": stopped,
         "not_checked": counts["NOT_CHECKED"],
         "all_ok": all_ok,
         "entries": entries,

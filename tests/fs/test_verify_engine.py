@@ -213,3 +213,32 @@ def test_the_tool_builds_the_request_from_its_arguments(
             Uncancelled(),
             1,
         )
+
+
+def test_a_deadline_during_the_walk_for_new_files_is_said_in_the_tools_words(tmp_path: Path) -> None:
+    text = tree(tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "new").write_bytes(b"new\n")
+    now = [0.0]
+    budget = Budget(5.0, clock=lambda: now[0])
+
+    def progress(seen: VerifyProgress) -> None:
+        if seen.files == seen.files_total:  # every entry checked: the deadline passes before the walk
+            now[0] = 10.0
+
+    checked = VerifyRequest(
+        Source("(text)", data=text), os.fsencode(tmp_path), budget, report_new=True, threads=1
+    )
+    result = verify(checked, progress)
+    assert statuses(result) == ["OK", "OK", "OK", "FAILED", "MISSING"]
+    assert (result.stopped, result.new_cut) == ("time budget of 5 s reached", True)
+
+    class Keeper:
+        def keep(self, name: str, text: str, **_: object) -> str:
+            return "not kept in this test"
+
+    args = {"max_listed": 50}
+    output = verify_checksums.render(result, "(text)", str(tmp_path), args, Keeper())  # type: ignore[arg-type]
+    reason = "time budget of 5 s reached while looking for new files (the list of new files may be short)"
+    assert output.structured["stopped_reason"] == reason and output.structured["complete"] is False
+    assert output.text.startswith(f"PARTIAL RESULT: checking stopped early ({reason}); 0 of 5 entries")
