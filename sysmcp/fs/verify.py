@@ -86,11 +86,6 @@ class VerifyRequest:
     threads: int = HASH_THREADS  # hashing threads for a short manifest
     confine: Confine | None = None  # None: no allowed roots to keep names inside
 
-    @staticmethod
-    def algorithm_named(name: str) -> Algorithm | None:
-        """The ``algorithm`` for a name as the tools take it ('auto': None)."""
-        return None if name == "auto" else ALGORITHMS[name]
-
 
 def verify(
     request: VerifyRequest,

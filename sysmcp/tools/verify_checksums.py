@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sysmcp.fs.checksums import ALGORITHM_NAMES, HASH_THREADS
+from sysmcp.fs.checksums import ALGORITHM_NAMES, ALGORITHMS, HASH_THREADS
 from sysmcp.fs.errors import EngineError
 from sysmcp.fs.paths import PathPolicy, display, printable
 from sysmcp.fs.units import human_bytes, plural, rate
@@ -263,7 +263,7 @@ def verify(
         source,
         base,
         Budget(timeout_s, meter.checkpoint, clock=clock),
-        algorithm=VerifyRequest.algorithm_named(args["algorithm"]),
+        algorithm=None if args["algorithm"] == "auto" else ALGORITHMS[args["algorithm"]],
         report_new=bool(args["report_new"]),
         walk=walk_options(args) if args["report_new"] else WalkOptions(),
         max_listed=int(args.get("max_listed", 50)),
