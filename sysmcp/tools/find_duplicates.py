@@ -7,14 +7,15 @@ Read-only: nothing is ever deleted or changed.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from sysmcp.fs.duplicates import Candidate, DuplicatesRequest, Report, Search, find_duplicates
 from sysmcp.fs.errors import EngineError, PermissionRefused
 from sysmcp.fs.paths import display, printable
-from sysmcp.fs.units import human_bytes, plural
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.render import human_bytes, more_not_shown, plural
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
@@ -138,7 +139,6 @@ def meter_report(meter: Meter) -> Report:
 
 def render(shown: str, search: Search, top_n: int) -> tuple[str, dict[str, Any], str | None]:
     """Text for the model, structured content, and the full group list when anything was cut."""
-    skipped, named = search.skipped.as_dict(), search.skipped.named
     base = shown.rstrip("/") + "/"
 
     def path(c: Candidate) -> str:
@@ -146,7 +146,7 @@ def render(shown: str, search: Search, top_n: int) -> tuple[str, dict[str, Any],
 
     reclaimable = sum(g.reclaimable for g in search.groups)
     duplicates = sum(len(g.copies) - 1 for g in search.groups)
-    shown_groups = search.groups[:top_n]
+    skipped = search.skipped.as_dict()
     lines = []
     if search.stopped:
         lines.append(
@@ -159,16 +159,17 @@ def render(shown: str, search: Search, top_n: int) -> tuple[str, dict[str, Any],
         f"{search.files_read:,} opened, {human_bytes(search.bytes_read)} read [{search.elapsed:.2f} s]"
     )
     groups = []
-    for number, group in enumerate(shown_groups, 1):
+    for number, group in enumerate(search.groups[:top_n], 1):
         paths = [path(c) for c in group.copies]
+        cut = max(0, len(paths) - PATHS_INLINE)
         groups.append(
             {
                 "size_bytes": group.size,
-                "copies": len(group.copies),
+                "copies": len(paths),
                 "reclaimable_bytes": group.reclaimable,
                 "blake3": group.digest,
                 "paths": paths[:PATHS_INLINE],
-                "paths_not_shown": max(0, len(paths) - PATHS_INLINE),
+                "paths_not_shown": cut,
             }
         )
         lines.append(
@@ -176,17 +177,14 @@ def render(shown: str, search: Search, top_n: int) -> tuple[str, dict[str, Any],
             "reclaimable:"
         )
         lines += [f"     {printable(p)}" for p in paths[:PATHS_INLINE]]
-        if len(paths) > PATHS_INLINE:
-            lines.append(f"     … and {plural(len(paths) - PATHS_INLINE, 'more copy')} not shown")
-    not_shown = len(search.groups) - len(shown_groups)
-    if not_shown:
-        lines.append(f"… and {plural(not_shown, 'more group')} not shown")
+        lines += [f"     {more_not_shown(cut, 'copy')}"] if cut else []
+    not_shown = len(search.groups) - len(groups)
+    lines += [more_not_shown(not_shown, "group")] if not_shown else []
     if search.hard_links:
-        lines.append(
-            f"{search.hard_links:,} hard-linked names of files already counted were not treated as copies"
-        )
+        were = "was not treated as a copy" if search.hard_links == 1 else "were not treated as copies"
+        lines.append(f"{plural(search.hard_links, 'hard-linked name')} of files already counted {were}")
     if skipped:
-        lines.append("Skipped: " + skipped_phrase(skipped, named, shown))
+        lines.append("Skipped: " + skipped_phrase(skipped, search.skipped.named, shown))
     lines.append("Nothing was deleted: sysmcp is read-only.")
     structured = {
         "path": shown,
@@ -204,27 +202,31 @@ def render(shown: str, search: Search, top_n: int) -> tuple[str, dict[str, Any],
         "groups_not_shown": not_shown,
         "skipped": skipped,
     }
-    full = None
-    if not_shown or any(g["paths_not_shown"] for g in groups):
-        out = [
-            f"# find_duplicates {shown}: {len(search.groups):,} groups, {human_bytes(reclaimable)} reclaimable"
-        ]
-        if search.stopped:
-            out.append(f"# PARTIAL: {search.stopped}")
-        size = 0
-        for group in search.groups:
-            block = [
-                f"# {len(group.copies)} copies x {group.size} bytes, {group.reclaimable} reclaimable, "
-                f"blake3 {group.digest}"
-            ]
-            block += [printable(path(c)) for c in group.copies]
-            size += sum(len(line) + 1 for line in block)
-            if size > FULL_TEXT_CAP:
-                out.append("# … list cut here: the result store keeps at most 8 MiB per result")
-                break
-            out += block
-        full = "\n".join(out) + "\n"
+    cut_any = not_shown or any(g["paths_not_shown"] for g in groups)
+    full = full_list(shown, search, reclaimable, path) if cut_any else None
     return "\n".join(lines), structured, full
+
+
+def full_list(shown: str, search: Search, reclaimable: int, path: Callable[[Candidate], str]) -> str:
+    """Every group and path, for the resource kept when the text had to cut (itself cut at FULL_TEXT_CAP)."""
+    out = [
+        f"# find_duplicates {shown}: {plural(len(search.groups), 'group')}, {human_bytes(reclaimable)} reclaimable"
+    ]
+    if search.stopped:
+        out.append(f"# PARTIAL: {search.stopped}")
+    size = 0
+    for group in search.groups:
+        block = [
+            f"# {len(group.copies)} copies x {group.size} bytes, {group.reclaimable} reclaimable, "
+            f"blake3 {group.digest}"
+        ]
+        block += [printable(path(c)) for c in group.copies]
+        size += sum(len(line) + 1 for line in block)
+        if size > FULL_TEXT_CAP:
+            out.append("# … list cut here: the result store keeps at most 8 MiB per result")
+            break
+        out += block
+    return "\n".join(out) + "\n"
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:

@@ -229,3 +229,21 @@ def test_a_root_that_cannot_be_searched_is_an_engine_error_not_an_os_error(tmp_p
     denied = engine_error(PermissionError(13, "Permission denied"))
     assert isinstance(denied, PermissionRefused) and denied.detail == "Permission denied"
     assert isinstance(engine_error(OSError(5, "Input/output error")), Unavailable)
+
+
+def test_one_hard_link_and_one_group_are_said_in_the_singular() -> None:
+    """Once '1 hard-linked names … were not treated as copies' and '# find_duplicates /x: 1 groups'."""
+    from sysmcp.fs.duplicates import Candidate, Group, Search
+
+    copies = tuple(Candidate(f"f{i}", 1, i, 4096) for i in range(7))  # more than are shown inline
+    found = Search(groups=[Group(4000, "0" * 64, copies)], files_scanned=8, hard_links=1)
+    text, structured, full = render("/x", found, 10)
+    assert structured["hard_links_ignored"] == 1 and structured["groups"][0]["paths_not_shown"] == 2
+    assert "1 hard-linked name of files already counted was not treated as a copy" in text.splitlines()
+    assert "     … and 2 more copies not shown" in text.splitlines()
+    assert full is not None and full.startswith("# find_duplicates /x: 1 group, 24.0 KiB reclaimable\n")
+    found.hard_links = 2
+    assert (
+        "2 hard-linked names of files already counted were not treated as copies"
+        in render("/x", found, 10)[0]
+    )
