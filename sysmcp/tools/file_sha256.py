@@ -17,9 +17,9 @@ from typing import Any
 from sysmcp.fs.checksums import ALGORITHMS, CHUNK, Digest, format_line, hash_fd
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import SWAPPED, NotRegularFile, Replaced, kind, open_parent, open_regular_at
-from sysmcp.fs.units import human_bytes, rate
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.render import human_bytes, plural, rate, took
 from sysmcp.tools.arguments import sha256_argument
 from sysmcp.tools.merging import HostOutcome, fleet_output
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
@@ -161,8 +161,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     # sha256sum's own line: a name with a backslash or newline is escaped and the line starts with '\'.
     lines.append(display(format_line(raw, hexdigest, SHA256).rstrip(b"\n")))
     lines.append(
-        f"size: {digest.size:,} bytes ({human_bytes(digest.size)}), hashed in {seconds:.2f} s "
-        f"({rate(digest.size, seconds)})"
+        f"size: {plural(digest.size, 'byte')} ({human_bytes(digest.size)}), hashed in {took(digest.size, seconds)}"
     )
     structured: dict[str, Any] = {
         "path": shown,

@@ -33,10 +33,10 @@ from sysmcp.fs.checksums import (
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import kind
 from sysmcp.fs.treehash import hash_tree_parallel
-from sysmcp.fs.units import human_bytes, plural, rate
 from sysmcp.fs.walk import Budget, ScanStopped, SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.render import human_bytes, plural, rate, took
 from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
@@ -406,14 +406,16 @@ def render(
     if tree.stopped:
         unlisted = "" if tree.walk_complete else ", and the walk had not finished (files in directories not "
         unlisted += "" if tree.walk_complete else "yet listed are neither in the manifest nor counted)"
+        were = "was" if tree.not_hashed == 1 else "were"
         out.append(
             f"PARTIAL RESULT: hashing stopped early ({tree.stopped}); the manifest covers the "
-            f"{tree.files:,} files hashed by then, each line correct; {tree.not_hashed:,} files listed were "
-            f"not hashed{unlisted}. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) or a subdirectory."
+            f"{plural(tree.files, 'file')} hashed by then, each line correct; {plural(tree.not_hashed, 'file')} "
+            f"listed {were} not hashed{unlisted}. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) or a "
+            "subdirectory."
         )
     out += [
         f"{algorithm.name} manifest of {shown}: {plural(tree.files, 'file')}, {human_bytes(tree.total_bytes)} hashed in "
-        f"{tree.seconds:.2f} s ({rate(tree.total_bytes, tree.seconds)}); names relative to {base}"
+        f"{took(tree.total_bytes, tree.seconds)}; names relative to {base}"
     ]
     if skips:
         out.append("skipped: " + skipped_phrase(skips, skipped.named, base))
@@ -424,8 +426,10 @@ def render(
             out.append(f"  … and {tree.unreadable_count - MAX_LISTED:,} more")
     if non_utf8:
         out.append(
-            f"{non_utf8:,} names are not valid UTF-8: they appear with \\xNN escapes, so a checker would report them "
-            "missing"
+            "1 name is not valid UTF-8: it appears with \\xNN escapes, so a checker would report it missing"
+            if non_utf8 == 1
+            else f"{non_utf8:,} names are not valid UTF-8: they appear with \\xNN escapes, so a checker would "
+            "report them missing"
         )
     if uri is not None or not_kept is not None:
         where = f"{uri} (resources/read)" if uri is not None else f"not kept, {not_kept}"

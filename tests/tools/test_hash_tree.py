@@ -157,3 +157,18 @@ async def test_a_cancelled_hash_tree_gets_no_response_and_the_server_keeps_servi
         with anyio.fail_after(10):  # the hashing threads let go of both cores: this answers at once
             reply = await wire.call("hash_tree", {"path": str(small)})
         assert reply["result"]["structuredContent"]["files"] == 1
+
+
+async def test_a_small_tree_is_said_without_a_rate_and_one_odd_name_in_the_singular(tmp_path: Path) -> None:
+    """Issue 27: no 'hashed in 0.00 s (0.0 MB/s)' for a few bytes; '1 name is not valid UTF-8' (was '1 names are')."""
+    (tmp_path / "a").write_bytes(b"abc")
+    (Path(os.fsdecode(os.fsencode(str(tmp_path)) + b"/bad-\xff"))).write_bytes(b"xyz")
+    async with spawn() as wire:
+        await wire.initialize()
+        text = result_text(await wire.call("hash_tree", {"path": str(tmp_path)}))
+    summary = next(line for line in text.splitlines() if " manifest of " in line)
+    assert "2 files, 6 B hashed in " in summary and "/s" not in summary
+    assert (
+        "1 name is not valid UTF-8: it appears with \\xNN escapes, so a checker would report it missing"
+        in text
+    )
