@@ -28,21 +28,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from sysmcp.fs import walk
 from sysmcp.fs.errors import EngineError, NotFound, PermissionRefused, Unavailable, WrongKind
 from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
 from sysmcp.fs.sieves import SMALL, Candidates, Comparer, Handoff, Reader, gather_candidates
 from sysmcp.fs.sizeruns import SizeRuns
-from sysmcp.fs.walk import (
-    GIVE_UP_AFTER_S,
-    Budget,
-    Listing,
-    Scanner,
-    ScanStopped,
-    SkipCounter,
-    Subtree,
-    WalkOptions,
-    collect_within,
-)
+from sysmcp.fs.walk import Budget, Listing, Scanner, ScanStopped, SkipCounter, Subtree, WalkOptions
 
 __all__ = [
     "SMALL",
@@ -218,7 +209,9 @@ def _search(
         parts: list[dict[str, Any] | None] = []
         if fan is not None and handoff is not None:
             walked_here = fan.run_here()
-            give_up_at = time.monotonic() + max(0.0, listing.deadline - listing.clock()) + GIVE_UP_AFTER_S
+            give_up_at = (
+                time.monotonic() + max(0.0, listing.deadline - listing.clock()) + walk.GIVE_UP_AFTER_S
+            )
             parts = handoff.wait(
                 fan.children, spills, give_up_at, listing_checkpoint_quiet(listing_checkpoint)
             )
@@ -248,7 +241,7 @@ def _search(
                 results: list[dict[str, Any] | None] = [
                     Comparer(here, candidates.spill.fileno()).run(handoff.claim)
                 ]
-                results += collect_within(fan, budget, comparing_checkpoint)
+                results += walk.collect_within(fan, budget, comparing_checkpoint)
             else:
                 results = compare_blocks(candidates, here, budget, count, comparing_checkpoint)
         finally:
@@ -437,7 +430,7 @@ def compare_blocks(
         fan = FanOut(len(blocks), processes, work)
         fan.start()
         parts: list[dict[str, Any] | None] = [fan.run_here()]
-        parts += collect_within(fan, budget, report_and_check)
+        parts += walk.collect_within(fan, budget, report_and_check)
     finally:
         if fan is not None:
             fan.close()

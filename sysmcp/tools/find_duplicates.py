@@ -19,6 +19,7 @@ from sysmcp.render import human_bytes, more_not_shown, plural
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
+from sysmcp.tools.schemas import arguments, objects, path_argument, result
 from sysmcp.tools.walking import denied_by, require_directory, skipped_phrase, walk_options, walk_properties
 
 PATHS_INLINE = 5  # paths shown per group in the text and structured content
@@ -26,14 +27,11 @@ FULL_TEXT_CAP = 8 << 20  # the full group list resource is cut (and says so) bey
 DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 600.0
 
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {
-            "type": "string",
-            "minLength": 1,
-            "description": "Absolute path of the directory to search, e.g. '/home'.",
-        },
+INPUT_SCHEMA: dict[str, Any] = arguments(
+    {
+        "path": path_argument(
+            "Absolute path of the directory to search, e.g. '/home'.",
+        ),
         "min_size": size_argument(
             "Only consider files at least this big (empty files are always ignored), e.g. '1M' to look only "
             "at files of 1 MiB and more.",
@@ -57,14 +55,11 @@ INPUT_SCHEMA: dict[str, Any] = {
             "files are checked first).",
         },
         **walk_properties("path"),
-    },
-    "required": ["path"],
-    "additionalProperties": False,
-}
+    }
+)
 
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
+OUTPUT_SCHEMA: dict[str, Any] = result(
+    {
         "path": {"type": "string"},
         "complete": {"type": "boolean", "description": "False when the search stopped early."},
         "stopped_reason": {"type": ["string", "null"]},
@@ -82,49 +77,20 @@ OUTPUT_SCHEMA: dict[str, Any] = {
             "type": "integer",
             "description": "Further names of a file already counted (same inode), not duplicates.",
         },
-        "groups": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "size_bytes": {"type": "integer"},
-                    "copies": {"type": "integer"},
-                    "reclaimable_bytes": {"type": "integer"},
-                    "blake3": {"type": "string", "description": "BLAKE3 (256 bits) of the content."},
-                    "paths": {"type": "array", "items": {"type": "string"}},
-                    "paths_not_shown": {"type": "integer"},
-                },
-                "required": [
-                    "size_bytes",
-                    "copies",
-                    "reclaimable_bytes",
-                    "blake3",
-                    "paths",
-                    "paths_not_shown",
-                ],
-            },
-        },
+        "groups": objects(
+            {
+                "size_bytes": {"type": "integer"},
+                "copies": {"type": "integer"},
+                "reclaimable_bytes": {"type": "integer"},
+                "blake3": {"type": "string", "description": "BLAKE3 (256 bits) of the content."},
+                "paths": {"type": "array", "items": {"type": "string"}},
+                "paths_not_shown": {"type": "integer"},
+            }
+        ),
         "groups_not_shown": {"type": "integer"},
         "skipped": {"type": "object", "additionalProperties": {"type": "integer"}},
-    },
-    "required": [
-        "path",
-        "complete",
-        "stopped_reason",
-        "elapsed_s",
-        "files_scanned",
-        "files_read",
-        "bytes_read",
-        "groups_found",
-        "duplicate_files",
-        "reclaimable_bytes",
-        "hard_links_ignored",
-        "groups",
-        "groups_not_shown",
-        "skipped",
-    ],
-    "additionalProperties": False,
-}
+    }
+)
 
 
 def meter_report(meter: Meter) -> Report:

@@ -172,3 +172,16 @@ async def test_a_small_tree_is_said_without_a_rate_and_one_odd_name_in_the_singu
         "1 name is not valid UTF-8: it appears with \\xNN escapes, so a checker would report it missing"
         in text
     )
+
+
+async def test_one_file_with_a_name_that_is_not_utf8_is_counted(tmp_path: Path) -> None:
+    """The one-file path counts its name as the walk counts every name (1 when not UTF-8, else 0)."""
+    odd = os.fsdecode(os.fsencode(str(tmp_path)) + b"/bad-\xff")
+    Path(odd).write_bytes(b"xyz")
+    (tmp_path / "plain").write_bytes(b"xyz")
+    async with spawn() as wire:
+        await wire.initialize()
+        one = await wire.call("hash_tree", {"path": odd})
+        plain = await wire.call("hash_tree", {"path": str(tmp_path / "plain")})
+    assert one["result"]["structuredContent"]["non_utf8_names"] == 1
+    assert plain["result"]["structuredContent"]["non_utf8_names"] == 0
