@@ -1,31 +1,16 @@
-"""Sizes for people: the structured data stays in integer bytes, the text uses binary units."""
+"""Sizes as people write them, read from arguments: '4k', '1.5G', '100M' into integer bytes.
+
+How sizes, counts and rates are *said* lives in ``sysmcp.render``; the three names re-exported here are
+for the tools not yet converted to it (drop them once none imports them from here).
+"""
 
 from __future__ import annotations
 
 import re
 
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+from sysmcp.render import human_bytes, plural, rate
 
-
-def human_bytes(size: float) -> str:
-    """1536 → '1.5 KiB'; exact bytes below 1 KiB."""
-    value = float(size)
-    for unit in _UNITS:
-        if abs(value) < 1024 or unit == _UNITS[-1]:
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
-def rate(size: float, seconds: float) -> str:
-    """Throughput in decimal units, as hashing tools usually report it."""
-    if seconds <= 0:
-        return "—"
-    per_second = size / seconds
-    if per_second >= 1e9:
-        return f"{per_second / 1e9:.2f} GB/s"
-    return f"{per_second / 1e6:.1f} MB/s"
-
+__all__ = ["human_bytes", "parse_size", "plural", "rate"]
 
 _BINARY = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50, "e": 1 << 60}
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*([kmgtpe]?)(i?b?)\s*", re.IGNORECASE)
@@ -46,16 +31,3 @@ def parse_size(text: str) -> int:
     if "." in number:
         return int(float(number) * _BINARY[unit])
     return int(number) * _BINARY[unit]
-
-
-_IRREGULAR = {"directory": "directories", "entry": "entries", "copy": "copies", "match": "matches"}
-
-
-def plural(count: int, noun: str, many: str | None = None) -> str:
-    """'1 file', '2 files', '1,000 directories': the count with the noun it needs (never '1 files')."""
-    if count == 1:
-        return f"{count:,} {noun}"
-    if many is None:
-        head, _, last = noun.rpartition(" ")  # 'more copy' → 'more copies'
-        many = (head + " " if head else "") + _IRREGULAR.get(last, last + "s")
-    return f"{count:,} {many}"

@@ -17,37 +17,31 @@ from typing import Any
 from sysmcp.fs.checksums import ALGORITHMS, CHUNK, Digest, format_line, hash_fd
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import SWAPPED, NotRegularFile, Replaced, kind, open_parent, open_regular_at
-from sysmcp.fs.units import human_bytes, rate
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.render import human_bytes, plural, rate, took
 from sysmcp.tools.arguments import sha256_argument
 from sysmcp.tools.merging import HostOutcome, fleet_output
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
+from sysmcp.tools.schemas import arguments, path_argument, result
 from sysmcp.tools.walking import denied_by
 
 SHA256 = ALGORITHMS["sha256"]
 
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {
-            "type": "string",
-            "minLength": 1,
-            "description": "Absolute path of the regular file to hash. Directories, FIFOs, sockets and devices "
-            "are refused.",
-        },
+INPUT_SCHEMA: dict[str, Any] = arguments(
+    {
+        "path": path_argument(
+            "Absolute path of the regular file to hash. Directories, FIFOs, sockets and devices are refused.",
+        ),
         "expected": sha256_argument(
             "Optional: the SHA-256 digest the file should have, e.g. from a download page; the result then "
             "says match or mismatch."
         ),
-    },
-    "required": ["path"],
-    "additionalProperties": False,
-}
+    }
+)
 
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
+OUTPUT_SCHEMA: dict[str, Any] = result(
+    {
         "path": {"type": "string"},
         "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
         "size_bytes": {"type": "integer", "description": "Bytes hashed."},
@@ -63,9 +57,8 @@ OUTPUT_SCHEMA: dict[str, Any] = {
             "version of it.",
         },
     },
-    "required": ["path", "sha256", "size_bytes", "seconds", "changed_while_hashing"],
-    "additionalProperties": False,
-}
+    optional=("expected", "match"),
+)
 
 
 def open_file(path: bytes, shown: str, given: str) -> tuple[int, os.stat_result]:
@@ -161,8 +154,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     # sha256sum's own line: a name with a backslash or newline is escaped and the line starts with '\'.
     lines.append(display(format_line(raw, hexdigest, SHA256).rstrip(b"\n")))
     lines.append(
-        f"size: {digest.size:,} bytes ({human_bytes(digest.size)}), hashed in {seconds:.2f} s "
-        f"({rate(digest.size, seconds)})"
+        f"size: {plural(digest.size, 'byte')} ({human_bytes(digest.size)}), hashed in {took(digest.size, seconds)}"
     )
     structured: dict[str, Any] = {
         "path": shown,

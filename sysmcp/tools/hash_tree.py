@@ -33,28 +33,26 @@ from sysmcp.fs.checksums import (
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import kind
 from sysmcp.fs.treehash import hash_tree_parallel
-from sysmcp.fs.units import human_bytes, plural, rate
 from sysmcp.fs.walk import Budget, ScanStopped, SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.render import human_bytes, plural, rate, took
 from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
+from sysmcp.tools.schemas import arguments, objects, path_argument, result
 from sysmcp.tools.walking import denied_by, skipped_phrase, timeout_property, walk_options, walk_properties
 
 MAX_LISTED = 50  # unreadable files named in the result; the rest are counted
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 600.0
 
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {
-            "type": "string",
-            "minLength": 1,
-            "description": "Absolute path of the directory to hash (every regular file below it), or of one "
+INPUT_SCHEMA: dict[str, Any] = arguments(
+    {
+        "path": path_argument(
+            "Absolute path of the directory to hash (every regular file below it), or of one "
             "file. Manifest names are relative to this directory (to the file's directory for a file).",
-        },
+        ),
         "algorithm": {
             "type": "string",
             "enum": list(ALGORITHM_NAMES),
@@ -84,14 +82,11 @@ INPUT_SCHEMA: dict[str, Any] = {
             "far (it checks clean with sha256sum -c); it says how many listed files were not hashed.",
         ),
         **walk_properties("path"),
-    },
-    "required": ["path"],
-    "additionalProperties": False,
-}
+    }
+)
 
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
+OUTPUT_SCHEMA: dict[str, Any] = result(
+    {
         "path": {"type": "string"},
         "complete": {
             "type": "boolean",
@@ -130,43 +125,17 @@ OUTPUT_SCHEMA: dict[str, Any] = {
             "pseudo_filesystem, unreadable (directories), vanished.",
         },
         "unreadable_count": {"type": "integer", "description": "Files that could not be hashed."},
-        "unreadable": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"path": {"type": "string"}, "error": {"type": "string"}},
-                "required": ["path", "error"],
-            },
-            "description": f"The first {MAX_LISTED} files that could not be hashed, with the reason.",
-        },
+        "unreadable": objects(
+            {"path": {"type": "string"}, "error": {"type": "string"}},
+            description=f"The first {MAX_LISTED} files that could not be hashed, with the reason.",
+        ),
         "non_utf8_names": {
             "type": "integer",
             "description": "Names that are not valid UTF-8: shown with \\xNN escapes, so a checker would not "
             "find them.",
         },
-    },
-    "required": [
-        "path",
-        "complete",
-        "stopped_reason",
-        "files_not_hashed",
-        "walk_complete",
-        "base_dir",
-        "algorithm",
-        "format",
-        "files",
-        "total_bytes",
-        "seconds",
-        "lines",
-        "lines_not_shown",
-        "manifest_uri",
-        "skipped",
-        "unreadable_count",
-        "unreadable",
-        "non_utf8_names",
-    ],
-    "additionalProperties": False,
-}
+    }
+)
 
 
 @dataclass
@@ -289,19 +258,14 @@ def _hash_one(
                 line = format_line(name, outcome.digest.hexdigests[algorithm.name], algorithm, style)
                 result.files, result.total_bytes = 1, outcome.digest.size
                 result.manifest, result.manifest_bytes, result.first = line, len(line), [line]
-                result.non_utf8 = 0 if _is_utf8(name) else 1
+                try:
+                    name.decode("utf-8")
+                except UnicodeDecodeError:
+                    result.non_utf8 = 1  # shown with \xNN escapes: a checker would report it missing
     except ScanStopped as stop:
         result.stopped, result.not_hashed = stop.reason, 1
     result.unreadable_count = len(result.unreadable)
     return result
-
-
-def _is_utf8(name: bytes) -> bool:
-    try:
-        name.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def run(
@@ -406,14 +370,16 @@ def render(
     if tree.stopped:
         unlisted = "" if tree.walk_complete else ", and the walk had not finished (files in directories not "
         unlisted += "" if tree.walk_complete else "yet listed are neither in the manifest nor counted)"
+        were = "was" if tree.not_hashed == 1 else "were"
         out.append(
             f"PARTIAL RESULT: hashing stopped early ({tree.stopped}); the manifest covers the "
-            f"{tree.files:,} files hashed by then, each line correct; {tree.not_hashed:,} files listed were "
-            f"not hashed{unlisted}. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) or a subdirectory."
+            f"{plural(tree.files, 'file')} hashed by then, each line correct; {plural(tree.not_hashed, 'file')} "
+            f"listed {were} not hashed{unlisted}. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) or a "
+            "subdirectory."
         )
     out += [
         f"{algorithm.name} manifest of {shown}: {plural(tree.files, 'file')}, {human_bytes(tree.total_bytes)} hashed in "
-        f"{tree.seconds:.2f} s ({rate(tree.total_bytes, tree.seconds)}); names relative to {base}"
+        f"{took(tree.total_bytes, tree.seconds)}; names relative to {base}"
     ]
     if skips:
         out.append("skipped: " + skipped_phrase(skips, skipped.named, base))
@@ -424,8 +390,10 @@ def render(
             out.append(f"  … and {tree.unreadable_count - MAX_LISTED:,} more")
     if non_utf8:
         out.append(
-            f"{non_utf8:,} names are not valid UTF-8: they appear with \\xNN escapes, so a checker would report them "
-            "missing"
+            "1 name is not valid UTF-8: it appears with \\xNN escapes, so a checker would report it missing"
+            if non_utf8 == 1
+            else f"{non_utf8:,} names are not valid UTF-8: they appear with \\xNN escapes, so a checker would "
+            "report them missing"
         )
     if uri is not None or not_kept is not None:
         where = f"{uri} (resources/read)" if uri is not None else f"not kept, {not_kept}"

@@ -230,3 +230,16 @@ async def test_a_pseudo_file_that_never_ends_is_refused_instead_of_hashed_for_ev
         reply = await wire.call("file_sha256", {"path": "/proc/self/pagemap"})
     assert reply["result"]["isError"] is True
     assert "kept growing while being read" in result_text(reply)
+
+
+async def test_a_tiny_file_is_said_without_a_rate_and_one_byte_in_the_singular(tmp_path: Path) -> None:
+    """Issue 27: 'hashed in 0.00 s (0.0 MB/s)' for a 3-byte file; and once 'size: 1 bytes'."""
+    (tmp_path / "three").write_bytes(b"abc")
+    (tmp_path / "one").write_bytes(b"a")
+    async with spawn() as wire:
+        await wire.initialize()
+        three = result_text(await wire.call("file_sha256", {"path": str(tmp_path / "three")}))
+        one = result_text(await wire.call("file_sha256", {"path": str(tmp_path / "one")}))
+    size_line = three.splitlines()[1]
+    assert size_line.startswith("size: 3 bytes (3 B), hashed in ") and "/s" not in size_line
+    assert one.splitlines()[1].startswith("size: 1 byte (1 B), hashed in ")

@@ -11,17 +11,17 @@ from pathlib import Path
 import blake3
 import pytest
 
-from sysmcp.fs.walk import SkipCounter, WalkOptions
+from sysmcp.fs.duplicates import SMALL, DuplicatesRequest, find_duplicates
+from sysmcp.fs.walk import WalkOptions
 from sysmcp.protocol.context import Meter
-from sysmcp.tools.find_duplicates import SMALL, find_duplicates, render
+from sysmcp.tools.find_duplicates import meter_report, render
 
 
 def search(
     root: Path, min_size: int = 1, timeout_s: float = 60, **kwargs: object
 ) -> tuple[str, dict, str | None]:  # type: ignore[type-arg]
-    skipped = SkipCounter()
-    result = find_duplicates(os.fsencode(root), WalkOptions(), skipped, min_size, timeout_s, **kwargs)  # type: ignore[arg-type]
-    return render(str(root), result, skipped.as_dict(), 50)
+    request = DuplicatesRequest(os.fsencode(root), WalkOptions(), min_size=min_size, timeout_s=timeout_s)
+    return render(str(root), find_duplicates(request, **kwargs), 50)  # type: ignore[arg-type]
 
 
 def truth(root: Path, min_size: int = 1) -> set[frozenset[tuple[int, int]]]:
@@ -176,12 +176,9 @@ def test_cancellation_is_checked_between_files_of_one_size(tmp_path: Path) -> No
     ticks = itertools.count()  # 10 ms per look at the clock: every checkpoint asks about cancellation
     with pytest.raises(Cancelled):
         find_duplicates(
-            os.fsencode(tmp_path),
-            WalkOptions(),
-            SkipCounter(),
-            1,
-            60,
-            meter,
+            DuplicatesRequest(os.fsencode(tmp_path), WalkOptions(), min_size=1, timeout_s=60),
+            report=meter_report(meter),
+            check_cancelled=meter.checkpoint,
             clock=lambda: next(ticks) * 0.01,
         )
     assert meter.done < 30 + 30  # stopped before reading every file
@@ -191,7 +188,8 @@ def test_files_swapped_after_the_walk_are_never_followed_nor_block(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Between listing and reading, a FIFO, a symlink and a directory-symlink take the copies' places."""
-    from sysmcp.tools import find_duplicates as module
+    from sysmcp.fs import duplicates as module
+    from sysmcp.fs.sieves import gather_candidates as gather
 
     tree, outside = tmp_path / "tree", tmp_path / "outside"
     (tree / "sub").mkdir(parents=True)
@@ -200,20 +198,52 @@ def test_files_swapped_after_the_walk_are_never_followed_nor_block(
         (tree / where).write_bytes(b"same content")
     (outside / "sub" / "inside").write_bytes(b"same content")
     (outside / "target").write_bytes(b"same content")
-    gather = module.gather_candidates
 
-    def swap_then_gather(*args: object) -> None:
-        gather(*args)  # type: ignore[arg-type]
+    def swap_then_gather(*args: object) -> int:
+        links = gather(*args)  # type: ignore[arg-type]
         (tree / "fifo").unlink()
         os.mkfifo(tree / "fifo")  # opening it for reading would block without O_NONBLOCK
         (tree / "symlink").unlink()
         (tree / "symlink").symlink_to(outside / "target")
         os.rename(tree / "sub", tmp_path / "old-sub")
         (tree / "sub").symlink_to(outside / "sub")
+        return links
 
     monkeypatch.setattr(module, "gather_candidates", swap_then_gather)
-    skipped = SkipCounter()
-    result = find_duplicates(os.fsencode(tree), WalkOptions(), skipped, 1, 60, processes=1)
+    result = find_duplicates(DuplicatesRequest(os.fsencode(tree), WalkOptions(), processes=1))
+    skipped = result.skipped
     assert result.files_scanned == 4 and result.groups == []  # "kept" alone is left
     assert skipped.as_dict() == {"changed": 3}
     assert result.files_read == 1
+
+
+def test_a_root_that_cannot_be_searched_is_an_engine_error_not_an_os_error(tmp_path: Path) -> None:
+    """The engine says what failed in the system's words; the tool layer alone words it for the model."""
+    from sysmcp.fs.duplicates import engine_error
+    from sysmcp.fs.errors import NotFound, PermissionRefused, Unavailable
+
+    with pytest.raises(NotFound) as missing:
+        find_duplicates(DuplicatesRequest(os.fsencode(tmp_path / "gone"), processes=1))
+    assert missing.value.detail == "No such file or directory"
+    assert not isinstance(missing.value, OSError)
+    denied = engine_error(PermissionError(13, "Permission denied"))
+    assert isinstance(denied, PermissionRefused) and denied.detail == "Permission denied"
+    assert isinstance(engine_error(OSError(5, "Input/output error")), Unavailable)
+
+
+def test_one_hard_link_and_one_group_are_said_in_the_singular() -> None:
+    """Once '1 hard-linked names … were not treated as copies' and '# find_duplicates /x: 1 groups'."""
+    from sysmcp.fs.duplicates import Candidate, Group, Search
+
+    copies = tuple(Candidate(f"f{i}", 1, i, 4096) for i in range(7))  # more than are shown inline
+    found = Search(groups=[Group(4000, "0" * 64, copies)], files_scanned=8, hard_links=1)
+    text, structured, full = render("/x", found, 10)
+    assert structured["hard_links_ignored"] == 1 and structured["groups"][0]["paths_not_shown"] == 2
+    assert "1 hard-linked name of files already counted was not treated as a copy" in text.splitlines()
+    assert "     … and 2 more copies not shown" in text.splitlines()
+    assert full is not None and full.startswith("# find_duplicates /x: 1 group, 24.0 KiB reclaimable\n")
+    found.hard_links = 2
+    assert (
+        "2 hard-linked names of files already counted were not treated as copies"
+        in render("/x", found, 10)[0]
+    )

@@ -12,8 +12,8 @@ import anyio
 import pytest
 
 from sysmcp.fs import fanout
-from sysmcp.fs.walk import SkipCounter, WalkOptions
-from sysmcp.tools.find_duplicates import find_duplicates
+from sysmcp.fs.duplicates import DuplicatesRequest, find_duplicates
+from sysmcp.fs.walk import WalkOptions
 from tests.wire import result_text, spawn
 
 pytestmark = [
@@ -83,7 +83,7 @@ def test_the_comparison_shared_between_processes_finds_the_same_sets(tmp_path: P
     build(tmp_path)
     done = subprocess.run(["jdupes", "-r", "-q", str(tmp_path)], capture_output=True, check=True)
     theirs = [block.splitlines() for block in done.stdout.decode().split("\n\n") if block.strip()]
-    search = find_duplicates(os.fsencode(tmp_path), WalkOptions(), SkipCounter(), 1, 60, processes=2)
+    search = find_duplicates(DuplicatesRequest(os.fsencode(tmp_path), WalkOptions(), processes=2))
     assert search.stopped is None
     ours = [[str(tmp_path / c.relative) for c in group.copies] for group in search.groups]
     assert inode_sets(ours) == inode_sets(theirs)
@@ -107,10 +107,10 @@ def test_a_walk_shared_with_workers_that_then_compare_finds_the_same_sets(
     monkeypatch.setattr(fanout.FanOut, "start", recording_start)
     done = subprocess.run(["jdupes", "-r", "-q", str(tmp_path)], capture_output=True, check=True)
     theirs = [block.splitlines() for block in done.stdout.decode().split("\n\n") if block.strip()]
-    skipped = SkipCounter()
     search = find_duplicates(
-        os.fsencode(tmp_path), WalkOptions(), skipped, 1, 60, processes=2, split_after_s=0
+        DuplicatesRequest(os.fsencode(tmp_path), WalkOptions(), processes=2, split_after_s=0)
     )
+    skipped = search.skipped
     assert search.stopped is None and skipped.as_dict() == {}
     names = [p for p in tmp_path.rglob("*") if not p.is_symlink() and p.is_file() and p.stat().st_size]
     assert search.files_scanned == len({p.stat().st_ino for p in names})

@@ -157,3 +157,31 @@ async def test_a_cancelled_hash_tree_gets_no_response_and_the_server_keeps_servi
         with anyio.fail_after(10):  # the hashing threads let go of both cores: this answers at once
             reply = await wire.call("hash_tree", {"path": str(small)})
         assert reply["result"]["structuredContent"]["files"] == 1
+
+
+async def test_a_small_tree_is_said_without_a_rate_and_one_odd_name_in_the_singular(tmp_path: Path) -> None:
+    """Issue 27: no 'hashed in 0.00 s (0.0 MB/s)' for a few bytes; '1 name is not valid UTF-8' (was '1 names are')."""
+    (tmp_path / "a").write_bytes(b"abc")
+    (Path(os.fsdecode(os.fsencode(str(tmp_path)) + b"/bad-\xff"))).write_bytes(b"xyz")
+    async with spawn() as wire:
+        await wire.initialize()
+        text = result_text(await wire.call("hash_tree", {"path": str(tmp_path)}))
+    summary = next(line for line in text.splitlines() if " manifest of " in line)
+    assert "2 files, 6 B hashed in " in summary and "/s" not in summary
+    assert (
+        "1 name is not valid UTF-8: it appears with \\xNN escapes, so a checker would report it missing"
+        in text
+    )
+
+
+async def test_one_file_with_a_name_that_is_not_utf8_is_counted(tmp_path: Path) -> None:
+    """The one-file path counts its name as the walk counts every name (1 when not UTF-8, else 0)."""
+    odd = os.fsdecode(os.fsencode(str(tmp_path)) + b"/bad-\xff")
+    Path(odd).write_bytes(b"xyz")
+    (tmp_path / "plain").write_bytes(b"xyz")
+    async with spawn() as wire:
+        await wire.initialize()
+        one = await wire.call("hash_tree", {"path": odd})
+        plain = await wire.call("hash_tree", {"path": str(tmp_path / "plain")})
+    assert one["result"]["structuredContent"]["non_utf8_names"] == 1
+    assert plain["result"]["structuredContent"]["non_utf8_names"] == 0

@@ -1,0 +1,137 @@
+"""The words every tool shares: sizes, counts with their nouns, rates, ages, aligned rows, "… and N more".
+
+What belongs here: how a quantity is said to a person (the model reading a result), in one voice for
+every tool: "1.5 KiB", "1 file" / "3 files", "hashed in 0.42 s (310.2 MB/s)", "6 h old", "… and 3 more
+groups not shown", a table whose columns line up. What does not: what a tool says about its own
+findings (its sentences stay in its ``tools/`` module), structured content (integer bytes and
+seconds, never text), and anything an engine does (engines produce numbers; nothing under
+``sysmcp/fs`` or ``sysmcp/history`` words its results). This module imports nothing from sysmcp.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "age",
+    "human_bytes",
+    "more_not_shown",
+    "plural",
+    "rate",
+    "table",
+    "took",
+]
+
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+def human_bytes(size: float) -> str:
+    """1536 → '1.5 KiB'; exact bytes below 1 KiB (binary units, as du -h and ls -lh show them)."""
+    value = float(size)
+    for unit in _UNITS:
+        if abs(value) < 1024 or unit == _UNITS[-1]:
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+# Nouns whose plural no rule below gives. Words of the tools' vocabulary, not a dictionary.
+_IRREGULAR = {"child": "children", "person": "people", "datum": "data", "index": "indexes"}
+
+
+def _many(noun: str) -> str:
+    """The plural of the last word of ``noun``: 'copy' → 'copies', 'process' → 'processes', 'day' → 'days'."""
+    head, space, last = noun.rpartition(" ")
+    if last in _IRREGULAR:
+        many = _IRREGULAR[last]
+    elif last.endswith(("s", "x", "z", "ch", "sh")):
+        many = last + "es"
+    elif len(last) > 1 and last.endswith("y") and last[-2] not in "aeiou":
+        many = last[:-1] + "ies"
+    else:
+        many = last + "s"
+    return head + space + many
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """'1 file', '2 files', '1,000 directories', '3 pseudo filesystems', '1 more copy': never '1 files'.
+
+    ``noun`` is the singular (its last word takes the plural); ``many`` overrides the plural form.
+    """
+    if count == 1:
+        return f"{count:,} {noun}"
+    return f"{count:,} {many if many is not None else _many(noun)}"
+
+
+def more_not_shown(count: int, noun: str) -> str:
+    """'… and 1 more group not shown', '… and 12 more groups not shown': what a cut list leaves out."""
+    return f"… and {plural(count, 'more ' + noun)} not shown"
+
+
+def rate(size: float, seconds: float) -> str:
+    """Throughput in decimal units, as hashing tools usually report it: '512.0 MB/s', '1.20 GB/s'."""
+    if seconds <= 0:
+        return "—"
+    per_second = size / seconds
+    if per_second >= 1e9:
+        return f"{per_second / 1e9:.2f} GB/s"
+    return f"{per_second / 1e6:.1f} MB/s"
+
+
+# Below these a rate says more about opening a file and the clock's grain than about the reading.
+RATE_FROM_S = 0.05
+RATE_FROM_BYTES = 1 << 20
+
+
+def took(size: float, seconds: float) -> str:
+    """How long reading ``size`` bytes took, with the rate where it means something.
+
+    '0.42 s (310.2 MB/s)'; a tiny or instant read has no rate worth saying: '0.01 s', 'under 0.01 s'
+    (not '0.00 s (0.0 MB/s)').
+    """
+    if seconds < 0.005:
+        return "under 0.01 s"
+    if seconds < RATE_FROM_S or size < RATE_FROM_BYTES:
+        return f"{seconds:.2f} s"
+    return f"{seconds:.2f} s ({rate(size, seconds)})"
+
+
+_AGES = ((60, 1, "s"), (3600, 60, "min"), (86400, 3600, "h"), (2 * 365 * 86400, 86400, "d"))
+
+
+def age(seconds: float, suffix: str = "") -> str:
+    """'45 s', '12 min', '6 h', '3 d', '2 y': one unit, rounded down, as a person glances at a date.
+
+    ``suffix`` follows the number and unit: age(3600, ' old') is '1 h old'.
+    """
+    for below, unit_s, unit in _AGES:
+        if seconds < below:
+            return f"{int(seconds // unit_s)} {unit}{suffix}"
+    return f"{int(seconds // (365 * 86400))} y{suffix}"
+
+
+def table(
+    rows: Sequence[Sequence[str]], right: Sequence[int] = (), indent: str = "", gap: str = "  "
+) -> list[str]:
+    """Rows of cells as lines whose columns line up; the columns named in ``right`` align right (numbers).
+
+    The last column is never padded, so no line ends in spaces; a row shorter than the others simply ends.
+    """
+    widths: list[int] = []
+    for row in rows:
+        for column, cell in enumerate(row):
+            if column == len(widths):
+                widths.append(0)
+            widths[column] = max(widths[column], len(cell))
+    lines = []
+    for row in rows:
+        cells = []
+        for column, cell in enumerate(row):
+            if column in right:
+                cells.append(cell.rjust(widths[column]))
+            elif column == len(row) - 1:
+                cells.append(cell)
+            else:
+                cells.append(cell.ljust(widths[column]))
+        lines.append(indent + gap.join(cells))
+    return lines

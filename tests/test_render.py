@@ -1,0 +1,119 @@
+"""The shared words: sizes, plurals, rates, ages, cut lists and aligned rows say things one way, correctly."""
+
+from __future__ import annotations
+
+import pytest
+
+from sysmcp import render
+from sysmcp.fs import units
+from sysmcp.render import age, human_bytes, more_not_shown, plural, rate, table, took
+
+
+@pytest.mark.parametrize(
+    ("size", "text"),
+    [(0, "0 B"), (1, "1 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (1536, "1.5 KiB"), (5 << 30, "5.0 GiB")],
+)
+def test_sizes_are_exact_bytes_below_a_kib_then_binary_units(size: int, text: str) -> None:
+    assert human_bytes(size) == text
+
+
+def test_the_largest_unit_holds_anything_larger() -> None:
+    assert human_bytes(1 << 70) == "1024.0 EiB"
+
+
+@pytest.mark.parametrize(
+    ("count", "noun", "text"),
+    [
+        (1, "file", "1 file"),
+        (0, "file", "0 files"),
+        (3, "file", "3 files"),
+        (1, "deleted file", "1 deleted file"),
+        (2, "deleted file", "2 deleted files"),
+        (3, "pseudo filesystem", "3 pseudo filesystems"),
+        (32, "special file", "32 special files"),
+        (1, "character", "1 character"),
+        (2, "directory", "2 directories"),
+        (2, "entry", "2 entries"),
+        (2, "more copy", "2 more copies"),
+        (1, "more copy", "1 more copy"),
+        (2, "match", "2 matches"),
+        (2, "process", "2 processes"),
+        (2, "day", "2 days"),
+        (2, "key", "2 keys"),
+        (1234, "group", "1,234 groups"),
+    ],
+)
+def test_a_count_takes_the_noun_it_needs(count: int, noun: str, text: str) -> None:
+    assert plural(count, noun) == text
+
+
+def test_an_explicit_plural_wins() -> None:
+    assert plural(2, "host", "hosts that answered") == "2 hosts that answered"
+    assert plural(1, "host", "hosts that answered") == "1 host"
+
+
+def test_a_cut_list_says_how_many_more_in_the_right_number() -> None:
+    assert more_not_shown(1, "group") == "… and 1 more group not shown"
+    assert more_not_shown(12, "group") == "… and 12 more groups not shown"
+    assert more_not_shown(2, "copy") == "… and 2 more copies not shown"
+
+
+def test_rates_are_decimal_and_none_for_no_time() -> None:
+    assert rate(512e6, 1.0) == "512.0 MB/s"
+    assert rate(2.4e9, 2.0) == "1.20 GB/s"
+    assert rate(100, 0) == "—"
+
+
+def test_a_tiny_or_instant_read_has_no_rate() -> None:
+    """Issue 27: 'hashed in 0.00 s (0.0 MB/s)' for a 3-byte file said nothing true."""
+    assert took(3, 0.0001) == "under 0.01 s"
+    assert took(3, 0.3) == "0.30 s"  # a slow open, not a slow read: no rate
+    assert took(100 << 20, 0.02) == "0.02 s"  # too short to time a rate
+    assert took(100 << 20, 0.5) == "0.50 s (209.7 MB/s)"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0 s"),
+        (59.9, "59 s"),
+        (60, "1 min"),
+        (125, "2 min"),
+        (3599, "59 min"),
+        (3600, "1 h"),
+        (7200, "2 h"),
+        (3 * 86400, "3 d"),
+        (2 * 365 * 86400 - 1, "729 d"),
+        (800 * 86400, "2 y"),
+    ],
+)
+def test_an_age_is_one_unit_rounded_down(seconds: float, text: str) -> None:
+    assert age(seconds) == text
+
+
+def test_an_age_takes_a_suffix() -> None:
+    assert age(3600, " old") == "1 h old"
+
+
+def test_a_table_lines_its_columns_up_and_ends_no_line_in_spaces() -> None:
+    rows = [["1", "group", "12.0 KiB"], ["12", "groups", "1.0 MiB"], ["123", "x", "0 B"]]
+    assert table(rows, right=(0, 2), indent="  ") == [
+        "    1  group   12.0 KiB",
+        "   12  groups   1.0 MiB",
+        "  123  x            0 B",
+    ]
+    lines = table([["a", "long name"], ["bbbb", "c"]])
+    assert lines == ["a     long name", "bbbb  c"]
+    assert not any(line.endswith(" ") for line in lines)
+
+
+def test_a_short_row_simply_ends() -> None:
+    assert table([["aa", "b", "c"], ["a"]]) == ["aa  b  c", "a"]
+    assert table([]) == []
+
+
+def test_the_argument_side_still_finds_the_words_where_it_used_to() -> None:
+    """fs.units re-exports the three for the tools not yet converted: one implementation, not two."""
+    assert units.human_bytes is render.human_bytes
+    assert units.plural is render.plural
+    assert units.rate is render.rate
