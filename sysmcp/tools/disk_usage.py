@@ -29,6 +29,9 @@ from sysmcp.fs.disks import (
 from sysmcp.fs.mounts import Mount, MountTable, apfs_container, container_siblings, default_partitions
 from sysmcp.fs.paths import display
 from sysmcp.fs.units import human_bytes
+from sysmcp.protocol.errors import ArgumentError
+from sysmcp.tools import disk_explain
+from sysmcp.tools.deleted_open_files import PROC
 from sysmcp.tools.merging import HostOutcome, fleet_output, table
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.views import DISKS
@@ -385,6 +388,7 @@ INPUT_SCHEMA: dict[str, Any] = {
             "when freeing), the time until it is full at that rate, and the same for inodes. Use it when "
             "a disk is filling now; progress is reported while it waits and the call can be cancelled.",
         },
+        **disk_explain.INPUT_PROPERTIES,
     },
     "additionalProperties": False,
 }
@@ -403,6 +407,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
             "description": "What to know to read the figures right (e.g. APFS volumes sharing one container).",
         },
         "sample_s": {"type": "number", "description": "The sampling window asked for (absent when 0)."},
+        "explain": disk_explain.EXPLAIN_SCHEMA,
     },
     "required": ["filesystems", "alert_threshold_percent", "timeout_seconds"],
     "additionalProperties": False,
@@ -420,15 +425,17 @@ class DiskUsage:
         timeout: float = STATVFS_TIMEOUT,
         max_stuck: int = MAX_STUCK_PROBES,
         clock: SampleClock | None = None,
+        proc: str = PROC,
     ) -> None:
         self.disks = Disks(partitions or default_partitions(), usage, timeout, max_stuck, clock)
+        self.proc = proc  # where explain reads processes' open files (tests point it at a fake /proc)
         self.partitions = self.disks.partitions
         self.prober = self.disks.prober
 
     def answers_at_once(self, args: Any) -> bool:
         """A path whose resolution and filesystem are all local: statvfs answers from memory."""
-        if isinstance(args, dict) and args.get("sample_s"):
-            return False  # it waits out the window: a task of its own, never answered inline
+        if isinstance(args, dict) and (args.get("sample_s") or args.get("explain")):
+            return False  # it waits out the window or walks: a task of its own, never answered inline
         raw = args.get("path") if isinstance(args, dict) else None
         if not isinstance(raw, str):
             return not isinstance(args, dict) or "path" in args  # bad arguments are refused at once
@@ -444,9 +451,16 @@ class DiskUsage:
         async def progress(done: float, total: float) -> None:
             await ctx.progress(done, total, f"sampling free space: {done:.1f} of {total:g} s")
 
+        if args.get("explain") and "path" not in args:
+            raise ArgumentError("explain needs a path: the filesystem whose used bytes to account for")
         if "path" in args:
             raw = args["path"]
             entry, real = await disks.one(raw, table, ctx.paths.resolve_str)
+            if args.get("explain") and entry.figures is not None:
+                text, data = await disk_explain.run(entry, table, args, ctx, self.proc)
+                shown = display(real)
+                structured = {"path": shown, **self._structured([entry]), "explain": data}
+                return _with_notes(text + "\n" + render_one(shown, entry, unit), structured, [entry], table)
             if sample_s:
 
                 async def again() -> list[Entry]:
