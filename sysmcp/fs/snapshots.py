@@ -41,11 +41,11 @@ class Overhead:
     source: str  # how it was read
 
 
-def snapshots_of(mount: Mount, walked_subvolume: str = "") -> Snapshots:
+def snapshots_of(mount: Mount) -> Snapshots:
     """The snapshots (and, on btrfs, other subvolumes) of the filesystem at ``mount``."""
     kind = mount.fs_type
     if kind == "btrfs":
-        return _btrfs(mount.mount_point)
+        return _btrfs(mount.mount_point, mount.root.strip("/"))
     if kind == "zfs":
         return _zfs(mount.device)
     if kind == "apfs" or platform.is_macos():
@@ -55,7 +55,9 @@ def snapshots_of(mount: Mount, walked_subvolume: str = "") -> Snapshots:
     return Snapshots()
 
 
-def _btrfs(point: str) -> Snapshots:
+def _btrfs(point: str, mounted: str) -> Snapshots:
+    """Every subvolume but the one mounted at ``point`` (the walk counts that one), with its exclusive
+    bytes when quotas are on."""
     found = Snapshots("btrfs subvolumes")
     listing = platform.read_command(["btrfs", "subvolume", "list", "-s", point], COMMAND_TIMEOUT)
     snaps = set()
@@ -79,6 +81,8 @@ def _btrfs(point: str) -> Snapshots:
     if groups is None or not exclusive:
         found.exact, found.note = False, "btrfs quotas are off: exclusive bytes unknown"
     for ident, name in sorted(names.items(), key=lambda kv: int(kv[0])):
+        if name == mounted:
+            continue
         size = exclusive.get(ident)
         found.items.append(Snapshot(name, size, ident in snaps))
         found.bytes += size or 0

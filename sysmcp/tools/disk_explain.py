@@ -14,6 +14,7 @@ from sysmcp import platform
 from sysmcp.fs.disks import Entry
 from sysmcp.fs.mounts import Mount, MountTable
 from sysmcp.fs.paths import display, printable
+from sysmcp.fs.snapshots import Snapshots
 from sysmcp.fs.space import Accounting, DeletedScan, ExplainRequest, HeldOpen, explain
 from sysmcp.fs.units import human_bytes, plural
 from sysmcp.protocol.context import Meter
@@ -196,6 +197,16 @@ def _holders(held: HeldOpen) -> str:
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
+def _snap_noun(snaps: Snapshots) -> str:
+    """'1 snapshot', '3 subvolumes', '2 snapshots and subvolumes' (btrfs lists both)."""
+    kinds = {item.is_snapshot for item in snaps.items}
+    if kinds == {True}:
+        return plural(len(snaps.items), "snapshot")
+    if kinds == {False}:
+        return plural(len(snaps.items), "subvolume")
+    return f"{len(snaps.items):,} snapshots and subvolumes"
+
+
 def _percent(part: int, whole: int) -> float:
     return round(100 * part / whole, 2) if whole else 0.0
 
@@ -213,22 +224,21 @@ def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
     rest = acc.remainder
     summary = [f"{human_bytes(walked.disk)} are files you can see ({plural(walked.files, 'file')})"]
     if deleted.disk:
-        who = _holders(deleted.files[0]) if deleted.files else "processes outside your roots"
-        summary.append(
-            f"{human_bytes(deleted.disk)} are {plural(len(deleted.files) + deleted.not_named, 'deleted file')} held open by {who}"
+        count = plural(len(deleted.files) + deleted.not_named, "deleted file")
+        who = (
+            f"held open by {_holders(deleted.files[0])}" if deleted.files else "outside your roots, held open"
         )
+        summary.append(f"{human_bytes(deleted.disk)} are {count} {who}")
     if hidden.disk:
         summary.append(
             f"{human_bytes(hidden.disk)} are hidden under {plural(len(hidden.places) + hidden.not_named, 'mount point')}"
         )
     if snaps.bytes:
-        summary.append(f"{human_bytes(snaps.bytes)} are held only by {snaps.kind}")
+        summary.append(f"{human_bytes(snaps.bytes)} are held only by {_snap_noun(snaps)}")
     if overhead.bytes:
         summary.append(f"{human_bytes(overhead.bytes)} are the filesystem's own overhead")
     label = "not walked" if walked.stopped else "unexplained"
-    summary.append(
-        f"{human_bytes(max(rest, 0))} ({_percent(max(rest, 0), used)} %) {'is' if rest else 'are'} {label}"
-    )
+    summary.append(f"{human_bytes(max(rest, 0))} ({_percent(max(rest, 0), used)} %) {label}")
     lines = []
     if walked.stopped:
         lines.append(
@@ -257,9 +267,9 @@ def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
         )
         text += f" and {more} more" if more else ""
         if deleted.unreadable:
-            text += f" ({plural(deleted.unreadable, 'process')} could not be read: not root)"
+            text += f" ({plural(deleted.unreadable, 'process', 'processes')} could not be read: not root)"
         if deleted.vanished:
-            text += f" ({plural(deleted.vanished, 'process')} ended while being read)"
+            text += f" ({plural(deleted.vanished, 'process', 'processes')} ended while being read)"
         lines.append(f"2. Deleted but still open: {text}. Next: {del_step}.")
     if hidden.checked:
         named = "; ".join(
@@ -300,7 +310,7 @@ def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
         )
         note = f" ({snaps.note})" if snaps.note else ""
         lines.append(
-            f"5. Snapshots and subvolumes: {human_bytes(snaps.bytes)} exclusive in {plural(len(snaps.items), snaps.kind.split()[-1][:-1])}{note}: {shown}. Next: {snap_step}."
+            f"5. Snapshots and subvolumes: {human_bytes(snaps.bytes)} exclusive in {_snap_noun(snaps)}{note}: {shown}. Next: {snap_step}."
         )
     else:
         lines.append("5. Snapshots and subvolumes: none" + (f" ({snaps.note})" if snaps.note else "") + ".")
