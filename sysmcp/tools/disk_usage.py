@@ -604,7 +604,11 @@ TOOL = Tool(
         "saying so and the rest still arrive; an unreadable one is an entry with the reason. With "
         "`sample_s` (up to 60 s) it watches free space over that window and gives each filesystem's fill "
         'rate and time to full ("full in about 3 h 10 min at 15 MiB/s"), inodes likewise; then '
-        "disk_io names the process writing. Read-only."
+        "disk_io names the process writing. With `explain` and `path` (df says full, du finds less): "
+        "that filesystem's used bytes accounted for part by part — files a walk reaches, deleted files held "
+        "open (and by whom), files hidden under mount points, unreadable directories, snapshots and "
+        "subvolumes, the filesystem's overhead, and the unexplained remainder in bytes and percent — each "
+        "with its next step; it walks the whole filesystem (as long as du -x, bounded by timeout_s). Read-only."
         " On macOS its own APFS volumes (/System/Volumes/VM, Preboot …, the sealed / snapshot) are listed "
         "only with `all`, and `notes` names the APFS volumes that share one container's free space."
     ),
