@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from sysmcp import platform
 
-__all__ = ["Hidden", "look_under"]
+__all__ = ["Hidden", "Look", "look_under"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,26 +69,47 @@ def size_tree(top: str) -> tuple[int, int, int]:
     return disk, files, entries
 
 
-def look_under(source: str, target: str, relatives: list[str], timeout: float) -> list[Hidden]:
-    """Run the child on ``source`` (the filesystem's mount point) with the empty directory ``target``.
+class Look:
+    """The child at work, started before the walk so that its start-up overlaps it."""
 
-    Raises OSError when the child cannot make its view, TimeoutError when it takes longer than
-    ``timeout`` seconds (it is killed)."""
-    argv = [sys.executable, "-m", "sysmcp.fs.hidden", source, target, *relatives]
-    try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL
+    def __init__(self, source: str, target: str, relatives: list[str]) -> None:
+        argv = [sys.executable, "-m", "sysmcp.fs.hidden", source, target, *relatives]
+        self.process = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-    except subprocess.TimeoutExpired:
-        raise TimeoutError(f"looking under the mount points took over {timeout:.0f} s") from None
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no reason given"])[-1]
-        raise OSError(f"the private view could not be made: {last}")
-    found = []
-    for line in done.stdout.splitlines():
-        row = json.loads(line)
-        found.append(Hidden(row["relative"], row["disk"], row["files"], row["entries"]))
-    return found
+
+    def result(self, timeout: float) -> list[Hidden]:
+        """Its sizes. Raises OSError when the child could not make its view, TimeoutError when it takes
+        longer than ``timeout`` seconds (it is killed)."""
+        try:
+            out, err = self.process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.close()
+            raise TimeoutError(f"looking under the mount points took over {timeout:.0f} s") from None
+        if self.process.returncode != 0:
+            last = (err.strip().splitlines() or ["no reason given"])[-1]
+            raise OSError(f"the private view could not be made: {last}")
+        found = []
+        for line in out.splitlines():
+            row = json.loads(line)
+            found.append(Hidden(row["relative"], row["disk"], row["files"], row["entries"]))
+        return found
+
+    def close(self) -> None:
+        """Kill it if it still runs (a cancelled call), and reap it."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.communicate()
+
+
+def look_under(source: str, target: str, relatives: list[str], timeout: float) -> list[Hidden]:
+    """Sizes under the mount points ``relatives`` of the filesystem at ``source``, with the empty
+    directory ``target`` for the private bind mount (see ``Look.result`` for the failures)."""
+    look = Look(source, target, relatives)
+    try:
+        return look.result(timeout)
+    finally:
+        look.close()
 
 
 def _child(source: str, target: str, relatives: list[str]) -> int:

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from sysmcp import platform
 from sysmcp.fs.disks import Figures
 from sysmcp.fs.errors import WrongKind
-from sysmcp.fs.hidden import Hidden, look_under
+from sysmcp.fs.hidden import Hidden, Look
 from sysmcp.fs.mounts import Mount, MountTable
 from sysmcp.fs.paths import is_within
 from sysmcp.fs.snapshots import Overhead, Snapshots, overhead_of, snapshots_of
@@ -187,34 +187,51 @@ def covered_points(mount: Mount, table: MountTable) -> list[str]:
     return sorted(set(found))
 
 
-def _hidden(request: ExplainRequest, deadline: float) -> HiddenPart:
-    mount = request.mount
-    relatives = covered_points(mount, request.table)
-    part = HiddenPart(mount_points=len(relatives))
-    if not relatives:
+class _Under:
+    """Part 3 under way: the child that looks under the mount points runs while the walk does."""
+
+    def __init__(self, request: ExplainRequest) -> None:
+        self.request = request
+        relatives = covered_points(request.mount, request.table)
+        self.part = HiddenPart(mount_points=len(relatives), checked=not relatives)
+        self.look: Look | None = None
+        self.target = ""
+        if not relatives:
+            return
+        if not platform.can_make_mount_namespaces():
+            self.part.reason = "needs root" if os.geteuid() != 0 else "needs Linux mount namespaces"
+            return
+        self.target = tempfile.mkdtemp(prefix="sysmcp-under-")
+        try:
+            self.look = Look(request.mount.mount_point, self.target, relatives)
+        except OSError as exc:
+            self.part.reason = f"the private view could not be made: {exc.strerror or exc}"
+
+    def result(self, deadline: float) -> HiddenPart:
+        part, request = self.part, self.request
+        if self.look is None:
+            return part
+        try:
+            places = self.look.result(max(deadline - request.clock(), 1.0))
+        except (OSError, TimeoutError) as exc:
+            part.reason = str(exc)
+            return part
         part.checked = True
+        for place in sorted(places, key=lambda p: -p.disk):
+            part.disk += place.disk
+            if place.files == 0 and place.disk <= 4096 * 4:
+                continue  # an empty directory under a mount: nothing to name
+            if _named(os.path.join(request.mount.mount_point, place.relative), request.roots):
+                part.places.append(place)
+            else:
+                part.not_named += 1
         return part
-    if not platform.can_make_mount_namespaces():
-        part.reason = "needs root" if os.geteuid() != 0 else "needs Linux mount namespaces"
-        return part
-    target = tempfile.mkdtemp(prefix="sysmcp-under-")
-    try:
-        places = look_under(mount.mount_point, target, relatives, max(deadline - request.clock(), 1.0))
-    except (OSError, TimeoutError) as exc:
-        part.reason = str(exc)
-        return part
-    finally:
-        shutil.rmtree(target, ignore_errors=True)
-    part.checked = True
-    for place in sorted(places, key=lambda p: -p.disk):
-        part.disk += place.disk
-        if place.files == 0 and place.disk <= 4096 * 4:
-            continue  # an empty directory under a mount: nothing to name
-        if _named(os.path.join(mount.mount_point, place.relative), request.roots):
-            part.places.append(place)
-        else:
-            part.not_named += 1
-    return part
+
+    def close(self) -> None:
+        if self.look is not None:
+            self.look.close()
+        if self.target:
+            shutil.rmtree(self.target, ignore_errors=True)
 
 
 def _deleted(request: ExplainRequest, checkpoint: Callable[[], None]) -> DeletedPart:
@@ -238,22 +255,25 @@ def explain(request: ExplainRequest, meter: Meter | None = None) -> Accounting:
         raise WrongKind(f"{mount.mount_point} is {mount.fs_type}, a pseudo filesystem with no stored files")
     started = request.clock()
     deadline = started + request.timeout_s
-    walked, skipped = walk_filesystem(mount.mount_point, request.timeout_s, meter, request.clock)
+    under = _Under(request)  # its child starts now and works while this process walks
+    try:
+        walked, skipped = walk_filesystem(mount.mount_point, request.timeout_s, meter, request.clock)
+
+        def checkpoint() -> None:
+            if meter is not None:
+                meter.checkpoint()
+
+        deleted = _deleted(request, checkpoint)
+        checkpoint()
+        hidden = under.result(deadline)
+    finally:
+        under.close()
     base = mount.mount_point
     walked.unreadable_named = [
         path
         for name in skipped.named
         if _named(path := os.path.join(base, name) if name else base, request.roots)
     ]
-
-    def checkpoint() -> None:
-        if meter is not None:
-            meter.checkpoint()
-
-    deleted = _deleted(request, checkpoint)
-    checkpoint()
-    hidden = _hidden(request, deadline)
-    checkpoint()
     snaps = snapshots_of(mount) if mount.fs_type != "tmpfs" else Snapshots()
     if snaps.kind == "btrfs subvolumes" and request.roots is not None:
         snaps.items = [s for s in snaps.items if _named(os.path.join(base, s.name), request.roots)]
