@@ -10,14 +10,16 @@ two that cannot be seen from inside a process: whether ``fork`` is safe once thr
 whether this is native Windows. Those come from ``sys.platform``, here and nowhere else. Answers are
 cheap and are not cached, so a test harness that hides a facility is obeyed wherever it is asked.
 
-This module imports nothing but ``os``, ``sys`` and ``contextlib``: ``cli.main`` asks ``is_native_windows()`` before
-anything that would not import on Windows.
+This module imports nothing at its top but ``os``, ``sys``, ``shutil``, ``subprocess`` and ``contextlib``: ``cli.main``
+asks ``is_native_windows()`` before anything that would not import on Windows.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import subprocess
 import sys
 
 __all__ = [
@@ -27,6 +29,8 @@ __all__ = [
     "SYS_DEV_BLOCK",
     "WSL_HINT",
     "advise_sequential",
+    "bind_mount_privately",
+    "can_make_mount_namespaces",
     "fork_is_safe",
     "has_cgroup_cpu_max",
     "has_mountinfo",
@@ -38,6 +42,7 @@ __all__ = [
     "is_macos",
     "is_native_windows",
     "missing_facilities",
+    "read_command",
 ]
 
 MOUNTINFO = "/proc/self/mountinfo"  # the mount table with bind-mount roots and device numbers (Linux)
@@ -121,6 +126,51 @@ def fork_is_safe() -> bool:
     Windows has no fork: work that would fork stays in one process there.
     """
     return sys.platform.startswith("linux") and hasattr(os, "fork")
+
+
+def can_make_mount_namespaces() -> bool:
+    """This process may make a private mount namespace and bind-mount in it: Linux, as root (the
+    capability CAP_SYS_ADMIN; a user namespace would not see the real filesystem's hidden files)."""
+    return sys.platform.startswith("linux") and os.geteuid() == 0
+
+
+def bind_mount_privately(source: str, target: str) -> None:
+    """In a process about to look and exit: leave the mount namespace shared with every other process
+    for a private copy (``unshare(CLONE_NEWNS)``, then ``mount --make-rprivate /``), and bind-mount
+    ``source`` at ``target`` there, not recursively, so the mounts below ``source`` are not on the
+    copy and what they hide shows. Nothing any other process sees changes. Raises OSError."""
+    import ctypes
+    import ctypes.util
+
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    clone_newns = 0x00020000  # os.CLONE_NEWNS from Python 3.12 on
+    if libc.unshare(clone_newns) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, os.strerror(errno), "unshare(CLONE_NEWNS)")
+    ms_bind, ms_rec, ms_private, ms_rdonly, ms_remount = 4096, 16384, 1 << 18, 1, 32
+    steps = (
+        (b"none", b"/", None, ms_rec | ms_private),
+        (os.fsencode(source), os.fsencode(target), None, ms_bind),
+        (b"none", os.fsencode(target), None, ms_remount | ms_bind | ms_rdonly),
+    )
+    for src, dst, kind, flags in steps:
+        if libc.mount(src, dst, kind, flags, None) != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, os.strerror(errno), dst.decode(errors="replace"))
+
+
+def read_command(argv: list[str], timeout: float = 10.0) -> str | None:
+    """The output of a read-only query command (``btrfs qgroup show``, ``zfs get``, ``lvs`` …), or None
+    when it is not installed, fails, or does not answer within ``timeout`` seconds."""
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
 
 
 def is_macos() -> bool:

@@ -100,7 +100,21 @@ def _render_triage(arguments: dict[str, str], env: PromptEnv) -> str:
         f"Call dir_usage with path={path!r} (top_n=20 if you want more than the default) to see what fills "
         "it. Drill into the directories the largest files sit in with further dir_usage calls.",
     ]
-    if "deleted_open_files" in tools:
+    if "explain" in known.get("disk_usage", ()):
+        steps.append(
+            "Compare: if disk_usage's used bytes are clearly more than dir_usage finds on the whole "
+            f"filesystem (dir_usage of its mount point), call disk_usage with path={path!r} and explain=true: "
+            "it accounts for every used byte (files a walk reaches, deleted files still held open and who "
+            "holds them, files hidden under mount points, unreadable directories, snapshots, the "
+            "filesystem's overhead, and what is left unexplained) and gives the next step for each part."
+            + (
+                f" For the deleted files it names, deleted_open_files with path={path!r} says how to free "
+                "the space without killing the process."
+                if "deleted_open_files" in tools
+                else ""
+            )
+        )
+    elif "deleted_open_files" in tools:
         steps.append(
             "Compare: if disk_usage's used bytes are clearly more than dir_usage finds on the whole "
             "filesystem (dir_usage of its mount point), the gap is usually deleted files still held open. "

@@ -72,7 +72,8 @@ async def test_disk_full_triage_defaults_to_the_root_and_mentions_only_existing_
         assert ("find_duplicates" in text) == ("find_duplicates" in tools)
         assert "read-only" in text
         # The whole path: fullest filesystem → hidden space → rate and writer → new and old → duplicates.
-        order = ["disk_usage", "dir_usage", "deleted_open_files", "sample_s=10", "disk_io", "modified_within"]
+        order = ["disk_usage", "dir_usage", "explain=true", "deleted_open_files", "sample_s=10", "disk_io"]
+        order += ["modified_within"]
         order += ["modified_before", "show='all'", "find_duplicates", "Report:"]
         positions = [text.index(marker) for marker in order]
         assert positions == sorted(positions), text

@@ -11,9 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import jsonschema
 import pytest
 
+from sysmcp.fs.disks import SampleClock
+from sysmcp.fs.errors import NotFound
 from sysmcp.fs.mounts import Mount, MountTable
 from sysmcp.fs.paths import PathPolicy
 from sysmcp.protocol.context import RequestContext
@@ -29,6 +32,7 @@ from sysmcp.tools.disk_usage import (
     FsStats,
     percent_used,
 )
+from sysmcp.tools.errors import as_tool_error
 from sysmcp.tools.registry import ToolContext
 
 pytestmark = pytest.mark.anyio
@@ -392,8 +396,9 @@ async def test_an_unreadable_path_is_an_entry_not_a_failed_call(tmp_path: Path) 
 
 async def test_a_missing_path_is_a_tool_error(tmp_path: Path) -> None:
     usage = FakeUsage({str(tmp_path / "gone"): FileNotFoundError(2, "No such file or directory")})
-    with pytest.raises(ToolError, match="No such file or directory"):
+    with pytest.raises(NotFound) as raised:
         await tool([ROOT], usage)({"path": str(tmp_path / "gone"), "unit": "percent"}, context())
+    assert "No such file or directory" in as_tool_error(raised.value).message
 
 
 @pytest.mark.parametrize(("path", "message"), [("var/log", "relative"), ("/tmp/\ud800x", "usable")])
@@ -447,16 +452,35 @@ async def test_the_text_always_states_used_free_and_reserved_bytes(unit: str) ->
 # -- sampling ---------------------------------------------------------------------------------------
 
 
-class Filling:
-    """statvfs of a filesystem that fills at ``per_s`` bytes a second of the event loop's clock."""
+class FakeClock(SampleClock):
+    """Sampling's clock, moved only by its own sleeps: a window takes no real time and the samples
+    fall where they are asked for, however loaded the machine."""
 
-    def __init__(self, per_s: float, free_gib: int = 10, inodes_per_s: float = 0) -> None:
+    def __init__(self) -> None:
+        self.time = 1000.0
+
+    def now(self) -> float:
+        return self.time
+
+    async def sleep(self, seconds: float) -> None:
+        self.time += seconds
+        await anyio.lowlevel.checkpoint()
+
+
+class Filling:
+    """statvfs of a filesystem that fills at ``per_s`` bytes a second of ``clock`` (the event loop's
+    when none is given)."""
+
+    def __init__(
+        self, per_s: float, free_gib: int = 10, inodes_per_s: float = 0, clock: SampleClock | None = None
+    ) -> None:
         self.per_s, self.inodes_per_s = per_s, inodes_per_s
         self.free = free_gib * GiB
         self.start: float | None = None
+        self.clock = clock or SampleClock()
 
     def __call__(self, path: str) -> FsStats:
-        now = anyio.current_time()
+        now = self.clock.now()
         if self.start is None:
             self.start = now
         used = int((now - self.start) * self.per_s) // 4096
@@ -467,11 +491,13 @@ class Filling:
 
 
 async def test_sampling_gives_the_fill_rate_and_the_time_to_full() -> None:
-    usage = Filling(15 << 20, inodes_per_s=100)
-    handler = DiskUsage(lambda: MountTable([ROOT]), usage)
+    clock = FakeClock()
+    usage = Filling(15 << 20, inodes_per_s=100, clock=clock)
+    handler = DiskUsage(lambda: MountTable([ROOT]), usage, clock=clock)
     text, structured = await call(handler, sample_s=0.5)
     rate = structured["filesystems"][0]["rate"]
     assert structured["sample_s"] == 0.5 and rate["samples"] >= 3
+    assert rate["seconds"] == pytest.approx(0.5) and clock.time == pytest.approx(1000.5)
     assert rate["fill_rate_bytes_per_s"] == pytest.approx(15 << 20, rel=0.05)
     left = structured["filesystems"][0]["free_bytes"]
     assert rate["seconds_to_full"] == pytest.approx(left / (15 << 20), rel=0.05)
@@ -483,7 +509,8 @@ async def test_sampling_gives_the_fill_rate_and_the_time_to_full() -> None:
 
 async def test_a_filesystem_freeing_space_or_steady_has_no_time_to_full() -> None:
     for per_s, phrase in ((-(2 << 20), "freeing 2.0 MiB/s"), (0, "no change in")):
-        handler = DiskUsage(lambda: MountTable([ROOT]), Filling(per_s))
+        clock = FakeClock()
+        handler = DiskUsage(lambda: MountTable([ROOT]), Filling(per_s, clock=clock), clock=clock)
         text, structured = await call(handler, path="/", sample_s=0.3)
         rate = structured["filesystems"][0]["rate"]
         assert rate["seconds_to_full"] is None and rate["seconds_to_inodes_full"] is None

@@ -1,0 +1,292 @@
+"""Where the used bytes of one filesystem are: df's used split into what a walk reaches, deleted files
+still held open, files hidden under mount points, unreadable directories, snapshots, the filesystem's
+own overhead, and what is left unexplained.
+
+The engine of ``disk_usage`` with ``explain``: a typed request in, an ``Accounting`` out; no words for
+the model here (``sysmcp.tools.disk_usage`` says it). The deleted-open-files scan comes in as a provider
+(the tool layer owns that scan today), the walk through ``walk_filesystem``, the one adapter to the
+tree-walk engine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from sysmcp import platform
+from sysmcp.fs.disks import Figures
+from sysmcp.fs.errors import WrongKind
+from sysmcp.fs.hidden import Hidden, Look
+from sysmcp.fs.mounts import Mount, MountTable
+from sysmcp.fs.paths import is_within
+from sysmcp.fs.snapshots import Overhead, Snapshots, overhead_of, snapshots_of
+from sysmcp.fs.walk import SkipCounter, WalkOptions
+
+__all__ = [
+    "Accounting",
+    "DeletedScan",
+    "ExplainRequest",
+    "HeldOpen",
+    "Walked",
+    "explain",
+    "walk_filesystem",
+]
+
+
+class Meter(Protocol):
+    """Progress counters and the cancellation question (``sysmcp.protocol.context.Meter`` is one)."""
+
+    done: float
+    extra: dict[str, float]
+
+    def checkpoint(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class HeldOpen:
+    """A deleted file some process still holds: its former path, blocks and holders (pid, command)."""
+
+    path: str
+    dev: int
+    disk: int
+    holders: tuple[tuple[int, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedScan:
+    files: Sequence[HeldOpen] = ()
+    available: bool = True  # False: no /proc/PID/fd to look at
+    unreadable: int = 0  # processes whose descriptors could not be read
+    vanished: int = 0  # processes that ended between being listed and being read
+
+
+@dataclass(frozen=True)
+class ExplainRequest:
+    mount: Mount  # the filesystem's own mount (its root, not a bind mount of a subtree)
+    figures: Figures
+    bfree: int  # statvfs f_bfree × f_frsize: free, the root reserve included
+    dev: int  # st_dev of the filesystem's root
+    table: MountTable
+    deleted: Callable[[Callable[[], None]], DeletedScan]  # the scan, given a checkpoint
+    timeout_s: float = 60.0
+    roots: Sequence[Path] | None = None  # only what is inside these is named
+    clock: Callable[[], float] = time.monotonic
+
+
+@dataclass(slots=True)
+class Walked:
+    """Part 1: what a walk from the root reached (du -x)."""
+
+    disk: int = 0
+    files: int = 0
+    entries: int = 0
+    stopped: str | None = None  # why the walk stopped early (the rest is "not walked")
+    elapsed: float = 0.0
+    processes: int = 1
+    unreadable: int = 0
+    unreadable_named: list[str] = field(default_factory=list)  # absolute, inside the roots
+
+
+@dataclass(slots=True)
+class DeletedPart:
+    disk: int = 0
+    files: list[HeldOpen] = field(default_factory=list)  # named (inside the roots), largest first
+    not_named: int = 0
+    available: bool = True
+    unreadable: int = 0
+    vanished: int = 0
+
+
+@dataclass(slots=True)
+class HiddenPart:
+    checked: bool = False
+    reason: str = ""  # why not checked: "needs root", "not Linux", a failure
+    disk: int = 0
+    places: list[Hidden] = field(default_factory=list)  # named (inside the roots), largest first
+    not_named: int = 0
+    mount_points: int = 0  # directories of this filesystem that something is mounted over
+
+
+@dataclass(slots=True)
+class Accounting:
+    mount: Mount
+    figures: Figures
+    walked: Walked
+    deleted: DeletedPart
+    hidden: HiddenPart
+    snapshots: Snapshots
+    overhead: Overhead
+    elapsed: float = 0.0
+
+    @property
+    def explained(self) -> int:
+        return (
+            self.walked.disk
+            + self.deleted.disk
+            + self.hidden.disk
+            + self.snapshots.bytes
+            + (self.overhead.bytes or 0)
+        )
+
+    @property
+    def remainder(self) -> int:
+        """Used bytes no part accounts for (negative: the parts overlap, e.g. shared extents)."""
+        return self.figures.used - self.explained
+
+
+def walk_filesystem(
+    root: str, timeout_s: float, meter: Meter | None, clock: Callable[[], float] = time.monotonic
+) -> tuple[Walked, SkipCounter]:
+    """The one call into the tree-walk engine (``dir_usage``'s parallel du -x walk, totals only).
+
+    The walk engine is still in ``sysmcp.tools.dir_usage`` on this branch; it moves to
+    ``sysmcp.fs.usage``: repoint this import then (the only import of ``sysmcp.tools`` in ``sysmcp.fs``).
+    """
+    from sysmcp.tools.dir_usage import Request, scan_usage
+
+    skipped = SkipCounter()
+    request = Request(
+        top_files=0, top_directories=0, max_depth=1, by_disk=True, min_size=0, timeout_s=timeout_s
+    )
+    usage = scan_usage(os.fsencode(root), WalkOptions(one_file_system=True), skipped, request, meter, clock)  # type: ignore[arg-type]
+    totals = usage.totals
+    walked = Walked(
+        disk=totals.disk if totals is not None else 0,
+        files=totals.files if totals is not None else 0,
+        entries=usage.entries,
+        stopped=usage.stopped,
+        elapsed=usage.elapsed,
+        processes=usage.processes,
+        unreadable=skipped.as_dict().get("unreadable", 0),
+    )
+    return walked, skipped
+
+
+def _named(path: str, roots: Sequence[Path] | None) -> bool:
+    return roots is None or any(is_within(Path(path), root) for root in roots)
+
+
+def covered_points(mount: Mount, table: MountTable) -> list[str]:
+    """Directories of this filesystem that another mount sits on (relative to its root)."""
+    base = mount.mount_point
+    found = []
+    for other in table.mounts:
+        point = other.mount_point
+        if other is mount or point == base or not is_within(Path(point), Path(base)):
+            continue
+        if table.holding(os.path.dirname(point)) is mount or (
+            os.path.dirname(point) == base and table.holding(base) is mount
+        ):
+            found.append(os.path.relpath(point, base))
+    return sorted(set(found))
+
+
+class _Under:
+    """Part 3 under way: the child that looks under the mount points runs while the walk does."""
+
+    def __init__(self, request: ExplainRequest) -> None:
+        self.request = request
+        relatives = covered_points(request.mount, request.table)
+        self.part = HiddenPart(mount_points=len(relatives), checked=not relatives)
+        self.look: Look | None = None
+        self.target = ""
+        if not relatives:
+            return
+        if not platform.can_make_mount_namespaces():
+            self.part.reason = "needs root" if os.geteuid() != 0 else "needs Linux mount namespaces"
+            return
+        self.target = tempfile.mkdtemp(prefix="sysmcp-under-")
+        try:
+            self.look = Look(request.mount.mount_point, self.target, relatives)
+        except OSError as exc:
+            self.part.reason = f"the private view could not be made: {exc.strerror or exc}"
+
+    def result(self, deadline: float) -> HiddenPart:
+        part, request = self.part, self.request
+        if self.look is None:
+            return part
+        try:
+            places = self.look.result(max(deadline - request.clock(), 1.0))
+        except (OSError, TimeoutError) as exc:
+            part.reason = str(exc)
+            return part
+        part.checked = True
+        for place in sorted(places, key=lambda p: -p.disk):
+            part.disk += place.disk
+            if place.files == 0 and place.disk <= 4096 * 4:
+                continue  # an empty directory under a mount: nothing to name
+            if _named(os.path.join(request.mount.mount_point, place.relative), request.roots):
+                part.places.append(place)
+            else:
+                part.not_named += 1
+        return part
+
+    def close(self) -> None:
+        if self.look is not None:
+            self.look.close()
+        if self.target:
+            shutil.rmtree(self.target, ignore_errors=True)
+
+
+def _deleted(request: ExplainRequest, checkpoint: Callable[[], None]) -> DeletedPart:
+    scan = request.deleted(checkpoint)
+    part = DeletedPart(available=scan.available, unreadable=scan.unreadable, vanished=scan.vanished)
+    for held in sorted(scan.files, key=lambda f: -f.disk):
+        if held.dev != request.dev or held.disk == 0:
+            continue
+        part.disk += held.disk
+        if _named(held.path, request.roots):
+            part.files.append(held)
+        else:
+            part.not_named += 1
+    return part
+
+
+def explain(request: ExplainRequest, meter: Meter | None = None) -> Accounting:
+    """Account for the filesystem's used bytes, part by part; blocking (run it in a worker thread)."""
+    mount = request.mount
+    if mount.pseudo and mount.fs_type not in ("tmpfs", "ramfs"):
+        raise WrongKind(f"{mount.mount_point} is {mount.fs_type}, a pseudo filesystem with no stored files")
+    started = request.clock()
+    deadline = started + request.timeout_s
+    under = _Under(request)  # its child starts now and works while this process walks
+    try:
+        walked, skipped = walk_filesystem(mount.mount_point, request.timeout_s, meter, request.clock)
+
+        def checkpoint() -> None:
+            if meter is not None:
+                meter.checkpoint()
+
+        deleted = _deleted(request, checkpoint)
+        checkpoint()
+        hidden = under.result(deadline)
+    finally:
+        under.close()
+    base = mount.mount_point
+    walked.unreadable_named = [
+        path
+        for name in skipped.named
+        if _named(path := os.path.join(base, name) if name else base, request.roots)
+    ]
+    snaps = snapshots_of(mount) if mount.fs_type != "tmpfs" else Snapshots()
+    if snaps.kind == "btrfs subvolumes" and request.roots is not None:
+        snaps.items = [s for s in snaps.items if _named(os.path.join(base, s.name), request.roots)]
+    overhead = overhead_of(mount, request.bfree)
+    return Accounting(
+        mount, request.figures, walked, deleted, hidden, snaps, overhead, request.clock() - started
+    )
+
+
+def as_data(accounting: Accounting) -> dict[str, Any]:
+    """Plain figures for a log line or a history record (no words)."""
+    return {
+        "used": accounting.figures.used,
+        "explained": accounting.explained,
+        "remainder": accounting.remainder,
+    }

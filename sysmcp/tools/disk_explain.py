@@ -1,0 +1,408 @@
+"""disk_usage with ``explain``: df's used bytes of one filesystem, part by part, in words and figures.
+
+The MCP side of ``sysmcp.fs.space``: the ``explain`` schema, the request built from the call, the
+answer's text (totals first, then each part with its next step) and its structured content.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from sysmcp import platform
+from sysmcp.fs.disks import Entry
+from sysmcp.fs.mounts import Mount, MountTable
+from sysmcp.fs.paths import display, printable
+from sysmcp.fs.snapshots import Snapshots
+from sysmcp.fs.space import Accounting, DeletedScan, ExplainRequest, HeldOpen, explain
+from sysmcp.fs.units import human_bytes, plural
+from sysmcp.protocol.context import Meter
+from sysmcp.tools.deleted_open_files import PROC, filesystem_of, scan_processes
+from sysmcp.tools.registry import ToolContext
+
+DEFAULT_TIMEOUT_S = 60.0
+MAX_TIMEOUT_S = 600.0
+NAMED = 5  # files, places and snapshots named per part; the rest are counted
+
+INPUT_PROPERTIES: dict[str, Any] = {
+    "explain": {
+        "type": "boolean",
+        "default": False,
+        "description": "With path: account for every used byte of that filesystem — when df says full and "
+        "du (dir_usage) finds much less. Splits statvfs's used bytes into files a walk from the "
+        "filesystem's root reaches (du -x), deleted files still held open (with their holders), files "
+        "hidden under mount points (as root, through a private view), unreadable directories, "
+        "snapshots and subvolumes (btrfs, ZFS, LVM thin, APFS), the filesystem's own overhead, and "
+        "the unexplained remainder in bytes and percent, each with its next step. Walks the whole "
+        "filesystem: as long as du -x, bounded by timeout_s.",
+    },
+    "timeout_s": {
+        "type": "number",
+        "minimum": 0.001,
+        "maximum": MAX_TIMEOUT_S,
+        "default": DEFAULT_TIMEOUT_S,
+        "description": "With explain: time budget in seconds for the walk (at most 600). When it runs "
+        "out the answer is a PARTIAL RESULT and what the walk did not reach is 'not walked'.",
+    },
+}
+
+
+def _sized(description: str, **more: Any) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": description,
+        "properties": {"bytes": {"type": "integer"}, **more},
+    }
+
+
+_NAMES = {"type": "array", "items": {"type": "string"}}
+EXPLAIN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "With explain: the filesystem's used bytes (statvfs, as df) split into parts.",
+    "properties": {
+        "mount_point": {"type": "string"},
+        "used_bytes": {"type": "integer", "description": "statvfs used: (f_blocks - f_bfree) × f_frsize."},
+        "reserved_bytes": {
+            "type": "integer",
+            "description": "Free blocks only root may use: free, not used.",
+        },
+        "partial": {"type": "boolean", "description": "The walk stopped at the time budget."},
+        "files": _sized(
+            "Part 1: files and directories a walk from the root reaches, one filesystem (du -x).",
+            files={"type": "integer"},
+            stopped={"type": ["string", "null"], "description": "Why the walk stopped early."},
+            next_step={"type": "string"},
+        ),
+        "deleted_open": _sized(
+            "Part 2: deleted files still held open by a process (freed when the holders close them).",
+            files={"type": "array", "items": {"type": "object"}, "description": "path, bytes, holders."},
+            not_named={"type": "integer", "description": "Files outside the allowed roots: counted only."},
+            processes_unreadable={"type": "integer"},
+            processes_vanished={"type": "integer", "description": "Ended between listing and reading."},
+            available={"type": "boolean"},
+            next_step={"type": "string"},
+        ),
+        "hidden_under_mounts": _sized(
+            "Part 3: files in directories another filesystem is mounted over (seen through a private view).",
+            checked={"type": "boolean"},
+            reason={"type": "string", "description": "Why not checked (e.g. 'needs root')."},
+            mount_points={"type": "integer"},
+            places={
+                "type": "array",
+                "items": {"type": "object"},
+                "description": "mount_point, bytes, files.",
+            },
+            next_step={"type": "string"},
+        ),
+        "unreadable_directories": {
+            "type": "object",
+            "description": "Part 4: directories the walk could not read; they hold at most upper_bound_bytes.",
+            "properties": {
+                "count": {"type": "integer"},
+                "named": _NAMES,
+                "upper_bound_bytes": {"type": "integer"},
+                "next_step": {"type": "string"},
+            },
+        },
+        "snapshots": _sized(
+            "Part 5: snapshots and subvolumes: bytes only they hold (exclusive).",
+            kind={"type": "string"},
+            exact={"type": "boolean", "description": "False: some are not sized (see note)."},
+            note={"type": "string"},
+            items={
+                "type": "array",
+                "items": {"type": "object"},
+                "description": "name, bytes (null: unknown).",
+            },
+            next_step={"type": "string"},
+        ),
+        "overhead": {
+            "type": "object",
+            "description": "Part 6: the filesystem's own metadata and reservations counted as used, where it "
+            "reports them (else null: in the remainder).",
+            "properties": {"bytes": {"type": ["integer", "null"]}, "source": {"type": "string"}},
+        },
+        "remainder": {
+            "type": "object",
+            "description": "Part 7: used bytes no part accounts for ('not walked' when the walk stopped).",
+            "properties": {
+                "bytes": {"type": "integer"},
+                "percent": {"type": "number"},
+                "not_walked": {"type": "boolean"},
+                "next_step": {"type": "string"},
+            },
+        },
+        "seconds": {"type": "number"},
+    },
+    "required": ["mount_point", "used_bytes", "files", "deleted_open", "hidden_under_mounts", "remainder"],
+}
+
+
+def deleted_provider(proc: str = PROC) -> Callable[[Callable[[], None]], DeletedScan]:
+    """The deleted-open-files scan (deleted_open_files' engine part) in the space engine's types."""
+
+    def scan(checkpoint: Callable[[], None]) -> DeletedScan:
+        if not platform.has_proc_fd(proc):
+            return DeletedScan(available=False)
+        found = scan_processes(proc, checkpoint)
+        files = tuple(
+            HeldOpen(f.path, f.dev, f.disk, tuple((h.pid, h.command) for h in f.holders))
+            for f in found.files.values()
+        )
+        return DeletedScan(files, True, found.unreadable, found.vanished)
+
+    return scan
+
+
+def own_mount(entry: Entry, table: MountTable) -> Mount:
+    """The filesystem's whole mount (its root), not a bind mount of a subtree that holds the path."""
+    if entry.mount.root == "/" or entry.st_dev is None:
+        return entry.mount
+    return filesystem_of(table, entry.st_dev) or entry.mount
+
+
+async def run(
+    entry: Entry, table: MountTable, args: dict[str, Any], ctx: ToolContext, proc: str = PROC
+) -> tuple[str, dict[str, Any]]:
+    """Account for the filesystem of ``entry``: the text and the ``explain`` object."""
+    assert entry.figures is not None
+    mount = own_mount(entry, table)
+    fig = entry.figures
+    timeout = min(float(args.get("timeout_s", DEFAULT_TIMEOUT_S)), MAX_TIMEOUT_S)
+
+    def work(meter: Meter) -> Accounting:
+        dev = os.stat(mount.mount_point).st_dev
+        request = ExplainRequest(
+            mount,
+            fig,
+            fig.free + fig.reserved,
+            dev,
+            table,
+            deleted_provider(proc),
+            timeout,
+            ctx.paths.allowed,
+        )
+        return explain(request, meter)
+
+    def describe(meter: Meter, elapsed: float) -> str:
+        return f"{int(meter.done):,} entries walked, {human_bytes(meter.extra.get('bytes', 0))} seen"
+
+    accounting = await ctx.run_in_worker(work, describe=describe)
+    return render(accounting)
+
+
+def _holders(held: HeldOpen) -> str:
+    names = list(dict.fromkeys(f"{printable(cmd)} (pid {pid})" for pid, cmd in held.holders))
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def _snap_noun(snaps: Snapshots) -> str:
+    """'1 snapshot', '3 subvolumes', '2 snapshots and subvolumes' (btrfs lists both)."""
+    kinds = {item.is_snapshot for item in snaps.items}
+    if kinds == {True}:
+        return plural(len(snaps.items), "snapshot")
+    if kinds == {False}:
+        return plural(len(snaps.items), "subvolume")
+    return f"{len(snaps.items):,} snapshots and subvolumes"
+
+
+def _percent(part: int, whole: int) -> float:
+    return round(100 * part / whole, 2) if whole else 0.0
+
+
+def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
+    """The answer: one sentence of totals, then a line per part with its next step."""
+    point, used = display(acc.mount.mount_point), acc.figures.used
+    walked, deleted, hidden, snaps, overhead = (
+        acc.walked,
+        acc.deleted,
+        acc.hidden,
+        acc.snapshots,
+        acc.overhead,
+    )
+    rest = acc.remainder
+    summary = [f"{human_bytes(walked.disk)} are files you can see ({plural(walked.files, 'file')})"]
+    if deleted.disk:
+        count = plural(len(deleted.files) + deleted.not_named, "deleted file")
+        who = (
+            f"held open by {_holders(deleted.files[0])}" if deleted.files else "outside your roots, held open"
+        )
+        summary.append(f"{human_bytes(deleted.disk)} are {count} {who}")
+    if hidden.disk:
+        summary.append(
+            f"{human_bytes(hidden.disk)} are hidden under {plural(len(hidden.places) + hidden.not_named, 'mount point')}"
+        )
+    if snaps.bytes:
+        summary.append(f"{human_bytes(snaps.bytes)} are held only by {_snap_noun(snaps)}")
+    if overhead.bytes:
+        summary.append(f"{human_bytes(overhead.bytes)} are the filesystem's own overhead")
+    label = "not walked" if walked.stopped else "unexplained"
+    summary.append(f"{human_bytes(max(rest, 0))} ({_percent(max(rest, 0), used)} %) {label}")
+    lines = []
+    if walked.stopped:
+        lines.append(
+            f"PARTIAL RESULT: the walk stopped ({walked.stopped}); what it did not reach is in 'not walked'."
+        )
+    lines.append(
+        f"Of {human_bytes(used)} used on {point} ({display(acc.mount.fs_type)} {display(acc.mount.device)}), "
+        + ", ".join(summary)
+        + "."
+    )
+    files_step = f"dir_usage path={point} shows which directories hold them"
+    lines.append(
+        f"1. Files reached by a walk (du -x): {human_bytes(walked.disk)} in {plural(walked.files, 'file')}. Next: {files_step}."
+    )
+    if not deleted.available:
+        del_step = "this system has no /proc/PID/fd; `sudo lsof +L1` lists them"
+        lines.append(f"2. Deleted but open: not checked ({del_step}).")
+    else:
+        del_step = f"deleted_open_files path={point}; truncate through /proc/PID/fd/N, or restart the holder"
+        named = "; ".join(
+            f"{printable(f.path)} {human_bytes(f.disk)} held by {_holders(f)}" for f in deleted.files[:NAMED]
+        )
+        more = deleted.not_named + max(len(deleted.files) - NAMED, 0)
+        text = f"{human_bytes(deleted.disk)} in {plural(len(deleted.files) + deleted.not_named, 'file')}" + (
+            f": {named}" if named else ""
+        )
+        text += f" and {more} more" if more else ""
+        if deleted.unreadable:
+            text += f" ({plural(deleted.unreadable, 'process', 'processes')} could not be read: not root)"
+        if deleted.vanished:
+            text += f" ({plural(deleted.vanished, 'process', 'processes')} ended while being read)"
+        lines.append(f"2. Deleted but still open: {text}. Next: {del_step}.")
+    if hidden.checked:
+        named = "; ".join(
+            f"{display(os.path.join(acc.mount.mount_point, p.relative))} {human_bytes(p.disk)} ({plural(p.files, 'file')})"
+            for p in hidden.places[:NAMED]
+        )
+        hid_step = "unmount it, or bind-mount the filesystem elsewhere (mount --bind) and move the files out"
+        lines.append(
+            f"3. Hidden under mount points: {human_bytes(hidden.disk)} under {plural(hidden.mount_points, 'mount point')}"
+            + (f": {named}. Next: {hid_step}." if named else ".")
+        )
+    else:
+        hid_step = "run sysmcp as root to look under them"
+        lines.append(
+            f"3. Hidden under mount points: not checked ({hidden.reason}) at {plural(hidden.mount_points, 'mount point')}. Next: {hid_step}."
+        )
+    bound = max(rest, 0)
+    unread_step = "run as root or as the directories' owner to see inside"
+    if walked.unreadable:
+        where = ", ".join(printable(p) for p in walked.unreadable_named[:NAMED])
+        lines.append(
+            f"4. Unreadable directories: {walked.unreadable:,}"
+            + (f" ({where})" if where else "")
+            + f", holding at most {human_bytes(bound)} (the remainder). Next: {unread_step}."
+        )
+    else:
+        lines.append("4. Unreadable directories: none.")
+    snap_step = {
+        "btrfs subvolumes": "btrfs subvolume list / btrfs qgroup show; deleting a snapshot frees its exclusive bytes",
+        "zfs snapshots": "zfs list -t snapshot -o name,used; zfs destroy frees a snapshot's used bytes",
+        "lvm thin snapshots": "lvs; lvremove a thin snapshot frees pool space",
+        "apfs local snapshots": "tmutil listlocalsnapshots /; tmutil thinlocalsnapshots / frees them",
+    }.get(snaps.kind, "")
+    if snaps.kind and snaps.items:
+        shown = "; ".join(
+            f"{printable(s.name)} {'?' if s.exclusive is None else human_bytes(s.exclusive)}"
+            for s in snaps.items[:NAMED]
+        )
+        note = f" ({snaps.note})" if snaps.note else ""
+        lines.append(
+            f"5. Snapshots and subvolumes: {human_bytes(snaps.bytes)} exclusive in {_snap_noun(snaps)}{note}: {shown}. Next: {snap_step}."
+        )
+    else:
+        lines.append("5. Snapshots and subvolumes: none" + (f" ({snaps.note})" if snaps.note else "") + ".")
+    reserved = (
+        f"; {human_bytes(acc.figures.reserved)} reserved for root beside it (free space, not used)"
+        if acc.figures.reserved
+        else ""
+    )
+    if overhead.bytes is None:
+        lines.append(
+            f"6. Filesystem overhead (journal, metadata, inode tables): not reported, so it is in the remainder{reserved}."
+        )
+    else:
+        lines.append(
+            f"6. Filesystem overhead (journal, metadata, inode tables): {human_bytes(overhead.bytes)} ({overhead.source}){reserved}."
+        )
+    rest_step = (
+        f"call again with a larger timeout_s (the walk stopped after {walked.elapsed:.0f} s)"
+        if walked.stopped
+        else "deleted_open_files and dir_usage; an unexplained remainder this small is metadata"
+        if _percent(bound, used) <= 2
+        else "look at the parts not checked above (root, quotas), then du -x against dir_usage"
+    )
+    lines.append(
+        f"7. {label.capitalize()}: {human_bytes(bound)} ({_percent(bound, used)} % of used). Next: {rest_step}."
+    )
+    data: dict[str, Any] = {
+        "mount_point": point,
+        "used_bytes": used,
+        "reserved_bytes": acc.figures.reserved,
+        "partial": walked.stopped is not None,
+        "files": {
+            "bytes": walked.disk,
+            "files": walked.files,
+            "stopped": walked.stopped,
+            "next_step": files_step,
+        },
+        "deleted_open": {
+            "bytes": deleted.disk,
+            "files": [
+                {
+                    "path": printable(f.path),
+                    "bytes": f.disk,
+                    "holders": [{"pid": p, "command": printable(c)} for p, c in f.holders],
+                }
+                for f in deleted.files[:NAMED]
+            ],
+            "not_named": deleted.not_named,
+            "processes_unreadable": deleted.unreadable,
+            "processes_vanished": deleted.vanished,
+            "available": deleted.available,
+            "next_step": del_step,
+        },
+        "hidden_under_mounts": {
+            "bytes": hidden.disk,
+            "checked": hidden.checked,
+            "reason": hidden.reason,
+            "mount_points": hidden.mount_points,
+            "places": [
+                {
+                    "mount_point": display(os.path.join(acc.mount.mount_point, p.relative)),
+                    "bytes": p.disk,
+                    "files": p.files,
+                }
+                for p in hidden.places[:NAMED]
+            ],
+            "next_step": hid_step,
+        },
+        "unreadable_directories": {
+            "count": walked.unreadable,
+            "named": [printable(p) for p in walked.unreadable_named[:NAMED]],
+            "upper_bound_bytes": bound if walked.unreadable else 0,
+            "next_step": unread_step,
+        },
+        "snapshots": {
+            "bytes": snaps.bytes,
+            "kind": snaps.kind,
+            "exact": snaps.exact,
+            "note": snaps.note,
+            "items": [
+                {"name": printable(s.name), "bytes": s.exclusive, "snapshot": s.is_snapshot}
+                for s in snaps.items[:NAMED]
+            ],
+            "next_step": snap_step,
+        },
+        "overhead": {"bytes": overhead.bytes, "source": overhead.source},
+        "remainder": {
+            "bytes": rest,
+            "percent": _percent(rest, used),
+            "not_walked": walked.stopped is not None,
+            "next_step": rest_step,
+        },
+        "seconds": round(acc.elapsed, 3),
+    }
+    return "\n".join(lines), data

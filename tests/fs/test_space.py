@@ -1,0 +1,152 @@
+"""disk_usage explain without root or loop devices: the engine's parts on a real directory, a walk that
+runs out of time, a process that ends between being listed and being read, a pseudo filesystem, and
+the words and schema of the answer."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jsonschema
+import pytest
+
+from sysmcp.fs.disks import Figures, FsStats, statvfs_usage
+from sysmcp.fs.errors import WrongKind
+from sysmcp.fs.mounts import Mount, MountTable
+from sysmcp.fs.paths import PathPolicy
+from sysmcp.fs.space import DeletedScan, ExplainRequest, HeldOpen, covered_points, explain
+from sysmcp.protocol.context import RequestContext
+from sysmcp.protocol.errors import ArgumentError
+from sysmcp.results import ResultStore
+from sysmcp.tools.disk_explain import render
+from sysmcp.tools.disk_usage import OUTPUT_SCHEMA, DiskUsage
+from sysmcp.tools.registry import ToolContext
+
+MiB = 1 << 20
+
+
+class Peer:
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        pass
+
+
+def context(roots: list[Path] | None = None) -> ToolContext:
+    return ToolContext(RequestContext(1, "tools/call", Peer()), PathPolicy(roots), ResultStore())
+
+
+def planted(tmp_path: Path) -> Path:
+    top = tmp_path / "fs"
+    (top / "a").mkdir(parents=True)
+    for name, size in (("a/one", 3 * MiB), ("two", MiB)):
+        with open(top / name, "wb") as handle:
+            handle.write(b"x" * size)
+            os.fsync(handle.fileno())
+    return top
+
+
+def request_for(
+    top: Path,
+    used: int,
+    deleted: Callable[[Callable[[], None]], DeletedScan] = lambda check: DeletedScan(),
+    clock: Callable[[], float] | None = None,
+    roots: list[Path] | None = None,
+) -> ExplainRequest:
+    mount = Mount(str(top), "/dev/fake", "ext4", dev="7:0")
+    table = MountTable([Mount("/", "/dev/sda1", "ext4", dev="8:1"), mount])
+    fig = Figures.from_stats(
+        FsStats(4096, 1 << 20, (1 << 20) - used // 4096, (1 << 20) - used // 4096, 10, 5)
+    )
+    dev = os.stat(top).st_dev
+    extra: dict[str, Any] = {"clock": clock} if clock is not None else {}
+    return ExplainRequest(mount, fig, fig.free + fig.reserved, dev, table, deleted, 60.0, roots, **extra)
+
+
+def test_the_parts_add_up_to_used_and_the_remainder_is_what_is_left(tmp_path: Path) -> None:
+    top = planted(tmp_path)
+    dev = os.stat(top).st_dev
+    held = DeletedScan(
+        (
+            HeldOpen(str(top / "gone.log"), dev, 2 * MiB, ((812, "nginx"),)),
+            HeldOpen("/elsewhere", dev + 1, 5 * MiB, ((9, "other"),)),
+        ),
+        vanished=1,
+    )
+    acc = explain(request_for(top, 8 * MiB, lambda check: held))
+    walked = acc.walked
+    assert 4 * MiB <= walked.disk <= 4 * MiB + 64 * 1024 and walked.files == 2 and walked.stopped is None
+    assert acc.deleted.disk == 2 * MiB and [f.path for f in acc.deleted.files] == [str(top / "gone.log")]
+    assert acc.remainder == 8 * MiB - walked.disk - 2 * MiB
+    text, data = render(acc)
+    assert text.startswith(f"Of 8.0 MiB used on {top} (ext4 /dev/fake), 4.0")
+    assert "2.0 MiB are 1 deleted file held open by nginx (pid 812)" in text
+    assert "(1 process ended while being read)" in text
+    assert data["remainder"]["bytes"] == acc.remainder and data["deleted_open"]["processes_vanished"] == 1
+
+
+def test_a_walk_that_runs_out_of_time_is_partial_and_the_rest_is_not_walked(tmp_path: Path) -> None:
+    top = planted(tmp_path)
+    ticks = iter(range(0, 10**9, 1000))  # each look at the clock is 1000 s later: the budget is gone at once
+    acc = explain(request_for(top, 8 * MiB, clock=lambda: float(next(ticks))))
+    assert acc.walked.stopped is not None and "time budget" in acc.walked.stopped
+    text, data = render(acc)
+    assert text.startswith("PARTIAL RESULT: the walk stopped (time budget of 60 s reached)")
+    assert "is not walked" not in text and "not walked" in text.splitlines()[1]
+    assert data["partial"] is True and data["remainder"]["not_walked"] is True
+    assert "larger timeout_s" in data["remainder"]["next_step"]
+
+
+def test_outside_the_roots_a_held_file_is_counted_but_not_named(tmp_path: Path) -> None:
+    top = planted(tmp_path)
+    dev = os.stat(top).st_dev
+    held = DeletedScan((HeldOpen(str(top / "a" / "secret.log"), dev, MiB, ((1, "daemon"),)),))
+    acc = explain(request_for(top, 8 * MiB, lambda check: held, roots=[top / "two"]))
+    assert acc.deleted.disk == MiB and acc.deleted.files == [] and acc.deleted.not_named == 1
+    text, _ = render(acc)
+    assert "secret.log" not in text and "daemon" not in text and "outside your roots" in text
+
+
+def test_a_pseudo_filesystem_has_nothing_to_account_for(tmp_path: Path) -> None:
+    proc = Mount("/proc", "proc", "proc")
+    fig = Figures.from_stats(FsStats(4096, 0, 0, 0, 0, 0))
+    request = ExplainRequest(proc, fig, 0, 0, MountTable([proc]), lambda check: DeletedScan())
+    with pytest.raises(WrongKind, match="pseudo filesystem"):
+        explain(request)
+
+
+def test_mount_points_over_the_filesystem_are_found_and_nested_ones_left_to_their_own() -> None:
+    root = Mount("/", "/dev/sda1", "ext4")
+    data = Mount("/data", "/dev/sdb1", "xfs")
+    table = MountTable([root, data, Mount("/data/cache", "tmpfs", "tmpfs"), Mount("/run", "tmpfs", "tmpfs")])
+    assert covered_points(root, table) == ["data", "run"]
+    assert covered_points(data, table) == ["cache"]
+
+
+@pytest.mark.anyio
+async def test_explain_through_the_tool_reads_a_process_that_ended_meanwhile(tmp_path: Path) -> None:
+    top = planted(tmp_path)
+    proc = tmp_path / "proc"
+    (proc / "self" / "fd").mkdir(parents=True)
+    (proc / "4242").mkdir()  # listed, then gone before its descriptors are read: no fd directory
+    mount = Mount(str(top), "/dev/fake", "ext4")
+    handler = DiskUsage(
+        lambda: MountTable([Mount("/", "/dev/sda1", "ext4"), mount]), statvfs_usage, proc=str(proc)
+    )
+    args = {"path": str(top), "explain": True, "unit": "percent", "all": False}
+    with anyio.fail_after(60):
+        output = await handler(args, context())
+    jsonschema.validate(output.structured, OUTPUT_SCHEMA)
+    data = output.structured["explain"]
+    assert data["deleted_open"]["processes_vanished"] == 1 and data["deleted_open"]["bytes"] == 0
+    assert data["files"]["files"] == 2 and output.text.startswith("Of ")
+    assert "1 process ended while being read" in output.text
+    assert handler.answers_at_once(args) is False
+
+
+@pytest.mark.anyio
+async def test_explain_needs_a_path() -> None:
+    handler = DiskUsage(lambda: MountTable([Mount("/", "/dev/sda1", "ext4")]))
+    with pytest.raises(ArgumentError, match="explain needs a path"):
+        await handler({"explain": True, "unit": "percent", "all": False}, context())
