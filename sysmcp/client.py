@@ -67,6 +67,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "find_duplicates": ("sysmcp call find_duplicates path=/home min_size=1M",),
     "deleted_open_files": ("sysmcp call deleted_open_files", "sysmcp call deleted_open_files path=/var"),
     "disk_io": ("sysmcp call disk_io", "sysmcp call disk_io sample_s=10 top_n=3"),
+    "reclaim_plan": ("sysmcp call reclaim_plan", "sysmcp call reclaim_plan path=/var -o plan.sh"),
 }
 
 
