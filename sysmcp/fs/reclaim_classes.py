@@ -20,6 +20,8 @@ import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from sysmcp import platform
+
 #: Safety levels, from "delete it without a second thought" to "look first".
 REGENERABLE = "regenerable cache"
 REVIEW = "review"
@@ -378,6 +380,8 @@ def containers(layout: RootsLayout, timeout: float = CONTAINER_TIMEOUT) -> list[
 def deleted_open(layout: RootsLayout) -> list[Found]:
     """Deleted files a process still holds open: truncating through ``/proc/PID/fd/N`` frees them now."""
     found: list[Found] = []
+    if not platform.has_proc_fd(os.fsdecode(layout.proc)):
+        return found  # macOS and the BSDs: no /proc/PID/fd to find them, or to truncate through
     try:
         pids = sorted(int(n) for n in os.listdir(layout.proc) if n.isdigit())
     except OSError:

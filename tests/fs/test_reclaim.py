@@ -16,6 +16,7 @@ from sysmcp.fs.errors import NotFound
 from sysmcp.fs.reclaim import Plan, PlanRequest, apply_items, build_plan, confirmation_code
 from sysmcp.fs.reclaim_classes import RootsLayout
 from sysmcp.fs.reclaim_script import render_script
+from tests.profile import needs_proc
 
 
 def write(path: Path, size: int) -> int:
@@ -346,3 +347,73 @@ def test_in_a_private_mount_namespace_on_tmpfs_the_bytes_freed_match_the_plan() 
     report = json.loads(done.stdout)
     assert report["found"] == report["expected"]
     assert abs(report["freed"] - report["planned"]) <= 0.05 * report["planned"]
+
+
+HOLDER = textwrap.dedent(
+    """
+    import os, sys
+    handle = open(sys.argv[1], "wb")
+    handle.write(b"x" * int(sys.argv[2]))
+    handle.flush()
+    os.fsync(handle.fileno())
+    os.unlink(sys.argv[1])
+    print(os.fstat(handle.fileno()).st_blocks * 512, flush=True)
+    sys.stdin.read()  # hold the file until the test closes our stdin
+    """
+)
+
+
+@needs_proc
+def test_a_deleted_file_held_open_is_planned_with_its_holder_and_truncated(tmp_path: Path) -> None:
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc/PID/fd (Linux)")
+    name = tmp_path / "app.log"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(name), "3000000"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None
+        disk = int(holder.stdout.readline())
+        request = PlanRequest(
+            layout=RootsLayout(homes=()), classes=("deleted_open",), scope=(os.fsencode(tmp_path),)
+        )
+        plan = build_plan(request)
+        (item,) = plan.items
+        assert item.bytes == disk and item.action == "truncate" and item.safety == "risky"
+        assert [(h["pid"], h["mode"]) for h in item.holders] == [(holder.pid, "w")]
+        assert "restarting" in (item.note or "")
+        (applied,) = apply_items(plan, [item.id], lambda path: path.startswith(os.fsencode(tmp_path)))
+        assert [o.done for o in applied.outcomes] == [True]
+        fd_path = item.entries[0].path
+        assert os.stat(fd_path).st_size == 0
+    finally:
+        if holder.stdin is not None:
+            holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+FAKE_DOCKER = """#!/bin/sh
+[ "$1 $2" = "system df" ] || exit 3
+echo '{"Type":"Images","TotalCount":"5","Size":"2.5GB","Reclaimable":"1.2GB (48%)"}'
+echo '{"Type":"Containers","TotalCount":"1","Size":"10MB","Reclaimable":"0B (0%)"}'
+echo '{"Type":"Build Cache","TotalCount":"9","Size":"800MB","Reclaimable":"750.5MB"}'
+"""
+
+HUNG_DOCKER = "#!/bin/sh\nexec sleep 60\n"
+
+
+def test_container_caches_come_from_the_engines_own_figures_and_a_hung_engine_is_left_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sysmcp.fs.reclaim_classes import containers
+
+    for name, body in (("docker", FAKE_DOCKER), ("podman", HUNG_DOCKER)):
+        (tmp_path / name).write_text(body)
+        (tmp_path / name).chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    found = containers(RootsLayout(container_engines=("docker", "podman")), timeout=0.5)
+    assert {(f.command, f.figure) for f in found} == {
+        ("docker image prune", 1_200_000_000),
+        ("docker builder prune", 750_500_000),
+    }
+    assert all(f.action == "command" for f in found)

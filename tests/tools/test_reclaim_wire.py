@@ -163,3 +163,16 @@ def test_sysmcp_call_writes_the_plan_script_with_o(tmp_path: Path) -> None:
     assert script.startswith("#!/bin/sh")
     dry = subprocess.run(["sh", str(out)], capture_output=True, check=True)
     assert dry.stdout.count(b"would remove: ") == 2
+
+
+async def test_under_root_the_plan_lists_nothing_outside_the_roots(tmp_path: Path) -> None:
+    inside = tmp_path / "srv"
+    inside.mkdir()
+    async with spawn("--root", str(inside)) as wire:
+        await wire.initialize()
+        reply = await wire.call("reclaim_plan", {})
+        plan = reply["result"]["structuredContent"]
+        assert plan["path"] == str(inside)
+        assert all(p.startswith(f"{inside}/") for item in plan["items"] for p in item["paths"])
+        refused = await wire.call("reclaim_plan", {"path": "/var"})
+        assert refused["result"]["isError"] and "outside" in result_text(refused)
