@@ -176,3 +176,20 @@ async def test_under_root_the_plan_lists_nothing_outside_the_roots(tmp_path: Pat
         assert all(p.startswith(f"{inside}/") for item in plan["items"] for p in item["paths"])
         refused = await wire.call("reclaim_plan", {"path": "/var"})
         assert refused["result"]["isError"] and "outside" in result_text(refused)
+
+
+def test_sysmcp_call_forwards_allow_reclaim_and_without_it_reclaim_is_unknown(tmp_path: Path) -> None:
+    base = [sys.executable, "-m", "sysmcp", "call", "--root", str(tmp_path)]
+    args = ["reclaim", "plan_id=nope", 'items=["x"]']
+    without = subprocess.run(
+        [*base, *args], capture_output=True, check=False, env=child_env(os.environ), timeout=120
+    )
+    assert without.returncode == 2 and b"unknown tool" in without.stderr
+    allowed = subprocess.run(
+        [*base, "--allow-reclaim", *args],
+        capture_output=True,
+        check=False,
+        env=child_env(os.environ),
+        timeout=120,
+    )
+    assert allowed.returncode == 1 and b"nope" in allowed.stdout + allowed.stderr
