@@ -55,6 +55,13 @@ def _options(parser: argparse.ArgumentParser, *, roots: bool, subcommand: bool) 
     )
     if roots:
         parser.add_argument(
+            "--allow-reclaim",
+            action="store_true",
+            default=argparse.SUPPRESS if subcommand else False,
+            help="also serve the reclaim tool, which removes files of a reviewed reclaim plan after the "
+            "user confirms (default: nothing sysmcp serves writes anything)",
+        )
+        parser.add_argument(
             "--root",
             action="append",
             dest="more_roots" if subcommand else "root",
@@ -188,7 +195,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = CallOptions(
             raw=args.raw,
             version=args.protocol_version,
-            server_args=[*_server_args(args.log_level, roots), *_fleet_args(args)],
+            server_args=[
+                *_server_args(args.log_level, roots),
+                *(["--allow-reclaim"] if args.allow_reclaim else []),
+                *_fleet_args(args),
+            ],
             fleet=any(a in ("--host", "--inventory") for a in _fleet_args(args))
             or bool(os.environ.get("SYSMCP_HOSTS")),
             json_output=args.json,
@@ -200,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as exc:  # a malformed inventory names its line; never half a fleet
         print(f"sysmcp: {exc}", file=sys.stderr)
         return 2
-    return serve(args.log_level, roots, fleet)
+    return serve(args.log_level, roots, fleet, allow_reclaim=args.allow_reclaim)
 
 
 def _fleet(args: argparse.Namespace) -> Any:
@@ -284,7 +295,7 @@ def _fleet_args(args: argparse.Namespace) -> list[str]:
     return extra
 
 
-def serve(log_level: str, roots: Sequence[str], fleet: Any = None) -> int:
+def serve(log_level: str, roots: Sequence[str], fleet: Any = None, *, allow_reclaim: bool = False) -> int:
     configure(log_level)
     log = structlog.get_logger("sysmcp.cli")
     lacking = platform.missing_facilities()
@@ -298,7 +309,9 @@ def serve(log_level: str, roots: Sequence[str], fleet: Any = None) -> int:
 
     wire = StdioWire.claim()
     try:
-        anyio.run(_serve, FdTransport(wire.read_fd, wire.write_fd), roots, wire.interactive, fleet)
+        anyio.run(
+            _serve, FdTransport(wire.read_fd, wire.write_fd), roots, wire.interactive, fleet, allow_reclaim
+        )
     except KeyboardInterrupt:
         pass
     except BaseException as exc:
@@ -331,27 +344,33 @@ def _exit_past_stuck_threads(log: Any) -> None:
         os._exit(0)
 
 
-async def _serve(transport: Any, roots: Sequence[str], interactive: bool, fleet: Any = None) -> None:
+async def _serve(
+    transport: Any, roots: Sequence[str], interactive: bool, fleet: Any = None, allow_reclaim: bool = False
+) -> None:
     if fleet is None:
-        await _serve_with(transport, roots, interactive, None)
+        await _serve_with(transport, roots, interactive, None, allow_reclaim)
         return
     from sysmcp.fleet.setup import running_fleet
 
     async with running_fleet(fleet) as caller:  # at its end every ssh it started is ended
-        await _serve_with(transport, roots, interactive, caller)
+        await _serve_with(transport, roots, interactive, caller, allow_reclaim)
 
 
-async def _serve_with(transport: Any, roots: Sequence[str], interactive: bool, fleet: Any) -> None:
+async def _serve_with(
+    transport: Any, roots: Sequence[str], interactive: bool, fleet: Any, allow_reclaim: bool = False
+) -> None:
     from sysmcp.protocol.session import Session
     from sysmcp.server import build_server
-    from sysmcp.tools import ALL_TOOLS
+    from sysmcp.tools.reclaim import tools_for
 
     hosts_property = None
     if fleet is not None:
         from sysmcp.tools.merging import hosts_property as make_hosts_property
 
         hosts_property = make_hosts_property(list(fleet.groups), len(fleet.host_names))
-    server = build_server(ALL_TOOLS, roots=roots or None, fleet=fleet, hosts_property=hosts_property)
+    server = build_server(
+        tools_for(allow_reclaim), roots=roots or None, fleet=fleet, hosts_property=hosts_property
+    )
     session = Session(server, transport)
     async with anyio.create_task_group() as group:
         server.client_roots.peer, server.client_roots.spawn = session, group.start_soon

@@ -67,6 +67,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "find_duplicates": ("sysmcp call find_duplicates path=/home min_size=1M",),
     "deleted_open_files": ("sysmcp call deleted_open_files", "sysmcp call deleted_open_files path=/var"),
     "disk_io": ("sysmcp call disk_io", "sysmcp call disk_io sample_s=10 top_n=3"),
+    "reclaim_plan": ("sysmcp call reclaim_plan", "sysmcp call reclaim_plan path=/var -o plan.sh"),
 }
 
 
@@ -170,7 +171,9 @@ def fleet_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     return arguments
 
 
-def check_call(tool: str, arguments: dict[str, Any], *, fleet: bool = False) -> str | None:
+def check_call(
+    tool: str, arguments: dict[str, Any], *, fleet: bool = False, allow_reclaim: bool = False
+) -> str | None:
     """A usage problem with the tool or its arguments (checked here, before starting a server), or None.
 
     With a fleet configured ``hosts`` is checked as the fleet's argument; which hosts it names is the
@@ -180,6 +183,10 @@ def check_call(tool: str, arguments: dict[str, Any], *, fleet: bool = False) -> 
     from sysmcp.tools.merging import hosts_property
 
     tools = _tools()
+    if allow_reclaim:  # the server it starts serves reclaim too
+        from sysmcp.tools.reclaim import TOOL as RECLAIM
+
+        tools[RECLAIM.name] = RECLAIM
     if tool not in tools:
         return f"unknown tool {tool!r}; tools: {', '.join(tools)}"
     schema = tools[tool].input_schema
@@ -398,7 +405,9 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
         print("sysmcp call: which tool?\n" + tools_overview(), file=sys.stderr)
         return EXIT_USAGE
     arguments = fleet_arguments(arguments)
-    problem = check_call(tool, arguments, fleet=options.fleet)
+    problem = check_call(
+        tool, arguments, fleet=options.fleet, allow_reclaim="--allow-reclaim" in options.server_args
+    )
     if problem is not None:
         print(f"sysmcp call: {problem}", file=sys.stderr)
         return EXIT_USAGE

@@ -58,6 +58,7 @@ modified_within for what is new, modified_before for old clean-up candidates, sh
 - file_sha256: is this file the one I think it is (streamed SHA-256 digest).
 - hash_tree: a sha256sum/b3sum-style checksum manifest of a tree (md5 … blake3).
 - verify_checksums: check files against a manifest (SHA256SUMS, B3SUMS, …) and spot new files.
+- reclaim_plan: what could be deleted to free space, largest first, with costs (a plan and a script to review).
 Paths must be absolute. Long calls report progress and can be cancelled. {scope}"""
 
 COMPLETION_TIMEOUT = 2.0  # seconds a path completion may spend listing a directory
@@ -168,6 +169,11 @@ class Server:
         ctx.features = admission.features
         # Modern era: logging only if this request asked for it.
         ctx.log_level = self.log_level if admission.envelope is None else admission.envelope.log_level
+        ctx.client_capabilities = (
+            self.lifecycle.client_capabilities
+            if admission.envelope is None
+            else admission.envelope.client_capabilities
+        )
 
     async def handle_request(self, request: Request, ctx: RequestContext) -> dict[str, Any]:
         result = await self._methods[request.method](request.params, ctx)
@@ -195,6 +201,11 @@ class Server:
             else "Only these roots are in scope: " + ", ".join(map(str, roots)) + "."
         )
         text = INSTRUCTIONS.format(scope=scope)
+        if self.registry.get("reclaim") is not None:
+            text += (
+                "\nThe operator started this server with --allow-reclaim: the reclaim tool removes the files of "
+                "chosen items of a reclaim_plan, after the user confirms."
+            )
         if self.fleet is not None:
             text += "\n" + fleet_instructions(self.fleet.host_names, self.fleet.groups)
         return text

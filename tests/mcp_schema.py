@@ -58,6 +58,14 @@ def check(version: str, name: str, value: Any) -> None:
 
 def check_server_message(version: str, message: dict[str, Any], method: str | None = None) -> None:
     """Check one message the server wrote; ``method`` is the request a response answers, if known."""
+    if "method" in message and "id" in message:  # a request to the client (roots/list, elicitation/create)
+        check(version, "JSONRPCRequest", message)
+        check(
+            version,
+            "ServerRequest",
+            {k: v for k, v in message.items() if k != "jsonrpc"} | {"jsonrpc": "2.0"},
+        )
+        return
     if "method" in message:
         check(version, "JSONRPCNotification", message)
         check(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import anyio
@@ -36,6 +36,10 @@ class Peer(Protocol):
     """The session side a context talks through."""
 
     async def notify(self, method: str, params: dict[str, Any]) -> None: ...
+
+
+class ClientDeclined(Exception):
+    """A request to the client got no usable answer."""
 
 
 class Meter:
@@ -70,6 +74,8 @@ class RequestContext:
     features: Features = DEFAULT_FEATURES
     log_level: str | None = "warning"  # None: the client asked for no log messages
     limiter: anyio.CapacityLimiter | None = None
+    #: What the client declared it can do (``initialize``, or this request's envelope in 2026-07-28).
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
     _last_progress: float = -math.inf
     _last_sent_at: float = -math.inf
 
@@ -99,6 +105,27 @@ class RequestContext:
         if not self.wants_log(level):
             return
         await self.peer.notify("notifications/message", {"level": level, "logger": logger, "data": data})
+
+    def can_elicit(self) -> bool:
+        """Whether the client declared form-mode elicitation and this request may ask it something."""
+        declared = self.client_capabilities.get("elicitation")
+        if not isinstance(declared, dict) or self.features.modern:
+            return False
+        return not declared or isinstance(declared.get("form"), dict)  # {} is form mode (2025-06-18)
+
+    async def ask(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send the client a request (``elicitation/create``) and return its result, or raise
+        ``ClientDeclined`` when it answers with an error, cannot be asked, or says nothing in time."""
+        request = getattr(self.peer, "request", None)
+        if request is None:
+            raise ClientDeclined("this connection cannot carry requests to the client")
+        try:
+            response = await request(method, params, timeout=timeout)
+        except Exception as exc:  # ClientRequestError (a timeout) or a closed wire
+            raise ClientDeclined(str(exc)) from exc
+        if response.error is not None or not isinstance(response.result, dict):
+            raise ClientDeclined(str((response.error or {}).get("message", "no result")))
+        return dict(response.result)
 
     async def run_in_worker(
         self, work: Callable[[Meter], T], *, total: float | None = None, describe: Describe | None = None

@@ -8,6 +8,7 @@ from sysmcp.tools import (
     file_sha256,
     find_duplicates,
     hash_tree,
+    reclaim_plan,
     verify_checksums,
 )
 from sysmcp.tools.registry import Tool
@@ -21,6 +22,7 @@ ALL_TOOLS: tuple[Tool, ...] = (
     verify_checksums.TOOL,
     deleted_open_files.TOOL,
     disk_io.TOOL,
+    reclaim_plan.TOOL,
 )
 
 __all__ = ["ALL_TOOLS", "Tool"]

@@ -1,0 +1,265 @@
+"""reclaim: act on chosen items of a reviewed reclaim plan — the one tool that writes, and only opt-in.
+
+Listed only when the server was started with ``--allow-reclaim`` (cli → ``tools_for``): without the
+flag it does not exist, and a call to it is an unknown tool like any other. A human stays in the loop:
+through elicitation when the client declared it (form mode: one yes/no question with the exact items
+and bytes), else through two calls, the first returning a confirmation code bound to the plan, the
+exact item list and their bytes, the second carrying it (the client's own tool-approval prompt is then
+the human in the loop). The engine re-checks every file at the moment of acting and skips any that
+changed; every action is logged on stderr; the answer gives bytes freed, measured, against planned.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from sysmcp.fs.errors import NotFound, Refused
+from sysmcp.fs.paths import is_within
+from sysmcp.fs.reclaim import Applied, Plan, apply_items, confirmation_code
+from sysmcp.fs.units import human_bytes
+from sysmcp.protocol.context import ClientDeclined
+from sysmcp.tools import reclaim_plan
+from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
+
+log = structlog.get_logger("sysmcp.reclaim")
+
+#: Keys the confirmation codes of this server's life; never leaves the process.
+SECRET = secrets.token_bytes(32)
+ELICIT_TIMEOUT = 600.0  # seconds a person has to answer the question
+SKIPS_SHOWN = 10
+
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "plan_id": {"type": "string", "minLength": 1, "description": "The plan_id reclaim_plan returned."},
+        "items": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1},
+            "minItems": 1,
+            "uniqueItems": True,
+            "description": "Ids of the plan's items to act on; nothing else is touched.",
+        },
+        "confirm": {
+            "type": "string",
+            "description": "The confirmation code the first call returned for exactly these items (when the "
+            "client cannot be asked directly).",
+        },
+    },
+    "required": ["plan_id", "items"],
+    "additionalProperties": False,
+}
+
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "status": {"type": "string", "enum": ["done", "confirmation_needed", "declined"]},
+        "plan_id": {"type": "string"},
+        "planned_bytes": {"type": "integer"},
+        "freed_bytes": {"type": "integer", "description": "Measured: statvfs before and after each file."},
+        "confirmation_code": {"type": "string"},
+        "items": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"},
+                    "planned_bytes": {"type": "integer"},
+                    "freed_bytes": {"type": "integer"},
+                    "files_done": {"type": "integer"},
+                    "skipped": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {"path": {"type": "string"}, "reason": {"type": "string"}},
+                            "required": ["path", "reason"],
+                        },
+                    },
+                },
+                "required": ["id", "planned_bytes", "freed_bytes", "files_done", "skipped"],
+            },
+        },
+    },
+    "required": ["status", "plan_id", "planned_bytes"],
+    "additionalProperties": False,
+}
+
+REASONS = {
+    "changed": "changed since the plan",
+    "symlink": "a symbolic link is there now",
+    "gone": "gone already",
+    "outside": "outside the allowed roots",
+}
+
+
+def _plan(args: dict[str, Any]) -> tuple[Plan, list[str]]:
+    plan = reclaim_plan.PLANS.get(args["plan_id"])
+    if plan is None:
+        raise NotFound(f"no reclaim plan {args['plan_id']} is kept (make one with reclaim_plan)")
+    chosen = list(dict.fromkeys(args["items"]))
+    for item_id in chosen:
+        item = plan.item(item_id)
+        if item is None:
+            raise NotFound(f"plan {plan.id} has no item {item_id}")
+        if item.action == "command":
+            raise Refused(f"item {item_id} is freed by its vendor's command ({item.command}), not by sysmcp")
+    return plan, chosen
+
+
+def _listing(plan: Plan, chosen: list[str]) -> tuple[str, int]:
+    items = [item for item in plan.items if item.id in chosen]
+    total = sum(item.bytes for item in items)
+    lines = [
+        f"Remove {human_bytes(total)} in {len(items)} item{'s' if len(items) != 1 else ''} of plan {plan.id}?"
+    ]
+    for item in items:
+        verb = "truncate" if item.action == "truncate" else "delete"
+        lines.append(
+            f"  {item.id}: {verb} {len(item.entries):,} files, {human_bytes(item.bytes)} — {item.cost}"
+        )
+    return "\n".join(lines), total
+
+
+async def _confirmed(
+    args: dict[str, Any], ctx: ToolContext, plan: Plan, chosen: list[str]
+) -> ToolOutput | None:
+    """None when the person said yes (or the code is right); else the answer to give instead of acting."""
+    question, total = _listing(plan, chosen)
+    base = {"plan_id": plan.id, "planned_bytes": total}
+    if ctx.request.can_elicit() and "confirm" not in args:
+        schema = {
+            "type": "object",
+            "properties": {"confirm": {"type": "boolean", "title": "Yes, remove these files"}},
+            "required": ["confirm"],
+        }
+        try:
+            answer = await ctx.request.ask(
+                "elicitation/create", {"message": question, "requestedSchema": schema}, ELICIT_TIMEOUT
+            )
+        except ClientDeclined as exc:
+            log.info("elicitation failed; falling back to a confirmation code", reason=str(exc))
+        else:
+            content = answer.get("content")
+            if (
+                answer.get("action") == "accept"
+                and isinstance(content, dict)
+                and content.get("confirm") is True
+            ):
+                return None
+            return ToolOutput(
+                f"Nothing removed: the user did not confirm ({answer.get('action', 'no answer')}).",
+                {"status": "declined", **base},
+            )
+    code = confirmation_code(SECRET, plan, chosen)
+    given = args.get("confirm")
+    if given is None:
+        return ToolOutput(
+            f"{question}\nNothing removed yet. Show this list to the user; if they agree, call reclaim again "
+            f"with the same plan_id and items and confirm={code!r}.",
+            {"status": "confirmation_needed", "confirmation_code": code, **base},
+        )
+    if not secrets.compare_digest(str(given), code):
+        raise Refused(
+            "the confirmation code does not match this plan and exactly these items; nothing removed "
+            "(call reclaim without 'confirm' to get the code for this list)"
+        )
+    return None
+
+
+def _allowed(ctx: ToolContext) -> Any:
+    roots = ctx.paths.allowed
+
+    def allowed(path: bytes) -> bool:
+        return roots is None or any(is_within(Path(os.fsdecode(path)), root) for root in roots)
+
+    return allowed
+
+
+def _event(event: str, fields: dict[str, object]) -> None:
+    log.warning(event, **fields)  # at warning: every removal is on stderr at the default level
+
+
+def render(plan: Plan, results: list[Applied]) -> tuple[str, dict[str, Any]]:
+    planned = sum(a.item.bytes for a in results)
+    freed = sum(a.freed for a in results)
+    lines = [
+        f"Reclaim of plan {plan.id}: {human_bytes(freed)} freed (measured), {human_bytes(planned)} planned."
+    ]
+    items: list[dict[str, Any]] = []
+    for applied in results:
+        done = sum(1 for o in applied.outcomes if o.done)
+        skipped = [o for o in applied.outcomes if not o.done]
+        lines.append(
+            f"  {applied.item.id}: {done:,} files done, {human_bytes(applied.freed)} freed of "
+            f"{human_bytes(applied.item.bytes)} planned" + (f"; {len(skipped):,} skipped" if skipped else "")
+        )
+        for outcome in skipped[:SKIPS_SHOWN]:
+            reason = REASONS.get(outcome.reason or "", outcome.reason or "")
+            lines.append(f"      skipped {os.fsdecode(outcome.path)!r}: {reason}")
+        if len(skipped) > SKIPS_SHOWN:
+            lines.append(f"      … and {len(skipped) - SKIPS_SHOWN} more not shown")
+        items.append(
+            {
+                "id": applied.item.id,
+                "planned_bytes": applied.item.bytes,
+                "freed_bytes": applied.freed,
+                "files_done": done,
+                "skipped": [{"path": os.fsdecode(o.path), "reason": o.reason or ""} for o in skipped],
+            }
+        )
+    structured = {
+        "status": "done",
+        "plan_id": plan.id,
+        "planned_bytes": planned,
+        "freed_bytes": freed,
+        "items": items,
+    }
+    return "\n".join(lines), structured
+
+
+async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+    plan, chosen = _plan(args)
+    refusal = await _confirmed(args, ctx, plan, chosen)
+    if refusal is not None:
+        return refusal
+    allowed = _allowed(ctx)
+    log.warning("reclaim starting", plan=plan.id, items=chosen)
+    results = await ctx.run_in_worker(
+        lambda meter: apply_items(plan, chosen, allowed, log=_event, checkpoint=meter.checkpoint)
+    )
+    text, structured = render(plan, results)
+    return ToolOutput(text, structured)
+
+
+TOOL = Tool(
+    name="reclaim",
+    title="Reclaim space (removes files)",
+    description=(
+        "Removes the files of chosen items of a plan made by reclaim_plan (or truncates a deleted file held "
+        "open), and nothing else. Each file is re-checked at the moment of acting (device, inode, size, "
+        "mtime, ctime; reached without following any symlink) and skipped if it changed. Asks the user "
+        "first: through the client when it supports elicitation, else the first call returns a confirmation "
+        "code for exactly these items, which a second call must carry; show the list to the user before "
+        "sending it. Reports bytes freed (measured) against bytes planned."
+    ),
+    input_schema=INPUT_SCHEMA,
+    output_schema=OUTPUT_SCHEMA,
+    handler=handle,
+    annotations={
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "idempotentHint": False,
+        "openWorldHint": False,
+    },
+)
+
+
+def tools_for(allow_reclaim: bool) -> tuple[Tool, ...]:
+    """The tool list a server serves: ``reclaim`` only when the operator allowed it."""
+    from sysmcp.tools import ALL_TOOLS
+
+    return (*ALL_TOOLS, TOOL) if allow_reclaim else ALL_TOOLS

@@ -1,0 +1,436 @@
+"""Reclaim plans against real files: exact bytes per class, hard links, the script, acting on changes."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from sysmcp.fs.errors import NotFound
+from sysmcp.fs.reclaim import Plan, PlanRequest, apply_items, build_plan, confirmation_code
+from sysmcp.fs.reclaim_classes import RootsLayout
+from sysmcp.fs.reclaim_script import render_script
+from tests.profile import needs_proc
+
+
+def write(path: Path, size: int) -> int:
+    """A file of ``size`` bytes; its disk bytes (what removing it frees)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(os.urandom(size))
+    return os.lstat(path).st_blocks * 512
+
+
+def layout(base: Path) -> RootsLayout:
+    b = os.fsencode(base)
+    return RootsLayout(
+        apt=b + b"/var/cache/apt",
+        dnf=b + b"/var/cache/dnf",
+        yum=b + b"/var/cache/yum",
+        pacman=b + b"/var/cache/pacman/pkg",
+        apk=b + b"/var/cache/apk",
+        log=b + b"/var/log",
+        journal=(b + b"/var/log/journal",),
+        coredump=(b + b"/var/lib/systemd/coredump",),
+        core_dirs=(b + b"/tmp",),
+        homes=(b + b"/home/ann",),
+        proc=b + b"/no-proc",
+        container_engines=(),
+    )
+
+
+def tree(base: Path) -> dict[str, int]:
+    """One of each class, and decoys that no class may take; the expected disk bytes per class."""
+    expected = {
+        "package_cache": write(base / "var/cache/apt/archives/vim_9.deb", 50_000)
+        + write(base / "var/cache/apt/pkgcache.bin", 9_000)
+        + write(base / "var/cache/dnf/updates/packages/x.rpm", 7_000)
+        + write(base / "var/cache/pacman/pkg/y-1-x86_64.pkg.tar.zst", 6_000)
+        + write(base / "var/cache/apk/z-1.apk", 5_000),
+        "language_cache": write(base / "home/ann/.cache/pip/http/a", 12_000)
+        + write(base / "home/ann/.npm/_cacache/content/b", 8_000)
+        + write(base / "home/ann/.cargo/registry/cache/c.crate", 4_000)
+        + write(base / "home/ann/go/pkg/mod/cache/d.zip", 3_000)
+        + write(base / "home/ann/.cache/go-build/e", 2_000)
+        + write(base / "home/ann/.cache/uv/f", 1_000),
+        "journal": write(base / "var/log/journal/m/system@0001-0002.journal", 40_000)
+        + write(base / "var/log/journal/m/user-1000.journal~", 10_000),
+        "rotated_log": write(base / "var/log/syslog.1", 30_000)
+        + write(base / "var/log/syslog.2.gz", 20_000)
+        + write(base / "var/log/apt/history.log.3.gz", 3_000)
+        + write(base / "var/log/messages-20260101", 2_000),
+        "core_dump": write(base / "var/lib/systemd/coredump/core.bash.1000.zst", 25_000)
+        + write(base / "tmp/core.4242", 15_000),
+        "trash": write(base / "home/ann/.local/share/Trash/files/old.iso", 60_000)
+        + write(base / "home/ann/.local/share/Trash/info/old.iso.trashinfo", 100),
+    }
+    for decoy in (
+        "var/log/syslog",
+        "var/log/journal/m/system.journal",
+        "var/cache/apt/archives/lock",
+        "home/ann/notes.txt",
+        "tmp/core.txt",
+    ):
+        write(base / decoy, 1_000)
+    os.symlink(base / "var/log/syslog", base / "var/log/link.1")  # a symlink is never an item
+    return expected
+
+
+def by_class(plan: Plan) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for item in plan.items:
+        totals[item.klass] = totals.get(item.klass, 0) + item.bytes
+    return totals
+
+
+def test_each_class_is_found_with_its_exact_disk_bytes_and_nothing_else(tmp_path: Path) -> None:
+    expected = tree(tmp_path)
+    plan = build_plan(PlanRequest(layout=layout(tmp_path)))
+    assert by_class(plan) == expected
+    paths = {os.fsdecode(e.path) for item in plan.items for e in item.entries}
+    assert not any(
+        p.endswith(("/syslog", "/system.journal", "/lock", "notes.txt", "core.txt", "link.1")) for p in paths
+    )
+    assert [item.bytes for item in plan.items] == sorted((item.bytes for item in plan.items), reverse=True)
+    apt = next(item for item in plan.items if item.entries and item.entries[0].path.endswith(b".deb"))
+    assert apt.command == "apt-get clean" and apt.safety == "regenerable cache"
+    journal = next(item for item in plan.items if item.klass == "journal")
+    assert "journalctl --rotate" in (journal.note or "")
+
+
+def test_identity_is_kept_per_path(tmp_path: Path) -> None:
+    write(tmp_path / "var/log/syslog.1", 5_000)
+    plan = build_plan(PlanRequest(layout=layout(tmp_path), classes=("rotated_log",)))
+    entry = plan.items[0].entries[0]
+    st = os.lstat(entry.path)
+    who = entry.identity
+    assert (who.dev, who.ino, who.size, who.mtime_ns, who.ctime_ns) == (
+        st.st_dev,
+        st.st_ino,
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_ctime_ns,
+    )
+
+
+def test_a_hard_link_counts_once_and_only_when_every_link_goes(tmp_path: Path) -> None:
+    disk = write(tmp_path / "var/log/a.1", 40_000)
+    os.link(tmp_path / "var/log/a.1", tmp_path / "var/log/b.1")  # both in the plan: counted once
+    other = write(tmp_path / "var/log/c.1", 20_000)
+    os.link(tmp_path / "var/log/c.1", tmp_path / "home-keep")  # a link outside the plan keeps the blocks
+    item = build_plan(PlanRequest(layout=layout(tmp_path), classes=("rotated_log",))).items[0]
+    assert item.bytes == disk
+    assert item.shared == other
+
+
+def test_the_scope_keeps_only_items_below_it(tmp_path: Path) -> None:
+    tree(tmp_path)
+    scope = (os.fsencode(tmp_path / "var/log"),)
+    plan = build_plan(PlanRequest(layout=layout(tmp_path), scope=scope))
+    assert {item.klass for item in plan.items} == {"journal", "rotated_log"}
+
+
+def test_duplicates_keep_the_first_copy(tmp_path: Path) -> None:
+    data = os.urandom(30_000)
+    for name in ("a", "b", "c"):
+        (tmp_path / name).write_bytes(data)
+    groups = [[os.fsencode(tmp_path / n) for n in ("a", "b", "c")]]
+    plan = build_plan(PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups))
+    (item,) = plan.items
+    assert [e.path for e in item.entries] == groups[0][1:]
+    assert item.bytes == 2 * os.lstat(tmp_path / "a").st_blocks * 512
+
+
+def plan_of(tmp_path: Path, names: list[bytes]) -> Plan:
+    log = tmp_path / "var/log"
+    log.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        with open(os.fsencode(log) + b"/" + name, "wb") as handle:
+            handle.write(b"x" * 5000)
+    return build_plan(PlanRequest(layout=layout(tmp_path), classes=("rotated_log",)))
+
+
+def hostile(count: int) -> list[bytes]:
+    """Names no shell must misread: quotes, $(…), backticks, newlines (also last), leading -, bytes
+    that are not UTF-8, globs, spaces, control bytes; each ends like a rotated log."""
+    rng = random.Random(25)
+    pieces = [
+        b"'",
+        b'"',
+        b"$(touch PWNED)",
+        b"`id`",
+        b"\n",
+        b"-",
+        b"--apply",
+        b"\xff\xfe",
+        b"*",
+        b"?",
+        b" ",
+        b"\t",
+        b"\\",
+        b"%s",
+        b"%%",
+        b";",
+        b"|",
+        b"&",
+        b"\x01",
+        b"\xc3\xa9",
+        b"!",
+        b"~",
+        b"{a,b}",
+    ]
+    names: set[bytes] = set()
+    while len(names) < count:
+        body = b"".join(rng.choice(pieces) for _ in range(rng.randint(1, 6)))
+        name = (
+            body + str(len(names)).encode() + rng.choice([b".1", b".2.gz", b".gz", b"-20260101"])
+        ).replace(b"/", b"_")
+        if name.startswith(b"."):
+            name = b"_" + name
+        names.add(name)
+    return sorted(names)
+
+
+@pytest.mark.parametrize("raw", [b"/a\n", b"/a\n\n", b"/\xff'$(x)`y`%s\\", b"/plain path", b"/it's"])
+def test_every_quoted_name_expands_to_its_exact_bytes(raw: bytes) -> None:
+    from sysmcp.fs.reclaim_script import quote
+
+    setup, word = quote(raw)
+    done = subprocess.run(["sh", "-c", f"{setup}printf '%s' {word}"], capture_output=True, check=True)
+    assert done.stdout == raw
+
+
+def run_script(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    path = cwd / "plan.sh"
+    path.write_text(script, encoding="ascii")
+    return subprocess.run(["sh", str(path), *args], capture_output=True, cwd=cwd, check=False, timeout=300)
+
+
+def test_the_script_is_valid_sh_and_its_dry_run_prints_exactly_the_planned_paths(tmp_path: Path) -> None:
+    plan = plan_of(tmp_path / "t", hostile(1000))
+    planned = [e.path for item in plan.items for e in item.entries]
+    assert len(planned) == 1000
+    script = render_script(plan)
+    assert script.isascii()
+    assert subprocess.run(["sh", "-n"], input=script.encode(), check=False).returncode == 0
+    work = tmp_path / "cwd"
+    work.mkdir()
+    done = run_script(script, cwd=work)
+    assert done.returncode == 0, done.stderr
+    expected = b"".join(b"would remove: " + path + b"\n" for path in planned)
+    assert done.stdout.startswith(expected)
+    assert done.stdout[len(expected) :].startswith(b"dry run: nothing was changed (0 skipped)")
+    assert not (work / "PWNED").exists() and all(os.path.lexists(p) for p in planned)
+
+
+def test_the_script_applies_and_skips_what_changed_replaced_or_became_a_symlink(tmp_path: Path) -> None:
+    plan = plan_of(tmp_path, [b"same.1", b"grown.1", b"new-inode.1", b"link.1", b"-dash \n.1"])
+    log = tmp_path / "var/log"
+    with open(log / "grown.1", "ab") as handle:
+        handle.write(b"more")
+    (log / "new-inode.tmp").write_bytes(b"x" * 5000)
+    os.replace(log / "new-inode.tmp", log / "new-inode.1")  # same name and size, another inode
+    os.unlink(log / "link.1")
+    os.symlink(log / "grown.1", log / "link.1")
+    done = run_script(render_script(plan), "--apply", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert f"removed: {log}/same.1\n".encode() in out
+    assert f"removed: {log}/-dash \n.1\n".encode() in out
+    for name in ("grown.1", "new-inode.1", "link.1"):
+        assert f"skipped: {log}/{name}: ".encode() in out
+        assert os.path.lexists(log / name)
+    assert not (log / "same.1").exists()
+    assert b"done: 2 files acted on, 3 skipped" in out
+
+
+def test_reclaim_skips_modified_replaced_and_symlinked_files_and_a_swapped_directory(tmp_path: Path) -> None:
+    log = tmp_path / "var/log"
+    (log / "sub").mkdir(parents=True)
+    (log / "sub/inner.1").write_bytes(b"y" * 8000)
+    plan = plan_of(tmp_path, [b"same.1", b"grown.1", b"new-inode.1", b"link.1"])
+    with open(log / "grown.1", "ab") as handle:
+        handle.write(b"more")
+    (log / "new-inode.tmp").write_bytes(b"x" * 5000)
+    os.replace(log / "new-inode.tmp", log / "new-inode.1")  # same name and size, another inode
+    os.unlink(log / "link.1")
+    os.symlink(log / "grown.1", log / "link.1")
+    elsewhere = tmp_path / "elsewhere"
+    os.rename(log / "sub", elsewhere)
+    os.symlink(elsewhere, log / "sub")  # the directory on the way is a symlink now: never followed
+    (item,) = plan.items
+    (applied,) = apply_items(plan, [item.id], lambda path: True)
+    reasons = {os.fsdecode(os.path.basename(o.path)): o.reason for o in applied.outcomes}
+    assert reasons == {
+        "same.1": None,
+        "grown.1": "changed",
+        "new-inode.1": "changed",
+        "link.1": "symlink",
+        "inner.1": "symlink",
+    }
+    assert not (log / "same.1").exists() and (elsewhere / "inner.1").exists()
+
+
+def test_reclaim_never_acts_outside_the_allowed_roots(tmp_path: Path) -> None:
+    plan = plan_of(tmp_path, [b"a.1"])
+    (applied,) = apply_items(plan, [plan.items[0].id], lambda path: False)
+    assert [o.reason for o in applied.outcomes] == ["outside"]
+    assert (tmp_path / "var/log/a.1").exists()
+
+
+def test_reclaim_removes_every_link_of_a_planned_inode(tmp_path: Path) -> None:
+    plan = plan_of(tmp_path, [b"a.1"])
+    os.link(tmp_path / "var/log/a.1", tmp_path / "var/log/b.1")
+    plan = build_plan(PlanRequest(layout=layout(tmp_path), classes=("rotated_log",)))
+    (applied,) = apply_items(plan, [plan.items[0].id], lambda path: True)
+    assert all(o.done for o in applied.outcomes), applied.outcomes  # the ctime the first unlink moved is ours
+
+
+def test_an_unknown_item_is_refused_and_codes_bind_the_exact_list(tmp_path: Path) -> None:
+    plan = plan_of(tmp_path, [b"a.1"])
+    with pytest.raises(NotFound):
+        apply_items(plan, ["nope"], lambda path: True)
+    item_id = plan.items[0].id
+    assert confirmation_code(b"k" * 32, plan, [item_id]) != confirmation_code(b"k" * 32, plan, [item_id, "x"])
+    assert confirmation_code(b"k" * 32, plan, [item_id]) != confirmation_code(b"j" * 32, plan, [item_id])
+
+
+NAMESPACE = textwrap.dedent(
+    """
+    import json, os, subprocess, sys
+    sys.path.insert(0, sys.argv[1])
+    image = sys.argv[2]  # an ext4 image for a loop mount over /var/cache/apt, or "" for tmpfs there too
+    for place in ("/var/cache/apt", "/var/log", "/home"):
+        os.makedirs(place, exist_ok=True)
+        if place == "/var/cache/apt" and image:
+            subprocess.run(["mount", "-o", "loop", image, place], check=True)
+        else:
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", place], check=True)
+    from tests.fs.test_reclaim import write
+    from sysmcp.fs.reclaim import PlanRequest, apply_items, build_plan
+    from sysmcp.fs.reclaim_classes import RootsLayout
+    expected = {
+        "package_cache": write(__import__("pathlib").Path("/var/cache/apt/archives/big_1.deb"), 5_000_000),
+        "rotated_log": write(__import__("pathlib").Path("/var/log/syslog.1"), 3_000_000),
+        "language_cache": write(__import__("pathlib").Path("/home/bob/.cache/pip/w"), 2_000_000),
+    }
+    layout = RootsLayout(homes=(b"/home/bob",), coredump=(), core_dirs=(), container_engines=(), journal=(),
+                         proc=b"/nonexistent")
+    plan = build_plan(PlanRequest(layout=layout))
+    found = {}
+    for item in plan.items:
+        found[item.klass] = found.get(item.klass, 0) + item.bytes
+    results = apply_items(plan, [item.id for item in plan.items], lambda path: True)
+    freed = {a.item.klass: a.freed for a in results}
+    fs = subprocess.run(["stat", "-f", "-c", "%T", "/var/cache/apt"], capture_output=True, text=True).stdout.strip()
+    print(json.dumps({"expected": expected, "found": found, "freed": freed, "apt_fs": fs}))
+
+    """
+)
+
+
+def test_in_a_private_mount_namespace_on_tmpfs_and_a_loop_ext4_the_bytes_freed_match_the_plan(
+    tmp_path: Path,
+) -> None:
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0 or not os.path.exists("/proc/self/mountinfo"):
+        pytest.skip("needs root and unshare to mount tmpfs over /var/cache/apt, /var/log and /home privately")
+    if subprocess.run([unshare, "-m", "--propagation", "private", "true"], capture_output=True).returncode:
+        pytest.skip("unshare -m is not permitted here")
+    image = ""
+    mkfs = shutil.which("mkfs.ext4")
+    if mkfs is not None:  # a loop filesystem where one can be made; tmpfs everywhere otherwise
+        image = str(tmp_path / "apt.img")
+        with open(image, "wb") as handle:
+            handle.truncate(64 << 20)
+        subprocess.run([mkfs, "-q", "-F", image], check=True, capture_output=True)
+    repo = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run(
+        [unshare, "-m", "--propagation", "private", sys.executable, "-c", NAMESPACE, repo, image],
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    import json
+
+    report = json.loads(done.stdout)
+    assert report["found"] == report["expected"]
+    assert (report["apt_fs"] != "tmpfs") is bool(image), report["apt_fs"]  # the loop ext4 really was there
+    for klass, planned in report["expected"].items():
+        assert abs(report["freed"][klass] - planned) <= 0.05 * planned, (klass, report)
+
+
+HOLDER = textwrap.dedent(
+    """
+    import os, sys
+    handle = open(sys.argv[1], "wb")
+    handle.write(b"x" * int(sys.argv[2]))
+    handle.flush()
+    os.fsync(handle.fileno())
+    os.unlink(sys.argv[1])
+    print(os.fstat(handle.fileno()).st_blocks * 512, flush=True)
+    sys.stdin.read()  # hold the file until the test closes our stdin
+    """
+)
+
+
+@needs_proc
+def test_a_deleted_file_held_open_is_planned_with_its_holder_and_truncated(tmp_path: Path) -> None:
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc/PID/fd (Linux)")
+    name = tmp_path / "app.log"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(name), "3000000"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None
+        disk = int(holder.stdout.readline())
+        request = PlanRequest(
+            layout=RootsLayout(homes=()), classes=("deleted_open",), scope=(os.fsencode(tmp_path),)
+        )
+        plan = build_plan(request)
+        (item,) = plan.items
+        assert item.bytes == disk and item.action == "truncate" and item.safety == "risky"
+        assert [(h["pid"], h["mode"]) for h in item.holders] == [(holder.pid, "w")]
+        assert "restarting" in (item.note or "")
+        (applied,) = apply_items(plan, [item.id], lambda path: path.startswith(os.fsencode(tmp_path)))
+        assert [o.done for o in applied.outcomes] == [True]
+        fd_path = item.entries[0].path
+        assert os.stat(fd_path).st_size == 0
+    finally:
+        if holder.stdin is not None:
+            holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+FAKE_DOCKER = """#!/bin/sh
+[ "$1 $2" = "system df" ] || exit 3
+echo '{"Type":"Images","TotalCount":"5","Size":"2.5GB","Reclaimable":"1.2GB (48%)"}'
+echo '{"Type":"Containers","TotalCount":"1","Size":"10MB","Reclaimable":"0B (0%)"}'
+echo '{"Type":"Build Cache","TotalCount":"9","Size":"800MB","Reclaimable":"750.5MB"}'
+"""
+
+HUNG_DOCKER = "#!/bin/sh\nexec sleep 60\n"
+
+
+def test_container_caches_come_from_the_engines_own_figures_and_a_hung_engine_is_left_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sysmcp.fs.reclaim_classes import containers
+
+    for name, body in (("docker", FAKE_DOCKER), ("podman", HUNG_DOCKER)):
+        (tmp_path / name).write_text(body)
+        (tmp_path / name).chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    found = containers(RootsLayout(container_engines=("docker", "podman")), timeout=0.5)
+    assert {(f.command, f.figure) for f in found} == {
+        ("docker image prune", 1_200_000_000),
+        ("docker builder prune", 750_500_000),
+    }
+    assert all(f.action == "command" for f in found)
