@@ -15,7 +15,6 @@ from sysmcp.fs.reclaim import MemoryPlanStore, Plan, PlanRequest, PlanStore, bui
 from sysmcp.fs.reclaim_classes import CLASSES
 from sysmcp.fs.reclaim_script import render_script
 from sysmcp.fs.units import human_bytes
-from sysmcp.fs.walk import SkipCounter
 from sysmcp.protocol.context import Meter
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import require_directory
@@ -89,13 +88,13 @@ PATHS_SHOWN = 5
 
 def duplicate_groups(root: Path, meter: Meter) -> list[list[bytes]]:
     """The one adapter to ``find_duplicates``: its groups as absolute paths, the kept copy first."""
+    from sysmcp.fs.duplicates import DuplicatesRequest, find_duplicates
     from sysmcp.fs.walk import WalkOptions
-    from sysmcp.tools.find_duplicates import find_duplicates
+    from sysmcp.tools.find_duplicates import meter_report
 
     base = os.fsencode(root)
-    search = find_duplicates(
-        base, WalkOptions(one_file_system=True), SkipCounter(), 1, DUPLICATES_TIMEOUT_S, meter
-    )
+    request = DuplicatesRequest(base, WalkOptions(one_file_system=True), timeout_s=DUPLICATES_TIMEOUT_S)
+    search = find_duplicates(request, report=meter_report(meter), check_cancelled=meter.checkpoint)
     joined = base.rstrip(b"/") + b"/"
     return [[joined + os.fsencode(c.relative) for c in group.copies] for group in search.groups]
 
