@@ -86,7 +86,26 @@ def _fleet_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> None
         help="what ssh runs on each host (default: uvx sysmcp; a host's sysmcp_command wins)",
     )
     fleet.add_argument(
-        "--fleet-concurrency", type=int, metavar="N", default=default, help="hosts asked at once (default 16)"
+        "--fleet-concurrency",
+        "--fleet-forks",
+        type=int,
+        metavar="N",
+        default=default,
+        help="hosts asked at once (default 64)",
+    )
+    fleet.add_argument(
+        "--fleet-deadline",
+        type=float,
+        metavar="SECONDS",
+        default=default,
+        help="answer by then with the hosts that answered, naming the others pending (default 25)",
+    )
+    fleet.add_argument(
+        "--jump-handshakes",
+        type=int,
+        metavar="N",
+        default=default,
+        help="new ssh handshakes at once through one jump host (default 10, as sshd's MaxStartups)",
     )
     fleet.add_argument(
         "--connect-timeout",
@@ -224,11 +243,18 @@ def _fleet(args: argparse.Namespace) -> Any:
         if getattr(args, "inventory", None):
             raise ValueError(f"the inventory {args.inventory} lists no host")
         return None
-    concurrency = getattr(args, "fleet_concurrency", None) or 16
-    timeout = getattr(args, "connect_timeout", None) or 10.0
-    if concurrency < 1 or timeout <= 0:
-        raise ValueError("--fleet-concurrency and --connect-timeout must be positive")
-    options = FleetOptions(inventory, concurrency=concurrency, connect_timeout=timeout)
+    options = FleetOptions(inventory)
+    concurrency = getattr(args, "fleet_concurrency", None) or options.concurrency
+    timeout = getattr(args, "connect_timeout", None) or options.connect_timeout
+    deadline = getattr(args, "fleet_deadline", None) or options.deadline
+    handshakes = getattr(args, "jump_handshakes", None) or options.handshakes
+    if min(concurrency, timeout, deadline, handshakes) <= 0:
+        raise ValueError(
+            "--fleet-concurrency, --connect-timeout, --fleet-deadline and --jump-handshakes must be positive"
+        )
+    options = replace(
+        options, concurrency=concurrency, connect_timeout=timeout, deadline=deadline, handshakes=handshakes
+    )
     if getattr(args, "ssh_config", None):
         options = replace(options, ssh_config=args.ssh_config)
     if getattr(args, "remote_command", None):
@@ -277,6 +303,8 @@ def _fleet_args(args: argparse.Namespace) -> list[str]:
         ("--remote-command", "remote_command"),
         ("--fleet-concurrency", "fleet_concurrency"),
         ("--connect-timeout", "connect_timeout"),
+        ("--fleet-deadline", "fleet_deadline"),
+        ("--jump-handshakes", "jump_handshakes"),
     ):
         value = getattr(args, dest, None)
         if value is not None:
@@ -346,12 +374,7 @@ async def _serve_with(transport: Any, roots: Sequence[str], interactive: bool, f
     from sysmcp.server import build_server
     from sysmcp.tools import ALL_TOOLS
 
-    hosts_property = None
-    if fleet is not None:
-        from sysmcp.tools.merging import hosts_property as make_hosts_property
-
-        hosts_property = make_hosts_property(list(fleet.groups), len(fleet.host_names))
-    server = build_server(ALL_TOOLS, roots=roots or None, fleet=fleet, hosts_property=hosts_property)
+    server = build_server(ALL_TOOLS, roots=roots or None, fleet=fleet)
     session = Session(server, transport)
     async with anyio.create_task_group() as group:
         server.client_roots.peer, server.client_roots.spawn = session, group.start_soon

@@ -176,8 +176,8 @@ def check_call(tool: str, arguments: dict[str, Any], *, fleet: bool = False) -> 
     With a fleet configured ``hosts`` is checked as the fleet's argument; which hosts it names is the
     server's to say (it has the inventory).
     """
+    from sysmcp.fleet.schema import hosts_property
     from sysmcp.tools.arguments import validate_arguments
-    from sysmcp.tools.merging import hosts_property
 
     tools = _tools()
     if tool not in tools:

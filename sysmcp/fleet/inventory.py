@@ -41,6 +41,8 @@ class Host:
     port: int | None = None  # ansible_port → ssh -o Port
     user: str | None = None  # ansible_user → ssh -o User
     command: str | None = None  # sysmcp_command: the remote command for this host
+    jump: str | None = None  # ProxyJump (-J, from the inventory's ssh args or ssh_config): its bastions
+    options: tuple[str, ...] = ()  # further ``-o Key=Value`` from the inventory's ssh args
 
 
 @dataclass(frozen=True)

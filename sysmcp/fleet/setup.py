@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from sysmcp.fleet.fanout import DEFAULT_CONCURRENCY, Fleet
+from sysmcp.fleet.fanout import DEFAULT_CONCURRENCY, DEFAULT_DEADLINE, Fleet
 from sysmcp.fleet.inventory import Inventory, from_names, merge, parse_ini, split_hosts_env
-from sysmcp.fleet.pool import Pool, private_control_dir
+from sysmcp.fleet.pool import DEFAULT_HANDSHAKES, Pool, private_control_dir
 from sysmcp.fleet.ssh import DEFAULT_CONNECT_TIMEOUT, DEFAULT_REMOTE_COMMAND, SshSettings
 
 HOSTS_ENV = "SYSMCP_HOSTS"
@@ -22,6 +22,8 @@ class FleetOptions:
     remote_command: str = DEFAULT_REMOTE_COMMAND
     concurrency: int = DEFAULT_CONCURRENCY
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    deadline: float = DEFAULT_DEADLINE
+    handshakes: int = DEFAULT_HANDSHAKES
 
 
 def load_inventory(hosts: Sequence[str], env_value: str | None, inventory_file: str | None) -> Inventory:
@@ -49,9 +51,9 @@ async def running_fleet(options: FleetOptions) -> AsyncIterator[Fleet]:
         remote_command=options.remote_command,
         connect_timeout=options.connect_timeout,
     )
-    pool = Pool(options.inventory, settings)
+    pool = Pool(options.inventory, settings, options.handshakes)
     async with pool.open():
-        yield Fleet(options.inventory, pool, options.concurrency)
+        yield Fleet(options.inventory, pool, options.concurrency, options.deadline)
 
 
 __all__ = ["HOSTS_ENV", "FleetOptions", "load_inventory", "running_fleet"]

@@ -46,6 +46,10 @@ def _common(settings: SshSettings, host: Host) -> list[str]:
         argv += ["-o", f"Port={host.port}"]
     if host.user is not None:
         argv += ["-o", f"User={host.user}"]
+    if host.jump is not None:
+        argv += ["-o", f"ProxyJump={host.jump}"]
+    for option in host.options:
+        argv += ["-o", option]
     return argv
 
 
