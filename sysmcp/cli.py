@@ -77,7 +77,19 @@ def _fleet_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> None
         default=default,
         help="a host the tools may run on (repeatable; also $SYSMCP_HOSTS, comma- or colon-separated)",
     )
-    fleet.add_argument("--inventory", metavar="FILE", default=default, help="an Ansible INI inventory")
+    fleet.add_argument(
+        "--inventory",
+        metavar="FILE",
+        default=default,
+        help="the hosts: an Ansible inventory (INI, YAML, or ansible-inventory --list JSON), an ssh_config "
+        "(its Host names), or a list of names",
+    )
+    fleet.add_argument(
+        "--inventory-command",
+        metavar="CMD",
+        default=default,
+        help="a command printing ansible-inventory --list JSON (a dynamic inventory), run once at start",
+    )
     fleet.add_argument("--ssh-config", metavar="FILE", default=default, help="passed to every ssh as -F FILE")
     fleet.add_argument(
         "--remote-command",
@@ -208,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raw=args.raw,
             version=args.protocol_version,
             server_args=[*_server_args(args.log_level, roots), *_fleet_args(args)],
-            fleet=any(a in ("--host", "--inventory") for a in _fleet_args(args))
+            fleet=any(a in ("--host", "--inventory", "--inventory-command") for a in _fleet_args(args))
             or bool(os.environ.get("SYSMCP_HOSTS")),
             json_output=args.json,
             output=args.output,
@@ -228,13 +240,21 @@ def _fleet(args: argparse.Namespace) -> Any:
     Without one nothing of the fleet is even imported: a single-host start stays as it was.
     """
     hosts = [*(getattr(args, "host", None) or []), *getattr(args, "more_hosts", [])]
-    if not hosts and not getattr(args, "inventory", None) and not os.environ.get("SYSMCP_HOSTS"):
+    inventory_command = getattr(args, "inventory_command", None)
+    if (
+        not hosts
+        and not getattr(args, "inventory", None)
+        and not inventory_command
+        and not os.environ.get("SYSMCP_HOSTS")
+    ):
         return None
     from sysmcp.fleet.inventory import InventoryError
     from sysmcp.fleet.setup import HOSTS_ENV, FleetOptions, load_inventory
+    from sysmcp.fleet.sources import detect
 
+    inventory_file = getattr(args, "inventory", None)
     try:
-        inventory = load_inventory(hosts, os.environ.get(HOSTS_ENV), getattr(args, "inventory", None))
+        inventory = load_inventory(hosts, os.environ.get(HOSTS_ENV), inventory_file, inventory_command)
     except OSError as exc:
         raise OSError(f"cannot read the inventory: {exc}") from None
     except InventoryError:
@@ -257,6 +277,10 @@ def _fleet(args: argparse.Namespace) -> Any:
     )
     if getattr(args, "ssh_config", None):
         options = replace(options, ssh_config=args.ssh_config)
+    elif inventory_file is not None:
+        with open(inventory_file, encoding="utf-8") as stream:
+            if detect(stream.read(), inventory_file) == "ssh_config":  # its hosts need its settings
+                options = replace(options, ssh_config=inventory_file)
     if getattr(args, "remote_command", None):
         options = replace(options, remote_command=args.remote_command)
     return options
@@ -299,6 +323,7 @@ def _fleet_args(args: argparse.Namespace) -> list[str]:
         extra += ["--host", host]
     for option, dest in (
         ("--inventory", "inventory"),
+        ("--inventory-command", "inventory_command"),
         ("--ssh-config", "ssh_config"),
         ("--remote-command", "remote_command"),
         ("--fleet-concurrency", "fleet_concurrency"),
