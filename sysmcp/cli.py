@@ -167,7 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--output",
         "-o",
         metavar="FILE",
-        help="write the full result (the whole manifest or listing behind its sysmcp:// link) to FILE",
+        help="write the full result (the whole manifest or listing behind its sysmcp:// link) to FILE; "
+        "with hosts=, FILE is a directory and gets each host's full result as HOST.EXT",
     )
     trace = commands.add_parser(
         "trace",

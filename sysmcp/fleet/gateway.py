@@ -132,7 +132,7 @@ def fleet_instructions(names: Sequence[str], groups: dict[str, int]) -> str:
         f"Fleet: this sysmcp also answers for {len(names)} hosts over ssh: {shown}{more}. Groups: {grouped}. "
         'Give any tool `hosts` (host names, group names, globs such as "web*", or "all") to run it on '
         "those hosts instead of this machine and get one merged answer, with a status per host (ok, "
-        "tool_error, unreachable, auth_failed, host_key_mismatch, no_sysmcp, timeout, cancelled, pending). "
+        "tool_error, unreachable, auth_failed, host_key_mismatch, no_sysmcp, remote_error, timeout, cancelled, pending). "
         "Hosts still working at the fleet deadline are named as pending; the others' answers come at once."
     )
 

@@ -29,7 +29,7 @@ from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, RemoteError
 
 log = structlog.get_logger("sysmcp.fleet")
 
-STDERR_TAIL = 4096  # bytes of each ssh's stderr kept for the reason of a failure
+STDERR_KEPT = 4096  # bytes of each ssh's stderr kept from its start and from its end, for a failure's reason
 EXIT_WAIT = 2.0  # seconds an ssh may take to exit after its session ended, before it is killed
 CLOSE_WAIT = 3.0  # seconds for ending everything at shutdown
 DEFAULT_HANDSHAKES = 10  # new sessions opening at once through one jump host (sshd's MaxStartups: 10)
@@ -205,10 +205,14 @@ class Pool:
             ) from None
         except (PeerGone, NotMcp, RemoteError) as exc:
             failure = await session.failure()
-            if isinstance(exc, NotMcp):
-                failure = HostFailure("no_sysmcp", bounded(f"not an MCP server: {exc}"))
+            if isinstance(exc, NotMcp) and failure.status != "no_sysmcp":
+                failure = HostFailure(
+                    "remote_error", bounded(f"the remote command does not speak MCP: {exc}")
+                )
             elif isinstance(exc, RemoteError):
-                failure = HostFailure("no_sysmcp", bounded(f"the remote refused initialize: {exc.message}"))
+                failure = HostFailure(
+                    "remote_error", bounded(f"the remote refused initialize: {exc.message}")
+                )
             await self._end(session)
             raise failure from None
         except BaseException:  # cancelled while connecting: leave nothing running
@@ -227,7 +231,8 @@ class Pool:
         with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             while True:
                 session.stderr += await stream.receive()
-                del session.stderr[:-STDERR_TAIL]
+                if len(session.stderr) > 2 * STDERR_KEPT:  # the first lines say why; the last, how it ended
+                    del session.stderr[STDERR_KEPT:-STDERR_KEPT]
 
     async def _end(self, session: HostSession) -> None:
         """Close the session's stdin (the remote sysmcp sees EOF and exits), then wait briefly, then kill."""

@@ -20,7 +20,8 @@ STATUSES = (
     "unreachable",
     "auth_failed",
     "host_key_mismatch",
-    "no_sysmcp",
+    "no_sysmcp",  # the remote command was not found
+    "remote_error",  # the remote command started and failed (its first lines say why)
     "timeout",
     "cancelled",
     "pending",  # still connecting or running when the fleet deadline passed

@@ -102,15 +102,17 @@ async def test_handshakes_through_one_jump_host_are_bounded(tmp_path: Path) -> N
 
 
 async def test_faults_each_host_its_own_status_and_the_others_answer(tmp_path: Path) -> None:
-    names = [f"ok{i:02}" for i in range(18)] + ["refuse1", "refuse2", "garbage1", "notfound1"]
+    names = [f"ok{i:02}" for i in range(18)] + ["refuse1", "refuse2", "garbage1", "notfound1", "uvxfail1"]
     inventory = from_names(names)
     async with Pool(inventory, settings(tmp_path, connect_timeout=DEADLINE)).open() as pool:
         outcomes = await Fleet(inventory, pool, deadline=60).fan_out("x", {}, names, timeout=600)
     found = statuses(outcomes)
     assert [found[f"ok{i:02}"] for i in range(18)] == ["ok"] * 18
     assert found["refuse1"] == found["refuse2"] == "unreachable"
-    assert found["garbage1"] == "no_sysmcp" and found["notfound1"] == "no_sysmcp"
-    garbage = next(o for o in outcomes if o.host == "garbage1")
-    assert "Welcome to host garbage1" in garbage.reason
+    assert found["garbage1"] == "remote_error" and found["notfound1"] == "no_sysmcp"
+    reasons = {o.host: o.reason for o in outcomes}
+    assert "does not speak MCP" in reasons["garbage1"] and "Welcome to host garbage1" in reasons["garbage1"]
+    assert found["uvxfail1"] == "remote_error" and "× No solution found" in reasons["uvxfail1"]
+    assert "uvx: command not found" in reasons["notfound1"]
     out = default_merge(outcomes, {})
-    assert out.text.splitlines()[0] == "18 of 22 hosts answered, 2 unreachable, 2 no_sysmcp."
+    assert out.text.splitlines()[0] == "18 of 23 hosts answered, 2 unreachable, 1 no_sysmcp, 2 remote_error."
