@@ -143,6 +143,9 @@ class Pool:
                     opening.session = await self._open(host)
             self._sessions[name] = opening.session
         except HostFailure as failure:
+            jump = self.inventory.hosts[name].jump
+            if jump is not None and failure.status != "remote_error":  # one reason for all behind it
+                failure = HostFailure(failure.status, bounded(f"via jump host {jump}: {failure.reason}"))
             opening.failure = failure
         except Exception as exc:  # never leave a waiter hanging on a bug of ours
             log.exception("opening a session failed", host=name)
