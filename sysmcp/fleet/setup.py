@@ -3,6 +3,8 @@ ssh settings, and the pool that lives as long as the server."""
 
 from __future__ import annotations
 
+import contextlib
+import resource
 import shlex
 import subprocess
 from collections.abc import AsyncIterator, Sequence
@@ -16,6 +18,7 @@ from sysmcp.fleet.sources import detect, from_json, from_ssh_config, from_yaml
 from sysmcp.fleet.ssh import DEFAULT_CONNECT_TIMEOUT, DEFAULT_REMOTE_COMMAND, SshSettings
 
 HOSTS_ENV = "SYSMCP_HOSTS"
+FDS_PER_HOST = 4  # a session's ssh: stdin, stdout and stderr pipes, and slack for a reopening
 COMMAND_TIMEOUT = 120.0  # seconds an --inventory-command (a cloud plugin listing a fleet) may take
 
 
@@ -84,9 +87,21 @@ def load_inventory(
     return inventory
 
 
+def room_for_sessions(hosts: int) -> None:
+    """Raise the soft open-files limit towards the hard one so every host's session fits (a soft
+    limit of 1,024 would end a fleet of 300 hosts with EMFILE); never above the hard limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = FDS_PER_HOST * hosts + 256
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        ceiling = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        with contextlib.suppress(ValueError, OSError):  # macOS caps it below its hard limit: keep ours
+            resource.setrlimit(resource.RLIMIT_NOFILE, (ceiling, hard))
+
+
 @asynccontextmanager
 async def running_fleet(options: FleetOptions) -> AsyncIterator[Fleet]:
     """The fleet for the server's lifetime; at the end every ssh it started is ended."""
+    room_for_sessions(len(options.inventory.hosts))
     settings = SshSettings(
         control_dir=private_control_dir(),
         config_file=options.ssh_config,
