@@ -21,7 +21,7 @@ pytestmark = pytest.mark.anyio
 
 STUB = Path(__file__).with_name("stub_ssh.py")
 #: Generous: every stub answers in milliseconds; only the hang and mute hosts ever reach it.
-DEADLINE = 8.0
+DEADLINE = 15.0
 
 
 def stub_program(tmp_path: Path) -> str:
@@ -73,7 +73,7 @@ async def test_at_the_deadline_the_answer_comes_with_the_pending_hosts_and_their
 
 
 async def test_progress_for_a_big_fleet_is_bounded_to_a_hundred_steps(tmp_path: Path) -> None:
-    names = [f"ok{i:03}" for i in range(250)]
+    names = [f"ok{i:03}" for i in range(101)]
     inventory = from_names(names)
     heard: list[int] = []
 
@@ -85,7 +85,7 @@ async def test_progress_for_a_big_fleet_is_bounded_to_a_hundred_steps(tmp_path: 
             "x", {}, names, timeout=600, report=report
         )
     assert set(statuses(outcomes).values()) == {"ok"}
-    assert heard == [*range(3, 250, 3), 250]  # every third host of 250, and the last
+    assert heard == [*range(2, 101, 2), 101]  # every second host of 101, and the last
 
 
 async def test_handshakes_through_one_jump_host_are_bounded(tmp_path: Path) -> None:
