@@ -164,7 +164,8 @@ def lab_mode(hosts: int, forks: int, warm_calls: int) -> None:
         f"  sysmcp disk_usage hosts=all, warm   {figures['warm']:8.3f} s   {figures['warm'] / reference:.3f} × pssh (target ≤ 0.25)"
     )
     print(
-        f"  gateway + its ssh processes: {figures['rss'] / hosts / 1024:.0f} KiB RSS per host, "
+        f"  gateway {figures['own'] / 2**20:.0f} MiB RSS ({figures['own'] / hosts / 1024:.0f} KiB per host); its ssh "
+        f"processes {figures['rss'] / hosts / 1024:.0f} KiB RSS per host (shared pages counted in each); "
         f"{figures['processes'] / hosts:.2f} processes and {figures['fds'] / hosts:.2f} gateway fds per host"
     )
 
@@ -205,16 +206,62 @@ def stub_mode(hosts: int, forks: int, warm_calls: int) -> None:
         )
 
 
+def start_mode(starts: int) -> None:
+    """The CPU of one remote start (``python -m sysmcp``: imports, initialize, one disk_usage), what
+    every cold host costs on top of its sshd; ``hosts × this / cores`` is the cold floor here."""
+    import json
+    import resource
+
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "disk_usage", "arguments": {}},
+        },
+    ]
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    walls = []
+    for _ in range(starts):
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "sysmcp"], input=data, capture_output=True, check=True)
+        walls.append(time.perf_counter() - started)
+        assert done.stdout.count(b'"id":') + done.stdout.count(b'"id": ') >= 2, done.stdout[:300]
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) / starts
+    cores = os.cpu_count() or 1
+    print(
+        f"one remote start (python -m sysmcp, initialize, disk_usage, EOF): {cpu * 1000:.0f} ms CPU, "
+        f"{sorted(walls)[starts // 2] * 1000:.0f} ms wall (median of {starts}); cold floor of the remote "
+        f"starts alone on {cores} cores: {cpu / cores * 1000:.0f} ms per host"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("mode", choices=("lab", "stub"))
+    parser.add_argument("mode", choices=("lab", "stub", "start"))
     parser.add_argument("--hosts", type=int, default=50)
     parser.add_argument("--forks", type=int, default=64)
     parser.add_argument("--warm-calls", type=int, default=3)
     args = parser.parse_args()
-    (lab_mode if args.mode == "lab" else stub_mode)(args.hosts, args.forks, args.warm_calls)
+    if args.mode == "start":
+        start_mode(args.warm_calls)
+    else:
+        (lab_mode if args.mode == "lab" else stub_mode)(args.hosts, args.forks, args.warm_calls)
     return 0
 
 
