@@ -84,7 +84,19 @@ def _fleet_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> None
         default=default,
         help="a host the tools may run on (repeatable; also $SYSMCP_HOSTS, comma- or colon-separated)",
     )
-    fleet.add_argument("--inventory", metavar="FILE", default=default, help="an Ansible INI inventory")
+    fleet.add_argument(
+        "--inventory",
+        metavar="FILE",
+        default=default,
+        help="the hosts: an Ansible inventory (INI, YAML, or ansible-inventory --list JSON), an ssh_config "
+        "(its Host names), or a list of names",
+    )
+    fleet.add_argument(
+        "--inventory-command",
+        metavar="CMD",
+        default=default,
+        help="a command printing ansible-inventory --list JSON (a dynamic inventory), run once at start",
+    )
     fleet.add_argument("--ssh-config", metavar="FILE", default=default, help="passed to every ssh as -F FILE")
     fleet.add_argument(
         "--remote-command",
@@ -93,7 +105,26 @@ def _fleet_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> None
         help="what ssh runs on each host (default: uvx sysmcp; a host's sysmcp_command wins)",
     )
     fleet.add_argument(
-        "--fleet-concurrency", type=int, metavar="N", default=default, help="hosts asked at once (default 16)"
+        "--fleet-concurrency",
+        "--fleet-forks",
+        type=int,
+        metavar="N",
+        default=default,
+        help="hosts asked at once (default 64)",
+    )
+    fleet.add_argument(
+        "--fleet-deadline",
+        type=float,
+        metavar="SECONDS",
+        default=default,
+        help="answer by then with the hosts that answered, naming the others pending (default 25)",
+    )
+    fleet.add_argument(
+        "--jump-handshakes",
+        type=int,
+        metavar="N",
+        default=default,
+        help="new ssh handshakes at once through one jump host (default 10, as sshd's MaxStartups)",
     )
     fleet.add_argument(
         "--connect-timeout",
@@ -143,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--output",
         "-o",
         metavar="FILE",
-        help="write the full result (the whole manifest or listing behind its sysmcp:// link) to FILE",
+        help="write the full result (the whole manifest or listing behind its sysmcp:// link) to FILE; "
+        "with hosts=, FILE is a directory and gets each host's full result as HOST.EXT",
     )
     trace = commands.add_parser(
         "trace",
@@ -200,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 *(["--allow-reclaim"] if args.allow_reclaim else []),
                 *_fleet_args(args),
             ],
-            fleet=any(a in ("--host", "--inventory") for a in _fleet_args(args))
+            fleet=any(a in ("--host", "--inventory", "--inventory-command") for a in _fleet_args(args))
             or bool(os.environ.get("SYSMCP_HOSTS")),
             json_output=args.json,
             output=args.output,
@@ -220,13 +252,21 @@ def _fleet(args: argparse.Namespace) -> Any:
     Without one nothing of the fleet is even imported: a single-host start stays as it was.
     """
     hosts = [*(getattr(args, "host", None) or []), *getattr(args, "more_hosts", [])]
-    if not hosts and not getattr(args, "inventory", None) and not os.environ.get("SYSMCP_HOSTS"):
+    inventory_command = getattr(args, "inventory_command", None)
+    if (
+        not hosts
+        and not getattr(args, "inventory", None)
+        and not inventory_command
+        and not os.environ.get("SYSMCP_HOSTS")
+    ):
         return None
     from sysmcp.fleet.inventory import InventoryError
     from sysmcp.fleet.setup import HOSTS_ENV, FleetOptions, load_inventory
+    from sysmcp.fleet.sources import detect
 
+    inventory_file = getattr(args, "inventory", None)
     try:
-        inventory = load_inventory(hosts, os.environ.get(HOSTS_ENV), getattr(args, "inventory", None))
+        inventory = load_inventory(hosts, os.environ.get(HOSTS_ENV), inventory_file, inventory_command)
     except OSError as exc:
         raise OSError(f"cannot read the inventory: {exc}") from None
     except InventoryError:
@@ -235,13 +275,24 @@ def _fleet(args: argparse.Namespace) -> Any:
         if getattr(args, "inventory", None):
             raise ValueError(f"the inventory {args.inventory} lists no host")
         return None
-    concurrency = getattr(args, "fleet_concurrency", None) or 16
-    timeout = getattr(args, "connect_timeout", None) or 10.0
-    if concurrency < 1 or timeout <= 0:
-        raise ValueError("--fleet-concurrency and --connect-timeout must be positive")
-    options = FleetOptions(inventory, concurrency=concurrency, connect_timeout=timeout)
+    options = FleetOptions(inventory)
+    concurrency = getattr(args, "fleet_concurrency", None) or options.concurrency
+    timeout = getattr(args, "connect_timeout", None) or options.connect_timeout
+    deadline = getattr(args, "fleet_deadline", None) or options.deadline
+    handshakes = getattr(args, "jump_handshakes", None) or options.handshakes
+    if min(concurrency, timeout, deadline, handshakes) <= 0:
+        raise ValueError(
+            "--fleet-concurrency, --connect-timeout, --fleet-deadline and --jump-handshakes must be positive"
+        )
+    options = replace(
+        options, concurrency=concurrency, connect_timeout=timeout, deadline=deadline, handshakes=handshakes
+    )
     if getattr(args, "ssh_config", None):
         options = replace(options, ssh_config=args.ssh_config)
+    elif inventory_file is not None:
+        with open(inventory_file, encoding="utf-8") as stream:
+            if detect(stream.read(), inventory_file) == "ssh_config":  # its hosts need its settings
+                options = replace(options, ssh_config=inventory_file)
     if getattr(args, "remote_command", None):
         options = replace(options, remote_command=args.remote_command)
     return options
@@ -284,10 +335,13 @@ def _fleet_args(args: argparse.Namespace) -> list[str]:
         extra += ["--host", host]
     for option, dest in (
         ("--inventory", "inventory"),
+        ("--inventory-command", "inventory_command"),
         ("--ssh-config", "ssh_config"),
         ("--remote-command", "remote_command"),
         ("--fleet-concurrency", "fleet_concurrency"),
         ("--connect-timeout", "connect_timeout"),
+        ("--fleet-deadline", "fleet_deadline"),
+        ("--jump-handshakes", "jump_handshakes"),
     ):
         value = getattr(args, dest, None)
         if value is not None:
@@ -363,14 +417,7 @@ async def _serve_with(
     from sysmcp.server import build_server
     from sysmcp.tools.reclaim import tools_for
 
-    hosts_property = None
-    if fleet is not None:
-        from sysmcp.tools.merging import hosts_property as make_hosts_property
-
-        hosts_property = make_hosts_property(list(fleet.groups), len(fleet.host_names))
-    server = build_server(
-        tools_for(allow_reclaim), roots=roots or None, fleet=fleet, hosts_property=hosts_property
-    )
+    server = build_server(tools_for(allow_reclaim), roots=roots or None, fleet=fleet)
     session = Session(server, transport)
     async with anyio.create_task_group() as group:
         server.client_roots.peer, server.client_roots.spawn = session, group.start_soon

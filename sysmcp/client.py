@@ -179,8 +179,8 @@ def check_call(
     With a fleet configured ``hosts`` is checked as the fleet's argument; which hosts it names is the
     server's to say (it has the inventory).
     """
+    from sysmcp.fleet.schema import hosts_property
     from sysmcp.tools.arguments import validate_arguments
-    from sysmcp.tools.merging import hosts_property
 
     tools = _tools()
     if allow_reclaim:  # the server it starts serves reclaim too
@@ -341,7 +341,9 @@ async def _converse(
     except RemoteError as exc:
         return {"error": {"code": exc.code, "message": exc.message}}
     reply: dict[str, Any] = {"result": result}
-    if options.output:
+    if options.output and "hosts" in arguments:
+        reply["_per_host"] = await _per_host(session, result)
+    elif options.output:
         uris = [b["uri"] for b in result.get("content", []) if b.get("type") == "resource_link"]
         texts = []
         for uri in uris:
@@ -352,6 +354,34 @@ async def _converse(
             texts += [c.get("text", "") for c in read.get("contents", [])]
         reply["_full"] = (uris, "".join(texts))
     return reply
+
+
+async def _per_host(session: ClientSession, result: dict[str, Any]) -> dict[str, str]:
+    """Each answering host's full result (``-o DIR`` with ``hosts``): the texts behind its own links
+    (read through the gateway while the server lives), else its structured answer. File name → text."""
+    from sysmcp.fleet.per_host import file_name, host_links, structured_text
+
+    files: dict[str, str] = {}
+    data = result.get("structuredContent")
+    entries = data.get("hosts") if isinstance(data, dict) else None
+    for entry in entries if isinstance(entries, list) else []:
+        if (
+            not isinstance(entry, dict)
+            or entry.get("status") != "ok"
+            or not isinstance(entry.get("host"), str)
+        ):
+            continue
+        host = entry["host"]
+        uris = host_links(host, entry.get("result"))
+        for uri in uris:
+            try:
+                read = await session.request("resources/read", {"uri": uri})
+            except RemoteError:
+                continue
+            files[file_name(host, uri)] = "".join(str(c.get("text", "")) for c in read.get("contents", []))
+        if not uris:
+            files[file_name(host, None)] = structured_text(entry)
+    return files
 
 
 async def _stop(process: Process) -> None:
@@ -375,7 +405,9 @@ def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
         return EXIT_USAGE if error.get("code") == -32602 else EXIT_PROBLEM
     result: dict[str, Any] = reply.get("result", {})
     texts = [b["text"] for b in result.get("content", []) if b.get("type") == "text"]
-    if options.output is not None and not result.get("isError"):  # an error is no result to save
+    if options.output is not None and "_per_host" in reply:
+        _save_per_host(options.output, reply["_per_host"])
+    elif options.output is not None and not result.get("isError"):  # an error is no result to save
         uris, full = reply.get("_full", ([], ""))
         if not uris:  # nothing was too big to inline: the answer is the full result
             full = json.dumps(result.get("structuredContent"), indent=2) + "\n" if options.json_output else ""
@@ -398,6 +430,19 @@ def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
                     print(f"[full result: {block.get('uri')} — save it with -o FILE]")
     sys.stdout.flush()
     return exit_status(tool, result)
+
+
+def _save_per_host(directory: str, files: dict[str, str]) -> None:
+    """``-o DIR`` for a fleet call: one file per host in DIR (made if missing)."""
+    os.makedirs(directory, exist_ok=True)
+    total = 0
+    for name, text in files.items():
+        with open(os.path.join(directory, name), "w", encoding="utf-8") as handle:
+            handle.write(text)
+        total += len(text.encode())
+    print(
+        f"sysmcp call: wrote {len(files):,} host results ({total:,} bytes) to {directory}/", file=sys.stderr
+    )
 
 
 def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) -> int:

@@ -7,17 +7,15 @@ version's features, and turns tool outcomes into ``CallToolResult`` shapes.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 import structlog
 
 from sysmcp import __version__
-from sysmcp.fleet import links
 from sysmcp.fs.errors import EngineError
 from sysmcp.fs.paths import ClientRoots, PathPolicy, real_root
 from sysmcp.prompts import PromptEnv, Prompts, complete_path
@@ -36,9 +34,11 @@ from sysmcp.protocol.threads import run_in_thread
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.errors import as_tool_error
-from sysmcp.tools.merging import HostOutcome, bound, default_merge
 from sysmcp.tools.registry import Registry, Tool, ToolContext, ToolOutput
 from sysmcp.views import VIEWS, accepts_views, server_extension
+
+if TYPE_CHECKING:  # the fleet is imported only when the operator configured one
+    from sysmcp.fleet.gateway import FleetCaller, FleetGateway
 
 log = structlog.get_logger("sysmcp.server")
 
@@ -64,38 +64,6 @@ Paths must be absolute. Long calls report progress and can be cancelled. {scope}
 COMPLETION_TIMEOUT = 2.0  # seconds a path completion may spend listing a directory
 
 Method = Callable[[dict[str, Any], RequestContext], Awaitable[dict[str, Any]]]
-
-FLEET_NAMES_SHOWN = 50  # host names the instructions list; the count is always given
-
-
-class FleetCaller(Protocol):
-    """What the server needs of a fleet (``sysmcp.fleet.fanout.Fleet``): the operator's hosts and
-    groups, name resolution, and one call fanned out. The server never connects anywhere itself."""
-
-    @property
-    def host_names(self) -> list[str]: ...
-
-    @property
-    def groups(self) -> dict[str, int]: ...
-
-    def resolve(self, names: list[str]) -> list[str]:
-        """Hosts for the model's names; ``ValueError`` (its text lists the groups) for unknown ones."""
-        ...
-
-    async def call(
-        self, tool: Tool, arguments: dict[str, Any], hosts: list[str], ctx: RequestContext
-    ) -> list[HostOutcome]:
-        """Raises ``ToolError`` for arguments it cannot hand to the hosts (a link to a result that is gone)."""
-        ...
-
-    async def read_resource(self, host: str, uri: str) -> dict[str, Any]:
-        """A host's own ``resources/read`` of ``uri``; ``LookupError`` (a sentence) when it is gone."""
-        ...
-
-    async def localise(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Arguments for a tool run here: each gateway link replaced by the text behind it (``ToolError``)."""
-        ...
-
 
 #: Methods answered from memory, never waiting on I/O or the client: the session runs them inline.
 IMMEDIATE_METHODS = frozenset(
@@ -123,7 +91,7 @@ class Server:
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
     log_level: str = "warning"
     prompts: Prompts = field(default_factory=Prompts)
-    fleet: FleetCaller | None = None  # set when the operator configured hosts (--host, --inventory)
+    fleet: FleetGateway | None = None  # set when the operator configured hosts (--host, --inventory)
 
     def __post_init__(self) -> None:
         # Legacy clients' roots/list narrows self.paths; cli wires its peer (the session) and spawn.
@@ -153,7 +121,7 @@ class Server:
             return True
         if request.method != "tools/call" or not self.client_roots.settled:
             return False
-        if self.fleet is not None and _asks_hosts(request.params.get("arguments")):
+        if self.fleet is not None and self.fleet.asks_hosts(request.params.get("arguments")):
             return False  # a fan-out waits on the network
         name = request.params.get("name")
         tool = self.registry.get(name) if isinstance(name, str) else None
@@ -207,7 +175,7 @@ class Server:
                 "chosen items of a reclaim_plan, after the user confirms."
             )
         if self.fleet is not None:
-            text += "\n" + fleet_instructions(self.fleet.host_names, self.fleet.groups)
+            text += "\n" + self.fleet.instructions()
         return text
 
     def capabilities(self, features: Features) -> dict[str, Any]:
@@ -286,46 +254,17 @@ class Server:
             if not ctx.features.validation_errors_as_results:
                 raise invalid_params(exc.message) from exc
             return self._error_result(exc.message)
-        if self.fleet is not None and "hosts" in arguments:
-            given = params.get("arguments")
-            # Only what the model gave travels (validated), not the defaults: an older remote sysmcp
-            # then refuses only an argument the model really used.
-            sent = {k: v for k, v in arguments.items() if isinstance(given, dict) and k in given}
-            return await self._fan_out(tool, sent, ctx)
-        if self.fleet is not None and links.linked_arguments(arguments):
+        if self.fleet is not None and self.fleet.asks_hosts(arguments):
+            keep = ToolContext(ctx, self.paths, self.results).keep
+            output = await self.fleet.fan_out(tool, arguments, params.get("arguments"), ctx, keep)
+            return self._call_result(output, ctx.features)
+        if self.fleet is not None:
             try:
                 arguments = await self.fleet.localise(arguments)
             except ToolError as exc:
                 return self._error_result(exc.message)
         await self.client_roots.current()  # never run a tool on a scope the client is still narrowing
         return await self._run_tool(tool, arguments, ctx)
-
-    async def _fan_out(self, tool: Tool, arguments: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
-        """The same tool on the named hosts, merged by the tool's own ``merge``. Each remote's roots
-        are its own (set by its remote command); the model names hosts, never commands."""
-        assert self.fleet is not None
-        local = {key: value for key, value in arguments.items() if key != "hosts"}
-        try:
-            hosts = self.fleet.resolve(list(arguments["hosts"]))
-        except ValueError as exc:
-            return self._error_result(str(exc))
-        try:
-            outcomes = await self.fleet.call(tool, local, hosts, ctx)
-        except ToolError as exc:
-            return self._error_result(exc.message)
-        output, full = bound((tool.merge or default_merge)(outcomes, local))
-        if full is not None:
-            kept = ToolContext(ctx, self.paths, self.results).keep(
-                f"{tool.name}-fleet.json",
-                json.dumps({"text": full, **output.structured}, ensure_ascii=False, indent=1),
-                description=f"{tool.name} on {len(hosts)} hosts: the full merged text and every host's result",
-                mime_type="application/json",
-            )
-            if isinstance(kept, str):
-                output = replace(output, text=f"{output.text}\n{kept}")
-            else:
-                output = replace(output, links=(*output.links, kept))
-        return self._call_result(output, ctx.features)
 
     async def _run_tool(self, tool: Tool, arguments: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         # Debug lines for clients that opt in (logging/setLevel, or the 2026 per-request logLevel);
@@ -417,19 +356,15 @@ class Server:
         view = VIEWS.get(uri)
         if view is not None:
             return {"contents": [view.contents()]}
-        remote = links.from_gateway(uri) if self.fleet is not None else None
-        if remote is not None:
-            assert self.fleet is not None
+        if self.fleet is not None:
             try:
-                reply = await self.fleet.read_resource(*remote)
+                reply = await self.fleet.read(uri)
             except LookupError as exc:
                 raise ProtocolError(
                     ctx.features.resource_not_found_code, f"Resource not found: {exc}", {"uri": uri}
                 ) from None
-            contents = [
-                {**item, "uri": uri} if isinstance(item, dict) else item for item in reply.get("contents", [])
-            ]
-            return {"contents": contents}
+            if reply is not None:
+                return reply
         item = self.results.get(uri)
         if item is None:
             raise ProtocolError(ctx.features.resource_not_found_code, "Resource not found", {"uri": uri})
@@ -490,23 +425,6 @@ class Server:
         return {"completion": {"values": values, "total": total, "hasMore": total > len(values)}}
 
 
-def _asks_hosts(arguments: object) -> bool:
-    return isinstance(arguments, dict) and "hosts" in arguments
-
-
-def fleet_instructions(names: Sequence[str], groups: dict[str, int]) -> str:
-    """The fleet paragraph of the instructions: host count, groups, the first names."""
-    shown = ", ".join(names[:FLEET_NAMES_SHOWN])
-    more = f" and {len(names) - FLEET_NAMES_SHOWN} more" if len(names) > FLEET_NAMES_SHOWN else ""
-    grouped = ", ".join(f"{name} ({count})" for name, count in groups.items()) or "none"
-    return (
-        f"Fleet: this sysmcp also answers for {len(names)} hosts over ssh: {shown}{more}. Groups: {grouped}. "
-        'Give any tool `hosts` (host names, group names, globs such as "web*", or "all") to run it on '
-        "those hosts instead of this machine and get one merged answer, with a status per host (ok, "
-        "tool_error, unreachable, auth_failed, host_key_mismatch, no_sysmcp, timeout, cancelled)."
-    )
-
-
 def build_server(
     tools: Sequence[Tool],
     *,
@@ -516,5 +434,10 @@ def build_server(
     hosts_property: dict[str, Any] | None = None,
 ) -> Server:
     policy = PathPolicy(operator_roots=[real_root(r) for r in roots] if roots else None)
-    registry = Registry(tools, page_size=page_size, hosts=hosts_property if fleet is not None else None)
-    return Server(registry, paths=policy, fleet=fleet)
+    gateway = None
+    if fleet is not None:
+        from sysmcp.fleet.gateway import FleetGateway
+
+        gateway = FleetGateway(fleet, hosts_property)
+        tools = gateway.tools(tools)
+    return Server(Registry(tools, page_size=page_size), paths=policy, fleet=gateway)

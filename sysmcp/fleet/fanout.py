@@ -1,7 +1,9 @@
 """One tool call on many hosts: bounded parallel calls through the pool, each ending as a ``HostOutcome``.
 
 A host that hangs costs the call at most the connect timeout plus the call timeout, and every other
-host's answer still arrives. When the whole call is cancelled, every remote request still running is
+host's answer still arrives. The whole call answers by the fleet deadline at the latest: the hosts
+still connecting or running then are named ``pending`` with their state, and a connection under way
+goes on in the pool, so the next call finds it open. When the whole call is cancelled, every remote request still running is
 told (``notifications/cancelled``, sent by the client session); the sessions stay open for the next call.
 """
 
@@ -24,7 +26,10 @@ from sysmcp.tools.merging import HostOutcome, tally
 from sysmcp.tools.registry import Tool
 
 READ_TIMEOUT = 30.0  # seconds a host may take to hand over one stored result
-DEFAULT_CONCURRENCY = 16
+DEFAULT_CONCURRENCY = 64  # sessions at once: ClusterShell's fan-out
+DEFAULT_DEADLINE = 25.0  # seconds the whole fan-out may take: within an MCP host's patience
+DEADLINE_MARGIN = 5.0  # seconds past a timeout_s the model gave, for its hosts' partial answers to arrive
+PROGRESS_STEPS = 100  # progress notifications a fan-out sends at most (one per host up to 100 hosts)
 DEFAULT_BUDGET = 120.0  # seconds a tool without a time budget of its own gets on each host
 CALL_MARGIN = 15.0  # seconds on top of a tool's budget: hand-over, the remote's own slack
 
@@ -37,6 +42,16 @@ def call_timeout(input_schema: dict[str, Any], arguments: dict[str, Any]) -> flo
     if not isinstance(budget, (int, float)):
         budget = input_schema.get("properties", {}).get("timeout_s", {}).get("default", DEFAULT_BUDGET)
     return float(budget) + CALL_MARGIN
+
+
+def pending_reason(state: str, deadline: float) -> str:
+    """Why a host has no answer at the deadline, by what it was doing then."""
+    doing = {
+        "queued": "still waiting for a free session slot",
+        "connecting": "still connecting (its connection goes on: the next call may find it open)",
+        "running": "still running the tool (it was told to stop)",
+    }[state]
+    return f"{doing} at the fleet deadline of {deadline:g} s"
 
 
 def progress_message(finished: Sequence[HostOutcome], asked: int) -> str:
@@ -52,8 +67,9 @@ class Fleet:
     inventory: Inventory
     pool: Pool
     concurrency: int = DEFAULT_CONCURRENCY
+    deadline: float = DEFAULT_DEADLINE
 
-    # -- what the server asks of a fleet (server.FleetCaller) ----------------------------------
+    # -- what the server asks of a fleet (gateway.FleetCaller) ----------------------------------
 
     @property
     def host_names(self) -> list[str]:
@@ -83,11 +99,16 @@ class Fleet:
         for name, (origin, uri) in linked.items():
             if any(host != origin for host in hosts):
                 texts[name] = await self._inline(name, origin, uri)
+        budget = arguments.get("timeout_s")  # the model asked for a longer run: the deadline grants it
+        deadline = self.deadline
+        if isinstance(budget, (int, float)) and not isinstance(budget, bool):
+            deadline = max(deadline, float(budget) + DEADLINE_MARGIN)
         return await self.fan_out(
             tool.name,
             arguments,
             hosts,
             linked=(linked, texts),
+            deadline=deadline,
             timeout=call_timeout(tool.input_schema, arguments),
             report=report if len(hosts) > 1 else None,
             remote_progress=remote,
@@ -103,27 +124,42 @@ class Fleet:
         report: Report | None = None,
         remote_progress: ProgressCallback | None = None,
         linked: tuple[dict[str, tuple[str, str]], dict[str, str]] = ({}, {}),
+        deadline: float | None = None,
     ) -> list[HostOutcome]:
         """``tool(arguments)`` on each host (already resolved), in inventory order. ``report`` hears
-        after each host; ``remote_progress`` gets the remote tool's own progress (one host only);
-        ``linked`` (from ``call``) gives each host its own form of arguments that are gateway links."""
+        as hosts finish (after each of the first hundred, then every hundredth of the fleet);
+        ``remote_progress`` gets the remote tool's own progress (one host only); ``linked`` (from
+        ``call``) gives each host its own form of arguments that are gateway links. At ``deadline``
+        (default: the fleet's) the hosts not finished are ``pending``."""
         outcomes: dict[str, HostOutcome] = {}
         finished: list[HostOutcome] = []
+        states: dict[str, str] = {}  # host → queued, connecting, running (until it finishes)
         limiter = anyio.CapacityLimiter(max(1, self.concurrency))
         forward = remote_progress if len(hosts) == 1 else None
+        step = max(1, -(-len(hosts) // PROGRESS_STEPS))
+        limit = self.deadline if deadline is None else deadline
+        started = anyio.current_time()
 
         async def one(name: str) -> None:
+            states[name] = "queued"
             async with limiter:
                 given = links.for_host(arguments, name, *linked)
-                outcome = await self._one(name, tool, given, timeout, forward)
+                outcome = await self._one(name, tool, given, timeout, forward, states)
+            states.pop(name, None)
             outcomes[name] = outcome
             finished.append(outcome)
-            if report is not None:
+            if report is not None and (len(finished) % step == 0 or len(finished) == len(hosts)):
                 await report(finished, len(hosts))
 
-        async with anyio.create_task_group() as group:
-            for name in hosts:
-                group.start_soon(one, name)
+        with anyio.move_on_after(limit):
+            async with anyio.create_task_group() as group:
+                for name in hosts:
+                    group.start_soon(one, name)
+        waited = anyio.current_time() - started
+        for name in hosts:
+            if name not in outcomes:
+                state = states.get(name, "queued")
+                outcomes[name] = HostOutcome(name, "pending", waited, reason=pending_reason(state, limit))
         return [outcomes[name] for name in hosts]
 
     async def _one(
@@ -133,6 +169,7 @@ class Fleet:
         arguments: dict[str, Any],
         timeout: float,
         on_progress: ProgressCallback | None,
+        states: dict[str, str],
     ) -> HostOutcome:
         started = anyio.current_time()
 
@@ -140,10 +177,12 @@ class Fleet:
             return HostOutcome(name, status, anyio.current_time() - started, **fields)
 
         while True:
+            states[name] = "connecting"
             try:
                 session = await self.pool.session(name)
             except HostFailure as failure:
                 return outcome(failure.status, reason=failure.reason)
+            states[name] = "running"
             session.calls += 1
             try:
                 with anyio.fail_after(timeout):
@@ -231,4 +270,11 @@ class Fleet:
         return text
 
 
-__all__ = ["DEFAULT_CONCURRENCY", "Fleet", "call_timeout", "progress_message"]
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "DEFAULT_DEADLINE",
+    "Fleet",
+    "call_timeout",
+    "pending_reason",
+    "progress_message",
+]

@@ -1,5 +1,8 @@
 """The operator's fleet, free of I/O: Ansible INI inventory text (or plain names) → hosts and groups.
 
+The other forms (Ansible YAML, ``ansible-inventory --list`` JSON, ssh_config) are read in
+``sources.py`` into the same ``_Parsed`` shape and built here, with Ansible's variable precedence.
+
 The inventory is the operator's configuration, never the model's: the model can only name what is
 listed here, and ``resolve`` is the one place that turns its names into hosts. A malformed inventory is
 refused whole, with the line number, so a fleet is never half loaded.
@@ -14,7 +17,26 @@ import string
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-HOST_VARS = ("ansible_host", "ansible_port", "ansible_user", "sysmcp_command")
+HOST_VARS = (
+    "ansible_host",
+    "ansible_port",
+    "ansible_user",
+    "ansible_ssh_common_args",
+    "ansible_ssh_extra_args",
+    "ansible_ssh_private_key_file",
+    "sysmcp_command",
+)
+#: Ansible's older spellings, still honoured by it: the newer name wins when both are set.
+ALIASES = {
+    "ansible_ssh_host": "ansible_host",
+    "ansible_ssh_port": "ansible_port",
+    "ansible_ssh_user": "ansible_user",
+}
+#: ``-o`` options an inventory's ssh args may set: how to reach the host, never what runs there.
+_OPTION = re.compile(r"[A-Za-z][A-Za-z0-9]*=.+")
+_NOT_FROM_INVENTORY = frozenset(
+    {"localcommand", "permitlocalcommand", "remotecommand", "controlpath", "controlmaster"}
+)
 #: What a host name may hold: it becomes an ssh destination, so nothing an option or a shell could read.
 _NAME = re.compile(r"[A-Za-z0-9_.@%+\-\[\]:]+")
 _RANGE = re.compile(r"\[([^\[\]]*)\]")
@@ -41,12 +63,17 @@ class Host:
     port: int | None = None  # ansible_port → ssh -o Port
     user: str | None = None  # ansible_user → ssh -o User
     command: str | None = None  # sysmcp_command: the remote command for this host
+    jump: str | None = None  # ProxyJump (-J, from the inventory's ssh args or ssh_config): its bastions
+    options: tuple[str, ...] = ()  # further ``-o Key=Value`` from the inventory's ssh args
 
 
 @dataclass(frozen=True)
 class Inventory:
     hosts: dict[str, Host] = field(default_factory=dict)  # in inventory order
     groups: dict[str, tuple[str, ...]] = field(default_factory=dict)  # every host of each group
+    #: Each host's variables after Ansible's precedence, as text (what ``ansible-inventory --list``
+    #: gives as hostvars): kept for checking and for messages, read only through ``Host``.
+    variables: dict[str, dict[str, str]] = field(default_factory=dict, compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.hosts)
@@ -113,7 +140,8 @@ def merge(first: Inventory, second: Inventory) -> Inventory:
         for group, members in inventory.groups.items():
             kept = groups.setdefault(group, [])
             kept += [m for m in members if m not in kept]
-    return Inventory(hosts, {group: tuple(m for m in hosts if m in set(ms)) for group, ms in groups.items()})
+    ordered = {group: tuple(m for m in hosts if m in set(ms)) for group, ms in groups.items()}
+    return Inventory(hosts, ordered, {**second.variables, **first.variables})
 
 
 # -- Ansible INI ---------------------------------------------------------------------------------
@@ -277,26 +305,112 @@ def _build(parsed: _Parsed, source: str) -> Inventory:
 
     for group in [*parsed.direct, *parsed.children]:
         collect(group, ())
-    grouped = {h for group, hs in members.items() if group != "ungrouped" for h in hs}
+    depth = _depths(parsed)
+    ordered = sorted((g for g in members if g != "all"), key=lambda g: (depth.get(g, 1), g))
+    grouped = {h for group, hs in members.items() if group not in ("all", "ungrouped") for h in hs}
     # A host listed both before any section and in a group is not ungrouped (as Ansible has it).
     members["ungrouped"] = [h for h in members.get("ungrouped", []) if h not in grouped]
     hosts: dict[str, Host] = {}
+    merged: dict[str, dict[str, str]] = {}
     for name in parsed.host_order:
-        # [all:vars] first, then each group's (in file order), the host's own line last: as Ansible.
+        # As Ansible: [all:vars] first, then each group's, parents before children and siblings by
+        # name (a child's vars win over its parent's), the host's own last.
         variables: dict[str, tuple[str, int]] = dict(parsed.group_vars.get("all", {}))
-        for group, hs in members.items():
-            if group != "all" and name in hs:
+        for group in ordered:
+            if name in members[group]:
                 variables.update(parsed.group_vars.get(group, {}))
         variables.update(parsed.host_vars[name])
         hosts[name] = _host(name, variables, source)
+        merged[name] = {key: value for key, (value, _) in variables.items()}
     groups = {"all": tuple(hosts)}
     for group in members:
         if group != "all":
             groups[group] = tuple(h for h in hosts if h in set(members[group]))
-    return Inventory(hosts, groups)
+    return Inventory(hosts, groups, merged)
+
+
+def _depths(parsed: _Parsed) -> dict[str, int]:
+    """Each group's depth below ``all`` (Ansible's: one more than its deepest parent)."""
+    parents: dict[str, set[str]] = {}
+    for parent, kids in parsed.children.items():
+        for kid, _ in kids:
+            parents.setdefault(kid, set()).add(parent)
+    found: dict[str, int] = {"all": 0}
+
+    def depth(group: str) -> int:
+        if group not in found:
+            found[group] = 0  # a guard: cycles were refused already
+            found[group] = 1 + max((depth(p) for p in parents.get(group, ()) if p != group), default=0)
+        return found[group]
+
+    for group in [*parsed.direct, *parsed.children]:
+        depth(group)
+    return found
+
+
+def _ssh_args(
+    value: tuple[str, int], key: str, source: str
+) -> tuple[str | None, str | None, int | None, list[str]]:
+    """``ansible_ssh_common_args``/``_extra_args``: ``-J``, ``-o Key=Value``, ``-p``, ``-l``, ``-i``
+    (jump, user, port, options); anything else refuses the inventory, naming it."""
+    text, number = value
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise InventoryError(number, f"cannot split {key} ({exc})", source) from None
+    jump: str | None = None
+    user: str | None = None
+    port: int | None = None
+    options: list[str] = []
+    index = 0
+    while index < len(words):
+        word = words[index]
+        flag, inline = word[:2], word[2:]
+        if flag not in ("-J", "-o", "-p", "-l", "-i") or not word.startswith("-"):
+            raise InventoryError(
+                number, f"{key}: {word!r} is not an ssh option sysmcp passes on (-J, -o, -p, -l, -i)", source
+            )
+        if not inline:
+            index += 1
+            if index == len(words):
+                raise InventoryError(number, f"{key}: {flag} needs a value", source)
+            inline = words[index]
+        index += 1
+        if inline.startswith("-") or not inline.strip():
+            raise InventoryError(
+                number, f"{key}: the value of {flag} must not start with '-': {inline!r}", source
+            )
+        if flag == "-J":
+            jump = inline
+        elif flag == "-l":
+            user = inline
+        elif flag == "-i":
+            options.append(f"IdentityFile={inline}")
+        elif flag == "-p":
+            if not inline.isdigit() or not 0 < int(inline) < 65536:
+                raise InventoryError(number, f"{key}: -p needs a port number, got {inline!r}", source)
+            port = int(inline)
+        else:
+            if not _OPTION.fullmatch(inline) or inline.split("=", 1)[0].lower() in _NOT_FROM_INVENTORY:
+                raise InventoryError(
+                    number, f"{key}: -o {inline!r} is not a Key=Value sysmcp passes on", source
+                )
+            if inline.split("=", 1)[0].lower() == "proxyjump":
+                jump = inline.split("=", 1)[1].strip()
+                if jump.startswith("-") or not jump:
+                    raise InventoryError(
+                        number, f"{key}: ProxyJump must not start with '-': {jump!r}", source
+                    )
+            else:
+                options.append(inline)
+    return jump, user, port, options
 
 
 def _host(name: str, variables: dict[str, tuple[str, int]], source: str) -> Host:
+    for old, new in ALIASES.items():
+        if old in variables and new not in variables:
+            variables = {**variables, new: variables[old]}
+
     def get(key: str) -> str | None:
         value = variables.get(key)
         return value[0] if value is not None else None
@@ -319,7 +433,23 @@ def _host(name: str, variables: dict[str, tuple[str, int]], source: str) -> Host
     command = variables.get("sysmcp_command")
     if command is not None and not command[0].strip():
         raise InventoryError(command[1], "sysmcp_command is empty", source)
-    return Host(name, get("ansible_host"), port, get("ansible_user"), get("sysmcp_command"))
+    jump: str | None = None
+    options: list[str] = []
+    user = get("ansible_user")
+    for key in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):  # Ansible's order: extra last
+        if (args := variables.get(key)) is not None:
+            more_jump, more_user, more_port, more = _ssh_args(args, key, source)
+            jump, user, port, options = (
+                more_jump or jump,
+                more_user or user,
+                more_port or port,
+                [*options, *more],
+            )
+    if (key_file := variables.get("ansible_ssh_private_key_file")) is not None:
+        if key_file[0].startswith("-") or not key_file[0].strip():
+            raise InventoryError(key_file[1], "ansible_ssh_private_key_file must be a path", source)
+        options.append(f"IdentityFile={key_file[0]}")
+    return Host(name, get("ansible_host"), port, user, get("sysmcp_command"), jump, tuple(options))
 
 
 __all__ = [

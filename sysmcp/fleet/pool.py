@@ -1,7 +1,9 @@
 """One persistent MCP session per host, each over one ssh process.
 
 A session is opened on first use (``initialize`` once), reused by later calls and reopened after it
-dies. ``open()`` owns them all: when it ends (EOF on our stdin, SIGTERM) every session's ssh is ended
+dies. An opening runs in the pool's own task group: a call that stops waiting for it (its fleet
+deadline passed) leaves it to finish, so the next call finds the session open. New handshakes through
+one jump host are at most ``handshakes`` at once (OpenSSH's ``MaxStartups`` drops the rest). ``open()`` owns them all: when it ends (EOF on our stdin, SIGTERM) every session's ssh is ended
 and every ControlMaster on sysmcp's own control path is told to exit, so no ssh is left behind.
 Nothing here reads ``/proc``: the gateway may run on a Mac.
 """
@@ -27,9 +29,10 @@ from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, RemoteError
 
 log = structlog.get_logger("sysmcp.fleet")
 
-STDERR_TAIL = 4096  # bytes of each ssh's stderr kept for the reason of a failure
+STDERR_KEPT = 4096  # bytes of each ssh's stderr kept from its start and from its end, for a failure's reason
 EXIT_WAIT = 2.0  # seconds an ssh may take to exit after its session ended, before it is killed
 CLOSE_WAIT = 3.0  # seconds for ending everything at shutdown
+DEFAULT_HANDSHAKES = 10  # new sessions opening at once through one jump host (sshd's MaxStartups: 10)
 
 
 class HostFailure(Exception):
@@ -39,6 +42,15 @@ class HostFailure(Exception):
         super().__init__(f"{status}: {reason}")
         self.status = status
         self.reason = reason
+
+
+@dataclass
+class _Opening:
+    """A session being opened, awaited by every call that wants it."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    session: HostSession | None = None
+    failure: HostFailure | None = None
 
 
 @dataclass
@@ -74,11 +86,15 @@ def private_control_dir() -> str:
 
 
 class Pool:
-    def __init__(self, inventory: Inventory, settings: SshSettings) -> None:
+    def __init__(
+        self, inventory: Inventory, settings: SshSettings, handshakes: int = DEFAULT_HANDSHAKES
+    ) -> None:
         self.inventory = inventory
         self.settings = settings
+        self.handshakes = max(1, handshakes)
         self._sessions: dict[str, HostSession] = {}
-        self._locks: dict[str, anyio.Lock] = {}
+        self._opening: dict[str, _Opening] = {}
+        self._through: dict[str, anyio.Semaphore] = {}  # jump host → its handshakes under way
         self._used: set[str] = set()  # hosts we ever started an ssh for: their masters to end
         self._processes: set[Process] = set()
         self._group: TaskGroup | None = None
@@ -97,18 +113,53 @@ class Pool:
                 self._group = None
 
     async def session(self, name: str) -> HostSession:
-        """The host's live session, opened now if there is none (or the last one died)."""
-        lock = self._locks.setdefault(name, anyio.Lock())
-        async with lock:
-            current = self._sessions.get(name)
-            if current is not None and current.alive:
-                return current
+        """The host's live session, opened now if there is none (or the last one died).
+
+        The opening belongs to the pool: a caller cancelled while waiting leaves it to finish."""
+        current = self._sessions.get(name)
+        if current is not None and current.alive:
+            return current
+        opening = self._opening.get(name)
+        if opening is None:
+            assert self._group is not None, "Pool.open() is not running"
+            opening = self._opening[name] = _Opening()
+            self._group.start_soon(self._open_into, name, opening)
+        await opening.done.wait()
+        if opening.failure is not None:
+            raise HostFailure(opening.failure.status, opening.failure.reason)
+        assert opening.session is not None
+        return opening.session
+
+    async def _open_into(self, name: str, opening: _Opening) -> None:
+        try:
+            current = self._sessions.pop(name, None)
             if current is not None:
-                self._sessions.pop(name, None)
                 await self._end(current)
-            opened = await self._open(self.inventory.hosts[name])
-            self._sessions[name] = opened
-            return opened
+            host = self.inventory.hosts[name]
+            if host.jump is None:
+                opening.session = await self._open(host)
+            else:  # through a bastion: its sshd drops handshakes past MaxStartups
+                async with self._through.setdefault(host.jump, anyio.Semaphore(self.handshakes)):
+                    opening.session = await self._open(host)
+            self._sessions[name] = opening.session
+        except HostFailure as failure:
+            jump = self.inventory.hosts[name].jump
+            if jump is not None and failure.status != "remote_error":  # one reason for all behind it
+                failure = HostFailure(failure.status, bounded(f"via jump host {jump}: {failure.reason}"))
+            opening.failure = failure
+        except Exception as exc:  # never leave a waiter hanging on a bug of ours
+            log.exception("opening a session failed", host=name)
+            opening.failure = HostFailure("unreachable", bounded(f"cannot open a session: {exc}"))
+        finally:
+            if opening.session is None and opening.failure is None:  # cancelled: the pool is closing
+                opening.failure = HostFailure("cancelled", "the gateway is shutting down")
+            self._opening.pop(name, None)
+            opening.done.set()
+
+    @property
+    def processes(self) -> int:
+        """ssh processes running now (sessions, and openings under way)."""
+        return len(self._processes)
 
     def live(self, name: str) -> HostSession | None:
         """The host's session if one is open and alive, without opening one (its results live there)."""
@@ -157,10 +208,14 @@ class Pool:
             ) from None
         except (PeerGone, NotMcp, RemoteError) as exc:
             failure = await session.failure()
-            if isinstance(exc, NotMcp):
-                failure = HostFailure("no_sysmcp", bounded(f"not an MCP server: {exc}"))
+            if isinstance(exc, NotMcp) and failure.status != "no_sysmcp":
+                failure = HostFailure(
+                    "remote_error", bounded(f"the remote command does not speak MCP: {exc}")
+                )
             elif isinstance(exc, RemoteError):
-                failure = HostFailure("no_sysmcp", bounded(f"the remote refused initialize: {exc.message}"))
+                failure = HostFailure(
+                    "remote_error", bounded(f"the remote refused initialize: {exc.message}")
+                )
             await self._end(session)
             raise failure from None
         except BaseException:  # cancelled while connecting: leave nothing running
@@ -179,7 +234,8 @@ class Pool:
         with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             while True:
                 session.stderr += await stream.receive()
-                del session.stderr[:-STDERR_TAIL]
+                if len(session.stderr) > 2 * STDERR_KEPT:  # the first lines say why; the last, how it ended
+                    del session.stderr[STDERR_KEPT:-STDERR_KEPT]
 
     async def _end(self, session: HostSession) -> None:
         """Close the session's stdin (the remote sysmcp sees EOF and exits), then wait briefly, then kill."""

@@ -3,16 +3,23 @@ ssh settings, and the pool that lives as long as the server."""
 
 from __future__ import annotations
 
+import contextlib
+import resource
+import shlex
+import subprocess
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from sysmcp.fleet.fanout import DEFAULT_CONCURRENCY, Fleet
+from sysmcp.fleet.fanout import DEFAULT_CONCURRENCY, DEFAULT_DEADLINE, Fleet
 from sysmcp.fleet.inventory import Inventory, from_names, merge, parse_ini, split_hosts_env
-from sysmcp.fleet.pool import Pool, private_control_dir
+from sysmcp.fleet.pool import DEFAULT_HANDSHAKES, Pool, private_control_dir
+from sysmcp.fleet.sources import detect, from_json, from_ssh_config, from_yaml
 from sysmcp.fleet.ssh import DEFAULT_CONNECT_TIMEOUT, DEFAULT_REMOTE_COMMAND, SshSettings
 
 HOSTS_ENV = "SYSMCP_HOSTS"
+FDS_PER_HOST = 4  # a session's ssh: stdin, stdout and stderr pipes, and slack for a reopening
+COMMAND_TIMEOUT = 120.0  # seconds an --inventory-command (a cloud plugin listing a fleet) may take
 
 
 @dataclass(frozen=True)
@@ -22,17 +29,57 @@ class FleetOptions:
     remote_command: str = DEFAULT_REMOTE_COMMAND
     concurrency: int = DEFAULT_CONCURRENCY
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    deadline: float = DEFAULT_DEADLINE
+    handshakes: int = DEFAULT_HANDSHAKES
 
 
-def load_inventory(hosts: Sequence[str], env_value: str | None, inventory_file: str | None) -> Inventory:
-    """``--inventory`` first (its variables win), then ``--host`` names, then ``$SYSMCP_HOSTS``.
+def parse_inventory(text: str, source: str) -> Inventory:
+    """Any inventory form, told by its name and content (``sources.detect``)."""
+    kind = detect(text, source)
+    if kind == "json":
+        return from_json(text, source)
+    if kind == "yaml":
+        return from_yaml(text, source)
+    if kind == "ssh_config":
+        return from_ssh_config(text, source)
+    return parse_ini(text, source)
+
+
+def run_inventory_command(command: str) -> Inventory:
+    """``--inventory-command``: the operator's command (``ansible-inventory -i aws_ec2.yml --list``),
+    run without a shell; its stdout is the JSON of ``ansible-inventory --list``. ``OSError`` says why not."""
+    argv = shlex.split(command)
+    if not argv:
+        raise OSError("--inventory-command is empty")
+    try:
+        done = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=COMMAND_TIMEOUT, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise OSError(f"--inventory-command did not finish within {COMMAND_TIMEOUT:g} s") from None
+    if done.returncode != 0:
+        tail = " ".join(done.stderr.decode("utf-8", "replace").split())[-300:]
+        raise OSError(f"--inventory-command exited with status {done.returncode}: {tail}")
+    return from_json(done.stdout.decode("utf-8", "replace"), source=f"the output of {argv[0]}")
+
+
+def load_inventory(
+    hosts: Sequence[str],
+    env_value: str | None,
+    inventory_file: str | None,
+    inventory_command: str | None = None,
+) -> Inventory:
+    """``--inventory`` (INI, YAML, JSON or ssh_config) and ``--inventory-command`` first (their
+    variables win), then ``--host`` names, then ``$SYSMCP_HOSTS``.
 
     Raises ``InventoryError`` (with the line) for a malformed file and ``OSError`` for an unreadable one.
     """
     inventory = Inventory()
     if inventory_file is not None:
         with open(inventory_file, encoding="utf-8") as stream:
-            inventory = parse_ini(stream.read(), source=inventory_file)
+            inventory = parse_inventory(stream.read(), inventory_file)
+    if inventory_command is not None:
+        inventory = merge(inventory, run_inventory_command(inventory_command))
     if hosts:
         inventory = merge(inventory, from_names(hosts, "--host"))
     if env_value:
@@ -40,18 +87,37 @@ def load_inventory(hosts: Sequence[str], env_value: str | None, inventory_file: 
     return inventory
 
 
+def room_for_sessions(hosts: int) -> None:
+    """Raise the soft open-files limit towards the hard one so every host's session fits (a soft
+    limit of 1,024 would end a fleet of 300 hosts with EMFILE); never above the hard limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = FDS_PER_HOST * hosts + 256
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        ceiling = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        with contextlib.suppress(ValueError, OSError):  # macOS caps it below its hard limit: keep ours
+            resource.setrlimit(resource.RLIMIT_NOFILE, (ceiling, hard))
+
+
 @asynccontextmanager
 async def running_fleet(options: FleetOptions) -> AsyncIterator[Fleet]:
     """The fleet for the server's lifetime; at the end every ssh it started is ended."""
+    room_for_sessions(len(options.inventory.hosts))
     settings = SshSettings(
         control_dir=private_control_dir(),
         config_file=options.ssh_config,
         remote_command=options.remote_command,
         connect_timeout=options.connect_timeout,
     )
-    pool = Pool(options.inventory, settings)
+    pool = Pool(options.inventory, settings, options.handshakes)
     async with pool.open():
-        yield Fleet(options.inventory, pool, options.concurrency)
+        yield Fleet(options.inventory, pool, options.concurrency, options.deadline)
 
 
-__all__ = ["HOSTS_ENV", "FleetOptions", "load_inventory", "running_fleet"]
+__all__ = [
+    "HOSTS_ENV",
+    "FleetOptions",
+    "load_inventory",
+    "parse_inventory",
+    "run_inventory_command",
+    "running_fleet",
+]

@@ -17,6 +17,7 @@ DEFAULT_REMOTE_COMMAND = "uvx sysmcp"
 DEFAULT_CONNECT_TIMEOUT = 10.0
 CONTROL_PERSIST = 60  # seconds a master outlives its last session (it is ended at exit anyway)
 REASON_LIMIT = 200
+REMOTE_REASON_LIMIT = 400  # a failed remote start's first lines: room for uv's or Python's own words
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,10 @@ def _common(settings: SshSettings, host: Host) -> list[str]:
         argv += ["-o", f"Port={host.port}"]
     if host.user is not None:
         argv += ["-o", f"User={host.user}"]
+    if host.jump is not None:
+        argv += ["-o", f"ProxyJump={host.jump}"]
+    for option in host.options:
+        argv += ["-o", option]
     return argv
 
 
@@ -110,8 +115,14 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             re.I,
         ),
     ),
-    ("no_sysmcp", re.compile(r"command not found|not found|no such file or directory", re.I)),
 )
+#: The remote command itself was not found (bash, dash, zsh, csh, env, exec): only this is no_sysmcp.
+_NOT_FOUND = re.compile(
+    r"command not found|^\S*sh: (?:line )?\d+: [^:]+: not found$|^\S*sh: [^:]+: not found$"
+    r"|^env: [^:]+: No such file or directory$|exec: [^:]+: not found",
+    re.I,
+)
+MEANINGFUL_LINES = 3  # lines of a failed remote start's stderr quoted in its reason
 
 _NOISE = re.compile(r"^(warning: permanently added|@{5,}|pseudo-terminal will not be allocated)", re.I)
 
@@ -123,31 +134,45 @@ def bounded(text: str, limit: int = REASON_LIMIT) -> str:
 
 
 def classify(returncode: int | None, stderr: str, *, not_mcp: str | None = None) -> tuple[str, str]:
-    """The status and a one-line reason for an ssh that ended before the session was usable.
+    """The status and a one-line reason for an ssh that ended before the session was usable, from
+    its whole stderr.
 
     ssh exits 255 for its own failures and says why on stderr; otherwise the exit code is the
-    remote command's (127: not found). ``not_mcp`` is set when the remote wrote something that is not
-    JSON-RPC (a shell banner, another program).
+    remote command's. ``no_sysmcp`` only when the remote command was not found (127, or the shell's
+    own words); a remote command that started and failed (a uvx that cannot resolve, a Python that
+    raised) is ``remote_error`` with its first meaningful lines. ``not_mcp`` is set when the remote
+    wrote something that is not JSON-RPC (a shell banner, another program).
     """
     lines = [line.strip(" @\t\r") for line in stderr.splitlines() if not _NOISE.match(line.strip())]
     lines = [line for line in lines if line]
-    for status, pattern in _PATTERNS:
-        if status == "no_sysmcp" and returncode == 255:
-            continue  # "not found" from ssh itself (a config file, an identity) is not the remote command
-        for line in lines:
-            if pattern.search(line):
-                return status, bounded(line)
-    last = lines[-1] if lines else ""
+    ssh_failed = returncode == 255 or returncode is None
+    if ssh_failed or not_mcp is None:
+        for status, pattern in _PATTERNS:
+            for line in lines:
+                if pattern.search(line) and (ssh_failed or status != "unreachable"):
+                    return status, bounded(line)
+    for line in lines:
+        if _NOT_FOUND.search(line):
+            return "no_sysmcp", bounded(line)
     if returncode == 127:
-        return "no_sysmcp", bounded(last or "the remote command was not found (exit status 127)")
+        return "no_sysmcp", bounded(
+            lines[0] if lines else "the remote command was not found (exit status 127)"
+        )
     if not_mcp is not None:
-        return "no_sysmcp", bounded(not_mcp)
+        return "remote_error", bounded(f"the remote command does not speak MCP: {not_mcp}")
     if returncode == 255:
-        return "unreachable", bounded(last or "ssh failed (exit status 255) without saying why")
+        return "unreachable", bounded(
+            lines[-1] if lines else "ssh failed (exit status 255) without saying why"
+        )
     if returncode is None:
-        return "unreachable", bounded(last or "the connection ended before the remote sysmcp answered")
-    return "no_sysmcp", bounded(
-        last or f"the remote command exited with status {returncode} before answering as an MCP server"
+        return "unreachable", bounded(
+            lines[-1] if lines else "the connection ended before the remote sysmcp answered"
+        )
+    first = " / ".join(lines[:MEANINGFUL_LINES])
+    return "remote_error", bounded(
+        f"the remote command exited with status {returncode}"
+        + (f": {first}" if first else " before answering"),
+        REMOTE_REASON_LIMIT,
     )
 
 

@@ -21,7 +21,7 @@ from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import human_bytes, plural, rate, took
 from sysmcp.tools.arguments import sha256_argument
-from sysmcp.tools.merging import HostOutcome, fleet_output
+from sysmcp.tools.merging import HostOutcome, fleet_output, host_list
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.schemas import arguments, path_argument, result
 from sysmcp.tools.walking import denied_by
@@ -177,7 +177,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 
 
 def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
-    """Config drift: the digest per host, grouped (the majority first), and which hosts lack the file."""
+    """Config drift: the digest per host, grouped (the majority first in the view, last in the text, where
+    the outliers are read first), and which hosts lack the file."""
     groups: dict[str, list[str]] = {}
     for outcome in outcomes:
         if outcome.ok and outcome.result is not None and isinstance(outcome.result.get("sha256"), str):
@@ -201,12 +202,12 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
             + (f"; {len(missing)} {'lack' if len(missing) != 1 else 'lacks'} the file" if missing else "")
             + ":"
         ]
-        for digest, hosts in ordered:
+        for digest, hosts in reversed(ordered):  # the outliers first, the majority last
             body.append(
-                f"  {len(hosts):>3} host{'s' if len(hosts) != 1 else ' '}  {digest}  {', '.join(hosts)}"
+                f"  {len(hosts):>3} host{'s' if len(hosts) != 1 else ' '}  {digest}  {host_list(hosts)}"
             )
     if missing:
-        body.append(f"No such file on: {', '.join(missing)}")
+        body.append(f"No such file on: {host_list(missing)}")
     digests: list[dict[str, Any]] = []
     for digest, hosts in ordered:
         group: dict[str, Any] = {"sha256": digest, "count": len(hosts), "hosts": hosts}

@@ -7,6 +7,7 @@ outcomes and need no ssh. The fleet package builds the outcomes; tools never imp
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,13 +20,18 @@ STATUSES = (
     "unreachable",
     "auth_failed",
     "host_key_mismatch",
-    "no_sysmcp",
+    "no_sysmcp",  # the remote command was not found
+    "remote_error",  # the remote command started and failed (its first lines say why)
     "timeout",
     "cancelled",
+    "pending",  # still connecting or running when the fleet deadline passed
 )
 ANSWERED = frozenset({"ok", "tool_error"})  # the remote sysmcp answered (an isError answer is an answer)
 LINE_BUDGET = 80  # lines of merged text; past it the full per-host results are one resource link
 LINES_PER_HOST = 6  # lines of each host's own text in a per-host summary
+HOSTS_NAMED = 8  # host names spelled out in one line of a group; the count is always given
+#: What differs between hosts giving the same answer: timings, rates, and each host's own result links.
+_VOLATILE = re.compile(r"\b\d+(?:\.\d+)? ?(?:ms|s)\b|\d+(?:\.\d+)? ?[KMGTPE]?i?B/s|sysmcp://hosts/[^/\s]+/")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,53 +62,6 @@ class HostOutcome:
 
 Merge = Callable[[Sequence[HostOutcome], dict[str, Any]], ToolOutput]
 
-HOST_ENTRY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "host": {"type": "string"},
-        "status": {"type": "string", "enum": list(STATUSES)},
-        "seconds": {"type": "number"},
-        "result": {"type": "object", "description": "The host's own structured answer (status ok)."},
-        "reason": {"type": "string", "description": "One line: why there is no result."},
-    },
-    "required": ["host", "status", "seconds"],
-}
-
-FLEET_OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "hosts": {"type": "array", "items": HOST_ENTRY_SCHEMA, "description": "One entry per host asked."},
-        "asked": {"type": "integer"},
-        "answered": {"type": "integer"},
-        "view": {"type": "object", "description": "The tool's merged view across the hosts that answered."},
-    },
-    "required": ["hosts", "asked", "answered", "view"],
-}
-
-
-def hosts_property(groups: Sequence[str], count: int) -> dict[str, Any]:
-    """The ``hosts`` argument every tool gains when a fleet is configured."""
-    named = ", ".join(groups) if groups else "none besides all"
-    return {
-        "type": "array",
-        "items": {"type": "string", "minLength": 1},
-        "minItems": 1,
-        "description": "Run on these inventory hosts instead of this machine and merge the answers: host "
-        f'names, group names ({named}), shell globs over host names ("web*"), or "all" ({count} hosts). '
-        "Omit for this machine.",
-    }
-
-
-def with_hosts(
-    input_schema: dict[str, Any], output_schema: dict[str, Any], hosts: dict[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A tool's schemas with ``hosts`` added: its own answer, or the fleet's."""
-    properties = {**input_schema.get("properties", {}), "hosts": hosts}
-    return {**input_schema, "properties": properties}, {
-        "type": "object",
-        "anyOf": [output_schema, FLEET_OUTPUT_SCHEMA],
-    }
-
 
 # -- pieces every merge uses -----------------------------------------------------------------------
 
@@ -121,10 +80,35 @@ def tally(outcomes: Sequence[HostOutcome]) -> str:
     return ", ".join([f"{answered(outcomes)} of {len(outcomes)} hosts answered", *parts])
 
 
+def host_list(hosts: Sequence[str], limit: int = HOSTS_NAMED) -> str:
+    """``web01, web02, web03 … and 184 more``: a group's hosts in one bounded line."""
+    shown = ", ".join(hosts[:limit])
+    return shown + (f" … and {len(hosts) - limit:,} more" if len(hosts) > limit else "")
+
+
+def grouped(items: Sequence[tuple[Any, str]]) -> list[tuple[Any, list[str]]]:
+    """``(key, host)`` pairs grouped by key: the smallest groups (the outliers) first, then by first
+    appearance, so the one odd host is read before the 187 that agree."""
+    groups: dict[Any, list[str]] = {}
+    for key, host in items:
+        groups.setdefault(key, []).append(host)
+    return sorted(groups.items(), key=lambda item: len(item[1]))  # stable: first seen wins a tie
+
+
 def failure_lines(outcomes: Sequence[HostOutcome]) -> list[str]:
-    """One line per host without an answer (and per tool error), naming its status and reason."""
-    lines = [f"  {o.host}: {o.status} — {o.reason}" for o in outcomes if not o.ok]
+    """Hosts without an answer (and tool errors), one line per status and reason: a host alone is
+    named with its reason; hosts sharing one (a bastion down, a deadline) are one counted line."""
+    lines = []
+    for (status, reason), hosts in grouped([((o.status, o.reason), o.host) for o in outcomes if not o.ok]):
+        if len(hosts) == 1:
+            lines.append(f"  {hosts[0]}: {status} — {reason}")
+        else:
+            lines.append(f"  {len(hosts):,} hosts {status} — {reason}: {host_list(hosts)}")
     return ["Hosts without a result:", *lines] if lines else []
+
+
+def pending(outcomes: Sequence[HostOutcome]) -> int:
+    return sum(1 for o in outcomes if o.status == "pending")
 
 
 def structured(outcomes: Sequence[HostOutcome], view: dict[str, Any]) -> dict[str, Any]:
@@ -132,6 +116,7 @@ def structured(outcomes: Sequence[HostOutcome], view: dict[str, Any]) -> dict[st
         "hosts": [o.entry() for o in outcomes],
         "asked": len(outcomes),
         "answered": answered(outcomes),
+        "pending": pending(outcomes),
         "view": view,
     }
 
@@ -166,16 +151,33 @@ def summary_lines(outcome: HostOutcome, limit: int = LINES_PER_HOST) -> list[str
     return shown
 
 
+def same_answer(text: str) -> str:
+    """What two hosts' texts share when they gave the same answer: the text without its timings,
+    rates and host links."""
+    return _VOLATILE.sub("…", text)
+
+
 def summary_merge(note: str | None = None) -> Merge:
-    """Per-host summaries: each host's own first lines, one host after another."""
+    """Per-host summaries, hosts with the same answer as one group (``187 hosts, same answer``), the
+    outliers first."""
 
     def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
         body = [note] if note else []
-        for outcome in outcomes:
-            if outcome.ok:
-                body.append(f"== {outcome.host} ({outcome.seconds:.2f} s)")
-                body += summary_lines(outcome)
-        view: dict[str, Any] = {"summaries": [{"host": o.host, "text": o.text} for o in outcomes if o.ok]}
+        ok = {o.host: o for o in outcomes if o.ok}
+        groups = grouped([(same_answer(o.text), o.host) for o in ok.values()])
+        for _, hosts in groups:
+            first = ok[hosts[0]]
+            if len(hosts) == 1:
+                body.append(f"== {first.host} ({first.seconds:.2f} s)")
+            else:
+                body.append(
+                    f"== {len(hosts):,} hosts, same answer: {host_list(hosts)} (as {first.host} says it)"
+                )
+            body += summary_lines(first)
+        view: dict[str, Any] = {
+            "summaries": [{"host": o.host, "text": o.text} for o in ok.values()],
+            "groups": [{"count": len(hosts), "hosts": hosts} for _, hosts in groups],
+        }
         if note:
             view["note"] = note
         return fleet_output(outcomes, body, view)
@@ -198,16 +200,16 @@ def bound(output: ToolOutput, budget: int = LINE_BUDGET) -> tuple[ToolOutput, st
 
 __all__ = [
     "ANSWERED",
-    "FLEET_OUTPUT_SCHEMA",
     "STATUSES",
     "HostOutcome",
     "Merge",
     "bound",
     "default_merge",
     "fleet_output",
-    "hosts_property",
+    "grouped",
+    "host_list",
+    "same_answer",
     "summary_merge",
     "table",
     "tally",
-    "with_hosts",
 ]

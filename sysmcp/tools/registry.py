@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -145,20 +145,13 @@ class Tool:
 class Registry:
     """Tools by name, in declaration order, with opaque-cursor pagination."""
 
-    def __init__(
-        self, tools: Iterable[Tool], page_size: int = 100, hosts: dict[str, Any] | None = None
-    ) -> None:
-        """``hosts``: the fleet's ``hosts`` property, added here to every tool's schema (only when a
-        fleet is configured: without one every schema is exactly the tool's own)."""
+    def __init__(self, tools: Iterable[Tool], page_size: int = 100) -> None:
+        """The tools as given: with a fleet, the gateway hands over tools whose schemas already carry
+        ``hosts`` (``sysmcp.fleet.schema.fleet_tools``), so nothing here knows about fleets."""
         self._tools: dict[str, Tool] = {}
         for tool in tools:
             if tool.name in self._tools:
                 raise ValueError(f"tool {tool.name!r} registered twice")
-            if hosts is not None:
-                from sysmcp.tools.merging import with_hosts
-
-                input_schema, output_schema = with_hosts(tool.input_schema, tool.output_schema, hosts)
-                tool = replace(tool, input_schema=input_schema, output_schema=output_schema)
             self._tools[tool.name] = tool
         self.page_size = page_size
 

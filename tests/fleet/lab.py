@@ -9,6 +9,7 @@ one temporary directory. Needs root (sshd, mounts) and unshare.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -16,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,11 +62,90 @@ class SimHost:
     port: int
     root: Path
     process: subprocess.Popen[bytes] | None = None
+    behind: Bastion | None = None
 
     @property
     def pid(self) -> int:
         assert self.process is not None
         return self.process.pid
+
+
+class Bastion:
+    """A jump host that is the only way to the hosts behind it.
+
+    The hosts behind it run in a network namespace of their own (``unshare -n``), on that namespace's
+    own loopback: from the test's namespace nothing listens at their 127.0.0.x addresses, so a direct
+    connection is refused by the kernel, not by any sshd rule. The bastion's port is in the test's
+    namespace; each connection to it is handed (as its stdin and stdout) to an ``sshd -i`` started
+    inside the hidden namespace, so the connections it forwards for ProxyJump reach the hosts there.
+    """
+
+    def __init__(self, lab: Lab, address: str) -> None:
+        self.address = address
+        self.port = free_port(address)
+        self.root = lab.base / f"bastion-{address}"
+        self.root.mkdir()
+        self.holder = subprocess.Popen(["unshare", "-n", "sleep", "infinity"], stdin=subprocess.DEVNULL)
+        self.netns = f"/proc/{self.holder.pid}/ns/net"
+        deadline = time.monotonic() + 10
+        while os.readlink(self.netns) == os.readlink("/proc/self/ns/net"):  # unshare has not run yet
+            if time.monotonic() > deadline:
+                raise RuntimeError("unshare -n did not make a network namespace")
+            time.sleep(0.01)
+        subprocess.run([*self.enter, "ip", "link", "set", "lo", "up"], check=True)
+        public = keygen(self.root / "host_key")
+        lab.known_hosts.append(f"[{address}]:{self.port} {public}")
+        (lab.base / "known_hosts").write_text("\n".join(lab.known_hosts) + "\n")
+        (self.root / "sshd_config").write_text(
+            f"HostKey {self.root / 'host_key'}\n"
+            f"AuthorizedKeysFile {lab.base / 'authorized_keys'}\n"
+            "PubkeyAuthentication yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+            "UsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\nAllowTcpForwarding yes\n"
+            "LogLevel ERROR\nForceCommand /bin/false\n"  # a jump host only: no shell here
+        )
+        self.listener = socket.create_server((address, self.port))
+        self.children: list[subprocess.Popen[bytes]] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def enter(self) -> list[str]:
+        return ["nsenter", f"--net={self.netns}"]
+
+    @property
+    def jump(self) -> str:
+        return f"root@{self.address}:{self.port}"
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return  # closed: the bastion is down
+            with conn:
+                child = subprocess.Popen(
+                    [*self.enter, SSHD, "-i", "-e", "-f", str(self.root / "sshd_config")],
+                    stdin=conn.fileno(),
+                    stdout=conn.fileno(),
+                    stderr=subprocess.DEVNULL,
+                )
+            self.children = [c for c in self.children if c.poll() is None] + [child]
+
+    def down(self) -> None:
+        """The bastion stops listening (its port refuses) and its open connections end."""
+        with contextlib.suppress(OSError):  # wakes the accept() (a close alone would leave it listening)
+            self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        self.thread.join(5)
+        for child in self.children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+
+    def close(self) -> None:
+        self.down()
+        self.holder.kill()
+        self.holder.wait()
 
 
 @dataclass
@@ -73,6 +154,7 @@ class Lab:
     hosts: dict[str, SimHost] = field(default_factory=dict)
     known_hosts: list[str] = field(default_factory=list)
     inventory_lines: list[str] = field(default_factory=list)
+    bastions: list[Bastion] = field(default_factory=list)
     _next_address: int = 10
 
     def __post_init__(self) -> None:
@@ -112,12 +194,13 @@ class Lab:
         start: bool = True,
         group: str = "healthy",
         allow_df: bool = False,
+        behind: Bastion | None = None,
     ) -> SimHost:
         """A host whose shared directory holds ``files``; ``command`` replaces sysmcp (a host without
         it); ``known_key=False`` puts another key in known_hosts (a changed host key);
         ``accepts_key=False`` authorises another user key (our key is rejected); ``start=False``
         leaves the port closed (connection refused); ``allow_df`` lets ``df -P`` through (the
-        benchmark's reference command)."""
+        benchmark's reference command); ``behind`` puts it where only that bastion reaches it."""
         address = self._address()
         port = free_port(address)
         root = self.base / name
@@ -154,16 +237,23 @@ class Lab:
             "LogLevel ERROR\n"
             f"ForceCommand {command}\n"
         )
-        host = SimHost(name, address, port, root)
+        host = SimHost(name, address, port, root, behind=behind)
         self.hosts[name] = host
-        self.inventory_lines.append(f"{name} ansible_host={address} ansible_port={port}  # {group}")
+        jump = f" ansible_ssh_common_args='-J {behind.jump}'" if behind is not None else ""
+        self.inventory_lines.append(f"{name} ansible_host={address} ansible_port={port}{jump}  # {group}")
         if start:
             self.start(host)
         return host
 
+    def bastion(self) -> Bastion:
+        made = Bastion(self, self._address())
+        self.bastions.append(made)
+        return made
+
     def start(self, host: SimHost) -> None:
+        enter = host.behind.enter if host.behind is not None else []
         host.process = subprocess.Popen(
-            [SSHD, "-D", "-e", "-f", str(host.root / "sshd_config")],
+            [*enter, SSHD, "-D", "-e", "-f", str(host.root / "sshd_config")],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=open(host.root / "sshd.log", "wb"),  # noqa: SIM115 - closed with the process
@@ -172,6 +262,17 @@ class Lab:
         while time.monotonic() < deadline:
             if host.process.poll() is not None:
                 raise RuntimeError(f"sshd for {host.name} exited: {(host.root / 'sshd.log').read_text()}")
+            if host.behind is not None:  # listening in the hidden namespace: look from there
+                probe = [
+                    *enter,
+                    sys.executable,
+                    "-c",
+                    f"import socket; socket.create_connection(('{host.address}', {host.port}), 1)",
+                ]
+                if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
+                    return
+                time.sleep(0.05)
+                continue
             try:
                 with socket.create_connection((host.address, host.port), timeout=0.5):
                     return
@@ -203,6 +304,8 @@ class Lab:
         ]
 
     def close(self) -> None:
+        for bastion in self.bastions:
+            bastion.close()
         for host in self.hosts.values():
             if host.process is not None and host.process.poll() is None:
                 os.kill(host.pid, signal.SIGCONT)
@@ -228,4 +331,4 @@ def ssh_processes(marker: str = "sysmcp-ssh-") -> list[str]:
     return found
 
 
-__all__ = ["Lab", "SimHost", "ssh_processes", "unavailable"]
+__all__ = ["Bastion", "Lab", "SimHost", "ssh_processes", "unavailable"]

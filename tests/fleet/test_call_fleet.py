@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -94,3 +95,19 @@ def test_an_unreachable_host_prints_its_status_and_exits_1(lab: Lab) -> None:
     assert done.returncode == 1
     assert "0 of 1 hosts answered, 1 unreachable" in done.stderr
     assert "refused: unreachable" in done.stderr
+
+
+def test_output_dir_gets_each_hosts_full_manifest_not_the_merged_summary(lab: Lab, tmp_path: Path) -> None:
+    target = tmp_path / "manifests"
+    base = str(lab.base / SHARED)
+    done = call("call", *fleet(lab), "hash_tree", f"path={base}", "hosts=web1,odd,refused", "-o", str(target))
+    assert done.returncode == 1, done.stderr  # refused has no result
+    assert sorted(p.name for p in target.iterdir()) == ["odd.SHA256SUMS", "web1.SHA256SUMS"]
+    same = hashlib.sha256(SAME.encode()).hexdigest()
+    other = hashlib.sha256(OTHER.encode()).hexdigest()
+    assert (target / "web1.SHA256SUMS").read_text() == f"{same}  {CONF}\n"
+    assert (target / "odd.SHA256SUMS").read_text() == f"{other}  {CONF}\n"
+    assert "wrote 2 host results" in done.stderr
+    sums = call("call", *fleet(lab), "disk_usage", "hosts=web", "-o", str(tmp_path / "df"))
+    assert sorted(p.name for p in (tmp_path / "df").iterdir()) == ["web1.json", "web2.json"], sums.stderr
+    assert "filesystems" in json.loads((tmp_path / "df" / "web1.json").read_text())

@@ -8,13 +8,14 @@ from typing import Any
 import pytest
 
 from sysmcp.fleet.inventory import parse_ini
+from sysmcp.fleet.schema import hosts_property
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ProtocolError
 from sysmcp.protocol.jsonrpc import Request
 from sysmcp.protocol.lifecycle import features_of
 from sysmcp.server import build_server
 from sysmcp.tools import ALL_TOOLS
-from sysmcp.tools.merging import HostOutcome, hosts_property
+from sysmcp.tools.merging import HostOutcome
 from sysmcp.tools.registry import Tool
 
 pytestmark = pytest.mark.anyio
@@ -56,7 +57,8 @@ class MemoryFleet:
         self.calls.append((tool.name, arguments, hosts))
         if self.status != "ok":
             return [HostOutcome(h, self.status, 1.0, reason="Connection refused") for h in hosts]
-        return [HostOutcome(h, "ok", 0.01, {"x": 1}, "line one\nline two\nline three") for h in hosts]
+        # Each host's own text (identical answers are grouped into one: see test_fleet_merges).
+        return [HostOutcome(h, "ok", 0.01, {"x": 1}, f"{h} line one\nline two\nline three") for h in hosts]
 
     async def read_resource(self, host: str, uri: str) -> dict[str, Any]:
         self.reads.append((host, uri))

@@ -61,7 +61,9 @@ def test_control_argv_ends_the_master_on_our_path() -> None:
         ),
         (127, "bash: line 1: uvx: command not found", "no_sysmcp"),
         (127, "", "no_sysmcp"),
-        (1, "", "no_sysmcp"),
+        (1, "", "remote_error"),
+        (127, "sh: 1: exec: no-such-sysmcp: not found", "no_sysmcp"),
+        (2, "/usr/bin/python3: No module named sysmcp", "remote_error"),
         (255, "", "unreachable"),
     ],
 )
@@ -71,10 +73,32 @@ def test_failures_are_classified_from_exit_code_and_stderr(code: int, stderr: st
     assert "\n" not in reason and len(reason) <= 200 and "Permanently added" not in reason
 
 
-def test_a_peer_that_is_no_mcp_server_is_no_sysmcp() -> None:
-    assert classify(0, "", not_mcp="not an MCP server: it wrote 'hello'") == (
-        "no_sysmcp",
-        "not an MCP server: it wrote 'hello'",
+def test_a_peer_that_is_no_mcp_server_is_a_remote_error() -> None:
+    assert classify(0, "", not_mcp="it wrote 'hello'") == (
+        "remote_error",
+        "the remote command does not speak MCP: it wrote 'hello'",
+    )
+
+
+UV_FAILS = """\
+  × No solution found when resolving tool dependencies:
+  ╰─▶ Because sysmcp was not found in the package registry and you require sysmcp, we can
+      conclude that your requirements are unsatisfiable.
+
+hint: Packages were unavailable because the network was disabled. When the network is disabled,
+registry packages may only be read from the cache.
+"""
+
+
+def test_a_failing_remote_start_is_a_remote_error_with_its_first_lines_not_its_last_hint() -> None:
+    """A uvx that cannot resolve said "not found" in the middle: that is no missing command."""
+    status, reason = classify(1, UV_FAILS)
+    assert status == "remote_error"
+    assert reason.startswith("the remote command exited with status 1: × No solution found")
+    assert "sysmcp was not found in the package registry" in reason and "hint:" not in reason
+    assert classify(127, "zsh:1: command not found: uvx")[0] == "no_sysmcp"
+    assert classify(1, "Traceback (most recent call last):\n  File x\nImportError: no anyio")[1].endswith(
+        "Traceback (most recent call last): / File x / ImportError: no anyio"
     )
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from sysmcp.fleet.schema import fleet_tools, hosts_property
 from sysmcp.tools import ALL_TOOLS
 from sysmcp.tools.dir_usage import TOOL as DIR_USAGE
 from sysmcp.tools.disk_usage import TOOL as DISK_USAGE
 from sysmcp.tools.file_sha256 import TOOL as FILE_SHA256
 from sysmcp.tools.find_duplicates import TOOL as FIND_DUPLICATES
-from sysmcp.tools.merging import HostOutcome, bound, default_merge, hosts_property, tally
+from sysmcp.tools.merging import HostOutcome, bound, default_merge, tally
 from sysmcp.tools.registry import Registry
 
 A, B = "a" * 64, "b" * 64
@@ -155,7 +156,7 @@ def test_the_call_is_an_error_only_when_no_host_answered() -> None:
 
 
 def test_long_text_is_cut_to_the_line_budget_and_the_full_text_returned_for_keeping() -> None:
-    out = default_merge([HostOutcome(f"h{i}", "ok", 1, None, "x\ny") for i in range(60)], {})
+    out = default_merge([HostOutcome(f"h{i}", "ok", 1, None, f"x{i}\ny") for i in range(60)], {})
     cut, full = bound(out, budget=20)
     assert len(cut.text.splitlines()) == 20 and cut.text.endswith("more lines not shown.")
     assert full == out.text
@@ -165,7 +166,7 @@ def test_long_text_is_cut_to_the_line_budget_and_the_full_text_returned_for_keep
 def test_the_registry_adds_hosts_to_every_schema_only_with_a_fleet() -> None:
     plain = Registry(ALL_TOOLS)
     assert [t.input_schema for t in plain] == [t.input_schema for t in ALL_TOOLS]
-    fleet = Registry(ALL_TOOLS, hosts=hosts_property(["web", "db"], 12))
+    fleet = Registry(fleet_tools(ALL_TOOLS, hosts_property(["web", "db"], 12)))
     for tool, original in zip(fleet, ALL_TOOLS, strict=True):
         hosts = tool.input_schema["properties"]["hosts"]
         assert (
@@ -175,3 +176,39 @@ def test_the_registry_adds_hosts_to_every_schema_only_with_a_fleet() -> None:
         )
         assert tool.output_schema["anyOf"][0] == original.output_schema
         assert "hosts" not in original.input_schema["properties"]
+
+
+def test_many_hosts_with_the_same_answer_are_one_group_after_the_outliers() -> None:
+    same = [
+        HostOutcome(f"web{i:03}", "ok", 0.2, None, f"hashed 3 files in 0.{i % 9}2 s\nsame digest")
+        for i in range(187)
+    ]
+    odd = HostOutcome("web999", "ok", 0.2, None, "hashed 2 files in 0.12 s\nother digest")
+    out = default_merge([*same[:100], odd, *same[100:]], {})
+    lines = out.text.splitlines()
+    assert lines[1] == "== web999 (0.20 s)"  # the outlier first
+    assert (
+        lines[4]
+        == "== 187 hosts, same answer: web000, web001, web002, web003, web004, web005, web006, web007 … and 179 more (as web000 says it)"
+    )
+    assert [g["count"] for g in out.structured["view"]["groups"]] == [1, 187]
+    assert len(lines) < 12
+
+
+def test_hosts_failing_for_one_reason_are_one_line() -> None:
+    down = [failed(f"h{i}", "unreachable", "bastion b1: Connection refused") for i in range(40)]
+    out = default_merge([*down, failed("x", "timeout", "no answer")], {})
+    assert "  x: timeout — no answer" in out.text
+    assert (
+        "  40 hosts unreachable — bastion b1: Connection refused: h0, h1, h2, h3, h4, h5, h6, h7 … and 32 more"
+        in out.text
+    )
+    assert out.is_error and len(out.text.splitlines()) == 4
+
+
+def test_file_sha256_drift_lists_the_outliers_first_and_bounds_the_host_lists() -> None:
+    assert FILE_SHA256.merge is not None
+    out = FILE_SHA256.merge([sha(f"w{i}", A) for i in range(50)] + [sha("odd", B)], {"path": "/etc/x"})
+    body = [line for line in out.text.splitlines() if line.startswith("  ")]
+    assert body[0].split()[:3] == ["1", "host", B] and body[0].endswith("odd")
+    assert body[1].endswith("w7 … and 42 more") and body[1].split()[:2] == ["50", "hosts"]

@@ -1,0 +1,269 @@
+"""Fleet at scale: (a) ``disk_usage hosts:["all"]`` on N real sshd hosts (``tests.fleet.lab``)
+against ``parallel-ssh -p 64 -i df -P`` in the same run, cold and warm, with the gateway's memory;
+(b) 1,000 hosts whose ``ssh`` is a stub MCP answerer (``tests/fleet/stub_ssh.py``), so what is
+measured is the gateway's own cost: hosts/s cold, the warm fan-out, descriptors and processes per
+host, and nothing left after EOF or SIGTERM.
+
+Everything runs on this machine: every simulated host's sshd, its remote Python and the gateway
+share its cores, and loopback has no round trip. Figures are indicative on a loaded machine.
+
+Usage (root, from the project root): ``flock /tmp/bench.lock uv run python benchmarks/fleet_scale_bench.py
+lab --hosts 50`` and ``… stub --hosts 1000``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import contextlib
+
+from sysmcp.protocol.client import ClientSession
+from tests.fleet.lab import Lab, unavailable
+
+STUB = Path(__file__).resolve().parent.parent / "tests" / "fleet" / "stub_ssh.py"
+
+
+def pssh(hosts_file: Path, config: Path, count: int, forks: int) -> float:
+    program = shutil.which("parallel-ssh") or shutil.which("pssh")
+    if program is None:
+        raise SystemExit("parallel-ssh is not installed (apt-get install pssh)")
+    started = time.perf_counter()
+    done = subprocess.run(
+        [
+            program,
+            "-h",
+            str(hosts_file),
+            "-x",
+            f"-F {config}",
+            "-O",
+            "BatchMode=yes",
+            "-p",
+            str(forks),
+            "-t",
+            "0",
+            "-i",
+            "df -P",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    elapsed = time.perf_counter() - started
+    if done.stdout.count("[SUCCESS]") != count:
+        raise SystemExit(f"pssh did not reach every host:\n{done.stdout[-1500:]}{done.stderr[-1500:]}")
+    return elapsed
+
+
+def tree(pid: int) -> tuple[int, int, int, int]:
+    """(processes below the gateway, the gateway's descriptors, its RSS, its children's RSS in bytes)."""
+    gateway = psutil.Process(pid)
+    children = gateway.children(recursive=True)
+    own = gateway.memory_info().rss
+    rss = 0
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            rss += child.memory_info().rss
+    return len(children), gateway.num_fds(), own, rss
+
+
+async def fan_out(
+    command: list[str], env: dict[str, str], count: int, warm_calls: int, stop: str
+) -> dict[str, Any]:
+    """One fresh gateway: the cold call, warm calls, its footprint, then its end (EOF or SIGTERM)."""
+    figures: dict[str, Any] = {}
+    async with await anyio.open_process(command, stderr=subprocess.DEVNULL, env=env) as process:
+        assert process.stdin is not None and process.stdout is not None
+        session = ClientSession(process.stdin, process.stdout)
+        async with anyio.create_task_group() as group:
+            group.start_soon(session.run)
+            await session.initialize()
+
+            async def call() -> float:
+                started = time.perf_counter()
+                reply = await session.call_tool("disk_usage", {"hosts": ["all"]})
+                elapsed = time.perf_counter() - started
+                answered = reply.get("structuredContent", {}).get("answered")
+                if answered != count:
+                    raise SystemExit(f"{answered} of {count} answered: {reply['content'][0]['text'][:1500]}")
+                return elapsed
+
+            figures["cold"] = await call()
+            figures["warm"] = sorted([await call() for _ in range(warm_calls)])[warm_calls // 2]
+            figures["processes"], figures["fds"], figures["own"], figures["rss"] = tree(process.pid)
+            started = time.perf_counter()
+            if stop == "eof":
+                await process.stdin.aclose()
+            else:
+                process.send_signal(signal.SIGTERM)
+            await process.wait()
+            figures["exit_s"] = time.perf_counter() - started
+            group.cancel_scope.cancel()
+    return figures
+
+
+def leftovers(marker: str) -> list[str]:
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        line = " ".join(proc.info["cmdline"] or [])
+        if marker in line and proc.pid != os.getpid():
+            found.append(f"{proc.pid} {line[:120]}")
+    return found
+
+
+def lab_mode(hosts: int, forks: int, warm_calls: int) -> None:
+    reason = unavailable()
+    if reason is not None:
+        raise SystemExit(reason)
+    with tempfile.TemporaryDirectory(prefix="fleet-scale-") as base:
+        lab = Lab(Path(base))
+        try:
+            for i in range(hosts):
+                lab.add(f"host{i:03d}", allow_df=True)
+            inventory = lab.inventory()
+            hosts_file = Path(base) / "pssh_hosts"
+            hosts_file.write_text("".join(f"root@{h.address}:{h.port}\n" for h in lab.hosts.values()))
+            reference = pssh(hosts_file, lab.ssh_config, hosts, forks)
+            command = [
+                sys.executable,
+                "-m",
+                "sysmcp",
+                "--inventory",
+                str(inventory),
+                "--ssh-config",
+                str(lab.ssh_config),
+                "--fleet-deadline",
+                "600",
+                "--connect-timeout",
+                "120",
+                "--fleet-forks",
+                str(forks),
+            ]
+            figures = anyio.run(fan_out, command, dict(os.environ), hosts, warm_calls, "eof")
+        finally:
+            lab.close()
+    print(f"{hosts} sshd hosts, fan-out {forks}           median/one run")
+    print(f"  parallel-ssh -p {forks} -i df -P         {reference:8.2f} s")
+    print(
+        f"  sysmcp disk_usage hosts=all, cold   {figures['cold']:8.2f} s   {figures['cold'] / reference:.2f} × pssh (target ≤ 1.5)"
+    )
+    print(
+        f"  sysmcp disk_usage hosts=all, warm   {figures['warm']:8.3f} s   {figures['warm'] / reference:.3f} × pssh (target ≤ 0.25)"
+    )
+    print(
+        f"  gateway {figures['own'] / 2**20:.0f} MiB RSS ({figures['own'] / hosts / 1024:.0f} KiB per host); its ssh "
+        f"processes {figures['rss'] / hosts / 1024:.0f} KiB RSS per host (shared pages counted in each); "
+        f"{figures['processes'] / hosts:.2f} processes and {figures['fds'] / hosts:.2f} gateway fds per host"
+    )
+
+
+def stub_mode(hosts: int, forks: int, warm_calls: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="fleet-stub-") as base:
+        program = Path(base) / "ssh"
+        program.write_text(f"#!{sys.executable} -SE\n" + STUB.read_text())
+        program.chmod(0o755)
+        inventory = Path(base) / "hosts"
+        inventory.write_text("".join(f"ok{i:04d}\n" for i in range(hosts)))
+        env = {**os.environ, "PATH": f"{base}{os.pathsep}{os.environ['PATH']}"}
+        command = [
+            sys.executable,
+            "-m",
+            "sysmcp",
+            "--inventory",
+            str(inventory),
+            "--fleet-deadline",
+            "600",
+            "--connect-timeout",
+            "120",
+            "--fleet-forks",
+            str(forks),
+        ]
+        rows = []
+        for stop in ("eof", "sigterm"):
+            figures = anyio.run(fan_out, command, env, hosts, warm_calls, stop)
+            time.sleep(1)  # ssh children are reaped by the gateway before it exits; a moment for ps
+            rows.append((stop, figures, leftovers(base)))
+    print(f"{hosts} stub hosts (ssh = a tiny MCP answerer), fan-out {forks}")
+    for stop, f, left in rows:
+        print(
+            f"  cold {f['cold']:6.2f} s = {hosts / f['cold']:5.1f} hosts/s (target ≥ 20); warm {f['warm']:.3f} s "
+            f"(target < 2); {f['processes'] / hosts:.2f} processes and {f['fds'] / hosts:.2f} gateway fds per host; "
+            f"gateway RSS {f['own'] / 2**20:.0f} MiB ({f['own'] / hosts / 1024:.0f} KiB per host); after {stop.upper()}: exit in {f['exit_s']:.2f} s, "
+            f"{len(left)} processes left" + (f" {left[:3]}" if left else "")
+        )
+
+
+def start_mode(starts: int) -> None:
+    """The CPU of one remote start (``python -m sysmcp``: imports, initialize, one disk_usage), what
+    every cold host costs on top of its sshd; ``hosts × this / cores`` is the cold floor here."""
+    import json
+    import resource
+
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "disk_usage", "arguments": {}},
+        },
+    ]
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    walls = []
+    for _ in range(starts):
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "sysmcp"], input=data, capture_output=True, check=True)
+        walls.append(time.perf_counter() - started)
+        assert done.stdout.count(b'"id":') + done.stdout.count(b'"id": ') >= 2, done.stdout[:300]
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) / starts
+    cores = os.cpu_count() or 1
+    print(
+        f"one remote start (python -m sysmcp, initialize, disk_usage, EOF): {cpu * 1000:.0f} ms CPU, "
+        f"{sorted(walls)[starts // 2] * 1000:.0f} ms wall (median of {starts}); cold floor of the remote "
+        f"starts alone on {cores} cores: {cpu / cores * 1000:.0f} ms per host"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("mode", choices=("lab", "stub", "start"))
+    parser.add_argument("--hosts", type=int, default=50)
+    parser.add_argument("--forks", type=int, default=64)
+    parser.add_argument("--warm-calls", type=int, default=3)
+    args = parser.parse_args()
+    if args.mode == "start":
+        start_mode(args.warm_calls)
+    else:
+        (lab_mode if args.mode == "lab" else stub_mode)(args.hosts, args.forks, args.warm_calls)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

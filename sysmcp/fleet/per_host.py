@@ -1,0 +1,57 @@
+"""``sysmcp call … hosts=… -o DIR``: each host's full result as its own file, not the merged summary.
+
+Pure: which of a host's links hold its full result, and the file each lands in. The client reads
+the links through the gateway (``sysmcp://hosts/<host>/results/…``) while the server still lives.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from urllib.parse import quote, unquote
+
+from sysmcp.fleet.links import HOST_PREFIX
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.@%+\-\[\]:]")
+
+
+def host_links(host: str, result: Any) -> list[str]:
+    """The host's own gateway links in its result (its manifest, its long listing), in order, once each."""
+    prefix = f"{HOST_PREFIX}{quote(host, safe='')}/results/"
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            for match in re.finditer(re.escape(prefix) + r"\S+", value):
+                uri = match.group(0).rstrip(").,;'\"")
+                if uri not in found:
+                    found.append(uri)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(result)
+    return found
+
+
+def file_name(host: str, uri: str | None) -> str:
+    """``<host>.<ext>``: the link's own name's extension (``dir_usage.json`` → json) or the name itself
+    (``SHA256SUMS``); ``<host>.json`` for a host whose structured answer is its full result."""
+    safe = _UNSAFE.sub("_", host).lstrip(".") or "_"
+    if uri is None:
+        return f"{safe}.json"
+    name = unquote(uri.rstrip("/").rsplit("/", 1)[-1])
+    ext = name.rsplit(".", 1)[-1] if "." in name else name
+    return f"{safe}.{_UNSAFE.sub('_', ext) or 'txt'}"
+
+
+def structured_text(entry: dict[str, Any]) -> str:
+    """A host's answer as a file when no link holds more: its structured result."""
+    return json.dumps(entry.get("result", {}), indent=2, ensure_ascii=False) + "\n"
+
+
+__all__ = ["file_name", "host_links", "structured_text"]

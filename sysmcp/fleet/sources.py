@@ -1,0 +1,402 @@
+"""The inventories admins already have, read into one shape: Ansible YAML, the JSON that
+``ansible-inventory --list`` (and every dynamic inventory plugin) prints, an ssh_config's ``Host``
+entries. Ansible INI and plain lists of names are ``inventory.parse_ini``'s. Free of I/O.
+
+The YAML reader covers what Ansible inventories use (block mappings and lists, plain and quoted
+scalars, comments, ``{}``/``[]`` and simple flow lists) without a YAML library: sysmcp has no
+runtime dependency for it. Anchors, tags and block scalars are refused with their line.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from sysmcp.fleet.inventory import Inventory, InventoryError, _build, _group_name, _Parsed, check_name, expand
+
+Value = Any  # a YAML scalar (str, int, float, bool, None), list or dict
+
+
+# -- a small YAML reader -----------------------------------------------------------------------
+
+
+def _strip_comment(line: str) -> str:
+    """The line without a comment: ``#`` at its start or after whitespace, outside quotes."""
+    quote: str | None = None
+    for index, char in enumerate(line):
+        if quote is not None:
+            if char == quote:
+                quote = None
+        elif char in "'\"" and (index == 0 or line[index - 1] in " \t:-[{,"):
+            quote = char
+        elif char == "#" and (index == 0 or line[index - 1] in " \t"):
+            return line[:index].rstrip()
+    return line.rstrip()
+
+
+def _scalar(text: str, number: int, source: str) -> Value:
+    text = text.strip()
+    if not text or text in ("~", "null", "Null", "NULL"):
+        return None
+    if text[0] in "&*!|>%@`":
+        raise InventoryError(
+            number, f"YAML {text[0]!r} (anchors, aliases, tags, block scalars) is not supported", source
+        )
+    if text[0] == "'":
+        if len(text) < 2 or text[-1] != "'":
+            raise InventoryError(number, f"unclosed quoted string {text!r}", source)
+        return text[1:-1].replace("''", "'")
+    if text[0] == '"':
+        if len(text) < 2 or text[-1] != '"':
+            raise InventoryError(number, f"unclosed quoted string {text!r}", source)
+        try:
+            value: str = json.loads(text)
+        except ValueError:
+            raise InventoryError(
+                number, f"a double-quoted string sysmcp cannot read: {text!r}", source
+            ) from None
+        return value
+    if text in ("{}",):
+        return {}
+    if text[0] == "[":
+        if not text.endswith("]"):
+            raise InventoryError(number, f"unclosed flow list {text!r}", source)
+        inner = text[1:-1].strip()
+        return [_scalar(part, number, source) for part in inner.split(",")] if inner else []
+    if text[0] == "{":
+        raise InventoryError(
+            number, "flow mappings ({a: b}) are not supported: write a block mapping", source
+        )
+    if text in ("true", "True", "TRUE", "yes", "Yes", "on", "On"):
+        return True
+    if text in ("false", "False", "FALSE", "no", "No", "off", "Off"):
+        return False
+    if re.fullmatch(r"[-+]?\d+", text):
+        return int(text)
+    if re.fullmatch(r"[-+]?(\d+\.\d*|\.\d+)([eE][-+]?\d+)?", text):
+        return float(text)
+    return text
+
+
+def _key(text: str, number: int, source: str) -> str:
+    value = _scalar(text, number, source)
+    return "" if value is None else str(value)
+
+
+def _split_key(content: str) -> tuple[str, str] | None:
+    """``key: value`` → (key, value); None when the line is no mapping entry."""
+    if content[0] in "'\"":
+        end = content.find(content[0], 1)
+        while end != -1 and content[0] == "'" and content[end + 1 : end + 2] == "'":
+            end = content.find("'", end + 2)
+        if end != -1 and content[end + 1 : end + 2] == ":" and content[end + 2 : end + 3] in ("", " ", "\t"):
+            return content[: end + 1], content[end + 2 :]
+        return None
+    match = re.search(r":(\s|$)", content)
+    if match is None:
+        return None
+    return content[: match.start()], content[match.end() :]
+
+
+def parse_yaml(text: str, source: str = "inventory") -> Value:
+    """The YAML subset Ansible inventories use, as Python values."""
+    lines: list[tuple[int, int, str]] = []  # (line number, indent, content)
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if "\t" in raw[: len(raw) - len(raw.lstrip())]:
+            raise InventoryError(number, "YAML indentation must be spaces, not tabs", source)
+        content = _strip_comment(raw)
+        if not content.strip() or content.strip() in ("---", "..."):
+            continue
+        if content.startswith("%"):
+            continue  # a directive (%YAML 1.2)
+        lines.append((number, len(content) - len(content.lstrip(" ")), content.strip()))
+    if not lines:
+        return None
+    value, end = _block(lines, 0, lines[0][1], source)
+    if end != len(lines):
+        raise InventoryError(lines[end][0], "unexpected indentation", source)
+    return value
+
+
+def _block(lines: list[tuple[int, int, str]], start: int, indent: int, source: str) -> tuple[Value, int]:
+    number, _, content = lines[start]
+    if content == "-" or content.startswith("- "):
+        return _sequence(lines, start, indent, source)
+    if _split_key(content) is not None:
+        return _mapping(lines, start, indent, source)
+    if start + 1 < len(lines) and lines[start + 1][1] >= indent:
+        raise InventoryError(lines[start + 1][0], "multi-line plain scalars are not supported", source)
+    return _scalar(content, number, source), start + 1
+
+
+def _nested(
+    lines: list[tuple[int, int, str]], index: int, indent: int, rest: str, number: int, source: str
+) -> tuple[Value, int]:
+    """The value after ``key:`` or ``-``: inline, or the block indented under it (or none)."""
+    if rest.strip():
+        return _scalar(rest, number, source), index
+    if index < len(lines) and lines[index][1] > indent:
+        return _block(lines, index, lines[index][1], source)
+    if index < len(lines) and lines[index][1] == indent and lines[index][2].startswith("- "):
+        return _sequence(lines, index, indent, source)  # a list at the key's own indent (valid YAML)
+    return None, index
+
+
+def _mapping(lines: list[tuple[int, int, str]], start: int, indent: int, source: str) -> tuple[Value, int]:
+    result: dict[str, Value] = {}
+    index = start
+    while index < len(lines) and lines[index][1] == indent:
+        number, _, content = lines[index]
+        split = _split_key(content)
+        if split is None:
+            raise InventoryError(number, f"expected 'key: value', got {content!r}", source)
+        key = _key(split[0], number, source)
+        if key in result:
+            raise InventoryError(number, f"{key!r} is given twice in one mapping", source)
+        result[key], index = _nested(lines, index + 1, indent, split[1], number, source)
+    if index < len(lines) and lines[index][1] > indent:
+        raise InventoryError(lines[index][0], "unexpected indentation", source)
+    return result, index
+
+
+def _sequence(lines: list[tuple[int, int, str]], start: int, indent: int, source: str) -> tuple[Value, int]:
+    result: list[Value] = []
+    index = start
+    while (
+        index < len(lines)
+        and lines[index][1] == indent
+        and (lines[index][2] == "-" or lines[index][2].startswith("- "))
+    ):
+        number, _, content = lines[index]
+        rest = content[1:].lstrip()
+        if (
+            rest and _split_key(rest) is not None
+        ):  # "- key: value": a mapping item, its keys aligned after "- "
+            inner = indent + (len(content) - len(rest))
+            lines[index] = (number, inner, rest)
+            item, index = _mapping(lines, index, inner, source)
+        else:
+            item, index = _nested(lines, index + 1, indent, rest, number, source)
+        result.append(item)
+    return result, index
+
+
+# -- Ansible's YAML inventory --------------------------------------------------------------------
+
+
+def _variables(value: Value, where: str, number: int, source: str) -> dict[str, tuple[str, int]]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InventoryError(number, f"the vars of {where} must be a mapping", source)
+    found: dict[str, tuple[str, int]] = {}
+    for key, item in value.items():
+        if item is None:
+            continue
+        text = json.dumps(item) if isinstance(item, (dict, list)) else str(item)
+        found[str(key)] = (text, number)
+    return found
+
+
+def from_yaml(text: str, source: str = "inventory") -> Inventory:
+    """An Ansible YAML inventory: groups with ``hosts``, ``vars`` and ``children``, from ``all``
+    (or any top-level groups)."""
+    data = parse_yaml(text, source)
+    if data is None:
+        return Inventory()
+    if not isinstance(data, dict):
+        raise InventoryError(1, "a YAML inventory is a mapping of groups", source)
+    parsed = _Parsed()
+
+    def group(name: str, body: Value, trail: tuple[str, ...]) -> None:
+        _group_name(name, 0, source)
+        if name in trail:
+            raise InventoryError(0, f"groups contain each other: {' → '.join((*trail, name))}", source)
+        parsed.direct.setdefault(name, [])
+        parsed.group_line.setdefault(name, 0)
+        if body is None:
+            return
+        if not isinstance(body, dict):
+            raise InventoryError(0, f"group {name!r} must be a mapping (hosts, vars, children)", source)
+        unknown = set(body) - {"hosts", "vars", "children"}
+        if unknown:
+            raise InventoryError(
+                0, f"group {name!r} has {', '.join(sorted(unknown))}: only hosts, vars, children", source
+            )
+        hosts = body.get("hosts") or {}
+        if not isinstance(hosts, dict):
+            raise InventoryError(0, f"the hosts of {name!r} must be a mapping of host names", source)
+        for pattern, host_vars in hosts.items():
+            for host in expand(str(pattern), 0, source):
+                check_name(host, 0, source)
+                if host not in parsed.host_vars:
+                    parsed.host_order.append(host)
+                    parsed.host_vars[host] = {}
+                parsed.host_vars[host].update(_variables(host_vars, f"host {host!r}", 0, source))
+                home = "ungrouped" if name == "all" else name  # as Ansible: all's own hosts are ungrouped
+                if host not in parsed.direct.setdefault(home, []):
+                    parsed.direct[home].append(host)
+        parsed.group_vars.setdefault(name, {}).update(
+            _variables(body.get("vars"), f"group {name!r}", 0, source)
+        )
+        children = body.get("children") or {}
+        if not isinstance(children, dict):
+            raise InventoryError(0, f"the children of {name!r} must be a mapping of groups", source)
+        for child, child_body in children.items():
+            kids = parsed.children.setdefault(name, [])
+            if (str(child), 0) not in kids:
+                kids.append((str(child), 0))
+            group(str(child), child_body, (*trail, name))
+
+    for name, body in data.items():
+        group(str(name), body, ())
+    return _build(parsed, source)
+
+
+# -- ansible-inventory --list ------------------------------------------------------------------------
+
+
+def from_json(text: str, source: str = "inventory") -> Inventory:
+    """The JSON ``ansible-inventory --list`` (or a dynamic inventory script) prints: groups with
+    ``hosts``/``children``/``vars`` (or a bare list of hosts), and ``_meta.hostvars``."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise InventoryError(0, f"not JSON: {exc}", source) from None
+    if not isinstance(data, dict):
+        raise InventoryError(0, "an inventory's JSON is an object of groups", source)
+    meta = data.get("_meta") or {}
+    hostvars = meta.get("hostvars") or {} if isinstance(meta, dict) else {}
+    if not isinstance(hostvars, dict):
+        raise InventoryError(0, "_meta.hostvars must be an object", source)
+    parsed = _Parsed()
+
+    def add_host(host: str, group: str) -> None:
+        check_name(host, 0, source)
+        group = "ungrouped" if group == "all" else group
+        parsed.direct.setdefault(group, [])
+        if host not in parsed.host_vars:
+            parsed.host_order.append(host)
+            parsed.host_vars[host] = _variables(hostvars.get(host), f"host {host!r}", 0, source)
+        if host not in parsed.direct[group]:
+            parsed.direct[group].append(host)
+
+    for name, body in data.items():
+        if name == "_meta":
+            continue
+        _group_name(name, 0, source)
+        parsed.direct.setdefault(name, [])
+        if isinstance(body, list):
+            body = {"hosts": body}
+        if not isinstance(body, dict):
+            raise InventoryError(0, f"group {name!r} must be an object or a list of hosts", source)
+        for host in _strings(body.get("hosts"), f"the hosts of {name!r}", source):
+            add_host(host, name)
+        for child in _strings(body.get("children"), f"the children of {name!r}", source):
+            parsed.children.setdefault(name, []).append((child, 0))
+            parsed.direct.setdefault(child, [])
+        parsed.group_vars[name] = _variables(body.get("vars"), f"group {name!r}", 0, source)
+    for host in hostvars:  # a host only in _meta (some plugins): ungrouped
+        if host not in parsed.host_vars:
+            parsed.direct.setdefault("ungrouped", [])
+            add_host(str(host), "ungrouped")
+    return _build(parsed, source)
+
+
+def _strings(value: Value, what: str, source: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise InventoryError(0, f"{what} must be a list of names", source)
+    return list(value)
+
+
+# -- ssh_config ------------------------------------------------------------------------------------
+
+
+def from_ssh_config(text: str, source: str = "ssh_config") -> Inventory:
+    """Every literal name of an ssh_config's ``Host`` lines (no patterns), with the ``ProxyJump``
+    ssh would use for it (the first value that applies, as ssh reads its config). ssh itself reads
+    the rest of the file (give it as ``--ssh-config`` too, or it is used as that when none is)."""
+    blocks: list[tuple[list[str], dict[str, tuple[str, int]]]] = []
+    names: list[str] = []
+    current: dict[str, tuple[str, int]] | None = None
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = re.match(r"(\w+)\s*=?\s*(.*)", line)
+        if match is None:
+            raise InventoryError(number, f"not an ssh_config line: {line!r}", source)
+        keyword, value = match.group(1), match.group(2).strip()
+        if keyword.lower() == "host":
+            patterns = value.split()
+            current = {}
+            blocks.append((patterns, current))
+            for name in patterns:
+                if not any(c in name for c in "*?!") and name not in names:
+                    names.append(check_name(name, number, source))
+        elif keyword.lower() == "match":
+            current = None  # Match blocks are ssh's to evaluate; sysmcp takes no host from them
+        elif current is not None:
+            current.setdefault(keyword.lower(), (value, number))
+        elif not blocks:
+            blocks.append((["*"], {keyword.lower(): (value, number)}))
+    parsed = _Parsed(host_order=list(names), direct={"ungrouped": list(names)})
+    for name in names:
+        for patterns, settings in blocks:
+            if _ssh_matches(name, patterns) and "proxyjump" in settings:
+                jump, number = settings["proxyjump"]
+                if jump.lower() != "none":
+                    parsed.host_vars[name] = {"ansible_ssh_common_args": (f"-J {jump}", number)}
+                break
+        parsed.host_vars.setdefault(name, {})
+    return _build(parsed, source)
+
+
+def _ssh_matches(name: str, patterns: Iterable[str]) -> bool:
+    matched = False
+    for pattern in patterns:
+        negated = pattern.startswith("!")
+        if fnmatch.fnmatchcase(name, pattern.lstrip("!")):
+            if negated:
+                return False
+            matched = True
+    return matched
+
+
+# -- which form a file is ------------------------------------------------------------------------------
+
+
+def detect(text: str, path: str = "") -> str:
+    """``json``, ``yaml``, ``ssh_config`` or ``ini`` (plain lists of names are INI)."""
+    lowered = path.lower()
+    if lowered.endswith(".json"):
+        return "json"
+    if lowered.endswith((".yml", ".yaml")):
+        return "yaml"
+    meaningful = [
+        line for line in text.splitlines() if line.strip() and not line.lstrip().startswith(("#", ";"))
+    ]
+    if not meaningful:
+        return "ini"
+    first = meaningful[0].strip()
+    if first.startswith("{"):
+        return "json"
+    if (
+        re.match(r"(?i)(host|match)\s+[^:=\s]", first)
+        or "ssh_config" in lowered
+        or lowered.endswith("/.ssh/config")
+    ):
+        return "ssh_config"
+    if first == "---" or (
+        re.fullmatch(r"[^\s=\[][^=]*:(\s.*)?", first) and not re.fullmatch(r"\S+:\d+(\s.*)?", first)
+    ):
+        return "yaml"
+    return "ini"
+
+
+__all__ = ["detect", "from_json", "from_ssh_config", "from_yaml", "parse_yaml"]

@@ -1,0 +1,68 @@
+"""A stand-in for ``ssh`` that is itself a tiny MCP answerer: the fan-out's own cost and its faults,
+without sshd. Called as ``ssh``'s argv (``… -- HOST COMMAND``); the host name's prefix picks the
+behaviour (``ok``, ``hang``, ``mute``, ``garbage``, ``refuse``, ``notfound``, ``uvxfail``).
+Standard library only, started with ``-S -E``: it must cost a few milliseconds."""
+
+import json
+import os
+import sys
+import time
+
+
+def main() -> int:
+    argv = sys.argv[1:]
+    if "-O" in argv:  # ssh -O exit: no master here
+        return 0
+    rest = argv[argv.index("--") + 1 :]
+    host = rest[0]
+    if host.startswith("refuse"):
+        sys.stderr.write(f"ssh: connect to host {host} port 22: Connection refused\r\n")
+        return 255
+    if host.startswith("notfound"):
+        sys.stderr.write("bash: line 1: uvx: command not found\n")
+        return 127
+    if host.startswith("uvxfail"):
+        sys.stderr.write(
+            "  × No solution found when resolving tool dependencies:\n"
+            "  ╰─▶ Because sysmcp was not found in the package registry and you require sysmcp, we can\n"
+            "      conclude that your requirements are unsatisfiable.\n"
+            "hint: Packages were unavailable because the network was disabled.\n"
+        )
+        return 1
+    out = sys.stdout  # noqa: TID251 - this stub is the remote end of a wire: stdout is its reply
+    if host.startswith("garbage"):
+        out.write("Welcome to host " + host + "! Have a nice day.\n")
+        out.flush()
+        time.sleep(30)
+        return 0
+    for line in sys.stdin:
+        message = json.loads(line)
+        method, msg_id = message.get("method"), message.get("id")
+        if msg_id is None:
+            continue
+        if method == "initialize":
+            if host.startswith("mute"):
+                continue  # accepts, never speaks
+            result = {
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "stub", "version": "0"},
+            }
+        elif method == "tools/call":
+            if host.startswith("hang"):
+                continue  # hangs mid-answer
+            text = os.environ.get("STUB_TEXT", "the same answer")
+            result = {
+                "content": [{"type": "text", "text": text}],
+                "structuredContent": {"answer": text},
+                "isError": False,
+            }
+        else:
+            result = {}
+        out.write(json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": result}) + "\n")
+        out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""The fan-out at scale, against a stub ``ssh`` that is a tiny MCP answerer (tests/fleet/stub_ssh.py):
+the fleet deadline and its pending hosts, progress, grouping, the handshake bound through one jump
+host, and the faults (hang, mute, garbage, refusing hosts). The same over real sshd: test_fleet_sshd."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from sysmcp.fleet.fanout import Fleet
+from sysmcp.fleet.inventory import from_names
+from sysmcp.fleet.pool import Pool
+from sysmcp.fleet.ssh import SshSettings
+from sysmcp.tools.merging import HostOutcome, default_merge
+
+pytestmark = pytest.mark.anyio
+
+STUB = Path(__file__).with_name("stub_ssh.py")
+#: Generous: every stub answers in milliseconds; only the hang and mute hosts ever reach it.
+DEADLINE = 15.0
+
+
+def stub_program(tmp_path: Path) -> str:
+    program = tmp_path / "ssh"
+    program.write_text(f'#!/bin/sh\nexec {sys.executable} -S -E {STUB} "$@"\n')
+    program.chmod(0o755)
+    return str(program)
+
+
+def settings(tmp_path: Path, connect_timeout: float = 60.0) -> SshSettings:
+    control = tmp_path / "control"
+    control.mkdir(mode=0o700, exist_ok=True)
+    return SshSettings(
+        control_dir=str(control), program=stub_program(tmp_path), connect_timeout=connect_timeout
+    )
+
+
+def statuses(outcomes: Sequence[HostOutcome]) -> dict[str, str]:
+    return {o.host: o.status for o in outcomes}
+
+
+async def test_at_the_deadline_the_answer_comes_with_the_pending_hosts_and_their_state(
+    tmp_path: Path,
+) -> None:
+    names = [f"ok{i:02}" for i in range(6)] + ["hang1", "mute1"]
+    inventory = from_names(names)
+    pool = Pool(inventory, settings(tmp_path))
+    heard: list[tuple[int, int]] = []
+
+    async def report(finished: Sequence[HostOutcome], asked: int) -> None:
+        heard.append((len(finished), asked))
+
+    async with pool.open():
+        fleet = Fleet(inventory, pool, deadline=DEADLINE)
+        outcomes = await fleet.fan_out("disk_usage", {}, names, timeout=600, report=report)
+        assert pool.processes == 8  # the mute host's connection goes on in the pool
+    by_host = {o.host: o for o in outcomes}
+    assert [o.host for o in outcomes] == names
+    assert all(by_host[n].status == "ok" for n in names[:6])
+    assert by_host["hang1"].status == "pending" and "still running" in by_host["hang1"].reason
+    assert by_host["mute1"].status == "pending" and "still connecting" in by_host["mute1"].reason
+    assert f"deadline of {DEADLINE:g} s" in by_host["mute1"].reason
+    assert heard == [(n, 8) for n in range(1, 7)]  # one report per host answered, none for the pending
+    out = default_merge(outcomes, {})
+    lines = out.text.splitlines()
+    assert lines[0] == "6 of 8 hosts answered, 2 pending."
+    assert "== 6 hosts, same answer: ok00, ok01, ok02, ok03, ok04, ok05 (as ok00 says it)" in lines
+    assert out.structured["pending"] == 2 and not out.is_error
+
+
+async def test_progress_for_a_big_fleet_is_bounded_to_a_hundred_steps(tmp_path: Path) -> None:
+    names = [f"ok{i:03}" for i in range(101)]
+    inventory = from_names(names)
+    heard: list[int] = []
+
+    async def report(finished: Sequence[HostOutcome], asked: int) -> None:
+        heard.append(len(finished))
+
+    async with Pool(inventory, settings(tmp_path)).open() as pool:
+        outcomes = await Fleet(inventory, pool, deadline=120).fan_out(
+            "x", {}, names, timeout=600, report=report
+        )
+    assert set(statuses(outcomes).values()) == {"ok"}
+    assert heard == [*range(2, 101, 2), 101]  # every second host of 101, and the last
+
+
+async def test_handshakes_through_one_jump_host_are_bounded(tmp_path: Path) -> None:
+    direct = from_names([f"mute{i}" for i in range(5)])
+    behind = replace(direct, hosts={n: replace(h, jump="bastion") for n, h in direct.hosts.items()})
+    names = list(behind.hosts)
+    async with Pool(behind, settings(tmp_path), handshakes=2).open() as pool:
+        outcomes = await Fleet(behind, pool, deadline=3.0).fan_out("x", {}, names, timeout=600)
+        assert pool.processes == 2  # the other three wait for the bastion
+    assert set(statuses(outcomes).values()) == {"pending"}
+    async with Pool(direct, settings(tmp_path), handshakes=2).open() as pool:
+        await Fleet(direct, pool, deadline=3.0).fan_out("x", {}, names, timeout=600)
+        assert pool.processes == 5  # direct hosts are each their own sshd: no shared bound
+
+
+async def test_faults_each_host_its_own_status_and_the_others_answer(tmp_path: Path) -> None:
+    names = [f"ok{i:02}" for i in range(18)] + ["refuse1", "refuse2", "garbage1", "notfound1", "uvxfail1"]
+    inventory = from_names(names)
+    async with Pool(inventory, settings(tmp_path, connect_timeout=DEADLINE)).open() as pool:
+        outcomes = await Fleet(inventory, pool, deadline=60).fan_out("x", {}, names, timeout=600)
+    found = statuses(outcomes)
+    assert [found[f"ok{i:02}"] for i in range(18)] == ["ok"] * 18
+    assert found["refuse1"] == found["refuse2"] == "unreachable"
+    assert found["garbage1"] == "remote_error" and found["notfound1"] == "no_sysmcp"
+    reasons = {o.host: o.reason for o in outcomes}
+    assert "does not speak MCP" in reasons["garbage1"] and "Welcome to host garbage1" in reasons["garbage1"]
+    assert found["uvxfail1"] == "remote_error" and "× No solution found" in reasons["uvxfail1"]
+    assert "uvx: command not found" in reasons["notfound1"]
+    out = default_merge(outcomes, {})
+    assert out.text.splitlines()[0] == "18 of 23 hosts answered, 2 unreachable, 1 no_sysmcp, 2 remote_error."

@@ -1,0 +1,283 @@
+"""The inventories admins already have: Ansible YAML, ``ansible-inventory --list`` JSON, ssh_config,
+plain lists; checked against the real ``ansible-inventory`` (ansible-core, a dev dependency) on the
+same files: the same hosts, groups and variables."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sysmcp.fleet.inventory import Host, Inventory, InventoryError, parse_ini
+from sysmcp.fleet.setup import load_inventory, parse_inventory, run_inventory_command
+from sysmcp.fleet.sources import detect, from_json, from_ssh_config, from_yaml, parse_yaml
+from sysmcp.fleet.ssh import SshSettings, session_argv
+
+YAML = """\
+# a YAML inventory
+---
+all:
+  vars:
+    ansible_user: root
+  hosts:
+    mail.example.com:
+  children:
+    web:
+      hosts:
+        web[01:03].example.com:
+        web9.example.com:
+          ansible_host: 10.0.0.9   # its own address
+          ansible_port: 2222
+      vars:
+        ansible_user: "www"
+        ansible_ssh_common_args: '-J bastion.example.com -o ServerAliveInterval=5'
+    db:
+      hosts:
+        db1:
+          ansible_user: 'pg''s'
+          sysmcp_command: "uvx sysmcp --root /var/lib/postgresql"
+      children:
+        db_replicas:
+          hosts:
+            db2:
+            db3: {}
+          vars:
+            ansible_port: 5022
+      vars:
+        ansible_port: 22
+        backup_paths: [/srv, "/var/backups"]
+    edge:
+      hosts:
+        db2:
+      vars:
+        ansible_port: 6022
+"""
+
+INI = """\
+mail.example.com
+
+[web]
+web[01:03].example.com
+web9.example.com ansible_host=10.0.0.9 ansible_port=2222
+
+[web:vars]
+ansible_user=www
+ansible_ssh_common_args='-J bastion.example.com -o ServerAliveInterval=5'
+
+[db]
+db1 ansible_user=admin
+
+[db_replicas]
+db2
+db3 ansible_ssh_host=10.1.0.3
+
+[db:children]
+db_replicas
+
+[db_replicas:vars]
+ansible_port=5022
+
+[db:vars]
+ansible_port=22
+
+[zz]
+db2
+
+[zz:vars]
+ansible_port=7022
+
+[all:vars]
+ansible_user=root
+"""
+
+ANSIBLE = shutil.which(
+    "ansible-inventory", path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
+)
+
+
+def ansible_list(path: Path, tmp: Path) -> dict[str, Any]:
+    if ANSIBLE is None:
+        pytest.skip("ansible-inventory is not installed (uv sync installs ansible-core, a dev dependency)")
+    env = {**os.environ, "ANSIBLE_HOME": str(tmp), "ANSIBLE_LOCAL_TEMP": str(tmp), "ANSIBLE_NOCOLOR": "1"}
+    done = subprocess.run(
+        [ANSIBLE, "-i", str(path), "--list"], capture_output=True, text=True, env=env, check=True, timeout=300
+    )
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
+
+
+def ansible_members(data: dict[str, Any], group: str) -> set[str]:
+    body = data.get(group, {})
+    found = set(body.get("hosts", []))
+    for child in body.get("children", []):
+        found |= ansible_members(data, child)
+    return found
+
+
+def assert_same_as_ansible(ours: Inventory, data: dict[str, Any]) -> None:
+    hostvars = data["_meta"]["hostvars"]
+    assert set(ours.hosts) == ansible_members(data, "all") == set(hostvars)
+    groups = {g for g in data if g != "_meta"}
+    assert set(ours.groups) == groups
+    for group in groups:
+        assert set(ours.groups[group]) == ansible_members(data, group), group
+    for name, expected in hostvars.items():
+        got = ours.variables[name]
+        want = {k: json.dumps(v) if isinstance(v, (list, dict)) else str(v) for k, v in expected.items()}
+        assert {k: v for k, v in got.items() if k in want} == want and set(got) == set(want), name
+
+
+@pytest.fixture(scope="module")
+def ansible_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, dict[str, Any]]]:
+    """``ansible-inventory --list`` once per inventory (each run costs seconds): YAML, INI, and the
+    JSON it printed for the YAML read back by ansible itself (a script inventory)."""
+    base = tmp_path_factory.mktemp("ansible")
+    runs: dict[str, tuple[Path, dict[str, Any]]] = {}
+    for name, text in (("hosts.yml", YAML), ("hosts.ini", INI)):
+        path = base / name
+        path.write_text(text)
+        runs[name] = (path, ansible_list(path, base))
+    return runs
+
+
+def test_yaml_is_read_as_ansible_reads_it(ansible_runs: dict[str, tuple[Path, dict[str, Any]]]) -> None:
+    path, data = ansible_runs["hosts.yml"]
+    ours = parse_inventory(path.read_text(), str(path))
+    assert_same_as_ansible(ours, data)
+    assert ours.hosts["web9.example.com"] == Host(
+        "web9.example.com",
+        "10.0.0.9",
+        2222,
+        "www",
+        jump="bastion.example.com",
+        options=("ServerAliveInterval=5",),
+    )
+    assert ours.hosts["db1"].command == "uvx sysmcp --root /var/lib/postgresql"
+    assert ours.hosts["db2"].port == 5022  # db_replicas (depth 2) is deeper than edge (1): its vars win
+    assert ours.hosts["db3"].port == 5022  # the child's vars win over the parent's
+
+
+def test_ini_precedence_and_aliases_as_ansible(ansible_runs: dict[str, tuple[Path, dict[str, Any]]]) -> None:
+    path, data = ansible_runs["hosts.ini"]
+    ours = parse_ini(path.read_text(), str(path))
+    assert_same_as_ansible(ours, data)
+    assert ours.hosts["db2"].port == 5022  # db_replicas is deeper than zz: its vars win, whatever the order
+    assert ours.hosts["db3"].address == "10.1.0.3" and ours.hosts["db1"].user == "admin"
+
+
+def test_the_json_of_ansible_inventory_list_gives_the_same_fleet(
+    ansible_runs: dict[str, tuple[Path, dict[str, Any]]], tmp_path: Path
+) -> None:
+    for path, data in ansible_runs.values():
+        listed = from_json(json.dumps(data), "listed.json")
+        assert_same_as_ansible(listed, data)
+        assert listed.hosts == parse_inventory(path.read_text(), str(path)).hosts
+
+
+def test_a_dynamic_inventory_command_from_the_operators_command_line(tmp_path: Path) -> None:
+    script = tmp_path / "cloud.py"
+    listing = {"_meta": {"hostvars": {"i-1": {"ansible_host": "127.0.0.5"}}}, "tag_web": ["i-1", "i-2"]}
+    script.write_text(f"import json\nprint(json.dumps({listing!r}))\n")
+    inventory = load_inventory([], None, None, f"{sys.executable} {script}")
+    assert list(inventory.hosts) == ["i-1", "i-2"] and inventory.hosts["i-1"].address == "127.0.0.5"
+    assert inventory.groups["tag_web"] == ("i-1", "i-2")
+    with pytest.raises(OSError, match="exited with status 3: broken"):
+        run_inventory_command(
+            f"{sys.executable} -c \"import sys; sys.exit('broken') if 0 else (print('broken', file=sys.stderr), sys.exit(3))\""
+        )
+
+
+def test_ssh_config_hosts_and_the_proxyjump_ssh_would_use() -> None:
+    config = """\
+# ~/.ssh/config
+Host bastion
+  HostName 127.0.0.2
+Host web1 web2 db-*
+  ProxyJump bastion
+Host web2
+  ProxyJump other   # not used: ssh takes the first value that applies
+Host db1
+  User postgres
+Host !db1 *
+  ProxyJump none
+Match host foo
+  ProxyJump x
+"""
+    inventory = from_ssh_config(config)
+    assert list(inventory.hosts) == ["bastion", "web1", "web2", "db1"]
+    assert [inventory.hosts[n].jump for n in inventory.hosts] == [None, "bastion", "bastion", None]
+    assert detect(config) == "ssh_config"
+    argv = session_argv(SshSettings(control_dir="/tmp/x"), inventory.hosts["web1"])
+    assert "ProxyJump=bastion" in argv and argv.index("ProxyJump=bastion") < argv.index("--")
+
+
+def test_forms_are_told_apart_and_plain_lists_are_ini() -> None:
+    assert detect("web1\nweb2\n") == "ini" and list(parse_inventory("web1\nweb2\n", "list").hosts) == [
+        "web1",
+        "web2",
+    ]
+    assert detect(YAML) == "yaml" and detect(INI) == "ini" and detect('{"all": {}}') == "json"
+    assert detect("web1:2222\n") == "ini"
+    assert detect("x", "hosts.yaml") == "yaml"
+
+
+def test_the_yaml_subset() -> None:
+    assert parse_yaml("a:\n  - 1\n  - 'two'\n  - k: v\n    j: w\nb: [x, 'y z']\nc: ~\nd: \"q\\\"x\"\n") == {
+        "a": [1, "two", {"k": "v", "j": "w"}],
+        "b": ["x", "y z"],
+        "c": None,
+        "d": 'q"x',
+    }
+    assert parse_yaml("url: http://x/#frag  # comment\n") == {"url": "http://x/#frag"}
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("all:\n  hosts:\n    a: &anchor\n", "anchors"),
+        ("all:\n  hosts:\n    -web1:\n", "not a host name"),
+        ("all:\n  hosts:\n    web1:\n      ansible_host: -oProxyCommand=x\n", "not starting with '-'"),
+        (
+            "all:\n  hosts:\n    a:\n  vars:\n    ansible_ssh_common_args: -oProxyJump=-x\n",
+            "must not start with '-'",
+        ),
+        ("all:\n  hosts:\n    a:\n  vars:\n    ansible_ssh_extra_args: --evil\n", "not an ssh option"),
+        (
+            "all:\n  hosts:\n    a:\n  vars:\n    ansible_ssh_common_args: -o LocalCommand=x\n",
+            "not a Key=Value",
+        ),
+        ("all:\n\thosts:\n", "tabs"),
+        ("all:\n  hosts:\n    a:\n   b:\n", "indentation"),
+        ("all:\n  bogus: 1\n", "only hosts, vars, children"),
+        ("all:\n  hosts: [a]\n", "mapping of host names"),
+    ],
+)
+def test_malformed_yaml_inventories_are_refused(text: str, words: str) -> None:
+    with pytest.raises(InventoryError, match=words):
+        from_yaml(text, "hosts.yml")
+
+
+def test_json_host_names_beginning_with_a_dash_are_refused() -> None:
+    with pytest.raises(InventoryError, match="not a host name"):
+        from_json('{"web": ["-oProxyCommand=evil"]}')
+    with pytest.raises(InventoryError, match="not starting with '-'"):
+        from_json('{"web": ["w1"], "_meta": {"hostvars": {"w1": {"ansible_user": "-l"}}}}')
+
+
+def test_five_thousand_hosts_and_patterns_matching_none_or_all() -> None:
+    text = "all:\n  children:\n" + "".join(
+        f"    rack{r:02}:\n      hosts:\n" + "".join(f"        n{r:02}-{i:03}:\n" for i in range(100))
+        for r in range(50)
+    )
+    inventory = from_yaml(text)
+    assert len(inventory.hosts) == 5000 and len(inventory.group_names) == 50
+    assert len(inventory.resolve(["all"])) == 5000 and len(inventory.resolve(["n*"])) == 5000
+    assert inventory.resolve(["rack07"])[0] == "n07-000"
+    with pytest.raises(ValueError, match="'nothing\\*'"):
+        inventory.resolve(["nothing*"])
