@@ -298,7 +298,9 @@ class Progress:
         now = self.clock()
         if self._first is None:
             self._first = (now, done)
-        text = message or f"{done:,.0f}"
+        if message is None and not total and not done:
+            return  # a bare "progress: 0" says nothing
+        text = message or (f"{done:,.0f}" if total else f"{done:,.0f} done")
         if total:
             share = min(done / total, 1.0)
             text += f"  {100 * share:.0f}%"
@@ -483,14 +485,22 @@ def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
         print(json.dumps(result.get("structuredContent"), indent=2, ensure_ascii=False))
     else:
         stream = sys.stderr if result.get("isError") else sys.stdout
+        uris = [b["uri"] for b in result.get("content", []) if b.get("type") == "resource_link"]
         for text in texts:
-            print(text, file=stream)
-        if not options.output:
-            for block in result.get("content", []):
-                if block.get("type") == "resource_link":
-                    print(f"[full result: {block.get('uri')} — save it with -o FILE]")
+            print(text if options.output else without_links(text, uris), file=stream)
     sys.stdout.flush()
     return status
+
+
+def without_links(text: str, uris: Sequence[str]) -> str:
+    """The text with each ``sysmcp://`` link replaced by how to keep what it points at: the link dies
+    with the server this command started and stopped."""
+    for uri in uris:
+        text = text.replace(f"{uri} (resources/read)", uri).replace(uri, KEEP_IT)
+    return text
+
+
+KEEP_IT = "(not kept after this command: rerun with -o FILE to save it)"
 
 
 def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) -> int:

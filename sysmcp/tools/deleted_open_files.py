@@ -416,7 +416,8 @@ def render(
     where += " under the allowed roots" if roots is not None else ""
     lines: list[str] = []
     if not rows:
-        lines.append(f"No deleted files are held open{where} by the {scan.processes:,} processes read.")
+        read = f"{scan.processes:,} process{'' if scan.processes == 1 else 'es'}"
+        lines.append(f"No deleted files are held open{where} by the {read} read.")
     else:
         plural = "" if len(rows) == 1 else "s"
         lines.append(
@@ -440,7 +441,8 @@ def render(
                 f"  {size:>10}  {printable(item.path)} (deleted) on {display(mount.mount_point)} — {holders}"
             )
         if len(rows) > len(listed):
-            lines.append(f"  … and {len(rows) - len(listed):,} more deleted files not shown")
+            more = len(rows) - len(listed)
+            lines.append(f"  … and {more:,} more deleted file{'' if more == 1 else 's'} not shown")
         by_fd = [h for item, _ in listed for h in item.holders if h.fd is not None]
         if by_fd:
             first = by_fd[0]
@@ -471,12 +473,14 @@ def render(
         lines.append(f"Not listed: {empty:,} empty deleted {noun} no space).")
     if elsewhere[0]:
         lines.append(
-            f"Not counted: {elsewhere[0]:,} deleted files ({human_bytes(elsewhere[1])}) on no filesystem "
+            f"Not counted: {elsewhere[0]:,} deleted file{'' if elsewhere[0] == 1 else 's'} "
+            f"({human_bytes(elsewhere[1])}) on no filesystem "
             "mounted here (memfd, shared memory, another mount namespace)."
         )
     if scan.mappings_not_sized:
         lines.append(
-            f"Not listed: {scan.mappings_not_sized:,} deleted memory-mapped files whose size could not be read "
+            f"Not listed: {scan.mappings_not_sized:,} deleted memory-mapped "
+            f"file{'' if scan.mappings_not_sized == 1 else 's'} whose size could not be read "
             "(/proc/PID/map_files needs CAP_SYS_ADMIN here)."
         )
     if scan.unreadable:
