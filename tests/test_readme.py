@@ -41,3 +41,13 @@ def test_the_test_command_says_how_long_it_takes_and_offers_a_quick_subset() -> 
     first = README.split("\n## ", 1)[0]
     assert "minutes on a 2-core machine" in first
     assert re.search(r"quick check[^`]*`uv run pytest [^`]+`", first)
+
+
+def test_every_script_the_readme_runs_runs_in_the_project_environment() -> None:
+    """``python scripts/build_mcpb.py`` failed outside it (No module named 'psutil')."""
+    for line in re.findall(r"`([^`]*scripts/[^`]+\.py[^`]*)`", README):
+        assert line.startswith("uv run python "), line
+
+
+def test_the_license_the_packages_declare_is_there() -> None:
+    assert (REPO / "LICENSE").read_text(encoding="utf-8").startswith("MIT License")
