@@ -14,7 +14,7 @@ import stat
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, overload
 
 from sysmcp.fs.checksums import (
@@ -1355,7 +1355,23 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         lambda meter: verify(source, base, args, ctx.paths, meter, HASH_THREADS, timeout_s),
         describe=describe,
     )
-    return render(result, source.shown, base_shown, args, ctx)
+    output = render(result, source.shown, base_shown, args, ctx)
+    manifest_dir = display(path.parent) if how == "path" else None
+    return all_missing_hint(output, base_shown, manifest_dir)
+
+
+def all_missing_hint(output: ToolOutput, base_shown: str, manifest_dir: str | None) -> ToolOutput:
+    """Every entry MISSING is almost always a manifest checked from the wrong directory: say where its
+    names were looked for, and where else to look."""
+    data = output.structured
+    if not data.get("entries") or data.get("missing") != data["entries"]:
+        return output
+    hint = f"Every entry is MISSING: a manifest's names are relative to base_dir, here {base_shown}."
+    if manifest_dir is not None and manifest_dir != base_shown:
+        hint += f" The manifest's own directory is {manifest_dir}: try base_dir={manifest_dir}."
+    else:
+        hint += " Give base_dir= the directory the manifest was made in (where sha256sum or hash_tree ran)."
+    return replace(output, text=f"{output.text}\n{hint}")
 
 
 def render(
