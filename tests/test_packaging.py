@@ -17,6 +17,7 @@ from jsonschema import Draft7Validator, Draft202012Validator, FormatChecker
 
 from sysmcp import __version__
 from sysmcp.cli import ROOTS_ENV, build_parser
+from sysmcp.server import SERVER_DETAILS
 from sysmcp.tools import ALL_TOOLS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -188,6 +189,7 @@ def test_the_bundle_runs_as_the_host_would_start_it_with_the_chosen_roots(
         "name": "sysmcp",
         "version": __version__,
         "title": "sysmcp — sysadmin tools",
+        **SERVER_DETAILS,  # 2025-11-25: website, description, icon
     }
     assert replies[2]["result"]["structuredContent"]["totals"]["files"] == 1
     refused = replies[3]["result"]
