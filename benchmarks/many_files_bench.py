@@ -4,7 +4,11 @@ One run, side by side, medians of ``--rounds`` interleaved rounds (warm cache: o
 contender first), each row with its ratio (sysmcp / reference) and peak memory:
 
 - sysmcp: a fresh ``python -m sysmcp`` per measurement, driven over raw JSON-RPC (``hash_bench.Server``),
-  timed from sending ``tools/call`` to its result. Peak RSS is the server's ``VmHWM`` plus the ``VmHWM`` of
+  timed from sending ``tools/call`` to its result. With ``--server warm`` (or ``both``, the default) each
+  row is also timed in one warm server kept for the whole run, asked with a progress token as a real
+  client asks: the warm-up is that server's first call, every timed one its second, third … (a first call
+  can leave state behind, a thread pool or a cache, that a fresh server never shows). A warm server's
+  peak RSS is its peak so far, earlier calls included. Peak RSS is the server's ``VmHWM`` plus the ``VmHWM`` of
   every child process it forks (sampled every 10 ms; shared copy-on-write pages are counted once per
   process, so this overstates).
   In brackets: the peak of the summed ``Pss`` (shared pages split between the processes sharing them),
@@ -22,6 +26,7 @@ sets against ``jdupes -r``'s.
     uv run python benchmarks/many_files_bench.py --corpus /work/bench-corpus --rounds 3
     uv run python benchmarks/many_files_bench.py --only hash-mixed,dups --rounds 5
     uv run python benchmarks/many_files_bench.py --only verify,verify-small --rounds 3
+    uv run python benchmarks/many_files_bench.py --only dups --server warm --dup-files 200 --rounds 2
 """
 
 from __future__ import annotations
@@ -138,15 +143,31 @@ class Measure:
 PEAK_PSS: list[int] = []  # the last sysmcp run's peak Pss sum, handed from sysmcp_call to run_rows
 
 
+WARM_SERVERS: list[Server] = []  # one per warm row, kept across rounds, closed at the end
+CALLS: dict[
+    Callable[[], tuple[float, int]], tuple[str, dict[str, Any]]
+] = {}  # a row's call, for its warm twin
+
+
 def sysmcp_call(
-    tool: str, arguments: dict[str, Any], keep: dict[str, Any] | None = None
+    tool: str, arguments: dict[str, Any], keep: dict[str, Any] | None = None, *, warm: bool = False
 ) -> Callable[[], tuple[float, int]]:
+    """One measurement: in a fresh server, or (``warm``) in the same server every time, with a
+    progress token."""
+    kept: list[Server] = []
+
     def run() -> tuple[float, int]:
-        server = Server()
+        if warm and not kept:
+            kept.append(Server())
+            WARM_SERVERS.append(kept[0])
+        server = kept[0] if warm else Server()
+        params: dict[str, Any] = {"name": tool, "arguments": arguments}
+        if warm:
+            params["_meta"] = {"progressToken": f"bench-{tool}"}
         try:
             sampler = PeakSampler(server.proc.pid)
             started = time.perf_counter()
-            result = server.request("tools/call", {"name": tool, "arguments": arguments})
+            result = server.request("tools/call", params)
             seconds = time.perf_counter() - started
             rss = sampler.stop()  # before any resources/read: its JSON reply is the client's choice
             PEAK_PSS.append(sampler.pss)
@@ -160,10 +181,14 @@ def sysmcp_call(
                 keep["result"] = structured
                 if tool == "find_duplicates":
                     keep["full"] = _full_list(server, structured)
+            if structured.get("complete") is False:  # a stuck worker, a budget: never time a partial answer
+                raise SystemExit(f"{tool} answered PARTIAL: {structured.get('stopped_reason')}")
             return seconds, rss
         finally:
-            server.close()
+            if not warm:
+                server.close()
 
+    CALLS[run] = (tool, arguments)
     return run
 
 
@@ -216,6 +241,27 @@ class Row:
     goal: float
     check: Callable[[], str] | None = None
     measured: dict[str, Measure] = field(default_factory=dict)
+
+
+def with_servers(rows: list[Row], mode: str) -> list[Row]:
+    """The rows for ``--server``: fresh servers, warm ones, or both (each warm row after its fresh one)."""
+    out: list[Row] = []
+    for row in rows:
+        if mode in ("fresh", "both"):
+            out.append(row)
+        if mode in ("warm", "both") and row.ours in CALLS:
+            tool, arguments = CALLS[row.ours]
+            out.append(
+                Row(
+                    f"{row.work}, warm server",
+                    sysmcp_call(tool, arguments, warm=True),
+                    row.reference_name,
+                    row.reference,
+                    row.goal,
+                    row.check if mode == "warm" else None,  # the fresh row checks the answer
+                )
+            )
+    return out
 
 
 def run_rows(rows: list[Row], rounds: int) -> None:
@@ -471,16 +517,27 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="comma-separated rows: hash-mixed, hash-small, verify, verify-small, dups, dups-small, du-mixed, du-small, du-root",
     )
+    parser.add_argument(
+        "--server",
+        choices=("fresh", "warm", "both"),
+        default="both",
+        help="time sysmcp in a fresh server per call, in one warm server per row (asked with a progress "
+        "token), or both (default)",
+    )
     args = parser.parse_args(argv)
     for tool in ("jdupes", "sha256sum", "du"):
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} is needed (apt-get install {tool})")
     only = {item for item in args.only.split(",") if item}
-    rows = build_rows(args, only)
-    run_rows(rows, args.rounds)
+    rows = with_servers(build_rows(args, only), args.server)
+    try:
+        run_rows(rows, args.rounds)
+    finally:
+        for server in WARM_SERVERS:
+            server.close()
     print(
         f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"median of {args.rounds} rounds, warm cache\n"
+        f"median of {args.rounds} rounds, warm cache, servers: {args.server}\n"
     )
     print(table(rows))
     return 0

@@ -129,6 +129,7 @@ def build(out: Path) -> Path:
         ("pyproject.toml", bundle_pyproject().encode()),
         ("README.md", BUNDLE_README.encode()),
         ("server/main.py", ENTRY_POINT.encode()),
+        ("LICENSE", (REPO / "LICENSE").read_bytes()),  # the manifest says MIT: the text travels with it
     ]
     members += [(path.relative_to(REPO).as_posix(), path.read_bytes()) for path in sources()]
     partial = target.with_suffix(".part")

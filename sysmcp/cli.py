@@ -221,8 +221,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 2
             return 0
         missing = [root for root in roots if not os.path.isdir(root)]
-        if missing:  # the server would refuse them, with its stderr not shown
+        if missing:  # the server would refuse them: say so before starting it
             print(f"sysmcp: --root must name existing directories: {', '.join(missing)}", file=sys.stderr)
+            return 2
+        keys = [key for key, _ in args.arguments]
+        repeated = sorted({key for key in keys if keys.count(key) > 1})
+        if repeated:  # never silently the last one: path=/usr path=/etc is one mistake or the other
+            print(
+                f"sysmcp call: {', '.join(k + '=' for k in repeated)} given more than once", file=sys.stderr
+            )
+            return 2
+        try:  # the same checks the server makes, before any work: a bad inventory, then hosts=nosuch
+            fleet = _fleet(args)
+        except (OSError, ValueError) as exc:
+            print(f"sysmcp: {exc}", file=sys.stderr)
             return 2
         options = CallOptions(
             raw=args.raw,
@@ -236,6 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             or bool(os.environ.get("SYSMCP_HOSTS")),
             json_output=args.json,
             output=args.output,
+            resolve_hosts=fleet.inventory.resolve if fleet is not None else None,
         )
         return run_call(args.tool, dict(args.arguments), options)
     try:
@@ -446,11 +459,17 @@ def key_value(pair: str) -> tuple[str, Any]:
     """One ``key=value`` argument; a value that parses as JSON (3, true, ["a"]) is taken as JSON, else as text.
 
     Malformed pairs are usage errors (exit 2 with the ``call`` usage), like any other bad command line.
+    A value that starts like a JSON array or object (``[`` or ``{``) must be one: ``exclude=[".git"`` is a
+    typo, never the literal pattern; quote such a literal as a JSON string (``'path="[x"'``).
     """
     key, sep, value = pair.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {pair!r}")
     try:
         return key, json.loads(value)
-    except ValueError:
+    except ValueError as exc:
+        if value.lstrip()[:1] in ("[", "{"):
+            raise argparse.ArgumentTypeError(
+                f"{key}= starts like JSON but is not valid JSON ({exc}): {value!r}"
+            ) from None
         return key, value

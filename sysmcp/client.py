@@ -2,8 +2,11 @@
 
 It is the CLI's client, so it may write to stdout. Exit statuses follow the commands an admin would
 otherwise run: 0 all good; 1 the tool found a problem (a digest MISMATCH, a manifest not all OK,
-files that could not be read, a tool error); 2 a usage error; 130 interrupted (Ctrl-C, the call is
-cancelled on the server first); 141 stdout was closed early (``… | head``), quietly.
+files that could not be read, a tool error); 2 a usage error: anything refused before any work is
+done (a bad, repeated or relative argument, an unknown host, an ``-o FILE`` that cannot be written);
+3 a partial result (the time budget ran out: what is printed is true but incomplete); 130
+interrupted (Ctrl-C, the call is cancelled on the server first); 141 stdout was closed early
+(``… | head``), quietly. A server that stops before answering passes its own status on.
 """
 
 from __future__ import annotations
@@ -12,13 +15,13 @@ import json
 import os
 import shutil
 import signal
-import subprocess
+import stat
 import sys
 import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 import anyio
 from anyio.abc import Process
@@ -27,9 +30,12 @@ from sysmcp import __version__
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, ProgressCallback, RemoteError, connect
 from sysmcp.protocol.errors import ArgumentError
 
+E = TypeVar("E", bound=BaseException)
+
 EXIT_OK = 0
 EXIT_PROBLEM = 1
 EXIT_USAGE = 2
+EXIT_PARTIAL = 3  # a true but incomplete result: the time budget ran out before the work was done
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130, as a shell reports a command stopped by Ctrl-C
 EXIT_PIPE = 128 + signal.SIGPIPE  # 141, as a shell reports `seq 1e9 | head -3`'s seq
 INTERRUPT_GRACE = 2.0  # seconds the server has to wind down after the cancellation before it is killed
@@ -40,7 +46,10 @@ exit status:
   1    the tool found a problem: file_sha256 MISMATCH, verify_checksums not all OK,
        hash_tree with unreadable files (the result is still printed), or a tool error
        with hosts=: a host without a result, or a host's result that would exit 1
-  2    usage error (unknown tool, bad or missing arguments)
+  2    usage error, refused before any work: unknown tool, a bad, missing, repeated
+       or relative argument, an unknown host, an -o FILE that cannot be written
+  3    partial result: the time budget ran out first (what is printed is true but
+       incomplete; the reason goes to stderr too when stdout is not a terminal)
   130  interrupted (Ctrl-C): the call is cancelled on the server
   141  stdout closed early (e.g. `| head`), quietly"""
 
@@ -72,29 +81,107 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
 
 
 def exit_status(tool: str, result: dict[str, Any]) -> int:
-    """0 or 1 for a tool's result, as the command it replaces would exit (sha256sum -c, du, …)."""
+    """0, 1 or 3 for a tool's result, as the command it replaces would exit (sha256sum -c, du, …).
+
+    A problem found (1) outranks a partial result (3): a MISMATCH seen before the budget ran out stays one.
+    """
     if result.get("isError"):
         return EXIT_PROBLEM
     data = result.get("structuredContent")
     if not isinstance(data, dict):
         return EXIT_OK
     if isinstance(data.get("hosts"), list) and "view" in data:  # a fleet answer: judge every host
+        statuses = {EXIT_OK}
         for entry in data["hosts"]:
             if not isinstance(entry, dict) or entry.get("status") != "ok":
                 return EXIT_PROBLEM
-            if exit_status(tool, {"structuredContent": entry.get("result")}) != EXIT_OK:
-                return EXIT_PROBLEM
-        return EXIT_OK
+            statuses.add(exit_status(tool, {"structuredContent": entry.get("result")}))
+        return EXIT_PROBLEM if EXIT_PROBLEM in statuses else max(statuses)
+    partial = data.get("complete") is False
     if tool == "file_sha256" and data.get("match") is False:
         return EXIT_PROBLEM
     if tool == "verify_checksums" and data.get("all_ok") is False:
-        return EXIT_PROBLEM
+        bad = sum(data.get(key) or 0 for key in ("failed", "missing", "unreadable", "improperly_formatted"))
+        if bad or not partial:
+            return EXIT_PROBLEM
     if tool == "hash_tree":
         skipped = data.get("skipped")
         unreadable_dirs = skipped.get("unreadable", 0) if isinstance(skipped, dict) else 0
         if data.get("unreadable_count", 0) or unreadable_dirs:
             return EXIT_PROBLEM
-    return EXIT_OK
+    return EXIT_PARTIAL if partial else EXIT_OK
+
+
+def partial_reason(result: dict[str, Any]) -> str:
+    """Why a partial result stopped, for the one line on stderr."""
+    data = result.get("structuredContent")
+    reasons = []
+    if isinstance(data, dict):
+        entries = [e.get("result") for e in data.get("hosts", []) if isinstance(e, dict)] or [data]
+        reasons = [
+            str(e["stopped_reason"]) for e in entries if isinstance(e, dict) and e.get("stopped_reason")
+        ]
+    return "; ".join(dict.fromkeys(reasons)) or "stopped early"
+
+
+#: Arguments that name a file on the server's host: refused here when relative (the server would).
+PATH_ARGUMENTS = ("path", "base_dir", "manifest")
+
+
+def relative_path_argument(arguments: dict[str, Any]) -> str | None:
+    """The first path argument that is relative (``path=usr``), or None. A manifest given as text
+    (it has spaces or lines) or as a URI is not a path."""
+    for key in PATH_ARGUMENTS:
+        value = arguments.get(key)
+        if not isinstance(value, str) or not value or "://" in value:
+            continue
+        if key == "manifest" and any(ch.isspace() for ch in value):
+            continue
+        if not os.path.isabs(os.path.expanduser(value)):
+            return f"{key}={value!r} is relative: give an absolute path (e.g. {key}=$PWD/{value})"
+    return None
+
+
+def check_output(path: str, *, directory: bool = False) -> str | None:
+    """Why ``-o path`` cannot be written, checked before any work (None: it can be).
+
+    ``directory``: a fleet call, which saves one file per host in ``path`` (an existing directory, or
+    one it makes).
+
+    A new file is not created yet (a refused call leaves nothing behind); an existing regular file is
+    opened for writing without truncating and given a zero-byte write, which a read-only procfs file
+    (``/proc/version``) refuses. Devices and pipes (``-o /dev/stdout``) are taken as given.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            return f"-o {path}: no such directory: {parent}"
+        if not os.access(parent, os.W_OK | os.X_OK):
+            return f"-o {path}: cannot create a file in {parent}"
+        return None
+    except OSError as exc:
+        return f"-o {path}: {exc.strerror or exc}"
+    if directory:
+        return (
+            None
+            if os.path.isdir(path)
+            else f"-o {path}: a fleet call saves one file per host: give a directory"
+        )
+    if os.path.isdir(path):
+        return f"-o {path}: is a directory; give a file name"
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        try:
+            os.write(fd, b"")
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        return f"-o {path}: cannot be written: {exc.strerror or exc}"
+    return None
 
 
 # -- help ---------------------------------------------------------------------------------------
@@ -198,7 +285,7 @@ def check_call(
         validate_arguments(schema, arguments)
     except ArgumentError as exc:
         return f"{exc.message} (see: sysmcp call {tool} --help)"
-    return None
+    return relative_path_argument(arguments)
 
 
 # -- progress -----------------------------------------------------------------------------------
@@ -227,7 +314,9 @@ class Progress:
         now = self.clock()
         if self._first is None:
             self._first = (now, done)
-        text = message or f"{done:,.0f}"
+        if message is None and not total and not done:
+            return  # a bare "progress: 0" says nothing
+        text = message or (f"{done:,.0f}" if total else f"{done:,.0f} done")
         if total:
             share = min(done / total, 1.0)
             text += f"  {100 * share:.0f}%"
@@ -266,6 +355,16 @@ class CallOptions:
     json_output: bool = False
     output: str | None = None
     fleet: bool = False  # hosts are configured (--host, --inventory, $SYSMCP_HOSTS): hosts= is allowed
+    # The fleet's host resolution (raises ValueError naming unknown hosts), to refuse hosts=nosuch here.
+    resolve_hosts: Callable[[list[str]], object] | None = None
+
+
+class ServerStopped(Exception):
+    """The server ended before answering; its own exit status is passed on (its words are on stderr)."""
+
+    def __init__(self, status: int | None) -> None:
+        super().__init__(status)
+        self.status = status
 
 
 def show_wire(direction: str, line: bytes) -> None:
@@ -283,10 +382,9 @@ async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> i
             progress.update(done, total, message)
 
     # A session of its own: Ctrl-C on the terminal reaches this process only, which then cancels the
-    # call on the server the protocol's way instead of the server dying of the same signal.
-    async with await anyio.open_process(
-        command, stderr=None if options.raw else subprocess.DEVNULL, start_new_session=True
-    ) as process:
+    # call on the server the protocol's way instead of the server dying of the same signal. Its stderr
+    # is this one's: its words when it refuses to start, its logs at the --log-level asked for.
+    async with await anyio.open_process(command, stderr=None, start_new_session=True) as process:
         assert process.stdin is not None and process.stdout is not None
         interrupted: list[int] = []
         reply: dict[str, Any] | None = None
@@ -305,7 +403,13 @@ async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> i
                             return
 
                 group.start_soon(watch_signals)
-                reply = await _converse(session, tool, arguments, options, on_progress)
+                try:
+                    reply = await _converse(session, tool, arguments, options, on_progress)
+                except PeerGone:
+                    progress.clear()
+                    with anyio.move_on_after(INTERRUPT_GRACE):
+                        await process.wait()
+                    raise ServerStopped(process.returncode) from None
                 group.cancel_scope.cancel()
         progress.clear()
         if interrupted:
@@ -412,24 +516,39 @@ def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
         if not uris:  # nothing was too big to inline: the answer is the full result
             full = json.dumps(result.get("structuredContent"), indent=2) + "\n" if options.json_output else ""
             full = full or "\n".join(texts) + "\n"
-        with open(options.output, "w", encoding="utf-8") as handle:
-            handle.write(full)
+        try:
+            with open(options.output, "w", encoding="utf-8") as handle:
+                handle.write(full)
+        except OSError as exc:  # checked before the call; the disk may still fill or the path change since
+            print(f"sysmcp call: -o {options.output}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_PROBLEM
         where = f" (the full result behind {', '.join(uris)})" if uris else ""
         print(f"sysmcp call: wrote {len(full.encode()):,} bytes to {options.output}{where}", file=sys.stderr)
+    status = exit_status(tool, result)
+    if status == EXIT_PARTIAL and not sys.stdout.isatty():  # the PARTIAL line may be in a file, unseen
+        print(f"sysmcp call: PARTIAL RESULT ({partial_reason(result)}): exit {EXIT_PARTIAL}", file=sys.stderr)
     if options.raw:
-        return exit_status(tool, result)
+        return status
     if options.json_output and not result.get("isError"):
         print(json.dumps(result.get("structuredContent"), indent=2, ensure_ascii=False))
     else:
         stream = sys.stderr if result.get("isError") else sys.stdout
+        uris = [b["uri"] for b in result.get("content", []) if b.get("type") == "resource_link"]
         for text in texts:
-            print(text, file=stream)
-        if not options.output:
-            for block in result.get("content", []):
-                if block.get("type") == "resource_link":
-                    print(f"[full result: {block.get('uri')} — save it with -o FILE]")
+            print(text if options.output else without_links(text, uris), file=stream)
     sys.stdout.flush()
-    return exit_status(tool, result)
+    return status
+
+
+def without_links(text: str, uris: Sequence[str]) -> str:
+    """The text with each ``sysmcp://`` link replaced by how to keep what it points at: the link dies
+    with the server this command started and stopped."""
+    for uri in uris:
+        text = text.replace(f"{uri} (resources/read)", uri).replace(uri, KEEP_IT)
+    return text
+
+
+KEEP_IT = "(not kept after this command: rerun with -o FILE to save it)"
 
 
 def _save_per_host(directory: str, files: dict[str, str]) -> None:
@@ -453,6 +572,13 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
     problem = check_call(
         tool, arguments, fleet=options.fleet, allow_reclaim="--allow-reclaim" in options.server_args
     )
+    if problem is None and options.output is not None:
+        problem = check_output(options.output, directory=options.fleet and "hosts" in arguments)
+    if problem is None and options.resolve_hosts is not None and isinstance(arguments.get("hosts"), list):
+        try:
+            options.resolve_hosts(arguments["hosts"])
+        except ValueError as exc:
+            problem = str(exc)
     if problem is not None:
         print(f"sysmcp call: {problem}", file=sys.stderr)
         return EXIT_USAGE
@@ -465,16 +591,28 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
         if _holds(exc, Interrupted) or _holds(exc, KeyboardInterrupt):
             print("sysmcp call: interrupted; the call was cancelled on the server", file=sys.stderr)
             return EXIT_INTERRUPTED
-        if _holds(exc, PeerGone):
-            print("sysmcp call: the server stopped before answering", file=sys.stderr)
-            return EXIT_PROBLEM
+        stopped = _find(exc, ServerStopped)
+        if stopped is not None or _holds(exc, PeerGone):
+            status = stopped.status if stopped is not None else None
+            said = f" (exit {status})" if status else ""
+            print(f"sysmcp call: the server stopped before answering{said}", file=sys.stderr)
+            return status if status and status > 0 else EXIT_PROBLEM
         raise
 
 
 def _holds(exc: BaseException, kind: type[BaseException]) -> bool:
+    return _find(exc, kind) is not None
+
+
+def _find(exc: BaseException, kind: type[E]) -> E | None:
+    """``exc`` or the first exception of ``kind`` inside it (a task group wraps what its body raised)."""
     if isinstance(exc, BaseExceptionGroup):
-        return any(_holds(inner, kind) for inner in exc.exceptions)
-    return isinstance(exc, kind)
+        for inner in exc.exceptions:
+            found = _find(inner, kind)
+            if found is not None:
+                return found
+        return None
+    return exc if isinstance(exc, kind) else None
 
 
 def print_help(text: str) -> int:

@@ -6,6 +6,7 @@ version's features, and turns tool outcomes into ``CallToolResult`` shapes.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +45,17 @@ log = structlog.get_logger("sysmcp.server")
 
 SERVER_NAME = "sysmcp"
 SERVER_TITLE = "sysmcp — sysadmin tools"
+_ICON_SVG = (  # a disk, drawn in the file itself: a data: URI reaches no network
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64"><rect x="6" y="14" width="52" height="36" rx="6" '
+    'fill="#2d3e50"/><circle cx="46" cy="32" r="5" fill="#7fd17f"/><rect x="14" y="29" width="22" height="6" '
+    'rx="2" fill="#c7d3df"/></svg>'
+)
+ICON_URI = "data:image/svg+xml;base64," + base64.b64encode(_ICON_SVG.encode()).decode()
+SERVER_DETAILS = {  # 2025-11-25 on: where to read about it, and an icon that needs no network
+    "description": "Read-only sysadmin tools: disk usage, checksums, duplicates, deleted files held open, I/O.",
+    "websiteUrl": "https://github.com/sysmcp/sysmcp",
+    "icons": [{"src": ICON_URI, "mimeType": "image/svg+xml", "sizes": ["any"]}],
+}
 
 INSTRUCTIONS = """\
 sysmcp answers questions about this machine's storage and files, read-only: it never writes, deletes \
@@ -181,13 +193,14 @@ class Server:
     def capabilities(self, features: Features) -> dict[str, Any]:
         capabilities: dict[str, Any] = {
             "tools": {"listChanged": False},
-            "logging": {},
             # The result store grows as tools keep full results, so the list changes: said once per
             # stored result (legacy era). 2026-07-28 delivers list_changed only on a subscriptions/listen
             # stream, which sysmcp does not offer, so there it promises nothing.
             "resources": {"subscribe": False, "listChanged": not features.modern},
             "prompts": {"listChanged": False},
         }
+        if features.logging_capability:
+            capabilities["logging"] = {}
         if features.completions_capability:
             capabilities["completions"] = {}
         return capabilities
@@ -196,6 +209,8 @@ class Server:
         info: dict[str, Any] = {"name": SERVER_NAME, "version": __version__}
         if features.titles:
             info["title"] = SERVER_TITLE
+        if features.implementation_details:
+            info.update(SERVER_DETAILS)
         return info
 
     async def _initialize(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:

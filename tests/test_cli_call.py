@@ -259,13 +259,17 @@ def test_a_root_that_does_not_exist_is_a_usage_error_of_call(tmp_path: Path) -> 
     assert done.returncode == 2 and "--root must name existing directories" in done.stderr
 
 
-def test_a_server_that_stops_before_answering_is_one_line_and_exit_1(
-    capsys: pytest.CaptureFixture[str],
+def test_a_server_that_stops_before_answering_shows_its_words_and_passes_its_status_on(
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
+    """Issue 27 (4): it said only "the server stopped before answering" and exited 1."""
     from sysmcp.client import CallOptions, run_call
 
-    assert run_call("disk_usage", {}, CallOptions(server_args=["--no-such-option"])) == 1
-    assert capsys.readouterr().err == "sysmcp call: the server stopped before answering\n"
+    assert run_call("disk_usage", {}, CallOptions(server_args=["--no-such-option"])) == 2
+    err = capfd.readouterr().err
+    assert "unrecognized arguments: --no-such-option" in err  # the server's own words
+    assert err.endswith("sysmcp call: the server stopped before answering (exit 2)\n")
+    assert "Traceback" not in err
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from jsonschema import Draft7Validator, Draft202012Validator, FormatChecker
 
 from sysmcp import __version__
 from sysmcp.cli import ROOTS_ENV, build_parser
+from sysmcp.server import SERVER_DETAILS
 from sysmcp.tools import ALL_TOOLS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -121,7 +122,7 @@ def test_the_bundle_manifest_is_valid_against_the_v0_4_schema(bundle: Path) -> N
 def test_the_bundle_holds_the_sources_the_views_and_its_entry_point(bundle: Path) -> None:
     with zipfile.ZipFile(bundle) as archive:
         names = set(archive.namelist())
-        assert {"manifest.json", "pyproject.toml", "server/main.py", "sysmcp/cli.py"} <= names
+        assert {"manifest.json", "pyproject.toml", "server/main.py", "sysmcp/cli.py", "LICENSE"} <= names
         assert names >= VIEW_FILES
         assert not [n for n in names if "__pycache__" in n or n.startswith((".venv", "server/lib"))]
         assert "package = false" in archive.read("pyproject.toml").decode()
@@ -188,6 +189,7 @@ def test_the_bundle_runs_as_the_host_would_start_it_with_the_chosen_roots(
         "name": "sysmcp",
         "version": __version__,
         "title": "sysmcp — sysadmin tools",
+        **SERVER_DETAILS,  # 2025-11-25: website, description, icon
     }
     assert replies[2]["result"]["structuredContent"]["totals"]["files"] == 1
     refused = replies[3]["result"]

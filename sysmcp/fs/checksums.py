@@ -96,9 +96,31 @@ BLAKE2B_256 = _blake2b(256)
 #: What find_duplicates compares contents by: the fastest of them (several times BLAKE2b), and 256 bits
 #: leave no room for accidental equality. The threaded one spreads a large file's chunks over the cores.
 BLAKE3 = ALGORITHMS["blake3"]
-BLAKE3_THREADED = Algorithm(
-    "blake3", "BLAKE3", 64, lambda: blake3.blake3(max_threads=blake3.blake3.AUTO), "b3sum", escapes_cr=False
-)
+
+# Set in every forked child (os.register_at_fork), whoever forks: a thread pool never crosses a fork.
+_forked = False
+
+
+def _mark_forked() -> None:
+    global _forked
+    _forked = True
+
+
+os.register_at_fork(after_in_child=_mark_forked)
+
+
+def threaded_blake3() -> Hasher:
+    """A BLAKE3 hasher on every core in the process that may own a thread pool, one thread in a fork.
+
+    Why: ``max_threads=AUTO`` starts rayon's global pool on first use; a child forked after that
+    inherits the pool without its threads and waits forever in ``update``. One thread never touches
+    rayon, and a forked worker is already one of several processes sharing the cores. The one place
+    that decides how many threads blake3 may use: every threaded hash goes through it.
+    """
+    return blake3.blake3(max_threads=1 if _forked else blake3.blake3.AUTO)
+
+
+BLAKE3_THREADED = Algorithm("blake3", "BLAKE3", 64, threaded_blake3, "b3sum", escapes_cr=False)
 
 
 def algorithm_for_tag(tag: str) -> Algorithm | None:

@@ -114,6 +114,17 @@ class Features:
         return self.version >= "2025-06-18"
 
     @property
+    def implementation_details(self) -> bool:
+        """``websiteUrl``, ``icons`` and ``description`` on the server's ``Implementation`` (2025-11-25 on)."""
+        return self.version >= "2025-11-25"
+
+    @property
+    def logging_capability(self) -> bool:
+        """The ``logging`` capability: legacy era only. 2026-07-28 logs per request (``_meta`` logLevel)
+        and deprecates the capability (SEP-2577), so it is not declared there."""
+        return not self.modern
+
+    @property
     def completions_capability(self) -> bool:
         """``completion/complete`` exists from the start, its capability flag from 2025-03-26."""
         return self.version >= "2025-03-26"

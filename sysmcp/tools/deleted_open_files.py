@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ import psutil
 
 from sysmcp import platform
 from sysmcp.fs.mounts import Mount, MountTable, default_partitions
-from sysmcp.fs.paths import display, printable
+from sysmcp.fs.paths import display, is_within, printable
 from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
@@ -316,6 +316,14 @@ OUTPUT_SCHEMA: dict[str, Any] = {
             "type": "integer",
             "description": "Deleted files held open that are empty (they hold no space): left out.",
         },
+        "outside_allowed_roots": {
+            "type": "object",
+            "description": "Deleted files whose former path is outside the allowed roots (--root, the "
+            "client's roots): counted, never named. Absent when no roots are in force.",
+            "properties": {"files": {"type": "integer"}, "disk_bytes": {"type": "integer"}},
+            "required": ["files", "disk_bytes"],
+            "additionalProperties": False,
+        },
         "not_on_a_mounted_filesystem": {
             "type": "object",
             "description": "Deleted files on no filesystem mounted here (memfd, shared memory, another "
@@ -340,13 +348,25 @@ def _holder_text(holder: Holder) -> str:
 
 
 def render(
-    scan: Scan, table: MountTable, top_n: int, only_dev: int | None, shown: str | None
+    scan: Scan,
+    table: MountTable,
+    top_n: int,
+    only_dev: int | None,
+    shown: str | None,
+    roots: Sequence[Path] | None = None,
 ) -> tuple[str, dict[str, Any]]:
+    """``roots`` (the allowed roots, None for all): a file's former path outside them is never named, nor
+    its holders; such files are only counted."""
     rows: list[tuple[DeletedFile, Mount]] = []
     elsewhere = [0, 0]
+    outside = [0, 0]
     empty = 0
     for item in scan.files.values():
         if only_dev is not None and item.dev != only_dev:
+            continue
+        if roots is not None and not any(is_within(Path(item.path), root) for root in roots):
+            outside[0] += 1
+            outside[1] += item.disk
             continue
         if item.size == 0 and item.disk == 0:
             empty += 1  # holds no space (anonymous temporary files, such as a test runner's): noise here
@@ -393,9 +413,11 @@ def render(
     ]
     total_disk = sum(e["disk_bytes"] for e in filesystems)
     where = f" on the filesystem holding {shown}" if shown is not None else ""
+    where += " under the allowed roots" if roots is not None else ""
     lines: list[str] = []
     if not rows:
-        lines.append(f"No deleted files are held open{where} by the {scan.processes:,} processes read.")
+        read = f"{scan.processes:,} process{'' if scan.processes == 1 else 'es'}"
+        lines.append(f"No deleted files are held open{where} by the {read} read.")
     else:
         plural = "" if len(rows) == 1 else "s"
         lines.append(
@@ -419,7 +441,8 @@ def render(
                 f"  {size:>10}  {printable(item.path)} (deleted) on {display(mount.mount_point)} — {holders}"
             )
         if len(rows) > len(listed):
-            lines.append(f"  … and {len(rows) - len(listed):,} more deleted files not shown")
+            more = len(rows) - len(listed)
+            lines.append(f"  … and {more:,} more deleted file{'' if more == 1 else 's'} not shown")
         by_fd = [h for item, _ in listed for h in item.holders if h.fd is not None]
         if by_fd:
             first = by_fd[0]
@@ -439,17 +462,25 @@ def render(
                 "services. Do not truncate them: a process touching a mapped page past the new end is killed "
                 "(SIGBUS)."
             )
+    if outside[0]:
+        noun = "file" if outside[0] == 1 else "files"
+        lines.append(
+            f"{outside[0]:,} more deleted {noun} ({human_bytes(outside[1])}) held open outside the allowed "
+            "roots: not named (sysmcp runs with --root or the client's roots)."
+        )
     if empty:
         noun = "file (it holds" if empty == 1 else "files (they hold"
         lines.append(f"Not listed: {empty:,} empty deleted {noun} no space).")
     if elsewhere[0]:
         lines.append(
-            f"Not counted: {elsewhere[0]:,} deleted files ({human_bytes(elsewhere[1])}) on no filesystem "
+            f"Not counted: {elsewhere[0]:,} deleted file{'' if elsewhere[0] == 1 else 's'} "
+            f"({human_bytes(elsewhere[1])}) on no filesystem "
             "mounted here (memfd, shared memory, another mount namespace)."
         )
     if scan.mappings_not_sized:
         lines.append(
-            f"Not listed: {scan.mappings_not_sized:,} deleted memory-mapped files whose size could not be read "
+            f"Not listed: {scan.mappings_not_sized:,} deleted memory-mapped "
+            f"file{'' if scan.mappings_not_sized == 1 else 's'} whose size could not be read "
             "(/proc/PID/map_files needs CAP_SYS_ADMIN here)."
         )
     if scan.unreadable:
@@ -469,6 +500,8 @@ def render(
         "empty_files_not_listed": empty,
         "mappings_not_sized": scan.mappings_not_sized,
     }
+    if roots is not None:
+        structured["outside_allowed_roots"] = {"files": outside[0], "disk_bytes": outside[1]}
     if shown is not None:
         structured["path"] = shown
     return "\n".join(lines), structured
@@ -518,7 +551,7 @@ class DeletedOpenFiles:
             return f"{int(meter.done):,} processes looked at"
 
         scan = await ctx.run_in_worker(work, describe=describe)
-        text, structured = render(scan, self.partitions(), args["top_n"], only_dev, shown)
+        text, structured = render(scan, self.partitions(), args["top_n"], only_dev, shown, ctx.paths.allowed)
         return ToolOutput(text, structured)
 
 

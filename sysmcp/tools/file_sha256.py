@@ -21,7 +21,7 @@ from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import human_bytes, plural, rate, took
 from sysmcp.tools.arguments import sha256_argument
-from sysmcp.tools.merging import HostOutcome, fleet_output, host_list
+from sysmcp.tools.merging import ANSWERED, HostOutcome, fleet_output, host_list
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.schemas import arguments, path_argument, result
 from sysmcp.tools.walking import denied_by
@@ -193,7 +193,13 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
     elif len(groups) == 1 and not missing:
         verdict = "identical"
         digest, hosts = ordered[0]
-        body = [f"Identical on all {len(hosts)} hosts that answered: {digest}"]
+        replied = sum(1 for o in outcomes if o.status in ANSWERED)
+        on = (
+            f"all {len(hosts)} hosts that answered"
+            if len(hosts) == replied
+            else f"the {len(hosts)} hosts with a digest"
+        )
+        body = [f"Identical on {on}: {digest}"]
     else:
         verdict = "drift"
         held = sum(len(hosts) for _, hosts in ordered)

@@ -402,6 +402,8 @@ def render(
         out += shown_lines
         if not_shown:
             out.append(f"… {plural(not_shown, 'more line')} in the full manifest")
+    elif tree.stopped and tree.not_hashed:
+        out.append(f"None of the {plural(tree.not_hashed, 'file')} listed was hashed before it stopped.")
     else:
         out.append("No regular files to hash.")
     structured = {
@@ -436,7 +438,7 @@ TOOL = Tool(
         "Hashes every regular file under a directory (or one file) and returns a checksum manifest exactly as "
         "sha256sum/b3sum would write it (GNU or BSD --tag format, names relative to the directory, sorted). "
         "Algorithms: md5, sha1, sha256 (default), sha512, blake2b, blake3. Never follows symlinks, stays on "
-        "one filesystem, skips and counts special files; unreadable files are listed. Shows a summary and the "
+        "one filesystem, skips and counts special files and symlinks (never followed); unreadable files are listed. Shows a summary and the "
         "first lines; the full manifest is a resource link. Check it later with verify_checksums."
     ),
     input_schema=INPUT_SCHEMA,

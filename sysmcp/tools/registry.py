@@ -21,6 +21,7 @@ from sysmcp.protocol.errors import ToolError, invalid_params
 from sysmcp.protocol.lifecycle import Features
 from sysmcp.protocol.threads import run_in_thread
 from sysmcp.results import ResultStore, TooLarge
+from sysmcp.tools.descriptions import described
 
 T = TypeVar("T")
 
@@ -134,7 +135,7 @@ class Tool:
         }
         if features.structured_output:
             entry["title"] = self.title
-            entry["outputSchema"] = self.output_schema
+            entry["outputSchema"] = described(self.output_schema)  # every property says what it is
         if features.tool_annotations:
             entry["annotations"] = {"title": self.title, **self.annotations}
         if views and self.view is not None:

@@ -14,7 +14,7 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from sysmcp.fs.checksums import ALGORITHM_NAMES, ALGORITHMS, HASH_THREADS
@@ -346,7 +346,23 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         ),
         describe=shown.describe,
     )
-    return render(result, source.shown, base_shown, args, ctx, reports[0] if reports else None)
+    output = render(result, source.shown, base_shown, args, ctx, reports[0] if reports else None)
+    manifest_dir = display(path.parent) if how == "path" else None
+    return all_missing_hint(output, base_shown, manifest_dir)
+
+
+def all_missing_hint(output: ToolOutput, base_shown: str, manifest_dir: str | None) -> ToolOutput:
+    """Every entry MISSING is almost always a manifest checked from the wrong directory: say where its
+    names were looked for, and where else to look."""
+    data = output.structured
+    if not data.get("entries") or data.get("missing") != data["entries"]:
+        return output
+    hint = f"Every entry is MISSING: a manifest's names are relative to base_dir, here {base_shown}."
+    if manifest_dir is not None and manifest_dir != base_shown:
+        hint += f" The manifest's own directory is {manifest_dir}: try base_dir={manifest_dir}."
+    else:
+        hint += " Give base_dir= the directory the manifest was made in (where sha256sum or hash_tree ran)."
+    return replace(output, text=f"{output.text}\n{hint}")
 
 
 def render(

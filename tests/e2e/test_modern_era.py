@@ -23,7 +23,8 @@ async def test_discover_lists_modern_and_legacy_versions_capabilities_and_cache_
         result = (await modern(wire, "server/discover"))["result"]
         assert result["supportedVersions"][0] == MODERN
         assert {"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"} <= set(result["supportedVersions"])
-        assert {"tools", "logging"} <= set(result["capabilities"])
+        assert "tools" in result["capabilities"]
+        assert "logging" not in result["capabilities"]  # deprecated in this era (SEP-2577): logs per request
         assert "read-only" in result["instructions"]
         assert result["resultType"] == "complete"
         assert result["ttlMs"] >= 0 and result["cacheScope"] in ("public", "private")

@@ -6,6 +6,7 @@ import hashlib
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -364,3 +365,19 @@ def test_a_file_that_yields_far_more_than_its_size_stops_with_kept_growing(
     finally:
         os.close(fd)
     assert digest.size == 3 << 20 and digest.changed is None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: nothing forked to deadlock")
+def test_a_child_forked_after_blake3s_pool_started_still_hashes_a_big_file() -> None:
+    data = bytes(16 << 20)  # well past blake3's multithreaded size
+    parent = checksums.threaded_blake3()
+    parent.update(data)  # rayon's global pool now runs in this process
+    expected = parent.hexdigest()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        signal.alarm(30)  # a hung update ends the child by SIGALRM: the test then fails, never hangs
+        child = checksums.threaded_blake3()
+        child.update(data)
+        os._exit(0 if child.hexdigest() == expected else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -1,0 +1,129 @@
+"""``sysmcp call``'s exit statuses as a script sees them (issue 27, defects 2 to 5).
+
+One rule: whatever is refused before any work is a usage error (2), said in one line on stderr, with
+no traceback and no progress (the work never started); a partial result has a status of its own (3).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.profile import needs_proc
+
+SYSMCP = [sys.executable, "-m", "sysmcp"]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*SYSMCP, *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
+
+
+def refused(done: subprocess.CompletedProcess[str], words: str) -> None:
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert done.stderr.count("\n") == 1 and words in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "progress" not in done.stderr
+    assert done.stdout == ""
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / "a.txt").write_bytes(b"abc")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("target", "words"),
+    [
+        ("{tmp}/nonexistent/x.sums", "no such directory"),
+        ("{tmp}", "is a directory"),
+        pytest.param("/proc/version", "cannot be written", marks=needs_proc),
+    ],
+    ids=["missing directory", "a directory", "read-only procfs file"],
+)
+def test_an_output_file_that_cannot_be_written_is_refused_before_the_work(
+    tree: Path, tmp_path: Path, target: str, words: str
+) -> None:
+    refused(run("call", "hash_tree", f"path={tree}", "-o", target.format(tmp=tmp_path)), words)
+    assert not (tmp_path / "nonexistent").exists()
+
+
+def test_a_new_output_file_in_a_writable_directory_is_written(tree: Path, tmp_path: Path) -> None:
+    done = run("call", "hash_tree", f"path={tree}", "-o", str(tmp_path / "sums"))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "sums").read_text().endswith("  a.txt\n")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        (("dir_usage", "path=usr"), "path='usr' is relative"),
+        (("verify_checksums", "manifest=SHA256SUMS"), "manifest='SHA256SUMS' is relative"),
+        (("dir_usage", "path=/usr", "path=/etc"), "path= given more than once"),
+        (("file_sha256", "path=/etc/hostname"), None),
+    ],
+    ids=["relative path", "relative manifest", "repeated key", "(accepted)"],
+)
+def test_arguments_refused_before_any_work_are_usage_errors(
+    arguments: tuple[str, ...], words: str | None
+) -> None:
+    done = run("call", *arguments)
+    if words is None:
+        assert done.returncode in (0, 1), done.stderr  # a real answer: not refused as usage
+    else:
+        refused(done, words)
+
+
+def test_a_value_that_starts_like_json_must_be_json() -> None:
+    done = run("call", "dir_usage", "path=/usr", 'exclude=[".git"')
+    assert done.returncode == 2 and "starts like JSON but is not valid JSON" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_unknown_hosts_and_a_malformed_inventory_are_usage_errors(tmp_path: Path) -> None:
+    refused(run("call", "--host", "web1", "disk_usage", "hosts=nosuch"), "unknown host or group: 'nosuch'")
+    bad = tmp_path / "bad.ini"
+    bad.write_text("web1 ansible_port=abc\n")
+    refused(run("call", "--inventory", str(bad), "disk_usage"), "line 1: ansible_port must be a port number")
+
+
+def test_log_level_is_honoured_in_call_mode(tree: Path) -> None:
+    quiet = run("call", "file_sha256", f"path={tree / 'a.txt'}")
+    loud = run("call", "--log-level", "info", "file_sha256", f"path={tree / 'a.txt'}")
+    assert quiet.returncode == loud.returncode == 0
+    assert '"event": "initialized"' not in quiet.stderr
+    assert '"event": "initialized"' in loud.stderr  # the server's own log line, at the level asked
+
+
+def partial_reply(**extra: Any) -> dict[str, Any]:
+    data = {"complete": False, "stopped_reason": "time budget of 1 s reached", **extra}
+    return {"result": {"content": [{"type": "text", "text": "PARTIAL RESULT: …"}], "structuredContent": data}}
+
+
+def test_a_partial_result_exits_3_with_one_line_on_stderr_when_stdout_is_not_a_terminal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from sysmcp.client import CallOptions, _report
+
+    assert _report("hash_tree", partial_reply(), CallOptions()) == 3
+    out, err = capsys.readouterr()
+    assert "PARTIAL RESULT" in out
+    assert err == "sysmcp call: PARTIAL RESULT (time budget of 1 s reached): exit 3\n"
+
+
+def test_a_problem_found_before_the_budget_ran_out_still_exits_1() -> None:
+    from sysmcp.client import exit_status
+
+    checked = partial_reply(all_ok=False, failed=1)["result"]
+    assert exit_status("verify_checksums", checked) == 1
+    only_unfinished = partial_reply(all_ok=False, failed=0, missing=0, unreadable=0)["result"]
+    assert exit_status("verify_checksums", only_unfinished) == 3
+    fleet = {"structuredContent": {"view": {}, "hosts": [{"status": "ok", "result": {"complete": False}}]}}
+    assert exit_status("dir_usage", fleet) == 3
