@@ -427,6 +427,7 @@ class Scanner:
         self.entries = 0  # entries examined so far: progress for the caller
         self.apparent = 0  # bytes counted so far (apparent)
         self.stopped: str | None = None  # why the scan ended early, if it did
+        self.root_dev: int | None = None  # st_dev of the root once opened (a spawned scanner: its parent's)
         # Regular files below both floors (apparent bytes, 512-byte blocks) are counted but left
         # out of listings: a top-N consumer raises them as its heap fills, so almost no stat
         # results outlive their directory. ``walk_files`` leaves them at 0 (every file).
@@ -498,6 +499,7 @@ class Scanner:
                     st.st_size,
                     st.st_blocks * 512,
                 )
+                self.root_dev = st.st_dev
                 if self._mounts is None:
                     self._mounts = mount_table()  # read once per walk: mount points and pseudo devices
                 self._mount_points = mount_points_below(self.root, st.st_dev, self.options, self._mounts)
@@ -1000,6 +1002,7 @@ class Scanner:
         """A scanner for one detached subtree, with this scan's rules, floors and seen inodes."""
         scanner = Scanner(self.root, self.options, skipped, checkpoint, fd_budget=self.fd_budget)
         scanner._start = subtree
+        scanner.root_dev = self.root_dev
         scanner.base_fd = self.base_fd
         scanner._seen = self._seen
         scanner._mounts = self._mounts
