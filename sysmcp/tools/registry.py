@@ -15,12 +15,14 @@ from typing import Any, TypeVar
 
 import anyio
 
+from sysmcp.fs.errors import EngineError
 from sysmcp.fs.paths import PathPolicy, echo
 from sysmcp.protocol.context import Describe, Meter, RequestContext
 from sysmcp.protocol.errors import ToolError, invalid_params
 from sysmcp.protocol.lifecycle import Features
 from sysmcp.protocol.threads import run_in_thread
 from sysmcp.results import ResultStore, TooLarge
+from sysmcp.tools.errors import as_tool_error
 
 T = TypeVar("T")
 
@@ -78,7 +80,10 @@ class ToolContext:
             return path
 
         with anyio.move_on_after(RESOLVE_TIMEOUT):
-            return await run_in_thread(work, raw, None)
+            try:
+                return await run_in_thread(work, raw, None)
+            except EngineError as refused:  # words here, so a handler may catch ToolError as before
+                raise as_tool_error(refused) from None
         raise ToolError(
             f"path {echo(raw)} could not be looked at within {RESOLVE_TIMEOUT:g} s: a filesystem on the way "
             "does not answer (a hung network mount?)"
