@@ -14,25 +14,15 @@ each listed directory's cumulative totals, to ``Request.max_depth``, largest fir
 from __future__ import annotations
 
 import heapq
-import math
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
-from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
-from sysmcp.fs.walk import (
-    Budget,
-    Finished,
-    Listing,
-    Scanner,
-    ScanStopped,
-    SkipCounter,
-    Subtree,
-    WalkOptions,
-    collect_within,
-)
+from sysmcp.fs.fanout import Progress
+from sysmcp.fs.parallel import SPLIT_AFTER_S, SUBTREES_PER_PROCESS, ParallelWalk, Sharing
+from sysmcp.fs.walk import Budget, Finished, Listing, Scanner, ScanStopped, SkipCounter, Subtree, WalkOptions
 
 MAX_EXTENSIONS = 10_000  # distinct extensions tallied per process; more are lumped as "(other)"
 NO_EXTENSION = "(none)"
@@ -198,9 +188,6 @@ class Selection:
             self.add(ext, files, apparent, disk)
 
 
-SPLIT_AFTER_S = 0.01  # a scan still running after this long shares its remaining subtrees out
-MAX_SUBTREES = MAX_TASKS  # subtrees handed out at most (the rest stay with this process's walk)
-SUBTREES_PER_PROCESS = 32  # enough pieces that processes finish together whatever the tree's shape
 NEVER = 1 << 62
 
 
@@ -324,12 +311,13 @@ def scan_usage(
     started = clock()
     usage = Usage()
     mine = _Counts()
-    fan: FanOut | None = None
+    parallel: ParallelWalk | None = None
 
     def progress_and_check() -> None:
         """Progress for the caller, then the cancellation question: every 2 ms at most (Budget)."""
         if report is not None:
             entries, seen = mine.now()
+            fan = parallel.fan if parallel is not None else None
             if fan is not None:
                 more_entries, more_bytes = fan.progress.others()
                 entries, seen = entries + more_entries, seen + more_bytes
@@ -344,8 +332,6 @@ def scan_usage(
     scanner = Scanner(root, options, skipped, budget)
     tally.configure(scanner)
     mine.current = scanner
-    split_at = started + split_after_s if processes is None or processes > 1 else math.inf
-    subtrees: list[Subtree] = []
     eligible_files = 0
     stopped: str | None = None
 
@@ -359,6 +345,8 @@ def scan_usage(
         completed where the parts meet (``_join``).
         """
         linked: list[tuple[int, int, int, int, bool, str]] | None
+        assert parallel is not None
+        fan, subtrees = parallel.fan, parallel.subtrees
         assert fan is not None
 
         def running_low() -> None:
@@ -432,35 +420,24 @@ def scan_usage(
             result["selection"] = own.selection.as_data()
         return result
 
-    try:
-        for event in scanner.events():
-            tally.take(event, scanner)
-            if clock() >= split_at:
-                split_at = math.inf
-                # Asked only now: a scan too short to share never reads the CPU count or quota.
-                count = available_processes() if processes is None else processes
-                if count > 1:
-                    subtrees, listings = scanner.detach(MAX_SUBTREES, pieces * count)
-                    for listing in listings:
-                        tally.take(listing, scanner)
-                if subtrees:
-                    scanner.linked = []
-                    fan = FanOut(len(subtrees), count, work, waits_for_gifts=True)
-                    fan.start()
+    def linked_since_the_split(subtrees: list[Subtree]) -> None:
+        scanner.linked = []  # inodes with several links counted here from now on (see _merge_child)
+
+    sharing = Sharing(processes, split_after_s, pieces, waits_for_gifts=True)
+    parallel = ParallelWalk(scanner, budget, sharing, work)
+    parallel.on_split = linked_since_the_split
+    with parallel:
+        parallel.walk(tally.take, started)
         mine.add(scanner)
         stopped = scanner.stopped
         eligible_files = scanner.eligible_files
-        if fan is not None:
-            stopped, eligible_files = _join(fan, work, budget, scanner, subtrees, tally, skipped, usage)
+        if parallel.fan is not None:
+            stopped, eligible_files = _join(parallel, work, tally, skipped, usage)
             stopped = scanner.stopped or stopped
             eligible_files += scanner.eligible_files
         elif scanner.detached:  # every subtree was small enough to be split here
             for finished in scanner.settle([]):
                 tally.take(finished, scanner)
-    finally:
-        if fan is not None:
-            fan.close()
-        scanner.close()
     usage.entries += mine.entries
     usage.totals = tally.totals
     usage.root_dev = scanner.root_dev
@@ -489,11 +466,8 @@ Part = dict[str, Any]
 
 
 def _join(
-    fan: FanOut,
+    parallel: ParallelWalk,
     work: Callable[..., Part],
-    budget: Budget,
-    scanner: Scanner,
-    subtrees: list[Subtree],
     tally: Tally,
     skipped: SkipCounter,
     usage: Usage,
@@ -505,7 +479,8 @@ def _join(
     result says it is partial instead). Parts given away mid-walk are added to the subtree they came
     from, and to every withheld directory above them, before the subtrees settle.
     """
-    assert scanner.linked is not None
+    fan, budget, scanner, subtrees = parallel.fan, parallel.budget, parallel.scanner, parallel.subtrees
+    assert fan is not None and scanner.linked is not None
     request = tally.request
 
     def keep_waiting() -> bool:
@@ -516,8 +491,8 @@ def _join(
             return False
         return True
 
-    here = fan.run_here(keep_waiting)
-    children = collect_within(fan, budget)
+    here = parallel.here(keep_waiting)
+    children = parallel.children()
     usage.processes = 1 + sum(part is not None for part in children)
     given = fan.given()  # number -> (relative, depth, dev, ino, apparent, disk, origin)
     roots = {subtree.relative: i for i, subtree in enumerate(subtrees)}
@@ -540,8 +515,9 @@ def _join(
     lost = [i for i in [*range(len(subtrees)), *given] if i not in done]
     if lost and not given and stopped is None and not budget.expired:
         scanner.mark_seen(seen)  # what the children counted is not counted again here
-        queue = iter(lost)
-        again = work(lambda: next(queue, None), fan.progress, False, share=False)
+        again = parallel.again(
+            lost, lambda claim, progress, in_child: work(claim, progress, in_child, share=False)
+        )
         done.update(again["done"])
         withheld += again["withheld"]
         eligible += again["eligible"]
