@@ -46,6 +46,7 @@ from sysmcp.fs.walk import (
     Budget,
     Finished,
     Listing,
+    ScanConfig,
     Scanner,
     ScanStopped,
     SkipCounter,
@@ -483,9 +484,9 @@ def hash_tree_parallel(
     spills = [tempfile.TemporaryFile(prefix="sysmcp-manifest-") for _ in range(max(1, count))]  # noqa: SIM115
     try:
         mine = Runs(spills[0])
-        scanner = Scanner(root, request.options, skipped, budget)
-        scanner.finished_depth = -1
-        scanner.regular_by_type = True  # every file is opened and checked here: no lstat each
+        # Every file is opened and checked here: told by its entry's type, no lstat each.
+        config = ScanConfig(finished_depth=-1, regular_by_type=True)
+        scanner = Scanner(root, request.options, skipped, budget, config=config)
         hasher = Hasher(root, algorithm, style, mine, budget)
 
         def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:

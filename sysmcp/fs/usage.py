@@ -22,7 +22,17 @@ from typing import Any, NamedTuple, TypeVar
 
 from sysmcp.fs.fanout import Progress
 from sysmcp.fs.parallel import SPLIT_AFTER_S, SUBTREES_PER_PROCESS, ParallelWalk, Sharing
-from sysmcp.fs.walk import Budget, Finished, Listing, Scanner, ScanStopped, SkipCounter, Subtree, WalkOptions
+from sysmcp.fs.walk import (
+    Budget,
+    Finished,
+    Listing,
+    ScanConfig,
+    Scanner,
+    ScanStopped,
+    SkipCounter,
+    Subtree,
+    WalkOptions,
+)
 
 MAX_EXTENSIONS = 10_000  # distinct extensions tallied per process; more are lumped as "(other)"
 NO_EXTENSION = "(none)"
@@ -202,21 +212,25 @@ class Tally:
         self.totals: Finished | None = None
         self.selection = Selection(request)
 
-    def configure(self, scanner: Scanner) -> None:
-        """Ask the scanner only for what the lists can still use."""
+    def config(self) -> ScanConfig:
+        """Ask the scanner only for what the lists can still use (the floors then rise as they fill)."""
         request = self.request
-        scanner.on_file = self.selection if request.selects else None
-        scanner.min_file_size = request.min_size
-        scanner.keep_files, scanner.keep_by_disk = request.top_files, request.by_disk
-        scanner.empty_listings = False
-        scanner.finished_depth = request.max_depth
-        scanner.file_floor, scanner.block_floor = (NEVER, 0) if request.by_disk else (0, NEVER)
+        file_floor, block_floor = (NEVER, 0) if request.by_disk else (0, NEVER)
         if request.top_files == 0:
-            scanner.file_floor = scanner.block_floor = NEVER
-        self._raise_floor(scanner)
+            file_floor = block_floor = NEVER
+        return ScanConfig(
+            file_floor=file_floor,
+            block_floor=block_floor,
+            min_file_size=request.min_size,
+            keep_files=request.top_files,
+            keep_by_disk=request.by_disk,
+            on_file=self.selection if request.selects else None,
+            empty_listings=False,
+            finished_depth=request.max_depth,
+        )
 
-    def _raise_floor(self, scanner: Scanner) -> None:
-        # Tell the scanner to leave smaller files out of the next listings altogether.
+    def raise_floor(self, scanner: Scanner) -> None:
+        """Tell the scanner to leave smaller files out of the next listings altogether."""
         if self.top_files.full:
             if self.request.by_disk:
                 scanner.block_floor = self.top_files.floor // 512 + 1
@@ -238,7 +252,7 @@ class Tally:
                 offer(
                     disk if by_disk else size, (size, disk, prefix + name, st.st_dev, st.st_ino, st.st_mtime)
                 )
-            self._raise_floor(scanner)
+            self.raise_floor(scanner)
         else:
             assert isinstance(event, Finished)
             if event.depth == 0:
@@ -329,8 +343,7 @@ def scan_usage(
     budget = Budget(request.timeout_s, progress_and_check if asks else None, clock=clock)
 
     tally = Tally(request)
-    scanner = Scanner(root, options, skipped, budget)
-    tally.configure(scanner)
+    scanner = Scanner(root, options, skipped, budget, config=tally.config())
     mine.current = scanner
     eligible_files = 0
     stopped: str | None = None
@@ -382,8 +395,8 @@ def scan_usage(
             else:
                 relative, depth, dev, ino, apparent, disk, origin = fan.record(index)
                 subtree = Subtree(None, relative, depth, dev, ino, apparent, disk)
-            sub = scanner.spawn(subtree, counter, walk_checkpoint, linked)
-            own.configure(sub)
+            sub = scanner.spawn(subtree, counter, walk_checkpoint, linked, own.config())
+            own.raise_floor(sub)
             if share:
 
                 def give(offered: list[Subtree], origin: int = origin) -> list[Subtree]:

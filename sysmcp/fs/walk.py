@@ -399,6 +399,37 @@ def _exclusion(patterns: Sequence[str]) -> Callable[[str], re.Match[str] | None]
     return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns), re.DOTALL).match
 
 
+@dataclass(frozen=True, slots=True)
+class ScanConfig:
+    """What a walk hands its consumer, set once by the engine (``Scanner(..., config=...)``).
+
+    ``file_floor`` and ``block_floor`` are where the walk starts: a top-N consumer raises the
+    scanner's live floors (``Scanner.file_floor``, ``.block_floor``) as its heap fills.
+    """
+
+    # Regular files below both floors (apparent bytes, 512-byte blocks) are counted but left out
+    # of listings, so almost no stat results outlive their directory. 0: every file is listed.
+    file_floor: int = 0
+    block_floor: int = 0
+    min_file_size: int = 0  # files at least this big (apparent) are counted in .eligible_files
+    # A top-N consumer also says N (and its key): a directory of a million files then keeps at most
+    # about 2 N of them while it is read, instead of all of them until its floor can rise.
+    keep_files: int = 0  # 0: every file over the floors is listed
+    keep_by_disk: bool = False
+    # Asked about every regular file counted (first name of an inode only), before the floors:
+    # False leaves it out of listings and eligible_files (still in the totals). A consumer that
+    # filters by time or tallies types sees every file this way, not only the big ones.
+    on_file: Callable[[str, os.stat_result], bool] | None = None
+    # What to hand out: consumers that want neither empty listings nor every directory's totals
+    # skip an object and a generator round trip per directory.
+    empty_listings: bool = True
+    finished_depth: int | None = None  # Finished only down to this depth (None: all, -1: none)
+    # For a consumer that opens and checks every regular file itself (hash_tree): regular files are
+    # told by their directory entry's type, without an ``lstat`` each, and listed in
+    # ``Listing.typed``; their sizes are then not in the totals, nor their hard links told apart.
+    regular_by_type: bool = False
+
+
 class Scanner:
     """A bounded, descriptor-relative, depth-first walk that never follows symlinks.
 
@@ -416,6 +447,7 @@ class Scanner:
         skipped: SkipCounter,
         checkpoint: Callable[[], None] = _noop,
         *,
+        config: ScanConfig = ScanConfig(),
         fd_budget: int = 64,
         mounts: Sequence[Mount] | None = None,
     ) -> None:
@@ -428,29 +460,18 @@ class Scanner:
         self.apparent = 0  # bytes counted so far (apparent)
         self.stopped: str | None = None  # why the scan ended early, if it did
         self.root_dev: int | None = None  # st_dev of the root once opened (a spawned scanner: its parent's)
-        # Regular files below both floors (apparent bytes, 512-byte blocks) are counted but left
-        # out of listings: a top-N consumer raises them as its heap fills, so almost no stat
-        # results outlive their directory. ``walk_files`` leaves them at 0 (every file).
-        self.file_floor = 0
-        self.block_floor = 0
-        self.min_file_size = 0  # files at least this big (apparent) are counted in .eligible_files
-        # A top-N consumer also says N (and its key): a directory of a million files then keeps at most
-        # about 2 N of them while it is read, instead of all of them until its floor can rise.
-        self.keep_files = 0  # 0: every file over the floors is listed
-        self.keep_by_disk = False
-        # Asked about every regular file counted (first name of an inode only), before the floors:
-        # False leaves it out of listings and eligible_files (still in the totals). A consumer that
-        # filters by time or tallies types sees every file this way, not only the big ones.
-        self.on_file: Callable[[str, os.stat_result], bool] | None = None
+        # The config, as plain attributes: the walk's loops read them as locals. The floors are
+        # live (a top-N consumer raises them); the rest is what the engine asked for (ScanConfig).
+        self.file_floor = config.file_floor
+        self.block_floor = config.block_floor
+        self.min_file_size = config.min_file_size
+        self.keep_files = config.keep_files
+        self.keep_by_disk = config.keep_by_disk
+        self.on_file = config.on_file
+        self.empty_listings = config.empty_listings
+        self.finished_depth = config.finished_depth
+        self.regular_by_type = config.regular_by_type
         self.eligible_files = 0
-        # What to hand out: consumers that want neither empty listings nor every directory's
-        # totals skip an object and a generator round trip per directory.
-        self.empty_listings = True
-        # For a consumer that opens and checks every regular file itself (hash_tree): regular files
-        # are told by their directory entry's type, without an ``lstat`` each, and listed in
-        # ``Listing.typed``; their sizes are then not in the totals, nor their hard links told apart.
-        self.regular_by_type = False
-        self.finished_depth: int | None = None  # Finished only down to this depth (None: all)
         self._seen: set[tuple[int, int]] = set()
         # (dev, ino, apparent, blocks, is_regular, directory) of each multiply-linked inode counted,
         # when a parallel scan needs them to count an inode seen by two processes only once.
@@ -998,9 +1019,18 @@ class Scanner:
         skipped: SkipCounter,
         checkpoint: Callable[[], None],
         linked: list[tuple[int, int, int, int, bool, str]] | None,
+        config: ScanConfig | None = None,
     ) -> Scanner:
-        """A scanner for one detached subtree, with this scan's rules, floors and seen inodes."""
-        scanner = Scanner(self.root, self.options, skipped, checkpoint, fd_budget=self.fd_budget)
+        """A scanner for one detached subtree, with this scan's rules and seen inodes, and its config
+        (default: this one's, floors as raised so far)."""
+        scanner = Scanner(
+            self.root,
+            self.options,
+            skipped,
+            checkpoint,
+            config=self.config if config is None else config,
+            fd_budget=self.fd_budget,
+        )
         scanner._start = subtree
         scanner.root_dev = self.root_dev
         scanner.base_fd = self.base_fd
@@ -1009,14 +1039,22 @@ class Scanner:
         scanner._mount_points = self._mount_points
         scanner._pseudo = self._pseudo
         scanner.linked = linked
-        scanner.file_floor, scanner.block_floor = self.file_floor, self.block_floor
-        scanner.min_file_size = self.min_file_size
-        scanner.keep_files, scanner.keep_by_disk = self.keep_files, self.keep_by_disk
-        scanner.on_file = self.on_file
-        scanner.empty_listings = self.empty_listings
-        scanner.regular_by_type = self.regular_by_type
-        scanner.finished_depth = self.finished_depth
         return scanner
+
+    @property
+    def config(self) -> ScanConfig:
+        """This walk's config as it stands (the floors as raised so far): what ``spawn`` passes on."""
+        return ScanConfig(
+            file_floor=self.file_floor,
+            block_floor=self.block_floor,
+            min_file_size=self.min_file_size,
+            keep_files=self.keep_files,
+            keep_by_disk=self.keep_by_disk,
+            on_file=self.on_file,
+            empty_listings=self.empty_listings,
+            finished_depth=self.finished_depth,
+            regular_by_type=self.regular_by_type,
+        )
 
     def settle(self, subtrees: Sequence[tuple[Subtree, bool]]) -> list[Finished]:
         """Add walked subtrees (each with whether it is complete) to the directories above them.
