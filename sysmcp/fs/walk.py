@@ -17,47 +17,56 @@ forgotten. The one exception is the set of (device, inode) of files with more th
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fnmatch
 import itertools
-import math
 import os
 import re
 import stat
-import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
-from sysmcp import platform
-from sysmcp.fs.fanout import FanOut
-from sysmcp.fs.mounts import KERNEL_TYPES, MOUNTINFO, parse_mountinfo, psutil_partitions
+from sysmcp.fs.budget import GIVE_UP_AFTER_S, Budget, ScanStopped, collect_within, throttled
+from sysmcp.fs.mountpoints import PSEUDO_FILESYSTEMS, UNKNOWN_DEV, Mount, mount_points_below, mount_table
+from sysmcp.fs.walktypes import DIR_FLAGS as _DIR_FLAGS
+from sysmcp.fs.walktypes import (
+    FileEntry,
+    Finished,
+    Listing,
+    ScanConfig,
+    SkipCounter,
+    Subtree,
+    WalkOptions,
+)
+from sysmcp.fs.walktypes import Frame as _Frame
+from sysmcp.fs.walktypes import same as _same
 
 __all__ = [
+    "GIVE_UP_AFTER_S",
     "PSEUDO_FILESYSTEMS",
+    "UNKNOWN_DEV",
     "Budget",
     "FileEntry",
     "Finished",
     "Listing",
     "Mount",
+    "ScanConfig",
     "ScanStopped",
     "Scanner",
     "SkipCounter",
     "Subtree",
     "WalkOptions",
+    "collect_within",
     "join",
+    "mount_points_below",
     "mount_table",
+    "throttled",
     "walk_files",
 ]
 
-# Kernel filesystems with no data of their own: sizes there are fiction and walks can be endless.
-PSEUDO_FILESYSTEMS = KERNEL_TYPES
 # Mount points that are pseudo whatever a container mounted on them (e.g. /dev as tmpfs).
 PSEUDO_MOUNT_POINTS = frozenset({b"/proc", b"/sys", b"/dev"})
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _S_IFMT = 0o170000
 _S_IFDIR = stat.S_IFDIR
 _S_IFREG = stat.S_IFREG
@@ -66,248 +75,10 @@ LIST_AT_ONCE = 256 << 10  # directories up to this size (st_size) are listed in 
 CHECK_EVERY = 1024  # entries between checkpoints inside one huge directory (about 3 ms of work)
 
 
-@dataclass(frozen=True)
-class WalkOptions:
-    """The walk rules the tools share; the defaults are what a sysadmin expects from ``du -x``."""
-
-    one_file_system: bool = True
-    exclude: Sequence[str] = ()
-    skip_pseudo: bool = True
-
-
-class SkipCounter:
-    """Entries left out of a walk, by reason, so a result can say what it did not see and why."""
-
-    __slots__ = ("_counts", "_named")
-
-    #: Unreadable directories named per result (the rest are counted): enough to see where access stops.
-    NAMED = 5
-
-    def __init__(self) -> None:
-        self._counts: Counter[str] = Counter()
-        self._named: list[str] = []
-
-    def add(self, reason: str, count: int = 1) -> None:
-        self._counts[reason] += count
-
-    def unreadable(self, relative: str) -> None:
-        """Count an unreadable directory and name it, relative to the walk's root, if few so far."""
-        self._counts["unreadable"] += 1
-        self.name(relative)
-
-    def name(self, relative: str) -> None:
-        if len(self._named) < self.NAMED and relative not in self._named:
-            self._named.append(relative)
-
-    @property
-    def named(self) -> list[str]:
-        """The first unreadable directories, relative to the root ('' is the root itself)."""
-        return list(self._named)
-
-    def merge(self, counts: dict[str, int], named: Iterable[str] = ()) -> None:
-        """Add another process's ``as_dict()`` and ``named`` (a forked worker's skips) to these."""
-        for reason, n in counts.items():
-            self._counts[reason] += n
-        for relative in named:
-            self.name(relative)
-
-    def as_dict(self) -> dict[str, int]:
-        return {reason: n for reason, n in sorted(self._counts.items()) if n}
-
-    @property
-    def total(self) -> int:
-        return sum(self._counts.values())
-
-    def __repr__(self) -> str:
-        return f"SkipCounter({self.as_dict()})"
-
-
-@dataclass(frozen=True)
-class FileEntry:
-    """A regular file met by ``walk_files``; ``stat`` is its lstat, taken relative to its directory."""
-
-    path: bytes
-    relative: bytes
-    stat: os.stat_result
-
-
-class ScanStopped(Exception):
-    """Raised by a checkpoint to end a scan early but cleanly (a time budget ran out).
-
-    The scanner then finishes every open directory with what it has, so totals stay consistent,
-    and records the reason in ``Scanner.stopped``. Any other exception (cancellation) propagates.
-    """
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class Budget:
-    """A checkpoint for long walks: ends them cleanly at a deadline, and asks about cancellation.
-
-    Asking whether the request was cancelled costs a few microseconds (a hop into the event loop's
-    thread-local state), so it is asked at most every ``every`` seconds: cancellation still lands
-    within a few milliseconds, and a walk of 20,000 directories does not pay 20,000 questions.
-    """
-
-    __slots__ = ("_next_check", "check_cancelled", "clock", "deadline", "every", "reason", "seconds")
-
-    def __init__(
-        self,
-        seconds: float,
-        check_cancelled: Callable[[], None] | None = None,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        every: float = 0.002,
-    ) -> None:
-        self.clock = clock
-        self.seconds = seconds
-        self.deadline = clock() + seconds
-        self.check_cancelled = check_cancelled
-        self.every = every
-        self.reason = f"time budget of {seconds:g} s reached"
-        self._next_check = -math.inf
-
-    def __call__(self) -> None:
-        now = self.clock()
-        if self.check_cancelled is not None and now >= self._next_check:
-            self._next_check = now + self.every
-            self.check_cancelled()
-        if now >= self.deadline:
-            raise ScanStopped(self.reason)
-
-    @property
-    def expired(self) -> bool:
-        return self.clock() >= self.deadline
-
-    def sharing(self, check_cancelled: Callable[[], None] | None) -> Budget:
-        """A budget with this one's deadline and reason and another checkpoint: a worker process's
-        own progress, or a stage's. Why: one deadline for every process and stage of a call (forked
-        children share the monotonic clock), each asking its own question every few milliseconds."""
-        shared = Budget(self.seconds, check_cancelled, clock=self.clock)
-        shared.deadline, shared.reason = self.deadline, self.reason
-        return shared
-
-
-GIVE_UP_AFTER_S = 2.0  # past a budget's deadline, how long to wait for a worker process before killing it
-
-
-def collect_within(fan: FanOut, budget: Budget, checkpoint: Callable[[], None] | None = None) -> list[Any]:
-    """Every forked worker's part (None for one that died or was given up), for a walk under ``budget``.
-
-    Cancellation, raised by ``checkpoint`` (default: the budget itself), ends the wait; the deadline does
-    not, since the workers stop at it themselves. One that cannot (stuck in the kernel on a dead mount)
-    is killed ``GIVE_UP_AFTER_S`` past the deadline, so it never holds the call for ever.
-    """
-    check = checkpoint or budget
-
-    def waiting() -> None:
-        with contextlib.suppress(ScanStopped):
-            check()
-
-    give_up_at = time.monotonic() + max(0.0, budget.deadline - budget.clock()) + GIVE_UP_AFTER_S
-    return fan.collect(waiting, give_up_at)
-
-
-def throttled(check_cancelled: Callable[[], None]) -> Budget:
-    """A checkpoint without a deadline: asks about cancellation at most every few milliseconds."""
-    return Budget(math.inf, check_cancelled)
-
-
-@dataclass(slots=True)
-class Listing:
-    """One directory's entries, handed out as soon as it has been read (pre-order).
-
-    ``files`` are regular files seen for the first time; ``links`` are further names of a regular
-    file whose inode was already counted (hard links). Names are ``str`` as ``os.scandir`` gives them
-    for descriptors (undecodable bytes as surrogate escapes): ``os.fsencode`` restores the bytes.
-    """
-
-    relative: str
-    depth: int
-    files: list[tuple[str, os.stat_result]]
-    links: list[tuple[str, os.stat_result]]
-    # With ``Scanner.regular_by_type``: the regular files, known by their directory entry's type,
-    # never ``lstat``-ed, each with the inode number the entry gave (every name, hard links too).
-    typed: list[tuple[str, int]] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class Finished:
-    """A directory whose whole subtree is done (post-order), with cumulative totals like ``du``.
-
-    ``partial`` is true when the scan stopped before this subtree was complete.
-    """
-
-    relative: str
-    depth: int
-    apparent: int
-    disk: int
-    files: int
-    dirs: int
-    partial: bool = False
-
-
-class _Frame:
-    """One open directory on the walk's stack (a plain slotted class: one is made per directory)."""
-
-    __slots__ = (
-        "apparent",
-        "depth",
-        "dev",
-        "dirs",
-        "disk",
-        "fd",
-        "files",
-        "given",
-        "held",
-        "ino",
-        "parent",
-        "partial",
-        "relative",
-        "subdirs",
-    )
-
-    def __init__(
-        self, fd: int | None, relative: str, depth: int, dev: int, ino: int, apparent: int, disk: int
-    ):
-        self.fd = fd
-        self.relative = relative
-        self.depth = depth
-        self.dev = dev
-        self.ino = ino
-        self.subdirs: list[tuple[str, os.stat_result]] = []
-        self.apparent = apparent
-        self.disk = disk
-        self.files = 0
-        self.dirs = 1
-        self.held = False  # on the stack at Scanner.detach: its Finished waits for Scanner.settle
-        self.given = False  # gave subdirectories away (Scanner.share): its totals lack theirs (withheld)
-        self.partial = False
-        self.parent: _Frame | None = None  # set for directories handed out or split by detach()
-
-
-# A directory handed out by ``Scanner.detach`` for another scanner (or process) to walk, by path
-# and identity (device, inode): its fields start with the directory's own size, and hold its
-# cumulative totals once walked.
-Subtree = _Frame
+DEFAULTS = ScanConfig()  # every file listed, every event handed out
 
 
 def _noop() -> None:
-    return None
-
-
-def _same(fd: int, dev: int, ino: int) -> int | None:
-    """``fd`` if it is the directory (device, inode) that was listed; otherwise it is closed: None."""
-    try:
-        st = os.fstat(fd)
-    except OSError:
-        os.close(fd)
-        raise
-    if st.st_ino == ino and st.st_dev == dev:
-        return fd
-    os.close(fd)
     return None
 
 
@@ -326,108 +97,11 @@ def _names(fd: int) -> Generator[str, None, None]:
             yield entry.name
 
 
-@dataclass(frozen=True, slots=True)
-class Mount:
-    point: bytes
-    dev: int
-    fstype: str
-
-
-UNKNOWN_DEV = -1  # a mount whose device number the table does not give: never equal to an st_dev
-
-
-def mount_table(mountinfo: str = MOUNTINFO) -> list[Mount]:
-    """Mount points, device numbers and types from mountinfo (empty when it cannot be read).
-
-    Without mountinfo (macOS, the BSDs) the points and types come from psutil with ``UNKNOWN_DEV``,
-    so every mount below a walk's root is still known before the walk reaches it (a hung network
-    mount is skipped, never ``lstat``-ed) and counts as another filesystem.
-    """
-    if mountinfo == MOUNTINFO and not platform.has_mountinfo():
-        try:
-            return [
-                Mount(os.fsencode(m.mount_point), UNKNOWN_DEV, m.fs_type) for m in psutil_partitions().mounts
-            ]
-        except OSError:
-            return []
-    try:
-        with open(mountinfo, "rb") as handle:
-            table = parse_mountinfo(handle.read())
-    except OSError:
-        return []
-    mounts = []
-    for mount in table.mounts:
-        major, _, minor = mount.dev.partition(":")
-        if major.isdigit() and minor.isdigit():
-            mounts.append(
-                Mount(os.fsencode(mount.mount_point), os.makedev(int(major), int(minor)), mount.fs_type)
-            )
-    return mounts
-
-
-def mount_points_below(
-    root: bytes, root_dev: int, options: WalkOptions, table: Sequence[Mount] | None = None
-) -> dict[str, dict[str, str]]:
-    """Mount points under ``root`` that the walk will not enter, by parent directory: name → reason.
-
-    Knowing them from the mount table means the walk skips them without even an ``lstat``: the
-    root of a hung network mount does not answer ``lstat`` either, and would stall the scan (and
-    ``du``) in an uninterruptible system call. Bind mounts of the root's own filesystem are not
-    listed, because ``du -x`` walks into them too.
-    """
-    prefix = root.rstrip(b"/") + b"/"
-    skip: dict[str, dict[str, str]] = {}
-    for mount in mount_table() if table is None else table:
-        if not mount.point.startswith(prefix) or mount.dev == root_dev:
-            continue
-        if options.skip_pseudo and mount.fstype in PSEUDO_FILESYSTEMS:
-            reason = "pseudo_filesystem"
-        elif options.one_file_system:
-            reason = "other_filesystem"
-        else:
-            continue
-        parent, _, name = mount.point[len(prefix) :].rpartition(b"/")
-        if name:
-            skip.setdefault(os.fsdecode(parent), {})[os.fsdecode(name)] = reason
-    return skip
-
-
 def _exclusion(patterns: Sequence[str]) -> Callable[[str], re.Match[str] | None] | None:
     """One compiled regex for all glob patterns, so an exclude list costs one match per test."""
     if not patterns:
         return None
     return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns), re.DOTALL).match
-
-
-@dataclass(frozen=True, slots=True)
-class ScanConfig:
-    """What a walk hands its consumer, set once by the engine (``Scanner(..., config=...)``).
-
-    ``file_floor`` and ``block_floor`` are where the walk starts: a top-N consumer raises the
-    scanner's live floors (``Scanner.file_floor``, ``.block_floor``) as its heap fills.
-    """
-
-    # Regular files below both floors (apparent bytes, 512-byte blocks) are counted but left out
-    # of listings, so almost no stat results outlive their directory. 0: every file is listed.
-    file_floor: int = 0
-    block_floor: int = 0
-    min_file_size: int = 0  # files at least this big (apparent) are counted in .eligible_files
-    # A top-N consumer also says N (and its key): a directory of a million files then keeps at most
-    # about 2 N of them while it is read, instead of all of them until its floor can rise.
-    keep_files: int = 0  # 0: every file over the floors is listed
-    keep_by_disk: bool = False
-    # Asked about every regular file counted (first name of an inode only), before the floors:
-    # False leaves it out of listings and eligible_files (still in the totals). A consumer that
-    # filters by time or tallies types sees every file this way, not only the big ones.
-    on_file: Callable[[str, os.stat_result], bool] | None = None
-    # What to hand out: consumers that want neither empty listings nor every directory's totals
-    # skip an object and a generator round trip per directory.
-    empty_listings: bool = True
-    finished_depth: int | None = None  # Finished only down to this depth (None: all, -1: none)
-    # For a consumer that opens and checks every regular file itself (hash_tree): regular files are
-    # told by their directory entry's type, without an ``lstat`` each, and listed in
-    # ``Listing.typed``; their sizes are then not in the totals, nor their hard links told apart.
-    regular_by_type: bool = False
 
 
 class Scanner:
@@ -447,7 +121,7 @@ class Scanner:
         skipped: SkipCounter,
         checkpoint: Callable[[], None] = _noop,
         *,
-        config: ScanConfig = ScanConfig(),
+        config: ScanConfig = DEFAULTS,
         fd_budget: int = 64,
         mounts: Sequence[Mount] | None = None,
     ) -> None:
