@@ -41,7 +41,8 @@ if mode == "sysmcp":
     import anyio, anyio.to_thread
     from sysmcp.fs.walk import SkipCounter, WalkOptions
     from sysmcp.protocol.context import Meter
-    from sysmcp.tools.dir_usage import FULL_DIRECTORIES, FULL_FILES, INPUT_SCHEMA, Request, render, scan_usage
+    from sysmcp.fs.usage import Request, scan_usage
+    from sysmcp.tools.dir_usage import FULL_DIRECTORIES, FULL_FILES, INPUT_SCHEMA, render
     from sysmcp.tools.arguments import validate_arguments
 
     args = validate_arguments(INPUT_SCHEMA, {"path": root})
@@ -49,7 +50,13 @@ if mode == "sysmcp":
     def work():
         skipped = SkipCounter()
         request = Request(FULL_FILES, FULL_DIRECTORIES, 1, True, 0, 300.0)
-        usage = scan_usage(os.fsencode(root), WalkOptions(), skipped, request, Meter())
+        meter = Meter()
+
+        def report(entries, seen):
+            meter.done = entries
+            meter.extra["bytes"] = seen
+
+        usage = scan_usage(os.fsencode(root), WalkOptions(), skipped, request, report, meter.checkpoint)
         render(root, usage, skipped.as_dict(), args)
         return usage.totals.disk
 

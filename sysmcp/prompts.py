@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from sysmcp.fs.errors import EngineError
 from sysmcp.fs.paths import PathPolicy, display, is_within
-from sysmcp.protocol.errors import ToolError, invalid_params
+from sysmcp.protocol.errors import invalid_params
 from sysmcp.protocol.lifecycle import Features
 from sysmcp.tools.arguments import find_sha256
+from sysmcp.tools.errors import words
 
 MAX_COMPLETIONS = 100  # the spec's limit per response
 SCAN_LIMIT = 10_000  # directory entries looked at per completion: a huge directory must not stall a keystroke
@@ -83,8 +85,8 @@ class Prompt:
 def _checked_path(raw: str, env: PromptEnv, name: str) -> str:
     try:
         return display(env.paths.resolve(raw))
-    except ToolError as exc:
-        raise invalid_params(f"Invalid params: argument {name!r}: {exc.message}") from None
+    except EngineError as exc:
+        raise invalid_params(f"Invalid params: argument {name!r}: {words(exc)}") from None
 
 
 def _render_triage(arguments: dict[str, str], env: PromptEnv) -> str:
@@ -320,7 +322,7 @@ def _offer(
     try:
         policy.resolve(str(path))
         return shown
-    except ToolError:
+    except EngineError:
         pass
     # Outside the roots, but on the way down to one: offer it so the user can get there.
     if is_dir and roots is not None and any(is_within(root, path) for root in roots):

@@ -18,7 +18,7 @@ import structlog
 
 from sysmcp import __version__
 from sysmcp.fs.errors import EngineError
-from sysmcp.fs.paths import ClientRoots, PathPolicy, real_root
+from sysmcp.fs.paths import PathPolicy, real_root
 from sysmcp.prompts import PromptEnv, Prompts, complete_path
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError, ProtocolError, ToolError, invalid_params
@@ -33,6 +33,7 @@ from sysmcp.protocol.lifecycle import (
 )
 from sysmcp.protocol.threads import run_in_thread
 from sysmcp.results import ResultStore
+from sysmcp.roots import ClientRoots
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.errors import as_tool_error
 from sysmcp.tools.registry import Registry, Tool, ToolContext, ToolOutput

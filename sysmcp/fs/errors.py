@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "EngineError",
+    "InvalidPath",
     "NotFound",
     "OutsideRoots",
     "PermissionRefused",
@@ -19,11 +20,14 @@ __all__ = [
 
 
 class EngineError(Exception):
-    """Base of every engine failure. ``detail`` is a plain statement of fact (no advice)."""
+    """Base of every engine failure. ``detail`` is a plain statement of fact (no advice); ``reason``
+    a short code naming which fact it is (``"symlink"``, ``"replaced"``, ...) when the tool layer
+    words one case of a class differently."""
 
-    def __init__(self, detail: str) -> None:
+    def __init__(self, detail: str, *, reason: str = "") -> None:
         super().__init__(detail)
         self.detail = detail
+        self.reason = reason
 
 
 class NotFound(EngineError):
@@ -39,7 +43,22 @@ class WrongKind(EngineError):
 
 
 class OutsideRoots(EngineError):
-    """A path outside the operator's or the client's allowed roots."""
+    """A path outside the operator's or the client's allowed roots.
+
+    ``allowed``: the roots in force as shown (the first few), ``more``: how many more there are;
+    None when the refusal does not list them.
+    """
+
+    def __init__(
+        self, detail: str, *, reason: str = "", allowed: list[str] | None = None, more: int = 0
+    ) -> None:
+        super().__init__(detail, reason=reason)
+        self.allowed = allowed
+        self.more = more
+
+
+class InvalidPath(EngineError):
+    """A path no file can have (empty, relative, a NUL byte, too long) or that cannot be resolved."""
 
 
 class Refused(EngineError):

@@ -5,28 +5,21 @@ on resolved real paths, component by component — never by string prefix, so ``
 inside ``/srv`` and a symlink inside a root that points out of it does not lead out. Resolution is
 only half of the defence: the names it returns are opened with ``sysmcp.fs.safeopen``, which
 refuses to follow any symlink, so a path swapped for a symlink after the check still cannot lead out.
+
+Refusals are engine errors (``OutsideRoots``, ``InvalidPath``) stating the facts; the words a model
+reads, with the rule and what to do, are the tool layer's (``sysmcp.tools.errors``). Keeping the
+policy in step with the client's ``roots/list`` is the session's job (``sysmcp.roots``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
-import anyio
-import structlog
-
-from sysmcp.protocol.errors import ToolError
-from sysmcp.protocol.threads import run_in_thread
-
-log = structlog.get_logger("sysmcp.paths")
-
-#: How long a client gets to answer ``roots/list`` before the operator's scope is kept.
-ROOTS_TIMEOUT = 5.0
+from sysmcp.fs.errors import InvalidPath, OutsideRoots
 
 #: How much of a model-supplied path is echoed back in a refusal.
 MAX_ECHO = 200
@@ -117,7 +110,8 @@ class PathPolicy:
     client_roots: Sequence[Path] | None = field(default=None)
 
     def resolve(self, raw: str) -> Path:
-        """An absolute, symlink-free path inside the allowed roots, or a ``ToolError`` naming the rule.
+        """An absolute, symlink-free path inside the allowed roots; else ``OutsideRoots`` naming the rule,
+        or ``InvalidPath``.
 
         The error never shows what the path resolved to: a symlink's hidden target stays hidden.
         """
@@ -135,13 +129,10 @@ class PathPolicy:
         for roots, who in ((self.operator_roots, OUTSIDE_OPERATOR), (self.client_roots, OUTSIDE_CLIENT)):
             if roots is not None and not any(is_within(real, root) for root in roots):
                 in_force = self.allowed or []
-                allowed = ", ".join(display(r) for r in in_force[:MAX_LISTED]) or "none"
-                if len(in_force) > MAX_LISTED:
-                    allowed += f" … and {len(in_force) - MAX_LISTED} more"
-                raise ToolError(
-                    f"path {shown} is outside {who}: refused. Containment is checked after resolving "
-                    f"'..' and symlinks, so a link inside a root that points out of it is refused too. "
-                    f"Allowed roots: {allowed}"
+                raise OutsideRoots(
+                    f"path {shown} is outside {who}",
+                    allowed=[display(r) for r in in_force[:MAX_LISTED]],
+                    more=max(0, len(in_force) - MAX_LISTED),
                 )
 
     def narrow(self, client_roots: Sequence[Path] | None) -> None:
@@ -167,122 +158,30 @@ def expands_locally(raw: str) -> bool:
 
 
 def _realpath(raw: str) -> str:
-    """``raw`` expanded and resolved (absolute, normalised, no symlinks), or a ``ToolError`` naming the rule."""
+    """``raw`` expanded and resolved (absolute, normalised, no symlinks), or ``InvalidPath`` saying why."""
     if not raw:
-        raise ToolError("path is empty: give an absolute path, e.g. '/var/log'")
+        raise InvalidPath("path is empty", reason="empty")
     if "\x00" in raw:
-        raise ToolError(f"path {echo(raw)} contains a NUL byte")
+        raise InvalidPath(f"path {echo(raw)} contains a NUL byte")
     try:
         expanded = os.path.expanduser(raw)
         if not os.path.isabs(expanded):
-            raise ToolError(
-                f"path {echo(raw)} is relative: give an absolute path (sysmcp has no useful working directory)"
-            )
+            raise InvalidPath(f"path {echo(raw)} is relative", reason="relative")
         encoded = os.fsencode(expanded)  # lone surrogates from JSON cannot name a file
         if len(encoded) >= PATH_MAX or (
             len(encoded) > NAME_MAX and any(len(part) > NAME_MAX for part in encoded.split(b"/"))
         ):
-            raise ToolError(
+            raise InvalidPath(
                 f"path {echo(raw)} is too long: at most {PATH_MAX - 1} bytes, {NAME_MAX} per component"
             )
         return os.path.realpath(expanded)
     except OSError as exc:
-        raise ToolError(f"path {echo(raw)} cannot be resolved: {exc.strerror or 'error'}") from None
+        raise InvalidPath(f"path {echo(raw)} cannot be resolved: {exc.strerror or 'error'}") from None
     except ValueError:
-        raise ToolError(f"path {echo(raw)} is not a usable file name") from None
+        raise InvalidPath(f"path {echo(raw)} is not a usable file name") from None
 
 
 def echo(raw: str) -> str:
     """A client's path as quoted back in an error: repr, cut to MAX_ECHO characters."""
     shown = raw if len(raw) <= MAX_ECHO else raw[:MAX_ECHO] + "…"
     return repr(shown)
-
-
-class RootsPeer(Protocol):
-    """The session side that can ask the client something (``Session.request``)."""
-
-    async def request(
-        self, method: str, params: dict[str, Any] | None = None, timeout: float = 10
-    ) -> Any: ...
-
-
-Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], object]
-
-
-class ClientRoots:
-    """Keeps the policy's client roots in step with the client's ``roots/list`` (protocol 2024-11-05…2025-11-25).
-
-    Roots are fetched in the background after ``notifications/initialized`` and again after
-    ``notifications/roots/list_changed``; a tool call waits for a fetch in progress, so no call runs
-    with a scope wider than the client meant. A client that fails to answer leaves the scope as it
-    was (the operator's, at first); an empty list does not narrow (MCP Inspector declares roots and
-    answers ``[]``).
-    """
-
-    def __init__(self, policy: PathPolicy, timeout: float = ROOTS_TIMEOUT) -> None:
-        self.policy = policy
-        self.timeout = timeout
-        self.peer: RootsPeer | None = None
-        self.spawn: Spawn | None = None
-        self._stale = False
-        self._scheduled = False  # a background fetch is started or running: a flood starts no more
-        self._lock = anyio.Lock()
-
-    def changed(self) -> None:
-        """The client's roots may have changed: fetch them (now, if we can start a task)."""
-        if self.peer is None:
-            return
-        self._stale = True
-        if self.spawn is not None and not self._scheduled:
-            self._scheduled = True
-            self.spawn(self._refresh_in_background)
-
-    async def _refresh_in_background(self) -> None:
-        try:
-            await self.refresh()
-        finally:
-            self._scheduled = False
-
-    @property
-    def settled(self) -> bool:
-        """No fetch is due or running: ``current()`` would return without waiting on the client."""
-        return not self._stale and not self._lock.locked()
-
-    async def current(self) -> None:
-        """Make sure the policy reflects the client's latest roots before a tool uses it."""
-        if not self.settled:
-            await self.refresh()
-
-    async def refresh(self) -> None:
-        async with self._lock:
-            if not self._stale or self.peer is None:
-                return
-            self._stale = False
-            try:
-                response = await self.peer.request("roots/list", None, timeout=self.timeout)
-            except Exception as exc:  # the client went away or never answered: keep the scope we have
-                log.warning("roots/list unanswered; keeping the current scope", error=type(exc).__name__)
-                return
-            listed = response.result.get("roots") if isinstance(response.result, dict) else None
-            if response.error is not None or not isinstance(listed, list):
-                log.warning("roots/list failed; keeping the current scope", error=response.error)
-                return
-            uris = [r.get("uri") if isinstance(r, dict) else r for r in listed]
-            # Resolving a root stats each component: in a thread, so a hung mount cannot stall the loop,
-            # and within the same time a client gets to answer, or the scope stays as it was.
-            resolved: tuple[list[Path], list[str]] | None = None
-            with (
-                anyio.move_on_after(self.timeout),
-                contextlib.suppress(ToolError),
-            ):  # ToolError: too many stuck
-                resolved = await run_in_thread(roots_from_uris, uris, None)
-            if resolved is None:
-                log.warning("client roots not resolved in time (a hung mount?); keeping the current scope")
-                return
-            roots, unusable = resolved
-            if unusable:
-                log.warning("client roots ignored: not local file:// URIs", count=len(unusable))
-                log.debug("ignored client roots", roots=unusable)
-            self.policy.narrow(roots)
-            log.info("client roots applied", count=len(roots), narrowing=bool(roots))
-            log.debug("roots in force", roots=[display(r) for r in self.policy.allowed or []])

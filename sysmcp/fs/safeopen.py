@@ -27,8 +27,8 @@ import stat
 from pathlib import Path
 
 from sysmcp import platform
+from sysmcp.fs.errors import EngineError, NotFound, PermissionRefused, Refused, WrongKind
 from sysmcp.fs.paths import display
-from sysmcp.protocol.errors import ToolError
 
 #: How an intermediate directory is opened: O_PATH where there is one (no read permission needed),
 #: else for reading, without blocking; O_DIRECTORY makes either refuse anything but a directory.
@@ -47,11 +47,6 @@ KINDS = {
     stat.S_IFCHR: "a character device",
     stat.S_IFBLK: "a block device",
 }
-
-SWAPPED = (
-    "path {shown} leads through a symbolic link at open time (swapped in after the check, or a symlink "
-    "loop), and sysmcp never follows symlinks when opening. Refused"
-)
 
 
 def kind(mode: int) -> str:
@@ -227,7 +222,7 @@ def _is_symlink(name: bytes, dir_fd: int) -> bool:
 
 
 def open_regular(path: Path | str, shown: str | None = None) -> int:
-    """A descriptor on the regular file at ``path`` (resolved), or a ``ToolError`` a model can act on.
+    """A descriptor on the regular file at ``path`` (resolved), or an ``EngineError`` saying why not.
 
     Directories, FIFOs, sockets and devices are refused without blocking, checked on the descriptor.
     """
@@ -235,13 +230,11 @@ def open_regular(path: Path | str, shown: str | None = None) -> int:
     try:
         return _open_or_explain(path, shown, directory=False, regular=True)
     except NotRegularFile as exc:
-        raise ToolError(
-            f"Not a regular file: {shown} is {kind(exc.mode)}; only regular files can be read"
-        ) from None
+        raise WrongKind(f"Not a regular file: {shown} is {kind(exc.mode)}", reason="not_regular") from None
 
 
 def open_directory(path: Path | str, shown: str | None = None) -> int:
-    """A descriptor on the directory at ``path`` (resolved) to list or walk, or a ``ToolError``."""
+    """A descriptor on the directory at ``path`` (resolved) to list or walk, or an ``EngineError``."""
     shown = shown if shown is not None else display(path)
     return _open_or_explain(path, shown, directory=True)
 
@@ -252,21 +245,23 @@ def _open_or_explain(path: Path | str, shown: str, *, directory: bool, regular: 
     except NotRegularFile:
         raise
     except Replaced:
-        raise ToolError(f"{shown} was replaced while it was being opened; try again") from None
+        raise Refused(f"{shown} was replaced while it was being opened", reason="replaced") from None
     except FileNotFoundError:
-        raise ToolError(f"No such {'directory' if directory else 'file'}: {shown}") from None
+        raise NotFound(f"No such {'directory' if directory else 'file'}: {shown}") from None
     except PermissionError:
-        raise ToolError(f"Permission denied: {shown}") from None
+        raise PermissionRefused(f"Permission denied: {shown}") from None
     except IsADirectoryError:
-        raise ToolError(f"Not a regular file: {shown} is a directory") from None
+        raise WrongKind(f"Not a regular file: {shown} is a directory") from None
     except NotADirectoryError:
-        raise ToolError(f"Not a directory: {shown}") from None
+        raise WrongKind(f"Not a directory: {shown}") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise ToolError(SWAPPED.format(shown=shown)) from None
+            raise WrongKind(
+                f"path {shown} leads through a symbolic link at open time", reason="symlink"
+            ) from None
         if exc.errno == errno.ENXIO:  # a socket, or a FIFO-like device with nobody on the other end
-            raise ToolError(f"Not a regular file: {shown} cannot be opened for reading") from None
-        raise ToolError(f"Cannot open {shown}: {exc.strerror or exc}") from None
+            raise WrongKind(f"Not a regular file: {shown} cannot be opened for reading") from None
+        raise EngineError(f"Cannot open {shown}: {exc.strerror or exc}") from None
 
 
 __all__ = [

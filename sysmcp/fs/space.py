@@ -143,18 +143,28 @@ class Accounting:
 def walk_filesystem(
     root: str, timeout_s: float, meter: Meter | None, clock: Callable[[], float] = time.monotonic
 ) -> tuple[Walked, SkipCounter]:
-    """The one call into the tree-walk engine (``dir_usage``'s parallel du -x walk, totals only).
-
-    The walk engine is still in ``sysmcp.tools.dir_usage`` on this branch; it moves to
-    ``sysmcp.fs.usage``: repoint this import then (the only import of ``sysmcp.tools`` in ``sysmcp.fs``).
-    """
-    from sysmcp.tools.dir_usage import Request, scan_usage
+    """The one call into the tree-walk engine (``fs.usage``: dir_usage's parallel du -x walk, totals only)."""
+    from sysmcp.fs.usage import Request, scan_usage
 
     skipped = SkipCounter()
     request = Request(
         top_files=0, top_directories=0, max_depth=1, by_disk=True, min_size=0, timeout_s=timeout_s
     )
-    usage = scan_usage(os.fsencode(root), WalkOptions(one_file_system=True), skipped, request, meter, clock)  # type: ignore[arg-type]
+
+    def report(entries: int, seen: int) -> None:
+        if meter is not None:
+            meter.done = entries
+            meter.extra["bytes"] = seen
+
+    usage = scan_usage(
+        os.fsencode(root),
+        WalkOptions(one_file_system=True),
+        skipped,
+        request,
+        report,
+        meter.checkpoint if meter is not None else None,
+        clock=clock,
+    )
     totals = usage.totals
     walked = Walked(
         disk=totals.disk if totals is not None else 0,

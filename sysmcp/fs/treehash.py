@@ -27,30 +27,30 @@ from __future__ import annotations
 
 import errno
 import heapq
-import math
 import os
 import stat
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from sysmcp.fs import checksums
 from sysmcp.fs.checksums import CHUNK, Algorithm, KeptGrowing, Style, explain, format_line, hash_fd
-from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
+from sysmcp.fs.fanout import Progress, available_processes
+from sysmcp.fs.parallel import ParallelWalk, Sharing
 from sysmcp.fs.safeopen import NotRegularFile, Replaced, open_path, refused_symlink
 from sysmcp.fs.spill import RUN_BYTES, SortedRuns
 from sysmcp.fs.walk import (
     Budget,
+    Finished,
     Listing,
+    ScanConfig,
     Scanner,
     ScanStopped,
     SkipCounter,
-    Subtree,
     WalkOptions,
-    collect_within,
     join,
     mount_table,
 )
@@ -59,8 +59,6 @@ READ_BYTES = 64 << 10  # read-ahead per run while merging, at most
 MERGE_BYTES = 1 << 20  # read-ahead of all runs together (a million files: about 100 runs, 10 KiB each)
 MIN_READ_BYTES = 4 << 10
 MAX_UNREADABLE_KEPT = 1000  # per process; the rest are counted
-SPLIT_AFTER_S = 0.01  # a walk still running after this long shares its waiting subtrees out
-SUBTREES_PER_PROCESS = 32
 
 
 @dataclass
@@ -438,54 +436,61 @@ def merge(
     return out
 
 
+@dataclass(frozen=True)
+class TreeRequest:
+    """What to hash and how: the tree, the digest and line style, the walk, the budget, the keeping."""
+
+    root: bytes
+    algorithm: Algorithm
+    style: Style
+    options: WalkOptions
+    timeout_s: float
+    keep_limit: int  # the whole manifest is kept only up to this many bytes
+    first_lines: int  # the first lines kept in any case
+    sharing: Sharing = field(default_factory=Sharing)
+
+
 def hash_tree_parallel(
-    root: bytes,
-    algorithm: Algorithm,
-    style: Style,
-    options: WalkOptions,
+    request: TreeRequest,
     skipped: SkipCounter,
     *,
-    timeout_s: float,
     check_cancelled: Callable[[], None],
     report: Callable[[int, int], None],
-    keep_limit: int,
-    first_lines: int,
     clock: Callable[[], float] = time.monotonic,
-    processes: int | None = None,
-    split_after_s: float = SPLIT_AFTER_S,
 ) -> TreeManifest:
-    """Walk ``root`` and hash every regular file, in this process and (past ``split_after_s``) in forked
-    children; stop cleanly at the deadline, ``timeout_s`` from now.
+    """Walk ``request.root`` and hash every regular file, in this process and (past
+    ``sharing.split_after_s``) in forked children; stop cleanly at the deadline, ``timeout_s`` from now.
 
     ``check_cancelled`` raises to abandon the call (children are killed); ``report(files, bytes)``
     gets the progress of every process, every few milliseconds. Returns the merged, sorted manifest.
     """
-    count = available_processes() if processes is None else processes
-    fan: FanOut | None = None
+    root, algorithm, style = request.root, request.algorithm, request.style
+    sharing = request.sharing
+    count = available_processes() if sharing.processes is None else sharing.processes
+    sharing = replace(sharing, processes=count)  # asked now: one spill file per process
+    parallel: ParallelWalk | None = None
     mine: Runs | None = None
 
     def progress_and_check() -> None:
         files, done = mine.progress() if mine is not None else (0, 0)
+        fan = parallel.fan if parallel is not None else None
         if fan is not None:
             more_files, more_bytes = fan.progress.others()
             files, done = files + more_files, done + more_bytes
         report(files, done)
         check_cancelled()
 
-    budget = Budget(timeout_s, progress_and_check, clock=clock)
+    budget = Budget(request.timeout_s, progress_and_check, clock=clock)
     spills = [tempfile.TemporaryFile(prefix="sysmcp-manifest-") for _ in range(max(1, count))]  # noqa: SIM115
-    scanner: Scanner | None = None
     try:
         mine = Runs(spills[0])
-        scanner = Scanner(root, options, skipped, budget)
-        scanner.finished_depth = -1
-        scanner.regular_by_type = True  # every file is opened and checked here: no lstat each
+        # Every file is opened and checked here: told by its entry's type, no lstat each.
+        config = ScanConfig(finished_depth=-1, regular_by_type=True)
+        scanner = Scanner(root, request.options, skipped, budget, config=config)
         hasher = Hasher(root, algorithm, style, mine, budget)
-        subtrees: list[Subtree] = []
-        split_at = budget.clock() + split_after_s if count > 1 else math.inf
-        walk_complete = True
 
         def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
+            assert parallel is not None
             if in_child:
                 runs, counter = Runs(spills[progress.slot]), SkipCounter()
                 check = budget.sharing(lambda: progress.set(*runs.progress()))
@@ -495,7 +500,7 @@ def hash_tree_parallel(
             stopped: str | None = None
             done = 0
             while stopped is None and (index := claim()) is not None:
-                sub = scanner.spawn(subtrees[index], counter, check, None)
+                sub = scanner.spawn(parallel.subtrees[index], counter, check, None)
                 walk = sub.events()
                 try:
                     for event in walk:
@@ -515,57 +520,46 @@ def hash_tree_parallel(
                 result["skipped_named"] = counter.named
             return result
 
-        stopped: str | None = None
-        events = scanner.events()
-        try:
-            for event in events:
-                if type(event) is Listing:
-                    hasher.listing(event, scanner.listing_fd)
-                if budget.clock() >= split_at:
-                    split_at = math.inf
-                    found, listings = scanner.detach(MAX_TASKS, SUBTREES_PER_PROCESS * count)
-                    for listing in listings:
-                        hasher.listing(listing, None)
-                    if found:
-                        subtrees = found
-                        fan = FanOut(len(subtrees), count, work)
-                        fan.start()
-        except ScanStopped as stop:
-            stopped = stop.reason
-        finally:
-            events.close()
-        stopped = stopped or scanner.stopped
-        processes_used = 1
-        if fan is not None:
-            here = fan.run_here()
-            stopped = stopped or here["stopped"]
+        def consume(event: Listing | Finished, scanner: Scanner) -> None:
+            if type(event) is Listing:
+                hasher.listing(event, scanner.listing_fd)
 
-            children = collect_within(fan, budget)
-            claimed = here["subtrees"]
-            parts = [(spills[0], mine.summary())]
-            for slot, part in enumerate(children, 1):
-                if part is None:
-                    stopped = stopped or "a hashing process ended unexpectedly"
-                    continue
-                processes_used += 1
-                claimed += part["subtrees"]
-                stopped = stopped or part["stopped"]
-                skipped.merge(part["skipped"], part["skipped_named"])
-                parts.append((spills[slot], part))
-            if claimed < len(subtrees):
-                stopped = stopped or budget.reason
-        else:
-            parts = [(spills[0], mine.summary())]
-        walk_complete = stopped is None
-        result = merge(parts, keep_limit, first_lines, budget.check_cancelled or (lambda: None))
+        def detached(event: Listing | Finished, scanner: Scanner) -> None:
+            if type(event) is Listing:
+                hasher.listing(event, None)  # its directory is closed: the files are opened by path
+
+        parallel = ParallelWalk(scanner, budget, sharing, work)
+        with parallel:
+            stopped = parallel.walk(consume, detached=detached)
+            stopped = stopped or scanner.stopped
+            processes_used = 1
+            if parallel.fan is not None:
+                here = parallel.here()
+                stopped = stopped or here["stopped"]
+                children = parallel.children()
+                claimed = here["subtrees"]
+                parts = [(spills[0], mine.summary())]
+                for slot, part in enumerate(children, 1):
+                    if part is None:
+                        stopped = stopped or "a hashing process ended unexpectedly"
+                        continue
+                    processes_used += 1
+                    claimed += part["subtrees"]
+                    stopped = stopped or part["stopped"]
+                    skipped.merge(part["skipped"], part["skipped_named"])
+                    parts.append((spills[slot], part))
+                if claimed < len(parallel.subtrees):
+                    stopped = stopped or budget.reason
+            else:
+                parts = [(spills[0], mine.summary())]
+            walk_complete = stopped is None
+            result = merge(
+                parts, request.keep_limit, request.first_lines, budget.check_cancelled or (lambda: None)
+            )
         result.stopped = stopped
         result.walk_complete = walk_complete
         result.processes = processes_used
         return result
     finally:
-        if fan is not None:
-            fan.close()
-        if scanner is not None:
-            scanner.close()
         for spill in spills:
             spill.close()

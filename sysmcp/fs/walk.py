@@ -17,47 +17,56 @@ forgotten. The one exception is the set of (device, inode) of files with more th
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fnmatch
 import itertools
-import math
 import os
 import re
 import stat
-import time
-from collections import Counter, deque
 from collections.abc import Callable, Generator, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
-from sysmcp import platform
-from sysmcp.fs.fanout import FanOut
-from sysmcp.fs.mounts import KERNEL_TYPES, MOUNTINFO, parse_mountinfo, psutil_partitions
+from sysmcp.fs.budget import GIVE_UP_AFTER_S, Budget, ScanStopped, collect_within, throttled
+from sysmcp.fs.handout import Handout
+from sysmcp.fs.mountpoints import PSEUDO_FILESYSTEMS, UNKNOWN_DEV, Mount, mount_points_below, mount_table
+from sysmcp.fs.walktypes import DIR_FLAGS as _DIR_FLAGS
+from sysmcp.fs.walktypes import (
+    FileEntry,
+    Finished,
+    Listing,
+    ScanConfig,
+    SkipCounter,
+    Subtree,
+    WalkOptions,
+)
+from sysmcp.fs.walktypes import Frame as _Frame
+from sysmcp.fs.walktypes import same as _same
 
 __all__ = [
+    "GIVE_UP_AFTER_S",
     "PSEUDO_FILESYSTEMS",
+    "UNKNOWN_DEV",
     "Budget",
     "FileEntry",
     "Finished",
     "Listing",
     "Mount",
+    "ScanConfig",
     "ScanStopped",
     "Scanner",
     "SkipCounter",
     "Subtree",
     "WalkOptions",
+    "collect_within",
     "join",
+    "mount_points_below",
     "mount_table",
+    "throttled",
     "walk_files",
 ]
 
-# Kernel filesystems with no data of their own: sizes there are fiction and walks can be endless.
-PSEUDO_FILESYSTEMS = KERNEL_TYPES
 # Mount points that are pseudo whatever a container mounted on them (e.g. /dev as tmpfs).
 PSEUDO_MOUNT_POINTS = frozenset({b"/proc", b"/sys", b"/dev"})
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _S_IFMT = 0o170000
 _S_IFDIR = stat.S_IFDIR
 _S_IFREG = stat.S_IFREG
@@ -66,248 +75,10 @@ LIST_AT_ONCE = 256 << 10  # directories up to this size (st_size) are listed in 
 CHECK_EVERY = 1024  # entries between checkpoints inside one huge directory (about 3 ms of work)
 
 
-@dataclass(frozen=True)
-class WalkOptions:
-    """The walk rules the tools share; the defaults are what a sysadmin expects from ``du -x``."""
-
-    one_file_system: bool = True
-    exclude: Sequence[str] = ()
-    skip_pseudo: bool = True
-
-
-class SkipCounter:
-    """Entries left out of a walk, by reason, so a result can say what it did not see and why."""
-
-    __slots__ = ("_counts", "_named")
-
-    #: Unreadable directories named per result (the rest are counted): enough to see where access stops.
-    NAMED = 5
-
-    def __init__(self) -> None:
-        self._counts: Counter[str] = Counter()
-        self._named: list[str] = []
-
-    def add(self, reason: str, count: int = 1) -> None:
-        self._counts[reason] += count
-
-    def unreadable(self, relative: str) -> None:
-        """Count an unreadable directory and name it, relative to the walk's root, if few so far."""
-        self._counts["unreadable"] += 1
-        self.name(relative)
-
-    def name(self, relative: str) -> None:
-        if len(self._named) < self.NAMED and relative not in self._named:
-            self._named.append(relative)
-
-    @property
-    def named(self) -> list[str]:
-        """The first unreadable directories, relative to the root ('' is the root itself)."""
-        return list(self._named)
-
-    def merge(self, counts: dict[str, int], named: Iterable[str] = ()) -> None:
-        """Add another process's ``as_dict()`` and ``named`` (a forked worker's skips) to these."""
-        for reason, n in counts.items():
-            self._counts[reason] += n
-        for relative in named:
-            self.name(relative)
-
-    def as_dict(self) -> dict[str, int]:
-        return {reason: n for reason, n in sorted(self._counts.items()) if n}
-
-    @property
-    def total(self) -> int:
-        return sum(self._counts.values())
-
-    def __repr__(self) -> str:
-        return f"SkipCounter({self.as_dict()})"
-
-
-@dataclass(frozen=True)
-class FileEntry:
-    """A regular file met by ``walk_files``; ``stat`` is its lstat, taken relative to its directory."""
-
-    path: bytes
-    relative: bytes
-    stat: os.stat_result
-
-
-class ScanStopped(Exception):
-    """Raised by a checkpoint to end a scan early but cleanly (a time budget ran out).
-
-    The scanner then finishes every open directory with what it has, so totals stay consistent,
-    and records the reason in ``Scanner.stopped``. Any other exception (cancellation) propagates.
-    """
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class Budget:
-    """A checkpoint for long walks: ends them cleanly at a deadline, and asks about cancellation.
-
-    Asking whether the request was cancelled costs a few microseconds (a hop into the event loop's
-    thread-local state), so it is asked at most every ``every`` seconds: cancellation still lands
-    within a few milliseconds, and a walk of 20,000 directories does not pay 20,000 questions.
-    """
-
-    __slots__ = ("_next_check", "check_cancelled", "clock", "deadline", "every", "reason", "seconds")
-
-    def __init__(
-        self,
-        seconds: float,
-        check_cancelled: Callable[[], None] | None = None,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        every: float = 0.002,
-    ) -> None:
-        self.clock = clock
-        self.seconds = seconds
-        self.deadline = clock() + seconds
-        self.check_cancelled = check_cancelled
-        self.every = every
-        self.reason = f"time budget of {seconds:g} s reached"
-        self._next_check = -math.inf
-
-    def __call__(self) -> None:
-        now = self.clock()
-        if self.check_cancelled is not None and now >= self._next_check:
-            self._next_check = now + self.every
-            self.check_cancelled()
-        if now >= self.deadline:
-            raise ScanStopped(self.reason)
-
-    @property
-    def expired(self) -> bool:
-        return self.clock() >= self.deadline
-
-    def sharing(self, check_cancelled: Callable[[], None] | None) -> Budget:
-        """A budget with this one's deadline and reason and another checkpoint: a worker process's
-        own progress, or a stage's. Why: one deadline for every process and stage of a call (forked
-        children share the monotonic clock), each asking its own question every few milliseconds."""
-        shared = Budget(self.seconds, check_cancelled, clock=self.clock)
-        shared.deadline, shared.reason = self.deadline, self.reason
-        return shared
-
-
-GIVE_UP_AFTER_S = 2.0  # past a budget's deadline, how long to wait for a worker process before killing it
-
-
-def collect_within(fan: FanOut, budget: Budget, checkpoint: Callable[[], None] | None = None) -> list[Any]:
-    """Every forked worker's part (None for one that died or was given up), for a walk under ``budget``.
-
-    Cancellation, raised by ``checkpoint`` (default: the budget itself), ends the wait; the deadline does
-    not, since the workers stop at it themselves. One that cannot (stuck in the kernel on a dead mount)
-    is killed ``GIVE_UP_AFTER_S`` past the deadline, so it never holds the call for ever.
-    """
-    check = checkpoint or budget
-
-    def waiting() -> None:
-        with contextlib.suppress(ScanStopped):
-            check()
-
-    give_up_at = time.monotonic() + max(0.0, budget.deadline - budget.clock()) + GIVE_UP_AFTER_S
-    return fan.collect(waiting, give_up_at)
-
-
-def throttled(check_cancelled: Callable[[], None]) -> Budget:
-    """A checkpoint without a deadline: asks about cancellation at most every few milliseconds."""
-    return Budget(math.inf, check_cancelled)
-
-
-@dataclass(slots=True)
-class Listing:
-    """One directory's entries, handed out as soon as it has been read (pre-order).
-
-    ``files`` are regular files seen for the first time; ``links`` are further names of a regular
-    file whose inode was already counted (hard links). Names are ``str`` as ``os.scandir`` gives them
-    for descriptors (undecodable bytes as surrogate escapes): ``os.fsencode`` restores the bytes.
-    """
-
-    relative: str
-    depth: int
-    files: list[tuple[str, os.stat_result]]
-    links: list[tuple[str, os.stat_result]]
-    # With ``Scanner.regular_by_type``: the regular files, known by their directory entry's type,
-    # never ``lstat``-ed, each with the inode number the entry gave (every name, hard links too).
-    typed: list[tuple[str, int]] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class Finished:
-    """A directory whose whole subtree is done (post-order), with cumulative totals like ``du``.
-
-    ``partial`` is true when the scan stopped before this subtree was complete.
-    """
-
-    relative: str
-    depth: int
-    apparent: int
-    disk: int
-    files: int
-    dirs: int
-    partial: bool = False
-
-
-class _Frame:
-    """One open directory on the walk's stack (a plain slotted class: one is made per directory)."""
-
-    __slots__ = (
-        "apparent",
-        "depth",
-        "dev",
-        "dirs",
-        "disk",
-        "fd",
-        "files",
-        "given",
-        "held",
-        "ino",
-        "parent",
-        "partial",
-        "relative",
-        "subdirs",
-    )
-
-    def __init__(
-        self, fd: int | None, relative: str, depth: int, dev: int, ino: int, apparent: int, disk: int
-    ):
-        self.fd = fd
-        self.relative = relative
-        self.depth = depth
-        self.dev = dev
-        self.ino = ino
-        self.subdirs: list[tuple[str, os.stat_result]] = []
-        self.apparent = apparent
-        self.disk = disk
-        self.files = 0
-        self.dirs = 1
-        self.held = False  # on the stack at Scanner.detach: its Finished waits for Scanner.settle
-        self.given = False  # gave subdirectories away (Scanner.share): its totals lack theirs (withheld)
-        self.partial = False
-        self.parent: _Frame | None = None  # set for directories handed out or split by detach()
-
-
-# A directory handed out by ``Scanner.detach`` for another scanner (or process) to walk, by path
-# and identity (device, inode): its fields start with the directory's own size, and hold its
-# cumulative totals once walked.
-Subtree = _Frame
+DEFAULTS = ScanConfig()  # every file listed, every event handed out
 
 
 def _noop() -> None:
-    return None
-
-
-def _same(fd: int, dev: int, ino: int) -> int | None:
-    """``fd`` if it is the directory (device, inode) that was listed; otherwise it is closed: None."""
-    try:
-        st = os.fstat(fd)
-    except OSError:
-        os.close(fd)
-        raise
-    if st.st_ino == ino and st.st_dev == dev:
-        return fd
-    os.close(fd)
     return None
 
 
@@ -326,72 +97,6 @@ def _names(fd: int) -> Generator[str, None, None]:
             yield entry.name
 
 
-@dataclass(frozen=True, slots=True)
-class Mount:
-    point: bytes
-    dev: int
-    fstype: str
-
-
-UNKNOWN_DEV = -1  # a mount whose device number the table does not give: never equal to an st_dev
-
-
-def mount_table(mountinfo: str = MOUNTINFO) -> list[Mount]:
-    """Mount points, device numbers and types from mountinfo (empty when it cannot be read).
-
-    Without mountinfo (macOS, the BSDs) the points and types come from psutil with ``UNKNOWN_DEV``,
-    so every mount below a walk's root is still known before the walk reaches it (a hung network
-    mount is skipped, never ``lstat``-ed) and counts as another filesystem.
-    """
-    if mountinfo == MOUNTINFO and not platform.has_mountinfo():
-        try:
-            return [
-                Mount(os.fsencode(m.mount_point), UNKNOWN_DEV, m.fs_type) for m in psutil_partitions().mounts
-            ]
-        except OSError:
-            return []
-    try:
-        with open(mountinfo, "rb") as handle:
-            table = parse_mountinfo(handle.read())
-    except OSError:
-        return []
-    mounts = []
-    for mount in table.mounts:
-        major, _, minor = mount.dev.partition(":")
-        if major.isdigit() and minor.isdigit():
-            mounts.append(
-                Mount(os.fsencode(mount.mount_point), os.makedev(int(major), int(minor)), mount.fs_type)
-            )
-    return mounts
-
-
-def mount_points_below(
-    root: bytes, root_dev: int, options: WalkOptions, table: Sequence[Mount] | None = None
-) -> dict[str, dict[str, str]]:
-    """Mount points under ``root`` that the walk will not enter, by parent directory: name → reason.
-
-    Knowing them from the mount table means the walk skips them without even an ``lstat``: the
-    root of a hung network mount does not answer ``lstat`` either, and would stall the scan (and
-    ``du``) in an uninterruptible system call. Bind mounts of the root's own filesystem are not
-    listed, because ``du -x`` walks into them too.
-    """
-    prefix = root.rstrip(b"/") + b"/"
-    skip: dict[str, dict[str, str]] = {}
-    for mount in mount_table() if table is None else table:
-        if not mount.point.startswith(prefix) or mount.dev == root_dev:
-            continue
-        if options.skip_pseudo and mount.fstype in PSEUDO_FILESYSTEMS:
-            reason = "pseudo_filesystem"
-        elif options.one_file_system:
-            reason = "other_filesystem"
-        else:
-            continue
-        parent, _, name = mount.point[len(prefix) :].rpartition(b"/")
-        if name:
-            skip.setdefault(os.fsdecode(parent), {})[os.fsdecode(name)] = reason
-    return skip
-
-
 def _exclusion(patterns: Sequence[str]) -> Callable[[str], re.Match[str] | None] | None:
     """One compiled regex for all glob patterns, so an exclude list costs one match per test."""
     if not patterns:
@@ -399,7 +104,7 @@ def _exclusion(patterns: Sequence[str]) -> Callable[[str], re.Match[str] | None]
     return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns), re.DOTALL).match
 
 
-class Scanner:
+class Scanner(Handout):
     """A bounded, descriptor-relative, depth-first walk that never follows symlinks.
 
     Iterate ``events()`` to get ``Listing`` (pre-order) and ``Finished`` (post-order) per directory.
@@ -416,6 +121,7 @@ class Scanner:
         skipped: SkipCounter,
         checkpoint: Callable[[], None] = _noop,
         *,
+        config: ScanConfig = DEFAULTS,
         fd_budget: int = 64,
         mounts: Sequence[Mount] | None = None,
     ) -> None:
@@ -427,29 +133,19 @@ class Scanner:
         self.entries = 0  # entries examined so far: progress for the caller
         self.apparent = 0  # bytes counted so far (apparent)
         self.stopped: str | None = None  # why the scan ended early, if it did
-        # Regular files below both floors (apparent bytes, 512-byte blocks) are counted but left
-        # out of listings: a top-N consumer raises them as its heap fills, so almost no stat
-        # results outlive their directory. ``walk_files`` leaves them at 0 (every file).
-        self.file_floor = 0
-        self.block_floor = 0
-        self.min_file_size = 0  # files at least this big (apparent) are counted in .eligible_files
-        # A top-N consumer also says N (and its key): a directory of a million files then keeps at most
-        # about 2 N of them while it is read, instead of all of them until its floor can rise.
-        self.keep_files = 0  # 0: every file over the floors is listed
-        self.keep_by_disk = False
-        # Asked about every regular file counted (first name of an inode only), before the floors:
-        # False leaves it out of listings and eligible_files (still in the totals). A consumer that
-        # filters by time or tallies types sees every file this way, not only the big ones.
-        self.on_file: Callable[[str, os.stat_result], bool] | None = None
+        self.root_dev: int | None = None  # st_dev of the root once opened (a spawned scanner: its parent's)
+        # The config, as plain attributes: the walk's loops read them as locals. The floors are
+        # live (a top-N consumer raises them); the rest is what the engine asked for (ScanConfig).
+        self.file_floor = config.file_floor
+        self.block_floor = config.block_floor
+        self.min_file_size = config.min_file_size
+        self.keep_files = config.keep_files
+        self.keep_by_disk = config.keep_by_disk
+        self.on_file = config.on_file
+        self.empty_listings = config.empty_listings
+        self.finished_depth = config.finished_depth
+        self.regular_by_type = config.regular_by_type
         self.eligible_files = 0
-        # What to hand out: consumers that want neither empty listings nor every directory's
-        # totals skip an object and a generator round trip per directory.
-        self.empty_listings = True
-        # For a consumer that opens and checks every regular file itself (hash_tree): regular files
-        # are told by their directory entry's type, without an ``lstat`` each, and listed in
-        # ``Listing.typed``; their sizes are then not in the totals, nor their hard links told apart.
-        self.regular_by_type = False
-        self.finished_depth: int | None = None  # Finished only down to this depth (None: all)
         self._seen: set[tuple[int, int]] = set()
         # (dev, ino, apparent, blocks, is_regular, directory) of each multiply-linked inode counted,
         # when a parallel scan needs them to count an inode seen by two processes only once.
@@ -498,6 +194,7 @@ class Scanner:
                     st.st_size,
                     st.st_blocks * 512,
                 )
+                self.root_dev = st.st_dev
                 if self._mounts is None:
                     self._mounts = mount_table()  # read once per walk: mount points and pseudo devices
                 self._mount_points = mount_points_below(self.root, st.st_dev, self.options, self._mounts)
@@ -820,112 +517,7 @@ class Scanner:
             frame.fd = None
             os.close(fd)
 
-    @staticmethod
-    def _totals(frame: _Frame) -> Finished:
-        return Finished(
-            frame.relative, frame.depth, frame.apparent, frame.disk, frame.files, frame.dirs, frame.partial
-        )
-
-    # -- handing subtrees to other processes ------------------------------------------------
-
-    @staticmethod
-    def _close(frame: _Frame) -> None:
-        """Close a frame's descriptor; a deep walk reopens it later through its child's '..'."""
-        if frame.fd is not None:
-            fd, frame.fd = frame.fd, None
-            os.close(fd)
-
-    @staticmethod
-    def _reopen_parent(child: _Frame, parent: _Frame) -> int | None:
-        """Reach the parent again through the child's '..', accepting it only if it is the same inode."""
-        if child.fd is None:
-            return None
-        try:
-            return _same(os.open("..", _DIR_FLAGS, dir_fd=child.fd), parent.dev, parent.ino)
-        except OSError:
-            return None
-
-    def detach(self, limit: int, target: int) -> tuple[list[Subtree], list[Listing]]:
-        """Hand out the directories still waiting on the stack, for other scanners to walk.
-
-        Call it between events. Each waiting directory becomes a ``Subtree``, shallowest first
-        (they tend to be the biggest); while there are fewer than ``target``, the shallowest is
-        read here and replaced by its subdirectories, so that one huge subtree is not one task.
-        Returns the subtrees (at most ``limit``) and the listings of the directories read here.
-        Every directory above a subtree holds back its ``Finished`` event until ``settle``.
-        """
-        stack = self._stack_ref or []
-        if self.base_fd is not None or not any(frame.subdirs for frame in stack):
-            return [], []
-        self.base_fd = self._root_again(stack[0])
-        if self.base_fd is None:
-            return [], []
-        queue: deque[_Frame] = deque()
-        for frame in stack:
-            while frame.subdirs and len(queue) < limit:
-                name, st = frame.subdirs.pop()
-                self._hand_out(frame, name, st, queue)
-        self._chain = list(stack)
-        for frame in stack:
-            frame.held = True
-        listings: list[Listing] = []
-        while queue and len(queue) < target and len(self._split) < 4 * target and self._stop is None:
-            frame = queue.popleft()
-            self._split.append(frame)
-            if not self._reopen(frame):
-                continue
-            try:
-                listing = self._read(frame)
-            finally:
-                self._close(frame)
-            if self._stop is not None:
-                frame.partial = True
-            if self.empty_listings or listing.files or listing.links:
-                listings.append(listing)
-            subdirs, frame.subdirs = frame.subdirs, []
-            for name, st in subdirs:
-                if len(queue) < limit:
-                    self._hand_out(frame, name, st, queue)
-                else:
-                    self.skipped.add("vanished")  # never reached: limit is far above target
-        return list(queue), listings
-
-    def _give_away(self, stack: list[_Frame]) -> None:
-        """Offer waiting subdirectories to ``share``, shallowest first (likely the biggest subtrees)."""
-        self.share_wanted = False
-        if self.share is None:
-            return
-        offered: deque[_Frame] = deque()
-        taken: list[tuple[_Frame, str, os.stat_result]] = []
-        for frame in stack:
-            while frame.subdirs and len(taken) < self.share_limit:
-                name, st = frame.subdirs.pop(0)  # the walk pops from the end: these come last
-                before = len(offered)
-                self._hand_out(frame, name, st, offered)
-                if len(offered) > before:
-                    taken.append((frame, name, st))
-        if not offered:
-            return
-        pieces = list(offered)
-        kept = {id(piece) for piece in self.share(pieces)}
-        deepest = -1
-        for piece, (frame, name, st) in zip(pieces, taken, strict=True):
-            if id(piece) in kept:  # not placed: walked here after all
-                frame.subdirs.insert(0, (name, st))
-                self.apparent -= st.st_size
-            else:
-                deepest = max(deepest, stack.index(frame))
-        for frame in stack[: deepest + 1]:
-            frame.given = True
-
-    def _root_again(self, root: _Frame) -> int | None:
-        """A descriptor of the root for reopening subtrees (None if the root is no longer the same)."""
-        if root.fd is not None:
-            return os.dup(root.fd)
-        try:  # a walk deeper than its descriptor budget closed the root: the path, then identity
-            return _same(os.open(self.root, _DIR_FLAGS), root.dev, root.ino)
-        except OSError:
-            return None
+    # -- for consumers and the handing out (the rest of it is fs/handout.Handout) -------------
 
     @property
     def listing_fd(self) -> int | None:
@@ -937,117 +529,48 @@ class Scanner:
         stack = self._stack_ref
         return stack[-1].fd if stack else None
 
-    @property
-    def detached(self) -> bool:
-        """Whether ``detach`` handed anything out (then ``settle`` must follow)."""
-        return bool(self._chain)
-
-    def _hand_out(self, parent: _Frame, name: str, st: os.stat_result, queue: deque[_Frame]) -> None:
-        """Queue a subdirectory as a subtree, unless the walk would not enter it at all."""
-        if st.st_dev != parent.dev and not self._admit(parent, name, st):
-            return
-        relative = parent.relative + "/" + name if parent.relative else name
-        subtree = _Frame(
-            None, relative, parent.depth + 1, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512
-        )
-        subtree.parent = parent
-        self.apparent += st.st_size
-        queue.append(subtree)
-
-    def _reopen(self, frame: _Frame) -> bool:
-        """Open a handed-out directory again, name by name from the root, and check it is the same.
-
-        Every component is opened with O_NOFOLLOW, so a directory swapped for a symlink since it
-        was listed is not followed; a different inode at the end counts as vanished. An unreadable
-        directory keeps its own size, as ``du`` counts it.
-        """
-        if self.base_fd is None:
-            raise AssertionError("subtrees are reopened from the root detach() kept open")
-        fd = os.dup(self.base_fd)
-        reached: list[str] = []
-        try:
-            for name in frame.relative.split("/"):
-                reached.append(name)
-                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                os.close(fd)
-                fd = child
-        except OSError as exc:
-            os.close(fd)
-            unreadable = exc.errno in (errno.EACCES, errno.EPERM)
-            if unreadable:
-                self.skipped.unreadable("/".join(reached))  # the component that denied access
-            else:
-                self.skipped.add("vanished")
-            if not unreadable:
-                frame.apparent = frame.disk = frame.dirs = 0
-            return False
-        frame.fd = _same(fd, frame.dev, frame.ino)
-        if frame.fd is None:
-            self.skipped.add("vanished")
-            frame.apparent = frame.disk = frame.dirs = 0
-            return False
-        return True
-
-    def mark_seen(self, keys: Iterable[tuple[int, int]]) -> None:
-        """Inodes (device, inode) counted elsewhere: further names of them are links here."""
-        self._seen.update(keys)
-
     def spawn(
         self,
         subtree: Subtree,
         skipped: SkipCounter,
         checkpoint: Callable[[], None],
         linked: list[tuple[int, int, int, int, bool, str]] | None,
+        config: ScanConfig | None = None,
     ) -> Scanner:
-        """A scanner for one detached subtree, with this scan's rules, floors and seen inodes."""
-        scanner = Scanner(self.root, self.options, skipped, checkpoint, fd_budget=self.fd_budget)
+        """A scanner for one detached subtree, with this scan's rules and seen inodes, and its config
+        (default: this one's, floors as raised so far)."""
+        scanner = Scanner(
+            self.root,
+            self.options,
+            skipped,
+            checkpoint,
+            config=self.config if config is None else config,
+            fd_budget=self.fd_budget,
+        )
         scanner._start = subtree
+        scanner.root_dev = self.root_dev
         scanner.base_fd = self.base_fd
         scanner._seen = self._seen
         scanner._mounts = self._mounts
         scanner._mount_points = self._mount_points
         scanner._pseudo = self._pseudo
         scanner.linked = linked
-        scanner.file_floor, scanner.block_floor = self.file_floor, self.block_floor
-        scanner.min_file_size = self.min_file_size
-        scanner.keep_files, scanner.keep_by_disk = self.keep_files, self.keep_by_disk
-        scanner.on_file = self.on_file
-        scanner.empty_listings = self.empty_listings
-        scanner.regular_by_type = self.regular_by_type
-        scanner.finished_depth = self.finished_depth
         return scanner
 
-    def settle(self, subtrees: Sequence[tuple[Subtree, bool]]) -> list[Finished]:
-        """Add walked subtrees (each with whether it is complete) to the directories above them.
-
-        Returns the held-back ``Finished`` events of those directories, deepest first.
-        """
-        chain = self._chain
-        on_chain = {id(frame): i for i, frame in enumerate(chain)}
-        for subtree, complete in subtrees:
-            subtree.partial = subtree.partial or not complete
-        pending = sorted([*self._split, *(subtree for subtree, _ in subtrees)], key=lambda f: -f.depth)
-        for frame in pending:  # deepest first: a split directory is complete before it is added up
-            parent = frame.parent
-            assert parent is not None
-            index = on_chain.get(id(parent))
-            # The chain already passed its own totals up the stack; a split directory did not.
-            targets = chain[: index + 1] if index is not None else [parent]
-            for target in targets:
-                target.apparent += frame.apparent
-                target.disk += frame.disk
-                target.files += frame.files
-                target.dirs += frame.dirs
-                target.partial = target.partial or frame.partial
-        deepest = self.finished_depth if self.finished_depth is not None else 1 << 30
-        held = sorted(self._split, key=lambda f: -f.depth) + chain[::-1]  # the chain finished deepest first
-        return [self._totals(frame) for frame in held if frame.depth <= deepest]
-
-    def close(self) -> None:
-        """Release the root descriptor ``detach`` kept."""
-        if self.base_fd is not None:
-            fd, self.base_fd = self.base_fd, None
-            os.close(fd)
+    @property
+    def config(self) -> ScanConfig:
+        """This walk's config as it stands (the floors as raised so far): what ``spawn`` passes on."""
+        return ScanConfig(
+            file_floor=self.file_floor,
+            block_floor=self.block_floor,
+            min_file_size=self.min_file_size,
+            keep_files=self.keep_files,
+            keep_by_disk=self.keep_by_disk,
+            on_file=self.on_file,
+            empty_listings=self.empty_listings,
+            finished_depth=self.finished_depth,
+            regular_by_type=self.regular_by_type,
+        )
 
     def _is_pseudo(self, parent: _Frame, name: str, st: os.stat_result) -> bool:
         if self._pseudo is None:

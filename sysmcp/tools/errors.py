@@ -2,21 +2,59 @@
 
 Engines raise ``sysmcp.fs.errors.EngineError`` subclasses with facts; a tool handler lets them
 through and the server's tool call passes every one to ``as_tool_error`` (``server._run_tool``). A
-class that needs other words than its detail gets them here, not in the engine.
+class that needs other words than its detail gets them here, not in the engine: the rule that
+refused, what to do instead.
 """
 
 from __future__ import annotations
 
-from sysmcp.fs.errors import EngineError, NotFound, PermissionRefused
+from sysmcp.fs.errors import (
+    EngineError,
+    InvalidPath,
+    NotFound,
+    OutsideRoots,
+    PermissionRefused,
+    Refused,
+    WrongKind,
+)
 from sysmcp.protocol.errors import ToolError
 
-__all__ = ["as_tool_error"]
+__all__ = ["SWAPPED", "as_tool_error", "words"]
+
+#: A path that met a symlink at open time (``safeopen`` opens every component with O_NOFOLLOW).
+_SWAPPED_WHY = " (swapped in after the check, or a symlink loop), and sysmcp never follows symlinks when opening. Refused"
+SWAPPED = "path {shown} leads through a symbolic link at open time" + _SWAPPED_WHY
+CONTAINMENT = (
+    "Containment is checked after resolving '..' and symlinks, so a link inside a root that points out "
+    "of it is refused too"
+)
+_ADVICE: dict[tuple[type[EngineError], str], str] = {
+    (InvalidPath, "empty"): ": give an absolute path, e.g. '/var/log'",
+    (InvalidPath, "relative"): ": give an absolute path (sysmcp has no useful working directory)",
+    (Refused, "replaced"): "; try again",
+    (WrongKind, "not_regular"): "; only regular files can be read",
+    (WrongKind, "symlink"): _SWAPPED_WHY,
+}
+
+
+def words(exc: EngineError) -> str:
+    """What the model reads for an engine failure: its facts, then the rule and what to do."""
+    if isinstance(exc, OutsideRoots) and exc.allowed is not None:
+        allowed = ", ".join(exc.allowed) or "none"
+        if exc.more:
+            allowed += f" … and {exc.more} more"
+        return f"{exc.detail}: refused. {CONTAINMENT}. Allowed roots: {allowed}"
+    if isinstance(exc, PermissionRefused) and not exc.detail.lower().startswith("permission denied"):
+        return f"Permission denied: {exc.detail}"
+    if isinstance(exc, NotFound) and not exc.detail.lower().startswith("no such"):
+        return f"Not found: {exc.detail}"
+    for kind in type(exc).__mro__:
+        advice = _ADVICE.get((kind, exc.reason))
+        if advice is not None:
+            return exc.detail + advice
+    return exc.detail
 
 
 def as_tool_error(exc: EngineError) -> ToolError:
     """The ``ToolError`` (an ``isError`` result) for an engine failure."""
-    if isinstance(exc, PermissionRefused) and not exc.detail.lower().startswith("permission denied"):
-        return ToolError(f"Permission denied: {exc.detail}")
-    if isinstance(exc, NotFound) and not exc.detail.lower().startswith("no such"):
-        return ToolError(f"Not found: {exc.detail}")
-    return ToolError(exc.detail)
+    return ToolError(words(exc))

@@ -16,11 +16,12 @@ from typing import Any
 
 from sysmcp.fs.checksums import ALGORITHMS, CHUNK, Digest, format_line, hash_fd
 from sysmcp.fs.paths import display, printable
-from sysmcp.fs.safeopen import SWAPPED, NotRegularFile, Replaced, kind, open_parent, open_regular_at
+from sysmcp.fs.safeopen import NotRegularFile, Replaced, kind, open_parent, open_regular_at
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import human_bytes, plural, rate, took
 from sysmcp.tools.arguments import sha256_argument
+from sysmcp.tools.errors import SWAPPED
 from sysmcp.tools.merging import ANSWERED, HostOutcome, fleet_output, host_list
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.schemas import arguments, path_argument, result

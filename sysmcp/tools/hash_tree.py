@@ -30,9 +30,10 @@ from sysmcp.fs.checksums import (
     format_line,
     hash_many,
 )
+from sysmcp.fs.parallel import Sharing
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import kind
-from sysmcp.fs.treehash import hash_tree_parallel
+from sysmcp.fs.treehash import TreeRequest, hash_tree_parallel
 from sysmcp.fs.walk import Budget, ScanStopped, SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
@@ -190,19 +191,18 @@ def hash_tree(
             meter.extra["files"] = files
             meter.done = done + files  # both only grow: progress that moves for big and tiny files
 
-        merged = hash_tree_parallel(
+        request = TreeRequest(
             root,
             algorithm,
             style,
             options,
-            skipped,
             timeout_s=timeout_s,
-            check_cancelled=meter.checkpoint,
-            report=report,
             keep_limit=MAX_ITEM,
             first_lines=MAX_SHOWN,
-            clock=clock,
-            processes=processes,
+            sharing=Sharing(processes=processes),
+        )
+        merged = hash_tree_parallel(
+            request, skipped, check_cancelled=meter.checkpoint, report=report, clock=clock
         )
         report(merged.files, merged.total_bytes)
         result = TreeHash(

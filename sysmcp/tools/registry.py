@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import anyio
 
+from sysmcp.fs.errors import EngineError
 from sysmcp.fs.paths import PathPolicy, echo
 from sysmcp.protocol.context import Describe, Meter, RequestContext
 from sysmcp.protocol.errors import ToolError, invalid_params
@@ -22,6 +23,7 @@ from sysmcp.protocol.lifecycle import Features
 from sysmcp.protocol.threads import run_in_thread
 from sysmcp.results import ResultStore, TooLarge
 from sysmcp.tools.descriptions import described
+from sysmcp.tools.errors import as_tool_error
 
 T = TypeVar("T")
 
@@ -79,7 +81,10 @@ class ToolContext:
             return path
 
         with anyio.move_on_after(RESOLVE_TIMEOUT):
-            return await run_in_thread(work, raw, None)
+            try:
+                return await run_in_thread(work, raw, None)
+            except EngineError as refused:  # words here, so a handler may catch ToolError as before
+                raise as_tool_error(refused) from None
         raise ToolError(
             f"path {echo(raw)} could not be looked at within {RESOLVE_TIMEOUT:g} s: a filesystem on the way "
             "does not answer (a hung network mount?)"

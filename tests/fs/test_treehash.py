@@ -8,12 +8,14 @@ import tempfile
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sysmcp.fs import treehash
 from sysmcp.fs.checksums import ALGORITHMS, format_line
-from sysmcp.fs.treehash import hash_tree_parallel
+from sysmcp.fs.parallel import Sharing
+from sysmcp.fs.treehash import TreeRequest, hash_tree_parallel
 from sysmcp.fs.walk import Listing, SkipCounter, WalkOptions, mount_table
 
 
@@ -41,25 +43,20 @@ def build(root: Path) -> bytes:
     return b"".join(line for _, line in sorted(expected))
 
 
-def run(root: Path, **kwargs: object) -> treehash.TreeManifest:
+def sha256_request(root: bytes, **overrides: Any) -> TreeRequest:
+    """The request every test here makes: sha256 in GNU style, the default walk, a minute's budget."""
+    settings: dict[str, Any] = {"timeout_s": 60, "keep_limit": 1 << 30, "first_lines": 10, **overrides}
+    return TreeRequest(root, ALGORITHMS["sha256"], "gnu", WalkOptions(), **settings)
+
+
+def run(root: Path, **kwargs: Any) -> treehash.TreeManifest:
     skipped = SkipCounter()
-    arguments: dict[str, object] = {
-        "keep_limit": 1 << 30,
-        "first_lines": 10,
-        "processes": 2,
-        "split_after_s": 0,
-    }
-    arguments.update(kwargs)
+    sharing = Sharing(processes=kwargs.pop("processes", 2), split_after_s=kwargs.pop("split_after_s", 0))
     result = hash_tree_parallel(
-        os.fsencode(root),
-        ALGORITHMS["sha256"],
-        "gnu",
-        WalkOptions(),
+        sha256_request(os.fsencode(root), sharing=sharing, **kwargs),
         skipped,
-        timeout_s=60,
         check_cancelled=lambda: None,
         report=lambda files, done: None,
-        **arguments,  # type: ignore[arg-type]
     )
     assert skipped.as_dict() == {"special_file": 1, "symlink": 1}  # the FIFO and dir01/link, both said
     return result
@@ -111,17 +108,10 @@ def test_a_file_swapped_after_the_listing_is_refused_not_hashed(tmp_path: Path) 
     try:
         skipped = SkipCounter()
         result = hash_tree_parallel(
-            os.fsencode(tmp_path / "a"),
-            ALGORITHMS["sha256"],
-            "gnu",
-            WalkOptions(),
+            sha256_request(os.fsencode(tmp_path / "a"), keep_limit=1 << 20, sharing=Sharing(processes=1)),
             skipped,
-            timeout_s=60,
             check_cancelled=lambda: None,
             report=lambda files, done: None,
-            keep_limit=1 << 20,
-            first_lines=10,
-            processes=1,
         )
     finally:
         monkeypatch.undo()
@@ -167,17 +157,10 @@ def hash_with_a_swap(root: Path, swap: Callable[[], None]) -> treehash.TreeManif
     monkeypatch.setattr(treehash.Hasher, "listing", swap_then_hash)
     try:
         return hash_tree_parallel(
-            os.fsencode(root),
-            ALGORITHMS["sha256"],
-            "gnu",
-            WalkOptions(),
+            sha256_request(os.fsencode(root), keep_limit=1 << 20, sharing=Sharing(processes=1)),
             SkipCounter(),
-            timeout_s=60,
             check_cancelled=lambda: None,
             report=lambda files, done: None,
-            keep_limit=1 << 20,
-            first_lines=10,
-            processes=1,
         )
     finally:
         monkeypatch.undo()
@@ -258,18 +241,12 @@ def test_files_of_directories_read_while_the_walk_is_split_are_in_the_manifest(t
                 expected.append((relative, line))
     skipped = SkipCounter()
     result = hash_tree_parallel(
-        os.fsencode(tmp_path),
-        ALGORITHMS["sha256"],
-        "gnu",
-        WalkOptions(),
+        sha256_request(
+            os.fsencode(tmp_path), keep_limit=1 << 20, sharing=Sharing(processes=2, split_after_s=0)
+        ),
         skipped,
-        timeout_s=60,
         check_cancelled=lambda: None,
         report=lambda files, done: None,
-        keep_limit=1 << 20,
-        first_lines=10,
-        processes=2,
-        split_after_s=0,
     )
     assert result.manifest is not None and bytes(result.manifest) == b"".join(
         line for _, line in sorted(expected)

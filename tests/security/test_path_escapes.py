@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from sysmcp.fs.errors import EngineError
 from sysmcp.fs.paths import PathPolicy, intersect, real_root, roots_from_uris
 from sysmcp.fs.safeopen import open_child_directory, open_directory, open_parent, open_path, open_regular
-from sysmcp.protocol.errors import ToolError
+from sysmcp.tools.errors import as_tool_error
 from tests.profile import needs_proc
 
 SECRET = "top-secret-contents"
@@ -40,9 +41,10 @@ def policy(tree: Path) -> PathPolicy:
 
 
 def refusal(call: Callable[[], object]) -> str:
-    with pytest.raises(ToolError) as caught:
+    """The words the model reads for the engine's refusal (``as_tool_error`` at the server's boundary)."""
+    with pytest.raises(EngineError) as caught:
         call()
-    return caught.value.message
+    return as_tool_error(caught.value).message
 
 
 def test_dot_dot_cannot_climb_out_of_a_root(tree: Path) -> None:
@@ -273,8 +275,8 @@ def bounded(call: Callable[[], object], seconds: float = 5) -> str:
         try:
             call()
             outcome.append("returned")
-        except ToolError as exc:
-            outcome.append(exc.message)
+        except EngineError as exc:
+            outcome.append(as_tool_error(exc).message)
         except OSError as exc:
             outcome.append(f"OSError {exc.errno}")
 

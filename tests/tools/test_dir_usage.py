@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
+from sysmcp.fs.usage import Request, TopN, Usage, scan_usage
 from sysmcp.fs.walk import SkipCounter, WalkOptions
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
-from sysmcp.tools.dir_usage import INPUT_SCHEMA, Request, TopN, Usage, render, scan_usage
+from sysmcp.tools.dir_usage import INPUT_SCHEMA, render
 
 
 def du(root: Path, *flags: str) -> int:
@@ -290,3 +291,24 @@ def test_the_result_store_evicts_the_oldest_beyond_its_cap_and_encodes_names() -
     assert [item.uri for item in store.list()] == [second.uri, third.uri]
     huge = store.put("d", "d" * 5000, description="bigger than the cap")
     assert [item.uri for item in store.list()] == [huge.uri]  # the newest always stays readable
+
+
+def test_the_typed_result_names_the_root_device_and_each_listed_directory(
+    tmp_path: Path, processes: int
+) -> None:
+    """What a caller keeping scans reads (history): the root's st_dev, rows by name, no re-walk."""
+    for top in ("a", "b", "c", "d"):
+        (tmp_path / top / "sub").mkdir(parents=True)
+        (tmp_path / top / "sub" / "f").write_bytes(b"x" * (1000 * len(top) + ord(top)))
+    request = Request(top_files=10, top_directories=10, max_depth=2, by_disk=False, min_size=0, timeout_s=60)
+    usage = scan(tmp_path, WalkOptions(), SkipCounter(), request, processes)
+    assert usage.root_dev == os.stat(tmp_path).st_dev
+    by_name = {row.relative: row for row in usage.directories}
+    assert set(by_name) == {"a", "b", "c", "d", "a/sub", "b/sub", "c/sub", "d/sub"}
+    assert by_name["d"].files == 1 and by_name["d/sub"].depth == 2
+    assert (
+        by_name["d"].apparent
+        == os.lstat(tmp_path / "d").st_size + os.lstat(tmp_path / "d/sub").st_size + 1100
+    )
+    assert usage.files[0].relative == "d/sub/f"
+    assert usage.modified["d/sub/f"] == os.lstat(tmp_path / "d/sub/f").st_mtime

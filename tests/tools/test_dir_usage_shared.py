@@ -15,9 +15,8 @@ import pytest
 
 from sysmcp import platform
 from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes, cpu_quota
+from sysmcp.fs.usage import Request, Usage, scan_usage
 from sysmcp.fs.walk import SkipCounter, WalkOptions
-from sysmcp.protocol.context import Meter
-from sysmcp.tools.dir_usage import Request, Usage, scan_usage
 from tests.profile import needs_fork
 
 REQUEST = Request(
@@ -120,11 +119,9 @@ def test_a_cancelled_shared_scan_kills_and_reaps_every_child(
             forked.append(pid)
         return pid
 
-    class CancelledOnceForked(Meter):
-        @staticmethod
-        def checkpoint() -> None:
-            if forked:
-                raise Cancelled
+    def cancelled_once_forked() -> None:
+        if forked:
+            raise Cancelled
 
     monkeypatch.setattr(os, "fork", fork)
     ticks = itertools.count()
@@ -134,7 +131,7 @@ def test_a_cancelled_shared_scan_kills_and_reaps_every_child(
             WalkOptions(),
             SkipCounter(),
             REQUEST,
-            CancelledOnceForked(),
+            check_cancelled=cancelled_once_forked,
             clock=lambda: next(ticks) * 0.01,  # every checkpoint asks (they are throttled to 2 ms)
             processes=3,
             split_after_s=0.0,

@@ -19,6 +19,7 @@ import jsonschema
 import pytest
 
 from sysmcp.fs.paths import PathPolicy
+from sysmcp.fs.usage import extension_of, scan_usage
 from sysmcp.fs.walk import SkipCounter, WalkOptions
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError
@@ -28,13 +29,11 @@ from sysmcp.tools.dir_usage import (
     INPUT_SCHEMA,
     OUTPUT_SCHEMA,
     age_text,
-    extension_of,
     handle,
     iso_utc,
     parse_duration,
     render,
     request_for,
-    scan_usage,
 )
 from sysmcp.tools.registry import ToolContext
 

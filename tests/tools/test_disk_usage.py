@@ -16,11 +16,11 @@ import jsonschema
 import pytest
 
 from sysmcp.fs.disks import SampleClock
-from sysmcp.fs.errors import NotFound
+from sysmcp.fs.errors import InvalidPath, NotFound
 from sysmcp.fs.mounts import Mount, MountTable
 from sysmcp.fs.paths import PathPolicy
 from sysmcp.protocol.context import RequestContext
-from sysmcp.protocol.errors import ArgumentError, ToolError
+from sysmcp.protocol.errors import ArgumentError
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.disk_usage import (
@@ -403,7 +403,7 @@ async def test_a_missing_path_is_a_tool_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("path", "message"), [("var/log", "relative"), ("/tmp/\ud800x", "usable")])
 async def test_a_path_that_cannot_name_a_file_is_a_tool_error(path: str, message: str) -> None:
-    with pytest.raises(ToolError, match=message):
+    with pytest.raises(InvalidPath, match=message):  # worded for the model at the server's boundary
         await tool([ROOT], FakeUsage({}))({"path": path, "unit": "percent"}, context())
 
 

@@ -1,0 +1,143 @@
+"""The one parallel walk driver: walk here, share the tree out once the walk runs long, collect it back.
+
+Every engine that walks a big tree does the same five things: start the walk in this process; once
+it has run ``split_after_s`` (a short walk never pays for a fork), detach the subdirectories still
+waiting on its stack (``Scanner.detach``) and hand them to forked children through ``FanOut``; walk
+its own share of them too; collect every child's part within the time budget (``collect_within``:
+a child stuck past the deadline is killed); and walk again here the subtrees of a child that died.
+``ParallelWalk`` does those; the engine supplies what differs: ``consume`` (what it does with each
+walk event: fill heaps, hash the listed files, ...), ``work`` (how a process walks claimed
+subtrees and what part it sends back) and the merge of the parts, which stays the engine's.
+
+Why the engine keeps its merge: each part is the engine's own plain data (heaps, sorted runs,
+totals), and merging them is the engine's logic. Why the driver owns the fork: it is the one place
+that starts children, so fork safety (no thread or library thread pool of the parent relied on in
+a child, see ``fanout``) is decided once for every engine.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
+from sysmcp.fs.walk import Budget, Finished, Listing, Scanner, ScanStopped, Subtree, collect_within
+
+SPLIT_AFTER_S = 0.01  # a walk still running after this long shares its waiting subtrees out
+SUBTREES_PER_PROCESS = 32  # enough pieces that processes finish together whatever the tree's shape
+
+
+#: What the engine does with each event of this process's walk (given the scanner, to raise floors).
+Consume = Callable[[Listing | Finished, Scanner], None]
+
+
+class Work(Protocol):
+    """How one process walks the subtrees it claims (``claim()`` gives an index, None when done)."""
+
+    def __call__(self, claim: Callable[[], int | None], progress: Progress, in_child: bool) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Sharing:
+    """When and how widely a walk is shared: the knobs tests and benchmarks turn."""
+
+    processes: int | None = None  # None: the usable CPUs (at most 4), asked only when the split comes
+    split_after_s: float = SPLIT_AFTER_S
+    pieces: int = SUBTREES_PER_PROCESS  # subtrees per process to split the waiting tree into
+    limit: int = MAX_TASKS  # subtrees handed out at most (the rest stay with this process's walk)
+    waits_for_gifts: bool = False  # children wait for subtrees given away mid-walk (FanOut.give)
+
+
+class ParallelWalk:
+    """One walk of ``scanner``'s tree, shared with forked children past ``Sharing.split_after_s``.
+
+    Use: ``walk(consume)``; then, if ``fan`` is set, ``here()`` and ``children()`` for the parts,
+    ``again(lost)`` for subtrees no part reported; ``close()`` always (a ``with`` block does it).
+    """
+
+    def __init__(self, scanner: Scanner, budget: Budget, sharing: Sharing, work: Work) -> None:
+        self.scanner = scanner
+        self.budget = budget
+        self.sharing = sharing
+        self.work = work
+        self.subtrees: list[Subtree] = []
+        self.fan: FanOut | None = None
+        self.processes = 1 if sharing.processes is None else sharing.processes
+        self.on_split: Callable[[list[Subtree]], None] | None = None  # before any child is forked
+
+    def walk(
+        self, consume: Consume, started: float | None = None, detached: Consume | None = None
+    ) -> str | None:
+        """Walk this process's share of the tree, each event to ``consume(event, scanner)``; returns
+        why the walk stopped early if ``consume`` raised ``ScanStopped`` (its own: ``scanner.stopped``).
+
+        ``started``: when the engine's call began on the budget's clock (default: now); the split
+        comes ``split_after_s`` after it. ``detached`` (default ``consume``) gets the listings the
+        split read to cut subtrees finer: their directories are closed (no ``scanner.listing_fd``).
+        """
+        scanner, clock, sharing = self.scanner, self.budget.clock, self.sharing
+        split_at = math.inf  # one process: never split
+        if sharing.processes is None or sharing.processes > 1:
+            split_at = (clock() if started is None else started) + sharing.split_after_s
+        events = scanner.events()
+        try:
+            for event in events:
+                consume(event, scanner)
+                if clock() >= split_at:
+                    split_at = math.inf
+                    self._split(detached or consume)
+        except ScanStopped as stop:
+            return stop.reason
+        finally:
+            events.close()
+        return None
+
+    def _split(self, consume: Consume) -> None:
+        # Asked only now: a walk too short to share never reads the CPU count or quota.
+        sharing = self.sharing
+        count = available_processes() if sharing.processes is None else sharing.processes
+        self.processes = count
+        if count <= 1:
+            return
+        subtrees, listings = self.scanner.detach(sharing.limit, sharing.pieces * count)
+        for listing in listings:
+            consume(listing, self.scanner)
+        if subtrees:
+            self.subtrees = subtrees
+            if self.on_split is not None:
+                self.on_split(subtrees)
+            self.fan = FanOut(len(subtrees), count, self.work, waits_for_gifts=sharing.waits_for_gifts)
+            self.fan.start()
+
+    def here(self, keep_waiting: Callable[[], bool] | None = None) -> Any:
+        """This process's part: it claims subtrees too, until none is left (or, waiting for gifts,
+        until ``keep_waiting`` says stop)."""
+        assert self.fan is not None
+        return self.fan.run_here(keep_waiting)
+
+    def children(self) -> list[Any]:
+        """Every child's part, None for one that died or was given up (killed past the deadline)."""
+        assert self.fan is not None
+        return collect_within(self.fan, self.budget)
+
+    def again(self, lost: Iterable[int], work: Work | None = None) -> Any:
+        """Walk here the subtrees (by index) whose process died before reporting them."""
+        assert self.fan is not None
+        queue = iter(lost)
+        return (work or self.work)(lambda: next(queue, None), self.fan.progress, False)
+
+    def close(self) -> None:
+        """End the children (killed if still running) and close the walk's descriptors."""
+        try:
+            if self.fan is not None:
+                self.fan.close()
+        finally:
+            self.scanner.close()
+
+    def __enter__(self) -> ParallelWalk:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

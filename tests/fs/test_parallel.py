@@ -1,0 +1,101 @@
+"""The one parallel walk driver with the smallest engine: count the files each process lists."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sysmcp.fs.fanout import Progress
+from sysmcp.fs.parallel import ParallelWalk, Sharing
+from sysmcp.fs.walk import Budget, Finished, Listing, Scanner, SkipCounter, WalkOptions
+from tests.profile import needs_fork
+
+FILES = 30 * 4
+
+
+def build(root: Path) -> None:
+    for top in range(6):
+        for sub in range(5):
+            directory = root / f"d{top}" / f"s{sub}"
+            directory.mkdir(parents=True)
+            for i in range(4):
+                (directory / f"f{i}").write_bytes(b"x")
+
+
+def count_files(root: Path, sharing: Sharing, *, die_in_child: bool = False) -> tuple[int, int, list[Any]]:
+    """(files listed here and by the children, subtrees handed out, the children's parts)."""
+    budget = Budget(60)
+    scanner = Scanner(os.fsencode(root), WalkOptions(), SkipCounter(), budget)
+    seen = [0]
+    rewalking = False
+
+    def consume(event: Listing | Finished, _: Scanner) -> None:
+        if type(event) is Listing:
+            seen[0] += len(event.files)
+
+    def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
+        files, done = 0, []
+        if die_in_child and not in_child and not rewalking:
+            return {"files": 0, "done": []}  # leaves every subtree to the child, which dies with one
+        while (index := claim()) is not None:
+            if in_child and die_in_child:
+                os._exit(3)  # dies holding a subtree it never reports
+            sub = scanner.spawn(parallel.subtrees[index], SkipCounter(), budget, None)
+            for event in sub.events():
+                if type(event) is Listing:
+                    files += len(event.files)
+            done.append(index)
+        return {"files": files, "done": done}
+
+    parallel = ParallelWalk(scanner, budget, sharing, work)
+    with parallel:
+        assert parallel.walk(consume) is None
+        if parallel.fan is None:
+            return seen[0], 0, []
+        here = parallel.here()
+        parts = parallel.children()
+        total = seen[0] + here["files"] + sum(part["files"] for part in parts if part is not None)
+        reported = set(here["done"]).union(*(part["done"] for part in parts if part is not None))
+        lost = [i for i in range(len(parallel.subtrees)) if i not in reported]
+        if lost:
+            rewalking = True
+            total += parallel.again(lost)["files"]
+        return total, len(parallel.subtrees), parts
+
+
+def test_one_process_walks_everything_itself_and_forks_nothing(tmp_path: Path) -> None:
+    build(tmp_path)
+    assert count_files(tmp_path, Sharing(processes=1, split_after_s=0)) == (FILES, 0, [])
+
+
+@needs_fork
+def test_a_shared_walk_sees_every_file_once(tmp_path: Path) -> None:
+    build(tmp_path)
+    total, handed_out, parts = count_files(tmp_path, Sharing(processes=2, split_after_s=0, pieces=4))
+    assert handed_out > 1 and len(parts) == 1 and parts[0] is not None
+    assert total == FILES
+
+
+@needs_fork
+def test_the_subtrees_of_a_child_that_died_are_walked_again_here(tmp_path: Path) -> None:
+    build(tmp_path)
+    total, handed_out, parts = count_files(
+        tmp_path, Sharing(processes=2, split_after_s=0, pieces=4), die_in_child=True
+    )
+    assert handed_out > 1 and parts == [None]
+    assert total == FILES  # every subtree the child took or never reached was walked here instead
+
+
+def test_a_walk_that_never_runs_long_never_splits(tmp_path: Path) -> None:
+    build(tmp_path)
+    assert count_files(tmp_path, Sharing(processes=4, split_after_s=3600)) == (FILES, 0, [])
+
+
+@pytest.mark.parametrize("processes", [None, 2])
+def test_the_sharing_knobs_default_to_the_tuned_values(processes: int | None) -> None:
+    sharing = Sharing(processes=processes)
+    assert (sharing.split_after_s, sharing.pieces, sharing.waits_for_gifts) == (0.01, 32, False)
