@@ -15,6 +15,7 @@ import re
 import select
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -45,6 +46,11 @@ class Terminal:
     def __init__(self, *args: str) -> None:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: the pty is its controlling terminal, stdin, stdout and stderr
+            # NOFLSH: a ^C must not make the terminal discard output still queued (a line's end, half a
+            # line), which would glue two wire lines together in what the test reads.
+            attributes = termios.tcgetattr(0)
+            attributes[3] |= termios.NOFLSH
+            termios.tcsetattr(0, termios.TCSANOW, attributes)
             os.execv(sys.executable, [*SYSMCP, *args])
         self.output = b""
 
