@@ -9,6 +9,7 @@ from sysmcp.tools import (
     find_duplicates,
     hash_tree,
     verify_checksums,
+    what_changed,
 )
 from sysmcp.tools.registry import Tool
 
@@ -21,6 +22,7 @@ ALL_TOOLS: tuple[Tool, ...] = (
     verify_checksums.TOOL,
     deleted_open_files.TOOL,
     disk_io.TOOL,
+    what_changed.TOOL,
 )
 
 __all__ = ["ALL_TOOLS", "Tool"]

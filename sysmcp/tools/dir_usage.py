@@ -35,6 +35,7 @@ from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ArgumentError, ToolError
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import HostOutcome, fleet_output, table
+from sysmcp.tools.recording import recorded_scan
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import denied_by, require_directory, skipped_phrase, walk_options, walk_properties
 from sysmcp.views import DIR_USAGE
@@ -294,6 +295,9 @@ class Usage:
     modified: dict[str, float] = field(default_factory=dict)  # mtime of each listed file, by relative path
     matching: tuple[int, int, int] | None = None  # (files, apparent, disk) matching the time filter
     extensions: list[tuple[str, int, int, int]] = field(default_factory=list)  # (ext, files, apparent, disk)
+    # With Request.record_floor: (relative, disk, apparent, files) of every directory at any depth at
+    # least that big or named in record_also, for the history (sysmcp.history.snapshots).
+    recorded: list[tuple[str, int, int, int]] | None = None
 
 
 @dataclass(frozen=True)
@@ -307,6 +311,8 @@ class Request:
     newer_than: float | None = None  # files modified at or after this (epoch seconds) match
     older_than: float | None = None  # files modified before this match
     extensions: bool = False  # tally every matching file's extension
+    record_floor: int = 0  # > 0: keep every directory's totals this big (apparent or disk) for history
+    record_also: frozenset[str] = frozenset()  # ... and these directories' whatever their size
 
     @property
     def selects(self) -> bool:
@@ -399,6 +405,7 @@ class Tally:
         self.eligible_directories = 0
         self.totals: Finished | None = None
         self.selection = Selection(request)
+        self.record: list[list[Any]] | None = [] if request.record_floor else None
 
     def configure(self, scanner: Scanner) -> None:
         """Ask the scanner only for what the lists can still use."""
@@ -407,7 +414,7 @@ class Tally:
         scanner.min_file_size = request.min_size
         scanner.keep_files, scanner.keep_by_disk = request.top_files, request.by_disk
         scanner.empty_listings = False
-        scanner.finished_depth = request.max_depth
+        scanner.finished_depth = request.max_depth if self.record is None else None
         scanner.file_floor, scanner.block_floor = (NEVER, 0) if request.by_disk else (0, NEVER)
         if request.top_files == 0:
             scanner.file_floor = scanner.block_floor = NEVER
@@ -441,8 +448,18 @@ class Tally:
             assert isinstance(event, Finished)
             if event.depth == 0:
                 self.totals = event
-            elif event.depth <= request.max_depth and event.apparent >= request.min_size:
+                return
+            if self.record is not None:
+                self.keep_record([event.apparent, event.disk, event.relative, event.files, event.depth])
+            if event.depth <= request.max_depth and event.apparent >= request.min_size:
                 self.offer_directory([event.apparent, event.disk, event.relative, event.files, event.depth])
+
+    def keep_record(self, row: list[Any]) -> None:
+        floor = self.request.record_floor
+        if (
+            row[0] >= floor or row[1] >= floor or row[2] in self.request.record_also
+        ) and self.record is not None:
+            self.record.append(row)
 
     def offer_directory(self, row: list[Any]) -> None:
         self.eligible_directories += 1
@@ -608,6 +625,7 @@ def scan_usage(
             result["skipped_named"] = counter.named
             result["linked"] = linked
             result["selection"] = own.selection.as_data()
+            result["record"] = own.record
         return result
 
     try:
@@ -660,6 +678,8 @@ def scan_usage(
     usage.directories = _ranked([tuple(row) for row in tally.top_dirs.largest()], request)
     usage.stopped = stopped
     usage.elapsed = clock() - started
+    if tally.record is not None:
+        usage.recorded = [(row[2], row[1], row[0], row[3]) for row in tally.record]
     return usage
 
 
@@ -743,7 +763,9 @@ def _join(
                 row[0] += apparent
                 row[1] += disk
                 row[3] += files
-        if row[0] >= request.min_size:
+        if tally.record is not None:
+            tally.keep_record(row[:5])
+        if row[0] >= request.min_size and row[4] <= request.max_depth:
             tally.offer_directory(row[:5])
     settled = []
     for i, subtree in enumerate(subtrees):
@@ -770,6 +792,7 @@ def _merge_child(
     it, whose totals, and whose withheld directories above the file, hold it.
     """
     dirs = {row[2]: row for row in part["dirs"]}
+    recorded = {row[2]: row for row in part.get("record") or ()}
     held = {row[2]: row for row in part["withheld"]}
     dropped: set[tuple[int, int]] = set()
     chosen: dict[str, Any] = part["selection"]
@@ -796,7 +819,13 @@ def _merge_child(
         if owner in part["done"]:
             apparent_, disk_, files_, dirs_, complete = part["done"][owner]
             part["done"][owner] = (apparent_ - size, disk_ - disk, files_ - nfiles, dirs_, complete)
-        for prefix in prefixes[: request.max_depth]:
+        for prefix in prefixes:
+            if (kept := recorded.get(prefix)) is not None:
+                kept[0] -= size
+                kept[1] -= disk
+                kept[3] -= nfiles
+            if len(prefix.split("/")) > request.max_depth:
+                continue
             row = dirs.get(prefix)
             if row is None and prefix in held and held[prefix][5] == owner:
                 row = held[prefix]
@@ -814,6 +843,8 @@ def _merge_child(
     tally.eligible_directories += part["eligible_dirs"] - len(part["dirs"])
     skipped.merge(part["skipped"], part["skipped_named"])
     tally.selection.merge(chosen)
+    if tally.record is not None:
+        tally.record += recorded.values()
 
 
 def _size_text(apparent: int, disk: int, by_disk: bool) -> str:
@@ -1123,17 +1154,22 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{plural(int(meter.done), 'entry')} scanned, {human_bytes(meter.extra.get('bytes', 0))} seen"
 
-    def scan(meter: Meter) -> Usage:
+    def scan(meter: Meter) -> tuple[Usage, Any, str | None]:
         meter.total = _inodes_in_use(path) if options.one_file_system else None
-        return scan_usage(os.fsencode(path), options, skipped, request, meter)
+        # The history hook: with history on, the scan also keeps every directory's totals for it.
+        return recorded_scan(
+            path, options, request, lambda r: scan_usage(os.fsencode(path), options, skipped, r, meter)
+        )
 
     try:
-        usage = await ctx.run_in_worker(scan, describe=describe)
+        usage, _, history_note = await ctx.run_in_worker(scan, describe=describe)
     except PermissionError:
         raise ToolError(f"Permission denied: cannot read the directory {shown}{denied_by(path)}") from None
     except OSError as exc:
         raise ToolError(f"Cannot scan {shown}: {exc.strerror or exc}") from None
     text, structured, full = render(shown, usage, skipped.as_dict(), args, now, skipped.named)
+    if history_note:
+        text += "\n" + history_note
     links: tuple[ResourceLink, ...] = ()
     if full is not None:
         name = f"dir_usage-{os.path.basename(shown.rstrip('/')) or 'root'}.tsv"

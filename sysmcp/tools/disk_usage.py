@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -34,6 +34,7 @@ from sysmcp.fs.paths import display, expands_locally, is_within
 from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.merging import HostOutcome, fleet_output, table
+from sysmcp.tools.recording import record_disk
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.views import DISKS
 
@@ -754,7 +755,7 @@ class DiskUsage:
 
                 entry = (await self._sampled([entry], again, sample_s, ctx))[0]
             structured = {"path": shown, **self._structured([entry]), **extra}
-            return _with_notes(render_one(shown, entry, unit), structured, [entry], table)
+            return await _recorded(_with_notes(render_one(shown, entry, unit), structured, [entry], table))
         everything = bool(args.get("all", False))
         mounts = self._selected(table, everything, ctx)
         entries = await self._probe_all(table, mounts)
@@ -762,7 +763,9 @@ class DiskUsage:
             entries = await self._sampled(entries, lambda: self._probe_all(table, mounts), sample_s, ctx)
         entries = self._shown(entries, everything)
         structured = {**self._structured(entries), "order": ORDER, **extra}
-        return _with_notes(render_all(entries, unit, everything, sample_s), structured, entries, table)
+        return await _recorded(
+            _with_notes(render_all(entries, unit, everything, sample_s), structured, entries, table)
+        )
 
     async def _sampled(
         self,
@@ -926,6 +929,12 @@ def _with_notes(
         structured["notes"] = notes
         text += "\n" + "\n".join(notes)
     return ToolOutput(text, structured)
+
+
+async def _recorded(output: ToolOutput) -> ToolOutput:
+    """The history hook: each reading is kept (tiny rows); a reading not kept is said."""
+    note = await record_disk(output.structured.get("filesystems", ()))
+    return output if note is None else replace(output, text=f"{output.text}\n{note}")
 
 
 def _short_enough_to_walk(path: str) -> bool:
