@@ -50,5 +50,10 @@ def active() -> Store | None:
         return _store if _store.enabled else None
 
 
+def now() -> float:
+    """The time history uses (the configured clock: tests inject one)."""
+    return _clock()
+
+
 def host_name() -> str:
     return os.uname().nodename

@@ -38,6 +38,7 @@ SCHEMA_VERSION = 2
 SQLITE_HEADER = b"SQLite format 3\0"
 _CORRUPT = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
 _FULL = 13  # SQLITE_FULL
+_IOERR = 10  # SQLITE_IOERR: what a full tmpfs gives when the -shm or -wal cannot grow
 _BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 
 log = structlog.get_logger("sysmcp.history")
@@ -232,7 +233,7 @@ class Store:
                     return Saved(
                         False, f"the history store was busy (another sysmcp writing): {what} not saved"
                     )
-                if code == _FULL or "full" in str(exc):
+                if code == _FULL or "full" in str(exc) or (code == _IOERR and self._disk_full()):
                     log.warning("history write failed: disk full", what=what)
                     return Saved(False, f"the disk holding the history store is full: {what} not saved")
                 if self._is_corrupt(exc) and attempt == 1:
@@ -249,6 +250,13 @@ class Store:
                     False, f"the history store could not be written ({exc.strerror}): {what} not saved"
                 )
         return Saved(False, f"the history store could not be written: {what} not saved")
+
+    def _disk_full(self) -> bool:
+        try:
+            vfs = os.statvfs(self.directory)
+        except OSError:
+            return False
+        return vfs.f_bavail * (vfs.f_frsize or vfs.f_bsize) < 64 * 1024
 
     def _read(self, work: Callable[[sqlite3.Connection], Any], default: Any) -> Any:
         if not self.enabled:

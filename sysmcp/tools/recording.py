@@ -8,7 +8,6 @@ hook does nothing when history is off (``sysmcp.history.state.active()`` is None
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -56,7 +55,7 @@ def recorded_scan(
     options: WalkOptions,
     request: Request,
     run: Callable[[Request], Usage],
-    clock: Callable[[], float] = time.time,
+    clock: Callable[[], float] = state.now,
 ) -> tuple[Usage, ScanSnapshot | None, str | None]:
     """``run(request)``, recording every directory's totals for history when history is on: the
     usage, the snapshot saved (None if none) and a sentence when it could not be saved. In a worker."""
@@ -74,7 +73,8 @@ def recorded_scan(
         return usage, None, None
     totals = usage.totals
     rows = [("", totals.disk, totals.apparent, totals.files), *usage.recorded]
-    files = [(rel, disk, apparent, usage.modified.get(rel)) for apparent, disk, rel in usage.files]
+    listed = [] if request.newer_than is not None else usage.files  # a filtered list is no "largest files"
+    files = [(rel, disk, apparent, usage.modified.get(rel)) for apparent, disk, rel in listed]
     snap = build_scan(series, clock(), usage.stopped is not None, rows, files, keep_also)
     saved = store.save_scan(snap)
     if not saved.ok:
@@ -83,7 +83,7 @@ def recorded_scan(
 
 
 async def record_disk(
-    filesystems: Sequence[dict[str, Any]], clock: Callable[[], float] = time.time
+    filesystems: Sequence[dict[str, Any]], clock: Callable[[], float] = state.now
 ) -> str | None:
     """Keep disk_usage's figures (a few tiny rows), off the event loop; a sentence if not saved."""
     if state.active() is None:
@@ -123,7 +123,7 @@ def record_baseline(
     algorithm: str,
     options: WalkOptions,
     partial: bool,
-    clock: Callable[[], float] = time.time,
+    clock: Callable[[], float] = state.now,
 ) -> str:
     """hash_tree's manifest plus each file's size, mtime, mode and owner (one lstat each), as an
     integrity baseline of ``base``; the sentence for the answer. In a worker."""

@@ -608,7 +608,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         allowed = policy.allowed
         if allowed is None:
             return True
-        real = Path(os.fsdecode(name))
+        real = Path(os.path.normpath(os.fsdecode(name)))  # a stored '../x' is judged where it leads
         return any(is_within(real, root) for root in allowed)
 
     def describe(meter: Meter, elapsed: float) -> str:
@@ -616,7 +616,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 
     try:
         outcome = await ctx.run_in_worker(
-            lambda meter: compare(path, args, now, meter, visible), describe=describe
+            lambda meter: compare(path, args, now, meter, visible, state.now), describe=describe
         )
     except PermissionError:
         raise ToolError(f"Permission denied: cannot read the directory {shown}{denied_by(path)}") from None
