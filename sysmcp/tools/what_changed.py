@@ -342,33 +342,32 @@ def _integrity(outcome: Outcome, store: Store, root: bytes, since: float | None)
         outcome.integrity = diff_baselines(old, newest)
 
 
+def disk_reading(path: Path, clock: Any) -> tuple[DiskReading, str]:
+    """A reading of the filesystem holding ``path`` now, with its mount point (raises OSError)."""
+    point, identity = _mount_of(str(path))
+    vfs = os.statvfs(path)
+    frsize = vfs.f_frsize or vfs.f_bsize
+    total, free = vfs.f_blocks * frsize, vfs.f_bavail * frsize
+    used = total - vfs.f_bfree * frsize
+    inodes = (vfs.f_files - vfs.f_ffree, vfs.f_ffree)
+    return DiskReading(
+        state.host_name(), os.fsencode(point), identity, clock(), total, used, free, *inodes
+    ), point
+
+
 def _disk(
     outcome: Outcome, store: Store, path: Path, since: float | None, visible: Any, clock: Any
 ) -> Outcome:
     """Record a reading of the filesystem now and fit its fill rate over the stored ones."""
     try:
-        point, identity = _mount_of(str(path))
-        vfs = os.statvfs(path)
+        reading, point = disk_reading(path, clock)
     except OSError:
         return outcome
-    if not visible(point):
-        point = str(path)  # the mount point is outside the roots: name the path instead
-    frsize = vfs.f_frsize or vfs.f_bsize
-    total, free = vfs.f_blocks * frsize, vfs.f_bavail * frsize
-    reading = DiskReading(
-        state.host_name(),
-        os.fsencode(point),
-        identity,
-        clock(),
-        total,
-        total - vfs.f_bfree * frsize,
-        free,
-        vfs.f_files - vfs.f_ffree,
-        vfs.f_ffree,
-    )
     store.save_readings([reading])
     readings = store.readings(os.fsencode(point))
     fill = fill_rate(readings, since) or fill_rate(readings)
+    if not visible(point):
+        point = str(path)  # the mount point is outside the roots: the filesystem is named by the path
     outcome.mount_point = point
     if fill is not None and fill.span_s < MIN_FIT_S:
         outcome.notes.append(

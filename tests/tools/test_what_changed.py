@@ -336,3 +336,38 @@ def test_the_fleet_merge_ranks_hosts_by_growth_and_says_where() -> None:
     assert lines[3].split()[0] == "web1"
     assert "old: unreachable" in output.text
     assert [h["host"] for h in output.structured["view"]["hosts"]] == ["db1", "web1"]
+
+
+async def test_an_integrity_baseline_from_hash_tree_shows_what_aide_would_report(
+    tmp_path: Path, clock: Clock
+) -> None:
+    from sysmcp.tools.hash_tree import INPUT_SCHEMA as HASH_INPUT
+    from sysmcp.tools.hash_tree import handle as hash_tree
+
+    etc = tmp_path / "etc"
+    for name in ("passwd", "shadow", "hosts", "old.conf"):
+        write(etc / name, 100)
+    os.chmod(etc / "shadow", 0o640)
+
+    async def baseline() -> str:
+        args = validate_arguments(HASH_INPUT, {"path": str(etc), "baseline": True})
+        return str((await hash_tree(args, context())).text)
+
+    assert "Integrity baseline of 4 files kept" in await baseline()
+    write(etc / "passwd", 10)  # content
+    os.chmod(etc / "shadow", 0o600)  # metadata only
+    (etc / "old.conf").unlink()  # removed
+    write(etc / os.fsdecode(b"new-\xff.conf"), 5)  # added, a non-UTF-8 name
+    clock.now += 3600
+    await baseline()
+    result = (await call(path=str(etc), since="2h")).structured["integrity"]
+    assert result["comparable"] is True
+    assert (result["added"], result["removed"], result["content_changed"], result["metadata_changed"]) == (
+        1,
+        1,
+        1,
+        1,
+    )
+    assert result["examples"]["content_changed"] == [f"{etc}/passwd"]
+    assert result["examples"]["metadata_changed"] == [f"{etc}/shadow"]
+    assert result["examples"]["removed"] == [f"{etc}/old.conf"]
