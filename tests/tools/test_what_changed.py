@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -371,3 +371,18 @@ async def test_an_integrity_baseline_from_hash_tree_shows_what_aide_would_report
     assert result["examples"]["content_changed"] == [f"{etc}/passwd"]
     assert result["examples"]["metadata_changed"] == [f"{etc}/shadow"]
     assert result["examples"]["removed"] == [f"{etc}/old.conf"]
+
+
+def test_the_triage_prompt_starts_from_what_changed_only_where_history_is_kept() -> None:
+    from sysmcp.prompts import PromptEnv, _render_triage
+
+    tools = {"disk_usage", "dir_usage", "what_changed"}
+    arguments: dict[str, Collection[str]] = {name: set() for name in tools}
+    with_history = _render_triage({"path": "/"}, PromptEnv(tools, arguments, PathPolicy(), history=True))
+    without = _render_triage({"path": "/"}, PromptEnv(tools, arguments, PathPolicy(), history=False))
+    assert "what_changed with path='/'" in with_history and "what_changed" not in without
+    assert (
+        with_history.index("disk_usage")
+        < with_history.index("what_changed")
+        < with_history.index("dir_usage")
+    )
