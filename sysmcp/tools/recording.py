@@ -27,11 +27,13 @@ from sysmcp.history.snapshots import (
     options_key,
     parse_gnu_manifest,
 )
-from sysmcp.history.store import Store
+from sysmcp.history.store import Retention, Store
 from sysmcp.protocol.threads import run_in_thread
 
 if TYPE_CHECKING:
     from sysmcp.tools.dir_usage import Request, Usage
+
+PRUNE_EVERY = 25  # snapshots between two retention passes when no `sysmcp snapshot` timer prunes
 
 
 def series_of(path: str | bytes | os.PathLike[str], options: WalkOptions) -> Series:
@@ -79,6 +81,8 @@ def recorded_scan(
     saved = store.save_scan(snap)
     if not saved.ok:
         return usage, None, f"History: {saved.reason}."
+    if saved.id is not None and saved.id % PRUNE_EVERY == 0:  # a server with no timer stays bounded too
+        store.prune(Retention())
     return usage, snap, None
 
 
