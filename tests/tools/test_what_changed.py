@@ -386,3 +386,42 @@ def test_the_triage_prompt_starts_from_what_changed_only_where_history_is_kept()
         < with_history.index("what_changed")
         < with_history.index("dir_usage")
     )
+
+
+async def test_since_and_until_as_iso_times_pick_stored_snapshots_without_a_new_scan(
+    tmp_path: Path, clock: Clock
+) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    store = state.active()
+    assert store is not None
+    series = series_of(os.fsencode(tree), WalkOptions())
+    start = clock.now - 3 * DAY
+    for day, size in enumerate([10, 14, 30]):  # MiB of one directory on three days
+        dirs = {b"": DirTotals(size * MiB, size * MiB, 1), b"data": DirTotals(size * MiB, size * MiB, 1)}
+        assert store.save_scan(ScanSnapshot(series, start + day * DAY, False, MiB, dirs)).ok
+
+    def iso(epoch: float) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+    output = await call(path=str(tree), since=iso(start + 60), until=iso(start + DAY + 60))
+    result = output.structured
+    assert result["current"]["fresh"] is False and result["seconds"] == DAY
+    assert result["total_delta_bytes"] == 4 * MiB
+    assert [(c["path"], c["delta_bytes"], c["per_day_bytes"]) for c in result["changes"]] == [
+        (f"{tree}/data", 4 * MiB, 4 * MiB)
+    ]
+    assert len(store.snapshots("scan")) == 3  # nothing was scanned
+
+
+async def test_every_disk_usage_reading_is_kept(tmp_path: Path, clock: Clock) -> None:
+    from sysmcp.tools.disk_usage import TOOL as DISK_USAGE
+
+    output = await DISK_USAGE.handler(
+        validate_arguments(DISK_USAGE.input_schema, {"path": str(tmp_path)}), context()
+    )
+    (fs,) = output.structured["filesystems"]
+    store = state.active()
+    assert store is not None
+    (reading,) = store.readings(os.fsencode(fs["mount_point"]))
+    assert (reading.used, reading.free, reading.taken) == (fs["used_bytes"], fs["free_bytes"], clock.now)
