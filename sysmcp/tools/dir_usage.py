@@ -539,7 +539,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{plural(int(meter.done), 'entry')} scanned, {human_bytes(meter.extra.get('bytes', 0))} seen"
 
-    def scan(meter: Meter) -> Usage:
+    def scan(meter: Meter) -> tuple[Usage, Any, str | None]:
         meter.total = _inodes_in_use(path) if options.one_file_system else None
 
         def report(entries: int, seen: int) -> None:
@@ -549,12 +549,14 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         return scan_usage(os.fsencode(path), options, skipped, request, report, meter.checkpoint)
 
     try:
-        usage = await ctx.run_in_worker(scan, describe=describe)
+        usage, _, history_note = await ctx.run_in_worker(scan, describe=describe)
     except PermissionError:
         raise ToolError(f"Permission denied: cannot read the directory {shown}{denied_by(path)}") from None
     except OSError as exc:
         raise ToolError(f"Cannot scan {shown}: {exc.strerror or exc}") from None
     text, structured, full = render(shown, usage, skipped.as_dict(), args, now, skipped.named)
+    if history_note:
+        text += "\n" + history_note
     links: tuple[ResourceLink, ...] = ()
     if full is not None:
         name = f"dir_usage-{os.path.basename(shown.rstrip('/')) or 'root'}.tsv"

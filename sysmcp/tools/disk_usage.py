@@ -8,6 +8,7 @@ sampling are the engine's (``sysmcp.fs.disks``); this module is the schema, the 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from sysmcp.fs.disks import (
@@ -33,6 +34,7 @@ from sysmcp.protocol.errors import ArgumentError
 from sysmcp.tools import disk_explain
 from sysmcp.tools.deleted_open_files import PROC
 from sysmcp.tools.merging import HostOutcome, fleet_output, table
+from sysmcp.tools.recording import record_disk
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.views import DISKS
 
@@ -469,7 +471,7 @@ class DiskUsage:
                 entry = (await disks.sampled([entry], again, sample_s, progress))[0]
             shown = display(real)
             structured = {"path": shown, **self._structured([entry]), **extra}
-            return _with_notes(render_one(shown, entry, unit), structured, [entry], table)
+            return await _recorded(_with_notes(render_one(shown, entry, unit), structured, [entry], table))
         everything = bool(args.get("all", False))
         mounts = disks.selected(table, everything, ctx.paths.allowed)
         entries = await disks.probe_all(table, mounts)
@@ -477,7 +479,9 @@ class DiskUsage:
             entries = await disks.sampled(entries, lambda: disks.probe_all(table, mounts), sample_s, progress)
         entries = disks.shown(entries, everything)
         structured = {**self._structured(entries), "order": ORDER, **extra}
-        return _with_notes(render_all(entries, unit, everything, sample_s), structured, entries, table)
+        return await _recorded(
+            _with_notes(render_all(entries, unit, everything, sample_s), structured, entries, table)
+        )
 
     def _structured(self, entries: Sequence[Entry]) -> dict[str, Any]:
         return {
@@ -619,3 +623,9 @@ TOOL = Tool(
     view=DISKS.uri,
     merge=merge,
 )
+
+
+async def _recorded(output: ToolOutput) -> ToolOutput:
+    """The history hook: each reading is kept (tiny rows); a reading not kept is said."""
+    note = await record_disk(output.structured.get("filesystems", ()))
+    return output if note is None else replace(output, text=f"{output.text}\n{note}")
