@@ -27,13 +27,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus import MARKER, generate
 
 from sysmcp.fs.paths import PathPolicy
+from sysmcp.fs.usage import Request, scan_usage
 from sysmcp.fs.walk import SkipCounter, WalkOptions
 from sysmcp.history import state
 from sysmcp.history.store import DB_NAME
 from sysmcp.protocol.context import RequestContext
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
-from sysmcp.tools.dir_usage import FULL_DIRECTORIES, FULL_FILES, Request, scan_usage
+from sysmcp.tools.dir_usage import FULL_DIRECTORIES, FULL_FILES
 from sysmcp.tools.recording import recorded_scan
 from sysmcp.tools.registry import ToolContext
 from sysmcp.tools.what_changed import INPUT_SCHEMA, handle

@@ -139,17 +139,13 @@ def run(args: argparse.Namespace, roots: list[str]) -> int:
 
 def _record(args: argparse.Namespace, roots: list[str]) -> int:
     """Each path's scan (and each baseline), one after another; the worst outcome decides the code."""
+    from sysmcp.fs.errors import EngineError
     from sysmcp.fs.paths import PathPolicy, real_root
+    from sysmcp.fs.usage import Request, scan_usage
     from sysmcp.fs.walk import SkipCounter, WalkOptions
-    from sysmcp.protocol.context import Meter
     from sysmcp.protocol.errors import ToolError
-    from sysmcp.tools.dir_usage import FULL_FILES, Request, scan_usage
+    from sysmcp.tools.dir_usage import FULL_FILES
     from sysmcp.tools.recording import record_baseline, recorded_scan
-
-    class Quiet(Meter):
-        @staticmethod
-        def checkpoint() -> None:  # no request to cancel: the time budget bounds each path
-            return None
 
     policy = PathPolicy(operator_roots=[real_root(r) for r in roots] if roots else None)
     options = WalkOptions(one_file_system=not args.all_filesystems)
@@ -159,15 +155,15 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
             path = policy.resolve(raw)
             if not path.is_dir():
                 raise ToolError(f"not a directory: {raw}")
-        except ToolError as exc:
-            _err(f"sysmcp snapshot: {exc.message}")
+        except (ToolError, EngineError) as exc:
+            _err(f"sysmcp snapshot: {worded(exc)}")
             code = max(code, EXIT_USAGE)
             continue
         request = Request(FULL_FILES, 0, 1, True, 0, args.timeout)
         raw_path = os.fsencode(path)
 
         def scan(r: Request, p: bytes = raw_path) -> Any:
-            return scan_usage(p, options, SkipCounter(), r, Quiet())
+            return scan_usage(p, options, SkipCounter(), r)  # no request to cancel: the budget bounds it
 
         try:
             usage, snap, note = recorded_scan(path, options, request, scan)
@@ -181,7 +177,13 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
         _reading(path)
     for raw in args.baseline:
         from sysmcp.fs.checksums import ALGORITHMS
+        from sysmcp.protocol.context import Meter
         from sysmcp.tools.hash_tree import run as hash_run
+
+        class Quiet(Meter):
+            @staticmethod
+            def checkpoint() -> None:  # no request to cancel: the time budget bounds each path
+                return None
 
         try:
             path = policy.resolve(raw)
@@ -195,8 +197,8 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
                 Quiet(),
                 args.timeout,
             )
-        except ToolError as exc:
-            _err(f"sysmcp snapshot: {exc.message}")
+        except (ToolError, EngineError) as exc:
+            _err(f"sysmcp snapshot: {worded(exc)}")
             code = max(code, EXIT_INCOMPLETE)
             continue
         said = record_baseline(
@@ -240,3 +242,11 @@ def _list(limit: int) -> int:
 
 
 __all__ = ["DAY", "WEEK", "add_commands", "configure_history", "history_options", "run"]
+
+
+def worded(exc: Exception) -> str:
+    """The model's words for a refusal, on the command line too (``tools.errors`` for an engine's)."""
+    from sysmcp.fs.errors import EngineError
+    from sysmcp.tools.errors import as_tool_error
+
+    return as_tool_error(exc).message if isinstance(exc, EngineError) else str(getattr(exc, "message", exc))

@@ -27,6 +27,7 @@ from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ArgumentError, ToolError
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import HostOutcome, fleet_output, table
+from sysmcp.tools.recording import recorded_scan
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import denied_by, require_directory, skipped_phrase, walk_options, walk_properties
 from sysmcp.views import DIR_USAGE
@@ -546,7 +547,13 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             meter.done = entries
             meter.extra["bytes"] = seen
 
-        return scan_usage(os.fsencode(path), options, skipped, request, report, meter.checkpoint)
+        # The history hook: with history on, the scan also keeps every directory's totals for it.
+        return recorded_scan(
+            path,
+            options,
+            request,
+            lambda r: scan_usage(os.fsencode(path), options, skipped, r, report, meter.checkpoint),
+        )
 
     try:
         usage, _, history_note = await ctx.run_in_worker(scan, describe=describe)

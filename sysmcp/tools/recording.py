@@ -31,7 +31,7 @@ from sysmcp.history.store import Retention, Store
 from sysmcp.protocol.threads import run_in_thread
 
 if TYPE_CHECKING:
-    from sysmcp.tools.dir_usage import Request, Usage
+    from sysmcp.fs.usage import Request, Usage
 
 PRUNE_EVERY = 25  # snapshots between two retention passes when no `sysmcp snapshot` timer prunes
 

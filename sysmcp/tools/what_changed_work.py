@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sysmcp.fs.mounts import default_partitions
+from sysmcp.fs.usage import Request, scan_usage
 from sysmcp.fs.walk import SkipCounter
 from sysmcp.history import state
 from sysmcp.history.diff import BaselineDiff, FillRate, ScanDiff, diff_baselines, diff_scans, fill_rate
@@ -23,7 +24,7 @@ from sysmcp.history.snapshots import DiskReading, ScanSnapshot, SnapshotInfo
 from sysmcp.history.store import Store
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ArgumentError
-from sysmcp.tools.dir_usage import FULL_FILES, Request, age_text, parse_duration, scan_usage
+from sysmcp.tools.dir_usage import FULL_FILES, age_text, parse_duration
 from sysmcp.tools.recording import recorded_scan, series_of
 from sysmcp.tools.walking import walk_options
 
@@ -101,8 +102,15 @@ def compare(
     timeout = min(float(args["timeout_s"]), MAX_TIMEOUT_S)
     raw = os.fsencode(path)
 
+    def report(entries: int, seen: int) -> None:
+        if meter is not None:
+            meter.done = entries
+            meter.extra["bytes"] = seen
+
     def scan(request: Request) -> Any:
-        return scan_usage(raw, options, SkipCounter(), request, meter)
+        return scan_usage(
+            raw, options, SkipCounter(), request, report, meter.checkpoint if meter is not None else None
+        )
 
     base_request = Request(FULL_FILES, 0, 1, True, 0, timeout)
     if store is None:

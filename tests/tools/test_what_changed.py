@@ -20,6 +20,7 @@ import jsonschema
 import pytest
 
 from sysmcp.fs.paths import PathPolicy, real_root
+from sysmcp.fs.usage import Request, scan_usage
 from sysmcp.fs.walk import SkipCounter, WalkOptions
 from sysmcp.history import state
 from sysmcp.history.snapshots import DirTotals, ScanSnapshot
@@ -27,7 +28,6 @@ from sysmcp.protocol.context import RequestContext
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import INPUT_SCHEMA as DU_INPUT
-from sysmcp.tools.dir_usage import Request, scan_usage
 from sysmcp.tools.dir_usage import handle as dir_usage
 from sysmcp.tools.merging import HostOutcome
 from sysmcp.tools.recording import series_of
