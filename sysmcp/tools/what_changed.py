@@ -21,6 +21,7 @@ from sysmcp.history import state
 from sysmcp.history.snapshots import ScanSnapshot
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.tools.descriptions import describe_paths
 from sysmcp.tools.dir_usage import age_text, iso_utc
 from sysmcp.tools.merging import HostOutcome, fleet_output, table
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
@@ -476,6 +477,47 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
     return fleet_output(outcomes, body, {"hosts": view})
 
 
+#: Descriptions of the output fields the schema above writes compactly (dotted paths; ``[]``: an array's items).
+FIELD_WORDS: dict[str, str] = {
+    "baseline": "The older snapshot compared.",
+    "baseline.id": "Its id in the history store.",
+    "baseline.taken": "When it was taken (ISO 8601, UTC).",
+    "baseline.partial": "True when that scan stopped at its budget.",
+    "current": "The newer snapshot compared.",
+    "current.id": "Its id in the history store.",
+    "current.taken": "When it was taken (ISO 8601, UTC).",
+    "current.partial": "True when that scan stopped at its budget.",
+    "attribution": "How much of the growth the listed directories explain.",
+    "attribution.covered_bytes": "Growth inside the listed directories.",
+    "attribution.percent": "That share of the whole growth.",
+    "changes": "Directories that grew, shrank, appeared or disappeared, largest change first.",
+    "changes[].kind": "grew, shrank, appeared or disappeared.",
+    "changes[].delta_bytes": "Change in disk bytes.",
+    "changes[].delta_apparent_bytes": "Change in apparent bytes.",
+    "changes[].old_bytes": "Disk bytes then (null when it appeared).",
+    "changes[].new_bytes": "Disk bytes now (null when it disappeared).",
+    "changes[].per_day_bytes": "The change as a rate per day (null for snapshots under 10 minutes apart).",
+    "changes[].was_below_threshold": "It was too small to be recorded then: the delta is an upper bound.",
+    "changes_not_shown": "Further changes left out of this list.",
+    "threshold_bytes": "Directories smaller than this are not tracked in snapshots.",
+    "new_files[].modified": "Modification time (ISO 8601, UTC).",
+    "filesystem.readings": "disk_usage readings the fit used.",
+    "filesystem.span_s": "Seconds between the first and the last reading.",
+    "filesystem.bytes_per_day": "Least-squares fill rate.",
+    "filesystem.seconds_to_full": "Seconds until full at that rate (null when not filling).",
+    "filesystem.growth_bytes": "Used bytes gained over the span.",
+    "integrity": "Against the integrity baseline (hash_tree baseline: true).",
+    "integrity.comparable": "Whether two baselines of this tree exist.",
+    "integrity.added": "Files added.",
+    "integrity.removed": "Files removed.",
+    "integrity.content_changed": "Files whose content digest changed.",
+    "integrity.metadata_changed": "Files whose mode, owner or mtime changed.",
+    "integrity.examples": "Some of the changed files.",
+    "lower_bound.since": "Files modified since this time were counted (ISO 8601, UTC).",
+    "notes": "Facts about this answer (history off, a snapshot not saved, ...).",
+}
+
+
 TOOL = Tool(
     name="what_changed",
     title="What changed",
@@ -490,7 +532,7 @@ TOOL = Tool(
         "modified since then as a lower bound. Start here when a disk fills or something grew. Read-only."
     ),
     input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
+    output_schema=describe_paths(OUTPUT_SCHEMA, FIELD_WORDS),
     handler=handle,
     merge=merge,
 )
