@@ -19,6 +19,7 @@ from anyio.abc import TaskStatus
 
 from sysmcp import __version__, platform
 from sysmcp.logconfig import LEVELS, configure, drain_logs
+from sysmcp.snapshot_cli import add_commands, configure_history, history_options
 
 ROOTS_ENV = "SYSMCP_ROOTS"
 
@@ -144,6 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="serve MCP on stdin/stdout (the default)")
     _options(serve, roots=True, subcommand=True)
     _fleet_options(serve, subcommand=True)
+    history_options(parser, subcommand=False)
+    history_options(serve, subcommand=True)
+    for recording in add_commands(commands):  # snapshot, history (sysmcp/snapshot_cli.py)
+        _options(recording, roots=True, subcommand=True)
+        history_options(recording, subcommand=True)
     call = commands.add_parser(
         "call",
         help="spawn sysmcp, call one tool, print the result",
@@ -205,6 +211,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         configure(args.log_level)  # the proxy's stdout is the client's wire: its logs go to stderr too
         return run_trace(args.server_command, args.output)
+    if args.command in ("snapshot", "history"):
+        from sysmcp.snapshot_cli import run as run_snapshot
+
+        configure(args.log_level)
+        return run_snapshot(args, roots)
+    configure_history(args)  # on unless --no-history: the server's tools record as they answer
     if args.command == "call":
         from sysmcp.client import CallOptions, print_help, run_call, tool_help
 

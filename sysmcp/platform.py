@@ -200,3 +200,40 @@ def missing_facilities() -> list[str]:
     if not fork_is_safe():
         missing.append("fork is not safe here: directory walks use one process")
     return missing
+
+
+def state_directory(environ: dict[str, str] | None = None) -> str:
+    """Where sysmcp keeps its history: ``$XDG_STATE_HOME/sysmcp`` (default ``~/.local/state/sysmcp``)
+    on Linux and the BSDs, ``~/Library/Application Support/sysmcp`` on macOS."""
+    env = os.environ if environ is None else environ
+    home = env.get("HOME") or os.path.expanduser("~")
+    if is_macos():
+        return os.path.join(home, "Library", "Application Support", "sysmcp")
+    base = env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
+    return os.path.join(base, "sysmcp")
+
+
+_IOPRIO_SET = {"x86_64": 251, "aarch64": 30, "i686": 289, "armv7l": 314}  # syscall numbers (Linux)
+
+
+def idle_priority() -> list[str]:
+    """Lower this process to idle CPU (nice 19) and, on Linux, idle I/O priority (``ioprio_set`` with
+    class IDLE, what ``ionice -c3`` does): a scheduled snapshot never competes with real work. Returns
+    what could not be done, one phrase each (advice only: nothing here fails)."""
+    missing = []
+    try:
+        os.nice(19 - os.nice(0))
+    except OSError:
+        missing.append("nice")
+    number = _IOPRIO_SET.get(os.uname().machine) if sys.platform.startswith("linux") else None
+    if number is None:
+        return [*missing, "idle I/O priority"]
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.syscall(number, 1, 0, 3 << 13) != 0:  # IOPRIO_WHO_PROCESS, this process, IDLE class
+            missing.append("idle I/O priority")
+    except (OSError, AttributeError):
+        missing.append("idle I/O priority")
+    return missing

@@ -44,6 +44,7 @@ class PromptEnv:
     tools: Collection[str]
     tool_arguments: dict[str, Collection[str]]
     paths: PathPolicy
+    history: bool = False  # this host keeps history (what_changed has snapshots to compare)
 
 
 Render = Callable[[dict[str, str], PromptEnv], str]
@@ -102,6 +103,13 @@ def _render_triage(arguments: dict[str, str], env: PromptEnv) -> str:
         f"Call dir_usage with path={path!r} (top_n=20 if you want more than the default) to see what fills "
         "it. Drill into the directories the largest files sit in with further dir_usage calls.",
     ]
+    if env.history and "what_changed" in tools:  # with history, start from what changed
+        steps.insert(
+            1,
+            f"This host keeps history: call what_changed with path={path!r} and since='24h' (or '7d', or "
+            "'last'): which directories grew since then and by how much, the largest new files, and when the "
+            "filesystem fills at its recent rate. Start the digging from the directories it names.",
+        )
     if "explain" in known.get("disk_usage", ()):
         steps.append(
             "Compare: if disk_usage's used bytes are clearly more than dir_usage finds on the whole "

@@ -19,6 +19,7 @@ import structlog
 from sysmcp import __version__
 from sysmcp.fs.errors import EngineError
 from sysmcp.fs.paths import PathPolicy, real_root
+from sysmcp.history import state
 from sysmcp.prompts import PromptEnv, Prompts, complete_path
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError, ProtocolError, ToolError, invalid_params
@@ -400,6 +401,7 @@ class Server:
                 tool.name: set(tool.input_schema.get("properties", {})) for tool in self.registry
             },
             paths=self.paths,
+            history=state.active() is not None,
         )
 
     async def _prompts_list(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:

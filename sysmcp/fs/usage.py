@@ -109,6 +109,9 @@ class Usage:
     matching: tuple[int, int, int] | None = None  # (files, apparent, disk) matching the time filter
     extensions: list[tuple[str, int, int, int]] = field(default_factory=list)  # (ext, files, apparent, disk)
     root_dev: int | None = None  # st_dev of the root directory (None if it could not be opened)
+    # With Request.record_floor: (relative, disk, apparent, files) of every directory at any depth at
+    # least that big or named in record_also, for the history (sysmcp.history.snapshots).
+    recorded: list[tuple[str, int, int, int]] | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,8 @@ class Request:
     newer_than: float | None = None  # files modified at or after this (epoch seconds) match
     older_than: float | None = None  # files modified before this match
     extensions: bool = False  # tally every matching file's extension
+    record_floor: int = 0  # > 0: keep every directory's totals this big (apparent or disk) for history
+    record_also: frozenset[str] = frozenset()  # ... and these directories' whatever their size
 
     @property
     def selects(self) -> bool:
@@ -211,6 +216,7 @@ class Tally:
         self.eligible_directories = 0
         self.totals: Finished | None = None
         self.selection = Selection(request)
+        self.record: list[list[Any]] | None = [] if request.record_floor else None
 
     def config(self) -> ScanConfig:
         """Ask the scanner only for what the lists can still use (the floors then rise as they fill)."""
@@ -226,7 +232,7 @@ class Tally:
             keep_by_disk=request.by_disk,
             on_file=self.selection if request.selects else None,
             empty_listings=False,
-            finished_depth=request.max_depth,
+            finished_depth=request.max_depth if self.record is None else None,
         )
 
     def raise_floor(self, scanner: Scanner) -> None:
@@ -257,8 +263,19 @@ class Tally:
             assert isinstance(event, Finished)
             if event.depth == 0:
                 self.totals = event
-            elif event.depth <= request.max_depth and event.apparent >= request.min_size:
+                return
+            if self.record is not None:
+                self.keep_record([event.apparent, event.disk, event.relative, event.files, event.depth])
+            if event.depth <= request.max_depth and event.apparent >= request.min_size:
                 self.offer_directory([event.apparent, event.disk, event.relative, event.files, event.depth])
+
+    def keep_record(self, row: list[Any]) -> None:
+        """Keep a directory's totals for the history when it is big enough or asked for by name."""
+        floor = self.request.record_floor
+        if self.record is not None and (
+            row[0] >= floor or row[1] >= floor or row[2] in self.request.record_also
+        ):
+            self.record.append(row)
 
     def offer_directory(self, row: list[Any]) -> None:
         self.eligible_directories += 1
@@ -431,6 +448,7 @@ def scan_usage(
             result["skipped_named"] = counter.named
             result["linked"] = linked
             result["selection"] = own.selection.as_data()
+            result["record"] = own.record
         return result
 
     def linked_since_the_split(subtrees: list[Subtree]) -> None:
@@ -472,6 +490,8 @@ def scan_usage(
     usage.directories = _ranked([DirectoryRow(*row) for row in tally.top_dirs.largest()], request)
     usage.stopped = stopped
     usage.elapsed = clock() - started
+    if tally.record is not None:
+        usage.recorded = [(row[2], row[1], row[0], row[3]) for row in tally.record]
     return usage
 
 
@@ -554,7 +574,9 @@ def _join(
                 row[0] += apparent
                 row[1] += disk
                 row[3] += files
-        if row[0] >= request.min_size:
+        if tally.record is not None:
+            tally.keep_record(row[:5])
+        if row[0] >= request.min_size and row[4] <= request.max_depth:
             tally.offer_directory(row[:5])
     settled = []
     for i, subtree in enumerate(subtrees):
@@ -581,6 +603,7 @@ def _merge_child(
     it, whose totals, and whose withheld directories above the file, hold it.
     """
     dirs = {row[2]: row for row in part["dirs"]}
+    recorded = {row[2]: row for row in part.get("record") or ()}
     held = {row[2]: row for row in part["withheld"]}
     dropped: set[tuple[int, int]] = set()
     chosen: dict[str, Any] = part["selection"]
@@ -607,7 +630,13 @@ def _merge_child(
         if owner in part["done"]:
             apparent_, disk_, files_, dirs_, complete = part["done"][owner]
             part["done"][owner] = (apparent_ - size, disk_ - disk, files_ - nfiles, dirs_, complete)
-        for prefix in prefixes[: request.max_depth]:
+        for prefix in prefixes:
+            if (kept := recorded.get(prefix)) is not None:
+                kept[0] -= size
+                kept[1] -= disk
+                kept[3] -= nfiles
+            if len(prefix.split("/")) > request.max_depth:
+                continue
             row = dirs.get(prefix)
             if row is None and prefix in held and held[prefix][5] == owner:
                 row = held[prefix]
@@ -625,3 +654,5 @@ def _merge_child(
     tally.eligible_directories += part["eligible_dirs"] - len(part["dirs"])
     skipped.merge(part["skipped"], part["skipped_named"])
     tally.selection.merge(chosen)
+    if tally.record is not None:
+        tally.record += recorded.values()

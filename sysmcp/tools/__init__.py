@@ -10,6 +10,7 @@ from sysmcp.tools import (
     hash_tree,
     reclaim_plan,
     verify_checksums,
+    what_changed,
 )
 from sysmcp.tools.registry import Tool
 
@@ -23,6 +24,7 @@ ALL_TOOLS: tuple[Tool, ...] = (
     deleted_open_files.TOOL,
     disk_io.TOOL,
     reclaim_plan.TOOL,
+    what_changed.TOOL,
 )
 
 __all__ = ["ALL_TOOLS", "Tool"]

@@ -27,6 +27,7 @@ from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ArgumentError, ToolError
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import HostOutcome, fleet_output, table
+from sysmcp.tools.recording import recorded_scan
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import denied_by, require_directory, skipped_phrase, walk_options, walk_properties
 from sysmcp.views import DIR_USAGE
@@ -539,22 +540,30 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{plural(int(meter.done), 'entry')} scanned, {human_bytes(meter.extra.get('bytes', 0))} seen"
 
-    def scan(meter: Meter) -> Usage:
+    def scan(meter: Meter) -> tuple[Usage, Any, str | None]:
         meter.total = _inodes_in_use(path) if options.one_file_system else None
 
         def report(entries: int, seen: int) -> None:
             meter.done = entries
             meter.extra["bytes"] = seen
 
-        return scan_usage(os.fsencode(path), options, skipped, request, report, meter.checkpoint)
+        # The history hook: with history on, the scan also keeps every directory's totals for it.
+        return recorded_scan(
+            path,
+            options,
+            request,
+            lambda r: scan_usage(os.fsencode(path), options, skipped, r, report, meter.checkpoint),
+        )
 
     try:
-        usage = await ctx.run_in_worker(scan, describe=describe)
+        usage, _, history_note = await ctx.run_in_worker(scan, describe=describe)
     except PermissionError:
         raise ToolError(f"Permission denied: cannot read the directory {shown}{denied_by(path)}") from None
     except OSError as exc:
         raise ToolError(f"Cannot scan {shown}: {exc.strerror or exc}") from None
     text, structured, full = render(shown, usage, skipped.as_dict(), args, now, skipped.named)
+    if history_note:
+        text += "\n" + history_note
     links: tuple[ResourceLink, ...] = ()
     if full is not None:
         name = f"dir_usage-{os.path.basename(shown.rstrip('/')) or 'root'}.tsv"

@@ -8,6 +8,7 @@ sampling are the engine's (``sysmcp.fs.disks``); this module is the schema, the 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from sysmcp.fs.disks import (
@@ -32,7 +33,9 @@ from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.tools import disk_explain
 from sysmcp.tools.deleted_open_files import PROC
+from sysmcp.tools.descriptions import describe_paths
 from sysmcp.tools.merging import HostOutcome, fleet_output, table
+from sysmcp.tools.recording import record_disk
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.views import DISKS
 
@@ -469,7 +472,7 @@ class DiskUsage:
                 entry = (await disks.sampled([entry], again, sample_s, progress))[0]
             shown = display(real)
             structured = {"path": shown, **self._structured([entry]), **extra}
-            return _with_notes(render_one(shown, entry, unit), structured, [entry], table)
+            return await _recorded(_with_notes(render_one(shown, entry, unit), structured, [entry], table))
         everything = bool(args.get("all", False))
         mounts = disks.selected(table, everything, ctx.paths.allowed)
         entries = await disks.probe_all(table, mounts)
@@ -477,7 +480,9 @@ class DiskUsage:
             entries = await disks.sampled(entries, lambda: disks.probe_all(table, mounts), sample_s, progress)
         entries = disks.shown(entries, everything)
         structured = {**self._structured(entries), "order": ORDER, **extra}
-        return _with_notes(render_all(entries, unit, everything, sample_s), structured, entries, table)
+        return await _recorded(
+            _with_notes(render_all(entries, unit, everything, sample_s), structured, entries, table)
+        )
 
     def _structured(self, entries: Sequence[Entry]) -> dict[str, Any]:
         return {
@@ -584,6 +589,35 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
     return fleet_output(outcomes, body, view)
 
 
+#: Descriptions of the output fields the schema above writes compactly (dotted paths; ``[]``: an array's items).
+FIELD_WORDS: dict[str, str] = {
+    "explain.files.bytes": "Disk bytes of the files a walk of the filesystem reaches (as du -x).",
+    "explain.files.next_step": "What to run next for this part.",
+    "explain.deleted_open.bytes": "Disk bytes of deleted files still held open on this filesystem.",
+    "explain.deleted_open.processes_unreadable": "Processes whose open files could not be read (another user, without root).",
+    "explain.deleted_open.available": "Whether open files could be listed on this system (/proc).",
+    "explain.deleted_open.next_step": "What to run next for this part.",
+    "explain.hidden_under_mounts.bytes": "Disk bytes of files in directories another filesystem is mounted over.",
+    "explain.hidden_under_mounts.checked": "Whether the directories under mount points were looked at (needs root).",
+    "explain.hidden_under_mounts.mount_points": "How many mount points sit on this filesystem.",
+    "explain.hidden_under_mounts.next_step": "What to run next for this part.",
+    "explain.unreadable_directories.count": "Directories the walk could not read.",
+    "explain.unreadable_directories.named": "Some of those directories, inside the allowed roots.",
+    "explain.unreadable_directories.upper_bound_bytes": "At most this many bytes can be in them (the remainder).",
+    "explain.unreadable_directories.next_step": "What to run next for this part.",
+    "explain.snapshots.bytes": "Disk bytes held only by snapshots or other subvolumes.",
+    "explain.snapshots.kind": "The snapshot mechanism (btrfs, zfs, lvm-thin, apfs), or null.",
+    "explain.snapshots.note": "How the figure was obtained, or why it could not be.",
+    "explain.snapshots.next_step": "What to run next for this part.",
+    "explain.overhead.bytes": "The filesystem's own metadata, journal and reservations counted as used.",
+    "explain.overhead.source": "Where the overhead figure comes from.",
+    "explain.remainder.bytes": "Used bytes no part accounts for (negative when parts overlap).",
+    "explain.remainder.percent": "The remainder as a percentage of used bytes.",
+    "explain.remainder.not_walked": "True when the walk stopped at its time budget: part of the remainder was not walked.",
+    "explain.remainder.next_step": "What to run next for this part.",
+}
+
+
 TOOL = Tool(
     name="disk_usage",
     title="Disk usage",
@@ -613,9 +647,15 @@ TOOL = Tool(
         "only with `all`, and `notes` names the APFS volumes that share one container's free space."
     ),
     input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
+    output_schema=describe_paths(OUTPUT_SCHEMA, FIELD_WORDS),
     handler=_HANDLER,
     answers_at_once=_HANDLER.answers_at_once,
     view=DISKS.uri,
     merge=merge,
 )
+
+
+async def _recorded(output: ToolOutput) -> ToolOutput:
+    """The history hook: each reading is kept (tiny rows); a reading not kept is said."""
+    note = await record_disk(output.structured.get("filesystems", ()))
+    return output if note is None else replace(output, text=f"{output.text}\n{note}")

@@ -14,7 +14,7 @@ import shlex
 import stat
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +37,11 @@ from sysmcp.fs.treehash import TreeRequest, hash_tree_parallel
 from sysmcp.fs.walk import Budget, ScanStopped, SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.threads import run_in_thread
 from sysmcp.render import human_bytes, plural, rate, took
 from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools.merging import summary_merge
+from sysmcp.tools.recording import record_baseline
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.schemas import arguments, objects, path_argument, result
 from sysmcp.tools.walking import denied_by, skipped_phrase, timeout_property, walk_options, walk_properties
@@ -82,6 +84,13 @@ INPUT_SCHEMA: dict[str, Any] = arguments(
             stops="hashing stops and the result, marked partial, is a valid manifest of the files hashed so "
             "far (it checks clean with sha256sum -c); it says how many listed files were not hashed.",
         ),
+        "baseline": {
+            "type": "boolean",
+            "default": False,
+            "description": "Also keep the manifest with each file's size, mtime, mode and owner in this host's "
+            "history, as an integrity baseline: what_changed then reports files added, removed, changed in "
+            "content or only in metadata since (as AIDE does). GNU format only.",
+        },
         **walk_properties("path"),
     }
 )
@@ -317,7 +326,21 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         lambda meter: run(os.fsencode(path), shown, algorithm, style, options, skipped, meter, timeout_s),
         describe=describe,
     )
-    return render(args, ctx, tree, shown, algorithm, style, skipped)
+    output = render(args, ctx, tree, shown, algorithm, style, skipped)
+    if args.get("baseline"):  # the history hook: an integrity baseline for what_changed
+        said = await run_in_thread(
+            lambda _: (
+                record_baseline(
+                    tree.base, bytes(tree.manifest or b""), algorithm.name, options, bool(tree.stopped)
+                )
+                if style == "gnu" and tree.manifest is not None
+                else "No baseline kept: it needs the GNU format and the whole manifest."
+            ),
+            None,
+            None,
+        )
+        output = replace(output, text=f"{output.text}\n{said}")
+    return output
 
 
 def checking_hint(algorithm: Algorithm, style: Style, base: str) -> str:

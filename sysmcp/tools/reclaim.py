@@ -24,6 +24,7 @@ from sysmcp.fs.reclaim import Applied, Plan, apply_items, confirmation_code
 from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.context import ClientDeclined
 from sysmcp.tools import reclaim_plan
+from sysmcp.tools.descriptions import describe_paths
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 
 log = structlog.get_logger("sysmcp.reclaim")
@@ -235,6 +236,21 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     return ToolOutput(text, structured)
 
 
+#: Descriptions of the output fields the schema above writes compactly (dotted paths; ``[]``: an array's items).
+FIELD_WORDS: dict[str, str] = {
+    "status": "done, confirmation_needed (call again with the code) or declined.",
+    "plan_id": "The plan acted on.",
+    "planned_bytes": "Bytes the chosen items were planned to free.",
+    "confirmation_code": "Give it back in confirm= to act on exactly these items.",
+    "items": "Per chosen item: what was done.",
+    "items[].id": "The item id.",
+    "items[].planned_bytes": "Bytes this item was planned to free.",
+    "items[].freed_bytes": "Bytes measured freed for this item.",
+    "items[].files_done": "Files acted on.",
+    "items[].skipped[].reason": "Why the file was left alone (changed, replaced, a symlink, outside the roots).",
+}
+
+
 TOOL = Tool(
     name="reclaim",
     title="Reclaim space (removes files)",
@@ -247,7 +263,7 @@ TOOL = Tool(
         "sending it. Reports bytes freed (measured) against bytes planned."
     ),
     input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
+    output_schema=describe_paths(OUTPUT_SCHEMA, FIELD_WORDS),
     handler=handle,
     annotations={
         "readOnlyHint": False,

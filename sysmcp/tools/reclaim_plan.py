@@ -16,6 +16,7 @@ from sysmcp.fs.reclaim_classes import CLASSES
 from sysmcp.fs.reclaim_script import render_script
 from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.context import Meter
+from sysmcp.tools.descriptions import describe_paths
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import require_directory
 
@@ -187,6 +188,19 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     return ToolOutput(text, structured, links=links)
 
 
+#: Descriptions of the output fields the schema above writes compactly (dotted paths; ``[]``: an array's items).
+FIELD_WORDS: dict[str, str] = {
+    "plan_id": "The id to give reclaim (with --allow-reclaim) or to find this plan again.",
+    "items": "What could be freed, largest first.",
+    "items[].id": "The item id to name in reclaim.",
+    "items[].class": "The kind of reclaimable space (apt cache, rotated logs, trash, duplicates, ...).",
+    "items[].cost": "What deleting it costs the user.",
+    "items[].safety": "regenerable cache, review, or risky.",
+    "items[].action": "What reclaim would do: remove, truncate, or run the vendor command.",
+    "items[].note": "A caveat worth reading before acting.",
+}
+
+
 TOOL = Tool(
     name="reclaim_plan",
     title="Reclaim plan",
@@ -201,6 +215,6 @@ TOOL = Tool(
         "a reclaim tool that acts on chosen items of the plan."
     ),
     input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
+    output_schema=describe_paths(OUTPUT_SCHEMA, FIELD_WORDS),
     handler=handle,
 )

@@ -1,0 +1,184 @@
+"""What history costs: recording overhead on dir_usage, what_changed between two stored snapshots of
+``/``, and a snapshot's size beside ``ncdu -o`` and ``duc index`` of the same tree.
+
+    flock /tmp/bench.lock uv run python benchmarks/history_bench.py --tree /tmp/hist-corpus --rounds 5 --slash
+
+Rounds alternate plain and recording scans so machine load falls on both alike; the table gives
+medians. A shared machine makes the figures indicative only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from corpus import MARKER, generate
+
+from sysmcp.fs.paths import PathPolicy
+from sysmcp.fs.usage import Request, scan_usage
+from sysmcp.fs.walk import SkipCounter, WalkOptions
+from sysmcp.history import state
+from sysmcp.history.store import DB_NAME
+from sysmcp.protocol.context import RequestContext
+from sysmcp.results import ResultStore
+from sysmcp.tools.arguments import validate_arguments
+from sysmcp.tools.dir_usage import FULL_DIRECTORIES, FULL_FILES
+from sysmcp.tools.recording import recorded_scan
+from sysmcp.tools.registry import ToolContext
+from sysmcp.tools.what_changed import INPUT_SCHEMA, handle
+
+
+def dir_usage_request() -> Request:
+    """What a default dir_usage call asks for (show both, max_depth 1)."""
+    return Request(FULL_FILES, FULL_DIRECTORIES, 1, True, 0, 300.0)
+
+
+def plain(root: Path) -> float:
+    started = time.perf_counter()
+    scan_usage(os.fsencode(root), WalkOptions(), SkipCounter(), dir_usage_request())
+    return time.perf_counter() - started
+
+
+def recording(root: Path) -> tuple[float, int]:
+    started = time.perf_counter()
+    raw = os.fsencode(root)
+    _, snap, note = recorded_scan(
+        root, WalkOptions(), dir_usage_request(), lambda r: scan_usage(raw, WalkOptions(), SkipCounter(), r)
+    )
+    assert snap is not None, note
+    return time.perf_counter() - started, len(snap.dirs)
+
+
+def snapshot_bytes(root: Path) -> tuple[int, int]:
+    """(bytes, rows) one snapshot of ``root`` takes in a store of its own."""
+    with tempfile.TemporaryDirectory() as place:
+        state.configure(place)
+        _, rows = recording(root)
+        with sqlite3.connect(Path(place) / DB_NAME) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            db.execute("VACUUM")
+        size = (Path(place) / DB_NAME).stat().st_size
+        empty = Path(place) / "empty"
+        state.configure(empty)
+        assert state.active() is not None
+        with sqlite3.connect(empty / DB_NAME) as db:
+            db.execute("VACUUM")
+        return size - (empty / DB_NAME).stat().st_size, rows
+
+
+def overhead(root: Path, rounds: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as place:
+        state.configure(place)
+        plain(root)  # warm the caches for both
+        times: dict[str, list[float]] = {"plain": [], "recording": []}
+        rows = 0
+        for _ in range(rounds):
+            times["plain"].append(plain(root))
+            spent, rows = recording(root)
+            times["recording"].append(spent)
+        state.configure(None)
+    a, b = statistics.median(times["plain"]), statistics.median(times["recording"])
+    return {"plain": a, "recording": b, "overhead": b / a - 1, "rows": rows, "all": times}
+
+
+def what_changed_slash(rounds: int) -> list[float]:
+    """what_changed between two stored snapshots of / (no new scan: the newest is minutes old)."""
+    with tempfile.TemporaryDirectory() as place:
+        state.configure(place)
+        recording(Path("/"))
+        recording(Path("/"))
+
+        async def one() -> float:
+            ctx = ToolContext(RequestContext(1, "tools/call", Peer()), PathPolicy(), ResultStore())
+            args = validate_arguments(INPUT_SCHEMA, {"path": "/", "since": "last"})
+            started = time.perf_counter()
+            output = await handle(args, ctx)
+            spent = time.perf_counter() - started
+            assert output.structured["comparable"] and not output.structured["current"]["fresh"], output.text
+            return spent
+
+        spent = [anyio.run(one) for _ in range(rounds)]
+        state.configure(None)
+        return spent
+
+
+class Peer:
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+
+def others(root: Path) -> dict[str, Any]:
+    """ncdu -o and duc index of the same tree: sizes and duc's index time."""
+    found: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as place:
+        if shutil.which("ncdu"):
+            out = Path(place) / "ncdu.json"
+            started = time.perf_counter()
+            subprocess.run(["ncdu", "-x", "-0", "-o", str(out), str(root)], check=True, capture_output=True)
+            found["ncdu"] = (out.stat().st_size, time.perf_counter() - started)
+        if shutil.which("duc"):
+            db = Path(place) / "duc.db"
+            started = time.perf_counter()
+            subprocess.run(["duc", "index", "-x", "-d", str(db), str(root)], check=True, capture_output=True)
+            spent = time.perf_counter() - started
+            size = sum(p.stat().st_size for p in Path(place).glob("duc.db*"))
+            found["duc"] = (size, spent)
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tree", type=Path, default=Path("/tmp/hist-corpus"))
+    parser.add_argument("--files", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--slash", action="store_true", help="also scan / (slower)")
+    args = parser.parse_args(argv)
+    if not (args.tree / MARKER).exists():
+        generate(args.tree, args.files)
+    trees = [args.tree] + ([Path("/")] if args.slash else [])
+    print(f"load average {os.getloadavg()[0]:.1f}; medians of {args.rounds} rounds (alternating)")
+    print(
+        "| tree | dir_usage | with recording | overhead | dirs kept | snapshot | ncdu -o | duc index (time) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for tree in trees:
+        rounds = args.rounds if tree != Path("/") else max(1, args.rounds // 2)
+        result = overhead(tree, rounds)
+        size, _ = snapshot_bytes(tree)
+        theirs = others(tree)
+        ncdu = f"{theirs['ncdu'][0] / 1e6:.2f} MB" if "ncdu" in theirs else "-"
+        duc = f"{theirs['duc'][0] / 1e6:.2f} MB ({theirs['duc'][1]:.2f} s)" if "duc" in theirs else "-"
+        print(
+            f"| {tree} | {result['plain']:.3f} s | {result['recording']:.3f} s | {100 * result['overhead']:+.1f} % "
+            f"| {result['rows']:,} | {size / 1e6:.3f} MB | {ncdu} | {duc} |"
+        )
+        print(
+            f"<!-- {tree}: "
+            + ", ".join(f"{k}={[round(t, 3) for t in v]}" for k, v in result["all"].items())
+            + " -->"
+        )
+    if args.slash:
+        spent = what_changed_slash(args.rounds)
+        print(
+            f"\nwhat_changed path=/ since=last between two stored snapshots: median {statistics.median(spent):.3f} s "
+            f"(rounds: {', '.join(f'{t:.3f}' for t in spent)}; goal ≤ 0.5 s)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

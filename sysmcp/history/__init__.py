@@ -1,0 +1,6 @@
+"""What sysmcp remembers between runs: scans, disk readings and integrity baselines in SQLite.
+
+``store`` keeps them (WAL, migrations, retention, 0600 files), ``snapshots`` says what a scan leaves
+behind, ``diff`` compares two snapshots without I/O, ``state`` holds the process's one store. This
+package may import ``sysmcp.fs`` and ``sysmcp.platform``; ``sysmcp.fs`` never imports it.
+"""

@@ -1,0 +1,225 @@
+"""Two snapshots in, the changes out: pure functions, no I/O, no clock.
+
+Why pure: every corner (a clock set back, two snapshots with one time, a filesystem replaced at the
+same mount point, a partial scan) is a test of plain values, and ``what_changed`` only words the
+result. Directories are compared by relative name; a name missing on one side is a directory that
+appeared or disappeared (or, for ``appeared``, one that was below the old snapshot's threshold:
+``was_below`` says so and its delta is then exact within that threshold).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sysmcp.history.snapshots import Baseline, DirTotals, DiskReading, FileRow, ScanSnapshot
+
+DAY = 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class DirChange:
+    path: bytes  # relative to the snapshots' root
+    kind: str  # grew, shrank, appeared, disappeared
+    old: DirTotals | None
+    new: DirTotals | None
+    delta: int  # disk bytes
+    delta_apparent: int
+    per_day: float | None  # disk bytes a day; None when the two times do not allow a rate
+    was_below: bool = False  # appeared, and the old snapshot kept no directory this small
+
+
+@dataclass(frozen=True, slots=True)
+class Attribution:
+    """'Of the +12.4 GiB since Mon 09:00, 11.9 GiB (96 %) is in these 5 directories.'"""
+
+    total: int
+    covered: int
+    paths: tuple[bytes, ...]
+
+    @property
+    def percent(self) -> float | None:
+        return None if self.total == 0 else 100.0 * self.covered / self.total
+
+
+@dataclass(slots=True)
+class ScanDiff:
+    comparable: bool
+    reason: str | None  # why not comparable, or what limits the comparison
+    old: ScanSnapshot
+    new: ScanSnapshot
+    seconds: float
+    total_delta: int = 0
+    changes: list[DirChange] = field(default_factory=list)
+    attribution: Attribution | None = None
+    new_files: list[FileRow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def elapsed_note(seconds: float) -> str | None:
+    if seconds < 0:
+        return "the clock went backwards between the two snapshots: no rates"
+    if seconds == 0:
+        return "the two snapshots have the same time: no rates"
+    return None
+
+
+def diff_scans(old: ScanSnapshot, new: ScanSnapshot) -> ScanDiff:
+    """What changed from ``old`` to ``new``, largest changes first (by the size of the change)."""
+    seconds = new.taken - old.taken
+    result = ScanDiff(True, None, old, new, seconds)
+    if old.series.fs_id != new.series.fs_id:
+        result.comparable = False
+        result.reason = (
+            "a different filesystem is mounted there now (its identity changed): the two are not compared"
+        )
+        return result
+    if old.series.options != new.series.options or old.series.root != new.series.root:
+        result.comparable = False
+        result.reason = "the two scans were made with different roots or options"
+        return result
+    note = elapsed_note(seconds)
+    if note:
+        result.notes.append(note)
+    for side, snap in (("older", old), ("newer", new)):
+        if snap.partial:
+            result.notes.append(
+                f"the {side} scan was partial: directories it did not reach look unchanged or gone"
+            )
+    rate = seconds > 0
+    changes = []
+    for path in old.dirs.keys() | new.dirs.keys():
+        before, after = old.dirs.get(path), new.dirs.get(path)
+        b_disk = before.disk if before else 0
+        a_disk = after.disk if after else 0
+        delta = a_disk - b_disk
+        delta_apparent = (after.apparent if after else 0) - (before.apparent if before else 0)
+        if before is None:
+            kind = "appeared"
+        elif after is None:
+            kind = "disappeared"
+        elif delta == 0 and delta_apparent == 0:
+            continue
+        else:
+            kind = "grew" if delta > 0 or (delta == 0 and delta_apparent > 0) else "shrank"
+        per_day = delta * DAY / seconds if rate else None
+        changes.append(DirChange(path, kind, before, after, delta, delta_apparent, per_day, before is None))
+    changes.sort(key=lambda c: (-abs(c.delta), c.path))
+    result.total_delta = new.total.disk - old.total.disk
+    result.changes = [c for c in changes if c.path != b""]
+    result.attribution = attribute(result.changes, result.total_delta)
+    known = {f.path for f in old.files}
+    cutoff = old.taken
+    result.new_files = [
+        f for f in new.files if f.path not in known and (f.mtime is None or f.mtime >= cutoff)
+    ]
+    return result
+
+
+def _parent(path: bytes) -> bytes:
+    return path.rpartition(b"/")[0]
+
+
+def attribute(changes: Sequence[DirChange], total: int, share: float = 0.5) -> Attribution:
+    """The few deepest directories that hold the change: from the top, a directory whose children
+    changed by at least ``share`` of its own change (the same way) is explained by them instead."""
+    if total == 0:
+        return Attribution(0, 0, ())
+    sign = 1 if total > 0 else -1
+    moved = {c.path: c.delta * sign for c in changes if c.delta * sign > 0}
+    children: dict[bytes, list[bytes]] = {}
+    for path in moved:
+        children.setdefault(_parent(path), []).append(path)
+
+    def pick(path: bytes, amount: int) -> list[bytes]:
+        kids = sorted(children.get(path, []), key=lambda p: -moved[p])
+        if kids and sum(moved[k] for k in kids) >= share * amount:
+            return [leaf for kid in kids for leaf in pick(kid, moved[kid])]
+        return [path]
+
+    chosen = [] if not children.get(b"") else pick(b"", abs(total))
+    chosen = [p for p in chosen if p != b""]
+    chosen.sort(key=lambda p: -moved[p])
+    return Attribution(total, sign * sum(moved[p] for p in chosen), tuple(chosen))
+
+
+@dataclass(frozen=True, slots=True)
+class FillRate:
+    """A least-squares line through ``used`` over time (``predict_linear``)."""
+
+    readings: int
+    span_s: float
+    bytes_per_day: float
+    seconds_to_full: float | None  # None when not filling
+    growth: int  # used bytes, last reading minus first
+    notes: tuple[str, ...] = ()
+
+
+def fill_rate(readings: Sequence[DiskReading], since: float | None = None) -> FillRate | None:
+    """The fit over ``readings`` (in the order they were written) of the newest filesystem identity,
+    after the last time the clock went backwards, from ``since`` on; None with fewer than two
+    distinct times."""
+    if not readings:
+        return None
+    notes = []
+    identity = readings[-1].fs_id
+    same = [r for r in readings if r.fs_id == identity]
+    if len(same) < len(readings):
+        notes.append("readings of another filesystem once mounted there are left out")
+    start = 0
+    for i in range(1, len(same)):
+        if same[i].taken < same[i - 1].taken:
+            start = i
+    if start:
+        notes.append("the clock went backwards: only the readings since then are fitted")
+    used = [r for r in same[start:] if since is None or r.taken >= since]
+    times = [r.taken for r in used]
+    if len(used) < 2 or max(times) == min(times):
+        return None
+    mean_t = sum(times) / len(times)
+    mean_u = sum(r.used for r in used) / len(used)
+    var = sum((t - mean_t) ** 2 for t in times)
+    slope = sum((t - mean_t) * (r.used - mean_u) for t, r in zip(times, used, strict=True)) / var
+    last = used[-1]
+    to_full = last.free / slope if slope > 0 else None
+    return FillRate(
+        len(used), max(times) - min(times), slope * DAY, to_full, last.used - used[0].used, tuple(notes)
+    )
+
+
+@dataclass(slots=True)
+class BaselineDiff:
+    comparable: bool
+    reason: str | None
+    added: list[bytes] = field(default_factory=list)
+    removed: list[bytes] = field(default_factory=list)
+    content: list[bytes] = field(default_factory=list)  # digest (and so usually size) changed
+    metadata: list[tuple[bytes, tuple[str, ...]]] = field(default_factory=list)  # same content, what changed
+
+
+def diff_baselines(old: Baseline, new: Baseline) -> BaselineDiff:
+    """AIDE's view: files added, removed, changed in content, changed only in mode/owner/mtime."""
+    if old.series.fs_id != new.series.fs_id or old.series.root != new.series.root:
+        return BaselineDiff(False, "the baselines are of different filesystems or directories")
+    if old.algorithm != new.algorithm:
+        return BaselineDiff(False, f"the baselines use different digests ({old.algorithm}, {new.algorithm})")
+    result = BaselineDiff(True, None)
+    result.added = sorted(new.files.keys() - old.files.keys())
+    result.removed = sorted(old.files.keys() - new.files.keys())
+    for path in sorted(old.files.keys() & new.files.keys()):
+        a, b = old.files[path], new.files[path]
+        if a.digest != b.digest:
+            result.content.append(path)
+            continue
+        what = tuple(
+            name
+            for name, x, y in (
+                ("mode", a.mode, b.mode),
+                ("owner", (a.uid, a.gid), (b.uid, b.gid)),
+                ("mtime", a.mtime, b.mtime),
+            )
+            if x != y
+        )
+        if what:
+            result.metadata.append((path, what))
+    return result

@@ -1,0 +1,178 @@
+"""What a scan leaves behind: the records the store keeps and ``diff`` compares.
+
+Why a resolution threshold: a snapshot of ``/`` with every directory would be as big as the tree's
+listing. Directories at least ``max(1 MiB, total / 10,000)`` are kept, and so is every directory the
+previous snapshot of the same series kept (while it exists): a directory that shrinks below the
+threshold or vanishes is then still diffed exactly. Names are bytes (non-UTF-8 names round-trip).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+MIN_THRESHOLD = 1 << 20  # bytes: no directory below 1 MiB is kept for its own size
+THRESHOLD_FRACTION = 10_000  # ... nor below a ten-thousandth of the scanned total
+FILES_KEPT = 100  # the largest files a snapshot keeps
+
+
+def threshold_for(total: int) -> int:
+    """The resolution of a snapshot of a tree of ``total`` bytes."""
+    return max(MIN_THRESHOLD, total // THRESHOLD_FRACTION)
+
+
+@dataclass(frozen=True, slots=True)
+class DirTotals:
+    """A directory's cumulative totals, like ``du`` (``newest`` is None when not known)."""
+
+    disk: int
+    apparent: int
+    files: int
+    newest: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FileRow:
+    path: bytes  # relative to the snapshot's root
+    disk: int
+    apparent: int
+    mtime: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """What makes two snapshots comparable: the same host, filesystem, root and scan options."""
+
+    host: str
+    fs_id: str
+    root: bytes
+    options: str
+
+
+@dataclass(slots=True)
+class ScanSnapshot:
+    """A ``dir_usage`` scan as stored: ``dirs`` by relative path (b"" is the root itself)."""
+
+    series: Series
+    taken: float
+    partial: bool
+    threshold: int
+    dirs: dict[bytes, DirTotals]
+    files: list[FileRow] = field(default_factory=list)
+    id: int | None = None
+
+    @property
+    def total(self) -> DirTotals:
+        return self.dirs.get(b"", DirTotals(0, 0, 0))
+
+
+@dataclass(frozen=True, slots=True)
+class DiskReading:
+    """One filesystem's figures at one moment (the df view)."""
+
+    host: str
+    mount: bytes
+    fs_id: str
+    taken: float
+    total: int
+    used: int
+    free: int
+    inodes_used: int | None = None
+    inodes_free: int | None = None
+    id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineFile:
+    """A file of an integrity baseline: its digest and the metadata AIDE compares."""
+
+    digest: str
+    size: int
+    mtime: float
+    mode: int
+    uid: int
+    gid: int
+
+
+@dataclass(slots=True)
+class Baseline:
+    series: Series
+    taken: float
+    algorithm: str
+    files: dict[bytes, BaselineFile]
+    partial: bool = False
+    id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotInfo:
+    """A stored snapshot's header, for listings and for choosing what to diff."""
+
+    id: int
+    kind: str  # "scan" or "baseline"
+    series: Series
+    taken: float
+    partial: bool
+    disk: int
+    files: int
+    rows: int
+
+
+def options_key(one_file_system: bool, exclude: Sequence[str]) -> str:
+    """The scan options that change totals, as a stable string (only equal ones are diffed)."""
+    return json.dumps({"xdev": bool(one_file_system), "exclude": sorted(exclude)}, separators=(",", ":"))
+
+
+def filesystem_id(path: str | bytes) -> str:
+    """The identity of the filesystem holding ``path``: its device number and, where statvfs gives
+    one, its filesystem id (derived from the UUID on ext4, XFS and btrfs). A filesystem replaced by
+    another at the same mount point gets another identity, so the two are never diffed as one."""
+    st = os.stat(path)
+    fsid = getattr(os.statvfs(path), "f_fsid", 0)
+    return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}/{fsid:x}"
+
+
+def build_scan(
+    series: Series,
+    taken: float,
+    partial: bool,
+    rows: Iterable[tuple[str, int, int, int]],
+    files: Iterable[tuple[str, int, int, float | None]],
+    keep_also: frozenset[str] = frozenset(),
+) -> ScanSnapshot:
+    """A snapshot from a scan's directory rows ``(relative, disk, apparent, files)`` (the root is
+    ``""``) and its largest files ``(relative, disk, apparent, mtime)``; ``keep_also``: relative
+    names the previous snapshot kept, kept again whatever their size."""
+    table = {relative: (disk, apparent, count) for relative, disk, apparent, count in rows}
+    root = table.get("", (0, 0, 0))
+    threshold = threshold_for(max(root[0], root[1]))
+    dirs = {
+        os.fsencode(relative): DirTotals(disk, apparent, count)
+        for relative, (disk, apparent, count) in table.items()
+        if relative == "" or max(disk, apparent) >= threshold or relative in keep_also
+    }
+    kept = sorted(files, key=lambda row: (-row[1], -row[2], row[0]))[:FILES_KEPT]
+    file_rows = [FileRow(os.fsencode(rel), disk, apparent, mtime) for rel, disk, apparent, mtime in kept]
+    return ScanSnapshot(series, taken, partial, threshold, dirs, file_rows)
+
+
+def baseline_entry(digest: str, st: os.stat_result) -> BaselineFile:
+    return BaselineFile(digest, st.st_size, st.st_mtime, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid)
+
+
+def parse_gnu_manifest(manifest: bytes) -> Iterable[tuple[bytes, str]]:
+    """(name, digest) of each '<hex>  <name>' line, undoing sha256sum's backslash escapes."""
+    for line in manifest.splitlines():
+        escaped = line.startswith(b"\\")
+        if escaped:
+            line = line[1:]
+        digest, sep, name = line.partition(b"  ")
+        if not sep:
+            continue
+        if escaped:
+            name = name.replace(b"\\\\", b"\0").replace(b"\\n", b"\n").replace(b"\\r", b"\r")
+            name = name.replace(b"\0", b"\\")
+        yield name, digest.decode("ascii", "replace")

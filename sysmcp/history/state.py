@@ -1,0 +1,59 @@
+"""The process's one history store: configured at start-up, opened on first use.
+
+Why a process-wide setting and not a field of every tool's context: the server, the CLI's
+``snapshot`` and tests choose where history lives (or that there is none) once, and the tools that
+record (dir_usage, disk_usage, hash_tree) only ask ``active()``. Unconfigured means off, so code
+that never asked for history (a library caller, most tests) writes nothing anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from sysmcp import platform
+from sysmcp.history.store import Store
+
+STATE_ENV = "SYSMCP_STATE_DIR"
+
+_lock = threading.Lock()
+_directory: Path | None = None
+_store: Store | None = None
+_clock: Callable[[], float] = time.time
+
+
+def default_directory() -> Path:
+    """``$SYSMCP_STATE_DIR``, else the platform's state directory."""
+    return Path(os.environ.get(STATE_ENV) or platform.state_directory())
+
+
+def configure(directory: Path | str | None, clock: Callable[[], float] = time.time) -> None:
+    """Record history in ``directory`` from now on (None: no history)."""
+    global _directory, _store, _clock
+    with _lock:
+        _directory = Path(directory) if directory is not None else None
+        _store = None
+        _clock = clock
+
+
+def active() -> Store | None:
+    """The store, opened on first use; None when history is off (not configured, or unusable)."""
+    global _store
+    with _lock:
+        if _directory is None:
+            return None
+        if _store is None:
+            _store = Store.open(_directory, _clock)
+        return _store if _store.enabled else None
+
+
+def now() -> float:
+    """The time history uses (the configured clock: tests inject one)."""
+    return _clock()
+
+
+def host_name() -> str:
+    return os.uname().nodename

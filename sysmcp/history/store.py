@@ -1,0 +1,605 @@
+"""The history database: SQLite through the standard library, WAL, a versioned schema, 0600 files.
+
+Why these rules: several sysmcp processes may share one store (a desktop host's server, the CLI, a
+timer), so every connection waits at most ``BUSY_MS`` for a lock and a write that cannot get it is
+skipped (``Saved.ok`` False, with the reason for the answer to say) instead of holding a tool up.
+The store holds path names, so its directory is 0700 and its files 0600. A damaged database is moved
+aside (renamed with a timestamp) and a new one started; a full disk or an unwritable directory only
+turns recording off for that write or that process. Nothing here raises to a tool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from sysmcp.history.snapshots import (
+    Baseline,
+    BaselineFile,
+    DirTotals,
+    DiskReading,
+    FileRow,
+    ScanSnapshot,
+    Series,
+    SnapshotInfo,
+)
+
+DB_NAME = "history.sqlite3"
+BUSY_MS = 200  # the longest any tool waits for another process's lock
+SCHEMA_VERSION = 2
+SQLITE_HEADER = b"SQLite format 3\0"
+_CORRUPT = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
+_FULL = 13  # SQLITE_FULL
+_IOERR = 10  # SQLITE_IOERR: what a full tmpfs gives when the -shm or -wal cannot grow
+_BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
+
+log = structlog.get_logger("sysmcp.history")
+
+# Each migration takes the schema from version N to N + 1 (index N); never edit a shipped one.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (  # v0 -> v1: scans, their directories and files, disk readings
+        """CREATE TABLE snapshots (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, host TEXT NOT NULL,
+            fs_id TEXT NOT NULL, root BLOB NOT NULL, options TEXT NOT NULL, taken REAL NOT NULL,
+            partial INTEGER NOT NULL, disk INTEGER NOT NULL, files INTEGER NOT NULL,
+            threshold INTEGER NOT NULL)""",
+        "CREATE INDEX snapshots_series ON snapshots (kind, root, id)",
+        """CREATE TABLE dirs (
+            snapshot INTEGER NOT NULL REFERENCES snapshots (id) ON DELETE CASCADE, path BLOB NOT NULL,
+            disk INTEGER NOT NULL, apparent INTEGER NOT NULL, files INTEGER NOT NULL, newest REAL,
+            PRIMARY KEY (snapshot, path)) WITHOUT ROWID""",
+        """CREATE TABLE files (
+            snapshot INTEGER NOT NULL REFERENCES snapshots (id) ON DELETE CASCADE, path BLOB NOT NULL,
+            disk INTEGER NOT NULL, apparent INTEGER NOT NULL, mtime REAL)""",
+        "CREATE INDEX files_snapshot ON files (snapshot)",
+        """CREATE TABLE readings (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, host TEXT NOT NULL, mount BLOB NOT NULL,
+            fs_id TEXT NOT NULL, taken REAL NOT NULL, total INTEGER NOT NULL, used INTEGER NOT NULL,
+            free INTEGER NOT NULL, inodes_used INTEGER, inodes_free INTEGER)""",
+        "CREATE INDEX readings_mount ON readings (mount, id)",
+    ),
+    (  # v1 -> v2: integrity baselines (hash_tree baseline: true) and a key/value table for plans
+        "ALTER TABLE snapshots ADD COLUMN label TEXT NOT NULL DEFAULT ''",
+        """CREATE TABLE baseline_files (
+            snapshot INTEGER NOT NULL REFERENCES snapshots (id) ON DELETE CASCADE, path BLOB NOT NULL,
+            digest TEXT NOT NULL, size INTEGER NOT NULL, mtime REAL NOT NULL, mode INTEGER NOT NULL,
+            uid INTEGER NOT NULL, gid INTEGER NOT NULL, PRIMARY KEY (snapshot, path)) WITHOUT ROWID""",
+        """CREATE TABLE kv (
+            namespace TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL, updated REAL NOT NULL,
+            PRIMARY KEY (namespace, key)) WITHOUT ROWID""",
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """Whether a write went in, and if not, why (a sentence the tool repeats)."""
+
+    ok: bool
+    reason: str | None = None
+    id: int | None = None
+
+
+class Store:
+    """One history database. Every operation opens its own short connection: threads and processes
+    share nothing but the file, and a connection never outlives the call that needed it."""
+
+    def __init__(self, directory: Path, clock: Callable[[], float] = time.time, *, busy_ms: int = BUSY_MS):
+        self.directory = directory
+        self.path = directory / DB_NAME
+        self.clock = clock
+        self.busy_ms = busy_ms
+        self.enabled = True
+        self.disabled_reason: str | None = None
+
+    # -- opening ------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls, directory: Path, clock: Callable[[], float] = time.time, *, busy_ms: int = BUSY_MS
+    ) -> Store:
+        """The store in ``directory``, created 0700 if missing; ``enabled`` False (with one log line)
+        when it cannot be written, so every tool still works without history."""
+        store = cls(directory, clock, busy_ms=busy_ms)
+        try:
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(directory, 0o700)
+            if not os.access(directory, os.W_OK | os.X_OK):
+                raise PermissionError(f"{directory} is not writable")
+            store._check_file()
+            with store._connect() as db:
+                store._migrate(db)
+            store._tighten()
+        except (OSError, sqlite3.Error) as exc:
+            if isinstance(exc, sqlite3.DatabaseError) and store._is_corrupt(exc):
+                try:
+                    store._start_afresh("the database could not be read")
+                    return store
+                except (OSError, sqlite3.Error) as again:
+                    exc = again
+            store.enabled = False
+            store.disabled_reason = f"history is off: the state directory {directory} cannot be used ({exc})"
+            log.warning("history off", directory=str(directory), error=str(exc))
+        return store
+
+    def _check_file(self) -> None:
+        """Move aside a file that is no database or was cut short (its size no whole number of pages):
+        cheaper than an integrity check, and what a crash or a full disk leaves behind."""
+        try:
+            with open(self.path, "rb") as f:
+                header = f.read(100)
+                size = os.fstat(f.fileno()).st_size
+        except FileNotFoundError:
+            fd = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+            os.close(fd)
+            return
+        if size == 0:
+            return
+        page = int.from_bytes(header[16:18], "big") if len(header) >= 18 else 0
+        page = 65536 if page == 1 else page
+        if not header.startswith(SQLITE_HEADER) or page < 512 or size % page:
+            self._move_aside("the database file is damaged or truncated")
+            fd = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+            os.close(fd)
+
+    def _move_aside(self, why: str) -> None:
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock()))
+        aside = self.path.with_name(f"{DB_NAME}.corrupt-{stamp}")
+        os.replace(self.path, aside)
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(f"{self.path}{suffix}", f"{aside}{suffix}")
+        log.warning("history database moved aside, a new one started", reason=why, moved_to=str(aside))
+
+    def _start_afresh(self, why: str) -> None:
+        self._move_aside(why)
+        fd = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        os.close(fd)
+        with self._connect() as db:
+            self._migrate(db)
+        self._tighten()
+
+    def _tighten(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(f"{self.path}{suffix}", 0o600)
+
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        db = sqlite3.connect(self.path, timeout=self.busy_ms / 1000, isolation_level=None)
+        try:
+            db.execute(f"PRAGMA busy_timeout = {int(self.busy_ms)}")
+            db.execute("PRAGMA foreign_keys = ON")
+            mode = db.execute("PRAGMA journal_mode").fetchone()[0]
+            if mode != "wal":
+                db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")
+            yield db
+        finally:
+            db.close()
+
+    @staticmethod
+    def _migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> None:
+        """Bring the schema to ``target``, one migration per transaction (``PRAGMA user_version``)."""
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        while version < target:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if db.execute("PRAGMA user_version").fetchone()[0] == version:  # nobody beat us to it
+                    for statement in MIGRATIONS[version]:
+                        db.execute(statement)
+                    db.execute(f"PRAGMA user_version = {version + 1}")
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+
+    @staticmethod
+    def _is_corrupt(exc: sqlite3.Error) -> bool:
+        code = getattr(exc, "sqlite_errorcode", None)
+        return (code is not None and code & 0xFF in _CORRUPT) or "not a database" in str(exc)
+
+    # -- the one way in: reads and writes that never raise to a tool ----------------------------
+
+    def _write(self, what: str, work: Callable[[sqlite3.Connection], Any]) -> Saved:
+        if not self.enabled:
+            return Saved(False, self.disabled_reason)
+        for attempt in (1, 2):
+            try:
+                with self._connect() as db:
+                    db.execute("BEGIN IMMEDIATE")
+                    try:
+                        row_id = work(db)
+                        row_id = row_id if isinstance(row_id, int) else None
+                        db.execute("COMMIT")
+                    except BaseException:
+                        with contextlib.suppress(sqlite3.Error):
+                            db.execute("ROLLBACK")
+                        raise
+                self._tighten()
+                return Saved(True, None, row_id)
+            except sqlite3.Error as exc:
+                code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+                if code in _BUSY or "locked" in str(exc):
+                    return Saved(
+                        False, f"the history store was busy (another sysmcp writing): {what} not saved"
+                    )
+                if code == _FULL or "full" in str(exc) or (code == _IOERR and self._disk_full()):
+                    log.warning("history write failed: disk full", what=what)
+                    return Saved(False, f"the disk holding the history store is full: {what} not saved")
+                if self._is_corrupt(exc) and attempt == 1:
+                    try:
+                        self._start_afresh(str(exc))
+                        continue
+                    except (OSError, sqlite3.Error):
+                        pass
+                log.warning("history write failed", what=what, error=str(exc))
+                return Saved(False, f"the history store could not be written ({exc}): {what} not saved")
+            except OSError as exc:
+                log.warning("history write failed", what=what, error=str(exc))
+                return Saved(
+                    False, f"the history store could not be written ({exc.strerror}): {what} not saved"
+                )
+        return Saved(False, f"the history store could not be written: {what} not saved")
+
+    def _disk_full(self) -> bool:
+        try:
+            vfs = os.statvfs(self.directory)
+        except OSError:
+            return False
+        return vfs.f_bavail * (vfs.f_frsize or vfs.f_bsize) < 64 * 1024
+
+    def _read(self, work: Callable[[sqlite3.Connection], Any], default: Any) -> Any:
+        if not self.enabled:
+            return default
+        try:
+            with self._connect() as db:
+                return work(db)
+        except sqlite3.Error as exc:
+            if self._is_corrupt(exc):
+                with contextlib.suppress(OSError, sqlite3.Error):
+                    self._start_afresh(str(exc))
+            else:
+                log.warning("history read failed", error=str(exc))
+            return default
+
+    # -- scans --------------------------------------------------------------------------------
+
+    def save_scan(self, snap: ScanSnapshot) -> Saved:
+        def work(db: sqlite3.Connection) -> int:
+            total = snap.total
+            cursor = db.execute(
+                "INSERT INTO snapshots (kind, host, fs_id, root, options, taken, partial, disk, files,"
+                " threshold) VALUES ('scan', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    *_series(snap.series),
+                    snap.taken,
+                    int(snap.partial),
+                    total.disk,
+                    total.files,
+                    snap.threshold,
+                ),
+            )
+            sid = int(cursor.lastrowid or 0)
+            db.executemany(
+                "INSERT INTO dirs VALUES (?, ?, ?, ?, ?, ?)",
+                ((sid, path, d.disk, d.apparent, d.files, d.newest) for path, d in snap.dirs.items()),
+            )
+            db.executemany(
+                "INSERT INTO files VALUES (?, ?, ?, ?, ?)",
+                ((sid, f.path, f.disk, f.apparent, f.mtime) for f in snap.files),
+            )
+            return sid
+
+        saved = self._write("the snapshot", work)
+        if saved.ok:
+            snap.id = saved.id
+        return saved
+
+    def snapshots(
+        self, kind: str | None = None, root: bytes | None = None, limit: int = 1000
+    ) -> list[SnapshotInfo]:
+        """Stored snapshots, newest (last written) first."""
+
+        def work(db: sqlite3.Connection) -> list[SnapshotInfo]:
+            where, params = _where(kind, root)
+            rows = db.execute(
+                "SELECT s.id, s.kind, s.host, s.fs_id, s.root, s.options, s.taken, s.partial, s.disk, s.files,"
+                " (SELECT count(*) FROM dirs WHERE snapshot = s.id)"
+                " + (SELECT count(*) FROM baseline_files WHERE snapshot = s.id)"
+                f" FROM snapshots s {where} ORDER BY s.id DESC LIMIT ?",
+                (*params, limit),
+            ).fetchall()
+            return [
+                SnapshotInfo(
+                    r[0], r[1], Series(r[2], r[3], bytes(r[4]), r[5]), r[6], bool(r[7]), r[8], r[9], r[10]
+                )
+                for r in rows
+            ]
+
+        result: list[SnapshotInfo] = self._read(work, [])
+        return result
+
+    def load_scan(self, sid: int) -> ScanSnapshot | None:
+        def work(db: sqlite3.Connection) -> ScanSnapshot | None:
+            head = db.execute(
+                "SELECT host, fs_id, root, options, taken, partial, threshold FROM snapshots"
+                " WHERE id = ? AND kind = 'scan'",
+                (sid,),
+            ).fetchone()
+            if head is None:
+                return None
+            dirs = {
+                bytes(p): DirTotals(d, a, f, n)
+                for p, d, a, f, n in db.execute(
+                    "SELECT path, disk, apparent, files, newest FROM dirs WHERE snapshot = ?", (sid,)
+                )
+            }
+            files = [
+                FileRow(bytes(p), d, a, m)
+                for p, d, a, m in db.execute(
+                    "SELECT path, disk, apparent, mtime FROM files WHERE snapshot = ?", (sid,)
+                )
+            ]
+            series = Series(head[0], head[1], bytes(head[2]), head[3])
+            return ScanSnapshot(series, head[4], bool(head[5]), head[6], dirs, files, sid)
+
+        result: ScanSnapshot | None = self._read(work, None)
+        return result
+
+    def dir_names(self, sid: int) -> frozenset[str]:
+        """The relative names (as a scan spells them) a snapshot kept: kept again by the next one."""
+
+        def work(db: sqlite3.Connection) -> frozenset[str]:
+            rows = db.execute("SELECT path FROM dirs WHERE snapshot = ?", (sid,))
+            return frozenset(os.fsdecode(bytes(p)) for (p,) in rows)
+
+        result: frozenset[str] = self._read(work, frozenset())
+        return result
+
+    # -- disk readings ------------------------------------------------------------------------
+
+    def save_readings(self, readings: Sequence[DiskReading]) -> Saved:
+        def work(db: sqlite3.Connection) -> None:
+            db.executemany(
+                "INSERT INTO readings (host, mount, fs_id, taken, total, used, free, inodes_used, inodes_free)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    (r.host, r.mount, r.fs_id, r.taken, r.total, r.used, r.free, r.inodes_used, r.inodes_free)
+                    for r in readings
+                ),
+            )
+
+        return self._write("the disk reading", work) if readings else Saved(True)
+
+    def readings(self, mount: bytes, limit: int = 10_000) -> list[DiskReading]:
+        """A mount point's readings in the order they were written (oldest first)."""
+
+        def work(db: sqlite3.Connection) -> list[DiskReading]:
+            rows = db.execute(
+                "SELECT host, mount, fs_id, taken, total, used, free, inodes_used, inodes_free, id"
+                " FROM readings WHERE mount = ? ORDER BY id DESC LIMIT ?",
+                (mount, limit),
+            ).fetchall()
+            return [DiskReading(r[0], bytes(r[1]), *r[2:]) for r in reversed(rows)]
+
+        result: list[DiskReading] = self._read(work, [])
+        return result
+
+    # -- integrity baselines ------------------------------------------------------------------
+
+    def save_baseline(self, baseline: Baseline) -> Saved:
+        def work(db: sqlite3.Connection) -> int:
+            cursor = db.execute(
+                "INSERT INTO snapshots (kind, host, fs_id, root, options, taken, partial, disk, files,"
+                " threshold, label) VALUES ('baseline', ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+                (
+                    *_series(baseline.series),
+                    baseline.taken,
+                    int(baseline.partial),
+                    sum(f.size for f in baseline.files.values()),
+                    len(baseline.files),
+                    baseline.algorithm,
+                ),
+            )
+            sid = int(cursor.lastrowid or 0)
+            db.executemany(
+                "INSERT INTO baseline_files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    (sid, p, f.digest, f.size, f.mtime, f.mode, f.uid, f.gid)
+                    for p, f in baseline.files.items()
+                ),
+            )
+            return sid
+
+        saved = self._write("the integrity baseline", work)
+        if saved.ok:
+            baseline.id = saved.id
+        return saved
+
+    def load_baseline(self, sid: int) -> Baseline | None:
+        def work(db: sqlite3.Connection) -> Baseline | None:
+            head = db.execute(
+                "SELECT host, fs_id, root, options, taken, partial, label FROM snapshots"
+                " WHERE id = ? AND kind = 'baseline'",
+                (sid,),
+            ).fetchone()
+            if head is None:
+                return None
+            files = {
+                bytes(r[0]): BaselineFile(*r[1:])
+                for r in db.execute(
+                    "SELECT path, digest, size, mtime, mode, uid, gid FROM baseline_files WHERE snapshot = ?",
+                    (sid,),
+                )
+            }
+            series = Series(head[0], head[1], bytes(head[2]), head[3])
+            return Baseline(series, head[4], head[6], files, bool(head[5]), sid)
+
+        result: Baseline | None = self._read(work, None)
+        return result
+
+    # -- a small key/value room (reclaim plans) -------------------------------------------------
+
+    def put(self, namespace: str, key: str, value: bytes) -> Saved:
+        """Store ``value`` under (namespace, key), replacing what was there."""
+        return self._write(
+            f"{namespace} {key}",
+            lambda db: (
+                db.execute(
+                    "INSERT OR REPLACE INTO kv VALUES (?, ?, ?, ?)", (namespace, key, value, self.clock())
+                )
+                and None
+            ),
+        )
+
+    def get(self, namespace: str, key: str) -> bytes | None:
+        def work(db: sqlite3.Connection) -> bytes | None:
+            row = db.execute(
+                "SELECT value FROM kv WHERE namespace = ? AND key = ?", (namespace, key)
+            ).fetchone()
+            return None if row is None else bytes(row[0])
+
+        result: bytes | None = self._read(work, None)
+        return result
+
+    def keys(self, namespace: str) -> list[tuple[str, float]]:
+        """(key, updated) of a namespace, newest first."""
+        result: list[tuple[str, float]] = self._read(
+            lambda db: db.execute(
+                "SELECT key, updated FROM kv WHERE namespace = ? ORDER BY updated DESC", (namespace,)
+            ).fetchall(),
+            [],
+        )
+        return [(k, u) for k, u in result]
+
+    def delete(self, namespace: str, key: str) -> Saved:
+        return self._write(
+            f"{namespace} {key}",
+            lambda db: (
+                db.execute("DELETE FROM kv WHERE namespace = ? AND key = ?", (namespace, key)) and None
+            ),
+        )
+
+    # -- retention ----------------------------------------------------------------------------
+
+    def prune(self, policy: Retention | None = None) -> Saved:
+        """Apply the retention policy, then the size ceiling (oldest snapshots first)."""
+        policy = policy or Retention()
+        now = self.clock()
+
+        def work(db: sqlite3.Connection) -> int:
+            heads = db.execute(
+                "SELECT id, kind, host, fs_id, root, options, taken FROM snapshots ORDER BY id DESC"
+            ).fetchall()
+            doomed = policy.doomed([(r[0], (r[1], r[2], r[3], bytes(r[4]), r[5]), r[6]) for r in heads], now)
+            readings = db.execute(
+                "SELECT id, host, mount, fs_id, taken FROM readings ORDER BY id DESC"
+            ).fetchall()
+            doomed_readings = policy.doomed([(r[0], (r[1], bytes(r[2]), r[3]), r[4]) for r in readings], now)
+            db.executemany("DELETE FROM snapshots WHERE id = ?", ((i,) for i in doomed))
+            db.executemany("DELETE FROM readings WHERE id = ?", ((i,) for i in doomed_readings))
+            return len(doomed) + len(doomed_readings)
+
+        saved = self._write("the pruning", work)
+        if saved.ok and policy.max_bytes:
+            self._ceiling(policy.max_bytes)
+        return saved
+
+    def size(self) -> int:
+        total = 0
+        for suffix in ("", "-wal"):
+            with contextlib.suppress(OSError):
+                total += os.stat(f"{self.path}{suffix}").st_size
+        return total
+
+    def _ceiling(self, max_bytes: int) -> None:
+        """Delete the oldest snapshots until the live pages fit ``max_bytes``, then give the space back."""
+
+        def live(db: sqlite3.Connection) -> int:
+            pages = (
+                db.execute("PRAGMA page_count").fetchone()[0]
+                - db.execute("PRAGMA freelist_count").fetchone()[0]
+            )
+            return int(pages * db.execute("PRAGMA page_size").fetchone()[0])
+
+        while self.enabled and self._read(live, 0) > max_bytes:
+            oldest = self._read(
+                lambda db: db.execute("SELECT min(id), count(*) FROM snapshots").fetchone(), None
+            )
+            if not oldest or oldest[1] <= 1:
+                break
+            sid = int(oldest[0])
+
+            def delete(db: sqlite3.Connection, sid: int = sid) -> None:
+                db.execute("DELETE FROM snapshots WHERE id = ?", (sid,))
+
+            if not self._write("the pruning", delete).ok:
+                return
+        with contextlib.suppress(sqlite3.Error, OSError), self._connect() as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            db.execute("VACUUM")
+
+
+HOUR, DAY, WEEK = 3600.0, 86400.0, 7 * 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """Keep, per series, the newest snapshot of each hour for ``hourly_s``, of each day for
+    ``daily_s`` and of each week for ``weekly_s``; nothing older. ``max_bytes``: the size ceiling."""
+
+    hourly_s: float = 2 * DAY
+    daily_s: float = 5 * WEEK
+    weekly_s: float = 52 * WEEK
+    max_bytes: int = 100 << 20
+
+    def doomed(self, rows: Sequence[tuple[int, Any, float]], now: float) -> list[int]:
+        """Of ``(id, series, taken)`` rows, newest (highest id) first, the ids to delete. A time in
+        the future (a clock set back since) counts as now: never deleted for being odd."""
+        kept: set[tuple[Any, str, int]] = set()
+        doomed = []
+        for row_id, series, taken in rows:
+            age = max(0.0, now - taken)
+            if age <= HOUR:  # the last hour's are kept whole: what_changed compares against them
+                continue
+            if age <= self.hourly_s:
+                bucket = ("h", int(taken // HOUR))
+            elif age <= self.daily_s:
+                bucket = ("d", int(taken // DAY))
+            elif age <= self.weekly_s:
+                bucket = ("w", int(taken // WEEK))
+            else:
+                doomed.append(row_id)
+                continue
+            key = (series, *bucket)
+            if key in kept:
+                doomed.append(row_id)
+            else:
+                kept.add(key)
+        return doomed
+
+
+def _series(series: Series) -> tuple[str, str, bytes, str]:
+    return series.host, series.fs_id, series.root, series.options
+
+
+def _where(kind: str | None, root: bytes | None) -> tuple[str, tuple[Any, ...]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if kind is not None:
+        clauses.append("s.kind = ?")
+        params.append(kind)
+    if root is not None:
+        clauses.append("s.root = ?")
+        params.append(root)
+    return ("WHERE " + " AND ".join(clauses)) if clauses else "", tuple(params)

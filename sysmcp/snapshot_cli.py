@@ -1,0 +1,252 @@
+"""``sysmcp snapshot`` and ``sysmcp history``: scheduled snapshots for cron, systemd timers and launchd.
+
+Why a command of its own: a timer records history while no MCP client runs, so what_changed has
+something to compare with the next morning. Quiet unless something fails, at idle CPU and I/O
+priority, one filesystem per path by default, under a lock so two runs never overlap. Exit codes:
+0 every snapshot kept, 1 some not kept or partial, 2 bad usage, 3 history is off, 75 another run
+holds the lock (EX_TEMPFAIL: try later).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from sysmcp import platform
+from sysmcp.history import state
+from sysmcp.history.store import DAY, WEEK, Retention
+
+EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_NO_HISTORY, EXIT_LOCKED = 0, 1, 2, 3, 75
+LOCK_NAME = "snapshot.lock"
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+
+
+def _out(text: str) -> None:
+    """The command's own output (``sysmcp history``): this is no server, stdout is the terminal."""
+    sys.stdout.write(text + "\n")
+
+
+def history_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> None:
+    """``--state-dir`` and ``--no-history``, for the top level and each subcommand that records."""
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        default=argparse.SUPPRESS if subcommand else None,
+        help=f"where history is kept (also ${state.STATE_ENV}; default {platform.state_directory()})",
+    )
+    parser.add_argument(
+        "--no-history",
+        action="store_true",
+        default=argparse.SUPPRESS if subcommand else False,
+        help="record nothing and keep no history (what_changed then gives lower bounds only)",
+    )
+
+
+def configure_history(args: argparse.Namespace) -> None:
+    """Turn history on (the default) or off for this process, from the command line."""
+    if getattr(args, "no_history", False):
+        state.configure(None)
+        return
+    chosen = getattr(args, "state_dir", None)
+    state.configure(Path(chosen) if chosen else state.default_directory())
+
+
+def add_commands(commands: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:  # type: ignore[type-arg]
+    snapshot = commands.add_parser(
+        "snapshot", help="record snapshots for what_changed (for cron/systemd/launchd)"
+    )
+    snapshot.add_argument("paths", nargs="*", metavar="PATH", help="directories to scan (default: /)")
+    snapshot.add_argument(
+        "--baseline",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="also keep an integrity baseline of PATH",
+    )
+    snapshot.add_argument(
+        "--all-filesystems", action="store_true", help="descend into other filesystems (default: like du -x)"
+    )
+    snapshot.add_argument("--timeout", type=float, default=300.0, metavar="S", help="per path (default 300)")
+    snapshot.add_argument(
+        "--keep",
+        default="2d,5w,52w",
+        metavar="H,D,W",
+        help="hourly, daily, weekly retention (default 2d,5w,52w)",
+    )
+    snapshot.add_argument("--max-size", default="100M", metavar="SIZE", help="size ceiling (default 100M)")
+    listing = commands.add_parser("history", help="list the snapshots kept for what_changed")
+    listing.add_argument("--limit", type=int, default=50, help="newest N (default 50)")
+    return [snapshot, listing]
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[bool]:
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(directory / LOCK_NAME, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def _seconds(text: str) -> float:
+    from sysmcp.tools.dir_usage import parse_duration
+
+    return parse_duration(text.strip(), "--keep")
+
+
+def run(args: argparse.Namespace, roots: list[str]) -> int:
+    configure_history(args)
+    if args.command == "history":
+        return _list(args.limit)
+    try:
+        hourly, daily, weekly = (_seconds(part) for part in args.keep.split(","))
+        from sysmcp.tools.arguments import size_argument, validate_arguments
+
+        schema = {"type": "object", "properties": {"size": size_argument("the ceiling")}}
+        ceiling = int(validate_arguments(schema, {"size": args.max_size})["size"])
+    except Exception as exc:  # a bad --keep or --max-size: usage
+        _err(f"sysmcp snapshot: {getattr(exc, 'message', exc)}")
+        return EXIT_USAGE
+    store = state.active()
+    if store is None:
+        _err("sysmcp snapshot: history is off (--no-history, or the state directory cannot be written)")
+        return EXIT_NO_HISTORY
+    with _locked(store.directory) as mine:
+        if not mine:
+            _err("sysmcp snapshot: another snapshot run holds the lock; nothing done")
+            return EXIT_LOCKED
+        platform.idle_priority()
+        code = _record(args, roots)
+        store.prune(Retention(hourly, daily, weekly, ceiling or 0))
+    return code
+
+
+def _record(args: argparse.Namespace, roots: list[str]) -> int:
+    """Each path's scan (and each baseline), one after another; the worst outcome decides the code."""
+    from sysmcp.fs.errors import EngineError
+    from sysmcp.fs.paths import PathPolicy, real_root
+    from sysmcp.fs.usage import Request, scan_usage
+    from sysmcp.fs.walk import SkipCounter, WalkOptions
+    from sysmcp.protocol.errors import ToolError
+    from sysmcp.tools.dir_usage import FULL_FILES
+    from sysmcp.tools.recording import record_baseline, recorded_scan
+
+    policy = PathPolicy(operator_roots=[real_root(r) for r in roots] if roots else None)
+    options = WalkOptions(one_file_system=not args.all_filesystems)
+    code = EXIT_OK
+    for raw in args.paths or ["/"]:
+        try:
+            path = policy.resolve(raw)
+            if not path.is_dir():
+                raise ToolError(f"not a directory: {raw}")
+        except (ToolError, EngineError) as exc:
+            _err(f"sysmcp snapshot: {worded(exc)}")
+            code = max(code, EXIT_USAGE)
+            continue
+        request = Request(FULL_FILES, 0, 1, True, 0, args.timeout)
+        raw_path = os.fsencode(path)
+
+        def scan(r: Request, p: bytes = raw_path) -> Any:
+            return scan_usage(p, options, SkipCounter(), r)  # no request to cancel: the budget bounds it
+
+        try:
+            usage, snap, note = recorded_scan(path, options, request, scan)
+        except OSError as exc:
+            _err(f"sysmcp snapshot: cannot scan {path}: {exc.strerror or exc}")
+            code = max(code, EXIT_INCOMPLETE)
+            continue
+        if note or snap is None or usage.stopped:
+            _err(f"sysmcp snapshot: {path}: {note or usage.stopped or 'not kept'}")
+            code = max(code, EXIT_INCOMPLETE)
+        _reading(path)
+    for raw in args.baseline:
+        from sysmcp.fs.checksums import ALGORITHMS
+        from sysmcp.protocol.context import Meter
+        from sysmcp.tools.hash_tree import run as hash_run
+
+        class Quiet(Meter):
+            @staticmethod
+            def checkpoint() -> None:  # no request to cancel: the time budget bounds each path
+                return None
+
+        try:
+            path = policy.resolve(raw)
+            tree = hash_run(
+                os.fsencode(path),
+                raw,
+                ALGORITHMS["sha256"],
+                "gnu",
+                options,
+                SkipCounter(),
+                Quiet(),
+                args.timeout,
+            )
+        except (ToolError, EngineError) as exc:
+            _err(f"sysmcp snapshot: {worded(exc)}")
+            code = max(code, EXIT_INCOMPLETE)
+            continue
+        said = record_baseline(
+            tree.base, bytes(tree.manifest or b""), "sha256", options, tree.stopped is not None
+        )
+        if not said.startswith("Integrity baseline") or tree.stopped or tree.manifest is None:
+            _err(f"sysmcp snapshot: baseline of {path}: {said}")
+            code = max(code, EXIT_INCOMPLETE)
+    return code
+
+
+def _reading(path: Path) -> None:
+    """A disk reading of the path's filesystem beside its scan, for the fill rate."""
+    from sysmcp.tools.what_changed_work import disk_reading
+
+    store = state.active()
+    if store is not None:
+        with contextlib.suppress(OSError):
+            store.save_readings([disk_reading(path, state.now)[0]])
+
+
+def _list(limit: int) -> int:
+    store = state.active()
+    if store is None:
+        _err("sysmcp history: history is off (--no-history, or the state directory cannot be written)")
+        return EXIT_NO_HISTORY
+    from sysmcp.fs.paths import display
+    from sysmcp.fs.units import human_bytes
+
+    infos = store.snapshots(limit=limit)
+    _out(f"{store.path}  ({human_bytes(store.size())})")
+    _out(f"{'ID':>6}  {'TAKEN':19}  {'KIND':8}  {'DISK':>10}  {'ROWS':>7}  ROOT")
+    for info in infos:
+        taken = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.taken))
+        kind = info.kind + ("*" if info.partial else "")
+        size = human_bytes(info.disk)
+        _out(f"{info.id:>6}  {taken}  {kind:8}  {size:>10}  {info.rows:>7}  {display(info.series.root)}")
+    if any(info.partial for info in infos):
+        _out("* partial: the scan stopped early")
+    return EXIT_OK
+
+
+__all__ = ["DAY", "WEEK", "add_commands", "configure_history", "history_options", "run"]
+
+
+def worded(exc: Exception) -> str:
+    """The model's words for a refusal, on the command line too (``tools.errors`` for an engine's)."""
+    from sysmcp.fs.errors import EngineError
+    from sysmcp.tools.errors import as_tool_error
+
+    return as_tool_error(exc).message if isinstance(exc, EngineError) else str(getattr(exc, "message", exc))

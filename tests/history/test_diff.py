@@ -1,0 +1,159 @@
+"""history.diff on plain values: changes, rates, attribution, the fill-rate fit, AIDE's view, and the
+corners (a clock set back, one time for two snapshots, another filesystem at the same place)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sysmcp.history.diff import DAY, attribute, diff_baselines, diff_scans, fill_rate
+from sysmcp.history.snapshots import (
+    Baseline,
+    BaselineFile,
+    DirTotals,
+    DiskReading,
+    FileRow,
+    ScanSnapshot,
+    Series,
+    build_scan,
+    parse_gnu_manifest,
+    threshold_for,
+)
+
+MiB = 1 << 20
+SERIES = Series("h", "8:1/abc", b"/srv", "{}")
+
+
+def snap(
+    taken: float, sizes: dict[bytes, int], series: Series = SERIES, files: list[FileRow] | None = None
+) -> ScanSnapshot:
+    return ScanSnapshot(
+        series, taken, False, MiB, {p: DirTotals(s, s, 1) for p, s in sizes.items()}, files or []
+    )
+
+
+OLD = {b"": 100 * MiB, b"var": 60 * MiB, b"var/log": 50 * MiB, b"home": 30 * MiB, b"gone": 10 * MiB}
+NEW = {b"": 112 * MiB, b"var": 80 * MiB, b"var/log": 70 * MiB, b"home": 28 * MiB, b"new": 4 * MiB}
+
+
+def test_changes_each_with_its_kind_delta_and_rate_per_day() -> None:
+    diff = diff_scans(snap(0.0, OLD), snap(2 * DAY, NEW))
+    assert diff.comparable and diff.total_delta == 12 * MiB and diff.notes == []
+    found = {c.path: (c.kind, c.delta, c.per_day) for c in diff.changes}
+    assert found == {
+        b"var": ("grew", 20 * MiB, 10 * MiB),
+        b"var/log": ("grew", 20 * MiB, 10 * MiB),
+        b"home": ("shrank", -2 * MiB, -1 * MiB),
+        b"gone": ("disappeared", -10 * MiB, -5 * MiB),
+        b"new": ("appeared", 4 * MiB, 2 * MiB),
+    }
+    assert [c.path for c in diff.changes][:2] == [b"var", b"var/log"]  # largest change first
+
+
+def test_attribution_names_the_deepest_directories_holding_the_growth() -> None:
+    diff = diff_scans(snap(0.0, OLD), snap(DAY, NEW))
+    assert diff.attribution is not None
+    assert diff.attribution.paths == (b"var/log", b"new")  # var is explained by var/log
+    assert diff.attribution.covered == 24 * MiB and diff.attribution.total == 12 * MiB
+    shrink = attribute(diff_scans(snap(0.0, NEW), snap(DAY, OLD)).changes, -12 * MiB)
+    assert shrink.paths == (b"var/log", b"new")  # what shrank going back: new disappears
+
+
+@pytest.mark.parametrize(("later", "note"), [(-60.0, "backwards"), (0.0, "same time")])
+def test_a_clock_set_back_or_one_time_for_both_gives_changes_without_rates(later: float, note: str) -> None:
+    diff = diff_scans(snap(1000.0, OLD), snap(1000.0 + later, NEW))
+    assert diff.comparable
+    assert any(note in n for n in diff.notes)
+    assert {c.path: c.delta for c in diff.changes}[b"var"] == 20 * MiB
+    assert all(c.per_day is None for c in diff.changes)
+
+
+def test_another_filesystem_at_the_same_mount_point_is_never_diffed_as_one() -> None:
+    replaced = Series("h", "8:1/def", b"/srv", "{}")  # same device number, another filesystem id
+    diff = diff_scans(snap(0.0, OLD), snap(DAY, NEW, replaced))
+    assert not diff.comparable and diff.changes == [] and "different filesystem" in (diff.reason or "")
+    other_options = Series("h", "8:1/abc", b"/srv", '{"xdev":false}')
+    assert not diff_scans(snap(0.0, OLD), snap(DAY, NEW, other_options)).comparable
+
+
+def test_largest_new_files_are_those_not_in_the_older_list_and_modified_since() -> None:
+    old_files = [FileRow(b"var/a", 9 * MiB, 9 * MiB, 10.0)]
+    new_files = [
+        FileRow(b"var/a", 9 * MiB, 9 * MiB, 10.0),
+        FileRow(b"var/b", 8 * MiB, 8 * MiB, 500.0),
+        FileRow(b"var/old-but-newly-listed", 7 * MiB, 7 * MiB, 50.0),
+    ]
+    diff = diff_scans(snap(100.0, OLD, files=old_files), snap(DAY, NEW, files=new_files))
+    assert [f.path for f in diff.new_files] == [b"var/b"]
+
+
+def test_a_snapshot_keeps_directories_over_the_threshold_and_those_the_last_one_kept() -> None:
+    total = 50_000 * MiB
+    rows = [
+        ("", total, total, 10),
+        ("big", 6 * MiB, 6 * MiB, 1),
+        ("small", 4 * MiB, 4 * MiB, 1),
+        ("kept", 10, 10, 1),
+    ]
+    result = build_scan(SERIES, 1.0, False, rows, [("big/f", 6 * MiB, 6 * MiB, 1.0)], frozenset({"kept"}))
+    assert threshold_for(total) == 5 * MiB == result.threshold
+    assert set(result.dirs) == {b"", b"big", b"kept"}
+    assert threshold_for(10) == MiB
+
+
+def reading(taken: float, used: int, fs_id: str = "sda1|ext4", free: int | None = None) -> DiskReading:
+    return DiskReading("h", b"/", fs_id, taken, 1000 * MiB, used, 1000 * MiB - used if free is None else free)
+
+
+def test_the_fill_rate_is_the_least_squares_line_and_gives_the_time_to_full() -> None:
+    readings = [reading(t * 3600.0, 100 * MiB + t * 10 * MiB) for t in range(6)]
+    fit = fill_rate(readings)
+    assert fit is not None and fit.readings == 6
+    assert fit.bytes_per_day == pytest.approx(240 * MiB)
+    assert fit.seconds_to_full == pytest.approx((1000 - 150) * MiB / (10 * MiB / 3600))
+    assert fit.growth == 50 * MiB
+    flat = fill_rate([reading(0.0, 5), reading(10.0, 5)])
+    assert flat is not None and flat.seconds_to_full is None
+
+
+def test_the_fit_copes_with_one_time_a_clock_set_back_and_a_replaced_filesystem() -> None:
+    assert fill_rate([reading(5.0, 1), reading(5.0, 9)]) is None  # no time passed: no line
+    assert fill_rate([]) is None
+    back = [
+        reading(1000.0, 900 * MiB),
+        reading(2000.0, 950 * MiB),
+        reading(10.0, 100 * MiB),
+        reading(3610.0, 110 * MiB),
+    ]
+    fit = fill_rate(back)
+    assert fit is not None and fit.readings == 2 and any("backwards" in n for n in fit.notes)
+    assert fit.bytes_per_day == pytest.approx(10 * MiB * 24)
+    mixed = [reading(0.0, 500 * MiB, "old|ext4"), reading(0.0, 1 * MiB), reading(3600.0, 2 * MiB)]
+    fit = fill_rate(mixed)
+    assert fit is not None and fit.readings == 2 and fit.growth == MiB
+    assert any("another filesystem" in n for n in fit.notes)
+
+
+def test_baselines_compare_as_aide_reports_them() -> None:
+    def f(digest: str, mode: int = 0o644, uid: int = 0, mtime: float = 1.0) -> BaselineFile:
+        return BaselineFile(digest, 10, mtime, mode, uid, 0)
+
+    old = Baseline(SERIES, 0.0, "sha256", {b"a": f("1"), b"b": f("2"), b"c": f("3"), b"d": f("4")})
+    new = Baseline(
+        SERIES, 1.0, "sha256", {b"a": f("1"), b"b": f("9"), b"c": f("3", 0o600, 1000), b"e": f("5")}
+    )
+    diff = diff_baselines(old, new)
+    assert diff.comparable
+    assert (diff.added, diff.removed, diff.content) == ([b"e"], [b"d"], [b"b"])
+    assert diff.metadata == [(b"c", ("mode", "owner"))]
+    other = Baseline(Series("h", "8:1/zzz", b"/srv", "{}"), 1.0, "sha256", {})
+    assert not diff_baselines(old, other).comparable
+    assert not diff_baselines(old, Baseline(SERIES, 1.0, "blake3", {})).comparable
+
+
+def test_manifest_lines_are_read_back_with_their_escapes_undone() -> None:
+    manifest = b"aa  plain\n\\bb  new\\nline\\\\x\ncc  caf\xe9\n"
+    assert list(parse_gnu_manifest(manifest)) == [
+        (b"plain", "aa"),
+        (b"new\nline\\x", "bb"),
+        (b"caf\xe9", "cc"),
+    ]

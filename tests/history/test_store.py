@@ -1,0 +1,275 @@
+"""The history store against its faults: permissions, names as bytes, migrations, damage, locks, a
+full disk, two writing processes, retention. Real SQLite files in a temporary directory throughout."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from sysmcp.history.snapshots import (
+    Baseline,
+    BaselineFile,
+    DirTotals,
+    DiskReading,
+    FileRow,
+    ScanSnapshot,
+    Series,
+)
+from sysmcp.history.store import DB_NAME, MIGRATIONS, SCHEMA_VERSION, Retention, Store
+
+SERIES = Series("host", "8:1/abc", b"/srv", '{"xdev":true}')
+
+
+class Clock:
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def snapshot(taken: float, dirs: dict[bytes, int], series: Series = SERIES) -> ScanSnapshot:
+    table = {path: DirTotals(size, size, 1) for path, size in dirs.items()}
+    return ScanSnapshot(series, taken, False, 1 << 20, table, [FileRow(b"big", 5, 5, taken)])
+
+
+def test_directory_and_files_are_private_and_names_round_trip_as_bytes(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "state", Clock())
+    assert store.enabled
+    odd = b"caf\xe9/\xff\xfe\n"
+    saved = store.save_scan(snapshot(1.0, {b"": 10 << 20, odd: 5 << 20}))
+    assert saved.ok and saved.id is not None
+    loaded = store.load_scan(saved.id)
+    assert loaded is not None and odd in loaded.dirs and loaded.dirs[odd].disk == 5 << 20
+    assert store.dir_names(saved.id) == {"", os.fsdecode(odd)}
+    assert stat.S_IMODE(os.stat(tmp_path / "state").st_mode) == 0o700
+    for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"):
+        path = tmp_path / "state" / name
+        if path.exists():
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, name
+    assert (tmp_path / "state" / DB_NAME).exists()
+    with sqlite3.connect(tmp_path / "state" / DB_NAME) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_version_1_database_is_upgraded_and_keeps_its_snapshots(tmp_path: Path) -> None:
+    (tmp_path / "s").mkdir()
+    with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:  # what the first release wrote
+        for statement in MIGRATIONS[0]:
+            db.execute(statement)
+        db.execute(
+            "INSERT INTO snapshots (kind, host, fs_id, root, options, taken, partial, disk, files, threshold)"
+            " VALUES ('scan', 'host', '8:1/abc', ?, '{\"xdev\":true}', 5.0, 0, 7, 1, 1048576)",
+            (b"/srv",),
+        )
+        db.execute("INSERT INTO dirs VALUES (1, ?, 7, 7, 1, NULL)", (b"",))
+        db.execute("PRAGMA user_version = 1")
+    store = Store.open(tmp_path / "s", Clock())
+    assert store.enabled
+    old = store.load_scan(1)
+    assert old is not None and old.total.disk == 7 and old.series == SERIES
+    files = {b"etc/passwd": BaselineFile("ab" * 32, 10, 1.0, 0o644, 0, 0)}
+    saved = store.save_baseline(Baseline(SERIES, 6.0, "sha256", files))
+    assert saved.ok
+    again = store.load_baseline(saved.id or 0)
+    assert again is not None and again.files == files and again.algorithm == "sha256"
+    with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "malformed pages"])
+def test_a_damaged_database_is_moved_aside_and_a_new_one_started(
+    tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    directory = tmp_path / "s"
+    store = Store.open(directory, Clock())
+    for i in range(30):
+        assert store.save_scan(
+            snapshot(float(i), {b"": 1 << 20, **{f"d{j}".encode(): j for j in range(200)}})
+        ).ok
+    with sqlite3.connect(directory / DB_NAME) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    path = directory / DB_NAME
+    data = path.read_bytes()
+    if damage == "garbage":
+        path.write_bytes(b"this is no database at all\n" * 100)
+    elif damage == "truncated":
+        path.write_bytes(data[: len(data) // 2 + 100])
+    else:  # a valid header, then pages overwritten: only a read finds out
+        path.write_bytes(data[:4096] + b"\x55" * (len(data) - 4096))
+    again = Store.open(directory, Clock())
+    result = again.snapshots()  # a damaged page is found at the latest here
+    saved = again.save_scan(snapshot(100.0, {b"": 1}))
+    assert saved.ok, saved.reason
+    assert result == [] or all(info.id > 0 for info in result)
+    assert [info.taken for info in again.snapshots()] == [100.0]
+    aside = [p.name for p in directory.iterdir() if ".corrupt-" in p.name]
+    assert aside and aside[0].startswith(f"{DB_NAME}.corrupt-")
+
+
+def test_an_unusable_state_directory_turns_history_off_without_raising(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("in the way")
+    store = Store.open(tmp_path / "file" / "state", Clock())
+    assert not store.enabled and store.disabled_reason and "history is off" in store.disabled_reason
+    saved = store.save_scan(snapshot(1.0, {b"": 1}))
+    assert not saved.ok and saved.reason == store.disabled_reason
+    assert store.snapshots() == [] and store.load_scan(1) is None
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes a read-only directory anyway")
+def test_a_read_only_state_directory_turns_history_off(tmp_path: Path) -> None:
+    (tmp_path / "ro").mkdir(mode=0o500)
+    store = Store.open(tmp_path / "ro" / "state", Clock())
+    assert not store.enabled
+
+
+def test_a_write_that_cannot_get_the_lock_is_skipped_and_says_so(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "s", Clock(), busy_ms=20)
+    holder = sqlite3.connect(tmp_path / "s" / DB_NAME, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process in the middle of its write
+    try:
+        saved = store.save_scan(snapshot(1.0, {b"": 1}))
+        assert not saved.ok and saved.reason is not None and "busy" in saved.reason
+        assert store.snapshots() == []  # readers are not blocked by a writer in WAL mode
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert store.save_scan(snapshot(2.0, {b"": 1})).ok
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from sysmcp.history.snapshots import DirTotals, ScanSnapshot, Series
+    from sysmcp.history.store import Store
+    store = Store.open(__import__("pathlib").Path(sys.argv[1]), busy_ms=10_000)
+    series = Series("h", "1:1/0", sys.argv[2].encode(), "{}")
+    for i in range(40):
+        dirs = {b"": DirTotals(i, i, i), **{f"d{j}".encode(): DirTotals(j, j, 1) for j in range(100)}}
+        saved = store.save_scan(ScanSnapshot(series, float(i), False, 1, dirs))
+        assert saved.ok, saved.reason
+    """
+)
+
+
+def test_two_processes_writing_at_once_never_corrupt_the_store(tmp_path: Path) -> None:
+    Store.open(tmp_path / "s")
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "s"), f"/root{n}"]) for n in range(2)
+    ]
+    assert [w.wait(timeout=120) for w in writers] == [0, 0]
+    with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        counts = dict(db.execute("SELECT root, count(*) FROM snapshots GROUP BY root").fetchall())
+        assert counts == {b"/root0": 40, b"/root1": 40}
+        assert db.execute("SELECT count(*) FROM dirs").fetchone()[0] == 80 * 101
+
+
+FULL_DISK = textwrap.dedent(
+    """
+    import json, os, subprocess, sys
+    target = sys.argv[1]
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", target], check=True)
+    from sysmcp.history.snapshots import DirTotals, ScanSnapshot, Series
+    from sysmcp.history.store import Store
+    store = Store.open(__import__("pathlib").Path(target) / "state")
+    results = []
+    for i in range(40):
+        dirs = {b"": DirTotals(1, 1, 1), **{os.urandom(40).hex().encode(): DirTotals(j, j, 1) for j in range(300)}}
+        saved = store.save_scan(ScanSnapshot(Series("h", "1:1/0", b"/", "{}"), float(i), False, 1, dirs))
+        results.append([saved.ok, saved.reason])
+        if not saved.ok:
+            break
+    readable = store.snapshots(limit=100)
+    print(json.dumps({"results": results, "readable": len(readable), "enabled": store.enabled}))
+    """
+)
+
+
+def in_private_mount_namespace(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def can_mount() -> str | None:
+    if os.geteuid() != 0:
+        return "mounting a tiny tmpfs needs root"
+    if shutil.which("unshare") is None:
+        return "no unshare(1) to make a private mount namespace"
+    probe = subprocess.run(["unshare", "--mount", "true"], capture_output=True)
+    return None if probe.returncode == 0 else "this sandbox refuses new mount namespaces"
+
+
+@pytest.mark.skipif(can_mount() is not None, reason=str(can_mount()))
+def test_a_full_disk_skips_the_snapshot_and_says_so(tmp_path: Path) -> None:
+    done = in_private_mount_namespace(FULL_DISK, str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])  # unconfigured structlog logs to stdout first
+    oks = [ok for ok, _ in report["results"]]
+    assert oks[0] is True and oks[-1] is False, report
+    assert "full" in report["results"][-1][1]
+    assert report["enabled"] and report["readable"] == oks.count(True)  # what was saved is still there
+
+
+def test_retention_keeps_one_per_hour_day_and_week_and_nothing_older() -> None:
+    hour, day = 3600.0, 86400.0
+    now = 400 * day
+    rows = []
+    for i, age in enumerate(
+        [
+            0.1 * hour,  # the last hour: kept whole
+            0.2 * hour,
+            5 * hour + 60,  # the same hour twice: the newer kept
+            5 * hour + 120,
+            10 * day + 3600,  # the same day twice (daily range)
+            10 * day + 7200,
+            100 * day,  # weekly range
+            100 * day + 60,
+            380 * day,  # past a year
+        ]
+    ):
+        rows.append((100 - i, "series", now - age))
+    doomed = Retention().doomed(rows, now)
+    assert sorted(doomed) == sorted([100 - 3, 100 - 5, 100 - 7, 100 - 8])
+    future = Retention().doomed([(1, "s", now + 5 * day)], now)  # a clock set back since: kept
+    assert future == []
+
+
+def test_the_size_ceiling_prunes_the_oldest_first(tmp_path: Path) -> None:
+    clock = Clock()
+    store = Store.open(tmp_path / "s", clock)
+    for i in range(20):
+        dirs = {b"": 1, **{f"dir-{i}-{j}-{'x' * 60}".encode(): j for j in range(400)}}
+        assert store.save_scan(snapshot(clock.now - i, dirs)).ok
+    before = [info.id for info in store.snapshots()]
+    assert store.prune(Retention(max_bytes=300_000)).ok
+    after = [info.id for info in store.snapshots()]
+    assert 0 < len(after) < len(before)
+    assert after == before[: len(after)]  # the newest kept, the oldest gone
+    assert store.size() <= 400_000
+
+
+def test_disk_readings_and_the_key_value_room(tmp_path: Path) -> None:
+    clock = Clock()
+    store = Store.open(tmp_path / "s", clock)
+    readings = [DiskReading("h", b"/", "dev|ext4", float(t), 100, 10 + t, 90 - t, 5, 5) for t in range(3)]
+    assert store.save_readings(readings).ok
+    assert [r.used for r in store.readings(b"/")] == [10, 11, 12]
+    assert store.put("reclaim_plans", "p1", b'{"items": []}').ok
+    assert store.get("reclaim_plans", "p1") == b'{"items": []}'
+    assert store.keys("reclaim_plans") == [("p1", clock.now)]
+    assert store.delete("reclaim_plans", "p1").ok and store.get("reclaim_plans", "p1") is None

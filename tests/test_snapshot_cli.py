@@ -1,0 +1,54 @@
+"""``sysmcp snapshot`` and ``sysmcp history`` as a timer runs them: quiet, exit codes, the lock."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from sysmcp.snapshot_cli import EXIT_LOCKED, EXIT_NO_HISTORY, EXIT_OK, EXIT_USAGE, LOCK_NAME
+
+
+def sysmcp(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sysmcp", *args], capture_output=True, text=True, timeout=120, env=env
+    )
+
+
+def test_a_snapshot_run_is_quiet_and_the_history_lists_it(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "a").mkdir(parents=True)
+    (tree / "a" / "f").write_bytes(b"x" * 2_000_000)
+    state = tmp_path / "state"
+    done = sysmcp("snapshot", "--state-dir", str(state), str(tree), "--baseline", str(tree / "a"))
+    assert (done.returncode, done.stdout, done.stderr) == (EXIT_OK, "", "")
+    listed = sysmcp("history", "--state-dir", str(state))
+    assert listed.returncode == EXIT_OK
+    lines = listed.stdout.splitlines()
+    assert any(" scan " in line and line.endswith(str(tree)) for line in lines), listed.stdout
+    assert any(" baseline " in line and line.endswith(str(tree / "a")) for line in lines), listed.stdout
+    assert oct(os.stat(state).st_mode & 0o777) == "0o700"
+
+
+def test_a_second_run_while_one_holds_the_lock_does_nothing(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    fd = os.open(state / LOCK_NAME, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # the first run, still going
+        done = sysmcp("snapshot", "--state-dir", str(state), str(tmp_path))
+        assert done.returncode == EXIT_LOCKED and "holds the lock" in done.stderr
+    finally:
+        os.close(fd)
+
+
+def test_exit_codes_for_no_history_and_a_path_outside_the_roots(tmp_path: Path) -> None:
+    assert sysmcp("snapshot", "--no-history", str(tmp_path)).returncode == EXIT_NO_HISTORY
+    (tmp_path / "in").mkdir()
+    done = sysmcp("snapshot", "--state-dir", str(tmp_path / "s"), "--root", str(tmp_path / "in"), "/")
+    assert done.returncode == EXIT_USAGE and "outside" in done.stderr
+    unwritable = tmp_path / "file"
+    unwritable.write_text("x")
+    assert sysmcp("history", "--state-dir", str(unwritable / "s")).returncode == EXIT_NO_HISTORY

@@ -1,0 +1,427 @@
+"""what_changed against real trees: the first call records and gives a lower bound, a mutated tree is
+diffed exactly above the resolution, roots hold for stored snapshots, history off or a full disk
+never stops an answer, and the fleet merge ranks hosts by growth. An injected clock throughout."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Collection, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jsonschema
+import pytest
+
+from sysmcp.fs.paths import PathPolicy, real_root
+from sysmcp.fs.usage import Request, scan_usage
+from sysmcp.fs.walk import SkipCounter, WalkOptions
+from sysmcp.history import state
+from sysmcp.history.snapshots import DirTotals, ScanSnapshot
+from sysmcp.protocol.context import RequestContext
+from sysmcp.results import ResultStore
+from sysmcp.tools.arguments import validate_arguments
+from sysmcp.tools.dir_usage import INPUT_SCHEMA as DU_INPUT
+from sysmcp.tools.dir_usage import handle as dir_usage
+from sysmcp.tools.merging import HostOutcome
+from sysmcp.tools.recording import series_of
+from sysmcp.tools.what_changed import INPUT_SCHEMA, OUTPUT_SCHEMA, handle, merge
+
+pytestmark = pytest.mark.anyio
+MiB = 1 << 20
+DAY = 86400.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = time.time()  # anchored once: the files' mtimes come from the kernel's clock
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Peer:
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+
+def context(roots: list[Path] | None = None) -> Any:
+    from sysmcp.tools.registry import ToolContext
+
+    policy = PathPolicy(operator_roots=[real_root(r) for r in roots] if roots else None)
+    return ToolContext(RequestContext(1, "tools/call", Peer(), progress_token="w"), policy, ResultStore())
+
+
+@pytest.fixture
+def clock(tmp_path: Path) -> Iterator[Clock]:
+    clock = Clock()
+    state.configure(tmp_path / "state", clock)
+    yield clock
+    state.configure(None)
+
+
+async def call(roots: list[Path] | None = None, **args: Any) -> Any:
+    with anyio.fail_after(120):
+        output = await handle(validate_arguments(INPUT_SCHEMA, args), context(roots))
+    jsonschema.validate(output.structured, OUTPUT_SCHEMA)
+    return output
+
+
+def write(path: Path, size: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("ab") as f:
+        f.write(os.urandom(size))
+
+
+def du_all(root: Path) -> dict[bytes, int]:
+    """Disk bytes of every directory below root, as du counts them (directories' own blocks too)."""
+    sizes: dict[bytes, int] = {}
+    seen: set[int] = set()  # hard links once
+    for directory, dirs, files in os.walk(root, topdown=False):
+        here = os.lstat(directory).st_blocks * 512
+        for name in files:
+            st = os.lstat(os.path.join(directory, name))
+            if st.st_ino not in seen:
+                seen.add(st.st_ino)
+                here += st.st_blocks * 512
+        here += sum(sizes[os.fsencode(os.path.join(directory, d))] for d in dirs)
+        sizes[os.fsencode(directory)] = here
+    base = os.fsencode(root)
+    return {(b"" if p == base else os.path.relpath(p, base)): s for p, s in sizes.items()}
+
+
+async def test_the_first_call_says_there_is_no_baseline_records_one_and_gives_a_lower_bound(
+    tmp_path: Path, clock: Clock
+) -> None:
+    tree = tmp_path / "tree"
+    write(tree / "logs" / "fresh.log", 3 * MiB)
+    first = await call(path=str(tree), since="24h")
+    assert "no earlier snapshot" in first.text and "LOWER BOUND" in first.text
+    assert first.structured["comparable"] is False
+    assert first.structured["lower_bound"]["files"] == 1
+    assert f"{tree}/logs/fresh.log" in first.text
+    store = state.active()
+    assert store is not None and len(store.snapshots("scan")) == 1
+
+    logs_before = du_all(tree)[b"logs"]
+    write(tree / "logs" / "more.log", 4 * MiB)
+    clock.now += 600
+    second = await call(path=str(tree), since="last")
+    assert second.structured["comparable"] is True and second.structured["current"]["fresh"] is True
+    changes = {c["path"]: c["delta_bytes"] for c in second.structured["changes"]}
+    assert changes[f"{tree}/logs"] == du_all(tree)[b"logs"] - logs_before
+    assert "more.log" in second.text  # the largest new file
+
+
+def build(root: Path) -> None:
+    """Directories well above the 1 MiB resolution (the tree is 40 MiB: 1 MiB is the threshold)."""
+    for name, size in {
+        "grow/a": 3,
+        "shrink/b": 6,
+        "delete/d1/x": 3,
+        "delete/d2/y": 2,
+        "rename/old/z": 3,
+        "from/m/w": 3,
+        "from/keep": 2,
+        "to/t": 2,
+        "steady/s": 8,
+        "small/tiny": 0,
+    }.items():
+        write(root / name, size * MiB + 1000)
+
+
+def mutate(root: Path) -> None:
+    write(root / "grow" / "a", 5 * MiB)  # grow
+    os.truncate(root / "shrink" / "b", 2 * MiB)  # shrink
+    write(root / "add" / "new" / "n", 4 * MiB)  # add
+    shutil.rmtree(root / "delete")  # delete
+    os.rename(root / "rename" / "old", root / "rename" / "new")  # rename
+    os.rename(root / "from" / "m", root / "to" / "m")  # move across directories
+    write(root / "small" / "grew-from-below", 3 * MiB)  # a directory under the threshold before
+
+
+async def test_every_change_above_twice_the_resolution_is_named_with_its_exact_delta(
+    tmp_path: Path, clock: Clock
+) -> None:
+    tree = tmp_path / "tree"
+    build(tree)
+    before = du_all(tree)
+    await call(path=str(tree), since="24h")
+    mutate(tree)
+    after = du_all(tree)
+    clock.now += DAY
+    result = (await call(path=str(tree), since="2d", top_n=50)).structured
+    threshold = result["threshold_bytes"]
+    assert threshold == MiB
+    reported = {c["path"]: c for c in result["changes"]}
+    small = f"{tree}/small"
+    for rel in before.keys() | after.keys():
+        delta = after.get(rel, 0) - before.get(rel, 0)
+        if abs(delta) <= 2 * threshold or rel == b"":
+            continue
+        name = f"{tree}/{os.fsdecode(rel)}"
+        assert name in reported, (name, delta)
+        if name == small:  # it was below the threshold before: its whole size is the delta shown
+            assert reported[name]["kind"] == "appeared" and reported[name]["was_below_threshold"]
+            assert reported[name]["delta_bytes"] == after[rel]
+            continue
+        assert reported[name]["delta_bytes"] == delta, name
+        assert reported[name]["per_day_bytes"] == pytest.approx(delta, abs=1)  # one day apart
+    assert result["total_delta_bytes"] == after[b""] - before[b""]
+    kinds = {p.removeprefix(f"{tree}/"): c["kind"] for p, c in reported.items()}
+    assert kinds["delete"] == "disappeared" and kinds["delete/d1"] == "disappeared"
+    assert kinds["rename/new"] == "appeared" and kinds["rename/old"] == "disappeared"
+    assert kinds["to/m"] == "appeared" and kinds["from/m"] == "disappeared"
+    grown = sum(
+        c["delta_bytes"]
+        for c in result["changes"]
+        if c["delta_bytes"] > 0 and "/" not in c["path"].removeprefix(f"{tree}/")
+    )
+    assert result["attribution"]["covered_bytes"] >= 0.9 * min(grown, result["total_delta_bytes"] or grown)
+
+
+async def test_roots_hold_for_what_a_snapshot_recorded_without_them(tmp_path: Path, clock: Clock) -> None:
+    inside = tmp_path / "inside"
+    write(inside / "data" / "f", 2 * MiB)
+    (tmp_path / "secret-outside").mkdir()
+    await call(path=str(inside), since="24h")  # recorded with no roots at all
+    store = state.active()
+    assert store is not None
+    series = series_of(os.fsencode(inside), WalkOptions())
+    # A snapshot (a CLI run without roots, or a tampered store) naming a directory out of the roots:
+    crafted = ScanSnapshot(
+        series,
+        clock.now + 1,
+        False,
+        MiB,
+        {b"": DirTotals(9 * MiB, 9 * MiB, 2), b"../secret-outside": DirTotals(7 * MiB, 7 * MiB, 1)},
+    )
+    assert store.save_scan(crafted).ok
+    clock.now += 10
+    output = await call(roots=[inside], path=str(inside), since="last", top_n=50)
+    everything = output.text + json.dumps(output.structured)
+    assert "secret" not in everything
+    for text in [output.text, *[c["path"] for c in output.structured["changes"]]]:
+        for word in text.split():
+            if word.startswith("/"):
+                assert word.rstrip("/.,:").startswith(str(inside)), word
+
+
+async def test_with_history_off_the_answer_still_comes_labelled_a_lower_bound(tmp_path: Path) -> None:
+    state.configure(None)
+    write(tmp_path / "t" / "f", MiB)
+    output = await call(path=str(tmp_path / "t"), since="1h")
+    assert output.structured["history"] is False and output.structured["lower_bound"]["files"] == 1
+    assert "history is off" in output.text and "LOWER BOUND" in output.text
+
+
+async def test_an_unwritable_state_directory_leaves_dir_usage_working(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("in the way")
+    state.configure(tmp_path / "file" / "state")
+    try:
+        write(tmp_path / "t" / "f", MiB)
+        output = await dir_usage(validate_arguments(DU_INPUT, {"path": str(tmp_path / "t")}), context())
+        assert output.structured["totals"]["files"] == 1 and "History" not in output.text
+        assert state.active() is None
+    finally:
+        state.configure(None)
+
+
+@pytest.mark.parametrize("processes", [1, 3])
+def test_recorded_directory_totals_equal_du_at_every_depth(tmp_path: Path, processes: int) -> None:
+    for top in range(4):
+        for sub in range(3):
+            write(tmp_path / f"t{top}" / f"s{sub}" / "deep" / "f", (top * 3 + sub + 1) * 5000)
+    os.link(tmp_path / "t1" / "s0" / "deep" / "f", tmp_path / "t1" / "s0" / "deep" / "link")
+    request = Request(10, 10, 1, True, 0, 60.0, record_floor=1)
+    usage = scan_usage(
+        os.fsencode(tmp_path),
+        WalkOptions(),
+        SkipCounter(),
+        request,
+        processes=processes,
+        split_after_s=0.0,
+        pieces=1,
+    )
+    assert usage.recorded is not None
+    recorded = {os.fsencode(rel): disk for rel, disk, _, _ in usage.recorded}
+    truth = du_all(tmp_path)
+    assert recorded == {rel: size for rel, size in truth.items() if rel != b""}
+
+
+DISK_FULL = textwrap.dedent(
+    """
+    import json, os, subprocess, sys, anyio
+    target, tree = sys.argv[1], sys.argv[2]
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=192k", "tmpfs", target], check=True)
+    from sysmcp.history import state
+    from tests.tools.test_what_changed import context
+    from sysmcp.tools.arguments import validate_arguments
+    from sysmcp.tools.dir_usage import INPUT_SCHEMA, handle
+    state.configure(os.path.join(target, "state"))
+    assert state.active() is not None
+    try:  # fill what is left
+        with open(os.path.join(target, "filler"), "wb") as f:
+            while True:
+                f.write(b"x" * 4096)
+                f.flush()
+    except OSError:
+        pass
+    out = anyio.run(handle, validate_arguments(INPUT_SCHEMA, {"path": tree}), context())
+    print(json.dumps({"text": out.text, "files": out.structured["totals"]["files"]}))
+    """
+)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="mounting a tiny tmpfs needs root and unshare(1)",
+)
+def test_a_full_disk_leaves_the_scan_answer_saying_the_snapshot_was_not_saved(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    for i in range(30):
+        write(tree / f"d{i:03}" / "f", 2 * MiB if i < 10 else 10)
+    (tmp_path / "mnt").mkdir()
+    done = subprocess.run(
+        [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            sys.executable,
+            "-c",
+            DISK_FULL,
+            str(tmp_path / "mnt"),
+            str(tree),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parents[2],
+    )
+    if done.returncode != 0 and "unshare failed" in done.stderr:
+        pytest.skip("this sandbox refuses new mount namespaces")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["files"] == 30
+    assert "not saved" in report["text"], report["text"]
+    assert "History: the disk holding the history store is full" in report["text"], report["text"]
+
+
+def test_the_fleet_merge_ranks_hosts_by_growth_and_says_where() -> None:
+    def result(delta: int, where: str, per_day: float | None) -> dict[str, Any]:
+        return {
+            "comparable": True,
+            "total_delta_bytes": delta,
+            "attribution": {"total_bytes": delta, "covered_bytes": delta, "percent": 100.0, "paths": [where]},
+            "changes": [],
+            "filesystem": None if per_day is None else {"bytes_per_day": per_day, "seconds_to_full": 2 * DAY},
+        }
+
+    outcomes = [
+        HostOutcome("web1", "ok", 0.5, result(2 * MiB, "/var/log", None)),
+        HostOutcome("db1", "ok", 0.7, result(900 * MiB, "/var/lib/postgresql", 450 * MiB)),
+        HostOutcome("old", "unreachable", 10.0, reason="no route to host"),
+    ]
+    output = merge(outcomes, {"path": "/"})
+    lines = output.text.splitlines()
+    assert lines[0].startswith("2 of 3 hosts answered")
+    assert lines[2].split()[0] == "db1" and "/var/lib/postgresql" in lines[2] and "+900.0 MiB" in lines[2]
+    assert lines[3].split()[0] == "web1"
+    assert "old: unreachable" in output.text
+    assert [h["host"] for h in output.structured["view"]["hosts"]] == ["db1", "web1"]
+
+
+async def test_an_integrity_baseline_from_hash_tree_shows_what_aide_would_report(
+    tmp_path: Path, clock: Clock
+) -> None:
+    from sysmcp.tools.hash_tree import INPUT_SCHEMA as HASH_INPUT
+    from sysmcp.tools.hash_tree import handle as hash_tree
+
+    etc = tmp_path / "etc"
+    for name in ("passwd", "shadow", "hosts", "old.conf"):
+        write(etc / name, 100)
+    os.chmod(etc / "shadow", 0o640)
+
+    async def baseline() -> str:
+        args = validate_arguments(HASH_INPUT, {"path": str(etc), "baseline": True})
+        return str((await hash_tree(args, context())).text)
+
+    assert "Integrity baseline of 4 files kept" in await baseline()
+    write(etc / "passwd", 10)  # content
+    os.chmod(etc / "shadow", 0o600)  # metadata only
+    (etc / "old.conf").unlink()  # removed
+    write(etc / os.fsdecode(b"new-\xff.conf"), 5)  # added, a non-UTF-8 name
+    clock.now += 3600
+    await baseline()
+    result = (await call(path=str(etc), since="2h")).structured["integrity"]
+    assert result["comparable"] is True
+    assert (result["added"], result["removed"], result["content_changed"], result["metadata_changed"]) == (
+        1,
+        1,
+        1,
+        1,
+    )
+    assert result["examples"]["content_changed"] == [f"{etc}/passwd"]
+    assert result["examples"]["metadata_changed"] == [f"{etc}/shadow"]
+    assert result["examples"]["removed"] == [f"{etc}/old.conf"]
+
+
+def test_the_triage_prompt_starts_from_what_changed_only_where_history_is_kept() -> None:
+    from sysmcp.prompts import PromptEnv, _render_triage
+
+    tools = {"disk_usage", "dir_usage", "what_changed"}
+    arguments: dict[str, Collection[str]] = {name: set() for name in tools}
+    with_history = _render_triage({"path": "/"}, PromptEnv(tools, arguments, PathPolicy(), history=True))
+    without = _render_triage({"path": "/"}, PromptEnv(tools, arguments, PathPolicy(), history=False))
+    assert "what_changed with path='/'" in with_history and "what_changed" not in without
+    assert (
+        with_history.index("disk_usage")
+        < with_history.index("what_changed")
+        < with_history.index("dir_usage")
+    )
+
+
+async def test_since_and_until_as_iso_times_pick_stored_snapshots_without_a_new_scan(
+    tmp_path: Path, clock: Clock
+) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    store = state.active()
+    assert store is not None
+    series = series_of(os.fsencode(tree), WalkOptions())
+    start = clock.now - 3 * DAY
+    for day, size in enumerate([10, 14, 30]):  # MiB of one directory on three days
+        dirs = {b"": DirTotals(size * MiB, size * MiB, 1), b"data": DirTotals(size * MiB, size * MiB, 1)}
+        assert store.save_scan(ScanSnapshot(series, start + day * DAY, False, MiB, dirs)).ok
+
+    def iso(epoch: float) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+    output = await call(path=str(tree), since=iso(start + 60), until=iso(start + DAY + 60))
+    result = output.structured
+    assert result["current"]["fresh"] is False and result["seconds"] == DAY
+    assert result["total_delta_bytes"] == 4 * MiB
+    assert [(c["path"], c["delta_bytes"], c["per_day_bytes"]) for c in result["changes"]] == [
+        (f"{tree}/data", 4 * MiB, 4 * MiB)
+    ]
+    assert len(store.snapshots("scan")) == 3  # nothing was scanned
+
+
+async def test_every_disk_usage_reading_is_kept(tmp_path: Path, clock: Clock) -> None:
+    from sysmcp.tools.disk_usage import TOOL as DISK_USAGE
+
+    output = await DISK_USAGE.handler(
+        validate_arguments(DISK_USAGE.input_schema, {"path": str(tmp_path)}), context()
+    )
+    (fs,) = output.structured["filesystems"]
+    store = state.active()
+    assert store is not None
+    (reading,) = store.readings(os.fsencode(fs["mount_point"]))
+    assert (reading.used, reading.free, reading.taken) == (fs["used_bytes"], fs["free_bytes"], clock.now)
