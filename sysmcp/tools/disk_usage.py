@@ -30,6 +30,7 @@ from sysmcp.fs.disks import (
 from sysmcp.fs.mounts import Mount, MountTable, apfs_container, container_siblings, default_partitions
 from sysmcp.fs.paths import display
 from sysmcp.fs.units import human_bytes
+from sysmcp.history import state
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.tools import disk_explain
 from sysmcp.tools.deleted_open_files import PROC
@@ -439,6 +440,8 @@ class DiskUsage:
         """A path whose resolution and filesystem are all local: statvfs answers from memory."""
         if isinstance(args, dict) and (args.get("sample_s") or args.get("explain")):
             return False  # it waits out the window or walks: a task of its own, never answered inline
+        if state.active() is not None:
+            return False  # the reading is kept in the history store: a write (and its lock) is no inline work
         raw = args.get("path") if isinstance(args, dict) else None
         if not isinstance(raw, str):
             return not isinstance(args, dict) or "path" in args  # bad arguments are refused at once
