@@ -198,11 +198,6 @@ def test_engine_modules_and_dir_usage_stay_under_the_line_limit() -> None:
     assert over == {}
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="modules other branches of issue 22 shrink (verify_checksums, find_duplicates, disk_usage, "
-    "fs/checksums)",
-)
 def test_every_module_stays_under_the_line_limit() -> None:
     over = {str(path.relative_to(PACKAGE.parent)): _lines(path) for path in MODULES.values()}
     assert {path: lines for path, lines in over.items() if lines > MAX_LINES} == {}

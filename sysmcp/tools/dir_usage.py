@@ -12,7 +12,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sysmcp.fs.paths import display, printable
@@ -529,6 +529,17 @@ def request_for(args: dict[str, Any], now: float) -> Request:
     )
 
 
+def usage_report(meter: Meter | None) -> Callable[[int, int], None]:
+    """The usage engine's progress (entries, bytes seen) into a request's meter (None: nowhere)."""
+
+    def report(entries: int, seen: int) -> None:
+        if meter is not None:
+            meter.done = entries
+            meter.extra["bytes"] = seen
+
+    return report
+
+
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     now = time.time()
     request = request_for(args, now)  # bad durations are refused before any work
@@ -543,9 +554,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     def scan(meter: Meter) -> tuple[Usage, Any, str | None]:
         meter.total = _inodes_in_use(path) if options.one_file_system else None
 
-        def report(entries: int, seen: int) -> None:
-            meter.done = entries
-            meter.extra["bytes"] = seen
+        report = usage_report(meter)
 
         # The history hook: with history on, the scan also keeps every directory's totals for it.
         return recorded_scan(

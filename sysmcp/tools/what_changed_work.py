@@ -24,7 +24,7 @@ from sysmcp.history.snapshots import DiskReading, ScanSnapshot, SnapshotInfo
 from sysmcp.history.store import Store
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ArgumentError
-from sysmcp.tools.dir_usage import FULL_FILES, age_text, parse_duration
+from sysmcp.tools.dir_usage import FULL_FILES, age_text, parse_duration, usage_report
 from sysmcp.tools.recording import recorded_scan, series_of
 from sysmcp.tools.walking import walk_options
 
@@ -102,10 +102,7 @@ def compare(
     timeout = min(float(args["timeout_s"]), MAX_TIMEOUT_S)
     raw = os.fsencode(path)
 
-    def report(entries: int, seen: int) -> None:
-        if meter is not None:
-            meter.done = entries
-            meter.extra["bytes"] = seen
+    report = usage_report(meter)
 
     def scan(request: Request) -> Any:
         return scan_usage(
