@@ -45,7 +45,7 @@ def parse_when(value: str, name: str, now: float) -> float:
     except ValueError:
         raise ArgumentError(
             f"Invalid arguments: {name!r} must be a duration ('24h', '7d'), an ISO 8601 time "
-            f"('2026-11-30T09:00') {'or last' if name == 'since' else ''}, got {value!r}"
+            f"('2026-11-30T09:00'){' or last' if name == 'since' else ''}, got {value!r}"
         ) from None
 
 

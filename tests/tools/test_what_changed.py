@@ -25,6 +25,7 @@ from sysmcp.fs.walk import SkipCounter, WalkOptions
 from sysmcp.history import state
 from sysmcp.history.snapshots import DirTotals, ScanSnapshot
 from sysmcp.protocol.context import RequestContext
+from sysmcp.protocol.errors import ArgumentError, ToolError
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import INPUT_SCHEMA as DU_INPUT
@@ -425,3 +426,20 @@ async def test_every_disk_usage_reading_is_kept(tmp_path: Path, clock: Clock) ->
     assert store is not None
     (reading,) = store.readings(os.fsencode(fs["mount_point"]))
     assert (reading.used, reading.free, reading.taken) == (fs["used_bytes"], fs["free_bytes"], clock.now)
+
+
+async def test_bad_since_until_and_paths_are_refused_with_the_rule_before_any_scan(
+    tmp_path: Path, clock: Clock
+) -> None:
+    inside = tmp_path / "inside"
+    inside.mkdir()
+    refused: list[dict[str, Any]] = [{"since": "yesterday"}, {"since": "24h", "until": "soon"}]
+    for bad in refused:
+        with pytest.raises(ArgumentError, match=r"duration .*ISO 8601"):
+            await call(path=str(inside), **bad)
+    with pytest.raises(ToolError, match="outside"):
+        await call(roots=[inside], path=str(tmp_path), since="24h")
+    with pytest.raises(ToolError, match="relative"):
+        await call(path="inside", since="24h")
+    store = state.active()
+    assert store is not None and list(store.snapshots("scan", os.fsencode(inside))) == []
