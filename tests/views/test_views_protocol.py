@@ -69,11 +69,16 @@ async def test_a_client_without_the_extension_sees_no_views(capabilities: dict[s
 
 
 def comparable(reply: dict[str, Any]) -> dict[str, Any]:
-    """A dir_usage answer without its timings (the only part two scans may differ in)."""
+    """A dir_usage answer without its timings and the files' ages (read against the clock when each scan
+    ends: the second scan may come a second later), the only parts two scans may differ in."""
     result = dict(reply["result"])
     result["structuredContent"] = {k: v for k, v in result["structuredContent"].items() if k != "elapsed_s"}
     result["content"] = [
-        {**block, "text": re.sub(r"\[\d+\.\d+ s\]", "[s]", block["text"])} for block in result["content"]
+        {
+            **block,
+            "text": re.sub(r"\((\d[^)]*) old\)", "(… old)", re.sub(r"\[\d+\.\d+ s\]", "[s]", block["text"])),
+        }
+        for block in result["content"]
     ]
     return result
 
