@@ -18,6 +18,9 @@ from tests.mcp_schema import check_server_message
 from tests.profile import child_env
 
 SERVER = [sys.executable, "-m", "sysmcp"]
+#: How long a test waits for the server's next message before calling it hung. A guard, not a measure:
+#: on a loaded machine (CI with a CPU hog) a server's start alone took more than 10 s.
+HANG_S = 60.0
 
 
 class Wire:
@@ -46,7 +49,7 @@ class Wire:
         assert self.process.stdin is not None
         await self.process.stdin.send(data)
 
-    async def receive(self, timeout: float = 10) -> Any:
+    async def receive(self, timeout: float = HANG_S) -> Any:
         """The next message the server writes (a dict, or a list for a batch), validated."""
         with anyio.fail_after(timeout):
             while not self._queue:
@@ -63,7 +66,7 @@ class Wire:
             check_server_message(self.version, item, self._methods.get(item.get("id")))
         return message
 
-    async def response(self, msg_id: Any, timeout: float = 10) -> dict[str, Any]:
+    async def response(self, msg_id: Any, timeout: float = HANG_S) -> dict[str, Any]:
         """Wait for the response to ``msg_id``, keeping notifications seen on the way."""
         while True:
             message = await self.receive(timeout)
@@ -120,11 +123,13 @@ class Wire:
         assert self.process.stdin is not None
         await self.process.stdin.aclose()
 
-    async def wait_exit(self, timeout: float = 5) -> int:
+    async def wait_exit(self, timeout: float = 30) -> int:
+        """The exit status. ``timeout`` is a guard: what "promptly" is measured against is work that would
+        take minutes or never end (a sparse file of hundreds of GiB, a thread stuck in the kernel)."""
         with anyio.fail_after(timeout):
             return await self.process.wait()
 
-    async def drain_stdout(self, timeout: float = 5) -> bytes:
+    async def drain_stdout(self, timeout: float = 30) -> bytes:
         """Everything left on stdout until the server closes it."""
         assert self.process.stdout is not None
         rest = self._buffer

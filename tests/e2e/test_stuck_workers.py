@@ -63,7 +63,7 @@ async def test_the_server_still_exits_promptly_with_a_worker_stuck_in_the_kernel
             await wire.close_stdin()
         else:
             wire.process.send_signal(signal.SIGTERM if how == "SIGTERM" else signal.SIGINT)
-        assert await wire.wait_exit(timeout=2) == 0
+        assert await wire.wait_exit() == 0
         rest = await wire.drain_stdout()
         assert rest == b"" or rest.endswith(b"\n")  # nothing half-written
         assert b'"id":"stuck-0"' not in rest  # the stuck call was cancelled: no answer
@@ -97,7 +97,7 @@ async def test_a_path_on_a_hung_mount_blocks_a_thread_never_the_server(
         reply = await wire.call("file_sha256", {"path": str(target)})
         assert reply["result"]["structuredContent"]["sha256"].startswith("ba7816bf")
         await wire.close_stdin()
-        assert await wire.wait_exit(timeout=2) == 0
+        assert await wire.wait_exit() == 0
         assert b'"id":"hung"' not in await wire.drain_stdout()
 
 
@@ -116,7 +116,7 @@ async def test_a_prompt_argument_on_a_hung_mount_blocks_a_thread_never_the_serve
         )
         assert (await wire.request("ping"))["result"] == {}
         await wire.close_stdin()
-        assert await wire.wait_exit(timeout=2) == 0
+        assert await wire.wait_exit() == 0
 
 
 async def test_a_client_root_on_a_hung_mount_blocks_a_thread_and_then_keeps_the_scope(tmp_path: Path) -> None:

@@ -416,7 +416,7 @@ def test_a_process_that_stops_without_claiming_again_does_not_keep_the_others_wa
         if in_child:
             # Not before the parent holds the other task: a child that claimed both (a parent slow to
             # start, on a loaded machine) would leave the parent nothing to stop with.
-            assert until(lambda: fan.walking() == 2), "the parent never claimed its task"
+            assert until(lambda: fan.waiting() == 0), "the parent never claimed its task"
             while claim() is not None:
                 pass
             return "child"
