@@ -29,7 +29,26 @@ from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import HostOutcome, fleet_output, table
 from sysmcp.tools.recording import recorded_scan
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.walking import denied_by, require_directory, skipped_phrase, walk_options, walk_properties
+from sysmcp.tools.schemas import (
+    arguments,
+    boolean,
+    counts,
+    integer,
+    number,
+    path_argument,
+    record,
+    result,
+    string,
+    typed,
+)
+from sysmcp.tools.walking import (
+    denied_by,
+    require_directory,
+    skipped_phrase,
+    timeout_property,
+    walk_options,
+    walk_properties,
+)
 from sysmcp.views import DIR_USAGE
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -41,196 +60,142 @@ _DURATION = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhdw]?)\s*")
 _DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION_NOTE = "a duration such as '90s', '45m', '6h', '7d', '2w', or a number of seconds"
 
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {
-            "type": "string",
-            "minLength": 1,
-            "description": "Absolute path of the directory to scan, e.g. '/var'.",
-        },
-        "top_n": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": 50,
-            "default": 5,
-            "description": "How many entries to list in each list (largest files, largest directories), 1 to 50.",
-        },
-        "show": {
-            "type": "string",
-            "enum": ["both", "files", "directories", "extensions", "all"],
-            "default": "both",
-            "description": "Which lists to return: the largest 'files', the largest 'directories' (cumulative "
+
+def _since(description: str) -> dict[str, Any]:
+    """A ``modified_within``/``modified_before`` duration: text such as '7d', or seconds."""
+    return {"type": ["string", "number"], "minLength": 1, "maxLength": 32, "description": description}
+
+
+INPUT_SCHEMA: dict[str, Any] = arguments(
+    {
+        "path": path_argument("Absolute path of the directory to scan, e.g. '/var'."),
+        "top_n": integer(
+            "How many entries to list in each list (largest files, largest directories), 1 to 50.",
+            minimum=1,
+            maximum=50,
+            default=5,
+        ),
+        "show": string(
+            "Which lists to return: the largest 'files', the largest 'directories' (cumulative "
             "size, like du), 'both', 'extensions' (the top file extensions by size: count and bytes; "
             "'(none)' for names without one, e.g. which types fill /var), or 'all' three. Totals are "
             "always returned.",
-        },
-        "modified_within": {
-            "type": ["string", "number"],
-            "minLength": 1,
-            "maxLength": 32,
-            "description": "Keep only files modified within this long before now, e.g. '1h' or '7d' (what "
+            enum=["both", "files", "directories", "extensions", "all"],
+            default="both",
+        ),
+        "modified_within": _since(
+            "Keep only files modified within this long before now, e.g. '1h' or '7d' (what "
             "is new: what filled the disk lately). A duration: '90s', '45m', '6h', '7d', '2w', or seconds. "
             "Applies to the file and extension lists, whose matching count and bytes are added to totals; "
-            "directory totals stay du's.",
-        },
-        "modified_before": {
-            "type": ["string", "number"],
-            "minLength": 1,
-            "maxLength": 32,
-            "description": "Keep only files last modified longer ago than this, e.g. '30d' (clean-up "
+            "directory totals stay du's."
+        ),
+        "modified_before": _since(
+            "Keep only files last modified longer ago than this, e.g. '30d' (clean-up "
             "candidates: big and old). Same durations as modified_within; with both, files modified "
-            "between the two.",
-        },
-        "max_depth": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": 1000,
-            "default": 1,
-            "description": "Deepest directory level in the directory list: 1 lists the immediate "
+            "between the two."
+        ),
+        "max_depth": integer(
+            "Deepest directory level in the directory list: 1 lists the immediate "
             "subdirectories of path (like 'du -d 1 | sort -h'), 2 also their children, and so on. The scan "
             "itself always covers the whole tree.",
-        },
-        "sort_by": {
-            "type": "string",
-            "enum": ["disk", "apparent"],
-            "default": "disk",
-            "description": "Rank by 'disk' usage (allocated blocks, what fills a disk; sparse files count "
+            minimum=1,
+            maximum=1000,
+            default=1,
+        ),
+        "sort_by": string(
+            "Rank by 'disk' usage (allocated blocks, what fills a disk; sparse files count "
             "only their data) or by 'apparent' size (file length, what ls -l shows).",
-        },
+            enum=["disk", "apparent"],
+            default="disk",
+        ),
         "min_size": size_argument(
             "List only files and directories at least this big (apparent size), e.g. '100M'. Totals still "
             "count everything."
         ),
-        "timeout_s": {
-            "type": "number",
-            "minimum": 0.001,
-            "maximum": MAX_TIMEOUT_S,
-            "default": DEFAULT_TIMEOUT_S,
-            "description": "Time budget in seconds (at most 300). When it runs out the scan stops and the "
-            "result, marked partial, covers what was scanned so far.",
-        },
+        "timeout_s": timeout_property(
+            DEFAULT_TIMEOUT_S,
+            MAX_TIMEOUT_S,
+            stops="the scan stops and the result, marked partial, covers what was scanned so far.",
+        ),
         **walk_properties("path"),
-    },
-    "required": ["path"],
-    "additionalProperties": False,
-}
+    }
+)
 
-_SIZE = {"type": "integer", "minimum": 0}
-_ENTRY = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string"},
+_SIZE = integer(minimum=0)
+_ENTRY = record(
+    {
+        "path": string(),
         "disk_bytes": _SIZE,
         "apparent_bytes": _SIZE,
-        "modified": {
-            "type": ["string", "null"],
-            "description": "Last modification time, ISO 8601 UTC (null if out of range).",
-        },
+        "modified": string("Last modification time, ISO 8601 UTC (null if out of range).", null=True),
     },
-    "required": ["path", "disk_bytes", "apparent_bytes", "modified"],
-}
+    closed=False,
+)
 
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string"},
-        "complete": {"type": "boolean", "description": "False when the scan stopped early (time budget)."},
-        "stopped_reason": {
-            "type": ["string", "null"],
-            "description": "Why the scan stopped early, if it did.",
-        },
-        "elapsed_s": {"type": "number"},
-        "sort_by": {"type": "string", "enum": ["disk", "apparent"]},
-        "totals": {
-            "type": "object",
-            "properties": {
-                "files": {
-                    "type": "integer",
-                    "description": "Regular files (hard-linked names counted once).",
-                },
-                "directories": {"type": "integer", "description": "Directories, including path itself."},
-                "apparent_bytes": {"type": "integer", "description": "Like du -sxb."},
-                "disk_bytes": {"type": "integer", "description": "Like du -sxB1: allocated blocks x 512."},
-                "entries": {"type": "integer", "description": "Directory entries examined."},
-                "matching": {
-                    "type": "object",
-                    "description": "With modified_within or modified_before: the files that match.",
-                    "properties": {
-                        "files": {"type": "integer"},
-                        "apparent_bytes": {"type": "integer"},
-                        "disk_bytes": {"type": "integer"},
-                    },
-                    "required": ["files", "apparent_bytes", "disk_bytes"],
-                },
+OUTPUT_SCHEMA: dict[str, Any] = result(
+    {
+        "path": string(),
+        "complete": boolean("False when the scan stopped early (time budget)."),
+        "stopped_reason": string("Why the scan stopped early, if it did.", null=True),
+        "elapsed_s": number(),
+        "sort_by": string(enum=["disk", "apparent"]),
+        "totals": record(
+            {
+                "files": integer("Regular files (hard-linked names counted once)."),
+                "directories": integer("Directories, including path itself."),
+                "apparent_bytes": integer("Like du -sxb."),
+                "disk_bytes": integer("Like du -sxB1: allocated blocks x 512."),
+                "entries": integer("Directory entries examined."),
+                "matching": record(
+                    {"files": integer(), "apparent_bytes": integer(), "disk_bytes": integer()},
+                    "With modified_within or modified_before: the files that match.",
+                    closed=False,
+                ),
             },
-            "required": ["files", "directories", "apparent_bytes", "disk_bytes", "entries"],
-        },
-        "modified_after": {
-            "type": "string",
-            "description": "With modified_within: files modified at or after this time (ISO 8601 UTC).",
-        },
-        "modified_until": {
-            "type": "string",
-            "description": "With modified_before: files modified before this time (ISO 8601 UTC).",
-        },
+            optional=("matching",),
+            closed=False,
+        ),
+        "modified_after": string(
+            "With modified_within: files modified at or after this time (ISO 8601 UTC)."
+        ),
+        "modified_until": string("With modified_before: files modified before this time (ISO 8601 UTC)."),
         "extensions": {
             "type": "array",
             "description": "With show 'extensions' or 'all': the top extensions by the sort_by size.",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "extension": {"type": "string", "description": "'.log', … or '(none)', '(other)'."},
-                    "files": {"type": "integer"},
+            "items": record(
+                {
+                    "extension": string("'.log', … or '(none)', '(other)'."),
+                    "files": integer(),
                     "disk_bytes": _SIZE,
                     "apparent_bytes": _SIZE,
                 },
-                "required": ["extension", "files", "disk_bytes", "apparent_bytes"],
-            },
+                closed=False,
+            ),
         },
-        "extensions_not_shown": {"type": "integer"},
-        "skipped": {
-            "type": "object",
-            "additionalProperties": {"type": "integer"},
-            "description": "Entries left out, by reason: unreadable, other_filesystem, pseudo_filesystem, "
-            "excluded, special_file, vanished.",
-        },
-        "largest_files": {"type": "array", "items": _ENTRY},
-        "files_not_shown": {"type": "integer", "description": "Files (at least min_size) not listed."},
-        "largest_directories": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
+        "extensions_not_shown": integer(),
+        "skipped": counts(
+            "Entries left out, by reason: unreadable, other_filesystem, pseudo_filesystem, "
+            "excluded, special_file, vanished."
+        ),
+        "largest_files": typed("array", items=_ENTRY),
+        "files_not_shown": integer("Files (at least min_size) not listed."),
+        "largest_directories": typed(
+            "array",
+            items=record(
+                {
+                    "path": string(),
                     "disk_bytes": _SIZE,
                     "apparent_bytes": _SIZE,
-                    "files": {"type": "integer", "description": "Regular files below it."},
-                    "depth": {"type": "integer", "description": "1 for an immediate subdirectory of path."},
+                    "files": integer("Regular files below it."),
+                    "depth": integer("1 for an immediate subdirectory of path."),
                 },
-                "required": ["path", "disk_bytes", "apparent_bytes", "files", "depth"],
-            },
-        },
-        "directories_not_shown": {
-            "type": "integer",
-            "description": "Directories within max_depth (at least min_size) not listed.",
-        },
+                closed=False,
+            ),
+        ),
+        "directories_not_shown": integer("Directories within max_depth (at least min_size) not listed."),
     },
-    "required": [
-        "path",
-        "complete",
-        "stopped_reason",
-        "elapsed_s",
-        "sort_by",
-        "totals",
-        "skipped",
-        "largest_files",
-        "files_not_shown",
-        "largest_directories",
-        "directories_not_shown",
-    ],
-    "additionalProperties": False,
-}
+    optional=("modified_after", "modified_until", "extensions", "extensions_not_shown"),
+)
 
 
 def _size_text(apparent: int, disk: int, by_disk: bool) -> str:
