@@ -30,9 +30,9 @@ from sysmcp.fs.paths import display, is_within, printable
 from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.tools import schemas as js
 from sysmcp.tools.processes import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
-from sysmcp.tools.schemas import arguments, boolean, integer, path_argument, record, result, string, typed
 
 PROC = "/proc"
 DELETED = " (deleted)"
@@ -195,15 +195,14 @@ def filesystem_of(table: MountTable, dev: int) -> Mount | None:
 
 # -- schema -----------------------------------------------------------------------------------
 
-INPUT_SCHEMA: dict[str, Any] = arguments(
+INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
-        "path": path_argument(
+        "path": js.path_argument(
             "Absolute path of any file or directory: report only deleted files on the "
             "filesystem that holds it (e.g. '/var' when df says /var is full). Omit for every filesystem."
         ),
-        "top_n": integer(
+        "top_n": js.top_n_argument(
             "How many files to list, largest on disk first (1 to 100); the rest are counted.",
-            minimum=1,
             maximum=100,
             default=20,
         ),
@@ -211,72 +210,74 @@ INPUT_SCHEMA: dict[str, Any] = arguments(
     required=None,
 )
 
-_HOLDER = record(
+_HOLDER = js.record(
     {
-        "pid": integer(),
-        "command": string("The process's command name."),
-        "user": string("Owner of the process (null: no user name).", null=True),
-        "fd": integer(
+        "pid": js.integer(),
+        "command": js.string("The process's command name."),
+        "user": js.string("Owner of the process (null: no user name).", null=True),
+        "fd": js.integer(
             "The open descriptor: /proc/PID/fd/FD reaches the file. null: the process holds it "
             "by a memory mapping, not a descriptor (lsof's DEL).",
             null=True,
         ),
-        "mode": string("'r', 'w' or 'rw' as opened ('rw' for a shared writable mapping); '' when unknown."),
+        "mode": js.string(
+            "'r', 'w' or 'rw' as opened ('rw' for a shared writable mapping); '' when unknown."
+        ),
     }
 )
 
 
 def _held(description: str) -> dict[str, Any]:
     """Deleted files counted but not listed: how many, and the disk bytes they hold."""
-    return record({"files": integer(), "disk_bytes": integer()}, description)
+    return js.record({"files": js.integer(), "disk_bytes": js.integer()}, description)
 
 
-OUTPUT_SCHEMA: dict[str, Any] = result(
+OUTPUT_SCHEMA: dict[str, Any] = js.result(
     {
-        "path": string("The path asked about (absent without path)."),
-        "available": boolean("False where this system has no /proc/PID/fd to look at (e.g. macOS)."),
-        "files": typed(
+        "path": js.string("The path asked about (absent without path)."),
+        "available": js.boolean("False where this system has no /proc/PID/fd to look at (e.g. macOS)."),
+        "files": js.typed(
             "array",
-            items=record(
+            items=js.record(
                 {
-                    "path": string("The name the file had before deletion."),
-                    "size_bytes": integer(),
-                    "disk_bytes": integer("Allocated blocks × 512: space held."),
-                    "mount_point": string("The filesystem it is on."),
-                    "holders": typed("array", items=_HOLDER),
-                    "holders_not_shown": integer(),
-                    "mapped_only": boolean(
+                    "path": js.string("The name the file had before deletion."),
+                    "size_bytes": js.integer(),
+                    "disk_bytes": js.integer("Allocated blocks × 512: space held."),
+                    "mount_point": js.string("The filesystem it is on."),
+                    "holders": js.typed("array", items=_HOLDER),
+                    "holders_not_shown": js.integer(),
+                    "mapped_only": js.boolean(
                         "Held only by memory mappings: freed when the holders exit or unmap "
                         "it (restart them); truncating it would crash them."
                     ),
                 }
             ),
         ),
-        "files_not_shown": integer(),
+        "files_not_shown": js.integer(),
         "filesystems": {
             "type": "array",
             "description": "Totals per filesystem, most disk bytes first (each file counted once).",
-            "items": record(
+            "items": js.record(
                 {
-                    "mount_point": string(),
-                    "fs_type": string(),
-                    "device": string(),
-                    "files": integer(),
-                    "size_bytes": integer(),
-                    "disk_bytes": integer(),
+                    "mount_point": js.string(),
+                    "fs_type": js.string(),
+                    "device": js.string(),
+                    "files": js.integer(),
+                    "size_bytes": js.integer(),
+                    "disk_bytes": js.integer(),
                 }
             ),
         },
-        "total_disk_bytes": integer(),
-        "processes_read": integer(),
-        "processes_unreadable": integer(
+        "total_disk_bytes": js.integer(),
+        "processes_read": js.integer(),
+        "processes_unreadable": js.integer(
             "Processes whose descriptors could not be read (another user's, without root)."
         ),
-        "mappings_not_sized": integer(
+        "mappings_not_sized": js.integer(
             "Deleted memory-mapped files that could not be sized (/proc/PID/map_files needs "
             "more privilege): left out."
         ),
-        "empty_files_not_listed": integer(
+        "empty_files_not_listed": js.integer(
             "Deleted files held open that are empty (they hold no space): left out."
         ),
         "outside_allowed_roots": _held(

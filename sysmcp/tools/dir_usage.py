@@ -25,22 +25,11 @@ from sysmcp.fs.usage import (
 from sysmcp.fs.walk import SkipCounter
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ArgumentError, ToolError
+from sysmcp.tools import schemas as js
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import HostOutcome, fleet_output, table
 from sysmcp.tools.recording import recorded_scan
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.schemas import (
-    arguments,
-    boolean,
-    counts,
-    integer,
-    number,
-    path_argument,
-    record,
-    result,
-    string,
-    typed,
-)
 from sysmcp.tools.walking import (
     denied_by,
     require_directory,
@@ -66,16 +55,15 @@ def _since(description: str) -> dict[str, Any]:
     return {"type": ["string", "number"], "minLength": 1, "maxLength": 32, "description": description}
 
 
-INPUT_SCHEMA: dict[str, Any] = arguments(
+INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
-        "path": path_argument("Absolute path of the directory to scan, e.g. '/var'."),
-        "top_n": integer(
+        "path": js.path_argument("Absolute path of the directory to scan, e.g. '/var'."),
+        "top_n": js.top_n_argument(
             "How many entries to list in each list (largest files, largest directories), 1 to 50.",
-            minimum=1,
             maximum=50,
             default=5,
         ),
-        "show": string(
+        "show": js.string(
             "Which lists to return: the largest 'files', the largest 'directories' (cumulative "
             "size, like du), 'both', 'extensions' (the top file extensions by size: count and bytes; "
             "'(none)' for names without one, e.g. which types fill /var), or 'all' three. Totals are "
@@ -94,7 +82,7 @@ INPUT_SCHEMA: dict[str, Any] = arguments(
             "candidates: big and old). Same durations as modified_within; with both, files modified "
             "between the two."
         ),
-        "max_depth": integer(
+        "max_depth": js.integer(
             "Deepest directory level in the directory list: 1 lists the immediate "
             "subdirectories of path (like 'du -d 1 | sort -h'), 2 also their children, and so on. The scan "
             "itself always covers the whole tree.",
@@ -102,7 +90,7 @@ INPUT_SCHEMA: dict[str, Any] = arguments(
             maximum=1000,
             default=1,
         ),
-        "sort_by": string(
+        "sort_by": js.string(
             "Rank by 'disk' usage (allocated blocks, what fills a disk; sparse files count "
             "only their data) or by 'apparent' size (file length, what ls -l shows).",
             enum=["disk", "apparent"],
@@ -121,33 +109,33 @@ INPUT_SCHEMA: dict[str, Any] = arguments(
     }
 )
 
-_SIZE = integer(minimum=0)
-_ENTRY = record(
+_SIZE = js.integer(minimum=0)
+_ENTRY = js.record(
     {
-        "path": string(),
+        "path": js.string(),
         "disk_bytes": _SIZE,
         "apparent_bytes": _SIZE,
-        "modified": string("Last modification time, ISO 8601 UTC (null if out of range).", null=True),
+        "modified": js.string("Last modification time, ISO 8601 UTC (null if out of range).", null=True),
     },
     closed=False,
 )
 
-OUTPUT_SCHEMA: dict[str, Any] = result(
+OUTPUT_SCHEMA: dict[str, Any] = js.result(
     {
-        "path": string(),
-        "complete": boolean("False when the scan stopped early (time budget)."),
-        "stopped_reason": string("Why the scan stopped early, if it did.", null=True),
-        "elapsed_s": number(),
-        "sort_by": string(enum=["disk", "apparent"]),
-        "totals": record(
+        "path": js.string(),
+        "complete": js.boolean("False when the scan stopped early (time budget)."),
+        "stopped_reason": js.string("Why the scan stopped early, if it did.", null=True),
+        "elapsed_s": js.number(),
+        "sort_by": js.string(enum=["disk", "apparent"]),
+        "totals": js.record(
             {
-                "files": integer("Regular files (hard-linked names counted once)."),
-                "directories": integer("Directories, including path itself."),
-                "apparent_bytes": integer("Like du -sxb."),
-                "disk_bytes": integer("Like du -sxB1: allocated blocks x 512."),
-                "entries": integer("Directory entries examined."),
-                "matching": record(
-                    {"files": integer(), "apparent_bytes": integer(), "disk_bytes": integer()},
+                "files": js.integer("Regular files (hard-linked names counted once)."),
+                "directories": js.integer("Directories, including path itself."),
+                "apparent_bytes": js.integer("Like du -sxb."),
+                "disk_bytes": js.integer("Like du -sxB1: allocated blocks x 512."),
+                "entries": js.integer("Directory entries examined."),
+                "matching": js.record(
+                    {"files": js.integer(), "apparent_bytes": js.integer(), "disk_bytes": js.integer()},
                     "With modified_within or modified_before: the files that match.",
                     closed=False,
                 ),
@@ -155,44 +143,44 @@ OUTPUT_SCHEMA: dict[str, Any] = result(
             optional=("matching",),
             closed=False,
         ),
-        "modified_after": string(
+        "modified_after": js.string(
             "With modified_within: files modified at or after this time (ISO 8601 UTC)."
         ),
-        "modified_until": string("With modified_before: files modified before this time (ISO 8601 UTC)."),
+        "modified_until": js.string("With modified_before: files modified before this time (ISO 8601 UTC)."),
         "extensions": {
             "type": "array",
             "description": "With show 'extensions' or 'all': the top extensions by the sort_by size.",
-            "items": record(
+            "items": js.record(
                 {
-                    "extension": string("'.log', … or '(none)', '(other)'."),
-                    "files": integer(),
+                    "extension": js.string("'.log', … or '(none)', '(other)'."),
+                    "files": js.integer(),
                     "disk_bytes": _SIZE,
                     "apparent_bytes": _SIZE,
                 },
                 closed=False,
             ),
         },
-        "extensions_not_shown": integer(),
-        "skipped": counts(
+        "extensions_not_shown": js.integer(),
+        "skipped": js.counts(
             "Entries left out, by reason: unreadable, other_filesystem, pseudo_filesystem, "
             "excluded, special_file, vanished."
         ),
-        "largest_files": typed("array", items=_ENTRY),
-        "files_not_shown": integer("Files (at least min_size) not listed."),
-        "largest_directories": typed(
+        "largest_files": js.typed("array", items=_ENTRY),
+        "files_not_shown": js.integer("Files (at least min_size) not listed."),
+        "largest_directories": js.typed(
             "array",
-            items=record(
+            items=js.record(
                 {
-                    "path": string(),
+                    "path": js.string(),
                     "disk_bytes": _SIZE,
                     "apparent_bytes": _SIZE,
-                    "files": integer("Regular files below it."),
-                    "depth": integer("1 for an immediate subdirectory of path."),
+                    "files": js.integer("Regular files below it."),
+                    "depth": js.integer("1 for an immediate subdirectory of path."),
                 },
                 closed=False,
             ),
         ),
-        "directories_not_shown": integer("Directories within max_depth (at least min_size) not listed."),
+        "directories_not_shown": js.integer("Directories within max_depth (at least min_size) not listed."),
     },
     optional=("modified_after", "modified_until", "extensions", "extensions_not_shown"),
 )

@@ -22,9 +22,9 @@ from sysmcp.fs.paths import printable
 from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.tools import schemas as js
 from sysmcp.tools.processes import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
-from sysmcp.tools.schemas import arguments, boolean, integer, names, number, record, result, string, typed
 
 DEFAULT_SAMPLE_S = 2.0
 MAX_SAMPLE_S = 60.0
@@ -141,18 +141,17 @@ def device_deltas(first: dict[str, Any], second: dict[str, Any], seconds: float)
 
 # -- schema -----------------------------------------------------------------------------------
 
-INPUT_SCHEMA: dict[str, Any] = arguments(
+INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
-        "sample_s": number(
+        "sample_s": js.number(
             "Seconds to measure over (0.1 to 60, default 2): the counters are read at the "
             "start and the end of this window. Progress is reported while it waits; cancellable.",
             minimum=0.1,
             maximum=MAX_SAMPLE_S,
             default=DEFAULT_SAMPLE_S,
         ),
-        "top_n": integer(
+        "top_n": js.top_n_argument(
             "How many processes to list as top writers and as top readers (1 to 50).",
-            minimum=1,
             maximum=50,
             default=5,
         ),
@@ -160,47 +159,47 @@ INPUT_SCHEMA: dict[str, Any] = arguments(
     required=None,
 )
 
-_PROCESS = record(
+_PROCESS = js.record(
     {
-        "pid": integer(),
-        "command": string(),
-        "user": string(null=True),
-        "bytes": integer("Bytes written (or read) in the window, storage layer."),
-        "bytes_per_s": number(),
+        "pid": js.integer(),
+        "command": js.string(),
+        "user": js.string(null=True),
+        "bytes": js.integer("Bytes written (or read) in the window, storage layer."),
+        "bytes_per_s": js.number(),
     }
 )
 
-OUTPUT_SCHEMA: dict[str, Any] = result(
+OUTPUT_SCHEMA: dict[str, Any] = js.result(
     {
-        "seconds": number("The window actually measured."),
+        "seconds": js.number("The window actually measured."),
         "devices": {
             "type": "array",
             "description": "Block devices with any I/O in the window, busiest first.",
-            "items": record(
+            "items": js.record(
                 {
-                    "device": string(),
-                    "read_bytes": integer(),
-                    "write_bytes": integer(),
-                    "read_bytes_per_s": number(),
-                    "write_bytes_per_s": number(),
-                    "read_iops": number(),
-                    "write_iops": number(),
-                    "busy_percent": number(
+                    "device": js.string(),
+                    "read_bytes": js.integer(),
+                    "write_bytes": js.integer(),
+                    "read_bytes_per_s": js.number(),
+                    "write_bytes_per_s": js.number(),
+                    "read_iops": js.number(),
+                    "write_iops": js.number(),
+                    "busy_percent": js.number(
                         "Share of the window the device was busy (null where not reported).", null=True
                     ),
                 }
             ),
         },
-        "idle_devices": names("No I/O in the window."),
-        "top_writers": typed("array", items=_PROCESS),
-        "writers_not_shown": integer(),
-        "top_readers": typed("array", items=_PROCESS),
-        "readers_not_shown": integer(),
-        "processes_read": integer(),
-        "processes_unreadable": integer(
+        "idle_devices": js.names("No I/O in the window."),
+        "top_writers": js.typed("array", items=_PROCESS),
+        "writers_not_shown": js.integer(),
+        "top_readers": js.typed("array", items=_PROCESS),
+        "readers_not_shown": js.integer(),
+        "processes_read": js.integer(),
+        "processes_unreadable": js.integer(
             "Processes whose I/O counters could not be read (another user's, without root)."
         ),
-        "process_io_available": boolean(
+        "process_io_available": js.boolean(
             "False where this system has no per-process I/O counters (e.g. macOS)."
         ),
     }

@@ -16,20 +16,27 @@ from sysmcp.fs.paths import display, printable
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import human_bytes, more_not_shown, plural
+from sysmcp.tools import schemas as js
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.schemas import arguments, objects, path_argument, result
-from sysmcp.tools.walking import denied_by, require_directory, skipped_phrase, walk_options, walk_properties
+from sysmcp.tools.walking import (
+    denied_by,
+    require_directory,
+    skipped_phrase,
+    timeout_property,
+    walk_options,
+    walk_properties,
+)
 
 PATHS_INLINE = 5  # paths shown per group in the text and structured content
 FULL_TEXT_CAP = 8 << 20  # the full group list resource is cut (and says so) beyond this
 DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 600.0
 
-INPUT_SCHEMA: dict[str, Any] = arguments(
+INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
-        "path": path_argument(
+        "path": js.path_argument(
             "Absolute path of the directory to search, e.g. '/home'.",
         ),
         "min_size": size_argument(
@@ -38,57 +45,49 @@ INPUT_SCHEMA: dict[str, Any] = arguments(
             minimum=1,
             default=1,
         ),
-        "top_n": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": 50,
-            "default": 10,
-            "description": "How many duplicate groups to list, largest reclaimable space first (1 to 50).",
-        },
-        "timeout_s": {
-            "type": "number",
-            "minimum": 0.001,
-            "maximum": MAX_TIMEOUT_S,
-            "default": DEFAULT_TIMEOUT_S,
-            "description": "Time budget in seconds (at most 600). Listing files may use half of it; when the "
-            "budget runs out the result, marked partial, lists the duplicates confirmed so far (largest "
-            "files are checked first).",
-        },
+        "top_n": js.top_n_argument(
+            "How many duplicate groups to list, largest reclaimable space first (1 to 50).",
+            maximum=50,
+            default=10,
+        ),
+        "timeout_s": timeout_property(
+            DEFAULT_TIMEOUT_S,
+            MAX_TIMEOUT_S,
+            runs_out="Listing files may use half of it; when the budget runs out ",
+            stops="the result, marked partial, lists the duplicates confirmed so far (largest files are "
+            "checked first).",
+        ),
         **walk_properties("path"),
     }
 )
 
-OUTPUT_SCHEMA: dict[str, Any] = result(
+OUTPUT_SCHEMA: dict[str, Any] = js.result(
     {
-        "path": {"type": "string"},
-        "complete": {"type": "boolean", "description": "False when the search stopped early."},
-        "stopped_reason": {"type": ["string", "null"]},
-        "elapsed_s": {"type": "number"},
-        "files_scanned": {"type": "integer", "description": "Regular files at least min_size."},
-        "files_read": {"type": "integer", "description": "Files opened for a head/tail or full hash."},
-        "bytes_read": {"type": "integer"},
-        "groups_found": {"type": "integer"},
-        "duplicate_files": {"type": "integer", "description": "Extra copies: files minus groups."},
-        "reclaimable_bytes": {
-            "type": "integer",
-            "description": "Disk space freed by keeping one copy of each group.",
-        },
-        "hard_links_ignored": {
-            "type": "integer",
-            "description": "Further names of a file already counted (same inode), not duplicates.",
-        },
-        "groups": objects(
+        "path": js.string(),
+        "complete": js.boolean("False when the search stopped early."),
+        "stopped_reason": js.string(null=True),
+        "elapsed_s": js.number(),
+        "files_scanned": js.integer("Regular files at least min_size."),
+        "files_read": js.integer("Files opened for a head/tail or full hash."),
+        "bytes_read": js.integer(),
+        "groups_found": js.integer(),
+        "duplicate_files": js.integer("Extra copies: files minus groups."),
+        "reclaimable_bytes": js.integer("Disk space freed by keeping one copy of each group."),
+        "hard_links_ignored": js.integer(
+            "Further names of a file already counted (same inode), not duplicates."
+        ),
+        "groups": js.objects(
             {
-                "size_bytes": {"type": "integer"},
-                "copies": {"type": "integer"},
-                "reclaimable_bytes": {"type": "integer"},
-                "blake3": {"type": "string", "description": "BLAKE3 (256 bits) of the content."},
-                "paths": {"type": "array", "items": {"type": "string"}},
-                "paths_not_shown": {"type": "integer"},
+                "size_bytes": js.integer(),
+                "copies": js.integer(),
+                "reclaimable_bytes": js.integer(),
+                "blake3": js.string("BLAKE3 (256 bits) of the content."),
+                "paths": js.names(),
+                "paths_not_shown": js.integer(),
             }
         ),
-        "groups_not_shown": {"type": "integer"},
-        "skipped": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "groups_not_shown": js.integer(),
+        "skipped": js.counts(),
     }
 )
 

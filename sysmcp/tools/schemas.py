@@ -21,9 +21,11 @@ __all__ = [
     "number",
     "objects",
     "path_argument",
+    "path_errors",
     "record",
     "result",
     "string",
+    "top_n_argument",
     "typed",
 ]
 
@@ -70,6 +72,11 @@ def path_argument(description: str) -> dict[str, Any]:
     return string(description, minLength=1)
 
 
+def top_n_argument(description: str, *, maximum: int, default: int) -> dict[str, Any]:
+    """How many items a list shows (1 to ``maximum``); the rest are counted, not listed."""
+    return integer(description, minimum=1, maximum=maximum, default=default)
+
+
 def arguments(properties: dict[str, Any], *, required: Iterable[str] | None = ("path",)) -> dict[str, Any]:
     """An input schema: these properties, ``required`` among them (None: every one optional), no
     other argument accepted."""
@@ -109,3 +116,8 @@ def result(properties: dict[str, Any], *, optional: Iterable[str] = ()) -> dict[
 def objects(properties: dict[str, Any], *, description: str | None = None) -> dict[str, Any]:
     """An array of objects that each carry every one of ``properties``."""
     return typed("array", description, items=record(properties, closed=False))
+
+
+def path_errors(description: str | None = None) -> dict[str, Any]:
+    """Files that could not be read or hashed, each with the reason."""
+    return objects({"path": string(), "error": string()}, description=description)

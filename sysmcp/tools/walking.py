@@ -34,14 +34,17 @@ def walk_properties(base: str, *, note: str = "") -> dict[str, Any]:
     }
 
 
-def timeout_property(default: float, maximum: float, *, stops: str) -> dict[str, Any]:
-    """The ``timeout_s`` schema property of a tool that stops at a time budget with a partial result."""
+def timeout_property(
+    default: float, maximum: float, *, stops: str, runs_out: str = "When it runs out "
+) -> dict[str, Any]:
+    """The ``timeout_s`` schema property of a tool that stops at a time budget with a partial result:
+    '… (at most N). When it runs out ' and what ``stops``."""
     return {
         "type": "number",
         "minimum": 0.001,
         "maximum": maximum,
         "default": default,
-        "description": f"Time budget in seconds (at most {maximum:g}). When it runs out {stops}",
+        "description": f"Time budget in seconds (at most {maximum:g}). {runs_out}{stops}",
     }
 
 
