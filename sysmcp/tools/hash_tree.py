@@ -14,7 +14,7 @@ import shlex
 import stat
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from sysmcp.fs.checksums import (
 from sysmcp.fs.parallel import Sharing
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import kind
-from sysmcp.fs.treehash import TreeRequest, hash_tree_parallel
+from sysmcp.fs.treehash import TreeManifest, TreeRequest, hash_tree_parallel
 from sysmcp.fs.walk import Budget, ScanStopped, SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
@@ -41,7 +41,6 @@ from sysmcp.protocol.threads import run_in_thread
 from sysmcp.render import human_bytes, plural, rate, took
 from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools import schemas as js
-from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.recording import record_baseline
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import denied_by, skipped_phrase, timeout_property, walk_options, walk_properties
@@ -132,23 +131,12 @@ OUTPUT_SCHEMA: dict[str, Any] = js.result(
 
 
 @dataclass
-class TreeHash:
-    """What the worker hands back: the sorted manifest (whole if it can be kept) and what is not in it."""
+class TreeHash(TreeManifest):
+    """What the worker hands back: the engine's sorted manifest (whole if it can be kept) and what is
+    not in it, plus the directory its names are relative to and how long it took."""
 
-    files: int = 0
-    total_bytes: int = 0
-    manifest: bytes | bytearray | None = None  # the whole manifest; None when over the store's item limit
-    manifest_bytes: int = 0
-    first: list[bytes] = field(default_factory=list)  # the first MAX_SHOWN lines
-    unreadable: list[tuple[bytes, str]] = field(default_factory=list)  # sorted; the first ones
-    unreadable_count: int = 0
     seconds: float = 0.0
     base: bytes = b"/"
-    non_utf8: int = 0
-    stopped: str | None = None  # why the manifest covers only some files (the time budget ran out)
-    not_hashed: int = 0  # files listed but not hashed when it stopped
-    walk_complete: bool = True
-    processes: int = 1
 
 
 MAX_SHOWN = 1000  # the schema's largest max_lines
@@ -197,21 +185,7 @@ def hash_tree(
             request, skipped, check_cancelled=meter.checkpoint, report=report, clock=clock
         )
         report(merged.files, merged.total_bytes)
-        result = TreeHash(
-            files=merged.files,
-            total_bytes=merged.total_bytes,
-            manifest=merged.manifest,
-            manifest_bytes=merged.manifest_bytes,
-            first=merged.first,
-            unreadable=merged.unreadable,
-            unreadable_count=merged.unreadable_count,
-            base=root,
-            non_utf8=merged.non_utf8,
-            stopped=merged.stopped,
-            not_hashed=merged.not_hashed,
-            walk_complete=merged.walk_complete,
-            processes=merged.processes,
-        )
+        result = TreeHash(base=root, **{each.name: getattr(merged, each.name) for each in fields(merged)})
     result.seconds = time.perf_counter() - started
     return result
 
@@ -249,7 +223,7 @@ def _hash_one(
             else:
                 line = format_line(name, outcome.digest.hexdigests[algorithm.name], algorithm, style)
                 result.files, result.total_bytes = 1, outcome.digest.size
-                result.manifest, result.manifest_bytes, result.first = line, len(line), [line]
+                result.manifest, result.manifest_bytes, result.first = bytearray(line), len(line), [line]
                 try:
                     name.decode("utf-8")
                 except UnicodeDecodeError:
@@ -450,5 +424,4 @@ TOOL = Tool(
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,
     handler=handle,
-    merge=summary_merge(),  # per-host summaries
 )

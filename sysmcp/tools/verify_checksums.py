@@ -42,7 +42,6 @@ from sysmcp.protocol.errors import ToolError
 from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools import schemas as js
 from sysmcp.tools.errors import as_tool_error
-from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import (
     require_directory,
@@ -519,5 +518,4 @@ TOOL = Tool(
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,
     handler=handle,
-    merge=summary_merge(),  # per-host summaries
 )
