@@ -29,7 +29,7 @@ from sysmcp.tools import schemas as js
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import HostOutcome, fleet_output, table
 from sysmcp.tools.recording import recorded_scan
-from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
+from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name
 from sysmcp.tools.walking import (
     denied_by,
     require_directory,
@@ -419,21 +419,29 @@ def render(
         if usage.stopped:
             out.append(f"# PARTIAL: {usage.stopped}")
         if show in ("both", "directories", "all"):
-            out.append(f"# largest directories ({len(directories):,} of {usage.eligible_directories:,})")
-            out.append("disk_bytes\tapparent_bytes\tfiles\tpath")
-            out += [
-                f"{r['disk_bytes']}\t{r['apparent_bytes']}\t{r['files']}\t{printable(r['path'])}/"
-                for r in directories
-            ]
+            out += _listing(
+                f"largest directories ({len(directories):,} of {usage.eligible_directories:,})",
+                "files",
+                [(r, r["files"], printable(r["path"]) + "/") for r in directories],
+            )
         if show in ("both", "files", "all"):
-            out.append(f"# largest files ({len(files):,} of {usage.eligible_files:,})")
-            out.append("disk_bytes\tapparent_bytes\tmodified\tpath")
-            out += [
-                f"{r['disk_bytes']}\t{r['apparent_bytes']}\t{r['modified'] or ''}\t{printable(r['path'])}"
-                for r in files
-            ]
+            out += _listing(
+                f"largest files ({len(files):,} of {usage.eligible_files:,})",
+                "modified",
+                [(r, r["modified"] or "", printable(r["path"])) for r in files],
+            )
         full = "\n".join(out) + "\n"
     return "\n".join(lines), structured, full
+
+
+def _listing(title: str, third: str, rows: Sequence[tuple[dict[str, Any], object, str]]) -> list[str]:
+    """One table of the full listing: a '# title' line, the tab-separated header, then a line per row
+    (its sizes, the ``third`` column's value, its path as shown)."""
+    return [
+        f"# {title}",
+        f"disk_bytes\tapparent_bytes\t{third}\tpath",
+        *(f"{r['disk_bytes']}\t{r['apparent_bytes']}\t{value}\t{path}" for r, value, path in rows),
+    ]
 
 
 def _inodes_in_use(path: os.PathLike[str]) -> int | None:
@@ -527,21 +535,16 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     if history_note:
         text += "\n" + history_note
     links: tuple[ResourceLink, ...] = ()
-    if full is not None:
-        name = f"dir_usage-{os.path.basename(shown.rstrip('/')) or 'root'}.tsv"
-        link = ctx.keep(
-            name,
+    if full is not None:  # not kept: bounded by the list sizes, only absurdly long names could get there
+        text, links = ctx.keep_full(
+            text,
             full,
+            name=listing_name("dir_usage", shown, ".tsv"),
             description=f"Full dir_usage listing of {shown}",
             mime_type="text/tab-separated-values",
+            kept=f"Longer lists (up to {FULL_DIRECTORIES:,} directories, {FULL_FILES:,} files): {{}}",
+            not_kept="Longer lists: not kept, {}",
         )
-        if isinstance(link, str):  # bounded by the list sizes; only absurdly long names could get here
-            text += f"\nLonger lists: not kept, {link}"
-        else:
-            links = (link,)
-            text += (
-                f"\nLonger lists (up to {FULL_DIRECTORIES:,} directories, {FULL_FILES:,} files): {link.uri}"
-            )
     return ToolOutput(text, structured, links=links)
 
 

@@ -19,7 +19,7 @@ from sysmcp.render import human_bytes, more_not_shown, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import summary_merge
-from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
+from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name
 from sysmcp.tools.walking import (
     denied_by,
     require_directory,
@@ -223,13 +223,14 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     text, structured, full = render(shown, search, args["top_n"])
     links: tuple[ResourceLink, ...] = ()
     if full is not None:
-        name = f"duplicates-{os.path.basename(shown.rstrip('/')) or 'root'}.txt"
-        link = ctx.keep(name, full, description=f"All duplicate groups under {shown}")
-        if isinstance(link, str):
-            text += f"\nAll groups and paths: not kept, {link}"
-        else:
-            links = (link,)
-            text += f"\nAll groups and paths: {link.uri}"
+        text, links = ctx.keep_full(
+            text,
+            full,
+            name=listing_name("duplicates", shown, ".txt"),
+            description=f"All duplicate groups under {shown}",
+            kept="All groups and paths: {}",
+            not_kept="All groups and paths: not kept, {}",
+        )
     return ToolOutput(text, structured, links=links)
 
 
