@@ -31,10 +31,10 @@ from sysmcp.tools.merging import HostOutcome, fleet_output, table
 from sysmcp.tools.recording import recorded_scan
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name
 from sysmcp.tools.walking import (
-    denied_by,
-    require_directory,
+    directory_argument,
     skipped_phrase,
     timeout_property,
+    unreadable_directory,
     walk_options,
     walk_properties,
 )
@@ -504,8 +504,7 @@ def usage_report(meter: Meter | None) -> Callable[[int, int], None]:
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     now = time.time()
     request = request_for(args, now)  # bad durations are refused before any work
-    path = await ctx.resolve(args["path"], lambda found: require_directory(found, display(found)))
-    shown = display(path)
+    path, shown = await directory_argument(ctx, args["path"])
     options = walk_options(args)
     skipped = SkipCounter()
 
@@ -528,7 +527,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     try:
         usage, _, history_note = await ctx.run_in_worker(scan, describe=describe)
     except PermissionError:
-        raise ToolError(f"Permission denied: cannot read the directory {shown}{denied_by(path)}") from None
+        raise unreadable_directory(shown, path) from None
     except OSError as exc:
         raise ToolError(f"Cannot scan {shown}: {exc.strerror or exc}") from None
     text, structured, full = render(shown, usage, skipped.as_dict(), args, now, skipped.named)

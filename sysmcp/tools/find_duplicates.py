@@ -21,10 +21,10 @@ from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name
 from sysmcp.tools.walking import (
-    denied_by,
-    require_directory,
+    directory_argument,
     skipped_phrase,
     timeout_property,
+    unreadable_directory,
     walk_options,
     walk_properties,
 )
@@ -195,8 +195,7 @@ def full_list(shown: str, search: Search, reclaimable: int, path: Callable[[Cand
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    path = await ctx.resolve(args["path"], lambda found: require_directory(found, display(found)))
-    shown = display(path)
+    path, shown = await directory_argument(ctx, args["path"])
     request = DuplicatesRequest(
         os.fsencode(path),
         walk_options(args),
@@ -217,7 +216,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             describe=describe,
         )
     except PermissionRefused:
-        raise ToolError(f"Permission denied: cannot read the directory {shown}{denied_by(path)}") from None
+        raise unreadable_directory(shown, path) from None
     except EngineError as exc:
         raise ToolError(f"Cannot search {shown}: {exc.detail}") from None
     text, structured, full = render(shown, search, args["top_n"])

@@ -43,7 +43,13 @@ from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools import schemas as js
 from sysmcp.tools.recording import record_baseline
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.walking import denied_by, skipped_phrase, timeout_property, walk_options, walk_properties
+from sysmcp.tools.walking import (
+    skipped_phrase,
+    timeout_property,
+    unreadable_directory,
+    walk_options,
+    walk_properties,
+)
 
 MAX_LISTED = 50  # unreadable files named in the result; the rest are counted
 DEFAULT_TIMEOUT_S = 30.0
@@ -259,9 +265,7 @@ def run(
     try:
         return hash_tree(path, single, algorithm, style, options, skipped, meter, HASH_THREADS, timeout_s)
     except PermissionError:
-        raise ToolError(
-            f"Permission denied: cannot read the directory {shown}{denied_by(Path(os.fsdecode(path)))}"
-        ) from None
+        raise unreadable_directory(shown, Path(os.fsdecode(path))) from None
     except OSError as exc:
         raise ToolError(f"Cannot walk {shown}: {exc.strerror or exc}") from None
 
