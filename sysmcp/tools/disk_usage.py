@@ -377,6 +377,34 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
     required=None,
 )
 
+#: Descriptions of the fields ``disk_explain.EXPLAIN_SCHEMA`` writes compactly (dotted paths below ``explain``).
+EXPLAIN_WORDS: dict[str, str] = {
+    "files.bytes": "Disk bytes of the files a walk of the filesystem reaches (as du -x).",
+    "files.next_step": "What to run next for this part.",
+    "deleted_open.bytes": "Disk bytes of deleted files still held open on this filesystem.",
+    "deleted_open.processes_unreadable": "Processes whose open files could not be read (another user, without root).",
+    "deleted_open.available": "Whether open files could be listed on this system (/proc).",
+    "deleted_open.next_step": "What to run next for this part.",
+    "hidden_under_mounts.bytes": "Disk bytes of files in directories another filesystem is mounted over.",
+    "hidden_under_mounts.checked": "Whether the directories under mount points were looked at (needs root).",
+    "hidden_under_mounts.mount_points": "How many mount points sit on this filesystem.",
+    "hidden_under_mounts.next_step": "What to run next for this part.",
+    "unreadable_directories.count": "Directories the walk could not read.",
+    "unreadable_directories.named": "Some of those directories, inside the allowed roots.",
+    "unreadable_directories.upper_bound_bytes": "At most this many bytes can be in them (the remainder).",
+    "unreadable_directories.next_step": "What to run next for this part.",
+    "snapshots.bytes": "Disk bytes held only by snapshots or other subvolumes.",
+    "snapshots.kind": "The snapshot mechanism (btrfs, zfs, lvm-thin, apfs), or null.",
+    "snapshots.note": "How the figure was obtained, or why it could not be.",
+    "snapshots.next_step": "What to run next for this part.",
+    "overhead.bytes": "The filesystem's own metadata, journal and reservations counted as used.",
+    "overhead.source": "Where the overhead figure comes from.",
+    "remainder.bytes": "Used bytes no part accounts for (negative when parts overlap).",
+    "remainder.percent": "The remainder as a percentage of used bytes.",
+    "remainder.not_walked": "True when the walk stopped at its time budget: part of the remainder was not walked.",
+    "remainder.next_step": "What to run next for this part.",
+}
+
 OUTPUT_SCHEMA: dict[str, Any] = js.result(
     {
         "path": js.string("The resolved path asked about (absent when listing)."),
@@ -388,7 +416,7 @@ OUTPUT_SCHEMA: dict[str, Any] = js.result(
             "What to know to read the figures right (e.g. APFS volumes sharing one container)."
         ),
         "sample_s": js.number("The sampling window asked for (absent when 0)."),
-        "explain": disk_explain.EXPLAIN_SCHEMA,
+        "explain": describe_paths(disk_explain.EXPLAIN_SCHEMA, EXPLAIN_WORDS),
     },
     optional=("path", "order", "notes", "sample_s", "explain"),
 )
@@ -568,35 +596,6 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
     return fleet_output(outcomes, body, view)
 
 
-#: Descriptions of the output fields the schema above writes compactly (dotted paths; ``[]``: an array's items).
-FIELD_WORDS: dict[str, str] = {
-    "explain.files.bytes": "Disk bytes of the files a walk of the filesystem reaches (as du -x).",
-    "explain.files.next_step": "What to run next for this part.",
-    "explain.deleted_open.bytes": "Disk bytes of deleted files still held open on this filesystem.",
-    "explain.deleted_open.processes_unreadable": "Processes whose open files could not be read (another user, without root).",
-    "explain.deleted_open.available": "Whether open files could be listed on this system (/proc).",
-    "explain.deleted_open.next_step": "What to run next for this part.",
-    "explain.hidden_under_mounts.bytes": "Disk bytes of files in directories another filesystem is mounted over.",
-    "explain.hidden_under_mounts.checked": "Whether the directories under mount points were looked at (needs root).",
-    "explain.hidden_under_mounts.mount_points": "How many mount points sit on this filesystem.",
-    "explain.hidden_under_mounts.next_step": "What to run next for this part.",
-    "explain.unreadable_directories.count": "Directories the walk could not read.",
-    "explain.unreadable_directories.named": "Some of those directories, inside the allowed roots.",
-    "explain.unreadable_directories.upper_bound_bytes": "At most this many bytes can be in them (the remainder).",
-    "explain.unreadable_directories.next_step": "What to run next for this part.",
-    "explain.snapshots.bytes": "Disk bytes held only by snapshots or other subvolumes.",
-    "explain.snapshots.kind": "The snapshot mechanism (btrfs, zfs, lvm-thin, apfs), or null.",
-    "explain.snapshots.note": "How the figure was obtained, or why it could not be.",
-    "explain.snapshots.next_step": "What to run next for this part.",
-    "explain.overhead.bytes": "The filesystem's own metadata, journal and reservations counted as used.",
-    "explain.overhead.source": "Where the overhead figure comes from.",
-    "explain.remainder.bytes": "Used bytes no part accounts for (negative when parts overlap).",
-    "explain.remainder.percent": "The remainder as a percentage of used bytes.",
-    "explain.remainder.not_walked": "True when the walk stopped at its time budget: part of the remainder was not walked.",
-    "explain.remainder.next_step": "What to run next for this part.",
-}
-
-
 TOOL = Tool(
     name="disk_usage",
     title="Disk usage",
@@ -626,7 +625,7 @@ TOOL = Tool(
         "only with `all`, and `notes` names the APFS volumes that share one container's free space."
     ),
     input_schema=INPUT_SCHEMA,
-    output_schema=describe_paths(OUTPUT_SCHEMA, FIELD_WORDS),
+    output_schema=OUTPUT_SCHEMA,
     handler=_HANDLER,
     answers_at_once=_HANDLER.answers_at_once,
     view=DISKS.uri,
