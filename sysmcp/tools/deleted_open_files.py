@@ -210,6 +210,12 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
     required=None,
 )
 
+
+def _held(description: str) -> dict[str, Any]:
+    """Deleted files counted but not listed: how many, and the disk bytes they hold."""
+    return js.record({"files": js.integer(), "disk_bytes": js.integer()}, description)
+
+
 _HOLDER = js.record(
     {
         "pid": js.integer(),
@@ -225,11 +231,6 @@ _HOLDER = js.record(
         ),
     }
 )
-
-
-def _held(description: str) -> dict[str, Any]:
-    """Deleted files counted but not listed: how many, and the disk bytes they hold."""
-    return js.record({"files": js.integer(), "disk_bytes": js.integer()}, description)
 
 
 OUTPUT_SCHEMA: dict[str, Any] = js.result(

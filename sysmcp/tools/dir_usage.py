@@ -29,7 +29,7 @@ from sysmcp.tools import schemas as js
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import HostOutcome, fleet_output, table
 from sysmcp.tools.recording import recorded_scan
-from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name
+from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name, with_link
 from sysmcp.tools.walking import (
     directory_argument,
     skipped_phrase,
@@ -535,15 +535,10 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         text += "\n" + history_note
     links: tuple[ResourceLink, ...] = ()
     if full is not None:  # not kept: bounded by the list sizes, only absurdly long names could get there
-        text, links = ctx.keep_full(
-            text,
-            full,
-            name=listing_name("dir_usage", shown, ".tsv"),
-            description=f"Full dir_usage listing of {shown}",
-            mime_type="text/tab-separated-values",
-            kept=f"Longer lists (up to {FULL_DIRECTORIES:,} directories, {FULL_FILES:,} files): {{}}",
-            not_kept="Longer lists: not kept, {}",
-        )
+        name, description = listing_name("dir_usage", shown, ".tsv"), f"Full dir_usage listing of {shown}"
+        link = ctx.keep(name, full, description=description, mime_type="text/tab-separated-values")
+        kept = f"Longer lists (up to {FULL_DIRECTORIES:,} directories, {FULL_FILES:,} files): {{}}"
+        text, links = with_link(text, link, kept, "Longer lists: not kept, {}")
     return ToolOutput(text, structured, links=links)
 
 

@@ -330,17 +330,7 @@ ENTRY_SCHEMA: dict[str, Any] = js.record(
             "With sample_s: how fast it filled over the window (least-squares slope of the samples).",
         ),
     },
-    optional=(
-        "reason",
-        "total_bytes",
-        "used_bytes",
-        "free_bytes",
-        "reserved_bytes",
-        "percent_used",
-        "inodes",
-        "alerts",
-        "rate",
-    ),
+    required=("mount_point", "device", "fs_type", "fs_root", "read_only", "options", "status"),
 )
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(

@@ -17,17 +17,10 @@ from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import human_bytes, more_not_shown, plural
 from sysmcp.tools import schemas as js
+from sysmcp.tools import walking
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import summary_merge
-from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name
-from sysmcp.tools.walking import (
-    directory_argument,
-    skipped_phrase,
-    timeout_property,
-    unreadable_directory,
-    walk_options,
-    walk_properties,
-)
+from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name, with_link
 
 PATHS_INLINE = 5  # paths shown per group in the text and structured content
 FULL_TEXT_CAP = 8 << 20  # the full group list resource is cut (and says so) beyond this
@@ -50,14 +43,14 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
             maximum=50,
             default=10,
         ),
-        "timeout_s": timeout_property(
+        "timeout_s": walking.timeout_property(
             DEFAULT_TIMEOUT_S,
             MAX_TIMEOUT_S,
             runs_out="Listing files may use half of it; when the budget runs out ",
             stops="the result, marked partial, lists the duplicates confirmed so far (largest files are "
             "checked first).",
         ),
-        **walk_properties("path"),
+        **walking.walk_properties("path"),
     }
 )
 
@@ -149,7 +142,7 @@ def render(shown: str, search: Search, top_n: int) -> tuple[str, dict[str, Any],
         were = "was not treated as a copy" if search.hard_links == 1 else "were not treated as copies"
         lines.append(f"{plural(search.hard_links, 'hard-linked name')} of files already counted {were}")
     if skipped:
-        lines.append("Skipped: " + skipped_phrase(skipped, search.skipped.named, shown))
+        lines.append("Skipped: " + walking.skipped_phrase(skipped, search.skipped.named, shown))
     lines.append("Nothing was deleted: sysmcp is read-only.")
     structured = {
         "path": shown,
@@ -195,10 +188,10 @@ def full_list(shown: str, search: Search, reclaimable: int, path: Callable[[Cand
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    path, shown = await directory_argument(ctx, args["path"])
+    path, shown = await walking.directory_argument(ctx, args["path"])
     request = DuplicatesRequest(
         os.fsencode(path),
-        walk_options(args),
+        walking.walk_options(args),
         min_size=args["min_size"],
         timeout_s=min(float(args["timeout_s"]), MAX_TIMEOUT_S),
     )
@@ -216,20 +209,15 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             describe=describe,
         )
     except PermissionRefused:
-        raise unreadable_directory(shown, path) from None
+        raise walking.unreadable_directory(shown, path) from None
     except EngineError as exc:
         raise ToolError(f"Cannot search {shown}: {exc.detail}") from None
     text, structured, full = render(shown, search, args["top_n"])
     links: tuple[ResourceLink, ...] = ()
     if full is not None:
-        text, links = ctx.keep_full(
-            text,
-            full,
-            name=listing_name("duplicates", shown, ".txt"),
-            description=f"All duplicate groups under {shown}",
-            kept="All groups and paths: {}",
-            not_kept="All groups and paths: not kept, {}",
-        )
+        name = listing_name("duplicates", shown, ".txt")
+        link = ctx.keep(name, full, description=f"All duplicate groups under {shown}")
+        text, links = with_link(text, link, "All groups and paths: {}", "All groups and paths: not kept, {}")
     return ToolOutput(text, structured, links=links)
 
 

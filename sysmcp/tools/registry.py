@@ -107,23 +107,15 @@ class ToolContext:
             return exc.reason
         return ResourceLink(item.uri, item.name, item.description, item.mime_type, item.size)
 
-    def keep_full(
-        self,
-        text: str,
-        full: str,
-        *,
-        name: str,
-        description: str,
-        kept: str,
-        not_kept: str,
-        mime_type: str = "text/plain",
-    ) -> tuple[str, tuple[ResourceLink, ...]]:
-        """``keep`` the full listing behind an answer cut short: ``text`` with one more line, ``kept``
-        with the link's URI for its ``{}`` (or ``not_kept`` with the reason), and the links to send."""
-        link = self.keep(name, full, description=description, mime_type=mime_type)
-        if isinstance(link, str):
-            return f"{text}\n{not_kept.format(link)}", ()
-        return f"{text}\n{kept.format(link.uri)}", (link,)
+
+def with_link(
+    text: str, link: ResourceLink | str, kept: str, not_kept: str
+) -> tuple[str, tuple[ResourceLink, ...]]:
+    """An answer cut short, ending in a line about its full listing (``ToolContext.keep``'s result):
+    ``kept`` with the link's URI for its ``{}``, or ``not_kept`` with the reason; and the links to send."""
+    if isinstance(link, str):
+        return f"{text}\n{not_kept.format(link)}", ()
+    return f"{text}\n{kept.format(link.uri)}", (link,)
 
 
 def listing_name(prefix: str, shown: str, suffix: str) -> str:

@@ -92,12 +92,13 @@ def record(
     description: str | None = None,
     *,
     optional: Iterable[str] = (),
+    required: Iterable[str] | None = None,
     closed: bool = True,
     null: bool = False,
 ) -> dict[str, Any]:
-    """An object that always carries its ``properties`` but the ``optional`` ones; ``closed``: and no
-    others; ``null``: or null instead."""
-    left_out = set(optional)
+    """An object that always carries its ``properties`` but the ``optional`` ones (or only the
+    ``required`` ones, where fewer are); ``closed``: and no others; ``null``: or null instead."""
+    left_out = set(optional) if required is None else set(properties) - set(required)
     schema: dict[str, Any] = {"type": ["object", "null"] if null else "object"}
     if description is not None:
         schema["description"] = description
