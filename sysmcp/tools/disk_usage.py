@@ -523,9 +523,6 @@ def _with_notes(
     return ToolOutput(text, structured)
 
 
-_HANDLER = DiskUsage()
-
-
 def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
     """Every filesystem of every host in one table, fullest first across the fleet, with fleet alerts."""
     rows: list[dict[str, Any]] = []
@@ -585,6 +582,8 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
     }
     return fleet_output(outcomes, body, view)
 
+
+_HANDLER = DiskUsage()
 
 TOOL = Tool(
     name="disk_usage",
