@@ -14,7 +14,10 @@ from sysmcp.fs.manifests import Entries
 from sysmcp.fs.verdicts import Checked, Verdicts
 from sysmcp.protocol.lifecycle import Features
 from sysmcp.tools import schemas as js
+from sysmcp.tools.descriptions import COMMON, described
+from sysmcp.tools.dir_usage import OUTPUT_SCHEMA as DIR_USAGE_OUTPUT
 from sysmcp.tools.registry import ResourceLink, listing_name, with_link
+from sysmcp.tools.verify_checksums import OUTPUT_SCHEMA as VERIFY_OUTPUT
 
 
 def test_a_typed_value_keeps_its_keywords_in_order_and_its_description_last() -> None:
@@ -51,6 +54,23 @@ def test_every_fragment_call_builds_a_fresh_dict() -> None:
     # first one's words to the second.
     assert js.names() is not js.names()
     assert js.path_errors()["items"] is not js.path_errors()["items"]
+
+
+def test_a_fragment_shared_by_two_properties_gets_each_property_its_own_common_description() -> None:
+    shared = js.names()
+    schema = described(js.result({"failed_files": shared, "missing_files": shared}))
+    words = {name: spec["description"] for name, spec in schema["properties"].items()}
+    assert words == {"failed_files": COMMON["failed_files"], "missing_files": COMMON["missing_files"]}
+    assert "description" not in shared  # the tool's own dict is never changed
+
+
+def test_the_tools_shared_size_and_name_fragments_are_described_per_property() -> None:
+    verify = described(VERIFY_OUTPUT)["properties"]
+    assert verify["missing_files"]["description"] == COMMON["missing_files"]
+    assert verify["new_files"]["description"] == COMMON["new_files"]
+    entry = described(DIR_USAGE_OUTPUT)["properties"]["largest_files"]["items"]["properties"]
+    assert entry["apparent_bytes"]["description"] == COMMON["apparent_bytes"]
+    assert entry["disk_bytes"]["description"] == COMMON["disk_bytes"]
 
 
 def test_a_kept_listing_is_named_after_its_directory_and_linked_or_explained_in_the_last_line() -> None:
