@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 
 __all__ = [
     "CGROUP_CPU_MAX",
@@ -31,6 +32,7 @@ __all__ = [
     "advise_sequential",
     "bind_mount_privately",
     "can_make_mount_namespaces",
+    "fd_access_mode",
     "fork_is_safe",
     "has_cgroup_cpu_max",
     "has_mountinfo",
@@ -118,6 +120,21 @@ def advise_sequential(fd: int) -> None:
         advise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
 
 
+def fd_access_mode(fdinfo: str | bytes) -> str:
+    """A descriptor's access mode from its ``/proc/PID/fdinfo/FD`` file (Linux): 'r', 'w' or 'rw'
+    from the octal ``flags`` line, as lsof's r/w/u; '' where it cannot be read (gone, another user's,
+    no /proc)."""
+    try:
+        with open(fdinfo, "rb") as handle:
+            for line in handle:
+                if line.startswith(b"flags:"):
+                    access = int(line.split()[1], 8) & os.O_ACCMODE
+                    return {os.O_RDONLY: "r", os.O_WRONLY: "w", os.O_RDWR: "rw"}.get(access, "")
+    except (OSError, ValueError, IndexError):
+        pass
+    return ""
+
+
 def fork_is_safe() -> bool:
     """``os.fork`` in a process that already runs threads is safe for a child that only walks and exits.
 
@@ -186,20 +203,15 @@ def is_native_windows() -> bool:
 def missing_facilities() -> list[str]:
     """What this system lacks of what sysmcp would use on Linux, one plain sentence each (empty on
     Linux with /proc and /sys): logged at start-up so an operator knows which checks are skipped."""
-    missing = []
-    if not has_o_path():
-        missing.append("no O_PATH: directories are opened for reading on the way (read permission needed)")
-    if not has_mountinfo():
-        missing.append("no /proc/self/mountinfo: the mount table comes from psutil, re-read on a timer")
-    if not has_proc_fd():
-        missing.append("no /proc/self/fd: files are reopened by name with identity checks")
-    if not has_sys_dev_block():
-        missing.append("no /sys/dev/block: block devices are not checked for network or loop backing")
-    if not has_cgroup_cpu_max():
-        missing.append("no cgroup v2 cpu.max: no container CPU quota is applied")
-    if not fork_is_safe():
-        missing.append("fork is not safe here: directory walks use one process")
-    return missing
+    facilities: tuple[tuple[Callable[[], bool], str], ...] = (
+        (has_o_path, "no O_PATH: directories are opened for reading on the way (read permission needed)"),
+        (has_mountinfo, "no /proc/self/mountinfo: the mount table comes from psutil, re-read on a timer"),
+        (has_proc_fd, "no /proc/self/fd: files are reopened by name with identity checks"),
+        (has_sys_dev_block, "no /sys/dev/block: block devices are not checked for network or loop backing"),
+        (has_cgroup_cpu_max, "no cgroup v2 cpu.max: no container CPU quota is applied"),
+        (fork_is_safe, "fork is not safe here: directory walks use one process"),
+    )
+    return [sentence for present, sentence in facilities if not present()]
 
 
 def state_directory(environ: dict[str, str] | None = None) -> str:

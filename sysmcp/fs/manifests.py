@@ -15,7 +15,7 @@ import sys
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import overload
+from typing import TypeVar, overload
 
 from sysmcp.fs.checksums import (
     _BY_LENGTH,
@@ -41,11 +41,42 @@ class Entry:
     candidates: tuple[Algorithm, ...]  # one when tagged or forced; several when the length is ambiguous
 
 
+T = TypeVar("T")
+
 MAX_BAD_LINES_KEPT = 10_000  # line numbers of improperly formatted lines kept (all are counted)
 MAX_BAD_LINES = 100_000  # beyond this many improperly formatted lines the input is no manifest: stop
 
 
-class Entries(Sequence[Entry]):
+class Packed(Sequence[T]):
+    """A sequence whose items are built on demand by ``_at`` from compact storage (``Entries``,
+    ``verdicts.Verdicts``): indexing, slicing and iteration written once for both."""
+
+    __slots__ = ()
+
+    def _at(self, index: int) -> T:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
+
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
+        if isinstance(index, slice):
+            return [self._at(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"{type(self).__name__} index out of range")
+        return self._at(index)
+
+    def __iter__(self) -> Iterator[T]:
+        for index in range(len(self)):
+            yield self._at(index)
+
+
+class Entries(Packed[Entry]):
     """Parsed entries kept compactly: names in one buffer, raw digests in another, numbers in arrays.
 
     Why: an ``Entry`` object per line costs about 290 bytes (57 MB for 200,000 lines), and forked
@@ -100,25 +131,6 @@ class Entries(Sequence[Entry]):
             self._digests[digest_start : self._digest_ends[index]].hex(),
             self._kinds_seen[self._kinds[index]],
         )
-
-    @overload
-    def __getitem__(self, index: int) -> Entry: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Entry]: ...
-
-    def __getitem__(self, index: int | slice) -> Entry | Sequence[Entry]:
-        if isinstance(index, slice):
-            return [self._at(i) for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError("entry index out of range")
-        return self._at(index)
-
-    def __iter__(self) -> Iterator[Entry]:
-        for index in range(len(self)):
-            yield self._at(index)
 
 
 @dataclass

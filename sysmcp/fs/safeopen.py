@@ -149,19 +149,23 @@ def open_regular_at(
     looked = expect if expect is not None else os.stat(name, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
     if not stat.S_ISREG(looked.st_mode):
         raise NotRegularFile(looked.st_mode)
-    if follow_symlinks:
-        flags &= ~os.O_NOFOLLOW
-    try:
-        fd = os.open(name, flags, dir_fd=dir_fd)
-    except OSError as exc:
-        if not follow_symlinks and refused_symlink(exc):
-            raise Replaced() from None
-        raise
+    fd = _open_final(name, flags, dir_fd, follow_symlinks)
     opened = os.fstat(fd)
     if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (looked.st_dev, looked.st_ino):
         os.close(fd)
         raise NotRegularFile(opened.st_mode) if not stat.S_ISREG(opened.st_mode) else Replaced()
     return fd, opened
+
+
+def _open_final(name: bytes, flags: int, dir_fd: int | None, follow_symlinks: bool) -> int:
+    """Open the file just looked at; without ``follow_symlinks`` a symlink swapped in since the look
+    is ``Replaced``, not followed (``flags`` carry ``O_NOFOLLOW`` unless symlinks are followed)."""
+    try:
+        return os.open(name, flags & ~os.O_NOFOLLOW if follow_symlinks else flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if not follow_symlinks and refused_symlink(exc):
+            raise Replaced() from None
+        raise
 
 
 def refused_symlink(exc: OSError) -> bool:
@@ -191,13 +195,7 @@ def read_small_regular_at(
     """
     if not stat.S_ISREG(looked.st_mode):
         raise NotRegularFile(looked.st_mode)
-    flags = _FINAL & ~os.O_NOFOLLOW if follow_symlinks else _FINAL
-    try:
-        fd = os.open(name, flags, dir_fd=dir_fd)
-    except OSError as exc:
-        if not follow_symlinks and refused_symlink(exc):
-            raise Replaced() from None
-        raise
+    fd = _open_final(name, _FINAL, dir_fd, follow_symlinks)
     failure: OSError | None = None
     try:
         try:

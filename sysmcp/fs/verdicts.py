@@ -11,9 +11,9 @@ import errno
 import os
 import stat
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Literal, overload
+from typing import Literal
 
 from sysmcp.fs.checksums import (
     ALGORITHM_NAMES,
@@ -27,7 +27,7 @@ from sysmcp.fs.checksums import (
     hash_once,
     one_shot,
 )
-from sysmcp.fs.manifests import Entry
+from sysmcp.fs.manifests import Entry, Packed
 from sysmcp.fs.safeopen import kind, open_regular_at, read_small_regular_at
 
 #: NOT_CHECKED: the time budget ran out before this entry was looked at or hashed.
@@ -69,7 +69,7 @@ def encode(checked: Checked) -> int:
     ]
 
 
-class Verdicts(Sequence[Checked]):
+class Verdicts(Packed[Checked]):
     """Every entry's verdict, in manifest order: one byte each, UNREADABLE details aside.
 
     Why: a million entries cost a megabyte here, where a list of verdicts costs eight, and the
@@ -91,31 +91,12 @@ class Verdicts(Sequence[Checked]):
             return Checked("UNREADABLE", self.details.get(index, "unreadable"))
         return _DECODED[code]
 
-    @overload
-    def __getitem__(self, index: int) -> Checked: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Checked]: ...
-
-    def __getitem__(self, index: int | slice) -> Checked | Sequence[Checked]:
-        if isinstance(index, slice):
-            return [self._at(i) for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError("verdict index out of range")
-        return self._at(index)
-
     def __setitem__(self, index: int, checked: Checked) -> None:
         self.codes[index] = encode(checked)
         if checked.status == "UNREADABLE":
             self.details[index] = checked.detail
         else:
             self.details.pop(index, None)
-
-    def __iter__(self) -> Iterator[Checked]:
-        for index in range(len(self)):
-            yield self._at(index)
 
     def counts(self) -> Counter[Status]:
         """Entries per status."""
@@ -205,6 +186,7 @@ def check_file(
     settled: dict[int, str],
     buffer: bytearray,
     on_chunk: Callable[[int], None],
+    looked: os.stat_result | None = None,
 ) -> tuple[int, str, int]:
     """Look at, open and hash one entry's file: its verdict's code, an UNREADABLE detail, bytes read.
 
@@ -212,28 +194,13 @@ def check_file(
     (unless the allowed roots confine us), anything but a regular file is refused before it is
     opened, and the open checks it is the file looked at. A digest length two algorithms share is
     settled by the first match; a mismatch under a settled length is tried with the other
-    candidates too. ``expected`` is lowercase hex.
+    candidates too. ``expected`` is lowercase hex. ``looked``: ``os.stat(path)`` when already taken.
     """
-    try:
-        looked = os.stat(path)
-    except OSError as exc:
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-            return MISSING_CODE, "", 0
-        return UNREADABLE_CODE, explain(exc), 0
-    return check_looked(path, looked, expected, candidates, confined, settled, buffer, on_chunk)
-
-
-def check_looked(
-    path: bytes,
-    looked: os.stat_result,
-    expected: str,
-    candidates: tuple[Algorithm, ...],
-    confined: bool,
-    settled: dict[int, str],
-    buffer: bytearray,
-    on_chunk: Callable[[int], None],
-) -> tuple[int, str, int]:
-    """``check_file`` once the look is done: ``looked`` is ``os.stat(path)``, whatever it found."""
+    if looked is None:
+        found = _look(path)
+        if isinstance(found, str):
+            return (UNREADABLE_CODE, found, 0) if found else (MISSING_CODE, "", 0)
+        looked = found
     if not stat.S_ISREG(looked.st_mode):
         return UNREADABLE_CODE, f"not a regular file: {kind(looked.st_mode)}", 0
     trying = candidates
@@ -278,6 +245,15 @@ def check_looked(
             opened = os.fstat(fd)
     finally:
         os.close(fd)
+
+
+def _look(path: bytes) -> os.stat_result | str:
+    """``os.stat(path)`` (following symlinks, as ``sha256sum``), or why not: '' when nothing is there
+    (MISSING), else the error in words (UNREADABLE)."""
+    try:
+        return os.stat(path)
+    except OSError as exc:
+        return "" if exc.errno in (errno.ENOENT, errno.ENOTDIR) else explain(exc) or "unreadable"
 
 
 def check_small(
@@ -346,18 +322,15 @@ def check_entry(
     Why: on a million small files the Python work per entry is what we lose to ``sha256sum -c``, not
     the system calls. A file smaller than the buffer whose algorithm is known (one candidate, or a
     length already settled) goes from the look straight to ``check_small``; anything else, decided
-    from the look alone (nothing is opened twice), goes on to ``check_looked``.
+    from the look alone (nothing is opened twice), goes on to ``check_file`` with its look.
     """
-    try:
-        looked = os.stat(path)
-    except OSError as exc:
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-            return MISSING_CODE, "", 0
-        return UNREADABLE_CODE, explain(exc), 0
+    looked = _look(path)
+    if isinstance(looked, str):
+        return (UNREADABLE_CODE, looked, 0) if looked else (MISSING_CODE, "", 0)
     size = looked.st_size
     algorithm = known_algorithm(candidates, settled, len(expected))
     if algorithm is None or not 0 < size < len(buffer) or not stat.S_ISREG(looked.st_mode):
-        return check_looked(path, looked, expected, candidates, False, settled, buffer, on_chunk)
+        return check_file(path, expected, candidates, False, settled, buffer, on_chunk, looked)
     blamed = blamed_code(candidates)
     return check_small(path, looked, expected, candidates, (algorithm,), False, settled, buffer, blamed)
 

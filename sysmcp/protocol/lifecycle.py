@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from sysmcp.protocol.errors import ProtocolError
 from sysmcp.protocol.jsonrpc import ErrorCode
@@ -74,6 +74,24 @@ CACHE_HINTS: dict[str, tuple[int, str]] = {
 }
 
 
+class Since:
+    """A feature of every protocol version from ``first`` on: read on ``Features`` as a ``bool``
+    (the versions are dates, so they compare as text), one comparison for every such feature."""
+
+    def __init__(self, first: str, doc: str) -> None:
+        self.first = first
+        self.__doc__ = f"{doc} (from {first} on)"
+
+    @overload
+    def __get__(self, features: None, owner: type[Features]) -> Since: ...
+
+    @overload
+    def __get__(self, features: Features, owner: type[Features]) -> bool: ...
+
+    def __get__(self, features: Features | None, owner: type[Features]) -> Since | bool:
+        return self if features is None else features.version >= self.first
+
+
 @dataclass(frozen=True, slots=True)
 class Features:
     """What a protocol version lets us send or expects of us."""
@@ -89,34 +107,20 @@ class Features:
         """JSON-RPC batches exist only in 2025-03-26."""
         return self.version == "2025-03-26"
 
-    @property
-    def tool_annotations(self) -> bool:
-        return self.version >= "2025-03-26"
-
-    @property
-    def progress_message(self) -> bool:
-        """``message`` on progress notifications (2025-03-26 on)."""
-        return self.version >= "2025-03-26"
-
-    @property
-    def structured_output(self) -> bool:
-        """``title``, ``outputSchema``, ``structuredContent`` and ``resource_link`` content."""
-        return self.version >= "2025-06-18"
-
-    @property
-    def validation_errors_as_results(self) -> bool:
-        """SEP-1303: input validation failures are tool results the model can read and retry."""
-        return self.version >= "2025-11-25"
-
-    @property
-    def titles(self) -> bool:
-        """``title`` on server info, prompts, prompt arguments and other ``BaseMetadata`` (2025-06-18 on)."""
-        return self.version >= "2025-06-18"
-
-    @property
-    def implementation_details(self) -> bool:
-        """``websiteUrl``, ``icons`` and ``description`` on the server's ``Implementation`` (2025-11-25 on)."""
-        return self.version >= "2025-11-25"
+    tool_annotations = Since("2025-03-26", "Tool ``annotations``.")
+    progress_message = Since("2025-03-26", "``message`` on progress notifications.")
+    structured_output = Since(
+        "2025-06-18", "``title``, ``outputSchema``, ``structuredContent`` and ``resource_link`` content."
+    )
+    validation_errors_as_results = Since(
+        "2025-11-25", "SEP-1303: input validation failures are tool results the model can read and retry."
+    )
+    titles = Since(
+        "2025-06-18", "``title`` on server info, prompts, prompt arguments and other ``BaseMetadata``."
+    )
+    implementation_details = Since(
+        "2025-11-25", "``websiteUrl``, ``icons`` and ``description`` on the server's ``Implementation``."
+    )
 
     @property
     def logging_capability(self) -> bool:
@@ -124,10 +128,9 @@ class Features:
         and deprecates the capability (SEP-2577), so it is not declared there."""
         return not self.modern
 
-    @property
-    def completions_capability(self) -> bool:
-        """``completion/complete`` exists from the start, its capability flag from 2025-03-26."""
-        return self.version >= "2025-03-26"
+    completions_capability = Since(
+        "2025-03-26", "``completion/complete`` exists from the start, its capability flag from 2025-03-26."
+    )
 
     @property
     def resource_not_found_code(self) -> int:

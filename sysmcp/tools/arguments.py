@@ -138,22 +138,27 @@ def _check(schema: dict[str, Any], value: Any, where: str, problems: list[str]) 
         if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
             problems.append(f"{where} must be > {schema['exclusiveMinimum']}, got {value}")
     if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            problems.append(f"{where} must have at least {schema['minLength']} characters")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            problems.append(f"{where} must have at most {schema['maxLength']} characters")
+        _check_length(schema, len(value), ("minLength", "maxLength", "characters"), where, problems)
         if "pattern" in schema and re.search(schema["pattern"], value) is None:
             problems.append(f"{where} must match the pattern {schema['pattern']}")
     if isinstance(value, list):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            problems.append(f"{where} must have at least {schema['minItems']} items")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            problems.append(f"{where} must have at most {schema['maxItems']} items")
+        _check_length(schema, len(value), ("minItems", "maxItems", "items"), where, problems)
         if "items" in schema:
             return [_check(schema["items"], item, f"{where}[{i}]", problems) for i, item in enumerate(value)]
     if isinstance(value, dict) and ("properties" in schema or "additionalProperties" in schema):
         return _check_object(schema, value, where, problems)
     return value
+
+
+def _check_length(
+    schema: dict[str, Any], length: int, words: tuple[str, str, str], where: str, problems: list[str]
+) -> None:
+    """The bounds on a string's or an array's length: ``words`` are the two keywords and the unit."""
+    low, high, unit = words
+    if low in schema and length < schema[low]:
+        problems.append(f"{where} must have at least {schema[low]} {unit}")
+    if high in schema and length > schema[high]:
+        problems.append(f"{where} must have at most {schema[high]} {unit}")
 
 
 def _is_type(value: Any, name: str) -> bool:

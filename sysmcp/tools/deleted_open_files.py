@@ -30,6 +30,7 @@ from sysmcp.fs.paths import display, is_within, printable
 from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.tools import schemas as js
 from sysmcp.tools.processes import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 
@@ -69,19 +70,6 @@ class Scan:
     unreadable: int = 0  # processes whose descriptors we may not look at
     vanished: int = 0  # processes that ended while being read
     mappings_not_sized: int = 0  # deleted mapped files whose map_files entry we may not look at
-
-
-def _mode(proc: str, pid: int, fd: str) -> str:
-    """The descriptor's access mode from fdinfo's octal ``flags`` (as lsof's 'r'/'w'/'u')."""
-    try:
-        with open(os.path.join(proc, str(pid), "fdinfo", fd), "rb") as handle:
-            for line in handle:
-                if line.startswith(b"flags:"):
-                    access = int(line.split()[1], 8) & os.O_ACCMODE
-                    return {os.O_RDONLY: "r", os.O_WRONLY: "w", os.O_RDWR: "rw"}.get(access, "")
-    except (OSError, ValueError, IndexError):
-        pass
-    return ""
 
 
 def _identity(pid: int) -> tuple[str, str | None]:
@@ -149,7 +137,8 @@ def scan_processes(proc: str = PROC, checkpoint: Callable[[], None] | None = Non
                 found = scan.files[key] = DeletedFile(
                     path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512
                 )
-            found.holders.append(Holder(pid, identity[0], identity[1], int(fd), _mode(proc, pid, fd)))
+            mode = platform.fd_access_mode(os.path.join(proc, str(pid), "fdinfo", fd))
+            found.holders.append(Holder(pid, identity[0], identity[1], int(fd), mode))
         if pid != me:
             _scan_mappings(proc, pid, scan, identity)
     return scan
@@ -206,136 +195,111 @@ def filesystem_of(table: MountTable, dev: int) -> Mount | None:
 
 # -- schema -----------------------------------------------------------------------------------
 
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {
-            "type": "string",
-            "minLength": 1,
-            "description": "Absolute path of any file or directory: report only deleted files on the "
-            "filesystem that holds it (e.g. '/var' when df says /var is full). Omit for every filesystem.",
-        },
-        "top_n": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": 100,
-            "default": 20,
-            "description": "How many files to list, largest on disk first (1 to 100); the rest are counted.",
-        },
+INPUT_SCHEMA: dict[str, Any] = js.arguments(
+    {
+        "path": js.path_argument(
+            "Absolute path of any file or directory: report only deleted files on the "
+            "filesystem that holds it (e.g. '/var' when df says /var is full). Omit for every filesystem."
+        ),
+        "top_n": js.top_n_argument(
+            "How many files to list, largest on disk first (1 to 100); the rest are counted.",
+            maximum=100,
+            default=20,
+        ),
     },
-    "additionalProperties": False,
-}
+    required=None,
+)
 
-_HOLDER = {
-    "type": "object",
-    "properties": {
-        "pid": {"type": "integer"},
-        "command": {"type": "string", "description": "The process's command name."},
-        "user": {"type": ["string", "null"], "description": "Owner of the process (null: no user name)."},
-        "fd": {
-            "type": ["integer", "null"],
-            "description": "The open descriptor: /proc/PID/fd/FD reaches the file. null: the process holds it "
+
+def _held(description: str) -> dict[str, Any]:
+    """Deleted files counted but not listed: how many, and the disk bytes they hold."""
+    return js.record({"files": js.integer(), "disk_bytes": js.integer()}, description)
+
+
+_HOLDER = js.record(
+    {
+        "pid": js.integer(),
+        "command": js.string("The process's command name."),
+        "user": js.string("Owner of the process (null: no user name).", null=True),
+        "fd": js.integer(
+            "The open descriptor: /proc/PID/fd/FD reaches the file. null: the process holds it "
             "by a memory mapping, not a descriptor (lsof's DEL).",
-        },
-        "mode": {
-            "type": "string",
-            "description": "'r', 'w' or 'rw' as opened ('rw' for a shared writable mapping); '' when unknown.",
-        },
-    },
-    "required": ["pid", "command", "user", "fd", "mode"],
-    "additionalProperties": False,
-}
+            null=True,
+        ),
+        "mode": js.string(
+            "'r', 'w' or 'rw' as opened ('rw' for a shared writable mapping); '' when unknown."
+        ),
+    }
+)
 
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string", "description": "The path asked about (absent without path)."},
-        "available": {
-            "type": "boolean",
-            "description": "False where this system has no /proc/PID/fd to look at (e.g. macOS).",
-        },
-        "files": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "The name the file had before deletion."},
-                    "size_bytes": {"type": "integer"},
-                    "disk_bytes": {"type": "integer", "description": "Allocated blocks × 512: space held."},
-                    "mount_point": {"type": "string", "description": "The filesystem it is on."},
-                    "holders": {"type": "array", "items": _HOLDER},
-                    "holders_not_shown": {"type": "integer"},
-                    "mapped_only": {
-                        "type": "boolean",
-                        "description": "Held only by memory mappings: freed when the holders exit or unmap "
-                        "it (restart them); truncating it would crash them.",
-                    },
-                },
-                "required": [
-                    "path",
-                    "size_bytes",
-                    "disk_bytes",
-                    "mount_point",
-                    "holders",
-                    "holders_not_shown",
-                    "mapped_only",
-                ],
-                "additionalProperties": False,
-            },
-        },
-        "files_not_shown": {"type": "integer"},
+
+OUTPUT_SCHEMA: dict[str, Any] = js.result(
+    {
+        "path": js.string("The path asked about (absent without path)."),
+        "available": js.boolean("False where this system has no /proc/PID/fd to look at (e.g. macOS)."),
+        "files": js.typed(
+            "array",
+            items=js.record(
+                {
+                    "path": js.string("The name the file had before deletion."),
+                    "size_bytes": js.integer(),
+                    "disk_bytes": js.integer("Allocated blocks × 512: space held."),
+                    "mount_point": js.string("The filesystem it is on."),
+                    "holders": js.typed("array", items=_HOLDER),
+                    "holders_not_shown": js.integer(),
+                    "mapped_only": js.boolean(
+                        "Held only by memory mappings: freed when the holders exit or unmap "
+                        "it (restart them); truncating it would crash them."
+                    ),
+                }
+            ),
+        ),
+        "files_not_shown": js.integer(),
         "filesystems": {
             "type": "array",
             "description": "Totals per filesystem, most disk bytes first (each file counted once).",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "mount_point": {"type": "string"},
-                    "fs_type": {"type": "string"},
-                    "device": {"type": "string"},
-                    "files": {"type": "integer"},
-                    "size_bytes": {"type": "integer"},
-                    "disk_bytes": {"type": "integer"},
-                },
-                "required": ["mount_point", "fs_type", "device", "files", "size_bytes", "disk_bytes"],
-                "additionalProperties": False,
-            },
+            "items": js.record(
+                {
+                    "mount_point": js.string(),
+                    "fs_type": js.string(),
+                    "device": js.string(),
+                    "files": js.integer(),
+                    "size_bytes": js.integer(),
+                    "disk_bytes": js.integer(),
+                }
+            ),
         },
-        "total_disk_bytes": {"type": "integer"},
-        "processes_read": {"type": "integer"},
-        "processes_unreadable": {
-            "type": "integer",
-            "description": "Processes whose descriptors could not be read (another user's, without root).",
-        },
-        "mappings_not_sized": {
-            "type": "integer",
-            "description": "Deleted memory-mapped files that could not be sized (/proc/PID/map_files needs "
-            "more privilege): left out.",
-        },
-        "empty_files_not_listed": {
-            "type": "integer",
-            "description": "Deleted files held open that are empty (they hold no space): left out.",
-        },
-        "outside_allowed_roots": {
-            "type": "object",
-            "description": "Deleted files whose former path is outside the allowed roots (--root, the "
-            "client's roots): counted, never named. Absent when no roots are in force.",
-            "properties": {"files": {"type": "integer"}, "disk_bytes": {"type": "integer"}},
-            "required": ["files", "disk_bytes"],
-            "additionalProperties": False,
-        },
-        "not_on_a_mounted_filesystem": {
-            "type": "object",
-            "description": "Deleted files on no filesystem mounted here (memfd, shared memory, another "
-            "mount namespace): left out of the list.",
-            "properties": {"files": {"type": "integer"}, "disk_bytes": {"type": "integer"}},
-            "required": ["files", "disk_bytes"],
-            "additionalProperties": False,
-        },
+        "total_disk_bytes": js.integer(),
+        "processes_read": js.integer(),
+        "processes_unreadable": js.integer(
+            "Processes whose descriptors could not be read (another user's, without root)."
+        ),
+        "mappings_not_sized": js.integer(
+            "Deleted memory-mapped files that could not be sized (/proc/PID/map_files needs "
+            "more privilege): left out."
+        ),
+        "empty_files_not_listed": js.integer(
+            "Deleted files held open that are empty (they hold no space): left out."
+        ),
+        "outside_allowed_roots": _held(
+            "Deleted files whose former path is outside the allowed roots (--root, the "
+            "client's roots): counted, never named. Absent when no roots are in force."
+        ),
+        "not_on_a_mounted_filesystem": _held(
+            "Deleted files on no filesystem mounted here (memfd, shared memory, another "
+            "mount namespace): left out of the list."
+        ),
     },
-    "required": ["available", "files", "files_not_shown", "filesystems", "total_disk_bytes"],
-    "additionalProperties": False,
-}
+    optional=(
+        "path",
+        "processes_read",
+        "processes_unreadable",
+        "mappings_not_sized",
+        "empty_files_not_listed",
+        "outside_allowed_roots",
+        "not_on_a_mounted_filesystem",
+    ),
+)
 
 
 # -- the tool ---------------------------------------------------------------------------------

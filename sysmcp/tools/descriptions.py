@@ -8,7 +8,6 @@ description always wins. ``tests/tools/test_output_descriptions.py`` requires ev
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 __all__ = ["COMMON", "described"]
@@ -110,6 +109,17 @@ def _fill(schema: dict[str, Any]) -> None:
                 _fill(sub)
 
 
+def _fresh(node: Any) -> Any:
+    """A copy in which no dict or list is reached twice. ``copy.deepcopy`` keeps a fragment that two
+    properties share shared, and filling it in for the first would describe the second with the first
+    one's words (``missing_files`` said to be the files whose digest differs)."""
+    if isinstance(node, dict):
+        return {key: _fresh(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_fresh(item) for item in node]
+    return node
+
+
 _CACHE: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
 
 
@@ -118,7 +128,7 @@ def described(schema: dict[str, Any]) -> dict[str, Any]:
     once per schema object; the tool's own dict is never changed)."""
     kept = _CACHE.get(id(schema))
     if kept is None or kept[0] is not schema:
-        copied = copy.deepcopy(schema)
+        copied = _fresh(schema)
         _fill(copied)
         kept = _CACHE[id(schema)] = (schema, copied)
     return kept[1]

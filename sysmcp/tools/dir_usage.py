@@ -25,11 +25,19 @@ from sysmcp.fs.usage import (
 from sysmcp.fs.walk import SkipCounter
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ArgumentError, ToolError
+from sysmcp.tools import schemas as js
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import HostOutcome, fleet_output, table
 from sysmcp.tools.recording import recorded_scan
-from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.walking import denied_by, require_directory, skipped_phrase, walk_options, walk_properties
+from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name, with_link
+from sysmcp.tools.walking import (
+    directory_argument,
+    skipped_phrase,
+    timeout_property,
+    unreadable_directory,
+    walk_options,
+    walk_properties,
+)
 from sysmcp.views import DIR_USAGE
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -41,196 +49,141 @@ _DURATION = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhdw]?)\s*")
 _DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION_NOTE = "a duration such as '90s', '45m', '6h', '7d', '2w', or a number of seconds"
 
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {
-            "type": "string",
-            "minLength": 1,
-            "description": "Absolute path of the directory to scan, e.g. '/var'.",
-        },
-        "top_n": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": 50,
-            "default": 5,
-            "description": "How many entries to list in each list (largest files, largest directories), 1 to 50.",
-        },
-        "show": {
-            "type": "string",
-            "enum": ["both", "files", "directories", "extensions", "all"],
-            "default": "both",
-            "description": "Which lists to return: the largest 'files', the largest 'directories' (cumulative "
+
+def _since(description: str) -> dict[str, Any]:
+    """A ``modified_within``/``modified_before`` duration: text such as '7d', or seconds."""
+    return {"type": ["string", "number"], "minLength": 1, "maxLength": 32, "description": description}
+
+
+INPUT_SCHEMA: dict[str, Any] = js.arguments(
+    {
+        "path": js.path_argument("Absolute path of the directory to scan, e.g. '/var'."),
+        "top_n": js.top_n_argument(
+            "How many entries to list in each list (largest files, largest directories), 1 to 50.",
+            maximum=50,
+            default=5,
+        ),
+        "show": js.string(
+            "Which lists to return: the largest 'files', the largest 'directories' (cumulative "
             "size, like du), 'both', 'extensions' (the top file extensions by size: count and bytes; "
             "'(none)' for names without one, e.g. which types fill /var), or 'all' three. Totals are "
             "always returned.",
-        },
-        "modified_within": {
-            "type": ["string", "number"],
-            "minLength": 1,
-            "maxLength": 32,
-            "description": "Keep only files modified within this long before now, e.g. '1h' or '7d' (what "
+            enum=["both", "files", "directories", "extensions", "all"],
+            default="both",
+        ),
+        "modified_within": _since(
+            "Keep only files modified within this long before now, e.g. '1h' or '7d' (what "
             "is new: what filled the disk lately). A duration: '90s', '45m', '6h', '7d', '2w', or seconds. "
             "Applies to the file and extension lists, whose matching count and bytes are added to totals; "
-            "directory totals stay du's.",
-        },
-        "modified_before": {
-            "type": ["string", "number"],
-            "minLength": 1,
-            "maxLength": 32,
-            "description": "Keep only files last modified longer ago than this, e.g. '30d' (clean-up "
+            "directory totals stay du's."
+        ),
+        "modified_before": _since(
+            "Keep only files last modified longer ago than this, e.g. '30d' (clean-up "
             "candidates: big and old). Same durations as modified_within; with both, files modified "
-            "between the two.",
-        },
-        "max_depth": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": 1000,
-            "default": 1,
-            "description": "Deepest directory level in the directory list: 1 lists the immediate "
+            "between the two."
+        ),
+        "max_depth": js.integer(
+            "Deepest directory level in the directory list: 1 lists the immediate "
             "subdirectories of path (like 'du -d 1 | sort -h'), 2 also their children, and so on. The scan "
             "itself always covers the whole tree.",
-        },
-        "sort_by": {
-            "type": "string",
-            "enum": ["disk", "apparent"],
-            "default": "disk",
-            "description": "Rank by 'disk' usage (allocated blocks, what fills a disk; sparse files count "
+            minimum=1,
+            maximum=1000,
+            default=1,
+        ),
+        "sort_by": js.string(
+            "Rank by 'disk' usage (allocated blocks, what fills a disk; sparse files count "
             "only their data) or by 'apparent' size (file length, what ls -l shows).",
-        },
+            enum=["disk", "apparent"],
+            default="disk",
+        ),
         "min_size": size_argument(
             "List only files and directories at least this big (apparent size), e.g. '100M'. Totals still "
             "count everything."
         ),
-        "timeout_s": {
-            "type": "number",
-            "minimum": 0.001,
-            "maximum": MAX_TIMEOUT_S,
-            "default": DEFAULT_TIMEOUT_S,
-            "description": "Time budget in seconds (at most 300). When it runs out the scan stops and the "
-            "result, marked partial, covers what was scanned so far.",
-        },
+        "timeout_s": timeout_property(
+            DEFAULT_TIMEOUT_S,
+            MAX_TIMEOUT_S,
+            stops="the scan stops and the result, marked partial, covers what was scanned so far.",
+        ),
         **walk_properties("path"),
-    },
-    "required": ["path"],
-    "additionalProperties": False,
-}
+    }
+)
 
-_SIZE = {"type": "integer", "minimum": 0}
-_ENTRY = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string"},
+_SIZE = js.integer(minimum=0)
+_ENTRY = js.record(
+    {
+        "path": js.string(),
         "disk_bytes": _SIZE,
         "apparent_bytes": _SIZE,
-        "modified": {
-            "type": ["string", "null"],
-            "description": "Last modification time, ISO 8601 UTC (null if out of range).",
-        },
+        "modified": js.string("Last modification time, ISO 8601 UTC (null if out of range).", null=True),
     },
-    "required": ["path", "disk_bytes", "apparent_bytes", "modified"],
-}
+    closed=False,
+)
 
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string"},
-        "complete": {"type": "boolean", "description": "False when the scan stopped early (time budget)."},
-        "stopped_reason": {
-            "type": ["string", "null"],
-            "description": "Why the scan stopped early, if it did.",
-        },
-        "elapsed_s": {"type": "number"},
-        "sort_by": {"type": "string", "enum": ["disk", "apparent"]},
-        "totals": {
-            "type": "object",
-            "properties": {
-                "files": {
-                    "type": "integer",
-                    "description": "Regular files (hard-linked names counted once).",
-                },
-                "directories": {"type": "integer", "description": "Directories, including path itself."},
-                "apparent_bytes": {"type": "integer", "description": "Like du -sxb."},
-                "disk_bytes": {"type": "integer", "description": "Like du -sxB1: allocated blocks x 512."},
-                "entries": {"type": "integer", "description": "Directory entries examined."},
-                "matching": {
-                    "type": "object",
-                    "description": "With modified_within or modified_before: the files that match.",
-                    "properties": {
-                        "files": {"type": "integer"},
-                        "apparent_bytes": {"type": "integer"},
-                        "disk_bytes": {"type": "integer"},
-                    },
-                    "required": ["files", "apparent_bytes", "disk_bytes"],
-                },
+OUTPUT_SCHEMA: dict[str, Any] = js.result(
+    {
+        "path": js.string(),
+        "complete": js.boolean("False when the scan stopped early (time budget)."),
+        "stopped_reason": js.string("Why the scan stopped early, if it did.", null=True),
+        "elapsed_s": js.number(),
+        "sort_by": js.string(enum=["disk", "apparent"]),
+        "totals": js.record(
+            {
+                "files": js.integer("Regular files (hard-linked names counted once)."),
+                "directories": js.integer("Directories, including path itself."),
+                "apparent_bytes": js.integer("Like du -sxb."),
+                "disk_bytes": js.integer("Like du -sxB1: allocated blocks x 512."),
+                "entries": js.integer("Directory entries examined."),
+                "matching": js.record(
+                    {"files": js.integer(), "apparent_bytes": js.integer(), "disk_bytes": js.integer()},
+                    "With modified_within or modified_before: the files that match.",
+                    closed=False,
+                ),
             },
-            "required": ["files", "directories", "apparent_bytes", "disk_bytes", "entries"],
-        },
-        "modified_after": {
-            "type": "string",
-            "description": "With modified_within: files modified at or after this time (ISO 8601 UTC).",
-        },
-        "modified_until": {
-            "type": "string",
-            "description": "With modified_before: files modified before this time (ISO 8601 UTC).",
-        },
+            optional=("matching",),
+            closed=False,
+        ),
+        "modified_after": js.string(
+            "With modified_within: files modified at or after this time (ISO 8601 UTC)."
+        ),
+        "modified_until": js.string("With modified_before: files modified before this time (ISO 8601 UTC)."),
         "extensions": {
             "type": "array",
             "description": "With show 'extensions' or 'all': the top extensions by the sort_by size.",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "extension": {"type": "string", "description": "'.log', … or '(none)', '(other)'."},
-                    "files": {"type": "integer"},
+            "items": js.record(
+                {
+                    "extension": js.string("'.log', … or '(none)', '(other)'."),
+                    "files": js.integer(),
                     "disk_bytes": _SIZE,
                     "apparent_bytes": _SIZE,
                 },
-                "required": ["extension", "files", "disk_bytes", "apparent_bytes"],
-            },
+                closed=False,
+            ),
         },
-        "extensions_not_shown": {"type": "integer"},
-        "skipped": {
-            "type": "object",
-            "additionalProperties": {"type": "integer"},
-            "description": "Entries left out, by reason: unreadable, other_filesystem, pseudo_filesystem, "
-            "excluded, special_file, vanished.",
-        },
-        "largest_files": {"type": "array", "items": _ENTRY},
-        "files_not_shown": {"type": "integer", "description": "Files (at least min_size) not listed."},
-        "largest_directories": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
+        "extensions_not_shown": js.integer(),
+        "skipped": js.counts(
+            "Entries left out, by reason: unreadable, other_filesystem, pseudo_filesystem, "
+            "excluded, special_file, vanished."
+        ),
+        "largest_files": js.typed("array", items=_ENTRY),
+        "files_not_shown": js.integer("Files (at least min_size) not listed."),
+        "largest_directories": js.typed(
+            "array",
+            items=js.record(
+                {
+                    "path": js.string(),
                     "disk_bytes": _SIZE,
                     "apparent_bytes": _SIZE,
-                    "files": {"type": "integer", "description": "Regular files below it."},
-                    "depth": {"type": "integer", "description": "1 for an immediate subdirectory of path."},
+                    "files": js.integer("Regular files below it."),
+                    "depth": js.integer("1 for an immediate subdirectory of path."),
                 },
-                "required": ["path", "disk_bytes", "apparent_bytes", "files", "depth"],
-            },
-        },
-        "directories_not_shown": {
-            "type": "integer",
-            "description": "Directories within max_depth (at least min_size) not listed.",
-        },
+                closed=False,
+            ),
+        ),
+        "directories_not_shown": js.integer("Directories within max_depth (at least min_size) not listed."),
     },
-    "required": [
-        "path",
-        "complete",
-        "stopped_reason",
-        "elapsed_s",
-        "sort_by",
-        "totals",
-        "skipped",
-        "largest_files",
-        "files_not_shown",
-        "largest_directories",
-        "directories_not_shown",
-    ],
-    "additionalProperties": False,
-}
+    optional=("modified_after", "modified_until", "extensions", "extensions_not_shown"),
+)
 
 
 def _size_text(apparent: int, disk: int, by_disk: bool) -> str:
@@ -466,21 +419,29 @@ def render(
         if usage.stopped:
             out.append(f"# PARTIAL: {usage.stopped}")
         if show in ("both", "directories", "all"):
-            out.append(f"# largest directories ({len(directories):,} of {usage.eligible_directories:,})")
-            out.append("disk_bytes\tapparent_bytes\tfiles\tpath")
-            out += [
-                f"{r['disk_bytes']}\t{r['apparent_bytes']}\t{r['files']}\t{printable(r['path'])}/"
-                for r in directories
-            ]
+            out += _listing(
+                f"largest directories ({len(directories):,} of {usage.eligible_directories:,})",
+                "files",
+                [(r, r["files"], printable(r["path"]) + "/") for r in directories],
+            )
         if show in ("both", "files", "all"):
-            out.append(f"# largest files ({len(files):,} of {usage.eligible_files:,})")
-            out.append("disk_bytes\tapparent_bytes\tmodified\tpath")
-            out += [
-                f"{r['disk_bytes']}\t{r['apparent_bytes']}\t{r['modified'] or ''}\t{printable(r['path'])}"
-                for r in files
-            ]
+            out += _listing(
+                f"largest files ({len(files):,} of {usage.eligible_files:,})",
+                "modified",
+                [(r, r["modified"] or "", printable(r["path"])) for r in files],
+            )
         full = "\n".join(out) + "\n"
     return "\n".join(lines), structured, full
+
+
+def _listing(title: str, third: str, rows: Sequence[tuple[dict[str, Any], object, str]]) -> list[str]:
+    """One table of the full listing: a '# title' line, the tab-separated header, then a line per row
+    (its sizes, the ``third`` column's value, its path as shown)."""
+    return [
+        f"# {title}",
+        f"disk_bytes\tapparent_bytes\t{third}\tpath",
+        *(f"{r['disk_bytes']}\t{r['apparent_bytes']}\t{value}\t{path}" for r, value, path in rows),
+    ]
 
 
 def _inodes_in_use(path: os.PathLike[str]) -> int | None:
@@ -543,8 +504,7 @@ def usage_report(meter: Meter | None) -> Callable[[int, int], None]:
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     now = time.time()
     request = request_for(args, now)  # bad durations are refused before any work
-    path = await ctx.resolve(args["path"], lambda found: require_directory(found, display(found)))
-    shown = display(path)
+    path, shown = await directory_argument(ctx, args["path"])
     options = walk_options(args)
     skipped = SkipCounter()
 
@@ -567,28 +527,18 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     try:
         usage, _, history_note = await ctx.run_in_worker(scan, describe=describe)
     except PermissionError:
-        raise ToolError(f"Permission denied: cannot read the directory {shown}{denied_by(path)}") from None
+        raise unreadable_directory(shown, path) from None
     except OSError as exc:
         raise ToolError(f"Cannot scan {shown}: {exc.strerror or exc}") from None
     text, structured, full = render(shown, usage, skipped.as_dict(), args, now, skipped.named)
     if history_note:
         text += "\n" + history_note
     links: tuple[ResourceLink, ...] = ()
-    if full is not None:
-        name = f"dir_usage-{os.path.basename(shown.rstrip('/')) or 'root'}.tsv"
-        link = ctx.keep(
-            name,
-            full,
-            description=f"Full dir_usage listing of {shown}",
-            mime_type="text/tab-separated-values",
-        )
-        if isinstance(link, str):  # bounded by the list sizes; only absurdly long names could get here
-            text += f"\nLonger lists: not kept, {link}"
-        else:
-            links = (link,)
-            text += (
-                f"\nLonger lists (up to {FULL_DIRECTORIES:,} directories, {FULL_FILES:,} files): {link.uri}"
-            )
+    if full is not None:  # not kept: bounded by the list sizes, only absurdly long names could get there
+        name, description = listing_name("dir_usage", shown, ".tsv"), f"Full dir_usage listing of {shown}"
+        link = ctx.keep(name, full, description=description, mime_type="text/tab-separated-values")
+        kept = f"Longer lists (up to {FULL_DIRECTORIES:,} directories, {FULL_FILES:,} files): {{}}"
+        text, links = with_link(text, link, kept, "Longer lists: not kept, {}")
     return ToolOutput(text, structured, links=links)
 
 

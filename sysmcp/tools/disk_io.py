@@ -22,6 +22,7 @@ from sysmcp.fs.paths import printable
 from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.tools import schemas as js
 from sysmcp.tools.processes import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 
@@ -140,109 +141,69 @@ def device_deltas(first: dict[str, Any], second: dict[str, Any], seconds: float)
 
 # -- schema -----------------------------------------------------------------------------------
 
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "sample_s": {
-            "type": "number",
-            "minimum": 0.1,
-            "maximum": MAX_SAMPLE_S,
-            "default": DEFAULT_SAMPLE_S,
-            "description": "Seconds to measure over (0.1 to 60, default 2): the counters are read at the "
+INPUT_SCHEMA: dict[str, Any] = js.arguments(
+    {
+        "sample_s": js.number(
+            "Seconds to measure over (0.1 to 60, default 2): the counters are read at the "
             "start and the end of this window. Progress is reported while it waits; cancellable.",
-        },
-        "top_n": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": 50,
-            "default": 5,
-            "description": "How many processes to list as top writers and as top readers (1 to 50).",
-        },
+            minimum=0.1,
+            maximum=MAX_SAMPLE_S,
+            default=DEFAULT_SAMPLE_S,
+        ),
+        "top_n": js.top_n_argument(
+            "How many processes to list as top writers and as top readers (1 to 50).",
+            maximum=50,
+            default=5,
+        ),
     },
-    "additionalProperties": False,
-}
+    required=None,
+)
 
-_PROCESS = {
-    "type": "object",
-    "properties": {
-        "pid": {"type": "integer"},
-        "command": {"type": "string"},
-        "user": {"type": ["string", "null"]},
-        "bytes": {"type": "integer", "description": "Bytes written (or read) in the window, storage layer."},
-        "bytes_per_s": {"type": "number"},
-    },
-    "required": ["pid", "command", "user", "bytes", "bytes_per_s"],
-    "additionalProperties": False,
-}
+_PROCESS = js.record(
+    {
+        "pid": js.integer(),
+        "command": js.string(),
+        "user": js.string(null=True),
+        "bytes": js.integer("Bytes written (or read) in the window, storage layer."),
+        "bytes_per_s": js.number(),
+    }
+)
 
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "seconds": {"type": "number", "description": "The window actually measured."},
+OUTPUT_SCHEMA: dict[str, Any] = js.result(
+    {
+        "seconds": js.number("The window actually measured."),
         "devices": {
             "type": "array",
             "description": "Block devices with any I/O in the window, busiest first.",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "device": {"type": "string"},
-                    "read_bytes": {"type": "integer"},
-                    "write_bytes": {"type": "integer"},
-                    "read_bytes_per_s": {"type": "number"},
-                    "write_bytes_per_s": {"type": "number"},
-                    "read_iops": {"type": "number"},
-                    "write_iops": {"type": "number"},
-                    "busy_percent": {
-                        "type": ["number", "null"],
-                        "description": "Share of the window the device was busy (null where not reported).",
-                    },
-                },
-                "required": [
-                    "device",
-                    "read_bytes",
-                    "write_bytes",
-                    "read_bytes_per_s",
-                    "write_bytes_per_s",
-                    "read_iops",
-                    "write_iops",
-                    "busy_percent",
-                ],
-                "additionalProperties": False,
-            },
+            "items": js.record(
+                {
+                    "device": js.string(),
+                    "read_bytes": js.integer(),
+                    "write_bytes": js.integer(),
+                    "read_bytes_per_s": js.number(),
+                    "write_bytes_per_s": js.number(),
+                    "read_iops": js.number(),
+                    "write_iops": js.number(),
+                    "busy_percent": js.number(
+                        "Share of the window the device was busy (null where not reported).", null=True
+                    ),
+                }
+            ),
         },
-        "idle_devices": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "No I/O in the window.",
-        },
-        "top_writers": {"type": "array", "items": _PROCESS},
-        "writers_not_shown": {"type": "integer"},
-        "top_readers": {"type": "array", "items": _PROCESS},
-        "readers_not_shown": {"type": "integer"},
-        "processes_read": {"type": "integer"},
-        "processes_unreadable": {
-            "type": "integer",
-            "description": "Processes whose I/O counters could not be read (another user's, without root).",
-        },
-        "process_io_available": {
-            "type": "boolean",
-            "description": "False where this system has no per-process I/O counters (e.g. macOS).",
-        },
-    },
-    "required": [
-        "seconds",
-        "devices",
-        "idle_devices",
-        "top_writers",
-        "writers_not_shown",
-        "top_readers",
-        "readers_not_shown",
-        "processes_read",
-        "processes_unreadable",
-        "process_io_available",
-    ],
-    "additionalProperties": False,
-}
+        "idle_devices": js.names("No I/O in the window."),
+        "top_writers": js.typed("array", items=_PROCESS),
+        "writers_not_shown": js.integer(),
+        "top_readers": js.typed("array", items=_PROCESS),
+        "readers_not_shown": js.integer(),
+        "processes_read": js.integer(),
+        "processes_unreadable": js.integer(
+            "Processes whose I/O counters could not be read (another user's, without root)."
+        ),
+        "process_io_available": js.boolean(
+            "False where this system has no per-process I/O counters (e.g. macOS)."
+        ),
+    }
+)
 
 
 # -- the tool ---------------------------------------------------------------------------------

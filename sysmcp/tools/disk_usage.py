@@ -33,6 +33,7 @@ from sysmcp.fs.units import human_bytes
 from sysmcp.history import state
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.tools import disk_explain
+from sysmcp.tools import schemas as js
 from sysmcp.tools.deleted_open_files import PROC
 from sysmcp.tools.descriptions import describe_paths
 from sysmcp.tools.merging import HostOutcome, fleet_output, table
@@ -274,148 +275,141 @@ def render_all(entries: Sequence[Entry], unit: str, everything: bool, sample_s: 
 
 # -- the tool ---------------------------------------------------------------------------------
 
-ENTRY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "mount_point": {"type": "string"},
-        "device": {
-            "type": "string",
-            "description": "The mount source: a device path, 'server:/export', 'tmpfs', …",
-        },
-        "fs_type": {"type": "string"},
-        "fs_root": {
-            "type": "string",
-            "description": "Directory of the filesystem shown at this mount point: '/' unless a bind mount.",
-        },
-        "read_only": {"type": "boolean"},
-        "options": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "Mount and filesystem options.",
-        },
-        "status": {
-            "type": "string",
-            "enum": ["ok", "no_answer", "error"],
-            "description": "'no_answer': statvfs did not return within the timeout; 'error': it failed (see reason).",
-        },
-        "reason": {"type": "string", "description": "Why there are no figures (status is not 'ok')."},
-        "total_bytes": {"type": "integer"},
-        "used_bytes": {"type": "integer"},
-        "free_bytes": {"type": "integer", "description": "Available to unprivileged users (df's Avail)."},
-        "reserved_bytes": {"type": "integer", "description": "Free but reserved for root."},
-        "percent_used": {
-            "type": ["integer", "null"],
-            "description": "ceil(used / (used + free) × 100), as df; null for a zero-size filesystem.",
-        },
-        "inodes": {
-            "type": ["object", "null"],
-            "description": "Inode counts; null where the filesystem reports none (not applicable).",
-            "properties": {
-                "total": {"type": "integer"},
-                "used": {"type": "integer"},
-                "free": {"type": "integer"},
-                "percent_used": {"type": ["integer", "null"], "description": "ceil(used / total × 100)."},
+ENTRY_SCHEMA: dict[str, Any] = js.record(
+    {
+        "mount_point": js.string(),
+        "device": js.string("The mount source: a device path, 'server:/export', 'tmpfs', …"),
+        "fs_type": js.string(),
+        "fs_root": js.string(
+            "Directory of the filesystem shown at this mount point: '/' unless a bind mount."
+        ),
+        "read_only": js.boolean(),
+        "options": js.names("Mount and filesystem options."),
+        "status": js.string(
+            "'no_answer': statvfs did not return within the timeout; 'error': it failed (see reason).",
+            enum=["ok", "no_answer", "error"],
+        ),
+        "reason": js.string("Why there are no figures (status is not 'ok')."),
+        "total_bytes": js.integer(),
+        "used_bytes": js.integer(),
+        "free_bytes": js.integer("Available to unprivileged users (df's Avail)."),
+        "reserved_bytes": js.integer("Free but reserved for root."),
+        "percent_used": js.integer(
+            "ceil(used / (used + free) × 100), as df; null for a zero-size filesystem.", null=True
+        ),
+        "inodes": js.record(
+            {
+                "total": js.integer(),
+                "used": js.integer(),
+                "free": js.integer(),
+                "percent_used": js.integer("ceil(used / total × 100).", null=True),
             },
-            "required": ["total", "used", "free", "percent_used"],
-            "additionalProperties": False,
-        },
-        "alerts": {
-            "type": "array",
-            "items": {"type": "string", "enum": ["space", "inodes"]},
-            "description": f"What is over {ALERT_PERCENT} % used (never set for read-only filesystems).",
-        },
-        "rate": {
-            "type": "object",
-            "description": "With sample_s: how fast it filled over the window (least-squares slope of the samples).",
-            "properties": {
-                "seconds": {"type": "number", "description": "From the first sample to the last."},
-                "samples": {"type": "integer"},
-                "fill_rate_bytes_per_s": {
-                    "type": "number",
-                    "description": "Used bytes per second: positive while filling, negative while freeing.",
-                },
-                "seconds_to_full": {
-                    "type": ["number", "null"],
-                    "description": "At that rate, until free_bytes is 0; null unless filling.",
-                },
-                "inode_fill_rate_per_s": {
-                    "type": ["number", "null"],
-                    "description": "Used inodes per second; null without inode counts.",
-                },
-                "seconds_to_inodes_full": {"type": ["number", "null"], "description": "null unless filling."},
+            "Inode counts; null where the filesystem reports none (not applicable).",
+            null=True,
+        ),
+        "alerts": js.typed(
+            "array",
+            f"What is over {ALERT_PERCENT} % used (never set for read-only filesystems).",
+            items=js.string(enum=["space", "inodes"]),
+        ),
+        "rate": js.record(
+            {
+                "seconds": js.number("From the first sample to the last."),
+                "samples": js.integer(),
+                "fill_rate_bytes_per_s": js.number(
+                    "Used bytes per second: positive while filling, negative while freeing."
+                ),
+                "seconds_to_full": js.number(
+                    "At that rate, until free_bytes is 0; null unless filling.", null=True
+                ),
+                "inode_fill_rate_per_s": js.number(
+                    "Used inodes per second; null without inode counts.", null=True
+                ),
+                "seconds_to_inodes_full": js.number("null unless filling.", null=True),
             },
-            "required": [
-                "seconds",
-                "samples",
-                "fill_rate_bytes_per_s",
-                "seconds_to_full",
-                "inode_fill_rate_per_s",
-                "seconds_to_inodes_full",
-            ],
-            "additionalProperties": False,
-        },
+            "With sample_s: how fast it filled over the window (least-squares slope of the samples).",
+        ),
     },
-    "required": ["mount_point", "device", "fs_type", "fs_root", "read_only", "options", "status"],
-    "additionalProperties": False,
-}
+    required=("mount_point", "device", "fs_type", "fs_root", "read_only", "options", "status"),
+)
 
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
+INPUT_SCHEMA: dict[str, Any] = js.arguments(
+    {
         "path": {
             "type": "string",
             "description": "Absolute path of any file or directory: report only the filesystem that holds it. "
             "Omit to list every mounted filesystem.",
             "minLength": 1,
         },
-        "unit": {
-            "type": "string",
-            "enum": ["percent", "mb", "human", "bytes"],
-            "default": "percent",
-            "description": "How the text states usage: 'percent' used, 'mb' free in MiB, 'human' sizes in "
+        "unit": js.string(
+            "How the text states usage: 'percent' used, 'mb' free in MiB, 'human' sizes in "
             "KiB/MiB/GiB/TiB, or exact 'bytes'. Structured content is always integer bytes.",
-        },
-        "all": {
-            "type": "boolean",
-            "default": False,
-            "description": "Also list pseudo filesystems (proc, sysfs, cgroup, …), zero-size ones and every "
+            enum=["percent", "mb", "human", "bytes"],
+            default="percent",
+        ),
+        "all": js.boolean(
+            "Also list pseudo filesystems (proc, sysfs, cgroup, …), zero-size ones and every "
             "duplicate mount, like df -a. Memory filesystems with a size (tmpfs, devtmpfs) are listed "
             "anyway, as df does. Ignored with path.",
-        },
-        "sample_s": {
-            "type": "number",
-            "minimum": 0,
-            "maximum": MAX_SAMPLE_S,
-            "default": 0,
-            "description": "Seconds to watch free space (0 to 60; 0: one snapshot). Over the window each "
+            default=False,
+        ),
+        "sample_s": js.number(
+            "Seconds to watch free space (0 to 60; 0: one snapshot). Over the window each "
             "filesystem is sampled several times and the answer gives its fill rate (bytes/s, negative "
             "when freeing), the time until it is full at that rate, and the same for inodes. Use it when "
             "a disk is filling now; progress is reported while it waits and the call can be cancelled.",
-        },
+            minimum=0,
+            maximum=MAX_SAMPLE_S,
+            default=0,
+        ),
         **disk_explain.INPUT_PROPERTIES,
     },
-    "additionalProperties": False,
+    required=None,
+)
+
+#: Descriptions of the fields ``disk_explain.EXPLAIN_SCHEMA`` writes compactly (dotted paths below ``explain``).
+EXPLAIN_WORDS: dict[str, str] = {
+    "files.bytes": "Disk bytes of the files a walk of the filesystem reaches (as du -x).",
+    "files.next_step": "What to run next for this part.",
+    "deleted_open.bytes": "Disk bytes of deleted files still held open on this filesystem.",
+    "deleted_open.processes_unreadable": "Processes whose open files could not be read (another user, without root).",
+    "deleted_open.available": "Whether open files could be listed on this system (/proc).",
+    "deleted_open.next_step": "What to run next for this part.",
+    "hidden_under_mounts.bytes": "Disk bytes of files in directories another filesystem is mounted over.",
+    "hidden_under_mounts.checked": "Whether the directories under mount points were looked at (needs root).",
+    "hidden_under_mounts.mount_points": "How many mount points sit on this filesystem.",
+    "hidden_under_mounts.next_step": "What to run next for this part.",
+    "unreadable_directories.count": "Directories the walk could not read.",
+    "unreadable_directories.named": "Some of those directories, inside the allowed roots.",
+    "unreadable_directories.upper_bound_bytes": "At most this many bytes can be in them (the remainder).",
+    "unreadable_directories.next_step": "What to run next for this part.",
+    "snapshots.bytes": "Disk bytes held only by snapshots or other subvolumes.",
+    "snapshots.kind": "The snapshot mechanism (btrfs, zfs, lvm-thin, apfs), or null.",
+    "snapshots.note": "How the figure was obtained, or why it could not be.",
+    "snapshots.next_step": "What to run next for this part.",
+    "overhead.bytes": "The filesystem's own metadata, journal and reservations counted as used.",
+    "overhead.source": "Where the overhead figure comes from.",
+    "remainder.bytes": "Used bytes no part accounts for (negative when parts overlap).",
+    "remainder.percent": "The remainder as a percentage of used bytes.",
+    "remainder.not_walked": "True when the walk stopped at its time budget: part of the remainder was not walked.",
+    "remainder.next_step": "What to run next for this part.",
 }
 
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string", "description": "The resolved path asked about (absent when listing)."},
-        "filesystems": {"type": "array", "items": ENTRY_SCHEMA},
-        "order": {"type": "string", "description": "How the list is sorted (absent with path)."},
-        "alert_threshold_percent": {"type": "integer"},
-        "timeout_seconds": {"type": "number", "description": "How long each mount was given to answer."},
-        "notes": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "What to know to read the figures right (e.g. APFS volumes sharing one container).",
-        },
-        "sample_s": {"type": "number", "description": "The sampling window asked for (absent when 0)."},
-        "explain": disk_explain.EXPLAIN_SCHEMA,
+OUTPUT_SCHEMA: dict[str, Any] = js.result(
+    {
+        "path": js.string("The resolved path asked about (absent when listing)."),
+        "filesystems": js.typed("array", items=ENTRY_SCHEMA),
+        "order": js.string("How the list is sorted (absent with path)."),
+        "alert_threshold_percent": js.integer(),
+        "timeout_seconds": js.number("How long each mount was given to answer."),
+        "notes": js.names(
+            "What to know to read the figures right (e.g. APFS volumes sharing one container)."
+        ),
+        "sample_s": js.number("The sampling window asked for (absent when 0)."),
+        "explain": describe_paths(disk_explain.EXPLAIN_SCHEMA, EXPLAIN_WORDS),
     },
-    "required": ["filesystems", "alert_threshold_percent", "timeout_seconds"],
-    "additionalProperties": False,
-}
+    optional=("path", "order", "notes", "sample_s", "explain"),
+)
 
 
 class DiskUsage:
@@ -529,9 +523,6 @@ def _with_notes(
     return ToolOutput(text, structured)
 
 
-_HANDLER = DiskUsage()
-
-
 def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
     """Every filesystem of every host in one table, fullest first across the fleet, with fleet alerts."""
     rows: list[dict[str, Any]] = []
@@ -592,34 +583,7 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
     return fleet_output(outcomes, body, view)
 
 
-#: Descriptions of the output fields the schema above writes compactly (dotted paths; ``[]``: an array's items).
-FIELD_WORDS: dict[str, str] = {
-    "explain.files.bytes": "Disk bytes of the files a walk of the filesystem reaches (as du -x).",
-    "explain.files.next_step": "What to run next for this part.",
-    "explain.deleted_open.bytes": "Disk bytes of deleted files still held open on this filesystem.",
-    "explain.deleted_open.processes_unreadable": "Processes whose open files could not be read (another user, without root).",
-    "explain.deleted_open.available": "Whether open files could be listed on this system (/proc).",
-    "explain.deleted_open.next_step": "What to run next for this part.",
-    "explain.hidden_under_mounts.bytes": "Disk bytes of files in directories another filesystem is mounted over.",
-    "explain.hidden_under_mounts.checked": "Whether the directories under mount points were looked at (needs root).",
-    "explain.hidden_under_mounts.mount_points": "How many mount points sit on this filesystem.",
-    "explain.hidden_under_mounts.next_step": "What to run next for this part.",
-    "explain.unreadable_directories.count": "Directories the walk could not read.",
-    "explain.unreadable_directories.named": "Some of those directories, inside the allowed roots.",
-    "explain.unreadable_directories.upper_bound_bytes": "At most this many bytes can be in them (the remainder).",
-    "explain.unreadable_directories.next_step": "What to run next for this part.",
-    "explain.snapshots.bytes": "Disk bytes held only by snapshots or other subvolumes.",
-    "explain.snapshots.kind": "The snapshot mechanism (btrfs, zfs, lvm-thin, apfs), or null.",
-    "explain.snapshots.note": "How the figure was obtained, or why it could not be.",
-    "explain.snapshots.next_step": "What to run next for this part.",
-    "explain.overhead.bytes": "The filesystem's own metadata, journal and reservations counted as used.",
-    "explain.overhead.source": "Where the overhead figure comes from.",
-    "explain.remainder.bytes": "Used bytes no part accounts for (negative when parts overlap).",
-    "explain.remainder.percent": "The remainder as a percentage of used bytes.",
-    "explain.remainder.not_walked": "True when the walk stopped at its time budget: part of the remainder was not walked.",
-    "explain.remainder.next_step": "What to run next for this part.",
-}
-
+_HANDLER = DiskUsage()
 
 TOOL = Tool(
     name="disk_usage",
@@ -650,7 +614,7 @@ TOOL = Tool(
         "only with `all`, and `notes` names the APFS volumes that share one container's free space."
     ),
     input_schema=INPUT_SCHEMA,
-    output_schema=describe_paths(OUTPUT_SCHEMA, FIELD_WORDS),
+    output_schema=OUTPUT_SCHEMA,
     handler=_HANDLER,
     answers_at_once=_HANDLER.answers_at_once,
     view=DISKS.uri,

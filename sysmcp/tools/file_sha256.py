@@ -20,18 +20,18 @@ from sysmcp.fs.safeopen import NotRegularFile, Replaced, kind, open_parent, open
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import human_bytes, plural, rate, took
+from sysmcp.tools import schemas as js
 from sysmcp.tools.arguments import sha256_argument
 from sysmcp.tools.errors import SWAPPED
 from sysmcp.tools.merging import ANSWERED, HostOutcome, fleet_output, host_list
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
-from sysmcp.tools.schemas import arguments, path_argument, result
 from sysmcp.tools.walking import denied_by
 
 SHA256 = ALGORITHMS["sha256"]
 
-INPUT_SCHEMA: dict[str, Any] = arguments(
+INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
-        "path": path_argument(
+        "path": js.path_argument(
             "Absolute path of the regular file to hash. Directories, FIFOs, sockets and devices are refused.",
         ),
         "expected": sha256_argument(
@@ -41,22 +41,17 @@ INPUT_SCHEMA: dict[str, Any] = arguments(
     }
 )
 
-OUTPUT_SCHEMA: dict[str, Any] = result(
+OUTPUT_SCHEMA: dict[str, Any] = js.result(
     {
-        "path": {"type": "string"},
-        "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
-        "size_bytes": {"type": "integer", "description": "Bytes hashed."},
-        "seconds": {"type": "number", "description": "Time spent reading and hashing."},
-        "expected": {"type": "string", "description": "The expected digest, lowercased (if one was given)."},
-        "match": {
-            "type": "boolean",
-            "description": "Whether the digest equals 'expected' (if one was given).",
-        },
-        "changed_while_hashing": {
-            "type": "boolean",
-            "description": "True if the file changed while it was read: the digest is then of no single "
-            "version of it.",
-        },
+        "path": js.string(),
+        "sha256": js.string(pattern="^[0-9a-f]{64}$"),
+        "size_bytes": js.integer("Bytes hashed."),
+        "seconds": js.number("Time spent reading and hashing."),
+        "expected": js.string("The expected digest, lowercased (if one was given)."),
+        "match": js.boolean("Whether the digest equals 'expected' (if one was given)."),
+        "changed_while_hashing": js.boolean(
+            "True if the file changed while it was read: the digest is then of no single version of it."
+        ),
     },
     optional=("expected", "match"),
 )

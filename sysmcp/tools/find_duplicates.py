@@ -16,20 +16,20 @@ from sysmcp.fs.paths import display, printable
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import human_bytes, more_not_shown, plural
+from sysmcp.tools import schemas as js
+from sysmcp.tools import walking
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import summary_merge
-from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.schemas import arguments, objects, path_argument, result
-from sysmcp.tools.walking import denied_by, require_directory, skipped_phrase, walk_options, walk_properties
+from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name, with_link
 
 PATHS_INLINE = 5  # paths shown per group in the text and structured content
 FULL_TEXT_CAP = 8 << 20  # the full group list resource is cut (and says so) beyond this
 DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 600.0
 
-INPUT_SCHEMA: dict[str, Any] = arguments(
+INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
-        "path": path_argument(
+        "path": js.path_argument(
             "Absolute path of the directory to search, e.g. '/home'.",
         ),
         "min_size": size_argument(
@@ -38,57 +38,49 @@ INPUT_SCHEMA: dict[str, Any] = arguments(
             minimum=1,
             default=1,
         ),
-        "top_n": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": 50,
-            "default": 10,
-            "description": "How many duplicate groups to list, largest reclaimable space first (1 to 50).",
-        },
-        "timeout_s": {
-            "type": "number",
-            "minimum": 0.001,
-            "maximum": MAX_TIMEOUT_S,
-            "default": DEFAULT_TIMEOUT_S,
-            "description": "Time budget in seconds (at most 600). Listing files may use half of it; when the "
-            "budget runs out the result, marked partial, lists the duplicates confirmed so far (largest "
-            "files are checked first).",
-        },
-        **walk_properties("path"),
+        "top_n": js.top_n_argument(
+            "How many duplicate groups to list, largest reclaimable space first (1 to 50).",
+            maximum=50,
+            default=10,
+        ),
+        "timeout_s": walking.timeout_property(
+            DEFAULT_TIMEOUT_S,
+            MAX_TIMEOUT_S,
+            runs_out="Listing files may use half of it; when the budget runs out ",
+            stops="the result, marked partial, lists the duplicates confirmed so far (largest files are "
+            "checked first).",
+        ),
+        **walking.walk_properties("path"),
     }
 )
 
-OUTPUT_SCHEMA: dict[str, Any] = result(
+OUTPUT_SCHEMA: dict[str, Any] = js.result(
     {
-        "path": {"type": "string"},
-        "complete": {"type": "boolean", "description": "False when the search stopped early."},
-        "stopped_reason": {"type": ["string", "null"]},
-        "elapsed_s": {"type": "number"},
-        "files_scanned": {"type": "integer", "description": "Regular files at least min_size."},
-        "files_read": {"type": "integer", "description": "Files opened for a head/tail or full hash."},
-        "bytes_read": {"type": "integer"},
-        "groups_found": {"type": "integer"},
-        "duplicate_files": {"type": "integer", "description": "Extra copies: files minus groups."},
-        "reclaimable_bytes": {
-            "type": "integer",
-            "description": "Disk space freed by keeping one copy of each group.",
-        },
-        "hard_links_ignored": {
-            "type": "integer",
-            "description": "Further names of a file already counted (same inode), not duplicates.",
-        },
-        "groups": objects(
+        "path": js.string(),
+        "complete": js.boolean("False when the search stopped early."),
+        "stopped_reason": js.string(null=True),
+        "elapsed_s": js.number(),
+        "files_scanned": js.integer("Regular files at least min_size."),
+        "files_read": js.integer("Files opened for a head/tail or full hash."),
+        "bytes_read": js.integer(),
+        "groups_found": js.integer(),
+        "duplicate_files": js.integer("Extra copies: files minus groups."),
+        "reclaimable_bytes": js.integer("Disk space freed by keeping one copy of each group."),
+        "hard_links_ignored": js.integer(
+            "Further names of a file already counted (same inode), not duplicates."
+        ),
+        "groups": js.objects(
             {
-                "size_bytes": {"type": "integer"},
-                "copies": {"type": "integer"},
-                "reclaimable_bytes": {"type": "integer"},
-                "blake3": {"type": "string", "description": "BLAKE3 (256 bits) of the content."},
-                "paths": {"type": "array", "items": {"type": "string"}},
-                "paths_not_shown": {"type": "integer"},
+                "size_bytes": js.integer(),
+                "copies": js.integer(),
+                "reclaimable_bytes": js.integer(),
+                "blake3": js.string("BLAKE3 (256 bits) of the content."),
+                "paths": js.names(),
+                "paths_not_shown": js.integer(),
             }
         ),
-        "groups_not_shown": {"type": "integer"},
-        "skipped": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "groups_not_shown": js.integer(),
+        "skipped": js.counts(),
     }
 )
 
@@ -150,7 +142,7 @@ def render(shown: str, search: Search, top_n: int) -> tuple[str, dict[str, Any],
         were = "was not treated as a copy" if search.hard_links == 1 else "were not treated as copies"
         lines.append(f"{plural(search.hard_links, 'hard-linked name')} of files already counted {were}")
     if skipped:
-        lines.append("Skipped: " + skipped_phrase(skipped, search.skipped.named, shown))
+        lines.append("Skipped: " + walking.skipped_phrase(skipped, search.skipped.named, shown))
     lines.append("Nothing was deleted: sysmcp is read-only.")
     structured = {
         "path": shown,
@@ -196,11 +188,10 @@ def full_list(shown: str, search: Search, reclaimable: int, path: Callable[[Cand
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    path = await ctx.resolve(args["path"], lambda found: require_directory(found, display(found)))
-    shown = display(path)
+    path, shown = await walking.directory_argument(ctx, args["path"])
     request = DuplicatesRequest(
         os.fsencode(path),
-        walk_options(args),
+        walking.walk_options(args),
         min_size=args["min_size"],
         timeout_s=min(float(args["timeout_s"]), MAX_TIMEOUT_S),
     )
@@ -218,19 +209,15 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             describe=describe,
         )
     except PermissionRefused:
-        raise ToolError(f"Permission denied: cannot read the directory {shown}{denied_by(path)}") from None
+        raise walking.unreadable_directory(shown, path) from None
     except EngineError as exc:
         raise ToolError(f"Cannot search {shown}: {exc.detail}") from None
     text, structured, full = render(shown, search, args["top_n"])
     links: tuple[ResourceLink, ...] = ()
     if full is not None:
-        name = f"duplicates-{os.path.basename(shown.rstrip('/')) or 'root'}.txt"
+        name = listing_name("duplicates", shown, ".txt")
         link = ctx.keep(name, full, description=f"All duplicate groups under {shown}")
-        if isinstance(link, str):
-            text += f"\nAll groups and paths: not kept, {link}"
-        else:
-            links = (link,)
-            text += f"\nAll groups and paths: {link.uri}"
+        text, links = with_link(text, link, "All groups and paths: {}", "All groups and paths: not kept, {}")
     return ToolOutput(text, structured, links=links)
 
 

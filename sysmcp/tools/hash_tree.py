@@ -14,7 +14,7 @@ import shlex
 import stat
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,139 +33,116 @@ from sysmcp.fs.checksums import (
 from sysmcp.fs.parallel import Sharing
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.safeopen import kind
-from sysmcp.fs.treehash import TreeRequest, hash_tree_parallel
+from sysmcp.fs.treehash import TreeManifest, TreeRequest, hash_tree_parallel
 from sysmcp.fs.walk import Budget, ScanStopped, SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.protocol.threads import run_in_thread
 from sysmcp.render import human_bytes, plural, rate, took
 from sysmcp.results import MAX_ITEM, TooLarge
-from sysmcp.tools.merging import summary_merge
+from sysmcp.tools import schemas as js
 from sysmcp.tools.recording import record_baseline
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.schemas import arguments, objects, path_argument, result
-from sysmcp.tools.walking import denied_by, skipped_phrase, timeout_property, walk_options, walk_properties
+from sysmcp.tools.walking import (
+    skipped_phrase,
+    timeout_property,
+    unreadable_directory,
+    walk_options,
+    walk_properties,
+)
 
 MAX_LISTED = 50  # unreadable files named in the result; the rest are counted
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 600.0
 
-INPUT_SCHEMA: dict[str, Any] = arguments(
+INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
-        "path": path_argument(
+        "path": js.path_argument(
             "Absolute path of the directory to hash (every regular file below it), or of one "
             "file. Manifest names are relative to this directory (to the file's directory for a file).",
         ),
-        "algorithm": {
-            "type": "string",
-            "enum": list(ALGORITHM_NAMES),
-            "default": "sha256",
-            "description": "Digest algorithm: md5, sha1, sha256 (default, what sha256sum writes), sha512, "
+        "algorithm": js.string(
+            "Digest algorithm: md5, sha1, sha256 (default, what sha256sum writes), sha512, "
             "blake2b (b2sum's 512-bit) or blake3 (b3sum; several times faster than sha256).",
-        },
-        "format": {
-            "type": "string",
-            "enum": ["gnu", "bsd"],
-            "default": "gnu",
-            "description": "'gnu': '<digest>  <name>' lines as sha256sum/b3sum print them; 'bsd': "
+            enum=list(ALGORITHM_NAMES),
+            default="sha256",
+        ),
+        "format": js.string(
+            "'gnu': '<digest>  <name>' lines as sha256sum/b3sum print them; 'bsd': "
             "'SHA256 (<name>) = <digest>' lines as sha256sum --tag prints them.",
-        },
-        "max_lines": {
-            "type": "integer",
-            "minimum": 0,
-            "maximum": 1000,
-            "default": 20,
-            "description": "Manifest lines to show inline (0 to 1000). The full manifest is always available "
+            enum=["gnu", "bsd"],
+            default="gnu",
+        ),
+        "max_lines": js.integer(
+            "Manifest lines to show inline (0 to 1000). The full manifest is always available "
             "as a resource link (read it with resources/read).",
-        },
+            minimum=0,
+            maximum=1000,
+            default=20,
+        ),
         "timeout_s": timeout_property(
             DEFAULT_TIMEOUT_S,
             MAX_TIMEOUT_S,
             stops="hashing stops and the result, marked partial, is a valid manifest of the files hashed so "
             "far (it checks clean with sha256sum -c); it says how many listed files were not hashed.",
         ),
-        "baseline": {
-            "type": "boolean",
-            "default": False,
-            "description": "Also keep the manifest with each file's size, mtime, mode and owner in this host's "
+        "baseline": js.boolean(
+            "Also keep the manifest with each file's size, mtime, mode and owner in this host's "
             "history, as an integrity baseline: what_changed then reports files added, removed, changed in "
             "content or only in metadata since (as AIDE does). GNU format only.",
-        },
+            default=False,
+        ),
         **walk_properties("path"),
     }
 )
 
-OUTPUT_SCHEMA: dict[str, Any] = result(
+OUTPUT_SCHEMA: dict[str, Any] = js.result(
     {
-        "path": {"type": "string"},
-        "complete": {
-            "type": "boolean",
-            "description": "False when the time budget ran out: the manifest then covers only some files.",
-        },
-        "stopped_reason": {"type": ["string", "null"]},
-        "files_not_hashed": {
-            "type": "integer",
-            "description": "Files listed but not hashed when the budget ran out (0 when complete).",
-        },
-        "walk_complete": {
-            "type": "boolean",
-            "description": "False when the walk itself was cut: files in directories not yet listed are "
-            "neither in the manifest nor counted.",
-        },
-        "base_dir": {"type": "string", "description": "The directory the manifest's names are relative to."},
-        "algorithm": {"type": "string"},
-        "format": {"type": "string", "enum": ["gnu", "bsd"]},
-        "files": {"type": "integer", "description": "Files in the manifest."},
-        "total_bytes": {"type": "integer", "description": "Bytes hashed for the manifest."},
-        "seconds": {"type": "number"},
-        "lines": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "The first manifest lines (sorted by name), without their newline.",
-        },
-        "lines_not_shown": {"type": "integer"},
-        "manifest_uri": {
-            "type": ["string", "null"],
-            "description": "sysmcp:// resource holding the whole manifest, exactly as it would be saved.",
-        },
-        "skipped": {
-            "type": "object",
-            "additionalProperties": {"type": "integer"},
-            "description": "Entries left out of the walk by reason: excluded, special_file, other_filesystem, "
-            "pseudo_filesystem, unreadable (directories), vanished.",
-        },
-        "unreadable_count": {"type": "integer", "description": "Files that could not be hashed."},
-        "unreadable": objects(
-            {"path": {"type": "string"}, "error": {"type": "string"}},
-            description=f"The first {MAX_LISTED} files that could not be hashed, with the reason.",
+        "path": js.string(),
+        "complete": js.boolean(
+            "False when the time budget ran out: the manifest then covers only some files."
         ),
-        "non_utf8_names": {
-            "type": "integer",
-            "description": "Names that are not valid UTF-8: shown with \\xNN escapes, so a checker would not "
-            "find them.",
-        },
+        "stopped_reason": js.string(null=True),
+        "files_not_hashed": js.integer(
+            "Files listed but not hashed when the budget ran out (0 when complete)."
+        ),
+        "walk_complete": js.boolean(
+            "False when the walk itself was cut: files in directories not yet listed are "
+            "neither in the manifest nor counted."
+        ),
+        "base_dir": js.string("The directory the manifest's names are relative to."),
+        "algorithm": js.string(),
+        "format": js.string(enum=["gnu", "bsd"]),
+        "files": js.integer("Files in the manifest."),
+        "total_bytes": js.integer("Bytes hashed for the manifest."),
+        "seconds": js.number(),
+        "lines": js.names("The first manifest lines (sorted by name), without their newline."),
+        "lines_not_shown": js.integer(),
+        "manifest_uri": js.string(
+            "sysmcp:// resource holding the whole manifest, exactly as it would be saved.", null=True
+        ),
+        "skipped": js.counts(
+            "Entries left out of the walk by reason: excluded, special_file, other_filesystem, "
+            "pseudo_filesystem, unreadable (directories), vanished."
+        ),
+        "unreadable_count": js.integer("Files that could not be hashed."),
+        "unreadable": js.path_errors(
+            f"The first {MAX_LISTED} files that could not be hashed, with the reason."
+        ),
+        "non_utf8_names": js.integer(
+            "Names that are not valid UTF-8: shown with \\xNN escapes, so a checker would not find them."
+        ),
     }
 )
 
 
 @dataclass
-class TreeHash:
-    """What the worker hands back: the sorted manifest (whole if it can be kept) and what is not in it."""
+class TreeHash(TreeManifest):
+    """What the worker hands back: the engine's sorted manifest (whole if it can be kept) and what is
+    not in it, plus the directory its names are relative to and how long it took."""
 
-    files: int = 0
-    total_bytes: int = 0
-    manifest: bytes | bytearray | None = None  # the whole manifest; None when over the store's item limit
-    manifest_bytes: int = 0
-    first: list[bytes] = field(default_factory=list)  # the first MAX_SHOWN lines
-    unreadable: list[tuple[bytes, str]] = field(default_factory=list)  # sorted; the first ones
-    unreadable_count: int = 0
     seconds: float = 0.0
     base: bytes = b"/"
-    non_utf8: int = 0
-    stopped: str | None = None  # why the manifest covers only some files (the time budget ran out)
-    not_hashed: int = 0  # files listed but not hashed when it stopped
-    walk_complete: bool = True
-    processes: int = 1
 
 
 MAX_SHOWN = 1000  # the schema's largest max_lines
@@ -214,21 +191,7 @@ def hash_tree(
             request, skipped, check_cancelled=meter.checkpoint, report=report, clock=clock
         )
         report(merged.files, merged.total_bytes)
-        result = TreeHash(
-            files=merged.files,
-            total_bytes=merged.total_bytes,
-            manifest=merged.manifest,
-            manifest_bytes=merged.manifest_bytes,
-            first=merged.first,
-            unreadable=merged.unreadable,
-            unreadable_count=merged.unreadable_count,
-            base=root,
-            non_utf8=merged.non_utf8,
-            stopped=merged.stopped,
-            not_hashed=merged.not_hashed,
-            walk_complete=merged.walk_complete,
-            processes=merged.processes,
-        )
+        result = TreeHash(base=root, **{each.name: getattr(merged, each.name) for each in fields(merged)})
     result.seconds = time.perf_counter() - started
     return result
 
@@ -266,7 +229,7 @@ def _hash_one(
             else:
                 line = format_line(name, outcome.digest.hexdigests[algorithm.name], algorithm, style)
                 result.files, result.total_bytes = 1, outcome.digest.size
-                result.manifest, result.manifest_bytes, result.first = line, len(line), [line]
+                result.manifest, result.manifest_bytes, result.first = bytearray(line), len(line), [line]
                 try:
                     name.decode("utf-8")
                 except UnicodeDecodeError:
@@ -302,9 +265,7 @@ def run(
     try:
         return hash_tree(path, single, algorithm, style, options, skipped, meter, HASH_THREADS, timeout_s)
     except PermissionError:
-        raise ToolError(
-            f"Permission denied: cannot read the directory {shown}{denied_by(Path(os.fsdecode(path)))}"
-        ) from None
+        raise unreadable_directory(shown, Path(os.fsdecode(path))) from None
     except OSError as exc:
         raise ToolError(f"Cannot walk {shown}: {exc.strerror or exc}") from None
 
@@ -467,5 +428,4 @@ TOOL = Tool(
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,
     handler=handle,
-    merge=summary_merge(),  # per-host summaries
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,6 +106,21 @@ class ToolContext:
         except TooLarge as exc:
             return exc.reason
         return ResourceLink(item.uri, item.name, item.description, item.mime_type, item.size)
+
+
+def with_link(
+    text: str, link: ResourceLink | str, kept: str, not_kept: str
+) -> tuple[str, tuple[ResourceLink, ...]]:
+    """An answer cut short, ending in a line about its full listing (``ToolContext.keep``'s result):
+    ``kept`` with the link's URI for its ``{}``, or ``not_kept`` with the reason; and the links to send."""
+    if isinstance(link, str):
+        return f"{text}\n{not_kept.format(link)}", ()
+    return f"{text}\n{kept.format(link.uri)}", (link,)
+
+
+def listing_name(prefix: str, shown: str, suffix: str) -> str:
+    """The name of a kept listing of the directory ``shown``: ``dir_usage-log.tsv``, ``…-root.tsv`` for /."""
+    return f"{prefix}-{os.path.basename(shown.rstrip('/')) or 'root'}{suffix}"
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutput]]

@@ -40,8 +40,8 @@ from sysmcp.fs.walk import Budget, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.results import MAX_ITEM, TooLarge
+from sysmcp.tools import schemas as js
 from sysmcp.tools.errors import as_tool_error
-from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import (
     require_directory,
@@ -56,45 +56,38 @@ __all__ = ["INPUT_SCHEMA", "OUTPUT_SCHEMA", "TOOL", "Source", "handle", "render"
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 600.0
 
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "manifest": {
-            "type": "string",
-            "minLength": 1,
-            "description": "The manifest to check: an absolute path to a checksum file (SHA256SUMS, B3SUMS, "
+INPUT_SCHEMA: dict[str, Any] = js.arguments(
+    {
+        "manifest": js.string(
+            "The manifest to check: an absolute path to a checksum file (SHA256SUMS, B3SUMS, "
             "…), a sysmcp://results/… URI from hash_tree, or the manifest text itself (lines as sha256sum, "
             "sha256sum --tag, md5sum, b2sum or b3sum print them; algorithms are detected per line).",
-        },
-        "base_dir": {
-            "type": "string",
-            "minLength": 1,
-            "description": "Absolute directory that relative names in the manifest are relative to. Default: "
+            minLength=1,
+        ),
+        "base_dir": js.string(
+            "Absolute directory that relative names in the manifest are relative to. Default: "
             "the manifest file's directory (like running 'sha256sum -c' there); required when the manifest is "
             "text or a URI.",
-        },
-        "algorithm": {
-            "type": "string",
-            "enum": ["auto", *ALGORITHM_NAMES],
-            "default": "auto",
-            "description": "'auto' (default) detects the algorithm per line from its tag or digest length; a "
+            minLength=1,
+        ),
+        "algorithm": js.string(
+            "'auto' (default) detects the algorithm per line from its tag or digest length; a "
             "64-digit digest may be sha256 or blake3 and a 128-digit one sha512 or blake2b, which the first "
             "matching file settles. Naming one makes other lines improperly formatted, like 'sha256sum -c'.",
-        },
-        "report_new": {
-            "type": "boolean",
-            "default": False,
-            "description": "Also walk base_dir and list regular files the manifest does not mention (files "
+            enum=["auto", *ALGORITHM_NAMES],
+            default="auto",
+        ),
+        "report_new": js.boolean(
+            "Also walk base_dir and list regular files the manifest does not mention (files "
             "added since it was made), which sha256sum -c cannot tell.",
-        },
-        "max_listed": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": 1000,
-            "default": 50,
-            "description": "At most this many names per list (FAILED, MISSING, …) inline; when a list is cut "
+            default=False,
+        ),
+        "max_listed": js.top_n_argument(
+            "At most this many names per list (FAILED, MISSING, …) inline; when a list is cut "
             "the full report is a resource link.",
-        },
+            maximum=1000,
+            default=50,
+        ),
         "timeout_s": timeout_property(
             DEFAULT_TIMEOUT_S,
             MAX_TIMEOUT_S,
@@ -103,74 +96,47 @@ INPUT_SCHEMA: dict[str, Any] = {
         ),
         **walk_properties("base_dir", note="With report_new: "),
     },
-    "required": ["manifest"],
-    "additionalProperties": False,
-}
+    required=("manifest",),
+)
 
-_NAMES = {"type": "array", "items": {"type": "string"}}
-
-_OUTPUT_PROPERTIES: dict[str, Any] = {
-    "manifest": {"type": "string", "description": "The manifest's path, URI, or '(text)'."},
-    "base_dir": {"type": "string"},
-    "complete": {"type": "boolean", "description": "False when the time budget ran out."},
-    "stopped_reason": {"type": ["string", "null"]},
-    "not_checked": {
-        "type": "integer",
-        "description": "Entries not checked because the time budget ran out (0 when complete).",
-    },
-    "all_ok": {
-        "type": "boolean",
-        "description": "True exactly when 'sha256sum -c --strict' would succeed: at least one entry, "
-        "every file present, readable and matching, no improperly formatted line. New files do not count.",
-    },
-    "entries": {"type": "integer", "description": "Properly formatted checksum lines."},
-    "ok": {"type": "integer"},
-    "failed": {"type": "integer", "description": "Files whose digest differs."},
-    "missing": {"type": "integer", "description": "Listed files that do not exist."},
-    "unreadable": {"type": "integer", "description": "Listed files that exist but could not be hashed."},
-    "improperly_formatted": {"type": "integer", "description": "Lines that are not checksum lines."},
-    "new": {
-        "type": ["integer", "null"],
-        "description": "Regular files under base_dir not in the manifest (null unless report_new).",
-    },
-    "algorithms": {
-        "type": "object",
-        "additionalProperties": {"type": "integer"},
-        "description": "Entries checked per algorithm.",
-    },
-    "bytes_hashed": {"type": "integer"},
-    "seconds": {"type": "number"},
-    "failed_files": _NAMES,
-    "missing_files": _NAMES,
-    "unreadable_files": {
-        "type": "array",
-        "items": {
-            "type": "object",
-            "properties": {"path": {"type": "string"}, "error": {"type": "string"}},
-            "required": ["path", "error"],
-        },
-    },
-    "improperly_formatted_lines": {"type": "array", "items": {"type": "integer"}},
-    "new_files": _NAMES,
-    "truncated": {"type": "boolean", "description": "True when a list above was cut at max_listed."},
-    "report_uri": {
-        "type": ["string", "null"],
-        "description": "sysmcp:// resource with every entry's status, when a list was cut.",
-    },
-    "walk_skipped": {
-        "type": "object",
-        "additionalProperties": {"type": "integer"},
-        "description": "With report_new: entries the walk left out, by reason.",
-    },
-}
+_NAMES = js.names()
 
 #: Every property is always there (null where it does not apply).
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": _OUTPUT_PROPERTIES,
-    "required": list(_OUTPUT_PROPERTIES),
-    "additionalProperties": False,
-}
+OUTPUT_SCHEMA: dict[str, Any] = js.result(
+    {
+        "manifest": js.string("The manifest's path, URI, or '(text)'."),
+        "base_dir": js.string(),
+        "complete": js.boolean("False when the time budget ran out."),
+        "stopped_reason": js.string(null=True),
+        "not_checked": js.integer("Entries not checked because the time budget ran out (0 when complete)."),
+        "all_ok": js.boolean(
+            "True exactly when 'sha256sum -c --strict' would succeed: at least one entry, "
+            "every file present, readable and matching, no improperly formatted line. New files do not count."
+        ),
+        "entries": js.integer("Properly formatted checksum lines."),
+        "ok": js.integer(),
+        "failed": js.integer("Files whose digest differs."),
+        "missing": js.integer("Listed files that do not exist."),
+        "unreadable": js.integer("Listed files that exist but could not be hashed."),
+        "improperly_formatted": js.integer("Lines that are not checksum lines."),
+        "new": js.integer(
+            "Regular files under base_dir not in the manifest (null unless report_new).", null=True
+        ),
+        "algorithms": js.counts("Entries checked per algorithm."),
+        "bytes_hashed": js.integer(),
+        "seconds": js.number(),
+        "failed_files": _NAMES,
+        "missing_files": _NAMES,
+        "unreadable_files": js.path_errors(),
+        "improperly_formatted_lines": js.typed("array", items=js.integer()),
+        "new_files": _NAMES,
+        "truncated": js.boolean("True when a list above was cut at max_listed."),
+        "report_uri": js.string(
+            "sysmcp:// resource with every entry's status, when a list was cut.", null=True
+        ),
+        "walk_skipped": js.counts("With report_new: entries the walk left out, by reason."),
+    }
+)
 
 
 _EXPECTED = "Expected lines like '<hex digest>  <name>' or 'SHA256 (<name>) = <hex digest>'."
@@ -552,5 +518,4 @@ TOOL = Tool(
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,
     handler=handle,
-    merge=summary_merge(),  # per-host summaries
 )

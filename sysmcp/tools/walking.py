@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sysmcp.fs.paths import printable
+from sysmcp.fs.paths import display, printable
 from sysmcp.fs.walk import WalkOptions
 from sysmcp.protocol.errors import ToolError
+from sysmcp.tools.registry import ToolContext
 
 
 def walk_properties(base: str, *, note: str = "") -> dict[str, Any]:
@@ -34,14 +35,17 @@ def walk_properties(base: str, *, note: str = "") -> dict[str, Any]:
     }
 
 
-def timeout_property(default: float, maximum: float, *, stops: str) -> dict[str, Any]:
-    """The ``timeout_s`` schema property of a tool that stops at a time budget with a partial result."""
+def timeout_property(
+    default: float, maximum: float, *, stops: str, runs_out: str = "When it runs out "
+) -> dict[str, Any]:
+    """The ``timeout_s`` schema property of a tool that stops at a time budget with a partial result:
+    '… (at most N). When it runs out ' and what ``stops``."""
     return {
         "type": "number",
         "minimum": 0.001,
         "maximum": maximum,
         "default": default,
-        "description": f"Time budget in seconds (at most {maximum:g}). When it runs out {stops}",
+        "description": f"Time budget in seconds (at most {maximum:g}). {runs_out}{stops}",
     }
 
 
@@ -59,6 +63,18 @@ def require_directory(path: Path, shown: str, argument: str | None = None) -> No
     if not path.exists():
         raise ToolError(f"No such directory: {shown}")
     raise ToolError(f"{argument} is not a directory: {shown}" if argument else f"Not a directory: {shown}")
+
+
+async def directory_argument(ctx: ToolContext, raw: str) -> tuple[Path, str]:
+    """The directory a tool is asked to walk, resolved within the roots and refused unless it is a
+    directory, and how it is shown."""
+    path = await ctx.resolve(raw, lambda found: require_directory(found, display(found)))
+    return path, display(path)
+
+
+def unreadable_directory(shown: str, path: Path) -> ToolError:
+    """The refusal of a walk whose directory may not be read, naming the component that refused."""
+    return ToolError(f"Permission denied: cannot read the directory {shown}{denied_by(path)}")
 
 
 def skipped_phrase(skipped: dict[str, int], named: Sequence[str] = (), base: str = "") -> str:

@@ -1,0 +1,136 @@
+"""The shared pieces tools are built from: schema fragments, their descriptions, the kept-listing line,
+and the small helpers several modules share (fdinfo modes, version gates, built-on-demand sequences)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sysmcp import platform
+from sysmcp.fs.manifests import Entries
+from sysmcp.fs.verdicts import Checked, Verdicts
+from sysmcp.protocol.lifecycle import Features
+from sysmcp.tools import schemas as js
+from sysmcp.tools.descriptions import COMMON, described
+from sysmcp.tools.dir_usage import OUTPUT_SCHEMA as DIR_USAGE_OUTPUT
+from sysmcp.tools.registry import ResourceLink, listing_name, with_link
+from sysmcp.tools.verify_checksums import OUTPUT_SCHEMA as VERIFY_OUTPUT
+
+
+def test_a_typed_value_keeps_its_keywords_in_order_and_its_description_last() -> None:
+    top = js.top_n_argument("How many.", maximum=50, default=5)
+    assert list(top.items()) == [
+        ("type", "integer"),
+        ("minimum", 1),
+        ("maximum", 50),
+        ("default", 5),
+        ("description", "How many."),
+    ]
+    assert js.string("Who.", null=True) == {"type": ["string", "null"], "description": "Who."}
+    assert js.number() == {"type": "number"}  # no description: the common one may be filled in
+
+
+def test_an_input_schema_with_every_argument_optional_has_no_required_list() -> None:
+    schema = js.arguments({"top_n": js.integer()}, required=None)
+    assert list(schema) == ["type", "properties", "additionalProperties"]
+    assert js.arguments({"path": js.path_argument("Where.")})["required"] == ["path"]
+
+
+def test_a_record_requires_its_properties_but_the_optional_ones_or_only_the_required_ones() -> None:
+    fields = {"a": js.integer(), "b": js.integer(), "c": js.integer()}
+    assert js.record(fields, optional=("b",))["required"] == ["a", "c"]
+    assert js.record(fields, required=("c", "a"))["required"] == ["a", "c"]  # in the properties' order
+    closed = js.record(fields, "Three counts.", null=True)
+    assert list(closed) == ["type", "description", "properties", "required", "additionalProperties"]
+    assert closed["type"] == ["object", "null"] and closed["additionalProperties"] is False
+    assert "additionalProperties" not in js.record(fields, closed=False)
+
+
+def test_every_fragment_call_builds_a_fresh_dict() -> None:
+    # Schemas are described in place (describe_paths): one dict under two properties would carry the
+    # first one's words to the second.
+    assert js.names() is not js.names()
+    assert js.path_errors()["items"] is not js.path_errors()["items"]
+
+
+def test_a_fragment_shared_by_two_properties_gets_each_property_its_own_common_description() -> None:
+    shared = js.names()
+    schema = described(js.result({"failed_files": shared, "missing_files": shared}))
+    words = {name: spec["description"] for name, spec in schema["properties"].items()}
+    assert words == {"failed_files": COMMON["failed_files"], "missing_files": COMMON["missing_files"]}
+    assert "description" not in shared  # the tool's own dict is never changed
+
+
+def test_the_tools_shared_size_and_name_fragments_are_described_per_property() -> None:
+    verify = described(VERIFY_OUTPUT)["properties"]
+    assert verify["missing_files"]["description"] == COMMON["missing_files"]
+    assert verify["new_files"]["description"] == COMMON["new_files"]
+    entry = described(DIR_USAGE_OUTPUT)["properties"]["largest_files"]["items"]["properties"]
+    assert entry["apparent_bytes"]["description"] == COMMON["apparent_bytes"]
+    assert entry["disk_bytes"]["description"] == COMMON["disk_bytes"]
+
+
+def test_a_kept_listing_is_named_after_its_directory_and_linked_or_explained_in_the_last_line() -> None:
+    assert listing_name("dir_usage", "/var/log/", ".tsv") == "dir_usage-log.tsv"
+    assert listing_name("dir_usage", "/", ".tsv") == "dir_usage-root.tsv"
+    link = ResourceLink("sysmcp://results/1", "x.tsv", "the list", "text/plain", 10)
+    assert with_link("answer", link, "Full list: {}", "Full list: not kept, {}") == (
+        "answer\nFull list: sysmcp://results/1",
+        (link,),
+    )
+    assert with_link("answer", "too big {to keep}", "Full list: {}", "Full list: not kept, {}") == (
+        "answer\nFull list: not kept, too big {to keep}",  # the reason is put in, never read as a format
+        (),
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "mode"),
+    [("0100000", "r"), ("0100001", "w"), ("02100002", "rw"), ("garbage", ""), (None, "")],
+)
+def test_a_descriptors_access_mode_comes_from_the_octal_flags_of_its_fdinfo(
+    tmp_path: Path, flags: str | None, mode: str
+) -> None:
+    fdinfo = tmp_path / "3"
+    fdinfo.write_text("pos:\t0\n" + (f"flags:\t{flags}\n" if flags is not None else "") + "mnt_id:\t25\n")
+    assert platform.fd_access_mode(str(fdinfo)) == mode
+    assert platform.fd_access_mode(os.fsencode(fdinfo)) == mode
+
+
+def test_no_fdinfo_is_an_unknown_mode(tmp_path: Path) -> None:
+    assert platform.fd_access_mode(str(tmp_path / "gone")) == ""
+
+
+def test_a_version_gate_holds_from_its_first_version_on() -> None:
+    assert not Features("2024-11-05").tool_annotations
+    assert Features("2025-03-26").tool_annotations and not Features("2025-03-26").structured_output
+    assert Features("2025-06-18").structured_output and Features("2025-06-18").titles
+    assert not Features("2025-06-18").validation_errors_as_results
+    assert Features("2025-11-25").implementation_details
+    assert "2025-06-18" in (type(Features("2025-06-18")).titles.__doc__ or "")
+
+
+def _entries(count: int) -> Entries:
+    entries = Entries()
+    for number in range(count):
+        entries.add(number + 1, f"file{number}".encode(), f"{number:02x}" * 32, ())
+    return entries
+
+
+def test_a_built_on_demand_sequence_indexes_slices_and_iterates_like_a_list() -> None:
+    entries = _entries(3)
+    names: list[Any] = [entry.name for entry in entries]
+    assert names == [b"file0", b"file1", b"file2"]
+    assert entries[-1].name == b"file2" and [e.name for e in entries[1:]] == [b"file1", b"file2"]
+    with pytest.raises(IndexError):
+        entries[3]
+    verdicts = Verdicts()
+    verdicts.codes.extend(bytes(2))
+    verdicts[1] = Checked("UNREADABLE", "permission denied")
+    assert verdicts[-1] == Checked("UNREADABLE", "permission denied")
+    assert [v.status for v in verdicts] == [verdicts[0].status, "UNREADABLE"]
+    with pytest.raises(IndexError):
+        verdicts[-3]
