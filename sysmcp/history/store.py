@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -89,8 +90,8 @@ class Saved:
 
 
 class Store:
-    """One history database. Every operation opens its own short connection: threads and processes
-    share nothing but the file, and a connection never outlives the call that needed it."""
+    """One history database. Each thread keeps one connection to it (``_connect``); processes
+    share nothing but the file."""
 
     def __init__(self, directory: Path, clock: Callable[[], float] = time.time, *, busy_ms: int = BUSY_MS):
         self.directory = directory
@@ -99,6 +100,8 @@ class Store:
         self.busy_ms = busy_ms
         self.enabled = True
         self.disabled_reason: str | None = None
+        self._local = threading.local()
+        self._generation = 0  # bumped when the file is moved aside: every cached connection is stale
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -151,6 +154,8 @@ class Store:
             os.close(fd)
 
     def _move_aside(self, why: str) -> None:
+        self.close()
+        self._generation += 1
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock()))
         aside = self.path.with_name(f"{DB_NAME}.corrupt-{stamp}")
         os.replace(self.path, aside)
@@ -174,6 +179,19 @@ class Store:
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection, opened on first use and kept: opening one (and its WAL setup)
+        cost several times the small write it served. Per thread because a connection must not be
+        shared between threads, per process because it must not cross a fork; a database moved
+        aside (``_generation``) makes every thread open a new one on its next use."""
+        key = (os.getpid(), self._generation)
+        held: tuple[tuple[int, int], sqlite3.Connection] | None = getattr(self._local, "db", None)
+        if held is not None and held[0] == key:
+            yield held[1]
+            return
+        if held is not None and held[0][0] == key[0]:
+            with contextlib.suppress(sqlite3.Error):
+                held[1].close()
+        self._local.db = None
         db = sqlite3.connect(self.path, timeout=self.busy_ms / 1000, isolation_level=None)
         try:
             db.execute(f"PRAGMA busy_timeout = {int(self.busy_ms)}")
@@ -182,9 +200,21 @@ class Store:
             if mode != "wal":
                 db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
-            yield db
-        finally:
+        except BaseException:
             db.close()
+            raise
+        self._local.db = (key, db)
+        self._tighten()  # the -wal and -shm now exist; SQLite gives files it makes later the db's mode
+        yield db
+
+    def close(self) -> None:
+        """Close this thread's connection (others close with their threads, or on their next use
+        after a database was moved aside)."""
+        held = getattr(self._local, "db", None)
+        self._local.db = None
+        if held is not None and held[0][0] == os.getpid():
+            with contextlib.suppress(sqlite3.Error):
+                held[1].close()
 
     @staticmethod
     def _migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> None:
@@ -222,10 +252,11 @@ class Store:
                         row_id = row_id if isinstance(row_id, int) else None
                         db.execute("COMMIT")
                     except BaseException:
-                        with contextlib.suppress(sqlite3.Error):
+                        try:
                             db.execute("ROLLBACK")
+                        except sqlite3.Error:
+                            self.close()  # a connection in an unknown state is not kept
                         raise
-                self._tighten()
                 return Saved(True, None, row_id)
             except sqlite3.Error as exc:
                 code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
@@ -546,8 +577,8 @@ class Store:
             if not self._write("the pruning", delete).ok:
                 return
         with contextlib.suppress(sqlite3.Error, OSError), self._connect() as db:
+            db.execute("VACUUM")  # written through the WAL: the checkpoint then gives the space back
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            db.execute("VACUUM")
 
 
 HOUR, DAY, WEEK = 3600.0, 86400.0, 7 * 86400.0

@@ -273,3 +273,99 @@ def test_disk_readings_and_the_key_value_room(tmp_path: Path) -> None:
     assert store.get("reclaim_plans", "p1") == b'{"items": []}'
     assert store.keys("reclaim_plans") == [("p1", clock.now)]
     assert store.delete("reclaim_plans", "p1").ok and store.get("reclaim_plans", "p1") is None
+
+
+# -- one connection per thread (and per process) --------------------------------------------------
+
+
+def counting_connects(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every connection the store module opens (a spy on the real sqlite3.connect)."""
+    import sysmcp.history.store as module
+
+    opened: list[object] = []
+    real = sqlite3.connect
+
+    def connect(*args: object, **kwargs: object) -> sqlite3.Connection:
+        db = real(*args, **kwargs)  # type: ignore[call-overload]
+        opened.append(db)
+        return db  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(module.sqlite3, "connect", connect)  # type: ignore[attr-defined]
+    return opened
+
+
+def test_a_thread_keeps_one_connection_for_all_its_writes_and_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store.open(tmp_path / "s", Clock())
+    opened = counting_connects(monkeypatch)
+    for i in range(20):
+        assert store.put("ns", f"k{i}", b"v").ok
+        assert store.get("ns", f"k{i}") == b"v"
+        assert store.save_readings([DiskReading("h", b"/", "d", float(i), 10, 5, 5)]).ok
+    assert len(opened) <= 1  # the one Store.open made is kept (0), or one more
+
+
+def test_each_thread_gets_its_own_connection_and_all_writes_land(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    store = Store.open(tmp_path / "s", Clock(), busy_ms=10_000)
+    opened = counting_connects(monkeypatch)
+    failures: list[str | None] = []
+
+    def writer(n: int) -> None:
+        for i in range(10):
+            saved = store.put("ns", f"{n}-{i}", b"v")
+            if not saved.ok:
+                failures.append(saved.reason)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert len(opened) == 4  # one per thread, none per write
+    assert len(store.keys("ns")) == 40
+
+
+def test_a_database_moved_aside_in_one_thread_is_left_by_the_others_too(tmp_path: Path) -> None:
+    import threading
+
+    store = Store.open(tmp_path / "s", Clock())
+    assert store.put("ns", "before", b"1").ok  # this thread's connection, to the old file
+    other = threading.Thread(target=lambda: store._start_afresh("a test"))
+    other.start()
+    other.join()
+    assert store.put("ns", "after", b"2").ok
+    assert store.get("ns", "before") is None and store.get("ns", "after") == b"2"
+    with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:  # the new file holds the write
+        assert db.execute("SELECT key FROM kv").fetchall() == [("after",)]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "s", Clock())
+    assert store.put("ns", "parent", b"1").ok
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's connection must not be used across the fork
+        ok = store.put("ns", "child", b"2").ok and store.get("ns", "parent") == b"1"
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert store.get("ns", "child") == b"2" and store.put("ns", "parent-again", b"3").ok
+    with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_the_files_are_0600_under_a_permissive_umask(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        store = Store.open(tmp_path / "s", Clock())
+        assert store.put("ns", "k", b"v").ok
+    finally:
+        os.umask(old)
+    for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"):
+        assert stat.S_IMODE((tmp_path / "s" / name).stat().st_mode) == 0o600, name
