@@ -74,7 +74,7 @@ def recorded_scan(
     if usage.totals is None or usage.recorded is None:
         return usage, None, None
     totals = usage.totals
-    rows = [("", totals.disk, totals.apparent, totals.files), *usage.recorded]
+    rows = [("", totals.disk, totals.apparent, totals.files, totals.newest), *usage.recorded]
     listed = [] if request.newer_than is not None else usage.files  # a filtered list is no "largest files"
     files = [(rel, disk, apparent, usage.modified.get(rel)) for apparent, disk, rel in listed]
     snap = build_scan(series, clock(), usage.stopped is not None, rows, files, keep_also)

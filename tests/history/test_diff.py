@@ -89,14 +89,15 @@ def test_largest_new_files_are_those_not_in_the_older_list_and_modified_since() 
 def test_a_snapshot_keeps_directories_over_the_threshold_and_those_the_last_one_kept() -> None:
     total = 50_000 * MiB
     rows = [
-        ("", total, total, 10),
-        ("big", 6 * MiB, 6 * MiB, 1),
-        ("small", 4 * MiB, 4 * MiB, 1),
-        ("kept", 10, 10, 1),
+        ("", total, total, 10, 7.0),
+        ("big", 6 * MiB, 6 * MiB, 1, 7.0),
+        ("small", 4 * MiB, 4 * MiB, 1, 3.0),
+        ("kept", 10, 10, 1, 0.0),
     ]
     result = build_scan(SERIES, 1.0, False, rows, [("big/f", 6 * MiB, 6 * MiB, 1.0)], frozenset({"kept"}))
     assert threshold_for(total) == 5 * MiB == result.threshold
     assert set(result.dirs) == {b"", b"big", b"kept"}
+    assert (result.dirs[b"big"].newest, result.dirs[b"kept"].newest) == (7.0, None)  # 0.0: no file
     assert threshold_for(10) == MiB
 
 

@@ -251,9 +251,51 @@ def test_recorded_directory_totals_equal_du_at_every_depth(tmp_path: Path, proce
         pieces=1,
     )
     assert usage.recorded is not None
-    recorded = {os.fsencode(rel): disk for rel, disk, _, _ in usage.recorded}
+    recorded = {os.fsencode(rel): disk for rel, disk, _, _, _ in usage.recorded}
     truth = du_all(tmp_path)
     assert recorded == {rel: size for rel, size in truth.items() if rel != b""}
+
+
+@pytest.mark.parametrize("processes", [1, 3])
+def test_recorded_newest_mtime_is_the_newest_file_below_at_every_depth(
+    tmp_path: Path, processes: int
+) -> None:
+    """Through the same child merge as the totals: subtrees walked by other processes, and the
+    directories above them, get the newest file of their whole subtree (which process walks what
+    varies from run to run: a parallel scan is checked twice)."""
+    stamp = 1_700_000_000
+    for top in range(6):
+        for sub in range(3):
+            leaf = tmp_path / f"t{top}" / f"s{sub}" / "deep" / "f"
+            write(leaf, 5000)
+            when = stamp + (999 if (top, sub) == (2, 1) else 100 * top + 10 * sub)
+            os.utime(leaf, (stamp, when))  # the newest deep down: walked by another process, likely
+        write(tmp_path / f"t{top}" / "own", 10)
+        os.utime(tmp_path / f"t{top}" / "own", (stamp, stamp + 5))
+    (tmp_path / "t3" / "empty").mkdir()
+    truth: dict[str, float] = {}
+    for directory, _, _ in os.walk(tmp_path):
+        rel = os.path.relpath(directory, tmp_path)
+        mtimes = [
+            os.lstat(os.path.join(other, f)).st_mtime for other, _, more in os.walk(directory) for f in more
+        ]
+        truth["" if rel == "." else rel] = max(mtimes, default=0.0)
+    request = Request(10, 10, 1, True, 0, 60.0, record_floor=1)
+    for _ in range(2 if processes > 1 else 1):
+        usage = scan_usage(
+            os.fsencode(tmp_path),
+            WalkOptions(),
+            SkipCounter(),
+            request,
+            processes=processes,
+            split_after_s=0.0,
+            pieces=1,
+        )
+        assert usage.recorded is not None and usage.totals is not None
+        newest = {rel: when for rel, _, _, _, when in usage.recorded}
+        assert newest == {rel: when for rel, when in truth.items() if rel != ""}
+        assert newest["t2"] == stamp + 999 and newest["t3/empty"] == 0.0
+        assert usage.totals.newest == truth[""] == stamp + 999
 
 
 DISK_FULL = textwrap.dedent(
