@@ -158,3 +158,38 @@ def test_manifest_lines_are_read_back_with_their_escapes_undone() -> None:
         (b"new\nline\\x", "bb"),
         (b"caf\xe9", "cc"),
     ]
+
+
+def with_newest(sizes: dict[bytes, tuple[int, float | None]], taken: float) -> ScanSnapshot:
+    dirs = {p: DirTotals(s, s, 1, n) for p, (s, n) in sizes.items()}
+    return ScanSnapshot(SERIES, taken, False, MiB, dirs)
+
+
+def test_a_directory_of_the_same_size_with_a_rewritten_file_is_modified_and_only_the_deepest_named() -> None:
+    old = with_newest(
+        {
+            b"": (100 * MiB, 10.0),
+            b"etc": (20 * MiB, 10.0),
+            b"etc/app": (5 * MiB, 10.0),
+            b"var": (30 * MiB, 5.0),
+            b"old": (10 * MiB, None),  # recorded before newest mtimes were kept
+        },
+        100.0,
+    )
+    new = with_newest(
+        {
+            b"": (100 * MiB, 500.0),
+            b"etc": (20 * MiB, 500.0),
+            b"etc/app": (5 * MiB, 500.0),  # a config rewritten in place: same size
+            b"var": (30 * MiB, 5.0),  # untouched
+            b"old": (10 * MiB, 400.0),
+        },
+        DAY,
+    )
+    diff = diff_scans(old, new)
+    assert [(c.path, c.kind, c.delta, c.newest, c.files_changed) for c in diff.changes] == [
+        (b"etc/app", "modified", 0, 500.0, True)  # etc is explained by etc/app; old is not known
+    ]
+    grown = with_newest({b"": (101 * MiB, 500.0), b"var": (31 * MiB, 500.0)}, DAY)
+    change = diff_scans(with_newest({b"": (100 * MiB, 1.0), b"var": (30 * MiB, 1.0)}, 0.0), grown).changes[0]
+    assert (change.kind, change.files_changed) == ("grew", True)

@@ -187,6 +187,34 @@ async def test_every_change_above_twice_the_resolution_is_named_with_its_exact_d
     assert result["attribution"]["covered_bytes"] >= 0.9 * min(grown, result["total_delta_bytes"] or grown)
 
 
+async def test_a_directory_that_did_not_grow_but_had_a_file_rewritten_is_named_with_its_newest_change(
+    tmp_path: Path, clock: Clock
+) -> None:
+    tree = tmp_path / "tree"
+    write(tree / "etc" / "app" / "config", 2 * MiB)
+    write(tree / "data" / "steady", 2 * MiB)
+    os.utime(tree / "etc" / "app" / "config", (clock.now - DAY, clock.now - DAY))
+    await call(path=str(tree), since="24h")
+    config = tree / "etc" / "app" / "config"
+    with config.open("r+b") as f:  # rewritten in place: the same size, a new mtime
+        f.write(os.urandom(4096))
+    rewritten = clock.now + 3600
+    os.utime(config, (rewritten, rewritten))
+    write(tree / "small" / "from-below", 3 * MiB)  # a directory that did not exist before
+    clock.now += DAY
+    output = await call(path=str(tree), since="2d", top_n=50)
+    rows = {c["path"].removeprefix(f"{tree}/"): c for c in output.structured["changes"]}
+    assert rows["etc/app"]["kind"] == "modified" and rows["etc/app"]["delta_bytes"] == 0
+    assert rows["etc/app"]["files_changed"] is True
+    assert rows["etc/app"]["newest_modified"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(rewritten))
+    assert "etc" not in rows and "data" not in rows  # etc is explained by etc/app; data is untouched
+    line = next(line for line in output.text.splitlines() if "etc/app/" in line)
+    assert "(same size, files rewritten; newest change " in line and "/day" not in line, output.text
+    small = rows["small"]
+    assert small["delta_is_upper_bound"] and small["was_below_threshold"]
+    assert "the delta is at most this" in output.text
+
+
 async def test_roots_hold_for_what_a_snapshot_recorded_without_them(tmp_path: Path, clock: Clock) -> None:
     inside = tmp_path / "inside"
     write(inside / "data" / "f", 2 * MiB)
