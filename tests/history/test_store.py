@@ -369,3 +369,27 @@ def test_the_files_are_0600_under_a_permissive_umask(tmp_path: Path) -> None:
         os.umask(old)
     for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"):
         assert stat.S_IMODE((tmp_path / "s" / name).stat().st_mode) == 0o600, name
+
+
+def test_a_version_2_database_reads_its_old_rows_without_newest_and_keeps_new_ones_with_it(
+    tmp_path: Path,
+) -> None:
+    """dirs.newest exists since version 1 but was always NULL before: old rows read as unknown."""
+    (tmp_path / "s").mkdir()
+    with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:
+        for statement in (*MIGRATIONS[0], *MIGRATIONS[1]):
+            db.execute(statement)
+        db.execute(
+            "INSERT INTO snapshots (kind, host, fs_id, root, options, taken, partial, disk, files, threshold)"
+            " VALUES ('scan', 'host', '8:1/abc', ?, '{\"xdev\":true}', 5.0, 0, 7, 1, 1048576)",
+            (b"/srv",),
+        )
+        db.execute("INSERT INTO dirs VALUES (1, ?, 7, 7, 1, NULL)", (b"",))
+        db.execute("PRAGMA user_version = 2")
+    store = Store.open(tmp_path / "s", Clock())
+    old = store.load_scan(1)
+    assert old is not None and old.total.newest is None
+    dirs = {b"": DirTotals(9, 9, 2, 1234.5), b"empty": DirTotals(0, 0, 0, None)}
+    saved = store.save_scan(ScanSnapshot(SERIES, 6.0, False, 1, dirs))
+    again = store.load_scan(saved.id or 0)
+    assert again is not None and again.dirs == dirs
