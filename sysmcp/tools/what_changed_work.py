@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -92,8 +92,11 @@ def compare(
     meter: Meter | None,
     visible: Any,
     clock: Any = time.time,
+    *,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> Outcome:
-    """The worker: choose or make the snapshots, diff them, fit the fill rate. No words."""
+    """The worker: choose or make the snapshots, diff them, fit the fill rate. No words.
+    ``monotonic``: the clock of the scan's time budget (a test's own)."""
     options = walk_options(args)
     store = state.active()
     since_raw: str = args["since"]
@@ -106,7 +109,13 @@ def compare(
 
     def scan(request: Request) -> Any:
         return scan_usage(
-            raw, options, SkipCounter(), request, report, meter.checkpoint if meter is not None else None
+            raw,
+            options,
+            SkipCounter(),
+            request,
+            report,
+            meter.checkpoint if meter is not None else None,
+            clock=monotonic,
         )
 
     base_request = Request(FULL_FILES, 0, 1, True, 0, timeout)
