@@ -182,9 +182,12 @@ class Store:
         """This thread's connection, opened on first use and kept: opening one (and its WAL setup)
         cost several times the small write it served. Per thread because a connection must not be
         shared between threads, per process because it must not cross a fork; a database moved
-        aside (``_generation``) makes every thread open a new one on its next use."""
-        key = (os.getpid(), self._generation)
-        held: tuple[tuple[int, int], sqlite3.Connection] | None = getattr(self._local, "db", None)
+        aside (``_generation``), or deleted or replaced by someone else (its inode changed: a kept
+        connection would write into the old, unlinked file), makes a thread open a new one."""
+        key = (os.getpid(), self._generation, self._identity())
+        held: tuple[tuple[int, int, tuple[int, int]], sqlite3.Connection] | None = getattr(
+            self._local, "db", None
+        )
         if held is not None and held[0] == key:
             yield held[1]
             return
@@ -200,12 +203,23 @@ class Store:
             if mode != "wal":
                 db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
+            if db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:  # a file made afresh
+                self._migrate(db)
         except BaseException:
             db.close()
             raise
         self._local.db = (key, db)
         self._tighten()  # the -wal and -shm now exist; SQLite gives files it makes later the db's mode
         yield db
+
+    def _identity(self) -> tuple[int, int]:
+        """The database file's (device, inode); a missing one is created empty (0600) first."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self._check_file()
+            st = os.stat(self.path)
+        return st.st_dev, st.st_ino
 
     def close(self) -> None:
         """Close this thread's connection (others close with their threads, or on their next use
@@ -362,11 +376,7 @@ class Store:
 
     def load_scan(self, sid: int) -> ScanSnapshot | None:
         def work(db: sqlite3.Connection) -> ScanSnapshot | None:
-            head = db.execute(
-                "SELECT host, fs_id, root, options, taken, partial, threshold FROM snapshots"
-                " WHERE id = ? AND kind = 'scan'",
-                (sid,),
-            ).fetchone()
+            head = _head(db, sid, "scan", "threshold")
             if head is None:
                 return None
             dirs = {
@@ -381,8 +391,8 @@ class Store:
                     "SELECT path, disk, apparent, mtime FROM files WHERE snapshot = ?", (sid,)
                 )
             ]
-            series = Series(head[0], head[1], bytes(head[2]), head[3])
-            return ScanSnapshot(series, head[4], bool(head[5]), head[6], dirs, files, sid)
+            series, taken, partial, threshold = head
+            return ScanSnapshot(series, taken, partial, threshold, dirs, files, sid)
 
         result: ScanSnapshot | None = self._read(work, None)
         return result
@@ -459,11 +469,7 @@ class Store:
 
     def load_baseline(self, sid: int) -> Baseline | None:
         def work(db: sqlite3.Connection) -> Baseline | None:
-            head = db.execute(
-                "SELECT host, fs_id, root, options, taken, partial, label FROM snapshots"
-                " WHERE id = ? AND kind = 'baseline'",
-                (sid,),
-            ).fetchone()
+            head = _head(db, sid, "baseline", "label")
             if head is None:
                 return None
             files = {
@@ -473,8 +479,8 @@ class Store:
                     (sid,),
                 )
             }
-            series = Series(head[0], head[1], bytes(head[2]), head[3])
-            return Baseline(series, head[4], head[6], files, bool(head[5]), sid)
+            series, taken, partial, algorithm = head
+            return Baseline(series, taken, algorithm, files, partial, sid)
 
         result: Baseline | None = self._read(work, None)
         return result
@@ -618,6 +624,17 @@ class Retention:
             else:
                 kept.add(key)
         return doomed
+
+
+def _head(db: sqlite3.Connection, sid: int, kind: str, column: str) -> tuple[Series, float, bool, Any] | None:
+    """A stored snapshot's series, time, partial flag and one more column of its kind (None if none)."""
+    row = db.execute(
+        f"SELECT host, fs_id, root, options, taken, partial, {column} FROM snapshots WHERE id = ? AND kind = ?",
+        (sid, kind),
+    ).fetchone()
+    if row is None:
+        return None
+    return Series(row[0], row[1], bytes(row[2]), row[3]), row[4], bool(row[5]), row[6]
 
 
 def _series(series: Series) -> tuple[str, str, bytes, str]:

@@ -393,3 +393,18 @@ def test_a_version_2_database_reads_its_old_rows_without_newest_and_keeps_new_on
     saved = store.save_scan(ScanSnapshot(SERIES, 6.0, False, 1, dirs))
     again = store.load_scan(saved.id or 0)
     assert again is not None and again.dirs == dirs
+
+
+def test_a_database_deleted_while_the_store_is_open_is_started_again_not_written_into_the_void(
+    tmp_path: Path,
+) -> None:
+    store = Store.open(tmp_path / "s", Clock())
+    assert store.put("ns", "before", b"1").ok  # the thread's connection is open now
+    for suffix in ("", "-wal", "-shm"):
+        (tmp_path / "s" / f"{DB_NAME}{suffix}").unlink(missing_ok=True)  # an admin cleaning up
+    assert store.put("ns", "after", b"2").ok
+    assert store.get("ns", "after") == b"2"
+    assert stat.S_IMODE((tmp_path / "s" / DB_NAME).stat().st_mode) == 0o600
+    with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:  # the file on disk holds it
+        assert db.execute("SELECT key FROM kv").fetchall() == [("after",)]
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
