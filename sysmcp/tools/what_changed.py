@@ -443,17 +443,14 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     text, structured, full = render(shown, outcome, args, now)
     links: tuple[ResourceLink, ...] = ()
     if full is not None:
-        link = ctx.keep(
+        line, links = ctx.keep_linked(
             f"what_changed-{os.path.basename(shown.rstrip('/')) or 'root'}.tsv",
             full,
             description=f"Every directory that changed under {shown}",
+            label="Full list of changes",
             mime_type="text/tab-separated-values",
         )
-        if isinstance(link, str):
-            text += f"\nFull list: not kept, {link}"
-        else:
-            links = (link,)
-            text += f"\nFull list of changes: {link.uri}"
+        text += line
     return ToolOutput(text, structured, links=links)
 
 
