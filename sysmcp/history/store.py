@@ -351,17 +351,27 @@ class Store:
         return saved
 
     def snapshots(
-        self, kind: str | None = None, root: bytes | None = None, limit: int = 1000
+        self,
+        kind: str | None = None,
+        root: bytes | None = None,
+        limit: int = 1000,
+        *,
+        count_rows: bool = True,
     ) -> list[SnapshotInfo]:
-        """Stored snapshots, newest (last written) first."""
+        """Stored snapshots, newest (last written) first. ``count_rows`` False leaves ``rows`` 0: a
+        caller choosing what to diff needs only the heads, and counting reads every row's index."""
 
         def work(db: sqlite3.Connection) -> list[SnapshotInfo]:
             where, params = _where(kind, root)
+            counted = (
+                "(SELECT count(*) FROM dirs WHERE snapshot = s.id)"
+                " + (SELECT count(*) FROM baseline_files WHERE snapshot = s.id)"
+                if count_rows
+                else "0"
+            )
             rows = db.execute(
                 "SELECT s.id, s.kind, s.host, s.fs_id, s.root, s.options, s.taken, s.partial, s.disk, s.files,"
-                " (SELECT count(*) FROM dirs WHERE snapshot = s.id)"
-                " + (SELECT count(*) FROM baseline_files WHERE snapshot = s.id)"
-                f" FROM snapshots s {where} ORDER BY s.id DESC LIMIT ?",
+                f" {counted} FROM snapshots s {where} ORDER BY s.id DESC LIMIT ?",
                 (*params, limit),
             ).fetchall()
             return [

@@ -46,7 +46,7 @@ def series_of(path: str | bytes | os.PathLike[str], options: WalkOptions) -> Ser
 
 def latest(store: Store, series: Series, *, complete: bool = True, before: int | None = None) -> int | None:
     """The id of the newest snapshot of ``series`` (complete ones only, by default)."""
-    for info in store.snapshots("scan", series.root, limit=200):
+    for info in store.snapshots("scan", series.root, limit=200, count_rows=False):
         if info.series == series and not (complete and info.partial) and (before is None or info.id < before):
             return info.id
     return None

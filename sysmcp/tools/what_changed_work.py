@@ -130,7 +130,9 @@ def compare(
         return outcome
     outcome = Outcome(True)
     series = series_of(path, options)
-    infos = [i for i in store.snapshots("scan", series.root, limit=2000) if i.series == series]
+    infos = [
+        i for i in store.snapshots("scan", series.root, limit=2000, count_rows=False) if i.series == series
+    ]
     newest = _pick(infos, until, None)
     alone = newest is not None and _pick(infos, None, newest.id) is None  # nothing older to compare it with
     if until is None and (newest is None or alone or now - newest.taken > FRESH_S or newest.taken > now + 60):
@@ -188,7 +190,9 @@ def _filtered(snap: ScanSnapshot, visible: Any) -> ScanSnapshot:
 
 
 def _integrity(outcome: Outcome, store: Store, root: bytes, since: float | None) -> None:
-    infos = [i for i in store.snapshots("baseline", root, limit=200) if i.series.root == root]
+    infos = [
+        i for i in store.snapshots("baseline", root, limit=200, count_rows=False) if i.series.root == root
+    ]
     outcome.baselines = len(infos)
     if len(infos) < 2:
         return

@@ -408,3 +408,10 @@ def test_a_database_deleted_while_the_store_is_open_is_started_again_not_written
     with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:  # the file on disk holds it
         assert db.execute("SELECT key FROM kv").fetchall() == [("after",)]
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_choosing_a_snapshot_reads_only_the_heads_and_a_listing_counts_the_rows(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "s", Clock())
+    assert store.save_scan(snapshot(1.0, {b"": 10, b"a": 5, b"b": 5})).ok
+    assert [info.rows for info in store.snapshots()] == [3]
+    assert [info.rows for info in store.snapshots(count_rows=False)] == [0]
