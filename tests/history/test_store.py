@@ -62,18 +62,24 @@ def test_directory_and_files_are_private_and_names_round_trip_as_bytes(tmp_path:
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
-def test_a_version_1_database_is_upgraded_and_keeps_its_snapshots(tmp_path: Path) -> None:
-    (tmp_path / "s").mkdir()
-    with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:  # what the first release wrote
-        for statement in MIGRATIONS[0]:
-            db.execute(statement)
+def old_database(directory: Path, version: int) -> None:
+    """What release ``version`` wrote: its schema and one scan of 7 bytes (newest NULL, as it kept it)."""
+    directory.mkdir()
+    with sqlite3.connect(directory / DB_NAME) as db:
+        for migration in MIGRATIONS[:version]:
+            for statement in migration:
+                db.execute(statement)
         db.execute(
             "INSERT INTO snapshots (kind, host, fs_id, root, options, taken, partial, disk, files, threshold)"
             " VALUES ('scan', 'host', '8:1/abc', ?, '{\"xdev\":true}', 5.0, 0, 7, 1, 1048576)",
             (b"/srv",),
         )
         db.execute("INSERT INTO dirs VALUES (1, ?, 7, 7, 1, NULL)", (b"",))
-        db.execute("PRAGMA user_version = 1")
+        db.execute(f"PRAGMA user_version = {version}")
+
+
+def test_a_version_1_database_is_upgraded_and_keeps_its_snapshots(tmp_path: Path) -> None:
+    old_database(tmp_path / "s", 1)  # what the first release wrote
     store = Store.open(tmp_path / "s", Clock())
     assert store.enabled
     old = store.load_scan(1)
@@ -375,17 +381,7 @@ def test_a_version_2_database_reads_its_old_rows_without_newest_and_keeps_new_on
     tmp_path: Path,
 ) -> None:
     """dirs.newest exists since version 1 but was always NULL before: old rows read as unknown."""
-    (tmp_path / "s").mkdir()
-    with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:
-        for statement in (*MIGRATIONS[0], *MIGRATIONS[1]):
-            db.execute(statement)
-        db.execute(
-            "INSERT INTO snapshots (kind, host, fs_id, root, options, taken, partial, disk, files, threshold)"
-            " VALUES ('scan', 'host', '8:1/abc', ?, '{\"xdev\":true}', 5.0, 0, 7, 1, 1048576)",
-            (b"/srv",),
-        )
-        db.execute("INSERT INTO dirs VALUES (1, ?, 7, 7, 1, NULL)", (b"",))
-        db.execute("PRAGMA user_version = 2")
+    old_database(tmp_path / "s", 2)
     store = Store.open(tmp_path / "s", Clock())
     old = store.load_scan(1)
     assert old is not None and old.total.newest is None

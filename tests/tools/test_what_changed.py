@@ -262,15 +262,11 @@ async def test_an_unwritable_state_directory_leaves_dir_usage_working(tmp_path: 
         state.configure(None)
 
 
-@pytest.mark.parametrize("processes", [1, 3])
-def test_recorded_directory_totals_equal_du_at_every_depth(tmp_path: Path, processes: int) -> None:
-    for top in range(4):
-        for sub in range(3):
-            write(tmp_path / f"t{top}" / f"s{sub}" / "deep" / "f", (top * 3 + sub + 1) * 5000)
-    os.link(tmp_path / "t1" / "s0" / "deep" / "f", tmp_path / "t1" / "s0" / "deep" / "link")
+def recording_scan(root: Path, processes: int) -> Any:
+    """A scan that records every directory, shared out at once between ``processes``."""
     request = Request(10, 10, 1, True, 0, 60.0, record_floor=1)
-    usage = scan_usage(
-        os.fsencode(tmp_path),
+    return scan_usage(
+        os.fsencode(root),
         WalkOptions(),
         SkipCounter(),
         request,
@@ -278,6 +274,15 @@ def test_recorded_directory_totals_equal_du_at_every_depth(tmp_path: Path, proce
         split_after_s=0.0,
         pieces=1,
     )
+
+
+@pytest.mark.parametrize("processes", [1, 3])
+def test_recorded_directory_totals_equal_du_at_every_depth(tmp_path: Path, processes: int) -> None:
+    for top in range(4):
+        for sub in range(3):
+            write(tmp_path / f"t{top}" / f"s{sub}" / "deep" / "f", (top * 3 + sub + 1) * 5000)
+    os.link(tmp_path / "t1" / "s0" / "deep" / "f", tmp_path / "t1" / "s0" / "deep" / "link")
+    usage = recording_scan(tmp_path, processes)
     assert usage.recorded is not None
     recorded = {os.fsencode(rel): disk for rel, disk, _, _, _ in usage.recorded}
     truth = du_all(tmp_path)
@@ -308,17 +313,8 @@ def test_recorded_newest_mtime_is_the_newest_file_below_at_every_depth(
             os.lstat(os.path.join(other, f)).st_mtime for other, _, more in os.walk(directory) for f in more
         ]
         truth["" if rel == "." else rel] = max(mtimes, default=0.0)
-    request = Request(10, 10, 1, True, 0, 60.0, record_floor=1)
     for _ in range(2 if processes > 1 else 1):
-        usage = scan_usage(
-            os.fsencode(tmp_path),
-            WalkOptions(),
-            SkipCounter(),
-            request,
-            processes=processes,
-            split_after_s=0.0,
-            pieces=1,
-        )
+        usage = recording_scan(tmp_path, processes)
         assert usage.recorded is not None and usage.totals is not None
         newest = {rel: when for rel, _, _, _, when in usage.recorded}
         assert newest == {rel: when for rel, when in truth.items() if rel != ""}

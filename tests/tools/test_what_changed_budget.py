@@ -4,8 +4,6 @@ for the budget and a checkpoint that raises for the cancellation (no sleeps, no 
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,17 +14,12 @@ from sysmcp.protocol.context import Meter
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.what_changed import INPUT_SCHEMA, OUTPUT_SCHEMA, render
 from sysmcp.tools.what_changed_work import compare
+from tests.tools import test_what_changed as base
+from tests.tools.test_what_changed import Clock
 
 MiB = 1 << 20
+clock = base.clock  # the fixture: history in tmp_path on an injected clock
 DAY = 86400.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Ticking:
@@ -52,14 +45,6 @@ class CancelledMeter(Meter):
     def checkpoint(self) -> None:  # type: ignore[override]
         CancelledMeter.asked += 1
         raise Cancelled
-
-
-@pytest.fixture
-def clock(tmp_path: Path) -> Iterator[Clock]:
-    clock = Clock()
-    state.configure(tmp_path / "state", clock)
-    yield clock
-    state.configure(None)
 
 
 def tree(root: Path) -> Path:
