@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import textwrap
@@ -262,6 +263,47 @@ async def test_an_unwritable_state_directory_leaves_dir_usage_working(tmp_path: 
         state.configure(None)
 
 
+def newest_truth(root: Path) -> dict[str, float]:
+    """The newest mtime of a regular file below each directory (0.0: none), the slow obvious way."""
+    truth: dict[str, float] = {}
+    for directory, _, _ in os.walk(root):
+        rel = os.path.relpath(directory, root)
+        mtimes = [
+            st.st_mtime
+            for other, _, more in os.walk(directory)
+            for f in more
+            if stat.S_ISREG((st := os.lstat(os.path.join(other, f))).st_mode)
+        ]
+        truth["" if rel == "." else rel] = max(mtimes, default=0.0)
+    return truth
+
+
+def test_newest_mtime_holds_across_parts_one_process_gave_to_others_mid_walk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sysmcp.fs.fanout import FanOut
+    from tests.tools.test_dir_usage_shared import build_lopsided_tree
+
+    build_lopsided_tree(tmp_path)
+    deepest = max((p for p in tmp_path.rglob("*") if p.is_file()), key=lambda p: len(p.parts))
+    os.utime(deepest, (2_000_000_000, 2_000_000_000))  # the newest file of all, deep in big/
+    given: list[int] = []
+    real_given = FanOut.given
+
+    def count_given(fan: FanOut) -> dict[int, Any]:
+        found = real_given(fan)
+        given.append(len(found))
+        return found
+
+    monkeypatch.setattr(FanOut, "given", count_given)
+    usage = recording_scan(tmp_path, 3)
+    assert given and given[0] > 0  # parts of big/ were given away: their parents were withheld
+    assert usage.recorded is not None and usage.totals is not None
+    truth = newest_truth(tmp_path)
+    assert {rel: when for rel, _, _, _, when in usage.recorded} == {r: w for r, w in truth.items() if r}
+    assert usage.totals.newest == 2_000_000_000
+
+
 def recording_scan(root: Path, processes: int) -> Any:
     """A scan that records every directory, shared out at once between ``processes``."""
     request = Request(10, 10, 1, True, 0, 60.0, record_floor=1)
@@ -306,13 +348,7 @@ def test_recorded_newest_mtime_is_the_newest_file_below_at_every_depth(
         write(tmp_path / f"t{top}" / "own", 10)
         os.utime(tmp_path / f"t{top}" / "own", (stamp, stamp + 5))
     (tmp_path / "t3" / "empty").mkdir()
-    truth: dict[str, float] = {}
-    for directory, _, _ in os.walk(tmp_path):
-        rel = os.path.relpath(directory, tmp_path)
-        mtimes = [
-            os.lstat(os.path.join(other, f)).st_mtime for other, _, more in os.walk(directory) for f in more
-        ]
-        truth["" if rel == "." else rel] = max(mtimes, default=0.0)
+    truth = newest_truth(tmp_path)
     for _ in range(2 if processes > 1 else 1):
         usage = recording_scan(tmp_path, processes)
         assert usage.recorded is not None and usage.totals is not None
