@@ -287,17 +287,16 @@ def test_newest_mtime_holds_across_parts_one_process_gave_to_others_mid_walk(
     build_lopsided_tree(tmp_path)
     deepest = max((p for p in tmp_path.rglob("*") if p.is_file()), key=lambda p: len(p.parts))
     os.utime(deepest, (2_000_000_000, 2_000_000_000))  # the newest file of all, deep in big/
-    given: list[int] = []
-    real_given = FanOut.given
+    seen: list[dict[int, Any]] = []
+    real = FanOut.given
 
-    def count_given(fan: FanOut) -> dict[int, Any]:
-        found = real_given(fan)
-        given.append(len(found))
-        return found
+    def given(fan: FanOut) -> dict[int, Any]:
+        seen.append(real(fan))
+        return seen[-1]
 
-    monkeypatch.setattr(FanOut, "given", count_given)
+    monkeypatch.setattr(FanOut, "given", given)
     usage = recording_scan(tmp_path, 3)
-    assert given and given[0] > 0  # parts of big/ were given away: their parents were withheld
+    assert seen and seen[0]  # parts of big/ were given away: the directories above them were withheld
     assert usage.recorded is not None and usage.totals is not None
     truth = newest_truth(tmp_path)
     assert {rel: when for rel, _, _, _, when in usage.recorded} == {r: w for r, w in truth.items() if r}
