@@ -114,6 +114,28 @@ def what_changed_slash(rounds: int) -> list[float]:
         return spent
 
 
+def store_operations(count: int) -> dict[str, float]:
+    """Microseconds per small write (a disk_usage reading), per kv put and per kv get: the store's
+    own cost, which its connection handling decides (the scans above hide it)."""
+    from sysmcp.history.snapshots import DiskReading
+    from sysmcp.history.store import Store
+
+    with tempfile.TemporaryDirectory() as place:
+        store = Store.open(Path(place))
+        reading = DiskReading("h", b"/", "8:1/0", 0.0, 100, 50, 50)
+        timed: dict[str, float] = {}
+        for name, op in (
+            ("reading write", lambda i: store.save_readings([reading])),
+            ("kv put", lambda i: store.put("bench", str(i % 50), b"x" * 200)),
+            ("kv get", lambda i: store.get("bench", str(i % 50))),
+        ):
+            started = time.perf_counter()
+            for i in range(count):
+                op(i)
+            timed[name] = (time.perf_counter() - started) / count * 1e6
+        return timed
+
+
 class Peer:
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         return None
@@ -146,7 +168,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--slash", action="store_true", help="also scan / (slower)")
+    parser.add_argument(
+        "--store-ops", type=int, default=2000, metavar="N", help="small store operations timed"
+    )
+    parser.add_argument("--store-only", action="store_true", help="only the store operations (no tree)")
     args = parser.parse_args(argv)
+    if args.store_ops:
+        timed = store_operations(args.store_ops)
+        print(f"load average {os.getloadavg()[0]:.1f}; {args.store_ops} of each store operation")
+        print("| operation | µs each |\n|---|---|")
+        for name, micros in timed.items():
+            print(f"| {name} | {micros:,.0f} |")
+        print()
+    if args.store_only:
+        return 0
     if not (args.tree / MARKER).exists():
         generate(args.tree, args.files)
     trees = [args.tree] + ([Path("/")] if args.slash else [])

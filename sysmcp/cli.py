@@ -19,7 +19,7 @@ from anyio.abc import TaskStatus
 
 from sysmcp import __version__, platform
 from sysmcp.logconfig import LEVELS, configure, drain_logs
-from sysmcp.snapshot_cli import add_commands, configure_history, history_options
+from sysmcp.snapshot_cli import add_commands, configure_history, history_args, history_options
 
 ROOTS_ENV = "SYSMCP_ROOTS"
 
@@ -161,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _options(call, roots=True, subcommand=True)
     _fleet_options(call, subcommand=True)  # forwarded to the server it spawns: `call … hosts=all`
+    history_options(call, subcommand=True)  # forwarded too: the spawned server is the one that records
     call.add_argument("tool", nargs="?", help="tool name, e.g. disk_usage")
     call.add_argument(
         "arguments",
@@ -255,6 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 *_server_args(args.log_level, roots),
                 *(["--allow-reclaim"] if args.allow_reclaim else []),
                 *_fleet_args(args),
+                *history_args(args),
             ],
             fleet=any(a in ("--host", "--inventory", "--inventory-command") for a in _fleet_args(args))
             or bool(os.environ.get("SYSMCP_HOSTS")),

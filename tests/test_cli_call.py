@@ -302,3 +302,39 @@ def test_output_writes_nothing_for_a_tool_error(tmp_path: Path) -> None:
     saved = tmp_path / "out"
     done = run("call", "file_sha256", f"path={tmp_path / 'missing'}", "-o", str(saved))
     assert done.returncode == 1 and "No such file" in done.stderr and not saved.exists()
+
+
+# -- history options reach the server it spawns ---------------------------------------------------
+
+
+def _scans(state: Path) -> list[str]:
+    from sysmcp.history.store import Store
+
+    if not state.exists():
+        return []
+    return [os.fsdecode(info.series.root) for info in Store.open(state).snapshots("scan")]
+
+
+@pytest.mark.parametrize("before", [False, True], ids=["after-call", "before-call"])
+def test_state_dir_is_where_the_spawned_server_records(tree: Path, tmp_path: Path, before: bool) -> None:
+    state = tmp_path / "state"
+    option = ["--state-dir", str(state)]
+    args = [*option, "call"] if before else ["call", *option]
+    done = run(*args, "dir_usage", f"path={tree}")
+    assert done.returncode == 0, done.stderr
+    assert _scans(state) == [str(tree)]
+
+
+def test_no_history_reaches_the_spawned_server(tree: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    env_state = tmp_path / "env-state"
+    done = subprocess.run(
+        [*SYSMCP, "call", "--no-history", "dir_usage", f"path={tree}"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "SYSMCP_STATE_DIR": str(env_state)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert _scans(env_state) == [] and _scans(state) == []

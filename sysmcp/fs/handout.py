@@ -47,7 +47,14 @@ class Handout:
     @staticmethod
     def _totals(frame: Frame) -> Finished:
         return Finished(
-            frame.relative, frame.depth, frame.apparent, frame.disk, frame.files, frame.dirs, frame.partial
+            frame.relative,
+            frame.depth,
+            frame.apparent,
+            frame.disk,
+            frame.files,
+            frame.dirs,
+            frame.partial,
+            frame.newest,
         )
 
     @staticmethod

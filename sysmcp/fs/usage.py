@@ -109,9 +109,10 @@ class Usage:
     matching: tuple[int, int, int] | None = None  # (files, apparent, disk) matching the time filter
     extensions: list[tuple[str, int, int, int]] = field(default_factory=list)  # (ext, files, apparent, disk)
     root_dev: int | None = None  # st_dev of the root directory (None if it could not be opened)
-    # With Request.record_floor: (relative, disk, apparent, files) of every directory at any depth at
-    # least that big or named in record_also, for the history (sysmcp.history.snapshots).
-    recorded: list[tuple[str, int, int, int]] | None = None
+    # With Request.record_floor: (relative, disk, apparent, files, newest file mtime or 0.0) of every
+    # directory at any depth at least that big or named in record_also, for the history
+    # (sysmcp.history.snapshots); ``totals.newest`` is then the whole tree's.
+    recorded: list[tuple[str, int, int, int, float]] | None = None
 
 
 @dataclass(frozen=True)
@@ -217,6 +218,9 @@ class Tally:
         self.totals: Finished | None = None
         self.selection = Selection(request)
         self.record: list[list[Any]] | None = [] if request.record_floor else None
+        # While recording: the newest mtime of finished subdirectories, by parent, until the parent
+        # finishes. A subtree another scanner or process walked reaches its parent only this way.
+        self.newest_below: dict[str, float] = {}
 
     def config(self) -> ScanConfig:
         """Ask the scanner only for what the lists can still use (the floors then rise as they fill)."""
@@ -261,13 +265,27 @@ class Tally:
             self.raise_floor(scanner)
         else:
             assert isinstance(event, Finished)
+            if self.record is not None:
+                event.newest = self.settle_newest(event.relative, event.newest)
             if event.depth == 0:
                 self.totals = event
                 return
             if self.record is not None:
-                self.keep_record([event.apparent, event.disk, event.relative, event.files, event.depth])
+                self.keep_record(
+                    [event.apparent, event.disk, event.relative, event.files, event.depth, event.newest]
+                )
             if event.depth <= request.max_depth and event.apparent >= request.min_size:
                 self.offer_directory([event.apparent, event.disk, event.relative, event.files, event.depth])
+
+    def settle_newest(self, relative: str, newest: float) -> float:
+        """A finished directory's newest mtime with its subdirectories' (a max: a subtree counted
+        twice changes nothing), passed on to its parent."""
+        newest = max(newest, self.newest_below.pop(relative, 0.0))
+        if relative:
+            parent = relative.rpartition("/")[0]
+            if newest > self.newest_below.get(parent, 0.0):
+                self.newest_below[parent] = newest
+        return newest
 
     def keep_record(self, row: list[Any]) -> None:
         """Keep a directory's totals for the history when it is big enough or asked for by name."""
@@ -431,7 +449,9 @@ def scan_usage(
             eligible += sub.eligible_files
             halted = sub.stopped
             done[index] = (subtree.apparent, subtree.disk, subtree.files, subtree.dirs, halted is None)
-            withheld += [[f.apparent, f.disk, f.relative, f.files, f.depth, index] for f in sub.withheld]
+            withheld += [
+                [f.apparent, f.disk, f.relative, f.files, f.depth, index, f.newest] for f in sub.withheld
+            ]
         result: dict[str, Any] = {
             "done": done,
             "stopped": halted,
@@ -449,6 +469,7 @@ def scan_usage(
             result["linked"] = linked
             result["selection"] = own.selection.as_data()
             result["record"] = own.record
+            result["newest_below"] = own.newest_below
         return result
 
     def linked_since_the_split(subtrees: list[Subtree]) -> None:
@@ -491,7 +512,7 @@ def scan_usage(
     usage.stopped = stopped
     usage.elapsed = clock() - started
     if tally.record is not None:
-        usage.recorded = [(row[2], row[1], row[0], row[3]) for row in tally.record]
+        usage.recorded = [(row[2], row[1], row[0], row[3], row[5]) for row in tally.record]
     return usage
 
 
@@ -567,7 +588,8 @@ def _join(
         if origin in totals:
             a, d, f, n, c = totals[origin]
             totals[origin] = (a + apparent, d + disk, f + files, n + dirs, c and complete)
-    for row in withheld:  # a directory above given parts: its own part plus every part below it
+    for row in sorted(withheld, key=lambda row: -row[4]):  # a directory above given parts: its own
+        # part plus every part below it (deepest first: a directory's newest is final before its parent's)
         below = f"{row[2]}/"
         for number, (apparent, disk, files, _, _) in parts.items():
             if given[number][0].startswith(below):
@@ -575,7 +597,7 @@ def _join(
                 row[1] += disk
                 row[3] += files
         if tally.record is not None:
-            tally.keep_record(row[:5])
+            tally.keep_record([*row[:5], tally.settle_newest(row[2], row[6])])
         if row[0] >= request.min_size and row[4] <= request.max_depth:
             tally.offer_directory(row[:5])
     settled = []
@@ -656,3 +678,5 @@ def _merge_child(
     tally.selection.merge(chosen)
     if tally.record is not None:
         tally.record += recorded.values()
+        for relative, newest in part["newest_below"].items():
+            tally.newest_below[relative] = max(newest, tally.newest_below.get(relative, 0.0))

@@ -266,6 +266,7 @@ class Scanner(Handout):
         relative = frame.relative
         prefix = relative + "/" if relative else ""
         apparent = blocks = count = nfiles = eligible = 0
+        newest = frame.newest
         floor, block_floor, min_size = self.file_floor, self.block_floor, self.min_file_size
         keep = self.keep_files
         prune_at = 2 * keep if keep else -1
@@ -337,6 +338,8 @@ class Scanner(Handout):
                     apparent += size
                     blocks += used
                     nfiles += 1
+                    if st.st_mtime > newest:
+                        newest = st.st_mtime
                     if on_file is not None and not on_file(name, st):
                         continue
                     if size >= min_size:
@@ -353,6 +356,7 @@ class Scanner(Handout):
         frame.apparent += apparent
         frame.disk += blocks * 512
         frame.files += nfiles
+        frame.newest = newest
         self.eligible_files += eligible
         return Listing(frame.relative, frame.depth, files, links)
 
@@ -507,6 +511,8 @@ class Scanner(Handout):
             parent.disk += frame.disk
             parent.files += frame.files
             parent.dirs += frame.dirs
+            if frame.newest > parent.newest:
+                parent.newest = frame.newest
             if parent.fd is None and not partial:
                 parent.fd = self._reopen_parent(frame, parent)
                 if parent.fd is None:

@@ -102,7 +102,10 @@ class Listing:
 class Finished:
     """A directory whose whole subtree is done (post-order), with cumulative totals like ``du``.
 
-    ``partial`` is true when the scan stopped before this subtree was complete.
+    ``partial`` is true when the scan stopped before this subtree was complete. ``newest``: the
+    newest mtime of a regular file this walk counted in the subtree (0.0: none); subtrees another
+    scanner walked are not in it (``fs.usage`` adds them when it records for the history), so it
+    takes no part in comparing two results.
     """
 
     relative: str
@@ -112,6 +115,7 @@ class Finished:
     files: int
     dirs: int
     partial: bool = False
+    newest: float = field(default=0.0, compare=False)
 
 
 class Frame:
@@ -128,6 +132,7 @@ class Frame:
         "given",
         "held",
         "ino",
+        "newest",
         "parent",
         "partial",
         "relative",
@@ -147,6 +152,7 @@ class Frame:
         self.disk = disk
         self.files = 0
         self.dirs = 1
+        self.newest = 0.0  # the newest mtime of the regular files counted below (Finished.newest)
         self.held = False  # on the stack at Scanner.detach: its Finished waits for Scanner.settle
         self.given = False  # gave subdirectories away (Scanner.share): its totals lack theirs (withheld)
         self.partial = False

@@ -20,13 +20,26 @@ DAY = 86400.0
 @dataclass(frozen=True, slots=True)
 class DirChange:
     path: bytes  # relative to the snapshots' root
-    kind: str  # grew, shrank, appeared, disappeared
+    kind: str  # grew, shrank, appeared, disappeared, modified (same size, a newer file in it)
     old: DirTotals | None
     new: DirTotals | None
     delta: int  # disk bytes
     delta_apparent: int
     per_day: float | None  # disk bytes a day; None when the two times do not allow a rate
     was_below: bool = False  # appeared, and the old snapshot kept no directory this small
+
+    @property
+    def newest(self) -> float | None:
+        """The newest file mtime in it now (None: gone, empty, or recorded before sysmcp kept it)."""
+        return self.new.newest if self.new is not None else None
+
+    @property
+    def files_changed(self) -> bool | None:
+        """Whether a file in it is newer than any it held at the older snapshot (None: not known,
+        or it exists on one side only)."""
+        if self.old is None or self.old.newest is None or self.newest is None:
+            return None
+        return self.newest > self.old.newest
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +101,7 @@ def diff_scans(old: ScanSnapshot, new: ScanSnapshot) -> ScanDiff:
             )
     rate = seconds > 0
     changes = []
+    held_below = _newest_held_below(new)
     for path in old.dirs.keys() | new.dirs.keys():
         before, after = old.dirs.get(path), new.dirs.get(path)
         b_disk = before.disk if before else 0
@@ -99,10 +113,12 @@ def diff_scans(old: ScanSnapshot, new: ScanSnapshot) -> ScanDiff:
         elif after is None:
             kind = "disappeared"
         elif delta == 0 and delta_apparent == 0:
-            continue
+            if not _rewritten(before, after) or (path, after.newest) in held_below:
+                continue  # unchanged, or the rewritten file is in a subdirectory listed itself
+            kind = "modified"
         else:
             kind = "grew" if delta > 0 or (delta == 0 and delta_apparent > 0) else "shrank"
-        per_day = delta * DAY / seconds if rate else None
+        per_day = delta * DAY / seconds if rate and kind != "modified" else None
         changes.append(DirChange(path, kind, before, after, delta, delta_apparent, per_day, before is None))
     changes.sort(key=lambda c: (-abs(c.delta), c.path))
     result.total_delta = new.total.disk - old.total.disk
@@ -118,6 +134,25 @@ def diff_scans(old: ScanSnapshot, new: ScanSnapshot) -> ScanDiff:
 
 def _parent(path: bytes) -> bytes:
     return path.rpartition(b"/")[0]
+
+
+def _rewritten(before: DirTotals, after: DirTotals) -> bool:
+    """Files rewritten in place: the same totals, a newer newest mtime (both known)."""
+    return before.newest is not None and after.newest is not None and after.newest > before.newest
+
+
+def _newest_held_below(snap: ScanSnapshot) -> set[tuple[bytes, float]]:
+    """(directory, mtime) pairs where a kept subdirectory holds that newest mtime: the directory's
+    change is then the subdirectory's, and only the deepest one is named."""
+    held: set[tuple[bytes, float]] = set()
+    for path, totals in snap.dirs.items():
+        if totals.newest is None or not path:
+            continue
+        parent = path
+        while parent:
+            parent = _parent(parent)
+            held.add((parent, totals.newest))
+    return held
 
 
 def attribute(changes: Sequence[DirChange], total: int, share: float = 0.5) -> Attribution:

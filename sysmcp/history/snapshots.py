@@ -139,19 +139,20 @@ def build_scan(
     series: Series,
     taken: float,
     partial: bool,
-    rows: Iterable[tuple[str, int, int, int]],
+    rows: Iterable[tuple[str, int, int, int, float]],
     files: Iterable[tuple[str, int, int, float | None]],
     keep_also: frozenset[str] = frozenset(),
 ) -> ScanSnapshot:
-    """A snapshot from a scan's directory rows ``(relative, disk, apparent, files)`` (the root is
-    ``""``) and its largest files ``(relative, disk, apparent, mtime)``; ``keep_also``: relative
-    names the previous snapshot kept, kept again whatever their size."""
-    table = {relative: (disk, apparent, count) for relative, disk, apparent, count in rows}
-    root = table.get("", (0, 0, 0))
+    """A snapshot from a scan's directory rows ``(relative, disk, apparent, files, newest)`` (the
+    root is ``""``; ``newest`` the newest file mtime below, 0.0 for none) and its largest files
+    ``(relative, disk, apparent, mtime)``; ``keep_also``: relative names the previous snapshot kept,
+    kept again whatever their size."""
+    table = {relative: (disk, apparent, count, newest) for relative, disk, apparent, count, newest in rows}
+    root = table.get("", (0, 0, 0, 0.0))
     threshold = threshold_for(max(root[0], root[1]))
     dirs = {
-        os.fsencode(relative): DirTotals(disk, apparent, count)
-        for relative, (disk, apparent, count) in table.items()
+        os.fsencode(relative): DirTotals(disk, apparent, count, newest or None)
+        for relative, (disk, apparent, count, newest) in table.items()
         if relative == "" or max(disk, apparent) >= threshold or relative in keep_also
     }
     kept = sorted(files, key=lambda row: (-row[1], -row[2], row[0]))[:FILES_KEPT]

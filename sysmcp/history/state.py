@@ -35,6 +35,8 @@ def configure(directory: Path | str | None, clock: Callable[[], float] = time.ti
     global _directory, _store, _clock
     with _lock:
         _directory = Path(directory) if directory is not None else None
+        if _store is not None:
+            _store.close()
         _store = None
         _clock = clock
 

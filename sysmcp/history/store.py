@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -89,8 +90,8 @@ class Saved:
 
 
 class Store:
-    """One history database. Every operation opens its own short connection: threads and processes
-    share nothing but the file, and a connection never outlives the call that needed it."""
+    """One history database. Each thread keeps one connection to it (``_connect``); processes
+    share nothing but the file."""
 
     def __init__(self, directory: Path, clock: Callable[[], float] = time.time, *, busy_ms: int = BUSY_MS):
         self.directory = directory
@@ -99,6 +100,8 @@ class Store:
         self.busy_ms = busy_ms
         self.enabled = True
         self.disabled_reason: str | None = None
+        self._local = threading.local()
+        self._generation = 0  # bumped when the file is moved aside: every cached connection is stale
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -151,6 +154,8 @@ class Store:
             os.close(fd)
 
     def _move_aside(self, why: str) -> None:
+        self.close()
+        self._generation += 1
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock()))
         aside = self.path.with_name(f"{DB_NAME}.corrupt-{stamp}")
         os.replace(self.path, aside)
@@ -174,6 +179,22 @@ class Store:
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection, opened on first use and kept: opening one (and its WAL setup)
+        cost several times the small write it served. Per thread because a connection must not be
+        shared between threads, per process because it must not cross a fork; a database moved
+        aside (``_generation``), or deleted or replaced by someone else (its inode changed: a kept
+        connection would write into the old, unlinked file), makes a thread open a new one."""
+        key = (os.getpid(), self._generation, self._identity())
+        held: tuple[tuple[int, int, tuple[int, int]], sqlite3.Connection] | None = getattr(
+            self._local, "db", None
+        )
+        if held is not None and held[0] == key:
+            yield held[1]
+            return
+        if held is not None and held[0][0] == key[0]:
+            with contextlib.suppress(sqlite3.Error):
+                held[1].close()
+        self._local.db = None
         db = sqlite3.connect(self.path, timeout=self.busy_ms / 1000, isolation_level=None)
         try:
             db.execute(f"PRAGMA busy_timeout = {int(self.busy_ms)}")
@@ -182,9 +203,32 @@ class Store:
             if mode != "wal":
                 db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
-            yield db
-        finally:
+            if db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:  # a file made afresh
+                self._migrate(db)
+        except BaseException:
             db.close()
+            raise
+        self._local.db = (key, db)
+        self._tighten()  # the -wal and -shm now exist; SQLite gives files it makes later the db's mode
+        yield db
+
+    def _identity(self) -> tuple[int, int]:
+        """The database file's (device, inode); a missing one is created empty (0600) first."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self._check_file()
+            st = os.stat(self.path)
+        return st.st_dev, st.st_ino
+
+    def close(self) -> None:
+        """Close this thread's connection (others close with their threads, or on their next use
+        after a database was moved aside)."""
+        held = getattr(self._local, "db", None)
+        self._local.db = None
+        if held is not None and held[0][0] == os.getpid():
+            with contextlib.suppress(sqlite3.Error):
+                held[1].close()
 
     @staticmethod
     def _migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> None:
@@ -222,10 +266,11 @@ class Store:
                         row_id = row_id if isinstance(row_id, int) else None
                         db.execute("COMMIT")
                     except BaseException:
-                        with contextlib.suppress(sqlite3.Error):
+                        try:
                             db.execute("ROLLBACK")
+                        except sqlite3.Error:
+                            self.close()  # a connection in an unknown state is not kept
                         raise
-                self._tighten()
                 return Saved(True, None, row_id)
             except sqlite3.Error as exc:
                 code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
@@ -306,17 +351,27 @@ class Store:
         return saved
 
     def snapshots(
-        self, kind: str | None = None, root: bytes | None = None, limit: int = 1000
+        self,
+        kind: str | None = None,
+        root: bytes | None = None,
+        limit: int = 1000,
+        *,
+        count_rows: bool = True,
     ) -> list[SnapshotInfo]:
-        """Stored snapshots, newest (last written) first."""
+        """Stored snapshots, newest (last written) first. ``count_rows`` False leaves ``rows`` 0: a
+        caller choosing what to diff needs only the heads, and counting reads every row's index."""
 
         def work(db: sqlite3.Connection) -> list[SnapshotInfo]:
             where, params = _where(kind, root)
+            counted = (
+                "(SELECT count(*) FROM dirs WHERE snapshot = s.id)"
+                " + (SELECT count(*) FROM baseline_files WHERE snapshot = s.id)"
+                if count_rows
+                else "0"
+            )
             rows = db.execute(
                 "SELECT s.id, s.kind, s.host, s.fs_id, s.root, s.options, s.taken, s.partial, s.disk, s.files,"
-                " (SELECT count(*) FROM dirs WHERE snapshot = s.id)"
-                " + (SELECT count(*) FROM baseline_files WHERE snapshot = s.id)"
-                f" FROM snapshots s {where} ORDER BY s.id DESC LIMIT ?",
+                f" {counted} FROM snapshots s {where} ORDER BY s.id DESC LIMIT ?",
                 (*params, limit),
             ).fetchall()
             return [
@@ -331,11 +386,7 @@ class Store:
 
     def load_scan(self, sid: int) -> ScanSnapshot | None:
         def work(db: sqlite3.Connection) -> ScanSnapshot | None:
-            head = db.execute(
-                "SELECT host, fs_id, root, options, taken, partial, threshold FROM snapshots"
-                " WHERE id = ? AND kind = 'scan'",
-                (sid,),
-            ).fetchone()
+            head = _head(db, sid, "scan", "threshold")
             if head is None:
                 return None
             dirs = {
@@ -350,8 +401,8 @@ class Store:
                     "SELECT path, disk, apparent, mtime FROM files WHERE snapshot = ?", (sid,)
                 )
             ]
-            series = Series(head[0], head[1], bytes(head[2]), head[3])
-            return ScanSnapshot(series, head[4], bool(head[5]), head[6], dirs, files, sid)
+            series, taken, partial, threshold = head
+            return ScanSnapshot(series, taken, partial, threshold, dirs, files, sid)
 
         result: ScanSnapshot | None = self._read(work, None)
         return result
@@ -428,11 +479,7 @@ class Store:
 
     def load_baseline(self, sid: int) -> Baseline | None:
         def work(db: sqlite3.Connection) -> Baseline | None:
-            head = db.execute(
-                "SELECT host, fs_id, root, options, taken, partial, label FROM snapshots"
-                " WHERE id = ? AND kind = 'baseline'",
-                (sid,),
-            ).fetchone()
+            head = _head(db, sid, "baseline", "label")
             if head is None:
                 return None
             files = {
@@ -442,8 +489,8 @@ class Store:
                     (sid,),
                 )
             }
-            series = Series(head[0], head[1], bytes(head[2]), head[3])
-            return Baseline(series, head[4], head[6], files, bool(head[5]), sid)
+            series, taken, partial, algorithm = head
+            return Baseline(series, taken, algorithm, files, partial, sid)
 
         result: Baseline | None = self._read(work, None)
         return result
@@ -546,8 +593,8 @@ class Store:
             if not self._write("the pruning", delete).ok:
                 return
         with contextlib.suppress(sqlite3.Error, OSError), self._connect() as db:
+            db.execute("VACUUM")  # written through the WAL: the checkpoint then gives the space back
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            db.execute("VACUUM")
 
 
 HOUR, DAY, WEEK = 3600.0, 86400.0, 7 * 86400.0
@@ -587,6 +634,17 @@ class Retention:
             else:
                 kept.add(key)
         return doomed
+
+
+def _head(db: sqlite3.Connection, sid: int, kind: str, column: str) -> tuple[Series, float, bool, Any] | None:
+    """A stored snapshot's series, time, partial flag and one more column of its kind (None if none)."""
+    row = db.execute(
+        f"SELECT host, fs_id, root, options, taken, partial, {column} FROM snapshots WHERE id = ? AND kind = ?",
+        (sid, kind),
+    ).fetchone()
+    if row is None:
+        return None
+    return Series(row[0], row[1], bytes(row[2]), row[3]), row[4], bool(row[5]), row[6]
 
 
 def _series(series: Series) -> tuple[str, str, bytes, str]:

@@ -46,7 +46,7 @@ def series_of(path: str | bytes | os.PathLike[str], options: WalkOptions) -> Ser
 
 def latest(store: Store, series: Series, *, complete: bool = True, before: int | None = None) -> int | None:
     """The id of the newest snapshot of ``series`` (complete ones only, by default)."""
-    for info in store.snapshots("scan", series.root, limit=200):
+    for info in store.snapshots("scan", series.root, limit=200, count_rows=False):
         if info.series == series and not (complete and info.partial) and (before is None or info.id < before):
             return info.id
     return None
@@ -74,7 +74,7 @@ def recorded_scan(
     if usage.totals is None or usage.recorded is None:
         return usage, None, None
     totals = usage.totals
-    rows = [("", totals.disk, totals.apparent, totals.files), *usage.recorded]
+    rows = [("", totals.disk, totals.apparent, totals.files, totals.newest), *usage.recorded]
     listed = [] if request.newer_than is not None else usage.files  # a filtered list is no "largest files"
     files = [(rel, disk, apparent, usage.modified.get(rel)) for apparent, disk, rel in listed]
     snap = build_scan(series, clock(), usage.stopped is not None, rows, files, keep_also)

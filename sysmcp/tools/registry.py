@@ -107,6 +107,16 @@ class ToolContext:
             return exc.reason
         return ResourceLink(item.uri, item.name, item.description, item.mime_type, item.size)
 
+    def keep_linked(
+        self, name: str, text: str, *, description: str, label: str, mime_type: str = "text/plain"
+    ) -> tuple[str, tuple[ResourceLink, ...]]:
+        """``keep`` for an answer: the line its text ends with ('<label>: <uri>', or why the full
+        result was not kept) and the links its ``ToolOutput`` carries."""
+        link = self.keep(name, text, description=description, mime_type=mime_type)
+        if isinstance(link, str):
+            return f"\n{label}: not kept, {link}", ()
+        return f"\n{label}: {link.uri}", (link,)
+
 
 def with_link(
     text: str, link: ResourceLink | str, kept: str, not_kept: str

@@ -112,13 +112,19 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "properties": {
                     "path": {"type": "string"},
-                    "kind": {"type": "string", "enum": ["grew", "shrank", "appeared", "disappeared"]},
+                    "kind": {
+                        "type": "string",
+                        "enum": ["grew", "shrank", "appeared", "disappeared", "modified"],
+                    },
                     "delta_bytes": {"type": "integer"},
                     "delta_apparent_bytes": {"type": "integer"},
                     "old_bytes": _INT_OR_NULL,
                     "new_bytes": _INT_OR_NULL,
                     "per_day_bytes": {"type": ["number", "null"]},
                     "was_below_threshold": {"type": "boolean"},
+                    "delta_is_upper_bound": {"type": "boolean"},
+                    "newest_modified": {"type": ["string", "null"]},
+                    "files_changed": {"type": ["boolean", "null"]},
                 },
                 "required": ["path", "kind", "delta_bytes", "old_bytes", "new_bytes", "per_day_bytes"],
             },
@@ -273,21 +279,25 @@ def render(
                     "percent": None if percent is None else round(percent, 1),
                     "paths": [named(p) for p in attribution.paths],
                 }
-            rows: list[dict[str, Any]] = [
-                {
-                    "path": named(c.path),
-                    "kind": c.kind,
-                    "delta_bytes": c.delta,
-                    "delta_apparent_bytes": c.delta_apparent,
-                    "old_bytes": c.old.disk if c.old else None,
-                    "new_bytes": c.new.disk if c.new else None,
-                    "per_day_bytes": None if c.per_day is None or not rated else round(c.per_day, 1),
-                    "was_below_threshold": c.was_below
-                    and outcome.old.partial is False
-                    and c.kind == "appeared",
-                }
-                for c in diff.changes
-            ]
+            below = human_bytes(outcome.old.threshold)
+            rows: list[dict[str, Any]] = []
+            for c in diff.changes:
+                was_below = c.was_below and outcome.old.partial is False and c.kind == "appeared"
+                rows.append(
+                    {
+                        "path": named(c.path),
+                        "kind": c.kind,
+                        "delta_bytes": c.delta,
+                        "delta_apparent_bytes": c.delta_apparent,
+                        "old_bytes": c.old.disk if c.old else None,
+                        "new_bytes": c.new.disk if c.new else None,
+                        "per_day_bytes": None if c.per_day is None or not rated else round(c.per_day, 1),
+                        "was_below_threshold": was_below,
+                        "delta_is_upper_bound": was_below,
+                        "newest_modified": iso_utc(c.newest) if c.newest is not None else None,
+                        "files_changed": c.files_changed,
+                    }
+                )
             structured["changes"] = rows[:top_n]
             structured["changes_not_shown"] = len(rows) - len(rows[:top_n])
             lines.append(
@@ -295,8 +305,15 @@ def render(
                 if rows
                 else "No directory changed by more than the threshold."
             )
-            for row in rows[:top_n]:
+            for row, change in zip(rows[:top_n], diff.changes, strict=False):
                 note = "" if row["kind"] in ("grew", "shrank") else f" ({row['kind']})"
+                if row["delta_is_upper_bound"]:
+                    note = f" (appeared, or under the {below} threshold then: the delta is at most this)"
+                elif row["kind"] == "modified":
+                    note = " (same size, files rewritten)"
+                if change.files_changed and change.newest is not None:
+                    newest = f"newest change {_when(change.newest)}"
+                    note = f"{note[:-1]}; {newest})" if note else f" ({newest})"
                 lines.append(
                     f"  {_signed(row['delta_bytes']):>11}  {printable(row['path'])}/{note}{_rate(row['per_day_bytes'])}"
                 )
@@ -304,10 +321,11 @@ def render(
                 lines.append(
                     f"  … and {plural(structured['changes_not_shown'], 'more directory', 'more directories')} not shown"
                 )
-                out = ["delta_bytes\tkind\told_bytes\tnew_bytes\tper_day_bytes\tpath"]
+                out = ["delta_bytes\tkind\told_bytes\tnew_bytes\tper_day_bytes\tnewest_modified\tpath"]
                 out += [
                     f"{r['delta_bytes']}\t{r['kind']}\t{r['old_bytes'] if r['old_bytes'] is not None else ''}\t"
-                    f"{r['new_bytes'] if r['new_bytes'] is not None else ''}\t{r['per_day_bytes'] or ''}\t{printable(r['path'])}"
+                    f"{r['new_bytes'] if r['new_bytes'] is not None else ''}\t{r['per_day_bytes'] or ''}\t"
+                    f"{r['newest_modified'] or ''}\t{printable(r['path'])}"
                     for r in rows
                 ]
                 full = "\n".join(out) + "\n"
@@ -425,17 +443,14 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     text, structured, full = render(shown, outcome, args, now)
     links: tuple[ResourceLink, ...] = ()
     if full is not None:
-        link = ctx.keep(
+        line, links = ctx.keep_linked(
             f"what_changed-{os.path.basename(shown.rstrip('/')) or 'root'}.tsv",
             full,
             description=f"Every directory that changed under {shown}",
+            label="Full list of changes",
             mime_type="text/tab-separated-values",
         )
-        if isinstance(link, str):
-            text += f"\nFull list: not kept, {link}"
-        else:
-            links = (link,)
-            text += f"\nFull list of changes: {link.uri}"
+        text += line
     return ToolOutput(text, structured, links=links)
 
 
@@ -491,13 +506,17 @@ FIELD_WORDS: dict[str, str] = {
     "attribution.covered_bytes": "Growth inside the listed directories.",
     "attribution.percent": "That share of the whole growth.",
     "changes": "Directories that grew, shrank, appeared or disappeared, largest change first.",
-    "changes[].kind": "grew, shrank, appeared or disappeared.",
+    "changes[].kind": "grew, shrank, appeared, disappeared, or modified (the same size, a file in it rewritten).",
     "changes[].delta_bytes": "Change in disk bytes.",
     "changes[].delta_apparent_bytes": "Change in apparent bytes.",
     "changes[].old_bytes": "Disk bytes then (null when it appeared).",
     "changes[].new_bytes": "Disk bytes now (null when it disappeared).",
     "changes[].per_day_bytes": "The change as a rate per day (null for snapshots under 10 minutes apart).",
-    "changes[].was_below_threshold": "It was too small to be recorded then: the delta is an upper bound.",
+    "changes[].was_below_threshold": "It was too small to be recorded then (or did not exist).",
+    "changes[].delta_is_upper_bound": "True when the delta counts its whole size: it had up to threshold_bytes "
+    "then, not recorded, so the true change is between delta - threshold_bytes and delta.",
+    "changes[].newest_modified": "The newest file modification in it now (ISO 8601, UTC; null if unknown).",
+    "changes[].files_changed": "Whether a file in it is newer than any it held then (null if unknown).",
     "changes_not_shown": "Further changes left out of this list.",
     "threshold_bytes": "Directories smaller than this are not tracked in snapshots.",
     "new_files[].modified": "Modification time (ISO 8601, UTC).",

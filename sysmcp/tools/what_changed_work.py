@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -92,8 +92,11 @@ def compare(
     meter: Meter | None,
     visible: Any,
     clock: Any = time.time,
+    *,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> Outcome:
-    """The worker: choose or make the snapshots, diff them, fit the fill rate. No words."""
+    """The worker: choose or make the snapshots, diff them, fit the fill rate. No words.
+    ``monotonic``: the clock of the scan's time budget (a test's own)."""
     options = walk_options(args)
     store = state.active()
     since_raw: str = args["since"]
@@ -106,7 +109,13 @@ def compare(
 
     def scan(request: Request) -> Any:
         return scan_usage(
-            raw, options, SkipCounter(), request, report, meter.checkpoint if meter is not None else None
+            raw,
+            options,
+            SkipCounter(),
+            request,
+            report,
+            meter.checkpoint if meter is not None else None,
+            clock=monotonic,
         )
 
     base_request = Request(FULL_FILES, 0, 1, True, 0, timeout)
@@ -121,7 +130,9 @@ def compare(
         return outcome
     outcome = Outcome(True)
     series = series_of(path, options)
-    infos = [i for i in store.snapshots("scan", series.root, limit=2000) if i.series == series]
+    infos = [
+        i for i in store.snapshots("scan", series.root, limit=2000, count_rows=False) if i.series == series
+    ]
     newest = _pick(infos, until, None)
     alone = newest is not None and _pick(infos, None, newest.id) is None  # nothing older to compare it with
     if until is None and (newest is None or alone or now - newest.taken > FRESH_S or newest.taken > now + 60):
@@ -179,7 +190,9 @@ def _filtered(snap: ScanSnapshot, visible: Any) -> ScanSnapshot:
 
 
 def _integrity(outcome: Outcome, store: Store, root: bytes, since: float | None) -> None:
-    infos = [i for i in store.snapshots("baseline", root, limit=200) if i.series.root == root]
+    infos = [
+        i for i in store.snapshots("baseline", root, limit=200, count_rows=False) if i.series.root == root
+    ]
     outcome.baselines = len(infos)
     if len(infos) < 2:
         return

@@ -89,14 +89,15 @@ def test_largest_new_files_are_those_not_in_the_older_list_and_modified_since() 
 def test_a_snapshot_keeps_directories_over_the_threshold_and_those_the_last_one_kept() -> None:
     total = 50_000 * MiB
     rows = [
-        ("", total, total, 10),
-        ("big", 6 * MiB, 6 * MiB, 1),
-        ("small", 4 * MiB, 4 * MiB, 1),
-        ("kept", 10, 10, 1),
+        ("", total, total, 10, 7.0),
+        ("big", 6 * MiB, 6 * MiB, 1, 7.0),
+        ("small", 4 * MiB, 4 * MiB, 1, 3.0),
+        ("kept", 10, 10, 1, 0.0),
     ]
     result = build_scan(SERIES, 1.0, False, rows, [("big/f", 6 * MiB, 6 * MiB, 1.0)], frozenset({"kept"}))
     assert threshold_for(total) == 5 * MiB == result.threshold
     assert set(result.dirs) == {b"", b"big", b"kept"}
+    assert (result.dirs[b"big"].newest, result.dirs[b"kept"].newest) == (7.0, None)  # 0.0: no file
     assert threshold_for(10) == MiB
 
 
@@ -157,3 +158,38 @@ def test_manifest_lines_are_read_back_with_their_escapes_undone() -> None:
         (b"new\nline\\x", "bb"),
         (b"caf\xe9", "cc"),
     ]
+
+
+def with_newest(sizes: dict[bytes, tuple[int, float | None]], taken: float) -> ScanSnapshot:
+    dirs = {p: DirTotals(s, s, 1, n) for p, (s, n) in sizes.items()}
+    return ScanSnapshot(SERIES, taken, False, MiB, dirs)
+
+
+def test_a_directory_of_the_same_size_with_a_rewritten_file_is_modified_and_only_the_deepest_named() -> None:
+    old = with_newest(
+        {
+            b"": (100 * MiB, 10.0),
+            b"etc": (20 * MiB, 10.0),
+            b"etc/app": (5 * MiB, 10.0),
+            b"var": (30 * MiB, 5.0),
+            b"old": (10 * MiB, None),  # recorded before newest mtimes were kept
+        },
+        100.0,
+    )
+    new = with_newest(
+        {
+            b"": (100 * MiB, 500.0),
+            b"etc": (20 * MiB, 500.0),
+            b"etc/app": (5 * MiB, 500.0),  # a config rewritten in place: same size
+            b"var": (30 * MiB, 5.0),  # untouched
+            b"old": (10 * MiB, 400.0),
+        },
+        DAY,
+    )
+    diff = diff_scans(old, new)
+    assert [(c.path, c.kind, c.delta, c.newest, c.files_changed) for c in diff.changes] == [
+        (b"etc/app", "modified", 0, 500.0, True)  # etc is explained by etc/app; old is not known
+    ]
+    grown = with_newest({b"": (101 * MiB, 500.0), b"var": (31 * MiB, 500.0)}, DAY)
+    change = diff_scans(with_newest({b"": (100 * MiB, 1.0), b"var": (30 * MiB, 1.0)}, 0.0), grown).changes[0]
+    assert (change.kind, change.files_changed) == ("grew", True)

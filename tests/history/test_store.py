@@ -62,18 +62,24 @@ def test_directory_and_files_are_private_and_names_round_trip_as_bytes(tmp_path:
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
-def test_a_version_1_database_is_upgraded_and_keeps_its_snapshots(tmp_path: Path) -> None:
-    (tmp_path / "s").mkdir()
-    with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:  # what the first release wrote
-        for statement in MIGRATIONS[0]:
-            db.execute(statement)
+def old_database(directory: Path, version: int) -> None:
+    """What release ``version`` wrote: its schema and one scan of 7 bytes (newest NULL, as it kept it)."""
+    directory.mkdir()
+    with sqlite3.connect(directory / DB_NAME) as db:
+        for migration in MIGRATIONS[:version]:
+            for statement in migration:
+                db.execute(statement)
         db.execute(
             "INSERT INTO snapshots (kind, host, fs_id, root, options, taken, partial, disk, files, threshold)"
             " VALUES ('scan', 'host', '8:1/abc', ?, '{\"xdev\":true}', 5.0, 0, 7, 1, 1048576)",
             (b"/srv",),
         )
         db.execute("INSERT INTO dirs VALUES (1, ?, 7, 7, 1, NULL)", (b"",))
-        db.execute("PRAGMA user_version = 1")
+        db.execute(f"PRAGMA user_version = {version}")
+
+
+def test_a_version_1_database_is_upgraded_and_keeps_its_snapshots(tmp_path: Path) -> None:
+    old_database(tmp_path / "s", 1)  # what the first release wrote
     store = Store.open(tmp_path / "s", Clock())
     assert store.enabled
     old = store.load_scan(1)
@@ -273,3 +279,135 @@ def test_disk_readings_and_the_key_value_room(tmp_path: Path) -> None:
     assert store.get("reclaim_plans", "p1") == b'{"items": []}'
     assert store.keys("reclaim_plans") == [("p1", clock.now)]
     assert store.delete("reclaim_plans", "p1").ok and store.get("reclaim_plans", "p1") is None
+
+
+# -- one connection per thread (and per process) --------------------------------------------------
+
+
+def counting_connects(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every connection the store module opens (a spy on the real sqlite3.connect)."""
+    import sysmcp.history.store as module
+
+    opened: list[object] = []
+    real = sqlite3.connect
+
+    def connect(*args: object, **kwargs: object) -> sqlite3.Connection:
+        db = real(*args, **kwargs)  # type: ignore[call-overload]
+        opened.append(db)
+        return db  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(module.sqlite3, "connect", connect)  # type: ignore[attr-defined]
+    return opened
+
+
+def test_a_thread_keeps_one_connection_for_all_its_writes_and_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store.open(tmp_path / "s", Clock())
+    opened = counting_connects(monkeypatch)
+    for i in range(20):
+        assert store.put("ns", f"k{i}", b"v").ok
+        assert store.get("ns", f"k{i}") == b"v"
+        assert store.save_readings([DiskReading("h", b"/", "d", float(i), 10, 5, 5)]).ok
+    assert len(opened) <= 1  # the one Store.open made is kept (0), or one more
+
+
+def test_each_thread_gets_its_own_connection_and_all_writes_land(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    store = Store.open(tmp_path / "s", Clock(), busy_ms=10_000)
+    opened = counting_connects(monkeypatch)
+    failures: list[str | None] = []
+
+    def writer(n: int) -> None:
+        for i in range(10):
+            saved = store.put("ns", f"{n}-{i}", b"v")
+            if not saved.ok:
+                failures.append(saved.reason)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert len(opened) == 4  # one per thread, none per write
+    assert len(store.keys("ns")) == 40
+
+
+def test_a_database_moved_aside_in_one_thread_is_left_by_the_others_too(tmp_path: Path) -> None:
+    import threading
+
+    store = Store.open(tmp_path / "s", Clock())
+    assert store.put("ns", "before", b"1").ok  # this thread's connection, to the old file
+    other = threading.Thread(target=lambda: store._start_afresh("a test"))
+    other.start()
+    other.join()
+    assert store.put("ns", "after", b"2").ok
+    assert store.get("ns", "before") is None and store.get("ns", "after") == b"2"
+    with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:  # the new file holds the write
+        assert db.execute("SELECT key FROM kv").fetchall() == [("after",)]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "s", Clock())
+    assert store.put("ns", "parent", b"1").ok
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's connection must not be used across the fork
+        ok = store.put("ns", "child", b"2").ok and store.get("ns", "parent") == b"1"
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert store.get("ns", "child") == b"2" and store.put("ns", "parent-again", b"3").ok
+    with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_the_files_are_0600_under_a_permissive_umask(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        store = Store.open(tmp_path / "s", Clock())
+        assert store.put("ns", "k", b"v").ok
+    finally:
+        os.umask(old)
+    for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"):
+        assert stat.S_IMODE((tmp_path / "s" / name).stat().st_mode) == 0o600, name
+
+
+def test_a_version_2_database_reads_its_old_rows_without_newest_and_keeps_new_ones_with_it(
+    tmp_path: Path,
+) -> None:
+    """dirs.newest exists since version 1 but was always NULL before: old rows read as unknown."""
+    old_database(tmp_path / "s", 2)
+    store = Store.open(tmp_path / "s", Clock())
+    old = store.load_scan(1)
+    assert old is not None and old.total.newest is None
+    dirs = {b"": DirTotals(9, 9, 2, 1234.5), b"empty": DirTotals(0, 0, 0, None)}
+    saved = store.save_scan(ScanSnapshot(SERIES, 6.0, False, 1, dirs))
+    again = store.load_scan(saved.id or 0)
+    assert again is not None and again.dirs == dirs
+
+
+def test_a_database_deleted_while_the_store_is_open_is_started_again_not_written_into_the_void(
+    tmp_path: Path,
+) -> None:
+    store = Store.open(tmp_path / "s", Clock())
+    assert store.put("ns", "before", b"1").ok  # the thread's connection is open now
+    for suffix in ("", "-wal", "-shm"):
+        (tmp_path / "s" / f"{DB_NAME}{suffix}").unlink(missing_ok=True)  # an admin cleaning up
+    assert store.put("ns", "after", b"2").ok
+    assert store.get("ns", "after") == b"2"
+    assert stat.S_IMODE((tmp_path / "s" / DB_NAME).stat().st_mode) == 0o600
+    with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:  # the file on disk holds it
+        assert db.execute("SELECT key FROM kv").fetchall() == [("after",)]
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_choosing_a_snapshot_reads_only_the_heads_and_a_listing_counts_the_rows(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "s", Clock())
+    assert store.save_scan(snapshot(1.0, {b"": 10, b"a": 5, b"b": 5})).ok
+    assert [info.rows for info in store.snapshots()] == [3]
+    assert [info.rows for info in store.snapshots(count_rows=False)] == [0]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import textwrap
@@ -187,6 +188,34 @@ async def test_every_change_above_twice_the_resolution_is_named_with_its_exact_d
     assert result["attribution"]["covered_bytes"] >= 0.9 * min(grown, result["total_delta_bytes"] or grown)
 
 
+async def test_a_directory_that_did_not_grow_but_had_a_file_rewritten_is_named_with_its_newest_change(
+    tmp_path: Path, clock: Clock
+) -> None:
+    tree = tmp_path / "tree"
+    write(tree / "etc" / "app" / "config", 2 * MiB)
+    write(tree / "data" / "steady", 2 * MiB)
+    os.utime(tree / "etc" / "app" / "config", (clock.now - DAY, clock.now - DAY))
+    await call(path=str(tree), since="24h")
+    config = tree / "etc" / "app" / "config"
+    with config.open("r+b") as f:  # rewritten in place: the same size, a new mtime
+        f.write(os.urandom(4096))
+    rewritten = clock.now + 3600
+    os.utime(config, (rewritten, rewritten))
+    write(tree / "small" / "from-below", 3 * MiB)  # a directory that did not exist before
+    clock.now += DAY
+    output = await call(path=str(tree), since="2d", top_n=50)
+    rows = {c["path"].removeprefix(f"{tree}/"): c for c in output.structured["changes"]}
+    assert rows["etc/app"]["kind"] == "modified" and rows["etc/app"]["delta_bytes"] == 0
+    assert rows["etc/app"]["files_changed"] is True
+    assert rows["etc/app"]["newest_modified"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(rewritten))
+    assert "etc" not in rows and "data" not in rows  # etc is explained by etc/app; data is untouched
+    line = next(line for line in output.text.splitlines() if "etc/app/" in line)
+    assert "(same size, files rewritten; newest change " in line and "/day" not in line, output.text
+    small = rows["small"]
+    assert small["delta_is_upper_bound"] and small["was_below_threshold"]
+    assert "the delta is at most this" in output.text
+
+
 async def test_roots_hold_for_what_a_snapshot_recorded_without_them(tmp_path: Path, clock: Clock) -> None:
     inside = tmp_path / "inside"
     write(inside / "data" / "f", 2 * MiB)
@@ -234,15 +263,51 @@ async def test_an_unwritable_state_directory_leaves_dir_usage_working(tmp_path: 
         state.configure(None)
 
 
-@pytest.mark.parametrize("processes", [1, 3])
-def test_recorded_directory_totals_equal_du_at_every_depth(tmp_path: Path, processes: int) -> None:
-    for top in range(4):
-        for sub in range(3):
-            write(tmp_path / f"t{top}" / f"s{sub}" / "deep" / "f", (top * 3 + sub + 1) * 5000)
-    os.link(tmp_path / "t1" / "s0" / "deep" / "f", tmp_path / "t1" / "s0" / "deep" / "link")
+def newest_truth(root: Path) -> dict[str, float]:
+    """The newest mtime of a regular file below each directory (0.0: none), the slow obvious way."""
+    truth: dict[str, float] = {}
+    for directory, _, _ in os.walk(root):
+        rel = os.path.relpath(directory, root)
+        mtimes = [
+            st.st_mtime
+            for other, _, more in os.walk(directory)
+            for f in more
+            if stat.S_ISREG((st := os.lstat(os.path.join(other, f))).st_mode)
+        ]
+        truth["" if rel == "." else rel] = max(mtimes, default=0.0)
+    return truth
+
+
+def test_newest_mtime_holds_across_parts_one_process_gave_to_others_mid_walk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sysmcp.fs.fanout import FanOut
+    from tests.tools.test_dir_usage_shared import build_lopsided_tree
+
+    build_lopsided_tree(tmp_path)
+    deepest = max((p for p in tmp_path.rglob("*") if p.is_file()), key=lambda p: len(p.parts))
+    os.utime(deepest, (2_000_000_000, 2_000_000_000))  # the newest file of all, deep in big/
+    seen: list[dict[int, Any]] = []
+    real = FanOut.given
+
+    def given(fan: FanOut) -> dict[int, Any]:
+        seen.append(real(fan))
+        return seen[-1]
+
+    monkeypatch.setattr(FanOut, "given", given)
+    usage = recording_scan(tmp_path, 3)
+    assert seen and seen[0]  # parts of big/ were given away: the directories above them were withheld
+    assert usage.recorded is not None and usage.totals is not None
+    truth = newest_truth(tmp_path)
+    assert {rel: when for rel, _, _, _, when in usage.recorded} == {r: w for r, w in truth.items() if r}
+    assert usage.totals.newest == 2_000_000_000
+
+
+def recording_scan(root: Path, processes: int) -> Any:
+    """A scan that records every directory, shared out at once between ``processes``."""
     request = Request(10, 10, 1, True, 0, 60.0, record_floor=1)
-    usage = scan_usage(
-        os.fsencode(tmp_path),
+    return scan_usage(
+        os.fsencode(root),
         WalkOptions(),
         SkipCounter(),
         request,
@@ -250,10 +315,46 @@ def test_recorded_directory_totals_equal_du_at_every_depth(tmp_path: Path, proce
         split_after_s=0.0,
         pieces=1,
     )
+
+
+@pytest.mark.parametrize("processes", [1, 3])
+def test_recorded_directory_totals_equal_du_at_every_depth(tmp_path: Path, processes: int) -> None:
+    for top in range(4):
+        for sub in range(3):
+            write(tmp_path / f"t{top}" / f"s{sub}" / "deep" / "f", (top * 3 + sub + 1) * 5000)
+    os.link(tmp_path / "t1" / "s0" / "deep" / "f", tmp_path / "t1" / "s0" / "deep" / "link")
+    usage = recording_scan(tmp_path, processes)
     assert usage.recorded is not None
-    recorded = {os.fsencode(rel): disk for rel, disk, _, _ in usage.recorded}
+    recorded = {os.fsencode(rel): disk for rel, disk, _, _, _ in usage.recorded}
     truth = du_all(tmp_path)
     assert recorded == {rel: size for rel, size in truth.items() if rel != b""}
+
+
+@pytest.mark.parametrize("processes", [1, 3])
+def test_recorded_newest_mtime_is_the_newest_file_below_at_every_depth(
+    tmp_path: Path, processes: int
+) -> None:
+    """Through the same child merge as the totals: subtrees walked by other processes, and the
+    directories above them, get the newest file of their whole subtree (which process walks what
+    varies from run to run: a parallel scan is checked twice)."""
+    stamp = 1_700_000_000
+    for top in range(6):
+        for sub in range(3):
+            leaf = tmp_path / f"t{top}" / f"s{sub}" / "deep" / "f"
+            write(leaf, 5000)
+            when = stamp + (999 if (top, sub) == (2, 1) else 100 * top + 10 * sub)
+            os.utime(leaf, (stamp, when))  # the newest deep down: walked by another process, likely
+        write(tmp_path / f"t{top}" / "own", 10)
+        os.utime(tmp_path / f"t{top}" / "own", (stamp, stamp + 5))
+    (tmp_path / "t3" / "empty").mkdir()
+    truth = newest_truth(tmp_path)
+    for _ in range(2 if processes > 1 else 1):
+        usage = recording_scan(tmp_path, processes)
+        assert usage.recorded is not None and usage.totals is not None
+        newest = {rel: when for rel, _, _, _, when in usage.recorded}
+        assert newest == {rel: when for rel, when in truth.items() if rel != ""}
+        assert newest["t2"] == stamp + 999 and newest["t3/empty"] == 0.0
+        assert usage.totals.newest == truth[""] == stamp + 999
 
 
 DISK_FULL = textwrap.dedent(
