@@ -384,17 +384,17 @@ def _relink_at(
     parent, name, entry = dup
     kept_key = (keep.identity.dev, keep.identity.ino)
     key = (entry.identity.dev, entry.identity.ino)
+    now = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    if stat.S_ISLNK(now.st_mode):
+        return Outcome(entry.path, False, "symlink")
+    if (now.st_dev, now.st_ino) == kept_key:
+        return Outcome(entry.path, False, "linked")
     try:
         source = os.stat(kept_name, dir_fd=kept_parent, follow_symlinks=False)
     except OSError:
         return Outcome(entry.path, False, "keep_changed")
     if not keep.identity.same_file(source, ctime=kept_key not in relinked):
         return Outcome(entry.path, False, "keep_changed")
-    now = os.stat(name, dir_fd=parent, follow_symlinks=False)
-    if stat.S_ISLNK(now.st_mode):
-        return Outcome(entry.path, False, "symlink")
-    if (now.st_dev, now.st_ino) == (source.st_dev, source.st_ino):
-        return Outcome(entry.path, False, "linked")
     if not entry.identity.same_file(now, ctime=key not in relinked):
         return Outcome(entry.path, False, "changed")
     before = os.fstatvfs(parent)
