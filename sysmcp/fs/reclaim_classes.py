@@ -488,8 +488,8 @@ def duplicates(groups: Sequence[Sequence[bytes]]) -> list[Found]:
                 "the extra copies are gone; whoever used them by name must use the kept copy",
                 REVIEW,
                 "blocks of the extra copies (identical content, confirmed by find_duplicates)",
-                note=f"or replace each extra by a hard link to {shown} (reclaim ITEM{LINK_SUFFIX}), which "
-                "keeps the names; a change through one name then shows in every one",
+                note=f"or replace each extra by a hard link to {shown}: the names stay, but a change through "
+                "one name then shows in every one",
                 keep=keep,
             )
         )

@@ -148,7 +148,7 @@ def render(plan: Plan, shown: str) -> str:
         if item.note:
             lines.append(f"      note: {item.note}")
         if item.linkable:
-            lines.append(f"      or hard links to the kept copy instead: {item.id}{LINK}")
+            lines.append(f"      to hard-link instead of removing, name {item.id}{LINK} in reclaim")
         if item.shared:
             lines.append(
                 f"      {human_bytes(item.shared)} more are hard-linked elsewhere and would stay in use"
