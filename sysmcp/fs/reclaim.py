@@ -25,6 +25,7 @@ import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sysmcp.fs import reclaim_classes as classes
 from sysmcp.fs.errors import NotFound, Refused
@@ -98,6 +99,40 @@ class Item:
     holders: tuple[dict[str, object], ...] = ()
     shared: int = 0  # disk bytes of files whose other hard links stay (not counted in ``bytes``)
     keep: Entry | None = None  # duplicates: the kept copy, which ``:link`` makes each entry a name of
+
+    def facts(self) -> dict[str, Any]:
+        """Its words and figures, no files: what the answer shows and the history store keeps alike."""
+        return {
+            "id": self.id,
+            "class": self.klass,
+            "bytes": self.bytes,
+            "shared_bytes": self.shared,
+            "command": self.command,
+            "cost": self.cost,
+            "safety": self.safety,
+            "method": self.method,
+            "action": self.action,
+            "note": self.note,
+            "holders": [dict(h) for h in self.holders],
+        }
+
+    @classmethod
+    def from_facts(cls, facts: dict[str, Any], entries: tuple[Entry, ...], keep: Entry | None) -> Item:
+        return cls(
+            id=str(facts["id"]),
+            klass=str(facts["class"]),
+            entries=entries,
+            bytes=int(facts["bytes"]),
+            command=facts["command"],
+            cost=str(facts["cost"]),
+            safety=str(facts["safety"]),
+            method=str(facts["method"]),
+            action=str(facts["action"]),
+            note=facts["note"],
+            holders=tuple(dict(h) for h in facts["holders"]),
+            shared=int(facts["shared_bytes"]),
+            keep=keep,
+        )
 
     @property
     def linkable(self) -> bool:

@@ -411,7 +411,7 @@ def deleted_open(layout: RootsLayout) -> list[Found]:
             if st.st_nlink != 0 or not stat.S_ISREG(st.st_mode) or st.st_blocks == 0:
                 continue
             command = _command_of(layout.proc, pid)
-            mode = _fd_mode(layout.proc, pid, fd)
+            mode = platform.fd_access_mode(layout.proc, pid, fd)
             key = (st.st_dev, st.st_ino)
             holder: dict[str, object] = {"pid": pid, "fd": int(fd), "command": command, "mode": mode}
             if key in seen:
@@ -447,18 +447,6 @@ def _command_of(proc: bytes, pid: int) -> str:
             return handle.read().strip().decode(errors="replace")
     except OSError:
         return "?"
-
-
-def _fd_mode(proc: bytes, pid: int, fd: bytes) -> str:
-    try:
-        with open(proc + b"/" + str(pid).encode() + b"/fdinfo/" + fd, "rb") as handle:
-            for line in handle:
-                if line.startswith(b"flags:"):
-                    access = int(line.split()[1], 8) & os.O_ACCMODE
-                    return {os.O_RDONLY: "r", os.O_WRONLY: "w", os.O_RDWR: "rw"}.get(access, "")
-    except (OSError, ValueError, IndexError):
-        pass
-    return ""
 
 
 def _regular(path: bytes) -> tuple[bytes, os.stat_result] | None:

@@ -88,18 +88,8 @@ def encode_plan(plan: Plan, kept_at: float) -> bytes:
     """The plan and when it was kept, as compressed JSON (paths in hex: any bytes survive)."""
     items = [
         {
-            "id": item.id,
-            "class": item.klass,
+            **item.facts(),
             "entries": [_entry(e) for e in item.entries],
-            "bytes": item.bytes,
-            "command": item.command,
-            "cost": item.cost,
-            "safety": item.safety,
-            "method": item.method,
-            "action": item.action,
-            "note": item.note,
-            "holders": [dict(h) for h in item.holders],
-            "shared": item.shared,
             "keep": _entry(item.keep) if item.keep is not None else None,
         }
         for item in plan.items
@@ -122,20 +112,8 @@ def decode_plan(raw: bytes) -> tuple[Plan, float] | None:
         if body.get("format") != FORMAT:
             return None
         items = tuple(
-            Item(
-                id=str(i["id"]),
-                klass=str(i["class"]),
-                entries=tuple(_unentry(e) for e in i["entries"]),
-                bytes=int(i["bytes"]),
-                command=i["command"],
-                cost=str(i["cost"]),
-                safety=str(i["safety"]),
-                method=str(i["method"]),
-                action=str(i["action"]),
-                note=i["note"],
-                holders=tuple(dict(h) for h in i["holders"]),
-                shared=int(i["shared"]),
-                keep=_unentry(i["keep"]) if i.get("keep") else None,
+            Item.from_facts(
+                i, tuple(_unentry(e) for e in i["entries"]), _unentry(i["keep"]) if i.get("keep") else None
             )
             for i in body["items"]
         )

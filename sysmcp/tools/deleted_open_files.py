@@ -71,19 +71,6 @@ class Scan:
     mappings_not_sized: int = 0  # deleted mapped files whose map_files entry we may not look at
 
 
-def _mode(proc: str, pid: int, fd: str) -> str:
-    """The descriptor's access mode from fdinfo's octal ``flags`` (as lsof's 'r'/'w'/'u')."""
-    try:
-        with open(os.path.join(proc, str(pid), "fdinfo", fd), "rb") as handle:
-            for line in handle:
-                if line.startswith(b"flags:"):
-                    access = int(line.split()[1], 8) & os.O_ACCMODE
-                    return {os.O_RDONLY: "r", os.O_WRONLY: "w", os.O_RDWR: "rw"}.get(access, "")
-    except (OSError, ValueError, IndexError):
-        pass
-    return ""
-
-
 def _identity(pid: int) -> tuple[str, str | None]:
     """Command name and user of a process, from psutil (best effort: it may be gone already)."""
     try:
@@ -149,7 +136,9 @@ def scan_processes(proc: str = PROC, checkpoint: Callable[[], None] | None = Non
                 found = scan.files[key] = DeletedFile(
                     path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512
                 )
-            found.holders.append(Holder(pid, identity[0], identity[1], int(fd), _mode(proc, pid, fd)))
+            found.holders.append(
+                Holder(pid, identity[0], identity[1], int(fd), platform.fd_access_mode(proc, pid, fd))
+            )
         if pid != me:
             _scan_mappings(proc, pid, scan, identity)
     return scan

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sysmcp.fs.reclaim import LINK, Plan, PlanRequest, build_plan
+from sysmcp.fs.reclaim import LINK, Item, Plan, PlanRequest, build_plan
 from sysmcp.fs.reclaim_classes import CLASSES
 from sysmcp.fs.reclaim_keep import PLAN_TTL_S, Kept, PlanKeeper
 from sysmcp.fs.reclaim_script import render_script
@@ -111,28 +111,14 @@ def duplicate_groups(root: Path, meter: Meter) -> list[list[bytes]]:
     return [[joined + os.fsencode(c.relative) for c in group.copies] for group in search.groups]
 
 
-def item_view(item: Any) -> dict[str, Any]:
+def item_view(item: Item) -> dict[str, Any]:
+    paths = [os.fsdecode(e.path) for e in item.entries[:PATHS_SHOWN]]
     extra: dict[str, Any] = {}
     if item.keep is not None:
         extra["kept_copy"] = os.fsdecode(item.keep.path)
     if item.linkable:
         extra["link_id"] = item.id + LINK
-    return {
-        **extra,
-        "id": item.id,
-        "class": item.klass,
-        "bytes": item.bytes,
-        "shared_bytes": item.shared,
-        "files": len(item.entries),
-        "paths": [os.fsdecode(e.path) for e in item.entries[:PATHS_SHOWN]],
-        "command": item.command,
-        "cost": item.cost,
-        "safety": item.safety,
-        "method": item.method,
-        "action": item.action,
-        "note": item.note,
-        "holders": [dict(h) for h in item.holders],
-    }
+    return {**item.facts(), "files": len(item.entries), "paths": paths, **extra}
 
 
 def render(plan: Plan, shown: str) -> str:
