@@ -146,6 +146,9 @@ class Plan:
     created: float  # wall-clock seconds (for people; nothing is decided on it)
     scope: tuple[bytes, ...]
     items: tuple[Item, ...]
+    #: Keys this plan's confirmation codes; kept with the plan (never shown), so any server process
+    #: that reads the plan back checks a code another one gave.
+    secret: bytes = b""
 
     @property
     def bytes(self) -> int:
@@ -257,7 +260,7 @@ def build_plan(request: PlanRequest, checkpoint: Checkpoint | None = None) -> Pl
             )
         )
     items.sort(key=lambda item: (-item.bytes, item.id))
-    return Plan(id=secrets.token_hex(6), created=time.time(), scope=request.scope, items=tuple(items))
+    return Plan(secrets.token_hex(6), time.time(), request.scope, tuple(items), secrets.token_bytes(32))
 
 
 def _target(proc_link: bytes) -> bytes:

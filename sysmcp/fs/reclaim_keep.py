@@ -100,6 +100,7 @@ def encode_plan(plan: Plan, kept_at: float) -> bytes:
         "created": plan.created,
         "kept_at": kept_at,
         "scope": [s.hex() for s in plan.scope],
+        "secret": plan.secret.hex(),
         "items": items,
     }
     return zlib.compress(json.dumps(body, separators=(",", ":")).encode())
@@ -117,9 +118,8 @@ def decode_plan(raw: bytes) -> tuple[Plan, float] | None:
             )
             for i in body["items"]
         )
-        plan = Plan(
-            str(body["id"]), float(body["created"]), tuple(bytes.fromhex(s) for s in body["scope"]), items
-        )
+        scope = tuple(bytes.fromhex(s) for s in body["scope"])
+        plan = Plan(str(body["id"]), float(body["created"]), scope, items, bytes.fromhex(body["secret"]))
         return plan, float(body["kept_at"])
     except (ValueError, KeyError, TypeError, IndexError, zlib.error):
         return None

@@ -41,7 +41,7 @@ from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 
 log = structlog.get_logger("sysmcp.reclaim")
 
-#: Keys the confirmation codes of this server's life; never leaves the process.
+#: Keys the confirmation codes of a plan made without its own secret; never leaves the process.
 SECRET = secrets.token_bytes(32)
 ELICIT_TIMEOUT = 600.0  # seconds a person has to answer the question
 SKIPS_SHOWN = 10
@@ -191,7 +191,7 @@ async def _confirmed(
                 f"Nothing removed: the user did not confirm ({answer.get('action', 'no answer')}).",
                 {"status": "declined", **base},
             )
-    code = confirmation_code(SECRET, plan, chosen)
+    code = confirmation_code(plan.secret or SECRET, plan, chosen)
     given = args.get("confirm")
     if given is None:
         return ToolOutput(

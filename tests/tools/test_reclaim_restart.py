@@ -33,16 +33,21 @@ async def test_a_second_server_process_applies_the_plan_the_first_one_kept(tmp_p
     data = tmp_path / "data"
     data.mkdir()
     first, second, third = duplicates(data)
-    async with spawn("--state-dir", str(state), "--root", str(data)) as wire:
+    async with spawn("--state-dir", str(state), "--allow-reclaim", "--root", str(data)) as wire:
         await wire.initialize()
         plan = await plan_of(wire, data)
         assert plan["kept"] == "history" and plan["kept_note"] is None
+        (item,) = plan["items"]
+        ask = await wire.call("reclaim", {"plan_id": plan["plan_id"], "items": [item["id"]]})
+        code = ask["result"]["structuredContent"]["confirmation_code"]
     (data / "new").write_bytes(third.read_bytes())
     os.replace(data / "new", third)  # between the two servers: same name and content, another inode
     async with spawn("--state-dir", str(state), "--allow-reclaim", "--root", str(data)) as wire:
-        await wire.initialize()
-        (item,) = plan["items"]
-        done = await confirmed(wire, plan["plan_id"], [item["id"]])
+        await wire.initialize()  # another process: the code the first one gave is good here too
+        done = await wire.call(
+            "reclaim", {"plan_id": plan["plan_id"], "items": [item["id"]], "confirm": code}
+        )
+        assert not done["result"].get("isError"), result_text(done)
         result = done["result"]["structuredContent"]
         assert result["items"][0]["skipped"] == [{"path": str(third), "reason": "changed"}]
         assert first.exists() and not second.exists() and third.exists()
