@@ -113,7 +113,7 @@ REASONS = {
     "linked": "already a hard link to the kept copy",
     "unverified": "after the rename the name does not lead to the kept copy",
 }
-VERBS = {"delete": "delete", "truncate": "truncate", "link": "replace by hard links"}
+VERBS = {"delete": "delete", "truncate": "truncate"}
 
 
 def _plan(args: dict[str, Any], ctx: ToolContext) -> tuple[Plan, list[str]]:
@@ -153,11 +153,13 @@ def _listing(plan: Plan, chosen: list[str]) -> tuple[str, int]:
         f"Free {human_bytes(total)} in {len(picked)} item{'s' if len(picked) != 1 else ''} of plan {plan.id}?"
     ]
     for item, action in picked:
-        verb = VERBS.get(action, action)
-        kept = f" to {os.fsdecode(item.keep.path)!r}" if action == "link" and item.keep is not None else ""
-        lines.append(
-            f"  {item.id}: {verb} {len(item.entries):,} files{kept}, {human_bytes(item.bytes)} — {item.cost}"
-        )
+        files = f"{len(item.entries):,} files"
+        if action == "link" and item.keep is not None:
+            what = f"replace {files} by hard links to {os.fsdecode(item.keep.path)!r}"
+            cost = "the names stay, but a change through one name then shows in every one"
+        else:
+            what, cost = f"{VERBS.get(action, action)} {files}", item.cost
+        lines.append(f"  {item.id}: {what}, {human_bytes(item.bytes)} — {cost}")
     return "\n".join(lines), total
 
 

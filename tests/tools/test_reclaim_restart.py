@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from sysmcp.fs.reclaim_keep import read_log
+from sysmcp.history.store import Store
 from tests.profile import child_env
 from tests.tools.test_reclaim_wire import duplicates, plan_of
 from tests.wire import result_text, spawn
@@ -116,9 +119,34 @@ async def test_duplicates_become_hard_links_over_the_wire(tmp_path: Path) -> Non
         assert item["link_id"] == item["id"] + ":link"
         kept = Path(item["kept_copy"])
         ask = await wire.call("reclaim", {"plan_id": plan["plan_id"], "items": [item["link_id"]]})
-        assert "replace by hard links" in result_text(ask) and str(kept) in result_text(ask)
+        assert "by hard links to" in result_text(ask) and str(kept) in result_text(ask)
         done = await confirmed(wire, plan["plan_id"], [item["link_id"]])
         result = done["result"]["structuredContent"]
         assert result["items"][0]["action"] == "link" and result["items"][0]["files_done"] == 2
         inodes = {os.lstat(p).st_ino for p in (first, second, third)}
         assert len(inodes) == 1 and os.lstat(kept).st_nlink == 3
+
+
+def test_sysmcp_call_passes_state_dir_and_no_history_to_its_server_so_a_plan_outlives_it(
+    tmp_path: Path,
+) -> None:
+    """Each ``sysmcp call`` is a server of its own: the plan, and the code, must come through the store."""
+    state, data = tmp_path / "state", tmp_path / "data"
+    data.mkdir()
+    _first, second, third = duplicates(data)
+
+    def call(*args: str, top: tuple[str, ...] = ("--state-dir", str(state))) -> Any:
+        argv = [sys.executable, "-m", "sysmcp", *top, "call", "--root", str(data), "--json", *args]
+        done = subprocess.run(argv, capture_output=True, check=False, env=child_env(os.environ), timeout=120)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    plan = call("reclaim_plan", f"path={data}", 'classes=["duplicate"]')
+    assert plan["kept"] == "history"
+    chosen = f'items=["{plan["items"][0]["id"]}"]'
+    code = call("--allow-reclaim", "reclaim", f"plan_id={plan['plan_id']}", chosen)["confirmation_code"]
+    done = call("--allow-reclaim", "reclaim", f"plan_id={plan['plan_id']}", chosen, f"confirm={code}")
+    assert done["status"] == "done" and not second.exists() and not third.exists()
+    assert [r.path for r in read_log(Store.open(state))][-2:] == [str(second), str(third)]
+    off = call("reclaim_plan", f"path={data}", top=("--state-dir", str(state), "--no-history"))
+    assert off["kept"] == "memory"
