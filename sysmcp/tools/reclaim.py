@@ -116,11 +116,11 @@ REASONS = {
 VERBS = {"delete": "delete", "truncate": "truncate"}
 
 
-def _plan(args: dict[str, Any], ctx: ToolContext) -> tuple[Plan, list[str]]:
+async def _plan(args: dict[str, Any], ctx: ToolContext) -> tuple[Plan, list[str]]:
     """The kept plan and the chosen ids, refused whole if an item names a file outside the roots in
     force (a plan kept by an unconfined server must not reach beyond this one's roots)."""
     try:
-        plan = reclaim_plan.PLANS.get(args["plan_id"])
+        plan = await ctx.run_in_worker(lambda meter: reclaim_plan.PLANS.get(args["plan_id"]))
     except NotFound as exc:
         raise NotFound(
             f"{exc.detail} (gone with a restart when history is off; make one with reclaim_plan)"
@@ -283,7 +283,7 @@ def render(plan: Plan, results: list[Applied]) -> tuple[str, dict[str, Any]]:
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    plan, chosen = _plan(args, ctx)
+    plan, chosen = await _plan(args, ctx)
     refusal = await _confirmed(args, ctx, plan, chosen)
     if refusal is not None:
         return refusal

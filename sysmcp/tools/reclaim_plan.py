@@ -167,7 +167,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         duplicates=duplicates,
     )
     plan = await ctx.run_in_worker(lambda meter: build_plan(request, meter.checkpoint))
-    kept = PLANS.put(plan)
+    kept = await ctx.run_in_worker(lambda meter: PLANS.put(plan))  # compress and write: off the loop
     text = render(plan, shown) + "\n" + kept_words(kept)
     links: tuple[ResourceLink, ...] = ()
     script_uri: str | None = None
