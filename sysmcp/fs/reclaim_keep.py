@@ -18,6 +18,7 @@ re-checks each path at the moment of acting) as it would a plan made a moment ag
 from __future__ import annotations
 
 import json
+import struct
 import threading
 import zlib
 from collections.abc import Callable, Sequence
@@ -44,7 +45,7 @@ __all__ = [
 PLAN_NAMESPACE = "reclaim-plans"
 LOG_NAMESPACE = "reclaim-log"
 PLAN_TTL_S = 24 * 3600.0
-FORMAT = 1  # the stored plan's layout; a row of another layout is treated as no plan
+FORMAT = 2  # the stored plan's layout; a row of another layout is treated as no plan
 LOG_BATCH = 200  # log rows per write
 
 
@@ -75,6 +76,11 @@ class KeyValue(Protocol):
 # -- the plan as bytes -------------------------------------------------------------------------------
 
 
+#: One file's identity and the length of its path, then the path's bytes (any bytes survive).
+_ENTRY = struct.Struct("<QQQqqQQI")
+_CHUNK = 1 << 20  # bytes packed before each compress call: the row is built without a copy of it whole
+
+
 def _entry(entry: Entry) -> list[Any]:
     who = entry.identity
     return [entry.path.hex(), who.dev, who.ino, who.size, who.mtime_ns, who.ctime_ns, who.nlink, who.disk]
@@ -85,43 +91,66 @@ def _unentry(row: list[Any]) -> Entry:
 
 
 def encode_plan(plan: Plan, kept_at: float) -> bytes:
-    """The plan and when it was kept, as compressed JSON (paths in hex: any bytes survive)."""
-    items = [
-        {
-            **item.facts(),
-            "entries": [_entry(e) for e in item.entries],
-            "keep": _entry(item.keep) if item.keep is not None else None,
-        }
-        for item in plan.items
-    ]
-    body = {
+    """The plan and when it was kept: a compressed JSON header (the items' facts, NUL-terminated), then
+    every file's identity and path packed in binary, so a plan of 100,000 files costs little memory."""
+    header = {
         "format": FORMAT,
         "id": plan.id,
         "created": plan.created,
         "kept_at": kept_at,
         "scope": [s.hex() for s in plan.scope],
         "secret": plan.secret.hex(),
-        "items": items,
+        "items": [
+            {**item.facts(), "files": len(item.entries), "keep": _entry(item.keep) if item.keep else None}
+            for item in plan.items
+        ],
     }
-    return zlib.compress(json.dumps(body, separators=(",", ":")).encode())
+    packer = zlib.compressobj()
+    out = [packer.compress(json.dumps(header, separators=(",", ":")).encode() + b"\0")]
+    pending = bytearray()
+    for item in plan.items:
+        for entry in item.entries:
+            who = entry.identity
+            fields = (who.dev, who.ino, who.size, who.mtime_ns, who.ctime_ns, who.nlink, who.disk)
+            pending += _ENTRY.pack(*fields, len(entry.path)) + entry.path
+            if len(pending) >= _CHUNK:
+                out.append(packer.compress(bytes(pending)))
+                pending.clear()
+    out.append(packer.compress(bytes(pending)) + packer.flush())
+    return b"".join(out)
 
 
 def decode_plan(raw: bytes) -> tuple[Plan, float] | None:
     """The plan and when it was kept; None for a row this version cannot read."""
     try:
-        body = json.loads(zlib.decompress(raw))
+        data = zlib.decompress(raw)
+        end = data.index(b"\0")
+        body = json.loads(data[:end])
         if body.get("format") != FORMAT:
             return None
-        items = tuple(
-            Item.from_facts(
-                i, tuple(_unentry(e) for e in i["entries"]), _unentry(i["keep"]) if i.get("keep") else None
+        offset = end + 1
+        items: list[Item] = []
+        for facts in body["items"]:
+            entries: list[Entry] = []
+            for _n in range(int(facts["files"])):
+                *numbers, length = _ENTRY.unpack_from(data, offset)
+                offset += _ENTRY.size
+                path = data[offset : offset + length]
+                if len(path) != length:
+                    return None
+                offset += length
+                entries.append(Entry(path, Identity(*numbers)))
+            items.append(
+                Item.from_facts(facts, tuple(entries), _unentry(facts["keep"]) if facts["keep"] else None)
             )
-            for i in body["items"]
-        )
+        if offset != len(data):
+            return None
         scope = tuple(bytes.fromhex(s) for s in body["scope"])
-        plan = Plan(str(body["id"]), float(body["created"]), scope, items, bytes.fromhex(body["secret"]))
+        plan = Plan(
+            str(body["id"]), float(body["created"]), scope, tuple(items), bytes.fromhex(body["secret"])
+        )
         return plan, float(body["kept_at"])
-    except (ValueError, KeyError, TypeError, IndexError, zlib.error):
+    except (ValueError, KeyError, TypeError, IndexError, struct.error, zlib.error):
         return None
 
 
