@@ -84,6 +84,21 @@ def has_proc_fd(proc: str = "/proc") -> bool:
     return os.path.isdir(PROC_SELF_FD if proc == "/proc" else os.path.join(proc, "self", "fd"))
 
 
+def fd_access_mode(proc: str | bytes, pid: int, fd: str | bytes) -> str:
+    """A descriptor's access mode from Linux's ``/proc/PID/fdinfo/FD`` octal ``flags`` (lsof's r/w/rw),
+    "" where there is no fdinfo to read (macOS, the BSDs, a process gone)."""
+    path = os.path.join(os.fsencode(proc), str(pid).encode(), b"fdinfo", os.fsencode(fd))
+    try:
+        with open(path, "rb") as handle:
+            for line in handle:
+                if line.startswith(b"flags:"):
+                    access = int(line.split()[1], 8) & os.O_ACCMODE
+                    return {os.O_RDONLY: "r", os.O_WRONLY: "w", os.O_RDWR: "rw"}.get(access, "")
+    except (OSError, ValueError, IndexError):
+        pass
+    return ""
+
+
 def has_process_io_counters() -> bool:
     """psutil reads per-process I/O counters here (Linux, Windows, the BSDs; not macOS). psutil is
     imported only when asked, so this module still imports nothing a native Windows start would not."""
@@ -118,21 +133,6 @@ def advise_sequential(fd: int) -> None:
         return
     with contextlib.suppress(OSError):
         advise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-
-
-def fd_access_mode(fdinfo: str | bytes) -> str:
-    """A descriptor's access mode from its ``/proc/PID/fdinfo/FD`` file (Linux): 'r', 'w' or 'rw'
-    from the octal ``flags`` line, as lsof's r/w/u; '' where it cannot be read (gone, another user's,
-    no /proc)."""
-    try:
-        with open(fdinfo, "rb") as handle:
-            for line in handle:
-                if line.startswith(b"flags:"):
-                    access = int(line.split()[1], 8) & os.O_ACCMODE
-                    return {os.O_RDONLY: "r", os.O_WRONLY: "w", os.O_RDWR: "rw"}.get(access, "")
-    except (OSError, ValueError, IndexError):
-        pass
-    return ""
 
 
 def fork_is_safe() -> bool:

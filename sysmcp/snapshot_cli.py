@@ -96,6 +96,11 @@ def add_commands(commands: argparse._SubParsersAction) -> list[argparse.Argument
     snapshot.add_argument("--max-size", default="100M", metavar="SIZE", help="size ceiling (default 100M)")
     listing = commands.add_parser("history", help="list the snapshots kept for what_changed")
     listing.add_argument("--limit", type=int, default=50, help="newest N (default 50)")
+    listing.add_argument(
+        "--reclaim",
+        action="store_true",
+        help="list the reclaim log instead: every file reclaim acted on or left",
+    )
     return [snapshot, listing]
 
 
@@ -123,7 +128,7 @@ def _seconds(text: str) -> float:
 def run(args: argparse.Namespace, roots: list[str]) -> int:
     configure_history(args)
     if args.command == "history":
-        return _list(args.limit)
+        return _reclaim_log(args.limit) if getattr(args, "reclaim", False) else _list(args.limit)
     try:
         hourly, daily, weekly = (_seconds(part) for part in args.keep.split(","))
         from sysmcp.tools.arguments import size_argument, validate_arguments
@@ -248,6 +253,30 @@ def _list(limit: int) -> int:
         _out(f"{info.id:>6}  {taken}  {kind:8}  {size:>10}  {info.rows:>7}  {display(info.series.root)}")
     if any(info.partial for info in infos):
         _out("* partial: the scan stopped early")
+    return EXIT_OK
+
+
+def _reclaim_log(limit: int) -> int:
+    """The newest actions of ``reclaim`` (``reclaim-log``), oldest first, with their bytes."""
+    store = state.active()
+    if store is None:
+        _err("sysmcp history: history is off (--no-history, or the state directory cannot be written)")
+        return EXIT_NO_HISTORY
+    from sysmcp.fs.reclaim_keep import read_log
+    from sysmcp.fs.units import human_bytes
+
+    records = read_log(store, limit)
+    _out(
+        f"{'TIME':19}  {'PLAN':12}  {'ITEM':22}  {'ACTION':8}  {'OUTCOME':22}  {'PLANNED':>10}  {'FREED':>10}  PATH"
+    )
+    for r in records:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.time))
+        outcome = r.outcome + (f" ({r.reason})" if r.reason else "")
+        _out(
+            f"{when}  {r.plan:12}  {r.item:22}  {r.action:8}  {outcome:22}  {human_bytes(r.planned):>10}  "
+            f"{human_bytes(r.freed):>10}  {r.path!r}"
+        )
+    _out(f"{len(records)} actions, {human_bytes(sum(r.freed for r in records))} freed (measured)")
     return EXIT_OK
 
 

@@ -16,6 +16,7 @@ so nothing swapped in between the look and the unlink can be hit. The bytes free
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -24,7 +25,7 @@ import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any
 
 from sysmcp.fs import reclaim_classes as classes
 from sysmcp.fs.errors import NotFound, Refused
@@ -32,18 +33,18 @@ from sysmcp.fs.reclaim_classes import Found, RootsLayout
 from sysmcp.fs.safeopen import open_parent
 
 __all__ = [
+    "LINK",
     "Applied",
     "Entry",
     "Identity",
     "Item",
-    "MemoryPlanStore",
     "Outcome",
     "Plan",
     "PlanRequest",
-    "PlanStore",
     "RootsLayout",
     "apply_items",
     "build_plan",
+    "choose",
     "confirmation_code",
 ]
 
@@ -97,6 +98,46 @@ class Item:
     note: str | None = None
     holders: tuple[dict[str, object], ...] = ()
     shared: int = 0  # disk bytes of files whose other hard links stay (not counted in ``bytes``)
+    keep: Entry | None = None  # duplicates: the kept copy, which ``:link`` makes each entry a name of
+
+    def facts(self) -> dict[str, Any]:
+        """Its words and figures, no files: what the answer shows and the history store keeps alike."""
+        return {
+            "id": self.id,
+            "class": self.klass,
+            "bytes": self.bytes,
+            "shared_bytes": self.shared,
+            "command": self.command,
+            "cost": self.cost,
+            "safety": self.safety,
+            "method": self.method,
+            "action": self.action,
+            "note": self.note,
+            "holders": [dict(h) for h in self.holders],
+        }
+
+    @classmethod
+    def from_facts(cls, facts: dict[str, Any], entries: tuple[Entry, ...], keep: Entry | None) -> Item:
+        return cls(
+            id=str(facts["id"]),
+            klass=str(facts["class"]),
+            entries=entries,
+            bytes=int(facts["bytes"]),
+            command=facts["command"],
+            cost=str(facts["cost"]),
+            safety=str(facts["safety"]),
+            method=str(facts["method"]),
+            action=str(facts["action"]),
+            note=facts["note"],
+            holders=tuple(dict(h) for h in facts["holders"]),
+            shared=int(facts["shared_bytes"]),
+            keep=keep,
+        )
+
+    @property
+    def linkable(self) -> bool:
+        """Duplicates on the kept copy's filesystem can become hard links to it instead of going."""
+        return self.keep is not None and all(e.identity.dev == self.keep.identity.dev for e in self.entries)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +146,9 @@ class Plan:
     created: float  # wall-clock seconds (for people; nothing is decided on it)
     scope: tuple[bytes, ...]
     items: tuple[Item, ...]
+    #: Keys this plan's confirmation codes; kept with the plan (never shown), so any server process
+    #: that reads the plan back checks a code another one gave.
+    secret: bytes = b""
 
     @property
     def bytes(self) -> int:
@@ -114,28 +158,26 @@ class Plan:
         return next((item for item in self.items if item.id == item_id), None)
 
 
-class PlanStore(Protocol):
-    """Where plans are kept between ``reclaim_plan`` and ``reclaim`` (the history store, once wired)."""
-
-    def put(self, plan: Plan) -> None: ...
-
-    def get(self, plan_id: str) -> Plan | None: ...
+#: An item id with this suffix asks for the duplicates to be replaced by hard links to the kept copy.
+LINK = classes.LINK_SUFFIX
 
 
-class MemoryPlanStore:
-    """The plans of this server's life, the newest ``limit`` of them."""
-
-    def __init__(self, limit: int = 32) -> None:
-        self._plans: dict[str, Plan] = {}
-        self.limit = limit
-
-    def put(self, plan: Plan) -> None:
-        self._plans[plan.id] = plan
-        while len(self._plans) > self.limit:
-            del self._plans[next(iter(self._plans))]
-
-    def get(self, plan_id: str) -> Plan | None:
-        return self._plans.get(plan_id)
+def choose(plan: Plan, item_ids: Sequence[str]) -> list[tuple[Item, str]]:
+    """The named items and what to do to each (``delete``, ``truncate`` or ``link``), or why not."""
+    chosen: dict[str, tuple[Item, str]] = {}
+    for given in dict.fromkeys(item_ids):
+        base = given.removesuffix(LINK)
+        item = plan.item(base)
+        if item is None:
+            raise NotFound(f"plan {plan.id} has no item {base}")
+        if item.action == "command":
+            raise Refused(f"item {base} is freed by its vendor's command ({item.command}), not by sysmcp")
+        if given.endswith(LINK) and not item.linkable:
+            raise Refused(f"item {base} cannot be replaced by hard links (only duplicates on one filesystem)")
+        if base in chosen:
+            raise Refused(f"item {base} is named twice (both removed and hard-linked)")
+        chosen[base] = (item, "link" if given.endswith(LINK) else item.action)
+    return list(chosen.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,10 +256,11 @@ def build_plan(request: PlanRequest, checkpoint: Checkpoint | None = None) -> Pl
                 note=group.note,
                 holders=tuple(group.holders),
                 shared=shared,
+                keep=Entry(group.keep[0], Identity.of(group.keep[1])) if group.keep is not None else None,
             )
         )
     items.sort(key=lambda item: (-item.bytes, item.id))
-    return Plan(id=secrets.token_hex(6), created=time.time(), scope=request.scope, items=tuple(items))
+    return Plan(secrets.token_hex(6), time.time(), request.scope, tuple(items), secrets.token_bytes(32))
 
 
 def _target(proc_link: bytes) -> bytes:
@@ -236,7 +279,8 @@ def _item_id(group: Found) -> str:
 def confirmation_code(secret: bytes, plan: Plan, item_ids: Sequence[str]) -> str:
     """A short code bound to the plan, the exact item list and its bytes: a second call must carry it."""
     chosen = sorted(set(item_ids))
-    total = sum(item.bytes for item in plan.items if item.id in chosen)
+    bases = {item_id.removesuffix(LINK) for item_id in chosen}
+    total = sum(item.bytes for item in plan.items if item.id in bases)
     message = "\0".join([plan.id, *chosen, str(total)]).encode()
     return hashlib.blake2s(message, key=secret[:32], digest_size=5).hexdigest()
 
@@ -255,6 +299,7 @@ class Outcome:
 class Applied:
     item: Item
     outcomes: list[Outcome] = field(default_factory=list)
+    action: str = "delete"
 
     @property
     def freed(self) -> int:
@@ -265,10 +310,11 @@ class Applied:
         return sum(1 for o in self.outcomes if not o.done)
 
 
-Log = Callable[[str, dict[str, object]], None]
+#: Told of every file acted on or left alone: the item, the file, the action, what happened.
+Log = Callable[[Item, Entry, str, "Outcome"], None]
 
 
-def _nothing(event: str, fields: dict[str, object]) -> None:
+def _nothing(item: Item, entry: Entry, action: str, outcome: Outcome) -> None:
     return None
 
 
@@ -280,41 +326,26 @@ def apply_items(
     log: Log = _nothing,
     checkpoint: Checkpoint | None = None,
 ) -> list[Applied]:
-    """Delete (or truncate) the files of the named items, each only if it is still what was planned.
+    """Delete, truncate or hard-link the files of the named items, each only if it is still what was
+    planned (an id ending in ``:link``: duplicates become hard links to the kept copy).
 
     ``allowed(path)`` is the server's roots: a path outside them is skipped whatever the plan says.
     """
-    chosen: list[Item] = []
-    for item_id in dict.fromkeys(item_ids):
-        item = plan.item(item_id)
-        if item is None:
-            raise NotFound(f"plan {plan.id} has no item {item_id}")
-        if item.action == "command":
-            raise Refused(
-                f"item {item_id} is done by a vendor command ({item.command}), not by removing files"
-            )
-        chosen.append(item)
-    relinked: set[tuple[int, int]] = set()  # inodes that lost a name here: their ctime moved, rightly
+    chosen = choose(plan, item_ids)
+    relinked: set[tuple[int, int]] = set()  # inodes that lost or gained a name here: their ctime moved
     results: list[Applied] = []
-    for item in chosen:
-        applied = Applied(item)
+    for item, action in chosen:
+        applied = Applied(item, action=action)
         for entry in item.entries:
             if checkpoint is not None:
                 checkpoint()
-            if item.action == "truncate":
+            if action == "truncate":
                 outcome = _truncate(entry, allowed)
+            elif action == "link" and item.keep is not None:
+                outcome = relink(entry, item.keep, allowed, relinked)
             else:
                 outcome = _unlink(entry, allowed, relinked)
-            log(
-                "reclaim " + ("done" if outcome.done else "skipped"),
-                {
-                    "plan": plan.id,
-                    "item": item.id,
-                    "path": os.fsdecode(entry.path),
-                    "reason": outcome.reason,
-                    "freed": outcome.freed,
-                },
-            )
+            log(item, entry, action, outcome)
             applied.outcomes.append(outcome)
         results.append(applied)
     return results
@@ -348,6 +379,96 @@ def _unlink(entry: Entry, allowed: Callable[[bytes], bool], relinked: set[tuple[
         return Outcome(path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
     finally:
         os.close(parent)
+
+
+def relink(
+    entry: Entry, keep: Entry, allowed: Callable[[bytes], bool], relinked: set[tuple[int, int]]
+) -> Outcome:
+    """Replace a duplicate by a hard link to the kept copy, so its name stays and its blocks go.
+
+    Both files are looked at relative to their parents' descriptors (reached without following any
+    symlink) and must still be what was planned; the link is made under a temporary name in the
+    duplicate's directory (``linkat`` without following), checked to be the kept copy's inode, and
+    renamed over the duplicate, which is re-checked just before. A failure removes the temporary name.
+    """
+    path = entry.path
+    if not allowed(path) or not allowed(keep.path):
+        return Outcome(path, False, "outside")
+    if entry.identity.dev != keep.identity.dev:
+        return Outcome(path, False, "other_filesystem")
+    try:
+        kept_parent, kept_name = open_parent(os.fsdecode(keep.path))
+    except (OSError, ValueError):
+        return Outcome(path, False, "keep_changed")
+    try:
+        try:
+            parent, name = open_parent(os.fsdecode(path))
+        except (OSError, ValueError) as exc:
+            return Outcome(path, False, _why(exc))
+        try:
+            return _relink_at((kept_parent, kept_name, keep), (parent, name, entry), relinked)
+        except OSError as exc:
+            return Outcome(path, False, _why(exc))
+        finally:
+            os.close(parent)
+    finally:
+        os.close(kept_parent)
+
+
+def _relink_at(
+    kept: tuple[int, bytes, Entry], dup: tuple[int, bytes, Entry], relinked: set[tuple[int, int]]
+) -> Outcome:
+    kept_parent, kept_name, keep = kept
+    parent, name, entry = dup
+    kept_key = (keep.identity.dev, keep.identity.ino)
+    key = (entry.identity.dev, entry.identity.ino)
+    now = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    if stat.S_ISLNK(now.st_mode):
+        return Outcome(entry.path, False, "symlink")
+    if (now.st_dev, now.st_ino) == kept_key:
+        return Outcome(entry.path, False, "linked")
+    try:
+        source = os.stat(kept_name, dir_fd=kept_parent, follow_symlinks=False)
+    except OSError:
+        return Outcome(entry.path, False, "keep_changed")
+    if not keep.identity.same_file(source, ctime=kept_key not in relinked):
+        return Outcome(entry.path, False, "keep_changed")
+    if not entry.identity.same_file(now, ctime=key not in relinked):
+        return Outcome(entry.path, False, "changed")
+    before = os.fstatvfs(parent)
+    temp = _link_temporary(kept_parent, kept_name, parent)
+    renamed = False
+    try:
+        made = os.stat(temp, dir_fd=parent, follow_symlinks=False)
+        if (made.st_dev, made.st_ino) != (source.st_dev, source.st_ino) or not stat.S_ISREG(made.st_mode):
+            return Outcome(entry.path, False, "keep_changed")  # swapped between the look and the link
+        again = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        if not entry.identity.same_file(again, ctime=key not in relinked):
+            return Outcome(entry.path, False, "changed")
+        os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
+        renamed = True
+    finally:
+        if not renamed:
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=parent)
+    relinked.update((key, kept_key))
+    result = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    if (result.st_dev, result.st_ino) != (source.st_dev, source.st_ino):
+        return Outcome(entry.path, False, "unverified")
+    after = os.fstatvfs(parent)
+    return Outcome(entry.path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
+
+
+def _link_temporary(source_dir: int, source: bytes, target_dir: int) -> bytes:
+    """A new name for ``source`` in ``target_dir`` (``linkat`` without following a symlink)."""
+    for _attempt in range(5):
+        temp = b".sysmcp-link-" + secrets.token_hex(8).encode()
+        try:
+            os.link(source, temp, src_dir_fd=source_dir, dst_dir_fd=target_dir, follow_symlinks=False)
+        except FileExistsError:
+            continue
+        return temp
+    raise FileExistsError(errno.EEXIST, "no free temporary name for the hard link")
 
 
 def _truncate(entry: Entry, allowed: Callable[[bytes], bool]) -> Outcome:

@@ -17,7 +17,7 @@ import re
 import shutil
 import stat
 import subprocess
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from sysmcp import platform
@@ -27,6 +27,7 @@ REGENERABLE = "regenerable cache"
 REVIEW = "review"
 RISKY = "risky"
 
+LINK_SUFFIX = ":link"  # an item id with it asks reclaim for hard links instead of removal
 CONTAINER_TIMEOUT = 5.0  # seconds a container engine's read-only query may take
 
 
@@ -77,6 +78,7 @@ class Found:
     note: str | None = None
     holders: list[dict[str, object]] = field(default_factory=list)  # deleted-open files: who holds them
     figure: int | None = None  # bytes from a vendor's own count (container engines), not from the files
+    keep: tuple[bytes, os.stat_result] | None = None  # duplicates: the copy that stays
 
 
 Filter = Callable[[bytes], bool]
@@ -113,71 +115,82 @@ def regular_files(
                 yield entry.path, st
 
 
-def _group(
-    klass: str, key: str, files: Sequence[tuple[bytes, os.stat_result]], **facts: object
-) -> list[Found]:
-    return [Found(klass, key, list(files), **facts)] if files else []  # type: ignore[arg-type]
+@dataclass(frozen=True, slots=True)
+class Spot:
+    """One place a class keeps its files, and the facts of removing them: the data every file finder is."""
+
+    klass: str
+    key: str
+    roots: tuple[bytes, ...]
+    command: str | None
+    cost: str
+    safety: str
+    method: str
+    keep: Filter | None = None  # picks by the file's own name
+    recurse: bool = True
+    skip: tuple[bytes, ...] = ()  # path prefixes that belong to another class
+    note: str | None = None
+
+
+def found_at(spots: Iterable[Spot]) -> list[Found]:
+    """Each spot's regular files as one group (none for a spot with no files)."""
+    found: list[Found] = []
+    for spot in spots:
+        files = [
+            (path, st)
+            for root in spot.roots
+            for path, st in regular_files(root, spot.keep, recurse=spot.recurse)
+            if not path.startswith(spot.skip)
+        ]
+        if files:
+            facts = (spot.command, spot.cost, spot.safety, spot.method)
+            found.append(Found(spot.klass, spot.key, files, *facts, note=spot.note))
+    return found
+
+
+def _shown(path: bytes) -> str:
+    return path.decode(errors="replace")
+
+
+def _suffix(*endings: bytes) -> Filter:
+    return lambda name: name.endswith(endings)
 
 
 def package_caches(layout: RootsLayout) -> list[Found]:
     """Downloaded packages a package manager keeps after installing them."""
-    found: list[Found] = []
-    apt_archives = layout.apt + b"/archives"
-    debs = [f for f in regular_files(apt_archives, lambda n: n.endswith(b".deb"))]
-    found += _group(
-        "package_cache",
-        "apt",
-        debs,
-        command="apt-get clean",
-        cost="apt downloads these packages again the next time they are installed",
-        safety=REGENERABLE,
-        method="sizes of the .deb files in " + apt_archives.decode(errors="replace"),
+    archives = layout.apt + b"/archives"
+
+    def packages(name: str, root: bytes, command: str, keep: Filter, again: str = "") -> Spot:
+        cost = f"{name} downloads these packages again the next time they are installed{again}"
+        method = f"sizes of the package files in {_shown(root)}"
+        return Spot("package_cache", name, (root,), command, cost, REGENERABLE, method, keep)
+
+    return found_at(
+        [
+            packages("apt", archives, "apt-get clean", _suffix(b".deb")),
+            Spot(
+                "package_cache",
+                "apt-lists",
+                (layout.apt,),
+                "apt-get clean",
+                "apt rebuilds its package cache on the next apt command (seconds)",
+                REGENERABLE,
+                "sizes of apt's *.bin caches",
+                _suffix(b".bin"),
+                recurse=False,
+            ),
+            packages("dnf", layout.dnf, "dnf clean packages", _suffix(b".rpm")),
+            packages("yum", layout.yum, "yum clean packages", _suffix(b".rpm")),
+            packages(
+                "pacman",
+                layout.pacman,
+                "paccache -r (or pacman -Sc)",
+                lambda n: b".pkg.tar" in n,
+                "; a downgrade needs them from the network",
+            ),
+            packages("apk", layout.apk, "apk cache clean", _suffix(b".apk")),
+        ]
     )
-    bins = [f for f in regular_files(layout.apt, lambda n: n.endswith(b".bin"), recurse=False)]
-    found += _group(
-        "package_cache",
-        "apt-lists",
-        bins,
-        command="apt-get clean",
-        cost="apt rebuilds its package cache on the next apt command (seconds)",
-        safety=REGENERABLE,
-        method="sizes of apt's *.bin caches",
-    )
-    for name, root, command in (
-        ("dnf", layout.dnf, "dnf clean packages"),
-        ("yum", layout.yum, "yum clean packages"),
-    ):
-        rpms = [f for f in regular_files(root, lambda n: n.endswith(b".rpm"))]
-        found += _group(
-            "package_cache",
-            name,
-            rpms,
-            command=command,
-            cost=f"{name} downloads these packages again the next time they are installed",
-            safety=REGENERABLE,
-            method="sizes of the .rpm files in " + root.decode(errors="replace"),
-        )
-    pkgs = [f for f in regular_files(layout.pacman, lambda n: b".pkg.tar" in n)]
-    found += _group(
-        "package_cache",
-        "pacman",
-        pkgs,
-        command="paccache -r (or pacman -Sc)",
-        cost="pacman downloads these packages again; a downgrade needs them from the network",
-        safety=REGENERABLE,
-        method="sizes of the package files in " + layout.pacman.decode(errors="replace"),
-    )
-    apks = [f for f in regular_files(layout.apk, lambda n: n.endswith(b".apk"))]
-    found += _group(
-        "package_cache",
-        "apk",
-        apks,
-        command="apk cache clean",
-        cost="apk downloads these packages again the next time they are installed",
-        safety=REGENERABLE,
-        method="sizes of the .apk files in " + layout.apk.decode(errors="replace"),
-    )
-    return found
 
 
 #: Language caches below a home directory: (name, relative place, vendor command, cost).
@@ -196,21 +209,19 @@ LANGUAGE_CACHES: tuple[tuple[str, bytes, str | None, str], ...] = (
 
 def language_caches(layout: RootsLayout) -> list[Found]:
     """Package caches of language tools in each home directory."""
-    found: list[Found] = []
-    for home in layout.home_dirs():
-        for name, place, command, cost in LANGUAGE_CACHES:
-            root = home + b"/" + place
-            files = list(regular_files(root))
-            found += _group(
-                "language_cache",
-                f"{name}:{home.decode(errors='replace')}",
-                files,
-                command=command,
-                cost=cost,
-                safety=REGENERABLE,
-                method="sizes of the files under " + root.decode(errors="replace"),
-            )
-    return found
+    return found_at(
+        Spot(
+            "language_cache",
+            f"{name}:{_shown(home)}",
+            (home + b"/" + place,),
+            command,
+            cost,
+            REGENERABLE,
+            "sizes of the files under " + _shown(home + b"/" + place),
+        )
+        for home in layout.home_dirs()
+        for name, place, command, cost in LANGUAGE_CACHES
+    )
 
 
 def _archived_journal(name: bytes) -> bool:
@@ -219,21 +230,21 @@ def _archived_journal(name: bytes) -> bool:
 
 def journals(layout: RootsLayout) -> list[Found]:
     """Archived journal files only: the active ones are journald's and stay."""
-    found: list[Found] = []
-    for root in layout.journal:
-        files = list(regular_files(root, _archived_journal))
-        found += _group(
+    return found_at(
+        Spot(
             "journal",
-            root.decode(errors="replace"),
-            files,
-            command="journalctl --vacuum-size=100M",
-            cost="older log entries are gone from journalctl",
-            safety=REVIEW,
-            method="sizes of archived journal files (*@*.journal, *.journal~)",
+            _shown(root),
+            (root,),
+            "journalctl --vacuum-size=100M",
+            "older log entries are gone from journalctl",
+            REVIEW,
+            "sizes of archived journal files (*@*.journal, *.journal~)",
+            _archived_journal,
             note="journalctl --vacuum-* removes archived files only: run journalctl --rotate first to archive "
             "the active ones, or vacuuming frees less than the journal uses",
         )
-    return found
+        for root in layout.journal
+    )
 
 
 _ROTATED = re.compile(
@@ -243,76 +254,68 @@ _ROTATED = re.compile(
 
 def rotated_logs(layout: RootsLayout) -> list[Found]:
     """Logs logrotate already set aside (``syslog.1``, ``syslog.2.gz``, ``messages-20260101``)."""
-    journal = tuple(j + b"/" for j in layout.journal)
-    files = [
-        (path, st)
-        for path, st in regular_files(layout.log, lambda n: _ROTATED.fullmatch(n) is not None)
-        if not path.startswith(journal)
-    ]
-    return _group(
+    spot = Spot(
         "rotated_log",
-        layout.log.decode(errors="replace"),
-        files,
-        command=None,
-        cost="these old logs are gone (keep them if an audit or an investigation needs them)",
-        safety=REVIEW,
-        method="sizes of rotated and compressed logs (*.N, *.gz, *-YYYYMMDD) under "
-        + layout.log.decode(errors="replace"),
+        _shown(layout.log),
+        (layout.log,),
+        None,
+        "these old logs are gone (keep them if an audit or an investigation needs them)",
+        REVIEW,
+        "sizes of rotated and compressed logs (*.N, *.gz, *-YYYYMMDD) under " + _shown(layout.log),
+        lambda n: _ROTATED.fullmatch(n) is not None,
+        skip=tuple(j + b"/" for j in layout.journal),
     )
+    return found_at([spot])
 
 
 _CORE = re.compile(rb"core(\.[0-9]+)?")
+_CORE_COST = "the crashes can no longer be debugged from these dumps"
 
 
 def core_dumps(layout: RootsLayout) -> list[Found]:
     """Crash dumps: systemd-coredump's and apport's stores, and stray ``core``/``core.N`` files."""
-    found: list[Found] = []
-    for root in layout.coredump:
-        files = list(regular_files(root))
-        found += _group(
+    stores = [
+        Spot(
             "core_dump",
-            root.decode(errors="replace"),
-            files,
-            command="coredumpctl list (to see them first)",
-            cost="the crashes can no longer be debugged from these dumps",
-            safety=REVIEW,
-            method="sizes of the dumps under " + root.decode(errors="replace"),
+            _shown(root),
+            (root,),
+            "coredumpctl list (to see them first)",
+            _CORE_COST,
+            REVIEW,
+            "sizes of the dumps under " + _shown(root),
         )
-    places = [*layout.core_dirs, *layout.home_dirs()]
-    stray = [
-        f
-        for place in places
-        for f in regular_files(place, lambda n: _CORE.fullmatch(n) is not None, recurse=False)
+        for root in layout.coredump
     ]
-    found += _group(
+    stray = Spot(
         "core_dump",
         "stray",
-        stray,
-        command=None,
-        cost="the crashes can no longer be debugged from these dumps",
-        safety=REVIEW,
-        method="sizes of core / core.N files at the top of /, /tmp and home directories",
+        (*layout.core_dirs, *layout.home_dirs()),
+        None,
+        _CORE_COST,
+        REVIEW,
+        "sizes of core / core.N files at the top of /, /tmp and home directories",
+        lambda n: _CORE.fullmatch(n) is not None,
+        recurse=False,
     )
-    return found
+    return found_at([*stores, stray])
 
 
 def trash(layout: RootsLayout) -> list[Found]:
     """Desktop trash: files moved there free nothing until the trash is emptied."""
-    found: list[Found] = []
-    for home in layout.home_dirs():
-        base = home + b"/.local/share/Trash"
-        files = [*regular_files(base + b"/files"), *regular_files(base + b"/info")]
-        found += _group(
+    return found_at(
+        Spot(
             "trash",
-            home.decode(errors="replace"),
-            files,
-            command="gio trash --empty",
-            cost="the trashed files cannot be restored any more",
-            safety=REVIEW,
-            method="sizes of the files in " + base.decode(errors="replace") + "/files and /info",
+            _shown(home),
+            (base + b"/files", base + b"/info"),
+            "gio trash --empty",
+            "the trashed files cannot be restored any more",
+            REVIEW,
+            "sizes of the files in " + _shown(base) + "/files and /info",
             note="files in the trash still use their space until the trash is emptied",
         )
-    return found
+        for home in layout.home_dirs()
+        for base in (home + b"/.local/share/Trash",)
+    )
 
 
 _SIZE = re.compile(r"([0-9.]+)\s*([kKMGTP]?)i?B")
@@ -408,7 +411,7 @@ def deleted_open(layout: RootsLayout) -> list[Found]:
             if st.st_nlink != 0 or not stat.S_ISREG(st.st_mode) or st.st_blocks == 0:
                 continue
             command = _command_of(layout.proc, pid)
-            mode = _fd_mode(layout.proc, pid, fd)
+            mode = platform.fd_access_mode(layout.proc, pid, fd)
             key = (st.st_dev, st.st_ino)
             holder: dict[str, object] = {"pid": pid, "fd": int(fd), "command": command, "mode": mode}
             if key in seen:
@@ -446,42 +449,37 @@ def _command_of(proc: bytes, pid: int) -> str:
         return "?"
 
 
-def _fd_mode(proc: bytes, pid: int, fd: bytes) -> str:
+def _regular(path: bytes) -> tuple[bytes, os.stat_result] | None:
     try:
-        with open(proc + b"/" + str(pid).encode() + b"/fdinfo/" + fd, "rb") as handle:
-            for line in handle:
-                if line.startswith(b"flags:"):
-                    access = int(line.split()[1], 8) & os.O_ACCMODE
-                    return {os.O_RDONLY: "r", os.O_WRONLY: "w", os.O_RDWR: "rw"}.get(access, "")
-    except (OSError, ValueError, IndexError):
-        pass
-    return ""
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (path, st) if stat.S_ISREG(st.st_mode) else None
 
 
 def duplicates(groups: Sequence[Sequence[bytes]]) -> list[Found]:
-    """Extra copies of identical files (found by ``find_duplicates``): the first of each group stays."""
+    """Extra copies of identical files (found by ``find_duplicates``): the first of each group stays,
+    and each extra can go or become a hard link to it (``ITEM:link`` in reclaim)."""
     found: list[Found] = []
     for group in groups:
-        if len(group) < 2:
+        keep = _regular(group[0]) if len(group) > 1 else None
+        files = [f for f in map(_regular, group[1:]) if f is not None]
+        if keep is None or not files:
             continue
-        keep, extras = group[0], group[1:]
-        files: list[tuple[bytes, os.stat_result]] = []
-        for path in extras:
-            try:
-                st = os.lstat(path)
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode):
-                files.append((path, st))
-        found += _group(
-            "duplicate",
-            keep.decode(errors="replace"),
-            files,
-            command=None,
-            cost="the extra copies are gone; whoever used them by name must use the kept copy",
-            safety=REVIEW,
-            method="blocks of the extra copies (identical content, confirmed by find_duplicates)",
-            note="or hard-link each extra to " + keep.decode(errors="replace") + " (ln -f) to keep the names",
+        shown = _shown(keep[0])
+        found.append(
+            Found(
+                "duplicate",
+                shown,
+                files,
+                None,
+                "the extra copies are gone; whoever used them by name must use the kept copy",
+                REVIEW,
+                "blocks of the extra copies (identical content, confirmed by find_duplicates)",
+                note=f"or replace each extra by a hard link to {shown}: the names stay, but a change through "
+                "one name then shows in every one",
+                keep=keep,
+            )
         )
     return found
 

@@ -537,6 +537,19 @@ class Store:
             ),
         )
 
+    def put_many(self, namespace: str, rows: Sequence[tuple[str, bytes]]) -> Saved:
+        """Store several (key, value) rows of a namespace in one transaction (a log written in batches)."""
+        now = self.clock()
+        return self._write(
+            f"{len(rows)} {namespace} rows",
+            lambda db: (
+                db.executemany(
+                    "INSERT OR REPLACE INTO kv VALUES (?, ?, ?, ?)", [(namespace, k, v, now) for k, v in rows]
+                )
+                and None
+            ),
+        )
+
     # -- retention ----------------------------------------------------------------------------
 
     def prune(self, policy: Retention | None = None) -> Saved:

@@ -137,8 +137,9 @@ def scan_processes(proc: str = PROC, checkpoint: Callable[[], None] | None = Non
                 found = scan.files[key] = DeletedFile(
                     path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512
                 )
-            mode = platform.fd_access_mode(os.path.join(proc, str(pid), "fdinfo", fd))
-            found.holders.append(Holder(pid, identity[0], identity[1], int(fd), mode))
+            found.holders.append(
+                Holder(pid, identity[0], identity[1], int(fd), platform.fd_access_mode(proc, pid, fd))
+            )
         if pid != me:
             _scan_mappings(proc, pid, scan, identity)
     return scan

@@ -20,8 +20,20 @@ import structlog
 
 from sysmcp.fs.errors import NotFound, Refused
 from sysmcp.fs.paths import is_within
-from sysmcp.fs.reclaim import Applied, Plan, apply_items, confirmation_code
+from sysmcp.fs.reclaim import (
+    LINK,
+    Applied,
+    Entry,
+    Item,
+    Outcome,
+    Plan,
+    apply_items,
+    choose,
+    confirmation_code,
+)
+from sysmcp.fs.reclaim_keep import ActionLog, LogRecord
 from sysmcp.fs.units import human_bytes
+from sysmcp.history import state
 from sysmcp.protocol.context import ClientDeclined
 from sysmcp.tools import reclaim_plan
 from sysmcp.tools.descriptions import describe_paths
@@ -29,7 +41,7 @@ from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 
 log = structlog.get_logger("sysmcp.reclaim")
 
-#: Keys the confirmation codes of this server's life; never leaves the process.
+#: Keys the confirmation codes of a plan made without its own secret; never leaves the process.
 SECRET = secrets.token_bytes(32)
 ELICIT_TIMEOUT = 600.0  # seconds a person has to answer the question
 SKIPS_SHOWN = 10
@@ -43,7 +55,8 @@ INPUT_SCHEMA: dict[str, Any] = {
             "items": {"type": "string", "minLength": 1},
             "minItems": 1,
             "uniqueItems": True,
-            "description": "Ids of the plan's items to act on; nothing else is touched.",
+            "description": "Ids of the plan's items to act on; nothing else is touched. A duplicate item's "
+            f"id with '{LINK}' replaces its copies by hard links to the kept copy instead of removing them.",
         },
         "confirm": {
             "type": "string",
@@ -69,6 +82,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "properties": {
                     "id": {"type": "string"},
+                    "action": {"type": "string", "enum": ["delete", "truncate", "link"]},
                     "planned_bytes": {"type": "integer"},
                     "freed_bytes": {"type": "integer"},
                     "files_done": {"type": "integer"},
@@ -94,34 +108,58 @@ REASONS = {
     "symlink": "a symbolic link is there now",
     "gone": "gone already",
     "outside": "outside the allowed roots",
+    "keep_changed": "the kept copy changed since the plan (or is gone), so nothing is linked to it",
+    "other_filesystem": "on another filesystem than the kept copy",
+    "linked": "already a hard link to the kept copy",
+    "unverified": "after the rename the name does not lead to the kept copy",
 }
+VERBS = {"delete": "delete", "truncate": "truncate"}
 
 
-def _plan(args: dict[str, Any]) -> tuple[Plan, list[str]]:
-    plan = reclaim_plan.PLANS.get(args["plan_id"])
-    if plan is None:
-        raise NotFound(f"no reclaim plan {args['plan_id']} is kept (make one with reclaim_plan)")
+async def _plan(args: dict[str, Any], ctx: ToolContext) -> tuple[Plan, list[str]]:
+    """The kept plan and the chosen ids, refused whole if an item names a file outside the roots in
+    force (a plan kept by an unconfined server must not reach beyond this one's roots)."""
+    try:
+        plan = await ctx.run_in_worker(lambda meter: reclaim_plan.PLANS.get(args["plan_id"]))
+    except NotFound as exc:
+        raise NotFound(
+            f"{exc.detail} (gone with a restart when history is off; make one with reclaim_plan)"
+        ) from None
+    except Refused as exc:
+        if exc.reason != "expired":
+            raise
+        raise Refused(
+            f"{exc.detail}; nothing removed: make a new plan with reclaim_plan and review it"
+        ) from None
     chosen = list(dict.fromkeys(args["items"]))
-    for item_id in chosen:
-        item = plan.item(item_id)
-        if item is None:
-            raise NotFound(f"plan {plan.id} has no item {item_id}")
-        if item.action == "command":
-            raise Refused(f"item {item_id} is freed by its vendor's command ({item.command}), not by sysmcp")
+    allowed = _allowed(ctx)
+    for item, action in choose(plan, chosen):
+        keep = [item.keep] if action == "link" and item.keep is not None else []
+        outside = [
+            e.path for e in [*item.entries, *keep] if item.action != "truncate" and not allowed(e.path)
+        ]
+        if outside:
+            raise Refused(
+                f"item {item.id} of plan {plan.id} names {len(outside):,} file(s) outside the roots this server "
+                f"is confined to (such as {os.fsdecode(outside[0])!r}); nothing removed"
+            )
     return plan, chosen
 
 
 def _listing(plan: Plan, chosen: list[str]) -> tuple[str, int]:
-    items = [item for item in plan.items if item.id in chosen]
-    total = sum(item.bytes for item in items)
+    picked = choose(plan, chosen)
+    total = sum(item.bytes for item, _action in picked)
     lines = [
-        f"Remove {human_bytes(total)} in {len(items)} item{'s' if len(items) != 1 else ''} of plan {plan.id}?"
+        f"Free {human_bytes(total)} in {len(picked)} item{'s' if len(picked) != 1 else ''} of plan {plan.id}?"
     ]
-    for item in items:
-        verb = "truncate" if item.action == "truncate" else "delete"
-        lines.append(
-            f"  {item.id}: {verb} {len(item.entries):,} files, {human_bytes(item.bytes)} — {item.cost}"
-        )
+    for item, action in picked:
+        files = f"{len(item.entries):,} files"
+        if action == "link" and item.keep is not None:
+            what = f"replace {files} by hard links to {os.fsdecode(item.keep.path)!r}"
+            cost = "the names stay, but a change through one name then shows in every one"
+        else:
+            what, cost = f"{VERBS.get(action, action)} {files}", item.cost
+        lines.append(f"  {item.id}: {what}, {human_bytes(item.bytes)} — {cost}")
     return "\n".join(lines), total
 
 
@@ -155,7 +193,7 @@ async def _confirmed(
                 f"Nothing removed: the user did not confirm ({answer.get('action', 'no answer')}).",
                 {"status": "declined", **base},
             )
-    code = confirmation_code(SECRET, plan, chosen)
+    code = confirmation_code(plan.secret or SECRET, plan, chosen)
     given = args.get("confirm")
     if given is None:
         return ToolOutput(
@@ -180,8 +218,28 @@ def _allowed(ctx: ToolContext) -> Any:
     return allowed
 
 
-def _event(event: str, fields: dict[str, object]) -> None:
-    log.warning(event, **fields)  # at warning: every removal is on stderr at the default level
+def _logger(plan: Plan, actions: ActionLog) -> Any:
+    """Each action on stderr (at warning: shown at the default level) and in the history store."""
+
+    def told(item: Item, entry: Entry, action: str, outcome: Outcome) -> None:
+        path = os.fsdecode(entry.path)
+        planned, freed = entry.identity.disk, outcome.freed
+        log.warning(
+            "reclaim done" if outcome.done else "reclaim skipped",
+            plan=plan.id,
+            item=item.id,
+            action=action,
+            path=path,
+            reason=outcome.reason,
+            planned=planned,
+            freed=freed,
+        )
+        done = "done" if outcome.done else "skipped"
+        actions.record(
+            LogRecord(state.now(), plan.id, item.id, path, action, done, outcome.reason, planned, freed)
+        )
+
+    return told
 
 
 def render(plan: Plan, results: list[Applied]) -> tuple[str, dict[str, Any]]:
@@ -195,7 +253,8 @@ def render(plan: Plan, results: list[Applied]) -> tuple[str, dict[str, Any]]:
         done = sum(1 for o in applied.outcomes if o.done)
         skipped = [o for o in applied.outcomes if not o.done]
         lines.append(
-            f"  {applied.item.id}: {done:,} files done, {human_bytes(applied.freed)} freed of "
+            f"  {applied.item.id}: {done:,} files {'linked' if applied.action == 'link' else 'done'}, "
+            f"{human_bytes(applied.freed)} freed of "
             f"{human_bytes(applied.item.bytes)} planned" + (f"; {len(skipped):,} skipped" if skipped else "")
         )
         for outcome in skipped[:SKIPS_SHOWN]:
@@ -206,6 +265,7 @@ def render(plan: Plan, results: list[Applied]) -> tuple[str, dict[str, Any]]:
         items.append(
             {
                 "id": applied.item.id,
+                "action": applied.action,
                 "planned_bytes": applied.item.bytes,
                 "freed_bytes": applied.freed,
                 "files_done": done,
@@ -223,16 +283,26 @@ def render(plan: Plan, results: list[Applied]) -> tuple[str, dict[str, Any]]:
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    plan, chosen = _plan(args)
+    plan, chosen = await _plan(args, ctx)
     refusal = await _confirmed(args, ctx, plan, chosen)
     if refusal is not None:
         return refusal
     allowed = _allowed(ctx)
     log.warning("reclaim starting", plan=plan.id, items=chosen)
-    results = await ctx.run_in_worker(
-        lambda meter: apply_items(plan, chosen, allowed, log=_event, checkpoint=meter.checkpoint)
-    )
+    actions = ActionLog(state.active(), state.now)
+
+    def work(meter: Any) -> list[Applied]:
+        try:
+            return apply_items(plan, chosen, allowed, log=_logger(plan, actions), checkpoint=meter.checkpoint)
+        finally:
+            actions.flush()  # what was done before a cancellation is logged too
+
+    results = await ctx.run_in_worker(work)
     text, structured = render(plan, results)
+    if actions.failure is None:
+        text += "\nEach action is logged in the history store (sysmcp history --reclaim) and on stderr."
+    else:
+        text += f"\nEach action is logged on stderr only: {actions.failure}."
     return ToolOutput(text, structured)
 
 

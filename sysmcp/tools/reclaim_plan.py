@@ -11,17 +11,20 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sysmcp.fs.reclaim import MemoryPlanStore, Plan, PlanRequest, PlanStore, build_plan
+from sysmcp.fs.reclaim import LINK, Item, Plan, PlanRequest, build_plan
 from sysmcp.fs.reclaim_classes import CLASSES
+from sysmcp.fs.reclaim_keep import PLAN_TTL_S, Kept, PlanKeeper
 from sysmcp.fs.reclaim_script import render_script
 from sysmcp.fs.units import human_bytes
+from sysmcp.history import state
 from sysmcp.protocol.context import Meter
 from sysmcp.tools.descriptions import describe_paths
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import require_directory
 
-#: Plans between this call and ``reclaim``. The lead wires the history store here when it is present.
-PLANS: PlanStore = MemoryPlanStore()
+#: Plans between this call and ``reclaim``: in the history store when there is one (a later server
+#: process can apply them), else in this process's memory.
+PLANS = PlanKeeper(state.active, state.now)
 
 CLASS_NAMES = [*CLASSES, "duplicate"]
 ITEMS_SHOWN = 20
@@ -67,6 +70,12 @@ ITEM_SCHEMA: dict[str, Any] = {
         "action": {"type": "string", "enum": ["delete", "truncate", "command"]},
         "note": {"type": ["string", "null"]},
         "holders": {"type": "array", "items": {"type": "object"}},
+        "kept_copy": {"type": "string", "description": "Duplicates: the copy that stays."},
+        "link_id": {
+            "type": "string",
+            "description": "Duplicates: the id to name in reclaim to replace the copies by hard links to the "
+            "kept copy instead of removing them.",
+        },
     },
     "required": ["id", "class", "bytes", "files", "cost", "safety", "method", "action"],
 }
@@ -79,6 +88,8 @@ OUTPUT_SCHEMA: dict[str, Any] = {
         "total_bytes": {"type": "integer"},
         "items": {"type": "array", "items": ITEM_SCHEMA},
         "script": {"type": ["string", "null"], "description": "sysmcp:// URI of the plan as a shell script."},
+        "kept": {"type": "string", "enum": ["history", "memory"]},
+        "kept_note": {"type": ["string", "null"]},
     },
     "required": ["plan_id", "path", "total_bytes", "items"],
     "additionalProperties": False,
@@ -100,22 +111,14 @@ def duplicate_groups(root: Path, meter: Meter) -> list[list[bytes]]:
     return [[joined + os.fsencode(c.relative) for c in group.copies] for group in search.groups]
 
 
-def item_view(item: Any) -> dict[str, Any]:
-    return {
-        "id": item.id,
-        "class": item.klass,
-        "bytes": item.bytes,
-        "shared_bytes": item.shared,
-        "files": len(item.entries),
-        "paths": [os.fsdecode(e.path) for e in item.entries[:PATHS_SHOWN]],
-        "command": item.command,
-        "cost": item.cost,
-        "safety": item.safety,
-        "method": item.method,
-        "action": item.action,
-        "note": item.note,
-        "holders": [dict(h) for h in item.holders],
-    }
+def item_view(item: Item) -> dict[str, Any]:
+    paths = [os.fsdecode(e.path) for e in item.entries[:PATHS_SHOWN]]
+    extra: dict[str, Any] = {}
+    if item.keep is not None:
+        extra["kept_copy"] = os.fsdecode(item.keep.path)
+    if item.linkable:
+        extra["link_id"] = item.id + LINK
+    return {**item.facts(), "files": len(item.entries), "paths": paths, **extra}
 
 
 def render(plan: Plan, shown: str) -> str:
@@ -130,6 +133,8 @@ def render(plan: Plan, shown: str) -> str:
             lines.append(f"      vendor command: {item.command}")
         if item.note:
             lines.append(f"      note: {item.note}")
+        if item.linkable:
+            lines.append(f"      to hard-link instead of removing, name {item.id}{LINK} in reclaim")
         if item.shared:
             lines.append(
                 f"      {human_bytes(item.shared)} more are hard-linked elsewhere and would stay in use"
@@ -162,8 +167,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         duplicates=duplicates,
     )
     plan = await ctx.run_in_worker(lambda meter: build_plan(request, meter.checkpoint))
-    PLANS.put(plan)
-    text = render(plan, shown)
+    kept = await ctx.run_in_worker(lambda meter: PLANS.put(plan))  # compress and write: off the loop
+    text = render(plan, shown) + "\n" + kept_words(kept)
     links: tuple[ResourceLink, ...] = ()
     script_uri: str | None = None
     if plan.items:
@@ -184,8 +189,20 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         "total_bytes": plan.bytes,
         "items": [item_view(item) for item in plan.items],
         "script": script_uri,
+        "kept": "history" if kept.durable else "memory",
+        "kept_note": None if kept.durable else kept.reason,
     }
     return ToolOutput(text, structured, links=links)
+
+
+def kept_words(kept: Kept) -> str:
+    hours = f"{PLAN_TTL_S / 3600:.0f} h"
+    if kept.durable:
+        return f"The plan is kept in the history store for {hours} (a restarted server can still apply it)."
+    return (
+        f"The plan lives only as long as this server ({kept.reason}), for {hours} at most: "
+        "a restarted server cannot apply it."
+    )
 
 
 #: Descriptions of the output fields the schema above writes compactly (dotted paths; ``[]``: an array's items).
@@ -198,6 +215,7 @@ FIELD_WORDS: dict[str, str] = {
     "items[].safety": "regenerable cache, review, or risky.",
     "items[].action": "What reclaim would do: remove, truncate, or run the vendor command.",
     "items[].note": "A caveat worth reading before acting.",
+    "kept": "Where the plan is kept: the history store (survives a restart) or this server's memory.",
 }
 
 

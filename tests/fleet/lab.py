@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -195,12 +196,14 @@ class Lab:
         group: str = "healthy",
         allow_df: bool = False,
         behind: Bastion | None = None,
+        sysmcp_args: Sequence[str] = (),
     ) -> SimHost:
         """A host whose shared directory holds ``files``; ``command`` replaces sysmcp (a host without
         it); ``known_key=False`` puts another key in known_hosts (a changed host key);
         ``accepts_key=False`` authorises another user key (our key is rejected); ``start=False``
         leaves the port closed (connection refused); ``allow_df`` lets ``df -P`` through (the
-        benchmark's reference command); ``behind`` puts it where only that bastion reaches it."""
+        benchmark's reference command); ``behind`` puts it where only that bastion reaches it;
+        ``sysmcp_args`` go on the host's own sysmcp command line (``--allow-reclaim``)."""
         address = self._address()
         port = free_port(address)
         root = self.base / name
@@ -214,7 +217,7 @@ class Lab:
         self.known_hosts.append(f"[{address}]:{port} {listed}")
         (self.base / "known_hosts").write_text("\n".join(self.known_hosts) + "\n")
         if command is None:
-            sysmcp = shlex.join([sys.executable, "-m", "sysmcp"])
+            sysmcp = shlex.join([sys.executable, "-m", "sysmcp", *sysmcp_args])
             inner = f"mount --bind {shlex.quote(str(root / SHARED))} {shlex.quote(str(self.base / SHARED))} && exec {sysmcp}"
             command = f"exec unshare -m sh -c {shlex.quote(inner)}"
             if allow_df:  # the benchmark's reference, parallel-ssh … df -P, reaches the same hosts

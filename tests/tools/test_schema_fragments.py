@@ -94,14 +94,15 @@ def test_a_kept_listing_is_named_after_its_directory_and_linked_or_explained_in_
 def test_a_descriptors_access_mode_comes_from_the_octal_flags_of_its_fdinfo(
     tmp_path: Path, flags: str | None, mode: str
 ) -> None:
-    fdinfo = tmp_path / "3"
+    (tmp_path / "7" / "fdinfo").mkdir(parents=True)
+    fdinfo = tmp_path / "7" / "fdinfo" / "3"
     fdinfo.write_text("pos:\t0\n" + (f"flags:\t{flags}\n" if flags is not None else "") + "mnt_id:\t25\n")
-    assert platform.fd_access_mode(str(fdinfo)) == mode
-    assert platform.fd_access_mode(os.fsencode(fdinfo)) == mode
+    assert platform.fd_access_mode(str(tmp_path), 7, "3") == mode
+    assert platform.fd_access_mode(os.fsencode(tmp_path), 7, b"3") == mode
 
 
 def test_no_fdinfo_is_an_unknown_mode(tmp_path: Path) -> None:
-    assert platform.fd_access_mode(str(tmp_path / "gone")) == ""
+    assert platform.fd_access_mode(str(tmp_path), 7, "3") == ""
 
 
 def test_a_version_gate_holds_from_its_first_version_on() -> None:

@@ -1,0 +1,159 @@
+"""Reclaim plans kept in the real history store: a restart, expiry, the memory fallback, the action log."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from sysmcp.fs.errors import NotFound, Refused
+from sysmcp.fs.reclaim import Entry, Item, Outcome, Plan, PlanRequest, apply_items, build_plan
+from sysmcp.fs.reclaim_keep import (
+    LOG_NAMESPACE,
+    PLAN_NAMESPACE,
+    ActionLog,
+    LogRecord,
+    PlanKeeper,
+    decode_plan,
+    encode_plan,
+    read_log,
+)
+from sysmcp.history.store import Store
+from tests.fs.test_reclaim import layout, write
+
+
+class Clock:
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def a_plan(base: Path, names: tuple[bytes, ...] = (b"syslog.1", b"odd \n$(x)\xff.1")) -> Plan:
+    log = os.fsencode(base / "var/log")
+    os.makedirs(log, exist_ok=True)
+    for name in names:
+        with open(log + b"/" + name, "wb") as handle:
+            handle.write(b"x" * 5000)
+    write(base / "home/ann/.cache/pip/w", 9000)
+    return build_plan(PlanRequest(layout=layout(base)))
+
+
+def test_a_plan_survives_a_restart_with_every_identity_and_byte_of_its_names(tmp_path: Path) -> None:
+    plan = a_plan(tmp_path)
+    clock = Clock()
+    first = PlanKeeper(lambda: Store.open(tmp_path / "state", clock), clock)
+    assert first.put(plan).durable
+    second = PlanKeeper(lambda: Store.open(tmp_path / "state", clock), clock)  # another process's keeper
+    assert second.get(plan.id) == plan
+    assert any(b"\xff" in e.path for item in plan.items for e in item.entries)
+
+
+def test_a_kept_plan_is_good_for_24_hours_and_refused_after(tmp_path: Path) -> None:
+    plan = a_plan(tmp_path)
+    clock = Clock()
+    store = Store.open(tmp_path / "state", clock)
+    PlanKeeper(lambda: store, clock).put(plan)
+    later = PlanKeeper(lambda: store, clock)
+    clock.now += 24 * 3600 - 1
+    assert later.get(plan.id).id == plan.id
+    clock.now += 2
+    with pytest.raises(Refused) as refused:
+        later.get(plan.id)
+    assert refused.value.reason == "expired" and "24 h" in refused.value.detail
+    PlanKeeper(lambda: store, clock).put(a_plan(tmp_path / "other"))
+    assert plan.id not in dict(store.keys(PLAN_NAMESPACE))
+
+
+def test_without_history_a_plan_lives_in_memory_only_and_a_restart_loses_it(tmp_path: Path) -> None:
+    plan = a_plan(tmp_path)
+    clock = Clock()
+    keeper = PlanKeeper(lambda: None, clock)
+    kept = keeper.put(plan)
+    assert not kept.durable and kept.reason == "history is off"
+    assert keeper.get(plan.id) is plan
+    with pytest.raises(NotFound):
+        PlanKeeper(lambda: None, clock).get(plan.id)
+    clock.now += 25 * 3600
+    with pytest.raises(Refused):  # memory plans expire too
+        keeper.get(plan.id)
+
+
+def test_a_store_that_cannot_be_written_keeps_the_plan_in_memory_and_says_why(tmp_path: Path) -> None:
+    plan = a_plan(tmp_path)
+    clock = Clock()
+    store = Store.open(tmp_path / "state", clock, busy_ms=10)
+    holder = sqlite3.connect(store.path, isolation_level=None)  # another process holding the write lock
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        keeper = PlanKeeper(lambda: store, clock)
+        kept = keeper.put(plan)
+        assert not kept.durable and "busy" in (kept.reason or "")
+        assert keeper.get(plan.id) is plan
+    finally:
+        holder.close()
+    with pytest.raises(NotFound):
+        PlanKeeper(lambda: store, clock).get(plan.id)  # it never reached the store
+
+
+def test_a_row_of_another_format_or_damaged_is_no_plan(tmp_path: Path) -> None:
+    plan = a_plan(tmp_path)
+    raw = encode_plan(plan, 5.0)
+    assert decode_plan(raw) == (plan, 5.0)
+    assert decode_plan(raw[:-3]) is None and decode_plan(b"not zlib") is None
+
+
+def test_every_action_is_logged_in_the_store_in_order_across_batches(tmp_path: Path) -> None:
+    clock = Clock()
+    store = Store.open(tmp_path / "state", clock)
+    actions = ActionLog(store, clock)
+    for n in range(450):  # more than two batches
+        actions.record(
+            LogRecord(
+                clock.now + n, "p1", "rotated_log-1", f"/var/log/{n}.1", "delete", "done", None, 8192, 8192
+            )
+        )
+    assert len(store.keys(LOG_NAMESPACE)) == 400  # two full batches went in as they filled
+    assert actions.flush() is None
+    records = read_log(store, limit=1000)
+    assert [r.path for r in records] == [f"/var/log/{n}.1" for n in range(450)]
+    assert [r.path for r in read_log(store, limit=3)] == [
+        "/var/log/447.1",
+        "/var/log/448.1",
+        "/var/log/449.1",
+    ]
+
+
+def test_apply_items_reports_each_file_to_the_log_with_its_planned_and_freed_bytes(tmp_path: Path) -> None:
+    plan = a_plan(tmp_path, (b"a.1", b"b.1"))
+    os.unlink(tmp_path / "var/log/b.1")
+    item = next(i for i in plan.items if i.klass == "rotated_log")
+    clock = Clock()
+    store = Store.open(tmp_path / "state", clock)
+    actions = ActionLog(store, clock)
+
+    def told(it: Item, entry: Entry, action: str, outcome: Outcome) -> None:
+        actions.record(
+            LogRecord(
+                clock.now,
+                plan.id,
+                it.id,
+                os.fsdecode(entry.path),
+                action,
+                "done" if outcome.done else "skipped",
+                outcome.reason,
+                entry.identity.disk,
+                outcome.freed,
+            )
+        )
+
+    apply_items(plan, [item.id], lambda path: True, log=told)
+    actions.flush()
+    rows = {os.path.basename(r.path): (r.outcome, r.reason, r.planned) for r in read_log(store)}
+    assert rows == {
+        "a.1": ("done", None, item.entries[0].identity.disk),
+        "b.1": ("skipped", "gone", item.entries[1].identity.disk),
+    }

@@ -1,0 +1,192 @@
+"""Duplicates replaced by hard links to the kept copy (``ITEM:link``), on real filesystems."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from sysmcp.fs.errors import Refused
+from sysmcp.fs.reclaim import LINK, Plan, PlanRequest, apply_items, build_plan, choose
+from tests.fs.test_reclaim import layout
+
+
+def copies(base: Path, names: tuple[str, ...] = ("keep", "b", "c", "d"), size: int = 40_000) -> list[Path]:
+    data = os.urandom(size)
+    paths = [base / name for name in names]
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return paths
+
+
+def plan_for(base: Path, paths: list[Path]) -> Plan:
+    groups = [[os.fsencode(p) for p in paths]]
+    return build_plan(
+        PlanRequest(layout=layout(base / "none"), scope=(os.fsencode(base),), duplicates=groups)
+    )
+
+
+def outcomes(plan: Plan, allowed: object = None) -> dict[str, str | None]:
+    (item,) = plan.items
+    check = allowed if callable(allowed) else (lambda path: True)
+    (applied,) = apply_items(plan, [item.id + LINK], check)
+    assert applied.action == "link"
+    return {os.path.basename(os.fsdecode(o.path)): o.reason for o in applied.outcomes}
+
+
+def leftovers(directory: Path) -> list[str]:
+    return [name for name in os.listdir(directory) if name.startswith(".sysmcp-link-")]
+
+
+def test_each_duplicate_becomes_a_name_of_the_kept_copy_and_keeps_its_content(tmp_path: Path) -> None:
+    keep, *extras = copies(tmp_path)
+    data = keep.read_bytes()
+    plan = plan_for(tmp_path, [keep, *extras])
+    (item,) = plan.items
+    assert item.linkable and item.keep is not None and item.keep.path == os.fsencode(keep)
+    assert outcomes(plan) == {"b": None, "c": None, "d": None}
+    for extra in extras:
+        assert os.lstat(extra).st_ino == os.lstat(keep).st_ino and extra.read_bytes() == data
+    assert os.lstat(keep).st_nlink == 4 and leftovers(tmp_path) == []
+
+
+def test_a_duplicate_changed_replaced_or_swapped_for_a_symlink_after_the_plan_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    keep, grown, replaced, swapped, same = copies(tmp_path, ("keep", "grown", "replaced", "swapped", "same"))
+    plan = plan_for(tmp_path, [keep, grown, replaced, swapped, same])
+    with open(grown, "ab") as handle:
+        handle.write(b"new data the user wrote")
+    (tmp_path / "new").write_bytes(replaced.read_bytes())
+    os.replace(tmp_path / "new", replaced)  # same name and content, another inode
+    os.unlink(swapped)
+    os.symlink(keep, swapped)
+    assert outcomes(plan) == {"grown": "changed", "replaced": "changed", "swapped": "symlink", "same": None}
+    assert grown.read_bytes().endswith(b"new data the user wrote") and os.path.islink(swapped)
+    assert os.lstat(replaced).st_ino != os.lstat(keep).st_ino
+    assert os.lstat(same).st_ino == os.lstat(keep).st_ino and leftovers(tmp_path) == []
+
+
+def test_a_kept_copy_that_changed_or_became_a_symlink_gets_no_links(tmp_path: Path) -> None:
+    keep, b, c = copies(tmp_path, ("keep", "b", "c"))
+    plan = plan_for(tmp_path, [keep, b, c])
+    with open(keep, "ab") as handle:
+        handle.write(b"x")
+    assert outcomes(plan) == {"b": "keep_changed", "c": "keep_changed"}
+    keep2, b2 = copies(tmp_path / "two", ("keep", "b"))
+    plan = plan_for(tmp_path / "two", [keep2, b2])
+    os.rename(keep2, tmp_path / "two/moved")
+    os.symlink(tmp_path / "two/moved", keep2)  # the kept name leads elsewhere now: never followed
+    assert outcomes(plan) == {"b": "keep_changed"}
+    assert os.lstat(b2).st_nlink == 1 and leftovers(tmp_path / "two") == []
+
+
+def test_a_directory_on_the_way_swapped_for_a_symlink_is_not_followed(tmp_path: Path) -> None:
+    keep, inner = copies(tmp_path, ("keep", "sub/inner"))
+    plan = plan_for(tmp_path, [keep, inner])
+    os.rename(tmp_path / "sub", tmp_path / "elsewhere")
+    os.symlink(tmp_path / "elsewhere", tmp_path / "sub")
+    assert outcomes(plan) == {"inner": "symlink"}
+    assert os.lstat(tmp_path / "elsewhere/inner").st_nlink == 1
+
+
+def test_no_link_outside_the_roots_neither_the_duplicate_nor_the_kept_copy(tmp_path: Path) -> None:
+    keep, inside = copies(tmp_path, ("out/keep", "in/b"))
+    plan = plan_for(tmp_path, [keep, inside])
+    only_in = os.fsencode(tmp_path / "in")
+    assert outcomes(plan, lambda path: path.startswith(only_in)) == {"b": "outside"}
+    assert os.lstat(inside).st_nlink == 1
+
+
+def test_a_plan_says_which_items_can_be_linked_and_refuses_others(tmp_path: Path) -> None:
+    keep, b = copies(tmp_path, ("keep", "b"))
+    plan = plan_for(tmp_path, [keep, b])
+    (item,) = plan.items
+    with pytest.raises(Refused, match="named twice"):
+        choose(plan, [item.id, item.id + LINK])
+    (tmp_path / "var/log").mkdir(parents=True)
+    (tmp_path / "var/log/x.1").write_bytes(b"y" * 5000)
+    logs = build_plan(PlanRequest(layout=layout(tmp_path), classes=("rotated_log",)))
+    with pytest.raises(Refused, match="hard links"):
+        choose(logs, [logs.items[0].id + LINK])
+
+
+def test_an_extra_that_is_already_a_link_of_the_kept_copy_is_said_so(tmp_path: Path) -> None:
+    keep, b = copies(tmp_path, ("keep", "b"))
+    plan = plan_for(tmp_path, [keep, b])
+    os.unlink(b)
+    os.link(keep, b)
+    assert outcomes(plan) == {"b": "linked"}
+
+
+NAMESPACE = textwrap.dedent(
+    """
+    import json, os, subprocess, sys
+    sys.path.insert(0, sys.argv[1])
+    image, mnt = sys.argv[2], sys.argv[3]
+    subprocess.run(["mount", "-o", "loop", image, mnt], check=True)
+    from pathlib import Path
+    from tests.fs.test_reclaim_link import copies, plan_for
+    from sysmcp.fs.reclaim import LINK, apply_items
+    base = Path(mnt)
+    paths = copies(base, ("keep", "b", "c", "sub/d", "sub/changed"), 3_000_000)
+    plan = plan_for(base, paths)
+    (item,) = plan.items
+    with open(paths[-1], "ab") as handle:
+        handle.write(b"changed after the plan")
+    planned_changed = item.entries[-1].identity.disk
+    (applied,) = apply_items(plan, [item.id + LINK], lambda path: True)
+    inodes = {p.name: os.lstat(p).st_ino for p in paths}
+    print(json.dumps({
+        "planned": item.bytes - planned_changed, "freed": applied.freed,
+        "reasons": {os.path.basename(o.path).decode(): o.reason for o in applied.outcomes},
+        "inodes": inodes, "fs": subprocess.run(["stat", "-f", "-c", "%T", mnt], capture_output=True,
+                                                text=True).stdout.strip(),
+    }))
+    """
+)
+
+
+def test_on_a_loop_ext4_the_bytes_freed_by_linking_match_the_plan(tmp_path: Path) -> None:
+    unshare, mkfs = shutil.which("unshare"), shutil.which("mkfs.ext4")
+    if unshare is None or mkfs is None or os.geteuid() != 0:
+        pytest.skip("needs root, unshare and mkfs.ext4 to mount a loop ext4 privately")
+    if subprocess.run([unshare, "-m", "--propagation", "private", "true"], capture_output=True).returncode:
+        pytest.skip("unshare -m is not permitted here")
+    image, mnt = tmp_path / "dups.img", tmp_path / "mnt"
+    mnt.mkdir()
+    with open(image, "wb") as handle:
+        handle.truncate(64 << 20)
+    subprocess.run([mkfs, "-q", "-F", str(image)], check=True, capture_output=True)
+    repo = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run(
+        [
+            unshare,
+            "-m",
+            "--propagation",
+            "private",
+            sys.executable,
+            "-c",
+            NAMESPACE,
+            repo,
+            str(image),
+            str(mnt),
+        ],
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    report = json.loads(done.stdout)
+    assert report["fs"] == "ext2/ext3", report  # stat -f names ext4 so: the loop filesystem really was there
+    assert report["reasons"] == {"b": None, "c": None, "d": None, "changed": "changed"}
+    inodes = report["inodes"]
+    assert inodes["b"] == inodes["c"] == inodes["d"] == inodes["keep"] != inodes["changed"]
+    assert abs(report["freed"] - report["planned"]) <= 0.05 * report["planned"], report
