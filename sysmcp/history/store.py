@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from sysmcp.history.snapshots import (
     Baseline,
     BaselineFile,
@@ -31,6 +29,7 @@ from sysmcp.history.snapshots import (
     Series,
     SnapshotInfo,
 )
+from sysmcp.logconfig import get_logger
 
 DB_NAME = "history.sqlite3"
 BUSY_MS = 200  # the longest any tool waits for another process's lock
@@ -41,7 +40,7 @@ _FULL = 13  # SQLITE_FULL
 _IOERR = 10  # SQLITE_IOERR: what a full tmpfs gives when the -shm or -wal cannot grow
 _BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 
-log = structlog.get_logger("sysmcp.history")
+log = get_logger("sysmcp.history")
 
 # Each migration takes the schema from version N to N + 1 (index N); never edit a shipped one.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
