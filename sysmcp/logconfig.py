@@ -267,9 +267,6 @@ class Logger:
         """At error level, with the exception being handled (call it in an ``except`` block)."""
         self._log("exception", event, fields)
 
-    def critical(self, event: str, **fields: Any) -> None:
-        self._log("critical", event, fields)
-
 
 def get_logger(name: str) -> Logger:
     return Logger(name)

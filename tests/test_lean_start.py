@@ -30,24 +30,16 @@ with open(out, "w") as handle:
     json.dump({"modules": sorted(sys.modules), "mountinfo": platform.has_mountinfo()}, handle)
 """
 
-REQUESTS = [
-    {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"},
-        },
-    },
-    {"jsonrpc": "2.0", "method": "notifications/initialized"},
-]
+HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
 
 
 def session(tmp_path: Path, *calls: dict[str, object]) -> tuple[list[dict[str, object]], set[str], bool]:
     """The answers and the modules loaded of one session that makes ``calls`` then sees EOF."""
-    lines = [*REQUESTS, *({"jsonrpc": "2.0", "id": 2 + n, **call} for n, call in enumerate(calls))]
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HELLO},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        *({"jsonrpc": "2.0", "id": 2 + n, **call} for n, call in enumerate(calls)),
+    ]
     record = tmp_path / "modules.json"
     done = subprocess.run(
         [sys.executable, "-c", SESSION, str(record), "--state-dir", str(tmp_path / "state")],

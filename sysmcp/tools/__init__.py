@@ -16,21 +16,11 @@ if TYPE_CHECKING:
     ALL_TOOLS: tuple[Tool, ...]
 
 #: Every tool served by default, in the order tools/list gives them: (name, module).
-TOOL_MODULES: tuple[tuple[str, str], ...] = tuple(
-    (name, f"sysmcp.tools.{name}")
-    for name in (
-        "disk_usage",
-        "dir_usage",
-        "file_sha256",
-        "find_duplicates",
-        "hash_tree",
-        "verify_checksums",
-        "deleted_open_files",
-        "disk_io",
-        "reclaim_plan",
-        "what_changed",
-    )
+_NAMES = (
+    "disk_usage dir_usage file_sha256 find_duplicates hash_tree verify_checksums deleted_open_files disk_io "
+    "reclaim_plan what_changed"
 )
+TOOL_MODULES: tuple[tuple[str, str], ...] = tuple((name, f"sysmcp.tools.{name}") for name in _NAMES.split())
 RECLAIM = ("reclaim", "sysmcp.tools.reclaim")  # only with --allow-reclaim
 
 
