@@ -206,11 +206,16 @@ def stub_mode(hosts: int, forks: int, warm_calls: int) -> None:
         )
 
 
-def start_mode(starts: int) -> None:
+def start_mode(starts: int, python: str) -> None:
     """The CPU of one remote start (``python -m sysmcp``: imports, initialize, one disk_usage), what
-    every cold host costs on top of its sshd; ``hosts × this / cores`` is the cold floor here."""
+    every cold host costs on top of its sshd; ``hosts × this / cores`` is the cold floor here. Beside
+    it the least a Python stdio answerer costs (``bare_server.py``: asyncio, no MCP rules at all).
+
+    Each start runs as sshd would start it: from another directory (``-m sysmcp`` is the installed
+    one, not the current directory's) and without ``PYTHONDONTWRITEBYTECODE``, after one start that
+    compiles what was not compiled yet; its CPU (user + sys) comes from ``wait4``."""
     import json
-    import resource
+    import statistics
 
     lines = [
         {
@@ -232,21 +237,43 @@ def start_mode(starts: int) -> None:
         },
     ]
     data = "".join(json.dumps(line) + "\n" for line in lines).encode()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    walls = []
-    for _ in range(starts):
-        started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "sysmcp"], input=data, capture_output=True, check=True)
-        walls.append(time.perf_counter() - started)
-        assert done.stdout.count(b'"id":') + done.stdout.count(b'"id": ') >= 2, done.stdout[:300]
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) / starts
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    bare = str(Path(__file__).resolve().parent / "bare_server.py")
     cores = os.cpu_count() or 1
-    print(
-        f"one remote start (python -m sysmcp, initialize, disk_usage, EOF): {cpu * 1000:.0f} ms CPU, "
-        f"{sorted(walls)[starts // 2] * 1000:.0f} ms wall (median of {starts}); cold floor of the remote "
-        f"starts alone on {cores} cores: {cpu / cores * 1000:.0f} ms per host"
-    )
+    with tempfile.TemporaryDirectory(prefix="fleet-start-") as elsewhere:
+        for name, argv in (("sysmcp", [python, "-m", "sysmcp"]), ("bare", [python, bare])):
+            cpu, walls = [], []
+            for n in range(starts + 1):
+                started = time.perf_counter()
+                process = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    env=env,
+                    cwd=elsewhere,
+                )
+                out = _talk(process, data)
+                _, status, usage = os.wait4(process.pid, 0)
+                process.returncode = os.waitstatus_to_exitcode(status)
+                assert process.returncode == 0 and out.count(b'"id":') >= 2, out[:300]
+                if n:  # the first one compiles what is not compiled yet
+                    walls.append(time.perf_counter() - started)
+                    cpu.append(usage.ru_utime + usage.ru_stime)
+            median = statistics.median(cpu)
+            print(
+                f"one remote start, {name:6} (initialize, disk_usage, EOF): {median * 1000:4.0f} ms CPU "
+                f"(median of {starts}, min {min(cpu) * 1000:.0f}), {statistics.median(walls) * 1000:4.0f} ms wall; "
+                f"alone on {cores} cores: {median / cores * 1000:.0f} ms per host"
+            )
+
+
+def _talk(process: subprocess.Popen[bytes], data: bytes) -> bytes:
+    """Write the requests, close stdin, read stdout to its end (the process is reaped by the caller)."""
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(data)
+    process.stdin.close()
+    return process.stdout.read()
 
 
 def main() -> int:
@@ -256,10 +283,13 @@ def main() -> int:
     parser.add_argument("mode", choices=("lab", "stub", "start"))
     parser.add_argument("--hosts", type=int, default=50)
     parser.add_argument("--forks", type=int, default=64)
-    parser.add_argument("--warm-calls", type=int, default=3)
+    parser.add_argument("--warm-calls", type=int, default=3, help="warm calls; with start: starts measured")
+    parser.add_argument(
+        "--python", default=sys.executable, help="start: the interpreter whose installed sysmcp is measured"
+    )
     args = parser.parse_args()
     if args.mode == "start":
-        start_mode(args.warm_calls)
+        start_mode(args.warm_calls, args.python)
     else:
         (lab_mode if args.mode == "lab" else stub_mode)(args.hosts, args.forks, args.warm_calls)
     return 0

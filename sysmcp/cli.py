@@ -14,11 +14,10 @@ from dataclasses import replace
 from typing import Any
 
 import anyio
-import structlog
 from anyio.abc import TaskStatus
 
 from sysmcp import __version__, platform
-from sysmcp.logconfig import LEVELS, configure, drain_logs
+from sysmcp.logconfig import LEVELS, configure, drain_logs, get_logger
 from sysmcp.snapshot_cli import add_commands, configure_history, history_args, history_options
 
 ROOTS_ENV = "SYSMCP_ROOTS"
@@ -345,9 +344,9 @@ def _call_parser() -> argparse.ArgumentParser:
 
 
 def _tool_names() -> list[str]:
-    from sysmcp.tools import ALL_TOOLS
+    from sysmcp.tools import TOOL_MODULES
 
-    return [tool.name for tool in ALL_TOOLS]
+    return [name for name, _ in TOOL_MODULES]
 
 
 def _server_args(log_level: str, roots: Sequence[str]) -> list[str]:
@@ -380,7 +379,7 @@ def _fleet_args(args: argparse.Namespace) -> list[str]:
 
 def serve(log_level: str, roots: Sequence[str], fleet: Any = None, *, allow_reclaim: bool = False) -> int:
     configure(log_level)
-    log = structlog.get_logger("sysmcp.cli")
+    log = get_logger("sysmcp.cli")
     lacking = platform.missing_facilities()
     if lacking:
         log.info("running with POSIX fallbacks", missing=lacking)
@@ -444,9 +443,9 @@ async def _serve_with(
 ) -> None:
     from sysmcp.protocol.session import Session
     from sysmcp.server import build_server
-    from sysmcp.tools.reclaim import tools_for
+    from sysmcp.tools import served_tools
 
-    server = build_server(tools_for(allow_reclaim), roots=roots or None, fleet=fleet)
+    server = build_server(served_tools(allow_reclaim), roots=roots or None, fleet=fleet)
     session = Session(server, transport)
     async with anyio.create_task_group() as group:
         server.client_roots.peer, server.client_roots.spawn = session, group.start_soon

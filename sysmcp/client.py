@@ -522,8 +522,12 @@ def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
         except OSError as exc:  # checked before the call; the disk may still fill or the path change since
             print(f"sysmcp call: -o {options.output}: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_PROBLEM
-        where = f" (the full result behind {', '.join(uris)})" if uris else ""
-        print(f"sysmcp call: wrote {len(full.encode()):,} bytes to {options.output}{where}", file=sys.stderr)
+        what, described = saved_what(result, uris, options.json_output)
+        print(
+            f"sysmcp call: saved {what} to {options.output} ({len(full.encode()):,} bytes)"
+            + (f": {described}" if described else ""),
+            file=sys.stderr,
+        )
     status = exit_status(tool, result)
     if status == EXIT_PARTIAL and not sys.stdout.isatty():  # the PARTIAL line may be in a file, unseen
         print(f"sysmcp call: PARTIAL RESULT ({partial_reason(result)}): exit {EXIT_PARTIAL}", file=sys.stderr)
@@ -535,17 +539,30 @@ def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
         stream = sys.stderr if result.get("isError") else sys.stdout
         uris = [b["uri"] for b in result.get("content", []) if b.get("type") == "resource_link"]
         for text in texts:
-            print(text if options.output else without_links(text, uris), file=stream)
+            print(without_links(text, uris, options.output), file=stream)
     sys.stdout.flush()
     return status
 
 
-def without_links(text: str, uris: Sequence[str]) -> str:
-    """The text with each ``sysmcp://`` link replaced by how to keep what it points at: the link dies
-    with the server this command started and stopped."""
+def without_links(text: str, uris: Sequence[str], saved_to: str | None = None) -> str:
+    """The text with each ``sysmcp://`` link replaced by the file it was saved to (``-o``), else by
+    how to keep what it points at: the link dies with the server this command started and stopped."""
     for uri in uris:
-        text = text.replace(f"{uri} (resources/read)", uri).replace(uri, KEEP_IT)
+        text = text.replace(f"{uri} (resources/read)", uri).replace(uri, saved_to or KEEP_IT)
     return text
+
+
+def saved_what(result: dict[str, Any], uris: Sequence[str], json_output: bool) -> tuple[str, str]:
+    """What ``-o`` saved, and the links' own descriptions of it (``sha256 manifest … of 30 files``):
+    never their ``sysmcp://`` URIs, which mean nothing once this command has ended."""
+    if not uris:
+        return ("the structured result (JSON)" if json_output else "the result"), ""
+    described = [
+        str(block["description"])
+        for block in result.get("content", [])
+        if block.get("type") == "resource_link" and block.get("uri") in uris and block.get("description")
+    ]
+    return "the full result", "; ".join(described)
 
 
 KEEP_IT = "(not kept after this command: rerun with -o FILE to save it)"

@@ -6,6 +6,11 @@ file descriptor therefore go through a :class:`QueuedLogWriter`: ``write`` only 
 bounded queue (dropping and counting it when the queue is full) and a daemon thread writes the queue to
 the descriptor, blocking there if it must. Streams without a descriptor (``io.StringIO``) are written
 directly, as before.
+
+structlog itself (some 30 modules) is imported only when a line passes the level: ``get_logger``
+gives a :class:`Logger` that checks the configured level first, and ``configure`` applies
+structlog's configuration when structlog is first needed. A session that logs nothing at its level
+(the default, warning, and nothing going wrong) never imports it: a fleet's remote start is cheaper.
 """
 
 from __future__ import annotations
@@ -21,11 +26,18 @@ import select
 import sys
 import threading
 import time
-from typing import TextIO, cast
-
-import structlog
+from collections.abc import Callable
+from typing import Any, TextIO, cast
 
 LEVELS = ("debug", "info", "warning", "error", "critical")
+_NUMBERS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "exception": logging.ERROR,  # structlog logs an exception at error level, with its traceback
+    "critical": logging.CRITICAL,
+}
 
 MAX_QUEUED_LINES = 4096
 MAX_QUEUED_BYTES = 1 << 20
@@ -204,36 +216,122 @@ def drain_logs(timeout: float = EXIT_DRAIN_TIMEOUT) -> None:
         writer.drain(max(deadline - time.monotonic(), 0))
 
 
+_threshold: int | None = None  # the configured level; None: not configured, every line goes through
+_pending: Callable[[], None] | None = None  # structlog's configuration, applied when it is first needed
+_config_lock = threading.Lock()
+
+
+def _structlog() -> Any:
+    """structlog, imported (and configured as ``configure`` asked) on first need."""
+    global _pending
+    if _pending is not None:
+        with _config_lock:
+            if _pending is not None:  # another thread may have applied it meanwhile
+                _pending()
+                _pending = None
+    import structlog
+
+    return structlog
+
+
+class Logger:
+    """``structlog.get_logger(name)``, except that structlog is imported only for a line at or above
+    the configured level: below it a call returns at once and costs no import."""
+
+    __slots__ = ("_logger", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._logger: Any = None
+
+    def _log(self, method: str, event: str, fields: dict[str, Any]) -> None:
+        if _threshold is not None and _NUMBERS[method] < _threshold:
+            return
+        if self._logger is None:
+            self._logger = _structlog().get_logger(self.name)
+        getattr(self._logger, method)(event, **fields)
+
+    def debug(self, event: str, **fields: Any) -> None:
+        self._log("debug", event, fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        self._log("info", event, fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self._log("warning", event, fields)
+
+    def error(self, event: str, **fields: Any) -> None:
+        self._log("error", event, fields)
+
+    def exception(self, event: str, **fields: Any) -> None:
+        """At error level, with the exception being handled (call it in an ``except`` block)."""
+        self._log("exception", event, fields)
+
+
+def get_logger(name: str) -> Logger:
+    return Logger(name)
+
+
+class _LibraryFormatter(logging.Formatter):
+    """The standard library's records (asyncio's, for one) as the same JSON lines: structlog's
+    ``ProcessorFormatter``, made on the first record (rare), so configuring imports no structlog."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._inner: logging.Formatter | None = None
+
+    def format(self, record: logging.LogRecord) -> str:
+        if self._inner is None:
+            structlog = _structlog()
+            self._inner = structlog.stdlib.ProcessorFormatter(
+                processors=[
+                    structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    structlog.processors.format_exc_info,
+                    structlog.processors.JSONRenderer(),
+                ],
+                foreign_pre_chain=[
+                    structlog.stdlib.add_log_level,
+                    structlog.stdlib.add_logger_name,
+                    structlog.processors.TimeStamper(fmt="iso", utc=True),
+                ],
+            )
+        return self._inner.format(record)
+
+
 def configure(level: str = "warning", stream: TextIO | None = None) -> None:
-    """Route structlog (and stdlib logging, for libraries) to ``stream`` (stderr) as JSON lines."""
+    """Route structlog (and stdlib logging, for libraries) to ``stream`` (stderr) as JSON lines.
+
+    structlog is configured now if it is imported already (a caller using it directly), else when
+    the first line passes the level.
+    """
+    global _threshold, _pending
     out = log_writer(stream if stream is not None else sys.stderr)
     numeric = logging.getLevelName(level.upper())
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=out),
-        cache_logger_on_first_use=True,
-    )
-    # Libraries log through the standard library (asyncio, for one): the same JSON lines, same stream.
-    handler = logging.StreamHandler(out)
-    handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
+
+    def apply() -> None:
+        import structlog
+
+        structlog.configure(
             processors=[
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.contextvars.merge_contextvars,
+                structlog.processors.add_log_level,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
                 structlog.processors.format_exc_info,
                 structlog.processors.JSONRenderer(),
             ],
-            foreign_pre_chain=[
-                structlog.stdlib.add_log_level,
-                structlog.stdlib.add_logger_name,
-                structlog.processors.TimeStamper(fmt="iso", utc=True),
-            ],
+            wrapper_class=structlog.make_filtering_bound_logger(numeric),
+            logger_factory=structlog.PrintLoggerFactory(file=out),
+            cache_logger_on_first_use=True,
         )
-    )
+
+    with _config_lock:
+        _threshold = numeric
+        if "structlog" in sys.modules:
+            apply()
+            _pending = None
+        else:
+            _pending = apply
+    # Libraries log through the standard library (asyncio, for one): the same JSON lines, same stream.
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(_LibraryFormatter())
     logging.basicConfig(handlers=[handler], level=numeric, force=True)

@@ -10,16 +10,14 @@ two that cannot be seen from inside a process: whether ``fork`` is safe once thr
 whether this is native Windows. Those come from ``sys.platform``, here and nowhere else. Answers are
 cheap and are not cached, so a test harness that hides a facility is obeyed wherever it is asked.
 
-This module imports nothing at its top but ``os``, ``sys``, ``shutil``, ``subprocess`` and ``contextlib``: ``cli.main``
-asks ``is_native_windows()`` before anything that would not import on Windows.
+This module imports nothing at its top but ``os``, ``sys`` and ``contextlib``: ``cli.main`` asks
+``is_native_windows()`` before anything that would not import on Windows, and every start imports it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 
@@ -179,6 +177,9 @@ def bind_mount_privately(source: str, target: str) -> None:
 def read_command(argv: list[str], timeout: float = 10.0) -> str | None:
     """The output of a read-only query command (``btrfs qgroup show``, ``zfs get``, ``lvs`` …), or None
     when it is not installed, fails, or does not answer within ``timeout`` seconds."""
+    import shutil
+    import subprocess
+
     if shutil.which(argv[0]) is None:
         return None
     try:

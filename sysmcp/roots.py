@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
-import structlog
 
 from sysmcp.fs.paths import PathPolicy, display, roots_from_uris
+from sysmcp.logconfig import get_logger
 from sysmcp.protocol.errors import ToolError
 from sysmcp.protocol.threads import run_in_thread
 
-log = structlog.get_logger("sysmcp.paths")
+log = get_logger("sysmcp.paths")
 
 #: How long a client gets to answer ``roots/list`` before the operator's scope is kept.
 ROOTS_TIMEOUT = 5.0

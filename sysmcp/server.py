@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
-import structlog
 
 from sysmcp import __version__
 from sysmcp.fs.errors import EngineError
 from sysmcp.fs.paths import PathPolicy, real_root
 from sysmcp.history import state
+from sysmcp.logconfig import get_logger
 from sysmcp.prompts import PromptEnv, Prompts, complete_path
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError, ProtocolError, ToolError, invalid_params
@@ -37,13 +37,13 @@ from sysmcp.results import ResultStore
 from sysmcp.roots import ClientRoots
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.errors import as_tool_error
-from sysmcp.tools.registry import Registry, Tool, ToolContext, ToolOutput
+from sysmcp.tools.registry import LazyTool, Registry, Tool, ToolContext, ToolOutput
 from sysmcp.views import VIEWS, accepts_views, server_extension
 
 if TYPE_CHECKING:  # the fleet is imported only when the operator configured one
     from sysmcp.fleet.gateway import FleetCaller, FleetGateway
 
-log = structlog.get_logger("sysmcp.server")
+log = get_logger("sysmcp.server")
 
 SERVER_NAME = "sysmcp"
 SERVER_TITLE = "sysmcp — sysadmin tools"
@@ -263,7 +263,7 @@ class Server:
             raise invalid_params("Invalid params: 'name' must be a string")
         tool = self.registry.get(name)
         if tool is None:
-            known = ", ".join(t.name for t in self.registry)
+            known = ", ".join(self.registry.names())
             raise invalid_params(f"Invalid params: unknown tool {name!r}; known tools: {known}")
         try:
             arguments = validate_arguments(tool.input_schema, params.get("arguments"))
@@ -444,7 +444,7 @@ class Server:
 
 
 def build_server(
-    tools: Sequence[Tool],
+    tools: Sequence[Tool | LazyTool],
     *,
     roots: Sequence[str] | None = None,
     page_size: int = 100,
@@ -457,5 +457,5 @@ def build_server(
         from sysmcp.fleet.gateway import FleetGateway
 
         gateway = FleetGateway(fleet, hosts_property)
-        tools = gateway.tools(tools)
+        tools = gateway.tools(t.load() if isinstance(t, LazyTool) else t for t in tools)
     return Server(Registry(tools, page_size=page_size), paths=policy, fleet=gateway)

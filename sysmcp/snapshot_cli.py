@@ -21,7 +21,6 @@ from typing import Any
 
 from sysmcp import platform
 from sysmcp.history import state
-from sysmcp.history.store import DAY, WEEK, Retention
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_NO_HISTORY, EXIT_LOCKED = 0, 1, 2, 3, 75
 LOCK_NAME = "snapshot.lock"
@@ -148,6 +147,8 @@ def run(args: argparse.Namespace, roots: list[str]) -> int:
             return EXIT_LOCKED
         platform.idle_priority()
         code = _record(args, roots)
+        from sysmcp.history.store import Retention  # here: serving imports no sqlite3 until it records
+
         store.prune(Retention(hourly, daily, weekly, ceiling or 0))
     return code
 
@@ -280,7 +281,7 @@ def _reclaim_log(limit: int) -> int:
     return EXIT_OK
 
 
-__all__ = ["DAY", "WEEK", "add_commands", "configure_history", "history_options", "run"]
+__all__ = ["add_commands", "configure_history", "history_options", "run"]
 
 
 def worded(exc: Exception) -> str:

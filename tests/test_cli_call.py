@@ -184,11 +184,29 @@ def test_output_writes_the_whole_manifest_behind_the_link(tree: Path, tmp_path: 
         (tree / f"f{i:02}").write_text(str(i))
     saved = tmp_path / "SHA256SUMS"
     done = run("call", "hash_tree", f"path={tree}", "max_lines=2", "-o", str(saved))
-    assert done.returncode == 0 and "sysmcp://results/" in done.stderr
+    assert done.returncode == 0, done.stderr
+    # What was written where, in plain words: the file, the manifest's own description, never the
+    # sysmcp:// link that died with the server this command started.
+    wrote = next(line for line in done.stderr.splitlines() if line.startswith("sysmcp call: saved"))
+    assert wrote.startswith(f"sysmcp call: saved the full result to {saved} (")
+    assert "sha256 manifest" in wrote and "of 32 files" in wrote
+    assert "sysmcp://" not in done.stderr and "sysmcp://" not in done.stdout
+    assert f"Full manifest: {saved}" in done.stdout
     lines = saved.read_text().splitlines()
     assert len(lines) == 32  # every file, not the two shown inline
     checked = subprocess.run(["sha256sum", "--strict", "-c", str(saved)], cwd=tree, capture_output=True)
     assert checked.returncode == 0, checked.stdout
+
+
+def test_output_of_an_answer_without_a_link_says_the_result_was_saved_there(
+    tree: Path, tmp_path: Path
+) -> None:
+    saved = tmp_path / "digest.json"
+    done = run("call", "--json", "file_sha256", f"path={tree / 'a.txt'}", "-o", str(saved))
+    assert done.returncode == 0, done.stderr
+    size = len(saved.read_bytes())
+    assert f"sysmcp call: saved the structured result (JSON) to {saved} ({size:,} bytes)\n" in done.stderr
+    assert json.loads(saved.read_text())["sha256"] == hashlib.sha256(b"abc").hexdigest()
 
 
 # -- interruptions and pipes ------------------------------------------------------------------------

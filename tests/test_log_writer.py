@@ -6,6 +6,8 @@ import io
 import json
 import logging
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -226,3 +228,38 @@ async def test_the_server_exits_at_end_of_input_even_though_its_stderr_is_stuck(
             await wire.close_stdin()
             assert await wire.wait_exit(WAIT) == 0  # the exit drain gives up after its bound
             assert (await read_stderr(wire.process)).startswith("{")  # what the pipe held, read to its end
+
+
+# structlog is imported only for a line that passes the level: a quiet session never loads it.
+QUIET_THEN_LOUD = """
+import logging, sys
+from sysmcp.logconfig import configure, get_logger
+configure("warning")
+log = get_logger("sysmcp.test")
+log.info("below the level", n=1)
+log.debug("below it too")
+quiet = "structlog" in sys.modules
+log.warning("at the level", n=2)
+try:
+    raise RuntimeError("boom")
+except RuntimeError:
+    log.exception("failed")
+logging.getLogger("library").warning("from the standard library")
+sys.stdout.write(f"{quiet} {'structlog' in sys.modules}")
+"""
+
+
+def test_lines_below_the_level_import_no_structlog_and_lines_at_it_are_json() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", QUIET_THEN_LOUD], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "False True"  # not imported for the quiet lines, imported for the first loud one
+    records = [json.loads(line) for line in done.stderr.splitlines()]
+    assert [(r["event"], r["level"]) for r in records] == [
+        ("at the level", "warning"),
+        ("failed", "error"),
+        ("from the standard library", "warning"),
+    ]
+    assert records[0]["n"] == 2 and "RuntimeError: boom" in records[1]["exception"]
+    assert records[2]["logger"] == "library" and all("timestamp" in r for r in records)

@@ -20,14 +20,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import anyio
-import structlog
 from anyio.abc import Process, TaskGroup
 
 from sysmcp.fleet.inventory import Host, Inventory
 from sysmcp.fleet.ssh import SshSettings, bounded, classify, control_argv, session_argv
+from sysmcp.logconfig import get_logger
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, RemoteError
 
-log = structlog.get_logger("sysmcp.fleet")
+log = get_logger("sysmcp.fleet")
 
 STDERR_KEPT = 4096  # bytes of each ssh's stderr kept from its start and from its end, for a failure's reason
 EXIT_WAIT = 2.0  # seconds an ssh may take to exit after its session ended, before it is killed

@@ -13,9 +13,12 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sysmcp import platform
-from sysmcp.history.store import Store
+
+if TYPE_CHECKING:  # the store (and sqlite3) is imported when history is first used, not at start
+    from sysmcp.history.store import Store
 
 STATE_ENV = "SYSMCP_STATE_DIR"
 
@@ -48,6 +51,8 @@ def active() -> Store | None:
         if _directory is None:
             return None
         if _store is None:
+            from sysmcp.history.store import Store
+
             _store = Store.open(_directory, _clock)
         return _store if _store.enabled else None
 

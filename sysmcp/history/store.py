@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from sysmcp.history.snapshots import (
     Baseline,
     BaselineFile,
@@ -32,6 +30,7 @@ from sysmcp.history.snapshots import (
     Series,
     SnapshotInfo,
 )
+from sysmcp.logconfig import get_logger
 
 DB_NAME = "history.sqlite3"
 BUSY_MS = 200  # the longest any tool waits for another process's lock
@@ -42,7 +41,7 @@ _FULL = 13  # SQLITE_FULL
 _IOERR = 10  # SQLITE_IOERR: what a full tmpfs gives when the -shm or -wal cannot grow
 _BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 
-log = structlog.get_logger("sysmcp.history")
+log = get_logger("sysmcp.history")
 
 # Each migration takes the schema from version N to N + 1 (index N); never edit a shipped one.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (

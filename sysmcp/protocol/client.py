@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
-import structlog
 
 from sysmcp import __version__
+from sysmcp.logconfig import get_logger
 from sysmcp.protocol.framing import LineDecoder, OversizedLine, encode
 from sysmcp.protocol.jsonrpc import (
     ErrorCode,
@@ -39,7 +39,7 @@ from sysmcp.protocol.jsonrpc import (
     result_message,
 )
 
-log = structlog.get_logger("sysmcp.client")
+log = get_logger("sysmcp.client")
 
 DEFAULT_VERSION = "2025-11-25"
 CLIENT_INFO = {"name": "sysmcp-client", "version": __version__}

@@ -11,9 +11,10 @@ from collections import deque
 from typing import Protocol
 
 import anyio
-import structlog
 
-log = structlog.get_logger("sysmcp.outbox")
+from sysmcp.logconfig import get_logger
+
+log = get_logger("sysmcp.outbox")
 
 HIGH_WATER = 8 << 20  # bytes queued before senders wait for the reader to catch up
 

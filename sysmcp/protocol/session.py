@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
-import structlog
 from anyio.abc import TaskGroup
 
+from sysmcp.logconfig import get_logger
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ProtocolError
 from sysmcp.protocol.framing import DEFAULT_MAX_LINE, LineDecoder, OversizedLine, encode
@@ -36,7 +36,7 @@ from sysmcp.protocol.jsonrpc import (
 )
 from sysmcp.protocol.outbox import Outbox, WireWriter
 
-log = structlog.get_logger("sysmcp.session")
+log = get_logger("sysmcp.session")
 
 DEFAULT_MAX_IN_FLIGHT = 512
 MAX_RESULT = 80 << 20  # bytes: tools bound their output (big results go to the 64 MiB store); more is a bug

@@ -17,11 +17,11 @@ from typing import TypeVar
 
 import anyio
 import anyio.to_thread
-import structlog
 
+from sysmcp.logconfig import get_logger
 from sysmcp.protocol.errors import ToolError
 
-log = structlog.get_logger("sysmcp.threads")
+log = get_logger("sysmcp.threads")
 
 A = TypeVar("A")
 T = TypeVar("T")

@@ -1,30 +1,48 @@
-"""The tools sysmcp serves, one module each, collected in ``ALL_TOOLS``."""
+"""The tools sysmcp serves, one module each, in ``TOOL_MODULES``; ``ALL_TOOLS`` is their ``TOOL``s.
 
-from sysmcp.tools import (
-    deleted_open_files,
-    dir_usage,
-    disk_io,
-    disk_usage,
-    file_sha256,
-    find_duplicates,
-    hash_tree,
-    reclaim_plan,
-    verify_checksums,
-    what_changed,
+Nothing is imported here until it is asked for: ``ALL_TOOLS`` imports every tool (and its engines)
+on first use, and ``served_tools`` gives a server ``LazyTool``s, so a session imports only the tools
+it is asked about (a fleet's remote start: ``initialize`` and one ``disk_usage``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sysmcp.tools.registry import LazyTool, Tool
+
+    ALL_TOOLS: tuple[Tool, ...]
+
+#: Every tool served by default, in the order tools/list gives them: (name, module).
+_NAMES = (
+    "disk_usage dir_usage file_sha256 find_duplicates hash_tree verify_checksums deleted_open_files disk_io "
+    "reclaim_plan what_changed"
 )
-from sysmcp.tools.registry import Tool
+TOOL_MODULES: tuple[tuple[str, str], ...] = tuple((name, f"sysmcp.tools.{name}") for name in _NAMES.split())
+RECLAIM = ("reclaim", "sysmcp.tools.reclaim")  # only with --allow-reclaim
 
-ALL_TOOLS: tuple[Tool, ...] = (
-    disk_usage.TOOL,
-    dir_usage.TOOL,
-    file_sha256.TOOL,
-    find_duplicates.TOOL,
-    hash_tree.TOOL,
-    verify_checksums.TOOL,
-    deleted_open_files.TOOL,
-    disk_io.TOOL,
-    reclaim_plan.TOOL,
-    what_changed.TOOL,
-)
 
-__all__ = ["ALL_TOOLS", "Tool"]
+def served_tools(allow_reclaim: bool) -> tuple[Tool | LazyTool, ...]:
+    """The tool list a server serves, each loaded when first asked for: ``reclaim`` only when the
+    operator allowed it. An ``ALL_TOOLS`` set by hand (a test's extra tool) is served as it is."""
+    from sysmcp.tools.registry import LazyTool
+
+    given = globals().get("ALL_TOOLS")
+    tools: tuple[Tool | LazyTool, ...] = (
+        given if given is not None else tuple(LazyTool(*entry) for entry in TOOL_MODULES)
+    )
+    return (*tools, LazyTool(*RECLAIM)) if allow_reclaim else tools
+
+
+def __getattr__(name: str) -> Any:
+    """``ALL_TOOLS`` on first use (a module ``__getattr__``: only for names not yet set)."""
+    if name != "ALL_TOOLS":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    tools = tuple(importlib.import_module(module).TOOL for _, module in TOOL_MODULES)
+    globals()["ALL_TOOLS"] = tools
+    return tools
+
+
+__all__ = ["ALL_TOOLS", "RECLAIM", "TOOL_MODULES", "served_tools"]

@@ -31,10 +31,9 @@ from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools import schemas as js
-from sysmcp.tools.processes import unreadable_reason
+from sysmcp.tools.processes import PROC, unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 
-PROC = "/proc"
 DELETED = " (deleted)"
 MAX_HOLDERS = 5  # descriptors listed per file; more are counted
 

@@ -1,25 +1,29 @@
 """disk_usage with ``explain``: df's used bytes of one filesystem, part by part, in words and figures.
 
 The MCP side of ``sysmcp.fs.space``: the ``explain`` schema, the request built from the call, the
-answer's text (totals first, then each part with its next step) and its structured content.
+answer's text (totals first, then each part with its next step) and its structured content. The
+engine and the process scan are imported when an explain is asked for: disk_usage imports this
+module for its schema on every start.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sysmcp import platform
-from sysmcp.fs.disks import Entry
-from sysmcp.fs.mounts import Mount, MountTable
 from sysmcp.fs.paths import display, printable
-from sysmcp.fs.snapshots import Snapshots
-from sysmcp.fs.space import Accounting, DeletedScan, ExplainRequest, HeldOpen, explain
 from sysmcp.fs.units import human_bytes, plural
-from sysmcp.protocol.context import Meter
-from sysmcp.tools.deleted_open_files import PROC, filesystem_of, scan_processes
-from sysmcp.tools.registry import ToolContext
+from sysmcp.tools.processes import PROC
+
+if TYPE_CHECKING:
+    from sysmcp.fs.disks import Entry
+    from sysmcp.fs.mounts import Mount, MountTable
+    from sysmcp.fs.snapshots import Snapshots
+    from sysmcp.fs.space import Accounting, DeletedScan, HeldOpen
+    from sysmcp.protocol.context import Meter
+    from sysmcp.tools.registry import ToolContext
 
 DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 600.0
@@ -142,6 +146,9 @@ EXPLAIN_SCHEMA: dict[str, Any] = {
 def deleted_provider(proc: str = PROC) -> Callable[[Callable[[], None]], DeletedScan]:
     """The deleted-open-files scan (deleted_open_files' engine part) in the space engine's types."""
 
+    from sysmcp.fs.space import DeletedScan, HeldOpen
+    from sysmcp.tools.deleted_open_files import scan_processes
+
     def scan(checkpoint: Callable[[], None]) -> DeletedScan:
         if not platform.has_proc_fd(proc):
             return DeletedScan(available=False)
@@ -157,6 +164,8 @@ def deleted_provider(proc: str = PROC) -> Callable[[Callable[[], None]], Deleted
 
 def own_mount(entry: Entry, table: MountTable) -> Mount:
     """The filesystem's whole mount (its root), not a bind mount of a subtree that holds the path."""
+    from sysmcp.tools.deleted_open_files import filesystem_of
+
     if entry.mount.root == "/" or entry.st_dev is None:
         return entry.mount
     return filesystem_of(table, entry.st_dev) or entry.mount
@@ -166,6 +175,8 @@ async def run(
     entry: Entry, table: MountTable, args: dict[str, Any], ctx: ToolContext, proc: str = PROC
 ) -> tuple[str, dict[str, Any]]:
     """Account for the filesystem of ``entry``: the text and the ``explain`` object."""
+    from sysmcp.fs.space import ExplainRequest, explain
+
     assert entry.figures is not None
     mount = own_mount(entry, table)
     fig = entry.figures

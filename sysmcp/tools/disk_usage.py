@@ -34,9 +34,9 @@ from sysmcp.history import state
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.tools import disk_explain
 from sysmcp.tools import schemas as js
-from sysmcp.tools.deleted_open_files import PROC
 from sysmcp.tools.descriptions import describe_paths
 from sysmcp.tools.merging import HostOutcome, fleet_output, table
+from sysmcp.tools.processes import PROC
 from sysmcp.tools.recording import record_disk
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.views import DISKS

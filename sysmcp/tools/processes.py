@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+PROC = "/proc"  # where processes are read (tests point the tools at a fake one)
+
 
 def unreadable_reason() -> str:
     """Why another process's /proc entries were refused, as the text should say it: without root it is

@@ -1,7 +1,7 @@
 """reclaim: act on chosen items of a reviewed reclaim plan — the one tool that writes, and only opt-in.
 
-Listed only when the server was started with ``--allow-reclaim`` (cli → ``tools_for``): without the
-flag it does not exist, and a call to it is an unknown tool like any other. A human stays in the loop:
+Listed only when the server was started with ``--allow-reclaim`` (``sysmcp.tools.served_tools``):
+without the flag it does not exist, and a call to it is an unknown tool like any other. A human stays in the loop:
 through elicitation when the client declared it (form mode: one yes/no question with the exact items
 and bytes), else through two calls, the first returning a confirmation code bound to the plan, the
 exact item list and their bytes, the second carrying it (the client's own tool-approval prompt is then
@@ -15,8 +15,6 @@ import os
 import secrets
 from pathlib import Path
 from typing import Any
-
-import structlog
 
 from sysmcp.fs.errors import NotFound, Refused
 from sysmcp.fs.paths import is_within
@@ -34,12 +32,13 @@ from sysmcp.fs.reclaim import (
 from sysmcp.fs.reclaim_keep import ActionLog, LogRecord
 from sysmcp.fs.units import human_bytes
 from sysmcp.history import state
+from sysmcp.logconfig import get_logger
 from sysmcp.protocol.context import ClientDeclined
 from sysmcp.tools import reclaim_plan
 from sysmcp.tools.descriptions import describe_paths
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 
-log = structlog.get_logger("sysmcp.reclaim")
+log = get_logger("sysmcp.reclaim")
 
 #: Keys the confirmation codes of a plan made without its own secret; never leaves the process.
 SECRET = secrets.token_bytes(32)
@@ -342,10 +341,3 @@ TOOL = Tool(
         "openWorldHint": False,
     },
 )
-
-
-def tools_for(allow_reclaim: bool) -> tuple[Tool, ...]:
-    """The tool list a server serves: ``reclaim`` only when the operator allowed it."""
-    from sysmcp.tools import ALL_TOOLS
-
-    return (*ALL_TOOLS, TOOL) if allow_reclaim else ALL_TOOLS

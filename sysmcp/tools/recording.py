@@ -13,7 +13,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sysmcp.fs.walk import WalkOptions
 from sysmcp.history import state
 from sysmcp.history.snapshots import (
     MIN_THRESHOLD,
@@ -30,8 +29,9 @@ from sysmcp.history.snapshots import (
 from sysmcp.history.store import Retention, Store
 from sysmcp.protocol.threads import run_in_thread
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # disk_usage records through here too, and walks nothing
     from sysmcp.fs.usage import Request, Usage
+    from sysmcp.fs.walk import WalkOptions
 
 PRUNE_EVERY = 25  # snapshots between two retention passes when no `sysmcp snapshot` timer prunes
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import importlib
 import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -174,13 +175,32 @@ class Tool:
         return entry
 
 
+@dataclass(frozen=True, slots=True)
+class LazyTool:
+    """A tool known by name until it is first asked for: its module (``TOOL``) is imported then.
+
+    Why: a session answers ``initialize`` and one ``tools/call`` (a fleet's remote start) without
+    importing the other tools and their engines, which were most of the start's CPU.
+    """
+
+    name: str
+    module: str
+
+    def load(self) -> Tool:
+        tool: Tool = importlib.import_module(self.module).TOOL
+        if tool.name != self.name:
+            raise ValueError(f"{self.module}.TOOL is {tool.name!r}, listed as {self.name!r}")
+        return tool
+
+
 class Registry:
     """Tools by name, in declaration order, with opaque-cursor pagination."""
 
-    def __init__(self, tools: Iterable[Tool], page_size: int = 100) -> None:
+    def __init__(self, tools: Iterable[Tool | LazyTool], page_size: int = 100) -> None:
         """The tools as given: with a fleet, the gateway hands over tools whose schemas already carry
-        ``hosts`` (``sysmcp.fleet.schema.fleet_tools``), so nothing here knows about fleets."""
-        self._tools: dict[str, Tool] = {}
+        ``hosts`` (``sysmcp.fleet.schema.fleet_tools``), so nothing here knows about fleets. A
+        ``LazyTool`` is loaded when it is first looked up, listed or iterated."""
+        self._tools: dict[str, Tool | LazyTool] = {}
         for tool in tools:
             if tool.name in self._tools:
                 raise ValueError(f"tool {tool.name!r} registered twice")
@@ -188,10 +208,17 @@ class Registry:
         self.page_size = page_size
 
     def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
+        tool = self._tools.get(name)
+        if isinstance(tool, LazyTool):
+            tool = self._tools[name] = tool.load()
+        return tool
+
+    def names(self) -> list[str]:
+        """The tools' names, loading none of them."""
+        return list(self._tools)
 
     def __iter__(self) -> Any:
-        return iter(self._tools.values())
+        return iter(self._loaded(self.names()))
 
     def __len__(self) -> int:
         return len(self._tools)
@@ -199,9 +226,12 @@ class Registry:
     def page(self, cursor: object) -> tuple[Sequence[Tool], str | None]:
         """One page of tools and the cursor of the next (None on the last page)."""
         start = decode_cursor(cursor, len(self._tools))
-        tools = list(self._tools.values())
+        names = self.names()
         end = start + self.page_size
-        return tools[start:end], (encode_cursor(end) if end < len(tools) else None)
+        return self._loaded(names[start:end]), (encode_cursor(end) if end < len(names) else None)
+
+    def _loaded(self, names: Sequence[str]) -> list[Tool]:
+        return [tool for tool in map(self.get, names) if tool is not None]
 
 
 def encode_cursor(offset: int) -> str:

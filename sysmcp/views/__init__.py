@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 from sysmcp import __version__
@@ -77,6 +76,8 @@ VIEWS: dict[str, View] = {view.uri: view for view in (DIR_USAGE, DISKS)}
 @functools.cache
 def html(uri: str) -> str:
     """The served document of a view: its page with the shared CSS and JS inlined, read once."""
+    from importlib import resources  # here: it imports tempfile, shutil …, which a start needs not
+
     view = VIEWS[uri]
     folder = resources.files(__name__)
     text = folder.joinpath(view.source).read_text(encoding="utf-8")

@@ -1,0 +1,100 @@
+"""A session imports only what its answers need: a fleet's remote start (``initialize`` and one
+``disk_usage``) loads neither the other tools nor their engines nor structlog, and tools stay
+complete when they are listed. Why it matters: every host of a cold fan-out pays its remote start's
+CPU, and on the gateway's side the simulated hosts share its cores (docs/fleet.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sysmcp.tools import TOOL_MODULES
+from sysmcp.tools.registry import LazyTool, Registry
+
+# The session as `python -m sysmcp` runs it; the modules it loaded are written to argv[1] at its end
+# (stdout is the wire).
+SESSION = """
+import json, runpy, sys
+out = sys.argv[1]
+sys.argv = ["sysmcp", *sys.argv[2:]]
+try:
+    runpy.run_module("sysmcp", run_name="__main__")
+except SystemExit:
+    pass
+from sysmcp import platform
+with open(out, "w") as handle:
+    json.dump({"modules": sorted(sys.modules), "mountinfo": platform.has_mountinfo()}, handle)
+"""
+
+HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+
+
+def session(tmp_path: Path, *calls: dict[str, object]) -> tuple[list[dict[str, object]], set[str], bool]:
+    """The answers and the modules loaded of one session that makes ``calls`` then sees EOF."""
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HELLO},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        *({"jsonrpc": "2.0", "id": 2 + n, **call} for n, call in enumerate(calls)),
+    ]
+    record = tmp_path / "modules.json"
+    done = subprocess.run(
+        [sys.executable, "-c", SESSION, str(record), "--state-dir", str(tmp_path / "state")],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    loaded = json.loads(record.read_text())
+    return answers, set(loaded["modules"]), loaded["mountinfo"]
+
+
+def test_a_remote_start_imports_only_the_tool_it_is_asked_for(tmp_path: Path) -> None:
+    answers, loaded, mountinfo = session(
+        tmp_path, {"method": "tools/call", "params": {"name": "disk_usage", "arguments": {}}}
+    )
+    assert [a["id"] for a in answers] == [1, 2]
+    result = answers[1]["result"]
+    assert isinstance(result, dict) and not result["isError"] and result["structuredContent"]["filesystems"]
+    others = {module for name, module in TOOL_MODULES if name != "disk_usage"} | {"sysmcp.tools.reclaim"}
+    assert "sysmcp.tools.disk_usage" in loaded
+    assert sorted(others & loaded) == []
+    # Nor their engines, nor a logging library for lines nobody logs at the default level.
+    heavy = {"sysmcp.fs.walk", "sysmcp.fs.usage", "sysmcp.fs.space", "sysmcp.fs.checksums", "structlog"}
+    assert sorted(heavy & loaded) == []
+    if mountinfo:  # the mount table comes from /proc/self/mountinfo: psutil is for other tools
+        assert "psutil" not in loaded
+
+
+def test_the_tools_are_all_listed_and_each_loads_when_called(tmp_path: Path) -> None:
+    answers, loaded, _ = session(
+        tmp_path,
+        {"method": "tools/list", "params": {}},
+        {"method": "tools/call", "params": {"name": "nosuch", "arguments": {}}},
+    )
+    listed = answers[1]["result"]
+    assert isinstance(listed, dict)
+    assert [tool["name"] for tool in listed["tools"]] == [name for name, _ in TOOL_MODULES]
+    unknown = answers[2]
+    assert "error" in unknown and "known tools: disk_usage, dir_usage" in json.dumps(unknown)
+    assert {module for _, module in TOOL_MODULES} <= loaded
+
+
+def test_a_lazy_tool_is_imported_when_first_looked_up_and_must_be_the_tool_named() -> None:
+    registry = Registry(
+        [LazyTool("ghost", "sysmcp.tools.no_such_module"), LazyTool("disk_usage", "sysmcp.tools.disk_usage")]
+    )
+    assert registry.names() == ["ghost", "disk_usage"] and len(registry) == 2  # nothing imported yet
+    from sysmcp.tools import disk_usage
+
+    assert registry.get("disk_usage") is disk_usage.TOOL
+    with pytest.raises(ModuleNotFoundError):
+        registry.get("ghost")
+    with pytest.raises(ValueError, match=r"disk_usage\.TOOL is 'disk_usage', listed as 'dir_usage'"):
+        LazyTool("dir_usage", "sysmcp.tools.disk_usage").load()
