@@ -20,7 +20,8 @@ from tests.fleet.lab import Bastion, Lab, unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
-CONNECT_TIMEOUT = 60.0  # a guard: a loaded machine (CI under a CPU hog) took more than 20 s to start sshd -i and sysmcp
+# A guard: a loaded machine (CI under a CPU hog) took more than 20 s to start sshd -i and sysmcp.
+CONNECT_TIMEOUT = 60.0
 
 
 @pytest.fixture(scope="module")

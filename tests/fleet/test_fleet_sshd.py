@@ -22,7 +22,8 @@ from tests.wire import result_text, spawn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-CONNECT_TIMEOUT = 20.0  # the remote sysmcp starts a Python: on a loaded 2-core machine that took more than 8 s
+# The remote sysmcp starts a Python: on a loaded 2-core machine that took more than 8 s.
+CONNECT_TIMEOUT = 20.0
 HEALTHY = [f"web{i}" for i in range(1, 7)]
 BROKEN = {
     "refused": "unreachable",
