@@ -254,10 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             server_args=[
                 *_server_args(args.log_level, roots),
                 *(["--allow-reclaim"] if args.allow_reclaim else []),
-                *(["--no-history"] if args.no_history else []),  # the server keeps history, not call
-                *(["--state-dir", args.state_dir] if args.state_dir else []),
                 *_fleet_args(args),
-                *history_args(args),
+                *history_args(args),  # the server keeps history, not call
             ],
             fleet=any(a in ("--host", "--inventory", "--inventory-command") for a in _fleet_args(args))
             or bool(os.environ.get("SYSMCP_HOSTS")),
