@@ -10,8 +10,6 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parent.parent / "sysmcp"
 MAX_LINES = 700
 
@@ -174,11 +172,6 @@ def test_no_import_circle_between_modules_at_import_time() -> None:
     assert cycles(import_graph(top_level_only=True)) == []
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="fs/checksums.py re-exports fs/manifests.py's names through a lazy module __getattr__ for old "
-    "importers, and fs/manifests.py imports checksums' hashers: the one circle left (registry <-> merging is gone)",
-)
 def test_no_import_circle_even_through_imports_inside_functions() -> None:
     assert cycles(GRAPH) == []
 

@@ -1,6 +1,6 @@
 """Checksums: the hashing engine every hashing tool shares, and the manifest formats admins already use.
 
-Reading manifests lives in ``sysmcp.fs.manifests`` (its names stay importable from here).
+Reading manifests lives in ``sysmcp.fs.manifests`` (which imports this module, never the other way).
 
 Why one engine: ``file_sha256``, ``hash_tree`` and ``verify_checksums`` must agree byte for byte with
 ``sha256sum``/``b3sum`` and must all stream (one reused buffer, flat memory), stop within one chunk
@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 import blake3
 
@@ -459,29 +459,3 @@ MANIFEST_NAMES = {
     "blake2b": "B2SUMS",
     "blake3": "B3SUMS",
 }
-
-#: Manifest reading, moved to ``sysmcp.fs.manifests``: still importable from here
-#: (``__getattr__``, typed ``Any`` there: new code imports them from ``sysmcp.fs.manifests``).
-_READING = frozenset(
-    {
-        "MAX_BAD_LINES",
-        "MAX_BAD_LINES_KEPT",
-        "Entries",
-        "Entry",
-        "LineParser",
-        "Manifest",
-        "Parsed",
-        "decide_style",
-        "hint_order",
-        "parse_manifest",
-    }
-)
-
-
-def __getattr__(name: str) -> Any:
-    """The manifest-reading names, from their own module (imported on first use: it imports this one)."""
-    if name in _READING:
-        from sysmcp.fs import manifests
-
-        return getattr(manifests, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
