@@ -14,7 +14,7 @@ import shlex
 import stat
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -214,21 +214,8 @@ def hash_tree(
             request, skipped, check_cancelled=meter.checkpoint, report=report, clock=clock
         )
         report(merged.files, merged.total_bytes)
-        result = TreeHash(
-            files=merged.files,
-            total_bytes=merged.total_bytes,
-            manifest=merged.manifest,
-            manifest_bytes=merged.manifest_bytes,
-            first=merged.first,
-            unreadable=merged.unreadable,
-            unreadable_count=merged.unreadable_count,
-            base=root,
-            non_utf8=merged.non_utf8,
-            stopped=merged.stopped,
-            not_hashed=merged.not_hashed,
-            walk_complete=merged.walk_complete,
-            processes=merged.processes,
-        )
+        # The engine's manifest, field for field, with the base the tool words names from.
+        result = TreeHash(base=root, **{item.name: getattr(merged, item.name) for item in fields(merged)})
     result.seconds = time.perf_counter() - started
     return result
 
