@@ -79,6 +79,8 @@ class Candidate:
 
 @dataclass(frozen=True, slots=True)
 class Group:
+    """Files of one size and one content (a BLAKE3 digest), one ``Candidate`` per inode."""
+
     size: int
     digest: str
     copies: tuple[Candidate, ...]

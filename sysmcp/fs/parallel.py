@@ -14,8 +14,9 @@ by ``run_shared``: the same fork, claim and collection, with the tasks known fro
 
 Why the engine keeps its merge: each part is the engine's own plain data (heaps, sorted runs,
 totals), and merging them is the engine's logic. Why the driver owns the fork: it is the one place
-that starts children, so fork safety is decided once for every engine: a child forks only where
-``platform.fork_is_safe`` (``available_processes`` is 1 elsewhere: macOS, the BSDs), and no thread
+that starts children, so fork safety is decided once for every engine: an engine that names no
+count of processes gets ``available_processes``, which is 1 where fork after threads is unsafe
+(``platform.fork_is_safe``: macOS, the BSDs; only tests and benchmarks name a count), and no thread
 or library thread pool of the parent is relied on in a child (``fanout.forked``: blake3 hashes on
 one thread there instead of in the rayon pool the parent may have started, whose threads a child
 does not have).
