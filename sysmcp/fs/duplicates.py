@@ -198,7 +198,8 @@ def _search(
                 handoff.started()
                 walked_here = parallel.here()
                 parts = handoff.wait(fan.children, spills, give_up_at(listing), quiet(listing_checkpoint))
-                stopped = stopped or consumer.merge_walks(walked_here, parts, skipped)
+                died = "a listing process ended unexpectedly"
+                stopped = stopped or parallel.stopped_early([walked_here, *parts], died, skipped)
             search.stopped = stopped
             runs: list[tuple[int, int, int]] = []
             for spill, part in zip(spills, [mine.summary(), *parts], strict=False):
@@ -248,7 +249,8 @@ class Consumer:
 
     This is the part a parallel walk driver plugs in: ``work`` walks the claimed subtrees into size
     runs; in a forked worker it then stores its walk's part (``Handoff.report``), claims blocks of the
-    candidates file and compares them. ``merge_walks`` and ``merge_comparisons`` fold the parts back.
+    candidates file and compares them. ``ParallelWalk.stopped_early`` and ``merge_comparisons`` fold
+    the parts back.
     """
 
     def __init__(
@@ -269,19 +271,13 @@ class Consumer:
         self.parallel: ParallelWalk | None = None  # the walk whose subtrees ``work`` claims
         self.here: tuple[SizeRuns, SkipCounter, Callable[[], None]] | None = None  # this process's
 
-    def walk(
-        self, claim: Callable[[], int | None], runs: SizeRuns, counter: SkipCounter, check: Callable[[], None]
-    ) -> dict[str, Any]:
-        """Walk the subtrees claimed into ``runs``, until none is left or one stops the walk."""
-        assert self.parallel is not None
-        stopped, done = self.parallel.walk_claimed(claim, counter, check, runs.consume)
-        return {"stopped": stopped, "subtrees": done}
-
     def work(self, claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
         """``FanOut``'s task: walk the subtrees claimed; in a worker, then report the walk and compare blocks."""
+        assert self.parallel is not None
         if not in_child:
             assert self.here is not None
-            return self.walk(claim, *self.here)
+            runs, counter, check = self.here
+            return self.parallel.walk_claimed(claim, counter, check, runs.consume)
         assert self.handoff is not None
         end = self.handoff.in_child(progress.slot)
         runs, counter = SizeRuns(self.spills[progress.slot]), SkipCounter()
@@ -292,30 +288,14 @@ class Consumer:
             if runs.files >= share:
                 raise ScanStopped(self.limit_reason)
 
-        walked = self.walk(claim, runs, counter, self.listing.sharing(publish))
-        part = runs.summary() | walked | {"skipped": counter.as_dict(), "skipped_named": counter.named}
+        check = self.listing.sharing(publish)
+        walked = self.parallel.walk_claimed(claim, counter, check, runs.consume, in_child)
+        part = runs.summary() | walked  # the summary once the walk is done
         progress.set(0, 0)  # from here on: files read
         Handoff.report(end, self.spills[progress.slot], part)
         return compare_apart(
             self.root, self.candidates.spill.fileno(), self.handoff.claim, self.budget, progress
         )
-
-    def merge_walks(
-        self, here: dict[str, Any], parts: Sequence[dict[str, Any] | None], skipped: SkipCounter
-    ) -> str | None:
-        """Fold the workers' walk parts into ``skipped``; why the walk stopped early, if it did."""
-        stopped: str | None = here["stopped"]
-        claimed = here["subtrees"]
-        for part in parts:
-            if part is None:
-                stopped = stopped or "a listing process ended unexpectedly"
-                continue
-            claimed += part["subtrees"]
-            stopped = stopped or part["stopped"]
-            skipped.merge(part.get("skipped", {}), part.get("skipped_named", ()))
-        if self.parallel is not None and claimed < len(self.parallel.subtrees):
-            stopped = stopped or self.listing.reason
-        return stopped
 
 
 def compare_apart(

@@ -25,7 +25,7 @@ does not have).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -152,9 +152,15 @@ class ParallelWalk:
         counter: SkipCounter,
         checkpoint: Callable[[], None],
         consume: Consume,
-    ) -> tuple[str | None, int]:
+        in_child: bool = False,
+    ) -> dict[str, Any]:
         """Walk the claimed subtrees one after another in this process, each event to
-        ``consume(event, scanner)``: why the walk stopped early (or None) and how many were walked."""
+        ``consume(event, scanner)``, skips counted in ``counter``.
+
+        Returns this process's part of the walk, as ``stopped_early`` reads it back: why it stopped
+        early (``stopped``, or None), how many subtrees it walked (``subtrees``) and, in a child, its
+        skip counts (``skipped``, ``skipped_named``). The engine adds what it found.
+        """
         stopped: str | None = None
         done = 0
         while stopped is None and (index := claim()) is not None:
@@ -169,7 +175,33 @@ class ParallelWalk:
                 events.close()
             stopped = stopped or sub.stopped
             done += 1
-        return stopped, done
+        part: dict[str, Any] = {"stopped": stopped, "subtrees": done}
+        if in_child:
+            part["skipped"], part["skipped_named"] = counter.as_dict(), counter.named
+        return part
+
+    def stopped_early(
+        self, parts: Sequence[dict[str, Any] | None], died: str, skipped: SkipCounter
+    ) -> str | None:
+        """Why the shared walk is partial, from every process's ``walk_claimed`` part (this one's first;
+        None for a child that died, said as ``died``), or None; the children's skips go into ``skipped``.
+
+        A subtree no part walked (a process stopped at the deadline before claiming it) leaves the
+        walk partial for the budget's reason.
+        """
+        stopped: str | None = None
+        claimed = 0
+        for slot, part in enumerate(parts):
+            if part is None:
+                stopped = stopped or died
+                continue
+            claimed += part["subtrees"]
+            stopped = stopped or part["stopped"]
+            if slot:
+                skipped.merge(part["skipped"], part["skipped_named"])
+        if claimed < len(self.subtrees):
+            stopped = stopped or self.budget.reason
+        return stopped
 
     def again(self, lost: Iterable[int], work: Work | None = None) -> Any:
         """Walk here the subtrees (by index) whose process died before reporting them."""

@@ -492,14 +492,8 @@ def hash_tree_parallel(
                 own = Hasher(root, algorithm, style, runs, check)
             else:
                 runs, counter, check, own = mine, skipped, budget, hasher
-            stopped, done = parallel.walk_claimed(claim, counter, check, own.consume)
-            result = runs.summary() if in_child else {}
-            result["stopped"] = stopped
-            result["subtrees"] = done
-            if in_child:
-                result["skipped"] = counter.as_dict()
-                result["skipped_named"] = counter.named
-            return result
+            walked = parallel.walk_claimed(claim, counter, check, own.consume, in_child)
+            return runs.summary() | walked if in_child else walked
 
         def detached(event: Listing | Finished, scanner: Scanner) -> None:
             if type(event) is Listing:
@@ -511,22 +505,15 @@ def hash_tree_parallel(
             stopped = stopped or scanner.stopped
             processes_used = 1
             if parallel.fan is not None:
-                here = parallel.here()
-                stopped = stopped or here["stopped"]
-                children = parallel.children()
-                claimed = here["subtrees"]
+                walked = [parallel.here(), *parallel.children()]
+                stopped = stopped or parallel.stopped_early(
+                    walked, "a hashing process ended unexpectedly", skipped
+                )
                 parts = [(spills[0], mine.summary())]
-                for slot, part in enumerate(children, 1):
-                    if part is None:
-                        stopped = stopped or "a hashing process ended unexpectedly"
-                        continue
-                    processes_used += 1
-                    claimed += part["subtrees"]
-                    stopped = stopped or part["stopped"]
-                    skipped.merge(part["skipped"], part["skipped_named"])
-                    parts.append((spills[slot], part))
-                if claimed < len(parallel.subtrees):
-                    stopped = stopped or budget.reason
+                parts += [
+                    (spills[slot], part) for slot, part in enumerate(walked) if slot and part is not None
+                ]
+                processes_used = len(parts)
             else:
                 parts = [(spills[0], mine.summary())]
             walk_complete = stopped is None

@@ -114,8 +114,9 @@ def shared_walk(root: Path, sharing: Sharing) -> tuple[int, int, int]:
 
     def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> list[Any]:
         seen[0] = 0  # a child counts its own files from here (the parent's count is in its copy)
-        stopped, done = parallel.walk_claimed(claim, SkipCounter(), budget, consume)
-        return [seen[0], done, stopped]
+        part = parallel.walk_claimed(claim, SkipCounter(), budget, consume, in_child)
+        assert ("skipped" in part) is in_child  # a child's skips come back with its part
+        return [seen[0], part["subtrees"], part["stopped"]]
 
     parallel = ParallelWalk(scanner, budget, sharing, work)
     with parallel:
@@ -159,8 +160,14 @@ def test_walk_claimed_stops_at_the_subtree_whose_consumer_stopped_the_walk(tmp_p
     with parallel:
         parallel.walk(lambda event, _: None)
         assert parallel.fan is not None and len(parallel.subtrees) > 1
-        assert parallel.here() == ("enough", 1)  # the first subtree claimed, then no other
+        here = parallel.here()
+        assert here == {"stopped": "enough", "subtrees": 1}  # the first subtree claimed, then no other
         assert parallel.children() == [None]
+        died = "a counting process ended unexpectedly"
+        assert parallel.stopped_early([here, None], died, SkipCounter()) == "enough"
+        assert parallel.stopped_early([{"stopped": None, "subtrees": 1}, None], died, SkipCounter()) == died
+        unclaimed = [{"stopped": None, "subtrees": 1}]  # the other subtrees: walked by nobody
+        assert parallel.stopped_early(unclaimed, died, SkipCounter()) == budget.reason
 
 
 def squares(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> list[Any]:
