@@ -10,8 +10,6 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parent.parent / "sysmcp"
 MAX_LINES = 700
 
@@ -174,13 +172,36 @@ def test_no_import_circle_between_modules_at_import_time() -> None:
     assert cycles(import_graph(top_level_only=True)) == []
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="fs/checksums.py re-exports fs/manifests.py's names through a lazy module __getattr__ for old "
-    "importers, and fs/manifests.py imports checksums' hashers: the one circle left (registry <-> merging is gone)",
-)
 def test_no_import_circle_even_through_imports_inside_functions() -> None:
     assert cycles(GRAPH) == []
+
+
+#: Who may fork worker processes and collect their parts: the parallel walk driver (``FanOut`` and
+#: ``collect_within`` called only there) and the fork primitive it drives (``os.fork``).
+FORKING = {"FanOut", "collect_within", "fork"}
+MAY_FORK = {"sysmcp.fs.parallel": {"FanOut", "collect_within"}, "sysmcp.fs.fanout": {"fork"}}
+
+
+def _called(tree: ast.AST) -> set[str]:
+    """The names of what a module calls (``f(...)`` and ``x.f(...)``: ``f``)."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name):
+                found.add(node.func.id)
+            elif isinstance(node.func, ast.Attribute):
+                found.add(node.func.attr)
+    return found
+
+
+def test_only_the_parallel_walk_driver_forks_and_collects_workers() -> None:
+    wrong = {
+        name: sorted(
+            (_called(ast.parse(path.read_text(encoding="utf-8"))) & FORKING) - MAY_FORK.get(name, set())
+        )
+        for name, path in MODULES.items()
+    }
+    assert {name: calls for name, calls in wrong.items() if calls} == {}
 
 
 def _lines(path: Path) -> int:

@@ -85,14 +85,23 @@ def collect_within(fan: FanOut, budget: Budget, checkpoint: Callable[[], None] |
     not, since the workers stop at it themselves. One that cannot (stuck in the kernel on a dead mount)
     is killed ``GIVE_UP_AFTER_S`` past the deadline, so it never holds the call for ever.
     """
-    check = checkpoint or budget
+    return fan.collect(quiet(checkpoint or budget), give_up_at(budget))
+
+
+def give_up_at(budget: Budget) -> float:
+    """When (``time.monotonic``) a worker still running under ``budget`` is killed: ``GIVE_UP_AFTER_S``
+    past its deadline (the workers stop at the deadline themselves, unless stuck in the kernel)."""
+    return time.monotonic() + max(0.0, budget.deadline - budget.clock()) + GIVE_UP_AFTER_S
+
+
+def quiet(checkpoint: Callable[[], None]) -> Callable[[], None]:
+    """``checkpoint`` for waiting on workers: progress and cancellation, but its deadline does not end the wait."""
 
     def waiting() -> None:
         with contextlib.suppress(ScanStopped):
-            check()
+            checkpoint()
 
-    give_up_at = time.monotonic() + max(0.0, budget.deadline - budget.clock()) + GIVE_UP_AFTER_S
-    return fan.collect(waiting, give_up_at)
+    return waiting
 
 
 def throttled(check_cancelled: Callable[[], None]) -> Budget:

@@ -1,6 +1,6 @@
 """Checksums: the hashing engine every hashing tool shares, and the manifest formats admins already use.
 
-Reading manifests lives in ``sysmcp.fs.manifests`` (its names stay importable from here).
+Reading manifests lives in ``sysmcp.fs.manifests`` (which imports this module, never the other way).
 
 Why one engine: ``file_sha256``, ``hash_tree`` and ``verify_checksums`` must agree byte for byte with
 ``sha256sum``/``b3sum`` and must all stream (one reused buffer, flat memory), stop within one chunk
@@ -23,11 +23,12 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 import blake3
 
 from sysmcp import platform
+from sysmcp.fs import fanout
 from sysmcp.fs.safeopen import NotRegularFile, Replaced, open_regular_at
 
 #: Hashing threads for many files: hashlib and blake3 release the GIL, so each core can hash (at most 4).
@@ -97,17 +98,6 @@ BLAKE2B_256 = _blake2b(256)
 #: leave no room for accidental equality. The threaded one spreads a large file's chunks over the cores.
 BLAKE3 = ALGORITHMS["blake3"]
 
-# Set in every forked child (os.register_at_fork), whoever forks: a thread pool never crosses a fork.
-_forked = False
-
-
-def _mark_forked() -> None:
-    global _forked
-    _forked = True
-
-
-os.register_at_fork(after_in_child=_mark_forked)
-
 
 def threaded_blake3() -> Hasher:
     """A BLAKE3 hasher on every core in the process that may own a thread pool, one thread in a fork.
@@ -115,9 +105,10 @@ def threaded_blake3() -> Hasher:
     Why: ``max_threads=AUTO`` starts rayon's global pool on first use; a child forked after that
     inherits the pool without its threads and waits forever in ``update``. One thread never touches
     rayon, and a forked worker is already one of several processes sharing the cores. The one place
-    that decides how many threads blake3 may use: every threaded hash goes through it.
+    that decides how many threads blake3 may use: every threaded hash goes through it; whether this
+    is a child is the fork driver's to say (``fanout.forked``).
     """
-    return blake3.blake3(max_threads=1 if _forked else blake3.blake3.AUTO)
+    return blake3.blake3(max_threads=1 if fanout.forked() else blake3.blake3.AUTO)
 
 
 BLAKE3_THREADED = Algorithm("blake3", "BLAKE3", 64, threaded_blake3, "b3sum", escapes_cr=False)
@@ -459,29 +450,3 @@ MANIFEST_NAMES = {
     "blake2b": "B2SUMS",
     "blake3": "B3SUMS",
 }
-
-#: Manifest reading, moved to ``sysmcp.fs.manifests``: still importable from here
-#: (``__getattr__``, typed ``Any`` there: new code imports them from ``sysmcp.fs.manifests``).
-_READING = frozenset(
-    {
-        "MAX_BAD_LINES",
-        "MAX_BAD_LINES_KEPT",
-        "Entries",
-        "Entry",
-        "LineParser",
-        "Manifest",
-        "Parsed",
-        "decide_style",
-        "hint_order",
-        "parse_manifest",
-    }
-)
-
-
-def __getattr__(name: str) -> Any:
-    """The manifest-reading names, from their own module (imported on first use: it imports this one)."""
-    if name in _READING:
-        from sysmcp.fs import manifests
-
-        return getattr(manifests, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

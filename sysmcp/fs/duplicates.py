@@ -18,9 +18,7 @@ are ``sysmcp.fs.errors`` exceptions. The words for the model are the tool's (``t
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import math
 import os
 import tempfile
 import time
@@ -28,12 +26,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from sysmcp.fs import walk
+from sysmcp.fs.budget import give_up_at, quiet
 from sysmcp.fs.errors import EngineError, NotFound, PermissionRefused, Unavailable, WrongKind
-from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
+from sysmcp.fs.fanout import Progress, available_processes
+from sysmcp.fs.parallel import SPLIT_AFTER_S, ParallelWalk, Sharing, run_shared
 from sysmcp.fs.sieves import SMALL, Candidates, Comparer, Handoff, Reader, gather_candidates
 from sysmcp.fs.sizeruns import SizeRuns
-from sysmcp.fs.walk import Budget, Listing, Scanner, ScanStopped, SkipCounter, Subtree, WalkOptions
+from sysmcp.fs.walk import Budget, ScanConfig, Scanner, ScanStopped, SkipCounter, WalkOptions
 
 __all__ = [
     "SMALL",
@@ -49,8 +48,6 @@ MAX_FILES = 2_000_000  # listing bound (the runs on disk): past it the walk stop
 DEFAULT_TIMEOUT_S = 60.0
 PARALLEL_FROM = 2000  # candidates from which the comparison is shared out between processes
 PARALLEL_BYTES = 256 << 20  # or candidate bytes: a few big files are worth a second reader
-SPLIT_AFTER_S = 0.01  # a walk still running after this long shares its waiting subtrees out
-SUBTREES_PER_PROCESS = 32
 
 # Progress: (steps done, steps in all). ``total`` is None while files are still being listed (done
 # counts the files listed); then it is the files listed plus the candidates to compare.
@@ -82,6 +79,8 @@ class Candidate:
 
 @dataclass(frozen=True, slots=True)
 class Group:
+    """Files of one size and one content (a BLAKE3 digest), one ``Candidate`` per inode."""
+
     size: int
     digest: str
     copies: tuple[Candidate, ...]
@@ -160,16 +159,13 @@ def _search(
     spills: list[IO[bytes]] = [tempfile.TemporaryFile(prefix="sysmcp-sizes-") for _ in range(count)]  # noqa: SIM115
     candidates = Candidates(tempfile.TemporaryFile(prefix="sysmcp-candidates-"))  # noqa: SIM115
     handoff = Handoff(count) if count > 1 else None
-    fan: FanOut | None = None
     mine = SizeRuns(spills[0])
     walked = total = 0
-    scanner = Scanner(root, request.options, skipped)
-    scanner.file_floor, scanner.block_floor = max(1, request.min_size), 1 << 62
-    scanner.empty_listings = False
-    scanner.finished_depth = -1
+    parallel: ParallelWalk | None = None
     here: Reader | None = None  # this process's comparison reader, once comparing
 
     def others() -> int:
+        fan = parallel.fan if parallel is not None else None
         return fan.progress.others()[0] if fan is not None else 0
 
     def listing_checkpoint() -> None:
@@ -183,77 +179,62 @@ def _search(
         report(walked + (here.files_read if here is not None else 0) + others(), total)
         cancelled()
 
-    consumer = Consumer(root, scanner, spills, candidates, handoff, listing, budget, limit, count)
+    config = ScanConfig(
+        file_floor=max(1, request.min_size), block_floor=1 << 62, empty_listings=False, finished_depth=-1
+    )
+    scanner = Scanner(root, request.options, skipped, listing_checkpoint, config=config)
+    consumer = Consumer(root, spills, candidates, handoff, listing, budget, limit, count)
     consumer.here = (mine, skipped, listing_checkpoint)
-    scanner.checkpoint = listing_checkpoint
-    split_at = listing.clock() + request.split_after_s if count > 1 else math.inf
+    sharing = Sharing(count, request.split_after_s)
+    keep = handoff.keep if handoff is not None else ()
+    parallel = consumer.parallel = ParallelWalk(scanner, listing, sharing, consumer.work, keep)
     try:
-        events = scanner.events()
-        try:
-            for event in events:
-                if type(event) is Listing:
-                    mine.listing(event)
-                if listing.clock() >= split_at:
-                    split_at = math.inf
-                    found, listings = scanner.detach(MAX_TASKS, SUBTREES_PER_PROCESS * count)
-                    for read_here in listings:
-                        mine.listing(read_here)
-                    if found and handoff is not None:
-                        consumer.subtrees = found
-                        fan = FanOut(len(found), count, consumer.work, keep=handoff.keep)
-                        fan.start()
-                        handoff.started()
-        finally:
-            events.close()
-        stopped = scanner.stopped
-        parts: list[dict[str, Any] | None] = []
-        if fan is not None and handoff is not None:
-            walked_here = fan.run_here()
-            give_up_at = (
-                time.monotonic() + max(0.0, listing.deadline - listing.clock()) + walk.GIVE_UP_AFTER_S
-            )
-            parts = handoff.wait(
-                fan.children, spills, give_up_at, listing_checkpoint_quiet(listing_checkpoint)
-            )
-            stopped = stopped or consumer.merge_walks(walked_here, parts, skipped)
-        search.stopped = stopped
-        runs: list[tuple[int, int, int]] = []
-        for spill, part in zip(spills, [mine.summary(), *parts], strict=False):
-            if part is not None:
-                search.files_scanned += part["files"]
-                search.hard_links += part["links"]
-                runs += [(spill.fileno(), offset, length) for offset, length in part["extents"]]
-        links = gather_candidates(runs, candidates, search.files_scanned, cancelled)
-        search.hard_links += links
-        search.files_scanned -= links  # two processes each listed a name of one inode first
-        walked = search.files_scanned
-        for spill in spills:
-            spill.truncate(0)  # the runs are merged: give their disk space back now
-        total = walked + candidates.files
-        report(walked, total)
-
-        # Called before every file opened: the progress count and the cancellation question (a hop
-        # into the event loop, microseconds) are asked every few milliseconds, the deadline every time.
-        here = Reader(root, skipped, budget.sharing(comparing_checkpoint))
-        try:
+        with parallel:
+            parallel.walk(mine.consume)
+            stopped = scanner.stopped
+            parts: list[dict[str, Any] | None] = []
+            fan = parallel.fan
             if fan is not None and handoff is not None:
-                handoff.send(candidates.blocks)
-                results: list[dict[str, Any] | None] = [
-                    Comparer(here, candidates.spill.fileno()).run(handoff.claim)
-                ]
-                results += walk.collect_within(fan, budget, comparing_checkpoint)
-            else:
-                results = compare_blocks(candidates, here, budget, count, comparing_checkpoint)
-        finally:
-            here.close()
-        search.files_read, search.bytes_read = here.files_read, here.bytes_read
-        merge_comparisons(results, search)
+                handoff.started()
+                walked_here = parallel.here()
+                parts = handoff.wait(fan.children, spills, give_up_at(listing), quiet(listing_checkpoint))
+                died = "a listing process ended unexpectedly"
+                stopped = stopped or parallel.stopped_early([walked_here, *parts], died, skipped)
+            search.stopped = stopped
+            runs: list[tuple[int, int, int]] = []
+            for spill, part in zip(spills, [mine.summary(), *parts], strict=False):
+                if part is not None:
+                    search.files_scanned += part["files"]
+                    search.hard_links += part["links"]
+                    runs += [(spill.fileno(), offset, length) for offset, length in part["extents"]]
+            links = gather_candidates(runs, candidates, search.files_scanned, cancelled)
+            search.hard_links += links
+            search.files_scanned -= links  # two processes each listed a name of one inode first
+            walked = search.files_scanned
+            for spill in spills:
+                spill.truncate(0)  # the runs are merged: give their disk space back now
+            total = walked + candidates.files
+            report(walked, total)
+
+            # Called before every file opened: the progress count and the cancellation question (a hop
+            # into the event loop, microseconds) are asked every few milliseconds, the deadline every time.
+            here = Reader(root, skipped, budget.sharing(comparing_checkpoint))
+            try:
+                if fan is not None and handoff is not None:
+                    handoff.send(candidates.blocks)
+                    results: list[dict[str, Any] | None] = [
+                        Comparer(here, candidates.spill.fileno()).run(handoff.claim)
+                    ]
+                    results += parallel.children(budget, comparing_checkpoint)
+                else:
+                    results = compare_blocks(candidates, here, budget, count, comparing_checkpoint)
+            finally:
+                here.close()
+            search.files_read, search.bytes_read = here.files_read, here.bytes_read
+            merge_comparisons(results, search)
     finally:
-        if fan is not None:
-            fan.close()
         if handoff is not None:
             handoff.close()
-        scanner.close()
         for spill in [*spills, candidates.spill]:
             spill.close()
     done = walked + search.files_read
@@ -268,13 +249,13 @@ class Consumer:
 
     This is the part a parallel walk driver plugs in: ``work`` walks the claimed subtrees into size
     runs; in a forked worker it then stores its walk's part (``Handoff.report``), claims blocks of the
-    candidates file and compares them. ``merge_walks`` and ``merge_comparisons`` fold the parts back.
+    candidates file and compares them. ``ParallelWalk.stopped_early`` and ``merge_comparisons`` fold
+    the parts back.
     """
 
     def __init__(
         self,
         root: bytes,
-        scanner: Scanner,
         spills: Sequence[IO[bytes]],
         candidates: Candidates,
         handoff: Handoff | None,
@@ -283,37 +264,20 @@ class Consumer:
         limit: int,
         processes: int,
     ) -> None:
-        self.root, self.scanner, self.spills, self.candidates = root, scanner, spills, candidates
+        self.root, self.spills, self.candidates = root, spills, candidates
         self.handoff, self.listing, self.budget = handoff, listing, budget
         self.limit, self.processes = limit, processes
         self.limit_reason = f"more than {limit:,} files: the search stopped listing there"
-        self.subtrees: list[Subtree] = []  # set before the workers are forked
+        self.parallel: ParallelWalk | None = None  # the walk whose subtrees ``work`` claims
         self.here: tuple[SizeRuns, SkipCounter, Callable[[], None]] | None = None  # this process's
-
-    def walk(
-        self, claim: Callable[[], int | None], runs: SizeRuns, counter: SkipCounter, check: Callable[[], None]
-    ) -> dict[str, Any]:
-        """Walk the subtrees claimed into ``runs``, until none is left or one stops the walk."""
-        stopped: str | None = None
-        done = 0
-        while stopped is None and (index := claim()) is not None:
-            sub = self.scanner.spawn(self.subtrees[index], counter, check, None)
-            events = sub.events()
-            try:
-                for event in events:
-                    if type(event) is Listing:
-                        runs.listing(event)
-            finally:
-                events.close()
-            stopped = sub.stopped
-            done += 1
-        return {"stopped": stopped, "subtrees": done}
 
     def work(self, claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
         """``FanOut``'s task: walk the subtrees claimed; in a worker, then report the walk and compare blocks."""
+        assert self.parallel is not None
         if not in_child:
             assert self.here is not None
-            return self.walk(claim, *self.here)
+            runs, counter, check = self.here
+            return self.parallel.walk_claimed(claim, counter, check, runs.consume)
         assert self.handoff is not None
         end = self.handoff.in_child(progress.slot)
         runs, counter = SizeRuns(self.spills[progress.slot]), SkipCounter()
@@ -324,30 +288,14 @@ class Consumer:
             if runs.files >= share:
                 raise ScanStopped(self.limit_reason)
 
-        walked = self.walk(claim, runs, counter, self.listing.sharing(publish))
-        part = runs.summary() | walked | {"skipped": counter.as_dict(), "skipped_named": counter.named}
+        check = self.listing.sharing(publish)
+        walked = self.parallel.walk_claimed(claim, counter, check, runs.consume, in_child)
+        part = runs.summary() | walked  # the summary once the walk is done
         progress.set(0, 0)  # from here on: files read
         Handoff.report(end, self.spills[progress.slot], part)
         return compare_apart(
             self.root, self.candidates.spill.fileno(), self.handoff.claim, self.budget, progress
         )
-
-    def merge_walks(
-        self, here: dict[str, Any], parts: Sequence[dict[str, Any] | None], skipped: SkipCounter
-    ) -> str | None:
-        """Fold the workers' walk parts into ``skipped``; why the walk stopped early, if it did."""
-        stopped: str | None = here["stopped"]
-        claimed = here["subtrees"]
-        for part in parts:
-            if part is None:
-                stopped = stopped or "a listing process ended unexpectedly"
-                continue
-            claimed += part["subtrees"]
-            stopped = stopped or part["stopped"]
-            skipped.merge(part.get("skipped", {}), part.get("skipped_named", ()))
-        if claimed < len(self.subtrees):
-            stopped = stopped or self.listing.reason
-        return stopped
 
 
 def compare_apart(
@@ -386,16 +334,6 @@ def merge_comparisons(results: Sequence[dict[str, Any] | None], search: Search) 
         search.stopped = search.stopped or result["stopped"]
 
 
-def listing_checkpoint_quiet(checkpoint: Callable[[], None]) -> Callable[[], None]:
-    """``checkpoint`` for waiting on workers: progress and cancellation, but the deadline does not end the wait."""
-
-    def waiting() -> None:
-        with contextlib.suppress(ScanStopped):
-            checkpoint()
-
-    return waiting
-
-
 def compare_blocks(
     candidates: Candidates,
     reader: Reader,
@@ -415,7 +353,6 @@ def compare_blocks(
     if not parallel:
         queue = iter(blocks)
         return [Comparer(reader, fd).run(lambda: next(queue, None))]
-    fan: FanOut | None = None
 
     def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
         def next_block() -> tuple[int, int] | None:
@@ -426,15 +363,7 @@ def compare_blocks(
             return Comparer(reader, fd).run(next_block)
         return compare_apart(reader.root, fd, next_block, budget, progress)
 
-    try:
-        fan = FanOut(len(blocks), processes, work)
-        fan.start()
-        parts: list[dict[str, Any] | None] = [fan.run_here()]
-        parts += walk.collect_within(fan, budget, report_and_check)
-    finally:
-        if fan is not None:
-            fan.close()
-    return parts
+    return run_shared(len(blocks), processes, work, budget, report_and_check)
 
 
 def _nothing() -> None:

@@ -42,7 +42,16 @@ from typing import Any
 
 from sysmcp import platform
 
-__all__ = ["MAX_TASKS", "FanOut", "Progress", "available_processes", "cpu_quota", "pipe", "release"]
+__all__ = [
+    "MAX_TASKS",
+    "FanOut",
+    "Progress",
+    "available_processes",
+    "cpu_quota",
+    "forked",
+    "pipe",
+    "release",
+]
 
 MAX_PROCESSES = 4
 _TASK = 4  # bytes per task number in the queue pipe
@@ -63,6 +72,29 @@ _IDLE_POLL_MS = 1  # while a process waits for a gift, how often it asks whether
 warnings.filterwarnings(
     "ignore", message=r".*use of fork\(\) may lead to deadlocks", category=DeprecationWarning, module=__name__
 )
+
+# Set in every forked child (os.register_at_fork), whoever forks: see ``forked``.
+_forked = False
+
+
+def _mark_forked() -> None:
+    global _forked
+    _forked = True
+
+
+os.register_at_fork(after_in_child=_mark_forked)
+
+
+def forked() -> bool:
+    """Whether this process is a forked child (of a ``FanOut``, or of anyone).
+
+    Why: a child has only the thread that forked. A thread pool the parent started (blake3's rayon
+    pool, started by its first multithreaded hash) exists in the child without its threads, and work
+    handed to it waits for ever; so whatever may use such a pool asks this first and stays on one
+    thread in a child (``checksums.threaded_blake3``).
+    """
+    return _forked
+
 
 CPU_MAX = platform.CGROUP_CPU_MAX  # cgroup v2: "<quota> <period>" in microseconds, or "max <period>"
 

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from sysmcp.fs.walktypes import DIR_FLAGS, Finished, Frame, Listing, SkipCounter, Subtree, same
+from sysmcp.fs.walktypes import DIR_FLAGS, Finished, Frame, Listing, ScanConfig, SkipCounter, Subtree, same
 
 if TYPE_CHECKING:
     from sysmcp.fs.budget import ScanStopped
@@ -29,8 +29,7 @@ class Handout:
         skipped: SkipCounter
         apparent: int
         base_fd: int | None
-        empty_listings: bool
-        finished_depth: int | None
+        _config: ScanConfig
         share: Callable[[list[Subtree]], list[Subtree]] | None
         share_wanted: bool
         share_limit: int
@@ -109,7 +108,7 @@ class Handout:
                 self._close(frame)
             if self._stop is not None:
                 frame.partial = True
-            if self.empty_listings or listing.files or listing.links:
+            if self._config.empty_listings or listing.files or listing.links:
                 listings.append(listing)
             subdirs, frame.subdirs = frame.subdirs, []
             for name, st in subdirs:
@@ -233,7 +232,8 @@ class Handout:
                 target.files += frame.files
                 target.dirs += frame.dirs
                 target.partial = target.partial or frame.partial
-        deepest = self.finished_depth if self.finished_depth is not None else 1 << 30
+        deepest = self._config.finished_depth
+        deepest = deepest if deepest is not None else 1 << 30
         held = sorted(self._split, key=lambda f: -f.depth) + chain[::-1]  # the chain finished deepest first
         return [self._totals(frame) for frame in held if frame.depth <= deepest]
 

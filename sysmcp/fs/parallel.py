@@ -9,21 +9,37 @@ a child stuck past the deadline is killed); and walk again here the subtrees of 
 walk event: fill heaps, hash the listed files, ...), ``work`` (how a process walks claimed
 subtrees and what part it sends back) and the merge of the parts, which stays the engine's.
 
+Work that is not a walk (a manifest checked in ranges, candidates compared in blocks) is shared out
+by ``run_shared``: the same fork, claim and collection, with the tasks known from the start.
+
 Why the engine keeps its merge: each part is the engine's own plain data (heaps, sorted runs,
 totals), and merging them is the engine's logic. Why the driver owns the fork: it is the one place
-that starts children, so fork safety (no thread or library thread pool of the parent relied on in
-a child, see ``fanout``) is decided once for every engine.
+that starts children, so fork safety is decided once for every engine: an engine that names no
+count of processes gets ``available_processes``, which is 1 where fork after threads is unsafe
+(``platform.fork_is_safe``: macOS, the BSDs; only tests and benchmarks name a count), and no thread
+or library thread pool of the parent is relied on in a child (``fanout.forked``: blake3 hashes on
+one thread there instead of in the rayon pool the parent may have started, whose threads a child
+does not have).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
-from sysmcp.fs.walk import Budget, Finished, Listing, Scanner, ScanStopped, Subtree, collect_within
+from sysmcp.fs.walk import (
+    Budget,
+    Finished,
+    Listing,
+    Scanner,
+    ScanStopped,
+    SkipCounter,
+    Subtree,
+    collect_within,
+)
 
 SPLIT_AFTER_S = 0.01  # a walk still running after this long shares its waiting subtrees out
 SUBTREES_PER_PROCESS = 32  # enough pieces that processes finish together whatever the tree's shape
@@ -57,11 +73,14 @@ class ParallelWalk:
     ``again(lost)`` for subtrees no part reported; ``close()`` always (a ``with`` block does it).
     """
 
-    def __init__(self, scanner: Scanner, budget: Budget, sharing: Sharing, work: Work) -> None:
+    def __init__(
+        self, scanner: Scanner, budget: Budget, sharing: Sharing, work: Work, keep: Collection[int] = ()
+    ) -> None:
         self.scanner = scanner
         self.budget = budget
         self.sharing = sharing
         self.work = work
+        self.keep = keep  # descriptors from ``fanout.pipe()`` the children keep open (a later stage's)
         self.subtrees: list[Subtree] = []
         self.fan: FanOut | None = None
         self.processes = 1 if sharing.processes is None else sharing.processes
@@ -108,7 +127,9 @@ class ParallelWalk:
             self.subtrees = subtrees
             if self.on_split is not None:
                 self.on_split(subtrees)
-            self.fan = FanOut(len(subtrees), count, self.work, waits_for_gifts=sharing.waits_for_gifts)
+            self.fan = FanOut(
+                len(subtrees), count, self.work, self.keep, waits_for_gifts=sharing.waits_for_gifts
+            )
             self.fan.start()
 
     def here(self, keep_waiting: Callable[[], bool] | None = None) -> Any:
@@ -117,10 +138,70 @@ class ParallelWalk:
         assert self.fan is not None
         return self.fan.run_here(keep_waiting)
 
-    def children(self) -> list[Any]:
-        """Every child's part, None for one that died or was given up (killed past the deadline)."""
+    def children(
+        self, budget: Budget | None = None, checkpoint: Callable[[], None] | None = None
+    ) -> list[Any]:
+        """Every child's part, None for one that died or was given up (killed past the deadline of
+        ``budget``, default the walk's); ``checkpoint`` (default the budget) runs while waiting."""
         assert self.fan is not None
-        return collect_within(self.fan, self.budget)
+        return collect_within(self.fan, budget or self.budget, checkpoint)
+
+    def walk_claimed(
+        self,
+        claim: Callable[[], int | None],
+        counter: SkipCounter,
+        checkpoint: Callable[[], None],
+        consume: Consume,
+        in_child: bool = False,
+    ) -> dict[str, Any]:
+        """Walk the claimed subtrees one after another in this process, each event to
+        ``consume(event, scanner)``, skips counted in ``counter``.
+
+        Returns this process's part of the walk, as ``stopped_early`` reads it back: why it stopped
+        early (``stopped``, or None), how many subtrees it walked (``subtrees``) and, in a child, its
+        skip counts (``skipped``, ``skipped_named``). The engine adds what it found.
+        """
+        stopped: str | None = None
+        done = 0
+        while stopped is None and (index := claim()) is not None:
+            sub = self.scanner.spawn(self.subtrees[index], counter, checkpoint, None)
+            events = sub.events()
+            try:
+                for event in events:
+                    consume(event, sub)
+            except ScanStopped as stop:
+                stopped = stop.reason
+            finally:
+                events.close()
+            stopped = stopped or sub.stopped
+            done += 1
+        part: dict[str, Any] = {"stopped": stopped, "subtrees": done}
+        if in_child:
+            part["skipped"], part["skipped_named"] = counter.as_dict(), counter.named
+        return part
+
+    def stopped_early(
+        self, parts: Sequence[dict[str, Any] | None], died: str, skipped: SkipCounter
+    ) -> str | None:
+        """Why the shared walk is partial, from every process's ``walk_claimed`` part (this one's first;
+        None for a child that died, said as ``died``), or None; the children's skips go into ``skipped``.
+
+        A subtree no part walked (a process stopped at the deadline before claiming it) leaves the
+        walk partial for the budget's reason.
+        """
+        stopped: str | None = None
+        claimed = 0
+        for slot, part in enumerate(parts):
+            if part is None:
+                stopped = stopped or died
+                continue
+            claimed += part["subtrees"]
+            stopped = stopped or part["stopped"]
+            if slot:
+                skipped.merge(part["skipped"], part["skipped_named"])
+        if claimed < len(self.subtrees):
+            stopped = stopped or self.budget.reason
+        return stopped
 
     def again(self, lost: Iterable[int], work: Work | None = None) -> Any:
         """Walk here the subtrees (by index) whose process died before reporting them."""
@@ -141,3 +222,16 @@ class ParallelWalk:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def run_shared(
+    tasks: int, processes: int, work: Work, budget: Budget, checkpoint: Callable[[], None] | None = None
+) -> list[Any]:
+    """Tasks ``0..tasks-1`` shared out at once between this process and forked children (no walk
+    to split first): this process's part, then every child's (None for one that died or was given
+    up past ``budget``'s deadline; ``checkpoint``, default the budget, runs while waiting)."""
+    with FanOut(tasks, processes, work) as fan:
+        fan.start()
+        parts: list[Any] = [fan.run_here()]
+        parts += collect_within(fan, budget, checkpoint)
+    return parts

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
 from sysmcp.fs.spill import RUN_BYTES, SortedRuns
-from sysmcp.fs.walk import Listing
+from sysmcp.fs.walk import Finished, Listing
 
 __all__ = ["HEADER", "RUN_BYTES", "SizeRuns", "merge_by_size", "parse", "read_records"]
 
@@ -56,6 +56,11 @@ class SizeRuns(SortedRuns):
         self.buffered += added
         if self.buffered >= RUN_BYTES:
             self.flush()
+
+    def consume(self, event: Listing | Finished, scanner: object) -> None:
+        """A walk's event, as the parallel walk hands it: listings are added, totals ignored."""
+        if type(event) is Listing:
+            self.listing(event)
 
     def summary(self) -> dict[str, Any]:
         """What a worker process sends back (``marshal``-able): its runs are in the file the parent opened."""

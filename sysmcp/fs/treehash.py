@@ -3,8 +3,8 @@
 Why not a thread pool: for small files the cost is per file, system calls and Python's work
 around them, and threads share one interpreter lock. So each process walks
 its share of the tree and hashes what it lists, in line: the parent starts the walk and, after a
-few milliseconds, hands the directories still waiting to forked children (``fanout.FanOut``, the
-machinery ``dir_usage`` uses), which walk and hash their subtrees the same way.
+few milliseconds, hands the directories still waiting to forked children (``parallel.ParallelWalk``,
+the driver every walking engine runs on), which walk and hash their subtrees the same way.
 
 Why sorted runs: a million manifest lines as Python objects would be hundreds of megabytes. Each
 process appends compact records (``name NUL line``) to a buffer, sorts it every megabyte
@@ -37,23 +37,13 @@ from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from sysmcp.fs import checksums
+from sysmcp.fs.budget import Budget, ScanStopped
 from sysmcp.fs.checksums import CHUNK, Algorithm, KeptGrowing, Style, explain, format_line, hash_fd
 from sysmcp.fs.fanout import Progress, available_processes
 from sysmcp.fs.parallel import ParallelWalk, Sharing
 from sysmcp.fs.safeopen import NotRegularFile, Replaced, open_path, refused_symlink
 from sysmcp.fs.spill import RUN_BYTES, SortedRuns
-from sysmcp.fs.walk import (
-    Budget,
-    Finished,
-    Listing,
-    ScanConfig,
-    Scanner,
-    ScanStopped,
-    SkipCounter,
-    WalkOptions,
-    join,
-    mount_table,
-)
+from sysmcp.fs.walk import Finished, Listing, ScanConfig, Scanner, SkipCounter, WalkOptions, join, mount_table
 
 READ_BYTES = 64 << 10  # read-ahead per run while merging, at most
 MERGE_BYTES = 1 << 20  # read-ahead of all runs together (a million files: about 100 runs, 10 KiB each)
@@ -189,6 +179,11 @@ class Hasher:
         self.buffer = bytearray(CHUNK)
         self.view = memoryview(self.buffer)
         self.trusted_devices: frozenset[int] | None = None  # see _refusal; read when first needed
+
+    def consume(self, event: Listing | Finished, scanner: Scanner) -> None:
+        """A walk's event, as the parallel walk hands it: a listing's files are hashed, totals ignored."""
+        if type(event) is Listing:
+            self.listing(event, scanner.listing_fd)
 
     def listing(self, listing: Listing, dir_fd: int | None) -> None:
         """Hash every file (hard-linked names too) of one listing of a ``regular_by_type`` walk."""
@@ -497,32 +492,8 @@ def hash_tree_parallel(
                 own = Hasher(root, algorithm, style, runs, check)
             else:
                 runs, counter, check, own = mine, skipped, budget, hasher
-            stopped: str | None = None
-            done = 0
-            while stopped is None and (index := claim()) is not None:
-                sub = scanner.spawn(parallel.subtrees[index], counter, check, None)
-                walk = sub.events()
-                try:
-                    for event in walk:
-                        if type(event) is Listing:
-                            own.listing(event, sub.listing_fd)
-                except ScanStopped as stop:
-                    stopped = stop.reason
-                finally:
-                    walk.close()
-                stopped = stopped or sub.stopped
-                done += 1
-            result = runs.summary() if in_child else {}
-            result["stopped"] = stopped
-            result["subtrees"] = done
-            if in_child:
-                result["skipped"] = counter.as_dict()
-                result["skipped_named"] = counter.named
-            return result
-
-        def consume(event: Listing | Finished, scanner: Scanner) -> None:
-            if type(event) is Listing:
-                hasher.listing(event, scanner.listing_fd)
+            walked = parallel.walk_claimed(claim, counter, check, own.consume, in_child)
+            return runs.summary() | walked if in_child else walked
 
         def detached(event: Listing | Finished, scanner: Scanner) -> None:
             if type(event) is Listing:
@@ -530,26 +501,19 @@ def hash_tree_parallel(
 
         parallel = ParallelWalk(scanner, budget, sharing, work)
         with parallel:
-            stopped = parallel.walk(consume, detached=detached)
+            stopped = parallel.walk(hasher.consume, detached=detached)
             stopped = stopped or scanner.stopped
             processes_used = 1
             if parallel.fan is not None:
-                here = parallel.here()
-                stopped = stopped or here["stopped"]
-                children = parallel.children()
-                claimed = here["subtrees"]
+                walked = [parallel.here(), *parallel.children()]
+                stopped = stopped or parallel.stopped_early(
+                    walked, "a hashing process ended unexpectedly", skipped
+                )
                 parts = [(spills[0], mine.summary())]
-                for slot, part in enumerate(children, 1):
-                    if part is None:
-                        stopped = stopped or "a hashing process ended unexpectedly"
-                        continue
-                    processes_used += 1
-                    claimed += part["subtrees"]
-                    stopped = stopped or part["stopped"]
-                    skipped.merge(part["skipped"], part["skipped_named"])
-                    parts.append((spills[slot], part))
-                if claimed < len(parallel.subtrees):
-                    stopped = stopped or budget.reason
+                parts += [
+                    (spills[slot], part) for slot, part in enumerate(walked) if slot and part is not None
+                ]
+                processes_used = len(parts)
             else:
                 parts = [(spills[0], mine.summary())]
             walk_complete = stopped is None

@@ -1,5 +1,5 @@
 """A long manifest checked in ranges of whole lines, each parsed and checked by whichever forked
-process claims it (``fanout.FanOut``), and the parts put back together in manifest order.
+process claims it (``parallel.run_shared``), and the parts put back together in manifest order.
 
 Why ranges: nothing per entry exists before the fork, so no process holds (or counts again) another's
 entries, and the parse itself is shared out. Each process keeps one byte per entry (``verdicts``).
@@ -17,7 +17,7 @@ from typing import Any
 
 from sysmcp.fs.checksums import CHUNK, Algorithm, Hasher, one_shot
 from sysmcp.fs.dirlook import NOT_LISTED, OPEN_LISTED, ListedDirectory, list_for
-from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes
+from sysmcp.fs.fanout import MAX_TASKS, Progress, available_processes
 from sysmcp.fs.manifests import (
     MAX_BAD_LINES,
     MAX_BAD_LINES_KEPT,
@@ -27,6 +27,7 @@ from sysmcp.fs.manifests import (
     NotAManifest,
     decide_style,
 )
+from sysmcp.fs.parallel import run_shared
 from sysmcp.fs.verdicts import (
     ALGORITHM_CODE,
     NOT_CHECKED_CODE,
@@ -39,7 +40,7 @@ from sysmcp.fs.verdicts import (
     judge_data,
     known_algorithm,
 )
-from sysmcp.fs.walk import Budget, ScanStopped, collect_within, throttled
+from sysmcp.fs.walk import Budget, ScanStopped, throttled
 
 #: Where a confined check looks for a manifest's name: the path inside the allowed roots it resolves
 #: to, or None when it resolves outside them (the entry is UNREADABLE, "outside the allowed roots").
@@ -322,7 +323,7 @@ def check_ranges(
 ) -> Verification:
     """Parse and check a long manifest in ranges of whole lines, shared between forked processes.
 
-    Each process (``fanout.FanOut``, as ``dir_usage`` walks) claims a range, parses it, checks its
+    Each process (``parallel.run_shared``, the walks' fork driver) claims a range, parses it, checks its
     entries as it goes and keeps one byte per entry: what comes back is those bytes, the UNREADABLE
     details and improperly formatted lines (few), per range. Nothing per entry exists before the
     fork, so no process holds (or counts again) another's. At the deadline the processes stop; the
@@ -336,35 +337,24 @@ def check_ranges(
     style = decide_style(reader.blocks(per_task, throttled(cancelled)), forced, prefer)
     prefix = base if base.endswith(b"/") else base + b"/"
     report(0, 0)
-    fan: FanOut | None = None
     mine = Tally()  # this process's files checked and manifest bytes read
-
-    def report_and_check() -> None:
-        files, done = mine.files, mine.read
-        if fan is not None:
-            more_files, more_bytes = fan.progress.others()
-            files, done = files + more_files, done + more_bytes
-        report(files, done)
-        cancelled()
 
     def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
         if in_child:
             tally = Tally()
             own = check.sharing(lambda: progress.set(tally.files, tally.read))
         else:
+
+            def report_and_check() -> None:
+                more_files, more_bytes = progress.others()
+                report(mine.files + more_files, mine.read + more_bytes)
+                cancelled()
+
             tally, own = mine, check.sharing(report_and_check)
         ranges = RangeWork(LineParser(forced, prefer, style), prefix, own, tally, confine)
         return _check_claimed(claim, reader, per_task, ranges)
 
-    results: list[dict[str, Any] | None]
-    try:
-        fan = FanOut(tasks, processes, work)
-        fan.start()
-        results = [fan.run_here()]
-        results += collect_within(fan, check)
-    finally:
-        if fan is not None:
-            fan.close()
+    results: list[dict[str, Any] | None] = run_shared(tasks, processes, work, check)
     return _assemble(reader, per_task, tasks, results, LineParser(forced, prefer, style), cancelled, check)
 
 

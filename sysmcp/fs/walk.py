@@ -24,6 +24,7 @@ import os
 import re
 import stat
 from collections.abc import Callable, Generator, Iterable, Sequence
+from dataclasses import replace
 
 from sysmcp.fs.budget import GIVE_UP_AFTER_S, Budget, ScanStopped, collect_within, throttled
 from sysmcp.fs.handout import Handout
@@ -134,17 +135,11 @@ class Scanner(Handout):
         self.apparent = 0  # bytes counted so far (apparent)
         self.stopped: str | None = None  # why the scan ended early, if it did
         self.root_dev: int | None = None  # st_dev of the root once opened (a spawned scanner: its parent's)
-        # The config, as plain attributes: the walk's loops read them as locals. The floors are
-        # live (a top-N consumer raises them); the rest is what the engine asked for (ScanConfig).
+        # What the engine asked for, read once per directory; the floors are live attributes (a
+        # top-N consumer raises them as its heap fills).
+        self._config = config
         self.file_floor = config.file_floor
         self.block_floor = config.block_floor
-        self.min_file_size = config.min_file_size
-        self.keep_files = config.keep_files
-        self.keep_by_disk = config.keep_by_disk
-        self.on_file = config.on_file
-        self.empty_listings = config.empty_listings
-        self.finished_depth = config.finished_depth
-        self.regular_by_type = config.regular_by_type
         self.eligible_files = 0
         self._seen: set[tuple[int, int]] = set()
         # (dev, ino, apparent, blocks, is_regular, directory) of each multiply-linked inode counted,
@@ -200,8 +195,8 @@ class Scanner(Handout):
                 self._mount_points = mount_points_below(self.root, st.st_dev, self.options, self._mounts)
                 self.entries += 1
                 self.apparent += st.st_size
-            empty = self.empty_listings
-            deepest = self.finished_depth if self.finished_depth is not None else 1 << 30
+            empty, deepest = self._config.empty_listings, self._config.finished_depth
+            deepest = deepest if deepest is not None else 1 << 30
             checkpoint, read, enter, finish = self.checkpoint, self._read, self._enter, self._finish
             budget = self.fd_budget
             try:
@@ -253,7 +248,8 @@ class Scanner(Handout):
 
     def _read(self, frame: _Frame) -> Listing:
         """List one directory and lstat every entry; sort them into files, links and subdirectories."""
-        if self.regular_by_type:
+        config = self._config
+        if config.regular_by_type:
             return self._read_typed(frame)
         assert frame.fd is not None
         files: list[tuple[str, os.stat_result]] = []
@@ -267,10 +263,10 @@ class Scanner(Handout):
         prefix = relative + "/" if relative else ""
         apparent = blocks = count = nfiles = eligible = 0
         newest = frame.newest
-        floor, block_floor, min_size = self.file_floor, self.block_floor, self.min_file_size
-        keep = self.keep_files
+        floor, block_floor, min_size = self.file_floor, self.block_floor, config.min_file_size
+        keep = config.keep_files
         prune_at = 2 * keep if keep else -1
-        on_file = self.on_file
+        on_file = config.on_file
         s_ifmt, s_ifdir, s_ifreg, s_iflnk = _S_IFMT, _S_IFDIR, _S_IFREG, _S_IFLNK
         fd = frame.fd
         try:
@@ -438,15 +434,19 @@ class Scanner(Handout):
     ) -> tuple[int, int]:
         """Keep the ``keep_files`` largest of a directory's files so far (earlier first among equals,
         as the consumer's heap would) and raise this directory's floors past the smallest kept."""
-        by_disk, min_size = self.keep_by_disk, self.min_file_size
+        by_disk, min_size, keep = (
+            self._config.keep_by_disk,
+            self._config.min_file_size,
+            self._config.keep_files,
+        )
 
         def key(item: tuple[str, os.stat_result]) -> int:
             return item[1].st_blocks if by_disk else item[1].st_size
 
         # reverse=True keeps equal keys in their original order: the earlier one stays, as in the heap
         ranked = sorted((item for item in files if item[1].st_size >= min_size), key=key, reverse=True)
-        files[:] = ranked[: self.keep_files]
-        if len(files) == self.keep_files:
+        files[:] = ranked[:keep]
+        if len(files) == keep:
             smallest = key(files[-1]) + 1
             if by_disk:
                 block_floor = max(block_floor, smallest)
@@ -566,17 +566,7 @@ class Scanner(Handout):
     @property
     def config(self) -> ScanConfig:
         """This walk's config as it stands (the floors as raised so far): what ``spawn`` passes on."""
-        return ScanConfig(
-            file_floor=self.file_floor,
-            block_floor=self.block_floor,
-            min_file_size=self.min_file_size,
-            keep_files=self.keep_files,
-            keep_by_disk=self.keep_by_disk,
-            on_file=self.on_file,
-            empty_listings=self.empty_listings,
-            finished_depth=self.finished_depth,
-            regular_by_type=self.regular_by_type,
-        )
+        return replace(self._config, file_floor=self.file_floor, block_floor=self.block_floor)
 
     def _is_pseudo(self, parent: _Frame, name: str, st: os.stat_result) -> bool:
         if self._pseudo is None:
@@ -608,9 +598,9 @@ def walk_files(
     raise to stop (``ScanStopped`` ends the walk quietly). The order is not sorted.
     """
     root = os.fsencode(root)
-    scanner = Scanner(root, options, skipped, checkpoint)
-    scanner.empty_listings = False
-    scanner.finished_depth = -1
+    scanner = Scanner(
+        root, options, skipped, checkpoint, config=ScanConfig(empty_listings=False, finished_depth=-1)
+    )
     fsencode = os.fsencode
     head = join(root, b"x")[:-1]  # root and one slash
     events = scanner.events()

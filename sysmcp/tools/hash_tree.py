@@ -191,7 +191,8 @@ def hash_tree(
             request, skipped, check_cancelled=meter.checkpoint, report=report, clock=clock
         )
         report(merged.files, merged.total_bytes)
-        result = TreeHash(base=root, **{each.name: getattr(merged, each.name) for each in fields(merged)})
+        # The engine's manifest, field for field, with the base the tool words names from.
+        result = TreeHash(base=root, **{item.name: getattr(merged, item.name) for item in fields(merged)})
     result.seconds = time.perf_counter() - started
     return result
 

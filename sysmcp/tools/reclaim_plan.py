@@ -216,6 +216,7 @@ FIELD_WORDS: dict[str, str] = {
     "items[].action": "What reclaim would do: remove, truncate, or run the vendor command.",
     "items[].note": "A caveat worth reading before acting.",
     "kept": "Where the plan is kept: the history store (survives a restart) or this server's memory.",
+    "kept_note": "Why the plan is kept only in memory (history off, the store busy or unwritable); null when kept.",
 }
 
 
