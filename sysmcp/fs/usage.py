@@ -361,6 +361,9 @@ def scan_usage(
 
     tally = Tally(request)
     scanner = Scanner(root, options, skipped, budget, config=tally.config())
+    # An event per directory, listed files or not: the walk driver decides on the split between
+    # events, and a walk that lists no file (totals only) would otherwise give it none until the end.
+    scanner.empty_listings = True
     mine.current = scanner
     eligible_files = 0
     stopped: str | None = None

@@ -1,12 +1,14 @@
 """disk_usage with ``explain``: df's used bytes of one filesystem, part by part, in words and figures.
 
-The MCP side of ``sysmcp.fs.space``: the ``explain`` schema, the request built from the call, the
+The MCP side of ``sysmcp.fs.space``: the ``explain`` schema, the request built from the call (with a
+fresh complete scan of the filesystem's root from the history, when there is one, for part 1), the
 answer's text (totals first, then each part with its next step) and its structured content.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,15 +17,20 @@ from sysmcp.fs.disks import Entry
 from sysmcp.fs.mounts import Mount, MountTable
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.snapshots import Snapshots
-from sysmcp.fs.space import Accounting, DeletedScan, ExplainRequest, HeldOpen, explain
+from sysmcp.fs.space import Accounting, DeletedScan, ExplainRequest, HeldOpen, Scanned, explain
 from sysmcp.fs.units import human_bytes, plural
+from sysmcp.fs.walk import WalkOptions
+from sysmcp.history import state
 from sysmcp.protocol.context import Meter
 from sysmcp.tools.deleted_open_files import PROC, filesystem_of, scan_processes
+from sysmcp.tools.dir_usage import age_text, iso_utc, usage_report
+from sysmcp.tools.recording import series_of
 from sysmcp.tools.registry import ToolContext
 
 DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 600.0
 NAMED = 5  # files, places and snapshots named per part; the rest are counted
+FRESH_SCAN_S = 300.0  # a stored scan of the root younger than this stands in for the walk
 
 INPUT_PROPERTIES: dict[str, Any] = {
     "explain": {
@@ -72,6 +79,11 @@ EXPLAIN_SCHEMA: dict[str, Any] = {
             "Part 1: files and directories a walk from the root reaches, one filesystem (du -x).",
             files={"type": "integer"},
             stopped={"type": ["string", "null"], "description": "Why the walk stopped early."},
+            scanned_at={
+                "type": ["string", "null"],
+                "description": "When the stored dir_usage scan these figures come from was taken (a "
+                "complete scan of the root younger than 5 minutes stands in for the walk); null: walked now.",
+            },
             next_step={"type": "string"},
         ),
         "deleted_open": _sized(
@@ -140,17 +152,22 @@ EXPLAIN_SCHEMA: dict[str, Any] = {
 
 
 def deleted_provider(proc: str = PROC) -> Callable[[Callable[[], None]], DeletedScan]:
-    """The deleted-open-files scan (deleted_open_files' engine part) in the space engine's types."""
+    """The deleted-open-files scan (deleted_open_files' engine part) in the space engine's types.
+
+    The server's own descriptors are left out wherever the scan runs (the engine may run it in a
+    forked child, which sees its parent as any other process)."""
+    server = os.getpid()
 
     def scan(checkpoint: Callable[[], None]) -> DeletedScan:
         if not platform.has_proc_fd(proc):
             return DeletedScan(available=False)
         found = scan_processes(proc, checkpoint)
-        files = tuple(
-            HeldOpen(f.path, f.dev, f.disk, tuple((h.pid, h.command) for h in f.holders))
-            for f in found.files.values()
-        )
-        return DeletedScan(files, True, found.unreadable, found.vanished)
+        files = []
+        for f in found.files.values():
+            holders = tuple((h.pid, h.command) for h in f.holders if h.pid != server)
+            if holders:
+                files.append(HeldOpen(f.path, f.dev, f.disk, holders))
+        return DeletedScan(tuple(files), True, found.unreadable, found.vanished)
 
     return scan
 
@@ -160,6 +177,24 @@ def own_mount(entry: Entry, table: MountTable) -> Mount:
     if entry.mount.root == "/" or entry.st_dev is None:
         return entry.mount
     return filesystem_of(table, entry.st_dev) or entry.mount
+
+
+def fresh_scan(point: str, max_age: float = FRESH_SCAN_S) -> Scanned | None:
+    """The newest complete dir_usage scan of ``point`` (one filesystem, nothing excluded, the same
+    filesystem identity) in the history, if it is younger than ``max_age`` seconds. In a worker."""
+    store = state.active()
+    if store is None:
+        return None
+    try:
+        series = series_of(point, WalkOptions(one_file_system=True))
+    except OSError:
+        return None
+    now = state.now()
+    for info in store.snapshots("scan", series.root, limit=50):
+        if info.series == series and not info.partial:
+            age = now - info.taken
+            return Scanned(info.disk, info.files, info.taken, age) if 0 <= age <= max_age else None
+    return None
 
 
 async def run(
@@ -182,8 +217,9 @@ async def run(
             deleted_provider(proc),
             timeout,
             ctx.paths.allowed,
+            scanned=fresh_scan(mount.mount_point),
         )
-        return explain(request, meter)
+        return explain(request, usage_report(meter), meter.checkpoint)
 
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{int(meter.done):,} entries walked, {human_bytes(meter.extra.get('bytes', 0))} seen"
@@ -222,7 +258,14 @@ def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
         acc.overhead,
     )
     rest = acc.remainder
-    summary = [f"{human_bytes(walked.disk)} are files you can see ({plural(walked.files, 'file')})"]
+    scanned = walked.scanned
+    source = (
+        f"from the scan of {time.strftime('%H:%M', time.localtime(scanned.taken))}, {age_text(scanned.age)} ago"
+        if scanned is not None
+        else ""
+    )
+    seen = plural(walked.files, "file") + (f", {source}" if source else "")
+    summary = [f"{human_bytes(walked.disk)} are files you can see ({seen})"]
     if deleted.disk:
         count = plural(len(deleted.files) + deleted.not_named, "deleted file")
         who = (
@@ -251,7 +294,8 @@ def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
     )
     files_step = f"dir_usage path={point} shows which directories hold them"
     lines.append(
-        f"1. Files reached by a walk (du -x): {human_bytes(walked.disk)} in {plural(walked.files, 'file')}. Next: {files_step}."
+        f"1. Files reached by a walk (du -x): {source + ': ' if source else ''}{human_bytes(walked.disk)} "
+        f"in {plural(walked.files, 'file')}. Next: {files_step}."
     )
     if not deleted.available:
         del_step = "this system has no /proc/PID/fd; `sudo lsof +L1` lists them"
@@ -288,7 +332,9 @@ def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
         )
     bound = max(rest, 0)
     unread_step = "run as root or as the directories' owner to see inside"
-    if walked.unreadable:
+    if scanned is not None:
+        lines.append(f"4. Unreadable directories: not counted (part 1 is {source}). Next: {files_step}.")
+    elif walked.unreadable:
         where = ", ".join(printable(p) for p in walked.unreadable_named[:NAMED])
         lines.append(
             f"4. Unreadable directories: {walked.unreadable:,}"
@@ -346,6 +392,7 @@ def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
             "bytes": walked.disk,
             "files": walked.files,
             "stopped": walked.stopped,
+            "scanned_at": iso_utc(scanned.taken) if scanned is not None else None,
             "next_step": files_step,
         },
         "deleted_open": {
