@@ -333,7 +333,10 @@ def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
     bound = max(rest, 0)
     unread_step = "run as root or as the directories' owner to see inside"
     if scanned is not None:
-        lines.append(f"4. Unreadable directories: not counted (part 1 is {source}). Next: {files_step}.")
+        lines.append(
+            f"4. Unreadable directories: not counted (part 1 is {source}). Next: dir_usage path={point} "
+            "one_file_system=true counts them (and leaves the scan a later explain reuses)."
+        )
     elif walked.unreadable:
         where = ", ".join(printable(p) for p in walked.unreadable_named[:NAMED])
         lines.append(

@@ -7,7 +7,8 @@ from __future__ import annotations
 import itertools
 import os
 import subprocess
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,14 @@ from sysmcp.fs.space import (
     explain,
     walk_filesystem,
 )
+from sysmcp.history import state
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.results import ResultStore
+from sysmcp.tools.arguments import validate_arguments
+from sysmcp.tools.dir_usage import INPUT_SCHEMA as DU_INPUT
+from sysmcp.tools.dir_usage import handle as dir_usage
+from sysmcp.tools.dir_usage import iso_utc
 from sysmcp.tools.disk_explain import deleted_provider, render
 from sysmcp.tools.disk_usage import OUTPUT_SCHEMA, DiskUsage
 from sysmcp.tools.registry import ToolContext
@@ -247,3 +253,70 @@ def test_the_servers_own_deleted_files_are_left_out_wherever_the_scan_runs(tmp_p
         pytest.skip("no /proc/PID/fd on this system: nothing is scanned")
     assert all(os.getpid() not in [pid for pid, _ in f.holders] for f in scan.files)
     assert not any(f.path.startswith(str(gone)) for f in scan.files)
+
+
+class HistoryClock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> Iterator[HistoryClock]:
+    clock = HistoryClock()
+    state.configure(tmp_path / "state", clock)
+    yield clock
+    state.configure(None)
+
+
+async def explain_tool(top: Path) -> dict[str, Any]:
+    mount = Mount(str(top), "/dev/fake", "ext4")
+    handler = DiskUsage(lambda: MountTable([Mount("/", "/dev/sda1", "ext4"), mount]), statvfs_usage)
+    args = {"path": str(top), "explain": True, "unit": "percent", "all": False}
+    with anyio.fail_after(60):
+        output = await handler(args, context())
+    jsonschema.validate(output.structured, OUTPUT_SCHEMA)
+    return {"text": output.text, **output.structured["explain"]}
+
+
+async def scan_with_dir_usage(top: Path, **args: Any) -> None:
+    with anyio.fail_after(60):
+        await dir_usage(validate_arguments(DU_INPUT, {"path": str(top), **args}), context())
+
+
+@pytest.mark.anyio
+async def test_a_fresh_complete_scan_of_the_root_stands_in_for_the_walk(
+    tmp_path: Path, history: HistoryClock
+) -> None:
+    top = planted(tmp_path)
+    await scan_with_dir_usage(top, one_file_system=True)
+    scanned_at = history.now
+    (top / "three").write_bytes(b"y" * 8192)  # written after the scan: a walk would count it
+    history.now += 3 * 60 + 5
+    data = await explain_tool(top)
+    hhmm = time.strftime("%H:%M", time.localtime(scanned_at))
+    assert data["files"]["files"] == 2 and data["files"]["scanned_at"] == iso_utc(scanned_at)
+    assert f"1. Files reached by a walk (du -x): from the scan of {hhmm}, 3 min ago: 4.0" in data["text"]
+    assert f"(2 files, from the scan of {hhmm}, 3 min ago)" in data["text"].splitlines()[0]
+    assert "4. Unreadable directories: not counted" in data["text"]
+    history.now += 5 * 60  # now eight minutes old: walked afresh
+    data = await explain_tool(top)
+    assert data["files"]["files"] == 3 and data["files"]["scanned_at"] is None
+    assert "from the scan of" not in data["text"]
+
+
+@pytest.mark.anyio
+async def test_a_scan_that_crossed_filesystems_or_of_a_subdirectory_is_not_used(
+    tmp_path: Path, history: HistoryClock
+) -> None:
+    top = planted(tmp_path)
+    await scan_with_dir_usage(
+        top, one_file_system=False
+    )  # another series: its totals may hold other filesystems
+    await scan_with_dir_usage(top / "a", one_file_system=True)  # not the root
+    (top / "three").write_bytes(b"y" * 8192)
+    history.now += 60
+    data = await explain_tool(top)
+    assert data["files"]["files"] == 3 and data["files"]["scanned_at"] is None
