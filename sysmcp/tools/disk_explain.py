@@ -55,97 +55,84 @@ INPUT_PROPERTIES: dict[str, Any] = {
 }
 
 
+def _of(kind: str | list[str], description: str = "") -> dict[str, Any]:
+    return {"type": kind, "description": description} if description else {"type": kind}
+
+
+def _part(description: str, **properties: Any) -> dict[str, Any]:
+    """One part of the answer: an object with its figures and, for most, its next step."""
+    return {"type": "object", "description": description, "properties": properties}
+
+
 def _sized(description: str, **more: Any) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "description": description,
-        "properties": {"bytes": {"type": "integer"}, **more},
-    }
+    return _part(description, bytes=_of("integer"), **more, next_step=_of("string"))
 
 
-_NAMES = {"type": "array", "items": {"type": "string"}}
+def _rows(description: str) -> dict[str, Any]:
+    return {"type": "array", "items": _of("object"), "description": description}
+
+
 EXPLAIN_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "With explain: the filesystem's used bytes (statvfs, as df) split into parts.",
     "properties": {
-        "mount_point": {"type": "string"},
-        "used_bytes": {"type": "integer", "description": "statvfs used: (f_blocks - f_bfree) × f_frsize."},
-        "reserved_bytes": {
-            "type": "integer",
-            "description": "Free blocks only root may use: free, not used.",
-        },
-        "partial": {"type": "boolean", "description": "The walk stopped at the time budget."},
+        "mount_point": _of("string"),
+        "used_bytes": _of("integer", "statvfs used: (f_blocks - f_bfree) × f_frsize."),
+        "reserved_bytes": _of("integer", "Free blocks only root may use: free, not used."),
+        "partial": _of("boolean", "The walk stopped at the time budget."),
         "files": _sized(
             "Part 1: files and directories a walk from the root reaches, one filesystem (du -x).",
-            files={"type": "integer"},
-            stopped={"type": ["string", "null"], "description": "Why the walk stopped early."},
-            scanned_at={
-                "type": ["string", "null"],
-                "description": "When the stored dir_usage scan these figures come from was taken (a "
-                "complete scan of the root younger than 5 minutes stands in for the walk); null: walked now.",
-            },
-            next_step={"type": "string"},
+            files=_of("integer"),
+            stopped=_of(["string", "null"], "Why the walk stopped early."),
+            scanned_at=_of(
+                ["string", "null"],
+                "When the stored dir_usage scan these figures come from was taken (a complete scan of "
+                "the root younger than 5 minutes stands in for the walk); null: walked now.",
+            ),
         ),
         "deleted_open": _sized(
             "Part 2: deleted files still held open by a process (freed when the holders close them).",
-            files={"type": "array", "items": {"type": "object"}, "description": "path, bytes, holders."},
-            not_named={"type": "integer", "description": "Files outside the allowed roots: counted only."},
-            processes_unreadable={"type": "integer"},
-            processes_vanished={"type": "integer", "description": "Ended between listing and reading."},
-            available={"type": "boolean"},
-            next_step={"type": "string"},
+            files=_rows("path, bytes, holders."),
+            not_named=_of("integer", "Files outside the allowed roots: counted only."),
+            processes_unreadable=_of("integer"),
+            processes_vanished=_of("integer", "Ended between listing and reading."),
+            available=_of("boolean"),
         ),
         "hidden_under_mounts": _sized(
             "Part 3: files in directories another filesystem is mounted over (seen through a private view).",
-            checked={"type": "boolean"},
-            reason={"type": "string", "description": "Why not checked (e.g. 'needs root')."},
-            mount_points={"type": "integer"},
-            places={
-                "type": "array",
-                "items": {"type": "object"},
-                "description": "mount_point, bytes, files.",
-            },
-            next_step={"type": "string"},
+            checked=_of("boolean"),
+            reason=_of("string", "Why not checked (e.g. 'needs root')."),
+            mount_points=_of("integer"),
+            places=_rows("mount_point, bytes, files."),
         ),
-        "unreadable_directories": {
-            "type": "object",
-            "description": "Part 4: directories the walk could not read; they hold at most upper_bound_bytes.",
-            "properties": {
-                "count": {"type": "integer"},
-                "named": _NAMES,
-                "upper_bound_bytes": {"type": "integer"},
-                "next_step": {"type": "string"},
-            },
-        },
+        "unreadable_directories": _part(
+            "Part 4: directories the walk could not read; they hold at most upper_bound_bytes.",
+            count=_of("integer"),
+            named={"type": "array", "items": _of("string")},
+            upper_bound_bytes=_of("integer"),
+            next_step=_of("string"),
+        ),
         "snapshots": _sized(
             "Part 5: snapshots and subvolumes: bytes only they hold (exclusive).",
-            kind={"type": "string"},
-            exact={"type": "boolean", "description": "False: some are not sized (see note)."},
-            note={"type": "string"},
-            items={
-                "type": "array",
-                "items": {"type": "object"},
-                "description": "name, bytes (null: unknown).",
-            },
-            next_step={"type": "string"},
+            kind=_of("string"),
+            exact=_of("boolean", "False: some are not sized (see note)."),
+            note=_of("string"),
+            items=_rows("name, bytes (null: unknown)."),
         ),
-        "overhead": {
-            "type": "object",
-            "description": "Part 6: the filesystem's own metadata and reservations counted as used, where it "
-            "reports them (else null: in the remainder).",
-            "properties": {"bytes": {"type": ["integer", "null"]}, "source": {"type": "string"}},
-        },
-        "remainder": {
-            "type": "object",
-            "description": "Part 7: used bytes no part accounts for ('not walked' when the walk stopped).",
-            "properties": {
-                "bytes": {"type": "integer"},
-                "percent": {"type": "number"},
-                "not_walked": {"type": "boolean"},
-                "next_step": {"type": "string"},
-            },
-        },
-        "seconds": {"type": "number"},
+        "overhead": _part(
+            "Part 6: the filesystem's own metadata and reservations counted as used, where it reports "
+            "them (else null: in the remainder).",
+            bytes=_of(["integer", "null"]),
+            source=_of("string"),
+        ),
+        "remainder": _part(
+            "Part 7: used bytes no part accounts for ('not walked' when the walk stopped).",
+            bytes=_of("integer"),
+            percent=_of("number"),
+            not_walked=_of("boolean"),
+            next_step=_of("string"),
+        ),
+        "seconds": _of("number"),
     },
     "required": ["mount_point", "used_bytes", "files", "deleted_open", "hidden_under_mounts", "remainder"],
 }

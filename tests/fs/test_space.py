@@ -8,7 +8,7 @@ import itertools
 import os
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,6 @@ from sysmcp.fs.space import (
     explain,
     walk_filesystem,
 )
-from sysmcp.history import state
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.results import ResultStore
@@ -42,6 +41,8 @@ from sysmcp.tools.disk_explain import deleted_provider, render
 from sysmcp.tools.disk_usage import OUTPUT_SCHEMA, DiskUsage
 from sysmcp.tools.registry import ToolContext
 from tests.profile import needs_fork
+from tests.tools.test_what_changed import Clock
+from tests.tools.test_what_changed import clock as clock  # the history, on a clock of its own
 
 MiB = 1 << 20
 
@@ -255,22 +256,6 @@ def test_the_servers_own_deleted_files_are_left_out_wherever_the_scan_runs(tmp_p
     assert not any(f.path.startswith(str(gone)) for f in scan.files)
 
 
-class HistoryClock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def history(tmp_path: Path) -> Iterator[HistoryClock]:
-    clock = HistoryClock()
-    state.configure(tmp_path / "state", clock)
-    yield clock
-    state.configure(None)
-
-
 async def explain_tool(top: Path) -> dict[str, Any]:
     mount = Mount(str(top), "/dev/fake", "ext4")
     handler = DiskUsage(lambda: MountTable([Mount("/", "/dev/sda1", "ext4"), mount]), statvfs_usage)
@@ -287,21 +272,19 @@ async def scan_with_dir_usage(top: Path, **args: Any) -> None:
 
 
 @pytest.mark.anyio
-async def test_a_fresh_complete_scan_of_the_root_stands_in_for_the_walk(
-    tmp_path: Path, history: HistoryClock
-) -> None:
+async def test_a_fresh_complete_scan_of_the_root_stands_in_for_the_walk(tmp_path: Path, clock: Clock) -> None:
     top = planted(tmp_path)
     await scan_with_dir_usage(top, one_file_system=True)
-    scanned_at = history.now
+    scanned_at = clock.now
     (top / "three").write_bytes(b"y" * 8192)  # written after the scan: a walk would count it
-    history.now += 3 * 60 + 5
+    clock.now += 3 * 60 + 5
     data = await explain_tool(top)
     hhmm = time.strftime("%H:%M", time.localtime(scanned_at))
     assert data["files"]["files"] == 2 and data["files"]["scanned_at"] == iso_utc(scanned_at)
     assert f"1. Files reached by a walk (du -x): from the scan of {hhmm}, 3 min ago: 4.0" in data["text"]
     assert f"(2 files, from the scan of {hhmm}, 3 min ago)" in data["text"].splitlines()[0]
     assert "4. Unreadable directories: not counted" in data["text"]
-    history.now += 5 * 60  # now eight minutes old: walked afresh
+    clock.now += 5 * 60  # now eight minutes old: walked afresh
     data = await explain_tool(top)
     assert data["files"]["files"] == 3 and data["files"]["scanned_at"] is None
     assert "from the scan of" not in data["text"]
@@ -309,7 +292,7 @@ async def test_a_fresh_complete_scan_of_the_root_stands_in_for_the_walk(
 
 @pytest.mark.anyio
 async def test_a_scan_that_crossed_filesystems_or_of_a_subdirectory_is_not_used(
-    tmp_path: Path, history: HistoryClock
+    tmp_path: Path, clock: Clock
 ) -> None:
     top = planted(tmp_path)
     await scan_with_dir_usage(
@@ -317,6 +300,6 @@ async def test_a_scan_that_crossed_filesystems_or_of_a_subdirectory_is_not_used(
     )  # another series: its totals may hold other filesystems
     await scan_with_dir_usage(top / "a", one_file_system=True)  # not the root
     (top / "three").write_bytes(b"y" * 8192)
-    history.now += 60
+    clock.now += 60
     data = await explain_tool(top)
     assert data["files"]["files"] == 3 and data["files"]["scanned_at"] is None
