@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
 import sys
 from dataclasses import dataclass
 
 from sysmcp import platform
+from sysmcp.fs.walk import Finished, ScanConfig, Scanner, SkipCounter, WalkOptions
 
 __all__ = ["Hidden", "Look", "look_under"]
 
@@ -32,41 +32,20 @@ class Hidden:
     entries: int
 
 
+TOTALS_ONLY = ScanConfig(file_floor=1 << 62, block_floor=1 << 62, empty_listings=False, finished_depth=0)
+
+
 def size_tree(top: str) -> tuple[int, int, int]:
     """(disk bytes, regular files, entries) of the tree below ``top`` on its own filesystem, the
-    directory itself included (du's figure for it), hard links once."""
+    directory itself included: the walk engine's du -x figures (hard links once)."""
+    scanner = Scanner(os.fsencode(top), WalkOptions(one_file_system=True), SkipCounter(), config=TOTALS_ONLY)
     try:
-        st = os.lstat(top)
-    except OSError:
-        return 0, 0, 0
-    dev, seen = st.st_dev, set()
-    disk, files, entries = st.st_blocks * 512, 0, 0
-    stack = [top]
-    while stack:
-        current = stack.pop()
-        try:
-            with os.scandir(current) as listing:
-                found = list(listing)
-        except OSError:
-            continue
-        for item in found:
-            try:
-                info = item.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if info.st_dev != dev:
-                continue
-            entries += 1
-            if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
-                if (info.st_ino) in seen:
-                    continue
-                seen.add(info.st_ino)
-            disk += info.st_blocks * 512
-            if stat.S_ISREG(info.st_mode):
-                files += 1
-            elif stat.S_ISDIR(info.st_mode):
-                stack.append(item.path)
-    return disk, files, entries
+        for event in scanner.events():
+            if isinstance(event, Finished):
+                return event.disk, event.files, scanner.entries
+    except OSError:  # gone, or not a directory
+        pass
+    return 0, 0, 0
 
 
 class Look:

@@ -224,14 +224,37 @@ class ParallelWalk:
         self.close()
 
 
+class Started:
+    """Tasks ``0..tasks-1`` shared out with forked children that start at once, finished later: the
+    children work while this process does something else (explain's side tasks beside its walk)."""
+
+    def __init__(self, tasks: int, processes: int, work: Work) -> None:
+        self.fan = FanOut(tasks, processes, work)
+        try:
+            self.fan.start()
+        except BaseException:
+            self.fan.close()
+            raise
+
+    def finish(self, budget: Budget, checkpoint: Callable[[], None] | None = None) -> list[Any]:
+        """This process's part (the tasks no child claimed yet), then every child's (None for one that
+        died or was given up past ``budget``'s deadline; ``checkpoint``, default the budget, runs while
+        waiting)."""
+        parts: list[Any] = [self.fan.run_here()]
+        parts += collect_within(self.fan, budget, checkpoint)
+        return parts
+
+    def close(self) -> None:
+        self.fan.close()
+
+
 def run_shared(
     tasks: int, processes: int, work: Work, budget: Budget, checkpoint: Callable[[], None] | None = None
 ) -> list[Any]:
     """Tasks ``0..tasks-1`` shared out at once between this process and forked children (no walk
-    to split first): this process's part, then every child's (None for one that died or was given
-    up past ``budget``'s deadline; ``checkpoint``, default the budget, runs while waiting)."""
-    with FanOut(tasks, processes, work) as fan:
-        fan.start()
-        parts: list[Any] = [fan.run_here()]
-        parts += collect_within(fan, budget, checkpoint)
-    return parts
+    to split first), as ``Started.finish`` returns them."""
+    shared = Started(tasks, processes, work)
+    try:
+        return shared.finish(budget, checkpoint)
+    finally:
+        shared.close()

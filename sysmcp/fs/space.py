@@ -5,7 +5,14 @@ own overhead, and what is left unexplained.
 The engine of ``disk_usage`` with ``explain``: a typed request in, an ``Accounting`` out; no words for
 the model here (``sysmcp.tools.disk_usage`` says it). The deleted-open-files scan comes in as a provider
 (the tool layer owns that scan today), the walk through ``walk_filesystem``, the one adapter to the
-tree-walk engine.
+tree-walk engine; progress goes to ``report(entries, bytes)`` and ``check_cancelled()`` raises to
+abandon the call, as in every walking engine.
+
+Why the call takes about one walk: everything but the walk works beside it. The look under the
+mount points is a child process started before the walk; the deleted-files scan and the snapshot and
+overhead queries are two tasks for a forked child (``parallel.Started``) started before the walk too. What
+that child has not begun when the walk ends, this process does itself; what it lost (it died), too.
+A recent complete scan of the root kept in the history (``Scanned``) stands in for the walk.
 """
 
 from __future__ import annotations
@@ -17,15 +24,18 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from sysmcp import platform
+from sysmcp.fs.budget import Budget
 from sysmcp.fs.disks import Figures
 from sysmcp.fs.errors import WrongKind
+from sysmcp.fs.fanout import Progress, available_processes
 from sysmcp.fs.hidden import Hidden, Look
 from sysmcp.fs.mounts import Mount, MountTable
+from sysmcp.fs.parallel import SPLIT_AFTER_S, Started
 from sysmcp.fs.paths import is_within
-from sysmcp.fs.snapshots import Overhead, Snapshots, overhead_of, snapshots_of
+from sysmcp.fs.snapshots import Overhead, Snapshot, Snapshots, overhead_of, snapshots_of
 from sysmcp.fs.walk import SkipCounter, WalkOptions
 
 __all__ = [
@@ -33,19 +43,11 @@ __all__ = [
     "DeletedScan",
     "ExplainRequest",
     "HeldOpen",
+    "Scanned",
     "Walked",
     "explain",
     "walk_filesystem",
 ]
-
-
-class Meter(Protocol):
-    """Progress counters and the cancellation question (``sysmcp.protocol.context.Meter`` is one)."""
-
-    done: float
-    extra: dict[str, float]
-
-    def checkpoint(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,19 @@ class DeletedScan:
     vanished: int = 0  # processes that ended between being listed and being read
 
 
+@dataclass(frozen=True, slots=True)
+class Scanned:
+    """Part 1 from a complete one-filesystem scan of the root kept in the history (no walk then)."""
+
+    disk: int
+    files: int
+    taken: float  # when it was scanned (epoch seconds)
+    age: float  # seconds before this call
+
+
+Report = Callable[[int, int], None]  # (entries walked, bytes seen) of every process
+
+
 @dataclass(frozen=True)
 class ExplainRequest:
     mount: Mount  # the filesystem's own mount (its root, not a bind mount of a subtree)
@@ -77,6 +92,9 @@ class ExplainRequest:
     timeout_s: float = 60.0
     roots: Sequence[Path] | None = None  # only what is inside these is named
     clock: Callable[[], float] = time.monotonic
+    scanned: Scanned | None = None  # a fresh scan of the root: part 1 without walking
+    processes: int | None = None  # the walk's processes (None: the usable CPUs); tests turn it
+    split_after_s: float = SPLIT_AFTER_S
 
 
 @dataclass(slots=True)
@@ -91,6 +109,7 @@ class Walked:
     processes: int = 1
     unreadable: int = 0
     unreadable_named: list[str] = field(default_factory=list)  # absolute, inside the roots
+    scanned: Scanned | None = None  # taken from a stored scan instead (unreadable then not counted)
 
 
 @dataclass(slots=True)
@@ -141,7 +160,14 @@ class Accounting:
 
 
 def walk_filesystem(
-    root: str, timeout_s: float, meter: Meter | None, clock: Callable[[], float] = time.monotonic
+    root: str,
+    timeout_s: float,
+    report: Report | None = None,
+    check_cancelled: Callable[[], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    *,
+    processes: int | None = None,
+    split_after_s: float = SPLIT_AFTER_S,
 ) -> tuple[Walked, SkipCounter]:
     """The one call into the tree-walk engine (``fs.usage``: dir_usage's parallel du -x walk, totals only)."""
     from sysmcp.fs.usage import Request, scan_usage
@@ -150,20 +176,16 @@ def walk_filesystem(
     request = Request(
         top_files=0, top_directories=0, max_depth=1, by_disk=True, min_size=0, timeout_s=timeout_s
     )
-
-    def report(entries: int, seen: int) -> None:
-        if meter is not None:
-            meter.done = entries
-            meter.extra["bytes"] = seen
-
     usage = scan_usage(
         os.fsencode(root),
         WalkOptions(one_file_system=True),
         skipped,
         request,
         report,
-        meter.checkpoint if meter is not None else None,
+        check_cancelled,
         clock=clock,
+        processes=processes,
+        split_after_s=split_after_s,
     )
     totals = usage.totals
     walked = Walked(
@@ -244,8 +266,66 @@ class _Under:
             shutil.rmtree(self.target, ignore_errors=True)
 
 
-def _deleted(request: ExplainRequest, checkpoint: Callable[[], None]) -> DeletedPart:
-    scan = request.deleted(checkpoint)
+def _no_check() -> None:
+    return None
+
+
+DELETED, FILESYSTEM = 0, 1  # the side tasks: the deleted-files scan; the snapshot and overhead queries
+
+
+def _side_task(request: ExplainRequest, task: int, checkpoint: Callable[[], None]) -> Any:
+    """One side task's result as plain (marshal-able) data: a child sends it through a pipe."""
+    if task == DELETED:
+        scan = request.deleted(checkpoint)
+        files = [(f.path, f.dev, f.disk, [list(h) for h in f.holders]) for f in scan.files]
+        return [files, scan.available, scan.unreadable, scan.vanished]
+    mount = request.mount
+    snaps = snapshots_of(mount) if mount.fs_type != "tmpfs" else Snapshots()
+    overhead = overhead_of(mount, request.bfree)
+    items = [[s.name, s.exclusive, s.is_snapshot] for s in snaps.items]
+    return [[snaps.kind, items, snaps.bytes, snaps.exact, snaps.note], [overhead.bytes, overhead.source]]
+
+
+class _Side:
+    """Parts 2, 5 and 6 under way beside the walk: a forked child takes the side tasks as the walk starts."""
+
+    def __init__(self, request: ExplainRequest, check_cancelled: Callable[[], None]) -> None:
+        self.request, self.check = request, check_cancelled
+        self.fan: Started | None = None
+        if available_processes() > 1:  # where a walk may fork (platform.fork_is_safe), this may too
+            self.fan = Started(2, 2, self._work)
+
+    def _work(self, claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[int, Any]:
+        checkpoint = _no_check if in_child else self.check  # a child is killed, not asked
+        done: dict[int, Any] = {}
+        while (task := claim()) is not None:
+            done[task] = _side_task(self.request, task, checkpoint)
+        return done
+
+    def results(self, budget: Budget) -> tuple[DeletedScan, Snapshots, Overhead]:
+        """Every side task's result: the child's, and here whatever it did not start or did not finish."""
+        fan = self.fan
+        done: dict[int, Any] = {}
+        if fan is not None:  # here, the tasks the child has not claimed yet; then the child's
+            for part in fan.finish(budget, self.check):
+                done.update(part or {})
+        for task in (DELETED, FILESYSTEM):
+            if task not in done:  # no child, or it died
+                done[task] = _side_task(self.request, task, self.check)
+        files, available, unreadable, vanished = done[DELETED]
+        held = tuple(
+            HeldOpen(p, dev, disk, tuple((pid, cmd) for pid, cmd in who)) for p, dev, disk, who in files
+        )
+        (kind, items, size, exact, note), (over, source) = done[FILESYSTEM]
+        snaps = Snapshots(kind, [Snapshot(*item) for item in items], size, exact, note)
+        return DeletedScan(held, available, unreadable, vanished), snaps, Overhead(over, source)
+
+    def close(self) -> None:
+        if self.fan is not None:
+            self.fan.close()
+
+
+def _deleted(request: ExplainRequest, scan: DeletedScan) -> DeletedPart:
     part = DeletedPart(available=scan.available, unreadable=scan.unreadable, vanished=scan.vanished)
     for held in sorted(scan.files, key=lambda f: -f.disk):
         if held.dev != request.dev or held.disk == 0:
@@ -258,36 +338,55 @@ def _deleted(request: ExplainRequest, checkpoint: Callable[[], None]) -> Deleted
     return part
 
 
-def explain(request: ExplainRequest, meter: Meter | None = None) -> Accounting:
-    """Account for the filesystem's used bytes, part by part; blocking (run it in a worker thread)."""
+def explain(
+    request: ExplainRequest, report: Report | None = None, check_cancelled: Callable[[], None] | None = None
+) -> Accounting:
+    """Account for the filesystem's used bytes, part by part; blocking (run it in a worker thread).
+
+    ``report(entries, bytes)`` gets the walk's progress; ``check_cancelled()`` is asked every few
+    milliseconds and raises to abandon the call (every child is then killed and reaped)."""
     mount = request.mount
     if mount.pseudo and mount.fs_type not in ("tmpfs", "ramfs"):
         raise WrongKind(f"{mount.mount_point} is {mount.fs_type}, a pseudo filesystem with no stored files")
+    check = check_cancelled or _no_check
     started = request.clock()
-    deadline = started + request.timeout_s
-    under = _Under(request)  # its child starts now and works while this process walks
+    budget = Budget(request.timeout_s, check, clock=request.clock)
+    side = _Side(request, check)  # its child starts now and works while this process walks
+    under: _Under | None = None
     try:
-        walked, skipped = walk_filesystem(mount.mount_point, request.timeout_s, meter, request.clock)
-
-        def checkpoint() -> None:
-            if meter is not None:
-                meter.checkpoint()
-
-        deleted = _deleted(request, checkpoint)
-        checkpoint()
-        hidden = under.result(deadline)
+        under = _Under(request)  # so does the one that looks under the mount points
+        if request.scanned is not None:
+            walked, skipped = (
+                Walked(request.scanned.disk, request.scanned.files, scanned=request.scanned),
+                None,
+            )
+            check()
+        else:
+            walked, skipped = walk_filesystem(
+                mount.mount_point,
+                request.timeout_s,
+                report,
+                check,
+                request.clock,
+                processes=request.processes,
+                split_after_s=request.split_after_s,
+            )
+        scan, snaps, overhead = side.results(budget)
+        deleted = _deleted(request, scan)
+        check()
+        hidden = under.result(budget.deadline)
     finally:
-        under.close()
+        side.close()
+        if under is not None:
+            under.close()
     base = mount.mount_point
     walked.unreadable_named = [
         path
-        for name in skipped.named
+        for name in (skipped.named if skipped is not None else ())
         if _named(path := os.path.join(base, name) if name else base, request.roots)
     ]
-    snaps = snapshots_of(mount) if mount.fs_type != "tmpfs" else Snapshots()
     if snaps.kind == "btrfs subvolumes" and request.roots is not None:
         snaps.items = [s for s in snaps.items if _named(os.path.join(base, s.name), request.roots)]
-    overhead = overhead_of(mount, request.bfree)
     return Accounting(
         mount, request.figures, walked, deleted, hidden, snaps, overhead, request.clock() - started
     )

@@ -235,7 +235,9 @@ class Tally:
             keep_files=request.top_files,
             keep_by_disk=request.by_disk,
             on_file=self.selection if request.selects else None,
-            empty_listings=False,
+            # An event per directory, listed files or not: the walk driver decides on the split between
+            # events, and a walk that lists no file (totals only) would otherwise give it none until the end.
+            empty_listings=True,
             finished_depth=request.max_depth if self.record is None else None,
         )
 

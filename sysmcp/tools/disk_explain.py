@@ -1,14 +1,16 @@
 """disk_usage with ``explain``: df's used bytes of one filesystem, part by part, in words and figures.
 
-The MCP side of ``sysmcp.fs.space``: the ``explain`` schema, the request built from the call, the
+The MCP side of ``sysmcp.fs.space``: the ``explain`` schema, the request built from the call (with a
+fresh complete scan of the filesystem's root from the history, when there is one, for part 1), the
 answer's text (totals first, then each part with its next step) and its structured content. The
-engine and the process scan are imported when an explain is asked for: disk_usage imports this
-module for its schema on every start.
+engine, the process scan and the history are imported when an explain is asked for: disk_usage
+imports this module for its schema on every start.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -21,13 +23,14 @@ if TYPE_CHECKING:
     from sysmcp.fs.disks import Entry
     from sysmcp.fs.mounts import Mount, MountTable
     from sysmcp.fs.snapshots import Snapshots
-    from sysmcp.fs.space import Accounting, DeletedScan, HeldOpen
+    from sysmcp.fs.space import Accounting, DeletedScan, HeldOpen, Scanned
     from sysmcp.protocol.context import Meter
     from sysmcp.tools.registry import ToolContext
 
 DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 600.0
 NAMED = 5  # files, places and snapshots named per part; the rest are counted
+FRESH_SCAN_S = 300.0  # a stored scan of the root younger than this stands in for the walk
 
 INPUT_PROPERTIES: dict[str, Any] = {
     "explain": {
@@ -52,99 +55,95 @@ INPUT_PROPERTIES: dict[str, Any] = {
 }
 
 
+def _of(kind: str | list[str], description: str = "") -> dict[str, Any]:
+    return {"type": kind, "description": description} if description else {"type": kind}
+
+
+def _part(description: str, **properties: Any) -> dict[str, Any]:
+    """One part of the answer: an object with its figures and, for most, its next step."""
+    return {"type": "object", "description": description, "properties": properties}
+
+
 def _sized(description: str, **more: Any) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "description": description,
-        "properties": {"bytes": {"type": "integer"}, **more},
-    }
+    return _part(description, bytes=_of("integer"), **more, next_step=_of("string"))
 
 
-_NAMES = {"type": "array", "items": {"type": "string"}}
+def _rows(description: str) -> dict[str, Any]:
+    return {"type": "array", "items": _of("object"), "description": description}
+
+
 EXPLAIN_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "With explain: the filesystem's used bytes (statvfs, as df) split into parts.",
     "properties": {
-        "mount_point": {"type": "string"},
-        "used_bytes": {"type": "integer", "description": "statvfs used: (f_blocks - f_bfree) × f_frsize."},
-        "reserved_bytes": {
-            "type": "integer",
-            "description": "Free blocks only root may use: free, not used.",
-        },
-        "partial": {"type": "boolean", "description": "The walk stopped at the time budget."},
+        "mount_point": _of("string"),
+        "used_bytes": _of("integer", "statvfs used: (f_blocks - f_bfree) × f_frsize."),
+        "reserved_bytes": _of("integer", "Free blocks only root may use: free, not used."),
+        "partial": _of("boolean", "The walk stopped at the time budget."),
         "files": _sized(
             "Part 1: files and directories a walk from the root reaches, one filesystem (du -x).",
-            files={"type": "integer"},
-            stopped={"type": ["string", "null"], "description": "Why the walk stopped early."},
-            next_step={"type": "string"},
+            files=_of("integer"),
+            stopped=_of(["string", "null"], "Why the walk stopped early."),
+            scanned_at=_of(
+                ["string", "null"],
+                "When the stored dir_usage scan these figures come from was taken (a complete scan of "
+                "the root younger than 5 minutes stands in for the walk); null: walked now.",
+            ),
         ),
         "deleted_open": _sized(
             "Part 2: deleted files still held open by a process (freed when the holders close them).",
-            files={"type": "array", "items": {"type": "object"}, "description": "path, bytes, holders."},
-            not_named={"type": "integer", "description": "Files outside the allowed roots: counted only."},
-            processes_unreadable={"type": "integer"},
-            processes_vanished={"type": "integer", "description": "Ended between listing and reading."},
-            available={"type": "boolean"},
-            next_step={"type": "string"},
+            files=_rows("path, bytes, holders."),
+            not_named=_of("integer", "Files outside the allowed roots: counted only."),
+            processes_unreadable=_of("integer"),
+            processes_vanished=_of("integer", "Ended between listing and reading."),
+            available=_of("boolean"),
         ),
         "hidden_under_mounts": _sized(
             "Part 3: files in directories another filesystem is mounted over (seen through a private view).",
-            checked={"type": "boolean"},
-            reason={"type": "string", "description": "Why not checked (e.g. 'needs root')."},
-            mount_points={"type": "integer"},
-            places={
-                "type": "array",
-                "items": {"type": "object"},
-                "description": "mount_point, bytes, files.",
-            },
-            next_step={"type": "string"},
+            checked=_of("boolean"),
+            reason=_of("string", "Why not checked (e.g. 'needs root')."),
+            mount_points=_of("integer"),
+            places=_rows("mount_point, bytes, files."),
         ),
-        "unreadable_directories": {
-            "type": "object",
-            "description": "Part 4: directories the walk could not read; they hold at most upper_bound_bytes.",
-            "properties": {
-                "count": {"type": "integer"},
-                "named": _NAMES,
-                "upper_bound_bytes": {"type": "integer"},
-                "next_step": {"type": "string"},
-            },
-        },
+        "unreadable_directories": _part(
+            "Part 4: directories the walk could not read; they hold at most upper_bound_bytes.",
+            count=_of("integer"),
+            named={"type": "array", "items": _of("string")},
+            upper_bound_bytes=_of("integer"),
+            next_step=_of("string"),
+        ),
         "snapshots": _sized(
             "Part 5: snapshots and subvolumes: bytes only they hold (exclusive).",
-            kind={"type": "string"},
-            exact={"type": "boolean", "description": "False: some are not sized (see note)."},
-            note={"type": "string"},
-            items={
-                "type": "array",
-                "items": {"type": "object"},
-                "description": "name, bytes (null: unknown).",
-            },
-            next_step={"type": "string"},
+            kind=_of("string"),
+            exact=_of("boolean", "False: some are not sized (see note)."),
+            note=_of("string"),
+            items=_rows("name, bytes (null: unknown)."),
         ),
-        "overhead": {
-            "type": "object",
-            "description": "Part 6: the filesystem's own metadata and reservations counted as used, where it "
-            "reports them (else null: in the remainder).",
-            "properties": {"bytes": {"type": ["integer", "null"]}, "source": {"type": "string"}},
-        },
-        "remainder": {
-            "type": "object",
-            "description": "Part 7: used bytes no part accounts for ('not walked' when the walk stopped).",
-            "properties": {
-                "bytes": {"type": "integer"},
-                "percent": {"type": "number"},
-                "not_walked": {"type": "boolean"},
-                "next_step": {"type": "string"},
-            },
-        },
-        "seconds": {"type": "number"},
+        "overhead": _part(
+            "Part 6: the filesystem's own metadata and reservations counted as used, where it reports "
+            "them (else null: in the remainder).",
+            bytes=_of(["integer", "null"]),
+            source=_of("string"),
+        ),
+        "remainder": _part(
+            "Part 7: used bytes no part accounts for ('not walked' when the walk stopped).",
+            bytes=_of("integer"),
+            percent=_of("number"),
+            not_walked=_of("boolean"),
+            next_step=_of("string"),
+        ),
+        "seconds": _of("number"),
     },
     "required": ["mount_point", "used_bytes", "files", "deleted_open", "hidden_under_mounts", "remainder"],
 }
 
 
 def deleted_provider(proc: str = PROC) -> Callable[[Callable[[], None]], DeletedScan]:
-    """The deleted-open-files scan (deleted_open_files' engine part) in the space engine's types."""
+    """The deleted-open-files scan (deleted_open_files' engine part) in the space engine's types.
+
+    The server's own descriptors are left out wherever the scan runs (the engine may run it in a
+    forked child, which sees its parent as any other process)."""
+    server = os.getpid()
 
     from sysmcp.fs.space import DeletedScan, HeldOpen
     from sysmcp.tools.deleted_open_files import scan_processes
@@ -153,11 +152,12 @@ def deleted_provider(proc: str = PROC) -> Callable[[Callable[[], None]], Deleted
         if not platform.has_proc_fd(proc):
             return DeletedScan(available=False)
         found = scan_processes(proc, checkpoint)
-        files = tuple(
-            HeldOpen(f.path, f.dev, f.disk, tuple((h.pid, h.command) for h in f.holders))
-            for f in found.files.values()
-        )
-        return DeletedScan(files, True, found.unreadable, found.vanished)
+        files = []
+        for f in found.files.values():
+            holders = tuple((h.pid, h.command) for h in f.holders if h.pid != server)
+            if holders:
+                files.append(HeldOpen(f.path, f.dev, f.disk, holders))
+        return DeletedScan(tuple(files), True, found.unreadable, found.vanished)
 
     return scan
 
@@ -171,11 +171,35 @@ def own_mount(entry: Entry, table: MountTable) -> Mount:
     return filesystem_of(table, entry.st_dev) or entry.mount
 
 
+def fresh_scan(point: str, max_age: float = FRESH_SCAN_S) -> Scanned | None:
+    """The newest complete dir_usage scan of ``point`` (one filesystem, nothing excluded, the same
+    filesystem identity) in the history, if it is younger than ``max_age`` seconds. In a worker."""
+    from sysmcp.fs.space import Scanned
+    from sysmcp.fs.walk import WalkOptions
+    from sysmcp.history import state
+    from sysmcp.tools.recording import series_of
+
+    store = state.active()
+    if store is None:
+        return None
+    try:
+        series = series_of(point, WalkOptions(one_file_system=True))
+    except OSError:
+        return None
+    now = state.now()
+    for info in store.snapshots("scan", series.root, limit=50):
+        if info.series == series and not info.partial:
+            age = now - info.taken
+            return Scanned(info.disk, info.files, info.taken, age) if 0 <= age <= max_age else None
+    return None
+
+
 async def run(
     entry: Entry, table: MountTable, args: dict[str, Any], ctx: ToolContext, proc: str = PROC
 ) -> tuple[str, dict[str, Any]]:
     """Account for the filesystem of ``entry``: the text and the ``explain`` object."""
     from sysmcp.fs.space import ExplainRequest, explain
+    from sysmcp.tools.dir_usage import usage_report
 
     assert entry.figures is not None
     mount = own_mount(entry, table)
@@ -193,8 +217,9 @@ async def run(
             deleted_provider(proc),
             timeout,
             ctx.paths.allowed,
+            scanned=fresh_scan(mount.mount_point),
         )
-        return explain(request, meter)
+        return explain(request, usage_report(meter), meter.checkpoint)
 
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{int(meter.done):,} entries walked, {human_bytes(meter.extra.get('bytes', 0))} seen"
@@ -224,6 +249,8 @@ def _percent(part: int, whole: int) -> float:
 
 def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
     """The answer: one sentence of totals, then a line per part with its next step."""
+    from sysmcp.tools.dir_usage import age_text, iso_utc
+
     point, used = display(acc.mount.mount_point), acc.figures.used
     walked, deleted, hidden, snaps, overhead = (
         acc.walked,
@@ -233,7 +260,14 @@ def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
         acc.overhead,
     )
     rest = acc.remainder
-    summary = [f"{human_bytes(walked.disk)} are files you can see ({plural(walked.files, 'file')})"]
+    scanned = walked.scanned
+    source = (
+        f"from the scan of {time.strftime('%H:%M', time.localtime(scanned.taken))}, {age_text(scanned.age)} ago"
+        if scanned is not None
+        else ""
+    )
+    seen = plural(walked.files, "file") + (f", {source}" if source else "")
+    summary = [f"{human_bytes(walked.disk)} are files you can see ({seen})"]
     if deleted.disk:
         count = plural(len(deleted.files) + deleted.not_named, "deleted file")
         who = (
@@ -262,7 +296,8 @@ def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
     )
     files_step = f"dir_usage path={point} shows which directories hold them"
     lines.append(
-        f"1. Files reached by a walk (du -x): {human_bytes(walked.disk)} in {plural(walked.files, 'file')}. Next: {files_step}."
+        f"1. Files reached by a walk (du -x): {source + ': ' if source else ''}{human_bytes(walked.disk)} "
+        f"in {plural(walked.files, 'file')}. Next: {files_step}."
     )
     if not deleted.available:
         del_step = "this system has no /proc/PID/fd; `sudo lsof +L1` lists them"
@@ -299,7 +334,12 @@ def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
         )
     bound = max(rest, 0)
     unread_step = "run as root or as the directories' owner to see inside"
-    if walked.unreadable:
+    if scanned is not None:
+        lines.append(
+            f"4. Unreadable directories: not counted (part 1 is {source}). Next: dir_usage path={point} "
+            "one_file_system=true counts them (and leaves the scan a later explain reuses)."
+        )
+    elif walked.unreadable:
         where = ", ".join(printable(p) for p in walked.unreadable_named[:NAMED])
         lines.append(
             f"4. Unreadable directories: {walked.unreadable:,}"
@@ -357,6 +397,7 @@ def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
             "bytes": walked.disk,
             "files": walked.files,
             "stopped": walked.stopped,
+            "scanned_at": iso_utc(scanned.taken) if scanned is not None else None,
             "next_step": files_step,
         },
         "deleted_open": {

@@ -4,26 +4,45 @@ the words and schema of the answer."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import subprocess
+import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 import jsonschema
+import psutil
 import pytest
 
 from sysmcp.fs.disks import Figures, FsStats, statvfs_usage
 from sysmcp.fs.errors import WrongKind
 from sysmcp.fs.mounts import Mount, MountTable
 from sysmcp.fs.paths import PathPolicy
-from sysmcp.fs.space import DeletedScan, ExplainRequest, HeldOpen, covered_points, explain
+from sysmcp.fs.space import (
+    DeletedScan,
+    ExplainRequest,
+    HeldOpen,
+    covered_points,
+    explain,
+    walk_filesystem,
+)
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.results import ResultStore
-from sysmcp.tools.disk_explain import render
+from sysmcp.tools.arguments import validate_arguments
+from sysmcp.tools.dir_usage import INPUT_SCHEMA as DU_INPUT
+from sysmcp.tools.dir_usage import handle as dir_usage
+from sysmcp.tools.dir_usage import iso_utc
+from sysmcp.tools.disk_explain import deleted_provider, render
 from sysmcp.tools.disk_usage import OUTPUT_SCHEMA, DiskUsage
 from sysmcp.tools.registry import ToolContext
+from tests.profile import needs_fork
+from tests.tools.test_what_changed import Clock
+from tests.tools.test_what_changed import clock as clock  # the history, on a clock of its own
 
 MiB = 1 << 20
 
@@ -150,3 +169,137 @@ async def test_explain_needs_a_path() -> None:
     handler = DiskUsage(lambda: MountTable([Mount("/", "/dev/sda1", "ext4")]))
     with pytest.raises(ArgumentError, match="explain needs a path"):
         await handler({"explain": True, "unit": "percent", "all": False}, context())
+
+
+def deep_tree(top: Path, directories: int = 100, files: int = 2) -> int:
+    """One directory at the top, everything below it: a walk's first event used to be its end.
+    (More directories below it than a split cuts pieces for: some are left to hand out.)"""
+    for d in range(directories):
+        sub = top / "only" / f"d{d:02d}"
+        sub.mkdir(parents=True)
+        for f in range(files):
+            (sub / f"f{f}").write_bytes(b"x" * 100)
+    return directories * files
+
+
+@needs_fork
+def test_a_totals_only_walk_is_shared_out_even_when_it_lists_no_file(tmp_path: Path) -> None:
+    # Regression: explain's walk lists no file (totals only), so the walk gave the driver no event
+    # before the single top directory was finished: too late to share anything, one process walked.
+    files = deep_tree(tmp_path)
+    walked, _ = walk_filesystem(str(tmp_path), 60.0, processes=2, split_after_s=0.0)
+    assert walked.processes == 2 and walked.files == files and walked.stopped is None
+    alone, _ = walk_filesystem(str(tmp_path), 60.0, processes=1)
+    assert (alone.disk, alone.files, alone.processes) == (walked.disk, walked.files, 1)
+
+
+class Cancelled(Exception):
+    pass
+
+
+def test_a_cancelled_explain_stops_within_a_few_directories_and_leaves_no_child(tmp_path: Path) -> None:
+    deep_tree(tmp_path / "fs", directories=200, files=2)
+    seen: list[int] = []
+    asked = []
+
+    def report(entries: int, size: int) -> None:
+        seen.append(entries)
+
+    def check() -> None:
+        asked.append(1)
+        if len(asked) >= 5:
+            raise Cancelled
+
+    ticks = itertools.count()  # each look at the clock 1 ms later: the cancellation question every 2 ms
+    request = replace(
+        request_for(tmp_path / "fs", 8 * MiB, clock=lambda: next(ticks) / 1000), processes=1
+    )  # one walking process: what it reached when asked is then the same on any machine
+    with pytest.raises(Cancelled):
+        explain(request, report, check)
+    assert max(seen, default=0) < 300  # of about 600 entries: it stopped early, not at the end
+    assert psutil.Process().children() == []  # the side child: killed and reaped
+
+
+@needs_fork
+def test_the_side_parts_run_in_a_child_and_one_that_died_is_done_here(tmp_path: Path) -> None:
+    top = planted(tmp_path)
+    dev = os.stat(top).st_dev
+    parent = os.getpid()
+    pids: list[int] = []
+
+    def dies_in_the_child(check: Callable[[], None]) -> DeletedScan:
+        if os.getpid() != parent:
+            os._exit(3)  # the side child dies in the deleted-files scan
+        pids.append(os.getpid())
+        return DeletedScan((HeldOpen(str(top / "gone"), dev, MiB, ((7, "app"),)),))
+
+    acc = explain(request_for(top, 8 * MiB, dies_in_the_child))
+    assert pids == [parent] and acc.deleted.disk == MiB and acc.deleted.files[0].holders == ((7, "app"),)
+    assert psutil.Process().children() == []
+
+
+def test_the_servers_own_deleted_files_are_left_out_wherever_the_scan_runs(tmp_path: Path) -> None:
+    gone = tmp_path / "spill"
+    with open(gone, "wb") as mine:
+        mine.write(b"x" * 8192)
+        os.fsync(mine.fileno())
+        gone.unlink()
+        holder = subprocess.Popen(["sleep", "60"], stdin=subprocess.DEVNULL, pass_fds=())
+        try:
+            scan = deleted_provider()(lambda: None)
+        finally:
+            holder.kill()
+            holder.wait()
+    if not scan.available:
+        pytest.skip("no /proc/PID/fd on this system: nothing is scanned")
+    assert all(os.getpid() not in [pid for pid, _ in f.holders] for f in scan.files)
+    assert not any(f.path.startswith(str(gone)) for f in scan.files)
+
+
+async def explain_tool(top: Path) -> dict[str, Any]:
+    mount = Mount(str(top), "/dev/fake", "ext4")
+    handler = DiskUsage(lambda: MountTable([Mount("/", "/dev/sda1", "ext4"), mount]), statvfs_usage)
+    args = {"path": str(top), "explain": True, "unit": "percent", "all": False}
+    with anyio.fail_after(60):
+        output = await handler(args, context())
+    jsonschema.validate(output.structured, OUTPUT_SCHEMA)
+    return {"text": output.text, **output.structured["explain"]}
+
+
+async def scan_with_dir_usage(top: Path, **args: Any) -> None:
+    with anyio.fail_after(60):
+        await dir_usage(validate_arguments(DU_INPUT, {"path": str(top), **args}), context())
+
+
+@pytest.mark.anyio
+async def test_a_fresh_complete_scan_of_the_root_stands_in_for_the_walk(tmp_path: Path, clock: Clock) -> None:
+    top = planted(tmp_path)
+    await scan_with_dir_usage(top, one_file_system=True)
+    scanned_at = clock.now
+    (top / "three").write_bytes(b"y" * 8192)  # written after the scan: a walk would count it
+    clock.now += 3 * 60 + 5
+    data = await explain_tool(top)
+    hhmm = time.strftime("%H:%M", time.localtime(scanned_at))
+    assert data["files"]["files"] == 2 and data["files"]["scanned_at"] == iso_utc(scanned_at)
+    assert f"1. Files reached by a walk (du -x): from the scan of {hhmm}, 3 min ago: 4.0" in data["text"]
+    assert f"(2 files, from the scan of {hhmm}, 3 min ago)" in data["text"].splitlines()[0]
+    assert "4. Unreadable directories: not counted" in data["text"]
+    clock.now += 5 * 60  # now eight minutes old: walked afresh
+    data = await explain_tool(top)
+    assert data["files"]["files"] == 3 and data["files"]["scanned_at"] is None
+    assert "from the scan of" not in data["text"]
+
+
+@pytest.mark.anyio
+async def test_a_scan_that_crossed_filesystems_or_of_a_subdirectory_is_not_used(
+    tmp_path: Path, clock: Clock
+) -> None:
+    top = planted(tmp_path)
+    await scan_with_dir_usage(
+        top, one_file_system=False
+    )  # another series: its totals may hold other filesystems
+    await scan_with_dir_usage(top / "a", one_file_system=True)  # not the root
+    (top / "three").write_bytes(b"y" * 8192)
+    clock.now += 60
+    data = await explain_tool(top)
+    assert data["files"]["files"] == 3 and data["files"]["scanned_at"] is None
