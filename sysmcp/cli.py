@@ -231,7 +231,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                     file=sys.stderr,
                 )
                 return 2
-            return 0
         missing = [root for root in roots if not os.path.isdir(root)]
         if missing:  # the server would refuse them: say so before starting it
             print(f"sysmcp: --root must name existing directories: {', '.join(missing)}", file=sys.stderr)
