@@ -45,10 +45,12 @@ PROGRESS_BUDGET = 0.02  # and progress may cost at most this fraction
 class Server:
     """``python -m sysmcp`` on pipes: one JSON object per line each way; notifications are skipped."""
 
-    def __init__(self) -> None:
+    def __init__(self, python: str | None = None) -> None:
+        """``python``: another interpreter whose installed sysmcp is run (another checkout's venv)."""
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
+        # -P: the interpreter's own installed sysmcp, never a checkout that happens to be the cwd
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sysmcp"],
+            [python or sys.executable, "-P", "-m", "sysmcp"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

@@ -150,17 +150,22 @@ CALLS: dict[
 
 
 def sysmcp_call(
-    tool: str, arguments: dict[str, Any], keep: dict[str, Any] | None = None, *, warm: bool = False
+    tool: str,
+    arguments: dict[str, Any],
+    keep: dict[str, Any] | None = None,
+    *,
+    warm: bool = False,
+    python: str | None = None,
 ) -> Callable[[], tuple[float, int]]:
     """One measurement: in a fresh server, or (``warm``) in the same server every time, with a
-    progress token."""
+    progress token; ``python`` runs another checkout's sysmcp (``--before``)."""
     kept: list[Server] = []
 
     def run() -> tuple[float, int]:
         if warm and not kept:
-            kept.append(Server())
+            kept.append(Server(python))
             WARM_SERVERS.append(kept[0])
-        server = kept[0] if warm else Server()
+        server = kept[0] if warm else Server(python)
         params: dict[str, Any] = {"name": tool, "arguments": arguments}
         if warm:
             params["_meta"] = {"progressToken": f"bench-{tool}"}
@@ -188,7 +193,8 @@ def sysmcp_call(
             if not warm:
                 server.close()
 
-    CALLS[run] = (tool, arguments)
+    if python is None:
+        CALLS[run] = (tool, arguments)
     return run
 
 
@@ -241,16 +247,21 @@ class Row:
     goal: float
     check: Callable[[], str] | None = None
     measured: dict[str, Measure] = field(default_factory=dict)
+    before: Callable[[], tuple[float, int]] | None = None  # the same call in another checkout's sysmcp
 
 
-def with_servers(rows: list[Row], mode: str) -> list[Row]:
-    """The rows for ``--server``: fresh servers, warm ones, or both (each warm row after its fresh one)."""
+def with_servers(rows: list[Row], mode: str, before: str | None = None) -> list[Row]:
+    """The rows for ``--server``: fresh servers, warm ones, or both (each warm row after its fresh one);
+    with ``before`` (an interpreter), every row also times that checkout's sysmcp in the same rounds."""
     out: list[Row] = []
     for row in rows:
+        call = CALLS.get(row.ours)
         if mode in ("fresh", "both"):
+            if before is not None and call is not None:
+                row.before = sysmcp_call(*call, python=before)
             out.append(row)
-        if mode in ("warm", "both") and row.ours in CALLS:
-            tool, arguments = CALLS[row.ours]
+        if mode in ("warm", "both") and call is not None:
+            tool, arguments = call
             out.append(
                 Row(
                     f"{row.work}, warm server",
@@ -259,6 +270,7 @@ def with_servers(rows: list[Row], mode: str) -> list[Row]:
                     row.reference,
                     row.goal,
                     row.check if mode == "warm" else None,  # the fresh row checks the answer
+                    before=None if before is None else sysmcp_call(tool, arguments, warm=True, python=before),
                 )
             )
     return out
@@ -268,19 +280,23 @@ def run_rows(rows: list[Row], rounds: int) -> None:
     for row in rows:  # warm-up: page cache, dentries, __pycache__; also fills the answers checked below
         print(f"warm-up: {row.work}", file=sys.stderr, flush=True)
         row.ours()
+        if row.before is not None:
+            row.before()
         PEAK_PSS.clear()
         row.reference()
     for number in range(rounds):
         for row in rows:
             contenders = [("ours", row.ours), ("ref", row.reference)]
-            if number % 2:
-                contenders.reverse()
+            if row.before is not None:
+                contenders.insert(1, ("before", row.before))
+            shift = number % len(contenders)  # each contender goes first in turn
+            contenders = contenders[shift:] + contenders[:shift]
             for name, run in contenders:
                 seconds, rss = run()
                 measure = row.measured.setdefault(name, Measure())
                 measure.seconds.append(seconds)
                 measure.rss.append(rss)
-                if name == "ours" and PEAK_PSS:
+                if name != "ref" and PEAK_PSS:
                     measure.pss.append(PEAK_PSS.pop())
             print(
                 f"round {number + 1}: {row.work}: {row.measured['ours'].seconds[-1]:.2f} s vs "
@@ -305,6 +321,24 @@ def table(rows: list[Row]) -> str:
             f"| {row.reference_name} | {theirs:.2f} s | "
             f"{max(ref.rss) / 1e6:.1f} MB | {ratio:.2f} × | ≤ {row.goal:.1f} × | {'yes' if ratio <= row.goal else 'no'} "
             f"| {answer} |"
+        )
+    return "\n".join(out)
+
+
+def before_table(rows: list[Row]) -> str:
+    """``--before``: this checkout against the other one, row by row, from the same interleaved rounds."""
+    out = [
+        "| work | before | after | after / before | best before | best after | best after / before |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        if "before" not in row.measured:
+            continue
+        old, new = row.measured["before"].seconds, row.measured["ours"].seconds
+        median_old, median_new = statistics.median(old), statistics.median(new)
+        out.append(
+            f"| {row.work} | {median_old:.3f} s | {median_new:.3f} s | {median_new / median_old:.3f} "
+            f"| {min(old):.3f} s | {min(new):.3f} s | {min(new) / min(old):.3f} |"
         )
     return "\n".join(out)
 
@@ -524,12 +558,18 @@ def main(argv: list[str] | None = None) -> int:
         help="time sysmcp in a fresh server per call, in one warm server per row (asked with a progress "
         "token), or both (default)",
     )
+    parser.add_argument(
+        "--before",
+        metavar="PYTHON",
+        help="also time another checkout's sysmcp, run by this interpreter (its venv's python), in the same "
+        "rounds, and print a before/after table",
+    )
     args = parser.parse_args(argv)
     for tool in ("jdupes", "sha256sum", "du"):
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} is needed (apt-get install {tool})")
     only = {item for item in args.only.split(",") if item}
-    rows = with_servers(build_rows(args, only), args.server)
+    rows = with_servers(build_rows(args, only), args.server, args.before)
     try:
         run_rows(rows, args.rounds)
     finally:
@@ -540,6 +580,9 @@ def main(argv: list[str] | None = None) -> int:
         f"median of {args.rounds} rounds, warm cache, servers: {args.server}\n"
     )
     print(table(rows))
+    if args.before is not None:
+        print(f"\nbefore: {args.before}\n")
+        print(before_table(rows))
     return 0
 
 
