@@ -228,7 +228,7 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
 
 def _reading(path: Path) -> None:
     """A disk reading of the path's filesystem beside its scan, for the fill rate."""
-    from sysmcp.tools.what_changed_work import disk_reading
+    from sysmcp.history.recording import disk_reading
 
     store = state.active()
     if store is not None:

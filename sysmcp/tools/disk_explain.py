@@ -177,7 +177,7 @@ def fresh_scan(point: str, max_age: float = FRESH_SCAN_S) -> Scanned | None:
     from sysmcp.fs.space import Scanned
     from sysmcp.fs.walk import WalkOptions
     from sysmcp.history import state
-    from sysmcp.tools.recording import series_of
+    from sysmcp.history.recording import series_of
 
     store = state.active()
     if store is None:

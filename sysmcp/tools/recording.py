@@ -1,55 +1,25 @@
-"""The small hooks through which dir_usage, disk_usage and hash_tree leave history behind.
+"""The small hooks through which dir_usage, disk_usage and hash_tree leave history behind: the words.
 
-Why here and not in each tool: each tool adds one call; what a scan's result holds is turned into a
-snapshot in one place, and a write that failed comes back as one sentence for the answer. Every
-hook does nothing when history is off (``sysmcp.history.state.active()`` is None).
+Why here: the store work is the engine's (``sysmcp.history.recording``); what stays here is each
+tool's one call and the sentence its answer says when a write failed. Every hook does nothing when
+history is off (``sysmcp.history.state.active()`` is None).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sysmcp.history import state
-from sysmcp.history.snapshots import (
-    MIN_THRESHOLD,
-    Baseline,
-    DiskReading,
-    ScanSnapshot,
-    Series,
-    baseline_entry,
-    build_scan,
-    filesystem_id,
-    options_key,
-    parse_gnu_manifest,
-)
-from sysmcp.history.store import Retention, Store
+from sysmcp.history import recording, state
+from sysmcp.history.snapshots import DiskReading, ScanSnapshot
 from sysmcp.protocol.threads import run_in_thread
 
 if TYPE_CHECKING:  # disk_usage records through here too, and walks nothing
     from sysmcp.fs.usage import Request, Usage
     from sysmcp.fs.walk import WalkOptions
 
-PRUNE_EVERY = 25  # snapshots between two retention passes when no `sysmcp snapshot` timer prunes
-
-
-def series_of(path: str | bytes | os.PathLike[str], options: WalkOptions) -> Series:
-    """The series a scan of ``path`` with ``options`` belongs to (raises OSError if path is gone)."""
-    raw = os.fsencode(path)
-    return Series(
-        state.host_name(), filesystem_id(raw), raw, options_key(options.one_file_system, options.exclude)
-    )
-
-
-def latest(store: Store, series: Series, *, complete: bool = True, before: int | None = None) -> int | None:
-    """The id of the newest snapshot of ``series`` (complete ones only, by default)."""
-    for info in store.snapshots("scan", series.root, limit=200, count_rows=False):
-        if info.series == series and not (complete and info.partial) and (before is None or info.id < before):
-            return info.id
-    return None
+HISTORY_OFF = "history is off (--no-history, or the state directory cannot be written)"
 
 
 def recorded_scan(
@@ -61,29 +31,8 @@ def recorded_scan(
 ) -> tuple[Usage, ScanSnapshot | None, str | None]:
     """``run(request)``, recording every directory's totals for history when history is on: the
     usage, the snapshot saved (None if none) and a sentence when it could not be saved. In a worker."""
-    store = state.active()
-    if store is None:
-        return run(request), None, None
-    try:
-        series = series_of(path, options)
-    except OSError:
-        return run(request), None, None
-    previous = latest(store, series)
-    keep_also = store.dir_names(previous) if previous is not None else frozenset()
-    usage = run(replace(request, record_floor=MIN_THRESHOLD, record_also=keep_also))
-    if usage.totals is None or usage.recorded is None:
-        return usage, None, None
-    totals = usage.totals
-    rows = [("", totals.disk, totals.apparent, totals.files, totals.newest), *usage.recorded]
-    listed = [] if request.newer_than is not None else usage.files  # a filtered list is no "largest files"
-    files = [(rel, disk, apparent, usage.modified.get(rel)) for apparent, disk, rel in listed]
-    snap = build_scan(series, clock(), usage.stopped is not None, rows, files, keep_also)
-    saved = store.save_scan(snap)
-    if not saved.ok:
-        return usage, None, f"History: {saved.reason}."
-    if saved.id is not None and saved.id % PRUNE_EVERY == 0:  # a server with no timer stays bounded too
-        store.prune(Retention())
-    return usage, snap, None
+    done = recording.record_scan(state.active(), path, options, request, run, clock)
+    return done.usage, done.snapshot, None if done.unsaved is None else f"History: {done.unsaved}."
 
 
 async def record_disk(
@@ -129,30 +78,11 @@ def record_baseline(
     partial: bool,
     clock: Callable[[], float] = state.now,
 ) -> str:
-    """hash_tree's manifest plus each file's size, mtime, mode and owner (one lstat each), as an
-    integrity baseline of ``base``; the sentence for the answer. In a worker."""
-    store = state.active()
-    if store is None:
-        return "No baseline kept: history is off (--no-history, or the state directory cannot be written)."
-    try:
-        series = series_of(base, options)
-    except OSError as exc:
-        return f"No baseline kept: {exc.strerror}."
-    files = {}
-    for name, digest in parse_gnu_manifest(manifest):
-        try:
-            st = os.lstat(os.path.join(base, name))
-        except OSError:
-            continue
-        files[name] = baseline_entry(digest, st)
-    saved = store.save_baseline(Baseline(series, clock(), algorithm, files, partial))
-    if not saved.ok:
-        return f"No baseline kept: {saved.reason}."
-    return f"Integrity baseline of {len(files):,} files kept (what_changed compares against it)."
-
-
-def baseline_series(path: Path, options: WalkOptions) -> Series | None:
-    try:
-        return series_of(path, options)
-    except OSError:
-        return None
+    """hash_tree's manifest kept as an integrity baseline of ``base``; the sentence for the answer.
+    In a worker."""
+    kept = recording.record_baseline(state.active(), base, manifest, algorithm, options, partial, clock)
+    if kept.history_off:
+        return f"No baseline kept: {HISTORY_OFF}."
+    if not kept.kept:
+        return f"No baseline kept: {kept.unsaved if kept.unsaved is not None else kept.unreadable}."
+    return f"Integrity baseline of {kept.files:,} files kept (what_changed compares against it)."

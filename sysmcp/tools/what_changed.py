@@ -11,25 +11,27 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from sysmcp.fs.paths import display, is_within, printable
-from sysmcp.fs.units import human_bytes, plural
+from sysmcp.history import compare as engine
 from sysmcp.history import state
+from sysmcp.history.compare import MIN_FIT_S, Comparison, Outcome
 from sysmcp.history.snapshots import ScanSnapshot
 from sysmcp.protocol.context import Meter
-from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.errors import ArgumentError, ToolError
+from sysmcp.render import age, human_bytes, more_not_shown, plural
 from sysmcp.tools.descriptions import describe_paths
-from sysmcp.tools.dir_usage import age_text, iso_utc
+from sysmcp.tools.dir_usage import FULL_FILES, iso_utc, parse_duration, usage_report
 from sysmcp.tools.merging import HostOutcome, fleet_output, table
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.walking import denied_by, require_directory, timeout_property, walk_properties
-from sysmcp.tools.what_changed_work import MAX_TIMEOUT_S, MIN_FIT_S, Outcome, compare, parse_when
-from sysmcp.tools.what_changed_work import when as _when
+from sysmcp.tools.walking import denied_by, require_directory, timeout_property, walk_options, walk_properties
 
 DEFAULT_TIMEOUT_S = 60.0
+MAX_TIMEOUT_S = 300.0
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -202,6 +204,88 @@ def _snap_json(snap: ScanSnapshot | None, fresh: bool = False) -> dict[str, Any]
     return {"id": snap.id, "taken": iso_utc(snap.taken), "partial": snap.partial, "fresh": fresh}
 
 
+HISTORY_OFF = "history is off on this host (--no-history, or its state directory cannot be written)"
+
+
+def parse_when(value: str, name: str, now: float) -> float:
+    """Epoch seconds of '24h' (back from now) or an ISO 8601 time; ``ArgumentError`` naming ``name``."""
+    try:
+        return now - parse_duration(value, name)
+    except ArgumentError:
+        pass
+    try:
+        return datetime.fromisoformat(value.strip()).timestamp()
+    except ValueError:
+        raise ArgumentError(
+            f"Invalid arguments: {name!r} must be a duration ('24h', '7d'), an ISO 8601 time "
+            f"('2026-11-30T09:00'){' or last' if name == 'since' else ''}, got {value!r}"
+        ) from None
+
+
+def comparison(
+    path: Path, args: dict[str, Any], now: float, visible: Callable[[bytes | str], bool]
+) -> Comparison:
+    """The engine's request from validated arguments (``since`` 'last': None)."""
+    since_raw: str = args["since"]
+    return Comparison(
+        path=os.fsencode(path),
+        since=None if since_raw.strip().lower() == "last" else parse_when(since_raw, "since", now),
+        until=parse_when(args["until"], "until", now) if "until" in args else None,
+        now=now,
+        timeout_s=min(float(args["timeout_s"]), MAX_TIMEOUT_S),
+        options=walk_options(args),
+        files_kept=FULL_FILES,
+        visible=visible,
+    )
+
+
+def compare(
+    path: Path,
+    args: dict[str, Any],
+    now: float,
+    meter: Meter | None,
+    visible: Callable[[bytes | str], bool],
+    clock: Callable[[], float] = time.time,
+    *,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> Outcome:
+    """The engine on these arguments, its progress into ``meter`` and its checkpoint the meter's.
+    ``monotonic``: the clock of the scan's time budget (a test's own)."""
+    return engine.compare(
+        comparison(path, args, now, visible),
+        state.active(),
+        usage_report(meter),
+        meter.checkpoint if meter is not None else None,
+        clock=clock,
+        monotonic=monotonic,
+    )
+
+
+def when(epoch: float | None) -> str:
+    if epoch is None:
+        return "?"
+    return time.strftime("%a %d %b %H:%M", time.localtime(epoch))
+
+
+def notes_of(outcome: Outcome) -> list[str]:
+    """The engine's facts as the answer's notes, in the order the engine met them."""
+    if not outcome.history:
+        return [HISTORY_OFF]
+    notes = []
+    if outcome.unsaved is not None:
+        notes.append(f"{outcome.unsaved}.")
+    if outcome.not_kept and outcome.lower_bound is None:
+        notes.append("the fresh scan could not be kept, so nothing was compared")
+    if outcome.oldest_instead is not None:
+        notes.append(f"no snapshot as old as asked: compared with the oldest, {when(outcome.oldest_instead)}")
+    if outcome.readings_span_s is not None:
+        notes.append(
+            f"the disk readings of {outcome.mount_point} span only {age(outcome.readings_span_s)}: too short "
+            "for a fill rate (disk_usage with sample_s gives the short-term rate)"
+        )
+    return notes + outcome.notes
+
+
 def render(
     shown: str, outcome: Outcome, args: dict[str, Any], now: float
 ) -> tuple[str, dict[str, Any], str | None]:
@@ -234,7 +318,7 @@ def render(
         "filesystem": None,
         "integrity": None,
         "lower_bound": None,
-        "notes": list(outcome.notes),
+        "notes": notes_of(outcome),
     }
     full: str | None = None
     if not structured["complete"]:
@@ -242,27 +326,27 @@ def render(
             "PARTIAL RESULT: a scan compared here stopped early; directories it did not reach look unchanged or gone."
         )
     if diff is not None and outcome.old is not None and outcome.new is not None:
-        span = f"{_when(outcome.old.taken)} → {_when(outcome.new.taken)}" + (
+        span = f"{when(outcome.old.taken)} → {when(outcome.new.taken)}" + (
             " (scanned now)" if outcome.fresh else ""
         )
         if not diff.comparable:
             lines.append(f"{shown}: not compared ({span}): {diff.reason}.")
         else:
-            days = f" over {age_text(diff.seconds)}" if diff.seconds > 0 else ""
+            days = f" over {age(diff.seconds)}" if diff.seconds > 0 else ""
             lines.append(
-                f"{shown}: {_signed(diff.total_delta)} on disk since {_when(outcome.old.taken)}{days} "
+                f"{shown}: {_signed(diff.total_delta)} on disk since {when(outcome.old.taken)}{days} "
                 f"[{span}; directories under {human_bytes(structured['threshold_bytes'] or 0)} are not tracked]"
             )
             rated = diff.seconds >= MIN_FIT_S  # a rate per day from minutes apart says nothing
             if 0 < diff.seconds < MIN_FIT_S:
                 structured["notes"].append(
-                    f"the snapshots are {age_text(diff.seconds)} apart: too close for rates per day"
+                    f"the snapshots are {age(diff.seconds)} apart: too close for rates per day"
                 )
             attribution = diff.attribution
             if attribution is not None and attribution.paths:
                 percent = attribution.percent
                 lines.append(
-                    f"Of the {_signed(attribution.total)} since {_when(outcome.old.taken)}, "
+                    f"Of the {_signed(attribution.total)} since {when(outcome.old.taken)}, "
                     f"{_signed(attribution.covered)}"
                     + (f" ({percent:.0f} %)" if percent is not None else "")
                     + f" is in {f'these {len(attribution.paths)} directories' if len(attribution.paths) > 1 else 'this directory'}: "
@@ -312,15 +396,13 @@ def render(
                 elif row["kind"] == "modified":
                     note = " (same size, files rewritten)"
                 if change.files_changed and change.newest is not None:
-                    newest = f"newest change {_when(change.newest)}"
+                    newest = f"newest change {when(change.newest)}"
                     note = f"{note[:-1]}; {newest})" if note else f" ({newest})"
                 lines.append(
                     f"  {_signed(row['delta_bytes']):>11}  {printable(row['path'])}/{note}{_rate(row['per_day_bytes'])}"
                 )
             if structured["changes_not_shown"]:
-                lines.append(
-                    f"  … and {plural(structured['changes_not_shown'], 'more directory', 'more directories')} not shown"
-                )
+                lines.append(f"  {more_not_shown(structured['changes_not_shown'], 'directory')}")
                 out = ["delta_bytes\tkind\told_bytes\tnew_bytes\tper_day_bytes\tnewest_modified\tpath"]
                 out += [
                     f"{r['delta_bytes']}\t{r['kind']}\t{r['old_bytes'] if r['old_bytes'] is not None else ''}\t"
@@ -362,13 +444,13 @@ def render(
     if outcome.fill is not None:
         fill = outcome.fill
         to_full = (
-            f"full in about {age_text(fill.seconds_to_full)} at this rate"
+            f"full in about {age(fill.seconds_to_full)} at this rate"
             if fill.seconds_to_full is not None
             else "not filling"
         )
         lines.append(
             f"Filesystem {printable(outcome.mount_point)}: {_signed(int(fill.bytes_per_day))}/day (least-squares fit of "
-            f"{fill.readings} readings over {age_text(fill.span_s)}), {to_full}."
+            f"{fill.readings} readings over {age(fill.span_s)}), {to_full}."
         )
         structured["filesystem"] = {
             "mount_point": outcome.mount_point,
@@ -475,7 +557,7 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
                 _signed(int(result.get("total_delta_bytes", 0))) if compared else "no baseline",
                 top or "-",
                 _signed(int(fs["bytes_per_day"])) if fs else "-",
-                age_text(to_full) if to_full is not None else "-",
+                age(to_full) if to_full is not None else "-",
             ]
         )
         view.append(

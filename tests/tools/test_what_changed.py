@@ -24,6 +24,7 @@ from sysmcp.fs.paths import PathPolicy, real_root
 from sysmcp.fs.usage import Request, scan_usage
 from sysmcp.fs.walk import SkipCounter, WalkOptions
 from sysmcp.history import state
+from sysmcp.history.recording import series_of
 from sysmcp.history.snapshots import DirTotals, ScanSnapshot
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError, ToolError
@@ -32,7 +33,6 @@ from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import INPUT_SCHEMA as DU_INPUT
 from sysmcp.tools.dir_usage import handle as dir_usage
 from sysmcp.tools.merging import HostOutcome
-from sysmcp.tools.recording import series_of
 from sysmcp.tools.what_changed import INPUT_SCHEMA, OUTPUT_SCHEMA, handle, merge
 
 pytestmark = pytest.mark.anyio

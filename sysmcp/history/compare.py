@@ -1,0 +1,206 @@
+"""what_changed's engine: choose or make the two snapshots, diff them, fit the fill rate. No words.
+
+The flow of docs/history.md: the store finds the snapshots of the path's series (the roots applied
+on read), a fresh scan when the newest is stale (it leaves a snapshot), ``history.diff`` (pure), the
+disk readings' fit. A typed ``Comparison`` in, a typed ``Outcome`` out, progress through
+``report(entries, bytes)`` and cancellation through ``check_cancelled()`` (the fresh scan's, as
+``sysmcp.fs.usage`` calls them). What the answer notes is kept as facts in the ``Outcome``; the tool
+(``sysmcp.tools.what_changed``) reads the arguments into a ``Comparison`` and words the ``Outcome``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from sysmcp.fs.usage import Request, Usage, scan_usage
+from sysmcp.fs.walk import SkipCounter, WalkOptions
+from sysmcp.history import state
+from sysmcp.history.diff import BaselineDiff, FillRate, ScanDiff, diff_baselines, diff_scans, fill_rate
+from sysmcp.history.recording import disk_reading, record_scan, series_of
+from sysmcp.history.snapshots import ScanSnapshot, SnapshotInfo
+from sysmcp.history.store import Store
+
+FRESH_S = 300.0  # a snapshot younger than this answers "until now" without a new scan
+FALLBACK_WINDOW_S = 86400.0  # "last" with nothing to compare: files modified in the last day
+MIN_FIT_S = 600.0  # readings or snapshots closer than this give no rate (noise, not a trend)
+
+
+def _everything(name: bytes | str) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What to compare: ``path`` (absolute, resolved) from ``since`` (epoch seconds; None: the
+    snapshot before the newest) to ``until`` (None: now, scanning afresh when the newest snapshot is
+    stale), with ``now`` the time those were read against. ``files_kept``: the largest files the
+    fresh scan keeps; ``visible``: whether the roots in force let this call show a path."""
+
+    path: bytes
+    since: float | None
+    until: float | None
+    now: float
+    timeout_s: float
+    options: WalkOptions
+    files_kept: int
+    visible: Callable[[bytes | str], bool] = _everything
+
+
+class LowerBound(NamedTuple):
+    """No snapshot to compare with: the files modified since then, (relative path, disk bytes, mtime)."""
+
+    files: int
+    disk: int
+    rows: list[tuple[str, int, float | None]]
+
+
+@dataclass
+class Outcome:
+    """What the comparison found, in facts for the words."""
+
+    history: bool
+    old: ScanSnapshot | None = None
+    new: ScanSnapshot | None = None
+    fresh: bool = False
+    diff: ScanDiff | None = None
+    fill: FillRate | None = None
+    mount_point: str = ""
+    integrity: BaselineDiff | None = None
+    baselines: int = 0
+    lower_bound: LowerBound | None = None
+    unsaved: str | None = None  # the store's reason the fresh scan's snapshot was not saved
+    not_kept: bool = False  # a fresh scan left no snapshot
+    oldest_instead: float | None = None  # none as old as since: when the oldest one compared was taken
+    readings_span_s: float | None = None  # the disk readings span only this: too short for a fill rate
+    notes: list[str] = field(default_factory=list)  # the fill rate's own (history.diff's)
+
+
+def _pick(infos: Sequence[SnapshotInfo], at: float | None, before_id: int | None) -> SnapshotInfo | None:
+    """The newest complete snapshot at or before ``at`` (any time for None) and older than ``before_id``."""
+    for info in infos:  # newest first
+        if info.partial or (before_id is not None and info.id >= before_id):
+            continue
+        if at is None or info.taken <= at:
+            return info
+    return None
+
+
+def compare(
+    asked: Comparison,
+    store: Store | None,
+    report: Callable[[int, int], None] | None = None,
+    check_cancelled: Callable[[], None] | None = None,
+    *,
+    clock: Callable[[], float] = state.now,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> Outcome:
+    """Choose or make the snapshots in ``store`` (None: history is off), diff them, fit the fill
+    rate. ``clock``: the time snapshots and readings are taken at; ``monotonic``: the clock of the
+    scan's time budget (a test's own). Raises OSError when the path cannot be scanned."""
+    since, until, now = asked.since, asked.until, asked.now
+
+    def scan(request: Request) -> Usage:
+        return scan_usage(
+            asked.path, asked.options, SkipCounter(), request, report, check_cancelled, clock=monotonic
+        )
+
+    def modified_since() -> Request:
+        """The walk that finds the files modified since ``since`` (the last day for "last")."""
+        window = now - since if since is not None else FALLBACK_WINDOW_S
+        return Request(asked.files_kept, 0, 1, True, 0, asked.timeout_s, newer_than=now - window)
+
+    if store is None:
+        return Outcome(False, lower_bound=_lower_bound(scan(modified_since())))
+    outcome = Outcome(True)
+    series = series_of(asked.path, asked.options)
+    infos = [
+        i for i in store.snapshots("scan", series.root, limit=2000, count_rows=False) if i.series == series
+    ]
+    newest = _pick(infos, until, None)
+    alone = newest is not None and _pick(infos, None, newest.id) is None  # nothing older to compare it with
+    if until is None and (newest is None or alone or now - newest.taken > FRESH_S or newest.taken > now + 60):
+        older = _pick(infos, since, None) if since is not None else newest
+        filtered = older is None  # nothing to compare with: the same walk finds the files modified since
+        request = modified_since() if filtered else Request(asked.files_kept, 0, 1, True, 0, asked.timeout_s)
+        done = record_scan(store, asked.path, asked.options, request, scan, clock)
+        outcome.unsaved = done.unsaved
+        if filtered:
+            outcome.lower_bound = _lower_bound(done.usage)
+        if done.snapshot is None:
+            outcome.not_kept = True
+            return _disk(outcome, store, asked, clock)
+        outcome.new, outcome.fresh = done.snapshot, True
+    elif newest is not None:
+        outcome.new = store.load_scan(newest.id)
+    if outcome.new is None or outcome.new.id is None:
+        return _disk(outcome, store, asked, clock)
+    old_info = _pick(infos, since, outcome.new.id)
+    if old_info is None and since is not None:
+        old_info = next((i for i in reversed(infos) if not i.partial and i.id < outcome.new.id), None)
+        if old_info is not None:
+            outcome.oldest_instead = old_info.taken
+    if old_info is not None:
+        outcome.old = store.load_scan(old_info.id)
+    if outcome.old is not None:
+        visible = asked.visible
+        outcome.diff = diff_scans(_filtered(outcome.old, visible), _filtered(outcome.new, visible))
+    _integrity(outcome, store, series.root, since)
+    return _disk(outcome, store, asked, clock)
+
+
+def _lower_bound(usage: Usage) -> LowerBound:
+    files, _, disk = usage.matching or (0, 0, 0)
+    rows = [(rel, d, usage.modified.get(rel)) for _, d, rel in usage.files]
+    return LowerBound(files, disk, rows)
+
+
+def _filtered(snap: ScanSnapshot, visible: Callable[[bytes | str], bool]) -> ScanSnapshot:
+    """The snapshot with only what the roots in force let this call show."""
+    root = snap.series.root
+
+    def ok(rel: bytes) -> bool:
+        return bool(visible(os.path.join(root, rel) if rel else root))
+
+    dirs = {p: d for p, d in snap.dirs.items() if ok(p)}
+    files = [f for f in snap.files if ok(f.path)]
+    return ScanSnapshot(snap.series, snap.taken, snap.partial, snap.threshold, dirs, files, snap.id)
+
+
+def _integrity(outcome: Outcome, store: Store, root: bytes, since: float | None) -> None:
+    infos = [
+        i for i in store.snapshots("baseline", root, limit=200, count_rows=False) if i.series.root == root
+    ]
+    outcome.baselines = len(infos)
+    if len(infos) < 2:
+        return
+    newest = store.load_baseline(infos[0].id)
+    older = _pick(infos[1:], since, None) or infos[-1]
+    old = store.load_baseline(older.id)
+    if newest is not None and old is not None:
+        outcome.integrity = diff_baselines(old, newest)
+
+
+def _disk(outcome: Outcome, store: Store, asked: Comparison, clock: Callable[[], float]) -> Outcome:
+    """Record a reading of the filesystem now and fit its fill rate over the stored ones."""
+    try:
+        reading, point = disk_reading(os.fsdecode(asked.path), clock)
+    except OSError:
+        return outcome
+    store.save_readings([reading])
+    readings = store.readings(os.fsencode(point))
+    fill = fill_rate(readings, asked.since) or fill_rate(readings)
+    if not asked.visible(point):
+        point = os.fsdecode(
+            asked.path
+        )  # the mount point is outside the roots: the filesystem is named by the path
+    outcome.mount_point = point
+    if fill is not None and fill.span_s < MIN_FIT_S:
+        outcome.readings_span_s = fill.span_s
+    elif fill is not None:
+        outcome.fill = fill
+        outcome.notes += fill.notes
+    return outcome
