@@ -1,0 +1,150 @@
+"""what_changed's engine alone: a typed ``Comparison`` in, an ``Outcome`` of facts out, a real store
+in a temporary directory, a fake clock for the snapshots and a frozen one for the scan's budget
+(no MCP, no wall clock, no sleeps)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from sysmcp.fs.walk import WalkOptions
+from sysmcp.history.compare import Comparison, Outcome, compare
+from sysmcp.history.store import Store
+
+MiB = 1 << 20
+DAY = 86400.0
+
+
+class Clock:
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def frozen() -> float:
+    """The scan's budget clock: it never moves, so the budget never runs out and nothing is split."""
+    return 0.0
+
+
+def write(path: Path, size: int, clock: Clock) -> None:
+    """``size`` more bytes in ``path``, modified a minute before the fake clock's now."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("ab") as f:
+        f.write(os.urandom(size))
+    os.utime(path, (clock.now - 60, clock.now - 60))
+
+
+def asked(root: Path, clock: Clock, since: float | None = None) -> Comparison:
+    return Comparison(
+        path=os.fsencode(root),
+        since=since,
+        until=None,
+        now=clock.now,
+        timeout_s=60.0,
+        options=WalkOptions(),
+        files_kept=1000,
+    )
+
+
+def run(request: Comparison, store: Store | None, clock: Clock) -> tuple[Outcome, list[tuple[int, int]]]:
+    progress: list[tuple[int, int]] = []
+    outcome = compare(
+        request, store, lambda entries, seen: progress.append((entries, seen)), clock=clock, monotonic=frozen
+    )
+    return outcome, progress
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store.open(tmp_path / "state", Clock())
+
+
+def test_a_first_comparison_keeps_a_snapshot_and_the_next_one_diffs_against_it(
+    tmp_path: Path, store: Store
+) -> None:
+    clock = Clock()
+    root = tmp_path / "tree"
+    write(root / "logs" / "a.log", 2 * MiB, clock)
+    write(root / "data" / "b", 1 * MiB, clock)
+    first, progress = run(asked(root, clock, since=clock.now - DAY), store, clock)
+    assert first.history and first.fresh and first.new is not None and first.old is None
+    assert first.diff is None and first.lower_bound is not None and first.lower_bound.files == 2
+    assert progress and progress[-1][0] >= 4  # the fresh scan's entries, through the typed callback
+    assert [info.taken for info in store.snapshots("scan")] == [clock.now]
+
+    write(root / "logs" / "c.log", 3 * MiB, clock)
+    clock.now += DAY
+    second, _ = run(asked(root, clock), store, clock)  # since None: the snapshot before the newest
+    assert second.old is not None and second.old.id == first.new.id and second.fresh
+    assert second.diff is not None and second.diff.comparable and second.diff.seconds == DAY
+    grew = {change.path: change for change in second.diff.changes}
+    assert grew[b"logs"].kind == "grew" and grew[b"logs"].delta >= 3 * MiB
+    assert b"data" not in grew  # unchanged
+    assert second.lower_bound is None and second.oldest_instead is None and not second.not_kept
+
+
+def test_a_since_older_than_every_snapshot_compares_with_the_oldest_and_says_when_it_was(
+    tmp_path: Path, store: Store
+) -> None:
+    clock = Clock()
+    root = tmp_path / "tree"
+    write(root / "a" / "f", 2 * MiB, clock)
+    first, _ = run(asked(root, clock), store, clock)
+    assert first.new is not None
+    clock.now += DAY
+    outcome, _ = run(asked(root, clock, since=clock.now - 30 * DAY), store, clock)
+    assert outcome.old is not None and outcome.old.id == first.new.id
+    assert outcome.oldest_instead == first.new.taken
+
+
+def test_what_the_roots_hide_is_left_out_of_the_diff(tmp_path: Path, store: Store) -> None:
+    clock = Clock()
+    root = tmp_path / "tree"
+    write(root / "shown" / "f", 2 * MiB, clock)
+    write(root / "hidden" / "f", 2 * MiB, clock)
+    run(asked(root, clock), store, clock)
+    write(root / "shown" / "g", 2 * MiB, clock)
+    write(root / "hidden" / "g", 2 * MiB, clock)
+    clock.now += DAY
+
+    def visible(name: bytes | str) -> bool:
+        return b"hidden" not in os.fsencode(name)
+
+    outcome, _ = run(replace(asked(root, clock), visible=visible), store, clock)
+    assert outcome.diff is not None and outcome.diff.comparable
+    assert {change.path for change in outcome.diff.changes} == {b"shown"}
+
+
+def test_without_a_store_it_scans_for_the_files_modified_since_and_records_nothing(tmp_path: Path) -> None:
+    clock = Clock()
+    root = tmp_path / "tree"
+    write(root / "new.log", 1 * MiB, clock)
+    outcome, _ = run(asked(root, clock, since=clock.now - DAY), None, clock)
+    assert not outcome.history and outcome.new is None and outcome.notes == []
+    assert outcome.lower_bound is not None and outcome.lower_bound.files == 1
+
+
+class Cancelled(Exception):
+    pass
+
+
+def test_a_raised_checkpoint_stops_the_fresh_scan_and_nothing_is_kept(tmp_path: Path, store: Store) -> None:
+    clock = Clock()
+    root = tmp_path / "tree"
+    for n in range(20):
+        write(root / f"d{n}" / "f", 4096, clock)
+    asks: list[int] = []
+
+    def check_cancelled() -> None:
+        asks.append(1)
+        raise Cancelled
+
+    with pytest.raises(Cancelled):
+        compare(asked(root, clock), store, None, check_cancelled, clock=clock, monotonic=frozen)
+    assert asks == [1]  # the first checkpoint raised and nothing ran after it
+    assert store.snapshots("scan") == []
