@@ -70,17 +70,10 @@ async def record_disk(
     return result
 
 
-def record_baseline(
-    base: bytes,
-    manifest: bytes,
-    algorithm: str,
-    options: WalkOptions,
-    partial: bool,
-    clock: Callable[[], float] = state.now,
-) -> str:
+def record_baseline(base: bytes, manifest: bytes, algorithm: str, options: WalkOptions, partial: bool) -> str:
     """hash_tree's manifest kept as an integrity baseline of ``base``; the sentence for the answer.
     In a worker."""
-    kept = recording.record_baseline(state.active(), base, manifest, algorithm, options, partial, clock)
+    kept = recording.record_baseline(state.active(), base, manifest, algorithm, options, partial)
     if kept.history_off:
         return f"No baseline kept: {HISTORY_OFF}."
     if not kept.kept:

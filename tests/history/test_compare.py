@@ -64,11 +64,19 @@ def store(tmp_path: Path) -> Store:
     return Store.open(tmp_path / "state", Clock())
 
 
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "tree"
+
+
 def test_a_first_comparison_keeps_a_snapshot_and_the_next_one_diffs_against_it(
-    tmp_path: Path, store: Store
+    root: Path, store: Store, clock: Clock
 ) -> None:
-    clock = Clock()
-    root = tmp_path / "tree"
     write(root / "logs" / "a.log", 2 * MiB, clock)
     write(root / "data" / "b", 1 * MiB, clock)
     first, progress = run(asked(root, clock, since=clock.now - DAY), store, clock)
@@ -89,10 +97,8 @@ def test_a_first_comparison_keeps_a_snapshot_and_the_next_one_diffs_against_it(
 
 
 def test_a_since_older_than_every_snapshot_compares_with_the_oldest_and_says_when_it_was(
-    tmp_path: Path, store: Store
+    root: Path, store: Store, clock: Clock
 ) -> None:
-    clock = Clock()
-    root = tmp_path / "tree"
     write(root / "a" / "f", 2 * MiB, clock)
     first, _ = run(asked(root, clock), store, clock)
     assert first.new is not None
@@ -102,9 +108,7 @@ def test_a_since_older_than_every_snapshot_compares_with_the_oldest_and_says_whe
     assert outcome.oldest_instead == first.new.taken
 
 
-def test_what_the_roots_hide_is_left_out_of_the_diff(tmp_path: Path, store: Store) -> None:
-    clock = Clock()
-    root = tmp_path / "tree"
+def test_what_the_roots_hide_is_left_out_of_the_diff(root: Path, store: Store, clock: Clock) -> None:
     write(root / "shown" / "f", 2 * MiB, clock)
     write(root / "hidden" / "f", 2 * MiB, clock)
     run(asked(root, clock), store, clock)
@@ -120,9 +124,9 @@ def test_what_the_roots_hide_is_left_out_of_the_diff(tmp_path: Path, store: Stor
     assert {change.path for change in outcome.diff.changes} == {b"shown"}
 
 
-def test_without_a_store_it_scans_for_the_files_modified_since_and_records_nothing(tmp_path: Path) -> None:
-    clock = Clock()
-    root = tmp_path / "tree"
+def test_without_a_store_it_scans_for_the_files_modified_since_and_records_nothing(
+    root: Path, clock: Clock
+) -> None:
     write(root / "new.log", 1 * MiB, clock)
     outcome, _ = run(asked(root, clock, since=clock.now - DAY), None, clock)
     assert not outcome.history and outcome.new is None and outcome.notes == []
@@ -133,9 +137,9 @@ class Cancelled(Exception):
     pass
 
 
-def test_a_raised_checkpoint_stops_the_fresh_scan_and_nothing_is_kept(tmp_path: Path, store: Store) -> None:
-    clock = Clock()
-    root = tmp_path / "tree"
+def test_a_raised_checkpoint_stops_the_fresh_scan_and_nothing_is_kept(
+    root: Path, store: Store, clock: Clock
+) -> None:
     for n in range(20):
         write(root / f"d{n}" / "f", 4096, clock)
     asks: list[int] = []
