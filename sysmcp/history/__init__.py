@@ -1,6 +1,8 @@
 """What sysmcp remembers between runs: scans, disk readings and integrity baselines in SQLite.
 
 ``store`` keeps them (WAL, migrations, retention, 0600 files), ``snapshots`` says what a scan leaves
-behind, ``diff`` compares two snapshots without I/O, ``state`` holds the process's one store. This
-package may import ``sysmcp.fs`` and ``sysmcp.platform``; ``sysmcp.fs`` never imports it.
+behind, ``recording`` turns a scan, a manifest or a statvfs into those records, ``diff`` compares two
+snapshots without I/O, ``compare`` is what_changed's engine (choose or make the snapshots, diff them,
+fit the fill rate), ``state`` holds the process's one store. This package may import ``sysmcp.fs``
+and ``sysmcp.platform``; ``sysmcp.fs`` never imports it.
 """
