@@ -261,7 +261,8 @@ def compare(
     )
 
 
-def when(epoch: float | None) -> str:
+def _when(epoch: float | None) -> str:
+    """A snapshot's time as an admin glances at it, in local time: 'Mon 30 Nov 09:00'."""
     if epoch is None:
         return "?"
     return time.strftime("%a %d %b %H:%M", time.localtime(epoch))
@@ -277,7 +278,9 @@ def notes_of(outcome: Outcome) -> list[str]:
     if outcome.not_kept and outcome.lower_bound is None:
         notes.append("the fresh scan could not be kept, so nothing was compared")
     if outcome.oldest_instead is not None:
-        notes.append(f"no snapshot as old as asked: compared with the oldest, {when(outcome.oldest_instead)}")
+        notes.append(
+            f"no snapshot as old as asked: compared with the oldest, {_when(outcome.oldest_instead)}"
+        )
     if outcome.readings_span_s is not None:
         notes.append(
             f"the disk readings of {outcome.mount_point} span only {age(outcome.readings_span_s)}: too short "
@@ -326,7 +329,7 @@ def render(
             "PARTIAL RESULT: a scan compared here stopped early; directories it did not reach look unchanged or gone."
         )
     if diff is not None and outcome.old is not None and outcome.new is not None:
-        span = f"{when(outcome.old.taken)} → {when(outcome.new.taken)}" + (
+        span = f"{_when(outcome.old.taken)} → {_when(outcome.new.taken)}" + (
             " (scanned now)" if outcome.fresh else ""
         )
         if not diff.comparable:
@@ -334,7 +337,7 @@ def render(
         else:
             days = f" over {age(diff.seconds)}" if diff.seconds > 0 else ""
             lines.append(
-                f"{shown}: {_signed(diff.total_delta)} on disk since {when(outcome.old.taken)}{days} "
+                f"{shown}: {_signed(diff.total_delta)} on disk since {_when(outcome.old.taken)}{days} "
                 f"[{span}; directories under {human_bytes(structured['threshold_bytes'] or 0)} are not tracked]"
             )
             rated = diff.seconds >= MIN_FIT_S  # a rate per day from minutes apart says nothing
@@ -346,7 +349,7 @@ def render(
             if attribution is not None and attribution.paths:
                 percent = attribution.percent
                 lines.append(
-                    f"Of the {_signed(attribution.total)} since {when(outcome.old.taken)}, "
+                    f"Of the {_signed(attribution.total)} since {_when(outcome.old.taken)}, "
                     f"{_signed(attribution.covered)}"
                     + (f" ({percent:.0f} %)" if percent is not None else "")
                     + f" is in {f'these {len(attribution.paths)} directories' if len(attribution.paths) > 1 else 'this directory'}: "
@@ -396,7 +399,7 @@ def render(
                 elif row["kind"] == "modified":
                     note = " (same size, files rewritten)"
                 if change.files_changed and change.newest is not None:
-                    newest = f"newest change {when(change.newest)}"
+                    newest = f"newest change {_when(change.newest)}"
                     note = f"{note[:-1]}; {newest})" if note else f" ({newest})"
                 lines.append(
                     f"  {_signed(row['delta_bytes']):>11}  {printable(row['path'])}/{note}{_rate(row['per_day_bytes'])}"
