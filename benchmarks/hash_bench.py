@@ -171,7 +171,9 @@ def table(
     return "\n".join(rows)
 
 
-def large_file(args: argparse.Namespace, server: Server, workdir: Path) -> tuple[str, list[str]]:
+def large_file(
+    args: argparse.Namespace, server: Server, workdir: Path, before: Server | None = None
+) -> tuple[str, list[str]]:
     target = workdir / "large.bin"
     size = args.size_mib << 20
     print(f"writing and warming a {args.size_mib} MiB file …", file=sys.stderr)
@@ -179,7 +181,7 @@ def large_file(args: argparse.Namespace, server: Server, workdir: Path) -> tuple
     expected = subprocess.run(["openssl", "dgst", "-sha256", "-r", target], capture_output=True, check=True)
     digest = expected.stdout.split()[0].decode()
 
-    def sysmcp_sha256(progress: bool) -> Callable[[], float]:
+    def sysmcp_sha256(progress: bool, server: Server = server) -> Callable[[], float]:
         def run() -> float:
             seconds, result = server.call("file_sha256", {"path": str(target)}, progress=progress)
             assert result["sha256"] == digest, "file_sha256 disagrees with openssl"
@@ -192,6 +194,8 @@ def large_file(args: argparse.Namespace, server: Server, workdir: Path) -> tuple
         "sysmcp file_sha256": sysmcp_sha256(False),
         "sysmcp file_sha256 + progress": sysmcp_sha256(True),
     }
+    if before is not None:
+        contenders["sysmcp file_sha256 (before)"] = sysmcp_sha256(False, before)
     if args.coreutils:
         contenders["sha256sum (coreutils)"] = lambda: timed_process(["sha256sum", str(target)])[0]
     b3sum = shutil.which("b3sum")
@@ -200,15 +204,20 @@ def large_file(args: argparse.Namespace, server: Server, workdir: Path) -> tuple
             [b3sum, "--no-names", target], capture_output=True, check=True
         ).stdout.strip()
 
-        def sysmcp_blake3() -> float:
-            seconds, result = server.call("hash_tree", {"path": str(target), "algorithm": "blake3"})
-            assert result["manifest"].split()[0] == b3_digest.decode(), (
-                "hash_tree blake3 disagrees with b3sum"
-            )
-            return seconds
+        def sysmcp_blake3(server: Server = server) -> Callable[[], float]:
+            def run() -> float:
+                seconds, result = server.call("hash_tree", {"path": str(target), "algorithm": "blake3"})
+                assert result["manifest"].split()[0] == b3_digest.decode(), (
+                    "hash_tree blake3 disagrees with b3sum"
+                )
+                return seconds
+
+            return run
 
         contenders["b3sum"] = lambda: timed_process([b3sum, str(target)])[0]
-        contenders["sysmcp hash_tree blake3"] = sysmcp_blake3
+        contenders["sysmcp hash_tree blake3"] = sysmcp_blake3()
+        if before is not None:
+            contenders["sysmcp hash_tree blake3 (before)"] = sysmcp_blake3(before)
     times = interleave(contenders, args.rounds)
     notes = []
     ratio = min(times["openssl dgst -sha256"]) / min(times["sysmcp file_sha256"])
@@ -253,7 +262,9 @@ def progress_cost(args: argparse.Namespace, server: Server, target: Path) -> str
     )
 
 
-def many_files(args: argparse.Namespace, server: Server) -> tuple[str, list[str]]:
+def many_files(
+    args: argparse.Namespace, server: Server, before: Server | None = None
+) -> tuple[str, list[str]]:
     root: Path = args.corpus
     stats = corpus.ensure(root, args.files)
     if stats is not None:
@@ -270,12 +281,12 @@ def many_files(args: argparse.Namespace, server: Server) -> tuple[str, list[str]
 
         return run
 
-    def ours(algorithm: str) -> Callable[[], float]:
+    def ours(algorithm: str, server: Server = server, suffix: str = "") -> Callable[[], float]:
         def run() -> float:
             seconds, result = server.call(
                 "hash_tree", {"path": str(root), "algorithm": algorithm, "max_lines": 0}
             )
-            outputs[f"sysmcp {algorithm}"] = result["manifest"].encode()
+            outputs[f"sysmcp {algorithm}{suffix}"] = result["manifest"].encode()
             return seconds
 
         return run
@@ -284,12 +295,16 @@ def many_files(args: argparse.Namespace, server: Server) -> tuple[str, list[str]
         reference: shell(reference, "find . -type f -print0 | xargs -0 sha256sum"),
         "sysmcp hash_tree sha256": ours("sha256"),
     }
+    if before is not None:
+        contenders["sysmcp hash_tree sha256 (before)"] = ours("sha256", before, " (before)")
     b3sum = shutil.which("b3sum")
     if b3sum:
         contenders["find + xargs b3sum"] = shell(
             "find + xargs b3sum", "find . -type f -print0 | xargs -0 b3sum"
         )
         contenders["sysmcp hash_tree blake3"] = ours("blake3")
+        if before is not None:
+            contenders["sysmcp hash_tree blake3 (before)"] = ours("blake3", before, " (before)")
     times = interleave(contenders, args.rounds)
 
     def digests(text: bytes) -> list[bytes]:
@@ -346,13 +361,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     print()
     server = Server()
+    before = None if args.before is None else Server(args.before)
     try:
         with tempfile.TemporaryDirectory(prefix="sysmcp-hash-bench-") as workdir:
             parts: list[tuple[str, list[str]]] = []
             if not args.skip_large:
-                parts.append(large_file(args, server, Path(workdir)))
+                parts.append(large_file(args, server, Path(workdir), before))
             if not args.skip_many:
-                parts.append(many_files(args, server))
+                parts.append(many_files(args, server, before))
             for text, notes in parts:
                 print(text)
                 print()
@@ -361,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
                 print()
     finally:
         server.close()
+        if before is not None:
+            before.close()
     return 0
 
 

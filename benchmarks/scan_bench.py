@@ -15,6 +15,7 @@ far less sensitive to other load, and shows what sharing a scan between processe
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import platform
@@ -92,6 +93,7 @@ print(json.dumps({"seconds": elapsed, "cpu": cpu, "size": size}))
 class Contender:
     name: str
     command: list[str]
+    project: Path | None = None  # the checkout on PYTHONPATH (None: this one)
     in_process_time: bool = False  # the child reports its own scan time on stdout
     seconds: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
@@ -104,6 +106,7 @@ def measure(contender: Contender, project: Path) -> None:
     The peak comes from GNU time when installed: ``wait4`` on a child forked from this Python process
     also counts the pages it shared with us before ``exec``, which inflates small tools like du.
     """
+    project = contender.project or project
     env = {**os.environ, "PYTHONPATH": str(project)}
     with (
         tempfile.NamedTemporaryFile("r") as report,
@@ -135,6 +138,17 @@ def measure(contender: Contender, project: Path) -> None:
     contender.rss_kb.append(rss)
 
 
+def before_child(bench: Path) -> str:
+    """The child script of another checkout's scan_bench: it calls that checkout's own internals."""
+    tree = ast.parse(bench.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "CHILD" for t in node.targets):
+            value = ast.literal_eval(node.value)
+            if isinstance(value, str):
+                return value
+    raise SystemExit(f"{bench} has no CHILD script")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -144,6 +158,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-corpus", action="store_true", help="scan --root as it is; generate nothing")
     parser.add_argument("--rounds", type=int, default=7, help="timed rounds per contender (7)")
     parser.add_argument("--check", action="store_true", help="exit 1 when sysmcp misses a target")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="CHECKOUT",
+        help="also time another checkout's scan (its .venv and its own benchmarks/scan_bench.py child) "
+        "in the same rounds",
+    )
     args = parser.parse_args(argv)
     project = Path(__file__).resolve().parent.parent
     root = args.root
@@ -159,6 +180,14 @@ def main(argv: list[str] | None = None) -> int:
         Contender("sysmcp walk_files", [python, "-c", CHILD, "walk_files", target], in_process_time=True),
         Contender("plain os.scandir walk", [python, "-c", CHILD, "scandir", target], in_process_time=True),
     ]
+    if args.before is not None:
+        before = args.before.resolve()
+        child = before_child(before / "benchmarks" / "scan_bench.py")
+        python_before = str(before / ".venv" / "bin" / "python")
+        for mode, name in (("sysmcp", "sysmcp dir_usage scan"), ("walk_files", "sysmcp walk_files")):
+            contenders.append(
+                Contender(f"{name} (before)", [python_before, "-c", child, mode, target], before, True)
+            )
     if shutil.which("gdu"):
         contenders.append(Contender("gdu", ["gdu", "--non-interactive", "--no-progress", "-s", "-x", target]))
     if shutil.which("ncdu"):
@@ -176,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
 
     reference = contenders[0]
     ref_median, ref_min = statistics.median(reference.seconds), min(reference.seconds)
-    ref_cpu = statistics.median(reference.cpu)
+    ref_cpu = statistics.median(reference.cpu) or 0.001  # du on a tiny tree: below the clock's tick
     print(
         f"Python {platform.python_version()}, {platform.system()} {platform.release()}, {os.cpu_count()} CPUs; "
         f"tree: {target}; {args.rounds} rounds; load average at the end {os.getloadavg()[0]:.2f}\n"
