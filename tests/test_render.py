@@ -6,7 +6,7 @@ import pytest
 
 from sysmcp import render
 from sysmcp.fs import units
-from sysmcp.render import age, human_bytes, more_not_shown, plural, rate, table, took
+from sysmcp.render import age, and_more, human_bytes, more_not_shown, noun, plural, rate, table, took
 
 
 @pytest.mark.parametrize(
@@ -95,6 +95,22 @@ def test_an_age_takes_a_suffix() -> None:
     assert age(3600, " old") == "1 h old"
 
 
+def test_a_clock_stepped_back_a_moment_ago_is_no_negative_second() -> None:
+    assert age(-0.5) == "0 s"
+    assert age(-0.5, " ago") == "0 s ago"
+
+
+def test_a_noun_alone_agrees_with_a_count_written_otherwise() -> None:
+    assert [noun(n, "filesystem") for n in (0, 1, 2)] == ["filesystems", "filesystem", "filesystems"]
+    assert noun(2, "host", "hosts here") == "hosts here"
+    assert f"{1000} {noun(1000, 'copy')}" == "1000 copies"
+
+
+def test_a_cut_list_under_a_title_ends_in_how_many_more() -> None:
+    assert and_more(1) == "… and 1 more"
+    assert and_more(1234) == "… and 1,234 more"
+
+
 def test_a_table_lines_its_columns_up_and_ends_no_line_in_spaces() -> None:
     rows = [["1", "group", "12.0 KiB"], ["12", "groups", "1.0 MiB"], ["123", "x", "0 B"]]
     assert table(rows, right=(0, 2), indent="  ") == [
@@ -110,6 +126,13 @@ def test_a_table_lines_its_columns_up_and_ends_no_line_in_spaces() -> None:
 def test_a_short_row_simply_ends() -> None:
     assert table([["aa", "b", "c"], ["a"]]) == ["aa  b  c", "a"]
     assert table([]) == []
+
+
+def test_an_empty_last_cell_leaves_no_spaces_behind() -> None:
+    """A right-aligned last column with an empty cell (a fleet row with no inode figure)."""
+    rows = [["HOST", "USE%", "IUSE%"], ["web01", "97%", "95%"], ["web02", "error", ""]]
+    assert table(rows, right=(1, 2)) == ["HOST    USE%  IUSE%", "web01    97%    95%", "web02  error"]
+    assert table([["a", ""], ["", ""]], indent="  ") == ["  a", ""]
 
 
 def test_the_argument_side_still_finds_the_words_where_it_used_to() -> None:
