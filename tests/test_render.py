@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from sysmcp import render
@@ -140,3 +143,24 @@ def test_the_argument_side_still_finds_the_words_where_it_used_to() -> None:
     assert units.human_bytes is render.human_bytes
     assert units.plural is render.plural
     assert units.rate is render.rate
+
+
+def test_no_engine_words_a_quantity() -> None:
+    """Engines produce numbers: none imports render's words (fs/units.py re-exports them for the tools
+    not yet converted, and is the one engine module allowed the import)."""
+    package = Path(render.__file__).parent
+    words = {"human_bytes", "plural", "rate"}
+    wording = set()
+    for path in [*(package / "fs").rglob("*.py"), *(package / "history").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found = any(alias.name == "sysmcp.render" for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                names = {alias.name for alias in node.names}
+                found = node.module == "sysmcp.render" or (node.module == "sysmcp" and "render" in names)
+                found = found or (node.module == "sysmcp.fs.units" and bool(names & words))
+            else:
+                continue
+            if found:
+                wording.add(path.relative_to(package).as_posix())
+    assert wording == {"fs/units.py"}

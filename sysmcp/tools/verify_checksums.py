@@ -150,7 +150,7 @@ def words(exc: EngineError) -> ToolError:
     if isinstance(exc, NoEntries):
         return ToolError(f"{exc.detail}. {_EXPECTED}")
     if isinstance(exc, ManifestTooLarge):
-        return ToolError(f"{exc.detail}; split it")
+        return ToolError(f"The manifest {exc.shown} is larger than {human_bytes(exc.limit)}; split it")
     if isinstance(exc, ManifestChanged):
         return ToolError(f"{exc.detail}; check it again once nothing writes to it")
     return as_tool_error(exc)
