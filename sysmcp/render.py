@@ -14,8 +14,10 @@ from collections.abc import Sequence
 
 __all__ = [
     "age",
+    "and_more",
     "human_bytes",
     "more_not_shown",
+    "noun",
     "plural",
     "rate",
     "table",
@@ -53,19 +55,32 @@ def _many(noun: str) -> str:
     return head + space + many
 
 
-def plural(count: int, noun: str, many: str | None = None) -> str:
-    """'1 file', '2 files', '1,000 directories', '3 pseudo filesystems', '1 more copy': never '1 files'.
+def noun(count: int, singular: str, many: str | None = None) -> str:
+    """The form of ``singular`` that goes with ``count``: 'file' for 1, 'files' for any other count.
 
-    ``noun`` is the singular (its last word takes the plural); ``many`` overrides the plural form.
+    For a count written some other way than ``plural`` writes it ('3 of 12 filesystems').
     """
     if count == 1:
-        return f"{count:,} {noun}"
-    return f"{count:,} {many if many is not None else _many(noun)}"
+        return singular
+    return many if many is not None else _many(singular)
 
 
-def more_not_shown(count: int, noun: str) -> str:
+def plural(count: int, singular: str, many: str | None = None) -> str:
+    """'1 file', '2 files', '1,000 directories', '3 pseudo filesystems', '1 more copy': never '1 files'.
+
+    ``singular`` is the noun (its last word takes the plural); ``many`` overrides the plural form.
+    """
+    return f"{count:,} {noun(count, singular, many)}"
+
+
+def more_not_shown(count: int, singular: str) -> str:
     """'… and 1 more group not shown', '… and 12 more groups not shown': what a cut list leaves out."""
-    return f"… and {plural(count, 'more ' + noun)} not shown"
+    return f"… and {plural(count, 'more ' + singular)} not shown"
+
+
+def and_more(count: int) -> str:
+    """'… and 1,234 more': the end of a cut list whose title already names what it lists."""
+    return f"… and {count:,} more"
 
 
 def rate(size: float, seconds: float) -> str:
@@ -96,14 +111,17 @@ def took(size: float, seconds: float) -> str:
     return f"{seconds:.2f} s ({rate(size, seconds)})"
 
 
-_AGES = ((60, 1, "s"), (3600, 60, "min"), (86400, 3600, "h"), (2 * 365 * 86400, 86400, "d"))
+_AGES = ((3600, 60, "min"), (86400, 3600, "h"), (2 * 365 * 86400, 86400, "d"))
 
 
 def age(seconds: float, suffix: str = "") -> str:
     """'45 s', '12 min', '6 h', '3 d', '2 y': one unit, rounded down, as a person glances at a date.
 
-    ``suffix`` follows the number and unit: age(3600, ' old') is '1 h old'.
+    ``suffix`` follows the number and unit: age(3600, ' old') is '1 h old'. Seconds are cut towards
+    zero, so a clock stepped back a moment ago says '0 s', not '-1 s'.
     """
+    if seconds < 60:
+        return f"{int(seconds)} s{suffix}"
     for below, unit_s, unit in _AGES:
         if seconds < below:
             return f"{int(seconds // unit_s)} {unit}{suffix}"
@@ -115,7 +133,8 @@ def table(
 ) -> list[str]:
     """Rows of cells as lines whose columns line up; the columns named in ``right`` align right (numbers).
 
-    The last column is never padded, so no line ends in spaces; a row shorter than the others simply ends.
+    No line ends in spaces (an empty last cell leaves none behind); a row shorter than the others
+    simply ends.
     """
     widths: list[int] = []
     for row in rows:
@@ -125,13 +144,9 @@ def table(
             widths[column] = max(widths[column], len(cell))
     lines = []
     for row in rows:
-        cells = []
-        for column, cell in enumerate(row):
-            if column in right:
-                cells.append(cell.rjust(widths[column]))
-            elif column == len(row) - 1:
-                cells.append(cell)
-            else:
-                cells.append(cell.ljust(widths[column]))
-        lines.append(indent + gap.join(cells))
+        cells = [
+            cell.rjust(widths[column]) if column in right else cell.ljust(widths[column])
+            for column, cell in enumerate(row)
+        ]
+        lines.append((indent + gap.join(cells)).rstrip())
     return lines

@@ -242,7 +242,7 @@ def _list(limit: int) -> int:
         _err("sysmcp history: history is off (--no-history, or the state directory cannot be written)")
         return EXIT_NO_HISTORY
     from sysmcp.fs.paths import display
-    from sysmcp.fs.units import human_bytes
+    from sysmcp.render import human_bytes
 
     infos = store.snapshots(limit=limit)
     _out(f"{store.path}  ({human_bytes(store.size())})")
@@ -264,7 +264,7 @@ def _reclaim_log(limit: int) -> int:
         _err("sysmcp history: history is off (--no-history, or the state directory cannot be written)")
         return EXIT_NO_HISTORY
     from sysmcp.fs.reclaim_keep import read_log
-    from sysmcp.fs.units import human_bytes
+    from sysmcp.render import human_bytes
 
     records = read_log(store, limit)
     _out(

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from sysmcp import render
 from sysmcp.fs import units
-from sysmcp.render import age, human_bytes, more_not_shown, plural, rate, table, took
+from sysmcp.render import age, and_more, human_bytes, more_not_shown, noun, plural, rate, table, took
 
 
 @pytest.mark.parametrize(
@@ -95,6 +98,22 @@ def test_an_age_takes_a_suffix() -> None:
     assert age(3600, " old") == "1 h old"
 
 
+def test_a_clock_stepped_back_a_moment_ago_is_no_negative_second() -> None:
+    assert age(-0.5) == "0 s"
+    assert age(-0.5, " ago") == "0 s ago"
+
+
+def test_a_noun_alone_agrees_with_a_count_written_otherwise() -> None:
+    assert [noun(n, "filesystem") for n in (0, 1, 2)] == ["filesystems", "filesystem", "filesystems"]
+    assert noun(2, "host", "hosts here") == "hosts here"
+    assert f"{1000} {noun(1000, 'copy')}" == "1000 copies"
+
+
+def test_a_cut_list_under_a_title_ends_in_how_many_more() -> None:
+    assert and_more(1) == "… and 1 more"
+    assert and_more(1234) == "… and 1,234 more"
+
+
 def test_a_table_lines_its_columns_up_and_ends_no_line_in_spaces() -> None:
     rows = [["1", "group", "12.0 KiB"], ["12", "groups", "1.0 MiB"], ["123", "x", "0 B"]]
     assert table(rows, right=(0, 2), indent="  ") == [
@@ -112,8 +131,36 @@ def test_a_short_row_simply_ends() -> None:
     assert table([]) == []
 
 
+def test_an_empty_last_cell_leaves_no_spaces_behind() -> None:
+    """A right-aligned last column with an empty cell (a fleet row with no inode figure)."""
+    rows = [["HOST", "USE%", "IUSE%"], ["web01", "97%", "95%"], ["web02", "error", ""]]
+    assert table(rows, right=(1, 2)) == ["HOST    USE%  IUSE%", "web01    97%    95%", "web02  error"]
+    assert table([["a", ""], ["", ""]], indent="  ") == ["  a", ""]
+
+
 def test_the_argument_side_still_finds_the_words_where_it_used_to() -> None:
     """fs.units re-exports the three for the tools not yet converted: one implementation, not two."""
     assert units.human_bytes is render.human_bytes
     assert units.plural is render.plural
     assert units.rate is render.rate
+
+
+def test_no_engine_words_a_quantity() -> None:
+    """Engines produce numbers: none imports render's words (fs/units.py re-exports them for the tools
+    not yet converted, and is the one engine module allowed the import)."""
+    package = Path(render.__file__).parent
+    words = {"human_bytes", "plural", "rate"}
+    wording = set()
+    for path in [*(package / "fs").rglob("*.py"), *(package / "history").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found = any(alias.name == "sysmcp.render" for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                names = {alias.name for alias in node.names}
+                found = node.module == "sysmcp.render" or (node.module == "sysmcp" and "render" in names)
+                found = found or (node.module == "sysmcp.fs.units" and bool(names & words))
+            else:
+                continue
+            if found:
+                wording.add(path.relative_to(package).as_posix())
+    assert wording == {"fs/units.py"}

@@ -28,7 +28,6 @@ from sysmcp.fs.checksums import (
 from sysmcp.fs.errors import EngineError, NotFound, Refused
 from sysmcp.fs.paths import PATH_MAX
 from sysmcp.fs.safeopen import open_regular_at
-from sysmcp.fs.units import human_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,11 +438,12 @@ class ManifestUnreadable(EngineError):
 
 
 class ManifestTooLarge(Refused):
-    """The manifest is larger than ``MAX_MANIFEST``."""
+    """The manifest is larger than ``limit`` bytes (``MAX_MANIFEST``); the tool says it in sizes."""
 
-    def __init__(self, shown: str) -> None:
-        super().__init__(f"The manifest {shown} is larger than {human_bytes(MAX_MANIFEST)}")
+    def __init__(self, shown: str, limit: int = MAX_MANIFEST) -> None:
+        super().__init__(f"The manifest {shown} is larger than {limit} bytes")
         self.shown = shown
+        self.limit = limit
 
 
 class NotAManifest(Refused):

@@ -1,7 +1,9 @@
 """Sizes as people write them, read from arguments: '4k', '1.5G', '100M' into integer bytes.
 
-How sizes, counts and rates are *said* lives in ``sysmcp.render``; the three names re-exported here are
-for the tools not yet converted to it (drop them once none imports them from here).
+How sizes, counts and rates are *said* lives in ``sysmcp.render``, and no engine says them (an engine
+error carries the number: ``fs.manifests.ManifestTooLarge.limit``). The three names re-exported here
+are only for the tools not yet converted to it (disk_io, deleted_open_files, what_changed): drop them,
+and this module's one import of ``sysmcp.render``, once none imports them from here.
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sysmcp.fs.paths import display, printable
-from sysmcp.fs.units import human_bytes, plural
 from sysmcp.fs.usage import (
     Request,
     Usage,
@@ -25,9 +24,10 @@ from sysmcp.fs.usage import (
 from sysmcp.fs.walk import SkipCounter
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ArgumentError, ToolError
+from sysmcp.render import age, human_bytes, more_not_shown, plural, table
 from sysmcp.tools import schemas as js
 from sysmcp.tools.arguments import size_argument
-from sysmcp.tools.merging import HostOutcome, fleet_output, table
+from sysmcp.tools.merging import HostOutcome, fleet_output
 from sysmcp.tools.recording import recorded_scan
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name, with_link
 from sysmcp.tools.walking import (
@@ -250,17 +250,8 @@ def iso_utc(mtime: float) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
-def age_text(seconds: float) -> str:
-    """'45 s', '12 min', '6 h', '3 d', '2 y': one unit, rounded down, as a person glances at it."""
-    if seconds < 60:
-        return f"{int(seconds)} s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)} min"
-    if seconds < 86400:
-        return f"{int(seconds // 3600)} h"
-    if seconds < 2 * 365 * 86400:
-        return f"{int(seconds // 86400)} d"
-    return f"{int(seconds // (365 * 86400))} y"
+#: ``age`` of sysmcp.render, under the name what_changed and disk_explain still import it by.
+age_text = age
 
 
 def _age(mtime: float | None, now: float) -> str:
@@ -268,7 +259,12 @@ def _age(mtime: float | None, now: float) -> str:
         return ""
     if mtime > now + 1:
         return "  (modified in the future)"
-    return f"  ({age_text(max(0.0, now - mtime))} old)"
+    return f"  ({age(max(0.0, now - mtime), ' old')})"
+
+
+_LISTS_DIRECTORIES = ("both", "directories", "all")
+_LISTS_FILES = ("both", "files", "all")
+_LISTS_EXTENSIONS = ("extensions", "all")
 
 
 def render(
@@ -280,13 +276,62 @@ def render(
     named: Sequence[str] = (),
 ) -> tuple[str, dict[str, Any], str | None]:
     """Text for the model, structured content, and the full listing (None when nothing was cut)."""
-    totals = usage.totals
-    assert totals is not None
     now = time.time() if now is None else now
-    by_disk = args["sort_by"] == "disk"
-    top_n: int = args["top_n"]
-    show: str = args["show"]
-    files: list[dict[str, Any]] = [
+    show, top_n = args["show"], args["top_n"]
+    files, directories = _file_rows(shown, usage), _directory_rows(shown, usage)
+    shown_dirs = directories[:top_n] if show in _LISTS_DIRECTORIES else []
+    shown_files = files[:top_n] if show in _LISTS_FILES else []
+    extensions = _extension_rows(usage, top_n) if show in _LISTS_EXTENSIONS else None
+    lines = _head(shown, usage, args) + _lists(usage, args, shown_dirs, shown_files, extensions, now)
+    if skipped:
+        lines.append("Skipped: " + skipped_phrase(skipped, named, shown))
+    structured = _structured(shown, usage, skipped, args, now, shown_dirs, shown_files, extensions)
+    cut = len(files) > len(shown_files) or len(directories) > len(shown_dirs)
+    return (
+        "\n".join(lines),
+        structured,
+        _full_listing(shown, usage, args, files, directories) if cut else None,
+    )
+
+
+def _lists(
+    usage: Usage,
+    args: dict[str, Any],
+    directories: list[dict[str, Any]],
+    files: list[dict[str, Any]],
+    extensions: list[dict[str, Any]] | None,
+    now: float,
+) -> list[str]:
+    """The lists the ``show`` argument asks for, as the text shows them."""
+    by_disk, lines = args["sort_by"] == "disk", []
+    measure = "disk usage" if by_disk else "apparent size"
+    limit = f", at least {human_bytes(args['min_size'])}" if args["min_size"] else ""
+    modified = f", modified {window}" if (window := _window_phrase(args)) else ""
+    if args["show"] in _LISTS_DIRECTORIES:
+        depth = "immediate subdirectories" if args["max_depth"] == 1 else f"depth ≤ {args['max_depth']}"
+        rows = [
+            (row, printable(row["path"]) + "/", f"  ({plural(row['files'], 'file')})") for row in directories
+        ]
+        title = f"Largest directories ({depth}, by {measure}{limit}):"
+        lines += _list(title, rows, usage.eligible_directories, "directory", by_disk)
+    if args["show"] in _LISTS_FILES:
+        ages = [_age(usage.modified.get(file.relative), now) for file in usage.files[: len(files)]]
+        rows = [(row, printable(row["path"]), tail) for row, tail in zip(files, ages, strict=True)]
+        lines += _list(
+            f"Largest files (by {measure}{limit}{modified}):", rows, usage.eligible_files, "file", by_disk
+        )
+    if extensions is not None:
+        rows = [
+            (row, printable(row["extension"]), f"  ({plural(row['files'], 'file')})") for row in extensions
+        ]
+        title = f"Top extensions (by {measure}{modified}):"
+        lines += _list(title, rows, len(usage.extensions), "extension", by_disk)
+    return lines
+
+
+def _file_rows(shown: str, usage: Usage) -> list[dict[str, Any]]:
+    """Every file the scan kept, as structured content lists it (the text shows the first top_n)."""
+    return [
         {
             "path": _joined(shown, rel),
             "disk_bytes": disk,
@@ -295,11 +340,27 @@ def render(
         }
         for apparent, disk, rel in usage.files
     ]
-    directories: list[dict[str, Any]] = [
+
+
+def _directory_rows(shown: str, usage: Usage) -> list[dict[str, Any]]:
+    return [
         {"path": _joined(shown, rel), "disk_bytes": disk, "apparent_bytes": apparent, "files": n, "depth": d}
         for apparent, disk, rel, n, d in usage.directories
     ]
-    measure = "disk usage" if by_disk else "apparent size"
+
+
+def _extension_rows(usage: Usage, top_n: int) -> list[dict[str, Any]]:
+    return [
+        {"extension": display(os.fsencode(ext)), "files": n, "disk_bytes": disk, "apparent_bytes": apparent}
+        for ext, n, apparent, disk in usage.extensions[:top_n]
+    ]
+
+
+def _head(shown: str, usage: Usage, args: dict[str, Any]) -> list[str]:
+    """The partial warning, the totals, and with a time filter the matching files' totals."""
+    totals = usage.totals
+    assert totals is not None
+    so_far = " so far" if usage.stopped else ""
     lines = []
     if usage.stopped:
         lines.append(
@@ -308,133 +369,115 @@ def render(
         )
     lines.append(
         f"{shown}: {human_bytes(totals.disk)} on disk ({human_bytes(totals.apparent)} apparent) in "
-        f"{plural(totals.files, 'file')} and {plural(totals.dirs, 'directory')}"
-        + (" so far" if usage.stopped else "")
-        + f" [{usage.elapsed:.2f} s]"
+        f"{plural(totals.files, 'file')} and {plural(totals.dirs, 'directory')}{so_far} [{usage.elapsed:.2f} s]"
     )
-    limit = f", at least {human_bytes(args['min_size'])}" if args["min_size"] else ""
-    window = _window_phrase(args)
     if usage.matching is not None:
         count, apparent, disk = usage.matching
         lines.append(
-            f"Files modified {window}: {count:,}, {human_bytes(disk)} on disk ({human_bytes(apparent)} apparent)"
-            + (" so far" if usage.stopped else "")
+            f"Files modified {_window_phrase(args)}: {count:,}, {human_bytes(disk)} on disk "
+            f"({human_bytes(apparent)} apparent){so_far}"
         )
-    dirs_not_shown = files_not_shown = 0
-    shown_dirs: list[dict[str, Any]] = []
-    shown_files: list[dict[str, Any]] = []
+    return lines
 
-    def listing(title: str, rows: list[dict[str, Any]], eligible: int, noun: str) -> int:
-        """One bounded list in the text; returns how many eligible entries it left out."""
-        lines.append(title)
-        for index, row in enumerate(rows):
-            size = _size_text(row["apparent_bytes"], row["disk_bytes"], by_disk)
-            name = printable(row["path"])
-            lines.append(
-                f"  {size}  {name}/  ({plural(row['files'], 'file')})"
-                if "files" in row
-                else f"  {size}  {name}{_age(usage.modified.get(usage.files[index][2]), now)}"
-            )
-        if not rows:
-            lines.append("  (none)")
-        left_out = eligible - len(rows)
-        if left_out:
-            lines.append(f"  … and {plural(left_out, 'more ' + noun)} not shown")
-        return left_out
 
-    if show in ("both", "directories", "all"):
-        shown_dirs = directories[:top_n]
-        depth = "immediate subdirectories" if args["max_depth"] == 1 else f"depth ≤ {args['max_depth']}"
-        title = f"Largest directories ({depth}, by {measure}{limit}):"
-        dirs_not_shown = listing(title, shown_dirs, usage.eligible_directories, "directory")
-    if show in ("both", "files", "all"):
-        shown_files = files[:top_n]
-        matching = f", modified {window}" if window else ""
-        title = f"Largest files (by {measure}{limit}{matching}):"
-        files_not_shown = listing(title, shown_files, usage.eligible_files, "file")
-    extensions: list[dict[str, Any]] = []
-    extensions_not_shown = 0
-    if show in ("extensions", "all"):
-        extensions = [
-            {
-                "extension": display(os.fsencode(ext)),
-                "files": n,
-                "disk_bytes": disk,
-                "apparent_bytes": apparent,
-            }
-            for ext, n, apparent, disk in usage.extensions[:top_n]
-        ]
-        extensions_not_shown = len(usage.extensions) - len(extensions)
-        lines.append(f"Top extensions (by {measure}{f', modified {window}' if window else ''}):")
-        for row in extensions:
-            size = _size_text(row["apparent_bytes"], row["disk_bytes"], by_disk)
-            lines.append(f"  {size}  {printable(row['extension'])}  ({plural(row['files'], 'file')})")
-        if not extensions:
-            lines.append("  (none)")
-        if extensions_not_shown:
-            lines.append(f"  … and {plural(extensions_not_shown, 'more extension')} not shown")
-    if skipped:
-        lines.append("Skipped: " + skipped_phrase(skipped, named, shown))
+def _list(
+    title: str, rows: Sequence[tuple[dict[str, Any], str, str]], eligible: int, noun: str, by_disk: bool
+) -> list[str]:
+    """One bounded list of the text: its title, a line per (row, name, tail), what it left out."""
+    lines = [title]
+    lines += [
+        f"  {_size_text(row['apparent_bytes'], row['disk_bytes'], by_disk)}  {name}{tail}"
+        for row, name, tail in rows
+    ]
+    if not rows:
+        lines.append("  (none)")
+    if eligible != len(rows):
+        lines.append(f"  {more_not_shown(eligible - len(rows), noun)}")
+    return lines
+
+
+def _structured(
+    shown: str,
+    usage: Usage,
+    skipped: dict[str, int],
+    args: dict[str, Any],
+    now: float,
+    directories: list[dict[str, Any]],
+    files: list[dict[str, Any]],
+    extensions: list[dict[str, Any]] | None,
+) -> dict[str, Any]:
+    """The structured content, with the lists as the text shows them."""
+    totals = usage.totals
+    assert totals is not None
+    counts: dict[str, Any] = {
+        "files": totals.files,
+        "directories": totals.dirs,
+        "apparent_bytes": totals.apparent,
+        "disk_bytes": totals.disk,
+        "entries": usage.entries,
+    }
+    if usage.matching is not None:
+        matching, apparent, disk = usage.matching
+        counts["matching"] = {"files": matching, "apparent_bytes": apparent, "disk_bytes": disk}
+    show = args["show"]
     structured = {
         "path": shown,
         "complete": usage.stopped is None,
         "stopped_reason": usage.stopped,
         "elapsed_s": round(usage.elapsed, 3),
         "sort_by": args["sort_by"],
-        "totals": {
-            "files": totals.files,
-            "directories": totals.dirs,
-            "apparent_bytes": totals.apparent,
-            "disk_bytes": totals.disk,
-            "entries": usage.entries,
-            **(
-                {}
-                if usage.matching is None
-                else {
-                    "matching": {
-                        "files": usage.matching[0],
-                        "apparent_bytes": usage.matching[1],
-                        "disk_bytes": usage.matching[2],
-                    }
-                }
-            ),
-        },
+        "totals": counts,
         "skipped": skipped,
-        "largest_files": shown_files,
-        "files_not_shown": files_not_shown,
-        "largest_directories": shown_dirs,
-        "directories_not_shown": dirs_not_shown,
+        "largest_files": files,
+        "files_not_shown": usage.eligible_files - len(files) if show in _LISTS_FILES else 0,
+        "largest_directories": directories,
+        "directories_not_shown": usage.eligible_directories - len(directories)
+        if show in _LISTS_DIRECTORIES
+        else 0,
     }
-    if show in ("extensions", "all"):
-        structured["extensions"] = extensions
-        structured["extensions_not_shown"] = extensions_not_shown
+    if extensions is not None:
+        structured.update(extensions=extensions, extensions_not_shown=len(usage.extensions) - len(extensions))
+    return structured | _cutoffs(args, now)
+
+
+def _cutoffs(args: dict[str, Any], now: float) -> dict[str, str]:
+    """``modified_after``/``modified_until``: the time filter's bounds as times (none out of range)."""
+    cutoffs = {}
     for key, argument in (("modified_after", "modified_within"), ("modified_until", "modified_before")):
         if argument in args:
             cutoff = iso_utc(now - parse_duration(args[argument], argument))
             if cutoff is not None:
-                structured[key] = cutoff
-    full = None
-    if len(files) > len(shown_files) or len(directories) > len(shown_dirs):
-        out = [f"# dir_usage {shown} (sort_by={args['sort_by']}, max_depth={args['max_depth']})"]
-        if usage.stopped:
-            out.append(f"# PARTIAL: {usage.stopped}")
-        if show in ("both", "directories", "all"):
-            out += _listing(
-                f"largest directories ({len(directories):,} of {usage.eligible_directories:,})",
-                "files",
-                [(r, r["files"], printable(r["path"]) + "/") for r in directories],
-            )
-        if show in ("both", "files", "all"):
-            out += _listing(
-                f"largest files ({len(files):,} of {usage.eligible_files:,})",
-                "modified",
-                [(r, r["modified"] or "", printable(r["path"])) for r in files],
-            )
-        full = "\n".join(out) + "\n"
-    return "\n".join(lines), structured, full
+                cutoffs[key] = cutoff
+    return cutoffs
 
 
-def _listing(title: str, third: str, rows: Sequence[tuple[dict[str, Any], object, str]]) -> list[str]:
+def _full_listing(
+    shown: str,
+    usage: Usage,
+    args: dict[str, Any],
+    files: list[dict[str, Any]],
+    directories: list[dict[str, Any]],
+) -> str:
+    """The tab-separated listing kept as a resource when the text cut a list."""
+    out = [f"# dir_usage {shown} (sort_by={args['sort_by']}, max_depth={args['max_depth']})"]
+    if usage.stopped:
+        out.append(f"# PARTIAL: {usage.stopped}")
+    if args["show"] in _LISTS_DIRECTORIES:
+        out += _tsv(
+            f"largest directories ({len(directories):,} of {usage.eligible_directories:,})",
+            "files",
+            [(r, r["files"], printable(r["path"]) + "/") for r in directories],
+        )
+    if args["show"] in _LISTS_FILES:
+        out += _tsv(
+            f"largest files ({len(files):,} of {usage.eligible_files:,})",
+            "modified",
+            [(r, r["modified"] or "", printable(r["path"])) for r in files],
+        )
+    return "\n".join(out) + "\n"
+
+
+def _tsv(title: str, third: str, rows: Sequence[tuple[dict[str, Any], object, str]]) -> list[str]:
     """One table of the full listing: a '# title' line, the tab-separated header, then a line per row
     (its sizes, the ``third`` column's value, its path as shown)."""
     return [
@@ -478,15 +521,15 @@ def request_for(args: dict[str, Any], now: float) -> Request:
     newer_than, older_than = time_window(args, now)
     show: str = args["show"]
     return Request(
-        top_files=FULL_FILES if show in ("both", "files", "all") else 0,
-        top_directories=FULL_DIRECTORIES if show in ("both", "directories", "all") else 0,
+        top_files=FULL_FILES if show in _LISTS_FILES else 0,
+        top_directories=FULL_DIRECTORIES if show in _LISTS_DIRECTORIES else 0,
         max_depth=args["max_depth"],
         by_disk=args["sort_by"] == "disk",
         min_size=args["min_size"],
         timeout_s=min(float(args["timeout_s"]), MAX_TIMEOUT_S),
         newer_than=newer_than,
         older_than=older_than,
-        extensions=show in ("extensions", "all"),
+        extensions=show in _LISTS_EXTENSIONS,
     )
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sysmcp import platform
 from sysmcp.fs.paths import display, printable
-from sysmcp.fs.units import human_bytes, plural
+from sysmcp.render import human_bytes, plural
 from sysmcp.tools.processes import PROC
 
 if TYPE_CHECKING:

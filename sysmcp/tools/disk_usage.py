@@ -29,13 +29,13 @@ from sysmcp.fs.disks import (
 )
 from sysmcp.fs.mounts import Mount, MountTable, apfs_container, container_siblings, default_partitions
 from sysmcp.fs.paths import display
-from sysmcp.fs.units import human_bytes
 from sysmcp.history import state
 from sysmcp.protocol.errors import ArgumentError
+from sysmcp.render import human_bytes, noun, table
 from sysmcp.tools import disk_explain
 from sysmcp.tools import schemas as js
 from sysmcp.tools.descriptions import describe_paths
-from sysmcp.tools.merging import HostOutcome, fleet_output, table
+from sysmcp.tools.merging import HostOutcome, fleet_output
 from sysmcp.tools.processes import PROC
 from sysmcp.tools.recording import record_disk
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
@@ -134,30 +134,29 @@ def _pct(value: int | None) -> str:
     return "–" if value is None else f"{value}%"
 
 
+def _amount(size: int, unit: str) -> str:
+    """A size in the unit the text was asked in: '1,024 MiB', '1073741824' (bytes), '1.0 GiB'."""
+    if unit == "mb":
+        return f"{size >> 20:,} MiB"
+    return str(size) if unit == "bytes" else human_bytes(size)
+
+
 def usage_phrase(fig: Figures, unit: str) -> str:
     """Used, free and (where any) reserved bytes, always: a percent alone can read as wrong when
     root's reserve makes used + free fall short of the total."""
     if fig.total == 0:
         return "size 0"
+    used, free, total = (_amount(size, unit) for size in (fig.used, fig.free, fig.total))
+    percent = _pct(fig.percent)
     if unit == "mb":
-        text = f"{fig.used >> 20:,} MiB used, {fig.free >> 20:,} MiB free of {fig.total >> 20:,} MiB ({_pct(fig.percent)} used)"
-        reserved = f"{fig.reserved >> 20:,} MiB"
+        text = f"{used} used, {free} free of {total} ({percent} used)"
     elif unit == "human":
-        text = (
-            f"{human_bytes(fig.used)} used, {human_bytes(fig.free)} free of {human_bytes(fig.total)} "
-            f"({_pct(fig.percent)})"
-        )
-        reserved = human_bytes(fig.reserved)
+        text = f"{used} used, {free} free of {total} ({percent})"
     elif unit == "bytes":
-        text = f"{fig.used} bytes used, {fig.free} free of {fig.total} ({_pct(fig.percent)})"
-        reserved = str(fig.reserved)
+        text = f"{used} bytes used, {free} free of {total} ({percent})"
     else:
-        text = (
-            f"{_pct(fig.percent)} used ({human_bytes(fig.used)}), {human_bytes(fig.free)} free of "
-            f"{human_bytes(fig.total)}"
-        )
-        reserved = human_bytes(fig.reserved)
-    return text + (f", {reserved} reserved for root" if fig.reserved else "")
+        text = f"{percent} used ({used}), {free} free of {total}"
+    return text + (f", {_amount(fig.reserved, unit)} reserved for root" if fig.reserved else "")
 
 
 def duration_phrase(seconds: float) -> str:
@@ -234,43 +233,44 @@ def render_one(shown: str, entry: Entry, unit: str) -> str:
 
 
 def render_all(entries: Sequence[Entry], unit: str, everything: bool, sample_s: float = 0) -> str:
-    plural = "" if len(entries) == 1 else "s"
+    """The list: what it covers, what fills and what is over the threshold, then a line per filesystem."""
     scope = (
         " (all, as df -a)" if everything else " (as df: memory filesystems included, pseudo ones with all)"
     )
-    lines = [f"{len(entries)} filesystem{plural}{scope}, fullest first."]
+    lines = [f"{len(entries)} {noun(len(entries), 'filesystem')}{scope}, fullest first."]
     if sample_s:
-        filling = [e for e in entries if e.rate is not None and e.rate.bytes_per_s > 0]
-        lines.append(
-            f"Sampled for {sample_s:g} s. Filling now: "
-            + (
-                "; ".join(f"{display(e.mount.mount_point)} ({rate_phrase(e)})" for e in filling)
-                if filling
-                else "none"
-            )
-            + "."
-        )
-    flagged = [e for e in entries if e.alerts()]
+        lines.append(f"Sampled for {sample_s:g} s. Filling now: {_filling(entries)}.")
+    flagged = [f"{_point(e)} ({' and '.join(e.alerts())})" for e in entries if e.alerts()]
     if flagged:
-        lines.append(
-            f"Over {ALERT_PERCENT} %: "
-            + ", ".join(f"{display(e.mount.mount_point)} ({' and '.join(e.alerts())})" for e in flagged)
-            + "."
-        )
-    silent = [e for e in entries if e.status == "no_answer"]
+        lines.append(f"Over {ALERT_PERCENT} %: {', '.join(flagged)}.")
+    silent = [_point(e) for e in entries if e.status == "no_answer"]
     if silent:
-        lines.append("Did not answer: " + ", ".join(display(e.mount.mount_point) for e in silent) + ".")
-    for entry in entries:
-        head = f"{display(entry.mount.mount_point)}  {display(entry.mount.fs_type)} {display(entry.mount.device)}"
-        if entry.mount.read_only:
-            head += " ro"
-        if entry.figures is None:
-            lines.append(f"{head}  {entry.reason}")
-        else:
-            fig = entry.figures
-            rate = f"; {rate_phrase(entry)}" if entry.rate is not None else ""
-            lines.append(f"{head}  {usage_phrase(fig, unit)}; {inode_phrase(fig)}{rate}{alert_phrase(entry)}")
-    return "\n".join(lines)
+        lines.append(f"Did not answer: {', '.join(silent)}.")
+    return "\n".join(lines + [_entry_line(entry, unit) for entry in entries])
+
+
+def _point(entry: Entry) -> str:
+    return display(entry.mount.mount_point)
+
+
+def _filling(entries: Sequence[Entry]) -> str:
+    """'/var (full in about 3 h 10 min at 15.0 MiB/s); /home (…)', or 'none'."""
+    filling = [
+        f"{_point(e)} ({rate_phrase(e)})" for e in entries if e.rate is not None and e.rate.bytes_per_s > 0
+    ]
+    return "; ".join(filling) if filling else "none"
+
+
+def _entry_line(entry: Entry, unit: str) -> str:
+    """'/var  ext4 /dev/sda2 ro  <usage>; <inodes>[; <rate>][  ⚠ …]', or the reason there are no figures."""
+    mount = entry.mount
+    head = f"{_point(entry)}  {display(mount.fs_type)} {display(mount.device)}" + (
+        " ro" if mount.read_only else ""
+    )
+    if entry.figures is None:
+        return f"{head}  {entry.reason}"
+    rate = f"; {rate_phrase(entry)}" if entry.rate is not None else ""
+    return f"{head}  {usage_phrase(entry.figures, unit)}; {inode_phrase(entry.figures)}{rate}{alert_phrase(entry)}"
 
 
 # -- the tool ---------------------------------------------------------------------------------
@@ -529,48 +529,16 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
     for outcome in outcomes:
         if outcome.ok and outcome.result is not None:
             rows += [{"host": outcome.host, **fs} for fs in outcome.result.get("filesystems", [])]
-
-    def fullness(row: dict[str, Any]) -> int:
-        inodes = row.get("inodes") or {}
-        return max(row.get("percent_used") or 0, inodes.get("percent_used") or 0)
-
-    rows.sort(key=lambda row: (row.get("status") != "ok", -fullness(row), row["host"], row["mount_point"]))
+    rows.sort(key=lambda row: (row.get("status") != "ok", -_fullness(row), row["host"], row["mount_point"]))
     alerts = [row for row in rows if row.get("alerts")]
-    alert_hosts = list(dict.fromkeys(row["host"] for row in alerts))
     body: list[str] = []
     if alerts:
-        body.append(
-            f"{len(alerts)} filesystem{'s' if len(alerts) != 1 else ''} on {len(alert_hosts)} "
-            f"host{'s' if len(alert_hosts) != 1 else ''} {'are' if len(alerts) != 1 else 'is'} over "
-            f"{ALERT_PERCENT} %: "
-            + ", ".join(
-                f"{row['host']}:{row['mount_point']} ({' and '.join(row['alerts'])})" for row in alerts
-            )
-        )
+        body.append(_fleet_alerts(alerts))
     elif rows:
         body.append(f"No filesystem on these hosts is over {ALERT_PERCENT} % used.")
-    table_rows = [["HOST", "MOUNT", "TYPE", "SIZE", "USED", "AVAIL", "USE%", "IUSE%"]]
-    for row in rows:
-        if row.get("status") != "ok":
-            table_rows.append(
-                [row["host"], row["mount_point"], row["fs_type"], "—", "—", "—", row["status"], ""]
-            )
-            continue
-        inodes = row.get("inodes") or {}
-        table_rows.append(
-            [
-                row["host"],
-                row["mount_point"],
-                row["fs_type"],
-                human_bytes(row.get("total_bytes", 0)),
-                human_bytes(row.get("used_bytes", 0)),
-                human_bytes(row.get("free_bytes", 0)),
-                _pct(row.get("percent_used")),
-                _pct(inodes.get("percent_used")) if inodes else "-",
-            ]
-        )
     if rows:
-        body += table(table_rows, right=(3, 4, 5, 6, 7))
+        header = ["HOST", "MOUNT", "TYPE", "SIZE", "USED", "AVAIL", "USE%", "IUSE%"]
+        body += table([header, *map(_fleet_row, rows)], right=(3, 4, 5, 6, 7))
     view = {
         "filesystems": rows,
         "alerts": [
@@ -581,6 +549,38 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
         "alert_threshold_percent": ALERT_PERCENT,
     }
     return fleet_output(outcomes, body, view)
+
+
+def _fullness(row: dict[str, Any]) -> int:
+    inodes = row.get("inodes") or {}
+    return max(row.get("percent_used") or 0, inodes.get("percent_used") or 0)
+
+
+def _fleet_alerts(alerts: Sequence[dict[str, Any]]) -> str:
+    """'2 filesystems on 1 host are over 90 %: web01:/ (space), web01:/var (inodes)'."""
+    hosts = len(dict.fromkeys(row["host"] for row in alerts))
+    named = ", ".join(f"{row['host']}:{row['mount_point']} ({' and '.join(row['alerts'])})" for row in alerts)
+    return (
+        f"{len(alerts)} {noun(len(alerts), 'filesystem')} on {hosts} {noun(hosts, 'host')} "
+        f"{noun(len(alerts), 'is', 'are')} over {ALERT_PERCENT} %: {named}"
+    )
+
+
+def _fleet_row(row: dict[str, Any]) -> list[str]:
+    """One filesystem of one host in the fleet table; '—' for the sizes of one that did not answer."""
+    if row.get("status") != "ok":
+        return [row["host"], row["mount_point"], row["fs_type"], "—", "—", "—", row["status"], ""]
+    inodes = row.get("inodes") or {}
+    sizes = [human_bytes(row.get(key, 0)) for key in ("total_bytes", "used_bytes", "free_bytes")]
+    inode_percent = _pct(inodes.get("percent_used")) if inodes else "-"
+    return [
+        row["host"],
+        row["mount_point"],
+        row["fs_type"],
+        *sizes,
+        _pct(row.get("percent_used")),
+        inode_percent,
+    ]
 
 
 _HANDLER = DiskUsage()

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sysmcp.render import and_more, table  # table: re-exported for the merges that import it from here
 from sysmcp.tools.registry import ToolOutput
 
 STATUSES = (
@@ -83,7 +84,7 @@ def tally(outcomes: Sequence[HostOutcome]) -> str:
 def host_list(hosts: Sequence[str], limit: int = HOSTS_NAMED) -> str:
     """``web01, web02, web03 … and 184 more``: a group's hosts in one bounded line."""
     shown = ", ".join(hosts[:limit])
-    return shown + (f" … and {len(hosts) - limit:,} more" if len(hosts) > limit else "")
+    return shown + (f" {and_more(len(hosts) - limit)}" if len(hosts) > limit else "")
 
 
 def grouped(items: Sequence[tuple[Any, str]]) -> list[tuple[Any, list[str]]]:
@@ -126,21 +127,6 @@ def fleet_output(outcomes: Sequence[HostOutcome], body: Sequence[str], view: dic
     answered."""
     text = "\n".join([tally(outcomes) + ".", *body, *failure_lines(outcomes)]).rstrip()
     return ToolOutput(text, structured(outcomes, view), is_error=answered(outcomes) == 0)
-
-
-def table(rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> list[str]:
-    """Columns padded to their widest cell; the ``right`` columns right-aligned (numbers)."""
-    if not rows:
-        return []
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = []
-    for row in rows:
-        cells = [
-            cell.rjust(w) if i in right else cell.ljust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        lines.append("  ".join(cells).rstrip())
-    return lines
 
 
 def summary_lines(outcome: HostOutcome, limit: int = LINES_PER_HOST) -> list[str]:

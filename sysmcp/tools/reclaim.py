@@ -30,10 +30,10 @@ from sysmcp.fs.reclaim import (
     confirmation_code,
 )
 from sysmcp.fs.reclaim_keep import ActionLog, LogRecord
-from sysmcp.fs.units import human_bytes
 from sysmcp.history import state
 from sysmcp.logconfig import get_logger
 from sysmcp.protocol.context import ClientDeclined
+from sysmcp.render import human_bytes, noun
 from sysmcp.tools import reclaim_plan
 from sysmcp.tools.descriptions import describe_paths
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
@@ -148,9 +148,7 @@ async def _plan(args: dict[str, Any], ctx: ToolContext) -> tuple[Plan, list[str]
 def _listing(plan: Plan, chosen: list[str]) -> tuple[str, int]:
     picked = choose(plan, chosen)
     total = sum(item.bytes for item, _action in picked)
-    lines = [
-        f"Free {human_bytes(total)} in {len(picked)} item{'s' if len(picked) != 1 else ''} of plan {plan.id}?"
-    ]
+    lines = [f"Free {human_bytes(total)} in {len(picked)} {noun(len(picked), 'item')} of plan {plan.id}?"]
     for item, action in picked:
         files = f"{len(item.entries):,} files"
         if action == "link" and item.keep is not None:

@@ -15,9 +15,9 @@ from sysmcp.fs.reclaim import LINK, Item, Plan, PlanRequest, build_plan
 from sysmcp.fs.reclaim_classes import CLASSES
 from sysmcp.fs.reclaim_keep import PLAN_TTL_S, Kept, PlanKeeper
 from sysmcp.fs.reclaim_script import render_script
-from sysmcp.fs.units import human_bytes
 from sysmcp.history import state
 from sysmcp.protocol.context import Meter
+from sysmcp.render import human_bytes
 from sysmcp.tools.descriptions import describe_paths
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import require_directory

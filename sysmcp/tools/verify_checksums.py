@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -20,7 +21,6 @@ from typing import Any, Literal
 from sysmcp.fs.checksums import ALGORITHM_NAMES, ALGORITHMS, HASH_THREADS
 from sysmcp.fs.errors import EngineError
 from sysmcp.fs.paths import PathPolicy, display, printable
-from sysmcp.fs.units import human_bytes, plural, rate
 from sysmcp.fs.verify import (
     Confine,
     ManifestChanged,
@@ -39,10 +39,11 @@ from sysmcp.fs.verify import verify as check_manifest
 from sysmcp.fs.walk import Budget, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.render import and_more, human_bytes, plural, rate
 from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools import schemas as js
 from sysmcp.tools.errors import as_tool_error
-from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
+from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, with_link
 from sysmcp.tools.walking import (
     require_directory,
     skipped_phrase,
@@ -149,7 +150,7 @@ def words(exc: EngineError) -> ToolError:
     if isinstance(exc, NoEntries):
         return ToolError(f"{exc.detail}. {_EXPECTED}")
     if isinstance(exc, ManifestTooLarge):
-        return ToolError(f"{exc.detail}; split it")
+        return ToolError(f"The manifest {exc.shown} is larger than {human_bytes(exc.limit)}; split it")
     if isinstance(exc, ManifestChanged):
         return ToolError(f"{exc.detail}; check it again once nothing writes to it")
     return as_tool_error(exc)
@@ -331,6 +332,13 @@ def all_missing_hint(output: ToolOutput, base_shown: str, manifest_dir: str | No
     return replace(output, text=f"{output.text}\n{hint}")
 
 
+_TITLES: dict[Status, str] = {
+    "FAILED": "FAILED (digest differs)",
+    "MISSING": "MISSING",
+    "UNREADABLE": "UNREADABLE",
+}
+
+
 def render(
     result: Verification,
     manifest_shown: str,
@@ -342,107 +350,148 @@ def render(
     """Counts first, then each non-OK list up to max_listed; the full report as a resource if cut
     (``report``, written in the worker; else written here, which only a manifest in hand allows)."""
     limit: int = args["max_listed"]
-    entries = result.entries
     counts = result.checked.counts()
-    algorithms = result.checked.algorithms()
-    bad_lines = result.bad_lines
-    bad_count = result.bad_count
     if result.listed is None or result.listed_limit != limit:
         result.listed, result.listed_limit = listed(result, limit, counts), limit
-    by_status = result.listed
-    new = result.new
     stopped = result.stopped
     if stopped is not None and result.new_cut:
         stopped += " while looking for new files (the list of new files may be short)"
-    all_ok = counts["OK"] == entries and not bad_count and stopped is None
-    truncated = is_cut(result, counts, limit)
-
-    summary = (
-        f"Checked {plural(entries, 'entry')} of {manifest_shown} against {base_shown}: {counts['OK']:,} OK, "
-        f"{counts['FAILED']:,} FAILED, {counts['MISSING']:,} MISSING, {counts['UNREADABLE']:,} unreadable"
+    text = "\n".join(
+        _head(result, counts, stopped, manifest_shown, base_shown) + _lists(result, counts, limit, base_shown)
     )
-    if bad_count:
-        summary += f"; {bad_count:,} improperly formatted line{'s' if bad_count != 1 else ''}"
-    if new is not None:
-        summary += f"; {len(new):,} new file{'s' if len(new) != 1 else ''} not in the manifest"
-    if counts["NOT_CHECKED"]:
-        summary += f"; {counts['NOT_CHECKED']:,} not checked"
-    out = []
+    structured = _structured(result, counts, stopped, limit, manifest_shown, base_shown)
+    links: tuple[ResourceLink, ...] = ()
+    if structured["truncated"]:
+        link = _kept_report(result, ctx, report, f"checking {manifest_shown} against {base_shown}")
+        cut = f"Lists were cut at {limit:,} names; the full report"
+        text, links = with_link(text, link, cut + " is at {} (resources/read).", cut + " was not kept: {}.")
+        structured["report_uri"] = links[0].uri if links else None
+    return ToolOutput(text, structured, links=links)
+
+
+def _all_ok(result: Verification, counts: Counter[Status], stopped: str | None) -> bool:
+    return counts["OK"] == result.entries and not result.bad_count and stopped is None
+
+
+def _head(
+    result: Verification, counts: Counter[Status], stopped: str | None, manifest_shown: str, base_shown: str
+) -> list[str]:
+    """Whether it is partial, the counts, what was hashed, and the verdict."""
+    lines = []
     if stopped is not None:
-        out.append(
+        lines.append(
             f"PARTIAL RESULT: checking stopped early ({stopped}); {counts['NOT_CHECKED']:,} of "
-            f"{entries:,} entries were not checked. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) "
+            f"{result.entries:,} entries were not checked. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) "
             "or check a part of the manifest."
         )
-    out += [
-        summary,
-        f"({', '.join(f'{n:,} {a}' for a, n in sorted(algorithms.items()))}; {human_bytes(result.bytes_hashed)} "
-        f"hashed in {result.seconds:.2f} s)"
-        if algorithms
-        else f"(nothing hashed; {result.seconds:.2f} s)",
-        "Result: ALL OK"
-        if all_ok
-        else "Result: NOT SETTLED (not every entry was checked)"
-        if stopped is not None and counts["OK"] + counts["NOT_CHECKED"] == entries and not bad_count
-        else "Result: NOT OK (sha256sum -c --strict would fail)",
+    return [
+        *lines,
+        _summary(result, counts, manifest_shown, base_shown),
+        _hashed(result),
+        _verdict(result, counts, stopped),
     ]
-    titles: dict[Status, str] = {
-        "FAILED": "FAILED (digest differs)",
-        "MISSING": "MISSING",
-        "UNREADABLE": "UNREADABLE",
-    }
-    for status, items in by_status.items():
-        if not counts[status]:
-            continue
-        out.append(f"{titles[status]} ({counts[status]:,}):")
-        for name, checked in items:
-            detail = f": {checked.detail}" if checked.detail else ""
-            out.append(f"  {printable(name)}{detail}")
-        if counts[status] > len(items):
-            out.append(f"  … and {counts[status] - len(items):,} more")
-    if bad_lines:
-        shown_lines = ", ".join(str(n) for n in bad_lines[:limit])
-        more = f" … and {bad_count - limit:,} more" if bad_count > limit else ""
-        out.append(f"Improperly formatted lines (line numbers): {shown_lines}{more}")
-    if new:
-        out.append(f"New files under {base_shown} not in the manifest ({len(new):,}):")
-        out += [f"  {printable(name)}" for name in new[:limit]]
-        if len(new) > limit:
-            out.append(f"  … and {len(new) - limit:,} more")
+
+
+def _summary(result: Verification, counts: Counter[Status], manifest_shown: str, base_shown: str) -> str:
+    summary = (
+        f"Checked {plural(result.entries, 'entry')} of {manifest_shown} against {base_shown}: "
+        f"{counts['OK']:,} OK, {counts['FAILED']:,} FAILED, {counts['MISSING']:,} MISSING, "
+        f"{counts['UNREADABLE']:,} unreadable"
+    )
+    if result.bad_count:
+        summary += f"; {plural(result.bad_count, 'improperly formatted line')}"
+    if result.new is not None:
+        summary += f"; {plural(len(result.new), 'new file')} not in the manifest"
+    if counts["NOT_CHECKED"]:
+        summary += f"; {counts['NOT_CHECKED']:,} not checked"
+    return summary
+
+
+def _hashed(result: Verification) -> str:
+    """'(2 sha256, 1 blake3; 1.2 GiB hashed in 3.40 s)' or '(nothing hashed; 0.01 s)'."""
+    algorithms = result.checked.algorithms()
+    if not algorithms:
+        return f"(nothing hashed; {result.seconds:.2f} s)"
+    each = ", ".join(f"{n:,} {a}" for a, n in sorted(algorithms.items()))
+    return f"({each}; {human_bytes(result.bytes_hashed)} hashed in {result.seconds:.2f} s)"
+
+
+def _verdict(result: Verification, counts: Counter[Status], stopped: str | None) -> str:
+    if _all_ok(result, counts, stopped):
+        return "Result: ALL OK"
+    if (
+        stopped is not None
+        and counts["OK"] + counts["NOT_CHECKED"] == result.entries
+        and not result.bad_count
+    ):
+        return "Result: NOT SETTLED (not every entry was checked)"
+    return "Result: NOT OK (sha256sum -c --strict would fail)"
+
+
+def _lists(result: Verification, counts: Counter[Status], limit: int, base_shown: str) -> list[str]:
+    """Each non-OK list, the improperly formatted lines, the new files, what the walk skipped."""
+    assert result.listed is not None
+    lines = []
+    for status, items in result.listed.items():
+        if counts[status]:
+            names = [
+                printable(name) + (f": {checked.detail}" if checked.detail else "") for name, checked in items
+            ]
+            lines += _names(f"{_TITLES[status]} ({counts[status]:,}):", names, counts[status])
+    if result.bad_lines:
+        numbers = ", ".join(str(n) for n in result.bad_lines[:limit])
+        more = f" {and_more(result.bad_count - limit)}" if result.bad_count > limit else ""
+        lines.append(f"Improperly formatted lines (line numbers): {numbers}{more}")
+    if result.new:
+        title = f"New files under {base_shown} not in the manifest ({len(result.new):,}):"
+        lines += _names(title, [printable(name) for name in result.new[:limit]], len(result.new))
     if result.walk_skipped:
-        out.append("walk skipped: " + skipped_phrase(result.walk_skipped))
+        lines.append("walk skipped: " + skipped_phrase(result.walk_skipped))
+    return lines
 
-    links: tuple[ResourceLink, ...] = ()
-    uri: str | None = None
-    if truncated:
-        if report is not None and report.text is None:
-            link: ResourceLink | str = TooLarge(report.size).reason
-        else:
-            link = ctx.keep(
-                "verify-report.txt",
-                report.text if report is not None and report.text is not None else full_report(result),
-                description=f"Every entry's status from checking {manifest_shown} against {base_shown}",
-            )
-        if isinstance(link, str):
-            out.append(f"Lists were cut at {limit:,} names; the full report was not kept: {link}.")
-        else:
-            uri = link.uri
-            links = (link,)
-            out.append(f"Lists were cut at {limit:,} names; the full report is at {uri} (resources/read).")
 
-    structured = {
+def _names(title: str, names: list[str], total: int) -> list[str]:
+    """A titled list of names, indented, ending in how many more when it was cut."""
+    return [
+        title,
+        *(f"  {name}" for name in names),
+        *([f"  {and_more(total - len(names))}"] if total > len(names) else []),
+    ]
+
+
+def _kept_report(
+    result: Verification, ctx: ToolContext, report: Report | None, what: str
+) -> ResourceLink | str:
+    """The full report kept as a resource (``report``'s text, else written now), or why it was not."""
+    if report is not None and report.text is None:
+        return TooLarge(report.size).reason
+    text = report.text if report is not None and report.text is not None else full_report(result)
+    return ctx.keep("verify-report.txt", text, description=f"Every entry's status from {what}")
+
+
+def _structured(
+    result: Verification,
+    counts: Counter[Status],
+    stopped: str | None,
+    limit: int,
+    manifest_shown: str,
+    base_shown: str,
+) -> dict[str, Any]:
+    assert result.listed is not None
+    by_status, new, algorithms = result.listed, result.new, result.checked.algorithms()
+    return {
         "manifest": manifest_shown,
         "base_dir": base_shown,
         "complete": stopped is None,
         "stopped_reason": stopped,
         "not_checked": counts["NOT_CHECKED"],
-        "all_ok": all_ok,
-        "entries": entries,
+        "all_ok": _all_ok(result, counts, stopped),
+        "entries": result.entries,
         "ok": counts["OK"],
         "failed": counts["FAILED"],
         "missing": counts["MISSING"],
         "unreadable": counts["UNREADABLE"],
-        "improperly_formatted": bad_count,
+        "improperly_formatted": result.bad_count,
         "new": None if new is None else len(new),
         "algorithms": dict(sorted(algorithms.items())),
         "bytes_hashed": result.bytes_hashed,
@@ -452,13 +501,12 @@ def render(
         "unreadable_files": [
             {"path": printable(name), "error": c.detail} for name, c in by_status["UNREADABLE"]
         ],
-        "improperly_formatted_lines": bad_lines[:limit],
+        "improperly_formatted_lines": result.bad_lines[:limit],
         "new_files": [printable(name) for name in (new or [])[:limit]],
-        "truncated": truncated,
-        "report_uri": uri,
+        "truncated": is_cut(result, counts, limit),
+        "report_uri": None,
         "walk_skipped": result.walk_skipped,
     }
-    return ToolOutput("\n".join(out), structured, links=links)
 
 
 def full_report(result: Verification) -> str:
@@ -496,7 +544,7 @@ def write_report(result: Verification, most: int | None = None) -> tuple[str | N
         add(f"line {n}: improperly formatted")
     unlisted = result.bad_count - len(result.bad_lines)
     if unlisted:
-        add(f"… and {unlisted:,} more improperly formatted lines")
+        add(f"{and_more(unlisted)} improperly formatted lines")
     for name in result.new or ():
         add(f"{printable(name)}: NEW (not in the manifest)")
     if not keeping:

@@ -14,9 +14,10 @@ import anyio
 import blake3
 import pytest
 
+from sysmcp.fs.manifests import MAX_MANIFEST, ManifestTooLarge
 from sysmcp.fs.paths import PathPolicy
 from sysmcp.protocol.context import Meter
-from sysmcp.tools.verify_checksums import Source
+from sysmcp.tools.verify_checksums import Source, words
 from sysmcp.tools.verify_checksums import verify as verify_manifest
 from tests.wire import Wire, result_text, spawn
 
@@ -237,3 +238,10 @@ async def test_input_that_is_mostly_junk_is_refused_as_no_manifest(tmp_path: Pat
         assert reply["result"]["isError"] is True
         assert "does not look like a checksum manifest" in result_text(reply)
         assert (await wire.request("ping"))["result"] == {}
+
+
+def test_a_manifest_too_large_is_refused_in_sizes_the_engine_only_counts() -> None:
+    """The engine states the limit in bytes; the size a person reads is the tool's (sysmcp.render)."""
+    exc = ManifestTooLarge("/srv/SHA256SUMS")
+    assert exc.limit == MAX_MANIFEST and "GiB" not in exc.detail
+    assert words(exc).message == "The manifest /srv/SHA256SUMS is larger than 1.0 GiB; split it"
