@@ -10,9 +10,10 @@ from pathlib import Path
 
 from sysmcp.fs.checksums import ALGORITHMS
 from sysmcp.fs.mounts import MountTable
+from sysmcp.fs.openfiles import DeletedFile, Holder, Scan
 from sysmcp.fs.walk import SkipCounter
 from sysmcp.tools import hash_tree
-from sysmcp.tools.deleted_open_files import DeletedFile, Holder, Scan, render
+from sysmcp.tools.deleted_open_files import render
 
 SYSMCP = [sys.executable, "-m", "sysmcp"]
 
