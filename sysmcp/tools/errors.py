@@ -34,6 +34,9 @@ _ADVICE: dict[tuple[type[EngineError], str], str] = {
     (Refused, "replaced"): "; try again",
     (WrongKind, "not_regular"): "; only regular files can be read",
     (WrongKind, "symlink"): _SWAPPED_WHY,
+    (WrongKind, "not_hashable"): "; only regular files can be hashed",
+    (Refused, "swapped_for_link"): "; refused",
+    (Refused, "replaced_while_opened"): "; refused. Call again if the change was expected.",
 }
 
 
