@@ -35,6 +35,7 @@ _ADVICE: dict[tuple[type[EngineError], str], str] = {
     (WrongKind, "not_regular"): "; only regular files can be read",
     (WrongKind, "symlink"): _SWAPPED_WHY,
     (WrongKind, "not_hashable"): "; only regular files can be hashed",
+    (WrongKind, "not_tree"): "; give a directory or a regular file",
     (Refused, "swapped_for_link"): "; refused",
     (Refused, "replaced_while_opened"): "; refused. Call again if the change was expected.",
 }
