@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from sysmcp.fs.checksums import ALGORITHMS, CHUNK, Algorithm, Digest, hash_fd
 from sysmcp.fs.errors import EngineError, NotFound, PermissionRefused, Refused, WrongKind
-from sysmcp.fs.safeopen import NotRegularFile, Replaced, kind, open_parent, open_regular_at
+from sysmcp.fs.safeopen import NotRegularFile, Replaced, kind, open_parent, open_regular_at, through_symlink
 
 __all__ = ["FileHash", "FileRequest", "hash_file", "open_file"]
 
@@ -60,9 +60,7 @@ def open_file(request: FileRequest) -> tuple[int, os.stat_result]:
         raise PermissionRefused(f"Permission denied: {shown}") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise WrongKind(
-                f"path {shown} leads through a symbolic link at open time", reason="symlink"
-            ) from None
+            raise through_symlink(shown) from None
         raise EngineError(f"Cannot open {shown}: {exc.strerror or exc}") from None
     try:
         return open_regular_at(name, dir_fd=parent)
