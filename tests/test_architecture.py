@@ -233,3 +233,40 @@ def test_tools_never_import_the_fleet_or_the_server() -> None:
         if within(name, ("sysmcp.tools",))
     }
     assert {name: found for name, found in wrong.items() if found} == {}
+
+
+#: System work an engine does and a tool module never does itself: listing directories, reading
+#: links, walking trees (``os.<name>``), and asking psutil about processes, devices or mounts.
+SYSTEM_WORK = {"listdir", "scandir", "readlink", "walk", "fwalk"}
+
+
+def _system_work(tree: ast.AST) -> list[str]:
+    """What of ``SYSTEM_WORK`` and psutil a module's source reaches for, at any depth."""
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if alias.name.split(".")[0] == "psutil"]
+        elif isinstance(node, ast.ImportFrom) and node.module is not None:
+            if node.module.split(".")[0] == "psutil":
+                found.append(node.module)
+            elif node.module == "os":
+                found += [f"os.{alias.name}" for alias in node.names if alias.name in SYSTEM_WORK]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "os"
+            and node.func.attr in SYSTEM_WORK
+        ):
+            found.append(f"os.{node.func.attr}()")
+    return sorted(set(found))
+
+
+def test_no_tool_module_lists_directories_reads_links_or_asks_psutil() -> None:
+    """Issue 22: no tool module holds an engine; the engine layer does the system work."""
+    wrong = {
+        name: _system_work(ast.parse(path.read_text(encoding="utf-8")))
+        for name, path in MODULES.items()
+        if within(name, ("sysmcp.tools",))
+    }
+    assert {name: found for name, found in wrong.items() if found} == {}

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from sysmcp import render
-from sysmcp.fs import units
 from sysmcp.render import age, and_more, human_bytes, more_not_shown, noun, plural, rate, table, took
 
 
@@ -138,16 +137,9 @@ def test_an_empty_last_cell_leaves_no_spaces_behind() -> None:
     assert table([["a", ""], ["", ""]], indent="  ") == ["  a", ""]
 
 
-def test_the_argument_side_still_finds_the_words_where_it_used_to() -> None:
-    """fs.units re-exports the three for the tools not yet converted: one implementation, not two."""
-    assert units.human_bytes is render.human_bytes
-    assert units.plural is render.plural
-    assert units.rate is render.rate
-
-
 def test_no_engine_words_a_quantity() -> None:
-    """Engines produce numbers: none imports render's words (fs/units.py re-exports them for the tools
-    not yet converted, and is the one engine module allowed the import)."""
+    """Engines produce numbers: none imports render's words (not even through fs/units.py, which
+    once re-exported them)."""
     package = Path(render.__file__).parent
     words = {"human_bytes", "plural", "rate"}
     wording = set()
@@ -163,4 +155,4 @@ def test_no_engine_words_a_quantity() -> None:
                 continue
             if found:
                 wording.add(path.relative_to(package).as_posix())
-    assert wording == {"fs/units.py"}
+    assert wording == set()

@@ -10,9 +10,11 @@ from pathlib import Path
 
 from sysmcp.fs.checksums import ALGORITHMS
 from sysmcp.fs.mounts import MountTable
+from sysmcp.fs.openfiles import DeletedFile, Holder, Scan
+from sysmcp.fs.treehash import TreeHash
 from sysmcp.fs.walk import SkipCounter
 from sysmcp.tools import hash_tree
-from sysmcp.tools.deleted_open_files import DeletedFile, Holder, Scan, render
+from sysmcp.tools.deleted_open_files import render
 
 SYSMCP = [sys.executable, "-m", "sysmcp"]
 
@@ -64,7 +66,7 @@ def test_a_partial_hash_tree_that_hashed_nothing_does_not_say_there_was_nothing_
         def keep(self, name: str, text: str, **_: object) -> str:
             return "not kept in this test"
 
-    tree = hash_tree.TreeHash(stopped="time budget of 1 s reached", not_hashed=12, base=b"/srv")
+    tree = TreeHash(stopped="time budget of 1 s reached", not_hashed=12, base=b"/srv")
     output = hash_tree.render(
         {"max_lines": 5},
         Keeper(),  # type: ignore[arg-type]

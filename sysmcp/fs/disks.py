@@ -42,6 +42,7 @@ __all__ = [
     "SampleClock",
     "UsageProvider",
     "entry_from",
+    "inodes_in_use",
     "over",
     "percent_used",
     "statvfs_usage",
@@ -536,3 +537,16 @@ def _device_key(entry: Entry) -> object:
     if entry.mount.dev:
         return ("mountinfo", entry.mount.dev)
     return ("entry", id(entry))
+
+
+def inodes_in_use(path: os.PathLike[str]) -> int | None:
+    """The progress total of a scan of a whole filesystem: its used inodes (what the scan will meet,
+    give or take hard links), so a client can show a percentage. None below a mount point, where the
+    filesystem's count would say nothing about this directory."""
+    try:
+        if not os.path.ismount(path):
+            return None
+        fs = os.statvfs(path)
+    except OSError:
+        return None
+    return fs.f_files - fs.f_ffree if fs.f_files > 0 else None

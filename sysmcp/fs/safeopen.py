@@ -237,6 +237,11 @@ def open_directory(path: Path | str, shown: str | None = None) -> int:
     return _open_or_explain(path, shown, directory=True)
 
 
+def through_symlink(shown: str) -> WrongKind:
+    """The refusal of a path that met a symlink at open time (every component is opened O_NOFOLLOW)."""
+    return WrongKind(f"path {shown} leads through a symbolic link at open time", reason="symlink")
+
+
 def _open_or_explain(path: Path | str, shown: str, *, directory: bool, regular: bool = False) -> int:
     try:
         return open_path(path, directory=directory, regular=regular)
@@ -254,9 +259,7 @@ def _open_or_explain(path: Path | str, shown: str, *, directory: bool, regular: 
         raise WrongKind(f"Not a directory: {shown}") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise WrongKind(
-                f"path {shown} leads through a symbolic link at open time", reason="symlink"
-            ) from None
+            raise through_symlink(shown) from None
         if exc.errno == errno.ENXIO:  # a socket, or a FIFO-like device with nobody on the other end
             raise WrongKind(f"Not a regular file: {shown} cannot be opened for reading") from None
         raise EngineError(f"Cannot open {shown}: {exc.strerror or exc}") from None
@@ -274,4 +277,5 @@ __all__ = [
     "open_regular_at",
     "read_small_regular_at",
     "refused_symlink",
+    "through_symlink",
 ]

@@ -3,9 +3,9 @@ still held open, files hidden under mount points, unreadable directories, snapsh
 own overhead, and what is left unexplained.
 
 The engine of ``disk_usage`` with ``explain``: a typed request in, an ``Accounting`` out; no words for
-the model here (``sysmcp.tools.disk_usage`` says it). The deleted-open-files scan comes in as a provider
-(the tool layer owns that scan today), the walk through ``walk_filesystem``, the one adapter to the
-tree-walk engine; progress goes to ``report(entries, bytes)`` and ``check_cancelled()`` raises to
+the model here (``sysmcp.tools.disk_explain`` says it). The deleted-open-files scan comes in as a provider
+(``deleted_provider``: ``fs.openfiles``' scan in this engine's types; tests pass fakes), the walk
+through ``walk_filesystem``, the one adapter to the tree-walk engine; progress goes to ``report(entries, bytes)`` and ``check_cancelled()`` raises to
 abandon the call, as in every walking engine.
 
 Why the call takes about one walk: everything but the walk works beside it. The look under the
@@ -28,11 +28,12 @@ from typing import Any
 
 from sysmcp import platform
 from sysmcp.fs.budget import Budget
-from sysmcp.fs.disks import Figures
+from sysmcp.fs.disks import Entry, Figures
 from sysmcp.fs.errors import WrongKind
 from sysmcp.fs.fanout import Progress, available_processes
 from sysmcp.fs.hidden import Hidden, Look
 from sysmcp.fs.mounts import Mount, MountTable
+from sysmcp.fs.openfiles import PROC, filesystem_of, scan_processes
 from sysmcp.fs.parallel import SPLIT_AFTER_S, Started
 from sysmcp.fs.paths import is_within
 from sysmcp.fs.snapshots import Overhead, Snapshot, Snapshots, overhead_of, snapshots_of
@@ -45,7 +46,10 @@ __all__ = [
     "HeldOpen",
     "Scanned",
     "Walked",
+    "deleted_provider",
     "explain",
+    "explain_request",
+    "own_mount",
     "walk_filesystem",
 ]
 
@@ -66,6 +70,34 @@ class DeletedScan:
     available: bool = True  # False: no /proc/PID/fd to look at
     unreadable: int = 0  # processes whose descriptors could not be read
     vanished: int = 0  # processes that ended between being listed and being read
+
+
+def deleted_provider(proc: str = PROC) -> Callable[[Callable[[], None]], DeletedScan]:
+    """The deleted-open-files scan (``fs.openfiles``) in this engine's types, for ``ExplainRequest``.
+
+    The calling process's own descriptors are left out wherever the scan runs (``explain`` may run it
+    in a forked child, which sees its parent as any other process)."""
+    server = os.getpid()
+
+    def scan(checkpoint: Callable[[], None]) -> DeletedScan:
+        if not platform.has_proc_fd(proc):
+            return DeletedScan(available=False)
+        found = scan_processes(proc, checkpoint)
+        files = []
+        for f in found.files.values():
+            holders = tuple((h.pid, h.command) for h in f.holders if h.pid != server)
+            if holders:
+                files.append(HeldOpen(f.path, f.dev, f.disk, holders))
+        return DeletedScan(tuple(files), True, found.unreadable, found.vanished)
+
+    return scan
+
+
+def own_mount(entry: Entry, table: MountTable) -> Mount:
+    """The filesystem's whole mount (its root), not a bind mount of a subtree that holds the path."""
+    if entry.mount.root == "/" or entry.st_dev is None:
+        return entry.mount
+    return filesystem_of(table, entry.st_dev) or entry.mount
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +127,23 @@ class ExplainRequest:
     scanned: Scanned | None = None  # a fresh scan of the root: part 1 without walking
     processes: int | None = None  # the walk's processes (None: the usable CPUs); tests turn it
     split_after_s: float = SPLIT_AFTER_S
+
+
+def explain_request(
+    mount: Mount,
+    figures: Figures,
+    table: MountTable,
+    timeout_s: float,
+    roots: Sequence[Path] | None,
+    scanned: Scanned | None = None,
+    proc: str = PROC,
+) -> ExplainRequest:
+    """The request to account for ``mount`` (its own mount: ``own_mount``), with the real scan of
+    deleted files held open; its root's device is looked up now, so call it in the worker."""
+    dev = os.stat(mount.mount_point).st_dev
+    bfree = figures.free + figures.reserved
+    deleted = deleted_provider(proc)
+    return ExplainRequest(mount, figures, bfree, dev, table, deleted, timeout_s, roots, scanned=scanned)
 
 
 @dataclass(slots=True)

@@ -1,5 +1,8 @@
 """Hashing a whole tree at the speed of the disk: walk and hash in every process, stream the manifest.
 
+The engine of hash_tree: ``hash_path`` takes a ``TreeRequest`` (a directory, or one regular file whose
+manifest is relative to its directory) and returns a ``TreeHash``; failures are ``EngineError``s.
+
 Why not a thread pool: for small files the cost is per file, system calls and Python's work
 around them, and threads share one interpreter lock. So each process walks
 its share of the tree and hashes what it lists, in line: the parent starts the walk and, after a
@@ -33,15 +36,27 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import IO, Any
 
 from sysmcp.fs import checksums
 from sysmcp.fs.budget import Budget, ScanStopped
-from sysmcp.fs.checksums import CHUNK, Algorithm, KeptGrowing, Style, explain, format_line, hash_fd
+from sysmcp.fs.checksums import (
+    CHUNK,
+    Algorithm,
+    Job,
+    KeptGrowing,
+    PoolCounters,
+    Style,
+    explain,
+    format_line,
+    hash_fd,
+    hash_many,
+)
+from sysmcp.fs.errors import EngineError, NotFound, PermissionRefused, WrongKind
 from sysmcp.fs.fanout import Progress, available_processes
 from sysmcp.fs.parallel import ParallelWalk, Sharing
-from sysmcp.fs.safeopen import NotRegularFile, Replaced, open_path, refused_symlink
+from sysmcp.fs.safeopen import NotRegularFile, Replaced, kind, open_path, refused_symlink
 from sysmcp.fs.spill import RUN_BYTES, SortedRuns
 from sysmcp.fs.walk import Finished, Listing, ScanConfig, Scanner, SkipCounter, WalkOptions, join, mount_table
 
@@ -527,3 +542,127 @@ def hash_tree_parallel(
     finally:
         for spill in spills:
             spill.close()
+
+
+@dataclass
+class TreeHash(TreeManifest):
+    """A hash_tree call's result: the sorted manifest and what is not in it (``TreeManifest``), plus
+    the directory its names are relative to and how long it took."""
+
+    seconds: float = 0.0
+    base: bytes = b"/"
+
+
+def hash_path(
+    request: TreeRequest,
+    skipped: SkipCounter,
+    shown: str,
+    *,
+    check_cancelled: Callable[[], None],
+    report: Callable[[int, int], None],
+    threads: int = checksums.HASH_THREADS,
+    clock: Callable[[], float] = time.monotonic,
+) -> TreeHash:
+    """The manifest of ``request.root``: a directory walked and hashed (``hash_tree``), or one regular
+    file relative to its directory; anything else is refused. ``shown`` names the path in the
+    ``EngineError``s: ``NotFound``, ``WrongKind`` (``reason="not_tree"``), ``PermissionRefused`` for a
+    directory that may not be read, else the plain cause."""
+    root = request.root
+    try:
+        looked = os.stat(root, follow_symlinks=False)
+    except FileNotFoundError:
+        raise NotFound(f"No such file or directory: {shown}") from None
+    except OSError as exc:
+        raise EngineError(f"Cannot read {shown}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(looked.st_mode) and not stat.S_ISREG(looked.st_mode):
+        raise WrongKind(f"Cannot hash {shown}: it is {kind(looked.st_mode)}", reason="not_tree")
+    single = looked if stat.S_ISREG(looked.st_mode) else None
+    try:
+        return hash_tree(
+            request,
+            skipped,
+            single=single,
+            threads=threads,
+            check_cancelled=check_cancelled,
+            report=report,
+            clock=clock,
+        )
+    except PermissionError:
+        raise PermissionRefused(f"Permission denied: cannot read the directory {shown}") from None
+    except OSError as exc:
+        raise EngineError(f"Cannot walk {shown}: {exc.strerror or exc}") from None
+
+
+def hash_tree(
+    request: TreeRequest,
+    skipped: SkipCounter,
+    *,
+    check_cancelled: Callable[[], None],
+    report: Callable[[int, int], None],
+    single: os.stat_result | None = None,
+    threads: int = checksums.HASH_THREADS,
+    clock: Callable[[], float] = time.monotonic,
+) -> TreeHash:
+    """Walk (or take the one file ``single``, its ``lstat``), hash, and build the sorted manifest.
+
+    A tree is walked and hashed by every usable core (``hash_tree_parallel``), the manifest merged
+    from sorted runs in bounded memory. At the deadline the walk and the hashing stop (files in
+    flight within one chunk) and the manifest holds the files finished by then: every line still
+    true. ``report(files, bytes)`` and ``check_cancelled()`` as in ``hash_tree_parallel``; ``threads``
+    hash the one file's chunks."""
+    started = time.perf_counter()
+    if single is not None:
+        result = _hash_one(request, single, threads, check_cancelled, report, clock)
+    else:
+        merged = hash_tree_parallel(
+            request, skipped, check_cancelled=check_cancelled, report=report, clock=clock
+        )
+        report(merged.files, merged.total_bytes)
+        # The engine's manifest, field for field, with the base the tool words names from.
+        result = TreeHash(
+            base=request.root, **{item.name: getattr(merged, item.name) for item in fields(merged)}
+        )
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _hash_one(
+    request: TreeRequest,
+    looked: os.stat_result,
+    threads: int,
+    check_cancelled: Callable[[], None],
+    report: Callable[[int, int], None],
+    clock: Callable[[], float],
+) -> TreeHash:
+    """The manifest of one file, relative to its directory."""
+    path, algorithm, style = request.root, request.algorithm, request.style
+    counters = PoolCounters()
+
+    def report_and_check() -> None:
+        report(counters.files, counters.bytes)
+        check_cancelled()
+
+    check = Budget(request.timeout_s, report_and_check, clock=clock)
+    base = os.path.dirname(path)
+    name = path[len(base.rstrip(b"/")) + 1 :]
+    result = TreeHash(base=base, walk_complete=True)
+    try:
+        for outcome in hash_many(
+            [Job(0, path, (algorithm,), looked)], checkpoint=check, counters=counters, threads=threads
+        ):
+            if outcome.digest is None:
+                result.unreadable.append((name, outcome.error or "unreadable"))
+            elif outcome.digest.changed:
+                result.unreadable.append((name, f"changed while being hashed: {outcome.digest.changed}"))
+            else:
+                line = format_line(name, outcome.digest.hexdigests[algorithm.name], algorithm, style)
+                result.files, result.total_bytes = 1, outcome.digest.size
+                result.manifest, result.manifest_bytes, result.first = bytearray(line), len(line), [line]
+                try:
+                    name.decode("utf-8")
+                except UnicodeDecodeError:
+                    result.non_utf8 = 1  # shown with \xNN escapes: a checker would report it missing
+    except ScanStopped as stop:
+        result.stopped, result.not_hashed = stop.reason, 1
+    result.unreadable_count = len(result.unreadable)
+    return result

@@ -1,18 +1,14 @@
 """Sizes as people write them, read from arguments: '4k', '1.5G', '100M' into integer bytes.
 
 How sizes, counts and rates are *said* lives in ``sysmcp.render``, and no engine says them (an engine
-error carries the number: ``fs.manifests.ManifestTooLarge.limit``). The three names re-exported here
-are only for the tools not yet converted to it (disk_io, deleted_open_files, what_changed): drop them,
-and this module's one import of ``sysmcp.render``, once none imports them from here.
+error carries the number: ``fs.manifests.ManifestTooLarge.limit``).
 """
 
 from __future__ import annotations
 
 import re
 
-from sysmcp.render import human_bytes, plural, rate
-
-__all__ = ["human_bytes", "parse_size", "plural", "rate"]
+__all__ = ["parse_size"]
 
 _BINARY = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50, "e": 1 << 60}
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*([kmgtpe]?)(i?b?)\s*", re.IGNORECASE)

@@ -2,195 +2,34 @@
 
 A file deleted while a process still holds it open keeps its blocks until the last descriptor
 closes: df sees them used, a walk finds no name for them. The usual culprit is a rotated log a
-daemon never reopened. This reads every process's ``/proc/PID/fd`` links, keeps those whose target
-has no name left (link count 0), and says who holds them and on which filesystem — and how to get
-the space back without killing anything. Read-only: the truncation it suggests is advice for the
-user, never done here.
-
-A deleted file can also be held by a memory mapping alone (lsof's ``DEL``): a library replaced by an
-upgrade, a database's or journal's mapped file. ``/proc/PID/maps`` names those; they are sized through
-``/proc/PID/map_files``. Truncating them would crash their process (SIGBUS), so the advice for them is a
+daemon never reopened. The scan of every process's descriptors and mappings is the engine's
+(``sysmcp.fs.openfiles``); this module is its MCP face: the schema, which filesystem a ``path``
+asks about, and the words — who holds each file on which filesystem, and how to get the space back
+without killing anything. Read-only: the truncation it suggests is advice for the user, never done
+here. A file held only by a memory mapping (lsof's ``DEL``: a library replaced by an upgrade, a
+database's mapped file) would crash its process if truncated (SIGBUS), so the advice for it is a
 restart.
 """
 
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from sysmcp import platform
 from sysmcp.fs.mounts import Mount, MountTable, default_partitions
+from sysmcp.fs.openfiles import PROC, DeletedFile, Holder, Scan, filesystem_of, scan_processes
 from sysmcp.fs.paths import display, is_within, printable
-from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.render import human_bytes
 from sysmcp.tools import schemas as js
-from sysmcp.tools.processes import PROC, unreadable_reason
+from sysmcp.tools.processes import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 
-DELETED = " (deleted)"
 MAX_HOLDERS = 5  # descriptors listed per file; more are counted
-
-
-@dataclass(slots=True)
-class Holder:
-    pid: int
-    command: str
-    user: str | None
-    fd: int | None  # None: held by a memory mapping, not a descriptor
-    mode: str  # "r", "w", "rw" or "" when fdinfo could not be read; a mapping's "r" or "rw"
-
-
-@dataclass(slots=True)
-class DeletedFile:
-    path: str
-    dev: int
-    ino: int
-    size: int
-    disk: int
-    holders: list[Holder] = field(default_factory=list)
-
-    @property
-    def mapped_only(self) -> bool:
-        """No descriptor holds it, only mappings: it cannot be truncated safely, only unmapped."""
-        return all(holder.fd is None for holder in self.holders)
-
-
-@dataclass(slots=True)
-class Scan:
-    files: dict[tuple[int, int], DeletedFile] = field(default_factory=dict)
-    processes: int = 0
-    unreadable: int = 0  # processes whose descriptors we may not look at
-    vanished: int = 0  # processes that ended while being read
-    mappings_not_sized: int = 0  # deleted mapped files whose map_files entry we may not look at
-
-
-def _identity(pid: int) -> tuple[str, str | None]:
-    """Command name and user of a process, from psutil (best effort: it may be gone already)."""
-    try:
-        process = psutil.Process(pid)
-        with process.oneshot():
-            name = process.name()
-            try:
-                user: str | None = process.username()
-            except (KeyError, psutil.Error):  # a uid with no name in the user database
-                user = None
-        return name, user
-    except psutil.Error:
-        return "?", None
-
-
-def scan_processes(proc: str = PROC, checkpoint: Callable[[], None] | None = None) -> Scan:
-    """Every descriptor of every readable process that points at a regular file with no name left."""
-    scan = Scan()
-    try:
-        pids = sorted(int(name) for name in os.listdir(proc) if name.isdigit())
-    except OSError as exc:
-        raise ToolError(f"Cannot list processes in {proc}: {exc.strerror or exc}") from None
-    me = os.getpid()
-    for pid in pids:
-        if checkpoint is not None:
-            checkpoint()
-        fd_dir = os.path.join(proc, str(pid), "fd")
-        try:
-            fds = os.listdir(fd_dir)
-        except FileNotFoundError:
-            scan.vanished += 1
-            continue
-        except PermissionError:
-            scan.unreadable += 1
-            continue
-        except OSError:
-            scan.vanished += 1
-            continue
-        scan.processes += 1
-        identity: tuple[str, str | None] | None = None
-        for fd in fds:
-            link = os.path.join(fd_dir, fd)
-            try:
-                target = os.readlink(link)
-            except OSError:
-                continue
-            if not target.endswith(DELETED) or not target.startswith("/"):
-                continue  # pipes, sockets, anon inodes; and files that still have a name
-            try:
-                st = os.stat(link)  # follows the link to the open file itself
-            except OSError:
-                continue
-            if st.st_nlink != 0 or not stat.S_ISREG(st.st_mode):
-                continue  # renamed over but still linked elsewhere, or not a regular file
-            if pid == me:
-                continue  # our own descriptors are never what fills a disk
-            if identity is None:
-                identity = _identity(pid)
-            key = (st.st_dev, st.st_ino)
-            found = scan.files.get(key)
-            if found is None:
-                path = target[: -len(DELETED)]
-                found = scan.files[key] = DeletedFile(
-                    path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512
-                )
-            found.holders.append(
-                Holder(pid, identity[0], identity[1], int(fd), platform.fd_access_mode(proc, pid, fd))
-            )
-        if pid != me:
-            _scan_mappings(proc, pid, scan, identity)
-    return scan
-
-
-def _scan_mappings(proc: str, pid: int, scan: Scan, identity: tuple[str, str | None] | None) -> None:
-    """Deleted files a process has mapped, added to ``scan`` (one holder per process and file)."""
-    base = os.path.join(proc, str(pid))
-    try:
-        with open(os.path.join(base, "maps"), "rb") as handle:
-            lines = [line for line in handle if line.endswith(b" (deleted)\n")]
-    except OSError:
-        return  # gone, or another user's: its descriptors were already counted as unreadable
-    seen: set[tuple[bytes, bytes]] = set()
-    for line in lines:
-        fields = line.rstrip(b"\n").split(maxsplit=5)
-        if len(fields) < 6 or fields[4] == b"0" or not fields[5].startswith(b"/"):
-            continue  # anonymous memory, or not a file
-        span, perms, _, device, inode, name = fields
-        if (device, inode) in seen:
-            continue  # one mapping per segment: the same file several times
-        seen.add((device, inode))
-        try:
-            st = os.stat(os.path.join(base, "map_files", os.fsdecode(span)))
-        except PermissionError:
-            scan.mappings_not_sized += 1  # map_files wants CAP_SYS_ADMIN on some kernels
-            continue
-        except OSError:
-            continue
-        if st.st_nlink != 0 or not stat.S_ISREG(st.st_mode):
-            continue
-        key = (st.st_dev, st.st_ino)
-        found = scan.files.get(key)
-        if found is None:
-            path = os.fsdecode(name[: -len(DELETED)])
-            found = scan.files[key] = DeletedFile(path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
-        elif any(holder.pid == pid for holder in found.holders):
-            continue  # it holds a descriptor too: that one is named
-        if identity is None:
-            identity = _identity(pid)
-        mode = "rw" if perms[1:2] == b"w" and perms[3:4] == b"s" else "r"
-        found.holders.append(Holder(pid, identity[0], identity[1], None, mode))
-
-
-def filesystem_of(table: MountTable, dev: int) -> Mount | None:
-    """The mount showing the filesystem with device number ``dev``: its whole-filesystem mount
-    (not a bind mount of a subtree) nearest the root, else any (None: not mounted in this namespace)."""
-    wanted = f"{os.major(dev)}:{os.minor(dev)}"
-    matches = [m for m in table.mounts if m.dev == wanted and table.visible(m)]
-    if not matches:
-        return None
-    return min(matches, key=lambda m: (m.root != "/", len(m.mount_point), m.mount_point))
 
 
 # -- schema -----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from sysmcp.fs.disks import inodes_in_use
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.usage import (
     Request,
@@ -487,19 +488,6 @@ def _tsv(title: str, third: str, rows: Sequence[tuple[dict[str, Any], object, st
     ]
 
 
-def _inodes_in_use(path: os.PathLike[str]) -> int | None:
-    """The progress total of a scan of a whole filesystem: its used inodes (what the scan will meet,
-    give or take hard links), so a client can show a percentage. None below a mount point, where the
-    filesystem's count would say nothing about this directory."""
-    try:
-        if not os.path.ismount(path):
-            return None
-        fs = os.statvfs(path)
-    except OSError:
-        return None
-    return fs.f_files - fs.f_ffree if fs.f_files > 0 else None
-
-
 def _window_phrase(args: dict[str, Any]) -> str:
     """'within 7 d', 'more than 30 d ago', 'between 30 d and 7 d ago', or '' without a filter."""
     within = args.get("modified_within")
@@ -555,7 +543,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         return f"{plural(int(meter.done), 'entry')} scanned, {human_bytes(meter.extra.get('bytes', 0))} seen"
 
     def scan(meter: Meter) -> tuple[Usage, Any, str | None]:
-        meter.total = _inodes_in_use(path) if options.one_file_system else None
+        meter.total = inodes_in_use(path) if options.one_file_system else None
 
         report = usage_report(meter)
 

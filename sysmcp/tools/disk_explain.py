@@ -3,27 +3,25 @@
 The MCP side of ``sysmcp.fs.space``: the ``explain`` schema, the request built from the call (with a
 fresh complete scan of the filesystem's root from the history, when there is one, for part 1), the
 answer's text (totals first, then each part with its next step) and its structured content. The
-engine, the process scan and the history are imported when an explain is asked for: disk_usage
-imports this module for its schema on every start.
+engine (``fs.space``, which also runs ``fs.openfiles``' process scan for part 2) and the history are
+imported when an explain is asked for: disk_usage imports this module for its schema on every start.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sysmcp import platform
+from sysmcp.fs.openfiles import PROC
 from sysmcp.fs.paths import display, printable
 from sysmcp.render import human_bytes, plural
-from sysmcp.tools.processes import PROC
 
 if TYPE_CHECKING:
     from sysmcp.fs.disks import Entry
-    from sysmcp.fs.mounts import Mount, MountTable
+    from sysmcp.fs.mounts import MountTable
     from sysmcp.fs.snapshots import Snapshots
-    from sysmcp.fs.space import Accounting, DeletedScan, HeldOpen, Scanned
+    from sysmcp.fs.space import Accounting, HeldOpen, Scanned
     from sysmcp.protocol.context import Meter
     from sysmcp.tools.registry import ToolContext
 
@@ -138,39 +136,6 @@ EXPLAIN_SCHEMA: dict[str, Any] = {
 }
 
 
-def deleted_provider(proc: str = PROC) -> Callable[[Callable[[], None]], DeletedScan]:
-    """The deleted-open-files scan (deleted_open_files' engine part) in the space engine's types.
-
-    The server's own descriptors are left out wherever the scan runs (the engine may run it in a
-    forked child, which sees its parent as any other process)."""
-    server = os.getpid()
-
-    from sysmcp.fs.space import DeletedScan, HeldOpen
-    from sysmcp.tools.deleted_open_files import scan_processes
-
-    def scan(checkpoint: Callable[[], None]) -> DeletedScan:
-        if not platform.has_proc_fd(proc):
-            return DeletedScan(available=False)
-        found = scan_processes(proc, checkpoint)
-        files = []
-        for f in found.files.values():
-            holders = tuple((h.pid, h.command) for h in f.holders if h.pid != server)
-            if holders:
-                files.append(HeldOpen(f.path, f.dev, f.disk, holders))
-        return DeletedScan(tuple(files), True, found.unreadable, found.vanished)
-
-    return scan
-
-
-def own_mount(entry: Entry, table: MountTable) -> Mount:
-    """The filesystem's whole mount (its root), not a bind mount of a subtree that holds the path."""
-    from sysmcp.tools.deleted_open_files import filesystem_of
-
-    if entry.mount.root == "/" or entry.st_dev is None:
-        return entry.mount
-    return filesystem_of(table, entry.st_dev) or entry.mount
-
-
 def fresh_scan(point: str, max_age: float = FRESH_SCAN_S) -> Scanned | None:
     """The newest complete dir_usage scan of ``point`` (one filesystem, nothing excluded, the same
     filesystem identity) in the history, if it is younger than ``max_age`` seconds. In a worker."""
@@ -198,7 +163,7 @@ async def run(
     entry: Entry, table: MountTable, args: dict[str, Any], ctx: ToolContext, proc: str = PROC
 ) -> tuple[str, dict[str, Any]]:
     """Account for the filesystem of ``entry``: the text and the ``explain`` object."""
-    from sysmcp.fs.space import ExplainRequest, explain
+    from sysmcp.fs.space import explain, explain_request, own_mount
     from sysmcp.tools.dir_usage import usage_report
 
     assert entry.figures is not None
@@ -207,18 +172,8 @@ async def run(
     timeout = min(float(args.get("timeout_s", DEFAULT_TIMEOUT_S)), MAX_TIMEOUT_S)
 
     def work(meter: Meter) -> Accounting:
-        dev = os.stat(mount.mount_point).st_dev
-        request = ExplainRequest(
-            mount,
-            fig,
-            fig.free + fig.reserved,
-            dev,
-            table,
-            deleted_provider(proc),
-            timeout,
-            ctx.paths.allowed,
-            scanned=fresh_scan(mount.mount_point),
-        )
+        scanned = fresh_scan(mount.mount_point)
+        request = explain_request(mount, fig, table, timeout, ctx.paths.allowed, scanned, proc)
         return explain(request, usage_report(meter), meter.checkpoint)
 
     def describe(meter: Meter, elapsed: float) -> str:

@@ -1,27 +1,26 @@
 """disk_io: what is writing right now — ``iostat`` and ``iotop`` in one answer.
 
-Two readings of the kernel's counters, ``sample_s`` apart: per block device (psutil's
-``disk_io_counters``: bytes, operations, busy time) and per process (psutil's ``io_counters``: bytes
-that reached the storage layer, as iotop shows). The differences over the window are the answer. A
-process's counters are readable by its own user and by root only, so an unprivileged call says how
-many processes it could not see instead of pretending they wrote nothing.
+Two readings of the kernel's counters, ``sample_s`` apart, per block device and per process; the
+differences over the window are the answer. The readings and their differences are the engine's
+(``sysmcp.fs.diskio``); this module is their MCP face: the schema, the wait between the readings with
+its progress (cancellable), the top writers and readers, and the words, which say how many processes
+could not be read instead of pretending they wrote nothing.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from dataclasses import asdict
+from typing import Any
 
 import anyio
-import psutil
 
 from sysmcp import platform
+from sysmcp.fs.diskio import Moved, Reading, device_deltas, process_deltas, take_reading
 from sysmcp.fs.paths import printable
-from sysmcp.fs.units import human_bytes
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.render import human_bytes
 from sysmcp.tools import schemas as js
 from sysmcp.tools.processes import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
@@ -29,114 +28,6 @@ from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 DEFAULT_SAMPLE_S = 2.0
 MAX_SAMPLE_S = 60.0
 MAX_IDLE_NAMED = 10  # idle devices named in the text at most
-
-
-class ProcessIo(NamedTuple):
-    pid: int
-    started: float  # create time: with the pid, which process this is (pids are reused)
-    command: str
-    user: str | None
-    read_bytes: int
-    write_bytes: int
-
-
-@dataclass(slots=True)
-class ProcessReading:
-    taken: float  # wall-clock time of the reading (process create times are wall-clock too)
-    processes: dict[tuple[int, float], ProcessIo] = field(default_factory=dict)
-    unreadable: int = 0
-
-
-def read_processes(checkpoint: Callable[[], None] | None = None) -> ProcessReading:
-    """Every readable process's cumulative storage I/O."""
-    reading = ProcessReading(time.time())
-    for process in psutil.process_iter(["pid", "name", "username", "create_time"]):
-        if checkpoint is not None:
-            checkpoint()
-        try:
-            counters = process.io_counters()
-        except psutil.AccessDenied:
-            reading.unreadable += 1
-            continue
-        except psutil.Error:  # gone, or a zombie with nothing left to read
-            continue
-        info = process.info
-        key = (info["pid"], info["create_time"] or 0.0)
-        reading.processes[key] = ProcessIo(
-            info["pid"],
-            info["create_time"] or 0.0,
-            info["name"] or "?",
-            info["username"],
-            counters.read_bytes,
-            counters.write_bytes,
-        )
-    return reading
-
-
-def read_devices() -> dict[str, Any]:
-    """Per block device cumulative counters ({} where the system gives none, e.g. some containers)."""
-    try:
-        return psutil.disk_io_counters(perdisk=True, nowrap=True) or {}
-    except (OSError, RuntimeError):
-        return {}
-
-
-class Moved(NamedTuple):
-    """One process's I/O over the window."""
-
-    pid: int
-    command: str
-    user: str | None
-    read_bytes: int
-    write_bytes: int
-
-
-def process_deltas(first: ProcessReading, second: ProcessReading) -> list[Moved]:
-    """What each process read and wrote between the readings. A process started during the window
-    did all its I/O within it; one read only at the end but older than the window is left out."""
-    moved = []
-    for key, now in second.processes.items():
-        before = first.processes.get(key)
-        if before is None:
-            if now.started < first.taken:
-                continue  # older than the window, unreadable at its start: its share is unknown
-            read, written = now.read_bytes, now.write_bytes
-        else:
-            read, written = now.read_bytes - before.read_bytes, now.write_bytes - before.write_bytes
-        if read > 0 or written > 0:
-            moved.append(Moved(now.pid, now.command, now.user, max(read, 0), max(written, 0)))
-    return moved
-
-
-def device_deltas(first: dict[str, Any], second: dict[str, Any], seconds: float) -> list[dict[str, Any]]:
-    rows = []
-    for name, now in second.items():
-        before = first.get(name)
-        if before is None:
-            continue
-        busy = getattr(now, "busy_time", None)
-        busy_before = getattr(before, "busy_time", None)
-        busy_percent = (
-            None
-            if busy is None or busy_before is None
-            else round(min(100.0, max(0.0, (busy - busy_before) / 10 / seconds)), 1)  # ms → percent
-        )
-        read, written = now.read_bytes - before.read_bytes, now.write_bytes - before.write_bytes
-        reads, writes = now.read_count - before.read_count, now.write_count - before.write_count
-        rows.append(
-            {
-                "device": name,
-                "read_bytes": read,
-                "write_bytes": written,
-                "read_bytes_per_s": round(read / seconds, 1),
-                "write_bytes_per_s": round(written / seconds, 1),
-                "read_iops": round(reads / seconds, 1),
-                "write_iops": round(writes / seconds, 1),
-                "busy_percent": busy_percent,
-            }
-        )
-    rows.sort(key=lambda row: (-(row["read_bytes"] + row["write_bytes"]), row["device"]))
-    return rows
 
 
 # -- schema -----------------------------------------------------------------------------------
@@ -279,28 +170,27 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     top_n: int = args["top_n"]
     with_processes = platform.has_process_io_counters()
 
-    def snapshot(meter: Meter) -> tuple[float, dict[str, Any], ProcessReading | None]:
-        taken = time.monotonic()
-        devices = read_devices()
-        processes = read_processes(meter.checkpoint) if with_processes else None
-        return taken, devices, processes
+    def snapshot(meter: Meter) -> Reading:
+        return take_reading(with_processes, meter.checkpoint)
 
-    start, devices_before, processes_before = await ctx.run_in_worker(snapshot)
+    first = await ctx.run_in_worker(snapshot)
+    start = first.taken
     end = start + sample_s
     while (now := time.monotonic()) < end:
         await anyio.sleep(min(0.5, end - now))
         done = min(time.monotonic() - start, sample_s)
         await ctx.progress(done, sample_s, f"measuring disk I/O: {done:.1f} of {sample_s:g} s")
-    finish, devices_after, processes_after = await ctx.run_in_worker(snapshot)
-    seconds = max(finish - start, 1e-6)
-    if not devices_after and not with_processes:
+    second = await ctx.run_in_worker(snapshot)
+    processes_after = second.processes
+    seconds = max(second.taken - start, 1e-6)
+    if not second.devices and not with_processes:
         raise ToolError("This system reports neither block device nor process I/O counters to read.")
-    devices = device_deltas(devices_before, devices_after, seconds)
-    busy = [row for row in devices if row["read_bytes"] or row["write_bytes"] or row["busy_percent"]]
-    idle = sorted(row["device"] for row in devices if row not in busy)
+    devices = device_deltas(first.devices, second.devices, seconds)
+    busy = [asdict(row) for row in devices if row.busy]
+    idle = sorted(row.device for row in devices if not row.busy)
     moved = (
-        process_deltas(processes_before, processes_after)
-        if processes_before is not None and processes_after is not None
+        process_deltas(first.processes, processes_after)
+        if first.processes is not None and processes_after is not None
         else []
     )
     writers, writers_left = _rows(moved, True, top_n, seconds)

@@ -28,6 +28,7 @@ from sysmcp.fs.disks import (
     statvfs_usage,
 )
 from sysmcp.fs.mounts import Mount, MountTable, apfs_container, container_siblings, default_partitions
+from sysmcp.fs.openfiles import PROC
 from sysmcp.fs.paths import display
 from sysmcp.history import state
 from sysmcp.protocol.errors import ArgumentError
@@ -36,7 +37,6 @@ from sysmcp.tools import disk_explain
 from sysmcp.tools import schemas as js
 from sysmcp.tools.descriptions import describe_paths
 from sysmcp.tools.merging import HostOutcome, fleet_output
-from sysmcp.tools.processes import PROC
 from sysmcp.tools.recording import record_disk
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.views import DISKS

@@ -19,11 +19,10 @@ from sysmcp.fs.errors import (
 )
 from sysmcp.protocol.errors import ToolError
 
-__all__ = ["SWAPPED", "as_tool_error", "words"]
+__all__ = ["as_tool_error", "words"]
 
 #: A path that met a symlink at open time (``safeopen`` opens every component with O_NOFOLLOW).
 _SWAPPED_WHY = " (swapped in after the check, or a symlink loop), and sysmcp never follows symlinks when opening. Refused"
-SWAPPED = "path {shown} leads through a symbolic link at open time" + _SWAPPED_WHY
 CONTAINMENT = (
     "Containment is checked after resolving '..' and symlinks, so a link inside a root that points out "
     "of it is refused too"
@@ -34,6 +33,10 @@ _ADVICE: dict[tuple[type[EngineError], str], str] = {
     (Refused, "replaced"): "; try again",
     (WrongKind, "not_regular"): "; only regular files can be read",
     (WrongKind, "symlink"): _SWAPPED_WHY,
+    (WrongKind, "not_hashable"): "; only regular files can be hashed",
+    (WrongKind, "not_tree"): "; give a directory or a regular file",
+    (Refused, "swapped_for_link"): "; refused",
+    (Refused, "replaced_while_opened"): "; refused. Call again if the change was expected.",
 }
 
 

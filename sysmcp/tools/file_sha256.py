@@ -1,28 +1,28 @@
 """file_sha256: the SHA-256 digest of one regular file, streamed (sha256sum for one file).
 
-Everything that touches the file happens in the worker thread, the ``stat`` included: a path on a
-hung network mount then blocks one worker, never the event loop.
+The MCP face of ``sysmcp.fs.filehash`` (which opens the file safely and hashes it): the schema, the
+request built from the resolved path, progress words, sha256sum's line and the expected-digest check,
+and the fleet merge that shows config drift. Everything that touches the file happens in the worker
+thread, the ``stat`` included: a path on a hung network mount then blocks one worker, never the loop.
 """
 
 from __future__ import annotations
 
-import errno
 import os
-import stat
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sysmcp.fs.checksums import ALGORITHMS, CHUNK, Digest, format_line, hash_fd
+from sysmcp.fs.checksums import ALGORITHMS, format_line
+from sysmcp.fs.errors import PermissionRefused
+from sysmcp.fs.filehash import FileHash, FileRequest, hash_file
 from sysmcp.fs.paths import display, printable
-from sysmcp.fs.safeopen import NotRegularFile, Replaced, kind, open_parent, open_regular_at
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import human_bytes, plural, rate, took
 from sysmcp.tools import schemas as js
 from sysmcp.tools.arguments import sha256_argument
-from sysmcp.tools.errors import SWAPPED
+from sysmcp.tools.errors import words
 from sysmcp.tools.merging import ANSWERED, HostOutcome, fleet_output, host_list
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import denied_by
@@ -57,74 +57,17 @@ OUTPUT_SCHEMA: dict[str, Any] = js.result(
 )
 
 
-def open_file(path: bytes, shown: str, given: str) -> tuple[int, os.stat_result]:
-    """Open for hashing (descriptor and its ``fstat``) or raise a ``ToolError`` that says what the path is.
+def hash_with_meter(request: FileRequest, meter: Meter) -> FileHash:
+    """The engine's hash, its progress into the request's meter; in the worker thread. A refused
+    permission names the component that refused (a look at the path: here, not on the loop)."""
 
-    The parent is reached from ``/`` one component at a time without following any symlink
-    (``safeopen.open_parent``), and the file itself with O_NOFOLLOW|O_NONBLOCK after a look: a
-    directory or the file swapped for a symlink after the path was resolved cannot lead elsewhere.
-    """
-    if path == b"/":
-        raise ToolError("Not a regular file: / is a directory; only regular files can be hashed")
+    def report(done: int, total: int) -> None:
+        meter.done, meter.total = done, total
+
     try:
-        parent, name = open_parent(os.fsdecode(path))
-    except FileNotFoundError:
-        raise ToolError(f"No such file: {shown}") from None
-    except PermissionError:  # without O_PATH a directory on the way must be readable, not only searchable
-        raise ToolError(f"Permission denied: {shown}{denied_by(Path(os.fsdecode(path)))}") from None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ToolError(SWAPPED.format(shown=shown)) from None
-        raise ToolError(f"Cannot open {shown}: {exc.strerror or exc}") from None
-    try:
-        return open_regular_at(name, dir_fd=parent)
-    except FileNotFoundError:
-        if os.path.islink(given):
-            raise ToolError(
-                f"No such file: {given} is a symbolic link to {shown}, which does not exist"
-            ) from None
-        raise ToolError(f"No such file: {shown}") from None
-    except PermissionError:
-        raise ToolError(f"Permission denied: {shown}{denied_by(Path(os.fsdecode(path)))}") from None
-    except NotRegularFile as exc:
-        if stat.S_ISLNK(exc.mode):  # the path was resolved, so a link here was swapped in since
-            raise ToolError(
-                f"{shown} was replaced by a symbolic link while it was being opened; refused"
-            ) from None
-        raise ToolError(
-            f"Not a regular file: {shown} is {kind(exc.mode)}; only regular files can be hashed"
-        ) from None
-    except Replaced:
-        raise ToolError(
-            f"{shown} was replaced (for example by a symbolic link) while it was being opened; refused. "
-            "Call again if the change was expected."
-        ) from None
-    except OSError as exc:
-        raise ToolError(f"Cannot open {shown}: {exc.strerror or exc}") from None
-    finally:
-        os.close(parent)
-
-
-def hash_file(path: bytes, shown: str, given: str, meter: Meter) -> tuple[Digest, float]:
-    """Open, then stream through SHA-256 reporting bytes to the meter; stops within one chunk."""
-    fd, opened = open_file(path, shown, given)
-    try:
-        meter.total = opened.st_size
-
-        def on_chunk(done: int) -> None:
-            meter.done = done
-            if meter.total is not None and done > meter.total:
-                meter.total = done  # the file grew: progress never exceeds its total
-            meter.checkpoint()
-
-        started = time.perf_counter()
-        try:
-            digest = hash_fd(fd, (SHA256,), bytearray(CHUNK), on_chunk, opened=opened)
-        except OSError as exc:
-            raise ToolError(f"Read error in {shown}: {exc.strerror or exc}") from None
-        return digest, time.perf_counter() - started
-    finally:
-        os.close(fd)
+        return hash_file(request, report=report, check_cancelled=meter.checkpoint)
+    except PermissionRefused as refused:
+        raise ToolError(words(refused) + denied_by(Path(os.fsdecode(request.path)))) from None
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -135,11 +78,12 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{human_bytes(meter.done)} of {human_bytes(meter.total or 0)} at {rate(meter.done, elapsed)}"
 
-    def work(meter: Meter) -> tuple[Digest, float]:
+    def work(meter: Meter) -> FileHash:
         given = os.path.expanduser(args["path"])  # '~user' may ask a network user database: not on the loop
-        return hash_file(raw, shown, given, meter)
+        return hash_with_meter(FileRequest(raw, shown, given, SHA256), meter)
 
-    digest, seconds = await ctx.run_in_worker(work, describe=describe)
+    hashed = await ctx.run_in_worker(work, describe=describe)
+    digest, seconds = hashed.digest, hashed.seconds
     hexdigest = digest.hexdigests[SHA256.name]
     lines = []
     if digest.changed:

@@ -1,5 +1,9 @@
 """hash_tree: a checksum manifest of every regular file under a directory (sha256sum/b3sum over a tree).
 
+The MCP face of ``sysmcp.fs.treehash`` (the walk and the hashing): the schema, the request built from
+the arguments, the summary and first lines in words, the whole manifest kept as a resource, and the
+history hook that keeps it as an integrity baseline.
+
 Why a manifest and not a list of digests: the output is exactly what ``find . -type f | sort |
 xargs sha256sum`` would write, so an admin can save it as SHA256SUMS and check it later with
 ``sha256sum -c`` — or with ``verify_checksums``, which also notices files that appeared. The model
@@ -8,35 +12,18 @@ sees a summary and the first lines; the whole manifest is a ``resources/read`` a
 
 from __future__ import annotations
 
-import math
 import os
 import shlex
-import stat
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sysmcp.fs.checksums import (
-    ALGORITHM_NAMES,
-    ALGORITHMS,
-    HASH_THREADS,
-    MANIFEST_NAMES,
-    Algorithm,
-    Job,
-    PoolCounters,
-    Style,
-    format_line,
-    hash_many,
-)
-from sysmcp.fs.parallel import Sharing
+from sysmcp.fs.checksums import ALGORITHM_NAMES, ALGORITHMS, MANIFEST_NAMES, Algorithm, Style
+from sysmcp.fs.errors import PermissionRefused
 from sysmcp.fs.paths import display, printable
-from sysmcp.fs.safeopen import kind
-from sysmcp.fs.treehash import TreeManifest, TreeRequest, hash_tree_parallel
-from sysmcp.fs.walk import Budget, ScanStopped, SkipCounter, WalkOptions
+from sysmcp.fs.treehash import TreeHash, TreeRequest, hash_path
+from sysmcp.fs.walk import SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
-from sysmcp.protocol.errors import ToolError
 from sysmcp.protocol.threads import run_in_thread
 from sysmcp.render import human_bytes, plural, rate, took
 from sysmcp.results import MAX_ITEM, TooLarge
@@ -136,109 +123,7 @@ OUTPUT_SCHEMA: dict[str, Any] = js.result(
 )
 
 
-@dataclass
-class TreeHash(TreeManifest):
-    """What the worker hands back: the engine's sorted manifest (whole if it can be kept) and what is
-    not in it, plus the directory its names are relative to and how long it took."""
-
-    seconds: float = 0.0
-    base: bytes = b"/"
-
-
 MAX_SHOWN = 1000  # the schema's largest max_lines
-
-
-def hash_tree(
-    root: bytes,
-    single: os.stat_result | None,
-    algorithm: Algorithm,
-    style: Style,
-    options: WalkOptions,
-    skipped: SkipCounter,
-    meter: Meter,
-    threads: int,
-    timeout_s: float = math.inf,
-    clock: Callable[[], float] = time.monotonic,
-    processes: int | None = None,
-) -> TreeHash:
-    """Walk (or take the one file), hash, and build the sorted manifest.
-
-    A tree is walked and hashed by every usable core (``treehash``), the manifest merged from sorted
-    runs in bounded memory. At the deadline the walk and the hashing stop (files in flight within
-    one chunk) and the manifest holds the files finished by then: every line still true.
-    """
-    started = time.perf_counter()
-    if single is not None:
-        result = _hash_one(root, single, algorithm, style, meter, threads, timeout_s, clock)
-    else:
-
-        def report(files: int, done: int) -> None:
-            meter.extra["bytes"] = done
-            meter.extra["files"] = files
-            meter.done = done + files  # both only grow: progress that moves for big and tiny files
-
-        request = TreeRequest(
-            root,
-            algorithm,
-            style,
-            options,
-            timeout_s=timeout_s,
-            keep_limit=MAX_ITEM,
-            first_lines=MAX_SHOWN,
-            sharing=Sharing(processes=processes),
-        )
-        merged = hash_tree_parallel(
-            request, skipped, check_cancelled=meter.checkpoint, report=report, clock=clock
-        )
-        report(merged.files, merged.total_bytes)
-        # The engine's manifest, field for field, with the base the tool words names from.
-        result = TreeHash(base=root, **{item.name: getattr(merged, item.name) for item in fields(merged)})
-    result.seconds = time.perf_counter() - started
-    return result
-
-
-def _hash_one(
-    path: bytes,
-    looked: os.stat_result,
-    algorithm: Algorithm,
-    style: Style,
-    meter: Meter,
-    threads: int,
-    timeout_s: float,
-    clock: Callable[[], float],
-) -> TreeHash:
-    """The manifest of one file, relative to its directory."""
-    counters = PoolCounters()
-
-    def report_and_check() -> None:
-        meter.extra["bytes"] = meter.done = counters.bytes
-        meter.extra["files"] = counters.files
-        meter.checkpoint()
-
-    check = Budget(timeout_s, report_and_check, clock=clock)
-    base = os.path.dirname(path)
-    name = path[len(base.rstrip(b"/")) + 1 :]
-    result = TreeHash(base=base, walk_complete=True)
-    try:
-        for outcome in hash_many(
-            [Job(0, path, (algorithm,), looked)], checkpoint=check, counters=counters, threads=threads
-        ):
-            if outcome.digest is None:
-                result.unreadable.append((name, outcome.error or "unreadable"))
-            elif outcome.digest.changed:
-                result.unreadable.append((name, f"changed while being hashed: {outcome.digest.changed}"))
-            else:
-                line = format_line(name, outcome.digest.hexdigests[algorithm.name], algorithm, style)
-                result.files, result.total_bytes = 1, outcome.digest.size
-                result.manifest, result.manifest_bytes, result.first = bytearray(line), len(line), [line]
-                try:
-                    name.decode("utf-8")
-                except UnicodeDecodeError:
-                    result.non_utf8 = 1  # shown with \xNN escapes: a checker would report it missing
-    except ScanStopped as stop:
-        result.stopped, result.not_hashed = stop.reason, 1
-    result.unreadable_count = len(result.unreadable)
-    return result
 
 
 def run(
@@ -251,24 +136,21 @@ def run(
     meter: Meter,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> TreeHash:
-    """The whole call, in the worker thread."""
+    """The whole call, in the worker thread: the engine's request, its progress into the meter, and a
+    directory that may not be read named with the component that refused (a look: here, not on the loop)."""
+
+    def report(files: int, done: int) -> None:
+        meter.extra["bytes"] = done
+        meter.extra["files"] = files
+        meter.done = done + files  # both only grow: progress that moves for big and tiny files
+
+    request = TreeRequest(
+        path, algorithm, style, options, timeout_s=timeout_s, keep_limit=MAX_ITEM, first_lines=MAX_SHOWN
+    )
     try:
-        looked = os.stat(path, follow_symlinks=False)
-    except FileNotFoundError:
-        raise ToolError(f"No such file or directory: {shown}") from None
-    except OSError as exc:
-        raise ToolError(f"Cannot read {shown}: {exc.strerror or exc}") from None
-    if not stat.S_ISDIR(looked.st_mode) and not stat.S_ISREG(looked.st_mode):
-        raise ToolError(
-            f"Cannot hash {shown}: it is {kind(looked.st_mode)}; give a directory or a regular file"
-        )
-    single = looked if stat.S_ISREG(looked.st_mode) else None
-    try:
-        return hash_tree(path, single, algorithm, style, options, skipped, meter, HASH_THREADS, timeout_s)
-    except PermissionError:
+        return hash_path(request, skipped, shown, check_cancelled=meter.checkpoint, report=report)
+    except PermissionRefused:
         raise unreadable_directory(shown, Path(os.fsdecode(path))) from None
-    except OSError as exc:
-        raise ToolError(f"Cannot walk {shown}: {exc.strerror or exc}") from None
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:

@@ -1,10 +1,12 @@
-"""What the process-reading tools (deleted_open_files, disk_io) share: why some processes were unreadable."""
+"""Words the process-reading tools (deleted_open_files, disk_io) share: why some processes were unreadable.
+
+Their engines (``fs.openfiles``, ``fs.diskio``) only count the processes they could not read; what
+the text says about it depends on who is asking, and that is decided here, once.
+"""
 
 from __future__ import annotations
 
 import os
-
-PROC = "/proc"  # where processes are read (tests point the tools at a fake one)
 
 
 def unreadable_reason() -> str:

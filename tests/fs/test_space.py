@@ -27,6 +27,7 @@ from sysmcp.fs.space import (
     ExplainRequest,
     HeldOpen,
     covered_points,
+    deleted_provider,
     explain,
     walk_filesystem,
 )
@@ -37,7 +38,7 @@ from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import INPUT_SCHEMA as DU_INPUT
 from sysmcp.tools.dir_usage import handle as dir_usage
 from sysmcp.tools.dir_usage import iso_utc
-from sysmcp.tools.disk_explain import deleted_provider, render
+from sysmcp.tools.disk_explain import render
 from sysmcp.tools.disk_usage import OUTPUT_SCHEMA, DiskUsage
 from sysmcp.tools.registry import ToolContext
 from tests.profile import needs_fork

@@ -252,3 +252,43 @@ def test_files_of_directories_read_while_the_walk_is_split_are_in_the_manifest(t
         line for _, line in sorted(expected)
     )
     assert result.files == 60 and not skipped.as_dict()
+
+
+def hashed_path(path: Path) -> treehash.TreeHash:
+    reports: list[tuple[int, int]] = []
+    result = treehash.hash_path(
+        sha256_request(os.fsencode(path), sharing=Sharing(processes=1)),
+        SkipCounter(),
+        str(path),
+        check_cancelled=lambda: None,
+        report=lambda files, done: reports.append((files, done)),
+        threads=1,
+    )
+    assert reports, "progress is reported"
+    return result
+
+
+def test_hash_path_gives_one_files_manifest_relative_to_its_directory(tmp_path: Path) -> None:
+    (tmp_path / "one").write_bytes(b"abc")
+    result = hashed_path(tmp_path / "one")
+    assert result.base == os.fsencode(tmp_path) and result.files == 1 and result.walk_complete
+    assert result.manifest is not None and bytes(result.manifest) == format_line(
+        b"one", hashlib.sha256(b"abc").hexdigest(), ALGORITHMS["sha256"]
+    )
+    tree = hashed_path(tmp_path)
+    assert tree.base == os.fsencode(tmp_path) and tree.files == 1 and tree.seconds >= 0
+
+
+def test_hash_path_refuses_what_it_cannot_hash_with_engine_errors(tmp_path: Path) -> None:
+    from sysmcp.fs.errors import NotFound, WrongKind
+    from sysmcp.tools.errors import words
+
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(WrongKind) as fifo:
+        hashed_path(tmp_path / "fifo")
+    assert words(fifo.value) == (
+        f"Cannot hash {tmp_path / 'fifo'}: it is a FIFO (named pipe); give a directory or a regular file"
+    )
+    with pytest.raises(NotFound) as missing:
+        hashed_path(tmp_path / "absent")
+    assert words(missing.value) == f"No such file or directory: {tmp_path / 'absent'}"

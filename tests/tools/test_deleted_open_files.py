@@ -19,6 +19,7 @@ import pytest
 
 from sysmcp import platform
 from sysmcp.fs.mounts import MountTable
+from sysmcp.fs.openfiles import Scan, scan_processes
 from sysmcp.fs.paths import PathPolicy
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ToolError
@@ -28,9 +29,7 @@ from sysmcp.tools.deleted_open_files import (
     INPUT_SCHEMA,
     OUTPUT_SCHEMA,
     DeletedOpenFiles,
-    Scan,
     render,
-    scan_processes,
 )
 from sysmcp.tools.registry import ToolContext, ToolOutput
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sysmcp.tools.dir_usage import _inodes_in_use
+from sysmcp.fs.disks import inodes_in_use
 
 
 def test_a_mount_point_has_its_used_inodes_as_the_total() -> None:
     fs = os.statvfs("/")
-    total = _inodes_in_use(Path("/"))
+    total = inodes_in_use(Path("/"))
     if fs.f_files == 0:  # a filesystem without inode counts (btrfs reports 0): no total to give
         assert total is None
     else:
@@ -19,4 +19,4 @@ def test_a_mount_point_has_its_used_inodes_as_the_total() -> None:
 
 def test_below_a_mount_point_there_is_no_total(tmp_path: Path) -> None:
     assert not os.path.ismount(tmp_path)
-    assert _inodes_in_use(tmp_path) is None
+    assert inodes_in_use(tmp_path) is None

@@ -13,20 +13,13 @@ import jsonschema
 import pytest
 
 from sysmcp import platform
+from sysmcp.fs.diskio import ProcessIo, ProcessReading, process_deltas, read_processes
 from sysmcp.fs.paths import PathPolicy
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
-from sysmcp.tools.disk_io import (
-    INPUT_SCHEMA,
-    OUTPUT_SCHEMA,
-    ProcessIo,
-    ProcessReading,
-    handle,
-    process_deltas,
-    read_processes,
-)
+from sysmcp.tools.disk_io import INPUT_SCHEMA, OUTPUT_SCHEMA, handle
 from sysmcp.tools.processes import unreadable_reason
 from sysmcp.tools.registry import ToolContext, ToolOutput
 from tests.tools.writer import writing

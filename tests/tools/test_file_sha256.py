@@ -6,16 +6,17 @@ import hashlib
 import os
 import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
 import pytest
 
 from sysmcp.fs.checksums import CHUNK
-from sysmcp.protocol.context import Meter
+from sysmcp.fs.errors import EngineError
+from sysmcp.fs.filehash import FileRequest, hash_file
 from sysmcp.protocol.errors import ToolError
-from sysmcp.tools.file_sha256 import hash_file
+from sysmcp.tools.errors import words
 from tests.profile import needs_proc
 from tests.wire import result_text, spawn
 
@@ -143,51 +144,57 @@ class Cancelled(Exception):
     """Stands in for the cancellation anyio raises at a checkpoint (no event loop in a plain test)."""
 
 
-class StopAfter(Meter):
-    """A meter whose request is 'cancelled' after ``chunks`` checkpoints, as anyio would signal it."""
+class StopAfter:
+    """A request 'cancelled' after ``chunks`` checkpoints, as anyio would signal it; it keeps the
+    progress the engine reported."""
 
     def __init__(self, chunks: int) -> None:
-        super().__init__()
         self.calls = 0
         self.chunks = chunks
+        self.done = 0
 
-    def checkpoint(self) -> None:  # type: ignore[override]
+    def report(self, done: int, total: int) -> None:
+        self.done = done
+
+    def check_cancelled(self) -> None:
         self.calls += 1
         if self.calls >= self.chunks:
             raise Cancelled()
+
+
+def request(path: Path) -> FileRequest:
+    return FileRequest(os.fsencode(path), str(path), str(path))
 
 
 def test_cancellation_stops_the_worker_within_one_chunk(tmp_path: Path) -> None:
     target = tmp_path / "big.bin"
     with target.open("wb") as out:
         out.truncate(64 * CHUNK)
-    meter = StopAfter(3)
+    stop = StopAfter(3)
     with pytest.raises(Cancelled):
-        hash_file(os.fsencode(target), str(target), str(target), meter)
-    assert meter.done == 3 * CHUNK
+        hash_file(request(target), report=stop.report, check_cancelled=stop.check_cancelled)
+    assert stop.done == 3 * CHUNK
 
 
-class Appender(Meter):
+def appender(path: Path) -> Callable[[], None]:
     """Writes to the file being hashed after the first chunk, like a log that is still growing."""
+    appended: list[bool] = []
 
-    def __init__(self, path: Path) -> None:
-        super().__init__()
-        self.path = path
-        self.appended = False
-
-    def checkpoint(self) -> None:  # type: ignore[override]
-        if not self.appended:
-            self.appended = True
-            with self.path.open("ab") as out:
+    def check() -> None:
+        if not appended:
+            appended.append(True)
+            with path.open("ab") as out:
                 out.write(b"more")
+
+    return check
 
 
 def test_a_file_that_grows_while_hashed_is_reported(tmp_path: Path) -> None:
     target = tmp_path / "growing.log"
     target.write_bytes(b"x" * (2 * CHUNK))
-    outcome = hash_file(os.fsencode(target), str(target), str(target), Appender(target))
+    outcome = hash_file(request(target), check_cancelled=appender(target))
     assert not isinstance(outcome, ToolError)
-    digest, _ = outcome
+    digest = outcome.digest
     assert digest.changed is not None and "size changed" in digest.changed
 
 
@@ -206,9 +213,9 @@ def test_a_path_swapped_for_a_symlink_after_resolving_is_refused(tmp_path: Path)
     real.write_bytes(b"data")
     swapped = tmp_path / "swapped"
     swapped.symlink_to(real)  # as if it had been a regular file when the path was resolved
-    with pytest.raises(ToolError) as refused:
-        hash_file(os.fsencode(swapped), str(swapped), str(swapped), Meter())
-    assert "symbolic link" in refused.value.message
+    with pytest.raises(EngineError) as refused:
+        hash_file(request(swapped))
+    assert "symbolic link" in words(refused.value)
 
 
 def test_a_directory_swapped_for_a_symlink_after_resolving_is_refused(tmp_path: Path) -> None:
@@ -217,9 +224,9 @@ def test_a_directory_swapped_for_a_symlink_after_resolving_is_refused(tmp_path: 
     (elsewhere / "secret").write_bytes(b"not for you")
     (tmp_path / "dir").symlink_to(elsewhere)  # as if 'dir' had been a directory when the path was resolved
     target = tmp_path / "dir" / "secret"
-    with pytest.raises(ToolError) as refused:
-        hash_file(os.fsencode(target), str(target), str(target), Meter())
-    assert "symbolic link" in refused.value.message
+    with pytest.raises(EngineError) as refused:
+        hash_file(request(target))
+    assert "symbolic link" in words(refused.value)
 
 
 @needs_proc

@@ -18,9 +18,12 @@ from sysmcp.fs import verify as verify_engine
 from sysmcp.fs import verify_ranges
 from sysmcp.fs.checksums import ALGORITHMS
 from sysmcp.fs.paths import PathPolicy
+from sysmcp.fs.treehash import TreeHash, TreeRequest
+from sysmcp.fs.treehash import hash_tree as hash_tree_engine
 from sysmcp.fs.walk import SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.results import MAX_ITEM
 from sysmcp.tools import hash_tree, verify_checksums
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.verify_checksums import Source
@@ -48,17 +51,25 @@ def ticking(step: float) -> Any:
     return lambda: next(ticks) * step
 
 
-def partial_tree(root: Path) -> hash_tree.TreeHash:
-    return hash_tree.hash_tree(
+def tree_request(root: Path, timeout_s: float) -> TreeRequest:
+    return TreeRequest(
         os.fsencode(root),
-        None,
         ALGORITHMS["sha256"],
         "gnu",
         WalkOptions(),
+        timeout_s=timeout_s,
+        keep_limit=MAX_ITEM,
+        first_lines=hash_tree.MAX_SHOWN,
+    )
+
+
+def partial_tree(root: Path) -> TreeHash:
+    return hash_tree_engine(
+        tree_request(root, 0.5),
         SkipCounter(),
-        Uncancelled(),
-        1,
-        timeout_s=0.5,
+        check_cancelled=lambda: None,
+        report=lambda files, done: None,
+        threads=1,
         clock=ticking(0.001),
     )
 
@@ -114,16 +125,12 @@ def test_a_hash_tree_within_its_budget_is_complete(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     tree.mkdir()
     total = build(tree, dirs=2, per_dir=10)
-    result = hash_tree.hash_tree(
-        os.fsencode(tree),
-        None,
-        ALGORITHMS["sha256"],
-        "gnu",
-        WalkOptions(),
+    result = hash_tree_engine(
+        tree_request(tree, 30),
         SkipCounter(),
-        Uncancelled(),
-        1,
-        timeout_s=30,
+        check_cancelled=lambda: None,
+        report=lambda files, done: None,
+        threads=1,
     )
     assert result.stopped is None and result.walk_complete and result.not_hashed == 0
     assert result.files == total and result.manifest is not None

@@ -1,0 +1,193 @@
+"""Which deleted files processes still hold open: the engine of deleted_open_files (``lsof +L1``).
+
+A file deleted while a process still holds it keeps its blocks until the last descriptor closes and
+the last mapping goes: df counts them, a walk finds no name for them. This reads every process's
+``/proc/PID/fd`` links and keeps those whose target has no name left (link count 0), then the
+deleted files a process has only mapped (``/proc/PID/maps``, sized through ``/proc/PID/map_files``,
+lsof's ``DEL``). Facts only: who holds what on which device; the tool words them and says how to get
+the space back. ``fs.space`` runs the same scan for disk_usage's ``explain``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sysmcp import platform
+from sysmcp.fs.errors import Unavailable
+from sysmcp.fs.mounts import Mount, MountTable
+
+__all__ = ["DELETED", "PROC", "DeletedFile", "Holder", "Scan", "filesystem_of", "scan_processes"]
+
+PROC = "/proc"  # where processes are read (tests point the tools at a fake one)
+DELETED = " (deleted)"
+
+
+@dataclass(slots=True)
+class Holder:
+    """One process's hold on a deleted file: a descriptor, or a memory mapping."""
+
+    pid: int
+    command: str
+    user: str | None
+    fd: int | None  # None: held by a memory mapping, not a descriptor
+    mode: str  # "r", "w", "rw" or "" when fdinfo could not be read; a mapping's "r" or "rw"
+
+
+@dataclass(slots=True)
+class DeletedFile:
+    """A regular file with no name left, by device and inode, and every holder found."""
+
+    path: str
+    dev: int
+    ino: int
+    size: int
+    disk: int
+    holders: list[Holder] = field(default_factory=list)
+
+    @property
+    def mapped_only(self) -> bool:
+        """No descriptor holds it, only mappings: it cannot be truncated safely, only unmapped."""
+        return all(holder.fd is None for holder in self.holders)
+
+
+@dataclass(slots=True)
+class Scan:
+    """One pass over the processes: the deleted files held open, and what could not be read."""
+
+    files: dict[tuple[int, int], DeletedFile] = field(default_factory=dict)
+    processes: int = 0
+    unreadable: int = 0  # processes whose descriptors we may not look at
+    vanished: int = 0  # processes that ended while being read
+    mappings_not_sized: int = 0  # deleted mapped files whose map_files entry we may not look at
+
+
+def _identity(pid: int) -> tuple[str, str | None]:
+    """Command name and user of a process, from psutil (best effort: it may be gone already).
+
+    psutil is imported here, not at the top: disk_usage imports this module for ``PROC`` on every
+    start, and a start that never scans processes should not pay for psutil."""
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        with process.oneshot():
+            name = process.name()
+            try:
+                user: str | None = process.username()
+            except (KeyError, psutil.Error):  # a uid with no name in the user database
+                user = None
+        return name, user
+    except psutil.Error:
+        return "?", None
+
+
+def scan_processes(proc: str = PROC, checkpoint: Callable[[], None] | None = None) -> Scan:
+    """Every descriptor of every readable process that points at a regular file with no name left,
+    and the deleted files each maps. ``checkpoint`` is called before each process (it may raise to
+    stop); ``Unavailable`` when ``proc`` itself cannot be listed."""
+    scan = Scan()
+    try:
+        pids = sorted(int(name) for name in os.listdir(proc) if name.isdigit())
+    except OSError as exc:
+        raise Unavailable(f"Cannot list processes in {proc}: {exc.strerror or exc}") from None
+    me = os.getpid()
+    for pid in pids:
+        if checkpoint is not None:
+            checkpoint()
+        fd_dir = os.path.join(proc, str(pid), "fd")
+        try:
+            fds = os.listdir(fd_dir)
+        except FileNotFoundError:
+            scan.vanished += 1
+            continue
+        except PermissionError:
+            scan.unreadable += 1
+            continue
+        except OSError:
+            scan.vanished += 1
+            continue
+        scan.processes += 1
+        identity: tuple[str, str | None] | None = None
+        for fd in fds:
+            link = os.path.join(fd_dir, fd)
+            try:
+                target = os.readlink(link)
+            except OSError:
+                continue
+            if not target.endswith(DELETED) or not target.startswith("/"):
+                continue  # pipes, sockets, anon inodes; and files that still have a name
+            try:
+                st = os.stat(link)  # follows the link to the open file itself
+            except OSError:
+                continue
+            if st.st_nlink != 0 or not stat.S_ISREG(st.st_mode):
+                continue  # renamed over but still linked elsewhere, or not a regular file
+            if pid == me:
+                continue  # our own descriptors are never what fills a disk
+            if identity is None:
+                identity = _identity(pid)
+            key = (st.st_dev, st.st_ino)
+            found = scan.files.get(key)
+            if found is None:
+                path = target[: -len(DELETED)]
+                found = scan.files[key] = DeletedFile(
+                    path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512
+                )
+            found.holders.append(
+                Holder(pid, identity[0], identity[1], int(fd), platform.fd_access_mode(proc, pid, fd))
+            )
+        if pid != me:
+            _scan_mappings(proc, pid, scan, identity)
+    return scan
+
+
+def _scan_mappings(proc: str, pid: int, scan: Scan, identity: tuple[str, str | None] | None) -> None:
+    """Deleted files a process has mapped, added to ``scan`` (one holder per process and file)."""
+    base = os.path.join(proc, str(pid))
+    try:
+        with open(os.path.join(base, "maps"), "rb") as handle:
+            lines = [line for line in handle if line.endswith(b" (deleted)\n")]
+    except OSError:
+        return  # gone, or another user's: its descriptors were already counted as unreadable
+    seen: set[tuple[bytes, bytes]] = set()
+    for line in lines:
+        fields = line.rstrip(b"\n").split(maxsplit=5)
+        if len(fields) < 6 or fields[4] == b"0" or not fields[5].startswith(b"/"):
+            continue  # anonymous memory, or not a file
+        span, perms, _, device, inode, name = fields
+        if (device, inode) in seen:
+            continue  # one mapping per segment: the same file several times
+        seen.add((device, inode))
+        try:
+            st = os.stat(os.path.join(base, "map_files", os.fsdecode(span)))
+        except PermissionError:
+            scan.mappings_not_sized += 1  # map_files wants CAP_SYS_ADMIN on some kernels
+            continue
+        except OSError:
+            continue
+        if st.st_nlink != 0 or not stat.S_ISREG(st.st_mode):
+            continue
+        key = (st.st_dev, st.st_ino)
+        found = scan.files.get(key)
+        if found is None:
+            path = os.fsdecode(name[: -len(DELETED)])
+            found = scan.files[key] = DeletedFile(path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
+        elif any(holder.pid == pid for holder in found.holders):
+            continue  # it holds a descriptor too: that one is named
+        if identity is None:
+            identity = _identity(pid)
+        mode = "rw" if perms[1:2] == b"w" and perms[3:4] == b"s" else "r"
+        found.holders.append(Holder(pid, identity[0], identity[1], None, mode))
+
+
+def filesystem_of(table: MountTable, dev: int) -> Mount | None:
+    """The mount showing the filesystem with device number ``dev``: its whole-filesystem mount
+    (not a bind mount of a subtree) nearest the root, else any (None: not mounted in this namespace)."""
+    wanted = f"{os.major(dev)}:{os.minor(dev)}"
+    matches = [m for m in table.mounts if m.dev == wanted and table.visible(m)]
+    if not matches:
+        return None
+    return min(matches, key=lambda m: (m.root != "/", len(m.mount_point), m.mount_point))
