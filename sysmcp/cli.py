@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -10,11 +9,15 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from anyio.abc import TaskStatus
+
+if TYPE_CHECKING:  # argparse is imported only for a command line that has something to parse
+    import argparse
+
+    from anyio.abc import TaskStatus
 
 from sysmcp import __version__, platform
 from sysmcp.logconfig import LEVELS, configure, drain_logs, get_logger
@@ -46,6 +49,8 @@ def _options(parser: argparse.ArgumentParser, *, roots: bool, subcommand: bool) 
     Roots given on both sides add up: the subcommand's go to ``more_roots`` (argparse would let them
     replace the others).
     """
+    import argparse
+
     parser.add_argument(
         "--log-level",
         type=str.lower,
@@ -74,6 +79,8 @@ def _options(parser: argparse.ArgumentParser, *, roots: bool, subcommand: bool) 
 
 def _fleet_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> None:
     """The fleet: the operator's hosts and how to reach them (never the model's choice)."""
+    import argparse
+
     default = argparse.SUPPRESS if subcommand else None
     fleet = parser.add_argument_group("fleet (answer for many hosts over ssh)")
     fleet.add_argument(
@@ -136,6 +143,8 @@ def _fleet_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> None
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(prog="sysmcp", description="A sysadmin tool server for MCP (stdio).")
     parser.add_argument("--version", action="version", version=f"sysmcp {__version__}")
     _options(parser, roots=True, subcommand=False)
@@ -199,7 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if platform.is_native_windows():  # first: nothing below is meant for Windows
         print(f"sysmcp: {platform.WSL_HINT}", file=sys.stderr)
         return 2
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(given) if given else plain_serve_args()
     roots = [*(args.root or []), *getattr(args, "more_roots", [])]
     if not roots and os.environ.get(ROOTS_ENV):
         roots = [r for r in os.environ[ROOTS_ENV].split(os.pathsep) if r]
@@ -271,6 +281,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     return serve(args.log_level, roots, fleet, allow_reclaim=args.allow_reclaim)
 
 
+def plain_serve_args() -> Any:
+    """What ``build_parser().parse_args([])`` gives, without argparse: a bare ``sysmcp`` (what every
+    host of a fleet runs, once per cold call) neither imports argparse nor builds the whole command
+    line's parsers for nothing to parse. tests/test_lean_start.py checks the two stay the same."""
+    return SimpleNamespace(
+        log_level="warning",
+        allow_reclaim=False,
+        root=None,
+        host=None,
+        inventory=None,
+        inventory_command=None,
+        ssh_config=None,
+        remote_command=None,
+        fleet_concurrency=None,
+        fleet_deadline=None,
+        jump_handshakes=None,
+        connect_timeout=None,
+        command=None,
+        state_dir=None,
+        no_history=False,
+    )
+
+
 def _fleet(args: argparse.Namespace) -> Any:
     """The operator's fleet (``FleetOptions``), or None when no host is configured.
 
@@ -285,6 +318,8 @@ def _fleet(args: argparse.Namespace) -> Any:
         and not os.environ.get("SYSMCP_HOSTS")
     ):
         return None
+    from dataclasses import replace
+
     from sysmcp.fleet.inventory import InventoryError
     from sysmcp.fleet.setup import HOSTS_ENV, FleetOptions, load_inventory
     from sysmcp.fleet.sources import detect
@@ -333,6 +368,8 @@ def _call_parser() -> argparse.ArgumentParser:
     """The ``call`` subparser with its epilog, for ``sysmcp call --help``. The epilog imports every tool,
     so it is never built on the way to serving: until the wire is claimed, a stray print of any thread
     would land on the client's stdout, and that window must stay short."""
+    import argparse
+
     parser = build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     call: argparse.ArgumentParser = commands.choices["call"]
@@ -474,6 +511,8 @@ def key_value(pair: str) -> tuple[str, Any]:
     A value that starts like a JSON array or object (``[`` or ``{``) must be one: ``exclude=[".git"`` is a
     typo, never the literal pattern; quote such a literal as a JSON string (``'path="[x"'``).
     """
+    import argparse
+
     key, sep, value = pair.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {pair!r}")
