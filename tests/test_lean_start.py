@@ -76,8 +76,8 @@ def test_a_remote_start_imports_only_the_tool_it_is_asked_for(tmp_path: Path) ->
     assert sorted(heavy & loaded) == []
     if mountinfo:  # the mount table comes from /proc/self/mountinfo: psutil is for other tools
         assert "psutil" not in loaded
-    # A bare `sysmcp` parses no command line.
-    assert "argparse" not in loaded
+    # A bare `sysmcp` parses no command line, and methods nobody called load nothing.
+    assert sorted({"argparse", "sysmcp.prompts"} & loaded) == []
 
 
 def test_a_bare_start_means_what_an_empty_command_line_means() -> None:
