@@ -44,6 +44,12 @@ def configure(directory: Path | str | None, clock: Callable[[], float] = time.ti
         _clock = clock
 
 
+def configured() -> bool:
+    """Whether history is on for this process, without opening the store: the store may still turn
+    out unusable when ``active()`` first opens it. For the event loop, which must not do that I/O."""
+    return _directory is not None
+
+
 def active() -> Store | None:
     """The store, opened on first use; None when history is off (not configured, or unusable)."""
     global _store
