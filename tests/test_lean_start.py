@@ -5,8 +5,10 @@ CPU, and on the gateway's side the simulated hosts share its cores (docs/fleet.m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +23,7 @@ from tests.profile import child_env
 
 # The session as `python -m sysmcp` runs it, with no arguments (as a fleet's hosts run it: history in
 # $SYSMCP_STATE_DIR); the modules it loaded are written to argv[1] as it exits (stdout is the wire).
+# The server ends its process once the session is over (cli._exit_now runs the atexit hooks first).
 SESSION = """
 import atexit, json, runpy, sys
 out = sys.argv[1]
@@ -82,6 +85,22 @@ def test_a_remote_start_imports_only_the_tool_it_is_asked_for(tmp_path: Path) ->
 
 def test_a_bare_start_means_what_an_empty_command_line_means() -> None:
     assert vars(plain_serve_args()) == vars(build_parser().parse_args([]))
+
+
+def test_a_remote_start_keeps_its_disk_reading_and_leaves_the_store_merged(tmp_path: Path) -> None:
+    """The process ends without the interpreter's teardown: the history connection is still closed
+    first (its WAL checkpointed into the database), and the reading is there for the next session."""
+    call: dict[str, object] = {
+        "method": "tools/call",
+        "params": {"name": "disk_usage", "arguments": {"path": "/"}},
+    }
+    answers, loaded, _ = session(tmp_path, call)
+    result = answers[1]["result"]
+    assert "sqlite3" in loaded and isinstance(result, dict) and not result["isError"]
+    assert sorted(p.name for p in (tmp_path / "state").iterdir()) == ["history.sqlite3"]  # no -wal left
+    session(tmp_path, call)
+    with contextlib.closing(sqlite3.connect(tmp_path / "state" / "history.sqlite3")) as db:
+        assert db.execute("SELECT count(*) FROM readings WHERE mount = ?", (b"/",)).fetchone() == (2,)
 
 
 def test_the_tools_are_all_listed_and_each_loads_when_called(tmp_path: Path) -> None:

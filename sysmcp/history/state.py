@@ -63,6 +63,14 @@ def active() -> Store | None:
         return _store if _store.enabled else None
 
 
+def release() -> None:
+    """Close the calling thread's connection to the store, if it has one: what the interpreter's
+    teardown would do, for an exit that skips it (the last connection's close checkpoints the WAL)."""
+    with _lock:
+        if _store is not None:
+            _store.close()
+
+
 def now() -> float:
     """The time history uses (the configured clock: tests inject one)."""
     return _clock()
