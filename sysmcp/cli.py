@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import os
 import signal
@@ -211,6 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     given = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(given) if given else plain_serve_args()
+    if args.command not in (None, "serve"):
+        gc.enable()  # off since __main__; a server turns it back on in serve()
     roots = [*(args.root or []), *getattr(args, "more_roots", [])]
     if not roots and os.environ.get(ROOTS_ENV):
         roots = [r for r in os.environ[ROOTS_ENV].split(os.pathsep) if r]
@@ -435,6 +438,12 @@ def serve(log_level: str, roots: Sequence[str], fleet: Any = None, *, allow_recl
         finally:  # the worker threads, alive until the run ends: joined before the exit (_exit_now)
             workers.extend(threading.enumerate())
 
+    # What the start made lives as long as the process: frozen, the collector never walks it again.
+    # A gateway's start did real work (its inventory): whatever of that is garbage goes first.
+    if fleet is not None:
+        gc.collect()
+    gc.freeze()
+    gc.enable()  # __main__ turned it off for the start
     try:
         anyio.run(session)
     except KeyboardInterrupt:

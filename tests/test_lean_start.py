@@ -25,14 +25,15 @@ from tests.profile import child_env
 # $SYSMCP_STATE_DIR); the modules it loaded are written to argv[1] as it exits (stdout is the wire).
 # The server ends its process once the session is over (cli._exit_now runs the atexit hooks first).
 SESSION = """
-import atexit, json, runpy, sys
+import atexit, gc, json, runpy, sys
 out = sys.argv[1]
 sys.argv = ["sysmcp", *sys.argv[2:]]
 
 def record():
     from sysmcp import platform
+    collector = {"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}
     with open(out, "w") as handle:
-        json.dump({"modules": sorted(sys.modules), "mountinfo": platform.has_mountinfo()}, handle)
+        json.dump({"modules": sorted(sys.modules), "mountinfo": platform.has_mountinfo(), **collector}, handle)
 
 atexit.register(record)
 runpy.run_module("sysmcp", run_name="__main__")
@@ -61,6 +62,8 @@ def session(tmp_path: Path, *calls: dict[str, object]) -> tuple[list[dict[str, o
     assert done.returncode == 0, done.stderr
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     loaded = json.loads(record.read_text())
+    # The collector, off while the start made its modules, serves on, the start's objects frozen.
+    assert loaded["enabled"] and loaded["frozen"] > 10_000
     return answers, set(loaded["modules"]), loaded["mountinfo"]
 
 
