@@ -12,38 +12,23 @@ Run: ``python benchmarks/bare_anyio_server.py`` (speaks on stdin/stdout until EO
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.to_thread
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bare_server import answer  # beside this file, not a package
+from bare_server import Reader, answer, reply  # beside this file, not a package
 
 
 async def serve(read_fd: int, write_fd: int) -> None:
-    os.set_blocking(read_fd, False)
-    pending = b""
+    reader = Reader(read_fd)
     async with anyio.create_task_group() as group:
-        while True:
+        while not reader.ended:
             await anyio.wait_readable(read_fd)
-            try:
-                chunk = os.read(read_fd, 1 << 16)
-            except BlockingIOError:
-                continue
-            if not chunk:
-                break
-            *lines, pending = (pending + chunk).split(b"\n")
-            for line in lines:
-                message: dict[str, Any] = json.loads(line)
-                if "id" in message and "method" in message:
-                    result = await anyio.to_thread.run_sync(answer, message)
-                    reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
-                    os.write(write_fd, json.dumps(reply).encode() + b"\n")
+            for message in reader.requests():
+                reply(write_fd, message, await anyio.to_thread.run_sync(answer, message))
         group.cancel_scope.cancel()
 
 
