@@ -43,25 +43,37 @@ def answer(message: dict[str, Any]) -> dict[str, Any]:
 
 async def serve(read_fd: int, write_fd: int) -> None:
     loop = asyncio.get_running_loop()
-    os.set_blocking(read_fd, False)
     readable = asyncio.Event()
     loop.add_reader(read_fd, readable.set)
-    pending = b""
-    while True:
+    reader = Reader(read_fd)
+    while not reader.ended:
         await readable.wait()
         readable.clear()
+        for message in reader.requests():
+            reply(write_fd, message, answer(message))
+
+
+class Reader:
+    """The requests read from a non-blocking descriptor, line by line (notifications dropped)."""
+
+    def __init__(self, fd: int) -> None:
+        os.set_blocking(fd, False)
+        self.fd = fd
+        self.pending = b""
+        self.ended = False
+
+    def requests(self) -> list[dict[str, Any]]:
         try:
-            chunk = os.read(read_fd, 1 << 16)
+            chunk = os.read(self.fd, 1 << 16)
         except BlockingIOError:
-            continue
-        if not chunk:
-            return
-        *lines, pending = (pending + chunk).split(b"\n")
-        for line in lines:
-            message = json.loads(line)
-            if "id" in message and "method" in message:
-                reply = {"jsonrpc": "2.0", "id": message["id"], "result": answer(message)}
-                os.write(write_fd, json.dumps(reply).encode() + b"\n")
+            return []
+        self.ended = not chunk
+        *lines, self.pending = (self.pending + chunk).split(b"\n")
+        return [message for message in map(json.loads, lines) if "id" in message and "method" in message]
+
+
+def reply(write_fd: int, message: dict[str, Any], result: dict[str, Any]) -> None:
+    os.write(write_fd, json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode() + b"\n")
 
 
 if __name__ == "__main__":

@@ -209,7 +209,8 @@ def stub_mode(hosts: int, forks: int, warm_calls: int) -> None:
 def start_mode(starts: int, python: str) -> None:
     """The CPU of one remote start (``python -m sysmcp``: imports, initialize, one disk_usage), what
     every cold host costs on top of its sshd; ``hosts × this / cores`` is the cold floor here. Beside
-    it the least a Python stdio answerer costs (``bare_server.py``: asyncio, no MCP rules at all).
+    it the least a Python stdio answerer costs (``bare_server.py``: asyncio, no MCP rules at all) and
+    the least an anyio one costs (``bare_anyio_server.py``: sysmcp's core is on anyio).
 
     Each start runs as sshd would start it: from another directory (``-m sysmcp`` is the installed
     one, not the current directory's) and without ``PYTHONDONTWRITEBYTECODE``, after one start that
@@ -238,10 +239,16 @@ def start_mode(starts: int, python: str) -> None:
     ]
     data = "".join(json.dumps(line) + "\n" for line in lines).encode()
     env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
-    bare = str(Path(__file__).resolve().parent / "bare_server.py")
+    here = Path(__file__).resolve().parent
+    bare, bare_anyio = str(here / "bare_server.py"), str(here / "bare_anyio_server.py")
     cores = os.cpu_count() or 1
+    starts_of = (
+        ("sysmcp", [python, "-m", "sysmcp"]),
+        ("bare", [python, bare]),
+        ("anyio", [python, bare_anyio]),
+    )
     with tempfile.TemporaryDirectory(prefix="fleet-start-") as elsewhere:
-        for name, argv in (("sysmcp", [python, "-m", "sysmcp"]), ("bare", [python, bare])):
+        for name, argv in starts_of:
             cpu, walls = [], []
             for n in range(starts + 1):
                 started = time.perf_counter()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import argparse
+import atexit
+import gc
 import json
 import os
 import signal
@@ -10,11 +11,15 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from anyio.abc import TaskStatus
+
+if TYPE_CHECKING:  # argparse is imported only for a command line that has something to parse
+    import argparse
+
+    from anyio.abc import TaskStatus
 
 from sysmcp import __version__, platform
 from sysmcp.logconfig import LEVELS, configure, drain_logs, get_logger
@@ -46,6 +51,8 @@ def _options(parser: argparse.ArgumentParser, *, roots: bool, subcommand: bool) 
     Roots given on both sides add up: the subcommand's go to ``more_roots`` (argparse would let them
     replace the others).
     """
+    import argparse
+
     parser.add_argument(
         "--log-level",
         type=str.lower,
@@ -74,6 +81,8 @@ def _options(parser: argparse.ArgumentParser, *, roots: bool, subcommand: bool) 
 
 def _fleet_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> None:
     """The fleet: the operator's hosts and how to reach them (never the model's choice)."""
+    import argparse
+
     default = argparse.SUPPRESS if subcommand else None
     fleet = parser.add_argument_group("fleet (answer for many hosts over ssh)")
     fleet.add_argument(
@@ -136,6 +145,8 @@ def _fleet_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> None
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(prog="sysmcp", description="A sysadmin tool server for MCP (stdio).")
     parser.add_argument("--version", action="version", version=f"sysmcp {__version__}")
     _options(parser, roots=True, subcommand=False)
@@ -199,7 +210,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if platform.is_native_windows():  # first: nothing below is meant for Windows
         print(f"sysmcp: {platform.WSL_HINT}", file=sys.stderr)
         return 2
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(given) if given else plain_serve_args()
+    if args.command not in (None, "serve"):
+        gc.enable()  # off since __main__; a server turns it back on in serve()
     roots = [*(args.root or []), *getattr(args, "more_roots", [])]
     if not roots and os.environ.get(ROOTS_ENV):
         roots = [r for r in os.environ[ROOTS_ENV].split(os.pathsep) if r]
@@ -271,6 +285,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     return serve(args.log_level, roots, fleet, allow_reclaim=args.allow_reclaim)
 
 
+def plain_serve_args() -> Any:
+    """What ``build_parser().parse_args([])`` gives, without argparse: a bare ``sysmcp`` (what every
+    host of a fleet runs, once per cold call) neither imports argparse nor builds the whole command
+    line's parsers for nothing to parse. tests/test_lean_start.py checks the two stay the same."""
+    return SimpleNamespace(
+        log_level="warning",
+        allow_reclaim=False,
+        root=None,
+        host=None,
+        inventory=None,
+        inventory_command=None,
+        ssh_config=None,
+        remote_command=None,
+        fleet_concurrency=None,
+        fleet_deadline=None,
+        jump_handshakes=None,
+        connect_timeout=None,
+        command=None,
+        state_dir=None,
+        no_history=False,
+    )
+
+
 def _fleet(args: argparse.Namespace) -> Any:
     """The operator's fleet (``FleetOptions``), or None when no host is configured.
 
@@ -285,6 +322,8 @@ def _fleet(args: argparse.Namespace) -> Any:
         and not os.environ.get("SYSMCP_HOSTS")
     ):
         return None
+    from dataclasses import replace
+
     from sysmcp.fleet.inventory import InventoryError
     from sysmcp.fleet.setup import HOSTS_ENV, FleetOptions, load_inventory
     from sysmcp.fleet.sources import detect
@@ -333,6 +372,8 @@ def _call_parser() -> argparse.ArgumentParser:
     """The ``call`` subparser with its epilog, for ``sysmcp call --help``. The epilog imports every tool,
     so it is never built on the way to serving: until the wire is claimed, a stray print of any thread
     would land on the client's stdout, and that window must stay short."""
+    import argparse
+
     parser = build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     call: argparse.ArgumentParser = commands.choices["call"]
@@ -387,10 +428,24 @@ def serve(log_level: str, roots: Sequence[str], fleet: Any = None, *, allow_recl
     from sysmcp.protocol.stdio import FdTransport, StdioWire
 
     wire = StdioWire.claim()
+    workers: list[threading.Thread] = []
+
+    async def session() -> None:
+        try:
+            await _serve(
+                FdTransport(wire.read_fd, wire.write_fd), roots, wire.interactive, fleet, allow_reclaim
+            )
+        finally:  # the worker threads, alive until the run ends: joined before the exit (_exit_now)
+            workers.extend(threading.enumerate())
+
+    # What the start made lives as long as the process: frozen, the collector never walks it again.
+    # A gateway's start did real work (its inventory): whatever of that is garbage goes first.
+    if fleet is not None:
+        gc.collect()
+    gc.freeze()
+    gc.enable()  # __main__ turned it off for the start
     try:
-        anyio.run(
-            _serve, FdTransport(wire.read_fd, wire.write_fd), roots, wire.interactive, fleet, allow_reclaim
-        )
+        anyio.run(session)
     except KeyboardInterrupt:
         pass
     except BaseException as exc:
@@ -400,27 +455,45 @@ def serve(log_level: str, roots: Sequence[str], fleet: Any = None, *, allow_recl
             log.exception("server stopped on an unexpected error")
             return 1
     log.info("stopped")
-    _exit_past_stuck_threads(log)
-    return 0
+    _exit_now(log, workers)
+    return 0  # not reached: _exit_now ends the process
 
 
-def _exit_past_stuck_threads(log: Any) -> None:
-    """Exit now if a worker thread is still blocked (in a dead mount, say): it would hold up the exit.
+def _exit_now(log: Any, workers: Sequence[threading.Thread] = ()) -> None:
+    """End the process once the session is over, without the interpreter's teardown.
 
-    Python joins every non-daemon thread before a process ends, and a thread blocked in the kernel
-    may never return; the wire and the logs are flushed, so nothing is lost by not waiting.
+    Freeing every module and object at exit costs a fresh process some 15-30 ms of CPU (as much as
+    a third of a fleet host's whole start, paid on every host of a cold call) and achieves nothing the
+    operating system does not. What the teardown would do that matters is done here first: worker
+    threads are joined (they close their history connections as they end), the main thread's
+    connection is closed (the last close checkpoints SQLite's WAL), the ``atexit`` hooks run (the
+    log writers' drain, ``logging.shutdown``) and stdout and stderr are flushed.
+
+    A worker thread blocked in the kernel (a dead mount) is not waited for: Python would join it
+    for ever. Then the hooks are skipped too (a stuck thread may hold a lock they take), and only the
+    queued log lines are written out.
     """
-    stuck = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    stuck = [
+        t
+        for t in dict.fromkeys([*workers, *threading.enumerate()])  # a worker may be ending, not yet ended
+        if t is not threading.main_thread() and not t.daemon
+    ]
     deadline = time.monotonic() + 0.1  # idle pool threads are on their way out: a moment for all of them
     for thread in stuck:
         thread.join(timeout=max(deadline - time.monotonic(), 0))
     stuck = [thread for thread in stuck if thread.is_alive()]
     if stuck:
         log.warning("exiting with worker threads still blocked", threads=len(stuck))
-        sys.stdout.flush()
-        sys.stderr.flush()
-        drain_logs()  # os._exit skips atexit, where the queued log lines would otherwise be written
-        os._exit(0)
+    else:
+        from sysmcp.history import state
+
+        state.release()
+        atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if stuck:
+        drain_logs()  # the atexit hooks were skipped: the queued log lines are written here
+    os._exit(0)
 
 
 async def _serve(
@@ -474,6 +547,8 @@ def key_value(pair: str) -> tuple[str, Any]:
     A value that starts like a JSON array or object (``[`` or ``{``) must be one: ``exclude=[".git"`` is a
     typo, never the literal pattern; quote such a literal as a JSON string (``'path="[x"'``).
     """
+    import argparse
+
     key, sep, value = pair.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {pair!r}")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
-import datetime
 import json
 import logging
 import os
@@ -169,6 +168,8 @@ class QueuedLogWriter:
 
 
 def _dropped_line(count: int) -> bytes:
+    import datetime  # here: a line is dropped only when stderr is not being read
+
     record = {
         "event": DROPPED_EVENT,
         "dropped": count,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,6 @@ from sysmcp.fs.errors import EngineError
 from sysmcp.fs.paths import PathPolicy, real_root
 from sysmcp.history import state
 from sysmcp.logconfig import get_logger
-from sysmcp.prompts import PromptEnv, Prompts, complete_path
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError, ProtocolError, ToolError, invalid_params
 from sysmcp.protocol.jsonrpc import ErrorCode, Notification, Request
@@ -40,8 +40,9 @@ from sysmcp.tools.errors import as_tool_error
 from sysmcp.tools.registry import LazyTool, Registry, Tool, ToolContext, ToolOutput
 from sysmcp.views import VIEWS, accepts_views, server_extension
 
-if TYPE_CHECKING:  # the fleet is imported only when the operator configured one
+if TYPE_CHECKING:  # the fleet is imported only when the operator configured one, prompts when asked
     from sysmcp.fleet.gateway import FleetCaller, FleetGateway
+    from sysmcp.prompts import PromptEnv, Prompts
 
 log = get_logger("sysmcp.server")
 
@@ -104,7 +105,6 @@ class Server:
     results: ResultStore = field(default_factory=ResultStore)
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
     log_level: str = "warning"
-    prompts: Prompts = field(default_factory=Prompts)
     fleet: FleetGateway | None = None  # set when the operator configured hosts (--host, --inventory)
 
     def __post_init__(self) -> None:
@@ -124,6 +124,14 @@ class Server:
             "prompts/get": self._prompts_get,
             "completion/complete": self._complete,
         }
+
+    @functools.cached_property
+    def prompts(self) -> Prompts:
+        """The prompts, made (and their module imported) when a prompt method is first asked: a
+        session that only calls tools, as a fleet's remote start, never loads them."""
+        from sysmcp.prompts import Prompts
+
+        return Prompts()
 
     # -- the session's Handler protocol -----------------------------------------------------
 
@@ -395,6 +403,8 @@ class Server:
     # -- prompts and completion -------------------------------------------------------------
 
     def _prompt_env(self) -> PromptEnv:
+        from sysmcp.prompts import PromptEnv
+
         return PromptEnv(
             tools={tool.name for tool in self.registry},
             tool_arguments={
@@ -428,6 +438,8 @@ class Server:
         values: list[str] = []
         total = 0
         if ref.get("type") == "ref/prompt":
+            from sysmcp.prompts import complete_path
+
             spec = self.prompts.find(ref.get("name")).argument(name)
             if spec is not None and spec.completes is not None:
                 await self.client_roots.current()

@@ -9,7 +9,6 @@ holds the lock (EX_TEMPFAIL: try later).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
 import os
@@ -17,10 +16,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sysmcp import platform
 from sysmcp.history import state
+
+if TYPE_CHECKING:  # a bare ``sysmcp`` configures history from arguments no argparse parsed
+    import argparse
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_NO_HISTORY, EXIT_LOCKED = 0, 1, 2, 3, 75
 LOCK_NAME = "snapshot.lock"
@@ -37,6 +39,8 @@ def _out(text: str) -> None:
 
 def history_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> None:
     """``--state-dir`` and ``--no-history``, for the top level and each subcommand that records."""
+    import argparse
+
     parser.add_argument(
         "--state-dir",
         metavar="DIR",

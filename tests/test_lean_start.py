@@ -5,29 +5,38 @@ CPU, and on the gateway's side the simulated hosts share its cores (docs/fleet.m
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from sysmcp.cli import build_parser, plain_serve_args
+from sysmcp.history.state import STATE_ENV
 from sysmcp.tools import TOOL_MODULES
 from sysmcp.tools.registry import LazyTool, Registry
+from tests.profile import child_env
 
-# The session as `python -m sysmcp` runs it; the modules it loaded are written to argv[1] at its end
-# (stdout is the wire).
+# The session as `python -m sysmcp` runs it, with no arguments (as a fleet's hosts run it: history in
+# $SYSMCP_STATE_DIR); the modules it loaded are written to argv[1] as it exits (stdout is the wire).
+# The server ends its process once the session is over (cli._exit_now runs the atexit hooks first).
 SESSION = """
-import json, runpy, sys
+import atexit, gc, json, runpy, sys
 out = sys.argv[1]
 sys.argv = ["sysmcp", *sys.argv[2:]]
-try:
-    runpy.run_module("sysmcp", run_name="__main__")
-except SystemExit:
-    pass
-from sysmcp import platform
-with open(out, "w") as handle:
-    json.dump({"modules": sorted(sys.modules), "mountinfo": platform.has_mountinfo()}, handle)
+
+def record():
+    from sysmcp import platform
+    collector = {"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}
+    with open(out, "w") as handle:
+        json.dump({"modules": sorted(sys.modules), "mountinfo": platform.has_mountinfo(), **collector}, handle)
+
+atexit.register(record)
+runpy.run_module("sysmcp", run_name="__main__")
 """
 
 HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
@@ -42,8 +51,9 @@ def session(tmp_path: Path, *calls: dict[str, object]) -> tuple[list[dict[str, o
     ]
     record = tmp_path / "modules.json"
     done = subprocess.run(
-        [sys.executable, "-c", SESSION, str(record), "--state-dir", str(tmp_path / "state")],
+        [sys.executable, "-c", SESSION, str(record)],
         input="".join(json.dumps(line) + "\n" for line in lines),
+        env=child_env({**os.environ, STATE_ENV: str(tmp_path / "state")}),
         capture_output=True,
         text=True,
         timeout=120,
@@ -52,6 +62,8 @@ def session(tmp_path: Path, *calls: dict[str, object]) -> tuple[list[dict[str, o
     assert done.returncode == 0, done.stderr
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     loaded = json.loads(record.read_text())
+    # The collector, off while the start made its modules, serves on, the start's objects frozen.
+    assert loaded["enabled"] and loaded["frozen"] > 10_000
     return answers, set(loaded["modules"]), loaded["mountinfo"]
 
 
@@ -70,6 +82,28 @@ def test_a_remote_start_imports_only_the_tool_it_is_asked_for(tmp_path: Path) ->
     assert sorted(heavy & loaded) == []
     if mountinfo:  # the mount table comes from /proc/self/mountinfo: psutil is for other tools
         assert "psutil" not in loaded
+    # A bare `sysmcp` parses no command line, and methods nobody called load nothing.
+    assert sorted({"argparse", "sysmcp.prompts"} & loaded) == []
+
+
+def test_a_bare_start_means_what_an_empty_command_line_means() -> None:
+    assert vars(plain_serve_args()) == vars(build_parser().parse_args([]))
+
+
+def test_a_remote_start_keeps_its_disk_reading_and_leaves_the_store_merged(tmp_path: Path) -> None:
+    """The process ends without the interpreter's teardown: the history connection is still closed
+    first (its WAL checkpointed into the database), and the reading is there for the next session."""
+    call: dict[str, object] = {
+        "method": "tools/call",
+        "params": {"name": "disk_usage", "arguments": {"path": "/"}},
+    }
+    answers, loaded, _ = session(tmp_path, call)
+    result = answers[1]["result"]
+    assert "sqlite3" in loaded and isinstance(result, dict) and not result["isError"]
+    assert sorted(p.name for p in (tmp_path / "state").iterdir()) == ["history.sqlite3"]  # no -wal left
+    session(tmp_path, call)
+    with contextlib.closing(sqlite3.connect(tmp_path / "state" / "history.sqlite3")) as db:
+        assert db.execute("SELECT count(*) FROM readings WHERE mount = ?", (b"/",)).fetchone() == (2,)
 
 
 def test_the_tools_are_all_listed_and_each_loads_when_called(tmp_path: Path) -> None:

@@ -44,6 +44,12 @@ def configure(directory: Path | str | None, clock: Callable[[], float] = time.ti
         _clock = clock
 
 
+def configured() -> bool:
+    """Whether history is on for this process, without opening the store: the store may still turn
+    out unusable when ``active()`` first opens it. For the event loop, which must not do that I/O."""
+    return _directory is not None
+
+
 def active() -> Store | None:
     """The store, opened on first use; None when history is off (not configured, or unusable)."""
     global _store
@@ -55,6 +61,14 @@ def active() -> Store | None:
 
             _store = Store.open(_directory, _clock)
         return _store if _store.enabled else None
+
+
+def release() -> None:
+    """Close the calling thread's connection to the store, if it has one: what the interpreter's
+    teardown would do, for an exit that skips it (the last connection's close checkpoints the WAL)."""
+    with _lock:
+        if _store is not None:
+            _store.close()
 
 
 def now() -> float:

@@ -88,6 +88,29 @@ class Saved:
     id: int | None = None
 
 
+class _CloseWithThread:
+    """Closes a thread's connection when that thread ends (its locals go, and this with them).
+
+    sqlite3's ``Connection`` sits in a reference cycle (through its statement cache), so a worker
+    thread's connection would otherwise stay open until the cyclic collector ran, and a process that
+    ends without tearing down (``cli._exit_now``) would leave the WAL unmerged. Never in a forked
+    child: closing the parent's connection there would drop the parent's locks."""
+
+    __slots__ = ("db", "pid")
+    _getpid = staticmethod(os.getpid)  # bound here: the main thread's locals go late in a teardown
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.pid = os.getpid()
+
+    def __del__(self) -> None:
+        if self._getpid() == self.pid:
+            try:  # noqa: SIM105 - no module globals (contextlib, sqlite3) here: they may be gone
+                self.db.close()
+            except Exception:
+                pass
+
+
 class Store:
     """One history database. Each thread keeps one connection to it (``_connect``); processes
     share nothing but the file."""
@@ -208,6 +231,7 @@ class Store:
             db.close()
             raise
         self._local.db = (key, db)
+        self._local.closer = _CloseWithThread(db)
         self._tighten()  # the -wal and -shm now exist; SQLite gives files it makes later the db's mode
         yield db
 

@@ -434,7 +434,7 @@ class DiskUsage:
         """A path whose resolution and filesystem are all local: statvfs answers from memory."""
         if isinstance(args, dict) and (args.get("sample_s") or args.get("explain")):
             return False  # it waits out the window or walks: a task of its own, never answered inline
-        if state.active() is not None:
+        if state.configured():  # asked without opening the store: that is the worker's to do
             return False  # the reading is kept in the history store: a write (and its lock) is no inline work
         raw = args.get("path") if isinstance(args, dict) else None
         if not isinstance(raw, str):

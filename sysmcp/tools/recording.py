@@ -38,8 +38,11 @@ def recorded_scan(
 async def record_disk(
     filesystems: Sequence[dict[str, Any]], clock: Callable[[], float] = state.now
 ) -> str | None:
-    """Keep disk_usage's figures (a few tiny rows), off the event loop; a sentence if not saved."""
-    if state.active() is None:
+    """Keep disk_usage's figures (a few tiny rows), off the event loop; a sentence if not saved.
+
+    The store is opened by the worker that writes (``state.active()`` in ``save``), not here: the
+    event loop does no file I/O, and a fresh process opens one SQLite connection, not two."""
+    if not state.configured():
         return None
     taken = clock()
     host = state.host_name()

@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -411,3 +412,22 @@ def test_choosing_a_snapshot_reads_only_the_heads_and_a_listing_counts_the_rows(
     assert store.save_scan(snapshot(1.0, {b"": 10, b"a": 5, b"b": 5})).ok
     assert [info.rows for info in store.snapshots()] == [3]
     assert [info.rows for info in store.snapshots(count_rows=False)] == [0]
+
+
+def test_a_worker_threads_connection_closes_with_its_thread_and_the_last_one_merges_the_wal(
+    tmp_path: Path,
+) -> None:
+    """sqlite3 keeps a connection in a reference cycle: without the store closing it as its thread
+    ends, it would stay open (its WAL unmerged) until the cyclic collector ran, or for good in a
+    process that exits without tearing down (cli._exit_now)."""
+    store = Store.open(tmp_path, Clock())
+    store.close()  # the opening thread's connection: now the worker's is the only one
+    saved: list[bool] = []
+    worker = threading.Thread(
+        target=lambda: saved.append(store.save_readings([DiskReading("h", b"/", "d", 1.0, 10, 5, 5)]).ok)
+    )
+    worker.start()
+    worker.join()
+    assert saved == [True]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [DB_NAME]  # closed: no -wal or -shm left
+    assert [r.used for r in store.readings(b"/")] == [5]

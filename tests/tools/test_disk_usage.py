@@ -19,6 +19,7 @@ from sysmcp.fs.disks import SampleClock
 from sysmcp.fs.errors import InvalidPath, NotFound
 from sysmcp.fs.mounts import Mount, MountTable
 from sysmcp.fs.paths import PathPolicy
+from sysmcp.history import state
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.results import ResultStore
@@ -542,6 +543,16 @@ def test_a_sampling_call_is_never_answered_at_once() -> None:
     assert handler.answers_at_once({"path": "/"}) is True
     assert handler.answers_at_once({"path": "/", "sample_s": 2}) is False
     assert handler.answers_at_once({"sample_s": 1}) is False
+
+
+def test_with_history_on_a_call_waits_for_its_write_and_the_event_loop_opens_no_store(tmp_path: Path) -> None:
+    handler = DiskUsage(lambda: MountTable([ROOT]), FakeUsage({"/": stats()}))
+    state.configure(tmp_path / "state")
+    try:
+        assert handler.answers_at_once({"path": "/"}) is False  # the reading's write is a worker's
+        assert not (tmp_path / "state").exists()  # asked without opening (creating) the store
+    finally:
+        state.configure(None)
 
 
 @pytest.mark.parametrize(("value", "message"), [(61, "<= 60"), (-1, ">= 0"), ("2s", "must be a number")])
