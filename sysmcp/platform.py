@@ -24,6 +24,7 @@ from collections.abc import Callable
 __all__ = [
     "CGROUP_CPU_MAX",
     "MOUNTINFO",
+    "PROC",
     "PROC_SELF_FD",
     "SYS_DEV_BLOCK",
     "WSL_HINT",
@@ -46,6 +47,7 @@ __all__ = [
 ]
 
 MOUNTINFO = "/proc/self/mountinfo"  # the mount table with bind-mount roots and device numbers (Linux)
+PROC = "/proc"  # where procfs is mounted (tests point the process-reading engines at a fake one)
 PROC_SELF_FD = "/proc/self/fd"  # reopen a descriptor by number: how an O_PATH descriptor is read (Linux)
 SYS_DEV_BLOCK = "/sys/dev/block"  # major:minor → a block device's sysfs directory (Linux)
 CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"  # a container's CPU quota, cgroup v2 (Linux)
@@ -76,10 +78,10 @@ def has_mountinfo() -> bool:
     return _readable(MOUNTINFO)
 
 
-def has_proc_fd(proc: str = "/proc") -> bool:
+def has_proc_fd(proc: str = PROC) -> bool:
     """``/proc/self/fd`` lists this process's descriptors (so an ``O_PATH`` one can be reopened, and the
     open and deleted files of processes can be read); ``proc`` is where procfs is mounted."""
-    return os.path.isdir(PROC_SELF_FD if proc == "/proc" else os.path.join(proc, "self", "fd"))
+    return os.path.isdir(PROC_SELF_FD if proc == PROC else os.path.join(proc, "self", "fd"))
 
 
 def fd_access_mode(proc: str | bytes, pid: int, fd: str | bytes) -> str:

@@ -21,7 +21,7 @@ from sysmcp.fs.mounts import Mount, MountTable
 
 __all__ = ["DELETED", "PROC", "DeletedFile", "Holder", "Scan", "filesystem_of", "scan_processes"]
 
-PROC = "/proc"  # where processes are read (tests point the tools at a fake one)
+PROC = platform.PROC  # where processes are read (tests point the tools at a fake one)
 DELETED = " (deleted)"
 
 

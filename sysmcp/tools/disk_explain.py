@@ -13,8 +13,8 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from sysmcp.fs.openfiles import PROC
 from sysmcp.fs.paths import display, printable
+from sysmcp.platform import PROC
 from sysmcp.render import human_bytes, plural
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from sysmcp.fs.disks import (
     statvfs_usage,
 )
 from sysmcp.fs.mounts import Mount, MountTable, apfs_container, container_siblings, default_partitions
-from sysmcp.fs.openfiles import PROC
+from sysmcp.platform import PROC
 from sysmcp.fs.paths import display
 from sysmcp.history import state
 from sysmcp.protocol.errors import ArgumentError
