@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -45,12 +45,13 @@ PROGRESS_BUDGET = 0.02  # and progress may cost at most this fraction
 class Server:
     """``python -m sysmcp`` on pipes: one JSON object per line each way; notifications are skipped."""
 
-    def __init__(self, python: str | None = None) -> None:
-        """``python``: another interpreter whose installed sysmcp is run (another checkout's venv)."""
+    def __init__(self, python: str | None = None, options: Sequence[str] = ()) -> None:
+        """``python``: another interpreter whose installed sysmcp is run (another checkout's venv);
+        ``options``: sysmcp's own command-line options (e.g. ``--no-history``)."""
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
         # -P: the interpreter's own installed sysmcp, never a checkout that happens to be the cwd
         self.proc = subprocess.Popen(
-            [python or sys.executable, "-P", "-m", "sysmcp"],
+            [python or sys.executable, "-P", "-m", "sysmcp", *options],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -105,10 +106,14 @@ class Server:
             structured["manifest"] = read["contents"][0]["text"]
         return seconds, structured
 
-    def cpu_seconds(self) -> float:
-        """User + system CPU time of the server process so far."""
+    def cpu_seconds(self, *, children: bool = False) -> float:
+        """User + system CPU time of the server process so far; with ``children``, also of the worker
+        processes it forked and has waited for (the kernel adds theirs when they are reaped)."""
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        ticks = int(fields[11]) + int(fields[12])
+        if children:
+            ticks += int(fields[13]) + int(fields[14])
+        return ticks / os.sysconf("SC_CLK_TCK")
 
     def close(self) -> None:
         assert self.proc.stdin is not None

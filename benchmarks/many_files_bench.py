@@ -138,6 +138,11 @@ class Measure:
     seconds: list[float] = field(default_factory=list)
     rss: list[int] = field(default_factory=list)
     pss: list[int] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)  # sysmcp's: the call's CPU, server and reaped workers
+
+
+SYSMCP_OPTIONS: list[str] = []  # --sysmcp-options: this checkout's server options (not --before's)
+CALL_CPU: list[float] = []  # the last sysmcp call's CPU seconds, handed from sysmcp_call to run_rows
 
 
 PEAK_PSS: list[int] = []  # the last sysmcp run's peak Pss sum, handed from sysmcp_call to run_rows
@@ -161,19 +166,23 @@ def sysmcp_call(
     progress token; ``python`` runs another checkout's sysmcp (``--before``)."""
     kept: list[Server] = []
 
+    options = () if python is not None else SYSMCP_OPTIONS
+
     def run() -> tuple[float, int]:
         if warm and not kept:
-            kept.append(Server(python))
+            kept.append(Server(python, options))
             WARM_SERVERS.append(kept[0])
-        server = kept[0] if warm else Server(python)
+        server = kept[0] if warm else Server(python, options)
         params: dict[str, Any] = {"name": tool, "arguments": arguments}
         if warm:
             params["_meta"] = {"progressToken": f"bench-{tool}"}
         try:
             sampler = PeakSampler(server.proc.pid)
+            cpu = server.cpu_seconds(children=True)
             started = time.perf_counter()
             result = server.request("tools/call", params)
             seconds = time.perf_counter() - started
+            CALL_CPU.append(server.cpu_seconds(children=True) - cpu)  # workers are reaped before the reply
             rss = sampler.stop()  # before any resources/read: its JSON reply is the client's choice
             PEAK_PSS.append(sampler.pss)
             if result.get("isError"):
@@ -283,6 +292,7 @@ def run_rows(rows: list[Row], rounds: int) -> None:
         if row.before is not None:
             row.before()
         PEAK_PSS.clear()
+        CALL_CPU.clear()
         row.reference()
     for number in range(rounds):
         for row in rows:
@@ -298,6 +308,8 @@ def run_rows(rows: list[Row], rounds: int) -> None:
                 measure.rss.append(rss)
                 if name != "ref" and PEAK_PSS:
                     measure.pss.append(PEAK_PSS.pop())
+                if name != "ref" and CALL_CPU:
+                    measure.cpu.append(CALL_CPU.pop())
             print(
                 f"round {number + 1}: {row.work}: {row.measured['ours'].seconds[-1]:.2f} s vs "
                 f"{row.measured['ref'].seconds[-1]:.2f} s",
@@ -328,17 +340,20 @@ def table(rows: list[Row]) -> str:
 def before_table(rows: list[Row]) -> str:
     """``--before``: this checkout against the other one, row by row, from the same interleaved rounds."""
     out = [
-        "| work | before | after | after / before | best before | best after | best after / before |",
-        "|---|---|---|---|---|---|---|",
+        "| work | before | after | after / before | best before | best after | best after / before "
+        "| CPU before | CPU after | CPU after / before |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         if "before" not in row.measured:
             continue
         old, new = row.measured["before"].seconds, row.measured["ours"].seconds
         median_old, median_new = statistics.median(old), statistics.median(new)
+        cpu_old, cpu_new = (statistics.median(row.measured[k].cpu) for k in ("before", "ours"))
         out.append(
             f"| {row.work} | {median_old:.3f} s | {median_new:.3f} s | {median_new / median_old:.3f} "
-            f"| {min(old):.3f} s | {min(new):.3f} s | {min(new) / min(old):.3f} |"
+            f"| {min(old):.3f} s | {min(new):.3f} s | {min(new) / min(old):.3f} "
+            f"| {cpu_old:.2f} s | {cpu_new:.2f} s | {cpu_new / cpu_old:.3f} |"
         )
     return "\n".join(out)
 
@@ -564,7 +579,14 @@ def main(argv: list[str] | None = None) -> int:
         help="also time another checkout's sysmcp, run by this interpreter (its venv's python), in the same "
         "rounds, and print a before/after table",
     )
+    parser.add_argument(
+        "--sysmcp-options",
+        default="",
+        help="options for this checkout's servers, e.g. '--no-history' to leave out what recording "
+        "costs when comparing with a --before that had no history",
+    )
     args = parser.parse_args(argv)
+    SYSMCP_OPTIONS.extend(args.sysmcp_options.split())
     for tool in ("jdupes", "sha256sum", "du"):
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} is needed (apt-get install {tool})")
@@ -577,7 +599,8 @@ def main(argv: list[str] | None = None) -> int:
             server.close()
     print(
         f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"median of {args.rounds} rounds, warm cache, servers: {args.server}\n"
+        f"median of {args.rounds} rounds, warm cache, servers: {args.server}"
+        f"{', options: ' + ' '.join(SYSMCP_OPTIONS) if SYSMCP_OPTIONS else ''}\n"
     )
     print(table(rows))
     if args.before is not None:
