@@ -28,9 +28,9 @@ from sysmcp.fs.disks import (
     statvfs_usage,
 )
 from sysmcp.fs.mounts import Mount, MountTable, apfs_container, container_siblings, default_partitions
-from sysmcp.platform import PROC
 from sysmcp.fs.paths import display
 from sysmcp.history import state
+from sysmcp.platform import PROC
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.render import human_bytes, noun, table
 from sysmcp.tools import disk_explain
