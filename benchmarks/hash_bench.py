@@ -347,6 +347,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--skip-large", action="store_true", help="only the many-files part")
     parser.add_argument("--skip-many", action="store_true", help="only the large-file part")
+    parser.add_argument(
+        "--before",
+        metavar="PYTHON",
+        help="also time another checkout's sysmcp (its venv's python) in the same interleaved rounds",
+    )
     args = parser.parse_args(argv)
     if not shutil.which("openssl"):
         raise SystemExit("openssl is needed as the reference")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import sqlite3
 import statistics
@@ -45,19 +46,30 @@ def dir_usage_request() -> Request:
     return Request(FULL_FILES, FULL_DIRECTORIES, 1, True, 0, 300.0)
 
 
+def cpu_now() -> float:
+    """CPU seconds of this process and of the workers it forked and reaped (a shared walk's)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+CPU: list[float] = []  # the last scan's CPU seconds, handed from plain/recording to overhead
+
+
 def plain(root: Path) -> float:
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), cpu_now()
     scan_usage(os.fsencode(root), WalkOptions(), SkipCounter(), dir_usage_request())
+    CPU.append(cpu_now() - cpu)
     return time.perf_counter() - started
 
 
 def recording(root: Path) -> tuple[float, int]:
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), cpu_now()
     raw = os.fsencode(root)
     _, snap, note = recorded_scan(
         root, WalkOptions(), dir_usage_request(), lambda r: scan_usage(raw, WalkOptions(), SkipCounter(), r)
     )
     assert snap is not None, note
+    CPU.append(cpu_now() - cpu)
     return time.perf_counter() - started, len(snap.dirs)
 
 
@@ -82,15 +94,25 @@ def overhead(root: Path, rounds: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as place:
         state.configure(place)
         plain(root)  # warm the caches for both
-        times: dict[str, list[float]] = {"plain": [], "recording": []}
+        times: dict[str, list[float]] = {"plain": [], "recording": [], "plain_cpu": [], "recording_cpu": []}
         rows = 0
         for _ in range(rounds):
             times["plain"].append(plain(root))
+            times["plain_cpu"].append(CPU.pop())
             spent, rows = recording(root)
             times["recording"].append(spent)
+            times["recording_cpu"].append(CPU.pop())
         state.configure(None)
     a, b = statistics.median(times["plain"]), statistics.median(times["recording"])
-    return {"plain": a, "recording": b, "overhead": b / a - 1, "rows": rows, "all": times}
+    cpu_a, cpu_b = statistics.median(times["plain_cpu"]), statistics.median(times["recording_cpu"])
+    return {
+        "plain": a,
+        "recording": b,
+        "overhead": b / a - 1,
+        "cpu_overhead": cpu_b / cpu_a - 1,
+        "rows": rows,
+        "all": times,
+    }
 
 
 def what_changed_slash(rounds: int) -> list[float]:
@@ -187,9 +209,10 @@ def main(argv: list[str] | None = None) -> int:
     trees = [args.tree] + ([Path("/")] if args.slash else [])
     print(f"load average {os.getloadavg()[0]:.1f}; medians of {args.rounds} rounds (alternating)")
     print(
-        "| tree | dir_usage | with recording | overhead | dirs kept | snapshot | ncdu -o | duc index (time) |"
+        "| tree | dir_usage | with recording | overhead | CPU overhead | dirs kept | snapshot | ncdu -o "
+        "| duc index (time) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for tree in trees:
         rounds = args.rounds if tree != Path("/") else max(1, args.rounds // 2)
         result = overhead(tree, rounds)
@@ -199,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         duc = f"{theirs['duc'][0] / 1e6:.2f} MB ({theirs['duc'][1]:.2f} s)" if "duc" in theirs else "-"
         print(
             f"| {tree} | {result['plain']:.3f} s | {result['recording']:.3f} s | {100 * result['overhead']:+.1f} % "
-            f"| {result['rows']:,} | {size / 1e6:.3f} MB | {ncdu} | {duc} |"
+            f"| {100 * result['cpu_overhead']:+.1f} % | {result['rows']:,} | {size / 1e6:.3f} MB | {ncdu} | {duc} |"
         )
         print(
             f"<!-- {tree}: "
