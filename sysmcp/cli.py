@@ -234,6 +234,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "call":
         from sysmcp.client import CallOptions, print_help, run_call, tool_help
 
+        configure(args.log_level)  # its stdout is the answer (piped to jq, say): its own logs go to stderr
+
         if args.help:
             if args.tool is None:
                 return print_help(_call_parser().format_help())

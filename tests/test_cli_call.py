@@ -356,3 +356,24 @@ def test_no_history_reaches_the_spawned_server(tree: Path, tmp_path: Path) -> No
     )
     assert done.returncode == 0, done.stderr
     assert _scans(env_state) == [] and _scans(state) == []
+
+
+def test_a_log_line_of_the_call_goes_to_stderr_never_into_the_answer() -> None:
+    """``sysmcp call``'s stdout is the answer (piped to jq): a line its client logs (an oversized
+    line from the server, say) goes to stderr as JSON, not to stdout through structlog's default."""
+    script = (
+        "import sys\n"
+        "from sysmcp import cli, client\n"
+        "from sysmcp.logconfig import get_logger\n"
+        "def run_call(tool, arguments, options):\n"
+        "    get_logger('sysmcp.protocol.client').warning('oversized line from server dropped', length=9)\n"
+        "    return 0\n"
+        "client.run_call = run_call\n"
+        "sys.exit(cli.main(['call', 'disk_usage', 'path=/']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert "oversized line from server dropped" in done.stderr
