@@ -21,7 +21,7 @@ from sysmcp.fs.walk import SkipCounter, WalkOptions
 from sysmcp.history import state
 from sysmcp.history.diff import BaselineDiff, FillRate, ScanDiff, diff_baselines, diff_scans, fill_rate
 from sysmcp.history.recording import disk_reading, record_scan, series_of
-from sysmcp.history.snapshots import ScanSnapshot, SnapshotInfo
+from sysmcp.history.snapshots import Baseline, ScanSnapshot, SnapshotInfo
 from sysmcp.history.store import Store
 
 FRESH_S = 300.0  # a snapshot younger than this answers "until now" without a new scan
@@ -148,7 +148,7 @@ def compare(
     if outcome.old is not None:
         visible = asked.visible
         outcome.diff = diff_scans(_filtered(outcome.old, visible), _filtered(outcome.new, visible))
-    _integrity(outcome, store, series.root, since)
+    _integrity(outcome, store, series.root, since, asked.visible)
     return _disk(outcome, store, asked, clock)
 
 
@@ -170,7 +170,16 @@ def _filtered(snap: ScanSnapshot, visible: Callable[[bytes | str], bool]) -> Sca
     return ScanSnapshot(snap.series, snap.taken, snap.partial, snap.threshold, dirs, files, snap.id)
 
 
-def _integrity(outcome: Outcome, store: Store, root: bytes, since: float | None) -> None:
+def _visible_files(baseline: Baseline, visible: Callable[[bytes | str], bool]) -> Baseline:
+    """The baseline with only the files the roots in force let this call show (as ``_filtered``)."""
+    root = baseline.series.root
+    baseline.files = {name: f for name, f in baseline.files.items() if visible(os.path.join(root, name))}
+    return baseline
+
+
+def _integrity(
+    outcome: Outcome, store: Store, root: bytes, since: float | None, visible: Callable[[bytes | str], bool]
+) -> None:
     infos = [
         i for i in store.snapshots("baseline", root, limit=200, count_rows=False) if i.series.root == root
     ]
@@ -181,7 +190,7 @@ def _integrity(outcome: Outcome, store: Store, root: bytes, since: float | None)
     older = _pick(infos[1:], since, None) or infos[-1]
     old = store.load_baseline(older.id)
     if newest is not None and old is not None:
-        outcome.integrity = diff_baselines(old, newest)
+        outcome.integrity = diff_baselines(_visible_files(old, visible), _visible_files(newest, visible))
 
 
 def _disk(outcome: Outcome, store: Store, asked: Comparison, clock: Callable[[], float]) -> Outcome:

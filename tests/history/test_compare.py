@@ -12,6 +12,7 @@ import pytest
 
 from sysmcp.fs.walk import WalkOptions
 from sysmcp.history.compare import Comparison, Outcome, compare
+from sysmcp.history.recording import record_baseline
 from sysmcp.history.store import Store
 
 MiB = 1 << 20
@@ -122,6 +123,35 @@ def test_what_the_roots_hide_is_left_out_of_the_diff(root: Path, store: Store, c
     outcome, _ = run(replace(asked(root, clock), visible=visible), store, clock)
     assert outcome.diff is not None and outcome.diff.comparable
     assert {change.path for change in outcome.diff.changes} == {b"shown"}
+
+
+def test_what_the_roots_hide_is_left_out_of_the_integrity_part(
+    root: Path, store: Store, clock: Clock
+) -> None:
+    """A baseline's names are judged where they lead, as the scan's: a file outside the roots (a
+    stored '../x' among them) is never named as added, removed or changed."""
+    write(root / "shown" / "f", 1, clock)
+    write(root / "hidden" / "f", 1, clock)
+    (root.parent / "outside").write_bytes(b"x")
+
+    def baseline(names: list[str]) -> None:
+        manifest = "".join(f"{'0' * 64}  {name}\n" for name in names).encode()
+        kept = record_baseline(store, os.fsencode(root), manifest, "sha256", WalkOptions(), False, clock)
+        assert kept.kept
+
+    baseline(["shown/f"])
+    clock.now += DAY
+    write(root / "shown" / "g", 1, clock)
+    write(root / "hidden" / "g", 1, clock)
+    baseline(["shown/f", "shown/g", "hidden/g", "../outside"])
+
+    def visible(name: bytes | str) -> bool:
+        real = os.path.normpath(os.fsdecode(name))
+        return real.startswith(os.fspath(root)) and "hidden" not in real
+
+    outcome, _ = run(replace(asked(root, clock), visible=visible), store, clock)
+    assert outcome.integrity is not None and outcome.integrity.comparable
+    assert outcome.integrity.added == [b"shown/g"]
 
 
 def test_without_a_store_it_scans_for_the_files_modified_since_and_records_nothing(
