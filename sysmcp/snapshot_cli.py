@@ -14,7 +14,7 @@ import fcntl
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -131,7 +131,10 @@ def _seconds(text: str) -> float:
 def run(args: argparse.Namespace, roots: list[str]) -> int:
     configure_history(args)
     if args.command == "history":
-        return _reclaim_log(args.limit) if getattr(args, "reclaim", False) else _list(args.limit)
+        shown = _within(roots)
+        return (
+            _reclaim_log(args.limit, shown) if getattr(args, "reclaim", False) else _list(args.limit, shown)
+        )
     try:
         hourly, daily, weekly = (_seconds(part) for part in args.keep.split(","))
         from sysmcp.tools.arguments import size_argument, validate_arguments
@@ -240,7 +243,21 @@ def _reading(path: Path) -> None:
             store.save_readings([disk_reading(path, state.now)[0]])
 
 
-def _list(limit: int) -> int:
+def _within(roots: list[str]) -> Callable[[bytes | str], bool]:
+    """Whether a stored path may be listed: with ``--root``, only one inside the roots (judged where a
+    stored '../x' leads), as what_changed shows history."""
+    from sysmcp.fs.paths import is_within, real_root
+
+    allowed = [real_root(r) for r in roots]
+
+    def shown(name: bytes | str) -> bool:
+        real = Path(os.path.normpath(os.fsdecode(name)))
+        return not allowed or any(is_within(real, root) for root in allowed)
+
+    return shown
+
+
+def _list(limit: int, shown: Callable[[bytes | str], bool]) -> int:
     store = state.active()
     if store is None:
         _err("sysmcp history: history is off (--no-history, or the state directory cannot be written)")
@@ -248,7 +265,7 @@ def _list(limit: int) -> int:
     from sysmcp.fs.paths import display
     from sysmcp.render import human_bytes
 
-    infos = store.snapshots(limit=limit)
+    infos = [info for info in store.snapshots(limit=limit) if shown(info.series.root)]
     _out(f"{store.path}  ({human_bytes(store.size())})")
     _out(f"{'ID':>6}  {'TAKEN':19}  {'KIND':8}  {'DISK':>10}  {'ROWS':>7}  ROOT")
     for info in infos:
@@ -261,7 +278,7 @@ def _list(limit: int) -> int:
     return EXIT_OK
 
 
-def _reclaim_log(limit: int) -> int:
+def _reclaim_log(limit: int, shown: Callable[[bytes | str], bool]) -> int:
     """The newest actions of ``reclaim`` (``reclaim-log``), oldest first, with their bytes."""
     store = state.active()
     if store is None:
@@ -270,7 +287,7 @@ def _reclaim_log(limit: int) -> int:
     from sysmcp.fs.reclaim_keep import read_log
     from sysmcp.render import human_bytes
 
-    records = read_log(store, limit)
+    records = [r for r in read_log(store, limit) if shown(r.path)]
     _out(
         f"{'TIME':19}  {'PLAN':12}  {'ITEM':22}  {'ACTION':8}  {'OUTCOME':22}  {'PLANNED':>10}  {'FREED':>10}  PATH"
     )

@@ -52,3 +52,20 @@ def test_exit_codes_for_no_history_and_a_path_outside_the_roots(tmp_path: Path) 
     unwritable = tmp_path / "file"
     unwritable.write_text("x")
     assert sysmcp("history", "--state-dir", str(unwritable / "s")).returncode == EXIT_NO_HISTORY
+
+
+def test_history_under_root_lists_only_what_lies_inside_the_roots(tmp_path: Path) -> None:
+    """--root confines history as it confines live answers: a snapshot of a tree outside the roots,
+    recorded by a run without them, is not listed (nor its path named)."""
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    for tree in (inside, outside):
+        (tree / "a").mkdir(parents=True)
+        (tree / "a" / "f").write_bytes(b"x" * 2_000_000)
+    state = tmp_path / "state"
+    done = sysmcp("snapshot", "--state-dir", str(state), str(inside), str(outside))
+    assert done.returncode == EXIT_OK, done.stderr
+    everything = sysmcp("history", "--state-dir", str(state)).stdout
+    assert str(outside) in everything and str(inside) in everything
+    listed = sysmcp("history", "--state-dir", str(state), "--root", str(inside))
+    assert listed.returncode == EXIT_OK
+    assert str(inside) in listed.stdout and str(outside) not in listed.stdout

@@ -68,6 +68,27 @@ async def test_a_second_server_process_applies_the_plan_the_first_one_kept(tmp_p
     assert any("done" in row and repr(str(second)) in row for row in rows)
     assert any("skipped (changed)" in row and repr(str(third)) in row for row in rows)
     assert lines[-1].startswith("2 actions, ")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    confined = subprocess.run(  # --root confines the log as it confines live answers
+        [
+            sys.executable,
+            "-m",
+            "sysmcp",
+            "history",
+            "--reclaim",
+            "--state-dir",
+            str(state),
+            "--root",
+            str(elsewhere),
+        ],
+        capture_output=True,
+        check=True,
+        env=child_env(os.environ),
+        timeout=120,
+    )
+    assert confined.stdout.decode().splitlines()[-1].startswith("0 actions, ")
+    assert str(second) not in confined.stdout.decode()
 
 
 async def test_without_history_the_plan_lives_only_as_long_as_the_server(tmp_path: Path) -> None:
