@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import json
 import os
@@ -491,8 +492,9 @@ def _exit_now(log: Any, workers: Sequence[threading.Thread] = ()) -> None:
 
         state.release()
         atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    with contextlib.suppress(OSError, ValueError):  # a broken stderr must not keep the process from ending
+        sys.stdout.flush()
+        sys.stderr.flush()
     if stuck:
         drain_logs()  # the atexit hooks were skipped: the queued log lines are written here
     os._exit(0)

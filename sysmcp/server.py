@@ -191,7 +191,7 @@ class Server:
             else "Only these roots are in scope: " + ", ".join(map(str, roots)) + "."
         )
         text = INSTRUCTIONS.format(scope=scope)
-        if self.registry.get("reclaim") is not None:
+        if "reclaim" in self.registry.names():  # loads nothing: initialize imports no reclaim engine
             text += (
                 "\nThe operator started this server with --allow-reclaim: the reclaim tool removes the files of "
                 "chosen items of a reclaim_plan, after the user confirms."

@@ -26,11 +26,11 @@ from sysmcp.history.snapshots import (
     options_key,
     parse_gnu_manifest,
 )
-from sysmcp.history.store import Retention, Store
 
-if TYPE_CHECKING:  # disk_usage imports this module too, and walks nothing
+if TYPE_CHECKING:  # disk_usage imports this module too, walks nothing, and opens no SQLite until it records
     from sysmcp.fs.usage import Request, Usage
     from sysmcp.fs.walk import WalkOptions
+    from sysmcp.history.store import Store
 
 PRUNE_EVERY = 25  # snapshots between two retention passes when no `sysmcp snapshot` timer prunes
 
@@ -41,14 +41,6 @@ def series_of(path: str | bytes | os.PathLike[str], options: WalkOptions) -> Ser
     return Series(
         state.host_name(), filesystem_id(raw), raw, options_key(options.one_file_system, options.exclude)
     )
-
-
-def baseline_series(path: str | bytes | os.PathLike[str], options: WalkOptions) -> Series | None:
-    """The series of ``path``, or None when it is gone."""
-    try:
-        return series_of(path, options)
-    except OSError:
-        return None
 
 
 def latest(store: Store, series: Series, *, complete: bool = True, before: int | None = None) -> int | None:
@@ -99,6 +91,8 @@ def record_scan(
     if not saved.ok:
         return RecordedScan(usage, None, saved.reason)
     if saved.id is not None and saved.id % PRUNE_EVERY == 0:  # a server with no timer stays bounded too
+        from sysmcp.history.store import Retention
+
         store.prune(Retention())
     return RecordedScan(usage, snap)
 

@@ -224,7 +224,7 @@ def time_window(args: dict[str, Any], now: float) -> tuple[float | None, float |
     if within is not None and before is not None and before >= within:
         raise ArgumentError(
             "Invalid arguments: 'modified_before' must be shorter than 'modified_within' (files modified "
-            f"between {age_text(within)} and {age_text(before)} ago); as given no file can match"
+            f"between {age(within)} and {age(before)} ago); as given no file can match"
         )
     return (None if within is None else now - within), (None if before is None else now - before)
 
@@ -249,10 +249,6 @@ def iso_utc(mtime: float) -> str | None:
     if not _FIRST_SECOND <= seconds <= _LAST_SECOND:
         return None
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
-
-
-#: ``age`` of sysmcp.render, under the name what_changed and disk_explain still import it by.
-age_text = age
 
 
 def _age(mtime: float | None, now: float) -> str:
@@ -494,13 +490,13 @@ def _window_phrase(args: dict[str, Any]) -> str:
     before = args.get("modified_before")
     if within is not None and before is not None:
         return (
-            f"between {age_text(parse_duration(within, 'modified_within'))} and "
-            f"{age_text(parse_duration(before, 'modified_before'))} ago"
+            f"between {age(parse_duration(within, 'modified_within'))} and "
+            f"{age(parse_duration(before, 'modified_before'))} ago"
         )
     if within is not None:
-        return f"within {age_text(parse_duration(within, 'modified_within'))}"
+        return f"within {age(parse_duration(within, 'modified_within'))}"
     if before is not None:
-        return f"more than {age_text(parse_duration(before, 'modified_before'))} ago"
+        return f"more than {age(parse_duration(before, 'modified_before'))} ago"
     return ""
 
 

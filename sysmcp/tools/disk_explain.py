@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from sysmcp.fs.paths import display, printable
 from sysmcp.platform import PROC
-from sysmcp.render import human_bytes, plural
+from sysmcp.render import age, human_bytes, plural
 
 if TYPE_CHECKING:
     from sysmcp.fs.disks import Entry
@@ -152,7 +152,7 @@ def fresh_scan(point: str, max_age: float = FRESH_SCAN_S) -> Scanned | None:
     except OSError:
         return None
     now = state.now()
-    for info in store.snapshots("scan", series.root, limit=50):
+    for info in store.snapshots("scan", series.root, limit=50, count_rows=False):
         if info.series == series and not info.partial:
             age = now - info.taken
             return Scanned(info.disk, info.files, info.taken, age) if 0 <= age <= max_age else None
@@ -204,7 +204,7 @@ def _percent(part: int, whole: int) -> float:
 
 def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
     """The answer: one sentence of totals, then a line per part with its next step."""
-    from sysmcp.tools.dir_usage import age_text, iso_utc
+    from sysmcp.tools.dir_usage import iso_utc
 
     point, used = display(acc.mount.mount_point), acc.figures.used
     walked, deleted, hidden, snaps, overhead = (
@@ -217,7 +217,7 @@ def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
     rest = acc.remainder
     scanned = walked.scanned
     source = (
-        f"from the scan of {time.strftime('%H:%M', time.localtime(scanned.taken))}, {age_text(scanned.age)} ago"
+        f"from the scan of {time.strftime('%H:%M', time.localtime(scanned.taken))}, {age(scanned.age)} ago"
         if scanned is not None
         else ""
     )

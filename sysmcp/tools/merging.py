@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sysmcp.render import and_more, table  # table: re-exported for the merges that import it from here
+from sysmcp.render import and_more
 from sysmcp.tools.registry import ToolOutput
 
 STATUSES = (
@@ -196,6 +196,5 @@ __all__ = [
     "host_list",
     "same_answer",
     "summary_merge",
-    "table",
     "tally",
 ]

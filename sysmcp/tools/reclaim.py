@@ -112,7 +112,6 @@ REASONS = {
     "linked": "already a hard link to the kept copy",
     "unverified": "after the rename the name does not lead to the kept copy",
 }
-VERBS = {"delete": "delete", "truncate": "truncate"}
 
 
 async def _plan(args: dict[str, Any], ctx: ToolContext) -> tuple[Plan, list[str]]:
@@ -155,7 +154,7 @@ def _listing(plan: Plan, chosen: list[str]) -> tuple[str, int]:
             what = f"replace {files} by hard links to {os.fsdecode(item.keep.path)!r}"
             cost = "the names stay, but a change through one name then shows in every one"
         else:
-            what, cost = f"{VERBS.get(action, action)} {files}", item.cost
+            what, cost = f"{action} {files}", item.cost
         lines.append(f"  {item.id}: {what}, {human_bytes(item.bytes)} — {cost}")
     return "\n".join(lines), total
 
@@ -286,15 +285,16 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         return refusal
     allowed = _allowed(ctx)
     log.warning("reclaim starting", plan=plan.id, items=chosen)
-    actions = ActionLog(state.active(), state.now)
 
-    def work(meter: Any) -> list[Applied]:
+    def work(meter: Any) -> tuple[list[Applied], ActionLog]:
+        actions = ActionLog(state.active(), state.now)  # in the worker: the store opens off the event loop
         try:
-            return apply_items(plan, chosen, allowed, log=_logger(plan, actions), checkpoint=meter.checkpoint)
+            done = apply_items(plan, chosen, allowed, log=_logger(plan, actions), checkpoint=meter.checkpoint)
+            return done, actions
         finally:
             actions.flush()  # what was done before a cancellation is logged too
 
-    results = await ctx.run_in_worker(work)
+    results, actions = await ctx.run_in_worker(work)
     text, structured = render(plan, results)
     if actions.failure is None:
         text += "\nEach action is logged in the history store (sysmcp history --reclaim) and on stderr."

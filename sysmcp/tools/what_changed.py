@@ -23,10 +23,10 @@ from sysmcp.history.compare import MIN_FIT_S, Comparison, Outcome
 from sysmcp.history.snapshots import ScanSnapshot
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ArgumentError, ToolError
-from sysmcp.render import age, human_bytes, more_not_shown, plural
+from sysmcp.render import age, human_bytes, more_not_shown, plural, table
 from sysmcp.tools.descriptions import describe_paths
 from sysmcp.tools.dir_usage import FULL_FILES, iso_utc, parse_duration, usage_report
-from sysmcp.tools.merging import HostOutcome, fleet_output, table
+from sysmcp.tools.merging import HostOutcome, fleet_output
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import denied_by, require_directory, timeout_property, walk_options, walk_properties
 

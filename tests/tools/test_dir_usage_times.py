@@ -23,12 +23,12 @@ from sysmcp.fs.usage import extension_of, scan_usage
 from sysmcp.fs.walk import SkipCounter, WalkOptions
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError
+from sysmcp.render import age as age_text
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import (
     INPUT_SCHEMA,
     OUTPUT_SCHEMA,
-    age_text,
     handle,
     iso_utc,
     parse_duration,
