@@ -49,12 +49,17 @@ class Server:
         """``python``: another interpreter whose installed sysmcp is run (another checkout's venv);
         ``options``: sysmcp's own command-line options (e.g. ``--no-history``)."""
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
+        # Bytecode is cached as on any installed Python: with PYTHONDONTWRITEBYTECODE set (some CI and
+        # container images set it) every fresh server would compile each module it imports from source,
+        # tens of milliseconds charged to whichever request first imports it.
+        env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
         # -P: the interpreter's own installed sysmcp, never a checkout that happens to be the cwd
         self.proc = subprocess.Popen(
             [python or sys.executable, "-P", "-m", "sysmcp", *options],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
+            env=env,
         )
         self._ids = 0
         self.request(
@@ -66,6 +71,10 @@ class Server:
             },
         )
         self._write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        # A host lists the tools before it calls one; sysmcp loads a tool's module (and its engine)
+        # when it is first listed or called, so without this a fresh server's first timed call would
+        # also pay for those imports, which a host has already paid for at tools/list.
+        self.request("tools/list", {})
 
     def _write(self, message: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
