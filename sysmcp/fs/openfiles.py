@@ -99,7 +99,7 @@ def scan_processes(proc: str = PROC, checkpoint: Callable[[], None] | None = Non
             checkpoint()
         fd_dir = os.path.join(proc, str(pid), "fd")
         try:
-            fds = os.listdir(fd_dir)
+            fds = sorted(os.listdir(fd_dir), key=lambda name: int(name) if name.isdigit() else -1)
         except FileNotFoundError:
             scan.vanished += 1
             continue

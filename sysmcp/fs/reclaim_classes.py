@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from sysmcp import platform
+from sysmcp.fs.errors import Unavailable
+from sysmcp.fs.openfiles import scan_processes
 
 #: Safety levels, from "delete it without a second thought" to "look first".
 REGENERABLE = "regenerable cache"
@@ -381,72 +383,56 @@ def containers(layout: RootsLayout, timeout: float = CONTAINER_TIMEOUT) -> list[
 
 
 def deleted_open(layout: RootsLayout) -> list[Found]:
-    """Deleted files a process still holds open: truncating through ``/proc/PID/fd/N`` frees them now."""
+    """Deleted files a process still holds open: truncating through ``/proc/PID/fd/N`` frees them now.
+
+    The same scan as deleted_open_files (``fs.openfiles``); only files a descriptor holds are kept (a
+    file that is only mapped cannot be truncated safely), and only those with blocks to free."""
     found: list[Found] = []
-    if not platform.has_proc_fd(os.fsdecode(layout.proc)):
+    proc = os.fsdecode(layout.proc)
+    if not platform.has_proc_fd(proc):
         return found  # macOS and the BSDs: no /proc/PID/fd to find them, or to truncate through
     try:
-        pids = sorted(int(n) for n in os.listdir(layout.proc) if n.isdigit())
-    except OSError:
+        scan = scan_processes(proc)
+    except Unavailable:
         return found
-    me = os.getpid()
-    seen: dict[tuple[int, int], Found] = {}
-    for pid in pids:
-        if pid == me:
+    for deleted in scan.files.values():
+        held = [holder for holder in deleted.holders if holder.fd is not None]
+        if not held or deleted.disk == 0:
             continue
-        fd_dir = layout.proc + b"/" + str(pid).encode() + b"/fd"
+        first = held[0]
+        link = os.fsencode(os.path.join(proc, str(first.pid), "fd", str(first.fd)))
         try:
-            fds = sorted(os.listdir(fd_dir), key=lambda n: int(n) if n.isdigit() else 0)
+            st = os.stat(link)  # the item's identity, re-checked by reclaim when it acts
         except OSError:
-            continue
-        for fd in fds:
-            link = fd_dir + b"/" + fd
-            try:
-                target = os.readlink(link)
-                if not target.endswith(b" (deleted)") or not target.startswith(b"/"):
-                    continue
-                st = os.stat(link)
-            except OSError:
-                continue
-            if st.st_nlink != 0 or not stat.S_ISREG(st.st_mode) or st.st_blocks == 0:
-                continue
-            command = _command_of(layout.proc, pid)
-            mode = platform.fd_access_mode(layout.proc, pid, fd)
-            key = (st.st_dev, st.st_ino)
-            holder: dict[str, object] = {"pid": pid, "fd": int(fd), "command": command, "mode": mode}
-            if key in seen:
-                seen[key].holders.append(holder)
-                continue
-            writing = "w" in mode
-            seen[key] = item = Found(
+            continue  # closed since the scan
+        if (st.st_dev, st.st_ino) != (deleted.dev, deleted.ino):
+            continue  # the descriptor number was reused for another file
+        writer = next((holder for holder in held if "w" in holder.mode), None)
+        named = writer or first
+        found.append(
+            Found(
                 "deleted_open",
                 f"{st.st_dev}:{st.st_ino}",
                 [(link, st)],
                 command=None,
                 cost="the holder loses the file's content; one still writing goes on at its old offset "
                 "(a sparse file)",
-                safety=RISKY if writing else REVIEW,
+                safety=RISKY if writer is not None else REVIEW,
                 method="blocks of the open file, through /proc/PID/fd (it has no name left)",
                 action="truncate",
                 note=(
-                    f"restarting {command} (pid {pid}) is the better fix: it reopens its log and the space "
-                    "comes back for good"
+                    f"restarting {named.command} (pid {named.pid}) is the better fix: it reopens its log and "
+                    "the space comes back for good"
                 )
-                if writing
-                else f"or restart {command} (pid {pid}), which closes it",
-                holders=[holder],
+                if writer is not None
+                else f"or restart {named.command} (pid {named.pid}), which closes it",
+                holders=[
+                    {"pid": holder.pid, "fd": holder.fd, "command": holder.command, "mode": holder.mode}
+                    for holder in held
+                ],
             )
-            item.paths = [(link, st)]
-            found.append(item)
+        )
     return found
-
-
-def _command_of(proc: bytes, pid: int) -> str:
-    try:
-        with open(proc + b"/" + str(pid).encode() + b"/comm", "rb") as handle:
-            return handle.read().strip().decode(errors="replace")
-    except OSError:
-        return "?"
 
 
 def _regular(path: bytes) -> tuple[bytes, os.stat_result] | None:

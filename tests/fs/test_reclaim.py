@@ -409,6 +409,50 @@ def test_a_deleted_file_held_open_is_planned_with_its_holder_and_truncated(tmp_p
         holder.wait(timeout=30)
 
 
+HOLD_ONE = textwrap.dedent(
+    """
+    import sys
+    handle = open(sys.argv[1], sys.argv[2])
+    print("held", flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+@needs_proc
+def test_a_deleted_file_that_any_holder_writes_is_risky_and_names_the_writer(tmp_path: Path) -> None:
+    """A reader that happens to hold the file first does not make truncating it look harmless."""
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc/PID/fd (Linux)")
+    name = tmp_path / "app.log"
+    name.write_bytes(b"y" * 2_000_000)
+    holders = []
+    try:
+        for mode in ("rb", "ab"):  # the reader first: its descriptor is met first in pid order
+            process = subprocess.Popen(
+                [sys.executable, "-c", HOLD_ONE, str(name), mode],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
+            holders.append(process)
+            assert process.stdout is not None and process.stdout.readline() == b"held\n"
+        name.unlink()
+        request = PlanRequest(
+            layout=RootsLayout(homes=()), classes=("deleted_open",), scope=(os.fsencode(tmp_path),)
+        )
+        (item,) = build_plan(request).items
+        assert item.safety == "risky"
+        assert sorted((h["pid"], h["mode"]) for h in item.holders) == sorted(
+            [(holders[0].pid, "r"), (holders[1].pid, "w")]
+        )
+        assert f"(pid {holders[1].pid})" in (item.note or "") and "restarting" in (item.note or "")
+    finally:
+        for process in holders:
+            assert process.stdin is not None
+            process.stdin.close()
+            process.wait(timeout=30)
+
+
 FAKE_DOCKER = """#!/bin/sh
 [ "$1 $2" = "system df" ] || exit 3
 echo '{"Type":"Images","TotalCount":"5","Size":"2.5GB","Reclaimable":"1.2GB (48%)"}'
