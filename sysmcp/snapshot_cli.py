@@ -146,7 +146,7 @@ def run(args: argparse.Namespace, roots: list[str]) -> int:
         return EXIT_USAGE
     store = state.active()
     if store is None:
-        _err("sysmcp snapshot: history is off (--no-history, or the state directory cannot be written)")
+        _err(f"sysmcp snapshot: history is off ({state.OFF_BECAUSE})")
         return EXIT_NO_HISTORY
     with _locked(store.directory) as mine:
         if not mine:
@@ -260,7 +260,7 @@ def _within(roots: list[str]) -> Callable[[bytes | str], bool]:
 def _list(limit: int, shown: Callable[[bytes | str], bool]) -> int:
     store = state.active()
     if store is None:
-        _err("sysmcp history: history is off (--no-history, or the state directory cannot be written)")
+        _err(f"sysmcp history: history is off ({state.OFF_BECAUSE})")
         return EXIT_NO_HISTORY
     from sysmcp.fs.paths import display
     from sysmcp.render import human_bytes
@@ -282,7 +282,7 @@ def _reclaim_log(limit: int, shown: Callable[[bytes | str], bool]) -> int:
     """The newest actions of ``reclaim`` (``reclaim-log``), oldest first, with their bytes."""
     store = state.active()
     if store is None:
-        _err("sysmcp history: history is off (--no-history, or the state directory cannot be written)")
+        _err(f"sysmcp history: history is off ({state.OFF_BECAUSE})")
         return EXIT_NO_HISTORY
     from sysmcp.fs.reclaim_keep import read_log
     from sysmcp.render import human_bytes

@@ -144,7 +144,7 @@ def extension_of(name: str) -> str:
 
 
 class Selection:
-    """The per-file hook a scanner calls (``Scanner.on_file``): the time filter, the matching files'
+    """The per-file hook a scanner calls (``ScanConfig.on_file``): the time filter, the matching files'
     totals and the extension tally. Sees every file, so the figures are exact, not top-N."""
 
     __slots__ = ("apparent", "disk", "extensions", "files", "linked", "newer", "older", "tally_types")

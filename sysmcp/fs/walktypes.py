@@ -93,7 +93,7 @@ class Listing:
     depth: int
     files: list[tuple[str, os.stat_result]]
     links: list[tuple[str, os.stat_result]]
-    # With ``Scanner.regular_by_type``: the regular files, known by their directory entry's type,
+    # With ``ScanConfig.regular_by_type``: the regular files, known by their directory entry's type,
     # never ``lstat``-ed, each with the inode number the entry gave (every name, hard links too).
     typed: list[tuple[str, int]] = field(default_factory=list)
 

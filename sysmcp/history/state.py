@@ -21,6 +21,8 @@ if TYPE_CHECKING:  # the store (and sqlite3) is imported when history is first u
     from sysmcp.history.store import Store
 
 STATE_ENV = "SYSMCP_STATE_DIR"
+#: Why history can be off, said the same way by the tools and the command line.
+OFF_BECAUSE = "--no-history, or the state directory cannot be written"
 
 _lock = threading.Lock()
 _directory: Path | None = None

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # disk_usage records through here too, and walks nothing
     from sysmcp.fs.usage import Request, Usage
     from sysmcp.fs.walk import WalkOptions
 
-HISTORY_OFF = "history is off (--no-history, or the state directory cannot be written)"
+HISTORY_OFF = f"history is off ({state.OFF_BECAUSE})"
 
 
 def recorded_scan(

@@ -204,7 +204,7 @@ def _snap_json(snap: ScanSnapshot | None, fresh: bool = False) -> dict[str, Any]
     return {"id": snap.id, "taken": iso_utc(snap.taken), "partial": snap.partial, "fresh": fresh}
 
 
-HISTORY_OFF = "history is off on this host (--no-history, or its state directory cannot be written)"
+HISTORY_OFF = f"history is off on this host ({state.OFF_BECAUSE})"
 
 
 def parse_when(value: str, name: str, now: float) -> float:
