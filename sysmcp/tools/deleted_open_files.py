@@ -24,7 +24,7 @@ from sysmcp.fs.openfiles import PROC, DeletedFile, Holder, Scan, filesystem_of, 
 from sysmcp.fs.paths import display, is_within, printable
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
-from sysmcp.render import human_bytes
+from sysmcp.render import human_bytes, more_not_shown, noun, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.processes import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
@@ -219,18 +219,18 @@ def render(
     where += " under the allowed roots" if roots is not None else ""
     lines: list[str] = []
     if not rows:
-        read = f"{scan.processes:,} process{'' if scan.processes == 1 else 'es'}"
-        lines.append(f"No deleted files are held open{where} by the {read} read.")
-    else:
-        plural = "" if len(rows) == 1 else "s"
         lines.append(
-            f"{len(rows):,} deleted file{plural} still held open{where}, holding {human_bytes(total_disk)} "
+            f"No deleted files are held open{where} by the {plural(scan.processes, 'process')} read."
+        )
+    else:
+        lines.append(
+            f"{plural(len(rows), 'deleted file')} still held open{where}, holding {human_bytes(total_disk)} "
             "on disk (df counts it as used, du finds no name for it):"
         )
         for entry in filesystems:
             lines.append(
                 f"  {entry['mount_point']} ({entry['fs_type']} {entry['device']}): "
-                f"{human_bytes(entry['disk_bytes'])} in {entry['files']:,} file{'' if entry['files'] == 1 else 's'}"
+                f"{human_bytes(entry['disk_bytes'])} in {plural(entry['files'], 'file')}"
             )
         lines.append("Largest first:")
         for item, mount in listed:
@@ -244,8 +244,7 @@ def render(
                 f"  {size:>10}  {printable(item.path)} (deleted) on {display(mount.mount_point)} — {holders}"
             )
         if len(rows) > len(listed):
-            more = len(rows) - len(listed)
-            lines.append(f"  … and {more:,} more deleted file{'' if more == 1 else 's'} not shown")
+            lines.append("  " + more_not_shown(len(rows) - len(listed), "deleted file"))
         by_fd = [h for item, _ in listed for h in item.holders if h.fd is not None]
         if by_fd:
             first = by_fd[0]
@@ -266,24 +265,23 @@ def render(
                 "(SIGBUS)."
             )
     if outside[0]:
-        noun = "file" if outside[0] == 1 else "files"
         lines.append(
-            f"{outside[0]:,} more deleted {noun} ({human_bytes(outside[1])}) held open outside the allowed "
+            f"{plural(outside[0], 'more deleted file')} ({human_bytes(outside[1])}) held open outside the allowed "
             "roots: not named (sysmcp runs with --root or the client's roots)."
         )
     if empty:
-        noun = "file (it holds" if empty == 1 else "files (they hold"
-        lines.append(f"Not listed: {empty:,} empty deleted {noun} no space).")
+        lines.append(
+            f"Not listed: {plural(empty, 'empty deleted file')} ({noun(empty, 'it holds', 'they hold')} no space)."
+        )
     if elsewhere[0]:
         lines.append(
-            f"Not counted: {elsewhere[0]:,} deleted file{'' if elsewhere[0] == 1 else 's'} "
+            f"Not counted: {plural(elsewhere[0], 'deleted file')} "
             f"({human_bytes(elsewhere[1])}) on no filesystem "
             "mounted here (memfd, shared memory, another mount namespace)."
         )
     if scan.mappings_not_sized:
         lines.append(
-            f"Not listed: {scan.mappings_not_sized:,} deleted memory-mapped "
-            f"file{'' if scan.mappings_not_sized == 1 else 's'} whose size could not be read "
+            f"Not listed: {plural(scan.mappings_not_sized, 'deleted memory-mapped file')} whose size could not be read "
             "(/proc/PID/map_files needs CAP_SYS_ADMIN here)."
         )
     if scan.unreadable:

@@ -27,8 +27,14 @@ from sysmcp.render import age, human_bytes, more_not_shown, plural, table
 from sysmcp.tools.descriptions import describe_paths
 from sysmcp.tools.dir_usage import FULL_FILES, iso_utc, parse_duration, usage_report
 from sysmcp.tools.merging import HostOutcome, fleet_output
-from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.walking import denied_by, require_directory, timeout_property, walk_options, walk_properties
+from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name
+from sysmcp.tools.walking import (
+    directory_argument,
+    timeout_property,
+    unreadable_directory,
+    walk_options,
+    walk_properties,
+)
 
 DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 300.0
@@ -503,8 +509,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         parse_when(since_raw, "since", now)  # bad arguments are refused before any work
     if "until" in args:
         parse_when(args["until"], "until", now)
-    path = await ctx.resolve(args["path"], lambda found: require_directory(found, display(found)))
-    shown = display(path)
+    path, shown = await directory_argument(ctx, args["path"])
     policy = ctx.paths
 
     def visible(name: bytes | str) -> bool:
@@ -522,14 +527,14 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             lambda meter: compare(path, args, now, meter, visible, state.now), describe=describe
         )
     except PermissionError:
-        raise ToolError(f"Permission denied: cannot read the directory {shown}{denied_by(path)}") from None
+        raise unreadable_directory(shown, path) from None
     except OSError as exc:
         raise ToolError(f"Cannot scan {shown}: {exc.strerror or exc}") from None
     text, structured, full = render(shown, outcome, args, now)
     links: tuple[ResourceLink, ...] = ()
     if full is not None:
         line, links = ctx.keep_linked(
-            f"what_changed-{os.path.basename(shown.rstrip('/')) or 'root'}.tsv",
+            listing_name("what_changed", shown, ".tsv"),
             full,
             description=f"Every directory that changed under {shown}",
             label="Full list of changes",
