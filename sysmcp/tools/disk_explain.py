@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sysmcp.fs.paths import display, printable
 from sysmcp.platform import PROC
 from sysmcp.render import age, human_bytes, plural
+from sysmcp.tools import schemas as js
 
 if TYPE_CHECKING:
     from sysmcp.fs.disks import Entry
@@ -31,30 +32,24 @@ NAMED = 5  # files, places and snapshots named per part; the rest are counted
 FRESH_SCAN_S = 300.0  # a stored scan of the root younger than this stands in for the walk
 
 INPUT_PROPERTIES: dict[str, Any] = {
-    "explain": {
-        "type": "boolean",
-        "default": False,
-        "description": "With path: account for every used byte of that filesystem — when df says full and "
+    "explain": js.boolean(
+        "With path: account for every used byte of that filesystem — when df says full and "
         "du (dir_usage) finds much less. Splits statvfs's used bytes into files a walk from the "
         "filesystem's root reaches (du -x), deleted files still held open (with their holders), files "
         "hidden under mount points (as root, through a private view), unreadable directories, "
         "snapshots and subvolumes (btrfs, ZFS, LVM thin, APFS), the filesystem's own overhead, and "
         "the unexplained remainder in bytes and percent, each with its next step. Walks the whole "
         "filesystem: as long as du -x, bounded by timeout_s.",
-    },
-    "timeout_s": {
-        "type": "number",
-        "minimum": 0.001,
-        "maximum": MAX_TIMEOUT_S,
-        "default": DEFAULT_TIMEOUT_S,
-        "description": "With explain: time budget in seconds for the walk (at most 600). When it runs "
+        default=False,
+    ),
+    "timeout_s": js.number(
+        "With explain: time budget in seconds for the walk (at most 600). When it runs "
         "out the answer is a PARTIAL RESULT and what the walk did not reach is 'not walked'.",
-    },
+        minimum=0.001,
+        maximum=MAX_TIMEOUT_S,
+        default=DEFAULT_TIMEOUT_S,
+    ),
 }
-
-
-def _of(kind: str | list[str], description: str = "") -> dict[str, Any]:
-    return {"type": kind, "description": description} if description else {"type": kind}
 
 
 def _part(description: str, **properties: Any) -> dict[str, Any]:
@@ -63,74 +58,74 @@ def _part(description: str, **properties: Any) -> dict[str, Any]:
 
 
 def _sized(description: str, **more: Any) -> dict[str, Any]:
-    return _part(description, bytes=_of("integer"), **more, next_step=_of("string"))
+    return _part(description, bytes=js.integer(), **more, next_step=js.string())
 
 
 def _rows(description: str) -> dict[str, Any]:
-    return {"type": "array", "items": _of("object"), "description": description}
+    return {"type": "array", "items": js.typed("object"), "description": description}
 
 
 EXPLAIN_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "With explain: the filesystem's used bytes (statvfs, as df) split into parts.",
     "properties": {
-        "mount_point": _of("string"),
-        "used_bytes": _of("integer", "statvfs used: (f_blocks - f_bfree) × f_frsize."),
-        "reserved_bytes": _of("integer", "Free blocks only root may use: free, not used."),
-        "partial": _of("boolean", "The walk stopped at the time budget."),
+        "mount_point": js.string(),
+        "used_bytes": js.integer("statvfs used: (f_blocks - f_bfree) × f_frsize."),
+        "reserved_bytes": js.integer("Free blocks only root may use: free, not used."),
+        "partial": js.boolean("The walk stopped at the time budget."),
         "files": _sized(
             "Part 1: files and directories a walk from the root reaches, one filesystem (du -x).",
-            files=_of("integer"),
-            stopped=_of(["string", "null"], "Why the walk stopped early."),
-            scanned_at=_of(
-                ["string", "null"],
-                "When the stored dir_usage scan these figures come from was taken (a complete scan of "
+            files=js.integer(),
+            stopped=js.string(null=True, description="Why the walk stopped early."),
+            scanned_at=js.string(
+                null=True,
+                description="When the stored dir_usage scan these figures come from was taken (a complete scan of "
                 "the root younger than 5 minutes stands in for the walk); null: walked now.",
             ),
         ),
         "deleted_open": _sized(
             "Part 2: deleted files still held open by a process (freed when the holders close them).",
             files=_rows("path, bytes, holders."),
-            not_named=_of("integer", "Files outside the allowed roots: counted only."),
-            processes_unreadable=_of("integer"),
-            processes_vanished=_of("integer", "Ended between listing and reading."),
-            available=_of("boolean"),
+            not_named=js.integer("Files outside the allowed roots: counted only."),
+            processes_unreadable=js.integer(),
+            processes_vanished=js.integer("Ended between listing and reading."),
+            available=js.boolean(),
         ),
         "hidden_under_mounts": _sized(
             "Part 3: files in directories another filesystem is mounted over (seen through a private view).",
-            checked=_of("boolean"),
-            reason=_of("string", "Why not checked (e.g. 'needs root')."),
-            mount_points=_of("integer"),
+            checked=js.boolean(),
+            reason=js.string("Why not checked (e.g. 'needs root')."),
+            mount_points=js.integer(),
             places=_rows("mount_point, bytes, files."),
         ),
         "unreadable_directories": _part(
             "Part 4: directories the walk could not read; they hold at most upper_bound_bytes.",
-            count=_of("integer"),
-            named={"type": "array", "items": _of("string")},
-            upper_bound_bytes=_of("integer"),
-            next_step=_of("string"),
+            count=js.integer(),
+            named={"type": "array", "items": js.string()},
+            upper_bound_bytes=js.integer(),
+            next_step=js.string(),
         ),
         "snapshots": _sized(
             "Part 5: snapshots and subvolumes: bytes only they hold (exclusive).",
-            kind=_of("string"),
-            exact=_of("boolean", "False: some are not sized (see note)."),
-            note=_of("string"),
+            kind=js.string(),
+            exact=js.boolean("False: some are not sized (see note)."),
+            note=js.string(),
             items=_rows("name, bytes (null: unknown)."),
         ),
         "overhead": _part(
             "Part 6: the filesystem's own metadata and reservations counted as used, where it reports "
             "them (else null: in the remainder).",
-            bytes=_of(["integer", "null"]),
-            source=_of("string"),
+            bytes=js.integer(null=True),
+            source=js.string(),
         ),
         "remainder": _part(
             "Part 7: used bytes no part accounts for ('not walked' when the walk stopped).",
-            bytes=_of("integer"),
-            percent=_of("number"),
-            not_walked=_of("boolean"),
-            next_step=_of("string"),
+            bytes=js.integer(),
+            percent=js.number(),
+            not_walked=js.boolean(),
+            next_step=js.string(),
         ),
-        "seconds": _of("number"),
+        "seconds": js.number(),
     },
     "required": ["mount_point", "used_bytes", "files", "deleted_open", "hidden_under_mounts", "remainder"],
 }
