@@ -14,9 +14,11 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sysmcp import platform
+from sysmcp.fs.mountpoints import Mount, mount_table
 from sysmcp.fs.walk import Finished, ScanConfig, Scanner, SkipCounter, WalkOptions
 
 __all__ = ["Hidden", "Look", "look_under"]
@@ -35,10 +37,13 @@ class Hidden:
 TOTALS_ONLY = ScanConfig(file_floor=1 << 62, block_floor=1 << 62, empty_listings=False, finished_depth=0)
 
 
-def size_tree(top: str) -> tuple[int, int, int]:
+def size_tree(top: str, mounts: Sequence[Mount] | None = None) -> tuple[int, int, int]:
     """(disk bytes, regular files, entries) of the tree below ``top`` on its own filesystem, the
-    directory itself included: the walk engine's du -x figures (hard links once)."""
-    scanner = Scanner(os.fsencode(top), WalkOptions(one_file_system=True), SkipCounter(), config=TOTALS_ONLY)
+    directory itself included: the walk engine's du -x figures (hard links once). ``mounts``: the
+    mount table, when the caller sizes several trees under one (else each walk reads it)."""
+    scanner = Scanner(
+        os.fsencode(top), WalkOptions(one_file_system=True), SkipCounter(), config=TOTALS_ONLY, mounts=mounts
+    )
     try:
         for event in scanner.events():
             if isinstance(event, Finished):
@@ -93,8 +98,9 @@ def look_under(source: str, target: str, relatives: list[str], timeout: float) -
 
 def _child(source: str, target: str, relatives: list[str]) -> int:
     platform.bind_mount_privately(source, target)
+    mounts = mount_table()  # this view's, once: every tree below is sized under the same mounts
     for relative in relatives:
-        disk, files, entries = size_tree(os.path.join(target, relative))
+        disk, files, entries = size_tree(os.path.join(target, relative), mounts)
         row = {"relative": relative, "disk": disk, "files": files, "entries": entries}
         sys.stderr.flush()
         os.write(1, (json.dumps(row) + "\n").encode())  # stdout is this child's own pipe to its parent
