@@ -159,7 +159,7 @@ class Plan:
 
 
 #: An item id with this suffix asks for the duplicates to be replaced by hard links to the kept copy.
-LINK = classes.LINK_SUFFIX
+LINK = ":link"
 
 
 def choose(plan: Plan, item_ids: Sequence[str]) -> list[tuple[Item, str]]:

@@ -29,7 +29,6 @@ REGENERABLE = "regenerable cache"
 REVIEW = "review"
 RISKY = "risky"
 
-LINK_SUFFIX = ":link"  # an item id with it asks reclaim for hard links instead of removal
 CONTAINER_TIMEOUT = 5.0  # seconds a container engine's read-only query may take
 
 
