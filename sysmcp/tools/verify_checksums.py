@@ -350,16 +350,17 @@ def render(
     """Counts first, then each non-OK list up to max_listed; the full report as a resource if cut
     (``report``, written in the worker; else written here, which only a manifest in hand allows)."""
     limit: int = args["max_listed"]
-    counts = result.checked.counts()
+    counts, algorithms = result.checked.tally()
     if result.listed is None or result.listed_limit != limit:
         result.listed, result.listed_limit = listed(result, limit, counts), limit
     stopped = result.stopped
     if stopped is not None and result.new_cut:
         stopped += " while looking for new files (the list of new files may be short)"
     text = "\n".join(
-        _head(result, counts, stopped, manifest_shown, base_shown) + _lists(result, counts, limit, base_shown)
+        _head(result, counts, algorithms, stopped, manifest_shown, base_shown)
+        + _lists(result, counts, limit, base_shown)
     )
-    structured = _structured(result, counts, stopped, limit, manifest_shown, base_shown)
+    structured = _structured(result, counts, algorithms, stopped, limit, manifest_shown, base_shown)
     links: tuple[ResourceLink, ...] = ()
     if structured["truncated"]:
         link = _kept_report(result, ctx, report, f"checking {manifest_shown} against {base_shown}")
@@ -374,7 +375,12 @@ def _all_ok(result: Verification, counts: Counter[Status], stopped: str | None) 
 
 
 def _head(
-    result: Verification, counts: Counter[Status], stopped: str | None, manifest_shown: str, base_shown: str
+    result: Verification,
+    counts: Counter[Status],
+    algorithms: Counter[str],
+    stopped: str | None,
+    manifest_shown: str,
+    base_shown: str,
 ) -> list[str]:
     """Whether it is partial, the counts, what was hashed, and the verdict."""
     lines = []
@@ -387,7 +393,7 @@ def _head(
     return [
         *lines,
         _summary(result, counts, manifest_shown, base_shown),
-        _hashed(result),
+        _hashed(result, algorithms),
         _verdict(result, counts, stopped),
     ]
 
@@ -407,9 +413,8 @@ def _summary(result: Verification, counts: Counter[Status], manifest_shown: str,
     return summary
 
 
-def _hashed(result: Verification) -> str:
+def _hashed(result: Verification, algorithms: Counter[str]) -> str:
     """'(2 sha256, 1 blake3; 1.2 GiB hashed in 3.40 s)' or '(nothing hashed; 0.01 s)'."""
-    algorithms = result.checked.algorithms()
     if not algorithms:
         return f"(nothing hashed; {result.seconds:.2f} s)"
     each = ", ".join(f"{n:,} {a}" for a, n in sorted(algorithms.items()))
@@ -472,13 +477,14 @@ def _kept_report(
 def _structured(
     result: Verification,
     counts: Counter[Status],
+    algorithms: Counter[str],
     stopped: str | None,
     limit: int,
     manifest_shown: str,
     base_shown: str,
 ) -> dict[str, Any]:
     assert result.listed is not None
-    by_status, new, algorithms = result.listed, result.new, result.checked.algorithms()
+    by_status, new = result.listed, result.new
     return {
         "manifest": manifest_shown,
         "base_dir": base_shown,
