@@ -124,6 +124,16 @@ class Server:
             ticks += int(fields[13]) + int(fields[14])
         return ticks / os.sysconf("SC_CLK_TCK")
 
+    def finish(self) -> float:
+        """End the session (stdin closed) and wait for the server to exit: its peak RSS in MB, from
+        ``wait4`` (the kernel's own figure, the server alone)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        _, status, usage = os.wait4(self.proc.pid, 0)
+        self.proc.returncode = os.waitstatus_to_exitcode(status)
+        self._stderr.close()
+        return usage.ru_maxrss / 1024
+
     def close(self) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.close()

@@ -12,13 +12,15 @@ table gives the median of the rounds.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hash_bench import Server  # the one JSON-RPC client the benchmarks share
 
 TARGET_EXTRA_S = 2.0
 TARGET_RSS_MB = 100.0
@@ -26,67 +28,17 @@ TARGET_RSS_MB = 100.0
 ARGUMENTS: dict[str, dict[str, Any]] = {"dir_usage": {"timeout_s": 300}, "reclaim_plan": {}}
 
 
-def _send(process: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
-    assert process.stdin is not None
-    process.stdin.write(json.dumps(message).encode() + b"\n")
-    process.stdin.flush()
-
-
-def _answer(process: subprocess.Popen[bytes], msg_id: int) -> dict[str, Any]:
-    assert process.stdout is not None
-    while True:
-        line = process.stdout.readline()
-        if not line:
-            raise RuntimeError("the server closed stdout")
-        message = json.loads(line)
-        if message.get("id") == msg_id:
-            return message  # type: ignore[no-any-return]
-
-
 def one_server(tool: str, path: str) -> tuple[float, float, float, bool]:
     """Seconds of the fresh call, of the warm one, the server's peak RSS in MB, and whether it was cut."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "sysmcp", "--no-history"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    _send(
-        process,
-        {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "b", "version": "0"},
-            },
-        },
-    )
-    _answer(process, 0)
-    _send(process, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    server = Server(options=["--no-history"])
     times, partial = [], False
-    for msg_id in (1, 2):
+    for _ in range(2):
         started = time.perf_counter()
-        _send(
-            process,
-            {
-                "jsonrpc": "2.0",
-                "id": msg_id,
-                "method": "tools/call",
-                "params": {"name": tool, "arguments": ARGUMENTS[tool] | {"path": path}},
-            },
-        )
-        reply = _answer(process, msg_id)
+        result = server.request("tools/call", {"name": tool, "arguments": ARGUMENTS[tool] | {"path": path}})
         times.append(time.perf_counter() - started)
-        text = " ".join(c.get("text", "") for c in reply["result"]["content"])
-        partial = partial or "PARTIAL" in text or bool(reply["result"].get("isError"))
-    assert process.stdin is not None
-    process.stdin.close()
-    _, _, usage = os.wait4(process.pid, 0)
-    process.returncode = 0
-    return times[0], times[1], usage.ru_maxrss / 1024, partial
+        text = " ".join(c.get("text", "") for c in result["content"])
+        partial = partial or "PARTIAL" in text or bool(result.get("isError"))
+    return times[0], times[1], server.finish(), partial
 
 
 def main() -> int:
