@@ -139,3 +139,14 @@ def test_a_lazy_tool_is_imported_when_first_looked_up_and_must_be_the_tool_named
         registry.get("ghost")
     with pytest.raises(ValueError, match=r"disk_usage\.TOOL is 'disk_usage', listed as 'dir_usage'"):
         LazyTool("dir_usage", "sysmcp.tools.disk_usage").load()
+
+
+def test_a_server_loads_its_tools_lazily_even_once_all_tools_was_asked_for() -> None:
+    """``ALL_TOOLS`` (every tool, imported) once asked for by anything in the process no longer
+    decides what a server is handed: it used to be served as it was, every engine imported."""
+    import sysmcp.tools as tools
+
+    assert len(tools.ALL_TOOLS) == len(TOOL_MODULES)  # asked for, as sysmcp call and many tests do
+    served = tools.served_tools(allow_reclaim=True)
+    assert all(isinstance(tool, LazyTool) for tool in served)
+    assert [tool.name for tool in served] == [name for name, _ in TOOL_MODULES] + ["reclaim"]

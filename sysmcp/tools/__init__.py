@@ -22,17 +22,16 @@ _NAMES = (
 )
 TOOL_MODULES: tuple[tuple[str, str], ...] = tuple((name, f"sysmcp.tools.{name}") for name in _NAMES.split())
 RECLAIM = ("reclaim", "sysmcp.tools.reclaim")  # only with --allow-reclaim
+#: Tools a test's server serves after the default ones (a test double run as a real process).
+EXTRA_TOOLS: tuple[Tool, ...] = ()
 
 
 def served_tools(allow_reclaim: bool) -> tuple[Tool | LazyTool, ...]:
-    """The tool list a server serves, each loaded when first asked for: ``reclaim`` only when the
-    operator allowed it. An ``ALL_TOOLS`` set by hand (a test's extra tool) is served as it is."""
+    """The tool list a server serves, each loaded when first asked for (whether or not something in
+    the process asked for ``ALL_TOOLS``): ``reclaim`` only when the operator allowed it."""
     from sysmcp.tools.registry import LazyTool
 
-    given = globals().get("ALL_TOOLS")
-    tools: tuple[Tool | LazyTool, ...] = (
-        given if given is not None else tuple(LazyTool(*entry) for entry in TOOL_MODULES)
-    )
+    tools: tuple[Tool | LazyTool, ...] = (*(LazyTool(*entry) for entry in TOOL_MODULES), *EXTRA_TOOLS)
     return (*tools, LazyTool(*RECLAIM)) if allow_reclaim else tools
 
 
@@ -45,4 +44,4 @@ def __getattr__(name: str) -> Any:
     return tools
 
 
-__all__ = ["ALL_TOOLS", "RECLAIM", "TOOL_MODULES", "served_tools"]
+__all__ = ["ALL_TOOLS", "EXTRA_TOOLS", "RECLAIM", "TOOL_MODULES", "served_tools"]

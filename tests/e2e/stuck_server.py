@@ -62,7 +62,7 @@ STUCK = Tool(
 )
 
 if __name__ == "__main__":
-    sysmcp.tools.ALL_TOOLS = (*sysmcp.tools.ALL_TOOLS, STUCK)
+    sysmcp.tools.EXTRA_TOOLS = (STUCK,)
     os.lstat = hanging_lstat  # os.path.realpath looks it up on every call
     pwd.getpwnam = hanging_getpwnam  # and os.path.expanduser this one
     sys.argv = ["sysmcp"]
