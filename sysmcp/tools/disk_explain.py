@@ -62,7 +62,7 @@ def _sized(description: str, **more: Any) -> dict[str, Any]:
 
 
 def _rows(description: str) -> dict[str, Any]:
-    return {"type": "array", "items": js.typed("object"), "description": description}
+    return js.typed("array", description, items=js.typed("object"))
 
 
 EXPLAIN_SCHEMA: dict[str, Any] = {
@@ -101,7 +101,7 @@ EXPLAIN_SCHEMA: dict[str, Any] = {
         "unreadable_directories": _part(
             "Part 4: directories the walk could not read; they hold at most upper_bound_bytes.",
             count=js.integer(),
-            named={"type": "array", "items": js.string()},
+            named=js.names(),
             upper_bound_bytes=js.integer(),
             next_step=js.string(),
         ),
