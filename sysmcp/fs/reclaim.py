@@ -62,11 +62,23 @@ class Identity:
     ctime_ns: int
     nlink: int
     disk: int  # st_blocks * 512
+    uid: int  # the owner, group and mode bits: who the file belongs to and who may change it
+    gid: int
+    mode: int
 
     @classmethod
     def of(cls, st: os.stat_result) -> Identity:
         return cls(
-            st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink, st.st_blocks * 512
+            st.st_dev,
+            st.st_ino,
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_ctime_ns,
+            st.st_nlink,
+            st.st_blocks * 512,
+            st.st_uid,
+            st.st_gid,
+            st.st_mode,
         )
 
     def same_file(self, st: os.stat_result, *, ctime: bool = True) -> bool:

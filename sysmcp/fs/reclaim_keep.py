@@ -45,7 +45,7 @@ __all__ = [
 PLAN_NAMESPACE = "reclaim-plans"
 LOG_NAMESPACE = "reclaim-log"
 PLAN_TTL_S = 24 * 3600.0
-FORMAT = 2  # the stored plan's layout; a row of another layout is treated as no plan
+FORMAT = 3  # the stored plan's layout; a row of another layout is treated as no plan
 LOG_BATCH = 200  # log rows per write
 
 
@@ -77,17 +77,31 @@ class KeyValue(Protocol):
 
 
 #: One file's identity and the length of its path, then the path's bytes (any bytes survive).
-_ENTRY = struct.Struct("<QQQqqQQI")
+_ENTRY = struct.Struct("<QQQqqQQIIII")
 _CHUNK = 1 << 20  # bytes packed before each compress call: the row is built without a copy of it whole
 
 
 def _entry(entry: Entry) -> list[Any]:
-    who = entry.identity
-    return [entry.path.hex(), who.dev, who.ino, who.size, who.mtime_ns, who.ctime_ns, who.nlink, who.disk]
+    return [entry.path.hex(), *_fields(entry.identity)]
+
+
+def _fields(who: Identity) -> tuple[int, ...]:
+    return (
+        who.dev,
+        who.ino,
+        who.size,
+        who.mtime_ns,
+        who.ctime_ns,
+        who.nlink,
+        who.disk,
+        who.uid,
+        who.gid,
+        who.mode,
+    )
 
 
 def _unentry(row: list[Any]) -> Entry:
-    return Entry(bytes.fromhex(row[0]), Identity(*(int(v) for v in row[1:8])))
+    return Entry(bytes.fromhex(row[0]), Identity(*(int(v) for v in row[1:11])))
 
 
 def encode_plan(plan: Plan, kept_at: float) -> bytes:
@@ -111,8 +125,7 @@ def encode_plan(plan: Plan, kept_at: float) -> bytes:
     for item in plan.items:
         for entry in item.entries:
             who = entry.identity
-            fields = (who.dev, who.ino, who.size, who.mtime_ns, who.ctime_ns, who.nlink, who.disk)
-            pending += _ENTRY.pack(*fields, len(entry.path)) + entry.path
+            pending += _ENTRY.pack(*_fields(who), len(entry.path)) + entry.path
             if len(pending) >= _CHUNK:
                 out.append(packer.compress(bytes(pending)))
                 pending.clear()
