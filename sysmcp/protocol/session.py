@@ -312,6 +312,9 @@ class Session:
         reply: Reply | None,
         settle: Callable[[], Awaitable[None]] | None,
     ) -> None:
+        # A request answered from memory (ping, initialize, tools/list …) is served before the next line
+        # is read and never holds an in-flight slot: the limit below cannot refuse or delay it.
+        at_once = self.handler.answers_at_once(request)
         if request.id in self._in_flight:
             await self._respond(
                 reply,
@@ -322,7 +325,7 @@ class Session:
                     "Invalid Request: a request with this id is in flight",
                 ),
             )
-        elif len(self._in_flight) >= self.max_in_flight:
+        elif len(self._in_flight) >= self.max_in_flight and not at_once:
             await self._respond(
                 reply,
                 request.id,
@@ -349,7 +352,7 @@ class Session:
                 if settle is not None:
                     await settle()
                 return
-            if self.handler.answers_at_once(request):
+            if at_once:
                 # Nothing to wait for: a task (or a cancel scope) would only add its cost, the bulk of a
                 # small call's time. It is done before the next message is read, so nothing can cancel it.
                 await self._serve(request, ctx, None, reply, settle)
