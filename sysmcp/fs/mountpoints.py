@@ -58,19 +58,21 @@ def mount_table(mountinfo: str = MOUNTINFO) -> list[Mount]:
 
 
 def mount_points_below(
-    root: bytes, root_dev: int, options: WalkOptions, table: Sequence[Mount] | None = None
+    root: bytes, options: WalkOptions, table: Sequence[Mount] | None = None
 ) -> dict[str, dict[str, str]]:
     """Mount points under ``root`` that the walk will not enter, by parent directory: name → reason.
 
     Knowing them from the mount table means the walk skips them without even an ``lstat``: the
     root of a hung network mount does not answer ``lstat`` either, and would stall the scan (and
-    ``du``) in an uninterruptible system call. Bind mounts of the root's own filesystem are not
-    listed, because ``du -x`` walks into them too.
+    ``du``) in an uninterruptible system call. Every mount point counts, a bind mount of the root's
+    own filesystem too (``du -x`` walks into those): what it shows may lie anywhere on that
+    filesystem, outside the walked tree. Kernel pseudo-filesystems are ``pseudo_filesystem``; the
+    rest ``other_filesystem``, left out only with ``one_file_system`` (which is what it means).
     """
     prefix = root.rstrip(b"/") + b"/"
     skip: dict[str, dict[str, str]] = {}
     for mount in mount_table() if table is None else table:
-        if not mount.point.startswith(prefix) or mount.dev == root_dev:
+        if not mount.point.startswith(prefix):
             continue
         if options.skip_pseudo and mount.fstype in PSEUDO_FILESYSTEMS:
             reason = "pseudo_filesystem"

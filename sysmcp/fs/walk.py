@@ -192,7 +192,7 @@ class Scanner(Handout):
                 self.root_dev = st.st_dev
                 if self._mounts is None:
                     self._mounts = mount_table()  # read once per walk: mount points and pseudo devices
-                self._mount_points = mount_points_below(self.root, st.st_dev, self.options, self._mounts)
+                self._mount_points = mount_points_below(self.root, self.options, self._mounts)
                 self.entries += 1
                 self.apparent += st.st_size
             empty, deepest = self._config.empty_listings, self._config.finished_depth
