@@ -6,6 +6,12 @@ the last mapping goes: df counts them, a walk finds no name for them. This reads
 deleted files a process has only mapped (``/proc/PID/maps``, sized through ``/proc/PID/map_files``,
 lsof's ``DEL``). Facts only: who holds what on which device; the tool words them and says how to get
 the space back. ``fs.space`` runs the same scan for disk_usage's ``explain``.
+
+A former path is only the text of a ``/proc`` link: a process in another mount namespace (a container
+with a host volume) shows the path of its own view, which may name a place under a root while the inode
+lives elsewhere. So each file also says whether that text names it in this server's view
+(``DeletedFile.confined``: every holder in our mount namespace, and the file on the filesystem mounted at
+that path here); one that is not is outside every root, whatever its path says.
 """
 
 from __future__ import annotations
@@ -17,9 +23,19 @@ from dataclasses import dataclass, field
 
 from sysmcp import platform
 from sysmcp.fs.errors import Unavailable
-from sysmcp.fs.mounts import Mount, MountTable
+from sysmcp.fs.mounts import Mount, MountTable, parse_mountinfo
 
-__all__ = ["DELETED", "PROC", "DeletedFile", "Holder", "Scan", "filesystem_of", "scan_processes"]
+__all__ = [
+    "DELETED",
+    "PROC",
+    "DeletedFile",
+    "Holder",
+    "Scan",
+    "View",
+    "filesystem_of",
+    "link_confined",
+    "scan_processes",
+]
 
 PROC = platform.PROC  # where processes are read (tests point the tools at a fake one)
 DELETED = " (deleted)"
@@ -46,6 +62,9 @@ class DeletedFile:
     size: int
     disk: int
     holders: list[Holder] = field(default_factory=list)
+    # The path names this inode in the server's own view (see the module's note): False puts the file
+    # outside every root, whatever its path says.
+    confined: bool = True
 
     @property
     def mapped_only(self) -> bool:
@@ -84,6 +103,61 @@ def _identity(pid: int) -> tuple[str, str | None]:
         return "?", None
 
 
+class View:
+    """This server's view, read once per scan: its mount namespace and mount table.
+
+    ``names(pid, path, dev)`` says whether the ``/proc`` link text ``path`` of a file that process
+    ``pid`` holds, on device ``dev``, names that file here: the holder's mount namespace is ours and
+    the filesystem mounted at ``path`` in our table is the file's. Anything that cannot be read (a
+    namespace link we may not follow, no mount table) answers False: never confined by guesswork."""
+
+    def __init__(self, proc: str = PROC) -> None:
+        self.proc = proc
+        self.namespace = _namespace(proc, "self")
+        try:
+            with open(os.path.join(proc, "self", "mountinfo"), "rb") as handle:
+                self.table: MountTable | None = parse_mountinfo(handle.read())
+        except OSError:
+            self.table = None
+        self._ours: dict[int, bool] = {}
+
+    def names(self, pid: int, path: str, dev: int) -> bool:
+        if self.namespace is None or self.table is None:
+            return False
+        ours = self._ours.get(pid)
+        if ours is None:
+            ours = self._ours[pid] = _namespace(self.proc, str(pid)) == self.namespace
+        if not ours:
+            return False
+        mount = self.table.holding(os.path.normpath(path))  # the mount a lookup of the path reaches
+        return mount is not None and mount.dev_matches(dev)
+
+
+def _namespace(proc: str, pid: str) -> tuple[int, int] | None:
+    """The identity of a process's mount namespace (its nsfs inode), None if it cannot be read."""
+    try:
+        st = os.stat(os.path.join(proc, pid, "ns", "mnt"))
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def link_confined(link: bytes, dev: int) -> bool:
+    """Whether ``/proc/PID/fd/N`` (``link``, a file on device ``dev``) is held in this server's view
+    under the name its text gives (``View.names``): what reclaim asks again right before truncating."""
+    fd_dir = os.path.dirname(os.fsdecode(link))
+    base = os.path.dirname(fd_dir)
+    pid = os.path.basename(base)
+    try:
+        target = os.readlink(link)
+    except OSError:
+        return False
+    if not pid.isdigit() or not target.endswith(os.fsencode(DELETED)):
+        return False
+    path = os.fsdecode(target[: -len(DELETED)])
+    return View(os.path.dirname(base)).names(int(pid), path, dev)
+
+
 def scan_processes(proc: str = PROC, checkpoint: Callable[[], None] | None = None) -> Scan:
     """Every descriptor of every readable process that points at a regular file with no name left,
     and the deleted files each maps. ``checkpoint`` is called before each process (it may raise to
@@ -94,6 +168,7 @@ def scan_processes(proc: str = PROC, checkpoint: Callable[[], None] | None = Non
     except OSError as exc:
         raise Unavailable(f"Cannot list processes in {proc}: {exc.strerror or exc}") from None
     me = os.getpid()
+    view = View(proc)
     for pid in pids:
         if checkpoint is not None:
             checkpoint()
@@ -136,15 +211,18 @@ def scan_processes(proc: str = PROC, checkpoint: Callable[[], None] | None = Non
                 found = scan.files[key] = DeletedFile(
                     path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512
                 )
+            found.confined = found.confined and view.names(pid, found.path, st.st_dev)
             found.holders.append(
                 Holder(pid, identity[0], identity[1], int(fd), platform.fd_access_mode(proc, pid, fd))
             )
         if pid != me:
-            _scan_mappings(proc, pid, scan, identity)
+            _scan_mappings(proc, pid, scan, identity, view)
     return scan
 
 
-def _scan_mappings(proc: str, pid: int, scan: Scan, identity: tuple[str, str | None] | None) -> None:
+def _scan_mappings(
+    proc: str, pid: int, scan: Scan, identity: tuple[str, str | None] | None, view: View
+) -> None:
     """Deleted files a process has mapped, added to ``scan`` (one holder per process and file)."""
     base = os.path.join(proc, str(pid))
     try:
@@ -177,6 +255,7 @@ def _scan_mappings(proc: str, pid: int, scan: Scan, identity: tuple[str, str | N
             found = scan.files[key] = DeletedFile(path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
         elif any(holder.pid == pid for holder in found.holders):
             continue  # it holds a descriptor too: that one is named
+        found.confined = found.confined and view.names(pid, found.path, st.st_dev)
         if identity is None:
             identity = _identity(pid)
         mode = "rw" if perms[1:2] == b"w" and perms[3:4] == b"s" else "r"

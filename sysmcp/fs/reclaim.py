@@ -29,6 +29,7 @@ from typing import Any
 
 from sysmcp.fs import reclaim_classes as classes
 from sysmcp.fs.errors import NotFound, Refused
+from sysmcp.fs.openfiles import link_confined
 from sysmcp.fs.reclaim_classes import Found, RootsLayout
 from sysmcp.fs.safeopen import open_parent
 
@@ -502,6 +503,8 @@ def _truncate(entry: Entry, allowed: Callable[[bytes], bool]) -> Outcome:
             or not stat.S_ISREG(now.st_mode)
         ):
             return Outcome(path, False, "changed")
+        if not link_confined(path, now.st_dev):  # held in another mount namespace: its path is not ours
+            return Outcome(path, False, "outside")
         before = os.fstatvfs(fd)
         os.ftruncate(fd, 0)
         after = os.fstatvfs(fd)

@@ -385,7 +385,9 @@ def deleted_open(layout: RootsLayout) -> list[Found]:
     """Deleted files a process still holds open: truncating through ``/proc/PID/fd/N`` frees them now.
 
     The same scan as deleted_open_files (``fs.openfiles``); only files a descriptor holds are kept (a
-    file that is only mapped cannot be truncated safely), and only those with blocks to free."""
+    file that is only mapped cannot be truncated safely), only those with blocks to free, and only those
+    whose former path names them in this server's view (``DeletedFile.confined``): a file held in another
+    mount namespace, or not on the filesystem mounted at its path here, is outside every scope."""
     found: list[Found] = []
     proc = os.fsdecode(layout.proc)
     if not platform.has_proc_fd(proc):
@@ -396,7 +398,7 @@ def deleted_open(layout: RootsLayout) -> list[Found]:
         return found
     for deleted in scan.files.values():
         held = [holder for holder in deleted.holders if holder.fd is not None]
-        if not held or deleted.disk == 0:
+        if not held or deleted.disk == 0 or not deleted.confined:
             continue
         first = held[0]
         link = os.fsencode(os.path.join(proc, str(first.pid), "fd", str(first.fd)))

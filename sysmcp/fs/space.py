@@ -62,6 +62,7 @@ class HeldOpen:
     dev: int
     disk: int
     holders: tuple[tuple[int, str], ...]
+    confined: bool = True  # its path names it in this server's view (``DeletedFile.confined``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +88,7 @@ def deleted_provider(proc: str = PROC) -> Callable[[Callable[[], None]], Deleted
         for f in found.files.values():
             holders = tuple((h.pid, h.command) for h in f.holders if h.pid != server)
             if holders:
-                files.append(HeldOpen(f.path, f.dev, f.disk, holders))
+                files.append(HeldOpen(f.path, f.dev, f.disk, holders, f.confined))
         return DeletedScan(tuple(files), True, found.unreadable, found.vanished)
 
     return scan
@@ -380,7 +381,7 @@ def _deleted(request: ExplainRequest, scan: DeletedScan) -> DeletedPart:
         if held.dev != request.dev or held.disk == 0:
             continue
         part.disk += held.disk
-        if _named(held.path, request.roots):
+        if request.roots is None or (held.confined and _named(held.path, request.roots)):
             part.files.append(held)
         else:
             part.not_named += 1

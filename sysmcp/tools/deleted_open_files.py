@@ -167,7 +167,9 @@ def render(
     for item in scan.files.values():
         if only_dev is not None and item.dev != only_dev:
             continue
-        if roots is not None and not any(is_within(Path(item.path), root) for root in roots):
+        if roots is not None and not (
+            item.confined and any(is_within(Path(item.path), root) for root in roots)
+        ):
             outside[0] += 1
             outside[1] += item.disk
             continue

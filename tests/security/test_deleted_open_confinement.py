@@ -1,0 +1,124 @@
+"""A deleted file held open is confined by its inode and its holder's view, not by the text of its /proc link.
+
+A process in another mount namespace (a container with a host volume) shows paths of its own view: here it
+bind-mounts ``ns/other`` at ``ns/r`` and holds a deleted ``r/app.log``, whose inode lives in ``other``. Seen
+from the host, its ``/proc/PID/fd`` link reads ``…/ns/r/app.log (deleted)``. A server confined to ``ns/r``
+must treat it as outside the root: never named, never planned, never truncated.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from sysmcp.fs.reclaim import PlanRequest, apply_items, build_plan
+from sysmcp.fs.reclaim_classes import RootsLayout
+from tests.fs.test_reclaim import HOLDER
+from tests.wire import result_text, spawn
+
+pytestmark = pytest.mark.anyio
+
+SIZE = 3_000_000
+MOUNT_THEN_HOLD = 'mount --bind "$1" "$2" && exec "$3" -c "$4" "$5" "$6"'
+
+
+def needs_root_and_namespaces() -> str:
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0 or not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs root, /proc/PID/fd and unshare for a second mount namespace")
+    if subprocess.run([unshare, "-m", "--propagation", "private", "true"], capture_output=True).returncode:
+        pytest.skip("unshare -m is not permitted here")
+    return unshare
+
+
+@contextmanager
+def holding(argv: list[str]) -> Iterator[subprocess.Popen[bytes]]:
+    """A holder that has written, deleted and still holds its file once its first line is read."""
+    holder = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None
+        assert int(holder.stdout.readline()) > 0  # written, deleted, held
+        yield holder
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+def held_sizes(pid: int) -> list[int]:
+    """Sizes of the deleted app.log files process ``pid`` holds, read through its descriptors."""
+    fd_dir = f"/proc/{pid}/fd"
+    return [
+        os.stat(os.path.join(fd_dir, fd)).st_size
+        for fd in os.listdir(fd_dir)
+        if os.readlink(os.path.join(fd_dir, fd)).endswith("app.log (deleted)")
+    ]
+
+
+async def test_a_file_held_in_another_mount_namespace_is_neither_named_nor_planned_under_the_root(
+    tmp_path: Path,
+) -> None:
+    unshare = needs_root_and_namespaces()
+    root, other = tmp_path / "ns" / "r", tmp_path / "ns" / "other"
+    root.mkdir(parents=True)
+    other.mkdir()
+    command = [unshare, "-m", "--propagation", "private", "sh", "-c", MOUNT_THEN_HOLD, "sh"]
+    argv = [*command, str(other), str(root), sys.executable, HOLDER, str(root / "app.log"), str(SIZE)]
+    with holding(argv) as holder:
+        links = [os.readlink(f"/proc/{holder.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{holder.pid}/fd")]
+        assert f"{root / 'app.log'} (deleted)" in links  # the link's text does name a path under the root
+        async with spawn("--allow-reclaim", "--root", str(root)) as wire:
+            await wire.initialize()
+            listed = await wire.call("deleted_open_files", {})
+            seen = result_text(listed) + repr(listed["result"]["structuredContent"])
+            assert "app.log" not in seen, seen
+            assert listed["result"]["structuredContent"]["outside_allowed_roots"]["files"] >= 1
+            plan = await wire.call("reclaim_plan", {"path": str(root), "classes": ["deleted_open"]})
+            assert plan["result"]["structuredContent"]["items"] == [], plan
+        assert held_sizes(holder.pid) == [SIZE]
+
+
+MOVES_AWAY = textwrap.dedent(
+    """
+    import ctypes, os, sys
+    handle = open(sys.argv[1], "wb")
+    handle.write(b"x" * int(sys.argv[2]))
+    handle.flush()
+    os.fsync(handle.fileno())
+    os.unlink(sys.argv[1])
+    print(os.fstat(handle.fileno()).st_blocks * 512, flush=True)
+    sys.stdin.readline()  # the plan is made: now leave for a mount namespace of our own
+    if ctypes.CDLL(None, use_errno=True).unshare(0x00020000) != 0:  # CLONE_NEWNS
+        raise OSError(ctypes.get_errno(), "unshare")
+    print("moved", flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+def test_a_file_whose_holder_left_for_another_mount_namespace_after_the_plan_is_not_truncated(
+    tmp_path: Path,
+) -> None:
+    needs_root_and_namespaces()
+    name = tmp_path / "app.log"
+    with holding([sys.executable, "-c", MOVES_AWAY, str(name), str(SIZE)]) as holder:
+        request = PlanRequest(
+            layout=RootsLayout(homes=()), classes=("deleted_open",), scope=(os.fsencode(tmp_path),)
+        )
+        plan = build_plan(request)
+        (item,) = plan.items  # held in our own view: planned
+        assert holder.stdin is not None and holder.stdout is not None
+        holder.stdin.write(b"go\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline() == b"moved\n"
+        (applied,) = apply_items(plan, [item.id], lambda path: True)
+        assert [(o.done, o.reason) for o in applied.outcomes] == [(False, "outside")]
+        assert held_sizes(holder.pid) == [SIZE]
