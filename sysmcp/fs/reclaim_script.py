@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import time
 
+from sysmcp.fs.paths import escaped
 from sysmcp.fs.reclaim import Entry, Item, Plan
 
 HEADER = r"""#!/bin/sh
@@ -57,24 +58,24 @@ avail() {{
   df -Pk -- "$1" 2>/dev/null | awk 'NR == 2 {{ print $4 }}'
 }}
 rmf() {{
-  if ! nolink "$1"; then skip "$1" "a symbolic link is on its path now"; return; fi
-  if [ ! -f "$1" ]; then skip "$1" "gone, or no longer a regular file"; return; fi
-  now=$(ident "$1") || {{ skip "$1" "cannot be looked at"; return; }}
-  if [ "$now" != "$2" ]; then skip "$1" "changed since the plan"; return; fi
+  if ! nolink "$1"; then skip "$3" "a symbolic link is on its path now"; return; fi
+  if [ ! -f "$1" ]; then skip "$3" "gone, or no longer a regular file"; return; fi
+  now=$(ident "$1") || {{ skip "$3" "cannot be looked at"; return; }}
+  if [ "$now" != "$2" ]; then skip "$3" "changed since the plan"; return; fi
   if [ "$APPLY" = 1 ]; then
-    if rm -f -- "$1"; then printf 'removed: %s\n' "$1"; DONE=$((DONE + 1)); else skip "$1" "rm failed"; fi
+    if rm -f -- "$1"; then printf 'removed: %s\n' "$3"; DONE=$((DONE + 1)); else skip "$3" "rm failed"; fi
   else
-    printf 'would remove: %s\n' "$1"
+    printf 'would remove: %s\n' "$3"
   fi
 }}
 trunc() {{
-  if [ ! -e "$1" ]; then skip "$1" "the holder closed it"; return; fi
-  now=$(ident_l "$1") || {{ skip "$1" "cannot be looked at"; return; }}
-  if [ "$now" != "$2" ]; then skip "$1" "another file is open there now"; return; fi
+  if [ ! -e "$1" ]; then skip "$3" "the holder closed it"; return; fi
+  now=$(ident_l "$1") || {{ skip "$3" "cannot be looked at"; return; }}
+  if [ "$now" != "$2" ]; then skip "$3" "another file is open there now"; return; fi
   if [ "$APPLY" = 1 ]; then
-    if : > "$1"; then printf 'truncated: %s\n' "$1"; DONE=$((DONE + 1)); else skip "$1" "truncation failed"; fi
+    if : > "$1"; then printf 'truncated: %s\n' "$3"; DONE=$((DONE + 1)); else skip "$3" "truncation failed"; fi
   else
-    printf 'would truncate: %s\n' "$1"
+    printf 'would truncate: %s\n' "$3"
   fi
 }}
 """
@@ -88,25 +89,30 @@ fi
 """
 
 
-def quote(raw: bytes) -> tuple[str, str]:
-    """Shell text that sets nothing or ``P``, and a word that then expands to exactly ``raw``, in ASCII.
+def quote(raw: bytes, var: str = "P") -> tuple[str, str]:
+    """Shell text that sets nothing or ``var``, and a word that then expands to exactly ``raw``, in ASCII.
 
-    Printable ASCII goes between single quotes; anything else is rebuilt into ``P`` by ``printf`` from
+    Printable ASCII goes between single quotes; anything else is rebuilt into ``var`` by ``printf`` from
     octal escapes, with a trailing ``X`` (taken off again) so command substitution keeps final newlines.
     """
     text = raw.decode("ascii", errors="replace")
     if text.isprintable() and text.isascii() and "\ufffd" not in text:
         return "", "'" + text.replace("'", "'\\''") + "'"
     octal = "".join(chr(b) if chr(b).isalnum() and b < 128 else f"\\{b:03o}" for b in raw)
-    return f"P=$(printf '{octal}X'); P=${{P%X}}; ", '"$P"'
+    return f"{var}=$(printf '{octal}X'); {var}=${{{var}%X}}; ", f'"${var}"'
 
 
 def _step(item: Item, entry: Entry) -> str:
+    """One step: the exact name to act on, its planned identity, and the name as the review prints it
+    (``escaped``: a name holding newlines or terminal escapes cannot forge a line of the dry run)."""
     who = entry.identity
     setup, word = quote(entry.path)
+    shown = escaped(entry.path).encode()
+    show_setup, show_word = ("", word) if shown == entry.path else quote(shown, "S")
+    setup += show_setup
     if item.action == "truncate":
-        return f"{setup}trunc {word} '{who.dev}:{who.ino}'"
-    return f"{setup}rmf {word} '{who.dev}:{who.ino}:{who.size}:{who.mtime_ns // 1_000_000_000}'"
+        return f"{setup}trunc {word} '{who.dev}:{who.ino}' {show_word}"
+    return f"{setup}rmf {word} '{who.dev}:{who.ino}:{who.size}:{who.mtime_ns // 1_000_000_000}' {show_word}"
 
 
 def _comment(text: str) -> str:
