@@ -6,8 +6,10 @@ chosen when the script runs) and skips it, saying why, if anything changed; no s
 (the file and every directory above it are tested with ``test -L``); every name is quoted so that no
 byte of it is ever read as shell syntax. The script is ASCII whatever the names hold: a name that is
 printable ASCII is single-quoted (``'`` as ``'\\''``), any other is rebuilt at run time by ``printf``
-from octal escapes (newlines, control bytes, bytes that are not UTF-8), so it travels as text. At the
-end it prints the bytes actually freed, from ``df`` before and after on each filesystem it touched.
+from octal escapes (newlines, control bytes, bytes that are not UTF-8), so it travels as text. What it
+prints names each file escaped as ``ls -b`` does (``fs.paths.escaped``), so a name holding a newline or
+a terminal escape cannot forge a line of the review; the commands get the exact bytes. At the end it
+prints the bytes actually freed, from ``df`` before and after on each filesystem it touched.
 
 What the script cannot do that ``reclaim`` does: its checks and its ``rm`` resolve the path twice, so a
 directory swapped for a symlink between the two is caught only by ``reclaim`` (which acts relative to

@@ -2,10 +2,12 @@
 
 Listed only when the server was started with ``--allow-reclaim`` (``sysmcp.tools.served_tools``):
 without the flag it does not exist, and a call to it is an unknown tool like any other. A human stays in the loop:
-through elicitation when the client declared it (form mode: one yes/no question with the exact items
-and bytes), else through two calls, the first returning a confirmation code bound to the plan, the
-exact item list and their bytes, the second carrying it (the client's own tool-approval prompt is then
-the human in the loop). The engine re-checks every file at the moment of acting and skips any that
+through elicitation when the client declared it (form mode: one yes/no question naming each item's first
+files, their owners and sizes, every file behind a link), and then only the user's yes acts: a question
+that fails or times out gives no code, and a code sent by such a client is refused. Other clients get two
+calls, the first returning the same list and a confirmation code bound to the plan, the exact item list
+and their bytes, the second carrying it (the client's own tool-approval prompt is then the human in the
+loop). The engine re-checks every file at the moment of acting and skips any that
 changed; every action is logged on stderr; the answer gives bytes freed, measured, against planned.
 """
 
@@ -377,9 +379,9 @@ TOOL = Tool(
         "Removes the files of chosen items of a plan made by reclaim_plan (or truncates a deleted file held "
         "open), and nothing else. Each file is re-checked at the moment of acting (device, inode, size, "
         "mtime, ctime; reached without following any symlink) and skipped if it changed. Asks the user "
-        "first: through the client when it supports elicitation, else the first call returns a confirmation "
-        "code for exactly these items, which a second call must carry; show the list to the user before "
-        "sending it. Reports bytes freed (measured) against bytes planned."
+        "first: through the client when it supports elicitation (then only the user's answer confirms, never a "
+        "code), else the first call returns the list and a confirmation code for exactly these items, which a "
+        "second call must carry; show the list to the user before sending it. Reports bytes freed (measured) against bytes planned."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=describe_paths(OUTPUT_SCHEMA, FIELD_WORDS),

@@ -168,9 +168,9 @@ def path_lines(item: Item, shown: int, indent: str) -> list[str]:
         lines = []
         for holder in item.holders[:HOLDERS_SHOWN]:
             name = escaped(exact_name(str(holder.get("file", "?")), holder.get("file_bytes")))
+            command = escaped(str(holder["command"]))
             lines.append(
-                f"{indent}deleted file {name}, held by pid {holder['pid']} ({escaped(str(holder['command']))}) on fd "
-                f"{holder['fd']}"
+                f"{indent}deleted file {name}, held by pid {holder['pid']} ({command}) on fd {holder['fd']}"
             )
         if len(item.holders) > HOLDERS_SHOWN:
             lines.append(f"{indent}{and_more(len(item.holders) - HOLDERS_SHOWN)} holders")
