@@ -233,20 +233,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_snapshot(args, roots)
     configure_history(args)  # on unless --no-history: the server's tools record as they answer
     if args.command == "call":
-        from sysmcp.client import CallOptions, print_help, run_call, tool_help
+        from sysmcp.client import CallOptions, print_help, run_call, tool_help, tool_names
 
         configure(args.log_level)  # its stdout is the answer (piped to jq, say): its own logs go to stderr
 
         if args.help:
             if args.tool is None:
                 return print_help(_call_parser().format_help())
-            if args.tool in _tool_names():
-                return print_help(tool_help(args.tool) + "\n")
+            known = tool_names(args.allow_reclaim)
+            if args.tool in known:
+                return print_help(tool_help(args.tool, allow_reclaim=args.allow_reclaim) + "\n")
             else:
-                print(
-                    f"sysmcp call: unknown tool {args.tool!r}; tools: {', '.join(_tool_names())}",
-                    file=sys.stderr,
-                )
+                print(f"sysmcp call: unknown tool {args.tool!r}; tools: {', '.join(known)}", file=sys.stderr)
                 return 2
         missing = [root for root in roots if not os.path.isdir(root)]
         if missing:  # the server would refuse them: say so before starting it
@@ -382,12 +380,6 @@ def _call_parser() -> argparse.ArgumentParser:
     call: argparse.ArgumentParser = commands.choices["call"]
     call.epilog = _call_epilog()
     return call
-
-
-def _tool_names() -> list[str]:
-    from sysmcp.tools import TOOL_MODULES
-
-    return [name for name, _ in TOOL_MODULES]
 
 
 def _server_args(log_level: str, roots: Sequence[str]) -> list[str]:

@@ -77,6 +77,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "deleted_open_files": ("sysmcp call deleted_open_files", "sysmcp call deleted_open_files path=/var"),
     "disk_io": ("sysmcp call disk_io", "sysmcp call disk_io sample_s=10 top_n=3"),
     "reclaim_plan": ("sysmcp call reclaim_plan", "sysmcp call reclaim_plan path=/var -o plan.sh"),
+    "reclaim": ("sysmcp call --allow-reclaim reclaim plan_id=<plan_id> 'items=[\"<item id>\"]'",),
 }
 
 
@@ -187,10 +188,20 @@ def check_output(path: str, *, directory: bool = False) -> str | None:
 # -- help ---------------------------------------------------------------------------------------
 
 
-def _tools() -> dict[str, Any]:
+def _tools(allow_reclaim: bool = False) -> dict[str, Any]:
+    """The tools a server started with (or without) ``--allow-reclaim`` serves, by name."""
     from sysmcp.tools import ALL_TOOLS
 
-    return {tool.name: tool for tool in ALL_TOOLS}
+    tools = {tool.name: tool for tool in ALL_TOOLS}
+    if allow_reclaim:  # the server it starts serves reclaim too
+        from sysmcp.tools.reclaim import TOOL as RECLAIM
+
+        tools[RECLAIM.name] = RECLAIM
+    return tools
+
+
+def tool_names(allow_reclaim: bool = False) -> list[str]:
+    return list(_tools(allow_reclaim))
 
 
 def _summary(description: str) -> str:
@@ -217,9 +228,9 @@ def _kind(spec: dict[str, Any]) -> str:
     return "/".join(kind) if isinstance(kind, list) else str(kind)
 
 
-def tool_help(name: str) -> str:
+def tool_help(name: str, *, allow_reclaim: bool = False) -> str:
     """``sysmcp call TOOL --help``: what the tool does, its arguments, examples."""
-    tool = _tools()[name]
+    tool = _tools(allow_reclaim)[name]
     width = min(shutil.get_terminal_size((100, 24)).columns, 100)
     schema = tool.input_schema
     required = set(schema.get("required", ()))
@@ -269,11 +280,7 @@ def check_call(
     from sysmcp.fleet.schema import hosts_property
     from sysmcp.tools.arguments import validate_arguments
 
-    tools = _tools()
-    if allow_reclaim:  # the server it starts serves reclaim too
-        from sysmcp.tools.reclaim import TOOL as RECLAIM
-
-        tools[RECLAIM.name] = RECLAIM
+    tools = _tools(allow_reclaim)
     if tool not in tools:
         return f"unknown tool {tool!r}; tools: {', '.join(tools)}"
     schema = tools[tool].input_schema
@@ -657,5 +664,6 @@ __all__ = [
     "print_help",
     "run_call",
     "tool_help",
+    "tool_names",
     "tools_overview",
 ]

@@ -299,7 +299,8 @@ class Server:
             await ctx.log("debug", {"event": "tool started", "tool": tool.name, "arguments": arguments})
         try:
             try:
-                output = await tool.handler(arguments, ToolContext(ctx, self.paths, self.results))
+                served = tuple(self.registry.names())
+                output = await tool.handler(arguments, ToolContext(ctx, self.paths, self.results, served))
             except EngineError as engine_failure:
                 raise as_tool_error(engine_failure) from engine_failure
         except ToolError as exc:

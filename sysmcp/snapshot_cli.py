@@ -284,6 +284,7 @@ def _reclaim_log(limit: int, shown: Callable[[bytes | str], bool]) -> int:
     if store is None:
         _err(f"sysmcp history: history is off ({state.OFF_BECAUSE})")
         return EXIT_NO_HISTORY
+    from sysmcp.fs.paths import escaped
     from sysmcp.fs.reclaim_keep import read_log
     from sysmcp.render import human_bytes
 
@@ -296,7 +297,7 @@ def _reclaim_log(limit: int, shown: Callable[[bytes | str], bool]) -> int:
         outcome = r.outcome + (f" ({r.reason})" if r.reason else "")
         _out(
             f"{when}  {r.plan:12}  {r.item:22}  {r.action:8}  {outcome:22}  {human_bytes(r.planned):>10}  "
-            f"{human_bytes(r.freed):>10}  {r.path!r}"
+            f"{human_bytes(r.freed):>10}  {escaped(r.path)}"
         )
     _out(f"{len(records)} actions, {human_bytes(sum(r.freed for r in records))} freed (measured)")
     return EXIT_OK

@@ -13,6 +13,7 @@ policy in step with the client's ``roots/list`` is the session's job (``sysmcp.r
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,49 @@ def printable(name: str | bytes) -> str:
     carriage return and tab escaped, since a file name may hold any of them."""
     text = display(name) if isinstance(name, bytes) else name
     return text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+
+
+#: The C escapes ``ls -b`` writes for these control bytes; every other one is ``\\NNN`` (octal).
+_C_ESCAPES = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f", "\r": "\\r"}
+
+
+def escaped(name: str | bytes) -> str:
+    """A name as a person may read it on a terminal, in the style of GNU ``ls -b`` (``--escape``).
+
+    Backslash is doubled; tab, newline, carriage return, bell, backspace, vertical tab and form feed are
+    ``\\t``, ``\\n``, ``\\r``, ``\\a``, ``\\b``, ``\\v``, ``\\f``; every other control byte, every
+    character Python does not call printable (such as U+202E, which reverses the text after it) and every
+    byte that is not UTF-8 is ``\\NNN``, its bytes in octal. Printable UTF-8 (and the space) stays as it
+    is, so a name can neither forge a line nor move the cursor, and the escape undoes to exact bytes.
+    A ``str`` is taken as ``os.fsdecode`` made it (undecodable bytes as surrogate escapes).
+    """
+    text = name if isinstance(name, str) else name.decode("utf-8", "surrogateescape")
+    if text.isprintable() and "\\" not in text:
+        return text  # the common case
+    out = []
+    for char in text:
+        if char == "\\":
+            out.append("\\\\")
+        elif char in _C_ESCAPES:
+            out.append(_C_ESCAPES[char])
+        elif "\udc80" <= char <= "\udcff":  # a byte that was not UTF-8
+            out.append(f"\\{ord(char) - 0xDC00:03o}")
+        elif char.isprintable():
+            out.append(char)
+        else:
+            out.append("".join(f"\\{b:03o}" for b in char.encode("utf-8", "surrogatepass")))
+    return "".join(out)
+
+
+def exact_bytes(name: str | bytes) -> str | None:
+    """A name's bytes in base64 when they are not UTF-8 (JSON text cannot carry them), else None:
+    beside ``display(name)`` in structured content, it keeps the exact name recoverable."""
+    raw = os.fsencode(name)
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return base64.b64encode(raw).decode("ascii")
+    return None
 
 
 def is_within(path: Path, root: Path) -> bool:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from sysmcp import platform
 from sysmcp.fs.errors import Unavailable
 from sysmcp.fs.openfiles import scan_processes
+from sysmcp.fs.paths import display, exact_bytes
 
 #: Safety levels, from "delete it without a second thought" to "look first".
 REGENERABLE = "regenerable cache"
@@ -429,11 +430,22 @@ def deleted_open(layout: RootsLayout) -> list[Found]:
                 else f"or restart {named.command} (pid {named.pid}), which closes it",
                 holders=[
                     {"pid": holder.pid, "fd": holder.fd, "command": holder.command, "mode": holder.mode}
+                    | named_file(deleted.path)
                     for holder in held
                 ],
             )
         )
     return found
+
+
+def named_file(path: str) -> dict[str, object]:
+    """The name a deleted-open file had, for its holders' rows: JSON-safe, with its exact bytes in
+    base64 (``file_bytes``) when they are not UTF-8."""
+    named: dict[str, object] = {"file": display(path)}
+    exact = exact_bytes(path)
+    if exact is not None:
+        named["file_bytes"] = exact
+    return named
 
 
 def _regular(path: bytes) -> tuple[bytes, os.stat_result] | None:

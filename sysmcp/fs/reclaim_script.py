@@ -6,8 +6,10 @@ chosen when the script runs) and skips it, saying why, if anything changed; no s
 (the file and every directory above it are tested with ``test -L``); every name is quoted so that no
 byte of it is ever read as shell syntax. The script is ASCII whatever the names hold: a name that is
 printable ASCII is single-quoted (``'`` as ``'\\''``), any other is rebuilt at run time by ``printf``
-from octal escapes (newlines, control bytes, bytes that are not UTF-8), so it travels as text. At the
-end it prints the bytes actually freed, from ``df`` before and after on each filesystem it touched.
+from octal escapes (newlines, control bytes, bytes that are not UTF-8), so it travels as text. What it
+prints names each file escaped as ``ls -b`` does (``fs.paths.escaped``), so a name holding a newline or
+a terminal escape cannot forge a line of the review; the commands get the exact bytes. At the end it
+prints the bytes actually freed, from ``df`` before and after on each filesystem it touched.
 
 What the script cannot do that ``reclaim`` does: its checks and its ``rm`` resolve the path twice, so a
 directory swapped for a symlink between the two is caught only by ``reclaim`` (which acts relative to
@@ -19,6 +21,7 @@ from __future__ import annotations
 import os
 import time
 
+from sysmcp.fs.paths import escaped
 from sysmcp.fs.reclaim import Entry, Item, Plan
 
 HEADER = r"""#!/bin/sh
@@ -57,24 +60,24 @@ avail() {{
   df -Pk -- "$1" 2>/dev/null | awk 'NR == 2 {{ print $4 }}'
 }}
 rmf() {{
-  if ! nolink "$1"; then skip "$1" "a symbolic link is on its path now"; return; fi
-  if [ ! -f "$1" ]; then skip "$1" "gone, or no longer a regular file"; return; fi
-  now=$(ident "$1") || {{ skip "$1" "cannot be looked at"; return; }}
-  if [ "$now" != "$2" ]; then skip "$1" "changed since the plan"; return; fi
+  if ! nolink "$1"; then skip "$3" "a symbolic link is on its path now"; return; fi
+  if [ ! -f "$1" ]; then skip "$3" "gone, or no longer a regular file"; return; fi
+  now=$(ident "$1") || {{ skip "$3" "cannot be looked at"; return; }}
+  if [ "$now" != "$2" ]; then skip "$3" "changed since the plan"; return; fi
   if [ "$APPLY" = 1 ]; then
-    if rm -f -- "$1"; then printf 'removed: %s\n' "$1"; DONE=$((DONE + 1)); else skip "$1" "rm failed"; fi
+    if rm -f -- "$1"; then printf 'removed: %s\n' "$3"; DONE=$((DONE + 1)); else skip "$3" "rm failed"; fi
   else
-    printf 'would remove: %s\n' "$1"
+    printf 'would remove: %s\n' "$3"
   fi
 }}
 trunc() {{
-  if [ ! -e "$1" ]; then skip "$1" "the holder closed it"; return; fi
-  now=$(ident_l "$1") || {{ skip "$1" "cannot be looked at"; return; }}
-  if [ "$now" != "$2" ]; then skip "$1" "another file is open there now"; return; fi
+  if [ ! -e "$1" ]; then skip "$3" "the holder closed it"; return; fi
+  now=$(ident_l "$1") || {{ skip "$3" "cannot be looked at"; return; }}
+  if [ "$now" != "$2" ]; then skip "$3" "another file is open there now"; return; fi
   if [ "$APPLY" = 1 ]; then
-    if : > "$1"; then printf 'truncated: %s\n' "$1"; DONE=$((DONE + 1)); else skip "$1" "truncation failed"; fi
+    if : > "$1"; then printf 'truncated: %s\n' "$3"; DONE=$((DONE + 1)); else skip "$3" "truncation failed"; fi
   else
-    printf 'would truncate: %s\n' "$1"
+    printf 'would truncate: %s\n' "$3"
   fi
 }}
 """
@@ -88,25 +91,30 @@ fi
 """
 
 
-def quote(raw: bytes) -> tuple[str, str]:
-    """Shell text that sets nothing or ``P``, and a word that then expands to exactly ``raw``, in ASCII.
+def quote(raw: bytes, var: str = "P") -> tuple[str, str]:
+    """Shell text that sets nothing or ``var``, and a word that then expands to exactly ``raw``, in ASCII.
 
-    Printable ASCII goes between single quotes; anything else is rebuilt into ``P`` by ``printf`` from
+    Printable ASCII goes between single quotes; anything else is rebuilt into ``var`` by ``printf`` from
     octal escapes, with a trailing ``X`` (taken off again) so command substitution keeps final newlines.
     """
     text = raw.decode("ascii", errors="replace")
     if text.isprintable() and text.isascii() and "\ufffd" not in text:
         return "", "'" + text.replace("'", "'\\''") + "'"
     octal = "".join(chr(b) if chr(b).isalnum() and b < 128 else f"\\{b:03o}" for b in raw)
-    return f"P=$(printf '{octal}X'); P=${{P%X}}; ", '"$P"'
+    return f"{var}=$(printf '{octal}X'); {var}=${{{var}%X}}; ", f'"${var}"'
 
 
 def _step(item: Item, entry: Entry) -> str:
+    """One step: the exact name to act on, its planned identity, and the name as the review prints it
+    (``escaped``: a name holding newlines or terminal escapes cannot forge a line of the dry run)."""
     who = entry.identity
     setup, word = quote(entry.path)
+    shown = escaped(entry.path).encode()
+    show_setup, show_word = ("", word) if shown == entry.path else quote(shown, "S")
+    setup += show_setup
     if item.action == "truncate":
-        return f"{setup}trunc {word} '{who.dev}:{who.ino}'"
-    return f"{setup}rmf {word} '{who.dev}:{who.ino}:{who.size}:{who.mtime_ns // 1_000_000_000}'"
+        return f"{setup}trunc {word} '{who.dev}:{who.ino}' {show_word}"
+    return f"{setup}rmf {word} '{who.dev}:{who.ino}:{who.size}:{who.mtime_ns // 1_000_000_000}' {show_word}"
 
 
 def _comment(text: str) -> str:

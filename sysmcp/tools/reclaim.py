@@ -2,10 +2,12 @@
 
 Listed only when the server was started with ``--allow-reclaim`` (``sysmcp.tools.served_tools``):
 without the flag it does not exist, and a call to it is an unknown tool like any other. A human stays in the loop:
-through elicitation when the client declared it (form mode: one yes/no question with the exact items
-and bytes), else through two calls, the first returning a confirmation code bound to the plan, the
-exact item list and their bytes, the second carrying it (the client's own tool-approval prompt is then
-the human in the loop). The engine re-checks every file at the moment of acting and skips any that
+through elicitation when the client declared it (form mode: one yes/no question naming each item's first
+files, their owners and sizes, every file behind a link), and then only the user's yes acts: a question
+that fails or times out gives no code, and a code sent by such a client is refused. Other clients get two
+calls, the first returning the same list and a confirmation code bound to the plan, the exact item list
+and their bytes, the second carrying it (the client's own tool-approval prompt is then the human in the
+loop). The engine re-checks every file at the moment of acting and skips any that
 changed; every action is logged on stderr; the answer gives bytes freed, measured, against planned.
 """
 
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sysmcp.fs.errors import NotFound, Refused
-from sysmcp.fs.paths import is_within
+from sysmcp.fs.paths import display, escaped, exact_bytes, is_within
 from sysmcp.fs.reclaim import (
     LINK,
     Applied,
@@ -33,16 +35,17 @@ from sysmcp.fs.reclaim_keep import ActionLog, LogRecord
 from sysmcp.history import state
 from sysmcp.logconfig import get_logger
 from sysmcp.protocol.context import ClientDeclined
-from sysmcp.render import human_bytes, noun
+from sysmcp.render import human_bytes, plural
 from sysmcp.tools import reclaim_plan
 from sysmcp.tools.descriptions import describe_paths
-from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
+from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 
 log = get_logger("sysmcp.reclaim")
 
 #: Keys the confirmation codes of a plan made without its own secret; never leaves the process.
 SECRET = secrets.token_bytes(32)
 ELICIT_TIMEOUT = 600.0  # seconds a person has to answer the question
+PATHS_ASKED = 5  # files of each item named in the question (all of them behind a link)
 SKIPS_SHOWN = 10
 
 INPUT_SCHEMA: dict[str, Any] = {
@@ -70,7 +73,7 @@ INPUT_SCHEMA: dict[str, Any] = {
 OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "status": {"type": "string", "enum": ["done", "confirmation_needed", "declined"]},
+        "status": {"type": "string", "enum": ["done", "confirmation_needed", "declined", "not_asked"]},
         "plan_id": {"type": "string"},
         "planned_bytes": {"type": "integer"},
         "freed_bytes": {"type": "integer", "description": "Measured: statvfs before and after each file."},
@@ -89,7 +92,11 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                         "type": "array",
                         "items": {
                             "type": "object",
-                            "properties": {"path": {"type": "string"}, "reason": {"type": "string"}},
+                            "properties": {
+                                "path": {"type": "string"},
+                                "path_bytes": {"type": "string"},
+                                "reason": {"type": "string"},
+                            },
                             "required": ["path", "reason"],
                         },
                     },
@@ -139,63 +146,70 @@ async def _plan(args: dict[str, Any], ctx: ToolContext) -> tuple[Plan, list[str]
         if outside:
             raise Refused(
                 f"item {item.id} of plan {plan.id} names {len(outside):,} file(s) outside the roots this server "
-                f"is confined to (such as {os.fsdecode(outside[0])!r}); nothing removed"
+                f"is confined to (such as {escaped(outside[0])}); nothing removed"
             )
     return plan, chosen
 
 
-def _listing(plan: Plan, chosen: list[str]) -> tuple[str, int]:
+def _listing(plan: Plan, chosen: list[str], shown: int) -> tuple[str, int]:
+    """The question a person answers: each chosen item, what is done to it, and its first ``shown``
+    files (escaped) with their owners and sizes; ``shown`` large enough is the full list."""
     picked = choose(plan, chosen)
     total = sum(item.bytes for item, _action in picked)
-    lines = [f"Free {human_bytes(total)} in {len(picked)} {noun(len(picked), 'item')} of plan {plan.id}?"]
+    lines = [f"Free {human_bytes(total)} in {plural(len(picked), 'item')} of plan {plan.id}?"]
     for item, action in picked:
-        files = f"{len(item.entries):,} files"
+        files = plural(len(item.entries), "file")
         if action == "link" and item.keep is not None:
-            what = f"replace {files} by hard links to {os.fsdecode(item.keep.path)!r}"
+            what = f"replace {files} by hard links to the kept copy"
             cost = "the names stay, but a change through one name then shows in every one"
         else:
             what, cost = f"{action} {files}", item.cost
         lines.append(f"  {item.id}: {what}, {human_bytes(item.bytes)} — {cost}")
+        lines += reclaim_plan.path_lines(item, shown, "      ")
     return "\n".join(lines), total
+
+
+def _question(plan: Plan, chosen: list[str], ctx: ToolContext) -> tuple[str, int, tuple[ResourceLink, ...]]:
+    """The listing with the first paths of each item, and every path behind a link when some are cut."""
+    question, total = _listing(plan, chosen, PATHS_ASKED)
+    longest = max(len(item.entries) for item, _action in choose(plan, chosen))
+    if longest <= PATHS_ASKED:
+        return question, total, ()
+    full, _total = _listing(plan, chosen, longest)
+    line, links = ctx.keep_linked(
+        f"reclaim-{plan.id}-files.txt",
+        full + "\n",
+        description=f"Every file the chosen items of reclaim plan {plan.id} would act on",
+        label="Every file, with its owner and size",
+    )
+    return question + line, total, links
 
 
 async def _confirmed(
     args: dict[str, Any], ctx: ToolContext, plan: Plan, chosen: list[str]
 ) -> ToolOutput | None:
-    """None when the person said yes (or the code is right); else the answer to give instead of acting."""
-    question, total = _listing(plan, chosen)
-    base = {"plan_id": plan.id, "planned_bytes": total}
-    if ctx.request.can_elicit() and "confirm" not in args:
-        schema = {
-            "type": "object",
-            "properties": {"confirm": {"type": "boolean", "title": "Yes, remove these files"}},
-            "required": ["confirm"],
-        }
-        try:
-            answer = await ctx.request.ask(
-                "elicitation/create", {"message": question, "requestedSchema": schema}, ELICIT_TIMEOUT
+    """None when the person said yes (or the code is right); else the answer to give instead of acting.
+
+    A client that declared elicitation is asked, and only its user's yes confirms: no code is handed out
+    to it, whatever happens to the question, and a code it sends is refused (a model must not confirm
+    alone what the user can be asked). Other clients get the two-call code flow."""
+    if ctx.request.can_elicit():
+        if "confirm" in args:
+            raise Refused(
+                "this client can ask the user directly (it declared elicitation), so only the user's answer "
+                "confirms, never a code; nothing removed: call reclaim again without 'confirm'"
             )
-        except ClientDeclined as exc:
-            log.info("elicitation failed; falling back to a confirmation code", reason=str(exc))
-        else:
-            content = answer.get("content")
-            if (
-                answer.get("action") == "accept"
-                and isinstance(content, dict)
-                and content.get("confirm") is True
-            ):
-                return None
-            return ToolOutput(
-                f"Nothing removed: the user did not confirm ({answer.get('action', 'no answer')}).",
-                {"status": "declined", **base},
-            )
+        return await _ask_user(ctx, plan, chosen)
     code = confirmation_code(plan.secret or SECRET, plan, chosen)
     given = args.get("confirm")
     if given is None:
+        question, total, links = _question(plan, chosen, ctx)
+        base = {"plan_id": plan.id, "planned_bytes": total}
         return ToolOutput(
             f"{question}\nNothing removed yet. Show this list to the user; if they agree, call reclaim again "
             f"with the same plan_id and items and confirm={code!r}.",
             {"status": "confirmation_needed", "confirmation_code": code, **base},
+            links=links,
         )
     if not secrets.compare_digest(str(given), code):
         raise Refused(
@@ -203,6 +217,37 @@ async def _confirmed(
             "(call reclaim without 'confirm' to get the code for this list)"
         )
     return None
+
+
+async def _ask_user(ctx: ToolContext, plan: Plan, chosen: list[str]) -> ToolOutput | None:
+    """Elicitation: None on the user's yes; else the answer that says nothing was removed, and why."""
+    question, total, links = _question(plan, chosen, ctx)
+    base = {"plan_id": plan.id, "planned_bytes": total}
+    schema = {
+        "type": "object",
+        "properties": {"confirm": {"type": "boolean", "title": "Yes, remove these files"}},
+        "required": ["confirm"],
+    }
+    try:
+        answer = await ctx.request.ask(
+            "elicitation/create", {"message": question, "requestedSchema": schema}, ELICIT_TIMEOUT
+        )
+    except ClientDeclined as exc:
+        log.warning("elicitation failed; nothing removed", plan=plan.id, reason=str(exc))
+        return ToolOutput(
+            f"Nothing removed: the user could not be asked ({exc}). This client declared elicitation, so "
+            "only the user's yes confirms and no confirmation code is given; try again when they can answer.",
+            {"status": "not_asked", **base},
+            links=links,
+        )
+    content = answer.get("content")
+    if answer.get("action") == "accept" and isinstance(content, dict) and content.get("confirm") is True:
+        return None
+    return ToolOutput(
+        f"Nothing removed: the user did not confirm ({answer.get('action', 'no answer')}).",
+        {"status": "declined", **base},
+        links=links,
+    )
 
 
 def _allowed(ctx: ToolContext) -> Any:
@@ -238,6 +283,12 @@ def _logger(plan: Plan, actions: ActionLog) -> Any:
     return told
 
 
+def _skip_view(outcome: Outcome) -> dict[str, Any]:
+    exact = exact_bytes(outcome.path)
+    view = {"path": display(outcome.path), "reason": outcome.reason or ""}
+    return view if exact is None else {**view, "path_bytes": exact}
+
+
 def render(plan: Plan, results: list[Applied]) -> tuple[str, dict[str, Any]]:
     planned = sum(a.item.bytes for a in results)
     freed = sum(a.freed for a in results)
@@ -255,7 +306,7 @@ def render(plan: Plan, results: list[Applied]) -> tuple[str, dict[str, Any]]:
         )
         for outcome in skipped[:SKIPS_SHOWN]:
             reason = REASONS.get(outcome.reason or "", outcome.reason or "")
-            lines.append(f"      skipped {os.fsdecode(outcome.path)!r}: {reason}")
+            lines.append(f"      skipped {escaped(outcome.path)}: {reason}")
         if len(skipped) > SKIPS_SHOWN:
             lines.append(f"      … and {len(skipped) - SKIPS_SHOWN} more not shown")
         items.append(
@@ -265,7 +316,7 @@ def render(plan: Plan, results: list[Applied]) -> tuple[str, dict[str, Any]]:
                 "planned_bytes": applied.item.bytes,
                 "freed_bytes": applied.freed,
                 "files_done": done,
-                "skipped": [{"path": os.fsdecode(o.path), "reason": o.reason or ""} for o in skipped],
+                "skipped": [_skip_view(o) for o in skipped],
             }
         )
     structured = {
@@ -305,7 +356,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 
 #: Descriptions of the output fields the schema above writes compactly (dotted paths; ``[]``: an array's items).
 FIELD_WORDS: dict[str, str] = {
-    "status": "done, confirmation_needed (call again with the code) or declined.",
+    "status": "done, confirmation_needed (call again with the code), declined (the user said no) or "
+    "not_asked (the client declared elicitation but the question failed or timed out: nothing removed).",
     "plan_id": "The plan acted on.",
     "planned_bytes": "Bytes the chosen items were planned to free.",
     "confirmation_code": "Give it back in confirm= to act on exactly these items.",
@@ -314,6 +366,8 @@ FIELD_WORDS: dict[str, str] = {
     "items[].planned_bytes": "Bytes this item was planned to free.",
     "items[].freed_bytes": "Bytes measured freed for this item.",
     "items[].files_done": "Files acted on.",
+    "items[].skipped[].path_bytes": "The path's exact bytes in base64, when they are not UTF-8 (then "
+    "'path' shows them as \\xNN).",
     "items[].skipped[].reason": "Why the file was left alone (changed, replaced, a symlink, outside the roots).",
 }
 
@@ -325,9 +379,9 @@ TOOL = Tool(
         "Removes the files of chosen items of a plan made by reclaim_plan (or truncates a deleted file held "
         "open), and nothing else. Each file is re-checked at the moment of acting (device, inode, size, "
         "mtime, ctime; reached without following any symlink) and skipped if it changed. Asks the user "
-        "first: through the client when it supports elicitation, else the first call returns a confirmation "
-        "code for exactly these items, which a second call must carry; show the list to the user before "
-        "sending it. Reports bytes freed (measured) against bytes planned."
+        "first: through the client when it supports elicitation (then only the user's answer confirms, never a "
+        "code), else the first call returns the list and a confirmation code for exactly these items, which a "
+        "second call must carry; show the list to the user before sending it. Reports bytes freed (measured) against bytes planned."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=describe_paths(OUTPUT_SCHEMA, FIELD_WORDS),

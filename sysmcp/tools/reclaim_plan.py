@@ -7,17 +7,21 @@ to review (a resource link, so ``sysmcp call reclaim_plan … -o plan.sh`` write
 
 from __future__ import annotations
 
+import base64
+import functools
 import os
+import pwd
 from pathlib import Path
 from typing import Any
 
-from sysmcp.fs.reclaim import LINK, Item, Plan, PlanRequest, build_plan
+from sysmcp.fs.paths import display, escaped, exact_bytes
+from sysmcp.fs.reclaim import LINK, Entry, Item, Plan, PlanRequest, build_plan
 from sysmcp.fs.reclaim_classes import CLASSES
 from sysmcp.fs.reclaim_keep import PLAN_TTL_S, Kept, PlanKeeper
 from sysmcp.fs.reclaim_script import render_script
 from sysmcp.history import state
 from sysmcp.protocol.context import Meter
-from sysmcp.render import human_bytes
+from sysmcp.render import and_more, human_bytes, plural
 from sysmcp.tools.descriptions import describe_paths
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import require_directory
@@ -28,6 +32,8 @@ PLANS = PlanKeeper(state.active, state.now)
 
 CLASS_NAMES = [*CLASSES, "duplicate"]
 ITEMS_SHOWN = 20
+PLAN_PATHS_SHOWN = 3  # paths of each item in the plan's text
+HOLDERS_SHOWN = 3
 DUPLICATES_TIMEOUT_S = 60.0
 
 INPUT_SCHEMA: dict[str, Any] = {
@@ -71,6 +77,12 @@ ITEM_SCHEMA: dict[str, Any] = {
         "note": {"type": ["string", "null"]},
         "holders": {"type": "array", "items": {"type": "object"}},
         "kept_copy": {"type": "string", "description": "Duplicates: the copy that stays."},
+        "path_bytes": {
+            "type": "object",
+            "additionalProperties": {"type": "string"},
+            "description": "For each shown name that is not UTF-8 (its bytes there as \\xNN): its exact "
+            "bytes in base64.",
+        },
         "link_id": {
             "type": "string",
             "description": "Duplicates: the id to name in reclaim to replace the copies by hard links to the "
@@ -112,27 +124,78 @@ def duplicate_groups(root: Path, meter: Meter) -> list[list[bytes]]:
 
 
 def item_view(item: Item) -> dict[str, Any]:
-    paths = [os.fsdecode(e.path) for e in item.entries[:PATHS_SHOWN]]
+    paths = [display(e.path) for e in item.entries[:PATHS_SHOWN]]
     extra: dict[str, Any] = {}
     if item.keep is not None:
-        extra["kept_copy"] = os.fsdecode(item.keep.path)
+        extra["kept_copy"] = display(item.keep.path)
+    exact = path_bytes([e.path for e in item.entries[:PATHS_SHOWN]] + ([item.keep.path] if item.keep else []))
+    if exact:
+        extra["path_bytes"] = exact
     if item.linkable:
         extra["link_id"] = item.id + LINK
     return {**item.facts(), "files": len(item.entries), "paths": paths, **extra}
 
 
-def render(plan: Plan, shown: str) -> str:
+def path_bytes(paths: list[bytes]) -> dict[str, str]:
+    """For the names among ``paths`` that are not UTF-8: each as shown (``display``) → its exact bytes
+    in base64, so structured content carries no lone surrogate and still names the exact file."""
+    return {display(path): exact for path in paths if (exact := exact_bytes(path)) is not None}
+
+
+def exact_name(shown: str, exact: object) -> bytes:
+    """A name back as bytes from its ``display`` form and optional base64 (``path_bytes``/``file_bytes``)."""
+    return base64.b64decode(exact) if isinstance(exact, str) else os.fsencode(shown)
+
+
+@functools.lru_cache(maxsize=256)
+def owner(uid: int) -> str:
+    """The user name of ``uid``, or the number when no account has it."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _file(entry: Entry) -> str:
+    return f"{escaped(entry.path)}  ({owner(entry.identity.uid)}, {human_bytes(entry.identity.size)})"
+
+
+def path_lines(item: Item, shown: int, indent: str) -> list[str]:
+    """For a person to see what goes: the item's first ``shown`` paths (escaped), each with its owner and
+    size, then '… and N more'; a duplicate's kept copy and its owner; a deleted-open file's old name and
+    who holds it (its entry is only a /proc/PID/fd link)."""
+    if item.action == "truncate":
+        lines = []
+        for holder in item.holders[:HOLDERS_SHOWN]:
+            name = escaped(exact_name(str(holder.get("file", "?")), holder.get("file_bytes")))
+            command = escaped(str(holder["command"]))
+            lines.append(
+                f"{indent}deleted file {name}, held by pid {holder['pid']} ({command}) on fd {holder['fd']}"
+            )
+        if len(item.holders) > HOLDERS_SHOWN:
+            lines.append(f"{indent}{and_more(len(item.holders) - HOLDERS_SHOWN)} holders")
+        return lines + [f"{indent}through {_file(entry)}" for entry in item.entries[:shown]]
+    lines = [indent + _file(entry) for entry in item.entries[:shown]]
+    if len(item.entries) > shown:
+        lines.append(f"{indent}{and_more(len(item.entries) - shown)}")
+    if item.keep is not None:
+        lines.append(f"{indent}kept copy: {_file(item.keep)}")
+    return lines
+
+
+def render(plan: Plan, shown: str, *, reclaim_served: bool = False) -> str:
     if not plan.items:
         return f"Reclaim plan {plan.id} for {shown}: nothing found to free."
     lines = [f"Reclaim plan {plan.id} for {shown}: {human_bytes(plan.bytes)} could be freed, largest first."]
     for item in plan.items[:ITEMS_SHOWN]:
-        files = f"{len(item.entries):,} file{'s' if len(item.entries) != 1 else ''}" if item.entries else "—"
+        files = plural(len(item.entries), "file") if item.entries else "—"
         lines.append(f"  {item.id:<28} {human_bytes(item.bytes):>10}  {item.safety:<17} {files}")
+        lines += path_lines(item, PLAN_PATHS_SHOWN, "      ")
         lines.append(f"      cost: {item.cost}")
         if item.command:
-            lines.append(f"      vendor command: {item.command}")
-        if item.note:
-            lines.append(f"      note: {item.note}")
+            lines.append(f"      vendor command: {escaped(item.command)}")
+        if item.note:  # may name a file (a kept copy) or a process: escaped like every name
+            lines.append(f"      note: {escaped(item.note)}")
         if item.linkable:
             lines.append(f"      to hard-link instead of removing, name {item.id}{LINK} in reclaim")
         if item.shared:
@@ -142,7 +205,10 @@ def render(plan: Plan, shown: str) -> str:
     if len(plan.items) > ITEMS_SHOWN:
         lines.append(f"  … and {len(plan.items) - ITEMS_SHOWN} more not shown")
     lines.append(
-        "Nothing was removed. Review the script (dry run by default), or, on a server started with "
+        "Nothing was removed. Review the script (dry run by default), or call reclaim with this plan_id and "
+        "the item ids (the user confirms the exact list first)."
+        if reclaim_served
+        else "Nothing was removed. Review the script (dry run by default), or, on a server started with "
         "--allow-reclaim, call reclaim with this plan_id and the item ids."
     )
     return "\n".join(lines)
@@ -168,7 +234,9 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     )
     plan = await ctx.run_in_worker(lambda meter: build_plan(request, meter.checkpoint))
     kept = await ctx.run_in_worker(lambda meter: PLANS.put(plan))  # compress and write: off the loop
-    text = render(plan, shown) + "\n" + kept_words(kept)
+    text = render(plan, shown, reclaim_served="reclaim" in ctx.served)
+    if plan.items:  # an empty plan is nothing to keep talking about
+        text += "\n" + kept_words(kept)
     links: tuple[ResourceLink, ...] = ()
     script_uri: str | None = None
     if plan.items:

@@ -60,6 +60,8 @@ class ToolContext:
     request: RequestContext
     paths: PathPolicy
     results: ResultStore
+    #: The names of the tools this server serves (``reclaim`` only with --allow-reclaim), for advice.
+    served: tuple[str, ...] = ()
 
     @property
     def features(self) -> Features:

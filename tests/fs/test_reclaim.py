@@ -211,7 +211,11 @@ def run_script(script: str, *args: str, cwd: Path) -> subprocess.CompletedProces
     return subprocess.run(["sh", str(path), *args], capture_output=True, cwd=cwd, check=False, timeout=300)
 
 
-def test_the_script_is_valid_sh_and_its_dry_run_prints_exactly_the_planned_paths(tmp_path: Path) -> None:
+def test_the_script_is_valid_sh_and_its_dry_run_prints_every_planned_path_escaped_on_its_line(
+    tmp_path: Path,
+) -> None:
+    from sysmcp.fs.paths import escaped
+
     plan = plan_of(tmp_path / "t", hostile(1000))
     planned = [e.path for item in plan.items for e in item.entries]
     assert len(planned) == 1000
@@ -222,7 +226,7 @@ def test_the_script_is_valid_sh_and_its_dry_run_prints_exactly_the_planned_paths
     work.mkdir()
     done = run_script(script, cwd=work)
     assert done.returncode == 0, done.stderr
-    expected = b"".join(b"would remove: " + path + b"\n" for path in planned)
+    expected = b"".join(b"would remove: " + escaped(path).encode() + b"\n" for path in planned)
     assert done.stdout.startswith(expected)
     assert done.stdout[len(expected) :].startswith(b"dry run: nothing was changed (0 skipped)")
     assert not (work / "PWNED").exists() and all(os.path.lexists(p) for p in planned)
@@ -241,7 +245,7 @@ def test_the_script_applies_and_skips_what_changed_replaced_or_became_a_symlink(
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert f"removed: {log}/same.1\n".encode() in out
-    assert f"removed: {log}/-dash \n.1\n".encode() in out
+    assert f"removed: {log}/-dash \\n.1\n".encode() in out and not os.path.lexists(log / "-dash \n.1")
     for name in ("grown.1", "new-inode.1", "link.1"):
         assert f"skipped: {log}/{name}: ".encode() in out
         assert os.path.lexists(log / name)

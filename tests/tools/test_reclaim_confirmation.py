@@ -1,0 +1,196 @@
+"""Who confirms a reclaim, and what they are shown: on a client that declared elicitation only the user's
+yes acts; the question and the code's text name each file, its owner and size; the plan names its files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sysmcp.fs.reclaim import PlanRequest, RootsLayout, build_plan
+from sysmcp.render import human_bytes
+from sysmcp.tools.reclaim_plan import render
+from tests.fs.test_reclaim import HOLDER
+from tests.profile import child_env, needs_proc
+from tests.tools.test_reclaim_wire import duplicates, plan_of
+from tests.wire import result_text, spawn
+
+pytestmark = pytest.mark.anyio
+
+NOBODY = 65534
+
+
+def copies(base: Path, count: int, size: int = 50_000) -> list[Path]:
+    """``count`` identical files; the second one owned by nobody, so owners differ."""
+    data = os.urandom(size)
+    paths = [base / f"copy{n:02d}.bin" for n in range(count)]
+    for path in paths:
+        path.write_bytes(data)
+    os.chown(paths[1], NOBODY, NOBODY)
+    return paths
+
+
+async def ask_and_answer(wire: Any, arguments: dict[str, Any], answer: dict[str, Any]) -> tuple[str, Any]:
+    """Call reclaim, answer its elicitation with ``answer`` (a result or an error), return the question
+    and the call's reply."""
+    msg_id = next(wire.ids)
+    await wire.start_call("reclaim", arguments, msg_id=msg_id)
+    asked = await wire.receive()
+    assert asked["method"] == "elicitation/create", asked
+    await wire.send({"jsonrpc": "2.0", "id": asked["id"], **answer})
+    return str(asked["params"]["message"]), await wire.response(msg_id)
+
+
+async def test_a_failed_elicitation_removes_nothing_and_hands_out_no_code(tmp_path: Path) -> None:
+    _first, second, third = duplicates(tmp_path)
+    async with spawn("--allow-reclaim", "--root", str(tmp_path)) as wire:
+        await wire.initialize(capabilities={"elicitation": {}})
+        plan = await plan_of(wire, tmp_path)
+        arguments = {"plan_id": plan["plan_id"], "items": [plan["items"][0]["id"]]}
+        failure = {"error": {"code": -32603, "message": "the host has no way to show a form"}}
+        _question, reply = await ask_and_answer(wire, arguments, failure)
+        result = reply["result"]["structuredContent"]
+        assert result["status"] == "not_asked" and "confirmation_code" not in result, result
+        assert "Nothing removed" in result_text(reply) and "no way to show a form" in result_text(reply)
+        assert second.exists() and third.exists()
+
+
+async def test_a_declined_elicitation_removes_nothing_and_hands_out_no_code(tmp_path: Path) -> None:
+    _first, second, third = duplicates(tmp_path)
+    async with spawn("--allow-reclaim", "--root", str(tmp_path)) as wire:
+        await wire.initialize(capabilities={"elicitation": {}})
+        plan = await plan_of(wire, tmp_path)
+        arguments = {"plan_id": plan["plan_id"], "items": [plan["items"][0]["id"]]}
+        _question, reply = await ask_and_answer(wire, arguments, {"result": {"action": "decline"}})
+        result = reply["result"]["structuredContent"]
+        assert result["status"] == "declined" and "confirmation_code" not in result
+        assert second.exists() and third.exists()
+
+
+async def test_a_code_is_refused_on_a_client_that_declared_elicitation_even_a_right_one(
+    tmp_path: Path,
+) -> None:
+    state, data = tmp_path / "state", tmp_path / "data"
+    data.mkdir()
+    _first, second, third = duplicates(data)
+    server = ("--state-dir", str(state), "--allow-reclaim", "--root", str(data))
+    async with spawn(*server) as wire:  # a client without elicitation gets a code for the plan
+        await wire.initialize()
+        plan = await plan_of(wire, data)
+        arguments = {"plan_id": plan["plan_id"], "items": [plan["items"][0]["id"]]}
+        ask = await wire.call("reclaim", arguments)
+        code = ask["result"]["structuredContent"]["confirmation_code"]
+    async with spawn(*server) as wire:  # a client that can ask its user: the code confirms nothing
+        await wire.initialize(capabilities={"elicitation": {}})
+        refused = await wire.call("reclaim", {**arguments, "confirm": code})
+        assert refused["result"]["isError"], result_text(refused)
+        assert "declared elicitation" in result_text(refused) and "nothing removed" in result_text(refused)
+        assert second.exists() and third.exists()
+
+
+async def test_the_question_names_each_file_its_owner_and_size_and_links_the_full_list(
+    tmp_path: Path,
+) -> None:
+    paths = copies(tmp_path, 9)  # one kept, eight to remove: five named, "… and 3 more"
+    size = human_bytes(50_000)
+    async with spawn("--allow-reclaim", "--root", str(tmp_path)) as wire:
+        await wire.initialize(capabilities={"elicitation": {}})
+        plan = await plan_of(wire, tmp_path)
+        (item,) = plan["items"]
+        kept = Path(item["kept_copy"])
+        extras = [p for p in paths if p != kept]
+        arguments = {"plan_id": plan["plan_id"], "items": [item["id"]]}
+        question, reply = await ask_and_answer(wire, arguments, {"result": {"action": "cancel"}})
+        named = [p for p in extras if f"{p}  (" in question]
+        assert len(named) == 5 and "… and 3 more" in question, question
+        for path in named:
+            owner = "nobody" if path == paths[1] else "root"
+            assert f"{path}  ({owner}, {size})" in question
+        assert f"kept copy: {kept}  (" in question
+        uri = question.rsplit("Every file, with its owner and size: ", 1)[1].split()[0]
+        full = (await wire.request("resources/read", {"uri": uri}))["result"]["contents"][0]["text"]
+        assert all(f"{path}  (" in full for path in extras) and "more" not in full
+        assert reply["result"]["structuredContent"]["status"] == "declined"
+
+
+async def test_the_first_call_of_the_code_flow_names_each_file_its_owner_and_size(tmp_path: Path) -> None:
+    paths = copies(tmp_path, 3)
+    async with spawn("--allow-reclaim", "--root", str(tmp_path)) as wire:
+        await wire.initialize()
+        plan = await plan_of(wire, tmp_path)
+        (item,) = plan["items"]
+        ask = await wire.call("reclaim", {"plan_id": plan["plan_id"], "items": [item["id"]]})
+        text = result_text(ask)
+        for path in paths:
+            if str(path) != item["kept_copy"]:
+                owner = "nobody" if path == paths[1] else "root"
+                assert f"{path}  ({owner}, {human_bytes(50_000)})" in text, text
+        assert f"kept copy: {item['kept_copy']}" in text and "2 files" in text
+
+
+def test_the_plan_text_names_each_items_first_files_and_their_owners(tmp_path: Path) -> None:
+    paths = copies(tmp_path, 6)
+    request = PlanRequest(
+        layout=RootsLayout(homes=()),
+        classes=("duplicate",),
+        scope=(os.fsencode(tmp_path),),
+        duplicates=[[os.fsencode(p) for p in paths]],
+    )
+    text = render(build_plan(request), str(tmp_path))
+    assert (
+        f"{paths[1]}  (nobody, " in text and f"{paths[2]}  (root, " in text and f"{paths[3]}  (root, " in text
+    )
+    assert "… and 2 more" in text and f"kept copy: {paths[0]}  (root, " in text
+    assert f"{paths[4]}  (" not in text  # bounded: three paths an item
+
+
+@needs_proc
+def test_the_plan_text_names_a_deleted_open_files_name_and_its_holder(tmp_path: Path) -> None:
+    name = tmp_path / "app.log"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(name), "300000"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None
+        holder.stdout.readline()
+        request = PlanRequest(
+            layout=RootsLayout(homes=()), classes=("deleted_open",), scope=(os.fsencode(tmp_path),)
+        )
+        text = render(build_plan(request), str(tmp_path))
+        assert f"deleted file {name}, held by pid {holder.pid} (python" in text, text
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+async def test_with_the_flag_the_plan_advises_calling_reclaim_without_a_condition(tmp_path: Path) -> None:
+    duplicates(tmp_path)
+    async with spawn("--allow-reclaim", "--root", str(tmp_path)) as wire:
+        await wire.initialize()
+        reply = await wire.call("reclaim_plan", {"path": str(tmp_path), "classes": ["duplicate"]})
+        text = result_text(reply)
+        assert "call reclaim with this plan_id" in text and "on a server started with" not in text
+
+
+async def test_an_empty_plan_is_not_said_to_be_kept(tmp_path: Path) -> None:
+    async with spawn("--state-dir", str(tmp_path / "state"), "--root", str(tmp_path)) as wire:
+        await wire.initialize()
+        nothing = await wire.call("reclaim_plan", {"path": str(tmp_path), "classes": ["duplicate"]})
+        assert "nothing found to free" in result_text(nothing) and "kept" not in result_text(nothing)
+
+
+def test_sysmcp_call_allow_reclaim_reclaim_help_describes_the_tool() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "sysmcp", "call", "--allow-reclaim", "reclaim", "--help"],
+        capture_output=True,
+        check=False,
+        env=child_env(os.environ),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert b"usage: sysmcp call reclaim" in done.stdout and b"plan_id=<string>" in done.stdout
