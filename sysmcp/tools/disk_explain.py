@@ -199,9 +199,10 @@ def _hidden_words(acc: Accounting) -> tuple[str, str, int, int]:
     the mount points and bytes not in the named places."""
     hidden, root = acc.hidden, acc.mount.mount_point
     shown = hidden.places[:NAMED]
+    points = [os.path.join(root, p.relative) for p in shown]
     listed = [
-        f"{display(os.path.join(root, p.relative))} {human_bytes(p.disk)} ({plural(p.files, 'file')})"
-        for p in shown
+        f"{display(at)} {human_bytes(p.disk)} ({plural(p.files, 'file')})"
+        for at, p in zip(points, shown, strict=True)
     ]
     past = hidden.places[NAMED:]
     if past:
@@ -222,13 +223,11 @@ def _hidden_words(acc: Accounting) -> tuple[str, str, int, int]:
         f"(a second view of {display(root)} without the filesystems mounted on it), then "
         f"ls -la {display(os.path.join(UNDER, first))}, move the files out, umount {UNDER}"
     )
-    system = [
-        display(os.path.join(root, p.relative)) for p in shown if _system(os.path.join(root, p.relative))
-    ]
+    system = [display(at) for at in points if _system(at)]
     if system:
-        step = f"never unmount {', '.join(system)} (the system runs on it); {look}"
+        step = f"never unmount {', '.join(system)} (the system runs on {'it' if len(system) == 1 else 'them'}); {look}"
     else:
-        step = f"unmount {display(os.path.join(root, first))} and move the files out, or {look}"
+        step = f"unmount {display(points[0])} and move the files out, or {look}"
     return "; ".join(listed), step, unlisted, unlisted_disk
 
 
