@@ -46,23 +46,51 @@ class RootsLayout:
     journal: tuple[bytes, ...] = (b"/var/log/journal", b"/run/log/journal")
     coredump: tuple[bytes, ...] = (b"/var/lib/systemd/coredump", b"/var/crash")
     core_dirs: tuple[bytes, ...] = (b"/", b"/tmp")  # where stray core files are looked for (not below)
-    homes: tuple[bytes, ...] | None = None  # None: every account's home directory that exists
+    homes: tuple[bytes, ...] | None = None  # None: every home directory found (``home_dirs``)
+    #: Where home directories live whether or not an account lists them (sssd does not enumerate network
+    #: accounts; a restored home may have no passwd entry): each directory directly below is looked in.
+    home_parents: tuple[bytes, ...] = (b"/home", b"/Users")
     proc: bytes = b"/proc"
     container_engines: tuple[str, ...] = ("docker", "podman")
 
     def home_dirs(self) -> tuple[bytes, ...]:
+        """The passwd homes that exist, and every directory directly below ``home_parents`` and below the
+        parents of people's homes (never ``/``; a service's home such as /var/lib/postgresql makes no
+        parent): each directory once."""
         if self.homes is not None:
             return self.homes
-        found: list[bytes] = []
         try:
-            entries = pwd.getpwall()
+            accounts = pwd.getpwall()
         except OSError:
-            entries = []
-        for entry in entries:
-            home = os.fsencode(entry.pw_dir)
-            if home not in found and home not in (b"/", b"") and os.path.isdir(home):
-                found.append(home)
-        return tuple(found)
+            accounts = []
+        homes = [os.fsencode(a.pw_dir) for a in accounts if a.pw_dir not in ("", "/")]
+        parents = [*self.home_parents]
+        parents += [os.path.dirname(os.fsencode(a.pw_dir)) for a in accounts if _person(a)]
+        for parent in dict.fromkeys(p for p in parents if p not in (b"/", b"")):
+            try:
+                with os.scandir(parent) as entries:
+                    homes += sorted(e.path for e in entries if e.is_dir(follow_symlinks=False))
+            except OSError:
+                continue
+        found: dict[tuple[int, int], bytes] = {}  # by identity: /home may be a symlink to /usr/home
+        for home in homes:
+            try:
+                st = os.stat(home)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                found.setdefault((st.st_dev, st.st_ino), home)
+        return tuple(found.values())
+
+
+FIRST_PERSON_UID = 1000  # login.defs' UID_MIN on Linux; macOS starts at 501, under /Users anyway
+_NOT_SHELLS = frozenset({"nologin", "false", "true", "sync", "shutdown", "halt"})
+
+
+def _person(account: pwd.struct_passwd) -> bool:
+    """A person's account, not a service's: a user id past the system range and a shell to log in with."""
+    shell = os.path.basename(account.pw_shell)
+    return account.pw_uid >= FIRST_PERSON_UID and bool(shell) and shell not in _NOT_SHELLS
 
 
 @dataclass(slots=True)

@@ -56,13 +56,15 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class HeldOpen:
-    """A deleted file some process still holds: its former path, blocks and holders (pid, command)."""
+    """A deleted file some process still holds: its former path, blocks, holders (pid, command) and
+    the first holder's descriptor to truncate it through (``/proc/PID/fd/N``; None: only mapped)."""
 
     path: str
     dev: int
     disk: int
     holders: tuple[tuple[int, str], ...]
     confined: bool = True  # its path names it in this server's view (``DeletedFile.confined``)
+    descriptor: str | None = None  # /proc/PID/fd/N of one holder: what truncating it goes through
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +88,12 @@ def deleted_provider(proc: str = PROC) -> Callable[[Callable[[], None]], Deleted
         found = scan_processes(proc, checkpoint)
         files = []
         for f in found.files.values():
-            holders = tuple((h.pid, h.command) for h in f.holders if h.pid != server)
-            if holders:
-                files.append(HeldOpen(f.path, f.dev, f.disk, holders, f.confined))
+            theirs = [h for h in f.holders if h.pid != server]
+            held = next((h for h in theirs if h.fd is not None), None)
+            link = None if held is None else os.path.join(proc, str(held.pid), "fd", str(held.fd))
+            if theirs:
+                holders = tuple((h.pid, h.command) for h in theirs)
+                files.append(HeldOpen(f.path, f.dev, f.disk, holders, f.confined, link))
         return DeletedScan(tuple(files), True, found.unreadable, found.vanished)
 
     return scan
@@ -178,7 +183,10 @@ class HiddenPart:
     reason: str = ""  # why not checked: "needs root", "not Linux", a failure
     disk: int = 0
     places: list[Hidden] = field(default_factory=list)  # named (inside the roots), largest first
-    not_named: int = 0
+    not_named: int = 0  # places outside the roots
+    not_named_disk: int = 0
+    empty: int = 0  # mount points with nothing under them but the directory's own blocks
+    empty_disk: int = 0
     mount_points: int = 0  # directories of this filesystem that something is mounted over
 
 
@@ -301,12 +309,14 @@ class _Under:
         part.checked = True
         for place in sorted(places, key=lambda p: -p.disk):
             part.disk += place.disk
-            if place.files == 0 and place.disk <= 4096 * 4:
-                continue  # an empty directory under a mount: nothing to name
-            if _named(os.path.join(request.mount.mount_point, place.relative), request.roots):
+            if place.files == 0 and place.disk <= 4096 * 4:  # an empty directory under a mount: no name
+                part.empty += 1
+                part.empty_disk += place.disk
+            elif _named(os.path.join(request.mount.mount_point, place.relative), request.roots):
                 part.places.append(place)
             else:
                 part.not_named += 1
+                part.not_named_disk += place.disk
         return part
 
     def close(self) -> None:
@@ -327,7 +337,10 @@ def _side_task(request: ExplainRequest, task: int, checkpoint: Callable[[], None
     """One side task's result as plain (marshal-able) data: a child sends it through a pipe."""
     if task == DELETED:
         scan = request.deleted(checkpoint)
-        files = [(f.path, f.dev, f.disk, [list(h) for h in f.holders]) for f in scan.files]
+        files = [
+            (f.path, f.dev, f.disk, [list(h) for h in f.holders], f.confined, f.descriptor)
+            for f in scan.files
+        ]
         return [files, scan.available, scan.unreadable, scan.vanished]
     mount = request.mount
     snaps = snapshots_of(mount) if mount.fs_type != "tmpfs" else Snapshots()
@@ -364,7 +377,8 @@ class _Side:
                 done[task] = _side_task(self.request, task, self.check)
         files, available, unreadable, vanished = done[DELETED]
         held = tuple(
-            HeldOpen(p, dev, disk, tuple((pid, cmd) for pid, cmd in who)) for p, dev, disk, who in files
+            HeldOpen(p, dev, disk, tuple((pid, cmd) for pid, cmd in who), confined, link)
+            for p, dev, disk, who, confined, link in files
         )
         (kind, items, size, exact, note), (over, source) = done[FILESYSTEM]
         snaps = Snapshots(kind, [Snapshot(*item) for item in items], size, exact, note)

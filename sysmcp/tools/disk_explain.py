@@ -85,7 +85,7 @@ EXPLAIN_SCHEMA: dict[str, Any] = {
         ),
         "deleted_open": _sized(
             "Part 2: deleted files still held open by a process (freed when the holders close them).",
-            files=_rows("path, bytes, holders."),
+            files=_rows("path, bytes, holders, descriptor (/proc/PID/fd/N to truncate it through)."),
             not_named=js.integer("Files outside the allowed roots: counted only."),
             processes_unreadable=js.integer(),
             processes_vanished=js.integer("Ended between listing and reading."),
@@ -97,6 +97,8 @@ EXPLAIN_SCHEMA: dict[str, Any] = {
             reason=js.string("Why not checked (e.g. 'needs root')."),
             mount_points=js.integer(),
             places=_rows("mount_point, bytes, files."),
+            unlisted_mount_points=js.integer("Not in places: empty, outside the roots, or past the first 5."),
+            unlisted_bytes=js.integer("Their bytes: places' bytes plus these make bytes."),
         ),
         "unreadable_directories": _part(
             "Part 4: directories the walk could not read; they hold at most upper_bound_bytes.",
@@ -183,6 +185,52 @@ def _holders(held: HeldOpen) -> str:
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
+#: Filesystems the system itself runs on: never advise unmounting them (or the root).
+SYSTEM_MOUNTS = ("/dev", "/proc", "/sys", "/run")
+UNDER = "/mnt/under"  # where the advice bind-mounts the filesystem to look beneath its mounts
+
+
+def _system(point: str) -> bool:
+    return point == "/" or any(point == top or point.startswith(top + "/") for top in SYSTEM_MOUNTS)
+
+
+def _hidden_words(acc: Accounting) -> tuple[str, str, int, int]:
+    """Part 3's list (every byte of it: the named places, then the rest by kind), its next step, and
+    the mount points and bytes not in the named places."""
+    hidden, root = acc.hidden, acc.mount.mount_point
+    shown = hidden.places[:NAMED]
+    points = [os.path.join(root, p.relative) for p in shown]
+    listed = [
+        f"{display(at)} {human_bytes(p.disk)} ({plural(p.files, 'file')})"
+        for at, p in zip(points, shown, strict=True)
+    ]
+    past = hidden.places[NAMED:]
+    if past:
+        listed.append(f"{plural(len(past), 'more mount point')} {human_bytes(sum(p.disk for p in past))}")
+    if hidden.not_named:
+        where = plural(hidden.not_named, "mount point")
+        listed.append(f"{where} outside your roots {human_bytes(hidden.not_named_disk)}")
+    if hidden.empty:
+        many = plural(hidden.empty, "empty mount point directory", "empty mount point directories")
+        listed.append(f"{many} {human_bytes(hidden.empty_disk)} (the directories' own blocks)")
+    unlisted = len(past) + hidden.not_named + hidden.empty
+    unlisted_disk = hidden.disk - sum(p.disk for p in shown)
+    if not shown:
+        return "; ".join(listed), "", unlisted, unlisted_disk
+    first = shown[0].relative
+    look = (
+        f"look beneath without unmounting: mkdir -p {UNDER} && mount --bind {display(root)} {UNDER} "
+        f"(a second view of {display(root)} without the filesystems mounted on it), then "
+        f"ls -la {display(os.path.join(UNDER, first))}, move the files out, umount {UNDER}"
+    )
+    system = [display(at) for at in points if _system(at)]
+    if system:
+        step = f"never unmount {', '.join(system)} (the system runs on {'it' if len(system) == 1 else 'them'}); {look}"
+    else:
+        step = f"unmount {display(points[0])} and move the files out, or {look}"
+    return "; ".join(listed), step, unlisted, unlisted_disk
+
+
 def _snap_noun(snaps: Snapshots) -> str:
     """'1 snapshot', '3 subvolumes', '2 snapshots and subvolumes' (btrfs lists both)."""
     kinds = {item.is_snapshot for item in snaps.items}
@@ -226,7 +274,7 @@ def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
         summary.append(f"{human_bytes(deleted.disk)} are {count} {who}")
     if hidden.disk:
         summary.append(
-            f"{human_bytes(hidden.disk)} are hidden under {plural(len(hidden.places) + hidden.not_named, 'mount point')}"
+            f"{human_bytes(hidden.disk)} are hidden under {plural(hidden.mount_points, 'mount point')}"
         )
     if snaps.bytes:
         summary.append(f"{human_bytes(snaps.bytes)} are held only by {_snap_noun(snaps)}")
@@ -253,7 +301,13 @@ def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
         del_step = "this system has no /proc/PID/fd; `sudo lsof +L1` lists them"
         lines.append(f"2. Deleted but open: not checked ({del_step}).")
     else:
-        del_step = f"deleted_open_files path={point}; truncate through /proc/PID/fd/N, or restart the holder"
+        links = [f.descriptor for f in deleted.files[:NAMED] if f.descriptor is not None]
+        truncate = (
+            f"run {' and '.join(': > ' + link for link in links)} to free {'it' if len(links) == 1 else 'them'} now"
+            if links
+            else "truncate through /proc/PID/fd/N"
+        )
+        del_step = f"{truncate}, or restart the holder; deleted_open_files path={point} lists every one"
         named = "; ".join(
             f"{printable(f.path)} {human_bytes(f.disk)} held by {_holders(f)}" for f in deleted.files[:NAMED]
         )
@@ -267,15 +321,12 @@ def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
         if deleted.vanished:
             text += f" ({plural(deleted.vanished, 'process', 'processes')} ended while being read)"
         lines.append(f"2. Deleted but still open: {text}. Next: {del_step}.")
+    named, hid_step, unlisted, unlisted_disk = _hidden_words(acc)
     if hidden.checked:
-        named = "; ".join(
-            f"{display(os.path.join(acc.mount.mount_point, p.relative))} {human_bytes(p.disk)} ({plural(p.files, 'file')})"
-            for p in hidden.places[:NAMED]
-        )
-        hid_step = "unmount it, or bind-mount the filesystem elsewhere (mount --bind) and move the files out"
         lines.append(
             f"3. Hidden under mount points: {human_bytes(hidden.disk)} under {plural(hidden.mount_points, 'mount point')}"
-            + (f": {named}. Next: {hid_step}." if named else ".")
+            + (f": {named}" if named else "")
+            + (f". Next: {hid_step}." if hid_step else ".")
         )
     else:
         hid_step = "run sysmcp as root to look under them"
@@ -357,6 +408,7 @@ def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
                     "path": printable(f.path),
                     "bytes": f.disk,
                     "holders": [{"pid": p, "command": printable(c)} for p, c in f.holders],
+                    "descriptor": f.descriptor,
                 }
                 for f in deleted.files[:NAMED]
             ],
@@ -379,6 +431,8 @@ def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
                 }
                 for p in hidden.places[:NAMED]
             ],
+            "unlisted_mount_points": unlisted,
+            "unlisted_bytes": unlisted_disk,
             "next_step": hid_step,
         },
         "unreadable_directories": {

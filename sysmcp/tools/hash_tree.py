@@ -188,14 +188,13 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 
 
 def checking_hint(algorithm: Algorithm, style: Style, base: str) -> str:
-    """How an admin checks the saved manifest with the usual tool (b3sum reads no --tag lines)."""
+    """How an admin checks the manifest once saved, with the usual tool (b3sum reads no --tag lines).
+    Never "saved": the server writes no file (``sysmcp call -o`` does, and says so itself)."""
     name = MANIFEST_NAMES[algorithm.name]
     if algorithm.name == "blake3" and style == "bsd":
-        return (
-            f"Saved as {name} in {base}, it checks with verify_checksums (b3sum reads only the GNU format)."
-        )
+        return f"Put in {base} as {name}, it checks with verify_checksums (b3sum reads only the GNU format)."
     tool = algorithm.tool.split()[0]
-    return f"Saved as {name} in {base}, it checks with `cd {shlex.quote(base)} && {tool} -c {name}` or with verify_checksums."
+    return f"Put in {base} as {name}, it checks with `cd {shlex.quote(base)} && {tool} -c {name}` or with verify_checksums."
 
 
 def render(
@@ -264,7 +263,8 @@ def render(
         )
     if uri is not None or not_kept is not None:
         where = f"{uri} (resources/read)" if uri is not None else f"not kept, {not_kept}"
-        out.append(f"Full manifest: {where}. {checking_hint(algorithm, style, base)}")
+        hint = f" {checking_hint(algorithm, style, base)}" if uri is not None else ""
+        out.append(f"Full manifest: {where}.{hint}")
         out.append(f"First {plural(len(shown_lines), 'line')}:" if not_shown else "Manifest:")
         out += shown_lines
         if not_shown:

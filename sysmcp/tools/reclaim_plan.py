@@ -21,6 +21,7 @@ from sysmcp.fs.reclaim_keep import PLAN_TTL_S, Kept, PlanKeeper
 from sysmcp.fs.reclaim_script import render_script
 from sysmcp.history import state
 from sysmcp.protocol.context import Meter
+from sysmcp.protocol.errors import ToolError
 from sysmcp.render import and_more, human_bytes, plural
 from sysmcp.tools.descriptions import describe_paths
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
@@ -102,6 +103,11 @@ OUTPUT_SCHEMA: dict[str, Any] = {
         "script": {"type": ["string", "null"], "description": "sysmcp:// URI of the plan as a shell script."},
         "kept": {"type": "string", "enum": ["history", "memory"]},
         "kept_note": {"type": ["string", "null"]},
+        "checked": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "The classes looked for (those with no item had nothing to free).",
+        },
     },
     "required": ["plan_id", "path", "total_bytes", "items"],
     "additionalProperties": False,
@@ -223,7 +229,11 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     else:
         path = await ctx.resolve(args.get("path", "/"), lambda found: require_directory(found, str(found)))
         scope, shown = (os.fsencode(path),), str(path)
+        refuse_pseudo(path)
     wanted = args.get("classes")
+    looked = [name for name in CLASS_NAMES if name in (CLASSES if wanted is None else wanted)]
+    if args.get("duplicates") and "duplicate" not in looked:
+        looked.append("duplicate")
     duplicates: list[list[bytes]] = []
     if args.get("duplicates") or (wanted is not None and "duplicate" in wanted):
         duplicates = await ctx.run_in_worker(lambda meter: duplicate_groups(path, meter))
@@ -234,23 +244,23 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     )
     plan = await ctx.run_in_worker(lambda meter: build_plan(request, meter.checkpoint))
     kept = await ctx.run_in_worker(lambda meter: PLANS.put(plan))  # compress and write: off the loop
-    text = render(plan, shown, reclaim_served="reclaim" in ctx.served)
+    text = render(plan, shown, reclaim_served="reclaim" in ctx.served) + "\n" + checked_words(plan, looked)
     if plan.items:  # an empty plan is nothing to keep talking about
-        text += "\n" + kept_words(kept)
+        text += kept_words(kept)
+    text = text.rstrip("\n")
     links: tuple[ResourceLink, ...] = ()
     script_uri: str | None = None
-    if plan.items:
-        link = ctx.keep(
-            f"reclaim-plan-{plan.id}.sh",
-            render_script(plan),
-            description=f"Reclaim plan {plan.id} as a POSIX shell script (dry run unless --apply)",
-            mime_type="text/x-shellscript",
-        )
-        if isinstance(link, str):
-            text += f"\nThe script: not kept, {link}"
-        else:
-            links, script_uri = (link,), link.uri
-            text += f"\nThe plan as a script: {link.uri}"
+    link = ctx.keep(  # an empty plan too: ``-o plan.sh`` then saves a script that says so, not this text
+        f"reclaim-plan-{plan.id}.sh",
+        render_script(plan) if plan.items else nothing_to_do(plan),
+        description=f"Reclaim plan {plan.id} as a POSIX shell script (dry run unless --apply)",
+        mime_type="text/x-shellscript",
+    )
+    if isinstance(link, str):
+        text += f"\nThe script: not kept, {link}"
+    else:
+        links, script_uri = (link,), link.uri
+        text += f"\nThe plan as a script{'' if plan.items else ' (it has nothing to do)'}: {link.uri}"
     structured = {
         "plan_id": plan.id,
         "path": shown,
@@ -259,8 +269,39 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         "script": script_uri,
         "kept": "history" if kept.durable else "memory",
         "kept_note": None if kept.durable else kept.reason,
+        "checked": looked,
     }
     return ToolOutput(text, structured, links=links)
+
+
+def refuse_pseudo(path: Path) -> None:
+    """A kernel or virtual filesystem (/proc, /sys, /dev's devtmpfs) stores no files to free: say so,
+    rather than "nothing found to free". Memory filesystems (tmpfs) hold real files and are planned."""
+    from sysmcp.fs.mounts import default_partitions
+
+    mount = default_partitions()().holding(str(path))
+    if mount is not None and mount.pseudo and mount.fs_type not in ("tmpfs", "ramfs"):
+        raise ToolError(
+            f"{path} is on {mount.fs_type} (mounted at {mount.mount_point}), a pseudo filesystem: the kernel's "
+            "interface, not stored files, so there is nothing there to free. Give a directory on a disk, or "
+            "omit path for the whole machine."
+        )
+
+
+def checked_words(plan: Plan, looked: list[str]) -> str:
+    """The classes looked for with nothing found, so that "none" never reads as "not checked"."""
+    found = {item.klass for item in plan.items}
+    empty = [name for name in looked if name not in found]
+    return f"Checked, nothing found: {', '.join(empty)}.\n" if empty else ""
+
+
+def nothing_to_do(plan: Plan) -> str:
+    """The script of an empty plan: valid shell that says there is nothing to do (ASCII, no path in it)."""
+    return (
+        "#!/bin/sh\n"
+        f"# sysmcp reclaim plan {plan.id}: nothing found to free.\n"
+        f"echo 'sysmcp reclaim plan {plan.id}: nothing found to free, nothing to do.'\n"
+    )
 
 
 def kept_words(kept: Kept) -> str:

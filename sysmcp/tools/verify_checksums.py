@@ -244,13 +244,14 @@ def verify(
 
 
 def classify(manifest: str) -> Literal["uri", "path", "text"]:
-    """A single line starting with '/' (or '~') is a path; a sysmcp:// URI is a stored result; else text."""
+    """A single line starting with '/' (or '~') is a path; a sysmcp:// URI is a stored result; else text.
+    One word with no space is a path too, a relative one (refused as such): no manifest line lacks a space."""
     stripped = manifest.strip()
     if "\n" in stripped:
         return "text"
     if stripped.startswith("sysmcp://"):
         return "uri"
-    if stripped.startswith(("/", "~")):
+    if stripped.startswith(("/", "~")) or not any(ch.isspace() for ch in stripped):
         return "path"
     return "text"
 

@@ -1,0 +1,76 @@
+"""Reclaim plans find home directories that no passwd entry names (sssd accounts, restored homes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from sysmcp.fs.reclaim import PlanRequest, build_plan
+from sysmcp.fs.reclaim_classes import RootsLayout
+
+NAMESPACE = textwrap.dedent(
+    """
+    import json, os, subprocess, sys
+    sys.path.insert(0, sys.argv[1])
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", "/home"], check=True)
+    for place in (".cache/pip/http", ".npm/_cacache/content", ".local/share/Trash/files"):
+        os.makedirs("/home/alice/" + place)
+        with open("/home/alice/" + place + "/f", "wb") as handle:
+            handle.write(b"x" * 10_000)
+    os.chown("/home/alice", 4242, 4242)  # an owner with no passwd entry
+    from sysmcp.fs.reclaim import PlanRequest, build_plan
+    from sysmcp.fs.reclaim_classes import RootsLayout
+    layout = RootsLayout(proc=b"/nonexistent", container_engines=())  # the real places of homes
+    plan = build_plan(PlanRequest(scope=(b"/home",), layout=layout, classes=("language_cache", "trash")))
+    print(json.dumps(sorted([item.klass, os.fsdecode(item.entries[0].path)] for item in plan.items)))
+    """
+)
+
+
+def test_a_home_under_home_with_no_passwd_entry_gives_an_item_for_each_cache_and_the_trash() -> None:
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare to mount tmpfs over /home privately")
+    if subprocess.run([unshare, "-m", "--propagation", "private", "true"], capture_output=True).returncode:
+        pytest.skip("unshare -m is not permitted here")
+    with pytest.raises(KeyError):
+        pwd.getpwuid(4242)
+    assert all(entry.pw_dir != "/home/alice" for entry in pwd.getpwall())
+    repo = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run(
+        [unshare, "-m", "--propagation", "private", sys.executable, "-c", NAMESPACE, repo],
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert json.loads(done.stdout) == [
+        ["language_cache", "/home/alice/.cache/pip/http/f"],
+        ["language_cache", "/home/alice/.npm/_cacache/content/f"],
+        ["trash", "/home/alice/.local/share/Trash/files/f"],
+    ]
+
+
+def test_every_directory_below_a_homes_parent_is_looked_in_once_even_through_a_symlinked_parent(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "home/bob/.cache/uv").mkdir(parents=True)
+    (tmp_path / "home/bob/.cache/uv/w").write_bytes(b"x" * 5_000)
+    (tmp_path / "home/not-a-dir").write_bytes(b"")
+    (tmp_path / "usr-home").symlink_to(tmp_path / "home")  # FreeBSD's /home → /usr/home, seen twice
+    parents = (os.fsencode(tmp_path / "home"), os.fsencode(tmp_path / "usr-home"))
+    layout = RootsLayout(home_parents=parents)
+    ours = [home for home in layout.home_dirs() if home.startswith(os.fsencode(tmp_path))]
+    assert ours == [os.fsencode(tmp_path / "home/bob")]
+    plan = build_plan(PlanRequest(scope=(os.fsencode(tmp_path),), layout=layout, classes=("language_cache",)))
+    assert [os.fsdecode(e.path) for item in plan.items for e in item.entries] == [
+        str(tmp_path / "home/bob/.cache/uv/w")
+    ]

@@ -1,0 +1,52 @@
+"""reclaim_plan at its edges, through the real command line: nothing to free, a pseudo filesystem, and
+saying which classes were looked for and found nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.profile import needs_proc
+
+SYSMCP = [sys.executable, "-m", "sysmcp", "--no-history", "call", "reclaim_plan"]
+
+
+def call(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*SYSMCP, *args], capture_output=True, text=True, timeout=60, cwd=cwd)
+
+
+def test_an_empty_plan_saved_with_o_is_a_script_that_runs_and_says_there_is_nothing_to_do(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "empty").mkdir()
+    done = call(f"path={tmp_path / 'empty'}", "-o", "plan.sh", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "nothing found to free" in done.stdout
+    script = (tmp_path / "plan.sh").read_text()
+    assert script.startswith("#!/bin/sh\n") and "Reclaim plan" not in script
+    ran = subprocess.run(["sh", str(tmp_path / "plan.sh")], capture_output=True, text=True, timeout=30)
+    assert ran.returncode == 0 and ran.stderr == ""
+    assert "nothing to do" in ran.stdout
+
+
+def test_the_answer_names_every_class_it_looked_for_and_found_nothing_in(tmp_path: Path) -> None:
+    done = call(f"path={tmp_path}", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    checked = json.loads(done.stdout)["checked"]
+    assert {"package_cache", "language_cache", "trash", "deleted_open"} <= set(checked)
+    assert "duplicate" not in checked  # not looked for unless asked
+    text = call(f"path={tmp_path}", 'classes=["trash","duplicate"]', cwd=tmp_path).stdout
+    assert "Checked, nothing found: trash, duplicate." in text, text
+
+
+@needs_proc
+@pytest.mark.parametrize("path", ["/proc", "/proc/self", "/sys"])
+def test_a_pseudo_filesystem_is_a_tool_error_not_nothing_to_free(tmp_path: Path, path: str) -> None:
+    done = call(f"path={path}", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "a pseudo filesystem" in done.stderr and "nothing there to free" in done.stderr, done.stderr
+    assert "nothing found to free" not in done.stdout + done.stderr
