@@ -7,6 +7,7 @@ failed comes back as the store's reason, and the tool layer (``sysmcp.tools.reco
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -128,6 +129,18 @@ def record_baseline(
         series = series_of(base, options)
     except OSError as exc:
         return KeptBaseline(unreadable=exc.strerror)
+    baseline = baseline_of(series, base, manifest, algorithm, partial, clock())
+    saved = store.save_baseline(baseline)
+    if not saved.ok:
+        return KeptBaseline(unsaved=saved.reason)
+    return KeptBaseline(len(baseline.files), kept=True)
+
+
+def baseline_of(
+    series: Series, base: bytes, manifest: bytes, algorithm: str, partial: bool, taken: float
+) -> Baseline:
+    """A GNU manifest of ``base`` plus each file's size, mtime, mode and owner (one lstat each; a
+    file gone since it was hashed is left out)."""
     files = {}
     for name, digest in parse_gnu_manifest(manifest):
         try:
@@ -135,10 +148,15 @@ def record_baseline(
         except OSError:
             continue
         files[name] = baseline_entry(digest, st)
-    saved = store.save_baseline(Baseline(series, clock(), algorithm, files, partial))
-    if not saved.ok:
-        return KeptBaseline(unsaved=saved.reason)
-    return KeptBaseline(len(files), kept=True)
+    return Baseline(series, taken, algorithm, files, partial)
+
+
+def options_of(series: Series) -> WalkOptions:
+    """The walk options a series was recorded with (``options_key`` read back)."""
+    from sysmcp.fs.walk import WalkOptions
+
+    key = json.loads(series.options or "{}")
+    return WalkOptions(one_file_system=bool(key.get("xdev", True)), exclude=tuple(key.get("exclude", ())))
 
 
 def _mount_of(path: str) -> tuple[str, str]:

@@ -20,7 +20,7 @@ from sysmcp.fs.paths import display, is_within, printable
 from sysmcp.history import compare as engine
 from sysmcp.history import state
 from sysmcp.history.compare import MIN_FIT_S, Comparison, Outcome
-from sysmcp.history.snapshots import ScanSnapshot
+from sysmcp.history.snapshots import BaselineFile, ScanSnapshot
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ArgumentError, ToolError
 from sysmcp.render import age, human_bytes, more_not_shown, plural, table
@@ -114,6 +114,16 @@ OUTPUT_SCHEMA: dict[str, Any] = {
             },
             "required": ["total_bytes", "covered_bytes", "percent", "paths"],
         },
+        "shrinkage": {
+            "type": ["object", "null"],
+            "properties": {
+                "total_bytes": {"type": "integer"},
+                "covered_bytes": {"type": "integer"},
+                "percent": {"type": ["number", "null"]},
+                "paths": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["total_bytes", "covered_bytes", "percent", "paths"],
+        },
         "changes": {
             "type": "array",
             "items": {
@@ -133,6 +143,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                     "delta_is_upper_bound": {"type": "boolean"},
                     "newest_modified": {"type": ["string", "null"]},
                     "files_changed": {"type": ["boolean", "null"]},
+                    "parents": {"type": "array", "items": {"type": "string"}},
                 },
                 "required": ["path", "kind", "delta_bytes", "old_bytes", "new_bytes", "per_day_bytes"],
             },
@@ -150,6 +161,37 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                 },
                 "required": ["path", "disk_bytes", "modified"],
             },
+        },
+        "removed_files": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "disk_bytes": {"type": "integer"}},
+                "required": ["path", "disk_bytes"],
+            },
+        },
+        "shrunk_files": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "old_disk_bytes": {"type": "integer"},
+                    "disk_bytes": {"type": "integer"},
+                },
+                "required": ["path", "old_disk_bytes", "disk_bytes"],
+            },
+        },
+        "filesystem_growth": {
+            "type": ["object", "null"],
+            "properties": {
+                "mount_point": {"type": "string"},
+                "readings": {"type": "integer"},
+                "span_s": {"type": "number"},
+                "growth_bytes": {"type": "integer"},
+                "unexplained_bytes": {"type": ["integer", "null"]},
+            },
+            "required": ["mount_point", "readings", "span_s", "growth_bytes"],
         },
         "filesystem": {
             "type": ["object", "null"],
@@ -172,6 +214,8 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                 "removed": {"type": "integer"},
                 "content_changed": {"type": "integer"},
                 "metadata_changed": {"type": "integer"},
+                "not_checked": {"type": "integer"},
+                "baseline_taken": {"type": ["string", "null"]},
                 "examples": {
                     "type": "object",
                     "additionalProperties": {"type": "array", "items": {"type": "string"}},
@@ -228,6 +272,17 @@ def parse_when(value: str, name: str, now: float) -> float:
         ) from None
 
 
+def parse_since(value: str, now: float) -> float:
+    """``since`` in epoch seconds; a time in the future is refused (nothing can have changed since)."""
+    since = parse_when(value, "since", now)
+    if since > now:
+        raise ArgumentError(
+            f"Invalid arguments: 'since' is in the future ({value!r}): give a duration back from now "
+            "('24h') or a past time"
+        )
+    return since
+
+
 def comparison(
     path: Path, args: dict[str, Any], now: float, visible: Callable[[bytes | str], bool]
 ) -> Comparison:
@@ -235,7 +290,7 @@ def comparison(
     since_raw: str = args["since"]
     return Comparison(
         path=os.fsencode(path),
-        since=None if since_raw.strip().lower() == "last" else parse_when(since_raw, "since", now),
+        since=None if since_raw.strip().lower() == "last" else parse_since(since_raw, now),
         until=parse_when(args["until"], "until", now) if "until" in args else None,
         now=now,
         timeout_s=min(float(args["timeout_s"]), MAX_TIMEOUT_S),
@@ -267,11 +322,20 @@ def compare(
     )
 
 
-def _when(epoch: float | None) -> str:
-    """A snapshot's time as an admin glances at it, in local time: 'Mon 30 Nov 09:00'."""
+def _when(epoch: float | None, seconds: bool = False) -> str:
+    """A snapshot's time as an admin glances at it, in local time: 'Mon 30 Nov 09:00' (with the
+    seconds, 'Mon 30 Nov 09:00:12', for times under an hour apart)."""
     if epoch is None:
         return "?"
-    return time.strftime("%a %d %b %H:%M", time.localtime(epoch))
+    return time.strftime("%a %d %b %H:%M:%S" if seconds else "%a %d %b %H:%M", time.localtime(epoch))
+
+
+def _span(start: float, end: float) -> str:
+    """'Thu 03 Dec 07:51:02 → 07:51:40': the second end without the day it shares with the first."""
+    precise = abs(end - start) < 3600
+    first, last = _when(start, precise), _when(end, precise)
+    day = first[: len("Thu 03 Dec ")]
+    return f"{first} → {last[len(day) :] if last.startswith(day) else last}"
 
 
 def notes_of(outcome: Outcome) -> list[str]:
@@ -318,12 +382,16 @@ def render(
         "seconds": diff.seconds if diff else None,
         "total_delta_bytes": diff.total_delta if diff and diff.comparable else 0,
         "attribution": None,
+        "shrinkage": None,
         "changes": [],
         "changes_not_shown": 0,
         "threshold_bytes": max(outcome.old.threshold, outcome.new.threshold)
         if outcome.old and outcome.new
         else None,
         "new_files": [],
+        "removed_files": [],
+        "shrunk_files": [],
+        "filesystem_growth": None,
         "filesystem": None,
         "integrity": None,
         "lower_bound": None,
@@ -335,15 +403,14 @@ def render(
             "PARTIAL RESULT: a scan compared here stopped early; directories it did not reach look unchanged or gone."
         )
     if diff is not None and outcome.old is not None and outcome.new is not None:
-        span = f"{_when(outcome.old.taken)} → {_when(outcome.new.taken)}" + (
-            " (scanned now)" if outcome.fresh else ""
-        )
+        precise = abs(outcome.new.taken - outcome.old.taken) < 3600
+        span = _span(outcome.old.taken, outcome.new.taken) + (" (scanned now)" if outcome.fresh else "")
         if not diff.comparable:
             lines.append(f"{shown}: not compared ({span}): {diff.reason}.")
         else:
             days = f" over {age(diff.seconds)}" if diff.seconds > 0 else ""
             lines.append(
-                f"{shown}: {_signed(diff.total_delta)} on disk since {_when(outcome.old.taken)}{days} "
+                f"{shown}: {_signed(diff.total_delta)} on disk since {_when(outcome.old.taken, precise)}{days} "
                 f"[{span}; directories under {human_bytes(structured['threshold_bytes'] or 0)} are not tracked]"
             )
             rated = diff.seconds >= MIN_FIT_S  # a rate per day from minutes apart says nothing
@@ -351,22 +418,28 @@ def render(
                 structured["notes"].append(
                     f"the snapshots are {age(diff.seconds)} apart: too close for rates per day"
                 )
-            attribution = diff.attribution
-            if attribution is not None and attribution.paths:
+            for key, way, attribution in (
+                ("attribution", "grew", diff.attribution),
+                ("shrinkage", "shrank", diff.shrinkage),
+            ):
+                if attribution is None or not attribution.paths:
+                    continue
                 percent = attribution.percent
-                lines.append(
-                    f"Of the {_signed(attribution.total)} since {_when(outcome.old.taken)}, "
-                    f"{_signed(attribution.covered)}"
+                count = len(attribution.paths)
+                where = f"these {count} directories" if count > 1 else "this directory"
+                share = (
+                    ""
+                    if attribution.covered == attribution.total
+                    else f" {_signed(attribution.covered)}"
                     + (f" ({percent:.0f} %)" if percent is not None else "")
-                    + f" is in {f'these {len(attribution.paths)} directories' if len(attribution.paths) > 1 else 'this directory'}: "
-                    + ", ".join(printable(named(p)) for p in attribution.paths[:top_n])
-                    + (
-                        f" … and {len(attribution.paths) - top_n} more"
-                        if len(attribution.paths) > top_n
-                        else ""
-                    )
+                    + " of it"
                 )
-                structured["attribution"] = {
+                lines.append(
+                    f"{_signed(attribution.total)} {way},{share} in {where}: "
+                    + ", ".join(printable(named(p)) for p in attribution.paths[:top_n])
+                    + (f" … and {count - top_n} more" if count > top_n else "")
+                )
+                structured[key] = {
                     "total_bytes": attribution.total,
                     "covered_bytes": attribution.covered,
                     "percent": None if percent is None else round(percent, 1),
@@ -389,6 +462,7 @@ def render(
                         "delta_is_upper_bound": was_below,
                         "newest_modified": iso_utc(c.newest) if c.newest is not None else None,
                         "files_changed": c.files_changed,
+                        "parents": [named(p) for p in c.parents],
                     }
                 )
             structured["changes"] = rows[:top_n]
@@ -405,8 +479,13 @@ def render(
                 elif row["kind"] == "modified":
                     note = " (same size, files rewritten)"
                 if change.files_changed and change.newest is not None:
-                    newest = f"newest change {_when(change.newest)}"
+                    newest = f"newest change {_when(change.newest, precise)}"
                     note = f"{note[:-1]}; {newest})" if note else f" ({newest})"
+                if change.parents:
+                    carried = f"the same change as its {plural(len(change.parents), 'parent')} " + ", ".join(
+                        printable(named(p)) + "/" for p in change.parents
+                    )
+                    note = f"{note[:-1]}; {carried})" if note else f" ({carried})"
                 lines.append(
                     f"  {_signed(row['delta_bytes']):>11}  {printable(row['path'])}/{note}{_rate(row['per_day_bytes'])}"
                 )
@@ -432,6 +511,28 @@ def render(
             if new_files:
                 lines.append("Largest new files:")
                 lines += [f"  {human_bytes(f['disk_bytes']):>10}  {printable(f['path'])}" for f in new_files]
+            structured["removed_files"] = [
+                {"path": named(f.path), "disk_bytes": f.disk} for f in diff.removed_files[:top_n]
+            ]
+            if diff.removed_files:
+                lines.append("Largest files removed:")
+                lines += [
+                    f"  {_signed(-f.disk):>11}  {printable(named(f.path))}"
+                    for f in diff.removed_files[:top_n]
+                ]
+            structured["shrunk_files"] = [
+                {"path": named(then.path), "old_disk_bytes": then.disk, "disk_bytes": now.disk}
+                for then, now in diff.shrunk_files[:top_n]
+            ]
+            if diff.shrunk_files:
+                lines.append("Largest files that shrank:")
+                lines += [
+                    f"  {_signed(now.disk - then.disk):>11}  {printable(named(then.path))} "
+                    f"({human_bytes(then.disk)} → {human_bytes(now.disk)})"
+                    for then, now in diff.shrunk_files[:top_n]
+                ]
+    elif not outcome.history:
+        lines.append(f"{shown}: nothing to compare with: {HISTORY_OFF}, so no snapshot is kept.")
     elif outcome.history and outcome.lower_bound is not None:
         lines.append(
             f"{shown}: no earlier snapshot to compare with (no baseline yet); one was recorded now, so the "
@@ -450,6 +551,29 @@ def render(
         for rel, size, _ in files[:top_n]:
             lines.append(f"  {human_bytes(size):>10}  {printable(named(os.fsencode(rel)))}")
         structured["lower_bound"] = {"files": count, "disk_bytes": disk, "since": since_raw}
+    if outcome.growth is not None:
+        grown = outcome.growth
+        point = printable(outcome.mount_point)
+        explained = diff.total_delta if diff is not None and diff.comparable else None
+        rest = None if explained is None else grown.used - explained
+        line = (
+            f"Filesystem {point}: used {_signed(grown.used)} from {plural(grown.readings, 'disk reading')} "
+            f"[{_span(grown.first, grown.last)}]"
+        )
+        if rest is not None and abs(rest) >= (structured["threshold_bytes"] or 0):
+            line += (
+                f"; the directories under {printable(shown)} account for {_signed(explained or 0)}, so "
+                f"{_signed(rest)} is elsewhere (other directories, deleted files still open): "
+                f"disk_usage path={point} explain=true accounts for it"
+            )
+        lines.append(line + ".")
+        structured["filesystem_growth"] = {
+            "mount_point": outcome.mount_point,
+            "readings": grown.readings,
+            "span_s": round(grown.span_s, 3),
+            "growth_bytes": grown.used,
+            "unexplained_bytes": rest,
+        }
     if outcome.fill is not None:
         fill = outcome.fill
         to_full = (
@@ -469,44 +593,76 @@ def render(
             "seconds_to_full": None if fill.seconds_to_full is None else round(fill.seconds_to_full, 1),
             "growth_bytes": fill.growth,
         }
-    integrity = outcome.integrity
-    if integrity is not None:
-        if not integrity.comparable:
-            lines.append(f"Integrity: not compared: {integrity.reason}.")
-            structured["integrity"] = {"comparable": False}
-        else:
-            kinds = {
-                "added": integrity.added,
-                "removed": integrity.removed,
-                "content_changed": integrity.content,
-                "metadata_changed": [p for p, _ in integrity.metadata],
-            }
-            lines.append(
-                "Integrity (against the baseline): "
-                + ", ".join(f"{len(v):,} {k.replace('_', ' ')}" for k, v in kinds.items())
-            )
-            for k, v in kinds.items():
-                for p in v[:top_n]:
-                    lines.append(f"  {k.replace('_', ' ')}: {printable(named(p))}")
-            structured["integrity"] = {
-                "comparable": True,
-                **{k: len(v) for k, v in kinds.items()},
-                "examples": {k: [named(p) for p in v[:top_n]] for k, v in kinds.items()},
-            }
-    elif outcome.baselines == 1:
-        lines.append(
-            "Integrity: one baseline so far; hash_tree with baseline: true again makes a second to compare."
-        )
+    _integrity_lines(outcome, structured, lines, named, top_n)
     for note in structured["notes"]:
-        lines.append(f"Note: {note}.")
+        if note != HISTORY_OFF:  # said in the first line
+            lines.append(f"Note: {note}.")
     return "\n".join(lines), structured, full
+
+
+def _what_changed(then: BaselineFile, now: BaselineFile) -> str:
+    """'mode 0640 → 0600, owner 0:0 → 1000:1000': what differs between a file's two records."""
+    parts = []
+    if then.size != now.size:
+        parts.append(f"size {human_bytes(then.size)} → {human_bytes(now.size)}")
+    if then.mode != now.mode:
+        parts.append(f"mode {then.mode:04o} → {now.mode:04o}")
+    if (then.uid, then.gid) != (now.uid, now.gid):
+        parts.append(f"owner {then.uid}:{then.gid} → {now.uid}:{now.gid}")
+    if then.mtime != now.mtime:
+        parts.append(f"mtime {iso_utc(then.mtime)} → {iso_utc(now.mtime)}")
+    return ", ".join(parts)
+
+
+def _integrity_lines(
+    outcome: Outcome,
+    structured: dict[str, Any],
+    lines: list[str],
+    named: Callable[[bytes], str],
+    top_n: int,
+) -> None:
+    """The integrity baseline against the tree hashed now, as ``aide --check`` reports it."""
+    integrity = outcome.integrity
+    if integrity is None:
+        return
+    if not integrity.comparable:
+        lines.append(f"Integrity: not compared: {integrity.reason}.")
+        structured["integrity"] = {"comparable": False}
+        return
+    kinds = {
+        "added": integrity.added,
+        "removed": integrity.removed,
+        "content_changed": integrity.content,
+        "metadata_changed": [p for p, _ in integrity.metadata],
+    }
+    counts = ", ".join(f"{len(v):,} {k.replace('_', ' ')}" for k, v in kinds.items())
+    checked = (
+        f" (hashed now; {plural(integrity.not_checked, 'file')} not reached in time)"
+        if integrity.not_checked
+        else " (hashed now)"
+    )
+    lines.append(f"Integrity against the baseline of {_when(outcome.integrity_taken)}{checked}: {counts}")
+    for k, v in kinds.items():
+        for p in v[:top_n]:
+            pair = integrity.files.get(p)
+            detail = f" ({_what_changed(*pair)})" if pair is not None and _what_changed(*pair) else ""
+            lines.append(f"  {k.replace('_', ' ')}: {printable(named(p))}{detail}")
+        if len(v) > top_n:
+            lines.append(f"  {more_not_shown(len(v) - top_n, 'file')}")
+    structured["integrity"] = {
+        "comparable": True,
+        **{k: len(v) for k, v in kinds.items()},
+        "not_checked": integrity.not_checked,
+        "baseline_taken": iso_utc(outcome.integrity_taken) if outcome.integrity_taken is not None else None,
+        "examples": {k: [named(p) for p in v[:top_n]] for k, v in kinds.items()},
+    }
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     now = time.time()
     since_raw: str = args["since"]
     if since_raw.strip().lower() != "last":
-        parse_when(since_raw, "since", now)  # bad arguments are refused before any work
+        parse_since(since_raw, now)  # bad arguments are refused before any work
     if "until" in args:
         parse_when(args["until"], "until", now)
     path, shown = await directory_argument(ctx, args["path"])
