@@ -211,3 +211,41 @@ def test_a_raised_checkpoint_stops_the_fresh_scan_and_nothing_is_kept(
         compare(asked(root, clock), store, None, check_cancelled, clock=clock, monotonic=frozen)
     assert asks == [1]  # the first checkpoint raised and nothing ran after it
     assert store.snapshots("scan") == []
+
+
+def test_the_integrity_check_out_of_time_counts_files_not_reached_never_as_removed(
+    root: Path, store: Store, clock: Clock
+) -> None:
+    for name in ("a", "b", "c"):
+        write(root / name, 100, clock)
+    manifest = b"".join(f"{'0' * 64}  {name}\n".encode() for name in ("a", "b", "c", "gone"))
+    assert record_baseline(store, os.fsencode(root), manifest, "sha256", WalkOptions(), False, clock).kept
+    ticks = iter(range(0, 10**6, 1000))  # every look at the budget's clock is 1,000 s later: no time left
+
+    outcome = compare(
+        replace(asked(root, clock), until=clock.now), store, clock=clock, monotonic=lambda: next(ticks)
+    )
+    found = outcome.integrity
+    assert found is not None and found.comparable and outcome.integrity_stopped is not None
+    assert found.removed == [] and found.not_checked == 3  # "gone" was never kept: its lstat failed
+
+
+def test_a_cancel_while_hashing_for_the_integrity_check_stops_the_call(
+    root: Path, store: Store, clock: Clock
+) -> None:
+    write(root / "a", 100, clock)
+    manifest = f"{'0' * 64}  a\n".encode()
+    assert record_baseline(store, os.fsencode(root), manifest, "sha256", WalkOptions(), False, clock).kept
+
+    def check_cancelled() -> None:
+        raise Cancelled
+
+    with pytest.raises(Cancelled):
+        compare(
+            replace(asked(root, clock), until=clock.now),
+            store,
+            None,
+            check_cancelled,
+            clock=clock,
+            monotonic=frozen,
+        )
