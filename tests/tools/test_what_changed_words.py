@@ -18,7 +18,8 @@ from sysmcp.history.diff import Growth, diff_scans
 from sysmcp.history.snapshots import DirTotals, FileRow, ScanSnapshot, Series
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.tools.arguments import validate_arguments
-from sysmcp.tools.what_changed import INPUT_SCHEMA, OUTPUT_SCHEMA, render
+from sysmcp.tools.what_changed import INPUT_SCHEMA, OUTPUT_SCHEMA
+from sysmcp.tools.what_changed_text import render
 from tests.tools.test_what_changed import call
 
 pytestmark = pytest.mark.anyio
