@@ -324,7 +324,8 @@ def _what_changed(then: BaselineFile, now: BaselineFile) -> str:
     if (then.uid, then.gid) != (now.uid, now.gid):
         parts.append(f"owner {then.uid}:{then.gid} → {now.uid}:{now.gid}")
     if then.mtime != now.mtime:
-        parts.append(f"mtime {iso_utc(then.mtime)} → {iso_utc(now.mtime)}")
+        before, after = iso_utc(then.mtime), iso_utc(now.mtime)
+        parts.append(f"mtime {before} → {after}" if before != after else f"mtime changed within {after}")
     return ", ".join(parts)
 
 
