@@ -78,9 +78,7 @@ class ScanDiff:
     shrinkage: Attribution | None = None  # where the shrinkage is
     new_files: list[FileRow] = field(default_factory=list)
     removed_files: list[FileRow] = field(default_factory=list)  # large files then, gone from the largest now
-    shrunk_files: list[tuple[FileRow, FileRow]] = field(
-        default_factory=list
-    )  # (then, now), largest loss first
+    shrunk_files: list[tuple[FileRow, FileRow]] = field(default_factory=list)  # (then, now), most lost first
     notes: list[str] = field(default_factory=list)
 
 
