@@ -425,7 +425,7 @@ FIELD_WORDS: dict[str, str] = {
     "filesystem.seconds_to_full": "Seconds until full at that rate (null when not filling).",
     "filesystem.growth_bytes": "Used bytes gained over the span.",
     "integrity": "Against the integrity baseline (hash_tree baseline: true).",
-    "integrity.comparable": "Whether two baselines of this tree exist.",
+    "integrity.comparable": "Whether the newest baseline could be compared with the tree hashed now.",
     "integrity.added": "Files added.",
     "integrity.removed": "Files removed.",
     "integrity.content_changed": "Files whose content digest changed.",
