@@ -16,17 +16,31 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from sysmcp.fs.budget import ScanStopped
+from sysmcp.fs.checksums import ALGORITHMS
+from sysmcp.fs.errors import EngineError
+from sysmcp.fs.treehash import TreeRequest, hash_path
 from sysmcp.fs.usage import Request, Usage, scan_usage
 from sysmcp.fs.walk import SkipCounter, WalkOptions
 from sysmcp.history import state
-from sysmcp.history.diff import BaselineDiff, FillRate, ScanDiff, diff_baselines, diff_scans, fill_rate
-from sysmcp.history.recording import disk_reading, record_scan, series_of
-from sysmcp.history.snapshots import Baseline, ScanSnapshot, SnapshotInfo
+from sysmcp.history.diff import (
+    BaselineDiff,
+    FillRate,
+    Growth,
+    ScanDiff,
+    diff_baselines,
+    diff_scans,
+    fill_rate,
+    growth_between,
+)
+from sysmcp.history.recording import baseline_of, disk_reading, options_of, record_scan, series_of
+from sysmcp.history.snapshots import Baseline, FileRow, ScanSnapshot, SnapshotInfo
 from sysmcp.history.store import Store
 
 FRESH_S = 300.0  # a snapshot younger than this answers "until now" without a new scan
 FALLBACK_WINDOW_S = 86400.0  # "last" with nothing to compare: files modified in the last day
 MIN_FIT_S = 600.0  # readings or snapshots closer than this give no rate (noise, not a trend)
+INTEGRITY_KEEP = 256 << 20  # bytes of the manifest hashed now that the integrity check keeps in memory
 
 
 def _everything(name: bytes | str) -> bool:
@@ -69,8 +83,11 @@ class Outcome:
     diff: ScanDiff | None = None
     fill: FillRate | None = None
     mount_point: str = ""
-    integrity: BaselineDiff | None = None
+    integrity: BaselineDiff | None = None  # the newest integrity baseline against the tree hashed now
+    integrity_taken: float | None = None  # when that baseline was taken
+    integrity_stopped: str | None = None  # why hashing now stopped early (the budget, a cancel)
     baselines: int = 0
+    growth: Growth | None = None  # the filesystem's used bytes over the compared span, however short
     lower_bound: LowerBound | None = None
     unsaved: str | None = None  # the store's reason the fresh scan's snapshot was not saved
     not_kept: bool = False  # a fresh scan left no snapshot
@@ -116,6 +133,13 @@ def compare(
     if store is None:
         return Outcome(False, lower_bound=_lower_bound(scan(modified_since())))
     outcome = Outcome(True)
+    started = monotonic()
+
+    def finish() -> Outcome:
+        remaining = asked.timeout_s - (monotonic() - started)
+        _integrity(outcome, store, asked, remaining, report, check_cancelled, monotonic)
+        return _disk(outcome, store, asked, clock)
+
     series = series_of(asked.path, asked.options)
     infos = [
         i for i in store.snapshots("scan", series.root, limit=2000, count_rows=False) if i.series == series
@@ -132,12 +156,12 @@ def compare(
             outcome.lower_bound = _lower_bound(done.usage)
         if done.snapshot is None:
             outcome.not_kept = True
-            return _disk(outcome, store, asked, clock)
+            return finish()
         outcome.new, outcome.fresh = done.snapshot, True
     elif newest is not None:
         outcome.new = store.load_scan(newest.id)
     if outcome.new is None or outcome.new.id is None:
-        return _disk(outcome, store, asked, clock)
+        return finish()
     old_info = _pick(infos, since, outcome.new.id)
     if old_info is None and since is not None:
         old_info = next((i for i in reversed(infos) if not i.partial and i.id < outcome.new.id), None)
@@ -148,8 +172,26 @@ def compare(
     if outcome.old is not None:
         visible = asked.visible
         outcome.diff = diff_scans(_filtered(outcome.old, visible), _filtered(outcome.new, visible))
-    _integrity(outcome, store, series.root, since, asked.visible)
-    return _disk(outcome, store, asked, clock)
+        if outcome.fresh:
+            _look_again(outcome.diff, series.root)
+    return finish()
+
+
+def _look_again(diff: ScanDiff, root: bytes) -> None:
+    """A file gone from a fresh scan's largest files may only have shrunk below them: one lstat each
+    tells (the snapshot is of now)."""
+    removed = []
+    for row in diff.removed_files:
+        try:
+            st = os.lstat(os.path.join(root, row.path))
+        except OSError:
+            removed.append(row)
+            continue
+        now = FileRow(row.path, st.st_blocks * 512, st.st_size, st.st_mtime)
+        if now.disk < row.disk:
+            diff.shrunk_files.append((row, now))
+    diff.removed_files = removed
+    diff.shrunk_files.sort(key=lambda pair: (pair[1].disk - pair[0].disk, pair[0].path))
 
 
 def _lower_bound(usage: Usage) -> LowerBound:
@@ -178,19 +220,60 @@ def _visible_files(baseline: Baseline, visible: Callable[[bytes | str], bool]) -
 
 
 def _integrity(
-    outcome: Outcome, store: Store, root: bytes, since: float | None, visible: Callable[[bytes | str], bool]
+    outcome: Outcome,
+    store: Store,
+    asked: Comparison,
+    budget_s: float,
+    report: Callable[[int, int], None] | None,
+    check_cancelled: Callable[[], None] | None,
+    monotonic: Callable[[], float],
 ) -> None:
+    """The newest integrity baseline of the path against the tree hashed now, as ``aide --check``
+    does, within what is left of the time budget."""
+    root = asked.path
     infos = [
         i for i in store.snapshots("baseline", root, limit=200, count_rows=False) if i.series.root == root
     ]
     outcome.baselines = len(infos)
-    if len(infos) < 2:
+    if not infos:
         return
-    newest = store.load_baseline(infos[0].id)
-    older = _pick(infos[1:], since, None) or infos[-1]
-    old = store.load_baseline(older.id)
-    if newest is not None and old is not None:
-        outcome.integrity = diff_baselines(_visible_files(old, visible), _visible_files(newest, visible))
+    baseline = store.load_baseline(infos[0].id)
+    if baseline is None:
+        return
+    outcome.integrity_taken = baseline.taken
+    algorithm = ALGORITHMS.get(baseline.algorithm)
+    if algorithm is None:
+        outcome.integrity = BaselineDiff(False, f"the baseline's digest {baseline.algorithm} is unknown here")
+        return
+    request = TreeRequest(
+        root, algorithm, "gnu", options_of(baseline.series), max(budget_s, 0.001), INTEGRITY_KEEP, 0
+    )
+    try:
+        tree = hash_path(
+            request,
+            SkipCounter(),
+            os.fsdecode(root),
+            check_cancelled=check_cancelled or (lambda: None),
+            report=report or (lambda files, done: None),
+            clock=monotonic,
+        )
+    except (EngineError, OSError, ScanStopped) as exc:
+        outcome.integrity = BaselineDiff(False, f"the tree could not be hashed now: {exc}")
+        return
+    if tree.manifest is None:
+        outcome.integrity = BaselineDiff(False, "the tree's manifest is too large to compare in memory")
+        return
+    now = baseline_of(
+        baseline.series, root, bytes(tree.manifest), baseline.algorithm, bool(tree.stopped), 0.0
+    )
+    visible = asked.visible
+    result = diff_baselines(_visible_files(baseline, visible), _visible_files(now, visible))
+    if tree.stopped:  # not hashed in time is not removed: only a file that is gone is
+        outcome.integrity_stopped = tree.stopped
+        gone = [p for p in result.removed if not os.path.lexists(os.path.join(root, p))]
+        result.not_checked = len(result.removed) - len(gone)
+        result.removed = gone
+    outcome.integrity = result
 
 
 def _disk(outcome: Outcome, store: Store, asked: Comparison, clock: Callable[[], float]) -> Outcome:
@@ -202,6 +285,8 @@ def _disk(outcome: Outcome, store: Store, asked: Comparison, clock: Callable[[],
     store.save_readings([reading])
     readings = store.readings(os.fsencode(point))
     fill = fill_rate(readings, asked.since) or fill_rate(readings)
+    start = outcome.old.taken if outcome.old is not None else asked.since
+    outcome.growth = growth_between(readings, start, asked.until)
     if not asked.visible(point):
         point = os.fsdecode(
             asked.path

@@ -10,9 +10,17 @@ appeared or disappeared (or, for ``appeared``, one that was below the old snapsh
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from sysmcp.history.snapshots import Baseline, DirTotals, DiskReading, FileRow, ScanSnapshot
+from sysmcp.history.snapshots import (
+    FILES_KEPT,
+    Baseline,
+    BaselineFile,
+    DirTotals,
+    DiskReading,
+    FileRow,
+    ScanSnapshot,
+)
 
 DAY = 86400.0
 
@@ -27,6 +35,7 @@ class DirChange:
     delta_apparent: int
     per_day: float | None  # disk bytes a day; None when the two times do not allow a rate
     was_below: bool = False  # appeared, and the old snapshot kept no directory this small
+    parents: tuple[bytes, ...] = ()  # the parents that carry this same change, nearest first (not listed)
 
     @property
     def newest(self) -> float | None:
@@ -44,7 +53,8 @@ class DirChange:
 
 @dataclass(frozen=True, slots=True)
 class Attribution:
-    """'Of the +12.4 GiB since Mon 09:00, 11.9 GiB (96 %) is in these 5 directories.'"""
+    """'+12.4 GiB grew, 11.9 GiB (96 %) of it in these 5 directories': one way only, growth or
+    shrinkage (``total`` signed), so the share is never above 100 %."""
 
     total: int
     covered: int
@@ -64,8 +74,11 @@ class ScanDiff:
     seconds: float
     total_delta: int = 0
     changes: list[DirChange] = field(default_factory=list)
-    attribution: Attribution | None = None
+    attribution: Attribution | None = None  # where the growth is
+    shrinkage: Attribution | None = None  # where the shrinkage is
     new_files: list[FileRow] = field(default_factory=list)
+    removed_files: list[FileRow] = field(default_factory=list)  # large files then, gone from the largest now
+    shrunk_files: list[tuple[FileRow, FileRow]] = field(default_factory=list)  # (then, now), most lost first
     notes: list[str] = field(default_factory=list)
 
 
@@ -122,14 +135,59 @@ def diff_scans(old: ScanSnapshot, new: ScanSnapshot) -> ScanDiff:
         changes.append(DirChange(path, kind, before, after, delta, delta_apparent, per_day, before is None))
     changes.sort(key=lambda c: (-abs(c.delta), c.path))
     result.total_delta = new.total.disk - old.total.disk
-    result.changes = [c for c in changes if c.path != b""]
-    result.attribution = attribute(result.changes, result.total_delta)
+    changes = [c for c in changes if c.path != b""]
+    top = [c.delta for c in changes if b"/" not in c.path]  # the tree's gross growth and shrinkage
+    result.attribution = attribute(changes, sum(d for d in top if d > 0))
+    result.shrinkage = attribute(changes, sum(d for d in top if d < 0))
+    result.changes = fold_chains(changes)
     known = {f.path for f in old.files}
     cutoff = old.taken
     result.new_files = [
         f for f in new.files if f.path not in known and (f.mtime is None or f.mtime >= cutoff)
     ]
+    result.removed_files, result.shrunk_files = _lost_files(old.files, new.files)
     return result
+
+
+def _lost_files(
+    old: Sequence[FileRow], new: Sequence[FileRow]
+) -> tuple[list[FileRow], list[tuple[FileRow, FileRow]]]:
+    """Files of the older list gone from the newer one, and files smaller in the newer one. A
+    snapshot keeps only its ``FILES_KEPT`` largest files: one missing from a full newer list is gone
+    only if it was at least as large as the smallest kept there (else it may merely have shrunk)."""
+    now = {f.path: f for f in new}
+    smallest = min((f.disk for f in new), default=0) if len(new) >= FILES_KEPT else 0
+    removed = [f for f in old if f.path not in now and f.disk >= smallest]
+    shrunk = [(f, now[f.path]) for f in old if f.path in now and now[f.path].disk < f.disk]
+    shrunk.sort(key=lambda pair: (pair[1].disk - pair[0].disk, pair[0].path))
+    return removed, shrunk
+
+
+def fold_chains(changes: Sequence[DirChange]) -> list[DirChange]:
+    """Changes with every chain of directories that carry one change (``c/``, ``c/deep/``,
+    ``c/deep/er/`` each −4.8 MiB) listed once: the deepest, its parents in ``parents``."""
+    by_path = {c.path: c for c in changes}
+    carried: dict[bytes, bytes] = {}  # parent → the child that carries its whole change
+    for change in sorted(changes, key=lambda c: -c.path.count(b"/")):  # deepest first
+        parent = by_path.get(_parent(change.path))
+        if (
+            parent is not None
+            and parent.path not in carried
+            and (parent.delta, parent.delta_apparent) == (change.delta, change.delta_apparent)
+            and parent.kind == change.kind
+        ):
+            carried[parent.path] = change.path
+    folded = []
+    for change in changes:
+        if change.path in carried:
+            continue
+        parents: list[bytes] = []
+        path = change.path
+        while (up := _parent(path)) in carried and carried[up] == path and up != path:
+            parents.append(up)
+            path = up
+        folded.append(replace(change, parents=tuple(parents)) if parents else change)
+    return folded
 
 
 def _parent(path: bytes) -> bytes:
@@ -156,8 +214,9 @@ def _newest_held_below(snap: ScanSnapshot) -> set[tuple[bytes, float]]:
 
 
 def attribute(changes: Sequence[DirChange], total: int, share: float = 0.5) -> Attribution:
-    """The few deepest directories that hold the change: from the top, a directory whose children
-    changed by at least ``share`` of its own change (the same way) is explained by them instead."""
+    """The few deepest directories that hold ``total`` (the growth when positive, the shrinkage when
+    negative): from the top, a directory whose children changed by at least ``share`` of its own
+    change (the same way) is explained by them instead."""
     if total == 0:
         return Attribution(0, 0, ())
     sign = 1 if total > 0 else -1
@@ -190,12 +249,9 @@ class FillRate:
     notes: tuple[str, ...] = ()
 
 
-def fill_rate(readings: Sequence[DiskReading], since: float | None = None) -> FillRate | None:
-    """The fit over ``readings`` (in the order they were written) of the newest filesystem identity,
-    after the last time the clock went backwards, from ``since`` on; None with fewer than two
-    distinct times."""
-    if not readings:
-        return None
+def _usable(readings: Sequence[DiskReading]) -> tuple[list[DiskReading], list[str]]:
+    """The readings of the newest filesystem identity after the last time the clock went backwards,
+    and what was left out."""
     notes = []
     identity = readings[-1].fs_id
     same = [r for r in readings if r.fs_id == identity]
@@ -207,7 +263,17 @@ def fill_rate(readings: Sequence[DiskReading], since: float | None = None) -> Fi
             start = i
     if start:
         notes.append("the clock went backwards: only the readings since then are fitted")
-    used = [r for r in same[start:] if since is None or r.taken >= since]
+    return same[start:], notes
+
+
+def fill_rate(readings: Sequence[DiskReading], since: float | None = None) -> FillRate | None:
+    """The fit over ``readings`` (in the order they were written) of the newest filesystem identity,
+    after the last time the clock went backwards, from ``since`` on; None with fewer than two
+    distinct times."""
+    if not readings:
+        return None
+    usable, notes = _usable(readings)
+    used = [r for r in usable if since is None or r.taken >= since]
     times = [r.taken for r in used]
     if len(used) < 2 or max(times) == min(times):
         return None
@@ -222,6 +288,33 @@ def fill_rate(readings: Sequence[DiskReading], since: float | None = None) -> Fi
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Growth:
+    """Used bytes of a filesystem from its first reading in a span to its last: a fact however short
+    the span (only a rate needs a long one)."""
+
+    readings: int
+    first: float
+    last: float
+    used: int  # last minus first
+
+    @property
+    def span_s(self) -> float:
+        return self.last - self.first
+
+
+def growth_between(readings: Sequence[DiskReading], start: float | None, end: float | None) -> Growth | None:
+    """The growth over the readings taken from ``start`` to ``end`` (None: open), as ``fill_rate``
+    chooses them; None with fewer than two."""
+    if not readings:
+        return None
+    usable, _ = _usable(readings)
+    inside = [r for r in usable if (start is None or r.taken >= start) and (end is None or r.taken <= end)]
+    if len(inside) < 2 or inside[-1].taken <= inside[0].taken:
+        return None
+    return Growth(len(inside), inside[0].taken, inside[-1].taken, inside[-1].used - inside[0].used)
+
+
 @dataclass(slots=True)
 class BaselineDiff:
     comparable: bool
@@ -230,6 +323,8 @@ class BaselineDiff:
     removed: list[bytes] = field(default_factory=list)
     content: list[bytes] = field(default_factory=list)  # digest (and so usually size) changed
     metadata: list[tuple[bytes, tuple[str, ...]]] = field(default_factory=list)  # same content, what changed
+    files: dict[bytes, tuple[BaselineFile, BaselineFile]] = field(default_factory=dict)  # changed: then, now
+    not_checked: int = 0  # files of the baseline not hashed now (the time budget ran out)
 
 
 def diff_baselines(old: Baseline, new: Baseline) -> BaselineDiff:
@@ -245,6 +340,7 @@ def diff_baselines(old: Baseline, new: Baseline) -> BaselineDiff:
         a, b = old.files[path], new.files[path]
         if a.digest != b.digest:
             result.content.append(path)
+            result.files[path] = (a, b)
             continue
         what = tuple(
             name
@@ -257,4 +353,5 @@ def diff_baselines(old: Baseline, new: Baseline) -> BaselineDiff:
         )
         if what:
             result.metadata.append((path, what))
+            result.files[path] = (a, b)
     return result

@@ -7,8 +7,10 @@ failed comes back as the store's reason, and the tool layer (``sysmcp.tools.reco
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -25,6 +27,7 @@ from sysmcp.history.snapshots import (
     filesystem_id,
     options_key,
     parse_gnu_manifest,
+    threshold_for,
 )
 
 if TYPE_CHECKING:  # disk_usage imports this module too, walks nothing, and opens no SQLite until it records
@@ -33,6 +36,7 @@ if TYPE_CHECKING:  # disk_usage imports this module too, walks nothing, and open
     from sysmcp.history.store import Store
 
 PRUNE_EVERY = 25  # snapshots between two retention passes when no `sysmcp snapshot` timer prunes
+READING_INTERVAL_S = 60.0  # at most one disk reading per filesystem this often, unless used bytes moved
 
 
 def series_of(path: str | bytes | os.PathLike[str], options: WalkOptions) -> Series:
@@ -125,6 +129,18 @@ def record_baseline(
         series = series_of(base, options)
     except OSError as exc:
         return KeptBaseline(unreadable=exc.strerror)
+    baseline = baseline_of(series, base, manifest, algorithm, partial, clock())
+    saved = store.save_baseline(baseline)
+    if not saved.ok:
+        return KeptBaseline(unsaved=saved.reason)
+    return KeptBaseline(len(baseline.files), kept=True)
+
+
+def baseline_of(
+    series: Series, base: bytes, manifest: bytes, algorithm: str, partial: bool, taken: float
+) -> Baseline:
+    """A GNU manifest of ``base`` plus each file's size, mtime, mode and owner (one lstat each; a
+    file gone since it was hashed is left out)."""
     files = {}
     for name, digest in parse_gnu_manifest(manifest):
         try:
@@ -132,10 +148,15 @@ def record_baseline(
         except OSError:
             continue
         files[name] = baseline_entry(digest, st)
-    saved = store.save_baseline(Baseline(series, clock(), algorithm, files, partial))
-    if not saved.ok:
-        return KeptBaseline(unsaved=saved.reason)
-    return KeptBaseline(len(files), kept=True)
+    return Baseline(series, taken, algorithm, files, partial)
+
+
+def options_of(series: Series) -> WalkOptions:
+    """The walk options a series was recorded with (``options_key`` read back)."""
+    from sysmcp.fs.walk import WalkOptions
+
+    key = json.loads(series.options or "{}")
+    return WalkOptions(one_file_system=bool(key.get("xdev", True)), exclude=tuple(key.get("exclude", ())))
 
 
 def _mount_of(path: str) -> tuple[str, str]:
@@ -158,3 +179,65 @@ def disk_reading(path: str | os.PathLike[str], clock: Callable[[], float]) -> tu
     return DiskReading(
         state.host_name(), os.fsencode(point), identity, clock(), total, used, free, *inodes
     ), point
+
+
+class ReadingGate:
+    """Which disk readings are worth a write: at most one per filesystem per ``interval_s``, unless
+    its used bytes moved by at least a snapshot's resolution (``threshold_for`` its size) since the
+    last one kept. A reading seconds after the last adds nothing to a fill rate, and its write (a
+    worker thread, an SQLite transaction) was most of a small disk_usage call's time.
+
+    ``clock``: a monotonic clock (a test's own); ``quiet(key)`` tells, before any statvfs, whether
+    every filesystem the call named ``key`` read last time had a reading kept within the interval."""
+
+    def __init__(self, interval_s: float = READING_INTERVAL_S, clock: Callable[[], float] = time.monotonic):
+        self.interval_s = interval_s
+        self.clock = clock
+        self._kept: dict[tuple[bytes, str], tuple[float, int]] = {}  # (mount, fs id) → (when, used)
+        self._calls: dict[str, tuple[tuple[bytes, str], ...]] = {}  # a call's key → the filesystems it read
+        self._directory: object = None  # the state directory the kept readings were written to
+
+    def _recent(self, when: float, now: float) -> bool:
+        return 0 <= now - when < self.interval_s
+
+    def due(self, readings: Sequence[DiskReading]) -> list[DiskReading]:
+        """The readings worth keeping now."""
+        now = self.clock()
+        wanted = []
+        for reading in readings:
+            last = self._kept.get((reading.mount, reading.fs_id))
+            if (
+                last is None
+                or not self._recent(last[0], now)
+                or abs(reading.used - last[1]) >= threshold_for(reading.total)
+            ):
+                wanted.append(reading)
+        return wanted
+
+    def kept(self, readings: Sequence[DiskReading]) -> None:
+        """``readings`` were written."""
+        now = self.clock()
+        for reading in readings:
+            self._kept[(reading.mount, reading.fs_id)] = (now, reading.used)
+
+    def answered(self, key: str, readings: Sequence[DiskReading]) -> None:
+        """The call named ``key`` read these filesystems (for ``quiet``)."""
+        self._calls[key] = tuple((r.mount, r.fs_id) for r in readings)
+
+    def quiet(self, key: str) -> bool:
+        """Whether every filesystem the call ``key`` read last time had a reading kept within the
+        interval: then its next reading is due only if used bytes moved materially."""
+        filesystems = self._calls.get(key)
+        if not filesystems:
+            return False
+        now = self.clock()
+        return all(
+            (last := self._kept.get(fs)) is not None and self._recent(last[0], now) for fs in filesystems
+        )
+
+    def follow(self, directory: object) -> None:
+        """History is kept in ``directory`` now: what was kept elsewhere does not count."""
+        if directory != self._directory:
+            self._directory = directory
+            self._kept.clear()
+            self._calls.clear()

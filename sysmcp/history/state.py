@@ -52,6 +52,11 @@ def configured() -> bool:
     return _directory is not None
 
 
+def directory() -> Path | None:
+    """Where history is kept (None: off), without opening the store."""
+    return _directory
+
+
 def active() -> Store | None:
     """The store, opened on first use; None when history is off (not configured, or unusable)."""
     global _store

@@ -30,6 +30,7 @@ from sysmcp.fs.disks import (
 from sysmcp.fs.mounts import Mount, MountTable, apfs_container, container_siblings, default_partitions
 from sysmcp.fs.paths import display
 from sysmcp.history import state
+from sysmcp.history.recording import ReadingGate
 from sysmcp.platform import PROC
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.render import human_bytes, noun, table
@@ -37,7 +38,7 @@ from sysmcp.tools import disk_explain
 from sysmcp.tools import schemas as js
 from sysmcp.tools.descriptions import describe_paths
 from sysmcp.tools.merging import HostOutcome, fleet_output
-from sysmcp.tools.recording import record_disk
+from sysmcp.tools.recording import READINGS, readings_quiet, record_disk
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.views import DISKS
 
@@ -424,9 +425,11 @@ class DiskUsage:
         max_stuck: int = MAX_STUCK_PROBES,
         clock: SampleClock | None = None,
         proc: str = PROC,
+        readings: ReadingGate = READINGS,
     ) -> None:
         self.disks = Disks(partitions or default_partitions(), usage, timeout, max_stuck, clock)
         self.proc = proc  # where explain reads processes' open files (tests point it at a fake /proc)
+        self.readings = readings  # which readings history keeps (at most one per filesystem a minute)
         self.partitions = self.disks.partitions
         self.prober = self.disks.prober
 
@@ -434,8 +437,8 @@ class DiskUsage:
         """A path whose resolution and filesystem are all local: statvfs answers from memory."""
         if isinstance(args, dict) and (args.get("sample_s") or args.get("explain")):
             return False  # it waits out the window or walks: a task of its own, never answered inline
-        if state.configured():  # asked without opening the store: that is the worker's to do
-            return False  # the reading is kept in the history store: a write (and its lock) is no inline work
+        if state.configured() and not readings_quiet(_reading_key(args), self.readings):
+            return False  # a reading is due: its write (a worker's, with its lock) is no inline work
         raw = args.get("path") if isinstance(args, dict) else None
         if not isinstance(raw, str):
             return not isinstance(args, dict) or "path" in args  # bad arguments are refused at once
@@ -469,7 +472,9 @@ class DiskUsage:
                 entry = (await disks.sampled([entry], again, sample_s, progress))[0]
             shown = display(real)
             structured = {"path": shown, **self._structured([entry]), **extra}
-            return await _recorded(_with_notes(render_one(shown, entry, unit), structured, [entry], table))
+            return await self._recorded(
+                _with_notes(render_one(shown, entry, unit), structured, [entry], table), args
+            )
         everything = bool(args.get("all", False))
         mounts = disks.selected(table, everything, ctx.paths.allowed)
         entries = await disks.probe_all(table, mounts)
@@ -477,9 +482,15 @@ class DiskUsage:
             entries = await disks.sampled(entries, lambda: disks.probe_all(table, mounts), sample_s, progress)
         entries = disks.shown(entries, everything)
         structured = {**self._structured(entries), "order": ORDER, **extra}
-        return await _recorded(
-            _with_notes(render_all(entries, unit, everything, sample_s), structured, entries, table)
+        return await self._recorded(
+            _with_notes(render_all(entries, unit, everything, sample_s), structured, entries, table), args
         )
+
+    async def _recorded(self, output: ToolOutput, args: dict[str, Any]) -> ToolOutput:
+        """The history hook: the readings due are kept (tiny rows); a reading not kept is said."""
+        filesystems = output.structured.get("filesystems", ())
+        note = await record_disk(filesystems, _reading_key(args), gate=self.readings)
+        return output if note is None else replace(output, text=f"{output.text}\n{note}")
 
     def _structured(self, entries: Sequence[Entry]) -> dict[str, Any]:
         return {
@@ -622,7 +633,10 @@ TOOL = Tool(
 )
 
 
-async def _recorded(output: ToolOutput) -> ToolOutput:
-    """The history hook: each reading is kept (tiny rows); a reading not kept is said."""
-    note = await record_disk(output.structured.get("filesystems", ()))
-    return output if note is None else replace(output, text=f"{output.text}\n{note}")
+def _reading_key(args: Any) -> str:
+    """The name of a call for the readings gate: the same path (or the same all-filesystems listing)
+    reads the same filesystems again."""
+    if not isinstance(args, dict):
+        return ""
+    raw = args.get("path")
+    return f"path:{raw}" if isinstance(raw, str) else f"all:{bool(args.get('all', False))}"

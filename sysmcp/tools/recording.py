@@ -35,15 +35,31 @@ def recorded_scan(
     return done.usage, done.snapshot, None if done.unsaved is None else f"History: {done.unsaved}."
 
 
+#: The process's gate for disk readings (``history.recording.ReadingGate``); a test passes its own.
+READINGS = recording.ReadingGate()
+
+
+def readings_quiet(key: str, gate: recording.ReadingGate = READINGS) -> bool:
+    """Whether disk_usage's call named ``key`` can be answered with no reading due (no store
+    opened: for the event loop's at-once check)."""
+    gate.follow(state.directory())
+    return gate.quiet(key)
+
+
 async def record_disk(
-    filesystems: Sequence[dict[str, Any]], clock: Callable[[], float] = state.now
+    filesystems: Sequence[dict[str, Any]],
+    key: str,
+    clock: Callable[[], float] = state.now,
+    gate: recording.ReadingGate = READINGS,
 ) -> str | None:
-    """Keep disk_usage's figures (a few tiny rows), off the event loop; a sentence if not saved.
+    """Keep disk_usage's figures (a few tiny rows) when ``gate`` finds them due, off the event loop;
+    a sentence if not saved. ``key`` names the call (its path) for the gate's ``quiet``.
 
     The store is opened by the worker that writes (``state.active()`` in ``save``), not here: the
     event loop does no file I/O, and a fresh process opens one SQLite connection, not two."""
     if not state.configured():
         return None
+    gate.follow(state.directory())
     taken = clock()
     host = state.host_name()
     readings = [
@@ -61,13 +77,20 @@ async def record_disk(
         for fs in filesystems
         if fs.get("status") == "ok" and "used_bytes" in fs
     ]
+    gate.answered(key, readings)
+    due = gate.due(readings)
+    if not due:
+        return None  # each filesystem has a recent reading and has not moved since: nothing to add
 
     def save(_: None) -> str | None:
         store = state.active()
         if store is None:
             return None
-        saved = store.save_readings(readings)
-        return None if saved.ok else f"History: {saved.reason}."
+        saved = store.save_readings(due)
+        if not saved.ok:
+            return f"History: {saved.reason}."
+        gate.kept(due)
+        return None
 
     result: str | None = await run_in_thread(save, None, None)
     return result

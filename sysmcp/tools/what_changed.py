@@ -16,16 +16,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sysmcp.fs.paths import display, is_within, printable
+from sysmcp.fs.paths import is_within
 from sysmcp.history import compare as engine
 from sysmcp.history import state
-from sysmcp.history.compare import MIN_FIT_S, Comparison, Outcome
-from sysmcp.history.snapshots import ScanSnapshot
+from sysmcp.history.compare import Comparison, Outcome
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ArgumentError, ToolError
-from sysmcp.render import age, human_bytes, more_not_shown, plural, table
+from sysmcp.render import age, plural, table
 from sysmcp.tools.descriptions import describe_paths
-from sysmcp.tools.dir_usage import FULL_FILES, iso_utc, parse_duration, usage_report
+from sysmcp.tools.dir_usage import FULL_FILES, parse_duration, usage_report
 from sysmcp.tools.merging import HostOutcome, fleet_output
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name
 from sysmcp.tools.walking import (
@@ -35,6 +34,7 @@ from sysmcp.tools.walking import (
     walk_options,
     walk_properties,
 )
+from sysmcp.tools.what_changed_text import render, signed
 
 DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 300.0
@@ -92,6 +92,16 @@ _SNAP = {
     "required": ["id", "taken", "partial"],
 }
 _INT_OR_NULL = {"type": ["integer", "null"]}
+_ATTRIBUTION = {  # growth or shrinkage: the deepest directories that hold it
+    "type": ["object", "null"],
+    "properties": {
+        "total_bytes": {"type": "integer"},
+        "covered_bytes": {"type": "integer"},
+        "percent": {"type": ["number", "null"]},
+        "paths": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["total_bytes", "covered_bytes", "percent", "paths"],
+}
 OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -104,16 +114,8 @@ OUTPUT_SCHEMA: dict[str, Any] = {
         "complete": {"type": "boolean", "description": "False when either scan was partial."},
         "seconds": {"type": ["number", "null"], "description": "Time between the two snapshots."},
         "total_delta_bytes": {"type": "integer", "description": "Disk bytes under path, newer minus older."},
-        "attribution": {
-            "type": ["object", "null"],
-            "properties": {
-                "total_bytes": {"type": "integer"},
-                "covered_bytes": {"type": "integer"},
-                "percent": {"type": ["number", "null"]},
-                "paths": {"type": "array", "items": {"type": "string"}},
-            },
-            "required": ["total_bytes", "covered_bytes", "percent", "paths"],
-        },
+        "attribution": _ATTRIBUTION,
+        "shrinkage": _ATTRIBUTION,
         "changes": {
             "type": "array",
             "items": {
@@ -133,6 +135,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                     "delta_is_upper_bound": {"type": "boolean"},
                     "newest_modified": {"type": ["string", "null"]},
                     "files_changed": {"type": ["boolean", "null"]},
+                    "parents": {"type": "array", "items": {"type": "string"}},
                 },
                 "required": ["path", "kind", "delta_bytes", "old_bytes", "new_bytes", "per_day_bytes"],
             },
@@ -150,6 +153,37 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                 },
                 "required": ["path", "disk_bytes", "modified"],
             },
+        },
+        "removed_files": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "disk_bytes": {"type": "integer"}},
+                "required": ["path", "disk_bytes"],
+            },
+        },
+        "shrunk_files": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "old_disk_bytes": {"type": "integer"},
+                    "disk_bytes": {"type": "integer"},
+                },
+                "required": ["path", "old_disk_bytes", "disk_bytes"],
+            },
+        },
+        "filesystem_growth": {
+            "type": ["object", "null"],
+            "properties": {
+                "mount_point": {"type": "string"},
+                "readings": {"type": "integer"},
+                "span_s": {"type": "number"},
+                "growth_bytes": {"type": "integer"},
+                "unexplained_bytes": {"type": ["integer", "null"]},
+            },
+            "required": ["mount_point", "readings", "span_s", "growth_bytes"],
         },
         "filesystem": {
             "type": ["object", "null"],
@@ -172,6 +206,8 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                 "removed": {"type": "integer"},
                 "content_changed": {"type": "integer"},
                 "metadata_changed": {"type": "integer"},
+                "not_checked": {"type": "integer"},
+                "baseline_taken": {"type": ["string", "null"]},
                 "examples": {
                     "type": "object",
                     "additionalProperties": {"type": "array", "items": {"type": "string"}},
@@ -196,23 +232,6 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 }
 
 
-def _signed(size: int) -> str:
-    return ("+" if size >= 0 else "−") + human_bytes(abs(size))
-
-
-def _rate(per_day: float | None) -> str:
-    return "" if per_day is None else f", {_signed(int(per_day))}/day"
-
-
-def _snap_json(snap: ScanSnapshot | None, fresh: bool = False) -> dict[str, Any] | None:
-    if snap is None or snap.id is None:
-        return None
-    return {"id": snap.id, "taken": iso_utc(snap.taken), "partial": snap.partial, "fresh": fresh}
-
-
-HISTORY_OFF = f"history is off on this host ({state.OFF_BECAUSE})"
-
-
 def parse_when(value: str, name: str, now: float) -> float:
     """Epoch seconds of '24h' (back from now) or an ISO 8601 time; ``ArgumentError`` naming ``name``."""
     try:
@@ -228,6 +247,17 @@ def parse_when(value: str, name: str, now: float) -> float:
         ) from None
 
 
+def parse_since(value: str, now: float) -> float:
+    """``since`` in epoch seconds; a time in the future is refused (nothing can have changed since)."""
+    since = parse_when(value, "since", now)
+    if since > now:
+        raise ArgumentError(
+            f"Invalid arguments: 'since' is in the future ({value!r}): give a duration back from now "
+            "('24h') or a past time"
+        )
+    return since
+
+
 def comparison(
     path: Path, args: dict[str, Any], now: float, visible: Callable[[bytes | str], bool]
 ) -> Comparison:
@@ -235,7 +265,7 @@ def comparison(
     since_raw: str = args["since"]
     return Comparison(
         path=os.fsencode(path),
-        since=None if since_raw.strip().lower() == "last" else parse_when(since_raw, "since", now),
+        since=None if since_raw.strip().lower() == "last" else parse_since(since_raw, now),
         until=parse_when(args["until"], "until", now) if "until" in args else None,
         now=now,
         timeout_s=min(float(args["timeout_s"]), MAX_TIMEOUT_S),
@@ -267,246 +297,11 @@ def compare(
     )
 
 
-def _when(epoch: float | None) -> str:
-    """A snapshot's time as an admin glances at it, in local time: 'Mon 30 Nov 09:00'."""
-    if epoch is None:
-        return "?"
-    return time.strftime("%a %d %b %H:%M", time.localtime(epoch))
-
-
-def notes_of(outcome: Outcome) -> list[str]:
-    """The engine's facts as the answer's notes, in the order the engine met them."""
-    if not outcome.history:
-        return [HISTORY_OFF]
-    notes = []
-    if outcome.unsaved is not None:
-        notes.append(f"{outcome.unsaved}.")
-    if outcome.not_kept and outcome.lower_bound is None:
-        notes.append("the fresh scan could not be kept, so nothing was compared")
-    if outcome.oldest_instead is not None:
-        notes.append(
-            f"no snapshot as old as asked: compared with the oldest, {_when(outcome.oldest_instead)}"
-        )
-    if outcome.readings_span_s is not None:
-        notes.append(
-            f"the disk readings of {outcome.mount_point} span only {age(outcome.readings_span_s)}: too short "
-            "for a fill rate (disk_usage with sample_s gives the short-term rate)"
-        )
-    return notes + outcome.notes
-
-
-def render(
-    shown: str, outcome: Outcome, args: dict[str, Any], now: float
-) -> tuple[str, dict[str, Any], str | None]:
-    """Text, structured content, and the full list of changes when the text shows only some."""
-    top_n: int = args["top_n"]
-    base = shown.rstrip("/")
-
-    def named(rel: bytes) -> str:
-        return f"{base}/{display(rel)}" if rel else shown
-
-    lines: list[str] = []
-    diff = outcome.diff
-    structured: dict[str, Any] = {
-        "path": shown,
-        "history": outcome.history,
-        "baseline": _snap_json(outcome.old),
-        "current": _snap_json(outcome.new, outcome.fresh),
-        "comparable": bool(diff and diff.comparable),
-        "reason": diff.reason if diff else None,
-        "complete": not ((outcome.old and outcome.old.partial) or (outcome.new and outcome.new.partial)),
-        "seconds": diff.seconds if diff else None,
-        "total_delta_bytes": diff.total_delta if diff and diff.comparable else 0,
-        "attribution": None,
-        "changes": [],
-        "changes_not_shown": 0,
-        "threshold_bytes": max(outcome.old.threshold, outcome.new.threshold)
-        if outcome.old and outcome.new
-        else None,
-        "new_files": [],
-        "filesystem": None,
-        "integrity": None,
-        "lower_bound": None,
-        "notes": notes_of(outcome),
-    }
-    full: str | None = None
-    if not structured["complete"]:
-        lines.append(
-            "PARTIAL RESULT: a scan compared here stopped early; directories it did not reach look unchanged or gone."
-        )
-    if diff is not None and outcome.old is not None and outcome.new is not None:
-        span = f"{_when(outcome.old.taken)} → {_when(outcome.new.taken)}" + (
-            " (scanned now)" if outcome.fresh else ""
-        )
-        if not diff.comparable:
-            lines.append(f"{shown}: not compared ({span}): {diff.reason}.")
-        else:
-            days = f" over {age(diff.seconds)}" if diff.seconds > 0 else ""
-            lines.append(
-                f"{shown}: {_signed(diff.total_delta)} on disk since {_when(outcome.old.taken)}{days} "
-                f"[{span}; directories under {human_bytes(structured['threshold_bytes'] or 0)} are not tracked]"
-            )
-            rated = diff.seconds >= MIN_FIT_S  # a rate per day from minutes apart says nothing
-            if 0 < diff.seconds < MIN_FIT_S:
-                structured["notes"].append(
-                    f"the snapshots are {age(diff.seconds)} apart: too close for rates per day"
-                )
-            attribution = diff.attribution
-            if attribution is not None and attribution.paths:
-                percent = attribution.percent
-                lines.append(
-                    f"Of the {_signed(attribution.total)} since {_when(outcome.old.taken)}, "
-                    f"{_signed(attribution.covered)}"
-                    + (f" ({percent:.0f} %)" if percent is not None else "")
-                    + f" is in {f'these {len(attribution.paths)} directories' if len(attribution.paths) > 1 else 'this directory'}: "
-                    + ", ".join(printable(named(p)) for p in attribution.paths[:top_n])
-                    + (
-                        f" … and {len(attribution.paths) - top_n} more"
-                        if len(attribution.paths) > top_n
-                        else ""
-                    )
-                )
-                structured["attribution"] = {
-                    "total_bytes": attribution.total,
-                    "covered_bytes": attribution.covered,
-                    "percent": None if percent is None else round(percent, 1),
-                    "paths": [named(p) for p in attribution.paths],
-                }
-            below = human_bytes(outcome.old.threshold)
-            rows: list[dict[str, Any]] = []
-            for c in diff.changes:
-                was_below = c.was_below and outcome.old.partial is False and c.kind == "appeared"
-                rows.append(
-                    {
-                        "path": named(c.path),
-                        "kind": c.kind,
-                        "delta_bytes": c.delta,
-                        "delta_apparent_bytes": c.delta_apparent,
-                        "old_bytes": c.old.disk if c.old else None,
-                        "new_bytes": c.new.disk if c.new else None,
-                        "per_day_bytes": None if c.per_day is None or not rated else round(c.per_day, 1),
-                        "was_below_threshold": was_below,
-                        "delta_is_upper_bound": was_below,
-                        "newest_modified": iso_utc(c.newest) if c.newest is not None else None,
-                        "files_changed": c.files_changed,
-                    }
-                )
-            structured["changes"] = rows[:top_n]
-            structured["changes_not_shown"] = len(rows) - len(rows[:top_n])
-            lines.append(
-                "Directories that changed most:"
-                if rows
-                else "No directory changed by more than the threshold."
-            )
-            for row, change in zip(rows[:top_n], diff.changes, strict=False):
-                note = "" if row["kind"] in ("grew", "shrank") else f" ({row['kind']})"
-                if row["delta_is_upper_bound"]:
-                    note = f" (appeared, or under the {below} threshold then: the delta is at most this)"
-                elif row["kind"] == "modified":
-                    note = " (same size, files rewritten)"
-                if change.files_changed and change.newest is not None:
-                    newest = f"newest change {_when(change.newest)}"
-                    note = f"{note[:-1]}; {newest})" if note else f" ({newest})"
-                lines.append(
-                    f"  {_signed(row['delta_bytes']):>11}  {printable(row['path'])}/{note}{_rate(row['per_day_bytes'])}"
-                )
-            if structured["changes_not_shown"]:
-                lines.append(f"  {more_not_shown(structured['changes_not_shown'], 'directory')}")
-                out = ["delta_bytes\tkind\told_bytes\tnew_bytes\tper_day_bytes\tnewest_modified\tpath"]
-                out += [
-                    f"{r['delta_bytes']}\t{r['kind']}\t{r['old_bytes'] if r['old_bytes'] is not None else ''}\t"
-                    f"{r['new_bytes'] if r['new_bytes'] is not None else ''}\t{r['per_day_bytes'] or ''}\t"
-                    f"{r['newest_modified'] or ''}\t{printable(r['path'])}"
-                    for r in rows
-                ]
-                full = "\n".join(out) + "\n"
-            new_files: list[dict[str, Any]] = [
-                {
-                    "path": named(f.path),
-                    "disk_bytes": f.disk,
-                    "modified": iso_utc(f.mtime) if f.mtime is not None else None,
-                }
-                for f in diff.new_files[:top_n]
-            ]
-            structured["new_files"] = new_files
-            if new_files:
-                lines.append("Largest new files:")
-                lines += [f"  {human_bytes(f['disk_bytes']):>10}  {printable(f['path'])}" for f in new_files]
-    elif outcome.history and outcome.lower_bound is not None:
-        lines.append(
-            f"{shown}: no earlier snapshot to compare with (no baseline yet); one was recorded now, so the "
-            "next what_changed can compare against it."
-        )
-    elif outcome.history:
-        lines.append(f"{shown}: no snapshot to compare with.")
-    if outcome.lower_bound is not None:
-        count, disk, files = outcome.lower_bound
-        since_raw = args["since"]
-        window = "in the last 24 h" if since_raw.strip().lower() == "last" else f"since {since_raw}"
-        lines.append(
-            f"LOWER BOUND: files modified {window}: {count:,}, {human_bytes(disk)} on disk (growth from files "
-            "that were only deleted or changed in place is not seen this way)."
-        )
-        for rel, size, _ in files[:top_n]:
-            lines.append(f"  {human_bytes(size):>10}  {printable(named(os.fsencode(rel)))}")
-        structured["lower_bound"] = {"files": count, "disk_bytes": disk, "since": since_raw}
-    if outcome.fill is not None:
-        fill = outcome.fill
-        to_full = (
-            f"full in about {age(fill.seconds_to_full)} at this rate"
-            if fill.seconds_to_full is not None
-            else "not filling"
-        )
-        lines.append(
-            f"Filesystem {printable(outcome.mount_point)}: {_signed(int(fill.bytes_per_day))}/day (least-squares fit of "
-            f"{fill.readings} readings over {age(fill.span_s)}), {to_full}."
-        )
-        structured["filesystem"] = {
-            "mount_point": outcome.mount_point,
-            "readings": fill.readings,
-            "span_s": round(fill.span_s, 3),
-            "bytes_per_day": round(fill.bytes_per_day, 1),
-            "seconds_to_full": None if fill.seconds_to_full is None else round(fill.seconds_to_full, 1),
-            "growth_bytes": fill.growth,
-        }
-    integrity = outcome.integrity
-    if integrity is not None:
-        if not integrity.comparable:
-            lines.append(f"Integrity: not compared: {integrity.reason}.")
-            structured["integrity"] = {"comparable": False}
-        else:
-            kinds = {
-                "added": integrity.added,
-                "removed": integrity.removed,
-                "content_changed": integrity.content,
-                "metadata_changed": [p for p, _ in integrity.metadata],
-            }
-            lines.append(
-                "Integrity (against the baseline): "
-                + ", ".join(f"{len(v):,} {k.replace('_', ' ')}" for k, v in kinds.items())
-            )
-            for k, v in kinds.items():
-                for p in v[:top_n]:
-                    lines.append(f"  {k.replace('_', ' ')}: {printable(named(p))}")
-            structured["integrity"] = {
-                "comparable": True,
-                **{k: len(v) for k, v in kinds.items()},
-                "examples": {k: [named(p) for p in v[:top_n]] for k, v in kinds.items()},
-            }
-    elif outcome.baselines == 1:
-        lines.append(
-            "Integrity: one baseline so far; hash_tree with baseline: true again makes a second to compare."
-        )
-    for note in structured["notes"]:
-        lines.append(f"Note: {note}.")
-    return "\n".join(lines), structured, full
-
-
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     now = time.time()
     since_raw: str = args["since"]
     if since_raw.strip().lower() != "last":
-        parse_when(since_raw, "since", now)  # bad arguments are refused before any work
+        parse_since(since_raw, now)  # bad arguments are refused before any work
     if "until" in args:
         parse_when(args["until"], "until", now)
     path, shown = await directory_argument(ctx, args["path"])
@@ -562,9 +357,9 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
         rows.append(
             [
                 outcome.host,
-                _signed(int(result.get("total_delta_bytes", 0))) if compared else "no baseline",
+                signed(int(result.get("total_delta_bytes", 0))) if compared else "no baseline",
                 top or "-",
-                _signed(int(fs["bytes_per_day"])) if fs else "-",
+                signed(int(fs["bytes_per_day"])) if fs else "-",
                 age(to_full) if to_full is not None else "-",
             ]
         )
@@ -607,6 +402,20 @@ FIELD_WORDS: dict[str, str] = {
     "then, not recorded, so the true change is between delta - threshold_bytes and delta.",
     "changes[].newest_modified": "The newest file modification in it now (ISO 8601, UTC; null if unknown).",
     "changes[].files_changed": "Whether a file in it is newer than any it held then (null if unknown).",
+    "changes[].parents": "Parent directories carrying this same change, not listed themselves.",
+    "shrinkage": "How much of the shrinkage the listed directories explain.",
+    "shrinkage.covered_bytes": "Shrinkage inside the listed directories.",
+    "shrinkage.percent": "That share of the whole shrinkage.",
+    "removed_files": "Large files of the older snapshot that are gone.",
+    "shrunk_files": "Large files of the older snapshot that are smaller now.",
+    "shrunk_files[].old_disk_bytes": "Disk bytes then.",
+    "filesystem_growth": "Used bytes of the filesystem between the disk readings over the compared span.",
+    "filesystem_growth.readings": "Disk readings in the span.",
+    "filesystem_growth.span_s": "Seconds between the first and the last of them.",
+    "filesystem_growth.growth_bytes": "Used bytes gained (negative: freed).",
+    "filesystem_growth.unexplained_bytes": "The part the directories under path do not account for.",
+    "integrity.not_checked": "Baseline files not hashed now before the time budget ran out.",
+    "integrity.baseline_taken": "When the baseline was taken (ISO 8601, UTC).",
     "changes_not_shown": "Further changes left out of this list.",
     "threshold_bytes": "Directories smaller than this are not tracked in snapshots.",
     "new_files[].modified": "Modification time (ISO 8601, UTC).",
@@ -616,7 +425,7 @@ FIELD_WORDS: dict[str, str] = {
     "filesystem.seconds_to_full": "Seconds until full at that rate (null when not filling).",
     "filesystem.growth_bytes": "Used bytes gained over the span.",
     "integrity": "Against the integrity baseline (hash_tree baseline: true).",
-    "integrity.comparable": "Whether two baselines of this tree exist.",
+    "integrity.comparable": "Whether the newest baseline could be compared with the tree hashed now.",
     "integrity.added": "Files added.",
     "integrity.removed": "Files removed.",
     "integrity.content_changed": "Files whose content digest changed.",

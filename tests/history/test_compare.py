@@ -4,6 +4,7 @@ in a temporary directory, a fake clock for the snapshots and a frozen one for th
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -139,11 +140,10 @@ def test_what_the_roots_hide_is_left_out_of_the_integrity_part(
         kept = record_baseline(store, os.fsencode(root), manifest, "sha256", WalkOptions(), False, clock)
         assert kept.kept
 
-    baseline(["shown/f"])
+    baseline(["shown/f", "hidden/old", "../outside"])
     clock.now += DAY
     write(root / "shown" / "g", 1, clock)
     write(root / "hidden" / "g", 1, clock)
-    baseline(["shown/f", "shown/g", "hidden/g", "../outside"])
 
     def visible(name: bytes | str) -> bool:
         real = os.path.normpath(os.fsdecode(name))
@@ -152,6 +152,35 @@ def test_what_the_roots_hide_is_left_out_of_the_integrity_part(
     outcome, _ = run(replace(asked(root, clock), visible=visible), store, clock)
     assert outcome.integrity is not None and outcome.integrity.comparable
     assert outcome.integrity.added == [b"shown/g"]
+    assert outcome.integrity.removed == []  # hidden/old and ../outside are not this call's to name
+    assert outcome.integrity.content == [b"shown/f"]  # the baseline's digest was made up
+
+
+def test_one_integrity_baseline_is_compared_at_once_with_the_tree_hashed_now(
+    root: Path, store: Store, clock: Clock
+) -> None:
+    for name in ("passwd", "shadow", "hosts", "old.conf"):
+        write(root / name, 100, clock)
+    os.chmod(root / "shadow", 0o640)
+    manifest = b"".join(
+        hashlib.sha256((root / name).read_bytes()).hexdigest().encode() + b"  " + name.encode() + b"\n"
+        for name in ("hosts", "old.conf", "passwd", "shadow")
+    )
+    assert record_baseline(store, os.fsencode(root), manifest, "sha256", WalkOptions(), False, clock).kept
+    write(root / "passwd", 10, clock)  # content
+    os.chmod(root / "shadow", 0o600)  # metadata only
+    (root / "old.conf").unlink()  # removed
+    write(root / "new.conf", 5, clock)  # added
+    clock.now += 60
+    outcome, progress = run(asked(root, clock), store, clock)
+    found = outcome.integrity
+    assert found is not None and found.comparable and outcome.baselines == 1
+    assert (found.added, found.removed, found.content) == ([b"new.conf"], [b"old.conf"], [b"passwd"])
+    assert found.metadata == [(b"shadow", ("mode",))]
+    then, now = found.files[b"shadow"]
+    assert (then.mode, now.mode) == (0o640, 0o600)
+    assert found.files[b"passwd"][1].size == 110
+    assert progress  # the hashing reported as it went
 
 
 def test_without_a_store_it_scans_for_the_files_modified_since_and_records_nothing(
@@ -182,3 +211,41 @@ def test_a_raised_checkpoint_stops_the_fresh_scan_and_nothing_is_kept(
         compare(asked(root, clock), store, None, check_cancelled, clock=clock, monotonic=frozen)
     assert asks == [1]  # the first checkpoint raised and nothing ran after it
     assert store.snapshots("scan") == []
+
+
+def test_the_integrity_check_out_of_time_counts_files_not_reached_never_as_removed(
+    root: Path, store: Store, clock: Clock
+) -> None:
+    for name in ("a", "b", "c"):
+        write(root / name, 100, clock)
+    manifest = b"".join(f"{'0' * 64}  {name}\n".encode() for name in ("a", "b", "c", "gone"))
+    assert record_baseline(store, os.fsencode(root), manifest, "sha256", WalkOptions(), False, clock).kept
+    ticks = iter(range(0, 10**6, 1000))  # every look at the budget's clock is 1,000 s later: no time left
+
+    outcome = compare(
+        replace(asked(root, clock), until=clock.now), store, clock=clock, monotonic=lambda: next(ticks)
+    )
+    found = outcome.integrity
+    assert found is not None and found.comparable and outcome.integrity_stopped is not None
+    assert found.removed == [] and found.not_checked == 3  # "gone" was never kept: its lstat failed
+
+
+def test_a_cancel_while_hashing_for_the_integrity_check_stops_the_call(
+    root: Path, store: Store, clock: Clock
+) -> None:
+    write(root / "a", 100, clock)
+    manifest = f"{'0' * 64}  a\n".encode()
+    assert record_baseline(store, os.fsencode(root), manifest, "sha256", WalkOptions(), False, clock).kept
+
+    def check_cancelled() -> None:
+        raise Cancelled
+
+    with pytest.raises(Cancelled):
+        compare(
+            replace(asked(root, clock), until=clock.now),
+            store,
+            None,
+            check_cancelled,
+            clock=clock,
+            monotonic=frozen,
+        )

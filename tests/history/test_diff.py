@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from sysmcp.history.diff import DAY, attribute, diff_baselines, diff_scans, fill_rate
+from sysmcp.history.diff import DAY, diff_baselines, diff_scans, fill_rate, growth_between
 from sysmcp.history.snapshots import (
+    FILES_KEPT,
     Baseline,
     BaselineFile,
     DirTotals,
@@ -20,6 +21,7 @@ from sysmcp.history.snapshots import (
 )
 
 MiB = 1 << 20
+GiB = 1 << 30
 SERIES = Series("h", "8:1/abc", b"/srv", "{}")
 
 
@@ -40,22 +42,61 @@ def test_changes_each_with_its_kind_delta_and_rate_per_day() -> None:
     assert diff.comparable and diff.total_delta == 12 * MiB and diff.notes == []
     found = {c.path: (c.kind, c.delta, c.per_day) for c in diff.changes}
     assert found == {
-        b"var": ("grew", 20 * MiB, 10 * MiB),
-        b"var/log": ("grew", 20 * MiB, 10 * MiB),
+        b"var/log": ("grew", 20 * MiB, 10 * MiB),  # var carries the same change: named as its parent
         b"home": ("shrank", -2 * MiB, -1 * MiB),
         b"gone": ("disappeared", -10 * MiB, -5 * MiB),
         b"new": ("appeared", 4 * MiB, 2 * MiB),
     }
-    assert [c.path for c in diff.changes][:2] == [b"var", b"var/log"]  # largest change first
+    assert [c.path for c in diff.changes][:2] == [b"var/log", b"gone"]  # largest change first
 
 
-def test_attribution_names_the_deepest_directories_holding_the_growth() -> None:
-    diff = diff_scans(snap(0.0, OLD), snap(DAY, NEW))
-    assert diff.attribution is not None
+def test_attribution_says_growth_and_shrinkage_apart_never_above_100_percent() -> None:
+    diff = diff_scans(snap(0.0, OLD), snap(DAY, NEW))  # net +12 MiB: +24 MiB grew, -12 MiB shrank
+    assert diff.attribution is not None and diff.shrinkage is not None
     assert diff.attribution.paths == (b"var/log", b"new")  # var is explained by var/log
-    assert diff.attribution.covered == 24 * MiB and diff.attribution.total == 12 * MiB
-    shrink = attribute(diff_scans(snap(0.0, NEW), snap(DAY, OLD)).changes, -12 * MiB)
-    assert shrink.paths == (b"var/log", b"new")  # what shrank going back: new disappears
+    assert (diff.attribution.total, diff.attribution.covered, diff.attribution.percent) == (
+        24 * MiB,
+        24 * MiB,
+        100.0,
+    )
+    assert diff.shrinkage.paths == (b"gone", b"home")
+    assert (diff.shrinkage.total, diff.shrinkage.covered) == (-12 * MiB, -12 * MiB)
+    back = diff_scans(snap(0.0, NEW), snap(DAY, OLD)).shrinkage
+    assert back is not None and back.paths == (b"var/log", b"new")  # going back, new disappears
+
+
+def test_a_chain_of_directories_carrying_one_change_is_listed_once_the_deepest_with_its_parents() -> None:
+    old = {b"": 30 * MiB, b"c": 10 * MiB, b"c/deep": 8 * MiB, b"c/deep/er": 8 * MiB, b"c/x": 2 * MiB}
+    new = {b"": 25 * MiB, b"c": 5 * MiB, b"c/deep": 3 * MiB, b"c/deep/er": 3 * MiB, b"c/x": 2 * MiB}
+    diff = diff_scans(snap(0.0, old), snap(DAY, new))
+    assert [(c.path, c.delta, c.parents) for c in diff.changes] == [
+        (b"c/deep/er", -5 * MiB, (b"c/deep", b"c"))
+    ]
+    uneven = {**new, b"c": 6 * MiB, b"c/x": 3 * MiB, b"": 26 * MiB}  # c's change is not c/deep's alone
+    changed = diff_scans(snap(0.0, old), snap(DAY, uneven)).changes
+    assert [(c.path, c.parents) for c in changed] == [(b"c/deep/er", (b"c/deep",)), (b"c", ()), (b"c/x", ())]
+
+
+def test_files_gone_from_the_largest_or_smaller_than_then_are_named_as_new_ones_are() -> None:
+    old_files = [FileRow(b"a/gone", 9 * MiB, 9 * MiB, 1.0), FileRow(b"a/log", 8 * MiB, 8 * MiB, 1.0)]
+    new_files = [FileRow(b"a/log", 2 * MiB, 2 * MiB, 5.0)]
+    diff = diff_scans(snap(0.0, OLD, files=old_files), snap(DAY, NEW, files=new_files))
+    assert [f.path for f in diff.removed_files] == [b"a/gone"]
+    assert [(then.disk, now.disk) for then, now in diff.shrunk_files] == [(8 * MiB, 2 * MiB)]
+    full = [FileRow(f"big{i}".encode(), 20 * MiB, 20 * MiB, 5.0) for i in range(FILES_KEPT)]
+    kept_full = diff_scans(snap(0.0, OLD, files=old_files), snap(DAY, NEW, files=full))
+    assert kept_full.removed_files == []  # below the smallest kept now: it may only have shrunk
+
+
+def test_the_growth_between_readings_is_a_fact_however_short_their_span() -> None:
+    readings = [
+        DiskReading("h", b"/srv", "d|ext4", 100.0 + 2 * i, 10 * GiB, GiB + i * 12 * MiB, 9 * GiB)
+        for i in range(5)
+    ]
+    growth = growth_between(readings, 100.0, None)
+    assert growth is not None and (growth.readings, growth.span_s, growth.used) == (5, 8.0, 48 * MiB)
+    assert fill_rate(readings) is not None  # the rate exists too; the tool withholds it under 10 minutes
+    assert growth_between(readings, 105.0, 107.0) is None  # one reading in that span
 
 
 @pytest.mark.parametrize(("later", "note"), [(-60.0, "backwards"), (0.0, "same time")])
@@ -63,7 +104,7 @@ def test_a_clock_set_back_or_one_time_for_both_gives_changes_without_rates(later
     diff = diff_scans(snap(1000.0, OLD), snap(1000.0 + later, NEW))
     assert diff.comparable
     assert any(note in n for n in diff.notes)
-    assert {c.path: c.delta for c in diff.changes}[b"var"] == 20 * MiB
+    assert {c.path: c.delta for c in diff.changes}[b"var/log"] == 20 * MiB
     assert all(c.per_day is None for c in diff.changes)
 
 

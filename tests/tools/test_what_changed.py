@@ -440,7 +440,7 @@ def test_the_fleet_merge_ranks_hosts_by_growth_and_says_where() -> None:
     assert [h["host"] for h in output.structured["view"]["hosts"]] == ["db1", "web1"]
 
 
-async def test_an_integrity_baseline_from_hash_tree_shows_what_aide_would_report(
+async def test_one_integrity_baseline_from_hash_tree_is_checked_against_the_tree_now_as_aide_check_does(
     tmp_path: Path, clock: Clock
 ) -> None:
     from sysmcp.tools.hash_tree import INPUT_SCHEMA as HASH_INPUT
@@ -461,8 +461,11 @@ async def test_an_integrity_baseline_from_hash_tree_shows_what_aide_would_report
     (etc / "old.conf").unlink()  # removed
     write(etc / os.fsdecode(b"new-\xff.conf"), 5)  # added, a non-UTF-8 name
     clock.now += 3600
-    await baseline()
-    result = (await call(path=str(etc), since="2h")).structured["integrity"]
+    output = await call(path=str(etc), since="2h")
+    assert "one baseline so far" not in output.text
+    assert f"metadata changed: {etc}/shadow (mode 0640 → 0600)" in output.text, output.text
+    assert f"content changed: {etc}/passwd (size 100 B → 110 B" in output.text, output.text
+    result = output.structured["integrity"]
     assert result["comparable"] is True
     assert (result["added"], result["removed"], result["content_changed"], result["metadata_changed"]) == (
         1,

@@ -12,7 +12,8 @@ import pytest
 from sysmcp.history import state
 from sysmcp.protocol.context import Meter
 from sysmcp.tools.arguments import validate_arguments
-from sysmcp.tools.what_changed import INPUT_SCHEMA, OUTPUT_SCHEMA, compare, render
+from sysmcp.tools.what_changed import INPUT_SCHEMA, OUTPUT_SCHEMA, compare
+from sysmcp.tools.what_changed_text import render
 from tests.tools import test_what_changed as base
 from tests.tools.test_what_changed import Clock
 

@@ -1,0 +1,119 @@
+"""what_changed's words for what an admin acts on: growth and shrinkage apart, one line for a chain
+of directories carrying one change, seconds when the snapshots are close, the files removed and
+shrunk, the filesystem's growth over a short span, a future 'since' refused, history off said first.
+Rendered from plain values (no clock), or through the handler where the refusal is the point."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from sysmcp.history import state
+from sysmcp.history.compare import Outcome
+from sysmcp.history.diff import Growth, diff_scans
+from sysmcp.history.snapshots import DirTotals, FileRow, ScanSnapshot, Series
+from sysmcp.protocol.errors import ArgumentError
+from sysmcp.tools.arguments import validate_arguments
+from sysmcp.tools.what_changed import INPUT_SCHEMA, OUTPUT_SCHEMA
+from sysmcp.tools.what_changed_text import render
+from tests.tools.test_what_changed import call
+
+pytestmark = pytest.mark.anyio
+MiB = 1 << 20
+SERIES = Series("h", "8:1/abc", b"/srv", "{}")
+THEN = time.mktime((2026, 12, 3, 7, 51, 2, 0, 0, -1))  # a local time, as the answer shows it
+
+
+def snap(
+    taken: float, sizes: dict[bytes, int], files: list[FileRow] | None = None, id: int = 1
+) -> ScanSnapshot:
+    dirs = {p: DirTotals(s, s, 1) for p, s in sizes.items()}
+    return ScanSnapshot(SERIES, taken, False, MiB, dirs, files or [], id)
+
+
+OLD = {b"": 30 * MiB, b"a": 10 * MiB, b"b": 2 * MiB, b"c": 5 * MiB, b"c/deep": 5 * MiB, b"c/deep/er": 5 * MiB}
+NEW = {b"": 40 * MiB, b"a": 22 * MiB, b"b": 5 * MiB, b"c": 0, b"c/deep": 0, b"c/deep/er": 0}
+
+
+def words(old: ScanSnapshot, new: ScanSnapshot, **facts: Any) -> tuple[str, dict[str, Any]]:
+    outcome = Outcome(True, old=old, new=new, diff=diff_scans(old, new), mount_point="/srv", **facts)
+    args = validate_arguments(INPUT_SCHEMA, {"path": "/srv", "since": "last"})
+    text, structured, _ = render("/srv", outcome, args, new.taken)
+    jsonschema.validate(structured, OUTPUT_SCHEMA)
+    return text, structured
+
+
+def test_a_mixed_change_says_growth_and_shrinkage_apart_never_a_share_above_100_percent() -> None:
+    text, structured = words(snap(THEN, OLD), snap(THEN + 38, NEW, id=2))
+    assert "+15.0 MiB grew, in these 2 directories: /srv/a, /srv/b" in text, text
+    assert "−5.0 MiB shrank, in this directory: /srv/c/deep/er" in text, text
+    assert "160 %" not in text and "150 %" not in text
+    assert (
+        structured["attribution"]["percent"] == 100.0 and structured["shrinkage"]["total_bytes"] == -5 * MiB
+    )
+
+
+def test_a_chain_of_directories_carrying_one_change_is_one_line_naming_its_parents() -> None:
+    text, structured = words(snap(THEN, OLD), snap(THEN + 38, NEW, id=2))
+    listed = [line.strip() for line in text.splitlines() if "/srv/c" in line and line.startswith("  ")]
+    assert listed == ["−5.0 MiB  /srv/c/deep/er/ (the same change as its 2 parents /srv/c/deep/, /srv/c/)"]
+    assert [c["path"] for c in structured["changes"]] == ["/srv/a", "/srv/c/deep/er", "/srv/b"]
+
+
+def test_snapshots_under_an_hour_apart_show_their_seconds_and_never_two_identical_ends() -> None:
+    text, _ = words(snap(THEN, OLD), snap(THEN + 38, NEW, id=2))
+    assert "[Thu 03 Dec 07:51:02 → 07:51:40;" in text, text
+    far, _ = words(snap(THEN, OLD), snap(THEN + 2 * 86400, NEW, id=2))
+    assert "[Thu 03 Dec 07:51 → Sat 05 Dec 07:51;" in far, far
+
+
+def test_removed_and_shrunk_files_are_named_as_new_ones_are() -> None:
+    old_files = [
+        FileRow(b"c/deep/er/dump", 5 * MiB, 5 * MiB, THEN - 60),
+        FileRow(b"a/log", 8 * MiB, 8 * MiB, THEN),
+    ]
+    new_files = [
+        FileRow(b"a/log", 2 * MiB, 2 * MiB, THEN + 30),
+        FileRow(b"a/big", 18 * MiB, 18 * MiB, THEN + 30),
+    ]
+    text, structured = words(snap(THEN, OLD, old_files), snap(THEN + 38, NEW, new_files, id=2))
+    assert "Largest files removed:\n     −5.0 MiB  /srv/c/deep/er/dump" in text, text
+    assert "Largest files that shrank:\n     −6.0 MiB  /srv/a/log (8.0 MiB → 2.0 MiB)" in text, text
+    assert structured["removed_files"] == [{"path": "/srv/c/deep/er/dump", "disk_bytes": 5 * MiB}]
+    assert structured["shrunk_files"][0]["old_disk_bytes"] == 8 * MiB
+
+
+def test_the_filesystems_growth_over_seconds_is_said_with_the_part_the_directories_do_not_explain() -> None:
+    growth = Growth(5, THEN, THEN + 8, 60 * MiB)  # 50 MiB more than the tree's +10 MiB
+    text, structured = words(snap(THEN, OLD), snap(THEN + 8, NEW, id=2), growth=growth, readings_span_s=8.0)
+    assert (
+        "Filesystem /srv: used +60.0 MiB from 5 disk readings [Thu 03 Dec 07:51:02 → 07:51:10]; the directories "
+        "under /srv account for +10.0 MiB, so +50.0 MiB is elsewhere (other directories, deleted files still "
+        "open): disk_usage path=/srv explain=true accounts for it." in text
+    ), text
+    assert structured["filesystem_growth"]["unexplained_bytes"] == 50 * MiB
+    assert "+0 B" not in text
+
+
+async def test_a_since_in_the_future_is_refused_before_any_scan(tmp_path: Path) -> None:
+    state.configure(tmp_path / "state")
+    try:
+        with pytest.raises(ArgumentError, match="'since' is in the future"):
+            await call(path=str(tmp_path), since="2999-01-01T00:00")
+        assert not (tmp_path / "state").exists()
+    finally:
+        state.configure(None)
+
+
+async def test_with_history_off_the_answer_says_so_before_its_lower_bound(tmp_path: Path) -> None:
+    state.configure(None)
+    (tmp_path / "f").write_bytes(b"x")
+    text = (await call(path=str(tmp_path))).text
+    first = text.splitlines()[0]
+    assert first.startswith(f"{tmp_path}: nothing to compare with: history is off on this host")
+    assert state.OFF_BECAUSE in first
+    assert text.index("history is off") < text.index("LOWER BOUND")
