@@ -71,6 +71,17 @@ ITEM_SCHEMA: dict[str, Any] = {
         "note": {"type": ["string", "null"]},
         "holders": {"type": "array", "items": {"type": "object"}},
         "kept_copy": {"type": "string", "description": "Duplicates: the copy that stays."},
+        "kept_owner": {"type": "string", "description": "Duplicates: who owns the kept copy."},
+        "owners": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Duplicates: who owns the extra copies (always the kept copy's owner).",
+        },
+        "no_link": {
+            "type": "string",
+            "description": "Duplicates: why the copies cannot become hard links to the kept copy (another "
+            "filesystem, owner, group, mode, ACL or extended attribute).",
+        },
         "link_id": {
             "type": "string",
             "description": "Duplicates: the id to name in reclaim to replace the copies by hard links to the "
@@ -98,8 +109,9 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 PATHS_SHOWN = 5
 
 
-def duplicate_groups(root: Path, meter: Meter) -> list[list[bytes]]:
-    """The one adapter to ``find_duplicates``: its groups as absolute paths, the kept copy first."""
+def duplicate_groups(root: Path, meter: Meter) -> list[list[tuple[bytes, os.stat_result]]]:
+    """The one adapter to ``find_duplicates``: its groups as absolute paths, each with what its open
+    descriptor was when its bytes were hashed (the plan's identity of it, not a later look)."""
     from sysmcp.fs.duplicates import DuplicatesRequest, find_duplicates
     from sysmcp.fs.walk import WalkOptions
     from sysmcp.tools.find_duplicates import meter_report
@@ -108,7 +120,21 @@ def duplicate_groups(root: Path, meter: Meter) -> list[list[bytes]]:
     request = DuplicatesRequest(base, WalkOptions(one_file_system=True), timeout_s=DUPLICATES_TIMEOUT_S)
     search = find_duplicates(request, report=meter_report(meter), check_cancelled=meter.checkpoint)
     joined = base.rstrip(b"/") + b"/"
-    return [[joined + os.fsencode(c.relative) for c in group.copies] for group in search.groups]
+    groups: list[list[tuple[bytes, os.stat_result]]] = []
+    for group in search.groups:
+        seen = [(joined + os.fsencode(c.relative), c.stat()) for c in group.copies]
+        groups.append([(path, st) for path, st in seen if st is not None])
+    return groups
+
+
+def owner_name(uid: int) -> str:
+    """A user's name, or their number when the system knows no name for it."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, OverflowError):
+        return str(uid)
 
 
 def item_view(item: Item) -> dict[str, Any]:
@@ -116,6 +142,10 @@ def item_view(item: Item) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if item.keep is not None:
         extra["kept_copy"] = os.fsdecode(item.keep.path)
+        extra["kept_owner"] = owner_name(item.keep.identity.uid)
+        extra["owners"] = sorted({owner_name(e.identity.uid) for e in item.entries})
+        if item.no_link is not None:
+            extra["no_link"] = item.no_link
     if item.linkable:
         extra["link_id"] = item.id + LINK
     return {**item.facts(), "files": len(item.entries), "paths": paths, **extra}
@@ -158,7 +188,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         path = await ctx.resolve(args.get("path", "/"), lambda found: require_directory(found, str(found)))
         scope, shown = (os.fsencode(path),), str(path)
     wanted = args.get("classes")
-    duplicates: list[list[bytes]] = []
+    duplicates: list[list[tuple[bytes, os.stat_result]]] = []
     if args.get("duplicates") or (wanted is not None and "duplicate" in wanted):
         duplicates = await ctx.run_in_worker(lambda meter: duplicate_groups(path, meter))
     request = PlanRequest(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.fs.errors import NotFound
+from sysmcp.fs.errors import NotFound, Refused
 from sysmcp.fs.reclaim import Plan, PlanRequest, apply_items, build_plan, confirmation_code
 from sysmcp.fs.reclaim_classes import RootsLayout
 from sysmcp.fs.reclaim_script import render_script
@@ -276,10 +276,10 @@ def test_reclaim_skips_modified_replaced_and_symlinked_files_and_a_swapped_direc
     assert not (log / "same.1").exists() and (elsewhere / "inner.1").exists()
 
 
-def test_reclaim_never_acts_outside_the_allowed_roots(tmp_path: Path) -> None:
+def test_reclaim_refuses_whole_a_plan_naming_a_file_outside_the_allowed_roots(tmp_path: Path) -> None:
     plan = plan_of(tmp_path, [b"a.1"])
-    (applied,) = apply_items(plan, [plan.items[0].id], lambda path: False)
-    assert [o.reason for o in applied.outcomes] == ["outside"]
+    with pytest.raises(Refused, match="outside the roots"):
+        apply_items(plan, [plan.items[0].id], lambda path: False)
     assert (tmp_path / "var/log/a.1").exists()
 
 
