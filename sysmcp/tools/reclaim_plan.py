@@ -78,7 +78,7 @@ ITEM_SCHEMA: dict[str, Any] = {
             "description": "Duplicates: who owns the extra copies (always the kept copy's owner).",
         },
         "no_link": {
-            "type": "string",
+            "type": ["string", "null"],
             "description": "Duplicates: why the copies cannot become hard links to the kept copy (another "
             "filesystem, owner, group, mode, ACL or extended attribute).",
         },
@@ -144,8 +144,6 @@ def item_view(item: Item) -> dict[str, Any]:
         extra["kept_copy"] = os.fsdecode(item.keep.path)
         extra["kept_owner"] = owner_name(item.keep.identity.uid)
         extra["owners"] = sorted({owner_name(e.identity.uid) for e in item.entries})
-        if item.no_link is not None:
-            extra["no_link"] = item.no_link
     if item.linkable:
         extra["link_id"] = item.id + LINK
     return {**item.facts(), "files": len(item.entries), "paths": paths, **extra}
