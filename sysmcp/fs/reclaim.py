@@ -512,6 +512,9 @@ class Act:
     def _proven(self, parent: int, aside: bytes, kept: tuple[int, bytes] | None, link: bool) -> str | None:
         """None if the entry now under ``aside`` is the planned file and (a duplicate) has exactly the
         kept copy's bytes, the kept copy being its planned inode; else why not."""
+        if kept is None or self.keep is None:  # no copy to compare with: its identity is all there is
+            st = os.stat(aside, dir_fd=parent, follow_symlinks=False)
+            return None if self.entry.identity.same_file(st, ctime=False) else "changed"
         try:
             fd = os.open(aside, _READ, dir_fd=parent)
         except OSError as exc:
@@ -520,8 +523,6 @@ class Act:
             st = os.fstat(fd)
             if not self.entry.identity.same_file(st, ctime=False):
                 return "changed"
-            if kept is None or self.keep is None:
-                return None
             try:
                 other = os.open(kept[1], _READ, dir_fd=kept[0])
             except OSError as exc:

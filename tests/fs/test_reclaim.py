@@ -478,3 +478,19 @@ def test_container_caches_come_from_the_engines_own_figures_and_a_hung_engine_is
         ("docker builder prune", 750_500_000),
     }
     assert all(f.action == "command" for f in found)
+
+
+def test_the_rename_aside_never_replaces_a_name_that_is_taken(tmp_path: Path) -> None:
+    from sysmcp import platform
+
+    (tmp_path / "a").write_bytes(b"a")
+    (tmp_path / "b").write_bytes(b"b")
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if not platform.rename_noreplace(fd, b"a", fd, b"c"):
+            pytest.skip("no RENAME_NOREPLACE here (docs/reclaim.md: the weaker guarantee)")
+        with pytest.raises(FileExistsError):
+            platform.rename_noreplace(fd, b"c", fd, b"b")
+    finally:
+        os.close(fd)
+    assert (tmp_path / "b").read_bytes() == b"b" and (tmp_path / "c").read_bytes() == b"a"
