@@ -108,7 +108,7 @@ REASONS = {
     "symlink": "a symbolic link is there now",
     "gone": "gone already",
     "outside": "outside the allowed roots",
-    "keep_changed": "the kept copy changed since the plan (or is gone), so nothing is linked to it",
+    "keep_changed": "the kept copy changed since the plan, so this copy stays",
     "other_filesystem": "on another filesystem than the kept copy",
     "linked": "already a hard link to the kept copy",
     "unverified": "after the rename the name does not lead to the kept copy",
@@ -134,9 +134,8 @@ async def _plan(args: dict[str, Any], ctx: ToolContext) -> tuple[Plan, list[str]
             f"{exc.detail}; nothing removed: make a new plan with reclaim_plan and review it"
         ) from None
     chosen = list(dict.fromkeys(args["items"]))
-    outside = outside_roots(
-        plan, chosen, _allowed(ctx)
-    )  # kept copies too: a duplicate goes only if its copy stays
+    # kept copies too: a duplicate goes only if its kept copy stays, and that must be inside the roots
+    outside = outside_roots(plan, chosen, _allowed(ctx))
     if outside:
         raise Refused(
             f"plan {plan.id} names {len(outside):,} file(s) outside the roots this server is confined to "
