@@ -44,6 +44,7 @@ __all__ = [
     "is_native_windows",
     "missing_facilities",
     "read_command",
+    "rename_noreplace",
 ]
 
 MOUNTINFO = "/proc/self/mountinfo"  # the mount table with bind-mount roots and device numbers (Linux)
@@ -174,6 +175,60 @@ def bind_mount_privately(source: str, target: str) -> None:
         if libc.mount(src, dst, kind, flags, None) != 0:
             errno = ctypes.get_errno()
             raise OSError(errno, os.strerror(errno), dst.decode(errors="replace"))
+
+
+#: What ``rename_noreplace`` needs from the C library, once looked up (None: not offered here).
+_RENAME: list[Callable[[int, bytes, int, bytes], int] | None] = []
+
+
+def _rename_call() -> Callable[[int, bytes, int, bytes], int] | None:
+    """Linux: ``renameat2(…, RENAME_NOREPLACE)`` (glibc 2.28, kernel 3.15); macOS: ``renameatx_np(…,
+    RENAME_EXCL)`` (10.12). Either returns 0 or -1 with errno set; elsewhere None."""
+    if not _RENAME:
+        import ctypes
+        import ctypes.util
+
+        call: Callable[[int, bytes, int, bytes], int] | None = None
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        except OSError:
+            libc = None
+        if libc is not None and sys.platform.startswith("linux") and hasattr(libc, "renameat2"):
+            noreplace, native = 1, libc.renameat2
+        elif libc is not None and sys.platform == "darwin" and hasattr(libc, "renameatx_np"):
+            noreplace, native = 4, libc.renameatx_np  # RENAME_EXCL
+        else:
+            native = None
+        if native is not None:
+            native.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+            native.restype = ctypes.c_int
+
+            def call(src_dir: int, src: bytes, dst_dir: int, dst: bytes) -> int:
+                if native(src_dir, src, dst_dir, dst, noreplace) == 0:
+                    return 0
+                return ctypes.get_errno()
+
+        _RENAME.append(call)
+    return _RENAME[0]
+
+
+def rename_noreplace(src_dir: int, src: bytes, dst_dir: int, dst: bytes) -> bool:
+    """Rename ``src`` (relative to ``src_dir``) to ``dst`` (relative to ``dst_dir``) only if nothing is
+    at ``dst``: atomically where the kernel offers it (``renameat2(RENAME_NOREPLACE)`` on Linux,
+    ``renameatx_np(RENAME_EXCL)`` on macOS; returns True). Elsewhere returns False having done nothing:
+    the caller then checks that ``dst`` is free and renames, a check and an act in two steps.
+    Raises OSError (``FileExistsError`` when ``dst`` is taken)."""
+    call = _rename_call()
+    if call is None:
+        return False
+    import errno
+
+    error = call(src_dir, src, dst_dir, dst)
+    if error in (errno.ENOSYS, errno.EINVAL):  # a kernel or filesystem without the flag
+        return False
+    if error:
+        raise OSError(error, os.strerror(error))
+    return True
 
 
 def read_command(argv: list[str], timeout: float = 10.0) -> str | None:

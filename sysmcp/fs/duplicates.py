@@ -30,7 +30,7 @@ from sysmcp.fs.budget import give_up_at, quiet
 from sysmcp.fs.errors import EngineError, NotFound, PermissionRefused, Unavailable, WrongKind
 from sysmcp.fs.fanout import Progress, available_processes
 from sysmcp.fs.parallel import SPLIT_AFTER_S, ParallelWalk, Sharing, run_shared
-from sysmcp.fs.sieves import SMALL, Candidates, Comparer, Handoff, Reader, gather_candidates
+from sysmcp.fs.sieves import SMALL, Candidates, Comparer, Handoff, Reader, Seen, as_stat, gather_candidates
 from sysmcp.fs.sizeruns import SizeRuns
 from sysmcp.fs.walk import Budget, ScanConfig, Scanner, ScanStopped, SkipCounter, WalkOptions
 
@@ -75,6 +75,11 @@ class Candidate:
     dev: int
     ino: int
     disk: int
+    seen: Seen | None = None  # its descriptor's fstat when its content was read (what a plan's identity is)
+
+    def stat(self) -> os.stat_result | None:
+        """The file as it was when its bytes were hashed (None: not known)."""
+        return as_stat(self.seen) if self.seen is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,7 +331,10 @@ def merge_comparisons(results: Sequence[dict[str, Any] | None], search: Search) 
             continue
         for size, digest, same in result["groups"]:
             same.sort()
-            copies = tuple(Candidate(os.fsdecode(name), dev, ino, disk) for name, dev, ino, disk in same)
+            copies = tuple(
+                Candidate(os.fsdecode(name), dev, ino, disk, tuple(looked))
+                for name, dev, ino, disk, looked in same
+            )
             search.groups.append(Group(size, digest, copies))
         search.files_read += result.get("read", 0)
         search.bytes_read += result.get("bytes", 0)

@@ -3,20 +3,28 @@
 ``build_plan`` is read-only: it asks each class finder (``reclaim_classes``) where its files are, keeps
 the ones inside the scope, and counts the disk blocks each item would free, each inode once and only
 when every one of its links is in the plan (a hard link elsewhere keeps the blocks in use). Every path
-carries its identity (device, inode, size, mtime_ns, ctime_ns) so that acting later can tell a file
-that changed since it was planned.
+carries its identity (device, inode, size, mtime_ns, ctime_ns, owner, group, mode) so that acting later
+can tell a file that changed since it was planned; a duplicate's is the one its open descriptor had
+when ``find_duplicates`` read its bytes.
 
-``apply_items`` is the one thing here that writes, and only on items of a stored plan: each path is
+``apply_items`` is the one thing here that writes, and only on items of a stored plan whose every file
+(kept copies included) lies inside the roots: a plan reaching outside is refused whole. Each path is
 reached by walking from ``/`` one component at a time with ``O_NOFOLLOW`` (``safeopen.open_parent``),
-looked at with ``fstatat(AT_SYMLINK_NOFOLLOW)`` relative to the parent's descriptor, compared with its
-planned identity and only then unlinked relative to that same descriptor: no path is resolved twice,
-so nothing swapped in between the look and the unlink can be hit. The bytes freed are measured
-(``fstatvfs`` of the parent before and after), not assumed.
+looked at with ``fstatat(AT_SYMLINK_NOFOLLOW)`` relative to the parent's descriptor and compared with
+its planned identity. It is then renamed to a private name in the same directory
+(``renameat2(RENAME_NOREPLACE)``, ``platform.rename_noreplace``), so a file renamed over the planned
+name after the look is never the one acted on: the entry under the private name is looked at again,
+and only if it is the planned file is it unlinked; otherwise it goes back to its name and is skipped
+with the reason. A duplicate goes only once its bytes were compared again with the kept copy's, both
+opened without following links relative to their parents' descriptors, the kept copy still the planned
+inode inside the roots. What remains: between the second look and the unlink, the entry has a name
+nobody else chose; a user who can write the directory can still rename something onto that private
+name, and where the platform has no ``RENAME_NOREPLACE`` the rename aside itself is a check then an
+act (docs/reclaim.md). The bytes freed are measured (``fstatvfs`` of the parent before and after).
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import os
@@ -27,14 +35,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sysmcp import platform
 from sysmcp.fs import reclaim_classes as classes
 from sysmcp.fs.errors import NotFound, Refused
 from sysmcp.fs.openfiles import link_confined
-from sysmcp.fs.reclaim_classes import Found, RootsLayout
-from sysmcp.fs.safeopen import open_parent
+from sysmcp.fs.reclaim_classes import Copy, Found, RootsLayout
+from sysmcp.fs.safeopen import extended_attributes, open_parent
 
 __all__ = [
     "LINK",
+    "Act",
     "Applied",
     "Entry",
     "Identity",
@@ -47,6 +57,7 @@ __all__ = [
     "build_plan",
     "choose",
     "confirmation_code",
+    "outside_roots",
 ]
 
 Checkpoint = Callable[[], None]
@@ -83,10 +94,12 @@ class Identity:
         )
 
     def same_file(self, st: os.stat_result, *, ctime: bool = True) -> bool:
+        """The same regular file, unchanged: inode, size, mtime, owner, group and mode (and ctime,
+        unless this run moved it: a rename or a link of its own)."""
         return (
             stat.S_ISREG(st.st_mode)
-            and (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-            == (self.dev, self.ino, self.size, self.mtime_ns)
+            and (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_uid, st.st_gid, st.st_mode)
+            == (self.dev, self.ino, self.size, self.mtime_ns, self.uid, self.gid, self.mode)
             and (not ctime or st.st_ctime_ns == self.ctime_ns)
         )
 
@@ -112,6 +125,7 @@ class Item:
     holders: tuple[dict[str, object], ...] = ()
     shared: int = 0  # disk bytes of files whose other hard links stay (not counted in ``bytes``)
     keep: Entry | None = None  # duplicates: the kept copy, which ``:link`` makes each entry a name of
+    no_link: str | None = None  # duplicates: why ``:link`` is not offered (owner, mode, ACLs, filesystem)
 
     def facts(self) -> dict[str, Any]:
         """Its words and figures, no files: what the answer shows and the history store keeps alike."""
@@ -127,6 +141,7 @@ class Item:
             "action": self.action,
             "note": self.note,
             "holders": [dict(h) for h in self.holders],
+            "no_link": self.no_link,
         }
 
     @classmethod
@@ -145,12 +160,18 @@ class Item:
             holders=tuple(dict(h) for h in facts["holders"]),
             shared=int(facts["shared_bytes"]),
             keep=keep,
+            no_link=facts.get("no_link"),
         )
 
     @property
     def linkable(self) -> bool:
-        """Duplicates on the kept copy's filesystem can become hard links to it instead of going."""
-        return self.keep is not None and all(e.identity.dev == self.keep.identity.dev for e in self.entries)
+        """Duplicates that match the kept copy (filesystem, owner, group, mode, ACLs, extended attributes)
+        can become hard links to it instead of going."""
+        return (
+            self.keep is not None
+            and self.no_link is None
+            and all(e.identity.dev == self.keep.identity.dev for e in self.entries)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +207,8 @@ def choose(plan: Plan, item_ids: Sequence[str]) -> list[tuple[Item, str]]:
         if item.action == "command":
             raise Refused(f"item {base} is freed by its vendor's command ({item.command}), not by sysmcp")
         if given.endswith(LINK) and not item.linkable:
-            raise Refused(f"item {base} cannot be replaced by hard links (only duplicates on one filesystem)")
+            why = item.no_link or "only duplicates on one filesystem"
+            raise Refused(f"item {base} cannot be replaced by hard links ({why})")
         if base in chosen:
             raise Refused(f"item {base} is named twice (both removed and hard-linked)")
         chosen[base] = (item, "link" if given.endswith(LINK) else item.action)
@@ -198,7 +220,8 @@ class PlanRequest:
     scope: tuple[bytes, ...] = (b"/",)  # resolved absolute paths; items must lie inside one of them
     layout: RootsLayout = field(default_factory=RootsLayout)
     classes: tuple[str, ...] | None = None  # None: every class
-    duplicates: Sequence[Sequence[bytes]] = ()  # groups of identical files, the kept copy first
+    #: Sets of identical files, each copy as it was when its bytes were read (a bare path: looked at now).
+    duplicates: Sequence[Sequence[bytes | Copy]] = ()
     #: The history hook: items for "what grew since the last snapshot" (None: no history store).
     grew: Callable[[], Sequence[Found]] | None = None
     min_bytes: int = 1
@@ -270,6 +293,7 @@ def build_plan(request: PlanRequest, checkpoint: Checkpoint | None = None) -> Pl
                 holders=tuple(group.holders),
                 shared=shared,
                 keep=Entry(group.keep[0], Identity.of(group.keep[1])) if group.keep is not None else None,
+                no_link=group.no_link,
             )
         )
     items.sort(key=lambda item: (-item.bytes, item.id))
@@ -304,7 +328,11 @@ class Outcome:
 
     path: bytes
     done: bool
-    reason: str | None = None  # why it was skipped: "changed", "symlink", "gone", "outside", or the OS error
+    #: Why it was skipped: "changed", "symlink", "gone", "outside", "differs" (its bytes are not the kept
+    #: copy's), "keep_gone", "keep_changed", "attributes" (``:link``: owner, mode, ACLs or extended
+    #: attributes differ), "linked", "other_filesystem", "unverified", or the OS error. A file that could
+    #: not be put back under its name says where it is: "changed; left as .sysmcp-aside-…".
+    reason: str | None = None
     freed: int = 0  # measured on its filesystem (statvfs before and after)
 
 
@@ -326,9 +354,28 @@ class Applied:
 #: Told of every file acted on or left alone: the item, the file, the action, what happened.
 Log = Callable[[Item, Entry, str, "Outcome"], None]
 
+#: Called with each path after it was looked at and found as planned, right before it is acted on: a
+#: test's hook to swap something in at that very moment (a deterministic race); nothing in use.
+Between = Callable[[bytes], None]
+
 
 def _nothing(item: Item, entry: Entry, action: str, outcome: Outcome) -> None:
     return None
+
+
+def _carry_on(path: bytes) -> None:
+    return None
+
+
+def outside_roots(plan: Plan, item_ids: Sequence[str], allowed: Callable[[bytes], bool]) -> list[bytes]:
+    """The files of the named items (their kept copies included) that lie outside the roots."""
+    outside: list[bytes] = []
+    for item, _action in choose(plan, item_ids):
+        if item.action == "truncate":
+            continue  # a deleted-open file has no name; ``_truncate`` confines its former one
+        keep = [item.keep] if item.keep is not None else []
+        outside += [e.path for e in [*item.entries, *keep] if not allowed(e.path)]
+    return outside
 
 
 def apply_items(
@@ -338,150 +385,227 @@ def apply_items(
     *,
     log: Log = _nothing,
     checkpoint: Checkpoint | None = None,
+    between: Between = _carry_on,
 ) -> list[Applied]:
     """Delete, truncate or hard-link the files of the named items, each only if it is still what was
-    planned (an id ending in ``:link``: duplicates become hard links to the kept copy).
+    planned (an id ending in ``:link``: duplicates become hard links to the kept copy); a duplicate
+    only if its bytes are still the kept copy's.
 
-    ``allowed(path)`` is the server's roots: a path outside them is skipped whatever the plan says.
+    ``allowed(path)`` is the server's roots: a plan whose chosen items name a file outside them (a kept
+    copy included) is refused whole (``Refused``), before anything is done.
     """
     chosen = choose(plan, item_ids)
+    outside = outside_roots(plan, item_ids, allowed)
+    if outside:
+        raise Refused(
+            f"plan {plan.id} names {len(outside):,} file(s) outside the roots this server is confined to "
+            f"(such as {os.fsdecode(outside[0])!r}); nothing removed"
+        )
+    check = checkpoint or _carry_on_check
     relinked: set[tuple[int, int]] = set()  # inodes that lost or gained a name here: their ctime moved
     results: list[Applied] = []
     for item, action in chosen:
         applied = Applied(item, action=action)
         for entry in item.entries:
-            if checkpoint is not None:
-                checkpoint()
+            check()
             if action == "truncate":
                 outcome = _truncate(entry, allowed)
-            elif action == "link" and item.keep is not None:
-                outcome = relink(entry, item.keep, allowed, relinked)
             else:
-                outcome = _unlink(entry, allowed, relinked)
+                act = Act(entry, item.keep, allowed, relinked, check, between)
+                outcome = act.run(link=action == "link")
             log(item, entry, action, outcome)
             applied.outcomes.append(outcome)
         results.append(applied)
     return results
 
 
-def _unlink(entry: Entry, allowed: Callable[[bytes], bool], relinked: set[tuple[int, int]]) -> Outcome:
-    path, planned = entry.path, entry.identity
-    if not allowed(path):
-        return Outcome(path, False, "outside")
-    try:
-        parent, name = open_parent(os.fsdecode(path))
-    except (OSError, ValueError) as exc:
-        return Outcome(path, False, _why(exc))
-    try:
-        try:
-            now = os.stat(name, dir_fd=parent, follow_symlinks=False)
-        except OSError as exc:
-            return Outcome(path, False, _why(exc))
-        if stat.S_ISLNK(now.st_mode):
-            return Outcome(path, False, "symlink")
-        key = (planned.dev, planned.ino)
-        if not planned.same_file(now, ctime=key not in relinked):
-            return Outcome(path, False, "changed")
-        before = os.fstatvfs(parent)
-        try:
-            os.unlink(name, dir_fd=parent)
-        except OSError as exc:
-            return Outcome(path, False, _why(exc))
-        relinked.add(key)
-        after = os.fstatvfs(parent)
-        return Outcome(path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
-    finally:
-        os.close(parent)
+def _carry_on_check() -> None:
+    return None
 
 
-def relink(
-    entry: Entry, keep: Entry, allowed: Callable[[bytes], bool], relinked: set[tuple[int, int]]
-) -> Outcome:
-    """Replace a duplicate by a hard link to the kept copy, so its name stays and its blocks go.
+#: How the files compared are opened: never following a symlink, never blocking on a FIFO swapped in.
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+CHUNK = 1 << 20  # bytes compared at a time (a checkpoint between any two)
 
-    Both files are looked at relative to their parents' descriptors (reached without following any
-    symlink) and must still be what was planned; the link is made under a temporary name in the
-    duplicate's directory (``linkat`` without following), checked to be the kept copy's inode, and
-    renamed over the duplicate, which is re-checked just before. A failure removes the temporary name.
+
+class Act:
+    """Removing one planned file, or replacing it by a hard link to its item's kept copy.
+
+    The name is looked at (``fstatat`` relative to its parent's descriptor), renamed aside to a
+    private name with ``RENAME_NOREPLACE``, the entry under that name checked to be the planned file
+    (and, for a duplicate, compared byte by byte with the kept copy, itself checked to be the planned
+    inode), and only then unlinked (or its name given to the kept copy by ``linkat``, which never
+    replaces). Whatever does not hold puts the file back under its name and says why.
     """
-    path = entry.path
-    if not allowed(path) or not allowed(keep.path):
-        return Outcome(path, False, "outside")
-    if entry.identity.dev != keep.identity.dev:
-        return Outcome(path, False, "other_filesystem")
-    try:
-        kept_parent, kept_name = open_parent(os.fsdecode(keep.path))
-    except (OSError, ValueError):
-        return Outcome(path, False, "keep_changed")
-    try:
+
+    def __init__(
+        self,
+        entry: Entry,
+        keep: Entry | None,
+        allowed: Callable[[bytes], bool],
+        relinked: set[tuple[int, int]],
+        checkpoint: Checkpoint,
+        between: Between,
+    ) -> None:
+        self.entry, self.keep, self.allowed = entry, keep, allowed
+        self.relinked, self.checkpoint, self.between = relinked, checkpoint, between
+        self.key = (entry.identity.dev, entry.identity.ino)
+
+    def run(self, *, link: bool) -> Outcome:
+        path = self.entry.path
+        if not self.allowed(path) or (self.keep is not None and not self.allowed(self.keep.path)):
+            return Outcome(path, False, "outside")
+        if link and self.keep is not None and self.entry.identity.dev != self.keep.identity.dev:
+            return Outcome(path, False, "other_filesystem")
         try:
             parent, name = open_parent(os.fsdecode(path))
         except (OSError, ValueError) as exc:
             return Outcome(path, False, _why(exc))
         try:
-            return _relink_at((kept_parent, kept_name, keep), (parent, name, entry), relinked)
-        except OSError as exc:
-            return Outcome(path, False, _why(exc))
+            kept: tuple[int, bytes] | None = None
+            if self.keep is not None:
+                try:
+                    kept = open_parent(os.fsdecode(self.keep.path))
+                except (OSError, ValueError) as exc:
+                    return Outcome(path, False, "keep_gone" if _why(exc) == "gone" else "keep_changed")
+            try:
+                return self._at(parent, name, kept, link)
+            except OSError as exc:
+                return Outcome(path, False, _why(exc))
+            finally:
+                if kept is not None:
+                    os.close(kept[0])
         finally:
             os.close(parent)
-    finally:
-        os.close(kept_parent)
 
-
-def _relink_at(
-    kept: tuple[int, bytes, Entry], dup: tuple[int, bytes, Entry], relinked: set[tuple[int, int]]
-) -> Outcome:
-    kept_parent, kept_name, keep = kept
-    parent, name, entry = dup
-    kept_key = (keep.identity.dev, keep.identity.ino)
-    key = (entry.identity.dev, entry.identity.ino)
-    now = os.stat(name, dir_fd=parent, follow_symlinks=False)
-    if stat.S_ISLNK(now.st_mode):
-        return Outcome(entry.path, False, "symlink")
-    if (now.st_dev, now.st_ino) == kept_key:
-        return Outcome(entry.path, False, "linked")
-    try:
-        source = os.stat(kept_name, dir_fd=kept_parent, follow_symlinks=False)
-    except OSError:
-        return Outcome(entry.path, False, "keep_changed")
-    if not keep.identity.same_file(source, ctime=kept_key not in relinked):
-        return Outcome(entry.path, False, "keep_changed")
-    if not entry.identity.same_file(now, ctime=key not in relinked):
-        return Outcome(entry.path, False, "changed")
-    before = os.fstatvfs(parent)
-    temp = _link_temporary(kept_parent, kept_name, parent)
-    renamed = False
-    try:
-        made = os.stat(temp, dir_fd=parent, follow_symlinks=False)
-        if (made.st_dev, made.st_ino) != (source.st_dev, source.st_ino) or not stat.S_ISREG(made.st_mode):
-            return Outcome(entry.path, False, "keep_changed")  # swapped between the look and the link
-        again = os.stat(name, dir_fd=parent, follow_symlinks=False)
-        if not entry.identity.same_file(again, ctime=key not in relinked):
-            return Outcome(entry.path, False, "changed")
-        os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
-        renamed = True
-    finally:
-        if not renamed:
-            with contextlib.suppress(OSError):
-                os.unlink(temp, dir_fd=parent)
-    relinked.update((key, kept_key))
-    result = os.stat(name, dir_fd=parent, follow_symlinks=False)
-    if (result.st_dev, result.st_ino) != (source.st_dev, source.st_ino):
-        return Outcome(entry.path, False, "unverified")
-    after = os.fstatvfs(parent)
-    return Outcome(entry.path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
-
-
-def _link_temporary(source_dir: int, source: bytes, target_dir: int) -> bytes:
-    """A new name for ``source`` in ``target_dir`` (``linkat`` without following a symlink)."""
-    for _attempt in range(5):
-        temp = b".sysmcp-link-" + secrets.token_hex(8).encode()
+    def _at(self, parent: int, name: bytes, kept: tuple[int, bytes] | None, link: bool) -> Outcome:
+        path, planned = self.entry.path, self.entry.identity
+        now = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        if stat.S_ISLNK(now.st_mode):
+            return Outcome(path, False, "symlink")
+        if (
+            link
+            and self.keep is not None
+            and (now.st_dev, now.st_ino) == (self.keep.identity.dev, self.keep.identity.ino)
+        ):
+            return Outcome(path, False, "linked")
+        if not planned.same_file(now, ctime=self.key not in self.relinked):
+            return Outcome(path, False, "changed")
+        self.between(path)
+        before = os.fstatvfs(parent)
+        aside = _aside(parent, name)
+        self.relinked.add(self.key)  # the rename moved its ctime
         try:
-            os.link(source, temp, src_dir_fd=source_dir, dst_dir_fd=target_dir, follow_symlinks=False)
+            reason = self._proven(parent, aside, kept, link)
+            if reason is None and link and kept is not None:
+                reason = self._link(parent, name, kept)
+                if reason is None and self.keep is not None:
+                    self.relinked.add((self.keep.identity.dev, self.keep.identity.ino))
+        except BaseException:
+            _put_back(parent, aside, name)
+            raise
+        if reason is not None:
+            return Outcome(path, False, _put_back(parent, aside, name, reason))
+        os.unlink(aside, dir_fd=parent)
+        after = os.fstatvfs(parent)
+        return Outcome(path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
+
+    def _proven(self, parent: int, aside: bytes, kept: tuple[int, bytes] | None, link: bool) -> str | None:
+        """None if the entry now under ``aside`` is the planned file and (a duplicate) has exactly the
+        kept copy's bytes, the kept copy being its planned inode; else why not."""
+        if kept is None or self.keep is None:  # no copy to compare with: its identity is all there is
+            st = os.stat(aside, dir_fd=parent, follow_symlinks=False)
+            return None if self.entry.identity.same_file(st, ctime=False) else "changed"
+        try:
+            fd = os.open(aside, _READ, dir_fd=parent)
+        except OSError as exc:
+            return _why(exc)
+        try:
+            st = os.fstat(fd)
+            if not self.entry.identity.same_file(st, ctime=False):
+                return "changed"
+            try:
+                other = os.open(kept[1], _READ, dir_fd=kept[0])
+            except OSError as exc:
+                return "keep_gone" if _why(exc) == "gone" else "keep_changed"
+            try:
+                keep_key = (self.keep.identity.dev, self.keep.identity.ino)
+                kst = os.fstat(other)
+                if not self.keep.identity.same_file(kst, ctime=keep_key not in self.relinked):
+                    return "keep_changed"
+                if link:
+                    attributes = extended_attributes(fd)
+                    owned = (st.st_uid, st.st_gid, st.st_mode) == (kst.st_uid, kst.st_gid, kst.st_mode)
+                    if not owned or attributes is None or attributes != extended_attributes(other):
+                        return "attributes"
+                return None if _same_bytes(fd, other, st.st_size, self.checkpoint) else "differs"
+            finally:
+                os.close(other)
+        finally:
+            os.close(fd)
+
+    def _link(self, parent: int, name: bytes, kept: tuple[int, bytes]) -> str | None:
+        """Give ``name`` to the kept copy (``linkat``, never following, never replacing); None if the
+        name now leads to the kept copy's planned inode, else why not (a wrong link made is undone)."""
+        assert self.keep is not None
+        try:
+            os.link(kept[1], name, src_dir_fd=kept[0], dst_dir_fd=parent, follow_symlinks=False)
+        except FileExistsError:
+            return "changed"  # something took the name meanwhile: it stays, and so does the file aside
+        made = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        if (made.st_dev, made.st_ino) != (self.keep.identity.dev, self.keep.identity.ino):
+            os.unlink(name, dir_fd=parent)  # only a name we just made of whatever was swapped in
+            return "keep_changed"
+        return None
+
+
+def _same_bytes(first: int, second: int, size: int, checkpoint: Checkpoint) -> bool:
+    """Whether two open files hold the same ``size`` bytes, read chunk by chunk (``cmp``): stops at the
+    first difference, and at a cancellation between any two chunks."""
+    offset = 0
+    while offset < size:
+        checkpoint()
+        one = os.pread(first, CHUNK, offset)
+        two = os.pread(second, CHUNK, offset)
+        if one != two or not one:
+            return False
+        offset += len(one)
+    return os.pread(first, 1, size) == os.pread(second, 1, size) == b""
+
+
+def _aside(parent: int, name: bytes) -> bytes:
+    """Rename ``name`` to a fresh private name in the same directory, never over anything; the name."""
+    for _attempt in range(5):
+        aside = b".sysmcp-aside-" + secrets.token_hex(8).encode()
+        try:
+            if _rename_exclusive(parent, name, aside):
+                return aside
         except FileExistsError:
             continue
-        return temp
-    raise FileExistsError(errno.EEXIST, "no free temporary name for the hard link")
+    raise FileExistsError(errno.EEXIST, "no free private name to set the file aside")
+
+
+def _rename_exclusive(parent: int, source: bytes, target: bytes) -> bool:
+    """Rename within ``parent`` only if ``target`` is free: atomically where the platform can
+    (``renameat2(RENAME_NOREPLACE)``), else a look then a rename. Raises FileExistsError if taken."""
+    if platform.rename_noreplace(parent, source, parent, target):
+        return True
+    try:
+        os.stat(target, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        os.rename(source, target, src_dir_fd=parent, dst_dir_fd=parent)
+        return True
+    raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST))
+
+
+def _put_back(parent: int, aside: bytes, name: bytes, reason: str = "") -> str:
+    """The file set aside goes back under its name if that is still free; the reason, saying where
+    the file is when it could not go back."""
+    try:
+        _rename_exclusive(parent, aside, name)
+    except OSError:
+        return f"{reason or 'failed'}; left as {os.fsdecode(aside)} (its name was taken meanwhile)"
+    return reason
 
 
 def _truncate(entry: Entry, allowed: Callable[[bytes], bool]) -> Outcome:

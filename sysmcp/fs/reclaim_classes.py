@@ -24,6 +24,7 @@ from sysmcp import platform
 from sysmcp.fs.errors import Unavailable
 from sysmcp.fs.openfiles import scan_processes
 from sysmcp.fs.paths import display, exact_bytes
+from sysmcp.fs.safeopen import extended_attributes
 
 #: Safety levels, from "delete it without a second thought" to "look first".
 REGENERABLE = "regenerable cache"
@@ -109,6 +110,7 @@ class Found:
     holders: list[dict[str, object]] = field(default_factory=list)  # deleted-open files: who holds them
     figure: int | None = None  # bytes from a vendor's own count (container engines), not from the files
     keep: tuple[bytes, os.stat_result] | None = None  # duplicates: the copy that stays
+    no_link: str | None = None  # duplicates: why the extras cannot become hard links to it (None: they can)
 
 
 Filter = Callable[[bytes], bool]
@@ -484,30 +486,82 @@ def _regular(path: bytes) -> tuple[bytes, os.stat_result] | None:
     return (path, st) if stat.S_ISREG(st.st_mode) else None
 
 
-def duplicates(groups: Sequence[Sequence[bytes]]) -> list[Found]:
-    """Extra copies of identical files (found by ``find_duplicates``): the first of each group stays,
-    and each extra can go or become a hard link to it (``ITEM:link`` in reclaim)."""
+#: One copy of a duplicate set: its path and what it was when its bytes were read (``find_duplicates``
+#: carries its descriptor's fstat); a bare path is looked at now (``lstat``).
+Copy = tuple[bytes, os.stat_result]
+
+
+def _copy(given: bytes | Copy) -> Copy | None:
+    if isinstance(given, bytes):
+        return _regular(given)
+    return given if stat.S_ISREG(given[1].st_mode) else None
+
+
+def _writers_beyond(keep: os.stat_result, extra: os.stat_result) -> bool:
+    """Whether someone who cannot write ``extra`` can write ``keep`` (the owner is the same): a group
+    or anyone with write permission on the kept copy that the extra did not give them."""
+    if keep.st_mode & stat.S_IWOTH and not extra.st_mode & stat.S_IWOTH:
+        return True
+    return bool(keep.st_mode & stat.S_IWGRP) and not (
+        extra.st_mode & stat.S_IWGRP and extra.st_gid == keep.st_gid
+    )
+
+
+def _why_no_link(keep: Copy, extras: Sequence[Copy]) -> str | None:
+    """Why the extras cannot become names of the kept copy (None: they can). A hard link shares one
+    owner, group, mode, ACL and set of extended attributes, so any difference would change a file's."""
+    kst = keep[1]
+    attributes = extended_attributes(keep[0])
+    for path, st in extras:
+        if st.st_dev != kst.st_dev:
+            return f"{_shown(path)} is on another filesystem than the kept copy"
+        if (st.st_uid, st.st_gid) != (kst.st_uid, kst.st_gid):
+            return f"{_shown(path)} has another owner or group than the kept copy"
+        if stat.S_IMODE(st.st_mode) != stat.S_IMODE(kst.st_mode):
+            return f"{_shown(path)} has another mode than the kept copy"
+        if attributes is None or extended_attributes(path) != attributes:
+            return f"{_shown(path)} has other ACLs or extended attributes than the kept copy (or unreadable ones)"
+    return None
+
+
+def duplicates(groups: Sequence[Sequence[bytes | Copy]]) -> list[Found]:
+    """Extra copies of identical files (found by ``find_duplicates``), each set split by owner: one
+    user's copies are never removed for, or linked to, another user's file. Of one owner's copies the
+    one that stays is the one nobody else can write (no group or other write permission), then the
+    oldest (mtime), then the first by name; a copy is an extra only if the kept copy gives nobody
+    write access that the extra did not. Each extra can go or, when owner, group, mode, ACLs and
+    extended attributes all match, become a hard link to the kept copy (``ITEM:link`` in reclaim)."""
     found: list[Found] = []
     for group in groups:
-        keep = _regular(group[0]) if len(group) > 1 else None
-        files = [f for f in map(_regular, group[1:]) if f is not None]
-        if keep is None or not files:
-            continue
-        shown = _shown(keep[0])
-        found.append(
-            Found(
-                "duplicate",
-                shown,
-                files,
-                None,
-                "the extra copies are gone; whoever used them by name must use the kept copy",
-                REVIEW,
-                "blocks of the extra copies (identical content, confirmed by find_duplicates)",
-                note=f"or replace each extra by a hard link to {shown}: the names stay, but a change through "
-                "one name then shows in every one",
-                keep=keep,
+        owners: dict[int, list[Copy]] = {}
+        for copy in map(_copy, group):
+            if copy is not None:
+                owners.setdefault(copy[1].st_uid, []).append(copy)
+        for copies in owners.values():
+            keep = min(copies, key=lambda c: (bool(c[1].st_mode & 0o022), c[1].st_mtime_ns, c[0]))
+            files = [c for c in copies if c is not keep and not _writers_beyond(keep[1], c[1])]
+            if not files:
+                continue
+            shown = _shown(keep[0])
+            refused = _why_no_link(keep, files)
+            found.append(
+                Found(
+                    "duplicate",
+                    shown,
+                    files,
+                    None,
+                    "the extra copies are gone; whoever used them by name must use the kept copy",
+                    REVIEW,
+                    "blocks of the extra copies (identical content, confirmed by find_duplicates, and compared "
+                    "byte by byte with the kept copy again when acting)",
+                    note=None
+                    if refused
+                    else f"or replace each extra by a hard link to {shown}: the names stay, but a change "
+                    "through one name then shows in every one",
+                    keep=keep,
+                    no_link=refused,
+                )
             )
-        )
     return found
 
 

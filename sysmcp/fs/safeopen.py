@@ -268,6 +268,7 @@ def _open_or_explain(path: Path | str, shown: str, *, directory: bool, regular: 
 __all__ = [
     "NotRegularFile",
     "Replaced",
+    "extended_attributes",
     "kind",
     "open_child_directory",
     "open_directory",
@@ -279,3 +280,18 @@ __all__ = [
     "refused_symlink",
     "through_symlink",
 ]
+
+
+def extended_attributes(target: int | bytes) -> dict[str, bytes] | None:
+    """A file's extended attributes, ACLs included (``system.posix_acl_access``), by descriptor or by a
+    path that is not followed; {} where the filesystem or platform keeps none, None if unreadable."""
+    if not hasattr(os, "listxattr"):
+        return {}  # macOS' Python has no xattr calls: nothing to compare, the modes still are
+    follow = isinstance(target, int)
+    try:
+        names = os.listxattr(target, follow_symlinks=follow)
+        return {name: os.getxattr(target, name, follow_symlinks=follow) for name in sorted(names)}
+    except OSError as exc:
+        if exc.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            return {}
+        return None

@@ -39,6 +39,34 @@ BLOCKS = 200  # the candidates are cut into about this many blocks of whole size
 
 # A candidate while it is compared: (name relative to the root, device, inode, bytes allocated).
 Found = tuple[bytes, int, int, int]
+# What ``fstat`` said of a file's open descriptor when its bytes were read (``seen``): mode, inode,
+# device, links, owner, group, size, mtime_ns, ctime_ns, blocks. A plan's identity is this, not a later look.
+Seen = tuple[int, int, int, int, int, int, int, int, int, int]
+# A confirmed copy: the candidate and what its descriptor was when it was hashed.
+Hashed = tuple[bytes, int, int, int, Seen]
+
+
+def seen(st: os.stat_result) -> Seen:
+    return (
+        st.st_mode,
+        st.st_ino,
+        st.st_dev,
+        st.st_nlink,
+        st.st_uid,
+        st.st_gid,
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_ctime_ns,
+        st.st_blocks,
+    )
+
+
+def as_stat(fields: Seen) -> os.stat_result:
+    """``seen`` back into a stat result (the fields a plan's identity reads)."""
+    mode, ino, dev, nlink, uid, gid, size, mtime_ns, ctime_ns, blocks = fields
+    times = (0, mtime_ns // 1_000_000_000, ctime_ns // 1_000_000_000)
+    extra = {"st_mtime_ns": mtime_ns, "st_ctime_ns": ctime_ns, "st_blocks": blocks}
+    return os.stat_result((mode, ino, dev, nlink, uid, gid, size, *times), extra)
 
 
 class Reader:
@@ -61,6 +89,7 @@ class Reader:
         self._root_fd: int | None = None
         self._dir_name: bytes | None = None
         self._dir: int | OSError | None = None  # the open directory, or why it could not be opened
+        self.seen: dict[tuple[int, int], Seen] = {}  # (dev, ino) → its fstat at the last open, per block
 
     def close(self) -> None:
         self._forget()
@@ -131,6 +160,7 @@ class Reader:
             self.skipped.add("changed")
             return None
         self.files_read += 1
+        self.seen[(dev, ino)] = seen(st)
         return fd, st
 
     def small(self, candidate: Found, size: int) -> str | None:
@@ -217,11 +247,13 @@ def _split(
     return [(size, value, group) for (size, value), group in groups.items() if len(group) > 1]
 
 
-def compare_block(candidates: list[tuple[int, Found]], reader: Reader) -> list[tuple[int, str, list[Found]]]:
-    """The groups of identical content among candidates of a few sizes: head and tail, then the whole.
+def compare_block(candidates: list[tuple[int, Found]], reader: Reader) -> list[tuple[int, str, list[Hashed]]]:
+    """The groups of identical content among candidates of a few sizes: head and tail, then the whole,
+    each copy with its descriptor's ``fstat`` taken when its whole content was read.
 
     Candidates are read in name order (the files of a directory one after another), whatever their size.
     """
+    reader.seen.clear()
     candidates.sort(key=lambda item: item[1][0])
     groups = []
     tied: list[tuple[int, Found]] = []
@@ -233,7 +265,9 @@ def compare_block(candidates: list[tuple[int, Found]], reader: Reader) -> list[t
     if tied:
         tied.sort(key=lambda item: item[1][0])
         groups += _split(tied, reader.full)
-    return groups
+    return [
+        (size, digest, [(*found, reader.seen[found[1:3]]) for found in same]) for size, digest, same in groups
+    ]
 
 
 def block_candidates(fd: int, offset: int, length: int) -> list[tuple[int, Found]]:
@@ -387,7 +421,7 @@ class Comparer:
         self.fd = fd
 
     def run(self, claim: Callable[[], tuple[int, int] | None]) -> dict[str, Any]:
-        groups: list[tuple[int, str, list[Found]]] = []
+        groups: list[tuple[int, str, list[Hashed]]] = []
         stopped: str | None = None
         try:
             while (block := claim()) is not None:

@@ -30,6 +30,7 @@ from sysmcp.fs.reclaim import (
     apply_items,
     choose,
     confirmation_code,
+    outside_roots,
 )
 from sysmcp.fs.reclaim_keep import ActionLog, LogRecord
 from sysmcp.history import state
@@ -114,10 +115,13 @@ REASONS = {
     "symlink": "a symbolic link is there now",
     "gone": "gone already",
     "outside": "outside the allowed roots",
-    "keep_changed": "the kept copy changed since the plan (or is gone), so nothing is linked to it",
+    "keep_changed": "the kept copy changed since the plan, so this copy stays",
     "other_filesystem": "on another filesystem than the kept copy",
     "linked": "already a hard link to the kept copy",
     "unverified": "after the rename the name does not lead to the kept copy",
+    "differs": "its bytes are no longer the kept copy's, so it is not a duplicate any more",
+    "keep_gone": "the kept copy is gone, so this may be the last copy",
+    "attributes": "its owner, group, mode, ACLs or extended attributes differ from the kept copy's",
 }
 
 
@@ -137,17 +141,13 @@ async def _plan(args: dict[str, Any], ctx: ToolContext) -> tuple[Plan, list[str]
             f"{exc.detail}; nothing removed: make a new plan with reclaim_plan and review it"
         ) from None
     chosen = list(dict.fromkeys(args["items"]))
-    allowed = _allowed(ctx)
-    for item, action in choose(plan, chosen):
-        keep = [item.keep] if action == "link" and item.keep is not None else []
-        outside = [
-            e.path for e in [*item.entries, *keep] if item.action != "truncate" and not allowed(e.path)
-        ]
-        if outside:
-            raise Refused(
-                f"item {item.id} of plan {plan.id} names {len(outside):,} file(s) outside the roots this server "
-                f"is confined to (such as {escaped(outside[0])}); nothing removed"
-            )
+    # kept copies too: a duplicate goes only if its kept copy stays, and that must be inside the roots
+    outside = outside_roots(plan, chosen, _allowed(ctx))
+    if outside:
+        raise Refused(
+            f"plan {plan.id} names {len(outside):,} file(s) outside the roots this server is confined to "
+            f"(such as {escaped(outside[0])}); nothing removed"
+        )
     return plan, chosen
 
 

@@ -84,6 +84,17 @@ ITEM_SCHEMA: dict[str, Any] = {
             "description": "For each shown name that is not UTF-8 (its bytes there as \\xNN): its exact "
             "bytes in base64.",
         },
+        "kept_owner": {"type": "string", "description": "Duplicates: who owns the kept copy."},
+        "owners": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Duplicates: who owns the extra copies (always the kept copy's owner).",
+        },
+        "no_link": {
+            "type": ["string", "null"],
+            "description": "Duplicates: why the copies cannot become hard links to the kept copy (another "
+            "filesystem, owner, group, mode, ACL or extended attribute).",
+        },
         "link_id": {
             "type": "string",
             "description": "Duplicates: the id to name in reclaim to replace the copies by hard links to the "
@@ -116,8 +127,9 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 PATHS_SHOWN = 5
 
 
-def duplicate_groups(root: Path, meter: Meter) -> list[list[bytes]]:
-    """The one adapter to ``find_duplicates``: its groups as absolute paths, the kept copy first."""
+def duplicate_groups(root: Path, meter: Meter) -> list[list[tuple[bytes, os.stat_result]]]:
+    """The one adapter to ``find_duplicates``: its groups as absolute paths, each with what its open
+    descriptor was when its bytes were hashed (the plan's identity of it, not a later look)."""
     from sysmcp.fs.duplicates import DuplicatesRequest, find_duplicates
     from sysmcp.fs.walk import WalkOptions
     from sysmcp.tools.find_duplicates import meter_report
@@ -126,7 +138,11 @@ def duplicate_groups(root: Path, meter: Meter) -> list[list[bytes]]:
     request = DuplicatesRequest(base, WalkOptions(one_file_system=True), timeout_s=DUPLICATES_TIMEOUT_S)
     search = find_duplicates(request, report=meter_report(meter), check_cancelled=meter.checkpoint)
     joined = base.rstrip(b"/") + b"/"
-    return [[joined + os.fsencode(c.relative) for c in group.copies] for group in search.groups]
+    groups: list[list[tuple[bytes, os.stat_result]]] = []
+    for group in search.groups:
+        seen = [(joined + os.fsencode(c.relative), c.stat()) for c in group.copies]
+        groups.append([(path, st) for path, st in seen if st is not None])
+    return groups
 
 
 def item_view(item: Item) -> dict[str, Any]:
@@ -134,6 +150,8 @@ def item_view(item: Item) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if item.keep is not None:
         extra["kept_copy"] = display(item.keep.path)
+        extra["kept_owner"] = owner(item.keep.identity.uid)
+        extra["owners"] = sorted({owner(e.identity.uid) for e in item.entries})
     exact = path_bytes([e.path for e in item.entries[:PATHS_SHOWN]] + ([item.keep.path] if item.keep else []))
     if exact:
         extra["path_bytes"] = exact
@@ -158,7 +176,7 @@ def owner(uid: int) -> str:
     """The user name of ``uid``, or the number when no account has it."""
     try:
         return pwd.getpwuid(uid).pw_name
-    except KeyError:
+    except (KeyError, OverflowError):
         return str(uid)
 
 
@@ -234,7 +252,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     looked = [name for name in CLASS_NAMES if name in (CLASSES if wanted is None else wanted)]
     if args.get("duplicates") and "duplicate" not in looked:
         looked.append("duplicate")
-    duplicates: list[list[bytes]] = []
+    duplicates: list[list[tuple[bytes, os.stat_result]]] = []
     if args.get("duplicates") or (wanted is not None and "duplicate" in wanted):
         duplicates = await ctx.run_in_worker(lambda meter: duplicate_groups(path, meter))
     request = PlanRequest(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.fs.errors import NotFound
+from sysmcp.fs.errors import NotFound, Refused
 from sysmcp.fs.reclaim import Plan, PlanRequest, apply_items, build_plan, confirmation_code
 from sysmcp.fs.reclaim_classes import RootsLayout
 from sysmcp.fs.reclaim_script import render_script
@@ -280,10 +280,10 @@ def test_reclaim_skips_modified_replaced_and_symlinked_files_and_a_swapped_direc
     assert not (log / "same.1").exists() and (elsewhere / "inner.1").exists()
 
 
-def test_reclaim_never_acts_outside_the_allowed_roots(tmp_path: Path) -> None:
+def test_reclaim_refuses_whole_a_plan_naming_a_file_outside_the_allowed_roots(tmp_path: Path) -> None:
     plan = plan_of(tmp_path, [b"a.1"])
-    (applied,) = apply_items(plan, [plan.items[0].id], lambda path: False)
-    assert [o.reason for o in applied.outcomes] == ["outside"]
+    with pytest.raises(Refused, match="outside the roots"):
+        apply_items(plan, [plan.items[0].id], lambda path: False)
     assert (tmp_path / "var/log/a.1").exists()
 
 
@@ -482,3 +482,19 @@ def test_container_caches_come_from_the_engines_own_figures_and_a_hung_engine_is
         ("docker builder prune", 750_500_000),
     }
     assert all(f.action == "command" for f in found)
+
+
+def test_the_rename_aside_never_replaces_a_name_that_is_taken(tmp_path: Path) -> None:
+    from sysmcp import platform
+
+    (tmp_path / "a").write_bytes(b"a")
+    (tmp_path / "b").write_bytes(b"b")
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if not platform.rename_noreplace(fd, b"a", fd, b"c"):
+            pytest.skip("no RENAME_NOREPLACE here (docs/reclaim.md: the weaker guarantee)")
+        with pytest.raises(FileExistsError):
+            platform.rename_noreplace(fd, b"c", fd, b"b")
+    finally:
+        os.close(fd)
+    assert (tmp_path / "b").read_bytes() == b"b" and (tmp_path / "c").read_bytes() == b"a"
