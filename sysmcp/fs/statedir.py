@@ -135,15 +135,17 @@ class StateDir:
     def lstat(self, name: str) -> os.stat_result:
         return os.stat(name, dir_fd=self.fd, follow_symlinks=False)
 
-    def check(self, name: str) -> bool:
-        """Whether ``name`` exists; raise ``Unsafe`` if it exists and is not a file we may use. The
-        file is opened (read-only, not blocking) to check what is really there, then closed."""
+    def check(self, name: str) -> os.stat_result | None:
+        """``name``'s no-follow stat, None if missing; ``Unsafe`` if it is not a file we may use.
+
+        A stat, not an open, for the files SQLite holds: closing any descriptor of a file drops every
+        POSIX lock this process holds on it (SQLite's locks on the database, ``-wal`` and ``-shm``)."""
         try:
-            fd = self.open(name, os.O_RDONLY)
+            st = self.lstat(name)
         except FileNotFoundError:
-            return False
-        os.close(fd)
-        return True
+            return None
+        check_file(st, str(self.path / name))
+        return st
 
     def tighten(self, name: str) -> None:
         """Mode 0600 on ``name`` if it exists, set on its checked descriptor."""

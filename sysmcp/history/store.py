@@ -133,6 +133,7 @@ class Store:
         self.busy_ms = busy_ms
         self.enabled = True
         self.disabled_reason: str | None = None
+        self.disabled_cause: str | None = None  # the fact alone, for "history is off (…)"
         self._dir: StateDir | None = None
         self._local = threading.local()
         self._generation = 0  # bumped when the file is moved aside: every cached connection is stale
@@ -155,9 +156,9 @@ class Store:
             for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", *OTHER_FILES):
                 store._dir.check(name)
             store._check_file()
+            store._tighten()  # before this process's first connection: see fs.statedir.check
             with store._connect() as db:
                 store._migrate(db)
-            store._tighten()
         except (OSError, sqlite3.Error) as exc:
             if isinstance(exc, sqlite3.DatabaseError) and store._is_corrupt(exc):
                 try:
@@ -178,6 +179,7 @@ class Store:
     def _off(self, exc: BaseException) -> None:
         """History off for this process, said once in the log and in every answer that needs it."""
         self.enabled = False
+        self.disabled_cause = str(exc)
         self.disabled_reason = f"history is off: the state directory {self.directory} cannot be used ({exc})"
         _warn_once("history off", str(exc), directory=str(self.directory))
 
@@ -222,7 +224,6 @@ class Store:
         os.close(self._files.open(DB_NAME, create=True))
         with self._connect() as db:
             self._migrate(db)
-        self._tighten()
 
     def _tighten(self) -> None:
         for suffix in ("", "-wal", "-shm"):
@@ -262,16 +263,16 @@ class Store:
             db.close()
             raise
         self._local.db = (key, db)
-        self._local.closer = _CloseWithThread(db)
-        self._tighten()  # the -wal and -shm now exist; SQLite gives files it makes later the db's mode
+        self._local.closer = _CloseWithThread(db)  # SQLite gives the -wal and -shm the db's mode
         yield db
 
     def _identity(self) -> tuple[int, int]:
         """The database file's (device, inode), checked (``fs.statedir``); a missing one is created
         empty (0600) first."""
-        if not self._files.check(DB_NAME):
+        st = self._files.check(DB_NAME)
+        if st is None:
             self._check_file()
-        st = self._files.lstat(DB_NAME)
+            st = self._files.lstat(DB_NAME)
         return st.st_dev, st.st_ino
 
     def close(self) -> None:

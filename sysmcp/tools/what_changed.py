@@ -210,9 +210,6 @@ def _snap_json(snap: ScanSnapshot | None, fresh: bool = False) -> dict[str, Any]
     return {"id": snap.id, "taken": iso_utc(snap.taken), "partial": snap.partial, "fresh": fresh}
 
 
-HISTORY_OFF = f"history is off on this host ({state.OFF_BECAUSE})"
-
-
 def parse_when(value: str, name: str, now: float) -> float:
     """Epoch seconds of '24h' (back from now) or an ISO 8601 time; ``ArgumentError`` naming ``name``."""
     try:
@@ -276,8 +273,8 @@ def _when(epoch: float | None) -> str:
 
 def notes_of(outcome: Outcome) -> list[str]:
     """The engine's facts as the answer's notes, in the order the engine met them."""
-    if not outcome.history:
-        return [HISTORY_OFF]
+    if not outcome.history:  # the store's own reason when it was found unusable
+        return [f"history is off on this host ({state.off_because()})"]
     notes = []
     if outcome.unsaved is not None:
         notes.append(f"{outcome.unsaved}.")
