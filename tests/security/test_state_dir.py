@@ -70,7 +70,7 @@ def hostile_state(box: Path, *commands: str) -> Path:
     state = box / "state"
     state.mkdir()
     os.chown(state, NOBODY, NOBODY)
-    as_nobody("sh", "-c", "cd \"$1\" && " + " && ".join(commands), "sh", str(state))
+    as_nobody("sh", "-c", 'cd "$1" && ' + " && ".join(commands), "sh", str(state))
     os.chown(state, 0, 0)
     os.chmod(state, 0o700)
     return state
