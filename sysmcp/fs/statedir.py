@@ -148,7 +148,11 @@ class StateDir:
         return st
 
     def tighten(self, name: str) -> None:
-        """Mode 0600 on ``name`` if it exists, set on its checked descriptor."""
+        """Mode 0600 on ``name`` if it exists, set on its checked descriptor (opened only when the mode
+        differs: see ``check`` on what closing a descriptor does to SQLite's locks)."""
+        st = self.check(name)
+        if st is None or stat.S_IMODE(st.st_mode) == 0o600:
+            return
         try:
             fd = self.open(name, os.O_RDONLY)
         except FileNotFoundError:

@@ -3,9 +3,10 @@
 Why these rules: several sysmcp processes may share one store (a desktop host's server, the CLI, a
 timer), so every connection waits at most ``BUSY_MS`` for a lock and a write that cannot get it is
 skipped (``Saved.ok`` False, with the reason for the answer to say) instead of holding a tool up.
-The store holds path names, so its directory is 0700 and its files 0600. A damaged database is moved
-aside (renamed with a timestamp) and a new one started; a full disk or an unwritable directory only
-turns recording off for that write or that process. Nothing here raises to a tool.
+The store holds path names: its directory is 0700, its files 0600, all checked as ssh checks ``~/.ssh``
+(``fs.statedir``). A damaged database is moved aside (renamed with a timestamp) and a new one started;
+a full disk or an unwritable directory only turns recording off for that write or that process.
+Nothing here raises to a tool.
 """
 
 from __future__ import annotations
@@ -186,7 +187,7 @@ class Store:
     def _check_file(self) -> None:
         """Move aside a file that is no database or was cut short (its size no whole number of pages):
         cheaper than an integrity check, and what a crash or a full disk leaves behind."""
-        fd = self._files.open(DB_NAME, os.O_RDONLY, create=True)
+        fd = self.state_dir.open(DB_NAME, os.O_RDONLY, create=True)
         try:
             header = os.pread(fd, 100, 0)
             size = os.fstat(fd).st_size
@@ -198,20 +199,14 @@ class Store:
         page = 65536 if page == 1 else page
         if not header.startswith(SQLITE_HEADER) or page < 512 or size % page:
             self._move_aside("the database file is damaged or truncated")
-            os.close(self._files.open(DB_NAME, create=True))
-
-    @property
-    def _files(self) -> StateDir:
-        if self._dir is None:
-            raise Unsafe("the state directory is not open")
-        return self._dir
+            os.close(self.state_dir.open(DB_NAME, create=True))
 
     def _move_aside(self, why: str) -> None:
         self.close()
         self._generation += 1
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock()))
         aside = f"{DB_NAME}.corrupt-{stamp}"
-        fd = self._files.fd
+        fd = self.state_dir.fd
         os.replace(DB_NAME, aside, src_dir_fd=fd, dst_dir_fd=fd)
         for suffix in ("-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
@@ -221,13 +216,13 @@ class Store:
 
     def _start_afresh(self, why: str) -> None:
         self._move_aside(why)
-        os.close(self._files.open(DB_NAME, create=True))
+        os.close(self.state_dir.open(DB_NAME, create=True))
         with self._connect() as db:
             self._migrate(db)
 
     def _tighten(self) -> None:
         for suffix in ("", "-wal", "-shm"):
-            self._files.tighten(f"{DB_NAME}{suffix}")
+            self.state_dir.tighten(f"{DB_NAME}{suffix}")
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -248,7 +243,7 @@ class Store:
                 held[1].close()
         self._local.db = None
         for suffix in ("-wal", "-shm"):  # SQLite opens them by name: what is there must be ours
-            self._files.check(f"{DB_NAME}{suffix}")
+            self.state_dir.check(f"{DB_NAME}{suffix}")
         db = sqlite3.connect(self.path, timeout=self.busy_ms / 1000, isolation_level=None)
         try:
             db.execute(f"PRAGMA busy_timeout = {int(self.busy_ms)}")
@@ -269,10 +264,10 @@ class Store:
     def _identity(self) -> tuple[int, int]:
         """The database file's (device, inode), checked (``fs.statedir``); a missing one is created
         empty (0600) first."""
-        st = self._files.check(DB_NAME)
+        st = self.state_dir.check(DB_NAME)
         if st is None:
             self._check_file()
-            st = self._files.lstat(DB_NAME)
+            st = self.state_dir.lstat(DB_NAME)
         return st.st_dev, st.st_ino
 
     def close(self) -> None:
@@ -355,7 +350,7 @@ class Store:
 
     def _disk_full(self) -> bool:
         try:
-            vfs = os.fstatvfs(self._files.fd)
+            vfs = os.fstatvfs(self.state_dir.fd)
         except OSError:
             return False
         return vfs.f_bavail * (vfs.f_frsize or vfs.f_bsize) < 64 * 1024
@@ -642,7 +637,7 @@ class Store:
         total = 0
         for suffix in ("", "-wal"):
             with contextlib.suppress(OSError):
-                total += self._files.lstat(f"{DB_NAME}{suffix}").st_size
+                total += self.state_dir.lstat(f"{DB_NAME}{suffix}").st_size
         return total
 
     def _ceiling(self, max_bytes: int) -> None:
