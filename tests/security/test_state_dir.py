@@ -103,6 +103,27 @@ def test_a_state_file_symlinked_to_a_root_only_path_creates_nothing_there_and_tu
     assert f"{state / name} is a symlink" in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize("name", ["history.sqlite3-wal", "history.sqlite3-shm", "snapshot.lock"])
+def test_a_fifo_beside_the_database_is_refused_before_sqlite_or_the_lock_opens_it(
+    box: Path, name: str
+) -> None:
+    state = hostile_state(box, f"mkfifo {name}")
+    done = snapshot(state, box)  # the bound fails the test if it hangs
+    assert done.returncode == EXIT_NO_HISTORY
+    assert f"{state / name} is a FIFO, not a regular file" in done.stderr, done.stderr
+
+
+def test_a_parent_another_user_can_write_is_refused_and_a_sticky_one_is_not(box: Path) -> None:
+    shared = box / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)  # another user could rename the state directory away and plant their own
+    done = snapshot(shared / "state", box)
+    assert done.returncode == EXIT_NO_HISTORY
+    assert f"{shared} is writable by group or others (mode 0777)" in done.stderr, done.stderr
+    os.chmod(shared, 0o1777)  # like /tmp: only an entry's owner may rename it
+    assert snapshot(shared / "state", box).returncode == 0
+
+
 def test_a_symlink_to_an_existing_empty_root_file_leaves_it_empty_and_no_database(box: Path) -> None:
     victim = box / "empty"
     victim.touch(mode=0o644)
