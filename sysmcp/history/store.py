@@ -154,7 +154,7 @@ class Store:
             store._dir = open_dir(directory)
             if not os.access(".", os.W_OK | os.X_OK, dir_fd=store._dir.fd):
                 raise PermissionError(f"{directory} is not writable")
-            for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", *OTHER_FILES):
+            for name in OTHER_FILES:  # the database's own files are checked as they are opened
                 store._dir.check(name)
             store._check_file()
             store._tighten()  # before this process's first connection: see fs.statedir.check
@@ -211,8 +211,8 @@ class Store:
         for suffix in ("-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.replace(f"{DB_NAME}{suffix}", f"{aside}{suffix}", src_dir_fd=fd, dst_dir_fd=fd)
-        aside = str(self.directory / aside)
-        log.warning("history database moved aside, a new one started", reason=why, moved_to=str(aside))
+        moved_to = str(self.directory / aside)
+        log.warning("history database moved aside, a new one started", reason=why, moved_to=moved_to)
 
     def _start_afresh(self, why: str) -> None:
         self._move_aside(why)

@@ -91,7 +91,7 @@ def root_only(box: Path) -> Path:
     return private
 
 
-@pytest.mark.parametrize("name", ["history.sqlite3", "snapshot.lock"])
+@pytest.mark.parametrize("name", ["history.sqlite3", "snapshot.lock", "reclaim-plans.key"])
 def test_a_state_file_symlinked_to_a_root_only_path_creates_nothing_there_and_turns_history_off(
     box: Path, name: str
 ) -> None:
