@@ -260,3 +260,19 @@ def test_a_stored_plan_edited_in_place_is_refused_with_the_reason(box: Path) -> 
     assert f"reclaim plan {plan.id} was changed after it was kept" in said
     assert "nothing removed: make a new plan" in said
     assert (state / "reclaim-plans.key").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_stored_plan_copied_under_another_id_is_refused(box: Path) -> None:
+    from sysmcp.history.store import Store
+
+    plan = a_plan(box / "tree")
+    clock = Clock()
+    store = Store.open(box / "state", clock)
+    keeper = PlanKeeper(lambda: store, clock)
+    assert keeper.put(plan).durable
+    row = store.get(PLAN_NAMESPACE, plan.id)
+    assert row is not None and store.put(PLAN_NAMESPACE, "0123456789ab", row).ok
+    with pytest.raises(Refused) as refused:
+        PlanKeeper(lambda: store, clock).get("0123456789ab")
+    assert refused.value.reason == "tampered"
+    assert PlanKeeper(lambda: store, clock).get(plan.id) == plan  # the genuine one still reads
