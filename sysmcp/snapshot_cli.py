@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # a bare ``sysmcp`` configures history from arguments no argp
     import argparse
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_NO_HISTORY, EXIT_LOCKED = 0, 1, 2, 3, 75
-LOCK_NAME = "snapshot.lock"
+LOCK_NAME = "snapshot.lock"  # fs.statedir.LOCK_NAME: the store checks it when it opens
 
 
 def _err(text: str) -> None:
@@ -108,9 +108,8 @@ def add_commands(commands: argparse._SubParsersAction) -> list[argparse.Argument
 
 
 @contextlib.contextmanager
-def _locked(directory: Path) -> Iterator[bool]:
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(directory / LOCK_NAME, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+def _locked(fd: int) -> Iterator[bool]:
+    """The lock file ``fd`` held (True) or held by another run (False); closed at the end."""
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -146,9 +145,14 @@ def run(args: argparse.Namespace, roots: list[str]) -> int:
         return EXIT_USAGE
     store = state.active()
     if store is None:
-        _err(f"sysmcp snapshot: history is off ({state.OFF_BECAUSE})")
+        _err(f"sysmcp snapshot: history is off ({state.off_because()})")
         return EXIT_NO_HISTORY
-    with _locked(store.directory) as mine:
+    try:  # opened as every state file is (fs.statedir): no symlink followed, no FIFO waited on
+        lock = store.state_dir.open(LOCK_NAME, create=True)
+    except OSError as exc:
+        _err(f"sysmcp snapshot: history is off ({exc})")
+        return EXIT_NO_HISTORY
+    with _locked(lock) as mine:
         if not mine:
             _err("sysmcp snapshot: another snapshot run holds the lock; nothing done")
             return EXIT_LOCKED
@@ -260,7 +264,7 @@ def _within(roots: list[str]) -> Callable[[bytes | str], bool]:
 def _list(limit: int, shown: Callable[[bytes | str], bool]) -> int:
     store = state.active()
     if store is None:
-        _err(f"sysmcp history: history is off ({state.OFF_BECAUSE})")
+        _err(f"sysmcp history: history is off ({state.off_because()})")
         return EXIT_NO_HISTORY
     from sysmcp.fs.paths import display
     from sysmcp.render import human_bytes
@@ -282,7 +286,7 @@ def _reclaim_log(limit: int, shown: Callable[[bytes | str], bool]) -> int:
     """The newest actions of ``reclaim`` (``reclaim-log``), oldest first, with their bytes."""
     store = state.active()
     if store is None:
-        _err(f"sysmcp history: history is off ({state.OFF_BECAUSE})")
+        _err(f"sysmcp history: history is off ({state.off_because()})")
         return EXIT_NO_HISTORY
     from sysmcp.fs.paths import escaped
     from sysmcp.fs.reclaim_keep import read_log

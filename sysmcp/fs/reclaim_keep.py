@@ -11,12 +11,18 @@ plan is kept in this process's memory only, and ``Kept`` says so for the answer 
 Every file acted on or left alone is one row of ``reclaim-log`` (plain JSON, so a ``sqlite3`` query
 reads it), written in batches so a thousand files are not a thousand transactions.
 
+A stored plan carries an HMAC-SHA-256 of its plan id and bytes, keyed by a secret in its own 0600
+file in the state directory (``fs.statedir``: made ``O_EXCL``, read without following a link, checked
+like every state file). It is checked before a plan is decoded: a row edited in place, or copied
+under another id, is refused (``Refused``, reason ``tampered``) and never read.
+
 Nothing here checks roots: a plan read back is data, and ``reclaim`` confines it (and the engine
 re-checks each path at the moment of acting) as it would a plan made a moment ago.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import struct
 import threading
@@ -27,6 +33,7 @@ from typing import Any, Protocol
 
 from sysmcp.fs.errors import NotFound, Refused
 from sysmcp.fs.reclaim import Entry, Identity, Item, Plan
+from sysmcp.fs.statedir import PLAN_KEY_NAME, mac
 
 __all__ = [
     "LOG_NAMESPACE",
@@ -47,6 +54,7 @@ LOG_NAMESPACE = "reclaim-log"
 PLAN_TTL_S = 24 * 3600.0
 FORMAT = 3  # the stored plan's layout; a row of another layout is treated as no plan
 LOG_BATCH = 200  # log rows per write
+_MAC_BYTES = 32  # the HMAC-SHA-256 before a stored plan's bytes
 
 
 class Written(Protocol):
@@ -59,8 +67,17 @@ class Written(Protocol):
     def reason(self) -> str | None: ...
 
 
+class Secrets(Protocol):
+    """The checked state directory's keys (``fs.statedir.StateDir``)."""
+
+    def secret(self, name: str) -> bytes: ...
+
+
 class KeyValue(Protocol):
     """The history store's key/value room (``sysmcp.history.store.Store``)."""
+
+    @property
+    def state_dir(self) -> Secrets: ...
 
     def put(self, namespace: str, key: str, value: bytes) -> Written: ...
 
@@ -209,8 +226,13 @@ class PlanKeeper:
         store = self.store()
         if store is None:
             return Kept(False, "history is off")
+        try:
+            key = store.state_dir.secret(PLAN_KEY_NAME)
+        except OSError as exc:
+            return Kept(False, f"the reclaim plans' key cannot be used ({exc})")
         self._forget_expired(store, now)
-        saved = store.put(PLAN_NAMESPACE, plan.id, encode_plan(plan, now))
+        raw = encode_plan(plan, now)
+        saved = store.put(PLAN_NAMESPACE, plan.id, _signed(key, plan.id, raw) + raw)
         return (
             Kept(True) if saved.ok else Kept(False, saved.reason or "the history store could not be written")
         )
@@ -222,7 +244,9 @@ class PlanKeeper:
         if found is None:
             store = self.store()
             raw = store.get(PLAN_NAMESPACE, plan_id) if store is not None else None
-            found = decode_plan(raw) if raw is not None else None
+            found = (
+                decode_plan(_verified(store, plan_id, raw)) if store is not None and raw is not None else None
+            )
         if found is None:
             raise NotFound(f"no reclaim plan {plan_id} is kept")
         plan, kept_at = found
@@ -239,6 +263,30 @@ class PlanKeeper:
         for key, updated in store.keys(PLAN_NAMESPACE):
             if now - updated > self.ttl_s:
                 store.delete(PLAN_NAMESPACE, key)
+
+
+def _signed(key: bytes, plan_id: str, raw: bytes) -> bytes:
+    """The MAC of a stored plan: its id and its bytes, so a row copied under another id fails too."""
+    return mac(key, plan_id.encode() + b"\0" + raw)
+
+
+def _verified(store: KeyValue, plan_id: str, row: bytes) -> bytes:
+    """The plan's bytes once its MAC matched; ``Refused`` (``tampered``) before anything is decoded."""
+    try:
+        key = store.state_dir.secret(PLAN_KEY_NAME)
+    except OSError as exc:
+        raise Refused(
+            f"reclaim plan {plan_id} cannot be checked: the reclaim plans' key cannot be used ({exc})",
+            reason="tampered",
+        ) from None
+    tag, raw = row[:_MAC_BYTES], row[_MAC_BYTES:]
+    if not hmac.compare_digest(tag, _signed(key, plan_id, raw)):
+        raise Refused(
+            f"reclaim plan {plan_id} was changed after it was kept (its MAC does not match "
+            f"{PLAN_KEY_NAME}), so it is not read",
+            reason="tampered",
+        )
+    return raw
 
 
 def _hours(seconds: float) -> str:

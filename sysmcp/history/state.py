@@ -70,6 +70,17 @@ def active() -> Store | None:
         return _store if _store.enabled else None
 
 
+def off_because() -> str:
+    """Why history is off, for "history is off (…)": the store's own reason once it was found
+    unusable (a state directory another user can write, a symlink or FIFO in it, …), else the
+    general ``OFF_BECAUSE``."""
+    with _lock:
+        store = _store
+    if store is not None and not store.enabled and store.disabled_cause:
+        return store.disabled_cause
+    return OFF_BECAUSE
+
+
 def release() -> None:
     """Close the calling thread's connection to the store, if it has one: what the interpreter's
     teardown would do, for an exit that skips it (the last connection's close checkpoints the WAL)."""

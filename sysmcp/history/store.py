@@ -3,9 +3,10 @@
 Why these rules: several sysmcp processes may share one store (a desktop host's server, the CLI, a
 timer), so every connection waits at most ``BUSY_MS`` for a lock and a write that cannot get it is
 skipped (``Saved.ok`` False, with the reason for the answer to say) instead of holding a tool up.
-The store holds path names, so its directory is 0700 and its files 0600. A damaged database is moved
-aside (renamed with a timestamp) and a new one started; a full disk or an unwritable directory only
-turns recording off for that write or that process. Nothing here raises to a tool.
+The store holds path names: its directory is 0700, its files 0600, all checked as ssh checks ``~/.ssh``
+(``fs.statedir``). A damaged database is moved aside (renamed with a timestamp) and a new one started;
+a full disk or an unwritable directory only turns recording off for that write or that process.
+Nothing here raises to a tool.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sysmcp.fs.statedir import OTHER_FILES, StateDir, Unsafe, open_dir
+from sysmcp.history.retention import Retention as Retention  # its old home: callers import it here
 from sysmcp.history.snapshots import (
     Baseline,
     BaselineFile,
@@ -42,6 +45,15 @@ _IOERR = 10  # SQLITE_IOERR: what a full tmpfs gives when the -shm or -wal canno
 _BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 
 log = get_logger("sysmcp.history")
+_said: set[tuple[str, str]] = set()  # (event, error) already logged by this process
+
+
+def _warn_once(event: str, error: str, **fields: Any) -> None:
+    """One log line per event and error per process: a read-only store fails every call alike."""
+    if (event, error) not in _said:
+        _said.add((event, error))
+        log.warning(event, error=error, **fields)
+
 
 # Each migration takes the schema from version N to N + 1 (index N); never edit a shipped one.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -122,6 +134,8 @@ class Store:
         self.busy_ms = busy_ms
         self.enabled = True
         self.disabled_reason: str | None = None
+        self.disabled_cause: str | None = None  # the fact alone, for "history is off (…)"
+        self._dir: StateDir | None = None
         self._local = threading.local()
         self._generation = 0  # bumped when the file is moved aside: every cached connection is stale
 
@@ -132,17 +146,20 @@ class Store:
         cls, directory: Path, clock: Callable[[], float] = time.time, *, busy_ms: int = BUSY_MS
     ) -> Store:
         """The store in ``directory``, created 0700 if missing; ``enabled`` False (with one log line)
-        when it cannot be written, so every tool still works without history."""
+        when it cannot be written or is not safe to use (``fs.statedir``: another user could write it,
+        or a name in it is a symlink, a FIFO, a hard link, another's file), so every tool still works
+        without history."""
         store = cls(directory, clock, busy_ms=busy_ms)
         try:
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            os.chmod(directory, 0o700)
-            if not os.access(directory, os.W_OK | os.X_OK):
+            store._dir = open_dir(directory)
+            if not os.access(".", os.W_OK | os.X_OK, dir_fd=store._dir.fd):
                 raise PermissionError(f"{directory} is not writable")
+            for name in OTHER_FILES:  # the database's own files are checked as they are opened
+                store._dir.check(name)
             store._check_file()
+            store._tighten()  # before this process's first connection: see fs.statedir.check
             with store._connect() as db:
                 store._migrate(db)
-            store._tighten()
         except (OSError, sqlite3.Error) as exc:
             if isinstance(exc, sqlite3.DatabaseError) and store._is_corrupt(exc):
                 try:
@@ -150,54 +167,62 @@ class Store:
                     return store
                 except (OSError, sqlite3.Error) as again:
                     exc = again
-            store.enabled = False
-            store.disabled_reason = f"history is off: the state directory {directory} cannot be used ({exc})"
-            log.warning("history off", directory=str(directory), error=str(exc))
+            store._off(exc)
         return store
+
+    @property
+    def state_dir(self) -> StateDir:
+        """The checked state directory (open while the store is on): the reclaim plans' key lives there."""
+        if self._dir is None:
+            raise Unsafe(self.disabled_reason or "history is off")
+        return self._dir
+
+    def _off(self, exc: BaseException) -> None:
+        """History off for this process, said once in the log and in every answer that needs it."""
+        self.enabled = False
+        self.disabled_cause = str(exc)
+        self.disabled_reason = f"history is off: the state directory {self.directory} cannot be used ({exc})"
+        _warn_once("history off", str(exc), directory=str(self.directory))
 
     def _check_file(self) -> None:
         """Move aside a file that is no database or was cut short (its size no whole number of pages):
         cheaper than an integrity check, and what a crash or a full disk leaves behind."""
+        fd = self.state_dir.open(DB_NAME, os.O_RDONLY, create=True)
         try:
-            with open(self.path, "rb") as f:
-                header = f.read(100)
-                size = os.fstat(f.fileno()).st_size
-        except FileNotFoundError:
-            fd = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+            header = os.pread(fd, 100, 0)
+            size = os.fstat(fd).st_size
+        finally:
             os.close(fd)
-            return
         if size == 0:
             return
         page = int.from_bytes(header[16:18], "big") if len(header) >= 18 else 0
         page = 65536 if page == 1 else page
         if not header.startswith(SQLITE_HEADER) or page < 512 or size % page:
             self._move_aside("the database file is damaged or truncated")
-            fd = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
-            os.close(fd)
+            os.close(self.state_dir.open(DB_NAME, create=True))
 
     def _move_aside(self, why: str) -> None:
         self.close()
         self._generation += 1
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock()))
-        aside = self.path.with_name(f"{DB_NAME}.corrupt-{stamp}")
-        os.replace(self.path, aside)
+        aside = f"{DB_NAME}.corrupt-{stamp}"
+        fd = self.state_dir.fd
+        os.replace(DB_NAME, aside, src_dir_fd=fd, dst_dir_fd=fd)
         for suffix in ("-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
-                os.replace(f"{self.path}{suffix}", f"{aside}{suffix}")
-        log.warning("history database moved aside, a new one started", reason=why, moved_to=str(aside))
+                os.replace(f"{DB_NAME}{suffix}", f"{aside}{suffix}", src_dir_fd=fd, dst_dir_fd=fd)
+        moved_to = str(self.directory / aside)
+        log.warning("history database moved aside, a new one started", reason=why, moved_to=moved_to)
 
     def _start_afresh(self, why: str) -> None:
         self._move_aside(why)
-        fd = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
-        os.close(fd)
+        os.close(self.state_dir.open(DB_NAME, create=True))
         with self._connect() as db:
             self._migrate(db)
-        self._tighten()
 
     def _tighten(self) -> None:
         for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                os.chmod(f"{self.path}{suffix}", 0o600)
+            self.state_dir.tighten(f"{DB_NAME}{suffix}")
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -217,6 +242,8 @@ class Store:
             with contextlib.suppress(sqlite3.Error):
                 held[1].close()
         self._local.db = None
+        for suffix in ("-wal", "-shm"):  # SQLite opens them by name: what is there must be ours
+            self.state_dir.check(f"{DB_NAME}{suffix}")
         db = sqlite3.connect(self.path, timeout=self.busy_ms / 1000, isolation_level=None)
         try:
             db.execute(f"PRAGMA busy_timeout = {int(self.busy_ms)}")
@@ -231,17 +258,16 @@ class Store:
             db.close()
             raise
         self._local.db = (key, db)
-        self._local.closer = _CloseWithThread(db)
-        self._tighten()  # the -wal and -shm now exist; SQLite gives files it makes later the db's mode
+        self._local.closer = _CloseWithThread(db)  # SQLite gives the -wal and -shm the db's mode
         yield db
 
     def _identity(self) -> tuple[int, int]:
-        """The database file's (device, inode); a missing one is created empty (0600) first."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
+        """The database file's (device, inode), checked (``fs.statedir``); a missing one is created
+        empty (0600) first."""
+        st = self.state_dir.check(DB_NAME)
+        if st is None:
             self._check_file()
-            st = os.stat(self.path)
+            st = self.state_dir.lstat(DB_NAME)
         return st.st_dev, st.st_ino
 
     def close(self) -> None:
@@ -302,7 +328,7 @@ class Store:
                         False, f"the history store was busy (another sysmcp writing): {what} not saved"
                     )
                 if code == _FULL or "full" in str(exc) or (code == _IOERR and self._disk_full()):
-                    log.warning("history write failed: disk full", what=what)
+                    _warn_once("history write failed: disk full", "disk full", what=what)
                     return Saved(False, f"the disk holding the history store is full: {what} not saved")
                 if self._is_corrupt(exc) and attempt == 1:
                     try:
@@ -310,10 +336,13 @@ class Store:
                         continue
                     except (OSError, sqlite3.Error):
                         pass
-                log.warning("history write failed", what=what, error=str(exc))
+                _warn_once("history write failed", str(exc), what=what)
                 return Saved(False, f"the history store could not be written ({exc}): {what} not saved")
             except OSError as exc:
-                log.warning("history write failed", what=what, error=str(exc))
+                if isinstance(exc, Unsafe):
+                    self._off(exc)
+                    return Saved(False, self.disabled_reason)
+                _warn_once("history write failed", str(exc), what=what)
                 return Saved(
                     False, f"the history store could not be written ({exc.strerror}): {what} not saved"
                 )
@@ -321,7 +350,7 @@ class Store:
 
     def _disk_full(self) -> bool:
         try:
-            vfs = os.statvfs(self.directory)
+            vfs = os.fstatvfs(self.state_dir.fd)
         except OSError:
             return False
         return vfs.f_bavail * (vfs.f_frsize or vfs.f_bsize) < 64 * 1024
@@ -337,7 +366,13 @@ class Store:
                 with contextlib.suppress(OSError, sqlite3.Error):
                     self._start_afresh(str(exc))
             else:
-                log.warning("history read failed", error=str(exc))
+                _warn_once("history read failed", str(exc))
+            return default
+        except OSError as exc:
+            if isinstance(exc, Unsafe):
+                self._off(exc)
+            else:
+                _warn_once("history read failed", str(exc))
             return default
 
     # -- scans --------------------------------------------------------------------------------
@@ -602,7 +637,7 @@ class Store:
         total = 0
         for suffix in ("", "-wal"):
             with contextlib.suppress(OSError):
-                total += os.stat(f"{self.path}{suffix}").st_size
+                total += self.state_dir.lstat(f"{DB_NAME}{suffix}").st_size
         return total
 
     def _ceiling(self, max_bytes: int) -> None:
@@ -631,45 +666,6 @@ class Store:
         with contextlib.suppress(sqlite3.Error, OSError), self._connect() as db:
             db.execute("VACUUM")  # written through the WAL: the checkpoint then gives the space back
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-
-HOUR, DAY, WEEK = 3600.0, 86400.0, 7 * 86400.0
-
-
-@dataclass(frozen=True, slots=True)
-class Retention:
-    """Keep, per series, the newest snapshot of each hour for ``hourly_s``, of each day for
-    ``daily_s`` and of each week for ``weekly_s``; nothing older. ``max_bytes``: the size ceiling."""
-
-    hourly_s: float = 2 * DAY
-    daily_s: float = 5 * WEEK
-    weekly_s: float = 52 * WEEK
-    max_bytes: int = 100 << 20
-
-    def doomed(self, rows: Sequence[tuple[int, Any, float]], now: float) -> list[int]:
-        """Of ``(id, series, taken)`` rows, newest (highest id) first, the ids to delete. A time in
-        the future (a clock set back since) counts as now: never deleted for being odd."""
-        kept: set[tuple[Any, str, int]] = set()
-        doomed = []
-        for row_id, series, taken in rows:
-            age = max(0.0, now - taken)
-            if age <= HOUR:  # the last hour's are kept whole: what_changed compares against them
-                continue
-            if age <= self.hourly_s:
-                bucket = ("h", int(taken // HOUR))
-            elif age <= self.daily_s:
-                bucket = ("d", int(taken // DAY))
-            elif age <= self.weekly_s:
-                bucket = ("w", int(taken // WEEK))
-            else:
-                doomed.append(row_id)
-                continue
-            key = (series, *bucket)
-            if key in kept:
-                doomed.append(row_id)
-            else:
-                kept.add(key)
-        return doomed
 
 
 def _head(db: sqlite3.Connection, sid: int, kind: str, column: str) -> tuple[Series, float, bool, Any] | None:

@@ -37,6 +37,7 @@ _ADVICE: dict[tuple[type[EngineError], str], str] = {
     (WrongKind, "not_tree"): "; give a directory or a regular file",
     (Refused, "swapped_for_link"): "; refused",
     (Refused, "replaced_while_opened"): "; refused. Call again if the change was expected.",
+    (Refused, "tampered"): "; nothing removed: make a new plan with reclaim_plan and review it",
 }
 
 

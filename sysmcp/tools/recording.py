@@ -19,8 +19,6 @@ if TYPE_CHECKING:  # disk_usage records through here too, and walks nothing
     from sysmcp.fs.usage import Request, Usage
     from sysmcp.fs.walk import WalkOptions
 
-HISTORY_OFF = f"history is off ({state.OFF_BECAUSE})"
-
 
 def recorded_scan(
     path: str | os.PathLike[str],
@@ -101,7 +99,7 @@ def record_baseline(base: bytes, manifest: bytes, algorithm: str, options: WalkO
     In a worker."""
     kept = recording.record_baseline(state.active(), base, manifest, algorithm, options, partial)
     if kept.history_off:
-        return f"No baseline kept: {HISTORY_OFF}."
+        return f"No baseline kept: history is off ({state.off_because()})."
     if not kept.kept:
         return f"No baseline kept: {kept.unsaved if kept.unsaved is not None else kept.unreadable}."
     return f"Integrity baseline of {kept.files:,} files kept (what_changed compares against it)."

@@ -34,7 +34,9 @@ def _snap_json(snap: ScanSnapshot | None, fresh: bool = False) -> dict[str, Any]
     return {"id": snap.id, "taken": iso_utc(snap.taken), "partial": snap.partial, "fresh": fresh}
 
 
-HISTORY_OFF = f"history is off on this host ({state.OFF_BECAUSE})"
+def history_off() -> str:
+    """ "history is off on this host (…)" with the store's own reason when it was found unusable."""
+    return f"history is off on this host ({state.off_because()})"
 
 
 def _when(epoch: float | None, seconds: bool = False) -> str:
@@ -56,7 +58,7 @@ def _span(start: float, end: float) -> str:
 def notes_of(outcome: Outcome) -> list[str]:
     """The engine's facts as the answer's notes, in the order the engine met them."""
     if not outcome.history:
-        return [HISTORY_OFF]
+        return [history_off()]
     notes = []
     if outcome.unsaved is not None:
         notes.append(f"{outcome.unsaved}.")
@@ -246,7 +248,7 @@ def render(
                     for then, now in diff.shrunk_files[:top_n]
                 ]
     elif not outcome.history:
-        lines.append(f"{shown}: nothing to compare with: {HISTORY_OFF}, so no snapshot is kept.")
+        lines.append(f"{shown}: nothing to compare with: {history_off()}, so no snapshot is kept.")
     elif outcome.history and outcome.lower_bound is not None:
         lines.append(
             f"{shown}: no earlier snapshot to compare with (no baseline yet); one was recorded now, so the "
@@ -308,9 +310,8 @@ def render(
             "growth_bytes": fill.growth,
         }
     _integrity_lines(outcome, structured, lines, named, top_n)
-    for note in structured["notes"]:
-        if note != HISTORY_OFF:  # said in the first line
-            lines.append(f"Note: {note}.")
+    for note in structured["notes"][1 if not outcome.history else 0 :]:  # history off: the first line says it
+        lines.append(f"Note: {note}.")
     return "\n".join(lines), structured, full
 
 

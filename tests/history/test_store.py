@@ -431,3 +431,29 @@ def test_a_worker_threads_connection_closes_with_its_thread_and_the_last_one_mer
     assert saved == [True]
     assert sorted(p.name for p in tmp_path.iterdir()) == [DB_NAME]  # closed: no -wal or -shm left
     assert [r.used for r in store.readings(b"/")] == [5]
+
+
+READ_ONLY = textwrap.dedent(
+    """
+    import pathlib, subprocess, sys
+    from sysmcp.history.snapshots import DiskReading
+    from sysmcp.history.store import Store
+    state = pathlib.Path(sys.argv[1]) / "state"
+    store = Store.open(state)
+    subprocess.run(["mount", "--bind", str(state), str(state)], check=True)
+    subprocess.run(["mount", "-o", "remount,ro,bind", str(state)], check=True)
+    store.close()  # the next write opens the file anew, on the read-only mount
+    for i in range(6):
+        saved = store.save_readings([DiskReading("h", b"/", "1:1", float(i), 10, 5, 5, None, None)])
+        print("SAVED", saved.ok, flush=True)
+    """
+)
+
+
+@pytest.mark.skipif(can_mount() is not None, reason=str(can_mount()))
+def test_a_read_only_state_directory_logs_history_write_failed_once_not_once_per_call(tmp_path: Path) -> None:
+    done = in_private_mount_namespace(READ_ONLY, str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout + done.stderr
+    assert out.count("SAVED False") == 6, out
+    assert out.count("history write failed") == 1, out
