@@ -58,54 +58,15 @@ def _since(description: str) -> dict[str, Any]:
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
-        "path": js.path_argument("Absolute path of the directory to scan, e.g. '/var'."),
-        "top_n": js.top_n_argument(
-            "How many entries to list in each list (largest files, largest directories), 1 to 50.",
-            maximum=50,
-            default=5,
-        ),
-        "show": js.string(
-            "Which lists to return: the largest 'files', the largest 'directories' (cumulative "
-            "size, like du), 'both', 'extensions' (the top file extensions by size: count and bytes; "
-            "'(none)' for names without one, e.g. which types fill /var), or 'all' three. Totals are "
-            "always returned.",
-            enum=["both", "files", "directories", "extensions", "all"],
-            default="both",
-        ),
-        "modified_within": _since(
-            "Keep only files modified within this long before now, e.g. '1h' or '7d' (what "
-            "is new: what filled the disk lately). A duration: '90s', '45m', '6h', '7d', '2w', or seconds. "
-            "Applies to the file and extension lists, whose matching count and bytes are added to totals; "
-            "directory totals stay du's."
-        ),
-        "modified_before": _since(
-            "Keep only files last modified longer ago than this, e.g. '30d' (clean-up "
-            "candidates: big and old). Same durations as modified_within; with both, files modified "
-            "between the two."
-        ),
-        "max_depth": js.integer(
-            "Deepest directory level in the directory list: 1 lists the immediate "
-            "subdirectories of path (like 'du -d 1 | sort -h'), 2 also their children, and so on. The scan "
-            "itself always covers the whole tree.",
-            minimum=1,
-            maximum=1000,
-            default=1,
-        ),
-        "sort_by": js.string(
-            "Rank by 'disk' usage (allocated blocks, what fills a disk; sparse files count "
-            "only their data) or by 'apparent' size (file length, what ls -l shows).",
-            enum=["disk", "apparent"],
-            default="disk",
-        ),
-        "min_size": size_argument(
-            "List only files and directories at least this big (apparent size), e.g. '100M'. Totals still "
-            "count everything."
-        ),
-        "timeout_s": timeout_property(
-            DEFAULT_TIMEOUT_S,
-            MAX_TIMEOUT_S,
-            stops="the scan stops and the result, marked partial, covers what was scanned so far.",
-        ),
+        "path": js.path_argument(),
+        "top_n": js.top_n_argument(maximum=50, default=5),
+        "show": js.string(enum=["both", "files", "directories", "extensions", "all"], default="both"),
+        "modified_within": _since("Only files modified within this ('1h', '7d', seconds)."),
+        "modified_before": _since("Only files older than this."),
+        "max_depth": js.integer("Depth of the directory list.", minimum=1, maximum=1000, default=1),
+        "sort_by": js.string(enum=["disk", "apparent"], default="disk"),
+        "min_size": size_argument("List only entries this big."),
+        "timeout_s": timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
         **walk_properties("path"),
     }
 )
@@ -612,17 +573,8 @@ TOOL = Tool(
     name="dir_usage",
     title="Directory usage",
     description=(
-        "What fills a directory: totals equal to du -sx (apparent and on-disk bytes, hard links counted once, "
-        "sparse files at their real allocation), the largest subdirectories (cumulative, like du -d1 | sort -h) "
-        "and the largest files anywhere below, each list capped at top_n with a count of what was not shown. "
-        "Never follows symlinks, stays on one filesystem by default, skips /proc, /sys and /dev, counts "
-        "unreadable and skipped entries by reason, and stops at timeout_s with a partial result clearly "
-        "marked. Longer lists are returned as a sysmcp:// resource link. Read-only; returns names and "
-        "sizes, never contents. Every listed file carries its modification time (and age in the text); "
-        "modified_within keeps only new files (what grew lately), modified_before only old ones "
-        "(clean-up candidates), with their count and bytes in the totals; show 'extensions' or 'all' "
-        "adds which file types take the space. For space df counts but no walk finds, use "
-        "deleted_open_files."
+        "What fills a directory now: du -sx totals, its largest subdirectories and files. Growth since "
+        "a time: what_changed; space no walk finds: disk_usage explain."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,

@@ -34,18 +34,8 @@ MAX_IDLE_NAMED = 10  # idle devices named in the text at most
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
-        "sample_s": js.number(
-            "Seconds to measure over (0.1 to 60, default 2): the counters are read at the "
-            "start and the end of this window. Progress is reported while it waits; cancellable.",
-            minimum=0.1,
-            maximum=MAX_SAMPLE_S,
-            default=DEFAULT_SAMPLE_S,
-        ),
-        "top_n": js.top_n_argument(
-            "How many processes to list as top writers and as top readers (1 to 50).",
-            maximum=50,
-            default=5,
-        ),
+        "sample_s": js.number(minimum=0.1, maximum=int(MAX_SAMPLE_S), default=DEFAULT_SAMPLE_S),
+        "top_n": js.top_n_argument("Processes per list.", maximum=50, default=5),
     },
     required=None,
 )
@@ -214,13 +204,9 @@ TOOL = Tool(
     name="disk_io",
     title="Disk I/O now",
     description=(
-        "Who is writing (and reading) right now: iostat and iotop in one answer. Use it when disk_usage "
-        "with sample_s shows a filesystem filling, or a disk is slow. Over `sample_s` seconds (default 2, "
-        "at most 60): per block device the read and write throughput (bytes/s), IOPS and busy percent, "
-        "busiest first (idle devices named only); then the top_n processes by bytes written and by bytes "
-        "read in the window (pid, command, user, bytes, rate), counted where the bytes reach storage, as "
-        "iotop does. Without root, other users' processes cannot be read: the answer says how many. "
-        "Progress while it waits; cancellable. Read-only."
+        "Who is writing or reading the disks right now, and to which files: iostat and iotop over sample_s "
+        "seconds. Per device (with its mount points) throughput, IOPS and busy percent; the top writers "
+        "with the files each has open for writing, and the top readers."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,
