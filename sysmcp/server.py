@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from sysmcp.protocol.lifecycle import (
     complete_result,
 )
 from sysmcp.protocol.threads import run_in_thread
+from sysmcp.render import plural
 from sysmcp.results import ResultStore
 from sysmcp.roots import ClientRoots
 from sysmcp.tools.arguments import validate_arguments
@@ -83,6 +85,11 @@ Which tool answers what:
 - hash_tree: a checksum manifest of a tree.
 - verify_checksums: do files still match a manifest."""
 
+
+#: Characters of a tool's text answer at most (about 10,000 tokens: Claude Code warns there, and cuts at
+#: 25,000). Tools bound their lists; this holds whatever their argument values give (a thousand manifest
+#: lines of long names), cutting at a line and linking the whole answer. benchmarks/answer_budget.py.
+ANSWER_BUDGET = 40_000
 
 COMPLETION_TIMEOUT = 2.0  # seconds a path completion may spend listing a directory
 
@@ -290,7 +297,7 @@ class Server:
         if self.fleet is not None and self.fleet.asks_hosts(arguments):
             keep = ToolContext(ctx, self.paths, self.results).keep
             output = await self.fleet.fan_out(tool, arguments, params.get("arguments"), ctx, keep)
-            return self._call_result(output, ctx.features)
+            return self._call_result(self._bounded(output, ctx), ctx.features)
         if self.fleet is not None:
             try:
                 arguments = await self.fleet.localise(arguments)
@@ -316,9 +323,27 @@ class Server:
             return self._error_result(exc.message)
         if debug:
             await ctx.log("debug", {"event": "tool finished", "tool": tool.name, "isError": output.is_error})
+        output = self._bounded(output, ctx)
         if output.links and not ctx.features.modern:  # before the result, so a list it prompts shows it
             await ctx.peer.notify("notifications/resources/list_changed", {})
         return self._call_result(output, ctx.features)
+
+    def _bounded(self, output: ToolOutput, ctx: RequestContext) -> ToolOutput:
+        """The answer, its text cut at a line within ``ANSWER_BUDGET`` when longer, saying what it left
+        out and linking the whole text (kept in the result store)."""
+        if len(output.text) <= ANSWER_BUDGET:
+            return output
+        head = output.text[: ANSWER_BUDGET - 400]  # room for the lines saying what was cut
+        head = head[: head.rfind("\n")] if "\n" in head else head
+        rest = output.text[len(head) :]
+        note = (
+            f"{head}\n… answer cut at {ANSWER_BUDGET:,} characters: {plural(rest.count(chr(10)) + 1, 'more line')} "
+            f"({len(rest):,} characters) not shown."
+        )
+        tail, links = ToolContext(ctx, self.paths, self.results).keep_linked(
+            "answer.txt", output.text, description="The whole text answer", label="The whole answer"
+        )
+        return dataclasses.replace(output, text=note + tail, links=(*output.links, *links))
 
     def _client_takes_views(self, params: dict[str, Any], ctx: RequestContext) -> bool:
         """Whether this request's client declared MCP Apps: per request in 2026-07-28 (its envelope),
