@@ -100,3 +100,14 @@ async def test_an_answer_within_budget_is_untouched(tree: Path) -> None:
         text = await call(wire, "hash_tree", {"path": str(tree / "flat"), "max_lines": 20})
     assert "answer cut" not in text and len(text.splitlines()) < 40
     assert os.path.basename(long_name(0)) in text
+
+
+async def test_a_tree_of_a_hundred_files_is_shown_whole_by_default(tmp_path: Path) -> None:
+    for i in range(100):
+        (tmp_path / f"file-{i:03}.txt").write_bytes(b"%d" % i)
+    async with spawn("--no-history") as wire:
+        await wire.initialize("2025-06-18")
+        text = await call(wire, "hash_tree", {"path": str(tmp_path)})
+    for i in range(100):
+        assert f"{hashlib.sha256(b'%d' % i).hexdigest()}  file-{i:03}.txt" in text
+    assert len(text) <= ANSWER_BUDGET // 3
