@@ -84,12 +84,13 @@ async def test_every_answer_stays_within_budget_at_the_largest_arguments(tree: P
         )
         assert "1,000" in text
         await assert_bounded(wire, text, long_name(999))
-        for name, arguments in [
+        cases: list[tuple[str, dict[str, Any]]] = [
             ("dir_usage", {"path": str(tree), "top_n": 50, "show": "all", "max_depth": 1000}),
             ("find_duplicates", {"path": str(tree), "top_n": 50}),
             ("disk_usage", {"all": True, "unit": "bytes"}),
             ("deleted_open_files", {"top_n": 100}),
-        ]:
+        ]
+        for name, arguments in cases:
             text = await call(wire, name, arguments)
             assert len(text) <= ANSWER_BUDGET, (name, len(text))
 

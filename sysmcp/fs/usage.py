@@ -109,6 +109,10 @@ class Usage:
     matching: tuple[int, int, int] | None = None  # (files, apparent, disk) matching the time filter
     extensions: list[tuple[str, int, int, int]] = field(default_factory=list)  # (ext, files, apparent, disk)
     root_dev: int | None = None  # st_dev of the root directory (None if it could not be opened)
+    multi_linked: int = 0  # files counted that have other names too (hard links: du counts each inode once)
+    sparse_bytes: int = 0  # apparent bytes of the files counted that have no blocks (holes of sparse files)
+    hidden_files: int = 0  # files counted whose name starts with a dot
+    hidden_bytes: int = 0  # their apparent bytes
     # With Request.record_floor: (relative, disk, apparent, files, newest file mtime or 0.0) of every
     # directory at any depth at least that big or named in record_also, for the history
     # (sysmcp.history.snapshots); ``totals.newest`` is then the whole tree's.
@@ -147,18 +151,42 @@ class Selection:
     """The per-file hook a scanner calls (``ScanConfig.on_file``): the time filter, the matching files'
     totals and the extension tally. Sees every file, so the figures are exact, not top-N."""
 
-    __slots__ = ("apparent", "disk", "extensions", "files", "linked", "newer", "older", "tally_types")
+    __slots__ = (
+        "apparent",
+        "disk",
+        "extensions",
+        "files",
+        "hidden",
+        "linked",
+        "multi_linked",
+        "newer",
+        "older",
+        "sparse",
+        "tally_types",
+    )
 
     def __init__(self, request: Request) -> None:
         self.newer, self.older = request.newer_than, request.older_than
         self.tally_types = request.extensions
         self.files = self.apparent = self.disk = 0
+        # What the totals leave to be inferred, over every file counted (matching or not): files with
+        # other names (du counts them once), bytes of sparse files' holes, dot files and their bytes.
+        self.multi_linked = self.sparse = 0
+        self.hidden = [0, 0]
         self.extensions: dict[str, list[int]] = {}  # extension → [files, apparent, disk]
         # In a child: (dev, ino) → (extension, matched) of multiply-linked files, so one another
         # process counted too can be taken out again (see _merge_child).
         self.linked: dict[tuple[int, int], tuple[str, bool]] | None = None
 
     def __call__(self, name: str, st: os.stat_result) -> bool:
+        size, disk = st.st_size, st.st_blocks * 512
+        if st.st_nlink > 1:
+            self.multi_linked += 1
+        if disk < size:
+            self.sparse += size - disk
+        if name[0] == ".":
+            self.hidden[0] += 1
+            self.hidden[1] += size
         mtime = st.st_mtime
         matched = (self.newer is None or mtime >= self.newer) and (self.older is None or mtime < self.older)
         ext = extension_of(name) if self.tally_types else ""
@@ -166,7 +194,6 @@ class Selection:
             self.linked[(st.st_dev, st.st_ino)] = (ext, matched)
         if not matched:
             return False
-        size, disk = st.st_size, st.st_blocks * 512
         self.files += 1
         self.apparent += size
         self.disk += disk
@@ -194,12 +221,19 @@ class Selection:
             "disk": self.disk,
             "extensions": {ext: list(row) for ext, row in self.extensions.items()},
             "linked": dict(self.linked or {}),
+            "multi_linked": self.multi_linked,
+            "sparse": self.sparse,
+            "hidden": list(self.hidden),
         }
 
     def merge(self, data: dict[str, Any]) -> None:
         self.files += data["files"]
         self.apparent += data["apparent"]
         self.disk += data["disk"]
+        self.multi_linked += data["multi_linked"]
+        self.sparse += data["sparse"]
+        self.hidden[0] += data["hidden"][0]
+        self.hidden[1] += data["hidden"][1]
         for ext, (files, apparent, disk) in data["extensions"].items():
             self.add(ext, files, apparent, disk)
 
@@ -234,7 +268,7 @@ class Tally:
             min_file_size=request.min_size,
             keep_files=request.top_files,
             keep_by_disk=request.by_disk,
-            on_file=self.selection if request.selects else None,
+            on_file=self.selection,  # every file: the time filter, extensions and the counts for notes
             # An event per directory, listed files or not: the walk driver decides on the split between
             # events, and a walk that lists no file (totals only) would otherwise give it none until the end.
             empty_listings=True,
@@ -511,6 +545,8 @@ def scan_usage(
             key=lambda row: (-(row[3] if request.by_disk else row[2]), -row[1], row[0]),
         )
     usage.directories = _ranked([DirectoryRow(*row) for row in tally.top_dirs.largest()], request)
+    usage.multi_linked, usage.sparse_bytes = selection.multi_linked, selection.sparse
+    usage.hidden_files, usage.hidden_bytes = selection.hidden
     usage.stopped = stopped
     usage.elapsed = clock() - started
     if tally.record is not None:
@@ -637,6 +673,9 @@ def _merge_child(
             continue
         dropped.add((dev, ino))
         ext, matched = chosen["linked"].get((dev, ino), ("", True))
+        if regular and (dev, ino) in chosen["linked"]:  # one inode counted by two processes: once
+            chosen["multi_linked"] -= 1
+            chosen["sparse"] -= max(size - blocks * 512, 0)
         if regular and matched and (dev, ino) in chosen["linked"]:  # counted by the child's selection
             chosen["files"] -= 1
             chosen["apparent"] -= size

@@ -96,6 +96,12 @@ OUTPUT_SCHEMA: dict[str, Any] = js.result(
                 "apparent_bytes": js.integer("Like du -sxb."),
                 "disk_bytes": js.integer("Like du -sxB1: allocated blocks x 512."),
                 "entries": js.integer("Directory entries examined."),
+                "hard_linked_files": js.integer(
+                    "Files counted that have other names too (counted once, as du)."
+                ),
+                "sparse_bytes": js.integer("Apparent bytes of sparse files' holes (no blocks on disk)."),
+                "hidden_files": js.integer("Files counted whose name starts with a dot."),
+                "hidden_bytes": js.integer("Their apparent bytes."),
                 "matching": js.record(
                     {"files": js.integer(), "apparent_bytes": js.integer(), "disk_bytes": js.integer()},
                     "With modified_within or modified_before: the files that match.",
@@ -335,7 +341,24 @@ def _head(shown: str, usage: Usage, args: dict[str, Any]) -> list[str]:
             f"Files modified {_window_phrase(args)}: {count:,}, {human_bytes(disk)} on disk "
             f"({human_bytes(apparent)} apparent){so_far}"
         )
+    notes = _inside_the_totals(usage)
+    if notes:
+        lines.append(f"Within these totals: {notes}.")
     return lines
+
+
+def _inside_the_totals(usage: Usage) -> str:
+    """What the totals leave to be inferred, in one phrase ('' when there is nothing to say)."""
+    parts = []
+    if usage.multi_linked:
+        parts.append(f"{plural(usage.multi_linked, 'file')} with other hard-linked names (each counted once)")
+    if usage.sparse_bytes:
+        parts.append(f"{human_bytes(usage.sparse_bytes)} of holes in sparse files (apparent, not on disk)")
+    if usage.hidden_files:
+        parts.append(
+            f"{plural(usage.hidden_files, 'hidden (dot) file')} ({human_bytes(usage.hidden_bytes)} apparent)"
+        )
+    return "; ".join(parts)
 
 
 def _list(
@@ -373,6 +396,10 @@ def _structured(
         "apparent_bytes": totals.apparent,
         "disk_bytes": totals.disk,
         "entries": usage.entries,
+        "hard_linked_files": usage.multi_linked,
+        "sparse_bytes": usage.sparse_bytes,
+        "hidden_files": usage.hidden_files,
+        "hidden_bytes": usage.hidden_bytes,
     }
     if usage.matching is not None:
         matching, apparent, disk = usage.matching

@@ -49,7 +49,9 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
         "format": js.string(
             "gnu: as sha256sum; bsd: as sha256sum --tag.", enum=["gnu", "bsd"], default="gnu"
         ),
-        "max_lines": js.integer("Lines shown inline; the rest by link.", minimum=0, maximum=1000, default=100),
+        "max_lines": js.integer(
+            "Lines shown inline; the rest by link.", minimum=0, maximum=1000, default=100
+        ),
         "timeout_s": timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
         "baseline": js.boolean(
             "Also keep it as an integrity baseline for what_changed (gnu only).", default=False
