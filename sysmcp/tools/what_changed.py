@@ -614,7 +614,7 @@ TOOL = Tool(
     name="what_changed",
     title="What changed",
     description=(
-        "What grew, shrank, appeared or went under a directory since a time, from sysmcp's own earlier scans: "
+        "What grew, shrank, appeared or disappeared under a directory since a time, from sysmcp's own earlier scans: "
         "per-directory deltas, where the growth is, the largest new files, the fill rate and time to full, "
         "and changes against a hash_tree baseline. Start here when a disk fills or something grew."
     ),
