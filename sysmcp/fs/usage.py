@@ -109,10 +109,8 @@ class Usage:
     matching: tuple[int, int, int] | None = None  # (files, apparent, disk) matching the time filter
     extensions: list[tuple[str, int, int, int]] = field(default_factory=list)  # (ext, files, apparent, disk)
     root_dev: int | None = None  # st_dev of the root directory (None if it could not be opened)
-    multi_linked: int = 0  # files counted that have other names too (hard links: du counts each inode once)
-    sparse_bytes: int = 0  # apparent bytes of the files counted that have no blocks (holes of sparse files)
-    hidden_files: int = 0  # files counted whose name starts with a dot
-    hidden_bytes: int = 0  # their apparent bytes
+    # Counted files with other (hard-linked) names, sparse holes' bytes, dot files, dot files' bytes
+    notes: tuple[int, int, int, int] = (0, 0, 0, 0)
     # With Request.record_floor: (relative, disk, apparent, files, newest file mtime or 0.0) of every
     # directory at any depth at least that big or named in record_also, for the history
     # (sysmcp.history.snapshots); ``totals.newest`` is then the whole tree's.
@@ -151,28 +149,14 @@ class Selection:
     """The per-file hook a scanner calls (``ScanConfig.on_file``): the time filter, the matching files'
     totals and the extension tally. Sees every file, so the figures are exact, not top-N."""
 
-    __slots__ = (
-        "apparent",
-        "disk",
-        "extensions",
-        "files",
-        "hidden",
-        "linked",
-        "multi_linked",
-        "newer",
-        "older",
-        "sparse",
-        "tally_types",
-    )
+    __slots__ = ("apparent", "disk", "extensions", "files", "linked", "newer", "notes", "older", "types")
 
     def __init__(self, request: Request) -> None:
         self.newer, self.older = request.newer_than, request.older_than
-        self.tally_types = request.extensions
+        self.types = request.extensions
         self.files = self.apparent = self.disk = 0
-        # What the totals leave to be inferred, over every file counted (matching or not): files with
-        # other names (du counts them once), bytes of sparse files' holes, dot files and their bytes.
-        self.multi_linked = self.sparse = 0
-        self.hidden = [0, 0]
+        # What the totals leave to be inferred, over every file counted, matching or not (Usage.notes).
+        self.notes = [0, 0, 0, 0]
         self.extensions: dict[str, list[int]] = {}  # extension → [files, apparent, disk]
         # In a child: (dev, ino) → (extension, matched) of multiply-linked files, so one another
         # process counted too can be taken out again (see _merge_child).
@@ -180,16 +164,15 @@ class Selection:
 
     def __call__(self, name: str, st: os.stat_result) -> bool:
         size, disk = st.st_size, st.st_blocks * 512
-        if st.st_nlink > 1:
-            self.multi_linked += 1
-        if disk < size:
-            self.sparse += size - disk
-        if name[0] == ".":
-            self.hidden[0] += 1
-            self.hidden[1] += size
+        if st.st_nlink > 1 or disk < size or name[0] == ".":  # rare: one test for the common file
+            notes, dot = self.notes, name[0] == "."
+            notes[0] += st.st_nlink > 1
+            notes[1] += max(size - disk, 0)
+            notes[2] += dot
+            notes[3] += size if dot else 0
         mtime = st.st_mtime
         matched = (self.newer is None or mtime >= self.newer) and (self.older is None or mtime < self.older)
-        ext = extension_of(name) if self.tally_types else ""
+        ext = extension_of(name) if self.types else ""
         if self.linked is not None and st.st_nlink > 1:
             self.linked[(st.st_dev, st.st_ino)] = (ext, matched)
         if not matched:
@@ -197,7 +180,7 @@ class Selection:
         self.files += 1
         self.apparent += size
         self.disk += disk
-        if self.tally_types:
+        if self.types:
             self.add(ext, 1, size, disk)
         return True
 
@@ -221,19 +204,14 @@ class Selection:
             "disk": self.disk,
             "extensions": {ext: list(row) for ext, row in self.extensions.items()},
             "linked": dict(self.linked or {}),
-            "multi_linked": self.multi_linked,
-            "sparse": self.sparse,
-            "hidden": list(self.hidden),
+            "notes": list(self.notes),
         }
 
     def merge(self, data: dict[str, Any]) -> None:
         self.files += data["files"]
         self.apparent += data["apparent"]
         self.disk += data["disk"]
-        self.multi_linked += data["multi_linked"]
-        self.sparse += data["sparse"]
-        self.hidden[0] += data["hidden"][0]
-        self.hidden[1] += data["hidden"][1]
+        self.notes = [mine + theirs for mine, theirs in zip(self.notes, data["notes"], strict=True)]
         for ext, (files, apparent, disk) in data["extensions"].items():
             self.add(ext, files, apparent, disk)
 
@@ -545,8 +523,7 @@ def scan_usage(
             key=lambda row: (-(row[3] if request.by_disk else row[2]), -row[1], row[0]),
         )
     usage.directories = _ranked([DirectoryRow(*row) for row in tally.top_dirs.largest()], request)
-    usage.multi_linked, usage.sparse_bytes = selection.multi_linked, selection.sparse
-    usage.hidden_files, usage.hidden_bytes = selection.hidden
+    usage.notes = (selection.notes[0], selection.notes[1], selection.notes[2], selection.notes[3])
     usage.stopped = stopped
     usage.elapsed = clock() - started
     if tally.record is not None:
@@ -674,8 +651,8 @@ def _merge_child(
         dropped.add((dev, ino))
         ext, matched = chosen["linked"].get((dev, ino), ("", True))
         if regular and (dev, ino) in chosen["linked"]:  # one inode counted by two processes: once
-            chosen["multi_linked"] -= 1
-            chosen["sparse"] -= max(size - blocks * 512, 0)
+            chosen["notes"][0] -= 1
+            chosen["notes"][1] -= max(size - blocks * 512, 0)
         if regular and matched and (dev, ino) in chosen["linked"]:  # counted by the child's selection
             chosen["files"] -= 1
             chosen["apparent"] -= size

@@ -349,15 +349,14 @@ def _head(shown: str, usage: Usage, args: dict[str, Any]) -> list[str]:
 
 def _inside_the_totals(usage: Usage) -> str:
     """What the totals leave to be inferred, in one phrase ('' when there is nothing to say)."""
+    linked, sparse, hidden, hidden_bytes = usage.notes
     parts = []
-    if usage.multi_linked:
-        parts.append(f"{plural(usage.multi_linked, 'file')} with other hard-linked names (each counted once)")
-    if usage.sparse_bytes:
-        parts.append(f"{human_bytes(usage.sparse_bytes)} of holes in sparse files (apparent, not on disk)")
-    if usage.hidden_files:
-        parts.append(
-            f"{plural(usage.hidden_files, 'hidden (dot) file')} ({human_bytes(usage.hidden_bytes)} apparent)"
-        )
+    if linked:
+        parts.append(f"{plural(linked, 'file')} with other hard-linked names (each counted once)")
+    if sparse:
+        parts.append(f"{human_bytes(sparse)} of holes in sparse files (apparent, not on disk)")
+    if hidden:
+        parts.append(f"{plural(hidden, 'hidden (dot) file')} ({human_bytes(hidden_bytes)} apparent)")
     return "; ".join(parts)
 
 
@@ -396,10 +395,13 @@ def _structured(
         "apparent_bytes": totals.apparent,
         "disk_bytes": totals.disk,
         "entries": usage.entries,
-        "hard_linked_files": usage.multi_linked,
-        "sparse_bytes": usage.sparse_bytes,
-        "hidden_files": usage.hidden_files,
-        "hidden_bytes": usage.hidden_bytes,
+        **dict(
+            zip(
+                ("hard_linked_files", "sparse_bytes", "hidden_files", "hidden_bytes"),
+                usage.notes,
+                strict=True,
+            )
+        ),
     }
     if usage.matching is not None:
         matching, apparent, disk = usage.matching

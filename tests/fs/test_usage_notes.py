@@ -65,4 +65,4 @@ def test_an_inode_walked_by_several_processes_is_one_hard_linked_file(tmp_path: 
     build_linked_tree(tmp_path)
     usage, _ = shared_scan(tmp_path)
     assert usage.processes > 1
-    assert usage.multi_linked == 20  # the 20 shared inodes, each with 13 names
+    assert usage.notes[0] == 20  # the 20 shared inodes, each with 13 names
