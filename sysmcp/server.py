@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from sysmcp.protocol.lifecycle import (
     complete_result,
 )
 from sysmcp.protocol.threads import run_in_thread
+from sysmcp.render import plural
 from sysmcp.results import ResultStore
 from sysmcp.roots import ClientRoots
 from sysmcp.tools.arguments import validate_arguments
@@ -60,21 +62,34 @@ SERVER_DETAILS = {  # 2025-11-25 on: where to read about it, and an icon that ne
     "icons": [{"src": ICON_URI, "mimeType": "image/svg+xml", "sizes": ["any"]}],
 }
 
+#: Said once for every tool (the tools' own descriptions do not repeat it), then one line per tool:
+#: the question it answers. ``tests/test_tool_budget.py`` holds it to 1,500 characters and every served
+#: tool named once.
 INSTRUCTIONS = """\
-sysmcp answers questions about this machine's storage and files, read-only: it never writes, deletes \
-or changes anything, and it never returns file contents — only metadata, sizes and digests.
-- disk_usage: which filesystem is full — every mount, or the one holding a path (bytes, inodes, percent as df); \
-with sample_s, how fast it fills and when it will be full.
-- dir_usage: what fills a directory (du-exact totals, largest subdirectories and files, time-bounded); \
-modified_within for what is new, modified_before for old clean-up candidates, show='extensions' for file types.
-- deleted_open_files: when df counts more than dir_usage finds — deleted files still held open, and by whom.
-- disk_io: who is writing or reading right now (per device and per process, over a few seconds).
-- find_duplicates: identical files under a directory, largest reclaimable space first.
-- file_sha256: is this file the one I think it is (streamed SHA-256 digest).
-- hash_tree: a sha256sum/b3sum-style checksum manifest of a tree (md5 … blake3).
-- verify_checksums: check files against a manifest (SHA256SUMS, B3SUMS, …) and spot new files.
-- reclaim_plan: what could be deleted to free space, largest first, with costs (a plan and a script to review).
-Paths must be absolute. Long calls report progress and can be cancelled. {scope}"""
+sysmcp answers questions about this machine's storage and files. For every tool:
+- It is read-only: nothing is written, deleted or changed, and no file contents are returned, only \
+metadata, sizes and digests.
+- Paths are absolute. {scope}
+- A call stops at its time budget (timeout_s) with what it covered, marked PARTIAL and saying what was left \
+out; a list too long to show ends with a sysmcp:// link to all of it (resources/read).
+- Long calls report progress and can be cancelled.
+Which tool answers what:
+- disk_usage: which filesystem is full, how fast it fills; explain=true: where df's used bytes are.
+- dir_usage: what fills a directory now.
+- what_changed: what grew, shrank or appeared since a time.
+- deleted_open_files: space held by deleted files still open.
+- disk_io: which process is writing or reading, and to which files, now.
+- reclaim_plan: what can be deleted to free space, as a plan.
+- find_duplicates: identical files.
+- file_sha256: one file's SHA-256.
+- hash_tree: a checksum manifest of a tree.
+- verify_checksums: do files still match a manifest."""
+
+
+#: Characters of a tool's text answer at most (about 10,000 tokens: Claude Code warns there, and cuts at
+#: 25,000). Tools bound their lists; this holds whatever their argument values give (a thousand manifest
+#: lines of long names), cutting at a line and linking the whole answer. benchmarks/answer_budget.py.
+ANSWER_BUDGET = 40_000
 
 COMPLETION_TIMEOUT = 2.0  # seconds a path completion may spend listing a directory
 
@@ -193,8 +208,8 @@ class Server:
         text = INSTRUCTIONS.format(scope=scope)
         if "reclaim" in self.registry.names():  # loads nothing: initialize imports no reclaim engine
             text += (
-                "\nThe operator started this server with --allow-reclaim: the reclaim tool removes the files of "
-                "chosen items of a reclaim_plan, after the user confirms."
+                "\n- reclaim: removes chosen items of a plan after the user confirms (the operator allowed it: "
+                "the one tool that changes anything)."
             )
         if self.fleet is not None:
             text += "\n" + self.fleet.instructions()
@@ -282,7 +297,7 @@ class Server:
         if self.fleet is not None and self.fleet.asks_hosts(arguments):
             keep = ToolContext(ctx, self.paths, self.results).keep
             output = await self.fleet.fan_out(tool, arguments, params.get("arguments"), ctx, keep)
-            return self._call_result(output, ctx.features)
+            return self._call_result(self._bounded(output, ctx), ctx.features)
         if self.fleet is not None:
             try:
                 arguments = await self.fleet.localise(arguments)
@@ -309,9 +324,27 @@ class Server:
             return self._error_result(exc.message)
         if debug:
             await ctx.log("debug", {"event": "tool finished", "tool": tool.name, "isError": output.is_error})
+        output = self._bounded(output, ctx)
         if output.links and not ctx.features.modern:  # before the result, so a list it prompts shows it
             await ctx.peer.notify("notifications/resources/list_changed", {})
         return self._call_result(output, ctx.features)
+
+    def _bounded(self, output: ToolOutput, ctx: RequestContext) -> ToolOutput:
+        """The answer, its text cut at a line within ``ANSWER_BUDGET`` when longer, saying what it left
+        out and linking the whole text (kept in the result store)."""
+        if len(output.text) <= ANSWER_BUDGET:
+            return output
+        head = output.text[: ANSWER_BUDGET - 400]  # room for the lines saying what was cut
+        head = head[: head.rfind("\n")] if "\n" in head else head
+        rest = output.text[len(head) :]
+        note = (
+            f"{head}\n… answer cut at {ANSWER_BUDGET:,} characters: {plural(rest.count(chr(10)) + 1, 'more line')} "
+            f"({len(rest):,} characters) not shown."
+        )
+        tail, links = ToolContext(ctx, self.paths, self.results).keep_linked(
+            "answer.txt", output.text, description="The whole text answer", label="The whole answer"
+        )
+        return dataclasses.replace(output, text=note + tail, links=(*output.links, *links))
 
     def _client_takes_views(self, params: dict[str, Any], ctx: RequestContext) -> bool:
         """Whether this request's client declared MCP Apps: per request in 2026-07-28 (its envelope),

@@ -40,15 +40,14 @@ FLEET_OUTPUT_SCHEMA: dict[str, Any] = {
 
 
 def hosts_property(groups: Sequence[str], count: int) -> dict[str, Any]:
-    """The ``hosts`` argument every tool gains when a fleet is configured."""
-    named = ", ".join(groups) if groups else "none besides all"
+    """The ``hosts`` argument every tool gains when a fleet is configured: the same few words however
+    many groups there are (the instructions name the groups, once for every tool)."""
+    del groups  # named in the instructions' fleet paragraph
     return {
         "type": "array",
         "items": {"type": "string", "minLength": 1},
         "minItems": 1,
-        "description": "Run on these inventory hosts instead of this machine and merge the answers: host "
-        f'names, group names ({named}), shell globs over host names ("web*"), or "all" ({count} hosts). '
-        "Omit for this machine.",
+        "description": f"Hosts, groups, globs or 'all' ({count}) to run on instead; answers merged.",
     }
 
 

@@ -10,20 +10,29 @@ between the readings, with its progress, and the words are the tool's (``sysmcp.
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import psutil
 
+from sysmcp.fs.mounts import MountTable
+from sysmcp.fs.openfiles import PROC, WrittenFile, open_for_writing
+
 __all__ = [
+    "SYS_DEV_BLOCK",
     "DeviceIo",
     "Moved",
     "ProcessIo",
     "ProcessReading",
     "Reading",
+    "Writing",
     "device_deltas",
+    "device_mount_points",
+    "device_name",
+    "files_written",
     "process_deltas",
     "read_devices",
     "read_processes",
@@ -177,3 +186,63 @@ def device_deltas(first: dict[str, Any], second: dict[str, Any], seconds: float)
         )
     rows.sort(key=lambda row: (-(row.read_bytes + row.write_bytes), row.device))
     return rows
+
+
+# -- which files, on which mount ------------------------------------------------------------------
+
+SYS_DEV_BLOCK = "/sys/dev/block"  # Linux: "major:minor" → the kernel's name of a block device
+
+
+def device_name(dev: str, sys_dev_block: str = SYS_DEV_BLOCK) -> str | None:
+    """The kernel's name of the block device ``dev`` ("major:minor"), as the device counters name it
+    ("sda1", "dm-0", "nvme0n1p2"); None for what is no block device (tmpfs, overlay, NFS)."""
+    try:
+        return os.path.basename(os.readlink(os.path.join(sys_dev_block, dev)))
+    except OSError:
+        return None
+
+
+def device_mount_points(table: MountTable, sys_dev_block: str = SYS_DEV_BLOCK) -> dict[str, list[str]]:
+    """Each block device's mount points (visible ones, shortest first), by the counters' device name."""
+    points: dict[str, list[str]] = {}
+    for mount in table.mounts:
+        name = device_name(mount.dev, sys_dev_block) if mount.dev else None
+        if name is not None and table.visible(mount):
+            points.setdefault(name, []).append(mount.mount_point)
+    return {name: sorted(set(found), key=lambda p: (len(p), p)) for name, found in points.items()}
+
+
+class Writing(NamedTuple):
+    """A file a process has open for writing, on a block device: where, and through which descriptor."""
+
+    path: str
+    fd: int
+    device: str
+    deleted: bool
+
+
+def files_written(
+    pids: Iterable[int],
+    keep: Callable[[WrittenFile], bool] = lambda _: True,
+    proc: str = PROC,
+    sys_dev_block: str = SYS_DEV_BLOCK,
+) -> dict[int, tuple[list[Writing], int]]:
+    """Per process: the regular files on block devices it has open for writing that ``keep`` accepts
+    (the caller's roots), and how many more it has open that ``keep`` refused."""
+    names: dict[int, str | None] = {}
+    found: dict[int, tuple[list[Writing], int]] = {}
+    for pid in pids:
+        kept: list[Writing] = []
+        refused = 0
+        for item in open_for_writing(proc, pid):
+            if item.dev not in names:
+                names[item.dev] = device_name(f"{os.major(item.dev)}:{os.minor(item.dev)}", sys_dev_block)
+            device = names[item.dev]
+            if device is None:
+                continue  # not storage: a tmpfs, a pipe's filesystem, a network mount
+            if keep(item):
+                kept.append(Writing(item.path, item.fd, device, item.deleted))
+            else:
+                refused += 1
+        found[pid] = (kept, refused)
+    return found

@@ -32,8 +32,11 @@ __all__ = [
     "Holder",
     "Scan",
     "View",
+    "WrittenFile",
+    "fd_links",
     "filesystem_of",
     "link_confined",
+    "open_for_writing",
     "scan_processes",
 ]
 
@@ -172,28 +175,19 @@ def scan_processes(proc: str = PROC, checkpoint: Callable[[], None] | None = Non
     for pid in pids:
         if checkpoint is not None:
             checkpoint()
-        fd_dir = os.path.join(proc, str(pid), "fd")
         try:
-            fds = sorted(os.listdir(fd_dir), key=lambda name: int(name) if name.isdigit() else -1)
-        except FileNotFoundError:
-            scan.vanished += 1
-            continue
+            links = fd_links(proc, pid)
         except PermissionError:
             scan.unreadable += 1
             continue
-        except OSError:
+        except OSError:  # gone
             scan.vanished += 1
             continue
         scan.processes += 1
         identity: tuple[str, str | None] | None = None
-        for fd in fds:
-            link = os.path.join(fd_dir, fd)
-            try:
-                target = os.readlink(link)
-            except OSError:
-                continue
-            if not target.endswith(DELETED) or not target.startswith("/"):
-                continue  # pipes, sockets, anon inodes; and files that still have a name
+        for fd, link, target in links:
+            if not target.endswith(DELETED):
+                continue  # files that still have a name
             try:
                 st = os.stat(link)  # follows the link to the open file itself
             except OSError:
@@ -218,6 +212,55 @@ def scan_processes(proc: str = PROC, checkpoint: Callable[[], None] | None = Non
         if pid != me:
             _scan_mappings(proc, pid, scan, identity, view)
     return scan
+
+
+def fd_links(proc: str, pid: int) -> list[tuple[str, str, str]]:
+    """``(fd, link, target)`` of each descriptor of process ``pid`` that names a path (pipes, sockets
+    and anonymous inodes left out), in descriptor order; ``OSError`` when its descriptors cannot be
+    listed (``PermissionError``: another user's process)."""
+    fd_dir = os.path.join(proc, str(pid), "fd")
+    found = []
+    for fd in sorted(os.listdir(fd_dir), key=lambda name: int(name) if name.isdigit() else -1):
+        link = os.path.join(fd_dir, fd)
+        try:
+            target = os.readlink(link)
+        except OSError:
+            continue
+        if target.startswith("/"):
+            found.append((fd, link, target))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenFile:
+    """A regular file a process holds open for writing: where it is (or was, when deleted)."""
+
+    path: str
+    fd: int
+    dev: int
+    deleted: bool
+
+
+def open_for_writing(proc: str, pid: int) -> list[WrittenFile]:
+    """The regular files process ``pid`` has open for writing (its descriptors opened write-only or
+    read-write, from fdinfo), in descriptor order; [] when they cannot be read (gone, another user's)."""
+    try:
+        links = fd_links(proc, pid)
+    except OSError:
+        return []
+    written = []
+    for fd, link, target in links:
+        if "w" not in platform.fd_access_mode(proc, pid, fd):
+            continue
+        try:
+            st = os.stat(link)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            deleted = target.endswith(DELETED) and st.st_nlink == 0
+            path = target[: -len(DELETED)] if deleted else target
+            written.append(WrittenFile(path, int(fd), st.st_dev, deleted))
+    return written
 
 
 def _scan_mappings(

@@ -109,6 +109,8 @@ class Usage:
     matching: tuple[int, int, int] | None = None  # (files, apparent, disk) matching the time filter
     extensions: list[tuple[str, int, int, int]] = field(default_factory=list)  # (ext, files, apparent, disk)
     root_dev: int | None = None  # st_dev of the root directory (None if it could not be opened)
+    # Counted files with other (hard-linked) names, sparse holes' bytes, dot files, dot files' bytes
+    notes: tuple[int, int, int, int] = (0, 0, 0, 0)
     # With Request.record_floor: (relative, disk, apparent, files, newest file mtime or 0.0) of every
     # directory at any depth at least that big or named in record_also, for the history
     # (sysmcp.history.snapshots); ``totals.newest`` is then the whole tree's.
@@ -147,30 +149,38 @@ class Selection:
     """The per-file hook a scanner calls (``ScanConfig.on_file``): the time filter, the matching files'
     totals and the extension tally. Sees every file, so the figures are exact, not top-N."""
 
-    __slots__ = ("apparent", "disk", "extensions", "files", "linked", "newer", "older", "tally_types")
+    __slots__ = ("apparent", "disk", "extensions", "files", "linked", "newer", "notes", "older", "types")
 
     def __init__(self, request: Request) -> None:
         self.newer, self.older = request.newer_than, request.older_than
-        self.tally_types = request.extensions
+        self.types = request.extensions
         self.files = self.apparent = self.disk = 0
+        # What the totals leave to be inferred, over every file counted, matching or not (Usage.notes).
+        self.notes = [0, 0, 0, 0]
         self.extensions: dict[str, list[int]] = {}  # extension → [files, apparent, disk]
         # In a child: (dev, ino) → (extension, matched) of multiply-linked files, so one another
         # process counted too can be taken out again (see _merge_child).
         self.linked: dict[tuple[int, int], tuple[str, bool]] | None = None
 
     def __call__(self, name: str, st: os.stat_result) -> bool:
+        size, disk = st.st_size, st.st_blocks * 512
+        if st.st_nlink > 1 or disk < size or name[0] == ".":  # rare: one test for the common file
+            notes, dot = self.notes, name[0] == "."
+            notes[0] += st.st_nlink > 1
+            notes[1] += max(size - disk, 0)
+            notes[2] += dot
+            notes[3] += size if dot else 0
         mtime = st.st_mtime
         matched = (self.newer is None or mtime >= self.newer) and (self.older is None or mtime < self.older)
-        ext = extension_of(name) if self.tally_types else ""
+        ext = extension_of(name) if self.types else ""
         if self.linked is not None and st.st_nlink > 1:
             self.linked[(st.st_dev, st.st_ino)] = (ext, matched)
         if not matched:
             return False
-        size, disk = st.st_size, st.st_blocks * 512
         self.files += 1
         self.apparent += size
         self.disk += disk
-        if self.tally_types:
+        if self.types:
             self.add(ext, 1, size, disk)
         return True
 
@@ -194,12 +204,14 @@ class Selection:
             "disk": self.disk,
             "extensions": {ext: list(row) for ext, row in self.extensions.items()},
             "linked": dict(self.linked or {}),
+            "notes": list(self.notes),
         }
 
     def merge(self, data: dict[str, Any]) -> None:
         self.files += data["files"]
         self.apparent += data["apparent"]
         self.disk += data["disk"]
+        self.notes = [mine + theirs for mine, theirs in zip(self.notes, data["notes"], strict=True)]
         for ext, (files, apparent, disk) in data["extensions"].items():
             self.add(ext, files, apparent, disk)
 
@@ -234,7 +246,7 @@ class Tally:
             min_file_size=request.min_size,
             keep_files=request.top_files,
             keep_by_disk=request.by_disk,
-            on_file=self.selection if request.selects else None,
+            on_file=self.selection,  # every file: the time filter, extensions and the counts for notes
             # An event per directory, listed files or not: the walk driver decides on the split between
             # events, and a walk that lists no file (totals only) would otherwise give it none until the end.
             empty_listings=True,
@@ -511,6 +523,7 @@ def scan_usage(
             key=lambda row: (-(row[3] if request.by_disk else row[2]), -row[1], row[0]),
         )
     usage.directories = _ranked([DirectoryRow(*row) for row in tally.top_dirs.largest()], request)
+    usage.notes = (selection.notes[0], selection.notes[1], selection.notes[2], selection.notes[3])
     usage.stopped = stopped
     usage.elapsed = clock() - started
     if tally.record is not None:
@@ -637,6 +650,9 @@ def _merge_child(
             continue
         dropped.add((dev, ino))
         ext, matched = chosen["linked"].get((dev, ino), ("", True))
+        if regular and (dev, ino) in chosen["linked"]:  # one inode counted by two processes: once
+            chosen["notes"][0] -= 1
+            chosen["notes"][1] -= max(size - blocks * 512, 0)
         if regular and matched and (dev, ino) in chosen["linked"]:  # counted by the child's selection
             chosen["files"] -= 1
             chosen["apparent"] -= size

@@ -27,8 +27,7 @@ def size_argument(description: str, *, minimum: int = 0, default: int = 0) -> di
         "format": SIZE,
         "minimum": minimum,
         "default": default,
-        "description": f"{description} Bytes, or a size with a binary unit as du and find take it: "
-        "'4k', '100M', '1.5G' (k = 1024).",
+        "description": f"{description} Bytes, or '4k', '100M', '1.5G'.",
     }
 
 
@@ -38,8 +37,7 @@ def sha256_argument(description: str) -> dict[str, Any]:
         "type": "string",
         "format": SHA256,
         "minLength": 64,
-        "description": f"{description} 64 hex digits (any case), bare, as 'sha256:<hex>', or a line "
-        "copied from SHA256SUMS.",
+        "description": f"{description} Hex, 'sha256:<hex>' or a SHA256SUMS line.",
     }
 
 

@@ -36,15 +36,8 @@ MAX_HOLDERS = 5  # descriptors listed per file; more are counted
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
-        "path": js.path_argument(
-            "Absolute path of any file or directory: report only deleted files on the "
-            "filesystem that holds it (e.g. '/var' when df says /var is full). Omit for every filesystem."
-        ),
-        "top_n": js.top_n_argument(
-            "How many files to list, largest on disk first (1 to 100); the rest are counted.",
-            maximum=100,
-            default=20,
-        ),
+        "path": js.path_argument("Only the filesystem holding this path. Omit: every filesystem."),
+        "top_n": js.top_n_argument(maximum=100, default=20),
     },
     required=None,
 )
@@ -362,17 +355,9 @@ TOOL = Tool(
     name="deleted_open_files",
     title="Deleted files still held open",
     description=(
-        "Why df says full and du finds much less: files that were deleted but are still held open by a "
-        "process (what lsof +L1 shows: by a descriptor, or only by a memory mapping) keep their space until "
-        "the last descriptor closes and the last mapping goes. Use it when "
-        "disk_usage shows more used than dir_usage can find, or right after deleting big files freed "
-        "nothing. Per file: its former path, size and disk bytes, the filesystem (mount point) it is on, "
-        "and who holds it (pid, command, user, descriptor or mapping, and mode); totals per filesystem, most first; "
-        "`path` restricts to the filesystem holding that path; at most top_n files, the rest counted. "
-        "The text says how to free the space without killing the process (truncate through "
-        "/proc/PID/fd/N; a file held only by a mapping needs its process restarted — advice only: this tool "
-        "changes nothing). Without root it sees only the "
-        "caller's own processes and says how many it could not read. Linux (/proc); elsewhere it says so."
+        "Deleted files still held open by a process (lsof +L1), which keep their space: when df counts more "
+        "than dir_usage finds, or deleting freed nothing. Each file's size, filesystem and holders (pid, "
+        "command, descriptor), and how to free it without a restart. Linux."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,

@@ -58,54 +58,15 @@ def _since(description: str) -> dict[str, Any]:
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
-        "path": js.path_argument("Absolute path of the directory to scan, e.g. '/var'."),
-        "top_n": js.top_n_argument(
-            "How many entries to list in each list (largest files, largest directories), 1 to 50.",
-            maximum=50,
-            default=5,
-        ),
-        "show": js.string(
-            "Which lists to return: the largest 'files', the largest 'directories' (cumulative "
-            "size, like du), 'both', 'extensions' (the top file extensions by size: count and bytes; "
-            "'(none)' for names without one, e.g. which types fill /var), or 'all' three. Totals are "
-            "always returned.",
-            enum=["both", "files", "directories", "extensions", "all"],
-            default="both",
-        ),
-        "modified_within": _since(
-            "Keep only files modified within this long before now, e.g. '1h' or '7d' (what "
-            "is new: what filled the disk lately). A duration: '90s', '45m', '6h', '7d', '2w', or seconds. "
-            "Applies to the file and extension lists, whose matching count and bytes are added to totals; "
-            "directory totals stay du's."
-        ),
-        "modified_before": _since(
-            "Keep only files last modified longer ago than this, e.g. '30d' (clean-up "
-            "candidates: big and old). Same durations as modified_within; with both, files modified "
-            "between the two."
-        ),
-        "max_depth": js.integer(
-            "Deepest directory level in the directory list: 1 lists the immediate "
-            "subdirectories of path (like 'du -d 1 | sort -h'), 2 also their children, and so on. The scan "
-            "itself always covers the whole tree.",
-            minimum=1,
-            maximum=1000,
-            default=1,
-        ),
-        "sort_by": js.string(
-            "Rank by 'disk' usage (allocated blocks, what fills a disk; sparse files count "
-            "only their data) or by 'apparent' size (file length, what ls -l shows).",
-            enum=["disk", "apparent"],
-            default="disk",
-        ),
-        "min_size": size_argument(
-            "List only files and directories at least this big (apparent size), e.g. '100M'. Totals still "
-            "count everything."
-        ),
-        "timeout_s": timeout_property(
-            DEFAULT_TIMEOUT_S,
-            MAX_TIMEOUT_S,
-            stops="the scan stops and the result, marked partial, covers what was scanned so far.",
-        ),
+        "path": js.path_argument(),
+        "top_n": js.top_n_argument(maximum=50, default=5),
+        "show": js.string(enum=["both", "files", "directories", "extensions", "all"], default="both"),
+        "modified_within": _since("Only files modified within this ('1h', '7d', seconds)."),
+        "modified_before": _since("Only files older than this."),
+        "max_depth": js.integer("Depth of the directory list.", minimum=1, maximum=1000, default=1),
+        "sort_by": js.string(enum=["disk", "apparent"], default="disk"),
+        "min_size": size_argument("List only entries this big."),
+        "timeout_s": timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
         **walk_properties("path"),
     }
 )
@@ -135,6 +96,12 @@ OUTPUT_SCHEMA: dict[str, Any] = js.result(
                 "apparent_bytes": js.integer("Like du -sxb."),
                 "disk_bytes": js.integer("Like du -sxB1: allocated blocks x 512."),
                 "entries": js.integer("Directory entries examined."),
+                "hard_linked_files": js.integer(
+                    "Files counted that have other names too (counted once, as du)."
+                ),
+                "sparse_bytes": js.integer("Apparent bytes of sparse files' holes (no blocks on disk)."),
+                "hidden_files": js.integer("Files counted whose name starts with a dot."),
+                "hidden_bytes": js.integer("Their apparent bytes."),
                 "matching": js.record(
                     {"files": js.integer(), "apparent_bytes": js.integer(), "disk_bytes": js.integer()},
                     "With modified_within or modified_before: the files that match.",
@@ -374,7 +341,23 @@ def _head(shown: str, usage: Usage, args: dict[str, Any]) -> list[str]:
             f"Files modified {_window_phrase(args)}: {count:,}, {human_bytes(disk)} on disk "
             f"({human_bytes(apparent)} apparent){so_far}"
         )
+    notes = _inside_the_totals(usage)
+    if notes:
+        lines.append(f"Within these totals: {notes}.")
     return lines
+
+
+def _inside_the_totals(usage: Usage) -> str:
+    """What the totals leave to be inferred, in one phrase ('' when there is nothing to say)."""
+    linked, sparse, hidden, hidden_bytes = usage.notes
+    parts = []
+    if linked:
+        parts.append(f"{plural(linked, 'file')} with other hard-linked names (each counted once)")
+    if sparse:
+        parts.append(f"{human_bytes(sparse)} of holes in sparse files (apparent, not on disk)")
+    if hidden:
+        parts.append(f"{plural(hidden, 'hidden (dot) file')} ({human_bytes(hidden_bytes)} apparent)")
+    return "; ".join(parts)
 
 
 def _list(
@@ -412,6 +395,13 @@ def _structured(
         "apparent_bytes": totals.apparent,
         "disk_bytes": totals.disk,
         "entries": usage.entries,
+        **dict(
+            zip(
+                ("hard_linked_files", "sparse_bytes", "hidden_files", "hidden_bytes"),
+                usage.notes,
+                strict=True,
+            )
+        ),
     }
     if usage.matching is not None:
         matching, apparent, disk = usage.matching
@@ -612,17 +602,8 @@ TOOL = Tool(
     name="dir_usage",
     title="Directory usage",
     description=(
-        "What fills a directory: totals equal to du -sx (apparent and on-disk bytes, hard links counted once, "
-        "sparse files at their real allocation), the largest subdirectories (cumulative, like du -d1 | sort -h) "
-        "and the largest files anywhere below, each list capped at top_n with a count of what was not shown. "
-        "Never follows symlinks, stays on one filesystem by default, skips /proc, /sys and /dev, counts "
-        "unreadable and skipped entries by reason, and stops at timeout_s with a partial result clearly "
-        "marked. Longer lists are returned as a sysmcp:// resource link. Read-only; returns names and "
-        "sizes, never contents. Every listed file carries its modification time (and age in the text); "
-        "modified_within keeps only new files (what grew lately), modified_before only old ones "
-        "(clean-up candidates), with their count and bytes in the totals; show 'extensions' or 'all' "
-        "adds which file types take the space. For space df counts but no walk finds, use "
-        "deleted_open_files."
+        "What fills a directory now: du -sx totals, its largest subdirectories and files. Growth since "
+        "a time: what_changed; space no walk finds: disk_usage explain."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,

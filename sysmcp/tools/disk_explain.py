@@ -32,22 +32,12 @@ NAMED = 5  # files, places and snapshots named per part; the rest are counted
 FRESH_SCAN_S = 300.0  # a stored scan of the root younger than this stands in for the walk
 
 INPUT_PROPERTIES: dict[str, Any] = {
-    "explain": js.boolean(
-        "With path: account for every used byte of that filesystem — when df says full and "
-        "du (dir_usage) finds much less. Splits statvfs's used bytes into files a walk from the "
-        "filesystem's root reaches (du -x), deleted files still held open (with their holders), files "
-        "hidden under mount points (as root, through a private view), unreadable directories, "
-        "snapshots and subvolumes (btrfs, ZFS, LVM thin, APFS), the filesystem's own overhead, and "
-        "the unexplained remainder in bytes and percent, each with its next step. Walks the whole "
-        "filesystem: as long as du -x, bounded by timeout_s.",
-        default=False,
-    ),
+    "explain": js.boolean("With path: account for every used byte; walks the filesystem.", default=False),
     "timeout_s": js.number(
-        "With explain: time budget in seconds for the walk (at most 600). When it runs "
-        "out the answer is a PARTIAL RESULT and what the walk did not reach is 'not walked'.",
+        "With explain: the walk's budget.",
         minimum=0.001,
-        maximum=MAX_TIMEOUT_S,
-        default=DEFAULT_TIMEOUT_S,
+        maximum=int(MAX_TIMEOUT_S),
+        default=int(DEFAULT_TIMEOUT_S),
     ),
 }
 

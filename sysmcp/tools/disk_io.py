@@ -10,17 +10,29 @@ could not be read instead of pretending they wrote nothing.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import anyio
 
 from sysmcp import platform
-from sysmcp.fs.diskio import Moved, Reading, device_deltas, process_deltas, take_reading
-from sysmcp.fs.paths import printable
+from sysmcp.fs.diskio import (
+    Moved,
+    Reading,
+    device_deltas,
+    device_mount_points,
+    files_written,
+    process_deltas,
+    take_reading,
+)
+from sysmcp.fs.mounts import default_partitions
+from sysmcp.fs.openfiles import PROC, WrittenFile
+from sysmcp.fs.paths import is_within, printable
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
-from sysmcp.render import human_bytes
+from sysmcp.render import human_bytes, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.processes import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
@@ -28,24 +40,17 @@ from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 DEFAULT_SAMPLE_S = 2.0
 MAX_SAMPLE_S = 60.0
 MAX_IDLE_NAMED = 10  # idle devices named in the text at most
+FILES_PER_WRITER = 5  # files a top writer has open for writing, named at most (the rest counted)
+MOUNT_POINTS_NAMED = 3  # a device's mount points named in the text at most
+_PARTITIONS = default_partitions()
 
 
 # -- schema -----------------------------------------------------------------------------------
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
-        "sample_s": js.number(
-            "Seconds to measure over (0.1 to 60, default 2): the counters are read at the "
-            "start and the end of this window. Progress is reported while it waits; cancellable.",
-            minimum=0.1,
-            maximum=MAX_SAMPLE_S,
-            default=DEFAULT_SAMPLE_S,
-        ),
-        "top_n": js.top_n_argument(
-            "How many processes to list as top writers and as top readers (1 to 50).",
-            maximum=50,
-            default=5,
-        ),
+        "sample_s": js.number(minimum=0.1, maximum=int(MAX_SAMPLE_S), default=DEFAULT_SAMPLE_S),
+        "top_n": js.top_n_argument("Processes per list.", maximum=50, default=5),
     },
     required=None,
 )
@@ -57,6 +62,23 @@ _PROCESS = js.record(
         "user": js.string(null=True),
         "bytes": js.integer("Bytes written (or read) in the window, storage layer."),
         "bytes_per_s": js.number(),
+    }
+)
+
+_WRITER = js.record(
+    {
+        **_PROCESS["properties"],
+        "files": js.objects(
+            {
+                "path": js.string("The file's path (its former path when deleted)."),
+                "fd": js.integer("The descriptor: /proc/PID/fd/N."),
+                "device": js.string(),
+                "deleted": js.boolean("Deleted, still held open."),
+            },
+            description="Regular files on block devices it has open for writing, inside the roots (the first few).",
+        ),
+        "files_not_shown": js.integer(),
+        "files_outside_roots": js.integer("Files it writes outside the allowed roots: counted, never named."),
     }
 )
 
@@ -78,11 +100,12 @@ OUTPUT_SCHEMA: dict[str, Any] = js.result(
                     "busy_percent": js.number(
                         "Share of the window the device was busy (null where not reported).", null=True
                     ),
+                    "mount_points": js.names("Where its filesystem is mounted (none: not mounted here)."),
                 }
             ),
         },
         "idle_devices": js.names("No I/O in the window."),
-        "top_writers": js.typed("array", items=_PROCESS),
+        "top_writers": js.typed("array", items=_WRITER),
         "writers_not_shown": js.integer(),
         "top_readers": js.typed("array", items=_PROCESS),
         "readers_not_shown": js.integer(),
@@ -123,8 +146,12 @@ def render(structured: dict[str, Any]) -> str:
     lines = [f"Disk I/O over {seconds:.1f} s, per block device (busiest first):"]
     for row in structured["devices"]:
         busy = f", busy {row['busy_percent']:g}%" if row["busy_percent"] is not None else ""
+        points = row["mount_points"]
+        mounted = ", ".join(map(printable, points[:MOUNT_POINTS_NAMED])) + (
+            ", …" if len(points) > MOUNT_POINTS_NAMED else ""
+        )
         lines.append(
-            f"  {row['device']}  read {human_bytes(row['read_bytes_per_s'])}/s ({row['read_iops']:g} IOPS), "
+            f"  {row['device']}{f' ({mounted})' if points else ''}  read {human_bytes(row['read_bytes_per_s'])}/s ({row['read_iops']:g} IOPS), "
             f"write {human_bytes(row['write_bytes_per_s'])}/s ({row['write_iops']:g} IOPS){busy}"
         )
     if not structured["devices"]:
@@ -147,6 +174,7 @@ def render(structured: dict[str, Any]) -> str:
                 f"  {human_bytes(row['bytes_per_s']):>10}/s  ({human_bytes(row['bytes'])})  pid {row['pid']} "
                 f"{printable(row['command'])}{user}"
             )
+            lines.extend(_writing(row))
         if not structured[key]:
             lines.append("  (none)")
         if structured[more]:
@@ -163,6 +191,38 @@ def render(structured: dict[str, Any]) -> str:
         "that ended during the window are not counted."
     )
     return "\n".join(lines)
+
+
+def _writing(row: dict[str, Any]) -> list[str]:
+    """The lines naming the files a top writer has open for writing (nothing for a reader's row)."""
+    if "files" not in row:
+        return []
+    lines = [
+        f"      writing {printable(item['path'])}{' (deleted)' if item['deleted'] else ''} "
+        f"on {item['device']} (/proc/{row['pid']}/fd/{item['fd']})"
+        for item in row["files"]
+    ]
+    if row["files_not_shown"]:
+        lines.append(f"      … and {plural(row['files_not_shown'], 'more file')} open for writing")
+    if row["files_outside_roots"]:
+        lines.append(
+            f"      and {plural(row['files_outside_roots'], 'file')} outside the allowed roots (not named)"
+        )
+    return lines
+
+
+def _with_files(writers: list[dict[str, Any]], roots: Sequence[Path] | None, proc: str = PROC) -> None:
+    """Each top writer's row with the files it has open for writing (inside ``roots``), in place."""
+
+    def inside(item: WrittenFile) -> bool:
+        return roots is None or any(is_within(Path(item.path), root) for root in roots)
+
+    found = files_written([row["pid"] for row in writers], inside, proc)
+    for row in writers:
+        files, outside = found.get(row["pid"], ([], 0))
+        row["files"] = [item._asdict() for item in files[:FILES_PER_WRITER]]
+        row["files_not_shown"] = max(len(files) - FILES_PER_WRITER, 0)
+        row["files_outside_roots"] = outside
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -186,7 +246,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     if not second.devices and not with_processes:
         raise ToolError("This system reports neither block device nor process I/O counters to read.")
     devices = device_deltas(first.devices, second.devices, seconds)
-    busy = [asdict(row) for row in devices if row.busy]
+    mounted = device_mount_points(_PARTITIONS()) if devices else {}
+    busy = [{**asdict(row), "mount_points": mounted.get(row.device, [])} for row in devices if row.busy]
     idle = sorted(row.device for row in devices if not row.busy)
     moved = (
         process_deltas(first.processes, processes_after)
@@ -195,6 +256,11 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     )
     writers, writers_left = _rows(moved, True, top_n, seconds)
     readers, readers_left = _rows(moved, False, top_n, seconds)
+    if writers and platform.has_proc_fd(PROC):
+        await ctx.run_in_worker(lambda _: _with_files(writers, ctx.paths.allowed))
+    else:
+        for row in writers:
+            row.update(files=[], files_not_shown=0, files_outside_roots=0)
     structured: dict[str, Any] = {
         "seconds": round(seconds, 3),
         "devices": busy,
@@ -214,13 +280,9 @@ TOOL = Tool(
     name="disk_io",
     title="Disk I/O now",
     description=(
-        "Who is writing (and reading) right now: iostat and iotop in one answer. Use it when disk_usage "
-        "with sample_s shows a filesystem filling, or a disk is slow. Over `sample_s` seconds (default 2, "
-        "at most 60): per block device the read and write throughput (bytes/s), IOPS and busy percent, "
-        "busiest first (idle devices named only); then the top_n processes by bytes written and by bytes "
-        "read in the window (pid, command, user, bytes, rate), counted where the bytes reach storage, as "
-        "iotop does. Without root, other users' processes cannot be read: the answer says how many. "
-        "Progress while it waits; cancellable. Read-only."
+        "Who is writing or reading the disks right now, and to which files: iostat and iotop over sample_s "
+        "seconds. Per device (with its mount points) throughput, IOPS and busy percent; the top writers "
+        "with the files each has open for writing, and the top readers."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,

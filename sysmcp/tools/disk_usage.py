@@ -338,30 +338,17 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
         "path": {
             "type": "string",
-            "description": "Absolute path of any file or directory: report only the filesystem that holds it. "
-            "Omit to list every mounted filesystem.",
+            "description": "Only the filesystem holding this path. Omit: every mounted filesystem.",
             "minLength": 1,
         },
         "unit": js.string(
-            "How the text states usage: 'percent' used, 'mb' free in MiB, 'human' sizes in "
-            "KiB/MiB/GiB/TiB, or exact 'bytes'. Structured content is always integer bytes.",
+            "How the text states usage ('mb': free MiB).",
             enum=["percent", "mb", "human", "bytes"],
             default="percent",
         ),
-        "all": js.boolean(
-            "Also list pseudo filesystems (proc, sysfs, cgroup, …), zero-size ones and every "
-            "duplicate mount, like df -a. Memory filesystems with a size (tmpfs, devtmpfs) are listed "
-            "anyway, as df does. Ignored with path.",
-            default=False,
-        ),
+        "all": js.boolean("Also pseudo, empty and duplicate mounts (df -a).", default=False),
         "sample_s": js.number(
-            "Seconds to watch free space (0 to 60; 0: one snapshot). Over the window each "
-            "filesystem is sampled several times and the answer gives its fill rate (bytes/s, negative "
-            "when freeing), the time until it is full at that rate, and the same for inodes. Use it when "
-            "a disk is filling now; progress is reported while it waits and the call can be cancelled.",
-            minimum=0,
-            maximum=MAX_SAMPLE_S,
-            default=0,
+            "Watch this long for fill rates and time to full.", minimum=0, maximum=MAX_SAMPLE_S, default=0
         ),
         **disk_explain.INPUT_PROPERTIES,
     },
@@ -600,29 +587,10 @@ TOOL = Tool(
     name="disk_usage",
     title="Disk usage",
     description=(
-        "Which filesystem is full, and how fast it is filling: df -T and df -i in one answer — the first "
-        "call when a disk is full. Without `path`, every mounted filesystem df lists by default (real ones "
-        "and memory ones with a size such as tmpfs and devtmpfs: a full /dev/shm or /run is an outage too; "
-        "proc, sysfs, cgroup and other pseudo filesystems only with `all`; a filesystem mounted twice is "
-        "listed once, as df does); with `path`, the filesystem holding it (the "
-        "deepest mount point containing its real path; bind mounts included). Per filesystem: mount point, "
-        "device, type, read-only flag, options; total, used, free (available to unprivileged users) and "
-        "reserved bytes; inode total, used, free (null where the filesystem has no inode counts). Percent "
-        "used is df's: used / (used + free) × 100, rounded up to a whole percent, so blocks reserved for "
-        "root do not hide a full disk; inode percent is used / total, also rounded up. Listed fullest "
-        "first (the higher of space and inode percent), unanswered or unreadable mounts last. Space or "
-        f"inodes over {ALERT_PERCENT} % used are called out (not on read-only filesystems, which cannot "
-        "fill further). A mount that does not answer within 5 s (a hung network mount) becomes an entry "
-        "saying so and the rest still arrive; an unreadable one is an entry with the reason. With "
-        "`sample_s` (up to 60 s) it watches free space over that window and gives each filesystem's fill "
-        'rate and time to full ("full in about 3 h 10 min at 15 MiB/s"), inodes likewise; then '
-        "disk_io names the process writing. With `explain` and `path` (df says full, du finds less): "
-        "that filesystem's used bytes accounted for part by part — files a walk reaches, deleted files held "
-        "open (and by whom), files hidden under mount points, unreadable directories, snapshots and "
-        "subvolumes, the filesystem's overhead, and the unexplained remainder in bytes and percent — each "
-        "with its next step; it walks the whole filesystem (as long as du -x, bounded by timeout_s). Read-only."
-        " On macOS its own APFS volumes (/System/Volumes/VM, Preboot …, the sealed / snapshot) are listed "
-        "only with `all`, and `notes` names the APFS volumes that share one container's free space."
+        "Which filesystem is full or filling: df -T and df -i for every mount (or the one holding path), "
+        "fullest first. The first call when a disk is full. explain=true with path: when df says full and "
+        "du finds less, where that filesystem's used bytes are (deleted-but-open, hidden under mounts, "
+        "snapshots …), each with a next step."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,

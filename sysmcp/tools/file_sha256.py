@@ -31,13 +31,8 @@ SHA256 = ALGORITHMS["sha256"]
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
-        "path": js.path_argument(
-            "Absolute path of the regular file to hash. Directories, FIFOs, sockets and devices are refused.",
-        ),
-        "expected": sha256_argument(
-            "Optional: the SHA-256 digest the file should have, e.g. from a download page; the result then "
-            "says match or mismatch."
-        ),
+        "path": js.path_argument("A regular file."),
+        "expected": sha256_argument("The digest it should have: the answer says match or mismatch."),
     }
 )
 
@@ -174,11 +169,8 @@ TOOL = Tool(
     name="file_sha256",
     title="File SHA-256",
     description=(
-        "SHA-256 digest of one regular file, streamed in chunks (never loaded whole), printed like sha256sum, "
-        "with its size. Give 'expected' to compare against a known digest (a mismatch is a normal result). "
-        "Refuses directories, FIFOs, sockets and devices without blocking. Warns if the file changed while "
-        "being read. Reports progress with throughput and stops when cancelled. Returns only the digest and "
-        "size, never file contents. For many files or a whole tree use hash_tree."
+        "Is this file the one I think it is: the SHA-256 of one regular file, as sha256sum prints it, with "
+        "its size. For a tree, hash_tree."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,

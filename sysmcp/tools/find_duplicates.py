@@ -29,27 +29,10 @@ MAX_TIMEOUT_S = 600.0
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
-        "path": js.path_argument(
-            "Absolute path of the directory to search, e.g. '/home'.",
-        ),
-        "min_size": size_argument(
-            "Only consider files at least this big (empty files are always ignored), e.g. '1M' to look only "
-            "at files of 1 MiB and more.",
-            minimum=1,
-            default=1,
-        ),
-        "top_n": js.top_n_argument(
-            "How many duplicate groups to list, largest reclaimable space first (1 to 50).",
-            maximum=50,
-            default=10,
-        ),
-        "timeout_s": walking.timeout_property(
-            DEFAULT_TIMEOUT_S,
-            MAX_TIMEOUT_S,
-            runs_out="Listing files may use half of it; when the budget runs out ",
-            stops="the result, marked partial, lists the duplicates confirmed so far (largest files are "
-            "checked first).",
-        ),
+        "path": js.path_argument(),
+        "min_size": size_argument("Only files this big.", minimum=1, default=1),
+        "top_n": js.top_n_argument(maximum=50, default=10),
+        "timeout_s": walking.timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
         **walking.walk_properties("path"),
     }
 )
@@ -225,13 +208,9 @@ TOOL = Tool(
     name="find_duplicates",
     title="Find duplicate files",
     description=(
-        "Groups of files with identical content under a directory, largest reclaimable space first, with "
-        "the bytes that keeping one copy of each would free. Compares sizes, then the first and last 4 KiB, "
-        "then full BLAKE3 hashes, so most files are never read in full; hard links to one inode are not "
-        "duplicates; empty files are ignored. Same walk rules as dir_usage (no symlinks followed, one "
-        "filesystem by default, skipped entries counted), a time budget with partial results marked, "
-        "progress and cancellation. The full list comes as a sysmcp:// resource link when it is long. "
-        "Read-only: it never deletes anything."
+        "Which files under a directory have identical content: groups, largest reclaimable space first, "
+        "with the bytes keeping one copy would free (hard links are not duplicates). For a plan of "
+        "everything to free, reclaim_plan."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,

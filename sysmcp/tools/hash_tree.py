@@ -44,40 +44,17 @@ MAX_TIMEOUT_S = 600.0
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
-        "path": js.path_argument(
-            "Absolute path of the directory to hash (every regular file below it), or of one "
-            "file. Manifest names are relative to this directory (to the file's directory for a file).",
-        ),
-        "algorithm": js.string(
-            "Digest algorithm: md5, sha1, sha256 (default, what sha256sum writes), sha512, "
-            "blake2b (b2sum's 512-bit) or blake3 (b3sum; several times faster than sha256).",
-            enum=list(ALGORITHM_NAMES),
-            default="sha256",
-        ),
+        "path": js.path_argument("A directory (names relative to it) or one file."),
+        "algorithm": js.string(enum=list(ALGORITHM_NAMES), default="sha256"),
         "format": js.string(
-            "'gnu': '<digest>  <name>' lines as sha256sum/b3sum print them; 'bsd': "
-            "'SHA256 (<name>) = <digest>' lines as sha256sum --tag prints them.",
-            enum=["gnu", "bsd"],
-            default="gnu",
+            "gnu: as sha256sum; bsd: as sha256sum --tag.", enum=["gnu", "bsd"], default="gnu"
         ),
         "max_lines": js.integer(
-            "Manifest lines to show inline (0 to 1000). The full manifest is always available "
-            "as a resource link (read it with resources/read).",
-            minimum=0,
-            maximum=1000,
-            default=20,
+            "Lines shown inline; the rest by link.", minimum=0, maximum=1000, default=100
         ),
-        "timeout_s": timeout_property(
-            DEFAULT_TIMEOUT_S,
-            MAX_TIMEOUT_S,
-            stops="hashing stops and the result, marked partial, is a valid manifest of the files hashed so "
-            "far (it checks clean with sha256sum -c); it says how many listed files were not hashed.",
-        ),
+        "timeout_s": timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
         "baseline": js.boolean(
-            "Also keep the manifest with each file's size, mtime, mode and owner in this host's "
-            "history, as an integrity baseline: what_changed then reports files added, removed, changed in "
-            "content or only in metadata since (as AIDE does). GNU format only.",
-            default=False,
+            "Also keep it as an integrity baseline for what_changed (gnu only).", default=False
         ),
         **walk_properties("path"),
     }
@@ -302,11 +279,9 @@ TOOL = Tool(
     name="hash_tree",
     title="Checksum manifest of a tree",
     description=(
-        "Hashes every regular file under a directory (or one file) and returns a checksum manifest exactly as "
-        "sha256sum/b3sum would write it (GNU or BSD --tag format, names relative to the directory, sorted). "
-        "Algorithms: md5, sha1, sha256 (default), sha512, blake2b, blake3. Never follows symlinks, stays on "
-        "one filesystem, skips and counts special files and symlinks (never followed); unreadable files are listed. Shows a summary and the "
-        "first lines; the full manifest is a resource link. Check it later with verify_checksums."
+        "A checksum manifest of a tree, exactly as sha256sum or b3sum writes it, to check later with "
+        "verify_checksums; for one file, file_sha256. Returns a summary, the first lines and a link to the "
+        "whole manifest."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,

@@ -52,20 +52,15 @@ SKIPS_SHOWN = 10
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "plan_id": {"type": "string", "minLength": 1, "description": "The plan_id reclaim_plan returned."},
+        "plan_id": {"type": "string", "minLength": 1},
         "items": {
             "type": "array",
             "items": {"type": "string", "minLength": 1},
             "minItems": 1,
             "uniqueItems": True,
-            "description": "Ids of the plan's items to act on; nothing else is touched. A duplicate item's "
-            f"id with '{LINK}' replaces its copies by hard links to the kept copy instead of removing them.",
+            "description": f"Item ids; a duplicate's id + '{LINK}' hard-links its copies instead.",
         },
-        "confirm": {
-            "type": "string",
-            "description": "The confirmation code the first call returned for exactly these items (when the "
-            "client cannot be asked directly).",
-        },
+        "confirm": {"type": "string", "description": "The code the first call returned."},
     },
     "required": ["plan_id", "items"],
     "additionalProperties": False,
@@ -376,12 +371,10 @@ TOOL = Tool(
     name="reclaim",
     title="Reclaim space (removes files)",
     description=(
-        "Removes the files of chosen items of a plan made by reclaim_plan (or truncates a deleted file held "
-        "open), and nothing else. Each file is re-checked at the moment of acting (device, inode, size, "
-        "mtime, ctime; reached without following any symlink) and skipped if it changed. Asks the user "
-        "first: through the client when it supports elicitation (then only the user's answer confirms, never a "
-        "code), else the first call returns the list and a confirmation code for exactly these items, which a "
-        "second call must carry; show the list to the user before sending it. Reports bytes freed (measured) against bytes planned."
+        "Removes the files of chosen items of a reclaim_plan, re-checking each at the moment of acting. Asks "
+        "the user first: through the client's elicitation when it has it (then only the user's answer "
+        "confirms), else the first call returns the list and a code for a second call (show the user the list). "
+        "Reports bytes freed against planned."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=describe_paths(OUTPUT_SCHEMA, FIELD_WORDS),

@@ -43,19 +43,18 @@ INPUT_SCHEMA: dict[str, Any] = {
         "path": {
             "type": "string",
             "minLength": 1,
-            "description": "Only items under this directory (default: the whole machine, or every root "
-            "when the server is confined with --root).",
+            "description": "Only under this directory. Omit: everywhere.",
         },
         "classes": {
             "type": "array",
             "items": {"type": "string", "enum": CLASS_NAMES},
             "uniqueItems": True,
-            "description": "Only these classes (default: all but duplicate, which walks 'path' and is slow).",
+            "description": "Only these. Default: all but duplicate.",
         },
         "duplicates": {
             "type": "boolean",
             "default": False,
-            "description": "Also look for duplicate files under 'path' (a full find_duplicates walk).",
+            "description": "Also duplicates under path (slow).",
         },
     },
     "additionalProperties": False,
@@ -351,14 +350,9 @@ TOOL = Tool(
     name="reclaim_plan",
     title="Reclaim plan",
     description=(
-        "What could be deleted to free space, largest first: package manager caches (apt, dnf/yum, pacman, "
-        "apk), language caches in home directories (pip, uv, npm, yarn, cargo, go), archived journal files, "
-        "rotated logs, core dumps, trash, container build caches and dangling images, deleted files still "
-        "held open, and (with duplicates=true) duplicate files. Each item: disk bytes it would free (hard "
-        "links counted once, only when every link goes), the vendor's own command, what it costs, a safety "
-        "level and how the figure was obtained. Read-only: nothing is removed. The plan gets an id and comes "
-        "as a shell script to review (dry run by default); a server started with --allow-reclaim also has "
-        "a reclaim tool that acts on chosen items of the plan."
+        "What could be deleted to free space, largest first: package and language caches, old journals, "
+        "rotated logs, core dumps, trash, container leftovers, deleted-but-open files. Per item the bytes "
+        "freed, the vendor's command, its cost and safety; the plan as a script to review, with an id."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=describe_paths(OUTPUT_SCHEMA, FIELD_WORDS),

@@ -67,12 +67,12 @@ def counts(description: str | None = None) -> dict[str, Any]:
     return typed("object", description, additionalProperties=integer())
 
 
-def path_argument(description: str) -> dict[str, Any]:
+def path_argument(description: str | None = None) -> dict[str, Any]:
     """The ``path`` argument most tools take: a non-empty string."""
     return string(description, minLength=1)
 
 
-def top_n_argument(description: str, *, maximum: int, default: int) -> dict[str, Any]:
+def top_n_argument(description: str | None = None, *, maximum: int, default: int) -> dict[str, Any]:
     """How many items a list shows (1 to ``maximum``); the rest are counted, not listed."""
     return integer(description, minimum=1, maximum=maximum, default=default)
 

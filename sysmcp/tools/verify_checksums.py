@@ -60,41 +60,19 @@ MAX_TIMEOUT_S = 600.0
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
         "manifest": js.string(
-            "The manifest to check: an absolute path to a checksum file (SHA256SUMS, B3SUMS, "
-            "…), a sysmcp://results/… URI from hash_tree, or the manifest text itself (lines as sha256sum, "
-            "sha256sum --tag, md5sum, b2sum or b3sum print them; algorithms are detected per line).",
+            "A checksum file's path, a sysmcp:// URI or the manifest text.",
             minLength=1,
         ),
         "base_dir": js.string(
-            "Absolute directory that relative names in the manifest are relative to. Default: "
-            "the manifest file's directory (like running 'sha256sum -c' there); required when the manifest is "
-            "text or a URI.",
+            "Names are relative to it. Default: the manifest's directory (required for text or a URI).",
             minLength=1,
         ),
-        "algorithm": js.string(
-            "'auto' (default) detects the algorithm per line from its tag or digest length; a "
-            "64-digit digest may be sha256 or blake3 and a 128-digit one sha512 or blake2b, which the first "
-            "matching file settles. Naming one makes other lines improperly formatted, like 'sha256sum -c'.",
-            enum=["auto", *ALGORITHM_NAMES],
-            default="auto",
-        ),
-        "report_new": js.boolean(
-            "Also walk base_dir and list regular files the manifest does not mention (files "
-            "added since it was made), which sha256sum -c cannot tell.",
-            default=False,
-        ),
+        "algorithm": js.string(enum=["auto", *ALGORITHM_NAMES], default="auto"),
+        "report_new": js.boolean("Also list files under base_dir the manifest does not name.", default=False),
         "max_listed": js.top_n_argument(
-            "At most this many names per list (FAILED, MISSING, …) inline; when a list is cut "
-            "the full report is a resource link.",
-            maximum=1000,
-            default=50,
+            "Names per list inline; the full report by link.", maximum=1000, default=50
         ),
-        "timeout_s": timeout_property(
-            DEFAULT_TIMEOUT_S,
-            MAX_TIMEOUT_S,
-            stops="checking stops and the result, marked partial, reports the entries checked so far and "
-            "counts the rest as not checked.",
-        ),
+        "timeout_s": timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
         **walk_properties("base_dir", note="With report_new: "),
     },
     required=("manifest",),
@@ -563,12 +541,8 @@ TOOL = Tool(
     name="verify_checksums",
     title="Verify a checksum manifest",
     description=(
-        "Checks files against a checksum manifest (like sha256sum -c / b3sum -c): give a path to SHA256SUMS, "
-        "B3SUMS, MD5SUMS … , a sysmcp:// URI from hash_tree, or the manifest text. GNU and BSD (--tag) lines "
-        "of md5, sha1, sha256, sha512, blake2b and blake3 are detected per line. Reports each file OK, FAILED, "
-        "MISSING or unreadable, counts improperly formatted lines (like --strict), and with report_new lists "
-        "files under base_dir the manifest does not mention. Bounded output; the full report is a resource "
-        "link when lists are cut."
+        "Do files still match a checksum manifest (sha256sum -c, b3sum -c)? Each file OK, FAILED, MISSING or "
+        "unreadable; with report_new, the files it does not name."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=OUTPUT_SCHEMA,

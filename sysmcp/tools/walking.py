@@ -14,7 +14,8 @@ from sysmcp.tools.registry import ToolContext
 
 
 def walk_properties(base: str, *, note: str = "") -> dict[str, Any]:
-    """The ``exclude`` and ``one_file_system`` schema properties, relative to the argument ``base``."""
+    """The ``exclude`` and ``one_file_system`` schema properties, relative to the argument ``base``
+    (their rules in full: docs/tools.md, "Walk rules")."""
     return {
         "exclude": {
             "type": ["array", "string"],
@@ -22,31 +23,35 @@ def walk_properties(base: str, *, note: str = "") -> dict[str, Any]:
             "minLength": 1,
             "maxItems": 64,
             "default": [],
-            "description": f"{note}Glob patterns to leave out (and not descend into), matched against each "
-            f"entry's name and its path relative to '{base}', e.g. ['.git', '*.tmp', 'cache/*'], or one "
-            "pattern as a string.",
+            "description": f"{note}Globs to skip, on names or paths relative to {base}.",
         },
         "one_file_system": {
             "type": "boolean",
             "default": True,
-            "description": f"{note}Stay on the filesystem of '{base}' (like du -x): mount points below it "
-            "are skipped and counted. Kernel pseudo-filesystems (/proc, /sys, /dev) are skipped either way.",
-        },
+            "description": f"{note}Stay on {base}'s filesystem.",
+        }
+        if note
+        else {"type": "boolean", "default": True},
     }
 
 
-def timeout_property(
-    default: float, maximum: float, *, stops: str, runs_out: str = "When it runs out "
-) -> dict[str, Any]:
-    """The ``timeout_s`` schema property of a tool that stops at a time budget with a partial result:
-    '… (at most N). When it runs out ' and what ``stops``."""
-    return {
+def timeout_property(default: float, maximum: float, description: str | None = None) -> dict[str, Any]:
+    """The ``timeout_s`` schema property of a tool that stops at a time budget with a partial result
+    (the server's instructions say what a partial answer is, once)."""
+    schema: dict[str, Any] = {
         "type": "number",
         "minimum": 0.001,
-        "maximum": maximum,
-        "default": default,
-        "description": f"Time budget in seconds (at most {maximum:g}). {runs_out}{stops}",
+        "maximum": _plain(maximum),
+        "default": _plain(default),
     }
+    if description is not None:
+        schema["description"] = description
+    return schema
+
+
+def _plain(seconds: float) -> float | int:
+    """A whole number of seconds as an integer, so the schema reads 300 rather than 300.0."""
+    return int(seconds) if float(seconds).is_integer() else seconds
 
 
 def walk_options(args: dict[str, Any]) -> WalkOptions:

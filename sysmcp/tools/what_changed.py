@@ -42,39 +42,22 @@ MAX_TIMEOUT_S = 300.0
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "path": {
-            "type": "string",
-            "minLength": 1,
-            "description": "Absolute path of the directory, e.g. '/'.",
-        },
+        "path": {"type": "string", "minLength": 1},
         "since": {
             "type": "string",
             "minLength": 1,
             "maxLength": 40,
             "default": "24h",
-            "description": "Compare against the newest snapshot at or before this: a duration back from now "
-            "('24h', '7d', '2w'), an ISO 8601 time ('2026-11-30T09:00', local time unless it says Z or "
-            "an offset), or 'last' (the snapshot before the newest).",
+            "description": "'24h', '7d', an ISO 8601 time, or 'last' (the snapshot before the newest).",
         },
         "until": {
             "type": "string",
             "minLength": 1,
             "maxLength": 40,
-            "description": "Compare up to the newest snapshot at or before this (same forms as since, but not "
-            "'last'). Default: now, with a fresh scan when the newest snapshot is over 5 minutes old.",
+            "description": "As since, not 'last'. Default: now.",
         },
-        "top_n": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": 50,
-            "default": 10,
-            "description": "Directories and files to list in each list, 1 to 50.",
-        },
-        "timeout_s": timeout_property(
-            DEFAULT_TIMEOUT_S,
-            MAX_TIMEOUT_S,
-            stops="the fresh scan stops and the comparison, marked partial, covers what was scanned.",
-        ),
+        "top_n": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10},
+        "timeout_s": timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
         **walk_properties("path"),
     },
     "required": ["path"],
@@ -440,14 +423,9 @@ TOOL = Tool(
     name="what_changed",
     title="What changed",
     description=(
-        "What grew, shrank, appeared and disappeared under a directory since a time ('24h', '7d', an ISO "
-        "8601 time or 'last'), from the history sysmcp keeps of its own dir_usage scans and disk_usage "
-        "readings: each directory's delta and rate per day, which few directories hold most of the growth "
-        "(attribution), the largest new files, the filesystem's fill rate (least-squares, like "
-        "predict_linear) and time to full, and for trees with an integrity baseline (hash_tree with "
-        "baseline: true) the files added, removed and changed. Scans afresh when the newest snapshot is "
-        "over 5 minutes old; with no history yet it says so, records a snapshot and lists the files "
-        "modified since then as a lower bound. Start here when a disk fills or something grew. Read-only."
+        "What grew, shrank, appeared or disappeared under a directory since a time, from sysmcp's own earlier scans: "
+        "per-directory deltas, where the growth is, the largest new files, the fill rate and time to full, "
+        "and changes against a hash_tree baseline. Start here when a disk fills or something grew."
     ),
     input_schema=INPUT_SCHEMA,
     output_schema=describe_paths(OUTPUT_SCHEMA, FIELD_WORDS),

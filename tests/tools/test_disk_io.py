@@ -13,7 +13,15 @@ import jsonschema
 import pytest
 
 from sysmcp import platform
-from sysmcp.fs.diskio import ProcessIo, ProcessReading, process_deltas, read_processes
+from sysmcp.fs.diskio import (
+    ProcessIo,
+    ProcessReading,
+    device_mount_points,
+    device_name,
+    process_deltas,
+    read_processes,
+)
+from sysmcp.fs.mounts import Mount, MountTable
 from sysmcp.fs.paths import PathPolicy
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError
@@ -139,3 +147,69 @@ def test_without_privileges_it_counts_the_processes_it_could_not_read() -> None:
     assert unreadable >= 1  # root's processes (this test runner among them)
     assert reason == "other users' processes need root"
     assert "root" in unreadable_reason()  # as root: says that even root was refused
+
+
+def on_a_block_device(path: Path) -> bool:
+    dev = path.stat().st_dev
+    return device_name(f"{os.major(dev)}:{os.minor(dev)}") is not None
+
+
+@pytest.mark.skipif(
+    not (platform.has_process_io_counters() and platform.has_proc_fd()),
+    reason="needs /proc/PID/fd and I/O counters",
+)
+async def test_each_top_writer_names_the_files_it_has_open_for_writing_and_their_descriptor(
+    tmp_path: Path,
+) -> None:
+    if not on_a_block_device(tmp_path):
+        pytest.skip("the temporary directory is on no block device (tmpfs)")
+    target = tmp_path / "growing.bin"
+    with writing(target) as child:
+        output = await call(sample_s=1, top_n=50)
+        fd = next(
+            int(n)
+            for n in os.listdir(f"/proc/{child.pid}/fd")
+            if os.readlink(f"/proc/{child.pid}/fd/{n}") == str(target)
+        )
+    mine = {row["pid"]: row for row in output.structured["top_writers"]}[child.pid]
+    (item,) = [item for item in mine["files"] if item["path"] == str(target)]
+    assert item["fd"] == fd and item["deleted"] is False
+    assert f"writing {target} on {item['device']} (/proc/{child.pid}/fd/{fd})" in output.text
+    carrying = [row for row in output.structured["devices"] if row["device"] == item["device"]]
+    assert all(row["mount_points"] for row in carrying)  # the device that carried it, with its mount point
+
+
+@pytest.mark.skipif(
+    not (platform.has_process_io_counters() and platform.has_proc_fd()),
+    reason="needs /proc/PID/fd and I/O counters",
+)
+async def test_a_file_written_outside_the_roots_is_counted_never_named(tmp_path: Path) -> None:
+    if not on_a_block_device(tmp_path):
+        pytest.skip("the temporary directory is on no block device (tmpfs)")
+    (tmp_path / "inside").mkdir()
+    target = tmp_path / "outside.bin"
+    request = RequestContext(1, "tools/call", Recorder(), progress_token="io")
+    ctx = ToolContext(request, PathPolicy([tmp_path / "inside"]), ResultStore())
+    with writing(target) as child:
+        output = await call(ctx, sample_s=1, top_n=50)
+    mine = {row["pid"]: row for row in output.structured["top_writers"]}[child.pid]
+    assert mine["files"] == [] and mine["files_outside_roots"] >= 1
+    assert str(target) not in output.text and "outside the allowed roots (not named)" in output.text
+
+
+def test_each_block_device_is_named_with_its_mount_points(tmp_path: Path) -> None:
+    (tmp_path / "block").mkdir()
+    os.symlink("../../devices/virtual/block/dm-0", tmp_path / "block" / "253:0")
+    os.symlink("../../devices/pci/block/sda/sda1", tmp_path / "block" / "8:1")
+    table = MountTable(
+        [
+            Mount("/", "/dev/mapper/root", "ext4", dev="253:0"),
+            Mount("/srv/data", "/dev/sda1", "xfs", dev="8:1"),
+            Mount("/mnt/bind", "/dev/sda1", "xfs", root="/sub", dev="8:1"),
+            Mount("/run", "tmpfs", "tmpfs", dev="0:25"),
+        ]
+    )
+    assert device_mount_points(table, str(tmp_path / "block")) == {
+        "dm-0": ["/"],
+        "sda1": ["/mnt/bind", "/srv/data"],
+    }

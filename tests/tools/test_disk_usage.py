@@ -561,10 +561,13 @@ def test_out_of_range_sample_s_is_refused_clearly(value: Any, message: str) -> N
         validate_arguments(INPUT_SCHEMA, {"sample_s": value})
 
 
-def test_the_description_states_the_formula_rounding_order_and_timeout() -> None:
-    description = TOOL.description
-    for phrase in ("used / (used + free)", "rounded up", "fullest first", "90 %", "5 s", "all"):
-        assert phrase in description
+def test_the_docs_state_the_formula_rounding_order_and_timeout() -> None:
+    """Moved from the description (what a model reads every turn) to docs/tools.md."""
+    docs = (Path(__file__).parents[2] / "docs" / "tools.md").read_text(encoding="utf-8")
+    section = docs.split("## `disk_usage`", 1)[1].split("\n## ", 1)[0]
+    for phrase in ("used / (used + free)", "rounded up", "fullest first", "90 %", "5 s", "`all`"):
+        assert phrase in section
+    assert "fullest first" in TOOL.description
 
 
 def test_times_to_full_read_as_a_person_says_them() -> None:

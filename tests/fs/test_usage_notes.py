@@ -1,0 +1,68 @@
+"""dir_usage states what its totals leave to be inferred: files with other hard-linked names, the holes
+of sparse files and hidden (dot) files, counted once per inode however many processes walked."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import anyio
+
+from sysmcp.fs.paths import PathPolicy
+from sysmcp.protocol.context import RequestContext
+from sysmcp.results import ResultStore
+from sysmcp.tools.arguments import validate_arguments
+from sysmcp.tools.dir_usage import INPUT_SCHEMA, handle
+from sysmcp.tools.registry import ToolContext
+from tests.profile import needs_fork
+from tests.tools.test_dir_usage_shared import build_linked_tree, shared_scan
+
+
+class NullPeer:
+    async def notify(self, method: str, params: dict[str, object]) -> None:
+        return None
+
+
+def dir_usage(path: Path) -> tuple[str, dict[str, object]]:
+    async def run() -> tuple[str, dict[str, object]]:
+        ctx = ToolContext(RequestContext(1, "tools/call", NullPeer()), PathPolicy(), ResultStore())
+        output = await handle(validate_arguments(INPUT_SCHEMA, {"path": str(path)}), ctx)
+        return output.text, output.structured
+
+    return anyio.run(run)
+
+
+def test_hard_links_sparse_holes_and_dot_files_are_stated_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    for i in range(3):
+        (tmp_path / "a" / f"f{i}").write_bytes(b"x" * 100)
+        os.link(tmp_path / "a" / f"f{i}", tmp_path / f"other{i}")
+    with open(tmp_path / "disk.img", "wb") as handle:
+        handle.truncate(8 << 20)
+    (tmp_path / ".env").write_bytes(b"k=v\n")
+    (tmp_path / "a" / ".cache").write_bytes(b"c" * 1000)
+    hole = (8 << 20) - os.stat(tmp_path / "disk.img").st_blocks * 512
+    text, structured = dir_usage(tmp_path)
+    totals = structured["totals"]
+    assert isinstance(totals, dict)
+    assert (totals["hard_linked_files"], totals["sparse_bytes"]) == (3, hole)
+    assert (totals["hidden_files"], totals["hidden_bytes"]) == (2, 1004)
+    (line,) = [line for line in text.splitlines() if line.startswith("Within these totals:")]
+    assert "3 files with other hard-linked names (each counted once)" in line
+    assert "8.0 MiB of holes in sparse files" in line and "2 hidden (dot) files (1004 B apparent)" in line
+
+
+def test_a_plain_tree_gets_no_such_line(tmp_path: Path) -> None:
+    (tmp_path / "plain.txt").write_bytes(b"p" * 10)
+    text, structured = dir_usage(tmp_path)
+    assert "Within these totals" not in text
+    totals = structured["totals"]
+    assert isinstance(totals, dict) and totals["hard_linked_files"] == totals["hidden_files"] == 0
+
+
+@needs_fork
+def test_an_inode_walked_by_several_processes_is_one_hard_linked_file(tmp_path: Path) -> None:
+    build_linked_tree(tmp_path)
+    usage, _ = shared_scan(tmp_path)
+    assert usage.processes > 1
+    assert usage.notes[0] == 20  # the 20 shared inodes, each with 13 names
