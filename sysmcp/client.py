@@ -3,7 +3,8 @@
 It is the CLI's client, so it may write to stdout. Exit statuses follow the commands an admin would
 otherwise run: 0 all good; 1 the tool found a problem (a digest MISMATCH, a manifest not all OK,
 files that could not be read, a tool error); 2 a usage error: anything refused before any work is
-done (a bad, repeated or relative argument, an unknown host, an ``-o FILE`` that cannot be written);
+done, here or by the server (a bad, repeated or relative argument, a path outside the roots, an unknown
+host, an ``-o FILE`` that cannot be written);
 3 a partial result (the time budget ran out: what is printed is true but incomplete); 130
 interrupted (Ctrl-C, the call is cancelled on the server first); 141 stdout was closed early
 (``… | head``), quietly. A server that stops before answering passes its own status on.
@@ -28,7 +29,7 @@ from anyio.abc import Process
 
 from sysmcp import __version__
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, ProgressCallback, RemoteError, connect
-from sysmcp.protocol.errors import ArgumentError
+from sysmcp.protocol.errors import META_REFUSED, ArgumentError
 
 E = TypeVar("E", bound=BaseException)
 
@@ -47,7 +48,8 @@ exit status:
        hash_tree with unreadable files (the result is still printed), or a tool error
        with hosts=: a host without a result, or a host's result that would exit 1
   2    usage error, refused before any work: unknown tool, a bad, missing, repeated
-       or relative argument, an unknown host, an -o FILE that cannot be written
+       or relative argument, a path outside --root, an unknown host, an -o FILE
+       that cannot be written
   3    partial result: the time budget ran out first (what is printed is true but
        incomplete; the reason goes to stderr too when stdout is not a terminal)
   130  interrupted (Ctrl-C): the call is cancelled on the server
@@ -86,7 +88,8 @@ def exit_status(tool: str, result: dict[str, Any]) -> int:
     A problem found (1) outranks a partial result (3): a MISMATCH seen before the budget ran out stays one.
     """
     if result.get("isError"):
-        return EXIT_PROBLEM
+        refused = (result.get("_meta") or {}).get(META_REFUSED)
+        return EXIT_USAGE if refused else EXIT_PROBLEM
     data = result.get("structuredContent")
     if not isinstance(data, dict):
         return EXIT_OK
