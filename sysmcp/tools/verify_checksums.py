@@ -193,11 +193,11 @@ class Shown:
         p = self.latest
         if p.manifest_size is not None:  # checked in ranges as it is parsed: no count of files first
             return (
-                f"{p.files:,} files checked, {human_bytes(p.manifest_read)} of the "
+                f"{plural(p.files, 'file')} checked, {human_bytes(p.manifest_read)} of the "
                 f"{human_bytes(p.manifest_size)} manifest read"
             )
         return (
-            f"{p.files:,} of {p.files_total:,} files, "
+            f"{p.files:,} of {plural(p.files_total, 'file')}, "
             f"{human_bytes(p.bytes)} of {human_bytes(p.bytes_total)} at {rate(p.bytes, elapsed)}"
         )
 
