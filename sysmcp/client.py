@@ -30,6 +30,7 @@ from anyio.abc import Process
 from sysmcp import __version__
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, ProgressCallback, RemoteError, connect
 from sysmcp.protocol.errors import META_REFUSED, ArgumentError
+from sysmcp.render import plural
 
 E = TypeVar("E", bound=BaseException)
 
@@ -319,7 +320,7 @@ class Progress:
             self._first = (now, done)
         if message is None and not total and not done:
             return  # a bare "progress: 0" says nothing
-        text = message or (f"{done:,.0f}" if total else f"{done:,.0f} done")
+        text = message or (f"{done:,.0f} of {total:,.0f} done" if total else f"{done:,.0f} done")
         if total:
             share = min(done / total, 1.0)
             text += f"  {100 * share:.0f}%"
@@ -580,7 +581,8 @@ def _save_per_host(directory: str, files: dict[str, str]) -> None:
             handle.write(text)
         total += len(text.encode())
     print(
-        f"sysmcp call: wrote {len(files):,} host results ({total:,} bytes) to {directory}/", file=sys.stderr
+        f"sysmcp call: wrote {plural(len(files), 'host result')} ({plural(total, 'byte')}) to {directory}/",
+        file=sys.stderr,
     )
 
 

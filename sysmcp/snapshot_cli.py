@@ -299,7 +299,7 @@ def _reclaim_log(limit: int, shown: Callable[[bytes | str], bool]) -> int:
         _err(f"sysmcp history: history is off ({state.OFF_BECAUSE})")
         return EXIT_NO_HISTORY
     from sysmcp.fs.reclaim_keep import read_log
-    from sysmcp.render import human_bytes
+    from sysmcp.render import human_bytes, plural
 
     records = [r for r in read_log(store, limit) if shown(r.path)]
     _out(
@@ -312,7 +312,7 @@ def _reclaim_log(limit: int, shown: Callable[[bytes | str], bool]) -> int:
             f"{when}  {r.plan:12}  {r.item:22}  {r.action:8}  {outcome:22}  {human_bytes(r.planned):>10}  "
             f"{human_bytes(r.freed):>10}  {r.path!r}"
         )
-    _out(f"{len(records)} actions, {human_bytes(sum(r.freed for r in records))} freed (measured)")
+    _out(f"{plural(len(records), 'action')}, {human_bytes(sum(r.freed for r in records))} freed (measured)")
     return EXIT_OK
 
 

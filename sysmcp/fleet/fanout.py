@@ -22,6 +22,7 @@ from sysmcp.fleet.ssh import bounded
 from sysmcp.protocol.client import PeerGone, ProgressCallback, RemoteError
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ToolError
+from sysmcp.render import plural
 from sysmcp.tools.merging import HostOutcome, tally
 from sysmcp.tools.registry import Tool
 
@@ -59,7 +60,7 @@ def progress_message(finished: Sequence[HostOutcome], asked: int) -> str:
     text = tally(finished)
     head, _, rest = text.partition(" hosts answered")
     answered = head.split(" of ")[0]
-    return f"{answered} of {asked} hosts answered{rest}"
+    return f"{answered} of {plural(asked, 'host')} answered{rest}"
 
 
 @dataclass

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from sysmcp.render import plural
 from sysmcp.tools.merging import STATUSES
 from sysmcp.tools.registry import Tool
 
@@ -47,7 +48,7 @@ def hosts_property(groups: Sequence[str], count: int) -> dict[str, Any]:
         "items": {"type": "string", "minLength": 1},
         "minItems": 1,
         "description": "Run on these inventory hosts instead of this machine and merge the answers: host "
-        f'names, group names ({named}), shell globs over host names ("web*"), or "all" ({count} hosts). '
+        f'names, group names ({named}), shell globs over host names ("web*"), or "all" ({plural(count, "host")}). '
         "Omit for this machine.",
     }
 

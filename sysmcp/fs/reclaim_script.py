@@ -22,7 +22,7 @@ import time
 from sysmcp.fs.reclaim import Entry, Item, Plan
 
 HEADER = r"""#!/bin/sh
-# sysmcp reclaim plan {plan_id}, made {made}: {count} items, {planned} bytes planned.
+# sysmcp reclaim plan {plan_id}, made {made}: {count} {items}, {planned} bytes planned.
 # Review it, then run:  sh THIS-FILE           (dry run: prints what it would do)
 #                       sh THIS-FILE --apply   (acts; each file is re-checked first)
 set -u
@@ -120,6 +120,7 @@ def render_script(plan: Plan) -> str:
             plan_id=plan.id,
             made=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(plan.created)),
             count=len(plan.items),
+            items="item" if len(plan.items) == 1 else "items",
             planned=plan.bytes,
         )
     ]

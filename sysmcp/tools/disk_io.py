@@ -20,7 +20,7 @@ from sysmcp.fs.diskio import Moved, Reading, device_deltas, process_deltas, take
 from sysmcp.fs.paths import printable
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
-from sysmcp.render import human_bytes
+from sysmcp.render import human_bytes, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.processes import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
@@ -155,7 +155,7 @@ def render(structured: dict[str, Any]) -> str:
     if unreadable:
         total = unreadable + structured["processes_read"]
         lines.append(
-            f"Could not read the I/O counters of {unreadable:,} of {total:,} processes "
+            f"Could not read the I/O counters of {unreadable:,} of {plural(total, 'process')} "
             f"({unreadable_reason()}): what they did is not listed."
         )
     lines.append(

@@ -33,7 +33,7 @@ from sysmcp.fs.reclaim_keep import ActionLog, LogRecord
 from sysmcp.history import state
 from sysmcp.logconfig import get_logger
 from sysmcp.protocol.context import ClientDeclined
-from sysmcp.render import human_bytes, noun
+from sysmcp.render import human_bytes, noun, plural
 from sysmcp.tools import reclaim_plan
 from sysmcp.tools.descriptions import describe_paths
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
@@ -138,7 +138,7 @@ async def _plan(args: dict[str, Any], ctx: ToolContext) -> tuple[Plan, list[str]
         ]
         if outside:
             raise Refused(
-                f"item {item.id} of plan {plan.id} names {len(outside):,} file(s) outside the roots this server "
+                f"item {item.id} of plan {plan.id} names {plural(len(outside), 'file')} outside the roots this server "
                 f"is confined to (such as {os.fsdecode(outside[0])!r}); nothing removed"
             )
     return plan, chosen
@@ -149,7 +149,7 @@ def _listing(plan: Plan, chosen: list[str]) -> tuple[str, int]:
     total = sum(item.bytes for item, _action in picked)
     lines = [f"Free {human_bytes(total)} in {len(picked)} {noun(len(picked), 'item')} of plan {plan.id}?"]
     for item, action in picked:
-        files = f"{len(item.entries):,} files"
+        files = plural(len(item.entries), "file")
         if action == "link" and item.keep is not None:
             what = f"replace {files} by hard links to {os.fsdecode(item.keep.path)!r}"
             cost = "the names stay, but a change through one name then shows in every one"
@@ -249,7 +249,7 @@ def render(plan: Plan, results: list[Applied]) -> tuple[str, dict[str, Any]]:
         done = sum(1 for o in applied.outcomes if o.done)
         skipped = [o for o in applied.outcomes if not o.done]
         lines.append(
-            f"  {applied.item.id}: {done:,} files {'linked' if applied.action == 'link' else 'done'}, "
+            f"  {applied.item.id}: {plural(done, 'file')} {'linked' if applied.action == 'link' else 'done'}, "
             f"{human_bytes(applied.freed)} freed of "
             f"{human_bytes(applied.item.bytes)} planned" + (f"; {len(skipped):,} skipped" if skipped else "")
         )

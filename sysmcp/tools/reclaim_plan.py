@@ -17,7 +17,7 @@ from sysmcp.fs.reclaim_keep import PLAN_TTL_S, Kept, PlanKeeper
 from sysmcp.fs.reclaim_script import render_script
 from sysmcp.history import state
 from sysmcp.protocol.context import Meter
-from sysmcp.render import human_bytes
+from sysmcp.render import human_bytes, plural
 from sysmcp.tools.descriptions import describe_paths
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.walking import require_directory
@@ -126,7 +126,7 @@ def render(plan: Plan, shown: str) -> str:
         return f"Reclaim plan {plan.id} for {shown}: nothing found to free."
     lines = [f"Reclaim plan {plan.id} for {shown}: {human_bytes(plan.bytes)} could be freed, largest first."]
     for item in plan.items[:ITEMS_SHOWN]:
-        files = f"{len(item.entries):,} file{'s' if len(item.entries) != 1 else ''}" if item.entries else "—"
+        files = plural(len(item.entries), "file") if item.entries else "—"
         lines.append(f"  {item.id:<28} {human_bytes(item.bytes):>10}  {item.safety:<17} {files}")
         lines.append(f"      cost: {item.cost}")
         if item.command:

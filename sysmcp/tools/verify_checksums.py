@@ -387,7 +387,7 @@ def _head(
     if stopped is not None:
         lines.append(
             f"PARTIAL RESULT: checking stopped early ({stopped}); {counts['NOT_CHECKED']:,} of "
-            f"{result.entries:,} entries were not checked. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) "
+            f"{plural(result.entries, 'entry', 'entries')} were not checked. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) "
             "or check a part of the manifest."
         )
     return [
