@@ -96,12 +96,18 @@ def grouped(items: Sequence[tuple[Any, str]]) -> list[tuple[Any, list[str]]]:
     return sorted(groups.items(), key=lambda item: len(item[1]))  # stable: first seen wins a tie
 
 
+#: A reason the fleet's pool gives every host behind a jump host that failed itself (fleet/pool.py).
+BASTION_DOWN = re.compile(r"bastion \S+(?: \([^)]*\))? (?:refused|failed): ")
+
+
 def failure_lines(outcomes: Sequence[HostOutcome]) -> list[str]:
     """Hosts without an answer (and tool errors), one line per status and reason: a host alone is
     named with its reason; hosts sharing one (a bastion down, a deadline) are one counted line."""
     lines = []
     for (status, reason), hosts in grouped([((o.status, o.reason), o.host) for o in outcomes if not o.ok]):
-        if len(hosts) == 1:
+        if BASTION_DOWN.match(reason):  # the cause once, then whom it cut off
+            lines.append(f"  {reason}; {plural(len(hosts), 'host')} behind it {status}: {host_list(hosts)}")
+        elif len(hosts) == 1:
             lines.append(f"  {hosts[0]}: {status} — {reason}")
         else:
             lines.append(f"  {plural(len(hosts), 'host')} {status} — {reason}: {host_list(hosts)}")
