@@ -153,3 +153,10 @@ def test_a_length_bound_is_said_in_its_number() -> None:
         assert "at least 1 character" in str(exc) and "1 characters" not in str(exc)
     else:
         raise AssertionError("an empty tag was accepted")
+
+
+def test_a_lower_bound_window_given_as_a_duration_reads_as_one() -> None:
+    from sysmcp.tools.what_changed import _window
+
+    assert _window("2h") == "in the last 2 h"  # was "files modified since 2h"
+    assert _window("2026-12-03T07:00") == "since 2026-12-03T07:00"

@@ -213,6 +213,14 @@ def _snap_json(snap: ScanSnapshot | None, fresh: bool = False) -> dict[str, Any]
 HISTORY_OFF = f"history is off on this host ({state.OFF_BECAUSE})"
 
 
+def _window(since: str) -> str:
+    """'in the last 2 h' for a duration ('2h'), 'since 2026-12-03T07:00' for a time: never 'since 2h'."""
+    try:
+        return f"in the last {age(parse_duration(since, 'since'))}"
+    except ArgumentError:
+        return f"since {since}"
+
+
 def parse_when(value: str, name: str, now: float) -> float:
     """Epoch seconds of '24h' (back from now) or an ISO 8601 time; ``ArgumentError`` naming ``name``."""
     try:
@@ -442,7 +450,7 @@ def render(
     if outcome.lower_bound is not None:
         count, disk, files = outcome.lower_bound
         since_raw = args["since"]
-        window = "in the last 24 h" if since_raw.strip().lower() == "last" else f"since {since_raw}"
+        window = "in the last 24 h" if since_raw.strip().lower() == "last" else _window(since_raw)
         lines.append(
             f"LOWER BOUND: files modified {window}: {count:,}, {human_bytes(disk)} on disk (growth from files "
             "that were only deleted or changed in place is not seen this way)."
