@@ -160,3 +160,13 @@ def test_a_lower_bound_window_given_as_a_duration_reads_as_one() -> None:
 
     assert _window("2h") == "in the last 2 h"  # was "files modified since 2h"
     assert _window("2026-12-03T07:00") == "since 2026-12-03T07:00"
+
+
+def test_a_script_of_one_item_says_one_item_in_its_header(tmp_path: Path) -> None:
+    from sysmcp.fs.reclaim_script import render_script
+    from tests.fs.test_reclaim import plan_of
+
+    plan = plan_of(tmp_path, [b"app.log.1", b"app.log.2.gz"])
+    assert len(plan.items) == 1
+    header = render_script(plan).splitlines()[1]
+    assert ": 1 item, " in header, header  # was "1 items"

@@ -20,9 +20,10 @@ import os
 import time
 
 from sysmcp.fs.reclaim import Entry, Item, Plan
+from sysmcp.render import plural
 
 HEADER = r"""#!/bin/sh
-# sysmcp reclaim plan {plan_id}, made {made}: {count} {items}, {planned} bytes planned.
+# sysmcp reclaim plan {plan_id}, made {made}: {items}, {planned} bytes planned.
 # Review it, then run:  sh THIS-FILE           (dry run: prints what it would do)
 #                       sh THIS-FILE --apply   (acts; each file is re-checked first)
 set -u
@@ -119,8 +120,7 @@ def render_script(plan: Plan) -> str:
         HEADER.format(
             plan_id=plan.id,
             made=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(plan.created)),
-            count=len(plan.items),
-            items="item" if len(plan.items) == 1 else "items",
+            items=plural(len(plan.items), "item"),
             planned=plan.bytes,
         )
     ]
