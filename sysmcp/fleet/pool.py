@@ -186,6 +186,10 @@ class Pool:
         how = "refused" if REFUSED.search(reason) else "failed"
         return f"bastion {name}{address} {how}: {reason}"
 
+    def ever_opened(self, name: str) -> bool:
+        """Whether an ssh was ever started for the host: a new session now is a reconnection."""
+        return name in self._used
+
     @property
     def processes(self) -> int:
         """ssh processes running now (sessions, and openings under way)."""

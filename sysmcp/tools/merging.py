@@ -46,6 +46,7 @@ class HostOutcome:
     result: dict[str, Any] | None = None
     text: str = ""
     reason: str = ""
+    reconnected: bool = False  # asked before, its session had ended: a new ssh handshake this time
 
     @property
     def ok(self) -> bool:
@@ -78,6 +79,9 @@ def tally(outcomes: Sequence[HostOutcome]) -> str:
         if outcome.status not in ANSWERED:
             counts[outcome.status] = counts.get(outcome.status, 0) + 1
     parts = [f"{n} {status}" for status in STATUSES if (n := counts.get(status))]
+    again = sum(1 for o in outcomes if o.reconnected)
+    if again:  # a warm call that had to open sessions again: why it took as long as a cold one
+        parts.append(f"{again} reconnected (their sessions had ended since the last call)")
     return ", ".join([f"{answered(outcomes)} of {plural(len(outcomes), 'host')} answered", *parts])
 
 
