@@ -110,6 +110,7 @@ def test_the_words_checker_reads_no_size_date_name_or_compound_as_a_count() -> N
         "v2 file",
         "3 of 12 filesystems",
         "4 file descriptors",
+        "wrote 2 host results",
         "1 of the files",
         "12,5 files",
         "0 files",

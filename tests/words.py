@@ -10,7 +10,7 @@ No false positives by construction: a noun is checked only when it is in ``NOUNS
 plural, not a guessed rule), right after a whole number that stands on its own (``1,000`` is a
 thousand; ``1.0 KiB``, ``web1``, ``2026-12-03`` and ``v1`` are no counts), with at most one word
 between them from ``BETWEEN`` ("28 special files", "1 more group"); a noun that is the first half
-of a compound ("3 file descriptors") is not the counted noun.
+of a compound ("3 file descriptors", "2 host results") is not the counted noun.
 """
 
 from __future__ import annotations
@@ -100,7 +100,8 @@ BETWEEN = {
     "reclaimable",
     "remote",
 }
-#: Second halves of compounds: "3 file descriptors" counts descriptors, not files.
+#: Second halves of compounds: "3 file descriptors" counts descriptors, not files (so does any noun of
+#: ``NOUNS`` after another: "2 host results").
 COMPOUND = {
     "descriptor",
     "descriptors",
@@ -120,7 +121,7 @@ _BETWEEN = "|".join(sorted(BETWEEN))
 _SLIP = re.compile(
     r"(?<![^\s(\[+~≈−])"  # the count stands on its own: not web1, not 2026-12-03, not v1
     r"(?P<count>\d{1,3}(?:,\d{3})+|\d+)(?![\d.,]\d)"  # 1,234 is one count; 1.5 and 1,5 are not counts
-    rf" (?:(?P<between>{_BETWEEN}) )?(?P<noun>{_NOUN})(?![\w-])(?! (?:{'|'.join(COMPOUND)})\b)",
+    rf" (?:(?P<between>{_BETWEEN}) )?(?P<noun>{_NOUN})(?![\w-])(?! (?:{'|'.join(COMPOUND)}|{_NOUN})\b)",
     re.MULTILINE,
 )
 
