@@ -20,7 +20,6 @@ import os
 import time
 
 from sysmcp.fs.reclaim import Entry, Item, Plan
-from sysmcp.render import plural
 
 HEADER = r"""#!/bin/sh
 # sysmcp reclaim plan {plan_id}, made {made}: {items}, {planned} bytes planned.
@@ -120,7 +119,9 @@ def render_script(plan: Plan) -> str:
         HEADER.format(
             plan_id=plan.id,
             made=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(plan.created)),
-            items=plural(len(plan.items), "item"),
+            # An engine words no quantity through render (tests/test_render.py); the script is the
+            # one text it writes, and its one count is said here: "1 item", "3 items".
+            items=f"{len(plan.items)} item" + ("" if len(plan.items) == 1 else "s"),
             planned=plan.bytes,
         )
     ]
