@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Sequence
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
 
@@ -44,7 +44,22 @@ Waiting for JSON-RPC on stdin (Ctrl-D or Ctrl-C to quit).
 """
 
 
-def _options(parser: argparse.ArgumentParser, *, roots: bool, subcommand: bool) -> None:
+def _parser_class() -> type[argparse.ArgumentParser]:
+    """An ``ArgumentParser`` whose usage errors are one line: what is wrong, and where the help is.
+
+    argparse prints the whole usage (a dozen lines of options) before the line that matters; a
+    subparser is built from its parent's class, so every subcommand says it the same way.
+    """
+    import argparse
+
+    class OneLineErrors(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            self.exit(2, f"{self.prog}: {message} (see: {self.prog} --help)\n")
+
+    return OneLineErrors
+
+
+def _options(parser: argparse.ArgumentParser, *, roots: bool, subcommand: bool, reclaim: bool = True) -> None:
     """``--log-level`` (and ``--root``) for the top level and again for each subcommand.
 
     A subcommand's copies have no default (``SUPPRESS``), so ``sysmcp serve --root /srv`` and
@@ -61,7 +76,7 @@ def _options(parser: argparse.ArgumentParser, *, roots: bool, subcommand: bool) 
         default=argparse.SUPPRESS if subcommand else "warning",
         help="level of the JSON logs on stderr (default: warning)",
     )
-    if roots:
+    if roots and reclaim:  # only where a server is started: serve, call
         parser.add_argument(
             "--allow-reclaim",
             action="store_true",
@@ -69,6 +84,7 @@ def _options(parser: argparse.ArgumentParser, *, roots: bool, subcommand: bool) 
             help="also serve the reclaim tool, which removes files of a reviewed reclaim plan after the "
             "user confirms (default: nothing sysmcp serves writes anything)",
         )
+    if roots:
         parser.add_argument(
             "--root",
             action="append",
@@ -148,7 +164,7 @@ def _fleet_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> None
 def build_parser() -> argparse.ArgumentParser:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="sysmcp", description="A sysadmin tool server for MCP (stdio).")
+    parser = _parser_class()(prog="sysmcp", description="A sysadmin tool server for MCP (stdio).")
     parser.add_argument("--version", action="version", version=f"sysmcp {__version__}")
     _options(parser, roots=True, subcommand=False)
     _fleet_options(parser, subcommand=False)
@@ -159,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     history_options(parser, subcommand=False)
     history_options(serve, subcommand=True)
     for recording in add_commands(commands):  # snapshot, history (sysmcp/snapshot_cli.py)
-        _options(recording, roots=True, subcommand=True)
+        _options(recording, roots=True, subcommand=True, reclaim=False)  # they serve no tool
         history_options(recording, subcommand=True)
     call = commands.add_parser(
         "call",
@@ -176,8 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("tool", nargs="?", help="tool name, e.g. disk_usage")
     call.add_argument(
         "arguments",
-        nargs="*",
-        type=key_value,
+        nargs="*",  # made pairs by key_value once the tool is known: its error can name the tool's key
         metavar="KEY=VALUE",
         help="arguments; values are JSON if they parse",
     )
@@ -246,11 +261,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 print(f"sysmcp call: unknown tool {args.tool!r}; tools: {', '.join(known)}", file=sys.stderr)
                 return 2
+        try:
+            pairs = [key_value(pair, args.tool) for pair in args.arguments]
+        except ValueError as exc:
+            print(f"sysmcp call: {exc}", file=sys.stderr)
+            return 2
         missing = [root for root in roots if not os.path.isdir(root)]
         if missing:  # the server would refuse them: say so before starting it
             print(f"sysmcp: --root must name existing directories: {', '.join(missing)}", file=sys.stderr)
             return 2
-        keys = [key for key, _ in args.arguments]
+        keys = [key for key, _ in pairs]
         repeated = sorted({key for key in keys if keys.count(key) > 1})
         if repeated:  # never silently the last one: path=/usr path=/etc is one mistake or the other
             print(
@@ -277,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             output=args.output,
             resolve_hosts=fleet.inventory.resolve if fleet is not None else None,
         )
-        return run_call(args.tool, dict(args.arguments), options)
+        return run_call(args.tool, dict(pairs), options)
     try:
         fleet = _fleet(args)
     except (OSError, ValueError) as exc:  # a malformed inventory names its line; never half a fleet
@@ -536,23 +556,33 @@ def _is_broken_pipe(exc: BaseException) -> bool:
     return isinstance(exc, (BrokenPipeError, ConnectionResetError))
 
 
-def key_value(pair: str) -> tuple[str, Any]:
+def key_value(pair: str, tool: str | None = None) -> tuple[str, Any]:
     """One ``key=value`` argument; a value that parses as JSON (3, true, ["a"]) is taken as JSON, else as text.
 
-    Malformed pairs are usage errors (exit 2 with the ``call`` usage), like any other bad command line.
-    A value that starts like a JSON array or object (``[`` or ``{``) must be one: ``exclude=[".git"`` is a
-    typo, never the literal pattern; quote such a literal as a JSON string (``'path="[x"'``).
+    A malformed pair raises ValueError with the one line to print (a usage error, exit 2); a bare path
+    given to a tool that takes one is named as the pair it was meant to be. A value that starts like a
+    JSON array or object (``[`` or ``{``) must be one: ``exclude=[".git"`` is a typo, never the literal
+    pattern; quote such a literal as a JSON string (``'path="[x"'``).
     """
-    import argparse
-
     key, sep, value = pair.partition("=")
     if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {pair!r}")
+        meant = _meant_key(pair, tool) if not sep else None
+        hint = f" (did you mean {meant}={pair}?)" if meant else ""
+        raise ValueError(f"expected KEY=VALUE, got {pair!r}{hint}")
     try:
         return key, json.loads(value)
     except ValueError as exc:
         if value.lstrip()[:1] in ("[", "{"):
-            raise argparse.ArgumentTypeError(
-                f"{key}= starts like JSON but is not valid JSON ({exc}): {value!r}"
-            ) from None
+            raise ValueError(f"{key}= starts like JSON but is not valid JSON ({exc}): {value!r}") from None
         return key, value
+
+
+def _meant_key(value: str, tool: str | None) -> str | None:
+    """The argument a bare path (``/var``, ``~/x``, ``./y``) was meant for: the tool's ``path``, else
+    its ``manifest`` (verify_checksums)."""
+    if tool is None or not value.startswith(("/", "~", ".")):
+        return None
+    from sysmcp.tools import ALL_TOOLS
+
+    schema = next((t.input_schema for t in ALL_TOOLS if t.name == tool), {})
+    return next((key for key in ("path", "manifest") if key in schema.get("properties", {})), None)

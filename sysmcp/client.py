@@ -3,7 +3,8 @@
 It is the CLI's client, so it may write to stdout. Exit statuses follow the commands an admin would
 otherwise run: 0 all good; 1 the tool found a problem (a digest MISMATCH, a manifest not all OK,
 files that could not be read, a tool error); 2 a usage error: anything refused before any work is
-done (a bad, repeated or relative argument, an unknown host, an ``-o FILE`` that cannot be written);
+done, here or by the server (a bad, repeated or relative argument, a path outside the roots, an unknown
+host, an ``-o FILE`` that cannot be written);
 3 a partial result (the time budget ran out: what is printed is true but incomplete); 130
 interrupted (Ctrl-C, the call is cancelled on the server first); 141 stdout was closed early
 (``… | head``), quietly. A server that stops before answering passes its own status on.
@@ -28,7 +29,8 @@ from anyio.abc import Process
 
 from sysmcp import __version__
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, ProgressCallback, RemoteError, connect
-from sysmcp.protocol.errors import ArgumentError
+from sysmcp.protocol.errors import META_REFUSED, ArgumentError
+from sysmcp.render import plural
 
 E = TypeVar("E", bound=BaseException)
 
@@ -47,7 +49,8 @@ exit status:
        hash_tree with unreadable files (the result is still printed), or a tool error
        with hosts=: a host without a result, or a host's result that would exit 1
   2    usage error, refused before any work: unknown tool, a bad, missing, repeated
-       or relative argument, an unknown host, an -o FILE that cannot be written
+       or relative argument, a path outside --root, an unknown host, an -o FILE
+       that cannot be written
   3    partial result: the time budget ran out first (what is printed is true but
        incomplete; the reason goes to stderr too when stdout is not a terminal)
   130  interrupted (Ctrl-C): the call is cancelled on the server
@@ -87,7 +90,8 @@ def exit_status(tool: str, result: dict[str, Any]) -> int:
     A problem found (1) outranks a partial result (3): a MISMATCH seen before the budget ran out stays one.
     """
     if result.get("isError"):
-        return EXIT_PROBLEM
+        refused = (result.get("_meta") or {}).get(META_REFUSED)
+        return EXIT_USAGE if refused else EXIT_PROBLEM
     data = result.get("structuredContent")
     if not isinstance(data, dict):
         return EXIT_OK
@@ -323,7 +327,7 @@ class Progress:
             self._first = (now, done)
         if message is None and not total and not done:
             return  # a bare "progress: 0" says nothing
-        text = message or (f"{done:,.0f}" if total else f"{done:,.0f} done")
+        text = message or (f"{done:,.0f} of {total:,.0f} done" if total else f"{done:,.0f} done")
         if total:
             share = min(done / total, 1.0)
             text += f"  {100 * share:.0f}%"
@@ -584,7 +588,8 @@ def _save_per_host(directory: str, files: dict[str, str]) -> None:
             handle.write(text)
         total += len(text.encode())
     print(
-        f"sysmcp call: wrote {len(files):,} host results ({total:,} bytes) to {directory}/", file=sys.stderr
+        f"sysmcp call: wrote {plural(len(files), 'host result')} ({plural(total, 'byte')}) to {directory}/",
+        file=sys.stderr,
     )
 
 

@@ -23,7 +23,7 @@ from sysmcp.fs.paths import PathPolicy, real_root
 from sysmcp.history import state
 from sysmcp.logconfig import get_logger
 from sysmcp.protocol.context import RequestContext
-from sysmcp.protocol.errors import ArgumentError, ProtocolError, ToolError, invalid_params
+from sysmcp.protocol.errors import META_REFUSED, ArgumentError, ProtocolError, ToolError, invalid_params
 from sysmcp.protocol.jsonrpc import ErrorCode, Notification, Request
 from sysmcp.protocol.lifecycle import (
     ADVERTISED_VERSIONS,
@@ -293,7 +293,7 @@ class Server:
         except ArgumentError as exc:
             if not ctx.features.validation_errors_as_results:
                 raise invalid_params(exc.message) from exc
-            return self._error_result(exc.message)
+            return self._error_result(exc.message, refused=True)
         if self.fleet is not None and self.fleet.asks_hosts(arguments):
             keep = ToolContext(ctx, self.paths, self.results).keep
             output = await self.fleet.fan_out(tool, arguments, params.get("arguments"), ctx, keep)
@@ -321,7 +321,7 @@ class Server:
         except ToolError as exc:
             if debug:
                 await ctx.log("debug", {"event": "tool failed", "tool": tool.name, "error": exc.message})
-            return self._error_result(exc.message)
+            return self._error_result(exc.message, refused=isinstance(exc, ArgumentError))
         if debug:
             await ctx.log("debug", {"event": "tool finished", "tool": tool.name, "isError": output.is_error})
         output = self._bounded(output, ctx)
@@ -355,8 +355,13 @@ class Server:
             capabilities = meta.get(META_CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
         return accepts_views(capabilities)
 
-    def _error_result(self, text: str) -> dict[str, Any]:
-        return {"content": [{"type": "text", "text": text}], "isError": True}
+    def _error_result(self, text: str, *, refused: bool = False) -> dict[str, Any]:
+        """An ``isError`` result; ``refused``: the arguments were refused before any work (a bad one, a
+        path outside the roots), which ``sysmcp call`` reports as a usage error (exit 2)."""
+        result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": True}
+        if refused:
+            result["_meta"] = {META_REFUSED: "arguments"}
+        return result
 
     def _call_result(self, output: ToolOutput, features: Features) -> dict[str, Any]:
         content: list[dict[str, Any]] = [{"type": "text", "text": output.text}]

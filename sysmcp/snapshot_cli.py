@@ -121,10 +121,24 @@ def _locked(fd: int) -> Iterator[bool]:
         os.close(fd)
 
 
-def _seconds(text: str) -> float:
+KEEP_TAKES = (
+    "--keep takes H,D,W: how long to keep hourly, daily and weekly snapshots, three durations such as "
+    "2d,5w,52w (s, m, h, d, w)"
+)
+
+
+def _retention(text: str) -> tuple[float, float, float]:
+    """``--keep H,D,W`` in seconds; ValueError saying what ``--keep`` takes."""
+    from sysmcp.protocol.errors import ArgumentError
     from sysmcp.tools.dir_usage import parse_duration
 
-    return parse_duration(text.strip(), "--keep")
+    try:
+        seconds = [parse_duration(part.strip(), "--keep") for part in text.split(",")]
+    except ArgumentError:
+        seconds = []
+    if len(seconds) != 3:
+        raise ValueError(f"{KEEP_TAKES}; got {text!r}")
+    return seconds[0], seconds[1], seconds[2]
 
 
 def run(args: argparse.Namespace, roots: list[str]) -> int:
@@ -135,7 +149,7 @@ def run(args: argparse.Namespace, roots: list[str]) -> int:
             _reclaim_log(args.limit, shown) if getattr(args, "reclaim", False) else _list(args.limit, shown)
         )
     try:
-        hourly, daily, weekly = (_seconds(part) for part in args.keep.split(","))
+        hourly, daily, weekly = _retention(args.keep)
         from sysmcp.tools.arguments import size_argument, validate_arguments
 
         schema = {"type": "object", "properties": {"size": size_argument("the ceiling")}}
@@ -290,7 +304,7 @@ def _reclaim_log(limit: int, shown: Callable[[bytes | str], bool]) -> int:
         return EXIT_NO_HISTORY
     from sysmcp.fs.paths import escaped
     from sysmcp.fs.reclaim_keep import read_log
-    from sysmcp.render import human_bytes
+    from sysmcp.render import human_bytes, plural
 
     records = [r for r in read_log(store, limit) if shown(r.path)]
     _out(
@@ -303,7 +317,7 @@ def _reclaim_log(limit: int, shown: Callable[[bytes | str], bool]) -> int:
             f"{when}  {r.plan:12}  {r.item:22}  {r.action:8}  {outcome:22}  {human_bytes(r.planned):>10}  "
             f"{human_bytes(r.freed):>10}  {escaped(r.path)}"
         )
-    _out(f"{len(records)} actions, {human_bytes(sum(r.freed for r in records))} freed (measured)")
+    _out(f"{plural(len(records), 'action')}, {human_bytes(sum(r.freed for r in records))} freed (measured)")
     return EXIT_OK
 
 

@@ -5,13 +5,30 @@ import tempfile
 
 import pytest
 
+from tests import words
 from tests.profile import apply_to_this_process
 
 apply_to_this_process()  # SYSMCP_TEST_PROFILE=posix: the portable profile, before any test imports sysmcp
 # Servers the tests start keep their history here, never in the home directory of whoever runs them.
 os.environ.setdefault("SYSMCP_STATE_DIR", tempfile.mkdtemp(prefix="sysmcp-test-state-"))
+words.install()  # every text answer the suite sees, checked for "1 files" at the end (tests/words.py)
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run on a count that disagrees with its noun anywhere in the texts the suite produced."""
+    found = words.report()
+    if found:
+        from sysmcp.render import plural
+
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        lines = [f"{plural(len(found), 'count')} disagreeing with a noun in the suite's answers:", *found]
+        if reporter is not None:
+            reporter.write_sep("=", "words")
+            for line in lines:
+                reporter.write_line(line)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

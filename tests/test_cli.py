@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -60,10 +61,10 @@ def test_call_shows_progress_on_stderr(tmp_path: Path) -> None:
     assert done.returncode == 0 and "progress:" in done.stderr and "progress:" not in done.stdout
 
 
-def test_a_malformed_key_value_is_a_usage_error_with_the_call_usage() -> None:
+def test_a_malformed_key_value_is_a_usage_error_in_one_line() -> None:
     done = run("call", "disk_usage", "pathslash")
     assert done.returncode == 2 and done.stdout == ""
-    assert "usage: sysmcp call" in done.stderr and "expected KEY=VALUE, got 'pathslash'" in done.stderr
+    assert done.stderr == "sysmcp call: expected KEY=VALUE, got 'pathslash'\n"
 
 
 def test_options_after_the_subcommand_mean_what_they_mean_before_it(tmp_path: Path) -> None:
@@ -71,7 +72,7 @@ def test_options_after_the_subcommand_mean_what_they_mean_before_it(tmp_path: Pa
     assert refused.returncode == 2 and "--root" in refused.stderr
     (tmp_path / "a.txt").write_bytes(b"abc")
     outside = run("call", "--root", str(tmp_path), "file_sha256", "path=/etc/hostname")
-    assert outside.returncode == 1 and "outside the operator's roots" in outside.stderr
+    assert outside.returncode == 2 and "outside the operator's roots" in outside.stderr
     inside = run(
         "--root", str(tmp_path), "call", "--log-level", "ERROR", "file_sha256", f"path={tmp_path / 'a.txt'}"
     )
@@ -89,7 +90,7 @@ def test_roots_given_before_and_after_the_subcommand_add_up(tmp_path: Path) -> N
         )
         assert done.returncode == 0 and done.stdout.startswith("ba7816bf"), done.stdout
     outside = run("--root", str(first), "call", "--root", str(second), "file_sha256", "path=/etc/hostname")
-    assert outside.returncode == 1 and "outside the operator's roots" in outside.stderr
+    assert outside.returncode == 2 and "outside the operator's roots" in outside.stderr
 
 
 def test_every_log_line_on_stderr_is_json_including_library_logs() -> None:
@@ -137,3 +138,22 @@ def test_serving_with_stdin_from_dev_null_or_a_file_exits_zero_at_end_of_input(t
     with requests.open("rb") as stdin:
         done = subprocess.run(SYSMCP, stdin=stdin, capture_output=True, timeout=30)
     assert done.returncode == 0 and done.stdout == b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
+
+
+def test_the_readme_checksum_example_runs_as_written(tmp_path: Path) -> None:
+    """It assumed /tmp/srv/www existed and hid every line, so "exit status 1" came of any failure."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    block = next(
+        b for b in re.findall(r"```console\n(.*?)```", readme, flags=re.S) if "verify_checksums" in b
+    )
+    block = block.replace("/tmp/srv", str(tmp_path / "srv"))
+    script = "\n".join(line[2:] for line in block.splitlines() if line.startswith("$ "))
+    shown = [line for line in block.splitlines() if not line.startswith("$ ")]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path
+    )
+    said = (done.stdout + done.stderr).splitlines()
+    said = [line for line in said if not line.startswith("progress:")]
+    timing = re.compile(r"hashed in [\d.]+ s")  # the one part that differs from run to run
+    assert sorted(timing.sub("", line) for line in said) == sorted(timing.sub("", line) for line in shown)

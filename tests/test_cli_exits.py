@@ -127,3 +127,58 @@ def test_a_problem_found_before_the_budget_ran_out_still_exits_1() -> None:
     assert exit_status("verify_checksums", only_unfinished) == 3
     fleet = {"structuredContent": {"view": {}, "hosts": [{"status": "ok", "result": {"complete": False}}]}}
     assert exit_status("dir_usage", fleet) == 3
+
+
+@pytest.mark.parametrize(
+    ("arguments", "line"),
+    [
+        (
+            ("call", "dir_usage", "/var"),
+            "sysmcp call: expected KEY=VALUE, got '/var' (did you mean path=/var?)",
+        ),
+        (
+            ("call", "verify_checksums", "~/SHA256SUMS"),
+            "sysmcp call: expected KEY=VALUE, got '~/SHA256SUMS' (did you mean manifest=~/SHA256SUMS?)",
+        ),
+        (
+            ("call", "--fleet-concurrency", "x", "disk_usage"),
+            "sysmcp call: argument --fleet-concurrency/--fleet-forks: invalid int value: 'x' "
+            "(see: sysmcp call --help)",
+        ),
+        (("bogus",), "sysmcp: argument command: invalid choice: 'bogus'"),
+        (("snapshot", "--limit", "3"), "sysmcp: unrecognized arguments: --limit"),
+    ],
+    ids=["a bare path", "a bare manifest", "a bad option value", "an unknown command", "an unknown option"],
+)
+def test_a_usage_error_is_one_line_naming_what_is_wrong(arguments: tuple[str, ...], line: str) -> None:
+    done = run(*arguments)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(line), done.stderr
+
+
+def test_arguments_the_server_refuses_are_usage_errors_too(tmp_path: Path) -> None:
+    refused(run("call", "disk_usage", "explain=true"), "explain needs a path")
+    refused(run("call", "--root", str(tmp_path), "dir_usage", "path=/etc"), "outside the operator's roots")
+
+
+def test_a_path_outside_the_roots_is_a_usage_error_for_snapshot_as_for_call(tmp_path: Path) -> None:
+    inside = tmp_path / "in"
+    inside.mkdir()
+    done = run("snapshot", "--state-dir", str(tmp_path / "s"), "--root", str(inside), str(tmp_path))
+    assert done.returncode == 2 and "outside the operator's roots" in done.stderr
+
+
+def test_a_bad_keep_says_what_keep_takes(tmp_path: Path) -> None:
+    for bad in ("bogus", "1d,2d", "1d,2d,3x"):
+        done = run("snapshot", "--state-dir", str(tmp_path), "--keep", bad, str(tmp_path))
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("sysmcp snapshot: --keep takes H,D,W: how long to keep hourly, daily")
+        assert f"got {bad!r}" in done.stderr
+
+
+def test_only_the_commands_that_start_a_server_offer_allow_reclaim() -> None:
+    for command in ("snapshot", "history"):
+        done = run(command, "--help")
+        assert done.returncode == 0 and "--allow-reclaim" not in done.stdout, command
+    for command in ("serve", "call"):
+        assert "--allow-reclaim" in run(command, "--help").stdout, command

@@ -78,3 +78,96 @@ def test_a_partial_hash_tree_that_hashed_nothing_does_not_say_there_was_nothing_
     )
     assert "No regular files to hash" not in output.text
     assert "None of the 12 files listed was hashed before it stopped." in output.text
+
+
+def test_the_words_checker_finds_a_count_that_disagrees_with_its_noun() -> None:
+    from tests.words import slips
+
+    for slip in (
+        "delete 1 files",
+        "1 files done",
+        "Skipped: 28 special file",
+        "3 special file",
+        "2 other filesystem",
+        "1 entries walked",
+        "at least 1 characters",
+        "The inventory has 1 hosts",
+        "# 1 items",
+        "(1,234 file)",
+        "0 file",
+    ):
+        assert slips(slip), slip
+
+
+def test_the_words_checker_reads_no_size_date_name_or_compound_as_a_count() -> None:
+    from tests.words import slips
+
+    for fine in (
+        "1 file, 2 files, 1,000 files, 1 more group, 3 more groups",
+        "1.0 KiB files",
+        "web1 files",
+        "2026-12-03 1 h ago",
+        "v2 file",
+        "3 of 12 filesystems",
+        "4 file descriptors",
+        "wrote 2 host results",
+        "1 of the files",
+        "12,5 files",
+        "0 files",
+    ):
+        assert slips(fine) == [], fine
+
+
+def test_the_words_checker_sees_the_texts_the_suite_produces(tmp_path: Path) -> None:
+    from tests.words import CORPUS
+
+    before = len(CORPUS)
+    (tmp_path / "a").write_text("a")
+    call("hash_tree", f"path={tmp_path}")
+    assert any(tmp_path.name in text for _, text in CORPUS[before:])
+
+
+def test_a_progress_line_without_a_message_says_what_the_numbers_are() -> None:
+    import io
+
+    from sysmcp.client import Progress
+
+    out = io.StringIO()
+    Progress(out, tty=False, clock=lambda: 0.0).update(25, 100, None)
+    assert out.getvalue() == "progress: 25 of 100 done  25%\n"  # was "progress: 25  25%"
+
+
+def test_one_skipped_special_file_and_many_other_filesystems_are_said_in_their_number() -> None:
+    from sysmcp.tools.walking import skipped_phrase
+
+    phrase = skipped_phrase({"special_file": 1, "other_filesystem": 2, "symlink": 28, "unreadable": 3})
+    assert phrase == "1 special file, 2 other filesystems, 28 symlinks, 3 unreadable"
+
+
+def test_a_length_bound_is_said_in_its_number() -> None:
+    from sysmcp.tools.arguments import validate_arguments
+
+    schema = {"type": "object", "properties": {"tag": {"type": "string", "minLength": 1}}}
+    try:
+        validate_arguments(schema, {"tag": ""})
+    except Exception as exc:
+        assert "at least 1 character" in str(exc) and "1 characters" not in str(exc)
+    else:
+        raise AssertionError("an empty tag was accepted")
+
+
+def test_a_lower_bound_window_given_as_a_duration_reads_as_one() -> None:
+    from sysmcp.tools.what_changed_text import window
+
+    assert window("2h") == "in the last 2 h"  # was "files modified since 2h"
+    assert window("2026-12-03T07:00") == "since 2026-12-03T07:00"
+
+
+def test_a_script_of_one_item_says_one_item_in_its_header(tmp_path: Path) -> None:
+    from sysmcp.fs.reclaim_script import render_script
+    from tests.fs.test_reclaim import plan_of
+
+    plan = plan_of(tmp_path, [b"app.log.1", b"app.log.2.gz"])
+    assert len(plan.items) == 1
+    header = render_script(plan).splitlines()[1]
+    assert ": 1 item, " in header, header  # was "1 items"

@@ -14,6 +14,7 @@ import anyio
 from anyio.abc import Process
 from anyio.streams.text import TextReceiveStream
 
+from tests import words
 from tests.mcp_schema import check_server_message
 from tests.profile import child_env
 
@@ -62,6 +63,7 @@ class Wire:
                     value = json.loads(line.decode("utf-8"))  # strict UTF-8: the wire must be valid
                     self._queue.append(value)
         message = self._queue.pop(0)
+        words.collect_message(message)  # checked for "1 files" when the session ends (tests/conftest.py)
         for item in message if isinstance(message, list) else [message]:
             check_server_message(self.version, item, self._methods.get(item.get("id")))
         return message

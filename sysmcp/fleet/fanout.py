@@ -17,11 +17,12 @@ import anyio
 
 from sysmcp.fleet import links
 from sysmcp.fleet.inventory import Inventory
-from sysmcp.fleet.pool import HostFailure, Pool
+from sysmcp.fleet.pool import HostFailure, Pool, log
 from sysmcp.fleet.ssh import bounded
 from sysmcp.protocol.client import PeerGone, ProgressCallback, RemoteError
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ToolError
+from sysmcp.render import plural
 from sysmcp.tools.merging import HostOutcome, tally
 from sysmcp.tools.registry import Tool
 
@@ -59,7 +60,7 @@ def progress_message(finished: Sequence[HostOutcome], asked: int) -> str:
     text = tally(finished)
     head, _, rest = text.partition(" hosts answered")
     answered = head.split(" of ")[0]
-    return f"{answered} of {asked} hosts answered{rest}"
+    return f"{answered} of {plural(asked, 'host')} answered{rest}"
 
 
 @dataclass
@@ -173,15 +174,23 @@ class Fleet:
     ) -> HostOutcome:
         started = anyio.current_time()
 
+        reconnected = False
+
         def outcome(status: str, **fields: Any) -> HostOutcome:
-            return HostOutcome(name, status, anyio.current_time() - started, **fields)
+            return HostOutcome(
+                name, status, anyio.current_time() - started, reconnected=reconnected, **fields
+            )
 
         while True:
             states[name] = "connecting"
+            had = self.pool.ever_opened(name)
             try:
                 session = await self.pool.session(name)
             except HostFailure as failure:
                 return outcome(failure.status, reason=failure.reason)
+            # A host asked before whose session had ended since (found dead now, or dying under this
+            # call): a new handshake, which a warm call should not need. Counted, so the answer says so.
+            reconnected = reconnected or (had and session.calls == 0)
             states[name] = "running"
             session.calls += 1
             try:
@@ -197,6 +206,7 @@ class Fleet:
                 ended = await session.failure()
                 await self.pool.discard(session)
                 if session.calls > 1:
+                    log.debug("a reused session had ended", host=name, reason=ended.reason)
                     # A reused session had died since its last call (its ssh killed, the connection
                     # dropped): every tool is read-only and idempotent, so ask once more on a new one,
                     # whose first call this is.

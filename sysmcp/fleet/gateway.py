@@ -16,6 +16,7 @@ from sysmcp.fleet import links
 from sysmcp.fleet.schema import fleet_tools, hosts_property
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ToolError
+from sysmcp.render import plural
 from sysmcp.tools.merging import HostOutcome, bound, default_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolOutput
 
@@ -95,7 +96,7 @@ class FleetGateway:
             kept = keep(
                 f"{tool.name}-fleet.json",
                 json.dumps({"text": full, **output.structured}, ensure_ascii=False, indent=1),
-                description=f"{tool.name} on {len(hosts)} hosts: the full merged text and every host's result",
+                description=f"{tool.name} on {plural(len(hosts), 'host')}: the full merged text and every host's result",
                 mime_type="application/json",
             )
             if isinstance(kept, str):
@@ -129,7 +130,7 @@ def fleet_instructions(names: Sequence[str], groups: dict[str, int]) -> str:
     more = f" and {len(names) - FLEET_NAMES_SHOWN} more" if len(names) > FLEET_NAMES_SHOWN else ""
     grouped = ", ".join(f"{name} ({count})" for name, count in groups.items()) or "none"
     return (
-        f"Fleet: this sysmcp also answers for {len(names)} hosts over ssh: {shown}{more}. Groups: {grouped}. "
+        f"Fleet: this sysmcp also answers for {plural(len(names), 'host')} over ssh: {shown}{more}. Groups: {grouped}. "
         'Give any tool `hosts` (host names, group names, globs such as "web*", or "all") to run it on '
         "those hosts instead of this machine and get one merged answer, with a status per host (ok, "
         "tool_error, unreachable, auth_failed, host_key_mismatch, no_sysmcp, remote_error, timeout, cancelled, pending). "

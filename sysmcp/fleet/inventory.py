@@ -17,6 +17,8 @@ import string
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from sysmcp.render import plural
+
 HOST_VARS = (
     "ansible_host",
     "ansible_port",
@@ -102,7 +104,7 @@ class Inventory:
             groups = ", ".join(self.group_names) or "none besides all"
             raise UnknownHosts(
                 f"unknown host or group: {', '.join(map(repr, unknown))}. The inventory has "
-                f'{len(self.hosts)} hosts; groups: {groups} (or "all", or a glob over host names '
+                f'{plural(len(self.hosts), "host")}; groups: {groups} (or "all", or a glob over host names '
                 'such as "web*")'
             )
         return [host for host in self.hosts if host in chosen]

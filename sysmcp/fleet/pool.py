@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -42,6 +43,22 @@ class HostFailure(Exception):
         super().__init__(f"{status}: {reason}")
         self.status = status
         self.reason = reason
+
+
+#: Where a connection through a jump host failed past it: the bastion forwarded, the host did not answer.
+_PAST_BASTION = re.compile(r"open failed|forwarding failed|administratively prohibited", re.I)
+#: Who ssh names in "user@host: Permission denied": the host that refused.
+_NAMED = re.compile(r"^\S+@(\S+?): ")
+REFUSED = re.compile(r"refused|closed by remote host|Permission denied|reset by peer", re.I)
+
+
+def at_bastion(reason: str, bastion: str) -> bool:
+    """Whether a failure behind ``bastion`` happened at the bastion itself: ssh never got past it (no
+    forwarding was even tried), and a refusal that names a host names the bastion."""
+    if _PAST_BASTION.search(reason):
+        return False
+    named = _NAMED.match(reason)
+    return named is None or named.group(1) in (bastion, f"[{bastion}]")
 
 
 @dataclass
@@ -145,7 +162,7 @@ class Pool:
         except HostFailure as failure:
             jump = self.inventory.hosts[name].jump
             if jump is not None and failure.status != "remote_error":  # one reason for all behind it
-                failure = HostFailure(failure.status, bounded(f"via jump host {jump}: {failure.reason}"))
+                failure = HostFailure(failure.status, bounded(self._behind(jump, failure.reason)))
             opening.failure = failure
         except Exception as exc:  # never leave a waiter hanging on a bug of ours
             log.exception("opening a session failed", host=name)
@@ -155,6 +172,23 @@ class Pool:
                 opening.failure = HostFailure("cancelled", "the gateway is shutting down")
             self._opening.pop(name, None)
             opening.done.set()
+
+    def _behind(self, jump: str, reason: str) -> str:
+        """A failed connection through ``jump``, worded for who failed: the bastion itself ("bastion
+        jump1 (127.0.3.21) refused: …", one reason for every host behind it), or the host past it."""
+        bastion = jump.split(",")[0]  # ProxyJump's first hop is the one we connect to
+        at = bastion.rpartition("@")[2]
+        name = at.rsplit(":", 1)[0] if at.count(":") == 1 else at  # a [v6]:port or a bare v6 stays whole
+        if not at_bastion(reason, name):
+            return f"via jump host {jump}: {reason}"
+        known = self.inventory.hosts.get(name)
+        address = f" ({known.address})" if known is not None and known.address not in (None, name) else ""
+        how = "refused" if REFUSED.search(reason) else "failed"
+        return f"bastion {name}{address} {how}: {reason}"
+
+    def ever_opened(self, name: str) -> bool:
+        """Whether an ssh was ever started for the host: a new session now is a reconnection."""
+        return name in self._used
 
     @property
     def processes(self) -> int:

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from sysmcp.render import plural
 from sysmcp.tools.merging import STATUSES
 from sysmcp.tools.registry import Tool
 
@@ -47,7 +48,7 @@ def hosts_property(groups: Sequence[str], count: int) -> dict[str, Any]:
         "type": "array",
         "items": {"type": "string", "minLength": 1},
         "minItems": 1,
-        "description": f"Hosts, groups, globs or 'all' ({count}) to run on instead; answers merged.",
+        "description": f"Hosts, groups, globs or 'all' ({plural(count, 'host')}) to run on instead; answers merged.",
     }
 
 

@@ -25,7 +25,7 @@ from sysmcp.fs.paths import escaped
 from sysmcp.fs.reclaim import Entry, Item, Plan
 
 HEADER = r"""#!/bin/sh
-# sysmcp reclaim plan {plan_id}, made {made}: {count} items, {planned} bytes planned.
+# sysmcp reclaim plan {plan_id}, made {made}: {items}, {planned} bytes planned.
 # Review it, then run:  sh THIS-FILE           (dry run: prints what it would do)
 #                       sh THIS-FILE --apply   (acts; each file is re-checked first)
 set -u
@@ -127,7 +127,9 @@ def render_script(plan: Plan) -> str:
         HEADER.format(
             plan_id=plan.id,
             made=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(plan.created)),
-            count=len(plan.items),
+            # An engine words no quantity through render (tests/test_render.py); the script is the
+            # one text it writes, and its one count is said here: "1 item", "3 items".
+            items=f"{len(plan.items)} item" + ("" if len(plan.items) == 1 else "s"),
             planned=plan.bytes,
         )
     ]

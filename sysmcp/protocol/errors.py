@@ -32,6 +32,11 @@ class ToolError(Exception):
         self.message = message
 
 
+#: The ``_meta`` key of an ``isError`` result whose arguments were refused before any work (a bad
+#: argument, a path outside the roots): the model reads the text; ``sysmcp call`` exits 2 on it.
+META_REFUSED = "sysmcp/refused"
+
+
 class ArgumentError(ToolError):
     """Arguments that do not satisfy the tool's input schema.
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from sysmcp.fs.units import parse_size
 from sysmcp.protocol.errors import ArgumentError
+from sysmcp.render import plural
 
 #: ``format`` values this validator acts on (JSON Schema leaves ``format`` to the validator): each turns
 #: the friendly text a person or model writes into the one value the tool works with.
@@ -136,11 +137,11 @@ def _check(schema: dict[str, Any], value: Any, where: str, problems: list[str]) 
         if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
             problems.append(f"{where} must be > {schema['exclusiveMinimum']}, got {value}")
     if isinstance(value, str):
-        _check_length(schema, len(value), ("minLength", "maxLength", "characters"), where, problems)
+        _check_length(schema, len(value), ("minLength", "maxLength", "character"), where, problems)
         if "pattern" in schema and re.search(schema["pattern"], value) is None:
             problems.append(f"{where} must match the pattern {schema['pattern']}")
     if isinstance(value, list):
-        _check_length(schema, len(value), ("minItems", "maxItems", "items"), where, problems)
+        _check_length(schema, len(value), ("minItems", "maxItems", "item"), where, problems)
         if "items" in schema:
             return [_check(schema["items"], item, f"{where}[{i}]", problems) for i, item in enumerate(value)]
     if isinstance(value, dict) and ("properties" in schema or "additionalProperties" in schema):
@@ -154,9 +155,9 @@ def _check_length(
     """The bounds on a string's or an array's length: ``words`` are the two keywords and the unit."""
     low, high, unit = words
     if low in schema and length < schema[low]:
-        problems.append(f"{where} must have at least {schema[low]} {unit}")
+        problems.append(f"{where} must have at least {plural(schema[low], unit)}")
     if high in schema and length > schema[high]:
-        problems.append(f"{where} must have at most {schema[high]} {unit}")
+        problems.append(f"{where} must have at most {plural(schema[high], unit)}")
 
 
 def _is_type(value: Any, name: str) -> bool:

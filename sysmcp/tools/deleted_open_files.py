@@ -344,7 +344,7 @@ class DeletedOpenFiles:
             return scan_processes(proc, checkpoint)
 
         def describe(meter: Meter, elapsed: float) -> str:
-            return f"{int(meter.done):,} processes looked at"
+            return f"{plural(int(meter.done), 'process')} looked at"
 
         scan = await ctx.run_in_worker(work, describe=describe)
         text, structured = render(scan, self.partitions(), args["top_n"], only_dev, shown, ctx.paths.allowed)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from sysmcp.fs.paths import display, printable
 from sysmcp.platform import PROC
-from sysmcp.render import age, human_bytes, plural
+from sysmcp.render import age, human_bytes, noun, plural
 from sysmcp.tools import schemas as js
 
 if TYPE_CHECKING:
@@ -164,7 +164,7 @@ async def run(
         return explain(request, usage_report(meter), meter.checkpoint)
 
     def describe(meter: Meter, elapsed: float) -> str:
-        return f"{int(meter.done):,} entries walked, {human_bytes(meter.extra.get('bytes', 0))} seen"
+        return f"{plural(int(meter.done), 'entry')} walked, {human_bytes(meter.extra.get('bytes', 0))} seen"
 
     accounting = await ctx.run_in_worker(work, describe=describe)
     return render(accounting)
@@ -228,7 +228,7 @@ def _snap_noun(snaps: Snapshots) -> str:
         return plural(len(snaps.items), "snapshot")
     if kinds == {False}:
         return plural(len(snaps.items), "subvolume")
-    return f"{len(snaps.items):,} snapshots and subvolumes"
+    return f"{len(snaps.items):,} {noun(len(snaps.items), 'snapshot')} and subvolumes"
 
 
 def _percent(part: int, whole: int) -> float:

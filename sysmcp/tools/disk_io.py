@@ -183,7 +183,7 @@ def render(structured: dict[str, Any]) -> str:
     if unreadable:
         total = unreadable + structured["processes_read"]
         lines.append(
-            f"Could not read the I/O counters of {unreadable:,} of {total:,} processes "
+            f"Could not read the I/O counters of {unreadable:,} of {plural(total, 'process')} "
             f"({unreadable_reason()}): what they did is not listed."
         )
     lines.append(

@@ -17,7 +17,7 @@ from sysmcp.fs.errors import (
     Refused,
     WrongKind,
 )
-from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.errors import ArgumentError, ToolError
 
 __all__ = ["as_tool_error", "words"]
 
@@ -60,5 +60,6 @@ def words(exc: EngineError) -> str:
 
 
 def as_tool_error(exc: EngineError) -> ToolError:
-    """The ``ToolError`` (an ``isError`` result) for an engine failure."""
-    return ToolError(words(exc))
+    """The ``ToolError`` (an ``isError`` result) for an engine failure; a path outside the roots is a
+    refused argument (``ArgumentError``: nothing was done, ``sysmcp call`` exits 2 on it)."""
+    return (ArgumentError if isinstance(exc, OutsideRoots) else ToolError)(words(exc))

@@ -130,16 +130,16 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
         digest, hosts = ordered[0]
         replied = sum(1 for o in outcomes if o.status in ANSWERED)
         on = (
-            f"all {len(hosts)} hosts that answered"
+            f"all {plural(len(hosts), 'host')} that answered"
             if len(hosts) == replied
-            else f"the {len(hosts)} hosts with a digest"
+            else f"the {plural(len(hosts), 'host')} with a digest"
         )
         body = [f"Identical on {on}: {digest}"]
     else:
         verdict = "drift"
         held = sum(len(hosts) for _, hosts in ordered)
         body = [
-            f"Drift: {len(ordered)} different digests on {held} hosts"
+            f"Drift: {len(ordered)} different digests on {plural(held, 'host')}"
             + (f"; {len(missing)} {'lack' if len(missing) != 1 else 'lacks'} the file" if missing else "")
             + ":"
         ]
@@ -160,7 +160,7 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
         view["expected"] = expected
         matching = [host for digest, hosts in ordered if digest == expected for host in hosts]
         body.append(
-            f"Expected {expected}: MATCH on {len(matching)} of {sum(len(h) for _, h in ordered)} hosts."
+            f"Expected {expected}: MATCH on {len(matching)} of {plural(sum(len(h) for _, h in ordered), 'host')}."
         )
     return fleet_output(outcomes, body, view)
 

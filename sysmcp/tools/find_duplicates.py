@@ -97,7 +97,7 @@ def render(shown: str, search: Search, top_n: int) -> tuple[str, dict[str, Any],
     lines.append(
         f"{shown}: {plural(len(search.groups), 'group')} of identical files, {plural(duplicates, 'extra copy')}, "
         f"{human_bytes(reclaimable)} reclaimable; {plural(search.files_scanned, 'file')} considered, "
-        f"{search.files_read:,} opened, {human_bytes(search.bytes_read)} read [{search.elapsed:.2f} s]"
+        f"opened {plural(search.files_read, 'time')} (a file once per sieve), {human_bytes(search.bytes_read)} read [{search.elapsed:.2f} s]"
     )
     groups = []
     for number, group in enumerate(search.groups[:top_n], 1):

@@ -197,7 +197,7 @@ def render(
             link = ctx.keep(
                 MANIFEST_NAMES[algorithm.name],
                 tree.manifest.decode("utf-8", "backslashreplace"),
-                description=f"{algorithm.name} manifest ({style} format) of {tree.files:,} files, names "
+                description=f"{algorithm.name} manifest ({style} format) of {plural(tree.files, 'file')}, names "
                 f"relative to {base}",
             )
             if isinstance(link, str):

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sysmcp.render import and_more
+from sysmcp.render import and_more, plural
 from sysmcp.tools.registry import ToolOutput
 
 STATUSES = (
@@ -46,6 +46,7 @@ class HostOutcome:
     result: dict[str, Any] | None = None
     text: str = ""
     reason: str = ""
+    reconnected: bool = False  # asked before, its session had ended: a new ssh handshake this time
 
     @property
     def ok(self) -> bool:
@@ -78,7 +79,10 @@ def tally(outcomes: Sequence[HostOutcome]) -> str:
         if outcome.status not in ANSWERED:
             counts[outcome.status] = counts.get(outcome.status, 0) + 1
     parts = [f"{n} {status}" for status in STATUSES if (n := counts.get(status))]
-    return ", ".join([f"{answered(outcomes)} of {len(outcomes)} hosts answered", *parts])
+    again = sum(1 for o in outcomes if o.reconnected)
+    if again:  # a warm call that had to open sessions again: why it took as long as a cold one
+        parts.append(f"{again} reconnected (their sessions had ended since the last call)")
+    return ", ".join([f"{answered(outcomes)} of {plural(len(outcomes), 'host')} answered", *parts])
 
 
 def host_list(hosts: Sequence[str], limit: int = HOSTS_NAMED) -> str:
@@ -96,15 +100,21 @@ def grouped(items: Sequence[tuple[Any, str]]) -> list[tuple[Any, list[str]]]:
     return sorted(groups.items(), key=lambda item: len(item[1]))  # stable: first seen wins a tie
 
 
+#: A reason the fleet's pool gives every host behind a jump host that failed itself (fleet/pool.py).
+BASTION_DOWN = re.compile(r"bastion \S+(?: \([^)]*\))? (?:refused|failed): ")
+
+
 def failure_lines(outcomes: Sequence[HostOutcome]) -> list[str]:
     """Hosts without an answer (and tool errors), one line per status and reason: a host alone is
     named with its reason; hosts sharing one (a bastion down, a deadline) are one counted line."""
     lines = []
     for (status, reason), hosts in grouped([((o.status, o.reason), o.host) for o in outcomes if not o.ok]):
-        if len(hosts) == 1:
+        if BASTION_DOWN.match(reason):  # the cause once, then whom it cut off
+            lines.append(f"  {reason}; {plural(len(hosts), 'host')} behind it {status}: {host_list(hosts)}")
+        elif len(hosts) == 1:
             lines.append(f"  {hosts[0]}: {status} — {reason}")
         else:
-            lines.append(f"  {len(hosts):,} hosts {status} — {reason}: {host_list(hosts)}")
+            lines.append(f"  {plural(len(hosts), 'host')} {status} — {reason}: {host_list(hosts)}")
     return ["Hosts without a result:", *lines] if lines else []
 
 
@@ -133,7 +143,7 @@ def summary_lines(outcome: HostOutcome, limit: int = LINES_PER_HOST) -> list[str
     lines = outcome.text.splitlines()
     shown = [f"    {line}" for line in lines[:limit]]
     if len(lines) > limit:
-        shown.append(f"    … {len(lines) - limit} more lines (in this host's result)")
+        shown.append(f"    … {plural(len(lines) - limit, 'more line')} (in this host's result)")
     return shown
 
 
@@ -157,7 +167,7 @@ def summary_merge(note: str | None = None) -> Merge:
                 body.append(f"== {first.host} ({first.seconds:.2f} s)")
             else:
                 body.append(
-                    f"== {len(hosts):,} hosts, same answer: {host_list(hosts)} (as {first.host} says it)"
+                    f"== {plural(len(hosts), 'host')}, same answer: {host_list(hosts)} (as {first.host} says it)"
                 )
             body += summary_lines(first)
         view: dict[str, Any] = {
@@ -180,7 +190,7 @@ def bound(output: ToolOutput, budget: int = LINE_BUDGET) -> tuple[ToolOutput, st
     lines = output.text.splitlines()
     if len(lines) <= budget:
         return output, None
-    head = [*lines[: budget - 1], f"… {len(lines) - budget + 1} more lines not shown."]
+    head = [*lines[: budget - 1], f"… {plural(len(lines) - budget + 1, 'more line')} not shown."]
     return ToolOutput("\n".join(head), output.structured, output.is_error, output.links), output.text
 
 

@@ -140,7 +140,7 @@ async def _plan(args: dict[str, Any], ctx: ToolContext) -> tuple[Plan, list[str]
     outside = outside_roots(plan, chosen, _allowed(ctx))
     if outside:
         raise Refused(
-            f"plan {plan.id} names {len(outside):,} file(s) outside the roots this server is confined to "
+            f"plan {plan.id} names {plural(len(outside), 'file')} outside the roots this server is confined to "
             f"(such as {escaped(outside[0])}); nothing removed"
         )
     return plan, chosen
@@ -295,7 +295,7 @@ def render(plan: Plan, results: list[Applied]) -> tuple[str, dict[str, Any]]:
         done = sum(1 for o in applied.outcomes if o.done)
         skipped = [o for o in applied.outcomes if not o.done]
         lines.append(
-            f"  {applied.item.id}: {done:,} files {'linked' if applied.action == 'link' else 'done'}, "
+            f"  {applied.item.id}: {plural(done, 'file')} {'linked' if applied.action == 'link' else 'done'}, "
             f"{human_bytes(applied.freed)} freed of "
             f"{human_bytes(applied.item.bytes)} planned" + (f"; {len(skipped):,} skipped" if skipped else "")
         )

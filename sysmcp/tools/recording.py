@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from sysmcp.history import recording, state
 from sysmcp.history.snapshots import DiskReading, ScanSnapshot
 from sysmcp.protocol.threads import run_in_thread
+from sysmcp.render import plural
 
 if TYPE_CHECKING:  # disk_usage records through here too, and walks nothing
     from sysmcp.fs.usage import Request, Usage
@@ -102,4 +103,4 @@ def record_baseline(base: bytes, manifest: bytes, algorithm: str, options: WalkO
         return f"No baseline kept: history is off ({state.off_because()})."
     if not kept.kept:
         return f"No baseline kept: {kept.unsaved if kept.unsaved is not None else kept.unreadable}."
-    return f"Integrity baseline of {kept.files:,} files kept (what_changed compares against it)."
+    return f"Integrity baseline of {plural(kept.files, 'file')} kept (what_changed compares against it)."

@@ -171,11 +171,11 @@ class Shown:
         p = self.latest
         if p.manifest_size is not None:  # checked in ranges as it is parsed: no count of files first
             return (
-                f"{p.files:,} files checked, {human_bytes(p.manifest_read)} of the "
+                f"{plural(p.files, 'file')} checked, {human_bytes(p.manifest_read)} of the "
                 f"{human_bytes(p.manifest_size)} manifest read"
             )
         return (
-            f"{p.files:,} of {p.files_total:,} files, "
+            f"{p.files:,} of {plural(p.files_total, 'file')}, "
             f"{human_bytes(p.bytes)} of {human_bytes(p.bytes_total)} at {rate(p.bytes, elapsed)}"
         )
 
@@ -366,7 +366,7 @@ def _head(
     if stopped is not None:
         lines.append(
             f"PARTIAL RESULT: checking stopped early ({stopped}); {counts['NOT_CHECKED']:,} of "
-            f"{result.entries:,} entries were not checked. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) "
+            f"{plural(result.entries, 'entry', 'entries')} were not checked. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) "
             "or check a part of the manifest."
         )
     return [

@@ -10,6 +10,7 @@ from typing import Any
 from sysmcp.fs.paths import display, printable
 from sysmcp.fs.walk import WalkOptions
 from sysmcp.protocol.errors import ToolError
+from sysmcp.render import plural
 from sysmcp.tools.registry import ToolContext
 
 
@@ -82,11 +83,20 @@ def unreadable_directory(shown: str, path: Path) -> ToolError:
     return ToolError(f"Permission denied: cannot read the directory {shown}{denied_by(path)}")
 
 
+#: Skip reasons that are nouns ('1 symlink', '28 special files'); the others are adjectives ('3 unreadable').
+SKIP_NOUNS = frozenset({"other_filesystem", "pseudo_filesystem", "special_file", "symlink"})
+
+
 def skipped_phrase(skipped: dict[str, int], named: Sequence[str] = (), base: str = "") -> str:
-    """A walk's skip counts as one phrase for the text answer: '3 unreadable, 12 other filesystem',
+    """A walk's skip counts as one phrase for the text answer: '3 unreadable, 12 other filesystems',
     then the first unreadable directories by name (permission denied on each: the walk reached its
     parent, so that directory is where access stops)."""
-    phrase = ", ".join(f"{count:,} {reason.replace('_', ' ')}" for reason, count in skipped.items())
+    phrase = ", ".join(
+        plural(count, reason.replace("_", " "))
+        if reason in SKIP_NOUNS
+        else f"{count:,} {reason.replace('_', ' ')}"
+        for reason, count in skipped.items()
+    )
     if named:
         shown = [printable(os.path.join(base, name) if base else name) for name in named]
         more = skipped.get("unreadable", len(named)) - len(named)

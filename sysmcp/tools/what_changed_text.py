@@ -16,8 +16,9 @@ from sysmcp.fs.paths import display, printable
 from sysmcp.history import state
 from sysmcp.history.compare import MIN_FIT_S, Outcome
 from sysmcp.history.snapshots import BaselineFile, ScanSnapshot
+from sysmcp.protocol.errors import ArgumentError
 from sysmcp.render import age, human_bytes, more_not_shown, plural
-from sysmcp.tools.dir_usage import iso_utc
+from sysmcp.tools.dir_usage import iso_utc, parse_duration
 
 
 def signed(size: int) -> str:
@@ -53,6 +54,16 @@ def _span(start: float, end: float) -> str:
     first, last = _when(start, precise), _when(end, precise)
     day = first[: len("Thu 03 Dec ")]
     return f"{first} → {last[len(day) :] if last.startswith(day) else last}"
+
+
+def window(since: str) -> str:
+    """'in the last 2 h' for a duration ('2h'), 'since 2026-12-03T07:00' for a time: never 'since 2h'."""
+    if since.strip().lower() == "last":
+        return "in the last 24 h"
+    try:
+        return f"in the last {age(parse_duration(since, 'since'))}"
+    except ArgumentError:
+        return f"since {since}"
 
 
 def notes_of(outcome: Outcome) -> list[str]:
@@ -259,9 +270,8 @@ def render(
     if outcome.lower_bound is not None:
         count, disk, files = outcome.lower_bound
         since_raw = args["since"]
-        window = "in the last 24 h" if since_raw.strip().lower() == "last" else f"since {since_raw}"
         lines.append(
-            f"LOWER BOUND: files modified {window}: {count:,}, {human_bytes(disk)} on disk (growth from files "
+            f"LOWER BOUND: files modified {window(since_raw)}: {count:,}, {human_bytes(disk)} on disk (growth from files "
             "that were only deleted or changed in place is not seen this way)."
         )
         for rel, size, _ in files[:top_n]:

@@ -87,7 +87,7 @@ async def test_hosts_behind_the_bastion_answer_through_proxyjump(
     assert fleet.inventory.hosts["inner1"].jump == lab[1].jump
 
 
-async def test_with_the_bastion_down_every_host_behind_it_is_unreachable_for_one_reason(
+async def test_with_the_bastion_down_the_answer_names_the_bastion_once_as_the_cause(
     lab: tuple[Lab, Bastion],
 ) -> None:
     lab[1].down()
@@ -95,10 +95,29 @@ async def test_with_the_bastion_down_every_host_behind_it_is_unreachable_for_one
     async with sessions.open():
         outcomes = await fleet.fan_out("disk_usage", {}, ["inner1", "inner2", "inner3"], timeout=120)
     assert {o.status for o in outcomes} == {"unreachable"}
-    assert len({o.reason for o in outcomes}) == 1 and f"via jump host {lab[1].jump}: " in outcomes[0].reason
+    assert len({o.reason for o in outcomes}) == 1
+    assert outcomes[0].reason.startswith(f"bastion {lab[1].address} refused: "), outcomes[0].reason
     assert all(o.seconds < CONNECT_TIMEOUT for o in outcomes)  # refused at once, not timed out
     text = default_merge(outcomes, {}).text
-    assert f"  3 hosts unreachable — {outcomes[0].reason}: inner1, inner2, inner3" in text
+    said = f"  {outcomes[0].reason}; 3 hosts behind it unreachable: inner1, inner2, inner3"
+    assert said in text and text.count(outcomes[0].reason) == 1, text  # the cause once, not per host
+
+
+@pytest.mark.parametrize(
+    ("reason", "bastion"),
+    [
+        ("kex_exchange_identification: Connection closed by remote host", True),
+        ("ssh: connect to host 127.0.3.21 port 22: Connection refused", True),
+        ("root@jump1: Permission denied (publickey).", True),
+        ("root@inner1: Permission denied (publickey).", False),  # the bastion let us through
+        ("channel 0: open failed: connect failed: Connection refused", False),
+        ("stdio forwarding failed", False),
+    ],
+)
+def test_a_failure_past_the_bastion_is_the_hosts_own(reason: str, bastion: bool) -> None:
+    from sysmcp.fleet.pool import at_bastion
+
+    assert at_bastion(reason, "jump1") is bastion
 
 
 async def test_a_host_that_accepts_tcp_and_never_speaks_ssh_times_out_alone(lab: tuple[Lab, Bastion]) -> None:
@@ -114,3 +133,15 @@ async def test_a_host_that_accepts_tcp_and_never_speaks_ssh_times_out_alone(lab:
     finally:
         silent.close()
     assert outcome.status == "timeout" and "3 s" in outcome.reason
+
+
+def test_a_bastion_in_the_inventory_is_named_with_its_address() -> None:
+    inventory = parse_ini(
+        "jump1 ansible_host=127.0.3.21\ninner1 ansible_ssh_common_args='-J root@jump1:22'\n"
+    )
+    made = Pool(inventory, SshSettings(control_dir=private_control_dir()))
+    said = made._behind("root@jump1:22", "kex_exchange_identification: Connection closed by remote host")
+    assert (
+        said
+        == "bastion jump1 (127.0.3.21) refused: kex_exchange_identification: Connection closed by remote host"
+    )

@@ -94,7 +94,7 @@ def test_one_host_with_a_mismatch_makes_the_fleet_call_exit_1(lab: Lab) -> None:
 def test_an_unreachable_host_prints_its_status_and_exits_1(lab: Lab) -> None:
     done = call("call", *fleet(lab), "disk_usage", "hosts=refused")
     assert done.returncode == 1
-    assert "0 of 1 hosts answered, 1 unreachable" in done.stderr
+    assert "0 of 1 host answered, 1 unreachable" in done.stderr
     assert "refused: unreachable" in done.stderr
 
 

@@ -277,6 +277,9 @@ async def test_a_session_that_died_is_reopened_on_the_next_call(lab: Lab) -> Non
         # Asked at once, before or after the pool noticed the death: answered on a new session.
         again = await wire.call("disk_usage", {"path": "/", "hosts": ["web1"]})
         assert by_host(again)["web1"]["status"] == "ok"
+        assert "1 of 1 host answered, 1 reconnected" in result_text(again)  # the answer says why it was slow
+        third = await wire.call("disk_usage", {"path": "/", "hosts": ["web1"]})
+        assert "reconnected" not in result_text(third)
         await wire.close_stdin()
         await wire.wait_exit(15)
     assert set(ssh_processes()) - before == set()

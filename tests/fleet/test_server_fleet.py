@@ -112,7 +112,7 @@ async def test_a_long_answer_is_cut_and_the_full_one_is_a_resource_link() -> Non
 async def test_no_host_answering_is_an_error_naming_every_status() -> None:
     result = await call(server(MemoryFleet("unreachable")), {"hosts": ["db"]})
     assert result["isError"] is True
-    assert "0 of 1 hosts answered, 1 unreachable" in result["content"][0]["text"]
+    assert "0 of 1 host answered, 1 unreachable" in result["content"][0]["text"]
     assert "db1: unreachable — Connection refused" in result["content"][0]["text"]
 
 

@@ -36,7 +36,7 @@ def test_integral_floats_are_accepted_as_integers() -> None:
     [
         ({}, "'path' is required"),
         ({"path": 3}, "'path' must be a string, got integer 3"),
-        ({"path": ""}, "'path' must have at least 1 characters"),
+        ({"path": ""}, "'path' must have at least 1 character"),
         ({"path": "/", "top_n": True}, "'top_n' must be an integer, got boolean True"),
         ({"path": "/", "top_n": 51}, "'top_n' must be <= 50"),
         ({"path": "/", "top_n": 2.5}, "'top_n' must be an integer"),

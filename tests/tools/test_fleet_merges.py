@@ -152,7 +152,7 @@ def test_the_call_is_an_error_only_when_no_host_answered() -> None:
     assert out.is_error and "a: auth_failed — Permission denied" in out.text
     tool_error_only = default_merge([HostOutcome("a", "tool_error", 1, reason="No such file")], {})
     assert not tool_error_only.is_error
-    assert tally([failed("a", "timeout", "")]) == "0 of 1 hosts answered, 1 timeout"
+    assert tally([failed("a", "timeout", "")]) == "0 of 1 host answered, 1 timeout"
 
 
 def test_long_text_is_cut_to_the_line_budget_and_the_full_text_returned_for_keeping() -> None:
