@@ -58,9 +58,9 @@ def test_arguments_that_are_not_an_object_are_refused() -> None:
 
 
 @pytest.mark.parametrize("tool", ALL_TOOLS, ids=lambda tool: tool.name)
-def test_every_tool_schema_describes_every_property(tool: Any) -> None:
+def test_every_tool_schema_is_closed_and_read_only(tool: Any) -> None:
+    """An argument may go without a description where its keywords say it all (tests/test_tool_docs.py
+    checks docs/tools.md names every one)."""
     schema = tool.input_schema
     assert schema["type"] == "object" and schema["additionalProperties"] is False
-    for name, prop in schema["properties"].items():
-        assert prop.get("description"), f"{tool.name}.{name} has no description"
     assert tool.annotations["readOnlyHint"] is True and tool.annotations["destructiveHint"] is False

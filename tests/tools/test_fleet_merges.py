@@ -170,7 +170,7 @@ def test_the_registry_adds_hosts_to_every_schema_only_with_a_fleet() -> None:
     for tool, original in zip(fleet, ALL_TOOLS, strict=True):
         hosts = tool.input_schema["properties"]["hosts"]
         # the groups are named once, in the instructions, not in every tool's schema
-        assert hosts["type"] == "array" and "'all' (12)" in hosts["description"]
+        assert hosts["type"] == "array" and "'all' (12 hosts)" in hosts["description"]
         assert "web" not in hosts["description"]
         assert tool.output_schema["anyOf"][0] == original.output_schema
         assert "hosts" not in original.input_schema["properties"]
