@@ -5,7 +5,15 @@ pipe fills it after some 64 KiB, and a plain ``write`` then blocks the whole ser
 file descriptor therefore go through a :class:`QueuedLogWriter`: ``write`` only puts the line on a
 bounded queue (dropping and counting it when the queue is full) and a daemon thread writes the queue to
 the descriptor, blocking there if it must. Streams without a descriptor (``io.StringIO``) are written
-directly, as before.
+directly.
+
+Why not ``logging.handlers.QueueHandler``/``QueueListener``: they carry records, not structlog's text
+lines, so structlog would have to log through the standard library or through an adapter holding
+each thread's partial line, as this writer does; a full queue raises ``queue.Full`` into
+``handleError``, which prints a traceback to the very stderr that is stuck; the queue bounds lines,
+not bytes; nothing says how many lines were dropped; ``QueueListener.stop`` joins its thread with no
+time limit (an exit would hang on an unread stderr); and ``logging.handlers`` would load pickle into
+every start. Keeping those promises on top of them costs more code than this.
 
 structlog itself (some 30 modules) is imported only when a line passes the level: ``get_logger``
 gives a :class:`Logger` that checks the configured level first, and ``configure`` applies

@@ -32,3 +32,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             for line in lines:
                 reporter.write_line(line)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(specname="pytest_collection_modifyitems")
+def pytest_mark_what_each_test_needs(items: list[pytest.Item]) -> None:
+    """``root``, ``spawns_server`` and ``interop`` from each test's source (tests/marking.py), so
+    ``-m "not slow and not root and not spawns_server and not interop"`` is the quick lane."""
+    from tests.marking import item_markers
+
+    for item in items:
+        if isinstance(item, pytest.Function):
+            name = item.function.__qualname__.split(".")[0]
+            for marker in sorted(item_markers(item.module.__name__, name, list(item.fixturenames))):
+                item.add_marker(marker)

@@ -85,6 +85,7 @@ def test_a_remote_start_imports_only_the_tool_it_is_asked_for(tmp_path: Path) ->
         "sysmcp.fs.checksums",
         "sysmcp.fs.openfiles",  # disk_usage names procfs through platform.PROC, not the process engine
         "structlog",
+        "yaml",  # only a YAML inventory needs it, on the gateway
     }
     assert sorted(heavy & loaded) == []
     if mountinfo:  # the mount table comes from /proc/self/mountinfo: psutil is for other tools

@@ -2,9 +2,8 @@
 ``ansible-inventory --list`` (and every dynamic inventory plugin) prints, an ssh_config's ``Host``
 entries. Ansible INI and plain lists of names are ``inventory.parse_ini``'s. Free of I/O.
 
-The YAML reader covers what Ansible inventories use (block mappings and lists, plain and quoted
-scalars, comments, ``{}``/``[]`` and simple flow lists) without a YAML library: sysmcp has no
-runtime dependency for it. Anchors, tags and block scalars are refused with their line.
+YAML is read by PyYAML's safe loader, imported only when a YAML inventory is read; anchors,
+aliases and keys given twice are refused with their line.
 """
 
 from __future__ import annotations
@@ -17,171 +16,50 @@ from typing import Any
 
 from sysmcp.fleet.inventory import Inventory, InventoryError, _build, _group_name, _Parsed, check_name, expand
 
-Value = Any  # a YAML scalar (str, int, float, bool, None), list or dict
+Value = Any  # a YAML scalar (str, int, float, bool, None, date), list or dict
 
 
-# -- a small YAML reader -----------------------------------------------------------------------
-
-
-def _strip_comment(line: str) -> str:
-    """The line without a comment: ``#`` at its start or after whitespace, outside quotes."""
-    quote: str | None = None
-    for index, char in enumerate(line):
-        if quote is not None:
-            if char == quote:
-                quote = None
-        elif char in "'\"" and (index == 0 or line[index - 1] in " \t:-[{,"):
-            quote = char
-        elif char == "#" and (index == 0 or line[index - 1] in " \t"):
-            return line[:index].rstrip()
-    return line.rstrip()
-
-
-def _scalar(text: str, number: int, source: str) -> Value:
-    text = text.strip()
-    if not text or text in ("~", "null", "Null", "NULL"):
-        return None
-    if text[0] in "&*!|>%@`":
-        raise InventoryError(
-            number, f"YAML {text[0]!r} (anchors, aliases, tags, block scalars) is not supported", source
-        )
-    if text[0] == "'":
-        if len(text) < 2 or text[-1] != "'":
-            raise InventoryError(number, f"unclosed quoted string {text!r}", source)
-        return text[1:-1].replace("''", "'")
-    if text[0] == '"':
-        if len(text) < 2 or text[-1] != '"':
-            raise InventoryError(number, f"unclosed quoted string {text!r}", source)
-        try:
-            value: str = json.loads(text)
-        except ValueError:
-            raise InventoryError(
-                number, f"a double-quoted string sysmcp cannot read: {text!r}", source
-            ) from None
-        return value
-    if text in ("{}",):
-        return {}
-    if text[0] == "[":
-        if not text.endswith("]"):
-            raise InventoryError(number, f"unclosed flow list {text!r}", source)
-        inner = text[1:-1].strip()
-        return [_scalar(part, number, source) for part in inner.split(",")] if inner else []
-    if text[0] == "{":
-        raise InventoryError(
-            number, "flow mappings ({a: b}) are not supported: write a block mapping", source
-        )
-    if text in ("true", "True", "TRUE", "yes", "Yes", "on", "On"):
-        return True
-    if text in ("false", "False", "FALSE", "no", "No", "off", "Off"):
-        return False
-    if re.fullmatch(r"[-+]?\d+", text):
-        return int(text)
-    if re.fullmatch(r"[-+]?(\d+\.\d*|\.\d+)([eE][-+]?\d+)?", text):
-        return float(text)
-    return text
-
-
-def _key(text: str, number: int, source: str) -> str:
-    value = _scalar(text, number, source)
-    return "" if value is None else str(value)
-
-
-def _split_key(content: str) -> tuple[str, str] | None:
-    """``key: value`` → (key, value); None when the line is no mapping entry."""
-    if content[0] in "'\"":
-        end = content.find(content[0], 1)
-        while end != -1 and content[0] == "'" and content[end + 1 : end + 2] == "'":
-            end = content.find("'", end + 2)
-        if end != -1 and content[end + 1 : end + 2] == ":" and content[end + 2 : end + 3] in ("", " ", "\t"):
-            return content[: end + 1], content[end + 2 :]
-        return None
-    match = re.search(r":(\s|$)", content)
-    if match is None:
-        return None
-    return content[: match.start()], content[match.end() :]
+# -- YAML, through PyYAML ------------------------------------------------------------------------
 
 
 def parse_yaml(text: str, source: str = "inventory") -> Value:
-    """The YAML subset Ansible inventories use, as Python values."""
-    lines: list[tuple[int, int, str]] = []  # (line number, indent, content)
-    for number, raw in enumerate(text.splitlines(), start=1):
-        if "\t" in raw[: len(raw) - len(raw.lstrip())]:
-            raise InventoryError(number, "YAML indentation must be spaces, not tabs", source)
-        content = _strip_comment(raw)
-        if not content.strip() or content.strip() in ("---", "..."):
-            continue
-        if content.startswith("%"):
-            continue  # a directive (%YAML 1.2)
-        lines.append((number, len(content) - len(content.lstrip(" ")), content.strip()))
-    if not lines:
-        return None
-    value, end = _block(lines, 0, lines[0][1], source)
-    if end != len(lines):
-        raise InventoryError(lines[end][0], "unexpected indentation", source)
-    return value
+    """A YAML document as Python values, through PyYAML's safe loader (what Ansible builds on), with
+    anchors and aliases refused (a few aliased lines can expand into gigabytes of variables) and a
+    key given twice in one mapping refused rather than silently overwritten; faults name their line."""
+    import yaml  # here: only a YAML inventory needs it, and a fleet host's start never reads one
 
+    class Loader(yaml.SafeLoader):
+        def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+                raise InventoryError(
+                    event.start_mark.line + 1, "YAML anchors and aliases (&, *) are not supported", source
+                )
+            return super().compose_node(parent, index)
 
-def _block(lines: list[tuple[int, int, str]], start: int, indent: int, source: str) -> tuple[Value, int]:
-    number, _, content = lines[start]
-    if content == "-" or content.startswith("- "):
-        return _sequence(lines, start, indent, source)
-    if _split_key(content) is not None:
-        return _mapping(lines, start, indent, source)
-    if start + 1 < len(lines) and lines[start + 1][1] >= indent:
-        raise InventoryError(lines[start + 1][0], "multi-line plain scalars are not supported", source)
-    return _scalar(content, number, source), start + 1
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+            mapping = super().construct_mapping(node, deep)
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep)
+                if key in seen:
+                    line = key_node.start_mark.line + 1
+                    raise InventoryError(line, f"{key!r} is given twice in one mapping", source)
+                seen.add(key)
+            return mapping
 
-
-def _nested(
-    lines: list[tuple[int, int, str]], index: int, indent: int, rest: str, number: int, source: str
-) -> tuple[Value, int]:
-    """The value after ``key:`` or ``-``: inline, or the block indented under it (or none)."""
-    if rest.strip():
-        return _scalar(rest, number, source), index
-    if index < len(lines) and lines[index][1] > indent:
-        return _block(lines, index, lines[index][1], source)
-    if index < len(lines) and lines[index][1] == indent and lines[index][2].startswith("- "):
-        return _sequence(lines, index, indent, source)  # a list at the key's own indent (valid YAML)
-    return None, index
-
-
-def _mapping(lines: list[tuple[int, int, str]], start: int, indent: int, source: str) -> tuple[Value, int]:
-    result: dict[str, Value] = {}
-    index = start
-    while index < len(lines) and lines[index][1] == indent:
-        number, _, content = lines[index]
-        split = _split_key(content)
-        if split is None:
-            raise InventoryError(number, f"expected 'key: value', got {content!r}", source)
-        key = _key(split[0], number, source)
-        if key in result:
-            raise InventoryError(number, f"{key!r} is given twice in one mapping", source)
-        result[key], index = _nested(lines, index + 1, indent, split[1], number, source)
-    if index < len(lines) and lines[index][1] > indent:
-        raise InventoryError(lines[index][0], "unexpected indentation", source)
-    return result, index
-
-
-def _sequence(lines: list[tuple[int, int, str]], start: int, indent: int, source: str) -> tuple[Value, int]:
-    result: list[Value] = []
-    index = start
-    while (
-        index < len(lines)
-        and lines[index][1] == indent
-        and (lines[index][2] == "-" or lines[index][2].startswith("- "))
-    ):
-        number, _, content = lines[index]
-        rest = content[1:].lstrip()
-        if (
-            rest and _split_key(rest) is not None
-        ):  # "- key: value": a mapping item, its keys aligned after "- "
-            inner = indent + (len(content) - len(rest))
-            lines[index] = (number, inner, rest)
-            item, index = _mapping(lines, index, inner, source)
-        else:
-            item, index = _nested(lines, index + 1, indent, rest, number, source)
-        result.append(item)
-    return result, index
+    try:
+        return yaml.load(text, Loader=Loader)  # a SafeLoader: no Python objects
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or "not valid YAML"
+        if "'\\t'" in problem:
+            problem = "YAML indentation must be spaces, not tabs"
+        elif "<block" in problem:
+            problem = f"unexpected indentation ({exc.context}: {problem})"
+        raise InventoryError(mark.line + 1 if mark else 0, problem, source) from None
+    except yaml.YAMLError as exc:
+        raise InventoryError(0, f"not valid YAML: {exc}", source) from None
 
 
 # -- Ansible's YAML inventory --------------------------------------------------------------------
@@ -196,7 +74,7 @@ def _variables(value: Value, where: str, number: int, source: str) -> dict[str, 
     for key, item in value.items():
         if item is None:
             continue
-        text = json.dumps(item) if isinstance(item, (dict, list)) else str(item)
+        text = json.dumps(item, default=str) if isinstance(item, (dict, list)) else str(item)
         found[str(key)] = (text, number)
     return found
 

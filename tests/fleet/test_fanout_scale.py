@@ -43,6 +43,7 @@ def statuses(outcomes: Sequence[HostOutcome]) -> dict[str, str]:
     return {o.host: o.status for o in outcomes}
 
 
+@pytest.mark.slow  # waits out a real 15 s deadline
 async def test_at_the_deadline_the_answer_comes_with_the_pending_hosts_and_their_state(
     tmp_path: Path,
 ) -> None:

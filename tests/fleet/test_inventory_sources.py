@@ -227,7 +227,7 @@ def test_forms_are_told_apart_and_plain_lists_are_ini() -> None:
     assert detect("x", "hosts.yaml") == "yaml"
 
 
-def test_the_yaml_subset() -> None:
+def test_yaml_values_are_read_as_yaml_defines_them() -> None:
     assert parse_yaml("a:\n  - 1\n  - 'two'\n  - k: v\n    j: w\nb: [x, 'y z']\nc: ~\nd: \"q\\\"x\"\n") == {
         "a": [1, "two", {"k": "v", "j": "w"}],
         "b": ["x", "y z"],
@@ -235,6 +235,23 @@ def test_the_yaml_subset() -> None:
         "d": 'q"x',
     }
     assert parse_yaml("url: http://x/#frag  # comment\n") == {"url": "http://x/#frag"}
+
+
+def test_flow_mappings_block_scalars_and_dates_in_an_inventory_are_read() -> None:
+    inventory = from_yaml(
+        "all:\n"
+        "  hosts:\n"
+        "    db1: {ansible_port: 2022, ansible_user: pg}\n"
+        "    db2:\n"
+        "      sysmcp_command: >-\n"
+        "        uvx sysmcp\n"
+        "        --root /srv\n"
+        "  vars:\n"
+        "    installed: [2024-05-01]\n"
+    )
+    assert inventory.hosts["db1"].port == 2022 and inventory.hosts["db1"].user == "pg"
+    assert inventory.hosts["db2"].command == "uvx sysmcp --root /srv"
+    assert inventory.variables["db1"]["installed"] == '["2024-05-01"]'
 
 
 @pytest.mark.parametrize(
@@ -256,6 +273,12 @@ def test_the_yaml_subset() -> None:
         ("all:\n  hosts:\n    a:\n   b:\n", "indentation"),
         ("all:\n  bogus: 1\n", "only hosts, vars, children"),
         ("all:\n  hosts: [a]\n", "mapping of host names"),
+        ("all:\n  hosts:\n    a:\n    a:\n", "line 4: 'a' is given twice"),
+        ("all:\n  vars:\n    x: &x [1, 2]\n    y: [*x, *x]\n", "line 3: YAML anchors and aliases"),
+        (
+            "all:\n  vars:\n    x: !vault |\n      $ANSIBLE_VAULT\n",
+            "line 3: could not determine a constructor",
+        ),
     ],
 )
 def test_malformed_yaml_inventories_are_refused(text: str, words: str) -> None:

@@ -68,6 +68,7 @@ def measure(tree: Path, manifest: Path, entries: int, monkeypatch: pytest.Monkey
     return held[0] - before, peak
 
 
+@pytest.mark.slow  # a 100,000-line manifest checked under tracemalloc
 def test_memory_at_the_fork_and_at_its_peak_barely_grows_from_ten_thousand_to_a_hundred_thousand_entries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
