@@ -247,7 +247,19 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         raise ToolError("This system reports neither block device nor process I/O counters to read.")
     devices = device_deltas(first.devices, second.devices, seconds)
     mounted = device_mount_points(_PARTITIONS()) if devices else {}
-    busy = [{**asdict(row), "mount_points": mounted.get(row.device, [])} for row in devices if row.busy]
+    roots = ctx.paths.allowed
+    busy = [
+        {
+            **asdict(row),  # under --root only the mount points inside the roots: a device is no path
+            "mount_points": [
+                point
+                for point in mounted.get(row.device, [])
+                if roots is None or any(is_within(Path(point), root) for root in roots)
+            ],
+        }
+        for row in devices
+        if row.busy
+    ]
     idle = sorted(row.device for row in devices if not row.busy)
     moved = (
         process_deltas(first.processes, processes_after)

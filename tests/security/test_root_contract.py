@@ -102,12 +102,15 @@ async def test_disk_io_reports_devices_and_processes_and_names_no_path(base: Pat
             pytest.skip("no per-device I/O counters on this system: nothing to report")
         assert not error, text
         device_keys = {"device", "read_bytes", "write_bytes", "read_bytes_per_s", "write_bytes_per_s"}
-        device_keys |= {"read_iops", "write_iops", "busy_percent"}
+        device_keys |= {"read_iops", "write_iops", "busy_percent", "mount_points"}
         process_keys = {"pid", "command", "user", "bytes", "bytes_per_s"}
         for device in structured["devices"]:
-            assert set(device) <= device_keys  # a kernel device name and counters: no mount point, no path
+            assert set(device) <= device_keys  # a kernel device name and counters: no path outside
+            assert all(Path(p).is_relative_to(base / "jail") for p in device.get("mount_points", []))
         for row in structured.get("top_writers", []) + structured.get("top_readers", []):
-            assert set(row) <= process_keys  # a process's pid, name and user: no file it touched
+            assert set(row) <= process_keys | {"files", "files_not_shown", "files_outside_roots"}
+            # a process's pid, name and user, and the files it writes inside the roots only
+            assert all(Path(f["path"]).is_relative_to(base / "jail") for f in row.get("files", []))
 
 
 @pytest.fixture
