@@ -79,6 +79,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "find_duplicates": ("sysmcp call find_duplicates path=/home min_size=1M",),
     "deleted_open_files": ("sysmcp call deleted_open_files", "sysmcp call deleted_open_files path=/var"),
     "disk_io": ("sysmcp call disk_io", "sysmcp call disk_io sample_s=10 top_n=3"),
+    "disk_health": ("sysmcp call disk_health", "sysmcp call disk_health timeout_s=5"),
     "reclaim_plan": ("sysmcp call reclaim_plan", "sysmcp call reclaim_plan path=/var -o plan.sh"),
     "reclaim": ("sysmcp call --allow-reclaim reclaim plan_id=<plan_id> 'items=[\"<item id>\"]'",),
 }
