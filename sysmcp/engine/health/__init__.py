@@ -134,7 +134,7 @@ def run(
         ]
     mdstat = _read(request.mdstat)
     arrays = _mdstat.parse(mdstat) if mdstat is not None else []
-    if not listed and not arrays:
+    if request.devices is None and not listed and not arrays:
         raise Unavailable(
             "no physical block device was found to check (none in /sys/block, none from smartctl --scan)"
         )
