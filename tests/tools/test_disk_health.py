@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -204,6 +205,18 @@ def test_a_hanging_smartctl_is_killed_at_the_per_device_timeout(tmp_path: Path) 
     assert "did not answer within 0.3 s" in row.reasons[0]
     with pytest.raises(ProcessLookupError):  # killed and reaped, not left sleeping
         os.kill(int(pidfile.read_text()), 0)
+
+
+@pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="/sys/block is Linux's")
+def test_a_smartctl_that_never_answers_bounds_the_whole_call_scan_included(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fake_smartctl(tmp_path, "exec sleep 600")
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    started = time.monotonic()
+    health = run(HealthRequest(timeout_s=0.5))
+    assert health.devices and {d.smart.status for d in health.devices} == {"timeout"}
+    assert time.monotonic() - started < 60  # bounded by the timeout, not by the script's 600 s sleep
 
 
 def test_cancelling_kills_the_smartctl_still_running(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ ORDER = {"failing": 0, "watch": 1, "ok": 2}
 @dataclass(frozen=True, slots=True)
 class HealthRequest:
     timeout_s: float = 10.0  # per smartctl call
-    parallel: int = 4  # smartctl calls at once
+    parallel: int = 8  # smartctl calls at once
     kernel_lines: int = 3  # recent kernel I/O error lines kept per device
     #: The smartctl and btrfs programs (None: not installed); tests point them at stand-ins.
     smartctl: str | None = field(default_factory=lambda: shutil.which("smartctl"))
@@ -124,21 +124,33 @@ def run(
 ) -> Health:
     if request.devices is not None:
         listed: list[tuple[str, str | None]] = [(path, None) for path in request.devices]
-    else:
-        scanned = _smart.scan(request.smartctl, request.timeout_s)
-        known = {os.path.realpath(path) for path, _ in scanned}
-        listed = scanned + [
-            (path, None)
-            for path in physical_devices(request.sys_block)
+        smarts = _smart_all(request, listed, progress, cancel) if listed else []
+    else:  # smartctl's scan runs beside the reads of /sys/block's disks: a hung smartctl costs one timeout
+        scanned: list[list[tuple[str, str | None]]] = []
+        scanner = threading.Thread(
+            target=lambda: scanned.append(_smart.scan(request.smartctl, request.timeout_s)), daemon=True
+        )
+        scanner.start()
+        listed = [(path, None) for path in physical_devices(request.sys_block)]
+        smarts = _smart_all(request, listed, progress, cancel) if listed else []
+        while scanner.is_alive():
+            cancel()
+            scanner.join(0.2)
+        known = {os.path.realpath(path) for path, _ in listed}
+        extra = [
+            (path, kind)
+            for path, kind in (scanned[0] if scanned else [])
             if os.path.realpath(path) not in known
         ]
+        if extra:  # disks only smartctl sees (behind a RAID controller: megaraid,N ...)
+            smarts += _smart_all(request, extra, progress, cancel)
+            listed += extra
     mdstat = _read(request.mdstat)
     arrays = _mdstat.parse(mdstat) if mdstat is not None else []
     if request.devices is None and not listed and not arrays:
         raise Unavailable(
             "no physical block device was found to check (none in /sys/block, none from smartctl --scan)"
         )
-    smarts = _smart_all(request, listed, progress, cancel) if listed else []
     records = _kernel.read_records(request.kmsg)
     errors: dict[str, list[str]] = {}
     for name, lines in _kernel.parse(records or [], request.kernel_lines).items():
