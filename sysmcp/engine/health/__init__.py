@@ -148,9 +148,12 @@ def run(
     mdstat = _read(request.mdstat)
     arrays = _mdstat.parse(mdstat) if mdstat is not None else []
     if request.devices is None and not listed and not arrays:
-        raise Unavailable(
-            "no physical block device was found to check (none in /sys/block, none from smartctl --scan)"
+        missing = (
+            ""
+            if request.smartctl
+            else "; smartctl is not installed (smartmontools), which lists them elsewhere"
         )
+        raise Unavailable(f"no physical block device was found to check (none in /sys/block{missing})")
     records = _kernel.read_records(request.kmsg)
     errors: dict[str, list[str]] = {}
     for name, lines in _kernel.parse(records or [], request.kernel_lines).items():
