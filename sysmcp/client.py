@@ -110,6 +110,12 @@ def exit_status(tool: str, result: dict[str, Any]) -> int:
         bad = sum(data.get(key) or 0 for key in ("failed", "missing", "unreadable", "improperly_formatted"))
         if bad or not partial:
             return EXIT_PROBLEM
+    if tool == "disk_health" and any(
+        row.get("verdict") == "failing"
+        for key in ("devices", "arrays", "btrfs")
+        for row in data.get(key) or []
+    ):
+        return EXIT_PROBLEM  # a failing disk, as smartctl's exit status flags one
     if tool == "hash_tree":
         skipped = data.get("skipped")
         unreadable_dirs = skipped.get("unreadable", 0) if isinstance(skipped, dict) else 0

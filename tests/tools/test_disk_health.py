@@ -398,3 +398,14 @@ def test_the_fleet_view_names_the_hosts_with_a_failing_device_and_groups_the_hea
     assert "  db1: /dev/sda failing (24 pending sectors)" in output.text
     assert "2 hosts with every device ok: web1, web2" in output.text
     assert output.structured["view"] == {"hosts_with_problems": ["db1"]}
+
+
+def test_sysmcp_call_exits_1_when_a_device_or_array_is_failing_and_0_when_only_watched() -> None:
+    from sysmcp.client import exit_status
+
+    def answer(verdict: str) -> dict[str, Any]:
+        return {
+            "structuredContent": {"devices": [], "arrays": [{"name": "md0", "verdict": verdict}], "btrfs": []}
+        }
+
+    assert [exit_status("disk_health", answer(v)) for v in ("failing", "watch", "ok")] == [1, 0, 0]
