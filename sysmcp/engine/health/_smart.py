@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -169,17 +170,17 @@ def read(
         )
     except OSError as exc:
         return Smart("absent", f"smartctl could not be started: {exc.strerror or exc}")
-    waited = 0.0
+    deadline = time.monotonic() + timeout_s
     while True:
         try:
             out, _ = child.communicate(timeout=0.1)
             break
         except subprocess.TimeoutExpired:
-            waited += 0.1
-            if waited >= timeout_s or stop.is_set():
+            if stop.is_set():
                 _kill(child)
-                if stop.is_set():
-                    return Smart("cancelled", "cancelled")
+                return Smart("cancelled", "cancelled")
+            if time.monotonic() >= deadline:
+                _kill(child)
                 return Smart(
                     "timeout", f"smartctl did not answer within {timeout_s:g} s (a hung device or bus?)"
                 )
