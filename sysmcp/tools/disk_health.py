@@ -55,6 +55,7 @@ OUTPUT_SCHEMA: dict[str, Any] = js.result(
                 "level": js.string(),
                 "slots": js.string("One letter per member slot: U up, _ missing."),
                 "failed": js.names(),
+                "degraded": js.boolean("A member is missing or failed (rebuilding or not)."),
                 "operation": js.string("recovery, resync, reshape, check (null: none).", null=True),
                 "progress_percent": js.number(null=True),
                 "finish": js.string("mdstat's estimate.", null=True),
@@ -78,7 +79,9 @@ OUTPUT_SCHEMA: dict[str, Any] = js.result(
 
 def _array(array: MdArray) -> dict[str, Any]:
     row = asdict(array)
-    row["verdict"] = "failing" if array.degraded else "watch" if array.operation else "ok"
+    rebuilding = array.operation is not None and array.operation.startswith(("recovery", "resync", "reshape"))
+    row["verdict"] = "failing" if array.degraded and not rebuilding else "watch" if array.operation else "ok"
+    row["degraded"] = array.degraded
     return {key: row[key] for key in OUTPUT_SCHEMA["properties"]["arrays"]["items"]["properties"]}
 
 
@@ -180,8 +183,11 @@ def render(structured: dict[str, Any]) -> str:
         advice = (
             " — degraded: replace the missing or failed member (mdadm --add)"
             if array["verdict"] == "failing"
+            else " — rebuilding: no redundancy until it ends; leave the other members alone"
+            if array["degraded"]
             else ""
         )
+
         lines.append(f"  md {array['name']}: {array['verdict'].upper()} — {state}{advice}")
     for dev in structured["btrfs"]:
         errors = ", ".join(f"{k} {v:,}" for k, v in dev["errors"].items() if v) or "no errors"

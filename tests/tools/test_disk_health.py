@@ -156,14 +156,17 @@ def test_a_recovering_raid1_gives_its_progress_speed_and_finish_estimate() -> No
     )
 
 
-def test_the_arrays_verdicts_and_words_say_degraded_and_rebuilding(tmp_path: Path) -> None:
+def test_a_degraded_array_is_failing_and_one_rebuilding_is_watched_with_its_progress(tmp_path: Path) -> None:
     words = []
     for name in ("clean", "degraded", "recovering"):
         health = run(HealthRequest(devices=(), mdstat=str(DATA / f"mdstat-raid1-{name}.txt")))
         words.append(render(structure(health, None)))
     assert "md md0: OK — raid1 [UU]" in words[0]
     assert "md md0: FAILING — raid1 [U_], failed: sdb1 — degraded: replace" in words[1]
-    assert "recovery 23.4% (speed 200042K/sec, finish in 62.3min)" in words[2]
+    assert (
+        "md md0: WATCH — raid1 [U_], recovery 23.4% (speed 200042K/sec, finish in 62.3min) — rebuilding: "
+        "no redundancy until it ends" in words[2]
+    )
 
 
 # -- the real smartctl here -------------------------------------------------------------------------
