@@ -273,6 +273,20 @@ def test_output_that_is_not_smartctls_json_is_garbage_not_a_crash(tmp_path: Path
     assert "not its JSON" in row.smart.note
 
 
+def test_json_in_shapes_smartctl_never_writes_is_garbage_not_a_crash(tmp_path: Path) -> None:
+    device = tmp_path / "sdx"
+    device.touch()
+    doc = json.dumps(
+        {"smartctl": {}, "smart_status": {"passed": True}, "power_on_time": 7, "temperature": []}
+    )
+    smartctl = fake_smartctl(tmp_path, f"cat <<'EOF'\n{doc}\nEOF")
+    (row,) = run(HealthRequest(smartctl=smartctl, devices=(str(device),))).devices
+    assert (row.smart.status, row.smart.note) == (
+        "garbage",
+        "smartctl's JSON is not in the documented format",
+    )
+
+
 def test_smartctl_runs_in_parallel_with_progress_per_device(tmp_path: Path) -> None:
     devices = []
     for index in range(6):

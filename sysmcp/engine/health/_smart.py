@@ -205,7 +205,10 @@ def from_output(out: bytes, device: str) -> Smart:
         return Smart("gone", f"{device} is no longer present (removed while it was read?)")
     if not isinstance(doc, dict) or "smartctl" not in doc:
         return Smart("garbage", "smartctl's output was not its JSON; is it smartmontools 7 or newer?")
-    return parse(doc)
+    try:
+        return parse(doc)
+    except (AttributeError, TypeError, ValueError):  # JSON, but not in smartctl's shapes
+        return Smart("garbage", "smartctl's JSON is not in the documented format")
 
 
 def scan(smartctl: str | None, timeout_s: float) -> list[tuple[str, str | None]]:
