@@ -79,6 +79,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "find_duplicates": ("sysmcp call find_duplicates path=/home min_size=1M",),
     "deleted_open_files": ("sysmcp call deleted_open_files", "sysmcp call deleted_open_files path=/var"),
     "disk_io": ("sysmcp call disk_io", "sysmcp call disk_io sample_s=10 top_n=3"),
+    "disk_health": ("sysmcp call disk_health", "sysmcp call disk_health timeout_s=5"),
     "reclaim_plan": ("sysmcp call reclaim_plan", "sysmcp call reclaim_plan path=/var -o plan.sh"),
     "reclaim": ("sysmcp call --allow-reclaim reclaim plan_id=<plan_id> 'items=[\"<item id>\"]'",),
 }
@@ -109,6 +110,12 @@ def exit_status(tool: str, result: dict[str, Any]) -> int:
         bad = sum(data.get(key) or 0 for key in ("failed", "missing", "unreadable", "improperly_formatted"))
         if bad or not partial:
             return EXIT_PROBLEM
+    if tool == "disk_health" and any(
+        row.get("verdict") == "failing"
+        for key in ("devices", "arrays", "btrfs")
+        for row in data.get(key) or []
+    ):
+        return EXIT_PROBLEM  # a failing disk, as smartctl's exit status flags one
     if tool == "hash_tree":
         skipped = data.get("skipped")
         unreadable_dirs = skipped.get("unreadable", 0) if isinstance(skipped, dict) else 0

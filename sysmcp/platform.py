@@ -23,9 +23,12 @@ from collections.abc import Callable
 
 __all__ = [
     "CGROUP_CPU_MAX",
+    "KMSG",
+    "MDSTAT",
     "MOUNTINFO",
     "PROC",
     "PROC_SELF_FD",
+    "SYS_BLOCK",
     "SYS_DEV_BLOCK",
     "WSL_HINT",
     "advise_sequential",
@@ -52,6 +55,9 @@ PROC = "/proc"  # where procfs is mounted (tests point the process-reading engin
 PROC_SELF_FD = "/proc/self/fd"  # reopen a descriptor by number: how an O_PATH descriptor is read (Linux)
 SYS_DEV_BLOCK = "/sys/dev/block"  # major:minor → a block device's sysfs directory (Linux)
 CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"  # a container's CPU quota, cgroup v2 (Linux)
+SYS_BLOCK = "/sys/block"  # the whole block devices, hardware and virtual (Linux; elsewhere smartctl --scan lists them)
+MDSTAT = "/proc/mdstat"  # md RAID arrays (Linux, with the md driver loaded)
+KMSG = "/dev/kmsg"  # the kernel log, one record per read (Linux; root or dmesg_restrict=0)
 
 WSL_HINT = (
     "sysmcp does not run on native Windows; run it inside WSL instead "

@@ -46,6 +46,7 @@ ROWS: dict[str, Fixture] = {
     "find_duplicates": lambda root: {"path": str(root / "tree")},
     "deleted_open_files": lambda root: {"path": str(root / "tree")},
     "disk_io": lambda root: {"sample_s": 0.2},
+    "disk_health": lambda root: {"timeout_s": 5},
     "what_changed": lambda root: {"path": str(root / "tree")},
 }
 

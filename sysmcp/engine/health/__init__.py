@@ -1,0 +1,187 @@
+"""disk_health's engine: is a disk failing? SMART/NVMe health, md RAID, btrfs device errors and the
+kernel's I/O errors, each device with a verdict (ok / watch / failing) and its reasons in words.
+
+The front door: ``HealthRequest`` in, ``run(request, progress, cancel)``, ``Health`` out. The parsers
+(``_smart.parse``, ``_mdstat.parse``, ``_btrfs.parse_stats``, ``_kernel.parse``) take text and do no I/O;
+the readers around them get the text. smartctl runs once per device, in parallel up to ``parallel``,
+each killed after ``timeout_s``; ``cancel`` (which raises) is called while they run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from sysmcp import platform
+from sysmcp.engine.health import _btrfs, _kernel, _mdstat, _smart
+from sysmcp.engine.health._btrfs import BtrfsDevice
+from sysmcp.engine.health._mdstat import MdArray
+from sysmcp.engine.health._smart import Smart
+from sysmcp.fs.errors import Unavailable
+
+__all__ = ["BtrfsDevice", "Device", "Health", "HealthRequest", "MdArray", "Smart", "run", "verdict"]
+
+ORDER = {"failing": 0, "watch": 1, "ok": 2}
+
+
+@dataclass(frozen=True, slots=True)
+class HealthRequest:
+    timeout_s: float = 10.0  # per smartctl call
+    parallel: int = 8  # smartctl calls at once
+    kernel_lines: int = 3  # recent kernel I/O error lines kept per device
+    #: The smartctl and btrfs programs (None: not installed); tests point them at stand-ins.
+    smartctl: str | None = field(default_factory=lambda: shutil.which("smartctl"))
+    btrfs: str | None = field(default_factory=lambda: shutil.which("btrfs"))
+    #: Devices to check (e.g. ``/dev/sda``); None: every physical device found.
+    devices: tuple[str, ...] | None = None
+    sys_block: str = platform.SYS_BLOCK
+    mdstat: str = platform.MDSTAT
+    kmsg: str = platform.KMSG
+    mountinfo: str = platform.MOUNTINFO
+
+
+@dataclass(slots=True)
+class Device:
+    device: str  # /dev/sda
+    smart: Smart
+    io_errors: list[str] = field(default_factory=list)  # the kernel's most recent I/O error lines
+    verdict: str = "ok"
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Health:
+    devices: list[Device]
+    arrays: list[MdArray]
+    btrfs: list[BtrfsDevice]
+    btrfs_unread: list[tuple[str, str]]  # (mount point, why its counters could not be read)
+    smartctl: bool  # smartctl is installed
+    kernel_log: bool  # the kernel log could be read
+    mdstat: bool  # /proc/mdstat exists (the md driver is loaded)
+
+
+def verdict(failing: list[str], watch: list[str]) -> str:
+    return "failing" if failing else "watch" if watch else "ok"
+
+
+def physical_devices(sys_block: str) -> list[str]:
+    """Whole disks in ``/sys/block`` that are hardware (not loop, zram, dm or md: their sysfs path is
+    under ``/devices/virtual/``)."""
+    try:
+        names = sorted(os.listdir(sys_block))
+    except OSError:
+        return []
+    return [
+        f"/dev/{name}"
+        for name in names
+        if "/devices/virtual/" not in os.path.realpath(os.path.join(sys_block, name))
+    ]
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def _smart_all(
+    request: HealthRequest,
+    devices: list[tuple[str, str | None]],
+    progress: Callable[[int, int], None],
+    cancel: Callable[[], None],
+) -> list[Smart]:
+    """Each device's ``Smart``, in parallel up to ``request.parallel``; all killed if ``cancel`` raises."""
+    stop = threading.Event()
+    results: list[Smart | None] = [None] * len(devices)
+    with ThreadPoolExecutor(max_workers=max(1, min(request.parallel, len(devices)))) as pool:
+        futures: dict[Future[Smart], int] = {
+            pool.submit(_smart.read, request.smartctl, path, kind, request.timeout_s, stop): index
+            for index, (path, kind) in enumerate(devices)
+        }
+        waiting = set(futures)
+        try:
+            while waiting:
+                cancel()
+                done, waiting = wait(waiting, timeout=0.2, return_when=FIRST_COMPLETED)
+                for future in done:
+                    results[futures[future]] = future.result()
+                progress(len(devices) - len(waiting), len(devices))
+        finally:
+            stop.set()  # on a cancel: every smartctl still running is killed, then the pool ends
+    return [r if r is not None else Smart("cancelled") for r in results]
+
+
+def run(
+    request: HealthRequest,
+    progress: Callable[[int, int], None] = lambda done, total: None,
+    cancel: Callable[[], None] = lambda: None,
+) -> Health:
+    if request.devices is not None:
+        listed: list[tuple[str, str | None]] = [(path, None) for path in request.devices]
+        smarts = _smart_all(request, listed, progress, cancel) if listed else []
+    else:  # smartctl's scan runs beside the reads of /sys/block's disks: a hung smartctl costs one timeout
+        scanned: list[list[tuple[str, str | None]]] = []
+        scanner = threading.Thread(
+            target=lambda: scanned.append(_smart.scan(request.smartctl, request.timeout_s)), daemon=True
+        )
+        scanner.start()
+        listed = [(path, None) for path in physical_devices(request.sys_block)]
+        smarts = _smart_all(request, listed, progress, cancel) if listed else []
+        while scanner.is_alive():
+            cancel()
+            scanner.join(0.2)
+        known = {os.path.realpath(path) for path, _ in listed}
+        extra = [
+            (path, kind)
+            for path, kind in (scanned[0] if scanned else [])
+            if os.path.realpath(path) not in known
+        ]
+        if extra:  # disks only smartctl sees (behind a RAID controller: megaraid,N ...)
+            smarts += _smart_all(request, extra, progress, cancel)
+            listed += extra
+    mdstat = _read(request.mdstat)
+    arrays = _mdstat.parse(mdstat) if mdstat is not None else []
+    if request.devices is None and not listed and not arrays:
+        missing = (
+            ""
+            if request.smartctl
+            else "; smartctl is not installed (smartmontools), which lists them elsewhere"
+        )
+        raise Unavailable(f"no physical block device was found to check (none in /sys/block{missing})")
+    records = _kernel.read_records(request.kmsg)
+    errors: dict[str, list[str]] = {}
+    for name, lines in _kernel.parse(records or [], request.kernel_lines).items():
+        errors.setdefault(_kernel.disk_of(name), []).extend(lines)
+    devices = [
+        _judge(path, smart, errors.get(os.path.basename(path), []))
+        for (path, _), smart in zip(listed, smarts, strict=True)
+    ]
+    devices.sort(key=lambda d: (ORDER[d.verdict], d.device))
+    btrfs: list[BtrfsDevice] = []
+    unread: list[tuple[str, str]] = []
+    for _, mount_point in _btrfs.btrfs_mounts(_read(request.mountinfo) or ""):
+        cancel()
+        found, why = _btrfs.stats(request.btrfs, mount_point, request.timeout_s)
+        btrfs += found
+        if why:
+            unread.append((mount_point, why))
+    return Health(
+        devices, arrays, btrfs, unread, request.smartctl is not None, records is not None, mdstat is not None
+    )
+
+
+def _judge(path: str, smart: Smart, io_errors: list[str]) -> Device:
+    watch = list(smart.watch)
+    if smart.status in ("timeout", "gone"):
+        watch.append(smart.note)
+    if io_errors:
+        watch.append(
+            f"the kernel logged I/O errors for it recently ({len(io_errors)} shown); check cabling and SMART"
+        )
+    return Device(path, smart, io_errors, verdict(smart.failing, watch), [*smart.failing, *watch])

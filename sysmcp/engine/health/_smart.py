@@ -1,0 +1,232 @@
+"""SMART and NVMe health from ``smartctl --json``: the parser (a JSON document in, facts and a verdict
+out, no I/O) and the call that gets the document, one device at a time, within a timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+#: ATA attributes that predict failure (Backblaze's and smartmontools' short list): id → short name.
+ATA_WATCHED = {
+    5: "reallocated sectors",
+    187: "reported uncorrectable errors",
+    197: "pending sectors",
+    198: "offline-uncorrectable sectors",
+    199: "UDMA CRC errors",
+}
+#: NVMe critical_warning bits (NVMe base specification, SMART / Health Information log).
+NVME_WARNINGS = {
+    0: "available spare below its threshold",
+    1: "temperature outside its limits",
+    2: "reliability degraded by media or internal errors",
+    3: "media placed in read-only mode",
+    4: "volatile memory backup failed",
+}
+HOT_C = 60  # a drive this warm or warmer is worth watching
+
+
+@dataclass(slots=True)
+class Smart:
+    """What one device's SMART said. ``status``: read, no_smart, absent (no smartctl), timeout, gone,
+    garbage (output that is not smartctl's JSON); ``note``: why, in a few words, when not read."""
+
+    status: str
+    note: str = ""
+    model: str | None = None
+    serial: str | None = None
+    protocol: str | None = None  # ATA, NVMe, SCSI
+    passed: bool | None = None  # the drive's overall self-assessment
+    power_on_hours: int | None = None
+    temperature_c: int | None = None
+    attributes: dict[str, int] = field(default_factory=dict)  # the watched counters, by name
+    failing: list[str] = field(default_factory=list)  # reasons the drive is failing now
+    watch: list[str] = field(default_factory=list)  # reasons to watch it
+
+
+def _messages(doc: dict[str, Any]) -> str:
+    found = [m.get("string", "") for m in doc.get("smartctl", {}).get("messages", []) if isinstance(m, dict)]
+    return "; ".join(s for s in found if s)[:200]
+
+
+def _raw(row: dict[str, Any]) -> int:
+    raw = row.get("raw", {})
+    value = raw.get("value", 0) if isinstance(raw, dict) else 0
+    return int(value) if isinstance(value, int) else 0
+
+
+def parse(doc: dict[str, Any]) -> Smart:
+    """The facts and the verdict's reasons in one ``smartctl --json -a`` document."""
+    device = doc.get("device", {}) if isinstance(doc.get("device"), dict) else {}
+    nvme = doc.get("nvme_smart_health_information_log")
+    ata = (
+        doc.get("ata_smart_attributes", {}).get("table")
+        if isinstance(doc.get("ata_smart_attributes"), dict)
+        else None
+    )
+    status = doc.get("smart_status") if isinstance(doc.get("smart_status"), dict) else None
+    if nvme is None and ata is None and status is None:
+        return Smart("no_smart", _messages(doc) or "the device reports no SMART data")
+    smart = Smart(
+        "read",
+        model=doc.get("model_name"),
+        serial=doc.get("serial_number"),
+        protocol=device.get("protocol"),
+        passed=status.get("passed") if status else None,
+        power_on_hours=(doc.get("power_on_time") or {}).get("hours"),
+        temperature_c=(doc.get("temperature") or {}).get("current"),
+    )
+    if smart.passed is False:
+        smart.failing.append("the drive's own SMART self-assessment is FAILED: replace it")
+    if isinstance(ata, list):
+        _ata(ata, smart)
+    if isinstance(nvme, dict):
+        _nvme(nvme, smart)
+    if smart.temperature_c is not None and smart.temperature_c >= HOT_C:
+        smart.watch.append(f"running hot at {smart.temperature_c} °C: check its cooling")
+    return smart
+
+
+def _ata(table: list[dict[str, Any]], smart: Smart) -> None:
+    for row in table:
+        ident = row.get("id")
+        if row.get("when_failed") == "now":
+            smart.failing.append(
+                f"attribute {ident} ({row.get('name', '?')}) is below its failure threshold now"
+            )
+        if ident not in ATA_WATCHED:
+            continue
+        name, count = ATA_WATCHED[ident], _raw(row)
+        smart.attributes[name] = count
+        if count == 0:
+            continue
+        if ident in (197, 198):
+            smart.failing.append(
+                f"{count:,} {name}: data there cannot be read; back up now and replace the drive"
+            )
+        elif ident == 199:
+            smart.watch.append(
+                f"{count:,} {name}: a cable or connector fault more than the disk; reseat or replace the cable"
+            )
+        else:
+            smart.watch.append(
+                f"{count:,} {name}: the drive is wearing out; back up and watch whether the count grows"
+            )
+
+
+def _nvme(log: dict[str, Any], smart: Smart) -> None:
+    def number(key: str) -> int:
+        value = log.get(key, 0)
+        return int(value) if isinstance(value, int) else 0
+
+    warning = number("critical_warning")
+    for key in (
+        "media_errors",
+        "percentage_used",
+        "available_spare",
+        "available_spare_threshold",
+        "unsafe_shutdowns",
+    ):
+        if key in log:
+            smart.attributes[key] = number(key)
+    if smart.power_on_hours is None and "power_on_hours" in log:
+        smart.power_on_hours = number("power_on_hours")
+    if smart.temperature_c is None and "temperature" in log:
+        smart.temperature_c = number("temperature")
+    bits = [words for bit, words in NVME_WARNINGS.items() if warning & (1 << bit)]
+    if bits:
+        smart.failing.append(f"NVMe critical warning 0x{warning:02x}: {', '.join(bits)}; back up now")
+    spare, threshold = log.get("available_spare"), log.get("available_spare_threshold")
+    if isinstance(spare, int) and isinstance(threshold, int) and spare < threshold and not warning & 1:
+        smart.failing.append(f"available spare {spare}% is below its threshold {threshold}%; back up now")
+    if number("media_errors"):
+        smart.watch.append(
+            f"{number('media_errors'):,} media errors (unrecovered data); back up and watch the count"
+        )
+    used = number("percentage_used")
+    if used >= 90:
+        smart.watch.append(f"{used}% of its rated endurance used; plan its replacement")
+
+
+def read(
+    smartctl: str | None, device: str, kind: str | None, timeout_s: float, stop: threading.Event
+) -> Smart:
+    """One device's SMART through ``smartctl --json -a``: killed after ``timeout_s`` or when ``stop`` is set."""
+    if smartctl is None:
+        return Smart("absent", "smartctl is not installed (Debian: apt install smartmontools)")
+    argv = [smartctl, "--json", "-a", *(["-d", kind] if kind else []), device]
+    try:
+        child = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return Smart("absent", f"smartctl could not be started: {exc.strerror or exc}")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            out, _ = child.communicate(timeout=0.1)
+            break
+        except subprocess.TimeoutExpired:
+            if stop.is_set():
+                _kill(child)
+                return Smart("cancelled", "cancelled")
+            if time.monotonic() >= deadline:
+                _kill(child)
+                return Smart(
+                    "timeout", f"smartctl did not answer within {timeout_s:g} s (a hung device or bus?)"
+                )
+    return from_output(out, device)
+
+
+def _kill(child: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except OSError:
+        child.kill()
+    child.communicate()
+
+
+def from_output(out: bytes, device: str) -> Smart:
+    """The ``Smart`` for smartctl's output about ``device`` (it may have vanished while it was asked)."""
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        doc = None
+    if not os.path.exists(device):
+        return Smart("gone", f"{device} is no longer present (removed while it was read?)")
+    if not isinstance(doc, dict) or "smartctl" not in doc:
+        return Smart("garbage", "smartctl's output was not its JSON; is it smartmontools 7 or newer?")
+    try:
+        return parse(doc)
+    except (AttributeError, TypeError, ValueError):  # JSON, but not in smartctl's shapes
+        return Smart("garbage", "smartctl's JSON is not in the documented format")
+
+
+def scan(smartctl: str | None, timeout_s: float) -> list[tuple[str, str | None]]:
+    """``smartctl --scan-open --json``: the devices smartctl finds, with the type it would use."""
+    if smartctl is None:
+        return []
+    try:
+        done = subprocess.run(
+            [smartctl, "--scan-open", "--json"],
+            capture_output=True,
+            timeout=timeout_s,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+        doc = json.loads(done.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return []
+    found = doc.get("devices", []) if isinstance(doc, dict) else []
+    return [
+        (d["name"], d.get("type")) for d in found if isinstance(d, dict) and isinstance(d.get("name"), str)
+    ]

@@ -1,0 +1,428 @@
+"""disk_health: the parsers on recorded-format inputs (tests/tools/health_data, written by hand from
+smartctl's and the kernel's documented formats), the real smartctl on this machine's disks, btrfs
+counters on a real btrfs loop filesystem, the kernel log, and smartctl missing, hanging, vanishing or
+talking nonsense."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jsonschema
+import pytest
+
+from sysmcp import platform
+from sysmcp.engine.health import HealthRequest, _kernel, _mdstat, _smart, run
+from sysmcp.fs.errors import Unavailable
+from sysmcp.fs.paths import PathPolicy
+from sysmcp.protocol.context import RequestContext
+from sysmcp.results import ResultStore
+from sysmcp.tools.arguments import validate_arguments
+from sysmcp.tools.disk_health import INPUT_SCHEMA, OUTPUT_SCHEMA, handle, merge, render, structure
+from sysmcp.tools.merging import HostOutcome
+from sysmcp.tools.registry import ToolContext, ToolOutput
+from tests.profile import UNDER_POSIX_PROFILE
+
+DATA = Path(__file__).parent / "health_data"
+ROOT = Path(__file__).resolve().parents[2]
+needs_linux_root = pytest.mark.skipif(
+    UNDER_POSIX_PROFILE or not hasattr(os, "geteuid") or os.geteuid() != 0,
+    reason="needs root on Linux (/dev/kmsg, loop devices, mounts)",
+)
+
+
+def recorded(name: str) -> dict[str, Any]:
+    return json.loads((DATA / name).read_text())  # type: ignore[no-any-return]
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        self.sent.append(params)
+
+
+async def call(roots: list[str] | None = None, **args: Any) -> ToolOutput:
+    request = RequestContext(1, "tools/call", Recorder(), progress_token="h")
+    policy = PathPolicy([Path(r) for r in roots]) if roots else PathPolicy()
+    output = await handle(validate_arguments(INPUT_SCHEMA, args), ToolContext(request, policy, ResultStore()))
+    jsonschema.validate(output.structured, OUTPUT_SCHEMA)
+    return output
+
+
+def fake_smartctl(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "smartctl"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script)
+
+
+# -- SMART on recorded-format documents -------------------------------------------------------------
+
+
+def test_a_healthy_ata_drive_reads_ok_with_its_counters_at_zero() -> None:
+    smart = _smart.parse(recorded("smartctl-ata-healthy.json"))
+    assert (smart.status, smart.passed, smart.protocol) == ("read", True, "ATA")
+    assert smart.attributes == {
+        "reallocated sectors": 0,
+        "reported uncorrectable errors": 0,
+        "pending sectors": 0,
+        "offline-uncorrectable sectors": 0,
+        "UDMA CRC errors": 0,
+    }
+    assert (smart.power_on_hours, smart.temperature_c, smart.failing, smart.watch) == (28734, 34, [], [])
+
+
+def test_an_ata_drive_with_pending_and_reallocated_sectors_is_failing_and_says_back_up() -> None:
+    smart = _smart.parse(recorded("smartctl-ata-failing.json"))
+    failing = " | ".join(smart.failing)
+    assert "self-assessment is FAILED" in failing
+    assert "24 pending sectors" in failing and "24 offline-uncorrectable sectors" in failing
+    assert "attribute 5 (Reallocated_Sector_Ct) is below its failure threshold now" in failing
+    watch = " | ".join(smart.watch)
+    assert "1,016 reallocated sectors" in watch and "3 UDMA CRC errors: a cable" in watch
+    assert "back up now" in failing
+
+
+def test_a_healthy_nvme_drive_reads_ok_with_spare_wear_and_shutdowns() -> None:
+    smart = _smart.parse(recorded("smartctl-nvme-healthy.json"))
+    assert (smart.status, smart.protocol, smart.failing, smart.watch) == ("read", "NVMe", [], [])
+    assert smart.attributes == {
+        "media_errors": 0,
+        "percentage_used": 3,
+        "available_spare": 100,
+        "available_spare_threshold": 10,
+        "unsafe_shutdowns": 27,
+    }
+    assert (smart.power_on_hours, smart.temperature_c) == (9876, 41)
+
+
+def test_an_nvme_critical_warning_names_its_bits_and_media_errors_wear_and_heat_are_watched() -> None:
+    smart = _smart.parse(recorded("smartctl-nvme-failing.json"))
+    assert smart.failing == [
+        "the drive's own SMART self-assessment is FAILED: replace it",
+        "NVMe critical warning 0x05: available spare below its threshold, reliability degraded by media "
+        "or internal errors; back up now",
+    ]
+    watch = " | ".join(smart.watch)
+    assert "17 media errors" in watch and "96% of its rated endurance used" in watch and "71 °C" in watch
+
+
+def test_a_document_without_health_data_is_no_smart_with_smartctls_own_words() -> None:
+    doc = {
+        "smartctl": {"messages": [{"string": "/dev/vda: Unable to detect device type", "severity": "error"}]}
+    }
+    assert _smart.parse(doc).status == "no_smart"
+    assert _smart.parse(doc).note == "/dev/vda: Unable to detect device type"
+
+
+# -- md RAID on recorded /proc/mdstat texts ---------------------------------------------------------
+
+
+def test_a_clean_raid1_has_both_members_up() -> None:
+    (array,) = _mdstat.parse((DATA / "mdstat-raid1-clean.txt").read_text())
+    assert (array.name, array.level, array.slots, array.members, array.degraded) == (
+        "md0",
+        "raid1",
+        "UU",
+        ["sdb1", "sda1"],
+        False,
+    )
+    assert array.operation is None
+
+
+def test_a_degraded_raid1_names_its_failed_member() -> None:
+    (array,) = _mdstat.parse((DATA / "mdstat-raid1-degraded.txt").read_text())
+    assert (array.slots, array.failed, array.degraded) == ("U_", ["sdb1"], True)
+
+
+def test_a_recovering_raid1_gives_its_progress_speed_and_finish_estimate() -> None:
+    (array,) = _mdstat.parse((DATA / "mdstat-raid1-recovering.txt").read_text())
+    assert (array.operation, array.progress_percent, array.speed, array.finish) == (
+        "recovery",
+        23.4,
+        "200042K/sec",
+        "62.3min",
+    )
+
+
+def test_a_degraded_array_is_failing_and_one_rebuilding_is_watched_with_its_progress(tmp_path: Path) -> None:
+    words = []
+    for name in ("clean", "degraded", "recovering"):
+        health = run(HealthRequest(devices=(), mdstat=str(DATA / f"mdstat-raid1-{name}.txt")))
+        words.append(render(structure(health, None)))
+    assert "md md0: OK — raid1 [UU]" in words[0]
+    assert "md md0: FAILING — raid1 [U_], failed: sdb1 — degraded: replace" in words[1]
+    assert (
+        "md md0: WATCH — raid1 [U_], recovery 23.4% (speed 200042K/sec, finish in 62.3min) — rebuilding: "
+        "no redundancy until it ends" in words[2]
+    )
+
+
+# -- the real smartctl here -------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(
+    shutil.which("smartctl") is None, reason="smartctl is not installed (.ci/run installs it)"
+)
+@pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="/sys/block is Linux's")
+def test_the_real_smartctl_answers_for_every_disk_here_and_a_disk_without_smart_says_so() -> None:
+    output = anyio.run(call)
+    devices = output.structured["devices"]
+    assert devices, output.text
+    assert {d["smart"] for d in devices} <= {"read", "no_smart"}, output.text
+    for device in devices:
+        if (
+            device["smart"] == "no_smart"
+        ):  # this VM's virtio disks: smartctl's own reason, no verdict invented
+            assert device["note"] and device["verdict"] == "ok"
+            assert f"{device['device']}: OK — SMART not read: {device['note']}" in output.text
+
+
+def test_without_smartctl_every_device_says_smartctl_is_not_installed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    if UNDER_POSIX_PROFILE:  # as on macOS: no /sys/block, so without smartctl no device list at all
+        with pytest.raises(Unavailable, match="none in /sys/block; smartctl is not installed"):
+            anyio.run(call)
+        return
+    output = anyio.run(call)
+    assert {d["smart"] for d in output.structured["devices"]} == {"absent"}
+    assert "smartctl is not installed (Debian: apt install smartmontools)" in output.text
+
+
+def test_a_hanging_smartctl_is_killed_at_the_per_device_timeout(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    smartctl = fake_smartctl(tmp_path, f"echo $$ > {pidfile}\nexec sleep 600")
+    device = tmp_path / "sdx"
+    device.touch()
+    health = run(HealthRequest(timeout_s=0.3, smartctl=smartctl, devices=(str(device),)))
+    (row,) = health.devices
+    assert (row.smart.status, row.verdict) == ("timeout", "watch")
+    assert "did not answer within 0.3 s" in row.reasons[0]
+    with pytest.raises(ProcessLookupError):  # killed and reaped, not left sleeping
+        os.kill(int(pidfile.read_text()), 0)
+
+
+@pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="/sys/block is Linux's")
+def test_a_smartctl_that_never_answers_bounds_the_whole_call_scan_included(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fake_smartctl(tmp_path, "exec sleep 600")
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    started = time.monotonic()
+    health = run(HealthRequest(timeout_s=0.5))
+    assert health.devices and {d.smart.status for d in health.devices} == {"timeout"}
+    assert time.monotonic() - started < 60  # bounded by the timeout, not by the script's 600 s sleep
+
+
+def test_cancelling_kills_the_smartctl_still_running(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    smartctl = fake_smartctl(tmp_path, f"echo $$ > {pidfile}\nexec sleep 600")
+    device = tmp_path / "sdx"
+    device.touch()
+
+    class Cancelled(Exception):
+        pass
+
+    def cancel() -> None:
+        if pidfile.exists() and pidfile.read_text().strip():
+            raise Cancelled
+
+    with pytest.raises(Cancelled):
+        run(HealthRequest(timeout_s=600, smartctl=smartctl, devices=(str(device),)), cancel=cancel)
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pidfile.read_text()), 0)
+
+
+def test_a_device_that_vanishes_while_smartctl_reads_it_is_gone(tmp_path: Path) -> None:
+    device = tmp_path / "sdx"
+    device.touch()
+    doc = json.dumps(recorded("smartctl-ata-healthy.json"))
+    smartctl = fake_smartctl(tmp_path, f"rm -f {device}\ncat <<'EOF'\n{doc}\nEOF")
+    (row,) = run(HealthRequest(smartctl=smartctl, devices=(str(device),))).devices
+    assert (row.smart.status, row.verdict) == ("gone", "watch")
+    assert f"{device} is no longer present" in row.reasons[0]
+
+
+@pytest.mark.skipif(
+    shutil.which("smartctl") is None, reason="smartctl is not installed (.ci/run installs it)"
+)
+def test_the_real_smartctl_on_a_device_node_that_is_not_there_says_gone() -> None:
+    (row,) = run(HealthRequest(devices=("/dev/sysmcp-no-such-disk",))).devices
+    assert row.smart.status == "gone"
+
+
+def test_output_that_is_not_smartctls_json_is_garbage_not_a_crash(tmp_path: Path) -> None:
+    device = tmp_path / "sdx"
+    device.touch()
+    smartctl = fake_smartctl(tmp_path, "echo '{\"smartctl\": {'")
+    (row,) = run(HealthRequest(smartctl=smartctl, devices=(str(device),))).devices
+    assert (row.smart.status, row.verdict) == ("garbage", "ok")
+    assert "not its JSON" in row.smart.note
+
+
+def test_json_in_shapes_smartctl_never_writes_is_garbage_not_a_crash(tmp_path: Path) -> None:
+    device = tmp_path / "sdx"
+    device.touch()
+    doc = json.dumps(
+        {"smartctl": {}, "smart_status": {"passed": True}, "power_on_time": 7, "temperature": []}
+    )
+    smartctl = fake_smartctl(tmp_path, f"cat <<'EOF'\n{doc}\nEOF")
+    (row,) = run(HealthRequest(smartctl=smartctl, devices=(str(device),))).devices
+    assert (row.smart.status, row.smart.note) == (
+        "garbage",
+        "smartctl's JSON is not in the documented format",
+    )
+
+
+def test_smartctl_runs_in_parallel_with_progress_per_device(tmp_path: Path) -> None:
+    devices = []
+    for index in range(6):
+        (tmp_path / f"sd{index}").touch()
+        devices.append(str(tmp_path / f"sd{index}"))
+    doc = json.dumps(recorded("smartctl-nvme-healthy.json"))
+    smartctl = fake_smartctl(tmp_path, f"cat <<'EOF'\n{doc}\nEOF")
+    seen: list[tuple[int, int]] = []
+    health = run(HealthRequest(smartctl=smartctl, devices=tuple(devices)), lambda d, t: seen.append((d, t)))
+    assert [d.smart.status for d in health.devices] == ["read"] * 6
+    assert seen[-1] == (6, 6)
+
+
+# -- the kernel's I/O errors ------------------------------------------------------------------------
+
+
+def test_kernel_io_errors_are_kept_per_device_bounded_to_the_most_recent() -> None:
+    records = [
+        "3,1001,5000000,-;blk_update_request: I/O error, dev sdb, sector 2048 op 0x0:(READ) flags 0x0",
+        "3,1002,6000000,-;I/O error, dev sdb, sector 4096 op 0x1:(WRITE) flags 0x800 phys_seg 1 prio class 2",
+        "3,1003,7000000,-;Buffer I/O error on dev sdb1, logical block 512, async page read",
+        "6,1004,8000000,-;EXT4-fs (sda1): mounted filesystem",
+        "3,1005,9000000,-;critical medium error, dev sdc, sector 77 op 0x0:(READ)",
+    ]
+    found = _kernel.parse(records, keep=2)
+    assert found["sdb"] == [
+        "[5.0 s] blk_update_request: I/O error, dev sdb, sector 2048 op 0x0:(READ) flags 0x0",
+        "[6.0 s] I/O error, dev sdb, sector 4096 op 0x1:(WRITE) flags 0x800 phys_seg 1 prio class 2",
+    ]
+    assert _kernel.parse(records, keep=1)["sdb"] == [found["sdb"][1]]  # bounded: the most recent kept
+    assert found["sdb1"] == ["[7.0 s] Buffer I/O error on dev sdb1, logical block 512, async page read"]
+    assert list(found) == ["sdb", "sdb1", "sdc"]
+
+
+@needs_linux_root
+def test_an_io_error_in_the_real_kernel_log_is_found() -> None:
+    with open(platform.KMSG, "w") as kmsg:  # a record of our own in the real ring buffer
+        kmsg.write("sysmcp test: blk_update_request: I/O error, dev sysmcptest9, sector 8 op 0x0:(READ)\n")
+    records = _kernel.read_records(platform.KMSG)
+    assert records is not None
+    assert any("sector 8" in line for line in _kernel.parse(records, keep=3)["sysmcptest9"])
+
+
+# -- btrfs on a real loop filesystem ------------------------------------------------------------------
+
+_BTRFS_CHILD = """
+import json, subprocess, sys
+from sysmcp.engine.health import HealthRequest, run
+image, mnt = sys.argv[1], sys.argv[2]
+subprocess.run(["mount", "-o", "loop", image, mnt], check=True)
+health = run(HealthRequest(devices=()))
+print(json.dumps([[b.device, b.mount_point, b.errors] for b in health.btrfs if b.mount_point == mnt]))
+"""
+
+
+@needs_linux_root
+@pytest.mark.skipif(
+    shutil.which("mkfs.btrfs") is None, reason="btrfs-progs is not installed (.ci/run installs it)"
+)
+def test_a_mounted_btrfs_gives_its_device_error_counters() -> None:
+    work = Path(tempfile.mkdtemp(prefix="sysmcp-health-"))
+    try:
+        image, mnt = work / "btrfs.img", work / "mnt"
+        mnt.mkdir()
+        with open(image, "wb") as handle:
+            handle.truncate(256 << 20)
+        subprocess.run(["mkfs.btrfs", "-q", "-f", str(image)], check=True)
+        done = subprocess.run(
+            [
+                "unshare",
+                "-m",
+                "--propagation",
+                "private",
+                sys.executable,
+                "-c",
+                _BTRFS_CHILD,
+                str(image),
+                str(mnt),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        ((device, mount_point, errors),) = json.loads(done.stdout)
+        assert device.startswith("/dev/loop") and mount_point == str(mnt)
+        assert errors == {
+            "write_io_errs": 0,
+            "read_io_errs": 0,
+            "flush_io_errs": 0,
+            "corruption_errs": 0,
+            "generation_errs": 0,
+        }
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_btrfs_mount_point_outside_the_roots_is_not_named() -> None:
+    from sysmcp.engine.health import BtrfsDevice, Health
+
+    health = Health([], [], [BtrfsDevice("/dev/sdd", "/srv/data", {"read_io_errs": 2})], [], True, True, True)
+    inside, outside = structure(health, [Path("/srv")]), structure(health, [Path("/home")])
+    assert inside["btrfs"][0]["mount_point"] == "/srv/data" and inside["btrfs"][0]["verdict"] == "watch"
+    assert outside["btrfs"][0]["mount_point"] is None
+    assert "/srv/data" not in render(outside) and "read_io_errs 2" in render(outside)
+
+
+# -- the fleet ---------------------------------------------------------------------------------------
+
+
+def test_the_fleet_view_names_the_hosts_with_a_failing_device_and_groups_the_healthy() -> None:
+    bad = {
+        "devices": [{"device": "/dev/sda", "verdict": "failing", "reasons": ["24 pending sectors"]}],
+        "arrays": [],
+        "btrfs": [],
+    }
+    good = {"devices": [{"device": "/dev/sda", "verdict": "ok", "reasons": []}], "arrays": [], "btrfs": []}
+    outcomes = [
+        HostOutcome("web1", "ok", 0.1, good, "…"),
+        HostOutcome("db1", "ok", 0.1, bad, "…"),
+        HostOutcome("web2", "ok", 0.1, good, "…"),
+    ]
+    output = merge(outcomes, {})
+    assert "  db1: /dev/sda failing (24 pending sectors)" in output.text
+    assert "2 hosts with every device ok: web1, web2" in output.text
+    assert output.structured["view"] == {"hosts_with_problems": ["db1"]}
+
+
+def test_sysmcp_call_exits_1_when_a_device_or_array_is_failing_and_0_when_only_watched() -> None:
+    from sysmcp.client import exit_status
+
+    def answer(verdict: str) -> dict[str, Any]:
+        return {
+            "structuredContent": {"devices": [], "arrays": [{"name": "md0", "verdict": verdict}], "btrfs": []}
+        }
+
+    assert [exit_status("disk_health", answer(v)) for v in ("failing", "watch", "ok")] == [1, 0, 0]
