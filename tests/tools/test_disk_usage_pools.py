@@ -1,0 +1,125 @@
+"""disk_usage and the LVM thin pool under a filesystem, on recorded lvs reports (this kernel has no
+device-mapper): the pool's figures, the flag when the pool is fuller than the filesystem, its time
+to full from its own rate when it is the tighter limit, and an lvs that fails or hangs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from sysmcp.engine.pools import CommandTimedOut, ThinPool, thin_pools
+from sysmcp.fs.mounts import Mount, MountTable
+from sysmcp.tools.disk_usage import DiskUsage
+from tests.engine.recorded import GiB, lvs_report
+from tests.tools.test_disk_usage import ROOT, FakeClock, FakeUsage, Filling, by_point, call, stats
+
+pytestmark = pytest.mark.anyio
+
+SRV = Mount("/srv", "/dev/mapper/vg0-thin1", "ext4", ("rw",), dev="253:4")
+HOME = Mount("/home", "/dev/vg0/thin2", "xfs", ("rw",), dev="253:5")
+
+
+def recorded(report: str) -> object:
+    def reader(devices: Sequence[str]) -> dict[str, ThinPool]:
+        return thin_pools(devices, 1.0, lambda argv, timeout: report)
+
+    return reader
+
+
+def handler(report: str, usage: object, mounts: list[Mount]) -> DiskUsage:
+    table = MountTable(mounts)
+    return DiskUsage(lambda: table, usage, pools=recorded(report))  # type: ignore[arg-type]
+
+
+async def test_an_overcommitted_pool_fuller_than_a_roomy_filesystem_is_flagged() -> None:
+    usage = FakeUsage({"/srv": stats(20, 8), "/home": stats(20, 2), "/": stats(100, 10)})
+    text, structured = await call(handler(lvs_report("97.00", "12.50"), usage, [ROOT, SRV, HOME]))
+    srv = by_point(structured)["/srv"]
+    assert srv["percent_used"] == 40 and srv["alerts"] == []  # df alone says all is well
+    pool = srv["pool"]
+    assert pool["name"] == "vg0/pool" and pool["volume"] == "vg0/thin1"
+    assert (pool["data_percent"], pool["metadata_percent"]) == (97.0, 12.5)
+    assert pool["provisioned_bytes"] == 40 * GiB and pool["overcommitted_bytes"] == 30 * GiB
+    assert pool["fuller_than_filesystem"] is True and pool["seconds_to_full"] is None
+    assert by_point(structured)["/home"]["pool"]["volume"] == "vg0/thin2"
+    assert "pool" not in by_point(structured)["/"]
+    assert "/srv is on thin pool vg0/pool: data 97 %, metadata 12.5 %" in text, text
+    assert "overcommitted: its thin volumes promise 30.0 GiB more than it has" in text
+    assert "⚠ the pool is fuller than the filesystem (40 % used)" in text
+
+
+async def test_a_pool_at_100_percent_flags_even_a_full_looking_filesystem_below_it() -> None:
+    usage = FakeUsage({"/srv": stats(20, 19)})
+    text, structured = await call(handler(lvs_report("100.00", "30.00"), usage, [SRV]), path="/srv")
+    pool = by_point(structured)["/srv"]["pool"]
+    assert pool["free_bytes"] == 0 and pool["fuller_than_filesystem"] is True
+    assert "0 B free of 10.0 GiB" in text, text
+
+
+async def test_a_pool_emptier_than_its_filesystem_is_shown_but_not_flagged() -> None:
+    usage = FakeUsage({"/srv": stats(20, 18)})
+    text, structured = await call(handler(lvs_report("50.00", "5.00"), usage, [SRV]))
+    assert by_point(structured)["/srv"]["pool"]["fuller_than_filesystem"] is False
+    assert "vg0/pool" in text and "⚠" not in text
+
+
+async def test_sampling_takes_the_pools_time_to_full_when_the_pool_fills_first() -> None:
+    clock = FakeClock()
+    fs = Filling(1 << 20, free_gib=10, clock=clock)  # 10 GiB free at 1 MiB/s: hours
+
+    def pool_now(devices: Sequence[str]) -> dict[str, ThinPool]:
+        grown = (clock.time - 1000.0) * (2 << 20)  # 2 MiB/s into a 10 GiB pool at 97 %
+        percent = f"{97 + 100 * grown / (10 * GiB):.2f}"  # lvs's two decimals
+        return thin_pools(devices, 1.0, lambda argv, timeout: lvs_report(percent, "12.00"))
+
+    table = MountTable([SRV])
+    tool = DiskUsage(lambda: table, fs, clock=clock, pools=pool_now)
+    text, structured = await call(tool, sample_s=30)
+    entry = by_point(structured)["/srv"]
+    pool, rate = entry["pool"], entry["rate"]
+    assert pool["fill_rate_bytes_per_s"] == pytest.approx(2 << 20, rel=0.1)
+    assert pool["seconds_to_full"] == pytest.approx(pool["free_bytes"] / (2 << 20), rel=0.1)
+    assert rate["limited_by"] == "pool" and rate["seconds_to_full"] == pool["seconds_to_full"]
+    assert rate["fill_rate_bytes_per_s"] == pytest.approx(1 << 20, rel=0.05)  # the filesystem's own
+    assert "(sooner than the filesystem: this is its time to full)" in text, text
+
+
+async def test_a_filesystem_that_fills_first_keeps_its_own_time_to_full() -> None:
+    clock = FakeClock()
+    fs = Filling(64 << 20, free_gib=1, clock=clock)
+    table = MountTable([SRV])
+    tool = DiskUsage(lambda: table, fs, clock=clock, pools=recorded(lvs_report("10.00", "1.00")))  # type: ignore[arg-type]
+    _, structured = await call(tool, sample_s=5)
+    entry = by_point(structured)["/srv"]
+    rate = entry["rate"]
+    assert "limited_by" not in rate
+    assert rate["seconds_to_full"] == pytest.approx(entry["free_bytes"] / (64 << 20), rel=0.1)
+
+
+async def test_an_lvs_that_fails_or_hangs_leaves_the_answer_whole_and_says_why() -> None:
+    def hung(devices: Sequence[str]) -> dict[str, ThinPool]:
+        raise CommandTimedOut("lvs --reportformat json gave no answer within 5 s", reason="timeout")
+
+    table = MountTable([SRV])
+    tool = DiskUsage(lambda: table, FakeUsage({"/srv": stats(20, 8)}), pools=hung)
+    text, structured = await call(tool)
+    assert "pool" not in structured["filesystems"][0] and structured["filesystems"][0]["percent_used"] == 40
+    assert "Thin pools not read: lvs --reportformat json gave no answer within 5 s; it was stopped" in text, (
+        text
+    )
+    garbage = handler("{not json", FakeUsage({"/srv": stats(20, 8)}), [SRV])
+    text, _ = await call(garbage)
+    assert "Thin pools not read: lvs gave output that is not its JSON report" in text, text
+
+
+async def test_no_thin_candidate_means_no_lvs_and_an_answer_at_once() -> None:
+    def never(devices: Sequence[str]) -> dict[str, ThinPool]:
+        raise AssertionError("lvs read without a device-mapper device")
+
+    table = MountTable([ROOT])
+    tool = DiskUsage(lambda: table, FakeUsage({"/": stats()}), pools=never)
+    text, _ = await call(tool)
+    assert "thin pool" not in text.lower()
+    thin = DiskUsage(lambda: MountTable([SRV]), FakeUsage({"/srv": stats()}), pools=never)
+    assert thin.answers_at_once({}) is False  # lvs is a command: never inline
