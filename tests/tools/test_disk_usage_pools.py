@@ -8,10 +8,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from sysmcp.engine.pools import CommandTimedOut, ThinPool, thin_pools
+from sysmcp.engine.pools import CommandMissing, CommandTimedOut, ThinPool, thin_pools, zfs_cow
 from sysmcp.fs.mounts import Mount, MountTable
+from sysmcp.tools.disk_pools import as_snapshots, with_cow
 from sysmcp.tools.disk_usage import DiskUsage
-from tests.engine.recorded import GiB, lvs_report
+from tests.engine.recorded import ZFS_LIST, GiB, lvs_report
 from tests.tools.test_disk_usage import ROOT, FakeClock, FakeUsage, Filling, by_point, call, stats
 
 pytestmark = pytest.mark.anyio
@@ -123,3 +124,38 @@ async def test_no_thin_candidate_means_no_lvs_and_an_answer_at_once() -> None:
     assert "thin pool" not in text.lower()
     thin = DiskUsage(lambda: MountTable([SRV]), FakeUsage({"/srv": stats()}), pools=never)
     assert thin.answers_at_once({}) is False  # lvs is a command: never inline
+
+
+def test_zfs_explain_names_snapshot_bytes_and_the_split_of_used_beside_dfs_used() -> None:
+    cow = zfs_cow("tank/home", 1.0, lambda argv, timeout: ZFS_LIST)
+    snaps = as_snapshots(cow)
+    assert snaps.kind == "zfs snapshots" and snaps.bytes == 0  # df's used on ZFS is the dataset's own
+    assert [(s.name, s.exclusive) for s in snaps.items] == [
+        ("tank/home@monday", 512 << 20),
+        ("tank/home@tuesday", 128 << 10),
+    ]
+    text = "Of …\n5. Snapshots and subvolumes: 0 B exclusive in 2 snapshots.\n6. Filesystem overhead"
+    data = {"snapshots": {"items": [{"name": "tank/home@monday", "bytes": 512 << 20, "snapshot": True}]}}
+    text, data = with_cow(text, data, cow)
+    assert data["snapshots"]["zfs"] == {
+        "dataset": "tank/home",
+        "used_bytes": 5 * GiB,
+        "used_by_dataset_bytes": 3 * GiB,
+        "used_by_snapshots_bytes": GiB,
+        "used_by_children_bytes": 768 << 20,
+        "used_by_refreservation_bytes": 256 << 20,
+    }
+    lines = text.split("\n")
+    assert lines[2].startswith(
+        "   ZFS: tank/home uses 5.0 GiB of its pool = 3.0 GiB its own files (df's used)"
+    )
+    assert "+ 1.0 GiB held by its snapshots" in lines[2] and lines[3].startswith("6. ")
+
+
+def test_a_zfs_command_that_fails_is_named_in_the_snapshots_part() -> None:
+    def missing(argv: list[str], timeout: float) -> str:
+        raise CommandMissing("zfs is not installed", reason="missing")
+
+    snaps = as_snapshots(zfs_cow("tank/home", 1.0, missing))
+    assert snaps.kind == "zfs snapshots" and not snaps.exact
+    assert "zfs is not installed (lvm2, btrfs-progs or zfsutils-linux has it)" in snaps.note
