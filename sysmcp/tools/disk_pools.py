@@ -215,7 +215,8 @@ def with_cow(text: str, data: dict[str, Any], cow: Cow | None) -> tuple[str, dic
     if sized:
         named = "; ".join(f"{item.name} {human_bytes(item.shared or 0)}" for item in sized[:5])
         extra.append(
-            "   Shared with the live files or other snapshots (freed only when every holder is deleted): "
+            "   Shared with the live files or other snapshots (freed only when every holder is deleted; "
+            "counted once in used: in part 1 where the walked files hold them, else in the remainder): "
             + named
             + "."
         )

@@ -5,6 +5,7 @@ to full from its own rate when it is the tighter limit, and an lvs that fails or
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -135,7 +136,9 @@ def test_zfs_explain_names_snapshot_bytes_and_the_split_of_used_beside_dfs_used(
         ("tank/home@tuesday", 128 << 10),
     ]
     text = "Of …\n5. Snapshots and subvolumes: 0 B exclusive in 2 snapshots.\n6. Filesystem overhead"
-    data = {"snapshots": {"items": [{"name": "tank/home@monday", "bytes": 512 << 20, "snapshot": True}]}}
+    data: dict[str, Any] = {
+        "snapshots": {"items": [{"name": "tank/home@monday", "bytes": 512 << 20, "snapshot": True}]}
+    }
     text, data = with_cow(text, data, cow)
     assert data["snapshots"]["zfs"] == {
         "dataset": "tank/home",
