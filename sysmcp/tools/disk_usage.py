@@ -606,7 +606,7 @@ TOOL = Tool(
     title="Disk usage",
     description=(
         "Which filesystem is full or filling: df -T and df -i for every mount (or the one holding path), "
-        "fullest first. The first call when a disk is full. explain=true with path: when df says full and "
+        "fullest first, with a thin pool fuller than its filesystem flagged. The first call when a disk is full. explain=true with path: when df says full and "
         "du finds less, where that filesystem's used bytes are (deleted-but-open, hidden under mounts, "
         "snapshots …), each with a next step."
     ),
