@@ -164,7 +164,7 @@ async def run(
         scanned = fresh_scan(mount.mount_point)
         request = explain_request(mount, fig, table, timeout, ctx.paths.allowed, scanned, proc)
         acc = explain(request, usage_report(meter), meter.checkpoint)
-        cow = read_cow(mount, timeout)  # btrfs and ZFS snapshots: the pools engine reads them
+        cow = read_cow(mount, timeout, meter.checkpoint)  # btrfs and ZFS snapshots: engine/pools
         if cow is not None:
             acc.snapshots = as_snapshots(cow)
         return acc, cow
@@ -173,7 +173,7 @@ async def run(
         return f"{plural(int(meter.done), 'entry')} walked, {human_bytes(meter.extra.get('bytes', 0))} seen"
 
     accounting, cow = await ctx.run_in_worker(work, describe=describe)
-    return with_cow(*render(accounting), cow)
+    return with_cow(*render(accounting), cow, ctx.paths.allowed)
 
 
 def _holders(held: HeldOpen) -> str:

@@ -5,6 +5,7 @@ time to full when sampled), in words and figures. The engine is ``sysmcp.engine.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
@@ -13,7 +14,7 @@ from sysmcp.engine.pools import Cow, ThinPool, btrfs_cow, could_be_thin, thin_po
 from sysmcp.fs.disks import Entry, Figures, Rate, SampleClock
 from sysmcp.fs.errors import EngineError
 from sysmcp.fs.mounts import Mount, MountTable
-from sysmcp.fs.paths import display
+from sysmcp.fs.paths import display, is_within
 from sysmcp.fs.snapshots import Snapshot, Snapshots
 from sysmcp.render import age, human_bytes
 from sysmcp.tools import schemas as js
@@ -171,13 +172,13 @@ COW_TIMEOUT = 10.0  # seconds each btrfs or zfs query is given
 MAX_DU_BUDGET_S = 10.0  # btrfs filesystem du on snapshots, at most this long in all
 
 
-def read_cow(mount: Mount, walk_budget_s: float) -> Cow | None:
+def read_cow(mount: Mount, walk_budget_s: float, check_cancelled: Callable[[], None]) -> Cow | None:
     """What a btrfs or ZFS filesystem's snapshots hold (None for other filesystems). Without btrfs
     quotas, ``btrfs filesystem du`` sizes the snapshots: it reads each file's extent map (a walk of
     the snapshot), so it gets a quarter of the explain's budget, at most ``MAX_DU_BUDGET_S``."""
     if mount.fs_type == "btrfs":
         budget = min(MAX_DU_BUDGET_S, max(1.0, walk_budget_s / 4))
-        return btrfs_cow(mount.mount_point, mount.root.strip("/"), COW_TIMEOUT, budget)
+        return btrfs_cow(mount.mount_point, mount.root.strip("/"), COW_TIMEOUT, budget, check=check_cancelled)
     if mount.fs_type == "zfs":
         return zfs_cow(mount.device, COW_TIMEOUT)
     return None
@@ -200,9 +201,15 @@ def as_snapshots(cow: Cow) -> Snapshots:
     return Snapshots(cow.kind if cow.items or faults else "", items, cow.bytes, cow.exact, note.strip("; "))
 
 
-def with_cow(text: str, data: dict[str, Any], cow: Cow | None) -> tuple[str, dict[str, Any]]:
+def _inside(path: str, roots: Sequence[Path]) -> bool:
+    return any(is_within(Path(path), root) for root in roots)
+
+
+def with_cow(
+    text: str, data: dict[str, Any], cow: Cow | None, roots: Sequence[Path] | None = None
+) -> tuple[str, dict[str, Any]]:
     """The explain's text and figures with what only the engine's reading has: shared bytes, how to
-    learn unknown exclusive bytes, and ZFS's split of used."""
+    learn unknown exclusive bytes (a snapshot's path named only inside ``roots``), and ZFS's split."""
     if cow is None:
         return text, data
     part = data["snapshots"]
@@ -222,9 +229,11 @@ def with_cow(text: str, data: dict[str, Any], cow: Cow | None) -> tuple[str, dic
         )
     unknown = [item for item in cow.items if item.exclusive is None]
     if unknown and cow.kind == "btrfs subvolumes":
-        where = next((item.path for item in unknown if item.path), "")
+        where = next((i.path for i in unknown if i.path and (roots is None or _inside(i.path, roots))), "")
         how = (
-            f"btrfs filesystem du -s {display(where)}" if where else "btrfs filesystem du -s on it (mounted)"
+            f"btrfs filesystem du -s {display(where)}"
+            if where
+            else "btrfs filesystem du -s on the snapshot where it is mounted"
         )
         extra.append(
             f"   Exclusive bytes unknown for {len(unknown):,} (btrfs quotas are off, and sysmcp never turns them "

@@ -232,3 +232,18 @@ def test_a_failing_command_gives_its_first_error_line(
     fault = cow.faults[0]
     assert isinstance(fault, EngineError) and "dataset does not exist" in words(fault)
     assert run_command(["true"], 1.0) == ""
+
+
+def test_cancelling_stops_before_the_next_snapshots_extent_read() -> None:
+    calls, run = fake_btrfs(None, " 1 2 3 x\n")
+
+    class Cancelled(Exception):
+        pass
+
+    def check() -> None:
+        if any(argv[1] == "filesystem" for argv in calls):
+            raise Cancelled
+
+    with pytest.raises(Cancelled):
+        btrfs_cow("/mnt", "", 1.0, 5.0, run, check=check)  # type: ignore[arg-type]
+    assert sum(argv[1] == "filesystem" for argv in calls) == 1

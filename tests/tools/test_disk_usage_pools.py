@@ -5,11 +5,12 @@ to full from its own rate when it is the tighter limit, and an lvs that fails or
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sysmcp.engine.pools import CommandMissing, CommandTimedOut, ThinPool, thin_pools, zfs_cow
+from sysmcp.engine.pools import CommandMissing, CommandTimedOut, Cow, CowItem, ThinPool, thin_pools, zfs_cow
 from sysmcp.fs.mounts import Mount, MountTable
 from sysmcp.tools.disk_pools import as_snapshots, with_cow
 from sysmcp.tools.disk_usage import DiskUsage
@@ -162,3 +163,18 @@ def test_a_zfs_command_that_fails_is_named_in_the_snapshots_part() -> None:
     snaps = as_snapshots(zfs_cow("tank/home", 1.0, missing))
     assert snaps.kind == "zfs snapshots" and not snaps.exact
     assert "zfs is not installed (lvm2, btrfs-progs or zfsutils-linux has it)" in snaps.note
+
+
+def test_the_command_for_unknown_exclusive_bytes_names_a_snapshot_only_inside_the_roots() -> None:
+    cow = Cow("btrfs subvolumes", [CowItem("snaps/s1", True, None, None, "/mnt/snaps/s1")], exact=False)
+    text = "5. Snapshots and subvolumes: 0 B exclusive in 1 snapshot.\n6. Filesystem overhead"
+    data: dict[str, Any] = {"snapshots": {"items": [{"name": "snaps/s1", "bytes": None, "snapshot": True}]}}
+    anywhere, _ = with_cow(text, data, cow)
+    assert "btrfs filesystem du -s /mnt/snaps/s1 tells" in anywhere and "never turns them on" in anywhere
+    confined, _ = with_cow(text, data, cow, [Path("/mnt/data")])
+    assert (
+        "/mnt/snaps/s1" not in confined
+        and "btrfs filesystem du -s on the snapshot where it is mounted tells" in confined
+    )
+    inside, _ = with_cow(text, data, cow, [Path("/mnt/snaps")])
+    assert "btrfs filesystem du -s /mnt/snaps/s1 tells" in inside
