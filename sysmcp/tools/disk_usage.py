@@ -433,10 +433,10 @@ class DiskUsage:
         if state.configured() and not readings_quiet(_reading_key(args), self.readings):
             return False  # a reading is due: its write (a worker's, with its lock) is no inline work
         raw = args.get("path") if isinstance(args, dict) else None
-        if thin_candidates(self.partitions()):
-            return False  # a thin volume's pool is read with lvs: a command, no inline work
         if not isinstance(raw, str):
             return not isinstance(args, dict) or "path" in args  # bad arguments are refused at once
+        if thin_candidates(self.partitions()):
+            return False  # a thin volume's pool is read with lvs: a command, no inline work
         return self.disks.walk(raw, self.partitions())[1]
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -606,8 +606,8 @@ TOOL = Tool(
     title="Disk usage",
     description=(
         "Which filesystem is full or filling: df -T and df -i for every mount (or the one holding path), "
-        "fullest first, with a thin pool fuller than its filesystem flagged. The first call when a disk is full. explain=true with path: when df says full and "
-        "du finds less, where that filesystem's used bytes are (deleted-but-open, hidden under mounts, "
+        "fullest first, with a thin pool fuller than its filesystem flagged. The first call when a disk "
+        "is full. explain=true with path: when df says full and du finds less, where that filesystem's used bytes are (deleted-but-open, hidden under mounts, "
         "snapshots …), each with a next step."
     ),
     input_schema=INPUT_SCHEMA,

@@ -125,7 +125,8 @@ async def test_no_thin_candidate_means_no_lvs_and_an_answer_at_once() -> None:
     text, _ = await call(tool)
     assert "thin pool" not in text.lower()
     thin = DiskUsage(lambda: MountTable([SRV]), FakeUsage({"/srv": stats()}), pools=never)
-    assert thin.answers_at_once({}) is False  # lvs is a command: never inline
+    assert thin.answers_at_once({"path": "/srv"}) is False  # lvs is a command: never inline
+    assert tool.answers_at_once({"path": "/"}) is True
 
 
 def test_zfs_explain_names_snapshot_bytes_and_the_split_of_used_beside_dfs_used() -> None:
