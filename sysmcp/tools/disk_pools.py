@@ -82,7 +82,7 @@ class PoolSampler:
         if not devices or self.fault:
             return
         try:
-            found = await anyio.to_thread.run_sync(self.reader, devices)
+            found = await anyio.to_thread.run_sync(self.reader, devices, abandon_on_cancel=True)
         except EngineError as exc:
             self.fault = words(exc)
             return
