@@ -44,57 +44,13 @@ class Overhead:
 def snapshots_of(mount: Mount) -> Snapshots:
     """The snapshots (and, on btrfs, other subvolumes) of the filesystem at ``mount``."""
     kind = mount.fs_type
-    if kind == "btrfs":
-        return _btrfs(mount.mount_point, mount.root.strip("/"))
-    if kind == "zfs":
-        return _zfs(mount.device)
+    if kind in ("btrfs", "zfs"):
+        return Snapshots()  # read by sysmcp.engine.pools (tools/disk_pools.py), with shared bytes
     if kind == "apfs" or platform.is_macos():
         return _apfs(mount.mount_point)
     if mount.device.startswith("/dev/mapper/") or mount.device.startswith("/dev/dm-"):
         return _lvm(mount.device)
     return Snapshots()
-
-
-def _btrfs(point: str, mounted: str) -> Snapshots:
-    """Every subvolume but the one mounted at ``point`` (the walk counts that one), with its exclusive
-    bytes when quotas are on."""
-    found = Snapshots("btrfs subvolumes")
-    listing = platform.read_command(["btrfs", "subvolume", "list", "-s", point], COMMAND_TIMEOUT)
-    snaps = set()
-    if listing is not None:
-        snaps = {m.group(1) for m in re.finditer(r"^ID (\d+) ", listing, re.M)}
-    every = platform.read_command(["btrfs", "subvolume", "list", point], COMMAND_TIMEOUT)
-    if every is None:
-        found.exact, found.note = False, "btrfs subvolume list failed (btrfs-progs missing, or not root)"
-        return found
-    names = {
-        m.group(1): m.group(2)
-        for m in re.finditer(r"^ID (\d+) gen \d+ top level \d+ path (.+)$", every, re.M)
-    }
-    if not names:
-        return Snapshots()
-    groups = platform.read_command(["btrfs", "qgroup", "show", "--raw", point], COMMAND_TIMEOUT)
-    exclusive: dict[str, int] = {}
-    if groups is not None:
-        for m in re.finditer(r"^0/(\d+)\s+(\d+)\s+(\d+)", groups, re.M):
-            exclusive[m.group(1)] = int(m.group(3))
-    if groups is None or not exclusive:
-        found.exact, found.note = False, "btrfs quotas are off: exclusive bytes unknown"
-    for ident, name in sorted(names.items(), key=lambda kv: int(kv[0])):
-        if name == mounted:
-            continue
-        size = exclusive.get(ident)
-        found.items.append(Snapshot(name, size, ident in snaps))
-        found.bytes += size or 0
-    return found
-
-
-def _zfs(dataset: str) -> Snapshots:
-    out = platform.read_command(["zfs", "get", "-Hpo", "value", "usedbysnapshots", dataset], COMMAND_TIMEOUT)
-    if out is None or not out.strip().isdigit():
-        return Snapshots("zfs snapshots", exact=False, note="zfs get usedbysnapshots failed")
-    size = int(out.strip())
-    return Snapshots("zfs snapshots", [Snapshot(f"{dataset}@*", size)] if size else [], size)
 
 
 def _lvm(device: str) -> Snapshots:

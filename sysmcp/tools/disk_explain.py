@@ -19,6 +19,7 @@ from sysmcp.render import age, human_bytes, noun, plural
 from sysmcp.tools import schemas as js
 
 if TYPE_CHECKING:
+    from sysmcp.engine.pools import Cow
     from sysmcp.fs.disks import Entry
     from sysmcp.fs.mounts import MountTable
     from sysmcp.fs.snapshots import Snapshots
@@ -152,22 +153,27 @@ async def run(
     """Account for the filesystem of ``entry``: the text and the ``explain`` object."""
     from sysmcp.fs.space import explain, explain_request, own_mount
     from sysmcp.tools.dir_usage import usage_report
+    from sysmcp.tools.disk_pools import as_snapshots, read_cow, with_cow
 
     assert entry.figures is not None
     mount = own_mount(entry, table)
     fig = entry.figures
     timeout = min(float(args.get("timeout_s", DEFAULT_TIMEOUT_S)), MAX_TIMEOUT_S)
 
-    def work(meter: Meter) -> Accounting:
+    def work(meter: Meter) -> tuple[Accounting, Cow | None]:
         scanned = fresh_scan(mount.mount_point)
         request = explain_request(mount, fig, table, timeout, ctx.paths.allowed, scanned, proc)
-        return explain(request, usage_report(meter), meter.checkpoint)
+        acc = explain(request, usage_report(meter), meter.checkpoint)
+        cow = read_cow(mount, timeout, meter.checkpoint)  # btrfs and ZFS snapshots: engine/pools
+        if cow is not None:
+            acc.snapshots = as_snapshots(cow)
+        return acc, cow
 
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{plural(int(meter.done), 'entry')} walked, {human_bytes(meter.extra.get('bytes', 0))} seen"
 
-    accounting = await ctx.run_in_worker(work, describe=describe)
-    return render(accounting)
+    accounting, cow = await ctx.run_in_worker(work, describe=describe)
+    return with_cow(*render(accounting), cow, ctx.paths.allowed)
 
 
 def _holders(held: HeldOpen) -> str:

@@ -37,6 +37,7 @@ from sysmcp.render import human_bytes, noun, table
 from sysmcp.tools import disk_explain
 from sysmcp.tools import schemas as js
 from sysmcp.tools.descriptions import describe_paths
+from sysmcp.tools.disk_pools import POOL_SCHEMA, PoolReader, PoolSampler, read_pools, thin_candidates
 from sysmcp.tools.merging import HostOutcome, fleet_output
 from sysmcp.tools.recording import READINGS, readings_quiet, record_disk
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
@@ -327,9 +328,12 @@ ENTRY_SCHEMA: dict[str, Any] = js.record(
                     "Used inodes per second; null without inode counts.", null=True
                 ),
                 "seconds_to_inodes_full": js.number("null unless filling.", null=True),
+                "limited_by": js.string("'pool': the thin pool under it fills sooner; its time is shown."),
             },
             "With sample_s: how fast it filled over the window (least-squares slope of the samples).",
+            optional=("limited_by",),
         ),
+        "pool": POOL_SCHEMA,
     },
     required=("mount_point", "device", "fs_type", "fs_root", "read_only", "options", "status"),
 )
@@ -413,12 +417,14 @@ class DiskUsage:
         clock: SampleClock | None = None,
         proc: str = PROC,
         readings: ReadingGate = READINGS,
+        pools: PoolReader = read_pools,
     ) -> None:
         self.disks = Disks(partitions or default_partitions(), usage, timeout, max_stuck, clock)
         self.proc = proc  # where explain reads processes' open files (tests point it at a fake /proc)
         self.readings = readings  # which readings history keeps (at most one per filesystem a minute)
         self.partitions = self.disks.partitions
         self.prober = self.disks.prober
+        self.pools = pools  # the thin pools under filesystems (tests pass recorded lvs output)
 
     def answers_at_once(self, args: Any) -> bool:
         """A path whose resolution and filesystem are all local: statvfs answers from memory."""
@@ -429,6 +435,8 @@ class DiskUsage:
         raw = args.get("path") if isinstance(args, dict) else None
         if not isinstance(raw, str):
             return not isinstance(args, dict) or "path" in args  # bad arguments are refused at once
+        if thin_candidates(self.partitions()):
+            return False  # a thin volume's pool is read with lvs: a command, no inline work
         return self.disks.walk(raw, self.partitions())[1]
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -437,6 +445,7 @@ class DiskUsage:
         sample_s = float(args.get("sample_s", 0))
         extra: dict[str, Any] = {"sample_s": sample_s} if sample_s else {}
         disks = self.disks
+        pools = PoolSampler(self.pools, disks.clock)
 
         async def progress(done: float, total: float) -> None:
             await ctx.progress(done, total, f"sampling free space: {done:.1f} of {total:g} s")
@@ -451,27 +460,36 @@ class DiskUsage:
                 shown = display(real)
                 structured = {"path": shown, **self._structured([entry]), "explain": data}
                 return _with_notes(text + "\n" + render_one(shown, entry, unit), structured, [entry], table)
+            await pools.take([entry])
             if sample_s:
 
                 async def again() -> list[Entry]:
-                    return [(await disks.one(raw, table, ctx.paths.resolve_str))[0]]
+                    found = [(await disks.one(raw, table, ctx.paths.resolve_str))[0]]
+                    await pools.take(found)
+                    return found
 
                 entry = (await disks.sampled([entry], again, sample_s, progress))[0]
             shown = display(real)
             structured = {"path": shown, **self._structured([entry]), **extra}
-            return await self._recorded(
-                _with_notes(render_one(shown, entry, unit), structured, [entry], table), args
-            )
+            text = "\n".join([render_one(shown, entry, unit), *pools.apply([entry], structured)])
+            return await self._recorded(_with_notes(text, structured, [entry], table), args)
         everything = bool(args.get("all", False))
         mounts = disks.selected(table, everything, ctx.paths.allowed)
         entries = await disks.probe_all(table, mounts)
+        await pools.take(entries)
         if sample_s:
-            entries = await disks.sampled(entries, lambda: disks.probe_all(table, mounts), sample_s, progress)
+
+            async def again_all() -> list[Entry]:
+                found = await disks.probe_all(table, mounts)
+                await pools.take(found)
+                return found
+
+            entries = await disks.sampled(entries, again_all, sample_s, progress)
         entries = disks.shown(entries, everything)
         structured = {**self._structured(entries), "order": ORDER, **extra}
-        return await self._recorded(
-            _with_notes(render_all(entries, unit, everything, sample_s), structured, entries, table), args
-        )
+        lines = pools.apply(entries, structured)
+        text = "\n".join([render_all(entries, unit, everything, sample_s), *lines])
+        return await self._recorded(_with_notes(text, structured, entries, table), args)
 
     async def _recorded(self, output: ToolOutput, args: dict[str, Any]) -> ToolOutput:
         """The history hook: the readings due are kept (tiny rows); a reading not kept is said."""
@@ -588,8 +606,8 @@ TOOL = Tool(
     title="Disk usage",
     description=(
         "Which filesystem is full or filling: df -T and df -i for every mount (or the one holding path), "
-        "fullest first. The first call when a disk is full. explain=true with path: when df says full and "
-        "du finds less, where that filesystem's used bytes are (deleted-but-open, hidden under mounts, "
+        "fullest first, with a thin pool fuller than its filesystem flagged. The first call when a disk "
+        "is full. explain=true with path: when df says full and du finds less, where that filesystem's used bytes are (deleted-but-open, hidden under mounts, "
         "snapshots …), each with a next step."
     ),
     input_schema=INPUT_SCHEMA,

@@ -8,6 +8,7 @@ refused, what to do instead.
 
 from __future__ import annotations
 
+from sysmcp.engine.pools import BadOutput, CommandFailed, CommandMissing, CommandTimedOut
 from sysmcp.fs.errors import (
     EngineError,
     InvalidPath,
@@ -38,6 +39,15 @@ _ADVICE: dict[tuple[type[EngineError], str], str] = {
     (Refused, "swapped_for_link"): "; refused",
     (Refused, "replaced_while_opened"): "; refused. Call again if the change was expected.",
     (Refused, "tampered"): "; nothing removed: make a new plan with reclaim_plan and review it",
+    (
+        CommandMissing,
+        "missing",
+    ): " (lvm2, btrfs-progs or zfsutils-linux has it): the figures it gives are unknown",
+    (CommandTimedOut, "timeout"): "; it was stopped and the figures it gives are left out: call again",
+    (CommandFailed, "failed"): "; the figures it gives are left out (some need root)",
+    (BadOutput, "lvs"): "; the thin pool figures are left out",
+    (BadOutput, "btrfs"): "; the btrfs figures it gives are left out",
+    (BadOutput, "zfs"): "; the ZFS figures are left out",
 }
 
 

@@ -1,0 +1,55 @@
+"""Copy-on-write and thin pools: the space a filesystem draws on that ``df`` of the filesystem alone
+does not show — btrfs subvolumes and snapshots, ZFS datasets and snapshots, LVM thin pools.
+
+The front door: the readers (each runs its read-only query commands with a timeout; a missing,
+hung or failing command is a fault that carries the fact), the parsers they use (pure: text in,
+figures out) and the faults. Nothing here enables anything (btrfs quotas stay as they are).
+"""
+
+from __future__ import annotations
+
+from sysmcp.engine.pools._cow import (
+    Cow,
+    CowItem,
+    ZfsSpace,
+    btrfs_cow,
+    parse_btrfs_du,
+    parse_qgroups,
+    parse_subvolumes,
+    parse_zfs_list,
+    zfs_cow,
+)
+from sysmcp.engine.pools._lvm import (
+    LVS_FIELDS,
+    LogicalVolume,
+    ThinPool,
+    could_be_thin,
+    parse_lvs,
+    thin_pool_of,
+    thin_pools,
+)
+from sysmcp.engine.pools._run import BadOutput, CommandFailed, CommandMissing, CommandTimedOut, run_command
+
+__all__ = [
+    "LVS_FIELDS",
+    "BadOutput",
+    "CommandFailed",
+    "CommandMissing",
+    "CommandTimedOut",
+    "Cow",
+    "CowItem",
+    "LogicalVolume",
+    "ThinPool",
+    "ZfsSpace",
+    "btrfs_cow",
+    "could_be_thin",
+    "parse_btrfs_du",
+    "parse_lvs",
+    "parse_qgroups",
+    "parse_subvolumes",
+    "parse_zfs_list",
+    "run_command",
+    "thin_pool_of",
+    "thin_pools",
+    "zfs_cow",
+]

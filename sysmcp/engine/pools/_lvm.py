@@ -1,0 +1,175 @@
+"""LVM thin pools: which pool a filesystem's logical volume draws on, and how full that pool is.
+
+``lvs --reportformat json`` (lvm2's documented report: ``{"report": [{"lv": [{field: string}]}]}``,
+every value a string, sizes in bytes with ``--units b --nosuffix``) is parsed apart from running it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from sysmcp.engine.pools._run import BadOutput, run_command
+
+__all__ = [
+    "LVS_FIELDS",
+    "LogicalVolume",
+    "ThinPool",
+    "could_be_thin",
+    "parse_lvs",
+    "thin_pool_of",
+    "thin_pools",
+]
+
+LVS_FIELDS = "lv_name,vg_name,lv_attr,pool_lv,data_percent,metadata_percent,lv_size"
+LVS = ["lvs", "--reportformat", "json", "--units", "b", "--nosuffix", "-a", "-o", LVS_FIELDS]
+
+
+@dataclass(frozen=True, slots=True)
+class LogicalVolume:
+    name: str
+    vg: str
+    attr: str  # lv_attr: its first letter is the volume type ('t' thin pool, 'V' thin volume)
+    pool: str  # pool_lv: the thin pool a thin volume draws on ('' for others)
+    size: int
+    data_percent: float | None
+    metadata_percent: float | None
+
+    @property
+    def dm_name(self) -> str:
+        """The device-mapper name (/dev/mapper/<this>): vg-lv with each '-' in a name doubled."""
+        return f"{self.vg.replace('-', '--')}-{self.name.replace('-', '--')}"
+
+
+@dataclass(frozen=True, slots=True)
+class ThinPool:
+    """The thin pool under one thin volume."""
+
+    name: str  # "vg/pool"
+    volume: str  # "vg/lv": the thin volume the filesystem is on
+    size: int  # the pool's data size in bytes
+    data_percent: float
+    metadata_percent: float | None
+    provisioned: int  # the sizes of every thin volume in the pool, added up
+
+    @property
+    def used(self) -> int:
+        return round(self.size * self.data_percent / 100)
+
+    @property
+    def free(self) -> int:
+        return max(self.size - self.used, 0)
+
+    @property
+    def overcommitted(self) -> int:
+        """Bytes promised to thin volumes beyond the pool's size (0 when not overcommitted)."""
+        return max(self.provisioned - self.size, 0)
+
+    def fuller_than(self, percent: int | None) -> bool:
+        """Whether the pool (data or metadata) is fuller than a filesystem on it at ``percent`` used."""
+        return percent is not None and self.fullest_percent > percent
+
+    @property
+    def fullest_percent(self) -> float:
+        """The tighter of data and metadata: a pool at 100 % of either stops every volume on it."""
+        return max(self.data_percent, self.metadata_percent or 0.0)
+
+
+def _percent(value: object) -> float | None:
+    if value in ("", None):
+        return None
+    try:
+        number = float(str(value))
+    except ValueError:
+        raise BadOutput(f"lvs gave {str(value)[:40]!r} as a percentage", reason="lvs") from None
+    if not 0 <= number <= 100:
+        raise BadOutput(f"lvs gave {number} as a percentage", reason="lvs")
+    return number
+
+
+def parse_lvs(text: str) -> list[LogicalVolume]:
+    """The volumes of ``lvs --reportformat json --units b --nosuffix -o LVS_FIELDS``."""
+    try:
+        report = json.loads(text)
+        rows = [row for part in report["report"] for row in part["lv"]]
+        volumes = []
+        for row in rows:
+            size = str(row["lv_size"]).strip().rstrip("B")
+            volumes.append(
+                LogicalVolume(
+                    str(row["lv_name"]).strip("[]"),  # -a shows hidden volumes as [name]
+                    str(row["vg_name"]),
+                    str(row["lv_attr"]),
+                    str(row.get("pool_lv", "")).strip("[]"),
+                    int(float(size)) if size else 0,
+                    _percent(row.get("data_percent")),
+                    _percent(row.get("metadata_percent")),
+                )
+            )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise BadOutput("lvs gave output that is not its JSON report", reason="lvs") from None
+    return volumes
+
+
+def _dm_name(device: str, sys_block: str) -> str:
+    """The device-mapper name of a mount's device: /dev/mapper/NAME, /dev/VG/LV, or /dev/dm-N
+    (its name read from sysfs)."""
+    if device.startswith("/dev/mapper/"):
+        return device.removeprefix("/dev/mapper/")
+    base = os.path.basename(device)
+    if base.startswith("dm-"):
+        try:
+            with open(os.path.join(sys_block, base, "dm", "name"), encoding="utf-8") as handle:
+                return handle.read().strip()
+        except OSError:
+            return ""
+    parts = device.removeprefix("/dev/").split("/")
+    if len(parts) == 2:
+        return f"{parts[0].replace('-', '--')}-{parts[1].replace('-', '--')}"
+    return ""
+
+
+def thin_pool_of(
+    device: str, volumes: Sequence[LogicalVolume], sys_block: str = "/sys/block"
+) -> ThinPool | None:
+    """The thin pool under ``device`` (a mount's source), or None when it is no thin volume."""
+    name = _dm_name(device, sys_block)
+    lv = next((v for v in volumes if v.dm_name == name and v.attr.startswith("V") and v.pool), None)
+    if lv is None:
+        return None
+    pool = next((v for v in volumes if v.vg == lv.vg and v.name == lv.pool and v.attr.startswith("t")), None)
+    if pool is None or pool.data_percent is None:
+        return None
+    provisioned = sum(
+        v.size for v in volumes if v.vg == lv.vg and v.pool == lv.pool and v.attr.startswith("V")
+    )
+    return ThinPool(
+        f"{pool.vg}/{pool.name}",
+        f"{lv.vg}/{lv.name}",
+        pool.size,
+        pool.data_percent,
+        pool.metadata_percent,
+        provisioned,
+    )
+
+
+def could_be_thin(device: str) -> bool:
+    """Only a device-mapper device can be a thin volume: others are not worth an lvs."""
+    return device.startswith(("/dev/mapper/", "/dev/dm-")) or (
+        device.startswith("/dev/") and device.count("/") == 3
+    )
+
+
+def thin_pools(
+    devices: Sequence[str], timeout: float, run: Callable[[list[str], float], str] = run_command
+) -> dict[str, ThinPool]:
+    """The thin pool under each of ``devices`` (mount sources) that is a thin volume, from one ``lvs``
+    run only when some device could be one (raises the command's faults)."""
+    candidates = [device for device in devices if could_be_thin(device)]
+    if not candidates:
+        return {}
+    volumes = parse_lvs(run(LVS, timeout))
+    found = {device: thin_pool_of(device, volumes) for device in candidates}
+    return {device: pool for device, pool in found.items() if pool is not None}

@@ -1,0 +1,107 @@
+"""sysmcp.engine.pools on a real btrfs (loop image, private mount namespace): a snapshot's exclusive
+bytes, read with quotas off (btrfs filesystem du) and on (qgroups, turned on by this test on its own
+scratch filesystem), are what deleting the snapshot gives back; explain names them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.engine.pools_btrfs_scenario import OLD, SHARED
+from tests.profile import UNDER_POSIX_PROFILE
+
+ROOT = Path(__file__).resolve().parents[2]
+MiB = 1 << 20
+
+pytestmark = [
+    pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="loop devices and mount namespaces are Linux's"),
+    pytest.mark.skipif(
+        not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root: loop devices, mounts"
+    ),
+    pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1) from util-linux"),
+    pytest.mark.skipif(
+        shutil.which("mkfs.btrfs") is None, reason="mkfs.btrfs is not installed (Debian: btrfs-progs)"
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def answer() -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="sysmcp-pools-btrfs-"))
+    os.chmod(work, 0o755)
+    try:
+        done = subprocess.run(
+            [
+                "unshare",
+                "-m",
+                "--propagation",
+                "private",
+                sys.executable,
+                "-m",
+                "tests.engine.pools_btrfs_scenario",
+                str(work),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if done.returncode != 0 and "loop" in done.stderr and "mount" in done.stderr:
+        pytest.skip(f"no loop device here: {done.stderr.strip().splitlines()[-1]}")
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def near(found: int | None, expected: int) -> bool:
+    return found is not None and abs(found - expected) <= 4 * MiB + expected // 20
+
+
+def snapshot(items: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(item for item in items if item.get("name") == "snaps/s1")
+
+
+def test_quotas_off_btrfs_filesystem_du_gives_the_snapshots_exclusive_and_shared_bytes(
+    answer: dict[str, Any],
+) -> None:
+    items = answer["quotas_off"]
+    s1 = snapshot(items)
+    assert s1["is_snapshot"] is True and s1["path"].endswith("/snaps/s1")
+    assert near(s1["exclusive"], OLD), s1
+    assert near(s1["shared"], SHARED), s1
+    data = next(item for item in items if item.get("name") == "data")
+    assert data["is_snapshot"] is False
+    assert "du" in items[-1]["source"] and items[-1]["faults"] == []
+
+
+def test_quotas_on_the_qgroups_give_the_same_exclusive_bytes(answer: dict[str, Any]) -> None:
+    s1 = snapshot(answer["quotas_on"])
+    assert "qgroup" in answer["quotas_on"][-1]["source"]
+    assert near(s1["exclusive"], OLD) and near(s1["shared"], SHARED), s1
+
+
+def test_deleting_the_snapshot_gives_back_its_exclusive_bytes(answer: dict[str, Any]) -> None:
+    for reading in ("quotas_off", "quotas_on"):
+        assert near(answer["freed"], snapshot(answer[reading])["exclusive"]), (answer["freed"], reading)
+
+
+def test_explain_names_the_snapshots_bytes_as_a_part_of_used(answer: dict[str, Any]) -> None:
+    part = answer["explain"]["structured"]["explain"]["snapshots"]
+    assert part["kind"] == "btrfs subvolumes" and part["exact"] is True
+    named = {row["name"]: row for row in part["items"]}
+    assert near(named["snaps/s1"]["bytes"], OLD) and near(named["snaps/s1"]["shared_bytes"], SHARED)
+    text = answer["explain"]["text"]
+    assert (
+        "5. Snapshots and subvolumes:" in text and "Shared with the live files or other snapshots" in text
+    ), text
