@@ -236,8 +236,10 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     first = await ctx.run_in_worker(snapshot)
     start = first.taken
     end = start + sample_s
-    while (now := time.monotonic()) < end:
-        await anyio.sleep(min(0.5, end - now))
+    done = 0.0
+    while done < sample_s:  # progress at least once, even when the first reading outlasted the window
+        if (now := time.monotonic()) < end:
+            await anyio.sleep(min(0.5, end - now))
         done = min(time.monotonic() - start, sample_s)
         await ctx.progress(done, sample_s, f"measuring disk I/O: {done:.1f} of {sample_s:g} s")
     second = await ctx.run_in_worker(snapshot)
