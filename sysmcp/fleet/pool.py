@@ -34,7 +34,7 @@ STDERR_KEPT = 4096  # bytes of each ssh's stderr kept from its start and from it
 EXIT_WAIT = 2.0  # seconds an ssh may take to exit after its session ended, before it is killed
 CLOSE_WAIT = 3.0  # seconds for ending everything at shutdown
 DEFAULT_HANDSHAKES = 10  # new sessions opening at once through one jump host (sshd's MaxStartups: 10)
-#: Seconds an opening may go on after its callers' connect timeout: a remote start slowed by a saturated
+#: Seconds an opening may take in all (when longer than the connect timeout): a remote start slowed by a saturated
 #: host (200 Python starts on 2 cores) finishes for the next call instead of being killed and started
 #: again by every call. A host that does not answer at all is ended by ssh's own ConnectTimeout.
 SLOW_START = 120.0
