@@ -108,7 +108,7 @@ async def fan_out(
                 started = time.perf_counter()
                 reply = await session.call_tool(tool, {**arguments, "hosts": ["all"]})
                 elapsed = time.perf_counter() - started
-                answered = reply.get("structuredContent", {}).get("answered")
+                answered = reply.get("structuredContent", {}).get("answered", 0)  # none when none answered
                 text = reply["content"][0]["text"]
                 if every and answered != count:
                     raise SystemExit(f"{answered} of {count} answered: {text[:1500]}")
