@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -81,28 +82,44 @@ def tree(pid: int) -> tuple[int, int, int, int]:
 
 
 async def fan_out(
-    command: list[str], env: dict[str, str], count: int, warm_calls: int, stop: str
+    command: list[str],
+    env: dict[str, str],
+    count: int,
+    warm_calls: int,
+    stop: str,
+    call: tuple[str, dict[str, Any]] = ("disk_usage", {}),
+    log: Path | None = None,
+    every: bool = True,
 ) -> dict[str, Any]:
-    """One fresh gateway: the cold call, warm calls, its footprint, then its end (EOF or SIGTERM)."""
-    figures: dict[str, Any] = {}
-    async with await anyio.open_process(command, stderr=subprocess.DEVNULL, env=env) as process:
+    """One fresh gateway: the cold call, warm calls (each one's time and how many hosts it had to
+    reconnect), its footprint, then its end (EOF or SIGTERM). ``log`` keeps the gateway's stderr;
+    ``every``: a call that some host did not answer ends the benchmark."""
+    figures: dict[str, Any] = {"reconnected": [], "answered": []}
+    tool, arguments = call
+    stderr: Any = subprocess.DEVNULL if log is None else log.open("wb")
+    async with await anyio.open_process(command, stderr=stderr, env=env) as process:
         assert process.stdin is not None and process.stdout is not None
         session = ClientSession(process.stdin, process.stdout)
         async with anyio.create_task_group() as group:
             group.start_soon(session.run)
             await session.initialize()
 
-            async def call() -> float:
+            async def ask() -> float:
                 started = time.perf_counter()
-                reply = await session.call_tool("disk_usage", {"hosts": ["all"]})
+                reply = await session.call_tool(tool, {**arguments, "hosts": ["all"]})
                 elapsed = time.perf_counter() - started
-                answered = reply.get("structuredContent", {}).get("answered")
-                if answered != count:
-                    raise SystemExit(f"{answered} of {count} answered: {reply['content'][0]['text'][:1500]}")
+                answered = reply.get("structuredContent", {}).get("answered", 0)  # none when none answered
+                text = reply["content"][0]["text"]
+                if every and answered != count:
+                    raise SystemExit(f"{answered} of {count} answered: {text[:1500]}")
+                figures["answered"].append(answered)
+                again = re.search(r"(\d+) reconnected", text.split("\n", 1)[0])
+                figures["reconnected"].append(int(again.group(1)) if again else 0)
                 return elapsed
 
-            figures["cold"] = await call()
-            figures["warm"] = sorted([await call() for _ in range(warm_calls)])[warm_calls // 2]
+            figures["cold"] = await ask()
+            figures["warms"] = [await ask() for _ in range(warm_calls)]
+            figures["warm"] = sorted(figures["warms"])[warm_calls // 2]
             figures["processes"], figures["fds"], figures["own"], figures["rss"] = tree(process.pid)
             started = time.perf_counter()
             if stop == "eof":
@@ -112,6 +129,8 @@ async def fan_out(
             await process.wait()
             figures["exit_s"] = time.perf_counter() - started
             group.cancel_scope.cancel()
+    if log is not None:
+        stderr.close()
     return figures
 
 
@@ -124,16 +143,26 @@ def leftovers(marker: str) -> list[str]:
     return found
 
 
-def lab_mode(hosts: int, forks: int, warm_calls: int) -> None:
+#: Each host's tree for ``dir_usage``: what a real call walks, not only the answerer's start.
+TREE = {f"d{d}/s{s}/f{f}.log": "x" * (64 * f + 1) for d in range(5) for s in range(4) for f in range(10)}
+
+
+def lab_mode(
+    hosts: int, forks: int, warm_calls: int, tool: str, log: Path | None, connect_timeout: float
+) -> None:
+    """Each host runs ``sysmcp --no-history`` (as a fleet's hosts would) and the call is ``tool`` on
+    every host: ``dir_usage`` of its own 200-file tree (default), or ``disk_usage``. With a short
+    ``connect_timeout`` (sysmcp's default is 10 s) hosts still starting are counted, not fatal."""
     reason = unavailable()
     if reason is not None:
         raise SystemExit(reason)
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="fleet-scale-") as base:
         lab = Lab(Path(base))
         try:
             for i in range(hosts):
-                lab.add(f"host{i:03d}", allow_df=True)
-            inventory = lab.inventory()
+                lab.add(f"host{i:03d}", allow_df=True, files=TREE, sysmcp_args=["--no-history"])
+            lab.inventory()
             hosts_file = Path(base) / "pssh_hosts"
             hosts_file.write_text("".join(f"root@{h.address}:{h.port}\n" for h in lab.hosts.values()))
             reference = pssh(hosts_file, lab.ssh_config, hosts, forks)
@@ -141,27 +170,45 @@ def lab_mode(hosts: int, forks: int, warm_calls: int) -> None:
                 sys.executable,
                 "-m",
                 "sysmcp",
-                "--inventory",
-                str(inventory),
-                "--ssh-config",
-                str(lab.ssh_config),
+                *lab.gateway_args(connect_timeout),
                 "--fleet-deadline",
-                "600",
-                "--connect-timeout",
-                "120",
+                "900",
                 "--fleet-forks",
                 str(forks),
             ]
-            figures = anyio.run(fan_out, command, dict(os.environ), hosts, warm_calls, "eof")
+            if log is not None:
+                command += ["--log-level", "debug"]
+            arguments = {"path": str(Path(base) / "srv")} if tool == "dir_usage" else {}
+            figures = anyio.run(
+                fan_out,
+                command,
+                dict(os.environ),
+                hosts,
+                warm_calls,
+                "eof",
+                (tool, arguments),
+                log,
+                connect_timeout >= 120,
+            )
+            load_peak = os.getloadavg()
         finally:
             lab.close()
-    print(f"{hosts} sshd hosts, fan-out {forks}           median/one run")
+    load = f"load average {load_before[0]:.1f} before, {load_peak[0]:.1f} after the calls"
+    print(
+        f"{hosts} sshd hosts, remote sysmcp --no-history, {tool}, fan-out {forks}, "
+        f"connect timeout {connect_timeout:g} s; {load}"
+    )
+    print("  hosts answered, cold then each warm call: " + ", ".join(map(str, figures["answered"])))
     print(f"  parallel-ssh -p {forks} -i df -P         {reference:8.2f} s")
     print(
-        f"  sysmcp disk_usage hosts=all, cold   {figures['cold']:8.2f} s   {figures['cold'] / reference:.2f} × pssh (target ≤ 1.5)"
+        f"  sysmcp {tool} hosts=all, cold   {figures['cold']:8.2f} s   {figures['cold'] / reference:.2f} × pssh (target ≤ 1.5)"
+    )
+    warms = ", ".join(
+        f"{t:.3f} s ({n} reconnected)"
+        for t, n in zip(figures["warms"], figures["reconnected"][1:], strict=True)
     )
     print(
-        f"  sysmcp disk_usage hosts=all, warm   {figures['warm']:8.3f} s   {figures['warm'] / reference:.3f} × pssh (target ≤ 0.25)"
+        f"  sysmcp {tool} hosts=all, warm   {figures['warm']:8.3f} s   {figures['warm'] / reference:.3f} × pssh (target ≤ 0.25); each: {warms}"
     )
     print(
         f"  gateway {figures['own'] / 2**20:.0f} MiB RSS ({figures['own'] / hosts / 1024:.0f} KiB per host); its ssh "
@@ -291,14 +338,23 @@ def main() -> int:
     parser.add_argument("--hosts", type=int, default=50)
     parser.add_argument("--forks", type=int, default=64)
     parser.add_argument("--warm-calls", type=int, default=3, help="warm calls; with start: starts measured")
+    parser.add_argument("--connect-timeout", type=float, default=120.0, help="lab: the gateway's")
+    parser.add_argument(
+        "--tool", choices=("dir_usage", "disk_usage"), default="dir_usage", help="lab: the call"
+    )
+    parser.add_argument(
+        "--log", type=Path, help="lab: keep the gateway's debug log (why sessions ended) here"
+    )
     parser.add_argument(
         "--python", default=sys.executable, help="start: the interpreter whose installed sysmcp is measured"
     )
     args = parser.parse_args()
     if args.mode == "start":
         start_mode(args.warm_calls, args.python)
+    elif args.mode == "lab":
+        lab_mode(args.hosts, args.forks, args.warm_calls, args.tool, args.log, args.connect_timeout)
     else:
-        (lab_mode if args.mode == "lab" else stub_mode)(args.hosts, args.forks, args.warm_calls)
+        stub_mode(args.hosts, args.forks, args.warm_calls)
     return 0
 
 

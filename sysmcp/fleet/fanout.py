@@ -183,14 +183,14 @@ class Fleet:
 
         while True:
             states[name] = "connecting"
-            had = self.pool.ever_opened(name)
             try:
                 session = await self.pool.session(name)
             except HostFailure as failure:
                 return outcome(failure.status, reason=failure.reason)
-            # A host asked before whose session had ended since (found dead now, or dying under this
-            # call): a new handshake, which a warm call should not need. Counted, so the answer says so.
-            reconnected = reconnected or (had and session.calls == 0)
+            # A host whose earlier session had ended (found dead now, or dying under this call): a new
+            # handshake, which a warm call should not need. Counted, so the answer says so. A session
+            # that was still starting at the last call's connect timeout is its first, not a reconnection.
+            reconnected = reconnected or (session.number > 1 and session.calls == 0)
             states[name] = "running"
             session.calls += 1
             try:

@@ -34,6 +34,10 @@ STDERR_KEPT = 4096  # bytes of each ssh's stderr kept from its start and from it
 EXIT_WAIT = 2.0  # seconds an ssh may take to exit after its session ended, before it is killed
 CLOSE_WAIT = 3.0  # seconds for ending everything at shutdown
 DEFAULT_HANDSHAKES = 10  # new sessions opening at once through one jump host (sshd's MaxStartups: 10)
+#: Seconds an opening may take in all (when longer than the connect timeout): a remote start slowed by a saturated
+#: host (200 Python starts on 2 cores) finishes for the next call instead of being killed and started
+#: again by every call. A host that does not answer at all is ended by ssh's own ConnectTimeout.
+SLOW_START = 120.0
 
 
 class HostFailure(Exception):
@@ -77,6 +81,7 @@ class HostSession:
     client: ClientSession
     stderr: bytearray = field(default_factory=bytearray)
     calls: int = 0  # calls started on it: a session that dies under its first call is no stale one
+    number: int = 1  # the host's sessions opened so far, this one included: past 1, a reconnection
 
     @property
     def alive(self) -> bool:
@@ -113,6 +118,7 @@ class Pool:
         self._opening: dict[str, _Opening] = {}
         self._through: dict[str, anyio.Semaphore] = {}  # jump host → its handshakes under way
         self._used: set[str] = set()  # hosts we ever started an ssh for: their masters to end
+        self._opened: dict[str, int] = {}  # host → sessions opened to it so far
         self._processes: set[Process] = set()
         self._group: TaskGroup | None = None
 
@@ -132,7 +138,8 @@ class Pool:
     async def session(self, name: str) -> HostSession:
         """The host's live session, opened now if there is none (or the last one died).
 
-        The opening belongs to the pool: a caller cancelled while waiting leaves it to finish."""
+        The opening belongs to the pool: a caller cancelled while waiting, or waiting longer than the
+        connect timeout (``HostFailure`` timeout), leaves it to finish, for up to ``SLOW_START`` s."""
         current = self._sessions.get(name)
         if current is not None and current.alive:
             return current
@@ -141,7 +148,15 @@ class Pool:
             assert self._group is not None, "Pool.open() is not running"
             opening = self._opening[name] = _Opening()
             self._group.start_soon(self._open_into, name, opening)
-        await opening.done.wait()
+        timeout = self.settings.connect_timeout
+        with anyio.move_on_after(timeout):
+            await opening.done.wait()
+        if not opening.done.is_set():  # slow, not dead: the opening goes on for the next call
+            raise HostFailure(
+                "timeout",
+                f"no MCP answer within the connect timeout of {timeout:g} s; it goes on connecting "
+                "and the next call may find it open",
+            )
         if opening.failure is not None:
             raise HostFailure(opening.failure.status, opening.failure.reason)
         assert opening.session is not None
@@ -158,6 +173,7 @@ class Pool:
             else:  # through a bastion: its sshd drops handshakes past MaxStartups
                 async with self._through.setdefault(host.jump, anyio.Semaphore(self.handshakes)):
                     opening.session = await self._open(host)
+            opening.session.number = self._opened[name] = self._opened.get(name, 0) + 1
             self._sessions[name] = opening.session
         except HostFailure as failure:
             jump = self.inventory.hosts[name].jump
@@ -185,10 +201,6 @@ class Pool:
         address = f" ({known.address})" if known is not None and known.address not in (None, name) else ""
         how = "refused" if REFUSED.search(reason) else "failed"
         return f"bastion {name}{address} {how}: {reason}"
-
-    def ever_opened(self, name: str) -> bool:
-        """Whether an ssh was ever started for the host: a new session now is a reconnection."""
-        return name in self._used
 
     @property
     def processes(self) -> int:
@@ -227,18 +239,16 @@ class Pool:
         session = HostSession(host, process, client)
         self._group.start_soon(self._keep_stderr, session)
         self._group.start_soon(self._read, session)
+        limit = max(self.settings.connect_timeout, SLOW_START)
         try:
-            with anyio.fail_after(self.settings.connect_timeout):
+            with anyio.fail_after(limit):
                 await client.initialize()
         except TimeoutError:
             await self._kill(session)  # hung in the connection or the remote start: no goodbye to wait for
             tail = _last_line(session.stderr)
             raise HostFailure(
                 "timeout",
-                bounded(
-                    f"no MCP answer within the connect timeout of {self.settings.connect_timeout:g} s"
-                    + (f" ({tail})" if tail else "")
-                ),
+                bounded(f"no MCP answer within {limit:g} s" + (f" ({tail})" if tail else "")),
             ) from None
         except (PeerGone, NotMcp, RemoteError) as exc:
             failure = await session.failure()
@@ -260,7 +270,15 @@ class Pool:
 
     async def _read(self, session: HostSession) -> None:
         await session.client.run()
-        log.debug("ssh session ended", host=session.host.name, reason=session.client.closed_reason)
+        with anyio.move_on_after(EXIT_WAIT):  # ssh's exit status and last words say why, if it is ending
+            await session.process.wait()
+        log.debug(
+            "ssh session ended",
+            host=session.host.name,
+            reason=session.client.closed_reason,
+            exit_status=session.process.returncode,
+            ssh_said=_last_line(session.stderr),
+        )
 
     async def _keep_stderr(self, session: HostSession) -> None:
         stream = session.process.stderr

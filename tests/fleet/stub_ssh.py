@@ -1,6 +1,8 @@
 """A stand-in for ``ssh`` that is itself a tiny MCP answerer: the fan-out's own cost and its faults,
 without sshd. Called as ``ssh``'s argv (``… -- HOST COMMAND``); the host name's prefix picks the
-behaviour (``ok``, ``hang``, ``mute``, ``garbage``, ``refuse``, ``notfound``, ``uvxfail``).
+behaviour (``ok``, ``hang``, ``mute``, ``garbage``, ``refuse``, ``notfound``, ``uvxfail``, ``slow``: a
+remote start that answers ``initialize`` only once the file ``$STUB_GATE`` exists). Each start
+appends the host's name to ``$STUB_STARTS`` when that is set.
 Standard library only, started with ``-S -E``: it must cost a few milliseconds."""
 
 import json
@@ -15,6 +17,9 @@ def main() -> int:
         return 0
     rest = argv[argv.index("--") + 1 :]
     host = rest[0]
+    if "STUB_STARTS" in os.environ:
+        with open(os.environ["STUB_STARTS"], "a") as starts:
+            starts.write(host + "\n")
     if host.startswith("refuse"):
         sys.stderr.write(f"ssh: connect to host {host} port 22: Connection refused\r\n")
         return 255
@@ -43,6 +48,8 @@ def main() -> int:
         if method == "initialize":
             if host.startswith("mute"):
                 continue  # accepts, never speaks
+            while host.startswith("slow") and not os.path.exists(os.environ["STUB_GATE"]):
+                time.sleep(0.01)  # a remote start on a saturated host: done when the test says so
             result = {
                 "protocolVersion": message["params"]["protocolVersion"],
                 "capabilities": {"tools": {}},

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import anyio
 import pytest
 
 from sysmcp.fleet.fanout import Fleet
@@ -71,6 +72,26 @@ async def test_at_the_deadline_the_answer_comes_with_the_pending_hosts_and_their
     assert lines[0] == "6 of 8 hosts answered, 2 pending."
     assert "== 6 hosts, same answer: ok00, ok01, ok02, ok03, ok04, ok05 (as ok00 says it)" in lines
     assert out.structured["pending"] == 2 and not out.is_error
+
+
+async def test_a_session_slower_to_start_than_the_connect_timeout_goes_on_for_the_next_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate, starts = tmp_path / "started", tmp_path / "starts"
+    monkeypatch.setenv("STUB_GATE", str(gate))
+    monkeypatch.setenv("STUB_STARTS", str(starts))
+    inventory = from_names(["slow1"])
+    async with Pool(inventory, settings(tmp_path, connect_timeout=0.2)).open() as pool:
+        fleet = Fleet(inventory, pool, deadline=DEADLINE)
+        first = await fleet.fan_out("x", {}, ["slow1"], timeout=600)
+        assert first[0].status == "timeout" and "next call may find it open" in first[0].reason
+        gate.touch()  # the remote start ends; its ssh was not killed at the connect timeout
+        with anyio.fail_after(DEADLINE):
+            while pool.live("slow1") is None:
+                await anyio.sleep(0.01)
+        second = await fleet.fan_out("x", {}, ["slow1"], timeout=600)
+    assert second[0].status == "ok" and not second[0].reconnected
+    assert starts.read_text() == "slow1\n"  # one remote start served both calls
 
 
 async def test_progress_for_a_big_fleet_is_bounded_to_a_hundred_steps(tmp_path: Path) -> None:
