@@ -616,9 +616,11 @@ def _truncate(entry: Entry, allowed: Callable[[bytes], bool]) -> Outcome:
     if not target or not allowed(target):
         return Outcome(path, False, "outside" if target else "gone")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        fd = _open_planned(path, planned)
     except OSError as exc:
         return Outcome(path, False, _why(exc))
+    if fd is None:
+        return Outcome(path, False, "changed")
     try:
         now = os.fstat(fd)
         if (
@@ -637,6 +639,24 @@ def _truncate(entry: Entry, allowed: Callable[[bytes], bool]) -> Outcome:
         return Outcome(path, False, _why(exc))
     finally:
         os.close(fd)
+
+
+def _open_planned(link: bytes, planned: Identity) -> int | None:
+    """``/proc/PID/fd/N`` opened for writing if it still leads to the planned regular file, else None.
+
+    Opening the link re-opens whatever its holder put behind that number since, with our rights (a
+    device such as /dev/watchdog, held by an ``O_PATH`` descriptor its holder could not even open):
+    so the inode is pinned with ``O_PATH`` (nothing is opened) and looked at first."""
+    pinned = os.open(link, os.O_PATH | os.O_CLOEXEC)
+    try:
+        st = os.fstat(pinned)
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (planned.dev, planned.ino):
+            return None
+        return os.open(
+            f"{platform.PROC_SELF_FD}/{pinned}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+        )
+    finally:
+        os.close(pinned)
 
 
 def _why(exc: BaseException) -> str:
