@@ -330,8 +330,9 @@ class Outcome:
     done: bool
     #: Why it was skipped: "changed", "symlink", "gone", "outside", "differs" (its bytes are not the kept
     #: copy's), "keep_gone", "keep_changed", "attributes" (``:link``: owner, mode, ACLs or extended
-    #: attributes differ), "linked", "other_filesystem", "unverified", or the OS error. A file that could
-    #: not be put back under its name says where it is: "changed; left as .sysmcp-aside-…".
+    #: attributes differ), "linked", "other_filesystem", "unverified", "cancelled" (stopped while the
+    #: file was aside: logged before the cancellation goes on), or the OS error. A file that could not
+    #: be put back under its name says where it is: "changed; left as .sysmcp-aside-…".
     reason: str | None = None
     freed: int = 0  # measured on its filesystem (statvfs before and after)
 
@@ -412,7 +413,12 @@ def apply_items(
                 outcome = _truncate(entry, allowed)
             else:
                 act = Act(entry, item.keep, allowed, relinked, check, between)
-                outcome = act.run(link=action == "link")
+                try:
+                    outcome = act.run(link=action == "link")
+                except BaseException:
+                    if act.interrupted is not None:  # said, with where the file is if not under its name
+                        log(item, entry, action, act.interrupted)
+                    raise
             log(item, entry, action, outcome)
             applied.outcomes.append(outcome)
         results.append(applied)
@@ -450,6 +456,8 @@ class Act:
         self.entry, self.keep, self.allowed = entry, keep, allowed
         self.relinked, self.checkpoint, self.between = relinked, checkpoint, between
         self.key = (entry.identity.dev, entry.identity.ino)
+        #: Set when a cancellation or an error stopped it with the file set aside: what became of it.
+        self.interrupted: Outcome | None = None
 
     def run(self, *, link: bool) -> Outcome:
         path = self.entry.path
@@ -502,7 +510,7 @@ class Act:
                 if reason is None and self.keep is not None:
                     self.relinked.add((self.keep.identity.dev, self.keep.identity.ino))
         except BaseException:
-            _put_back(parent, aside, name)
+            self.interrupted = Outcome(path, False, _put_back(parent, aside, name, "cancelled"))
             raise
         if reason is not None:
             return Outcome(path, False, _put_back(parent, aside, name, reason))

@@ -498,3 +498,41 @@ def test_the_rename_aside_never_replaces_a_name_that_is_taken(tmp_path: Path) ->
     finally:
         os.close(fd)
     assert (tmp_path / "b").read_bytes() == b"b" and (tmp_path / "c").read_bytes() == b"a"
+
+
+def test_a_removal_cancelled_while_its_file_is_aside_and_its_name_taken_is_logged_with_where_the_file_is(
+    tmp_path: Path,
+) -> None:
+    """Cancelled mid-comparison (the file under its private name) while someone took its name: the file
+    cannot go back, so the log must say where it is, or nobody could ever find it again."""
+    data = os.urandom(30_000)
+    for name in ("a", "b"):
+        (tmp_path / name).write_bytes(data)
+    groups = [[os.fsencode(tmp_path / n) for n in ("a", "b")]]
+    plan = build_plan(PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups))
+    (item,) = plan.items
+
+    class Cancelled(Exception):
+        pass
+
+    def checkpoint() -> None:  # the comparison's first checkpoint, with b aside: take b's name, cancel
+        if any(n.startswith(".sysmcp-aside-") for n in os.listdir(tmp_path)):
+            (tmp_path / "b").write_bytes(b"someone else's")
+            raise Cancelled
+
+    logged: list[tuple[bytes, bool, str | None]] = []
+    with pytest.raises(Cancelled):
+        apply_items(
+            plan,
+            [item.id],
+            lambda path: True,
+            log=lambda item, entry, action, outcome: logged.append(
+                (outcome.path, outcome.done, outcome.reason)
+            ),
+            checkpoint=checkpoint,
+        )
+    (aside,) = [n for n in os.listdir(tmp_path) if n.startswith(".sysmcp-aside-")]
+    assert (tmp_path / aside).read_bytes() == data
+    assert logged == [
+        (os.fsencode(tmp_path / "b"), False, f"cancelled; left as {aside} (its name was taken meanwhile)")
+    ]
