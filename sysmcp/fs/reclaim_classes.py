@@ -507,6 +507,24 @@ def _writers_beyond(keep: os.stat_result, extra: os.stat_result) -> bool:
     )
 
 
+def _exposed(path: bytes, owner: int) -> bool:
+    """Whether a user other than ``owner`` (or root) may remove or replace ``path``: a directory on
+    its way owned by another user, or writable by group or others without the sticky bit (as ssh
+    judges the parents of ``~/.ssh``). A kept copy there could be taken away after the extras went."""
+    directory = os.path.dirname(path)
+    while True:
+        try:
+            st = os.lstat(directory)
+        except OSError:
+            return True
+        if st.st_uid not in (0, owner) or (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX):
+            return True
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return False
+        directory = parent
+
+
 def _why_no_link(keep: Copy, extras: Sequence[Copy]) -> str | None:
     """Why the extras cannot become names of the kept copy (None: they can). A hard link shares one
     owner, group, mode, ACL and set of extended attributes, so any difference would change a file's."""
@@ -538,8 +556,18 @@ def duplicates(groups: Sequence[Sequence[bytes | Copy]]) -> list[Found]:
             if copy is not None:
                 owners.setdefault(copy[1].st_uid, []).append(copy)
         for copies in owners.values():
-            keep = min(copies, key=lambda c: (bool(c[1].st_mode & 0o022), c[1].st_mtime_ns, c[0]))
+            keep = min(
+                copies,
+                key=lambda c: (
+                    bool(c[1].st_mode & 0o022),
+                    _exposed(c[0], c[1].st_uid),
+                    c[1].st_mtime_ns,
+                    c[0],
+                ),
+            )
             files = [c for c in copies if c is not keep and not _writers_beyond(keep[1], c[1])]
+            if _exposed(keep[0], keep[1].st_uid):  # another user may remove it: no copy goes for it
+                files = [c for c in files if _exposed(c[0], c[1].st_uid)]
             if not files:
                 continue
             shown = _shown(keep[0])
