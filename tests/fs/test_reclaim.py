@@ -536,3 +536,29 @@ def test_a_removal_cancelled_while_its_file_is_aside_and_its_name_taken_is_logge
     assert logged == [
         (os.fsencode(tmp_path / "b"), False, f"cancelled; left as {aside} (its name was taken meanwhile)")
     ]
+
+
+def test_the_script_removes_no_duplicate_whose_kept_copy_is_gone_or_whose_bytes_differ_now(
+    tmp_path: Path,
+) -> None:
+    """The script acts like reclaim: an extra goes only if its kept copy is still the planned file and
+    their bytes are the same when it runs (else a plan run after the kept copy went leaves no copy)."""
+    sets = {"gone": os.urandom(9_000), "differs": os.urandom(9_000), "fine": os.urandom(9_000)}
+    for name, data in sets.items():
+        for copy in ("a-keep", "b-extra"):
+            (tmp_path / name / copy).parent.mkdir(exist_ok=True)
+            (tmp_path / name / copy).write_bytes(data)
+            os.utime(tmp_path / name / copy, ns=(10**18, 10**18))
+    groups = [[os.fsencode(tmp_path / name / copy) for copy in ("a-keep", "b-extra")] for name in sets]
+    plan = build_plan(PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups))
+    assert sorted(os.path.basename(i.keep.path) for i in plan.items if i.keep) == [b"a-keep"] * 3
+    (tmp_path / "gone" / "a-keep").unlink()
+    with open(tmp_path / "differs" / "b-extra", "r+b") as handle:  # one byte, same size and mtime
+        handle.write(b"\0" if sets["differs"][0] else b"\1")
+    os.utime(tmp_path / "differs" / "b-extra", ns=(10**18, 10**18))
+    done = run_script(render_script(plan), "--apply", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "gone" / "b-extra").read_bytes() == sets["gone"]
+    assert (tmp_path / "differs" / "b-extra").exists() and not (tmp_path / "fine" / "b-extra").exists()
+    assert f"skipped: {tmp_path}/gone/b-extra: the kept copy".encode() in done.stdout
+    assert b"done: 1 files acted on, 2 skipped" in done.stdout
