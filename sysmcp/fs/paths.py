@@ -59,6 +59,8 @@ def printable(name: str | bytes) -> str:
 
 
 def _octal(char: str) -> str:
+    if char in _C_ESCAPES:  # as ``ls -b`` and ``escaped``: \\a, \\b, \\v, \\f
+        return _C_ESCAPES[char]
     if "\udc80" <= char <= "\udcff":  # a byte that was not UTF-8 (``os.fsdecode``)
         return f"\\x{ord(char) - 0xDC00:02x}"
     return "".join(f"\\{b:03o}" for b in char.encode("utf-8", "surrogatepass"))

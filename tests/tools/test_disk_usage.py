@@ -587,7 +587,7 @@ async def test_a_users_fuse_mount_named_with_terminal_escapes_is_shown_escaped()
     evil = Mount("/home/u/x\x1b[2J", "src\x1b]0;t\x07", "fuse.\x1b[31m", ("rw",), dev="0:90")
     usage = FakeUsage({"/": stats(), evil.mount_point: stats()})
     text, _ = await call(tool([ROOT, evil], usage), all=True)
-    assert "/home/u/x\\033[2J" in text and "src\\033]0;t\\007" in text and "fuse.\\033[31m" in text
+    assert "/home/u/x\\033[2J" in text and "src\\033]0;t\\a" in text and "fuse.\\033[31m" in text
     assert "\x1b" not in text and "\x07" not in text
     text, _ = await call(tool([ROOT, evil], usage), path=evil.mount_point)
     assert "\x1b" not in text

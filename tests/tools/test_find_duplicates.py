@@ -256,4 +256,4 @@ def test_a_name_with_terminal_escapes_reaches_the_text_with_them_escaped(tmp_pat
     (tmp_path / "plain").write_bytes(b"dup")
     text, _, _ = search(tmp_path)
     assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
-    assert "evil\\033[2J\\033]0;pwned\\007\\342\\200\\256gnp.exe" in text
+    assert "evil\\033[2J\\033]0;pwned\\a\\342\\200\\256gnp.exe" in text
