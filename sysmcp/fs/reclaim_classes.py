@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from sysmcp import platform
 from sysmcp.fs.errors import Unavailable
 from sysmcp.fs.openfiles import scan_processes
-from sysmcp.fs.paths import display, exact_bytes
+from sysmcp.fs.paths import display, escaped, exact_bytes
 from sysmcp.fs.safeopen import extended_attributes
 
 #: Safety levels, from "delete it without a second thought" to "look first".
@@ -532,13 +532,13 @@ def _why_no_link(keep: Copy, extras: Sequence[Copy]) -> str | None:
     attributes = extended_attributes(keep[0])
     for path, st in extras:
         if st.st_dev != kst.st_dev:
-            return f"{_shown(path)} is on another filesystem than the kept copy"
+            return f"{escaped(path)} is on another filesystem than the kept copy"
         if (st.st_uid, st.st_gid) != (kst.st_uid, kst.st_gid):
-            return f"{_shown(path)} has another owner or group than the kept copy"
+            return f"{escaped(path)} has another owner or group than the kept copy"
         if stat.S_IMODE(st.st_mode) != stat.S_IMODE(kst.st_mode):
-            return f"{_shown(path)} has another mode than the kept copy"
+            return f"{escaped(path)} has another mode than the kept copy"
         if attributes is None or extended_attributes(path) != attributes:
-            return f"{_shown(path)} has other ACLs or extended attributes than the kept copy (or unreadable ones)"
+            return f"{escaped(path)} has other ACLs or extended attributes than the kept copy (or unreadable ones)"
     return None
 
 

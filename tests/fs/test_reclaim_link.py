@@ -210,3 +210,14 @@ def test_the_kept_copy_is_never_one_in_a_directory_another_user_can_change(tmp_p
     assert item.keep is not None and item.keep.path in (os.fsencode(ours), os.fsencode(two))
     extras = {e.path for e in item.entries}
     assert extras == {os.fsencode(p) for p in (theirs, ours, two)} - {item.keep.path}
+
+
+def test_why_a_link_is_refused_names_the_file_escaped(tmp_path: Path) -> None:
+    keep, evil = copies(tmp_path, ("keep", "x\x1b[2J\x1b]0;pwned\x07"))
+    evil.chmod(0o600)
+    plan = plan_for(tmp_path, [keep, evil])
+    (item,) = plan.items
+    with pytest.raises(Refused) as refused:
+        choose(plan, [item.id + LINK])
+    assert "x\\033[2J\\033]0;pwned\\a has another mode" in str(refused.value.detail)
+    assert item.no_link is not None and "\x1b" not in item.no_link
