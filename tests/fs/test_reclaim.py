@@ -562,3 +562,33 @@ def test_the_script_removes_no_duplicate_whose_kept_copy_is_gone_or_whose_bytes_
     assert (tmp_path / "differs" / "b-extra").exists() and not (tmp_path / "fine" / "b-extra").exists()
     assert f"skipped: {tmp_path}/gone/b-extra: the kept copy".encode() in done.stdout
     assert b"done: 1 files acted on, 2 skipped" in done.stdout
+
+
+KILLED_ASIDE = textwrap.dedent(
+    """
+    import os, sys
+    from pathlib import Path
+    from sysmcp.fs.reclaim import PlanRequest, apply_items, build_plan
+    from tests.fs.test_reclaim import layout
+    base = Path(sys.argv[1])
+    groups = [[os.fsencode(base / n) for n in ("a", "app.log.1")]]
+    plan = build_plan(PlanRequest(layout=layout(base / "none"), duplicates=groups))
+    def die() -> None:  # the process dies (SIGKILL, power cut) with the file under its private name
+        if any(n.startswith(".sysmcp-aside-") for n in os.listdir(base)):
+            os._exit(9)
+    apply_items(plan, [plan.items[0].id], lambda path: True, checkpoint=die)
+    """
+)
+
+
+def test_a_file_left_aside_by_a_process_that_died_still_shows_its_name(tmp_path: Path) -> None:
+    data = os.urandom(30_000)
+    for name in ("a", "app.log.1"):
+        (tmp_path / name).write_bytes(data)
+    repo = Path(__file__).resolve().parents[2]
+    died = subprocess.run(
+        [sys.executable, "-c", KILLED_ASIDE, str(tmp_path)], cwd=repo, check=False, timeout=120
+    )
+    assert died.returncode == 9
+    (aside,) = [n for n in os.listdir(tmp_path) if n.startswith(".sysmcp-aside-")]
+    assert aside.endswith("-app.log.1") and (tmp_path / aside).read_bytes() == data
