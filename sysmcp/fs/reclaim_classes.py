@@ -545,9 +545,10 @@ def _why_no_link(keep: Copy, extras: Sequence[Copy]) -> str | None:
 def duplicates(groups: Sequence[Sequence[bytes | Copy]]) -> list[Found]:
     """Extra copies of identical files (found by ``find_duplicates``), each set split by owner: one
     user's copies are never removed for, or linked to, another user's file. Of one owner's copies the
-    one that stays is the one nobody else can write (no group or other write permission), then the
-    oldest (mtime), then the first by name; a copy is an extra only if the kept copy gives nobody
-    write access that the extra did not. Each extra can go or, when owner, group, mode, ACLs and
+    one that stays is the one nobody else can write (no group or other write permission), then one
+    nobody else can take away (``_exposed``), then the oldest (mtime), then the first by name; a copy is
+    an extra only if the kept copy gives nobody write access that the extra did not, nor the power to
+    remove the last copy. Each extra can go or, when owner, group, mode, ACLs and
     extended attributes all match, become a hard link to the kept copy (``ITEM:link`` in reclaim)."""
     found: list[Found] = []
     for group in groups:
@@ -556,18 +557,13 @@ def duplicates(groups: Sequence[Sequence[bytes | Copy]]) -> list[Found]:
             if copy is not None:
                 owners.setdefault(copy[1].st_uid, []).append(copy)
         for copies in owners.values():
+            exposed = {c[0]: _exposed(c[0], c[1].st_uid) for c in copies}
             keep = min(
-                copies,
-                key=lambda c: (
-                    bool(c[1].st_mode & 0o022),
-                    _exposed(c[0], c[1].st_uid),
-                    c[1].st_mtime_ns,
-                    c[0],
-                ),
+                copies, key=lambda c: (bool(c[1].st_mode & 0o022), exposed[c[0]], c[1].st_mtime_ns, c[0])
             )
             files = [c for c in copies if c is not keep and not _writers_beyond(keep[1], c[1])]
-            if _exposed(keep[0], keep[1].st_uid):  # another user may remove it: no copy goes for it
-                files = [c for c in files if _exposed(c[0], c[1].st_uid)]
+            if exposed[keep[0]]:  # another user may remove it: no copy in a safe place goes for it
+                files = [c for c in files if exposed[c[0]]]
             if not files:
                 continue
             shown = _shown(keep[0])
