@@ -39,7 +39,6 @@ from sysmcp import platform
 from sysmcp.fs import reclaim_classes as classes
 from sysmcp.fs.errors import NotFound, Refused
 from sysmcp.fs.openfiles import link_confined
-from sysmcp.fs.paths import NAME_MAX
 from sysmcp.fs.reclaim_classes import Copy, Found, RootsLayout
 from sysmcp.fs.safeopen import extended_attributes, open_parent
 
@@ -582,12 +581,17 @@ def _same_bytes(first: int, second: int, size: int, checkpoint: Checkpoint) -> b
     return os.pread(first, 1, size) == os.pread(second, 1, size) == b""
 
 
+#: Bytes of a file's name its private name ends with: short enough for filesystems whose names are
+#: shorter than 255 bytes (eCryptfs: 143), long enough to tell what the file was.
+ASIDE_KEEPS = 100
+
+
 def _aside(parent: int, name: bytes) -> bytes:
     """Rename ``name`` to a fresh private name in the same directory, never over anything; the name.
-    It ends with the file's own name (as much as fits), so a file left aside by a process that died
-    there (SIGKILL, a power cut: nothing logged) still says what it was."""
+    It ends with the file's own name (its first ``ASIDE_KEEPS`` bytes), so a file left aside by a process
+    that died there (SIGKILL, a power cut: nothing logged) still says what it was."""
     for _attempt in range(5):
-        aside = (b".sysmcp-aside-" + secrets.token_hex(8).encode() + b"-" + name)[:NAME_MAX]
+        aside = b".sysmcp-aside-" + secrets.token_hex(8).encode() + b"-" + name[:ASIDE_KEEPS]
         try:
             if _rename_exclusive(parent, name, aside):
                 return aside
