@@ -48,10 +48,22 @@ def display(path: str | bytes | os.PathLike[str]) -> str:
 
 
 def printable(name: str | bytes) -> str:
-    """A name on one line, for text and tab-separated lists: undecodable bytes as \\xNN, and newline,
-    carriage return and tab escaped, since a file name may hold any of them."""
+    """A name on one line, for text and tab-separated lists: undecodable bytes as \\xNN, newline,
+    carriage return and tab escaped, and every other character that is not printable (ESC, BEL, a
+    right-to-left override) as its bytes in octal (``\\033``), so a name cannot drive a terminal."""
     text = display(name) if isinstance(name, bytes) else name
-    return text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    text = text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else _octal(char) for char in text)
+
+
+def _octal(char: str) -> str:
+    if char in _C_ESCAPES:  # as ``ls -b`` and ``escaped``: \\a, \\b, \\v, \\f
+        return _C_ESCAPES[char]
+    if "\udc80" <= char <= "\udcff":  # a byte that was not UTF-8 (``os.fsdecode``)
+        return f"\\x{ord(char) - 0xDC00:02x}"
+    return "".join(f"\\{b:03o}" for b in char.encode("utf-8", "surrogatepass"))
 
 
 #: The C escapes ``ls -b`` writes for these control bytes; every other one is ``\\NNN`` (octal).

@@ -330,8 +330,9 @@ class Outcome:
     done: bool
     #: Why it was skipped: "changed", "symlink", "gone", "outside", "differs" (its bytes are not the kept
     #: copy's), "keep_gone", "keep_changed", "attributes" (``:link``: owner, mode, ACLs or extended
-    #: attributes differ), "linked", "other_filesystem", "unverified", or the OS error. A file that could
-    #: not be put back under its name says where it is: "changed; left as .sysmcp-aside-…".
+    #: attributes differ), "linked", "other_filesystem", "unverified", "cancelled" (stopped while the
+    #: file was aside: logged before the cancellation goes on), or the OS error. A file that could not
+    #: be put back under its name says where it is: "changed; left as .sysmcp-aside-…".
     reason: str | None = None
     freed: int = 0  # measured on its filesystem (statvfs before and after)
 
@@ -412,7 +413,12 @@ def apply_items(
                 outcome = _truncate(entry, allowed)
             else:
                 act = Act(entry, item.keep, allowed, relinked, check, between)
-                outcome = act.run(link=action == "link")
+                try:
+                    outcome = act.run(link=action == "link")
+                except BaseException:
+                    if act.interrupted is not None:  # said, with where the file is if not under its name
+                        log(item, entry, action, act.interrupted)
+                    raise
             log(item, entry, action, outcome)
             applied.outcomes.append(outcome)
         results.append(applied)
@@ -450,6 +456,8 @@ class Act:
         self.entry, self.keep, self.allowed = entry, keep, allowed
         self.relinked, self.checkpoint, self.between = relinked, checkpoint, between
         self.key = (entry.identity.dev, entry.identity.ino)
+        #: Set when a cancellation or an error stopped it with the file set aside: what became of it.
+        self.interrupted: Outcome | None = None
 
     def run(self, *, link: bool) -> Outcome:
         path = self.entry.path
@@ -502,7 +510,7 @@ class Act:
                 if reason is None and self.keep is not None:
                     self.relinked.add((self.keep.identity.dev, self.keep.identity.ino))
         except BaseException:
-            _put_back(parent, aside, name)
+            self.interrupted = Outcome(path, False, _put_back(parent, aside, name, "cancelled"))
             raise
         if reason is not None:
             return Outcome(path, False, _put_back(parent, aside, name, reason))
@@ -573,10 +581,17 @@ def _same_bytes(first: int, second: int, size: int, checkpoint: Checkpoint) -> b
     return os.pread(first, 1, size) == os.pread(second, 1, size) == b""
 
 
+#: Bytes of a file's name its private name ends with: short enough for filesystems whose names are
+#: shorter than 255 bytes (eCryptfs: 143), long enough to tell what the file was.
+ASIDE_KEEPS = 100
+
+
 def _aside(parent: int, name: bytes) -> bytes:
-    """Rename ``name`` to a fresh private name in the same directory, never over anything; the name."""
+    """Rename ``name`` to a fresh private name in the same directory, never over anything; the name.
+    It ends with the file's own name (its first ``ASIDE_KEEPS`` bytes), so a file left aside by a process
+    that died there (SIGKILL, a power cut: nothing logged) still says what it was."""
     for _attempt in range(5):
-        aside = b".sysmcp-aside-" + secrets.token_hex(8).encode()
+        aside = b".sysmcp-aside-" + secrets.token_hex(8).encode() + b"-" + name[:ASIDE_KEEPS]
         try:
             if _rename_exclusive(parent, name, aside):
                 return aside
@@ -616,9 +631,11 @@ def _truncate(entry: Entry, allowed: Callable[[bytes], bool]) -> Outcome:
     if not target or not allowed(target):
         return Outcome(path, False, "outside" if target else "gone")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        fd = _open_planned(path, planned)
     except OSError as exc:
         return Outcome(path, False, _why(exc))
+    if fd is None:
+        return Outcome(path, False, "changed")
     try:
         now = os.fstat(fd)
         if (
@@ -637,6 +654,24 @@ def _truncate(entry: Entry, allowed: Callable[[bytes], bool]) -> Outcome:
         return Outcome(path, False, _why(exc))
     finally:
         os.close(fd)
+
+
+def _open_planned(link: bytes, planned: Identity) -> int | None:
+    """``/proc/PID/fd/N`` opened for writing if it still leads to the planned regular file, else None.
+
+    Opening the link re-opens whatever its holder put behind that number since, with our rights (a
+    device such as /dev/watchdog, held by an ``O_PATH`` descriptor its holder could not even open):
+    so the inode is pinned with ``O_PATH`` (nothing is opened) and looked at first."""
+    pinned = os.open(link, os.O_PATH | os.O_CLOEXEC)
+    try:
+        st = os.fstat(pinned)
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (planned.dev, planned.ino):
+            return None
+        return os.open(
+            f"{platform.PROC_SELF_FD}/{pinned}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+        )
+    finally:
+        os.close(pinned)
 
 
 def _why(exc: BaseException) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from sysmcp import platform
 from sysmcp.fs.errors import Unavailable
 from sysmcp.fs.openfiles import scan_processes
-from sysmcp.fs.paths import display, exact_bytes
+from sysmcp.fs.paths import display, escaped, exact_bytes
 from sysmcp.fs.safeopen import extended_attributes
 
 #: Safety levels, from "delete it without a second thought" to "look first".
@@ -507,6 +507,24 @@ def _writers_beyond(keep: os.stat_result, extra: os.stat_result) -> bool:
     )
 
 
+def _exposed(path: bytes, owner: int) -> bool:
+    """Whether a user other than ``owner`` (or root) may remove or replace ``path``: a directory on
+    its way owned by another user, or writable by group or others without the sticky bit (as ssh
+    judges the parents of ``~/.ssh``). A kept copy there could be taken away after the extras went."""
+    directory = os.path.dirname(path)
+    while True:
+        try:
+            st = os.lstat(directory)
+        except OSError:
+            return True
+        if st.st_uid not in (0, owner) or (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX):
+            return True
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return False
+        directory = parent
+
+
 def _why_no_link(keep: Copy, extras: Sequence[Copy]) -> str | None:
     """Why the extras cannot become names of the kept copy (None: they can). A hard link shares one
     owner, group, mode, ACL and set of extended attributes, so any difference would change a file's."""
@@ -514,22 +532,23 @@ def _why_no_link(keep: Copy, extras: Sequence[Copy]) -> str | None:
     attributes = extended_attributes(keep[0])
     for path, st in extras:
         if st.st_dev != kst.st_dev:
-            return f"{_shown(path)} is on another filesystem than the kept copy"
+            return f"{escaped(path)} is on another filesystem than the kept copy"
         if (st.st_uid, st.st_gid) != (kst.st_uid, kst.st_gid):
-            return f"{_shown(path)} has another owner or group than the kept copy"
+            return f"{escaped(path)} has another owner or group than the kept copy"
         if stat.S_IMODE(st.st_mode) != stat.S_IMODE(kst.st_mode):
-            return f"{_shown(path)} has another mode than the kept copy"
+            return f"{escaped(path)} has another mode than the kept copy"
         if attributes is None or extended_attributes(path) != attributes:
-            return f"{_shown(path)} has other ACLs or extended attributes than the kept copy (or unreadable ones)"
+            return f"{escaped(path)} has other ACLs or extended attributes than the kept copy (or unreadable ones)"
     return None
 
 
 def duplicates(groups: Sequence[Sequence[bytes | Copy]]) -> list[Found]:
     """Extra copies of identical files (found by ``find_duplicates``), each set split by owner: one
     user's copies are never removed for, or linked to, another user's file. Of one owner's copies the
-    one that stays is the one nobody else can write (no group or other write permission), then the
-    oldest (mtime), then the first by name; a copy is an extra only if the kept copy gives nobody
-    write access that the extra did not. Each extra can go or, when owner, group, mode, ACLs and
+    one that stays is the one nobody else can write (no group or other write permission), then one
+    nobody else can take away (``_exposed``), then the oldest (mtime), then the first by name; a copy is
+    an extra only if the kept copy gives nobody write access that the extra did not, nor the power to
+    remove the last copy. Each extra can go or, when owner, group, mode, ACLs and
     extended attributes all match, become a hard link to the kept copy (``ITEM:link`` in reclaim)."""
     found: list[Found] = []
     for group in groups:
@@ -538,8 +557,13 @@ def duplicates(groups: Sequence[Sequence[bytes | Copy]]) -> list[Found]:
             if copy is not None:
                 owners.setdefault(copy[1].st_uid, []).append(copy)
         for copies in owners.values():
-            keep = min(copies, key=lambda c: (bool(c[1].st_mode & 0o022), c[1].st_mtime_ns, c[0]))
+            exposed = {c[0]: _exposed(c[0], c[1].st_uid) for c in copies}
+            keep = min(
+                copies, key=lambda c: (bool(c[1].st_mode & 0o022), exposed[c[0]], c[1].st_mtime_ns, c[0])
+            )
             files = [c for c in copies if c is not keep and not _writers_beyond(keep[1], c[1])]
+            if exposed[keep[0]]:  # another user may remove it: no copy in a safe place goes for it
+                files = [c for c in files if exposed[c[0]]]
             if not files:
                 continue
             shown = _shown(keep[0])

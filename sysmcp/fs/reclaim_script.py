@@ -3,7 +3,8 @@
 In the manner of rmlint's generated script, written afresh: every step re-checks the file's identity
 (device, inode, size, mtime, with ``stat -c`` on GNU systems and ``stat -f`` on the BSDs and macOS,
 chosen when the script runs) and skips it, saying why, if anything changed; no step follows a symlink
-(the file and every directory above it are tested with ``test -L``); every name is quoted so that no
+(the file and every directory above it are tested with ``test -L``); a duplicate goes only while its
+kept copy passes the same checks and ``cmp`` finds their bytes equal; every name is quoted so that no
 byte of it is ever read as shell syntax. The script is ASCII whatever the names hold: a name that is
 printable ASCII is single-quoted (``'`` as ``'\\''``), any other is rebuilt at run time by ``printf``
 from octal escapes (newlines, control bytes, bytes that are not UTF-8), so it travels as text. What it
@@ -70,6 +71,15 @@ rmf() {{
     printf 'would remove: %s\n' "$3"
   fi
 }}
+dupf() {{
+  if ! nolink "$4" || [ ! -f "$4" ]; then skip "$3" "the kept copy is gone, so this may be the last copy"; return; fi
+  kept=$(ident "$4") || {{ skip "$3" "the kept copy cannot be looked at"; return; }}
+  if [ "$kept" != "$5" ]; then skip "$3" "the kept copy changed since the plan, so this copy stays"; return; fi
+  if nolink "$1" && [ -f "$1" ] && ! cmp -s -- "$4" "$1"; then
+    skip "$3" "its bytes are no longer the kept copy's"; return
+  fi
+  rmf "$1" "$2" "$3"
+}}
 trunc() {{
   if [ ! -e "$1" ]; then skip "$3" "the holder closed it"; return; fi
   now=$(ident_l "$1") || {{ skip "$3" "cannot be looked at"; return; }}
@@ -114,7 +124,13 @@ def _step(item: Item, entry: Entry) -> str:
     setup += show_setup
     if item.action == "truncate":
         return f"{setup}trunc {word} '{who.dev}:{who.ino}' {show_word}"
-    return f"{setup}rmf {word} '{who.dev}:{who.ino}:{who.size}:{who.mtime_ns // 1_000_000_000}' {show_word}"
+    planned = f"'{who.dev}:{who.ino}:{who.size}:{who.mtime_ns // 1_000_000_000}'"
+    if item.keep is not None:  # a duplicate: only while its kept copy is the planned file, same bytes
+        kept = item.keep.identity
+        keep_setup, keep_word = quote(item.keep.path, "K")
+        ident = f"'{kept.dev}:{kept.ino}:{kept.size}:{kept.mtime_ns // 1_000_000_000}'"
+        return f"{setup}{keep_setup}dupf {word} {planned} {show_word} {keep_word} {ident}"
+    return f"{setup}rmf {word} {planned} {show_word}"
 
 
 def _comment(text: str) -> str:

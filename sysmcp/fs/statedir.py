@@ -100,7 +100,8 @@ def check_file(st: os.stat_result, where: str) -> None:
 
 
 class StateDir:
-    """An open, checked state directory: ``fd`` stays open for the process (``O_CLOEXEC``)."""
+    """An open, checked state directory: ``fd`` stays open for the process (``O_CLOEXEC``); ``path``
+    has no symlink on the way (open what is in it by that name, never by the name the user gave)."""
 
     def __init__(self, path: Path, fd: int) -> None:
         self.path = path
@@ -206,6 +207,9 @@ def open_dir(path: Path) -> StateDir:
         os.makedirs(path.parent, mode=0o700, exist_ok=True)
         with contextlib.suppress(FileExistsError):
             os.mkdir(path, 0o700)
+    # The parents resolved once, then used for every later open by name (SQLite's): a symlink on the
+    # way that another user owns could be re-pointed after the checks, the real parents cannot.
+    path = Path(os.path.realpath(path.parent)) / path.name
     try:
         fd = os.open(path, _DIR_FLAGS)
     except OSError as exc:
@@ -215,7 +219,7 @@ def open_dir(path: Path) -> StateDir:
     try:
         _check_dir(os.fstat(fd), str(path), sticky_ok=False)
         os.fchmod(fd, 0o700)  # on the descriptor: never through a symlink
-        for parent in Path(os.path.realpath(path)).parents:
+        for parent in path.parents:
             _check_dir(os.stat(parent), str(parent), sticky_ok=True)
     except BaseException:
         os.close(fd)

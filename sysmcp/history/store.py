@@ -152,6 +152,7 @@ class Store:
         store = cls(directory, clock, busy_ms=busy_ms)
         try:
             store._dir = open_dir(directory)
+            store.path = store._dir.path / DB_NAME  # the checked parents, not a link re-pointed later
             if not os.access(".", os.W_OK | os.X_OK, dir_fd=store._dir.fd):
                 raise PermissionError(f"{directory} is not writable")
             for name in OTHER_FILES:  # the database's own files are checked as they are opened

@@ -28,7 +28,7 @@ from sysmcp.fs.disks import (
     statvfs_usage,
 )
 from sysmcp.fs.mounts import Mount, MountTable, apfs_container, container_siblings, default_partitions
-from sysmcp.fs.paths import display
+from sysmcp.fs.paths import display, printable
 from sysmcp.history import state
 from sysmcp.history.recording import ReadingGate
 from sysmcp.platform import PROC
@@ -214,16 +214,16 @@ def alert_phrase(entry: Entry) -> str:
 
 
 def describe_mount(mount: Mount) -> str:
-    parts = [f"{display(mount.fs_type)} {display(mount.device)}"]
+    parts = [f"{printable(mount.fs_type)} {printable(mount.device)}"]
     if mount.root != "/":
-        parts.append(f"bind mount of {display(mount.root)}")
+        parts.append(f"bind mount of {printable(mount.root)}")
     if mount.read_only:
         parts.append("read-only")
     return ", ".join(parts)
 
 
 def render_one(shown: str, entry: Entry, unit: str) -> str:
-    where = f"{shown} is on {display(entry.mount.mount_point)} ({describe_mount(entry.mount)})"
+    where = f"{printable(shown)} is on {printable(entry.mount.mount_point)} ({describe_mount(entry.mount)})"
     fig = entry.figures
     if fig is None:
         return f"{where}: {entry.reason}."
@@ -252,7 +252,7 @@ def render_all(entries: Sequence[Entry], unit: str, everything: bool, sample_s: 
 
 
 def _point(entry: Entry) -> str:
-    return display(entry.mount.mount_point)
+    return printable(entry.mount.mount_point)  # a user's FUSE mount names itself (ESC included)
 
 
 def _filling(entries: Sequence[Entry]) -> str:
@@ -266,7 +266,7 @@ def _filling(entries: Sequence[Entry]) -> str:
 def _entry_line(entry: Entry, unit: str) -> str:
     """'/var  ext4 /dev/sda2 ro  <usage>; <inodes>[; <rate>][  ⚠ …]', or the reason there are no figures."""
     mount = entry.mount
-    head = f"{_point(entry)}  {display(mount.fs_type)} {display(mount.device)}" + (
+    head = f"{_point(entry)}  {printable(mount.fs_type)} {printable(mount.device)}" + (
         " ro" if mount.read_only else ""
     )
     if entry.figures is None:

@@ -498,3 +498,97 @@ def test_the_rename_aside_never_replaces_a_name_that_is_taken(tmp_path: Path) ->
     finally:
         os.close(fd)
     assert (tmp_path / "b").read_bytes() == b"b" and (tmp_path / "c").read_bytes() == b"a"
+
+
+def test_a_removal_cancelled_while_its_file_is_aside_and_its_name_taken_is_logged_with_where_the_file_is(
+    tmp_path: Path,
+) -> None:
+    """Cancelled mid-comparison (the file under its private name) while someone took its name: the file
+    cannot go back, so the log must say where it is, or nobody could ever find it again."""
+    data = os.urandom(30_000)
+    for name in ("a", "b"):
+        (tmp_path / name).write_bytes(data)
+    groups = [[os.fsencode(tmp_path / n) for n in ("a", "b")]]
+    plan = build_plan(PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups))
+    (item,) = plan.items
+
+    class Cancelled(Exception):
+        pass
+
+    def checkpoint() -> None:  # the comparison's first checkpoint, with b aside: take b's name, cancel
+        if any(n.startswith(".sysmcp-aside-") for n in os.listdir(tmp_path)):
+            (tmp_path / "b").write_bytes(b"someone else's")
+            raise Cancelled
+
+    logged: list[tuple[bytes, bool, str | None]] = []
+    with pytest.raises(Cancelled):
+        apply_items(
+            plan,
+            [item.id],
+            lambda path: True,
+            log=lambda item, entry, action, outcome: logged.append(
+                (outcome.path, outcome.done, outcome.reason)
+            ),
+            checkpoint=checkpoint,
+        )
+    (aside,) = [n for n in os.listdir(tmp_path) if n.startswith(".sysmcp-aside-")]
+    assert (tmp_path / aside).read_bytes() == data
+    assert logged == [
+        (os.fsencode(tmp_path / "b"), False, f"cancelled; left as {aside} (its name was taken meanwhile)")
+    ]
+
+
+def test_the_script_removes_no_duplicate_whose_kept_copy_is_gone_or_whose_bytes_differ_now(
+    tmp_path: Path,
+) -> None:
+    """The script acts like reclaim: an extra goes only if its kept copy is still the planned file and
+    their bytes are the same when it runs (else a plan run after the kept copy went leaves no copy)."""
+    sets = {"gone": os.urandom(9_000), "differs": os.urandom(9_000), "fine": os.urandom(9_000)}
+    for name, data in sets.items():
+        for copy in ("a-keep", "b-extra"):
+            (tmp_path / name / copy).parent.mkdir(exist_ok=True)
+            (tmp_path / name / copy).write_bytes(data)
+            os.utime(tmp_path / name / copy, ns=(10**18, 10**18))
+    groups = [[os.fsencode(tmp_path / name / copy) for copy in ("a-keep", "b-extra")] for name in sets]
+    plan = build_plan(PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups))
+    assert sorted(os.path.basename(i.keep.path) for i in plan.items if i.keep) == [b"a-keep"] * 3
+    (tmp_path / "gone" / "a-keep").unlink()
+    with open(tmp_path / "differs" / "b-extra", "r+b") as handle:  # one byte, same size and mtime
+        handle.write(b"\0" if sets["differs"][0] else b"\1")
+    os.utime(tmp_path / "differs" / "b-extra", ns=(10**18, 10**18))
+    done = run_script(render_script(plan), "--apply", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "gone" / "b-extra").read_bytes() == sets["gone"]
+    assert (tmp_path / "differs" / "b-extra").exists() and not (tmp_path / "fine" / "b-extra").exists()
+    assert f"skipped: {tmp_path}/gone/b-extra: the kept copy".encode() in done.stdout
+    assert b"done: 1 files acted on, 2 skipped" in done.stdout
+
+
+KILLED_ASIDE = textwrap.dedent(
+    """
+    import os, sys
+    from pathlib import Path
+    from sysmcp.fs.reclaim import PlanRequest, apply_items, build_plan
+    from tests.fs.test_reclaim import layout
+    base = Path(sys.argv[1])
+    groups = [[os.fsencode(base / n) for n in ("a", "app.log.1")]]
+    plan = build_plan(PlanRequest(layout=layout(base / "none"), duplicates=groups))
+    def die() -> None:  # the process dies (SIGKILL, power cut) with the file under its private name
+        if any(n.startswith(".sysmcp-aside-") for n in os.listdir(base)):
+            os._exit(9)
+    apply_items(plan, [plan.items[0].id], lambda path: True, checkpoint=die)
+    """
+)
+
+
+def test_a_file_left_aside_by_a_process_that_died_still_shows_its_name(tmp_path: Path) -> None:
+    data = os.urandom(30_000)
+    for name in ("a", "app.log.1"):
+        (tmp_path / name).write_bytes(data)
+    repo = Path(__file__).resolve().parents[2]
+    died = subprocess.run(
+        [sys.executable, "-c", KILLED_ASIDE, str(tmp_path)], cwd=repo, check=False, timeout=120
+    )
+    assert died.returncode == 9
+    (aside,) = [n for n in os.listdir(tmp_path) if n.startswith(".sysmcp-aside-")]
+    assert aside.endswith("-app.log.1") and (tmp_path / aside).read_bytes() == data

@@ -191,3 +191,33 @@ def test_on_a_loop_ext4_the_bytes_freed_by_linking_match_the_plan(tmp_path: Path
     inodes = report["inodes"]
     assert inodes["b"] == inodes["c"] == inodes["d"] == inodes["keep"] != inodes["changed"]
     assert abs(report["freed"] - report["planned"]) <= 0.05 * report["planned"], report
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a directory to another user needs root")
+def test_the_kept_copy_is_never_one_in_a_directory_another_user_can_change(tmp_path: Path) -> None:
+    """Root's older copy lies in the second user's directory: kept, the extras would go and that user
+    could then delete the only copy left. A copy in root's own directory stays instead."""
+    theirs, ours, two = (
+        tmp_path / "theirs" / "run.sh",
+        tmp_path / "srv" / "run.sh",
+        tmp_path / "srv" / "two.sh",
+    )
+    copies(tmp_path, ("theirs/run.sh", "srv/run.sh", "srv/two.sh"))
+    os.chown(theirs.parent, 65534, 65534)
+    os.utime(theirs, ns=(1, 1))  # the oldest: what name order and age alone would keep
+    plan = plan_for(tmp_path, [theirs, ours, two])
+    (item,) = plan.items
+    assert item.keep is not None and item.keep.path in (os.fsencode(ours), os.fsencode(two))
+    extras = {e.path for e in item.entries}
+    assert extras == {os.fsencode(p) for p in (theirs, ours, two)} - {item.keep.path}
+
+
+def test_why_a_link_is_refused_names_the_file_escaped(tmp_path: Path) -> None:
+    keep, evil = copies(tmp_path, ("keep", "x\x1b[2J\x1b]0;pwned\x07"))
+    evil.chmod(0o600)
+    plan = plan_for(tmp_path, [keep, evil])
+    (item,) = plan.items
+    with pytest.raises(Refused) as refused:
+        choose(plan, [item.id + LINK])
+    assert "x\\033[2J\\033]0;pwned\\a has another mode" in str(refused.value.detail)
+    assert item.no_link is not None and "\x1b" not in item.no_link

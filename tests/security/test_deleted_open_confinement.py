@@ -122,3 +122,60 @@ def test_a_file_whose_holder_left_for_another_mount_namespace_after_the_plan_is_
         (applied,) = apply_items(plan, [item.id], lambda path: True)
         assert [(o.done, o.reason) for o in applied.outcomes] == [(False, "outside")]
         assert held_sizes(holder.pid) == [SIZE]
+
+
+SWAPS_IN = textwrap.dedent(
+    """
+    import os, sys
+    handle = open(sys.argv[1], "wb")
+    handle.write(b"x" * int(sys.argv[2]))
+    handle.flush()
+    os.fsync(handle.fileno())
+    os.unlink(sys.argv[1])
+    print(os.fstat(handle.fileno()).st_blocks * 512, flush=True)
+    sys.stdin.readline()  # the plan is made: now put another file behind the same descriptor number
+    os.dup2(os.open(sys.argv[3], os.O_PATH), handle.fileno())  # O_PATH: no permission to open it needed
+    print("swapped", flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+def _watch_opens(path: Path) -> int:
+    """An inotify descriptor told of every open of ``path`` (IN_OPEN), read without blocking."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = int(libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC))
+    if fd < 0 or libc.inotify_add_watch(fd, os.fsencode(path), 0x20) < 0:  # IN_OPEN
+        raise OSError(ctypes.get_errno(), "inotify")
+    return fd
+
+
+def test_a_descriptor_pointed_at_another_file_after_the_plan_is_never_opened_for_writing(
+    tmp_path: Path,
+) -> None:
+    """Opening /proc/PID/fd/N re-opens whatever the holder put there, with the server's rights: a
+    device (/dev/watchdog reboots the machine when closed so) reached by an O_PATH descriptor its
+    holder could not even open. The inode is looked at first; only the planned one is opened."""
+    needs_root_and_namespaces()
+    name, device = tmp_path / "app.log", tmp_path / "stands-for-a-device"
+    device.write_bytes(b"")
+    with holding([sys.executable, "-c", SWAPS_IN, str(name), str(SIZE), str(device)]) as holder:
+        request = PlanRequest(
+            layout=RootsLayout(homes=()), classes=("deleted_open",), scope=(os.fsencode(tmp_path),)
+        )
+        plan = build_plan(request)
+        (item,) = plan.items
+        assert holder.stdin is not None and holder.stdout is not None
+        holder.stdin.write(b"go\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline() == b"swapped\n"
+        watch = _watch_opens(device)
+        try:
+            (applied,) = apply_items(plan, [item.id], lambda path: True)
+            assert [(o.done, o.reason) for o in applied.outcomes] == [(False, "changed")]
+            with pytest.raises(BlockingIOError):
+                os.read(watch, 4096)  # no open of the swapped-in file was ever made
+        finally:
+            os.close(watch)

@@ -276,3 +276,29 @@ def test_a_stored_plan_copied_under_another_id_is_refused(box: Path) -> None:
         PlanKeeper(lambda: store, clock).get("0123456789ab")
     assert refused.value.reason == "tampered"
     assert PlanKeeper(lambda: store, clock).get(plan.id) == plan  # the genuine one still reads
+
+
+def test_a_symlink_on_the_way_to_the_state_directory_repointed_later_leads_no_connection_elsewhere(
+    box: Path,
+) -> None:
+    """The checks hold the real directory; SQLite opens by name. A link on the way that the second user
+    owns (``--state-dir /home/them/link/state``), re-pointed after the check at their own directory, must
+    not lead a later connection to their files (here a database symlinked at a root-only path)."""
+    from sysmcp.history.store import Store
+
+    real = box / "real"
+    real.mkdir()
+    theirs = box / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, NOBODY, NOBODY)
+    target = root_only(box) / "x"
+    as_nobody("sh", "-c", f'cd "$1" && ln -s {real} link && mkdir -p evil/state', "sh", str(theirs))
+    as_nobody("ln", "-s", str(target), str(theirs / "evil" / "state" / "history.sqlite3"))
+    store = Store.open(theirs / "link" / "state")
+    assert store.enabled, store.disabled_reason
+    as_nobody("ln", "-sfn", str(theirs / "evil"), str(theirs / "link"))
+    store.close()  # the next call opens a new connection, as a new worker thread does
+    store.put("probe", "k", b"v")
+    assert not target.exists(), "root's SQLite followed the re-pointed link into a root-only path"
+    assert store.get("probe", "k") == b"v"
+    assert (real / "state" / "history.sqlite3").stat().st_size > 0

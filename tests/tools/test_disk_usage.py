@@ -579,3 +579,15 @@ def test_times_to_full_read_as_a_person_says_them() -> None:
     assert duration_phrase(45) == "45 s"
     assert duration_phrase(5 * 60 + 7) == "5 min 7 s"
     assert duration_phrase(3600) == "1 h"
+
+
+async def test_a_users_fuse_mount_named_with_terminal_escapes_is_shown_escaped() -> None:
+    """fusermount lets any user mount at a directory of theirs, naming the source and type as they like;
+    mountinfo escapes only space, tab, newline and backslash, so ESC reaches the table raw."""
+    evil = Mount("/home/u/x\x1b[2J", "src\x1b]0;t\x07", "fuse.\x1b[31m", ("rw",), dev="0:90")
+    usage = FakeUsage({"/": stats(), evil.mount_point: stats()})
+    text, _ = await call(tool([ROOT, evil], usage), all=True)
+    assert "/home/u/x\\033[2J" in text and "src\\033]0;t\\a" in text and "fuse.\\033[31m" in text
+    assert "\x1b" not in text and "\x07" not in text
+    text, _ = await call(tool([ROOT, evil], usage), path=evil.mount_point)
+    assert "\x1b" not in text

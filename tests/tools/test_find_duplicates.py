@@ -247,3 +247,13 @@ def test_one_hard_link_and_one_group_are_said_in_the_singular() -> None:
         "2 hard-linked names of files already counted were not treated as copies"
         in render("/x", found, 10)[0]
     )
+
+
+def test_a_name_with_terminal_escapes_reaches_the_text_with_them_escaped(tmp_path: Path) -> None:
+    """Issue 32: names are escaped wherever a person reads them; ESC, BEL and a right-to-left override
+    in a name can neither recolour, clear nor reorder the text the model shows its user."""
+    (tmp_path / "evil\x1b[2J\x1b]0;pwned\x07\u202egnp.exe").write_bytes(b"dup")
+    (tmp_path / "plain").write_bytes(b"dup")
+    text, _, _ = search(tmp_path)
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+    assert "evil\\033[2J\\033]0;pwned\\a\\342\\200\\256gnp.exe" in text

@@ -56,7 +56,7 @@ async def test_reclaim_plan_names_the_duplicates_and_keeps_a_script(tmp_path: Pa
         assert plan["script"] is not None
         read = await wire.request("resources/read", {"uri": plan["script"]})
         script = read["result"]["contents"][0]["text"]
-        assert script.startswith("#!/bin/sh") and f"rmf '{second}'" in script and f"rmf '{third}'" in script
+        assert script.startswith("#!/bin/sh") and f"dupf '{second}'" in script and f"dupf '{third}'" in script
         assert subprocess.run(["sh", "-n"], input=script.encode(), check=False).returncode == 0
 
 
