@@ -79,6 +79,7 @@ Which tool answers what:
 - what_changed: what grew, shrank or appeared since a time.
 - deleted_open_files: space held by deleted files still open.
 - disk_io: which process is writing or reading, and to which files, now.
+- container_usage: what Docker or Podman holds on disk, logs included.
 - reclaim_plan: what can be deleted to free space, as a plan.
 - find_duplicates: identical files.
 - file_sha256: one file's SHA-256.
