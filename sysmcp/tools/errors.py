@@ -15,6 +15,7 @@ from sysmcp.fs.errors import (
     OutsideRoots,
     PermissionRefused,
     Refused,
+    Unavailable,
     WrongKind,
 )
 from sysmcp.protocol.errors import ArgumentError, ToolError
@@ -38,6 +39,9 @@ _ADVICE: dict[tuple[type[EngineError], str], str] = {
     (Refused, "swapped_for_link"): "; refused",
     (Refused, "replaced_while_opened"): "; refused. Call again if the change was expected.",
     (Refused, "tampered"): "; nothing removed: make a new plan with reclaim_plan and review it",
+    (NotFound, "no_engine"): ". Docker or Podman is not running here, or name its API socket in 'socket'",
+    (PermissionRefused, "engine_socket"): ": run sysmcp as root or as a member of the socket's group",
+    (Unavailable, "engine_silent"): ": the engine is hung or overloaded; try again or raise timeout_s",
 }
 
 
@@ -48,15 +52,14 @@ def words(exc: EngineError) -> str:
         if exc.more:
             allowed += f" … and {exc.more} more"
         return f"{exc.detail}: refused. {CONTAINMENT}. Allowed roots: {allowed}"
+    advice = next(
+        (_ADVICE[kind, exc.reason] for kind in type(exc).__mro__ if (kind, exc.reason) in _ADVICE), ""
+    )
     if isinstance(exc, PermissionRefused) and not exc.detail.lower().startswith("permission denied"):
-        return f"Permission denied: {exc.detail}"
+        return f"Permission denied: {exc.detail}{advice}"
     if isinstance(exc, NotFound) and not exc.detail.lower().startswith("no such"):
-        return f"Not found: {exc.detail}"
-    for kind in type(exc).__mro__:
-        advice = _ADVICE.get((kind, exc.reason))
-        if advice is not None:
-            return exc.detail + advice
-    return exc.detail
+        return f"Not found: {exc.detail}{advice}"
+    return exc.detail + advice
 
 
 def as_tool_error(exc: EngineError) -> ToolError:
