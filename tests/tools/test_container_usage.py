@@ -15,6 +15,7 @@ import anyio
 import jsonschema
 import pytest
 
+from sysmcp.engine.containers import Request, survey
 from sysmcp.fs.errors import NotFound, PermissionRefused, Unavailable
 from sysmcp.fs.paths import PathPolicy
 from sysmcp.protocol.context import RequestContext
@@ -192,3 +193,24 @@ def test_another_users_socket_is_refused_with_its_owner_named() -> None:
         and "mode 0600" in done.stdout
         and "member of the socket's group" in done.stdout
     )
+
+
+class Stop(Exception):
+    """What the caller's check_cancelled raises (the protocol layer raises its own)."""
+
+
+def test_the_survey_reports_each_phase_and_stops_when_cancelled_during_the_walk(lab: Lab) -> None:
+    phases: list[str] = []
+
+    def cancel_once_walking() -> None:
+        if "walk" in phases:
+            raise Stop
+
+    with pytest.raises(Stop):
+        survey(
+            Request(socket=str(lab.socket)),
+            lambda phase, done, seen: phases.append(phase),
+            cancel_once_walking,
+        )
+    assert phases[0] == "inspect" and phases[-1] == "walk"
+    assert len([p for p in phases if p == "inspect"]) == len(lab.docker("ps", "-aq").split())
