@@ -331,18 +331,16 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         may_walk=lambda root: _shown(root, allowed) is not None,
     )
 
-    phase = ["inspect"]  # what the worker is doing now: 'inspect' (containers), then 'walk'
+    done = {"inspect": 0, "walk": 0}  # containers inspected, data-root entries walked (two threads)
 
     def describe(meter: Meter, elapsed: float) -> str:
-        if phase[0] == "walk":
-            return f"data root walked: {plural(int(meter.done), 'entry')}, {human_bytes(meter.extra.get('bytes', 0))}"
-        return f"{plural(int(meter.done), 'container')} inspected"
+        walked = f", data root: {plural(done['walk'], 'entry')} walked" if done["walk"] else ""
+        return f"{plural(done['inspect'], 'container')} inspected{walked}"
 
     def work(meter: Meter) -> Survey:
-        def progress(now: str, done: int, seen: int) -> None:
-            phase[0] = now
-            meter.done = done
-            meter.extra["bytes"] = seen
+        def progress(phase: str, count: int, seen: int) -> None:
+            done[phase] = count
+            meter.done = done["inspect"] + done["walk"]  # each only grows, so their sum does
 
         return survey(request, progress, meter.checkpoint)
 

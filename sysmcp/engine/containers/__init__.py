@@ -12,6 +12,7 @@ directory. Faults are ``sysmcp.fs.errors`` exceptions: ``NotFound`` (no engine),
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -158,48 +159,83 @@ def _walk(
     )
 
 
+class _Stopped(Exception):
+    """The API thread's own stop: the walk beside it failed or was cancelled."""
+
+
+def _ask(api: Api, found: Survey, report: Callable[[str, int, int], None], check: Callable[[], None]) -> None:
+    """``/system/df`` and each container's inspect into ``found`` (``check()`` between calls)."""
+    df = api.get("/system/df")
+    found.layers = int(df.get("LayersSize") or 0)
+    found.images, found.containers, found.volumes = _images(df), _containers(df), _volumes(df)
+    found.build_cache = _build_cache(df)
+    for done, container in enumerate(found.containers, 1):
+        check()
+        log = _log_file(api.get(f"/containers/{container.id}/json"))
+        found.logs.append(Log(container.name, log, _log_bytes(log.path)))
+        report("inspect", done, 0)
+    found.api_calls = api.calls
+
+
 def survey(
     request: Request,
     progress: Callable[[str, int, int], None] | None = None,
     check_cancelled: Callable[[], None] = lambda: None,
 ) -> Survey:
-    """Ask the engine, read each container's log file, then walk its data root (when asked and
-    allowed). ``progress(phase, done, bytes)``: 'inspect' with containers done, 'walk' with entries
-    and bytes seen; ``check_cancelled()`` raises to stop, between API calls and during the walk."""
+    """Ask the engine, read each container's log file and walk its data root (when asked and allowed).
+
+    The engine's answers (it measures layers itself, then one inspect per container) are awaited on a
+    thread of their own while this one walks, so the call takes about the longer of the two.
+    ``progress(phase, done, bytes)``: 'inspect' with containers done, 'walk' with entries and bytes
+    seen (from two threads); ``check_cancelled()`` raises to stop, between API calls and during the
+    walk (called on this thread only)."""
     report = progress or (lambda *_: None)
     path = find_socket(request.socket)
     with Api(path, request.timeout_s) as api:
         version = api.get("/version")
         info = api.get("/info")
-        check_cancelled()
-        df = api.get("/system/df")
         found = Survey(
             socket=path,
             engine=_engine_name(version),
             data_root=str(info.get("DockerRootDir") or ""),
             driver=str(info.get("Driver") or ""),
             log_driver=str(info.get("LoggingDriver") or ""),
-            layers=int(df.get("LayersSize") or 0),
-            images=_images(df),
-            containers=_containers(df),
-            volumes=_volumes(df),
-            build_cache=_build_cache(df),
+            layers=0,
         )
-        for done, container in enumerate(found.containers, 1):
-            check_cancelled()
-            log = _log_file(api.get(f"/containers/{container.id}/json"))
-            found.logs.append(Log(container.name, log, _log_bytes(log.path)))
-            report("inspect", done, 0)
-        found.api_calls = api.calls
-    root = found.data_root
-    if request.walk and root and os.path.isdir(root):
-        if request.may_walk(root):
+        root = found.data_root
+        walk = request.walk and bool(root) and os.path.isdir(root)
+        found.walk_refused = walk and not request.may_walk(root)
+        if not walk or found.walk_refused:
+            _ask(api, found, report, check_cancelled)
+            return found
+        stop = threading.Event()
+        failed: list[BaseException] = []
+
+        def check() -> None:
+            if stop.is_set():
+                raise _Stopped
+
+        def ask() -> None:
+            try:
+                _ask(api, found, report, check)
+            except BaseException as exc:  # handed to the walking thread, raised there
+                failed.append(exc)
+
+        asking = threading.Thread(target=ask, name="engine-api", daemon=True)
+        asking.start()
+        try:
             found.walked = _walk(
                 root,
                 request.walk_timeout_s,
                 lambda entries, seen: report("walk", entries, seen),
                 check_cancelled,
             )
-        else:
-            found.walk_refused = True
+            while asking.is_alive():
+                asking.join(0.05)
+                check_cancelled()
+        finally:
+            stop.set()
+            asking.join(request.timeout_s + 1)  # the API thread's next check, or its call's timeout
+        if failed and not isinstance(failed[0], _Stopped):
+            raise failed[0]
     return found
