@@ -34,7 +34,7 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
         "walk": js.boolean(
             "Walk the data root to reconcile the engine's figures with the disk.", default=True
         ),
-        "top_n": js.top_n_argument("Rows per list.", maximum=100, default=10),
+        "top_n": js.top_n_argument("Rows per list.", maximum=50, default=10),
     },
     required=None,
 )
@@ -125,6 +125,7 @@ OUTPUT_SCHEMA: dict[str, Any] = js.result(
                 "difference_bytes": js.integer("Walked minus accounted."),
                 "complete": js.boolean(),
                 "parts": js.objects({"name": js.string(), "bytes": js.integer(), "disk_bytes": js.integer()}),
+                "skipped": js.counts("What the walk did not enter, by reason (other_filesystem: mounts)."),
             },
             "Null when not walked.",
             null=True,
@@ -235,6 +236,7 @@ def structured(found: Survey, top_n: int, now: float, allowed: list[Path] | None
                 {"name": n, "bytes": a, "disk_bytes": d}
                 for n, a, d in sorted(walked.parts, key=lambda part: (-part[1], part[0]))
             ],
+            "skipped": walked.skipped,
         },
         "note": note,
     }
@@ -316,6 +318,15 @@ def render(s: dict[str, Any]) -> str:
         parts = ", ".join(f"{p['name']} {human_bytes(p['bytes'])}" for p in re["parts"][:PARTS_NAMED])
         if parts:
             lines.append(f"  by directory: {parts}")
+        skipped = re["skipped"]
+        mounts = skipped.get("other_filesystem", 0) + skipped.get("pseudo_filesystem", 0)
+        if mounts:
+            lines.append(
+                f"  {plural(mounts, 'mount')} inside not entered (running containers' overlay and shm mounts: "
+                "each layer is counted once, where it lies)"
+            )
+        if skipped.get("unreadable"):
+            lines.append(f"  {plural(skipped['unreadable'], 'directory')} could not be read: not counted")
     if s["note"]:
         lines.append(s["note"])
     return "\n".join(lines)

@@ -124,6 +124,8 @@ async def test_the_data_root_walk_matches_du_and_names_what_the_engine_does_not_
     assert rec["complete"] and rec["difference_bytes"] == rec["walked_bytes"] - rec["accounted_bytes"]
     names = {part["name"] for part in rec["parts"]}
     assert {"containers", "volumes", "image"} <= names
+    # The running writer's mounts (its overlay root, its shm) are other filesystems: not entered.
+    assert rec["skipped"].get("other_filesystem", 0) >= 1 and "inside not entered" in output.text
     assert "the engine does not count" in output.text or "less" in output.text
 
 

@@ -71,7 +71,6 @@ class Walked:
 
     apparent: int
     disk: int
-    files: int
     stopped: str | None  # why the walk is partial (the time budget), None when complete
     #: (name, apparent, disk) of the data root's directories, largest first.
     parts: tuple[tuple[str, int, int], ...]
@@ -93,7 +92,6 @@ class Survey:
     logs: list[Log] = field(default_factory=list)
     walked: Walked | None = None
     walk_refused: bool = False  # the data root is outside the roots: not walked
-    api_calls: int = 0
 
     @property
     def accounted(self) -> int:
@@ -152,7 +150,6 @@ def _walk(
     return Walked(
         apparent=totals.apparent if totals else 0,
         disk=totals.disk if totals else 0,
-        files=totals.files if totals else 0,
         stopped=usage.stopped,
         parts=tuple((row.relative, row.apparent, row.disk) for row in usage.directories if row.depth == 1),
         skipped=skipped.as_dict(),
@@ -174,7 +171,6 @@ def _ask(api: Api, found: Survey, report: Callable[[str, int, int], None], check
         log = _log_file(api.get(f"/containers/{container.id}/json"))
         found.logs.append(Log(container.name, log, _log_bytes(log.path)))
         report("inspect", done, 0)
-    found.api_calls = api.calls
 
 
 def survey(
@@ -202,7 +198,8 @@ def survey(
             log_driver=str(info.get("LoggingDriver") or ""),
             layers=0,
         )
-        root = found.data_root
+        # The roots are compared with the real path, and the real path is walked (a symlinked data root).
+        root = os.path.realpath(found.data_root) if found.data_root else ""
         walk = request.walk and bool(root) and os.path.isdir(root)
         found.walk_refused = walk and not request.may_walk(root)
         if not walk or found.walk_refused:

@@ -51,7 +51,6 @@ class Api:
     def __init__(self, path: str, timeout_s: float) -> None:
         self.path = path
         self.timeout_s = timeout_s
-        self.calls = 0
         self._conn = _UnixConnection(path, timeout_s)
 
     def __enter__(self) -> Api:
@@ -66,7 +65,6 @@ class Api:
     def get(self, url: str) -> Any:
         """The decoded JSON answer to ``GET url``; a fault as ``NotFound`` (no engine at the path),
         ``PermissionRefused`` or ``Unavailable`` (no answer in time, an error status, not JSON)."""
-        self.calls += 1
         try:
             self._conn.request("GET", url, headers={"Accept": "application/json"})
             response = self._conn.getresponse()

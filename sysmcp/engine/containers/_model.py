@@ -61,12 +61,11 @@ class BuildCache:
 
 @dataclass(frozen=True, slots=True)
 class LogFile:
-    """A container's log as its inspect says it: driver, file (json-file, local), rotation options."""
+    """A container's log as its inspect says it: driver, file (json-file, local), rotation limit."""
 
     driver: str
     path: str
     max_size: str | None  # the rotation limit (max-size) set for it, if any
-    max_file: str | None
 
 
 def _int(value: Any) -> int | None:
@@ -142,7 +141,6 @@ def log_file(inspect: dict[str, Any]) -> LogFile:
         driver=str(config.get("Type", "")),
         path=str(inspect.get("LogPath") or ""),
         max_size=options.get("max-size") or None,
-        max_file=options.get("max-file") or None,
     )
 
 
