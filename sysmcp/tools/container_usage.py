@@ -51,6 +51,9 @@ OUTPUT_SCHEMA: dict[str, Any] = js.result(
             {
                 "count": js.integer(),
                 "layer_bytes": js.integer("Every image layer once (the engine's LayersSize)."),
+                "layer_bytes_estimated": js.boolean(
+                    "No LayersSize (Podman): images' unique bytes plus the largest shared."
+                ),
                 "dangling": js.integer("Untagged images."),
                 "dangling_unique_bytes": js.integer(),
                 "largest": js.objects(
@@ -164,6 +167,7 @@ def structured(found: Survey, top_n: int, now: float, allowed: list[Path] | None
         "images": {
             "count": len(images),
             "layer_bytes": found.layers,
+            "layer_bytes_estimated": found.layers_estimated,
             "dangling": sum(i.dangling for i in images),
             "dangling_unique_bytes": sum(i.unique for i in images if i.dangling),
             "largest": [
@@ -250,10 +254,13 @@ def render(s: dict[str, Any]) -> str:
     root = (
         f"data root {printable(s['data_root'])}" if s["data_root"] else "data root outside the allowed roots"
     )
-    lines = [f"{s['engine']} at {s['socket']}: {root} ({s['storage_driver']}, logs {s['log_driver']})"]
+    lines = [
+        f"{s['engine']} at {s['socket']}: {root} ({s['storage_driver']}, logs {s['log_driver'] or 'unknown'})"
+    ]
     im = s["images"]
     lines.append(
         f"Images: {plural(im['count'], 'image')}, {human_bytes(im['layer_bytes'])} of layers"
+        + (" (estimated: the engine gave no total)" if im["layer_bytes_estimated"] else "")
         + (
             f"; {im['dangling']:,} dangling ({human_bytes(im['dangling_unique_bytes'])} unique)"
             if im["dangling"]

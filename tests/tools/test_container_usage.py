@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
 import socket
+import socketserver
 import subprocess
 import sys
 import tempfile
@@ -222,3 +225,54 @@ def test_a_survey_cancelled_during_the_walk_stops_and_leaves_no_thread_asking_th
             cancel_once_walking,
         )
     assert not [t for t in threading.enumerate() if t.name == "engine-api"]
+
+
+RECORDED = Path(__file__).parent / "data" / "podman-4.3.1-compat.json"
+
+
+@pytest.fixture
+def podman_socket() -> Iterator[str]:
+    """A Unix-socket HTTP server answering with Podman 4.3.1's recorded compatible-API answers."""
+    answers = json.loads(RECORDED.read_text())
+
+    class Recorded(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps(answers.get(self.path.split("?")[0], {"message": "no such"})).encode()
+            self.send_response(200 if self.path.split("?")[0] in answers else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+        daemon_threads = True
+
+        def get_request(self) -> tuple[socket.socket, tuple[str, int]]:
+            conn, _ = super().get_request()
+            return conn, ("podman", 0)  # BaseHTTPRequestHandler wants a host and port
+
+    with tempfile.TemporaryDirectory(prefix="sysmcp-pm-") as box:
+        path = os.path.join(box, "podman.sock")
+        with Server(path, Recorded) as server:
+            thread = threading.Thread(target=server.serve_forever, daemon=True)
+            thread.start()
+            yield path
+            server.shutdown()
+
+
+async def test_podmans_compatible_api_is_read_and_its_missing_layer_total_estimated(
+    podman_socket: str,
+) -> None:
+    output = await call(socket=podman_socket, walk=False)
+    s = output.structured
+    assert s["engine"] == "Podman 4.3.1" and s["storage_driver"] == "overlay"
+    assert s["images"]["layer_bytes"] == 1997895 and s["images"]["layer_bytes_estimated"]
+    assert "(estimated: the engine gave no total)" in output.text and "logs unknown" in output.text
+    [container] = s["containers"]["largest"]
+    assert (
+        container["name"] == "pc1" and container["writable_bytes"] == 12 and container["state"] == "created"
+    )
+    assert s["volumes"]["dangling"] == 1 and s["logs"]["without_limit"] == 1
+    assert s["reconciliation"] is None and "not walked" in output.text

@@ -85,6 +85,7 @@ class Survey:
     driver: str  # the storage driver (overlay2, vfs, ...)
     log_driver: str
     layers: int  # bytes of every image layer, once (LayersSize)
+    layers_estimated: bool = False  # no LayersSize: unique bytes of each image plus the largest shared
     images: list[Image] = field(default_factory=list)
     containers: list[Container] = field(default_factory=list)
     volumes: list[Volume] = field(default_factory=list)
@@ -163,8 +164,11 @@ class _Stopped(Exception):
 def _ask(api: Api, found: Survey, report: Callable[[str, int, int], None], check: Callable[[], None]) -> None:
     """``/system/df`` and each container's inspect into ``found`` (``check()`` between calls)."""
     df = api.get("/system/df")
-    found.layers = int(df.get("LayersSize") or 0)
     found.images, found.containers, found.volumes = _images(df), _containers(df), _volumes(df)
+    found.layers = int(df.get("LayersSize") or 0)
+    if not found.layers and found.images:  # Podman's compatible API leaves it 0: each image's own bytes
+        found.layers = sum(i.unique for i in found.images) + max(i.shared for i in found.images)
+        found.layers_estimated = True
     found.build_cache = _build_cache(df)
     for done, container in enumerate(found.containers, 1):
         check()
