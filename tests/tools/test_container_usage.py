@@ -19,7 +19,7 @@ import anyio
 import jsonschema
 import pytest
 
-from sysmcp.engine.containers import Request, survey
+from sysmcp.engine.containers import Request, find_socket, survey
 from sysmcp.fs.errors import NotFound, PermissionRefused, Unavailable
 from sysmcp.fs.paths import PathPolicy
 from sysmcp.protocol.context import RequestContext
@@ -276,3 +276,17 @@ async def test_podmans_compatible_api_is_read_and_its_missing_layer_total_estima
     )
     assert s["volumes"]["dangling"] == 1 and s["logs"]["without_limit"] == 1
     assert s["reconciliation"] is None and "not walked" in output.text
+
+
+async def test_a_socket_file_nobody_listens_on_is_no_engine(tmp_path: Path) -> None:
+    path = str(tmp_path / "stale.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as stale:
+        stale.bind(path)  # bound, never listening: what a dead engine leaves behind
+        with pytest.raises(NotFound) as caught:
+            await call(socket=path)
+    assert "nothing listening on the socket" in words(caught.value)
+
+
+def test_the_socket_asked_is_the_one_named_then_docker_hosts() -> None:
+    assert find_socket("/a.sock", {"DOCKER_HOST": "unix:///b.sock"}) == "/a.sock"
+    assert find_socket(None, {"DOCKER_HOST": "unix:///b.sock"}) == "/b.sock"
