@@ -39,101 +39,122 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
     required=None,
 )
 
-_PATH = js.string("Null outside the allowed roots.", null=True)
+_PATH = js.string("Its path; null outside the allowed roots.", null=True)
+_NAME = "Its name."
 OUTPUT_SCHEMA: dict[str, Any] = js.result(
     {
-        "engine": js.string("'Docker 20.10.24', 'Podman 4.3.1'."),
-        "socket": js.string(),
-        "data_root": js.string(null=True),
-        "storage_driver": js.string(),
-        "log_driver": js.string(),
+        "engine": js.string("The engine and its version: 'Docker 20.10.24', 'Podman 4.3.1'."),
+        "socket": js.string("The API socket asked."),
+        "data_root": js.string("The engine's data root; null outside the allowed roots.", null=True),
+        "storage_driver": js.string("The engine's storage driver (overlay2, vfs …)."),
+        "log_driver": js.string("The engine's default log driver (json-file, journald …)."),
         "images": js.record(
             {
-                "count": js.integer(),
+                "count": js.integer("Images in all."),
                 "layer_bytes": js.integer("Every image layer once (the engine's LayersSize)."),
                 "layer_bytes_estimated": js.boolean(
                     "No LayersSize (Podman): images' unique bytes plus the largest shared."
                 ),
                 "dangling": js.integer("Untagged images."),
-                "dangling_unique_bytes": js.integer(),
+                "dangling_unique_bytes": js.integer("Bytes only the untagged images hold."),
                 "largest": js.objects(
                     {
-                        "id": js.string(),
-                        "tags": js.names(),
-                        "bytes": js.integer(),
-                        "shared_bytes": js.integer(),
-                        "unique_bytes": js.integer(),
-                        "containers": js.integer(),
-                    }
+                        "id": js.string("The image ID, short."),
+                        "tags": js.names("Its repository:tag names (none: dangling)."),
+                        "bytes": js.integer("All its layers' bytes."),
+                        "shared_bytes": js.integer("Bytes of layers other images have too."),
+                        "unique_bytes": js.integer("Bytes only it holds: what removing it frees."),
+                        "containers": js.integer("Containers made from it."),
+                    },
+                    description="The largest images (at most top_n).",
                 ),
-            }
+            },
+            "Images.",
         ),
         "containers": js.record(
             {
-                "count": js.integer(),
-                "running": js.integer(),
+                "count": js.integer("Containers in all, stopped ones included."),
+                "running": js.integer("Containers running."),
                 "writable_bytes": js.integer("All writable layers."),
                 "stopped_writable_bytes": js.integer("Writable layers of containers not running."),
                 "largest": js.objects(
                     {
-                        "name": js.string(),
-                        "image": js.string(),
-                        "state": js.string(),
-                        "age_s": js.number(),
-                        "writable_bytes": js.integer(null=True),
-                    }
+                        "name": js.string(_NAME),
+                        "image": js.string("The image it was made from."),
+                        "state": js.string("running, exited, created, paused …"),
+                        "age_s": js.number("Seconds since it was created."),
+                        "writable_bytes": js.integer("Its writable layer (null: not measured).", null=True),
+                    },
+                    description="The containers with the largest writable layers (at most top_n).",
                 ),
-            }
+            },
+            "Containers.",
         ),
         "volumes": js.record(
             {
-                "count": js.integer(),
-                "bytes": js.integer(),
+                "count": js.integer("Volumes in all."),
+                "bytes": js.integer("Bytes of all volumes the engine measured."),
                 "dangling": js.integer("Volumes no container uses."),
-                "dangling_bytes": js.integer(),
+                "dangling_bytes": js.integer("Bytes of the volumes no container uses."),
                 "largest": js.objects(
                     {
-                        "name": js.string(),
-                        "bytes": js.integer(null=True),
-                        "containers": js.integer(null=True),
+                        "name": js.string(_NAME),
+                        "bytes": js.integer("Its size (null: not measured).", null=True),
+                        "containers": js.integer("Containers using it (0: dangling).", null=True),
                         "path": _PATH,
-                    }
+                    },
+                    description="The largest volumes (at most top_n).",
                 ),
-            }
+            },
+            "Volumes.",
         ),
         "build_cache": js.record(
-            {"records": js.integer(), "bytes": js.integer(), "in_use_bytes": js.integer()}
+            {
+                "records": js.integer("Build cache records."),
+                "bytes": js.integer("Bytes of the build cache."),
+                "in_use_bytes": js.integer("Bytes of records in use."),
+            },
+            "The build cache.",
         ),
         "logs": js.record(
             {
-                "count": js.integer(),
-                "bytes": js.integer(),
+                "count": js.integer("Containers' log files."),
+                "bytes": js.integer("Bytes of all log files."),
                 "without_limit": js.integer("Log files with no max-size rotation limit."),
                 "largest": js.objects(
                     {
-                        "container": js.string(),
-                        "driver": js.string(),
-                        "bytes": js.integer(null=True),
-                        "max_size": js.string(null=True),
+                        "container": js.string("The container writing it."),
+                        "driver": js.string("Its log driver."),
+                        "bytes": js.integer("Its size (null: not readable here).", null=True),
+                        "max_size": js.string("Its rotation limit (null: none).", null=True),
                         "path": _PATH,
-                    }
+                    },
+                    description="The largest log files (at most top_n).",
                 ),
-            }
+            },
+            "Container log files, which no docker command counts.",
         ),
         "reconciliation": js.record(
             {
                 "walked_bytes": js.integer("Apparent bytes the walk found under the data root."),
-                "walked_disk_bytes": js.integer(),
+                "walked_disk_bytes": js.integer("Bytes allocated on disk under the data root."),
                 "accounted_bytes": js.integer("Layers, writable layers, volumes, build cache and logs."),
                 "difference_bytes": js.integer("Walked minus accounted."),
-                "complete": js.boolean(),
-                "parts": js.objects({"name": js.string(), "bytes": js.integer(), "disk_bytes": js.integer()}),
+                "complete": js.boolean("False when the walk stopped at its time budget."),
+                "parts": js.objects(
+                    {
+                        "name": js.string("A directory of the data root."),
+                        "bytes": js.integer("Its apparent bytes."),
+                        "disk_bytes": js.integer("Its bytes on disk."),
+                    },
+                    description="The data root's directories, largest first.",
+                ),
                 "skipped": js.counts("What the walk did not enter, by reason (other_filesystem: mounts)."),
             },
-            "Null when not walked.",
+            "The data root walked against the engine's figures; null when not walked.",
             null=True,
         ),
-        "note": js.string(null=True),
+        "note": js.string("Why the data root was not walked, if it was not.", null=True),
     }
 )
 
