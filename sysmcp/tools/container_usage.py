@@ -276,7 +276,7 @@ def render(s: dict[str, Any]) -> str:
         f"data root {printable(s['data_root'])}" if s["data_root"] else "data root outside the allowed roots"
     )
     lines = [
-        f"{s['engine']} at {s['socket']}: {root} ({s['storage_driver']}, logs {s['log_driver'] or 'unknown'})"
+        f"{s['engine']} at {printable(s['socket'])}: {root} ({s['storage_driver']}, logs {s['log_driver'] or 'unknown'})"
     ]
     im = s["images"]
     lines.append(
