@@ -80,6 +80,7 @@ Which tool answers what:
 - deleted_open_files: space held by deleted files still open.
 - disk_io: which process is writing or reading, and to which files, now.
 - disk_health: is a disk failing (SMART, RAID, I/O errors).
+- container_usage: what Docker or Podman holds on disk, logs included.
 - reclaim_plan: what can be deleted to free space, as a plan.
 - find_duplicates: identical files.
 - file_sha256: one file's SHA-256.

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 #: Every tool served by default, in the order tools/list gives them: (name, module).
 _NAMES = (
     "disk_usage dir_usage file_sha256 find_duplicates hash_tree verify_checksums deleted_open_files disk_io "
-    "disk_health reclaim_plan what_changed"
+    "disk_health container_usage reclaim_plan what_changed"
 )
 TOOL_MODULES: tuple[tuple[str, str], ...] = tuple((name, f"sysmcp.tools.{name}") for name in _NAMES.split())
 RECLAIM = ("reclaim", "sysmcp.tools.reclaim")  # only with --allow-reclaim

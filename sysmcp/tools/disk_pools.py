@@ -47,13 +47,13 @@ def read_pools(devices: Sequence[str]) -> dict[str, ThinPool]:
 
 POOL_SCHEMA: dict[str, Any] = js.record(
     {
-        "kind": js.string(enum=["lvm-thin"]),
+        "kind": js.string("What pools it: an LVM thin pool.", enum=["lvm-thin"]),
         "name": js.string("The pool, 'vg/pool'."),
         "volume": js.string("The thin volume the filesystem is on, 'vg/lv'."),
-        "size_bytes": js.integer(),
-        "free_bytes": js.integer(),
-        "data_percent": js.number(),
-        "metadata_percent": js.number(null=True),
+        "size_bytes": js.integer("The pool's data size."),
+        "free_bytes": js.integer("The pool's data bytes not yet given to any thin volume."),
+        "data_percent": js.number("How full the pool's data is."),
+        "metadata_percent": js.number("How full the pool's metadata is (null: not reported).", null=True),
         "provisioned_bytes": js.integer("The sizes of all thin volumes in the pool, added up."),
         "overcommitted_bytes": js.integer("Provisioned beyond the pool's size (0: not overcommitted)."),
         "fuller_than_filesystem": js.boolean("Data or metadata percent above the filesystem's percent_used."),

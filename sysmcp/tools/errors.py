@@ -16,6 +16,7 @@ from sysmcp.fs.errors import (
     OutsideRoots,
     PermissionRefused,
     Refused,
+    Unavailable,
     WrongKind,
 )
 from sysmcp.protocol.errors import ArgumentError, ToolError
@@ -48,6 +49,9 @@ _ADVICE: dict[tuple[type[EngineError], str], str] = {
     (BadOutput, "lvs"): "; the thin pool figures are left out",
     (BadOutput, "btrfs"): "; the btrfs figures it gives are left out",
     (BadOutput, "zfs"): "; the ZFS figures are left out",
+    (NotFound, "no_engine"): ". Docker or Podman is not running here, or name its API socket in 'socket'",
+    (PermissionRefused, "engine_socket"): ": run sysmcp as root or as a member of the socket's group",
+    (Unavailable, "engine_silent"): ": the engine is hung or overloaded; try again or raise timeout_s",
 }
 
 
@@ -58,15 +62,14 @@ def words(exc: EngineError) -> str:
         if exc.more:
             allowed += f" … and {exc.more} more"
         return f"{exc.detail}: refused. {CONTAINMENT}. Allowed roots: {allowed}"
+    advice = next(
+        (_ADVICE[kind, exc.reason] for kind in type(exc).__mro__ if (kind, exc.reason) in _ADVICE), ""
+    )
     if isinstance(exc, PermissionRefused) and not exc.detail.lower().startswith("permission denied"):
-        return f"Permission denied: {exc.detail}"
+        return f"Permission denied: {exc.detail}{advice}"
     if isinstance(exc, NotFound) and not exc.detail.lower().startswith("no such"):
-        return f"Not found: {exc.detail}"
-    for kind in type(exc).__mro__:
-        advice = _ADVICE.get((kind, exc.reason))
-        if advice is not None:
-            return exc.detail + advice
-    return exc.detail
+        return f"Not found: {exc.detail}{advice}"
+    return exc.detail + advice
 
 
 def as_tool_error(exc: EngineError) -> ToolError:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from sysmcp.tools import TOOL_MODULES
 from tests.wire import Wire, spawn
 
 pytestmark = pytest.mark.anyio
@@ -74,7 +75,7 @@ async def test_2024_11_05_tools_have_no_title_output_schema_or_annotations() -> 
     async with spawn() as wire:
         await wire.initialize("2024-11-05")
         tools = await tools_of(wire)
-        assert len(tools) == 11
+        assert len(tools) == len(TOOL_MODULES)
         for tool in tools.values():
             assert set(tool) == {"name", "description", "inputSchema"}, tool["name"]
 
@@ -106,7 +107,7 @@ async def test_2025_03_26_tools_have_annotations_but_no_title_or_output_schema()
     async with spawn() as wire:
         await wire.initialize("2025-03-26")
         tools = await tools_of(wire)
-        assert len(tools) == 11
+        assert len(tools) == len(TOOL_MODULES)
         for tool in tools.values():
             assert set(tool) == {"name", "description", "inputSchema", "annotations"}, tool["name"]
             assert tool["annotations"]["readOnlyHint"] is True
@@ -143,7 +144,7 @@ async def test_tools_have_title_output_schema_and_annotations_from_2025_06_18_on
         reply = await wire.initialize(version)
         assert reply["result"]["serverInfo"]["title"]
         tools = await tools_of(wire)
-        assert len(tools) == 11
+        assert len(tools) == len(TOOL_MODULES)
         for tool in tools.values():
             assert isinstance(tool["title"], str) and tool["title"], tool["name"]
             assert tool["outputSchema"]["type"] == "object", tool["name"]

@@ -1,0 +1,115 @@
+"""Container benchmark: ``container_usage`` against ``docker system df -v`` on the same engine, same run.
+
+Goal (issue 36): ``container_usage`` with 50 images, 200 containers and 20 volumes in at most 1.5 × the
+time of ``docker system df -v``. The engine is a dockerd of the benchmark's own (``tests/tools/docker_lab.py``:
+its own data root and socket, no network); images are busybox roots each with a file of its own (so each
+has a unique layer on a shared one), containers are run to exit (each leaves a writable layer and a log),
+a quarter of them with a rotation limit, volumes half in use. Each round times, in alternating order,
+``docker system df -v`` (the CLI's wall time) and ``container_usage`` on a running server (the tool call
+over stdio: API calls, one inspect per container, and the walk of the data root), with and without
+``walk``; the table gives the medians.
+
+    flock /tmp/bench.lock uv run python benchmarks/container_bench.py --images 50 --containers 200 --volumes 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from hash_bench import Server  # the one JSON-RPC client the benchmarks share
+
+from tests.tools.docker_lab import Lab, running_docker
+
+TARGET_RATIO = 1.5
+
+
+def populate(lab: Lab, images: int, containers: int, volumes: int) -> None:
+    lab.busybox_image("base:1")
+
+    def image(n: int) -> None:
+        lab.docker(
+            "run",
+            "--name",
+            f"mk{n}",
+            "base:1",
+            "sh",
+            "-c",
+            f"dd if=/dev/urandom of=/f{n} bs=64k count={1 + n % 8} 2>/dev/null",
+        )
+        lab.docker("commit", f"mk{n}", f"img:{n}")
+        lab.docker("rm", f"mk{n}")
+
+    for n in range(volumes):
+        lab.docker("volume", "create", f"vol{n}")
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(image, range(images - 1)))
+
+        def container(n: int) -> None:
+            limit = ["--log-opt", "max-size=10m"] if n % 4 == 0 else []
+            mount = ["-v", f"vol{n % volumes}:/data"] if volumes and n % 2 == 0 and n // 2 < volumes else []
+            lab.docker(
+                "run", "--name", f"c{n}", *limit, *mount, f"img:{n % max(images - 1, 1)}",
+                "sh", "-c", f"echo container {n}; dd if=/dev/zero of=/w bs=4k count={1 + n % 16} 2>/dev/null",
+            )  # fmt: skip
+
+        list(pool.map(container, range(containers)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=50)
+    parser.add_argument("--containers", type=int, default=200)
+    parser.add_argument("--volumes", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    with running_docker() as lab:
+        started = time.perf_counter()
+        populate(lab, args.images, args.containers, args.volumes)
+        print(
+            f"engine populated in {time.perf_counter() - started:.0f} s: {lab.docker('system', 'df')}",
+            file=sys.stderr,
+        )
+        server = Server(options=["--no-history"])
+        times: dict[str, list[float]] = {
+            "docker system df -v": [],
+            "container_usage": [],
+            "container_usage walk=false": [],
+        }
+        for n in range(args.rounds):
+            order = list(times) if n % 2 == 0 else list(reversed(times))
+            for name in order:
+                begun = time.perf_counter()
+                if name.startswith("docker"):
+                    lab.docker("system", "df", "-v")
+                else:
+                    arguments = {
+                        "socket": str(lab.socket),
+                        "walk": not name.endswith("false"),
+                        "timeout_s": 60,
+                    }
+                    result = server.request("tools/call", {"name": "container_usage", "arguments": arguments})
+                    assert not result.get("isError"), result
+                times[name].append(time.perf_counter() - begun)
+        server.close()
+    reference = statistics.median(times["docker system df -v"])
+    print(
+        f"{args.images} images, {args.containers} containers, {args.volumes} volumes, {args.rounds} rounds (median)"
+    )
+    for name, seconds in times.items():
+        median = statistics.median(seconds)
+        print(f"  {name:<28} {median:7.3f} s  {median / reference:5.2f} x")
+    verdict = statistics.median(times["container_usage"]) <= TARGET_RATIO * reference
+    print(
+        f"target: container_usage at most {TARGET_RATIO} x docker system df -v: {'met' if verdict else 'NOT met'}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""What an engine's API answers, read into typed rows: images, containers, volumes, build cache.
+
+Pure: JSON documents in (``/system/df``, ``/info``, ``/version``, a container's inspect), rows out.
+Docker and Podman's Docker-compatible API give the same shapes; a field an engine leaves out is read
+as unknown (None), never as zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    id: str
+    tags: tuple[str, ...]
+    size: int  # bytes of every layer it has
+    shared: int  # of which layers other images have too
+    containers: int
+    created: float
+
+    @property
+    def unique(self) -> int:
+        return max(self.size - self.shared, 0)
+
+    @property
+    def dangling(self) -> bool:
+        return not self.tags
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    id: str
+    name: str
+    image: str
+    state: str  # running, exited, created, paused, ...
+    created: float
+    writable: int | None  # the writable layer's bytes (SizeRw)
+    volumes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Volume:
+    name: str
+    size: int | None  # None: the engine did not measure it
+    refs: int | None  # containers using it
+    mountpoint: str
+
+    @property
+    def dangling(self) -> bool:
+        return self.refs == 0
+
+
+@dataclass(frozen=True, slots=True)
+class BuildCache:
+    records: int = 0
+    bytes: int = 0
+    in_use: int = 0  # bytes of records in use
+
+
+@dataclass(frozen=True, slots=True)
+class LogFile:
+    """A container's log as its inspect says it: driver, file (json-file, local), rotation limit."""
+
+    driver: str
+    path: str
+    max_size: str | None  # the rotation limit (max-size) set for it, if any
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and value >= 0 else None
+
+
+def images(df: dict[str, Any]) -> list[Image]:
+    rows = []
+    for item in df.get("Images") or []:
+        tags = tuple(t for t in item.get("RepoTags") or () if t and t != "<none>:<none>")
+        size = _int(item.get("Size")) or 0
+        rows.append(
+            Image(
+                id=str(item.get("Id", "")),
+                tags=tags,
+                size=size,
+                shared=min(_int(item.get("SharedSize")) or 0, size),
+                containers=_int(item.get("Containers")) or 0,
+                created=float(item.get("Created") or 0),
+            )
+        )
+    return rows
+
+
+def containers(df: dict[str, Any]) -> list[Container]:
+    rows = []
+    for item in df.get("Containers") or []:
+        names = item.get("Names") or [str(item.get("Id", ""))[:12]]
+        rows.append(
+            Container(
+                id=str(item.get("Id", "")),
+                name=str(names[0]).lstrip("/"),
+                image=str(item.get("Image", "")),
+                state=str(item.get("State", "") or "unknown"),
+                created=float(item.get("Created") or 0),
+                writable=_int(item.get("SizeRw", 0)),  # Docker leaves a 0 out
+                volumes=tuple(
+                    str(m.get("Name"))
+                    for m in item.get("Mounts") or ()
+                    if m.get("Type") == "volume" and m.get("Name")
+                ),
+            )
+        )
+    return rows
+
+
+def volumes(df: dict[str, Any]) -> list[Volume]:
+    rows = []
+    for item in df.get("Volumes") or []:
+        usage = item.get("UsageData") or {}
+        rows.append(
+            Volume(
+                name=str(item.get("Name", "")),
+                size=_int(usage.get("Size")),
+                refs=_int(usage.get("RefCount")),
+                mountpoint=str(item.get("Mountpoint", "")),
+            )
+        )
+    return rows
+
+
+def build_cache(df: dict[str, Any]) -> BuildCache:
+    records = df.get("BuildCache") or []
+    total = sum(_int(r.get("Size")) or 0 for r in records)
+    in_use = sum(_int(r.get("Size")) or 0 for r in records if r.get("InUse"))
+    return BuildCache(len(records), max(total, _int(df.get("BuilderSize")) or 0), in_use)
+
+
+def log_file(inspect: dict[str, Any]) -> LogFile:
+    config = (inspect.get("HostConfig") or {}).get("LogConfig") or {}
+    options = config.get("Config") or {}
+    return LogFile(
+        driver=str(config.get("Type", "")),
+        path=str(inspect.get("LogPath") or ""),
+        max_size=options.get("max-size") or None,
+    )
+
+
+def engine_name(version: dict[str, Any]) -> str:
+    """'Docker 20.10.24' or 'Podman 4.3.1', from ``/version``'s components."""
+    for component in version.get("Components") or ():
+        if str(component.get("Name", "")).lower().startswith("podman"):
+            return f"Podman {component.get('Version', '')}".strip()
+    return f"Docker {version.get('Version', '')}".strip()

@@ -1,0 +1,403 @@
+"""container_usage: what Docker or Podman holds on disk, and what no docker command shows.
+
+The engine (``sysmcp.engine.containers``) asks the container engine's API on its Unix socket and
+walks its data root; this module is its MCP face: the schema, progress while containers are
+inspected and the data root walked (cancellable), the roots (a path is named only inside them, the
+data root walked only inside them), and the words: images, containers, volumes, build cache, log
+files with their rotation limits, and the reconciliation with the disk.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from sysmcp.engine.containers import Request, Survey, survey
+from sysmcp.fs.paths import is_within, printable
+from sysmcp.protocol.context import Meter
+from sysmcp.render import age, human_bytes, more_not_shown, plural
+from sysmcp.tools import schemas as js
+from sysmcp.tools.merging import summary_merge
+from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
+
+MAX_TIMEOUT_S = 60
+WALK_TIMEOUT_S = 120.0  # the data root's walk; past it the reconciliation says it is partial
+PARTS_NAMED = 6  # data-root directories named in the reconciliation
+
+INPUT_SCHEMA: dict[str, Any] = js.arguments(
+    {
+        "socket": js.string(
+            "Engine API socket. Omitted: DOCKER_HOST, /var/run/docker.sock, then Podman's.", minLength=1
+        ),
+        "timeout_s": js.number("Per API call.", minimum=0.1, maximum=MAX_TIMEOUT_S, default=10),
+        "walk": js.boolean(
+            "Walk the data root to reconcile the engine's figures with the disk.", default=True
+        ),
+        "top_n": js.top_n_argument("Rows per list.", maximum=50, default=10),
+    },
+    required=None,
+)
+
+_PATH = js.string("Its path; null outside the allowed roots.", null=True)
+_NAME = "Its name."
+OUTPUT_SCHEMA: dict[str, Any] = js.result(
+    {
+        "engine": js.string("The engine and its version: 'Docker 20.10.24', 'Podman 4.3.1'."),
+        "socket": js.string("The API socket asked."),
+        "data_root": js.string("The engine's data root; null outside the allowed roots.", null=True),
+        "storage_driver": js.string("The engine's storage driver (overlay2, vfs …)."),
+        "log_driver": js.string("The engine's default log driver (json-file, journald …)."),
+        "images": js.record(
+            {
+                "count": js.integer("Images in all."),
+                "layer_bytes": js.integer("Every image layer once (the engine's LayersSize)."),
+                "layer_bytes_estimated": js.boolean(
+                    "No LayersSize (Podman): images' unique bytes plus the largest shared."
+                ),
+                "dangling": js.integer("Untagged images."),
+                "dangling_unique_bytes": js.integer("Bytes only the untagged images hold."),
+                "largest": js.objects(
+                    {
+                        "id": js.string("The image ID, short."),
+                        "tags": js.names("Its repository:tag names (none: dangling)."),
+                        "bytes": js.integer("All its layers' bytes."),
+                        "shared_bytes": js.integer("Bytes of layers other images have too."),
+                        "unique_bytes": js.integer("Bytes only it holds: what removing it frees."),
+                        "containers": js.integer("Containers made from it."),
+                    },
+                    description="The largest images (at most top_n).",
+                ),
+            },
+            "Images.",
+        ),
+        "containers": js.record(
+            {
+                "count": js.integer("Containers in all, stopped ones included."),
+                "running": js.integer("Containers running."),
+                "writable_bytes": js.integer("All writable layers."),
+                "stopped_writable_bytes": js.integer("Writable layers of containers not running."),
+                "largest": js.objects(
+                    {
+                        "name": js.string(_NAME),
+                        "image": js.string("The image it was made from."),
+                        "state": js.string("running, exited, created, paused …"),
+                        "age_s": js.number("Seconds since it was created."),
+                        "writable_bytes": js.integer("Its writable layer (null: not measured).", null=True),
+                    },
+                    description="The containers with the largest writable layers (at most top_n).",
+                ),
+            },
+            "Containers.",
+        ),
+        "volumes": js.record(
+            {
+                "count": js.integer("Volumes in all."),
+                "bytes": js.integer("Bytes of all volumes the engine measured."),
+                "dangling": js.integer("Volumes no container uses."),
+                "dangling_bytes": js.integer("Bytes of the volumes no container uses."),
+                "largest": js.objects(
+                    {
+                        "name": js.string(_NAME),
+                        "bytes": js.integer("Its size (null: not measured).", null=True),
+                        "containers": js.integer("Containers using it (0: dangling).", null=True),
+                        "path": _PATH,
+                    },
+                    description="The largest volumes (at most top_n).",
+                ),
+            },
+            "Volumes.",
+        ),
+        "build_cache": js.record(
+            {
+                "records": js.integer("Build cache records."),
+                "bytes": js.integer("Bytes of the build cache."),
+                "in_use_bytes": js.integer("Bytes of records in use."),
+            },
+            "The build cache.",
+        ),
+        "logs": js.record(
+            {
+                "count": js.integer("Containers' log files."),
+                "bytes": js.integer("Bytes of all log files."),
+                "without_limit": js.integer("Log files with no max-size rotation limit."),
+                "largest": js.objects(
+                    {
+                        "container": js.string("The container writing it."),
+                        "driver": js.string("Its log driver."),
+                        "bytes": js.integer("Its size (null: not readable here).", null=True),
+                        "max_size": js.string("Its rotation limit (null: none).", null=True),
+                        "path": _PATH,
+                    },
+                    description="The largest log files (at most top_n).",
+                ),
+            },
+            "Container log files, which no docker command counts.",
+        ),
+        "reconciliation": js.record(
+            {
+                "walked_bytes": js.integer("Apparent bytes the walk found under the data root."),
+                "walked_disk_bytes": js.integer("Bytes allocated on disk under the data root."),
+                "accounted_bytes": js.integer("Layers, writable layers, volumes, build cache and logs."),
+                "difference_bytes": js.integer("Walked minus accounted."),
+                "complete": js.boolean("False when the walk stopped at its time budget."),
+                "parts": js.objects(
+                    {
+                        "name": js.string("A directory of the data root."),
+                        "bytes": js.integer("Its apparent bytes."),
+                        "disk_bytes": js.integer("Its bytes on disk."),
+                    },
+                    description="The data root's directories, largest first.",
+                ),
+                "skipped": js.counts("What the walk did not enter, by reason (other_filesystem: mounts)."),
+            },
+            "The data root walked against the engine's figures; null when not walked.",
+            null=True,
+        ),
+        "note": js.string("Why the data root was not walked, if it was not.", null=True),
+    }
+)
+
+
+def _shown(path: str, allowed: list[Path] | None) -> str | None:
+    """The path for the answer, or None when it is outside the roots (counted, never named)."""
+    if not path or (allowed is not None and not any(is_within(Path(path), root) for root in allowed)):
+        return None
+    return path
+
+
+def structured(found: Survey, top_n: int, now: float, allowed: list[Path] | None) -> dict[str, Any]:
+    images = sorted(found.images, key=lambda i: (-i.size, i.id))
+    containers = sorted(found.containers, key=lambda c: (-(c.writable or 0), c.name))
+    volumes = sorted(found.volumes, key=lambda v: (-(v.size or 0), v.name))
+    logs = sorted(found.logs, key=lambda log: (-(log.bytes or 0), log.container))
+    dangling_volumes = [v for v in volumes if v.dangling]
+    files = [log for log in logs if log.file.path]
+    walked = found.walked
+    note = None
+    if found.walk_refused:
+        note = "The data root is outside the allowed roots: not walked, the engine's figures only."
+    elif walked is None:
+        note = "The data root was not walked: the engine's figures only."
+    return {
+        "engine": found.engine,
+        "socket": found.socket,
+        "data_root": _shown(found.data_root, allowed),
+        "storage_driver": found.driver,
+        "log_driver": found.log_driver,
+        "images": {
+            "count": len(images),
+            "layer_bytes": found.layers,
+            "layer_bytes_estimated": found.layers_estimated,
+            "dangling": sum(i.dangling for i in images),
+            "dangling_unique_bytes": sum(i.unique for i in images if i.dangling),
+            "largest": [
+                {
+                    "id": i.id.removeprefix("sha256:")[:12],
+                    "tags": list(i.tags),
+                    "bytes": i.size,
+                    "shared_bytes": i.shared,
+                    "unique_bytes": i.unique,
+                    "containers": i.containers,
+                }
+                for i in images[:top_n]
+            ],
+        },
+        "containers": {
+            "count": len(containers),
+            "running": sum(c.state == "running" for c in containers),
+            "writable_bytes": sum(c.writable or 0 for c in containers),
+            "stopped_writable_bytes": sum(c.writable or 0 for c in containers if c.state != "running"),
+            "largest": [
+                {
+                    "name": c.name,
+                    "image": c.image,
+                    "state": c.state,
+                    "age_s": round(max(now - c.created, 0), 1),
+                    "writable_bytes": c.writable,
+                }
+                for c in containers[:top_n]
+            ],
+        },
+        "volumes": {
+            "count": len(volumes),
+            "bytes": sum(v.size or 0 for v in volumes),
+            "dangling": len(dangling_volumes),
+            "dangling_bytes": sum(v.size or 0 for v in dangling_volumes),
+            "largest": [
+                {"name": v.name, "bytes": v.size, "containers": v.refs, "path": _shown(v.mountpoint, allowed)}
+                for v in volumes[:top_n]
+            ],
+        },
+        "build_cache": {
+            "records": found.build_cache.records,
+            "bytes": found.build_cache.bytes,
+            "in_use_bytes": found.build_cache.in_use,
+        },
+        "logs": {
+            "count": len(files),
+            "bytes": sum(log.bytes or 0 for log in files),
+            "without_limit": sum(log.file.max_size is None for log in files),
+            "largest": [
+                {
+                    "container": log.container,
+                    "driver": log.file.driver,
+                    "bytes": log.bytes,
+                    "max_size": log.file.max_size,
+                    "path": _shown(log.file.path, allowed),
+                }
+                for log in files[:top_n]
+            ],
+        },
+        "reconciliation": None
+        if walked is None
+        else {
+            "walked_bytes": walked.apparent,
+            "walked_disk_bytes": walked.disk,
+            "accounted_bytes": found.accounted,
+            "difference_bytes": walked.apparent - found.accounted,
+            "complete": walked.stopped is None,
+            "parts": [
+                {"name": n, "bytes": a, "disk_bytes": d}
+                for n, a, d in sorted(walked.parts, key=lambda part: (-part[1], part[0]))
+            ],
+            "skipped": walked.skipped,
+        },
+        "note": note,
+    }
+
+
+def _more(shown: int, count: int, noun: str) -> list[str]:
+    return [f"  {more_not_shown(count - shown, noun)}"] if count > shown else []
+
+
+def render(s: dict[str, Any]) -> str:
+    root = (
+        f"data root {printable(s['data_root'])}" if s["data_root"] else "data root outside the allowed roots"
+    )
+    lines = [
+        f"{s['engine']} at {printable(s['socket'])}: {root} ({s['storage_driver']}, logs {s['log_driver'] or 'unknown'})"
+    ]
+    im = s["images"]
+    lines.append(
+        f"Images: {plural(im['count'], 'image')}, {human_bytes(im['layer_bytes'])} of layers"
+        + (" (estimated: the engine gave no total)" if im["layer_bytes_estimated"] else "")
+        + (
+            f"; {im['dangling']:,} dangling ({human_bytes(im['dangling_unique_bytes'])} unique)"
+            if im["dangling"]
+            else ""
+        )
+    )
+    for i in im["largest"]:
+        lines.append(
+            f"  {human_bytes(i['bytes']):>10}  {', '.join(i['tags']) or '<none> ' + i['id']}  unique "
+            f"{human_bytes(i['unique_bytes'])}, shared {human_bytes(i['shared_bytes'])}, "
+            f"{plural(i['containers'], 'container')}"
+        )
+    lines += _more(len(im["largest"]), im["count"], "image")
+    co = s["containers"]
+    lines.append(
+        f"Containers: {co['count']:,} ({co['running']:,} running), writable layers "
+        f"{human_bytes(co['writable_bytes'])}, of stopped ones {human_bytes(co['stopped_writable_bytes'])}"
+    )
+    for c in co["largest"]:
+        size = human_bytes(c["writable_bytes"]) if c["writable_bytes"] is not None else "?"
+        lines.append(f"  {size:>10}  {c['name']}  {c['state']}, {c['image']}, {age(c['age_s'], ' old')}")
+    lines += _more(len(co["largest"]), co["count"], "container")
+    vo = s["volumes"]
+    lines.append(
+        f"Volumes: {plural(vo['count'], 'volume')}, {human_bytes(vo['bytes'])}"
+        + (f"; {vo['dangling']:,} dangling ({human_bytes(vo['dangling_bytes'])})" if vo["dangling"] else "")
+    )
+    for v in vo["largest"]:
+        size = human_bytes(v["bytes"]) if v["bytes"] is not None else "?"
+        use = "dangling" if v["containers"] == 0 else f"used by {plural(v['containers'] or 0, 'container')}"
+        lines.append(f"  {size:>10}  {v['name']}  {use}")
+    lines += _more(len(vo["largest"]), vo["count"], "volume")
+    bc = s["build_cache"]
+    lines.append(
+        f"Build cache: {human_bytes(bc['bytes'])} in {plural(bc['records'], 'record')}"
+        f" ({human_bytes(bc['in_use_bytes'])} in use)"
+    )
+    lo = s["logs"]
+    lines.append(
+        f"Log files: {plural(lo['count'], 'file')}, {human_bytes(lo['bytes'])}"
+        + (f"; {lo['without_limit']:,} with no rotation limit (max-size)" if lo["without_limit"] else "")
+    )
+    for log in lo["largest"]:
+        size = human_bytes(log["bytes"]) if log["bytes"] is not None else "?"
+        limit = f"max-size {log['max_size']}" if log["max_size"] else "no max-size"
+        where = f"  {printable(log['path'])}" if log["path"] else ""
+        lines.append(f"  {size:>10}  {log['container']}  {limit}{where}")
+    lines += _more(len(lo["largest"]), lo["count"], "log file")
+    re = s["reconciliation"]
+    if re is not None:
+        partial = "" if re["complete"] else " (walk stopped at its time budget: partial)"
+        diff = re["difference_bytes"]
+        lines.append(
+            f"On disk: the data root holds {human_bytes(re['walked_bytes'])} ({human_bytes(re['walked_disk_bytes'])} "
+            f"allocated){partial}; the engine's figures and the logs account for {human_bytes(re['accounted_bytes'])}: "
+            + (
+                f"{human_bytes(diff)} on disk that the engine does not count"
+                if diff >= 0
+                else f"{human_bytes(-diff)} less"
+            )
+        )
+        parts = ", ".join(f"{p['name']} {human_bytes(p['bytes'])}" for p in re["parts"][:PARTS_NAMED])
+        if parts:
+            lines.append(f"  by directory: {parts}")
+        skipped = re["skipped"]
+        mounts = skipped.get("other_filesystem", 0) + skipped.get("pseudo_filesystem", 0)
+        if mounts:
+            lines.append(
+                f"  {plural(mounts, 'mount')} inside not entered (running containers' overlay and shm mounts: "
+                "each layer is counted once, where it lies)"
+            )
+        if skipped.get("unreadable"):
+            lines.append(f"  {plural(skipped['unreadable'], 'directory')} could not be read: not counted")
+    if s["note"]:
+        lines.append(s["note"])
+    return "\n".join(lines)
+
+
+async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+    allowed = ctx.paths.allowed
+    request = Request(
+        socket=args.get("socket"),
+        timeout_s=float(args["timeout_s"]),
+        walk=bool(args["walk"]),
+        walk_timeout_s=WALK_TIMEOUT_S,
+        may_walk=lambda root: _shown(root, allowed) is not None,
+    )
+
+    done = {"inspect": 0, "walk": 0}  # containers inspected, data-root entries walked (two threads)
+
+    def describe(meter: Meter, elapsed: float) -> str:
+        walked = f", data root: {plural(done['walk'], 'entry')} walked" if done["walk"] else ""
+        return f"{plural(done['inspect'], 'container')} inspected{walked}"
+
+    def work(meter: Meter) -> Survey:
+        def progress(phase: str, count: int, seen: int) -> None:
+            done[phase] = count
+            meter.done = done["inspect"] + done["walk"]  # each only grows, so their sum does
+
+        return survey(request, progress, meter.checkpoint)
+
+    found = await ctx.run_in_worker(work, describe=describe)
+    data = structured(found, args["top_n"], time.time(), allowed)
+    return ToolOutput(render(data), data)
+
+
+TOOL = Tool(
+    name="container_usage",
+    title="Container disk usage",
+    description=(
+        "What Docker or Podman holds on disk, from its API: images (shared, unique, dangling), containers' "
+        "writable layers, volumes (dangling), build cache, and container log files with their rotation "
+        "limit; the data root walked and set against the engine's figures, the difference named. Read-only."
+    ),
+    input_schema=INPUT_SCHEMA,
+    output_schema=OUTPUT_SCHEMA,
+    handler=handle,
+    merge=summary_merge(),
+)

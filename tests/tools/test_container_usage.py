@@ -1,0 +1,292 @@
+"""container_usage against a real Docker engine the test starts, and against sockets that misbehave."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import socket
+import socketserver
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jsonschema
+import pytest
+
+from sysmcp.engine.containers import Request, find_socket, survey
+from sysmcp.fs.errors import NotFound, PermissionRefused, Unavailable
+from sysmcp.fs.paths import PathPolicy
+from sysmcp.protocol.context import RequestContext
+from sysmcp.results import ResultStore
+from sysmcp.tools.arguments import validate_arguments
+from sysmcp.tools.container_usage import INPUT_SCHEMA, OUTPUT_SCHEMA, handle
+from sysmcp.tools.errors import words
+from sysmcp.tools.registry import ToolContext, ToolOutput
+from tests.tools.docker_lab import Lab, running_docker, why_not
+
+pytestmark = pytest.mark.anyio
+NOBODY = 65534
+KIB = 1024
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.progress: list[dict[str, Any]] = []
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        if method == "notifications/progress":
+            self.progress.append(params)
+
+
+async def call(roots: list[Path] | None = None, peer: Recorder | None = None, **args: Any) -> ToolOutput:
+    request = RequestContext(1, "tools/call", peer or Recorder(), progress_token="c")
+    ctx = ToolContext(request, PathPolicy(operator_roots=roots), ResultStore())
+    with anyio.fail_after(120):
+        output = await handle(validate_arguments(INPUT_SCHEMA, args), ctx)
+    jsonschema.validate(output.structured, OUTPUT_SCHEMA)
+    return output
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    reason = why_not()
+    if reason is not None:
+        pytest.skip(reason)
+    with running_docker() as lab:
+        lab.busybox_image("bb:1")
+        lab.busybox_image(None)  # dangling
+        # A logging container left running, its volume holding 200 KiB.
+        lab.docker("volume", "create", "data")
+        lab.docker("volume", "create", "orphan")
+        lab.docker(
+            "run", "-d", "--name", "writer", "-v", "data:/data", "bb:1",
+            "sh", "-c", "dd if=/dev/zero of=/data/blob bs=1k count=200 2>/dev/null; echo written; sleep 3600",
+        )  # fmt: skip
+        # A stopped container with 300 KiB in its writable layer and a rotation limit on its log.
+        lab.docker(
+            "run", "--name", "stopped", "--log-opt", "max-size=1m", "bb:1",
+            "sh", "-c", "dd if=/dev/zero of=/junk bs=1k count=300 2>/dev/null; echo done",
+        )  # fmt: skip
+        lab.docker("commit", "stopped", "bb:2")  # shares bb:1's layer
+        for _ in range(200):  # the writer's "written" is in its log before the figures are read
+            if "written" in lab.docker("logs", "writer"):
+                break
+            subprocess.run(["sleep", "0.1"], check=True)
+        yield lab
+
+
+async def test_the_answer_holds_the_engines_own_figures_for_images_containers_volumes_and_logs(
+    lab: Lab,
+) -> None:
+    peer = Recorder()
+    output = await call(peer=peer, socket=str(lab.socket))
+    s = output.structured
+    assert s["engine"].startswith("Docker ")
+    assert s["data_root"] == str(lab.data_root)
+    images = {tag: row for row in s["images"]["largest"] for tag in row["tags"]}
+    assert images["bb:1"]["bytes"] == int(lab.docker("image", "inspect", "bb:1", "--format", "{{.Size}}"))
+    assert (
+        images["bb:1"]["shared_bytes"] > 0
+        and images["bb:2"]["shared_bytes"] == images["bb:1"]["shared_bytes"]
+    )
+    assert s["images"]["count"] == 3 and s["images"]["dangling"] == 1
+    containers = {row["name"]: row for row in s["containers"]["largest"]}
+    for name in ("writer", "stopped"):
+        rw = int(lab.docker("inspect", "--size", name, "--format", "{{.SizeRw}}"))
+        assert containers[name]["writable_bytes"] == rw
+    assert containers["stopped"]["writable_bytes"] >= 300 * KIB
+    assert containers["stopped"]["state"] == "exited" and containers["writer"]["state"] == "running"
+    assert s["containers"]["stopped_writable_bytes"] == containers["stopped"]["writable_bytes"]
+    volumes = {row["name"]: row for row in s["volumes"]["largest"]}
+    assert volumes["data"]["bytes"] >= 200 * KIB and volumes["data"]["containers"] == 1
+    assert volumes["orphan"]["containers"] == 0 and s["volumes"]["dangling"] == 1
+    logs = {row["container"]: row for row in s["logs"]["largest"]}
+    for name in ("writer", "stopped"):
+        path = lab.docker("inspect", name, "--format", "{{.LogPath}}")
+        assert logs[name]["path"] == path and logs[name]["bytes"] == os.stat(path).st_size > 0
+    assert logs["stopped"]["max_size"] == "1m" and logs["writer"]["max_size"] is None
+    assert s["logs"]["without_limit"] == 1
+    assert "1 with no rotation limit (max-size)" in output.text
+    assert any(p["progress"] for p in peer.progress)
+
+
+async def test_the_data_root_walk_matches_du_and_names_what_the_engine_does_not_count(lab: Lab) -> None:
+    output = await call(socket=str(lab.socket))
+    rec = output.structured["reconciliation"]
+    du = subprocess.run(
+        ["du", "-sx", "--block-size=1", str(lab.data_root)], capture_output=True, text=True, check=True
+    )
+    # The engine keeps writing a little (its database, the writer's log): close, not equal.
+    assert abs(rec["walked_disk_bytes"] - int(du.stdout.split()[0])) <= 256 * KIB
+    assert rec["complete"] and rec["difference_bytes"] == rec["walked_bytes"] - rec["accounted_bytes"]
+    names = {part["name"] for part in rec["parts"]}
+    assert {"containers", "volumes", "image"} <= names
+    # The running writer's mounts (its overlay root, its shm) are other filesystems: not entered.
+    assert rec["skipped"].get("other_filesystem", 0) >= 1 and "inside not entered" in output.text
+    assert "the engine does not count" in output.text or "less" in output.text
+
+
+async def test_outside_the_roots_no_path_is_named_and_the_data_root_is_not_walked(lab: Lab) -> None:
+    with tempfile.TemporaryDirectory() as elsewhere:
+        output = await call(roots=[Path(elsewhere)], socket=str(lab.socket))
+    s = output.structured
+    assert s["data_root"] is None and s["reconciliation"] is None
+    assert all(row["path"] is None for row in s["logs"]["largest"] + s["volumes"]["largest"])
+    assert str(lab.data_root) not in output.text
+    assert "outside the allowed roots: not walked" in output.text
+
+
+async def test_a_socket_that_accepts_and_never_answers_is_an_error_within_the_timeout(tmp_path: Path) -> None:
+    path = str(tmp_path / "silent.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as silent:
+        silent.bind(path)
+        silent.listen(4)  # connections queue and are never read
+        with pytest.raises(Unavailable) as caught:
+            await call(socket=path, timeout_s=0.2)
+    assert "did not answer GET /version within 0.2 s" in words(caught.value)
+
+
+async def test_no_engine_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(NotFound) as caught:
+        await call(socket=str(tmp_path / "absent.sock"))
+    assert "No container engine at" in words(caught.value) and "'socket'" in words(caught.value)
+
+
+def test_another_users_socket_is_refused_with_its_owner_named() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("a second user needs root")
+    box = tempfile.TemporaryDirectory(prefix="sysmcp-sock-", dir="/tmp")
+    os.chmod(box.name, 0o755)  # the second user reaches the socket, and only its mode refuses
+    path = os.path.join(box.name, "root-only.sock")
+    with box, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as owned:
+        owned.bind(path)
+        os.chmod(path, 0o600)
+        owned.listen(4)
+        probe = (
+            "from sysmcp.engine.containers import Request, survey\n"
+            "from sysmcp.tools.errors import words\n"
+            "try:\n"
+            f"    survey(Request(socket={path!r}, timeout_s=5))\n"
+            "except Exception as exc:\n"
+            "    print(type(exc).__name__, words(exc))\n"
+        )
+        done = subprocess.run(
+            [
+                "setpriv",
+                "--reuid",
+                str(NOBODY),
+                "--regid",
+                str(NOBODY),
+                "--clear-groups",
+                sys.executable,
+                "-c",
+                probe,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=Path(__file__).parents[2],
+        )
+    assert done.stdout.startswith(PermissionRefused.__name__), done.stderr
+    assert (
+        "owner uid 0" in done.stdout
+        and "mode 0600" in done.stdout
+        and "member of the socket's group" in done.stdout
+    )
+
+
+class Stop(Exception):
+    """What the caller's check_cancelled raises (the protocol layer raises its own)."""
+
+
+def test_the_survey_reports_every_container_inspected_and_the_walk(lab: Lab) -> None:
+    phases: list[str] = []
+    survey(Request(socket=str(lab.socket)), lambda phase, done, seen: phases.append(phase))
+    assert phases.count("inspect") == len(lab.docker("ps", "-aq").split()) and "walk" in phases
+
+
+def test_a_survey_cancelled_during_the_walk_stops_and_leaves_no_thread_asking_the_engine(lab: Lab) -> None:
+    phases: list[str] = []
+
+    def cancel_once_walking() -> None:
+        if "walk" in phases:
+            raise Stop
+
+    with pytest.raises(Stop):
+        survey(
+            Request(socket=str(lab.socket)),
+            lambda phase, done, seen: phases.append(phase),
+            cancel_once_walking,
+        )
+    assert not [t for t in threading.enumerate() if t.name == "engine-api"]
+
+
+RECORDED = Path(__file__).parent / "data" / "podman-4.3.1-compat.json"
+
+
+@pytest.fixture
+def podman_socket() -> Iterator[str]:
+    """A Unix-socket HTTP server answering with Podman 4.3.1's recorded compatible-API answers."""
+    answers = json.loads(RECORDED.read_text())
+
+    class Recorded(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps(answers.get(self.path.split("?")[0], {"message": "no such"})).encode()
+            self.send_response(200 if self.path.split("?")[0] in answers else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+        daemon_threads = True
+
+        def get_request(self) -> tuple[socket.socket, tuple[str, int]]:
+            conn, _ = super().get_request()
+            return conn, ("podman", 0)  # BaseHTTPRequestHandler wants a host and port
+
+    with tempfile.TemporaryDirectory(prefix="sysmcp-pm-") as box:
+        path = os.path.join(box, "podman.sock")
+        with Server(path, Recorded) as server:
+            thread = threading.Thread(target=server.serve_forever, daemon=True)
+            thread.start()
+            yield path
+            server.shutdown()
+
+
+async def test_podmans_compatible_api_is_read_and_its_missing_layer_total_estimated(
+    podman_socket: str,
+) -> None:
+    output = await call(socket=podman_socket, walk=False)
+    s = output.structured
+    assert s["engine"] == "Podman 4.3.1" and s["storage_driver"] == "overlay"
+    assert s["images"]["layer_bytes"] == 1997895 and s["images"]["layer_bytes_estimated"]
+    assert "(estimated: the engine gave no total)" in output.text and "logs unknown" in output.text
+    [container] = s["containers"]["largest"]
+    assert (
+        container["name"] == "pc1" and container["writable_bytes"] == 12 and container["state"] == "created"
+    )
+    assert s["volumes"]["dangling"] == 1 and s["logs"]["without_limit"] == 1
+    assert s["reconciliation"] is None and "not walked" in output.text
+
+
+async def test_a_socket_file_nobody_listens_on_is_no_engine(tmp_path: Path) -> None:
+    path = str(tmp_path / "stale.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as stale:
+        stale.bind(path)  # bound, never listening: what a dead engine leaves behind
+        with pytest.raises(NotFound) as caught:
+            await call(socket=path)
+    assert "nothing listening on the socket" in words(caught.value)
+
+
+def test_the_socket_asked_is_the_one_named_then_docker_hosts() -> None:
+    assert find_socket("/a.sock", {"DOCKER_HOST": "unix:///b.sock"}) == "/a.sock"
+    assert find_socket(None, {"DOCKER_HOST": "unix:///b.sock"}) == "/b.sock"
