@@ -313,3 +313,9 @@ def idle_priority() -> list[str]:
     except (OSError, AttributeError):
         missing.append("idle I/O priority")
     return missing
+
+
+def can_compare_xattrs() -> bool:
+    """Whether this Python can read a file's extended attributes and ACLs (``os.listxattr``): Linux's can,
+    macOS' cannot. Where it cannot, two files' ACLs cannot be shown to match."""
+    return hasattr(os, "listxattr")

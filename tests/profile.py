@@ -22,6 +22,10 @@ UNDER_POSIX_PROFILE = os.environ.get(PROFILE_ENV) == "posix"
 needs_proc = pytest.mark.skipif(
     UNDER_POSIX_PROFILE, reason="needs /proc, which the portable profile hides from sysmcp (macOS has none)"
 )
+needs_xattrs = pytest.mark.skipif(
+    UNDER_POSIX_PROFILE,
+    reason="reclaim's :link: the portable profile, like macOS, cannot compare ACLs, so no copy is linked",
+)
 needs_fork = pytest.mark.skipif(
     UNDER_POSIX_PROFILE, reason="forked scan workers: the portable profile, like macOS, walks in one process"
 )

@@ -537,6 +537,8 @@ def _why_no_link(keep: Copy, extras: Sequence[Copy]) -> str | None:
             return f"{escaped(path)} has another owner or group than the kept copy"
         if stat.S_IMODE(st.st_mode) != stat.S_IMODE(kst.st_mode):
             return f"{escaped(path)} has another mode than the kept copy"
+        if not platform.can_compare_xattrs():
+            return "ACLs and extended attributes cannot be compared on this platform"
         if attributes is None or extended_attributes(path) != attributes:
             return f"{escaped(path)} has other ACLs or extended attributes than the kept copy (or unreadable ones)"
     return None

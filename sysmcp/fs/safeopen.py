@@ -284,9 +284,10 @@ __all__ = [
 
 def extended_attributes(target: int | bytes) -> dict[str, bytes] | None:
     """A file's extended attributes, ACLs included (``system.posix_acl_access``), by descriptor or by a
-    path that is not followed; {} where the filesystem or platform keeps none, None if unreadable."""
-    if not hasattr(os, "listxattr"):
-        return {}  # macOS' Python has no xattr calls: nothing to compare, the modes still are
+    path that is not followed; {} where the filesystem keeps none, None if unreadable (and on a platform
+    whose Python cannot read them: two files' ACLs there cannot be shown to match)."""
+    if not platform.can_compare_xattrs():
+        return None
     follow = isinstance(target, int)
     try:
         names = os.listxattr(target, follow_symlinks=follow)

@@ -15,6 +15,9 @@ import pytest
 from sysmcp.fs.errors import Refused
 from sysmcp.fs.reclaim import LINK, Plan, PlanRequest, apply_items, build_plan, choose
 from tests.fs.test_reclaim import layout
+from tests.profile import needs_xattrs
+
+pytestmark = needs_xattrs
 
 
 def copies(base: Path, names: tuple[str, ...] = ("keep", "b", "c", "d"), size: int = 40_000) -> list[Path]:

@@ -22,9 +22,10 @@ import pytest
 from sysmcp.fs.reclaim import PlanRequest, apply_items, build_plan
 from sysmcp.fs.reclaim_classes import RootsLayout
 from tests.fs.test_reclaim import HOLDER
+from tests.profile import needs_proc
 from tests.wire import result_text, spawn
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, needs_proc]  # deleted files held open are found through /proc
 
 SIZE = 3_000_000
 MOUNT_THEN_HOLD = 'mount --bind "$1" "$2" && exec "$3" -c "$4" "$5" "$6"'

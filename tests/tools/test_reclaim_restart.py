@@ -13,7 +13,7 @@ import pytest
 
 from sysmcp.fs.reclaim_keep import read_log
 from sysmcp.history.store import Store
-from tests.profile import child_env
+from tests.profile import child_env, needs_xattrs
 from tests.tools.test_reclaim_wire import duplicates, plan_of
 from tests.wire import result_text, spawn
 
@@ -107,6 +107,7 @@ async def test_without_history_the_plan_lives_only_as_long_as_the_server(tmp_pat
         assert gone["result"]["isError"] and "no reclaim plan" in result_text(gone)
 
 
+@needs_xattrs
 async def test_a_plan_kept_by_an_unconfined_server_cannot_reach_outside_a_confined_ones_roots(
     tmp_path: Path,
 ) -> None:
@@ -131,6 +132,7 @@ async def test_a_plan_kept_by_an_unconfined_server_cannot_reach_outside_a_confin
     assert all(p.read_bytes() == data for p in (inside / "a.bin", inside / "b.bin", outside / "c.bin"))
 
 
+@needs_xattrs
 async def test_duplicates_become_hard_links_over_the_wire(tmp_path: Path) -> None:
     first, second, third = duplicates(tmp_path)
     async with spawn("--allow-reclaim", "--root", str(tmp_path)) as wire:
