@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
-from sysmcp.fs import fanout
-from sysmcp.fs.fanout import Progress
-from sysmcp.fs.parallel import ParallelWalk, Sharing, run_shared
-from sysmcp.fs.walk import Budget, Finished, Listing, Scanner, ScanStopped, SkipCounter, WalkOptions
+from sysmcp.engine.parallel import ParallelWalk, Progress, Sharing, run_shared
+from sysmcp.engine.parallel import _fork as fanout
+from sysmcp.engine.walk import Budget, Finished, Listing, Scanner, ScanStopped, SkipCounter, WalkOptions
 from tests.profile import needs_fork
 
 FILES = 30 * 4

@@ -14,9 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.fs import walk
-from sysmcp.fs.walk import (
-    FileEntry,
+from sysmcp.engine.walk import (
     Finished,
     Listing,
     Mount,
@@ -28,6 +26,8 @@ from sysmcp.fs.walk import (
     mount_table,
     walk_files,
 )
+from sysmcp.engine.walk import _walk as walk
+from sysmcp.engine.walk._types import FileEntry
 
 
 def _noop() -> None:
@@ -450,7 +450,7 @@ def test_the_mount_table_decodes_escaped_mount_points(tmp_path: Path) -> None:
 
 DEAD_FUSE_WALK = """
 import ctypes, os, sys
-from sysmcp.fs.walk import Scanner, SkipCounter, WalkOptions, Finished
+from sysmcp.engine.walk._walk import Scanner, SkipCounter, WalkOptions, Finished
 
 root = sys.argv[1]
 os.mkdir(os.path.join(root, "sub"))

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from sysmcp import platform
-from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes, cpu_quota
-from sysmcp.fs.usage import Request, Usage, scan_usage
-from sysmcp.fs.walk import SkipCounter, WalkOptions
+from sysmcp.engine.parallel import MAX_TASKS, FanOut, Progress, available_processes
+from sysmcp.engine.parallel._fork import cpu_quota
+from sysmcp.engine.usage import Request, Usage, scan_usage
+from sysmcp.engine.walk import SkipCounter, WalkOptions
 from tests.profile import needs_fork
 
 REQUEST = Request(
