@@ -12,7 +12,7 @@ Every file acted on or left alone is one row of ``reclaim-log`` (plain JSON, so 
 reads it), written in batches so a thousand files are not a thousand transactions.
 
 A stored plan carries an HMAC-SHA-256 of its plan id and bytes, keyed by a secret in its own 0600
-file in the state directory (``fs.statedir``: made ``O_EXCL``, read without following a link, checked
+file in the state directory (``history.statedir``: made ``O_EXCL``, read without following a link, checked
 like every state file). It is checked before a plan is decoded: a row edited in place, or copied
 under another id, is refused (``Refused``, reason ``tampered``) and never read.
 
@@ -27,12 +27,13 @@ import json
 import struct
 import threading
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from sysmcp.engine.errors import NotFound, Refused
 from sysmcp.history.statedir import PLAN_KEY_NAME, mac
+from sysmcp.history.store import Store
 from sysmcp.reclaim._plan import Entry, Identity, Item, Plan
 
 __all__ = [
@@ -41,7 +42,6 @@ __all__ = [
     "PLAN_TTL_S",
     "ActionLog",
     "Kept",
-    "KeyValue",
     "LogRecord",
     "PlanKeeper",
     "decode_plan",
@@ -55,39 +55,6 @@ PLAN_TTL_S = 24 * 3600.0
 FORMAT = 3  # the stored plan's layout; a row of another layout is treated as no plan
 LOG_BATCH = 200  # log rows per write
 _MAC_BYTES = 32  # the HMAC-SHA-256 before a stored plan's bytes
-
-
-class Written(Protocol):
-    """What a store write says (``history.store.Saved``)."""
-
-    @property
-    def ok(self) -> bool: ...
-
-    @property
-    def reason(self) -> str | None: ...
-
-
-class Secrets(Protocol):
-    """The checked state directory's keys (``fs.statedir.StateDir``)."""
-
-    def secret(self, name: str) -> bytes: ...
-
-
-class KeyValue(Protocol):
-    """The history store's key/value room (``sysmcp.history.store.Store``)."""
-
-    @property
-    def state_dir(self) -> Secrets: ...
-
-    def put(self, namespace: str, key: str, value: bytes) -> Written: ...
-
-    def get(self, namespace: str, key: str) -> bytes | None: ...
-
-    def keys(self, namespace: str) -> list[tuple[str, float]]: ...
-
-    def delete(self, namespace: str, key: str) -> Written: ...
-
-    def put_many(self, namespace: str, rows: Sequence[tuple[str, bytes]]) -> Written: ...
 
 
 # -- the plan as bytes -------------------------------------------------------------------------------
@@ -204,7 +171,7 @@ class PlanKeeper:
 
     def __init__(
         self,
-        store: Callable[[], KeyValue | None],
+        store: Callable[[], Store | None],
         clock: Callable[[], float],
         *,
         ttl_s: float = PLAN_TTL_S,
@@ -259,7 +226,7 @@ class PlanKeeper:
             )
         return plan
 
-    def _forget_expired(self, store: KeyValue, now: float) -> None:
+    def _forget_expired(self, store: Store, now: float) -> None:
         for key, updated in store.keys(PLAN_NAMESPACE):
             if now - updated > self.ttl_s:
                 store.delete(PLAN_NAMESPACE, key)
@@ -270,7 +237,7 @@ def _signed(key: bytes, plan_id: str, raw: bytes) -> bytes:
     return mac(key, plan_id.encode() + b"\0" + raw)
 
 
-def _verified(store: KeyValue, plan_id: str, row: bytes) -> bytes:
+def _verified(store: Store, plan_id: str, row: bytes) -> bytes:
     """The plan's bytes once its MAC matched; ``Refused`` (``tampered``) before anything is decoded."""
     try:
         key = store.state_dir.secret(PLAN_KEY_NAME)
@@ -332,7 +299,7 @@ class ActionLog:
     stderr only then).
     """
 
-    def __init__(self, store: KeyValue | None, clock: Callable[[], float]) -> None:
+    def __init__(self, store: Store | None, clock: Callable[[], float]) -> None:
         self.store = store
         self.clock = clock
         self._pending: list[tuple[str, bytes]] = []
@@ -359,7 +326,7 @@ class ActionLog:
         return self.failure
 
 
-def read_log(store: KeyValue, limit: int = 50) -> list[LogRecord]:
+def read_log(store: Store, limit: int = 50) -> list[LogRecord]:
     """The newest ``limit`` records, oldest first."""
     keys = sorted(key for key, _updated in store.keys(LOG_NAMESPACE))[-limit:] if limit > 0 else []
     records: list[LogRecord] = []
