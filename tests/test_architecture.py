@@ -14,13 +14,6 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "sysmcp"
 ARCHITECTURE = PACKAGE.parent / "docs" / "ARCHITECTURE.md"
-MAX_LINES = 700
-
-#: The packages of the engine layer (their modules keep under the line limit).
-ENGINES = ("sysmcp.engine", "sysmcp.reclaim", "sysmcp.history")
-#: Over the line limit on this branch, shrunk by a branch of issue 22 that is merged with it:
-#: engine/hashing/_checksums.py by struct-verify's move of its engine.
-STILL_OVER = {"sysmcp/engine/hashing/_checksums.py"}
 
 
 def module_name(path: Path) -> str:
@@ -251,26 +244,6 @@ def test_only_the_parallel_walk_driver_forks_and_collects_workers() -> None:
         for name, path in MODULES.items()
     }
     assert {name: calls for name, calls in wrong.items() if calls} == {}
-
-
-def _lines(path: Path) -> int:
-    return len(path.read_text(encoding="utf-8").splitlines())
-
-
-def test_engine_modules_and_dir_usage_stay_under_the_line_limit() -> None:
-    checked = [path for name, path in MODULES.items() if within(name, ENGINES)]
-    checked.append(PACKAGE / "tools" / "dir_usage.py")
-    over = {
-        str(path.relative_to(PACKAGE.parent)): _lines(path)
-        for path in checked
-        if _lines(path) > MAX_LINES and str(path.relative_to(PACKAGE.parent)) not in STILL_OVER
-    }
-    assert over == {}
-
-
-def test_every_module_stays_under_the_line_limit() -> None:
-    over = {str(path.relative_to(PACKAGE.parent)): _lines(path) for path in MODULES.values()}
-    assert {path: lines for path, lines in over.items() if lines > MAX_LINES} == {}
 
 
 #: System work an engine does and a tool module never does itself: listing directories, reading

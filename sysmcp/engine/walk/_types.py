@@ -1,8 +1,7 @@
 """The walk's vocabulary: its options, skip counts, events and the frames of its stack.
 
-Why a module of their own: the walk (``walk.Scanner``), the half that hands subtrees to other
-processes (``handout``) and every engine that consumes a walk speak these types; keeping them here
-lets each import them without importing the other.
+Why a module of their own: the walk (``Scanner``), the mount points it skips and every engine that
+consumes a walk speak these types; keeping them here lets each import them without importing the walk.
 """
 
 from __future__ import annotations
