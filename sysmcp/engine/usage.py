@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
-from sysmcp.engine.parallel import SPLIT_AFTER_S, SUBTREES_PER_PROCESS, ParallelWalk, Progress, Sharing
+from sysmcp.engine.parallel import SPLIT_AFTER_S, SUBTREES_PER_PROCESS, ParallelWalk, SharedCounters, Sharing
 from sysmcp.engine.walk import (
     Budget,
     Finished,
@@ -397,7 +397,7 @@ def scan_usage(
     stopped: str | None = None
 
     def work(
-        claim: Callable[[], int | None], progress: Progress, in_child: bool, *, share: bool = True
+        claim: Callable[[], int | None], progress: SharedCounters, in_child: bool, *, share: bool = True
     ) -> dict[str, Any]:
         """Walk claimed subtrees; in a child, into a fresh tally sent back as plain data.
 

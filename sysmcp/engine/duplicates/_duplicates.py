@@ -41,7 +41,7 @@ from sysmcp.engine.errors import EngineError, NotFound, PermissionRefused, Unava
 from sysmcp.engine.parallel import (
     SPLIT_AFTER_S,
     ParallelWalk,
-    Progress,
+    SharedCounters,
     Sharing,
     available_processes,
     give_up_at,
@@ -299,7 +299,9 @@ class Consumer:
         self.parallel: ParallelWalk | None = None  # the walk whose subtrees ``work`` claims
         self.here: tuple[SizeRuns, SkipCounter, Callable[[], None]] | None = None  # this process's
 
-    def work(self, claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
+    def work(
+        self, claim: Callable[[], int | None], progress: SharedCounters, in_child: bool
+    ) -> dict[str, Any]:
         """``FanOut``'s task: walk the subtrees claimed; in a worker, then report the walk and compare blocks."""
         assert self.parallel is not None
         if not in_child:
@@ -327,7 +329,11 @@ class Consumer:
 
 
 def compare_apart(
-    root: bytes, fd: int, claim: Callable[[], tuple[int, int] | None], budget: Budget, progress: Progress
+    root: bytes,
+    fd: int,
+    claim: Callable[[], tuple[int, int] | None],
+    budget: Budget,
+    progress: SharedCounters,
 ) -> dict[str, Any]:
     """In a forked worker: compare the blocks claimed with a reader and counts of its own."""
     counter = SkipCounter()
@@ -385,7 +391,7 @@ def compare_blocks(
         queue = iter(blocks)
         return [Comparer(reader, fd).run(lambda: next(queue, None))]
 
-    def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
+    def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
         def next_block() -> tuple[int, int] | None:
             task = claim()
             return None if task is None else blocks[task]

@@ -297,7 +297,7 @@ class Job:
 
 
 @dataclass(slots=True)
-class Outcome:
+class HashResult:
     job: Job
     digest: Digest | None = None
     error: str | None = None  # why it could not be hashed
@@ -337,7 +337,7 @@ def hash_many(
     checkpoint: Callable[[], None],
     counters: PoolCounters,
     threads: int = 2,
-) -> Iterator[Outcome]:
+) -> Iterator[HashResult]:
     """Hash many files on ``threads`` threads, yielding outcomes as batches finish.
 
     The caller's thread walks (``jobs`` may be a lazy walk) and calls ``checkpoint`` between jobs
@@ -348,14 +348,14 @@ def hash_many(
     stop = threading.Event()
     local = threading.local()
 
-    def run(batch: list[Job]) -> list[Outcome]:
+    def run(batch: list[Job]) -> list[HashResult]:
         state = getattr(local, "state", None)
         if state is None:
             state = local.state = (bytearray(CHUNK), counters.slot())
         buffer, slot = state
         return [_hash_job(job, buffer, slot, stop) for job in batch]
 
-    pending: set[Future[list[Outcome]]] = set()
+    pending: set[Future[list[HashResult]]] = set()
     batch: list[Job] = []
     batch_bytes = 0
     limit = threads * 3
@@ -381,7 +381,7 @@ def hash_many(
             raise
 
 
-def _collect(pending: set[Future[list[Outcome]]], checkpoint: Callable[[], None]) -> Iterator[Outcome]:
+def _collect(pending: set[Future[list[HashResult]]], checkpoint: Callable[[], None]) -> Iterator[HashResult]:
     done, _ = wait(pending, timeout=POLL, return_when=FIRST_COMPLETED)
     checkpoint()
     for future in done:
@@ -389,15 +389,15 @@ def _collect(pending: set[Future[list[Outcome]]], checkpoint: Callable[[], None]
         yield from future.result()
 
 
-def _hash_job(job: Job, buffer: bytearray, slot: list[int], stop: threading.Event) -> Outcome:
+def _hash_job(job: Job, buffer: bytearray, slot: list[int], stop: threading.Event) -> HashResult:
     if stop.is_set():
         raise Stopped()
     try:
         fd, opened = open_regular_at(job.path, follow_symlinks=job.follow_symlinks, expect=job.looked)
     except FileNotFoundError:
-        return Outcome(job, error="no such file", missing=True)
+        return HashResult(job, error="no such file", missing=True)
     except OSError as exc:
-        return Outcome(job, error=explain(exc))
+        return HashResult(job, error=explain(exc))
     start = slot[0]
     on_chunk: Callable[[int], None] | None = None
     if opened.st_size >= len(buffer):  # a file of one chunk needs no report or stop check inside
@@ -410,12 +410,12 @@ def _hash_job(job: Job, buffer: bytearray, slot: list[int], stop: threading.Even
     try:
         digest = hash_fd(fd, job.algorithms, buffer, on_chunk, opened=opened)
     except OSError as exc:
-        return Outcome(job, error=f"read error: {explain(exc)}")
+        return HashResult(job, error=f"read error: {explain(exc)}")
     finally:
         os.close(fd)
     slot[0] = start + digest.size
     slot[1] += 1
-    return Outcome(job, digest=digest)
+    return HashResult(job, digest=digest)
 
 
 # -- manifests: writing ------------------------------------------------------------------------

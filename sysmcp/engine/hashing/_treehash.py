@@ -54,7 +54,7 @@ from sysmcp.engine.hashing._checksums import (
     hash_many,
 )
 from sysmcp.engine.opens import NotRegularFile, Replaced, kind, open_path, refused_symlink
-from sysmcp.engine.parallel import ParallelWalk, Progress, Sharing, available_processes
+from sysmcp.engine.parallel import ParallelWalk, SharedCounters, Sharing, available_processes
 from sysmcp.engine.walk import (
     RUN_BYTES,
     Budget,
@@ -509,7 +509,7 @@ def hash_tree_parallel(
         scanner = Scanner(root, request.options, skipped, budget, config=config)
         hasher = Hasher(root, algorithm, style, mine, budget)
 
-        def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
+        def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
             assert parallel is not None
             if in_child:
                 runs, counter = Runs(spills[progress.slot]), SkipCounter()

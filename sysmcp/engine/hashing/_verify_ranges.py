@@ -38,7 +38,7 @@ from sysmcp.engine.hashing._verdicts import (
     judge_data,
     known_algorithm,
 )
-from sysmcp.engine.parallel import MAX_TASKS, Progress, available_processes, run_shared
+from sysmcp.engine.parallel import MAX_TASKS, SharedCounters, available_processes, run_shared
 from sysmcp.engine.walk import Budget, ScanStopped, throttled
 
 #: Where a confined check looks for a manifest's name: the path inside the allowed roots it resolves
@@ -338,7 +338,7 @@ def check_ranges(
     report(0, 0)
     mine = Tally()  # this process's files checked and manifest bytes read
 
-    def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
+    def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
         if in_child:
             tally = Tally()
             own = check.sharing(lambda: progress.set(tally.files, tally.read))

@@ -35,8 +35,8 @@ __all__ = [
     "Entry",
     "Figures",
     "FsStats",
-    "Outcome",
     "PartitionsProvider",
+    "ProbeResult",
     "Prober",
     "Rate",
     "SampleClock",
@@ -141,7 +141,7 @@ class Figures(NamedTuple):
 
 
 @dataclass
-class Outcome(Generic[T]):
+class ProbeResult(Generic[T]):
     """A probe's end: a value, or the reason there is none (it did not answer in time)."""
 
     value: T | None = None
@@ -180,7 +180,7 @@ class Prober:
         with self._lock:
             return len(self._running)
 
-    async def run(self, mount_point: str, path: str, work: Callable[[], T]) -> Outcome[T]:
+    async def run(self, mount_point: str, path: str, work: Callable[[], T]) -> ProbeResult[T]:
         """``work()`` in a thread; its value, or a no-answer reason after the timeout. Exceptions propagate."""
         event = anyio.Event()
         token = anyio.lowlevel.current_token()
@@ -193,16 +193,16 @@ class Prober:
                     (p.started for p in self._running.values() if p.mount_point == mount_point), default=now
                 )
                 if now - oldest >= self.timeout:
-                    return Outcome(no_answer=self._hung_reason(now - oldest))
+                    return ProbeResult(no_answer=self._hung_reason(now - oldest))
                 if len(self._running) >= self.max_stuck:
-                    return Outcome(
+                    return ProbeResult(
                         no_answer=f"not probed: {len(self._running)} earlier probes are still stuck"
                     )
                 probe = _Probe(mount_point, path, now)
                 self._running[(mount_point, path)] = probe
                 start = True
             elif now - probe.started >= self.timeout:
-                return Outcome(no_answer=self._hung_reason(now - probe.started))
+                return ProbeResult(no_answer=self._hung_reason(now - probe.started))
             waiter = (token, event)
             probe.waiters.append(waiter)
         if start:
@@ -218,10 +218,10 @@ class Prober:
                 if waiter in probe.waiters:
                     probe.waiters.remove(waiter)
         if not probe.done:
-            return Outcome(no_answer=f"did not answer within {self.timeout:g} s (a hung mount?)")
+            return ProbeResult(no_answer=f"did not answer within {self.timeout:g} s (a hung mount?)")
         if probe.error is not None:
             raise probe.error
-        return Outcome(value=probe.value)
+        return ProbeResult(value=probe.value)
 
     def _hung_reason(self, age: float) -> str:
         return (

@@ -31,7 +31,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sysmcp.engine.parallel._fork import MAX_TASKS, FanOut, Progress, available_processes
+from sysmcp.engine.parallel._fork import MAX_TASKS, FanOut, SharedCounters, available_processes
 from sysmcp.engine.walk import (
     Budget,
     Finished,
@@ -82,7 +82,7 @@ Consume = Callable[[Listing | Finished, Scanner], None]
 class Work(Protocol):
     """How one process walks the subtrees it claims (``claim()`` gives an index, None when done)."""
 
-    def __call__(self, claim: Callable[[], int | None], progress: Progress, in_child: bool) -> Any: ...
+    def __call__(self, claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,7 +254,7 @@ class ParallelWalk:
         self.close()
 
 
-class Started:
+class SharedTasks:
     """Tasks ``0..tasks-1`` shared out with forked children that start at once, finished later: the
     children work while this process does something else (explain's side tasks beside its walk)."""
 
@@ -282,8 +282,8 @@ def run_shared(
     tasks: int, processes: int, work: Work, budget: Budget, checkpoint: Callable[[], None] | None = None
 ) -> list[Any]:
     """Tasks ``0..tasks-1`` shared out at once between this process and forked children (no walk
-    to split first), as ``Started.finish`` returns them."""
-    shared = Started(tasks, processes, work)
+    to split first), as ``SharedTasks.finish`` returns them."""
+    shared = SharedTasks(tasks, processes, work)
     try:
         return shared.finish(budget, checkpoint)
     finally:

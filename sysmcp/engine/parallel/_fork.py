@@ -45,7 +45,7 @@ from sysmcp import platform
 __all__ = [
     "MAX_TASKS",
     "FanOut",
-    "Progress",
+    "SharedCounters",
     "available_processes",
     "cpu_quota",
     "forked",
@@ -130,7 +130,7 @@ def cpu_quota(path: str = CPU_MAX) -> int | None:
         return None
 
 
-class Progress:
+class SharedCounters:
     """Per-process counters (entries, bytes) in memory shared with the children."""
 
     def __init__(self, processes: int) -> None:
@@ -157,7 +157,7 @@ class Progress:
 
 
 Claim = Callable[[], "int | None"]
-Work = Callable[[Claim, Progress, bool], Any]
+Work = Callable[[Claim, SharedCounters, bool], Any]
 
 
 class FanOut:
@@ -181,7 +181,7 @@ class FanOut:
         self.work = work
         self.keep = frozenset(keep)  # descriptors from ``pipe()`` the children keep open (a later stage's)
         self.waits_for_gifts = waits_for_gifts
-        self.progress = Progress(self.processes)
+        self.progress = SharedCounters(self.processes)
         self._parent = os.getpid()
         if count * _TASK > MAX_QUEUE_BYTES:
             raise ValueError(f"at most {MAX_QUEUE_BYTES // _TASK} tasks")

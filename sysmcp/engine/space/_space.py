@@ -10,7 +10,7 @@ abandon the call, as in every walking engine.
 
 Why the call takes about one walk: everything but the walk works beside it. The look under the
 mount points is a child process started before the walk; the deleted-files scan and the snapshot and
-overhead queries are two tasks for a forked child (``parallel.Started``) started before the walk too. What
+overhead queries are two tasks for a forked child (``parallel.SharedTasks``) started before the walk too. What
 that child has not begun when the walk ends, this process does itself; what it lost (it died), too.
 A recent complete scan of the root kept in the history (``Scanned``) stands in for the walk.
 """
@@ -29,7 +29,7 @@ from typing import Any
 from sysmcp import platform
 from sysmcp.engine.errors import WrongKind
 from sysmcp.engine.mounts import Entry, Figures, Mount, MountTable
-from sysmcp.engine.parallel import SPLIT_AFTER_S, Progress, Started, available_processes
+from sysmcp.engine.parallel import SPLIT_AFTER_S, SharedCounters, SharedTasks, available_processes
 from sysmcp.engine.paths import is_within
 from sysmcp.engine.procs import PROC, filesystem_of, scan_processes
 from sysmcp.engine.space._hidden import Hidden, Look
@@ -351,11 +351,13 @@ class _Side:
 
     def __init__(self, request: ExplainRequest, check_cancelled: Callable[[], None]) -> None:
         self.request, self.check = request, check_cancelled
-        self.fan: Started | None = None
+        self.fan: SharedTasks | None = None
         if available_processes() > 1:  # where a walk may fork (platform.fork_is_safe), this may too
-            self.fan = Started(2, 2, self._work)
+            self.fan = SharedTasks(2, 2, self._work)
 
-    def _work(self, claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[int, Any]:
+    def _work(
+        self, claim: Callable[[], int | None], progress: SharedCounters, in_child: bool
+    ) -> dict[int, Any]:
         checkpoint = _no_check if in_child else self.check  # a child is killed, not asked
         done: dict[int, Any] = {}
         while (task := claim()) is not None:
