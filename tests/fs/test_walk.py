@@ -17,7 +17,7 @@ import pytest
 from sysmcp.engine.walk import (
     Finished,
     Listing,
-    Mount,
+    MountPoint,
     Scanner,
     ScanStopped,
     SkipCounter,
@@ -417,10 +417,12 @@ def test_mount_points_from_the_mount_table_are_skipped_without_being_looked_at(t
     root = os.fsencode(tmp_path)
     dev = os.stat(tmp_path).st_dev
     table = [
-        Mount(root + b"/nfs", dev + 1, "nfs4"),  # pretend: another (dead) filesystem
-        Mount(root + b"/bind", dev, "ext4"),  # a bind mount of our own filesystem: du -x walks it, we do not
-        Mount(root + b"/proc", dev + 2, "proc"),
-        Mount(b"/elsewhere", dev + 3, "nfs4"),
+        MountPoint(root + b"/nfs", dev + 1, "nfs4"),  # pretend: another (dead) filesystem
+        MountPoint(
+            root + b"/bind", dev, "ext4"
+        ),  # a bind mount of our own filesystem: du -x walks it, we do not
+        MountPoint(root + b"/proc", dev + 2, "proc"),
+        MountPoint(b"/elsewhere", dev + 3, "nfs4"),
     ]
     skipped = SkipCounter()
     scanner = Scanner(root, WalkOptions(), skipped, mounts=table)

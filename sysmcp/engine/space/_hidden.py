@@ -18,7 +18,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sysmcp import platform
-from sysmcp.engine.walk import Finished, Mount, ScanConfig, Scanner, SkipCounter, WalkOptions, mount_table
+from sysmcp.engine.walk import (
+    Finished,
+    MountPoint,
+    ScanConfig,
+    Scanner,
+    SkipCounter,
+    WalkOptions,
+    mount_table,
+)
 
 __all__ = ["Hidden", "Look", "look_under"]
 
@@ -36,7 +44,7 @@ class Hidden:
 TOTALS_ONLY = ScanConfig(file_floor=1 << 62, block_floor=1 << 62, empty_listings=False, finished_depth=0)
 
 
-def size_tree(top: str, mounts: Sequence[Mount] | None = None) -> tuple[int, int, int]:
+def size_tree(top: str, mounts: Sequence[MountPoint] | None = None) -> tuple[int, int, int]:
     """(disk bytes, regular files, entries) of the tree below ``top`` on its own filesystem, the
     directory itself included: the walk engine's du -x figures (hard links once). ``mounts``: the
     mount table, when the caller sizes several trees under one (else each walk reads it)."""

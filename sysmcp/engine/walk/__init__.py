@@ -5,7 +5,7 @@ This is the room's front door: other rooms import these names from here, never a
 """
 
 from sysmcp.engine.walk._budget import Budget, ScanStopped, throttled
-from sysmcp.engine.walk._mountpoints import Mount, mount_table
+from sysmcp.engine.walk._mountpoints import MountPoint, mount_table
 from sysmcp.engine.walk._spill import RUN_BYTES, SortedRuns
 from sysmcp.engine.walk._types import Finished, Listing, ScanConfig, SkipCounter, Subtree, WalkOptions
 from sysmcp.engine.walk._walk import Scanner, join, walk_files
@@ -15,7 +15,7 @@ __all__ = [
     "Budget",
     "Finished",
     "Listing",
-    "Mount",
+    "MountPoint",
     "ScanConfig",
     "ScanStopped",
     "Scanner",

@@ -19,7 +19,10 @@ PSEUDO_FILESYSTEMS = KERNEL_TYPES
 
 
 @dataclass(frozen=True, slots=True)
-class Mount:
+class MountPoint:
+    """A mount as a walk meets it: its point (bytes, as names are), its ``st_dev`` and its type; a
+    projection of ``engine.mounts.Mount`` for comparisons in the walk's hot loop."""
+
     point: bytes
     dev: int
     fstype: str
@@ -28,7 +31,7 @@ class Mount:
 UNKNOWN_DEV = -1  # a mount whose device number the table does not give: never equal to an st_dev
 
 
-def mount_table(mountinfo: str = MOUNTINFO) -> list[Mount]:
+def mount_table(mountinfo: str = MOUNTINFO) -> list[MountPoint]:
     """Mount points, device numbers and types from mountinfo (empty when it cannot be read).
 
     Without mountinfo (macOS, the BSDs) the points and types come from psutil with ``UNKNOWN_DEV``,
@@ -38,7 +41,8 @@ def mount_table(mountinfo: str = MOUNTINFO) -> list[Mount]:
     if mountinfo == MOUNTINFO and not platform.has_mountinfo():
         try:
             return [
-                Mount(os.fsencode(m.mount_point), UNKNOWN_DEV, m.fs_type) for m in psutil_partitions().mounts
+                MountPoint(os.fsencode(m.mount_point), UNKNOWN_DEV, m.fs_type)
+                for m in psutil_partitions().mounts
             ]
         except OSError:
             return []
@@ -52,13 +56,13 @@ def mount_table(mountinfo: str = MOUNTINFO) -> list[Mount]:
         major, _, minor = mount.dev.partition(":")
         if major.isdigit() and minor.isdigit():
             mounts.append(
-                Mount(os.fsencode(mount.mount_point), os.makedev(int(major), int(minor)), mount.fs_type)
+                MountPoint(os.fsencode(mount.mount_point), os.makedev(int(major), int(minor)), mount.fs_type)
             )
     return mounts
 
 
 def mount_points_below(
-    root: bytes, options: WalkOptions, table: Sequence[Mount] | None = None
+    root: bytes, options: WalkOptions, table: Sequence[MountPoint] | None = None
 ) -> dict[str, dict[str, str]]:
     """Mount points under ``root`` that the walk will not enter, by parent directory: name → reason.
 

@@ -30,7 +30,7 @@ from dataclasses import replace
 from sysmcp.engine.walk._budget import ScanStopped
 from sysmcp.engine.walk._mountpoints import (
     PSEUDO_FILESYSTEMS,
-    Mount,
+    MountPoint,
     mount_points_below,
     mount_table,
 )
@@ -106,7 +106,7 @@ class Scanner:
         *,
         config: ScanConfig = DEFAULTS,
         fd_budget: int = 64,
-        mounts: Sequence[Mount] | None = None,
+        mounts: Sequence[MountPoint] | None = None,
     ) -> None:
         self.root = os.fsencode(root)
         self.options = options
