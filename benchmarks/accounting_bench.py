@@ -39,7 +39,7 @@ def du_seconds(path: str) -> float:
 def explain_seconds(path: str) -> tuple[float, dict[str, Any]]:
     import anyio
 
-    from sysmcp.fs.paths import PathPolicy
+    from sysmcp.engine.paths import PathPolicy
     from sysmcp.protocol.context import RequestContext
     from sysmcp.results import ResultStore
     from sysmcp.tools.disk_usage import DiskUsage

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sysmcp.fs.paths import PathPolicy
+from sysmcp.engine.paths import PathPolicy
 from sysmcp.history import state
 from sysmcp.protocol.context import RequestContext
 from sysmcp.results import ResultStore

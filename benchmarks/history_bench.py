@@ -27,9 +27,9 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus import MARKER, generate
 
-from sysmcp.fs.paths import PathPolicy
-from sysmcp.fs.usage import Request, scan_usage
-from sysmcp.fs.walk import SkipCounter, WalkOptions
+from sysmcp.engine.paths import PathPolicy
+from sysmcp.engine.usage import Request, scan_usage
+from sysmcp.engine.walk import SkipCounter, WalkOptions
 from sysmcp.history import state
 from sysmcp.history.store import DB_NAME
 from sysmcp.protocol.context import RequestContext

@@ -40,9 +40,9 @@ import json, os, sys, time
 mode, root = sys.argv[1], sys.argv[2]
 if mode == "sysmcp":
     import anyio, anyio.to_thread
-    from sysmcp.fs.walk import SkipCounter, WalkOptions
+    from sysmcp.engine.walk._walk import SkipCounter, WalkOptions
     from sysmcp.protocol.context import Meter
-    from sysmcp.fs.usage import Request, scan_usage
+    from sysmcp.engine.usage import Request, scan_usage
     from sysmcp.tools.dir_usage import FULL_DIRECTORIES, FULL_FILES, INPUT_SCHEMA, render
     from sysmcp.tools.arguments import validate_arguments
 
@@ -67,7 +67,7 @@ if mode == "sysmcp":
     started, cpu_started = time.perf_counter(), time.process_time()
     size = anyio.run(run)
 elif mode == "walk_files":
-    from sysmcp.fs.walk import SkipCounter, WalkOptions, walk_files
+    from sysmcp.engine.walk._walk import SkipCounter, WalkOptions, walk_files
     started, cpu_started = time.perf_counter(), time.process_time()
     size = sum(e.stat.st_size for e in walk_files(os.fsencode(root), WalkOptions(), SkipCounter(), lambda: None))
 else:  # the plain os.scandir walk a first version would write

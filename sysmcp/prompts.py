@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from sysmcp.fs.errors import EngineError
-from sysmcp.fs.paths import PathPolicy, display, is_within
+from sysmcp.engine.errors import EngineError
+from sysmcp.engine.paths import PathPolicy, display, is_within
 from sysmcp.protocol.errors import invalid_params
 from sysmcp.protocol.lifecycle import Features
 from sysmcp.tools.arguments import find_sha256

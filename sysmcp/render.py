@@ -5,7 +5,7 @@ every tool: "1.5 KiB", "1 file" / "3 files", "hashed in 0.42 s (310.2 MB/s)", "6
 groups not shown", a table whose columns line up. What does not: what a tool says about its own
 findings (its sentences stay in its ``tools/`` module), structured content (integer bytes and
 seconds, never text), and anything an engine does (engines produce numbers; nothing under
-``sysmcp/fs`` or ``sysmcp/history`` words its results). This module imports nothing from sysmcp.
+``sysmcp/engine``, ``sysmcp/history`` or ``sysmcp/reclaim`` words its results). This module imports nothing from sysmcp.
 """
 
 from __future__ import annotations

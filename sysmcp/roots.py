@@ -1,6 +1,6 @@
 """The client's roots kept in step with the path policy: the session's half of ``--root``.
 
-Why not in ``sysmcp.fs.paths``: this part talks to the client (``roots/list``) and to the
+Why not in ``sysmcp.engine.paths._paths``: this part talks to the client (``roots/list``) and to the
 protocol's worker threads, which an engine module never imports; the policy itself stays there.
 """
 
@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from sysmcp.fs.paths import PathPolicy, display, roots_from_uris
+from sysmcp.engine.paths import PathPolicy, display, roots_from_uris
 from sysmcp.logconfig import get_logger
 from sysmcp.protocol.errors import ToolError
 from sysmcp.protocol.threads import run_in_thread

@@ -18,8 +18,8 @@ import anyio
 import anyio.to_thread
 
 from sysmcp import __version__
-from sysmcp.fs.errors import EngineError
-from sysmcp.fs.paths import PathPolicy, real_root
+from sysmcp.engine.errors import EngineError
+from sysmcp.engine.paths import PathPolicy, real_root
 from sysmcp.history import state
 from sysmcp.logconfig import get_logger
 from sysmcp.protocol.context import RequestContext

@@ -180,10 +180,10 @@ def run(args: argparse.Namespace, roots: list[str]) -> int:
 
 def _record(args: argparse.Namespace, roots: list[str]) -> int:
     """Each path's scan (and each baseline), one after another; the worst outcome decides the code."""
-    from sysmcp.fs.errors import EngineError
-    from sysmcp.fs.paths import PathPolicy, real_root
-    from sysmcp.fs.usage import Request, scan_usage
-    from sysmcp.fs.walk import SkipCounter, WalkOptions
+    from sysmcp.engine.errors import EngineError
+    from sysmcp.engine.paths import PathPolicy, real_root
+    from sysmcp.engine.usage import Request, scan_usage
+    from sysmcp.engine.walk import SkipCounter, WalkOptions
     from sysmcp.protocol.errors import ToolError
     from sysmcp.tools.dir_usage import FULL_FILES
     from sysmcp.tools.recording import record_baseline, recorded_scan
@@ -217,7 +217,7 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
             code = max(code, EXIT_INCOMPLETE)
         _reading(path)
     for raw in args.baseline:
-        from sysmcp.fs.checksums import ALGORITHMS
+        from sysmcp.engine.hashing import ALGORITHMS
         from sysmcp.protocol.context import Meter
         from sysmcp.tools.hash_tree import run as hash_run
 
@@ -264,7 +264,7 @@ def _reading(path: Path) -> None:
 def _within(roots: list[str]) -> Callable[[bytes | str], bool]:
     """Whether a stored path may be listed: with ``--root``, only one inside the roots (judged where a
     stored '../x' leads), as what_changed shows history."""
-    from sysmcp.fs.paths import is_within, real_root
+    from sysmcp.engine.paths import is_within, real_root
 
     allowed = [real_root(r) for r in roots]
 
@@ -280,7 +280,7 @@ def _list(limit: int, shown: Callable[[bytes | str], bool]) -> int:
     if store is None:
         _err(f"sysmcp history: history is off ({state.off_because()})")
         return EXIT_NO_HISTORY
-    from sysmcp.fs.paths import display
+    from sysmcp.engine.paths import display
     from sysmcp.render import human_bytes
 
     infos = [info for info in store.snapshots(limit=limit) if shown(info.series.root)]
@@ -302,8 +302,8 @@ def _reclaim_log(limit: int, shown: Callable[[bytes | str], bool]) -> int:
     if store is None:
         _err(f"sysmcp history: history is off ({state.off_because()})")
         return EXIT_NO_HISTORY
-    from sysmcp.fs.paths import escaped
-    from sysmcp.fs.reclaim_keep import read_log
+    from sysmcp.engine.paths import escaped
+    from sysmcp.reclaim import read_log
     from sysmcp.render import human_bytes, plural
 
     records = [r for r in read_log(store, limit) if shown(r.path)]
@@ -326,7 +326,7 @@ __all__ = ["add_commands", "configure_history", "history_options", "run"]
 
 def worded(exc: Exception) -> str:
     """The model's words for a refusal, on the command line too (``tools.errors`` for an engine's)."""
-    from sysmcp.fs.errors import EngineError
+    from sysmcp.engine.errors import EngineError
     from sysmcp.tools.errors import as_tool_error
 
     return as_tool_error(exc).message if isinstance(exc, EngineError) else str(getattr(exc, "message", exc))

@@ -14,13 +14,6 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "sysmcp"
 ARCHITECTURE = PACKAGE.parent / "docs" / "ARCHITECTURE.md"
-MAX_LINES = 700
-
-#: The packages of the engine layer (their modules keep under the line limit).
-ENGINES = ("sysmcp.fs", "sysmcp.history")
-#: Over the line limit on this branch, shrunk by a branch of issue 22 that is merged with it:
-#: fs/checksums.py by struct-verify's move of its engine.
-STILL_OVER = {"sysmcp/fs/checksums.py"}
 
 
 def module_name(path: Path) -> str:
@@ -125,7 +118,7 @@ GRAPH = import_graph(top_level_only=False)
 def test_the_graph_sees_imports_at_any_depth() -> None:
     # The parser itself: the server's imports are known, and a function-level import counts.
     assert "sysmcp.tools.registry" in GRAPH["sysmcp.server"]
-    assert "sysmcp.fs.walk" in GRAPH["sysmcp.fs.usage"]
+    assert "sysmcp.engine.walk" in GRAPH["sysmcp.engine.usage"]
     assert {"sysmcp.server", "sysmcp.protocol.session"} <= GRAPH["sysmcp.cli"]  # imported in functions
 
 
@@ -181,6 +174,27 @@ def test_every_import_is_one_the_table_allows_function_level_ones_included() -> 
     assert wrong == {}
 
 
+def _private_room(module: str) -> str | None:
+    """The package whose private module ``module`` is (``sysmcp.engine.walk._walk``: ``sysmcp.engine.walk``)."""
+    parts = module.split(".")
+    for at, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:at])
+    return None
+
+
+def test_a_room_s_private_modules_are_imported_only_by_that_room() -> None:
+    """Other rooms come in by the front door (``from sysmcp.engine.walk import Scanner``), never by a
+    module whose name starts with ``_``: a room may then rearrange its inside freely."""
+    wrong = {
+        f"{importer} imports {module}"
+        for importer, imported in GRAPH.items()
+        for module in imported
+        if (room := _private_room(module)) is not None and not within(importer, (room,))
+    }
+    assert sorted(wrong) == []
+
+
 def test_the_table_allows_no_import_the_code_does_not_make() -> None:
     """The map is true to the code both ways: a row naming a room nothing in it imports is stale."""
     made = room_imports()
@@ -204,7 +218,10 @@ def test_no_import_circle_even_through_imports_inside_functions() -> None:
 #: Who may fork worker processes and collect their parts: the parallel walk driver (``FanOut`` and
 #: ``collect_within`` called only there) and the fork primitive it drives (``os.fork``).
 FORKING = {"FanOut", "collect_within", "fork"}
-MAY_FORK = {"sysmcp.fs.parallel": {"FanOut", "collect_within"}, "sysmcp.fs.fanout": {"fork"}}
+MAY_FORK = {
+    "sysmcp.engine.parallel._driver": {"FanOut", "collect_within"},
+    "sysmcp.engine.parallel._fork": {"fork"},
+}
 
 
 def _called(tree: ast.AST) -> set[str]:
@@ -227,26 +244,6 @@ def test_only_the_parallel_walk_driver_forks_and_collects_workers() -> None:
         for name, path in MODULES.items()
     }
     assert {name: calls for name, calls in wrong.items() if calls} == {}
-
-
-def _lines(path: Path) -> int:
-    return len(path.read_text(encoding="utf-8").splitlines())
-
-
-def test_engine_modules_and_dir_usage_stay_under_the_line_limit() -> None:
-    checked = [path for name, path in MODULES.items() if within(name, ENGINES)]
-    checked.append(PACKAGE / "tools" / "dir_usage.py")
-    over = {
-        str(path.relative_to(PACKAGE.parent)): _lines(path)
-        for path in checked
-        if _lines(path) > MAX_LINES and str(path.relative_to(PACKAGE.parent)) not in STILL_OVER
-    }
-    assert over == {}
-
-
-def test_every_module_stays_under_the_line_limit() -> None:
-    over = {str(path.relative_to(PACKAGE.parent)): _lines(path) for path in MODULES.values()}
-    assert {path: lines for path, lines in over.items() if lines > MAX_LINES} == {}
 
 
 #: System work an engine does and a tool module never does itself: listing directories, reading

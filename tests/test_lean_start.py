@@ -79,11 +79,11 @@ def test_a_remote_start_imports_only_the_tool_it_is_asked_for(tmp_path: Path) ->
     assert sorted(others & loaded) == []
     # Nor their engines, nor a logging library for lines nobody logs at the default level.
     heavy = {
-        "sysmcp.fs.walk",
-        "sysmcp.fs.usage",
-        "sysmcp.fs.space",
-        "sysmcp.fs.checksums",
-        "sysmcp.fs.openfiles",  # disk_usage names procfs through platform.PROC, not the process engine
+        "sysmcp.engine.walk._walk",
+        "sysmcp.engine.usage",
+        "sysmcp.engine.space._space",
+        "sysmcp.engine.hashing._checksums",
+        "sysmcp.engine.procs._openfiles",  # disk_usage names procfs through platform.PROC, not the process engine
         "structlog",
         "yaml",  # only a YAML inventory needs it, on the gateway
     }

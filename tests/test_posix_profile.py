@@ -19,7 +19,8 @@ PROBE = """
 import json, os, sys
 import psutil
 from sysmcp import platform
-from sysmcp.fs import mounts, safeopen
+from sysmcp.engine.mounts import _mounts as mounts
+from sysmcp.engine.opens import _safeopen as safeopen
 seen = {"O_PATH": hasattr(os, "O_PATH"), "platform_sees": platform.sys.platform, "real": sys.platform}
 try:
     mounts.MountInfoReader()()

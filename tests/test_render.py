@@ -138,7 +138,7 @@ def test_an_empty_last_cell_leaves_no_spaces_behind() -> None:
 
 
 def test_no_engine_words_a_quantity() -> None:
-    """Engines produce numbers: none imports render's words (not even through fs/units.py, which
+    """Engines produce numbers: none imports render's words (not even through engine/units.py, which
     once re-exported them)."""
     package = Path(render.__file__).parent
     words = {"human_bytes", "plural", "rate"}
@@ -150,7 +150,7 @@ def test_no_engine_words_a_quantity() -> None:
             elif isinstance(node, ast.ImportFrom):
                 names = {alias.name for alias in node.names}
                 found = node.module == "sysmcp.render" or (node.module == "sysmcp" and "render" in names)
-                found = found or (node.module == "sysmcp.fs.units" and bool(names & words))
+                found = found or (node.module == "sysmcp.engine.units" and bool(names & words))
             else:
                 continue
             if found:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sysmcp import results
-from sysmcp.fs.paths import PathPolicy
+from sysmcp.engine.paths import PathPolicy
 from sysmcp.protocol.context import RequestContext
 from sysmcp.results import ResultStore, TooLarge
 from sysmcp.tools.registry import ResourceLink, ToolContext

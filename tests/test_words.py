@@ -8,11 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sysmcp.fs.checksums import ALGORITHMS
-from sysmcp.fs.mounts import MountTable
-from sysmcp.fs.openfiles import DeletedFile, Holder, Scan
-from sysmcp.fs.treehash import TreeHash
-from sysmcp.fs.walk import SkipCounter
+from sysmcp.engine.hashing import ALGORITHMS, TreeHash
+from sysmcp.engine.mounts import MountTable
+from sysmcp.engine.procs import DeletedFile, Holder, Scan
+from sysmcp.engine.walk import SkipCounter
 from sysmcp.tools import hash_tree
 from sysmcp.tools.deleted_open_files import render
 
@@ -164,7 +163,7 @@ def test_a_lower_bound_window_given_as_a_duration_reads_as_one() -> None:
 
 
 def test_a_script_of_one_item_says_one_item_in_its_header(tmp_path: Path) -> None:
-    from sysmcp.fs.reclaim_script import render_script
+    from sysmcp.reclaim import render_script
     from tests.fs.test_reclaim import plan_of
 
     plan = plan_of(tmp_path, [b"app.log.1", b"app.log.2.gz"])

@@ -3,6 +3,7 @@
 ``store`` keeps them (WAL, migrations, retention, 0600 files), ``snapshots`` says what a scan leaves
 behind, ``recording`` turns a scan, a manifest or a statvfs into those records, ``diff`` compares two
 snapshots without I/O, ``compare`` is what_changed's engine (choose or make the snapshots, diff them,
-fit the fill rate), ``state`` holds the process's one store. This package may import ``sysmcp.fs``
-and ``sysmcp.platform``; ``sysmcp.fs`` never imports it.
+fit the fill rate), ``state`` holds the process's one store, ``statedir`` checks the state directory
+as ssh checks ~/.ssh. This package may import ``sysmcp.engine`` and ``sysmcp.platform``;
+``sysmcp.engine`` never imports it.
 """

@@ -4,7 +4,7 @@ The flow of docs/history.md: the store finds the snapshots of the path's series 
 on read), a fresh scan when the newest is stale (it leaves a snapshot), ``history.diff`` (pure), the
 disk readings' fit. A typed ``Comparison`` in, a typed ``Outcome`` out, progress through
 ``report(entries, bytes)`` and cancellation through ``check_cancelled()`` (the fresh scan's, as
-``sysmcp.fs.usage`` calls them). What the answer notes is kept as facts in the ``Outcome``; the tool
+``sysmcp.engine.usage`` calls them). What the answer notes is kept as facts in the ``Outcome``; the tool
 (``sysmcp.tools.what_changed``) reads the arguments into a ``Comparison`` and words the ``Outcome``.
 """
 
@@ -16,12 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from sysmcp.fs.budget import ScanStopped
-from sysmcp.fs.checksums import ALGORITHMS
-from sysmcp.fs.errors import EngineError
-from sysmcp.fs.treehash import TreeRequest, hash_path
-from sysmcp.fs.usage import Request, Usage, scan_usage
-from sysmcp.fs.walk import SkipCounter, WalkOptions
+from sysmcp.engine.errors import EngineError
+from sysmcp.engine.hashing import ALGORITHMS, TreeRequest, hash_path
+from sysmcp.engine.usage import Request, Usage, scan_usage
+from sysmcp.engine.walk import ScanStopped, SkipCounter, WalkOptions
 from sysmcp.history import state
 from sysmcp.history.diff import (
     BaselineDiff,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from sysmcp.fs.mounts import default_partitions
+from sysmcp.engine.mounts import default_partitions
 from sysmcp.history import state
 from sysmcp.history.snapshots import (
     MIN_THRESHOLD,
@@ -31,8 +31,8 @@ from sysmcp.history.snapshots import (
 )
 
 if TYPE_CHECKING:  # disk_usage imports this module too, walks nothing, and opens no SQLite until it records
-    from sysmcp.fs.usage import Request, Usage
-    from sysmcp.fs.walk import WalkOptions
+    from sysmcp.engine.usage import Request, Usage
+    from sysmcp.engine.walk import WalkOptions
     from sysmcp.history.store import Store
 
 PRUNE_EVERY = 25  # snapshots between two retention passes when no `sysmcp snapshot` timer prunes
@@ -153,7 +153,7 @@ def baseline_of(
 
 def options_of(series: Series) -> WalkOptions:
     """The walk options a series was recorded with (``options_key`` read back)."""
-    from sysmcp.fs.walk import WalkOptions
+    from sysmcp.engine.walk import WalkOptions
 
     key = json.loads(series.options or "{}")
     return WalkOptions(one_file_system=bool(key.get("xdev", True)), exclude=tuple(key.get("exclude", ())))

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sysmcp.fs.statedir import OTHER_FILES, StateDir, Unsafe, open_dir
 from sysmcp.history.retention import Retention as Retention  # its old home: callers import it here
 from sysmcp.history.snapshots import (
     Baseline,
@@ -33,6 +32,7 @@ from sysmcp.history.snapshots import (
     Series,
     SnapshotInfo,
 )
+from sysmcp.history.statedir import OTHER_FILES, StateDir, Unsafe, open_dir
 from sysmcp.logconfig import get_logger
 
 DB_NAME = "history.sqlite3"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sysmcp.fs.units import parse_size
+from sysmcp.engine.units import parse_size
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.render import plural
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sysmcp.engine.containers import Request, Survey, survey
-from sysmcp.fs.paths import is_within, printable
+from sysmcp.engine.paths import is_within, printable
 from sysmcp.protocol.context import Meter
 from sysmcp.render import age, human_bytes, more_not_shown, plural
 from sysmcp.tools import schemas as js

@@ -3,7 +3,7 @@
 A file deleted while a process still holds it open keeps its blocks until the last descriptor
 closes: df sees them used, a walk finds no name for them. The usual culprit is a rotated log a
 daemon never reopened. The scan of every process's descriptors and mappings is the engine's
-(``sysmcp.fs.openfiles``); this module is its MCP face: the schema, which filesystem a ``path``
+(``sysmcp.engine.procs._openfiles``); this module is its MCP face: the schema, which filesystem a ``path``
 asks about, and the words — who holds each file on which filesystem, and how to get the space back
 without killing anything. Read-only: the truncation it suggests is advice for the user, never done
 here. A file held only by a memory mapping (lsof's ``DEL``: a library replaced by an upgrade, a
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from sysmcp import platform
-from sysmcp.fs.mounts import Mount, MountTable, default_partitions
-from sysmcp.fs.openfiles import PROC, DeletedFile, Holder, Scan, filesystem_of, scan_processes
-from sysmcp.fs.paths import display, is_within, printable
+from sysmcp.engine.mounts import Mount, MountTable, default_partitions
+from sysmcp.engine.paths import display, is_within, printable
+from sysmcp.engine.procs import PROC, DeletedFile, Holder, Scan, filesystem_of, scan_processes
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import human_bytes, more_not_shown, noun, plural

@@ -15,14 +15,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sysmcp.fs.disks import inodes_in_use
-from sysmcp.fs.paths import display, printable
-from sysmcp.fs.usage import (
-    Request,
-    Usage,
-    scan_usage,
-)
-from sysmcp.fs.walk import SkipCounter
+from sysmcp.engine.mounts import inodes_in_use
+from sysmcp.engine.paths import display, printable
+from sysmcp.engine.usage import Request, Usage, scan_usage
+from sysmcp.engine.walk import SkipCounter
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ArgumentError, ToolError
 from sysmcp.render import age, human_bytes, more_not_shown, plural, table

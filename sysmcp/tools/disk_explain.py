@@ -1,6 +1,6 @@
 """disk_usage with ``explain``: df's used bytes of one filesystem, part by part, in words and figures.
 
-The MCP side of ``sysmcp.fs.space``: the ``explain`` schema, the request built from the call (with a
+The MCP side of ``sysmcp.engine.space._space``: the ``explain`` schema, the request built from the call (with a
 fresh complete scan of the filesystem's root from the history, when there is one, for part 1), the
 answer's text (totals first, then each part with its next step) and its structured content. The
 engine (``fs.space``, which also runs ``fs.openfiles``' process scan for part 2) and the history are
@@ -13,17 +13,15 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from sysmcp.fs.paths import display, printable
+from sysmcp.engine.paths import display, printable
 from sysmcp.platform import PROC
 from sysmcp.render import age, human_bytes, noun, plural
 from sysmcp.tools import schemas as js
 
 if TYPE_CHECKING:
+    from sysmcp.engine.mounts import Entry, MountTable
     from sysmcp.engine.pools import Cow
-    from sysmcp.fs.disks import Entry
-    from sysmcp.fs.mounts import MountTable
-    from sysmcp.fs.snapshots import Snapshots
-    from sysmcp.fs.space import Accounting, HeldOpen, Scanned
+    from sysmcp.engine.space import Accounting, HeldOpen, Scanned, Snapshots
     from sysmcp.protocol.context import Meter
     from sysmcp.tools.registry import ToolContext
 
@@ -127,8 +125,8 @@ EXPLAIN_SCHEMA: dict[str, Any] = {
 def fresh_scan(point: str, max_age: float = FRESH_SCAN_S) -> Scanned | None:
     """The newest complete dir_usage scan of ``point`` (one filesystem, nothing excluded, the same
     filesystem identity) in the history, if it is younger than ``max_age`` seconds. In a worker."""
-    from sysmcp.fs.space import Scanned
-    from sysmcp.fs.walk import WalkOptions
+    from sysmcp.engine.space import Scanned
+    from sysmcp.engine.walk import WalkOptions
     from sysmcp.history import state
     from sysmcp.history.recording import series_of
 
@@ -151,7 +149,7 @@ async def run(
     entry: Entry, table: MountTable, args: dict[str, Any], ctx: ToolContext, proc: str = PROC
 ) -> tuple[str, dict[str, Any]]:
     """Account for the filesystem of ``entry``: the text and the ``explain`` object."""
-    from sysmcp.fs.space import explain, explain_request, own_mount
+    from sysmcp.engine.space import explain, explain_request, own_mount
     from sysmcp.tools.dir_usage import usage_report
     from sysmcp.tools.disk_pools import as_snapshots, read_cow, with_cow
 

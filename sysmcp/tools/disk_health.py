@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sysmcp.engine.health import Health, HealthRequest, MdArray, run
-from sysmcp.fs.paths import is_within, printable
+from sysmcp.engine.paths import is_within, printable
 from sysmcp.protocol.context import Meter
 from sysmcp.render import plural
 from sysmcp.tools import schemas as js

@@ -2,7 +2,7 @@
 
 Two readings of the kernel's counters, ``sample_s`` apart, per block device and per process; the
 differences over the window are the answer. The readings and their differences are the engine's
-(``sysmcp.fs.diskio``); this module is their MCP face: the schema, the wait between the readings with
+(``sysmcp.engine.procs._diskio``); this module is their MCP face: the schema, the wait between the readings with
 its progress (cancellable), the top writers and readers, and the words, which say how many processes
 could not be read instead of pretending they wrote nothing.
 """
@@ -18,18 +18,19 @@ from typing import Any
 import anyio
 
 from sysmcp import platform
-from sysmcp.fs.diskio import (
+from sysmcp.engine.mounts import default_partitions
+from sysmcp.engine.paths import is_within, printable
+from sysmcp.engine.procs import (
+    PROC,
     Moved,
     Reading,
+    WrittenFile,
     device_deltas,
     device_mount_points,
     files_written,
     process_deltas,
     take_reading,
 )
-from sysmcp.fs.mounts import default_partitions
-from sysmcp.fs.openfiles import PROC, WrittenFile
-from sysmcp.fs.paths import is_within, printable
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import human_bytes, plural

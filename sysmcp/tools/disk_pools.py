@@ -6,19 +6,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
+from sysmcp.engine.errors import EngineError
+from sysmcp.engine.mounts import Entry, Figures, Mount, MountTable, Rate, SampleClock
+from sysmcp.engine.paths import display, is_within
 from sysmcp.engine.pools import Cow, ThinPool, btrfs_cow, could_be_thin, thin_pools, zfs_cow
-from sysmcp.fs.disks import Entry, Figures, Rate, SampleClock
-from sysmcp.fs.errors import EngineError
-from sysmcp.fs.mounts import Mount, MountTable
-from sysmcp.fs.paths import display, is_within
-from sysmcp.fs.snapshots import Snapshot, Snapshots
 from sysmcp.render import age, human_bytes
 from sysmcp.tools import schemas as js
 from sysmcp.tools.errors import words
+
+if TYPE_CHECKING:
+    from sysmcp.engine.space import Snapshots
 
 __all__ = [
     "POOL_SCHEMA",
@@ -187,6 +188,8 @@ def read_cow(mount: Mount, walk_budget_s: float, check_cancelled: Callable[[], N
 def as_snapshots(cow: Cow) -> Snapshots:
     """The explain's part 5 from the engine's reading: on ZFS, df's used is the dataset's own bytes,
     so snapshots add nothing to it (they are named, with zfs's split, beside it)."""
+    from sysmcp.engine.space import Snapshot, Snapshots  # explain's types: its room walks and forks
+
     items = [Snapshot(item.name, item.exclusive, item.is_snapshot) for item in cow.items]
     faults = "; ".join(words(fault) for fault in cow.faults)
     if cow.kind == "zfs snapshots":

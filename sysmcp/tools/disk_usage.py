@@ -2,7 +2,7 @@
 
 Without a path it lists every mounted real filesystem; with one, the filesystem that holds it. Figures
 come from statvfs and are computed exactly as df computes them. The probing, df's arithmetic and the
-sampling are the engine's (``sysmcp.fs.disks``); this module is the schema, the words and the fleet merge.
+sampling are the engine's (``sysmcp.engine.mounts._disks``); this module is the schema, the words and the fleet merge.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from sysmcp.fs.disks import (
+from sysmcp.engine.mounts import (
     ALERT_PERCENT,
     MAX_STUCK_PROBES,
     MEMORY_TYPES,
@@ -20,15 +20,19 @@ from sysmcp.fs.disks import (
     Entry,
     Figures,
     FsStats,
+    Mount,
+    MountTable,
     PartitionsProvider,
     Rate,
     SampleClock,
     UsageProvider,
+    apfs_container,
+    container_siblings,
+    default_partitions,
     percent_used,
     statvfs_usage,
 )
-from sysmcp.fs.mounts import Mount, MountTable, apfs_container, container_siblings, default_partitions
-from sysmcp.fs.paths import display, printable
+from sysmcp.engine.paths import display, printable
 from sysmcp.history import state
 from sysmcp.history.recording import ReadingGate
 from sysmcp.platform import PROC

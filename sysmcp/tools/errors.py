@@ -1,6 +1,6 @@
 """The one boundary where an engine's failure becomes the model's words.
 
-Engines raise ``sysmcp.fs.errors.EngineError`` subclasses with facts; a tool handler lets them
+Engines raise ``sysmcp.engine.errors.EngineError`` subclasses with facts; a tool handler lets them
 through and the server's tool call passes every one to ``as_tool_error`` (``server._run_tool``). A
 class that needs other words than its detail gets them here, not in the engine: the rule that
 refused, what to do instead.
@@ -8,8 +8,7 @@ refused, what to do instead.
 
 from __future__ import annotations
 
-from sysmcp.engine.pools import BadOutput, CommandFailed, CommandMissing, CommandTimedOut
-from sysmcp.fs.errors import (
+from sysmcp.engine.errors import (
     EngineError,
     InvalidPath,
     NotFound,
@@ -19,6 +18,7 @@ from sysmcp.fs.errors import (
     Unavailable,
     WrongKind,
 )
+from sysmcp.engine.pools import BadOutput, CommandFailed, CommandMissing, CommandTimedOut
 from sysmcp.protocol.errors import ArgumentError, ToolError
 
 __all__ = ["as_tool_error", "words"]

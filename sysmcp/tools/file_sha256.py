@@ -1,6 +1,6 @@
 """file_sha256: the SHA-256 digest of one regular file, streamed (sha256sum for one file).
 
-The MCP face of ``sysmcp.fs.filehash`` (which opens the file safely and hashes it): the schema, the
+The MCP face of ``sysmcp.engine.hashing._filehash`` (which opens the file safely and hashes it): the schema, the
 request built from the resolved path, progress words, sha256sum's line and the expected-digest check,
 and the fleet merge that shows config drift. Everything that touches the file happens in the worker
 thread, the ``stat`` included: a path on a hung network mount then blocks one worker, never the loop.
@@ -13,10 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sysmcp.fs.checksums import ALGORITHMS, format_line
-from sysmcp.fs.errors import PermissionRefused
-from sysmcp.fs.filehash import FileHash, FileRequest, hash_file
-from sysmcp.fs.paths import display, printable
+from sysmcp.engine.errors import PermissionRefused
+from sysmcp.engine.hashing import ALGORITHMS, FileHash, FileRequest, format_line, hash_file
+from sysmcp.engine.paths import display, printable
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import human_bytes, plural, rate, took

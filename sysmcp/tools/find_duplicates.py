@@ -1,6 +1,6 @@
 """find_duplicates, the MCP side: schema, arguments into a ``DuplicatesRequest``, the words, the fleet merge.
 
-The engine (three sieves over one shared walk, in bounded memory) is ``sysmcp.fs.duplicates``.
+The engine (three sieves over one shared walk, in bounded memory) is ``sysmcp.engine.duplicates._duplicates``.
 Read-only: nothing is ever deleted or changed.
 """
 
@@ -10,9 +10,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from sysmcp.fs.duplicates import Candidate, DuplicatesRequest, Report, Search, find_duplicates
-from sysmcp.fs.errors import EngineError, PermissionRefused
-from sysmcp.fs.paths import display, printable
+from sysmcp.engine.duplicates import Candidate, DuplicatesRequest, Report, Search, find_duplicates
+from sysmcp.engine.errors import EngineError, PermissionRefused
+from sysmcp.engine.paths import display, printable
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import human_bytes, more_not_shown, plural

@@ -1,6 +1,6 @@
 """hash_tree: a checksum manifest of every regular file under a directory (sha256sum/b3sum over a tree).
 
-The MCP face of ``sysmcp.fs.treehash`` (the walk and the hashing): the schema, the request built from
+The MCP face of ``sysmcp.engine.hashing._treehash`` (the walk and the hashing): the schema, the request built from
 the arguments, the summary and first lines in words, the whole manifest kept as a resource, and the
 history hook that keeps it as an integrity baseline.
 
@@ -18,11 +18,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sysmcp.fs.checksums import ALGORITHM_NAMES, ALGORITHMS, MANIFEST_NAMES, Algorithm, Style
-from sysmcp.fs.errors import PermissionRefused
-from sysmcp.fs.paths import display, printable
-from sysmcp.fs.treehash import TreeHash, TreeRequest, hash_path
-from sysmcp.fs.walk import SkipCounter, WalkOptions
+from sysmcp.engine.errors import PermissionRefused
+from sysmcp.engine.hashing import (
+    ALGORITHM_NAMES,
+    ALGORITHMS,
+    MANIFEST_NAMES,
+    Algorithm,
+    Style,
+    TreeHash,
+    TreeRequest,
+    hash_path,
+)
+from sysmcp.engine.paths import display, printable
+from sysmcp.engine.walk import SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.threads import run_in_thread
 from sysmcp.render import human_bytes, plural, rate, took

@@ -18,13 +18,18 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from sysmcp.fs.errors import NotFound, Refused
-from sysmcp.fs.paths import display, escaped, exact_bytes, is_within
-from sysmcp.fs.reclaim import (
+from sysmcp.engine.errors import NotFound, Refused
+from sysmcp.engine.paths import display, escaped, exact_bytes, is_within
+from sysmcp.history import state
+from sysmcp.logconfig import get_logger
+from sysmcp.protocol.context import ClientDeclined
+from sysmcp.reclaim import (
     LINK,
+    ActionLog,
     Applied,
     Entry,
     Item,
+    LogRecord,
     Outcome,
     Plan,
     apply_items,
@@ -32,10 +37,6 @@ from sysmcp.fs.reclaim import (
     confirmation_code,
     outside_roots,
 )
-from sysmcp.fs.reclaim_keep import ActionLog, LogRecord
-from sysmcp.history import state
-from sysmcp.logconfig import get_logger
-from sysmcp.protocol.context import ClientDeclined
 from sysmcp.render import human_bytes, plural
 from sysmcp.tools import reclaim_plan
 from sysmcp.tools.descriptions import describe_paths

@@ -1,6 +1,6 @@
 """reclaim_plan: "what can I delete?" — a read-only plan, largest first, kept for ``reclaim`` and as a script.
 
-The engine (``sysmcp.fs.reclaim``) finds and counts; this module reads the arguments, applies the
+The engine (``sysmcp.reclaim._plan``) finds and counts; this module reads the arguments, applies the
 roots, words the plan, keeps it (``PLANS``: the server's plan store) and offers it as a shell script
 to review (a resource link, so ``sysmcp call reclaim_plan … -o plan.sh`` writes it).
 """
@@ -14,14 +14,23 @@ import pwd
 from pathlib import Path
 from typing import Any
 
-from sysmcp.fs.paths import display, escaped, exact_bytes
-from sysmcp.fs.reclaim import LINK, Entry, Item, Plan, PlanRequest, build_plan
-from sysmcp.fs.reclaim_classes import CLASSES
-from sysmcp.fs.reclaim_keep import PLAN_TTL_S, Kept, PlanKeeper
-from sysmcp.fs.reclaim_script import render_script
+from sysmcp.engine.paths import display, escaped, exact_bytes
 from sysmcp.history import state
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
+from sysmcp.reclaim import (
+    CLASSES,
+    LINK,
+    PLAN_TTL_S,
+    Entry,
+    Item,
+    Kept,
+    Plan,
+    PlanKeeper,
+    PlanRequest,
+    build_plan,
+    render_script,
+)
 from sysmcp.render import and_more, human_bytes, plural
 from sysmcp.tools.descriptions import describe_paths
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
@@ -129,8 +138,8 @@ PATHS_SHOWN = 5
 def duplicate_groups(root: Path, meter: Meter) -> list[list[tuple[bytes, os.stat_result]]]:
     """The one adapter to ``find_duplicates``: its groups as absolute paths, each with what its open
     descriptor was when its bytes were hashed (the plan's identity of it, not a later look)."""
-    from sysmcp.fs.duplicates import DuplicatesRequest, find_duplicates
-    from sysmcp.fs.walk import WalkOptions
+    from sysmcp.engine.duplicates import DuplicatesRequest, find_duplicates
+    from sysmcp.engine.walk import WalkOptions
     from sysmcp.tools.find_duplicates import meter_report
 
     base = os.fsencode(root)
@@ -294,7 +303,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 def refuse_pseudo(path: Path) -> None:
     """A kernel or virtual filesystem (/proc, /sys, /dev's devtmpfs) stores no files to free: say so,
     rather than "nothing found to free". Memory filesystems (tmpfs) hold real files and are planned."""
-    from sysmcp.fs.mounts import default_partitions
+    from sysmcp.engine.mounts import default_partitions
 
     mount = default_partitions()().holding(str(path))
     if mount is not None and mount.pseudo and mount.fs_type not in ("tmpfs", "ramfs"):

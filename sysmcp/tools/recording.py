@@ -17,8 +17,8 @@ from sysmcp.protocol.threads import run_in_thread
 from sysmcp.render import plural
 
 if TYPE_CHECKING:  # disk_usage records through here too, and walks nothing
-    from sysmcp.fs.usage import Request, Usage
-    from sysmcp.fs.walk import WalkOptions
+    from sysmcp.engine.usage import Request, Usage
+    from sysmcp.engine.walk import WalkOptions
 
 
 def recorded_scan(

@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 
 import anyio
 
-from sysmcp.fs.errors import EngineError
-from sysmcp.fs.paths import PathPolicy, echo
+from sysmcp.engine.errors import EngineError
+from sysmcp.engine.paths import PathPolicy, echo
 from sysmcp.protocol.context import Describe, Meter, RequestContext
 from sysmcp.protocol.errors import ToolError, invalid_params
 from sysmcp.protocol.lifecycle import Features

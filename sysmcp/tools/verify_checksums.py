@@ -5,7 +5,7 @@ MISSING told apart from unreadable, files that appeared since the manifest was m
 (``report_new``), progress, cancellation, and a bounded answer however long the manifest is.
 
 This module speaks MCP (schema, arguments into a ``VerifyRequest``, the engine's failures and
-results into words); the work is ``sysmcp.fs.verify``'s.
+results into words); the work is ``sysmcp.engine.hashing._verify``'s.
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from sysmcp.fs.checksums import ALGORITHM_NAMES, ALGORITHMS, HASH_THREADS
-from sysmcp.fs.errors import EngineError
-from sysmcp.fs.paths import PathPolicy, display, printable
-from sysmcp.fs.verify import (
+from sysmcp.engine.errors import EngineError
+from sysmcp.engine.hashing import (
+    ALGORITHM_NAMES,
+    ALGORITHMS,
+    HASH_THREADS,
     Confine,
     ManifestChanged,
     ManifestTooLarge,
@@ -35,8 +36,9 @@ from sysmcp.fs.verify import (
     is_cut,
     listed,
 )
-from sysmcp.fs.verify import verify as check_manifest
-from sysmcp.fs.walk import Budget, WalkOptions
+from sysmcp.engine.hashing import verify as check_manifest
+from sysmcp.engine.paths import PathPolicy, display, printable
+from sysmcp.engine.walk import Budget, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import and_more, human_bytes, plural, rate

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sysmcp.fs.paths import display, printable
-from sysmcp.fs.walk import WalkOptions
+from sysmcp.engine.paths import display, printable
+from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import plural
 from sysmcp.tools.registry import ToolContext

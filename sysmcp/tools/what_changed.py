@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sysmcp.fs.paths import is_within
+from sysmcp.engine.paths import is_within
 from sysmcp.history import compare as engine
 from sysmcp.history import state
 from sysmcp.history.compare import Comparison, Outcome

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sysmcp.fs.paths import display, printable
+from sysmcp.engine.paths import display, printable
 from sysmcp.history import state
 from sysmcp.history.compare import MIN_FIT_S, Outcome
 from sysmcp.history.snapshots import BaselineFile, ScanSnapshot

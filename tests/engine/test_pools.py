@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from sysmcp.engine.errors import EngineError
 from sysmcp.engine.pools import (
     BadOutput,
     CommandFailed,
@@ -25,7 +26,6 @@ from sysmcp.engine.pools import (
     thin_pools,
     zfs_cow,
 )
-from sysmcp.fs.errors import EngineError
 from sysmcp.tools.errors import words
 from tests.engine.recorded import ZFS_LIST, GiB, lvs_report
 

@@ -18,20 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import sysmcp.fs.checksums as checksums
-from sysmcp.fs.checksums import (
-    ALGORITHM_NAMES,
-    ALGORITHMS,
-    CHUNK,
-    Algorithm,
-    Job,
-    PoolCounters,
-    format_line,
-    hash_fd,
-    hash_many,
-)
-from sysmcp.fs.manifests import hint_order, parse_manifest
-from sysmcp.fs.safeopen import NotRegularFile, Replaced, open_regular_at
+from sysmcp.engine.hashing import ALGORITHM_NAMES, ALGORITHMS, CHUNK, Algorithm, format_line, hash_fd
+from sysmcp.engine.hashing import _checksums as checksums
+from sysmcp.engine.hashing._checksums import Job, PoolCounters, hash_many
+from sysmcp.engine.hashing._manifests import hint_order, parse_manifest
+from sysmcp.engine.opens import NotRegularFile, Replaced, open_regular_at
 
 #: Names that break naive manifest code: spaces, a newline, a backslash, a CR, a leading star, UTF-8.
 AWKWARD = [

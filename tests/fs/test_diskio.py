@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from sysmcp.fs.diskio import DeviceIo, ProcessReading, Reading, device_deltas, take_reading
+from sysmcp.engine.procs import Reading, device_deltas, take_reading
+from sysmcp.engine.procs._diskio import DeviceIo, ProcessReading
 
 
 class Counters(NamedTuple):

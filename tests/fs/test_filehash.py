@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.fs.checksums import ALGORITHMS, CHUNK
-from sysmcp.fs.errors import EngineError, NotFound, WrongKind
-from sysmcp.fs.filehash import FileHash, FileRequest, hash_file
+from sysmcp.engine.errors import EngineError, NotFound, WrongKind
+from sysmcp.engine.hashing import ALGORITHMS, CHUNK, FileHash, FileRequest, hash_file
 from sysmcp.tools.errors import words
 
 

@@ -11,15 +11,9 @@ from pathlib import Path
 
 import pytest
 
-import sysmcp.fs.mounts as mounts_module
-from sysmcp.fs.mounts import (
-    Mount,
-    MountInfoReader,
-    MountTable,
-    dedupe,
-    is_pseudo,
-    parse_mountinfo,
-)
+from sysmcp.engine.mounts import Mount, MountTable, parse_mountinfo
+from sysmcp.engine.mounts import _mounts as mounts_module
+from sysmcp.engine.mounts._mounts import MountInfoReader, dedupe, is_pseudo
 from tests.profile import needs_proc
 
 MOUNTINFO = textwrap.dedent(
@@ -250,7 +244,7 @@ def test_the_real_reader_parses_this_process_mount_table() -> None:
 
 CHANGE_SCRIPT = """
 import os, subprocess, sys, tempfile
-from sysmcp.fs.mounts import MountInfoReader
+from sysmcp.engine.mounts._mounts import MountInfoReader
 reader = MountInfoReader(max_age=3600)
 before = reader()
 assert reader() is before

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.fs.errors import Unavailable
-from sysmcp.fs.mounts import Mount, MountTable
-from sysmcp.fs.openfiles import Scan, filesystem_of, scan_processes
+from sysmcp.engine.errors import Unavailable
+from sysmcp.engine.mounts import Mount, MountTable
+from sysmcp.engine.procs import Scan, filesystem_of, scan_processes
 from sysmcp.tools.errors import words
 
 #: Above the largest pid Linux hands out (2**22): no real process answers psutil for it.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.fs.openfiles import scan_processes
+from sysmcp.engine.procs import scan_processes
 
 PID = 4_194_399  # above the largest pid Linux hands out: no real process answers for it
 

@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
-from sysmcp.fs import fanout
-from sysmcp.fs.fanout import Progress
-from sysmcp.fs.parallel import ParallelWalk, Sharing, run_shared
-from sysmcp.fs.walk import Budget, Finished, Listing, Scanner, ScanStopped, SkipCounter, WalkOptions
+from sysmcp.engine.parallel import ParallelWalk, SharedCounters, Sharing, run_shared
+from sysmcp.engine.parallel import _fork as fanout
+from sysmcp.engine.walk import Budget, Finished, Listing, Scanner, ScanStopped, SkipCounter, WalkOptions
 from tests.profile import needs_fork
 
 FILES = 30 * 4
@@ -38,7 +37,7 @@ def count_files(root: Path, sharing: Sharing, *, die_in_child: bool = False) -> 
         if type(event) is Listing:
             seen[0] += len(event.files)
 
-    def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> dict[str, Any]:
+    def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
         files, done = 0, []
         if die_in_child and not in_child and not rewalking:
             return {"files": 0, "done": []}  # leaves every subtree to the child, which dies with one
@@ -112,7 +111,7 @@ def shared_walk(root: Path, sharing: Sharing) -> tuple[int, int, int]:
         if type(event) is Listing:
             seen[0] += len(event.files)
 
-    def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> list[Any]:
+    def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> list[Any]:
         seen[0] = 0  # a child counts its own files from here (the parent's count is in its copy)
         part = parallel.walk_claimed(claim, SkipCounter(), budget, consume, in_child)
         assert ("skipped" in part) is in_child  # a child's skips come back with its part
@@ -151,7 +150,7 @@ def test_walk_claimed_stops_at_the_subtree_whose_consumer_stopped_the_walk(tmp_p
     def enough(event: Listing | Finished, _: Scanner) -> None:
         raise ScanStopped("enough")
 
-    def work(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> Any:
+    def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> Any:
         if in_child:
             return None  # claims nothing: every subtree is this process's to claim
         return parallel.walk_claimed(claim, SkipCounter(), budget, enough)
@@ -170,7 +169,7 @@ def test_walk_claimed_stops_at_the_subtree_whose_consumer_stopped_the_walk(tmp_p
         assert parallel.stopped_early(unclaimed, died, SkipCounter()) == budget.reason
 
 
-def squares(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> list[Any]:
+def squares(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> list[Any]:
     done = []
     while (task := claim()) is not None:
         done.append([task, task * task, in_child])
@@ -189,7 +188,7 @@ def test_run_shared_does_every_task_once_this_process_first(processes: int) -> N
 
 @needs_fork
 def test_run_shared_gives_none_for_a_child_that_died() -> None:
-    def dies_in_child(claim: Callable[[], int | None], progress: Progress, in_child: bool) -> list[Any]:
+    def dies_in_child(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> list[Any]:
         if in_child:
             os._exit(3)
         return squares(claim, progress, in_child)

@@ -16,10 +16,13 @@ from typing import Any
 import pytest
 
 from sysmcp import platform
-from sysmcp.fs import safeopen, walk
-from sysmcp.fs.errors import WrongKind
-from sysmcp.fs.mounts import Mount, MountTable, PartitionsReader, psutil_partitions
-from sysmcp.fs.safeopen import NotRegularFile, open_parent, open_path
+from sysmcp.engine.errors import WrongKind
+from sysmcp.engine.mounts import Mount, MountTable, psutil_partitions
+from sysmcp.engine.mounts._mounts import PartitionsReader
+from sysmcp.engine.opens import NotRegularFile, open_parent, open_path
+from sysmcp.engine.opens import _safeopen as safeopen
+from sysmcp.engine.walk._mountpoints import UNKNOWN_DEV, mount_points_below, mount_table
+from sysmcp.engine.walk._types import WalkOptions
 from sysmcp.tools.errors import words
 
 WITHOUT_O_PATH = os.O_RDONLY | os.O_NONBLOCK | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -120,11 +123,11 @@ def test_the_psutil_table_holds_the_real_mounts() -> None:
 
 def test_walks_know_the_mount_points_without_mountinfo(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(platform, "has_mountinfo", lambda: False)  # as on macOS
-    mounts = walk.mount_table()
+    mounts = mount_table()
     assert {m.point for m in mounts} == {os.fsencode(m.mount_point) for m in psutil_partitions().mounts}
-    assert {m.dev for m in mounts} == {walk.UNKNOWN_DEV}
+    assert {m.dev for m in mounts} == {UNKNOWN_DEV}
     # a mount below the walk's root is known beforehand and never entered
-    skip = walk.mount_points_below(b"/", walk.WalkOptions(), mounts)
+    skip = mount_points_below(b"/", WalkOptions(), mounts)
     below = [m for m in mounts if m.point.count(b"/") == 1 and m.point != b"/"]
     for mount in below:
         assert os.fsdecode(mount.point[1:]) in skip.get("", {})

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.fs.safeopen import NotRegularFile, Replaced, read_small_regular_at
+from sysmcp.engine.opens import NotRegularFile, Replaced, read_small_regular_at
 
 
 def test_a_small_file_is_read_whole_and_its_fstat_matches_the_look(tmp_path: Path) -> None:

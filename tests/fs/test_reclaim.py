@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.fs.errors import NotFound, Refused
-from sysmcp.fs.reclaim import Plan, PlanRequest, apply_items, build_plan, confirmation_code
-from sysmcp.fs.reclaim_classes import RootsLayout
-from sysmcp.fs.reclaim_script import render_script
+from sysmcp.engine.errors import NotFound, Refused
+from sysmcp.reclaim import Plan, PlanRequest, apply_items, build_plan, confirmation_code, render_script
+from sysmcp.reclaim._classes import RootsLayout
 from tests.profile import needs_proc
 
 
@@ -198,7 +197,7 @@ def hostile(count: int) -> list[bytes]:
 
 @pytest.mark.parametrize("raw", [b"/a\n", b"/a\n\n", b"/\xff'$(x)`y`%s\\", b"/plain path", b"/it's"])
 def test_every_quoted_name_expands_to_its_exact_bytes(raw: bytes) -> None:
-    from sysmcp.fs.reclaim_script import quote
+    from sysmcp.reclaim._script import quote
 
     setup, word = quote(raw)
     done = subprocess.run(["sh", "-c", f"{setup}printf '%s' {word}"], capture_output=True, check=True)
@@ -214,7 +213,7 @@ def run_script(script: str, *args: str, cwd: Path) -> subprocess.CompletedProces
 def test_the_script_is_valid_sh_and_its_dry_run_prints_every_planned_path_escaped_on_its_line(
     tmp_path: Path,
 ) -> None:
-    from sysmcp.fs.paths import escaped
+    from sysmcp.engine.paths import escaped
 
     plan = plan_of(tmp_path / "t", hostile(1000))
     planned = [e.path for item in plan.items for e in item.entries]
@@ -316,8 +315,8 @@ NAMESPACE = textwrap.dedent(
         else:
             subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", place], check=True)
     from tests.fs.test_reclaim import write
-    from sysmcp.fs.reclaim import PlanRequest, apply_items, build_plan
-    from sysmcp.fs.reclaim_classes import RootsLayout
+    from sysmcp.reclaim._plan import PlanRequest, apply_items, build_plan
+    from sysmcp.reclaim._classes import RootsLayout
     expected = {
         "package_cache": write(__import__("pathlib").Path("/var/cache/apt/archives/big_1.deb"), 5_000_000),
         "rotated_log": write(__import__("pathlib").Path("/var/log/syslog.1"), 3_000_000),
@@ -470,7 +469,7 @@ HUNG_DOCKER = "#!/bin/sh\nexec sleep 60\n"
 def test_container_caches_come_from_the_engines_own_figures_and_a_hung_engine_is_left_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sysmcp.fs.reclaim_classes import containers
+    from sysmcp.reclaim._classes import containers
 
     for name, body in (("docker", FAKE_DOCKER), ("podman", HUNG_DOCKER)):
         (tmp_path / name).write_text(body)
@@ -568,7 +567,7 @@ KILLED_ASIDE = textwrap.dedent(
     """
     import os, sys
     from pathlib import Path
-    from sysmcp.fs.reclaim import PlanRequest, apply_items, build_plan
+    from sysmcp.reclaim import PlanRequest, apply_items, build_plan
     from tests.fs.test_reclaim import layout
     base = Path(sys.argv[1])
     groups = [[os.fsencode(base / n) for n in ("a", "app.log.1")]]

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.fs.reclaim import PlanRequest, build_plan
-from sysmcp.fs.reclaim_classes import RootsLayout
+from sysmcp.reclaim import PlanRequest, build_plan
+from sysmcp.reclaim._classes import RootsLayout
 
 NAMESPACE = textwrap.dedent(
     """
@@ -26,8 +26,8 @@ NAMESPACE = textwrap.dedent(
         with open("/home/alice/" + place + "/f", "wb") as handle:
             handle.write(b"x" * 10_000)
     os.chown("/home/alice", 4242, 4242)  # an owner with no passwd entry
-    from sysmcp.fs.reclaim import PlanRequest, build_plan
-    from sysmcp.fs.reclaim_classes import RootsLayout
+    from sysmcp.reclaim._plan import PlanRequest, build_plan
+    from sysmcp.reclaim._classes import RootsLayout
     layout = RootsLayout(proc=b"/nonexistent", container_engines=())  # the real places of homes
     plan = build_plan(PlanRequest(scope=(b"/home",), layout=layout, classes=("language_cache", "trash")))
     print(json.dumps(sorted([item.klass, os.fsdecode(item.entries[0].path)] for item in plan.items)))

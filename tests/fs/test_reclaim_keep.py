@@ -8,19 +8,22 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.fs.errors import NotFound, Refused
-from sysmcp.fs.reclaim import Entry, Item, Outcome, Plan, PlanRequest, apply_items, build_plan
-from sysmcp.fs.reclaim_keep import (
-    LOG_NAMESPACE,
-    PLAN_NAMESPACE,
+from sysmcp.engine.errors import NotFound, Refused
+from sysmcp.history.store import Store
+from sysmcp.reclaim import (
     ActionLog,
+    Entry,
+    Item,
     LogRecord,
+    Outcome,
+    Plan,
     PlanKeeper,
-    decode_plan,
-    encode_plan,
+    PlanRequest,
+    apply_items,
+    build_plan,
     read_log,
 )
-from sysmcp.history.store import Store
+from sysmcp.reclaim._keep import LOG_NAMESPACE, PLAN_NAMESPACE, decode_plan, encode_plan
 from tests.fs.test_reclaim import layout, write
 
 

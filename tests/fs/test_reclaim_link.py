@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.fs.errors import Refused
-from sysmcp.fs.reclaim import LINK, Plan, PlanRequest, apply_items, build_plan, choose
+from sysmcp.engine.errors import Refused
+from sysmcp.reclaim import LINK, Plan, PlanRequest, apply_items, build_plan, choose
 from tests.fs.test_reclaim import layout
 from tests.profile import needs_xattrs
 
@@ -138,7 +138,7 @@ NAMESPACE = textwrap.dedent(
     subprocess.run(["mount", "-o", "loop", image, mnt], check=True)
     from pathlib import Path
     from tests.fs.test_reclaim_link import copies, plan_for
-    from sysmcp.fs.reclaim import LINK, apply_items
+    from sysmcp.reclaim._plan import LINK, apply_items
     base = Path(mnt)
     paths = copies(base, ("keep", "b", "c", "sub/d", "sub/changed"), 3_000_000)
     plan = plan_for(base, paths)

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from sysmcp.fs import sizeruns
-from sysmcp.fs.sizeruns import SizeRuns, merge_by_size, parse, read_records
-from sysmcp.fs.walk import Listing
+from sysmcp.engine.duplicates import _sizeruns as sizeruns
+from sysmcp.engine.duplicates._sizeruns import SizeRuns, merge_by_size, parse, read_records
+from sysmcp.engine.walk import Listing
 
 
 def stat(size: int, ino: int, dev: int = 1) -> Any:

@@ -18,17 +18,15 @@ import jsonschema
 import psutil
 import pytest
 
-from sysmcp.fs.disks import Figures, FsStats, statvfs_usage
-from sysmcp.fs.errors import WrongKind
-from sysmcp.fs.mounts import Mount, MountTable
-from sysmcp.fs.paths import PathPolicy
-from sysmcp.fs.space import (
+from sysmcp.engine.errors import WrongKind
+from sysmcp.engine.mounts import Figures, FsStats, Mount, MountTable, statvfs_usage
+from sysmcp.engine.paths import PathPolicy
+from sysmcp.engine.space import HeldOpen, explain
+from sysmcp.engine.space._space import (
     DeletedScan,
     ExplainRequest,
-    HeldOpen,
     covered_points,
     deleted_provider,
-    explain,
     walk_filesystem,
 )
 from sysmcp.protocol.context import RequestContext

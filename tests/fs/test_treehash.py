@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from sysmcp.fs import treehash
-from sysmcp.fs.checksums import ALGORITHMS, format_line
-from sysmcp.fs.parallel import Sharing
-from sysmcp.fs.treehash import TreeRequest, hash_tree_parallel
-from sysmcp.fs.walk import Listing, SkipCounter, WalkOptions, mount_table
+from sysmcp.engine.hashing import ALGORITHMS, TreeRequest, format_line
+from sysmcp.engine.hashing import _treehash as treehash
+from sysmcp.engine.hashing._treehash import hash_tree_parallel
+from sysmcp.engine.parallel import Sharing
+from sysmcp.engine.walk import Listing, SkipCounter, WalkOptions, mount_table
 
 
 def build(root: Path) -> bytes:
@@ -280,7 +280,7 @@ def test_hash_path_gives_one_files_manifest_relative_to_its_directory(tmp_path: 
 
 
 def test_hash_path_refuses_what_it_cannot_hash_with_engine_errors(tmp_path: Path) -> None:
-    from sysmcp.fs.errors import NotFound, WrongKind
+    from sysmcp.engine.errors import NotFound, WrongKind
     from sysmcp.tools.errors import words
 
     os.mkfifo(tmp_path / "fifo")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import anyio
 
-from sysmcp.fs.paths import PathPolicy
+from sysmcp.engine.paths import PathPolicy
 from sysmcp.protocol.context import RequestContext
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments

@@ -12,20 +12,29 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.fs import verify as verify_engine
-from sysmcp.fs import verify_ranges
-from sysmcp.fs.checksums import ALGORITHMS
-from sysmcp.fs.errors import EngineError, NotFound
-from sysmcp.fs.manifests import LineParser, NoEntries, NotAManifest
-from sysmcp.fs.paths import PathPolicy
-from sysmcp.fs.verify import Source, Verification, VerifyProgress, VerifyRequest, verify
-from sysmcp.fs.verify_ranges import Confine, Part, RangeWork, Tally, check_lines, check_plain_block
-from sysmcp.fs.walk import Budget, ScanStopped
+from sysmcp.engine.errors import EngineError, NotFound
+from sysmcp.engine.hashing import (
+    ALGORITHMS,
+    Confine,
+    NoEntries,
+    NotAManifest,
+    Source,
+    Verification,
+    VerifyProgress,
+    VerifyRequest,
+    verify,
+)
+from sysmcp.engine.hashing import _verify as verify_engine
+from sysmcp.engine.hashing import _verify_ranges as verify_ranges
+from sysmcp.engine.hashing._manifests import LineParser
+from sysmcp.engine.hashing._verify_ranges import Part, RangeWork, Tally, check_lines, check_plain_block
+from sysmcp.engine.paths import PathPolicy
+from sysmcp.engine.walk import Budget, ScanStopped
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools import verify_checksums
 
-ENGINE = ("verify.py", "verify_ranges.py", "verdicts.py", "manifests.py")
+ENGINE = ("_verify.py", "_verify_ranges.py", "_verdicts.py", "_manifests.py")
 EXPECTED = "Expected lines like '<hex digest>  <name>' or 'SHA256 (<name>) = <hex digest>'."
 
 

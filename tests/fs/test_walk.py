@@ -14,12 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.fs import walk
-from sysmcp.fs.walk import (
-    FileEntry,
+from sysmcp.engine.walk import (
     Finished,
     Listing,
-    Mount,
+    MountPoint,
     Scanner,
     ScanStopped,
     SkipCounter,
@@ -28,6 +26,8 @@ from sysmcp.fs.walk import (
     mount_table,
     walk_files,
 )
+from sysmcp.engine.walk import _walk as walk
+from sysmcp.engine.walk._types import FileEntry
 
 
 def _noop() -> None:
@@ -417,10 +417,12 @@ def test_mount_points_from_the_mount_table_are_skipped_without_being_looked_at(t
     root = os.fsencode(tmp_path)
     dev = os.stat(tmp_path).st_dev
     table = [
-        Mount(root + b"/nfs", dev + 1, "nfs4"),  # pretend: another (dead) filesystem
-        Mount(root + b"/bind", dev, "ext4"),  # a bind mount of our own filesystem: du -x walks it, we do not
-        Mount(root + b"/proc", dev + 2, "proc"),
-        Mount(b"/elsewhere", dev + 3, "nfs4"),
+        MountPoint(root + b"/nfs", dev + 1, "nfs4"),  # pretend: another (dead) filesystem
+        MountPoint(
+            root + b"/bind", dev, "ext4"
+        ),  # a bind mount of our own filesystem: du -x walks it, we do not
+        MountPoint(root + b"/proc", dev + 2, "proc"),
+        MountPoint(b"/elsewhere", dev + 3, "nfs4"),
     ]
     skipped = SkipCounter()
     scanner = Scanner(root, WalkOptions(), skipped, mounts=table)
@@ -450,7 +452,7 @@ def test_the_mount_table_decodes_escaped_mount_points(tmp_path: Path) -> None:
 
 DEAD_FUSE_WALK = """
 import ctypes, os, sys
-from sysmcp.fs.walk import Scanner, SkipCounter, WalkOptions, Finished
+from sysmcp.engine.walk._walk import Scanner, SkipCounter, WalkOptions, Finished
 
 root = sys.argv[1]
 os.mkdir(os.path.join(root, "sub"))

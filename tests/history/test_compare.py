@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.fs.walk import WalkOptions
+from sysmcp.engine.walk import WalkOptions
 from sysmcp.history.compare import Comparison, Outcome, compare
 from sysmcp.history.recording import record_baseline
 from sysmcp.history.store import Store

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sysmcp.fs.reclaim import Plan, PlanRequest, build_plan
-from sysmcp.fs.reclaim_classes import RootsLayout
 from sysmcp.protocol.context import Meter
+from sysmcp.reclaim import Plan, PlanRequest, build_plan
+from sysmcp.reclaim._classes import RootsLayout
 from sysmcp.tools.reclaim_plan import duplicate_groups
 
 NOBODY = 65534

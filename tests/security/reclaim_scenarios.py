@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sysmcp.fs.errors import Refused
-from sysmcp.fs.reclaim import LINK, Applied, Plan, apply_items
+from sysmcp.engine.errors import Refused
+from sysmcp.reclaim import LINK, Applied, Plan, apply_items
 from sysmcp.tools.reclaim_plan import item_view
 from tests.security.reclaim_namespace import (
     NOBODY,

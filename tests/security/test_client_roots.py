@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from sysmcp.fs.paths import real_root
+from sysmcp.engine.paths import real_root
 from tests.mcp_schema import check, check_server_message
 from tests.wire import Wire, result_text, spawn
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.fs.reclaim import PlanRequest, apply_items, build_plan
-from sysmcp.fs.reclaim_classes import RootsLayout
+from sysmcp.reclaim import PlanRequest, apply_items, build_plan
+from sysmcp.reclaim._classes import RootsLayout
 from tests.fs.test_reclaim import HOLDER
 from tests.profile import needs_proc
 from tests.wire import result_text, spawn

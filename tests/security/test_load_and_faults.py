@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
-from sysmcp.fs.paths import real_root
+from sysmcp.engine.paths import real_root
 from tests.mcp_schema import check_server_message
 from tests.security.test_wire_fuzz import check_output
 from tests.wire import SERVER, Wire, read_stderr, result_text, spawn

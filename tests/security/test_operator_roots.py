@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.fs.paths import real_root
+from sysmcp.engine.paths import real_root
 from tests.wire import SERVER, result_text, spawn
 
 pytestmark = pytest.mark.anyio

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.fs.errors import EngineError
-from sysmcp.fs.paths import PathPolicy, intersect, real_root, roots_from_uris
-from sysmcp.fs.safeopen import open_child_directory, open_directory, open_parent, open_path, open_regular
+from sysmcp.engine.errors import EngineError
+from sysmcp.engine.opens import open_parent, open_path
+from sysmcp.engine.opens._safeopen import open_child_directory, open_directory, open_regular
+from sysmcp.engine.paths import PathPolicy, real_root, roots_from_uris
+from sysmcp.engine.paths._paths import intersect
 from sysmcp.tools.errors import as_tool_error
 from tests.profile import needs_proc
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from sysmcp import platform
-from sysmcp.fs.paths import real_root
+from sysmcp.engine.paths import real_root
 from tests.wire import Wire, result_text, spawn
 
 pytestmark = pytest.mark.anyio

@@ -21,8 +21,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from sysmcp.fs.errors import Refused
-from sysmcp.fs.reclaim_keep import PLAN_NAMESPACE, PlanKeeper
+from sysmcp.engine.errors import Refused
+from sysmcp.reclaim import PlanKeeper
+from sysmcp.reclaim._keep import PLAN_NAMESPACE
 from sysmcp.snapshot_cli import EXIT_NO_HISTORY
 from sysmcp.tools.errors import words
 from tests.fs.test_reclaim_keep import Clock, a_plan

@@ -17,8 +17,8 @@ from typing import Any
 
 import anyio
 
-from sysmcp.fs.mounts import MountInfoReader
-from sysmcp.fs.paths import PathPolicy
+from sysmcp.engine.mounts._mounts import MountInfoReader
+from sysmcp.engine.paths import PathPolicy
 from sysmcp.protocol.context import RequestContext
 from sysmcp.results import ResultStore
 from sysmcp.tools.disk_usage import DiskUsage

@@ -20,8 +20,8 @@ import jsonschema
 import pytest
 
 from sysmcp.engine.containers import Request, find_socket, survey
-from sysmcp.fs.errors import NotFound, PermissionRefused, Unavailable
-from sysmcp.fs.paths import PathPolicy
+from sysmcp.engine.errors import NotFound, PermissionRefused, Unavailable
+from sysmcp.engine.paths import PathPolicy
 from sysmcp.protocol.context import RequestContext
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments

@@ -18,9 +18,9 @@ import jsonschema
 import pytest
 
 from sysmcp import platform
-from sysmcp.fs.mounts import MountTable
-from sysmcp.fs.openfiles import Scan, scan_processes
-from sysmcp.fs.paths import PathPolicy
+from sysmcp.engine.mounts import MountTable
+from sysmcp.engine.paths import PathPolicy
+from sysmcp.engine.procs import Scan, scan_processes
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ToolError
 from sysmcp.results import ResultStore

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from sysmcp.fs.usage import Request, TopN, Usage, scan_usage
-from sysmcp.fs.walk import SkipCounter, WalkOptions
+from sysmcp.engine.usage import Request, TopN, Usage, scan_usage
+from sysmcp.engine.walk import SkipCounter, WalkOptions
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import INPUT_SCHEMA, render

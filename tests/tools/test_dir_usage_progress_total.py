@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sysmcp.fs.disks import inodes_in_use
+from sysmcp.engine.mounts import inodes_in_use
 
 
 def test_a_mount_point_has_its_used_inodes_as_the_total() -> None:

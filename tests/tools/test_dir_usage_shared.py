@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from sysmcp import platform
-from sysmcp.fs.fanout import MAX_TASKS, FanOut, Progress, available_processes, cpu_quota
-from sysmcp.fs.usage import Request, Usage, scan_usage
-from sysmcp.fs.walk import SkipCounter, WalkOptions
+from sysmcp.engine.parallel import MAX_TASKS, FanOut, SharedCounters, available_processes
+from sysmcp.engine.parallel._fork import cpu_quota
+from sysmcp.engine.usage import Request, Usage, scan_usage
+from sysmcp.engine.walk import SkipCounter, WalkOptions
 from tests.profile import needs_fork
 
 REQUEST = Request(
@@ -144,7 +145,7 @@ def test_a_cancelled_shared_scan_kills_and_reaps_every_child(
 
 
 def test_fan_out_gives_every_task_to_exactly_one_process_and_shares_progress() -> None:
-    def work(claim: Any, progress: Progress, in_child: bool) -> list[int]:
+    def work(claim: Any, progress: SharedCounters, in_child: bool) -> list[int]:
         claimed = []
         while (task := claim()) is not None:
             claimed.append(task)
@@ -163,7 +164,7 @@ def test_fan_out_gives_every_task_to_exactly_one_process_and_shares_progress() -
 
 
 def test_fan_out_reports_a_child_that_crashed_as_none(monkeypatch: pytest.MonkeyPatch) -> None:
-    def work(claim: Any, progress: Progress, in_child: bool) -> str:
+    def work(claim: Any, progress: SharedCounters, in_child: bool) -> str:
         if in_child:
             raise RuntimeError("boom")
         while claim() is not None:
@@ -177,7 +178,7 @@ def test_fan_out_reports_a_child_that_crashed_as_none(monkeypatch: pytest.Monkey
 
 
 def test_a_worker_holds_none_of_the_pipes_of_another_scan_running_at_once() -> None:
-    def open_pipes(claim: Any, progress: Progress, in_child: bool) -> list[str]:
+    def open_pipes(claim: Any, progress: SharedCounters, in_child: bool) -> list[str]:
         while claim() is not None:
             pass
         links = []
@@ -186,7 +187,7 @@ def test_a_worker_holds_none_of_the_pipes_of_another_scan_running_at_once() -> N
                 links.append(os.readlink(f"/proc/self/fd/{fd}"))
         return [link for link in links if link.startswith("pipe:")]
 
-    def idle(claim: Any, progress: Progress, in_child: bool) -> str:
+    def idle(claim: Any, progress: SharedCounters, in_child: bool) -> str:
         while claim() is not None:
             pass
         return "idle"
@@ -243,7 +244,7 @@ def test_where_fork_is_not_safe_a_walk_uses_one_process_whatever_the_environment
 def test_a_child_stuck_past_the_give_up_time_is_killed_and_reported_as_none() -> None:
     never_written, keep_open = os.pipe()
 
-    def stuck(claim: Any, progress: Progress, in_child: bool) -> str:
+    def stuck(claim: Any, progress: SharedCounters, in_child: bool) -> str:
         while claim() is not None:
             pass
         if in_child:
@@ -351,7 +352,7 @@ def test_a_walk_left_with_one_big_subtree_gives_parts_of_it_away_with_the_same_r
 
 
 def test_tasks_given_while_the_work_runs_are_claimed_once_each() -> None:
-    def work(claim: Any, progress: Progress, in_child: bool) -> list[Any]:
+    def work(claim: Any, progress: SharedCounters, in_child: bool) -> list[Any]:
         got = []
         while (task := claim()) is not None:
             if task < 4:
@@ -388,7 +389,7 @@ def test_a_process_that_runs_out_of_tasks_walks_what_one_still_walking_gives_awa
     # Task 0 is the big one: its walker waits until the other process has found the queue empty,
     # then gives part of its work away. That part must go to the idle process, not back to the giver
     # once it is done (which is what happens when an idle process leaves at once).
-    def work(claim: Any, progress: Progress, in_child: bool) -> list[Any]:
+    def work(claim: Any, progress: SharedCounters, in_child: bool) -> list[Any]:
         got: list[Any] = []
         while (task := claim()) is not None:
             if task == 0:
@@ -411,7 +412,7 @@ def test_a_process_that_runs_out_of_tasks_walks_what_one_still_walking_gives_awa
 def test_a_process_that_stops_without_claiming_again_does_not_keep_the_others_waiting() -> None:
     # As a walk does at its deadline: the parent stops while the child waits for its gifts. The child
     # must then hand its result in, not wait until it is given up and killed (its counts lost).
-    def work(claim: Any, progress: Progress, in_child: bool) -> str:
+    def work(claim: Any, progress: SharedCounters, in_child: bool) -> str:
         assert claim() is not None
         if in_child:
             # Not before the parent holds the other task: a child that claimed both (a parent slow to
@@ -432,7 +433,7 @@ def test_a_process_that_stops_without_claiming_again_does_not_keep_the_others_wa
 def test_a_child_that_dies_walking_does_not_keep_the_parent_waiting_for_its_gifts() -> None:
     gave_up: list[bool] = []
 
-    def work(claim: Any, progress: Progress, in_child: bool) -> str:
+    def work(claim: Any, progress: SharedCounters, in_child: bool) -> str:
         task = claim()
         if in_child:
             os._exit(3)  # dies with its task unfinished: it will never give anything

@@ -18,9 +18,9 @@ import anyio
 import jsonschema
 import pytest
 
-from sysmcp.fs.paths import PathPolicy
-from sysmcp.fs.usage import extension_of, scan_usage
-from sysmcp.fs.walk import SkipCounter, WalkOptions
+from sysmcp.engine.paths import PathPolicy
+from sysmcp.engine.usage import extension_of, scan_usage
+from sysmcp.engine.walk import SkipCounter, WalkOptions
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.render import age as age_text

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from sysmcp.fs.disks import Figures
-from sysmcp.fs.hidden import Hidden
-from sysmcp.fs.mounts import Mount
-from sysmcp.fs.snapshots import Overhead, Snapshots
-from sysmcp.fs.space import Accounting, DeletedPart, HiddenPart, Walked
+from sysmcp.engine.mounts import Figures, Mount
+from sysmcp.engine.space import Accounting, Snapshots
+from sysmcp.engine.space._hidden import Hidden
+from sysmcp.engine.space._snapshots import Overhead
+from sysmcp.engine.space._space import DeletedPart, HiddenPart, Walked
 from sysmcp.tools.disk_explain import render
 from tests.profile import UNDER_POSIX_PROFILE
 

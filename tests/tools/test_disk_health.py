@@ -21,9 +21,9 @@ import jsonschema
 import pytest
 
 from sysmcp import platform
+from sysmcp.engine.errors import Unavailable
 from sysmcp.engine.health import HealthRequest, _kernel, _mdstat, _smart, run
-from sysmcp.fs.errors import Unavailable
-from sysmcp.fs.paths import PathPolicy
+from sysmcp.engine.paths import PathPolicy
 from sysmcp.protocol.context import RequestContext
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments

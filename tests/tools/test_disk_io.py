@@ -13,16 +13,10 @@ import jsonschema
 import pytest
 
 from sysmcp import platform
-from sysmcp.fs.diskio import (
-    ProcessIo,
-    ProcessReading,
-    device_mount_points,
-    device_name,
-    process_deltas,
-    read_processes,
-)
-from sysmcp.fs.mounts import Mount, MountTable
-from sysmcp.fs.paths import PathPolicy
+from sysmcp.engine.mounts import Mount, MountTable
+from sysmcp.engine.paths import PathPolicy
+from sysmcp.engine.procs import device_mount_points, process_deltas
+from sysmcp.engine.procs._diskio import ProcessIo, ProcessReading, device_name, read_processes
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.results import ResultStore

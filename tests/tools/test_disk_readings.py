@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.fs.mounts import MountTable
+from sysmcp.engine.mounts import MountTable
 from sysmcp.history import state
 from sysmcp.history.recording import ReadingGate
 from sysmcp.history.snapshots import DiskReading

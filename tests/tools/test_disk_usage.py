@@ -15,10 +15,9 @@ import anyio.lowlevel
 import jsonschema
 import pytest
 
-from sysmcp.fs.disks import SampleClock
-from sysmcp.fs.errors import InvalidPath, NotFound
-from sysmcp.fs.mounts import Mount, MountTable
-from sysmcp.fs.paths import PathPolicy
+from sysmcp.engine.errors import InvalidPath, NotFound
+from sysmcp.engine.mounts import Mount, MountTable, SampleClock
+from sysmcp.engine.paths import PathPolicy
 from sysmcp.history import state
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError
@@ -345,7 +344,7 @@ async def test_a_path_behind_a_symlink_into_a_hung_mount_does_not_hang_the_call(
 
 ABANDON_SCRIPT = """
 import threading, anyio
-from sysmcp.fs.mounts import Mount, MountTable
+from sysmcp.engine.mounts._mounts import Mount, MountTable
 from sysmcp.tools.disk_usage import DiskUsage, FsStats
 from tests.tools.test_disk_usage import context
 

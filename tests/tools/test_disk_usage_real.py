@@ -13,8 +13,8 @@ from typing import Any
 import anyio
 import pytest
 
-from sysmcp.fs.mounts import PSEUDO_TYPES
-from sysmcp.fs.paths import PathPolicy
+from sysmcp.engine.mounts._mounts import PSEUDO_TYPES
+from sysmcp.engine.paths import PathPolicy
 from sysmcp.protocol.context import RequestContext
 from sysmcp.results import ResultStore
 from sysmcp.tools.disk_usage import MEMORY_TYPES, DiskUsage

@@ -12,9 +12,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from sysmcp.fs.checksums import CHUNK
-from sysmcp.fs.errors import EngineError
-from sysmcp.fs.filehash import FileRequest, hash_file
+from sysmcp.engine.errors import EngineError
+from sysmcp.engine.hashing import CHUNK, FileRequest, hash_file
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.errors import words
 from tests.profile import needs_proc

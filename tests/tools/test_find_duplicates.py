@@ -11,8 +11,9 @@ from pathlib import Path
 import blake3
 import pytest
 
-from sysmcp.fs.duplicates import SMALL, DuplicatesRequest, find_duplicates
-from sysmcp.fs.walk import WalkOptions
+from sysmcp.engine.duplicates import DuplicatesRequest, find_duplicates
+from sysmcp.engine.duplicates._sieves import SMALL
+from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.tools.find_duplicates import meter_report, render
 
@@ -188,8 +189,8 @@ def test_files_swapped_after_the_walk_are_never_followed_nor_block(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Between listing and reading, a FIFO, a symlink and a directory-symlink take the copies' places."""
-    from sysmcp.fs import duplicates as module
-    from sysmcp.fs.sieves import gather_candidates as gather
+    from sysmcp.engine.duplicates import _duplicates as module
+    from sysmcp.engine.duplicates._sieves import gather_candidates as gather
 
     tree, outside = tmp_path / "tree", tmp_path / "outside"
     (tree / "sub").mkdir(parents=True)
@@ -219,8 +220,8 @@ def test_files_swapped_after_the_walk_are_never_followed_nor_block(
 
 def test_a_root_that_cannot_be_searched_is_an_engine_error_not_an_os_error(tmp_path: Path) -> None:
     """The engine says what failed in the system's words; the tool layer alone words it for the model."""
-    from sysmcp.fs.duplicates import engine_error
-    from sysmcp.fs.errors import NotFound, PermissionRefused, Unavailable
+    from sysmcp.engine.duplicates._duplicates import engine_error
+    from sysmcp.engine.errors import NotFound, PermissionRefused, Unavailable
 
     with pytest.raises(NotFound) as missing:
         find_duplicates(DuplicatesRequest(os.fsencode(tmp_path / "gone"), processes=1))
@@ -233,7 +234,8 @@ def test_a_root_that_cannot_be_searched_is_an_engine_error_not_an_os_error(tmp_p
 
 def test_one_hard_link_and_one_group_are_said_in_the_singular() -> None:
     """Once '1 hard-linked names … were not treated as copies' and '# find_duplicates /x: 1 groups'."""
-    from sysmcp.fs.duplicates import Candidate, Group, Search
+    from sysmcp.engine.duplicates import Candidate, Search
+    from sysmcp.engine.duplicates._duplicates import Group
 
     copies = tuple(Candidate(f"f{i}", 1, i, 4096) for i in range(7))  # more than are shown inline
     found = Search(groups=[Group(4000, "0" * 64, copies)], files_scanned=8, hard_links=1)

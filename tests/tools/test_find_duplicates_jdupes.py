@@ -11,9 +11,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from sysmcp.fs import fanout
-from sysmcp.fs.duplicates import DuplicatesRequest, find_duplicates
-from sysmcp.fs.walk import WalkOptions
+from sysmcp.engine.duplicates import DuplicatesRequest, find_duplicates
+from sysmcp.engine.parallel import _fork as fanout
+from sysmcp.engine.walk import WalkOptions
 from tests.wire import result_text, spawn
 
 pytestmark = [

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sysmcp.fs.units import parse_size
+from sysmcp.engine.units import parse_size
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.tools import ALL_TOOLS
 from sysmcp.tools.arguments import validate_arguments

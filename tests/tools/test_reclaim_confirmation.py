@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from sysmcp.fs.reclaim import PlanRequest, RootsLayout, build_plan
+from sysmcp.reclaim import PlanRequest, build_plan
+from sysmcp.reclaim._classes import RootsLayout
 from sysmcp.render import human_bytes
 from sysmcp.tools.reclaim_plan import render
 from tests.fs.test_reclaim import HOLDER

@@ -15,11 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.fs.paths import escaped
-from sysmcp.fs.reclaim import PlanRequest, build_plan
-from sysmcp.fs.reclaim_keep import ActionLog, LogRecord
-from sysmcp.fs.reclaim_script import render_script
+from sysmcp.engine.paths import escaped
 from sysmcp.history.store import Store
+from sysmcp.reclaim import ActionLog, LogRecord, PlanRequest, build_plan, render_script
 from sysmcp.tools.reclaim_plan import render
 from tests.fs.test_reclaim import layout, plan_of, run_script
 from tests.profile import child_env

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from sysmcp.fs.reclaim_keep import read_log
 from sysmcp.history.store import Store
+from sysmcp.reclaim import read_log
 from tests.profile import child_env, needs_xattrs
 from tests.tools.test_reclaim_wire import duplicates, plan_of
 from tests.wire import result_text, spawn

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from sysmcp import platform
-from sysmcp.fs.manifests import Entries
-from sysmcp.fs.verdicts import Checked, Verdicts
+from sysmcp.engine.hashing._manifests import Entries
+from sysmcp.engine.hashing._verdicts import Checked, Verdicts
 from sysmcp.protocol.lifecycle import Features
 from sysmcp.tools import schemas as js
 from sysmcp.tools.descriptions import COMMON, described

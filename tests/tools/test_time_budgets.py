@@ -14,13 +14,12 @@ import blake3
 import jsonschema
 import pytest
 
-from sysmcp.fs import verify as verify_engine
-from sysmcp.fs import verify_ranges
-from sysmcp.fs.checksums import ALGORITHMS
-from sysmcp.fs.paths import PathPolicy
-from sysmcp.fs.treehash import TreeHash, TreeRequest
-from sysmcp.fs.treehash import hash_tree as hash_tree_engine
-from sysmcp.fs.walk import SkipCounter, WalkOptions
+from sysmcp.engine.hashing import ALGORITHMS, TreeHash, TreeRequest
+from sysmcp.engine.hashing import _verify as verify_engine
+from sysmcp.engine.hashing import _verify_ranges as verify_ranges
+from sysmcp.engine.hashing._treehash import hash_tree as hash_tree_engine
+from sysmcp.engine.paths import PathPolicy
+from sysmcp.engine.walk import SkipCounter, WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.results import MAX_ITEM

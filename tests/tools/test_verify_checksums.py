@@ -14,8 +14,9 @@ import anyio
 import blake3
 import pytest
 
-from sysmcp.fs.manifests import MAX_MANIFEST, ManifestTooLarge
-from sysmcp.fs.paths import PathPolicy
+from sysmcp.engine.hashing import ManifestTooLarge
+from sysmcp.engine.hashing._manifests import MAX_MANIFEST
+from sysmcp.engine.paths import PathPolicy
 from sysmcp.protocol.context import Meter
 from sysmcp.tools.verify_checksums import Source, words
 from sysmcp.tools.verify_checksums import verify as verify_manifest

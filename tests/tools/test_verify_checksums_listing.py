@@ -18,10 +18,12 @@ from typing import Any
 import blake3
 import pytest
 
-from sysmcp.fs import dirlook, verdicts, verify_ranges
-from sysmcp.fs import verify as verify_engine
-from sysmcp.fs.manifests import LineParser
-from sysmcp.fs.paths import PathPolicy
+from sysmcp.engine.hashing import _dirlook as dirlook
+from sysmcp.engine.hashing import _verdicts as verdicts
+from sysmcp.engine.hashing import _verify as verify_engine
+from sysmcp.engine.hashing import _verify_ranges as verify_ranges
+from sysmcp.engine.hashing._manifests import LineParser
+from sysmcp.engine.paths import PathPolicy
 from sysmcp.protocol.context import Meter
 from sysmcp.tools import verify_checksums
 from sysmcp.tools.verify_checksums import Source

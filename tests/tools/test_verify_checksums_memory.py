@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.fs import fanout, verify_ranges
-from sysmcp.fs import verify as verify_engine
-from sysmcp.fs.paths import PathPolicy
+from sysmcp.engine.hashing import _verify as verify_engine
+from sysmcp.engine.hashing import _verify_ranges as verify_ranges
+from sysmcp.engine.parallel import _fork as fanout
+from sysmcp.engine.paths import PathPolicy
 from sysmcp.protocol.context import Meter
 from sysmcp.tools import verify_checksums
 from sysmcp.tools.verify_checksums import Source

@@ -20,9 +20,9 @@ import anyio
 import jsonschema
 import pytest
 
-from sysmcp.fs.paths import PathPolicy, real_root
-from sysmcp.fs.usage import Request, scan_usage
-from sysmcp.fs.walk import SkipCounter, WalkOptions
+from sysmcp.engine.paths import PathPolicy, real_root
+from sysmcp.engine.usage import Request, scan_usage
+from sysmcp.engine.walk import SkipCounter, WalkOptions
 from sysmcp.history import state
 from sysmcp.history.recording import series_of
 from sysmcp.history.snapshots import DirTotals, ScanSnapshot
@@ -281,7 +281,7 @@ def newest_truth(root: Path) -> dict[str, float]:
 def test_newest_mtime_holds_across_parts_one_process_gave_to_others_mid_walk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sysmcp.fs.fanout import FanOut
+    from sysmcp.engine.parallel import FanOut
     from tests.tools.test_dir_usage_shared import build_lopsided_tree
 
     build_lopsided_tree(tmp_path)

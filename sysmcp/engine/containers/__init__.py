@@ -5,7 +5,7 @@ read-only GETs on its Unix socket (``/version``, ``/info``, ``/system/df``, each
 for its log file); the disk's from sysmcp's walk engine over the engine's data root (``du -x``:
 overlay mounts of running containers are other filesystems and skipped, so each layer is counted
 once). What the walk finds and the engine's figures leave out is the difference, by data-root
-directory. Faults are ``sysmcp.fs.errors`` exceptions: ``NotFound`` (no engine), ``PermissionRefused``
+directory. Faults are ``sysmcp.engine.errors`` exceptions: ``NotFound`` (no engine), ``PermissionRefused``
 (the socket is another user's), ``Unavailable`` (no answer within the timeout, a bad answer).
 """
 
@@ -24,8 +24,8 @@ from sysmcp.engine.containers._model import engine_name as _engine_name
 from sysmcp.engine.containers._model import images as _images
 from sysmcp.engine.containers._model import log_file as _log_file
 from sysmcp.engine.containers._model import volumes as _volumes
-from sysmcp.fs.errors import NotFound
-from sysmcp.fs.walktypes import SkipCounter, WalkOptions
+from sysmcp.engine.errors import NotFound
+from sysmcp.engine.walk import SkipCounter, WalkOptions
 
 __all__ = [
     "SOCKETS",
@@ -137,8 +137,8 @@ def _log_bytes(path: str) -> int | None:
 def _walk(
     root: str, timeout_s: float, report: Callable[[int, int], None], check_cancelled: Callable[[], None]
 ) -> Walked:
-    from sysmcp.fs.usage import Request as UsageRequest
-    from sysmcp.fs.usage import scan_usage
+    from sysmcp.engine.usage import Request as UsageRequest
+    from sysmcp.engine.usage import scan_usage
 
     skipped = SkipCounter()
     request = UsageRequest(

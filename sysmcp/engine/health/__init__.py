@@ -17,11 +17,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from sysmcp import platform
+from sysmcp.engine.errors import Unavailable
 from sysmcp.engine.health import _btrfs, _kernel, _mdstat, _smart
 from sysmcp.engine.health._btrfs import BtrfsDevice
 from sysmcp.engine.health._mdstat import MdArray
 from sysmcp.engine.health._smart import Smart
-from sysmcp.fs.errors import Unavailable
 
 __all__ = ["BtrfsDevice", "Device", "Health", "HealthRequest", "MdArray", "Smart", "run", "verdict"]
 

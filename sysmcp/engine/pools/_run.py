@@ -8,7 +8,7 @@ import shutil
 import signal
 import subprocess
 
-from sysmcp.fs.errors import EngineError, Unavailable
+from sysmcp.engine.errors import EngineError, Unavailable
 
 __all__ = ["BadOutput", "CommandFailed", "CommandMissing", "CommandTimedOut", "run_command"]
 

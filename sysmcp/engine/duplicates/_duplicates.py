@@ -1,0 +1,411 @@
+"""find_duplicates' engine: files with identical content under a directory, largest reclaimable space first.
+
+Three sieves, each cheaper than the next is expensive (the fdupes/rmlint recipe): files are
+grouped by size (no reads at all), then by a hash of their first and last 4 KiB (two small reads),
+and only files still tied are hashed in full. Most files never share a size, and most that do
+differ in their head or tail, so few files are ever read to the end. Names of one inode (hard
+links) are one file, not duplicates. Read-only: nothing is ever deleted or changed.
+
+Bounded memory on a million files: the walk is shared with forked workers (forked a few milliseconds
+in, before anything big exists), every process writes one compact record per file to sorted runs on
+disk (``sizeruns``), the runs are merged one size at a time into a file of candidates, and the same
+workers then compare its blocks (``sieves``). No Python object outlives its file's directory listing
+or its block.
+
+A typed ``DuplicatesRequest`` in, a ``Search`` out, progress through ``report(done, total)``; failures
+are ``sysmcp.engine.errors`` exceptions. The words for the model are the tool's (``tools/find_duplicates``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from sysmcp.engine.duplicates._sieves import (
+    SMALL,
+    Candidates,
+    Comparer,
+    Handoff,
+    Reader,
+    Seen,
+    as_stat,
+    gather_candidates,
+)
+from sysmcp.engine.duplicates._sizeruns import SizeRuns
+from sysmcp.engine.errors import EngineError, NotFound, PermissionRefused, Unavailable, WrongKind
+from sysmcp.engine.parallel import (
+    SPLIT_AFTER_S,
+    ParallelWalk,
+    SharedCounters,
+    Sharing,
+    available_processes,
+    give_up_at,
+    quiet,
+    run_shared,
+)
+from sysmcp.engine.walk import (
+    Budget,
+    ScanConfig,
+    Scanner,
+    ScanStopped,
+    SkipCounter,
+    WalkOptions,
+)
+
+__all__ = [
+    "SMALL",
+    "Candidate",
+    "DuplicatesRequest",
+    "Group",
+    "Report",
+    "Search",
+    "find_duplicates",
+]
+
+MAX_FILES = 2_000_000  # listing bound (the runs on disk): past it the walk stops and the result says so
+DEFAULT_TIMEOUT_S = 60.0
+PARALLEL_FROM = 2000  # candidates from which the comparison is shared out between processes
+PARALLEL_BYTES = 256 << 20  # or candidate bytes: a few big files are worth a second reader
+
+# Progress: (steps done, steps in all). ``total`` is None while files are still being listed (done
+# counts the files listed); then it is the files listed plus the candidates to compare.
+Report = Callable[[int, int | None], None]
+
+
+@dataclass(frozen=True, slots=True)
+class DuplicatesRequest:
+    """One search, as the tool reads it from its arguments."""
+
+    root: bytes
+    options: WalkOptions = field(default_factory=WalkOptions)
+    min_size: int = 1  # empty files are never considered, whatever this says
+    timeout_s: float = DEFAULT_TIMEOUT_S  # listing may use half of it
+    processes: int | None = None  # None: as many as this process may use
+    limit: int = MAX_FILES
+    split_after_s: float = SPLIT_AFTER_S
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One inode that shares its size with another: its first path and identity."""
+
+    relative: str  # as the scanner names it (undecodable bytes as surrogate escapes)
+    dev: int
+    ino: int
+    disk: int
+    seen: Seen | None = None  # its descriptor's fstat when its content was read (what a plan's identity is)
+
+    def stat(self) -> os.stat_result | None:
+        """The file as it was when its bytes were hashed (None: not known)."""
+        return as_stat(self.seen) if self.seen is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Files of one size and one content (a BLAKE3 digest), one ``Candidate`` per inode."""
+
+    size: int
+    digest: str
+    copies: tuple[Candidate, ...]
+
+    @property
+    def reclaimable(self) -> int:
+        """What deleting all copies but the one using the most blocks would free."""
+        disks = [c.disk for c in self.copies]
+        return sum(disks) - max(disks)
+
+
+@dataclass
+class Search:
+    """The result: groups largest reclaimable space first, the counts, and why it stopped early if it did."""
+
+    groups: list[Group] = field(default_factory=list)
+    files_scanned: int = 0
+    files_read: int = 0
+    bytes_read: int = 0
+    hard_links: int = 0
+    stopped: str | None = None
+    elapsed: float = 0.0
+    skipped: SkipCounter = field(default_factory=SkipCounter)
+
+
+def find_duplicates(
+    request: DuplicatesRequest,
+    *,
+    report: Report | None = None,
+    check_cancelled: Callable[[], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Search:
+    """Walk (at most half the budget), then confirm duplicates from the largest size down.
+
+    ``check_cancelled`` raises to abandon the call (workers are killed). Raises ``PermissionRefused``,
+    ``NotFound``, ``WrongKind`` or ``Unavailable`` when the search cannot be made (its detail is the
+    system's own words, e.g. "No such file or directory").
+    """
+    try:
+        return _search(request, report or _ignore, check_cancelled or _nothing, clock)
+    except OSError as exc:
+        raise engine_error(exc) from exc
+
+
+def engine_error(exc: OSError) -> EngineError:
+    """The engine's failure for an ``OSError`` that ends the whole search (the root unreadable, no disk)."""
+    detail = exc.strerror or str(exc)
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return PermissionRefused(detail)
+    if exc.errno == errno.ENOENT:
+        return NotFound(detail)
+    if exc.errno == errno.ENOTDIR:
+        return WrongKind(detail)
+    return Unavailable(detail)
+
+
+def _search(
+    request: DuplicatesRequest, report: Report, cancelled: Callable[[], None], clock: Callable[[], float]
+) -> Search:
+    """The run: one walk shared with forked workers, the merge of their size runs, the comparison.
+
+    The walk runs in this process and, past ``split_after_s``, in forked workers too (forked a few
+    milliseconds in, before anything big exists), each writing sorted size runs to its own unlinked
+    file (``sizeruns``); the runs are merged by size into the candidates file, and the same workers
+    then compare its blocks. A tree listed before the split compares in this process, or in workers
+    forked then if there is much to read: either way one set of workers at most.
+    """
+    started = clock()
+    root, limit, timeout_s = request.root, request.limit, request.timeout_s
+    search = Search()
+    skipped = search.skipped
+    listing = Budget(timeout_s / 2, cancelled, clock=clock)
+    listing.reason = f"listing files took half of the {timeout_s:g} s time budget"
+    budget = Budget(timeout_s, cancelled, clock=clock)
+    count = available_processes() if request.processes is None else max(1, request.processes)
+    spills: list[IO[bytes]] = [tempfile.TemporaryFile(prefix="sysmcp-sizes-") for _ in range(count)]  # noqa: SIM115
+    candidates = Candidates(tempfile.TemporaryFile(prefix="sysmcp-candidates-"))  # noqa: SIM115
+    handoff = Handoff(count) if count > 1 else None
+    mine = SizeRuns(spills[0])
+    walked = total = 0
+    parallel: ParallelWalk | None = None
+    here: Reader | None = None  # this process's comparison reader, once comparing
+
+    def others() -> int:
+        fan = parallel.fan if parallel is not None else None
+        return fan.progress.others()[0] if fan is not None else 0
+
+    def listing_checkpoint() -> None:
+        files = mine.files + others()
+        report(files, None)
+        if files >= limit:
+            raise ScanStopped(consumer.limit_reason)
+        listing()
+
+    def comparing_checkpoint() -> None:
+        report(walked + (here.files_read if here is not None else 0) + others(), total)
+        cancelled()
+
+    config = ScanConfig(
+        file_floor=max(1, request.min_size), block_floor=1 << 62, empty_listings=False, finished_depth=-1
+    )
+    scanner = Scanner(root, request.options, skipped, listing_checkpoint, config=config)
+    consumer = Consumer(root, spills, candidates, handoff, listing, budget, limit, count)
+    consumer.here = (mine, skipped, listing_checkpoint)
+    sharing = Sharing(count, request.split_after_s)
+    keep = handoff.keep if handoff is not None else ()
+    parallel = consumer.parallel = ParallelWalk(scanner, listing, sharing, consumer.work, keep)
+    try:
+        with parallel:
+            parallel.walk(mine.consume)
+            stopped = scanner.stopped
+            parts: list[dict[str, Any] | None] = []
+            fan = parallel.fan
+            if fan is not None and handoff is not None:
+                handoff.started()
+                walked_here = parallel.here()
+                parts = handoff.wait(fan.children, spills, give_up_at(listing), quiet(listing_checkpoint))
+                died = "a listing process ended unexpectedly"
+                stopped = stopped or parallel.stopped_early([walked_here, *parts], died, skipped)
+            search.stopped = stopped
+            runs: list[tuple[int, int, int]] = []
+            for spill, part in zip(spills, [mine.summary(), *parts], strict=False):
+                if part is not None:
+                    search.files_scanned += part["files"]
+                    search.hard_links += part["links"]
+                    runs += [(spill.fileno(), offset, length) for offset, length in part["extents"]]
+            links = gather_candidates(runs, candidates, search.files_scanned, cancelled)
+            search.hard_links += links
+            search.files_scanned -= links  # two processes each listed a name of one inode first
+            walked = search.files_scanned
+            for spill in spills:
+                spill.truncate(0)  # the runs are merged: give their disk space back now
+            total = walked + candidates.files
+            report(walked, total)
+
+            # Called before every file opened: the progress count and the cancellation question (a hop
+            # into the event loop, microseconds) are asked every few milliseconds, the deadline every time.
+            here = Reader(root, skipped, budget.sharing(comparing_checkpoint))
+            try:
+                if fan is not None and handoff is not None:
+                    handoff.send(candidates.blocks)
+                    results: list[dict[str, Any] | None] = [
+                        Comparer(here, candidates.spill.fileno()).run(handoff.claim)
+                    ]
+                    results += parallel.children(budget, comparing_checkpoint)
+                else:
+                    results = compare_blocks(candidates, here, budget, count, comparing_checkpoint)
+            finally:
+                here.close()
+            search.files_read, search.bytes_read = here.files_read, here.bytes_read
+            merge_comparisons(results, search)
+    finally:
+        if handoff is not None:
+            handoff.close()
+        for spill in [*spills, candidates.spill]:
+            spill.close()
+    done = walked + search.files_read
+    report(done, max(done, total))
+    search.groups.sort(key=lambda g: (-g.reclaimable, -g.size, g.copies[0].relative))
+    search.elapsed = clock() - started
+    return search
+
+
+class Consumer:
+    """What every process of a search does with the subtrees it claims, apart from how they are shared out.
+
+    This is the part a parallel walk driver plugs in: ``work`` walks the claimed subtrees into size
+    runs; in a forked worker it then stores its walk's part (``Handoff.report``), claims blocks of the
+    candidates file and compares them. ``ParallelWalk.stopped_early`` and ``merge_comparisons`` fold
+    the parts back.
+    """
+
+    def __init__(
+        self,
+        root: bytes,
+        spills: Sequence[IO[bytes]],
+        candidates: Candidates,
+        handoff: Handoff | None,
+        listing: Budget,
+        budget: Budget,
+        limit: int,
+        processes: int,
+    ) -> None:
+        self.root, self.spills, self.candidates = root, spills, candidates
+        self.handoff, self.listing, self.budget = handoff, listing, budget
+        self.limit, self.processes = limit, processes
+        self.limit_reason = f"more than {limit:,} files: the search stopped listing there"
+        self.parallel: ParallelWalk | None = None  # the walk whose subtrees ``work`` claims
+        self.here: tuple[SizeRuns, SkipCounter, Callable[[], None]] | None = None  # this process's
+
+    def work(
+        self, claim: Callable[[], int | None], progress: SharedCounters, in_child: bool
+    ) -> dict[str, Any]:
+        """``FanOut``'s task: walk the subtrees claimed; in a worker, then report the walk and compare blocks."""
+        assert self.parallel is not None
+        if not in_child:
+            assert self.here is not None
+            runs, counter, check = self.here
+            return self.parallel.walk_claimed(claim, counter, check, runs.consume)
+        assert self.handoff is not None
+        end = self.handoff.in_child(progress.slot)
+        runs, counter = SizeRuns(self.spills[progress.slot]), SkipCounter()
+        share = max(1, self.limit // self.processes)
+
+        def publish() -> None:
+            progress.set(runs.files, 0)
+            if runs.files >= share:
+                raise ScanStopped(self.limit_reason)
+
+        check = self.listing.sharing(publish)
+        walked = self.parallel.walk_claimed(claim, counter, check, runs.consume, in_child)
+        part = runs.summary() | walked  # the summary once the walk is done
+        progress.set(0, 0)  # from here on: files read
+        Handoff.report(end, self.spills[progress.slot], part)
+        return compare_apart(
+            self.root, self.candidates.spill.fileno(), self.handoff.claim, self.budget, progress
+        )
+
+
+def compare_apart(
+    root: bytes,
+    fd: int,
+    claim: Callable[[], tuple[int, int] | None],
+    budget: Budget,
+    progress: SharedCounters,
+) -> dict[str, Any]:
+    """In a forked worker: compare the blocks claimed with a reader and counts of its own."""
+    counter = SkipCounter()
+    reader: Reader | None = None
+
+    def publish() -> None:
+        if reader is not None:
+            progress.set(reader.files_read, reader.bytes_read)
+
+    reader = Reader(root, counter, budget.sharing(publish))
+    try:
+        result = Comparer(reader, fd).run(claim)
+    finally:
+        reader.close()
+    result.update(read=reader.files_read, bytes=reader.bytes_read, skipped=counter.as_dict())
+    return result
+
+
+def merge_comparisons(results: Sequence[dict[str, Any] | None], search: Search) -> None:
+    """Fold every process's comparison into ``search`` (None: a worker that died or was given up)."""
+    for result in results:
+        if result is None:
+            search.stopped = search.stopped or "a comparing process ended unexpectedly"
+            continue
+        for size, digest, same in result["groups"]:
+            same.sort()
+            copies = tuple(
+                Candidate(os.fsdecode(name), dev, ino, disk, tuple(looked))
+                for name, dev, ino, disk, looked in same
+            )
+            search.groups.append(Group(size, digest, copies))
+        search.files_read += result.get("read", 0)
+        search.bytes_read += result.get("bytes", 0)
+        search.skipped.merge(result.get("skipped", {}), result.get("skipped_named", ()))
+        search.stopped = search.stopped or result["stopped"]
+
+
+def compare_blocks(
+    candidates: Candidates,
+    reader: Reader,
+    budget: Budget,
+    processes: int,
+    report_and_check: Callable[[], None],
+) -> list[dict[str, Any] | None]:
+    """Compare the blocks, largest sizes first, here and, when there is much to read, in forked workers.
+
+    Only for a tree listed before the walk split (so no workers exist yet): what this process holds
+    then is the candidates file's block table, nothing per file.
+    """
+    fd = candidates.spill.fileno()
+    blocks = candidates.blocks
+    parallel = processes > 1 and len(blocks) > 1
+    parallel = parallel and (candidates.files >= PARALLEL_FROM or candidates.bytes >= PARALLEL_BYTES)
+    if not parallel:
+        queue = iter(blocks)
+        return [Comparer(reader, fd).run(lambda: next(queue, None))]
+
+    def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
+        def next_block() -> tuple[int, int] | None:
+            task = claim()
+            return None if task is None else blocks[task]
+
+        if not in_child:
+            return Comparer(reader, fd).run(next_block)
+        return compare_apart(reader.root, fd, next_block, budget, progress)
+
+    return run_shared(len(blocks), processes, work, budget, report_and_check)
+
+
+def _nothing() -> None:
+    return None
+
+
+def _ignore(done: int, total: int | None) -> None:
+    return None

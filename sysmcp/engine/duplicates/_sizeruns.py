@@ -1,0 +1,127 @@
+"""Every listed file as a compact record in sorted runs on disk, merged back by size in a stream.
+
+Why: a duplicate search must know which sizes at least two inodes share before it reads anything, and
+a million files held in memory (even as compact arrays) cost tens of megabytes, which every forked
+worker then counts again. Here each process that walks appends one fixed-header record per file
+(size, device, inode, bytes allocated, name) to a buffer, sorts it every megabyte and writes it as a
+sorted run to an unlinked temporary file (never visible in any directory, gone when closed). The
+merge streams the runs in size order, largest first, and keeps one size at a time: only the sizes
+held by two or more distinct inodes are passed on, each as a block of records.
+
+Further names of one inode seen by two processes (hard links split between them) sort next to each
+other, so the merge counts them as links, not as copies, whichever process saw them first.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import struct
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, Any
+
+from sysmcp.engine.walk import RUN_BYTES, Finished, Listing, SortedRuns
+
+__all__ = ["HEADER", "RUN_BYTES", "SizeRuns", "merge_by_size", "parse", "read_records"]
+
+# (largest size minus this size, device, inode, bytes allocated), big-endian, so that sorting records
+# as bytes sorts them by size, largest first, then by inode; the name follows, ended by a NUL
+# (which no name holds).
+HEADER = struct.Struct(">QQQQ")
+_TOP = (1 << 64) - 1
+READ_BYTES = 32 << 10  # read-ahead per run while merging (a million files: about 50 runs)
+
+
+class SizeRuns(SortedRuns):
+    """One process's records in sorted runs in its own temporary file, and the counts behind them."""
+
+    def __init__(self, spill: IO[bytes]) -> None:
+        super().__init__(spill)
+        self.files = 0
+        self.links = 0  # further names of an inode this process already listed
+
+    def listing(self, listing: Listing) -> None:
+        """Add one directory's regular files (their further hard-linked names are only counted)."""
+        fsencode, pack, top = os.fsencode, HEADER.pack, _TOP
+        base = fsencode(listing.relative) + b"/" if listing.relative else b""
+        records = self.records
+        added = 0
+        for name, st in listing.files:
+            record = pack(top - st.st_size, st.st_dev, st.st_ino, st.st_blocks * 512) + base + fsencode(name)
+            records.append(record + b"\0")
+            added += len(record) + 1
+        self.files += len(listing.files)
+        self.links += len(listing.links)
+        self.buffered += added
+        if self.buffered >= RUN_BYTES:
+            self.flush()
+
+    def consume(self, event: Listing | Finished, scanner: object) -> None:
+        """A walk's event, as the parallel walk hands it: listings are added, totals ignored."""
+        if type(event) is Listing:
+            self.listing(event)
+
+    def summary(self) -> dict[str, Any]:
+        """What a worker process sends back (``marshal``-able): its runs are in the file the parent opened."""
+        self.flush()
+        return {"extents": self.extents, "files": self.files, "links": self.links}
+
+
+def read_records(fd: int, offset: int, length: int) -> Iterator[bytes]:
+    """The records stored at ``offset`` (one run, or a block of them), in order."""
+    end = offset + length
+    pending = b""
+    size = HEADER.size
+    while offset < end:
+        chunk = os.pread(fd, min(READ_BYTES, end - offset), offset)
+        if not chunk:
+            break
+        offset += len(chunk)
+        data = pending + chunk if pending else chunk
+        start = 0
+        find = data.find
+        while True:
+            nul = find(b"\0", start + size)
+            if nul < 0:
+                break
+            yield data[start : nul + 1]
+            start = nul + 1
+        pending = data[start:]
+
+
+def parse(record: bytes) -> tuple[int, int, int, int, bytes]:
+    """(size, device, inode, bytes allocated, name relative to the root) of one record."""
+    inverted, dev, ino, disk = HEADER.unpack_from(record)
+    return _TOP - inverted, dev, ino, disk, record[HEADER.size : -1]
+
+
+def merge_by_size(
+    runs: Sequence[tuple[int, int, int]], counts: list[int], checkpoint: Callable[[], None] = lambda: None
+) -> Iterator[tuple[int, list[bytes]]]:
+    """(size, records) for every size at least two distinct inodes share, largest size first.
+
+    ``runs`` are (descriptor, offset, length) of sorted runs. A size's records come one per inode
+    (the first name in byte order); further names of an inode are added to ``counts[0]`` (links).
+    ``checkpoint`` runs every few thousand records (and may raise: cancellation).
+    """
+    streams = [read_records(fd, offset, length) for fd, offset, length in runs]
+    current = b""
+    group: list[bytes] = []
+    last_inode = b""
+    for number, record in enumerate(heapq.merge(*streams)):
+        if not number & 0xFFF:
+            checkpoint()
+        key = record[:8]
+        if key != current:
+            if len(group) > 1:
+                yield _TOP - int.from_bytes(current, "big"), group
+            current, group, last_inode = key, [record], record[8:24]
+            continue
+        inode = record[8:24]
+        if inode == last_inode:
+            counts[0] += 1  # another name of the inode just kept: a hard link, not a copy
+            continue
+        last_inode = inode
+        group.append(record)
+    if len(group) > 1:
+        yield _TOP - int.from_bytes(current, "big"), group

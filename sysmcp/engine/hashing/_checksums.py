@@ -1,0 +1,452 @@
+"""Checksums: the hashing engine every hashing tool shares, and the manifest formats admins already use.
+
+Reading manifests lives in ``sysmcp.engine.hashing._manifests`` (which imports this module, never the other way).
+
+Why one engine: ``file_sha256``, ``hash_tree`` and ``verify_checksums`` must agree byte for byte with
+``sha256sum``/``b3sum`` and must all stream (one reused buffer, flat memory), stop within one chunk
+when cancelled, and never block on a FIFO or device. Doing that once keeps the three honest.
+
+Manifest formats, as coreutils 9 writes and reads them:
+
+- GNU: ``<hex>  <name>`` (``*`` instead of the second space marks "binary", meaningless on Linux).
+  A name holding a backslash, newline or carriage return is written escaped (``\\\\``, ``\\n``,
+  ``\\r``) and the whole line gets a leading backslash. b3sum escapes only backslash and newline.
+- BSD (``--tag``): ``SHA256 (<name>) = <hex>``, same escaping rule.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import blake3
+
+from sysmcp import platform
+from sysmcp.engine.opens import NotRegularFile, Replaced, open_regular_at
+from sysmcp.engine.parallel import forked
+
+#: Hashing threads for many files: hashlib and blake3 release the GIL, so each core can hash (at most 4).
+HASH_THREADS = max(1, min(4, os.cpu_count() or 1))
+CHUNK = 1 << 20  # 1 MiB: large enough that per-chunk Python overhead vanishes, small enough to cancel fast
+
+Style = Literal["gnu", "bsd"]
+
+
+class Hasher(Protocol):
+    def update(self, data: bytes | memoryview, /) -> object: ...
+
+    def hexdigest(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Algorithm:
+    """One digest algorithm as the command-line tools name and print it."""
+
+    name: str  # what the tools' arguments accept: "sha256", "blake2b", "blake2b-256"
+    tag: str  # the BSD --tag word: "SHA256", "BLAKE2b", "BLAKE2b-256", "BLAKE3"
+    hex_length: int
+    factory: Callable[[], Hasher]
+    tool: str  # the command that checks a GNU manifest of this algorithm
+    escapes_cr: bool = True  # coreutils 9 escapes CR in names; b3sum 1.x does not
+
+    def new(self) -> Hasher:
+        return self.factory()
+
+
+def _blake2b(bits: int) -> Algorithm:
+    size = bits // 8
+    tag = "BLAKE2b" if bits == 512 else f"BLAKE2b-{bits}"
+    name = "blake2b" if bits == 512 else f"blake2b-{bits}"
+    return Algorithm(
+        name, tag, size * 2, lambda: hashlib.blake2b(digest_size=size), "b2sum" if bits == 512 else "b2sum -l"
+    )
+
+
+ALGORITHMS: dict[str, Algorithm] = {
+    "md5": Algorithm("md5", "MD5", 32, hashlib.md5, "md5sum"),
+    "sha1": Algorithm("sha1", "SHA1", 40, hashlib.sha1, "sha1sum"),
+    "sha256": Algorithm("sha256", "SHA256", 64, hashlib.sha256, "sha256sum"),
+    "sha512": Algorithm("sha512", "SHA512", 128, hashlib.sha512, "sha512sum"),
+    "blake2b": _blake2b(512),
+    "blake3": Algorithm("blake3", "BLAKE3", 64, blake3.blake3, "b3sum", escapes_cr=False),
+}
+
+#: The algorithms a caller may choose by name, in the order the schemas list them.
+ALGORITHM_NAMES: tuple[str, ...] = tuple(ALGORITHMS)
+
+#: Tags other tools write for the same algorithms (OpenSSL 3 ``dgst`` says SHA2-256).
+_TAG_ALIASES = {"SHA2-256": "sha256", "SHA2-512": "sha512"}
+
+#: For an untagged line, the digest length says which algorithms it can be; the first is the guess.
+_BY_LENGTH: dict[int, tuple[str, ...]] = {
+    32: ("md5",),
+    40: ("sha1",),
+    64: ("sha256", "blake3"),
+    128: ("sha512", "blake2b"),
+}
+
+
+BLAKE2B_256 = _blake2b(256)
+
+#: What find_duplicates compares contents by: the fastest of them (several times BLAKE2b), and 256 bits
+#: leave no room for accidental equality. The threaded one spreads a large file's chunks over the cores.
+BLAKE3 = ALGORITHMS["blake3"]
+
+
+def threaded_blake3() -> Hasher:
+    """A BLAKE3 hasher on every core in the process that may own a thread pool, one thread in a fork.
+
+    Why: ``max_threads=AUTO`` starts rayon's global pool on first use; a child forked after that
+    inherits the pool without its threads and waits forever in ``update``. One thread never touches
+    rayon, and a forked worker is already one of several processes sharing the cores. The one place
+    that decides how many threads blake3 may use: every threaded hash goes through it; whether this
+    is a child is the fork driver's to say (``parallel.forked``).
+    """
+    return blake3.blake3(max_threads=1 if forked() else blake3.blake3.AUTO)
+
+
+BLAKE3_THREADED = Algorithm("blake3", "BLAKE3", 64, threaded_blake3, "b3sum", escapes_cr=False)
+
+
+def algorithm_for_tag(tag: str) -> Algorithm | None:
+    """The algorithm a BSD tag names (``SHA256``, ``BLAKE2b-256``, ``SHA2-256``), or None."""
+    for algorithm in ALGORITHMS.values():
+        if algorithm.tag == tag:
+            return algorithm
+    if tag in _TAG_ALIASES:
+        return ALGORITHMS[_TAG_ALIASES[tag]]
+    if tag.startswith("BLAKE2b-"):
+        bits = tag[len("BLAKE2b-") :]
+        if bits.isdigit() and 0 < int(bits) <= 512 and int(bits) % 8 == 0:
+            return _blake2b(int(bits))
+    return None
+
+
+def blake2b_of_length(hex_length: int) -> Algorithm | None:
+    """b2sum -l N writes N/4 hex digits untagged; any multiple of 8 bits up to 512 is valid."""
+    if 2 <= hex_length <= 128 and hex_length % 2 == 0:
+        return _blake2b(hex_length * 4)
+    return None
+
+
+# -- hashing -----------------------------------------------------------------------------------
+
+
+class Stopped(Exception):
+    """Raised inside a hashing loop when its caller asked it to stop (the request was cancelled)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Digest:
+    """What one pass over a file produced."""
+
+    hexdigests: dict[str, str]  # algorithm name → lowercase hex
+    size: int  # bytes actually read
+    changed: str | None  # why the digest is of no single version of the file, if it is not
+
+
+GROWTH_ALLOWANCE = 64 << 20  # bytes a file may grow by while hashed, at least (see hash_fd)
+
+
+class KeptGrowing(OSError):
+    """The file produced far more than its size when opened: a live log, or a kernel pseudo-file such as
+    /proc/self/pagemap that reports size 0 and yields hundreds of GiB. Hashing it would never end."""
+
+    def __init__(self, read: int, size_at_open: int) -> None:
+        super().__init__(
+            errno.EFBIG,
+            f"it kept growing while being read (over {read:,} bytes read, {size_at_open:,} when opened); "
+            "hash it once nothing writes to it (kernel pseudo-files like /proc/*/pagemap cannot be hashed)",
+        )
+
+
+def hash_fd(
+    fd: int,
+    algorithms: Sequence[Algorithm],
+    buffer: bytearray,
+    on_chunk: Callable[[int], None] | None = None,
+    *,
+    opened: os.stat_result | None = None,
+) -> Digest:
+    """Stream an open regular file through every algorithm at once, reading into ``buffer``.
+
+    ``on_chunk(bytes_so_far)`` runs after each chunk: the caller reports progress and raises to
+    stop there. Size and mtime are compared before and after, so a file written while we read is
+    reported instead of yielding a digest of no real version. ``opened`` is the descriptor's
+    ``fstat`` if the caller has it (one system call fewer per file counts for tiny files). Reading
+    stops with ``KeptGrowing`` past twice the size at open, or that size plus ``GROWTH_ALLOWANCE``.
+    """
+    before = opened if opened is not None else os.fstat(fd)
+    expected = before.st_size
+    most = expected + max(expected, GROWTH_ALLOWANCE)
+    hashers = [algorithm.new() for algorithm in algorithms]
+    updates = [hasher.update for hasher in hashers]
+    view = memoryview(buffer)
+    room = len(buffer)
+    size = 0
+    if expected > room:
+        platform.advise_sequential(fd)
+    readv = os.readv
+    targets = [buffer]
+    while count := readv(fd, targets):
+        chunk = view[:count] if count < room else view
+        for update in updates:
+            update(chunk)
+        size += count
+        if size > most:
+            raise KeptGrowing(size, expected)
+        if on_chunk is not None:
+            on_chunk(size)
+        if size == expected and count < room:
+            break  # a short read that ends at the size: EOF, without one more read (growth shows below)
+    after = os.fstat(fd)
+    return Digest(
+        {algorithm.name: hasher.hexdigest() for algorithm, hasher in zip(algorithms, hashers, strict=True)},
+        size,
+        describe_change(before, after, size),
+    )
+
+
+#: Constructors that take the data at once: one call per small file instead of three.
+_TAKES_DATA: frozenset[Callable[..., Hasher]] = frozenset(
+    {hashlib.md5, hashlib.sha1, hashlib.sha256, hashlib.sha512, blake3.blake3}
+)
+
+
+def one_shot(algorithm: Algorithm) -> Callable[[memoryview], Hasher]:
+    """``f(data)``: a hasher that has taken ``data``, with as few Python calls as the algorithm allows."""
+    factory = algorithm.factory
+    if factory in _TAKES_DATA:
+        return factory  # type: ignore[return-value]
+
+    def hashed(data: memoryview) -> Hasher:
+        hasher = factory()
+        hasher.update(data)
+        return hasher
+
+    return hashed
+
+
+def hash_once(fd: int, algorithms: Sequence[Algorithm], buffer: bytearray, opened: os.stat_result) -> Digest:
+    """``hash_fd`` for a file smaller than ``buffer``: one read, no chunk loop, no callback.
+
+    The size read must be the size at open, and size and mtime must not have moved after it;
+    otherwise the digest says what changed, as ``hash_fd``'s does. Empty and kernel-generated files
+    (size 0) go to ``hash_fd``, which reads them to the end.
+    """
+    size = opened.st_size
+    if not 0 < size < len(buffer):
+        return hash_fd(fd, algorithms, buffer, opened=opened)
+    count = os.readv(fd, [buffer])
+    data = memoryview(buffer)[:count]
+    hexdigests = {}
+    for algorithm in algorithms:
+        hasher = algorithm.new()
+        hasher.update(data)
+        hexdigests[algorithm.name] = hasher.hexdigest()
+    return Digest(hexdigests, count, describe_change(opened, os.fstat(fd), count))
+
+
+def describe_change(before: os.stat_result, after: os.stat_result, read: int) -> str | None:
+    """Why a file read between these two looks yields the digest of no single version of it, or None."""
+    # Size 0 before and after with bytes read is a kernel-generated file (procfs, sysfs): not a change.
+    pseudo = before.st_size == after.st_size == 0
+    if before.st_size != after.st_size or (read != after.st_size and not pseudo):
+        return (
+            f"its size changed while it was being hashed ({before.st_size:,} bytes at the start, "
+            f"{after.st_size:,} at the end, {read:,} read)"
+        )
+    if before.st_mtime_ns != after.st_mtime_ns:
+        return "it was modified while it was being hashed (its modification time changed)"
+    return None
+
+
+# Files are opened with ``safeopen.open_regular_at``: look, open (O_NONBLOCK, never a device),
+# then check it is the file looked at.
+
+
+def explain(exc: OSError) -> str:
+    """A short reason for a file that could not be hashed, for people and models."""
+    if isinstance(exc, (NotRegularFile, Replaced)):
+        return str(exc.strerror)
+    if exc.errno == errno.ENOENT:
+        return "no such file"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    return exc.strerror or str(exc)
+
+
+# -- many files on a small thread pool ---------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Job:
+    """One file to hash: where it is, what to compute, and the ``stat`` it must still match."""
+
+    key: int
+    path: bytes
+    algorithms: Sequence[Algorithm]
+    looked: os.stat_result
+    follow_symlinks: bool = False
+
+
+@dataclass(slots=True)
+class HashResult:
+    job: Job
+    digest: Digest | None = None
+    error: str | None = None  # why it could not be hashed
+    missing: bool = False  # it vanished between the look and the open
+
+
+@dataclass
+class PoolCounters:
+    """Bytes and files done, summed over per-thread slots so no thread ever waits on a lock."""
+
+    slots: list[list[int]] = field(default_factory=list)
+
+    def slot(self) -> list[int]:
+        mine = [0, 0]
+        self.slots.append(mine)  # list.append is atomic; each thread then writes only its own slot
+        return mine
+
+    @property
+    def bytes(self) -> int:
+        return sum(s[0] for s in self.slots)
+
+    @property
+    def files(self) -> int:
+        return sum(s[1] for s in self.slots)
+
+
+BATCH_FILES = (
+    64  # small files go to a thread in batches: a future per tiny file would cost more than the hash
+)
+BATCH_BYTES = 4 << 20
+POLL = 0.05  # seconds between cancellation checks while the threads work
+
+
+def hash_many(
+    jobs: Iterable[Job],
+    *,
+    checkpoint: Callable[[], None],
+    counters: PoolCounters,
+    threads: int = 2,
+) -> Iterator[HashResult]:
+    """Hash many files on ``threads`` threads, yielding outcomes as batches finish.
+
+    The caller's thread walks (``jobs`` may be a lazy walk) and calls ``checkpoint`` between jobs
+    and every ``POLL`` seconds while waiting; when it raises, the hashing threads stop within one
+    chunk and the exception propagates. hashlib and blake3 release the GIL on large updates, so
+    the threads really do use the cores.
+    """
+    stop = threading.Event()
+    local = threading.local()
+
+    def run(batch: list[Job]) -> list[HashResult]:
+        state = getattr(local, "state", None)
+        if state is None:
+            state = local.state = (bytearray(CHUNK), counters.slot())
+        buffer, slot = state
+        return [_hash_job(job, buffer, slot, stop) for job in batch]
+
+    pending: set[Future[list[HashResult]]] = set()
+    batch: list[Job] = []
+    batch_bytes = 0
+    limit = threads * 3
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="sysmcp-hash") as pool:
+        try:
+            for job in jobs:
+                checkpoint()
+                batch.append(job)
+                batch_bytes += job.looked.st_size
+                if len(batch) >= BATCH_FILES or batch_bytes >= BATCH_BYTES:
+                    pending.add(pool.submit(run, batch))
+                    batch, batch_bytes = [], 0
+                    while len(pending) >= limit:
+                        yield from _collect(pending, checkpoint)
+            if batch:
+                pending.add(pool.submit(run, batch))
+            while pending:
+                yield from _collect(pending, checkpoint)
+        except BaseException:
+            stop.set()
+            for future in pending:
+                future.cancel()
+            raise
+
+
+def _collect(pending: set[Future[list[HashResult]]], checkpoint: Callable[[], None]) -> Iterator[HashResult]:
+    done, _ = wait(pending, timeout=POLL, return_when=FIRST_COMPLETED)
+    checkpoint()
+    for future in done:
+        pending.discard(future)
+        yield from future.result()
+
+
+def _hash_job(job: Job, buffer: bytearray, slot: list[int], stop: threading.Event) -> HashResult:
+    if stop.is_set():
+        raise Stopped()
+    try:
+        fd, opened = open_regular_at(job.path, follow_symlinks=job.follow_symlinks, expect=job.looked)
+    except FileNotFoundError:
+        return HashResult(job, error="no such file", missing=True)
+    except OSError as exc:
+        return HashResult(job, error=explain(exc))
+    start = slot[0]
+    on_chunk: Callable[[int], None] | None = None
+    if opened.st_size >= len(buffer):  # a file of one chunk needs no report or stop check inside
+
+        def on_chunk(done: int) -> None:
+            slot[0] = start + done
+            if stop.is_set():
+                raise Stopped()
+
+    try:
+        digest = hash_fd(fd, job.algorithms, buffer, on_chunk, opened=opened)
+    except OSError as exc:
+        return HashResult(job, error=f"read error: {explain(exc)}")
+    finally:
+        os.close(fd)
+    slot[0] = start + digest.size
+    slot[1] += 1
+    return HashResult(job, digest=digest)
+
+
+# -- manifests: writing ------------------------------------------------------------------------
+
+
+def _escape(name: bytes, escape_cr: bool) -> tuple[bytes, bool]:
+    if b"\\" not in name and b"\n" not in name and not (escape_cr and b"\r" in name):
+        return name, False
+    escaped = name.replace(b"\\", b"\\\\").replace(b"\n", b"\\n")
+    if escape_cr:
+        escaped = escaped.replace(b"\r", b"\\r")
+    return escaped, True
+
+
+def format_line(name: bytes, hexdigest: str, algorithm: Algorithm, style: Style = "gnu") -> bytes:
+    """One manifest line, newline included, exactly as the algorithm's own tool would print it."""
+    shown, escaped = _escape(name, algorithm.escapes_cr or style == "bsd")  # b3sum has no --tag to follow
+    prefix = b"\\" if escaped else b""
+    if style == "bsd":
+        return prefix + algorithm.tag.encode() + b" (" + shown + b") = " + hexdigest.encode() + b"\n"
+    return prefix + hexdigest.encode() + b"  " + shown + b"\n"
+
+
+# -- small shared pieces for the tools ---------------------------------------------------------
+
+#: What admins call a manifest of each algorithm (Debian, Ubuntu, Arch and b3sum conventions).
+MANIFEST_NAMES = {
+    "md5": "MD5SUMS",
+    "sha1": "SHA1SUMS",
+    "sha256": "SHA256SUMS",
+    "sha512": "SHA512SUMS",
+    "blake2b": "B2SUMS",
+    "blake3": "B3SUMS",
+}

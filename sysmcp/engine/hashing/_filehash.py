@@ -1,0 +1,125 @@
+"""One regular file's digest, opened so that nothing swapped in can lead elsewhere: file_sha256's engine.
+
+Why its own opening: the path was resolved and checked against the roots before, but the file or a
+directory on the way may be swapped for a symlink since. So the parent is reached from ``/`` one
+component at a time without following any symlink (``safeopen.open_parent``) and the file itself is
+looked at, then opened with ``O_NOFOLLOW | O_NONBLOCK`` and checked on the descriptor
+(``safeopen.open_regular_at``): a FIFO or a device is refused without blocking, a swap is refused.
+Then the file is streamed through the digest in chunks (``checksums.hash_fd``), with progress through
+``report(done, total)`` and ``check_cancelled()`` after every chunk. Failures are ``EngineError``s
+with the facts and a ``reason`` where the tool layer words a case apart (``tools.errors``:
+``not_hashable``, ``swapped_for_link``, ``replaced_while_opened``); everything here blocks, so it runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sysmcp.engine.errors import EngineError, NotFound, PermissionRefused, Refused, WrongKind
+from sysmcp.engine.hashing._checksums import ALGORITHMS, CHUNK, Algorithm, Digest, hash_fd
+from sysmcp.engine.opens import NotRegularFile, Replaced, kind, open_parent, open_regular_at, through_symlink
+
+__all__ = ["FileHash", "FileRequest", "hash_file", "open_file"]
+
+
+@dataclass(frozen=True, slots=True)
+class FileRequest:
+    """What to hash: the resolved path, how it is shown, the path as given (to tell a dangling
+    symlink from a missing file), and the algorithm."""
+
+    path: bytes
+    shown: str
+    given: str
+    algorithm: Algorithm = ALGORITHMS["sha256"]
+
+
+@dataclass(frozen=True, slots=True)
+class FileHash:
+    """The digest (with its size and whether the file changed while read) and the seconds it took."""
+
+    digest: Digest
+    seconds: float
+
+
+def open_file(request: FileRequest) -> tuple[int, os.stat_result]:
+    """A descriptor on the regular file and its ``fstat``, or an ``EngineError`` that says what the
+    path is. The caller closes the descriptor."""
+    path, shown = request.path, request.shown
+    if path == b"/":
+        raise WrongKind("Not a regular file: / is a directory", reason="not_hashable")
+    try:
+        parent, name = open_parent(os.fsdecode(path))
+    except FileNotFoundError:
+        raise NotFound(f"No such file: {shown}") from None
+    except PermissionError:  # without O_PATH a directory on the way must be readable, not only searchable
+        raise PermissionRefused(f"Permission denied: {shown}") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise through_symlink(shown) from None
+        raise EngineError(f"Cannot open {shown}: {exc.strerror or exc}") from None
+    try:
+        return open_regular_at(name, dir_fd=parent)
+    except FileNotFoundError:
+        if os.path.islink(request.given):
+            raise NotFound(
+                f"No such file: {request.given} is a symbolic link to {shown}, which does not exist"
+            ) from None
+        raise NotFound(f"No such file: {shown}") from None
+    except PermissionError:
+        raise PermissionRefused(f"Permission denied: {shown}") from None
+    except NotRegularFile as exc:
+        if stat.S_ISLNK(exc.mode):  # the path was resolved, so a link here was swapped in since
+            raise Refused(
+                f"{shown} was replaced by a symbolic link while it was being opened",
+                reason="swapped_for_link",
+            ) from None
+        raise WrongKind(f"Not a regular file: {shown} is {kind(exc.mode)}", reason="not_hashable") from None
+    except Replaced:
+        raise Refused(
+            f"{shown} was replaced (for example by a symbolic link) while it was being opened",
+            reason="replaced_while_opened",
+        ) from None
+    except OSError as exc:
+        raise EngineError(f"Cannot open {shown}: {exc.strerror or exc}") from None
+    finally:
+        os.close(parent)
+
+
+def hash_file(
+    request: FileRequest,
+    *,
+    report: Callable[[int, int], None] | None = None,
+    check_cancelled: Callable[[], None] | None = None,
+) -> FileHash:
+    """Open, then stream through the digest; stops within one chunk.
+
+    ``report(done, total)`` gets the bytes read and the size (the size grows with a file that grows
+    while read, so ``done`` never passes ``total``): once when opened, then after every chunk, each
+    time followed by ``check_cancelled()``, which raises to abandon the call."""
+    fd, opened = open_file(request)
+    try:
+        total = opened.st_size
+        if report is not None:
+            report(0, total)
+
+        def on_chunk(done: int) -> None:
+            nonlocal total
+            total = max(total, done)
+            if report is not None:
+                report(done, total)
+            if check_cancelled is not None:
+                check_cancelled()
+
+        started = time.perf_counter()
+        try:
+            digest = hash_fd(fd, (request.algorithm,), bytearray(CHUNK), on_chunk, opened=opened)
+        except OSError as exc:
+            raise EngineError(f"Read error in {request.shown}: {exc.strerror or exc}") from None
+        return FileHash(digest, time.perf_counter() - started)
+    finally:
+        os.close(fd)

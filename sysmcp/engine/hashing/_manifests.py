@@ -1,0 +1,591 @@
+"""Reading checksum manifests: lines as ``sha256sum -c`` reads them, and the manifest file in ranges.
+
+Reading follows ``sha256sum -c``: lines starting with ``#`` and empty lines are skipped, one trailing
+CR is dropped, and anything else that does not parse is counted as improperly formatted. The
+formats themselves (GNU and BSD ``--tag`` lines, their escaping) are described in
+``sysmcp.engine.hashing._checksums``, which writes them.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import sys
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar, overload
+
+from sysmcp.engine.errors import EngineError, NotFound, Refused
+from sysmcp.engine.hashing._checksums import (
+    _BY_LENGTH,
+    ALGORITHMS,
+    Algorithm,
+    algorithm_for_tag,
+    blake2b_of_length,
+    explain,
+)
+from sysmcp.engine.opens import open_regular_at
+from sysmcp.engine.paths import PATH_MAX
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One parsed manifest line: the name as bytes, the expected digest and what it may be."""
+
+    line: int
+    name: bytes
+    digest: str  # lowercase hex
+    candidates: tuple[Algorithm, ...]  # one when tagged or forced; several when the length is ambiguous
+
+
+T = TypeVar("T")
+
+MAX_BAD_LINES_KEPT = 10_000  # line numbers of improperly formatted lines kept (all are counted)
+MAX_BAD_LINES = 100_000  # beyond this many improperly formatted lines the input is no manifest: stop
+
+
+class Packed(Sequence[T]):
+    """A sequence whose items are built on demand by ``_at`` from compact storage (``Entries``,
+    ``verdicts.Verdicts``): indexing, slicing and iteration written once for both."""
+
+    __slots__ = ()
+
+    def _at(self, index: int) -> T:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
+
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
+        if isinstance(index, slice):
+            return [self._at(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"{type(self).__name__} index out of range")
+        return self._at(index)
+
+    def __iter__(self) -> Iterator[T]:
+        for index in range(len(self)):
+            yield self._at(index)
+
+
+class Entries(Packed[Entry]):
+    """Parsed entries kept compactly: names in one buffer, raw digests in another, numbers in arrays.
+
+    Why: an ``Entry`` object per line costs about 290 bytes (57 MB for 200,000 lines), and forked
+    checking processes copy every page of them that reference counting or the collector touches.
+    Here an entry costs its name plus about 50 bytes in a handful of flat buffers no process writes
+    to after parsing; ``entries[i]`` builds the ``Entry`` on demand.
+    """
+
+    __slots__ = (
+        "_digest_ends",
+        "_digests",
+        "_kind_of",
+        "_kinds",
+        "_kinds_seen",
+        "_lines",
+        "_name_ends",
+        "_names",
+    )
+
+    def __init__(self) -> None:
+        self._names = bytearray()
+        self._name_ends = array("Q")
+        self._digests = bytearray()  # raw digest bytes (hex decoded), so every digest is stored lowercase
+        self._digest_ends = array("Q")
+        self._lines = array("Q")
+        self._kinds = array("H")  # index into _kinds_seen: the candidate algorithms of each entry
+        self._kinds_seen: list[tuple[Algorithm, ...]] = []
+        self._kind_of: dict[tuple[tuple[str, int], ...], int] = {}
+
+    def add(self, line: int, name: bytes, digest: str, candidates: tuple[Algorithm, ...]) -> None:
+        key = tuple((a.name, a.hex_length) for a in candidates)
+        kind = self._kind_of.get(key)
+        if kind is None:
+            kind = self._kind_of[key] = len(self._kinds_seen)
+            self._kinds_seen.append(candidates)
+        self._names += name
+        self._name_ends.append(len(self._names))
+        self._digests += bytes.fromhex(digest)
+        self._digest_ends.append(len(self._digests))
+        self._lines.append(line)
+        self._kinds.append(kind)
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def _at(self, index: int) -> Entry:
+        name_start = self._name_ends[index - 1] if index else 0
+        digest_start = self._digest_ends[index - 1] if index else 0
+        return Entry(
+            self._lines[index],
+            bytes(self._names[name_start : self._name_ends[index]]),
+            self._digests[digest_start : self._digest_ends[index]].hex(),
+            self._kinds_seen[self._kinds[index]],
+        )
+
+
+@dataclass
+class Manifest:
+    entries: Entries = field(default_factory=Entries)
+    bad_lines: list[int] = field(default_factory=list)  # line numbers, 1-based: the first MAX_BAD_LINES_KEPT
+    bad_count: int = 0  # improperly formatted lines in all
+    gave_up: bool = False  # more than MAX_BAD_LINES were improperly formatted: parsing stopped there
+
+
+Parsed = tuple[bytes, str, tuple[Algorithm, ...]]
+
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+_PLAIN_GNU = re.compile(rb"([0-9a-fA-F]+) [ *](.+)", re.DOTALL)
+#: Plain GNU lines, all of a range at once (``LineParser.plain_block``): lowercase hex, one space, a space
+#: or '*', and a name with no CR or NUL, short enough that its UTF-8 bytes stay under PATH_MAX, not
+#: ending in '/': its directory part (up to the last '/') and its last component apart.
+_PLAIN_LINES = re.compile(
+    rf"^([0-9a-f]+) [ *](?=[^\n\r\0]{{1,{(PATH_MAX - 1) // 4}}}\n)([^\n]*/)?([^\n/]+)\n", re.MULTILINE
+)
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()  # os.fsencode's
+_TAG_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
+_BROKEN: Parsed = (b"", "", ())  # a known tag on a line that does not parse: improperly formatted
+
+
+def hint_order(manifest_name: str | None) -> tuple[str, ...]:
+    """Preferred algorithms for ambiguous digest lengths, from a manifest's file name (B3SUMS, *.sha512)."""
+    name = (manifest_name or "").lower()
+    preferred: list[str] = []
+    for needle, algorithm in (
+        ("b3", "blake3"),
+        ("blake3", "blake3"),
+        ("b2", "blake2b"),
+        ("blake2", "blake2b"),
+        ("sha512", "sha512"),
+        ("sha256", "sha256"),
+    ):
+        if needle in name and algorithm not in preferred:
+            preferred.append(algorithm)
+    return tuple(preferred)
+
+
+def parse_manifest(
+    data: bytes,
+    *,
+    forced: Algorithm | None = None,
+    prefer: Sequence[str] = (),
+    check: Callable[[], None] | None = None,
+) -> Manifest:
+    """Parse GNU and BSD lines of any supported algorithm, line by line, as ``sha256sum -c`` does.
+
+    ``forced``: only that algorithm (other tags and lengths are improperly formatted, like running
+    ``sha256sum -c`` on an MD5 list; a forced blake2b takes its length from the line, like b2sum).
+    ``prefer``: order of the candidates for lengths that several algorithms share (64, 128).
+    ``check``: called every few thousand lines (a cancellation checkpoint).
+    """
+    manifest = Manifest()
+    parse = LineParser(forced, prefer).parse
+    # Line by line from a stream, not ``split``: 64 MiB of short junk lines would be millions of objects.
+    for number, raw_line in enumerate(io.BytesIO(data), 1):
+        line = raw_line[:-1] if raw_line.endswith(b"\n") else raw_line
+        if check is not None and not number % 4096:
+            check()
+        if line.startswith(b"#"):
+            continue
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if not line:
+            continue
+        parsed = parse(line)
+        if parsed is None:
+            manifest.bad_count += 1
+            if len(manifest.bad_lines) < MAX_BAD_LINES_KEPT:
+                manifest.bad_lines.append(number)
+            if manifest.bad_count > MAX_BAD_LINES:
+                manifest.gave_up = True
+                break
+            continue
+        name, digest, candidates = parsed
+        manifest.entries.add(number, name, digest, candidates)
+    return manifest
+
+
+class LineParser:
+    """One manifest line at a time, as ``parse_manifest`` reads them (comments, empty lines and the
+    trailing CR already dropped by the caller).
+
+    Why a class: the one piece of state a line leaves for the next is ``reversed_style`` (BSD
+    ``md5 -r`` lines, "<hex> <name>", or GNU ones), fixed by the first line that tells. A parser
+    started on a later part of the manifest is given it (``decide_style``), so parts parsed apart
+    read every line exactly as one pass from the start would.
+    """
+
+    __slots__ = ("_by_length", "_plain", "forced", "prefer", "reversed_style")
+
+    def __init__(
+        self, forced: Algorithm | None = None, prefer: Sequence[str] = (), reversed_style: bool | None = None
+    ) -> None:
+        self.forced = forced
+        self.prefer = prefer
+        self.reversed_style = reversed_style
+        self._by_length: dict[
+            int, tuple[Algorithm, ...]
+        ] = {}  # candidates per digest length, worked out once
+        self._plain = _PLAIN_GNU.fullmatch
+
+    def candidates(self, length: int) -> tuple[Algorithm, ...]:
+        """The algorithms a plain line's digest of ``length`` hex digits may be (worked out once)."""
+        candidates = self._by_length.get(length)
+        if candidates is None:
+            candidates = self._by_length[length] = _candidates(length, self.forced, self.prefer)
+        return candidates
+
+    def plain_block(self, block: bytes) -> list[tuple[str, str, str]] | None:
+        """Every line of ``block`` (whole lines, each ending in a newline) as ``(hex digest, directory
+        part, last component)`` in one regular-expression pass, when each is a plain '<hex>  <name>'
+        line that ``parse`` would read the same way; else None, and the block is parsed line by line.
+
+        Why: for the common manifest the per-line Python work (split, comment and CR checks, the
+        parse call) is a large part of the cost per entry. Only a block whose every line matches is
+        taken (the count of matches equals the count of newlines), so comments, empty lines, CRs,
+        tagged, escaped and improperly formatted lines all keep their one way through ``parse``.
+        The name is the directory part (up to and with its last '/', or '') and the last component
+        together, as ``str`` the way ``os.fsdecode`` gives it (``os.fsencode`` restores the bytes);
+        digests are lowercase, of a length some candidate algorithm has.
+        """
+        if self.reversed_style is True or not block.endswith(b"\n"):
+            return None
+        if _FS_ENCODING != "utf-8" or _FS_ERRORS != "surrogateescape":
+            return None  # the name bound in _PLAIN_LINES counts on at most 4 bytes a character
+        text = block.decode(_FS_ENCODING, _FS_ERRORS)
+        found: list[tuple[str, str, str]] = _PLAIN_LINES.findall(text)
+        if len(found) != text.count("\n"):
+            return None
+        if any(not self.candidates(length) for length in {len(line[0]) for line in found}):
+            return None
+        if found:
+            self.reversed_style = False  # as parse leaves it after a plain line
+        return found
+
+    def parse(self, line: bytes) -> Parsed | None:
+        """The line's name, hex digest and candidate algorithms, or None if improperly formatted."""
+        # The common line, '<hex>  <name>' with nothing to unescape, in one match (a tag is never all hex).
+        simple = self._plain(line) if self.reversed_style is not True else None
+        parsed: Parsed | None
+        if simple is not None:
+            digest_bytes = simple.group(1)
+            candidates = self.candidates(len(digest_bytes))
+            if candidates:
+                parsed = (simple.group(2), digest_bytes.decode("ascii"), candidates)
+                self.reversed_style = False
+            else:
+                parsed = None
+        else:
+            parsed = _parse_tagged(line, self.forced)
+            if parsed is None:
+                parsed, self.reversed_style = _parse_gnu(line, self.forced, self.prefer, self.reversed_style)
+        # A name of PATH_MAX bytes or more can be no file's: improperly formatted too.
+        if parsed is None or not parsed[0] or b"\0" in parsed[0] or len(parsed[0]) >= PATH_MAX:
+            return None
+        return parsed
+
+
+#: A line that may fix ``reversed_style``: a hex word first (tagged lines start with a word that is not).
+_MAY_DECIDE = re.compile(rb"^[ \t]*\\?[0-9a-fA-F]+[ \t]", re.MULTILINE)
+
+
+def decide_style(
+    blocks: Iterable[bytes], forced: Algorithm | None = None, prefer: Sequence[str] = ()
+) -> bool | None:
+    """The ``reversed_style`` one pass from the start settles, from the manifest's whole lines in order.
+
+    Only a line starting with a hex word can settle it, so the search for those runs in C and a long
+    BSD-tagged manifest (which never settles it) costs one regular-expression scan.
+    """
+    for block in blocks:
+        for found in _MAY_DECIDE.finditer(block):
+            end = block.find(b"\n", found.start())
+            line = block[found.start() : end if end >= 0 else len(block)]
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            parser = LineParser(forced, prefer)
+            parser.parse(line)
+            if parser.reversed_style is not None:
+                return parser.reversed_style
+    return None
+
+
+def _leading(line: bytes) -> tuple[int, bool]:
+    i = 0
+    while i < len(line) and line[i] in b" \t":
+        i += 1
+    if line[i : i + 1] == b"\\":
+        return i + 1, True
+    return i, False
+
+
+def _parse_tagged(line: bytes, forced: Algorithm | None) -> Parsed | None:
+    """``TAG (name) = hex`` (also OpenSSL's ``TAG(name)= hex``); None if the line is not tagged."""
+    start, escaped = _leading(line)
+    end = start
+    while end < len(line) and line[end] in _TAG_BYTES:
+        end += 1
+    word = line[start:end].decode("ascii", "replace")
+    if not word or not word[0].isalpha() or all(c in "0123456789abcdefABCDEF" for c in word):
+        return None
+    algorithm = algorithm_for_tag(word)
+    if algorithm is None:
+        return None
+    rest = line[end:]
+    if rest.startswith(b" "):
+        rest = rest[1:]
+    close = rest.rfind(b")")
+    if not rest.startswith(b"(") or close < 1:
+        return _BROKEN
+    name = rest[1:close]
+    after = rest[close + 1 :].lstrip(b" \t")
+    if not after.startswith(b"="):
+        return _BROKEN
+    digest = after[1:].lstrip(b" \t")
+    if escaped:
+        unescaped = _unescape(name)
+        if unescaped is None:
+            return _BROKEN
+        name = unescaped
+    if forced is not None and forced.name.split("-")[0] != algorithm.name.split("-")[0]:
+        return _BROKEN
+    if len(digest) != algorithm.hex_length or not _HEX.issuperset(digest):
+        return _BROKEN
+    return name, digest.decode("ascii"), (algorithm,)
+
+
+def _parse_gnu(
+    line: bytes, forced: Algorithm | None, prefer: Sequence[str], reversed_style: bool | None
+) -> tuple[Parsed | None, bool | None]:
+    i, escaped = _leading(line)
+    end = i
+    while end < len(line) and line[end] not in b" \t":
+        end += 1
+    digest = line[i:end]
+    if end >= len(line) or not digest or not _HEX.issuperset(digest):
+        return None, reversed_style
+    candidates = _candidates(len(digest), forced, prefer)
+    if not candidates:
+        return None, reversed_style
+    i = end + 1  # the one whitespace after the digest
+    if len(line) - i == 1 or line[i : i + 1] not in (b" ", b"*"):
+        if reversed_style is False:
+            return None, reversed_style  # GNU refuses to mix the two styles in one file
+        reversed_style = True
+    elif reversed_style is not True:
+        reversed_style = False
+        i += 1
+    name = line[i:]
+    if escaped:
+        unescaped = _unescape(name)
+        if unescaped is None:
+            return None, reversed_style
+        name = unescaped
+    return (name, digest.decode("ascii"), candidates), reversed_style
+
+
+def _candidates(length: int, forced: Algorithm | None, prefer: Sequence[str]) -> tuple[Algorithm, ...]:
+    if forced is not None:
+        if forced.name.startswith("blake2b"):
+            blake = blake2b_of_length(length)
+            return (blake,) if blake is not None else ()
+        return (forced,) if forced.hex_length == length else ()
+    names = _BY_LENGTH.get(length, ())
+    ordered = [n for n in prefer if n in names] + [n for n in names if n not in prefer]
+    return tuple(ALGORITHMS[n] for n in ordered)
+
+
+def _unescape(name: bytes) -> bytes | None:
+    """Undo GNU's escaping (``\\\\``, ``\\n``, ``\\r``); None for any other escape, as GNU refuses it."""
+    out = bytearray()
+    i = 0
+    while i < len(name):
+        byte = name[i]
+        if byte == 0x5C:  # backslash
+            if i + 1 >= len(name):
+                return None
+            following = name[i + 1]
+            if following == ord("n"):
+                out += b"\n"
+            elif following == ord("r"):
+                out += b"\r"
+            elif following == 0x5C:
+                out += b"\\"
+            else:
+                return None
+            i += 2
+        else:
+            out.append(byte)
+            i += 1
+    return bytes(out)
+
+
+# -- the manifest file -------------------------------------------------------------------------
+
+MAX_MANIFEST = 1 << 30  # bytes: about 12 million lines (read in ranges, never whole)
+
+
+class ManifestUnreadable(EngineError):
+    """The manifest file exists but could not be opened or read."""
+
+
+class ManifestTooLarge(Refused):
+    """The manifest is larger than ``limit`` bytes (``MAX_MANIFEST``); the tool says it in sizes."""
+
+    def __init__(self, shown: str, limit: int = MAX_MANIFEST) -> None:
+        super().__init__(f"The manifest {shown} is larger than {limit} bytes")
+        self.shown = shown
+        self.limit = limit
+
+
+class NotAManifest(Refused):
+    """More than ``MAX_BAD_LINES`` improperly formatted lines: no manifest, whatever the rest holds."""
+
+    def __init__(self, shown: str) -> None:
+        super().__init__(f"{shown}: more than {MAX_BAD_LINES:,} improperly formatted lines")
+        self.shown = shown
+
+
+class NoEntries(Refused):
+    """Not one properly formatted checksum line (``bad`` improperly formatted ones)."""
+
+    def __init__(self, shown: str, bad: int) -> None:
+        super().__init__(
+            f"{shown}: no properly formatted checksum lines found"
+            + (f" ({bad:,} improperly formatted)" if bad else "")
+        )
+        self.shown, self.bad = shown, bad
+
+
+class ManifestChanged(Refused):
+    """The manifest file's size or modification time moved while it was checked."""
+
+    def __init__(self, shown: str) -> None:
+        super().__init__(f"The manifest {shown} changed while it was being checked")
+        self.shown = shown
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the manifest comes from: read in the worker (a file) or already in hand (text, URI)."""
+
+    shown: str
+    path: bytes | None = None
+    data: bytes = b""
+    name_hint: str | None = None
+
+
+MIN_RANGE = 4 << 10  # bytes of manifest per task, at least: a split test of a few hundred lines splits
+MAX_RANGE = 256 << 10  # and at most: each task's lines are in memory at once, and the last task
+# a process claims ends the run at most a few thousand entries after the other's
+_EXTEND = 64 << 10  # read-ahead while looking for the end of a line that runs past its range
+
+
+class ManifestBytes:
+    """The manifest's bytes, a range at a time: from the open file (``pread``: the forked processes
+    share the descriptor but no file offset) or from memory (text, a stored result).
+
+    Why ranges: each checking process parses its own ranges, so no process ever holds the whole
+    manifest or an object per line, and the parse itself is shared out.
+    """
+
+    def __init__(self, shown: str, data: bytes = b"", fd: int | None = None) -> None:
+        self.shown = shown
+        self.data = data
+        self.fd = fd
+        self.looked = os.fstat(fd) if fd is not None else None
+        self.size = self.looked.st_size if self.looked is not None else len(data)
+
+    def read(self, start: int, end: int) -> bytes:
+        if self.fd is None:
+            if self.looked is not None:
+                raise ValueError(f"the manifest {self.shown} was closed: its names were read in the worker")
+            return self.data[start:end]
+        pieces = []
+        while start < end:
+            piece = os.pread(self.fd, end - start, start)
+            if not piece:
+                break
+            pieces.append(piece)
+            start += len(piece)
+        return b"".join(pieces)
+
+    def owned(self, start: int, end: int) -> bytes:
+        """The whole lines that start in ``[start, end)``: every line belongs to exactly one range."""
+        data = self.read(max(0, start - 1), end)
+        if start > 0:
+            cut = data.find(b"\n")
+            if cut < 0:
+                return b""  # one line runs through the whole range: the range where it starts has it
+            data = data[cut + 1 :]
+        if not data or data.endswith(b"\n") or end >= self.size:
+            return data
+        pieces, at = [data], end
+        while at < self.size:
+            more = self.read(at, min(self.size, at + _EXTEND))
+            if not more:
+                break
+            cut = more.find(b"\n")
+            if cut >= 0:
+                pieces.append(more[: cut + 1])
+                break
+            pieces.append(more)
+            at += len(more)
+        return b"".join(pieces)
+
+    def blocks(self, per_task: int, check: Callable[[], None]) -> Iterator[bytes]:
+        """Every range's lines in order; ``check`` (cancellation) runs before each."""
+        for start in range(0, self.size, per_task):
+            check()
+            yield self.owned(start, min(self.size, start + per_task))
+
+    def changed(self) -> bool:
+        """Whether the file's size or modification time moved since it was opened."""
+        if self.fd is None or self.looked is None:
+            return False
+        now = os.fstat(self.fd)
+        return (now.st_size, now.st_mtime_ns) != (self.looked.st_size, self.looked.st_mtime_ns)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def open_manifest(source: Source) -> ManifestBytes:
+    """The manifest's bytes: a checksum file opened safely (FIFOs and devices refused without
+    blocking), or the text in hand. Huge ones are refused (``ManifestTooLarge``)."""
+    if source.path is None:
+        data = source.data
+    else:
+        shown = source.shown
+        try:
+            fd, opened = open_regular_at(source.path)
+        except FileNotFoundError:
+            raise NotFound(f"No such manifest file: {shown}") from None
+        except OSError as exc:
+            raise ManifestUnreadable(f"Cannot read the manifest {shown}: {explain(exc)}") from None
+        if opened.st_size > 0:
+            reader = ManifestBytes(shown, fd=fd)
+            if reader.size > MAX_MANIFEST:
+                reader.close()
+                raise ManifestTooLarge(shown)
+            return reader
+        try:  # size 0: a kernel-generated file (procfs) has its bytes only when read
+            with os.fdopen(fd, "rb", closefd=False) as stream:
+                data = stream.read(MAX_MANIFEST + 1)
+        except OSError as exc:
+            raise ManifestUnreadable(f"Cannot read the manifest {shown}: {explain(exc)}") from None
+        finally:
+            os.close(fd)
+    if len(data) > MAX_MANIFEST:
+        raise ManifestTooLarge(source.shown)
+    return ManifestBytes(source.shown, data=data)

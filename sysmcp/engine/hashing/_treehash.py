@@ -1,0 +1,678 @@
+"""Hashing a whole tree at the speed of the disk: walk and hash in every process, stream the manifest.
+
+The engine of hash_tree: ``hash_path`` takes a ``TreeRequest`` (a directory, or one regular file whose
+manifest is relative to its directory) and returns a ``TreeHash``; failures are ``EngineError``s.
+
+Why not a thread pool: for small files the cost is per file, system calls and Python's work
+around them, and threads share one interpreter lock. So each process walks
+its share of the tree and hashes what it lists, in line: the parent starts the walk and, after a
+few milliseconds, hands the directories still waiting to forked children (``parallel.ParallelWalk``,
+the driver every walking engine runs on), which walk and hash their subtrees the same way.
+
+Why sorted runs: a million manifest lines as Python objects would be hundreds of megabytes. Each
+process appends compact records (``name NUL line``) to a buffer, sorts it every megabyte
+and writes it as one sorted run to an unlinked temporary file (never visible in any directory,
+gone when closed); the parent then merges the runs, line by line, into the manifest, keeping it
+whole only while it fits the result store, and otherwise just the first lines.
+
+Why no ``lstat`` per file: the walk (``regular_by_type``) knows a regular file by its directory
+entry's type, and the open checks the rest on the descriptor; a small file then costs five system
+calls (``openat``, ``fstat``, ``read``, ``fstat``, ``close``), where ``sha256sum`` makes seven.
+
+Safety is the walk's and ``safeopen``'s: names come from descriptor-relative listings that never
+follow symlinks, each file is opened relative to its directory's descriptor (``O_NOFOLLOW``,
+``O_NONBLOCK``: nothing but an entry typed regular file is opened) and checked on the descriptor to
+be a regular file and the inode the listing named; a file that changed while read is reported, not
+hashed into a digest of no real version.
+"""
+
+from __future__ import annotations
+
+import errno
+import heapq
+import os
+import stat
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import IO, Any
+
+from sysmcp.engine.errors import EngineError, NotFound, PermissionRefused, WrongKind
+from sysmcp.engine.hashing import _checksums as checksums
+from sysmcp.engine.hashing._checksums import (
+    CHUNK,
+    Algorithm,
+    Job,
+    KeptGrowing,
+    PoolCounters,
+    Style,
+    explain,
+    format_line,
+    hash_fd,
+    hash_many,
+)
+from sysmcp.engine.opens import NotRegularFile, Replaced, kind, open_path, refused_symlink
+from sysmcp.engine.parallel import ParallelWalk, SharedCounters, Sharing, available_processes
+from sysmcp.engine.walk import (
+    RUN_BYTES,
+    Budget,
+    Finished,
+    Listing,
+    ScanConfig,
+    Scanner,
+    ScanStopped,
+    SkipCounter,
+    SortedRuns,
+    WalkOptions,
+    join,
+    mount_table,
+)
+
+READ_BYTES = 64 << 10  # read-ahead per run while merging, at most
+MERGE_BYTES = 1 << 20  # read-ahead of all runs together (a million files: about 100 runs, 10 KiB each)
+MIN_READ_BYTES = 4 << 10
+MAX_UNREADABLE_KEPT = 1000  # per process; the rest are counted
+
+
+@dataclass
+class TreeManifest:
+    """The merged result: the manifest (whole if it fits ``keep_limit``), its first lines, the counts."""
+
+    files: int = 0
+    total_bytes: int = 0
+    manifest_bytes: int = 0  # size of the whole manifest, kept or not
+    manifest: bytearray | None = None  # None when larger than keep_limit
+    first: list[bytes] = field(default_factory=list)  # the first ``first_lines`` lines
+    unreadable: list[tuple[bytes, str]] = field(default_factory=list)  # sorted, the first ones only
+    unreadable_count: int = 0
+    non_utf8: int = 0
+    stopped: str | None = None
+    not_hashed: int = 0
+    walk_complete: bool = True
+    processes: int = 1
+
+
+class Runs(SortedRuns):
+    """One process's sorted runs in its own unlinked temporary file, and the counts behind them."""
+
+    def __init__(self, spill: IO[bytes]) -> None:
+        super().__init__(spill)
+        self.files = 0
+        self.bytes = 0
+        self.manifest_bytes = 0
+        self.non_utf8 = 0
+        self.unreadable: list[tuple[bytes, str]] = []
+        self.unreadable_count = 0
+        self.not_hashed = 0
+        self.in_flight = 0  # bytes read so far of the (large) file being hashed: progress
+
+    def progress(self) -> tuple[int, int]:
+        return self.files, self.bytes + self.in_flight
+
+    def add(self, name: bytes, line: bytes) -> None:
+        record = name + b"\0" + line
+        self.records.append(record)
+        self.buffered += len(record)
+        self.manifest_bytes += len(line)
+        if not name.isascii():
+            try:
+                name.decode("utf-8")
+            except UnicodeDecodeError:
+                self.non_utf8 += 1
+        if self.buffered >= RUN_BYTES:
+            self.flush()
+
+    def add_listing(
+        self, prefix: str, names: list[str], hexdigests: list[str], algorithm: Algorithm, style: Style
+    ) -> None:
+        """The lines of one directory's files (``prefix`` is its path and a slash), made together.
+
+        Why together: names that need no escaping (nearly all) make their records in one
+        comprehension, encoded from ``str`` at once, and the escaping and UTF-8 questions are asked
+        once of the whole directory instead of once per file.
+        """
+        if not names:
+            return
+        text = prefix + "".join(names)
+        if "\\" in text or "\n" in text or ((algorithm.escapes_cr or style == "bsd") and "\r" in text):
+            for name, hexdigest in zip(names, hexdigests, strict=True):
+                relative = os.fsencode(prefix + name)
+                self.add(relative, format_line(relative, hexdigest, algorithm, style))
+            return
+        encode, errors = str.encode, _FS_ERRORS
+        if style == "bsd":
+            tag = algorithm.tag
+            records = [
+                encode(f"{prefix}{n}\0{tag} ({prefix}{n}) = {h}\n", _FS_ENCODING, errors)
+                for n, h in zip(names, hexdigests, strict=True)
+            ]
+        else:
+            records = [
+                encode(f"{prefix}{n}\0{h}  {prefix}{n}\n", _FS_ENCODING, errors)
+                for n, h in zip(names, hexdigests, strict=True)
+            ]
+        if text.isascii():
+            keys = len(text) + (len(names) - 1) * len(prefix)
+        else:
+            keys = len(os.fsencode(prefix)) * len(names) + len(os.fsencode("".join(names)))
+            self.non_utf8 += sum(1 for name in names if not _is_utf8(prefix + name))
+        size = sum(map(len, records))
+        self.records += records
+        self.buffered += size
+        self.manifest_bytes += size - keys - len(names)
+        if self.buffered >= RUN_BYTES:
+            self.flush()
+
+    def fail(self, name: bytes, error: str) -> None:
+        self.unreadable_count += 1
+        if len(self.unreadable) < MAX_UNREADABLE_KEPT:
+            self.unreadable.append((name, error))
+
+    def summary(self) -> dict[str, Any]:
+        """What a child sends back (``marshal``-able): the runs are in the file the parent opened."""
+        self.flush()
+        return {
+            "extents": self.extents,
+            "files": self.files,
+            "bytes": self.bytes,
+            "manifest_bytes": self.manifest_bytes,
+            "non_utf8": self.non_utf8,
+            "unreadable": self.unreadable,
+            "unreadable_count": self.unreadable_count,
+            "not_hashed": self.not_hashed,
+        }
+
+
+class Hasher:
+    """Hashes the files of listings, in this process, into ``Runs``."""
+
+    def __init__(
+        self,
+        root: bytes,
+        algorithm: Algorithm,
+        style: Style,
+        runs: Runs,
+        checkpoint: Callable[[], None],
+    ) -> None:
+        self.head = join(root, b"x")[:-1]  # root and one slash
+        self.algorithm = algorithm
+        self.style = style
+        self.runs = runs
+        self.checkpoint = checkpoint
+        self.buffer = bytearray(CHUNK)
+        self.view = memoryview(self.buffer)
+        self.trusted_devices: frozenset[int] | None = None  # see _refusal; read when first needed
+
+    def consume(self, event: Listing | Finished, scanner: Scanner) -> None:
+        """A walk's event, as the parallel walk hands it: a listing's files are hashed, totals ignored."""
+        if type(event) is Listing:
+            self.listing(event, scanner.listing_fd)
+
+    def listing(self, listing: Listing, dir_fd: int | None) -> None:
+        """Hash every file (hard-linked names too) of one listing of a ``regular_by_type`` walk."""
+        if listing.files or listing.links:
+            raise AssertionError("hash_tree walks with regular_by_type: every regular file is typed")
+        if not listing.typed:
+            return
+        if dir_fd is not None:
+            self.typed(listing.relative, listing.typed, dir_fd)
+        else:
+            self.typed_by_path(listing.relative, listing.typed)
+
+    def typed(self, relative: str, files: list[tuple[str, int]], dir_fd: int) -> None:
+        """The files a ``regular_by_type`` walk listed: open, check, read and hash each, in line.
+
+        The hot loop of hash_tree on small files, so it is written out: per file one ``openat``
+        relative to the directory (``O_NOFOLLOW``, ``O_NONBLOCK``), one ``fstat`` (a regular file, the
+        inode the directory entry named), one read, the digest, one ``fstat`` (size and mtime
+        unchanged) and the close.
+        """
+        base = os.fsencode(relative) + b"/" if relative else b""
+        names: list[str] = []  # hashed, in listing order, and their digests: their lines come at the end
+        hexdigests: list[str] = []
+        try:
+            self._typed(files, dir_fd, base, names, hexdigests)
+        finally:  # a stop keeps the lines of the files done so far
+            self.runs.add_listing(
+                relative + "/" if relative else "", names, hexdigests, self.algorithm, self.style
+            )
+
+    def _typed(
+        self,
+        files: list[tuple[str, int]],
+        dir_fd: int,
+        base: bytes,
+        names: list[str],
+        hexdigests: list[str],
+    ) -> None:
+        fsencode = os.fsencode
+        runs, checkpoint = self.runs, self.checkpoint
+        buffer, view, room = self.buffer, self.view, len(self.buffer)
+        one_shot = checksums.one_shot(self.algorithm)
+        open_, readv, fstat, close = os.open, os.readv, os.fstat, os.close
+        flags = _OPEN_FLAGS
+        dev = fstat(dir_fd).st_dev
+        targets = [buffer]
+        fail, done, digested = runs.fail, names.append, hexdigests.append
+        for position, (name, inode) in enumerate(files):
+            try:
+                checkpoint()
+            except ScanStopped:
+                runs.not_hashed += len(files) - position
+                raise
+            try:
+                fd = open_(name, flags, dir_fd=dir_fd)
+            except OSError as exc:
+                fail(base + fsencode(name), _open_error(exc))
+                continue
+            try:
+                opened = fstat(fd)
+                if opened.st_ino != inode or opened.st_dev != dev or opened.st_mode & _S_IFMT != _S_IFREG:
+                    refused = self._refusal(name, dir_fd, inode, dev, opened)
+                    if refused is not None:
+                        fail(base + fsencode(name), refused)
+                        continue
+                size = opened.st_size
+                if 0 < size < room:  # one read, no report or stop check inside: the common case
+                    count = readv(fd, targets)
+                    if count != size:
+                        fail(base + fsencode(name), _CHANGED_SIZE)
+                        continue
+                    hexdigest = one_shot(view[:count]).hexdigest()
+                    later = fstat(fd)
+                    if later.st_size != size or later.st_mtime_ns != opened.st_mtime_ns:
+                        fail(base + fsencode(name), _CHANGED_CONTENT)
+                        continue
+                else:
+                    outcome = self._stream(fd, opened, size >= room)
+                    if isinstance(outcome, str):
+                        fail(base + fsencode(name), outcome)
+                        continue
+                    hexdigest, count = outcome
+            except ScanStopped:
+                runs.not_hashed += len(files) - position
+                raise
+            except OSError as exc:
+                fail(base + fsencode(name), f"read error: {explain(exc)}")
+                continue
+            finally:
+                close(fd)
+            runs.files += 1
+            runs.bytes += count
+            done(name)
+            digested(hexdigest)
+
+    def _refusal(self, name: str, dir_fd: int, inode: int, dev: int, opened: os.stat_result) -> str | None:
+        """Why the descriptor opened for a typed entry is refused, or None if it is the file after all.
+
+        Not a regular file: refused. Another inode than the entry named, on a filesystem whose entries
+        carry ``stat``'s inode numbers: swapped since the listing, refused. Elsewhere (overlayfs
+        across filesystems reports other device and inode numbers, FUSE may too) the name is looked
+        at once more, and the file accepted only if it still leads to exactly this inode.
+        """
+        if opened.st_mode & _S_IFMT != _S_IFREG:
+            return explain(NotRegularFile(opened.st_mode))
+        if opened.st_ino != inode:
+            if self.trusted_devices is None:
+                self.trusted_devices = frozenset(
+                    mount.dev for mount in mount_table() if mount.fstype in ENTRY_INODES_TRUSTED
+                )
+            if dev in self.trusted_devices:
+                return explain(Replaced())
+        try:
+            now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            return explain(Replaced())
+        if (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
+            return explain(Replaced())
+        return None
+
+    def typed_by_path(self, relative: str, files: list[tuple[str, int]]) -> None:
+        """Typed files of a listing whose directory is closed again (read while the walk was split):
+        its directory is reopened from ``/`` without following symlinks, then they are hashed as usual."""
+        try:
+            dir_fd = open_path(os.fsdecode(join(self.head, os.fsencode(relative))), directory=True)
+        except OSError as exc:
+            base = os.fsencode(relative) + b"/" if relative else b""
+            for name, _ in files:
+                self.runs.fail(base + os.fsencode(name), _open_error(exc))
+            return
+        try:
+            self.typed(relative, files, dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def _stream(self, fd: int, opened: os.stat_result, big: bool) -> tuple[str, int] | str:
+        """Hash a file too big for one read (or empty: kernel files say size 0 and have content),
+        chunk by chunk with progress and stop checks. The digest and size, or why not."""
+        runs, checkpoint = self.runs, self.checkpoint
+
+        def on_chunk(read: int) -> None:
+            runs.in_flight = read
+            checkpoint()
+
+        try:
+            digest = hash_fd(fd, (self.algorithm,), self.buffer, on_chunk if big else None, opened=opened)
+        except KeptGrowing as exc:
+            return f"read error: {exc.strerror}"
+        finally:
+            runs.in_flight = 0
+        if digest.changed:
+            return f"changed while being hashed: {digest.changed}"
+        return digest.hexdigests[self.algorithm.name], digest.size
+
+
+#: Filesystems whose directory entries carry the inode numbers ``stat`` gives (native local inodes).
+ENTRY_INODES_TRUSTED = frozenset(
+    {"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "f2fs", "zfs", "jfs", "reiserfs"}
+)
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()  # os.fsencode's
+_S_IFMT = 0o170000
+_S_IFREG = stat.S_IFREG
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+_CHANGED_SIZE = "changed while being hashed: its size changed while it was read"
+_CHANGED_CONTENT = "changed while being hashed: it was modified while it was read"
+
+
+def _is_utf8(name: str) -> bool:
+    """Whether a name from the walk (undecodable bytes as surrogate escapes) is valid UTF-8."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _open_error(exc: OSError) -> str:
+    """Why a listed file could not be opened (a symlink swapped in is refused, never followed)."""
+    if exc.errno == errno.ENOENT:
+        return "vanished before it could be hashed"
+    if refused_symlink(exc):
+        return explain(Replaced())
+    return explain(exc)
+
+
+def _records(spill: IO[bytes], offset: int, length: int, read_bytes: int = READ_BYTES) -> Iterator[bytes]:
+    """The records of one run, in order (each ``name NUL line``; a line ends at its only newline)."""
+    fd = spill.fileno()
+    end = offset + length
+    pending = b""
+    while offset < end:
+        chunk = os.pread(fd, min(read_bytes, end - offset), offset)
+        if not chunk:
+            break
+        offset += len(chunk)
+        data = pending + chunk
+        start = 0
+        while True:
+            nul = data.find(b"\0", start)
+            if nul < 0:
+                break
+            newline = data.find(b"\n", nul)
+            if newline < 0:
+                break
+            yield data[start : newline + 1]
+            start = newline + 1
+        pending = data[start:]
+
+
+def merge(
+    parts: Sequence[tuple[IO[bytes], dict[str, Any]]],
+    keep_limit: int,
+    first_lines: int,
+    checkpoint: Callable[[], None],
+) -> TreeManifest:
+    """Merge every process's sorted runs into one manifest, sorted by name, in bounded memory."""
+    out = TreeManifest()
+    extents = [(spill, offset, length) for spill, part in parts for offset, length in part["extents"]]
+    read_bytes = max(MIN_READ_BYTES, min(READ_BYTES, MERGE_BYTES // max(1, len(extents))))
+    streams = [_records(spill, offset, length, read_bytes) for spill, offset, length in extents]
+    unreadable: list[tuple[bytes, str]] = []
+    for _, part in parts:
+        out.files += part["files"]
+        out.total_bytes += part["bytes"]
+        out.manifest_bytes += part["manifest_bytes"]
+        out.non_utf8 += part["non_utf8"]
+        out.unreadable_count += part["unreadable_count"]
+        out.not_hashed += part["not_hashed"]
+        unreadable += [(bytes(name), str(error)) for name, error in part["unreadable"]]
+    unreadable.sort()
+    out.unreadable = unreadable[:MAX_UNREADABLE_KEPT]
+    whole = bytearray() if out.manifest_bytes <= keep_limit else None
+    first = out.first
+    for count, record in enumerate(heapq.merge(*streams)):
+        line = record[record.index(b"\0") + 1 :]
+        if whole is not None:
+            whole += line
+        if count < first_lines:
+            first.append(line)
+        elif whole is None:
+            break  # the rest would only be counted, and the counts are known
+        if not count & 0xFFF:
+            checkpoint()
+    out.manifest = whole  # no copy: a manifest may be tens of megabytes
+    return out
+
+
+@dataclass(frozen=True)
+class TreeRequest:
+    """What to hash and how: the tree, the digest and line style, the walk, the budget, the keeping."""
+
+    root: bytes
+    algorithm: Algorithm
+    style: Style
+    options: WalkOptions
+    timeout_s: float
+    keep_limit: int  # the whole manifest is kept only up to this many bytes
+    first_lines: int  # the first lines kept in any case
+    sharing: Sharing = field(default_factory=Sharing)
+
+
+def hash_tree_parallel(
+    request: TreeRequest,
+    skipped: SkipCounter,
+    *,
+    check_cancelled: Callable[[], None],
+    report: Callable[[int, int], None],
+    clock: Callable[[], float] = time.monotonic,
+) -> TreeManifest:
+    """Walk ``request.root`` and hash every regular file, in this process and (past
+    ``sharing.split_after_s``) in forked children; stop cleanly at the deadline, ``timeout_s`` from now.
+
+    ``check_cancelled`` raises to abandon the call (children are killed); ``report(files, bytes)``
+    gets the progress of every process, every few milliseconds. Returns the merged, sorted manifest.
+    """
+    root, algorithm, style = request.root, request.algorithm, request.style
+    sharing = request.sharing
+    count = available_processes() if sharing.processes is None else sharing.processes
+    sharing = replace(sharing, processes=count)  # asked now: one spill file per process
+    parallel: ParallelWalk | None = None
+    mine: Runs | None = None
+
+    def progress_and_check() -> None:
+        files, done = mine.progress() if mine is not None else (0, 0)
+        fan = parallel.fan if parallel is not None else None
+        if fan is not None:
+            more_files, more_bytes = fan.progress.others()
+            files, done = files + more_files, done + more_bytes
+        report(files, done)
+        check_cancelled()
+
+    budget = Budget(request.timeout_s, progress_and_check, clock=clock)
+    spills = [tempfile.TemporaryFile(prefix="sysmcp-manifest-") for _ in range(max(1, count))]  # noqa: SIM115
+    try:
+        mine = Runs(spills[0])
+        # Every file is opened and checked here: told by its entry's type, no lstat each.
+        config = ScanConfig(finished_depth=-1, regular_by_type=True)
+        scanner = Scanner(root, request.options, skipped, budget, config=config)
+        hasher = Hasher(root, algorithm, style, mine, budget)
+
+        def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
+            assert parallel is not None
+            if in_child:
+                runs, counter = Runs(spills[progress.slot]), SkipCounter()
+                check = budget.sharing(lambda: progress.set(*runs.progress()))
+                own = Hasher(root, algorithm, style, runs, check)
+            else:
+                runs, counter, check, own = mine, skipped, budget, hasher
+            walked = parallel.walk_claimed(claim, counter, check, own.consume, in_child)
+            return runs.summary() | walked if in_child else walked
+
+        def detached(event: Listing | Finished, scanner: Scanner) -> None:
+            if type(event) is Listing:
+                hasher.listing(event, None)  # its directory is closed: the files are opened by path
+
+        parallel = ParallelWalk(scanner, budget, sharing, work)
+        with parallel:
+            stopped = parallel.walk(hasher.consume, detached=detached)
+            stopped = stopped or scanner.stopped
+            processes_used = 1
+            if parallel.fan is not None:
+                walked = [parallel.here(), *parallel.children()]
+                stopped = stopped or parallel.stopped_early(
+                    walked, "a hashing process ended unexpectedly", skipped
+                )
+                parts = [(spills[0], mine.summary())]
+                parts += [
+                    (spills[slot], part) for slot, part in enumerate(walked) if slot and part is not None
+                ]
+                processes_used = len(parts)
+            else:
+                parts = [(spills[0], mine.summary())]
+            walk_complete = stopped is None
+            result = merge(
+                parts, request.keep_limit, request.first_lines, budget.check_cancelled or (lambda: None)
+            )
+        result.stopped = stopped
+        result.walk_complete = walk_complete
+        result.processes = processes_used
+        return result
+    finally:
+        for spill in spills:
+            spill.close()
+
+
+@dataclass
+class TreeHash(TreeManifest):
+    """A hash_tree call's result: the sorted manifest and what is not in it (``TreeManifest``), plus
+    the directory its names are relative to and how long it took."""
+
+    seconds: float = 0.0
+    base: bytes = b"/"
+
+
+def hash_path(
+    request: TreeRequest,
+    skipped: SkipCounter,
+    shown: str,
+    *,
+    check_cancelled: Callable[[], None],
+    report: Callable[[int, int], None],
+    threads: int = checksums.HASH_THREADS,
+    clock: Callable[[], float] = time.monotonic,
+) -> TreeHash:
+    """The manifest of ``request.root``: a directory walked and hashed (``hash_tree``), or one regular
+    file relative to its directory; anything else is refused. ``shown`` names the path in the
+    ``EngineError``s: ``NotFound``, ``WrongKind`` (``reason="not_tree"``), ``PermissionRefused`` for a
+    directory that may not be read, else the plain cause."""
+    root = request.root
+    try:
+        looked = os.stat(root, follow_symlinks=False)
+    except FileNotFoundError:
+        raise NotFound(f"No such file or directory: {shown}") from None
+    except OSError as exc:
+        raise EngineError(f"Cannot read {shown}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(looked.st_mode) and not stat.S_ISREG(looked.st_mode):
+        raise WrongKind(f"Cannot hash {shown}: it is {kind(looked.st_mode)}", reason="not_tree")
+    single = looked if stat.S_ISREG(looked.st_mode) else None
+    try:
+        return hash_tree(
+            request,
+            skipped,
+            single=single,
+            threads=threads,
+            check_cancelled=check_cancelled,
+            report=report,
+            clock=clock,
+        )
+    except PermissionError:
+        raise PermissionRefused(f"Permission denied: cannot read the directory {shown}") from None
+    except OSError as exc:
+        raise EngineError(f"Cannot walk {shown}: {exc.strerror or exc}") from None
+
+
+def hash_tree(
+    request: TreeRequest,
+    skipped: SkipCounter,
+    *,
+    check_cancelled: Callable[[], None],
+    report: Callable[[int, int], None],
+    single: os.stat_result | None = None,
+    threads: int = checksums.HASH_THREADS,
+    clock: Callable[[], float] = time.monotonic,
+) -> TreeHash:
+    """Walk (or take the one file ``single``, its ``lstat``), hash, and build the sorted manifest.
+
+    A tree is walked and hashed by every usable core (``hash_tree_parallel``), the manifest merged
+    from sorted runs in bounded memory. At the deadline the walk and the hashing stop (files in
+    flight within one chunk) and the manifest holds the files finished by then: every line still
+    true. ``report(files, bytes)`` and ``check_cancelled()`` as in ``hash_tree_parallel``; ``threads``
+    hash the one file's chunks."""
+    started = time.perf_counter()
+    if single is not None:
+        result = _hash_one(request, single, threads, check_cancelled, report, clock)
+    else:
+        merged = hash_tree_parallel(
+            request, skipped, check_cancelled=check_cancelled, report=report, clock=clock
+        )
+        report(merged.files, merged.total_bytes)
+        # The engine's manifest, field for field, with the base the tool words names from.
+        result = TreeHash(
+            base=request.root, **{item.name: getattr(merged, item.name) for item in fields(merged)}
+        )
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _hash_one(
+    request: TreeRequest,
+    looked: os.stat_result,
+    threads: int,
+    check_cancelled: Callable[[], None],
+    report: Callable[[int, int], None],
+    clock: Callable[[], float],
+) -> TreeHash:
+    """The manifest of one file, relative to its directory."""
+    path, algorithm, style = request.root, request.algorithm, request.style
+    counters = PoolCounters()
+
+    def report_and_check() -> None:
+        report(counters.files, counters.bytes)
+        check_cancelled()
+
+    check = Budget(request.timeout_s, report_and_check, clock=clock)
+    base = os.path.dirname(path)
+    name = path[len(base.rstrip(b"/")) + 1 :]
+    result = TreeHash(base=base, walk_complete=True)
+    try:
+        for outcome in hash_many(
+            [Job(0, path, (algorithm,), looked)], checkpoint=check, counters=counters, threads=threads
+        ):
+            if outcome.digest is None:
+                result.unreadable.append((name, outcome.error or "unreadable"))
+            elif outcome.digest.changed:
+                result.unreadable.append((name, f"changed while being hashed: {outcome.digest.changed}"))
+            else:
+                line = format_line(name, outcome.digest.hexdigests[algorithm.name], algorithm, style)
+                result.files, result.total_bytes = 1, outcome.digest.size
+                result.manifest, result.manifest_bytes, result.first = bytearray(line), len(line), [line]
+                try:
+                    name.decode("utf-8")
+                except UnicodeDecodeError:
+                    result.non_utf8 = 1  # shown with \xNN escapes: a checker would report it missing
+    except ScanStopped as stop:
+        result.stopped, result.not_hashed = stop.reason, 1
+    result.unreadable_count = len(result.unreadable)
+    return result

@@ -1,0 +1,356 @@
+"""One manifest entry's verdict: how it is reached for one file, and how a million of them are kept.
+
+Why a module of its own: the short-manifest path (``fs.verify``) and the ranges the checking
+processes share (``fs.verify_ranges``) must reach the same verdict, with the same words of detail,
+for the same file; both take it from here.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sysmcp.engine.hashing._checksums import (
+    ALGORITHM_NAMES,
+    ALGORITHMS,
+    Algorithm,
+    Digest,
+    Job,
+    describe_change,
+    explain,
+    hash_fd,
+    hash_once,
+    one_shot,
+)
+from sysmcp.engine.hashing._manifests import Entry, Packed
+from sysmcp.engine.opens import kind, open_regular_at, read_small_regular_at
+
+#: NOT_CHECKED: the time budget ran out before this entry was looked at or hashed.
+Status = Literal["OK", "FAILED", "MISSING", "UNREADABLE", "NOT_CHECKED"]
+
+
+@dataclass(slots=True)
+class Checked:
+    status: Status
+    detail: str = ""
+    algorithm: str = ""
+
+
+NOT_CHECKED = Checked("NOT_CHECKED", "the time budget ran out first")
+
+# Every entry's verdict is one byte (``Verdicts``): OK and FAILED carry their algorithm's number.
+_VERDICT_ALGORITHMS: tuple[str, ...] = (*ALGORITHM_NAMES, *(f"blake2b-{bits}" for bits in range(8, 512, 8)))
+ALGORITHM_CODE = {name: code for code, name in enumerate(_VERDICT_ALGORITHMS)}
+FAILED_CODE = 100  # plus the algorithm's number
+MISSING_CODE, UNREADABLE_CODE, NOT_CHECKED_CODE = 250, 251, 252
+_DECODED: dict[int, Checked] = {
+    **{code: Checked("OK", algorithm=name) for code, name in enumerate(_VERDICT_ALGORITHMS)},
+    **{
+        FAILED_CODE + code: Checked("FAILED", algorithm=name) for code, name in enumerate(_VERDICT_ALGORITHMS)
+    },
+    MISSING_CODE: Checked("MISSING"),
+    NOT_CHECKED_CODE: NOT_CHECKED,
+}
+
+
+def encode(checked: Checked) -> int:
+    """A verdict's byte (an UNREADABLE one's detail is kept aside)."""
+    if checked.status == "OK":
+        return ALGORITHM_CODE[checked.algorithm]
+    if checked.status == "FAILED":
+        return FAILED_CODE + ALGORITHM_CODE[checked.algorithm]
+    return {"MISSING": MISSING_CODE, "UNREADABLE": UNREADABLE_CODE, "NOT_CHECKED": NOT_CHECKED_CODE}[
+        checked.status
+    ]
+
+
+class Verdicts(Packed[Checked]):
+    """Every entry's verdict, in manifest order: one byte each, UNREADABLE details aside.
+
+    Why: a million entries cost a megabyte here, where a list of verdicts costs eight, and the
+    forked checking processes send their parts back as plain bytes.
+    """
+
+    __slots__ = ("codes", "details")
+
+    def __init__(self, codes: bytearray | None = None, details: dict[int, str] | None = None) -> None:
+        self.codes = codes if codes is not None else bytearray()
+        self.details = details if details is not None else {}
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def _at(self, index: int) -> Checked:
+        code = self.codes[index]
+        if code == UNREADABLE_CODE:
+            return Checked("UNREADABLE", self.details.get(index, "unreadable"))
+        return _DECODED[code]
+
+    def __setitem__(self, index: int, checked: Checked) -> None:
+        self.codes[index] = encode(checked)
+        if checked.status == "UNREADABLE":
+            self.details[index] = checked.detail
+        else:
+            self.details.pop(index, None)
+
+    def tally(self) -> tuple[Counter[Status], Counter[str]]:
+        """Entries per status, and entries checked (OK or FAILED) per algorithm: one pass over the
+        verdicts for both (a million of them take tens of milliseconds to count)."""
+        statuses: Counter[Status] = Counter()
+        algorithms: Counter[str] = Counter()
+        for code, count in Counter(self.codes).items():
+            statuses[_DECODED[code].status if code != UNREADABLE_CODE else "UNREADABLE"] += count
+            if code < MISSING_CODE:
+                algorithms[_DECODED[code].algorithm] += count
+        return statuses, algorithms
+
+    def counts(self) -> Counter[Status]:
+        """Entries per status."""
+        return self.tally()[0]
+
+
+def _no_names() -> Iterator[bytes]:
+    return iter(())
+
+
+@dataclass
+class Verification:
+    """What the check found: a verdict per entry, the improperly formatted lines, and the walk's finds.
+
+    The entries' names are not kept (a million names would be most of the memory): ``names()``
+    reads them again from the manifest, in order, while it is open (``verify``'s ``before_close``).
+    """
+
+    checked: Verdicts = field(default_factory=Verdicts)
+    bad_lines: list[int] = field(default_factory=list)  # line numbers, 1-based: the first MAX_BAD_LINES_KEPT
+    bad_count: int = 0
+    names: Callable[[], Iterator[bytes]] = _no_names
+    new: list[bytes] | None = None
+    walk_skipped: dict[str, int] = field(default_factory=dict)
+    bytes_hashed: int = 0
+    seconds: float = 0.0
+    stopped: str | None = None  # why some entries were not checked (the time budget ran out)
+    new_cut: bool = False  # the deadline came during the walk for new files: ``new`` may miss some
+    listed: dict[Status, list[tuple[bytes, Checked]]] | None = None  # the first names of each non-OK list
+    listed_limit: int = 0
+    cut: bool = False  # a list is longer than listed_limit, or entries were not checked: a full report helps
+
+    @property
+    def entries(self) -> int:
+        return len(self.checked)
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyProgress:
+    """Where a check is, in counts (the tool words them). A short manifest's files are all looked at
+    first, so their totals are known; a long one is checked in ranges as it is parsed, so what is
+    known is how much of the manifest was read (``manifest_size`` set)."""
+
+    files: int = 0  # entries done: looked at and found wanting, or hashed
+    files_total: int = 0
+    bytes: int = 0  # file bytes hashed
+    bytes_total: int = 0
+    rehashed: int = 0  # bytes hashed again with the candidates a settled length skipped
+    rehash_total: int = 0
+    manifest_read: int = 0
+    manifest_size: int | None = None  # set when checked in ranges
+
+
+def known_algorithm(
+    candidates: tuple[Algorithm, ...], settled: dict[int, str], length: int
+) -> Algorithm | None:
+    """The one algorithm a digest of ``length`` hex digits is checked with, if known yet: its only
+    candidate, or the one an earlier match settled that length on."""
+    if len(candidates) == 1:
+        return candidates[0]
+    name = settled.get(length)
+    return None if name is None else ALGORITHMS[name]
+
+
+def blamed_code(candidates: tuple[Algorithm, ...]) -> int:
+    """The FAILED code of a digest no candidate matched: under the line's own first candidate (``judge``)."""
+    return FAILED_CODE + ALGORITHM_CODE[candidates[0].name]
+
+
+def check_file(
+    path: bytes,
+    expected: str,
+    candidates: tuple[Algorithm, ...],
+    confined: bool,
+    settled: dict[int, str],
+    buffer: bytearray,
+    on_chunk: Callable[[int], None],
+    looked: os.stat_result | None = None,
+) -> tuple[int, str, int]:
+    """Look at, open and hash one entry's file: its verdict's code, an UNREADABLE detail, bytes read.
+
+    The same rules as the short-manifest path's two passes (``fs.verify``): stat follows symlinks as ``sha256sum`` does
+    (unless the allowed roots confine us), anything but a regular file is refused before it is
+    opened, and the open checks it is the file looked at. A digest length two algorithms share is
+    settled by the first match; a mismatch under a settled length is tried with the other
+    candidates too. ``expected`` is lowercase hex. ``looked``: ``os.stat(path)`` when already taken.
+    """
+    if looked is None:
+        found = _look(path)
+        if isinstance(found, str):
+            return (UNREADABLE_CODE, found, 0) if found else (MISSING_CODE, "", 0)
+        looked = found
+    if not stat.S_ISREG(looked.st_mode):
+        return UNREADABLE_CODE, f"not a regular file: {kind(looked.st_mode)}", 0
+    trying = candidates
+    narrowed = len(candidates) > 1 and len(expected) in settled
+    if narrowed:
+        trying = (ALGORITHMS[settled[len(expected)]],)
+    blamed = blamed_code(candidates)
+    if 0 < looked.st_size < len(buffer):
+        return check_small(path, looked, expected, candidates, trying, confined, settled, buffer, blamed)
+    try:
+        fd, opened = open_regular_at(path, follow_symlinks=not confined, expect=looked)
+    except FileNotFoundError:
+        return MISSING_CODE, "", 0
+    except OSError as exc:
+        return UNREADABLE_CODE, explain(exc), 0
+    read = 0
+    try:
+        while True:
+            try:
+                if opened.st_size < len(buffer):
+                    digest = hash_once(fd, trying, buffer, opened)
+                else:
+                    digest = hash_fd(fd, trying, buffer, on_chunk, opened=opened)
+            except OSError as exc:
+                return UNREADABLE_CODE, f"read error: {explain(exc)}", read
+            read += digest.size
+            if digest.changed:
+                return UNREADABLE_CODE, f"changed while being read ({digest.changed}); check it again", read
+            for name, hexdigest in digest.hexdigests.items():
+                if hexdigest == expected:
+                    if len(trying) > 1:
+                        settled.setdefault(len(expected), name)
+                    return ALGORITHM_CODE[name], "", read
+            if not narrowed:
+                return blamed, "", read
+            narrowed = False  # the settled guess failed: the other candidates, from the start
+            first = trying[0].name
+            trying = tuple(c for c in candidates if c.name != first)
+            if not trying:
+                return blamed, "", read
+            os.lseek(fd, 0, os.SEEK_SET)
+            opened = os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
+def _look(path: bytes) -> os.stat_result | str:
+    """``os.stat(path)`` (following symlinks, as ``sha256sum``), or why not: '' when nothing is there
+    (MISSING), else the error in words (UNREADABLE)."""
+    try:
+        return os.stat(path)
+    except OSError as exc:
+        return "" if exc.errno in (errno.ENOENT, errno.ENOTDIR) else explain(exc) or "unreadable"
+
+
+def check_small(
+    path: bytes,
+    looked: os.stat_result,
+    expected: str,
+    candidates: tuple[Algorithm, ...],
+    trying: tuple[Algorithm, ...],
+    confined: bool,
+    settled: dict[int, str],
+    buffer: bytearray,
+    blamed: int,
+) -> tuple[int, str, int]:
+    """``check_file`` for a file smaller than the buffer: open, one read, one ``fstat``, close
+    (``safeopen.read_small_regular_at``), and the candidates a settled length skipped are tried on the
+    bytes already read. The same verdicts as through ``open_regular_at`` and ``hash_once``, with two
+    system calls and every per-file object fewer: these are most files, and per-file work is the cost."""
+    try:
+        count, after, failure = read_small_regular_at(path, looked, buffer, follow_symlinks=not confined)
+    except FileNotFoundError:
+        return MISSING_CODE, "", 0
+    except OSError as exc:
+        return UNREADABLE_CODE, explain(exc), 0
+    if failure is not None:
+        return UNREADABLE_CODE, f"read error: {explain(failure)}", 0
+    size = looked.st_size
+    if count != size or after.st_size != size or after.st_mtime_ns != looked.st_mtime_ns:
+        changed = describe_change(looked, after, count) or "its contents moved while it was read"
+        return UNREADABLE_CODE, f"changed while being read ({changed}); check it again", count
+    return judge_data(memoryview(buffer)[:count], expected, candidates, trying, settled, blamed), "", count
+
+
+def judge_data(
+    data: memoryview,
+    expected: str,
+    candidates: tuple[Algorithm, ...],
+    trying: tuple[Algorithm, ...],
+    settled: dict[int, str],
+    blamed: int,
+) -> int:
+    """The verdict's code for a whole file's bytes: ``trying`` first (a match settles the length when
+    it was not settled), then the candidates a settled length skipped, else ``blamed``."""
+    for algorithm in trying:
+        if one_shot(algorithm)(data).hexdigest() == expected:
+            if len(trying) > 1:
+                settled.setdefault(len(expected), algorithm.name)
+            return ALGORITHM_CODE[algorithm.name]
+    if len(trying) == len(candidates):
+        return blamed
+    for algorithm in candidates:  # a settled guess that failed: the other candidates too
+        if algorithm.name != trying[0].name and one_shot(algorithm)(data).hexdigest() == expected:
+            return ALGORITHM_CODE[algorithm.name]
+    return blamed
+
+
+def check_entry(
+    path: bytes,
+    expected: str,
+    candidates: tuple[Algorithm, ...],
+    settled: dict[int, str],
+    buffer: bytearray,
+    on_chunk: Callable[[int], None],
+) -> tuple[int, str, int]:
+    """``check_file`` for an entry outside confinement, the common case with the fewest calls.
+
+    Why: on a million small files the Python work per entry is what we lose to ``sha256sum -c``, not
+    the system calls. A file smaller than the buffer whose algorithm is known (one candidate, or a
+    length already settled) goes from the look straight to ``check_small``; anything else, decided
+    from the look alone (nothing is opened twice), goes on to ``check_file`` with its look.
+    """
+    looked = _look(path)
+    if isinstance(looked, str):
+        return (UNREADABLE_CODE, looked, 0) if looked else (MISSING_CODE, "", 0)
+    size = looked.st_size
+    algorithm = known_algorithm(candidates, settled, len(expected))
+    if algorithm is None or not 0 < size < len(buffer) or not stat.S_ISREG(looked.st_mode):
+        return check_file(path, expected, candidates, False, settled, buffer, on_chunk, looked)
+    blamed = blamed_code(candidates)
+    return check_small(path, looked, expected, candidates, (algorithm,), False, settled, buffer, blamed)
+
+
+def judge(
+    entry: Entry,
+    job: Job,
+    digest: Digest | None,
+    error: str | None,
+    missing: bool,
+    settled: dict[int, str],
+) -> Checked:
+    if digest is None:
+        return Checked("MISSING") if missing else Checked("UNREADABLE", error or "unreadable")
+    if digest.changed:
+        return Checked("UNREADABLE", f"changed while being read ({digest.changed}); check it again")
+    for name, hexdigest in digest.hexdigests.items():
+        if hexdigest == entry.digest:
+            if len(job.algorithms) > 1:
+                settled.setdefault(len(entry.digest), name)
+            return Checked("OK", algorithm=name)
+    # The line's own first candidate, not the guess a settled length tried first: which guess that was
+    # depends on the files checked before it, so a split between processes would name another one.
+    return Checked("FAILED", algorithm=entry.candidates[0].name)

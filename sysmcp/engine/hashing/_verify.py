@@ -1,0 +1,346 @@
+"""The verify_checksums engine: a manifest's every entry checked against the files under a base.
+
+A typed ``VerifyRequest`` in, a ``Verification`` out (one verdict byte per entry, the improperly
+formatted lines, the new files), progress as ``VerifyProgress`` counts; failures are ``EngineError``
+subclasses (``sysmcp.engine.hashing._manifests``), worded by the tool. A short manifest is parsed whole and
+checked on a small thread pool (here); a long one is cut into ranges of whole lines that forked
+processes parse and check themselves (``sysmcp.engine.hashing._verify_ranges``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from sysmcp.engine.hashing._checksums import (
+    ALGORITHMS,
+    HASH_THREADS,
+    Algorithm,
+    Job,
+    PoolCounters,
+    explain,
+    hash_many,
+)
+from sysmcp.engine.hashing._manifests import (
+    MAX_MANIFEST,
+    Manifest,
+    ManifestBytes,
+    ManifestChanged,
+    ManifestTooLarge,
+    ManifestUnreadable,
+    NoEntries,
+    NotAManifest,
+    Source,
+    hint_order,
+    open_manifest,
+    parse_manifest,
+)
+from sysmcp.engine.hashing._verdicts import (
+    NOT_CHECKED_CODE,
+    Checked,
+    Status,
+    Verdicts,
+    Verification,
+    VerifyProgress,
+    judge,
+)
+from sysmcp.engine.hashing._verify_ranges import OUTSIDE_ROOTS, Confine, check_ranges
+from sysmcp.engine.opens import kind
+from sysmcp.engine.walk import Budget, ScanStopped, SkipCounter, WalkOptions, join, throttled, walk_files
+
+__all__ = [
+    "MAX_MANIFEST",
+    "PARALLEL_FROM",
+    "Checked",
+    "Confine",
+    "ManifestChanged",
+    "ManifestTooLarge",
+    "ManifestUnreadable",
+    "NoEntries",
+    "NotAManifest",
+    "Source",
+    "Status",
+    "Verification",
+    "VerifyProgress",
+    "VerifyRequest",
+    "is_cut",
+    "listed",
+    "verify",
+]
+
+PARALLEL_FROM = 160 << 10  # manifest bytes (about 2,000 lines) from which it is checked in ranges
+
+
+def _no_checkpoint() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class VerifyRequest:
+    """One check: which manifest, against which directory, how, and within what budget."""
+
+    source: Source
+    base: bytes  # the directory relative names are relative to (absolute, resolved)
+    budget: Budget  # the deadline, and the request's cancellation (its ``check_cancelled``)
+    algorithm: Algorithm | None = None  # None: detected per line; one: other lines improperly formatted
+    report_new: bool = False  # also walk ``base`` for regular files no entry names
+    walk: WalkOptions = field(default_factory=WalkOptions)  # that walk's rules
+    max_listed: int = 50  # names per non-OK list read back for the answer (``Verification.listed``)
+    threads: int = HASH_THREADS  # hashing threads for a short manifest
+    confine: Confine | None = None  # None: no allowed roots to keep names inside
+
+
+def verify(
+    request: VerifyRequest,
+    progress: Callable[[VerifyProgress], None] | None = None,
+    before_close: Callable[[Verification], None] | None = None,
+) -> Verification:
+    """Check every entry, walk for new files, and read the names the answer shows.
+
+    At the deadline what is left stays NOT_CHECKED and ``stopped`` says why. ``before_close`` runs
+    last, while ``names()`` can still read the manifest (a full report is written there, in the
+    worker: a million names read again would hold the event loop for seconds).
+    """
+    started = time.perf_counter()
+    emit = progress or _ignore
+    source, budget = request.source, request.budget
+    reader = open_manifest(source)
+    try:
+        prefer = hint_order(source.name_hint)
+        if reader.size >= PARALLEL_FROM:
+            size = reader.size
+
+            def report(files: int, read: int) -> None:
+                emit(VerifyProgress(files=files, manifest_read=read, manifest_size=size))
+
+            result = check_ranges(
+                reader, request.algorithm, prefer, request.base, request.confine, budget, report
+            )
+        else:
+            result = _parse_and_check_here(reader, request, prefer, emit)
+        if request.report_new and result.stopped is None:
+            try:
+                result.new, result.walk_skipped = find_new(
+                    result.names(), request.base, source.path, request.walk, budget
+                )
+                if budget.expired:  # the walk ends quietly at the deadline: its list may miss files
+                    result.stopped, result.new_cut = budget.reason, True
+            except ScanStopped as stop:
+                result.stopped = stop.reason
+        counts = result.checked.counts()  # the last reads of the manifest: the names the answer shows
+        result.listed, result.listed_limit = listed(result, request.max_listed, counts), request.max_listed
+        result.cut = is_cut(result, counts, request.max_listed)
+        if before_close is not None:
+            before_close(result)
+        if reader.changed():
+            raise ManifestChanged(source.shown)
+    finally:
+        reader.close()
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _ignore(progress: VerifyProgress) -> None:
+    return None
+
+
+def _parse_and_check_here(
+    reader: ManifestBytes,
+    request: VerifyRequest,
+    prefer: Sequence[str],
+    emit: Callable[[VerifyProgress], None],
+) -> Verification:
+    check = throttled(request.budget.check_cancelled or _no_checkpoint)  # no deadline inside the parse
+    manifest = parse_manifest(
+        reader.read(0, reader.size), forced=request.algorithm, prefer=prefer, check=check
+    )
+    if manifest.gave_up:
+        raise NotAManifest(reader.shown)
+    if not manifest.entries:
+        raise NoEntries(reader.shown, manifest.bad_count)
+    entries = manifest.entries
+    result = Verification(
+        Verdicts(bytearray([NOT_CHECKED_CODE]) * len(entries)),
+        manifest.bad_lines,
+        manifest.bad_count,
+        names=lambda: (entry.name for entry in entries),
+    )
+    try:
+        _check_here(manifest, request, emit, result)
+    except ScanStopped as stop:
+        result.stopped = stop.reason
+    return result
+
+
+def _check_here(
+    manifest: Manifest,
+    request: VerifyRequest,
+    emit: Callable[[VerifyProgress], None],
+    result: Verification,
+) -> None:
+    """Look at every entry, then hash on a small thread pool: the way for short manifests."""
+    base, confine, check, threads = request.base, request.confine, request.budget, request.threads
+    cancelled = check.check_cancelled or _no_checkpoint
+    confined = confine is not None
+
+    # Pass 1: look at every listed file (stat follows symlinks, as sha256sum's open does).
+    looked: list[tuple[int, bytes, os.stat_result]] = []
+    total_bytes = 0
+    for index, entry in enumerate(manifest.entries):
+        check()
+        path = entry.name if entry.name.startswith(b"/") else join(base, entry.name)
+        if confine is not None:
+            inside = confine(path)
+            if inside is None:
+                result.checked[index] = Checked("UNREADABLE", OUTSIDE_ROOTS)
+                continue
+            path = inside
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                result.checked[index] = Checked("MISSING")
+            else:
+                result.checked[index] = Checked("UNREADABLE", explain(exc))
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            result.checked[index] = Checked("UNREADABLE", f"not a regular file: {kind(st.st_mode)}")
+            continue
+        looked.append((index, path, st))
+        total_bytes += st.st_size
+    files_total = len(manifest.entries)
+    unhashed = files_total - len(looked)
+    emit(VerifyProgress(files_total=files_total, bytes_total=total_bytes))
+
+    # Pass 2: hash. A digest length two algorithms share is settled by the first file that matches.
+    settled: dict[int, str] = {}
+    tried: dict[int, set[str]] = {}
+    counters = PoolCounters()
+
+    def jobs() -> Iterator[Job]:
+        for index, path, st in looked:
+            entry = manifest.entries[index]
+            candidates = entry.candidates
+            if len(candidates) > 1 and len(entry.digest) in settled:
+                candidates = (ALGORITHMS[settled[len(entry.digest)]],)
+            yield Job(index, path, candidates, st, follow_symlinks=not confined)
+
+    def report(rehashed: int = 0, rehash_total: int = 0) -> None:
+        emit(
+            VerifyProgress(
+                unhashed + counters.files, files_total, counters.bytes, total_bytes, rehashed, rehash_total
+            )
+        )
+
+    def report_and_check() -> None:
+        report()
+        cancelled()
+
+    hashing = check.sharing(report_and_check)  # progress every few ms, and the one deadline
+    for outcome in hash_many(jobs(), checkpoint=hashing, counters=counters, threads=threads):
+        index = outcome.job.key
+        entry = manifest.entries[index]
+        tried[index] = {a.name for a in outcome.job.algorithms}
+        result.checked[index] = judge(
+            entry, outcome.job, outcome.digest, outcome.error, outcome.missing, settled
+        )
+    report()
+    result.bytes_hashed = counters.bytes + retry_others(
+        manifest, looked, tried, result, report, check, threads, confined
+    )
+
+
+def retry_others(
+    manifest: Manifest,
+    looked: list[tuple[int, bytes, os.stat_result]],
+    tried: dict[int, set[str]],
+    result: Verification,
+    report: Callable[[int, int], None],
+    check: Callable[[], None],
+    threads: int,
+    confined: bool,
+) -> int:
+    """Hash FAILED files again with the candidates a settled length skipped, so mixed manifests stay right.
+
+    Only files that failed and whose digest length two algorithms share pay for this second read.
+    ``report(bytes hashed again, bytes to hash again)`` is the progress.
+    """
+    jobs = []
+    for index, path, st in looked:
+        entry, checked = manifest.entries[index], result.checked[index]
+        others = tuple(c for c in entry.candidates if c.name not in tried.get(index, ()))
+        if checked.status == "FAILED" and len(entry.candidates) > 1 and others:
+            jobs.append(Job(index, path, others, st, follow_symlinks=not confined))
+    if not jobs:
+        return 0
+    counters = PoolCounters()
+    total = sum(job.looked.st_size for job in jobs)
+
+    def checkpoint() -> None:
+        report(counters.bytes, total)
+        check()
+
+    for outcome in hash_many(jobs, checkpoint=checkpoint, counters=counters, threads=threads):
+        if outcome.digest is not None and not outcome.digest.changed:
+            for name, hexdigest in outcome.digest.hexdigests.items():
+                if hexdigest == manifest.entries[outcome.job.key].digest:
+                    result.checked[outcome.job.key] = Checked("OK", algorithm=name)
+    checkpoint()
+    return counters.bytes
+
+
+def find_new(
+    names: Iterable[bytes],
+    base: bytes,
+    manifest_path: bytes | None,
+    options: WalkOptions,
+    check: Callable[[], None],
+) -> tuple[list[bytes], dict[str, int]]:
+    """Regular files under ``base`` that no entry names (the manifest file itself aside)."""
+    prefix = base.rstrip(b"/") + b"/"
+    known: set[bytes] = set()
+    for name in names:
+        if name.startswith(b"/"):
+            if not name.startswith(prefix):
+                continue
+            name = name[len(prefix) :]
+        normal = os.path.normpath(name)
+        if normal != b".." and not normal.startswith(b"../"):
+            known.add(normal)
+    skipped = SkipCounter()
+    new = [
+        found.relative
+        for found in walk_files(base, options, skipped, check)
+        if found.relative not in known and found.path != manifest_path
+    ]
+    new.sort()
+    return new, skipped.as_dict()
+
+
+def listed(
+    result: Verification, limit: int, counts: Counter[Status]
+) -> dict[Status, list[tuple[bytes, Checked]]]:
+    """The first ``limit`` names of each non-OK list: read again from the manifest, only as far as needed."""
+    by_status: dict[Status, list[tuple[bytes, Checked]]] = {"FAILED": [], "MISSING": [], "UNREADABLE": []}
+    wanted = sum(min(limit, counts[status]) for status in by_status)
+    if wanted:
+        for name, checked in zip(result.names(), result.checked, strict=False):
+            items = by_status.get(checked.status)
+            if items is not None and len(items) < limit:
+                items.append((name, checked))
+                wanted -= 1
+                if not wanted:
+                    break
+    return by_status
+
+
+def is_cut(result: Verification, counts: Counter[Status], limit: int) -> bool:
+    """Whether the answer cuts a list at ``limit`` (or leaves entries not checked): then a full report helps."""
+    lists: tuple[Status, ...] = ("FAILED", "MISSING", "UNREADABLE")
+    cut = any(counts[s] > limit for s in lists) or result.bad_count > limit or len(result.new or ()) > limit
+    return cut or counts["NOT_CHECKED"] > 0  # which ones were not checked: in the full report

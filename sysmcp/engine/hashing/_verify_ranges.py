@@ -1,0 +1,476 @@
+"""A long manifest checked in ranges of whole lines, each parsed and checked by whichever forked
+process claims it (``parallel.run_shared``), and the parts put back together in manifest order.
+
+Why ranges: nothing per entry exists before the fork, so no process holds (or counts again) another's
+entries, and the parse itself is shared out. Each process keeps one byte per entry (``verdicts``).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sysmcp.engine.hashing._checksums import CHUNK, Algorithm, Hasher, one_shot
+from sysmcp.engine.hashing._dirlook import NOT_LISTED, OPEN_LISTED, ListedDirectory, list_for
+from sysmcp.engine.hashing._manifests import (
+    MAX_BAD_LINES,
+    MAX_BAD_LINES_KEPT,
+    LineParser,
+    ManifestBytes,
+    NoEntries,
+    NotAManifest,
+    decide_style,
+)
+from sysmcp.engine.hashing._verdicts import (
+    ALGORITHM_CODE,
+    NOT_CHECKED_CODE,
+    UNREADABLE_CODE,
+    Verdicts,
+    Verification,
+    blamed_code,
+    check_entry,
+    check_file,
+    judge_data,
+    known_algorithm,
+)
+from sysmcp.engine.parallel import MAX_TASKS, SharedCounters, available_processes, run_shared
+from sysmcp.engine.walk import Budget, ScanStopped, throttled
+
+#: Where a confined check looks for a manifest's name: the path inside the allowed roots it resolves
+#: to, or None when it resolves outside them (the entry is UNREADABLE, "outside the allowed roots").
+Confine = Callable[[bytes], "bytes | None"]
+
+MIN_RANGE = 4 << 10  # bytes of manifest per task, at least: a split test of a few hundred lines splits
+MAX_RANGE = 256 << 10  # and at most: each task's lines are in memory at once, and the last task
+# a process claims ends the run at most a few thousand entries after the other's
+LIST_FROM = 8  # names of one directory in a range from which the directory is listed (dirlook)
+MAX_LISTINGS = 64  # directories a range keeps open at once (descriptors); each is listed once at most
+#: A file whose change or modification time is this close to the start of its range (or later) is
+#: checked by ``check_entry``, which compares a look before the open with one after the read. Older
+#: than that, no write can have been under way while it was read: a write sets both times to "now"
+#: (give or take the coarsest timestamps, FAT's 2 s), so the one ``fstat`` after the read suffices.
+SETTLED_NS = 3_000_000_000
+PROGRESS_EVERY = 16  # entries between two updates of the progress counts (read every few ms)
+_S_IFMT, _S_IFREG = 0o170000, stat.S_IFREG
+OUTSIDE_ROOTS = "outside the allowed roots"
+
+
+@dataclass(slots=True)
+class Tally:
+    """One process's progress through its ranges: entries checked, manifest bytes read."""
+
+    files: int = 0
+    read: int = 0
+
+
+@dataclass(slots=True)
+class RangeWork:
+    """What one process checks its ranges with (the parameter object of ``check_plain_block`` and
+    ``check_lines``): the parser, where relative names start, the lengths settled so far, one buffer,
+    its checkpoint and its tally."""
+
+    parser: LineParser
+    prefix: bytes  # the base directory, ending in '/'
+    own: Callable[[], None]  # deadline, cancellation and progress, every few milliseconds
+    tally: Tally
+    confine: Confine | None = None
+    settled: dict[int, str] = field(default_factory=dict)
+    buffer: bytearray = field(default_factory=lambda: bytearray(CHUNK))
+    bad_seen: int = 0  # by this process: more than MAX_BAD_LINES means the whole is no manifest
+
+    def on_chunk(self, read: int) -> None:
+        self.own()
+
+
+@dataclass(slots=True)
+class Part:
+    """One range's verdicts, in order: ``lines`` of its lines done (all when ``complete``), an
+    UNREADABLE entry's detail by its index in the range, the improperly formatted lines (numbers in
+    the range, the first ``MAX_BAD_LINES_KEPT``) and their count, the file bytes hashed, and why it
+    stopped early."""
+
+    task: int
+    lines: int
+    complete: bool
+    codes: bytes
+    details: dict[int, str]
+    bad: list[int] = field(default_factory=list)
+    bad_count: int = 0
+    hashed: int = 0
+    stopped: str | None = None
+
+    def wire(self) -> tuple[Any, ...]:
+        """As a forked process sends it back (``marshal``: builtin types only)."""
+        return (
+            self.task,
+            self.lines,
+            self.complete,
+            self.codes,
+            self.details,
+            self.bad,
+            self.bad_count,
+            self.hashed,
+            self.stopped,
+        )
+
+    @classmethod
+    def unwire(cls, data: Sequence[Any]) -> Part:
+        return cls(*data)
+
+
+class _GaveUp(Exception):
+    """More than MAX_BAD_LINES improperly formatted lines: no manifest, whatever the rest holds."""
+
+
+def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: int, work: RangeWork) -> Part:
+    """``check_entry`` for every entry of a range of plain lines (``LineParser.plain_block``), in
+    order: the range's ``Part`` (every line is an entry, so at a stop ``lines`` is the count of
+    codes). Outside confinement only.
+
+    Why: most entries of a big manifest sit next to many others of their directory. Such a directory
+    is listed once (``dirlook.list_for``), and a file its listing typed as regular is opened relative
+    to it (``O_NOFOLLOW``, ``O_NONBLOCK``), read once, ``fstat``-ed (a regular file, the inode the
+    entry named, on the directory's device, as big as what was read, its times older than
+    ``SETTLED_NS`` before the range began) and closed: four system calls, where ``check_entry`` makes
+    five and walks the whole path twice. Anything else (a name the listing did not type as a regular
+    file or did not reach, a file empty, large, recently changed or swapped, any error) goes through
+    ``check_entry`` from the start, so its verdict and text are exactly that path's.
+    """
+    parser, prefix, settled, buffer = work.parser, work.prefix, work.settled, work.buffer
+    on_chunk, own, tally = work.on_chunk, work.own, work.tally
+    codes = bytearray()
+    details: dict[int, str] = {}
+    fsencode = os.fsencode
+    wanted = Counter([line[1] for line in found])  # names per directory part
+    listings: dict[str, ListedDirectory] = {}
+    opened: list[tuple[str, ListedDirectory]] = []  # the listings open, oldest first
+    # Per digest length, once its algorithm is known (one candidate, or settled): how to hash, the OK code.
+    quick: dict[int, tuple[Callable[[memoryview], Hasher], int, Algorithm]] = {}
+    view, room, targets = memoryview(buffer), len(buffer), [buffer]
+    open_, readv, fstat, close = os.open, os.readv, os.fstat, os.close
+    flags = OPEN_LISTED
+    step = block_size // max(1, len(found))  # progress: manifest bytes per entry, near enough
+    before = time.time_ns() - SETTLED_NS
+    files, done = tally.files, tally.read
+    hashed = 0
+    current: str | None = None  # the directory part of the entries just checked, and its listing
+    listed = NOT_LISTED
+    regular, dir_fd, dev = listed.regular, listed.fd, listed.dev
+    try:
+        for index, (expected, key, last) in enumerate(found):
+            if not index % PROGRESS_EVERY:
+                tally.files, tally.read = files + index, done + step * index
+            own()  # a stop leaves len(codes) entries done
+            if key != current:
+                current = key
+                listed = listings.get(key, NOT_LISTED)
+                if key not in listings:
+                    if wanted[key] >= LIST_FROM:
+                        if len(opened) >= MAX_LISTINGS:  # the oldest goes: the rest of its names one by one
+                            oldest, gone = opened.pop(0)
+                            gone.close()
+                            listings[oldest] = NOT_LISTED
+                        directory = fsencode(key) if key.startswith("/") else prefix + fsencode(key)
+                        listed = list_for(directory, wanted[key])
+                        if listed is not NOT_LISTED:
+                            opened.append((key, listed))
+                    listings[key] = listed
+                regular, dir_fd, dev = listed.regular, listed.fd, listed.dev
+            read = 0
+            inode = regular.get(last)
+            if inode is not None:
+                try:
+                    fd = open_(last, flags, dir_fd=dir_fd)
+                except OSError:
+                    fd = -1
+                if fd >= 0:
+                    try:
+                        count = readv(fd, targets)
+                        after = fstat(fd)
+                        if after.st_ino != inode or after.st_dev != dev:
+                            regular.clear()  # swapped, or a filesystem whose entries' inodes differ
+                        elif (
+                            0 < count < room
+                            and after.st_size == count
+                            and after.st_mode & _S_IFMT == _S_IFREG
+                            and after.st_ctime_ns < before
+                            and after.st_mtime_ns < before
+                        ):
+                            read = count
+                    except OSError:
+                        pass
+                    finally:
+                        close(fd)
+            if read:
+                length = len(expected)
+                known = quick.get(length)
+                if known is None:
+                    candidates = parser.candidates(length)
+                    algorithm = known_algorithm(candidates, settled, length)
+                    if algorithm is not None:
+                        known = quick[length] = (
+                            one_shot(algorithm),
+                            ALGORITHM_CODE[algorithm.name],
+                            algorithm,
+                        )
+                if known is not None and known[0](view[:read]).hexdigest() == expected:
+                    codes.append(known[1])
+                else:
+                    candidates = parser.candidates(length)
+                    blamed = blamed_code(candidates)
+                    trying = candidates if known is None else (known[2],)
+                    codes.append(judge_data(view[:read], expected, candidates, trying, settled, blamed))
+            else:
+                path = fsencode(key + last)
+                if not key.startswith("/"):
+                    path = prefix + path
+                candidates = parser.candidates(len(expected))
+                code, detail, read = check_entry(path, expected, candidates, settled, buffer, on_chunk)
+                if detail:
+                    details[len(codes)] = detail
+                codes.append(code)
+            hashed += read
+    except ScanStopped as stop:
+        return Part(task, len(codes), False, bytes(codes), details, hashed=hashed, stopped=stop.reason)
+    finally:
+        for _, listed in opened:
+            listed.close()
+    tally.files, tally.read = files + len(found), done + block_size
+    return Part(task, len(found), True, bytes(codes), details, hashed=hashed)
+
+
+def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
+    """The range's lines one by one (comments, CRs, tags, escapes, bad lines; and every line when
+    confined): its ``Part``. Raises ``_GaveUp`` past ``MAX_BAD_LINES`` bad lines in this process."""
+    parse, prefix, settled, buffer = work.parser.parse, work.prefix, work.settled, work.buffer
+    on_chunk, own, tally, confine = work.on_chunk, work.own, work.tally, work.confine
+    lines = block.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    codes = bytearray()
+    details: dict[int, str] = {}
+    bad: list[int] = []
+    bad_count = 0
+    hashed = 0
+    number = 0
+    try:
+        for number, raw in enumerate(lines, 1):  # number: where a stop leaves off
+            tally.read += len(raw) + 1
+            if raw.startswith(b"#"):
+                continue
+            line = raw[:-1] if raw.endswith(b"\r") else raw
+            if not line:
+                continue
+            parsed = parse(line)
+            if parsed is None:
+                bad_count += 1
+                if len(bad) < MAX_BAD_LINES_KEPT:
+                    bad.append(number)
+                work.bad_seen += 1
+                if work.bad_seen > MAX_BAD_LINES:
+                    raise _GaveUp()
+                continue
+            own()
+            name, digest, candidates = parsed
+            path = name if name.startswith(b"/") else prefix + name
+            if confine is not None:
+                inside = confine(path)
+                if inside is None:
+                    details[len(codes)] = OUTSIDE_ROOTS
+                    codes.append(UNREADABLE_CODE)
+                    tally.files += 1
+                    continue
+                code, detail, read = check_file(
+                    inside, digest.lower(), candidates, True, settled, buffer, on_chunk
+                )
+            else:
+                code, detail, read = check_entry(path, digest.lower(), candidates, settled, buffer, on_chunk)
+            if detail:
+                details[len(codes)] = detail
+            codes.append(code)
+            hashed += read
+            tally.files += 1
+    except ScanStopped as stop:
+        return Part(task, number - 1, False, bytes(codes), details, bad, bad_count, hashed, stop.reason)
+    return Part(task, len(lines), True, bytes(codes), details, bad, bad_count, hashed)
+
+
+def ranges_for(size: int, processes: int) -> tuple[int, int]:
+    """Bytes per task and the number of tasks: about 16 per process, each 4 KiB to 256 KiB (larger only
+    past ``MAX_TASKS`` tasks)."""
+    per_task = max(MIN_RANGE, min(MAX_RANGE, size // (processes * 16) + 1), -(-size // MAX_TASKS))
+    return per_task, max(1, -(-size // per_task))
+
+
+def _nothing() -> None:
+    return None
+
+
+def check_ranges(
+    reader: ManifestBytes,
+    forced: Algorithm | None,
+    prefer: Sequence[str],
+    base: bytes,
+    confine: Confine | None,
+    check: Budget,
+    report: Callable[[int, int], None],
+) -> Verification:
+    """Parse and check a long manifest in ranges of whole lines, shared between forked processes.
+
+    Each process (``parallel.run_shared``, the walks' fork driver) claims a range, parses it, checks its
+    entries as it goes and keeps one byte per entry: what comes back is those bytes, the UNREADABLE
+    details and improperly formatted lines (few), per range. Nothing per entry exists before the
+    fork, so no process holds (or counts again) another's. At the deadline the processes stop; the
+    ranges, or rests of ranges, they did not reach are parsed here so every entry is counted (and
+    NOT_CHECKED) and every line number is right. ``report(files checked, manifest bytes read)`` is
+    the progress, every few milliseconds; ``check`` is the deadline and the cancellation.
+    """
+    cancelled = check.check_cancelled or _nothing
+    processes = available_processes()
+    per_task, tasks = ranges_for(reader.size, processes)
+    style = decide_style(reader.blocks(per_task, throttled(cancelled)), forced, prefer)
+    prefix = base if base.endswith(b"/") else base + b"/"
+    report(0, 0)
+    mine = Tally()  # this process's files checked and manifest bytes read
+
+    def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
+        if in_child:
+            tally = Tally()
+            own = check.sharing(lambda: progress.set(tally.files, tally.read))
+        else:
+
+            def report_and_check() -> None:
+                more_files, more_bytes = progress.others()
+                report(mine.files + more_files, mine.read + more_bytes)
+                cancelled()
+
+            tally, own = mine, check.sharing(report_and_check)
+        ranges = RangeWork(LineParser(forced, prefer, style), prefix, own, tally, confine)
+        return _check_claimed(claim, reader, per_task, ranges)
+
+    results: list[dict[str, Any] | None] = run_shared(tasks, processes, work, check)
+    return _assemble(reader, per_task, tasks, results, LineParser(forced, prefer, style), cancelled, check)
+
+
+def _check_claimed(
+    claim: Callable[[], int | None], reader: ManifestBytes, per_task: int, work: RangeWork
+) -> dict[str, Any]:
+    """Every range this process claims, checked: its parts, bytes hashed and why it stopped, as sent back."""
+    parts: list[tuple[Any, ...]] = []
+    hashed = 0
+    stopped: str | None = None
+    gave_up = False
+    plain_block = None if work.confine is not None else work.parser.plain_block
+    try:
+        while (task := claim()) is not None:
+            start = task * per_task
+            block = reader.owned(start, min(reader.size, start + per_task))
+            plain = None if plain_block is None else plain_block(block)
+            if plain is not None:
+                part = check_plain_block(task, plain, len(block), work)
+            else:
+                part = check_lines(task, block, work)
+            parts.append(part.wire())
+            hashed += part.hashed
+            if part.stopped is not None:
+                stopped = part.stopped
+                break
+    except _GaveUp:
+        gave_up = True
+    return {"parts": parts, "bytes": hashed, "stopped": stopped, "gave_up": gave_up}
+
+
+def _assemble(
+    reader: ManifestBytes,
+    per_task: int,
+    tasks: int,
+    results: list[dict[str, Any] | None],
+    parser: LineParser,
+    cancel: Callable[[], None],
+    check: Budget,
+) -> Verification:
+    """The processes' parts in manifest order, with what no process reached parsed here (NOT_CHECKED)."""
+    parts: dict[int, Part] = {}
+    hashed = 0
+    stopped: str | None = None
+    for result in results:
+        if result is None:
+            stopped = stopped or "a checking process ended unexpectedly"
+            continue
+        if result["gave_up"]:
+            raise NotAManifest(reader.shown)
+        for wired in result["parts"]:
+            done_part = Part.unwire(wired)
+            parts[done_part.task] = done_part
+        hashed += result["bytes"]
+        stopped = stopped or result["stopped"]
+    verdicts = Verdicts()
+    codes, details = verdicts.codes, verdicts.details
+    bad_lines: list[int] = []
+    bad_count = 0
+    line_offset = 0
+    cancelled = throttled(cancel)
+    for task in range(tasks):
+        part = parts.get(task)
+        if part is not None and part.complete:
+            lines, task_codes, task_details = part.lines, part.codes, part.details
+            task_bad, task_bad_count = part.bad, part.bad_count
+        else:  # not reached, or left at the deadline: the rest is parsed (not checked) here
+            start = task * per_task
+            block = reader.owned(start, min(reader.size, start + per_task))
+            done = part.lines if part is not None else 0
+            rest = bytearray(part.codes) if part is not None else bytearray()
+            task_details = part.details if part is not None else {}
+            task_bad = list(part.bad) if part is not None else []
+            task_bad_count = part.bad_count if part is not None else 0
+            split = block.split(b"\n")
+            if split[-1] == b"":
+                split.pop()
+            lines = len(split)
+            for number in range(done + 1, lines + 1):
+                cancelled()
+                raw = split[number - 1]
+                if raw.startswith(b"#"):
+                    continue
+                line = raw[:-1] if raw.endswith(b"\r") else raw
+                if not line:
+                    continue
+                if parser.parse(line) is None:
+                    task_bad_count += 1
+                    if len(task_bad) < MAX_BAD_LINES_KEPT:
+                        task_bad.append(number)
+                else:
+                    rest.append(NOT_CHECKED_CODE)
+            task_codes = bytes(rest)
+            stopped = stopped or check.reason
+        entry_offset = len(codes)
+        codes += task_codes
+        for index, detail in task_details.items():
+            details[entry_offset + index] = detail
+        room = MAX_BAD_LINES_KEPT - len(bad_lines)
+        if room > 0:
+            bad_lines += [line_offset + number for number in task_bad[:room]]
+        bad_count += task_bad_count
+        if bad_count > MAX_BAD_LINES:
+            raise NotAManifest(reader.shown)
+        line_offset += lines
+    if not codes:
+        raise NoEntries(reader.shown, bad_count)
+    style = parser.reversed_style
+
+    def names() -> Iterator[bytes]:
+        parse = LineParser(parser.forced, parser.prefer, style).parse
+        for block in reader.blocks(per_task, cancelled):
+            for raw in block.split(b"\n"):
+                if raw.startswith(b"#"):
+                    continue
+                line = raw[:-1] if raw.endswith(b"\r") else raw
+                if line and (parsed := parse(line)) is not None:
+                    yield parsed[0]
+
+    return Verification(verdicts, bad_lines, bad_count, names=names, bytes_hashed=hashed, stopped=stopped)

@@ -1,0 +1,552 @@
+"""Which filesystem holds what, and how full it is: statvfs probed so that a hung mount cannot hang
+the caller, df's arithmetic, and fill rates from samples over a window.
+
+The engine of ``disk_usage`` (``sysmcp.tools.disk_usage`` words it). A statvfs that could block
+(network, FUSE, automount) runs in a daemon thread with a per-mount timeout, and a mount that stays hung
+is not probed again while its earlier probe is still stuck, so threads cannot pile up. Sampling waits
+on an injected clock and sleep, so a test can run a 60 s window in no time at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, NamedTuple, TypeVar
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+
+from sysmcp.engine.errors import NotFound
+from sysmcp.engine.mounts._mounts import Mount, MountTable, container_siblings, dedupe, is_system_volume
+from sysmcp.engine.paths import display, expands_locally, is_within
+
+__all__ = [
+    "ALERT_PERCENT",
+    "MAX_STUCK_PROBES",
+    "MEMORY_TYPES",
+    "STATVFS_TIMEOUT",
+    "Disks",
+    "Entry",
+    "Figures",
+    "FsStats",
+    "PartitionsProvider",
+    "ProbeResult",
+    "Prober",
+    "Rate",
+    "SampleClock",
+    "UsageProvider",
+    "entry_from",
+    "inodes_in_use",
+    "over",
+    "percent_used",
+    "statvfs_usage",
+]
+
+T = TypeVar("T")
+
+STATVFS_TIMEOUT = 5.0  # seconds per mount; a dead network mount must not hang the call
+ALERT_PERCENT = 90  # space or inode use strictly over this is called out
+MAX_WALKED_COMPONENTS = 64  # path components walked on the event loop at most (see _short_enough_to_walk)
+MAX_WALKED_LENGTH = 1024  # characters, likewise
+MAX_STUCK_PROBES = 32  # threads left blocked in hung mounts, at most; beyond it mounts are not probed
+# Memory filesystems that df lists: a full /dev/shm or /run is a real outage. Listed by default like
+# real ones (when they have a size); the other pseudo filesystems only with ``all``.
+MEMORY_TYPES = frozenset({"tmpfs", "devtmpfs", "ramfs"})
+
+
+class FsStats(NamedTuple):
+    """What statvfs says, in the filesystem's own units, plus the st_dev of the probed path."""
+
+    block_size: int
+    blocks: int
+    blocks_free: int
+    blocks_available: int
+    files: int
+    files_free: int
+    st_dev: int | None = None
+
+
+UsageProvider = Callable[[str], FsStats]
+PartitionsProvider = Callable[[], MountTable]
+
+
+def statvfs_usage(path: str) -> FsStats:
+    """The real provider: ``statvfs`` (and ``stat`` for the device number) of ``path``."""
+    vfs = os.statvfs(path)
+    try:
+        st_dev: int | None = os.stat(path).st_dev
+    except OSError:
+        st_dev = None
+    return FsStats(
+        vfs.f_frsize or vfs.f_bsize, vfs.f_blocks, vfs.f_bfree, vfs.f_bavail, vfs.f_files, vfs.f_ffree, st_dev
+    )
+
+
+def percent_used(used: int, available: int) -> int | None:
+    """df's percent: used / (used + available) × 100 rounded up; None when both are 0.
+
+    Available, not total: blocks reserved for root do not hide a full disk.
+    """
+    base = used + available
+    return -(-used * 100 // base) if base > 0 else None
+
+
+def over(used: int, available: int, threshold: int = ALERT_PERCENT) -> bool:
+    """Strictly more than ``threshold`` percent used, decided exactly (no rounding)."""
+    return used * 100 > threshold * (used + available) and used + available > 0
+
+
+class Figures(NamedTuple):
+    """Integer bytes and counts as df reports them (a tuple: cheap to build on every call)."""
+
+    total: int
+    used: int
+    free: int  # available to unprivileged users
+    reserved: int  # free, but only for root
+    percent: int | None
+    inodes_total: int
+    inodes_used: int
+    inodes_free: int
+    inodes_percent: int | None  # None: the filesystem keeps no inode counts
+
+    @classmethod
+    def from_stats(cls, stats: FsStats) -> Figures:
+        size = stats.block_size
+        used = max(stats.blocks - stats.blocks_free, 0)
+        available = max(stats.blocks_available, 0)
+        inodes_used = max(stats.files - stats.files_free, 0)
+        return cls(
+            stats.blocks * size,
+            used * size,
+            available * size,
+            max(stats.blocks_free - available, 0) * size,
+            percent_used(used, available),
+            stats.files,
+            inodes_used,
+            stats.files_free,
+            percent_used(inodes_used, stats.files_free) if stats.files > 0 else None,
+        )
+
+    def fullness(self) -> float:
+        """The higher of space and inode use, exact, for sorting."""
+        space = self.used / (self.used + self.free) if self.used + self.free else 0.0
+        inodes = self.inodes_used / self.inodes_total if self.inodes_total else 0.0
+        return max(space, inodes)
+
+
+@dataclass
+class ProbeResult(Generic[T]):
+    """A probe's end: a value, or the reason there is none (it did not answer in time)."""
+
+    value: T | None = None
+    no_answer: str | None = None
+
+
+@dataclass
+class _Probe:
+    mount_point: str
+    path: str
+    started: float
+    done: bool = False
+    value: Any = None
+    error: BaseException | None = None
+    waiters: list[tuple[anyio.lowlevel.EventLoopToken, anyio.Event]] = field(default_factory=list)
+
+
+class Prober:
+    """Runs blocking probes in daemon threads, waiting for each at most ``timeout`` seconds.
+
+    Daemon threads, because a thread blocked in a dead NFS mount can never be joined: it must not keep
+    the process alive at exit. Bounded, because such a thread never comes back: while a probe of a
+    mount is stuck past the timeout, that mount is reported as hung without starting another thread,
+    and at most ``max_stuck`` probes may be outstanding at once.
+    """
+
+    def __init__(self, timeout: float = STATVFS_TIMEOUT, max_stuck: int = MAX_STUCK_PROBES) -> None:
+        self.timeout = timeout
+        self.max_stuck = max_stuck
+        self._lock = threading.Lock()
+        self._running: dict[tuple[str, str], _Probe] = {}
+
+    @property
+    def outstanding(self) -> int:
+        """Probes started and not finished (threads possibly blocked in a mount)."""
+        with self._lock:
+            return len(self._running)
+
+    async def run(self, mount_point: str, path: str, work: Callable[[], T]) -> ProbeResult[T]:
+        """``work()`` in a thread; its value, or a no-answer reason after the timeout. Exceptions propagate."""
+        event = anyio.Event()
+        token = anyio.lowlevel.current_token()
+        now = time.monotonic()
+        start = False
+        with self._lock:
+            probe = self._running.get((mount_point, path))
+            if probe is None:
+                oldest = min(
+                    (p.started for p in self._running.values() if p.mount_point == mount_point), default=now
+                )
+                if now - oldest >= self.timeout:
+                    return ProbeResult(no_answer=self._hung_reason(now - oldest))
+                if len(self._running) >= self.max_stuck:
+                    return ProbeResult(
+                        no_answer=f"not probed: {len(self._running)} earlier probes are still stuck"
+                    )
+                probe = _Probe(mount_point, path, now)
+                self._running[(mount_point, path)] = probe
+                start = True
+            elif now - probe.started >= self.timeout:
+                return ProbeResult(no_answer=self._hung_reason(now - probe.started))
+            waiter = (token, event)
+            probe.waiters.append(waiter)
+        if start:
+            thread = threading.Thread(
+                target=self._work, args=(probe, work), name=f"sysmcp statvfs {path}", daemon=True
+            )
+            thread.start()
+        try:
+            with anyio.move_on_after(probe.started + self.timeout - time.monotonic()):
+                await event.wait()
+        finally:  # timed out or cancelled: stop waiting for it
+            with self._lock:
+                if waiter in probe.waiters:
+                    probe.waiters.remove(waiter)
+        if not probe.done:
+            return ProbeResult(no_answer=f"did not answer within {self.timeout:g} s (a hung mount?)")
+        if probe.error is not None:
+            raise probe.error
+        return ProbeResult(value=probe.value)
+
+    def _hung_reason(self, age: float) -> str:
+        return (
+            f"did not answer within {self.timeout:g} s: a probe started {age:.0f} s ago is still stuck, "
+            "so it was not probed again"
+        )
+
+    def _work(self, probe: _Probe, work: Callable[[], Any]) -> None:
+        try:
+            value, error = work(), None
+        except BaseException as exc:  # handed to the waiters, who re-raise it in their task
+            value, error = None, exc
+        with self._lock:
+            probe.value, probe.error, probe.done = value, error, True
+            self._running.pop((probe.mount_point, probe.path), None)
+            waiters, probe.waiters = probe.waiters, []
+        for token, event in waiters:
+            # A waiter whose event loop has finished is waiting no more.
+            with contextlib.suppress(Exception):
+                anyio.from_thread.run_sync(event.set, token=token)
+
+
+class Rate(NamedTuple):
+    """How fast a filesystem filled over a sampling window: least-squares slopes of the samples."""
+
+    seconds: float  # from the first sample to the last
+    samples: int
+    bytes_per_s: float  # used bytes per second: positive while filling, negative while freeing
+    seconds_to_full: float | None  # at that rate, until free (df's Avail) reaches 0; None unless filling
+    inodes_per_s: float | None  # None where the filesystem keeps no inode counts
+    seconds_to_inodes_full: float | None
+
+    @classmethod
+    def of(cls, samples: Sequence[tuple[float, Figures]]) -> Rate | None:
+        """The rate from (time, figures) samples of one filesystem; None with fewer than two."""
+        if len(samples) < 2:
+            return None
+        times = [t for t, _ in samples]
+        last = samples[-1][1]
+        speed = _slope(times, [fig.used for _, fig in samples])
+        inode_speed = (
+            _slope(times, [fig.inodes_used for _, fig in samples])
+            if last.inodes_percent is not None
+            else None
+        )
+        return cls(
+            times[-1] - times[0],
+            len(samples),
+            speed,
+            _time_to_full(last.free, speed),
+            inode_speed,
+            None if inode_speed is None else _time_to_full(last.inodes_free, inode_speed),
+        )
+
+
+def _slope(times: Sequence[float], values: Sequence[int]) -> float:
+    """Least-squares slope of values over times: steadier than first-to-last against a single burst."""
+    n = len(times)
+    mean_t = sum(times) / n
+    mean_v = sum(values) / n
+    spread = sum((t - mean_t) ** 2 for t in times)
+    if spread <= 0:
+        return 0.0
+    return sum((t - mean_t) * (v - mean_v) for t, v in zip(times, values, strict=True)) / spread
+
+
+def _time_to_full(free: int, per_second: float) -> float | None:
+    if per_second <= 0:
+        return None
+    return free / per_second
+
+
+class Entry:
+    """One filesystem in the answer."""
+
+    __slots__ = ("_alerts", "figures", "mount", "rate", "reason", "st_dev", "status")
+
+    def __init__(
+        self,
+        mount: Mount,
+        figures: Figures | None = None,
+        status: str = "ok",  # "ok", "no_answer" or "error"
+        reason: str | None = None,
+        st_dev: int | None = None,
+    ) -> None:
+        self.mount, self.figures, self.status, self.reason, self.st_dev = (
+            mount,
+            figures,
+            status,
+            reason,
+            st_dev,
+        )
+        self._alerts: list[str] | None = None
+        self.rate: Rate | None = None
+
+    def alerts(self) -> list[str]:
+        """What is over the threshold; read-only filesystems cannot fill up further, so never."""
+        if self._alerts is None:
+            fig = self.figures
+            found = []
+            if fig is not None and not self.mount.read_only:
+                if over(fig.used, fig.free):
+                    found.append("space")
+                if fig.inodes_total and over(fig.inodes_used, fig.inodes_free):
+                    found.append("inodes")
+            self._alerts = found
+        return list(self._alerts)
+
+    def sort_key(self) -> tuple[int, float, str]:
+        if self.figures is None:
+            return (1, 0.0, self.mount.mount_point)
+        return (0, -self.figures.fullness(), self.mount.mount_point)
+
+
+def entry_from(mount: Mount, result: FsStats | OSError) -> Entry:
+    if isinstance(result, OSError):
+        reason = result.strerror or str(result)
+        return Entry(mount, status="error", reason=f"cannot read usage: {reason}")
+    return Entry(mount, Figures.from_stats(result), st_dev=result.st_dev)
+
+
+class SampleClock:
+    """What sampling waits on: the event loop's clock and sleep (a test passes a fake that jumps)."""
+
+    def now(self) -> float:
+        return anyio.current_time()
+
+    async def sleep(self, seconds: float) -> None:
+        await anyio.sleep(seconds)
+
+
+SampleProgress = Callable[[float, float], Awaitable[None]]  # (seconds done, seconds asked)
+
+
+class Disks:
+    """Probes filesystems through injected mount-table and statvfs providers (tests pass fakes)."""
+
+    def __init__(
+        self,
+        partitions: PartitionsProvider,
+        usage: UsageProvider = statvfs_usage,
+        timeout: float = STATVFS_TIMEOUT,
+        max_stuck: int = MAX_STUCK_PROBES,
+        clock: SampleClock | None = None,
+    ) -> None:
+        self.partitions = partitions
+        self.usage = usage
+        self.prober = Prober(timeout, max_stuck)
+        self.clock = clock or SampleClock()
+        self._last_walk: tuple[str, MountTable, tuple[bool, str | None]] | None = None
+
+    def walk(self, raw: str, table: MountTable) -> tuple[str, bool, str | None]:
+        """``raw`` expanded, whether resolving it stays on mounts that cannot hang, and if not the first
+        mount point that could (None: unknown, resolve it in a thread).
+
+        Walked on the event loop only when that is cheap and safe; the last walk is kept, so the call
+        that follows its at-once check does not walk again.
+        """
+        if "\x00" in raw:
+            return raw, True, None  # refused at once by the path check
+        if not expands_locally(raw):
+            return raw, False, None  # '~user' asks the user database, which may be on the network
+        expanded = os.path.expanduser(raw)
+        if not os.path.isabs(expanded):
+            return expanded, True, None  # refused at once by the path check
+        if not _short_enough_to_walk(expanded):
+            return expanded, False, None  # walked (or refused as too long) in a thread
+        last = self._last_walk
+        if last is not None and last[0] == expanded and last[1] is table:
+            return expanded, *last[2]
+        walk = table.walk(expanded)
+        self._last_walk = (expanded, table, walk)
+        return expanded, *walk
+
+    async def one(self, raw: str, table: MountTable, resolve: Callable[[str], str]) -> tuple[Entry, str]:
+        """The filesystem holding ``raw`` and its resolved path (normalised, when it did not answer);
+        ``resolve`` (the path policy's) goes to a thread with the statvfs if resolving could hang."""
+        expanded, safe, risky_point = self.walk(raw, table)
+        result: FsStats | OSError
+        if safe:
+            real = resolve(raw)
+            if table.inline_safe(real):
+                result = _guarded(self.usage, real)
+                return self._path_entry(real, result, table), real
+            risky_point = table.mount_point_of(real)
+
+        usage = self.usage
+
+        def work() -> tuple[str, FsStats | OSError]:
+            resolved = resolve(raw)
+            return resolved, _guarded(usage, resolved)
+
+        outcome = await self.prober.run(risky_point or "/", expanded, work)
+        if outcome.value is None:
+            # The mount that did not answer is the first risky one the path leads into.
+            point = risky_point or "/"
+            mount = table.holding(point) or Mount(point, "unknown", "unknown")
+            return Entry(mount, status="no_answer", reason=outcome.no_answer), os.path.normpath(expanded)
+        real, result = outcome.value
+        return self._path_entry(real, result, table), real
+
+    def _path_entry(self, real: str, result: FsStats | OSError, table: MountTable) -> Entry:
+        if isinstance(result, (FileNotFoundError, NotADirectoryError)):
+            raise NotFound(f"No such file or directory: {display(real)}")
+        st_dev = None if isinstance(result, OSError) else result.st_dev
+        mount = table.holding(real, st_dev) or Mount("/", "unknown", "unknown")
+        if st_dev is not None and not mount.dev:
+            mount = self._volume_with_device(mount, st_dev, table)
+        return entry_from(mount, result)
+
+    def _volume_with_device(self, mount: Mount, st_dev: int, table: MountTable) -> Mount:
+        """Where the table has no device numbers (getfsstat), the APFS volume a path really is on.
+
+        macOS's firmlinks (/Users, /Applications, /private …) lead from the sealed system snapshot
+        at / into the Data volume without a mount point on the way, so the deepest mount point is
+        the wrong answer there; the path's own device number names the right sibling volume. Only
+        local volumes of the same container are looked at, so this cannot hang.
+        """
+        for sibling in container_siblings(mount, table):
+            if not table.inline_safe(sibling.mount_point):
+                continue
+            found = _guarded(self.usage, sibling.mount_point)
+            if not isinstance(found, OSError) and found.st_dev == st_dev:
+                return sibling
+        return mount
+
+    def selected(self, table: MountTable, everything: bool, roots: Sequence[Path] | None) -> list[Mount]:
+        """The mounts to probe: all, or df's default (real and memory filesystems), within the roots."""
+        mounts = [m for m in table.mounts if everything or not m.pseudo or m.fs_type in MEMORY_TYPES]
+        if not everything:  # macOS's own APFS volumes (VM, Preboot …): df -a lists them, Finder does not
+            mounts = [m for m in mounts if not is_system_volume(m, table)]
+        if roots is not None:
+            holders = {id(table.holding(str(root))) for root in roots}
+            mounts = [
+                m for m in mounts if id(m) in holders or any(is_within(Path(m.mount_point), r) for r in roots)
+            ]
+        return mounts
+
+    async def probe_all(self, table: MountTable, mounts: Sequence[Mount]) -> list[Entry]:
+        """One entry per mount, in the same order (hung ones as no-answer entries)."""
+        entries: list[Entry | None] = [None] * len(mounts)
+
+        async def probe(index: int, mount: Mount) -> None:
+            point = mount.mount_point
+            outcome = await self.prober.run(point, point, lambda: _guarded(self.usage, point))
+            if outcome.value is None:
+                entries[index] = Entry(mount, status="no_answer", reason=outcome.no_answer)
+            else:
+                entries[index] = entry_from(mount, outcome.value)
+
+        async with anyio.create_task_group() as group:
+            for index, mount in enumerate(mounts):
+                if table.inline_safe(mount.mount_point):
+                    entries[index] = entry_from(mount, _guarded(self.usage, mount.mount_point))
+                else:
+                    group.start_soon(probe, index, mount)
+        return [entry for entry in entries if entry is not None]
+
+    def shown(self, found: list[Entry], everything: bool) -> list[Entry]:
+        """As df: no zero-size filesystems and one entry per device (unless ``everything``), fullest first."""
+        if not everything:
+            found = [e for e in found if e.figures is None or e.figures.total > 0]
+            found = dedupe(found, lambda e: e.mount, _device_key)
+        return sorted(found, key=Entry.sort_key)
+
+    async def sampled(
+        self,
+        first: list[Entry],
+        again: Callable[[], Awaitable[list[Entry]]],
+        sample_s: float,
+        progress: SampleProgress,
+    ) -> list[Entry]:
+        """Probe the same filesystems again and again for ``sample_s`` seconds; the last round's
+        entries, each with its rate over the window. Waits on the clock: cancellable at once."""
+        clock = self.clock
+        start = clock.now()
+        rounds: list[tuple[float, list[Entry]]] = [(start, first)]
+        interval = max(0.1, min(1.0, sample_s / 10))
+        end = start + sample_s
+        while (now := clock.now()) < end:
+            await clock.sleep(min(interval, end - now))
+            taken = clock.now()
+            rounds.append((taken, await again()))
+            await progress(min(taken - start, sample_s), sample_s)
+        last = rounds[-1][1]
+        for index, entry in enumerate(last):
+            samples = [
+                (taken, fig)
+                for taken, entries in rounds
+                if index < len(entries) and (fig := entries[index].figures) is not None
+            ]
+            entry.rate = Rate.of(samples)
+        return last
+
+
+def _short_enough_to_walk(path: str) -> bool:
+    """Walking a path on the event loop costs an ``lstat`` per component and grows faster than the
+    path: only short paths (nearly all real ones) are walked there; longer ones go to a thread."""
+    return len(path) <= MAX_WALKED_LENGTH and path.count("/") <= MAX_WALKED_COMPONENTS
+
+
+def _guarded(usage: UsageProvider, path: str) -> FsStats | OSError:
+    try:
+        return usage(path)
+    except OSError as exc:
+        return exc
+
+
+def _device_key(entry: Entry) -> object:
+    """Which filesystem an entry shows: the mount point's st_dev as df uses, else mountinfo's number."""
+    if entry.st_dev is not None:
+        return ("st_dev", entry.st_dev)
+    if entry.mount.dev:
+        return ("mountinfo", entry.mount.dev)
+    return ("entry", id(entry))
+
+
+def inodes_in_use(path: os.PathLike[str]) -> int | None:
+    """The progress total of a scan of a whole filesystem: its used inodes (what the scan will meet,
+    give or take hard links), so a client can show a percentage. None below a mount point, where the
+    filesystem's count would say nothing about this directory."""
+    try:
+        if not os.path.ismount(path):
+            return None
+        fs = os.statvfs(path)
+    except OSError:
+        return None
+    return fs.f_files - fs.f_ffree if fs.f_files > 0 else None

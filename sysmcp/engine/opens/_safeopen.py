@@ -1,0 +1,298 @@
+"""Opening files and directories so that nothing swapped in after the policy check can lead elsewhere.
+
+``PathPolicy.resolve`` returns a real path that was inside the roots *when it was checked*. Between
+that check and the open, any directory on the way could be replaced by a symlink to ``/etc``. So the
+open does not hand the path to the kernel in one piece: it walks it from ``/`` one component at a
+time, each step relative to the descriptor of the previous directory and opened with ``O_NOFOLLOW``.
+A component that has become a symlink is refused, never followed (this also covers ``/proc``'s
+magic links such as ``/proc/self/root``). Final opens add ``O_NONBLOCK`` so a FIFO cannot hang us,
+and the type is checked on the descriptor itself, not on the name.
+
+Intermediate directories are opened with ``O_PATH`` where the system has it (Linux: nothing is read,
+only search permission is needed). Elsewhere (macOS, the BSDs) they are opened ``O_RDONLY`` with
+``O_DIRECTORY|O_NONBLOCK|O_NOFOLLOW``: the kernel refuses anything but a directory before opening it,
+so the guarantees stay (no FIFO can block, no device is opened, no symlink followed); the one cost is
+that a directory on the way must be readable, not just searchable.
+
+For code with its own final open: ``open_parent(path)`` gives the parent's descriptor and the last name.
+For walkers: ``open_child_directory(parent_fd, name)`` and ``os.stat(name, dir_fd=parent_fd,
+follow_symlinks=False)`` keep every step of a scan relative to a descriptor already checked.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+from sysmcp import platform
+from sysmcp.engine.errors import EngineError, NotFound, PermissionRefused, Refused, WrongKind
+from sysmcp.engine.paths import display
+
+#: How an intermediate directory is opened: O_PATH where there is one (no read permission needed),
+#: else for reading, without blocking; O_DIRECTORY makes either refuse anything but a directory.
+_GO_THROUGH = os.O_PATH if platform.has_o_path() else os.O_RDONLY | os.O_NONBLOCK
+#: Flags for every intermediate directory: directories only, no symlinks, not inherited.
+_STEP = _GO_THROUGH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: Flags for the final open: never follow, never block (FIFOs), never become a controlling terminal.
+_FINAL = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+
+KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFREG: "a regular file",
+    stat.S_IFLNK: "a symbolic link",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+def kind(mode: int) -> str:
+    """'a directory', 'a FIFO (named pipe)', … for an ``st_mode``."""
+    return KINDS.get(stat.S_IFMT(mode), "a special file")
+
+
+class NotRegularFile(OSError):
+    """The name is not a regular file; it was looked at (``lstat``), never opened."""
+
+    def __init__(self, mode: int) -> None:
+        super().__init__(errno.EINVAL, f"not a regular file: {kind(mode)}")
+        self.mode = mode
+
+
+def open_path(path: str | os.PathLike[str], *, directory: bool = False, regular: bool = False) -> int:
+    """Open an absolute, already resolved path without following a symlink in any component.
+
+    Raises ``OSError`` like ``os.open`` would, with ``errno.ELOOP`` when a component is a symlink
+    (whatever the kernel said: ``ENOTDIR`` and ``ELOOP`` both arrive for that case). With
+    ``regular``, anything but a regular file raises ``NotRegularFile`` *before* being opened, since
+    merely opening some devices has effects (a tape rewinds, a terminal is claimed).
+    """
+    raw = os.fsencode(path)
+    if not raw.startswith(b"/"):
+        raise ValueError("open_path needs an absolute path")
+    parts = [p for p in raw.split(b"/") if p]
+    if any(p in (b".", b"..") for p in parts):
+        raise ValueError("open_path needs a normalised path (no '.' or '..')")
+    flags = _FINAL | (os.O_DIRECTORY if directory else 0)
+    if not parts:
+        if regular:
+            raise NotRegularFile(stat.S_IFDIR)
+        return os.open(b"/", flags)
+    current, last = open_parent(path)
+    try:
+        if regular:
+            return open_regular_at(last, dir_fd=current, flags=flags)[0]
+        return _step(last, current, flags)
+    finally:
+        os.close(current)
+
+
+def open_parent(path: str | os.PathLike[str]) -> tuple[int, bytes]:
+    """The parent directory of a resolved path (an ``O_PATH`` descriptor where there is ``O_PATH``,
+    else one opened for reading; reached without following any symlink) and the final name, for ``os.open(name, flags | O_NOFOLLOW, dir_fd=fd)`` or
+    ``os.stat(name, dir_fd=fd, follow_symlinks=False)``. The caller closes the descriptor.
+    """
+    raw = os.fsencode(path)
+    parts = [p for p in raw.split(b"/") if p]
+    if not raw.startswith(b"/") or not parts or any(p in (b".", b"..") for p in parts):
+        raise ValueError("open_parent needs an absolute, normalised path below /")
+    current = os.open(b"/", _STEP)
+    try:
+        for name in parts[:-1]:
+            following = _step(name, current, _STEP)
+            os.close(current)
+            current = following
+    except BaseException:
+        os.close(current)
+        raise
+    return current, parts[-1]
+
+
+def open_child_directory(parent_fd: int, name: str | bytes) -> int:
+    """Open the directory ``name`` inside ``parent_fd`` for listing, refusing a symlink."""
+    return _step(os.fsencode(name), parent_fd, _FINAL | os.O_DIRECTORY)
+
+
+def _step(name: bytes, dir_fd: int, flags: int) -> int:
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and _is_symlink(name, dir_fd):
+            raise OSError(errno.ELOOP, "refusing to follow a symbolic link", os.fsdecode(name)) from None
+        raise
+
+
+class Replaced(OSError):
+    """The name points at another file than the one looked at a moment ago."""
+
+    def __init__(self) -> None:
+        super().__init__(errno.ESTALE, "the file was replaced while it was being opened")
+
+
+def open_regular_at(
+    name: bytes,
+    *,
+    dir_fd: int | None = None,
+    follow_symlinks: bool = False,
+    expect: os.stat_result | None = None,
+    flags: int = _FINAL,
+) -> tuple[int, os.stat_result]:
+    """Look, then open, then check it is the file looked at: a regular file and nothing swapped in.
+
+    Anything but a regular file raises ``NotRegularFile`` *before* being opened (opening some devices
+    has effects); a symlink or another file found at open time raises ``Replaced``. ``expect`` is a
+    look already taken (a walk's ``lstat``).
+    """
+    looked = expect if expect is not None else os.stat(name, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
+    if not stat.S_ISREG(looked.st_mode):
+        raise NotRegularFile(looked.st_mode)
+    fd = _open_final(name, flags, dir_fd, follow_symlinks)
+    opened = os.fstat(fd)
+    if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (looked.st_dev, looked.st_ino):
+        os.close(fd)
+        raise NotRegularFile(opened.st_mode) if not stat.S_ISREG(opened.st_mode) else Replaced()
+    return fd, opened
+
+
+def _open_final(name: bytes, flags: int, dir_fd: int | None, follow_symlinks: bool) -> int:
+    """Open the file just looked at; without ``follow_symlinks`` a symlink swapped in since the look
+    is ``Replaced``, not followed (``flags`` carry ``O_NOFOLLOW`` unless symlinks are followed)."""
+    try:
+        return os.open(name, flags & ~os.O_NOFOLLOW if follow_symlinks else flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if not follow_symlinks and refused_symlink(exc):
+            raise Replaced() from None
+        raise
+
+
+def refused_symlink(exc: OSError) -> bool:
+    """Whether an ``O_NOFOLLOW`` open failed because a symlink now stands where a regular file was
+    (Linux says ELOOP, FreeBSD EMLINK)."""
+    return exc.errno in (errno.ELOOP, errno.EMLINK)
+
+
+def read_small_regular_at(
+    name: bytes,
+    looked: os.stat_result,
+    buffer: bytearray,
+    *,
+    dir_fd: int | None = None,
+    follow_symlinks: bool = False,
+) -> tuple[int, os.stat_result, OSError | None]:
+    """Open, read once into ``buffer`` and close a file that ``looked`` saw as a regular file smaller
+    than ``buffer``: the bytes read, the descriptor's ``fstat`` after the read, and the read's error.
+
+    Why: four system calls where ``open_regular_at``, a read and a check for changes take five, and
+    for the many small files of a tree the calls are the cost. The guarantees are the same: nothing
+    but a regular file gets past the look (so no device is ever opened on purpose), ``O_NONBLOCK``
+    keeps a FIFO swapped in from blocking the open or the read, and the descriptor must be the file
+    looked at (else ``Replaced`` or ``NotRegularFile``, as from ``open_regular_at``): checked on the
+    one ``fstat`` after the read instead of before it, so nothing read from another file is used.
+    The caller compares that ``fstat``'s size and mtime with ``looked`` to tell a file that changed.
+    """
+    if not stat.S_ISREG(looked.st_mode):
+        raise NotRegularFile(looked.st_mode)
+    fd = _open_final(name, _FINAL, dir_fd, follow_symlinks)
+    failure: OSError | None = None
+    try:
+        try:
+            count = os.readv(fd, [buffer])
+        except OSError as exc:
+            count, failure = 0, exc
+        after = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(after.st_mode):
+        raise NotRegularFile(after.st_mode)
+    if (after.st_dev, after.st_ino) != (looked.st_dev, looked.st_ino):
+        raise Replaced()
+    return count, after, failure
+
+
+def _is_symlink(name: bytes, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def open_regular(path: Path | str, shown: str | None = None) -> int:
+    """A descriptor on the regular file at ``path`` (resolved), or an ``EngineError`` saying why not.
+
+    Directories, FIFOs, sockets and devices are refused without blocking, checked on the descriptor.
+    """
+    shown = shown if shown is not None else display(path)
+    try:
+        return _open_or_explain(path, shown, directory=False, regular=True)
+    except NotRegularFile as exc:
+        raise WrongKind(f"Not a regular file: {shown} is {kind(exc.mode)}", reason="not_regular") from None
+
+
+def open_directory(path: Path | str, shown: str | None = None) -> int:
+    """A descriptor on the directory at ``path`` (resolved) to list or walk, or an ``EngineError``."""
+    shown = shown if shown is not None else display(path)
+    return _open_or_explain(path, shown, directory=True)
+
+
+def through_symlink(shown: str) -> WrongKind:
+    """The refusal of a path that met a symlink at open time (every component is opened O_NOFOLLOW)."""
+    return WrongKind(f"path {shown} leads through a symbolic link at open time", reason="symlink")
+
+
+def _open_or_explain(path: Path | str, shown: str, *, directory: bool, regular: bool = False) -> int:
+    try:
+        return open_path(path, directory=directory, regular=regular)
+    except NotRegularFile:
+        raise
+    except Replaced:
+        raise Refused(f"{shown} was replaced while it was being opened", reason="replaced") from None
+    except FileNotFoundError:
+        raise NotFound(f"No such {'directory' if directory else 'file'}: {shown}") from None
+    except PermissionError:
+        raise PermissionRefused(f"Permission denied: {shown}") from None
+    except IsADirectoryError:
+        raise WrongKind(f"Not a regular file: {shown} is a directory") from None
+    except NotADirectoryError:
+        raise WrongKind(f"Not a directory: {shown}") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise through_symlink(shown) from None
+        if exc.errno == errno.ENXIO:  # a socket, or a FIFO-like device with nobody on the other end
+            raise WrongKind(f"Not a regular file: {shown} cannot be opened for reading") from None
+        raise EngineError(f"Cannot open {shown}: {exc.strerror or exc}") from None
+
+
+__all__ = [
+    "NotRegularFile",
+    "Replaced",
+    "extended_attributes",
+    "kind",
+    "open_child_directory",
+    "open_directory",
+    "open_parent",
+    "open_path",
+    "open_regular",
+    "open_regular_at",
+    "read_small_regular_at",
+    "refused_symlink",
+    "through_symlink",
+]
+
+
+def extended_attributes(target: int | bytes) -> dict[str, bytes] | None:
+    """A file's extended attributes, ACLs included (``system.posix_acl_access``), by descriptor or by a
+    path that is not followed; {} where the filesystem keeps none, None if unreadable (and on a platform
+    whose Python cannot read them: two files' ACLs there cannot be shown to match)."""
+    if not platform.can_compare_xattrs():
+        return None
+    follow = isinstance(target, int)
+    try:
+        names = os.listxattr(target, follow_symlinks=follow)
+        return {name: os.getxattr(target, name, follow_symlinks=follow) for name in sorted(names)}
+    except OSError as exc:
+        if exc.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            return {}
+        return None

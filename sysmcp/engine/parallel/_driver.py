@@ -1,0 +1,290 @@
+"""The one parallel walk driver: walk here, share the tree out once the walk runs long, collect it back.
+
+Every engine that walks a big tree does the same five things: start the walk in this process; once
+it has run ``split_after_s`` (a short walk never pays for a fork), detach the subdirectories still
+waiting on its stack (``Scanner.detach``) and hand them to forked children through ``FanOut``; walk
+its own share of them too; collect every child's part within the time budget (``collect_within``:
+a child stuck past the deadline is killed); and walk again here the subtrees of a child that died.
+``ParallelWalk`` does those; the engine supplies what differs: ``consume`` (what it does with each
+walk event: fill heaps, hash the listed files, ...), ``work`` (how a process walks claimed
+subtrees and what part it sends back) and the merge of the parts, which stays the engine's.
+
+Work that is not a walk (a manifest checked in ranges, candidates compared in blocks) is shared out
+by ``run_shared``: the same fork, claim and collection, with the tasks known from the start.
+
+Why the engine keeps its merge: each part is the engine's own plain data (heaps, sorted runs,
+totals), and merging them is the engine's logic. Why the driver owns the fork: it is the one place
+that starts children, so fork safety is decided once for every engine: an engine that names no
+count of processes gets ``available_processes``, which is 1 where fork after threads is unsafe
+(``platform.fork_is_safe``: macOS, the BSDs; only tests and benchmarks name a count), and no thread
+or library thread pool of the parent is relied on in a child (``fanout.forked``: blake3 hashes on
+one thread there instead of in the rayon pool the parent may have started, whose threads a child
+does not have).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sysmcp.engine.parallel._fork import MAX_TASKS, FanOut, SharedCounters, available_processes
+from sysmcp.engine.walk import (
+    Budget,
+    Finished,
+    Listing,
+    Scanner,
+    ScanStopped,
+    SkipCounter,
+    Subtree,
+)
+
+GIVE_UP_AFTER_S = 2.0  # past a budget's deadline, how long to wait for a worker process before killing it
+
+
+def collect_within(fan: FanOut, budget: Budget, checkpoint: Callable[[], None] | None = None) -> list[Any]:
+    """Every forked worker's part (None for one that died or was given up), for a walk under ``budget``.
+
+    Cancellation, raised by ``checkpoint`` (default: the budget itself), ends the wait; the deadline does
+    not, since the workers stop at it themselves. One that cannot (stuck in the kernel on a dead mount)
+    is killed ``GIVE_UP_AFTER_S`` past the deadline, so it never holds the call for ever.
+    """
+    return fan.collect(quiet(checkpoint or budget), give_up_at(budget))
+
+
+def give_up_at(budget: Budget) -> float:
+    """When (``time.monotonic``) a worker still running under ``budget`` is killed: ``GIVE_UP_AFTER_S``
+    past its deadline (the workers stop at the deadline themselves, unless stuck in the kernel)."""
+    return time.monotonic() + max(0.0, budget.deadline - budget.clock()) + GIVE_UP_AFTER_S
+
+
+def quiet(checkpoint: Callable[[], None]) -> Callable[[], None]:
+    """``checkpoint`` for waiting on workers: progress and cancellation, but its deadline does not end the wait."""
+
+    def waiting() -> None:
+        with contextlib.suppress(ScanStopped):
+            checkpoint()
+
+    return waiting
+
+
+SPLIT_AFTER_S = 0.01  # a walk still running after this long shares its waiting subtrees out
+SUBTREES_PER_PROCESS = 32  # enough pieces that processes finish together whatever the tree's shape
+
+
+#: What the engine does with each event of this process's walk (given the scanner, to raise floors).
+Consume = Callable[[Listing | Finished, Scanner], None]
+
+
+class Work(Protocol):
+    """How one process walks the subtrees it claims (``claim()`` gives an index, None when done)."""
+
+    def __call__(self, claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Sharing:
+    """When and how widely a walk is shared: the knobs tests and benchmarks turn."""
+
+    processes: int | None = None  # None: the usable CPUs (at most 4), asked only when the split comes
+    split_after_s: float = SPLIT_AFTER_S
+    pieces: int = SUBTREES_PER_PROCESS  # subtrees per process to split the waiting tree into
+    limit: int = MAX_TASKS  # subtrees handed out at most (the rest stay with this process's walk)
+    waits_for_gifts: bool = False  # children wait for subtrees given away mid-walk (FanOut.give)
+
+
+class ParallelWalk:
+    """One walk of ``scanner``'s tree, shared with forked children past ``Sharing.split_after_s``.
+
+    Use: ``walk(consume)``; then, if ``fan`` is set, ``here()`` and ``children()`` for the parts,
+    ``again(lost)`` for subtrees no part reported; ``close()`` always (a ``with`` block does it).
+    """
+
+    def __init__(
+        self, scanner: Scanner, budget: Budget, sharing: Sharing, work: Work, keep: Collection[int] = ()
+    ) -> None:
+        self.scanner = scanner
+        self.budget = budget
+        self.sharing = sharing
+        self.work = work
+        self.keep = keep  # descriptors from ``fanout.pipe()`` the children keep open (a later stage's)
+        self.subtrees: list[Subtree] = []
+        self.fan: FanOut | None = None
+        self.processes = 1 if sharing.processes is None else sharing.processes
+        self.on_split: Callable[[list[Subtree]], None] | None = None  # before any child is forked
+
+    def walk(
+        self, consume: Consume, started: float | None = None, detached: Consume | None = None
+    ) -> str | None:
+        """Walk this process's share of the tree, each event to ``consume(event, scanner)``; returns
+        why the walk stopped early if ``consume`` raised ``ScanStopped`` (its own: ``scanner.stopped``).
+
+        ``started``: when the engine's call began on the budget's clock (default: now); the split
+        comes ``split_after_s`` after it. ``detached`` (default ``consume``) gets the listings the
+        split read to cut subtrees finer: their directories are closed (no ``scanner.listing_fd``).
+        """
+        scanner, clock, sharing = self.scanner, self.budget.clock, self.sharing
+        split_at = math.inf  # one process: never split
+        if sharing.processes is None or sharing.processes > 1:
+            split_at = (clock() if started is None else started) + sharing.split_after_s
+        events = scanner.events()
+        try:
+            for event in events:
+                consume(event, scanner)
+                if clock() >= split_at:
+                    split_at = math.inf
+                    self._split(detached or consume)
+        except ScanStopped as stop:
+            return stop.reason
+        finally:
+            events.close()
+        return None
+
+    def _split(self, consume: Consume) -> None:
+        # Asked only now: a walk too short to share never reads the CPU count or quota.
+        sharing = self.sharing
+        count = available_processes() if sharing.processes is None else sharing.processes
+        self.processes = count
+        if count <= 1:
+            return
+        subtrees, listings = self.scanner.detach(sharing.limit, sharing.pieces * count)
+        for listing in listings:
+            consume(listing, self.scanner)
+        if subtrees:
+            self.subtrees = subtrees
+            if self.on_split is not None:
+                self.on_split(subtrees)
+            self.fan = FanOut(
+                len(subtrees), count, self.work, self.keep, waits_for_gifts=sharing.waits_for_gifts
+            )
+            self.fan.start()
+
+    def here(self, keep_waiting: Callable[[], bool] | None = None) -> Any:
+        """This process's part: it claims subtrees too, until none is left (or, waiting for gifts,
+        until ``keep_waiting`` says stop)."""
+        assert self.fan is not None
+        return self.fan.run_here(keep_waiting)
+
+    def children(
+        self, budget: Budget | None = None, checkpoint: Callable[[], None] | None = None
+    ) -> list[Any]:
+        """Every child's part, None for one that died or was given up (killed past the deadline of
+        ``budget``, default the walk's); ``checkpoint`` (default the budget) runs while waiting."""
+        assert self.fan is not None
+        return collect_within(self.fan, budget or self.budget, checkpoint)
+
+    def walk_claimed(
+        self,
+        claim: Callable[[], int | None],
+        counter: SkipCounter,
+        checkpoint: Callable[[], None],
+        consume: Consume,
+        in_child: bool = False,
+    ) -> dict[str, Any]:
+        """Walk the claimed subtrees one after another in this process, each event to
+        ``consume(event, scanner)``, skips counted in ``counter``.
+
+        Returns this process's part of the walk, as ``stopped_early`` reads it back: why it stopped
+        early (``stopped``, or None), how many subtrees it walked (``subtrees``) and, in a child, its
+        skip counts (``skipped``, ``skipped_named``). The engine adds what it found.
+        """
+        stopped: str | None = None
+        done = 0
+        while stopped is None and (index := claim()) is not None:
+            sub = self.scanner.spawn(self.subtrees[index], counter, checkpoint, None)
+            events = sub.events()
+            try:
+                for event in events:
+                    consume(event, sub)
+            except ScanStopped as stop:
+                stopped = stop.reason
+            finally:
+                events.close()
+            stopped = stopped or sub.stopped
+            done += 1
+        part: dict[str, Any] = {"stopped": stopped, "subtrees": done}
+        if in_child:
+            part["skipped"], part["skipped_named"] = counter.as_dict(), counter.named
+        return part
+
+    def stopped_early(
+        self, parts: Sequence[dict[str, Any] | None], died: str, skipped: SkipCounter
+    ) -> str | None:
+        """Why the shared walk is partial, from every process's ``walk_claimed`` part (this one's first;
+        None for a child that died, said as ``died``), or None; the children's skips go into ``skipped``.
+
+        A subtree no part walked (a process stopped at the deadline before claiming it) leaves the
+        walk partial for the budget's reason.
+        """
+        stopped: str | None = None
+        claimed = 0
+        for slot, part in enumerate(parts):
+            if part is None:
+                stopped = stopped or died
+                continue
+            claimed += part["subtrees"]
+            stopped = stopped or part["stopped"]
+            if slot:
+                skipped.merge(part["skipped"], part["skipped_named"])
+        if claimed < len(self.subtrees):
+            stopped = stopped or self.budget.reason
+        return stopped
+
+    def again(self, lost: Iterable[int], work: Work | None = None) -> Any:
+        """Walk here the subtrees (by index) whose process died before reporting them."""
+        assert self.fan is not None
+        queue = iter(lost)
+        return (work or self.work)(lambda: next(queue, None), self.fan.progress, False)
+
+    def close(self) -> None:
+        """End the children (killed if still running) and close the walk's descriptors."""
+        try:
+            if self.fan is not None:
+                self.fan.close()
+        finally:
+            self.scanner.close()
+
+    def __enter__(self) -> ParallelWalk:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SharedTasks:
+    """Tasks ``0..tasks-1`` shared out with forked children that start at once, finished later: the
+    children work while this process does something else (explain's side tasks beside its walk)."""
+
+    def __init__(self, tasks: int, processes: int, work: Work) -> None:
+        self.fan = FanOut(tasks, processes, work)
+        try:
+            self.fan.start()
+        except BaseException:
+            self.fan.close()
+            raise
+
+    def finish(self, budget: Budget, checkpoint: Callable[[], None] | None = None) -> list[Any]:
+        """This process's part (the tasks no child claimed yet), then every child's (None for one that
+        died or was given up past ``budget``'s deadline; ``checkpoint``, default the budget, runs while
+        waiting)."""
+        parts: list[Any] = [self.fan.run_here()]
+        parts += collect_within(self.fan, budget, checkpoint)
+        return parts
+
+    def close(self) -> None:
+        self.fan.close()
+
+
+def run_shared(
+    tasks: int, processes: int, work: Work, budget: Budget, checkpoint: Callable[[], None] | None = None
+) -> list[Any]:
+    """Tasks ``0..tasks-1`` shared out at once between this process and forked children (no walk
+    to split first), as ``SharedTasks.finish`` returns them."""
+    shared = SharedTasks(tasks, processes, work)
+    try:
+        return shared.finish(budget, checkpoint)
+    finally:
+        shared.close()

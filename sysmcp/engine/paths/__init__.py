@@ -1,0 +1,32 @@
+"""Paths: the ``--root`` policy and how names are shown (escaped for terminals).
+
+This is the room's front door: other rooms import these names from here, never a private module.
+"""
+
+from sysmcp.engine.paths._paths import (
+    PATH_MAX,
+    PathPolicy,
+    display,
+    echo,
+    escaped,
+    exact_bytes,
+    expands_locally,
+    is_within,
+    printable,
+    real_root,
+    roots_from_uris,
+)
+
+__all__ = [
+    "PATH_MAX",
+    "PathPolicy",
+    "display",
+    "echo",
+    "escaped",
+    "exact_bytes",
+    "expands_locally",
+    "is_within",
+    "printable",
+    "real_root",
+    "roots_from_uris",
+]

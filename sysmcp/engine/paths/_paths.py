@@ -1,0 +1,243 @@
+"""Which paths a tool may look at, and how names are shown.
+
+The operator's roots bound everything; client roots can only narrow them. Containment is decided
+on resolved real paths, component by component — never by string prefix, so ``/srv-evil`` is not
+inside ``/srv`` and a symlink inside a root that points out of it does not lead out. Resolution is
+only half of the defence: the names it returns are opened with ``sysmcp.engine.opens``, which
+refuses to follow any symlink, so a path swapped for a symlink after the check still cannot lead out.
+
+Refusals are engine errors (``OutsideRoots``, ``InvalidPath``) stating the facts; the words a model
+reads, with the rule and what to do, are the tool layer's (``sysmcp.tools.errors``). Keeping the
+policy in step with the client's ``roots/list`` is the session's job (``sysmcp.roots``).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from sysmcp.engine.errors import InvalidPath, OutsideRoots
+
+#: How much of a model-supplied path is echoed back in a refusal.
+MAX_ECHO = 200
+#: How many roots a refusal lists (a client may send thousands).
+MAX_LISTED = 10
+#: Linux's limits: longer names fail in every system call, so refuse them up front with a clear rule.
+PATH_MAX = 4096
+NAME_MAX = 255
+
+OUTSIDE_OPERATOR = "the operator's roots (--root / SYSMCP_ROOTS)"
+OUTSIDE_CLIENT = "the client's roots (roots/list)"
+
+
+def display(path: str | bytes | os.PathLike[str]) -> str:
+    """A name safe to put in JSON: undecodable bytes shown as \\xNN instead of lone surrogates."""
+    if isinstance(path, str):
+        try:
+            path.encode("utf-8")  # the common case, and a hot path: nothing to escape
+        except UnicodeEncodeError:
+            pass
+        else:
+            return path
+    raw = os.fsencode(path)
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def printable(name: str | bytes) -> str:
+    """A name on one line, for text and tab-separated lists: undecodable bytes as \\xNN, newline,
+    carriage return and tab escaped, and every other character that is not printable (ESC, BEL, a
+    right-to-left override) as its bytes in octal (``\\033``), so a name cannot drive a terminal."""
+    text = display(name) if isinstance(name, bytes) else name
+    text = text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else _octal(char) for char in text)
+
+
+def _octal(char: str) -> str:
+    if char in _C_ESCAPES:  # as ``ls -b`` and ``escaped``: \\a, \\b, \\v, \\f
+        return _C_ESCAPES[char]
+    if "\udc80" <= char <= "\udcff":  # a byte that was not UTF-8 (``os.fsdecode``)
+        return f"\\x{ord(char) - 0xDC00:02x}"
+    return "".join(f"\\{b:03o}" for b in char.encode("utf-8", "surrogatepass"))
+
+
+#: The C escapes ``ls -b`` writes for these control bytes; every other one is ``\\NNN`` (octal).
+_C_ESCAPES = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f", "\r": "\\r"}
+
+
+def escaped(name: str | bytes) -> str:
+    """A name as a person may read it on a terminal, in the style of GNU ``ls -b`` (``--escape``).
+
+    Backslash is doubled; tab, newline, carriage return, bell, backspace, vertical tab and form feed are
+    ``\\t``, ``\\n``, ``\\r``, ``\\a``, ``\\b``, ``\\v``, ``\\f``; every other control byte, every
+    character Python does not call printable (such as U+202E, which reverses the text after it) and every
+    byte that is not UTF-8 is ``\\NNN``, its bytes in octal. Printable UTF-8 (and the space) stays as it
+    is, so a name can neither forge a line nor move the cursor, and the escape undoes to exact bytes.
+    A ``str`` is taken as ``os.fsdecode`` made it (undecodable bytes as surrogate escapes).
+    """
+    text = name if isinstance(name, str) else name.decode("utf-8", "surrogateescape")
+    if text.isprintable() and "\\" not in text:
+        return text  # the common case
+    out = []
+    for char in text:
+        if char == "\\":
+            out.append("\\\\")
+        elif char in _C_ESCAPES:
+            out.append(_C_ESCAPES[char])
+        elif "\udc80" <= char <= "\udcff":  # a byte that was not UTF-8
+            out.append(f"\\{ord(char) - 0xDC00:03o}")
+        elif char.isprintable():
+            out.append(char)
+        else:
+            out.append("".join(f"\\{b:03o}" for b in char.encode("utf-8", "surrogatepass")))
+    return "".join(out)
+
+
+def exact_bytes(name: str | bytes) -> str | None:
+    """A name's bytes in base64 when they are not UTF-8 (JSON text cannot carry them), else None:
+    beside ``display(name)`` in structured content, it keeps the exact name recoverable."""
+    raw = os.fsencode(name)
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return base64.b64encode(raw).decode("ascii")
+    return None
+
+
+def is_within(path: Path, root: Path) -> bool:
+    """True if ``path`` is ``root`` or below it, comparing whole components (never string prefixes)."""
+    return path.parts[: len(root.parts)] == root.parts
+
+
+def real_root(raw: str | os.PathLike[str]) -> Path:
+    """A root as the policy stores it: absolute, normalised, with every symlink resolved."""
+    return Path(os.path.realpath(os.path.abspath(os.fspath(raw))))
+
+
+def intersect(first: Sequence[Path], second: Sequence[Path]) -> list[Path]:
+    """The roots both lists allow: for each overlapping pair, the deeper of the two."""
+    both: list[Path] = []
+    for a in first:
+        for b in second:
+            deeper = a if is_within(a, b) else b if is_within(b, a) else None
+            if deeper is not None and deeper not in both:
+                both.append(deeper)
+    return both
+
+
+def roots_from_uris(uris: Iterable[object]) -> tuple[list[Path], list[str]]:
+    """Client roots (``file://`` URIs) as real paths, and the entries that could not be used."""
+    roots: list[Path] = []
+    unusable: list[str] = []
+    for uri in uris:
+        path = _file_uri_path(uri)
+        if path is None:
+            unusable.append(str(uri)[:MAX_ECHO])
+        else:
+            roots.append(real_root(path))
+    return roots, unusable
+
+
+def _file_uri_path(uri: object) -> str | None:
+    if not isinstance(uri, str) or "\x00" in uri:
+        return None
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return None
+    if parts.scheme.lower() != "file" or parts.netloc not in ("", "localhost"):
+        return None
+    path = unquote(parts.path)
+    if not path.startswith("/") or "\x00" in path:
+        return None
+    return path
+
+
+@dataclass
+class PathPolicy:
+    """The operator's roots (None: the whole filesystem) narrowed by the client's roots, if any."""
+
+    operator_roots: Sequence[Path] | None = None
+    client_roots: Sequence[Path] | None = field(default=None)
+
+    def resolve(self, raw: str) -> Path:
+        """An absolute, symlink-free path inside the allowed roots; else ``OutsideRoots`` naming the rule,
+        or ``InvalidPath``.
+
+        The error never shows what the path resolved to: a symlink's hidden target stays hidden.
+        """
+        return Path(self.resolve_str(raw))
+
+    def resolve_str(self, raw: str) -> str:
+        """``resolve`` as a ``str``, without building a ``Path`` when no roots need comparing."""
+        real = _realpath(raw)
+        if self.operator_roots is not None or self.client_roots is not None:
+            self.check(Path(real), echo(raw))
+        return real
+
+    def check(self, real: Path, shown: str) -> None:
+        """Refuse a resolved path outside the roots, naming the rule that refused it."""
+        for roots, who in ((self.operator_roots, OUTSIDE_OPERATOR), (self.client_roots, OUTSIDE_CLIENT)):
+            if roots is not None and not any(is_within(real, root) for root in roots):
+                in_force = self.allowed or []
+                raise OutsideRoots(
+                    f"path {shown} is outside {who}",
+                    allowed=[display(r) for r in in_force[:MAX_LISTED]],
+                    more=max(0, len(in_force) - MAX_LISTED),
+                )
+
+    def narrow(self, client_roots: Sequence[Path] | None) -> None:
+        """Apply the client's roots; None (or an empty list) means the client does not narrow."""
+        self.client_roots = list(client_roots) if client_roots else None
+
+    @property
+    def allowed(self) -> list[Path] | None:
+        """The roots in force, or None for the whole filesystem."""
+        if self.client_roots is None:
+            return list(self.operator_roots) if self.operator_roots is not None else None
+        if self.operator_roots is None:
+            return list(self.client_roots)
+        return intersect(self.client_roots, self.operator_roots)
+
+
+def expands_locally(raw: str) -> bool:
+    """True if ``os.path.expanduser(raw)`` needs no user database lookup (which may go to the network:
+    LDAP, NIS, sssd): no leading ``~``, or ``~`` / ``~/…`` with ``$HOME`` set."""
+    if not raw.startswith("~"):
+        return True
+    return (raw == "~" or raw.startswith("~/")) and "HOME" in os.environ
+
+
+def _realpath(raw: str) -> str:
+    """``raw`` expanded and resolved (absolute, normalised, no symlinks), or ``InvalidPath`` saying why."""
+    if not raw:
+        raise InvalidPath("path is empty", reason="empty")
+    if "\x00" in raw:
+        raise InvalidPath(f"path {echo(raw)} contains a NUL byte")
+    try:
+        expanded = os.path.expanduser(raw)
+        if not os.path.isabs(expanded):
+            raise InvalidPath(f"path {echo(raw)} is relative", reason="relative")
+        encoded = os.fsencode(expanded)  # lone surrogates from JSON cannot name a file
+        if len(encoded) >= PATH_MAX or (
+            len(encoded) > NAME_MAX and any(len(part) > NAME_MAX for part in encoded.split(b"/"))
+        ):
+            raise InvalidPath(
+                f"path {echo(raw)} is too long: at most {PATH_MAX - 1} bytes, {NAME_MAX} per component"
+            )
+        return os.path.realpath(expanded)
+    except OSError as exc:
+        raise InvalidPath(f"path {echo(raw)} cannot be resolved: {exc.strerror or 'error'}") from None
+    except ValueError:
+        raise InvalidPath(f"path {echo(raw)} is not a usable file name") from None
+
+
+def echo(raw: str) -> str:
+    """A client's path as quoted back in an error: repr, cut to MAX_ECHO characters."""
+    shown = raw if len(raw) <= MAX_ECHO else raw[:MAX_ECHO] + "…"
+    return repr(shown)

@@ -1,0 +1,248 @@
+"""What each block device and each process moved between two readings: the engine of disk_io.
+
+Two readings of the kernel's counters, some seconds apart: per block device (psutil's
+``disk_io_counters``: bytes, operations, busy time) and per process (psutil's ``io_counters``: bytes
+that reached the storage layer, as iotop shows); their differences are the answer. A process's
+counters are readable by its own user and by root only, so a reading counts the processes it could
+not see instead of pretending they wrote nothing. Typed readings in, typed rows out; the waiting
+between the readings, with its progress, and the words are the tool's (``sysmcp.tools.disk_io``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import psutil
+
+from sysmcp.engine.mounts import MountTable
+from sysmcp.engine.procs._openfiles import PROC, WrittenFile, open_for_writing
+
+__all__ = [
+    "SYS_DEV_BLOCK",
+    "DeviceIo",
+    "Moved",
+    "ProcessIo",
+    "ProcessReading",
+    "Reading",
+    "Writing",
+    "device_deltas",
+    "device_mount_points",
+    "device_name",
+    "files_written",
+    "process_deltas",
+    "read_devices",
+    "read_processes",
+    "take_reading",
+]
+
+
+class ProcessIo(NamedTuple):
+    """One process's cumulative storage I/O at a reading."""
+
+    pid: int
+    started: float  # create time: with the pid, which process this is (pids are reused)
+    command: str
+    user: str | None
+    read_bytes: int
+    write_bytes: int
+
+
+@dataclass(slots=True)
+class ProcessReading:
+    """Every readable process's counters at one moment, and how many could not be read."""
+
+    taken: float  # wall-clock time of the reading (process create times are wall-clock too)
+    processes: dict[tuple[int, float], ProcessIo] = field(default_factory=dict)
+    unreadable: int = 0
+
+
+def read_processes(checkpoint: Callable[[], None] | None = None) -> ProcessReading:
+    """Every readable process's cumulative storage I/O."""
+    reading = ProcessReading(time.time())
+    for process in psutil.process_iter(["pid", "name", "username", "create_time"]):
+        if checkpoint is not None:
+            checkpoint()
+        try:
+            counters = process.io_counters()
+        except psutil.AccessDenied:
+            reading.unreadable += 1
+            continue
+        except psutil.Error:  # gone, or a zombie with nothing left to read
+            continue
+        info = process.info
+        key = (info["pid"], info["create_time"] or 0.0)
+        reading.processes[key] = ProcessIo(
+            info["pid"],
+            info["create_time"] or 0.0,
+            info["name"] or "?",
+            info["username"],
+            counters.read_bytes,
+            counters.write_bytes,
+        )
+    return reading
+
+
+def read_devices() -> dict[str, Any]:
+    """Per block device cumulative counters ({} where the system gives none, e.g. some containers)."""
+    try:
+        return psutil.disk_io_counters(perdisk=True, nowrap=True) or {}
+    except (OSError, RuntimeError):
+        return {}
+
+
+class Moved(NamedTuple):
+    """One process's I/O over the window."""
+
+    pid: int
+    command: str
+    user: str | None
+    read_bytes: int
+    write_bytes: int
+
+
+def process_deltas(first: ProcessReading, second: ProcessReading) -> list[Moved]:
+    """What each process read and wrote between the readings. A process started during the window
+    did all its I/O within it; one read only at the end but older than the window is left out."""
+    moved = []
+    for key, now in second.processes.items():
+        before = first.processes.get(key)
+        if before is None:
+            if now.started < first.taken:
+                continue  # older than the window, unreadable at its start: its share is unknown
+            read, written = now.read_bytes, now.write_bytes
+        else:
+            read, written = now.read_bytes - before.read_bytes, now.write_bytes - before.write_bytes
+        if read > 0 or written > 0:
+            moved.append(Moved(now.pid, now.command, now.user, max(read, 0), max(written, 0)))
+    return moved
+
+
+class Reading(NamedTuple):
+    """One reading of everything: when (monotonic), the devices' and the processes' counters."""
+
+    taken: float
+    devices: dict[str, Any]
+    processes: ProcessReading | None  # None: not asked for (no per-process counters here)
+
+
+def take_reading(with_processes: bool, checkpoint: Callable[[], None] | None = None) -> Reading:
+    """The devices' counters, then (if asked) every process's; ``checkpoint`` before each process."""
+    taken = time.monotonic()
+    devices = read_devices()
+    processes = read_processes(checkpoint) if with_processes else None
+    return Reading(taken, devices, processes)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceIo:
+    """One block device over the window: bytes moved, rates, operations per second, busy share."""
+
+    device: str
+    read_bytes: int
+    write_bytes: int
+    read_bytes_per_s: float
+    write_bytes_per_s: float
+    read_iops: float
+    write_iops: float
+    busy_percent: float | None  # None where the system reports no busy time
+
+    @property
+    def busy(self) -> bool:
+        """It moved bytes or was busy in the window (an idle device is only named)."""
+        return bool(self.read_bytes or self.write_bytes or self.busy_percent)
+
+
+def device_deltas(first: dict[str, Any], second: dict[str, Any], seconds: float) -> list[DeviceIo]:
+    """What each device present in both readings did over ``seconds``, the most bytes first."""
+    rows = []
+    for name, now in second.items():
+        before = first.get(name)
+        if before is None:
+            continue
+        busy = getattr(now, "busy_time", None)
+        busy_before = getattr(before, "busy_time", None)
+        busy_percent = (
+            None
+            if busy is None or busy_before is None
+            else round(min(100.0, max(0.0, (busy - busy_before) / 10 / seconds)), 1)  # ms → percent
+        )
+        read, written = now.read_bytes - before.read_bytes, now.write_bytes - before.write_bytes
+        reads, writes = now.read_count - before.read_count, now.write_count - before.write_count
+        rows.append(
+            DeviceIo(
+                name,
+                read,
+                written,
+                round(read / seconds, 1),
+                round(written / seconds, 1),
+                round(reads / seconds, 1),
+                round(writes / seconds, 1),
+                busy_percent,
+            )
+        )
+    rows.sort(key=lambda row: (-(row.read_bytes + row.write_bytes), row.device))
+    return rows
+
+
+# -- which files, on which mount ------------------------------------------------------------------
+
+SYS_DEV_BLOCK = "/sys/dev/block"  # Linux: "major:minor" → the kernel's name of a block device
+
+
+def device_name(dev: str, sys_dev_block: str = SYS_DEV_BLOCK) -> str | None:
+    """The kernel's name of the block device ``dev`` ("major:minor"), as the device counters name it
+    ("sda1", "dm-0", "nvme0n1p2"); None for what is no block device (tmpfs, overlay, NFS)."""
+    try:
+        return os.path.basename(os.readlink(os.path.join(sys_dev_block, dev)))
+    except OSError:
+        return None
+
+
+def device_mount_points(table: MountTable, sys_dev_block: str = SYS_DEV_BLOCK) -> dict[str, list[str]]:
+    """Each block device's mount points (visible ones, shortest first), by the counters' device name."""
+    points: dict[str, list[str]] = {}
+    for mount in table.mounts:
+        name = device_name(mount.dev, sys_dev_block) if mount.dev else None
+        if name is not None and table.visible(mount):
+            points.setdefault(name, []).append(mount.mount_point)
+    return {name: sorted(set(found), key=lambda p: (len(p), p)) for name, found in points.items()}
+
+
+class Writing(NamedTuple):
+    """A file a process has open for writing, on a block device: where, and through which descriptor."""
+
+    path: str
+    fd: int
+    device: str
+    deleted: bool
+
+
+def files_written(
+    pids: Iterable[int],
+    keep: Callable[[WrittenFile], bool] = lambda _: True,
+    proc: str = PROC,
+    sys_dev_block: str = SYS_DEV_BLOCK,
+) -> dict[int, tuple[list[Writing], int]]:
+    """Per process: the regular files on block devices it has open for writing that ``keep`` accepts
+    (the caller's roots), and how many more it has open that ``keep`` refused."""
+    names: dict[int, str | None] = {}
+    found: dict[int, tuple[list[Writing], int]] = {}
+    for pid in pids:
+        kept: list[Writing] = []
+        refused = 0
+        for item in open_for_writing(proc, pid):
+            if item.dev not in names:
+                names[item.dev] = device_name(f"{os.major(item.dev)}:{os.minor(item.dev)}", sys_dev_block)
+            device = names[item.dev]
+            if device is None:
+                continue  # not storage: a tmpfs, a pipe's filesystem, a network mount
+            if keep(item):
+                kept.append(Writing(item.path, item.fd, device, item.deleted))
+            else:
+                refused += 1
+        found[pid] = (kept, refused)
+    return found

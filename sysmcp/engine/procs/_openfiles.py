@@ -1,0 +1,315 @@
+"""Which deleted files processes still hold open: the engine of deleted_open_files (``lsof +L1``).
+
+A file deleted while a process still holds it keeps its blocks until the last descriptor closes and
+the last mapping goes: df counts them, a walk finds no name for them. This reads every process's
+``/proc/PID/fd`` links and keeps those whose target has no name left (link count 0), then the
+deleted files a process has only mapped (``/proc/PID/maps``, sized through ``/proc/PID/map_files``,
+lsof's ``DEL``). Facts only: who holds what on which device; the tool words them and says how to get
+the space back. ``fs.space`` runs the same scan for disk_usage's ``explain``.
+
+A former path is only the text of a ``/proc`` link: a process in another mount namespace (a container
+with a host volume) shows the path of its own view, which may name a place under a root while the inode
+lives elsewhere. So each file also says whether that text names it in this server's view
+(``DeletedFile.confined``: every holder in our mount namespace, and the file on the filesystem mounted at
+that path here); one that is not is outside every root, whatever its path says.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sysmcp import platform
+from sysmcp.engine.errors import Unavailable
+from sysmcp.engine.mounts import Mount, MountTable, parse_mountinfo
+
+__all__ = [
+    "DELETED",
+    "PROC",
+    "DeletedFile",
+    "Holder",
+    "Scan",
+    "View",
+    "WrittenFile",
+    "fd_links",
+    "filesystem_of",
+    "link_confined",
+    "open_for_writing",
+    "scan_processes",
+]
+
+PROC = platform.PROC  # where processes are read (tests point the tools at a fake one)
+DELETED = " (deleted)"
+
+
+@dataclass(slots=True)
+class Holder:
+    """One process's hold on a deleted file: a descriptor, or a memory mapping."""
+
+    pid: int
+    command: str
+    user: str | None
+    fd: int | None  # None: held by a memory mapping, not a descriptor
+    mode: str  # "r", "w", "rw" or "" when fdinfo could not be read; a mapping's "r" or "rw"
+
+
+@dataclass(slots=True)
+class DeletedFile:
+    """A regular file with no name left, by device and inode, and every holder found."""
+
+    path: str
+    dev: int
+    ino: int
+    size: int
+    disk: int
+    holders: list[Holder] = field(default_factory=list)
+    # The path names this inode in the server's own view (see the module's note): False puts the file
+    # outside every root, whatever its path says.
+    confined: bool = True
+
+    @property
+    def mapped_only(self) -> bool:
+        """No descriptor holds it, only mappings: it cannot be truncated safely, only unmapped."""
+        return all(holder.fd is None for holder in self.holders)
+
+
+@dataclass(slots=True)
+class Scan:
+    """One pass over the processes: the deleted files held open, and what could not be read."""
+
+    files: dict[tuple[int, int], DeletedFile] = field(default_factory=dict)
+    processes: int = 0
+    unreadable: int = 0  # processes whose descriptors we may not look at
+    vanished: int = 0  # processes that ended while being read
+    mappings_not_sized: int = 0  # deleted mapped files whose map_files entry we may not look at
+
+
+def _identity(pid: int) -> tuple[str, str | None]:
+    """Command name and user of a process, from psutil (best effort: it may be gone already).
+
+    psutil is imported here, not at the top: disk_usage imports this module for ``PROC`` on every
+    start, and a start that never scans processes should not pay for psutil."""
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        with process.oneshot():
+            name = process.name()
+            try:
+                user: str | None = process.username()
+            except (KeyError, psutil.Error):  # a uid with no name in the user database
+                user = None
+        return name, user
+    except psutil.Error:
+        return "?", None
+
+
+class View:
+    """This server's view, read once per scan: its mount namespace and mount table.
+
+    ``names(pid, path, dev)`` says whether the ``/proc`` link text ``path`` of a file that process
+    ``pid`` holds, on device ``dev``, names that file here: the holder's mount namespace is ours and
+    the filesystem mounted at ``path`` in our table is the file's. Anything that cannot be read (a
+    namespace link we may not follow, no mount table) answers False: never confined by guesswork."""
+
+    def __init__(self, proc: str = PROC) -> None:
+        self.proc = proc
+        self.namespace = _namespace(proc, "self")
+        try:
+            with open(os.path.join(proc, "self", "mountinfo"), "rb") as handle:
+                self.table: MountTable | None = parse_mountinfo(handle.read())
+        except OSError:
+            self.table = None
+        self._ours: dict[int, bool] = {}
+
+    def names(self, pid: int, path: str, dev: int) -> bool:
+        if self.namespace is None or self.table is None:
+            return False
+        ours = self._ours.get(pid)
+        if ours is None:
+            ours = self._ours[pid] = _namespace(self.proc, str(pid)) == self.namespace
+        if not ours:
+            return False
+        mount = self.table.holding(os.path.normpath(path))  # the mount a lookup of the path reaches
+        return mount is not None and mount.dev_matches(dev)
+
+
+def _namespace(proc: str, pid: str) -> tuple[int, int] | None:
+    """The identity of a process's mount namespace (its nsfs inode), None if it cannot be read."""
+    try:
+        st = os.stat(os.path.join(proc, pid, "ns", "mnt"))
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def link_confined(link: bytes, dev: int) -> bool:
+    """Whether ``/proc/PID/fd/N`` (``link``, a file on device ``dev``) is held in this server's view
+    under the name its text gives (``View.names``): what reclaim asks again right before truncating."""
+    fd_dir = os.path.dirname(os.fsdecode(link))
+    base = os.path.dirname(fd_dir)
+    pid = os.path.basename(base)
+    try:
+        target = os.readlink(link)
+    except OSError:
+        return False
+    if not pid.isdigit() or not target.endswith(os.fsencode(DELETED)):
+        return False
+    path = os.fsdecode(target[: -len(DELETED)])
+    return View(os.path.dirname(base)).names(int(pid), path, dev)
+
+
+def scan_processes(proc: str = PROC, checkpoint: Callable[[], None] | None = None) -> Scan:
+    """Every descriptor of every readable process that points at a regular file with no name left,
+    and the deleted files each maps. ``checkpoint`` is called before each process (it may raise to
+    stop); ``Unavailable`` when ``proc`` itself cannot be listed."""
+    scan = Scan()
+    try:
+        pids = sorted(int(name) for name in os.listdir(proc) if name.isdigit())
+    except OSError as exc:
+        raise Unavailable(f"Cannot list processes in {proc}: {exc.strerror or exc}") from None
+    me = os.getpid()
+    view = View(proc)
+    for pid in pids:
+        if checkpoint is not None:
+            checkpoint()
+        try:
+            links = fd_links(proc, pid)
+        except PermissionError:
+            scan.unreadable += 1
+            continue
+        except OSError:  # gone
+            scan.vanished += 1
+            continue
+        scan.processes += 1
+        identity: tuple[str, str | None] | None = None
+        for fd, link, target in links:
+            if not target.endswith(DELETED):
+                continue  # files that still have a name
+            try:
+                st = os.stat(link)  # follows the link to the open file itself
+            except OSError:
+                continue
+            if st.st_nlink != 0 or not stat.S_ISREG(st.st_mode):
+                continue  # renamed over but still linked elsewhere, or not a regular file
+            if pid == me:
+                continue  # our own descriptors are never what fills a disk
+            if identity is None:
+                identity = _identity(pid)
+            key = (st.st_dev, st.st_ino)
+            found = scan.files.get(key)
+            if found is None:
+                path = target[: -len(DELETED)]
+                found = scan.files[key] = DeletedFile(
+                    path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512
+                )
+            found.confined = found.confined and view.names(pid, found.path, st.st_dev)
+            found.holders.append(
+                Holder(pid, identity[0], identity[1], int(fd), platform.fd_access_mode(proc, pid, fd))
+            )
+        if pid != me:
+            _scan_mappings(proc, pid, scan, identity, view)
+    return scan
+
+
+def fd_links(proc: str, pid: int) -> list[tuple[str, str, str]]:
+    """``(fd, link, target)`` of each descriptor of process ``pid`` that names a path (pipes, sockets
+    and anonymous inodes left out), in descriptor order; ``OSError`` when its descriptors cannot be
+    listed (``PermissionError``: another user's process)."""
+    fd_dir = os.path.join(proc, str(pid), "fd")
+    found = []
+    for fd in sorted(os.listdir(fd_dir), key=lambda name: int(name) if name.isdigit() else -1):
+        link = os.path.join(fd_dir, fd)
+        try:
+            target = os.readlink(link)
+        except OSError:
+            continue
+        if target.startswith("/"):
+            found.append((fd, link, target))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenFile:
+    """A regular file a process holds open for writing: where it is (or was, when deleted)."""
+
+    path: str
+    fd: int
+    dev: int
+    deleted: bool
+
+
+def open_for_writing(proc: str, pid: int) -> list[WrittenFile]:
+    """The regular files process ``pid`` has open for writing (its descriptors opened write-only or
+    read-write, from fdinfo), in descriptor order; [] when they cannot be read (gone, another user's)."""
+    try:
+        links = fd_links(proc, pid)
+    except OSError:
+        return []
+    written = []
+    for fd, link, target in links:
+        if "w" not in platform.fd_access_mode(proc, pid, fd):
+            continue
+        try:
+            st = os.stat(link)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            deleted = target.endswith(DELETED) and st.st_nlink == 0
+            path = target[: -len(DELETED)] if deleted else target
+            written.append(WrittenFile(path, int(fd), st.st_dev, deleted))
+    return written
+
+
+def _scan_mappings(
+    proc: str, pid: int, scan: Scan, identity: tuple[str, str | None] | None, view: View
+) -> None:
+    """Deleted files a process has mapped, added to ``scan`` (one holder per process and file)."""
+    base = os.path.join(proc, str(pid))
+    try:
+        with open(os.path.join(base, "maps"), "rb") as handle:
+            lines = [line for line in handle if line.endswith(b" (deleted)\n")]
+    except OSError:
+        return  # gone, or another user's: its descriptors were already counted as unreadable
+    seen: set[tuple[bytes, bytes]] = set()
+    for line in lines:
+        fields = line.rstrip(b"\n").split(maxsplit=5)
+        if len(fields) < 6 or fields[4] == b"0" or not fields[5].startswith(b"/"):
+            continue  # anonymous memory, or not a file
+        span, perms, _, device, inode, name = fields
+        if (device, inode) in seen:
+            continue  # one mapping per segment: the same file several times
+        seen.add((device, inode))
+        try:
+            st = os.stat(os.path.join(base, "map_files", os.fsdecode(span)))
+        except PermissionError:
+            scan.mappings_not_sized += 1  # map_files wants CAP_SYS_ADMIN on some kernels
+            continue
+        except OSError:
+            continue
+        if st.st_nlink != 0 or not stat.S_ISREG(st.st_mode):
+            continue
+        key = (st.st_dev, st.st_ino)
+        found = scan.files.get(key)
+        if found is None:
+            path = os.fsdecode(name[: -len(DELETED)])
+            found = scan.files[key] = DeletedFile(path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
+        elif any(holder.pid == pid for holder in found.holders):
+            continue  # it holds a descriptor too: that one is named
+        found.confined = found.confined and view.names(pid, found.path, st.st_dev)
+        if identity is None:
+            identity = _identity(pid)
+        mode = "rw" if perms[1:2] == b"w" and perms[3:4] == b"s" else "r"
+        found.holders.append(Holder(pid, identity[0], identity[1], None, mode))
+
+
+def filesystem_of(table: MountTable, dev: int) -> Mount | None:
+    """The mount showing the filesystem with device number ``dev``: its whole-filesystem mount
+    (not a bind mount of a subtree) nearest the root, else any (None: not mounted in this namespace)."""
+    wanted = f"{os.major(dev)}:{os.minor(dev)}"
+    matches = [m for m in table.mounts if m.dev == wanted and table.visible(m)]
+    if not matches:
+        return None
+    return min(matches, key=lambda m: (m.root != "/", len(m.mount_point), m.mount_point))

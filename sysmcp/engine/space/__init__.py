@@ -1,0 +1,19 @@
+"""Space accounting: the parts of a filesystem's used bytes (disk_usage ``explain``), hidden bytes under
+mount points, and copy-on-write snapshots.
+
+This is the room's front door: other rooms import these names from here, never a private module.
+"""
+
+from sysmcp.engine.space._snapshots import Snapshot, Snapshots
+from sysmcp.engine.space._space import Accounting, HeldOpen, Scanned, explain, explain_request, own_mount
+
+__all__ = [
+    "Accounting",
+    "HeldOpen",
+    "Scanned",
+    "Snapshot",
+    "Snapshots",
+    "explain",
+    "explain_request",
+    "own_mount",
+]

@@ -1,0 +1,464 @@
+"""Where the used bytes of one filesystem are: df's used split into what a walk reaches, deleted files
+still held open, files hidden under mount points, unreadable directories, snapshots, the filesystem's
+own overhead, and what is left unexplained.
+
+The engine of ``disk_usage`` with ``explain``: a typed request in, an ``Accounting`` out; no words for
+the model here (``sysmcp.tools.disk_explain`` says it). The deleted-open-files scan comes in as a provider
+(``deleted_provider``: ``fs.openfiles``' scan in this engine's types; tests pass fakes), the walk
+through ``walk_filesystem``, the one adapter to the tree-walk engine; progress goes to ``report(entries, bytes)`` and ``check_cancelled()`` raises to
+abandon the call, as in every walking engine.
+
+Why the call takes about one walk: everything but the walk works beside it. The look under the
+mount points is a child process started before the walk; the deleted-files scan and the snapshot and
+overhead queries are two tasks for a forked child (``parallel.SharedTasks``) started before the walk too. What
+that child has not begun when the walk ends, this process does itself; what it lost (it died), too.
+A recent complete scan of the root kept in the history (``Scanned``) stands in for the walk.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sysmcp import platform
+from sysmcp.engine.errors import WrongKind
+from sysmcp.engine.mounts import Entry, Figures, Mount, MountTable
+from sysmcp.engine.parallel import SPLIT_AFTER_S, SharedCounters, SharedTasks, available_processes
+from sysmcp.engine.paths import is_within
+from sysmcp.engine.procs import PROC, filesystem_of, scan_processes
+from sysmcp.engine.space._hidden import Hidden, Look
+from sysmcp.engine.space._snapshots import Overhead, Snapshot, Snapshots, overhead_of, snapshots_of
+from sysmcp.engine.walk import Budget, SkipCounter, WalkOptions
+
+__all__ = [
+    "Accounting",
+    "DeletedScan",
+    "ExplainRequest",
+    "HeldOpen",
+    "Scanned",
+    "Walked",
+    "deleted_provider",
+    "explain",
+    "explain_request",
+    "own_mount",
+    "walk_filesystem",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class HeldOpen:
+    """A deleted file some process still holds: its former path, blocks, holders (pid, command) and
+    the first holder's descriptor to truncate it through (``/proc/PID/fd/N``; None: only mapped)."""
+
+    path: str
+    dev: int
+    disk: int
+    holders: tuple[tuple[int, str], ...]
+    confined: bool = True  # its path names it in this server's view (``DeletedFile.confined``)
+    descriptor: str | None = None  # /proc/PID/fd/N of one holder: what truncating it goes through
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedScan:
+    files: Sequence[HeldOpen] = ()
+    available: bool = True  # False: no /proc/PID/fd to look at
+    unreadable: int = 0  # processes whose descriptors could not be read
+    vanished: int = 0  # processes that ended between being listed and being read
+
+
+def deleted_provider(proc: str = PROC) -> Callable[[Callable[[], None]], DeletedScan]:
+    """The deleted-open-files scan (``fs.openfiles``) in this engine's types, for ``ExplainRequest``.
+
+    The calling process's own descriptors are left out wherever the scan runs (``explain`` may run it
+    in a forked child, which sees its parent as any other process)."""
+    server = os.getpid()
+
+    def scan(checkpoint: Callable[[], None]) -> DeletedScan:
+        if not platform.has_proc_fd(proc):
+            return DeletedScan(available=False)
+        found = scan_processes(proc, checkpoint)
+        files = []
+        for f in found.files.values():
+            theirs = [h for h in f.holders if h.pid != server]
+            held = next((h for h in theirs if h.fd is not None), None)
+            link = None if held is None else os.path.join(proc, str(held.pid), "fd", str(held.fd))
+            if theirs:
+                holders = tuple((h.pid, h.command) for h in theirs)
+                files.append(HeldOpen(f.path, f.dev, f.disk, holders, f.confined, link))
+        return DeletedScan(tuple(files), True, found.unreadable, found.vanished)
+
+    return scan
+
+
+def own_mount(entry: Entry, table: MountTable) -> Mount:
+    """The filesystem's whole mount (its root), not a bind mount of a subtree that holds the path."""
+    if entry.mount.root == "/" or entry.st_dev is None:
+        return entry.mount
+    return filesystem_of(table, entry.st_dev) or entry.mount
+
+
+@dataclass(frozen=True, slots=True)
+class Scanned:
+    """Part 1 from a complete one-filesystem scan of the root kept in the history (no walk then)."""
+
+    disk: int
+    files: int
+    taken: float  # when it was scanned (epoch seconds)
+    age: float  # seconds before this call
+
+
+Report = Callable[[int, int], None]  # (entries walked, bytes seen) of every process
+
+
+@dataclass(frozen=True)
+class ExplainRequest:
+    mount: Mount  # the filesystem's own mount (its root, not a bind mount of a subtree)
+    figures: Figures
+    bfree: int  # statvfs f_bfree × f_frsize: free, the root reserve included
+    dev: int  # st_dev of the filesystem's root
+    table: MountTable
+    deleted: Callable[[Callable[[], None]], DeletedScan]  # the scan, given a checkpoint
+    timeout_s: float = 60.0
+    roots: Sequence[Path] | None = None  # only what is inside these is named
+    clock: Callable[[], float] = time.monotonic
+    scanned: Scanned | None = None  # a fresh scan of the root: part 1 without walking
+    processes: int | None = None  # the walk's processes (None: the usable CPUs); tests turn it
+    split_after_s: float = SPLIT_AFTER_S
+
+
+def explain_request(
+    mount: Mount,
+    figures: Figures,
+    table: MountTable,
+    timeout_s: float,
+    roots: Sequence[Path] | None,
+    scanned: Scanned | None = None,
+    proc: str = PROC,
+) -> ExplainRequest:
+    """The request to account for ``mount`` (its own mount: ``own_mount``), with the real scan of
+    deleted files held open; its root's device is looked up now, so call it in the worker."""
+    dev = os.stat(mount.mount_point).st_dev
+    bfree = figures.free + figures.reserved
+    deleted = deleted_provider(proc)
+    return ExplainRequest(mount, figures, bfree, dev, table, deleted, timeout_s, roots, scanned=scanned)
+
+
+@dataclass(slots=True)
+class Walked:
+    """Part 1: what a walk from the root reached (du -x)."""
+
+    disk: int = 0
+    files: int = 0
+    entries: int = 0
+    stopped: str | None = None  # why the walk stopped early (the rest is "not walked")
+    elapsed: float = 0.0
+    processes: int = 1
+    unreadable: int = 0
+    unreadable_named: list[str] = field(default_factory=list)  # absolute, inside the roots
+    scanned: Scanned | None = None  # taken from a stored scan instead (unreadable then not counted)
+
+
+@dataclass(slots=True)
+class DeletedPart:
+    disk: int = 0
+    files: list[HeldOpen] = field(default_factory=list)  # named (inside the roots), largest first
+    not_named: int = 0
+    available: bool = True
+    unreadable: int = 0
+    vanished: int = 0
+
+
+@dataclass(slots=True)
+class HiddenPart:
+    checked: bool = False
+    reason: str = ""  # why not checked: "needs root", "not Linux", a failure
+    disk: int = 0
+    places: list[Hidden] = field(default_factory=list)  # named (inside the roots), largest first
+    not_named: int = 0  # places outside the roots
+    not_named_disk: int = 0
+    empty: int = 0  # mount points with nothing under them but the directory's own blocks
+    empty_disk: int = 0
+    mount_points: int = 0  # directories of this filesystem that something is mounted over
+
+
+@dataclass(slots=True)
+class Accounting:
+    mount: Mount
+    figures: Figures
+    walked: Walked
+    deleted: DeletedPart
+    hidden: HiddenPart
+    snapshots: Snapshots
+    overhead: Overhead
+    elapsed: float = 0.0
+
+    @property
+    def explained(self) -> int:
+        return (
+            self.walked.disk
+            + self.deleted.disk
+            + self.hidden.disk
+            + self.snapshots.bytes
+            + (self.overhead.bytes or 0)
+        )
+
+    @property
+    def remainder(self) -> int:
+        """Used bytes no part accounts for (negative: the parts overlap, e.g. shared extents)."""
+        return self.figures.used - self.explained
+
+
+def walk_filesystem(
+    root: str,
+    timeout_s: float,
+    report: Report | None = None,
+    check_cancelled: Callable[[], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    *,
+    processes: int | None = None,
+    split_after_s: float = SPLIT_AFTER_S,
+) -> tuple[Walked, SkipCounter]:
+    """The one call into the tree-walk engine (``fs.usage``: dir_usage's parallel du -x walk, totals only)."""
+    from sysmcp.engine.usage import Request, scan_usage
+
+    skipped = SkipCounter()
+    request = Request(
+        top_files=0, top_directories=0, max_depth=1, by_disk=True, min_size=0, timeout_s=timeout_s
+    )
+    usage = scan_usage(
+        os.fsencode(root),
+        WalkOptions(one_file_system=True),
+        skipped,
+        request,
+        report,
+        check_cancelled,
+        clock=clock,
+        processes=processes,
+        split_after_s=split_after_s,
+    )
+    totals = usage.totals
+    walked = Walked(
+        disk=totals.disk if totals is not None else 0,
+        files=totals.files if totals is not None else 0,
+        entries=usage.entries,
+        stopped=usage.stopped,
+        elapsed=usage.elapsed,
+        processes=usage.processes,
+        unreadable=skipped.as_dict().get("unreadable", 0),
+    )
+    return walked, skipped
+
+
+def _named(path: str, roots: Sequence[Path] | None) -> bool:
+    return roots is None or any(is_within(Path(path), root) for root in roots)
+
+
+def covered_points(mount: Mount, table: MountTable) -> list[str]:
+    """Directories of this filesystem that another mount sits on (relative to its root)."""
+    base = mount.mount_point
+    found = []
+    for other in table.mounts:
+        point = other.mount_point
+        if other is mount or point == base or not is_within(Path(point), Path(base)):
+            continue
+        if table.holding(os.path.dirname(point)) is mount or (
+            os.path.dirname(point) == base and table.holding(base) is mount
+        ):
+            found.append(os.path.relpath(point, base))
+    return sorted(set(found))
+
+
+class _Under:
+    """Part 3 under way: the child that looks under the mount points runs while the walk does."""
+
+    def __init__(self, request: ExplainRequest) -> None:
+        self.request = request
+        relatives = covered_points(request.mount, request.table)
+        self.part = HiddenPart(mount_points=len(relatives), checked=not relatives)
+        self.look: Look | None = None
+        self.target = ""
+        if not relatives:
+            return
+        if not platform.can_make_mount_namespaces():
+            self.part.reason = "needs root" if os.geteuid() != 0 else "needs Linux mount namespaces"
+            return
+        self.target = tempfile.mkdtemp(prefix="sysmcp-under-")
+        try:
+            self.look = Look(request.mount.mount_point, self.target, relatives)
+        except OSError as exc:
+            self.part.reason = f"the private view could not be made: {exc.strerror or exc}"
+
+    def result(self, deadline: float) -> HiddenPart:
+        part, request = self.part, self.request
+        if self.look is None:
+            return part
+        try:
+            places = self.look.result(max(deadline - request.clock(), 1.0))
+        except (OSError, TimeoutError) as exc:
+            part.reason = str(exc)
+            return part
+        part.checked = True
+        for place in sorted(places, key=lambda p: -p.disk):
+            part.disk += place.disk
+            if place.files == 0 and place.disk <= 4096 * 4:  # an empty directory under a mount: no name
+                part.empty += 1
+                part.empty_disk += place.disk
+            elif _named(os.path.join(request.mount.mount_point, place.relative), request.roots):
+                part.places.append(place)
+            else:
+                part.not_named += 1
+                part.not_named_disk += place.disk
+        return part
+
+    def close(self) -> None:
+        if self.look is not None:
+            self.look.close()
+        if self.target:
+            shutil.rmtree(self.target, ignore_errors=True)
+
+
+def _no_check() -> None:
+    return None
+
+
+DELETED, FILESYSTEM = 0, 1  # the side tasks: the deleted-files scan; the snapshot and overhead queries
+
+
+def _side_task(request: ExplainRequest, task: int, checkpoint: Callable[[], None]) -> Any:
+    """One side task's result as plain (marshal-able) data: a child sends it through a pipe."""
+    if task == DELETED:
+        scan = request.deleted(checkpoint)
+        files = [
+            (f.path, f.dev, f.disk, [list(h) for h in f.holders], f.confined, f.descriptor)
+            for f in scan.files
+        ]
+        return [files, scan.available, scan.unreadable, scan.vanished]
+    mount = request.mount
+    snaps = snapshots_of(mount) if mount.fs_type != "tmpfs" else Snapshots()
+    overhead = overhead_of(mount, request.bfree)
+    items = [[s.name, s.exclusive, s.is_snapshot] for s in snaps.items]
+    return [[snaps.kind, items, snaps.bytes, snaps.exact, snaps.note], [overhead.bytes, overhead.source]]
+
+
+class _Side:
+    """Parts 2, 5 and 6 under way beside the walk: a forked child takes the side tasks as the walk starts."""
+
+    def __init__(self, request: ExplainRequest, check_cancelled: Callable[[], None]) -> None:
+        self.request, self.check = request, check_cancelled
+        self.fan: SharedTasks | None = None
+        if available_processes() > 1:  # where a walk may fork (platform.fork_is_safe), this may too
+            self.fan = SharedTasks(2, 2, self._work)
+
+    def _work(
+        self, claim: Callable[[], int | None], progress: SharedCounters, in_child: bool
+    ) -> dict[int, Any]:
+        checkpoint = _no_check if in_child else self.check  # a child is killed, not asked
+        done: dict[int, Any] = {}
+        while (task := claim()) is not None:
+            done[task] = _side_task(self.request, task, checkpoint)
+        return done
+
+    def results(self, budget: Budget) -> tuple[DeletedScan, Snapshots, Overhead]:
+        """Every side task's result: the child's, and here whatever it did not start or did not finish."""
+        fan = self.fan
+        done: dict[int, Any] = {}
+        if fan is not None:  # here, the tasks the child has not claimed yet; then the child's
+            for part in fan.finish(budget, self.check):
+                done.update(part or {})
+        for task in (DELETED, FILESYSTEM):
+            if task not in done:  # no child, or it died
+                done[task] = _side_task(self.request, task, self.check)
+        files, available, unreadable, vanished = done[DELETED]
+        held = tuple(
+            HeldOpen(p, dev, disk, tuple((pid, cmd) for pid, cmd in who), confined, link)
+            for p, dev, disk, who, confined, link in files
+        )
+        (kind, items, size, exact, note), (over, source) = done[FILESYSTEM]
+        snaps = Snapshots(kind, [Snapshot(*item) for item in items], size, exact, note)
+        return DeletedScan(held, available, unreadable, vanished), snaps, Overhead(over, source)
+
+    def close(self) -> None:
+        if self.fan is not None:
+            self.fan.close()
+
+
+def _deleted(request: ExplainRequest, scan: DeletedScan) -> DeletedPart:
+    part = DeletedPart(available=scan.available, unreadable=scan.unreadable, vanished=scan.vanished)
+    for held in sorted(scan.files, key=lambda f: -f.disk):
+        if held.dev != request.dev or held.disk == 0:
+            continue
+        part.disk += held.disk
+        if request.roots is None or (held.confined and _named(held.path, request.roots)):
+            part.files.append(held)
+        else:
+            part.not_named += 1
+    return part
+
+
+def explain(
+    request: ExplainRequest, report: Report | None = None, check_cancelled: Callable[[], None] | None = None
+) -> Accounting:
+    """Account for the filesystem's used bytes, part by part; blocking (run it in a worker thread).
+
+    ``report(entries, bytes)`` gets the walk's progress; ``check_cancelled()`` is asked every few
+    milliseconds and raises to abandon the call (every child is then killed and reaped)."""
+    mount = request.mount
+    if mount.pseudo and mount.fs_type not in ("tmpfs", "ramfs"):
+        raise WrongKind(f"{mount.mount_point} is {mount.fs_type}, a pseudo filesystem with no stored files")
+    check = check_cancelled or _no_check
+    started = request.clock()
+    budget = Budget(request.timeout_s, check, clock=request.clock)
+    side = _Side(request, check)  # its child starts now and works while this process walks
+    under: _Under | None = None
+    try:
+        under = _Under(request)  # so does the one that looks under the mount points
+        if request.scanned is not None:
+            walked, skipped = (
+                Walked(request.scanned.disk, request.scanned.files, scanned=request.scanned),
+                None,
+            )
+            check()
+        else:
+            walked, skipped = walk_filesystem(
+                mount.mount_point,
+                request.timeout_s,
+                report,
+                check,
+                request.clock,
+                processes=request.processes,
+                split_after_s=request.split_after_s,
+            )
+        scan, snaps, overhead = side.results(budget)
+        deleted = _deleted(request, scan)
+        check()
+        hidden = under.result(budget.deadline)
+    finally:
+        side.close()
+        if under is not None:
+            under.close()
+    base = mount.mount_point
+    walked.unreadable_named = [
+        path
+        for name in (skipped.named if skipped is not None else ())
+        if _named(path := os.path.join(base, name) if name else base, request.roots)
+    ]
+    if snaps.kind == "btrfs subvolumes" and request.roots is not None:
+        snaps.items = [s for s in snaps.items if _named(os.path.join(base, s.name), request.roots)]
+    return Accounting(
+        mount, request.figures, walked, deleted, hidden, snaps, overhead, request.clock() - started
+    )
+
+
+def as_data(accounting: Accounting) -> dict[str, Any]:
+    """Plain figures for a log line or a history record (no words)."""
+    return {
+        "used": accounting.figures.used,
+        "explained": accounting.explained,
+        "remainder": accounting.remainder,
+    }

@@ -1,0 +1,30 @@
+"""The walk every engine shares: ``Scanner``, its options and events, time budgets, what a walk skips
+(every mount point, binds included), and sorted runs spilled to disk.
+
+This is the room's front door: other rooms import these names from here, never a private module.
+"""
+
+from sysmcp.engine.walk._budget import Budget, ScanStopped, throttled
+from sysmcp.engine.walk._mountpoints import MountPoint, mount_table
+from sysmcp.engine.walk._spill import RUN_BYTES, SortedRuns
+from sysmcp.engine.walk._types import Finished, Listing, ScanConfig, SkipCounter, Subtree, WalkOptions
+from sysmcp.engine.walk._walk import Scanner, join, walk_files
+
+__all__ = [
+    "RUN_BYTES",
+    "Budget",
+    "Finished",
+    "Listing",
+    "MountPoint",
+    "ScanConfig",
+    "ScanStopped",
+    "Scanner",
+    "SkipCounter",
+    "SortedRuns",
+    "Subtree",
+    "WalkOptions",
+    "join",
+    "mount_table",
+    "throttled",
+    "walk_files",
+]

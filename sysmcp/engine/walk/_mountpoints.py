@@ -1,0 +1,90 @@
+"""The mount points a walk must know before it meets them: hung network mounts are skipped unseen.
+
+Read once per walk from ``/proc/self/mountinfo`` (or psutil where there is none), so a mount
+below the root is skipped by name, never ``lstat``-ed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sysmcp import platform
+from sysmcp.engine.mounts import KERNEL_TYPES, MOUNTINFO, parse_mountinfo, psutil_partitions
+from sysmcp.engine.walk._types import WalkOptions
+
+# Kernel filesystems with no data of their own: sizes there are fiction and walks can be endless.
+PSEUDO_FILESYSTEMS = KERNEL_TYPES
+
+
+@dataclass(frozen=True, slots=True)
+class MountPoint:
+    """A mount as a walk meets it: its point (bytes, as names are), its ``st_dev`` and its type; a
+    projection of ``engine.mounts.Mount`` for comparisons in the walk's hot loop."""
+
+    point: bytes
+    dev: int
+    fstype: str
+
+
+UNKNOWN_DEV = -1  # a mount whose device number the table does not give: never equal to an st_dev
+
+
+def mount_table(mountinfo: str = MOUNTINFO) -> list[MountPoint]:
+    """Mount points, device numbers and types from mountinfo (empty when it cannot be read).
+
+    Without mountinfo (macOS, the BSDs) the points and types come from psutil with ``UNKNOWN_DEV``,
+    so every mount below a walk's root is still known before the walk reaches it (a hung network
+    mount is skipped, never ``lstat``-ed) and counts as another filesystem.
+    """
+    if mountinfo == MOUNTINFO and not platform.has_mountinfo():
+        try:
+            return [
+                MountPoint(os.fsencode(m.mount_point), UNKNOWN_DEV, m.fs_type)
+                for m in psutil_partitions().mounts
+            ]
+        except OSError:
+            return []
+    try:
+        with open(mountinfo, "rb") as handle:
+            table = parse_mountinfo(handle.read())
+    except OSError:
+        return []
+    mounts = []
+    for mount in table.mounts:
+        major, _, minor = mount.dev.partition(":")
+        if major.isdigit() and minor.isdigit():
+            mounts.append(
+                MountPoint(os.fsencode(mount.mount_point), os.makedev(int(major), int(minor)), mount.fs_type)
+            )
+    return mounts
+
+
+def mount_points_below(
+    root: bytes, options: WalkOptions, table: Sequence[MountPoint] | None = None
+) -> dict[str, dict[str, str]]:
+    """Mount points under ``root`` that the walk will not enter, by parent directory: name → reason.
+
+    Knowing them from the mount table means the walk skips them without even an ``lstat``: the
+    root of a hung network mount does not answer ``lstat`` either, and would stall the scan (and
+    ``du``) in an uninterruptible system call. Every mount point counts, a bind mount of the root's
+    own filesystem too (``du -x`` walks into those): what it shows may lie anywhere on that
+    filesystem, outside the walked tree. Kernel pseudo-filesystems are ``pseudo_filesystem``; the
+    rest ``other_filesystem``, left out only with ``one_file_system`` (which is what it means).
+    """
+    prefix = root.rstrip(b"/") + b"/"
+    skip: dict[str, dict[str, str]] = {}
+    for mount in mount_table() if table is None else table:
+        if not mount.point.startswith(prefix):
+            continue
+        if options.skip_pseudo and mount.fstype in PSEUDO_FILESYSTEMS:
+            reason = "pseudo_filesystem"
+        elif options.one_file_system:
+            reason = "other_filesystem"
+        else:
+            continue
+        parent, _, name = mount.point[len(prefix) :].rpartition(b"/")
+        if name:
+            skip.setdefault(os.fsdecode(parent), {})[os.fsdecode(name)] = reason
+    return skip

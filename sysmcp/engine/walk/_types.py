@@ -1,0 +1,208 @@
+"""The walk's vocabulary: its options, skip counts, events and the frames of its stack.
+
+Why a module of their own: the walk (``Scanner``), the mount points it skips and every engine that
+consumes a walk speak these types; keeping them here lets each import them without importing the walk.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+@dataclass(frozen=True)
+class WalkOptions:
+    """The walk rules the tools share; the defaults are what a sysadmin expects from ``du -x``."""
+
+    one_file_system: bool = True
+    exclude: Sequence[str] = ()
+    skip_pseudo: bool = True
+
+
+class SkipCounter:
+    """Entries left out of a walk, by reason, so a result can say what it did not see and why."""
+
+    __slots__ = ("_counts", "_named")
+
+    #: Unreadable directories named per result (the rest are counted): enough to see where access stops.
+    NAMED = 5
+
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+        self._named: list[str] = []
+
+    def add(self, reason: str, count: int = 1) -> None:
+        self._counts[reason] += count
+
+    def unreadable(self, relative: str) -> None:
+        """Count an unreadable directory and name it, relative to the walk's root, if few so far."""
+        self._counts["unreadable"] += 1
+        self.name(relative)
+
+    def name(self, relative: str) -> None:
+        if len(self._named) < self.NAMED and relative not in self._named:
+            self._named.append(relative)
+
+    @property
+    def named(self) -> list[str]:
+        """The first unreadable directories, relative to the root ('' is the root itself)."""
+        return list(self._named)
+
+    def merge(self, counts: dict[str, int], named: Iterable[str] = ()) -> None:
+        """Add another process's ``as_dict()`` and ``named`` (a forked worker's skips) to these."""
+        for reason, n in counts.items():
+            self._counts[reason] += n
+        for relative in named:
+            self.name(relative)
+
+    def as_dict(self) -> dict[str, int]:
+        return {reason: n for reason, n in sorted(self._counts.items()) if n}
+
+    @property
+    def total(self) -> int:
+        return sum(self._counts.values())
+
+    def __repr__(self) -> str:
+        return f"SkipCounter({self.as_dict()})"
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A regular file met by ``walk_files``; ``stat`` is its lstat, taken relative to its directory."""
+
+    path: bytes
+    relative: bytes
+    stat: os.stat_result
+
+
+@dataclass(slots=True)
+class Listing:
+    """One directory's entries, handed out as soon as it has been read (pre-order).
+
+    ``files`` are regular files seen for the first time; ``links`` are further names of a regular
+    file whose inode was already counted (hard links). Names are ``str`` as ``os.scandir`` gives them
+    for descriptors (undecodable bytes as surrogate escapes): ``os.fsencode`` restores the bytes.
+    """
+
+    relative: str
+    depth: int
+    files: list[tuple[str, os.stat_result]]
+    links: list[tuple[str, os.stat_result]]
+    # With ``ScanConfig.regular_by_type``: the regular files, known by their directory entry's type,
+    # never ``lstat``-ed, each with the inode number the entry gave (every name, hard links too).
+    typed: list[tuple[str, int]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Finished:
+    """A directory whose whole subtree is done (post-order), with cumulative totals like ``du``.
+
+    ``partial`` is true when the scan stopped before this subtree was complete. ``newest``: the
+    newest mtime of a regular file this walk counted in the subtree (0.0: none); subtrees another
+    scanner walked are not in it (``fs.usage`` adds them when it records for the history), so it
+    takes no part in comparing two results.
+    """
+
+    relative: str
+    depth: int
+    apparent: int
+    disk: int
+    files: int
+    dirs: int
+    partial: bool = False
+    newest: float = field(default=0.0, compare=False)
+
+
+class Frame:
+    """One open directory on the walk's stack (a plain slotted class: one is made per directory)."""
+
+    __slots__ = (
+        "apparent",
+        "depth",
+        "dev",
+        "dirs",
+        "disk",
+        "fd",
+        "files",
+        "given",
+        "held",
+        "ino",
+        "newest",
+        "parent",
+        "partial",
+        "relative",
+        "subdirs",
+    )
+
+    def __init__(
+        self, fd: int | None, relative: str, depth: int, dev: int, ino: int, apparent: int, disk: int
+    ):
+        self.fd = fd
+        self.relative = relative
+        self.depth = depth
+        self.dev = dev
+        self.ino = ino
+        self.subdirs: list[tuple[str, os.stat_result]] = []
+        self.apparent = apparent
+        self.disk = disk
+        self.files = 0
+        self.dirs = 1
+        self.newest = 0.0  # the newest mtime of the regular files counted below (Finished.newest)
+        self.held = False  # on the stack at Scanner.detach: its Finished waits for Scanner.settle
+        self.given = False  # gave subdirectories away (Scanner.share): its totals lack theirs (withheld)
+        self.partial = False
+        self.parent: Frame | None = None  # set for directories handed out or split by detach()
+
+
+# A directory handed out by ``Scanner.detach`` for another scanner (or process) to walk, by path
+# and identity (device, inode): its fields start with the directory's own size, and hold its
+# cumulative totals once walked.
+Subtree = Frame
+
+
+def same(fd: int, dev: int, ino: int) -> int | None:
+    """``fd`` if it is the directory (device, inode) that was listed; otherwise it is closed: None."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if st.st_ino == ino and st.st_dev == dev:
+        return fd
+    os.close(fd)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ScanConfig:
+    """What a walk hands its consumer, set once by the engine (``Scanner(..., config=...)``).
+
+    ``file_floor`` and ``block_floor`` are where the walk starts: a top-N consumer raises the
+    scanner's live floors (``Scanner.file_floor``, ``.block_floor``) as its heap fills.
+    """
+
+    # Regular files below both floors (apparent bytes, 512-byte blocks) are counted but left out
+    # of listings, so almost no stat results outlive their directory. 0: every file is listed.
+    file_floor: int = 0
+    block_floor: int = 0
+    min_file_size: int = 0  # files at least this big (apparent) are counted in .eligible_files
+    # A top-N consumer also says N (and its key): a directory of a million files then keeps at most
+    # about 2 N of them while it is read, instead of all of them until its floor can rise.
+    keep_files: int = 0  # 0: every file over the floors is listed
+    keep_by_disk: bool = False
+    # Asked about every regular file counted (first name of an inode only), before the floors:
+    # False leaves it out of listings and eligible_files (still in the totals). A consumer that
+    # filters by time or tallies types sees every file this way, not only the big ones.
+    on_file: Callable[[str, os.stat_result], bool] | None = None
+    # What to hand out: consumers that want neither empty listings nor every directory's totals
+    # skip an object and a generator round trip per directory.
+    empty_listings: bool = True
+    finished_depth: int | None = None  # Finished only down to this depth (None: all, -1: none)
+    # For a consumer that opens and checks every regular file itself (hash_tree): regular files are
+    # told by their directory entry's type, without an ``lstat`` each, and listed in
+    # ``Listing.typed``; their sizes are then not in the totals, nor their hard links told apart.
+    regular_by_type: bool = False

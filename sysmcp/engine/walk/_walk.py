@@ -1,0 +1,805 @@
+"""One directory-tree engine for every tool that walks: dir_usage, find_duplicates, hash_tree.
+
+Why descriptor-relative: every directory is opened with ``openat(parent_fd, name,
+O_DIRECTORY|O_NOFOLLOW)`` and its identity (device, inode) checked against what the parent's listing
+said, and every entry is ``lstat``-ed relative to that descriptor. A directory swapped for a symlink
+mid-walk fails to open instead of leading the walk elsewhere, and the kernel resolves one name per
+call instead of a whole path, which is also what makes this faster than a path-based ``os.walk``.
+
+Why one engine with two faces: ``walk_files`` is the simple, stable interface (regular files, one
+at a time); ``Scanner`` is what ``dir_usage`` needs on top (every entry's bytes, hard links once,
+cumulative totals per directory in post-order, partial results when a budget runs out).
+
+Memory stays bounded by the depth and width of the tree, not its size: the stack holds, per open
+directory, only the subdirectories still to visit; regular files are handed out per directory and
+forgotten. The one exception is the set of (device, inode) of files with more than one link.
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import itertools
+import os
+import re
+import stat
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Sequence
+from dataclasses import replace
+
+from sysmcp.engine.walk._budget import ScanStopped
+from sysmcp.engine.walk._mountpoints import (
+    PSEUDO_FILESYSTEMS,
+    MountPoint,
+    mount_points_below,
+    mount_table,
+)
+from sysmcp.engine.walk._types import DIR_FLAGS as _DIR_FLAGS
+from sysmcp.engine.walk._types import (
+    FileEntry,
+    Finished,
+    Listing,
+    ScanConfig,
+    SkipCounter,
+    Subtree,
+    WalkOptions,
+)
+from sysmcp.engine.walk._types import Frame as _Frame
+from sysmcp.engine.walk._types import same as _same
+
+# Mount points that are pseudo whatever a container mounted on them (e.g. /dev as tmpfs).
+PSEUDO_MOUNT_POINTS = frozenset({b"/proc", b"/sys", b"/dev"})
+
+_S_IFMT = 0o170000
+_S_IFDIR = stat.S_IFDIR
+_S_IFREG = stat.S_IFREG
+_S_IFLNK = stat.S_IFLNK
+LIST_AT_ONCE = 256 << 10  # directories up to this size (st_size) are listed in one call
+CHECK_EVERY = 1024  # entries between checkpoints inside one huge directory (about 3 ms of work)
+
+
+DEFAULTS = ScanConfig()  # every file listed, every event handed out
+
+
+def _noop() -> None:
+    return None
+
+
+def _chunks(names: Iterable[str]) -> Iterable[Sequence[str]]:
+    """``names`` in lists of at most ``CHECK_EVERY`` (a listed directory that small is its own chunk)."""
+    if isinstance(names, list) and len(names) <= CHECK_EVERY:
+        return (names,)
+    iterator = iter(names)
+    return iter(lambda: list(itertools.islice(iterator, CHECK_EVERY)), [])
+
+
+def _names(fd: int) -> Generator[str, None, None]:
+    """A big directory's names one at a time (``os.scandir`` streams; ``os.listdir`` does not)."""
+    with os.scandir(fd) as iterator:
+        for entry in iterator:
+            yield entry.name
+
+
+def _exclusion(patterns: Sequence[str]) -> Callable[[str], re.Match[str] | None] | None:
+    """One compiled regex for all glob patterns, so an exclude list costs one match per test."""
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns), re.DOTALL).match
+
+
+class Scanner:
+    """A bounded, descriptor-relative, depth-first walk that never follows symlinks.
+
+    Iterate ``events()`` to get ``Listing`` (pre-order) and ``Finished`` (post-order) per directory.
+    Totals follow ``du -x`` (with ``one_file_system``): every entry's apparent size (``st_size``) and
+    disk usage (``st_blocks * 512``) counted once per inode, directories included; directories on
+    other filesystems, excluded and vanished entries not counted; unreadable directories count
+    their own size only.
+    """
+
+    def __init__(
+        self,
+        root: bytes,
+        options: WalkOptions,
+        skipped: SkipCounter,
+        checkpoint: Callable[[], None] = _noop,
+        *,
+        config: ScanConfig = DEFAULTS,
+        fd_budget: int = 64,
+        mounts: Sequence[MountPoint] | None = None,
+    ) -> None:
+        self.root = os.fsencode(root)
+        self.options = options
+        self.skipped = skipped
+        self.checkpoint = checkpoint
+        self.fd_budget = max(2, fd_budget)
+        self.entries = 0  # entries examined so far: progress for the caller
+        self.apparent = 0  # bytes counted so far (apparent)
+        self.stopped: str | None = None  # why the scan ended early, if it did
+        self.root_dev: int | None = None  # st_dev of the root once opened (a spawned scanner: its parent's)
+        # What the engine asked for, read once per directory; the floors are live attributes (a
+        # top-N consumer raises them as its heap fills).
+        self._config = config
+        self.file_floor = config.file_floor
+        self.block_floor = config.block_floor
+        self.eligible_files = 0
+        self._seen: set[tuple[int, int]] = set()
+        # (dev, ino, apparent, blocks, is_regular, directory) of each multiply-linked inode counted,
+        # when a parallel scan needs them to count an inode seen by two processes only once.
+        self.linked: list[tuple[int, int, int, int, bool, str]] | None = None
+        self._start: _Frame | None = None  # walk this detached subtree instead of the root
+        self._chain: list[_Frame] = []  # the stack when detach() was called
+        self._split: list[_Frame] = []  # directories detach() read to split their subtrees further
+        self._stack_ref: list[_Frame] | None = None  # the running walk's stack
+        self.base_fd: int | None = None  # the root, kept open by detach() for reopening subtrees
+        self._match = _exclusion(options.exclude)
+        self._pseudo: frozenset[int] | None = None
+        self._mount_points: dict[str, dict[str, str]] = {}
+        self._mounts = mounts  # the mount table (None: read /proc/self/mountinfo when the walk starts)
+        self._stop: ScanStopped | None = None
+        self._reported = 0  # apparent bytes of the directory being read already added to .apparent
+        # Giving work away mid-walk (a parallel walk whose other processes are running dry): a
+        # checkpoint sets share_wanted, the walk then offers up to share_limit waiting subdirectories,
+        # shallowest first, to ``share``, which returns those it could not place. The Finished of
+        # every directory above a given one goes to ``withheld`` (its totals lack the given subtrees).
+        self.share: Callable[[list[Subtree]], list[Subtree]] | None = None
+        self.share_wanted = False
+        self.share_limit = 8
+        self.withheld: list[Finished] = []
+
+    # -- the walk ---------------------------------------------------------------------------
+
+    def events(self) -> Generator[Listing | Finished, None, None]:
+        """The walk itself. Raises ``OSError`` only if the root cannot be opened as a directory."""
+        stack: list[_Frame] = []
+        if self._start is not None:  # a detached subtree: checked and counted already, not yet open
+            top = self._start
+            if not self._reopen(top):
+                return
+            stack.append(top)
+        else:
+            fd = os.open(self.root, _DIR_FLAGS)
+            top = _Frame(fd, "", 0, 0, 0, 0, 0)
+            stack.append(top)
+        self._stack_ref = stack
+        try:
+            if self._start is None:
+                st = os.fstat(top.fd)  # type: ignore[arg-type]
+                top.dev, top.ino, top.apparent, top.disk = (
+                    st.st_dev,
+                    st.st_ino,
+                    st.st_size,
+                    st.st_blocks * 512,
+                )
+                self.root_dev = st.st_dev
+                if self._mounts is None:
+                    self._mounts = mount_table()  # read once per walk: mount points and pseudo devices
+                self._mount_points = mount_points_below(self.root, self.options, self._mounts)
+                self.entries += 1
+                self.apparent += st.st_size
+            empty, deepest = self._config.empty_listings, self._config.finished_depth
+            deepest = deepest if deepest is not None else 1 << 30
+            checkpoint, read, enter, finish = self.checkpoint, self._read, self._enter, self._finish
+            budget = self.fd_budget
+            try:
+                checkpoint()
+                listing = read(top)
+                if empty or listing.files or listing.links:
+                    yield listing
+                while stack:
+                    if self._stop is not None:
+                        raise self._stop
+                    if self.share_wanted:
+                        self._give_away(stack)
+                    top = stack[-1]
+                    if top.subdirs:
+                        name, st = top.subdirs.pop()
+                        checkpoint()
+                        child = enter(top, name, st, top.depth + 1)
+                        if child is None:
+                            continue
+                        stack.append(child)
+                        if len(stack) > budget:
+                            self._close(stack[-budget - 1])
+                        listing = read(child)
+                        if empty or listing.files or listing.links:
+                            yield listing
+                    else:
+                        stack.pop()
+                        finish(top, stack)
+                        if top.depth <= deepest and not top.held:
+                            if top.given:
+                                self.withheld.append(self._totals(top))
+                            else:
+                                yield self._totals(top)
+            except ScanStopped as stop:
+                self.stopped = stop.reason
+                while stack:
+                    top = stack.pop()
+                    top.subdirs.clear()
+                    top.partial = True
+                    self._finish(top, stack, partial=True)
+                    if top.depth <= deepest and not top.held:
+                        if top.given:
+                            self.withheld.append(self._totals(top))
+                        else:
+                            yield self._totals(top)
+        finally:
+            for frame in stack:
+                self._close(frame)
+
+    def _read(self, frame: _Frame) -> Listing:
+        """List one directory and lstat every entry; sort them into files, links and subdirectories."""
+        config = self._config
+        if config.regular_by_type:
+            return self._read_typed(frame)
+        assert frame.fd is not None
+        files: list[tuple[str, os.stat_result]] = []
+        links: list[tuple[str, os.stat_result]] = []
+        subdirs = frame.subdirs
+        skipped = self.skipped
+        seen = self._seen
+        linked = self.linked
+        match = self._match
+        relative = frame.relative
+        prefix = relative + "/" if relative else ""
+        apparent = blocks = count = nfiles = eligible = 0
+        newest = frame.newest
+        floor, block_floor, min_size = self.file_floor, self.block_floor, config.min_file_size
+        keep = config.keep_files
+        prune_at = 2 * keep if keep else -1
+        on_file = config.on_file
+        s_ifmt, s_ifdir, s_ifreg, s_iflnk = _S_IFMT, _S_IFDIR, _S_IFREG, _S_IFLNK
+        fd = frame.fd
+        try:
+            # A small directory is listed in one call (names only: no DirEntry objects to build);
+            # a big one is streamed, so memory stays bounded however many entries it has. The
+            # size test uses the directory's own size, which is all ``apparent`` holds before this.
+            names: Iterable[str] = os.listdir(fd) if frame.apparent <= LIST_AT_ONCE else _names(fd)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                skipped.add("vanished")
+            else:
+                skipped.unreadable(frame.relative)
+            return Listing(frame.relative, frame.depth, files, links)
+        lstat = os.stat
+        mounted = self._mount_points.get(frame.relative) if self._mount_points else None
+        try:
+            # Checkpoints fall between chunks of CHECK_EVERY names, not on a count kept per entry:
+            # almost every directory is one chunk, and the loop below does only the entry's work.
+            for chunk in _chunks(names):
+                if count:
+                    self.entries += count
+                    count = 0
+                    self.apparent += apparent - self._reported
+                    self._reported = apparent
+                    try:
+                        self.checkpoint()
+                    except ScanStopped as stop:
+                        self._stop = stop  # hand out what this directory gave so far, then stop
+                        break
+                count = len(chunk)
+                for name in chunk:
+                    if mounted is not None and name in mounted:
+                        skipped.add(mounted[name])  # a mount point: not even an lstat
+                        continue
+                    try:
+                        st = lstat(name, dir_fd=fd, follow_symlinks=False)
+                    except OSError as exc:
+                        skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
+                        continue
+                    if match is not None and (match(name) or match(prefix + name)):
+                        skipped.add("excluded")
+                        continue
+                    kind = st.st_mode & s_ifmt
+                    if kind != s_ifreg or st.st_nlink > 1:  # not the common case: a file with one name
+                        if kind == s_ifdir:
+                            subdirs.append((name, st))
+                            continue
+                        if st.st_nlink > 1:
+                            key = (st.st_dev, st.st_ino)
+                            if key in seen:
+                                if kind == s_ifreg and (st.st_size >= floor or st.st_blocks >= block_floor):
+                                    links.append((name, st))
+                                continue
+                            seen.add(key)
+                            if linked is not None:
+                                linked.append((*key, st.st_size, st.st_blocks, kind == s_ifreg, relative))
+                        if kind != s_ifreg:
+                            apparent += st.st_size
+                            blocks += st.st_blocks
+                            if kind != s_iflnk:
+                                skipped.add("special_file")
+                            continue
+                    size = st.st_size
+                    used = st.st_blocks
+                    apparent += size
+                    blocks += used
+                    nfiles += 1
+                    if st.st_mtime > newest:
+                        newest = st.st_mtime
+                    if on_file is not None and not on_file(name, st):
+                        continue
+                    if size >= min_size:
+                        eligible += 1
+                    if size >= floor or used >= block_floor:
+                        files.append((name, st))
+                        if len(files) == prune_at:
+                            floor, block_floor = self._prune(files, floor, block_floor)
+        except OSError:  # the directory went bad while being read (EIO, removed)
+            skipped.add("unreadable")
+        self.entries += count
+        self.apparent += apparent - self._reported
+        self._reported = 0
+        frame.apparent += apparent
+        frame.disk += blocks * 512
+        frame.files += nfiles
+        frame.newest = newest
+        self.eligible_files += eligible
+        return Listing(frame.relative, frame.depth, files, links)
+
+    def _read_typed(self, frame: _Frame) -> Listing:
+        """``_read`` for ``regular_by_type``: a regular file costs no system call here, only its entry.
+
+        Why it is safe for a consumer that opens the file anyway: the entry's type says regular file
+        as an ``lstat`` would, and the consumer opens it relative to the directory with ``O_NOFOLLOW``
+        and ``O_NONBLOCK``, then checks on the descriptor that it is a regular file and the inode the
+        entry named (a swap between the look and the open is caught either way). Directories,
+        symlinks, special files and entries of unknown type are looked at as ``_read`` does.
+        """
+        assert frame.fd is not None
+        typed: list[tuple[str, int]] = []
+        subdirs = frame.subdirs
+        skipped = self.skipped
+        match = self._match
+        prefix = frame.relative + "/" if frame.relative else ""
+        count = nfiles = 0
+        fd = frame.fd
+        listing = Listing(frame.relative, frame.depth, [], [], typed)
+        try:
+            entries = os.scandir(fd)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                skipped.add("vanished")
+            else:
+                skipped.unreadable(frame.relative)
+            return listing
+        lstat = os.stat
+        check_every = CHECK_EVERY
+        mounted = self._mount_points.get(frame.relative) if self._mount_points else None
+        try:
+            with entries:
+                for entry in entries:
+                    count += 1
+                    if count == check_every:
+                        self.entries += count
+                        count = 0
+                        try:
+                            self.checkpoint()
+                        except ScanStopped as stop:
+                            self._stop = stop  # hand out what this directory gave so far, then stop
+                            break
+                    name = entry.name
+                    if mounted is not None and name in mounted:
+                        skipped.add(mounted[name])  # a mount point: not even an lstat
+                        continue
+                    if match is not None and (match(name) or match(prefix + name)):
+                        skipped.add("excluded")
+                        continue
+                    try:
+                        if entry.is_file(follow_symlinks=False):
+                            typed.append((name, entry.inode()))
+                            nfiles += 1
+                            continue
+                        st = lstat(name, dir_fd=fd, follow_symlinks=False)
+                    except OSError as exc:
+                        skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
+                        continue
+                    kind = st.st_mode & _S_IFMT
+                    if kind == _S_IFDIR:
+                        subdirs.append((name, st))
+                    elif kind == _S_IFREG:  # became one since the listing
+                        typed.append((name, st.st_ino))
+                        nfiles += 1
+                    elif kind == _S_IFLNK:
+                        skipped.add("symlink")  # never followed, yet counted: a manifest's gaps are said
+                    else:
+                        skipped.add("special_file")
+        except OSError:  # the directory went bad while being read (EIO, removed)
+            skipped.add("unreadable")
+        self.entries += count
+        frame.files += nfiles
+        return listing
+
+    def _prune(
+        self, files: list[tuple[str, os.stat_result]], floor: int, block_floor: int
+    ) -> tuple[int, int]:
+        """Keep the ``keep_files`` largest of a directory's files so far (earlier first among equals,
+        as the consumer's heap would) and raise this directory's floors past the smallest kept."""
+        by_disk, min_size, keep = (
+            self._config.keep_by_disk,
+            self._config.min_file_size,
+            self._config.keep_files,
+        )
+
+        def key(item: tuple[str, os.stat_result]) -> int:
+            return item[1].st_blocks if by_disk else item[1].st_size
+
+        # reverse=True keeps equal keys in their original order: the earlier one stays, as in the heap
+        ranked = sorted((item for item in files if item[1].st_size >= min_size), key=key, reverse=True)
+        files[:] = ranked[:keep]
+        if len(files) == keep:
+            smallest = key(files[-1]) + 1
+            if by_disk:
+                block_floor = max(block_floor, smallest)
+            else:
+                floor = max(floor, smallest)
+        return floor, block_floor
+
+    def _admit(self, parent: _Frame, name: str, st: os.stat_result) -> bool:
+        """Whether to enter a subdirectory on another device than its parent (counted if not)."""
+        if self.options.skip_pseudo and self._is_pseudo(parent, name, st):
+            self.skipped.add("pseudo_filesystem")
+            return False
+        if self.options.one_file_system:
+            self.skipped.add("other_filesystem")
+            return False
+        return True
+
+    def _enter(self, parent: _Frame, name: str, st: os.stat_result, depth: int) -> _Frame | None:
+        """Open a subdirectory relative to its parent, or count why not (None)."""
+        if st.st_dev != parent.dev and not self._admit(parent, name, st):
+            return None
+        if parent.fd is None:
+            raise AssertionError("a parent with subdirectories left always has a descriptor")
+        try:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=parent.fd)
+        except FileNotFoundError:
+            self.skipped.add("vanished")
+            return None
+        except OSError as exc:
+            # Unreadable (EACCES) or swapped for a symlink/file (ELOOP, ENOTDIR): not followed.
+            unreadable = exc.errno in (errno.EACCES, errno.EPERM)
+            if unreadable:
+                self.skipped.unreadable(f"{parent.relative}/{name}" if parent.relative else name)
+            else:
+                self.skipped.add("vanished")
+            if unreadable:
+                parent.apparent += st.st_size  # du counts an unreadable directory's own size
+                parent.disk += st.st_blocks * 512
+                parent.dirs += 1
+                self.apparent += st.st_size
+            return None
+        if _same(fd, st.st_dev, st.st_ino) is None:  # replaced between listing and opening
+            self.skipped.add("vanished")
+            return None
+        size = st.st_size
+        self.apparent += size
+        return _Frame(
+            fd,
+            parent.relative + "/" + name if parent.relative else name,
+            depth,
+            st.st_dev,
+            st.st_ino,
+            size,
+            st.st_blocks * 512,
+        )
+
+    def _finish(self, frame: _Frame, stack: list[_Frame], partial: bool = False) -> None:
+        """Close a finished directory, add its totals to its parent, reopen the parent if needed."""
+        if stack:
+            parent = stack[-1]
+            parent.apparent += frame.apparent
+            parent.disk += frame.disk
+            parent.files += frame.files
+            parent.dirs += frame.dirs
+            if frame.newest > parent.newest:
+                parent.newest = frame.newest
+            if parent.fd is None and not partial:
+                parent.fd = self._reopen_parent(frame, parent)
+                if parent.fd is None:
+                    self.skipped.add("vanished", len(parent.subdirs))
+                    parent.subdirs.clear()
+        fd = frame.fd
+        if fd is not None:
+            frame.fd = None
+            os.close(fd)
+
+    # -- handing out: the walk's second job ---------------------------------------------------
+    # Its waiting subtrees go to other scanners (and processes), and their totals come back. Apart
+    # from the hot loop above, since it happens once per split or per gift and has its own rules:
+    # every directory above a handed-out one holds back its ``Finished`` until ``settle``; a subtree
+    # is reopened from the root component by component, never through a symlink.
+
+    @staticmethod
+    def _totals(frame: _Frame) -> Finished:
+        return Finished(
+            frame.relative,
+            frame.depth,
+            frame.apparent,
+            frame.disk,
+            frame.files,
+            frame.dirs,
+            frame.partial,
+            frame.newest,
+        )
+
+    @staticmethod
+    def _close(frame: _Frame) -> None:
+        """Close a frame's descriptor; a deep walk reopens it later through its child's '..'."""
+        if frame.fd is not None:
+            fd, frame.fd = frame.fd, None
+            os.close(fd)
+
+    @staticmethod
+    def _reopen_parent(child: _Frame, parent: _Frame) -> int | None:
+        """Reach the parent again through the child's '..', accepting it only if it is the same inode."""
+        if child.fd is None:
+            return None
+        try:
+            return _same(os.open("..", _DIR_FLAGS, dir_fd=child.fd), parent.dev, parent.ino)
+        except OSError:
+            return None
+
+    def detach(self, limit: int, target: int) -> tuple[list[Subtree], list[Listing]]:
+        """Hand out the directories still waiting on the stack, for other scanners to walk.
+
+        Call it between events. Each waiting directory becomes a ``Subtree``, shallowest first
+        (they tend to be the biggest); while there are fewer than ``target``, the shallowest is
+        read here and replaced by its subdirectories, so that one huge subtree is not one task.
+        Returns the subtrees (at most ``limit``) and the listings of the directories read here.
+        Every directory above a subtree holds back its ``Finished`` event until ``settle``.
+        """
+        stack = self._stack_ref or []
+        if self.base_fd is not None or not any(frame.subdirs for frame in stack):
+            return [], []
+        self.base_fd = self._root_again(stack[0])
+        if self.base_fd is None:
+            return [], []
+        queue: deque[_Frame] = deque()
+        for frame in stack:
+            while frame.subdirs and len(queue) < limit:
+                name, st = frame.subdirs.pop()
+                self._hand_out(frame, name, st, queue)
+        self._chain = list(stack)
+        for frame in stack:
+            frame.held = True
+        listings: list[Listing] = []
+        while queue and len(queue) < target and len(self._split) < 4 * target and self._stop is None:
+            frame = queue.popleft()
+            self._split.append(frame)
+            if not self._reopen(frame):
+                continue
+            try:
+                listing = self._read(frame)
+            finally:
+                self._close(frame)
+            if self._stop is not None:
+                frame.partial = True
+            if self._config.empty_listings or listing.files or listing.links:
+                listings.append(listing)
+            subdirs, frame.subdirs = frame.subdirs, []
+            for name, st in subdirs:
+                if len(queue) < limit:
+                    self._hand_out(frame, name, st, queue)
+                else:
+                    self.skipped.add("vanished")  # never reached: limit is far above target
+        return list(queue), listings
+
+    def _give_away(self, stack: list[_Frame]) -> None:
+        """Offer waiting subdirectories to ``share``, shallowest first (likely the biggest subtrees)."""
+        self.share_wanted = False
+        if self.share is None:
+            return
+        offered: deque[_Frame] = deque()
+        taken: list[tuple[_Frame, str, os.stat_result]] = []
+        for frame in stack:
+            while frame.subdirs and len(taken) < self.share_limit:
+                name, st = frame.subdirs.pop(0)  # the walk pops from the end: these come last
+                before = len(offered)
+                self._hand_out(frame, name, st, offered)
+                if len(offered) > before:
+                    taken.append((frame, name, st))
+        if not offered:
+            return
+        pieces = list(offered)
+        kept = {id(piece) for piece in self.share(pieces)}
+        deepest = -1
+        for piece, (frame, name, st) in zip(pieces, taken, strict=True):
+            if id(piece) in kept:  # not placed: walked here after all
+                frame.subdirs.insert(0, (name, st))
+                self.apparent -= st.st_size
+            else:
+                deepest = max(deepest, stack.index(frame))
+        for frame in stack[: deepest + 1]:
+            frame.given = True
+
+    def _root_again(self, root: _Frame) -> int | None:
+        """A descriptor of the root for reopening subtrees (None if the root is no longer the same)."""
+        if root.fd is not None:
+            return os.dup(root.fd)
+        try:  # a walk deeper than its descriptor budget closed the root: the path, then identity
+            return _same(os.open(self.root, _DIR_FLAGS), root.dev, root.ino)
+        except OSError:
+            return None
+
+    @property
+    def detached(self) -> bool:
+        """Whether ``detach`` handed anything out (then ``settle`` must follow)."""
+        return bool(self._chain)
+
+    def _hand_out(self, parent: _Frame, name: str, st: os.stat_result, queue: deque[_Frame]) -> None:
+        """Queue a subdirectory as a subtree, unless the walk would not enter it at all."""
+        if st.st_dev != parent.dev and not self._admit(parent, name, st):
+            return
+        relative = parent.relative + "/" + name if parent.relative else name
+        subtree = _Frame(
+            None, relative, parent.depth + 1, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512
+        )
+        subtree.parent = parent
+        self.apparent += st.st_size
+        queue.append(subtree)
+
+    def _reopen(self, frame: _Frame) -> bool:
+        """Open a handed-out directory again, name by name from the root, and check it is the same.
+
+        Every component is opened with O_NOFOLLOW, so a directory swapped for a symlink since it
+        was listed is not followed; a different inode at the end counts as vanished. An unreadable
+        directory keeps its own size, as ``du`` counts it.
+        """
+        if self.base_fd is None:
+            raise AssertionError("subtrees are reopened from the root detach() kept open")
+        fd = os.dup(self.base_fd)
+        reached: list[str] = []
+        try:
+            for name in frame.relative.split("/"):
+                reached.append(name)
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = child
+        except OSError as exc:
+            os.close(fd)
+            unreadable = exc.errno in (errno.EACCES, errno.EPERM)
+            if unreadable:
+                self.skipped.unreadable("/".join(reached))  # the component that denied access
+            else:
+                self.skipped.add("vanished")
+            if not unreadable:
+                frame.apparent = frame.disk = frame.dirs = 0
+            return False
+        frame.fd = _same(fd, frame.dev, frame.ino)
+        if frame.fd is None:
+            self.skipped.add("vanished")
+            frame.apparent = frame.disk = frame.dirs = 0
+            return False
+        return True
+
+    def mark_seen(self, keys: Iterable[tuple[int, int]]) -> None:
+        """Inodes (device, inode) counted elsewhere: further names of them are links here."""
+        self._seen.update(keys)
+
+    def settle(self, subtrees: Sequence[tuple[Subtree, bool]]) -> list[Finished]:
+        """Add walked subtrees (each with whether it is complete) to the directories above them.
+
+        Returns the held-back ``Finished`` events of those directories, deepest first.
+        """
+        chain = self._chain
+        on_chain = {id(frame): i for i, frame in enumerate(chain)}
+        for subtree, complete in subtrees:
+            subtree.partial = subtree.partial or not complete
+        pending = sorted([*self._split, *(subtree for subtree, _ in subtrees)], key=lambda f: -f.depth)
+        for frame in pending:  # deepest first: a split directory is complete before it is added up
+            parent = frame.parent
+            assert parent is not None
+            index = on_chain.get(id(parent))
+            # The chain already passed its own totals up the stack; a split directory did not.
+            targets = chain[: index + 1] if index is not None else [parent]
+            for target in targets:
+                target.apparent += frame.apparent
+                target.disk += frame.disk
+                target.files += frame.files
+                target.dirs += frame.dirs
+                target.partial = target.partial or frame.partial
+        deepest = self._config.finished_depth
+        deepest = deepest if deepest is not None else 1 << 30
+        held = sorted(self._split, key=lambda f: -f.depth) + chain[::-1]  # the chain finished deepest first
+        return [self._totals(frame) for frame in held if frame.depth <= deepest]
+
+    def close(self) -> None:
+        """Release the root descriptor ``detach`` kept."""
+        if self.base_fd is not None:
+            fd, self.base_fd = self.base_fd, None
+            os.close(fd)
+
+    # -- for consumers and the handing out -----------------------------------------------------
+
+    @property
+    def listing_fd(self) -> int | None:
+        """The open descriptor of the directory whose ``Listing`` was just handed out, or None.
+
+        Valid until the next event: its files can be opened relative to it, with no path to resolve
+        and nothing on the way that could be swapped. None for listings ``detach`` read (closed).
+        """
+        stack = self._stack_ref
+        return stack[-1].fd if stack else None
+
+    def spawn(
+        self,
+        subtree: Subtree,
+        skipped: SkipCounter,
+        checkpoint: Callable[[], None],
+        linked: list[tuple[int, int, int, int, bool, str]] | None,
+        config: ScanConfig | None = None,
+    ) -> Scanner:
+        """A scanner for one detached subtree, with this scan's rules and seen inodes, and its config
+        (default: this one's, floors as raised so far)."""
+        scanner = Scanner(
+            self.root,
+            self.options,
+            skipped,
+            checkpoint,
+            config=self.config if config is None else config,
+            fd_budget=self.fd_budget,
+        )
+        scanner._start = subtree
+        scanner.root_dev = self.root_dev
+        scanner.base_fd = self.base_fd
+        scanner._seen = self._seen
+        scanner._mounts = self._mounts
+        scanner._mount_points = self._mount_points
+        scanner._pseudo = self._pseudo
+        scanner.linked = linked
+        return scanner
+
+    @property
+    def config(self) -> ScanConfig:
+        """This walk's config as it stands (the floors as raised so far): what ``spawn`` passes on."""
+        return replace(self._config, file_floor=self.file_floor, block_floor=self.block_floor)
+
+    def _is_pseudo(self, parent: _Frame, name: str, st: os.stat_result) -> bool:
+        if self._pseudo is None:
+            table = self._mounts if self._mounts is not None else mount_table()
+            self._pseudo = frozenset(m.dev for m in table if m.fstype in PSEUDO_FILESYSTEMS)
+        if st.st_dev in self._pseudo:
+            return True
+        if st.st_dev == parent.dev:
+            return False
+        relative = parent.relative + "/" + name if parent.relative else name
+        absolute = os.path.join(self.root, os.fsencode(relative))
+        return absolute in PSEUDO_MOUNT_POINTS
+
+
+def join(root: bytes, relative: bytes) -> bytes:
+    """``root/relative`` without doubling the slash when root is '/'."""
+    if not relative:
+        return root
+    return (root if root.endswith(b"/") else root + b"/") + relative
+
+
+def walk_files(
+    root: bytes, options: WalkOptions, skipped: SkipCounter, checkpoint: Callable[[], None]
+) -> Generator[FileEntry, None, None]:
+    """Every regular file under ``root`` (hard-linked names included), never following symlinks.
+
+    Special files (FIFO, socket, device) are skipped and counted, unreadable directories skipped and
+    counted; ``checkpoint()`` is called between directories and every few thousand entries, and may
+    raise to stop (``ScanStopped`` ends the walk quietly). The order is not sorted.
+    """
+    root = os.fsencode(root)
+    scanner = Scanner(
+        root, options, skipped, checkpoint, config=ScanConfig(empty_listings=False, finished_depth=-1)
+    )
+    fsencode = os.fsencode
+    head = join(root, b"x")[:-1]  # root and one slash
+    events = scanner.events()
+    try:
+        for event in events:
+            if type(event) is not Listing:
+                continue
+            base = fsencode(event.relative) + b"/" if event.relative else b""
+            for group in (event.files, event.links):
+                for name, st in group:
+                    relative = base + fsencode(name)
+                    yield FileEntry(head + relative, relative, st)
+    finally:
+        events.close()  # a consumer that stops early closes the directories at once

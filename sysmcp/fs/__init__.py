@@ -1,1 +1,0 @@
-"""Filesystem helpers shared by the tools: path policy, safe opening, display of names."""

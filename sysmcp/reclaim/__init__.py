@@ -1,0 +1,46 @@
+"""Reclaim: plans of what could go (the classes), the plan as a script, the one write path, and the
+plans and action log kept in the history store.
+
+This is the room's front door: other rooms import these names from here, never a private module.
+"""
+
+from sysmcp.reclaim._classes import CLASSES
+from sysmcp.reclaim._keep import PLAN_TTL_S, ActionLog, Kept, LogRecord, PlanKeeper, read_log
+from sysmcp.reclaim._plan import (
+    LINK,
+    Applied,
+    Entry,
+    Item,
+    Outcome,
+    Plan,
+    PlanRequest,
+    apply_items,
+    build_plan,
+    choose,
+    confirmation_code,
+    outside_roots,
+)
+from sysmcp.reclaim._script import render_script
+
+__all__ = [
+    "CLASSES",
+    "LINK",
+    "PLAN_TTL_S",
+    "ActionLog",
+    "Applied",
+    "Entry",
+    "Item",
+    "Kept",
+    "LogRecord",
+    "Outcome",
+    "Plan",
+    "PlanKeeper",
+    "PlanRequest",
+    "apply_items",
+    "build_plan",
+    "choose",
+    "confirmation_code",
+    "outside_roots",
+    "read_log",
+    "render_script",
+]

@@ -1,0 +1,604 @@
+"""What can be freed, class by class: where each kind of reclaimable file lives and what removing it costs.
+
+Each finder looks only where its class lives (``RootsLayout``: tests point those places at tmpfs in a
+private mount namespace) and returns ``Found`` groups of regular files; ``reclaim.build_plan`` turns them
+into plan items, counts each inode once and only when every one of its links goes. The finders never
+follow a symlink, never cross into another filesystem below a class root, and never write anything.
+The facts beside each class (the vendor's own command, the cost to the user, the safety level) are data
+of the plan, read by the tool layer and the generated script alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import re
+import shutil
+import stat
+import subprocess
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from sysmcp import platform
+from sysmcp.engine.errors import Unavailable
+from sysmcp.engine.opens import extended_attributes
+from sysmcp.engine.paths import display, escaped, exact_bytes
+from sysmcp.engine.procs import scan_processes
+
+#: Safety levels, from "delete it without a second thought" to "look first".
+REGENERABLE = "regenerable cache"
+REVIEW = "review"
+RISKY = "risky"
+
+CONTAINER_TIMEOUT = 5.0  # seconds a container engine's read-only query may take
+
+
+@dataclass(frozen=True, slots=True)
+class RootsLayout:
+    """Where each class lives. The defaults are the real system's places; tests pass their own."""
+
+    apt: bytes = b"/var/cache/apt"
+    dnf: bytes = b"/var/cache/dnf"
+    yum: bytes = b"/var/cache/yum"
+    pacman: bytes = b"/var/cache/pacman/pkg"
+    apk: bytes = b"/var/cache/apk"
+    log: bytes = b"/var/log"
+    journal: tuple[bytes, ...] = (b"/var/log/journal", b"/run/log/journal")
+    coredump: tuple[bytes, ...] = (b"/var/lib/systemd/coredump", b"/var/crash")
+    core_dirs: tuple[bytes, ...] = (b"/", b"/tmp")  # where stray core files are looked for (not below)
+    homes: tuple[bytes, ...] | None = None  # None: every home directory found (``home_dirs``)
+    #: Where home directories live whether or not an account lists them (sssd does not enumerate network
+    #: accounts; a restored home may have no passwd entry): each directory directly below is looked in.
+    home_parents: tuple[bytes, ...] = (b"/home", b"/Users")
+    proc: bytes = b"/proc"
+    container_engines: tuple[str, ...] = ("docker", "podman")
+
+    def home_dirs(self) -> tuple[bytes, ...]:
+        """The passwd homes that exist, and every directory directly below ``home_parents`` and below the
+        parents of people's homes (never ``/``; a service's home such as /var/lib/postgresql makes no
+        parent): each directory once."""
+        if self.homes is not None:
+            return self.homes
+        try:
+            accounts = pwd.getpwall()
+        except OSError:
+            accounts = []
+        homes = [os.fsencode(a.pw_dir) for a in accounts if a.pw_dir not in ("", "/")]
+        parents = [*self.home_parents]
+        parents += [os.path.dirname(os.fsencode(a.pw_dir)) for a in accounts if _person(a)]
+        for parent in dict.fromkeys(p for p in parents if p not in (b"/", b"")):
+            try:
+                with os.scandir(parent) as entries:
+                    homes += sorted(e.path for e in entries if e.is_dir(follow_symlinks=False))
+            except OSError:
+                continue
+        found: dict[tuple[int, int], bytes] = {}  # by identity: /home may be a symlink to /usr/home
+        for home in homes:
+            try:
+                st = os.stat(home)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                found.setdefault((st.st_dev, st.st_ino), home)
+        return tuple(found.values())
+
+
+FIRST_PERSON_UID = 1000  # login.defs' UID_MIN on Linux; macOS starts at 501, under /Users anyway
+_NOT_SHELLS = frozenset({"nologin", "false", "true", "sync", "shutdown", "halt"})
+
+
+def _person(account: pwd.struct_passwd) -> bool:
+    """A person's account, not a service's: a user id past the system range and a shell to log in with."""
+    shell = os.path.basename(account.pw_shell)
+    return account.pw_uid >= FIRST_PERSON_UID and bool(shell) and shell not in _NOT_SHELLS
+
+
+@dataclass(slots=True)
+class Found:
+    """One group of files a finder proposes, before identities and accounting."""
+
+    klass: str
+    key: str  # what makes the item id stable within a plan: class and place
+    paths: list[tuple[bytes, os.stat_result]]
+    command: str | None
+    cost: str
+    safety: str
+    method: str
+    action: str = "delete"  # delete | truncate | command (a vendor command only, nothing sysmcp removes)
+    note: str | None = None
+    holders: list[dict[str, object]] = field(default_factory=list)  # deleted-open files: who holds them
+    figure: int | None = None  # bytes from a vendor's own count (container engines), not from the files
+    keep: tuple[bytes, os.stat_result] | None = None  # duplicates: the copy that stays
+    no_link: str | None = None  # duplicates: why the extras cannot become hard links to it (None: they can)
+
+
+Filter = Callable[[bytes], bool]
+
+
+def regular_files(
+    root: bytes, keep: Filter | None = None, *, recurse: bool = True
+) -> Iterator[tuple[bytes, os.stat_result]]:
+    """Every regular file under ``root`` (``lstat``: symlinks are never followed), on ``root``'s own
+    filesystem only; ``keep(name)`` picks by the file's own name."""
+    try:
+        top = os.lstat(root)
+    except OSError:
+        return
+    if not stat.S_ISDIR(top.st_mode):
+        return
+    stack = [root]
+    while stack:
+        directory = stack.pop()
+        try:
+            with os.scandir(directory) as entries:
+                listed = list(entries)
+        except OSError:
+            continue
+        for entry in sorted(listed, key=lambda e: e.name):
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                if recurse and st.st_dev == top.st_dev:
+                    stack.append(entry.path)
+            elif stat.S_ISREG(st.st_mode) and (keep is None or keep(entry.name)):
+                yield entry.path, st
+
+
+@dataclass(frozen=True, slots=True)
+class Spot:
+    """One place a class keeps its files, and the facts of removing them: the data every file finder is."""
+
+    klass: str
+    key: str
+    roots: tuple[bytes, ...]
+    command: str | None
+    cost: str
+    safety: str
+    method: str
+    keep: Filter | None = None  # picks by the file's own name
+    recurse: bool = True
+    skip: tuple[bytes, ...] = ()  # path prefixes that belong to another class
+    note: str | None = None
+
+
+def found_at(spots: Iterable[Spot]) -> list[Found]:
+    """Each spot's regular files as one group (none for a spot with no files)."""
+    found: list[Found] = []
+    for spot in spots:
+        files = [
+            (path, st)
+            for root in spot.roots
+            for path, st in regular_files(root, spot.keep, recurse=spot.recurse)
+            if not path.startswith(spot.skip)
+        ]
+        if files:
+            facts = (spot.command, spot.cost, spot.safety, spot.method)
+            found.append(Found(spot.klass, spot.key, files, *facts, note=spot.note))
+    return found
+
+
+def _shown(path: bytes) -> str:
+    return path.decode(errors="replace")
+
+
+def _suffix(*endings: bytes) -> Filter:
+    return lambda name: name.endswith(endings)
+
+
+def package_caches(layout: RootsLayout) -> list[Found]:
+    """Downloaded packages a package manager keeps after installing them."""
+    archives = layout.apt + b"/archives"
+
+    def packages(name: str, root: bytes, command: str, keep: Filter, again: str = "") -> Spot:
+        cost = f"{name} downloads these packages again the next time they are installed{again}"
+        method = f"sizes of the package files in {_shown(root)}"
+        return Spot("package_cache", name, (root,), command, cost, REGENERABLE, method, keep)
+
+    return found_at(
+        [
+            packages("apt", archives, "apt-get clean", _suffix(b".deb")),
+            Spot(
+                "package_cache",
+                "apt-lists",
+                (layout.apt,),
+                "apt-get clean",
+                "apt rebuilds its package cache on the next apt command (seconds)",
+                REGENERABLE,
+                "sizes of apt's *.bin caches",
+                _suffix(b".bin"),
+                recurse=False,
+            ),
+            packages("dnf", layout.dnf, "dnf clean packages", _suffix(b".rpm")),
+            packages("yum", layout.yum, "yum clean packages", _suffix(b".rpm")),
+            packages(
+                "pacman",
+                layout.pacman,
+                "paccache -r (or pacman -Sc)",
+                lambda n: b".pkg.tar" in n,
+                "; a downgrade needs them from the network",
+            ),
+            packages("apk", layout.apk, "apk cache clean", _suffix(b".apk")),
+        ]
+    )
+
+
+#: Language caches below a home directory: (name, relative place, vendor command, cost).
+LANGUAGE_CACHES: tuple[tuple[str, bytes, str | None, str], ...] = (
+    ("pip", b".cache/pip", "pip cache purge", "pip downloads or rebuilds wheels again on the next install"),
+    ("uv", b".cache/uv", "uv cache clean", "uv downloads packages again; the next sync is slower"),
+    ("npm", b".npm/_cacache", "npm cache clean --force", "npm downloads packages again on the next install"),
+    ("yarn", b".cache/yarn", "yarn cache clean", "yarn downloads packages again on the next install"),
+    ("yarn-berry", b".yarn/berry/cache", "yarn cache clean --mirror", "yarn downloads packages again"),
+    ("cargo-registry", b".cargo/registry/cache", None, "cargo downloads crates again on the next build"),
+    ("cargo-src", b".cargo/registry/src", None, "cargo unpacks crates again on the next build"),
+    ("go-mod", b"go/pkg/mod", "go clean -modcache", "go downloads modules again on the next build"),
+    ("go-build", b".cache/go-build", "go clean -cache", "go rebuilds packages on the next build (slower)"),
+)
+
+
+def language_caches(layout: RootsLayout) -> list[Found]:
+    """Package caches of language tools in each home directory."""
+    return found_at(
+        Spot(
+            "language_cache",
+            f"{name}:{_shown(home)}",
+            (home + b"/" + place,),
+            command,
+            cost,
+            REGENERABLE,
+            "sizes of the files under " + _shown(home + b"/" + place),
+        )
+        for home in layout.home_dirs()
+        for name, place, command, cost in LANGUAGE_CACHES
+    )
+
+
+def _archived_journal(name: bytes) -> bool:
+    return (name.endswith(b".journal") and b"@" in name) or name.endswith(b".journal~")
+
+
+def journals(layout: RootsLayout) -> list[Found]:
+    """Archived journal files only: the active ones are journald's and stay."""
+    return found_at(
+        Spot(
+            "journal",
+            _shown(root),
+            (root,),
+            "journalctl --vacuum-size=100M",
+            "older log entries are gone from journalctl",
+            REVIEW,
+            "sizes of archived journal files (*@*.journal, *.journal~)",
+            _archived_journal,
+            note="journalctl --vacuum-* removes archived files only: run journalctl --rotate first to archive "
+            "the active ones, or vacuuming frees less than the journal uses",
+        )
+        for root in layout.journal
+    )
+
+
+_ROTATED = re.compile(
+    rb".*(\.[0-9]+|\.[0-9]+\.(gz|xz|bz2|zst)|\.(gz|xz|bz2|zst|old)|-[0-9]{8}(\.(gz|xz|bz2|zst))?)$", re.DOTALL
+)
+
+
+def rotated_logs(layout: RootsLayout) -> list[Found]:
+    """Logs logrotate already set aside (``syslog.1``, ``syslog.2.gz``, ``messages-20260101``)."""
+    spot = Spot(
+        "rotated_log",
+        _shown(layout.log),
+        (layout.log,),
+        None,
+        "these old logs are gone (keep them if an audit or an investigation needs them)",
+        REVIEW,
+        "sizes of rotated and compressed logs (*.N, *.gz, *-YYYYMMDD) under " + _shown(layout.log),
+        lambda n: _ROTATED.fullmatch(n) is not None,
+        skip=tuple(j + b"/" for j in layout.journal),
+    )
+    return found_at([spot])
+
+
+_CORE = re.compile(rb"core(\.[0-9]+)?")
+_CORE_COST = "the crashes can no longer be debugged from these dumps"
+
+
+def core_dumps(layout: RootsLayout) -> list[Found]:
+    """Crash dumps: systemd-coredump's and apport's stores, and stray ``core``/``core.N`` files."""
+    stores = [
+        Spot(
+            "core_dump",
+            _shown(root),
+            (root,),
+            "coredumpctl list (to see them first)",
+            _CORE_COST,
+            REVIEW,
+            "sizes of the dumps under " + _shown(root),
+        )
+        for root in layout.coredump
+    ]
+    stray = Spot(
+        "core_dump",
+        "stray",
+        (*layout.core_dirs, *layout.home_dirs()),
+        None,
+        _CORE_COST,
+        REVIEW,
+        "sizes of core / core.N files at the top of /, /tmp and home directories",
+        lambda n: _CORE.fullmatch(n) is not None,
+        recurse=False,
+    )
+    return found_at([*stores, stray])
+
+
+def trash(layout: RootsLayout) -> list[Found]:
+    """Desktop trash: files moved there free nothing until the trash is emptied."""
+    return found_at(
+        Spot(
+            "trash",
+            _shown(home),
+            (base + b"/files", base + b"/info"),
+            "gio trash --empty",
+            "the trashed files cannot be restored any more",
+            REVIEW,
+            "sizes of the files in " + _shown(base) + "/files and /info",
+            note="files in the trash still use their space until the trash is emptied",
+        )
+        for home in layout.home_dirs()
+        for base in (home + b"/.local/share/Trash",)
+    )
+
+
+_SIZE = re.compile(r"([0-9.]+)\s*([kKMGTP]?)i?B")
+_SCALE = {"": 1, "k": 1000, "K": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4, "P": 1000**5}
+
+
+def _vendor_size(text: str) -> int | None:
+    """``1.2GB (50%)`` → 1200000000: the container engines' own decimal figure."""
+    match = _SIZE.match(text.strip())
+    if match is None:
+        return None
+    return int(float(match.group(1)) * _SCALE[match.group(2)])
+
+
+def containers(layout: RootsLayout, timeout: float = CONTAINER_TIMEOUT) -> list[Found]:
+    """Build caches and dangling images, from the engine's own read-only ``system df`` (with a timeout)."""
+    found: list[Found] = []
+    for engine in layout.container_engines:
+        binary = shutil.which(engine)
+        if binary is None:
+            continue
+        try:
+            done = subprocess.run(
+                [binary, "system", "df", "--format", "{{json .}}"],
+                capture_output=True,
+                timeout=timeout,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if done.returncode != 0:
+            continue
+        for line in done.stdout.decode(errors="replace").splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            kind = str(row.get("Type", ""))
+            size = _vendor_size(str(row.get("Reclaimable", "")))
+            if not size:
+                continue
+            if kind.lower().startswith("build"):
+                command, cost = f"{engine} builder prune", "the next image build starts from scratch (slower)"
+            elif kind.lower() == "images":
+                command, cost = f"{engine} image prune", "unused images are pulled or built again when needed"
+            else:
+                continue
+            found.append(
+                Found(
+                    "container",
+                    f"{engine}:{kind}",
+                    [],
+                    command=command,
+                    cost=cost,
+                    safety=REGENERABLE,
+                    method=f"`{engine} system df` (its own decimal figure, rounded)",
+                    action="command",
+                    figure=size,
+                )
+            )
+    return found
+
+
+def deleted_open(layout: RootsLayout) -> list[Found]:
+    """Deleted files a process still holds open: truncating through ``/proc/PID/fd/N`` frees them now.
+
+    The same scan as deleted_open_files (``fs.openfiles``); only files a descriptor holds are kept (a
+    file that is only mapped cannot be truncated safely), only those with blocks to free, and only those
+    whose former path names them in this server's view (``DeletedFile.confined``): a file held in another
+    mount namespace, or not on the filesystem mounted at its path here, is outside every scope."""
+    found: list[Found] = []
+    proc = os.fsdecode(layout.proc)
+    if not platform.has_proc_fd(proc):
+        return found  # macOS and the BSDs: no /proc/PID/fd to find them, or to truncate through
+    try:
+        scan = scan_processes(proc)
+    except Unavailable:
+        return found
+    for deleted in scan.files.values():
+        held = [holder for holder in deleted.holders if holder.fd is not None]
+        if not held or deleted.disk == 0 or not deleted.confined:
+            continue
+        first = held[0]
+        link = os.fsencode(os.path.join(proc, str(first.pid), "fd", str(first.fd)))
+        try:
+            st = os.stat(link)  # the item's identity, re-checked by reclaim when it acts
+        except OSError:
+            continue  # closed since the scan
+        if (st.st_dev, st.st_ino) != (deleted.dev, deleted.ino):
+            continue  # the descriptor number was reused for another file
+        writer = next((holder for holder in held if "w" in holder.mode), None)
+        named = writer or first
+        found.append(
+            Found(
+                "deleted_open",
+                f"{st.st_dev}:{st.st_ino}",
+                [(link, st)],
+                command=None,
+                cost="the holder loses the file's content; one still writing goes on at its old offset "
+                "(a sparse file)",
+                safety=RISKY if writer is not None else REVIEW,
+                method="blocks of the open file, through /proc/PID/fd (it has no name left)",
+                action="truncate",
+                note=(
+                    f"restarting {named.command} (pid {named.pid}) is the better fix: it reopens its log and "
+                    "the space comes back for good"
+                )
+                if writer is not None
+                else f"or restart {named.command} (pid {named.pid}), which closes it",
+                holders=[
+                    {"pid": holder.pid, "fd": holder.fd, "command": holder.command, "mode": holder.mode}
+                    | named_file(deleted.path)
+                    for holder in held
+                ],
+            )
+        )
+    return found
+
+
+def named_file(path: str) -> dict[str, object]:
+    """The name a deleted-open file had, for its holders' rows: JSON-safe, with its exact bytes in
+    base64 (``file_bytes``) when they are not UTF-8."""
+    named: dict[str, object] = {"file": display(path)}
+    exact = exact_bytes(path)
+    if exact is not None:
+        named["file_bytes"] = exact
+    return named
+
+
+def _regular(path: bytes) -> tuple[bytes, os.stat_result] | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (path, st) if stat.S_ISREG(st.st_mode) else None
+
+
+#: One copy of a duplicate set: its path and what it was when its bytes were read (``find_duplicates``
+#: carries its descriptor's fstat); a bare path is looked at now (``lstat``).
+Copy = tuple[bytes, os.stat_result]
+
+
+def _copy(given: bytes | Copy) -> Copy | None:
+    if isinstance(given, bytes):
+        return _regular(given)
+    return given if stat.S_ISREG(given[1].st_mode) else None
+
+
+def _writers_beyond(keep: os.stat_result, extra: os.stat_result) -> bool:
+    """Whether someone who cannot write ``extra`` can write ``keep`` (the owner is the same): a group
+    or anyone with write permission on the kept copy that the extra did not give them."""
+    if keep.st_mode & stat.S_IWOTH and not extra.st_mode & stat.S_IWOTH:
+        return True
+    return bool(keep.st_mode & stat.S_IWGRP) and not (
+        extra.st_mode & stat.S_IWGRP and extra.st_gid == keep.st_gid
+    )
+
+
+def _exposed(path: bytes, owner: int) -> bool:
+    """Whether a user other than ``owner`` (or root) may remove or replace ``path``: a directory on
+    its way owned by another user, or writable by group or others without the sticky bit (as ssh
+    judges the parents of ``~/.ssh``). A kept copy there could be taken away after the extras went."""
+    directory = os.path.dirname(path)
+    while True:
+        try:
+            st = os.lstat(directory)
+        except OSError:
+            return True
+        if st.st_uid not in (0, owner) or (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX):
+            return True
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return False
+        directory = parent
+
+
+def _why_no_link(keep: Copy, extras: Sequence[Copy]) -> str | None:
+    """Why the extras cannot become names of the kept copy (None: they can). A hard link shares one
+    owner, group, mode, ACL and set of extended attributes, so any difference would change a file's."""
+    kst = keep[1]
+    attributes = extended_attributes(keep[0])
+    for path, st in extras:
+        if st.st_dev != kst.st_dev:
+            return f"{escaped(path)} is on another filesystem than the kept copy"
+        if (st.st_uid, st.st_gid) != (kst.st_uid, kst.st_gid):
+            return f"{escaped(path)} has another owner or group than the kept copy"
+        if stat.S_IMODE(st.st_mode) != stat.S_IMODE(kst.st_mode):
+            return f"{escaped(path)} has another mode than the kept copy"
+        if not platform.can_compare_xattrs():
+            return "ACLs and extended attributes cannot be compared on this platform"
+        if attributes is None or extended_attributes(path) != attributes:
+            return f"{escaped(path)} has other ACLs or extended attributes than the kept copy (or unreadable ones)"
+    return None
+
+
+def duplicates(groups: Sequence[Sequence[bytes | Copy]]) -> list[Found]:
+    """Extra copies of identical files (found by ``find_duplicates``), each set split by owner: one
+    user's copies are never removed for, or linked to, another user's file. Of one owner's copies the
+    one that stays is the one nobody else can write (no group or other write permission), then one
+    nobody else can take away (``_exposed``), then the oldest (mtime), then the first by name; a copy is
+    an extra only if the kept copy gives nobody write access that the extra did not, nor the power to
+    remove the last copy. Each extra can go or, when owner, group, mode, ACLs and
+    extended attributes all match, become a hard link to the kept copy (``ITEM:link`` in reclaim)."""
+    found: list[Found] = []
+    for group in groups:
+        owners: dict[int, list[Copy]] = {}
+        for copy in map(_copy, group):
+            if copy is not None:
+                owners.setdefault(copy[1].st_uid, []).append(copy)
+        for copies in owners.values():
+            exposed = {c[0]: _exposed(c[0], c[1].st_uid) for c in copies}
+            keep = min(
+                copies, key=lambda c: (bool(c[1].st_mode & 0o022), exposed[c[0]], c[1].st_mtime_ns, c[0])
+            )
+            files = [c for c in copies if c is not keep and not _writers_beyond(keep[1], c[1])]
+            if exposed[keep[0]]:  # another user may remove it: no copy in a safe place goes for it
+                files = [c for c in files if exposed[c[0]]]
+            if not files:
+                continue
+            shown = _shown(keep[0])
+            refused = _why_no_link(keep, files)
+            found.append(
+                Found(
+                    "duplicate",
+                    shown,
+                    files,
+                    None,
+                    "the extra copies are gone; whoever used them by name must use the kept copy",
+                    REVIEW,
+                    "blocks of the extra copies (identical content, confirmed by find_duplicates, and compared "
+                    "byte by byte with the kept copy again when acting)",
+                    note=None
+                    if refused
+                    else f"or replace each extra by a hard link to {shown}: the names stay, but a change "
+                    "through one name then shows in every one",
+                    keep=keep,
+                    no_link=refused,
+                )
+            )
+    return found
+
+
+CLASSES: dict[str, Callable[[RootsLayout], list[Found]]] = {
+    "package_cache": package_caches,
+    "language_cache": language_caches,
+    "journal": journals,
+    "rotated_log": rotated_logs,
+    "core_dump": core_dumps,
+    "trash": trash,
+    "container": containers,
+    "deleted_open": deleted_open,
+}
+"""Every class found by looking in its own places (``duplicate`` and ``grew`` come from elsewhere)."""

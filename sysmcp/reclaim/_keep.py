@@ -1,0 +1,353 @@
+"""Keeping reclaim plans between ``reclaim_plan`` and ``reclaim``, and the log of every reclaim action.
+
+Why in the history store: a plan reviewed today may be applied by tomorrow's server process (the
+desktop host restarts its servers freely), so a plan kept only in memory would be lost with it. Each
+plan is one row of the store's key/value room (namespace ``reclaim-plans``), every file's identity
+with it, so the process that applies it re-checks every item exactly as the one that made it would.
+A plan is good for ``PLAN_TTL_S`` (24 h) after it was kept: an older one is refused, since the review
+it had says little about the disk a day later. When history is off or the store cannot be written, the
+plan is kept in this process's memory only, and ``Kept`` says so for the answer to repeat.
+
+Every file acted on or left alone is one row of ``reclaim-log`` (plain JSON, so a ``sqlite3`` query
+reads it), written in batches so a thousand files are not a thousand transactions.
+
+A stored plan carries an HMAC-SHA-256 of its plan id and bytes, keyed by a secret in its own 0600
+file in the state directory (``history.statedir``: made ``O_EXCL``, read without following a link, checked
+like every state file). It is checked before a plan is decoded: a row edited in place, or copied
+under another id, is refused (``Refused``, reason ``tampered``) and never read.
+
+Nothing here checks roots: a plan read back is data, and ``reclaim`` confines it (and the engine
+re-checks each path at the moment of acting) as it would a plan made a moment ago.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import struct
+import threading
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sysmcp.engine.errors import NotFound, Refused
+from sysmcp.history.statedir import PLAN_KEY_NAME, mac
+from sysmcp.history.store import Store
+from sysmcp.reclaim._plan import Entry, Identity, Item, Plan
+
+__all__ = [
+    "LOG_NAMESPACE",
+    "PLAN_NAMESPACE",
+    "PLAN_TTL_S",
+    "ActionLog",
+    "Kept",
+    "LogRecord",
+    "PlanKeeper",
+    "decode_plan",
+    "encode_plan",
+    "read_log",
+]
+
+PLAN_NAMESPACE = "reclaim-plans"
+LOG_NAMESPACE = "reclaim-log"
+PLAN_TTL_S = 24 * 3600.0
+FORMAT = 3  # the stored plan's layout; a row of another layout is treated as no plan
+LOG_BATCH = 200  # log rows per write
+_MAC_BYTES = 32  # the HMAC-SHA-256 before a stored plan's bytes
+
+
+# -- the plan as bytes -------------------------------------------------------------------------------
+
+
+#: One file's identity and the length of its path, then the path's bytes (any bytes survive).
+_ENTRY = struct.Struct("<QQQqqQQIIII")
+_CHUNK = 1 << 20  # bytes packed before each compress call: the row is built without a copy of it whole
+
+
+def _entry(entry: Entry) -> list[Any]:
+    return [entry.path.hex(), *_fields(entry.identity)]
+
+
+def _fields(who: Identity) -> tuple[int, ...]:
+    return (
+        who.dev,
+        who.ino,
+        who.size,
+        who.mtime_ns,
+        who.ctime_ns,
+        who.nlink,
+        who.disk,
+        who.uid,
+        who.gid,
+        who.mode,
+    )
+
+
+def _unentry(row: list[Any]) -> Entry:
+    return Entry(bytes.fromhex(row[0]), Identity(*(int(v) for v in row[1:11])))
+
+
+def encode_plan(plan: Plan, kept_at: float) -> bytes:
+    """The plan and when it was kept: a compressed JSON header (the items' facts, NUL-terminated), then
+    every file's identity and path packed in binary, so a plan of 100,000 files costs little memory."""
+    header = {
+        "format": FORMAT,
+        "id": plan.id,
+        "created": plan.created,
+        "kept_at": kept_at,
+        "scope": [s.hex() for s in plan.scope],
+        "secret": plan.secret.hex(),
+        "items": [
+            {**item.facts(), "files": len(item.entries), "keep": _entry(item.keep) if item.keep else None}
+            for item in plan.items
+        ],
+    }
+    packer = zlib.compressobj()
+    out = [packer.compress(json.dumps(header, separators=(",", ":")).encode() + b"\0")]
+    pending = bytearray()
+    for item in plan.items:
+        for entry in item.entries:
+            who = entry.identity
+            pending += _ENTRY.pack(*_fields(who), len(entry.path)) + entry.path
+            if len(pending) >= _CHUNK:
+                out.append(packer.compress(bytes(pending)))
+                pending.clear()
+    out.append(packer.compress(bytes(pending)) + packer.flush())
+    return b"".join(out)
+
+
+def decode_plan(raw: bytes) -> tuple[Plan, float] | None:
+    """The plan and when it was kept; None for a row this version cannot read."""
+    try:
+        data = zlib.decompress(raw)
+        end = data.index(b"\0")
+        body = json.loads(data[:end])
+        if body.get("format") != FORMAT:
+            return None
+        offset = end + 1
+        items: list[Item] = []
+        for facts in body["items"]:
+            entries: list[Entry] = []
+            for _n in range(int(facts["files"])):
+                *numbers, length = _ENTRY.unpack_from(data, offset)
+                offset += _ENTRY.size
+                path = data[offset : offset + length]
+                if len(path) != length:
+                    return None
+                offset += length
+                entries.append(Entry(path, Identity(*numbers)))
+            items.append(
+                Item.from_facts(facts, tuple(entries), _unentry(facts["keep"]) if facts["keep"] else None)
+            )
+        if offset != len(data):
+            return None
+        scope = tuple(bytes.fromhex(s) for s in body["scope"])
+        plan = Plan(
+            str(body["id"]), float(body["created"]), scope, tuple(items), bytes.fromhex(body["secret"])
+        )
+        return plan, float(body["kept_at"])
+    except (ValueError, KeyError, TypeError, IndexError, struct.error, zlib.error):
+        return None
+
+
+# -- where plans live ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """Where a plan went: the history store (``durable``), or this process's memory and why."""
+
+    durable: bool
+    reason: str | None = None
+
+
+class PlanKeeper:
+    """Plans in the history store when there is one, else (or when it cannot be written) in memory.
+
+    ``store()`` is asked each time (history may be configured after import, or turned off); ``clock``
+    decides expiry (the history clock: tests give a fake one).
+    """
+
+    def __init__(
+        self,
+        store: Callable[[], Store | None],
+        clock: Callable[[], float],
+        *,
+        ttl_s: float = PLAN_TTL_S,
+        memory_limit: int = 32,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.ttl_s = ttl_s
+        self.memory_limit = memory_limit
+        self._memory: dict[str, tuple[Plan, float]] = {}
+        self._lock = threading.Lock()
+
+    def put(self, plan: Plan) -> Kept:
+        now = self.clock()
+        with self._lock:
+            self._memory[plan.id] = (plan, now)
+            while len(self._memory) > self.memory_limit:
+                del self._memory[next(iter(self._memory))]
+        store = self.store()
+        if store is None:
+            return Kept(False, "history is off")
+        try:
+            key = store.state_dir.secret(PLAN_KEY_NAME)
+        except OSError as exc:
+            return Kept(False, f"the reclaim plans' key cannot be used ({exc})")
+        self._forget_expired(store, now)
+        raw = encode_plan(plan, now)
+        saved = store.put(PLAN_NAMESPACE, plan.id, _signed(key, plan.id, raw) + raw)
+        return (
+            Kept(True) if saved.ok else Kept(False, saved.reason or "the history store could not be written")
+        )
+
+    def get(self, plan_id: str) -> Plan:
+        """The plan, if kept and not expired; else ``NotFound`` or ``Refused`` (reason ``expired``)."""
+        with self._lock:
+            found = self._memory.get(plan_id)
+        if found is None:
+            store = self.store()
+            raw = store.get(PLAN_NAMESPACE, plan_id) if store is not None else None
+            found = (
+                decode_plan(_verified(store, plan_id, raw)) if store is not None and raw is not None else None
+            )
+        if found is None:
+            raise NotFound(f"no reclaim plan {plan_id} is kept")
+        plan, kept_at = found
+        age = self.clock() - kept_at
+        if age > self.ttl_s:
+            raise Refused(
+                f"reclaim plan {plan_id} was made {_hours(age)} ago, and a plan is good for "
+                f"{_hours(self.ttl_s)} only",
+                reason="expired",
+            )
+        return plan
+
+    def _forget_expired(self, store: Store, now: float) -> None:
+        for key, updated in store.keys(PLAN_NAMESPACE):
+            if now - updated > self.ttl_s:
+                store.delete(PLAN_NAMESPACE, key)
+
+
+def _signed(key: bytes, plan_id: str, raw: bytes) -> bytes:
+    """The MAC of a stored plan: its id and its bytes, so a row copied under another id fails too."""
+    return mac(key, plan_id.encode() + b"\0" + raw)
+
+
+def _verified(store: Store, plan_id: str, row: bytes) -> bytes:
+    """The plan's bytes once its MAC matched; ``Refused`` (``tampered``) before anything is decoded."""
+    try:
+        key = store.state_dir.secret(PLAN_KEY_NAME)
+    except OSError as exc:
+        raise Refused(
+            f"reclaim plan {plan_id} cannot be checked: the reclaim plans' key cannot be used ({exc})",
+            reason="tampered",
+        ) from None
+    tag, raw = row[:_MAC_BYTES], row[_MAC_BYTES:]
+    if not hmac.compare_digest(tag, _signed(key, plan_id, raw)):
+        raise Refused(
+            f"reclaim plan {plan_id} was changed after it was kept (its MAC does not match "
+            f"{PLAN_KEY_NAME}), so it is not read",
+            reason="tampered",
+        )
+    return raw
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.0f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+
+# -- the log of every action ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    time: float
+    plan: str
+    item: str
+    path: str
+    action: str
+    outcome: str  # done | skipped
+    reason: str | None
+    planned: int
+    freed: int
+
+    def as_json(self) -> bytes:
+        return json.dumps(
+            {
+                "time": self.time,
+                "plan": self.plan,
+                "item": self.item,
+                "path": self.path,
+                "action": self.action,
+                "outcome": self.outcome,
+                "reason": self.reason,
+                "planned_bytes": self.planned,
+                "freed_bytes": self.freed,
+            }
+        ).encode()
+
+
+class ActionLog:
+    """Collects each action's record and writes them to ``reclaim-log`` in batches (``flush`` at the end).
+
+    Keys are ``<time in µs, 16 digits>-<plan>-<n>``: sorted by key is in time order, unique per run.
+    Returns from ``flush`` the store's reason when a write failed (the answer says the log is on
+    stderr only then).
+    """
+
+    def __init__(self, store: Store | None, clock: Callable[[], float]) -> None:
+        self.store = store
+        self.clock = clock
+        self._pending: list[tuple[str, bytes]] = []
+        self._count = 0
+        self.failure: str | None = None if store is not None else "history is off"
+
+    def record(self, record: LogRecord) -> None:
+        if self.store is None:
+            return
+        self._count += 1
+        key = f"{int(record.time * 1_000_000):016d}-{record.plan}-{self._count:06d}"
+        self._pending.append((key, record.as_json()))
+        if len(self._pending) >= LOG_BATCH:
+            self.flush()
+
+    def flush(self) -> str | None:
+        store, pending, self._pending = self.store, self._pending, []
+        if store is None:
+            return self.failure
+        if pending:
+            saved = store.put_many(LOG_NAMESPACE, pending)
+            if not saved.ok and self.failure is None:
+                self.failure = saved.reason or "the history store could not be written"
+        return self.failure
+
+
+def read_log(store: Store, limit: int = 50) -> list[LogRecord]:
+    """The newest ``limit`` records, oldest first."""
+    keys = sorted(key for key, _updated in store.keys(LOG_NAMESPACE))[-limit:] if limit > 0 else []
+    records: list[LogRecord] = []
+    for key in keys:
+        raw = store.get(LOG_NAMESPACE, key)
+        try:
+            row = json.loads(raw) if raw is not None else None
+            if row is not None:
+                records.append(
+                    LogRecord(
+                        float(row["time"]),
+                        str(row["plan"]),
+                        str(row["item"]),
+                        str(row["path"]),
+                        str(row["action"]),
+                        str(row["outcome"]),
+                        row["reason"],
+                        int(row["planned_bytes"]),
+                        int(row["freed_bytes"]),
+                    )
+                )
+        except (ValueError, KeyError, TypeError):
+            continue
+    return records

@@ -1,0 +1,686 @@
+"""Reclaim plans: what could be freed, with each file's identity, and acting on a reviewed plan alone.
+
+``build_plan`` is read-only: it asks each class finder (``reclaim_classes``) where its files are, keeps
+the ones inside the scope, and counts the disk blocks each item would free, each inode once and only
+when every one of its links is in the plan (a hard link elsewhere keeps the blocks in use). Every path
+carries its identity (device, inode, size, mtime_ns, ctime_ns, owner, group, mode) so that acting later
+can tell a file that changed since it was planned; a duplicate's is the one its open descriptor had
+when ``find_duplicates`` read its bytes.
+
+``apply_items`` is the one thing here that writes, and only on items of a stored plan whose every file
+(kept copies included) lies inside the roots: a plan reaching outside is refused whole. Each path is
+reached by walking from ``/`` one component at a time with ``O_NOFOLLOW`` (``safeopen.open_parent``),
+looked at with ``fstatat(AT_SYMLINK_NOFOLLOW)`` relative to the parent's descriptor and compared with
+its planned identity. It is then renamed to a private name in the same directory
+(``renameat2(RENAME_NOREPLACE)``, ``platform.rename_noreplace``), so a file renamed over the planned
+name after the look is never the one acted on: the entry under the private name is looked at again,
+and only if it is the planned file is it unlinked; otherwise it goes back to its name and is skipped
+with the reason. A duplicate goes only once its bytes were compared again with the kept copy's, both
+opened without following links relative to their parents' descriptors, the kept copy still the planned
+inode inside the roots. What remains: between the second look and the unlink, the entry has a name
+nobody else chose; a user who can write the directory can still rename something onto that private
+name, and where the platform has no ``RENAME_NOREPLACE`` the rename aside itself is a check then an
+act (docs/reclaim.md). The bytes freed are measured (``fstatvfs`` of the parent before and after).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import secrets
+import stat
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sysmcp import platform
+from sysmcp.engine.errors import NotFound, Refused
+from sysmcp.engine.opens import extended_attributes, open_parent
+from sysmcp.engine.procs import link_confined
+from sysmcp.reclaim import _classes as classes
+from sysmcp.reclaim._classes import Copy, Found, RootsLayout
+
+__all__ = [
+    "LINK",
+    "Act",
+    "Applied",
+    "Entry",
+    "Identity",
+    "Item",
+    "Outcome",
+    "Plan",
+    "PlanRequest",
+    "RootsLayout",
+    "apply_items",
+    "build_plan",
+    "choose",
+    "confirmation_code",
+    "outside_roots",
+]
+
+Checkpoint = Callable[[], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """What a file was when planned: anything different later means it changed."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    nlink: int
+    disk: int  # st_blocks * 512
+    uid: int  # the owner, group and mode bits: who the file belongs to and who may change it
+    gid: int
+    mode: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> Identity:
+        return cls(
+            st.st_dev,
+            st.st_ino,
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_ctime_ns,
+            st.st_nlink,
+            st.st_blocks * 512,
+            st.st_uid,
+            st.st_gid,
+            st.st_mode,
+        )
+
+    def same_file(self, st: os.stat_result, *, ctime: bool = True) -> bool:
+        """The same regular file, unchanged: inode, size, mtime, owner, group and mode (and ctime,
+        unless this run moved it: a rename or a link of its own)."""
+        return (
+            stat.S_ISREG(st.st_mode)
+            and (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_uid, st.st_gid, st.st_mode)
+            == (self.dev, self.ino, self.size, self.mtime_ns, self.uid, self.gid, self.mode)
+            and (not ctime or st.st_ctime_ns == self.ctime_ns)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    path: bytes
+    identity: Identity
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    id: str
+    klass: str
+    entries: tuple[Entry, ...]
+    bytes: int  # disk bytes it would free
+    command: str | None
+    cost: str
+    safety: str
+    method: str
+    action: str  # delete | truncate | command
+    note: str | None = None
+    holders: tuple[dict[str, object], ...] = ()
+    shared: int = 0  # disk bytes of files whose other hard links stay (not counted in ``bytes``)
+    keep: Entry | None = None  # duplicates: the kept copy, which ``:link`` makes each entry a name of
+    no_link: str | None = None  # duplicates: why ``:link`` is not offered (owner, mode, ACLs, filesystem)
+
+    def facts(self) -> dict[str, Any]:
+        """Its words and figures, no files: what the answer shows and the history store keeps alike."""
+        return {
+            "id": self.id,
+            "class": self.klass,
+            "bytes": self.bytes,
+            "shared_bytes": self.shared,
+            "command": self.command,
+            "cost": self.cost,
+            "safety": self.safety,
+            "method": self.method,
+            "action": self.action,
+            "note": self.note,
+            "holders": [dict(h) for h in self.holders],
+            "no_link": self.no_link,
+        }
+
+    @classmethod
+    def from_facts(cls, facts: dict[str, Any], entries: tuple[Entry, ...], keep: Entry | None) -> Item:
+        return cls(
+            id=str(facts["id"]),
+            klass=str(facts["class"]),
+            entries=entries,
+            bytes=int(facts["bytes"]),
+            command=facts["command"],
+            cost=str(facts["cost"]),
+            safety=str(facts["safety"]),
+            method=str(facts["method"]),
+            action=str(facts["action"]),
+            note=facts["note"],
+            holders=tuple(dict(h) for h in facts["holders"]),
+            shared=int(facts["shared_bytes"]),
+            keep=keep,
+            no_link=facts.get("no_link"),
+        )
+
+    @property
+    def linkable(self) -> bool:
+        """Duplicates that match the kept copy (filesystem, owner, group, mode, ACLs, extended attributes)
+        can become hard links to it instead of going."""
+        return (
+            self.keep is not None
+            and self.no_link is None
+            and all(e.identity.dev == self.keep.identity.dev for e in self.entries)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    id: str
+    created: float  # wall-clock seconds (for people; nothing is decided on it)
+    scope: tuple[bytes, ...]
+    items: tuple[Item, ...]
+    #: Keys this plan's confirmation codes; kept with the plan (never shown), so any server process
+    #: that reads the plan back checks a code another one gave.
+    secret: bytes = b""
+
+    @property
+    def bytes(self) -> int:
+        return sum(item.bytes for item in self.items)
+
+    def item(self, item_id: str) -> Item | None:
+        return next((item for item in self.items if item.id == item_id), None)
+
+
+#: An item id with this suffix asks for the duplicates to be replaced by hard links to the kept copy.
+LINK = ":link"
+
+
+def choose(plan: Plan, item_ids: Sequence[str]) -> list[tuple[Item, str]]:
+    """The named items and what to do to each (``delete``, ``truncate`` or ``link``), or why not."""
+    chosen: dict[str, tuple[Item, str]] = {}
+    for given in dict.fromkeys(item_ids):
+        base = given.removesuffix(LINK)
+        item = plan.item(base)
+        if item is None:
+            raise NotFound(f"plan {plan.id} has no item {base}")
+        if item.action == "command":
+            raise Refused(f"item {base} is freed by its vendor's command ({item.command}), not by sysmcp")
+        if given.endswith(LINK) and not item.linkable:
+            why = item.no_link or "only duplicates on one filesystem"
+            raise Refused(f"item {base} cannot be replaced by hard links ({why})")
+        if base in chosen:
+            raise Refused(f"item {base} is named twice (both removed and hard-linked)")
+        chosen[base] = (item, "link" if given.endswith(LINK) else item.action)
+    return list(chosen.values())
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    scope: tuple[bytes, ...] = (b"/",)  # resolved absolute paths; items must lie inside one of them
+    layout: RootsLayout = field(default_factory=RootsLayout)
+    classes: tuple[str, ...] | None = None  # None: every class
+    #: Sets of identical files, each copy as it was when its bytes were read (a bare path: looked at now).
+    duplicates: Sequence[Sequence[bytes | Copy]] = ()
+    #: The history hook: items for "what grew since the last snapshot" (None: no history store).
+    grew: Callable[[], Sequence[Found]] | None = None
+    min_bytes: int = 1
+
+
+def _inside(path: bytes, scope: Sequence[bytes]) -> bool:
+    return any(root == b"/" or path == root or path.startswith(root.rstrip(b"/") + b"/") for root in scope)
+
+
+def build_plan(request: PlanRequest, checkpoint: Checkpoint | None = None) -> Plan:
+    """Every class's items inside the scope, largest first, with identities and honest byte counts."""
+    found: list[Found] = []
+    for name, finder in classes.CLASSES.items():
+        if request.classes is not None and name not in request.classes:
+            continue
+        if checkpoint is not None:
+            checkpoint()
+        found += finder(request.layout)
+    if request.classes is None or "duplicate" in request.classes:
+        found += classes.duplicates(request.duplicates)
+    if request.grew is not None and (request.classes is None or "grew" in request.classes):
+        found += request.grew()
+    links: dict[tuple[int, int], int] = {}  # how many of each inode's names the plan holds
+    kept: list[tuple[Found, list[tuple[bytes, os.stat_result]]]] = []
+    for group in found:
+        paths = [
+            (path, st)
+            for path, st in group.paths
+            if group.action == "truncate" or _inside(path, request.scope)
+        ]
+        if group.action == "truncate" and not any(_inside(_target(path), request.scope) for path, _ in paths):
+            paths = []
+        if not paths and group.figure is None:
+            continue
+        if group.action == "command" and request.scope != (b"/",):
+            continue  # a container engine's store is no path below the scope
+        for _path, st in paths:
+            links[(st.st_dev, st.st_ino)] = links.get((st.st_dev, st.st_ino), 0) + 1
+        kept.append((group, paths))
+    counted: set[tuple[int, int]] = set()
+    items: list[Item] = []
+    for group, paths in kept:
+        freed = shared = 0
+        for _path, st in paths:
+            key = (st.st_dev, st.st_ino)
+            if key in counted:
+                continue
+            counted.add(key)
+            if group.action == "truncate" or st.st_nlink <= links[key]:
+                freed += st.st_blocks * 512
+            else:
+                shared += st.st_blocks * 512
+        if group.figure is not None:
+            freed = group.figure
+        if freed < request.min_bytes and not shared:
+            continue
+        items.append(
+            Item(
+                id=_item_id(group),
+                klass=group.klass,
+                entries=tuple(Entry(path, Identity.of(st)) for path, st in paths),
+                bytes=freed,
+                command=group.command,
+                cost=group.cost,
+                safety=group.safety,
+                method=group.method,
+                action=group.action,
+                note=group.note,
+                holders=tuple(group.holders),
+                shared=shared,
+                keep=Entry(group.keep[0], Identity.of(group.keep[1])) if group.keep is not None else None,
+                no_link=group.no_link,
+            )
+        )
+    items.sort(key=lambda item: (-item.bytes, item.id))
+    return Plan(secrets.token_hex(6), time.time(), request.scope, tuple(items), secrets.token_bytes(32))
+
+
+def _target(proc_link: bytes) -> bytes:
+    """The name a deleted-open file had (``/proc/PID/fd/N`` → ``/var/log/x.log``), for scoping."""
+    try:
+        return os.readlink(proc_link).removesuffix(b" (deleted)")
+    except OSError:
+        return b""
+
+
+def _item_id(group: Found) -> str:
+    digest = hashlib.blake2s(f"{group.klass}\0{group.key}".encode(errors="surrogateescape"), digest_size=4)
+    return f"{group.klass}-{digest.hexdigest()}"
+
+
+def confirmation_code(secret: bytes, plan: Plan, item_ids: Sequence[str]) -> str:
+    """A short code bound to the plan, the exact item list and its bytes: a second call must carry it."""
+    chosen = sorted(set(item_ids))
+    bases = {item_id.removesuffix(LINK) for item_id in chosen}
+    total = sum(item.bytes for item in plan.items if item.id in bases)
+    message = "\0".join([plan.id, *chosen, str(total)]).encode()
+    return hashlib.blake2s(message, key=secret[:32], digest_size=5).hexdigest()
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What happened to one path."""
+
+    path: bytes
+    done: bool
+    #: Why it was skipped: "changed", "symlink", "gone", "outside", "differs" (its bytes are not the kept
+    #: copy's), "keep_gone", "keep_changed", "attributes" (``:link``: owner, mode, ACLs or extended
+    #: attributes differ), "linked", "other_filesystem", "unverified", "cancelled" (stopped while the
+    #: file was aside: logged before the cancellation goes on), or the OS error. A file that could not
+    #: be put back under its name says where it is: "changed; left as .sysmcp-aside-…".
+    reason: str | None = None
+    freed: int = 0  # measured on its filesystem (statvfs before and after)
+
+
+@dataclass(slots=True)
+class Applied:
+    item: Item
+    outcomes: list[Outcome] = field(default_factory=list)
+    action: str = "delete"
+
+    @property
+    def freed(self) -> int:
+        return sum(o.freed for o in self.outcomes)
+
+    @property
+    def skipped(self) -> int:
+        return sum(1 for o in self.outcomes if not o.done)
+
+
+#: Told of every file acted on or left alone: the item, the file, the action, what happened.
+Log = Callable[[Item, Entry, str, "Outcome"], None]
+
+#: Called with each path after it was looked at and found as planned, right before it is acted on: a
+#: test's hook to swap something in at that very moment (a deterministic race); nothing in use.
+Between = Callable[[bytes], None]
+
+
+def _nothing(item: Item, entry: Entry, action: str, outcome: Outcome) -> None:
+    return None
+
+
+def _carry_on(path: bytes) -> None:
+    return None
+
+
+def outside_roots(plan: Plan, item_ids: Sequence[str], allowed: Callable[[bytes], bool]) -> list[bytes]:
+    """The files of the named items (their kept copies included) that lie outside the roots."""
+    outside: list[bytes] = []
+    for item, _action in choose(plan, item_ids):
+        if item.action == "truncate":
+            continue  # a deleted-open file has no name; ``_truncate`` confines its former one
+        keep = [item.keep] if item.keep is not None else []
+        outside += [e.path for e in [*item.entries, *keep] if not allowed(e.path)]
+    return outside
+
+
+def apply_items(
+    plan: Plan,
+    item_ids: Sequence[str],
+    allowed: Callable[[bytes], bool],
+    *,
+    log: Log = _nothing,
+    checkpoint: Checkpoint | None = None,
+    between: Between = _carry_on,
+) -> list[Applied]:
+    """Delete, truncate or hard-link the files of the named items, each only if it is still what was
+    planned (an id ending in ``:link``: duplicates become hard links to the kept copy); a duplicate
+    only if its bytes are still the kept copy's.
+
+    ``allowed(path)`` is the server's roots: a plan whose chosen items name a file outside them (a kept
+    copy included) is refused whole (``Refused``), before anything is done.
+    """
+    chosen = choose(plan, item_ids)
+    outside = outside_roots(plan, item_ids, allowed)
+    if outside:
+        raise Refused(
+            f"plan {plan.id} names {len(outside):,} file(s) outside the roots this server is confined to "
+            f"(such as {os.fsdecode(outside[0])!r}); nothing removed"
+        )
+    check = checkpoint or _carry_on_check
+    relinked: set[tuple[int, int]] = set()  # inodes that lost or gained a name here: their ctime moved
+    results: list[Applied] = []
+    for item, action in chosen:
+        applied = Applied(item, action=action)
+        for entry in item.entries:
+            check()
+            if action == "truncate":
+                outcome = _truncate(entry, allowed)
+            else:
+                act = Act(entry, item.keep, allowed, relinked, check, between)
+                try:
+                    outcome = act.run(link=action == "link")
+                except BaseException:
+                    if act.interrupted is not None:  # said, with where the file is if not under its name
+                        log(item, entry, action, act.interrupted)
+                    raise
+            log(item, entry, action, outcome)
+            applied.outcomes.append(outcome)
+        results.append(applied)
+    return results
+
+
+def _carry_on_check() -> None:
+    return None
+
+
+#: How the files compared are opened: never following a symlink, never blocking on a FIFO swapped in.
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+CHUNK = 1 << 20  # bytes compared at a time (a checkpoint between any two)
+
+
+class Act:
+    """Removing one planned file, or replacing it by a hard link to its item's kept copy.
+
+    The name is looked at (``fstatat`` relative to its parent's descriptor), renamed aside to a
+    private name with ``RENAME_NOREPLACE``, the entry under that name checked to be the planned file
+    (and, for a duplicate, compared byte by byte with the kept copy, itself checked to be the planned
+    inode), and only then unlinked (or its name given to the kept copy by ``linkat``, which never
+    replaces). Whatever does not hold puts the file back under its name and says why.
+    """
+
+    def __init__(
+        self,
+        entry: Entry,
+        keep: Entry | None,
+        allowed: Callable[[bytes], bool],
+        relinked: set[tuple[int, int]],
+        checkpoint: Checkpoint,
+        between: Between,
+    ) -> None:
+        self.entry, self.keep, self.allowed = entry, keep, allowed
+        self.relinked, self.checkpoint, self.between = relinked, checkpoint, between
+        self.key = (entry.identity.dev, entry.identity.ino)
+        #: Set when a cancellation or an error stopped it with the file set aside: what became of it.
+        self.interrupted: Outcome | None = None
+
+    def run(self, *, link: bool) -> Outcome:
+        path = self.entry.path
+        if not self.allowed(path) or (self.keep is not None and not self.allowed(self.keep.path)):
+            return Outcome(path, False, "outside")
+        if link and self.keep is not None and self.entry.identity.dev != self.keep.identity.dev:
+            return Outcome(path, False, "other_filesystem")
+        try:
+            parent, name = open_parent(os.fsdecode(path))
+        except (OSError, ValueError) as exc:
+            return Outcome(path, False, _why(exc))
+        try:
+            kept: tuple[int, bytes] | None = None
+            if self.keep is not None:
+                try:
+                    kept = open_parent(os.fsdecode(self.keep.path))
+                except (OSError, ValueError) as exc:
+                    return Outcome(path, False, "keep_gone" if _why(exc) == "gone" else "keep_changed")
+            try:
+                return self._at(parent, name, kept, link)
+            except OSError as exc:
+                return Outcome(path, False, _why(exc))
+            finally:
+                if kept is not None:
+                    os.close(kept[0])
+        finally:
+            os.close(parent)
+
+    def _at(self, parent: int, name: bytes, kept: tuple[int, bytes] | None, link: bool) -> Outcome:
+        path, planned = self.entry.path, self.entry.identity
+        now = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        if stat.S_ISLNK(now.st_mode):
+            return Outcome(path, False, "symlink")
+        if (
+            link
+            and self.keep is not None
+            and (now.st_dev, now.st_ino) == (self.keep.identity.dev, self.keep.identity.ino)
+        ):
+            return Outcome(path, False, "linked")
+        if not planned.same_file(now, ctime=self.key not in self.relinked):
+            return Outcome(path, False, "changed")
+        self.between(path)
+        before = os.fstatvfs(parent)
+        aside = _aside(parent, name)
+        self.relinked.add(self.key)  # the rename moved its ctime
+        try:
+            reason = self._proven(parent, aside, kept, link)
+            if reason is None and link and kept is not None:
+                reason = self._link(parent, name, kept)
+                if reason is None and self.keep is not None:
+                    self.relinked.add((self.keep.identity.dev, self.keep.identity.ino))
+        except BaseException:
+            self.interrupted = Outcome(path, False, _put_back(parent, aside, name, "cancelled"))
+            raise
+        if reason is not None:
+            return Outcome(path, False, _put_back(parent, aside, name, reason))
+        os.unlink(aside, dir_fd=parent)
+        after = os.fstatvfs(parent)
+        return Outcome(path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
+
+    def _proven(self, parent: int, aside: bytes, kept: tuple[int, bytes] | None, link: bool) -> str | None:
+        """None if the entry now under ``aside`` is the planned file and (a duplicate) has exactly the
+        kept copy's bytes, the kept copy being its planned inode; else why not."""
+        if kept is None or self.keep is None:  # no copy to compare with: its identity is all there is
+            st = os.stat(aside, dir_fd=parent, follow_symlinks=False)
+            return None if self.entry.identity.same_file(st, ctime=False) else "changed"
+        try:
+            fd = os.open(aside, _READ, dir_fd=parent)
+        except OSError as exc:
+            return _why(exc)
+        try:
+            st = os.fstat(fd)
+            if not self.entry.identity.same_file(st, ctime=False):
+                return "changed"
+            try:
+                other = os.open(kept[1], _READ, dir_fd=kept[0])
+            except OSError as exc:
+                return "keep_gone" if _why(exc) == "gone" else "keep_changed"
+            try:
+                keep_key = (self.keep.identity.dev, self.keep.identity.ino)
+                kst = os.fstat(other)
+                if not self.keep.identity.same_file(kst, ctime=keep_key not in self.relinked):
+                    return "keep_changed"
+                if link:
+                    attributes = extended_attributes(fd)
+                    owned = (st.st_uid, st.st_gid, st.st_mode) == (kst.st_uid, kst.st_gid, kst.st_mode)
+                    if not owned or attributes is None or attributes != extended_attributes(other):
+                        return "attributes"
+                return None if _same_bytes(fd, other, st.st_size, self.checkpoint) else "differs"
+            finally:
+                os.close(other)
+        finally:
+            os.close(fd)
+
+    def _link(self, parent: int, name: bytes, kept: tuple[int, bytes]) -> str | None:
+        """Give ``name`` to the kept copy (``linkat``, never following, never replacing); None if the
+        name now leads to the kept copy's planned inode, else why not (a wrong link made is undone)."""
+        assert self.keep is not None
+        try:
+            os.link(kept[1], name, src_dir_fd=kept[0], dst_dir_fd=parent, follow_symlinks=False)
+        except FileExistsError:
+            return "changed"  # something took the name meanwhile: it stays, and so does the file aside
+        made = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        if (made.st_dev, made.st_ino) != (self.keep.identity.dev, self.keep.identity.ino):
+            os.unlink(name, dir_fd=parent)  # only a name we just made of whatever was swapped in
+            return "keep_changed"
+        return None
+
+
+def _same_bytes(first: int, second: int, size: int, checkpoint: Checkpoint) -> bool:
+    """Whether two open files hold the same ``size`` bytes, read chunk by chunk (``cmp``): stops at the
+    first difference, and at a cancellation between any two chunks."""
+    offset = 0
+    while offset < size:
+        checkpoint()
+        one = os.pread(first, CHUNK, offset)
+        two = os.pread(second, CHUNK, offset)
+        if one != two or not one:
+            return False
+        offset += len(one)
+    return os.pread(first, 1, size) == os.pread(second, 1, size) == b""
+
+
+#: Bytes of a file's name its private name ends with: short enough for filesystems whose names are
+#: shorter than 255 bytes (eCryptfs: 143), long enough to tell what the file was.
+ASIDE_KEEPS = 100
+
+
+def _aside(parent: int, name: bytes) -> bytes:
+    """Rename ``name`` to a fresh private name in the same directory, never over anything; the name.
+    It ends with the file's own name (its first ``ASIDE_KEEPS`` bytes), so a file left aside by a process
+    that died there (SIGKILL, a power cut: nothing logged) still says what it was."""
+    for _attempt in range(5):
+        aside = b".sysmcp-aside-" + secrets.token_hex(8).encode() + b"-" + name[:ASIDE_KEEPS]
+        try:
+            if _rename_exclusive(parent, name, aside):
+                return aside
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free private name to set the file aside")
+
+
+def _rename_exclusive(parent: int, source: bytes, target: bytes) -> bool:
+    """Rename within ``parent`` only if ``target`` is free: atomically where the platform can
+    (``renameat2(RENAME_NOREPLACE)``), else a look then a rename. Raises FileExistsError if taken."""
+    if platform.rename_noreplace(parent, source, parent, target):
+        return True
+    try:
+        os.stat(target, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        os.rename(source, target, src_dir_fd=parent, dst_dir_fd=parent)
+        return True
+    raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST))
+
+
+def _put_back(parent: int, aside: bytes, name: bytes, reason: str = "") -> str:
+    """The file set aside goes back under its name if that is still free; the reason, saying where
+    the file is when it could not go back."""
+    try:
+        _rename_exclusive(parent, aside, name)
+    except OSError:
+        return f"{reason or 'failed'}; left as {os.fsdecode(aside)} (its name was taken meanwhile)"
+    return reason
+
+
+def _truncate(entry: Entry, allowed: Callable[[bytes], bool]) -> Outcome:
+    """Empty a deleted file still held open, through its holder's ``/proc/PID/fd/N``: the same inode,
+    nameless (its ``nlink`` 0), or nothing is done. The size may have moved (it is being written)."""
+    path, planned = entry.path, entry.identity
+    target = _target(path)
+    if not target or not allowed(target):
+        return Outcome(path, False, "outside" if target else "gone")
+    try:
+        fd = _open_planned(path, planned)
+    except OSError as exc:
+        return Outcome(path, False, _why(exc))
+    if fd is None:
+        return Outcome(path, False, "changed")
+    try:
+        now = os.fstat(fd)
+        if (
+            (now.st_dev, now.st_ino) != (planned.dev, planned.ino)
+            or now.st_nlink != 0
+            or not stat.S_ISREG(now.st_mode)
+        ):
+            return Outcome(path, False, "changed")
+        if not link_confined(path, now.st_dev):  # held in another mount namespace: its path is not ours
+            return Outcome(path, False, "outside")
+        before = os.fstatvfs(fd)
+        os.ftruncate(fd, 0)
+        after = os.fstatvfs(fd)
+        return Outcome(path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
+    except OSError as exc:
+        return Outcome(path, False, _why(exc))
+    finally:
+        os.close(fd)
+
+
+def _open_planned(link: bytes, planned: Identity) -> int | None:
+    """``/proc/PID/fd/N`` opened for writing if it still leads to the planned regular file, else None.
+
+    Opening the link re-opens whatever its holder put behind that number since, with our rights (a
+    device such as /dev/watchdog, held by an ``O_PATH`` descriptor its holder could not even open):
+    so the inode is pinned with ``O_PATH`` (nothing is opened) and looked at first."""
+    pinned = os.open(link, os.O_PATH | os.O_CLOEXEC)
+    try:
+        st = os.fstat(pinned)
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (planned.dev, planned.ino):
+            return None
+        return os.open(
+            f"{platform.PROC_SELF_FD}/{pinned}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+        )
+    finally:
+        os.close(pinned)
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "gone"
+    if isinstance(exc, OSError) and exc.errno in (errno.ELOOP, errno.EMLINK):
+        return "symlink"
+    if isinstance(exc, NotADirectoryError):
+        return "changed"
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    return str(exc)

@@ -1,0 +1,177 @@
+"""A reclaim plan as a POSIX shell script to review: dry run by default, ``--apply`` to act.
+
+In the manner of rmlint's generated script, written afresh: every step re-checks the file's identity
+(device, inode, size, mtime, with ``stat -c`` on GNU systems and ``stat -f`` on the BSDs and macOS,
+chosen when the script runs) and skips it, saying why, if anything changed; no step follows a symlink
+(the file and every directory above it are tested with ``test -L``); a duplicate goes only while its
+kept copy passes the same checks and ``cmp`` finds their bytes equal; every name is quoted so that no
+byte of it is ever read as shell syntax. The script is ASCII whatever the names hold: a name that is
+printable ASCII is single-quoted (``'`` as ``'\\''``), any other is rebuilt at run time by ``printf``
+from octal escapes (newlines, control bytes, bytes that are not UTF-8), so it travels as text. What it
+prints names each file escaped as ``ls -b`` does (``engine.paths.escaped``), so a name holding a newline or
+a terminal escape cannot forge a line of the review; the commands get the exact bytes. At the end it
+prints the bytes actually freed, from ``df`` before and after on each filesystem it touched.
+
+What the script cannot do that ``reclaim`` does: its checks and its ``rm`` resolve the path twice, so a
+directory swapped for a symlink between the two is caught only by ``reclaim`` (which acts relative to
+an open directory descriptor).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from sysmcp.engine.paths import escaped
+from sysmcp.reclaim._plan import Entry, Item, Plan
+
+HEADER = r"""#!/bin/sh
+# sysmcp reclaim plan {plan_id}, made {made}: {items}, {planned} bytes planned.
+# Review it, then run:  sh THIS-FILE           (dry run: prints what it would do)
+#                       sh THIS-FILE --apply   (acts; each file is re-checked first)
+set -u
+APPLY=0
+case "${{1-}}" in
+  --apply) APPLY=1 ;;
+  '') ;;
+  *) printf 'usage: sh %s [--apply]\n' "$0" >&2; exit 2 ;;
+esac
+if stat -c %i / >/dev/null 2>&1; then STATS=gnu; else STATS=bsd; fi
+DONE=0
+SKIPPED=0
+ident() {{
+  if [ "$STATS" = gnu ]; then stat -c '%d:%i:%s:%Y' -- "$1"; else stat -f '%d:%i:%z:%m' -- "$1"; fi
+}}
+ident_l() {{
+  if [ "$STATS" = gnu ]; then stat -L -c '%d:%i' -- "$1"; else stat -L -f '%d:%i' -- "$1"; fi
+}}
+nolink() {{
+  p=$1
+  while [ -n "$p" ]; do
+    if [ -L "$p" ]; then return 1; fi
+    p=${{p%/*}}
+  done
+  return 0
+}}
+skip() {{
+  printf 'skipped: %s: %s\n' "$1" "$2"
+  SKIPPED=$((SKIPPED + 1))
+}}
+avail() {{
+  df -Pk -- "$1" 2>/dev/null | awk 'NR == 2 {{ print $4 }}'
+}}
+rmf() {{
+  if ! nolink "$1"; then skip "$3" "a symbolic link is on its path now"; return; fi
+  if [ ! -f "$1" ]; then skip "$3" "gone, or no longer a regular file"; return; fi
+  now=$(ident "$1") || {{ skip "$3" "cannot be looked at"; return; }}
+  if [ "$now" != "$2" ]; then skip "$3" "changed since the plan"; return; fi
+  if [ "$APPLY" = 1 ]; then
+    if rm -f -- "$1"; then printf 'removed: %s\n' "$3"; DONE=$((DONE + 1)); else skip "$3" "rm failed"; fi
+  else
+    printf 'would remove: %s\n' "$3"
+  fi
+}}
+dupf() {{
+  if ! nolink "$4" || [ ! -f "$4" ]; then skip "$3" "the kept copy is gone, so this may be the last copy"; return; fi
+  kept=$(ident "$4") || {{ skip "$3" "the kept copy cannot be looked at"; return; }}
+  if [ "$kept" != "$5" ]; then skip "$3" "the kept copy changed since the plan, so this copy stays"; return; fi
+  if nolink "$1" && [ -f "$1" ] && ! cmp -s -- "$4" "$1"; then
+    skip "$3" "its bytes are no longer the kept copy's"; return
+  fi
+  rmf "$1" "$2" "$3"
+}}
+trunc() {{
+  if [ ! -e "$1" ]; then skip "$3" "the holder closed it"; return; fi
+  now=$(ident_l "$1") || {{ skip "$3" "cannot be looked at"; return; }}
+  if [ "$now" != "$2" ]; then skip "$3" "another file is open there now"; return; fi
+  if [ "$APPLY" = 1 ]; then
+    if : > "$1"; then printf 'truncated: %s\n' "$3"; DONE=$((DONE + 1)); else skip "$3" "truncation failed"; fi
+  else
+    printf 'would truncate: %s\n' "$3"
+  fi
+}}
+"""
+
+FOOTER = r"""
+if [ "$APPLY" = 1 ]; then
+  printf 'done: %s files acted on, %s skipped; %s bytes freed (df before and after)\n' "$DONE" "$SKIPPED" "$FREED"
+else
+  printf 'dry run: nothing was changed (%s skipped); run with --apply to act\n' "$SKIPPED"
+fi
+"""
+
+
+def quote(raw: bytes, var: str = "P") -> tuple[str, str]:
+    """Shell text that sets nothing or ``var``, and a word that then expands to exactly ``raw``, in ASCII.
+
+    Printable ASCII goes between single quotes; anything else is rebuilt into ``var`` by ``printf`` from
+    octal escapes, with a trailing ``X`` (taken off again) so command substitution keeps final newlines.
+    """
+    text = raw.decode("ascii", errors="replace")
+    if text.isprintable() and text.isascii() and "\ufffd" not in text:
+        return "", "'" + text.replace("'", "'\\''") + "'"
+    octal = "".join(chr(b) if chr(b).isalnum() and b < 128 else f"\\{b:03o}" for b in raw)
+    return f"{var}=$(printf '{octal}X'); {var}=${{{var}%X}}; ", f'"${var}"'
+
+
+def _step(item: Item, entry: Entry) -> str:
+    """One step: the exact name to act on, its planned identity, and the name as the review prints it
+    (``escaped``: a name holding newlines or terminal escapes cannot forge a line of the dry run)."""
+    who = entry.identity
+    setup, word = quote(entry.path)
+    shown = escaped(entry.path).encode()
+    show_setup, show_word = ("", word) if shown == entry.path else quote(shown, "S")
+    setup += show_setup
+    if item.action == "truncate":
+        return f"{setup}trunc {word} '{who.dev}:{who.ino}' {show_word}"
+    planned = f"'{who.dev}:{who.ino}:{who.size}:{who.mtime_ns // 1_000_000_000}'"
+    if item.keep is not None:  # a duplicate: only while its kept copy is the planned file, same bytes
+        kept = item.keep.identity
+        keep_setup, keep_word = quote(item.keep.path, "K")
+        ident = f"'{kept.dev}:{kept.ino}:{kept.size}:{kept.mtime_ns // 1_000_000_000}'"
+        return f"{setup}{keep_setup}dupf {word} {planned} {show_word} {keep_word} {ident}"
+    return f"{setup}rmf {word} {planned} {show_word}"
+
+
+def _comment(text: str) -> str:
+    return "# " + "".join(c if c.isprintable() and c.isascii() else "?" for c in text)
+
+
+def render_script(plan: Plan) -> str:
+    """The whole script, ASCII only."""
+    lines = [
+        HEADER.format(
+            plan_id=plan.id,
+            made=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(plan.created)),
+            # An engine words no quantity through render (tests/test_render.py); the script is the
+            # one text it writes, and its one count is said here: "1 item", "3 items".
+            items=f"{len(plan.items)} item" + ("" if len(plan.items) == 1 else "s"),
+            planned=plan.bytes,
+        )
+    ]
+    probes: dict[int, bytes] = {}
+    for item in plan.items:
+        for entry in item.entries:
+            if item.action == "delete":
+                probes.setdefault(entry.identity.dev, os.path.dirname(entry.path) or b"/")
+    for number, probe in enumerate(probes.values()):
+        setup, word = quote(probe)
+        lines.append(f"{setup}B{number}=$(avail {word})")
+    for item in plan.items:
+        lines.append("")
+        lines.append(_comment(f"{item.id}: {item.klass}, {item.bytes} bytes, {item.safety}. {item.cost}."))
+        if item.command:
+            lines.append(_comment(f"the vendor's own way: {item.command}"))
+        if item.note:
+            lines.append(_comment(item.note))
+        if item.action == "command":
+            lines.append(_comment("nothing for this script to do: run the command above yourself"))
+            continue
+        lines += [_step(item, entry) for entry in item.entries]
+    lines.append("")
+    lines.append("FREED=0")
+    for number, probe in enumerate(probes.values()):
+        setup, word = quote(probe)
+        lines.append(f"{setup}A=$(avail {word}); FREED=$((FREED + (${{A:-0}} - ${{B{number}:-0}}) * 1024))")
+    lines.append(FOOTER)
+    return "\n".join(lines)
