@@ -507,15 +507,20 @@ def _writers_beyond(keep: os.stat_result, extra: os.stat_result) -> bool:
     )
 
 
-def _exposed(path: bytes, owner: int) -> bool:
+def _exposed(path: bytes, owner: int, looked: dict[bytes, os.stat_result | None]) -> bool:
     """Whether a user other than ``owner`` (or root) may remove or replace ``path``: a directory on
     its way owned by another user, or writable by group or others without the sticky bit (as ssh
-    judges the parents of ``~/.ssh``). A kept copy there could be taken away after the extras went."""
+    judges the parents of ``~/.ssh``). A kept copy there could be taken away after the extras went.
+    ``looked`` keeps each directory's ``lstat`` for the plan: copies share their parents."""
     directory = os.path.dirname(path)
     while True:
-        try:
-            st = os.lstat(directory)
-        except OSError:
+        if directory not in looked:
+            try:
+                looked[directory] = os.lstat(directory)
+            except OSError:
+                looked[directory] = None
+        st = looked[directory]
+        if st is None:
             return True
         if st.st_uid not in (0, owner) or (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX):
             return True
@@ -553,13 +558,14 @@ def duplicates(groups: Sequence[Sequence[bytes | Copy]]) -> list[Found]:
     remove the last copy. Each extra can go or, when owner, group, mode, ACLs and
     extended attributes all match, become a hard link to the kept copy (``ITEM:link`` in reclaim)."""
     found: list[Found] = []
+    looked: dict[bytes, os.stat_result | None] = {}
     for group in groups:
         owners: dict[int, list[Copy]] = {}
         for copy in map(_copy, group):
             if copy is not None:
                 owners.setdefault(copy[1].st_uid, []).append(copy)
         for copies in owners.values():
-            exposed = {c[0]: _exposed(c[0], c[1].st_uid) for c in copies}
+            exposed = {c[0]: _exposed(c[0], c[1].st_uid, looked) for c in copies}
             keep = min(
                 copies, key=lambda c: (bool(c[1].st_mode & 0o022), exposed[c[0]], c[1].st_mtime_ns, c[0])
             )
