@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 
@@ -37,6 +37,7 @@ from sysmcp.render import human_bytes, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.processes import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
+from sysmcp.tools.typed import prop, result, schema_of
 
 DEFAULT_SAMPLE_S = 2.0
 MAX_SAMPLE_S = 60.0
@@ -56,133 +57,122 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
     required=None,
 )
 
-_PROCESS = js.record(
-    {
-        "pid": js.integer(),
-        "command": js.string(),
-        "user": js.string(null=True),
-        "bytes": js.integer("Bytes written (or read) in the window, storage layer."),
-        "bytes_per_s": js.number(),
-    }
-)
 
-_WRITER = js.record(
-    {
-        **_PROCESS["properties"],
-        "files": js.objects(
-            {
-                "path": js.string("The file's path (its former path when deleted)."),
-                "fd": js.integer("The descriptor: /proc/PID/fd/N."),
-                "device": js.string(),
-                "deleted": js.boolean("Deleted, still held open."),
-            },
-            description="Regular files on block devices it has open for writing, inside the roots (the first few).",
-        ),
-        "files_not_shown": js.integer(),
-        "files_outside_roots": js.integer("Files it writes outside the allowed roots: counted, never named."),
-    }
-)
+@result
+class Device:
+    device: str = prop()
+    read_bytes: int = prop()
+    write_bytes: int = prop()
+    read_bytes_per_s: float = prop()
+    write_bytes_per_s: float = prop()
+    read_iops: float = prop()
+    write_iops: float = prop()
+    busy_percent: float | None = prop("Share of the window the device was busy (null where not reported).")
+    mount_points: list[str] = prop("Where its filesystem is mounted (none: not mounted here).")
 
-OUTPUT_SCHEMA: dict[str, Any] = js.result(
-    {
-        "seconds": js.number("The window actually measured."),
-        "devices": {
-            "type": "array",
-            "description": "Block devices with any I/O in the window, busiest first.",
-            "items": js.record(
-                {
-                    "device": js.string(),
-                    "read_bytes": js.integer(),
-                    "write_bytes": js.integer(),
-                    "read_bytes_per_s": js.number(),
-                    "write_bytes_per_s": js.number(),
-                    "read_iops": js.number(),
-                    "write_iops": js.number(),
-                    "busy_percent": js.number(
-                        "Share of the window the device was busy (null where not reported).", null=True
-                    ),
-                    "mount_points": js.names("Where its filesystem is mounted (none: not mounted here)."),
-                }
-            ),
-        },
-        "idle_devices": js.names("No I/O in the window."),
-        "top_writers": js.typed("array", items=_WRITER),
-        "writers_not_shown": js.integer(),
-        "top_readers": js.typed("array", items=_PROCESS),
-        "readers_not_shown": js.integer(),
-        "processes_read": js.integer(),
-        "processes_unreadable": js.integer(
-            "Processes whose I/O counters could not be read (another user's, without root)."
-        ),
-        "process_io_available": js.boolean(
-            "False where this system has no per-process I/O counters (e.g. macOS)."
-        ),
-    }
-)
+
+@result
+class Process:
+    pid: int = prop()
+    command: str = prop()
+    user: str | None = prop()
+    bytes: int = prop("Bytes written (or read) in the window, storage layer.")
+    bytes_per_s: float = prop()
+
+
+@result
+class OpenForWriting:
+    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+    path: str = prop("The file's path (its former path when deleted).")
+    fd: int = prop("The descriptor: /proc/PID/fd/N.")
+    device: str = prop()
+    deleted: bool = prop("Deleted, still held open.")
+
+
+@result
+class Writer(Process):
+    files: list[OpenForWriting] = prop(
+        "Regular files on block devices it has open for writing, inside the roots (the first few)."
+    )
+    files_not_shown: int = prop()
+    files_outside_roots: int = prop("Files it writes outside the allowed roots: counted, never named.")
+
+
+@result
+class DiskIO:
+    seconds: float = prop("The window actually measured.")
+    devices: list[Device] = prop("Block devices with any I/O in the window, busiest first.")
+    idle_devices: list[str] = prop("No I/O in the window.")
+    top_writers: list[Writer] = prop()
+    writers_not_shown: int = prop()
+    top_readers: list[Process] = prop()
+    readers_not_shown: int = prop()
+    processes_read: int = prop()
+    processes_unreadable: int = prop(
+        "Processes whose I/O counters could not be read (another user's, without root)."
+    )
+    process_io_available: bool = prop("False where this system has no per-process I/O counters (e.g. macOS).")
+
+
+OUTPUT_SCHEMA = schema_of(DiskIO)
 
 
 # -- the tool ---------------------------------------------------------------------------------
 
 
-def _rows(moved: list[Moved], written: bool, top_n: int, seconds: float) -> tuple[list[dict[str, Any]], int]:
+def _rows(moved: list[Moved], written: bool, top_n: int, seconds: float) -> tuple[list[Process], int]:
     def amount(item: Moved) -> int:
         return item.write_bytes if written else item.read_bytes
 
     ranked = sorted((m for m in moved if amount(m) > 0), key=lambda m: (-amount(m), m.pid))
     rows = [
-        {
-            "pid": m.pid,
-            "command": m.command,
-            "user": m.user,
-            "bytes": amount(m),
-            "bytes_per_s": round(amount(m) / seconds, 1),
-        }
-        for m in ranked[:top_n]
+        Process(m.pid, m.command, m.user, amount(m), round(amount(m) / seconds, 1)) for m in ranked[:top_n]
     ]
     return rows, len(ranked) - len(rows)
 
 
-def render(structured: dict[str, Any]) -> str:
-    seconds = structured["seconds"]
-    lines = [f"Disk I/O over {seconds:.1f} s, per block device (busiest first):"]
-    for row in structured["devices"]:
-        busy = f", busy {row['busy_percent']:g}%" if row["busy_percent"] is not None else ""
-        points = row["mount_points"]
+def render(answer: DiskIO) -> str:
+    lines = [f"Disk I/O over {answer.seconds:.1f} s, per block device (busiest first):"]
+    for device in answer.devices:
+        busy = f", busy {device.busy_percent:g}%" if device.busy_percent is not None else ""
+        points = device.mount_points
         mounted = ", ".join(map(printable, points[:MOUNT_POINTS_NAMED])) + (
             ", …" if len(points) > MOUNT_POINTS_NAMED else ""
         )
         lines.append(
-            f"  {row['device']}{f' ({mounted})' if points else ''}  read {human_bytes(row['read_bytes_per_s'])}/s ({row['read_iops']:g} IOPS), "
-            f"write {human_bytes(row['write_bytes_per_s'])}/s ({row['write_iops']:g} IOPS){busy}"
+            f"  {device.device}{f' ({mounted})' if points else ''}  read {human_bytes(device.read_bytes_per_s)}/s ({device.read_iops:g} IOPS), "
+            f"write {human_bytes(device.write_bytes_per_s)}/s ({device.write_iops:g} IOPS){busy}"
         )
-    if not structured["devices"]:
+    if not answer.devices:
         lines.append("  (no block device did any I/O)")
-    idle = structured["idle_devices"]
+    idle = answer.idle_devices
     if idle:
         named = ", ".join(idle[:MAX_IDLE_NAMED]) + (", …" if len(idle) > MAX_IDLE_NAMED else "")
         lines.append(f"  {len(idle)} idle: {named}")
-    if not structured["process_io_available"]:
+    if not answer.process_io_available:
         lines.append("Per-process I/O counters are not available on this system: no process list.")
         return "\n".join(lines)
-    for title, key, more in (
-        ("Top writers", "top_writers", "writers_not_shown"),
-        ("Top readers", "top_readers", "readers_not_shown"),
-    ):
+    listed: tuple[tuple[str, Sequence[Process], int], ...] = (
+        ("Top writers", answer.top_writers, answer.writers_not_shown),
+        ("Top readers", answer.top_readers, answer.readers_not_shown),
+    )
+    for title, rows, more in listed:
         lines.append(f"{title} (bytes that reached storage, as iotop):")
-        for row in structured[key]:
-            user = f" ({row['user']})" if row["user"] else ""
+        for row in rows:
+            user = f" ({row.user})" if row.user else ""
             lines.append(
-                f"  {human_bytes(row['bytes_per_s']):>10}/s  ({human_bytes(row['bytes'])})  pid {row['pid']} "
-                f"{printable(row['command'])}{user}"
+                f"  {human_bytes(row.bytes_per_s):>10}/s  ({human_bytes(row.bytes)})  pid {row.pid} "
+                f"{printable(row.command)}{user}"
             )
-            lines.extend(_writing(row))
-        if not structured[key]:
+            if isinstance(row, Writer):
+                lines.extend(_writing(row))
+        if not rows:
             lines.append("  (none)")
-        if structured[more]:
-            lines.append(f"  … and {structured[more]:,} more not shown")
-    unreadable = structured["processes_unreadable"]
+        if more:
+            lines.append(f"  … and {more:,} more not shown")
+    unreadable = answer.processes_unreadable
     if unreadable:
-        total = unreadable + structured["processes_read"]
+        total = unreadable + answer.processes_read
         lines.append(
             f"Could not read the I/O counters of {unreadable:,} of {plural(total, 'process')} "
             f"({unreadable_reason()}): what they did is not listed."
@@ -194,36 +184,52 @@ def render(structured: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _writing(row: dict[str, Any]) -> list[str]:
-    """The lines naming the files a top writer has open for writing (nothing for a reader's row)."""
-    if "files" not in row:
-        return []
+def _writing(row: Writer) -> list[str]:
+    """The lines naming the files a top writer has open for writing."""
     lines = [
-        f"      writing {printable(item['path'])}{' (deleted)' if item['deleted'] else ''} "
-        f"on {item['device']} (/proc/{row['pid']}/fd/{item['fd']})"
-        for item in row["files"]
+        f"      writing {printable(item.path)}{' (deleted)' if item.deleted else ''} "
+        f"on {item.device} (/proc/{row.pid}/fd/{item.fd})"
+        for item in row.files
     ]
-    if row["files_not_shown"]:
-        lines.append(f"      … and {plural(row['files_not_shown'], 'more file')} open for writing")
-    if row["files_outside_roots"]:
+    if row.files_not_shown:
+        lines.append(f"      … and {plural(row.files_not_shown, 'more file')} open for writing")
+    if row.files_outside_roots:
         lines.append(
-            f"      and {plural(row['files_outside_roots'], 'file')} outside the allowed roots (not named)"
+            f"      and {plural(row.files_outside_roots, 'file')} outside the allowed roots (not named)"
         )
     return lines
 
 
-def _with_files(writers: list[dict[str, Any]], roots: Sequence[Path] | None, proc: str = PROC) -> None:
-    """Each top writer's row with the files it has open for writing (inside ``roots``), in place."""
+def _with_files(writers: list[Process], roots: Sequence[Path] | None, proc: str = PROC) -> list[Writer]:
+    """The top writers with the files each has open for writing (inside ``roots``)."""
 
     def inside(item: WrittenFile) -> bool:
         return roots is None or any(is_within(Path(item.path), root) for root in roots)
 
-    found = files_written([row["pid"] for row in writers], inside, proc)
+    found = (
+        files_written([row.pid for row in writers], inside, proc)
+        if writers and platform.has_proc_fd(proc)
+        else {}
+    )
+    rows = []
     for row in writers:
-        files, outside = found.get(row["pid"], ([], 0))
-        row["files"] = [item._asdict() for item in files[:FILES_PER_WRITER]]
-        row["files_not_shown"] = max(len(files) - FILES_PER_WRITER, 0)
-        row["files_outside_roots"] = outside
+        files, outside = found.get(row.pid, ([], 0))
+        shown = [
+            OpenForWriting(item.path, item.fd, item.device, item.deleted) for item in files[:FILES_PER_WRITER]
+        ]
+        rows.append(
+            Writer(
+                row.pid,
+                row.command,
+                row.user,
+                row.bytes,
+                row.bytes_per_s,
+                shown,
+                max(len(files) - FILES_PER_WRITER, 0),
+                outside,
+            )
+        )
+    return rows
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -252,43 +258,39 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     mounted = device_mount_points(_PARTITIONS()) if devices else {}
     roots = ctx.paths.allowed
     busy = [
-        {
-            **asdict(row),  # under --root only the mount points inside the roots: a device is no path
-            "mount_points": [
+        Device(
+            **asdict(row),
+            # under --root only the mount points inside the roots: a device is no path
+            mount_points=[
                 point
                 for point in mounted.get(row.device, [])
                 if roots is None or any(is_within(Path(point), root) for root in roots)
             ],
-        }
+        )
         for row in devices
         if row.busy
     ]
-    idle = sorted(row.device for row in devices if not row.busy)
     moved = (
         process_deltas(first.processes, processes_after)
         if first.processes is not None and processes_after is not None
         else []
     )
-    writers, writers_left = _rows(moved, True, top_n, seconds)
+    top, writers_left = _rows(moved, True, top_n, seconds)
     readers, readers_left = _rows(moved, False, top_n, seconds)
-    if writers and platform.has_proc_fd(PROC):
-        await ctx.run_in_worker(lambda _: _with_files(writers, ctx.paths.allowed))
-    else:
-        for row in writers:
-            row.update(files=[], files_not_shown=0, files_outside_roots=0)
-    structured: dict[str, Any] = {
-        "seconds": round(seconds, 3),
-        "devices": busy,
-        "idle_devices": idle,
-        "top_writers": writers,
-        "writers_not_shown": writers_left,
-        "top_readers": readers,
-        "readers_not_shown": readers_left,
-        "processes_read": len(processes_after.processes) if processes_after else 0,
-        "processes_unreadable": processes_after.unreadable if processes_after else 0,
-        "process_io_available": with_processes,
-    }
-    return ToolOutput(render(structured), structured)
+    writers = await ctx.run_in_worker(lambda _: _with_files(top, ctx.paths.allowed))
+    answer = DiskIO(
+        seconds=round(seconds, 3),
+        devices=busy,
+        idle_devices=sorted(row.device for row in devices if not row.busy),
+        top_writers=writers,
+        writers_not_shown=writers_left,
+        top_readers=readers,
+        readers_not_shown=readers_left,
+        processes_read=len(processes_after.processes) if processes_after else 0,
+        processes_unreadable=processes_after.unreadable if processes_after else 0,
+        process_io_available=with_processes,
+    )
+    return ToolOutput.of(answer, render)
 
 
 TOOL = Tool(

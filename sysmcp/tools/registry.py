@@ -26,6 +26,7 @@ from sysmcp.protocol.threads import run_in_thread
 from sysmcp.results import ResultStore, TooLarge
 from sysmcp.tools.descriptions import described
 from sysmcp.tools.errors import as_tool_error
+from sysmcp.tools.typed import to_json
 
 T = TypeVar("T")
 
@@ -45,12 +46,21 @@ class ResourceLink:
 
 @dataclass(frozen=True, slots=True)
 class ToolOutput:
-    """What a handler returns: text for people and models, structured data for programs."""
+    """What a handler returns: text for people and models, structured data for programs, and the typed
+    result (``sysmcp.tools.typed``) the structured data was made from, for the fleet merge and history."""
 
     text: str
     structured: dict[str, Any]
     is_error: bool = False
     links: tuple[ResourceLink, ...] = ()
+    result: Any = None
+
+    @classmethod
+    def of(
+        cls, result: Any, render: Callable[[Any], str], links: tuple[ResourceLink, ...] = ()
+    ) -> ToolOutput:
+        """The answer of a typed ``result``: ``render(result)`` for its text, its JSON for the structured part."""
+        return cls(render(result), to_json(result), links=links, result=result)
 
 
 @dataclass

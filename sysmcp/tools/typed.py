@@ -1,0 +1,214 @@
+"""A tool's result written once, as dataclasses: its ``outputSchema`` and ``structuredContent`` follow.
+
+Why: a result written as a schema literal, again as the dict a handler builds, and again where the fleet
+merge and history read that dict back with ``.get()`` drifts apart in three places. Here the dataclass
+is the one statement; ``schema_of`` derives the JSON Schema from its type hints, ``to_json`` gives the
+``structuredContent``, and ``from_json`` turns another host's JSON back into the same dataclass.
+
+How types map (each field's description and extra keywords come from ``prop``):
+
+- ``int``/``float``/``str``/``bool`` → integer/number/string/boolean; ``X | None`` → ``[X, "null"]``;
+- ``Literal["a", "b"]`` → a string with that ``enum``;
+- ``list[X]`` / ``tuple[X, ...]`` → an array of X; ``dict[str, X]`` → an object of X by name;
+  ``dict[str, Any]`` → any object;
+- a dataclass → an object of its fields, all required and no others (``SCHEMA_OPTIONS`` may say
+  ``closed=False``: others allowed, or ``required=False``: no list of required ones);
+- ``Opt[X]`` (a field that may be left out, default ``ABSENT``) → not required, and absent from the JSON
+  while its value is ``ABSENT``. ``Opt[X | None]`` may be absent, or null.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Literal, TypeVar, Union
+
+__all__ = ["ABSENT", "Opt", "from_json", "prop", "result", "schema_of", "to_json"]
+
+T = TypeVar("T")
+
+
+class _Absent(enum.Enum):
+    ABSENT = "absent"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+#: The value of an ``Opt`` field that is left out of the JSON.
+ABSENT: Final = _Absent.ABSENT
+Opt = Union[T, Literal[_Absent.ABSENT]]  # noqa: UP007 (a generic alias needs Union on 3.11)
+
+_DOC = "sysmcp.doc"
+_KEYWORDS = "sysmcp.keywords"
+
+
+def prop(description: str | None = None, *, default: Any = dataclasses.MISSING, **keywords: Any) -> Any:
+    """A result field: its description (None: ``descriptions.COMMON`` may give one), the schema's other
+    keywords (``minimum=0``, ``pattern=…``), and its default (an ``Opt`` field defaults to ``ABSENT``)."""
+    metadata = {_DOC: description, _KEYWORDS: keywords}
+    if isinstance(default, (list, dict, set)):
+        factory = type(default)
+        return dataclasses.field(default_factory=factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+@typing.dataclass_transform(frozen_default=True, field_specifiers=(prop,))
+def result(cls: type[T]) -> type[T]:
+    """A result dataclass: frozen, with slots, its fields declared with ``prop``."""
+    return dataclasses.dataclass(frozen=True, slots=True)(cls)
+
+
+# -- the schema -----------------------------------------------------------------------------
+
+
+def schema_of(cls: type) -> dict[str, Any]:
+    """The JSON Schema of the dataclass ``cls``; a fresh dict each call (schemas are described in place)."""
+    return _object(cls, None, null=False)
+
+
+def _object(cls: type, description: str | None, *, null: bool) -> dict[str, Any]:
+    options: Mapping[str, Any] = getattr(cls, "SCHEMA_OPTIONS", {})
+    schema: dict[str, Any] = {"type": ["object", "null"] if null else "object"}
+    if description is not None:
+        schema["description"] = description
+    hints = _hints(cls)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for item in dataclasses.fields(cls):
+        hint, may_be_absent = _strip_absent(hints[item.name])
+        properties[item.name] = _schema(hint, item.metadata.get(_DOC), item.metadata.get(_KEYWORDS, {}))
+        if not may_be_absent:
+            required.append(item.name)
+    schema["properties"] = properties
+    if options.get("required", True):
+        schema["required"] = required
+    if options.get("closed", True):
+        schema["additionalProperties"] = False
+    return schema
+
+
+def _schema(
+    hint: Any, description: str | None = None, keywords: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    hint, null = _strip_none(hint)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return _object(hint, description, null=null)
+    origin = typing.get_origin(hint)
+    extra: dict[str, Any] = dict(keywords or {})
+    if origin is Literal:
+        kind, extra = "string", {"enum": list(typing.get_args(hint)), **extra}
+    elif origin in (list, tuple):
+        kind = "array"
+        extra = {"items": _schema(typing.get_args(hint)[0]), **extra}
+    elif origin is dict:
+        kind = "object"
+        value = typing.get_args(hint)[1]
+        if value is not Any:
+            extra = {"additionalProperties": _schema(value), **extra}
+    elif hint is dict:
+        kind = "object"
+    else:
+        kind = _SCALARS[hint]
+    schema: dict[str, Any] = {"type": [kind, "null"] if null else kind, **extra}
+    if description is not None:
+        schema["description"] = description
+    return schema
+
+
+_SCALARS: Final = {int: "integer", float: "number", str: "string", bool: "boolean"}
+
+
+def _strip_none(hint: Any) -> tuple[Any, bool]:
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (Union, types.UnionType) and type(None) in args:
+        rest = [arg for arg in args if arg is not type(None)]
+        return (rest[0] if len(rest) == 1 else Union[tuple(rest)]), True  # noqa: UP007
+    return hint, False
+
+
+def _strip_absent(hint: Any) -> tuple[Any, bool]:
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (Union, types.UnionType) and Literal[ABSENT] in args:
+        rest = tuple(arg for arg in args if arg != Literal[ABSENT])
+        return (rest[0] if len(rest) == 1 else Union[rest]), True  # noqa: UP007
+    return hint, False
+
+
+@functools.cache
+def _hints(cls: Any) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+# -- the JSON -------------------------------------------------------------------------------
+
+
+def to_json(value: Any) -> Any:
+    """``value`` as JSON data: a dataclass as an object of its fields in order (``ABSENT`` ones left out),
+    tuples as lists; anything else as it is."""
+    if dataclasses.is_dataclass(value):
+        kind: Any = type(value)
+        return {name: to_json(item) for name in _names(kind) if (item := getattr(value, name)) is not ABSENT}
+    if isinstance(value, (list, tuple)):
+        return [to_json(item) for item in value]
+    if isinstance(value, dict):
+        return {key: to_json(item) for key, item in value.items()}
+    return value
+
+
+@functools.cache
+def _names(cls: Any) -> tuple[str, ...]:
+    return tuple(item.name for item in dataclasses.fields(cls))
+
+
+def from_json(cls: type[T], data: Any) -> T:
+    """The dataclass ``cls`` from JSON data shaped by ``schema_of(cls)`` (another host's
+    ``structuredContent``): a field the data leaves out is ``ABSENT`` where it may be, else an error."""
+    value: T = _reader(typing.cast(Any, cls))(data)
+    return value
+
+
+@functools.cache
+def _reader(hint: Any) -> Callable[[Any], Any]:
+    hint, null = _strip_none(hint)
+    read = _plain_reader(hint)
+    if null:
+        return lambda data: None if data is None else read(data)
+    return read
+
+
+def _plain_reader(hint: Any) -> Callable[[Any], Any]:
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        hints = _hints(hint)
+        plan = []
+        for item in dataclasses.fields(hint):
+            inner, may_be_absent = _strip_absent(hints[item.name])
+            plan.append((item.name, _reader(inner), may_be_absent))
+
+        def read_object(data: Any) -> Any:
+            values = {}
+            for name, read, may_be_absent in plan:
+                if name in data:
+                    values[name] = read(data[name])
+                elif not may_be_absent:
+                    raise ValueError(f"{hint.__name__}: {name} is missing")
+            return hint(**values)
+
+        return read_object
+    origin = typing.get_origin(hint)
+    if origin is list:
+        item_reader = _reader(typing.get_args(hint)[0])
+        return lambda data: [item_reader(item) for item in data]
+    if origin is tuple:
+        item_reader = _reader(typing.get_args(hint)[0])
+        return lambda data: tuple(item_reader(item) for item in data)
+    if origin is dict and typing.get_args(hint)[1] is not Any:
+        value_reader = _reader(typing.get_args(hint)[1])
+        return lambda data: {key: value_reader(item) for key, item in data.items()}
+    if hint is float:
+        return float
+    return lambda data: data

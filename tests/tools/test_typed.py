@@ -1,0 +1,82 @@
+"""A result dataclass is the one statement of a tool's output: schema, JSON and another host's JSON back."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import jsonschema
+import pytest
+
+from sysmcp.tools.typed import ABSENT, Opt, from_json, prop, result, schema_of, to_json
+
+
+@result
+class Row:
+    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+    path: str = prop("Where.")
+    size: int = prop(minimum=0)
+
+
+@result
+class Answer:
+    rows: list[Row] = prop("The rows.")
+    kind: Literal["disk", "apparent"] = prop()
+    ratio: float | None = prop()
+    skipped: dict[str, int] = prop()
+    extra: dict[str, Any] = prop()
+    note: Opt[str | None] = prop(default=ABSENT)
+    first: Row | None = prop(default=None)
+
+
+def test_the_schema_follows_the_fields_their_types_descriptions_and_keywords() -> None:
+    schema = schema_of(Answer)
+    assert schema["required"] == ["rows", "kind", "ratio", "skipped", "extra", "first"]
+    assert schema["additionalProperties"] is False
+    props = schema["properties"]
+    assert props["rows"] == {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "Where."},
+                "size": {"type": "integer", "minimum": 0},
+            },
+            "required": ["path", "size"],
+        },
+        "description": "The rows.",
+    }
+    assert props["kind"] == {"type": "string", "enum": ["disk", "apparent"]}
+    assert props["ratio"] == {"type": ["number", "null"]}
+    assert props["skipped"] == {"type": "object", "additionalProperties": {"type": "integer"}}
+    assert props["extra"] == {"type": "object"}
+    assert props["note"] == {"type": ["string", "null"]}
+    assert props["first"]["type"] == ["object", "null"]
+    assert schema_of(Answer) is not schema_of(Answer)  # fresh each time: described in place
+
+
+def test_an_absent_field_is_left_out_of_the_json_and_null_is_kept() -> None:
+    answer = Answer([Row("/a", 1)], "disk", None, {"denied": 2}, {"x": [1]})
+    data = to_json(answer)
+    assert "note" not in data and data["ratio"] is None and data["first"] is None
+    assert data["rows"] == [{"path": "/a", "size": 1}]
+    jsonschema.validate(data, schema_of(Answer))
+    with_null = to_json(Answer([], "apparent", 0.5, {}, {}, note=None))
+    assert with_null["note"] is None
+    jsonschema.validate(with_null, schema_of(Answer))
+
+
+def test_another_host_s_json_reads_back_into_the_same_result() -> None:
+    answer = Answer([Row("/a", 1)], "disk", 2.0, {"denied": 2}, {}, note="n", first=Row("/b", 3))
+    assert from_json(Answer, to_json(answer)) == answer
+    sparse = from_json(Answer, {**to_json(answer), "ratio": 2})  # a JSON integer where a number is typed
+    assert sparse.ratio == 2.0 and isinstance(sparse.ratio, float)
+    gone = to_json(answer)
+    del gone["note"]
+    assert from_json(Answer, gone).note is ABSENT
+
+
+def test_json_missing_a_required_field_is_refused() -> None:
+    data = to_json(Answer([], "disk", None, {}, {}))
+    del data["kind"]
+    with pytest.raises(ValueError, match="kind is missing"):
+        from_json(Answer, data)
