@@ -61,6 +61,12 @@ class Meter:
         """Raise if the request was cancelled; call it between chunks or entries."""
         anyio.from_thread.check_cancelled()
 
+    def report(self, done: float, total: float | None = None) -> None:
+        """Work done so far (and the total, once known): an engine's ``progress``."""
+        self.done = done
+        if total is not None:
+            self.total = total
+
 
 Describe = Callable[[Meter, float], str | None]
 

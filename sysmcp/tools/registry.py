@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import anyio
 
+from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.errors import EngineError
 from sysmcp.engine.paths import PathPolicy, echo
 from sysmcp.protocol.context import Describe, Meter, RequestContext
@@ -29,6 +30,7 @@ from sysmcp.tools.errors import as_tool_error
 from sysmcp.tools.typed import to_json
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 RESOLVE_TIMEOUT = 5.0  # seconds a path argument may take to resolve, as disk_usage gives each mount
 
@@ -108,6 +110,20 @@ class ToolContext:
         self, work: Callable[[Meter], T], *, total: float | None = None, describe: Describe | None = None
     ) -> T:
         return await self.request.run_in_worker(work, total=total, describe=describe)
+
+    async def run_engine(
+        self,
+        run: Callable[[R, Progress, Cancel], T],
+        request: R,
+        *,
+        total: float | None = None,
+        describe: Describe | None = None,
+    ) -> T:
+        """``run(request, progress, cancel)`` in a worker thread, its progress sent to the client as it
+        goes (``describe`` words it) and its ``cancel`` raising once the call is cancelled."""
+        return await self.run_in_worker(
+            lambda meter: run(request, meter.report, meter.checkpoint), total=total, describe=describe
+        )
 
     def keep(
         self, name: str, text: str, *, description: str, mime_type: str = "text/plain"
