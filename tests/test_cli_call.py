@@ -117,7 +117,7 @@ def test_hash_tree_with_an_unreadable_file_prints_the_result_and_exits_1(tree: P
 
 
 def test_hash_tree_exit_status_counts_unreadable_files_and_directories() -> None:
-    from sysmcp.client import exit_status
+    from sysmcp.cli.call import exit_status
 
     def result(files: int, dirs: int) -> dict[str, object]:
         return {"structuredContent": {"unreadable_count": files, "skipped": {"unreadable": dirs}}}
@@ -287,7 +287,7 @@ def test_a_server_that_stops_before_answering_shows_its_words_and_passes_its_sta
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     """Issue 27 (4): it said only "the server stopped before answering" and exited 1."""
-    from sysmcp.client import CallOptions, run_call
+    from sysmcp.cli.call import CallOptions, run_call
 
     assert run_call("disk_usage", {}, CallOptions(server_args=["--no-such-option"])) == 2
     err = capfd.readouterr().err
@@ -363,12 +363,13 @@ def test_a_log_line_of_the_call_goes_to_stderr_never_into_the_answer() -> None:
     line from the server, say) goes to stderr as JSON, not to stdout through structlog's default."""
     script = (
         "import sys\n"
-        "from sysmcp import cli, client\n"
+        "from sysmcp import cli\n"
+        "from sysmcp.cli import call\n"
         "from sysmcp.logconfig import get_logger\n"
         "def run_call(tool, arguments, options):\n"
         "    get_logger('sysmcp.protocol.client').warning('oversized line from server dropped', length=9)\n"
         "    return 0\n"
-        "client.run_call = run_call\n"
+        "call.run_call = run_call\n"
         "sys.exit(cli.main(['call', 'disk_usage', 'path=/']))\n"
     )
     done = subprocess.run(

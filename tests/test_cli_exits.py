@@ -110,7 +110,7 @@ def partial_reply(**extra: Any) -> dict[str, Any]:
 def test_a_partial_result_exits_3_with_one_line_on_stderr_when_stdout_is_not_a_terminal(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from sysmcp.client import CallOptions, _report
+    from sysmcp.cli.call import CallOptions, _report
 
     assert _report("hash_tree", partial_reply(), CallOptions()) == 3
     out, err = capsys.readouterr()
@@ -119,7 +119,7 @@ def test_a_partial_result_exits_3_with_one_line_on_stderr_when_stdout_is_not_a_t
 
 
 def test_a_problem_found_before_the_budget_ran_out_still_exits_1() -> None:
-    from sysmcp.client import exit_status
+    from sysmcp.cli.call import exit_status
 
     checked = partial_reply(all_ok=False, failed=1)["result"]
     assert exit_status("verify_checksums", checked) == 1

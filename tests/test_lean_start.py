@@ -23,7 +23,7 @@ from tests.profile import child_env
 
 # The session as `python -m sysmcp` runs it, with no arguments (as a fleet's hosts run it: history in
 # $SYSMCP_STATE_DIR); the modules it loaded are written to argv[1] as it exits (stdout is the wire).
-# The server ends its process once the session is over (cli._exit_now runs the atexit hooks first).
+# The server ends its process once the session is over (cli.serve._exit_now runs the atexit hooks first).
 SESSION = """
 import atexit, gc, json, runpy, sys
 out = sys.argv[1]
@@ -91,7 +91,7 @@ def test_a_remote_start_imports_only_the_tool_it_is_asked_for(tmp_path: Path) ->
     if mountinfo:  # the mount table comes from /proc/self/mountinfo: psutil is for other tools
         assert "psutil" not in loaded
     # A bare `sysmcp` parses no command line, and methods nobody called load nothing.
-    assert sorted({"argparse", "sysmcp.prompts"} & loaded) == []
+    assert sorted({"argparse", "sysmcp.server.prompts"} & loaded) == []
 
 
 def test_a_bare_start_means_what_an_empty_command_line_means() -> None:

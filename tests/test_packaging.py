@@ -122,7 +122,13 @@ def test_the_bundle_manifest_is_valid_against_the_v0_4_schema(bundle: Path) -> N
 def test_the_bundle_holds_the_sources_the_views_and_its_entry_point(bundle: Path) -> None:
     with zipfile.ZipFile(bundle) as archive:
         names = set(archive.namelist())
-        assert {"manifest.json", "pyproject.toml", "server/main.py", "sysmcp/cli.py", "LICENSE"} <= names
+        assert {
+            "manifest.json",
+            "pyproject.toml",
+            "server/main.py",
+            "sysmcp/cli/__init__.py",
+            "LICENSE",
+        } <= names
         assert names >= VIEW_FILES
         assert not [n for n in names if "__pycache__" in n or n.startswith((".venv", "server/lib"))]
         assert "package = false" in archive.read("pyproject.toml").decode()

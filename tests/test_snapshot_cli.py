@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sysmcp.snapshot_cli import EXIT_LOCKED, EXIT_NO_HISTORY, EXIT_OK, EXIT_USAGE, LOCK_NAME
+from sysmcp.cli.snapshot import EXIT_LOCKED, EXIT_NO_HISTORY, EXIT_OK, EXIT_USAGE, LOCK_NAME
 
 
 def sysmcp(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

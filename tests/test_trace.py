@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sysmcp.trace import CLIENT_TO_SERVER, SERVER_TO_CLIENT
+from sysmcp.cli.trace import CLIENT_TO_SERVER, SERVER_TO_CLIENT
 from tests.e2e.modern import MODERN, modern
 from tests.wire import read_stderr, spawn
 

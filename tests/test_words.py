@@ -129,7 +129,7 @@ def test_the_words_checker_sees_the_texts_the_suite_produces(tmp_path: Path) -> 
 def test_a_progress_line_without_a_message_says_what_the_numbers_are() -> None:
     import io
 
-    from sysmcp.client import Progress
+    from sysmcp.cli.call import Progress
 
     out = io.StringIO()
     Progress(out, tty=False, clock=lambda: 0.0).update(25, 100, None)

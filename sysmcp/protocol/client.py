@@ -39,7 +39,7 @@ from sysmcp.protocol.jsonrpc import (
     result_message,
 )
 
-log = get_logger("sysmcp.client")
+log = get_logger("sysmcp.cli.call")
 
 DEFAULT_VERSION = "2025-11-25"
 CLIENT_INFO = {"name": "sysmcp-client", "version": __version__}

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.cli import _fleet_args, build_parser
+from sysmcp.cli import build_parser
+from sysmcp.cli.call import _fleet_args
 from tests.fleet.lab import SHARED, Lab, unavailable
 
 pytestmark = pytest.mark.slow

@@ -34,7 +34,7 @@ def test_the_registry_imports_nothing_fleet_shaped() -> None:
 def test_the_server_reaches_the_fleet_only_through_its_gateway() -> None:
     fleet = {
         m
-        for m in imported(PACKAGE / "server.py")
+        for m in imported(PACKAGE / "server" / "methods.py")
         if m.startswith("sysmcp.fleet") or m == "sysmcp.tools.merging"
     }
     assert fleet == {"sysmcp.fleet.gateway"}

@@ -419,7 +419,7 @@ def test_a_worker_threads_connection_closes_with_its_thread_and_the_last_one_mer
 ) -> None:
     """sqlite3 keeps a connection in a reference cycle: without the store closing it as its thread
     ends, it would stay open (its WAL unmerged) until the cyclic collector ran, or for good in a
-    process that exits without tearing down (cli._exit_now)."""
+    process that exits without tearing down (cli.serve._exit_now)."""
     store = Store.open(tmp_path, Clock())
     store.close()  # the opening thread's connection: now the worker's is the only one
     saved: list[bool] = []

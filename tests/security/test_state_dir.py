@@ -21,10 +21,10 @@ from pathlib import Path
 import anyio
 import pytest
 
+from sysmcp.cli.snapshot import EXIT_NO_HISTORY
 from sysmcp.engine.errors import Refused
 from sysmcp.reclaim import PlanKeeper
 from sysmcp.reclaim._keep import PLAN_NAMESPACE
-from sysmcp.snapshot_cli import EXIT_NO_HISTORY
 from sysmcp.tools.errors import words
 from tests.fs.test_reclaim_keep import Clock, a_plan
 from tests.wire import result_text, spawn

@@ -418,7 +418,7 @@ def test_the_fleet_view_names_the_hosts_with_a_failing_device_and_groups_the_hea
 
 
 def test_sysmcp_call_exits_1_when_a_device_or_array_is_failing_and_0_when_only_watched() -> None:
-    from sysmcp.client import exit_status
+    from sysmcp.cli.call import exit_status
 
     def answer(verdict: str) -> dict[str, Any]:
         return {

@@ -479,7 +479,7 @@ async def test_one_integrity_baseline_from_hash_tree_is_checked_against_the_tree
 
 
 def test_the_triage_prompt_starts_from_what_changed_only_where_history_is_kept() -> None:
-    from sysmcp.prompts import PromptEnv, _render_triage
+    from sysmcp.server.prompts import PromptEnv, _render_triage
 
     tools = {"disk_usage", "dir_usage", "what_changed"}
     arguments: dict[str, Collection[str]] = {name: set() for name in tools}

@@ -8,7 +8,7 @@ refuses to follow any symlink, so a path swapped for a symlink after the check s
 
 Refusals are engine errors (``OutsideRoots``, ``InvalidPath``) stating the facts; the words a model
 reads, with the rule and what to do, are the tool layer's (``sysmcp.tools.errors``). Keeping the
-policy in step with the client's ``roots/list`` is the session's job (``sysmcp.roots``).
+policy in step with the client's ``roots/list`` is the session's job (``sysmcp.server.roots``).
 """
 
 from __future__ import annotations

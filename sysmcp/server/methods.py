@@ -36,7 +36,7 @@ from sysmcp.protocol.lifecycle import (
 from sysmcp.protocol.threads import run_in_thread
 from sysmcp.render import plural
 from sysmcp.results import ResultStore
-from sysmcp.roots import ClientRoots
+from sysmcp.server.roots import ClientRoots
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.errors import as_tool_error
 from sysmcp.tools.registry import LazyTool, Registry, Tool, ToolContext, ToolOutput
@@ -44,7 +44,7 @@ from sysmcp.views import VIEWS, accepts_views, server_extension
 
 if TYPE_CHECKING:  # the fleet is imported only when the operator configured one, prompts when asked
     from sysmcp.fleet.gateway import FleetCaller, FleetGateway
-    from sysmcp.prompts import PromptEnv, Prompts
+    from sysmcp.server.prompts import PromptEnv, Prompts
 
 log = get_logger("sysmcp.server")
 
@@ -146,7 +146,7 @@ class Server:
     def prompts(self) -> Prompts:
         """The prompts, made (and their module imported) when a prompt method is first asked: a
         session that only calls tools, as a fleet's remote start, never loads them."""
-        from sysmcp.prompts import Prompts
+        from sysmcp.server.prompts import Prompts
 
         return Prompts()
 
@@ -444,7 +444,7 @@ class Server:
     # -- prompts and completion -------------------------------------------------------------
 
     def _prompt_env(self) -> PromptEnv:
-        from sysmcp.prompts import PromptEnv
+        from sysmcp.server.prompts import PromptEnv
 
         return PromptEnv(
             tools={tool.name for tool in self.registry},
@@ -479,7 +479,7 @@ class Server:
         values: list[str] = []
         total = 0
         if ref.get("type") == "ref/prompt":
-            from sysmcp.prompts import complete_path
+            from sysmcp.server.prompts import complete_path
 
             spec = self.prompts.find(ref.get("name")).argument(name)
             if spec is not None and spec.completes is not None:

@@ -22,15 +22,20 @@ import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import anyio
 from anyio.abc import Process
 
 from sysmcp import __version__
+from sysmcp.cli.options import build_parser, fleet_options
+from sysmcp.cli.snapshot import history_args
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, ProgressCallback, RemoteError, connect
 from sysmcp.protocol.errors import META_REFUSED, ArgumentError
 from sysmcp.render import plural
+
+if TYPE_CHECKING:
+    import argparse
 
 E = TypeVar("E", bound=BaseException)
 
@@ -679,3 +684,128 @@ __all__ = [
     "tool_names",
     "tools_overview",
 ]
+
+
+def run_command(args: argparse.Namespace, roots: list[str]) -> int:
+    """``sysmcp call TOOL KEY=VALUE …`` parsed: the checks made before any server starts, then the call."""
+    if args.help:
+        if args.tool is None:
+            return print_help(_call_parser().format_help())
+        known = tool_names(args.allow_reclaim)
+        if args.tool in known:
+            return print_help(tool_help(args.tool, allow_reclaim=args.allow_reclaim) + "\n")
+        else:
+            print(f"sysmcp call: unknown tool {args.tool!r}; tools: {', '.join(known)}", file=sys.stderr)
+            return 2
+    try:
+        pairs = [key_value(pair, args.tool) for pair in args.arguments]
+    except ValueError as exc:
+        print(f"sysmcp call: {exc}", file=sys.stderr)
+        return 2
+    missing = [root for root in roots if not os.path.isdir(root)]
+    if missing:  # the server would refuse them: say so before starting it
+        print(f"sysmcp: --root must name existing directories: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    keys = [key for key, _ in pairs]
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:  # never silently the last one: path=/usr path=/etc is one mistake or the other
+        print(f"sysmcp call: {', '.join(k + '=' for k in repeated)} given more than once", file=sys.stderr)
+        return 2
+    try:  # the same checks the server makes, before any work: a bad inventory, then hosts=nosuch
+        fleet = fleet_options(args)
+    except (OSError, ValueError) as exc:
+        print(f"sysmcp: {exc}", file=sys.stderr)
+        return 2
+    options = CallOptions(
+        raw=args.raw,
+        version=args.protocol_version,
+        server_args=[
+            *_server_args(args.log_level, roots),
+            *(["--allow-reclaim"] if args.allow_reclaim else []),
+            *_fleet_args(args),
+            *history_args(args),  # the server keeps history, not call
+        ],
+        fleet=any(a in ("--host", "--inventory", "--inventory-command") for a in _fleet_args(args))
+        or bool(os.environ.get("SYSMCP_HOSTS")),
+        json_output=args.json,
+        output=args.output,
+        resolve_hosts=fleet.inventory.resolve if fleet is not None else None,
+    )
+    return run_call(args.tool, dict(pairs), options)
+
+
+def _call_epilog() -> str:
+    return tools_overview() + "\n\n" + EXIT_CODES_HELP
+
+
+def _call_parser() -> argparse.ArgumentParser:
+    """The ``call`` subparser with its epilog, for ``sysmcp call --help``. The epilog imports every tool,
+    so it is never built on the way to serving: until the wire is claimed, a stray print of any thread
+    would land on the client's stdout, and that window must stay short."""
+    import argparse
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    call: argparse.ArgumentParser = commands.choices["call"]
+    call.epilog = _call_epilog()
+    return call
+
+
+def _server_args(log_level: str, roots: Sequence[str]) -> list[str]:
+    extra = ["--log-level", log_level]
+    for root in roots:
+        extra += ["--root", root]
+    return extra
+
+
+def _fleet_args(args: argparse.Namespace) -> list[str]:
+    """The fleet options given to ``sysmcp call`` (before or after ``call``), for the server it spawns."""
+    extra: list[str] = []
+    for host in [*(getattr(args, "host", None) or []), *getattr(args, "more_hosts", [])]:
+        extra += ["--host", host]
+    for option, dest in (
+        ("--inventory", "inventory"),
+        ("--inventory-command", "inventory_command"),
+        ("--ssh-config", "ssh_config"),
+        ("--remote-command", "remote_command"),
+        ("--fleet-concurrency", "fleet_concurrency"),
+        ("--connect-timeout", "connect_timeout"),
+        ("--fleet-deadline", "fleet_deadline"),
+        ("--jump-handshakes", "jump_handshakes"),
+    ):
+        value = getattr(args, dest, None)
+        if value is not None:
+            extra += [option, str(value)]
+    return extra
+
+
+def key_value(pair: str, tool: str | None = None) -> tuple[str, Any]:
+    """One ``key=value`` argument; a value that parses as JSON (3, true, ["a"]) is taken as JSON, else as text.
+
+    A malformed pair raises ValueError with the one line to print (a usage error, exit 2); a bare path
+    given to a tool that takes one is named as the pair it was meant to be. A value that starts like a
+    JSON array or object (``[`` or ``{``) must be one: ``exclude=[".git"`` is a typo, never the literal
+    pattern; quote such a literal as a JSON string (``'path="[x"'``).
+    """
+    key, sep, value = pair.partition("=")
+    if not sep or not key:
+        meant = _meant_key(pair, tool) if not sep else None
+        hint = f" (did you mean {meant}={pair}?)" if meant else ""
+        raise ValueError(f"expected KEY=VALUE, got {pair!r}{hint}")
+    try:
+        return key, json.loads(value)
+    except ValueError as exc:
+        if value.lstrip()[:1] in ("[", "{"):
+            raise ValueError(f"{key}= starts like JSON but is not valid JSON ({exc}): {value!r}") from None
+        return key, value
+
+
+def _meant_key(value: str, tool: str | None) -> str | None:
+    """The argument a bare path (``/var``, ``~/x``, ``./y``) was meant for: the tool's ``path``, else
+    its ``manifest`` (verify_checksums)."""
+    if tool is None or not value.startswith(("/", "~", ".")):
+        return None
+    from sysmcp.tools import ALL_TOOLS
+
+    schema = next((t.input_schema for t in ALL_TOOLS if t.name == tool), {})
+    return next((key for key in ("path", "manifest") if key in schema.get("properties", {})), None)

@@ -1,0 +1,271 @@
+"""The command line's options and parsers, and what they configure (the fleet, the roots' variable)."""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:  # argparse is imported only for a command line that has something to parse
+    import argparse
+
+from sysmcp import __version__
+from sysmcp.cli.snapshot import add_commands, history_options
+from sysmcp.logconfig import LEVELS
+
+ROOTS_ENV = "SYSMCP_ROOTS"
+
+
+def _parser_class() -> type[argparse.ArgumentParser]:
+    """An ``ArgumentParser`` whose usage errors are one line: what is wrong, and where the help is.
+
+    argparse prints the whole usage (a dozen lines of options) before the line that matters; a
+    subparser is built from its parent's class, so every subcommand says it the same way.
+    """
+    import argparse
+
+    class OneLineErrors(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            self.exit(2, f"{self.prog}: {message} (see: {self.prog} --help)\n")
+
+    return OneLineErrors
+
+
+def _options(parser: argparse.ArgumentParser, *, roots: bool, subcommand: bool, reclaim: bool = True) -> None:
+    """``--log-level`` (and ``--root``) for the top level and again for each subcommand.
+
+    A subcommand's copies have no default (``SUPPRESS``), so ``sysmcp serve --root /srv`` and
+    ``sysmcp --root /srv serve`` mean the same, and an option given before the subcommand is kept.
+    Roots given on both sides add up: the subcommand's go to ``more_roots`` (argparse would let them
+    replace the others).
+    """
+    import argparse
+
+    parser.add_argument(
+        "--log-level",
+        type=str.lower,
+        choices=LEVELS,
+        default=argparse.SUPPRESS if subcommand else "warning",
+        help="level of the JSON logs on stderr (default: warning)",
+    )
+    if roots and reclaim:  # only where a server is started: serve, call
+        parser.add_argument(
+            "--allow-reclaim",
+            action="store_true",
+            default=argparse.SUPPRESS if subcommand else False,
+            help="also serve the reclaim tool, which removes files of a reviewed reclaim plan after the "
+            "user confirms (default: nothing sysmcp serves writes anything)",
+        )
+    if roots:
+        parser.add_argument(
+            "--root",
+            action="append",
+            dest="more_roots" if subcommand else "root",
+            metavar="PATH",
+            default=argparse.SUPPRESS if subcommand else None,
+            help=f"confine every tool to PATH (repeatable; also ${ROOTS_ENV}, colon-separated). "
+            "Default: whole filesystem",
+        )
+
+
+def _fleet_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> None:
+    """The fleet: the operator's hosts and how to reach them (never the model's choice)."""
+    import argparse
+
+    default = argparse.SUPPRESS if subcommand else None
+    fleet = parser.add_argument_group("fleet (answer for many hosts over ssh)")
+    fleet.add_argument(
+        "--host",
+        action="append",
+        dest="more_hosts" if subcommand else "host",
+        metavar="NAME",
+        default=default,
+        help="a host the tools may run on (repeatable; also $SYSMCP_HOSTS, comma- or colon-separated)",
+    )
+    fleet.add_argument(
+        "--inventory",
+        metavar="FILE",
+        default=default,
+        help="the hosts: an Ansible inventory (INI, YAML, or ansible-inventory --list JSON), an ssh_config "
+        "(its Host names), or a list of names",
+    )
+    fleet.add_argument(
+        "--inventory-command",
+        metavar="CMD",
+        default=default,
+        help="a command printing ansible-inventory --list JSON (a dynamic inventory), run once at start",
+    )
+    fleet.add_argument("--ssh-config", metavar="FILE", default=default, help="passed to every ssh as -F FILE")
+    fleet.add_argument(
+        "--remote-command",
+        metavar="CMD",
+        default=default,
+        help="what ssh runs on each host (default: uvx sysmcp; a host's sysmcp_command wins)",
+    )
+    fleet.add_argument(
+        "--fleet-concurrency",
+        "--fleet-forks",
+        type=int,
+        metavar="N",
+        default=default,
+        help="hosts asked at once (default 64)",
+    )
+    fleet.add_argument(
+        "--fleet-deadline",
+        type=float,
+        metavar="SECONDS",
+        default=default,
+        help="answer by then with the hosts that answered, naming the others pending (default 25)",
+    )
+    fleet.add_argument(
+        "--jump-handshakes",
+        type=int,
+        metavar="N",
+        default=default,
+        help="new ssh handshakes at once through one jump host (default 10, as sshd's MaxStartups)",
+    )
+    fleet.add_argument(
+        "--connect-timeout",
+        type=float,
+        metavar="SECONDS",
+        default=default,
+        help="per-host time to connect and initialize (default 10)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
+    parser = _parser_class()(prog="sysmcp", description="A sysadmin tool server for MCP (stdio).")
+    parser.add_argument("--version", action="version", version=f"sysmcp {__version__}")
+    _options(parser, roots=True, subcommand=False)
+    _fleet_options(parser, subcommand=False)
+    commands = parser.add_subparsers(dest="command")
+    serve = commands.add_parser("serve", help="serve MCP on stdin/stdout (the default)")
+    _options(serve, roots=True, subcommand=True)
+    _fleet_options(serve, subcommand=True)
+    history_options(parser, subcommand=False)
+    history_options(serve, subcommand=True)
+    for recording in add_commands(commands):  # snapshot, history (sysmcp/cli/snapshot.py)
+        _options(recording, roots=True, subcommand=True, reclaim=False)  # they serve no tool
+        history_options(recording, subcommand=True)
+    call = commands.add_parser(
+        "call",
+        help="spawn sysmcp, call one tool, print the result",
+        add_help=False,  # -h is ours: `sysmcp call TOOL --help` shows the tool's arguments
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # its epilog (the tools, the exit statuses) is added by _call_parser, for its help only
+    call.add_argument(
+        "-h", "--help", action="store_true", help="this help, or with TOOL that tool's arguments"
+    )
+    _options(call, roots=True, subcommand=True)
+    _fleet_options(call, subcommand=True)  # forwarded to the server it spawns: `call … hosts=all`
+    history_options(call, subcommand=True)  # forwarded too: the spawned server is the one that records
+    call.add_argument("tool", nargs="?", help="tool name, e.g. disk_usage")
+    call.add_argument(
+        "arguments",
+        nargs="*",  # made pairs by key_value once the tool is known: its error can name the tool's key
+        metavar="KEY=VALUE",
+        help="arguments; values are JSON if they parse",
+    )
+    call.add_argument("--raw", action="store_true", help="print every message on the wire, both directions")
+    call.add_argument(
+        "--protocol-version", default="2025-11-25", help="protocol version to request (default: 2025-11-25)"
+    )
+    call.add_argument(
+        "--json", action="store_true", help="print the structured result (structuredContent) as JSON"
+    )
+    call.add_argument(
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="write the full result (the whole manifest or listing behind its sysmcp:// link) to FILE; "
+        "with hosts=, FILE is a directory and gets each host's full result as HOST.EXT",
+    )
+    trace = commands.add_parser(
+        "trace",
+        help="run any stdio MCP server behind a proxy that records every message (sysmcp trace -- CMD …)",
+    )
+    _options(trace, roots=False, subcommand=True)
+    trace.add_argument(
+        "--output", "-o", metavar="FILE", help="write the JSON-lines record here (default: stderr)"
+    )
+    trace.add_argument("server_command", nargs=argparse.REMAINDER, metavar="-- COMMAND …")
+    return parser
+
+
+def plain_serve_args() -> Any:
+    """What ``build_parser().parse_args([])`` gives, without argparse: a bare ``sysmcp`` (what every
+    host of a fleet runs, once per cold call) neither imports argparse nor builds the whole command
+    line's parsers for nothing to parse. tests/test_lean_start.py checks the two stay the same."""
+    return SimpleNamespace(
+        log_level="warning",
+        allow_reclaim=False,
+        root=None,
+        host=None,
+        inventory=None,
+        inventory_command=None,
+        ssh_config=None,
+        remote_command=None,
+        fleet_concurrency=None,
+        fleet_deadline=None,
+        jump_handshakes=None,
+        connect_timeout=None,
+        command=None,
+        state_dir=None,
+        no_history=False,
+    )
+
+
+def fleet_options(args: argparse.Namespace) -> Any:
+    """The operator's fleet (``FleetOptions``), or None when no host is configured.
+
+    Without one nothing of the fleet is even imported: a single-host start stays as it was.
+    """
+    hosts = [*(getattr(args, "host", None) or []), *getattr(args, "more_hosts", [])]
+    inventory_command = getattr(args, "inventory_command", None)
+    if (
+        not hosts
+        and not getattr(args, "inventory", None)
+        and not inventory_command
+        and not os.environ.get("SYSMCP_HOSTS")
+    ):
+        return None
+    from dataclasses import replace
+
+    from sysmcp.fleet.inventory import InventoryError
+    from sysmcp.fleet.setup import HOSTS_ENV, FleetOptions, load_inventory
+    from sysmcp.fleet.sources import detect
+
+    inventory_file = getattr(args, "inventory", None)
+    try:
+        inventory = load_inventory(hosts, os.environ.get(HOSTS_ENV), inventory_file, inventory_command)
+    except OSError as exc:
+        raise OSError(f"cannot read the inventory: {exc}") from None
+    except InventoryError:
+        raise
+    if not inventory:
+        if getattr(args, "inventory", None):
+            raise ValueError(f"the inventory {args.inventory} lists no host")
+        return None
+    options = FleetOptions(inventory)
+    concurrency = getattr(args, "fleet_concurrency", None) or options.concurrency
+    timeout = getattr(args, "connect_timeout", None) or options.connect_timeout
+    deadline = getattr(args, "fleet_deadline", None) or options.deadline
+    handshakes = getattr(args, "jump_handshakes", None) or options.handshakes
+    if min(concurrency, timeout, deadline, handshakes) <= 0:
+        raise ValueError(
+            "--fleet-concurrency, --connect-timeout, --fleet-deadline and --jump-handshakes must be positive"
+        )
+    options = replace(
+        options, concurrency=concurrency, connect_timeout=timeout, deadline=deadline, handshakes=handshakes
+    )
+    if getattr(args, "ssh_config", None):
+        options = replace(options, ssh_config=args.ssh_config)
+    elif inventory_file is not None:
+        with open(inventory_file, encoding="utf-8") as stream:
+            if detect(stream.read(), inventory_file) == "ssh_config":  # its hosts need its settings
+                options = replace(options, ssh_config=inventory_file)
+    if getattr(args, "remote_command", None):
+        options = replace(options, remote_command=args.remote_command)
+    return options
