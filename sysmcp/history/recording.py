@@ -47,10 +47,10 @@ def series_of(path: str | bytes | os.PathLike[str], options: WalkOptions) -> Ser
     )
 
 
-def latest(store: Store, series: Series, *, complete: bool = True, before: int | None = None) -> int | None:
-    """The id of the newest snapshot of ``series`` (complete ones only, by default)."""
+def latest(store: Store, series: Series) -> int | None:
+    """The id of the newest complete snapshot of ``series``."""
     for info in store.snapshots("scan", series.root, limit=200, count_rows=False):
-        if info.series == series and not (complete and info.partial) and (before is None or info.id < before):
+        if info.series == series and not info.partial:
             return info.id
     return None
 
@@ -95,9 +95,7 @@ def record_scan(
     if not saved.ok:
         return RecordedScan(usage, None, saved.reason)
     if saved.id is not None and saved.id % PRUNE_EVERY == 0:  # a server with no timer stays bounded too
-        from sysmcp.history.store import Retention
-
-        store.prune(Retention())
+        store.prune()
     return RecordedScan(usage, snap)
 
 

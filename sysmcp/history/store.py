@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sysmcp.history.retention import Retention as Retention  # its old home: callers import it here
 from sysmcp.history.snapshots import (
@@ -44,6 +44,7 @@ _FULL = 13  # SQLITE_FULL
 _IOERR = 10  # SQLITE_IOERR: what a full tmpfs gives when the -shm or -wal cannot grow
 _BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 
+T = TypeVar("T")
 log = get_logger("sysmcp.history")
 _said: set[tuple[str, str]] = set()  # (event, error) already logged by this process
 
@@ -356,7 +357,7 @@ class Store:
             return False
         return vfs.f_bavail * (vfs.f_frsize or vfs.f_bsize) < 64 * 1024
 
-    def _read(self, work: Callable[[sqlite3.Connection], Any], default: Any) -> Any:
+    def _read(self, work: Callable[[sqlite3.Connection], T], default: T) -> T:
         if not self.enabled:
             return default
         try:
@@ -440,31 +441,27 @@ class Store:
                 for r in rows
             ]
 
-        result: list[SnapshotInfo] = self._read(work, [])
-        return result
+        return self._read(work, [])
 
     def load_scan(self, sid: int) -> ScanSnapshot | None:
-        def work(db: sqlite3.Connection) -> ScanSnapshot | None:
-            head = _head(db, sid, "scan", "threshold")
-            if head is None:
-                return None
-            dirs = {
-                bytes(p): DirTotals(d, a, f, n)
-                for p, d, a, f, n in db.execute(
-                    "SELECT path, disk, apparent, files, newest FROM dirs WHERE snapshot = ?", (sid,)
-                )
-            }
-            files = [
-                FileRow(bytes(p), d, a, m)
-                for p, d, a, m in db.execute(
-                    "SELECT path, disk, apparent, mtime FROM files WHERE snapshot = ?", (sid,)
-                )
-            ]
-            series, taken, partial, threshold = head
-            return ScanSnapshot(series, taken, partial, threshold, dirs, files, sid)
+        loaded = self._load(sid, "scan", "threshold", _DIRS_OF, _FILES_OF)
+        if loaded is None:
+            return None
+        (series, taken, partial, threshold), (dirs, files) = loaded
+        totals = {bytes(p): DirTotals(d, a, f, n) for p, d, a, f, n in dirs}
+        rows = [FileRow(bytes(p), d, a, m) for p, d, a, m in files]
+        return ScanSnapshot(series, taken, partial, threshold, totals, rows, sid)
 
-        result: ScanSnapshot | None = self._read(work, None)
-        return result
+    def _load(
+        self, sid: int, kind: str, column: str, *queries: str
+    ) -> tuple[tuple[Series, float, bool, Any], list[list[Any]]] | None:
+        """A stored snapshot's head (``_head``) and the rows each query selects of it (None: none)."""
+
+        def work(db: sqlite3.Connection) -> tuple[tuple[Series, float, bool, Any], list[list[Any]]] | None:
+            head = _head(db, sid, kind, column)
+            return None if head is None else (head, [db.execute(q, (sid,)).fetchall() for q in queries])
+
+        return self._read(work, None)
 
     def dir_names(self, sid: int) -> frozenset[str]:
         """The relative names (as a scan spells them) a snapshot kept: kept again by the next one."""
@@ -473,8 +470,7 @@ class Store:
             rows = db.execute("SELECT path FROM dirs WHERE snapshot = ?", (sid,))
             return frozenset(os.fsdecode(bytes(p)) for (p,) in rows)
 
-        result: frozenset[str] = self._read(work, frozenset())
-        return result
+        return self._read(work, frozenset())
 
     # -- disk readings ------------------------------------------------------------------------
 
@@ -502,8 +498,7 @@ class Store:
             ).fetchall()
             return [DiskReading(r[0], bytes(r[1]), *r[2:]) for r in reversed(rows)]
 
-        result: list[DiskReading] = self._read(work, [])
-        return result
+        return self._read(work, [])
 
     # -- integrity baselines ------------------------------------------------------------------
 
@@ -537,22 +532,12 @@ class Store:
         return saved
 
     def load_baseline(self, sid: int) -> Baseline | None:
-        def work(db: sqlite3.Connection) -> Baseline | None:
-            head = _head(db, sid, "baseline", "label")
-            if head is None:
-                return None
-            files = {
-                bytes(r[0]): BaselineFile(*r[1:])
-                for r in db.execute(
-                    "SELECT path, digest, size, mtime, mode, uid, gid FROM baseline_files WHERE snapshot = ?",
-                    (sid,),
-                )
-            }
-            series, taken, partial, algorithm = head
-            return Baseline(series, taken, algorithm, files, partial, sid)
-
-        result: Baseline | None = self._read(work, None)
-        return result
+        loaded = self._load(sid, "baseline", "label", _BASELINE_FILES_OF)
+        if loaded is None:
+            return None
+        (series, taken, partial, algorithm), (rows,) = loaded
+        files = {bytes(r[0]): BaselineFile(*r[1:]) for r in rows}
+        return Baseline(series, taken, algorithm, files, partial, sid)
 
     # -- a small key/value room (reclaim plans) -------------------------------------------------
 
@@ -575,8 +560,7 @@ class Store:
             ).fetchone()
             return None if row is None else bytes(row[0])
 
-        result: bytes | None = self._read(work, None)
-        return result
+        return self._read(work, None)
 
     def keys(self, namespace: str) -> list[tuple[str, float]]:
         """(key, updated) of a namespace, newest first."""
@@ -667,6 +651,11 @@ class Store:
         with contextlib.suppress(sqlite3.Error, OSError), self._connect() as db:
             db.execute("VACUUM")  # written through the WAL: the checkpoint then gives the space back
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+_DIRS_OF = "SELECT path, disk, apparent, files, newest FROM dirs WHERE snapshot = ?"
+_FILES_OF = "SELECT path, disk, apparent, mtime FROM files WHERE snapshot = ?"
+_BASELINE_FILES_OF = "SELECT path, digest, size, mtime, mode, uid, gid FROM baseline_files WHERE snapshot = ?"
 
 
 def _head(db: sqlite3.Connection, sid: int, kind: str, column: str) -> tuple[Series, float, bool, Any] | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar, Final, Literal
+from typing import Any, ClassVar, Literal
 
 from sysmcp.engine.paths import display, printable
 from sysmcp.history import state
@@ -21,12 +21,16 @@ from sysmcp.render import age, human_bytes, more_not_shown, plural
 from sysmcp.tools.dir_usage import iso_utc, parse_duration
 from sysmcp.tools.typed import ABSENT, Opt, prop, result
 
-_OPEN: Final = {"closed": False}  # the objects of this answer do not forbid other properties
+
+@result
+class _Open:
+    """The objects inside this answer name their properties without forbidding others."""
+
+    SCHEMA_OPTIONS: ClassVar = {"closed": False}
 
 
 @result
-class Snapshot:
-    SCHEMA_OPTIONS: ClassVar = _OPEN
+class Snapshot(_Open):
     id: int = prop("Its id in the history store.")
     taken: str | None = prop("When it was taken (ISO 8601, UTC).")
     partial: bool = prop("True when that scan stopped at its budget.")
@@ -34,10 +38,9 @@ class Snapshot:
 
 
 @result
-class Share:
+class Share(_Open):
     """Growth or shrinkage: the deepest directories that hold it."""
 
-    SCHEMA_OPTIONS: ClassVar = _OPEN
     total_bytes: int = prop()
     covered_bytes: int = prop("Growth inside the listed directories.")
     percent: float | None = prop("That share of the whole growth.")
@@ -45,8 +48,7 @@ class Share:
 
 
 @result
-class Change:
-    SCHEMA_OPTIONS: ClassVar = _OPEN
+class Change(_Open):
     path: str = prop()
     kind: Literal["grew", "shrank", "appeared", "disappeared", "modified"] = prop(
         "grew, shrank, appeared, disappeared, or modified (the same size, a file in it rewritten)."
@@ -73,31 +75,27 @@ class Change:
 
 
 @result
-class NewFile:
-    SCHEMA_OPTIONS: ClassVar = _OPEN
+class NewFile(_Open):
     path: str = prop()
     disk_bytes: int = prop()
     modified: str | None = prop("Modification time (ISO 8601, UTC).")
 
 
 @result
-class RemovedFile:
-    SCHEMA_OPTIONS: ClassVar = _OPEN
+class RemovedFile(_Open):
     path: str = prop()
     disk_bytes: int = prop()
 
 
 @result
-class ShrunkFile:
-    SCHEMA_OPTIONS: ClassVar = _OPEN
+class ShrunkFile(_Open):
     path: str = prop()
     old_disk_bytes: int = prop("Disk bytes then.")
     disk_bytes: int = prop()
 
 
 @result
-class FilesystemGrowth:
-    SCHEMA_OPTIONS: ClassVar = _OPEN
+class FilesystemGrowth(_Open):
     mount_point: str = prop()
     readings: int = prop("Disk readings in the span.")
     span_s: float = prop("Seconds between the first and the last of them.")
@@ -106,8 +104,7 @@ class FilesystemGrowth:
 
 
 @result
-class Fill:
-    SCHEMA_OPTIONS: ClassVar = _OPEN
+class Fill(_Open):
     mount_point: str = prop()
     readings: int = prop("disk_usage readings the fit used.")
     span_s: float = prop("Seconds between the first and the last reading.")
@@ -117,8 +114,7 @@ class Fill:
 
 
 @result
-class Integrity:
-    SCHEMA_OPTIONS: ClassVar = _OPEN
+class Integrity(_Open):
     comparable: bool = prop("Whether the newest baseline could be compared with the tree hashed now.")
     added: Opt[int] = prop("Files added.", default=ABSENT)
     removed: Opt[int] = prop("Files removed.", default=ABSENT)
@@ -132,8 +128,7 @@ class Integrity:
 
 
 @result
-class LowerBoundFiles:
-    SCHEMA_OPTIONS: ClassVar = _OPEN
+class LowerBoundFiles(_Open):
     files: int = prop()
     disk_bytes: int = prop()
     since: Opt[str | None] = prop("Files modified since this time were counted (ISO 8601, UTC).")

@@ -28,7 +28,6 @@ from typing import IO, Any
 
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.duplicates._sieves import (
-    SMALL,
     Candidates,
     Comparer,
     Handoff,
@@ -57,15 +56,6 @@ from sysmcp.engine.walk import (
     SkipCounter,
     WalkOptions,
 )
-
-__all__ = [
-    "SMALL",
-    "Candidate",
-    "DuplicatesRequest",
-    "Group",
-    "Search",
-    "find_duplicates",
-]
 
 MAX_FILES = 2_000_000  # listing bound (the runs on disk): past it the walk stops and the result says so
 DEFAULT_TIMEOUT_S = 60.0
