@@ -2,7 +2,7 @@
 
 Why these rules: several sysmcp processes may share one store (a desktop host's server, the CLI, a
 timer), so every connection waits at most ``BUSY_MS`` for a lock and a write that cannot get it is
-skipped (``Saved.ok`` False, with the reason for the answer to say) instead of holding a tool up.
+skipped (``WriteResult.ok`` False, with the reason for the answer to say) instead of holding a tool up.
 The store holds path names: its directory is 0700, its files 0600, all checked as ssh checks ``~/.ssh``
 (``fs.statedir``). A damaged database is moved aside (renamed with a timestamp) and a new one started;
 a full disk or an unwritable directory only turns recording off for that write or that process.
@@ -93,7 +93,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 
 
 @dataclass(frozen=True, slots=True)
-class Saved:
+class WriteResult:
     """Whether a write went in, and if not, why (a sentence the tool repeats)."""
 
     ok: bool
@@ -305,9 +305,9 @@ class Store:
 
     # -- the one way in: reads and writes that never raise to a tool ----------------------------
 
-    def _write(self, what: str, work: Callable[[sqlite3.Connection], Any]) -> Saved:
+    def _write(self, what: str, work: Callable[[sqlite3.Connection], Any]) -> WriteResult:
         if not self.enabled:
-            return Saved(False, self.disabled_reason)
+            return WriteResult(False, self.disabled_reason)
         for attempt in (1, 2):
             try:
                 with self._connect() as db:
@@ -322,16 +322,16 @@ class Store:
                         except sqlite3.Error:
                             self.close()  # a connection in an unknown state is not kept
                         raise
-                return Saved(True, None, row_id)
+                return WriteResult(True, None, row_id)
             except sqlite3.Error as exc:
                 code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
                 if code in _BUSY or "locked" in str(exc):
-                    return Saved(
+                    return WriteResult(
                         False, f"the history store was busy (another sysmcp writing): {what} not saved"
                     )
                 if code == _FULL or "full" in str(exc) or (code == _IOERR and self._disk_full()):
                     _warn_once("history write failed: disk full", "disk full", what=what)
-                    return Saved(False, f"the disk holding the history store is full: {what} not saved")
+                    return WriteResult(False, f"the disk holding the history store is full: {what} not saved")
                 if self._is_corrupt(exc) and attempt == 1:
                     try:
                         self._start_afresh(str(exc))
@@ -339,16 +339,16 @@ class Store:
                     except (OSError, sqlite3.Error):
                         pass
                 _warn_once("history write failed", str(exc), what=what)
-                return Saved(False, f"the history store could not be written ({exc}): {what} not saved")
+                return WriteResult(False, f"the history store could not be written ({exc}): {what} not saved")
             except OSError as exc:
                 if isinstance(exc, Unsafe):
                     self._off(exc)
-                    return Saved(False, self.disabled_reason)
+                    return WriteResult(False, self.disabled_reason)
                 _warn_once("history write failed", str(exc), what=what)
-                return Saved(
+                return WriteResult(
                     False, f"the history store could not be written ({exc.strerror}): {what} not saved"
                 )
-        return Saved(False, f"the history store could not be written: {what} not saved")
+        return WriteResult(False, f"the history store could not be written: {what} not saved")
 
     def _disk_full(self) -> bool:
         try:
@@ -379,7 +379,7 @@ class Store:
 
     # -- scans --------------------------------------------------------------------------------
 
-    def save_scan(self, snap: ScanSnapshot) -> Saved:
+    def save_scan(self, snap: ScanSnapshot) -> WriteResult:
         def work(db: sqlite3.Connection) -> int:
             total = snap.total
             cursor = db.execute(
@@ -474,7 +474,7 @@ class Store:
 
     # -- disk readings ------------------------------------------------------------------------
 
-    def save_readings(self, readings: Sequence[DiskReading]) -> Saved:
+    def save_readings(self, readings: Sequence[DiskReading]) -> WriteResult:
         def work(db: sqlite3.Connection) -> None:
             db.executemany(
                 "INSERT INTO readings (host, mount, fs_id, taken, total, used, free, inodes_used, inodes_free)"
@@ -485,7 +485,7 @@ class Store:
                 ),
             )
 
-        return self._write("the disk reading", work) if readings else Saved(True)
+        return self._write("the disk reading", work) if readings else WriteResult(True)
 
     def readings(self, mount: bytes, limit: int = 10_000) -> list[DiskReading]:
         """A mount point's readings in the order they were written (oldest first)."""
@@ -502,7 +502,7 @@ class Store:
 
     # -- integrity baselines ------------------------------------------------------------------
 
-    def save_baseline(self, baseline: Baseline) -> Saved:
+    def save_baseline(self, baseline: Baseline) -> WriteResult:
         def work(db: sqlite3.Connection) -> int:
             cursor = db.execute(
                 "INSERT INTO snapshots (kind, host, fs_id, root, options, taken, partial, disk, files,"
@@ -541,7 +541,7 @@ class Store:
 
     # -- a small key/value room (reclaim plans) -------------------------------------------------
 
-    def put(self, namespace: str, key: str, value: bytes) -> Saved:
+    def put(self, namespace: str, key: str, value: bytes) -> WriteResult:
         """Store ``value`` under (namespace, key), replacing what was there."""
         return self._write(
             f"{namespace} {key}",
@@ -572,7 +572,7 @@ class Store:
         )
         return [(k, u) for k, u in result]
 
-    def delete(self, namespace: str, key: str) -> Saved:
+    def delete(self, namespace: str, key: str) -> WriteResult:
         return self._write(
             f"{namespace} {key}",
             lambda db: (
@@ -580,7 +580,7 @@ class Store:
             ),
         )
 
-    def put_many(self, namespace: str, rows: Sequence[tuple[str, bytes]]) -> Saved:
+    def put_many(self, namespace: str, rows: Sequence[tuple[str, bytes]]) -> WriteResult:
         """Store several (key, value) rows of a namespace in one transaction (a log written in batches)."""
         now = self.clock()
         return self._write(
@@ -595,7 +595,7 @@ class Store:
 
     # -- retention ----------------------------------------------------------------------------
 
-    def prune(self, policy: Retention | None = None) -> Saved:
+    def prune(self, policy: Retention | None = None) -> WriteResult:
         """Apply the retention policy, then the size ceiling (oldest snapshots first)."""
         policy = policy or Retention()
         now = self.clock()
