@@ -81,6 +81,18 @@ def root(tmp_path: Path) -> Path:
     return tmp_path / "tree"
 
 
+@pytest.mark.parametrize("history", [True, False])
+def test_what_the_fresh_scan_left_out_is_counted_in_the_findings(
+    root: Path, store: Store, clock: Clock, history: bool
+) -> None:
+    write(root / "kept" / "a", 4096, clock)
+    write(root / "cache" / "b", 4096, clock)
+    os.mkfifo(root / "pipe")
+    request = replace(asked(root, clock), options=WalkOptions(exclude=("cache",)))
+    found, _ = run(request, store if history else None, clock)
+    assert found.skipped.as_dict() == {"excluded": 1, "special_file": 1}
+
+
 def test_a_first_comparison_keeps_a_snapshot_and_the_next_one_diffs_against_it(
     root: Path, store: Store, clock: Clock
 ) -> None:
