@@ -97,7 +97,7 @@ class Findings:
     oldest_instead: float | None = None  # none as old as since: when the oldest one compared was taken
     readings_span_s: float | None = None  # the disk readings span only this: too short for a fill rate
     notes: list[str] = field(default_factory=list)  # the fill rate's own (history.diff's)
-    skipped: SkipCounter = field(default_factory=SkipCounter)  # what the scan and the hashing left out
+    skipped: SkipCounter = field(default_factory=SkipCounter)  # what the fresh scan left out
 
 
 def _pick(infos: Sequence[SnapshotInfo], at: float | None, before_id: int | None) -> SnapshotInfo | None:
@@ -250,7 +250,7 @@ def _integrity(
     try:
         tree = hash_path(
             request,
-            found.skipped,
+            SkipCounter(),  # a second walk of the same tree: its skips are the scan's again
             os.fsdecode(root),
             check_cancelled=cancel,
             report=lambda files, _: progress(files, None),
