@@ -2,10 +2,9 @@
 
 The flow of docs/history.md: the store finds the snapshots of the path's series (the roots applied
 on read), a fresh scan when the newest is stale (it leaves a snapshot), ``history.diff`` (pure), the
-disk readings' fit. A typed ``Comparison`` in, a typed ``Outcome`` out, progress through
-``report(entries, bytes)`` and cancellation through ``check_cancelled()`` (the fresh scan's, as
-``sysmcp.engine.usage`` calls them). What the answer notes is kept as facts in the ``Outcome``; the tool
-(``sysmcp.tools.what_changed``) reads the arguments into a ``Comparison`` and words the ``Outcome``.
+disk readings' fit. ``compare(Comparison, progress, cancel) -> Findings`` (``sysmcp.engine.calls``'
+shape). What the answer notes is kept as facts in the ``Findings``; the tool
+(``sysmcp.tools.what_changed``) reads the arguments into a ``Comparison`` and words the ``Findings``.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.errors import EngineError
 from sysmcp.engine.hashing import ALGORITHMS, TreeRequest, hash_path
 from sysmcp.engine.usage import Request, Usage, scan_usage
@@ -50,7 +50,9 @@ class Comparison:
     """What to compare: ``path`` (absolute, resolved) from ``since`` (epoch seconds; None: the
     snapshot before the newest) to ``until`` (None: now, scanning afresh when the newest snapshot is
     stale), with ``now`` the time those were read against. ``files_kept``: the largest files the
-    fresh scan keeps; ``visible``: whether the roots in force let this call show a path."""
+    fresh scan keeps; ``visible``: whether the roots in force let this call show a path; ``store``:
+    the history store, opened in the worker (opening it is I/O; None: history is off); ``clock``: the
+    time snapshots and readings are taken at; ``monotonic``: the clock of the time budget."""
 
     path: bytes
     since: float | None
@@ -60,6 +62,9 @@ class Comparison:
     options: WalkOptions
     files_kept: int
     visible: Callable[[bytes | str], bool] = _everything
+    store: Callable[[], Store | None] = state.active
+    clock: Callable[[], float] = state.now
+    monotonic: Callable[[], float] = time.monotonic
 
 
 class LowerBound(NamedTuple):
@@ -71,7 +76,7 @@ class LowerBound(NamedTuple):
 
 
 @dataclass
-class Outcome:
+class Findings:
     """What the comparison found, in facts for the words."""
 
     history: bool
@@ -92,6 +97,7 @@ class Outcome:
     oldest_instead: float | None = None  # none as old as since: when the oldest one compared was taken
     readings_span_s: float | None = None  # the disk readings span only this: too short for a fill rate
     notes: list[str] = field(default_factory=list)  # the fill rate's own (history.diff's)
+    skipped: SkipCounter = field(default_factory=SkipCounter)  # what the fresh scan left out
 
 
 def _pick(infos: Sequence[SnapshotInfo], at: float | None, before_id: int | None) -> SnapshotInfo | None:
@@ -105,22 +111,23 @@ def _pick(infos: Sequence[SnapshotInfo], at: float | None, before_id: int | None
 
 
 def compare(
-    asked: Comparison,
-    store: Store | None,
-    report: Callable[[int, int], None] | None = None,
-    check_cancelled: Callable[[], None] | None = None,
-    *,
-    clock: Callable[[], float] = state.now,
-    monotonic: Callable[[], float] = time.monotonic,
-) -> Outcome:
-    """Choose or make the snapshots in ``store`` (None: history is off), diff them, fit the fill
-    rate. ``clock``: the time snapshots and readings are taken at; ``monotonic``: the clock of the
-    scan's time budget (a test's own). Raises OSError when the path cannot be scanned."""
+    asked: Comparison, progress: Progress = no_progress, cancel: Cancel = never_cancelled
+) -> Findings:
+    """Choose or make the snapshots in the store, diff them, fit the fill rate; ``progress`` counts
+    the entries scanned (or files hashed). Raises OSError when the path cannot be scanned."""
     since, until, now = asked.since, asked.until, asked.now
+    clock, monotonic, store = asked.clock, asked.monotonic, asked.store()
+    found = Findings(store is not None)
 
     def scan(request: Request) -> Usage:
         return scan_usage(
-            asked.path, asked.options, SkipCounter(), request, report, check_cancelled, clock=monotonic
+            asked.path,
+            asked.options,
+            found.skipped,
+            request,
+            lambda entries, _: progress(entries, None),
+            cancel,
+            clock=monotonic,
         )
 
     def modified_since() -> Request:
@@ -129,14 +136,14 @@ def compare(
         return Request(asked.files_kept, 0, 1, True, 0, asked.timeout_s, newer_than=now - window)
 
     if store is None:
-        return Outcome(False, lower_bound=_lower_bound(scan(modified_since())))
-    outcome = Outcome(True)
+        found.lower_bound = _lower_bound(scan(modified_since()))
+        return found
     started = monotonic()
 
-    def finish() -> Outcome:
+    def finish() -> Findings:
         remaining = asked.timeout_s - (monotonic() - started)
-        _integrity(outcome, store, asked, remaining, report, check_cancelled, monotonic)
-        return _disk(outcome, store, asked, clock)
+        _integrity(found, store, asked, remaining, progress, cancel)
+        return _disk(found, store, asked)
 
     series = series_of(asked.path, asked.options)
     infos = [
@@ -149,29 +156,29 @@ def compare(
         filtered = older is None  # nothing to compare with: the same walk finds the files modified since
         request = modified_since() if filtered else Request(asked.files_kept, 0, 1, True, 0, asked.timeout_s)
         done = record_scan(store, asked.path, asked.options, request, scan, clock)
-        outcome.unsaved = done.unsaved
+        found.unsaved = done.unsaved
         if filtered:
-            outcome.lower_bound = _lower_bound(done.usage)
+            found.lower_bound = _lower_bound(done.usage)
         if done.snapshot is None:
-            outcome.not_kept = True
+            found.not_kept = True
             return finish()
-        outcome.new, outcome.fresh = done.snapshot, True
+        found.new, found.fresh = done.snapshot, True
     elif newest is not None:
-        outcome.new = store.load_scan(newest.id)
-    if outcome.new is None or outcome.new.id is None:
+        found.new = store.load_scan(newest.id)
+    if found.new is None or found.new.id is None:
         return finish()
-    old_info = _pick(infos, since, outcome.new.id)
+    old_info = _pick(infos, since, found.new.id)
     if old_info is None and since is not None:
-        old_info = next((i for i in reversed(infos) if not i.partial and i.id < outcome.new.id), None)
+        old_info = next((i for i in reversed(infos) if not i.partial and i.id < found.new.id), None)
         if old_info is not None:
-            outcome.oldest_instead = old_info.taken
+            found.oldest_instead = old_info.taken
     if old_info is not None:
-        outcome.old = store.load_scan(old_info.id)
-    if outcome.old is not None:
+        found.old = store.load_scan(old_info.id)
+    if found.old is not None:
         visible = asked.visible
-        outcome.diff = diff_scans(_filtered(outcome.old, visible), _filtered(outcome.new, visible))
-        if outcome.fresh:
-            _look_again(outcome.diff, series.root)
+        found.diff = diff_scans(_filtered(found.old, visible), _filtered(found.new, visible))
+        if found.fresh:
+            _look_again(found.diff, series.root)
     return finish()
 
 
@@ -218,13 +225,7 @@ def _visible_files(baseline: Baseline, visible: Callable[[bytes | str], bool]) -
 
 
 def _integrity(
-    outcome: Outcome,
-    store: Store,
-    asked: Comparison,
-    budget_s: float,
-    report: Callable[[int, int], None] | None,
-    check_cancelled: Callable[[], None] | None,
-    monotonic: Callable[[], float],
+    found: Findings, store: Store, asked: Comparison, budget_s: float, progress: Progress, cancel: Cancel
 ) -> None:
     """The newest integrity baseline of the path against the tree hashed now, as ``aide --check``
     does, within what is left of the time budget."""
@@ -232,16 +233,16 @@ def _integrity(
     infos = [
         i for i in store.snapshots("baseline", root, limit=200, count_rows=False) if i.series.root == root
     ]
-    outcome.baselines = len(infos)
+    found.baselines = len(infos)
     if not infos:
         return
     baseline = store.load_baseline(infos[0].id)
     if baseline is None:
         return
-    outcome.integrity_taken = baseline.taken
+    found.integrity_taken = baseline.taken
     algorithm = ALGORITHMS.get(baseline.algorithm)
     if algorithm is None:
-        outcome.integrity = BaselineDiff(False, f"the baseline's digest {baseline.algorithm} is unknown here")
+        found.integrity = BaselineDiff(False, f"the baseline's digest {baseline.algorithm} is unknown here")
         return
     request = TreeRequest(
         root, algorithm, "gnu", options_of(baseline.series), max(budget_s, 0.001), INTEGRITY_KEEP, 0
@@ -249,17 +250,17 @@ def _integrity(
     try:
         tree = hash_path(
             request,
-            SkipCounter(),
+            SkipCounter(),  # a second walk of the same tree: its skips are the scan's again
             os.fsdecode(root),
-            check_cancelled=check_cancelled or (lambda: None),
-            report=report or (lambda files, done: None),
-            clock=monotonic,
+            check_cancelled=cancel,
+            report=lambda files, _: progress(files, None),
+            clock=asked.monotonic,
         )
     except (EngineError, OSError, ScanStopped) as exc:
-        outcome.integrity = BaselineDiff(False, f"the tree could not be hashed now: {exc}")
+        found.integrity = BaselineDiff(False, f"the tree could not be hashed now: {exc}")
         return
     if tree.manifest is None:
-        outcome.integrity = BaselineDiff(False, "the tree's manifest is too large to compare in memory")
+        found.integrity = BaselineDiff(False, "the tree's manifest is too large to compare in memory")
         return
     now = baseline_of(
         baseline.series, root, bytes(tree.manifest), baseline.algorithm, bool(tree.stopped), 0.0
@@ -267,32 +268,32 @@ def _integrity(
     visible = asked.visible
     result = diff_baselines(_visible_files(baseline, visible), _visible_files(now, visible))
     if tree.stopped:  # not hashed in time is not removed: only a file that is gone is
-        outcome.integrity_stopped = tree.stopped
+        found.integrity_stopped = tree.stopped
         gone = [p for p in result.removed if not os.path.lexists(os.path.join(root, p))]
         result.not_checked = len(result.removed) - len(gone)
         result.removed = gone
-    outcome.integrity = result
+    found.integrity = result
 
 
-def _disk(outcome: Outcome, store: Store, asked: Comparison, clock: Callable[[], float]) -> Outcome:
+def _disk(found: Findings, store: Store, asked: Comparison) -> Findings:
     """Record a reading of the filesystem now and fit its fill rate over the stored ones."""
     try:
-        reading, point = disk_reading(os.fsdecode(asked.path), clock)
+        reading, point = disk_reading(os.fsdecode(asked.path), asked.clock)
     except OSError:
-        return outcome
+        return found
     store.save_readings([reading])
     readings = store.readings(os.fsencode(point))
     fill = fill_rate(readings, asked.since) or fill_rate(readings)
-    start = outcome.old.taken if outcome.old is not None else asked.since
-    outcome.growth = growth_between(readings, start, asked.until)
+    start = found.old.taken if found.old is not None else asked.since
+    found.growth = growth_between(readings, start, asked.until)
     if not asked.visible(point):
         point = os.fsdecode(
             asked.path
         )  # the mount point is outside the roots: the filesystem is named by the path
-    outcome.mount_point = point
+    found.mount_point = point
     if fill is not None and fill.span_s < MIN_FIT_S:
-        outcome.readings_span_s = fill.span_s
+        found.readings_span_s = fill.span_s
     elif fill is not None:
-        outcome.fill = fill
-        outcome.notes += fill.notes
-    return outcome
+        found.fill = fill
+        found.notes += fill.notes
+    return found

@@ -47,18 +47,18 @@ def series_of(path: str | bytes | os.PathLike[str], options: WalkOptions) -> Ser
     )
 
 
-def latest(store: Store, series: Series, *, complete: bool = True, before: int | None = None) -> int | None:
-    """The id of the newest snapshot of ``series`` (complete ones only, by default)."""
+def latest(store: Store, series: Series) -> int | None:
+    """The id of the newest complete snapshot of ``series``."""
     for info in store.snapshots("scan", series.root, limit=200, count_rows=False):
-        if info.series == series and not (complete and info.partial) and (before is None or info.id < before):
+        if info.series == series and not info.partial:
             return info.id
     return None
 
 
 @dataclass(frozen=True)
-class RecordedScan:
+class ScanRecord:
     """A scan and what it left: the snapshot saved (None if none) and, when a write failed, the
-    store's reason (``Saved.reason``)."""
+    store's reason (``WriteResult.reason``)."""
 
     usage: Usage
     snapshot: ScanSnapshot | None = None
@@ -72,20 +72,20 @@ def record_scan(
     request: Request,
     run: Callable[[Request], Usage],
     clock: Callable[[], float] = state.now,
-) -> RecordedScan:
+) -> ScanRecord:
     """``run(request)``, recording every directory's totals in ``store`` (None: history is off, the
     scan runs unrecorded). In a worker."""
     if store is None:
-        return RecordedScan(run(request))
+        return ScanRecord(run(request))
     try:
         series = series_of(path, options)
     except OSError:
-        return RecordedScan(run(request))
+        return ScanRecord(run(request))
     previous = latest(store, series)
     keep_also = store.dir_names(previous) if previous is not None else frozenset()
     usage = run(replace(request, record_floor=MIN_THRESHOLD, record_also=keep_also))
     if usage.totals is None or usage.recorded is None:
-        return RecordedScan(usage)
+        return ScanRecord(usage)
     totals = usage.totals
     rows = [("", totals.disk, totals.apparent, totals.files, totals.newest), *usage.recorded]
     listed = [] if request.newer_than is not None else usage.files  # a filtered list is no "largest files"
@@ -93,16 +93,14 @@ def record_scan(
     snap = build_scan(series, clock(), usage.stopped is not None, rows, files, keep_also)
     saved = store.save_scan(snap)
     if not saved.ok:
-        return RecordedScan(usage, None, saved.reason)
+        return ScanRecord(usage, None, saved.reason)
     if saved.id is not None and saved.id % PRUNE_EVERY == 0:  # a server with no timer stays bounded too
-        from sysmcp.history.store import Retention
-
-        store.prune(Retention())
-    return RecordedScan(usage, snap)
+        store.prune()
+    return ScanRecord(usage, snap)
 
 
 @dataclass(frozen=True)
-class KeptBaseline:
+class BaselineRecord:
     """What became of an integrity baseline: the files kept, or the one fact that kept none."""
 
     files: int = 0
@@ -120,20 +118,20 @@ def record_baseline(
     options: WalkOptions,
     partial: bool,
     clock: Callable[[], float] = state.now,
-) -> KeptBaseline:
+) -> BaselineRecord:
     """hash_tree's manifest plus each file's size, mtime, mode and owner (one lstat each), as an
     integrity baseline of ``base``. In a worker."""
     if store is None:
-        return KeptBaseline(history_off=True)
+        return BaselineRecord(history_off=True)
     try:
         series = series_of(base, options)
     except OSError as exc:
-        return KeptBaseline(unreadable=exc.strerror)
+        return BaselineRecord(unreadable=exc.strerror)
     baseline = baseline_of(series, base, manifest, algorithm, partial, clock())
     saved = store.save_baseline(baseline)
     if not saved.ok:
-        return KeptBaseline(unsaved=saved.reason)
-    return KeptBaseline(len(baseline.files), kept=True)
+        return BaselineRecord(unsaved=saved.reason)
+    return BaselineRecord(len(baseline.files), kept=True)
 
 
 def baseline_of(

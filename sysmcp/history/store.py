@@ -2,7 +2,7 @@
 
 Why these rules: several sysmcp processes may share one store (a desktop host's server, the CLI, a
 timer), so every connection waits at most ``BUSY_MS`` for a lock and a write that cannot get it is
-skipped (``Saved.ok`` False, with the reason for the answer to say) instead of holding a tool up.
+skipped (``WriteResult.ok`` False, with the reason for the answer to say) instead of holding a tool up.
 The store holds path names: its directory is 0700, its files 0600, all checked as ssh checks ``~/.ssh``
 (``fs.statedir``). A damaged database is moved aside (renamed with a timestamp) and a new one started;
 a full disk or an unwritable directory only turns recording off for that write or that process.
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sysmcp.history.retention import Retention as Retention  # its old home: callers import it here
 from sysmcp.history.snapshots import (
@@ -44,6 +44,7 @@ _FULL = 13  # SQLITE_FULL
 _IOERR = 10  # SQLITE_IOERR: what a full tmpfs gives when the -shm or -wal cannot grow
 _BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 
+T = TypeVar("T")
 log = get_logger("sysmcp.history")
 _said: set[tuple[str, str]] = set()  # (event, error) already logged by this process
 
@@ -92,7 +93,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 
 
 @dataclass(frozen=True, slots=True)
-class Saved:
+class WriteResult:
     """Whether a write went in, and if not, why (a sentence the tool repeats)."""
 
     ok: bool
@@ -304,9 +305,9 @@ class Store:
 
     # -- the one way in: reads and writes that never raise to a tool ----------------------------
 
-    def _write(self, what: str, work: Callable[[sqlite3.Connection], Any]) -> Saved:
+    def _write(self, what: str, work: Callable[[sqlite3.Connection], Any]) -> WriteResult:
         if not self.enabled:
-            return Saved(False, self.disabled_reason)
+            return WriteResult(False, self.disabled_reason)
         for attempt in (1, 2):
             try:
                 with self._connect() as db:
@@ -321,16 +322,16 @@ class Store:
                         except sqlite3.Error:
                             self.close()  # a connection in an unknown state is not kept
                         raise
-                return Saved(True, None, row_id)
+                return WriteResult(True, None, row_id)
             except sqlite3.Error as exc:
                 code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
                 if code in _BUSY or "locked" in str(exc):
-                    return Saved(
+                    return WriteResult(
                         False, f"the history store was busy (another sysmcp writing): {what} not saved"
                     )
                 if code == _FULL or "full" in str(exc) or (code == _IOERR and self._disk_full()):
                     _warn_once("history write failed: disk full", "disk full", what=what)
-                    return Saved(False, f"the disk holding the history store is full: {what} not saved")
+                    return WriteResult(False, f"the disk holding the history store is full: {what} not saved")
                 if self._is_corrupt(exc) and attempt == 1:
                     try:
                         self._start_afresh(str(exc))
@@ -338,16 +339,16 @@ class Store:
                     except (OSError, sqlite3.Error):
                         pass
                 _warn_once("history write failed", str(exc), what=what)
-                return Saved(False, f"the history store could not be written ({exc}): {what} not saved")
+                return WriteResult(False, f"the history store could not be written ({exc}): {what} not saved")
             except OSError as exc:
                 if isinstance(exc, Unsafe):
                     self._off(exc)
-                    return Saved(False, self.disabled_reason)
+                    return WriteResult(False, self.disabled_reason)
                 _warn_once("history write failed", str(exc), what=what)
-                return Saved(
+                return WriteResult(
                     False, f"the history store could not be written ({exc.strerror}): {what} not saved"
                 )
-        return Saved(False, f"the history store could not be written: {what} not saved")
+        return WriteResult(False, f"the history store could not be written: {what} not saved")
 
     def _disk_full(self) -> bool:
         try:
@@ -356,7 +357,7 @@ class Store:
             return False
         return vfs.f_bavail * (vfs.f_frsize or vfs.f_bsize) < 64 * 1024
 
-    def _read(self, work: Callable[[sqlite3.Connection], Any], default: Any) -> Any:
+    def _read(self, work: Callable[[sqlite3.Connection], T], default: T) -> T:
         if not self.enabled:
             return default
         try:
@@ -378,7 +379,7 @@ class Store:
 
     # -- scans --------------------------------------------------------------------------------
 
-    def save_scan(self, snap: ScanSnapshot) -> Saved:
+    def save_scan(self, snap: ScanSnapshot) -> WriteResult:
         def work(db: sqlite3.Connection) -> int:
             total = snap.total
             cursor = db.execute(
@@ -440,31 +441,27 @@ class Store:
                 for r in rows
             ]
 
-        result: list[SnapshotInfo] = self._read(work, [])
-        return result
+        return self._read(work, [])
 
     def load_scan(self, sid: int) -> ScanSnapshot | None:
-        def work(db: sqlite3.Connection) -> ScanSnapshot | None:
-            head = _head(db, sid, "scan", "threshold")
-            if head is None:
-                return None
-            dirs = {
-                bytes(p): DirTotals(d, a, f, n)
-                for p, d, a, f, n in db.execute(
-                    "SELECT path, disk, apparent, files, newest FROM dirs WHERE snapshot = ?", (sid,)
-                )
-            }
-            files = [
-                FileRow(bytes(p), d, a, m)
-                for p, d, a, m in db.execute(
-                    "SELECT path, disk, apparent, mtime FROM files WHERE snapshot = ?", (sid,)
-                )
-            ]
-            series, taken, partial, threshold = head
-            return ScanSnapshot(series, taken, partial, threshold, dirs, files, sid)
+        loaded = self._load(sid, "scan", "threshold", _DIRS_OF, _FILES_OF)
+        if loaded is None:
+            return None
+        (series, taken, partial, threshold), (dirs, files) = loaded
+        totals = {bytes(p): DirTotals(d, a, f, n) for p, d, a, f, n in dirs}
+        rows = [FileRow(bytes(p), d, a, m) for p, d, a, m in files]
+        return ScanSnapshot(series, taken, partial, threshold, totals, rows, sid)
 
-        result: ScanSnapshot | None = self._read(work, None)
-        return result
+    def _load(
+        self, sid: int, kind: str, column: str, *queries: str
+    ) -> tuple[tuple[Series, float, bool, Any], list[list[Any]]] | None:
+        """A stored snapshot's head (``_head``) and the rows each query selects of it (None: none)."""
+
+        def work(db: sqlite3.Connection) -> tuple[tuple[Series, float, bool, Any], list[list[Any]]] | None:
+            head = _head(db, sid, kind, column)
+            return None if head is None else (head, [db.execute(q, (sid,)).fetchall() for q in queries])
+
+        return self._read(work, None)
 
     def dir_names(self, sid: int) -> frozenset[str]:
         """The relative names (as a scan spells them) a snapshot kept: kept again by the next one."""
@@ -473,12 +470,11 @@ class Store:
             rows = db.execute("SELECT path FROM dirs WHERE snapshot = ?", (sid,))
             return frozenset(os.fsdecode(bytes(p)) for (p,) in rows)
 
-        result: frozenset[str] = self._read(work, frozenset())
-        return result
+        return self._read(work, frozenset())
 
     # -- disk readings ------------------------------------------------------------------------
 
-    def save_readings(self, readings: Sequence[DiskReading]) -> Saved:
+    def save_readings(self, readings: Sequence[DiskReading]) -> WriteResult:
         def work(db: sqlite3.Connection) -> None:
             db.executemany(
                 "INSERT INTO readings (host, mount, fs_id, taken, total, used, free, inodes_used, inodes_free)"
@@ -489,7 +485,7 @@ class Store:
                 ),
             )
 
-        return self._write("the disk reading", work) if readings else Saved(True)
+        return self._write("the disk reading", work) if readings else WriteResult(True)
 
     def readings(self, mount: bytes, limit: int = 10_000) -> list[DiskReading]:
         """A mount point's readings in the order they were written (oldest first)."""
@@ -502,12 +498,11 @@ class Store:
             ).fetchall()
             return [DiskReading(r[0], bytes(r[1]), *r[2:]) for r in reversed(rows)]
 
-        result: list[DiskReading] = self._read(work, [])
-        return result
+        return self._read(work, [])
 
     # -- integrity baselines ------------------------------------------------------------------
 
-    def save_baseline(self, baseline: Baseline) -> Saved:
+    def save_baseline(self, baseline: Baseline) -> WriteResult:
         def work(db: sqlite3.Connection) -> int:
             cursor = db.execute(
                 "INSERT INTO snapshots (kind, host, fs_id, root, options, taken, partial, disk, files,"
@@ -537,26 +532,16 @@ class Store:
         return saved
 
     def load_baseline(self, sid: int) -> Baseline | None:
-        def work(db: sqlite3.Connection) -> Baseline | None:
-            head = _head(db, sid, "baseline", "label")
-            if head is None:
-                return None
-            files = {
-                bytes(r[0]): BaselineFile(*r[1:])
-                for r in db.execute(
-                    "SELECT path, digest, size, mtime, mode, uid, gid FROM baseline_files WHERE snapshot = ?",
-                    (sid,),
-                )
-            }
-            series, taken, partial, algorithm = head
-            return Baseline(series, taken, algorithm, files, partial, sid)
-
-        result: Baseline | None = self._read(work, None)
-        return result
+        loaded = self._load(sid, "baseline", "label", _BASELINE_FILES_OF)
+        if loaded is None:
+            return None
+        (series, taken, partial, algorithm), (rows,) = loaded
+        files = {bytes(r[0]): BaselineFile(*r[1:]) for r in rows}
+        return Baseline(series, taken, algorithm, files, partial, sid)
 
     # -- a small key/value room (reclaim plans) -------------------------------------------------
 
-    def put(self, namespace: str, key: str, value: bytes) -> Saved:
+    def put(self, namespace: str, key: str, value: bytes) -> WriteResult:
         """Store ``value`` under (namespace, key), replacing what was there."""
         return self._write(
             f"{namespace} {key}",
@@ -575,8 +560,7 @@ class Store:
             ).fetchone()
             return None if row is None else bytes(row[0])
 
-        result: bytes | None = self._read(work, None)
-        return result
+        return self._read(work, None)
 
     def keys(self, namespace: str) -> list[tuple[str, float]]:
         """(key, updated) of a namespace, newest first."""
@@ -588,7 +572,7 @@ class Store:
         )
         return [(k, u) for k, u in result]
 
-    def delete(self, namespace: str, key: str) -> Saved:
+    def delete(self, namespace: str, key: str) -> WriteResult:
         return self._write(
             f"{namespace} {key}",
             lambda db: (
@@ -596,7 +580,7 @@ class Store:
             ),
         )
 
-    def put_many(self, namespace: str, rows: Sequence[tuple[str, bytes]]) -> Saved:
+    def put_many(self, namespace: str, rows: Sequence[tuple[str, bytes]]) -> WriteResult:
         """Store several (key, value) rows of a namespace in one transaction (a log written in batches)."""
         now = self.clock()
         return self._write(
@@ -611,7 +595,7 @@ class Store:
 
     # -- retention ----------------------------------------------------------------------------
 
-    def prune(self, policy: Retention | None = None) -> Saved:
+    def prune(self, policy: Retention | None = None) -> WriteResult:
         """Apply the retention policy, then the size ceiling (oldest snapshots first)."""
         policy = policy or Retention()
         now = self.clock()
@@ -667,6 +651,11 @@ class Store:
         with contextlib.suppress(sqlite3.Error, OSError), self._connect() as db:
             db.execute("VACUUM")  # written through the WAL: the checkpoint then gives the space back
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+_DIRS_OF = "SELECT path, disk, apparent, files, newest FROM dirs WHERE snapshot = ?"
+_FILES_OF = "SELECT path, disk, apparent, mtime FROM files WHERE snapshot = ?"
+_BASELINE_FILES_OF = "SELECT path, digest, size, mtime, mode, uid, gid FROM baseline_files WHERE snapshot = ?"
 
 
 def _head(db: sqlite3.Connection, sid: int, kind: str, column: str) -> tuple[Series, float, bool, Any] | None:

@@ -1,4 +1,4 @@
-"""find_duplicates, the MCP side: schema, arguments into a ``DuplicatesRequest``, the words, the fleet merge.
+"""find_duplicates, the MCP side: arguments into a ``DuplicatesRequest``, its typed result, the words.
 
 The engine (three sieves over one shared walk, in bounded memory) is ``sysmcp.engine.duplicates._duplicates``.
 Read-only: nothing is ever deleted or changed.
@@ -7,10 +7,10 @@ Read-only: nothing is ever deleted or changed.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
-from sysmcp.engine.duplicates import Candidate, DuplicatesRequest, Report, Search, find_duplicates
+from sysmcp.engine.duplicates import Candidate, DuplicatesRequest, Search, find_duplicates
 from sysmcp.engine.errors import EngineError, PermissionRefused
 from sysmcp.engine.paths import display, printable
 from sysmcp.protocol.context import Meter
@@ -21,6 +21,7 @@ from sysmcp.tools import walking
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name, with_link
+from sysmcp.tools.typed import prop, result, schema_of, to_json
 
 PATHS_INLINE = 5  # paths shown per group in the text and structured content
 FULL_TEXT_CAP = 8 << 20  # the full group list resource is cut (and says so) beyond this
@@ -37,121 +38,112 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
     }
 )
 
-OUTPUT_SCHEMA: dict[str, Any] = js.result(
-    {
-        "path": js.string(),
-        "complete": js.boolean("False when the search stopped early."),
-        "stopped_reason": js.string(null=True),
-        "elapsed_s": js.number(),
-        "files_scanned": js.integer("Regular files at least min_size."),
-        "files_read": js.integer("Files opened for a head/tail or full hash."),
-        "bytes_read": js.integer(),
-        "groups_found": js.integer(),
-        "duplicate_files": js.integer("Extra copies: files minus groups."),
-        "reclaimable_bytes": js.integer("Disk space freed by keeping one copy of each group."),
-        "hard_links_ignored": js.integer(
-            "Further names of a file already counted (same inode), not duplicates."
-        ),
-        "groups": js.objects(
-            {
-                "size_bytes": js.integer(),
-                "copies": js.integer(),
-                "reclaimable_bytes": js.integer(),
-                "blake3": js.string("BLAKE3 (256 bits) of the content."),
-                "paths": js.names(),
-                "paths_not_shown": js.integer(),
-            }
-        ),
-        "groups_not_shown": js.integer(),
-        "skipped": js.counts(),
-    }
-)
+
+@result
+class DuplicateGroup:
+    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+    size_bytes: int = prop()
+    copies: int = prop()
+    reclaimable_bytes: int = prop()
+    blake3: str = prop("BLAKE3 (256 bits) of the content.")
+    paths: list[str] = prop()
+    paths_not_shown: int = prop()
 
 
-def meter_report(meter: Meter) -> Report:
-    """The engine's progress into the server's meter: no total while listing, then steps of both stages."""
+@result
+class Duplicates:
+    path: str = prop()
+    complete: bool = prop("False when the search stopped early.")
+    stopped_reason: str | None = prop()
+    elapsed_s: float = prop()
+    files_scanned: int = prop("Regular files at least min_size.")
+    files_read: int = prop("Files opened for a head/tail or full hash.")
+    bytes_read: int = prop()
+    groups_found: int = prop()
+    duplicate_files: int = prop("Extra copies: files minus groups.")
+    reclaimable_bytes: int = prop("Disk space freed by keeping one copy of each group.")
+    hard_links_ignored: int = prop("Further names of a file already counted (same inode), not duplicates.")
+    groups: list[DuplicateGroup] = prop()
+    groups_not_shown: int = prop()
+    skipped: dict[str, int] = prop()
 
-    def report(done: int, total: int | None) -> None:
-        meter.done = done
-        meter.total = total
 
-    return report
+OUTPUT_SCHEMA = schema_of(Duplicates)
 
 
-def render(shown: str, search: Search, top_n: int) -> tuple[str, dict[str, Any], str | None]:
-    """Text for the model, structured content, and the full group list when anything was cut."""
-    base = shown.rstrip("/") + "/"
+def answer_of(shown: str, search: Search, top_n: int) -> Duplicates:
+    """The search as the answer's result: the first ``top_n`` groups, each with its first paths."""
+    groups = []
+    for group in search.groups[:top_n]:
+        paths = [path_of(shown, c) for c in group.copies]
+        groups.append(
+            DuplicateGroup(
+                group.size,
+                len(paths),
+                group.reclaimable,
+                group.digest,
+                paths[:PATHS_INLINE],
+                max(0, len(paths) - PATHS_INLINE),
+            )
+        )
+    return Duplicates(
+        path=shown,
+        complete=search.stopped is None,
+        stopped_reason=search.stopped,
+        elapsed_s=round(search.elapsed, 3),
+        files_scanned=search.files_scanned,
+        files_read=search.files_read,
+        bytes_read=search.bytes_read,
+        groups_found=len(search.groups),
+        duplicate_files=sum(len(g.copies) - 1 for g in search.groups),
+        reclaimable_bytes=sum(g.reclaimable for g in search.groups),
+        hard_links_ignored=search.hard_links,
+        groups=groups,
+        groups_not_shown=len(search.groups) - len(groups),
+        skipped=search.skipped.as_dict(),
+    )
 
-    def path(c: Candidate) -> str:
-        return base + display(os.fsencode(c.relative))
 
-    reclaimable = sum(g.reclaimable for g in search.groups)
-    duplicates = sum(len(g.copies) - 1 for g in search.groups)
-    skipped = search.skipped.as_dict()
+def path_of(shown: str, candidate: Candidate) -> str:
+    return shown.rstrip("/") + "/" + display(os.fsencode(candidate.relative))
+
+
+def render(answer: Duplicates, named: Sequence[str] = ()) -> str:
+    """The text for the model; ``named``: the unreadable directories the walk names."""
     lines = []
-    if search.stopped:
+    if answer.stopped_reason:
         lines.append(
-            f"PARTIAL RESULT: the search stopped early ({search.stopped}); duplicates not yet confirmed are "
+            f"PARTIAL RESULT: the search stopped early ({answer.stopped_reason}); duplicates not yet confirmed are "
             "missing (the largest files are checked first)."
         )
     lines.append(
-        f"{shown}: {plural(len(search.groups), 'group')} of identical files, {plural(duplicates, 'extra copy')}, "
-        f"{human_bytes(reclaimable)} reclaimable; {plural(search.files_scanned, 'file')} considered, "
-        f"opened {plural(search.files_read, 'time')} (a file once per sieve), {human_bytes(search.bytes_read)} read [{search.elapsed:.2f} s]"
+        f"{answer.path}: {plural(answer.groups_found, 'group')} of identical files, {plural(answer.duplicate_files, 'extra copy')}, "
+        f"{human_bytes(answer.reclaimable_bytes)} reclaimable; {plural(answer.files_scanned, 'file')} considered, "
+        f"opened {plural(answer.files_read, 'time')} (a file once per sieve), {human_bytes(answer.bytes_read)} read [{answer.elapsed_s:.2f} s]"
     )
-    groups = []
-    for number, group in enumerate(search.groups[:top_n], 1):
-        paths = [path(c) for c in group.copies]
-        cut = max(0, len(paths) - PATHS_INLINE)
-        groups.append(
-            {
-                "size_bytes": group.size,
-                "copies": len(paths),
-                "reclaimable_bytes": group.reclaimable,
-                "blake3": group.digest,
-                "paths": paths[:PATHS_INLINE],
-                "paths_not_shown": cut,
-            }
-        )
+    for number, group in enumerate(answer.groups, 1):
         lines.append(
-            f"{number}. {len(paths)} copies of {human_bytes(group.size)} — {human_bytes(group.reclaimable)} "
+            f"{number}. {group.copies} copies of {human_bytes(group.size_bytes)} — {human_bytes(group.reclaimable_bytes)} "
             "reclaimable:"
         )
-        lines += [f"     {printable(p)}" for p in paths[:PATHS_INLINE]]
-        lines += [f"     {more_not_shown(cut, 'copy')}"] if cut else []
-    not_shown = len(search.groups) - len(groups)
-    lines += [more_not_shown(not_shown, "group")] if not_shown else []
-    if search.hard_links:
-        were = "was not treated as a copy" if search.hard_links == 1 else "were not treated as copies"
-        lines.append(f"{plural(search.hard_links, 'hard-linked name')} of files already counted {were}")
-    if skipped:
-        lines.append("Skipped: " + walking.skipped_phrase(skipped, search.skipped.named, shown))
+        lines += [f"     {printable(p)}" for p in group.paths]
+        lines += [f"     {more_not_shown(group.paths_not_shown, 'copy')}"] if group.paths_not_shown else []
+    lines += [more_not_shown(answer.groups_not_shown, "group")] if answer.groups_not_shown else []
+    if answer.hard_links_ignored:
+        were = "was not treated as a copy" if answer.hard_links_ignored == 1 else "were not treated as copies"
+        lines.append(
+            f"{plural(answer.hard_links_ignored, 'hard-linked name')} of files already counted {were}"
+        )
+    if answer.skipped:
+        lines.append("Skipped: " + walking.skipped_phrase(answer.skipped, named, answer.path))
     lines.append("Nothing was deleted: sysmcp is read-only.")
-    structured = {
-        "path": shown,
-        "complete": search.stopped is None,
-        "stopped_reason": search.stopped,
-        "elapsed_s": round(search.elapsed, 3),
-        "files_scanned": search.files_scanned,
-        "files_read": search.files_read,
-        "bytes_read": search.bytes_read,
-        "groups_found": len(search.groups),
-        "duplicate_files": duplicates,
-        "reclaimable_bytes": reclaimable,
-        "hard_links_ignored": search.hard_links,
-        "groups": groups,
-        "groups_not_shown": not_shown,
-        "skipped": skipped,
-    }
-    cut_any = not_shown or any(g["paths_not_shown"] for g in groups)
-    full = full_list(shown, search, reclaimable, path) if cut_any else None
-    return "\n".join(lines), structured, full
+    return "\n".join(lines)
 
 
-def full_list(shown: str, search: Search, reclaimable: int, path: Callable[[Candidate], str]) -> str:
+def full_list(answer: Duplicates, search: Search) -> str:
     """Every group and path, for the resource kept when the text had to cut (itself cut at FULL_TEXT_CAP)."""
     out = [
-        f"# find_duplicates {shown}: {plural(len(search.groups), 'group')}, {human_bytes(reclaimable)} reclaimable"
+        f"# find_duplicates {answer.path}: {plural(len(search.groups), 'group')}, {human_bytes(answer.reclaimable_bytes)} reclaimable"
     ]
     if search.stopped:
         out.append(f"# PARTIAL: {search.stopped}")
@@ -161,7 +153,7 @@ def full_list(shown: str, search: Search, reclaimable: int, path: Callable[[Cand
             f"# {len(group.copies)} copies x {group.size} bytes, {group.reclaimable} reclaimable, "
             f"blake3 {group.digest}"
         ]
-        block += [printable(path(c)) for c in group.copies]
+        block += [printable(path_of(answer.path, c)) for c in group.copies]
         size += sum(len(line) + 1 for line in block)
         if size > FULL_TEXT_CAP:
             out.append("# … list cut here: the result store keeps at most 8 MiB per result")
@@ -185,23 +177,19 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         return f"comparing: {int(meter.done):,} of {int(meter.total):,} steps"
 
     try:
-        search = await ctx.run_in_worker(
-            lambda meter: find_duplicates(
-                request, report=meter_report(meter), check_cancelled=meter.checkpoint
-            ),
-            describe=describe,
-        )
+        search = await ctx.run_engine(find_duplicates, request, describe=describe)
     except PermissionRefused:
         raise walking.unreadable_directory(shown, path) from None
     except EngineError as exc:
         raise ToolError(f"Cannot search {shown}: {exc.detail}") from None
-    text, structured, full = render(shown, search, args["top_n"])
+    answer = answer_of(shown, search, args["top_n"])
+    text = render(answer, search.skipped.named)
     links: tuple[ResourceLink, ...] = ()
-    if full is not None:
+    if answer.groups_not_shown or any(g.paths_not_shown for g in answer.groups):
         name = listing_name("duplicates", shown, ".txt")
-        link = ctx.keep(name, full, description=f"All duplicate groups under {shown}")
+        link = ctx.keep(name, full_list(answer, search), description=f"All duplicate groups under {shown}")
         text, links = with_link(text, link, "All groups and paths: {}", "All groups and paths: not kept, {}")
-    return ToolOutput(text, structured, links=links)
+    return ToolOutput(text, to_json(answer), links=links, result=answer)
 
 
 TOOL = Tool(

@@ -140,11 +140,10 @@ def duplicate_groups(root: Path, meter: Meter) -> list[list[tuple[bytes, os.stat
     descriptor was when its bytes were hashed (the plan's identity of it, not a later look)."""
     from sysmcp.engine.duplicates import DuplicatesRequest, find_duplicates
     from sysmcp.engine.walk import WalkOptions
-    from sysmcp.tools.find_duplicates import meter_report
 
     base = os.fsencode(root)
     request = DuplicatesRequest(base, WalkOptions(one_file_system=True), timeout_s=DUPLICATES_TIMEOUT_S)
-    search = find_duplicates(request, report=meter_report(meter), check_cancelled=meter.checkpoint)
+    search = find_duplicates(request, meter.report, meter.checkpoint)
     joined = base.rstrip(b"/") + b"/"
     groups: list[list[tuple[bytes, os.stat_result]]] = []
     for group in search.groups:

@@ -13,7 +13,8 @@ How types map (each field's description and extra keywords come from ``prop``):
   ``dict[str, Any]`` → any object;
 - a dataclass → an object of its fields, all required and no others (``SCHEMA_OPTIONS`` may say
   ``closed=False``: others allowed, or ``required=False``: no list of required ones);
-- ``Opt[X]`` (a field that may be left out, default ``ABSENT``) → not required, and absent from the JSON
+- ``Opt[X]`` (a field that may be left out, default ``ABSENT``; ``from_json`` gives it ``ABSENT`` when left
+  out, even declared without that default, as before a required field) → not required, and absent from the JSON
   while its value is ``ABSENT``. ``Opt[X | None]`` may be absent, or null.
 """
 
@@ -194,7 +195,9 @@ def _plain_reader(hint: Any) -> Callable[[Any], Any]:
             for name, read, may_be_absent in plan:
                 if name in data:
                     values[name] = read(data[name])
-                elif not may_be_absent:
+                elif may_be_absent:
+                    values[name] = ABSENT  # whether or not the field declares that default
+                else:
                     raise ValueError(f"{hint.__name__}: {name} is missing")
             return hint(**values)
 

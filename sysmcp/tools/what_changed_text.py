@@ -1,6 +1,6 @@
-"""what_changed's words: the engine's ``Outcome`` as the answer's text and structured content.
+"""what_changed's answer: its typed result (``WhatChanged``) and its words, from the engine's ``Findings``.
 
-Why apart from ``sysmcp.tools.what_changed``: that module reads the arguments and holds the schemas;
+Why apart from ``sysmcp.tools.what_changed``: that module reads the arguments and calls the engine;
 this one says what was found, in the order an admin acts on it (the change and where it is, growth
 and shrinkage apart, the files, the filesystem, the integrity baseline against the tree now).
 """
@@ -10,15 +10,162 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from sysmcp.engine.paths import display, printable
 from sysmcp.history import state
-from sysmcp.history.compare import MIN_FIT_S, Outcome
+from sysmcp.history.compare import MIN_FIT_S, Findings
 from sysmcp.history.snapshots import BaselineFile, ScanSnapshot
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.render import age, human_bytes, more_not_shown, plural
 from sysmcp.tools.dir_usage import iso_utc, parse_duration
+from sysmcp.tools.typed import ABSENT, Opt, prop, result
+
+
+@result
+class _Open:
+    """The objects inside this answer name their properties without forbidding others."""
+
+    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+
+
+@result
+class Snapshot(_Open):
+    id: int = prop("Its id in the history store.")
+    taken: str | None = prop("When it was taken (ISO 8601, UTC).")
+    partial: bool = prop("True when that scan stopped at its budget.")
+    fresh: Opt[bool] = prop("Scanned for this call.")
+
+
+@result
+class Share(_Open):
+    """Growth or shrinkage: the deepest directories that hold it."""
+
+    total_bytes: int = prop()
+    covered_bytes: int = prop("Growth inside the listed directories.")
+    percent: float | None = prop("That share of the whole growth.")
+    paths: list[str] = prop()
+
+
+@result
+class Change(_Open):
+    path: str = prop()
+    kind: Literal["grew", "shrank", "appeared", "disappeared", "modified"] = prop(
+        "grew, shrank, appeared, disappeared, or modified (the same size, a file in it rewritten)."
+    )
+    delta_bytes: int = prop("Change in disk bytes.")
+    delta_apparent_bytes: Opt[int] = prop("Change in apparent bytes.")
+    old_bytes: int | None = prop("Disk bytes then (null when it appeared).")
+    new_bytes: int | None = prop("Disk bytes now (null when it disappeared).")
+    per_day_bytes: float | None = prop(
+        "The change as a rate per day (null for snapshots under 10 minutes apart)."
+    )
+    was_below_threshold: Opt[bool] = prop("It was too small to be recorded then (or did not exist).")
+    delta_is_upper_bound: Opt[bool] = prop(
+        "True when the delta counts its whole size: it had up to threshold_bytes then, not recorded, so "
+        "the true change is between delta - threshold_bytes and delta."
+    )
+    newest_modified: Opt[str | None] = prop(
+        "The newest file modification in it now (ISO 8601, UTC; null if unknown)."
+    )
+    files_changed: Opt[bool | None] = prop(
+        "Whether a file in it is newer than any it held then (null if unknown)."
+    )
+    parents: Opt[list[str]] = prop("Parent directories carrying this same change, not listed themselves.")
+
+
+@result
+class NewFile(_Open):
+    path: str = prop()
+    disk_bytes: int = prop()
+    modified: str | None = prop("Modification time (ISO 8601, UTC).")
+
+
+@result
+class RemovedFile(_Open):
+    path: str = prop()
+    disk_bytes: int = prop()
+
+
+@result
+class ShrunkFile(_Open):
+    path: str = prop()
+    old_disk_bytes: int = prop("Disk bytes then.")
+    disk_bytes: int = prop()
+
+
+@result
+class FilesystemGrowth(_Open):
+    mount_point: str = prop()
+    readings: int = prop("Disk readings in the span.")
+    span_s: float = prop("Seconds between the first and the last of them.")
+    growth_bytes: int = prop("Used bytes gained (negative: freed).")
+    unexplained_bytes: Opt[int | None] = prop("The part the directories under path do not account for.")
+
+
+@result
+class Fill(_Open):
+    mount_point: str = prop()
+    readings: int = prop("disk_usage readings the fit used.")
+    span_s: float = prop("Seconds between the first and the last reading.")
+    bytes_per_day: float = prop("Least-squares fill rate.")
+    seconds_to_full: float | None = prop("Seconds until full at that rate (null when not filling).")
+    growth_bytes: Opt[int] = prop("Used bytes gained over the span.")
+
+
+@result
+class Integrity(_Open):
+    comparable: bool = prop("Whether the newest baseline could be compared with the tree hashed now.")
+    added: Opt[int] = prop("Files added.", default=ABSENT)
+    removed: Opt[int] = prop("Files removed.", default=ABSENT)
+    content_changed: Opt[int] = prop("Files whose content digest changed.", default=ABSENT)
+    metadata_changed: Opt[int] = prop("Files whose mode, owner or mtime changed.", default=ABSENT)
+    not_checked: Opt[int] = prop(
+        "Baseline files not hashed now before the time budget ran out.", default=ABSENT
+    )
+    baseline_taken: Opt[str | None] = prop("When the baseline was taken (ISO 8601, UTC).", default=ABSENT)
+    examples: Opt[dict[str, list[str]]] = prop("Some of the changed files.", default=ABSENT)
+
+
+@result
+class LowerBoundFiles(_Open):
+    files: int = prop()
+    disk_bytes: int = prop()
+    since: Opt[str | None] = prop("Files modified since this time were counted (ISO 8601, UTC).")
+
+
+@result
+class WhatChanged:
+    path: str = prop()
+    history: bool = prop("False when history is off on this host.")
+    baseline: Opt[Snapshot | None] = prop("The older snapshot compared.")
+    current: Opt[Snapshot | None] = prop("The newer snapshot compared.")
+    comparable: bool = prop("True when two snapshots were compared.")
+    reason: Opt[str | None] = prop("Why nothing was compared, if so.")
+    complete: bool = prop("False when either scan was partial.")
+    seconds: Opt[float | None] = prop("Time between the two snapshots.")
+    total_delta_bytes: int = prop("Disk bytes under path, newer minus older.")
+    attribution: Opt[Share | None] = prop("How much of the growth the listed directories explain.")
+    shrinkage: Opt[Share | None] = prop("How much of the shrinkage the listed directories explain.")
+    changes: list[Change] = prop(
+        "Directories that grew, shrank, appeared or disappeared, largest change first."
+    )
+    changes_not_shown: Opt[int] = prop("Further changes left out of this list.")
+    threshold_bytes: Opt[int | None] = prop("Directories smaller than this are not tracked in snapshots.")
+    new_files: Opt[list[NewFile]] = prop()
+    removed_files: Opt[list[RemovedFile]] = prop("Large files of the older snapshot that are gone.")
+    shrunk_files: Opt[list[ShrunkFile]] = prop("Large files of the older snapshot that are smaller now.")
+    filesystem_growth: Opt[FilesystemGrowth | None] = prop(
+        "Used bytes of the filesystem between the disk readings over the compared span."
+    )
+    filesystem: Opt[Fill | None] = prop(
+        "The fill rate: a least-squares fit of used bytes over the disk readings."
+    )
+    integrity: Opt[Integrity | None] = prop("Against the integrity baseline (hash_tree baseline: true).")
+    lower_bound: Opt[LowerBoundFiles | None] = prop(
+        "No snapshot to compare: files modified since 'since' (a lower bound of the growth)."
+    )
+    notes: list[str] = prop("Facts about this answer (history off, a snapshot not saved, ...).")
 
 
 def signed(size: int) -> str:
@@ -29,10 +176,10 @@ def _rate(per_day: float | None) -> str:
     return "" if per_day is None else f", {signed(int(per_day))}/day"
 
 
-def _snap_json(snap: ScanSnapshot | None, fresh: bool = False) -> dict[str, Any] | None:
+def _snapshot(snap: ScanSnapshot | None, fresh: bool = False) -> Snapshot | None:
     if snap is None or snap.id is None:
         return None
-    return {"id": snap.id, "taken": iso_utc(snap.taken), "partial": snap.partial, "fresh": fresh}
+    return Snapshot(snap.id, iso_utc(snap.taken), snap.partial, fresh)
 
 
 def history_off() -> str:
@@ -66,7 +213,7 @@ def window(since: str) -> str:
         return f"since {since}"
 
 
-def notes_of(outcome: Outcome) -> list[str]:
+def notes_of(outcome: Findings) -> list[str]:
     """The engine's facts as the answer's notes, in the order the engine met them."""
     if not outcome.history:
         return [history_off()]
@@ -88,9 +235,9 @@ def notes_of(outcome: Outcome) -> list[str]:
 
 
 def render(
-    shown: str, outcome: Outcome, args: dict[str, Any], now: float
-) -> tuple[str, dict[str, Any], str | None]:
-    """Text, structured content, and the full list of changes when the text shows only some."""
+    shown: str, found: Findings, args: dict[str, Any], now: float
+) -> tuple[str, WhatChanged, str | None]:
+    """Text, the typed result, and the full list of changes when the text shows only some."""
     top_n: int = args["top_n"]
     base = shown.rstrip("/")
 
@@ -98,58 +245,36 @@ def render(
         return f"{base}/{display(rel)}" if rel else shown
 
     lines: list[str] = []
-    diff = outcome.diff
-    structured: dict[str, Any] = {
-        "path": shown,
-        "history": outcome.history,
-        "baseline": _snap_json(outcome.old),
-        "current": _snap_json(outcome.new, outcome.fresh),
-        "comparable": bool(diff and diff.comparable),
-        "reason": diff.reason if diff else None,
-        "complete": not ((outcome.old and outcome.old.partial) or (outcome.new and outcome.new.partial)),
-        "seconds": diff.seconds if diff else None,
-        "total_delta_bytes": diff.total_delta if diff and diff.comparable else 0,
-        "attribution": None,
-        "shrinkage": None,
-        "changes": [],
-        "changes_not_shown": 0,
-        "threshold_bytes": max(outcome.old.threshold, outcome.new.threshold)
-        if outcome.old and outcome.new
-        else None,
-        "new_files": [],
-        "removed_files": [],
-        "shrunk_files": [],
-        "filesystem_growth": None,
-        "filesystem": None,
-        "integrity": None,
-        "lower_bound": None,
-        "notes": notes_of(outcome),
-    }
+    diff = found.diff
+    old, new = found.old, found.new
+    complete = not ((old and old.partial) or (new and new.partial))
+    threshold = max(old.threshold, new.threshold) if old and new else None
+    notes = notes_of(found)
+    shares: dict[str, Share | None] = {"grew": None, "shrank": None}
+    rows: list[Change] = []
+    new_files: list[NewFile] = []
+    removed: list[RemovedFile] = []
+    shrunk: list[ShrunkFile] = []
     full: str | None = None
-    if not structured["complete"]:
+    if not complete:
         lines.append(
             "PARTIAL RESULT: a scan compared here stopped early; directories it did not reach look unchanged or gone."
         )
-    if diff is not None and outcome.old is not None and outcome.new is not None:
-        precise = abs(outcome.new.taken - outcome.old.taken) < 3600
-        span = _span(outcome.old.taken, outcome.new.taken) + (" (scanned now)" if outcome.fresh else "")
+    if diff is not None and old is not None and new is not None:
+        precise = abs(new.taken - old.taken) < 3600
+        span = _span(old.taken, new.taken) + (" (scanned now)" if found.fresh else "")
         if not diff.comparable:
             lines.append(f"{shown}: not compared ({span}): {diff.reason}.")
         else:
             days = f" over {age(diff.seconds)}" if diff.seconds > 0 else ""
             lines.append(
-                f"{shown}: {signed(diff.total_delta)} on disk since {_when(outcome.old.taken, precise)}{days} "
-                f"[{span}; directories under {human_bytes(structured['threshold_bytes'] or 0)} are not tracked]"
+                f"{shown}: {signed(diff.total_delta)} on disk since {_when(old.taken, precise)}{days} "
+                f"[{span}; directories under {human_bytes(threshold or 0)} are not tracked]"
             )
             rated = diff.seconds >= MIN_FIT_S  # a rate per day from minutes apart says nothing
             if 0 < diff.seconds < MIN_FIT_S:
-                structured["notes"].append(
-                    f"the snapshots are {age(diff.seconds)} apart: too close for rates per day"
-                )
-            for key, way, attribution in (
-                ("attribution", "grew", diff.attribution),
-                ("shrinkage", "shrank", diff.shrinkage),
-            ):
+                notes.append(f"the snapshots are {age(diff.seconds)} apart: too close for rates per day")
+            for way, attribution in (("grew", diff.attribution), ("shrank", diff.shrinkage)):
                 if attribution is None or not attribution.paths:
                     continue
                 percent = attribution.percent
@@ -167,44 +292,41 @@ def render(
                     + ", ".join(printable(named(p)) for p in attribution.paths[:top_n])
                     + (f" … and {count - top_n} more" if count > top_n else "")
                 )
-                structured[key] = {
-                    "total_bytes": attribution.total,
-                    "covered_bytes": attribution.covered,
-                    "percent": None if percent is None else round(percent, 1),
-                    "paths": [named(p) for p in attribution.paths],
-                }
-            below = human_bytes(outcome.old.threshold)
-            rows: list[dict[str, Any]] = []
-            for c in diff.changes:
-                was_below = c.was_below and outcome.old.partial is False and c.kind == "appeared"
-                rows.append(
-                    {
-                        "path": named(c.path),
-                        "kind": c.kind,
-                        "delta_bytes": c.delta,
-                        "delta_apparent_bytes": c.delta_apparent,
-                        "old_bytes": c.old.disk if c.old else None,
-                        "new_bytes": c.new.disk if c.new else None,
-                        "per_day_bytes": None if c.per_day is None or not rated else round(c.per_day, 1),
-                        "was_below_threshold": was_below,
-                        "delta_is_upper_bound": was_below,
-                        "newest_modified": iso_utc(c.newest) if c.newest is not None else None,
-                        "files_changed": c.files_changed,
-                        "parents": [named(p) for p in c.parents],
-                    }
+                shares[way] = Share(
+                    attribution.total,
+                    attribution.covered,
+                    None if percent is None else round(percent, 1),
+                    [named(p) for p in attribution.paths],
                 )
-            structured["changes"] = rows[:top_n]
-            structured["changes_not_shown"] = len(rows) - len(rows[:top_n])
+            below = human_bytes(old.threshold)
+            for c in diff.changes:
+                was_below = c.was_below and old.partial is False and c.kind == "appeared"
+                rows.append(
+                    Change(
+                        path=named(c.path),
+                        kind=c.kind,  # type: ignore[arg-type]
+                        delta_bytes=c.delta,
+                        delta_apparent_bytes=c.delta_apparent,
+                        old_bytes=c.old.disk if c.old else None,
+                        new_bytes=c.new.disk if c.new else None,
+                        per_day_bytes=None if c.per_day is None or not rated else round(c.per_day, 1),
+                        was_below_threshold=was_below,
+                        delta_is_upper_bound=was_below,
+                        newest_modified=iso_utc(c.newest) if c.newest is not None else None,
+                        files_changed=c.files_changed,
+                        parents=[named(p) for p in c.parents],
+                    )
+                )
             lines.append(
                 "Directories that changed most:"
                 if rows
                 else "No directory changed by more than the threshold."
             )
             for row, change in zip(rows[:top_n], diff.changes, strict=False):
-                note = "" if row["kind"] in ("grew", "shrank") else f" ({row['kind']})"
-                if row["delta_is_upper_bound"]:
+                note = "" if row.kind in ("grew", "shrank") else f" ({row.kind})"
+                if row.delta_is_upper_bound:
                     note = f" (appeared, or under the {below} threshold then: the delta is at most this)"
-                elif row["kind"] == "modified":
+                elif row.kind == "modified":
                     note = " (same size, files rewritten)"
                 if change.files_changed and change.newest is not None:
                     newest = f"newest change {_when(change.newest, precise)}"
@@ -215,60 +337,44 @@ def render(
                     )
                     note = f"{note[:-1]}; {carried})" if note else f" ({carried})"
                 lines.append(
-                    f"  {signed(row['delta_bytes']):>11}  {printable(row['path'])}/{note}{_rate(row['per_day_bytes'])}"
+                    f"  {signed(row.delta_bytes):>11}  {printable(row.path)}/{note}{_rate(row.per_day_bytes)}"
                 )
-            if structured["changes_not_shown"]:
-                lines.append(f"  {more_not_shown(structured['changes_not_shown'], 'directory')}")
-                out = ["delta_bytes\tkind\told_bytes\tnew_bytes\tper_day_bytes\tnewest_modified\tpath"]
-                out += [
-                    f"{r['delta_bytes']}\t{r['kind']}\t{r['old_bytes'] if r['old_bytes'] is not None else ''}\t"
-                    f"{r['new_bytes'] if r['new_bytes'] is not None else ''}\t{r['per_day_bytes'] or ''}\t"
-                    f"{r['newest_modified'] or ''}\t{printable(r['path'])}"
-                    for r in rows
-                ]
-                full = "\n".join(out) + "\n"
-            new_files: list[dict[str, Any]] = [
-                {
-                    "path": named(f.path),
-                    "disk_bytes": f.disk,
-                    "modified": iso_utc(f.mtime) if f.mtime is not None else None,
-                }
+            if len(rows) > top_n:
+                lines.append(f"  {more_not_shown(len(rows) - top_n, 'directory')}")
+                full = _full_list(rows)
+            new_files = [
+                NewFile(named(f.path), f.disk, iso_utc(f.mtime) if f.mtime is not None else None)
                 for f in diff.new_files[:top_n]
             ]
-            structured["new_files"] = new_files
             if new_files:
                 lines.append("Largest new files:")
-                lines += [f"  {human_bytes(f['disk_bytes']):>10}  {printable(f['path'])}" for f in new_files]
-            structured["removed_files"] = [
-                {"path": named(f.path), "disk_bytes": f.disk} for f in diff.removed_files[:top_n]
-            ]
-            if diff.removed_files:
+                lines += [f"  {human_bytes(f.disk_bytes):>10}  {printable(f.path)}" for f in new_files]
+            removed = [RemovedFile(named(f.path), f.disk) for f in diff.removed_files[:top_n]]
+            if removed:
                 lines.append("Largest files removed:")
-                lines += [
-                    f"  {signed(-f.disk):>11}  {printable(named(f.path))}" for f in diff.removed_files[:top_n]
-                ]
-            structured["shrunk_files"] = [
-                {"path": named(then.path), "old_disk_bytes": then.disk, "disk_bytes": now.disk}
-                for then, now in diff.shrunk_files[:top_n]
+                lines += [f"  {signed(-f.disk_bytes):>11}  {printable(f.path)}" for f in removed]
+            shrunk = [
+                ShrunkFile(named(then.path), then.disk, now.disk) for then, now in diff.shrunk_files[:top_n]
             ]
-            if diff.shrunk_files:
+            if shrunk:
                 lines.append("Largest files that shrank:")
                 lines += [
-                    f"  {signed(now.disk - then.disk):>11}  {printable(named(then.path))} "
-                    f"({human_bytes(then.disk)} → {human_bytes(now.disk)})"
-                    for then, now in diff.shrunk_files[:top_n]
+                    f"  {signed(f.disk_bytes - f.old_disk_bytes):>11}  {printable(f.path)} "
+                    f"({human_bytes(f.old_disk_bytes)} → {human_bytes(f.disk_bytes)})"
+                    for f in shrunk
                 ]
-    elif not outcome.history:
+    elif not found.history:
         lines.append(f"{shown}: nothing to compare with: {history_off()}, so no snapshot is kept.")
-    elif outcome.history and outcome.lower_bound is not None:
+    elif found.lower_bound is not None:
         lines.append(
             f"{shown}: no earlier snapshot to compare with (no baseline yet); one was recorded now, so the "
             "next what_changed can compare against it."
         )
-    elif outcome.history:
+    else:
         lines.append(f"{shown}: no snapshot to compare with.")
-    if outcome.lower_bound is not None:
-        count, disk, files = outcome.lower_bound
+    lower: LowerBoundFiles | None = None
+    if found.lower_bound is not None:
+        count, disk, files = found.lower_bound
         since_raw = args["since"]
         lines.append(
             f"LOWER BOUND: files modified {window(since_raw)}: {count:,}, {human_bytes(disk)} on disk (growth from files "
@@ -276,53 +382,85 @@ def render(
         )
         for rel, size, _ in files[:top_n]:
             lines.append(f"  {human_bytes(size):>10}  {printable(named(os.fsencode(rel)))}")
-        structured["lower_bound"] = {"files": count, "disk_bytes": disk, "since": since_raw}
-    if outcome.growth is not None:
-        grown = outcome.growth
-        point = printable(outcome.mount_point)
+        lower = LowerBoundFiles(count, disk, since_raw)
+    growth: FilesystemGrowth | None = None
+    if found.growth is not None:
+        grown = found.growth
+        point = printable(found.mount_point)
         explained = diff.total_delta if diff is not None and diff.comparable else None
         rest = None if explained is None else grown.used - explained
         line = (
             f"Filesystem {point}: used {signed(grown.used)} from {plural(grown.readings, 'disk reading')} "
             f"[{_span(grown.first, grown.last)}]"
         )
-        if rest is not None and abs(rest) >= (structured["threshold_bytes"] or 0):
+        if rest is not None and abs(rest) >= (threshold or 0):
             line += (
                 f"; the directories under {printable(shown)} account for {signed(explained or 0)}, so "
                 f"{signed(rest)} is elsewhere (other directories, deleted files still open): "
                 f"disk_usage path={point} explain=true accounts for it"
             )
         lines.append(line + ".")
-        structured["filesystem_growth"] = {
-            "mount_point": outcome.mount_point,
-            "readings": grown.readings,
-            "span_s": round(grown.span_s, 3),
-            "growth_bytes": grown.used,
-            "unexplained_bytes": rest,
-        }
-    if outcome.fill is not None:
-        fill = outcome.fill
+        growth = FilesystemGrowth(found.mount_point, grown.readings, round(grown.span_s, 3), grown.used, rest)
+    fill: Fill | None = None
+    if found.fill is not None:
+        rate = found.fill
         to_full = (
-            f"full in about {age(fill.seconds_to_full)} at this rate"
-            if fill.seconds_to_full is not None
+            f"full in about {age(rate.seconds_to_full)} at this rate"
+            if rate.seconds_to_full is not None
             else "not filling"
         )
         lines.append(
-            f"Filesystem {printable(outcome.mount_point)}: {signed(int(fill.bytes_per_day))}/day (least-squares fit of "
-            f"{fill.readings} readings over {age(fill.span_s)}), {to_full}."
+            f"Filesystem {printable(found.mount_point)}: {signed(int(rate.bytes_per_day))}/day (least-squares fit of "
+            f"{rate.readings} readings over {age(rate.span_s)}), {to_full}."
         )
-        structured["filesystem"] = {
-            "mount_point": outcome.mount_point,
-            "readings": fill.readings,
-            "span_s": round(fill.span_s, 3),
-            "bytes_per_day": round(fill.bytes_per_day, 1),
-            "seconds_to_full": None if fill.seconds_to_full is None else round(fill.seconds_to_full, 1),
-            "growth_bytes": fill.growth,
-        }
-    _integrity_lines(outcome, structured, lines, named, top_n)
-    for note in structured["notes"][1 if not outcome.history else 0 :]:  # history off: the first line says it
+        fill = Fill(
+            found.mount_point,
+            rate.readings,
+            round(rate.span_s, 3),
+            round(rate.bytes_per_day, 1),
+            None if rate.seconds_to_full is None else round(rate.seconds_to_full, 1),
+            rate.growth,
+        )
+    integrity = _integrity_lines(found, lines, named, top_n)
+    for note in notes[1 if not found.history else 0 :]:  # history off: the first line says it
         lines.append(f"Note: {note}.")
-    return "\n".join(lines), structured, full
+    answer = WhatChanged(
+        path=shown,
+        history=found.history,
+        baseline=_snapshot(old),
+        current=_snapshot(new, found.fresh),
+        comparable=bool(diff and diff.comparable),
+        reason=diff.reason if diff else None,
+        complete=bool(complete),
+        seconds=diff.seconds if diff else None,
+        total_delta_bytes=diff.total_delta if diff and diff.comparable else 0,
+        attribution=shares["grew"],
+        shrinkage=shares["shrank"],
+        changes=rows[:top_n],
+        changes_not_shown=len(rows) - len(rows[:top_n]),
+        threshold_bytes=threshold,
+        new_files=new_files,
+        removed_files=removed,
+        shrunk_files=shrunk,
+        filesystem_growth=growth,
+        filesystem=fill,
+        integrity=integrity,
+        lower_bound=lower,
+        notes=notes,
+    )
+    return "\n".join(lines), answer, full
+
+
+def _full_list(rows: list[Change]) -> str:
+    """Every change, one tab-separated line each, for the resource kept when the text shows only some."""
+    out = ["delta_bytes\tkind\told_bytes\tnew_bytes\tper_day_bytes\tnewest_modified\tpath"]
+    out += [
+        f"{r.delta_bytes}\t{r.kind}\t{r.old_bytes if r.old_bytes is not None else ''}\t"
+        f"{r.new_bytes if r.new_bytes is not None else ''}\t{r.per_day_bytes or ''}\t"
+        f"{r.newest_modified or ''}\t{printable(r.path)}"
+        for r in rows
+    ]
+    return "\n".join(out) + "\n"
 
 
 def _what_changed(then: BaselineFile, now: BaselineFile) -> str:
@@ -341,20 +479,15 @@ def _what_changed(then: BaselineFile, now: BaselineFile) -> str:
 
 
 def _integrity_lines(
-    outcome: Outcome,
-    structured: dict[str, Any],
-    lines: list[str],
-    named: Callable[[bytes], str],
-    top_n: int,
-) -> None:
+    found: Findings, lines: list[str], named: Callable[[bytes], str], top_n: int
+) -> Integrity | None:
     """The integrity baseline against the tree hashed now, as ``aide --check`` reports it."""
-    integrity = outcome.integrity
+    integrity = found.integrity
     if integrity is None:
-        return
+        return None
     if not integrity.comparable:
         lines.append(f"Integrity: not compared: {integrity.reason}.")
-        structured["integrity"] = {"comparable": False}
-        return
+        return Integrity(False)
     kinds = {
         "added": integrity.added,
         "removed": integrity.removed,
@@ -367,7 +500,7 @@ def _integrity_lines(
         if integrity.not_checked
         else " (hashed now)"
     )
-    lines.append(f"Integrity against the baseline of {_when(outcome.integrity_taken)}{checked}: {counts}")
+    lines.append(f"Integrity against the baseline of {_when(found.integrity_taken)}{checked}: {counts}")
     for k, v in kinds.items():
         for p in v[:top_n]:
             pair = integrity.files.get(p)
@@ -375,10 +508,13 @@ def _integrity_lines(
             lines.append(f"  {k.replace('_', ' ')}: {printable(named(p))}{detail}")
         if len(v) > top_n:
             lines.append(f"  {more_not_shown(len(v) - top_n, 'file')}")
-    structured["integrity"] = {
-        "comparable": True,
-        **{k: len(v) for k, v in kinds.items()},
-        "not_checked": integrity.not_checked,
-        "baseline_taken": iso_utc(outcome.integrity_taken) if outcome.integrity_taken is not None else None,
-        "examples": {k: [named(p) for p in v[:top_n]] for k, v in kinds.items()},
-    }
+    return Integrity(
+        True,
+        len(integrity.added),
+        len(integrity.removed),
+        len(integrity.content),
+        len(integrity.metadata),
+        integrity.not_checked,
+        iso_utc(found.integrity_taken) if found.integrity_taken is not None else None,
+        {k: [named(p) for p in v[:top_n]] for k, v in kinds.items()},
+    )

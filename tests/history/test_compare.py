@@ -1,4 +1,4 @@
-"""what_changed's engine alone: a typed ``Comparison`` in, an ``Outcome`` of facts out, a real store
+"""what_changed's engine alone: a typed ``Comparison`` in, ``Findings`` of facts out, a real store
 in a temporary directory, a fake clock for the snapshots and a frozen one for the scan's budget
 (no MCP, no wall clock, no sleeps)."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sysmcp.engine.walk import WalkOptions
-from sysmcp.history.compare import Comparison, Outcome, compare
+from sysmcp.history.compare import Comparison, Findings, compare
 from sysmcp.history.recording import record_baseline
 from sysmcp.history.store import Store
 
@@ -53,12 +53,17 @@ def asked(root: Path, clock: Clock, since: float | None = None) -> Comparison:
     )
 
 
-def run(request: Comparison, store: Store | None, clock: Clock) -> tuple[Outcome, list[tuple[int, int]]]:
-    progress: list[tuple[int, int]] = []
-    outcome = compare(
-        request, store, lambda entries, seen: progress.append((entries, seen)), clock=clock, monotonic=frozen
-    )
-    return outcome, progress
+def on(request: Comparison, store: Store | None, clock: Clock) -> Comparison:
+    """The request against ``store`` (None: history off), snapshots on ``clock``, the budget frozen."""
+    return replace(request, store=lambda: store, clock=clock, monotonic=frozen)
+
+
+def run(
+    request: Comparison, store: Store | None, clock: Clock
+) -> tuple[Findings, list[tuple[float, float | None]]]:
+    progress: list[tuple[float, float | None]] = []
+    found = compare(on(request, store, clock), lambda done, total: progress.append((done, total)))
+    return found, progress
 
 
 @pytest.fixture
@@ -74,6 +79,18 @@ def clock() -> Clock:
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     return tmp_path / "tree"
+
+
+@pytest.mark.parametrize("history", [True, False])
+def test_what_the_fresh_scan_left_out_is_counted_in_the_findings(
+    root: Path, store: Store, clock: Clock, history: bool
+) -> None:
+    write(root / "kept" / "a", 4096, clock)
+    write(root / "cache" / "b", 4096, clock)
+    os.mkfifo(root / "pipe")
+    request = replace(asked(root, clock), options=WalkOptions(exclude=("cache",)))
+    found, _ = run(request, store if history else None, clock)
+    assert found.skipped.as_dict() == {"excluded": 1, "special_file": 1}
 
 
 def test_a_first_comparison_keeps_a_snapshot_and_the_next_one_diffs_against_it(
@@ -203,12 +220,12 @@ def test_a_raised_checkpoint_stops_the_fresh_scan_and_nothing_is_kept(
         write(root / f"d{n}" / "f", 4096, clock)
     asks: list[int] = []
 
-    def check_cancelled() -> None:
+    def cancel() -> None:
         asks.append(1)
         raise Cancelled
 
     with pytest.raises(Cancelled):
-        compare(asked(root, clock), store, None, check_cancelled, clock=clock, monotonic=frozen)
+        compare(on(asked(root, clock), store, clock), cancel=cancel)
     assert asks == [1]  # the first checkpoint raised and nothing ran after it
     assert store.snapshots("scan") == []
 
@@ -223,7 +240,7 @@ def test_the_integrity_check_out_of_time_counts_files_not_reached_never_as_remov
     ticks = iter(range(0, 10**6, 1000))  # every look at the budget's clock is 1,000 s later: no time left
 
     outcome = compare(
-        replace(asked(root, clock), until=clock.now), store, clock=clock, monotonic=lambda: next(ticks)
+        replace(on(asked(root, clock), store, clock), until=clock.now, monotonic=lambda: next(ticks))
     )
     found = outcome.integrity
     assert found is not None and found.comparable and outcome.integrity_stopped is not None
@@ -237,15 +254,8 @@ def test_a_cancel_while_hashing_for_the_integrity_check_stops_the_call(
     manifest = f"{'0' * 64}  a\n".encode()
     assert record_baseline(store, os.fsencode(root), manifest, "sha256", WalkOptions(), False, clock).kept
 
-    def check_cancelled() -> None:
+    def cancel() -> None:
         raise Cancelled
 
     with pytest.raises(Cancelled):
-        compare(
-            replace(asked(root, clock), until=clock.now),
-            store,
-            None,
-            check_cancelled,
-            clock=clock,
-            monotonic=frozen,
-        )
+        compare(replace(on(asked(root, clock), store, clock), until=clock.now), cancel=cancel)

@@ -11,18 +11,26 @@ from pathlib import Path
 import blake3
 import pytest
 
-from sysmcp.engine.duplicates import DuplicatesRequest, find_duplicates
+from sysmcp.engine.duplicates import DuplicatesRequest, Search, find_duplicates
 from sysmcp.engine.duplicates._sieves import SMALL
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.context import Meter
-from sysmcp.tools.find_duplicates import meter_report, render
+from sysmcp.tools.find_duplicates import answer_of, full_list, render
+from sysmcp.tools.typed import to_json
+
+
+def words(shown: str, found: Search, top_n: int) -> tuple[str, dict, str | None]:  # type: ignore[type-arg]
+    """The answer's text, structured content, and full list when the text cut any group or path."""
+    answer = answer_of(shown, found, top_n)
+    cut = answer.groups_not_shown or any(g.paths_not_shown for g in answer.groups)
+    return render(answer, found.skipped.named), to_json(answer), full_list(answer, found) if cut else None
 
 
 def search(
     root: Path, min_size: int = 1, timeout_s: float = 60, **kwargs: object
 ) -> tuple[str, dict, str | None]:  # type: ignore[type-arg]
     request = DuplicatesRequest(os.fsencode(root), WalkOptions(), min_size=min_size, timeout_s=timeout_s)
-    return render(str(root), find_duplicates(request, **kwargs), 50)  # type: ignore[arg-type]
+    return words(str(root), find_duplicates(request, **kwargs), 50)  # type: ignore[arg-type]
 
 
 def truth(root: Path, min_size: int = 1) -> set[frozenset[tuple[int, int]]]:
@@ -178,8 +186,8 @@ def test_cancellation_is_checked_between_files_of_one_size(tmp_path: Path) -> No
     with pytest.raises(Cancelled):
         find_duplicates(
             DuplicatesRequest(os.fsencode(tmp_path), WalkOptions(), min_size=1, timeout_s=60),
-            report=meter_report(meter),
-            check_cancelled=meter.checkpoint,
+            meter.report,
+            meter.checkpoint,
             clock=lambda: next(ticks) * 0.01,
         )
     assert meter.done < 30 + 30  # stopped before reading every file
@@ -234,20 +242,19 @@ def test_a_root_that_cannot_be_searched_is_an_engine_error_not_an_os_error(tmp_p
 
 def test_one_hard_link_and_one_group_are_said_in_the_singular() -> None:
     """Once '1 hard-linked names … were not treated as copies' and '# find_duplicates /x: 1 groups'."""
-    from sysmcp.engine.duplicates import Candidate, Search
+    from sysmcp.engine.duplicates import Candidate
     from sysmcp.engine.duplicates._duplicates import Group
 
     copies = tuple(Candidate(f"f{i}", 1, i, 4096) for i in range(7))  # more than are shown inline
     found = Search(groups=[Group(4000, "0" * 64, copies)], files_scanned=8, hard_links=1)
-    text, structured, full = render("/x", found, 10)
+    text, structured, full = words("/x", found, 10)
     assert structured["hard_links_ignored"] == 1 and structured["groups"][0]["paths_not_shown"] == 2
     assert "1 hard-linked name of files already counted was not treated as a copy" in text.splitlines()
     assert "     … and 2 more copies not shown" in text.splitlines()
     assert full is not None and full.startswith("# find_duplicates /x: 1 group, 24.0 KiB reclaimable\n")
     found.hard_links = 2
     assert (
-        "2 hard-linked names of files already counted were not treated as copies"
-        in render("/x", found, 10)[0]
+        "2 hard-linked names of files already counted were not treated as copies" in words("/x", found, 10)[0]
     )
 
 

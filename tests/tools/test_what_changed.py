@@ -418,12 +418,23 @@ def test_a_full_disk_leaves_the_scan_answer_saying_the_snapshot_was_not_saved(tm
 
 def test_the_fleet_merge_ranks_hosts_by_growth_and_says_where() -> None:
     def result(delta: int, where: str, per_day: float | None) -> dict[str, Any]:
+        fill = {
+            "mount_point": "/",
+            "readings": 9,
+            "span_s": DAY,
+            "bytes_per_day": per_day,
+            "seconds_to_full": 2 * DAY,
+        }
         return {
+            "path": "/",
+            "history": True,
             "comparable": True,
+            "complete": True,
             "total_delta_bytes": delta,
             "attribution": {"total_bytes": delta, "covered_bytes": delta, "percent": 100.0, "paths": [where]},
             "changes": [],
-            "filesystem": None if per_day is None else {"bytes_per_day": per_day, "seconds_to_full": 2 * DAY},
+            "filesystem": None if per_day is None else fill,
+            "notes": [],
         }
 
     outcomes = [

@@ -4,15 +4,18 @@ for the budget and a checkpoint that raises for the cancellation (no sleeps, no 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sysmcp.history import state
+from sysmcp.history.compare import Findings, compare
 from sysmcp.protocol.context import Meter
 from sysmcp.tools.arguments import validate_arguments
-from sysmcp.tools.what_changed import INPUT_SCHEMA, OUTPUT_SCHEMA, compare
+from sysmcp.tools.typed import to_json
+from sysmcp.tools.what_changed import INPUT_SCHEMA, OUTPUT_SCHEMA, comparison
 from sysmcp.tools.what_changed_text import render
 from tests.tools import test_what_changed as base
 from tests.tools.test_what_changed import Clock
@@ -58,19 +61,28 @@ def args(**more: Any) -> dict[str, Any]:
     return validate_arguments(INPUT_SCHEMA, {"path": "/", "since": "2d", **more})
 
 
+def changes(
+    root: Path, arguments: dict[str, Any], clock: Clock, meter: Meter | None = None, **more: Any
+) -> Findings:
+    """The engine on these arguments, the snapshots on ``clock``, progress and cancel the meter's."""
+    request = replace(comparison(root, arguments, clock.now, everything, clock), **more)
+    return compare(request, meter.report, meter.checkpoint) if meter is not None else compare(request)
+
+
 def everything(name: bytes | str) -> bool:
     return True
 
 
 def test_a_fresh_scan_stopped_by_its_budget_says_partial_result_plainly(tmp_path: Path, clock: Clock) -> None:
     root = tree(tmp_path / "t")
-    first = compare(root, args(), clock.now, None, everything, clock)  # a complete baseline
+    first = changes(root, args(), clock)  # a complete baseline
     assert first.new is not None and not first.new.partial
     clock.now += DAY
     budget = args(timeout_s=0.005)  # 5 reads of a clock moving 1 ms a read: before the split (10 ms)
-    outcome = compare(root, budget, clock.now, None, everything, clock, monotonic=Ticking(0.001))
+    outcome = changes(root, budget, clock, monotonic=Ticking(0.001))
     assert outcome.new is not None and outcome.new.partial and outcome.fresh
-    text, structured, _ = render(str(root), outcome, budget, clock.now)
+    text, answer, _ = render(str(root), outcome, budget, clock.now)
+    structured = to_json(answer)
     assert text.startswith("PARTIAL RESULT: a scan compared here stopped early")
     assert structured["complete"] is False and structured["current"]["partial"] is True
     import jsonschema
@@ -81,19 +93,19 @@ def test_a_fresh_scan_stopped_by_its_budget_says_partial_result_plainly(tmp_path
     kept = store.snapshots("scan")
     assert [info.partial for info in kept] == [True, False]  # kept, marked partial
     clock.now += DAY
-    again = compare(root, args(), clock.now, None, everything, clock)
+    again = changes(root, args(), clock)
     assert again.old is not None and again.old.id == first.new.id  # a partial one is no baseline
 
 
 def test_a_cancelled_fresh_scan_raises_and_records_nothing(tmp_path: Path, clock: Clock) -> None:
     root = tree(tmp_path / "t")
-    compare(root, args(), clock.now, None, everything, clock)
+    changes(root, args(), clock)
     store = state.active()
     assert store is not None
     before = [info.id for info in store.snapshots("scan")]
     clock.now += DAY
     CancelledMeter.asked = 0
     with pytest.raises(Cancelled):
-        compare(root, args(), clock.now, CancelledMeter(), everything, clock)
+        changes(root, args(), clock, CancelledMeter())
     assert CancelledMeter.asked == 1  # at the first checkpoint: nothing walked after it
     assert [info.id for info in store.snapshots("scan")] == before

@@ -13,11 +13,12 @@ import jsonschema
 import pytest
 
 from sysmcp.history import state
-from sysmcp.history.compare import Outcome
+from sysmcp.history.compare import Findings
 from sysmcp.history.diff import Growth, diff_scans
 from sysmcp.history.snapshots import DirTotals, FileRow, ScanSnapshot, Series
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.tools.arguments import validate_arguments
+from sysmcp.tools.typed import to_json
 from sysmcp.tools.what_changed import INPUT_SCHEMA, OUTPUT_SCHEMA
 from sysmcp.tools.what_changed_text import render
 from tests.tools.test_what_changed import call
@@ -40,9 +41,10 @@ NEW = {b"": 40 * MiB, b"a": 22 * MiB, b"b": 5 * MiB, b"c": 0, b"c/deep": 0, b"c/
 
 
 def words(old: ScanSnapshot, new: ScanSnapshot, **facts: Any) -> tuple[str, dict[str, Any]]:
-    outcome = Outcome(True, old=old, new=new, diff=diff_scans(old, new), mount_point="/srv", **facts)
+    found = Findings(True, old=old, new=new, diff=diff_scans(old, new), mount_point="/srv", **facts)
     args = validate_arguments(INPUT_SCHEMA, {"path": "/srv", "since": "last"})
-    text, structured, _ = render("/srv", outcome, args, new.taken)
+    text, answer, _ = render("/srv", found, args, new.taken)
+    structured = to_json(answer)
     jsonschema.validate(structured, OUTPUT_SCHEMA)
     return text, structured
 

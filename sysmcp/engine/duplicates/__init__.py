@@ -3,12 +3,11 @@
 This is the room's front door: other rooms import these names from here, never a private module.
 """
 
-from sysmcp.engine.duplicates._duplicates import Candidate, DuplicatesRequest, Report, Search, find_duplicates
+from sysmcp.engine.duplicates._duplicates import Candidate, DuplicatesRequest, Search, find_duplicates
 
 __all__ = [
     "Candidate",
     "DuplicatesRequest",
-    "Report",
     "Search",
     "find_duplicates",
 ]

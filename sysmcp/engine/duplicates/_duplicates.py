@@ -12,7 +12,7 @@ disk (``sizeruns``), the runs are merged one size at a time into a file of candi
 workers then compare its blocks (``sieves``). No Python object outlives its file's directory listing
 or its block.
 
-A typed ``DuplicatesRequest`` in, a ``Search`` out, progress through ``report(done, total)``; failures
+A typed ``DuplicatesRequest`` in, a ``Search`` out (``sysmcp.engine.calls``' shape); failures
 are ``sysmcp.engine.errors`` exceptions. The words for the model are the tool's (``tools/find_duplicates``).
 """
 
@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.duplicates._sieves import (
-    SMALL,
     Candidates,
     Comparer,
     Handoff,
@@ -57,24 +57,10 @@ from sysmcp.engine.walk import (
     WalkOptions,
 )
 
-__all__ = [
-    "SMALL",
-    "Candidate",
-    "DuplicatesRequest",
-    "Group",
-    "Report",
-    "Search",
-    "find_duplicates",
-]
-
 MAX_FILES = 2_000_000  # listing bound (the runs on disk): past it the walk stops and the result says so
 DEFAULT_TIMEOUT_S = 60.0
 PARALLEL_FROM = 2000  # candidates from which the comparison is shared out between processes
 PARALLEL_BYTES = 256 << 20  # or candidate bytes: a few big files are worth a second reader
-
-# Progress: (steps done, steps in all). ``total`` is None while files are still being listed (done
-# counts the files listed); then it is the files listed plus the candidates to compare.
-Report = Callable[[int, int | None], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,19 +122,21 @@ class Search:
 
 def find_duplicates(
     request: DuplicatesRequest,
+    progress: Progress = no_progress,
+    cancel: Cancel = never_cancelled,
     *,
-    report: Report | None = None,
-    check_cancelled: Callable[[], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Search:
     """Walk (at most half the budget), then confirm duplicates from the largest size down.
 
-    ``check_cancelled`` raises to abandon the call (workers are killed). Raises ``PermissionRefused``,
+    ``progress(done, total)``: ``total`` is None while files are still being listed (``done`` counts
+    the files listed), then the files listed plus the candidates to compare. ``cancel`` raises to
+    abandon the call (workers are killed). Raises ``PermissionRefused``,
     ``NotFound``, ``WrongKind`` or ``Unavailable`` when the search cannot be made (its detail is the
     system's own words, e.g. "No such file or directory").
     """
     try:
-        return _search(request, report or _ignore, check_cancelled or _nothing, clock)
+        return _search(request, progress, cancel, clock)
     except OSError as exc:
         raise engine_error(exc) from exc
 
@@ -166,7 +154,7 @@ def engine_error(exc: OSError) -> EngineError:
 
 
 def _search(
-    request: DuplicatesRequest, report: Report, cancelled: Callable[[], None], clock: Callable[[], float]
+    request: DuplicatesRequest, progress: Progress, cancel: Cancel, clock: Callable[[], float]
 ) -> Search:
     """The run: one walk shared with forked workers, the merge of their size runs, the comparison.
 
@@ -180,9 +168,9 @@ def _search(
     root, limit, timeout_s = request.root, request.limit, request.timeout_s
     search = Search()
     skipped = search.skipped
-    listing = Budget(timeout_s / 2, cancelled, clock=clock)
+    listing = Budget(timeout_s / 2, cancel, clock=clock)
     listing.reason = f"listing files took half of the {timeout_s:g} s time budget"
-    budget = Budget(timeout_s, cancelled, clock=clock)
+    budget = Budget(timeout_s, cancel, clock=clock)
     count = available_processes() if request.processes is None else max(1, request.processes)
     spills: list[IO[bytes]] = [tempfile.TemporaryFile(prefix="sysmcp-sizes-") for _ in range(count)]  # noqa: SIM115
     candidates = Candidates(tempfile.TemporaryFile(prefix="sysmcp-candidates-"))  # noqa: SIM115
@@ -196,23 +184,23 @@ def _search(
         fan = parallel.fan if parallel is not None else None
         return fan.progress.others()[0] if fan is not None else 0
 
-    def listing_checkpoint() -> None:
+    def cancel_listing() -> None:
         files = mine.files + others()
-        report(files, None)
+        progress(files, None)
         if files >= limit:
             raise ScanStopped(consumer.limit_reason)
         listing()
 
-    def comparing_checkpoint() -> None:
-        report(walked + (here.files_read if here is not None else 0) + others(), total)
-        cancelled()
+    def cancel_comparing() -> None:
+        progress(walked + (here.files_read if here is not None else 0) + others(), total)
+        cancel()
 
     config = ScanConfig(
         file_floor=max(1, request.min_size), block_floor=1 << 62, empty_listings=False, finished_depth=-1
     )
-    scanner = Scanner(root, request.options, skipped, listing_checkpoint, config=config)
+    scanner = Scanner(root, request.options, skipped, cancel_listing, config=config)
     consumer = Consumer(root, spills, candidates, handoff, listing, budget, limit, count)
-    consumer.here = (mine, skipped, listing_checkpoint)
+    consumer.here = (mine, skipped, cancel_listing)
     sharing = Sharing(count, request.split_after_s)
     keep = handoff.keep if handoff is not None else ()
     parallel = consumer.parallel = ParallelWalk(scanner, listing, sharing, consumer.work, keep)
@@ -225,7 +213,7 @@ def _search(
             if fan is not None and handoff is not None:
                 handoff.started()
                 walked_here = parallel.here()
-                parts = handoff.wait(fan.children, spills, give_up_at(listing), quiet(listing_checkpoint))
+                parts = handoff.wait(fan.children, spills, give_up_at(listing), quiet(cancel_listing))
                 died = "a listing process ended unexpectedly"
                 stopped = stopped or parallel.stopped_early([walked_here, *parts], died, skipped)
             search.stopped = stopped
@@ -235,27 +223,27 @@ def _search(
                     search.files_scanned += part["files"]
                     search.hard_links += part["links"]
                     runs += [(spill.fileno(), offset, length) for offset, length in part["extents"]]
-            links = gather_candidates(runs, candidates, search.files_scanned, cancelled)
+            links = gather_candidates(runs, candidates, search.files_scanned, cancel)
             search.hard_links += links
             search.files_scanned -= links  # two processes each listed a name of one inode first
             walked = search.files_scanned
             for spill in spills:
                 spill.truncate(0)  # the runs are merged: give their disk space back now
             total = walked + candidates.files
-            report(walked, total)
+            progress(walked, total)
 
             # Called before every file opened: the progress count and the cancellation question (a hop
             # into the event loop, microseconds) are asked every few milliseconds, the deadline every time.
-            here = Reader(root, skipped, budget.sharing(comparing_checkpoint))
+            here = Reader(root, skipped, budget.sharing(cancel_comparing))
             try:
                 if fan is not None and handoff is not None:
                     handoff.send(candidates.blocks)
                     results: list[dict[str, Any] | None] = [
                         Comparer(here, candidates.spill.fileno()).run(handoff.claim)
                     ]
-                    results += parallel.children(budget, comparing_checkpoint)
+                    results += parallel.children(budget, cancel_comparing)
                 else:
-                    results = compare_blocks(candidates, here, budget, count, comparing_checkpoint)
+                    results = compare_blocks(candidates, here, budget, count, cancel_comparing)
             finally:
                 here.close()
             search.files_read, search.bytes_read = here.files_read, here.bytes_read
@@ -266,7 +254,7 @@ def _search(
         for spill in [*spills, candidates.spill]:
             spill.close()
     done = walked + search.files_read
-    report(done, max(done, total))
+    progress(done, max(done, total))
     search.groups.sort(key=lambda g: (-g.reclaimable, -g.size, g.copies[0].relative))
     search.elapsed = clock() - started
     return search
@@ -306,8 +294,8 @@ class Consumer:
         assert self.parallel is not None
         if not in_child:
             assert self.here is not None
-            runs, counter, check = self.here
-            return self.parallel.walk_claimed(claim, counter, check, runs.consume)
+            runs, counter, cancel = self.here
+            return self.parallel.walk_claimed(claim, counter, cancel, runs.consume)
         assert self.handoff is not None
         end = self.handoff.in_child(progress.slot)
         runs, counter = SizeRuns(self.spills[progress.slot]), SkipCounter()
@@ -318,8 +306,8 @@ class Consumer:
             if runs.files >= share:
                 raise ScanStopped(self.limit_reason)
 
-        check = self.listing.sharing(publish)
-        walked = self.parallel.walk_claimed(claim, counter, check, runs.consume, in_child)
+        cancel = self.listing.sharing(publish)
+        walked = self.parallel.walk_claimed(claim, counter, cancel, runs.consume, in_child)
         part = runs.summary() | walked  # the summary once the walk is done
         progress.set(0, 0)  # from here on: files read
         Handoff.report(end, self.spills[progress.slot], part)
@@ -376,7 +364,7 @@ def compare_blocks(
     reader: Reader,
     budget: Budget,
     processes: int,
-    report_and_check: Callable[[], None],
+    cancel: Cancel,
 ) -> list[dict[str, Any] | None]:
     """Compare the blocks, largest sizes first, here and, when there is much to read, in forked workers.
 
@@ -400,12 +388,4 @@ def compare_blocks(
             return Comparer(reader, fd).run(next_block)
         return compare_apart(reader.root, fd, next_block, budget, progress)
 
-    return run_shared(len(blocks), processes, work, budget, report_and_check)
-
-
-def _nothing() -> None:
-    return None
-
-
-def _ignore(done: int, total: int | None) -> None:
-    return None
+    return run_shared(len(blocks), processes, work, budget, cancel)

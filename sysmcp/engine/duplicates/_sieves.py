@@ -78,10 +78,10 @@ class Reader:
     directory share one directory descriptor.
     """
 
-    def __init__(self, root: bytes, skipped: SkipCounter, checkpoint: Callable[[], None]) -> None:
+    def __init__(self, root: bytes, skipped: SkipCounter, cancel: Callable[[], None]) -> None:
         self.root = root
         self.skipped = skipped
-        self.checkpoint = checkpoint
+        self.cancel = cancel
         self.files_read = 0  # files opened for a head/tail or a full hash
         self.bytes_read = 0
         self.buffer = bytearray(CHUNK)
@@ -138,7 +138,7 @@ class Reader:
         becoming a controlling terminal; the descriptor is then checked to be that very inode, a
         regular file of the size the walk saw, before anything is read. Returns it and its ``fstat``.
         """
-        self.checkpoint()  # one size can have a hundred thousand candidates: stop between any two
+        self.cancel()  # one size can have a hundred thousand candidates: stop between any two
         relative, dev, ino, _ = candidate
         parent, _, name = relative.rpartition(b"/")
         try:
@@ -211,7 +211,7 @@ class Reader:
             os.close(fd)
 
     def full(self, candidate: Found, size: int) -> str | None:
-        """BLAKE3 of the whole content, streamed by the shared engine with a checkpoint per chunk; large files
+        """BLAKE3 of the whole content, streamed by the shared engine with a cancel per chunk; large files
         are hashed on every core (blake3's own threads), small ones with one read."""
         opened = self._open(candidate, size)
         if opened is None:
@@ -222,7 +222,7 @@ class Reader:
                 digest = hash_once(fd, (BLAKE3,), self.buffer, st)
             else:
                 algorithm = BLAKE3_THREADED if size >= THREADED_FROM else BLAKE3
-                digest = hash_fd(fd, (algorithm,), self.buffer, lambda _: self.checkpoint(), opened=st)
+                digest = hash_fd(fd, (algorithm,), self.buffer, lambda _: self.cancel(), opened=st)
         except OSError:
             self.skipped.add("unreadable")
             return None
@@ -291,7 +291,7 @@ class Candidates:
 
 
 def gather_candidates(
-    runs: list[tuple[int, int, int]], out: Candidates, files: int, checkpoint: Callable[[], None]
+    runs: list[tuple[int, int, int]], out: Candidates, files: int, cancel: Callable[[], None]
 ) -> int:
     """Merge the runs of ``files`` records by size and keep the shared sizes (``sizeruns.merge_by_size``),
     in bounded memory. Returns the further names of inodes already counted (two processes each listed
@@ -310,7 +310,7 @@ def gather_candidates(
         written += len(pending)
         pending.clear()
 
-    for size, records in merge_by_size(runs, links, checkpoint):
+    for size, records in merge_by_size(runs, links, cancel):
         for record in records:
             pending += record
         out.files += len(records)
@@ -375,7 +375,7 @@ class Handoff:
         os.close(end)
 
     def wait(
-        self, workers: int, spills: Sequence[IO[bytes]], give_up_at: float, checkpoint: Callable[[], None]
+        self, workers: int, spills: Sequence[IO[bytes]], give_up_at: float, cancel: Callable[[], None]
     ) -> list[dict[str, Any] | None]:
         """Every worker's walk part (None for one that died or did not answer by ``give_up_at``)."""
         parts: list[dict[str, Any] | None] = [None] * workers
@@ -384,7 +384,7 @@ class Handoff:
         for fd in waiting:
             poller.register(fd, select.POLLIN)
         while waiting and time.monotonic() < give_up_at:
-            checkpoint()
+            cancel()
             for fd, _ in poller.poll(10):
                 slot = waiting.pop(fd)
                 poller.unregister(fd)
@@ -425,7 +425,7 @@ class Comparer:
         stopped: str | None = None
         try:
             while (block := claim()) is not None:
-                self.reader.checkpoint()
+                self.reader.cancel()
                 groups += compare_block(block_candidates(self.fd, *block), self.reader)
         except ScanStopped as stop:
             stopped = stop.reason

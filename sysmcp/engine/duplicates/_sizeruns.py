@@ -96,13 +96,13 @@ def parse(record: bytes) -> tuple[int, int, int, int, bytes]:
 
 
 def merge_by_size(
-    runs: Sequence[tuple[int, int, int]], counts: list[int], checkpoint: Callable[[], None] = lambda: None
+    runs: Sequence[tuple[int, int, int]], counts: list[int], cancel: Callable[[], None] = lambda: None
 ) -> Iterator[tuple[int, list[bytes]]]:
     """(size, records) for every size at least two distinct inodes share, largest size first.
 
     ``runs`` are (descriptor, offset, length) of sorted runs. A size's records come one per inode
     (the first name in byte order); further names of an inode are added to ``counts[0]`` (links).
-    ``checkpoint`` runs every few thousand records (and may raise: cancellation).
+    ``cancel`` runs every few thousand records (and may raise: cancellation).
     """
     streams = [read_records(fd, offset, length) for fd, offset, length in runs]
     current = b""
@@ -110,7 +110,7 @@ def merge_by_size(
     last_inode = b""
     for number, record in enumerate(heapq.merge(*streams)):
         if not number & 0xFFF:
-            checkpoint()
+            cancel()
         key = record[:8]
         if key != current:
             if len(group) > 1:
