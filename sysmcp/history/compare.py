@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from sysmcp.engine.errors import EngineError
@@ -117,16 +117,15 @@ def compare(
     rate. ``clock``: the time snapshots and readings are taken at; ``monotonic``: the clock of the
     scan's time budget (a test's own). Raises OSError when the path cannot be scanned."""
     since, until, now = asked.since, asked.until, asked.now
+    whole = Request(asked.files_kept, 0, 1, True, 0, asked.timeout_s, root=asked.path, options=asked.options)
 
     def scan(request: Request) -> Usage:
-        return scan_usage(
-            asked.path, asked.options, SkipCounter(), request, report, check_cancelled, clock=monotonic
-        )
+        return scan_usage(request, report, check_cancelled, clock=monotonic)
 
     def modified_since() -> Request:
         """The walk that finds the files modified since ``since`` (the last day for "last")."""
         window = now - since if since is not None else FALLBACK_WINDOW_S
-        return Request(asked.files_kept, 0, 1, True, 0, asked.timeout_s, newer_than=now - window)
+        return replace(whole, newer_than=now - window)
 
     if store is None:
         return Outcome(False, lower_bound=_lower_bound(scan(modified_since())))
@@ -147,7 +146,7 @@ def compare(
     if until is None and (newest is None or alone or now - newest.taken > FRESH_S or newest.taken > now + 60):
         older = _pick(infos, since, None) if since is not None else newest
         filtered = older is None  # nothing to compare with: the same walk finds the files modified since
-        request = modified_since() if filtered else Request(asked.files_kept, 0, 1, True, 0, asked.timeout_s)
+        request = modified_since() if filtered else whole
         done = record_scan(store, asked.path, asked.options, request, scan, clock)
         outcome.unsaved = done.unsaved
         if filtered:

@@ -82,7 +82,9 @@ Consume = Callable[[Listing | Finished, Scanner], None]
 class Work(Protocol):
     """How one process walks the subtrees it claims (``claim()`` gives an index, None when done)."""
 
-    def __call__(self, claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> Any: ...
+    def __call__(
+        self, claim: Callable[[], int | None], counters: SharedCounters, in_child: bool, /
+    ) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
