@@ -440,7 +440,7 @@ def scan_usage(
                     progress_and_cancel()
                 running_low()
 
-        walk_checkpoint = budget.sharing(tick)  # one deadline, on the clock every process shares
+        walk_cancel = budget.sharing(tick)  # one deadline, on the clock every process shares
         done: dict[int, tuple[int, int, int, int, bool]] = {}
         withheld: list[list[Any]] = []
         entries = eligible = 0
@@ -451,7 +451,7 @@ def scan_usage(
             else:
                 relative, depth, dev, ino, apparent, disk, origin = fan.record(index)
                 subtree = Subtree(None, relative, depth, dev, ino, apparent, disk)
-            sub = scanner.spawn(subtree, counter, walk_checkpoint, linked, own.config())
+            sub = scanner.spawn(subtree, counter, walk_cancel, linked, own.config())
             own.raise_floor(sub)
             if share:
 

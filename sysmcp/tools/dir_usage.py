@@ -185,8 +185,8 @@ def parse_duration(value: Any, name: str) -> float:
     return seconds
 
 
-def time_window(args: dict[str, Any], now: float) -> tuple[float | None, float | None]:
-    """(newer_than, older_than) in epoch seconds from modified_within and modified_before."""
+def durations(args: dict[str, Any]) -> tuple[float | None, float | None]:
+    """modified_within and modified_before in seconds (None: not given); bad ones raise ``ArgumentError``."""
     within = parse_duration(args["modified_within"], "modified_within") if "modified_within" in args else None
     before = parse_duration(args["modified_before"], "modified_before") if "modified_before" in args else None
     if within is not None and before is not None and before >= within:
@@ -194,6 +194,12 @@ def time_window(args: dict[str, Any], now: float) -> tuple[float | None, float |
             "Invalid arguments: 'modified_before' must be shorter than 'modified_within' (files modified "
             f"between {age(within)} and {age(before)} ago); as given no file can match"
         )
+    return within, before
+
+
+def time_window(args: dict[str, Any], now: float) -> tuple[float | None, float | None]:
+    """(newer_than, older_than) in epoch seconds from modified_within and modified_before."""
+    within, before = durations(args)
     return (None if within is None else now - within), (None if before is None else now - before)
 
 
@@ -238,6 +244,7 @@ def answer(
     """The result, its text, and the full listing (None when nothing was cut)."""
     now = time.time() if now is None else now
     show, top_n = args["show"], args["top_n"]
+    within, before = durations(args)
     files = [
         LargeFile(
             _joined(shown, rel),
@@ -286,8 +293,8 @@ def answer(
         extensions_not_shown=len(usage.extensions) - len(extensions)
         if isinstance(extensions, list)
         else ABSENT,
-        modified_after=_cutoff(args, "modified_within", now),
-        modified_until=_cutoff(args, "modified_before", now),
+        modified_after=_cutoff(now, within),
+        modified_until=_cutoff(now, before),
     )
     cut = len(files) > len(shown_files) or len(directories) > len(shown_dirs)
     full = _full_listing(found, args, files, directories) if cut else None
@@ -393,11 +400,9 @@ def _list(
     return lines
 
 
-def _cutoff(args: dict[str, Any], argument: str, now: float) -> Opt[str]:
-    """The time filter ``argument``'s bound as a time (absent without it, or out of range)."""
-    if argument not in args:
-        return ABSENT
-    cutoff = iso_utc(now - parse_duration(args[argument], argument))
+def _cutoff(now: float, seconds: float | None) -> Opt[str]:
+    """A time filter's bound as a time (absent without the filter, or out of range)."""
+    cutoff = None if seconds is None else iso_utc(now - seconds)
     return ABSENT if cutoff is None else cutoff
 
 
@@ -437,17 +442,13 @@ def _tsv(title: str, third: str, rows: Sequence[tuple[Listed, object, str]]) -> 
 
 def _window_phrase(args: dict[str, Any]) -> str:
     """'within 7 d', 'more than 30 d ago', 'between 30 d and 7 d ago', or '' without a filter."""
-    within = args.get("modified_within")
-    before = args.get("modified_before")
+    within, before = durations(args)
     if within is not None and before is not None:
-        return (
-            f"between {age(parse_duration(within, 'modified_within'))} and "
-            f"{age(parse_duration(before, 'modified_before'))} ago"
-        )
+        return f"between {age(within)} and {age(before)} ago"
     if within is not None:
-        return f"within {age(parse_duration(within, 'modified_within'))}"
+        return f"within {age(within)}"
     if before is not None:
-        return f"more than {age(parse_duration(before, 'modified_before'))} ago"
+        return f"more than {age(before)} ago"
     return ""
 
 
