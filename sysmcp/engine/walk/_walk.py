@@ -459,16 +459,14 @@ class Scanner:
             return None
         except OSError as exc:
             # Unreadable (EACCES) or swapped for a symlink/file (ELOOP, ENOTDIR): not followed.
-            unreadable = exc.errno in (errno.EACCES, errno.EPERM)
-            if unreadable:
+            if exc.errno in (errno.EACCES, errno.EPERM):
                 self.skipped.unreadable(f"{parent.relative}/{name}" if parent.relative else name)
-            else:
-                self.skipped.add("vanished")
-            if unreadable:
                 parent.apparent += st.st_size  # du counts an unreadable directory's own size
                 parent.disk += st.st_blocks * 512
                 parent.dirs += 1
                 self.apparent += st.st_size
+            else:
+                self.skipped.add("vanished")
             return None
         if _same(fd, st.st_dev, st.st_ino) is None:  # replaced between listing and opening
             self.skipped.add("vanished")
@@ -659,12 +657,10 @@ class Scanner:
                 fd = child
         except OSError as exc:
             os.close(fd)
-            unreadable = exc.errno in (errno.EACCES, errno.EPERM)
-            if unreadable:
+            if exc.errno in (errno.EACCES, errno.EPERM):
                 self.skipped.unreadable("/".join(reached))  # the component that denied access
             else:
                 self.skipped.add("vanished")
-            if not unreadable:
                 frame.apparent = frame.disk = frame.dirs = 0
             return False
         frame.fd = _same(fd, frame.dev, frame.ino)
