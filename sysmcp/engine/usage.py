@@ -140,11 +140,6 @@ class Request:
     root: bytes
     options: WalkOptions = field(default_factory=WalkOptions)
 
-    @property
-    def selects(self) -> bool:
-        """Whether every file must be looked at (a time filter or an extension tally)."""
-        return self.extensions or self.newer_than is not None or self.older_than is not None
-
 
 def extension_of(name: str) -> str:
     """'app.LOG' → '.log', 'a.tar.gz' → '.gz'; dot files and names without a dot → '(none)'."""
