@@ -29,7 +29,6 @@ from corpus import MARKER, generate
 
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.engine.usage import Request, scan_usage
-from sysmcp.engine.walk import SkipCounter, WalkOptions
 from sysmcp.history import state
 from sysmcp.history.store import DB_NAME
 from sysmcp.protocol.context import RequestContext
@@ -41,9 +40,9 @@ from sysmcp.tools.registry import ToolContext
 from sysmcp.tools.what_changed import INPUT_SCHEMA, handle
 
 
-def dir_usage_request() -> Request:
-    """What a default dir_usage call asks for (show both, max_depth 1)."""
-    return Request(FULL_FILES, FULL_DIRECTORIES, 1, True, 0, 300.0)
+def dir_usage_request(root: Path) -> Request:
+    """What a default dir_usage call of ``root`` asks for (show both, max_depth 1)."""
+    return Request(FULL_FILES, FULL_DIRECTORIES, 1, True, 0, 300.0, root=os.fsencode(root))
 
 
 def cpu_now() -> float:
@@ -57,17 +56,14 @@ CPU: list[float] = []  # the last scan's CPU seconds, handed from plain/recordin
 
 def plain(root: Path) -> float:
     started, cpu = time.perf_counter(), cpu_now()
-    scan_usage(os.fsencode(root), WalkOptions(), SkipCounter(), dir_usage_request())
+    scan_usage(dir_usage_request(root))
     CPU.append(cpu_now() - cpu)
     return time.perf_counter() - started
 
 
 def recording(root: Path) -> tuple[float, int]:
     started, cpu = time.perf_counter(), cpu_now()
-    raw = os.fsencode(root)
-    _, snap, note = recorded_scan(
-        root, WalkOptions(), dir_usage_request(), lambda r: scan_usage(raw, WalkOptions(), SkipCounter(), r)
-    )
+    _, snap, note = recorded_scan(dir_usage_request(root), scan_usage)
     assert snap is not None, note
     CPU.append(cpu_now() - cpu)
     return time.perf_counter() - started, len(snap.dirs)

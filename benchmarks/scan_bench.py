@@ -40,25 +40,23 @@ import json, os, sys, time
 mode, root = sys.argv[1], sys.argv[2]
 if mode == "sysmcp":
     import anyio, anyio.to_thread
-    from sysmcp.engine.walk._walk import SkipCounter, WalkOptions
     from sysmcp.protocol.context import Meter
     from sysmcp.engine.usage import Request, scan_usage
-    from sysmcp.tools.dir_usage import FULL_DIRECTORIES, FULL_FILES, INPUT_SCHEMA, render
+    from sysmcp.tools.dir_usage import FULL_DIRECTORIES, FULL_FILES, INPUT_SCHEMA, answer
     from sysmcp.tools.arguments import validate_arguments
 
     args = validate_arguments(INPUT_SCHEMA, {"path": root})
 
     def work():
-        skipped = SkipCounter()
-        request = Request(FULL_FILES, FULL_DIRECTORIES, 1, True, 0, 300.0)
+        request = Request(FULL_FILES, FULL_DIRECTORIES, 1, True, 0, 300.0, root=os.fsencode(root))
         meter = Meter()
 
         def report(entries, seen):
             meter.done = entries
             meter.extra["bytes"] = seen
 
-        usage = scan_usage(os.fsencode(root), WalkOptions(), skipped, request, report, meter.checkpoint)
-        render(root, usage, skipped.as_dict(), args)
+        usage = scan_usage(request, report, meter.checkpoint)
+        answer(root, usage, args)
         return usage.totals.disk
 
     async def run():

@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sysmcp import platform
 from sysmcp.history import state
@@ -200,14 +200,9 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
             _err(f"sysmcp snapshot: {worded(exc)}")
             code = max(code, EXIT_USAGE)
             continue
-        request = Request(FULL_FILES, 0, 1, True, 0, args.timeout)
-        raw_path = os.fsencode(path)
-
-        def scan(r: Request, p: bytes = raw_path) -> Any:
-            return scan_usage(p, options, SkipCounter(), r)  # no request to cancel: the budget bounds it
-
-        try:
-            usage, snap, note = recorded_scan(path, options, request, scan)
+        request = Request(FULL_FILES, 0, 1, True, 0, args.timeout, root=os.fsencode(path), options=options)
+        try:  # no request to cancel: the budget bounds the scan
+            usage, snap, note = recorded_scan(request, scan_usage)
         except OSError as exc:
             _err(f"sysmcp snapshot: cannot scan {path}: {exc.strerror or exc}")
             code = max(code, EXIT_INCOMPLETE)

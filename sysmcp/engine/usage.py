@@ -1,8 +1,8 @@
 """dir_usage's engine: one walk for du's totals plus the largest directories and files, bounded.
 
-No MCP here: a typed ``Request`` in, a typed ``Usage`` out, progress through ``report(entries,
-bytes)`` and cancellation through ``check_cancelled()`` (both called every few milliseconds at most).
-The tool (``sysmcp.tools.dir_usage``) reads the arguments into a ``Request`` and words the ``Usage``.
+No MCP here: ``scan_usage(request, progress, cancel) -> Usage`` (``sysmcp.engine.calls``' shape), where
+``progress(entries, bytes seen)`` and ``cancel()`` are called every few milliseconds at most. The tool
+(``sysmcp.tools.dir_usage``) reads the arguments into a ``Request`` and words the ``Usage``.
 
 What a caller that keeps scans (history) reads from a ``Usage``, all of it already computed for
 the answer, so keeping it costs nothing extra: ``totals`` (the root's cumulative apparent and disk
@@ -17,9 +17,10 @@ import heapq
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
+from sysmcp.engine.calls import Cancel
 from sysmcp.engine.parallel import SPLIT_AFTER_S, SUBTREES_PER_PROCESS, ParallelWalk, SharedCounters, Sharing
 from sysmcp.engine.walk import (
     Budget,
@@ -32,6 +33,9 @@ from sysmcp.engine.walk import (
     Subtree,
     WalkOptions,
 )
+
+#: A usage scan's progress: (entries, bytes seen) over every process; no total is known ahead.
+Seen = Callable[[int, int], None]
 
 MAX_EXTENSIONS = 10_000  # distinct extensions tallied per process; more are lumped as "(other)"
 NO_EXTENSION = "(none)"
@@ -114,10 +118,13 @@ class Usage:
     # directory at any depth at least that big or named in record_also, for the history
     # (sysmcp.history.snapshots); ``totals.newest`` is then the whole tree's.
     recorded: list[tuple[str, int, int, int, float]] | None = None
+    skipped: SkipCounter = field(default_factory=SkipCounter)  # what the walk left out, by reason
 
 
 @dataclass(frozen=True)
 class Request:
+    """What to scan (``root``, ``options``) and what to keep of it."""
+
     top_files: int
     top_directories: int
     max_depth: int
@@ -129,11 +136,9 @@ class Request:
     extensions: bool = False  # tally every matching file's extension
     record_floor: int = 0  # > 0: keep every directory's totals this big (apparent or disk) for history
     record_also: frozenset[str] = frozenset()  # ... and these directories' whatever their size
-
-    @property
-    def selects(self) -> bool:
-        """Whether every file must be looked at (a time filter or an extension tally)."""
-        return self.extensions or self.newer_than is not None or self.older_than is not None
+    _: KW_ONLY
+    root: bytes
+    options: WalkOptions = field(default_factory=WalkOptions)
 
 
 def extension_of(name: str) -> str:
@@ -346,12 +351,9 @@ def _ranked(rows: list[Row], request: Request) -> list[Row]:
 
 
 def scan_usage(
-    root: bytes,
-    options: WalkOptions,
-    skipped: SkipCounter,
     request: Request,
-    report: Callable[[int, int], None] | None = None,
-    check_cancelled: Callable[[], None] | None = None,
+    progress: Seen | None = None,
+    cancel: Cancel | None = None,
     *,
     clock: Callable[[], float] = time.monotonic,
     processes: int | None = None,
@@ -366,8 +368,8 @@ def scan_usage(
     lists and skip counts are merged here, inodes with several links counted once across
     processes, so the result is the one a single walk gives.
 
-    ``report(entries, bytes)`` gets the progress of every process and ``check_cancelled()`` raises
-    to abandon the scan (children are killed): both every 2 ms at most, and ``report`` once more at
+    ``progress(entries, bytes seen)`` gets the progress of every process and ``cancel()`` raises
+    to abandon the scan (children are killed): both every 2 ms at most, and ``progress`` once more at
     the end with the whole count.
     """
     started = clock()
@@ -375,29 +377,30 @@ def scan_usage(
     mine = _Counts()
     parallel: ParallelWalk | None = None
 
-    def progress_and_check() -> None:
+    def progress_and_cancel() -> None:
         """Progress for the caller, then the cancellation question: every 2 ms at most (Budget)."""
-        if report is not None:
+        if progress is not None:
             entries, seen = mine.now()
             fan = parallel.fan if parallel is not None else None
             if fan is not None:
                 more_entries, more_bytes = fan.progress.others()
                 entries, seen = entries + more_entries, seen + more_bytes
-            report(entries, seen)
-        if check_cancelled is not None:
-            check_cancelled()
+            progress(entries, seen)
+        if cancel is not None:
+            cancel()
 
-    asks = report is not None or check_cancelled is not None
-    budget = Budget(request.timeout_s, progress_and_check if asks else None, clock=clock)
+    asks = progress is not None or cancel is not None
+    budget = Budget(request.timeout_s, progress_and_cancel if asks else None, clock=clock)
 
     tally = Tally(request)
-    scanner = Scanner(root, options, skipped, budget, config=tally.config())
+    skipped = usage.skipped
+    scanner = Scanner(request.root, request.options, skipped, budget, config=tally.config())
     mine.current = scanner
     eligible_files = 0
     stopped: str | None = None
 
     def work(
-        claim: Callable[[], int | None], progress: SharedCounters, in_child: bool, *, share: bool = True
+        claim: Callable[[], int | None], counters: SharedCounters, in_child: bool, *, share: bool = True
     ) -> dict[str, Any]:
         """Walk claimed subtrees; in a child, into a fresh tally sent back as plain data.
 
@@ -421,7 +424,7 @@ def scan_usage(
             ticker = counting = _Counts()
 
             def tick() -> None:
-                progress.set(*ticker.now())
+                counters.set(*ticker.now())
                 running_low()
 
         else:
@@ -429,10 +432,10 @@ def scan_usage(
 
             def tick() -> None:
                 if asks:
-                    progress_and_check()
+                    progress_and_cancel()
                 running_low()
 
-        walk_checkpoint = budget.sharing(tick)  # one deadline, on the clock every process shares
+        walk_cancel = budget.sharing(tick)  # one deadline, on the clock every process shares
         done: dict[int, tuple[int, int, int, int, bool]] = {}
         withheld: list[list[Any]] = []
         entries = eligible = 0
@@ -443,7 +446,7 @@ def scan_usage(
             else:
                 relative, depth, dev, ino, apparent, disk, origin = fan.record(index)
                 subtree = Subtree(None, relative, depth, dev, ino, apparent, disk)
-            sub = scanner.spawn(subtree, counter, walk_checkpoint, linked, own.config())
+            sub = scanner.spawn(subtree, counter, walk_cancel, linked, own.config())
             own.raise_floor(sub)
             if share:
 
@@ -497,7 +500,7 @@ def scan_usage(
         stopped = scanner.stopped
         eligible_files = scanner.eligible_files
         if parallel.fan is not None:
-            stopped, eligible_files = _join(parallel, work, tally, skipped, usage)
+            stopped, eligible_files = _join(parallel, work, tally, usage)
             stopped = scanner.stopped or stopped
             eligible_files += scanner.eligible_files
         elif scanner.detached:  # every subtree was small enough to be split here
@@ -506,8 +509,8 @@ def scan_usage(
     usage.entries += mine.entries
     usage.totals = tally.totals
     usage.root_dev = scanner.root_dev
-    if report is not None:  # the final progress notification reports the whole count
-        report(usage.entries, mine.bytes + usage.child_bytes)
+    if progress is not None:  # the final progress notification reports the whole count
+        progress(usage.entries, mine.bytes + usage.child_bytes)
     usage.eligible_files = eligible_files
     usage.eligible_directories = tally.eligible_directories
     kept = tally.top_files.largest()
@@ -537,7 +540,6 @@ def _join(
     parallel: ParallelWalk,
     work: Callable[..., Part],
     tally: Tally,
-    skipped: SkipCounter,
     usage: Usage,
 ) -> tuple[str | None, int]:
     """Walk subtrees here too, then merge every child's part; returns (stopped, eligible files).
@@ -573,7 +575,7 @@ def _join(
     for part in children:
         if part is None:
             continue
-        _merge_child(part, tally, skipped, seen, roots, request)
+        _merge_child(part, tally, usage.skipped, seen, roots, request)
         done.update(part["done"])
         withheld += part["withheld"]
         usage.entries += part["entries"]
@@ -584,7 +586,7 @@ def _join(
     if lost and not given and stopped is None and not budget.expired:
         scanner.mark_seen(seen)  # what the children counted is not counted again here
         again = parallel.again(
-            lost, lambda claim, progress, in_child: work(claim, progress, in_child, share=False)
+            lost, lambda claim, counters, in_child: work(claim, counters, in_child, share=False)
         )
         done.update(again["done"])
         withheld += again["withheld"]

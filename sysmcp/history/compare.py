@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
@@ -118,22 +118,17 @@ def compare(
     since, until, now = asked.since, asked.until, asked.now
     clock, monotonic, store = asked.clock, asked.monotonic, asked.store()
     found = Findings(store is not None)
+    whole = Request(asked.files_kept, 0, 1, True, 0, asked.timeout_s, root=asked.path, options=asked.options)
 
     def scan(request: Request) -> Usage:
-        return scan_usage(
-            asked.path,
-            asked.options,
-            found.skipped,
-            request,
-            lambda entries, _: progress(entries, None),
-            cancel,
-            clock=monotonic,
-        )
+        usage = scan_usage(request, lambda entries, _: progress(entries, None), cancel, clock=monotonic)
+        found.skipped.merge(usage.skipped.as_dict(), usage.skipped.named)
+        return usage
 
     def modified_since() -> Request:
         """The walk that finds the files modified since ``since`` (the last day for "last")."""
         window = now - since if since is not None else FALLBACK_WINDOW_S
-        return Request(asked.files_kept, 0, 1, True, 0, asked.timeout_s, newer_than=now - window)
+        return replace(whole, newer_than=now - window)
 
     if store is None:
         found.lower_bound = _lower_bound(scan(modified_since()))
@@ -154,7 +149,7 @@ def compare(
     if until is None and (newest is None or alone or now - newest.taken > FRESH_S or newest.taken > now + 60):
         older = _pick(infos, since, None) if since is not None else newest
         filtered = older is None  # nothing to compare with: the same walk finds the files modified since
-        request = modified_since() if filtered else Request(asked.files_kept, 0, 1, True, 0, asked.timeout_s)
+        request = modified_since() if filtered else whole
         done = record_scan(store, asked.path, asked.options, request, scan, clock)
         found.unsaved = done.unsaved
         if filtered:

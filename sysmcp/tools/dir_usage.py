@@ -13,12 +13,13 @@ import os
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar, Literal
 
+from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.mounts import inodes_in_use
 from sysmcp.engine.paths import display, printable
 from sysmcp.engine.usage import Request, Usage, scan_usage
-from sysmcp.engine.walk import SkipCounter
+from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ArgumentError, ToolError
 from sysmcp.render import age, human_bytes, more_not_shown, plural, table
@@ -27,6 +28,7 @@ from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import HostOutcome, fleet_output
 from sysmcp.tools.recording import recorded_scan
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name, with_link
+from sysmcp.tools.typed import ABSENT, Opt, from_json, prop, result, schema_of, to_json
 from sysmcp.tools.walking import (
     directory_argument,
     skipped_phrase,
@@ -67,87 +69,90 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
     }
 )
 
-_SIZE = js.integer(minimum=0)
-_ENTRY = js.record(
-    {
-        "path": js.string(),
-        "disk_bytes": _SIZE,
-        "apparent_bytes": _SIZE,
-        "modified": js.string("Last modification time, ISO 8601 UTC (null if out of range).", null=True),
-    },
-    closed=False,
-)
 
-OUTPUT_SCHEMA: dict[str, Any] = js.result(
-    {
-        "path": js.string(),
-        "complete": js.boolean("False when the scan stopped early (time budget)."),
-        "stopped_reason": js.string("Why the scan stopped early, if it did.", null=True),
-        "elapsed_s": js.number(),
-        "sort_by": js.string(enum=["disk", "apparent"]),
-        "totals": js.record(
-            {
-                "files": js.integer("Regular files (hard-linked names counted once)."),
-                "directories": js.integer("Directories, including path itself."),
-                "apparent_bytes": js.integer("Like du -sxb."),
-                "disk_bytes": js.integer("Like du -sxB1: allocated blocks x 512."),
-                "entries": js.integer("Directory entries examined."),
-                "hard_linked_files": js.integer(
-                    "Files counted that have other names too (counted once, as du)."
-                ),
-                "sparse_bytes": js.integer("Apparent bytes of sparse files' holes (no blocks on disk)."),
-                "hidden_files": js.integer("Files counted whose name starts with a dot."),
-                "hidden_bytes": js.integer("Their apparent bytes."),
-                "matching": js.record(
-                    {"files": js.integer(), "apparent_bytes": js.integer(), "disk_bytes": js.integer()},
-                    "With modified_within or modified_before: the files that match.",
-                    closed=False,
-                ),
-            },
-            optional=("matching",),
-            closed=False,
-        ),
-        "modified_after": js.string(
-            "With modified_within: files modified at or after this time (ISO 8601 UTC)."
-        ),
-        "modified_until": js.string("With modified_before: files modified before this time (ISO 8601 UTC)."),
-        "extensions": {
-            "type": "array",
-            "description": "With show 'extensions' or 'all': the top extensions by the sort_by size.",
-            "items": js.record(
-                {
-                    "extension": js.string("'.log', … or '(none)', '(other)'."),
-                    "files": js.integer(),
-                    "disk_bytes": _SIZE,
-                    "apparent_bytes": _SIZE,
-                },
-                closed=False,
-            ),
-        },
-        "extensions_not_shown": js.integer(),
-        "skipped": js.counts(
-            "Entries left out, by reason: unreadable, other_filesystem, pseudo_filesystem, "
-            "excluded, special_file, vanished."
-        ),
-        "largest_files": js.typed("array", items=_ENTRY),
-        "files_not_shown": js.integer("Files (at least min_size) not listed."),
-        "largest_directories": js.typed(
-            "array",
-            items=js.record(
-                {
-                    "path": js.string(),
-                    "disk_bytes": _SIZE,
-                    "apparent_bytes": _SIZE,
-                    "files": js.integer("Regular files below it."),
-                    "depth": js.integer("1 for an immediate subdirectory of path."),
-                },
-                closed=False,
-            ),
-        ),
-        "directories_not_shown": js.integer("Directories within max_depth (at least min_size) not listed."),
-    },
-    optional=("modified_after", "modified_until", "extensions", "extensions_not_shown"),
-)
+class _Open:
+    """Objects that allow other properties (a newer host may add some)."""
+
+    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+
+
+@result
+class Matching(_Open):
+    files: int = prop()
+    apparent_bytes: int = prop()
+    disk_bytes: int = prop()
+
+
+@result
+class Totals(_Open):
+    files: int = prop("Regular files (hard-linked names counted once).")
+    directories: int = prop("Directories, including path itself.")
+    apparent_bytes: int = prop("Like du -sxb.")
+    disk_bytes: int = prop("Like du -sxB1: allocated blocks x 512.")
+    entries: int = prop("Directory entries examined.")
+    hard_linked_files: int = prop("Files counted that have other names too (counted once, as du).")
+    sparse_bytes: int = prop("Apparent bytes of sparse files' holes (no blocks on disk).")
+    hidden_files: int = prop("Files counted whose name starts with a dot.")
+    hidden_bytes: int = prop("Their apparent bytes.")
+    matching: Opt[Matching] = prop(
+        "With modified_within or modified_before: the files that match.", default=ABSENT
+    )
+
+
+@result
+class LargeFile(_Open):
+    path: str = prop()
+    disk_bytes: int = prop(minimum=0)
+    apparent_bytes: int = prop(minimum=0)
+    modified: str | None = prop("Last modification time, ISO 8601 UTC (null if out of range).")
+
+
+@result
+class LargeDirectory(_Open):
+    path: str = prop()
+    disk_bytes: int = prop(minimum=0)
+    apparent_bytes: int = prop(minimum=0)
+    files: int = prop("Regular files below it.")
+    depth: int = prop("1 for an immediate subdirectory of path.")
+
+
+@result
+class Extension(_Open):
+    extension: str = prop("'.log', … or '(none)', '(other)'.")
+    files: int = prop()
+    disk_bytes: int = prop(minimum=0)
+    apparent_bytes: int = prop(minimum=0)
+
+
+@result
+class DirUsage:
+    path: str = prop()
+    complete: bool = prop("False when the scan stopped early (time budget).")
+    stopped_reason: str | None = prop("Why the scan stopped early, if it did.")
+    elapsed_s: float = prop()
+    sort_by: Literal["disk", "apparent"] = prop()
+    totals: Totals = prop()
+    skipped: dict[str, int] = prop(
+        "Entries left out, by reason: unreadable, other_filesystem, pseudo_filesystem, "
+        "excluded, special_file, vanished."
+    )
+    largest_files: list[LargeFile] = prop()
+    files_not_shown: int = prop("Files (at least min_size) not listed.")
+    largest_directories: list[LargeDirectory] = prop()
+    directories_not_shown: int = prop("Directories within max_depth (at least min_size) not listed.")
+    extensions: Opt[list[Extension]] = prop(
+        "With show 'extensions' or 'all': the top extensions by the sort_by size.", default=ABSENT
+    )
+    extensions_not_shown: Opt[int] = prop(default=ABSENT)
+    modified_after: Opt[str] = prop(
+        "With modified_within: files modified at or after this time (ISO 8601 UTC).", default=ABSENT
+    )
+    modified_until: Opt[str] = prop(
+        "With modified_before: files modified before this time (ISO 8601 UTC).", default=ABSENT
+    )
+
+
+OUTPUT_SCHEMA = schema_of(DirUsage)
 
 
 def _size_text(apparent: int, disk: int, by_disk: bool) -> str:
@@ -180,8 +185,8 @@ def parse_duration(value: Any, name: str) -> float:
     return seconds
 
 
-def time_window(args: dict[str, Any], now: float) -> tuple[float | None, float | None]:
-    """(newer_than, older_than) in epoch seconds from modified_within and modified_before."""
+def durations(args: dict[str, Any]) -> tuple[float | None, float | None]:
+    """modified_within and modified_before in seconds (None: not given); bad ones raise ``ArgumentError``."""
     within = parse_duration(args["modified_within"], "modified_within") if "modified_within" in args else None
     before = parse_duration(args["modified_before"], "modified_before") if "modified_before" in args else None
     if within is not None and before is not None and before >= within:
@@ -189,6 +194,12 @@ def time_window(args: dict[str, Any], now: float) -> tuple[float | None, float |
             "Invalid arguments: 'modified_before' must be shorter than 'modified_within' (files modified "
             f"between {age(within)} and {age(before)} ago); as given no file can match"
         )
+    return within, before
+
+
+def time_window(args: dict[str, Any], now: float) -> tuple[float | None, float | None]:
+    """(newer_than, older_than) in epoch seconds from modified_within and modified_before."""
+    within, before = durations(args)
     return (None if within is None else now - within), (None if before is None else now - before)
 
 
@@ -227,142 +238,159 @@ _LISTS_FILES = ("both", "files", "all")
 _LISTS_EXTENSIONS = ("extensions", "all")
 
 
-def render(
-    shown: str,
-    usage: Usage,
-    skipped: dict[str, int],
-    args: dict[str, Any],
-    now: float | None = None,
-    named: Sequence[str] = (),
-) -> tuple[str, dict[str, Any], str | None]:
-    """Text for the model, structured content, and the full listing (None when nothing was cut)."""
+def answer(
+    shown: str, usage: Usage, args: dict[str, Any], now: float | None = None
+) -> tuple[DirUsage, str, str | None]:
+    """The result, its text, and the full listing (None when nothing was cut)."""
     now = time.time() if now is None else now
     show, top_n = args["show"], args["top_n"]
-    files, directories = _file_rows(shown, usage), _directory_rows(shown, usage)
-    shown_dirs = directories[:top_n] if show in _LISTS_DIRECTORIES else []
-    shown_files = files[:top_n] if show in _LISTS_FILES else []
-    extensions = _extension_rows(usage, top_n) if show in _LISTS_EXTENSIONS else None
-    lines = _head(shown, usage, args) + _lists(usage, args, shown_dirs, shown_files, extensions, now)
-    if skipped:
-        lines.append("Skipped: " + skipped_phrase(skipped, named, shown))
-    structured = _structured(shown, usage, skipped, args, now, shown_dirs, shown_files, extensions)
-    cut = len(files) > len(shown_files) or len(directories) > len(shown_dirs)
-    return (
-        "\n".join(lines),
-        structured,
-        _full_listing(shown, usage, args, files, directories) if cut else None,
+    within, before = durations(args)
+    files = [
+        LargeFile(
+            _joined(shown, rel),
+            disk,
+            apparent,
+            iso_utc(usage.modified[rel]) if rel in usage.modified else None,
+        )
+        for apparent, disk, rel in usage.files
+    ]
+    directories = [
+        LargeDirectory(_joined(shown, rel), disk, apparent, n, d)
+        for apparent, disk, rel, n, d in usage.directories
+    ]
+    lists_files, lists_directories = show in _LISTS_FILES, show in _LISTS_DIRECTORIES
+    shown_files = files[:top_n] if lists_files else []
+    shown_dirs = directories[:top_n] if lists_directories else []
+    extensions: Opt[list[Extension]] = ABSENT
+    if show in _LISTS_EXTENSIONS:
+        extensions = [
+            Extension(display(os.fsencode(ext)), n, disk, apparent)
+            for ext, n, apparent, disk in usage.extensions[:top_n]
+        ]
+    totals = usage.totals
+    assert totals is not None
+    found = DirUsage(
+        path=shown,
+        complete=usage.stopped is None,
+        stopped_reason=usage.stopped,
+        elapsed_s=round(usage.elapsed, 3),
+        sort_by=args["sort_by"],
+        totals=Totals(
+            totals.files,
+            totals.dirs,
+            totals.apparent,
+            totals.disk,
+            usage.entries,
+            *usage.notes,
+            matching=ABSENT if usage.matching is None else Matching(*usage.matching),
+        ),
+        skipped=usage.skipped.as_dict(),
+        largest_files=shown_files,
+        files_not_shown=usage.eligible_files - len(shown_files) if lists_files else 0,
+        largest_directories=shown_dirs,
+        directories_not_shown=usage.eligible_directories - len(shown_dirs) if lists_directories else 0,
+        extensions=extensions,
+        extensions_not_shown=len(usage.extensions) - len(extensions)
+        if isinstance(extensions, list)
+        else ABSENT,
+        modified_after=_cutoff(now, within),
+        modified_until=_cutoff(now, before),
     )
+    cut = len(files) > len(shown_files) or len(directories) > len(shown_dirs)
+    full = _full_listing(found, args, files, directories) if cut else None
+    return found, render(found, usage, args, now), full
 
 
-def _lists(
-    usage: Usage,
-    args: dict[str, Any],
-    directories: list[dict[str, Any]],
-    files: list[dict[str, Any]],
-    extensions: list[dict[str, Any]] | None,
-    now: float,
-) -> list[str]:
+def render(found: DirUsage, usage: Usage, args: dict[str, Any], now: float) -> str:
+    """The text of ``found``; from the scan, what the result leaves out: its exact time, each listed
+    file's mtime and the unreadable directories by name."""
+    lines = _head(found, usage.elapsed, args) + _lists(found, usage, args, now)
+    if found.skipped:
+        lines.append("Skipped: " + skipped_phrase(found.skipped, usage.skipped.named, found.path))
+    return "\n".join(lines)
+
+
+def _lists(found: DirUsage, usage: Usage, args: dict[str, Any], now: float) -> list[str]:
     """The lists the ``show`` argument asks for, as the text shows them."""
-    by_disk, lines = args["sort_by"] == "disk", []
+    by_disk, lines = found.sort_by == "disk", []
     measure = "disk usage" if by_disk else "apparent size"
     limit = f", at least {human_bytes(args['min_size'])}" if args["min_size"] else ""
     modified = f", modified {window}" if (window := _window_phrase(args)) else ""
     if args["show"] in _LISTS_DIRECTORIES:
         depth = "immediate subdirectories" if args["max_depth"] == 1 else f"depth ≤ {args['max_depth']}"
-        rows = [
-            (row, printable(row["path"]) + "/", f"  ({plural(row['files'], 'file')})") for row in directories
+        directories = found.largest_directories
+        rows: list[tuple[Listed, str, str]] = [
+            (row, printable(row.path) + "/", f"  ({plural(row.files, 'file')})") for row in directories
         ]
         title = f"Largest directories ({depth}, by {measure}{limit}):"
-        lines += _list(title, rows, usage.eligible_directories, "directory", by_disk)
+        lines += _list(title, rows, len(rows) + found.directories_not_shown, "directory", by_disk)
     if args["show"] in _LISTS_FILES:
+        files = found.largest_files
         ages = [_age(usage.modified.get(file.relative), now) for file in usage.files[: len(files)]]
-        rows = [(row, printable(row["path"]), tail) for row, tail in zip(files, ages, strict=True)]
-        lines += _list(
-            f"Largest files (by {measure}{limit}{modified}):", rows, usage.eligible_files, "file", by_disk
-        )
-    if extensions is not None:
-        rows = [
-            (row, printable(row["extension"]), f"  ({plural(row['files'], 'file')})") for row in extensions
-        ]
+        rows = [(row, printable(row.path), tail) for row, tail in zip(files, ages, strict=True)]
+        title = f"Largest files (by {measure}{limit}{modified}):"
+        lines += _list(title, rows, len(rows) + found.files_not_shown, "file", by_disk)
+    if isinstance(found.extensions, list):
+        extensions = found.extensions
+        rows = [(row, printable(row.extension), f"  ({plural(row.files, 'file')})") for row in extensions]
         title = f"Top extensions (by {measure}{modified}):"
         lines += _list(title, rows, len(usage.extensions), "extension", by_disk)
     return lines
 
 
-def _file_rows(shown: str, usage: Usage) -> list[dict[str, Any]]:
-    """Every file the scan kept, as structured content lists it (the text shows the first top_n)."""
-    return [
-        {
-            "path": _joined(shown, rel),
-            "disk_bytes": disk,
-            "apparent_bytes": apparent,
-            "modified": iso_utc(usage.modified[rel]) if rel in usage.modified else None,
-        }
-        for apparent, disk, rel in usage.files
-    ]
-
-
-def _directory_rows(shown: str, usage: Usage) -> list[dict[str, Any]]:
-    return [
-        {"path": _joined(shown, rel), "disk_bytes": disk, "apparent_bytes": apparent, "files": n, "depth": d}
-        for apparent, disk, rel, n, d in usage.directories
-    ]
-
-
-def _extension_rows(usage: Usage, top_n: int) -> list[dict[str, Any]]:
-    return [
-        {"extension": display(os.fsencode(ext)), "files": n, "disk_bytes": disk, "apparent_bytes": apparent}
-        for ext, n, apparent, disk in usage.extensions[:top_n]
-    ]
-
-
-def _head(shown: str, usage: Usage, args: dict[str, Any]) -> list[str]:
+def _head(found: DirUsage, elapsed: float, args: dict[str, Any]) -> list[str]:
     """The partial warning, the totals, and with a time filter the matching files' totals."""
-    totals = usage.totals
-    assert totals is not None
-    so_far = " so far" if usage.stopped else ""
+    totals = found.totals
+    so_far = " so far" if found.stopped_reason else ""
     lines = []
-    if usage.stopped:
+    if found.stopped_reason:
         lines.append(
-            f"PARTIAL RESULT: the scan stopped early ({usage.stopped}) after {plural(usage.entries, 'entry')}; "
-            "totals and lists cover only what was scanned."
+            f"PARTIAL RESULT: the scan stopped early ({found.stopped_reason}) after "
+            f"{plural(totals.entries, 'entry')}; totals and lists cover only what was scanned."
         )
     lines.append(
-        f"{shown}: {human_bytes(totals.disk)} on disk ({human_bytes(totals.apparent)} apparent) in "
-        f"{plural(totals.files, 'file')} and {plural(totals.dirs, 'directory')}{so_far} [{usage.elapsed:.2f} s]"
+        f"{found.path}: {human_bytes(totals.disk_bytes)} on disk ({human_bytes(totals.apparent_bytes)} "
+        f"apparent) in {plural(totals.files, 'file')} and {plural(totals.directories, 'directory')}{so_far} "
+        f"[{elapsed:.2f} s]"
     )
-    if usage.matching is not None:
-        count, apparent, disk = usage.matching
+    if isinstance(matching := totals.matching, Matching):
         lines.append(
-            f"Files modified {_window_phrase(args)}: {count:,}, {human_bytes(disk)} on disk "
-            f"({human_bytes(apparent)} apparent){so_far}"
+            f"Files modified {_window_phrase(args)}: {matching.files:,}, {human_bytes(matching.disk_bytes)} "
+            f"on disk ({human_bytes(matching.apparent_bytes)} apparent){so_far}"
         )
-    notes = _inside_the_totals(usage)
+    notes = _inside_the_totals(totals)
     if notes:
         lines.append(f"Within these totals: {notes}.")
     return lines
 
 
-def _inside_the_totals(usage: Usage) -> str:
+def _inside_the_totals(totals: Totals) -> str:
     """What the totals leave to be inferred, in one phrase ('' when there is nothing to say)."""
-    linked, sparse, hidden, hidden_bytes = usage.notes
     parts = []
-    if linked:
-        parts.append(f"{plural(linked, 'file')} with other hard-linked names (each counted once)")
-    if sparse:
-        parts.append(f"{human_bytes(sparse)} of holes in sparse files (apparent, not on disk)")
-    if hidden:
-        parts.append(f"{plural(hidden, 'hidden (dot) file')} ({human_bytes(hidden_bytes)} apparent)")
+    if totals.hard_linked_files:
+        parts.append(
+            f"{plural(totals.hard_linked_files, 'file')} with other hard-linked names (each counted once)"
+        )
+    if totals.sparse_bytes:
+        parts.append(f"{human_bytes(totals.sparse_bytes)} of holes in sparse files (apparent, not on disk)")
+    if totals.hidden_files:
+        parts.append(
+            f"{plural(totals.hidden_files, 'hidden (dot) file')} ({human_bytes(totals.hidden_bytes)} apparent)"
+        )
     return "; ".join(parts)
 
 
+#: A row of one of the answer's lists: each has both sizes.
+Listed = LargeFile | LargeDirectory | Extension
+
+
 def _list(
-    title: str, rows: Sequence[tuple[dict[str, Any], str, str]], eligible: int, noun: str, by_disk: bool
+    title: str, rows: Sequence[tuple[Listed, str, str]], eligible: int, noun: str, by_disk: bool
 ) -> list[str]:
     """One bounded list of the text: its title, a line per (row, name, tail), what it left out."""
     lines = [title]
     lines += [
-        f"  {_size_text(row['apparent_bytes'], row['disk_bytes'], by_disk)}  {name}{tail}"
+        f"  {_size_text(row.apparent_bytes, row.disk_bytes, by_disk)}  {name}{tail}"
         for row, name, tail in rows
     ]
     if not rows:
@@ -372,123 +400,62 @@ def _list(
     return lines
 
 
-def _structured(
-    shown: str,
-    usage: Usage,
-    skipped: dict[str, int],
-    args: dict[str, Any],
-    now: float,
-    directories: list[dict[str, Any]],
-    files: list[dict[str, Any]],
-    extensions: list[dict[str, Any]] | None,
-) -> dict[str, Any]:
-    """The structured content, with the lists as the text shows them."""
-    totals = usage.totals
-    assert totals is not None
-    counts: dict[str, Any] = {
-        "files": totals.files,
-        "directories": totals.dirs,
-        "apparent_bytes": totals.apparent,
-        "disk_bytes": totals.disk,
-        "entries": usage.entries,
-        **dict(
-            zip(
-                ("hard_linked_files", "sparse_bytes", "hidden_files", "hidden_bytes"),
-                usage.notes,
-                strict=True,
-            )
-        ),
-    }
-    if usage.matching is not None:
-        matching, apparent, disk = usage.matching
-        counts["matching"] = {"files": matching, "apparent_bytes": apparent, "disk_bytes": disk}
-    show = args["show"]
-    structured = {
-        "path": shown,
-        "complete": usage.stopped is None,
-        "stopped_reason": usage.stopped,
-        "elapsed_s": round(usage.elapsed, 3),
-        "sort_by": args["sort_by"],
-        "totals": counts,
-        "skipped": skipped,
-        "largest_files": files,
-        "files_not_shown": usage.eligible_files - len(files) if show in _LISTS_FILES else 0,
-        "largest_directories": directories,
-        "directories_not_shown": usage.eligible_directories - len(directories)
-        if show in _LISTS_DIRECTORIES
-        else 0,
-    }
-    if extensions is not None:
-        structured.update(extensions=extensions, extensions_not_shown=len(usage.extensions) - len(extensions))
-    return structured | _cutoffs(args, now)
-
-
-def _cutoffs(args: dict[str, Any], now: float) -> dict[str, str]:
-    """``modified_after``/``modified_until``: the time filter's bounds as times (none out of range)."""
-    cutoffs = {}
-    for key, argument in (("modified_after", "modified_within"), ("modified_until", "modified_before")):
-        if argument in args:
-            cutoff = iso_utc(now - parse_duration(args[argument], argument))
-            if cutoff is not None:
-                cutoffs[key] = cutoff
-    return cutoffs
+def _cutoff(now: float, seconds: float | None) -> Opt[str]:
+    """A time filter's bound as a time (absent without the filter, or out of range)."""
+    cutoff = None if seconds is None else iso_utc(now - seconds)
+    return ABSENT if cutoff is None else cutoff
 
 
 def _full_listing(
-    shown: str,
-    usage: Usage,
-    args: dict[str, Any],
-    files: list[dict[str, Any]],
-    directories: list[dict[str, Any]],
+    found: DirUsage, args: dict[str, Any], files: list[LargeFile], directories: list[LargeDirectory]
 ) -> str:
     """The tab-separated listing kept as a resource when the text cut a list."""
-    out = [f"# dir_usage {shown} (sort_by={args['sort_by']}, max_depth={args['max_depth']})"]
-    if usage.stopped:
-        out.append(f"# PARTIAL: {usage.stopped}")
+    out = [f"# dir_usage {found.path} (sort_by={found.sort_by}, max_depth={args['max_depth']})"]
+    if found.stopped_reason:
+        out.append(f"# PARTIAL: {found.stopped_reason}")
     if args["show"] in _LISTS_DIRECTORIES:
+        eligible = len(found.largest_directories) + found.directories_not_shown
         out += _tsv(
-            f"largest directories ({len(directories):,} of {usage.eligible_directories:,})",
+            f"largest directories ({len(directories):,} of {eligible:,})",
             "files",
-            [(r, r["files"], printable(r["path"]) + "/") for r in directories],
+            [(r, r.files, printable(r.path) + "/") for r in directories],
         )
     if args["show"] in _LISTS_FILES:
+        eligible = len(found.largest_files) + found.files_not_shown
         out += _tsv(
-            f"largest files ({len(files):,} of {usage.eligible_files:,})",
+            f"largest files ({len(files):,} of {eligible:,})",
             "modified",
-            [(r, r["modified"] or "", printable(r["path"])) for r in files],
+            [(r, r.modified or "", printable(r.path)) for r in files],
         )
     return "\n".join(out) + "\n"
 
 
-def _tsv(title: str, third: str, rows: Sequence[tuple[dict[str, Any], object, str]]) -> list[str]:
+def _tsv(title: str, third: str, rows: Sequence[tuple[Listed, object, str]]) -> list[str]:
     """One table of the full listing: a '# title' line, the tab-separated header, then a line per row
     (its sizes, the ``third`` column's value, its path as shown)."""
     return [
         f"# {title}",
         f"disk_bytes\tapparent_bytes\t{third}\tpath",
-        *(f"{r['disk_bytes']}\t{r['apparent_bytes']}\t{value}\t{path}" for r, value, path in rows),
+        *(f"{r.disk_bytes}\t{r.apparent_bytes}\t{value}\t{path}" for r, value, path in rows),
     ]
 
 
 def _window_phrase(args: dict[str, Any]) -> str:
     """'within 7 d', 'more than 30 d ago', 'between 30 d and 7 d ago', or '' without a filter."""
-    within = args.get("modified_within")
-    before = args.get("modified_before")
+    within, before = durations(args)
     if within is not None and before is not None:
-        return (
-            f"between {age(parse_duration(within, 'modified_within'))} and "
-            f"{age(parse_duration(before, 'modified_before'))} ago"
-        )
+        return f"between {age(within)} and {age(before)} ago"
     if within is not None:
-        return f"within {age(parse_duration(within, 'modified_within'))}"
+        return f"within {age(within)}"
     if before is not None:
-        return f"more than {age(parse_duration(before, 'modified_before'))} ago"
+        return f"more than {age(before)} ago"
     return ""
 
 
-def request_for(args: dict[str, Any], now: float) -> Request:
-    """The scan the validated arguments ask for; bad durations raise ``ArgumentError``."""
-    newer_than, older_than = time_window(args, now)
+def request_for(
+    args: dict[str, Any], window: tuple[float | None, float | None], root: bytes, options: WalkOptions
+) -> Request:
+    """The scan of ``root`` the validated arguments ask for, ``window`` their ``time_window``."""
     show: str = args["show"]
     return Request(
         top_files=FULL_FILES if show in _LISTS_FILES else 0,
@@ -497,9 +464,11 @@ def request_for(args: dict[str, Any], now: float) -> Request:
         by_disk=args["sort_by"] == "disk",
         min_size=args["min_size"],
         timeout_s=min(float(args["timeout_s"]), MAX_TIMEOUT_S),
-        newer_than=newer_than,
-        older_than=older_than,
+        newer_than=window[0],
+        older_than=window[1],
         extensions=show in _LISTS_EXTENSIONS,
+        root=root,
+        options=options,
     )
 
 
@@ -516,34 +485,32 @@ def usage_report(meter: Meter | None) -> Callable[[int, int], None]:
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     now = time.time()
-    request = request_for(args, now)  # bad durations are refused before any work
+    window = time_window(args, now)  # bad durations are refused before any work
     path, shown = await directory_argument(ctx, args["path"])
-    options = walk_options(args)
-    skipped = SkipCounter()
+    seen = [0]  # apparent bytes seen so far, for the progress message
 
     def describe(meter: Meter, elapsed: float) -> str:
-        return f"{plural(int(meter.done), 'entry')} scanned, {human_bytes(meter.extra.get('bytes', 0))} seen"
+        return f"{plural(int(meter.done), 'entry')} scanned, {human_bytes(seen[0])} seen"
 
-    def scan(meter: Meter) -> tuple[Usage, Any, str | None]:
-        meter.total = inodes_in_use(path) if options.one_file_system else None
+    def scan(request: Request, progress: Progress, cancel: Cancel) -> tuple[Usage, Any, str | None]:
+        if request.options.one_file_system:
+            progress(0, inodes_in_use(path))
 
-        report = usage_report(meter)
+        def report(entries: int, bytes_seen: int) -> None:
+            progress(entries, None)
+            seen[0] = bytes_seen
 
         # The history hook: with history on, the scan also keeps every directory's totals for it.
-        return recorded_scan(
-            path,
-            options,
-            request,
-            lambda r: scan_usage(os.fsencode(path), options, skipped, r, report, meter.checkpoint),
-        )
+        return recorded_scan(request, lambda r: scan_usage(r, report, cancel))
 
+    request = request_for(args, window, os.fsencode(path), walk_options(args))
     try:
-        usage, _, history_note = await ctx.run_in_worker(scan, describe=describe)
+        usage, _, history_note = await ctx.run_engine(scan, request, describe=describe)
     except PermissionError:
         raise unreadable_directory(shown, path) from None
     except OSError as exc:
         raise ToolError(f"Cannot scan {shown}: {exc.strerror or exc}") from None
-    text, structured, full = render(shown, usage, skipped.as_dict(), args, now, skipped.named)
+    found, text, full = answer(shown, usage, args, now)
     if history_note:
         text += "\n" + history_note
     links: tuple[ResourceLink, ...] = ()
@@ -552,46 +519,53 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         link = ctx.keep(name, full, description=description, mime_type="text/tab-separated-values")
         kept = f"Longer lists (up to {FULL_DIRECTORIES:,} directories, {FULL_FILES:,} files): {{}}"
         text, links = with_link(text, link, kept, "Longer lists: not kept, {}")
-    return ToolOutput(text, structured, links=links)
+    return ToolOutput(text, to_json(found), links=links, result=found)
 
 
 def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
     """Per-host totals side by side, then each host's largest entries (each host already cut to top_n)."""
-    answered = [o for o in outcomes if o.ok and o.result is not None]
     key = "apparent_bytes" if arguments.get("sort_by") == "apparent" else "disk_bytes"
+    answered = [(o.host, from_json(DirUsage, o.result)) for o in outcomes if o.ok and o.result is not None]
+    answered.sort(key=lambda answer: -int(getattr(answer[1].totals, key)))
     rows = [["HOST", "DISK", "APPARENT", "FILES", "DIRS", "COMPLETE"]]
-    totals: list[dict[str, Any]] = []
-    largest: list[dict[str, Any]] = []
-    for outcome in sorted(answered, key=lambda o: -int((o.result or {}).get("totals", {}).get(key, 0))):
-        result = outcome.result or {}
-        total = result.get("totals", {})
+    for host, found in answered:
+        total = found.totals
         rows.append(
             [
-                outcome.host,
-                human_bytes(total.get("disk_bytes", 0)),
-                human_bytes(total.get("apparent_bytes", 0)),
-                f"{total.get('files', 0):,}",
-                f"{total.get('directories', 0):,}",
-                "yes" if result.get("complete") else "partial",
+                host,
+                human_bytes(total.disk_bytes),
+                human_bytes(total.apparent_bytes),
+                f"{total.files:,}",
+                f"{total.directories:,}",
+                "yes" if found.complete else "partial",
             ]
         )
-        totals.append(
-            {"host": outcome.host, "path": result.get("path"), "complete": result.get("complete"), **total}
-        )
-        largest.append(
-            {
-                "host": outcome.host,
-                "largest_directories": result.get("largest_directories", []),
-                "largest_files": result.get("largest_files", []),
-            }
-        )
     body = table(rows, right=(1, 2, 3, 4)) if answered else []
-    for entry in largest:
-        for kind in ("largest_directories", "largest_files"):
-            if entry[kind]:
-                body.append(f"{entry['host']}: {kind.replace('_', ' ')}")
-                body += [f"  {human_bytes(item.get(key, 0)):>10}  {item['path']}" for item in entry[kind]]
-    return fleet_output(outcomes, body, {"totals": totals, "largest": largest, "sort_by": key})
+    for host, found in answered:
+        listed: tuple[tuple[str, Sequence[LargeFile | LargeDirectory]], ...] = (
+            ("largest directories", found.largest_directories),
+            ("largest files", found.largest_files),
+        )
+        for kind, items in listed:
+            if items:
+                body.append(f"{host}: {kind}")
+                body += [f"  {human_bytes(getattr(item, key)):>10}  {item.path}" for item in items]
+    view = {
+        "totals": [
+            {"host": host, "path": r.path, "complete": r.complete, **to_json(r.totals)}
+            for host, r in answered
+        ],
+        "largest": [
+            {
+                "host": host,
+                "largest_directories": to_json(r.largest_directories),
+                "largest_files": to_json(r.largest_files),
+            }
+            for host, r in answered
+        ],
+        "sort_by": key,
+    }
+    return fleet_output(outcomes, body, view)
 
 
 TOOL = Tool(

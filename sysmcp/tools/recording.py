@@ -22,15 +22,11 @@ if TYPE_CHECKING:  # disk_usage records through here too, and walks nothing
 
 
 def recorded_scan(
-    path: str | os.PathLike[str],
-    options: WalkOptions,
-    request: Request,
-    run: Callable[[Request], Usage],
-    clock: Callable[[], float] = state.now,
+    request: Request, run: Callable[[Request], Usage], clock: Callable[[], float] = state.now
 ) -> tuple[Usage, ScanSnapshot | None, str | None]:
     """``run(request)``, recording every directory's totals for history when history is on: the
     usage, the snapshot saved (None if none) and a sentence when it could not be saved. In a worker."""
-    done = recording.record_scan(state.active(), path, options, request, run, clock)
+    done = recording.record_scan(state.active(), request.root, request.options, request, run, clock)
     return done.usage, done.snapshot, None if done.unsaved is None else f"History: {done.unsaved}."
 
 

@@ -5,16 +5,18 @@ from __future__ import annotations
 import itertools
 import os
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sysmcp.engine.usage import Request, TopN, Usage, scan_usage
-from sysmcp.engine.walk import SkipCounter, WalkOptions
+from sysmcp.engine.walk import WalkOptions
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
-from sysmcp.tools.dir_usage import INPUT_SCHEMA, render
+from sysmcp.tools.dir_usage import INPUT_SCHEMA, answer
+from sysmcp.tools.typed import to_json
 
 
 def du(root: Path, *flags: str) -> int:
@@ -41,9 +43,12 @@ def processes(request: pytest.FixtureRequest) -> int:
     return int(request.param)
 
 
-def scan(root: Path, options: WalkOptions, skipped: SkipCounter, request: Request, processes: int) -> Usage:
+def scan(root: Path, options: WalkOptions, request: Request, processes: int) -> Usage:
     usage = scan_usage(
-        os.fsencode(root), options, skipped, request, processes=processes, split_after_s=0.0, pieces=1
+        replace(request, root=os.fsencode(root), options=options),
+        processes=processes,
+        split_after_s=0.0,
+        pieces=1,
     )
     assert usage.processes == processes or usage.processes == 1  # 1: too few directories to share
     return usage
@@ -51,7 +56,6 @@ def scan(root: Path, options: WalkOptions, skipped: SkipCounter, request: Reques
 
 def usage_of(root: Path, processes: int, **overrides: Any) -> tuple[str, dict[str, Any], str | None]:
     args = validate_arguments(INPUT_SCHEMA, {"path": str(root), **overrides})
-    skipped = SkipCounter()
     request = Request(
         top_files=1000,
         top_directories=10_000,
@@ -59,10 +63,11 @@ def usage_of(root: Path, processes: int, **overrides: Any) -> tuple[str, dict[st
         by_disk=args["sort_by"] == "disk",
         min_size=args["min_size"],
         timeout_s=args["timeout_s"],
+        root=os.fsencode(root),
     )
     options = WalkOptions(one_file_system=args["one_file_system"], exclude=tuple(args["exclude"]))
-    usage = scan(root, options, skipped, request, processes)
-    return render(str(root), usage, skipped.as_dict(), args)
+    found, text, full = answer(str(root), scan(root, options, request, processes), args)
+    return text, to_json(found), full
 
 
 def build_tree(root: Path) -> None:
@@ -152,8 +157,10 @@ def test_a_directory_of_many_more_files_than_listed_gives_the_same_top_files(
     sizes = [(i * 7919) % 100_003 for i in range(400)]  # distinct, in no order
     for i, size in enumerate(sizes):
         (tmp_path / f"f{i:03d}").write_bytes(b"x" * size)
-    request = Request(top_files=5, top_directories=10, max_depth=1, by_disk=by_disk, min_size=0, timeout_s=60)
-    usage = scan(tmp_path, WalkOptions(), SkipCounter(), request, processes)
+    request = Request(
+        top_files=5, top_directories=10, max_depth=1, by_disk=by_disk, min_size=0, timeout_s=60, root=b""
+    )
+    usage = scan(tmp_path, WalkOptions(), request, processes)
     truth = independent_files(tmp_path)
 
     def key(row: tuple[int, int, str]) -> int:
@@ -250,19 +257,16 @@ def test_a_spent_time_budget_gives_a_partial_result_clearly_marked(tmp_path: Pat
         (tmp_path / f"d{i}" / "f").write_bytes(b"x" * (i + 1))
     args = validate_arguments(INPUT_SCHEMA, {"path": str(tmp_path), "timeout_s": 1})
     ticks = itertools.count()
-    skipped = SkipCounter()
-    request = Request(1000, 10_000, 1, True, 0, 1.0)
+    request = Request(1000, 10_000, 1, True, 0, 1.0, root=os.fsencode(tmp_path))
     usage = scan_usage(
-        os.fsencode(tmp_path),
-        WalkOptions(),
-        skipped,
         request,
         clock=lambda: next(ticks) * 0.1,
         processes=processes,
         split_after_s=0.0,
         pieces=1,
     )
-    text, result, _ = render(str(tmp_path), usage, skipped.as_dict(), args)
+    found, text, _ = answer(str(tmp_path), usage, args)
+    result = to_json(found)
     assert result["complete"] is False
     assert result["stopped_reason"] == "time budget of 1 s reached"
     assert text.startswith("PARTIAL RESULT")
@@ -300,8 +304,10 @@ def test_the_typed_result_names_the_root_device_and_each_listed_directory(
     for top in ("a", "b", "c", "d"):
         (tmp_path / top / "sub").mkdir(parents=True)
         (tmp_path / top / "sub" / "f").write_bytes(b"x" * (1000 * len(top) + ord(top)))
-    request = Request(top_files=10, top_directories=10, max_depth=2, by_disk=False, min_size=0, timeout_s=60)
-    usage = scan(tmp_path, WalkOptions(), SkipCounter(), request, processes)
+    request = Request(
+        top_files=10, top_directories=10, max_depth=2, by_disk=False, min_size=0, timeout_s=60, root=b""
+    )
+    usage = scan(tmp_path, WalkOptions(), request, processes)
     assert usage.root_dev == os.stat(tmp_path).st_dev
     by_name = {row.relative: row for row in usage.directories}
     assert set(by_name) == {"a", "b", "c", "d", "a/sub", "b/sub", "c/sub", "d/sub"}

@@ -8,6 +8,7 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,11 @@ from sysmcp import platform
 from sysmcp.engine.parallel import MAX_TASKS, FanOut, SharedCounters, available_processes
 from sysmcp.engine.parallel._fork import cpu_quota
 from sysmcp.engine.usage import Request, Usage, scan_usage
-from sysmcp.engine.walk import SkipCounter, WalkOptions
+from sysmcp.engine.walk import SkipCounter
 from tests.profile import needs_fork
 
 REQUEST = Request(
-    top_files=1000, top_directories=10_000, max_depth=2, by_disk=False, min_size=0, timeout_s=60
+    top_files=1000, top_directories=10_000, max_depth=2, by_disk=False, min_size=0, timeout_s=60, root=b""
 )
 
 
@@ -52,9 +53,9 @@ def build_linked_tree(root: Path) -> int:
 
 
 def shared_scan(root: Path, **overrides: Any) -> tuple[Usage, SkipCounter]:
-    skipped = SkipCounter()
     settings: dict[str, Any] = {"processes": 3, "split_after_s": 0.0, "pieces": 2, **overrides}
-    return scan_usage(os.fsencode(root), WalkOptions(), skipped, REQUEST, **settings), skipped
+    usage = scan_usage(replace(REQUEST, root=os.fsencode(root)), **settings)
+    return usage, usage.skipped
 
 
 def test_hard_links_seen_by_several_processes_are_counted_once_like_du(tmp_path: Path) -> None:
@@ -128,11 +129,8 @@ def test_a_cancelled_shared_scan_kills_and_reaps_every_child(
     ticks = itertools.count()
     with pytest.raises(Cancelled):
         scan_usage(
-            os.fsencode(tmp_path),
-            WalkOptions(),
-            SkipCounter(),
-            REQUEST,
-            check_cancelled=cancelled_once_forked,
+            replace(REQUEST, root=os.fsencode(tmp_path)),
+            cancel=cancelled_once_forked,
             clock=lambda: next(ticks) * 0.01,  # every checkpoint asks (they are throttled to 2 ms)
             processes=3,
             split_after_s=0.0,
@@ -315,15 +313,10 @@ def test_a_walk_left_with_one_big_subtree_gives_parts_of_it_away_with_the_same_r
         return found
 
     monkeypatch.setattr(FanOut, "given", count_given)
-    request = Request(
-        top_files=1000, top_directories=10_000, max_depth=max_depth, by_disk=False, min_size=0, timeout_s=60
-    )
+    request = replace(REQUEST, max_depth=max_depth, root=os.fsencode(tmp_path))
 
     def scan(processes: int) -> Usage:
         return scan_usage(
-            os.fsencode(tmp_path),
-            WalkOptions(),
-            SkipCounter(),
             request,
             processes=processes,
             split_after_s=0.0,
@@ -460,10 +453,8 @@ def test_a_shared_scan_that_gives_work_away_and_runs_out_of_time_is_partial_and_
     tmp_path: Path,
 ) -> None:
     build_lopsided_tree(tmp_path)
-    request = Request(
-        top_files=1000, top_directories=10_000, max_depth=3, by_disk=False, min_size=0, timeout_s=1.0
-    )
-    whole = scan_usage(os.fsencode(tmp_path), WalkOptions(), SkipCounter(), request, processes=1)
+    request = replace(REQUEST, max_depth=3, timeout_s=1.0, root=os.fsencode(tmp_path))
+    whole = scan_usage(request, processes=1)
     assert whole.totals is not None
     for budget_ticks in (40, 120, 400):
         ticks = itertools.count()
@@ -472,9 +463,6 @@ def test_a_shared_scan_that_gives_work_away_and_runs_out_of_time_is_partial_and_
             return next(ticks) * step  # each process counts its own ticks
 
         usage = scan_usage(
-            os.fsencode(tmp_path),
-            WalkOptions(),
-            SkipCounter(),
             request,
             clock=clock,
             processes=3,

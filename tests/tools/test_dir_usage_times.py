@@ -20,7 +20,7 @@ import pytest
 
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.engine.usage import extension_of, scan_usage
-from sysmcp.engine.walk import SkipCounter, WalkOptions
+from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.render import age as age_text
@@ -29,13 +29,15 @@ from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import (
     INPUT_SCHEMA,
     OUTPUT_SCHEMA,
+    answer,
     handle,
     iso_utc,
     parse_duration,
-    render,
     request_for,
+    time_window,
 )
 from sysmcp.tools.registry import ToolContext
+from sysmcp.tools.typed import to_json
 
 pytestmark = pytest.mark.anyio
 
@@ -97,15 +99,13 @@ def run(root: Path, processes: int, **overrides: Any) -> tuple[str, dict[str, An
     args = validate_arguments(INPUT_SCHEMA, {"path": str(root), **overrides})
     now = time.time()
     usage = scan_usage(
-        os.fsencode(root),
-        WalkOptions(),
-        skipped := SkipCounter(),
-        request_for(args, now),
+        request_for(args, time_window(args, now), os.fsencode(root), WalkOptions()),
         processes=processes,
         split_after_s=0.0,
         pieces=1,
     )
-    text, structured, _ = render(str(root), usage, skipped.as_dict(), args, now)
+    found, text, _ = answer(str(root), usage, args, now)
+    structured = to_json(found)
     jsonschema.validate(structured, OUTPUT_SCHEMA)
     return text, structured
 
@@ -258,10 +258,8 @@ def test_hard_links_seen_by_several_processes_count_once_in_matching_and_extensi
     distinct = build_linked_tree(tmp_path)  # 20 inodes with a name in each of 12 top directories
     args = validate_arguments(INPUT_SCHEMA, {"path": str(tmp_path), "show": "all", "modified_within": "1h"})
     now = time.time()
-    request = request_for(args, now)
-    usage = scan_usage(
-        os.fsencode(tmp_path), WalkOptions(), SkipCounter(), request, processes=3, split_after_s=0.0, pieces=2
-    )
+    request = request_for(args, time_window(args, now), os.fsencode(tmp_path), WalkOptions())
+    usage = scan_usage(request, processes=3, split_after_s=0.0, pieces=2)
     assert usage.processes == 3
     expected, (count, apparent, disk) = truth(tmp_path)
     assert usage.matching == (count, apparent, disk) and count == distinct
@@ -270,10 +268,7 @@ def test_hard_links_seen_by_several_processes_count_once_in_matching_and_extensi
     os.utime(tmp_path / "first", (now - OLD, now - OLD))  # the one old file: listed in the root's listing
     old_only = validate_arguments(INPUT_SCHEMA, {"path": str(tmp_path), "modified_before": "1h"})
     none = scan_usage(
-        os.fsencode(tmp_path),
-        WalkOptions(),
-        SkipCounter(),
-        request_for(old_only, now),
+        request_for(old_only, time_window(old_only, now), os.fsencode(tmp_path), WalkOptions()),
         processes=3,
         split_after_s=0.0,
         pieces=2,

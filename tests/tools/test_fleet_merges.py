@@ -107,20 +107,28 @@ def test_dir_usage_gives_totals_side_by_side_then_each_hosts_largest() -> None:
     assert DIR_USAGE.merge is not None
 
     def result(disk: int, top: str) -> dict[str, Any]:
+        notes = {"hard_linked_files": 0, "sparse_bytes": 0, "hidden_files": 0, "hidden_bytes": 0}
         return {
             "path": "/var",
             "complete": True,
+            "stopped_reason": None,
+            "elapsed_s": 0.5,
+            "sort_by": "disk",
             "totals": {
                 "files": 3,
                 "directories": 2,
                 "apparent_bytes": disk,
                 "disk_bytes": disk,
                 "entries": 5,
+                **notes,
             },
+            "skipped": {},
+            "largest_files": [],
+            "files_not_shown": 0,
             "largest_directories": [
                 {"path": top, "disk_bytes": disk, "apparent_bytes": disk, "files": 3, "depth": 1}
             ],
-            "largest_files": [],
+            "directories_not_shown": 0,
         }
 
     out = DIR_USAGE.merge(

@@ -25,7 +25,6 @@ from sysmcp.engine.containers._model import images as _images
 from sysmcp.engine.containers._model import log_file as _log_file
 from sysmcp.engine.containers._model import volumes as _volumes
 from sysmcp.engine.errors import NotFound
-from sysmcp.engine.walk import SkipCounter, WalkOptions
 
 __all__ = [
     "SOCKETS",
@@ -140,20 +139,23 @@ def _walk(
     from sysmcp.engine.usage import Request as UsageRequest
     from sysmcp.engine.usage import scan_usage
 
-    skipped = SkipCounter()
     request = UsageRequest(
-        top_files=0, top_directories=50, max_depth=1, by_disk=True, min_size=0, timeout_s=timeout_s
+        top_files=0,
+        top_directories=50,
+        max_depth=1,
+        by_disk=True,
+        min_size=0,
+        timeout_s=timeout_s,
+        root=os.fsencode(root),  # one filesystem: WalkOptions' default
     )
-    usage = scan_usage(
-        os.fsencode(root), WalkOptions(one_file_system=True), skipped, request, report, check_cancelled
-    )
+    usage = scan_usage(request, report, check_cancelled)
     totals = usage.totals
     return Walked(
         apparent=totals.apparent if totals else 0,
         disk=totals.disk if totals else 0,
         stopped=usage.stopped,
         parts=tuple((row.relative, row.apparent, row.disk) for row in usage.directories if row.depth == 1),
-        skipped=skipped.as_dict(),
+        skipped=usage.skipped.as_dict(),
     )
 
 

@@ -542,9 +542,7 @@ def hash_tree_parallel(
             else:
                 parts = [(spills[0], mine.summary())]
             walk_complete = stopped is None
-            result = merge(
-                parts, request.keep_limit, request.first_lines, budget.check_cancelled or (lambda: None)
-            )
+            result = merge(parts, request.keep_limit, request.first_lines, budget.cancel or (lambda: None))
         result.stopped = stopped
         result.walk_complete = walk_complete
         result.processes = processes_used

@@ -155,7 +155,7 @@ def _parse_and_check_here(
     prefer: Sequence[str],
     emit: Callable[[VerifyProgress], None],
 ) -> Verification:
-    check = throttled(request.budget.check_cancelled or _no_checkpoint)  # no deadline inside the parse
+    check = throttled(request.budget.cancel or _no_checkpoint)  # no deadline inside the parse
     manifest = parse_manifest(
         reader.read(0, reader.size), forced=request.algorithm, prefer=prefer, check=check
     )
@@ -185,7 +185,7 @@ def _check_here(
 ) -> None:
     """Look at every entry, then hash on a small thread pool: the way for short manifests."""
     base, confine, check, threads = request.base, request.confine, request.budget, request.threads
-    cancelled = check.check_cancelled or _no_checkpoint
+    cancelled = check.cancel or _no_checkpoint
     confined = confine is not None
 
     # Pass 1: look at every listed file (stat follows symlinks, as sha256sum's open does).

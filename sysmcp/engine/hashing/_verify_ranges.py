@@ -330,7 +330,7 @@ def check_ranges(
     NOT_CHECKED) and every line number is right. ``report(files checked, manifest bytes read)`` is
     the progress, every few milliseconds; ``check`` is the deadline and the cancellation.
     """
-    cancelled = check.check_cancelled or _nothing
+    cancelled = check.cancel or _nothing
     processes = available_processes()
     per_task, tasks = ranges_for(reader.size, processes)
     style = decide_style(reader.blocks(per_task, throttled(cancelled)), forced, prefer)

@@ -45,14 +45,14 @@ from sysmcp.engine.walk import (
 GIVE_UP_AFTER_S = 2.0  # past a budget's deadline, how long to wait for a worker process before killing it
 
 
-def collect_within(fan: FanOut, budget: Budget, checkpoint: Callable[[], None] | None = None) -> list[Any]:
+def collect_within(fan: FanOut, budget: Budget, cancel: Callable[[], None] | None = None) -> list[Any]:
     """Every forked worker's part (None for one that died or was given up), for a walk under ``budget``.
 
-    Cancellation, raised by ``checkpoint`` (default: the budget itself), ends the wait; the deadline does
+    Cancellation, raised by ``cancel`` (default: the budget itself), ends the wait; the deadline does
     not, since the workers stop at it themselves. One that cannot (stuck in the kernel on a dead mount)
     is killed ``GIVE_UP_AFTER_S`` past the deadline, so it never holds the call for ever.
     """
-    return fan.collect(quiet(checkpoint or budget), give_up_at(budget))
+    return fan.collect(quiet(cancel or budget), give_up_at(budget))
 
 
 def give_up_at(budget: Budget) -> float:
@@ -61,12 +61,12 @@ def give_up_at(budget: Budget) -> float:
     return time.monotonic() + max(0.0, budget.deadline - budget.clock()) + GIVE_UP_AFTER_S
 
 
-def quiet(checkpoint: Callable[[], None]) -> Callable[[], None]:
-    """``checkpoint`` for waiting on workers: progress and cancellation, but its deadline does not end the wait."""
+def quiet(cancel: Callable[[], None]) -> Callable[[], None]:
+    """A ``cancel`` for waiting on workers: progress and cancellation, but its deadline does not end the wait."""
 
     def waiting() -> None:
         with contextlib.suppress(ScanStopped):
-            checkpoint()
+            cancel()
 
     return waiting
 
@@ -82,7 +82,9 @@ Consume = Callable[[Listing | Finished, Scanner], None]
 class Work(Protocol):
     """How one process walks the subtrees it claims (``claim()`` gives an index, None when done)."""
 
-    def __call__(self, claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> Any: ...
+    def __call__(
+        self, claim: Callable[[], int | None], counters: SharedCounters, in_child: bool, /
+    ) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,19 +170,17 @@ class ParallelWalk:
         assert self.fan is not None
         return self.fan.run_here(keep_waiting)
 
-    def children(
-        self, budget: Budget | None = None, checkpoint: Callable[[], None] | None = None
-    ) -> list[Any]:
+    def children(self, budget: Budget | None = None, cancel: Callable[[], None] | None = None) -> list[Any]:
         """Every child's part, None for one that died or was given up (killed past the deadline of
-        ``budget``, default the walk's); ``checkpoint`` (default the budget) runs while waiting."""
+        ``budget``, default the walk's); ``cancel`` (default the budget) runs while waiting."""
         assert self.fan is not None
-        return collect_within(self.fan, budget or self.budget, checkpoint)
+        return collect_within(self.fan, budget or self.budget, cancel)
 
     def walk_claimed(
         self,
         claim: Callable[[], int | None],
         counter: SkipCounter,
-        checkpoint: Callable[[], None],
+        cancel: Callable[[], None],
         consume: Consume,
         in_child: bool = False,
     ) -> dict[str, Any]:
@@ -194,7 +194,7 @@ class ParallelWalk:
         stopped: str | None = None
         done = 0
         while stopped is None and (index := claim()) is not None:
-            sub = self.scanner.spawn(self.subtrees[index], counter, checkpoint, None)
+            sub = self.scanner.spawn(self.subtrees[index], counter, cancel, None)
             events = sub.events()
             try:
                 for event in events:
@@ -266,12 +266,12 @@ class SharedTasks:
             self.fan.close()
             raise
 
-    def finish(self, budget: Budget, checkpoint: Callable[[], None] | None = None) -> list[Any]:
+    def finish(self, budget: Budget, cancel: Callable[[], None] | None = None) -> list[Any]:
         """This process's part (the tasks no child claimed yet), then every child's (None for one that
-        died or was given up past ``budget``'s deadline; ``checkpoint``, default the budget, runs while
+        died or was given up past ``budget``'s deadline; ``cancel``, default the budget, runs while
         waiting)."""
         parts: list[Any] = [self.fan.run_here()]
-        parts += collect_within(self.fan, budget, checkpoint)
+        parts += collect_within(self.fan, budget, cancel)
         return parts
 
     def close(self) -> None:
@@ -279,12 +279,12 @@ class SharedTasks:
 
 
 def run_shared(
-    tasks: int, processes: int, work: Work, budget: Budget, checkpoint: Callable[[], None] | None = None
+    tasks: int, processes: int, work: Work, budget: Budget, cancel: Callable[[], None] | None = None
 ) -> list[Any]:
     """Tasks ``0..tasks-1`` shared out at once between this process and forked children (no walk
     to split first), as ``SharedTasks.finish`` returns them."""
     shared = SharedTasks(tasks, processes, work)
     try:
-        return shared.finish(budget, checkpoint)
+        return shared.finish(budget, cancel)
     finally:
         shared.close()

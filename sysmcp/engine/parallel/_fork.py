@@ -60,7 +60,7 @@ MAX_TASKS = MAX_QUEUE_BYTES // _TASK
 # Every pipe end any FanOut of this process holds open. A child closes all but its own, so two scans
 # running at once never hold each other's pipes (a result pipe would not see its end of file).
 _PIPES: set[int] = set()
-_POLL_MS = 10  # while waiting for children, how often the cancellation checkpoint runs
+_POLL_MS = 10  # while waiting for children, how often ``cancel`` runs
 GIVEN_BYTES = 256 << 10  # per process: room for the records of the tasks it gives away
 _LENGTH = 4  # bytes of a given record's length, before its marshal-ed data
 _IDLE_POLL_MS = 1  # while a process waits for a gift, how often it asks whether to go on waiting
@@ -382,10 +382,10 @@ class FanOut:
         finally:
             self._walking[self.progress.slot] = 0  # a walk that stopped (a deadline) gives nothing more
 
-    def collect(self, checkpoint: Callable[[], None], give_up_at: float = math.inf) -> list[Any | None]:
+    def collect(self, cancel: Callable[[], None], give_up_at: float = math.inf) -> list[Any | None]:
         """Each child's result (None for a child that died, sent garbage or was given up), in fork order.
 
-        ``checkpoint`` runs every few milliseconds while waiting, and may raise (cancellation). At
+        ``cancel`` runs every few milliseconds while waiting, and may raise (cancellation). At
         ``give_up_at`` (``time.monotonic``) children still running are killed: one stuck in the
         kernel (a dead network mount) must not hold the call for ever.
         """
@@ -396,7 +396,7 @@ class FanOut:
         for fd in open_fds:
             poller.register(fd, select.POLLIN)
         while open_fds:
-            checkpoint()
+            cancel()
             if time.monotonic() >= give_up_at:
                 for pid in pids:
                     with contextlib.suppress(ProcessLookupError):

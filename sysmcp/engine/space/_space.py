@@ -34,7 +34,7 @@ from sysmcp.engine.paths import is_within
 from sysmcp.engine.procs import PROC, filesystem_of, scan_processes
 from sysmcp.engine.space._hidden import Hidden, Look
 from sysmcp.engine.space._snapshots import Overhead, Snapshot, Snapshots, overhead_of, snapshots_of
-from sysmcp.engine.walk import Budget, SkipCounter, WalkOptions
+from sysmcp.engine.walk import Budget, SkipCounter
 
 __all__ = [
     "Accounting",
@@ -227,14 +227,16 @@ def walk_filesystem(
     """The one call into the tree-walk engine (``fs.usage``: dir_usage's parallel du -x walk, totals only)."""
     from sysmcp.engine.usage import Request, scan_usage
 
-    skipped = SkipCounter()
     request = Request(
-        top_files=0, top_directories=0, max_depth=1, by_disk=True, min_size=0, timeout_s=timeout_s
+        top_files=0,
+        top_directories=0,
+        max_depth=1,
+        by_disk=True,
+        min_size=0,
+        timeout_s=timeout_s,
+        root=os.fsencode(root),  # one filesystem: WalkOptions' default
     )
     usage = scan_usage(
-        os.fsencode(root),
-        WalkOptions(one_file_system=True),
-        skipped,
         request,
         report,
         check_cancelled,
@@ -250,9 +252,9 @@ def walk_filesystem(
         stopped=usage.stopped,
         elapsed=usage.elapsed,
         processes=usage.processes,
-        unreadable=skipped.as_dict().get("unreadable", 0),
+        unreadable=usage.skipped.as_dict().get("unreadable", 0),
     )
-    return walked, skipped
+    return walked, usage.skipped
 
 
 def _named(path: str, roots: Sequence[Path] | None) -> bool:

@@ -1,7 +1,7 @@
 """Time budgets and cancellation for long work: the checkpoint every engine calls between steps.
 
 A ``Budget`` is called often (per directory, per chunk) and costs a clock read; every few
-milliseconds it also asks ``check_cancelled`` (which raises to abandon the call), and past its
+milliseconds it also asks ``cancel`` (which raises to abandon the call), and past its
 deadline it raises ``ScanStopped``, which ends the work cleanly with a partial result.
 """
 
@@ -32,12 +32,12 @@ class Budget:
     within a few milliseconds, and a walk of 20,000 directories does not pay 20,000 questions.
     """
 
-    __slots__ = ("_next_check", "check_cancelled", "clock", "deadline", "every", "reason", "seconds")
+    __slots__ = ("_next_check", "cancel", "clock", "deadline", "every", "reason", "seconds")
 
     def __init__(
         self,
         seconds: float,
-        check_cancelled: Callable[[], None] | None = None,
+        cancel: Callable[[], None] | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
         every: float = 0.002,
@@ -45,16 +45,16 @@ class Budget:
         self.clock = clock
         self.seconds = seconds
         self.deadline = clock() + seconds
-        self.check_cancelled = check_cancelled
+        self.cancel = cancel
         self.every = every
         self.reason = f"time budget of {seconds:g} s reached"
         self._next_check = -math.inf
 
     def __call__(self) -> None:
         now = self.clock()
-        if self.check_cancelled is not None and now >= self._next_check:
+        if self.cancel is not None and now >= self._next_check:
             self._next_check = now + self.every
-            self.check_cancelled()
+            self.cancel()
         if now >= self.deadline:
             raise ScanStopped(self.reason)
 
@@ -62,15 +62,15 @@ class Budget:
     def expired(self) -> bool:
         return self.clock() >= self.deadline
 
-    def sharing(self, check_cancelled: Callable[[], None] | None) -> Budget:
+    def sharing(self, cancel: Callable[[], None] | None) -> Budget:
         """A budget with this one's deadline and reason and another checkpoint: a worker process's
         own progress, or a stage's. Why: one deadline for every process and stage of a call (forked
         children share the monotonic clock), each asking its own question every few milliseconds."""
-        shared = Budget(self.seconds, check_cancelled, clock=self.clock)
+        shared = Budget(self.seconds, cancel, clock=self.clock)
         shared.deadline, shared.reason = self.deadline, self.reason
         return shared
 
 
-def throttled(check_cancelled: Callable[[], None]) -> Budget:
+def throttled(cancel: Callable[[], None]) -> Budget:
     """A checkpoint without a deadline: asks about cancellation at most every few milliseconds."""
-    return Budget(math.inf, check_cancelled)
+    return Budget(math.inf, cancel)

@@ -102,7 +102,7 @@ class Scanner:
         root: bytes,
         options: WalkOptions,
         skipped: SkipCounter,
-        checkpoint: Callable[[], None] = _noop,
+        cancel: Callable[[], None] = _noop,
         *,
         config: ScanConfig = DEFAULTS,
         fd_budget: int = 64,
@@ -111,7 +111,7 @@ class Scanner:
         self.root = os.fsencode(root)
         self.options = options
         self.skipped = skipped
-        self.checkpoint = checkpoint
+        self.cancel = cancel
         self.fd_budget = max(2, fd_budget)
         self.entries = 0  # entries examined so far: progress for the caller
         self.apparent = 0  # bytes counted so far (apparent)
@@ -138,8 +138,8 @@ class Scanner:
         self._mounts = mounts  # the mount table (None: read /proc/self/mountinfo when the walk starts)
         self._stop: ScanStopped | None = None
         self._reported = 0  # apparent bytes of the directory being read already added to .apparent
-        # Giving work away mid-walk (a parallel walk whose other processes are running dry): a
-        # checkpoint sets share_wanted, the walk then offers up to share_limit waiting subdirectories,
+        # Giving work away mid-walk (a parallel walk whose other processes are running dry): its
+        # ``cancel`` sets share_wanted, the walk then offers up to share_limit waiting subdirectories,
         # shallowest first, to ``share``, which returns those it could not place. The Finished of
         # every directory above a given one goes to ``withheld`` (its totals lack the given subtrees).
         self.share: Callable[[list[Subtree]], list[Subtree]] | None = None
@@ -179,10 +179,10 @@ class Scanner:
                 self.apparent += st.st_size
             empty, deepest = self._config.empty_listings, self._config.finished_depth
             deepest = deepest if deepest is not None else 1 << 30
-            checkpoint, read, enter, finish = self.checkpoint, self._read, self._enter, self._finish
+            cancel, read, enter, finish = self.cancel, self._read, self._enter, self._finish
             budget = self.fd_budget
             try:
-                checkpoint()
+                cancel()
                 listing = read(top)
                 if empty or listing.files or listing.links:
                     yield listing
@@ -194,7 +194,7 @@ class Scanner:
                     top = stack[-1]
                     if top.subdirs:
                         name, st = top.subdirs.pop()
-                        checkpoint()
+                        cancel()
                         child = enter(top, name, st, top.depth + 1)
                         if child is None:
                             continue
@@ -274,7 +274,7 @@ class Scanner:
                     self.apparent += apparent - self._reported
                     self._reported = apparent
                     try:
-                        self.checkpoint()
+                        self.cancel()
                     except ScanStopped as stop:
                         self._stop = stop  # hand out what this directory gave so far, then stop
                         break
@@ -375,7 +375,7 @@ class Scanner:
                         self.entries += count
                         count = 0
                         try:
-                            self.checkpoint()
+                            self.cancel()
                         except ScanStopped as stop:
                             self._stop = stop  # hand out what this directory gave so far, then stop
                             break
@@ -459,16 +459,14 @@ class Scanner:
             return None
         except OSError as exc:
             # Unreadable (EACCES) or swapped for a symlink/file (ELOOP, ENOTDIR): not followed.
-            unreadable = exc.errno in (errno.EACCES, errno.EPERM)
-            if unreadable:
+            if exc.errno in (errno.EACCES, errno.EPERM):
                 self.skipped.unreadable(f"{parent.relative}/{name}" if parent.relative else name)
-            else:
-                self.skipped.add("vanished")
-            if unreadable:
                 parent.apparent += st.st_size  # du counts an unreadable directory's own size
                 parent.disk += st.st_blocks * 512
                 parent.dirs += 1
                 self.apparent += st.st_size
+            else:
+                self.skipped.add("vanished")
             return None
         if _same(fd, st.st_dev, st.st_ino) is None:  # replaced between listing and opening
             self.skipped.add("vanished")
@@ -659,12 +657,10 @@ class Scanner:
                 fd = child
         except OSError as exc:
             os.close(fd)
-            unreadable = exc.errno in (errno.EACCES, errno.EPERM)
-            if unreadable:
+            if exc.errno in (errno.EACCES, errno.EPERM):
                 self.skipped.unreadable("/".join(reached))  # the component that denied access
             else:
                 self.skipped.add("vanished")
-            if not unreadable:
                 frame.apparent = frame.disk = frame.dirs = 0
             return False
         frame.fd = _same(fd, frame.dev, frame.ino)
@@ -727,7 +723,7 @@ class Scanner:
         self,
         subtree: Subtree,
         skipped: SkipCounter,
-        checkpoint: Callable[[], None],
+        cancel: Callable[[], None],
         linked: list[tuple[int, int, int, int, bool, str]] | None,
         config: ScanConfig | None = None,
     ) -> Scanner:
@@ -737,7 +733,7 @@ class Scanner:
             self.root,
             self.options,
             skipped,
-            checkpoint,
+            cancel,
             config=self.config if config is None else config,
             fd_budget=self.fd_budget,
         )
@@ -777,17 +773,17 @@ def join(root: bytes, relative: bytes) -> bytes:
 
 
 def walk_files(
-    root: bytes, options: WalkOptions, skipped: SkipCounter, checkpoint: Callable[[], None]
+    root: bytes, options: WalkOptions, skipped: SkipCounter, cancel: Callable[[], None]
 ) -> Generator[FileEntry, None, None]:
     """Every regular file under ``root`` (hard-linked names included), never following symlinks.
 
     Special files (FIFO, socket, device) are skipped and counted, unreadable directories skipped and
-    counted; ``checkpoint()`` is called between directories and every few thousand entries, and may
+    counted; ``cancel()`` is called between directories and every few thousand entries, and may
     raise to stop (``ScanStopped`` ends the walk quietly). The order is not sorted.
     """
     root = os.fsencode(root)
     scanner = Scanner(
-        root, options, skipped, checkpoint, config=ScanConfig(empty_listings=False, finished_depth=-1)
+        root, options, skipped, cancel, config=ScanConfig(empty_listings=False, finished_depth=-1)
     )
     fsencode = os.fsencode
     head = join(root, b"x")[:-1]  # root and one slash
