@@ -46,7 +46,6 @@ __all__ = [
     "is_macos",
     "is_native_windows",
     "missing_facilities",
-    "read_command",
     "rename_noreplace",
 ]
 
@@ -235,23 +234,6 @@ def rename_noreplace(src_dir: int, src: bytes, dst_dir: int, dst: bytes) -> bool
     if error:
         raise OSError(error, os.strerror(error))
     return True
-
-
-def read_command(argv: list[str], timeout: float = 10.0) -> str | None:
-    """The output of a read-only query command (``btrfs qgroup show``, ``zfs get``, ``lvs`` …), or None
-    when it is not installed, fails, or does not answer within ``timeout`` seconds."""
-    import shutil
-    import subprocess
-
-    if shutil.which(argv[0]) is None:
-        return None
-    try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout if done.returncode == 0 else None
 
 
 def is_macos() -> bool:
