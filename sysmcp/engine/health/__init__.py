@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from sysmcp import platform
+from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.errors import Unavailable
 from sysmcp.engine.health import _btrfs, _kernel, _mdstat, _smart
 from sysmcp.engine.health._btrfs import BtrfsDevice
@@ -26,6 +27,7 @@ from sysmcp.engine.health._smart import Smart
 __all__ = ["BtrfsDevice", "Device", "Health", "HealthRequest", "MdArray", "Smart", "run", "verdict"]
 
 ORDER = {"failing": 0, "watch": 1, "ok": 2}
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,61 +92,51 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _smart_all(
-    request: HealthRequest,
-    devices: list[tuple[str, str | None]],
-    progress: Callable[[int, int], None],
-    cancel: Callable[[], None],
-) -> list[Smart]:
-    """Each device's ``Smart``, in parallel up to ``request.parallel``; all killed if ``cancel`` raises."""
+class _Stopped(Exception):
+    """Raised in the smartctl threads once the call is given up (``cancel`` raised in its own thread)."""
+
+
+def run(request: HealthRequest, progress: Progress = no_progress, cancel: Cancel = never_cancelled) -> Health:
     stop = threading.Event()
-    results: list[Smart | None] = [None] * len(devices)
-    with ThreadPoolExecutor(max_workers=max(1, min(request.parallel, len(devices)))) as pool:
-        futures: dict[Future[Smart], int] = {
-            pool.submit(_smart.read, request.smartctl, path, kind, request.timeout_s, stop): index
-            for index, (path, kind) in enumerate(devices)
-        }
-        waiting = set(futures)
+
+    def stopped() -> None:
+        if stop.is_set():
+            raise _Stopped
+
+    def waited(futures: list[Future[T]], report: Progress = no_progress) -> list[T]:
+        """Their results; the calling thread asks ``cancel`` while smartctl runs."""
+        pending = set(futures)
+        while pending:
+            cancel()
+            pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED).not_done
+            report(len(futures) - len(pending), len(futures))
+        return [future.result() for future in futures]
+
+    def read(devices: list[tuple[str, str | None]]) -> list[Future[Smart]]:
+        return [
+            pool.submit(_smart.read, request.smartctl, *device, request.timeout_s, stopped)
+            for device in devices
+        ]
+
+    with ThreadPoolExecutor(max_workers=max(1, request.parallel) + 1) as pool:
         try:
-            while waiting:
-                cancel()
-                done, waiting = wait(waiting, timeout=0.2, return_when=FIRST_COMPLETED)
-                for future in done:
-                    results[futures[future]] = future.result()
-                progress(len(devices) - len(waiting), len(devices))
+            if request.devices is not None:
+                listed: list[tuple[str, str | None]] = [(path, None) for path in request.devices]
+                reads = read(listed)
+            else:  # smartctl's scan runs beside the reads of /sys/block's disks: a hung smartctl costs one timeout
+                scan = pool.submit(_smart.scan, request.smartctl, request.timeout_s, stopped)
+                listed = [(path, None) for path in physical_devices(request.sys_block)]
+                reads = read(listed)
+                known = {os.path.realpath(path) for path, _ in listed}
+                # disks only smartctl sees (behind a RAID controller: megaraid,N ...)
+                extra = [
+                    (path, kind) for path, kind in waited([scan])[0] if os.path.realpath(path) not in known
+                ]
+                reads += read(extra)
+                listed += extra
+            smarts = waited(reads, progress)
         finally:
             stop.set()  # on a cancel: every smartctl still running is killed, then the pool ends
-    return [r if r is not None else Smart("cancelled") for r in results]
-
-
-def run(
-    request: HealthRequest,
-    progress: Callable[[int, int], None] = lambda done, total: None,
-    cancel: Callable[[], None] = lambda: None,
-) -> Health:
-    if request.devices is not None:
-        listed: list[tuple[str, str | None]] = [(path, None) for path in request.devices]
-        smarts = _smart_all(request, listed, progress, cancel) if listed else []
-    else:  # smartctl's scan runs beside the reads of /sys/block's disks: a hung smartctl costs one timeout
-        scanned: list[list[tuple[str, str | None]]] = []
-        scanner = threading.Thread(
-            target=lambda: scanned.append(_smart.scan(request.smartctl, request.timeout_s)), daemon=True
-        )
-        scanner.start()
-        listed = [(path, None) for path in physical_devices(request.sys_block)]
-        smarts = _smart_all(request, listed, progress, cancel) if listed else []
-        while scanner.is_alive():
-            cancel()
-            scanner.join(0.2)
-        known = {os.path.realpath(path) for path, _ in listed}
-        extra = [
-            (path, kind)
-            for path, kind in (scanned[0] if scanned else [])
-            if os.path.realpath(path) not in known
-        ]
-        if extra:  # disks only smartctl sees (behind a RAID controller: megaraid,N ...)
-            smarts += _smart_all(request, extra, progress, cancel)
-            listed += extra
     mdstat = _read(request.mdstat)
     arrays = _mdstat.parse(mdstat) if mdstat is not None else []
     if request.devices is None and not listed and not arrays:
@@ -166,8 +158,7 @@ def run(
     btrfs: list[BtrfsDevice] = []
     unread: list[tuple[str, str]] = []
     for _, mount_point in _btrfs.btrfs_mounts(_read(request.mountinfo) or ""):
-        cancel()
-        found, why = _btrfs.stats(request.btrfs, mount_point, request.timeout_s)
+        found, why = _btrfs.stats(request.btrfs, mount_point, request.timeout_s, cancel)
         btrfs += found
         if why:
             unread.append((mount_point, why))

@@ -4,8 +4,10 @@ and the mounted btrfs filesystems from the mount table."""
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass, field
+
+from sysmcp.engine import commands
+from sysmcp.engine.calls import Cancel
 
 _LINE = re.compile(r"^\[(.+)\]\.(\w+)\s+(\d+)\s*$")
 
@@ -46,22 +48,23 @@ def btrfs_mounts(mountinfo: str) -> list[tuple[str, str]]:
     return list(seen.items())
 
 
-def stats(btrfs: str | None, mount_point: str, timeout_s: float) -> tuple[list[BtrfsDevice], str]:
+NOT_INSTALLED = "btrfs-progs is not installed (no btrfs command)"
+
+
+def stats(
+    btrfs: str | None, mount_point: str, timeout_s: float, cancel: Cancel
+) -> tuple[list[BtrfsDevice], str]:
     """One mounted btrfs's device counters, and why there are none ("" when read)."""
     if btrfs is None:
-        return [], "btrfs-progs is not installed (no btrfs command)"
+        return [], NOT_INSTALLED
     try:
-        done = subprocess.run(
-            [btrfs, "device", "stats", mount_point],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired:
+        done = commands.run([btrfs, "device", "stats", mount_point], timeout_s, cancel)
+    except commands.CommandMissing:
+        return [], NOT_INSTALLED
+    except commands.CommandTimedOut:
         return [], f"btrfs device stats did not answer within {timeout_s:g} s"
-    except OSError as exc:
-        return [], f"btrfs could not be started: {exc.strerror or exc}"
-    devices = parse_stats(done.stdout, mount_point)
-    return devices, "" if devices else (done.stderr.strip().splitlines() or ["no counters"])[-1][:200]
+    except commands.CommandFailed as fault:  # it could not be started
+        return [], fault.detail
+    devices = parse_stats(done.text, mount_point)
+    why = done.stderr.decode("utf-8", "replace").strip().splitlines() or ["no counters"]
+    return devices, "" if devices else why[-1][:200]
