@@ -5,8 +5,9 @@ device first). Device-level facts are not paths; a btrfs mount point is named on
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, ClassVar, Literal, cast
+from typing import Any, ClassVar, Literal
 
 from sysmcp.engine.health import Device, Health, HealthRequest, MdArray, run
 from sysmcp.engine.paths import is_within, printable
@@ -84,40 +85,12 @@ OUTPUT_SCHEMA = schema_of(DiskHealth)
 
 def _array(array: MdArray) -> ArrayRow:
     rebuilding = array.operation is not None and array.operation.startswith(("recovery", "resync", "reshape"))
-    verdict: Verdict = (
-        "failing" if array.degraded and not rebuilding else "watch" if array.operation else "ok"
-    )
-    return ArrayRow(
-        array.name,
-        verdict,
-        array.level,
-        array.slots,
-        array.failed,
-        array.degraded,
-        array.operation,
-        array.progress_percent,
-        array.finish,
-        array.speed,
-    )
+    verdict = "failing" if array.degraded and not rebuilding else "watch" if array.operation else "ok"
+    return from_json(ArrayRow, {**asdict(array), "verdict": verdict, "degraded": array.degraded})
 
 
-def _device(d: Device) -> DeviceRow:
-    smart = d.smart
-    verdict = cast(Verdict, d.verdict)
-    return DeviceRow(
-        d.device,
-        verdict,
-        d.reasons,
-        smart.status,
-        smart.note,
-        smart.model,
-        smart.protocol,
-        smart.passed,
-        smart.power_on_hours,
-        smart.temperature_c,
-        smart.attributes,
-        d.io_errors,
-    )
+def _device(device: Device) -> DeviceRow:
+    return from_json(DeviceRow, {**asdict(device.smart), **asdict(device), "smart": device.smart.status})
 
 
 def result_of(health: Health, roots: Sequence[Path] | None) -> DiskHealth:

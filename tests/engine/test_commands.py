@@ -125,7 +125,7 @@ def test_a_missing_program_is_a_fault_naming_it(tmp_path: Path) -> None:
 def test_a_non_zero_exit_is_returned_by_run_and_a_fault_with_its_first_error_line_from_run_command() -> None:
     argv = [sys.executable, "-c", "import sys; print('partial'); sys.exit('no such pool\\nsecond line')"]
     done = run(argv, 60)
-    assert (done.status, done.text, done.first_error()) == (1, "partial\n", "no such pool")
+    assert (done.status, done.text, done.stderr) == (1, "partial\n", b"no such pool\nsecond line\n")
     with pytest.raises(CommandFailed) as caught:
         run_command(argv, 60)
     assert caught.value.status == 1 and caught.value.reason == "failed"

@@ -10,23 +10,12 @@ parser that meets text the command's documented format does not allow.
 from __future__ import annotations
 
 from sysmcp.engine.commands._run import (
-    OUTPUT_LIMIT,
     BadOutput,
     CommandFailed,
     CommandMissing,
     CommandTimedOut,
-    Output,
     run,
     run_command,
 )
 
-__all__ = [
-    "OUTPUT_LIMIT",
-    "BadOutput",
-    "CommandFailed",
-    "CommandMissing",
-    "CommandTimedOut",
-    "Output",
-    "run",
-    "run_command",
-]
+__all__ = ["BadOutput", "CommandFailed", "CommandMissing", "CommandTimedOut", "run", "run_command"]

@@ -22,35 +22,25 @@ _SLICE_S = 0.05  # how often a waiting call asks ``cancel`` and whether the comm
 
 
 class CommandFault(Unavailable):
-    """A command that gave no usable answer; ``argv`` is what was run."""
+    """A command that gave no usable answer: ``argv`` what was run, ``status`` its exit status if it
+    ended by itself."""
 
-    default_reason = ""
-
-    def __init__(
-        self, detail: str, *, reason: str | None = None, argv: Sequence[str] = (), status: int | None = None
-    ) -> None:
-        super().__init__(detail, reason=self.default_reason if reason is None else reason)
-        self.argv = tuple(argv)
-        self.status = status  # the exit status, when it ended by itself
+    def __init__(self, detail: str, *, reason: str, argv: Sequence[str] = (), status: int | None = None):
+        super().__init__(detail, reason=reason)
+        self.argv, self.status = tuple(argv), status
 
 
 class CommandMissing(CommandFault):
-    """The command is not installed (not on PATH, or not executable)."""
-
-    default_reason = "missing"
+    """The command is not installed (not on PATH, or not executable); reason ``missing``."""
 
 
 class CommandTimedOut(CommandFault):
-    """The command did not answer within its timeout; it was killed with its process group."""
-
-    default_reason = "timeout"
+    """The command did not answer within its timeout and was killed; reason ``timeout``."""
 
 
 class CommandFailed(CommandFault):
-    """The command could not be started, exited non-zero (``status``), or wrote more than the bound
-    (reason ``too_long``)."""
-
-    default_reason = "failed"
+    """The command could not be started or exited non-zero (reason ``failed``), or wrote more than the
+    bound (``too_long``)."""
 
 
 class BadOutput(EngineError):
@@ -62,20 +52,11 @@ class Output:
     status: int  # the exit status (negative: the signal that ended it)
     stdout: bytes
     stderr: bytes
-    truncated: bool = False  # a stream reached the bound: the command was stopped there
+    truncated: bool  # a stream reached the bound: the command was stopped there
 
     @property
     def text(self) -> str:
         return self.stdout.decode("utf-8", "replace")
-
-    def first_error(self) -> str:
-        """The first line of its standard error, or its exit status when it wrote none."""
-        lines = self.stderr.decode("utf-8", "replace").strip().splitlines()
-        return (lines or [f"exit status {self.status}"])[0][:200]
-
-
-def _shown(argv: Sequence[str]) -> str:
-    return " ".join(argv[:3])
 
 
 def run(
@@ -84,10 +65,10 @@ def run(
     """Run ``argv`` to its end and return its status and output, whatever the status. Raises
     ``CommandMissing``, ``CommandFailed`` (could not start), ``CommandTimedOut``, or what ``cancel`` raises.
 
-    The call ends when the command has exited and its pipes are drained, even when something it left
-    behind holds them open: its process group is killed then, as on a timeout or a cancellation."""
+    The call ends once the command has exited and what its pipes hold is read, even while something it
+    left behind holds them open: its process group is killed then, as on a timeout or a cancellation."""
     if shutil.which(argv[0]) is None:
-        raise CommandMissing(f"{argv[0]} is not installed", argv=argv)
+        raise CommandMissing(f"{argv[0]} is not installed", reason="missing", argv=argv)
     try:
         child = subprocess.Popen(
             argv,
@@ -98,67 +79,49 @@ def run(
             env={**os.environ, "LC_ALL": "C"},
         )
     except OSError as exc:
-        raise CommandFailed(f"{argv[0]} could not be started: {exc.strerror or exc}", argv=argv) from None
+        detail = f"{argv[0]} could not be started: {exc.strerror or exc}"
+        raise CommandFailed(detail, reason="failed", argv=argv) from None
     assert child.stdout is not None and child.stderr is not None
-    out, err = child.stdout.fileno(), child.stderr.fileno()
-    kept = {out: bytearray(), err: bytearray()}
+    kept = {child.stdout.fileno(): bytearray(), child.stderr.fileno(): bytearray()}
     deadline = time.monotonic() + timeout_s
-    truncated = False
     try:
         with selectors.DefaultSelector() as selector:
             for fd in kept:
-                os.set_blocking(fd, False)
                 selector.register(fd, selectors.EVENT_READ)
-            while not truncated:
+            while all(len(buffer) < limit for buffer in kept.values()):
                 cancel()
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise CommandTimedOut(f"{_shown(argv)} gave no answer within {timeout_s:g} s", argv=argv)
-                ended = _ended(child.pid)
-                ready = selector.select(0 if ended else min(_SLICE_S, left)) if selector.get_map() else []
+                if (left := deadline - time.monotonic()) <= 0:
+                    detail = f"{' '.join(argv[:3])} gave no answer within {timeout_s:g} s"
+                    raise CommandTimedOut(detail, reason="timeout", argv=argv)
+                # not reaped yet (WNOWAIT): until it is, its process group is nobody else's
+                ended = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+                ready = selector.select(0 if ended else min(_SLICE_S, left))
                 if ended and not ready:
                     break
-                if not ready and not selector.get_map():
-                    selector.select(min(_SLICE_S, left))  # pipes closed, the command still running
                 for key, _ in ready:
-                    chunk = _read(key.fd)
-                    if chunk is None:
-                        continue
-                    if not chunk:
+                    if chunk := os.read(key.fd, 1 << 16):
+                        kept[key.fd] += chunk[: limit - len(kept[key.fd])]
+                    else:
                         selector.unregister(key.fd)
-                        continue
-                    buffer = kept[key.fd]
-                    buffer += chunk[: limit - len(buffer)]
-                    truncated = truncated or len(buffer) >= limit
     finally:
-        with contextlib.suppress(OSError):  # the leader is not reaped yet: the group id is still its own
+        with contextlib.suppress(OSError):
             os.killpg(child.pid, signal.SIGKILL)
         child.wait()
         child.stdout.close()
         child.stderr.close()
-    return Output(child.returncode, bytes(kept[out]), bytes(kept[err]), truncated)
-
-
-def _ended(pid: int) -> bool:
-    """The command has exited (it is not reaped, so its process group cannot be another's yet)."""
-    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-
-
-def _read(fd: int) -> bytes | None:
-    try:
-        return os.read(fd, 1 << 16)
-    except BlockingIOError:
-        return None
+    out, err = kept.values()
+    return Output(child.returncode, bytes(out), bytes(err), max(len(out), len(err)) >= limit)
 
 
 def run_command(argv: Sequence[str], timeout_s: float, cancel: Cancel = never_cancelled) -> str:
     """The standard output of a query command that must succeed: ``run``'s faults, and ``CommandFailed``
     for a non-zero exit (with its first error line) or output past the bound."""
-    done = run(argv, timeout_s, cancel)
+    done, shown = run(argv, timeout_s, cancel), " ".join(argv[:3])
     if done.truncated:
-        raise CommandFailed(
-            f"{_shown(argv)} wrote more than {OUTPUT_LIMIT:,} bytes", reason="too_long", argv=argv
-        )
+        raise CommandFailed(f"{shown} wrote more than {OUTPUT_LIMIT:,} bytes", reason="too_long", argv=argv)
     if done.status != 0:
-        raise CommandFailed(f"{_shown(argv)} failed: {done.first_error()}", argv=argv, status=done.status)
+        first = (
+            done.stderr.decode("utf-8", "replace").strip().splitlines() or [f"exit status {done.status}"]
+        )[0]
+        raise CommandFailed(f"{shown} failed: {first[:200]}", reason="failed", argv=argv, status=done.status)
     return done.text

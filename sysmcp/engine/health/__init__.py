@@ -23,8 +23,9 @@ from sysmcp.engine.health import _btrfs, _kernel, _mdstat, _smart
 from sysmcp.engine.health._btrfs import BtrfsDevice
 from sysmcp.engine.health._mdstat import MdArray
 from sysmcp.engine.health._smart import Smart
+from sysmcp.engine.mounts import parse_mountinfo
 
-__all__ = ["BtrfsDevice", "Device", "Health", "HealthRequest", "MdArray", "Smart", "run", "verdict"]
+__all__ = ["BtrfsDevice", "Device", "Health", "HealthRequest", "MdArray", "Smart", "run"]
 
 ORDER = {"failing": 0, "watch": 1, "ok": 2}
 T = TypeVar("T")
@@ -66,10 +67,6 @@ class Health:
     mdstat: bool  # /proc/mdstat exists (the md driver is loaded)
 
 
-def verdict(failing: list[str], watch: list[str]) -> str:
-    return "failing" if failing else "watch" if watch else "ok"
-
-
 def physical_devices(sys_block: str) -> list[str]:
     """Whole disks in ``/sys/block`` that are hardware (not loop, zram, dm or md: their sysfs path is
     under ``/devices/virtual/``)."""
@@ -84,9 +81,9 @@ def physical_devices(sys_block: str) -> list[str]:
     ]
 
 
-def _read(path: str) -> str | None:
+def _read(path: str) -> bytes | None:
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
+        with open(path, "rb") as handle:
             return handle.read()
     except OSError:
         return None
@@ -138,7 +135,7 @@ def run(request: HealthRequest, progress: Progress = no_progress, cancel: Cancel
         finally:
             stop.set()  # on a cancel: every smartctl still running is killed, then the pool ends
     mdstat = _read(request.mdstat)
-    arrays = _mdstat.parse(mdstat) if mdstat is not None else []
+    arrays = _mdstat.parse(mdstat.decode("utf-8", "replace")) if mdstat is not None else []
     if request.devices is None and not listed and not arrays:
         missing = (
             ""
@@ -157,7 +154,11 @@ def run(request: HealthRequest, progress: Progress = no_progress, cancel: Cancel
     devices.sort(key=lambda d: (ORDER[d.verdict], d.device))
     btrfs: list[BtrfsDevice] = []
     unread: list[tuple[str, str]] = []
-    for _, mount_point in _btrfs.btrfs_mounts(_read(request.mountinfo) or ""):
+    first_mounts: dict[str, str] = {}  # each mounted btrfs once, at its first mount point
+    for mount in parse_mountinfo(_read(request.mountinfo) or b"").mounts:
+        if mount.fs_type == "btrfs":
+            first_mounts.setdefault(mount.device, mount.mount_point)
+    for mount_point in first_mounts.values():
         found, why = _btrfs.stats(request.btrfs, mount_point, request.timeout_s, cancel)
         btrfs += found
         if why:
@@ -175,4 +176,5 @@ def _judge(path: str, smart: Smart, io_errors: list[str]) -> Device:
         watch.append(
             f"the kernel logged I/O errors for it recently ({len(io_errors)} shown); check cabling and SMART"
         )
-    return Device(path, smart, io_errors, verdict(smart.failing, watch), [*smart.failing, *watch])
+    verdict = "failing" if smart.failing else "watch" if watch else "ok"
+    return Device(path, smart, io_errors, verdict, [*smart.failing, *watch])

@@ -1,5 +1,4 @@
-"""btrfs device error counters: ``btrfs device stats`` per mounted btrfs (its text parsed here, purely),
-and the mounted btrfs filesystems from the mount table."""
+"""btrfs device error counters: ``btrfs device stats`` per mounted btrfs, its text parsed here, purely."""
 
 from __future__ import annotations
 
@@ -31,21 +30,6 @@ def parse_stats(text: str, mount_point: str) -> list[BtrfsDevice]:
             device, counter, count = match.groups()
             found.setdefault(device, BtrfsDevice(device, mount_point)).errors[counter] = int(count)
     return list(found.values())
-
-
-def _unescape(field_: str) -> str:
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), field_)
-
-
-def btrfs_mounts(mountinfo: str) -> list[tuple[str, str]]:
-    """(source, mount point) of each mounted btrfs filesystem in a mountinfo text, its first mount only."""
-    seen: dict[str, str] = {}
-    for line in mountinfo.splitlines():
-        left, _, right = line.partition(" - ")
-        fields, tail = left.split(), right.split()
-        if len(fields) >= 5 and len(tail) >= 2 and tail[0] == "btrfs":
-            seen.setdefault(tail[1], _unescape(fields[4]))
-    return list(seen.items())
 
 
 NOT_INSTALLED = "btrfs-progs is not installed (no btrfs command)"
