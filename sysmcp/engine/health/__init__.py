@@ -36,9 +36,9 @@ class HealthRequest:
     timeout_s: float = 10.0  # per smartctl call
     parallel: int = 8  # smartctl calls at once
     kernel_lines: int = 3  # recent kernel I/O error lines kept per device
-    #: The smartctl and btrfs programs (None: not installed); tests point them at stand-ins.
-    smartctl: str | None = field(default_factory=lambda: shutil.which("smartctl"))
-    btrfs: str | None = field(default_factory=lambda: shutil.which("btrfs"))
+    #: The smartctl and btrfs programs, found on PATH; tests point them at stand-ins.
+    smartctl: str = "smartctl"
+    btrfs: str = "btrfs"
     #: Devices to check (e.g. ``/dev/sda``); None: every physical device found.
     devices: tuple[str, ...] | None = None
     sys_block: str = platform.SYS_BLOCK
@@ -117,13 +117,16 @@ def run(request: HealthRequest, progress: Progress = no_progress, cancel: Cancel
 
     with ThreadPoolExecutor(max_workers=max(1, request.parallel) + 1) as pool:
         try:
-            if request.devices is not None:
-                listed: list[tuple[str, str | None]] = [(path, None) for path in request.devices]
-                reads = read(listed)
-            else:  # smartctl's scan runs beside the reads of /sys/block's disks: a hung smartctl costs one timeout
-                scan = pool.submit(_smart.scan, request.smartctl, request.timeout_s, stopped)
-                listed = [(path, None) for path in physical_devices(request.sys_block)]
-                reads = read(listed)
+            # smartctl's scan runs beside the reads of /sys/block's disks: a hung smartctl costs one timeout
+            scan = (
+                pool.submit(_smart.scan, request.smartctl, request.timeout_s, stopped)
+                if request.devices is None
+                else None
+            )
+            paths = request.devices if request.devices is not None else physical_devices(request.sys_block)
+            listed: list[tuple[str, str | None]] = [(path, None) for path in paths]
+            reads = read(listed)
+            if scan is not None:
                 known = {os.path.realpath(path) for path, _ in listed}
                 # disks only smartctl sees (behind a RAID controller: megaraid,N ...)
                 extra = [
@@ -136,11 +139,10 @@ def run(request: HealthRequest, progress: Progress = no_progress, cancel: Cancel
             stop.set()  # on a cancel: every smartctl still running is killed, then the pool ends
     mdstat = _read(request.mdstat)
     arrays = _mdstat.parse(mdstat.decode("utf-8", "replace")) if mdstat is not None else []
+    installed = shutil.which(request.smartctl) is not None
     if request.devices is None and not listed and not arrays:
         missing = (
-            ""
-            if request.smartctl
-            else "; smartctl is not installed (smartmontools), which lists them elsewhere"
+            "" if installed else "; smartctl is not installed (smartmontools), which lists them elsewhere"
         )
         raise Unavailable(f"no physical block device was found to check (none in /sys/block{missing})")
     records = _kernel.read_records(request.kmsg)
@@ -163,9 +165,7 @@ def run(request: HealthRequest, progress: Progress = no_progress, cancel: Cancel
         btrfs += found
         if why:
             unread.append((mount_point, why))
-    return Health(
-        devices, arrays, btrfs, unread, request.smartctl is not None, records is not None, mdstat is not None
-    )
+    return Health(devices, arrays, btrfs, unread, installed, records is not None, mdstat is not None)
 
 
 def _judge(path: str, smart: Smart, io_errors: list[str]) -> Device:

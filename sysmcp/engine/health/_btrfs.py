@@ -32,19 +32,12 @@ def parse_stats(text: str, mount_point: str) -> list[BtrfsDevice]:
     return list(found.values())
 
 
-NOT_INSTALLED = "btrfs-progs is not installed (no btrfs command)"
-
-
-def stats(
-    btrfs: str | None, mount_point: str, timeout_s: float, cancel: Cancel
-) -> tuple[list[BtrfsDevice], str]:
+def stats(btrfs: str, mount_point: str, timeout_s: float, cancel: Cancel) -> tuple[list[BtrfsDevice], str]:
     """One mounted btrfs's device counters, and why there are none ("" when read)."""
-    if btrfs is None:
-        return [], NOT_INSTALLED
     try:
         done = commands.run([btrfs, "device", "stats", mount_point], timeout_s, cancel)
     except commands.CommandMissing:
-        return [], NOT_INSTALLED
+        return [], "btrfs-progs is not installed (no btrfs command)"
     except commands.CommandTimedOut:
         return [], f"btrfs device stats did not answer within {timeout_s:g} s"
     except commands.CommandFailed as fault:  # it could not be started

@@ -153,13 +153,8 @@ def _nvme(log: dict[str, Any], smart: Smart) -> None:
         smart.watch.append(f"{used}% of its rated endurance used; plan its replacement")
 
 
-NOT_INSTALLED = "smartctl is not installed (Debian: apt install smartmontools)"
-
-
-def read(smartctl: str | None, device: str, kind: str | None, timeout_s: float, cancel: Cancel) -> Smart:
+def read(smartctl: str, device: str, kind: str | None, timeout_s: float, cancel: Cancel) -> Smart:
     """One device's SMART through ``smartctl --json -a``, killed after ``timeout_s`` or when ``cancel`` raises."""
-    if smartctl is None:
-        return Smart("absent", NOT_INSTALLED)
     try:
         done = commands.run(
             [smartctl, "--json", "-a", *(["-d", kind] if kind else []), device], timeout_s, cancel
@@ -167,7 +162,7 @@ def read(smartctl: str | None, device: str, kind: str | None, timeout_s: float, 
     except commands.CommandTimedOut:
         return Smart("timeout", f"smartctl did not answer within {timeout_s:g} s (a hung device or bus?)")
     except commands.CommandMissing:
-        return Smart("absent", NOT_INSTALLED)
+        return Smart("absent", "smartctl is not installed (Debian: apt install smartmontools)")
     except commands.CommandFailed as fault:  # it could not be started
         return Smart("absent", fault.detail)
     return from_output(done.stdout, device)
@@ -189,10 +184,8 @@ def from_output(out: bytes, device: str) -> Smart:
         return Smart("garbage", "smartctl's JSON is not in the documented format")
 
 
-def scan(smartctl: str | None, timeout_s: float, cancel: Cancel) -> list[tuple[str, str | None]]:
+def scan(smartctl: str, timeout_s: float, cancel: Cancel) -> list[tuple[str, str | None]]:
     """``smartctl --scan-open --json``: the devices smartctl finds, with the type it would use."""
-    if smartctl is None:
-        return []
     try:
         doc = json.loads(commands.run([smartctl, "--scan-open", "--json"], timeout_s, cancel).stdout)
     except (Unavailable, ValueError):
