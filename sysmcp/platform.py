@@ -43,6 +43,7 @@ __all__ = [
     "has_proc_pid_fd",
     "has_process_io_counters",
     "has_sys_dev_block",
+    "has_waitid",
     "is_macos",
     "is_native_windows",
     "missing_facilities",
@@ -234,6 +235,12 @@ def rename_noreplace(src_dir: int, src: bytes, dst_dir: int, dst: bytes) -> bool
     if error:
         raise OSError(error, os.strerror(error))
     return True
+
+
+def has_waitid() -> bool:
+    """``os.waitid`` exists (Linux, the BSDs; macOS from Python 3.13): whether a child has exited can be
+    asked without reaping it, so its process group id stays its own until it is killed."""
+    return hasattr(os, "waitid")
 
 
 def is_macos() -> bool:

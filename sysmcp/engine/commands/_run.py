@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sysmcp import platform
 from sysmcp.engine.calls import Cancel, never_cancelled
 from sysmcp.engine.errors import EngineError, Unavailable
 
@@ -93,8 +94,7 @@ def run(
                 if (left := deadline - time.monotonic()) <= 0:
                     detail = f"{' '.join(argv[:3])} gave no answer within {timeout_s:g} s"
                     raise CommandTimedOut(detail, reason="timeout", argv=argv)
-                # not reaped yet (WNOWAIT): until it is, its process group is nobody else's
-                ended = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+                ended = _ended(child)
                 ready = selector.select(0 if ended else min(_SLICE_S, left))
                 if ended and not ready:
                     break
@@ -111,6 +111,14 @@ def run(
         child.stderr.close()
     out, err = kept.values()
     return Output(child.returncode, bytes(out), bytes(err), max(len(out), len(err)) >= limit)
+
+
+def _ended(child: subprocess.Popen[bytes]) -> bool:
+    """The command has exited. Where ``waitid`` looks without reaping it, its process group id stays its
+    own until the ``killpg`` after the loop; elsewhere it is reaped here and the group killed just after."""
+    if platform.has_waitid():
+        return os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    return child.poll() is not None
 
 
 def run_command(argv: Sequence[str], timeout_s: float, cancel: Cancel = never_cancelled) -> str:
