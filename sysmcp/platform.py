@@ -43,10 +43,10 @@ __all__ = [
     "has_proc_pid_fd",
     "has_process_io_counters",
     "has_sys_dev_block",
+    "has_waitid",
     "is_macos",
     "is_native_windows",
     "missing_facilities",
-    "read_command",
     "rename_noreplace",
 ]
 
@@ -237,21 +237,10 @@ def rename_noreplace(src_dir: int, src: bytes, dst_dir: int, dst: bytes) -> bool
     return True
 
 
-def read_command(argv: list[str], timeout: float = 10.0) -> str | None:
-    """The output of a read-only query command (``btrfs qgroup show``, ``zfs get``, ``lvs`` …), or None
-    when it is not installed, fails, or does not answer within ``timeout`` seconds."""
-    import shutil
-    import subprocess
-
-    if shutil.which(argv[0]) is None:
-        return None
-    try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout if done.returncode == 0 else None
+def has_waitid() -> bool:
+    """``os.waitid`` exists (Linux, the BSDs; macOS from Python 3.13): whether a child has exited can be
+    asked without reaping it, so its process group id stays its own until it is killed."""
+    return hasattr(os, "waitid")
 
 
 def is_macos() -> bool:

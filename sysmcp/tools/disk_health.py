@@ -7,15 +7,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
-from sysmcp.engine.health import Health, HealthRequest, MdArray, run
+from sysmcp.engine.health import Device, Health, HealthRequest, MdArray, run
 from sysmcp.engine.paths import is_within, printable
 from sysmcp.protocol.context import Meter
 from sysmcp.render import plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.merging import HostOutcome, fleet_output, grouped, host_list
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
+from sysmcp.tools.typed import from_json, prop, result, schema_of
 
 MAX_DEVICES = 100  # devices in an answer; past it the ok ones are counted, not listed
 OK_NAMED = 20  # healthy devices named one line each in the text; the rest counted
@@ -25,84 +26,74 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
     required=None,
 )
 
-_VERDICT = js.string("ok, watch or failing.", enum=["ok", "watch", "failing"])
-OUTPUT_SCHEMA: dict[str, Any] = js.result(
-    {
-        "devices": js.objects(
-            {
-                "device": js.string(),
-                "verdict": _VERDICT,
-                "reasons": js.names("Why, worst first, with what to do."),
-                "smart": js.string("read, no_smart, absent (no smartctl), timeout, gone or garbage."),
-                "note": js.string("Why SMART was not read."),
-                "model": js.string("The drive's model, as SMART reports it.", null=True),
-                "protocol": js.string("ATA, NVMe or SCSI, as smartctl names it.", null=True),
-                "passed": js.typed(
-                    "boolean", "The drive's own overall self-assessment (null: not given).", null=True
-                ),
-                "power_on_hours": js.integer("Hours the drive has been powered on.", null=True),
-                "temperature_c": js.integer("The drive's temperature now, in °C.", null=True),
-                "attributes": js.counts("The failure-predicting counters read."),
-                "io_errors": js.names("The kernel's most recent I/O error lines for it."),
-            },
-            description="Physical devices, the worst first.",
-        ),
-        "devices_not_shown": js.integer("Devices past the list's limit: counted, not listed."),
-        "arrays": js.objects(
-            {
-                "name": js.string("The md array, e.g. md0."),
-                "verdict": _VERDICT,
-                "level": js.string("Its RAID level, e.g. raid1."),
-                "slots": js.string("One letter per member slot: U up, _ missing."),
-                "failed": js.names("Its members marked failed (F)."),
-                "degraded": js.boolean("A member is missing or failed (rebuilding or not)."),
-                "operation": js.string("recovery, resync, reshape, check (null: none).", null=True),
-                "progress_percent": js.number("How far a resync or recovery is.", null=True),
-                "finish": js.string("mdstat's estimate.", null=True),
-                "speed": js.string("The resync or recovery speed, as mdstat says it.", null=True),
-            },
-            description="md RAID arrays from /proc/mdstat.",
-        ),
-        "btrfs": js.objects(
-            {
-                "device": js.string(),
-                "mount_point": js.string("Null when outside the allowed roots.", null=True),
-                "verdict": _VERDICT,
-                "errors": js.counts("btrfs device stats, cumulative until reset with -z."),
-            },
-            description="Devices of mounted btrfs filesystems.",
-        ),
-        "notes": js.names("What could not be looked at, and why."),
-    }
-)
+Verdict = Literal["ok", "watch", "failing"]
+_VERDICT = "ok, watch or failing."
 
 
-def _array(array: MdArray) -> dict[str, Any]:
-    row = asdict(array)
+@result
+class DeviceRow:
+    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+    device: str = prop()
+    verdict: Verdict = prop(_VERDICT)
+    reasons: list[str] = prop("Why, worst first, with what to do.")
+    smart: str = prop("read, no_smart, absent (no smartctl), timeout, gone or garbage.")
+    note: str = prop("Why SMART was not read.")
+    model: str | None = prop("The drive's model, as SMART reports it.")
+    protocol: str | None = prop("ATA, NVMe or SCSI, as smartctl names it.")
+    passed: bool | None = prop("The drive's own overall self-assessment (null: not given).")
+    power_on_hours: int | None = prop("Hours the drive has been powered on.")
+    temperature_c: int | None = prop("The drive's temperature now, in °C.")
+    attributes: dict[str, int] = prop("The failure-predicting counters read.")
+    io_errors: list[str] = prop("The kernel's most recent I/O error lines for it.")
+
+
+@result
+class ArrayRow:
+    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+    name: str = prop("The md array, e.g. md0.")
+    verdict: Verdict = prop(_VERDICT)
+    level: str = prop("Its RAID level, e.g. raid1.")
+    slots: str = prop("One letter per member slot: U up, _ missing.")
+    failed: list[str] = prop("Its members marked failed (F).")
+    degraded: bool = prop("A member is missing or failed (rebuilding or not).")
+    operation: str | None = prop("recovery, resync, reshape, check (null: none).")
+    progress_percent: float | None = prop("How far a resync or recovery is.")
+    finish: str | None = prop("mdstat's estimate.")
+    speed: str | None = prop("The resync or recovery speed, as mdstat says it.")
+
+
+@result
+class BtrfsRow:
+    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+    device: str = prop()
+    mount_point: str | None = prop("Null when outside the allowed roots.")
+    verdict: Verdict = prop(_VERDICT)
+    errors: dict[str, int] = prop("btrfs device stats, cumulative until reset with -z.")
+
+
+@result
+class DiskHealth:
+    devices: list[DeviceRow] = prop("Physical devices, the worst first.")
+    devices_not_shown: int = prop("Devices past the list's limit: counted, not listed.")
+    arrays: list[ArrayRow] = prop("md RAID arrays from /proc/mdstat.")
+    btrfs: list[BtrfsRow] = prop("Devices of mounted btrfs filesystems.")
+    notes: list[str] = prop("What could not be looked at, and why.")
+
+
+OUTPUT_SCHEMA = schema_of(DiskHealth)
+
+
+def _array(array: MdArray) -> ArrayRow:
     rebuilding = array.operation is not None and array.operation.startswith(("recovery", "resync", "reshape"))
-    row["verdict"] = "failing" if array.degraded and not rebuilding else "watch" if array.operation else "ok"
-    row["degraded"] = array.degraded
-    return {key: row[key] for key in OUTPUT_SCHEMA["properties"]["arrays"]["items"]["properties"]}
+    verdict = "failing" if array.degraded and not rebuilding else "watch" if array.operation else "ok"
+    return from_json(ArrayRow, {**asdict(array), "verdict": verdict, "degraded": array.degraded})
 
 
-def structure(health: Health, roots: Sequence[Path] | None) -> dict[str, Any]:
-    devices = [
-        {
-            "device": d.device,
-            "verdict": d.verdict,
-            "reasons": d.reasons,
-            "smart": d.smart.status,
-            "note": d.smart.note,
-            "model": d.smart.model,
-            "protocol": d.smart.protocol,
-            "passed": d.smart.passed,
-            "power_on_hours": d.smart.power_on_hours,
-            "temperature_c": d.smart.temperature_c,
-            "attributes": d.smart.attributes,
-            "io_errors": d.io_errors,
-        }
-        for d in health.devices
-    ]
+def _device(device: Device) -> DeviceRow:
+    return from_json(DeviceRow, {**asdict(device.smart), **asdict(device), "smart": device.smart.status})
+
+
+def result_of(health: Health, roots: Sequence[Path] | None) -> DiskHealth:
     notes = []
     if not health.smartctl:
         notes.append(
@@ -119,134 +110,119 @@ def structure(health: Health, roots: Sequence[Path] | None) -> dict[str, Any]:
     notes += [
         f"btrfs on {shown(mount) or 'a mount outside the roots'}: {why}" for mount, why in health.btrfs_unread
     ]
-    return {
-        "devices": devices[:MAX_DEVICES],
-        "devices_not_shown": max(len(devices) - MAX_DEVICES, 0),
-        "arrays": [_array(a) for a in health.arrays],
-        "btrfs": [
-            {
-                "device": b.device,
-                "mount_point": shown(b.mount_point),
-                "verdict": "watch" if b.total else "ok",
-                "errors": b.errors,
-            }
+    return DiskHealth(
+        devices=[_device(d) for d in health.devices[:MAX_DEVICES]],
+        devices_not_shown=max(len(health.devices) - MAX_DEVICES, 0),
+        arrays=[_array(a) for a in health.arrays],
+        btrfs=[
+            BtrfsRow(b.device, shown(b.mount_point), "watch" if b.total else "ok", b.errors)
             for b in health.btrfs
         ],
-        "notes": notes,
-    }
+        notes=notes,
+    )
 
 
-def _facts(row: dict[str, Any]) -> str:
-    facts = [f"{row['model']}" if row["model"] else "", row["protocol"] or ""]
-    if row["passed"] is not None:
-        facts.append("self-assessment " + ("PASSED" if row["passed"] else "FAILED"))
-    if row["power_on_hours"] is not None:
-        facts.append(f"{row['power_on_hours']:,} h on")
-    if row["temperature_c"] is not None:
-        facts.append(f"{row['temperature_c']} °C")
-    facts += [f"{name} {count:,}" for name, count in row["attributes"].items()]
+def _facts(row: DeviceRow) -> str:
+    facts = [row.model or "", row.protocol or ""]
+    if row.passed is not None:
+        facts.append("self-assessment " + ("PASSED" if row.passed else "FAILED"))
+    if row.power_on_hours is not None:
+        facts.append(f"{row.power_on_hours:,} h on")
+    if row.temperature_c is not None:
+        facts.append(f"{row.temperature_c} °C")
+    facts += [f"{name} {count:,}" for name, count in row.attributes.items()]
     return ", ".join(f for f in facts if f)
 
 
-def render(structured: dict[str, Any]) -> str:
-    rows = structured["devices"]
-    worst = [r for r in rows if r["verdict"] != "ok"]
+def render(answer: DiskHealth) -> str:
+    rows = answer.devices
+    worst = [r for r in rows if r.verdict != "ok"]
     lines = [
-        f"Disk health: {plural(len(rows) + structured['devices_not_shown'], 'device')}, "
-        f"{len([r for r in rows if r['verdict'] == 'failing'])} failing, {len([r for r in rows if r['verdict'] == 'watch'])} to watch."
+        f"Disk health: {plural(len(rows) + answer.devices_not_shown, 'device')}, "
+        f"{len([r for r in rows if r.verdict == 'failing'])} failing, {len([r for r in rows if r.verdict == 'watch'])} to watch."
     ]
     for index, row in enumerate(rows):
-        if row["verdict"] == "ok" and index - len(worst) >= OK_NAMED:
+        if row.verdict == "ok" and index - len(worst) >= OK_NAMED:
             lines.append(f"  … and {plural(len(rows) - index, 'more device')} ok")
             break
-        read = _facts(row) if row["smart"] == "read" else f"SMART not read: {row['note']}"
-        lines.append(f"  {row['device']}: {row['verdict'].upper()} — {read}")
-        lines += [f"      {reason}" for reason in row["reasons"] if reason != row["note"]]
-        lines += [f"      kernel: {line}" for line in row["io_errors"]]
-        if row["verdict"] == "ok" and row["smart"] != "read":
+        read = _facts(row) if row.smart == "read" else f"SMART not read: {row.note}"
+        lines.append(f"  {row.device}: {row.verdict.upper()} — {read}")
+        lines += [f"      {reason}" for reason in row.reasons if reason != row.note]
+        lines += [f"      kernel: {line}" for line in row.io_errors]
+        if row.verdict == "ok" and row.smart != "read":
             lines.append("      (health unknown beyond the kernel log)")
-    for array in structured["arrays"]:
-        state = f"{array['level']} [{array['slots']}]"
-        if array["failed"]:
-            state += f", failed: {', '.join(array['failed'])}"
-        if array["operation"]:
-            progress = f" {array['progress_percent']:g}%" if array["progress_percent"] is not None else ""
+    for array in answer.arrays:
+        state = f"{array.level} [{array.slots}]"
+        if array.failed:
+            state += f", failed: {', '.join(array.failed)}"
+        if array.operation:
+            progress = f" {array.progress_percent:g}%" if array.progress_percent is not None else ""
             extra = ", ".join(
                 x
                 for x in (
-                    array["speed"] and f"speed {array['speed']}",
-                    array["finish"] and f"finish in {array['finish']}",
+                    array.speed and f"speed {array.speed}",
+                    array.finish and f"finish in {array.finish}",
                 )
                 if x
             )
-            state += f", {array['operation']}{progress}{f' ({extra})' if extra else ''}"
+            state += f", {array.operation}{progress}{f' ({extra})' if extra else ''}"
         advice = (
             " — degraded: replace the missing or failed member (mdadm --add)"
-            if array["verdict"] == "failing"
+            if array.verdict == "failing"
             else " — rebuilding: no redundancy until it ends; leave the other members alone"
-            if array["degraded"]
+            if array.degraded
             else ""
         )
-
-        lines.append(f"  md {array['name']}: {array['verdict'].upper()} — {state}{advice}")
-    for dev in structured["btrfs"]:
-        errors = ", ".join(f"{k} {v:,}" for k, v in dev["errors"].items() if v) or "no errors"
-        where = f" on {printable(dev['mount_point'])}" if dev["mount_point"] else ""
+        lines.append(f"  md {array.name}: {array.verdict.upper()} — {state}{advice}")
+    for dev in answer.btrfs:
+        errors = ", ".join(f"{k} {v:,}" for k, v in dev.errors.items() if v) or "no errors"
+        where = f" on {printable(dev.mount_point)}" if dev.mount_point else ""
         advice = (
             " — run btrfs scrub, check SMART and cabling; reset with btrfs device stats -z"
-            if dev["verdict"] != "ok"
+            if dev.verdict != "ok"
             else ""
         )
-        lines.append(f"  btrfs {dev['device']}{where}: {dev['verdict'].upper()} — {errors}{advice}")
-    lines += [f"Note: {note}" for note in structured["notes"]]
+        lines.append(f"  btrfs {dev.device}{where}: {dev.verdict.upper()} — {errors}{advice}")
+    lines += [f"Note: {note}" for note in answer.notes]
     return "\n".join(lines)
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    request = HealthRequest(timeout_s=float(args["timeout_s"]))
-
-    def work(meter: Meter) -> Health:
-        def progress(done: int, total: int) -> None:
-            meter.done, meter.total = done, total
-
-        return run(request, progress, meter.checkpoint)
-
     def describe(meter: Meter, elapsed: float) -> str:
         return f"smartctl: {int(meter.done)} of {plural(int(meter.total or 0), 'device')} read"
 
-    health = await ctx.run_in_worker(work, describe=describe)
-    structured = structure(health, ctx.paths.allowed)
-    return ToolOutput(render(structured), structured)
+    health = await ctx.run_engine(run, HealthRequest(timeout_s=float(args["timeout_s"])), describe=describe)
+    return ToolOutput.of(result_of(health, ctx.paths.allowed), render)
 
 
 def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
     """Per host, its failing and watched devices named; hosts with all ok grouped into one line."""
-    body: list[str] = []
     summary: list[tuple[str, str]] = []
     for outcome in outcomes:
         if not outcome.ok or outcome.result is None:
             continue
+        answer = from_json(DiskHealth, outcome.result)
+        named = [
+            *((d.device, d.verdict, d.reasons) for d in answer.devices),
+            *((a.name, a.verdict, []) for a in answer.arrays),
+            *((b.device, b.verdict, []) for b in answer.btrfs),
+        ]
         bad = [
-            f"{row.get('device', row.get('name'))} {row['verdict']}"
-            + (f" ({row['reasons'][0]})" if row.get("reasons") else "")
-            for key in ("devices", "arrays", "btrfs")
-            for row in outcome.result.get(key, [])
-            if row.get("verdict") in ("failing", "watch")
+            f"{name} {verdict}" + (f" ({why[0]})" if why else "")
+            for name, verdict, why in named
+            if verdict != "ok"
         ]
         summary.append(
-            (
-                "; ".join(bad[:5]) + (f"; … {len(bad) - 5} more" if len(bad) > 5 else "") if bad else "",
-                outcome.host,
-            )
+            ("; ".join(bad[:5]) + (f"; … {len(bad) - 5} more" if len(bad) > 5 else ""), outcome.host)
         )
-    for key, hosts in grouped(summary):
-        if key:
-            body.append(f"  {host_list(hosts)}: {key}")
-    ok = [host for key, hosts in grouped(summary) if not key for host in hosts]
+    groups = grouped(summary)
+    body = [f"  {host_list(hosts)}: {key}" for key, hosts in groups if key]
+    ok = [host for key, hosts in groups if not key for host in hosts]
     if ok:
         body.append(f"  {plural(len(ok), 'host')} with every device ok: {host_list(ok)}")
-    view = {"hosts_with_problems": [host for key, hosts in grouped(summary) if key for host in hosts]}
-    return fleet_output(outcomes, body, view)
+    return fleet_output(
+        outcomes, body, {"hosts_with_problems": [host for key, hosts in groups if key for host in hosts]}
+    )
 
 
 TOOL = Tool(

@@ -8,6 +8,7 @@ refused, what to do instead.
 
 from __future__ import annotations
 
+from sysmcp.engine.commands import BadOutput, CommandFailed, CommandMissing, CommandTimedOut
 from sysmcp.engine.errors import (
     EngineError,
     InvalidPath,
@@ -18,7 +19,6 @@ from sysmcp.engine.errors import (
     Unavailable,
     WrongKind,
 )
-from sysmcp.engine.pools import BadOutput, CommandFailed, CommandMissing, CommandTimedOut
 from sysmcp.protocol.errors import ArgumentError, ToolError
 
 __all__ = ["as_tool_error", "words"]

@@ -3,8 +3,7 @@ and after the TEST turns quotas on (sysmcp never does), then the snapshot delete
 came back measured.
 
 Run by tests/engine/test_pools_btrfs_real.py as root in a private mount namespace of its own
-(``unshare -m --propagation private python -m tests.engine.pools_btrfs_scenario WORKDIR``); prints
-one JSON object.
+(``tests.loopfs.in_private_namespace``); prints one JSON object.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from typing import Any
 import anyio
 
 from sysmcp.engine.pools import btrfs_cow
+from tests.loopfs import loop_mount
 from tests.tools.explain_scenario import MiB, explain, write
 
 OLD, SHARED = 48 * MiB, 24 * MiB  # what only the snapshot keeps; what it shares with the live files
@@ -42,12 +42,8 @@ def items(point: Path) -> list[dict[str, Any]]:
 
 
 def main(work: Path) -> dict[str, Any]:
-    image, mnt = work / "btrfs.img", work / "mnt"
-    mnt.mkdir()
-    with open(image, "wb") as handle:
-        handle.truncate(512 * MiB)
-    run("mkfs.btrfs", "-q", "-f", str(image))
-    run("mount", "-o", "loop", str(image), str(mnt))
+    mnt = work / "mnt"
+    loop_mount(work / "btrfs.img", mnt, 512 * MiB, ["mkfs.btrfs", "-q", "-f"])
     try:
         run("btrfs", "subvolume", "create", str(mnt / "data"))
         write(mnt / "data" / "a", OLD, 0x11)

@@ -9,19 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from sysmcp.engine.commands import BadOutput, CommandFailed, CommandMissing, CommandTimedOut, run_command
 from sysmcp.engine.errors import EngineError
 from sysmcp.engine.pools import (
-    BadOutput,
-    CommandFailed,
-    CommandMissing,
-    CommandTimedOut,
     btrfs_cow,
     parse_btrfs_du,
     parse_lvs,
     parse_qgroups,
     parse_subvolumes,
     parse_zfs_list,
-    run_command,
     thin_pool_of,
     thin_pools,
     zfs_cow,

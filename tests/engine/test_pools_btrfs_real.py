@@ -4,63 +4,23 @@ scratch filesystem), are what deleting the snapshot gives back; explain names th
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.engine.pools_btrfs_scenario import OLD, SHARED
-from tests.profile import UNDER_POSIX_PROFILE
+from tests.loopfs import in_private_namespace, needs_loop_mounts
 
-ROOT = Path(__file__).resolve().parents[2]
 MiB = 1 << 20
 
-pytestmark = [
-    pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="loop devices and mount namespaces are Linux's"),
-    pytest.mark.skipif(
-        not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root: loop devices, mounts"
-    ),
-    pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1) from util-linux"),
-    pytest.mark.skipif(
-        shutil.which("mkfs.btrfs") is None, reason="mkfs.btrfs is not installed (Debian: btrfs-progs)"
-    ),
-]
+pytestmark = needs_loop_mounts("mkfs.btrfs")
 
 
 @pytest.fixture(scope="module")
 def answer() -> dict[str, Any]:
-    work = Path(tempfile.mkdtemp(prefix="sysmcp-pools-btrfs-"))
-    os.chmod(work, 0o755)
-    try:
-        done = subprocess.run(
-            [
-                "unshare",
-                "-m",
-                "--propagation",
-                "private",
-                sys.executable,
-                "-m",
-                "tests.engine.pools_btrfs_scenario",
-                str(work),
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    if done.returncode != 0 and "loop" in done.stderr and "mount" in done.stderr:
-        pytest.skip(f"no loop device here: {done.stderr.strip().splitlines()[-1]}")
-    assert done.returncode == 0, done.stderr
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = in_private_namespace(
+        ["-m", "tests.engine.pools_btrfs_scenario"], "sysmcp-pools-btrfs-"
+    )
     return result
 
 

@@ -66,6 +66,7 @@ LINUX_ONLY = frozenset(
         "sched_setaffinity",
         "setxattr",
         "splice",
+        "waitid",  # macOS has it from Python 3.13 on
     }
 )
 ACTIVE = False  # True once applied (the conftest checks it)

@@ -4,14 +4,7 @@ names is in the list, the counts agree, no advice to unmount what the system run
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import textwrap
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,9 +15,8 @@ from sysmcp.engine.space._hidden import Hidden
 from sysmcp.engine.space._snapshots import Overhead
 from sysmcp.engine.space._space import DeletedPart, HiddenPart, Walked
 from sysmcp.tools.disk_explain import render
-from tests.profile import UNDER_POSIX_PROFILE
+from tests.loopfs import in_private_namespace, needs_loop_mounts
 
-ROOT = Path(__file__).resolve().parents[2]
 KiB, MiB = 1 << 10, 1 << 20
 
 SCENARIO = textwrap.dedent(
@@ -32,14 +24,11 @@ SCENARIO = textwrap.dedent(
     import json, os, subprocess, sys
     from pathlib import Path
     import anyio
+    from tests.loopfs import loop_mount
     from tests.tools.explain_scenario import explain, run, write
     work = Path(sys.argv[1])
-    image, mnt = work / "fs.img", work / "mnt"
-    mnt.mkdir()
-    with open(image, "wb") as handle:
-        handle.truncate(64 << 20)
-    run("mkfs.ext4", "-q", "-F", str(image))
-    run("mount", "-o", "loop", str(image), str(mnt))
+    mnt = work / "mnt"
+    loop_mount(work / "fs.img", mnt, 64 << 20, ["mkfs.ext4", "-q", "-F"])
     for name in ("full", "empty1", "empty2"):
         (mnt / name).mkdir()
     write(mnt / "full" / "written-before-the-mount", 2 << 20)
@@ -64,30 +53,15 @@ SCENARIO = textwrap.dedent(
 )
 
 
+needs_ext4 = needs_loop_mounts("mkfs.ext4")
+
+
 @pytest.fixture(scope="module")
 def answer() -> dict[str, Any]:
-    if UNDER_POSIX_PROFILE or not hasattr(os, "geteuid") or os.geteuid() != 0:
-        pytest.skip("needs root on Linux: a loop device, mounts in a private namespace")
-    if shutil.which("unshare") is None or shutil.which("mkfs.ext4") is None:
-        pytest.skip("needs unshare(1) and mkfs.ext4")
-    work = Path(tempfile.mkdtemp(prefix="sysmcp-explain-counts-"))
-    try:
-        done = subprocess.run(
-            ["unshare", "-m", "--propagation", "private", sys.executable, "-c", SCENARIO, str(work)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    if done.returncode != 0 and "loop" in done.stderr and "mount" in done.stderr:
-        pytest.skip(f"no loop device here: {done.stderr.strip().splitlines()[-1]}")
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return in_private_namespace(["-c", SCENARIO], "sysmcp-explain-counts-", timeout=300)  # type: ignore[no-any-return]
 
 
+@needs_ext4
 def test_the_summary_the_detail_and_the_structured_result_count_the_same_mount_points_and_list_every_byte(
     answer: dict[str, Any],
 ) -> None:
@@ -102,6 +76,7 @@ def test_the_summary_the_detail_and_the_structured_result_count_the_same_mount_p
     assert f"unmount {answer['mount']}/full" in hidden["next_step"]  # an ordinary mount may be unmounted
 
 
+@needs_ext4
 def test_the_advice_for_a_deleted_open_file_names_its_real_descriptor(answer: dict[str, Any]) -> None:
     text, deleted = answer["root"]["text"], answer["root"]["structured"]["explain"]["deleted_open"]
     link = f"/proc/{answer['holder']}/fd/{answer['fd']}"

@@ -9,12 +9,9 @@ import json
 import os
 import shutil
 import stat
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import jsonschema
@@ -27,9 +24,20 @@ from sysmcp.engine.paths import PathPolicy
 from sysmcp.protocol.context import RequestContext
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
-from sysmcp.tools.disk_health import INPUT_SCHEMA, OUTPUT_SCHEMA, handle, merge, render, structure
+from sysmcp.tools.disk_health import (
+    INPUT_SCHEMA,
+    OUTPUT_SCHEMA,
+    DeviceRow,
+    DiskHealth,
+    handle,
+    merge,
+    render,
+    result_of,
+)
 from sysmcp.tools.merging import HostOutcome
 from sysmcp.tools.registry import ToolContext, ToolOutput
+from sysmcp.tools.typed import to_json
+from tests.loopfs import in_private_namespace, needs_loop_mounts
 from tests.profile import UNDER_POSIX_PROFILE
 
 DATA = Path(__file__).parent / "health_data"
@@ -160,7 +168,7 @@ def test_a_degraded_array_is_failing_and_one_rebuilding_is_watched_with_its_prog
     words = []
     for name in ("clean", "degraded", "recovering"):
         health = run(HealthRequest(devices=(), mdstat=str(DATA / f"mdstat-raid1-{name}.txt")))
-        words.append(render(structure(health, None)))
+        words.append(render(result_of(health, None)))
     assert "md md0: OK — raid1 [UU]" in words[0]
     assert "md md0: FAILING — raid1 [U_], failed: sdb1 — degraded: replace" in words[1]
     assert (
@@ -294,7 +302,7 @@ def test_smartctl_runs_in_parallel_with_progress_per_device(tmp_path: Path) -> N
         devices.append(str(tmp_path / f"sd{index}"))
     doc = json.dumps(recorded("smartctl-nvme-healthy.json"))
     smartctl = fake_smartctl(tmp_path, f"cat <<'EOF'\n{doc}\nEOF")
-    seen: list[tuple[int, int]] = []
+    seen: list[tuple[float, float | None]] = []
     health = run(HealthRequest(smartctl=smartctl, devices=tuple(devices)), lambda d, t: seen.append((d, t)))
     assert [d.smart.status for d in health.devices] == ["read"] * 6
     assert seen[-1] == (6, 6)
@@ -333,66 +341,37 @@ def test_an_io_error_in_the_real_kernel_log_is_found() -> None:
 # -- btrfs on a real loop filesystem ------------------------------------------------------------------
 
 _BTRFS_CHILD = """
-import json, subprocess, sys
+import json, sys
+from pathlib import Path
 from sysmcp.engine.health import HealthRequest, run
-image, mnt = sys.argv[1], sys.argv[2]
-subprocess.run(["mount", "-o", "loop", image, mnt], check=True)
+from tests.loopfs import loop_mount
+mnt = Path(sys.argv[1]) / "mnt"
+loop_mount(mnt.with_name("btrfs.img"), mnt, 256 << 20, ["mkfs.btrfs", "-q", "-f"])
 health = run(HealthRequest(devices=()))
-print(json.dumps([[b.device, b.mount_point, b.errors] for b in health.btrfs if b.mount_point == mnt]))
+print(json.dumps([[b.device, b.mount_point, b.errors, str(mnt)] for b in health.btrfs if b.mount_point == str(mnt)]))
 """
 
 
-@needs_linux_root
-@pytest.mark.skipif(
-    shutil.which("mkfs.btrfs") is None, reason="btrfs-progs is not installed (.ci/run installs it)"
-)
+@needs_loop_mounts("mkfs.btrfs")
 def test_a_mounted_btrfs_gives_its_device_error_counters() -> None:
-    work = Path(tempfile.mkdtemp(prefix="sysmcp-health-"))
-    try:
-        image, mnt = work / "btrfs.img", work / "mnt"
-        mnt.mkdir()
-        with open(image, "wb") as handle:
-            handle.truncate(256 << 20)
-        subprocess.run(["mkfs.btrfs", "-q", "-f", str(image)], check=True)
-        done = subprocess.run(
-            [
-                "unshare",
-                "-m",
-                "--propagation",
-                "private",
-                sys.executable,
-                "-c",
-                _BTRFS_CHILD,
-                str(image),
-                str(mnt),
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        ((device, mount_point, errors),) = json.loads(done.stdout)
-        assert device.startswith("/dev/loop") and mount_point == str(mnt)
-        assert errors == {
-            "write_io_errs": 0,
-            "read_io_errs": 0,
-            "flush_io_errs": 0,
-            "corruption_errs": 0,
-            "generation_errs": 0,
-        }
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    ((device, mount_point, errors, mnt),) = in_private_namespace(["-c", _BTRFS_CHILD], "sysmcp-health-", 120)
+    assert device.startswith("/dev/loop") and mount_point == mnt
+    assert errors == {
+        "write_io_errs": 0,
+        "read_io_errs": 0,
+        "flush_io_errs": 0,
+        "corruption_errs": 0,
+        "generation_errs": 0,
+    }
 
 
 def test_a_btrfs_mount_point_outside_the_roots_is_not_named() -> None:
     from sysmcp.engine.health import BtrfsDevice, Health
 
     health = Health([], [], [BtrfsDevice("/dev/sdd", "/srv/data", {"read_io_errs": 2})], [], True, True, True)
-    inside, outside = structure(health, [Path("/srv")]), structure(health, [Path("/home")])
-    assert inside["btrfs"][0]["mount_point"] == "/srv/data" and inside["btrfs"][0]["verdict"] == "watch"
-    assert outside["btrfs"][0]["mount_point"] is None
+    inside, outside = result_of(health, [Path("/srv")]), result_of(health, [Path("/home")])
+    assert inside.btrfs[0].mount_point == "/srv/data" and inside.btrfs[0].verdict == "watch"
+    assert outside.btrfs[0].mount_point is None
     assert "/srv/data" not in render(outside) and "read_io_errs 2" in render(outside)
 
 
@@ -400,12 +379,11 @@ def test_a_btrfs_mount_point_outside_the_roots_is_not_named() -> None:
 
 
 def test_the_fleet_view_names_the_hosts_with_a_failing_device_and_groups_the_healthy() -> None:
-    bad = {
-        "devices": [{"device": "/dev/sda", "verdict": "failing", "reasons": ["24 pending sectors"]}],
-        "arrays": [],
-        "btrfs": [],
-    }
-    good = {"devices": [{"device": "/dev/sda", "verdict": "ok", "reasons": []}], "arrays": [], "btrfs": []}
+    def host(verdict: Literal["ok", "failing"], reasons: list[str]) -> dict[str, Any]:
+        row = DeviceRow("/dev/sda", verdict, reasons, "read", "", None, "ATA", True, 1, 30, {}, [])
+        return to_json(DiskHealth([row], 0, [], [], []))  # type: ignore[no-any-return]
+
+    bad, good = host("failing", ["24 pending sectors"]), host("ok", [])
     outcomes = [
         HostOutcome("web1", "ok", 0.1, good, "…"),
         HostOutcome("db1", "ok", 0.1, bad, "…"),

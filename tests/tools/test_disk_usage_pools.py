@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from sysmcp.engine.commands import CommandMissing, CommandTimedOut
 from sysmcp.engine.mounts import Mount, MountTable
-from sysmcp.engine.pools import CommandMissing, CommandTimedOut, Cow, CowItem, ThinPool, thin_pools, zfs_cow
+from sysmcp.engine.pools import Cow, CowItem, ThinPool, thin_pools, zfs_cow
 from sysmcp.tools.disk_pools import as_snapshots, with_cow
 from sysmcp.tools.disk_usage import DiskUsage
 from tests.engine.recorded import ZFS_LIST, GiB, lvs_report

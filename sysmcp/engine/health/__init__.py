@@ -12,20 +12,23 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from sysmcp import platform
+from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.errors import Unavailable
 from sysmcp.engine.health import _btrfs, _kernel, _mdstat, _smart
 from sysmcp.engine.health._btrfs import BtrfsDevice
 from sysmcp.engine.health._mdstat import MdArray
 from sysmcp.engine.health._smart import Smart
+from sysmcp.engine.mounts import parse_mountinfo
 
-__all__ = ["BtrfsDevice", "Device", "Health", "HealthRequest", "MdArray", "Smart", "run", "verdict"]
+__all__ = ["BtrfsDevice", "Device", "Health", "HealthRequest", "MdArray", "Smart", "run"]
 
 ORDER = {"failing": 0, "watch": 1, "ok": 2}
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,9 +36,9 @@ class HealthRequest:
     timeout_s: float = 10.0  # per smartctl call
     parallel: int = 8  # smartctl calls at once
     kernel_lines: int = 3  # recent kernel I/O error lines kept per device
-    #: The smartctl and btrfs programs (None: not installed); tests point them at stand-ins.
-    smartctl: str | None = field(default_factory=lambda: shutil.which("smartctl"))
-    btrfs: str | None = field(default_factory=lambda: shutil.which("btrfs"))
+    #: The smartctl and btrfs programs, found on PATH; tests point them at stand-ins.
+    smartctl: str = "smartctl"
+    btrfs: str = "btrfs"
     #: Devices to check (e.g. ``/dev/sda``); None: every physical device found.
     devices: tuple[str, ...] | None = None
     sys_block: str = platform.SYS_BLOCK
@@ -64,10 +67,6 @@ class Health:
     mdstat: bool  # /proc/mdstat exists (the md driver is loaded)
 
 
-def verdict(failing: list[str], watch: list[str]) -> str:
-    return "failing" if failing else "watch" if watch else "ok"
-
-
 def physical_devices(sys_block: str) -> list[str]:
     """Whole disks in ``/sys/block`` that are hardware (not loop, zram, dm or md: their sysfs path is
     under ``/devices/virtual/``)."""
@@ -82,76 +81,68 @@ def physical_devices(sys_block: str) -> list[str]:
     ]
 
 
-def _read(path: str) -> str | None:
+def _read(path: str) -> bytes | None:
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
+        with open(path, "rb") as handle:
             return handle.read()
     except OSError:
         return None
 
 
-def _smart_all(
-    request: HealthRequest,
-    devices: list[tuple[str, str | None]],
-    progress: Callable[[int, int], None],
-    cancel: Callable[[], None],
-) -> list[Smart]:
-    """Each device's ``Smart``, in parallel up to ``request.parallel``; all killed if ``cancel`` raises."""
+class _Stopped(Exception):
+    """Raised in the smartctl threads once the call is given up (``cancel`` raised in its own thread)."""
+
+
+def run(request: HealthRequest, progress: Progress = no_progress, cancel: Cancel = never_cancelled) -> Health:
     stop = threading.Event()
-    results: list[Smart | None] = [None] * len(devices)
-    with ThreadPoolExecutor(max_workers=max(1, min(request.parallel, len(devices)))) as pool:
-        futures: dict[Future[Smart], int] = {
-            pool.submit(_smart.read, request.smartctl, path, kind, request.timeout_s, stop): index
-            for index, (path, kind) in enumerate(devices)
-        }
-        waiting = set(futures)
+
+    def stopped() -> None:
+        if stop.is_set():
+            raise _Stopped
+
+    def waited(futures: list[Future[T]], report: Progress = no_progress) -> list[T]:
+        """Their results; the calling thread asks ``cancel`` while smartctl runs."""
+        pending = set(futures)
+        while pending:
+            cancel()
+            pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED).not_done
+            report(len(futures) - len(pending), len(futures))
+        return [future.result() for future in futures]
+
+    def read(devices: list[tuple[str, str | None]]) -> list[Future[Smart]]:
+        return [
+            pool.submit(_smart.read, request.smartctl, *device, request.timeout_s, stopped)
+            for device in devices
+        ]
+
+    with ThreadPoolExecutor(max_workers=max(1, request.parallel) + 1) as pool:
         try:
-            while waiting:
-                cancel()
-                done, waiting = wait(waiting, timeout=0.2, return_when=FIRST_COMPLETED)
-                for future in done:
-                    results[futures[future]] = future.result()
-                progress(len(devices) - len(waiting), len(devices))
+            # smartctl's scan runs beside the reads of /sys/block's disks: a hung smartctl costs one timeout
+            scan = (
+                pool.submit(_smart.scan, request.smartctl, request.timeout_s, stopped)
+                if request.devices is None
+                else None
+            )
+            paths = request.devices if request.devices is not None else physical_devices(request.sys_block)
+            listed: list[tuple[str, str | None]] = [(path, None) for path in paths]
+            reads = read(listed)
+            if scan is not None:
+                known = {os.path.realpath(path) for path, _ in listed}
+                # disks only smartctl sees (behind a RAID controller: megaraid,N ...)
+                extra = [
+                    (path, kind) for path, kind in waited([scan])[0] if os.path.realpath(path) not in known
+                ]
+                reads += read(extra)
+                listed += extra
+            smarts = waited(reads, progress)
         finally:
             stop.set()  # on a cancel: every smartctl still running is killed, then the pool ends
-    return [r if r is not None else Smart("cancelled") for r in results]
-
-
-def run(
-    request: HealthRequest,
-    progress: Callable[[int, int], None] = lambda done, total: None,
-    cancel: Callable[[], None] = lambda: None,
-) -> Health:
-    if request.devices is not None:
-        listed: list[tuple[str, str | None]] = [(path, None) for path in request.devices]
-        smarts = _smart_all(request, listed, progress, cancel) if listed else []
-    else:  # smartctl's scan runs beside the reads of /sys/block's disks: a hung smartctl costs one timeout
-        scanned: list[list[tuple[str, str | None]]] = []
-        scanner = threading.Thread(
-            target=lambda: scanned.append(_smart.scan(request.smartctl, request.timeout_s)), daemon=True
-        )
-        scanner.start()
-        listed = [(path, None) for path in physical_devices(request.sys_block)]
-        smarts = _smart_all(request, listed, progress, cancel) if listed else []
-        while scanner.is_alive():
-            cancel()
-            scanner.join(0.2)
-        known = {os.path.realpath(path) for path, _ in listed}
-        extra = [
-            (path, kind)
-            for path, kind in (scanned[0] if scanned else [])
-            if os.path.realpath(path) not in known
-        ]
-        if extra:  # disks only smartctl sees (behind a RAID controller: megaraid,N ...)
-            smarts += _smart_all(request, extra, progress, cancel)
-            listed += extra
     mdstat = _read(request.mdstat)
-    arrays = _mdstat.parse(mdstat) if mdstat is not None else []
+    arrays = _mdstat.parse(mdstat.decode("utf-8", "replace")) if mdstat is not None else []
+    installed = shutil.which(request.smartctl) is not None
     if request.devices is None and not listed and not arrays:
         missing = (
-            ""
-            if request.smartctl
-            else "; smartctl is not installed (smartmontools), which lists them elsewhere"
+            "" if installed else "; smartctl is not installed (smartmontools), which lists them elsewhere"
         )
         raise Unavailable(f"no physical block device was found to check (none in /sys/block{missing})")
     records = _kernel.read_records(request.kmsg)
@@ -165,15 +156,16 @@ def run(
     devices.sort(key=lambda d: (ORDER[d.verdict], d.device))
     btrfs: list[BtrfsDevice] = []
     unread: list[tuple[str, str]] = []
-    for _, mount_point in _btrfs.btrfs_mounts(_read(request.mountinfo) or ""):
-        cancel()
-        found, why = _btrfs.stats(request.btrfs, mount_point, request.timeout_s)
+    first_mounts: dict[str, str] = {}  # each mounted btrfs once, at its first mount point
+    for mount in parse_mountinfo(_read(request.mountinfo) or b"").mounts:
+        if mount.fs_type == "btrfs":
+            first_mounts.setdefault(mount.device, mount.mount_point)
+    for mount_point in first_mounts.values():
+        found, why = _btrfs.stats(request.btrfs, mount_point, request.timeout_s, cancel)
         btrfs += found
         if why:
             unread.append((mount_point, why))
-    return Health(
-        devices, arrays, btrfs, unread, request.smartctl is not None, records is not None, mdstat is not None
-    )
+    return Health(devices, arrays, btrfs, unread, installed, records is not None, mdstat is not None)
 
 
 def _judge(path: str, smart: Smart, io_errors: list[str]) -> Device:
@@ -184,4 +176,5 @@ def _judge(path: str, smart: Smart, io_errors: list[str]) -> Device:
         watch.append(
             f"the kernel logged I/O errors for it recently ({len(io_errors)} shown); check cabling and SMART"
         )
-    return Device(path, smart, io_errors, verdict(smart.failing, watch), [*smart.failing, *watch])
+    verdict = "failing" if smart.failing else "watch" if watch else "ok"
+    return Device(path, smart, io_errors, verdict, [*smart.failing, *watch])

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from sysmcp.engine import commands
+from sysmcp.engine.calls import Cancel
+from sysmcp.engine.errors import Unavailable
 
 #: ATA attributes that predict failure (Backblaze's and smartmontools' short list): id → short name.
 ATA_WATCHED = {
@@ -153,46 +153,19 @@ def _nvme(log: dict[str, Any], smart: Smart) -> None:
         smart.watch.append(f"{used}% of its rated endurance used; plan its replacement")
 
 
-def read(
-    smartctl: str | None, device: str, kind: str | None, timeout_s: float, stop: threading.Event
-) -> Smart:
-    """One device's SMART through ``smartctl --json -a``: killed after ``timeout_s`` or when ``stop`` is set."""
-    if smartctl is None:
-        return Smart("absent", "smartctl is not installed (Debian: apt install smartmontools)")
-    argv = [smartctl, "--json", "-a", *(["-d", kind] if kind else []), device]
+def read(smartctl: str, device: str, kind: str | None, timeout_s: float, cancel: Cancel) -> Smart:
+    """One device's SMART through ``smartctl --json -a``, killed after ``timeout_s`` or when ``cancel`` raises."""
     try:
-        child = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
+        done = commands.run(
+            [smartctl, "--json", "-a", *(["-d", kind] if kind else []), device], timeout_s, cancel
         )
-    except OSError as exc:
-        return Smart("absent", f"smartctl could not be started: {exc.strerror or exc}")
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            out, _ = child.communicate(timeout=0.1)
-            break
-        except subprocess.TimeoutExpired:
-            if stop.is_set():
-                _kill(child)
-                return Smart("cancelled", "cancelled")
-            if time.monotonic() >= deadline:
-                _kill(child)
-                return Smart(
-                    "timeout", f"smartctl did not answer within {timeout_s:g} s (a hung device or bus?)"
-                )
-    return from_output(out, device)
-
-
-def _kill(child: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except OSError:
-        child.kill()
-    child.communicate()
+    except commands.CommandTimedOut:
+        return Smart("timeout", f"smartctl did not answer within {timeout_s:g} s (a hung device or bus?)")
+    except commands.CommandMissing:
+        return Smart("absent", "smartctl is not installed (Debian: apt install smartmontools)")
+    except commands.CommandFailed as fault:  # it could not be started
+        return Smart("absent", fault.detail)
+    return from_output(done.stdout, device)
 
 
 def from_output(out: bytes, device: str) -> Smart:
@@ -211,20 +184,11 @@ def from_output(out: bytes, device: str) -> Smart:
         return Smart("garbage", "smartctl's JSON is not in the documented format")
 
 
-def scan(smartctl: str | None, timeout_s: float) -> list[tuple[str, str | None]]:
+def scan(smartctl: str, timeout_s: float, cancel: Cancel) -> list[tuple[str, str | None]]:
     """``smartctl --scan-open --json``: the devices smartctl finds, with the type it would use."""
-    if smartctl is None:
-        return []
     try:
-        done = subprocess.run(
-            [smartctl, "--scan-open", "--json"],
-            capture_output=True,
-            timeout=timeout_s,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-        doc = json.loads(done.stdout)
-    except (OSError, subprocess.SubprocessError, ValueError):
+        doc = json.loads(commands.run([smartctl, "--scan-open", "--json"], timeout_s, cancel).stdout)
+    except (Unavailable, ValueError):
         return []
     found = doc.get("devices", []) if isinstance(doc, dict) else []
     return [

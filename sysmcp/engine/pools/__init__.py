@@ -1,9 +1,10 @@
 """Copy-on-write and thin pools: the space a filesystem draws on that ``df`` of the filesystem alone
 does not show — btrfs subvolumes and snapshots, ZFS datasets and snapshots, LVM thin pools.
 
-The front door: the readers (each runs its read-only query commands with a timeout; a missing,
-hung or failing command is a fault that carries the fact), the parsers they use (pure: text in,
-figures out) and the faults. Nothing here enables anything (btrfs quotas stay as they are).
+The front door: the readers (each runs its read-only query commands through ``sysmcp.engine.commands``
+with a timeout; a missing, hung or failing command is that room's fault, which carries the fact) and
+the parsers they use (pure: text in, figures out). Nothing here enables anything (btrfs quotas stay
+as they are).
 """
 
 from __future__ import annotations
@@ -28,14 +29,9 @@ from sysmcp.engine.pools._lvm import (
     thin_pool_of,
     thin_pools,
 )
-from sysmcp.engine.pools._run import BadOutput, CommandFailed, CommandMissing, CommandTimedOut, run_command
 
 __all__ = [
     "LVS_FIELDS",
-    "BadOutput",
-    "CommandFailed",
-    "CommandMissing",
-    "CommandTimedOut",
     "Cow",
     "CowItem",
     "LogicalVolume",
@@ -48,7 +44,6 @@ __all__ = [
     "parse_qgroups",
     "parse_subvolumes",
     "parse_zfs_list",
-    "run_command",
     "thin_pool_of",
     "thin_pools",
     "zfs_cow",

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sysmcp.engine.commands import BadOutput, CommandFailed, CommandMissing, CommandTimedOut, run_command
 from sysmcp.engine.errors import EngineError
-from sysmcp.engine.pools._run import BadOutput, CommandFailed, CommandMissing, CommandTimedOut, run_command
 
 __all__ = [
     "Cow",

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sysmcp.engine.pools._run import BadOutput, run_command
+from sysmcp.engine.commands import BadOutput, run_command
 
 __all__ = [
     "LVS_FIELDS",

@@ -1,7 +1,7 @@
 """Space a walk cannot see because the filesystem itself holds it: snapshots and subvolumes (btrfs, ZFS,
 LVM thin, APFS local snapshots) and the filesystem's own overhead (btrfs metadata and global reserve,
 XFS's in-memory reservations). Read with the filesystem's read-only query commands, each through
-``platform.read_command`` with a timeout; a command that is missing or fails is a fact, not an error.
+``sysmcp.engine.commands`` with a timeout; a command that is missing or fails is a fact, not an error.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, field
 
 from sysmcp import platform
+from sysmcp.engine.commands import run_command
+from sysmcp.engine.errors import Unavailable
 from sysmcp.engine.mounts import Mount
 
 __all__ = ["Overhead", "Snapshot", "Snapshots", "overhead_of", "snapshots_of"]
@@ -41,6 +43,14 @@ class Overhead:
     source: str  # how it was read
 
 
+def _read(argv: list[str], timeout_s: float) -> str | None:
+    """The output of a query command, or None when it is missing, fails or does not answer in time."""
+    try:
+        return run_command(argv, timeout_s)
+    except Unavailable:
+        return None
+
+
 def snapshots_of(mount: Mount) -> Snapshots:
     """The snapshots (and, on btrfs, other subvolumes) of the filesystem at ``mount``."""
     kind = mount.fs_type
@@ -54,7 +64,7 @@ def snapshots_of(mount: Mount) -> Snapshots:
 
 
 def _lvm(device: str) -> Snapshots:
-    out = platform.read_command(
+    out = _read(
         ["lvs", "--noheadings", "--nosuffix", "--units", "b", "-o", "lv_name,origin,lv_size,data_percent"],
         COMMAND_TIMEOUT,
     )
@@ -71,7 +81,7 @@ def _lvm(device: str) -> Snapshots:
 
 
 def _apfs(point: str) -> Snapshots:
-    out = platform.read_command(["tmutil", "listlocalsnapshots", point], COMMAND_TIMEOUT)
+    out = _read(["tmutil", "listlocalsnapshots", point], COMMAND_TIMEOUT)
     if out is None:
         return Snapshots()
     names = [line.strip() for line in out.splitlines() if "com.apple" in line]
@@ -82,7 +92,7 @@ def _apfs(point: str) -> Snapshots:
 def overhead_of(mount: Mount, free_bytes: int) -> Overhead:
     """The filesystem's own share of ``used`` where it says it; ``free_bytes`` is statvfs's f_bfree."""
     if mount.fs_type == "btrfs":
-        out = platform.read_command(["btrfs", "filesystem", "df", "-b", mount.mount_point], COMMAND_TIMEOUT)
+        out = _read(["btrfs", "filesystem", "df", "-b", mount.mount_point], COMMAND_TIMEOUT)
         if out is not None:
             total = 0
             for m in re.finditer(r"^(Metadata|System), (\w+): total=\d+, used=(\d+)", out, re.M):
@@ -92,7 +102,7 @@ def overhead_of(mount: Mount, free_bytes: int) -> Overhead:
             total += int(reserve.group(1)) if reserve else 0
             return Overhead(total, "btrfs filesystem df: metadata and system used, and the global reserve")
     elif mount.fs_type == "xfs":
-        out = platform.read_command(["xfs_io", "-r", "-c", "fsmap", mount.mount_point], COMMAND_TIMEOUT)
+        out = _read(["xfs_io", "-r", "-c", "fsmap", mount.mount_point], COMMAND_TIMEOUT)
         if out is not None:
             on_disk_free = 512 * sum(int(m.group(1)) for m in re.finditer(r"free space\s+(\d+)$", out, re.M))
             if on_disk_free:
