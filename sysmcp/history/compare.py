@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from sysmcp.engine.calls import never_cancelled, no_progress
 from sysmcp.engine.errors import EngineError
 from sysmcp.engine.hashing import ALGORITHMS, TreeRequest, hash_path
 from sysmcp.engine.usage import Request, Usage, scan_usage
@@ -244,17 +245,18 @@ def _integrity(
         outcome.integrity = BaselineDiff(False, f"the baseline's digest {baseline.algorithm} is unknown here")
         return
     request = TreeRequest(
-        root, algorithm, "gnu", options_of(baseline.series), max(budget_s, 0.001), INTEGRITY_KEEP, 0
+        root,
+        algorithm,
+        "gnu",
+        options_of(baseline.series),
+        max(budget_s, 0.001),
+        INTEGRITY_KEEP,
+        0,
+        shown=os.fsdecode(root),
+        clock=monotonic,
     )
-    try:
-        tree = hash_path(
-            request,
-            SkipCounter(),
-            os.fsdecode(root),
-            check_cancelled=check_cancelled or (lambda: None),
-            report=report or (lambda files, done: None),
-            clock=monotonic,
-        )
+    try:  # its progress (files and bytes together) is not the scan's entries: not reported
+        tree = hash_path(request, no_progress, check_cancelled or never_cancelled)
     except (EngineError, OSError, ScanStopped) as exc:
         outcome.integrity = BaselineDiff(False, f"the tree could not be hashed now: {exc}")
         return

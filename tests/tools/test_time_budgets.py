@@ -6,7 +6,10 @@ import hashlib
 import itertools
 import os
 import subprocess
+import time
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +17,14 @@ import blake3
 import jsonschema
 import pytest
 
-from sysmcp.engine.hashing import ALGORITHMS, TreeHash, TreeRequest
+from sysmcp.engine.calls import never_cancelled, no_progress
+from sysmcp.engine.hashing import ALGORITHMS, TreeHash, TreeRequest, hash_path
 from sysmcp.engine.hashing import _verify as verify_engine
 from sysmcp.engine.hashing import _verify_ranges as verify_ranges
-from sysmcp.engine.hashing._treehash import hash_tree as hash_tree_engine
 from sysmcp.engine.paths import PathPolicy
-from sysmcp.engine.walk import SkipCounter, WalkOptions
+from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
-from sysmcp.results import MAX_ITEM
 from sysmcp.tools import hash_tree, verify_checksums
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.verify_checksums import Source
@@ -50,27 +52,13 @@ def ticking(step: float) -> Any:
     return lambda: next(ticks) * step
 
 
-def tree_request(root: Path, timeout_s: float) -> TreeRequest:
-    return TreeRequest(
-        os.fsencode(root),
-        ALGORITHMS["sha256"],
-        "gnu",
-        WalkOptions(),
-        timeout_s=timeout_s,
-        keep_limit=MAX_ITEM,
-        first_lines=hash_tree.MAX_SHOWN,
-    )
+def tree_request(root: Path, timeout_s: float, clock: Callable[[], float] = time.monotonic) -> TreeRequest:
+    request = hash_tree.tree_request(root, str(root), ALGORITHMS["sha256"], "gnu", WalkOptions(), timeout_s)
+    return replace(request, threads=1, clock=clock)
 
 
 def partial_tree(root: Path) -> TreeHash:
-    return hash_tree_engine(
-        tree_request(root, 0.5),
-        SkipCounter(),
-        check_cancelled=lambda: None,
-        report=lambda files, done: None,
-        threads=1,
-        clock=ticking(0.001),
-    )
+    return hash_path(tree_request(root, 0.5, ticking(0.001)), no_progress, never_cancelled)
 
 
 def test_a_hash_tree_cut_by_its_budget_is_a_manifest_sha256sum_accepts(tmp_path: Path) -> None:
@@ -101,15 +89,7 @@ def test_a_partial_hash_tree_says_so_in_text_and_structure(tmp_path: Path) -> No
             return "not kept in this test"
 
     args = {"max_lines": 5}
-    output = hash_tree.render(
-        args,
-        Keeper(),  # type: ignore[arg-type]
-        result,
-        str(tree),
-        ALGORITHMS["sha256"],
-        "gnu",
-        SkipCounter(),
-    )
+    output = hash_tree.answer(args, Keeper(), result, str(tree), ALGORITHMS["sha256"], "gnu")  # type: ignore[arg-type]
     jsonschema.validate(output.structured, hash_tree.OUTPUT_SCHEMA)
     assert output.structured["complete"] is False
     assert output.text.startswith("PARTIAL RESULT: hashing stopped early")
@@ -124,13 +104,7 @@ def test_a_hash_tree_within_its_budget_is_complete(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     tree.mkdir()
     total = build(tree, dirs=2, per_dir=10)
-    result = hash_tree_engine(
-        tree_request(tree, 30),
-        SkipCounter(),
-        check_cancelled=lambda: None,
-        report=lambda files, done: None,
-        threads=1,
-    )
+    result = hash_path(tree_request(tree, 30), no_progress, never_cancelled)
     assert result.stopped is None and result.walk_complete and result.not_hashed == 0
     assert result.files == total and result.manifest is not None
     assert result.manifest.count(b"\n") == total
