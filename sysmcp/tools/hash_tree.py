@@ -37,6 +37,7 @@ from sysmcp.protocol.threads import run_in_thread
 from sysmcp.render import human_bytes, plural, rate, took
 from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools import schemas as js
+from sysmcp.tools.errors import file_error
 from sysmcp.tools.recording import record_baseline
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import prop, result, schema_of
@@ -224,7 +225,7 @@ def answer(
         uri,
         tree.skipped,
         tree.unreadable_count,
-        [PathError(printable(name), error) for name, error in tree.unreadable[:MAX_LISTED]],
+        [PathError(printable(name), file_error(error)) for name, error in tree.unreadable[:MAX_LISTED]],
         tree.non_utf8,
     )
     return ToolOutput.of(

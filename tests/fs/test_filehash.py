@@ -22,7 +22,7 @@ def test_a_file_is_hashed_with_progress_from_its_size_to_its_end(tmp_path: Path)
     target = tmp_path / "data.bin"
     content = os.urandom(2 * CHUNK + 5)
     target.write_bytes(content)
-    seen: list[tuple[int, int]] = []
+    seen: list[tuple[float, float | None]] = []
     checks: list[int] = []
     hashed = hash_file(request(target), lambda d, t: seen.append((d, t)), lambda: checks.append(1))
     assert isinstance(hashed, FileHash) and hashed.seconds >= 0

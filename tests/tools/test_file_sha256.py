@@ -151,9 +151,9 @@ class StopAfter:
     def __init__(self, chunks: int) -> None:
         self.calls = 0
         self.chunks = chunks
-        self.done = 0
+        self.done = 0.0
 
-    def report(self, done: int, total: int) -> None:
+    def report(self, done: float, total: float | None) -> None:
         self.done = done
 
     def cancel(self) -> None:

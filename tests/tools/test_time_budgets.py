@@ -18,23 +18,21 @@ import jsonschema
 import pytest
 
 from sysmcp.engine.calls import never_cancelled, no_progress
-from sysmcp.engine.hashing import ALGORITHMS, TreeHash, TreeRequest, hash_path
+from sysmcp.engine.hashing import ALGORITHMS, TreeHash, TreeRequest, Verification, hash_path
 from sysmcp.engine.hashing import _verify as verify_engine
 from sysmcp.engine.hashing import _verify_ranges as verify_ranges
+from sysmcp.engine.hashing import verify as check_manifest
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.engine.walk import WalkOptions
-from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools import hash_tree, verify_checksums
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.verify_checksums import Source
 
 
-class Uncancelled(Meter):
-    """A meter outside any request: nothing ever cancels it."""
-
-    def checkpoint(self) -> None:  # type: ignore[override]
-        return None
+def verified(*args: Any, **kwargs: Any) -> Verification:
+    """The engine's check of a tool's request built from these arguments, outside any call."""
+    return check_manifest(verify_checksums.verify_request(*args, **kwargs), no_progress, never_cancelled)
 
 
 def build(root: Path, dirs: int = 12, per_dir: int = 50) -> int:
@@ -123,12 +121,11 @@ def test_verify_checksums_at_its_budget_reports_what_it_did_not_check(tmp_path: 
         "one_file_system": True,
         "max_listed": 10,
     }
-    result = verify_checksums.verify(
+    result = verified(
         Source("(text)", data=text.encode()),
         os.fsencode(tree),
         args,
         PathPolicy(),
-        Uncancelled(),
         1,
         timeout_s=0.5,
         clock=ticking(0.0005),  # the look at all 600 files takes 0.3 s of it, hashing the rest
@@ -142,7 +139,7 @@ def test_verify_checksums_at_its_budget_reports_what_it_did_not_check(tmp_path: 
         def keep(self, name: str, text: str, **_: Any) -> str:
             return "not kept in this test"
 
-    output = verify_checksums.render(result, "(text)", str(tree), args, Keeper())  # type: ignore[arg-type]
+    output = verify_checksums.answer(result, "(text)", str(tree), args, Keeper())  # type: ignore[arg-type]
     jsonschema.validate(output.structured, verify_checksums.OUTPUT_SCHEMA)
     assert output.structured["complete"] is False and output.structured["all_ok"] is False
     assert output.structured["not_checked"] == statuses.count("NOT_CHECKED")
@@ -174,9 +171,7 @@ def test_the_check_shared_between_processes_gives_every_entry_the_verdict_of_one
     def statuses(parallel_from: int) -> list[tuple[str, str, str]]:
         monkeypatch.setattr(verify_engine, "PARALLEL_FROM", parallel_from)
         monkeypatch.setattr(verify_ranges, "available_processes", lambda: 2)
-        result = verify_checksums.verify(
-            Source("(text)", data=text), os.fsencode(tree), args, PathPolicy(), Uncancelled(), 1
-        )
+        result = verified(Source("(text)", data=text), os.fsencode(tree), args, PathPolicy(), 1)
         assert result.stopped is None
         return [(c.status, c.algorithm, c.detail) for c in result.checked]
 
@@ -231,9 +226,7 @@ def test_the_shared_check_judges_links_empty_large_and_tagged_entries_as_the_che
 
     def verdicts(parallel_from: int) -> list[tuple[str, str, str]]:
         monkeypatch.setattr(verify_engine, "PARALLEL_FROM", parallel_from)
-        result = verify_checksums.verify(
-            Source("(text)", data=text), os.fsencode(tree), args, PathPolicy(), Uncancelled(), 1
-        )
+        result = verified(Source("(text)", data=text), os.fsencode(tree), args, PathPolicy(), 1)
         assert result.stopped is None
         return [(c.status, c.algorithm, c.detail) for c in result.checked]
 
@@ -265,12 +258,11 @@ def test_the_shared_check_at_its_budget_leaves_the_rest_not_checked(
     monkeypatch.setattr(verify_engine, "PARALLEL_FROM", 0)
     monkeypatch.setattr(verify_ranges, "available_processes", lambda: 2)
     args = {"algorithm": "auto", "report_new": False, "exclude": [], "one_file_system": True}
-    result = verify_checksums.verify(
+    result = verified(
         Source("(text)", data=text.encode()),
         os.fsencode(tree),
         args,
         PathPolicy(),
-        Uncancelled(),
         1,
         timeout_s=0.2,
         clock=ticking(0.001),  # each process's clock ticks on its own: both stop after about 200 looks

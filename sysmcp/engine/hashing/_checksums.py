@@ -156,14 +156,15 @@ GROWTH_ALLOWANCE = 64 << 20  # bytes a file may grow by while hashed, at least (
 
 class KeptGrowing(OSError):
     """The file produced far more than its size when opened: a live log, or a kernel pseudo-file such as
-    /proc/self/pagemap that reports size 0 and yields hundreds of GiB. Hashing it would never end."""
+    /proc/self/pagemap that reports size 0 and yields hundreds of GiB. Hashing it would never end.
+    An ``OSError`` (a read that could not finish) carrying the facts: bytes ``read``, ``size_at_open``."""
 
     def __init__(self, read: int, size_at_open: int) -> None:
         super().__init__(
             errno.EFBIG,
-            f"it kept growing while being read (over {read:,} bytes read, {size_at_open:,} when opened); "
-            "hash it once nothing writes to it (kernel pseudo-files like /proc/*/pagemap cannot be hashed)",
+            f"it kept growing while being read (over {read:,} bytes read, {size_at_open:,} when opened)",
         )
+        self.read, self.size_at_open = read, size_at_open
 
 
 def hash_fd(

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.errors import EngineError, NotFound, PermissionRefused, Refused, WrongKind
-from sysmcp.engine.hashing._checksums import ALGORITHMS, CHUNK, Algorithm, Digest, hash_fd
+from sysmcp.engine.hashing._checksums import ALGORITHMS, CHUNK, Algorithm, Digest, KeptGrowing, hash_fd
 from sysmcp.engine.opens import NotRegularFile, Replaced, kind, open_parent, open_regular_at, through_symlink
 
 __all__ = ["FileHash", "FileRequest", "hash_file", "open_file"]
@@ -111,6 +111,10 @@ def hash_file(request: FileRequest, progress: Progress, cancel: Cancel) -> FileH
         started = time.perf_counter()
         try:
             digest = hash_fd(fd, (request.algorithm,), bytearray(CHUNK), on_chunk, opened=opened)
+        except KeptGrowing as exc:
+            raise EngineError(
+                f"Read error in {request.shown}: {exc.strerror}", reason="kept_growing"
+            ) from None
         except OSError as exc:
             raise EngineError(f"Read error in {request.shown}: {exc.strerror or exc}") from None
         return FileHash(digest, time.perf_counter() - started)

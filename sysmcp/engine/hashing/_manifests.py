@@ -438,10 +438,10 @@ class ManifestUnreadable(EngineError):
 
 
 class ManifestTooLarge(Refused):
-    """The manifest is larger than ``limit`` bytes (``MAX_MANIFEST``); the tool says it in sizes."""
+    """The manifest is larger than ``limit`` bytes (``MAX_MANIFEST``)."""
 
     def __init__(self, shown: str, limit: int = MAX_MANIFEST) -> None:
-        super().__init__(f"The manifest {shown} is larger than {limit} bytes")
+        super().__init__(f"The manifest {shown} is larger than {limit} bytes", reason="manifest_too_large")
         self.shown = shown
         self.limit = limit
 
@@ -450,8 +450,9 @@ class NotAManifest(Refused):
     """More than ``MAX_BAD_LINES`` improperly formatted lines: no manifest, whatever the rest holds."""
 
     def __init__(self, shown: str) -> None:
-        super().__init__(f"{shown}: more than {MAX_BAD_LINES:,} improperly formatted lines")
-        self.shown = shown
+        super().__init__(
+            f"{shown}: more than {MAX_BAD_LINES:,} improperly formatted lines", reason="not_a_manifest"
+        )
 
 
 class NoEntries(Refused):
@@ -460,17 +461,18 @@ class NoEntries(Refused):
     def __init__(self, shown: str, bad: int) -> None:
         super().__init__(
             f"{shown}: no properly formatted checksum lines found"
-            + (f" ({bad:,} improperly formatted)" if bad else "")
+            + (f" ({bad:,} improperly formatted)" if bad else ""),
+            reason="no_entries",
         )
-        self.shown, self.bad = shown, bad
 
 
 class ManifestChanged(Refused):
     """The manifest file's size or modification time moved while it was checked."""
 
     def __init__(self, shown: str) -> None:
-        super().__init__(f"The manifest {shown} changed while it was being checked")
-        self.shown = shown
+        super().__init__(
+            f"The manifest {shown} changed while it was being checked", reason="manifest_changed"
+        )
 
 
 @dataclass(frozen=True)

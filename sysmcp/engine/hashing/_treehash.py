@@ -46,7 +46,6 @@ from sysmcp.engine.hashing._checksums import (
     CHUNK,
     Algorithm,
     Job,
-    KeptGrowing,
     PoolCounters,
     Style,
     explain,
@@ -354,10 +353,8 @@ class Hasher:
             runs.in_flight = read
             checkpoint()
 
-        try:
+        try:  # a file that kept growing raises, and is failed as any read error is
             digest = hash_fd(fd, (self.algorithm,), self.buffer, on_chunk if big else None, opened=opened)
-        except KeptGrowing as exc:
-            return f"read error: {exc.strerror}"
         finally:
             runs.in_flight = 0
         if digest.changed:

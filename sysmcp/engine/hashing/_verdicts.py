@@ -145,22 +145,6 @@ class Verification:
         return len(self.checked)
 
 
-@dataclass(frozen=True, slots=True)
-class VerifyProgress:
-    """Where a check is, in counts (the tool words them). A short manifest's files are all looked at
-    first, so their totals are known; a long one is checked in ranges as it is parsed, so what is
-    known is how much of the manifest was read (``manifest_size`` set)."""
-
-    files: int = 0  # entries done: looked at and found wanting, or hashed
-    files_total: int = 0
-    bytes: int = 0  # file bytes hashed
-    bytes_total: int = 0
-    rehashed: int = 0  # bytes hashed again with the candidates a settled length skipped
-    rehash_total: int = 0
-    manifest_read: int = 0
-    manifest_size: int | None = None  # set when checked in ranges
-
-
 def known_algorithm(
     candidates: tuple[Algorithm, ...], settled: dict[int, str], length: int
 ) -> Algorithm | None:

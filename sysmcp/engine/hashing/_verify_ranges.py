@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.hashing._checksums import CHUNK, Algorithm, Hasher, one_shot
 from sysmcp.engine.hashing._dirlook import NOT_LISTED, OPEN_LISTED, ListedDirectory, list_for
 from sysmcp.engine.hashing._manifests import (
@@ -307,18 +308,15 @@ def ranges_for(size: int, processes: int) -> tuple[int, int]:
     return per_task, max(1, -(-size // per_task))
 
 
-def _nothing() -> None:
-    return None
-
-
 def check_ranges(
     reader: ManifestBytes,
     forced: Algorithm | None,
     prefer: Sequence[str],
     base: bytes,
     confine: Confine | None,
-    check: Budget,
-    report: Callable[[int, int], None],
+    budget: Budget,
+    progress: Progress,
+    cancel: Cancel,
 ) -> Verification:
     """Parse and check a long manifest in ranges of whole lines, shared between forked processes.
 
@@ -327,34 +325,34 @@ def check_ranges(
     details and improperly formatted lines (few), per range. Nothing per entry exists before the
     fork, so no process holds (or counts again) another's. At the deadline the processes stop; the
     ranges, or rests of ranges, they did not reach are parsed here so every entry is counted (and
-    NOT_CHECKED) and every line number is right. ``report(files checked, manifest bytes read)`` is
-    the progress, every few milliseconds; ``check`` is the deadline and the cancellation.
+    NOT_CHECKED) and every line number is right. ``progress(manifest bytes read, its size)`` every
+    few milliseconds; ``budget`` is the deadline, ``cancel`` the cancellation.
     """
-    cancelled = check.check_cancelled or _nothing
     processes = available_processes()
     per_task, tasks = ranges_for(reader.size, processes)
-    style = decide_style(reader.blocks(per_task, throttled(cancelled)), forced, prefer)
+    style = decide_style(reader.blocks(per_task, throttled(cancel)), forced, prefer)
     prefix = base if base.endswith(b"/") else base + b"/"
-    report(0, 0)
+    progress(0, reader.size)
     mine = Tally()  # this process's files checked and manifest bytes read
+    overall = progress  # the call's, apart from the counters the processes share (``work``'s)
 
     def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
+        shared = progress
         if in_child:
             tally = Tally()
-            own = check.sharing(lambda: progress.set(tally.files, tally.read))
+            own = budget.sharing(lambda: shared.set(tally.files, tally.read))
         else:
 
-            def report_and_check() -> None:
-                more_files, more_bytes = progress.others()
-                report(mine.files + more_files, mine.read + more_bytes)
-                cancelled()
+            def progress_and_cancel() -> None:
+                overall(mine.read + shared.others()[1], reader.size)
+                cancel()
 
-            tally, own = mine, check.sharing(report_and_check)
+            tally, own = mine, budget.sharing(progress_and_cancel)
         ranges = RangeWork(LineParser(forced, prefer, style), prefix, own, tally, confine)
         return _check_claimed(claim, reader, per_task, ranges)
 
-    results: list[dict[str, Any] | None] = run_shared(tasks, processes, work, check)
-    return _assemble(reader, per_task, tasks, results, LineParser(forced, prefer, style), cancelled, check)
+    results: list[dict[str, Any] | None] = run_shared(tasks, processes, work, budget)
+    return _assemble(reader, per_task, tasks, results, LineParser(forced, prefer, style), cancel, budget)
 
 
 def _check_claimed(
