@@ -21,11 +21,14 @@ from sysmcp.engine.hashing._dirlook import NOT_LISTED, OPEN_LISTED, ListedDirect
 from sysmcp.engine.hashing._manifests import (
     MAX_BAD_LINES,
     MAX_BAD_LINES_KEPT,
+    BadLines,
     LineParser,
     ManifestBytes,
     NoEntries,
     NotAManifest,
+    checksum_lines,
     decide_style,
+    lines_of,
 )
 from sysmcp.engine.hashing._verdicts import (
     ALGORITHM_CODE,
@@ -107,17 +110,7 @@ class Part:
 
     def wire(self) -> tuple[Any, ...]:
         """As a forked process sends it back (``marshal``: builtin types only)."""
-        return (
-            self.task,
-            self.lines,
-            self.complete,
-            self.codes,
-            self.details,
-            self.bad,
-            self.bad_count,
-            self.hashed,
-            self.stopped,
-        )
+        return tuple(getattr(self, name) for name in self.__slots__)
 
     @classmethod
     def unwire(cls, data: Sequence[Any]) -> Part:
@@ -250,28 +243,19 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
     confined): its ``Part``. Raises ``_GaveUp`` past ``MAX_BAD_LINES`` bad lines in this process."""
     parse, prefix, settled, buffer = work.parser.parse, work.prefix, work.settled, work.buffer
     on_chunk, own, tally, confine = work.on_chunk, work.own, work.tally, work.confine
-    lines = block.split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()
+    lines = lines_of(block)
+    read = tally.read
     codes = bytearray()
     details: dict[int, str] = {}
-    bad: list[int] = []
-    bad_count = 0
+    bad = BadLines()
     hashed = 0
     number = 0
     try:
-        for number, raw in enumerate(lines, 1):  # number: where a stop leaves off
-            tally.read += len(raw) + 1
-            if raw.startswith(b"#"):
-                continue
-            line = raw[:-1] if raw.endswith(b"\r") else raw
-            if not line:
-                continue
+        for number, line in checksum_lines(lines):  # number: where a stop leaves off
+            tally.read += len(line) + 1
             parsed = parse(line)
             if parsed is None:
-                bad_count += 1
-                if len(bad) < MAX_BAD_LINES_KEPT:
-                    bad.append(number)
+                bad.add(number)
                 work.bad_seen += 1
                 if work.bad_seen > MAX_BAD_LINES:
                     raise _GaveUp()
@@ -286,19 +270,22 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
                     codes.append(UNREADABLE_CODE)
                     tally.files += 1
                     continue
-                code, detail, read = check_file(
+                code, detail, size = check_file(
                     inside, digest.lower(), candidates, True, settled, buffer, on_chunk
                 )
             else:
-                code, detail, read = check_entry(path, digest.lower(), candidates, settled, buffer, on_chunk)
+                code, detail, size = check_entry(path, digest.lower(), candidates, settled, buffer, on_chunk)
             if detail:
                 details[len(codes)] = detail
             codes.append(code)
-            hashed += read
+            hashed += size
             tally.files += 1
     except ScanStopped as stop:
-        return Part(task, number - 1, False, bytes(codes), details, bad, bad_count, hashed, stop.reason)
-    return Part(task, len(lines), True, bytes(codes), details, bad, bad_count, hashed)
+        return Part(
+            task, number - 1, False, bytes(codes), details, bad.numbers, bad.count, hashed, stop.reason
+        )
+    tally.read = read + len(block)
+    return Part(task, len(lines), True, bytes(codes), details, bad.numbers, bad.count, hashed)
 
 
 def ranges_for(size: int, processes: int) -> tuple[int, int]:
@@ -420,31 +407,21 @@ def _assemble(
             task_bad, task_bad_count = part.bad, part.bad_count
         else:  # not reached, or left at the deadline: the rest is parsed (not checked) here
             start = task * per_task
-            block = reader.owned(start, min(reader.size, start + per_task))
-            done = part.lines if part is not None else 0
+            lines_done = part.lines if part is not None else 0
             rest = bytearray(part.codes) if part is not None else bytearray()
             task_details = part.details if part is not None else {}
-            task_bad = list(part.bad) if part is not None else []
-            task_bad_count = part.bad_count if part is not None else 0
-            split = block.split(b"\n")
-            if split[-1] == b"":
-                split.pop()
+            bad = BadLines(list(part.bad), part.bad_count) if part is not None else BadLines()
+            split = lines_of(reader.owned(start, min(reader.size, start + per_task)))
             lines = len(split)
-            for number in range(done + 1, lines + 1):
+            for number, line in checksum_lines(split):
+                if number <= lines_done:
+                    continue
                 cancelled()
-                raw = split[number - 1]
-                if raw.startswith(b"#"):
-                    continue
-                line = raw[:-1] if raw.endswith(b"\r") else raw
-                if not line:
-                    continue
                 if parser.parse(line) is None:
-                    task_bad_count += 1
-                    if len(task_bad) < MAX_BAD_LINES_KEPT:
-                        task_bad.append(number)
+                    bad.add(number)
                 else:
                     rest.append(NOT_CHECKED_CODE)
-            task_codes = bytes(rest)
+            task_codes, task_bad, task_bad_count = bytes(rest), bad.numbers, bad.count
             stopped = stopped or check.reason
         entry_offset = len(codes)
         codes += task_codes
@@ -464,11 +441,8 @@ def _assemble(
     def names() -> Iterator[bytes]:
         parse = LineParser(parser.forced, parser.prefer, style).parse
         for block in reader.blocks(per_task, cancelled):
-            for raw in block.split(b"\n"):
-                if raw.startswith(b"#"):
-                    continue
-                line = raw[:-1] if raw.endswith(b"\r") else raw
-                if line and (parsed := parse(line)) is not None:
+            for _, line in checksum_lines(block.split(b"\n")):
+                if (parsed := parse(line)) is not None:
                     yield parsed[0]
 
     return Verification(verdicts, bad_lines, bad_count, names=names, bytes_hashed=hashed, stopped=stopped)
