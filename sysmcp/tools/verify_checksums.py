@@ -403,19 +403,14 @@ def _kept_report(
     """The full report kept as a resource (``report``'s text, else written now), or why it was not."""
     if report is not None and report.text is None:
         return TooLarge(report.size).reason
-    text = report.text if report is not None and report.text is not None else full_report(result)
+    text = report.text if report is not None and report.text is not None else write_report(result)[0]
+    assert text is not None  # nothing bounds the report written here
     return ctx.keep("verify-report.txt", text, description=f"Every entry's status from {what}")
 
 
-def full_report(result: Verification) -> str:
-    """One line per entry like 'sha256sum -c' prints them, then bad lines and new files."""
-    text, _ = write_report(result)
-    assert text is not None
-    return text
-
-
 def write_report(result: Verification, most: int | None = None) -> tuple[str | None, int]:
-    """``full_report`` and its size in UTF-8 bytes; past ``most`` bytes only the size (the text is
+    """The full report, one line per entry as 'sha256sum -c' prints them, then bad lines and new
+    files, and its size in UTF-8 bytes; past ``most`` bytes only the size (the text is
     dropped as soon as it is too big to keep: a million entries' report is 60 MB nobody can read)."""
     chunks: list[str] = []  # joined every few thousand lines: a million small strings would be 70 MB
     lines: list[str] = []

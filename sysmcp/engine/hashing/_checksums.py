@@ -92,8 +92,6 @@ _BY_LENGTH: dict[int, tuple[str, ...]] = {
 }
 
 
-BLAKE2B_256 = _blake2b(256)
-
 #: What find_duplicates compares contents by: the fastest of them (several times BLAKE2b), and 256 bits
 #: leave no room for accidental equality. The threaded one spreads a large file's chunks over the cores.
 BLAKE3 = ALGORITHMS["blake3"]
@@ -246,11 +244,7 @@ def hash_once(fd: int, algorithms: Sequence[Algorithm], buffer: bytearray, opene
         return hash_fd(fd, algorithms, buffer, opened=opened)
     count = os.readv(fd, [buffer])
     data = memoryview(buffer)[:count]
-    hexdigests = {}
-    for algorithm in algorithms:
-        hasher = algorithm.new()
-        hasher.update(data)
-        hexdigests[algorithm.name] = hasher.hexdigest()
+    hexdigests = {algorithm.name: one_shot(algorithm)(data).hexdigest() for algorithm in algorithms}
     return Digest(hexdigests, count, describe_change(opened, os.fstat(fd), count))
 
 

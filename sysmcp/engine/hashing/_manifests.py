@@ -514,9 +514,6 @@ class Source:
     name_hint: str | None = None
 
 
-MIN_RANGE = 4 << 10  # bytes of manifest per task, at least: a split test of a few hundred lines splits
-MAX_RANGE = 256 << 10  # and at most: each task's lines are in memory at once, and the last task
-# a process claims ends the run at most a few thousand entries after the other's
 _EXTEND = 64 << 10  # read-ahead while looking for the end of a line that runs past its range
 
 

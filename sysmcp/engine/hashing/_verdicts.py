@@ -180,7 +180,7 @@ def check_file(
     candidates too. ``expected`` is lowercase hex. ``looked``: ``os.stat(path)`` when already taken.
     """
     if looked is None:
-        found = _look(path)
+        found = look(path)
         if isinstance(found, str):
             return (UNREADABLE_CODE, found, 0) if found else (MISSING_CODE, "", 0)
         looked = found
@@ -230,7 +230,7 @@ def check_file(
         os.close(fd)
 
 
-def _look(path: bytes) -> os.stat_result | str:
+def look(path: bytes) -> os.stat_result | str:
     """``os.stat(path)`` (following symlinks, as ``sha256sum``), or why not: '' when nothing is there
     (MISSING), else the error in words (UNREADABLE)."""
     try:
@@ -307,7 +307,7 @@ def check_entry(
     length already settled) goes from the look straight to ``check_small``; anything else, decided
     from the look alone (nothing is opened twice), goes on to ``check_file`` with its look.
     """
-    looked = _look(path)
+    looked = look(path)
     if isinstance(looked, str):
         return (UNREADABLE_CODE, looked, 0) if looked else (MISSING_CODE, "", 0)
     size = looked.st_size

@@ -9,7 +9,6 @@ processes parse and check themselves (``sysmcp.engine.hashing._verify_ranges``).
 
 from __future__ import annotations
 
-import errno
 import math
 import os
 import stat
@@ -25,16 +24,12 @@ from sysmcp.engine.hashing._checksums import (
     Algorithm,
     Job,
     PoolCounters,
-    explain,
     hash_many,
 )
 from sysmcp.engine.hashing._manifests import (
-    MAX_MANIFEST,
     Manifest,
     ManifestBytes,
     ManifestChanged,
-    ManifestTooLarge,
-    ManifestUnreadable,
     NoEntries,
     NotAManifest,
     Source,
@@ -49,29 +44,11 @@ from sysmcp.engine.hashing._verdicts import (
     Verdicts,
     Verification,
     judge,
+    look,
 )
 from sysmcp.engine.hashing._verify_ranges import OUTSIDE_ROOTS, Confine, check_ranges
 from sysmcp.engine.opens import kind
 from sysmcp.engine.walk import Budget, ScanStopped, SkipCounter, WalkOptions, join, throttled, walk_files
-
-__all__ = [
-    "MAX_MANIFEST",
-    "PARALLEL_FROM",
-    "Checked",
-    "Confine",
-    "ManifestChanged",
-    "ManifestTooLarge",
-    "ManifestUnreadable",
-    "NoEntries",
-    "NotAManifest",
-    "Source",
-    "Status",
-    "Verification",
-    "VerifyRequest",
-    "is_cut",
-    "listed",
-    "verify",
-]
 
 PARALLEL_FROM = 160 << 10  # manifest bytes (about 2,000 lines) from which it is checked in ranges
 
@@ -188,13 +165,9 @@ def _check_here(
                 result.checked[index] = Checked("UNREADABLE", OUTSIDE_ROOTS)
                 continue
             path = inside
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-                result.checked[index] = Checked("MISSING")
-            else:
-                result.checked[index] = Checked("UNREADABLE", explain(exc))
+        st = look(path)
+        if isinstance(st, str):
+            result.checked[index] = Checked("UNREADABLE", st) if st else Checked("MISSING")
             continue
         if not stat.S_ISREG(st.st_mode):
             result.checked[index] = Checked("UNREADABLE", f"not a regular file: {kind(st.st_mode)}")
