@@ -136,7 +136,7 @@ def test_the_merge_reads_ahead_in_bounded_memory_however_many_runs(
         tracemalloc.start()
         try:
             before = tracemalloc.get_traced_memory()[0]
-            merged = treehash.merge([(spill, part)], keep_limit=0, first_lines=100, checkpoint=lambda: None)
+            merged = treehash.merge([(spill, part)], keep_limit=0, first_lines=100, cancel=lambda: None)
             peak = tracemalloc.get_traced_memory()[1] - before
         finally:
             tracemalloc.stop()

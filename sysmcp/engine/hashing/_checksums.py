@@ -329,13 +329,13 @@ POLL = 0.05  # seconds between cancellation checks while the threads work
 def hash_many(
     jobs: Iterable[Job],
     *,
-    checkpoint: Callable[[], None],
+    cancel: Callable[[], None],
     counters: PoolCounters,
     threads: int = 2,
 ) -> Iterator[HashResult]:
     """Hash many files on ``threads`` threads, yielding outcomes as batches finish.
 
-    The caller's thread walks (``jobs`` may be a lazy walk) and calls ``checkpoint`` between jobs
+    The caller's thread walks (``jobs`` may be a lazy walk) and calls ``cancel`` between jobs
     and every ``POLL`` seconds while waiting; when it raises, the hashing threads stop within one
     chunk and the exception propagates. hashlib and blake3 release the GIL on large updates, so
     the threads really do use the cores.
@@ -357,18 +357,18 @@ def hash_many(
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="sysmcp-hash") as pool:
         try:
             for job in jobs:
-                checkpoint()
+                cancel()
                 batch.append(job)
                 batch_bytes += job.looked.st_size
                 if len(batch) >= BATCH_FILES or batch_bytes >= BATCH_BYTES:
                     pending.add(pool.submit(run, batch))
                     batch, batch_bytes = [], 0
                     while len(pending) >= limit:
-                        yield from _collect(pending, checkpoint)
+                        yield from _collect(pending, cancel)
             if batch:
                 pending.add(pool.submit(run, batch))
             while pending:
-                yield from _collect(pending, checkpoint)
+                yield from _collect(pending, cancel)
         except BaseException:
             stop.set()
             for future in pending:
@@ -376,9 +376,9 @@ def hash_many(
             raise
 
 
-def _collect(pending: set[Future[list[HashResult]]], checkpoint: Callable[[], None]) -> Iterator[HashResult]:
+def _collect(pending: set[Future[list[HashResult]]], cancel: Callable[[], None]) -> Iterator[HashResult]:
     done, _ = wait(pending, timeout=POLL, return_when=FIRST_COMPLETED)
-    checkpoint()
+    cancel()
     for future in done:
         pending.discard(future)
         yield from future.result()

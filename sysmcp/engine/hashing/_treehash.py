@@ -194,13 +194,13 @@ class Hasher:
         algorithm: Algorithm,
         style: Style,
         runs: Runs,
-        checkpoint: Callable[[], None],
+        cancel: Callable[[], None],
     ) -> None:
         self.head = join(root, b"x")[:-1]  # root and one slash
         self.algorithm = algorithm
         self.style = style
         self.runs = runs
-        self.checkpoint = checkpoint
+        self.cancel = cancel
         self.buffer = bytearray(CHUNK)
         self.view = memoryview(self.buffer)
         self.trusted_devices: frozenset[int] | None = None  # see _refusal; read when first needed
@@ -248,7 +248,7 @@ class Hasher:
         hexdigests: list[str],
     ) -> None:
         fsencode = os.fsencode
-        runs, checkpoint = self.runs, self.checkpoint
+        runs, cancel = self.runs, self.cancel
         buffer, view, room = self.buffer, self.view, len(self.buffer)
         one_shot = checksums.one_shot(self.algorithm)
         open_, readv, fstat, close = os.open, os.readv, os.fstat, os.close
@@ -258,7 +258,7 @@ class Hasher:
         fail, done, digested = runs.fail, names.append, hexdigests.append
         for position, (name, inode) in enumerate(files):
             try:
-                checkpoint()
+                cancel()
             except ScanStopped:
                 runs.not_hashed += len(files) - position
                 raise
@@ -347,11 +347,11 @@ class Hasher:
     def _stream(self, fd: int, opened: os.stat_result, big: bool) -> tuple[str, int] | str:
         """Hash a file too big for one read (or empty: kernel files say size 0 and have content),
         chunk by chunk with progress and stop checks. The digest and size, or why not."""
-        runs, checkpoint = self.runs, self.checkpoint
+        runs, cancel = self.runs, self.cancel
 
         def on_chunk(read: int) -> None:
             runs.in_flight = read
-            checkpoint()
+            cancel()
 
         try:  # a file that kept growing raises, and is failed as any read error is
             digest = hash_fd(fd, (self.algorithm,), self.buffer, on_chunk if big else None, opened=opened)
@@ -420,7 +420,7 @@ def merge(
     parts: Sequence[tuple[IO[bytes], dict[str, Any]]],
     keep_limit: int,
     first_lines: int,
-    checkpoint: Callable[[], None],
+    cancel: Callable[[], None],
 ) -> TreeManifest:
     """Merge every process's sorted runs into one manifest, sorted by name, in bounded memory."""
     out = TreeManifest()
@@ -449,7 +449,7 @@ def merge(
         elif whole is None:
             break  # the rest would only be counted, and the counts are known
         if not count & 0xFFF:
-            checkpoint()
+            cancel()
     out.manifest = whole  # no copy: a manifest may be tens of megabytes
     return out
 
@@ -617,7 +617,7 @@ def _hash_one(request: TreeRequest, looked: os.stat_result, progress: Progress, 
     try:
         for outcome in hash_many(
             [Job(0, path, (algorithm,), looked)],
-            checkpoint=budget,
+            cancel=budget,
             counters=counters,
             threads=request.threads,
         ):

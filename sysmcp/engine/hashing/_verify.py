@@ -199,7 +199,7 @@ def _check_here(
         cancel()
 
     hashing = budget.sharing(progress_and_cancel)  # progress every few ms, and the one deadline
-    for outcome in hash_many(jobs(), checkpoint=hashing, counters=counters, threads=threads):
+    for outcome in hash_many(jobs(), cancel=hashing, counters=counters, threads=threads):
         index = outcome.job.key
         entry = manifest.entries[index]
         tried[index] = {a.name for a in outcome.job.algorithms}
@@ -238,16 +238,16 @@ def retry_others(
     counters = PoolCounters()
     total = sum(job.looked.st_size for job in jobs)
 
-    def checkpoint() -> None:
+    def progress_and_cancel() -> None:
         report(counters.bytes, total)
         check()
 
-    for outcome in hash_many(jobs, checkpoint=checkpoint, counters=counters, threads=threads):
+    for outcome in hash_many(jobs, cancel=progress_and_cancel, counters=counters, threads=threads):
         if outcome.digest is not None and not outcome.digest.changed:
             for name, hexdigest in outcome.digest.hexdigests.items():
                 if hexdigest == manifest.entries[outcome.job.key].digest:
                     result.checked[outcome.job.key] = Checked("OK", algorithm=name)
-    checkpoint()
+    progress_and_cancel()
     return counters.bytes
 
 
