@@ -11,7 +11,6 @@ from pathlib import Path
 from sysmcp.engine.hashing import ALGORITHMS, TreeHash
 from sysmcp.engine.mounts import MountTable
 from sysmcp.engine.procs import DeletedFile, Holder, Scan
-from sysmcp.engine.walk import SkipCounter
 from sysmcp.tools import hash_tree
 from sysmcp.tools.deleted_open_files import render
 
@@ -66,15 +65,7 @@ def test_a_partial_hash_tree_that_hashed_nothing_does_not_say_there_was_nothing_
             return "not kept in this test"
 
     tree = TreeHash(stopped="time budget of 1 s reached", not_hashed=12, base=b"/srv")
-    output = hash_tree.render(
-        {"max_lines": 5},
-        Keeper(),  # type: ignore[arg-type]
-        tree,
-        "/srv",
-        ALGORITHMS["sha256"],
-        "gnu",
-        SkipCounter(),
-    )
+    output = hash_tree.answer({"max_lines": 5}, Keeper(), tree, "/srv", ALGORITHMS["sha256"], "gnu")  # type: ignore[arg-type]
     assert "No regular files to hash" not in output.text
     assert "None of the 12 files listed was hashed before it stopped." in output.text
 

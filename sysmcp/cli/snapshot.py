@@ -183,7 +183,7 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
     from sysmcp.engine.errors import EngineError
     from sysmcp.engine.paths import PathPolicy, real_root
     from sysmcp.engine.usage import Request, scan_usage
-    from sysmcp.engine.walk import SkipCounter, WalkOptions
+    from sysmcp.engine.walk import WalkOptions
     from sysmcp.protocol.errors import ToolError
     from sysmcp.tools.dir_usage import FULL_FILES
     from sysmcp.tools.recording import record_baseline, recorded_scan
@@ -212,27 +212,15 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
             code = max(code, EXIT_INCOMPLETE)
         _reading(path)
     for raw in args.baseline:
+        from sysmcp.engine.calls import never_cancelled, no_progress
         from sysmcp.engine.hashing import ALGORITHMS
-        from sysmcp.protocol.context import Meter
         from sysmcp.tools.hash_tree import run as hash_run
-
-        class Quiet(Meter):
-            @staticmethod
-            def checkpoint() -> None:  # no request to cancel: the time budget bounds each path
-                return None
+        from sysmcp.tools.hash_tree import tree_request
 
         try:
             path = policy.resolve(raw)
-            tree = hash_run(
-                os.fsencode(path),
-                raw,
-                ALGORITHMS["sha256"],
-                "gnu",
-                options,
-                SkipCounter(),
-                Quiet(),
-                args.timeout,
-            )
+            asked = tree_request(path, raw, ALGORITHMS["sha256"], "gnu", options, args.timeout)
+            tree = hash_run(asked, no_progress, never_cancelled)  # the time budget bounds each path
         except (ToolError, EngineError) as exc:
             _err(f"sysmcp snapshot: {worded(exc)}")
             code = max(code, EXIT_INCOMPLETE)

@@ -137,7 +137,7 @@ def compare(
 
     def finish() -> Findings:
         remaining = asked.timeout_s - (monotonic() - started)
-        _integrity(found, store, asked, remaining, progress, cancel)
+        _integrity(found, store, asked, remaining, cancel)
         return _disk(found, store, asked)
 
     series = series_of(asked.path, asked.options)
@@ -219,9 +219,7 @@ def _visible_files(baseline: Baseline, visible: Callable[[bytes | str], bool]) -
     return baseline
 
 
-def _integrity(
-    found: Findings, store: Store, asked: Comparison, budget_s: float, progress: Progress, cancel: Cancel
-) -> None:
+def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float, cancel: Cancel) -> None:
     """The newest integrity baseline of the path against the tree hashed now, as ``aide --check``
     does, within what is left of the time budget."""
     root = asked.path
@@ -240,17 +238,18 @@ def _integrity(
         found.integrity = BaselineDiff(False, f"the baseline's digest {baseline.algorithm} is unknown here")
         return
     request = TreeRequest(
-        root, algorithm, "gnu", options_of(baseline.series), max(budget_s, 0.001), INTEGRITY_KEEP, 0
+        root,
+        algorithm,
+        "gnu",
+        options_of(baseline.series),
+        max(budget_s, 0.001),
+        INTEGRITY_KEEP,
+        0,
+        shown=os.fsdecode(root),
+        clock=asked.monotonic,
     )
-    try:
-        tree = hash_path(
-            request,
-            SkipCounter(),  # a second walk of the same tree: its skips are the scan's again
-            os.fsdecode(root),
-            check_cancelled=cancel,
-            report=lambda files, _: progress(files, None),
-            clock=asked.monotonic,
-        )
+    try:  # its progress (files and bytes together) is not the scan's entries: not reported
+        tree = hash_path(request, no_progress, cancel)
     except (EngineError, OSError, ScanStopped) as exc:
         found.integrity = BaselineDiff(False, f"the tree could not be hashed now: {exc}")
         return

@@ -20,8 +20,9 @@ from sysmcp.engine.errors import (
     WrongKind,
 )
 from sysmcp.protocol.errors import ArgumentError, ToolError
+from sysmcp.render import human_bytes
 
-__all__ = ["as_tool_error", "words"]
+__all__ = ["as_tool_error", "file_error", "words"]
 
 #: A path that met a symlink at open time (``safeopen`` opens every component with O_NOFOLLOW).
 _SWAPPED_WHY = " (swapped in after the check, or a symlink loop), and sysmcp never follows symlinks when opening. Refused"
@@ -29,6 +30,11 @@ CONTAINMENT = (
     "Containment is checked after resolving '..' and symlinks, so a link inside a root that points out "
     "of it is refused too"
 )
+_KEPT_GROWING = (
+    "; hash it once nothing writes to it (kernel pseudo-files like /proc/*/pagemap cannot be hashed)"
+)
+#: What a checksum manifest's lines look like, for a text that has none.
+_MANIFEST_LINES = "Expected lines like '<hex digest>  <name>' or 'SHA256 (<name>) = <hex digest>'."
 _ADVICE: dict[tuple[type[EngineError], str], str] = {
     (InvalidPath, "empty"): ": give an absolute path, e.g. '/var/log'",
     (InvalidPath, "relative"): ": give an absolute path (sysmcp has no useful working directory)",
@@ -39,6 +45,10 @@ _ADVICE: dict[tuple[type[EngineError], str], str] = {
     (WrongKind, "not_tree"): "; give a directory or a regular file",
     (Refused, "swapped_for_link"): "; refused",
     (Refused, "replaced_while_opened"): "; refused. Call again if the change was expected.",
+    (Refused, "not_a_manifest"): f", so this does not look like a checksum manifest. {_MANIFEST_LINES}",
+    (Refused, "no_entries"): f". {_MANIFEST_LINES}",
+    (Refused, "manifest_changed"): "; check it again once nothing writes to it",
+    (EngineError, "kept_growing"): _KEPT_GROWING,
     (Refused, "tampered"): "; nothing removed: make a new plan with reclaim_plan and review it",
     (
         CommandMissing,
@@ -62,6 +72,8 @@ def words(exc: EngineError) -> str:
         if exc.more:
             allowed += f" … and {exc.more} more"
         return f"{exc.detail}: refused. {CONTAINMENT}. Allowed roots: {allowed}"
+    if exc.reason == "manifest_too_large":  # its limit said in a size, not in bytes
+        return f"The manifest {getattr(exc, 'shown', '')} is larger than {human_bytes(getattr(exc, 'limit', 0))}; split it"
     advice = next(
         (_ADVICE[kind, exc.reason] for kind in type(exc).__mro__ if (kind, exc.reason) in _ADVICE), ""
     )
@@ -76,3 +88,9 @@ def as_tool_error(exc: EngineError) -> ToolError:
     """The ``ToolError`` (an ``isError`` result) for an engine failure; a path outside the roots is a
     refused argument (``ArgumentError``: nothing was done, ``sysmcp call`` exits 2 on it)."""
     return (ArgumentError if isinstance(exc, OutsideRoots) else ToolError)(words(exc))
+
+
+def file_error(error: str) -> str:
+    """Why one file of a list could not be hashed (hash_tree, verify_checksums), with the advice its
+    fact calls for: a file that kept growing (``KeptGrowing``) is hashed once nothing writes to it."""
+    return error + _KEPT_GROWING if error.startswith("read error: it kept growing") else error

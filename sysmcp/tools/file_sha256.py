@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.errors import PermissionRefused
 from sysmcp.engine.hashing import ALGORITHMS, FileHash, FileRequest, format_line, hash_file
 from sysmcp.engine.paths import display, printable
@@ -24,6 +25,7 @@ from sysmcp.tools.arguments import sha256_argument
 from sysmcp.tools.errors import words
 from sysmcp.tools.merging import ANSWERED, HostOutcome, fleet_output, host_list
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
+from sysmcp.tools.typed import ABSENT, Opt, from_json, prop, result, schema_of
 from sysmcp.tools.walking import denied_by
 
 SHA256 = ALGORITHMS["sha256"]
@@ -35,31 +37,36 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
     }
 )
 
-OUTPUT_SCHEMA: dict[str, Any] = js.result(
-    {
-        "path": js.string(),
-        "sha256": js.string(pattern="^[0-9a-f]{64}$"),
-        "size_bytes": js.integer("Bytes hashed."),
-        "seconds": js.number("Time spent reading and hashing."),
-        "expected": js.string("The expected digest, lowercased (if one was given)."),
-        "match": js.boolean("Whether the digest equals 'expected' (if one was given)."),
-        "changed_while_hashing": js.boolean(
-            "True if the file changed while it was read: the digest is then of no single version of it."
-        ),
-    },
-    optional=("expected", "match"),
-)
+
+@result
+class FileSha256:
+    path: str = prop()
+    sha256: str = prop(pattern="^[0-9a-f]{64}$")
+    size_bytes: int = prop("Bytes hashed.")
+    seconds: float = prop("Time spent reading and hashing.")
+    expected: Opt[str] = prop("The expected digest, lowercased (if one was given).", default=ABSENT)
+    match: Opt[bool] = prop("Whether the digest equals 'expected' (if one was given).", default=ABSENT)
+    changed_while_hashing: bool = prop(
+        "True if the file changed while it was read: the digest is then of no single version of it.",
+        default=False,
+    )
 
 
-def hash_with_meter(request: FileRequest, meter: Meter) -> FileHash:
-    """The engine's hash, its progress into the request's meter; in the worker thread. A refused
-    permission names the component that refused (a look at the path: here, not on the loop)."""
+@result
+class HostDigest:
+    """Another host's answer as far as the fleet merge reads it (a host may run an older sysmcp)."""
 
-    def report(done: int, total: int) -> None:
-        meter.done, meter.total = done, total
+    sha256: str = prop()
 
+
+OUTPUT_SCHEMA = schema_of(FileSha256)
+
+
+def run(request: FileRequest, progress: Progress, cancel: Cancel) -> FileHash:
+    """The engine's hash in the worker thread; a refused permission names the component that refused
+    (a look at the path: here, not on the loop)."""
     try:
-        return hash_file(request, report=report, check_cancelled=meter.checkpoint)
+        return hash_file(request, progress, cancel)
     except PermissionRefused as refused:
         raise ToolError(words(refused) + denied_by(Path(os.fsdecode(request.path)))) from None
 
@@ -72,42 +79,37 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{human_bytes(meter.done)} of {human_bytes(meter.total or 0)} at {rate(meter.done, elapsed)}"
 
-    def work(meter: Meter) -> FileHash:
-        given = os.path.expanduser(args["path"])  # '~user' may ask a network user database: not on the loop
-        return hash_with_meter(FileRequest(raw, shown, given, SHA256), meter)
-
-    hashed = await ctx.run_in_worker(work, describe=describe)
-    digest, seconds = hashed.digest, hashed.seconds
+    hashed = await ctx.run_engine(run, FileRequest(raw, shown, args["path"], SHA256), describe=describe)
+    digest = hashed.digest
     hexdigest = digest.hexdigests[SHA256.name]
+    expected = args["expected"].lower() if "expected" in args else ABSENT
+    match = ABSENT if expected is ABSENT else expected == hexdigest
+    answer = FileSha256(
+        shown, hexdigest, digest.size, round(hashed.seconds, 6), expected, match, digest.changed is not None
+    )
+    # sha256sum's own line: a name with a backslash or newline is escaped and the line starts with '\'.
+    line = display(format_line(raw, hexdigest, SHA256).rstrip(b"\n"))
+    return ToolOutput.of(answer, lambda answer: render(answer, line, hashed.seconds, digest.changed))
+
+
+def render(answer: FileSha256, line: str, seconds: float, changed: str | None) -> str:
+    """The warning if the file changed while read, sha256sum's ``line``, the size, the expected digest."""
     lines = []
-    if digest.changed:
+    if changed:
         lines.append(
-            f"WARNING: {printable(shown)} changed while it was being hashed: {digest.changed}. The digest "
+            f"WARNING: {printable(answer.path)} changed while it was being hashed: {changed}. The digest "
             "below is of no single version of the file; hash it again once nothing is writing to it."
         )
-    # sha256sum's own line: a name with a backslash or newline is escaped and the line starts with '\'.
-    lines.append(display(format_line(raw, hexdigest, SHA256).rstrip(b"\n")))
-    lines.append(
-        f"size: {plural(digest.size, 'byte')} ({human_bytes(digest.size)}), hashed in {took(digest.size, seconds)}"
-    )
-    structured: dict[str, Any] = {
-        "path": shown,
-        "sha256": hexdigest,
-        "size_bytes": digest.size,
-        "seconds": round(seconds, 6),
-        "changed_while_hashing": digest.changed is not None,
-    }
-    if "expected" in args:
-        expected = args["expected"].lower()
-        match = expected == hexdigest
-        structured["expected"] = expected
-        structured["match"] = match
+    lines.append(line)
+    size = answer.size_bytes
+    lines.append(f"size: {plural(size, 'byte')} ({human_bytes(size)}), hashed in {took(size, seconds)}")
+    if answer.expected:
         lines.append(
             "expected digest: MATCH"
-            if match
-            else f"expected digest: MISMATCH (expected {expected}, got {hexdigest})"
+            if answer.match
+            else f"expected digest: MISMATCH (expected {answer.expected}, got {answer.sha256})"
         )
-    return ToolOutput("\n".join(lines), structured)
+    return "\n".join(lines)
 
 
 def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
@@ -115,8 +117,8 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
     the outliers are read first), and which hosts lack the file."""
     groups: dict[str, list[str]] = {}
     for outcome in outcomes:
-        if outcome.ok and outcome.result is not None and isinstance(outcome.result.get("sha256"), str):
-            groups.setdefault(outcome.result["sha256"], []).append(outcome.host)
+        if outcome.ok and outcome.result is not None and "sha256" in outcome.result:
+            groups.setdefault(from_json(HostDigest, outcome.result).sha256, []).append(outcome.host)
     missing = [o.host for o in outcomes if o.status == "tool_error" and o.reason.startswith("No such file")]
     ordered = sorted(groups.items(), key=lambda item: -len(item[1]))  # stable: first seen wins a tie
     expected = arguments.get("expected")

@@ -16,8 +16,9 @@ import os
 import shlex
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.errors import PermissionRefused
 from sysmcp.engine.hashing import (
     ALGORITHM_NAMES,
@@ -30,14 +31,16 @@ from sysmcp.engine.hashing import (
     hash_path,
 )
 from sysmcp.engine.paths import display, printable
-from sysmcp.engine.walk import SkipCounter, WalkOptions
+from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.threads import run_in_thread
 from sysmcp.render import human_bytes, plural, rate, took
 from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools import schemas as js
+from sysmcp.tools.errors import file_error
 from sysmcp.tools.recording import record_baseline
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
+from sysmcp.tools.typed import prop, result, schema_of
 from sysmcp.tools.walking import (
     skipped_phrase,
     timeout_property,
@@ -68,74 +71,76 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
     }
 )
 
-OUTPUT_SCHEMA: dict[str, Any] = js.result(
-    {
-        "path": js.string(),
-        "complete": js.boolean(
-            "False when the time budget ran out: the manifest then covers only some files."
-        ),
-        "stopped_reason": js.string(null=True),
-        "files_not_hashed": js.integer(
-            "Files listed but not hashed when the budget ran out (0 when complete)."
-        ),
-        "walk_complete": js.boolean(
-            "False when the walk itself was cut: files in directories not yet listed are "
-            "neither in the manifest nor counted."
-        ),
-        "base_dir": js.string("The directory the manifest's names are relative to."),
-        "algorithm": js.string(),
-        "format": js.string(enum=["gnu", "bsd"]),
-        "files": js.integer("Files in the manifest."),
-        "total_bytes": js.integer("Bytes hashed for the manifest."),
-        "seconds": js.number(),
-        "lines": js.names("The first manifest lines (sorted by name), without their newline."),
-        "lines_not_shown": js.integer(),
-        "manifest_uri": js.string(
-            "sysmcp:// resource holding the whole manifest, exactly as it would be saved.", null=True
-        ),
-        "skipped": js.counts(
-            "Entries left out of the walk by reason: excluded, special_file, other_filesystem, "
-            "pseudo_filesystem, unreadable (directories), vanished."
-        ),
-        "unreadable_count": js.integer("Files that could not be hashed."),
-        "unreadable": js.path_errors(
-            f"The first {MAX_LISTED} files that could not be hashed, with the reason."
-        ),
-        "non_utf8_names": js.integer(
-            "Names that are not valid UTF-8: shown with \\xNN escapes, so a checker would not find them."
-        ),
-    }
-)
 
+@result
+class PathError:
+    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+    path: str = prop()
+    error: str = prop()
+
+
+@result
+class HashTree:
+    path: str = prop()
+    complete: bool = prop("False when the time budget ran out: the manifest then covers only some files.")
+    stopped_reason: str | None = prop()
+    files_not_hashed: int = prop("Files listed but not hashed when the budget ran out (0 when complete).")
+    walk_complete: bool = prop(
+        "False when the walk itself was cut: files in directories not yet listed are "
+        "neither in the manifest nor counted."
+    )
+    base_dir: str = prop("The directory the manifest's names are relative to.")
+    algorithm: str = prop()
+    format: Style = prop()
+    files: int = prop("Files in the manifest.")
+    total_bytes: int = prop("Bytes hashed for the manifest.")
+    seconds: float = prop()
+    lines: list[str] = prop("The first manifest lines (sorted by name), without their newline.")
+    lines_not_shown: int = prop()
+    manifest_uri: str | None = prop(
+        "sysmcp:// resource holding the whole manifest, exactly as it would be saved."
+    )
+    skipped: dict[str, int] = prop(
+        "Entries left out of the walk by reason: excluded, special_file, other_filesystem, "
+        "pseudo_filesystem, unreadable (directories), vanished."
+    )
+    unreadable_count: int = prop("Files that could not be hashed.")
+    unreadable: list[PathError] = prop(
+        f"The first {MAX_LISTED} files that could not be hashed, with the reason."
+    )
+    non_utf8_names: int = prop(
+        "Names that are not valid UTF-8: shown with \\xNN escapes, so a checker would not find them."
+    )
+
+
+OUTPUT_SCHEMA = schema_of(HashTree)
 
 MAX_SHOWN = 1000  # the schema's largest max_lines
 
 
-def run(
-    path: bytes,
-    shown: str,
-    algorithm: Algorithm,
-    style: Style,
-    options: WalkOptions,
-    skipped: SkipCounter,
-    meter: Meter,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-) -> TreeHash:
-    """The whole call, in the worker thread: the engine's request, its progress into the meter, and a
-    directory that may not be read named with the component that refused (a look: here, not on the loop)."""
-
-    def report(files: int, done: int) -> None:
-        meter.extra["bytes"] = done
-        meter.extra["files"] = files
-        meter.done = done + files  # both only grow: progress that moves for big and tiny files
-
-    request = TreeRequest(
-        path, algorithm, style, options, timeout_s=timeout_s, keep_limit=MAX_ITEM, first_lines=MAX_SHOWN
+def tree_request(
+    path: Path, shown: str, algorithm: Algorithm, style: Style, options: WalkOptions, timeout_s: float
+) -> TreeRequest:
+    """The engine's request for a tree hashed to answer a call (or kept as a baseline)."""
+    return TreeRequest(
+        os.fsencode(path),
+        algorithm,
+        style,
+        options,
+        timeout_s=timeout_s,
+        keep_limit=MAX_ITEM,
+        first_lines=MAX_SHOWN,
+        shown=shown,
     )
+
+
+def run(request: TreeRequest, progress: Progress, cancel: Cancel) -> TreeHash:
+    """The engine's manifest, in the worker thread; a directory that may not be read named with the
+    component that refused (a look: here, not on the loop)."""
     try:
-        return hash_path(request, skipped, shown, check_cancelled=meter.checkpoint, report=report)
+        return hash_path(request, progress, cancel)
     except PermissionRefused:
-        raise unreadable_directory(shown, Path(os.fsdecode(path))) from None
+        raise unreadable_directory(request.shown, Path(os.fsdecode(request.root))) from None
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -144,18 +149,14 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     algorithm = ALGORITHMS[args["algorithm"]]
     style: Style = "bsd" if args["format"] == "bsd" else "gnu"
     options = walk_options(args)
-    skipped = SkipCounter()
     timeout_s = min(float(args["timeout_s"]), MAX_TIMEOUT_S)
 
     def describe(meter: Meter, elapsed: float) -> str:
-        done = meter.extra.get("bytes", 0)
-        return f"{plural(int(meter.extra.get('files', 0)), 'file')}, {human_bytes(done)} hashed at {rate(done, elapsed)}"
+        return f"{human_bytes(meter.done)} hashed at {rate(meter.done, elapsed)}"
 
-    tree = await ctx.run_in_worker(
-        lambda meter: run(os.fsencode(path), shown, algorithm, style, options, skipped, meter, timeout_s),
-        describe=describe,
-    )
-    output = render(args, ctx, tree, shown, algorithm, style, skipped)
+    request = tree_request(path, shown, algorithm, style, options, timeout_s)
+    tree = await ctx.run_engine(run, request, describe=describe)
+    output = answer(args, ctx, tree, shown, algorithm, style)
     if args.get("baseline"):  # the history hook: an integrity baseline for what_changed
         said = await run_in_thread(
             lambda _: (
@@ -182,19 +183,11 @@ def checking_hint(algorithm: Algorithm, style: Style, base: str) -> str:
     return f"Put in {base} as {name}, it checks with `cd {shlex.quote(base)} && {tool} -c {name}` or with verify_checksums."
 
 
-def render(
-    args: dict[str, Any],
-    ctx: ToolContext,
-    tree: TreeHash,
-    shown: str,
-    algorithm: Algorithm,
-    style: Style,
-    skipped: SkipCounter,
+def answer(
+    args: dict[str, Any], ctx: ToolContext, tree: TreeHash, shown: str, algorithm: Algorithm, style: Style
 ) -> ToolOutput:
-    """Summary and the first lines inline; the whole manifest as a resource."""
+    """The typed result: summary and the first lines inline; the whole manifest kept as a resource."""
     base = display(tree.base)
-    non_utf8 = tree.non_utf8
-    skips = skipped.as_dict()
     links: tuple[ResourceLink, ...] = ()
     uri: str | None = None
     not_kept: str | None = None  # why the full manifest could not be kept, if it could not
@@ -214,31 +207,58 @@ def render(
                 uri = link.uri
                 links = (link,)
     max_lines: int = args["max_lines"]
-    shown_lines = [line.decode("utf-8", "backslashreplace").rstrip("\n") for line in tree.first[:max_lines]]
-    not_shown = tree.files - len(shown_lines)
+    lines = [line.decode("utf-8", "backslashreplace").rstrip("\n") for line in tree.first[:max_lines]]
+    result = HashTree(
+        shown,
+        tree.stopped is None,
+        tree.stopped,
+        tree.not_hashed,
+        tree.walk_complete,
+        base,
+        algorithm.name,
+        style,
+        tree.files,
+        tree.total_bytes,
+        round(tree.seconds, 6),
+        lines,
+        tree.files - len(lines),
+        uri,
+        tree.skipped,
+        tree.unreadable_count,
+        [PathError(printable(name), file_error(error)) for name, error in tree.unreadable[:MAX_LISTED]],
+        tree.non_utf8,
+    )
+    return ToolOutput.of(
+        result, lambda result: render(result, tree.seconds, tree.skipped_named, not_kept), links
+    )
 
+
+def render(tree: HashTree, seconds: float, skipped_named: list[str], not_kept: str | None) -> str:
+    """The answer's text: partial or not, the summary, what was skipped or unreadable, the first lines."""
+    base, not_shown = tree.base_dir, tree.lines_not_shown
     out = []
-    if tree.stopped:
+    if tree.stopped_reason:
         unlisted = "" if tree.walk_complete else ", and the walk had not finished (files in directories not "
         unlisted += "" if tree.walk_complete else "yet listed are neither in the manifest nor counted)"
-        were = "was" if tree.not_hashed == 1 else "were"
+        were = "was" if tree.files_not_hashed == 1 else "were"
         out.append(
-            f"PARTIAL RESULT: hashing stopped early ({tree.stopped}); the manifest covers the "
-            f"{plural(tree.files, 'file')} hashed by then, each line correct; {plural(tree.not_hashed, 'file')} "
+            f"PARTIAL RESULT: hashing stopped early ({tree.stopped_reason}); the manifest covers the "
+            f"{plural(tree.files, 'file')} hashed by then, each line correct; {plural(tree.files_not_hashed, 'file')} "
             f"listed {were} not hashed{unlisted}. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) or a "
             "subdirectory."
         )
     out += [
-        f"{algorithm.name} manifest of {shown}: {plural(tree.files, 'file')}, {human_bytes(tree.total_bytes)} hashed in "
-        f"{took(tree.total_bytes, tree.seconds)}; names relative to {base}"
+        f"{tree.algorithm} manifest of {tree.path}: {plural(tree.files, 'file')}, {human_bytes(tree.total_bytes)} hashed in "
+        f"{took(tree.total_bytes, seconds)}; names relative to {base}"
     ]
-    if skips:
-        out.append("skipped: " + skipped_phrase(skips, skipped.named, base))
+    if tree.skipped:
+        out.append("skipped: " + skipped_phrase(tree.skipped, skipped_named, base))
     if tree.unreadable_count:
         out.append(f"{plural(tree.unreadable_count, 'file')} could not be hashed (left out of the manifest):")
-        out += [f"  {printable(name)}: {error}" for name, error in tree.unreadable[:MAX_LISTED]]
+        out += [f"  {item.path}: {item.error}" for item in tree.unreadable]
         if tree.unreadable_count > MAX_LISTED:
             out.append(f"  … and {tree.unreadable_count - MAX_LISTED:,} more")
+    non_utf8 = tree.non_utf8_names
     if non_utf8:
         out.append(
             "1 name is not valid UTF-8: it appears with \\xNN escapes, so a checker would report it missing"
@@ -246,41 +266,29 @@ def render(
             else f"{non_utf8:,} names are not valid UTF-8: they appear with \\xNN escapes, so a checker would "
             "report them missing"
         )
-    if uri is not None or not_kept is not None:
-        where = f"{uri} (resources/read)" if uri is not None else f"not kept, {not_kept}"
-        hint = f" {checking_hint(algorithm, style, base)}" if uri is not None else ""
+    if tree.manifest_uri is not None or not_kept is not None:
+        where = (
+            f"{tree.manifest_uri} (resources/read)"
+            if tree.manifest_uri is not None
+            else f"not kept, {not_kept}"
+        )
+        hint = (
+            f" {checking_hint(ALGORITHMS[tree.algorithm], tree.format, base)}"
+            if tree.manifest_uri is not None
+            else ""
+        )
         out.append(f"Full manifest: {where}.{hint}")
-        out.append(f"First {plural(len(shown_lines), 'line')}:" if not_shown else "Manifest:")
-        out += shown_lines
+        out.append(f"First {plural(len(tree.lines), 'line')}:" if not_shown else "Manifest:")
+        out += tree.lines
         if not_shown:
             out.append(f"… {plural(not_shown, 'more line')} in the full manifest")
-    elif tree.stopped and tree.not_hashed:
-        out.append(f"None of the {plural(tree.not_hashed, 'file')} listed was hashed before it stopped.")
+    elif tree.stopped_reason and tree.files_not_hashed:
+        out.append(
+            f"None of the {plural(tree.files_not_hashed, 'file')} listed was hashed before it stopped."
+        )
     else:
         out.append("No regular files to hash.")
-    structured = {
-        "path": shown,
-        "complete": tree.stopped is None,
-        "stopped_reason": tree.stopped,
-        "files_not_hashed": tree.not_hashed,
-        "walk_complete": tree.walk_complete,
-        "base_dir": base,
-        "algorithm": algorithm.name,
-        "format": style,
-        "files": tree.files,
-        "total_bytes": tree.total_bytes,
-        "seconds": round(tree.seconds, 6),
-        "lines": shown_lines,
-        "lines_not_shown": not_shown,
-        "manifest_uri": uri,
-        "skipped": skips,
-        "unreadable_count": tree.unreadable_count,
-        "unreadable": [
-            {"path": printable(name), "error": error} for name, error in tree.unreadable[:MAX_LISTED]
-        ],
-        "non_utf8_names": non_utf8,
-    }
-    return ToolOutput("\n".join(out), structured, links=links)
+    return "\n".join(out)
 
 
 TOOL = Tool(

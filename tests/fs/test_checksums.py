@@ -280,7 +280,7 @@ def test_the_pool_hashes_every_file_exactly_once(tmp_path: Path) -> None:
         path.write_bytes(os.urandom(i * 97))
         paths.append(path)
     counters = PoolCounters()
-    outcomes = list(hash_many(jobs_for(paths), checkpoint=lambda: None, counters=counters, threads=2))
+    outcomes = list(hash_many(jobs_for(paths), cancel=lambda: None, counters=counters, threads=2))
     assert sorted(o.job.key for o in outcomes) == list(range(300))
     for outcome in outcomes:
         assert outcome.digest is not None
@@ -296,12 +296,12 @@ def test_a_file_that_vanished_after_the_walk_is_reported_missing(tmp_path: Path)
     gone.write_bytes(b"x")
     jobs = jobs_for([gone])
     gone.unlink()
-    [outcome] = hash_many(jobs, checkpoint=lambda: None, counters=PoolCounters())
+    [outcome] = hash_many(jobs, cancel=lambda: None, counters=PoolCounters())
     assert outcome.missing and outcome.digest is None
 
 
 class Cancelled(Exception):
-    """Stands in for anyio's cancellation, raised by the caller's checkpoint."""
+    """Stands in for anyio's cancellation, raised by the caller's cancel."""
 
 
 @pytest.mark.anyio
@@ -313,13 +313,13 @@ async def test_cancelling_stops_the_hashing_threads_within_a_chunk(tmp_path: Pat
 
     counters = PoolCounters()
 
-    def checkpoint() -> None:
+    def cancel() -> None:
         if counters.bytes > 0:  # the hashing thread is under way: cancel now
             started.set()
             raise Cancelled()
 
     def run() -> None:
-        for _ in hash_many(jobs_for([huge]), checkpoint=checkpoint, counters=counters):
+        for _ in hash_many(jobs_for([huge]), cancel=cancel, counters=counters):
             pass
 
     with anyio.fail_after(10), pytest.raises(Cancelled):

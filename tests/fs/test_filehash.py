@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from sysmcp.engine.calls import never_cancelled, no_progress
 from sysmcp.engine.errors import EngineError, NotFound, WrongKind
 from sysmcp.engine.hashing import ALGORITHMS, CHUNK, FileHash, FileRequest, hash_file
 from sysmcp.tools.errors import words
@@ -21,11 +22,9 @@ def test_a_file_is_hashed_with_progress_from_its_size_to_its_end(tmp_path: Path)
     target = tmp_path / "data.bin"
     content = os.urandom(2 * CHUNK + 5)
     target.write_bytes(content)
-    seen: list[tuple[int, int]] = []
+    seen: list[tuple[float, float | None]] = []
     checks: list[int] = []
-    hashed = hash_file(
-        request(target), report=lambda d, t: seen.append((d, t)), check_cancelled=lambda: checks.append(1)
-    )
+    hashed = hash_file(request(target), lambda d, t: seen.append((d, t)), lambda: checks.append(1))
     assert isinstance(hashed, FileHash) and hashed.seconds >= 0
     assert hashed.digest.hexdigests["sha256"] == hashlib.sha256(content).hexdigest()
     assert hashed.digest.size == len(content) and hashed.digest.changed is None
@@ -36,17 +35,21 @@ def test_a_file_is_hashed_with_progress_from_its_size_to_its_end(tmp_path: Path)
 def test_another_algorithm_is_asked_for_in_the_request(tmp_path: Path) -> None:
     target = tmp_path / "small"
     target.write_bytes(b"abc")
-    hashed = hash_file(FileRequest(os.fsencode(target), str(target), str(target), ALGORITHMS["md5"]))
+    hashed = hash_file(
+        FileRequest(os.fsencode(target), str(target), str(target), ALGORITHMS["md5"]),
+        no_progress,
+        never_cancelled,
+    )
     assert hashed.digest.hexdigests == {"md5": hashlib.md5(b"abc").hexdigest()}
 
 
 def refusal(path: Path | str, given: str | None = None) -> EngineError:
     with pytest.raises(EngineError) as refused:
-        hash_file(request(path, given))
+        hash_file(request(path, given), no_progress, never_cancelled)
     return refused.value
 
 
-def test_what_is_not_a_regular_file_is_refused_in_the_words_of_before(tmp_path: Path) -> None:
+def test_what_is_not_a_regular_file_is_refused_saying_what_it_is(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     root = refusal("/")

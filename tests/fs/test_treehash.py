@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from sysmcp.engine.calls import never_cancelled, no_progress
 from sysmcp.engine.hashing import ALGORITHMS, TreeRequest, format_line
 from sysmcp.engine.hashing import _treehash as treehash
 from sysmcp.engine.hashing._treehash import hash_tree_parallel
@@ -55,8 +56,8 @@ def run(root: Path, **kwargs: Any) -> treehash.TreeManifest:
     result = hash_tree_parallel(
         sha256_request(os.fsencode(root), sharing=sharing, **kwargs),
         skipped,
-        check_cancelled=lambda: None,
-        report=lambda files, done: None,
+        no_progress,
+        never_cancelled,
     )
     assert skipped.as_dict() == {"special_file": 1, "symlink": 1}  # the FIFO and dir01/link, both said
     return result
@@ -110,8 +111,8 @@ def test_a_file_swapped_after_the_listing_is_refused_not_hashed(tmp_path: Path) 
         result = hash_tree_parallel(
             sha256_request(os.fsencode(tmp_path / "a"), keep_limit=1 << 20, sharing=Sharing(processes=1)),
             skipped,
-            check_cancelled=lambda: None,
-            report=lambda files, done: None,
+            no_progress,
+            never_cancelled,
         )
     finally:
         monkeypatch.undo()
@@ -135,7 +136,7 @@ def test_the_merge_reads_ahead_in_bounded_memory_however_many_runs(
         tracemalloc.start()
         try:
             before = tracemalloc.get_traced_memory()[0]
-            merged = treehash.merge([(spill, part)], keep_limit=0, first_lines=100, checkpoint=lambda: None)
+            merged = treehash.merge([(spill, part)], keep_limit=0, first_lines=100, cancel=lambda: None)
             peak = tracemalloc.get_traced_memory()[1] - before
         finally:
             tracemalloc.stop()
@@ -159,8 +160,8 @@ def hash_with_a_swap(root: Path, swap: Callable[[], None]) -> treehash.TreeManif
         return hash_tree_parallel(
             sha256_request(os.fsencode(root), keep_limit=1 << 20, sharing=Sharing(processes=1)),
             SkipCounter(),
-            check_cancelled=lambda: None,
-            report=lambda files, done: None,
+            no_progress,
+            never_cancelled,
         )
     finally:
         monkeypatch.undo()
@@ -245,8 +246,8 @@ def test_files_of_directories_read_while_the_walk_is_split_are_in_the_manifest(t
             os.fsencode(tmp_path), keep_limit=1 << 20, sharing=Sharing(processes=2, split_after_s=0)
         ),
         skipped,
-        check_cancelled=lambda: None,
-        report=lambda files, done: None,
+        no_progress,
+        never_cancelled,
     )
     assert result.manifest is not None and bytes(result.manifest) == b"".join(
         line for _, line in sorted(expected)
@@ -255,14 +256,11 @@ def test_files_of_directories_read_while_the_walk_is_split_are_in_the_manifest(t
 
 
 def hashed_path(path: Path) -> treehash.TreeHash:
-    reports: list[tuple[int, int]] = []
+    reports: list[float] = []
     result = treehash.hash_path(
-        sha256_request(os.fsencode(path), sharing=Sharing(processes=1)),
-        SkipCounter(),
-        str(path),
-        check_cancelled=lambda: None,
-        report=lambda files, done: reports.append((files, done)),
-        threads=1,
+        sha256_request(os.fsencode(path), sharing=Sharing(processes=1), shown=str(path), threads=1),
+        lambda done, total: reports.append(done),
+        never_cancelled,
     )
     assert reports, "progress is reported"
     return result

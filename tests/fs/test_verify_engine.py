@@ -1,4 +1,4 @@
-"""The verify engine on its own: a typed request in, a typed result and typed progress out, engine
+"""The verify engine on its own: a typed request in, a typed result and progress out, engine
 errors (never the model's words) out of it, and the words the tool gives those errors."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import ast
 import hashlib
 import math
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from sysmcp.engine.calls import Progress, never_cancelled, no_progress
 from sysmcp.engine.errors import EngineError, NotFound
 from sysmcp.engine.hashing import (
     ALGORITHMS,
@@ -20,19 +20,18 @@ from sysmcp.engine.hashing import (
     NotAManifest,
     Source,
     Verification,
-    VerifyProgress,
     VerifyRequest,
-    verify,
 )
 from sysmcp.engine.hashing import _verify as verify_engine
 from sysmcp.engine.hashing import _verify_ranges as verify_ranges
+from sysmcp.engine.hashing import verify as engine_verify
 from sysmcp.engine.hashing._manifests import LineParser
 from sysmcp.engine.hashing._verify_ranges import Part, RangeWork, Tally, check_lines, check_plain_block
 from sysmcp.engine.paths import PathPolicy
-from sysmcp.engine.walk import Budget, ScanStopped
-from sysmcp.protocol.context import Meter
+from sysmcp.engine.walk import ScanStopped
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools import verify_checksums
+from sysmcp.tools.errors import words
 
 ENGINE = ("_verify.py", "_verify_ranges.py", "_verdicts.py", "_manifests.py")
 EXPECTED = "Expected lines like '<hex digest>  <name>' or 'SHA256 (<name>) = <hex digest>'."
@@ -56,9 +55,11 @@ def tree(root: Path) -> bytes:
 
 
 def request(root: Path, text: bytes, confine: Confine | None = None) -> VerifyRequest:
-    return VerifyRequest(
-        Source("(text)", data=text), os.fsencode(root), Budget(math.inf), threads=1, confine=confine
-    )
+    return VerifyRequest(Source("(text)", data=text), os.fsencode(root), threads=1, confine=confine)
+
+
+def verify(request: VerifyRequest, progress: Progress = no_progress) -> Verification:
+    return engine_verify(request, progress, never_cancelled)
 
 
 def statuses(result: Verification) -> list[str]:
@@ -76,16 +77,16 @@ def test_the_engine_modules_import_nothing_from_the_layers_above() -> None:
         assert not [module for module in imported if module.startswith(above)], name
 
 
-def test_a_short_manifest_gives_typed_verdicts_and_typed_progress_with_its_totals(tmp_path: Path) -> None:
+def test_a_short_manifest_gives_typed_verdicts_and_progress_to_its_total_of_entries_and_bytes(
+    tmp_path: Path,
+) -> None:
     text = tree(tmp_path)
-    seen: list[VerifyProgress] = []
-    result = verify(request(tmp_path, text), seen.append)
+    seen: list[tuple[float, float | None]] = []
+    result = verify(request(tmp_path, text), lambda done, total: seen.append((done, total)))
     assert statuses(result) == ["OK", "OK", "OK", "FAILED", "MISSING"]
     assert result.stopped is None and not result.cut
-    assert seen and all(isinstance(p, VerifyProgress) and p.manifest_size is None for p in seen)
-    last = seen[-1]
     sizes = sum(len(f"file {i}\n") for i in range(3)) + len(b"now\n")
-    assert (last.files, last.files_total, last.bytes, last.bytes_total) == (5, 5, sizes, sizes)
+    assert seen[0] == (0, 5 + sizes) and seen[-1] == (5 + sizes, 5 + sizes)
     assert [name for name, _ in (result.listed or {})["MISSING"]] == [b"gone"]
 
 
@@ -98,11 +99,11 @@ def test_a_long_manifest_checked_in_ranges_reports_the_manifest_read(
     if not plain:
         monkeypatch.setattr(LineParser, "plain_block", lambda self, block: None)
     text = tree(tmp_path)
-    seen: list[VerifyProgress] = []
-    result = verify(request(tmp_path, text), seen.append)
+    seen: list[tuple[float, float | None]] = []
+    result = verify(request(tmp_path, text), lambda done, total: seen.append((done, total)))
     assert statuses(result) == ["OK", "OK", "OK", "FAILED", "MISSING"]
-    assert seen[0] == VerifyProgress(manifest_size=len(text))
-    assert all(p.manifest_size == len(text) for p in seen)
+    assert seen[0] == (0, len(text))
+    assert all(total == len(text) for _, total in seen)
 
 
 @pytest.mark.parametrize("parallel_from", [0, 1 << 30], ids=["ranges", "short"])
@@ -121,26 +122,26 @@ def test_a_confined_check_marks_what_the_confinement_refuses_outside_the_roots(
     assert result.checked[1].detail == "outside the allowed roots"
 
 
-def test_the_engine_raises_its_own_errors_and_the_tool_words_them_as_before(tmp_path: Path) -> None:
+def test_the_engine_raises_its_own_errors_and_the_tool_words_them(tmp_path: Path) -> None:
     junk = b"not a checksum line\n"
     with pytest.raises(NoEntries) as no_entries:
         verify(request(tmp_path, junk))
     assert not isinstance(no_entries.value, ToolError)
-    assert verify_checksums.words(no_entries.value).message == (
+    assert words(no_entries.value) == (
         f"(text): no properly formatted checksum lines found (1 improperly formatted). {EXPECTED}"
     )
     with pytest.raises(NotAManifest) as not_a_manifest:
         verify(request(tmp_path, junk * 100_001))
-    assert verify_checksums.words(not_a_manifest.value).message == (
+    assert words(not_a_manifest.value) == (
         f"(text): more than 100,000 improperly formatted lines, so this does not look like a checksum "
         f"manifest. {EXPECTED}"
     )
     missing = tmp_path / "SHA256SUMS"
     source = Source(str(missing), path=os.fsencode(missing))
     with pytest.raises(NotFound) as not_found:
-        verify(VerifyRequest(source, os.fsencode(tmp_path), Budget(math.inf)))
+        verify(VerifyRequest(source, os.fsencode(tmp_path)))
     assert isinstance(not_found.value, EngineError)
-    assert verify_checksums.words(not_found.value).message == f"No such manifest file: {missing}"
+    assert words(not_found.value) == f"No such manifest file: {missing}"
 
 
 def work_stopping_after(entries: int, tmp_path: Path) -> RangeWork:
@@ -178,27 +179,7 @@ def test_lines_one_by_one_return_their_part_with_the_bad_lines(tmp_path: Path) -
     assert work.tally.files == 5 and work.tally.read == len(text)
 
 
-def test_the_tool_builds_the_request_from_its_arguments(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    got: list[VerifyRequest] = []
-    real = verify
-
-    def spy(
-        request: VerifyRequest,
-        progress: Callable[[VerifyProgress], None] | None = None,
-        before_close: Callable[[Verification], None] | None = None,
-    ) -> Verification:
-        got.append(request)
-        return real(request, progress, before_close)
-
-    monkeypatch.setattr(verify_checksums, "check_manifest", spy)
-
-    class Uncancelled(Meter):
-        @staticmethod
-        def checkpoint() -> None:
-            return None
-
+def test_the_tool_builds_the_request_from_its_arguments(tmp_path: Path) -> None:
     args = {
         "algorithm": "sha256",
         "report_new": True,
@@ -206,22 +187,18 @@ def test_the_tool_builds_the_request_from_its_arguments(
         "one_file_system": False,
         "max_listed": 3,
     }
-    verify_checksums.verify(
-        Source("(text)", data=tree(tmp_path)), os.fsencode(tmp_path), args, PathPolicy(), Uncancelled(), 2
+    built = verify_checksums.verify_request(
+        Source("(text)", data=tree(tmp_path)), os.fsencode(tmp_path), args, PathPolicy(), 2
     )
-    (built,) = got
     assert built.algorithm == ALGORITHMS["sha256"] and built.report_new and built.max_listed == 3
     assert built.walk.exclude == ("*.tmp",) and built.walk.one_file_system is False
-    assert built.threads == 2 and built.confine is None
-    with pytest.raises(ToolError, match="does not look like a checksum manifest"):
-        verify_checksums.verify(
-            Source("(text)", data=b"x\n" * 100_001),
-            os.fsencode(tmp_path),
-            args,
-            PathPolicy(),
-            Uncancelled(),
-            1,
-        )
+    assert built.threads == 2 and built.confine is None and built.timeout_s == math.inf
+    junk = verify_checksums.verify_request(
+        Source("(text)", data=b"x\n" * 100_001), os.fsencode(tmp_path), args, PathPolicy(), 1
+    )
+    with pytest.raises(NotAManifest) as refused:
+        verify(junk)
+    assert "does not look like a checksum manifest" in words(refused.value)
 
 
 def test_a_deadline_during_the_walk_for_new_files_is_said_in_the_tools_words(tmp_path: Path) -> None:
@@ -229,14 +206,18 @@ def test_a_deadline_during_the_walk_for_new_files_is_said_in_the_tools_words(tmp
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "new").write_bytes(b"new\n")
     now = [0.0]
-    budget = Budget(5.0, clock=lambda: now[0])
 
-    def progress(seen: VerifyProgress) -> None:
-        if seen.files == seen.files_total:  # every entry checked: the deadline passes before the walk
+    def progress(done: float, total: float | None) -> None:
+        if done == total:  # every entry checked: the deadline passes before the walk
             now[0] = 10.0
 
     checked = VerifyRequest(
-        Source("(text)", data=text), os.fsencode(tmp_path), budget, report_new=True, threads=1
+        Source("(text)", data=text),
+        os.fsencode(tmp_path),
+        report_new=True,
+        threads=1,
+        timeout_s=5.0,
+        clock=lambda: now[0],
     )
     result = verify(checked, progress)
     assert statuses(result) == ["OK", "OK", "OK", "FAILED", "MISSING"]
@@ -247,7 +228,7 @@ def test_a_deadline_during_the_walk_for_new_files_is_said_in_the_tools_words(tmp
             return "not kept in this test"
 
     args = {"max_listed": 50}
-    output = verify_checksums.render(result, "(text)", str(tmp_path), args, Keeper())  # type: ignore[arg-type]
+    output = verify_checksums.answer(result, "(text)", str(tmp_path), args, Keeper())  # type: ignore[arg-type]
     reason = "time budget of 5 s reached while looking for new files (the list of new files may be short)"
     assert output.structured["stopped_reason"] == reason and output.structured["complete"] is False
     assert output.text.startswith(f"PARTIAL RESULT: checking stopped early ({reason}); 0 of 5 entries")

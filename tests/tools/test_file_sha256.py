@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from sysmcp.engine.calls import never_cancelled, no_progress
 from sysmcp.engine.errors import EngineError
 from sysmcp.engine.hashing import CHUNK, FileRequest, hash_file
 from sysmcp.protocol.errors import ToolError
@@ -150,12 +151,12 @@ class StopAfter:
     def __init__(self, chunks: int) -> None:
         self.calls = 0
         self.chunks = chunks
-        self.done = 0
+        self.done = 0.0
 
-    def report(self, done: int, total: int) -> None:
+    def report(self, done: float, total: float | None) -> None:
         self.done = done
 
-    def check_cancelled(self) -> None:
+    def cancel(self) -> None:
         self.calls += 1
         if self.calls >= self.chunks:
             raise Cancelled()
@@ -171,7 +172,7 @@ def test_cancellation_stops_the_worker_within_one_chunk(tmp_path: Path) -> None:
         out.truncate(64 * CHUNK)
     stop = StopAfter(3)
     with pytest.raises(Cancelled):
-        hash_file(request(target), report=stop.report, check_cancelled=stop.check_cancelled)
+        hash_file(request(target), stop.report, stop.cancel)
     assert stop.done == 3 * CHUNK
 
 
@@ -191,7 +192,7 @@ def appender(path: Path) -> Callable[[], None]:
 def test_a_file_that_grows_while_hashed_is_reported(tmp_path: Path) -> None:
     target = tmp_path / "growing.log"
     target.write_bytes(b"x" * (2 * CHUNK))
-    outcome = hash_file(request(target), check_cancelled=appender(target))
+    outcome = hash_file(request(target), no_progress, appender(target))
     assert not isinstance(outcome, ToolError)
     digest = outcome.digest
     assert digest.changed is not None and "size changed" in digest.changed
@@ -213,7 +214,7 @@ def test_a_path_swapped_for_a_symlink_after_resolving_is_refused(tmp_path: Path)
     swapped = tmp_path / "swapped"
     swapped.symlink_to(real)  # as if it had been a regular file when the path was resolved
     with pytest.raises(EngineError) as refused:
-        hash_file(request(swapped))
+        hash_file(request(swapped), no_progress, never_cancelled)
     assert "symbolic link" in words(refused.value)
 
 
@@ -224,7 +225,7 @@ def test_a_directory_swapped_for_a_symlink_after_resolving_is_refused(tmp_path: 
     (tmp_path / "dir").symlink_to(elsewhere)  # as if 'dir' had been a directory when the path was resolved
     target = tmp_path / "dir" / "secret"
     with pytest.raises(EngineError) as refused:
-        hash_file(request(target))
+        hash_file(request(target), no_progress, never_cancelled)
     assert "symbolic link" in words(refused.value)
 
 

@@ -122,7 +122,7 @@ async def test_a_big_tree_is_summarised_inline_and_whole_in_the_resource(tmp_pat
     assert structured["skipped"]["excluded"] == 1 + 9 * 10
 
 
-async def test_progress_counts_files_and_bytes_with_throughput(tmp_path: Path) -> None:
+async def test_progress_says_the_bytes_hashed_with_throughput(tmp_path: Path) -> None:
     with (tmp_path / "big").open("wb") as out:
         out.truncate(300 << 20)
     async with spawn() as wire:
@@ -131,7 +131,7 @@ async def test_progress_counts_files_and_bytes_with_throughput(tmp_path: Path) -
     assert reply["result"]["structuredContent"]["files"] == 1
     progress = [n["params"] for n in wire.notifications if n["method"] == "notifications/progress"]
     assert progress and all(p["progressToken"] == 7 for p in progress)
-    assert progress[-1]["message"].startswith("1 file, 300.0 MiB hashed at")
+    assert progress[-1]["message"].startswith("300.0 MiB hashed at")
     values = [p["progress"] for p in progress]
     assert values == sorted(set(values))
 

@@ -6,7 +6,10 @@ import hashlib
 import itertools
 import os
 import subprocess
+import time
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,25 +17,22 @@ import blake3
 import jsonschema
 import pytest
 
-from sysmcp.engine.hashing import ALGORITHMS, TreeHash, TreeRequest
+from sysmcp.engine.calls import never_cancelled, no_progress
+from sysmcp.engine.hashing import ALGORITHMS, TreeHash, TreeRequest, Verification, hash_path
 from sysmcp.engine.hashing import _verify as verify_engine
 from sysmcp.engine.hashing import _verify_ranges as verify_ranges
-from sysmcp.engine.hashing._treehash import hash_tree as hash_tree_engine
+from sysmcp.engine.hashing import verify as check_manifest
 from sysmcp.engine.paths import PathPolicy
-from sysmcp.engine.walk import SkipCounter, WalkOptions
-from sysmcp.protocol.context import Meter
+from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.errors import ToolError
-from sysmcp.results import MAX_ITEM
 from sysmcp.tools import hash_tree, verify_checksums
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.verify_checksums import Source
 
 
-class Uncancelled(Meter):
-    """A meter outside any request: nothing ever cancels it."""
-
-    def checkpoint(self) -> None:  # type: ignore[override]
-        return None
+def verified(*args: Any, **kwargs: Any) -> Verification:
+    """The engine's check of a tool's request built from these arguments, outside any call."""
+    return check_manifest(verify_checksums.verify_request(*args, **kwargs), no_progress, never_cancelled)
 
 
 def build(root: Path, dirs: int = 12, per_dir: int = 50) -> int:
@@ -50,27 +50,13 @@ def ticking(step: float) -> Any:
     return lambda: next(ticks) * step
 
 
-def tree_request(root: Path, timeout_s: float) -> TreeRequest:
-    return TreeRequest(
-        os.fsencode(root),
-        ALGORITHMS["sha256"],
-        "gnu",
-        WalkOptions(),
-        timeout_s=timeout_s,
-        keep_limit=MAX_ITEM,
-        first_lines=hash_tree.MAX_SHOWN,
-    )
+def tree_request(root: Path, timeout_s: float, clock: Callable[[], float] = time.monotonic) -> TreeRequest:
+    request = hash_tree.tree_request(root, str(root), ALGORITHMS["sha256"], "gnu", WalkOptions(), timeout_s)
+    return replace(request, threads=1, clock=clock)
 
 
 def partial_tree(root: Path) -> TreeHash:
-    return hash_tree_engine(
-        tree_request(root, 0.5),
-        SkipCounter(),
-        check_cancelled=lambda: None,
-        report=lambda files, done: None,
-        threads=1,
-        clock=ticking(0.001),
-    )
+    return hash_path(tree_request(root, 0.5, ticking(0.001)), no_progress, never_cancelled)
 
 
 def test_a_hash_tree_cut_by_its_budget_is_a_manifest_sha256sum_accepts(tmp_path: Path) -> None:
@@ -101,15 +87,7 @@ def test_a_partial_hash_tree_says_so_in_text_and_structure(tmp_path: Path) -> No
             return "not kept in this test"
 
     args = {"max_lines": 5}
-    output = hash_tree.render(
-        args,
-        Keeper(),  # type: ignore[arg-type]
-        result,
-        str(tree),
-        ALGORITHMS["sha256"],
-        "gnu",
-        SkipCounter(),
-    )
+    output = hash_tree.answer(args, Keeper(), result, str(tree), ALGORITHMS["sha256"], "gnu")  # type: ignore[arg-type]
     jsonschema.validate(output.structured, hash_tree.OUTPUT_SCHEMA)
     assert output.structured["complete"] is False
     assert output.text.startswith("PARTIAL RESULT: hashing stopped early")
@@ -124,13 +102,7 @@ def test_a_hash_tree_within_its_budget_is_complete(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     tree.mkdir()
     total = build(tree, dirs=2, per_dir=10)
-    result = hash_tree_engine(
-        tree_request(tree, 30),
-        SkipCounter(),
-        check_cancelled=lambda: None,
-        report=lambda files, done: None,
-        threads=1,
-    )
+    result = hash_path(tree_request(tree, 30), no_progress, never_cancelled)
     assert result.stopped is None and result.walk_complete and result.not_hashed == 0
     assert result.files == total and result.manifest is not None
     assert result.manifest.count(b"\n") == total
@@ -149,12 +121,11 @@ def test_verify_checksums_at_its_budget_reports_what_it_did_not_check(tmp_path: 
         "one_file_system": True,
         "max_listed": 10,
     }
-    result = verify_checksums.verify(
+    result = verified(
         Source("(text)", data=text.encode()),
         os.fsencode(tree),
         args,
         PathPolicy(),
-        Uncancelled(),
         1,
         timeout_s=0.5,
         clock=ticking(0.0005),  # the look at all 600 files takes 0.3 s of it, hashing the rest
@@ -168,7 +139,7 @@ def test_verify_checksums_at_its_budget_reports_what_it_did_not_check(tmp_path: 
         def keep(self, name: str, text: str, **_: Any) -> str:
             return "not kept in this test"
 
-    output = verify_checksums.render(result, "(text)", str(tree), args, Keeper())  # type: ignore[arg-type]
+    output = verify_checksums.answer(result, "(text)", str(tree), args, Keeper())  # type: ignore[arg-type]
     jsonschema.validate(output.structured, verify_checksums.OUTPUT_SCHEMA)
     assert output.structured["complete"] is False and output.structured["all_ok"] is False
     assert output.structured["not_checked"] == statuses.count("NOT_CHECKED")
@@ -200,9 +171,7 @@ def test_the_check_shared_between_processes_gives_every_entry_the_verdict_of_one
     def statuses(parallel_from: int) -> list[tuple[str, str, str]]:
         monkeypatch.setattr(verify_engine, "PARALLEL_FROM", parallel_from)
         monkeypatch.setattr(verify_ranges, "available_processes", lambda: 2)
-        result = verify_checksums.verify(
-            Source("(text)", data=text), os.fsencode(tree), args, PathPolicy(), Uncancelled(), 1
-        )
+        result = verified(Source("(text)", data=text), os.fsencode(tree), args, PathPolicy(), 1)
         assert result.stopped is None
         return [(c.status, c.algorithm, c.detail) for c in result.checked]
 
@@ -257,9 +226,7 @@ def test_the_shared_check_judges_links_empty_large_and_tagged_entries_as_the_che
 
     def verdicts(parallel_from: int) -> list[tuple[str, str, str]]:
         monkeypatch.setattr(verify_engine, "PARALLEL_FROM", parallel_from)
-        result = verify_checksums.verify(
-            Source("(text)", data=text), os.fsencode(tree), args, PathPolicy(), Uncancelled(), 1
-        )
+        result = verified(Source("(text)", data=text), os.fsencode(tree), args, PathPolicy(), 1)
         assert result.stopped is None
         return [(c.status, c.algorithm, c.detail) for c in result.checked]
 
@@ -291,12 +258,11 @@ def test_the_shared_check_at_its_budget_leaves_the_rest_not_checked(
     monkeypatch.setattr(verify_engine, "PARALLEL_FROM", 0)
     monkeypatch.setattr(verify_ranges, "available_processes", lambda: 2)
     args = {"algorithm": "auto", "report_new": False, "exclude": [], "one_file_system": True}
-    result = verify_checksums.verify(
+    result = verified(
         Source("(text)", data=text.encode()),
         os.fsencode(tree),
         args,
         PathPolicy(),
-        Uncancelled(),
         1,
         timeout_s=0.2,
         clock=ticking(0.001),  # each process's clock ticks on its own: both stop after about 200 looks

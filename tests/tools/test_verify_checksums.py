@@ -14,13 +14,21 @@ import anyio
 import blake3
 import pytest
 
-from sysmcp.engine.hashing import ManifestTooLarge
+from sysmcp.engine.calls import never_cancelled, no_progress
+from sysmcp.engine.hashing import ManifestTooLarge, Verification
+from sysmcp.engine.hashing import verify as check_manifest
 from sysmcp.engine.hashing._manifests import MAX_MANIFEST
 from sysmcp.engine.paths import PathPolicy
-from sysmcp.protocol.context import Meter
-from sysmcp.tools.verify_checksums import Source, words
-from sysmcp.tools.verify_checksums import verify as verify_manifest
+from sysmcp.tools import verify_checksums
+from sysmcp.tools.errors import words
+from sysmcp.tools.verify_checksums import Source
 from tests.wire import Wire, result_text, spawn
+
+
+def verified(*args: Any, **kwargs: Any) -> Verification:
+    """The engine's check of a tool's request built from these arguments, outside any call."""
+    return check_manifest(verify_checksums.verify_request(*args, **kwargs), no_progress, never_cancelled)
+
 
 pytestmark = pytest.mark.anyio
 
@@ -168,13 +176,6 @@ async def test_a_manifest_without_checksum_lines_is_an_error_result(tmp_path: Pa
     assert as_fifo["result"]["isError"] is True and "FIFO" in result_text(as_fifo)
 
 
-class Uncancelled(Meter):
-    """A meter outside any request: nothing ever cancels it."""
-
-    def checkpoint(self) -> None:  # type: ignore[override]
-        return None
-
-
 def test_a_long_manifest_mixing_sha256_and_blake3_lines_verifies_every_line(tmp_path: Path) -> None:
     # The first sha256 matches settle 64-digit lines as sha256; the blake3 lines further down still verify.
     names = [f"f{i:03d}".encode() for i in range(300)]
@@ -183,9 +184,7 @@ def test_a_long_manifest_mixing_sha256_and_blake3_lines_verifies_every_line(tmp_
     text = b"".join(f"{hashlib.sha256(n).hexdigest()}  ".encode() + n + b"\n" for n in names)
     text += b"".join(f"{blake3.blake3(n).hexdigest()}  ".encode() + n + b"\n" for n in names[:5])
     args = {"algorithm": "auto", "report_new": False, "exclude": [], "one_file_system": True}
-    result = verify_manifest(
-        Source("(text)", data=text), os.fsencode(tmp_path), args, PathPolicy(), Uncancelled(), 1
-    )
+    result = verified(Source("(text)", data=text), os.fsencode(tmp_path), args, PathPolicy(), 1)
     assert {c.status for c in result.checked} == {"OK"}
     assert Counter(c.algorithm for c in result.checked) == {"sha256": 300, "blake3": 5}
 
@@ -245,4 +244,4 @@ def test_a_manifest_too_large_is_refused_in_sizes_the_engine_only_counts() -> No
     """The engine states the limit in bytes; the size a person reads is the tool's (sysmcp.render)."""
     exc = ManifestTooLarge("/srv/SHA256SUMS")
     assert exc.limit == MAX_MANIFEST and "GiB" not in exc.detail
-    assert words(exc).message == "The manifest /srv/SHA256SUMS is larger than 1.0 GiB; split it"
+    assert words(exc) == "The manifest /srv/SHA256SUMS is larger than 1.0 GiB; split it"

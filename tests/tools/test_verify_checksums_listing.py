@@ -18,25 +18,26 @@ from typing import Any
 import blake3
 import pytest
 
+from sysmcp.engine.calls import never_cancelled, no_progress
+from sysmcp.engine.hashing import Verification
 from sysmcp.engine.hashing import _dirlook as dirlook
 from sysmcp.engine.hashing import _verdicts as verdicts
 from sysmcp.engine.hashing import _verify as verify_engine
 from sysmcp.engine.hashing import _verify_ranges as verify_ranges
+from sysmcp.engine.hashing import verify as check_manifest
 from sysmcp.engine.hashing._manifests import LineParser
 from sysmcp.engine.paths import PathPolicy
-from sysmcp.protocol.context import Meter
 from sysmcp.tools import verify_checksums
 from sysmcp.tools.verify_checksums import Source
 
+
+def verified(*args: Any, **kwargs: Any) -> Verification:
+    """The engine's check of a tool's request built from these arguments, outside any call."""
+    return check_manifest(verify_checksums.verify_request(*args, **kwargs), no_progress, never_cancelled)
+
+
 ARGS = {"algorithm": "auto", "report_new": False, "exclude": [], "one_file_system": True}
 Verdict = tuple[str, str, str]
-
-
-class Uncancelled(Meter):
-    """A meter outside any request: nothing ever cancels it."""
-
-    def checkpoint(self) -> None:  # type: ignore[override]
-        return None
 
 
 def sha(data: bytes) -> str:
@@ -83,9 +84,7 @@ class Run:
             patch.setattr(verify_ranges, "available_processes", lambda: processes)
             if not plain:  # every range line by line, as before there was a way for plain ones
                 patch.setattr(LineParser, "plain_block", lambda self, block: None)
-            result = verify_checksums.verify(
-                Source("(text)", data=text), os.fsencode(base), ARGS, PathPolicy(), Uncancelled(), 1
-            )
+            result = verified(Source("(text)", data=text), os.fsencode(base), ARGS, PathPolicy(), 1)
         assert result.stopped is None
         return [(c.status, c.algorithm, c.detail) for c in result.checked], result.bad_lines, result.bad_count
 

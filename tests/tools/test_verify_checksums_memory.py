@@ -13,27 +13,29 @@ import hashlib
 import os
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from sysmcp.engine.calls import never_cancelled, no_progress
+from sysmcp.engine.hashing import Verification
 from sysmcp.engine.hashing import _verify as verify_engine
 from sysmcp.engine.hashing import _verify_ranges as verify_ranges
+from sysmcp.engine.hashing import verify as check_manifest
 from sysmcp.engine.parallel import _fork as fanout
 from sysmcp.engine.paths import PathPolicy
-from sysmcp.protocol.context import Meter
 from sysmcp.tools import verify_checksums
 from sysmcp.tools.verify_checksums import Source
+
+
+def verified(*args: Any, **kwargs: Any) -> Verification:
+    """The engine's check of a tool's request built from these arguments, outside any call."""
+    return check_manifest(verify_checksums.verify_request(*args, **kwargs), no_progress, never_cancelled)
+
 
 FILES = 1000  # each listed many times: the entries are many, the files to create few
 HELD_AT_FORK_GROWTH = 1 << 20  # bytes the 90,000 more entries may add to what exists at the fork
 PEAK_CEILING = 8 << 20  # the whole check's peak at 100,000 entries: a byte a verdict, 1 MiB ranges (2 MB)
-
-
-class Uncancelled(Meter):
-    """A meter outside any request: nothing ever cancels it."""
-
-    def checkpoint(self) -> None:  # type: ignore[override]
-        return None
 
 
 def measure(tree: Path, manifest: Path, entries: int, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
@@ -53,12 +55,11 @@ def measure(tree: Path, manifest: Path, entries: int, monkeypatch: pytest.Monkey
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        result = verify_checksums.verify(
+        result = verified(
             Source(str(manifest), path=os.fsencode(manifest)),
             os.fsencode(tree),
             args,
             PathPolicy(),
-            Uncancelled(),
             1,
         )
         peak = tracemalloc.get_traced_memory()[1] - before

@@ -26,7 +26,7 @@ from sysmcp.engine.hashing._manifests import (
     Source,
 )
 from sysmcp.engine.hashing._treehash import TreeHash, TreeRequest, hash_path
-from sysmcp.engine.hashing._verdicts import Status, Verification, VerifyProgress
+from sysmcp.engine.hashing._verdicts import Status, Verification
 from sysmcp.engine.hashing._verify import VerifyRequest, is_cut, listed, verify
 from sysmcp.engine.hashing._verify_ranges import Confine
 
@@ -52,7 +52,6 @@ __all__ = [
     "TreeHash",
     "TreeRequest",
     "Verification",
-    "VerifyProgress",
     "VerifyRequest",
     "format_line",
     "hash_fd",

@@ -92,8 +92,6 @@ _BY_LENGTH: dict[int, tuple[str, ...]] = {
 }
 
 
-BLAKE2B_256 = _blake2b(256)
-
 #: What find_duplicates compares contents by: the fastest of them (several times BLAKE2b), and 256 bits
 #: leave no room for accidental equality. The threaded one spreads a large file's chunks over the cores.
 BLAKE3 = ALGORITHMS["blake3"]
@@ -156,14 +154,15 @@ GROWTH_ALLOWANCE = 64 << 20  # bytes a file may grow by while hashed, at least (
 
 class KeptGrowing(OSError):
     """The file produced far more than its size when opened: a live log, or a kernel pseudo-file such as
-    /proc/self/pagemap that reports size 0 and yields hundreds of GiB. Hashing it would never end."""
+    /proc/self/pagemap that reports size 0 and yields hundreds of GiB. Hashing it would never end.
+    An ``OSError`` (a read that could not finish) carrying the facts: bytes ``read``, ``size_at_open``."""
 
     def __init__(self, read: int, size_at_open: int) -> None:
         super().__init__(
             errno.EFBIG,
-            f"it kept growing while being read (over {read:,} bytes read, {size_at_open:,} when opened); "
-            "hash it once nothing writes to it (kernel pseudo-files like /proc/*/pagemap cannot be hashed)",
+            f"it kept growing while being read (over {read:,} bytes read, {size_at_open:,} when opened)",
         )
+        self.read, self.size_at_open = read, size_at_open
 
 
 def hash_fd(
@@ -245,11 +244,7 @@ def hash_once(fd: int, algorithms: Sequence[Algorithm], buffer: bytearray, opene
         return hash_fd(fd, algorithms, buffer, opened=opened)
     count = os.readv(fd, [buffer])
     data = memoryview(buffer)[:count]
-    hexdigests = {}
-    for algorithm in algorithms:
-        hasher = algorithm.new()
-        hasher.update(data)
-        hexdigests[algorithm.name] = hasher.hexdigest()
+    hexdigests = {algorithm.name: one_shot(algorithm)(data).hexdigest() for algorithm in algorithms}
     return Digest(hexdigests, count, describe_change(opened, os.fstat(fd), count))
 
 
@@ -334,13 +329,13 @@ POLL = 0.05  # seconds between cancellation checks while the threads work
 def hash_many(
     jobs: Iterable[Job],
     *,
-    checkpoint: Callable[[], None],
+    cancel: Callable[[], None],
     counters: PoolCounters,
     threads: int = 2,
 ) -> Iterator[HashResult]:
     """Hash many files on ``threads`` threads, yielding outcomes as batches finish.
 
-    The caller's thread walks (``jobs`` may be a lazy walk) and calls ``checkpoint`` between jobs
+    The caller's thread walks (``jobs`` may be a lazy walk) and calls ``cancel`` between jobs
     and every ``POLL`` seconds while waiting; when it raises, the hashing threads stop within one
     chunk and the exception propagates. hashlib and blake3 release the GIL on large updates, so
     the threads really do use the cores.
@@ -362,18 +357,18 @@ def hash_many(
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="sysmcp-hash") as pool:
         try:
             for job in jobs:
-                checkpoint()
+                cancel()
                 batch.append(job)
                 batch_bytes += job.looked.st_size
                 if len(batch) >= BATCH_FILES or batch_bytes >= BATCH_BYTES:
                     pending.add(pool.submit(run, batch))
                     batch, batch_bytes = [], 0
                     while len(pending) >= limit:
-                        yield from _collect(pending, checkpoint)
+                        yield from _collect(pending, cancel)
             if batch:
                 pending.add(pool.submit(run, batch))
             while pending:
-                yield from _collect(pending, checkpoint)
+                yield from _collect(pending, cancel)
         except BaseException:
             stop.set()
             for future in pending:
@@ -381,9 +376,9 @@ def hash_many(
             raise
 
 
-def _collect(pending: set[Future[list[HashResult]]], checkpoint: Callable[[], None]) -> Iterator[HashResult]:
+def _collect(pending: set[Future[list[HashResult]]], cancel: Callable[[], None]) -> Iterator[HashResult]:
     done, _ = wait(pending, timeout=POLL, return_when=FIRST_COMPLETED)
-    checkpoint()
+    cancel()
     for future in done:
         pending.discard(future)
         yield from future.result()

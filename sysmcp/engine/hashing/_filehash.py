@@ -5,8 +5,8 @@ directory on the way may be swapped for a symlink since. So the parent is reache
 component at a time without following any symlink (``safeopen.open_parent``) and the file itself is
 looked at, then opened with ``O_NOFOLLOW | O_NONBLOCK`` and checked on the descriptor
 (``safeopen.open_regular_at``): a FIFO or a device is refused without blocking, a swap is refused.
-Then the file is streamed through the digest in chunks (``checksums.hash_fd``), with progress through
-``report(done, total)`` and ``check_cancelled()`` after every chunk. Failures are ``EngineError``s
+Then the file is streamed through the digest in chunks (``checksums.hash_fd``), with ``progress(done,
+total)`` and ``cancel()`` after every chunk. Failures are ``EngineError``s
 with the facts and a ``reason`` where the tool layer words a case apart (``tools.errors``:
 ``not_hashable``, ``swapped_for_link``, ``replaced_while_opened``); everything here blocks, so it runs in a worker thread.
 """
@@ -17,11 +17,11 @@ import errno
 import os
 import stat
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
+from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.errors import EngineError, NotFound, PermissionRefused, Refused, WrongKind
-from sysmcp.engine.hashing._checksums import ALGORITHMS, CHUNK, Algorithm, Digest, hash_fd
+from sysmcp.engine.hashing._checksums import ALGORITHMS, CHUNK, Algorithm, Digest, KeptGrowing, hash_fd
 from sysmcp.engine.opens import NotRegularFile, Replaced, kind, open_parent, open_regular_at, through_symlink
 
 __all__ = ["FileHash", "FileRequest", "hash_file", "open_file"]
@@ -30,7 +30,8 @@ __all__ = ["FileHash", "FileRequest", "hash_file", "open_file"]
 @dataclass(frozen=True, slots=True)
 class FileRequest:
     """What to hash: the resolved path, how it is shown, the path as given (to tell a dangling
-    symlink from a missing file), and the algorithm."""
+    symlink from a missing file; '~' expanded only then, in the worker: '~user' may ask a network
+    user database), and the algorithm."""
 
     path: bytes
     shown: str
@@ -65,9 +66,9 @@ def open_file(request: FileRequest) -> tuple[int, os.stat_result]:
     try:
         return open_regular_at(name, dir_fd=parent)
     except FileNotFoundError:
-        if os.path.islink(request.given):
+        if os.path.islink(os.path.expanduser(request.given)):
             raise NotFound(
-                f"No such file: {request.given} is a symbolic link to {shown}, which does not exist"
+                f"No such file: {os.path.expanduser(request.given)} is a symbolic link to {shown}, which does not exist"
             ) from None
         raise NotFound(f"No such file: {shown}") from None
     except PermissionError:
@@ -90,34 +91,30 @@ def open_file(request: FileRequest) -> tuple[int, os.stat_result]:
         os.close(parent)
 
 
-def hash_file(
-    request: FileRequest,
-    *,
-    report: Callable[[int, int], None] | None = None,
-    check_cancelled: Callable[[], None] | None = None,
-) -> FileHash:
+def hash_file(request: FileRequest, progress: Progress, cancel: Cancel) -> FileHash:
     """Open, then stream through the digest; stops within one chunk.
 
-    ``report(done, total)`` gets the bytes read and the size (the size grows with a file that grows
+    ``progress(done, total)`` gets the bytes read and the size (the size grows with a file that grows
     while read, so ``done`` never passes ``total``): once when opened, then after every chunk, each
-    time followed by ``check_cancelled()``, which raises to abandon the call."""
+    time followed by ``cancel()``, which raises to abandon the call."""
     fd, opened = open_file(request)
     try:
         total = opened.st_size
-        if report is not None:
-            report(0, total)
+        progress(0, total)
 
         def on_chunk(done: int) -> None:
             nonlocal total
             total = max(total, done)
-            if report is not None:
-                report(done, total)
-            if check_cancelled is not None:
-                check_cancelled()
+            progress(done, total)
+            cancel()
 
         started = time.perf_counter()
         try:
             digest = hash_fd(fd, (request.algorithm,), bytearray(CHUNK), on_chunk, opened=opened)
+        except KeptGrowing as exc:
+            raise EngineError(
+                f"Read error in {request.shown}: {exc.strerror}", reason="kept_growing"
+            ) from None
         except OSError as exc:
             raise EngineError(f"Read error in {request.shown}: {exc.strerror or exc}") from None
         return FileHash(digest, time.perf_counter() - started)

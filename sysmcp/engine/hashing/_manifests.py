@@ -172,6 +172,42 @@ def hint_order(manifest_name: str | None) -> tuple[str, ...]:
     return tuple(preferred)
 
 
+def checksum_lines(raw_lines: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
+    """The lines ``sha256sum -c`` reads, with their numbers (1-based): comments and empty lines
+    skipped, the newline and one trailing CR dropped. ``raw_lines`` with or without their newlines."""
+    for number, raw in enumerate(raw_lines, 1):
+        line = raw[:-1] if raw.endswith(b"\n") else raw
+        if line.startswith(b"#"):
+            continue
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if line:
+            yield number, line
+
+
+def lines_of(block: bytes) -> list[bytes]:
+    """A range's whole lines, without their newlines."""
+    lines = block.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    return lines
+
+
+class BadLines:
+    """Improperly formatted lines: all counted, the first ``MAX_BAD_LINES_KEPT`` line numbers kept."""
+
+    __slots__ = ("count", "numbers")
+
+    def __init__(self, numbers: list[int] | None = None, count: int = 0) -> None:
+        self.numbers = numbers if numbers is not None else []
+        self.count = count
+
+    def add(self, number: int) -> None:
+        self.count += 1
+        if len(self.numbers) < MAX_BAD_LINES_KEPT:
+            self.numbers.append(number)
+
+
 def parse_manifest(
     data: bytes,
     *,
@@ -187,29 +223,22 @@ def parse_manifest(
     ``check``: called every few thousand lines (a cancellation checkpoint).
     """
     manifest = Manifest()
+    bad = BadLines(manifest.bad_lines)
     parse = LineParser(forced, prefer).parse
     # Line by line from a stream, not ``split``: 64 MiB of short junk lines would be millions of objects.
-    for number, raw_line in enumerate(io.BytesIO(data), 1):
-        line = raw_line[:-1] if raw_line.endswith(b"\n") else raw_line
+    for number, line in checksum_lines(io.BytesIO(data)):
         if check is not None and not number % 4096:
             check()
-        if line.startswith(b"#"):
-            continue
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        if not line:
-            continue
         parsed = parse(line)
         if parsed is None:
-            manifest.bad_count += 1
-            if len(manifest.bad_lines) < MAX_BAD_LINES_KEPT:
-                manifest.bad_lines.append(number)
-            if manifest.bad_count > MAX_BAD_LINES:
+            bad.add(number)
+            if bad.count > MAX_BAD_LINES:
                 manifest.gave_up = True
                 break
             continue
         name, digest, candidates = parsed
         manifest.entries.add(number, name, digest, candidates)
+    manifest.bad_count = bad.count
     return manifest
 
 
@@ -438,10 +467,10 @@ class ManifestUnreadable(EngineError):
 
 
 class ManifestTooLarge(Refused):
-    """The manifest is larger than ``limit`` bytes (``MAX_MANIFEST``); the tool says it in sizes."""
+    """The manifest is larger than ``limit`` bytes (``MAX_MANIFEST``)."""
 
     def __init__(self, shown: str, limit: int = MAX_MANIFEST) -> None:
-        super().__init__(f"The manifest {shown} is larger than {limit} bytes")
+        super().__init__(f"The manifest {shown} is larger than {limit} bytes", reason="manifest_too_large")
         self.shown = shown
         self.limit = limit
 
@@ -450,8 +479,9 @@ class NotAManifest(Refused):
     """More than ``MAX_BAD_LINES`` improperly formatted lines: no manifest, whatever the rest holds."""
 
     def __init__(self, shown: str) -> None:
-        super().__init__(f"{shown}: more than {MAX_BAD_LINES:,} improperly formatted lines")
-        self.shown = shown
+        super().__init__(
+            f"{shown}: more than {MAX_BAD_LINES:,} improperly formatted lines", reason="not_a_manifest"
+        )
 
 
 class NoEntries(Refused):
@@ -460,17 +490,18 @@ class NoEntries(Refused):
     def __init__(self, shown: str, bad: int) -> None:
         super().__init__(
             f"{shown}: no properly formatted checksum lines found"
-            + (f" ({bad:,} improperly formatted)" if bad else "")
+            + (f" ({bad:,} improperly formatted)" if bad else ""),
+            reason="no_entries",
         )
-        self.shown, self.bad = shown, bad
 
 
 class ManifestChanged(Refused):
     """The manifest file's size or modification time moved while it was checked."""
 
     def __init__(self, shown: str) -> None:
-        super().__init__(f"The manifest {shown} changed while it was being checked")
-        self.shown = shown
+        super().__init__(
+            f"The manifest {shown} changed while it was being checked", reason="manifest_changed"
+        )
 
 
 @dataclass(frozen=True)
@@ -483,9 +514,6 @@ class Source:
     name_hint: str | None = None
 
 
-MIN_RANGE = 4 << 10  # bytes of manifest per task, at least: a split test of a few hundred lines splits
-MAX_RANGE = 256 << 10  # and at most: each task's lines are in memory at once, and the last task
-# a process claims ends the run at most a few thousand entries after the other's
 _EXTEND = 64 << 10  # read-ahead while looking for the end of a line that runs past its range
 
 

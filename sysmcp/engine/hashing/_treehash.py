@@ -39,13 +39,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import IO, Any
 
+from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.errors import EngineError, NotFound, PermissionRefused, WrongKind
 from sysmcp.engine.hashing import _checksums as checksums
 from sysmcp.engine.hashing._checksums import (
     CHUNK,
     Algorithm,
     Job,
-    KeptGrowing,
     PoolCounters,
     Style,
     explain,
@@ -194,13 +194,13 @@ class Hasher:
         algorithm: Algorithm,
         style: Style,
         runs: Runs,
-        checkpoint: Callable[[], None],
+        cancel: Callable[[], None],
     ) -> None:
         self.head = join(root, b"x")[:-1]  # root and one slash
         self.algorithm = algorithm
         self.style = style
         self.runs = runs
-        self.checkpoint = checkpoint
+        self.cancel = cancel
         self.buffer = bytearray(CHUNK)
         self.view = memoryview(self.buffer)
         self.trusted_devices: frozenset[int] | None = None  # see _refusal; read when first needed
@@ -248,7 +248,7 @@ class Hasher:
         hexdigests: list[str],
     ) -> None:
         fsencode = os.fsencode
-        runs, checkpoint = self.runs, self.checkpoint
+        runs, cancel = self.runs, self.cancel
         buffer, view, room = self.buffer, self.view, len(self.buffer)
         one_shot = checksums.one_shot(self.algorithm)
         open_, readv, fstat, close = os.open, os.readv, os.fstat, os.close
@@ -258,7 +258,7 @@ class Hasher:
         fail, done, digested = runs.fail, names.append, hexdigests.append
         for position, (name, inode) in enumerate(files):
             try:
-                checkpoint()
+                cancel()
             except ScanStopped:
                 runs.not_hashed += len(files) - position
                 raise
@@ -347,16 +347,14 @@ class Hasher:
     def _stream(self, fd: int, opened: os.stat_result, big: bool) -> tuple[str, int] | str:
         """Hash a file too big for one read (or empty: kernel files say size 0 and have content),
         chunk by chunk with progress and stop checks. The digest and size, or why not."""
-        runs, checkpoint = self.runs, self.checkpoint
+        runs, cancel = self.runs, self.cancel
 
         def on_chunk(read: int) -> None:
             runs.in_flight = read
-            checkpoint()
+            cancel()
 
-        try:
+        try:  # a file that kept growing raises, and is failed as any read error is
             digest = hash_fd(fd, (self.algorithm,), self.buffer, on_chunk if big else None, opened=opened)
-        except KeptGrowing as exc:
-            return f"read error: {exc.strerror}"
         finally:
             runs.in_flight = 0
         if digest.changed:
@@ -422,7 +420,7 @@ def merge(
     parts: Sequence[tuple[IO[bytes], dict[str, Any]]],
     keep_limit: int,
     first_lines: int,
-    checkpoint: Callable[[], None],
+    cancel: Callable[[], None],
 ) -> TreeManifest:
     """Merge every process's sorted runs into one manifest, sorted by name, in bounded memory."""
     out = TreeManifest()
@@ -451,14 +449,15 @@ def merge(
         elif whole is None:
             break  # the rest would only be counted, and the counts are known
         if not count & 0xFFF:
-            checkpoint()
+            cancel()
     out.manifest = whole  # no copy: a manifest may be tens of megabytes
     return out
 
 
 @dataclass(frozen=True)
 class TreeRequest:
-    """What to hash and how: the tree, the digest and line style, the walk, the budget, the keeping."""
+    """What to hash and how: the tree (``shown`` names it in errors), the digest and line style, the
+    walk, the budget (and the clock it runs on), the keeping, the threads hashing one file's chunks."""
 
     root: bytes
     algorithm: Algorithm
@@ -468,21 +467,19 @@ class TreeRequest:
     keep_limit: int  # the whole manifest is kept only up to this many bytes
     first_lines: int  # the first lines kept in any case
     sharing: Sharing = field(default_factory=Sharing)
+    shown: str = ""
+    threads: int = checksums.HASH_THREADS
+    clock: Callable[[], float] = time.monotonic
 
 
 def hash_tree_parallel(
-    request: TreeRequest,
-    skipped: SkipCounter,
-    *,
-    check_cancelled: Callable[[], None],
-    report: Callable[[int, int], None],
-    clock: Callable[[], float] = time.monotonic,
+    request: TreeRequest, skipped: SkipCounter, progress: Progress, cancel: Cancel
 ) -> TreeManifest:
     """Walk ``request.root`` and hash every regular file, in this process and (past
     ``sharing.split_after_s``) in forked children; stop cleanly at the deadline, ``timeout_s`` from now.
 
-    ``check_cancelled`` raises to abandon the call (children are killed); ``report(files, bytes)``
-    gets the progress of every process, every few milliseconds. Returns the merged, sorted manifest.
+    ``cancel`` raises to abandon the call (children are killed); ``progress`` gets the files and bytes
+    of every process together, every few milliseconds. Returns the merged, sorted manifest.
     """
     root, algorithm, style = request.root, request.algorithm, request.style
     sharing = request.sharing
@@ -491,16 +488,16 @@ def hash_tree_parallel(
     parallel: ParallelWalk | None = None
     mine: Runs | None = None
 
-    def progress_and_check() -> None:
+    def progress_and_cancel() -> None:
         files, done = mine.progress() if mine is not None else (0, 0)
         fan = parallel.fan if parallel is not None else None
         if fan is not None:
             more_files, more_bytes = fan.progress.others()
             files, done = files + more_files, done + more_bytes
-        report(files, done)
-        check_cancelled()
+        progress(files + done, None)
+        cancel()
 
-    budget = Budget(request.timeout_s, progress_and_check, clock=clock)
+    budget = Budget(request.timeout_s, progress_and_cancel, clock=request.clock)
     spills = [tempfile.TemporaryFile(prefix="sysmcp-manifest-") for _ in range(max(1, count))]  # noqa: SIM115
     try:
         mine = Runs(spills[0])
@@ -542,7 +539,7 @@ def hash_tree_parallel(
             else:
                 parts = [(spills[0], mine.summary())]
             walk_complete = stopped is None
-            result = merge(parts, request.keep_limit, request.first_lines, budget.cancel or (lambda: None))
+            result = merge(parts, request.keep_limit, request.first_lines, cancel)
         result.stopped = stopped
         result.walk_complete = walk_complete
         result.processes = processes_used
@@ -555,108 +552,74 @@ def hash_tree_parallel(
 @dataclass
 class TreeHash(TreeManifest):
     """A hash_tree call's result: the sorted manifest and what is not in it (``TreeManifest``), plus
-    the directory its names are relative to and how long it took."""
+    the directory its names are relative to, what the walk skipped and how long it took."""
 
     seconds: float = 0.0
     base: bytes = b"/"
+    skipped: dict[str, int] = field(default_factory=dict)  # by reason
+    skipped_named: list[str] = field(default_factory=list)  # the first unreadable directories
 
 
-def hash_path(
-    request: TreeRequest,
-    skipped: SkipCounter,
-    shown: str,
-    *,
-    check_cancelled: Callable[[], None],
-    report: Callable[[int, int], None],
-    threads: int = checksums.HASH_THREADS,
-    clock: Callable[[], float] = time.monotonic,
-) -> TreeHash:
-    """The manifest of ``request.root``: a directory walked and hashed (``hash_tree``), or one regular
-    file relative to its directory; anything else is refused. ``shown`` names the path in the
-    ``EngineError``s: ``NotFound``, ``WrongKind`` (``reason="not_tree"``), ``PermissionRefused`` for a
-    directory that may not be read, else the plain cause."""
-    root = request.root
+def hash_path(request: TreeRequest, progress: Progress, cancel: Cancel) -> TreeHash:
+    """The manifest of ``request.root``: a directory walked and hashed by every usable core
+    (``hash_tree_parallel``, the manifest merged from sorted runs in bounded memory), or one regular
+    file relative to its directory; anything else is refused. At the deadline the walk and the
+    hashing stop (files in flight within one chunk) and the manifest holds the files finished by
+    then: every line still true. ``progress(files + bytes)`` moves for big and tiny files alike.
+    ``request.shown`` names the path in the ``EngineError``s: ``NotFound``, ``WrongKind``
+    (``reason="not_tree"``), ``PermissionRefused`` for a directory that may not be read, else the
+    plain cause."""
+    root, shown = request.root, request.shown
+    started = time.perf_counter()
     try:
         looked = os.stat(root, follow_symlinks=False)
     except FileNotFoundError:
         raise NotFound(f"No such file or directory: {shown}") from None
     except OSError as exc:
         raise EngineError(f"Cannot read {shown}: {exc.strerror or exc}") from None
-    if not stat.S_ISDIR(looked.st_mode) and not stat.S_ISREG(looked.st_mode):
+    if stat.S_ISREG(looked.st_mode):
+        result = _hash_one(request, looked, progress, cancel)
+    elif not stat.S_ISDIR(looked.st_mode):
         raise WrongKind(f"Cannot hash {shown}: it is {kind(looked.st_mode)}", reason="not_tree")
-    single = looked if stat.S_ISREG(looked.st_mode) else None
-    try:
-        return hash_tree(
-            request,
-            skipped,
-            single=single,
-            threads=threads,
-            check_cancelled=check_cancelled,
-            report=report,
-            clock=clock,
-        )
-    except PermissionError:
-        raise PermissionRefused(f"Permission denied: cannot read the directory {shown}") from None
-    except OSError as exc:
-        raise EngineError(f"Cannot walk {shown}: {exc.strerror or exc}") from None
-
-
-def hash_tree(
-    request: TreeRequest,
-    skipped: SkipCounter,
-    *,
-    check_cancelled: Callable[[], None],
-    report: Callable[[int, int], None],
-    single: os.stat_result | None = None,
-    threads: int = checksums.HASH_THREADS,
-    clock: Callable[[], float] = time.monotonic,
-) -> TreeHash:
-    """Walk (or take the one file ``single``, its ``lstat``), hash, and build the sorted manifest.
-
-    A tree is walked and hashed by every usable core (``hash_tree_parallel``), the manifest merged
-    from sorted runs in bounded memory. At the deadline the walk and the hashing stop (files in
-    flight within one chunk) and the manifest holds the files finished by then: every line still
-    true. ``report(files, bytes)`` and ``check_cancelled()`` as in ``hash_tree_parallel``; ``threads``
-    hash the one file's chunks."""
-    started = time.perf_counter()
-    if single is not None:
-        result = _hash_one(request, single, threads, check_cancelled, report, clock)
     else:
-        merged = hash_tree_parallel(
-            request, skipped, check_cancelled=check_cancelled, report=report, clock=clock
-        )
-        report(merged.files, merged.total_bytes)
+        skipped = SkipCounter()
+        try:
+            merged = hash_tree_parallel(request, skipped, progress, cancel)
+        except PermissionError:
+            raise PermissionRefused(f"Permission denied: cannot read the directory {shown}") from None
+        except OSError as exc:
+            raise EngineError(f"Cannot walk {shown}: {exc.strerror or exc}") from None
+        progress(merged.files + merged.total_bytes, None)
         # The engine's manifest, field for field, with the base the tool words names from.
         result = TreeHash(
-            base=request.root, **{item.name: getattr(merged, item.name) for item in fields(merged)}
+            base=root,
+            skipped=skipped.as_dict(),
+            skipped_named=skipped.named,
+            **{item.name: getattr(merged, item.name) for item in fields(merged)},
         )
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _hash_one(
-    request: TreeRequest,
-    looked: os.stat_result,
-    threads: int,
-    check_cancelled: Callable[[], None],
-    report: Callable[[int, int], None],
-    clock: Callable[[], float],
-) -> TreeHash:
+def _hash_one(request: TreeRequest, looked: os.stat_result, progress: Progress, cancel: Cancel) -> TreeHash:
     """The manifest of one file, relative to its directory."""
     path, algorithm, style = request.root, request.algorithm, request.style
     counters = PoolCounters()
 
-    def report_and_check() -> None:
-        report(counters.files, counters.bytes)
-        check_cancelled()
+    def progress_and_cancel() -> None:
+        progress(counters.files + counters.bytes, None)
+        cancel()
 
-    check = Budget(request.timeout_s, report_and_check, clock=clock)
+    budget = Budget(request.timeout_s, progress_and_cancel, clock=request.clock)
     base = os.path.dirname(path)
     name = path[len(base.rstrip(b"/")) + 1 :]
     result = TreeHash(base=base, walk_complete=True)
     try:
         for outcome in hash_many(
-            [Job(0, path, (algorithm,), looked)], checkpoint=check, counters=counters, threads=threads
+            [Job(0, path, (algorithm,), looked)],
+            cancel=budget,
+            counters=counters,
+            threads=request.threads,
         ):
             if outcome.digest is None:
                 result.unreadable.append((name, outcome.error or "unreadable"))

@@ -145,22 +145,6 @@ class Verification:
         return len(self.checked)
 
 
-@dataclass(frozen=True, slots=True)
-class VerifyProgress:
-    """Where a check is, in counts (the tool words them). A short manifest's files are all looked at
-    first, so their totals are known; a long one is checked in ranges as it is parsed, so what is
-    known is how much of the manifest was read (``manifest_size`` set)."""
-
-    files: int = 0  # entries done: looked at and found wanting, or hashed
-    files_total: int = 0
-    bytes: int = 0  # file bytes hashed
-    bytes_total: int = 0
-    rehashed: int = 0  # bytes hashed again with the candidates a settled length skipped
-    rehash_total: int = 0
-    manifest_read: int = 0
-    manifest_size: int | None = None  # set when checked in ranges
-
-
 def known_algorithm(
     candidates: tuple[Algorithm, ...], settled: dict[int, str], length: int
 ) -> Algorithm | None:
@@ -196,7 +180,7 @@ def check_file(
     candidates too. ``expected`` is lowercase hex. ``looked``: ``os.stat(path)`` when already taken.
     """
     if looked is None:
-        found = _look(path)
+        found = look(path)
         if isinstance(found, str):
             return (UNREADABLE_CODE, found, 0) if found else (MISSING_CODE, "", 0)
         looked = found
@@ -246,7 +230,7 @@ def check_file(
         os.close(fd)
 
 
-def _look(path: bytes) -> os.stat_result | str:
+def look(path: bytes) -> os.stat_result | str:
     """``os.stat(path)`` (following symlinks, as ``sha256sum``), or why not: '' when nothing is there
     (MISSING), else the error in words (UNREADABLE)."""
     try:
@@ -323,7 +307,7 @@ def check_entry(
     length already settled) goes from the look straight to ``check_small``; anything else, decided
     from the look alone (nothing is opened twice), goes on to ``check_file`` with its look.
     """
-    looked = _look(path)
+    looked = look(path)
     if isinstance(looked, str):
         return (UNREADABLE_CODE, looked, 0) if looked else (MISSING_CODE, "", 0)
     size = looked.st_size

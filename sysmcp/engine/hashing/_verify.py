@@ -1,7 +1,7 @@
 """The verify_checksums engine: a manifest's every entry checked against the files under a base.
 
 A typed ``VerifyRequest`` in, a ``Verification`` out (one verdict byte per entry, the improperly
-formatted lines, the new files), progress as ``VerifyProgress`` counts; failures are ``EngineError``
+formatted lines, the new files), in the one engine call shape; failures are ``EngineError``
 subclasses (``sysmcp.engine.hashing._manifests``), worded by the tool. A short manifest is parsed whole and
 checked on a small thread pool (here); a long one is cut into ranges of whole lines that forked
 processes parse and check themselves (``sysmcp.engine.hashing._verify_ranges``).
@@ -9,7 +9,7 @@ processes parse and check themselves (``sysmcp.engine.hashing._verify_ranges``).
 
 from __future__ import annotations
 
-import errno
+import math
 import os
 import stat
 import time
@@ -17,22 +17,19 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.hashing._checksums import (
     ALGORITHMS,
     HASH_THREADS,
     Algorithm,
     Job,
     PoolCounters,
-    explain,
     hash_many,
 )
 from sysmcp.engine.hashing._manifests import (
-    MAX_MANIFEST,
     Manifest,
     ManifestBytes,
     ManifestChanged,
-    ManifestTooLarge,
-    ManifestUnreadable,
     NoEntries,
     NotAManifest,
     Source,
@@ -46,83 +43,53 @@ from sysmcp.engine.hashing._verdicts import (
     Status,
     Verdicts,
     Verification,
-    VerifyProgress,
     judge,
+    look,
 )
 from sysmcp.engine.hashing._verify_ranges import OUTSIDE_ROOTS, Confine, check_ranges
 from sysmcp.engine.opens import kind
 from sysmcp.engine.walk import Budget, ScanStopped, SkipCounter, WalkOptions, join, throttled, walk_files
 
-__all__ = [
-    "MAX_MANIFEST",
-    "PARALLEL_FROM",
-    "Checked",
-    "Confine",
-    "ManifestChanged",
-    "ManifestTooLarge",
-    "ManifestUnreadable",
-    "NoEntries",
-    "NotAManifest",
-    "Source",
-    "Status",
-    "Verification",
-    "VerifyProgress",
-    "VerifyRequest",
-    "is_cut",
-    "listed",
-    "verify",
-]
-
 PARALLEL_FROM = 160 << 10  # manifest bytes (about 2,000 lines) from which it is checked in ranges
-
-
-def _no_checkpoint() -> None:
-    return None
 
 
 @dataclass(frozen=True)
 class VerifyRequest:
-    """One check: which manifest, against which directory, how, and within what budget."""
+    """One check: which manifest, against which directory, how, and within what time budget."""
 
     source: Source
     base: bytes  # the directory relative names are relative to (absolute, resolved)
-    budget: Budget  # the deadline, and the request's cancellation (its ``check_cancelled``)
     algorithm: Algorithm | None = None  # None: detected per line; one: other lines improperly formatted
     report_new: bool = False  # also walk ``base`` for regular files no entry names
     walk: WalkOptions = field(default_factory=WalkOptions)  # that walk's rules
     max_listed: int = 50  # names per non-OK list read back for the answer (``Verification.listed``)
     threads: int = HASH_THREADS  # hashing threads for a short manifest
     confine: Confine | None = None  # None: no allowed roots to keep names inside
+    timeout_s: float = math.inf
+    clock: Callable[[], float] = time.monotonic  # the time budget's
+    #: Runs last, while ``names()`` can still read the manifest (a full report is written there, in the
+    #: worker: a million names read again would hold the event loop for seconds).
+    before_close: Callable[[Verification], None] | None = None
 
 
-def verify(
-    request: VerifyRequest,
-    progress: Callable[[VerifyProgress], None] | None = None,
-    before_close: Callable[[Verification], None] | None = None,
-) -> Verification:
+def verify(request: VerifyRequest, progress: Progress, cancel: Cancel) -> Verification:
     """Check every entry, walk for new files, and read the names the answer shows.
 
-    At the deadline what is left stays NOT_CHECKED and ``stopped`` says why. ``before_close`` runs
-    last, while ``names()`` can still read the manifest (a full report is written there, in the
-    worker: a million names read again would hold the event loop for seconds).
+    At the deadline what is left stays NOT_CHECKED and ``stopped`` says why. ``progress(done, total)``:
+    a long manifest's bytes read of its size; a short one's entries and bytes done of all of them.
     """
     started = time.perf_counter()
-    emit = progress or _ignore
-    source, budget = request.source, request.budget
+    source = request.source
+    budget = Budget(request.timeout_s, cancel, clock=request.clock)
     reader = open_manifest(source)
     try:
         prefer = hint_order(source.name_hint)
         if reader.size >= PARALLEL_FROM:
-            size = reader.size
-
-            def report(files: int, read: int) -> None:
-                emit(VerifyProgress(files=files, manifest_read=read, manifest_size=size))
-
             result = check_ranges(
-                reader, request.algorithm, prefer, request.base, request.confine, budget, report
+                reader, request.algorithm, prefer, request.base, request.confine, budget, progress, cancel
             )
         else:
-            result = _parse_and_check_here(reader, request, prefer, emit)
+            result = _parse_and_check_here(reader, request, prefer, budget, progress, cancel)
         if request.report_new and result.stopped is None:
             try:
                 result.new, result.walk_skipped = find_new(
@@ -135,8 +102,8 @@ def verify(
         counts = result.checked.counts()  # the last reads of the manifest: the names the answer shows
         result.listed, result.listed_limit = listed(result, request.max_listed, counts), request.max_listed
         result.cut = is_cut(result, counts, request.max_listed)
-        if before_close is not None:
-            before_close(result)
+        if request.before_close is not None:
+            request.before_close(result)
         if reader.changed():
             raise ManifestChanged(source.shown)
     finally:
@@ -145,20 +112,17 @@ def verify(
     return result
 
 
-def _ignore(progress: VerifyProgress) -> None:
-    return None
-
-
 def _parse_and_check_here(
     reader: ManifestBytes,
     request: VerifyRequest,
     prefer: Sequence[str],
-    emit: Callable[[VerifyProgress], None],
+    budget: Budget,
+    progress: Progress,
+    cancel: Cancel,
 ) -> Verification:
-    check = throttled(request.budget.cancel or _no_checkpoint)  # no deadline inside the parse
     manifest = parse_manifest(
-        reader.read(0, reader.size), forced=request.algorithm, prefer=prefer, check=check
-    )
+        reader.read(0, reader.size), forced=request.algorithm, prefer=prefer, check=throttled(cancel)
+    )  # no deadline inside the parse
     if manifest.gave_up:
         raise NotAManifest(reader.shown)
     if not manifest.entries:
@@ -171,7 +135,7 @@ def _parse_and_check_here(
         names=lambda: (entry.name for entry in entries),
     )
     try:
-        _check_here(manifest, request, emit, result)
+        _check_here(manifest, request, budget, progress, cancel, result)
     except ScanStopped as stop:
         result.stopped = stop.reason
     return result
@@ -180,19 +144,20 @@ def _parse_and_check_here(
 def _check_here(
     manifest: Manifest,
     request: VerifyRequest,
-    emit: Callable[[VerifyProgress], None],
+    budget: Budget,
+    progress: Progress,
+    cancel: Cancel,
     result: Verification,
 ) -> None:
     """Look at every entry, then hash on a small thread pool: the way for short manifests."""
-    base, confine, check, threads = request.base, request.confine, request.budget, request.threads
-    cancelled = check.cancel or _no_checkpoint
+    base, confine, threads = request.base, request.confine, request.threads
     confined = confine is not None
 
     # Pass 1: look at every listed file (stat follows symlinks, as sha256sum's open does).
     looked: list[tuple[int, bytes, os.stat_result]] = []
     total_bytes = 0
     for index, entry in enumerate(manifest.entries):
-        check()
+        budget()
         path = entry.name if entry.name.startswith(b"/") else join(base, entry.name)
         if confine is not None:
             inside = confine(path)
@@ -200,22 +165,18 @@ def _check_here(
                 result.checked[index] = Checked("UNREADABLE", OUTSIDE_ROOTS)
                 continue
             path = inside
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-                result.checked[index] = Checked("MISSING")
-            else:
-                result.checked[index] = Checked("UNREADABLE", explain(exc))
+        st = look(path)
+        if isinstance(st, str):
+            result.checked[index] = Checked("UNREADABLE", st) if st else Checked("MISSING")
             continue
         if not stat.S_ISREG(st.st_mode):
             result.checked[index] = Checked("UNREADABLE", f"not a regular file: {kind(st.st_mode)}")
             continue
         looked.append((index, path, st))
         total_bytes += st.st_size
-    files_total = len(manifest.entries)
-    unhashed = files_total - len(looked)
-    emit(VerifyProgress(files_total=files_total, bytes_total=total_bytes))
+    unhashed = len(manifest.entries) - len(looked)
+    total = len(manifest.entries) + total_bytes  # entries and bytes: moves for big and tiny files
+    progress(0, total)
 
     # Pass 2: hash. A digest length two algorithms share is settled by the first file that matches.
     settled: dict[int, str] = {}
@@ -231,18 +192,14 @@ def _check_here(
             yield Job(index, path, candidates, st, follow_symlinks=not confined)
 
     def report(rehashed: int = 0, rehash_total: int = 0) -> None:
-        emit(
-            VerifyProgress(
-                unhashed + counters.files, files_total, counters.bytes, total_bytes, rehashed, rehash_total
-            )
-        )
+        progress(unhashed + counters.files + counters.bytes + rehashed, total + rehash_total)
 
-    def report_and_check() -> None:
+    def progress_and_cancel() -> None:
         report()
-        cancelled()
+        cancel()
 
-    hashing = check.sharing(report_and_check)  # progress every few ms, and the one deadline
-    for outcome in hash_many(jobs(), checkpoint=hashing, counters=counters, threads=threads):
+    hashing = budget.sharing(progress_and_cancel)  # progress every few ms, and the one deadline
+    for outcome in hash_many(jobs(), cancel=hashing, counters=counters, threads=threads):
         index = outcome.job.key
         entry = manifest.entries[index]
         tried[index] = {a.name for a in outcome.job.algorithms}
@@ -251,7 +208,7 @@ def _check_here(
         )
     report()
     result.bytes_hashed = counters.bytes + retry_others(
-        manifest, looked, tried, result, report, check, threads, confined
+        manifest, looked, tried, result, report, budget, threads, confined
     )
 
 
@@ -281,16 +238,16 @@ def retry_others(
     counters = PoolCounters()
     total = sum(job.looked.st_size for job in jobs)
 
-    def checkpoint() -> None:
+    def progress_and_cancel() -> None:
         report(counters.bytes, total)
         check()
 
-    for outcome in hash_many(jobs, checkpoint=checkpoint, counters=counters, threads=threads):
+    for outcome in hash_many(jobs, cancel=progress_and_cancel, counters=counters, threads=threads):
         if outcome.digest is not None and not outcome.digest.changed:
             for name, hexdigest in outcome.digest.hexdigests.items():
                 if hexdigest == manifest.entries[outcome.job.key].digest:
                     result.checked[outcome.job.key] = Checked("OK", algorithm=name)
-    checkpoint()
+    progress_and_cancel()
     return counters.bytes
 
 

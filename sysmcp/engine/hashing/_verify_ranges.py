@@ -15,16 +15,20 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.hashing._checksums import CHUNK, Algorithm, Hasher, one_shot
 from sysmcp.engine.hashing._dirlook import NOT_LISTED, OPEN_LISTED, ListedDirectory, list_for
 from sysmcp.engine.hashing._manifests import (
     MAX_BAD_LINES,
     MAX_BAD_LINES_KEPT,
+    BadLines,
     LineParser,
     ManifestBytes,
     NoEntries,
     NotAManifest,
+    checksum_lines,
     decide_style,
+    lines_of,
 )
 from sysmcp.engine.hashing._verdicts import (
     ALGORITHM_CODE,
@@ -106,17 +110,7 @@ class Part:
 
     def wire(self) -> tuple[Any, ...]:
         """As a forked process sends it back (``marshal``: builtin types only)."""
-        return (
-            self.task,
-            self.lines,
-            self.complete,
-            self.codes,
-            self.details,
-            self.bad,
-            self.bad_count,
-            self.hashed,
-            self.stopped,
-        )
+        return tuple(getattr(self, name) for name in self.__slots__)
 
     @classmethod
     def unwire(cls, data: Sequence[Any]) -> Part:
@@ -249,28 +243,19 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
     confined): its ``Part``. Raises ``_GaveUp`` past ``MAX_BAD_LINES`` bad lines in this process."""
     parse, prefix, settled, buffer = work.parser.parse, work.prefix, work.settled, work.buffer
     on_chunk, own, tally, confine = work.on_chunk, work.own, work.tally, work.confine
-    lines = block.split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()
+    lines = lines_of(block)
+    read = tally.read
     codes = bytearray()
     details: dict[int, str] = {}
-    bad: list[int] = []
-    bad_count = 0
+    bad = BadLines()
     hashed = 0
     number = 0
     try:
-        for number, raw in enumerate(lines, 1):  # number: where a stop leaves off
-            tally.read += len(raw) + 1
-            if raw.startswith(b"#"):
-                continue
-            line = raw[:-1] if raw.endswith(b"\r") else raw
-            if not line:
-                continue
+        for number, line in checksum_lines(lines):  # number: where a stop leaves off
+            tally.read += len(line) + 1
             parsed = parse(line)
             if parsed is None:
-                bad_count += 1
-                if len(bad) < MAX_BAD_LINES_KEPT:
-                    bad.append(number)
+                bad.add(number)
                 work.bad_seen += 1
                 if work.bad_seen > MAX_BAD_LINES:
                     raise _GaveUp()
@@ -285,19 +270,22 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
                     codes.append(UNREADABLE_CODE)
                     tally.files += 1
                     continue
-                code, detail, read = check_file(
+                code, detail, size = check_file(
                     inside, digest.lower(), candidates, True, settled, buffer, on_chunk
                 )
             else:
-                code, detail, read = check_entry(path, digest.lower(), candidates, settled, buffer, on_chunk)
+                code, detail, size = check_entry(path, digest.lower(), candidates, settled, buffer, on_chunk)
             if detail:
                 details[len(codes)] = detail
             codes.append(code)
-            hashed += read
+            hashed += size
             tally.files += 1
     except ScanStopped as stop:
-        return Part(task, number - 1, False, bytes(codes), details, bad, bad_count, hashed, stop.reason)
-    return Part(task, len(lines), True, bytes(codes), details, bad, bad_count, hashed)
+        return Part(
+            task, number - 1, False, bytes(codes), details, bad.numbers, bad.count, hashed, stop.reason
+        )
+    tally.read = read + len(block)
+    return Part(task, len(lines), True, bytes(codes), details, bad.numbers, bad.count, hashed)
 
 
 def ranges_for(size: int, processes: int) -> tuple[int, int]:
@@ -307,18 +295,15 @@ def ranges_for(size: int, processes: int) -> tuple[int, int]:
     return per_task, max(1, -(-size // per_task))
 
 
-def _nothing() -> None:
-    return None
-
-
 def check_ranges(
     reader: ManifestBytes,
     forced: Algorithm | None,
     prefer: Sequence[str],
     base: bytes,
     confine: Confine | None,
-    check: Budget,
-    report: Callable[[int, int], None],
+    budget: Budget,
+    progress: Progress,
+    cancel: Cancel,
 ) -> Verification:
     """Parse and check a long manifest in ranges of whole lines, shared between forked processes.
 
@@ -327,34 +312,34 @@ def check_ranges(
     details and improperly formatted lines (few), per range. Nothing per entry exists before the
     fork, so no process holds (or counts again) another's. At the deadline the processes stop; the
     ranges, or rests of ranges, they did not reach are parsed here so every entry is counted (and
-    NOT_CHECKED) and every line number is right. ``report(files checked, manifest bytes read)`` is
-    the progress, every few milliseconds; ``check`` is the deadline and the cancellation.
+    NOT_CHECKED) and every line number is right. ``progress(manifest bytes read, its size)`` every
+    few milliseconds; ``budget`` is the deadline, ``cancel`` the cancellation.
     """
-    cancelled = check.cancel or _nothing
     processes = available_processes()
     per_task, tasks = ranges_for(reader.size, processes)
-    style = decide_style(reader.blocks(per_task, throttled(cancelled)), forced, prefer)
+    style = decide_style(reader.blocks(per_task, throttled(cancel)), forced, prefer)
     prefix = base if base.endswith(b"/") else base + b"/"
-    report(0, 0)
+    progress(0, reader.size)
     mine = Tally()  # this process's files checked and manifest bytes read
+    overall = progress  # the call's, apart from the counters the processes share (``work``'s)
 
     def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
+        shared = progress
         if in_child:
             tally = Tally()
-            own = check.sharing(lambda: progress.set(tally.files, tally.read))
+            own = budget.sharing(lambda: shared.set(tally.files, tally.read))
         else:
 
-            def report_and_check() -> None:
-                more_files, more_bytes = progress.others()
-                report(mine.files + more_files, mine.read + more_bytes)
-                cancelled()
+            def progress_and_cancel() -> None:
+                overall(mine.read + shared.others()[1], reader.size)
+                cancel()
 
-            tally, own = mine, check.sharing(report_and_check)
+            tally, own = mine, budget.sharing(progress_and_cancel)
         ranges = RangeWork(LineParser(forced, prefer, style), prefix, own, tally, confine)
         return _check_claimed(claim, reader, per_task, ranges)
 
-    results: list[dict[str, Any] | None] = run_shared(tasks, processes, work, check)
-    return _assemble(reader, per_task, tasks, results, LineParser(forced, prefer, style), cancelled, check)
+    results: list[dict[str, Any] | None] = run_shared(tasks, processes, work, budget)
+    return _assemble(reader, per_task, tasks, results, LineParser(forced, prefer, style), cancel, budget)
 
 
 def _check_claimed(
@@ -422,31 +407,21 @@ def _assemble(
             task_bad, task_bad_count = part.bad, part.bad_count
         else:  # not reached, or left at the deadline: the rest is parsed (not checked) here
             start = task * per_task
-            block = reader.owned(start, min(reader.size, start + per_task))
-            done = part.lines if part is not None else 0
+            lines_done = part.lines if part is not None else 0
             rest = bytearray(part.codes) if part is not None else bytearray()
             task_details = part.details if part is not None else {}
-            task_bad = list(part.bad) if part is not None else []
-            task_bad_count = part.bad_count if part is not None else 0
-            split = block.split(b"\n")
-            if split[-1] == b"":
-                split.pop()
+            bad = BadLines(list(part.bad), part.bad_count) if part is not None else BadLines()
+            split = lines_of(reader.owned(start, min(reader.size, start + per_task)))
             lines = len(split)
-            for number in range(done + 1, lines + 1):
+            for number, line in checksum_lines(split):
+                if number <= lines_done:
+                    continue
                 cancelled()
-                raw = split[number - 1]
-                if raw.startswith(b"#"):
-                    continue
-                line = raw[:-1] if raw.endswith(b"\r") else raw
-                if not line:
-                    continue
                 if parser.parse(line) is None:
-                    task_bad_count += 1
-                    if len(task_bad) < MAX_BAD_LINES_KEPT:
-                        task_bad.append(number)
+                    bad.add(number)
                 else:
                     rest.append(NOT_CHECKED_CODE)
-            task_codes = bytes(rest)
+            task_codes, task_bad, task_bad_count = bytes(rest), bad.numbers, bad.count
             stopped = stopped or check.reason
         entry_offset = len(codes)
         codes += task_codes
@@ -466,11 +441,8 @@ def _assemble(
     def names() -> Iterator[bytes]:
         parse = LineParser(parser.forced, parser.prefer, style).parse
         for block in reader.blocks(per_task, cancelled):
-            for raw in block.split(b"\n"):
-                if raw.startswith(b"#"):
-                    continue
-                line = raw[:-1] if raw.endswith(b"\r") else raw
-                if line and (parsed := parse(line)) is not None:
+            for _, line in checksum_lines(block.split(b"\n")):
+                if (parsed := parse(line)) is not None:
                     yield parsed[0]
 
     return Verification(verdicts, bad_lines, bad_count, names=names, bytes_hashed=hashed, stopped=stopped)
