@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -591,3 +592,49 @@ def test_a_file_left_aside_by_a_process_that_died_still_shows_its_name(tmp_path:
     assert died.returncode == 9
     (aside,) = [n for n in os.listdir(tmp_path) if n.startswith(".sysmcp-aside-")]
     assert aside.endswith("-app.log.1") and (tmp_path / aside).read_bytes() == data
+
+
+def test_the_scripts_dry_run_skips_a_duplicate_a_fifo_was_swapped_in_for_after_its_last_look_instead_of_hanging(
+    tmp_path: Path,
+) -> None:
+    """An attacker who can write the directory swaps a FIFO in for the extra copy right after the script's
+    last look at it (``[ -f ]``), before ``cmp`` opens it: the open would wait for a writer forever. The
+    ``cmp`` in PATH does exactly that swap, then runs the real one; the ``sleep`` in PATH ends the script's
+    wait at once, so the test takes no time."""
+    data = os.urandom(9_000)
+    for copy in ("a-keep", "b-extra"):
+        (tmp_path / copy).write_bytes(data)
+    plan = build_plan(
+        PlanRequest(
+            layout=layout(tmp_path / "none"),
+            duplicates=[[os.fsencode(tmp_path / "a-keep"), os.fsencode(tmp_path / "b-extra")]],
+        )
+    )
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    extra = tmp_path / "b-extra"
+    swapped = tmp_path / "swapped"  # the fake sleep returns once the swap is done: no race in the test
+    os.mkfifo(swapped)
+    (tools / "cmp").write_text(
+        f"#!/bin/sh\nmv -- '{extra}' '{extra}.real' && mkfifo -- '{extra}'\n(: > '{swapped}') &\n"
+        f'exec {shutil.which("cmp")} "$@"\n'
+    )
+    (tools / "sleep").write_text(f"#!/bin/sh\nread -r line < '{swapped}'\nexit 0\n")
+    for tool in ("cmp", "sleep"):
+        (tools / tool).chmod(0o755)
+    work = tmp_path / "cwd"
+    work.mkdir()
+    (work / "plan.sh").write_text(render_script(plan), encoding="ascii")
+    env = {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"}
+    try:
+        done = subprocess.run(
+            ["sh", "plan.sh"], capture_output=True, cwd=work, env=env, timeout=60, check=False
+        )
+    finally:
+        with contextlib.suppress(OSError):  # a cmp left waiting on the FIFO (a hung script): its writer
+            os.close(os.open(extra, os.O_WRONLY | os.O_NONBLOCK))
+        os.close(os.open(swapped, os.O_RDONLY | os.O_NONBLOCK))  # and the wrapper's wait for a fake sleep
+    assert done.returncode == 0, done.stderr
+    assert f"skipped: {extra}: not compared with the kept copy in time".encode() in done.stdout
+    assert b"would remove" not in done.stdout
+    assert (tmp_path / "b-extra.real").read_bytes() == data
