@@ -80,3 +80,16 @@ def test_json_missing_a_required_field_is_refused() -> None:
     del data["kind"]
     with pytest.raises(ValueError, match="kind is missing"):
         from_json(Answer, data)
+
+
+@result
+class Classed:
+    klass: str = prop("Its kind.", name="class")
+
+
+def test_a_field_named_otherwise_in_json_takes_that_name_in_the_schema_the_json_and_back() -> None:
+    schema = schema_of(Classed)
+    assert schema["properties"] == {"class": {"type": "string", "description": "Its kind."}}
+    assert schema["required"] == ["class"]
+    assert to_json(Classed("apt")) == {"class": "apt"}
+    assert from_json(Classed, {"class": "apt"}) == Classed("apt")
