@@ -34,7 +34,7 @@ from typing import Any
 from sysmcp.engine.errors import NotFound, Refused
 from sysmcp.history.statedir import PLAN_KEY_NAME, mac
 from sysmcp.history.store import Store
-from sysmcp.reclaim._plan import Entry, Identity, Item, Plan
+from sysmcp.reclaim._plan import Identity, Item, Plan, PlannedFile
 
 __all__ = [
     "LOG_NAMESPACE",
@@ -65,7 +65,7 @@ _ENTRY = struct.Struct("<QQQqqQQIIII")
 _CHUNK = 1 << 20  # bytes packed before each compress call: the row is built without a copy of it whole
 
 
-def _entry(entry: Entry) -> list[Any]:
+def _entry(entry: PlannedFile) -> list[Any]:
     return [entry.path.hex(), *_fields(entry.identity)]
 
 
@@ -84,8 +84,8 @@ def _fields(who: Identity) -> tuple[int, ...]:
     )
 
 
-def _unentry(row: list[Any]) -> Entry:
-    return Entry(bytes.fromhex(row[0]), Identity(*(int(v) for v in row[1:11])))
+def _unentry(row: list[Any]) -> PlannedFile:
+    return PlannedFile(bytes.fromhex(row[0]), Identity(*(int(v) for v in row[1:11])))
 
 
 def encode_plan(plan: Plan, kept_at: float) -> bytes:
@@ -128,7 +128,7 @@ def decode_plan(raw: bytes) -> tuple[Plan, float] | None:
         offset = end + 1
         items: list[Item] = []
         for facts in body["items"]:
-            entries: list[Entry] = []
+            entries: list[PlannedFile] = []
             for _n in range(int(facts["files"])):
                 *numbers, length = _ENTRY.unpack_from(data, offset)
                 offset += _ENTRY.size
@@ -136,7 +136,7 @@ def decode_plan(raw: bytes) -> tuple[Plan, float] | None:
                 if len(path) != length:
                     return None
                 offset += length
-                entries.append(Entry(path, Identity(*numbers)))
+                entries.append(PlannedFile(path, Identity(*numbers)))
             items.append(
                 Item.from_facts(facts, tuple(entries), _unentry(facts["keep"]) if facts["keep"] else None)
             )

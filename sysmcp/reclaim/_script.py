@@ -27,7 +27,7 @@ import os
 import time
 
 from sysmcp.engine.paths import escaped
-from sysmcp.reclaim._plan import Entry, Item, Plan
+from sysmcp.reclaim._plan import Item, Plan, PlannedFile
 
 HEADER = r"""#!/bin/sh
 # sysmcp reclaim plan {plan_id}, made {made}: {items}, {planned} bytes planned.
@@ -142,7 +142,7 @@ def quote(raw: bytes, var: str = "P") -> tuple[str, str]:
     return f"{var}=$(printf '{octal}X'); {var}=${{{var}%X}}; ", f'"${var}"'
 
 
-def _step(item: Item, entry: Entry) -> str:
+def _step(item: Item, entry: PlannedFile) -> str:
     """One step: the exact name to act on, its planned identity, and the name as the review prints it
     (``escaped``: a name holding newlines or terminal escapes cannot forge a line of the dry run)."""
     who = entry.identity

@@ -22,11 +22,11 @@ from sysmcp.reclaim import (
     CLASSES,
     LINK,
     PLAN_TTL_S,
-    Entry,
     Item,
     Kept,
     Plan,
     PlanKeeper,
+    PlannedFile,
     PlanRequest,
     build_plan,
     render_script,
@@ -186,7 +186,7 @@ def owner(uid: int) -> str:
         return str(uid)
 
 
-def _file(entry: Entry) -> str:
+def _file(entry: PlannedFile) -> str:
     return f"{escaped(entry.path)}  ({owner(entry.identity.uid)}, {human_bytes(entry.identity.size)})"
 
 
@@ -266,7 +266,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         classes=tuple(wanted) if wanted is not None else None,
         duplicates=duplicates,
     )
-    plan = await ctx.run_in_worker(lambda meter: build_plan(request, meter.checkpoint))
+    plan = await ctx.run_engine(build_plan, request)
     kept = await ctx.run_in_worker(lambda meter: PLANS.put(plan))  # compress and write: off the loop
     text = render(plan, shown, reclaim_served="reclaim" in ctx.served) + "\n" + checked_words(plan, looked)
     if plan.items:  # an empty plan is nothing to keep talking about

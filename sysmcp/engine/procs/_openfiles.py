@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sysmcp import platform
+from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.errors import Unavailable
 from sysmcp.engine.mounts import Mount, MountTable, parse_mountinfo
 
@@ -161,10 +161,12 @@ def link_confined(link: bytes, dev: int) -> bool:
     return View(os.path.dirname(base)).names(int(pid), path, dev)
 
 
-def scan_processes(proc: str = PROC, checkpoint: Callable[[], None] | None = None) -> Scan:
-    """Every descriptor of every readable process that points at a regular file with no name left,
-    and the deleted files each maps. ``checkpoint`` is called before each process (it may raise to
-    stop); ``Unavailable`` when ``proc`` itself cannot be listed."""
+def scan_processes(
+    proc: str = PROC, progress: Progress = no_progress, cancel: Cancel = never_cancelled
+) -> Scan:
+    """Every descriptor of every readable process under ``proc`` that points at a regular file with no
+    name left, and the deleted files each maps; ``progress`` counts the processes looked at.
+    ``Unavailable`` when ``proc`` itself cannot be listed."""
     scan = Scan()
     try:
         pids = sorted(int(name) for name in os.listdir(proc) if name.isdigit())
@@ -172,9 +174,9 @@ def scan_processes(proc: str = PROC, checkpoint: Callable[[], None] | None = Non
         raise Unavailable(f"Cannot list processes in {proc}: {exc.strerror or exc}") from None
     me = os.getpid()
     view = View(proc)
-    for pid in pids:
-        if checkpoint is not None:
-            checkpoint()
+    for done, pid in enumerate(pids, 1):
+        cancel()
+        progress(done, None)
         try:
             links = fd_links(proc, pid)
         except PermissionError:
