@@ -5,7 +5,7 @@ This is the room's front door: other rooms import these names from here, never a
 """
 
 from sysmcp.reclaim._classes import CLASSES
-from sysmcp.reclaim._keep import PLAN_TTL_S, ActionLog, Kept, LogRecord, PlanKeeper, read_log
+from sysmcp.reclaim._keep import PLAN_TTL_S, ActionLog, Durability, LogRecord, PlanKeeper, read_log
 from sysmcp.reclaim._plan import (
     LINK,
     ApplyRequest,
@@ -29,10 +29,10 @@ __all__ = [
     "PLAN_TTL_S",
     "ActionLog",
     "ApplyRequest",
+    "Durability",
     "FileResult",
     "Item",
     "ItemResult",
-    "Kept",
     "LogRecord",
     "Plan",
     "PlanKeeper",

@@ -32,7 +32,7 @@ import secrets
 import stat
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from sysmcp import platform
@@ -128,42 +128,16 @@ class Item:
     no_link: str | None = None  # duplicates: why ``:link`` is not offered (owner, mode, ACLs, filesystem)
 
     def facts(self) -> dict[str, Any]:
-        """Its words and figures, no files: what the answer shows and the history store keeps alike."""
-        return {
-            "id": self.id,
-            "class": self.klass,
-            "bytes": self.bytes,
-            "shared_bytes": self.shared,
-            "command": self.command,
-            "cost": self.cost,
-            "safety": self.safety,
-            "method": self.method,
-            "action": self.action,
-            "note": self.note,
-            "holders": [dict(h) for h in self.holders],
-            "no_link": self.no_link,
-        }
+        """Its words and figures, no files: what the history store keeps (``class``, ``shared_bytes``:
+        the answer's names)."""
+        return {_STORED.get(name, name): getattr(self, name) for name in _FACTS}
 
     @classmethod
     def from_facts(
         cls, facts: dict[str, Any], entries: tuple[PlannedFile, ...], keep: PlannedFile | None
     ) -> Item:
-        return cls(
-            id=str(facts["id"]),
-            klass=str(facts["class"]),
-            entries=entries,
-            bytes=int(facts["bytes"]),
-            command=facts["command"],
-            cost=str(facts["cost"]),
-            safety=str(facts["safety"]),
-            method=str(facts["method"]),
-            action=str(facts["action"]),
-            note=facts["note"],
-            holders=tuple(dict(h) for h in facts["holders"]),
-            shared=int(facts["shared_bytes"]),
-            keep=keep,
-            no_link=facts.get("no_link"),
-        )
+        named = {name: facts[_STORED.get(name, name)] for name in _FACTS}
+        return cls(**{**named, "holders": tuple(named["holders"])}, entries=entries, keep=keep)
 
     @property
     def linkable(self) -> bool:
@@ -174,6 +148,11 @@ class Item:
             and self.no_link is None
             and all(e.identity.dev == self.keep.identity.dev for e in self.entries)
         )
+
+
+#: An item's fields the history store keeps as facts (its files apart), and their stored names.
+_FACTS = tuple(f.name for f in fields(Item) if f.name not in ("entries", "keep"))
+_STORED = {"klass": "class", "shared": "shared_bytes"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,10 +335,6 @@ class ItemResult:
     @property
     def freed(self) -> int:
         return sum(o.freed for o in self.outcomes)
-
-    @property
-    def skipped(self) -> int:
-        return sum(1 for o in self.outcomes if not o.done)
 
 
 #: Told of every file acted on or left alone: the item, the file, the action, what happened.

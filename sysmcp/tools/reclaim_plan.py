@@ -22,8 +22,8 @@ from sysmcp.reclaim import (
     CLASSES,
     LINK,
     PLAN_TTL_S,
+    Durability,
     Item,
-    Kept,
     Plan,
     PlanKeeper,
     PlannedFile,
@@ -328,7 +328,7 @@ def nothing_to_do(plan: Plan) -> str:
     )
 
 
-def kept_words(kept: Kept) -> str:
+def kept_words(kept: Durability) -> str:
     hours = f"{PLAN_TTL_S / 3600:.0f} h"
     if kept.durable:
         return f"The plan is kept in the history store for {hours} (a restarted server can still apply it)."
