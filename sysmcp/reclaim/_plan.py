@@ -136,6 +136,7 @@ class Item:
     def from_facts(
         cls, facts: dict[str, Any], entries: tuple[PlannedFile, ...], keep: PlannedFile | None
     ) -> Item:
+        facts = {"no_link": None, **facts}  # a plan kept before items said why they cannot be linked
         named = {name: facts[_STORED.get(name, name)] for name in _FACTS}
         return cls(**{**named, "holders": tuple(named["holders"])}, entries=entries, keep=keep)
 
@@ -218,14 +219,10 @@ def build_plan(
     """Every class's items inside the scope, largest first, with identities and honest byte counts;
     ``progress`` counts the classes looked at."""
     found: list[Found] = []
-    wanted = [
-        (name, finder)
-        for name, finder in classes.CLASSES.items()
-        if request.classes is None or name in request.classes
-    ]
-    for done, (_name, finder) in enumerate(wanted):
+    finders = [f for name, f in classes.CLASSES.items() if request.classes is None or name in request.classes]
+    for done, finder in enumerate(finders):
         cancel()
-        progress(done, len(wanted))
+        progress(done, len(finders))
         found += finder(request.layout)
     if request.classes is None or "duplicate" in request.classes:
         found += classes.duplicates(request.duplicates)
