@@ -85,6 +85,14 @@ class Scan:
     vanished: int = 0  # processes that ended while being read
     mappings_not_sized: int = 0  # deleted mapped files whose map_files entry we may not look at
 
+    def file(self, path: str, st: os.stat_result) -> DeletedFile:
+        """The deleted file ``st`` is, found now (under its former ``path``) or before."""
+        key = (st.st_dev, st.st_ino)
+        found = self.files.get(key)
+        if found is None:
+            found = self.files[key] = DeletedFile(path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
+        return found
+
 
 def _identity(pid: int) -> tuple[str, str | None]:
     """Command name and user of a process, from psutil (best effort: it may be gone already).
@@ -200,13 +208,7 @@ def scan_processes(
                 continue  # our own descriptors are never what fills a disk
             if identity is None:
                 identity = _identity(pid)
-            key = (st.st_dev, st.st_ino)
-            found = scan.files.get(key)
-            if found is None:
-                path = target[: -len(DELETED)]
-                found = scan.files[key] = DeletedFile(
-                    path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512
-                )
+            found = scan.file(target[: -len(DELETED)], st)
             found.confined = found.confined and view.names(pid, found.path, st.st_dev)
             found.holders.append(
                 Holder(pid, identity[0], identity[1], int(fd), platform.fd_access_mode(proc, pid, fd))
@@ -293,12 +295,8 @@ def _scan_mappings(
             continue
         if st.st_nlink != 0 or not stat.S_ISREG(st.st_mode):
             continue
-        key = (st.st_dev, st.st_ino)
-        found = scan.files.get(key)
-        if found is None:
-            path = os.fsdecode(name[: -len(DELETED)])
-            found = scan.files[key] = DeletedFile(path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
-        elif any(holder.pid == pid for holder in found.holders):
+        found = scan.file(os.fsdecode(name[: -len(DELETED)]), st)
+        if any(holder.pid == pid for holder in found.holders):
             continue  # it holds a descriptor too: that one is named
         found.confined = found.confined and view.names(pid, found.path, st.st_dev)
         if identity is None:
