@@ -220,10 +220,10 @@ def build_plan(
     ``progress`` counts the classes looked at."""
     found: list[Found] = []
     finders = [f for name, f in classes.CLASSES.items() if request.classes is None or name in request.classes]
-    for done, finder in enumerate(finders):
+    for done, finder in enumerate(finders, 1):
         cancel()
-        progress(done, len(finders))
         found += finder(request.layout)
+        progress(done, len(finders))
     if request.classes is None or "duplicate" in request.classes:
         found += classes.duplicates(request.duplicates)
     if request.grew is not None and (request.classes is None or "grew" in request.classes):
@@ -389,8 +389,6 @@ def apply_items(
         applied = ItemResult(item, action=action)
         for entry in item.entries:
             cancel()
-            progress(done, total)
-            done += 1
             if action == "truncate":
                 outcome = _truncate(entry, allowed)
             else:
@@ -403,6 +401,8 @@ def apply_items(
                     raise
             log(item, entry, action, outcome)
             applied.outcomes.append(outcome)
+            done += 1
+            progress(done, total)
         results.append(applied)
     return results
 
