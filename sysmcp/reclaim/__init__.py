@@ -5,14 +5,15 @@ This is the room's front door: other rooms import these names from here, never a
 """
 
 from sysmcp.reclaim._classes import CLASSES
-from sysmcp.reclaim._keep import PLAN_TTL_S, ActionLog, Kept, LogRecord, PlanKeeper, read_log
+from sysmcp.reclaim._keep import PLAN_TTL_S, ActionLog, Durability, LogRecord, PlanKeeper, read_log
 from sysmcp.reclaim._plan import (
     LINK,
-    Applied,
-    Entry,
+    ApplyRequest,
+    FileResult,
     Item,
-    Outcome,
+    ItemResult,
     Plan,
+    PlannedFile,
     PlanRequest,
     apply_items,
     build_plan,
@@ -27,15 +28,16 @@ __all__ = [
     "LINK",
     "PLAN_TTL_S",
     "ActionLog",
-    "Applied",
-    "Entry",
+    "ApplyRequest",
+    "Durability",
+    "FileResult",
     "Item",
-    "Kept",
+    "ItemResult",
     "LogRecord",
-    "Outcome",
     "Plan",
     "PlanKeeper",
     "PlanRequest",
+    "PlannedFile",
     "apply_items",
     "build_plan",
     "choose",

@@ -6,7 +6,7 @@ plan is one row of the store's key/value room (namespace ``reclaim-plans``), eve
 with it, so the process that applies it re-checks every item exactly as the one that made it would.
 A plan is good for ``PLAN_TTL_S`` (24 h) after it was kept: an older one is refused, since the review
 it had says little about the disk a day later. When history is off or the store cannot be written, the
-plan is kept in this process's memory only, and ``Kept`` says so for the answer to repeat.
+plan is kept in this process's memory only, and ``Durability`` says so for the answer to repeat.
 
 Every file acted on or left alone is one row of ``reclaim-log`` (plain JSON, so a ``sqlite3`` query
 reads it), written in batches so a thousand files are not a thousand transactions.
@@ -24,24 +24,25 @@ from __future__ import annotations
 
 import hmac
 import json
+import operator
 import struct
 import threading
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from sysmcp.engine.errors import NotFound, Refused
 from sysmcp.history.statedir import PLAN_KEY_NAME, mac
 from sysmcp.history.store import Store
-from sysmcp.reclaim._plan import Entry, Identity, Item, Plan
+from sysmcp.reclaim._plan import Identity, Item, Plan, PlannedFile
 
 __all__ = [
     "LOG_NAMESPACE",
     "PLAN_NAMESPACE",
     "PLAN_TTL_S",
     "ActionLog",
-    "Kept",
+    "Durability",
     "LogRecord",
     "PlanKeeper",
     "decode_plan",
@@ -65,27 +66,16 @@ _ENTRY = struct.Struct("<QQQqqQQIIII")
 _CHUNK = 1 << 20  # bytes packed before each compress call: the row is built without a copy of it whole
 
 
-def _entry(entry: Entry) -> list[Any]:
+def _entry(entry: PlannedFile) -> list[Any]:
     return [entry.path.hex(), *_fields(entry.identity)]
 
 
-def _fields(who: Identity) -> tuple[int, ...]:
-    return (
-        who.dev,
-        who.ino,
-        who.size,
-        who.mtime_ns,
-        who.ctime_ns,
-        who.nlink,
-        who.disk,
-        who.uid,
-        who.gid,
-        who.mode,
-    )
+#: An identity's numbers, in the order ``Identity(*numbers)`` takes them.
+_fields: Callable[[Identity], tuple[int, ...]] = operator.attrgetter(*(f.name for f in fields(Identity)))
 
 
-def _unentry(row: list[Any]) -> Entry:
-    return Entry(bytes.fromhex(row[0]), Identity(*(int(v) for v in row[1:11])))
+def _unentry(row: list[Any]) -> PlannedFile:
+    return PlannedFile(bytes.fromhex(row[0]), Identity(*(int(v) for v in row[1:11])))
 
 
 def encode_plan(plan: Plan, kept_at: float) -> bytes:
@@ -128,7 +118,7 @@ def decode_plan(raw: bytes) -> tuple[Plan, float] | None:
         offset = end + 1
         items: list[Item] = []
         for facts in body["items"]:
-            entries: list[Entry] = []
+            entries: list[PlannedFile] = []
             for _n in range(int(facts["files"])):
                 *numbers, length = _ENTRY.unpack_from(data, offset)
                 offset += _ENTRY.size
@@ -136,7 +126,7 @@ def decode_plan(raw: bytes) -> tuple[Plan, float] | None:
                 if len(path) != length:
                     return None
                 offset += length
-                entries.append(Entry(path, Identity(*numbers)))
+                entries.append(PlannedFile(path, Identity(*numbers)))
             items.append(
                 Item.from_facts(facts, tuple(entries), _unentry(facts["keep"]) if facts["keep"] else None)
             )
@@ -155,7 +145,7 @@ def decode_plan(raw: bytes) -> tuple[Plan, float] | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Kept:
+class Durability:
     """Where a plan went: the history store (``durable``), or this process's memory and why."""
 
     durable: bool
@@ -184,7 +174,7 @@ class PlanKeeper:
         self._memory: dict[str, tuple[Plan, float]] = {}
         self._lock = threading.Lock()
 
-    def put(self, plan: Plan) -> Kept:
+    def put(self, plan: Plan) -> Durability:
         now = self.clock()
         with self._lock:
             self._memory[plan.id] = (plan, now)
@@ -192,16 +182,18 @@ class PlanKeeper:
                 del self._memory[next(iter(self._memory))]
         store = self.store()
         if store is None:
-            return Kept(False, "history is off")
+            return Durability(False, "history is off")
         try:
             key = store.state_dir.secret(PLAN_KEY_NAME)
         except OSError as exc:
-            return Kept(False, f"the reclaim plans' key cannot be used ({exc})")
+            return Durability(False, f"the reclaim plans' key cannot be used ({exc})")
         self._forget_expired(store, now)
         raw = encode_plan(plan, now)
         saved = store.put(PLAN_NAMESPACE, plan.id, _signed(key, plan.id, raw) + raw)
         return (
-            Kept(True) if saved.ok else Kept(False, saved.reason or "the history store could not be written")
+            Durability(True)
+            if saved.ok
+            else Durability(False, saved.reason or "the history store could not be written")
         )
 
     def get(self, plan_id: str) -> Plan:

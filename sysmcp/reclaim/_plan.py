@@ -32,10 +32,11 @@ import secrets
 import stat
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from sysmcp import platform
+from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.errors import NotFound, Refused
 from sysmcp.engine.opens import extended_attributes, open_parent
 from sysmcp.engine.procs import link_confined
@@ -45,13 +46,14 @@ from sysmcp.reclaim._classes import Copy, Found, RootsLayout
 __all__ = [
     "LINK",
     "Act",
-    "Applied",
-    "Entry",
+    "ApplyRequest",
+    "FileResult",
     "Identity",
     "Item",
-    "Outcome",
+    "ItemResult",
     "Plan",
     "PlanRequest",
+    "PlannedFile",
     "RootsLayout",
     "apply_items",
     "build_plan",
@@ -59,8 +61,6 @@ __all__ = [
     "confirmation_code",
     "outside_roots",
 ]
-
-Checkpoint = Callable[[], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +105,7 @@ class Identity:
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
+class PlannedFile:
     path: bytes
     identity: Identity
 
@@ -114,7 +114,7 @@ class Entry:
 class Item:
     id: str
     klass: str
-    entries: tuple[Entry, ...]
+    entries: tuple[PlannedFile, ...]
     bytes: int  # disk bytes it would free
     command: str | None
     cost: str
@@ -124,44 +124,21 @@ class Item:
     note: str | None = None
     holders: tuple[dict[str, object], ...] = ()
     shared: int = 0  # disk bytes of files whose other hard links stay (not counted in ``bytes``)
-    keep: Entry | None = None  # duplicates: the kept copy, which ``:link`` makes each entry a name of
+    keep: PlannedFile | None = None  # duplicates: the kept copy, which ``:link`` makes each entry a name of
     no_link: str | None = None  # duplicates: why ``:link`` is not offered (owner, mode, ACLs, filesystem)
 
     def facts(self) -> dict[str, Any]:
-        """Its words and figures, no files: what the answer shows and the history store keeps alike."""
-        return {
-            "id": self.id,
-            "class": self.klass,
-            "bytes": self.bytes,
-            "shared_bytes": self.shared,
-            "command": self.command,
-            "cost": self.cost,
-            "safety": self.safety,
-            "method": self.method,
-            "action": self.action,
-            "note": self.note,
-            "holders": [dict(h) for h in self.holders],
-            "no_link": self.no_link,
-        }
+        """Its words and figures, no files: what the history store keeps (``class``, ``shared_bytes``:
+        the answer's names)."""
+        return {_STORED.get(name, name): getattr(self, name) for name in _FACTS}
 
     @classmethod
-    def from_facts(cls, facts: dict[str, Any], entries: tuple[Entry, ...], keep: Entry | None) -> Item:
-        return cls(
-            id=str(facts["id"]),
-            klass=str(facts["class"]),
-            entries=entries,
-            bytes=int(facts["bytes"]),
-            command=facts["command"],
-            cost=str(facts["cost"]),
-            safety=str(facts["safety"]),
-            method=str(facts["method"]),
-            action=str(facts["action"]),
-            note=facts["note"],
-            holders=tuple(dict(h) for h in facts["holders"]),
-            shared=int(facts["shared_bytes"]),
-            keep=keep,
-            no_link=facts.get("no_link"),
-        )
+    def from_facts(
+        cls, facts: dict[str, Any], entries: tuple[PlannedFile, ...], keep: PlannedFile | None
+    ) -> Item:
+        facts = {"no_link": None, **facts}  # a plan kept before items said why they cannot be linked
+        named = {name: facts[_STORED.get(name, name)] for name in _FACTS}
+        return cls(**{**named, "holders": tuple(named["holders"])}, entries=entries, keep=keep)
 
     @property
     def linkable(self) -> bool:
@@ -172,6 +149,11 @@ class Item:
             and self.no_link is None
             and all(e.identity.dev == self.keep.identity.dev for e in self.entries)
         )
+
+
+#: An item's fields the history store keeps as facts (its files apart), and their stored names.
+_FACTS = tuple(f.name for f in fields(Item) if f.name not in ("entries", "keep"))
+_STORED = {"klass": "class", "shared": "shared_bytes"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,15 +213,17 @@ def _inside(path: bytes, scope: Sequence[bytes]) -> bool:
     return any(root == b"/" or path == root or path.startswith(root.rstrip(b"/") + b"/") for root in scope)
 
 
-def build_plan(request: PlanRequest, checkpoint: Checkpoint | None = None) -> Plan:
-    """Every class's items inside the scope, largest first, with identities and honest byte counts."""
+def build_plan(
+    request: PlanRequest, progress: Progress = no_progress, cancel: Cancel = never_cancelled
+) -> Plan:
+    """Every class's items inside the scope, largest first, with identities and honest byte counts;
+    ``progress`` counts the classes looked at."""
     found: list[Found] = []
-    for name, finder in classes.CLASSES.items():
-        if request.classes is not None and name not in request.classes:
-            continue
-        if checkpoint is not None:
-            checkpoint()
+    finders = [f for name, f in classes.CLASSES.items() if request.classes is None or name in request.classes]
+    for done, finder in enumerate(finders, 1):
+        cancel()
         found += finder(request.layout)
+        progress(done, len(finders))
     if request.classes is None or "duplicate" in request.classes:
         found += classes.duplicates(request.duplicates)
     if request.grew is not None and (request.classes is None or "grew" in request.classes):
@@ -282,7 +266,7 @@ def build_plan(request: PlanRequest, checkpoint: Checkpoint | None = None) -> Pl
             Item(
                 id=_item_id(group),
                 klass=group.klass,
-                entries=tuple(Entry(path, Identity.of(st)) for path, st in paths),
+                entries=tuple(PlannedFile(path, Identity.of(st)) for path, st in paths),
                 bytes=freed,
                 command=group.command,
                 cost=group.cost,
@@ -292,7 +276,9 @@ def build_plan(request: PlanRequest, checkpoint: Checkpoint | None = None) -> Pl
                 note=group.note,
                 holders=tuple(group.holders),
                 shared=shared,
-                keep=Entry(group.keep[0], Identity.of(group.keep[1])) if group.keep is not None else None,
+                keep=PlannedFile(group.keep[0], Identity.of(group.keep[1]))
+                if group.keep is not None
+                else None,
                 no_link=group.no_link,
             )
         )
@@ -323,7 +309,7 @@ def confirmation_code(secret: bytes, plan: Plan, item_ids: Sequence[str]) -> str
 
 
 @dataclass(slots=True)
-class Outcome:
+class FileResult:
     """What happened to one path."""
 
     path: bytes
@@ -338,34 +324,22 @@ class Outcome:
 
 
 @dataclass(slots=True)
-class Applied:
+class ItemResult:
     item: Item
-    outcomes: list[Outcome] = field(default_factory=list)
+    outcomes: list[FileResult] = field(default_factory=list)
     action: str = "delete"
 
     @property
     def freed(self) -> int:
         return sum(o.freed for o in self.outcomes)
 
-    @property
-    def skipped(self) -> int:
-        return sum(1 for o in self.outcomes if not o.done)
-
 
 #: Told of every file acted on or left alone: the item, the file, the action, what happened.
-Log = Callable[[Item, Entry, str, "Outcome"], None]
+Log = Callable[[Item, PlannedFile, str, "FileResult"], None]
 
 #: Called with each path after it was looked at and found as planned, right before it is acted on: a
 #: test's hook to swap something in at that very moment (a deterministic race); nothing in use.
 Between = Callable[[bytes], None]
-
-
-def _nothing(item: Item, entry: Entry, action: str, outcome: Outcome) -> None:
-    return None
-
-
-def _carry_on(path: bytes) -> None:
-    return None
 
 
 def outside_roots(plan: Plan, item_ids: Sequence[str], allowed: Callable[[bytes], bool]) -> list[bytes]:
@@ -379,40 +353,46 @@ def outside_roots(plan: Plan, item_ids: Sequence[str], allowed: Callable[[bytes]
     return outside
 
 
+@dataclass(frozen=True, slots=True)
+class ApplyRequest:
+    """Named items of a kept plan to act on, within the server's roots (``allowed(path)``)."""
+
+    plan: Plan
+    item_ids: Sequence[str]
+    allowed: Callable[[bytes], bool]
+    log: Log = lambda item, entry, action, outcome: None
+    between: Between = lambda path: None
+
+
 def apply_items(
-    plan: Plan,
-    item_ids: Sequence[str],
-    allowed: Callable[[bytes], bool],
-    *,
-    log: Log = _nothing,
-    checkpoint: Checkpoint | None = None,
-    between: Between = _carry_on,
-) -> list[Applied]:
+    request: ApplyRequest, progress: Progress = no_progress, cancel: Cancel = never_cancelled
+) -> list[ItemResult]:
     """Delete, truncate or hard-link the files of the named items, each only if it is still what was
     planned (an id ending in ``:link``: duplicates become hard links to the kept copy); a duplicate
-    only if its bytes are still the kept copy's.
+    only if its bytes are still the kept copy's; ``progress`` counts the files.
 
-    ``allowed(path)`` is the server's roots: a plan whose chosen items name a file outside them (a kept
-    copy included) is refused whole (``Refused``), before anything is done.
+    A plan whose chosen items name a file outside the roots (a kept copy included) is refused whole
+    (``Refused``), before anything is done.
     """
-    chosen = choose(plan, item_ids)
-    outside = outside_roots(plan, item_ids, allowed)
+    plan, allowed, log = request.plan, request.allowed, request.log
+    chosen = choose(plan, request.item_ids)
+    outside = outside_roots(plan, request.item_ids, allowed)
     if outside:
         raise Refused(
             f"plan {plan.id} names {len(outside):,} file(s) outside the roots this server is confined to "
             f"(such as {os.fsdecode(outside[0])!r}); nothing removed"
         )
-    check = checkpoint or _carry_on_check
     relinked: set[tuple[int, int]] = set()  # inodes that lost or gained a name here: their ctime moved
-    results: list[Applied] = []
+    results: list[ItemResult] = []
+    done, total = 0, sum(len(item.entries) for item, _action in chosen)
     for item, action in chosen:
-        applied = Applied(item, action=action)
+        applied = ItemResult(item, action=action)
         for entry in item.entries:
-            check()
+            cancel()
             if action == "truncate":
                 outcome = _truncate(entry, allowed)
             else:
-                act = Act(entry, item.keep, allowed, relinked, check, between)
+                act = Act(entry, item.keep, allowed, relinked, cancel, request.between)
                 try:
                     outcome = act.run(link=action == "link")
                 except BaseException:
@@ -421,17 +401,15 @@ def apply_items(
                     raise
             log(item, entry, action, outcome)
             applied.outcomes.append(outcome)
+            done += 1
+            progress(done, total)
         results.append(applied)
     return results
 
 
-def _carry_on_check() -> None:
-    return None
-
-
 #: How the files compared are opened: never following a symlink, never blocking on a FIFO swapped in.
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-CHUNK = 1 << 20  # bytes compared at a time (a checkpoint between any two)
+CHUNK = 1 << 20  # bytes compared at a time (a cancel() between any two)
 
 
 class Act:
@@ -446,59 +424,59 @@ class Act:
 
     def __init__(
         self,
-        entry: Entry,
-        keep: Entry | None,
+        entry: PlannedFile,
+        keep: PlannedFile | None,
         allowed: Callable[[bytes], bool],
         relinked: set[tuple[int, int]],
-        checkpoint: Checkpoint,
+        cancel: Cancel,
         between: Between,
     ) -> None:
         self.entry, self.keep, self.allowed = entry, keep, allowed
-        self.relinked, self.checkpoint, self.between = relinked, checkpoint, between
+        self.relinked, self.cancel, self.between = relinked, cancel, between
         self.key = (entry.identity.dev, entry.identity.ino)
         #: Set when a cancellation or an error stopped it with the file set aside: what became of it.
-        self.interrupted: Outcome | None = None
+        self.interrupted: FileResult | None = None
 
-    def run(self, *, link: bool) -> Outcome:
+    def run(self, *, link: bool) -> FileResult:
         path = self.entry.path
         if not self.allowed(path) or (self.keep is not None and not self.allowed(self.keep.path)):
-            return Outcome(path, False, "outside")
+            return FileResult(path, False, "outside")
         if link and self.keep is not None and self.entry.identity.dev != self.keep.identity.dev:
-            return Outcome(path, False, "other_filesystem")
+            return FileResult(path, False, "other_filesystem")
         try:
             parent, name = open_parent(os.fsdecode(path))
         except (OSError, ValueError) as exc:
-            return Outcome(path, False, _why(exc))
+            return FileResult(path, False, _why(exc))
         try:
             kept: tuple[int, bytes] | None = None
             if self.keep is not None:
                 try:
                     kept = open_parent(os.fsdecode(self.keep.path))
                 except (OSError, ValueError) as exc:
-                    return Outcome(path, False, "keep_gone" if _why(exc) == "gone" else "keep_changed")
+                    return FileResult(path, False, "keep_gone" if _why(exc) == "gone" else "keep_changed")
             try:
                 return self._at(parent, name, kept, link)
             except OSError as exc:
-                return Outcome(path, False, _why(exc))
+                return FileResult(path, False, _why(exc))
             finally:
                 if kept is not None:
                     os.close(kept[0])
         finally:
             os.close(parent)
 
-    def _at(self, parent: int, name: bytes, kept: tuple[int, bytes] | None, link: bool) -> Outcome:
+    def _at(self, parent: int, name: bytes, kept: tuple[int, bytes] | None, link: bool) -> FileResult:
         path, planned = self.entry.path, self.entry.identity
         now = os.stat(name, dir_fd=parent, follow_symlinks=False)
         if stat.S_ISLNK(now.st_mode):
-            return Outcome(path, False, "symlink")
+            return FileResult(path, False, "symlink")
         if (
             link
             and self.keep is not None
             and (now.st_dev, now.st_ino) == (self.keep.identity.dev, self.keep.identity.ino)
         ):
-            return Outcome(path, False, "linked")
+            return FileResult(path, False, "linked")
         if not planned.same_file(now, ctime=self.key not in self.relinked):
-            return Outcome(path, False, "changed")
+            return FileResult(path, False, "changed")
         self.between(path)
         before = os.fstatvfs(parent)
         aside = _aside(parent, name)
@@ -510,13 +488,13 @@ class Act:
                 if reason is None and self.keep is not None:
                     self.relinked.add((self.keep.identity.dev, self.keep.identity.ino))
         except BaseException:
-            self.interrupted = Outcome(path, False, _put_back(parent, aside, name, "cancelled"))
+            self.interrupted = FileResult(path, False, _put_back(parent, aside, name, "cancelled"))
             raise
         if reason is not None:
-            return Outcome(path, False, _put_back(parent, aside, name, reason))
+            return FileResult(path, False, _put_back(parent, aside, name, reason))
         os.unlink(aside, dir_fd=parent)
         after = os.fstatvfs(parent)
-        return Outcome(path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
+        return FileResult(path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
 
     def _proven(self, parent: int, aside: bytes, kept: tuple[int, bytes] | None, link: bool) -> str | None:
         """None if the entry now under ``aside`` is the planned file and (a duplicate) has exactly the
@@ -546,7 +524,7 @@ class Act:
                     owned = (st.st_uid, st.st_gid, st.st_mode) == (kst.st_uid, kst.st_gid, kst.st_mode)
                     if not owned or attributes is None or attributes != extended_attributes(other):
                         return "attributes"
-                return None if _same_bytes(fd, other, st.st_size, self.checkpoint) else "differs"
+                return None if _same_bytes(fd, other, st.st_size, self.cancel) else "differs"
             finally:
                 os.close(other)
         finally:
@@ -567,12 +545,12 @@ class Act:
         return None
 
 
-def _same_bytes(first: int, second: int, size: int, checkpoint: Checkpoint) -> bool:
+def _same_bytes(first: int, second: int, size: int, cancel: Cancel) -> bool:
     """Whether two open files hold the same ``size`` bytes, read chunk by chunk (``cmp``): stops at the
     first difference, and at a cancellation between any two chunks."""
     offset = 0
     while offset < size:
-        checkpoint()
+        cancel()
         one = os.pread(first, CHUNK, offset)
         two = os.pread(second, CHUNK, offset)
         if one != two or not one:
@@ -623,19 +601,19 @@ def _put_back(parent: int, aside: bytes, name: bytes, reason: str = "") -> str:
     return reason
 
 
-def _truncate(entry: Entry, allowed: Callable[[bytes], bool]) -> Outcome:
+def _truncate(entry: PlannedFile, allowed: Callable[[bytes], bool]) -> FileResult:
     """Empty a deleted file still held open, through its holder's ``/proc/PID/fd/N``: the same inode,
     nameless (its ``nlink`` 0), or nothing is done. The size may have moved (it is being written)."""
     path, planned = entry.path, entry.identity
     target = _target(path)
     if not target or not allowed(target):
-        return Outcome(path, False, "outside" if target else "gone")
+        return FileResult(path, False, "outside" if target else "gone")
     try:
         fd = _open_planned(path, planned)
     except OSError as exc:
-        return Outcome(path, False, _why(exc))
+        return FileResult(path, False, _why(exc))
     if fd is None:
-        return Outcome(path, False, "changed")
+        return FileResult(path, False, "changed")
     try:
         now = os.fstat(fd)
         if (
@@ -643,15 +621,15 @@ def _truncate(entry: Entry, allowed: Callable[[bytes], bool]) -> Outcome:
             or now.st_nlink != 0
             or not stat.S_ISREG(now.st_mode)
         ):
-            return Outcome(path, False, "changed")
+            return FileResult(path, False, "changed")
         if not link_confined(path, now.st_dev):  # held in another mount namespace: its path is not ours
-            return Outcome(path, False, "outside")
+            return FileResult(path, False, "outside")
         before = os.fstatvfs(fd)
         os.ftruncate(fd, 0)
         after = os.fstatvfs(fd)
-        return Outcome(path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
+        return FileResult(path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
     except OSError as exc:
-        return Outcome(path, False, _why(exc))
+        return FileResult(path, False, _why(exc))
     finally:
         os.close(fd)
 

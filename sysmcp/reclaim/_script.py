@@ -12,6 +12,10 @@ prints names each file escaped as ``ls -b`` does (``engine.paths.escaped``), so 
 a terminal escape cannot forge a line of the review; the commands get the exact bytes. At the end it
 prints the bytes actually freed, from ``df`` before and after on each filesystem it touched.
 
+No step waits forever on a name an attacker swapped a FIFO in for after its last look (``cmp`` and the
+truncation open it, and an open of a FIFO waits for its other end): both run in the background, stopped
+after a while (``bounded``), and the file is then skipped.
+
 What the script cannot do that ``reclaim`` does: its checks and its ``rm`` resolve the path twice, so a
 directory swapped for a symlink between the two is caught only by ``reclaim`` (which acts relative to
 an open directory descriptor).
@@ -23,7 +27,7 @@ import os
 import time
 
 from sysmcp.engine.paths import escaped
-from sysmcp.reclaim._plan import Entry, Item, Plan
+from sysmcp.reclaim._plan import Item, Plan, PlannedFile
 
 HEADER = r"""#!/bin/sh
 # sysmcp reclaim plan {plan_id}, made {made}: {items}, {planned} bytes planned.
@@ -75,17 +79,41 @@ dupf() {{
   if ! nolink "$4" || [ ! -f "$4" ]; then skip "$3" "the kept copy is gone, so this may be the last copy"; return; fi
   kept=$(ident "$4") || {{ skip "$3" "the kept copy cannot be looked at"; return; }}
   if [ "$kept" != "$5" ]; then skip "$3" "the kept copy changed since the plan, so this copy stays"; return; fi
-  if nolink "$1" && [ -f "$1" ] && ! cmp -s -- "$4" "$1"; then
-    skip "$3" "its bytes are no longer the kept copy's"; return
+  if nolink "$1" && [ -f "$1" ]; then
+    size=${{2#*:*:}}
+    bounded $((60 + ${{size%%:*}} / 10000000)) cmp -s -- "$4" "$1"
+    case $? in
+      0) ;;
+      1|2) skip "$3" "its bytes are no longer the kept copy's"; return ;;
+      *) skip "$3" "not compared with the kept copy in time (a FIFO or device swapped in?)"; return ;;
+    esac
   fi
   rmf "$1" "$2" "$3"
+}}
+bounded() {{
+  # "$2"... in the background, stopped after $1 seconds: an open of a FIFO swapped in for a planned file
+  # after its last look would wait for a writer forever. The watchdog's own sleep goes with it.
+  t=$1; shift
+  "$@" & c=$!
+  (
+    trap 'kill "${{s-}}" 2>/dev/null; exit 0' TERM
+    sleep "$t" & s=$!
+    wait "$s" && kill "$c" 2>/dev/null
+  ) >/dev/null 2>&1 &
+  w=$!
+  wait "$c" 2>/dev/null; r=$?
+  kill "$w" 2>/dev/null; wait "$w"
+  return "$r"
+}}
+empty() {{
+  : > "$1"
 }}
 trunc() {{
   if [ ! -e "$1" ]; then skip "$3" "the holder closed it"; return; fi
   now=$(ident_l "$1") || {{ skip "$3" "cannot be looked at"; return; }}
   if [ "$now" != "$2" ]; then skip "$3" "another file is open there now"; return; fi
   if [ "$APPLY" = 1 ]; then
-    if : > "$1"; then printf 'truncated: %s\n' "$3"; DONE=$((DONE + 1)); else skip "$3" "truncation failed"; fi
+    if bounded 10 empty "$1"; then printf 'truncated: %s\n' "$3"; DONE=$((DONE + 1)); else skip "$3" "truncation failed"; fi
   else
     printf 'would truncate: %s\n' "$3"
   fi
@@ -114,7 +142,7 @@ def quote(raw: bytes, var: str = "P") -> tuple[str, str]:
     return f"{var}=$(printf '{octal}X'); {var}=${{{var}%X}}; ", f'"${var}"'
 
 
-def _step(item: Item, entry: Entry) -> str:
+def _step(item: Item, entry: PlannedFile) -> str:
     """One step: the exact name to act on, its planned identity, and the name as the review prints it
     (``escaped``: a name holding newlines or terminal escapes cannot forge a line of the dry run)."""
     who = entry.identity

@@ -28,6 +28,7 @@ from sysmcp.render import human_bytes, more_not_shown, noun, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.processes import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
+from sysmcp.tools.typed import ABSENT, Opt, prop, result, schema_of, to_json
 
 MAX_HOLDERS = 5  # descriptors listed per file; more are counted
 
@@ -43,95 +44,85 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
 )
 
 
-def _held(description: str) -> dict[str, Any]:
+@result
+class HolderRow:
+    pid: int = prop()
+    command: str = prop("The process's command name.")
+    user: str | None = prop("Owner of the process (null: no user name).")
+    fd: int | None = prop(
+        "The open descriptor: /proc/PID/fd/FD reaches the file. null: the process holds it by a memory "
+        "mapping, not a descriptor (lsof's DEL)."
+    )
+    mode: str = prop("'r', 'w' or 'rw' as opened ('rw' for a shared writable mapping); '' when unknown.")
+
+
+@result
+class DeletedOpenFile:
+    path: str = prop("The name the file had before deletion.")
+    size_bytes: int = prop()
+    disk_bytes: int = prop("Allocated blocks × 512: space held.")
+    mount_point: str = prop("The filesystem it is on.")
+    holders: list[HolderRow] = prop()
+    holders_not_shown: int = prop()
+    mapped_only: bool = prop(
+        "Held only by memory mappings: freed when the holders exit or unmap it (restart them); truncating it "
+        "would crash them."
+    )
+
+
+@result
+class Filesystem:
+    mount_point: str = prop()
+    fs_type: str = prop()
+    device: str = prop()
+    files: int = prop()
+    size_bytes: int = prop()
+    disk_bytes: int = prop()
+
+
+@result
+class Tally:
     """Deleted files counted but not listed: how many, and the disk bytes they hold."""
-    return js.record({"files": js.integer(), "disk_bytes": js.integer()}, description)
+
+    files: int = prop()
+    disk_bytes: int = prop()
 
 
-_HOLDER = js.record(
-    {
-        "pid": js.integer(),
-        "command": js.string("The process's command name."),
-        "user": js.string("Owner of the process (null: no user name).", null=True),
-        "fd": js.integer(
-            "The open descriptor: /proc/PID/fd/FD reaches the file. null: the process holds it "
-            "by a memory mapping, not a descriptor (lsof's DEL).",
-            null=True,
-        ),
-        "mode": js.string(
-            "'r', 'w' or 'rw' as opened ('rw' for a shared writable mapping); '' when unknown."
-        ),
-    }
-)
+@result
+class DeletedOpenAnswer:
+    available: bool = prop("False where this system has no /proc/PID/fd to look at (e.g. macOS).")
+    files: list[DeletedOpenFile] = prop()
+    files_not_shown: int = prop()
+    filesystems: list[Filesystem] = prop(
+        "Totals per filesystem, most disk bytes first (each file counted once)."
+    )
+    total_disk_bytes: int = prop()
+    processes_read: Opt[int] = prop(default=ABSENT)
+    processes_unreadable: Opt[int] = prop(
+        "Processes whose descriptors could not be read (another user's, without root).", default=ABSENT
+    )
+    not_on_a_mounted_filesystem: Opt[Tally] = prop(
+        "Deleted files on no filesystem mounted here (memfd, shared memory, another mount namespace): left "
+        "out of the list.",
+        default=ABSENT,
+    )
+    empty_files_not_listed: Opt[int] = prop(
+        "Deleted files held open that are empty (they hold no space): left out.", default=ABSENT
+    )
+    mappings_not_sized: Opt[int] = prop(
+        "Deleted memory-mapped files that could not be sized (/proc/PID/map_files needs more privilege): left "
+        "out.",
+        default=ABSENT,
+    )
+    outside_allowed_roots: Opt[Tally] = prop(
+        "Deleted files whose former path is outside the allowed roots (--root, the client's roots): counted, "
+        "never named. Absent when no roots are in force.",
+        default=ABSENT,
+    )
+    path: Opt[str] = prop("The path asked about (absent without path).", default=ABSENT)
 
 
-OUTPUT_SCHEMA: dict[str, Any] = js.result(
-    {
-        "path": js.string("The path asked about (absent without path)."),
-        "available": js.boolean("False where this system has no /proc/PID/fd to look at (e.g. macOS)."),
-        "files": js.typed(
-            "array",
-            items=js.record(
-                {
-                    "path": js.string("The name the file had before deletion."),
-                    "size_bytes": js.integer(),
-                    "disk_bytes": js.integer("Allocated blocks × 512: space held."),
-                    "mount_point": js.string("The filesystem it is on."),
-                    "holders": js.typed("array", items=_HOLDER),
-                    "holders_not_shown": js.integer(),
-                    "mapped_only": js.boolean(
-                        "Held only by memory mappings: freed when the holders exit or unmap "
-                        "it (restart them); truncating it would crash them."
-                    ),
-                }
-            ),
-        ),
-        "files_not_shown": js.integer(),
-        "filesystems": {
-            "type": "array",
-            "description": "Totals per filesystem, most disk bytes first (each file counted once).",
-            "items": js.record(
-                {
-                    "mount_point": js.string(),
-                    "fs_type": js.string(),
-                    "device": js.string(),
-                    "files": js.integer(),
-                    "size_bytes": js.integer(),
-                    "disk_bytes": js.integer(),
-                }
-            ),
-        },
-        "total_disk_bytes": js.integer(),
-        "processes_read": js.integer(),
-        "processes_unreadable": js.integer(
-            "Processes whose descriptors could not be read (another user's, without root)."
-        ),
-        "mappings_not_sized": js.integer(
-            "Deleted memory-mapped files that could not be sized (/proc/PID/map_files needs "
-            "more privilege): left out."
-        ),
-        "empty_files_not_listed": js.integer(
-            "Deleted files held open that are empty (they hold no space): left out."
-        ),
-        "outside_allowed_roots": _held(
-            "Deleted files whose former path is outside the allowed roots (--root, the "
-            "client's roots): counted, never named. Absent when no roots are in force."
-        ),
-        "not_on_a_mounted_filesystem": _held(
-            "Deleted files on no filesystem mounted here (memfd, shared memory, another "
-            "mount namespace): left out of the list."
-        ),
-    },
-    optional=(
-        "path",
-        "processes_read",
-        "processes_unreadable",
-        "mappings_not_sized",
-        "empty_files_not_listed",
-        "outside_allowed_roots",
-        "not_on_a_mounted_filesystem",
-    ),
-)
+OUTPUT_SCHEMA = schema_of(DeletedOpenAnswer)
 
 
 # -- the tool ---------------------------------------------------------------------------------
@@ -150,7 +141,7 @@ def render(
     only_dev: int | None,
     shown: str | None,
     roots: Sequence[Path] | None = None,
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, DeletedOpenAnswer]:
     """``roots`` (the allowed roots, None for all): a file's former path outside them is never named, nor
     its holders; such files are only counted."""
     rows: list[tuple[DeletedFile, Mount]] = []
@@ -176,40 +167,37 @@ def render(
             continue
         rows.append((item, mount))
     rows.sort(key=lambda row: (-row[0].disk, -row[0].size, row[0].path))
-    totals: dict[str, dict[str, Any]] = {}
+    totals: dict[str, tuple[Mount, list[DeletedFile]]] = {}
     for item, mount in rows:
-        entry = totals.setdefault(
-            mount.mount_point,
-            {
-                "mount_point": display(mount.mount_point),
-                "fs_type": display(mount.fs_type),
-                "device": display(mount.device),
-                "files": 0,
-                "size_bytes": 0,
-                "disk_bytes": 0,
-            },
-        )
-        entry["files"] += 1
-        entry["size_bytes"] += item.size
-        entry["disk_bytes"] += item.disk
-    filesystems = sorted(totals.values(), key=lambda e: (-e["disk_bytes"], e["mount_point"]))
+        totals.setdefault(mount.mount_point, (mount, []))[1].append(item)
+    filesystems = sorted(
+        (
+            Filesystem(
+                display(mount.mount_point),
+                display(mount.fs_type),
+                display(mount.device),
+                len(held),
+                sum(item.size for item in held),
+                sum(item.disk for item in held),
+            )
+            for mount, held in totals.values()
+        ),
+        key=lambda e: (-e.disk_bytes, e.mount_point),
+    )
     listed = rows[:top_n]
     files = [
-        {
-            "path": display(item.path),
-            "size_bytes": item.size,
-            "disk_bytes": item.disk,
-            "mount_point": display(mount.mount_point),
-            "holders": [
-                {"pid": h.pid, "command": h.command, "user": h.user, "fd": h.fd, "mode": h.mode}
-                for h in item.holders[:MAX_HOLDERS]
-            ],
-            "holders_not_shown": max(0, len(item.holders) - MAX_HOLDERS),
-            "mapped_only": item.mapped_only,
-        }
+        DeletedOpenFile(
+            display(item.path),
+            item.size,
+            item.disk,
+            display(mount.mount_point),
+            [HolderRow(h.pid, h.command, h.user, h.fd, h.mode) for h in item.holders[:MAX_HOLDERS]],
+            max(0, len(item.holders) - MAX_HOLDERS),
+            item.mapped_only,
+        )
         for item, mount in listed
     ]
-    total_disk = sum(e["disk_bytes"] for e in filesystems)
+    total_disk = sum(e.disk_bytes for e in filesystems)
     where = f" on the filesystem holding {shown}" if shown is not None else ""
     where += " under the allowed roots" if roots is not None else ""
     lines: list[str] = []
@@ -224,8 +212,8 @@ def render(
         )
         for entry in filesystems:
             lines.append(
-                f"  {entry['mount_point']} ({entry['fs_type']} {entry['device']}): "
-                f"{human_bytes(entry['disk_bytes'])} in {plural(entry['files'], 'file')}"
+                f"  {entry.mount_point} ({entry.fs_type} {entry.device}): "
+                f"{human_bytes(entry.disk_bytes)} in {plural(entry.files, 'file')}"
             )
         lines.append("Largest first:")
         for item, mount in listed:
@@ -284,23 +272,21 @@ def render(
             f"Could not read the descriptors of {scan.unreadable:,} of {scan.processes + scan.unreadable:,} "
             f"processes ({unreadable_reason()}): files they hold are not listed."
         )
-    structured: dict[str, Any] = {
-        "available": True,
-        "files": files,
-        "files_not_shown": len(rows) - len(listed),
-        "filesystems": filesystems,
-        "total_disk_bytes": total_disk,
-        "processes_read": scan.processes,
-        "processes_unreadable": scan.unreadable,
-        "not_on_a_mounted_filesystem": {"files": elsewhere[0], "disk_bytes": elsewhere[1]},
-        "empty_files_not_listed": empty,
-        "mappings_not_sized": scan.mappings_not_sized,
-    }
-    if roots is not None:
-        structured["outside_allowed_roots"] = {"files": outside[0], "disk_bytes": outside[1]}
-    if shown is not None:
-        structured["path"] = shown
-    return "\n".join(lines), structured
+    answer = DeletedOpenAnswer(
+        available=True,
+        files=files,
+        files_not_shown=len(rows) - len(listed),
+        filesystems=filesystems,
+        total_disk_bytes=total_disk,
+        processes_read=scan.processes,
+        processes_unreadable=scan.unreadable,
+        not_on_a_mounted_filesystem=Tally(*elsewhere),
+        empty_files_not_listed=empty,
+        mappings_not_sized=scan.mappings_not_sized,
+        outside_allowed_roots=ABSENT if roots is None else Tally(*outside),
+        path=ABSENT if shown is None else shown,
+    )
+    return "\n".join(lines), answer
 
 
 class DeletedOpenFiles:
@@ -332,23 +318,15 @@ class DeletedOpenFiles:
                 "This system has no /proc/PID/fd, so sysmcp cannot list deleted files held open here. "
                 "On macOS, `sudo lsof +L1` shows them."
             )
-            empty = {"available": False, "files": [], "files_not_shown": 0, "filesystems": []}
-            return ToolOutput(text, {**empty, "total_disk_bytes": 0})
-        proc = self.proc
-
-        def work(meter: Meter) -> Scan:
-            def checkpoint() -> None:
-                meter.done += 1
-                meter.checkpoint()
-
-            return scan_processes(proc, checkpoint)
+            unavailable = DeletedOpenAnswer(False, [], 0, [], 0)
+            return ToolOutput(text, to_json(unavailable), result=unavailable)
 
         def describe(meter: Meter, elapsed: float) -> str:
             return f"{plural(int(meter.done), 'process')} looked at"
 
-        scan = await ctx.run_in_worker(work, describe=describe)
-        text, structured = render(scan, self.partitions(), args["top_n"], only_dev, shown, ctx.paths.allowed)
-        return ToolOutput(text, structured)
+        scan = await ctx.run_engine(scan_processes, self.proc, describe=describe)
+        text, answer = render(scan, self.partitions(), args["top_n"], only_dev, shown, ctx.paths.allowed)
+        return ToolOutput(text, to_json(answer), result=answer)
 
 
 TOOL = Tool(

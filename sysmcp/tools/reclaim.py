@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import os
 import secrets
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal, cast
 
+from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.errors import NotFound, Refused
 from sysmcp.engine.paths import display, escaped, exact_bytes, is_within
 from sysmcp.history import state
@@ -26,12 +28,13 @@ from sysmcp.protocol.context import ClientDeclined
 from sysmcp.reclaim import (
     LINK,
     ActionLog,
-    Applied,
-    Entry,
+    ApplyRequest,
+    FileResult,
     Item,
+    ItemResult,
     LogRecord,
-    Outcome,
     Plan,
+    PlannedFile,
     apply_items,
     choose,
     confirmation_code,
@@ -39,8 +42,9 @@ from sysmcp.reclaim import (
 )
 from sysmcp.render import human_bytes, plural
 from sysmcp.tools import reclaim_plan
-from sysmcp.tools.descriptions import describe_paths
+from sysmcp.tools import schemas as js
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
+from sysmcp.tools.typed import ABSENT, Opt, prop, result, schema_of, to_json
 
 log = get_logger("sysmcp.reclaim")
 
@@ -50,61 +54,59 @@ ELICIT_TIMEOUT = 600.0  # seconds a person has to answer the question
 PATHS_ASKED = 5  # files of each item named in the question (all of them behind a link)
 SKIPS_SHOWN = 10
 
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "plan_id": {"type": "string", "minLength": 1},
-        "items": {
-            "type": "array",
-            "items": {"type": "string", "minLength": 1},
-            "minItems": 1,
-            "uniqueItems": True,
-            "description": f"Item ids; a duplicate's id + '{LINK}' hard-links its copies instead.",
-        },
-        "confirm": {"type": "string", "description": "The code the first call returned."},
+INPUT_SCHEMA: dict[str, Any] = js.arguments(
+    {
+        "plan_id": js.string(minLength=1),
+        "items": js.typed(
+            "array",
+            f"Item ids; a duplicate's id + '{LINK}' hard-links its copies instead.",
+            items=js.string(minLength=1),
+            minItems=1,
+            uniqueItems=True,
+        ),
+        "confirm": js.string("The code the first call returned."),
     },
-    "required": ["plan_id", "items"],
-    "additionalProperties": False,
-}
+    required=("plan_id", "items"),
+)
 
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "status": {"type": "string", "enum": ["done", "confirmation_needed", "declined", "not_asked"]},
-        "plan_id": {"type": "string"},
-        "planned_bytes": {"type": "integer"},
-        "freed_bytes": {"type": "integer", "description": "Measured: statvfs before and after each file."},
-        "confirmation_code": {"type": "string"},
-        "items": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "id": {"type": "string"},
-                    "action": {"type": "string", "enum": ["delete", "truncate", "link"]},
-                    "planned_bytes": {"type": "integer"},
-                    "freed_bytes": {"type": "integer"},
-                    "files_done": {"type": "integer"},
-                    "skipped": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "path": {"type": "string"},
-                                "path_bytes": {"type": "string"},
-                                "reason": {"type": "string"},
-                            },
-                            "required": ["path", "reason"],
-                        },
-                    },
-                },
-                "required": ["id", "planned_bytes", "freed_bytes", "files_done", "skipped"],
-            },
-        },
-    },
-    "required": ["status", "plan_id", "planned_bytes"],
-    "additionalProperties": False,
-}
+
+@result
+class Skip:
+    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+    path: str = prop()
+    path_bytes: Opt[str] = prop(
+        "The path's exact bytes in base64, when they are not UTF-8 (then 'path' shows them as \\xNN)."
+    )
+    reason: str = prop("Why the file was left alone (changed, replaced, a symlink, outside the roots).")
+
+
+@result
+class ItemReport:
+    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+    id: str = prop("The item id.")
+    action: Opt[Literal["delete", "truncate", "link"]] = prop()
+    planned_bytes: int = prop("Bytes this item was planned to free.")
+    freed_bytes: int = prop("Bytes measured freed for this item.")
+    files_done: int = prop("Files acted on.")
+    skipped: list[Skip] = prop()
+
+
+@result
+class ReclaimAnswer:
+    status: Literal["done", "confirmation_needed", "declined", "not_asked"] = prop(
+        "done, confirmation_needed (call again with the code), declined (the user said no) or not_asked (the "
+        "client declared elicitation but the question failed or timed out: nothing removed)."
+    )
+    plan_id: str = prop("The plan acted on.")
+    planned_bytes: int = prop("Bytes the chosen items were planned to free.")
+    freed_bytes: Opt[int] = prop("Measured: statvfs before and after each file.", default=ABSENT)
+    confirmation_code: Opt[str] = prop(
+        "Give it back in confirm= to act on exactly these items.", default=ABSENT
+    )
+    items: Opt[list[ItemReport]] = prop("Per chosen item: what was done.", default=ABSENT)
+
+
+OUTPUT_SCHEMA = schema_of(ReclaimAnswer)
 
 REASONS = {
     "changed": "changed since the plan",
@@ -200,12 +202,11 @@ async def _confirmed(
     given = args.get("confirm")
     if given is None:
         question, total, links = _question(plan, chosen, ctx)
-        base = {"plan_id": plan.id, "planned_bytes": total}
-        return ToolOutput(
+        return _told(
             f"{question}\nNothing removed yet. Show this list to the user; if they agree, call reclaim again "
             f"with the same plan_id and items and confirm={code!r}.",
-            {"status": "confirmation_needed", "confirmation_code": code, **base},
-            links=links,
+            ReclaimAnswer("confirmation_needed", plan.id, total, confirmation_code=code),
+            links,
         )
     if not secrets.compare_digest(str(given), code):
         raise Refused(
@@ -218,7 +219,6 @@ async def _confirmed(
 async def _ask_user(ctx: ToolContext, plan: Plan, chosen: list[str]) -> ToolOutput | None:
     """Elicitation: None on the user's yes; else the answer that says nothing was removed, and why."""
     question, total, links = _question(plan, chosen, ctx)
-    base = {"plan_id": plan.id, "planned_bytes": total}
     schema = {
         "type": "object",
         "properties": {"confirm": {"type": "boolean", "title": "Yes, remove these files"}},
@@ -230,20 +230,24 @@ async def _ask_user(ctx: ToolContext, plan: Plan, chosen: list[str]) -> ToolOutp
         )
     except ClientDeclined as exc:
         log.warning("elicitation failed; nothing removed", plan=plan.id, reason=str(exc))
-        return ToolOutput(
+        return _told(
             f"Nothing removed: the user could not be asked ({exc}). This client declared elicitation, so "
             "only the user's yes confirms and no confirmation code is given; try again when they can answer.",
-            {"status": "not_asked", **base},
-            links=links,
+            ReclaimAnswer("not_asked", plan.id, total),
+            links,
         )
     content = answer.get("content")
     if answer.get("action") == "accept" and isinstance(content, dict) and content.get("confirm") is True:
         return None
-    return ToolOutput(
+    return _told(
         f"Nothing removed: the user did not confirm ({answer.get('action', 'no answer')}).",
-        {"status": "declined", **base},
-        links=links,
+        ReclaimAnswer("declined", plan.id, total),
+        links,
     )
+
+
+def _told(text: str, answer: ReclaimAnswer, links: tuple[ResourceLink, ...] = ()) -> ToolOutput:
+    return ToolOutput(text, to_json(answer), links=links, result=answer)
 
 
 def _allowed(ctx: ToolContext) -> Any:
@@ -258,7 +262,7 @@ def _allowed(ctx: ToolContext) -> Any:
 def _logger(plan: Plan, actions: ActionLog) -> Any:
     """Each action on stderr (at warning: shown at the default level) and in the history store."""
 
-    def told(item: Item, entry: Entry, action: str, outcome: Outcome) -> None:
+    def told(item: Item, entry: PlannedFile, action: str, outcome: FileResult) -> None:
         path = os.fsdecode(entry.path)
         planned, freed = entry.identity.disk, outcome.freed
         log.warning(
@@ -279,50 +283,47 @@ def _logger(plan: Plan, actions: ActionLog) -> Any:
     return told
 
 
-def _skip_view(outcome: Outcome) -> dict[str, Any]:
+def _skip(outcome: FileResult) -> Skip:
     exact = exact_bytes(outcome.path)
-    view = {"path": display(outcome.path), "reason": outcome.reason or ""}
-    return view if exact is None else {**view, "path_bytes": exact}
+    return Skip(display(outcome.path), ABSENT if exact is None else exact, outcome.reason or "")
 
 
-def render(plan: Plan, results: list[Applied]) -> tuple[str, dict[str, Any]]:
-    planned = sum(a.item.bytes for a in results)
-    freed = sum(a.freed for a in results)
-    lines = [
-        f"Reclaim of plan {plan.id}: {human_bytes(freed)} freed (measured), {human_bytes(planned)} planned."
-    ]
-    items: list[dict[str, Any]] = []
-    for applied in results:
-        done = sum(1 for o in applied.outcomes if o.done)
-        skipped = [o for o in applied.outcomes if not o.done]
-        lines.append(
-            f"  {applied.item.id}: {plural(done, 'file')} {'linked' if applied.action == 'link' else 'done'}, "
-            f"{human_bytes(applied.freed)} freed of "
-            f"{human_bytes(applied.item.bytes)} planned" + (f"; {len(skipped):,} skipped" if skipped else "")
+def report(plan: Plan, results: list[ItemResult]) -> ReclaimAnswer:
+    items = [
+        ItemReport(
+            id=done.item.id,
+            action=cast(Any, done.action),
+            planned_bytes=done.item.bytes,
+            freed_bytes=done.freed,
+            files_done=sum(1 for o in done.outcomes if o.done),
+            skipped=[_skip(o) for o in done.outcomes if not o.done],
         )
-        for outcome in skipped[:SKIPS_SHOWN]:
-            reason = REASONS.get(outcome.reason or "", outcome.reason or "")
-            lines.append(f"      skipped {escaped(outcome.path)}: {reason}")
+        for done in results
+    ]
+    planned, freed = sum(i.planned_bytes for i in items), sum(i.freed_bytes for i in items)
+    return ReclaimAnswer("done", plan.id, planned, freed_bytes=freed, items=items)
+
+
+def render(answer: ReclaimAnswer) -> str:
+    freed = 0 if answer.freed_bytes is ABSENT else answer.freed_bytes
+    items = [] if answer.items is ABSENT else answer.items
+    lines = [
+        f"Reclaim of plan {answer.plan_id}: {human_bytes(freed)} freed (measured), "
+        f"{human_bytes(answer.planned_bytes)} planned."
+    ]
+    for item in items:
+        skipped = item.skipped
+        lines.append(
+            f"  {item.id}: {plural(item.files_done, 'file')} {'linked' if item.action == 'link' else 'done'}, "
+            f"{human_bytes(item.freed_bytes)} freed of "
+            f"{human_bytes(item.planned_bytes)} planned" + (f"; {len(skipped):,} skipped" if skipped else "")
+        )
+        for skip in skipped[:SKIPS_SHOWN]:
+            name = escaped(reclaim_plan.exact_name(skip.path, skip.path_bytes or None))
+            lines.append(f"      skipped {name}: {REASONS.get(skip.reason, skip.reason)}")
         if len(skipped) > SKIPS_SHOWN:
             lines.append(f"      … and {len(skipped) - SKIPS_SHOWN} more not shown")
-        items.append(
-            {
-                "id": applied.item.id,
-                "action": applied.action,
-                "planned_bytes": applied.item.bytes,
-                "freed_bytes": applied.freed,
-                "files_done": done,
-                "skipped": [_skip_view(o) for o in skipped],
-            }
-        )
-    structured = {
-        "status": "done",
-        "plan_id": plan.id,
-        "planned_bytes": planned,
-        "freed_bytes": freed,
-        "items": items,
-    }
-    return "\n".join(lines), structured
+    return "\n".join(lines)
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -333,39 +334,21 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     allowed = _allowed(ctx)
     log.warning("reclaim starting", plan=plan.id, items=chosen)
 
-    def work(meter: Any) -> tuple[list[Applied], ActionLog]:
+    def work(request: ApplyRequest, progress: Progress, cancel: Cancel) -> tuple[list[ItemResult], ActionLog]:
         actions = ActionLog(state.active(), state.now)  # in the worker: the store opens off the event loop
         try:
-            done = apply_items(plan, chosen, allowed, log=_logger(plan, actions), checkpoint=meter.checkpoint)
-            return done, actions
+            return apply_items(replace(request, log=_logger(plan, actions)), progress, cancel), actions
         finally:
             actions.flush()  # what was done before a cancellation is logged too
 
-    results, actions = await ctx.run_in_worker(work)
-    text, structured = render(plan, results)
+    results, actions = await ctx.run_engine(work, ApplyRequest(plan, chosen, allowed))
+    answer = report(plan, results)
+    text = render(answer)
     if actions.failure is None:
         text += "\nEach action is logged in the history store (sysmcp history --reclaim) and on stderr."
     else:
         text += f"\nEach action is logged on stderr only: {actions.failure}."
-    return ToolOutput(text, structured)
-
-
-#: Descriptions of the output fields the schema above writes compactly (dotted paths; ``[]``: an array's items).
-FIELD_WORDS: dict[str, str] = {
-    "status": "done, confirmation_needed (call again with the code), declined (the user said no) or "
-    "not_asked (the client declared elicitation but the question failed or timed out: nothing removed).",
-    "plan_id": "The plan acted on.",
-    "planned_bytes": "Bytes the chosen items were planned to free.",
-    "confirmation_code": "Give it back in confirm= to act on exactly these items.",
-    "items": "Per chosen item: what was done.",
-    "items[].id": "The item id.",
-    "items[].planned_bytes": "Bytes this item was planned to free.",
-    "items[].freed_bytes": "Bytes measured freed for this item.",
-    "items[].files_done": "Files acted on.",
-    "items[].skipped[].path_bytes": "The path's exact bytes in base64, when they are not UTF-8 (then "
-    "'path' shows them as \\xNN).",
-    "items[].skipped[].reason": "Why the file was left alone (changed, replaced, a symlink, outside the roots).",
-}
+    return _told(text, answer)
 
 
 TOOL = Tool(
@@ -378,7 +361,7 @@ TOOL = Tool(
         "Reports bytes freed against planned."
     ),
     input_schema=INPUT_SCHEMA,
-    output_schema=describe_paths(OUTPUT_SCHEMA, FIELD_WORDS),
+    output_schema=OUTPUT_SCHEMA,
     handler=handle,
     annotations={
         "readOnlyHint": False,

@@ -12,7 +12,7 @@ import functools
 import os
 import pwd
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal, cast
 
 from sysmcp.engine.paths import display, escaped, exact_bytes
 from sysmcp.history import state
@@ -22,18 +22,19 @@ from sysmcp.reclaim import (
     CLASSES,
     LINK,
     PLAN_TTL_S,
-    Entry,
+    Durability,
     Item,
-    Kept,
     Plan,
     PlanKeeper,
+    PlannedFile,
     PlanRequest,
     build_plan,
     render_script,
 )
 from sysmcp.render import and_more, human_bytes, plural
-from sysmcp.tools.descriptions import describe_paths
+from sysmcp.tools import schemas as js
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
+from sysmcp.tools.typed import ABSENT, Opt, prop, result, schema_of, to_json
 from sysmcp.tools.walking import require_directory
 
 #: Plans between this call and ``reclaim``: in the history store when there is one (a later server
@@ -46,91 +47,77 @@ PLAN_PATHS_SHOWN = 3  # paths of each item in the plan's text
 HOLDERS_SHOWN = 3
 DUPLICATES_TIMEOUT_S = 60.0
 
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {
-            "type": "string",
-            "minLength": 1,
-            "description": "Only under this directory. Omit: everywhere.",
-        },
-        "classes": {
-            "type": "array",
-            "items": {"type": "string", "enum": CLASS_NAMES},
-            "uniqueItems": True,
-            "description": "Only these. Default: all but duplicate.",
-        },
-        "duplicates": {
-            "type": "boolean",
-            "default": False,
-            "description": "Also duplicates under path (slow).",
-        },
+INPUT_SCHEMA: dict[str, Any] = js.arguments(
+    {
+        "path": js.path_argument("Only under this directory. Omit: everywhere."),
+        "classes": js.typed(
+            "array",
+            "Only these. Default: all but duplicate.",
+            items=js.string(enum=CLASS_NAMES),
+            uniqueItems=True,
+        ),
+        "duplicates": js.boolean("Also duplicates under path (slow).", default=False),
     },
-    "additionalProperties": False,
-}
+    required=None,
+)
 
-ITEM_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "string"},
-        "class": {"type": "string"},
-        "bytes": {"type": "integer", "description": "Disk bytes removing it would free (blocks, not sizes)."},
-        "shared_bytes": {"type": "integer", "description": "Bytes of files whose other hard links stay."},
-        "files": {"type": "integer"},
-        "paths": {"type": "array", "items": {"type": "string"}, "description": "The first few paths."},
-        "command": {"type": ["string", "null"], "description": "The vendor's own command, if any."},
-        "cost": {"type": "string"},
-        "safety": {"type": "string", "enum": ["regenerable cache", "review", "risky"]},
-        "method": {"type": "string", "description": "How the figure was obtained."},
-        "action": {"type": "string", "enum": ["delete", "truncate", "command"]},
-        "note": {"type": ["string", "null"]},
-        "holders": {"type": "array", "items": {"type": "object"}},
-        "kept_copy": {"type": "string", "description": "Duplicates: the copy that stays."},
-        "path_bytes": {
-            "type": "object",
-            "additionalProperties": {"type": "string"},
-            "description": "For each shown name that is not UTF-8 (its bytes there as \\xNN): its exact "
-            "bytes in base64.",
-        },
-        "kept_owner": {"type": "string", "description": "Duplicates: who owns the kept copy."},
-        "owners": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "Duplicates: who owns the extra copies (always the kept copy's owner).",
-        },
-        "no_link": {
-            "type": ["string", "null"],
-            "description": "Duplicates: why the copies cannot become hard links to the kept copy (another "
-            "filesystem, owner, group, mode, ACL or extended attribute).",
-        },
-        "link_id": {
-            "type": "string",
-            "description": "Duplicates: the id to name in reclaim to replace the copies by hard links to the "
-            "kept copy instead of removing them.",
-        },
-    },
-    "required": ["id", "class", "bytes", "files", "cost", "safety", "method", "action"],
-}
 
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "plan_id": {"type": "string"},
-        "path": {"type": "string"},
-        "total_bytes": {"type": "integer"},
-        "items": {"type": "array", "items": ITEM_SCHEMA},
-        "script": {"type": ["string", "null"], "description": "sysmcp:// URI of the plan as a shell script."},
-        "kept": {"type": "string", "enum": ["history", "memory"]},
-        "kept_note": {"type": ["string", "null"]},
-        "checked": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "The classes looked for (those with no item had nothing to free).",
-        },
-    },
-    "required": ["plan_id", "path", "total_bytes", "items"],
-    "additionalProperties": False,
-}
+@result
+class PlanItem:
+    """One item of the plan as the answer shows it (every property is always there; the duplicates'
+    own ones only on a duplicate)."""
+
+    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+    id: str = prop("The item id to name in reclaim.")
+    klass: str = prop(
+        "The kind of reclaimable space (apt cache, rotated logs, trash, duplicates, ...).", name="class"
+    )
+    bytes: int = prop("Disk bytes removing it would free (blocks, not sizes).")
+    shared_bytes: Opt[int] = prop("Bytes of files whose other hard links stay.")
+    files: int = prop()
+    paths: Opt[list[str]] = prop("The first few paths.")
+    command: Opt[str | None] = prop("The vendor's own command, if any.")
+    cost: str = prop("What deleting it costs the user.")
+    safety: Literal["regenerable cache", "review", "risky"] = prop("regenerable cache, review, or risky.")
+    method: str = prop("How the figure was obtained.")
+    action: Literal["delete", "truncate", "command"] = prop(
+        "What reclaim would do: remove, truncate, or run the vendor command."
+    )
+    note: Opt[str | None] = prop("A caveat worth reading before acting.")
+    holders: Opt[list[dict[str, Any]]] = prop()
+    kept_copy: Opt[str] = prop("Duplicates: the copy that stays.")
+    path_bytes: Opt[dict[str, str]] = prop(
+        "For each shown name that is not UTF-8 (its bytes there as \\xNN): its exact bytes in base64."
+    )
+    kept_owner: Opt[str] = prop("Duplicates: who owns the kept copy.")
+    owners: Opt[list[str]] = prop("Duplicates: who owns the extra copies (always the kept copy's owner).")
+    no_link: Opt[str | None] = prop(
+        "Duplicates: why the copies cannot become hard links to the kept copy (another filesystem, owner, "
+        "group, mode, ACL or extended attribute)."
+    )
+    link_id: Opt[str] = prop(
+        "Duplicates: the id to name in reclaim to replace the copies by hard links to the kept copy instead "
+        "of removing them."
+    )
+
+
+@result
+class ReclaimPlan:
+    plan_id: str = prop("The id to give reclaim (with --allow-reclaim) or to find this plan again.")
+    path: str = prop()
+    total_bytes: int = prop()
+    items: list[PlanItem] = prop("What could be freed, largest first.")
+    script: Opt[str | None] = prop("sysmcp:// URI of the plan as a shell script.")
+    kept: Opt[Literal["history", "memory"]] = prop(
+        "Where the plan is kept: the history store (survives a restart) or this server's memory."
+    )
+    kept_note: Opt[str | None] = prop(
+        "Why the plan is kept only in memory (history off, the store busy or unwritable); null when kept."
+    )
+    checked: Opt[list[str]] = prop("The classes looked for (those with no item had nothing to free).")
+
+
+OUTPUT_SCHEMA = schema_of(ReclaimPlan)
 
 PATHS_SHOWN = 5
 
@@ -152,19 +139,30 @@ def duplicate_groups(root: Path, meter: Meter) -> list[list[tuple[bytes, os.stat
     return groups
 
 
-def item_view(item: Item) -> dict[str, Any]:
-    paths = [display(e.path) for e in item.entries[:PATHS_SHOWN]]
-    extra: dict[str, Any] = {}
-    if item.keep is not None:
-        extra["kept_copy"] = display(item.keep.path)
-        extra["kept_owner"] = owner(item.keep.identity.uid)
-        extra["owners"] = sorted({owner(e.identity.uid) for e in item.entries})
-    exact = path_bytes([e.path for e in item.entries[:PATHS_SHOWN]] + ([item.keep.path] if item.keep else []))
-    if exact:
-        extra["path_bytes"] = exact
-    if item.linkable:
-        extra["link_id"] = item.id + LINK
-    return {**item.facts(), "files": len(item.entries), "paths": paths, **extra}
+def item_view(item: Item) -> PlanItem:
+    keep = item.keep
+    exact = path_bytes([e.path for e in item.entries[:PATHS_SHOWN]] + ([keep.path] if keep else []))
+    return PlanItem(
+        id=item.id,
+        klass=item.klass,
+        bytes=item.bytes,
+        shared_bytes=item.shared,
+        files=len(item.entries),
+        paths=[display(e.path) for e in item.entries[:PATHS_SHOWN]],
+        command=item.command,
+        cost=item.cost,
+        safety=cast(Any, item.safety),
+        method=item.method,
+        action=cast(Any, item.action),
+        note=item.note,
+        holders=[dict(h) for h in item.holders],
+        kept_copy=display(keep.path) if keep else ABSENT,
+        path_bytes=exact or ABSENT,
+        kept_owner=owner(keep.identity.uid) if keep else ABSENT,
+        owners=sorted({owner(e.identity.uid) for e in item.entries}) if keep else ABSENT,
+        no_link=item.no_link,
+        link_id=item.id + LINK if item.linkable else ABSENT,
+    )
 
 
 def path_bytes(paths: list[bytes]) -> dict[str, str]:
@@ -187,7 +185,7 @@ def owner(uid: int) -> str:
         return str(uid)
 
 
-def _file(entry: Entry) -> str:
+def _file(entry: PlannedFile) -> str:
     return f"{escaped(entry.path)}  ({owner(entry.identity.uid)}, {human_bytes(entry.identity.size)})"
 
 
@@ -267,7 +265,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         classes=tuple(wanted) if wanted is not None else None,
         duplicates=duplicates,
     )
-    plan = await ctx.run_in_worker(lambda meter: build_plan(request, meter.checkpoint))
+    plan = await ctx.run_engine(build_plan, request)
     kept = await ctx.run_in_worker(lambda meter: PLANS.put(plan))  # compress and write: off the loop
     text = render(plan, shown, reclaim_served="reclaim" in ctx.served) + "\n" + checked_words(plan, looked)
     if plan.items:  # an empty plan is nothing to keep talking about
@@ -286,17 +284,17 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     else:
         links, script_uri = (link,), link.uri
         text += f"\nThe plan as a script{'' if plan.items else ' (it has nothing to do)'}: {link.uri}"
-    structured = {
-        "plan_id": plan.id,
-        "path": shown,
-        "total_bytes": plan.bytes,
-        "items": [item_view(item) for item in plan.items],
-        "script": script_uri,
-        "kept": "history" if kept.durable else "memory",
-        "kept_note": None if kept.durable else kept.reason,
-        "checked": looked,
-    }
-    return ToolOutput(text, structured, links=links)
+    answer = ReclaimPlan(
+        plan_id=plan.id,
+        path=shown,
+        total_bytes=plan.bytes,
+        items=[item_view(item) for item in plan.items],
+        script=script_uri,
+        kept="history" if kept.durable else "memory",
+        kept_note=None if kept.durable else kept.reason,
+        checked=looked,
+    )
+    return ToolOutput(text, to_json(answer), links=links, result=answer)
 
 
 def refuse_pseudo(path: Path) -> None:
@@ -329,7 +327,7 @@ def nothing_to_do(plan: Plan) -> str:
     )
 
 
-def kept_words(kept: Kept) -> str:
+def kept_words(kept: Durability) -> str:
     hours = f"{PLAN_TTL_S / 3600:.0f} h"
     if kept.durable:
         return f"The plan is kept in the history store for {hours} (a restarted server can still apply it)."
@@ -337,21 +335,6 @@ def kept_words(kept: Kept) -> str:
         f"The plan lives only as long as this server ({kept.reason}), for {hours} at most: "
         "a restarted server cannot apply it."
     )
-
-
-#: Descriptions of the output fields the schema above writes compactly (dotted paths; ``[]``: an array's items).
-FIELD_WORDS: dict[str, str] = {
-    "plan_id": "The id to give reclaim (with --allow-reclaim) or to find this plan again.",
-    "items": "What could be freed, largest first.",
-    "items[].id": "The item id to name in reclaim.",
-    "items[].class": "The kind of reclaimable space (apt cache, rotated logs, trash, duplicates, ...).",
-    "items[].cost": "What deleting it costs the user.",
-    "items[].safety": "regenerable cache, review, or risky.",
-    "items[].action": "What reclaim would do: remove, truncate, or run the vendor command.",
-    "items[].note": "A caveat worth reading before acting.",
-    "kept": "Where the plan is kept: the history store (survives a restart) or this server's memory.",
-    "kept_note": "Why the plan is kept only in memory (history off, the store busy or unwritable); null when kept.",
-}
 
 
 TOOL = Tool(
@@ -363,6 +346,6 @@ TOOL = Tool(
         "freed, the vendor's command, its cost and safety; the plan as a script to review, with an id."
     ),
     input_schema=INPUT_SCHEMA,
-    output_schema=describe_paths(OUTPUT_SCHEMA, FIELD_WORDS),
+    output_schema=OUTPUT_SCHEMA,
     handler=handle,
 )

@@ -16,6 +16,7 @@ How types map (each field's description and extra keywords come from ``prop``):
 - ``Opt[X]`` (a field that may be left out, default ``ABSENT``; ``from_json`` gives it ``ABSENT`` when left
   out, even declared without that default, as before a required field) → not required, and absent from the JSON
   while its value is ``ABSENT``. ``Opt[X | None]`` may be absent, or null.
+- ``prop(name="class")``: the property's JSON name, where it is no Python name.
 """
 
 from __future__ import annotations
@@ -46,12 +47,20 @@ Opt = Union[T, Literal[_Absent.ABSENT]]  # noqa: UP007 (a generic alias needs Un
 
 _DOC = "sysmcp.doc"
 _KEYWORDS = "sysmcp.keywords"
+_NAME = "sysmcp.name"
 
 
-def prop(description: str | None = None, *, default: Any = dataclasses.MISSING, **keywords: Any) -> Any:
+def prop(
+    description: str | None = None,
+    *,
+    default: Any = dataclasses.MISSING,
+    name: str | None = None,
+    **keywords: Any,
+) -> Any:
     """A result field: its description (None: ``descriptions.COMMON`` may give one), the schema's other
-    keywords (``minimum=0``, ``pattern=…``), and its default (an ``Opt`` field defaults to ``ABSENT``)."""
-    metadata = {_DOC: description, _KEYWORDS: keywords}
+    keywords (``minimum=0``, ``pattern=…``), its default (an ``Opt`` field defaults to ``ABSENT``), and
+    its JSON name when that is not the field's (``class``: a Python keyword)."""
+    metadata = {_DOC: description, _KEYWORDS: keywords, _NAME: name}
     if isinstance(default, (list, dict, set)):
         factory = type(default)
         return dataclasses.field(default_factory=factory, metadata=metadata)
@@ -82,9 +91,10 @@ def _object(cls: type, description: str | None, *, null: bool) -> dict[str, Any]
     required: list[str] = []
     for item in dataclasses.fields(cls):
         hint, may_be_absent = _strip_absent(hints[item.name])
-        properties[item.name] = _schema(hint, item.metadata.get(_DOC), item.metadata.get(_KEYWORDS, {}))
+        key = _json_name(item)
+        properties[key] = _schema(hint, item.metadata.get(_DOC), item.metadata.get(_KEYWORDS, {}))
         if not may_be_absent:
-            required.append(item.name)
+            required.append(key)
     schema["properties"] = properties
     if options.get("required", True):
         schema["required"] = required
@@ -140,6 +150,10 @@ def _strip_absent(hint: Any) -> tuple[Any, bool]:
     return hint, False
 
 
+def _json_name(item: dataclasses.Field[Any]) -> str:
+    return item.metadata.get(_NAME) or item.name
+
+
 @functools.cache
 def _hints(cls: Any) -> dict[str, Any]:
     return typing.get_type_hints(cls)
@@ -153,7 +167,9 @@ def to_json(value: Any) -> Any:
     tuples as lists; anything else as it is."""
     if dataclasses.is_dataclass(value):
         kind: Any = type(value)
-        return {name: to_json(item) for name in _names(kind) if (item := getattr(value, name)) is not ABSENT}
+        return {
+            key: to_json(item) for name, key in _names(kind) if (item := getattr(value, name)) is not ABSENT
+        }
     if isinstance(value, (list, tuple)):
         return [to_json(item) for item in value]
     if isinstance(value, dict):
@@ -162,8 +178,8 @@ def to_json(value: Any) -> Any:
 
 
 @functools.cache
-def _names(cls: Any) -> tuple[str, ...]:
-    return tuple(item.name for item in dataclasses.fields(cls))
+def _names(cls: Any) -> tuple[tuple[str, str], ...]:
+    return tuple((item.name, _json_name(item)) for item in dataclasses.fields(cls))
 
 
 def from_json(cls: type[T], data: Any) -> T:
@@ -188,17 +204,17 @@ def _plain_reader(hint: Any) -> Callable[[Any], Any]:
         plan = []
         for item in dataclasses.fields(hint):
             inner, may_be_absent = _strip_absent(hints[item.name])
-            plan.append((item.name, _reader(inner), may_be_absent))
+            plan.append((item.name, _json_name(item), _reader(inner), may_be_absent))
 
         def read_object(data: Any) -> Any:
             values = {}
-            for name, read, may_be_absent in plan:
-                if name in data:
-                    values[name] = read(data[name])
+            for name, key, read, may_be_absent in plan:
+                if key in data:
+                    values[name] = read(data[key])
                 elif may_be_absent:
                     values[name] = ABSENT  # whether or not the field declares that default
                 else:
-                    raise ValueError(f"{hint.__name__}: {name} is missing")
+                    raise ValueError(f"{hint.__name__}: {key} is missing")
             return hint(**values)
 
         return read_object

@@ -63,7 +63,7 @@ def test_a_descriptor_on_a_file_with_no_name_is_found_with_its_holder(tmp_path: 
     (base / "fd" / "7").symlink_to(deleted_name(tmp_path, held, "app.log"))
     (proc / "self").mkdir()  # not a pid: not a process
     checked: list[int] = []
-    scan = scan_processes(str(proc), lambda: checked.append(1))
+    scan = scan_processes(str(proc), cancel=lambda: checked.append(1))
     assert isinstance(scan, Scan)
     assert (scan.processes, scan.unreadable, scan.vanished, len(checked)) == (1, 0, 0, 1)
     [found] = scan.files.values()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -13,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from sysmcp.engine.errors import NotFound, Refused
-from sysmcp.reclaim import Plan, PlanRequest, apply_items, build_plan, confirmation_code, render_script
+from sysmcp.reclaim import (
+    ApplyRequest,
+    Plan,
+    PlanRequest,
+    apply_items,
+    build_plan,
+    confirmation_code,
+    render_script,
+)
 from sysmcp.reclaim._classes import RootsLayout
 from tests.profile import needs_proc
 
@@ -267,7 +276,7 @@ def test_reclaim_skips_modified_replaced_and_symlinked_files_and_a_swapped_direc
     os.rename(log / "sub", elsewhere)
     os.symlink(elsewhere, log / "sub")  # the directory on the way is a symlink now: never followed
     (item,) = plan.items
-    (applied,) = apply_items(plan, [item.id], lambda path: True)
+    (applied,) = apply_items(ApplyRequest(plan, [item.id], lambda path: True))
     reasons = {os.fsdecode(os.path.basename(o.path)): o.reason for o in applied.outcomes}
     assert reasons == {
         "same.1": None,
@@ -282,7 +291,7 @@ def test_reclaim_skips_modified_replaced_and_symlinked_files_and_a_swapped_direc
 def test_reclaim_refuses_whole_a_plan_naming_a_file_outside_the_allowed_roots(tmp_path: Path) -> None:
     plan = plan_of(tmp_path, [b"a.1"])
     with pytest.raises(Refused, match="outside the roots"):
-        apply_items(plan, [plan.items[0].id], lambda path: False)
+        apply_items(ApplyRequest(plan, [plan.items[0].id], lambda path: False))
     assert (tmp_path / "var/log/a.1").exists()
 
 
@@ -290,14 +299,14 @@ def test_reclaim_removes_every_link_of_a_planned_inode(tmp_path: Path) -> None:
     plan = plan_of(tmp_path, [b"a.1"])
     os.link(tmp_path / "var/log/a.1", tmp_path / "var/log/b.1")
     plan = build_plan(PlanRequest(layout=layout(tmp_path), classes=("rotated_log",)))
-    (applied,) = apply_items(plan, [plan.items[0].id], lambda path: True)
+    (applied,) = apply_items(ApplyRequest(plan, [plan.items[0].id], lambda path: True))
     assert all(o.done for o in applied.outcomes), applied.outcomes  # the ctime the first unlink moved is ours
 
 
 def test_an_unknown_item_is_refused_and_codes_bind_the_exact_list(tmp_path: Path) -> None:
     plan = plan_of(tmp_path, [b"a.1"])
     with pytest.raises(NotFound):
-        apply_items(plan, ["nope"], lambda path: True)
+        apply_items(ApplyRequest(plan, ["nope"], lambda path: True))
     item_id = plan.items[0].id
     assert confirmation_code(b"k" * 32, plan, [item_id]) != confirmation_code(b"k" * 32, plan, [item_id, "x"])
     assert confirmation_code(b"k" * 32, plan, [item_id]) != confirmation_code(b"j" * 32, plan, [item_id])
@@ -315,7 +324,7 @@ NAMESPACE = textwrap.dedent(
         else:
             subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", place], check=True)
     from tests.fs.test_reclaim import write
-    from sysmcp.reclaim._plan import PlanRequest, apply_items, build_plan
+    from sysmcp.reclaim._plan import PlanRequest, ApplyRequest, apply_items, build_plan
     from sysmcp.reclaim._classes import RootsLayout
     expected = {
         "package_cache": write(__import__("pathlib").Path("/var/cache/apt/archives/big_1.deb"), 5_000_000),
@@ -328,7 +337,7 @@ NAMESPACE = textwrap.dedent(
     found = {}
     for item in plan.items:
         found[item.klass] = found.get(item.klass, 0) + item.bytes
-    results = apply_items(plan, [item.id for item in plan.items], lambda path: True)
+    results = apply_items(ApplyRequest(plan, [item.id for item in plan.items], lambda path: True))
     freed = {a.item.klass: a.freed for a in results}
     fs = subprocess.run(["stat", "-f", "-c", "%T", "/var/cache/apt"], capture_output=True, text=True).stdout.strip()
     print(json.dumps({"expected": expected, "found": found, "freed": freed, "apt_fs": fs}))
@@ -402,7 +411,9 @@ def test_a_deleted_file_held_open_is_planned_with_its_holder_and_truncated(tmp_p
         assert item.bytes == disk and item.action == "truncate" and item.safety == "risky"
         assert [(h["pid"], h["mode"]) for h in item.holders] == [(holder.pid, "w")]
         assert "restarting" in (item.note or "")
-        (applied,) = apply_items(plan, [item.id], lambda path: path.startswith(os.fsencode(tmp_path)))
+        (applied,) = apply_items(
+            ApplyRequest(plan, [item.id], lambda path: path.startswith(os.fsencode(tmp_path)))
+        )
         assert [o.done for o in applied.outcomes] == [True]
         fd_path = item.entries[0].path
         assert os.stat(fd_path).st_size == 0
@@ -514,7 +525,7 @@ def test_a_removal_cancelled_while_its_file_is_aside_and_its_name_taken_is_logge
     class Cancelled(Exception):
         pass
 
-    def checkpoint() -> None:  # the comparison's first checkpoint, with b aside: take b's name, cancel
+    def cancel() -> None:  # the comparison's first cancel(), with b aside: take b's name, cancel
         if any(n.startswith(".sysmcp-aside-") for n in os.listdir(tmp_path)):
             (tmp_path / "b").write_bytes(b"someone else's")
             raise Cancelled
@@ -522,13 +533,15 @@ def test_a_removal_cancelled_while_its_file_is_aside_and_its_name_taken_is_logge
     logged: list[tuple[bytes, bool, str | None]] = []
     with pytest.raises(Cancelled):
         apply_items(
-            plan,
-            [item.id],
-            lambda path: True,
-            log=lambda item, entry, action, outcome: logged.append(
-                (outcome.path, outcome.done, outcome.reason)
+            ApplyRequest(
+                plan,
+                [item.id],
+                lambda path: True,
+                log=lambda item, entry, action, outcome: logged.append(
+                    (outcome.path, outcome.done, outcome.reason)
+                ),
             ),
-            checkpoint=checkpoint,
+            cancel=cancel,
         )
     (aside,) = [n for n in os.listdir(tmp_path) if n.startswith(".sysmcp-aside-")]
     assert (tmp_path / aside).read_bytes() == data
@@ -567,7 +580,7 @@ KILLED_ASIDE = textwrap.dedent(
     """
     import os, sys
     from pathlib import Path
-    from sysmcp.reclaim import PlanRequest, apply_items, build_plan
+    from sysmcp.reclaim import PlanRequest, ApplyRequest, apply_items, build_plan
     from tests.fs.test_reclaim import layout
     base = Path(sys.argv[1])
     groups = [[os.fsencode(base / n) for n in ("a", "app.log.1")]]
@@ -575,7 +588,7 @@ KILLED_ASIDE = textwrap.dedent(
     def die() -> None:  # the process dies (SIGKILL, power cut) with the file under its private name
         if any(n.startswith(".sysmcp-aside-") for n in os.listdir(base)):
             os._exit(9)
-    apply_items(plan, [plan.items[0].id], lambda path: True, checkpoint=die)
+    apply_items(ApplyRequest(plan, [plan.items[0].id], lambda path: True), cancel=die)
     """
 )
 
@@ -591,3 +604,49 @@ def test_a_file_left_aside_by_a_process_that_died_still_shows_its_name(tmp_path:
     assert died.returncode == 9
     (aside,) = [n for n in os.listdir(tmp_path) if n.startswith(".sysmcp-aside-")]
     assert aside.endswith("-app.log.1") and (tmp_path / aside).read_bytes() == data
+
+
+def test_the_scripts_dry_run_skips_a_duplicate_a_fifo_was_swapped_in_for_after_its_last_look_instead_of_hanging(
+    tmp_path: Path,
+) -> None:
+    """An attacker who can write the directory swaps a FIFO in for the extra copy right after the script's
+    last look at it (``[ -f ]``), before ``cmp`` opens it: the open would wait for a writer forever. The
+    ``cmp`` in PATH does exactly that swap, then runs the real one; the ``sleep`` in PATH ends the script's
+    wait at once, so the test takes no time."""
+    data = os.urandom(9_000)
+    for copy in ("a-keep", "b-extra"):
+        (tmp_path / copy).write_bytes(data)
+    plan = build_plan(
+        PlanRequest(
+            layout=layout(tmp_path / "none"),
+            duplicates=[[os.fsencode(tmp_path / "a-keep"), os.fsencode(tmp_path / "b-extra")]],
+        )
+    )
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    extra = tmp_path / "b-extra"
+    swapped = tmp_path / "swapped"  # the fake sleep returns once the swap is done: no race in the test
+    os.mkfifo(swapped)
+    (tools / "cmp").write_text(
+        f"#!/bin/sh\nmv -- '{extra}' '{extra}.real' && mkfifo -- '{extra}'\n(: > '{swapped}') &\n"
+        f'exec {shutil.which("cmp")} "$@"\n'
+    )
+    (tools / "sleep").write_text(f"#!/bin/sh\nread -r line < '{swapped}'\nexit 0\n")
+    for tool in ("cmp", "sleep"):
+        (tools / tool).chmod(0o755)
+    work = tmp_path / "cwd"
+    work.mkdir()
+    (work / "plan.sh").write_text(render_script(plan), encoding="ascii")
+    env = {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"}
+    try:
+        done = subprocess.run(
+            ["sh", "plan.sh"], capture_output=True, cwd=work, env=env, timeout=60, check=False
+        )
+    finally:
+        with contextlib.suppress(OSError):  # a cmp left waiting on the FIFO (a hung script): its writer
+            os.close(os.open(extra, os.O_WRONLY | os.O_NONBLOCK))
+        os.close(os.open(swapped, os.O_RDONLY | os.O_NONBLOCK))  # and the wrapper's wait for a fake sleep
+    assert done.returncode == 0, done.stderr
+    assert f"skipped: {extra}: not compared with the kept copy in time".encode() in done.stdout
+    assert b"would remove" not in done.stdout
+    assert (tmp_path / "b-extra.real").read_bytes() == data

@@ -12,12 +12,13 @@ from sysmcp.engine.errors import NotFound, Refused
 from sysmcp.history.store import Store
 from sysmcp.reclaim import (
     ActionLog,
-    Entry,
+    ApplyRequest,
+    FileResult,
     Item,
     LogRecord,
-    Outcome,
     Plan,
     PlanKeeper,
+    PlannedFile,
     PlanRequest,
     apply_items,
     build_plan,
@@ -138,7 +139,7 @@ def test_apply_items_reports_each_file_to_the_log_with_its_planned_and_freed_byt
     store = Store.open(tmp_path / "state", clock)
     actions = ActionLog(store, clock)
 
-    def told(it: Item, entry: Entry, action: str, outcome: Outcome) -> None:
+    def told(it: Item, entry: PlannedFile, action: str, outcome: FileResult) -> None:
         actions.record(
             LogRecord(
                 clock.now,
@@ -153,7 +154,7 @@ def test_apply_items_reports_each_file_to_the_log_with_its_planned_and_freed_byt
             )
         )
 
-    apply_items(plan, [item.id], lambda path: True, log=told)
+    apply_items(ApplyRequest(plan, [item.id], lambda path: True, log=told))
     actions.flush()
     rows = {os.path.basename(r.path): (r.outcome, r.reason, r.planned) for r in read_log(store)}
     assert rows == {

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sysmcp.engine.errors import Refused
-from sysmcp.reclaim import LINK, Plan, PlanRequest, apply_items, build_plan, choose
+from sysmcp.reclaim import LINK, ApplyRequest, Plan, PlanRequest, apply_items, build_plan, choose
 from tests.fs.test_reclaim import layout
 from tests.profile import needs_xattrs
 
@@ -39,7 +39,7 @@ def plan_for(base: Path, paths: list[Path]) -> Plan:
 def outcomes(plan: Plan, allowed: object = None) -> dict[str, str | None]:
     (item,) = plan.items
     check = allowed if callable(allowed) else (lambda path: True)
-    (applied,) = apply_items(plan, [item.id + LINK], check)
+    (applied,) = apply_items(ApplyRequest(plan, [item.id + LINK], check))
     assert applied.action == "link"
     return {os.path.basename(os.fsdecode(o.path)): o.reason for o in applied.outcomes}
 
@@ -138,7 +138,7 @@ NAMESPACE = textwrap.dedent(
     subprocess.run(["mount", "-o", "loop", image, mnt], check=True)
     from pathlib import Path
     from tests.fs.test_reclaim_link import copies, plan_for
-    from sysmcp.reclaim._plan import LINK, apply_items
+    from sysmcp.reclaim._plan import LINK, ApplyRequest, apply_items
     base = Path(mnt)
     paths = copies(base, ("keep", "b", "c", "sub/d", "sub/changed"), 3_000_000)
     plan = plan_for(base, paths)
@@ -146,7 +146,7 @@ NAMESPACE = textwrap.dedent(
     with open(paths[-1], "ab") as handle:
         handle.write(b"changed after the plan")
     planned_changed = item.entries[-1].identity.disk
-    (applied,) = apply_items(plan, [item.id + LINK], lambda path: True)
+    (applied,) = apply_items(ApplyRequest(plan, [item.id + LINK], lambda path: True))
     inodes = {p.name: os.lstat(p).st_ino for p in paths}
     print(json.dumps({
         "planned": item.bytes - planned_changed, "freed": applied.freed,

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from sysmcp.engine.errors import Refused
-from sysmcp.reclaim import LINK, Applied, Plan, apply_items
+from sysmcp.reclaim import LINK, ApplyRequest, ItemResult, Plan, apply_items
 from sysmcp.tools.reclaim_plan import item_view
+from sysmcp.tools.typed import to_json
 from tests.security.reclaim_namespace import (
     NOBODY,
     as_nobody,
@@ -43,7 +44,7 @@ def everything(plan: Plan) -> list[str]:
     return [item.id for item in plan.items]
 
 
-def reasons(applied: list[Applied]) -> dict[str, str | None]:
+def reasons(applied: list[ItemResult]) -> dict[str, str | None]:
     return {
         os.fsdecode(o.path).rsplit("/", 2)[-2] + "/" + os.path.basename(os.fsdecode(o.path)): o.reason
         for a in applied
@@ -72,9 +73,9 @@ def link_across_owners(top: Path) -> dict[str, Any]:
     os.chown(r / "0", NOBODY, NOBODY)
     write_as_nobody(r / "0/run.sh", data, 0o666)
     plan = duplicates_plan(r)
-    views = [item_view(item) for item in plan.items]
+    views = [to_json(item_view(item)) for item in plan.items]
     chosen = [item.id + LINK if item.linkable else item.id for item in plan.items]
-    applied = apply_items(plan, chosen, lambda path: True)
+    applied = apply_items(ApplyRequest(plan, chosen, lambda path: True))
     return {
         "views": views,
         "reasons": reasons(applied),
@@ -97,12 +98,15 @@ def link_needs_matching_attributes(top: Path) -> dict[str, Any]:
     put(r / "xattr/b", data, 0o644, NEWER)
     os.setxattr(r / "xattr/b", "trusted.sysmcp", b"label", follow_symlinks=False)
     plan = duplicates_plan(r)
-    views = {os.path.basename(os.path.dirname(v["kept_copy"])): v for v in map(item_view, plan.items)}
+    views = {
+        os.path.basename(os.path.dirname(v["kept_copy"])): v
+        for v in (to_json(item_view(i)) for i in plan.items)
+    }
     refused = []
     for item in plan.items:
         if not item.linkable:
             try:
-                apply_items(plan, [item.id + LINK], lambda path: True)
+                apply_items(ApplyRequest(plan, [item.id + LINK], lambda path: True))
             except Refused as exc:
                 refused.append(exc.detail)
     return {"views": views, "refused": refused}
@@ -121,7 +125,7 @@ def replaced_after_hashing(top: Path) -> dict[str, Any]:
     put(r / "b.new", b"the user's new work" * 1000, mtime=NEWER)
     os.rename(r / "b.new", r / "b")  # ... saved over here ...
     plan = plan_of(groups, [r], r)  # ... planned here (the old code looked again only now)
-    applied = apply_items(plan, everything(plan), lambda path: True)
+    applied = apply_items(ApplyRequest(plan, everything(plan), lambda path: True))
     return {"reasons": reasons(applied), "b": (r / "b").read_bytes()[:19].decode()}
 
 
@@ -131,7 +135,7 @@ def bytes_differ_at_acting(top: Path) -> dict[str, Any]:
     put(r / "a", b"a" * 40_000 + b"1", mtime=OLD)
     put(r / "b", b"a" * 40_000 + b"2", mtime=NEWER)
     plan = plan_of([[os.fsencode(r / "a"), os.fsencode(r / "b")]], [r], r)
-    applied = apply_items(plan, everything(plan), lambda path: True)
+    applied = apply_items(ApplyRequest(plan, everything(plan), lambda path: True))
     return {"reasons": reasons(applied), "b": (r / "b").exists()}
 
 
@@ -148,7 +152,7 @@ def kept_copy_gone_or_changed(top: Path) -> dict[str, Any]:
     os.rename(r / "replaced/new", r / "replaced/a-keep")
     with open(r / "grown/a-keep", "ab") as handle:
         handle.write(b"more")
-    applied = apply_items(plan, everything(plan), lambda path: True)
+    applied = apply_items(ApplyRequest(plan, everything(plan), lambda path: True))
     return {"reasons": reasons(applied), "left": sorted(p.name for p in r.glob("*/extra"))}
 
 
@@ -160,7 +164,7 @@ def kept_copy_outside_the_roots(top: Path) -> dict[str, Any]:
     plan = duplicates_plan(top)
     inside = os.fsencode(top / "r") + b"/"
     try:
-        applied = apply_items(plan, everything(plan), lambda path: path.startswith(inside))
+        applied = apply_items(ApplyRequest(plan, everything(plan), lambda path: path.startswith(inside)))
         refusal = None
     except Refused as exc:
         applied, refusal = [], exc.detail
@@ -168,7 +172,7 @@ def kept_copy_outside_the_roots(top: Path) -> dict[str, Any]:
         "refusal": refusal,
         "reasons": reasons(applied),
         "x": (top / "r/x").exists(),
-        "kept": item_view(plan.items[0])["kept_copy"],
+        "kept": item_view(plan.items[0]).kept_copy,
     }
 
 
@@ -192,7 +196,7 @@ def renamed_over_after_the_look(top: Path) -> dict[str, Any]:
             as_nobody("mv", "-f", str(d / "precious"), os.fsdecode(path))
 
         chosen = [item.id + LINK if way == "link" else item.id]
-        applied = apply_items(plan, chosen, lambda path: True, between=swap)
+        applied = apply_items(ApplyRequest(plan, chosen, lambda path: True, between=swap))
         found[way] = {
             "reasons": reasons(applied),
             "b": (d / "b").read_bytes()[:26].decode(errors="replace"),
@@ -316,7 +320,9 @@ def one_case(seed: int, top: Path, tally: dict[str, int]) -> list[str]:
     broken: list[str] = []
     inside = os.fsencode(case / "r") + b"/"
     try:
-        applied = apply_items(plan, chosen, lambda path: path.startswith(inside), between=between)
+        applied = apply_items(
+            ApplyRequest(plan, chosen, lambda path: path.startswith(inside), between=between)
+        )
     except Refused:
         applied = []
         tally["refused whole"] = tally.get("refused whole", 0) + 1

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.reclaim import PlanRequest, apply_items, build_plan
+from sysmcp.reclaim import ApplyRequest, PlanRequest, apply_items, build_plan
 from sysmcp.reclaim._classes import RootsLayout
 from tests.fs.test_reclaim import HOLDER
 from tests.profile import needs_proc
@@ -120,7 +120,7 @@ def test_a_file_whose_holder_left_for_another_mount_namespace_after_the_plan_is_
         holder.stdin.write(b"go\n")
         holder.stdin.flush()
         assert holder.stdout.readline() == b"moved\n"
-        (applied,) = apply_items(plan, [item.id], lambda path: True)
+        (applied,) = apply_items(ApplyRequest(plan, [item.id], lambda path: True))
         assert [(o.done, o.reason) for o in applied.outcomes] == [(False, "outside")]
         assert held_sizes(holder.pid) == [SIZE]
 
@@ -174,7 +174,7 @@ def test_a_descriptor_pointed_at_another_file_after_the_plan_is_never_opened_for
         assert holder.stdout.readline() == b"swapped\n"
         watch = _watch_opens(device)
         try:
-            (applied,) = apply_items(plan, [item.id], lambda path: True)
+            (applied,) = apply_items(ApplyRequest(plan, [item.id], lambda path: True))
             assert [(o.done, o.reason) for o in applied.outcomes] == [(False, "changed")]
             with pytest.raises(BlockingIOError):
                 os.read(watch, 4096)  # no open of the swapped-in file was ever made

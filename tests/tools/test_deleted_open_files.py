@@ -188,8 +188,8 @@ def test_without_privileges_it_counts_the_processes_it_could_not_read() -> None:
     assert os.waitstatus_to_exitcode(status) == 0
     unreadable, readable = map(int, report.split())
     assert unreadable >= 1 and readable >= 0
-    text, structured = render(scan_as(unreadable, readable), MountTable([]), 5, None, None)
-    assert structured["processes_unreadable"] == unreadable
+    text, answer = render(scan_as(unreadable, readable), MountTable([]), 5, None, None)
+    assert answer.processes_unreadable == unreadable
     assert f"Could not read the descriptors of {unreadable:,} of {unreadable + readable:,}" in text
 
 

@@ -92,3 +92,16 @@ def test_a_field_that_may_be_absent_reads_back_absent_even_without_that_default(
     assert schema_of(Early)["required"] == ["size"]
     assert from_json(Early, {"size": 1}) == Early(ABSENT, 1)
     assert to_json(from_json(Early, {"size": 1})) == {"size": 1}
+
+
+@result
+class Classed:
+    klass: str = prop("Its kind.", name="class")
+
+
+def test_a_field_named_otherwise_in_json_takes_that_name_in_the_schema_the_json_and_back() -> None:
+    schema = schema_of(Classed)
+    assert schema["properties"] == {"class": {"type": "string", "description": "Its kind."}}
+    assert schema["required"] == ["class"]
+    assert to_json(Classed("apt")) == {"class": "apt"}
+    assert from_json(Classed, {"class": "apt"}) == Classed("apt")

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 import psutil
 
+from sysmcp.engine.calls import Cancel, never_cancelled
 from sysmcp.engine.mounts import MountTable
 from sysmcp.engine.procs._openfiles import PROC, WrittenFile, open_for_writing
 
@@ -28,7 +29,7 @@ __all__ = [
     "ProcessIo",
     "ProcessReading",
     "Reading",
-    "Writing",
+    "WriteTarget",
     "device_deltas",
     "device_mount_points",
     "device_name",
@@ -60,12 +61,11 @@ class ProcessReading:
     unreadable: int = 0
 
 
-def read_processes(checkpoint: Callable[[], None] | None = None) -> ProcessReading:
+def read_processes(cancel: Cancel = never_cancelled) -> ProcessReading:
     """Every readable process's cumulative storage I/O."""
     reading = ProcessReading(time.time())
     for process in psutil.process_iter(["pid", "name", "username", "create_time"]):
-        if checkpoint is not None:
-            checkpoint()
+        cancel()
         try:
             counters = process.io_counters()
         except psutil.AccessDenied:
@@ -129,11 +129,11 @@ class Reading(NamedTuple):
     processes: ProcessReading | None  # None: not asked for (no per-process counters here)
 
 
-def take_reading(with_processes: bool, checkpoint: Callable[[], None] | None = None) -> Reading:
-    """The devices' counters, then (if asked) every process's; ``checkpoint`` before each process."""
+def take_reading(with_processes: bool, cancel: Cancel = never_cancelled) -> Reading:
+    """The devices' counters, then (if asked) every process's; ``cancel`` before each process."""
     taken = time.monotonic()
     devices = read_devices()
-    processes = read_processes(checkpoint) if with_processes else None
+    processes = read_processes(cancel) if with_processes else None
     return Reading(taken, devices, processes)
 
 
@@ -212,7 +212,7 @@ def device_mount_points(table: MountTable, sys_dev_block: str = SYS_DEV_BLOCK) -
     return {name: sorted(set(found), key=lambda p: (len(p), p)) for name, found in points.items()}
 
 
-class Writing(NamedTuple):
+class WriteTarget(NamedTuple):
     """A file a process has open for writing, on a block device: where, and through which descriptor."""
 
     path: str
@@ -226,13 +226,13 @@ def files_written(
     keep: Callable[[WrittenFile], bool] = lambda _: True,
     proc: str = PROC,
     sys_dev_block: str = SYS_DEV_BLOCK,
-) -> dict[int, tuple[list[Writing], int]]:
+) -> dict[int, tuple[list[WriteTarget], int]]:
     """Per process: the regular files on block devices it has open for writing that ``keep`` accepts
     (the caller's roots), and how many more it has open that ``keep`` refused."""
     names: dict[int, str | None] = {}
-    found: dict[int, tuple[list[Writing], int]] = {}
+    found: dict[int, tuple[list[WriteTarget], int]] = {}
     for pid in pids:
-        kept: list[Writing] = []
+        kept: list[WriteTarget] = []
         refused = 0
         for item in open_for_writing(proc, pid):
             if item.dev not in names:
@@ -241,7 +241,7 @@ def files_written(
             if device is None:
                 continue  # not storage: a tmpfs, a pipe's filesystem, a network mount
             if keep(item):
-                kept.append(Writing(item.path, item.fd, device, item.deleted))
+                kept.append(WriteTarget(item.path, item.fd, device, item.deleted))
             else:
                 refused += 1
         found[pid] = (kept, refused)

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sysmcp import platform
+from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.errors import Unavailable
 from sysmcp.engine.mounts import Mount, MountTable, parse_mountinfo
 
@@ -84,6 +84,14 @@ class Scan:
     unreadable: int = 0  # processes whose descriptors we may not look at
     vanished: int = 0  # processes that ended while being read
     mappings_not_sized: int = 0  # deleted mapped files whose map_files entry we may not look at
+
+    def file(self, path: str, st: os.stat_result) -> DeletedFile:
+        """The deleted file ``st`` is, found now (under its former ``path``) or before."""
+        key = (st.st_dev, st.st_ino)
+        found = self.files.get(key)
+        if found is None:
+            found = self.files[key] = DeletedFile(path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
+        return found
 
 
 def _identity(pid: int) -> tuple[str, str | None]:
@@ -161,10 +169,12 @@ def link_confined(link: bytes, dev: int) -> bool:
     return View(os.path.dirname(base)).names(int(pid), path, dev)
 
 
-def scan_processes(proc: str = PROC, checkpoint: Callable[[], None] | None = None) -> Scan:
-    """Every descriptor of every readable process that points at a regular file with no name left,
-    and the deleted files each maps. ``checkpoint`` is called before each process (it may raise to
-    stop); ``Unavailable`` when ``proc`` itself cannot be listed."""
+def scan_processes(
+    proc: str = PROC, progress: Progress = no_progress, cancel: Cancel = never_cancelled
+) -> Scan:
+    """Every descriptor of every readable process under ``proc`` that points at a regular file with no
+    name left, and the deleted files each maps; ``progress`` counts the processes looked at.
+    ``Unavailable`` when ``proc`` itself cannot be listed."""
     scan = Scan()
     try:
         pids = sorted(int(name) for name in os.listdir(proc) if name.isdigit())
@@ -172,9 +182,9 @@ def scan_processes(proc: str = PROC, checkpoint: Callable[[], None] | None = Non
         raise Unavailable(f"Cannot list processes in {proc}: {exc.strerror or exc}") from None
     me = os.getpid()
     view = View(proc)
-    for pid in pids:
-        if checkpoint is not None:
-            checkpoint()
+    for done, pid in enumerate(pids, 1):
+        cancel()
+        progress(done, None)
         try:
             links = fd_links(proc, pid)
         except PermissionError:
@@ -198,13 +208,7 @@ def scan_processes(proc: str = PROC, checkpoint: Callable[[], None] | None = Non
                 continue  # our own descriptors are never what fills a disk
             if identity is None:
                 identity = _identity(pid)
-            key = (st.st_dev, st.st_ino)
-            found = scan.files.get(key)
-            if found is None:
-                path = target[: -len(DELETED)]
-                found = scan.files[key] = DeletedFile(
-                    path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512
-                )
+            found = scan.file(target[: -len(DELETED)], st)
             found.confined = found.confined and view.names(pid, found.path, st.st_dev)
             found.holders.append(
                 Holder(pid, identity[0], identity[1], int(fd), platform.fd_access_mode(proc, pid, fd))
@@ -291,12 +295,8 @@ def _scan_mappings(
             continue
         if st.st_nlink != 0 or not stat.S_ISREG(st.st_mode):
             continue
-        key = (st.st_dev, st.st_ino)
-        found = scan.files.get(key)
-        if found is None:
-            path = os.fsdecode(name[: -len(DELETED)])
-            found = scan.files[key] = DeletedFile(path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
-        elif any(holder.pid == pid for holder in found.holders):
+        found = scan.file(os.fsdecode(name[: -len(DELETED)]), st)
+        if any(holder.pid == pid for holder in found.holders):
             continue  # it holds a descriptor too: that one is named
         found.confined = found.confined and view.names(pid, found.path, st.st_dev)
         if identity is None:

@@ -82,7 +82,7 @@ def deleted_provider(proc: str = PROC) -> Callable[[Callable[[], None]], Deleted
     def scan(checkpoint: Callable[[], None]) -> DeletedScan:
         if not platform.has_proc_fd(proc):
             return DeletedScan(available=False)
-        found = scan_processes(proc, checkpoint)
+        found = scan_processes(proc, cancel=checkpoint)
         files = []
         for f in found.files.values():
             theirs = [h for h in f.holders if h.pid != server]
