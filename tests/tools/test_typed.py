@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 import jsonschema
 import pytest
 
-from sysmcp.tools.typed import ABSENT, Opt, from_json, prop, result, schema_of, to_json
+from sysmcp.tools.typed import ABSENT, Open, Opt, from_json, prop, result, schema_of, to_json
 
 
 @result
@@ -92,3 +92,16 @@ def test_a_field_that_may_be_absent_reads_back_absent_even_without_that_default(
     assert schema_of(Early)["required"] == ["size"]
     assert from_json(Early, {"size": 1}) == Early(ABSENT, 1)
     assert to_json(from_json(Early, {"size": 1})) == {"size": 1}
+
+
+def test_a_result_based_on_open_allows_other_properties_and_keeps_its_slots() -> None:
+    @result
+    class Opened(Open):
+        path: str = prop()
+
+    assert schema_of(Opened) == schema_of(Row) | {
+        "properties": {"path": {"type": "string"}},
+        "required": ["path"],
+    }
+    assert "additionalProperties" not in schema_of(Opened)
+    assert not hasattr(Opened("/a"), "__dict__")
