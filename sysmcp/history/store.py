@@ -570,7 +570,7 @@ class Store:
             ).fetchall(),
             [],
         )
-        return [(k, u) for k, u in result]
+        return result
 
     def delete(self, namespace: str, key: str) -> WriteResult:
         return self._write(

@@ -497,8 +497,8 @@ def _integrity_lines(
     for k, v in kinds.items():
         for p in v[:top_n]:
             pair = integrity.files.get(p)
-            detail = f" ({_what_changed(*pair)})" if pair is not None and _what_changed(*pair) else ""
-            lines.append(f"  {k.replace('_', ' ')}: {printable(named(p))}{detail}")
+            detail = _what_changed(*pair) if pair is not None else ""
+            lines.append(f"  {k.replace('_', ' ')}: {printable(named(p))}{f' ({detail})' if detail else ''}")
         if len(v) > top_n:
             lines.append(f"  {more_not_shown(len(v) - top_n, 'file')}")
     return Integrity(
