@@ -227,9 +227,7 @@ def notes_of(outcome: Findings) -> list[str]:
     return notes + outcome.notes
 
 
-def render(
-    shown: str, found: Findings, args: dict[str, Any], now: float
-) -> tuple[str, WhatChanged, str | None]:
+def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, WhatChanged, str | None]:
     """Text, the typed result, and the full list of changes when the text shows only some."""
     top_n: int = args["top_n"]
     base = shown.rstrip("/")
