@@ -280,10 +280,8 @@ def _disk(found: Findings, store: Store, asked: Comparison) -> Findings:
     fill = fill_rate(readings, asked.since) or fill_rate(readings)
     start = found.old.taken if found.old is not None else asked.since
     found.growth = growth_between(readings, start, asked.until)
-    if not asked.visible(point):
-        point = os.fsdecode(
-            asked.path
-        )  # the mount point is outside the roots: the filesystem is named by the path
+    if not asked.visible(point):  # the mount point is outside the roots: the filesystem is named by the path
+        point = os.fsdecode(asked.path)
     found.mount_point = point
     if fill is not None and fill.span_s < MIN_FIT_S:
         found.readings_span_s = fill.span_s

@@ -4,7 +4,7 @@ Why these rules: several sysmcp processes may share one store (a desktop host's 
 timer), so every connection waits at most ``BUSY_MS`` for a lock and a write that cannot get it is
 skipped (``WriteResult.ok`` False, with the reason for the answer to say) instead of holding a tool up.
 The store holds path names: its directory is 0700, its files 0600, all checked as ssh checks ``~/.ssh``
-(``fs.statedir``). A damaged database is moved aside (renamed with a timestamp) and a new one started;
+(``history.statedir``). A damaged database is moved aside (renamed with a timestamp) and a new one started;
 a full disk or an unwritable directory only turns recording off for that write or that process.
 Nothing here raises to a tool.
 """
@@ -147,7 +147,7 @@ class Store:
         cls, directory: Path, clock: Callable[[], float] = time.time, *, busy_ms: int = BUSY_MS
     ) -> Store:
         """The store in ``directory``, created 0700 if missing; ``enabled`` False (with one log line)
-        when it cannot be written or is not safe to use (``fs.statedir``: another user could write it,
+        when it cannot be written or is not safe to use (``history.statedir``: another user could write it,
         or a name in it is a symlink, a FIFO, a hard link, another's file), so every tool still works
         without history."""
         store = cls(directory, clock, busy_ms=busy_ms)
@@ -159,7 +159,7 @@ class Store:
             for name in OTHER_FILES:  # the database's own files are checked as they are opened
                 store._dir.check(name)
             store._check_file()
-            store._tighten()  # before this process's first connection: see fs.statedir.check
+            store._tighten()  # before this process's first connection: see statedir.StateDir.check
             with store._connect() as db:
                 store._migrate(db)
         except (OSError, sqlite3.Error) as exc:
@@ -264,7 +264,7 @@ class Store:
         yield db
 
     def _identity(self) -> tuple[int, int]:
-        """The database file's (device, inode), checked (``fs.statedir``); a missing one is created
+        """The database file's (device, inode), checked (``history.statedir``); a missing one is created
         empty (0600) first."""
         st = self.state_dir.check(DB_NAME)
         if st is None:
@@ -570,7 +570,7 @@ class Store:
             ).fetchall(),
             [],
         )
-        return [(k, u) for k, u in result]
+        return result
 
     def delete(self, namespace: str, key: str) -> WriteResult:
         return self._write(

@@ -13,7 +13,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.mounts import inodes_in_use
@@ -28,7 +28,7 @@ from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import HostOutcome, fleet_output
 from sysmcp.tools.recording import recorded_scan
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name, with_link
-from sysmcp.tools.typed import ABSENT, Opt, from_json, prop, result, schema_of, to_json
+from sysmcp.tools.typed import ABSENT, Open, Opt, from_json, prop, result, schema_of, to_json
 from sysmcp.tools.walking import (
     directory_argument,
     skipped_phrase,
@@ -70,21 +70,15 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
 )
 
 
-class _Open:
-    """Objects that allow other properties (a newer host may add some)."""
-
-    SCHEMA_OPTIONS: ClassVar = {"closed": False}
-
-
 @result
-class Matching(_Open):
+class Matching(Open):
     files: int = prop()
     apparent_bytes: int = prop()
     disk_bytes: int = prop()
 
 
 @result
-class Totals(_Open):
+class Totals(Open):
     files: int = prop("Regular files (hard-linked names counted once).")
     directories: int = prop("Directories, including path itself.")
     apparent_bytes: int = prop("Like du -sxb.")
@@ -100,7 +94,7 @@ class Totals(_Open):
 
 
 @result
-class LargeFile(_Open):
+class LargeFile(Open):
     path: str = prop()
     disk_bytes: int = prop(minimum=0)
     apparent_bytes: int = prop(minimum=0)
@@ -108,7 +102,7 @@ class LargeFile(_Open):
 
 
 @result
-class LargeDirectory(_Open):
+class LargeDirectory(Open):
     path: str = prop()
     disk_bytes: int = prop(minimum=0)
     apparent_bytes: int = prop(minimum=0)
@@ -117,7 +111,7 @@ class LargeDirectory(_Open):
 
 
 @result
-class Extension(_Open):
+class Extension(Open):
     extension: str = prop("'.log', … or '(none)', '(other)'.")
     files: int = prop()
     disk_bytes: int = prop(minimum=0)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import anyio
 
@@ -37,7 +37,7 @@ from sysmcp.render import human_bytes, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.processes import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
-from sysmcp.tools.typed import prop, result, schema_of
+from sysmcp.tools.typed import Open, prop, result, schema_of
 
 DEFAULT_SAMPLE_S = 2.0
 MAX_SAMPLE_S = 60.0
@@ -81,8 +81,7 @@ class Process:
 
 
 @result
-class OpenForWriting:
-    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+class OpenForWriting(Open):
     path: str = prop("The file's path (its former path when deleted).")
     fd: int = prop("The descriptor: /proc/PID/fd/N.")
     device: str = prop()

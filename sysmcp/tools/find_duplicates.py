@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from sysmcp.engine.duplicates import Candidate, DuplicatesRequest, Search, find_duplicates
 from sysmcp.engine.errors import EngineError, PermissionRefused
@@ -21,7 +21,7 @@ from sysmcp.tools import walking
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name, with_link
-from sysmcp.tools.typed import prop, result, schema_of, to_json
+from sysmcp.tools.typed import Open, prop, result, schema_of, to_json
 
 PATHS_INLINE = 5  # paths shown per group in the text and structured content
 FULL_TEXT_CAP = 8 << 20  # the full group list resource is cut (and says so) beyond this
@@ -40,8 +40,7 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
 
 
 @result
-class DuplicateGroup:
-    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+class DuplicateGroup(Open):
     size_bytes: int = prop()
     copies: int = prop()
     reclaimable_bytes: int = prop()

@@ -142,9 +142,7 @@ class ToolContext:
         """``keep`` for an answer: the line its text ends with ('<label>: <uri>', or why the full
         result was not kept) and the links its ``ToolOutput`` carries."""
         link = self.keep(name, text, description=description, mime_type=mime_type)
-        if isinstance(link, str):
-            return f"\n{label}: not kept, {link}", ()
-        return f"\n{label}: {link.uri}", (link,)
+        return with_link("", link, f"{label}: {{}}", f"{label}: not kept, {{}}")
 
 
 def with_link(

@@ -12,7 +12,8 @@ How types map (each field's description and extra keywords come from ``prop``):
 - ``list[X]`` / ``tuple[X, ...]`` → an array of X; ``dict[str, X]`` → an object of X by name;
   ``dict[str, Any]`` → any object;
 - a dataclass → an object of its fields, all required and no others (``SCHEMA_OPTIONS`` may say
-  ``closed=False``: others allowed, or ``required=False``: no list of required ones);
+  ``closed=False``: others allowed, as a subclass of ``Open`` does, or ``required=False``: no list of
+  required ones);
 - ``Opt[X]`` (a field that may be left out, default ``ABSENT``; ``from_json`` gives it ``ABSENT`` when left
   out, even declared without that default, as before a required field) → not required, and absent from the JSON
   while its value is ``ABSENT``. ``Opt[X | None]`` may be absent, or null.
@@ -27,9 +28,9 @@ import functools
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Literal, TypeVar, Union
+from typing import Any, ClassVar, Final, Literal, TypeVar, Union
 
-__all__ = ["ABSENT", "Opt", "from_json", "prop", "result", "schema_of", "to_json"]
+__all__ = ["ABSENT", "Open", "Opt", "from_json", "prop", "result", "schema_of", "to_json"]
 
 T = TypeVar("T")
 
@@ -71,6 +72,13 @@ def prop(
 def result(cls: type[T]) -> type[T]:
     """A result dataclass: frozen, with slots, its fields declared with ``prop``."""
     return dataclasses.dataclass(frozen=True, slots=True)(cls)
+
+
+class Open:
+    """The base of a result object that allows other properties (a newer host may add some)."""
+
+    __slots__ = ()
+    SCHEMA_OPTIONS: ClassVar = {"closed": False}
 
 
 # -- the schema -----------------------------------------------------------------------------

@@ -36,18 +36,10 @@ def walk_properties(base: str, *, note: str = "") -> dict[str, Any]:
     }
 
 
-def timeout_property(default: float, maximum: float, description: str | None = None) -> dict[str, Any]:
+def timeout_property(default: float, maximum: float) -> dict[str, Any]:
     """The ``timeout_s`` schema property of a tool that stops at a time budget with a partial result
     (the server's instructions say what a partial answer is, once)."""
-    schema: dict[str, Any] = {
-        "type": "number",
-        "minimum": 0.001,
-        "maximum": _plain(maximum),
-        "default": _plain(default),
-    }
-    if description is not None:
-        schema["description"] = description
-    return schema
+    return {"type": "number", "minimum": 0.001, "maximum": _plain(maximum), "default": _plain(default)}
 
 
 def _plain(seconds: float) -> float | int:

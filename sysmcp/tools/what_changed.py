@@ -130,7 +130,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         raise unreadable_directory(shown, path) from None
     except OSError as exc:
         raise ToolError(f"Cannot scan {shown}: {exc.strerror or exc}") from None
-    text, answer, full = render(shown, found, args, now)
+    text, answer, full = render(shown, found, args)
     links: tuple[ResourceLink, ...] = ()
     if full is not None:
         line, links = ctx.keep_linked(

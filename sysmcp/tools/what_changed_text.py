@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from sysmcp.engine.paths import display, printable
 from sysmcp.history import state
@@ -19,18 +19,11 @@ from sysmcp.history.snapshots import BaselineFile, ScanSnapshot
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.render import age, human_bytes, more_not_shown, plural
 from sysmcp.tools.dir_usage import iso_utc, parse_duration
-from sysmcp.tools.typed import ABSENT, Opt, prop, result
+from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result
 
 
 @result
-class _Open:
-    """The objects inside this answer name their properties without forbidding others."""
-
-    SCHEMA_OPTIONS: ClassVar = {"closed": False}
-
-
-@result
-class Snapshot(_Open):
+class Snapshot(Open):
     id: int = prop("Its id in the history store.")
     taken: str | None = prop("When it was taken (ISO 8601, UTC).")
     partial: bool = prop("True when that scan stopped at its budget.")
@@ -38,7 +31,7 @@ class Snapshot(_Open):
 
 
 @result
-class Share(_Open):
+class Share(Open):
     """Growth or shrinkage: the deepest directories that hold it."""
 
     total_bytes: int = prop()
@@ -48,7 +41,7 @@ class Share(_Open):
 
 
 @result
-class Change(_Open):
+class Change(Open):
     path: str = prop()
     kind: Literal["grew", "shrank", "appeared", "disappeared", "modified"] = prop(
         "grew, shrank, appeared, disappeared, or modified (the same size, a file in it rewritten)."
@@ -75,27 +68,27 @@ class Change(_Open):
 
 
 @result
-class NewFile(_Open):
+class NewFile(Open):
     path: str = prop()
     disk_bytes: int = prop()
     modified: str | None = prop("Modification time (ISO 8601, UTC).")
 
 
 @result
-class RemovedFile(_Open):
+class RemovedFile(Open):
     path: str = prop()
     disk_bytes: int = prop()
 
 
 @result
-class ShrunkFile(_Open):
+class ShrunkFile(Open):
     path: str = prop()
     old_disk_bytes: int = prop("Disk bytes then.")
     disk_bytes: int = prop()
 
 
 @result
-class FilesystemGrowth(_Open):
+class FilesystemGrowth(Open):
     mount_point: str = prop()
     readings: int = prop("Disk readings in the span.")
     span_s: float = prop("Seconds between the first and the last of them.")
@@ -104,7 +97,7 @@ class FilesystemGrowth(_Open):
 
 
 @result
-class Fill(_Open):
+class Fill(Open):
     mount_point: str = prop()
     readings: int = prop("disk_usage readings the fit used.")
     span_s: float = prop("Seconds between the first and the last reading.")
@@ -114,7 +107,7 @@ class Fill(_Open):
 
 
 @result
-class Integrity(_Open):
+class Integrity(Open):
     comparable: bool = prop("Whether the newest baseline could be compared with the tree hashed now.")
     added: Opt[int] = prop("Files added.", default=ABSENT)
     removed: Opt[int] = prop("Files removed.", default=ABSENT)
@@ -128,7 +121,7 @@ class Integrity(_Open):
 
 
 @result
-class LowerBoundFiles(_Open):
+class LowerBoundFiles(Open):
     files: int = prop()
     disk_bytes: int = prop()
     since: Opt[str | None] = prop("Files modified since this time were counted (ISO 8601, UTC).")
@@ -234,9 +227,7 @@ def notes_of(outcome: Findings) -> list[str]:
     return notes + outcome.notes
 
 
-def render(
-    shown: str, found: Findings, args: dict[str, Any], now: float
-) -> tuple[str, WhatChanged, str | None]:
+def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, WhatChanged, str | None]:
     """Text, the typed result, and the full list of changes when the text shows only some."""
     top_n: int = args["top_n"]
     base = shown.rstrip("/")
@@ -504,8 +495,8 @@ def _integrity_lines(
     for k, v in kinds.items():
         for p in v[:top_n]:
             pair = integrity.files.get(p)
-            detail = f" ({_what_changed(*pair)})" if pair is not None and _what_changed(*pair) else ""
-            lines.append(f"  {k.replace('_', ' ')}: {printable(named(p))}{detail}")
+            detail = _what_changed(*pair) if pair is not None else ""
+            lines.append(f"  {k.replace('_', ' ')}: {printable(named(p))}{f' ({detail})' if detail else ''}")
         if len(v) > top_n:
             lines.append(f"  {more_not_shown(len(v) - top_n, 'file')}")
     return Integrity(

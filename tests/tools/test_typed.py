@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 import jsonschema
 import pytest
 
-from sysmcp.tools.typed import ABSENT, Opt, from_json, prop, result, schema_of, to_json
+from sysmcp.tools.typed import ABSENT, Open, Opt, from_json, prop, result, schema_of, to_json
 
 
 @result
@@ -105,3 +105,16 @@ def test_a_field_named_otherwise_in_json_takes_that_name_in_the_schema_the_json_
     assert schema["required"] == ["class"]
     assert to_json(Classed("apt")) == {"class": "apt"}
     assert from_json(Classed, {"class": "apt"}) == Classed("apt")
+
+
+def test_a_result_based_on_open_allows_other_properties_and_keeps_its_slots() -> None:
+    @result
+    class Opened(Open):
+        path: str = prop()
+
+    assert schema_of(Opened) == schema_of(Row) | {
+        "properties": {"path": {"type": "string"}},
+        "required": ["path"],
+    }
+    assert "additionalProperties" not in schema_of(Opened)
+    assert not hasattr(Opened("/a"), "__dict__")

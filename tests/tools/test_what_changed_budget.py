@@ -81,7 +81,7 @@ def test_a_fresh_scan_stopped_by_its_budget_says_partial_result_plainly(tmp_path
     budget = args(timeout_s=0.005)  # 5 reads of a clock moving 1 ms a read: before the split (10 ms)
     outcome = changes(root, budget, clock, monotonic=Ticking(0.001))
     assert outcome.new is not None and outcome.new.partial and outcome.fresh
-    text, answer, _ = render(str(root), outcome, budget, clock.now)
+    text, answer, _ = render(str(root), outcome, budget)
     structured = to_json(answer)
     assert text.startswith("PARTIAL RESULT: a scan compared here stopped early")
     assert structured["complete"] is False and structured["current"]["partial"] is True

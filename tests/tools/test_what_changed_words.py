@@ -43,7 +43,7 @@ NEW = {b"": 40 * MiB, b"a": 22 * MiB, b"b": 5 * MiB, b"c": 0, b"c/deep": 0, b"c/
 def words(old: ScanSnapshot, new: ScanSnapshot, **facts: Any) -> tuple[str, dict[str, Any]]:
     found = Findings(True, old=old, new=new, diff=diff_scans(old, new), mount_point="/srv", **facts)
     args = validate_arguments(INPUT_SCHEMA, {"path": "/srv", "since": "last"})
-    text, answer, _ = render("/srv", found, args, new.taken)
+    text, answer, _ = render("/srv", found, args)
     structured = to_json(answer)
     jsonschema.validate(structured, OUTPUT_SCHEMA)
     return text, structured

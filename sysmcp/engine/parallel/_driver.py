@@ -17,7 +17,7 @@ totals), and merging them is the engine's logic. Why the driver owns the fork: i
 that starts children, so fork safety is decided once for every engine: an engine that names no
 count of processes gets ``available_processes``, which is 1 where fork after threads is unsafe
 (``platform.fork_is_safe``: macOS, the BSDs; only tests and benchmarks name a count), and no thread
-or library thread pool of the parent is relied on in a child (``fanout.forked``: blake3 hashes on
+or library thread pool of the parent is relied on in a child (``forked``: blake3 hashes on
 one thread there instead of in the rayon pool the parent may have started, whose threads a child
 does not have).
 """
@@ -112,7 +112,7 @@ class ParallelWalk:
         self.budget = budget
         self.sharing = sharing
         self.work = work
-        self.keep = keep  # descriptors from ``fanout.pipe()`` the children keep open (a later stage's)
+        self.keep = keep  # descriptors from ``pipe()`` the children keep open (a later stage's)
         self.subtrees: list[Subtree] = []
         self.fan: FanOut | None = None
         self.processes = 1 if sharing.processes is None else sharing.processes

@@ -91,7 +91,7 @@ def forked() -> bool:
     Why: a child has only the thread that forked. A thread pool the parent started (blake3's rayon
     pool, started by its first multithreaded hash) exists in the child without its threads, and work
     handed to it waits for ever; so whatever may use such a pool asks this first and stays on one
-    thread in a child (``checksums.threaded_blake3``).
+    thread in a child (``engine.hashing``'s ``threaded_blake3``).
     """
     return _forked
 

@@ -103,7 +103,7 @@ class Finished:
 
     ``partial`` is true when the scan stopped before this subtree was complete. ``newest``: the
     newest mtime of a regular file this walk counted in the subtree (0.0: none); subtrees another
-    scanner walked are not in it (``fs.usage`` adds them when it records for the history), so it
+    scanner walked are not in it (``engine.usage`` adds them when it records for the history), so it
     takes no part in comparing two results.
     """
 
