@@ -16,7 +16,7 @@ import os
 import shlex
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.errors import PermissionRefused
@@ -42,6 +42,7 @@ from sysmcp.tools.recording import record_baseline
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import prop, result, schema_of
 from sysmcp.tools.walking import (
+    PathError,
     skipped_phrase,
     timeout_property,
     unreadable_directory,
@@ -70,13 +71,6 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
         **walk_properties("path"),
     }
 )
-
-
-@result
-class PathError:
-    SCHEMA_OPTIONS: ClassVar = {"closed": False}
-    path: str = prop()
-    error: str = prop()
 
 
 @result

@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from sysmcp.engine.errors import EngineError
 from sysmcp.engine.hashing import (
@@ -42,6 +42,7 @@ from sysmcp.tools.errors import file_error
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import prop, result, schema_of
 from sysmcp.tools.walking import (
+    PathError,
     require_directory,
     skipped_phrase,
     timeout_property,
@@ -74,13 +75,6 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
     },
     required=("manifest",),
 )
-
-
-@result
-class PathError:
-    SCHEMA_OPTIONS: ClassVar = {"closed": False}
-    path: str = prop()
-    error: str = prop()
 
 
 #: Every property is always there (null where it does not apply).

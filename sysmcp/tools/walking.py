@@ -12,6 +12,15 @@ from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import plural
 from sysmcp.tools.registry import ToolContext
+from sysmcp.tools.typed import Open, prop, result
+
+
+@result
+class PathError(Open):
+    """A file of the tree that could not be read or hashed, with why."""
+
+    path: str = prop()
+    error: str = prop()
 
 
 def walk_properties(base: str, *, note: str = "") -> dict[str, Any]:
