@@ -34,8 +34,9 @@ class Notes:
 class MemoryFleet:
     """Hosts that answer at once: ``answers`` maps a host to its outcome's status."""
 
-    def __init__(self, status: str = "ok") -> None:
+    def __init__(self, status: str = "ok", results: dict[str, dict[str, Any]] | None = None) -> None:
         self.status = status
+        self.results = results or {}
         self.calls: list[tuple[str, dict[str, Any], list[str]]] = []
         self.reads: list[tuple[str, str]] = []
         self.localised: list[dict[str, Any]] = []
@@ -58,7 +59,10 @@ class MemoryFleet:
         if self.status != "ok":
             return [HostOutcome(h, self.status, 1.0, reason="Connection refused") for h in hosts]
         # Each host's own text (identical answers are grouped into one: see test_fleet_merges).
-        return [HostOutcome(h, "ok", 0.01, {"x": 1}, f"{h} line one\nline two\nline three") for h in hosts]
+        return [
+            HostOutcome(h, "ok", 0.01, self.results.get(h, {"x": 1}), f"{h} line one\nline two\nline three")
+            for h in hosts
+        ]
 
     async def read_resource(self, host: str, uri: str) -> dict[str, Any]:
         self.reads.append((host, uri))
@@ -114,6 +118,47 @@ async def test_no_host_answering_is_an_error_naming_every_status() -> None:
     assert result["isError"] is True
     assert "0 of 1 host answered, 1 unreachable" in result["content"][0]["text"]
     assert "db1: unreachable — Connection refused" in result["content"][0]["text"]
+
+
+def dir_usage_result(top: str) -> dict[str, Any]:
+    totals = {"files": 3, "directories": 2, "apparent_bytes": 10, "disk_bytes": 10, "entries": 5}
+    notes = {"hard_linked_files": 0, "sparse_bytes": 0, "hidden_files": 0, "hidden_bytes": 0}
+    return {
+        "path": "/var",
+        "complete": True,
+        "stopped_reason": None,
+        "elapsed_s": 0.5,
+        "sort_by": "disk",
+        "totals": {**totals, **notes},
+        "skipped": {},
+        "largest_files": [],
+        "files_not_shown": 0,
+        "largest_directories": [
+            {"path": top, "disk_bytes": 10, "apparent_bytes": 10, "files": 3, "depth": 1}
+        ],
+        "directories_not_shown": 0,
+    }
+
+
+async def test_a_host_answering_in_a_shape_this_version_cannot_read_is_shown_by_its_text_and_named() -> None:
+    old = {key: value for key, value in dir_usage_result("/var/lib").items() if key != "totals"}
+    fleet = MemoryFleet(results={"web01": dir_usage_result("/var/log"), "db1": old})
+    result = await call(server(fleet), {"path": "/var", "hosts": ["web01", "db1"]}, "dir_usage")
+    text = result["content"][0]["text"]
+    assert result["isError"] is False and text.startswith("2 of 2 hosts answered.")
+    assert "web01: largest directories" in text and "db1: largest" not in text
+    assert (
+        "1 host answered in a shape this sysmcp does not read (an older sysmcp?), not in the view above: db1."
+        in text
+    )
+    assert "== db1 (0.01 s)\n    db1 line one" in text
+    assert [t["host"] for t in result["structuredContent"]["view"]["totals"]] == ["web01"]
+    assert result["structuredContent"]["hosts"][1] == {
+        "host": "db1",
+        "status": "ok",
+        "seconds": 0.01,
+        "result": old,
+    }
 
 
 async def test_instructions_name_the_groups_and_the_first_fifty_hosts() -> None:
