@@ -28,7 +28,7 @@ import anyio
 from anyio.abc import Process
 
 from sysmcp import __version__
-from sysmcp.cli.options import build_parser, fleet_options
+from sysmcp.cli.options import FLEET_OPTIONS, build_parser, fleet_options
 from sysmcp.cli.snapshot import history_args
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, ProgressCallback, RemoteError, connect
 from sysmcp.protocol.errors import META_REFUSED, ArgumentError
@@ -763,19 +763,10 @@ def _fleet_args(args: argparse.Namespace) -> list[str]:
     extra: list[str] = []
     for host in [*(getattr(args, "host", None) or []), *getattr(args, "more_hosts", [])]:
         extra += ["--host", host]
-    for option, dest in (
-        ("--inventory", "inventory"),
-        ("--inventory-command", "inventory_command"),
-        ("--ssh-config", "ssh_config"),
-        ("--remote-command", "remote_command"),
-        ("--fleet-concurrency", "fleet_concurrency"),
-        ("--connect-timeout", "connect_timeout"),
-        ("--fleet-deadline", "fleet_deadline"),
-        ("--jump-handshakes", "jump_handshakes"),
-    ):
+    for flags, dest, *_ in FLEET_OPTIONS:
         value = getattr(args, dest, None)
         if value is not None:
-            extra += [option, str(value)]
+            extra += [flags[0], str(value)]
     return extra
 
 
