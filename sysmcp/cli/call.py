@@ -472,14 +472,8 @@ async def _converse(
         reply["_per_host"] = await _per_host(session, result)
     elif options.output:
         uris = [b["uri"] for b in result.get("content", []) if b.get("type") == "resource_link"]
-        texts = []
-        for uri in uris:
-            try:
-                read = await session.request("resources/read", {"uri": uri})
-            except RemoteError:
-                continue
-            texts += [c.get("text", "") for c in read.get("contents", [])]
-        reply["_full"] = (uris, "".join(texts))
+        texts = [await _read_text(session, uri) for uri in uris]
+        reply["_full"] = (uris, "".join(text for text in texts if text is not None))
     return reply
 
 
@@ -501,14 +495,21 @@ async def _per_host(session: ClientSession, result: dict[str, Any]) -> dict[str,
         host = entry["host"]
         uris = host_links(host, entry.get("result"))
         for uri in uris:
-            try:
-                read = await session.request("resources/read", {"uri": uri})
-            except RemoteError:
-                continue
-            files[file_name(host, uri)] = "".join(str(c.get("text", "")) for c in read.get("contents", []))
+            text = await _read_text(session, uri)
+            if text is not None:
+                files[file_name(host, uri)] = text
         if not uris:
             files[file_name(host, None)] = structured_text(entry)
     return files
+
+
+async def _read_text(session: ClientSession, uri: str) -> str | None:
+    """The text behind a link while the server lives; None when it is gone."""
+    try:
+        read = await session.request("resources/read", {"uri": uri})
+    except RemoteError:
+        return None
+    return "".join(str(c.get("text", "")) for c in read.get("contents", []))
 
 
 async def _stop(process: Process) -> None:
