@@ -197,16 +197,20 @@ def merge_readable(merge: Merge, outcomes: Sequence[HostOutcome], arguments: dic
             raise
     readable = [o for o in outcomes if o not in unread]
     output = merge(readable, arguments)
+    whose = "Its" if len(unread) == 1 else "Their"
     lines = [
         f"{plural(len(unread), 'host')} answered in a shape this sysmcp does not read (an older sysmcp?), "
-        f"not in the view above: {host_list([o.host for o in unread])}. Their own text:"
+        f"not in the view above: {host_list([o.host for o in unread])}. {whose} own text:"
     ]
     for outcome in unread:
         lines += [f"== {outcome.host} ({outcome.seconds:.2f} s)", *summary_lines(outcome)]
     body = output.text.split("\n")[1:]  # after the tally line, which counts every host again below
+    failures = failure_lines(outcomes)  # the same hosts as the merge's own (unread hosts answered)
+    if failures and body[-len(failures) :] == failures:
+        body = body[: -len(failures)]
     return replace(
         output,
-        text="\n".join([tally(outcomes) + ".", *body, *lines]),
+        text="\n".join([tally(outcomes) + ".", *body, *lines, *failures]),
         structured=structured(outcomes, output.structured["view"]),
         is_error=answered(outcomes) == 0,
     )

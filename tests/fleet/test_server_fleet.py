@@ -148,7 +148,7 @@ async def test_a_host_answering_in_a_shape_this_version_cannot_read_is_shown_by_
     assert result["isError"] is False and text.startswith("2 of 2 hosts answered.")
     assert "web01: largest directories" in text and "db1: largest" not in text
     assert (
-        "1 host answered in a shape this sysmcp does not read (an older sysmcp?), not in the view above: db1."
+        "1 host answered in a shape this sysmcp does not read (an older sysmcp?), not in the view above: db1. Its own text:"
         in text
     )
     assert "== db1 (0.01 s)\n    db1 line one" in text
