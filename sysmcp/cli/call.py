@@ -1,13 +1,8 @@
 """``sysmcp call``: spawn sysmcp, call one tool, print the answer, exit as the tool it replaces would.
 
 It is the CLI's client, so it may write to stdout. Exit statuses follow the commands an admin would
-otherwise run: 0 all good; 1 the tool found a problem (a digest MISMATCH, a manifest not all OK,
-files that could not be read, a tool error); 2 a usage error: anything refused before any work is
-done, here or by the server (a bad, repeated or relative argument, a path outside the roots, an unknown
-host, an ``-o FILE`` that cannot be written);
-3 a partial result (the time budget ran out: what is printed is true but incomplete); 130
-interrupted (Ctrl-C, the call is cancelled on the server first); 141 stdout was closed early
-(``… | head``), quietly. A server that stops before answering passes its own status on.
+otherwise run (``EXIT_CODES_HELP`` lists them, as ``sysmcp call --help`` shows them); a server that
+stops before answering passes its own status on.
 """
 
 from __future__ import annotations
