@@ -15,7 +15,8 @@ from sysmcp.protocol.jsonrpc import Request
 from sysmcp.protocol.lifecycle import features_of
 from sysmcp.server import build_server
 from sysmcp.tools import ALL_TOOLS
-from sysmcp.tools.merging import HostOutcome
+from sysmcp.tools.dir_usage import TOOL as DIR_USAGE
+from sysmcp.tools.merging import HostOutcome, merge_readable
 from sysmcp.tools.registry import Tool
 
 pytestmark = pytest.mark.anyio
@@ -212,3 +213,24 @@ async def test_a_link_argument_for_a_tool_run_here_becomes_the_text_behind_it() 
     assert len(fleet.localised) == 1 and not fleet.calls
     assert fleet.localised[0]["manifest"] == "sysmcp://hosts/web07/results/1/SHA256SUMS"
     assert "nonexistent-dir" in reply["content"][0]["text"]  # it went on to run, with the text
+
+
+def test_hosts_answering_in_an_unread_shape_are_counted_as_answered_and_listed_before_those_without_a_result() -> (
+    None
+):
+    assert DIR_USAGE.merge is not None
+    old = {key: value for key, value in dir_usage_result("/var/lib").items() if key != "totals"}
+    outcomes = [
+        HostOutcome("web01", "ok", 0.01, dir_usage_result("/var/log"), "web01 text"),
+        HostOutcome("db1", "ok", 0.01, old, "db1 text"),
+        HostOutcome("web02", "unreachable", 2.0, reason="Connection refused"),
+    ]
+    out = merge_readable(DIR_USAGE.merge, outcomes, {"path": "/var"})
+    lines = out.text.splitlines()
+    assert lines[0] == "2 of 3 hosts answered, 1 unreachable."
+    assert lines[-3:] == [
+        "    db1 text",
+        "Hosts without a result:",
+        "  web02: unreachable — Connection refused",
+    ]
+    assert (out.structured["asked"], out.structured["answered"], out.is_error) == (3, 2, False)
