@@ -1,13 +1,8 @@
 """``sysmcp call``: spawn sysmcp, call one tool, print the answer, exit as the tool it replaces would.
 
 It is the CLI's client, so it may write to stdout. Exit statuses follow the commands an admin would
-otherwise run: 0 all good; 1 the tool found a problem (a digest MISMATCH, a manifest not all OK,
-files that could not be read, a tool error); 2 a usage error: anything refused before any work is
-done, here or by the server (a bad, repeated or relative argument, a path outside the roots, an unknown
-host, an ``-o FILE`` that cannot be written);
-3 a partial result (the time budget ran out: what is printed is true but incomplete); 130
-interrupted (Ctrl-C, the call is cancelled on the server first); 141 stdout was closed early
-(``… | head``), quietly. A server that stops before answering passes its own status on.
+otherwise run (``EXIT_CODES_HELP`` lists them, as ``sysmcp call --help`` shows them); a server that
+stops before answering passes its own status on.
 """
 
 from __future__ import annotations
@@ -28,7 +23,7 @@ import anyio
 from anyio.abc import Process
 
 from sysmcp import __version__
-from sysmcp.cli.options import build_parser, fleet_options
+from sysmcp.cli.options import FLEET_OPTIONS, build_parser, fleet_options
 from sysmcp.cli.snapshot import history_args
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, ProgressCallback, RemoteError, connect
 from sysmcp.protocol.errors import META_REFUSED, ArgumentError
@@ -472,14 +467,8 @@ async def _converse(
         reply["_per_host"] = await _per_host(session, result)
     elif options.output:
         uris = [b["uri"] for b in result.get("content", []) if b.get("type") == "resource_link"]
-        texts = []
-        for uri in uris:
-            try:
-                read = await session.request("resources/read", {"uri": uri})
-            except RemoteError:
-                continue
-            texts += [c.get("text", "") for c in read.get("contents", [])]
-        reply["_full"] = (uris, "".join(texts))
+        texts = [await _read_text(session, uri) for uri in uris]
+        reply["_full"] = (uris, "".join(text for text in texts if text is not None))
     return reply
 
 
@@ -501,14 +490,21 @@ async def _per_host(session: ClientSession, result: dict[str, Any]) -> dict[str,
         host = entry["host"]
         uris = host_links(host, entry.get("result"))
         for uri in uris:
-            try:
-                read = await session.request("resources/read", {"uri": uri})
-            except RemoteError:
-                continue
-            files[file_name(host, uri)] = "".join(str(c.get("text", "")) for c in read.get("contents", []))
+            text = await _read_text(session, uri)
+            if text is not None:
+                files[file_name(host, uri)] = text
         if not uris:
             files[file_name(host, None)] = structured_text(entry)
     return files
+
+
+async def _read_text(session: ClientSession, uri: str) -> str | None:
+    """The text behind a link while the server lives; None when it is gone."""
+    try:
+        read = await session.request("resources/read", {"uri": uri})
+    except RemoteError:
+        return None
+    return "".join(str(c.get("text", "")) for c in read.get("contents", []))
 
 
 async def _stop(process: Process) -> None:
@@ -763,19 +759,10 @@ def _fleet_args(args: argparse.Namespace) -> list[str]:
     extra: list[str] = []
     for host in [*(getattr(args, "host", None) or []), *getattr(args, "more_hosts", [])]:
         extra += ["--host", host]
-    for option, dest in (
-        ("--inventory", "inventory"),
-        ("--inventory-command", "inventory_command"),
-        ("--ssh-config", "ssh_config"),
-        ("--remote-command", "remote_command"),
-        ("--fleet-concurrency", "fleet_concurrency"),
-        ("--connect-timeout", "connect_timeout"),
-        ("--fleet-deadline", "fleet_deadline"),
-        ("--jump-handshakes", "jump_handshakes"),
-    ):
+    for flags, dest, *_ in FLEET_OPTIONS:
         value = getattr(args, dest, None)
         if value is not None:
-            extra += [option, str(value)]
+            extra += [flags[0], str(value)]
     return extra
 
 

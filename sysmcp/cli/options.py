@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -68,6 +69,63 @@ def _options(parser: argparse.ArgumentParser, *, roots: bool, subcommand: bool, 
         )
 
 
+#: The fleet's options besides ``--host``: (flags, dest, type, metavar, help). ``sysmcp call`` passes
+#: each one given on to the server it spawns.
+FLEET_OPTIONS: tuple[tuple[tuple[str, ...], str, Callable[[str], Any], str, str], ...] = (
+    (
+        ("--inventory",),
+        "inventory",
+        str,
+        "FILE",
+        "the hosts: an Ansible inventory (INI, YAML, or ansible-inventory --list JSON), an ssh_config "
+        "(its Host names), or a list of names",
+    ),
+    (
+        ("--inventory-command",),
+        "inventory_command",
+        str,
+        "CMD",
+        "a command printing ansible-inventory --list JSON (a dynamic inventory), run once at start",
+    ),
+    (("--ssh-config",), "ssh_config", str, "FILE", "passed to every ssh as -F FILE"),
+    (
+        ("--remote-command",),
+        "remote_command",
+        str,
+        "CMD",
+        "what ssh runs on each host (default: uvx sysmcp; a host's sysmcp_command wins)",
+    ),
+    (
+        ("--fleet-concurrency", "--fleet-forks"),
+        "fleet_concurrency",
+        int,
+        "N",
+        "hosts asked at once (default 64)",
+    ),
+    (
+        ("--fleet-deadline",),
+        "fleet_deadline",
+        float,
+        "SECONDS",
+        "answer by then with the hosts that answered, naming the others pending (default 25)",
+    ),
+    (
+        ("--jump-handshakes",),
+        "jump_handshakes",
+        int,
+        "N",
+        "new ssh handshakes at once through one jump host (default 10, as sshd's MaxStartups)",
+    ),
+    (
+        ("--connect-timeout",),
+        "connect_timeout",
+        float,
+        "SECONDS",
+        "per-host time to connect and initialize (default 10)",
+    ),
+)
+
+
 def _fleet_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> None:
     """The fleet: the operator's hosts and how to reach them (never the model's choice)."""
     import argparse
@@ -82,55 +140,8 @@ def _fleet_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> None
         default=default,
         help="a host the tools may run on (repeatable; also $SYSMCP_HOSTS, comma- or colon-separated)",
     )
-    fleet.add_argument(
-        "--inventory",
-        metavar="FILE",
-        default=default,
-        help="the hosts: an Ansible inventory (INI, YAML, or ansible-inventory --list JSON), an ssh_config "
-        "(its Host names), or a list of names",
-    )
-    fleet.add_argument(
-        "--inventory-command",
-        metavar="CMD",
-        default=default,
-        help="a command printing ansible-inventory --list JSON (a dynamic inventory), run once at start",
-    )
-    fleet.add_argument("--ssh-config", metavar="FILE", default=default, help="passed to every ssh as -F FILE")
-    fleet.add_argument(
-        "--remote-command",
-        metavar="CMD",
-        default=default,
-        help="what ssh runs on each host (default: uvx sysmcp; a host's sysmcp_command wins)",
-    )
-    fleet.add_argument(
-        "--fleet-concurrency",
-        "--fleet-forks",
-        type=int,
-        metavar="N",
-        default=default,
-        help="hosts asked at once (default 64)",
-    )
-    fleet.add_argument(
-        "--fleet-deadline",
-        type=float,
-        metavar="SECONDS",
-        default=default,
-        help="answer by then with the hosts that answered, naming the others pending (default 25)",
-    )
-    fleet.add_argument(
-        "--jump-handshakes",
-        type=int,
-        metavar="N",
-        default=default,
-        help="new ssh handshakes at once through one jump host (default 10, as sshd's MaxStartups)",
-    )
-    fleet.add_argument(
-        "--connect-timeout",
-        type=float,
-        metavar="SECONDS",
-        default=default,
-        help="per-host time to connect and initialize (default 10)",
-    )
+    for flags, dest, kind, metavar, text in FLEET_OPTIONS:
+        fleet.add_argument(*flags, dest=dest, type=kind, metavar=metavar, default=default, help=text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -203,14 +214,7 @@ def plain_serve_args() -> Any:
         allow_reclaim=False,
         root=None,
         host=None,
-        inventory=None,
-        inventory_command=None,
-        ssh_config=None,
-        remote_command=None,
-        fleet_concurrency=None,
-        fleet_deadline=None,
-        jump_handshakes=None,
-        connect_timeout=None,
+        **dict.fromkeys(dest for _, dest, *_ in FLEET_OPTIONS),
         command=None,
         state_dir=None,
         no_history=False,

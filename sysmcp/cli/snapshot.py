@@ -24,6 +24,8 @@ from sysmcp.history import state
 if TYPE_CHECKING:  # a bare ``sysmcp`` configures history from arguments no argparse parsed
     import argparse
 
+    from sysmcp.history.store import Store
+
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_NO_HISTORY, EXIT_LOCKED = 0, 1, 2, 3, 75
 LOCK_NAME = "snapshot.lock"  # fs.statedir.LOCK_NAME: the store checks it when it opens
 
@@ -144,10 +146,12 @@ def _retention(text: str) -> tuple[float, float, float]:
 def run(args: argparse.Namespace, roots: list[str]) -> int:
     configure_history(args)
     if args.command == "history":
-        shown = _within(roots)
-        return (
-            _reclaim_log(args.limit, shown) if getattr(args, "reclaim", False) else _list(args.limit, shown)
-        )
+        store = state.active()
+        if store is None:
+            _err(f"sysmcp history: history is off ({state.off_because()})")
+            return EXIT_NO_HISTORY
+        listed = _reclaim_log if getattr(args, "reclaim", False) else _list
+        return listed(store, args.limit, _within(roots))
     try:
         hourly, daily, weekly = _retention(args.keep)
         from sysmcp.tools.arguments import size_argument, validate_arguments
@@ -258,11 +262,7 @@ def _within(roots: list[str]) -> Callable[[bytes | str], bool]:
     return shown
 
 
-def _list(limit: int, shown: Callable[[bytes | str], bool]) -> int:
-    store = state.active()
-    if store is None:
-        _err(f"sysmcp history: history is off ({state.off_because()})")
-        return EXIT_NO_HISTORY
+def _list(store: Store, limit: int, shown: Callable[[bytes | str], bool]) -> int:
     from sysmcp.engine.paths import display
     from sysmcp.render import human_bytes
 
@@ -279,12 +279,8 @@ def _list(limit: int, shown: Callable[[bytes | str], bool]) -> int:
     return EXIT_OK
 
 
-def _reclaim_log(limit: int, shown: Callable[[bytes | str], bool]) -> int:
+def _reclaim_log(store: Store, limit: int, shown: Callable[[bytes | str], bool]) -> int:
     """The newest actions of ``reclaim`` (``reclaim-log``), oldest first, with their bytes."""
-    store = state.active()
-    if store is None:
-        _err(f"sysmcp history: history is off ({state.off_because()})")
-        return EXIT_NO_HISTORY
     from sysmcp.engine.paths import escaped
     from sysmcp.reclaim import read_log
     from sysmcp.render import human_bytes, plural

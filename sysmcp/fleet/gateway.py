@@ -17,7 +17,7 @@ from sysmcp.fleet.schema import fleet_tools, hosts_property
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import plural
-from sysmcp.tools.merging import HostOutcome, bound, default_merge
+from sysmcp.tools.merging import HostOutcome, bound, default_merge, merge_readable
 from sysmcp.tools.registry import ResourceLink, Tool, ToolOutput
 
 FLEET_NAMES_SHOWN = 50  # host names the instructions list; the count is always given
@@ -91,7 +91,7 @@ class FleetGateway:
             outcomes = await self.fleet.call(tool, sent, hosts, ctx)
         except ToolError as exc:
             return ToolOutput(exc.message, {}, is_error=True)
-        output, full = bound((tool.merge or default_merge)(outcomes, sent))
+        output, full = bound(merge_readable(tool.merge or default_merge, outcomes, sent))
         if full is not None:
             kept = keep(
                 f"{tool.name}-fleet.json",

@@ -19,15 +19,6 @@ from dataclasses import dataclass, field
 
 from sysmcp.render import plural
 
-HOST_VARS = (
-    "ansible_host",
-    "ansible_port",
-    "ansible_user",
-    "ansible_ssh_common_args",
-    "ansible_ssh_extra_args",
-    "ansible_ssh_private_key_file",
-    "sysmcp_command",
-)
 #: Ansible's older spellings, still honoured by it: the newer name wins when both are set.
 ALIASES = {
     "ansible_ssh_host": "ansible_host",

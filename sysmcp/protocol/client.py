@@ -222,7 +222,6 @@ class ClientSession:
         self.closed = anyio.Event()
         self.closed_reason = ""
         self.not_mcp = False  # the peer wrote something that is not JSON-RPC
-        self.initialize_result: dict[str, Any] = {}
         self.notifications: Callable[[Notification], Awaitable[None]] | None = None
         self.on_wire: WireHook | None = None  # a raw view of the traffic (``sysmcp call --raw``)
         self.cancel_reason = "cancelled by the client"  # the reason our notifications/cancelled give
@@ -370,7 +369,6 @@ class ClientSession:
         if not isinstance(result.get("protocolVersion"), str):
             raise NotMcp("its initialize answer names no protocol version")
         await self.notify("notifications/initialized")
-        self.initialize_result = result
         return result
 
     async def call_tool(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sysmcp.render import and_more, plural
@@ -184,6 +184,46 @@ def summary_merge(note: str | None = None) -> Merge:
 default_merge: Merge = summary_merge()
 
 
+def merge_readable(merge: Merge, outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
+    """``merge`` over the hosts whose results it reads. A host whose result lacks a field the merge
+    needs (an older sysmcp: ``from_json`` raises ``ValueError``) is left out of the merged view and
+    shown as the default merge shows it, its own text, under a line naming such hosts: one old host
+    must not fail the whole call."""
+    try:
+        return merge(outcomes, arguments)
+    except ValueError:
+        unread = [o for o in outcomes if o.ok and not _reads(merge, o, arguments)]
+        if not unread:
+            raise
+    readable = [o for o in outcomes if o not in unread]
+    output = merge(readable, arguments)
+    whose = "Its" if len(unread) == 1 else "Their"
+    lines = [
+        f"{plural(len(unread), 'host')} answered in a shape this sysmcp does not read (an older sysmcp?), "
+        f"not in the view above: {host_list([o.host for o in unread])}. {whose} own text:"
+    ]
+    for outcome in unread:
+        lines += [f"== {outcome.host} ({outcome.seconds:.2f} s)", *summary_lines(outcome)]
+    body = output.text.split("\n")[1:]  # after the tally line, which counts every host again below
+    failures = failure_lines(outcomes)  # the same hosts as the merge's own (unread hosts answered)
+    if failures and body[-len(failures) :] == failures:
+        body = body[: -len(failures)]
+    return replace(
+        output,
+        text="\n".join([tally(outcomes) + ".", *body, *lines, *failures]),
+        structured=structured(outcomes, output.structured["view"]),
+        is_error=answered(outcomes) == 0,
+    )
+
+
+def _reads(merge: Merge, outcome: HostOutcome, arguments: dict[str, Any]) -> bool:
+    try:
+        merge([outcome], arguments)
+    except ValueError:
+        return False
+    return True
+
+
 def bound(output: ToolOutput, budget: int = LINE_BUDGET) -> tuple[ToolOutput, str | None]:
     """The output with its text cut to ``budget`` lines, and the full text when it was cut (for the
     caller to keep as a resource: merges stay pure)."""
@@ -204,6 +244,7 @@ __all__ = [
     "fleet_output",
     "grouped",
     "host_list",
+    "merge_readable",
     "same_answer",
     "summary_merge",
     "tally",

@@ -15,7 +15,8 @@ from sysmcp.protocol.jsonrpc import Request
 from sysmcp.protocol.lifecycle import features_of
 from sysmcp.server import build_server
 from sysmcp.tools import ALL_TOOLS
-from sysmcp.tools.merging import HostOutcome
+from sysmcp.tools.dir_usage import TOOL as DIR_USAGE
+from sysmcp.tools.merging import HostOutcome, merge_readable
 from sysmcp.tools.registry import Tool
 
 pytestmark = pytest.mark.anyio
@@ -34,8 +35,9 @@ class Notes:
 class MemoryFleet:
     """Hosts that answer at once: ``answers`` maps a host to its outcome's status."""
 
-    def __init__(self, status: str = "ok") -> None:
+    def __init__(self, status: str = "ok", results: dict[str, dict[str, Any]] | None = None) -> None:
         self.status = status
+        self.results = results or {}
         self.calls: list[tuple[str, dict[str, Any], list[str]]] = []
         self.reads: list[tuple[str, str]] = []
         self.localised: list[dict[str, Any]] = []
@@ -58,7 +60,10 @@ class MemoryFleet:
         if self.status != "ok":
             return [HostOutcome(h, self.status, 1.0, reason="Connection refused") for h in hosts]
         # Each host's own text (identical answers are grouped into one: see test_fleet_merges).
-        return [HostOutcome(h, "ok", 0.01, {"x": 1}, f"{h} line one\nline two\nline three") for h in hosts]
+        return [
+            HostOutcome(h, "ok", 0.01, self.results.get(h, {"x": 1}), f"{h} line one\nline two\nline three")
+            for h in hosts
+        ]
 
     async def read_resource(self, host: str, uri: str) -> dict[str, Any]:
         self.reads.append((host, uri))
@@ -116,6 +121,47 @@ async def test_no_host_answering_is_an_error_naming_every_status() -> None:
     assert "db1: unreachable — Connection refused" in result["content"][0]["text"]
 
 
+def dir_usage_result(top: str) -> dict[str, Any]:
+    totals = {"files": 3, "directories": 2, "apparent_bytes": 10, "disk_bytes": 10, "entries": 5}
+    notes = {"hard_linked_files": 0, "sparse_bytes": 0, "hidden_files": 0, "hidden_bytes": 0}
+    return {
+        "path": "/var",
+        "complete": True,
+        "stopped_reason": None,
+        "elapsed_s": 0.5,
+        "sort_by": "disk",
+        "totals": {**totals, **notes},
+        "skipped": {},
+        "largest_files": [],
+        "files_not_shown": 0,
+        "largest_directories": [
+            {"path": top, "disk_bytes": 10, "apparent_bytes": 10, "files": 3, "depth": 1}
+        ],
+        "directories_not_shown": 0,
+    }
+
+
+async def test_a_host_answering_in_a_shape_this_version_cannot_read_is_shown_by_its_text_and_named() -> None:
+    old = {key: value for key, value in dir_usage_result("/var/lib").items() if key != "totals"}
+    fleet = MemoryFleet(results={"web01": dir_usage_result("/var/log"), "db1": old})
+    result = await call(server(fleet), {"path": "/var", "hosts": ["web01", "db1"]}, "dir_usage")
+    text = result["content"][0]["text"]
+    assert result["isError"] is False and text.startswith("2 of 2 hosts answered.")
+    assert "web01: largest directories" in text and "db1: largest" not in text
+    assert (
+        "1 host answered in a shape this sysmcp does not read (an older sysmcp?), not in the view above: db1. Its own text:"
+        in text
+    )
+    assert "== db1 (0.01 s)\n    db1 line one" in text
+    assert [t["host"] for t in result["structuredContent"]["view"]["totals"]] == ["web01"]
+    assert result["structuredContent"]["hosts"][1] == {
+        "host": "db1",
+        "status": "ok",
+        "seconds": 0.01,
+        "result": old,
+    }
+
+
 async def test_instructions_name_the_groups_and_the_first_fifty_hosts() -> None:
     text = server(MemoryFleet()).instructions
     assert "41 hosts" in text and "web (40), db (1)" in text and "web40" in text
@@ -167,3 +213,24 @@ async def test_a_link_argument_for_a_tool_run_here_becomes_the_text_behind_it() 
     assert len(fleet.localised) == 1 and not fleet.calls
     assert fleet.localised[0]["manifest"] == "sysmcp://hosts/web07/results/1/SHA256SUMS"
     assert "nonexistent-dir" in reply["content"][0]["text"]  # it went on to run, with the text
+
+
+def test_hosts_answering_in_an_unread_shape_are_counted_as_answered_and_listed_before_those_without_a_result() -> (
+    None
+):
+    assert DIR_USAGE.merge is not None
+    old = {key: value for key, value in dir_usage_result("/var/lib").items() if key != "totals"}
+    outcomes = [
+        HostOutcome("web01", "ok", 0.01, dir_usage_result("/var/log"), "web01 text"),
+        HostOutcome("db1", "ok", 0.01, old, "db1 text"),
+        HostOutcome("web02", "unreachable", 2.0, reason="Connection refused"),
+    ]
+    out = merge_readable(DIR_USAGE.merge, outcomes, {"path": "/var"})
+    lines = out.text.splitlines()
+    assert lines[0] == "2 of 3 hosts answered, 1 unreachable."
+    assert lines[-3:] == [
+        "    db1 text",
+        "Hosts without a result:",
+        "  web02: unreachable — Connection refused",
+    ]
+    assert (out.structured["asked"], out.structured["answered"], out.is_error) == (3, 2, False)
