@@ -184,14 +184,19 @@ def summary_merge(note: str | None = None) -> Merge:
 default_merge: Merge = summary_merge()
 
 
+#: What reading a host's result may raise when it is not in this version's shape: a field missing
+#: (``from_json``'s ValueError) or of another type than declared.
+UNREADABLE = (ValueError, TypeError, KeyError, AttributeError)
+
+
 def merge_readable(merge: Merge, outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
     """``merge`` over the hosts whose results it reads. A host whose result lacks a field the merge
-    needs (an older sysmcp: ``from_json`` raises ``ValueError``) is left out of the merged view and
+    needs, or of another type (an older sysmcp: ``UNREADABLE``) is left out of the merged view and
     shown as the default merge shows it, its own text, under a line naming such hosts: one old host
     must not fail the whole call."""
     try:
         return merge(outcomes, arguments)
-    except ValueError:
+    except UNREADABLE:
         unread = [o for o in outcomes if o.ok and not _reads(merge, o, arguments)]
         if not unread:
             raise
@@ -219,7 +224,7 @@ def merge_readable(merge: Merge, outcomes: Sequence[HostOutcome], arguments: dic
 def _reads(merge: Merge, outcome: HostOutcome, arguments: dict[str, Any]) -> bool:
     try:
         merge([outcome], arguments)
-    except ValueError:
+    except UNREADABLE:
         return False
     return True
 
