@@ -35,7 +35,7 @@ T = TypeVar("T")
 class _Absent(enum.Enum):
     ABSENT = "absent"
 
-    def __bool__(self) -> bool:
+    def __bool__(self) -> Literal[False]:  # so that ``if value:`` leaves ABSENT out, for mypy too
         return False
 
 
@@ -45,12 +45,20 @@ Opt = Union[T, Literal[_Absent.ABSENT]]  # noqa: UP007 (a generic alias needs Un
 
 _DOC = "sysmcp.doc"
 _KEYWORDS = "sysmcp.keywords"
+_UNLISTED = "sysmcp.unlisted"
 
 
-def prop(description: str | None = None, *, default: Any = dataclasses.MISSING, **keywords: Any) -> Any:
+def prop(
+    description: str | None = None,
+    *,
+    default: Any = dataclasses.MISSING,
+    listed: bool = True,
+    **keywords: Any,
+) -> Any:
     """A result field: its description (None: ``descriptions.COMMON`` may give one), the schema's other
-    keywords (``minimum=0``, ``pattern=…``), and its default (an ``Opt`` field defaults to ``ABSENT``)."""
-    metadata = {_DOC: description, _KEYWORDS: keywords}
+    keywords (``minimum=0``, ``pattern=…``), and its default (an ``Opt`` field defaults to ``ABSENT``).
+    ``listed=False``: in the JSON but not among the schema's properties (its object allows others)."""
+    metadata = {_DOC: description, _KEYWORDS: keywords, _UNLISTED: not listed}
     if isinstance(default, (list, dict, set)):
         factory = type(default)
         return dataclasses.field(default_factory=factory, metadata=metadata)
@@ -80,6 +88,8 @@ def _object(cls: type, description: str | None, *, null: bool) -> dict[str, Any]
     properties: dict[str, Any] = {}
     required: list[str] = []
     for item in dataclasses.fields(cls):
+        if item.metadata.get(_UNLISTED):
+            continue
         hint, may_be_absent = _strip_absent(hints[item.name])
         properties[item.name] = _schema(hint, item.metadata.get(_DOC), item.metadata.get(_KEYWORDS, {}))
         if not may_be_absent:

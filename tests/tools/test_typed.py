@@ -80,3 +80,21 @@ def test_json_missing_a_required_field_is_refused() -> None:
     del data["kind"]
     with pytest.raises(ValueError, match="kind is missing"):
         from_json(Answer, data)
+
+
+@result
+class Open:
+    SCHEMA_OPTIONS: ClassVar = {"closed": False, "required": False}
+    size: int = prop("Bytes.")
+    extra: Opt[dict[str, int]] = prop(listed=False, default=ABSENT)
+
+
+def test_an_unlisted_field_is_in_the_json_and_read_back_but_not_in_the_schema() -> None:
+    assert schema_of(Open) == {
+        "type": "object",
+        "properties": {"size": {"type": "integer", "description": "Bytes."}},
+    }
+    data = to_json(Open(3, {"a": 1}))
+    assert data == {"size": 3, "extra": {"a": 1}}
+    jsonschema.validate(data, schema_of(Open))
+    assert from_json(Open, data) == Open(3, {"a": 1}) and from_json(Open, {"size": 3}).extra is ABSENT
