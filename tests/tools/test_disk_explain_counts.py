@@ -21,7 +21,8 @@ from sysmcp.engine.space import Accounting, Snapshots
 from sysmcp.engine.space._hidden import Hidden
 from sysmcp.engine.space._snapshots import Overhead
 from sysmcp.engine.space._space import DeletedPart, HiddenPart, Walked
-from sysmcp.tools.disk_explain import render
+from sysmcp.tools import disk_explain
+from sysmcp.tools.typed import to_json
 from tests.profile import UNDER_POSIX_PROFILE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,6 +87,12 @@ def answer() -> dict[str, Any]:
         pytest.skip(f"no loop device here: {done.stderr.strip().splitlines()[-1]}")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
+    """The explain's text and its part of the structured answer, as JSON."""
+    text, part = disk_explain.answer(acc)
+    return text, to_json(part)
 
 
 def test_the_summary_the_detail_and_the_structured_result_count_the_same_mount_points_and_list_every_byte(

@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, Literal, NamedTuple, TypeAlias, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -40,6 +40,7 @@ __all__ = [
     "Prober",
     "Rate",
     "SampleClock",
+    "Status",
     "UsageProvider",
     "entry_from",
     "inodes_in_use",
@@ -73,6 +74,7 @@ class FsStats(NamedTuple):
 
 
 UsageProvider = Callable[[str], FsStats]
+Status: TypeAlias = Literal["ok", "no_answer", "error"]  # "no_answer": it did not answer in time
 PartitionsProvider = Callable[[], MountTable]
 
 
@@ -303,7 +305,7 @@ class Entry:
         self,
         mount: Mount,
         figures: Figures | None = None,
-        status: str = "ok",  # "ok", "no_answer" or "error"
+        status: Status = "ok",
         reason: str | None = None,
         st_dev: int | None = None,
     ) -> None:
