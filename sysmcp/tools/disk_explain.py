@@ -289,13 +289,8 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     if acc.cow is not None:  # part 5 from the snapshot reading: the remainder counts it
         acc = replace(acc, snapshots=as_snapshots(acc.cow))
     point, used = display(acc.mount.mount_point), acc.figures.used
-    walked, deleted, hidden, snaps, overhead = (
-        acc.walked,
-        acc.deleted,
-        acc.hidden,
-        acc.snapshots,
-        acc.overhead,
-    )
+    walked, deleted, hidden = acc.walked, acc.deleted, acc.hidden
+    snaps, overhead = acc.snapshots, acc.overhead
     rest = acc.remainder
     scanned = walked.scanned
     source = (

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import anyio.to_thread
 
@@ -50,14 +50,13 @@ class Pool:
     seconds_to_full: float | None = prop("With sample_s: at that rate, until the pool's data is full.")
 
 
-class Pooled:
+class Pooled(NamedTuple):
     """The pool under one filesystem of the answer, its line for the text, and the pool's time to
     full when that comes sooner than the filesystem's own (None: the filesystem's own stands)."""
 
-    __slots__ = ("line", "pool", "sooner")
-
-    def __init__(self, pool: Pool, line: str, sooner: float | None) -> None:
-        self.pool, self.line, self.sooner = pool, line, sooner
+    pool: Pool
+    line: str
+    sooner: float | None
 
 
 class PoolSampler:

@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -330,17 +330,10 @@ DELETED, FILESYSTEM = 0, 1  # the side tasks: the deleted-files scan; the snapsh
 def _side_task(request: ExplainRequest, task: int, cancel: Cancel) -> Any:
     """One side task's result as plain (marshal-able) data: a child sends it through a pipe."""
     if task == DELETED:
-        scan = request.deleted(cancel)
-        files = [
-            (f.path, f.dev, f.disk, [list(h) for h in f.holders], f.confined, f.descriptor)
-            for f in scan.files
-        ]
-        return [files, scan.available, scan.unreadable, scan.vanished]
+        return astuple(request.deleted(cancel))
     mount = request.mount
     snaps = snapshots_of(mount) if mount.fs_type != "tmpfs" else Snapshots()
-    overhead = overhead_of(mount, request.bfree)
-    items = [[s.name, s.exclusive, s.is_snapshot] for s in snaps.items]
-    return [[snaps.kind, items, snaps.bytes, snaps.exact, snaps.note], [overhead.bytes, overhead.source]]
+    return [astuple(snaps), astuple(overhead_of(mount, request.bfree))]
 
 
 class _Side:
@@ -371,14 +364,10 @@ class _Side:
         for task in (DELETED, FILESYSTEM):
             if task not in done:  # no child, or it died
                 done[task] = _side_task(self.request, task, self.cancel)
-        files, available, unreadable, vanished = done[DELETED]
-        held = tuple(
-            HeldOpen(p, dev, disk, tuple((pid, cmd) for pid, cmd in who), confined, link)
-            for p, dev, disk, who, confined, link in files
-        )
-        (kind, items, size, exact, note), (over, source) = done[FILESYSTEM]
-        snaps = Snapshots(kind, [Snapshot(*item) for item in items], size, exact, note)
-        return DeletedScan(held, available, unreadable, vanished), snaps, Overhead(over, source)
+        files, *counts = done[DELETED]
+        (kind, items, *rest), overhead = done[FILESYSTEM]
+        snaps = Snapshots(kind, [Snapshot(*item) for item in items], *rest)
+        return DeletedScan(tuple(HeldOpen(*f) for f in files), *counts), snaps, Overhead(*overhead)
 
     def close(self) -> None:
         if self.fan is not None:
