@@ -160,9 +160,17 @@ def _hints(cls: Any) -> dict[str, Any]:
 def to_json(value: Any) -> Any:
     """``value`` as JSON data: a dataclass as an object of its fields in order (``ABSENT`` ones left out),
     tuples as lists; anything else as it is."""
-    if dataclasses.is_dataclass(value):
-        kind: Any = type(value)
-        return {name: to_json(item) for name in _names(kind) if (item := getattr(value, name)) is not ABSENT}
+    kind: Any = type(value)
+    if kind in _PLAIN:  # most values: answered before any other look at their type
+        return value
+    plan = _plan(kind)
+    if plan is not None:
+        data = {}
+        for name, plain in plan:
+            item = getattr(value, name)
+            if item is not ABSENT:
+                data[name] = item if plain else to_json(item)
+        return data
     if isinstance(value, (list, tuple)):
         return [to_json(item) for item in value]
     if isinstance(value, dict):
@@ -170,9 +178,25 @@ def to_json(value: Any) -> Any:
     return value
 
 
+_PLAIN: Final = frozenset({str, int, float, bool, type(None)})
+
+
 @functools.cache
-def _names(cls: Any) -> tuple[str, ...]:
-    return tuple(item.name for item in dataclasses.fields(cls))
+def _plan(cls: Any) -> tuple[tuple[str, bool], ...] | None:
+    """The dataclass ``cls``'s field names in order, each with whether its type says its value is
+    JSON as it is (a number, a string, a literal: copied without a look); None for no dataclass."""
+    if not dataclasses.is_dataclass(cls):
+        return None
+    try:
+        hints = _hints(typing.cast(Any, cls))
+    except NameError:  # a type only named for type checkers: every value is looked at
+        hints = {}
+    return tuple((item.name, _plain(hints.get(item.name))) for item in dataclasses.fields(cls))
+
+
+def _plain(hint: Any) -> bool:
+    hint = _strip_none(_strip_absent(hint)[0])[0]
+    return hint in _SCALARS or typing.get_origin(hint) is Literal
 
 
 def from_json(cls: type[T], data: Any) -> T:

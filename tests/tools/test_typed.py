@@ -98,3 +98,13 @@ def test_an_unlisted_field_is_in_the_json_and_read_back_but_not_in_the_schema() 
     assert data == {"size": 3, "extra": {"a": 1}}
     jsonschema.validate(data, schema_of(Open))
     assert from_json(Open, data) == Open(3, {"a": 1}) and from_json(Open, {"size": 3}).extra is ABSENT
+
+
+def test_a_dataclass_whose_types_cannot_be_resolved_is_still_written_field_by_field() -> None:
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Loose:
+        inner: Unknown  # type: ignore[name-defined]  # noqa: F821 (a name only a type checker would see)
+
+    assert to_json(Loose(Open(2))) == {"inner": {"size": 2}}
