@@ -1,11 +1,10 @@
 """disk_usage with ``explain``: df's used bytes of one filesystem, part by part, in words and figures.
 
-The MCP side of ``sysmcp.engine.space._space``: the ``explain`` schema, the request built from the call (with a
-fresh complete scan of the filesystem's root from the history, when there is one, for part 1), the
-answer's text (totals first, then each part with its next step) and its structured content. The
-engine (``fs.space``, which also runs ``fs.openfiles``' process scan for part 2) and the history are
-imported when an explain is asked for: disk_usage imports this module for its schema on every start.
-"""
+The MCP side of ``sysmcp.engine.space``: the ``explain`` part of the typed result, the request built
+from the call (with a fresh complete scan of the filesystem's root from the history, when there is
+one, for part 1), and the answer's text (totals first, then each part with its next step). The
+engine (which also runs ``engine.procs``' process scan for part 2) and the history are imported
+when an explain is asked for: disk_usage imports this module for its result type on every start."""
 
 from __future__ import annotations
 
