@@ -424,32 +424,43 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     lines.append(
         f"7. {label.capitalize()}: {human_bytes(bound)} ({_percent(bound, used)} % of used). Next: {rest_step}."
     )
-    cow = acc.cow
+    cow, root = acc.cow, acc.mount.mount_point
     shared = {item.name: item.shared for item in cow.items} if cow is not None else {}
+    held = [
+        {
+            "path": printable(f.path),
+            "bytes": f.disk,
+            "holders": [{"pid": p, "command": printable(c)} for p, c in f.holders],
+            "descriptor": f.descriptor,
+        }
+        for f in deleted.files[:NAMED]
+    ]
+    places = [
+        {"mount_point": display(os.path.join(root, p.relative)), "bytes": p.disk, "files": p.files}
+        for p in hidden.places[:NAMED]
+    ]
+    kept = [
+        {"name": printable(s.name), "bytes": s.exclusive, "snapshot": s.is_snapshot}
+        | ({} if cow is None else {"shared_bytes": shared.get(printable(s.name))})
+        for s in snaps.items[:NAMED]
+    ]
     z = None if cow is None else cow.zfs
+    split = (
+        ABSENT
+        if z is None
+        else ZfsSplit(z.name, z.used, z.dataset, z.snapshots, z.children, z.refreservation)
+    )
+    stopped, unread = walked.stopped is not None, [printable(p) for p in walked.unreadable_named[:NAMED]]
+    at = iso_utc(scanned.taken) if scanned is not None else None
     part = Explain(
         point,
         used,
         acc.figures.reserved,
-        walked.stopped is not None,
-        Files(
-            walked.disk,
-            walked.files,
-            walked.stopped,
-            iso_utc(scanned.taken) if scanned is not None else None,
-            files_step,
-        ),
+        stopped,
+        Files(walked.disk, walked.files, walked.stopped, at, files_step),
         DeletedOpen(
             deleted.disk,
-            [
-                {
-                    "path": printable(f.path),
-                    "bytes": f.disk,
-                    "holders": [{"pid": p, "command": printable(c)} for p, c in f.holders],
-                    "descriptor": f.descriptor,
-                }
-                for f in deleted.files[:NAMED]
-            ],
+            held,
             deleted.not_named,
             deleted.unreadable,
             deleted.vanished,
@@ -461,41 +472,15 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
             hidden.checked,
             hidden.reason,
             hidden.mount_points,
-            [
-                {
-                    "mount_point": display(os.path.join(acc.mount.mount_point, p.relative)),
-                    "bytes": p.disk,
-                    "files": p.files,
-                }
-                for p in hidden.places[:NAMED]
-            ],
+            places,
             unlisted,
             unlisted_disk,
             hid_step,
         ),
-        UnreadableDirectories(
-            walked.unreadable,
-            [printable(p) for p in walked.unreadable_named[:NAMED]],
-            bound if walked.unreadable else 0,
-            unread_step,
-        ),
-        SnapshotsPart(
-            snaps.bytes,
-            snaps.kind,
-            snaps.exact,
-            snaps.note,
-            [
-                {"name": printable(s.name), "bytes": s.exclusive, "snapshot": s.is_snapshot}
-                | ({} if cow is None else {"shared_bytes": shared.get(printable(s.name))})
-                for s in snaps.items[:NAMED]
-            ],
-            snap_step,
-            ABSENT
-            if z is None
-            else ZfsSplit(z.name, z.used, z.dataset, z.snapshots, z.children, z.refreservation),
-        ),
+        UnreadableDirectories(walked.unreadable, unread, bound if walked.unreadable else 0, unread_step),
+        SnapshotsPart(snaps.bytes, snaps.kind, snaps.exact, snaps.note, kept, snap_step, split),
         OverheadPart(overhead.bytes, overhead.source),
-        Remainder(rest, _percent(rest, used), walked.stopped is not None, rest_step),
+        Remainder(rest, _percent(rest, used), stopped, rest_step),
         round(acc.elapsed, 3),
     )
     return "\n".join(lines), part
