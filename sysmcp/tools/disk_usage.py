@@ -153,20 +153,8 @@ def filesystem(entry: Entry, pooled: Pooled | None = None) -> Filesystem:
         )
     alerts = cast("list[Literal['space', 'inodes']]", entry.alerts())
     pool = ABSENT if pooled is None else pooled.pool
-    return Filesystem(
-        *shown,
-        entry.status,
-        ABSENT,
-        fig.total,
-        fig.used,
-        fig.free,
-        fig.reserved,
-        fig.percent,
-        inodes,
-        alerts,
-        rate,
-        pool,
-    )
+    sizes = (fig.total, fig.used, fig.free, fig.reserved, fig.percent)
+    return Filesystem(*shown, entry.status, ABSENT, *sizes, inodes, alerts, rate, pool)
 
 
 def _rounded(value: float | None) -> float | None:
