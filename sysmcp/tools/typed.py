@@ -166,10 +166,10 @@ def to_json(value: Any) -> Any:
     plan = _plan(kind)
     if plan is not None:
         data = {}
-        for name, plain in plan:
+        for name, how in plan:
             item = getattr(value, name)
             if item is not ABSENT:
-                data[name] = item if plain else to_json(item)
+                data[name] = item if how is _AS_IT_IS else list(item) if how is _LISTED else to_json(item)
         return data
     if isinstance(value, (list, tuple)):
         return [to_json(item) for item in value]
@@ -181,21 +181,33 @@ def to_json(value: Any) -> Any:
 _PLAIN: Final = frozenset({str, int, float, bool, type(None)})
 
 
+_AS_IT_IS, _LISTED, _LOOKED_AT = "as it is", "listed", "looked at"  # how to_json writes a field
+
+
 @functools.cache
-def _plan(cls: Any) -> tuple[tuple[str, bool], ...] | None:
-    """The dataclass ``cls``'s field names in order, each with whether its type says its value is
-    JSON as it is (a number, a string, a literal: copied without a look); None for no dataclass."""
+def _plan(cls: Any) -> tuple[tuple[str, str], ...] | None:
+    """The dataclass ``cls``'s field names in order, each with how its type says its value is
+    written: as it is (a number, a string, a literal), as a list of such (a copy), or looked at
+    again; None for no dataclass."""
     if not dataclasses.is_dataclass(cls):
         return None
     try:
         hints = _hints(typing.cast(Any, cls))
     except NameError:  # a type only named for type checkers: every value is looked at
         hints = {}
-    return tuple((item.name, _plain(hints.get(item.name))) for item in dataclasses.fields(cls))
+    return tuple((item.name, _how(hints.get(item.name))) for item in dataclasses.fields(cls))
+
+
+def _how(hint: Any) -> str:
+    hint, null = _strip_none(_strip_absent(hint)[0])
+    if _plain(hint):
+        return _AS_IT_IS
+    if not null and typing.get_origin(hint) in (list, tuple) and _plain(typing.get_args(hint)[0]):
+        return _LISTED
+    return _LOOKED_AT
 
 
 def _plain(hint: Any) -> bool:
-    hint = _strip_none(_strip_absent(hint)[0])[0]
     return hint in _SCALARS or typing.get_origin(hint) is Literal
 
 

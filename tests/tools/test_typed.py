@@ -108,3 +108,14 @@ def test_a_dataclass_whose_types_cannot_be_resolved_is_still_written_field_by_fi
         inner: Unknown  # type: ignore[name-defined]  # noqa: F821 (a name only a type checker would see)
 
     assert to_json(Loose(Open(2))) == {"inner": {"size": 2}}
+
+
+@result
+class Lists:
+    names: tuple[str, ...] = prop()
+    maybe: list[int] | None = prop()
+
+
+def test_lists_of_plain_values_are_written_as_lists_and_a_null_list_as_null() -> None:
+    assert to_json(Lists(("a", "b"), None)) == {"names": ["a", "b"], "maybe": None}
+    assert to_json(Lists((), [1])) == {"names": [], "maybe": [1]}
