@@ -1,26 +1,28 @@
 """disk_usage with ``explain``: df's used bytes of one filesystem, part by part, in words and figures.
 
-The MCP side of ``sysmcp.engine.space._space``: the ``explain`` schema, the request built from the call (with a
-fresh complete scan of the filesystem's root from the history, when there is one, for part 1), the
-answer's text (totals first, then each part with its next step) and its structured content. The
-engine (``fs.space``, which also runs ``fs.openfiles``' process scan for part 2) and the history are
-imported when an explain is asked for: disk_usage imports this module for its schema on every start.
-"""
+The MCP side of ``sysmcp.engine.space``: the ``explain`` part of the typed result, the request built
+from the call (with a fresh complete scan of the filesystem's root from the history, when there is
+one, for part 1), and the answer's text (totals first, then each part with its next step). The
+engine (which also runs ``engine.procs``' process scan for part 2) and the history are imported
+when an explain is asked for: disk_usage imports this module for its result type on every start."""
 
 from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sysmcp.engine.paths import display, printable
 from sysmcp.platform import PROC
 from sysmcp.render import age, human_bytes, noun, plural
 from sysmcp.tools import schemas as js
+from sysmcp.tools.typed import ABSENT, Opt, prop, result
 
 if TYPE_CHECKING:
     from sysmcp.engine.mounts import Entry, MountTable
-    from sysmcp.engine.pools import Cow
     from sysmcp.engine.space import Accounting, HeldOpen, Scanned, Snapshots
     from sysmcp.protocol.context import Meter
     from sysmcp.tools.registry import ToolContext
@@ -40,86 +42,132 @@ INPUT_PROPERTIES: dict[str, Any] = {
     ),
 }
 
-
-def _part(description: str, **properties: Any) -> dict[str, Any]:
-    """One part of the answer: an object with its figures and, for most, its next step."""
-    return {"type": "object", "description": description, "properties": properties}
-
-
-def _sized(description: str, **more: Any) -> dict[str, Any]:
-    return _part(description, bytes=js.integer(), **more, next_step=js.string())
+#: A part of the answer: its figures without a list of required ones, and room for more.
+_PART: dict[str, bool] = {"closed": False, "required": False}
+_NEXT = "What to run next for this part."
 
 
-def _rows(description: str) -> dict[str, Any]:
-    return js.typed("array", description, items=js.typed("object"))
+@result
+class Files:
+    SCHEMA_OPTIONS: ClassVar = _PART
+    bytes: int = prop("Disk bytes of the files a walk of the filesystem reaches (as du -x).")
+    files: int = prop()
+    stopped: str | None = prop("Why the walk stopped early.")
+    scanned_at: str | None = prop(
+        "When the stored dir_usage scan these figures come from was taken (a complete scan of the root "
+        "younger than 5 minutes stands in for the walk); null: walked now."
+    )
+    next_step: str = prop(_NEXT)
 
 
-EXPLAIN_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "With explain: the filesystem's used bytes (statvfs, as df) split into parts.",
-    "properties": {
-        "mount_point": js.string(),
-        "used_bytes": js.integer("statvfs used: (f_blocks - f_bfree) × f_frsize."),
-        "reserved_bytes": js.integer("Free blocks only root may use: free, not used."),
-        "partial": js.boolean("The walk stopped at the time budget."),
-        "files": _sized(
-            "Part 1: files and directories a walk from the root reaches, one filesystem (du -x).",
-            files=js.integer(),
-            stopped=js.string(null=True, description="Why the walk stopped early."),
-            scanned_at=js.string(
-                null=True,
-                description="When the stored dir_usage scan these figures come from was taken (a complete scan of "
-                "the root younger than 5 minutes stands in for the walk); null: walked now.",
-            ),
-        ),
-        "deleted_open": _sized(
-            "Part 2: deleted files still held open by a process (freed when the holders close them).",
-            files=_rows("path, bytes, holders, descriptor (/proc/PID/fd/N to truncate it through)."),
-            not_named=js.integer("Files outside the allowed roots: counted only."),
-            processes_unreadable=js.integer(),
-            processes_vanished=js.integer("Ended between listing and reading."),
-            available=js.boolean(),
-        ),
-        "hidden_under_mounts": _sized(
-            "Part 3: files in directories another filesystem is mounted over (seen through a private view).",
-            checked=js.boolean(),
-            reason=js.string("Why not checked (e.g. 'needs root')."),
-            mount_points=js.integer(),
-            places=_rows("mount_point, bytes, files."),
-            unlisted_mount_points=js.integer("Not in places: empty, outside the roots, or past the first 5."),
-            unlisted_bytes=js.integer("Their bytes: places' bytes plus these make bytes."),
-        ),
-        "unreadable_directories": _part(
-            "Part 4: directories the walk could not read; they hold at most upper_bound_bytes.",
-            count=js.integer(),
-            named=js.names(),
-            upper_bound_bytes=js.integer(),
-            next_step=js.string(),
-        ),
-        "snapshots": _sized(
-            "Part 5: snapshots and subvolumes: bytes only they hold (exclusive).",
-            kind=js.string(),
-            exact=js.boolean("False: some are not sized (see note)."),
-            note=js.string(),
-            items=_rows("name, bytes (null: unknown)."),
-        ),
-        "overhead": _part(
-            "Part 6: the filesystem's own metadata and reservations counted as used, where it reports "
-            "them (else null: in the remainder).",
-            bytes=js.integer(null=True),
-            source=js.string(),
-        ),
-        "remainder": _part(
-            "Part 7: used bytes no part accounts for ('not walked' when the walk stopped).",
-            bytes=js.integer(),
-            percent=js.number(),
-            not_walked=js.boolean(),
-            next_step=js.string(),
-        ),
-        "seconds": js.number(),
-    },
-    "required": ["mount_point", "used_bytes", "files", "deleted_open", "hidden_under_mounts", "remainder"],
-}
+@result
+class DeletedOpen:
+    SCHEMA_OPTIONS: ClassVar = _PART
+    bytes: int = prop("Disk bytes of deleted files still held open on this filesystem.")
+    files: list[dict[str, Any]] = prop(
+        "path, bytes, holders, descriptor (/proc/PID/fd/N to truncate it through)."
+    )
+    not_named: int = prop("Files outside the allowed roots: counted only.")
+    processes_unreadable: int = prop(
+        "Processes whose open files could not be read (another user, without root)."
+    )
+    processes_vanished: int = prop("Ended between listing and reading.")
+    available: bool = prop("Whether open files could be listed on this system (/proc).")
+    next_step: str = prop(_NEXT)
+
+
+@result
+class HiddenUnderMounts:
+    SCHEMA_OPTIONS: ClassVar = _PART
+    bytes: int = prop("Disk bytes of files in directories another filesystem is mounted over.")
+    checked: bool = prop("Whether the directories under mount points were looked at (needs root).")
+    reason: str = prop("Why not checked (e.g. 'needs root').")
+    mount_points: int = prop("How many mount points sit on this filesystem.")
+    places: list[dict[str, Any]] = prop("mount_point, bytes, files.")
+    unlisted_mount_points: int = prop("Not in places: empty, outside the roots, or past the first 5.")
+    unlisted_bytes: int = prop("Their bytes: places' bytes plus these make bytes.")
+    next_step: str = prop(_NEXT)
+
+
+@result
+class UnreadableDirectories:
+    SCHEMA_OPTIONS: ClassVar = _PART
+    count: int = prop("Directories the walk could not read.")
+    named: list[str] = prop("Some of those directories, inside the allowed roots.")
+    upper_bound_bytes: int = prop("At most this many bytes can be in them (the remainder).")
+    next_step: str = prop(_NEXT)
+
+
+@result
+class ZfsSplit:
+    dataset: str = prop()
+    used_bytes: int = prop()
+    used_by_dataset_bytes: int = prop()
+    used_by_snapshots_bytes: int = prop()
+    used_by_children_bytes: int = prop()
+    used_by_refreservation_bytes: int = prop()
+
+
+@result
+class SnapshotsPart:
+    SCHEMA_OPTIONS: ClassVar = _PART
+    bytes: int = prop("Disk bytes held only by snapshots or other subvolumes.")
+    kind: str = prop("The snapshot mechanism (btrfs, zfs, lvm-thin, apfs), or null.")
+    exact: bool = prop("False: some are not sized (see note).")
+    note: str = prop("How the figure was obtained, or why it could not be.")
+    items: list[dict[str, Any]] = prop("name, bytes (null: unknown).")
+    next_step: str = prop(_NEXT)
+    zfs: Opt[ZfsSplit] = prop(listed=False, default=ABSENT)  # ZFS's split of used, beside the schema
+
+
+@result
+class OverheadPart:
+    SCHEMA_OPTIONS: ClassVar = _PART
+    bytes: int | None = prop("The filesystem's own metadata, journal and reservations counted as used.")
+    source: str = prop("Where the overhead figure comes from.")
+
+
+@result
+class Remainder:
+    SCHEMA_OPTIONS: ClassVar = _PART
+    bytes: int = prop("Used bytes no part accounts for (negative when parts overlap).")
+    percent: float = prop("The remainder as a percentage of used bytes.")
+    not_walked: bool = prop(
+        "True when the walk stopped at its time budget: part of the remainder was not walked."
+    )
+    next_step: str = prop(_NEXT)
+
+
+@result
+class Explain:
+    """With explain: df's used bytes of the filesystem, part by part."""
+
+    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+    mount_point: str = prop()
+    used_bytes: int = prop("statvfs used: (f_blocks - f_bfree) × f_frsize.")
+    reserved_bytes: Opt[int] = prop("Free blocks only root may use: free, not used.")
+    partial: Opt[bool] = prop("The walk stopped at the time budget.")
+    files: Files = prop("Part 1: files and directories a walk from the root reaches, one filesystem (du -x).")
+    deleted_open: DeletedOpen = prop(
+        "Part 2: deleted files still held open by a process (freed when the holders close them)."
+    )
+    hidden_under_mounts: HiddenUnderMounts = prop(
+        "Part 3: files in directories another filesystem is mounted over (seen through a private view)."
+    )
+    unreadable_directories: Opt[UnreadableDirectories] = prop(
+        "Part 4: directories the walk could not read; they hold at most upper_bound_bytes."
+    )
+    snapshots: Opt[SnapshotsPart] = prop(
+        "Part 5: snapshots and subvolumes: bytes only they hold (exclusive)."
+    )
+    overhead: Opt[OverheadPart] = prop(
+        "Part 6: the filesystem's own metadata and reservations counted as used, where it reports "
+        "them (else null: in the remainder)."
+    )
+    remainder: Remainder = prop(
+        "Part 7: used bytes no part accounts for ('not walked' when the walk stopped)."
+    )
+    seconds: Opt[float] = prop()
 
 
 def fresh_scan(point: str, max_age: float = FRESH_SCAN_S) -> Scanned | None:
@@ -147,31 +195,23 @@ def fresh_scan(point: str, max_age: float = FRESH_SCAN_S) -> Scanned | None:
 
 async def run(
     entry: Entry, table: MountTable, args: dict[str, Any], ctx: ToolContext, proc: str = PROC
-) -> tuple[str, dict[str, Any]]:
-    """Account for the filesystem of ``entry``: the text and the ``explain`` object."""
-    from sysmcp.engine.space import explain, explain_request, own_mount
-    from sysmcp.tools.dir_usage import usage_report
-    from sysmcp.tools.disk_pools import as_snapshots, read_cow, with_cow
+) -> tuple[str, Explain]:
+    """Account for the filesystem of ``entry``: the text and the ``explain`` part."""
+    from sysmcp.engine.space import ExplainRequest, explain, explain_request, own_mount
 
     assert entry.figures is not None
-    mount = own_mount(entry, table)
-    fig = entry.figures
+    mount, fig = own_mount(entry, table), entry.figures
     timeout = min(float(args.get("timeout_s", DEFAULT_TIMEOUT_S)), MAX_TIMEOUT_S)
 
-    def work(meter: Meter) -> tuple[Accounting, Cow | None]:
+    def ask(_: Meter) -> ExplainRequest:  # the history's scan and the root's stat: in a worker
         scanned = fresh_scan(mount.mount_point)
-        request = explain_request(mount, fig, table, timeout, ctx.paths.allowed, scanned, proc)
-        acc = explain(request, usage_report(meter), meter.checkpoint)
-        cow = read_cow(mount, timeout, meter.checkpoint)  # btrfs and ZFS snapshots: engine/pools
-        if cow is not None:
-            acc.snapshots = as_snapshots(cow)
-        return acc, cow
+        return explain_request(mount, fig, table, timeout, ctx.paths.allowed, scanned, proc)
 
     def describe(meter: Meter, elapsed: float) -> str:
-        return f"{plural(int(meter.done), 'entry')} walked, {human_bytes(meter.extra.get('bytes', 0))} seen"
+        return f"{plural(int(meter.done), 'entry')} walked"
 
-    accounting, cow = await ctx.run_in_worker(work, describe=describe)
-    return with_cow(*render(accounting), cow, ctx.paths.allowed)
+    request = await ctx.run_in_worker(ask)
+    return answer(await ctx.run_engine(explain, request, describe=describe), ctx.paths.allowed)
 
 
 def _holders(held: HeldOpen) -> str:
@@ -239,18 +279,17 @@ def _percent(part: int, whole: int) -> float:
     return round(100 * part / whole, 2) if whole else 0.0
 
 
-def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
-    """The answer: one sentence of totals, then a line per part with its next step."""
+def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, Explain]:
+    """The answer: one sentence of totals, then a line per part with its next step (and, after part
+    5, what only the engine's snapshot reading has: ``roots`` decides which snapshot it may name)."""
     from sysmcp.tools.dir_usage import iso_utc
+    from sysmcp.tools.disk_pools import as_snapshots, cow_lines
 
+    if acc.cow is not None:  # part 5 from the snapshot reading: the remainder counts it
+        acc = replace(acc, snapshots=as_snapshots(acc.cow))
     point, used = display(acc.mount.mount_point), acc.figures.used
-    walked, deleted, hidden, snaps, overhead = (
-        acc.walked,
-        acc.deleted,
-        acc.hidden,
-        acc.snapshots,
-        acc.overhead,
-    )
+    walked, deleted, hidden = acc.walked, acc.deleted, acc.hidden
+    snaps, overhead = acc.snapshots, acc.overhead
     rest = acc.remainder
     scanned = walked.scanned
     source = (
@@ -360,6 +399,8 @@ def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
         )
     else:
         lines.append("5. Snapshots and subvolumes: none" + (f" ({snaps.note})" if snaps.note else "") + ".")
+    if acc.cow is not None:
+        lines += cow_lines(acc.cow, roots)
     reserved = (
         f"; {human_bytes(acc.figures.reserved)} reserved for root beside it (free space, not used)"
         if acc.figures.reserved
@@ -383,76 +424,63 @@ def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
     lines.append(
         f"7. {label.capitalize()}: {human_bytes(bound)} ({_percent(bound, used)} % of used). Next: {rest_step}."
     )
-    data: dict[str, Any] = {
-        "mount_point": point,
-        "used_bytes": used,
-        "reserved_bytes": acc.figures.reserved,
-        "partial": walked.stopped is not None,
-        "files": {
-            "bytes": walked.disk,
-            "files": walked.files,
-            "stopped": walked.stopped,
-            "scanned_at": iso_utc(scanned.taken) if scanned is not None else None,
-            "next_step": files_step,
-        },
-        "deleted_open": {
-            "bytes": deleted.disk,
-            "files": [
-                {
-                    "path": printable(f.path),
-                    "bytes": f.disk,
-                    "holders": [{"pid": p, "command": printable(c)} for p, c in f.holders],
-                    "descriptor": f.descriptor,
-                }
-                for f in deleted.files[:NAMED]
-            ],
-            "not_named": deleted.not_named,
-            "processes_unreadable": deleted.unreadable,
-            "processes_vanished": deleted.vanished,
-            "available": deleted.available,
-            "next_step": del_step,
-        },
-        "hidden_under_mounts": {
-            "bytes": hidden.disk,
-            "checked": hidden.checked,
-            "reason": hidden.reason,
-            "mount_points": hidden.mount_points,
-            "places": [
-                {
-                    "mount_point": display(os.path.join(acc.mount.mount_point, p.relative)),
-                    "bytes": p.disk,
-                    "files": p.files,
-                }
-                for p in hidden.places[:NAMED]
-            ],
-            "unlisted_mount_points": unlisted,
-            "unlisted_bytes": unlisted_disk,
-            "next_step": hid_step,
-        },
-        "unreadable_directories": {
-            "count": walked.unreadable,
-            "named": [printable(p) for p in walked.unreadable_named[:NAMED]],
-            "upper_bound_bytes": bound if walked.unreadable else 0,
-            "next_step": unread_step,
-        },
-        "snapshots": {
-            "bytes": snaps.bytes,
-            "kind": snaps.kind,
-            "exact": snaps.exact,
-            "note": snaps.note,
-            "items": [
-                {"name": printable(s.name), "bytes": s.exclusive, "snapshot": s.is_snapshot}
-                for s in snaps.items[:NAMED]
-            ],
-            "next_step": snap_step,
-        },
-        "overhead": {"bytes": overhead.bytes, "source": overhead.source},
-        "remainder": {
-            "bytes": rest,
-            "percent": _percent(rest, used),
-            "not_walked": walked.stopped is not None,
-            "next_step": rest_step,
-        },
-        "seconds": round(acc.elapsed, 3),
-    }
-    return "\n".join(lines), data
+    cow, root = acc.cow, acc.mount.mount_point
+    shared = {item.name: item.shared for item in cow.items} if cow is not None else {}
+    held = [
+        {
+            "path": printable(f.path),
+            "bytes": f.disk,
+            "holders": [{"pid": p, "command": printable(c)} for p, c in f.holders],
+            "descriptor": f.descriptor,
+        }
+        for f in deleted.files[:NAMED]
+    ]
+    places = [
+        {"mount_point": display(os.path.join(root, p.relative)), "bytes": p.disk, "files": p.files}
+        for p in hidden.places[:NAMED]
+    ]
+    kept = [
+        {"name": printable(s.name), "bytes": s.exclusive, "snapshot": s.is_snapshot}
+        | ({} if cow is None else {"shared_bytes": shared.get(printable(s.name))})
+        for s in snaps.items[:NAMED]
+    ]
+    z = None if cow is None else cow.zfs
+    split = (
+        ABSENT
+        if z is None
+        else ZfsSplit(z.name, z.used, z.dataset, z.snapshots, z.children, z.refreservation)
+    )
+    stopped, unread = walked.stopped is not None, [printable(p) for p in walked.unreadable_named[:NAMED]]
+    at = iso_utc(scanned.taken) if scanned is not None else None
+    part = Explain(
+        point,
+        used,
+        acc.figures.reserved,
+        stopped,
+        Files(walked.disk, walked.files, walked.stopped, at, files_step),
+        DeletedOpen(
+            deleted.disk,
+            held,
+            deleted.not_named,
+            deleted.unreadable,
+            deleted.vanished,
+            deleted.available,
+            del_step,
+        ),
+        HiddenUnderMounts(
+            hidden.disk,
+            hidden.checked,
+            hidden.reason,
+            hidden.mount_points,
+            places,
+            unlisted,
+            unlisted_disk,
+            hid_step,
+        ),
+        UnreadableDirectories(walked.unreadable, unread, bound if walked.unreadable else 0, unread_step),
+        SnapshotsPart(snaps.bytes, snaps.kind, snaps.exact, snaps.note, kept, snap_step, split),
+        OverheadPart(overhead.bytes, overhead.source),
+        Remainder(rest, _percent(rest, used), stopped, rest_step),
+        round(acc.elapsed, 3),
+    )
+    return "\n".join(lines), part

@@ -9,30 +9,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal, cast
 
 from sysmcp.engine.mounts import (
     ALERT_PERCENT,
     MAX_STUCK_PROBES,
-    MEMORY_TYPES,
     STATVFS_TIMEOUT,
     Disks,
     Entry,
-    Figures,
-    FsStats,
     Mount,
     MountTable,
     PartitionsProvider,
     Rate,
     SampleClock,
+    Status,
     UsageProvider,
     apfs_container,
     container_siblings,
     default_partitions,
-    percent_used,
     statvfs_usage,
 )
 from sysmcp.engine.paths import display, printable
+from sysmcp.engine.pools import could_be_thin
 from sysmcp.history import state
 from sysmcp.history.recording import ReadingGate
 from sysmcp.platform import PROC
@@ -40,23 +38,13 @@ from sysmcp.protocol.errors import ArgumentError
 from sysmcp.render import human_bytes, noun, table
 from sysmcp.tools import disk_explain
 from sysmcp.tools import schemas as js
-from sysmcp.tools.descriptions import describe_paths
-from sysmcp.tools.disk_pools import POOL_SCHEMA, PoolReader, PoolSampler, read_pools, thin_candidates
+from sysmcp.tools.disk_explain import Explain
+from sysmcp.tools.disk_pools import Pool, Pooled, PoolReader, PoolSampler, read_pools
 from sysmcp.tools.merging import HostOutcome, fleet_output
 from sysmcp.tools.recording import READINGS, readings_quiet, record_disk
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
+from sysmcp.tools.typed import ABSENT, Opt, from_json, prop, result, schema_of, to_json
 from sysmcp.views import DISKS
-
-__all__ = [
-    "INPUT_SCHEMA",
-    "MEMORY_TYPES",
-    "OUTPUT_SCHEMA",
-    "TOOL",
-    "DiskUsage",
-    "Figures",
-    "FsStats",
-    "percent_used",
-]
 
 MAX_SAMPLE_S = 60  # sample_s at most
 ORDER = (
@@ -64,80 +52,146 @@ ORDER = (
 )
 
 
-def rate_json(rate: Rate) -> dict[str, Any]:
-    return {
-        "seconds": round(rate.seconds, 3),
-        "samples": rate.samples,
-        "fill_rate_bytes_per_s": round(rate.bytes_per_s, 1),
-        "seconds_to_full": _rounded(rate.seconds_to_full),
-        "inode_fill_rate_per_s": None if rate.inodes_per_s is None else round(rate.inodes_per_s, 3),
-        "seconds_to_inodes_full": _rounded(rate.seconds_to_inodes_full),
-    }
+@result
+class Inodes:
+    total: int = prop()
+    used: int = prop()
+    free: int = prop()
+    percent_used: int | None = prop("ceil(used / total × 100).")
+
+
+@result
+class FillRate:
+    seconds: float = prop("From the first sample to the last.")
+    samples: int = prop()
+    fill_rate_bytes_per_s: float = prop(
+        "Used bytes per second: positive while filling, negative while freeing."
+    )
+    seconds_to_full: float | None = prop("At that rate, until free_bytes is 0; null unless filling.")
+    inode_fill_rate_per_s: float | None = prop("Used inodes per second; null without inode counts.")
+    seconds_to_inodes_full: float | None = prop("null unless filling.")
+    limited_by: Opt[str] = prop(
+        "'pool': the thin pool under it fills sooner; its time is shown.", default=ABSENT
+    )
+
+
+@result
+class Filesystem:
+    mount_point: str = prop()
+    device: str = prop("The mount source: a device path, 'server:/export', 'tmpfs', …")
+    fs_type: str = prop()
+    fs_root: str = prop("Directory of the filesystem shown at this mount point: '/' unless a bind mount.")
+    read_only: bool = prop()
+    options: list[str] = prop("Mount and filesystem options.")
+    status: Status = prop(
+        "'no_answer': statvfs did not return within the timeout; 'error': it failed (see reason)."
+    )
+    reason: Opt[str] = prop("Why there are no figures (status is not 'ok').", default=ABSENT)
+    total_bytes: Opt[int] = prop(default=ABSENT)
+    used_bytes: Opt[int] = prop(default=ABSENT)
+    free_bytes: Opt[int] = prop("Available to unprivileged users (df's Avail).", default=ABSENT)
+    reserved_bytes: Opt[int] = prop("Free but reserved for root.", default=ABSENT)
+    percent_used: Opt[int | None] = prop(
+        "ceil(used / (used + free) × 100), as df; null for a zero-size filesystem.", default=ABSENT
+    )
+    inodes: Opt[Inodes | None] = prop(
+        "Inode counts; null where the filesystem reports none (not applicable).", default=ABSENT
+    )
+    alerts: Opt[list[Literal["space", "inodes"]]] = prop(
+        f"What is over {ALERT_PERCENT} % used (never set for read-only filesystems).", default=ABSENT
+    )
+    rate: Opt[FillRate] = prop(
+        "With sample_s: how fast it filled over the window (least-squares slope of the samples).",
+        default=ABSENT,
+    )
+    pool: Opt[Pool] = prop(
+        "The LVM thin pool under the filesystem: it can fill before the filesystem does.", default=ABSENT
+    )
+
+
+@result
+class DiskUsageResult:
+    path: Opt[str] = prop("The resolved path asked about (absent when listing).")
+    filesystems: list[Filesystem] = prop()
+    alert_threshold_percent: int = prop()
+    timeout_seconds: float = prop("How long each mount was given to answer.")
+    order: Opt[str] = prop("How the list is sorted (absent with path).", default=ABSENT)
+    sample_s: Opt[float] = prop("The sampling window asked for (absent when 0).", default=ABSENT)
+    explain: Opt[Explain] = prop(
+        "With explain: the filesystem's used bytes (statvfs, as df) split into parts.", default=ABSENT
+    )
+    notes: Opt[list[str]] = prop(
+        "What to know to read the figures right (e.g. APFS volumes sharing one container).", default=ABSENT
+    )
+
+
+OUTPUT_SCHEMA = schema_of(DiskUsageResult)
+
+
+def filesystem(entry: Entry, pooled: Pooled | None = None) -> Filesystem:
+    """One filesystem of the answer, with the pool under it (whose time to full may be the sooner)."""
+    shown = _shown(entry.mount)
+    fig = entry.figures
+    if fig is None:
+        return Filesystem(*shown, entry.status, entry.reason or "unknown")
+    inodes = (
+        None
+        if fig.inodes_percent is None
+        else Inodes(fig.inodes_total, fig.inodes_used, fig.inodes_free, fig.inodes_percent)
+    )
+    rate: Opt[FillRate] = ABSENT
+    if entry.rate is not None:
+        sooner = None if pooled is None else pooled.sooner
+        rate = FillRate(
+            round(entry.rate.seconds, 3),
+            entry.rate.samples,
+            round(entry.rate.bytes_per_s, 1),
+            _rounded(entry.rate.seconds_to_full if sooner is None else sooner),
+            None if entry.rate.inodes_per_s is None else round(entry.rate.inodes_per_s, 3),
+            _rounded(entry.rate.seconds_to_inodes_full),
+            ABSENT if sooner is None else "pool",
+        )
+    alerts = cast("list[Literal['space', 'inodes']]", entry.alerts())
+    pool = ABSENT if pooled is None else pooled.pool
+    sizes = (fig.total, fig.used, fig.free, fig.reserved, fig.percent)
+    return Filesystem(*shown, entry.status, ABSENT, *sizes, inodes, alerts, rate, pool)
 
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
-def entry_json(entry: Entry) -> dict[str, Any]:
-    """One filesystem of the structured answer."""
-    data = {**mount_json(entry.mount), "status": entry.status}
-    fig = entry.figures
-    if fig is None:
-        data["reason"] = entry.reason or "unknown"
-        return data
-    data.update(
-        total_bytes=fig.total,
-        used_bytes=fig.used,
-        free_bytes=fig.free,
-        reserved_bytes=fig.reserved,
-        percent_used=fig.percent,
-        inodes=None
-        if fig.inodes_percent is None
-        else {
-            "total": fig.inodes_total,
-            "used": fig.inodes_used,
-            "free": fig.inodes_free,
-            "percent_used": fig.inodes_percent,
-        },
-        alerts=entry.alerts(),
-    )
-    if entry.rate is not None:
-        data["rate"] = rate_json(entry.rate)
-    return data
+_SHOWN: dict[int, tuple[Mount, tuple[str, str, str, str, bool, list[str]]]] = {}
 
 
-_MOUNT_JSON: dict[int, tuple[Mount, dict[str, Any]]] = {}
-
-
-def mount_json(mount: Mount) -> dict[str, Any]:
+def _shown(mount: Mount) -> tuple[str, str, str, str, bool, list[str]]:
     """The part of an entry that depends only on the mount, computed once per mount object.
 
     Keyed by identity (the cache holds the mount, so its id cannot be reused): the table is re-read
     only when mounts change, and hashing a whole mount on every call would cost more than the lookup.
     """
-    cached = _MOUNT_JSON.get(id(mount))
+    cached = _SHOWN.get(id(mount))
     if cached is not None and cached[0] is mount:
-        return {**cached[1]}
-    if len(_MOUNT_JSON) > 4096:  # mount churn (automounts, containers): start afresh
-        _MOUNT_JSON.clear()
-    data = {
-        "mount_point": display(mount.mount_point),
-        "device": display(mount.device),
-        "fs_type": display(mount.fs_type),
-        "fs_root": display(mount.root),
-        "read_only": mount.read_only,
-        "options": [display(option) for option in mount.options],
-    }
-    _MOUNT_JSON[id(mount)] = (mount, data)
-    return {**data}
+        return cached[1]
+    if len(_SHOWN) > 4096:  # mount churn (automounts, containers): start afresh
+        _SHOWN.clear()
+    shown = (
+        display(mount.mount_point),
+        display(mount.device),
+        display(mount.fs_type),
+        display(mount.root),
+        mount.read_only,
+        [display(option) for option in mount.options],
+    )
+    _SHOWN[id(mount)] = (mount, shown)
+    return shown
 
 
 # -- text -------------------------------------------------------------------------------------
 
 
-def _pct(value: int | None) -> str:
-    return "–" if value is None else f"{value}%"
+def _pct(value: Opt[int | None]) -> str:
+    return "–" if value is None or value is ABSENT else f"{value}%"
 
 
 def _amount(size: int, unit: str) -> str:
@@ -147,13 +201,13 @@ def _amount(size: int, unit: str) -> str:
     return str(size) if unit == "bytes" else human_bytes(size)
 
 
-def usage_phrase(fig: Figures, unit: str) -> str:
+def usage_phrase(fs: Filesystem, unit: str) -> str:
     """Used, free and (where any) reserved bytes, always: a percent alone can read as wrong when
     root's reserve makes used + free fall short of the total."""
-    if fig.total == 0:
+    if not fs.total_bytes:
         return "size 0"
-    used, free, total = (_amount(size, unit) for size in (fig.used, fig.free, fig.total))
-    percent = _pct(fig.percent)
+    used, free, total = (_amount(size or 0, unit) for size in (fs.used_bytes, fs.free_bytes, fs.total_bytes))
+    percent = _pct(fs.percent_used)
     if unit == "mb":
         text = f"{used} used, {free} free of {total} ({percent} used)"
     elif unit == "human":
@@ -162,7 +216,8 @@ def usage_phrase(fig: Figures, unit: str) -> str:
         text = f"{used} bytes used, {free} free of {total} ({percent})"
     else:
         text = f"{percent} used ({used}), {free} free of {total}"
-    return text + (f", {_amount(fig.reserved, unit)} reserved for root" if fig.reserved else "")
+    reserved = fs.reserved_bytes or 0
+    return text + (f", {_amount(reserved, unit)} reserved for root" if reserved else "")
 
 
 def duration_phrase(seconds: float) -> str:
@@ -180,15 +235,13 @@ def duration_phrase(seconds: float) -> str:
     return f"{secs} s"
 
 
-def rate_phrase(entry: Entry) -> str:
-    """'filling at 15.0 MiB/s: full in about 3 h 10 min', 'steady', 'freeing 2.0 MiB/s'."""
-    rate, fig = entry.rate, entry.figures
-    if rate is None or fig is None:
-        return ""
+def rate_phrase(rate: Rate, free: int) -> str:
+    """'filling at 15.0 MiB/s: full in about 3 h 10 min', 'steady', 'freeing 2.0 MiB/s' (the
+    engine's exact rate: the answer's figures are rounded)."""
     if rate.bytes_per_s > 0:
         speed = f"{human_bytes(rate.bytes_per_s)}/s"
         ttf = rate.seconds_to_full
-        if fig.free == 0:
+        if free == 0:
             text = f"full, still filling at {speed}"
         elif ttf is not None and ttf > 365 * 86400:
             text = f"filling at {speed}: not full within a year at this rate"
@@ -204,143 +257,94 @@ def rate_phrase(entry: Entry) -> str:
     return text
 
 
-def inode_phrase(fig: Figures, detailed: bool = False) -> str:
-    if fig.inodes_percent is None:
+def inode_phrase(fs: Filesystem, detailed: bool = False) -> str:
+    inodes = fs.inodes
+    if not inodes or inodes.percent_used is None:
         return "inodes not applicable (none reported)" if detailed else "inodes n/a"
     if detailed:
-        return f"inodes {fig.inodes_percent}% used ({fig.inodes_used:,} of {fig.inodes_total:,})"
-    return f"inodes {fig.inodes_percent}%"
+        return f"inodes {inodes.percent_used}% used ({inodes.used:,} of {inodes.total:,})"
+    return f"inodes {inodes.percent_used}%"
 
 
-def alert_phrase(entry: Entry) -> str:
-    alerts = entry.alerts()
-    return f"  ⚠ over {ALERT_PERCENT} %: {' and '.join(alerts)}" if alerts else ""
+def alert_phrase(fs: Filesystem) -> str:
+    return f"  ⚠ over {ALERT_PERCENT} %: {' and '.join(fs.alerts)}" if fs.alerts else ""
 
 
-def describe_mount(mount: Mount) -> str:
-    parts = [f"{printable(mount.fs_type)} {printable(mount.device)}"]
-    if mount.root != "/":
-        parts.append(f"bind mount of {printable(mount.root)}")
-    if mount.read_only:
+def describe_mount(fs: Filesystem) -> str:
+    parts = [f"{printable(fs.fs_type)} {printable(fs.device)}"]
+    if fs.fs_root != "/":
+        parts.append(f"bind mount of {printable(fs.fs_root)}")
+    if fs.read_only:
         parts.append("read-only")
     return ", ".join(parts)
 
 
-def render_one(shown: str, entry: Entry, unit: str) -> str:
-    where = f"{printable(shown)} is on {printable(entry.mount.mount_point)} ({describe_mount(entry.mount)})"
-    fig = entry.figures
-    if fig is None:
-        return f"{where}: {entry.reason}."
-    rate = rate_phrase(entry)
-    rate = f" Over {entry.rate.seconds:.1f} s: {rate}." if entry.rate is not None and rate else ""
-    return (
-        f"{where}: {usage_phrase(fig, unit)}; {inode_phrase(fig, detailed=True)}.{alert_phrase(entry)}{rate}"
-    )
+def render(
+    answer: DiskUsageResult,
+    unit: str,
+    rates: Sequence[Rate | None],
+    everything: bool = False,
+    lines: Sequence[str] = (),
+) -> str:
+    """The answer's text: the one filesystem of a path, or the list; ``lines`` (the pools'); then the
+    notes. ``rates``: the engine's exact rate of each filesystem (None: not sampled)."""
+    if answer.path is ABSENT:
+        body = render_all(answer.filesystems, rates, unit, everything, answer.sample_s or 0)
+    else:
+        body = render_one(answer.path, answer.filesystems[0], rates[0], unit)
+    return "\n".join([body, *lines, *(answer.notes or ())])
 
 
-def render_all(entries: Sequence[Entry], unit: str, everything: bool, sample_s: float = 0) -> str:
+def render_one(shown: str, fs: Filesystem, rate: Rate | None, unit: str) -> str:
+    where = f"{printable(shown)} is on {printable(fs.mount_point)} ({describe_mount(fs)})"
+    if fs.status != "ok":
+        return f"{where}: {fs.reason}."
+    phrase = "" if rate is None else rate_phrase(rate, fs.free_bytes or 0)
+    phrase = f" Over {rate.seconds:.1f} s: {phrase}." if rate is not None and phrase else ""
+    return f"{where}: {usage_phrase(fs, unit)}; {inode_phrase(fs, detailed=True)}.{alert_phrase(fs)}{phrase}"
+
+
+def render_all(
+    filesystems: Sequence[Filesystem],
+    rates: Sequence[Rate | None],
+    unit: str,
+    everything: bool,
+    sample_s: float,
+) -> str:
     """The list: what it covers, what fills and what is over the threshold, then a line per filesystem."""
     scope = (
         " (all, as df -a)" if everything else " (as df: memory filesystems included, pseudo ones with all)"
     )
-    lines = [f"{len(entries)} {noun(len(entries), 'filesystem')}{scope}, fullest first."]
+    lines = [f"{len(filesystems)} {noun(len(filesystems), 'filesystem')}{scope}, fullest first."]
+    rated = list(zip(filesystems, rates, strict=True))
     if sample_s:
-        lines.append(f"Sampled for {sample_s:g} s. Filling now: {_filling(entries)}.")
-    flagged = [f"{_point(e)} ({' and '.join(e.alerts())})" for e in entries if e.alerts()]
+        filling = [
+            f"{printable(fs.mount_point)} ({rate_phrase(rate, fs.free_bytes or 0)})"
+            for fs, rate in rated
+            if rate is not None and rate.bytes_per_s > 0
+        ]
+        lines.append(f"Sampled for {sample_s:g} s. Filling now: {'; '.join(filling) if filling else 'none'}.")
+    flagged = [f"{printable(fs.mount_point)} ({' and '.join(fs.alerts)})" for fs in filesystems if fs.alerts]
     if flagged:
         lines.append(f"Over {ALERT_PERCENT} %: {', '.join(flagged)}.")
-    silent = [_point(e) for e in entries if e.status == "no_answer"]
+    silent = [printable(fs.mount_point) for fs in filesystems if fs.status == "no_answer"]
     if silent:
         lines.append(f"Did not answer: {', '.join(silent)}.")
-    return "\n".join(lines + [_entry_line(entry, unit) for entry in entries])
+    return "\n".join(lines + [_line(fs, rate, unit) for fs, rate in rated])
 
 
-def _point(entry: Entry) -> str:
-    return printable(entry.mount.mount_point)  # a user's FUSE mount names itself (ESC included)
-
-
-def _filling(entries: Sequence[Entry]) -> str:
-    """'/var (full in about 3 h 10 min at 15.0 MiB/s); /home (…)', or 'none'."""
-    filling = [
-        f"{_point(e)} ({rate_phrase(e)})" for e in entries if e.rate is not None and e.rate.bytes_per_s > 0
-    ]
-    return "; ".join(filling) if filling else "none"
-
-
-def _entry_line(entry: Entry, unit: str) -> str:
+def _line(fs: Filesystem, rate: Rate | None, unit: str) -> str:
     """'/var  ext4 /dev/sda2 ro  <usage>; <inodes>[; <rate>][  ⚠ …]', or the reason there are no figures."""
-    mount = entry.mount
-    head = f"{_point(entry)}  {printable(mount.fs_type)} {printable(mount.device)}" + (
-        " ro" if mount.read_only else ""
+    head = f"{printable(fs.mount_point)}  {printable(fs.fs_type)} {printable(fs.device)}" + (
+        " ro" if fs.read_only else ""
     )
-    if entry.figures is None:
-        return f"{head}  {entry.reason}"
-    rate = f"; {rate_phrase(entry)}" if entry.rate is not None else ""
-    return f"{head}  {usage_phrase(entry.figures, unit)}; {inode_phrase(entry.figures)}{rate}{alert_phrase(entry)}"
+    if fs.status != "ok":
+        return f"{head}  {fs.reason}"
+    phrase = "" if rate is None else f"; {rate_phrase(rate, fs.free_bytes or 0)}"
+    return f"{head}  {usage_phrase(fs, unit)}; {inode_phrase(fs)}{phrase}{alert_phrase(fs)}"
 
 
 # -- the tool ---------------------------------------------------------------------------------
-
-ENTRY_SCHEMA: dict[str, Any] = js.record(
-    {
-        "mount_point": js.string(),
-        "device": js.string("The mount source: a device path, 'server:/export', 'tmpfs', …"),
-        "fs_type": js.string(),
-        "fs_root": js.string(
-            "Directory of the filesystem shown at this mount point: '/' unless a bind mount."
-        ),
-        "read_only": js.boolean(),
-        "options": js.names("Mount and filesystem options."),
-        "status": js.string(
-            "'no_answer': statvfs did not return within the timeout; 'error': it failed (see reason).",
-            enum=["ok", "no_answer", "error"],
-        ),
-        "reason": js.string("Why there are no figures (status is not 'ok')."),
-        "total_bytes": js.integer(),
-        "used_bytes": js.integer(),
-        "free_bytes": js.integer("Available to unprivileged users (df's Avail)."),
-        "reserved_bytes": js.integer("Free but reserved for root."),
-        "percent_used": js.integer(
-            "ceil(used / (used + free) × 100), as df; null for a zero-size filesystem.", null=True
-        ),
-        "inodes": js.record(
-            {
-                "total": js.integer(),
-                "used": js.integer(),
-                "free": js.integer(),
-                "percent_used": js.integer("ceil(used / total × 100).", null=True),
-            },
-            "Inode counts; null where the filesystem reports none (not applicable).",
-            null=True,
-        ),
-        "alerts": js.typed(
-            "array",
-            f"What is over {ALERT_PERCENT} % used (never set for read-only filesystems).",
-            items=js.string(enum=["space", "inodes"]),
-        ),
-        "rate": js.record(
-            {
-                "seconds": js.number("From the first sample to the last."),
-                "samples": js.integer(),
-                "fill_rate_bytes_per_s": js.number(
-                    "Used bytes per second: positive while filling, negative while freeing."
-                ),
-                "seconds_to_full": js.number(
-                    "At that rate, until free_bytes is 0; null unless filling.", null=True
-                ),
-                "inode_fill_rate_per_s": js.number(
-                    "Used inodes per second; null without inode counts.", null=True
-                ),
-                "seconds_to_inodes_full": js.number("null unless filling.", null=True),
-                "limited_by": js.string("'pool': the thin pool under it fills sooner; its time is shown."),
-            },
-            "With sample_s: how fast it filled over the window (least-squares slope of the samples).",
-            optional=("limited_by",),
-        ),
-        "pool": POOL_SCHEMA,
-    },
-    required=("mount_point", "device", "fs_type", "fs_root", "read_only", "options", "status"),
-)
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
@@ -361,50 +365,6 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
         **disk_explain.INPUT_PROPERTIES,
     },
     required=None,
-)
-
-#: Descriptions of the fields ``disk_explain.EXPLAIN_SCHEMA`` writes compactly (dotted paths below ``explain``).
-EXPLAIN_WORDS: dict[str, str] = {
-    "files.bytes": "Disk bytes of the files a walk of the filesystem reaches (as du -x).",
-    "files.next_step": "What to run next for this part.",
-    "deleted_open.bytes": "Disk bytes of deleted files still held open on this filesystem.",
-    "deleted_open.processes_unreadable": "Processes whose open files could not be read (another user, without root).",
-    "deleted_open.available": "Whether open files could be listed on this system (/proc).",
-    "deleted_open.next_step": "What to run next for this part.",
-    "hidden_under_mounts.bytes": "Disk bytes of files in directories another filesystem is mounted over.",
-    "hidden_under_mounts.checked": "Whether the directories under mount points were looked at (needs root).",
-    "hidden_under_mounts.mount_points": "How many mount points sit on this filesystem.",
-    "hidden_under_mounts.next_step": "What to run next for this part.",
-    "unreadable_directories.count": "Directories the walk could not read.",
-    "unreadable_directories.named": "Some of those directories, inside the allowed roots.",
-    "unreadable_directories.upper_bound_bytes": "At most this many bytes can be in them (the remainder).",
-    "unreadable_directories.next_step": "What to run next for this part.",
-    "snapshots.bytes": "Disk bytes held only by snapshots or other subvolumes.",
-    "snapshots.kind": "The snapshot mechanism (btrfs, zfs, lvm-thin, apfs), or null.",
-    "snapshots.note": "How the figure was obtained, or why it could not be.",
-    "snapshots.next_step": "What to run next for this part.",
-    "overhead.bytes": "The filesystem's own metadata, journal and reservations counted as used.",
-    "overhead.source": "Where the overhead figure comes from.",
-    "remainder.bytes": "Used bytes no part accounts for (negative when parts overlap).",
-    "remainder.percent": "The remainder as a percentage of used bytes.",
-    "remainder.not_walked": "True when the walk stopped at its time budget: part of the remainder was not walked.",
-    "remainder.next_step": "What to run next for this part.",
-}
-
-OUTPUT_SCHEMA: dict[str, Any] = js.result(
-    {
-        "path": js.string("The resolved path asked about (absent when listing)."),
-        "filesystems": js.typed("array", items=ENTRY_SCHEMA),
-        "order": js.string("How the list is sorted (absent with path)."),
-        "alert_threshold_percent": js.integer(),
-        "timeout_seconds": js.number("How long each mount was given to answer."),
-        "notes": js.names(
-            "What to know to read the figures right (e.g. APFS volumes sharing one container)."
-        ),
-        "sample_s": js.number("The sampling window asked for (absent when 0)."),
-        "explain": describe_paths(disk_explain.EXPLAIN_SCHEMA, EXPLAIN_WORDS),
-    },
-    optional=("path", "order", "notes", "sample_s", "explain"),
 )
 
 
@@ -439,7 +399,7 @@ class DiskUsage:
         raw = args.get("path") if isinstance(args, dict) else None
         if not isinstance(raw, str):
             return not isinstance(args, dict) or "path" in args  # bad arguments are refused at once
-        if thin_candidates(self.partitions()):
+        if any(could_be_thin(mount.device) for mount in self.partitions().mounts):
             return False  # a thin volume's pool is read with lvs: a command, no inline work
         return self.disks.walk(raw, self.partitions())[1]
 
@@ -447,66 +407,75 @@ class DiskUsage:
         table = self.partitions()  # the same object as the at-once check's unless the mounts changed
         unit = args.get("unit", "percent")
         sample_s = float(args.get("sample_s", 0))
-        extra: dict[str, Any] = {"sample_s": sample_s} if sample_s else {}
+        everything = bool(args.get("all", False))
         disks = self.disks
         pools = PoolSampler(self.pools, disks.clock)
 
         async def progress(done: float, total: float) -> None:
             await ctx.progress(done, total, f"sampling free space: {done:.1f} of {total:g} s")
 
+        async def probe() -> list[Entry]:
+            if "path" in args:
+                found = [(await disks.one(args["path"], table, ctx.paths.resolve_str))[0]]
+            else:
+                found = await disks.probe_all(table, mounts)
+            await pools.take(found)
+            return found
+
         if args.get("explain") and "path" not in args:
             raise ArgumentError("explain needs a path: the filesystem whose used bytes to account for")
+        shown: Opt[str] = ABSENT
         if "path" in args:
-            raw = args["path"]
-            entry, real = await disks.one(raw, table, ctx.paths.resolve_str)
+            entry, real = await disks.one(args["path"], table, ctx.paths.resolve_str)
+            entries, shown = [entry], display(real)
             if args.get("explain") and entry.figures is not None:
-                text, data = await disk_explain.run(entry, table, args, ctx, self.proc)
-                shown = display(real)
-                structured = {"path": shown, **self._structured([entry]), "explain": data}
-                return _with_notes(text + "\n" + render_one(shown, entry, unit), structured, [entry], table)
-            await pools.take([entry])
-            if sample_s:
-
-                async def again() -> list[Entry]:
-                    found = [(await disks.one(raw, table, ctx.paths.resolve_str))[0]]
-                    await pools.take(found)
-                    return found
-
-                entry = (await disks.sampled([entry], again, sample_s, progress))[0]
-            shown = display(real)
-            structured = {"path": shown, **self._structured([entry]), **extra}
-            text = "\n".join([render_one(shown, entry, unit), *pools.apply([entry], structured)])
-            return await self._recorded(_with_notes(text, structured, [entry], table), args)
-        everything = bool(args.get("all", False))
-        mounts = disks.selected(table, everything, ctx.paths.allowed)
-        entries = await disks.probe_all(table, mounts)
-        await pools.take(entries)
+                text, part = await disk_explain.run(entry, table, args, ctx, self.proc)
+                answer = self._answer(entries, table, shown, explain=part)
+                return ToolOutput.of(answer, lambda a: text + "\n" + render(a, unit, [entry.rate]))
+            await pools.take(entries)
+        else:
+            mounts = disks.selected(table, everything, ctx.paths.allowed)
+            entries = await disks.probe_all(table, mounts)
+            await pools.take(entries)
         if sample_s:
-
-            async def again_all() -> list[Entry]:
-                found = await disks.probe_all(table, mounts)
-                await pools.take(found)
-                return found
-
-            entries = await disks.sampled(entries, again_all, sample_s, progress)
-        entries = disks.shown(entries, everything)
-        structured = {**self._structured(entries), "order": ORDER, **extra}
-        lines = pools.apply(entries, structured)
-        text = "\n".join([render_all(entries, unit, everything, sample_s), *lines])
-        return await self._recorded(_with_notes(text, structured, entries, table), args)
-
-    async def _recorded(self, output: ToolOutput, args: dict[str, Any]) -> ToolOutput:
-        """The history hook: the readings due are kept (tiny rows); a reading not kept is said."""
-        filesystems = output.structured.get("filesystems", ())
-        note = await record_disk(filesystems, _reading_key(args), gate=self.readings)
+            entries = await disks.sampled(entries, probe, sample_s, progress)
+        if shown is ABSENT:
+            entries = disks.shown(entries, everything)
+        pooled = [pools.pooled(entry) for entry in entries]
+        answer = self._answer(
+            entries,
+            table,
+            shown,
+            pooled,
+            order=ORDER if shown is ABSENT else ABSENT,
+            sample_s=sample_s or ABSENT,
+        )
+        lines = [item.line for item in pooled if item is not None] + pools.fault_lines()
+        rates = [entry.rate for entry in entries]
+        output = ToolOutput.of(answer, lambda a: render(a, unit, rates, everything, lines))
+        note = await record_disk(answer.filesystems, _reading_key(args), gate=self.readings)
         return output if note is None else replace(output, text=f"{output.text}\n{note}")
 
-    def _structured(self, entries: Sequence[Entry]) -> dict[str, Any]:
-        return {
-            "filesystems": [entry_json(entry) for entry in entries],
-            "alert_threshold_percent": ALERT_PERCENT,
-            "timeout_seconds": self.prober.timeout,
-        }
+    def _answer(
+        self,
+        entries: Sequence[Entry],
+        table: MountTable,
+        path: Opt[str],
+        pooled: Sequence[Pooled | None] | None = None,
+        **more: Any,
+    ) -> DiskUsageResult:
+        notes = apfs_notes(entries, table)
+        return DiskUsageResult(
+            path,
+            [
+                filesystem(entry, pool)
+                for entry, pool in zip(entries, pooled or [None] * len(entries), strict=True)
+            ],
+            ALERT_PERCENT,
+            self.prober.timeout,
+            notes=notes or ABSENT,
+            **more,
+        )
 
 
 def apfs_notes(entries: Sequence[Entry], table: MountTable) -> list[str]:
@@ -533,24 +502,16 @@ def _by_mount_point(mount: Mount) -> str:
     return mount.mount_point
 
 
-def _with_notes(
-    text: str, structured: dict[str, Any], entries: Sequence[Entry], table: MountTable
-) -> ToolOutput:
-    notes = apfs_notes(entries, table)
-    if notes:
-        structured["notes"] = notes
-        text += "\n" + "\n".join(notes)
-    return ToolOutput(text, structured)
-
-
 def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
     """Every filesystem of every host in one table, fullest first across the fleet, with fleet alerts."""
-    rows: list[dict[str, Any]] = []
-    for outcome in outcomes:
-        if outcome.ok and outcome.result is not None:
-            rows += [{"host": outcome.host, **fs} for fs in outcome.result.get("filesystems", [])]
-    rows.sort(key=lambda row: (row.get("status") != "ok", -_fullness(row), row["host"], row["mount_point"]))
-    alerts = [row for row in rows if row.get("alerts")]
+    rows = [
+        (outcome.host, fs)
+        for outcome in outcomes
+        if outcome.ok and outcome.result is not None
+        for fs in from_json(list[Filesystem], outcome.result.get("filesystems", []))
+    ]
+    rows.sort(key=lambda row: (row[1].status != "ok", -_fullness(row[1]), row[0], row[1].mount_point))
+    alerts = [(host, fs) for host, fs in rows if fs.alerts]
     body: list[str] = []
     if alerts:
         body.append(_fleet_alerts(alerts))
@@ -558,49 +519,38 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
         body.append(f"No filesystem on these hosts is over {ALERT_PERCENT} % used.")
     if rows:
         header = ["HOST", "MOUNT", "TYPE", "SIZE", "USED", "AVAIL", "USE%", "IUSE%"]
-        body += table([header, *map(_fleet_row, rows)], right=(3, 4, 5, 6, 7))
+        body += table([header, *(_fleet_row(host, fs) for host, fs in rows)], right=(3, 4, 5, 6, 7))
     view = {
-        "filesystems": rows,
-        "alerts": [
-            {"host": row["host"], "mount_point": row["mount_point"], "alerts": row["alerts"]}
-            for row in alerts
-        ],
+        "filesystems": [{"host": host, **to_json(fs)} for host, fs in rows],
+        "alerts": [{"host": host, "mount_point": fs.mount_point, "alerts": fs.alerts} for host, fs in alerts],
         "order": "fullest first across the hosts (the higher of space and inode percent), then host, mount",
         "alert_threshold_percent": ALERT_PERCENT,
     }
     return fleet_output(outcomes, body, view)
 
 
-def _fullness(row: dict[str, Any]) -> int:
-    inodes = row.get("inodes") or {}
-    return max(row.get("percent_used") or 0, inodes.get("percent_used") or 0)
+def _fullness(fs: Filesystem) -> int:
+    inodes = fs.inodes.percent_used if fs.inodes else None
+    return max(fs.percent_used or 0, inodes or 0)
 
 
-def _fleet_alerts(alerts: Sequence[dict[str, Any]]) -> str:
+def _fleet_alerts(alerts: Sequence[tuple[str, Filesystem]]) -> str:
     """'2 filesystems on 1 host are over 90 %: web01:/ (space), web01:/var (inodes)'."""
-    hosts = len(dict.fromkeys(row["host"] for row in alerts))
-    named = ", ".join(f"{row['host']}:{row['mount_point']} ({' and '.join(row['alerts'])})" for row in alerts)
+    hosts = len(dict.fromkeys(host for host, _ in alerts))
+    named = ", ".join(f"{host}:{fs.mount_point} ({' and '.join(fs.alerts or ())})" for host, fs in alerts)
     return (
         f"{len(alerts)} {noun(len(alerts), 'filesystem')} on {hosts} {noun(hosts, 'host')} "
         f"{noun(len(alerts), 'is', 'are')} over {ALERT_PERCENT} %: {named}"
     )
 
 
-def _fleet_row(row: dict[str, Any]) -> list[str]:
+def _fleet_row(host: str, fs: Filesystem) -> list[str]:
     """One filesystem of one host in the fleet table; '—' for the sizes of one that did not answer."""
-    if row.get("status") != "ok":
-        return [row["host"], row["mount_point"], row["fs_type"], "—", "—", "—", row["status"], ""]
-    inodes = row.get("inodes") or {}
-    sizes = [human_bytes(row.get(key, 0)) for key in ("total_bytes", "used_bytes", "free_bytes")]
-    inode_percent = _pct(inodes.get("percent_used")) if inodes else "-"
-    return [
-        row["host"],
-        row["mount_point"],
-        row["fs_type"],
-        *sizes,
-        _pct(row.get("percent_used")),
-        inode_percent,
-    ]
+    if fs.status != "ok":
+        return [host, fs.mount_point, fs.fs_type, "—", "—", "—", fs.status, ""]
+    sizes = [human_bytes(size or 0) for size in (fs.total_bytes, fs.used_bytes, fs.free_bytes)]
+    inode_percent = _pct(fs.inodes.percent_used) if fs.inodes else "-"
+    return [host, fs.mount_point, fs.fs_type, *sizes, _pct(fs.percent_used), inode_percent]
 
 
 _HANDLER = DiskUsage()

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sysmcp.history import recording, state
 from sysmcp.history.snapshots import DiskReading, ScanSnapshot
 from sysmcp.protocol.threads import run_in_thread
 from sysmcp.render import plural
+from sysmcp.tools.typed import ABSENT
 
 if TYPE_CHECKING:  # disk_usage records through here too, and walks nothing
     from sysmcp.engine.usage import Request, Usage
     from sysmcp.engine.walk import WalkOptions
+    from sysmcp.tools.disk_usage import Filesystem
 
 
 def recorded_scan(
@@ -42,7 +44,7 @@ def readings_quiet(key: str, gate: recording.ReadingGate = READINGS) -> bool:
 
 
 async def record_disk(
-    filesystems: Sequence[dict[str, Any]],
+    filesystems: Sequence[Filesystem],
     key: str,
     clock: Callable[[], float] = state.now,
     gate: recording.ReadingGate = READINGS,
@@ -60,17 +62,17 @@ async def record_disk(
     readings = [
         DiskReading(
             host,
-            os.fsencode(fs["mount_point"]),
-            f"{fs.get('device', '')}|{fs.get('fs_type', '')}",
+            os.fsencode(fs.mount_point),
+            f"{fs.device}|{fs.fs_type}",
             taken,
-            fs["total_bytes"],
-            fs["used_bytes"],
-            fs["free_bytes"],
-            (fs.get("inodes") or {}).get("used"),
-            (fs.get("inodes") or {}).get("free"),
+            fs.total_bytes or 0,
+            fs.used_bytes,
+            fs.free_bytes or 0,
+            fs.inodes.used if fs.inodes else None,
+            fs.inodes.free if fs.inodes else None,
         )
         for fs in filesystems
-        if fs.get("status") == "ok" and "used_bytes" in fs
+        if fs.status == "ok" and fs.used_bytes is not ABSENT
     ]
     gate.answered(key, readings)
     due = gate.due(readings)

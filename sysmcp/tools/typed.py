@@ -17,7 +17,8 @@ How types map (each field's description and extra keywords come from ``prop``):
 - ``Opt[X]`` (a field that may be left out, default ``ABSENT``; ``from_json`` gives it ``ABSENT`` when left
   out, even declared without that default, as before a required field) → not required, and absent from the JSON
   while its value is ``ABSENT``. ``Opt[X | None]`` may be absent, or null.
-- ``prop(name="class")``: the property's JSON name, where it is no Python name.
+- ``prop(name="class")``: the property's JSON name, where it is no Python name; ``prop(listed=False)``: in
+  the JSON, not in the schema.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ T = TypeVar("T")
 class _Absent(enum.Enum):
     ABSENT = "absent"
 
-    def __bool__(self) -> bool:
+    def __bool__(self) -> Literal[False]:  # so that ``if value:`` leaves ABSENT out, for mypy too
         return False
 
 
@@ -49,6 +50,7 @@ Opt = Union[T, Literal[_Absent.ABSENT]]  # noqa: UP007 (a generic alias needs Un
 _DOC = "sysmcp.doc"
 _KEYWORDS = "sysmcp.keywords"
 _NAME = "sysmcp.name"
+_UNLISTED = "sysmcp.unlisted"
 
 
 def prop(
@@ -56,12 +58,14 @@ def prop(
     *,
     default: Any = dataclasses.MISSING,
     name: str | None = None,
+    listed: bool = True,
     **keywords: Any,
 ) -> Any:
     """A result field: its description (None: ``descriptions.COMMON`` may give one), the schema's other
     keywords (``minimum=0``, ``pattern=…``), its default (an ``Opt`` field defaults to ``ABSENT``), and
-    its JSON name when that is not the field's (``class``: a Python keyword)."""
-    metadata = {_DOC: description, _KEYWORDS: keywords, _NAME: name}
+    its JSON name when that is not the field's (``class``: a Python keyword). ``listed=False``: in the
+    JSON but not among the schema's properties (its object allows others)."""
+    metadata = {_DOC: description, _KEYWORDS: keywords, _NAME: name, _UNLISTED: not listed}
     if isinstance(default, (list, dict, set)):
         factory = type(default)
         return dataclasses.field(default_factory=factory, metadata=metadata)
@@ -98,6 +102,8 @@ def _object(cls: type, description: str | None, *, null: bool) -> dict[str, Any]
     properties: dict[str, Any] = {}
     required: list[str] = []
     for item in dataclasses.fields(cls):
+        if item.metadata.get(_UNLISTED):
+            continue
         hint, may_be_absent = _strip_absent(hints[item.name])
         key = _json_name(item)
         properties[key] = _schema(hint, item.metadata.get(_DOC), item.metadata.get(_KEYWORDS, {}))
@@ -173,11 +179,17 @@ def _hints(cls: Any) -> dict[str, Any]:
 def to_json(value: Any) -> Any:
     """``value`` as JSON data: a dataclass as an object of its fields in order (``ABSENT`` ones left out),
     tuples as lists; anything else as it is."""
-    if dataclasses.is_dataclass(value):
-        kind: Any = type(value)
-        return {
-            key: to_json(item) for name, key in _names(kind) if (item := getattr(value, name)) is not ABSENT
-        }
+    kind: Any = type(value)
+    if kind in _PLAIN:  # most values: answered before any other look at their type
+        return value
+    plan = _plan(kind)
+    if plan is not None:
+        data = {}
+        for name, key, how in plan:
+            item = getattr(value, name)
+            if item is not ABSENT:
+                data[key] = item if how is _AS_IT_IS else list(item) if how is _LISTED else to_json(item)
+        return data
     if isinstance(value, (list, tuple)):
         return [to_json(item) for item in value]
     if isinstance(value, dict):
@@ -185,9 +197,39 @@ def to_json(value: Any) -> Any:
     return value
 
 
+_PLAIN: Final = frozenset({str, int, float, bool, type(None)})
+
+
+_AS_IT_IS, _LISTED, _LOOKED_AT = "as it is", "listed", "looked at"  # how to_json writes a field
+
+
 @functools.cache
-def _names(cls: Any) -> tuple[tuple[str, str], ...]:
-    return tuple((item.name, _json_name(item)) for item in dataclasses.fields(cls))
+def _plan(cls: Any) -> tuple[tuple[str, str, str], ...] | None:
+    """The dataclass ``cls``'s fields in order, each with its JSON name and how its type says its
+    value is written: as it is (a number, a string, a literal), as a list of such (a copy), or looked
+    at again; None for no dataclass."""
+    if not dataclasses.is_dataclass(cls):
+        return None
+    try:
+        hints = _hints(typing.cast(Any, cls))
+    except NameError:  # a type only named for type checkers: every value is looked at
+        hints = {}
+    return tuple(
+        (item.name, _json_name(item), _how(hints.get(item.name))) for item in dataclasses.fields(cls)
+    )
+
+
+def _how(hint: Any) -> str:
+    hint, null = _strip_none(_strip_absent(hint)[0])
+    if _plain(hint):
+        return _AS_IT_IS
+    if not null and typing.get_origin(hint) in (list, tuple) and _plain(typing.get_args(hint)[0]):
+        return _LISTED
+    return _LOOKED_AT
+
+
+def _plain(hint: Any) -> bool:
+    return hint in _SCALARS or typing.get_origin(hint) is Literal
 
 
 def from_json(cls: type[T], data: Any) -> T:

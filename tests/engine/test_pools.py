@@ -241,5 +241,20 @@ def test_cancelling_stops_before_the_next_snapshots_extent_read() -> None:
             raise Cancelled
 
     with pytest.raises(Cancelled):
-        btrfs_cow("/mnt", "", 1.0, 5.0, run, check=check)  # type: ignore[arg-type]
+        btrfs_cow("/mnt", "", 1.0, 5.0, run, cancel=check)  # type: ignore[arg-type]
     assert sum(argv[1] == "filesystem" for argv in calls) == 1
+
+
+def test_a_recent_lvs_reading_of_the_same_devices_is_answered_again_within_its_age() -> None:
+    runs: list[list[str]] = []
+
+    def run(argv: list[str], timeout: float) -> str:
+        runs.append(argv)
+        return lvs_report()
+
+    devices = ["/dev/mapper/vg0-thin1"]
+    first = thin_pools(devices, 1.0, run, max_age=3600)
+    assert thin_pools(devices, 1.0, run, max_age=3600) == first and len(runs) == 1  # no second lvs
+    assert thin_pools(devices, 1.0, run, max_age=0) == first and len(runs) == 2  # a sampling round: afresh
+    thin_pools([*devices, "/dev/vg0/thin2"], 1.0, run, max_age=3600)
+    assert len(runs) == 3  # other devices: another reading

@@ -18,10 +18,11 @@ import jsonschema
 import psutil
 import pytest
 
+from sysmcp.engine.calls import never_cancelled, no_progress
 from sysmcp.engine.errors import WrongKind
 from sysmcp.engine.mounts import Figures, FsStats, Mount, MountTable, statvfs_usage
 from sysmcp.engine.paths import PathPolicy
-from sysmcp.engine.space import HeldOpen, explain
+from sysmcp.engine.space import Accounting, HeldOpen, explain
 from sysmcp.engine.space._space import (
     DeletedScan,
     ExplainRequest,
@@ -36,9 +37,10 @@ from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import INPUT_SCHEMA as DU_INPUT
 from sysmcp.tools.dir_usage import handle as dir_usage
 from sysmcp.tools.dir_usage import iso_utc
-from sysmcp.tools.disk_explain import render
+from sysmcp.tools.disk_explain import answer
 from sysmcp.tools.disk_usage import OUTPUT_SCHEMA, DiskUsage
 from sysmcp.tools.registry import ToolContext
+from sysmcp.tools.typed import to_json
 from tests.profile import needs_fork
 from tests.tools.test_what_changed import Clock
 from tests.tools.test_what_changed import clock as clock  # the history, on a clock of its own
@@ -49,6 +51,12 @@ MiB = 1 << 20
 class Peer:
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         pass
+
+
+def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
+    """The explain's text and its part of the structured answer, as JSON."""
+    text, part = answer(acc)
+    return text, to_json(part)
 
 
 def children() -> set[int]:
@@ -98,7 +106,7 @@ def test_the_parts_add_up_to_used_and_the_remainder_is_what_is_left(tmp_path: Pa
         ),
         vanished=1,
     )
-    acc = explain(request_for(top, 8 * MiB, lambda check: held))
+    acc = explain(request_for(top, 8 * MiB, lambda check: held), no_progress, never_cancelled)
     walked = acc.walked
     assert 4 * MiB <= walked.disk <= 4 * MiB + 64 * 1024 and walked.files == 2 and walked.stopped is None
     assert acc.deleted.disk == 2 * MiB and [f.path for f in acc.deleted.files] == [str(top / "gone.log")]
@@ -113,7 +121,7 @@ def test_the_parts_add_up_to_used_and_the_remainder_is_what_is_left(tmp_path: Pa
 def test_a_walk_that_runs_out_of_time_is_partial_and_the_rest_is_not_walked(tmp_path: Path) -> None:
     top = planted(tmp_path)
     ticks = iter(range(0, 10**9, 1000))  # each look at the clock is 1000 s later: the budget is gone at once
-    acc = explain(request_for(top, 8 * MiB, clock=lambda: float(next(ticks))))
+    acc = explain(request_for(top, 8 * MiB, clock=lambda: float(next(ticks))), no_progress, never_cancelled)
     assert acc.walked.stopped is not None and "time budget" in acc.walked.stopped
     text, data = render(acc)
     assert text.startswith("PARTIAL RESULT: the walk stopped (time budget of 60 s reached)")
@@ -126,7 +134,9 @@ def test_outside_the_roots_a_held_file_is_counted_but_not_named(tmp_path: Path) 
     top = planted(tmp_path)
     dev = os.stat(top).st_dev
     held = DeletedScan((HeldOpen(str(top / "a" / "secret.log"), dev, MiB, ((1, "daemon"),)),))
-    acc = explain(request_for(top, 8 * MiB, lambda check: held, roots=[top / "two"]))
+    acc = explain(
+        request_for(top, 8 * MiB, lambda check: held, roots=[top / "two"]), no_progress, never_cancelled
+    )
     assert acc.deleted.disk == MiB and acc.deleted.files == [] and acc.deleted.not_named == 1
     text, _ = render(acc)
     assert "secret.log" not in text and "daemon" not in text and "outside your roots" in text
@@ -137,7 +147,7 @@ def test_a_pseudo_filesystem_has_nothing_to_account_for(tmp_path: Path) -> None:
     fig = Figures.from_stats(FsStats(4096, 0, 0, 0, 0, 0))
     request = ExplainRequest(proc, fig, 0, 0, MountTable([proc]), lambda check: DeletedScan())
     with pytest.raises(WrongKind, match="pseudo filesystem"):
-        explain(request)
+        explain(request, no_progress, never_cancelled)
 
 
 def test_mount_points_over_the_filesystem_are_found_and_nested_ones_left_to_their_own() -> None:
@@ -207,10 +217,10 @@ def test_a_cancelled_explain_stops_within_a_few_directories_and_leaves_no_child(
     seen: list[int] = []
     asked = []
 
-    def report(entries: int, size: int) -> None:
-        seen.append(entries)
+    def progress(done: float, total: float | None) -> None:
+        seen.append(int(done))
 
-    def check() -> None:
+    def cancel() -> None:
         asked.append(1)
         if len(asked) >= 5:
             raise Cancelled
@@ -221,7 +231,7 @@ def test_a_cancelled_explain_stops_within_a_few_directories_and_leaves_no_child(
     )  # one walking process: what it reached when asked is then the same on any machine
     before = children()
     with pytest.raises(Cancelled):
-        explain(request, report, check)
+        explain(request, progress, cancel)
     assert max(seen, default=0) < 300  # of about 600 entries: it stopped early, not at the end
     assert children() - before == set()  # the side child: killed and reaped
 
@@ -240,7 +250,7 @@ def test_the_side_parts_run_in_a_child_and_one_that_died_is_done_here(tmp_path: 
         return DeletedScan((HeldOpen(str(top / "gone"), dev, MiB, ((7, "app"),)),))
 
     before = children()
-    acc = explain(request_for(top, 8 * MiB, dies_in_the_child))
+    acc = explain(request_for(top, 8 * MiB, dies_in_the_child), no_progress, never_cancelled)
     assert pids == [parent] and acc.deleted.disk == MiB and acc.deleted.files[0].holders == ((7, "app"),)
     assert children() - before == set()
 

@@ -14,7 +14,8 @@ from sysmcp.engine.space import Accounting, Snapshots
 from sysmcp.engine.space._hidden import Hidden
 from sysmcp.engine.space._snapshots import Overhead
 from sysmcp.engine.space._space import DeletedPart, HiddenPart, Walked
-from sysmcp.tools.disk_explain import render
+from sysmcp.tools import disk_explain
+from sysmcp.tools.typed import to_json
 from tests.loopfs import in_private_namespace, needs_loop_mounts
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -59,6 +60,12 @@ needs_ext4 = needs_loop_mounts("mkfs.ext4")
 @pytest.fixture(scope="module")
 def answer() -> dict[str, Any]:
     return in_private_namespace(["-c", SCENARIO], "sysmcp-explain-counts-", timeout=300)  # type: ignore[no-any-return]
+
+
+def render(acc: Accounting) -> tuple[str, dict[str, Any]]:
+    """The explain's text and its part of the structured answer, as JSON."""
+    text, part = disk_explain.answer(acc)
+    return text, to_json(part)
 
 
 @needs_ext4

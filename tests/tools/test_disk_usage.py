@@ -16,22 +16,14 @@ import jsonschema
 import pytest
 
 from sysmcp.engine.errors import InvalidPath, NotFound
-from sysmcp.engine.mounts import Mount, MountTable, SampleClock
+from sysmcp.engine.mounts import Figures, FsStats, Mount, MountTable, SampleClock, percent_used
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.history import state
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
-from sysmcp.tools.disk_usage import (
-    INPUT_SCHEMA,
-    OUTPUT_SCHEMA,
-    TOOL,
-    DiskUsage,
-    Figures,
-    FsStats,
-    percent_used,
-)
+from sysmcp.tools.disk_usage import INPUT_SCHEMA, OUTPUT_SCHEMA, TOOL, DiskUsage
 from sysmcp.tools.errors import as_tool_error
 from sysmcp.tools.registry import ToolContext
 
@@ -345,7 +337,8 @@ async def test_a_path_behind_a_symlink_into_a_hung_mount_does_not_hang_the_call(
 ABANDON_SCRIPT = """
 import threading, anyio
 from sysmcp.engine.mounts._mounts import Mount, MountTable
-from sysmcp.tools.disk_usage import DiskUsage, FsStats
+from sysmcp.engine.mounts import FsStats
+from sysmcp.tools.disk_usage import DiskUsage
 from tests.tools.test_disk_usage import context
 
 never = threading.Event()

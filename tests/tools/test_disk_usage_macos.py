@@ -14,9 +14,9 @@ import anyio
 import jsonschema
 import pytest
 
-from sysmcp.engine.mounts import apfs_container, container_siblings
+from sysmcp.engine.mounts import FsStats, apfs_container, container_siblings
 from sysmcp.engine.mounts._mounts import is_network, is_system_volume, table_from_partitions
-from sysmcp.tools.disk_usage import OUTPUT_SCHEMA, DiskUsage, FsStats
+from sysmcp.tools.disk_usage import OUTPUT_SCHEMA, DiskUsage
 from tests.tools.test_disk_usage import FakeUsage, context
 
 pytestmark = pytest.mark.anyio

@@ -6,15 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from sysmcp.engine.commands import CommandMissing, CommandTimedOut
-from sysmcp.engine.mounts import Mount, MountTable
+from sysmcp.engine.mounts import Figures, Mount, MountTable
 from sysmcp.engine.pools import Cow, CowItem, ThinPool, thin_pools, zfs_cow
-from sysmcp.tools.disk_pools import as_snapshots, with_cow
+from sysmcp.engine.space import Accounting, Snapshots
+from sysmcp.engine.space._snapshots import Overhead
+from sysmcp.engine.space._space import DeletedPart, HiddenPart, Walked
+from sysmcp.tools.disk_explain import answer
+from sysmcp.tools.disk_pools import as_snapshots, cow_lines
 from sysmcp.tools.disk_usage import DiskUsage
+from sysmcp.tools.typed import to_json
 from tests.engine.recorded import ZFS_LIST, GiB, lvs_report
 from tests.tools.test_disk_usage import ROOT, FakeClock, FakeUsage, Filling, by_point, call, stats
 
@@ -25,7 +29,7 @@ HOME = Mount("/home", "/dev/vg0/thin2", "xfs", ("rw",), dev="253:5")
 
 
 def recorded(report: str) -> object:
-    def reader(devices: Sequence[str]) -> dict[str, ThinPool]:
+    def reader(devices: Sequence[str], max_age: float) -> dict[str, ThinPool]:
         return thin_pools(devices, 1.0, lambda argv, timeout: report)
 
     return reader
@@ -68,11 +72,14 @@ async def test_a_pool_emptier_than_its_filesystem_is_shown_but_not_flagged() -> 
     assert "vg0/pool" in text and "⚠" not in text
 
 
-async def test_sampling_takes_the_pools_time_to_full_when_the_pool_fills_first() -> None:
+async def test_sampling_takes_the_pools_time_to_full_from_fresh_readings_when_the_pool_fills_first() -> None:
     clock = FakeClock()
     fs = Filling(1 << 20, free_gib=10, clock=clock)  # 10 GiB free at 1 MiB/s: hours
 
-    def pool_now(devices: Sequence[str]) -> dict[str, ThinPool]:
+    ages: list[float] = []
+
+    def pool_now(devices: Sequence[str], max_age: float) -> dict[str, ThinPool]:
+        ages.append(max_age)
         grown = (clock.time - 1000.0) * (2 << 20)  # 2 MiB/s into a 10 GiB pool at 97 %
         percent = f"{97 + 100 * grown / (10 * GiB):.2f}"  # lvs's two decimals
         return thin_pools(devices, 1.0, lambda argv, timeout: lvs_report(percent, "12.00"))
@@ -87,6 +94,7 @@ async def test_sampling_takes_the_pools_time_to_full_when_the_pool_fills_first()
     assert rate["limited_by"] == "pool" and rate["seconds_to_full"] == pool["seconds_to_full"]
     assert rate["fill_rate_bytes_per_s"] == pytest.approx(1 << 20, rel=0.05)  # the filesystem's own
     assert "(sooner than the filesystem: this is its time to full)" in text, text
+    assert ages[0] > 0 and set(ages[1:]) == {0}  # a recent reading may open it; each round reads afresh
 
 
 async def test_a_filesystem_that_fills_first_keeps_its_own_time_to_full() -> None:
@@ -102,7 +110,7 @@ async def test_a_filesystem_that_fills_first_keeps_its_own_time_to_full() -> Non
 
 
 async def test_an_lvs_that_fails_or_hangs_leaves_the_answer_whole_and_says_why() -> None:
-    def hung(devices: Sequence[str]) -> dict[str, ThinPool]:
+    def hung(devices: Sequence[str], max_age: float) -> dict[str, ThinPool]:
         raise CommandTimedOut("lvs --reportformat json gave no answer within 5 s", reason="timeout")
 
     table = MountTable([SRV])
@@ -118,7 +126,7 @@ async def test_an_lvs_that_fails_or_hangs_leaves_the_answer_whole_and_says_why()
 
 
 async def test_no_thin_candidate_means_no_lvs_and_an_answer_at_once() -> None:
-    def never(devices: Sequence[str]) -> dict[str, ThinPool]:
+    def never(devices: Sequence[str], max_age: float) -> dict[str, ThinPool]:
         raise AssertionError("lvs read without a device-mapper device")
 
     table = MountTable([ROOT])
@@ -138,11 +146,19 @@ def test_zfs_explain_names_snapshot_bytes_and_the_split_of_used_beside_dfs_used(
         ("tank/home@monday", 512 << 20),
         ("tank/home@tuesday", 128 << 10),
     ]
-    text = "Of …\n5. Snapshots and subvolumes: 0 B exclusive in 2 snapshots.\n6. Filesystem overhead"
-    data: dict[str, Any] = {
-        "snapshots": {"items": [{"name": "tank/home@monday", "bytes": 512 << 20, "snapshot": True}]}
-    }
-    text, data = with_cow(text, data, cow)
+    mount = Mount("/home", "tank/home", "zfs")
+    acc = Accounting(
+        mount,
+        Figures(10 * GiB, 3 * GiB, 7 * GiB, 0, 30, 0, 0, 0, None),
+        Walked(3 * GiB, 10),
+        DeletedPart(),
+        HiddenPart(True),
+        Snapshots(),
+        Overhead(None, "not reported"),
+        cow=cow,
+    )
+    text, part = answer(acc)
+    data = to_json(part)
     assert data["snapshots"]["zfs"] == {
         "dataset": "tank/home",
         "used_bytes": 5 * GiB,
@@ -151,11 +167,18 @@ def test_zfs_explain_names_snapshot_bytes_and_the_split_of_used_beside_dfs_used(
         "used_by_children_bytes": 768 << 20,
         "used_by_refreservation_bytes": 256 << 20,
     }
+    assert data["snapshots"]["items"][0] == {
+        "name": "tank/home@monday",
+        "bytes": 512 << 20,
+        "snapshot": True,
+        "shared_bytes": None,
+    }
     lines = text.split("\n")
-    assert lines[2].startswith(
+    at = next(i for i, line in enumerate(lines) if line.startswith("5. "))
+    assert lines[at + 1].startswith(
         "   ZFS: tank/home uses 5.0 GiB of its pool = 3.0 GiB its own files (df's used)"
     )
-    assert "+ 1.0 GiB held by its snapshots" in lines[2] and lines[3].startswith("6. ")
+    assert "+ 1.0 GiB held by its snapshots" in lines[at + 1] and lines[at + 2].startswith("6. ")
 
 
 def test_a_zfs_command_that_fails_is_named_in_the_snapshots_part() -> None:
@@ -169,14 +192,12 @@ def test_a_zfs_command_that_fails_is_named_in_the_snapshots_part() -> None:
 
 def test_the_command_for_unknown_exclusive_bytes_names_a_snapshot_only_inside_the_roots() -> None:
     cow = Cow("btrfs subvolumes", [CowItem("snaps/s1", True, None, None, "/mnt/snaps/s1")], exact=False)
-    text = "5. Snapshots and subvolumes: 0 B exclusive in 1 snapshot.\n6. Filesystem overhead"
-    data: dict[str, Any] = {"snapshots": {"items": [{"name": "snaps/s1", "bytes": None, "snapshot": True}]}}
-    anywhere, _ = with_cow(text, data, cow)
+    anywhere = "\n".join(cow_lines(cow))
     assert "btrfs filesystem du -s /mnt/snaps/s1 tells" in anywhere and "never turns them on" in anywhere
-    confined, _ = with_cow(text, data, cow, [Path("/mnt/data")])
+    confined = "\n".join(cow_lines(cow, [Path("/mnt/data")]))
     assert (
         "/mnt/snaps/s1" not in confined
         and "btrfs filesystem du -s on the snapshot where it is mounted tells" in confined
     )
-    inside, _ = with_cow(text, data, cow, [Path("/mnt/snaps")])
+    inside = "\n".join(cow_lines(cow, [Path("/mnt/snaps")]))
     assert "btrfs filesystem du -s /mnt/snaps/s1 tells" in inside

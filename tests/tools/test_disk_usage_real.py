@@ -13,11 +13,12 @@ from typing import Any
 import anyio
 import pytest
 
+from sysmcp.engine.mounts import MEMORY_TYPES
 from sysmcp.engine.mounts._mounts import PSEUDO_TYPES
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.protocol.context import RequestContext
 from sysmcp.results import ResultStore
-from sysmcp.tools.disk_usage import MEMORY_TYPES, DiskUsage
+from sysmcp.tools.disk_usage import DiskUsage
 from sysmcp.tools.registry import ToolContext
 from tests.profile import UNDER_POSIX_PROFILE
 from tests.tools.writer import quiet_filesystem, writing
@@ -121,7 +122,8 @@ async def test_a_path_resolves_to_the_mount_df_names_for_it(tmp_path: Path) -> N
 DEAD_FUSE_SCRIPT = """
 import ctypes, os, sys, tempfile, threading
 import anyio
-from sysmcp.tools.disk_usage import MEMORY_TYPES, DiskUsage
+from sysmcp.engine.mounts import MEMORY_TYPES
+from sysmcp.tools.disk_usage import DiskUsage
 from tests.tools.test_disk_usage_real import context
 
 target = tempfile.mkdtemp()

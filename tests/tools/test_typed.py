@@ -118,3 +118,45 @@ def test_a_result_based_on_open_allows_other_properties_and_keeps_its_slots() ->
     }
     assert "additionalProperties" not in schema_of(Opened)
     assert not hasattr(Opened("/a"), "__dict__")
+
+
+@result
+class Unlisted:
+    SCHEMA_OPTIONS: ClassVar = {"closed": False, "required": False}
+    size: int = prop("Bytes.")
+    extra: Opt[dict[str, int]] = prop(listed=False, default=ABSENT)
+
+
+def test_an_unlisted_field_is_in_the_json_and_read_back_but_not_in_the_schema() -> None:
+    assert schema_of(Unlisted) == {
+        "type": "object",
+        "properties": {"size": {"type": "integer", "description": "Bytes."}},
+    }
+    data = to_json(Unlisted(3, {"a": 1}))
+    assert data == {"size": 3, "extra": {"a": 1}}
+    jsonschema.validate(data, schema_of(Unlisted))
+    assert (
+        from_json(Unlisted, data) == Unlisted(3, {"a": 1})
+        and from_json(Unlisted, {"size": 3}).extra is ABSENT
+    )
+
+
+def test_a_dataclass_whose_types_cannot_be_resolved_is_still_written_field_by_field() -> None:
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Loose:
+        inner: Unknown  # type: ignore[name-defined]  # noqa: F821 (a name only a type checker would see)
+
+    assert to_json(Loose(Unlisted(2))) == {"inner": {"size": 2}}
+
+
+@result
+class Lists:
+    names: tuple[str, ...] = prop()
+    maybe: list[int] | None = prop()
+
+
+def test_lists_of_plain_values_are_written_as_lists_and_a_null_list_as_null() -> None:
+    assert to_json(Lists(("a", "b"), None)) == {"names": ["a", "b"], "maybe": None}
+    assert to_json(Lists((), [1])) == {"names": [], "maybe": [1]}

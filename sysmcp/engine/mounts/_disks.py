@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, Literal, NamedTuple, TypeAlias, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -40,6 +40,7 @@ __all__ = [
     "Prober",
     "Rate",
     "SampleClock",
+    "Status",
     "UsageProvider",
     "entry_from",
     "inodes_in_use",
@@ -73,6 +74,7 @@ class FsStats(NamedTuple):
 
 
 UsageProvider = Callable[[str], FsStats]
+Status: TypeAlias = Literal["ok", "no_answer", "error"]  # "no_answer": it did not answer in time
 PartitionsProvider = Callable[[], MountTable]
 
 
@@ -153,9 +155,7 @@ class _Probe:
     mount_point: str
     path: str
     started: float
-    done: bool = False
-    value: Any = None
-    error: BaseException | None = None
+    ended: tuple[Any, BaseException | None] | None = None  # (value, error) once the work returned
     waiters: list[tuple[anyio.lowlevel.EventLoopToken, anyio.Event]] = field(default_factory=list)
 
 
@@ -217,11 +217,12 @@ class Prober:
             with self._lock:
                 if waiter in probe.waiters:
                     probe.waiters.remove(waiter)
-        if not probe.done:
+        if probe.ended is None:
             return ProbeResult(no_answer=f"did not answer within {self.timeout:g} s (a hung mount?)")
-        if probe.error is not None:
-            raise probe.error
-        return ProbeResult(value=probe.value)
+        value, error = probe.ended
+        if error is not None:
+            raise error
+        return ProbeResult(value=value)
 
     def _hung_reason(self, age: float) -> str:
         return (
@@ -235,7 +236,7 @@ class Prober:
         except BaseException as exc:  # handed to the waiters, who re-raise it in their task
             value, error = None, exc
         with self._lock:
-            probe.value, probe.error, probe.done = value, error, True
+            probe.ended = (value, error)
             self._running.pop((probe.mount_point, probe.path), None)
             waiters, probe.waiters = probe.waiters, []
         for token, event in waiters:
@@ -294,28 +295,17 @@ def _time_to_full(free: int, per_second: float) -> float | None:
     return free / per_second
 
 
+@dataclass(slots=True, eq=False)
 class Entry:
     """One filesystem in the answer."""
 
-    __slots__ = ("_alerts", "figures", "mount", "rate", "reason", "st_dev", "status")
-
-    def __init__(
-        self,
-        mount: Mount,
-        figures: Figures | None = None,
-        status: str = "ok",  # "ok", "no_answer" or "error"
-        reason: str | None = None,
-        st_dev: int | None = None,
-    ) -> None:
-        self.mount, self.figures, self.status, self.reason, self.st_dev = (
-            mount,
-            figures,
-            status,
-            reason,
-            st_dev,
-        )
-        self._alerts: list[str] | None = None
-        self.rate: Rate | None = None
+    mount: Mount
+    figures: Figures | None = None
+    status: Status = "ok"
+    reason: str | None = None
+    st_dev: int | None = None
+    rate: Rate | None = None
+    _alerts: list[str] | None = field(default=None, repr=False)
 
     def alerts(self) -> list[str]:
         """What is over the threshold; read-only filesystems cannot fill up further, so never."""

@@ -119,11 +119,11 @@ def btrfs_cow(
     du_budget_s: float,
     run: Runner = run_command,
     clock: Callable[[], float] = time.monotonic,
-    check: Callable[[], None] | None = None,
+    cancel: Callable[[], None] | None = None,
 ) -> Cow:
     """Every subvolume but the one mounted at ``point`` (``mounted``: its path from the top level, ''
-    for the top level itself), with exclusive and shared bytes where they can be learned; ``check``
-    raises to cancel (called before each ``btrfs filesystem du``)."""
+    for the top level itself), with exclusive and shared bytes where they can be learned; ``cancel``
+    raises when the call was given up (asked before each ``btrfs filesystem du``)."""
     cow = Cow("btrfs subvolumes")
     try:
         every = parse_subvolumes(run(["btrfs", "subvolume", "list", point], timeout))
@@ -155,8 +155,8 @@ def btrfs_cow(
     cow.source = "btrfs filesystem du -s (quotas are off), within a time budget"
     deadline = clock() + du_budget_s
     for ident, path in sorted(others.items()):
-        if check is not None:
-            check()  # the caller's cancellation: between one snapshot's extent read and the next
+        if cancel is not None:
+            cancel()  # the caller's cancellation: between one snapshot's extent read and the next
         where = _reachable(path, point, mounted)
         exclusive = shared = None
         left = deadline - clock()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -162,14 +164,33 @@ def could_be_thin(device: str) -> bool:
     )
 
 
+#: The last lvs reading: (its devices and runner, when it was taken, the pools found).
+_last: tuple[tuple[object, ...], float, dict[str, ThinPool]] | None = None
+_last_lock = threading.Lock()
+
+
 def thin_pools(
-    devices: Sequence[str], timeout: float, run: Callable[[list[str], float], str] = run_command
+    devices: Sequence[str],
+    timeout: float,
+    run: Callable[[list[str], float], str] = run_command,
+    max_age: float = 0.0,
 ) -> dict[str, ThinPool]:
     """The thin pool under each of ``devices`` (mount sources) that is a thin volume, from one ``lvs``
-    run only when some device could be one (raises the command's faults)."""
+    run only when some device could be one (raises the command's faults). A reading of the same
+    devices at most ``max_age`` seconds old is answered again: lvs takes 50-100 ms, and a warm
+    server's repeated calls need not pay it each time."""
+    global _last
     candidates = [device for device in devices if could_be_thin(device)]
     if not candidates:
         return {}
+    key, now = (*candidates, run), time.monotonic()
+    with _last_lock:
+        last = _last
+    if max_age > 0 and last is not None and last[0] == key and now - last[1] <= max_age:
+        return dict(last[2])
     volumes = parse_lvs(run(LVS, timeout))
     found = {device: thin_pool_of(device, volumes) for device in candidates}
-    return {device: pool for device, pool in found.items() if pool is not None}
+    pools = {device: pool for device, pool in found.items() if pool is not None}
+    with _last_lock:
+        _last = (key, now, pools)
+    return dict(pools)

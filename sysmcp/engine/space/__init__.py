@@ -5,10 +5,19 @@ This is the room's front door: other rooms import these names from here, never a
 """
 
 from sysmcp.engine.space._snapshots import Snapshot, Snapshots
-from sysmcp.engine.space._space import Accounting, HeldOpen, Scanned, explain, explain_request, own_mount
+from sysmcp.engine.space._space import (
+    Accounting,
+    ExplainRequest,
+    HeldOpen,
+    Scanned,
+    explain,
+    explain_request,
+    own_mount,
+)
 
 __all__ = [
     "Accounting",
+    "ExplainRequest",
     "HeldOpen",
     "Scanned",
     "Snapshot",

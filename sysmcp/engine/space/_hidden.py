@@ -28,7 +28,7 @@ from sysmcp.engine.walk import (
     mount_table,
 )
 
-__all__ = ["Hidden", "Look", "look_under"]
+__all__ = ["Hidden", "Look"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,16 +91,6 @@ class Look:
         if self.process.poll() is None:
             self.process.kill()
         self.process.communicate()
-
-
-def look_under(source: str, target: str, relatives: list[str], timeout: float) -> list[Hidden]:
-    """Sizes under the mount points ``relatives`` of the filesystem at ``source``, with the empty
-    directory ``target`` for the private bind mount (see ``Look.result`` for the failures)."""
-    look = Look(source, target, relatives)
-    try:
-        return look.result(timeout)
-    finally:
-        look.close()
 
 
 def _child(source: str, target: str, relatives: list[str]) -> int:

@@ -55,7 +55,7 @@ def snapshots_of(mount: Mount) -> Snapshots:
     """The snapshots (and, on btrfs, other subvolumes) of the filesystem at ``mount``."""
     kind = mount.fs_type
     if kind in ("btrfs", "zfs"):
-        return Snapshots()  # read by sysmcp.engine.pools (tools/disk_pools.py), with shared bytes
+        return Snapshots()  # read by sysmcp.engine.pools (_space.read_cow), with shared bytes
     if kind == "apfs" or platform.is_macos():
         return _apfs(mount.mount_point)
     if mount.device.startswith("/dev/mapper/") or mount.device.startswith("/dev/dm-"):

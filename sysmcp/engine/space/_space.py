@@ -5,8 +5,8 @@ own overhead, and what is left unexplained.
 The engine of ``disk_usage`` with ``explain``: a typed request in, an ``Accounting`` out; no words for
 the model here (``sysmcp.tools.disk_explain`` says it). The deleted-open-files scan comes in as a provider
 (``deleted_provider``: ``fs.openfiles``' scan in this engine's types; tests pass fakes), the walk
-through ``walk_filesystem``, the one adapter to the tree-walk engine; progress goes to ``report(entries, bytes)`` and ``check_cancelled()`` raises to
-abandon the call, as in every walking engine.
+through ``walk_filesystem``, the one adapter to the tree-walk engine; ``explain`` has the engine call
+shape (``progress(entries walked)``; ``cancel()`` raises to abandon the call).
 
 Why the call takes about one walk: everything but the walk works beside it. The look under the
 mount points is a child process started before the walk; the deleted-files scan and the snapshot and
@@ -22,15 +22,17 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sysmcp import platform
+from sysmcp.engine.calls import Cancel, Progress, never_cancelled
 from sysmcp.engine.errors import WrongKind
 from sysmcp.engine.mounts import Entry, Figures, Mount, MountTable
 from sysmcp.engine.parallel import SPLIT_AFTER_S, SharedCounters, SharedTasks, available_processes
 from sysmcp.engine.paths import is_within
+from sysmcp.engine.pools import Cow, btrfs_cow, zfs_cow
 from sysmcp.engine.procs import PROC, filesystem_of, scan_processes
 from sysmcp.engine.space._hidden import Hidden, Look
 from sysmcp.engine.space._snapshots import Overhead, Snapshot, Snapshots, overhead_of, snapshots_of
@@ -47,6 +49,7 @@ __all__ = [
     "explain",
     "explain_request",
     "own_mount",
+    "read_cow",
     "walk_filesystem",
 ]
 
@@ -72,17 +75,17 @@ class DeletedScan:
     vanished: int = 0  # processes that ended between being listed and being read
 
 
-def deleted_provider(proc: str = PROC) -> Callable[[Callable[[], None]], DeletedScan]:
+def deleted_provider(proc: str = PROC) -> Callable[[Cancel], DeletedScan]:
     """The deleted-open-files scan (``fs.openfiles``) in this engine's types, for ``ExplainRequest``.
 
     The calling process's own descriptors are left out wherever the scan runs (``explain`` may run it
     in a forked child, which sees its parent as any other process)."""
     server = os.getpid()
 
-    def scan(checkpoint: Callable[[], None]) -> DeletedScan:
+    def scan(cancel: Cancel) -> DeletedScan:
         if not platform.has_proc_fd(proc):
             return DeletedScan(available=False)
-        found = scan_processes(proc, cancel=checkpoint)
+        found = scan_processes(proc, cancel=cancel)
         files = []
         for f in found.files.values():
             theirs = [h for h in f.holders if h.pid != server]
@@ -113,9 +116,6 @@ class Scanned:
     age: float  # seconds before this call
 
 
-Report = Callable[[int, int], None]  # (entries walked, bytes seen) of every process
-
-
 @dataclass(frozen=True)
 class ExplainRequest:
     mount: Mount  # the filesystem's own mount (its root, not a bind mount of a subtree)
@@ -123,7 +123,7 @@ class ExplainRequest:
     bfree: int  # statvfs f_bfree × f_frsize: free, the root reserve included
     dev: int  # st_dev of the filesystem's root
     table: MountTable
-    deleted: Callable[[Callable[[], None]], DeletedScan]  # the scan, given a checkpoint
+    deleted: Callable[[Cancel], DeletedScan]  # the scan, given the call's cancel
     timeout_s: float = 60.0
     roots: Sequence[Path] | None = None  # only what is inside these is named
     clock: Callable[[], float] = time.monotonic
@@ -197,6 +197,7 @@ class Accounting:
     snapshots: Snapshots
     overhead: Overhead
     elapsed: float = 0.0
+    cow: Cow | None = None  # btrfs and ZFS: what their snapshots hold, read by engine.pools
 
     @property
     def explained(self) -> int:
@@ -217,8 +218,8 @@ class Accounting:
 def walk_filesystem(
     root: str,
     timeout_s: float,
-    report: Report | None = None,
-    check_cancelled: Callable[[], None] | None = None,
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
     clock: Callable[[], float] = time.monotonic,
     *,
     processes: int | None = None,
@@ -238,8 +239,8 @@ def walk_filesystem(
     )
     usage = scan_usage(
         request,
-        report,
-        check_cancelled,
+        None if progress is None else lambda entries, seen: progress(entries, None),
+        cancel,
         clock=clock,
         processes=processes,
         split_after_s=split_after_s,
@@ -325,34 +326,23 @@ class _Under:
             shutil.rmtree(self.target, ignore_errors=True)
 
 
-def _no_check() -> None:
-    return None
-
-
 DELETED, FILESYSTEM = 0, 1  # the side tasks: the deleted-files scan; the snapshot and overhead queries
 
 
-def _side_task(request: ExplainRequest, task: int, checkpoint: Callable[[], None]) -> Any:
+def _side_task(request: ExplainRequest, task: int, cancel: Cancel) -> Any:
     """One side task's result as plain (marshal-able) data: a child sends it through a pipe."""
     if task == DELETED:
-        scan = request.deleted(checkpoint)
-        files = [
-            (f.path, f.dev, f.disk, [list(h) for h in f.holders], f.confined, f.descriptor)
-            for f in scan.files
-        ]
-        return [files, scan.available, scan.unreadable, scan.vanished]
+        return astuple(request.deleted(cancel))
     mount = request.mount
     snaps = snapshots_of(mount) if mount.fs_type != "tmpfs" else Snapshots()
-    overhead = overhead_of(mount, request.bfree)
-    items = [[s.name, s.exclusive, s.is_snapshot] for s in snaps.items]
-    return [[snaps.kind, items, snaps.bytes, snaps.exact, snaps.note], [overhead.bytes, overhead.source]]
+    return [astuple(snaps), astuple(overhead_of(mount, request.bfree))]
 
 
 class _Side:
     """Parts 2, 5 and 6 under way beside the walk: a forked child takes the side tasks as the walk starts."""
 
-    def __init__(self, request: ExplainRequest, check_cancelled: Callable[[], None]) -> None:
-        self.request, self.check = request, check_cancelled
+    def __init__(self, request: ExplainRequest, cancel: Cancel) -> None:
+        self.request, self.cancel = request, cancel
         self.fan: SharedTasks | None = None
         if available_processes() > 1:  # where a walk may fork (platform.fork_is_safe), this may too
             self.fan = SharedTasks(2, 2, self._work)
@@ -360,10 +350,10 @@ class _Side:
     def _work(
         self, claim: Callable[[], int | None], progress: SharedCounters, in_child: bool
     ) -> dict[int, Any]:
-        checkpoint = _no_check if in_child else self.check  # a child is killed, not asked
+        cancel = never_cancelled if in_child else self.cancel  # a child is killed, not asked
         done: dict[int, Any] = {}
         while (task := claim()) is not None:
-            done[task] = _side_task(self.request, task, checkpoint)
+            done[task] = _side_task(self.request, task, cancel)
         return done
 
     def results(self, budget: Budget) -> tuple[DeletedScan, Snapshots, Overhead]:
@@ -371,19 +361,15 @@ class _Side:
         fan = self.fan
         done: dict[int, Any] = {}
         if fan is not None:  # here, the tasks the child has not claimed yet; then the child's
-            for part in fan.finish(budget, self.check):
+            for part in fan.finish(budget, self.cancel):
                 done.update(part or {})
         for task in (DELETED, FILESYSTEM):
             if task not in done:  # no child, or it died
-                done[task] = _side_task(self.request, task, self.check)
-        files, available, unreadable, vanished = done[DELETED]
-        held = tuple(
-            HeldOpen(p, dev, disk, tuple((pid, cmd) for pid, cmd in who), confined, link)
-            for p, dev, disk, who, confined, link in files
-        )
-        (kind, items, size, exact, note), (over, source) = done[FILESYSTEM]
-        snaps = Snapshots(kind, [Snapshot(*item) for item in items], size, exact, note)
-        return DeletedScan(held, available, unreadable, vanished), snaps, Overhead(over, source)
+                done[task] = _side_task(self.request, task, self.cancel)
+        files, *counts = done[DELETED]
+        (kind, items, *rest), overhead = done[FILESYSTEM]
+        snaps = Snapshots(kind, [Snapshot(*item) for item in items], *rest)
+        return DeletedScan(tuple(HeldOpen(*f) for f in files), *counts), snaps, Overhead(*overhead)
 
     def close(self) -> None:
         if self.fan is not None:
@@ -403,20 +389,17 @@ def _deleted(request: ExplainRequest, scan: DeletedScan) -> DeletedPart:
     return part
 
 
-def explain(
-    request: ExplainRequest, report: Report | None = None, check_cancelled: Callable[[], None] | None = None
-) -> Accounting:
+def explain(request: ExplainRequest, progress: Progress, cancel: Cancel) -> Accounting:
     """Account for the filesystem's used bytes, part by part; blocking (run it in a worker thread).
 
-    ``report(entries, bytes)`` gets the walk's progress; ``check_cancelled()`` is asked every few
-    milliseconds and raises to abandon the call (every child is then killed and reaped)."""
+    ``progress(entries walked)`` follows the walk; ``cancel()`` is asked every few milliseconds and
+    raises to abandon the call (every child is then killed and reaped)."""
     mount = request.mount
     if mount.pseudo and mount.fs_type not in ("tmpfs", "ramfs"):
         raise WrongKind(f"{mount.mount_point} is {mount.fs_type}, a pseudo filesystem with no stored files")
-    check = check_cancelled or _no_check
     started = request.clock()
-    budget = Budget(request.timeout_s, check, clock=request.clock)
-    side = _Side(request, check)  # its child starts now and works while this process walks
+    budget = Budget(request.timeout_s, cancel, clock=request.clock)
+    side = _Side(request, cancel)  # its child starts now and works while this process walks
     under: _Under | None = None
     try:
         under = _Under(request)  # so does the one that looks under the mount points
@@ -425,20 +408,20 @@ def explain(
                 Walked(request.scanned.disk, request.scanned.files, scanned=request.scanned),
                 None,
             )
-            check()
+            cancel()
         else:
             walked, skipped = walk_filesystem(
                 mount.mount_point,
                 request.timeout_s,
-                report,
-                check,
+                progress,
+                cancel,
                 request.clock,
                 processes=request.processes,
                 split_after_s=request.split_after_s,
             )
         scan, snaps, overhead = side.results(budget)
         deleted = _deleted(request, scan)
-        check()
+        cancel()
         hidden = under.result(budget.deadline)
     finally:
         side.close()
@@ -450,17 +433,23 @@ def explain(
         for name in (skipped.named if skipped is not None else ())
         if _named(path := os.path.join(base, name) if name else base, request.roots)
     ]
-    if snaps.kind == "btrfs subvolumes" and request.roots is not None:
-        snaps.items = [s for s in snaps.items if _named(os.path.join(base, s.name), request.roots)]
+    cow = read_cow(mount, request.timeout_s, cancel)
     return Accounting(
-        mount, request.figures, walked, deleted, hidden, snaps, overhead, request.clock() - started
+        mount, request.figures, walked, deleted, hidden, snaps, overhead, request.clock() - started, cow
     )
 
 
-def as_data(accounting: Accounting) -> dict[str, Any]:
-    """Plain figures for a log line or a history record (no words)."""
-    return {
-        "used": accounting.figures.used,
-        "explained": accounting.explained,
-        "remainder": accounting.remainder,
-    }
+COW_TIMEOUT = 10.0  # seconds each btrfs or zfs query is given
+MAX_DU_BUDGET_S = 10.0  # btrfs filesystem du on snapshots, at most this long in all
+
+
+def read_cow(mount: Mount, walk_budget_s: float, cancel: Cancel) -> Cow | None:
+    """What a btrfs or ZFS filesystem's snapshots hold (None for other filesystems). Without btrfs
+    quotas, ``btrfs filesystem du`` sizes the snapshots: it reads each file's extent map (a walk of
+    the snapshot), so it gets a quarter of the explain's budget, at most ``MAX_DU_BUDGET_S``."""
+    if mount.fs_type == "btrfs":
+        budget = min(MAX_DU_BUDGET_S, max(1.0, walk_budget_s / 4))
+        return btrfs_cow(mount.mount_point, mount.root.strip("/"), COW_TIMEOUT, budget, cancel=cancel)
+    if mount.fs_type == "zfs":
+        return zfs_cow(mount.device, COW_TIMEOUT)
+    return None
