@@ -20,7 +20,7 @@ from sysmcp.render import age, human_bytes, more_not_shown, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
-from sysmcp.tools.typed import prop, result, schema_of
+from sysmcp.tools.typed import ABSENT, Opt, prop, result, schema_of
 
 MAX_TIMEOUT_S = 60
 WALK_TIMEOUT_S = 120.0  # the data root's walk; past it the reconciliation says it is partial
@@ -165,6 +165,10 @@ class ContainerUsage:
         "The data root walked against the engine's figures; null when not walked."
     )
     note: str | None = prop("Why the data root was not walked, if it was not.")
+    command: Opt[str] = prop(
+        "The engine's command asked where no API socket was reachable (docker's sizes are rounded); "
+        "absent: the socket was asked."
+    )
 
 
 OUTPUT_SCHEMA = schema_of(ContainerUsage)
@@ -260,6 +264,7 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             skipped=walked.skipped,
         ),
         note=note,
+        command=found.command or ABSENT,
     )
 
 
@@ -269,9 +274,8 @@ def _more(shown: int, count: int, noun: str) -> list[str]:
 
 def render(s: ContainerUsage) -> str:
     root = f"data root {printable(s.data_root)}" if s.data_root else "data root outside the allowed roots"
-    lines = [
-        f"{s.engine} at {printable(s.socket)}: {root} ({s.storage_driver}, logs {s.log_driver or 'unknown'})"
-    ]
+    asked = f"through its command `{s.command}` (no API socket)" if s.command else f"at {printable(s.socket)}"
+    lines = [f"{s.engine} {asked}: {root} ({s.storage_driver}, logs {s.log_driver or 'unknown'})"]
     im = s.images
     lines.append(
         f"Images: {plural(im.count, 'image')}, {human_bytes(im.layer_bytes)} of layers"
