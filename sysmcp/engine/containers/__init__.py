@@ -183,10 +183,16 @@ def _measure(api: Api, found: Survey) -> None:
     df = api.get("/system/df")
     found.images, found.containers, found.volumes = _images(df), _containers(df), _volumes(df)
     found.layers = int(df.get("LayersSize") or 0)
-    if not found.layers and found.images:  # Podman's compatible API leaves it 0: each image's own bytes
+    if not found.layers:  # Podman's compatible API leaves it 0
+        _estimate_layers(found)
+    found.build_cache = _build_cache(df)
+
+
+def _estimate_layers(found: Survey) -> None:
+    """The layers' total where the engine gives none: each image's unique bytes plus the largest shared."""
+    if found.images:
         found.layers = sum(i.unique for i in found.images) + max(i.shared for i in found.images)
         found.layers_estimated = True
-    found.build_cache = _build_cache(df)
 
 
 def _read_logs(
@@ -368,9 +374,7 @@ def _command_figures(
     else:
         df = _cli.ask([command, "system", "df", "-v", "--format", "json"], timeout_s)
         found.images, found.containers, found.volumes, found.build_cache = _cli.docker_df(df)
-    if found.images:  # no command gives the engine's LayersSize: each image's own bytes
-        found.layers = sum(i.unique for i in found.images) + max(i.shared for i in found.images)
-        found.layers_estimated = True
+    _estimate_layers(found)  # no command gives the engine's LayersSize
     check()
     logs = (
         _cli.inspected_logs(command, [c.id for c in found.containers], timeout_s) if found.containers else {}
