@@ -209,7 +209,7 @@ def test_another_users_socket_is_refused_with_its_owner_named() -> None:
 
 
 class Stop(Exception):
-    """What the caller's check_cancelled raises (the protocol layer raises its own)."""
+    """What the caller's cancel raises (the protocol layer raises its own)."""
 
 
 def test_the_survey_reports_every_container_inspected_and_the_walk(lab: Lab) -> None:

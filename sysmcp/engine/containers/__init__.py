@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sysmcp.engine.calls import Cancel, never_cancelled
 from sysmcp.engine.containers import _cli
 from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._model import BuildCache, Container, Image, LogFile, Volume
@@ -144,7 +145,7 @@ def _log_bytes(path: str) -> int | None:
 
 
 def _walk(
-    root: str, timeout_s: float, report: Callable[[int, int], None], check_cancelled: Callable[[], None]
+    root: str, timeout_s: float, report: Callable[[int, int], None], cancel: Callable[[], None]
 ) -> Walked:
     from sysmcp.engine.usage import Request as UsageRequest
     from sysmcp.engine.usage import scan_usage
@@ -161,7 +162,7 @@ def _walk(
         skipped,
         request,
         report,
-        check_cancelled,
+        cancel,
         processes=1,
     )
     totals = usage.totals
@@ -267,7 +268,7 @@ class _Beside:
 def survey(
     request: Request,
     progress: Callable[[str, int, int], None] | None = None,
-    check_cancelled: Callable[[], None] = lambda: None,
+    cancel: Cancel = never_cancelled,
 ) -> Survey:
     """Ask the engine, read each container's log file and walk its data root (when asked and allowed).
 
@@ -275,7 +276,7 @@ def survey(
     measures layers itself) on one connection, the containers' log files on another, and the walk of
     the data root on this thread. Where no socket is named nor found, the engine's command is asked
     instead (``request.commands``, the first that answers). ``progress(phase, done, bytes)``: 'inspect'
-    with containers done, 'walk' with entries and bytes seen (from two threads); ``check_cancelled()``
+    with containers done, 'walk' with entries and bytes seen (from two threads); ``cancel()``
     raises to stop, between API calls and during the walk (called on this thread only)."""
     report = progress or (lambda *_: None)
     try:
@@ -283,7 +284,7 @@ def survey(
     except NotFound as none:
         found, command = _by_command(request, none)
         works = [lambda check: _command_figures(command, found, request.timeout_s, report, check)]
-        return _reconciled(found, request, works, report, check_cancelled)
+        return _reconciled(found, request, works, report, cancel)
     with Api(path, request.timeout_s) as api, Api(path, request.timeout_s) as second:
         version = api.get("/version")
         info = api.get("/info")
@@ -299,9 +300,7 @@ def survey(
         def logs(check: Callable[[], None]) -> None:
             found.logs = _read_logs(second, found.data_root, report, check)
 
-        return _reconciled(
-            found, request, [lambda check: _measure(api, found), logs], report, check_cancelled
-        )
+        return _reconciled(found, request, [lambda check: _measure(api, found), logs], report, cancel)
 
 
 def _reconciled(
