@@ -378,13 +378,12 @@ def containers(layout: RootsLayout) -> list[Found]:
             key = f"{found.socket}:{key}"
             groups.append(Found("container", key, [], command, cost, safety, method, "command", figure=size))
 
-    stopped = [c for c in found.containers if c.state != "running"]
     figure(
         "stopped",
-        sum(c.writable or 0 for c in stopped),
+        sum(c.writable or 0 for c in found.containers if c.state != "running"),
         f"{engine} container prune",
-        f"{len(stopped):,} stopped container(s) are gone with their writable layers and their logs: "
-        "they cannot be started again",
+        "the stopped containers are gone with their writable layers and their logs: they cannot be "
+        "started again",
         REVIEW,
     )
     dangling = sorted(v.name for v in found.volumes if v.dangling)

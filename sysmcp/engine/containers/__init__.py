@@ -1,12 +1,14 @@
 """container_usage's engine: what Docker or Podman holds on disk, from its API, set against a walk.
 
 Front door: ``Request`` in, ``Survey`` out, through ``survey``. The engine's own figures come from
-read-only GETs on its Unix socket (``/version``, ``/info``, ``/system/df``, each container's inspect
-for its log file); the disk's from sysmcp's walk engine over the engine's data root (``du -x``:
-overlay mounts of running containers are other filesystems and skipped, so each layer is counted
-once). What the walk finds and the engine's figures leave out is the difference, by data-root
-directory. Faults are ``sysmcp.engine.errors`` exceptions: ``NotFound`` (no engine), ``PermissionRefused``
-(the socket is another user's), ``Unavailable`` (no answer within the timeout, a bad answer).
+read-only GETs on its Unix socket (``/version``, ``/info``, ``/system/df``, ``/containers/json``; each
+container's log file from Docker's own config files in the data root, else its inspect), or, where no
+socket is found, from the engine's command (``_cli``); the disk's from sysmcp's walk engine over the
+engine's data root (``du -x``: overlay mounts of running containers are other filesystems and
+skipped, so each layer is counted once). What the walk finds and the engine's figures leave out is
+the difference, by data-root directory. Faults are ``sysmcp.engine.errors`` exceptions: ``NotFound``
+(no engine), ``PermissionRefused`` (the socket is another user's), ``Unavailable`` (no answer within
+the timeout, a bad answer).
 """
 
 from __future__ import annotations
