@@ -17,6 +17,7 @@ import json
 import os
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,7 +179,7 @@ def _walk(
 
 
 class _Stopped(Exception):
-    """A helper thread's own stop: the work beside it failed or was cancelled."""
+    """An API thread's own stop: the work beside it failed or was cancelled."""
 
 
 def _measure(api: Api, found: Survey) -> None:
@@ -234,39 +235,6 @@ def _kept_config(data_root: str, container: str) -> dict[str, Any] | None:
     return {"LogPath": log_path, "HostConfig": host_config}
 
 
-class _Beside:
-    """Work on a thread of its own beside this one's; ``result()`` waits for it (``cancel()`` between
-    waits) and raises what it raised. ``stop()`` makes its next ``check`` raise."""
-
-    def __init__(self, name: str, work: Callable[[Callable[[], None]], None]) -> None:
-        self._stop = threading.Event()
-        self._failed: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                work(self.check)
-            except BaseException as exc:  # handed to the waiting thread, raised there
-                self._failed.append(exc)
-
-        self._thread = threading.Thread(target=run, name=name, daemon=True)
-        self._thread.start()
-
-    def check(self) -> None:
-        if self._stop.is_set():
-            raise _Stopped
-
-    def result(self, cancel: Callable[[], None]) -> None:
-        while self._thread.is_alive():
-            self._thread.join(0.05)
-            cancel()
-        if self._failed:
-            raise self._failed[0]
-
-    def stop(self, bound_s: float) -> None:
-        self._stop.set()
-        self._thread.join(bound_s)  # its next check, or its call's timeout
-
-
 def survey(
     request: Request,
     progress: Callable[[str, int, int], None] | None = None,
@@ -310,24 +278,36 @@ def _reconciled(
     request: Request,
     works: list[Callable[[Callable[[], None]], None]],
     report: Callable[[str, int, int], None],
-    cancel: Callable[[], None],
+    cancel: Cancel,
 ) -> Survey:
-    """``found`` filled by ``works``, each on a thread of its own, while this one walks the data root."""
+    """``found`` filled by ``works``, each on a thread of its own, while this one walks the data root.
+    A work calls the ``check`` it is given between its calls, which raises once this thread stopped
+    (cancelled, or another work failed); every thread has ended when this returns."""
     # The roots are compared with the real path, and the real path is walked (a symlinked data root).
     root = os.path.realpath(found.data_root) if found.data_root else ""
     walk = request.walk and bool(root) and os.path.isdir(root)
     found.walk_refused = walk and not request.may_walk(root)
-    helpers = [_Beside("engine-api", work) for work in works]
-    try:
-        if walk and not found.walk_refused:
-            found.walked = _walk(
-                root, request.walk_timeout_s, lambda entries, seen: report("walk", entries, seen), cancel
-            )
-        for helper in helpers:
-            helper.result(cancel)
-    finally:
-        for helper in helpers:
-            helper.stop(request.timeout_s + 1)
+    stop = threading.Event()
+
+    def check() -> None:
+        if stop.is_set():
+            raise _Stopped
+
+    with ThreadPoolExecutor(len(works), thread_name_prefix="engine-api") as pool:
+        futures = [pool.submit(work, check) for work in works]
+        try:
+            if walk and not found.walk_refused:
+                found.walked = _walk(
+                    root, request.walk_timeout_s, lambda entries, seen: report("walk", entries, seen), cancel
+                )
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, 0.05)
+                for future in done:
+                    future.result()  # a work's failure, raised here
+                cancel()
+        finally:
+            stop.set()  # the threads end at their next check, or their call's timeout
     return found
 
 
