@@ -398,7 +398,7 @@ def test_with_no_socket_and_no_engine_command_the_error_says_both(tmp_path: Path
     with pytest.raises(NotFound) as caught:
         survey(_no_socket((str(tmp_path / "no-docker"),)))
     said = words(caught.value)
-    assert "No container engine socket found" in said and "no-docker command on PATH" in said
+    assert "No container engine socket found" in said and "no-docker is not installed" in said
 
 
 # -- reclaim_plan's container classes --------------------------------------------------------

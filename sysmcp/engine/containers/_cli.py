@@ -9,55 +9,25 @@ back here. Every command goes through ``run``, with the survey's timeout.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import shutil
-import signal
-import subprocess
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from sysmcp.engine.containers._model import BuildCache, Container, Image, Volume, log_file
-from sysmcp.engine.errors import NotFound, Unavailable
+from sysmcp.engine.errors import Unavailable
+from sysmcp.engine.pools import run_command
 
 #: Container ids named in one ``inspect`` command at most (an argv stays far below ARG_MAX).
 INSPECT_AT_ONCE = 500
 
 
 def run(argv: Sequence[str], timeout_s: float) -> str:
-    """The standard output of ``argv`` (stdin closed, its own process group, killed whole after
-    ``timeout_s``); ``NotFound`` when the command is not installed, ``Unavailable`` when it fails or
-    does not answer in time. The one place this engine runs a command."""
-    if shutil.which(argv[0]) is None:
-        raise NotFound(f"No {argv[0]} command on PATH", reason="no_engine")
-    try:
-        child = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-            env={**os.environ, "LC_ALL": "C"},
-        )
-    except OSError as exc:
-        raise Unavailable(f"{argv[0]} could not be started: {exc.strerror}", reason="engine_fault") from None
-    try:
-        out, err = child.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(OSError):
-            os.killpg(child.pid, signal.SIGKILL)
-        child.communicate()
-        raise Unavailable(
-            f"`{' '.join(argv[:3])}` gave no answer within {timeout_s:g} s", reason="engine_silent"
-        ) from None
-    if child.returncode != 0:
-        first = (err.strip().splitlines() or [f"exit status {child.returncode}"])[0][:200]
-        raise Unavailable(f"`{' '.join(argv[:3])}` failed: {first}", reason="engine_fault")
-    return out
+    """The standard output of ``argv``, killed after ``timeout_s``; ``Unavailable`` when the command is
+    missing, fails or does not answer in time. The one place this engine runs a command (through the
+    runner ``engine.pools`` has today; the shared ``engine.commands`` one is meant to replace it here)."""
+    return run_command(list(argv), timeout_s)
 
 
 def ask(argv: Sequence[str], timeout_s: float) -> Any:
