@@ -21,6 +21,7 @@ from sysmcp.tools import schemas as js
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Opt, prop, result, schema_of
+from sysmcp.views import CONTAINERS
 
 MAX_TIMEOUT_S = 60
 WALK_TIMEOUT_S = 120.0  # the data root's walk; past it the reconciliation says it is partial
@@ -402,4 +403,5 @@ TOOL = Tool(
     output_schema=OUTPUT_SCHEMA,
     handler=handle,
     merge=summary_merge(),
+    view=CONTAINERS.uri,
 )
