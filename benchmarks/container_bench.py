@@ -6,7 +6,7 @@ its own data root and socket, no network); images are busybox roots each with a 
 has a unique layer on a shared one), containers are run to exit (each leaves a writable layer and a log),
 a quarter of them with a rotation limit, volumes half in use. Each round times, in alternating order,
 ``docker system df -v`` (the CLI's wall time) and ``container_usage`` on a running server (the tool call
-over stdio: API calls, one inspect per container, and the walk of the data root), with and without
+over stdio: API calls, each container's log file, and the walk of the data root), with and without
 ``walk``; the table gives the medians.
 
     flock /tmp/bench.lock uv run python benchmarks/container_bench.py --images 50 --containers 200 --volumes 20

@@ -10,18 +10,18 @@ of the plan, read by the tool layer and the generated script alike.
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
 import re
-import shutil
+import shlex
 import stat
-import subprocess
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from sysmcp import platform
-from sysmcp.engine.errors import Unavailable
+from sysmcp.engine.containers import Request as ContainersRequest
+from sysmcp.engine.containers import survey
+from sysmcp.engine.errors import EngineError, Unavailable
 from sysmcp.engine.opens import extended_attributes
 from sysmcp.engine.paths import display, escaped, exact_bytes
 from sysmcp.engine.procs import scan_processes
@@ -52,7 +52,8 @@ class RootsLayout:
     #: accounts; a restored home may have no passwd entry): each directory directly below is looked in.
     home_parents: tuple[bytes, ...] = (b"/home", b"/Users")
     proc: bytes = b"/proc"
-    container_engines: tuple[str, ...] = ("docker", "podman")
+    container_engines: tuple[str, ...] = ("docker", "podman")  # the commands asked where no socket is
+    container_socket: str | None = None  # None: the engine's socket where it usually is
 
     def home_dirs(self) -> tuple[bytes, ...]:
         """The passwd homes that exist, and every directory directly below ``home_parents`` and below the
@@ -350,66 +351,88 @@ def trash(layout: RootsLayout) -> list[Found]:
     )
 
 
-_SIZE = re.compile(r"([0-9.]+)\s*([kKMGTP]?)i?B")
-_SCALE = {"": 1, "k": 1000, "K": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4, "P": 1000**5}
+def containers(layout: RootsLayout) -> list[Found]:
+    """What a container engine holds that could go, from the engine itself (``sysmcp.engine.containers``,
+    its data root not walked): each container's log file, stopped containers' writable layers, dangling
+    volumes, dangling images and the build cache, each freed by the engine's own command."""
+    if not layout.container_engines:
+        return []
+    request = ContainersRequest(
+        socket=layout.container_socket,
+        timeout_s=CONTAINER_TIMEOUT,
+        walk=False,
+        commands=layout.container_engines,
+    )
+    try:
+        found = survey(request)
+    except EngineError:
+        return []  # no engine, or one that does not answer: nothing of it to plan
+    engine = found.command or ("podman" if found.engine.startswith("Podman") else "docker")
+    if layout.container_socket is not None:  # the engine's command must reach the same engine
+        engine += f" --url unix://{found.socket}" if engine == "podman" else f" -H unix://{found.socket}"
+    method = f"{found.engine}'s own figures"
+    groups: list[Found] = []
 
+    def figure(key: str, size: int, command: str, cost: str, safety: str) -> None:
+        if size > 0:
+            key = f"{found.socket}:{key}"
+            groups.append(Found("container", key, [], command, cost, safety, method, "command", figure=size))
 
-def _vendor_size(text: str) -> int | None:
-    """``1.2GB (50%)`` → 1200000000: the container engines' own decimal figure."""
-    match = _SIZE.match(text.strip())
-    if match is None:
-        return None
-    return int(float(match.group(1)) * _SCALE[match.group(2)])
-
-
-def containers(layout: RootsLayout, timeout: float = CONTAINER_TIMEOUT) -> list[Found]:
-    """Build caches and dangling images, from the engine's own read-only ``system df`` (with a timeout)."""
-    found: list[Found] = []
-    for engine in layout.container_engines:
-        binary = shutil.which(engine)
-        if binary is None:
+    figure(
+        "stopped",
+        sum(c.writable or 0 for c in found.containers if c.state != "running"),
+        f"{engine} container prune",
+        "the stopped containers are gone with their writable layers and their logs: they cannot be "
+        "started again",
+        REVIEW,
+    )
+    dangling = sorted(v.name for v in found.volumes if v.dangling)
+    figure(
+        "volumes",
+        sum(v.size or 0 for v in found.volumes if v.dangling),
+        f"{engine} volume rm {' '.join(shlex.quote(name) for name in dangling)}",
+        "the data in volumes no container uses is gone for good: nothing makes it again",
+        RISKY,
+    )
+    figure(
+        "images",
+        sum(i.unique for i in found.images if i.dangling),
+        f"{engine} image prune",
+        "untagged images are pulled or built again when needed",
+        REGENERABLE,
+    )
+    figure(
+        "build",
+        found.build_cache.bytes - found.build_cache.in_use,
+        f"{engine} builder prune",
+        "the next image build starts from scratch (slower)",
+        REGENERABLE,
+    )
+    for log in found.logs:
+        path = os.fsencode(log.file.path)
+        file = _regular(path) if log.file.path else None
+        if file is None:
             continue
-        try:
-            done = subprocess.run(
-                [binary, "system", "df", "--format", "{{json .}}"],
-                capture_output=True,
-                timeout=timeout,
-                check=False,
-                stdin=subprocess.DEVNULL,
+        limit = (
+            f"its rotation limit is max-size {log.file.max_size}"
+            if log.file.max_size
+            else "it has no rotation limit"
+        )
+        groups.append(
+            Found(
+                "container",
+                f"{found.socket}:log:{log.file.path}",
+                [file],
+                command=f"truncate -s 0 {shlex.quote(log.file.path)}",
+                cost=f"{engine} logs {shlex.quote(log.container)} loses what the log held",
+                safety=REVIEW,
+                method=f"blocks of the log file {found.engine} names for container {log.container}",
+                action="command",
+                note=f"the engine keeps the file open and goes on writing to it; {limit}: "
+                "--log-opt max-size (or log-opts in daemon.json) keeps it bounded for good",
             )
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if done.returncode != 0:
-            continue
-        for line in done.stdout.decode(errors="replace").splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            kind = str(row.get("Type", ""))
-            size = _vendor_size(str(row.get("Reclaimable", "")))
-            if not size:
-                continue
-            if kind.lower().startswith("build"):
-                command, cost = f"{engine} builder prune", "the next image build starts from scratch (slower)"
-            elif kind.lower() == "images":
-                command, cost = f"{engine} image prune", "unused images are pulled or built again when needed"
-            else:
-                continue
-            found.append(
-                Found(
-                    "container",
-                    f"{engine}:{kind}",
-                    [],
-                    command=command,
-                    cost=cost,
-                    safety=REGENERABLE,
-                    method=f"`{engine} system df` (its own decimal figure, rounded)",
-                    action="command",
-                    figure=size,
-                )
-            )
-    return found
+        )
+    return groups
 
 
 def deleted_open(layout: RootsLayout) -> list[Found]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from sysmcp.engine.containers import Request, Survey, survey
 from sysmcp.engine.paths import is_within, printable
@@ -20,6 +20,8 @@ from sysmcp.render import age, human_bytes, more_not_shown, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
+from sysmcp.tools.typed import ABSENT, Opt, prop, result, schema_of
+from sysmcp.views import CONTAINERS
 
 MAX_TIMEOUT_S = 60
 WALK_TIMEOUT_S = 120.0  # the data root's walk; past it the reconciliation says it is partial
@@ -39,124 +41,138 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
     required=None,
 )
 
-_PATH = js.string("Its path; null outside the allowed roots.", null=True)
+_PATH = "Its path; null outside the allowed roots."
 _NAME = "Its name."
-OUTPUT_SCHEMA: dict[str, Any] = js.result(
-    {
-        "engine": js.string("The engine and its version: 'Docker 20.10.24', 'Podman 4.3.1'."),
-        "socket": js.string("The API socket asked."),
-        "data_root": js.string("The engine's data root; null outside the allowed roots.", null=True),
-        "storage_driver": js.string("The engine's storage driver (overlay2, vfs …)."),
-        "log_driver": js.string("The engine's default log driver (json-file, journald …)."),
-        "images": js.record(
-            {
-                "count": js.integer("Images in all."),
-                "layer_bytes": js.integer("Every image layer once (the engine's LayersSize)."),
-                "layer_bytes_estimated": js.boolean(
-                    "No LayersSize (Podman): images' unique bytes plus the largest shared."
-                ),
-                "dangling": js.integer("Untagged images."),
-                "dangling_unique_bytes": js.integer("Bytes only the untagged images hold."),
-                "largest": js.objects(
-                    {
-                        "id": js.string("The image ID, short."),
-                        "tags": js.names("Its repository:tag names (none: dangling)."),
-                        "bytes": js.integer("All its layers' bytes."),
-                        "shared_bytes": js.integer("Bytes of layers other images have too."),
-                        "unique_bytes": js.integer("Bytes only it holds: what removing it frees."),
-                        "containers": js.integer("Containers made from it."),
-                    },
-                    description="The largest images (at most top_n).",
-                ),
-            },
-            "Images.",
-        ),
-        "containers": js.record(
-            {
-                "count": js.integer("Containers in all, stopped ones included."),
-                "running": js.integer("Containers running."),
-                "writable_bytes": js.integer("All writable layers."),
-                "stopped_writable_bytes": js.integer("Writable layers of containers not running."),
-                "largest": js.objects(
-                    {
-                        "name": js.string(_NAME),
-                        "image": js.string("The image it was made from."),
-                        "state": js.string("running, exited, created, paused …"),
-                        "age_s": js.number("Seconds since it was created."),
-                        "writable_bytes": js.integer("Its writable layer (null: not measured).", null=True),
-                    },
-                    description="The containers with the largest writable layers (at most top_n).",
-                ),
-            },
-            "Containers.",
-        ),
-        "volumes": js.record(
-            {
-                "count": js.integer("Volumes in all."),
-                "bytes": js.integer("Bytes of all volumes the engine measured."),
-                "dangling": js.integer("Volumes no container uses."),
-                "dangling_bytes": js.integer("Bytes of the volumes no container uses."),
-                "largest": js.objects(
-                    {
-                        "name": js.string(_NAME),
-                        "bytes": js.integer("Its size (null: not measured).", null=True),
-                        "containers": js.integer("Containers using it (0: dangling).", null=True),
-                        "path": _PATH,
-                    },
-                    description="The largest volumes (at most top_n).",
-                ),
-            },
-            "Volumes.",
-        ),
-        "build_cache": js.record(
-            {
-                "records": js.integer("Build cache records."),
-                "bytes": js.integer("Bytes of the build cache."),
-                "in_use_bytes": js.integer("Bytes of records in use."),
-            },
-            "The build cache.",
-        ),
-        "logs": js.record(
-            {
-                "count": js.integer("Containers' log files."),
-                "bytes": js.integer("Bytes of all log files."),
-                "without_limit": js.integer("Log files with no max-size rotation limit."),
-                "largest": js.objects(
-                    {
-                        "container": js.string("The container writing it."),
-                        "driver": js.string("Its log driver."),
-                        "bytes": js.integer("Its size (null: not readable here).", null=True),
-                        "max_size": js.string("Its rotation limit (null: none).", null=True),
-                        "path": _PATH,
-                    },
-                    description="The largest log files (at most top_n).",
-                ),
-            },
-            "Container log files, which no docker command counts.",
-        ),
-        "reconciliation": js.record(
-            {
-                "walked_bytes": js.integer("Apparent bytes the walk found under the data root."),
-                "walked_disk_bytes": js.integer("Bytes allocated on disk under the data root."),
-                "accounted_bytes": js.integer("Layers, writable layers, volumes, build cache and logs."),
-                "difference_bytes": js.integer("Walked minus accounted."),
-                "complete": js.boolean("False when the walk stopped at its time budget."),
-                "parts": js.objects(
-                    {
-                        "name": js.string("A directory of the data root."),
-                        "bytes": js.integer("Its apparent bytes."),
-                        "disk_bytes": js.integer("Its bytes on disk."),
-                    },
-                    description="The data root's directories, largest first.",
-                ),
-                "skipped": js.counts("What the walk did not enter, by reason (other_filesystem: mounts)."),
-            },
-            "The data root walked against the engine's figures; null when not walked.",
-            null=True,
-        ),
-        "note": js.string("Why the data root was not walked, if it was not.", null=True),
-    }
-)
+_ROW: dict[str, Any] = {"closed": False}  # a row may carry more than its schema names
+
+
+@result
+class LargeImage:
+    SCHEMA_OPTIONS: ClassVar = _ROW
+    id: str = prop("The image ID, short.")
+    tags: list[str] = prop("Its repository:tag names (none: dangling).")
+    bytes: int = prop("All its layers' bytes.")
+    shared_bytes: int = prop("Bytes of layers other images have too.")
+    unique_bytes: int = prop("Bytes only it holds: what removing it frees.")
+    containers: int = prop("Containers made from it.")
+
+
+@result
+class ImageTotals:
+    count: int = prop("Images in all.")
+    layer_bytes: int = prop("Every image layer once (the engine's LayersSize).")
+    layer_bytes_estimated: bool = prop(
+        "No LayersSize (Podman): images' unique bytes plus the largest shared."
+    )
+    dangling: int = prop("Untagged images.")
+    dangling_unique_bytes: int = prop("Bytes only the untagged images hold.")
+    largest: list[LargeImage] = prop("The largest images (at most top_n).")
+
+
+@result
+class LargeContainer:
+    SCHEMA_OPTIONS: ClassVar = _ROW
+    name: str = prop(_NAME)
+    image: str = prop("The image it was made from.")
+    state: str = prop("running, exited, created, paused …")
+    age_s: float = prop("Seconds since it was created.")
+    writable_bytes: int | None = prop("Its writable layer (null: not measured).")
+
+
+@result
+class ContainerTotals:
+    count: int = prop("Containers in all, stopped ones included.")
+    running: int = prop("Containers running.")
+    writable_bytes: int = prop("All writable layers.")
+    stopped_writable_bytes: int = prop("Writable layers of containers not running.")
+    largest: list[LargeContainer] = prop("The containers with the largest writable layers (at most top_n).")
+
+
+@result
+class LargeVolume:
+    SCHEMA_OPTIONS: ClassVar = _ROW
+    name: str = prop(_NAME)
+    bytes: int | None = prop("Its size (null: not measured).")
+    containers: int | None = prop("Containers using it (0: dangling).")
+    path: str | None = prop(_PATH)
+
+
+@result
+class VolumeTotals:
+    count: int = prop("Volumes in all.")
+    bytes: int = prop("Bytes of all volumes the engine measured.")
+    dangling: int = prop("Volumes no container uses.")
+    dangling_bytes: int = prop("Bytes of the volumes no container uses.")
+    largest: list[LargeVolume] = prop("The largest volumes (at most top_n).")
+
+
+@result
+class BuildCacheTotals:
+    records: int = prop("Build cache records.")
+    bytes: int = prop("Bytes of the build cache.")
+    in_use_bytes: int = prop("Bytes of records in use.")
+
+
+@result
+class LargeLog:
+    SCHEMA_OPTIONS: ClassVar = _ROW
+    container: str = prop("The container writing it.")
+    driver: str = prop("Its log driver.")
+    bytes: int | None = prop("Its size (null: not readable here).")
+    max_size: str | None = prop("Its rotation limit (null: none).")
+    path: str | None = prop(_PATH)
+
+
+@result
+class LogTotals:
+    count: int = prop("Containers' log files.")
+    bytes: int = prop("Bytes of all log files.")
+    without_limit: int = prop("Log files with no max-size rotation limit.")
+    largest: list[LargeLog] = prop("The largest log files (at most top_n).")
+
+
+@result
+class DataRootPart:
+    SCHEMA_OPTIONS: ClassVar = _ROW
+    name: str = prop("A directory of the data root.")
+    bytes: int = prop("Its apparent bytes.")
+    disk_bytes: int = prop("Its bytes on disk.")
+
+
+@result
+class Reconciliation:
+    walked_bytes: int = prop("Apparent bytes the walk found under the data root.")
+    walked_disk_bytes: int = prop("Bytes allocated on disk under the data root.")
+    accounted_bytes: int = prop("Layers, writable layers, volumes, build cache and logs.")
+    difference_bytes: int = prop("Walked minus accounted.")
+    complete: bool = prop("False when the walk stopped at its time budget.")
+    parts: list[DataRootPart] = prop("The data root's directories, largest first.")
+    skipped: dict[str, int] = prop("What the walk did not enter, by reason (other_filesystem: mounts).")
+
+
+@result
+class ContainerUsage:
+    engine: str = prop("The engine and its version: 'Docker 20.10.24', 'Podman 4.3.1'.")
+    socket: str = prop("The API socket asked.")
+    data_root: str | None = prop("The engine's data root; null outside the allowed roots.")
+    storage_driver: str = prop("The engine's storage driver (overlay2, vfs …).")
+    log_driver: str = prop("The engine's default log driver (json-file, journald …).")
+    images: ImageTotals = prop("Images.")
+    containers: ContainerTotals = prop("Containers.")
+    volumes: VolumeTotals = prop("Volumes.")
+    build_cache: BuildCacheTotals = prop("The build cache.")
+    logs: LogTotals = prop("Container log files, which no docker command counts.")
+    reconciliation: Reconciliation | None = prop(
+        "The data root walked against the engine's figures; null when not walked."
+    )
+    note: str | None = prop("Why the data root was not walked, if it was not.")
+    command: Opt[str] = prop(
+        "The engine's command asked where no API socket was reachable (docker's sizes are rounded); "
+        "absent: the socket was asked."
+    )
+
+
+OUTPUT_SCHEMA = schema_of(ContainerUsage)
 
 
 def _shown(path: str, allowed: list[Path] | None) -> str | None:
@@ -166,7 +182,7 @@ def _shown(path: str, allowed: list[Path] | None) -> str | None:
     return path
 
 
-def structured(found: Survey, top_n: int, now: float, allowed: list[Path] | None) -> dict[str, Any]:
+def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) -> ContainerUsage:
     images = sorted(found.images, key=lambda i: (-i.size, i.id))
     containers = sorted(found.containers, key=lambda c: (-(c.writable or 0), c.name))
     volumes = sorted(found.volumes, key=lambda v: (-(v.size or 0), v.name))
@@ -179,185 +195,173 @@ def structured(found: Survey, top_n: int, now: float, allowed: list[Path] | None
         note = "The data root is outside the allowed roots: not walked, the engine's figures only."
     elif walked is None:
         note = "The data root was not walked: the engine's figures only."
-    return {
-        "engine": found.engine,
-        "socket": found.socket,
-        "data_root": _shown(found.data_root, allowed),
-        "storage_driver": found.driver,
-        "log_driver": found.log_driver,
-        "images": {
-            "count": len(images),
-            "layer_bytes": found.layers,
-            "layer_bytes_estimated": found.layers_estimated,
-            "dangling": sum(i.dangling for i in images),
-            "dangling_unique_bytes": sum(i.unique for i in images if i.dangling),
-            "largest": [
-                {
-                    "id": i.id.removeprefix("sha256:")[:12],
-                    "tags": list(i.tags),
-                    "bytes": i.size,
-                    "shared_bytes": i.shared,
-                    "unique_bytes": i.unique,
-                    "containers": i.containers,
-                }
+    return ContainerUsage(
+        engine=found.engine,
+        socket=found.socket,
+        data_root=_shown(found.data_root, allowed),
+        storage_driver=found.driver,
+        log_driver=found.log_driver,
+        images=ImageTotals(
+            count=len(images),
+            layer_bytes=found.layers,
+            layer_bytes_estimated=found.layers_estimated,
+            dangling=sum(i.dangling for i in images),
+            dangling_unique_bytes=sum(i.unique for i in images if i.dangling),
+            largest=[
+                LargeImage(
+                    i.id.removeprefix("sha256:")[:12], list(i.tags), i.size, i.shared, i.unique, i.containers
+                )
                 for i in images[:top_n]
             ],
-        },
-        "containers": {
-            "count": len(containers),
-            "running": sum(c.state == "running" for c in containers),
-            "writable_bytes": sum(c.writable or 0 for c in containers),
-            "stopped_writable_bytes": sum(c.writable or 0 for c in containers if c.state != "running"),
-            "largest": [
-                {
-                    "name": c.name,
-                    "image": c.image,
-                    "state": c.state,
-                    "age_s": round(max(now - c.created, 0), 1),
-                    "writable_bytes": c.writable,
-                }
+        ),
+        containers=ContainerTotals(
+            count=len(containers),
+            running=sum(c.state == "running" for c in containers),
+            writable_bytes=sum(c.writable or 0 for c in containers),
+            stopped_writable_bytes=sum(c.writable or 0 for c in containers if c.state != "running"),
+            largest=[
+                LargeContainer(c.name, c.image, c.state, round(max(now - c.created, 0), 1), c.writable)
                 for c in containers[:top_n]
             ],
-        },
-        "volumes": {
-            "count": len(volumes),
-            "bytes": sum(v.size or 0 for v in volumes),
-            "dangling": len(dangling_volumes),
-            "dangling_bytes": sum(v.size or 0 for v in dangling_volumes),
-            "largest": [
-                {"name": v.name, "bytes": v.size, "containers": v.refs, "path": _shown(v.mountpoint, allowed)}
-                for v in volumes[:top_n]
+        ),
+        volumes=VolumeTotals(
+            count=len(volumes),
+            bytes=sum(v.size or 0 for v in volumes),
+            dangling=len(dangling_volumes),
+            dangling_bytes=sum(v.size or 0 for v in dangling_volumes),
+            largest=[
+                LargeVolume(v.name, v.size, v.refs, _shown(v.mountpoint, allowed)) for v in volumes[:top_n]
             ],
-        },
-        "build_cache": {
-            "records": found.build_cache.records,
-            "bytes": found.build_cache.bytes,
-            "in_use_bytes": found.build_cache.in_use,
-        },
-        "logs": {
-            "count": len(files),
-            "bytes": sum(log.bytes or 0 for log in files),
-            "without_limit": sum(log.file.max_size is None for log in files),
-            "largest": [
-                {
-                    "container": log.container,
-                    "driver": log.file.driver,
-                    "bytes": log.bytes,
-                    "max_size": log.file.max_size,
-                    "path": _shown(log.file.path, allowed),
-                }
+        ),
+        build_cache=BuildCacheTotals(
+            found.build_cache.records, found.build_cache.bytes, found.build_cache.in_use
+        ),
+        logs=LogTotals(
+            count=len(files),
+            bytes=sum(log.bytes or 0 for log in files),
+            without_limit=sum(log.file.max_size is None for log in files),
+            largest=[
+                LargeLog(
+                    log.container,
+                    log.file.driver,
+                    log.bytes,
+                    log.file.max_size,
+                    _shown(log.file.path, allowed),
+                )
                 for log in files[:top_n]
             ],
-        },
-        "reconciliation": None
+        ),
+        reconciliation=None
         if walked is None
-        else {
-            "walked_bytes": walked.apparent,
-            "walked_disk_bytes": walked.disk,
-            "accounted_bytes": found.accounted,
-            "difference_bytes": walked.apparent - found.accounted,
-            "complete": walked.stopped is None,
-            "parts": [
-                {"name": n, "bytes": a, "disk_bytes": d}
-                for n, a, d in sorted(walked.parts, key=lambda part: (-part[1], part[0]))
+        else Reconciliation(
+            walked_bytes=walked.apparent,
+            walked_disk_bytes=walked.disk,
+            accounted_bytes=found.accounted,
+            difference_bytes=walked.apparent - found.accounted,
+            complete=walked.stopped is None,
+            parts=[
+                DataRootPart(*part) for part in sorted(walked.parts, key=lambda part: (-part[1], part[0]))
             ],
-            "skipped": walked.skipped,
-        },
-        "note": note,
-    }
+            skipped=walked.skipped,
+        ),
+        note=note,
+        command=found.command or ABSENT,
+    )
 
 
 def _more(shown: int, count: int, noun: str) -> list[str]:
     return [f"  {more_not_shown(count - shown, noun)}"] if count > shown else []
 
 
-def render(s: dict[str, Any]) -> str:
-    root = (
-        f"data root {printable(s['data_root'])}" if s["data_root"] else "data root outside the allowed roots"
-    )
-    lines = [
-        f"{s['engine']} at {printable(s['socket'])}: {root} ({s['storage_driver']}, logs {s['log_driver'] or 'unknown'})"
-    ]
-    im = s["images"]
+def render(s: ContainerUsage) -> str:
+    root = f"data root {printable(s.data_root)}" if s.data_root else "data root outside the allowed roots"
+    asked = f"through its command `{s.command}` (no API socket)" if s.command else f"at {printable(s.socket)}"
+    lines = [f"{s.engine} {asked}: {root} ({s.storage_driver}, logs {s.log_driver or 'unknown'})"]
+    im = s.images
     lines.append(
-        f"Images: {plural(im['count'], 'image')}, {human_bytes(im['layer_bytes'])} of layers"
-        + (" (estimated: the engine gave no total)" if im["layer_bytes_estimated"] else "")
+        f"Images: {plural(im.count, 'image')}, {human_bytes(im.layer_bytes)} of layers"
+        + (" (estimated: the engine gave no total)" if im.layer_bytes_estimated else "")
         + (
-            f"; {im['dangling']:,} dangling ({human_bytes(im['dangling_unique_bytes'])} unique)"
-            if im["dangling"]
+            f"; {im.dangling:,} dangling ({human_bytes(im.dangling_unique_bytes)} unique)"
+            if im.dangling
             else ""
         )
     )
-    for i in im["largest"]:
+    for i in im.largest:
         lines.append(
-            f"  {human_bytes(i['bytes']):>10}  {', '.join(i['tags']) or '<none> ' + i['id']}  unique "
-            f"{human_bytes(i['unique_bytes'])}, shared {human_bytes(i['shared_bytes'])}, "
-            f"{plural(i['containers'], 'container')}"
+            f"  {human_bytes(i.bytes):>10}  {', '.join(i.tags) or '<none> ' + i.id}  unique "
+            f"{human_bytes(i.unique_bytes)}, shared {human_bytes(i.shared_bytes)}, {plural(i.containers, 'container')}"
         )
-    lines += _more(len(im["largest"]), im["count"], "image")
-    co = s["containers"]
+    lines += _more(len(im.largest), im.count, "image")
+    co = s.containers
     lines.append(
-        f"Containers: {co['count']:,} ({co['running']:,} running), writable layers "
-        f"{human_bytes(co['writable_bytes'])}, of stopped ones {human_bytes(co['stopped_writable_bytes'])}"
+        f"Containers: {co.count:,} ({co.running:,} running), writable layers "
+        f"{human_bytes(co.writable_bytes)}, of stopped ones {human_bytes(co.stopped_writable_bytes)}"
     )
-    for c in co["largest"]:
-        size = human_bytes(c["writable_bytes"]) if c["writable_bytes"] is not None else "?"
-        lines.append(f"  {size:>10}  {c['name']}  {c['state']}, {c['image']}, {age(c['age_s'], ' old')}")
-    lines += _more(len(co["largest"]), co["count"], "container")
-    vo = s["volumes"]
-    lines.append(
-        f"Volumes: {plural(vo['count'], 'volume')}, {human_bytes(vo['bytes'])}"
-        + (f"; {vo['dangling']:,} dangling ({human_bytes(vo['dangling_bytes'])})" if vo["dangling"] else "")
-    )
-    for v in vo["largest"]:
-        size = human_bytes(v["bytes"]) if v["bytes"] is not None else "?"
-        use = "dangling" if v["containers"] == 0 else f"used by {plural(v['containers'] or 0, 'container')}"
-        lines.append(f"  {size:>10}  {v['name']}  {use}")
-    lines += _more(len(vo["largest"]), vo["count"], "volume")
-    bc = s["build_cache"]
-    lines.append(
-        f"Build cache: {human_bytes(bc['bytes'])} in {plural(bc['records'], 'record')}"
-        f" ({human_bytes(bc['in_use_bytes'])} in use)"
-    )
-    lo = s["logs"]
-    lines.append(
-        f"Log files: {plural(lo['count'], 'file')}, {human_bytes(lo['bytes'])}"
-        + (f"; {lo['without_limit']:,} with no rotation limit (max-size)" if lo["without_limit"] else "")
-    )
-    for log in lo["largest"]:
-        size = human_bytes(log["bytes"]) if log["bytes"] is not None else "?"
-        limit = f"max-size {log['max_size']}" if log["max_size"] else "no max-size"
-        where = f"  {printable(log['path'])}" if log["path"] else ""
-        lines.append(f"  {size:>10}  {log['container']}  {limit}{where}")
-    lines += _more(len(lo["largest"]), lo["count"], "log file")
-    re = s["reconciliation"]
-    if re is not None:
-        partial = "" if re["complete"] else " (walk stopped at its time budget: partial)"
-        diff = re["difference_bytes"]
+    for c in co.largest:
         lines.append(
-            f"On disk: the data root holds {human_bytes(re['walked_bytes'])} ({human_bytes(re['walked_disk_bytes'])} "
-            f"allocated){partial}; the engine's figures and the logs account for {human_bytes(re['accounted_bytes'])}: "
-            + (
-                f"{human_bytes(diff)} on disk that the engine does not count"
-                if diff >= 0
-                else f"{human_bytes(-diff)} less"
-            )
+            f"  {_size(c.writable_bytes):>10}  {c.name}  {c.state}, {c.image}, {age(c.age_s, ' old')}"
         )
-        parts = ", ".join(f"{p['name']} {human_bytes(p['bytes'])}" for p in re["parts"][:PARTS_NAMED])
-        if parts:
-            lines.append(f"  by directory: {parts}")
-        skipped = re["skipped"]
-        mounts = skipped.get("other_filesystem", 0) + skipped.get("pseudo_filesystem", 0)
-        if mounts:
-            lines.append(
-                f"  {plural(mounts, 'mount')} inside not entered (running containers' overlay and shm mounts: "
-                "each layer is counted once, where it lies)"
-            )
-        if skipped.get("unreadable"):
-            lines.append(f"  {plural(skipped['unreadable'], 'directory')} could not be read: not counted")
-    if s["note"]:
-        lines.append(s["note"])
+    lines += _more(len(co.largest), co.count, "container")
+    vo = s.volumes
+    lines.append(
+        f"Volumes: {plural(vo.count, 'volume')}, {human_bytes(vo.bytes)}"
+        + (f"; {vo.dangling:,} dangling ({human_bytes(vo.dangling_bytes)})" if vo.dangling else "")
+    )
+    for v in vo.largest:
+        use = "dangling" if v.containers == 0 else f"used by {plural(v.containers or 0, 'container')}"
+        lines.append(f"  {_size(v.bytes):>10}  {v.name}  {use}")
+    lines += _more(len(vo.largest), vo.count, "volume")
+    bc = s.build_cache
+    lines.append(
+        f"Build cache: {human_bytes(bc.bytes)} in {plural(bc.records, 'record')}"
+        f" ({human_bytes(bc.in_use_bytes)} in use)"
+    )
+    lo = s.logs
+    lines.append(
+        f"Log files: {plural(lo.count, 'file')}, {human_bytes(lo.bytes)}"
+        + (f"; {lo.without_limit:,} with no rotation limit (max-size)" if lo.without_limit else "")
+    )
+    for log in lo.largest:
+        limit = f"max-size {log.max_size}" if log.max_size else "no max-size"
+        where = f"  {printable(log.path)}" if log.path else ""
+        lines.append(f"  {_size(log.bytes):>10}  {log.container}  {limit}{where}")
+    lines += _more(len(lo.largest), lo.count, "log file")
+    if s.reconciliation is not None:
+        lines += _reconciled(s.reconciliation)
+    if s.note:
+        lines.append(s.note)
     return "\n".join(lines)
+
+
+def _size(value: int | None) -> str:
+    return human_bytes(value) if value is not None else "?"
+
+
+def _reconciled(re: Reconciliation) -> list[str]:
+    partial = "" if re.complete else " (walk stopped at its time budget: partial)"
+    diff = re.difference_bytes
+    lines = [
+        f"On disk: the data root holds {human_bytes(re.walked_bytes)} ({human_bytes(re.walked_disk_bytes)} "
+        f"allocated){partial}; the engine's figures and the logs account for {human_bytes(re.accounted_bytes)}: "
+        + (
+            f"{human_bytes(diff)} on disk that the engine does not count"
+            if diff >= 0
+            else f"{human_bytes(-diff)} less"
+        )
+    ]
+    parts = ", ".join(f"{p.name} {human_bytes(p.bytes)}" for p in re.parts[:PARTS_NAMED])
+    if parts:
+        lines.append(f"  by directory: {parts}")
+    mounts = re.skipped.get("other_filesystem", 0) + re.skipped.get("pseudo_filesystem", 0)
+    if mounts:
+        lines.append(
+            f"  {plural(mounts, 'mount')} inside not entered (running containers' overlay and shm mounts: "
+            "each layer is counted once, where it lies)"
+        )
+    if re.skipped.get("unreadable"):
+        lines.append(f"  {plural(re.skipped['unreadable'], 'directory')} could not be read: not counted")
+    return lines
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -384,8 +388,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         return survey(request, progress, meter.checkpoint)
 
     found = await ctx.run_in_worker(work, describe=describe)
-    data = structured(found, args["top_n"], time.time(), allowed)
-    return ToolOutput(render(data), data)
+    return ToolOutput.of(answer(found, args["top_n"], time.time(), allowed), render)
 
 
 TOOL = Tool(
@@ -400,4 +403,5 @@ TOOL = Tool(
     output_schema=OUTPUT_SCHEMA,
     handler=handle,
     merge=summary_merge(),
+    view=CONTAINERS.uri,
 )

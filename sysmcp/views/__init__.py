@@ -70,7 +70,16 @@ DISKS = View(
     source="disks.html",
 )
 
-VIEWS: dict[str, View] = {view.uri: view for view in (DIR_USAGE, DISKS)}
+CONTAINERS = View(
+    uri="ui://sysmcp/containers",
+    name="containers",
+    title="Container storage",
+    description="One stacked bar of a container_usage result: image layers, writable layers, volumes, build "
+    "cache, log files and what the data root holds beyond the engine's figures, each with its counts.",
+    source="containers.html",
+)
+
+VIEWS: dict[str, View] = {view.uri: view for view in (DIR_USAGE, DISKS, CONTAINERS)}
 
 
 @functools.cache

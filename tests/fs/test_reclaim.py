@@ -467,33 +467,6 @@ def test_a_deleted_file_that_any_holder_writes_is_risky_and_names_the_writer(tmp
             process.wait(timeout=30)
 
 
-FAKE_DOCKER = """#!/bin/sh
-[ "$1 $2" = "system df" ] || exit 3
-echo '{"Type":"Images","TotalCount":"5","Size":"2.5GB","Reclaimable":"1.2GB (48%)"}'
-echo '{"Type":"Containers","TotalCount":"1","Size":"10MB","Reclaimable":"0B (0%)"}'
-echo '{"Type":"Build Cache","TotalCount":"9","Size":"800MB","Reclaimable":"750.5MB"}'
-"""
-
-HUNG_DOCKER = "#!/bin/sh\nexec sleep 60\n"
-
-
-def test_container_caches_come_from_the_engines_own_figures_and_a_hung_engine_is_left_behind(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from sysmcp.reclaim._classes import containers
-
-    for name, body in (("docker", FAKE_DOCKER), ("podman", HUNG_DOCKER)):
-        (tmp_path / name).write_text(body)
-        (tmp_path / name).chmod(0o755)
-    monkeypatch.setenv("PATH", str(tmp_path))
-    found = containers(RootsLayout(container_engines=("docker", "podman")), timeout=0.5)
-    assert {(f.command, f.figure) for f in found} == {
-        ("docker image prune", 1_200_000_000),
-        ("docker builder prune", 750_500_000),
-    }
-    assert all(f.action == "command" for f in found)
-
-
 def test_the_rename_aside_never_replaces_a_name_that_is_taken(tmp_path: Path) -> None:
     from sysmcp import platform
 

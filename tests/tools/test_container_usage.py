@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import shutil
 import socket
 import socketserver
 import subprocess
@@ -20,12 +21,15 @@ import jsonschema
 import pytest
 
 from sysmcp.engine.containers import Request, find_socket, survey
+from sysmcp.engine.containers._cli import run
 from sysmcp.engine.errors import NotFound, PermissionRefused, Unavailable
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.protocol.context import RequestContext
+from sysmcp.reclaim import PlanRequest, build_plan, choose
+from sysmcp.reclaim._classes import RootsLayout, containers
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
-from sysmcp.tools.container_usage import INPUT_SCHEMA, OUTPUT_SCHEMA, handle
+from sysmcp.tools.container_usage import INPUT_SCHEMA, OUTPUT_SCHEMA, answer, handle, render
 from sysmcp.tools.errors import words
 from sysmcp.tools.registry import ToolContext, ToolOutput
 from tests.tools.docker_lab import Lab, running_docker, why_not
@@ -63,7 +67,10 @@ def lab() -> Iterator[Lab]:
         lab.busybox_image(None)  # dangling
         # A logging container left running, its volume holding 200 KiB.
         lab.docker("volume", "create", "data")
-        lab.docker("volume", "create", "orphan")
+        lab.docker("volume", "create", "orphan")  # 100 KiB that no container uses any more
+        lab.docker(
+            "run", "--rm", "-v", "orphan:/o", "bb:1", "dd", "if=/dev/zero", "of=/o/old", "bs=1k", "count=100"
+        )
         lab.docker(
             "run", "-d", "--name", "writer", "-v", "data:/data", "bb:1",
             "sh", "-c", "dd if=/dev/zero of=/data/blob bs=1k count=200 2>/dev/null; echo written; sleep 3600",
@@ -202,7 +209,7 @@ def test_another_users_socket_is_refused_with_its_owner_named() -> None:
 
 
 class Stop(Exception):
-    """What the caller's check_cancelled raises (the protocol layer raises its own)."""
+    """What the caller's cancel raises (the protocol layer raises its own)."""
 
 
 def test_the_survey_reports_every_container_inspected_and_the_walk(lab: Lab) -> None:
@@ -224,7 +231,7 @@ def test_a_survey_cancelled_during_the_walk_stops_and_leaves_no_thread_asking_th
             lambda phase, done, seen: phases.append(phase),
             cancel_once_walking,
         )
-    assert not [t for t in threading.enumerate() if t.name == "engine-api"]
+    assert not [t for t in threading.enumerate() if t.name.startswith("engine-api")]
 
 
 RECORDED = Path(__file__).parent / "data" / "podman-4.3.1-compat.json"
@@ -290,3 +297,145 @@ async def test_a_socket_file_nobody_listens_on_is_no_engine(tmp_path: Path) -> N
 def test_the_socket_asked_is_the_one_named_then_docker_hosts() -> None:
     assert find_socket("/a.sock", {"DOCKER_HOST": "unix:///b.sock"}) == "/a.sock"
     assert find_socket(None, {"DOCKER_HOST": "unix:///b.sock"}) == "/b.sock"
+
+
+# -- where no socket is reachable: the engine's command ----------------------------------------
+
+
+def _no_socket(commands: tuple[str, ...], walk: bool = True) -> Request:
+    return Request(sockets=(), commands=commands, walk=walk, timeout_s=60)
+
+
+def test_with_no_socket_found_the_docker_command_is_asked_and_gives_the_apis_figures_rounded(
+    lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A docker context (what ssh:// and tcp:// engines are reached by) that the socket search cannot see.
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    subprocess.run(
+        ["docker", "context", "create", "lab", "--docker", f"host=unix://{lab.socket}"],
+        check=True,
+        capture_output=True,
+    )
+    monkeypatch.setenv("DOCKER_CONTEXT", "lab")
+    by_api = survey(Request(socket=str(lab.socket)))
+    by_command = survey(_no_socket(("docker",)))
+    assert by_command.command == "docker" and by_command.socket == ""
+    assert by_command.data_root == by_api.data_root and by_command.driver == by_api.driver
+    assert by_command.walked is not None and by_command.walked.parts
+    sizes = {c.name: c.writable for c in by_api.containers}
+    for container in by_command.containers:  # docker prints 4 significant digits
+        assert (
+            abs((container.writable or 0) - (sizes[container.name] or 0))
+            <= (sizes[container.name] or 0) / 500
+        )
+    assert {(log.container, log.file) for log in by_command.logs} == {
+        (log.container, log.file) for log in by_api.logs
+    }
+    assert {v.name: v.refs for v in by_command.volumes} == {v.name: v.refs for v in by_api.volumes}
+    assert sorted(i.tags for i in by_command.images) == sorted(i.tags for i in by_api.images)
+    text = render(answer(by_command, 10, 0.0, None))
+    assert "through its command `docker` (no API socket)" in text.splitlines()[0]
+
+
+@pytest.fixture
+def podman_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Podman's own command on a storage of the test's own: an imported busybox image, a container
+    created (this VM's runc cannot start one), a volume nobody uses."""
+    if os.geteuid() != 0 or not shutil.which("podman") or not shutil.which("busybox"):
+        pytest.skip("needs root, podman and busybox (Debian's podman, busybox-static)")
+    store = Path(tempfile.mkdtemp(prefix="sysmcp-pm-", dir="/tmp"))
+    conf = store / "storage.conf"
+    conf.write_text(f'[storage]\ndriver = "vfs"\ngraphroot = "{store}/root"\nrunroot = "{store}/run"\n')
+    monkeypatch.setenv("CONTAINERS_STORAGE_CONF", str(conf))
+    (store / "rootfs" / "bin").mkdir(parents=True)
+    shutil.copy(shutil.which("busybox") or "", store / "rootfs" / "bin" / "busybox")
+    (store / "rootfs" / "bin" / "sh").symlink_to("busybox")
+    tar = subprocess.run(
+        ["tar", "-C", str(store / "rootfs"), "-c", "."], capture_output=True, check=True
+    ).stdout
+    try:
+        for argv, given in (
+            (["import", "-", "pm:1"], tar),
+            (["create", "--name", "pc1", "pm:1", "true"], None),
+        ):
+            subprocess.run(["podman", *argv], input=given, capture_output=True, check=True, timeout=120)
+        subprocess.run(["podman", "volume", "create", "pv1"], capture_output=True, check=True, timeout=60)
+        yield store
+    finally:
+        subprocess.run(["podman", "rm", "-af"], capture_output=True, check=False, timeout=60)
+        subprocess.run(["umount", "-R", "-l", str(store)], capture_output=True, check=False)
+        shutil.rmtree(store, ignore_errors=True)
+
+
+def test_podmans_own_command_is_asked_where_it_has_no_socket_with_exact_figures(podman_store: Path) -> None:
+    found = survey(_no_socket(("podman",)))
+    assert found.command == "podman" and found.engine.startswith("Podman ")
+    assert found.data_root == str(podman_store / "root") and found.driver == "vfs"
+    [image] = found.images
+    assert image.tags == ("localhost/pm:1",) and image.size > 1_000_000 and image.containers == 1
+    assert found.layers == image.size and found.layers_estimated
+    [container] = found.containers
+    assert (container.name, container.state, container.writable) == ("pc1", "created", 0)
+    assert [(v.name, v.refs, v.dangling) for v in found.volumes] == [("pv1", 0, True)]
+    [log] = found.logs
+    assert (
+        log.container == "pc1"
+        and log.file.path.startswith(str(podman_store / "root"))
+        and log.file.max_size is None
+    )
+    assert found.walked is not None and found.walked.apparent >= image.size
+
+
+def test_a_command_that_never_answers_is_given_up_at_its_timeout() -> None:
+    with pytest.raises(Unavailable) as caught:
+        run(["sleep", "30"], 0.2)
+    assert "gave no answer within 0.2 s" in words(caught.value)
+
+
+def test_with_no_socket_and_no_engine_command_the_error_says_both(tmp_path: Path) -> None:
+    with pytest.raises(NotFound) as caught:
+        survey(_no_socket((str(tmp_path / "no-docker"),)))
+    said = words(caught.value)
+    assert "No container engine socket found" in said and "no-docker is not installed" in said
+
+
+# -- reclaim_plan's container classes --------------------------------------------------------
+
+
+def _engine_only(lab: Lab) -> RootsLayout:
+    nowhere = b"/nonexistent"
+    return RootsLayout(
+        apt=nowhere, dnf=nowhere, yum=nowhere, pacman=nowhere, apk=nowhere, log=nowhere, journal=(),
+        coredump=(), core_dirs=(), homes=(), home_parents=(), proc=nowhere, container_socket=str(lab.socket),
+    )  # fmt: skip
+
+
+def test_reclaim_plans_stopped_containers_dangling_volumes_and_logs_each_with_the_engines_command(
+    lab: Lab,
+) -> None:
+    plan = build_plan(PlanRequest(layout=_engine_only(lab), classes=("container",)))
+    by_command = {item.command: item for item in plan.items}
+    host = f"docker -H unix://{lab.socket}"
+    stopped_rw = int(lab.docker("inspect", "--size", "stopped", "--format", "{{.SizeRw}}"))
+    assert by_command[f"{host} container prune"].bytes == stopped_rw
+    orphan = by_command[f"{host} volume rm orphan"]
+    assert orphan.bytes >= 100 * KIB and orphan.safety == "risky"
+    for name in ("writer", "stopped"):
+        path = lab.docker("inspect", name, "--format", "{{.LogPath}}")
+        log = by_command[f"truncate -s 0 {path}"]
+        assert [entry.path for entry in log.entries] == [os.fsencode(path)]
+        assert log.bytes == os.stat(path).st_blocks * 512 > 0
+        assert "keeps the file open and goes on writing" in (log.note or "")
+    assert "no rotation limit" in (
+        by_command[f"truncate -s 0 {lab.docker('inspect', 'writer', '--format', '{{.LogPath}}')}"].note or ""
+    )
+    assert all(item.klass == "container" and item.action == "command" for item in plan.items)
+    with pytest.raises(Exception, match="freed by its vendor's command"):
+        choose(plan, [orphan.id])
+
+
+def test_reclaim_leaves_out_an_engine_that_is_not_there(tmp_path: Path) -> None:
+    layout = RootsLayout(container_socket=str(tmp_path / "absent.sock"), container_engines=("docker",))
+    assert containers(layout) == []

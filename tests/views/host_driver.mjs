@@ -253,6 +253,31 @@ async function main() {
   disks.shots.push(await shot("disks-fleet-light-640"));
   report.scenarios.disks = disks;
 
+  // 3. container_usage: the data root as one stacked bar (a result shaped as the tool gives it: the
+  // view tests start no container engine).
+  const containersView = await read("ui://sysmcp/containers");
+  const usage = {
+    engine: "Docker 28.2.2", socket: "/run/docker.sock", data_root: "/var/lib/docker", storage_driver: "overlay2", log_driver: "json-file",
+    images: { count: 12, layer_bytes: 4e9, layer_bytes_estimated: false, dangling: 3, dangling_unique_bytes: 6e8, largest: [] },
+    containers: { count: 9, running: 4, writable_bytes: 1e9, stopped_writable_bytes: 7e8, largest: [] },
+    volumes: { count: 5, bytes: 2e9, dangling: 2, dangling_bytes: 5e8, largest: [] },
+    build_cache: { records: 40, bytes: 1e9, in_use_bytes: 0 },
+    logs: { count: 9, bytes: 1.5e9, without_limit: 8, largest: [] },
+    reconciliation: { walked_bytes: 1e10, walked_disk_bytes: 1.01e10, accounted_bytes: 9.5e9, difference_bytes: 5e8, complete: true, parts: [], skipped: {} },
+    note: null,
+  };
+  const containers = {};
+  containers.handshake = await start(containersView, {}, { content: [{ type: "text", text: "containers" }], structuredContent: usage });
+  await viewFrame().waitForSelector(".stack .seg");
+  containers.segments = await viewFrame().$$eval(".stack .seg", (nodes) => nodes.map((node) => ({ kind: node.dataset.kind,
+    share: node.getBoundingClientRect().width / node.parentElement.getBoundingClientRect().width })));
+  containers.rows = await viewFrame().$$eval("#parts li", (nodes) => nodes.map((node) => ({ kind: node.dataset.kind, text: node.textContent })));
+  containers.summary = await viewFrame().$eval("#summary", (node) => node.textContent);
+  containers.shots = [await shot("containers-light-400")];
+  await waitTheme("dark");
+  containers.shots.push(await shot("containers-dark-400"));
+  report.scenarios.containers = containers;
+
   await context.close();
   server.close();
   process.stdout.write(JSON.stringify(report));

@@ -80,7 +80,11 @@ def test_the_view_handshake_completes_with_the_official_host_bridge(report: dict
         assert handshake["capabilities"] == {"availableDisplayModes": ["inline"]}
     assert report["scenarios"]["dir"]["handshake"]["app"]["name"] == "sysmcp dir-usage"
     links = {t["name"]: t["_meta"]["ui"]["resourceUri"] for t in report["tools"] if "_meta" in t}
-    assert links == {"dir_usage": "ui://sysmcp/dir-usage", "disk_usage": "ui://sysmcp/disks"}
+    assert links == {
+        "dir_usage": "ui://sysmcp/dir-usage",
+        "disk_usage": "ui://sysmcp/disks",
+        "container_usage": "ui://sysmcp/containers",
+    }
 
 
 def test_no_request_leaves_the_page_and_nothing_breaks_the_csp(report: dict[str, Any]) -> None:
@@ -178,10 +182,31 @@ def test_disks_groups_a_fleet_result_by_host_with_fill_rate_and_failures(report:
     assert "unreachable" in disks["fleetProblem"] and "Connection refused" in disks["fleetProblem"]
 
 
+def test_containers_shows_the_data_root_as_one_bar_of_the_engines_parts_and_what_it_does_not_count(
+    report: dict[str, Any],
+) -> None:
+    containers = report["scenarios"]["containers"]
+    shares = {segment["kind"]: segment["share"] for segment in containers["segments"]}
+    expected = {
+        "layers": 0.4,
+        "writable": 0.1,
+        "volumes": 0.2,
+        "build_cache": 0.1,
+        "logs": 0.15,
+        "uncounted": 0.05,
+    }
+    assert shares == pytest.approx(expected, abs=0.01)
+    rows = {row["kind"]: row["text"] for row in containers["rows"]}
+    assert "3 dangling (572 MiB unique)" in rows["layers"] and "8 with no rotation limit" in rows["logs"]
+    assert "not counted by the engine" in rows["uncounted"]
+    assert containers["summary"].startswith("Docker 28.2.2 at /run/docker.sock · data root /var/lib/docker")
+
+
 def test_screenshots_of_each_view_in_both_themes_are_kept(report: dict[str, Any]) -> None:
     shots = [Path(p) for s in report["scenarios"].values() for p in s["shots"]]
     names = {p.stem for p in shots}
     assert {"dir-usage-light-400", "dir-usage-dark-400", "disks-light-400", "disks-dark-400"} <= names
+    assert {"containers-light-400", "containers-dark-400"} <= names
     for shot in shots:
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert shot.stat().st_size > 5_000

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sysmcp import __version__
-from sysmcp.tools import dir_usage, disk_usage
+from sysmcp.tools import container_usage, dir_usage, disk_usage
 from sysmcp.views import CONTRACT_VERSION
 from tests.e2e.modern import MODERN, envelope, modern
 from tests.wire import Wire, spawn
@@ -20,7 +20,11 @@ pytestmark = pytest.mark.anyio
 EXTENSION = "io.modelcontextprotocol/ui"
 MIME = "text/html;profile=mcp-app"
 UI = {"extensions": {EXTENSION: {"mimeTypes": [MIME]}}}
-LINKED = {"dir_usage": "ui://sysmcp/dir-usage", "disk_usage": "ui://sysmcp/disks"}
+LINKED = {
+    "dir_usage": "ui://sysmcp/dir-usage",
+    "disk_usage": "ui://sysmcp/disks",
+    "container_usage": "ui://sysmcp/containers",
+}
 
 
 def ui_links(tools: list[dict[str, Any]]) -> dict[str, str]:
@@ -191,3 +195,16 @@ def test_the_fields_of_the_views_contract_are_in_the_tools_output_schemas() -> N
         "inodes",
         "alerts",
     } <= set(entry)
+    usage = container_usage.OUTPUT_SCHEMA
+    assert {"engine", "socket", "data_root", "reconciliation", "note"} <= set(usage["required"])
+    for part, fields in {
+        "images": {"count", "layer_bytes", "dangling", "dangling_unique_bytes"},
+        "containers": {"count", "running", "writable_bytes", "stopped_writable_bytes"},
+        "volumes": {"count", "bytes", "dangling", "dangling_bytes"},
+        "build_cache": {"bytes", "in_use_bytes"},
+        "logs": {"count", "bytes", "without_limit"},
+    }.items():
+        assert fields <= set(usage["properties"][part]["required"])
+    assert {"walked_bytes", "difference_bytes", "complete"} <= set(
+        usage["properties"]["reconciliation"]["required"]
+    )

@@ -1,0 +1,171 @@
+"""The engine's figures from its command line, where no API socket is reachable.
+
+Podman is daemonless: without its socket service running, its command still answers (``podman
+images``/``ps --size``/``volume ls``/``inspect`` with ``--format json``: exact byte counts). Docker's
+command reaches engines the socket search cannot (a ``docker context``, DOCKER_HOST over ssh or tcp):
+``docker system df -v --format json`` gives its sizes only as rounded decimal text ('1.982MB'), read
+back here. Every command goes through ``run``, with the survey's timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sysmcp.engine.commands import run_command
+from sysmcp.engine.containers._model import BuildCache, Container, Image, Volume, log_file
+from sysmcp.engine.errors import Unavailable
+
+#: Container ids named in one ``inspect`` command at most (an argv stays far below ARG_MAX).
+INSPECT_AT_ONCE = 500
+
+
+def run(argv: Sequence[str], timeout_s: float) -> str:
+    """The standard output of ``argv``, killed after ``timeout_s``; ``Unavailable`` when the command is
+    missing, fails or does not answer in time (``engine.commands``' faults are ``Unavailable``s). The one
+    place this engine runs a command."""
+    return run_command(list(argv), timeout_s)
+
+
+def ask(argv: Sequence[str], timeout_s: float) -> Any:
+    """``run``'s output read as JSON (``Unavailable`` when it is not)."""
+    try:
+        return json.loads(run(argv, timeout_s))
+    except ValueError:
+        raise Unavailable(
+            f"`{' '.join(argv[:3])}` answered with something not JSON", reason="engine_fault"
+        ) from None
+
+
+_DECIMAL = re.compile(r"([0-9.]+)\s*([kKMGTP]?)B")
+_SCALE = {"": 1, "k": 1000, "K": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4, "P": 1000**5}
+
+
+def decimal_size(text: str) -> int | None:
+    """``'1.2GB (50%)'`` → 1200000000: a figure as docker's command prints it (decimal units, rounded)."""
+    match = _DECIMAL.match(text.strip())
+    if match is None:
+        return None
+    return int(float(match.group(1)) * _SCALE[match.group(2)])
+
+
+def _count(text: Any) -> int | None:
+    try:
+        return max(int(text), 0)
+    except (TypeError, ValueError):
+        return None
+
+
+def _when(text: Any) -> float:
+    """'2026-12-03 15:02:11 +0000 UTC' → epoch seconds (0 when unreadable)."""
+    try:
+        return datetime.strptime(str(text).removesuffix(" UTC"), "%Y-%m-%d %H:%M:%S %z").timestamp()
+    except ValueError:
+        return 0.0
+
+
+def docker_df(df: dict[str, Any]) -> tuple[list[Image], list[Container], list[Volume], BuildCache]:
+    """``docker system df -v --format json``'s rows as the API's (sizes rounded as printed)."""
+    images = []
+    for row in df.get("Images") or ():
+        repository, tag = str(row.get("Repository", "")), str(row.get("Tag", ""))
+        size = decimal_size(str(row.get("Size", ""))) or 0
+        images.append(
+            Image(
+                id=str(row.get("ID", "")),
+                tags=() if "<none>" in (repository, tag) else (f"{repository}:{tag}",),
+                size=size,
+                shared=min(decimal_size(str(row.get("SharedSize", ""))) or 0, size),
+                containers=_count(row.get("Containers")) or 0,
+                created=_when(row.get("CreatedAt")),
+            )
+        )
+    containers = [
+        Container(
+            id=str(row.get("ID", "")),
+            name=str(row.get("Names", "")).split(",")[0],
+            image=str(row.get("Image", "")),
+            state=str(row.get("State") or "unknown"),
+            created=_when(row.get("CreatedAt")),
+            writable=decimal_size(str(row.get("Size", ""))),
+            volumes=tuple(name for name in str(row.get("Mounts", "")).split(",") if name),
+        )
+        for row in df.get("Containers") or ()
+    ]
+    volumes = [
+        Volume(
+            name=str(row.get("Name", "")),
+            size=decimal_size(str(row.get("Size", ""))),
+            refs=_count(row.get("Links")),
+            mountpoint=str(row.get("Mountpoint", "")),
+        )
+        for row in df.get("Volumes") or ()
+    ]
+    cache = [
+        (decimal_size(str(row.get("Size", ""))) or 0, bool(row.get("InUse")))
+        for row in df.get("BuildCache") or ()
+    ]
+    build = BuildCache(len(cache), sum(size for size, _ in cache), sum(size for size, used in cache if used))
+    return images, containers, volumes, build
+
+
+def podman_images(rows: list[dict[str, Any]]) -> list[Image]:
+    """``podman images -a --format json``."""
+    found = []
+    for row in rows:
+        size = _count(row.get("Size")) or 0
+        found.append(
+            Image(
+                id=str(row.get("Id", "")),
+                tags=tuple(n for n in row.get("Names") or () if n and "<none>" not in n),
+                size=size,
+                shared=min(_count(row.get("SharedSize")) or 0, size),
+                containers=_count(row.get("Containers")) or 0,
+                created=float(row.get("Created") or 0),
+            )
+        )
+    return found
+
+
+def podman_containers(rows: list[dict[str, Any]]) -> list[Container]:
+    """``podman ps -a --size --format json``."""
+    return [
+        Container(
+            id=str(row.get("Id", "")),
+            name=str((row.get("Names") or [str(row.get("Id", ""))[:12]])[0]),
+            image=str(row.get("Image", "")),
+            state=str(row.get("State") or "unknown"),
+            created=float(row.get("Created") or 0),
+            writable=_count((row.get("Size") or {}).get("rwSize")),
+            volumes=(),  # ps names mount destinations, not volumes
+        )
+        for row in rows
+    ]
+
+
+def podman_volumes(rows: list[dict[str, Any]]) -> list[Volume]:
+    """``podman volume ls --format json``: no sizes (podman measures them only in ``system df``)."""
+    return [
+        Volume(str(row.get("Name", "")), None, _count(row.get("MountCount")), str(row.get("Mountpoint", "")))
+        for row in rows
+    ]
+
+
+def inspected_logs(command: str, ids: Sequence[str], timeout_s: float) -> dict[str, Any]:
+    """Each container's inspect, by id, through as few ``inspect`` commands as the ids need."""
+    found: dict[str, Any] = {}
+    for start in range(0, len(ids), INSPECT_AT_ONCE):
+        for item in ask(
+            [command, "container", "inspect", "--format", "json", *ids[start : start + INSPECT_AT_ONCE]],
+            timeout_s,
+        ):
+            config = (item.get("HostConfig") or {}).get("LogConfig") or {}
+            if not item.get("LogPath") and config.get("Path"):  # Podman: its log and its limit in LogConfig
+                limit = {"max-size": config["Size"]} if decimal_size(str(config.get("Size", ""))) else {}
+                config = {**config, "Config": {**(config.get("Config") or {}), **limit}}
+                item = {**item, "LogPath": config["Path"], "HostConfig": {"LogConfig": config}}
+            found[str(item.get("Id", ""))] = log_file(item)
+    return found
