@@ -14,7 +14,7 @@ import pytest
 
 from sysmcp.engine.errors import Refused
 from sysmcp.reclaim import LINK, Plan, PlanRequest, apply_items, build_plan, choose
-from tests.fs.test_reclaim import layout
+from tests.reclaim.test_reclaim import layout
 from tests.profile import needs_xattrs
 
 pytestmark = needs_xattrs
@@ -137,7 +137,7 @@ NAMESPACE = textwrap.dedent(
     image, mnt = sys.argv[2], sys.argv[3]
     subprocess.run(["mount", "-o", "loop", image, mnt], check=True)
     from pathlib import Path
-    from tests.fs.test_reclaim_link import copies, plan_for
+    from tests.reclaim.test_reclaim_link import copies, plan_for
     from sysmcp.reclaim._plan import LINK, apply_items
     base = Path(mnt)
     paths = copies(base, ("keep", "b", "c", "sub/d", "sub/changed"), 3_000_000)

@@ -21,7 +21,7 @@ import pytest
 
 from sysmcp.reclaim import PlanRequest, apply_items, build_plan
 from sysmcp.reclaim._classes import RootsLayout
-from tests.fs.test_reclaim import HOLDER
+from tests.reclaim.test_reclaim import HOLDER
 from tests.profile import needs_proc
 from tests.wire import result_text, spawn
 
