@@ -2,11 +2,16 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests import words
 from tests.profile import apply_to_this_process
+
+if TYPE_CHECKING:
+    from sysmcp.tools.registry import ToolContext
+    from tests.harness import RecordingPeer
 
 apply_to_this_process()  # SYSMCP_TEST_PROFILE=posix: the portable profile, before any test imports sysmcp
 # Servers the tests start keep their history here, never in the home directory of whoever runs them.
@@ -17,6 +22,22 @@ words.install()  # every text answer the suite sees, checked for "1 files" at th
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture
+def peer() -> RecordingPeer:
+    """A client that records every notification a call sends it (tests/harness.py)."""
+    from tests.harness import RecordingPeer
+
+    return RecordingPeer()
+
+
+@pytest.fixture
+def ctx(peer: RecordingPeer) -> ToolContext:
+    """A tool context over the whole filesystem whose client asked for progress and records it in ``peer``."""
+    from tests.harness import tool_context
+
+    return tool_context(peer=peer, progress_token="t")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -46,7 +46,9 @@ def test_a_walk_splitting_its_scanner_is_not_a_spawned_server() -> None:
     """``scanner.spawn(...)`` (a method) is not ``tests.wire.spawn(...)``."""
     assert (
         item_markers(
-            "tests.engine.walk.test_walk", "test_a_handed_out_directory_swapped_for_a_symlink_is_not_followed", []
+            "tests.engine.walk.test_walk",
+            "test_a_handed_out_directory_swapped_for_a_symlink_is_not_followed",
+            [],
         )
         == set()
     )

@@ -14,8 +14,8 @@ import pytest
 
 from sysmcp.engine.errors import Refused
 from sysmcp.reclaim import LINK, Plan, PlanRequest, apply_items, build_plan, choose
-from tests.reclaim.test_reclaim import layout
 from tests.profile import needs_xattrs
+from tests.reclaim.test_reclaim import layout
 
 pytestmark = needs_xattrs
 
