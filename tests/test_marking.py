@@ -31,6 +31,12 @@ def test_a_test_starting_sysmcp_through_a_local_helper_is_selected_by_its_marker
     ]
 
 
+def test_a_shell_line_running_sysmcp_marks_its_test_as_spawning_a_server() -> None:
+    assert "spawns_server" in item_markers(
+        "tests.test_cli_call", "test_a_closed_pipe_ends_the_call_quietly", []
+    )
+
+
 def test_markers_follow_helpers_imported_from_other_test_modules() -> None:
     assert markers("tests.wire", "spawn") == {"spawns_server"}
     assert item_markers("tests.test_log_writer", "test_an_in_memory_stream_is_written_at_once", []) == set()
