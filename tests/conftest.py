@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -66,3 +66,15 @@ def pytest_mark_what_each_test_needs(items: list[pytest.Item]) -> None:
             name = item.function.__qualname__.split(".")[0]
             for marker in sorted(item_markers(item.module.__name__, name, list(item.fixturenames))):
                 item.add_marker(marker)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``-n auto`` (``--dist loadgroup`` is in addopts): each test module on one worker (its module-scoped labs start once),
+    and the modules sharing a machine-wide lab on the same one, one after another (tests/scheduling.py).
+    Other ``--dist`` modes as pytest-xdist has them."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from tests.scheduling import ByLab
+
+    return ByLab(config, log)
