@@ -2,11 +2,16 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests import words
 from tests.profile import apply_to_this_process
+
+if TYPE_CHECKING:
+    from sysmcp.tools.registry import ToolContext
+    from tests.harness import RecordingPeer
 
 apply_to_this_process()  # SYSMCP_TEST_PROFILE=posix: the portable profile, before any test imports sysmcp
 # Servers the tests start keep their history here, never in the home directory of whoever runs them.
@@ -17,6 +22,22 @@ words.install()  # every text answer the suite sees, checked for "1 files" at th
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture
+def peer() -> RecordingPeer:
+    """A client that records every notification a call sends it (tests/harness.py)."""
+    from tests.harness import RecordingPeer
+
+    return RecordingPeer()
+
+
+@pytest.fixture
+def ctx(peer: RecordingPeer) -> ToolContext:
+    """A tool context over the whole filesystem whose client asked for progress and records it in ``peer``."""
+    from tests.harness import tool_context
+
+    return tool_context(peer=peer, progress_token="t")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -45,3 +66,15 @@ def pytest_mark_what_each_test_needs(items: list[pytest.Item]) -> None:
             name = item.function.__qualname__.split(".")[0]
             for marker in sorted(item_markers(item.module.__name__, name, list(item.fixturenames))):
                 item.add_marker(marker)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``-n auto`` (``--dist loadgroup`` is in addopts): each test module on one worker (its module-scoped labs start once),
+    and the modules sharing a machine-wide lab on the same one, one after another (tests/scheduling.py).
+    Other ``--dist`` modes as pytest-xdist has them."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from tests.scheduling import ByLab
+
+    return ByLab(config, log)

@@ -2,7 +2,8 @@
 
 - ``root``: root, mount namespaces, loop filesystems or sshd (``unshare``, ``mkfs``, ``setpriv``, a
   skip unless ``geteuid() == 0``);
-- ``spawns_server``: starts a sysmcp process (``tests.wire.spawn``, ``SERVER``, ``-m sysmcp``);
+- ``spawns_server``: starts a sysmcp process (``tests.wire.spawn``, ``SERVER``, ``-m sysmcp`` in an argv
+  or a shell line);
 - ``interop``: drives another MCP client (node, the SDKs, a browser): anything from ``tests/interop``.
 
 A test carries a marker when its own source (decorators included) shows the sign, or when a helper,
@@ -19,7 +20,9 @@ from pathlib import Path
 
 SIGNS = {
     "root": re.compile(r"\bunshare\b|\bmkfs\b|\blosetup\b|\bsetpriv\b|\bgeteuid\(\) != 0|\bsshd\b"),
-    "spawns_server": re.compile(r'(?<![.\w])spawn\(|\bSERVER\b|"-m",\s*"sysmcp"|run_module\(\s*"sysmcp"'),
+    "spawns_server": re.compile(
+        r'(?<![.\w])spawn\(|\bSERVER\b|"-m",\s*"sysmcp"|-m sysmcp\b|run_module\(\s*"sysmcp"'
+    ),
 }
 INTEROP = "tests.interop"
 TESTS = Path(__file__).resolve().parent

@@ -140,6 +140,7 @@ def test_serving_with_stdin_from_dev_null_or_a_file_exits_zero_at_end_of_input(t
     assert done.returncode == 0 and done.stdout == b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
 
 
+@pytest.mark.spawns_server  # the README's lines run the sysmcp command of this environment
 def test_the_readme_checksum_example_runs_as_written(tmp_path: Path) -> None:
     """It assumed /tmp/srv/www existed and hid every line, so "exit status 1" came of any failure."""
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")

@@ -31,11 +31,17 @@ def test_a_test_starting_sysmcp_through_a_local_helper_is_selected_by_its_marker
     ]
 
 
+def test_a_shell_line_running_sysmcp_marks_its_test_as_spawning_a_server() -> None:
+    assert "spawns_server" in item_markers(
+        "tests.test_cli_call", "test_a_closed_pipe_ends_the_call_quietly", []
+    )
+
+
 def test_markers_follow_helpers_imported_from_other_test_modules() -> None:
     assert markers("tests.wire", "spawn") == {"spawns_server"}
     assert item_markers("tests.test_log_writer", "test_an_in_memory_stream_is_written_at_once", []) == set()
     assert "root" in item_markers(
-        "tests.fs.test_mounts",
+        "tests.engine.mounts.test_mounts",
         "test_the_reader_notices_a_mount_at_once_through_the_kernels_change_signal",
         [],
     )
@@ -46,7 +52,9 @@ def test_a_walk_splitting_its_scanner_is_not_a_spawned_server() -> None:
     """``scanner.spawn(...)`` (a method) is not ``tests.wire.spawn(...)``."""
     assert (
         item_markers(
-            "tests.fs.test_walk", "test_a_handed_out_directory_swapped_for_a_symlink_is_not_followed", []
+            "tests.engine.walk.test_walk",
+            "test_a_handed_out_directory_swapped_for_a_symlink_is_not_followed",
+            [],
         )
         == set()
     )

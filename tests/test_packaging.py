@@ -106,6 +106,7 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow  # builds the bundle
 def test_the_bundle_manifest_is_valid_against_the_v0_4_schema(bundle: Path) -> None:
     with zipfile.ZipFile(bundle) as archive:
         manifest = json.loads(archive.read("manifest.json"))
@@ -119,6 +120,7 @@ def test_the_bundle_manifest_is_valid_against_the_v0_4_schema(bundle: Path) -> N
     assert [tool["name"] for tool in manifest["tools"]] == [tool.name for tool in ALL_TOOLS]
 
 
+@pytest.mark.slow  # builds the bundle
 def test_the_bundle_holds_the_sources_the_views_and_its_entry_point(bundle: Path) -> None:
     with zipfile.ZipFile(bundle) as archive:
         names = set(archive.namelist())
@@ -134,6 +136,7 @@ def test_the_bundle_holds_the_sources_the_views_and_its_entry_point(bundle: Path
         assert "package = false" in archive.read("pyproject.toml").decode()
 
 
+@pytest.mark.slow  # builds the bundle and runs it
 def test_the_bundle_runs_as_the_host_would_start_it_with_the_chosen_roots(
     bundle: Path, tmp_path: Path
 ) -> None:
@@ -205,6 +208,7 @@ def test_the_bundle_runs_as_the_host_would_start_it_with_the_chosen_roots(
 # -- the wheel -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # builds the wheel
 def test_the_wheel_ships_the_views(tmp_path: Path) -> None:
     uv = shutil.which("uv")
     if uv is None:

@@ -19,7 +19,7 @@ def test_the_first_section_gives_exactly_the_two_commands() -> None:
     blocks = re.findall(r"```[a-z]*\n(.*?)```", first, flags=re.S)
     assert len(blocks) == 1, blocks
     commands = [line.strip() for line in blocks[0].splitlines() if line.strip()]
-    assert commands == ["uvx --from . sysmcp", "uv run pytest"]
+    assert commands == ["uvx --from . sysmcp", "uv run pytest -n auto"]
 
 
 def test_sysmcp_is_put_on_path_before_any_example_runs_it() -> None:

@@ -5,15 +5,9 @@ from __future__ import annotations
 import pytest
 
 from sysmcp import results
-from sysmcp.engine.paths import PathPolicy
-from sysmcp.protocol.context import RequestContext
 from sysmcp.results import ResultStore, TooLarge
 from sysmcp.tools.registry import ResourceLink, ToolContext
-
-
-class NoPeer:
-    async def notify(self, method: str, params: dict[str, object]) -> None:  # pragma: no cover - unused
-        raise AssertionError("nothing is sent")
+from tests.harness import RecordingPeer
 
 
 def test_the_oldest_results_go_first_when_the_store_is_full() -> None:
@@ -36,11 +30,11 @@ def test_a_result_too_big_for_one_reply_is_refused_and_evicts_nothing(
     assert store.list() == [kept]
 
 
-def test_a_tool_is_told_why_a_result_was_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_tool_is_told_why_a_result_was_not_kept(
+    monkeypatch: pytest.MonkeyPatch, peer: RecordingPeer, ctx: ToolContext
+) -> None:
     monkeypatch.setattr(results, "MAX_ITEM", 8)
-    ctx = ToolContext(
-        RequestContext(request_id=1, method="tools/call", peer=NoPeer()), PathPolicy(), ResultStore()
-    )
     assert isinstance(ctx.keep("ok", "1234", description="ok"), ResourceLink)
     reason = ctx.keep("big", "123456789", description="big")
     assert isinstance(reason, str) and "too big to keep" in reason and "narrow the request" in reason
+    assert peer.sent == []  # keeping a result sends the client nothing

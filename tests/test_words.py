@@ -155,7 +155,7 @@ def test_a_lower_bound_window_given_as_a_duration_reads_as_one() -> None:
 
 def test_a_script_of_one_item_says_one_item_in_its_header(tmp_path: Path) -> None:
     from sysmcp.reclaim import render_script
-    from tests.fs.test_reclaim import plan_of
+    from tests.reclaim.test_reclaim import plan_of
 
     plan = plan_of(tmp_path, [b"app.log.1", b"app.log.2.gz"])
     assert len(plan.items) == 1

@@ -318,11 +318,13 @@ async def test_signals_stop_the_server_cleanly(signum: signal.Signals) -> None:
 
 async def test_stray_prints_cannot_reach_the_wire() -> None:
     # fd 1 is pointed at stderr at start-up: a library that prints, or writes to fd 1, cannot corrupt the wire.
+    # The noise starts once that is done (however long a loaded machine takes to start the server).
     script = (
-        "import os, sys, threading\n"
+        "import os, sys, threading, time\n"
         "from sysmcp.cli import main\n"
         "def noisy():\n"
-        "    import time; time.sleep(0.2); print('POLLUTION', flush=True); os.write(1, b'POLLUTION\\n')\n"
+        "    while not os.path.sameopenfile(1, 2): time.sleep(0.01)\n"
+        "    print('POLLUTION', flush=True); os.write(1, b'POLLUTION\\n')\n"
         "threading.Thread(target=noisy, daemon=True).start()\n"
         "sys.exit(main())\n"
     )

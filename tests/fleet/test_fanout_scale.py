@@ -94,6 +94,7 @@ async def test_a_session_slower_to_start_than_the_connect_timeout_goes_on_for_th
     assert starts.read_text() == "slow1\n"  # one remote start served both calls
 
 
+@pytest.mark.slow  # a stub ssh process for each of 101 hosts
 async def test_progress_for_a_big_fleet_is_bounded_to_a_hundred_steps(tmp_path: Path) -> None:
     names = [f"ok{i:03}" for i in range(101)]
     inventory = from_names(names)
@@ -110,6 +111,7 @@ async def test_progress_for_a_big_fleet_is_bounded_to_a_hundred_steps(tmp_path: 
     assert heard == [*range(2, 101, 2), 101]  # every second host of 101, and the last
 
 
+@pytest.mark.slow  # a stub ssh process for each host
 async def test_handshakes_through_one_jump_host_are_bounded(tmp_path: Path) -> None:
     direct = from_names([f"mute{i}" for i in range(5)])
     behind = replace(direct, hosts={n: replace(h, jump="bastion") for n, h in direct.hosts.items()})
@@ -123,6 +125,7 @@ async def test_handshakes_through_one_jump_host_are_bounded(tmp_path: Path) -> N
         assert pool.processes == 5  # direct hosts are each their own sshd: no shared bound
 
 
+@pytest.mark.slow  # a stub ssh process for each of 23 hosts
 async def test_faults_each_host_its_own_status_and_the_others_answer(tmp_path: Path) -> None:
     names = [f"ok{i:02}" for i in range(18)] + ["refuse1", "refuse2", "garbage1", "notfound1", "uvxfail1"]
     inventory = from_names(names)

@@ -293,6 +293,7 @@ def test_json_host_names_beginning_with_a_dash_are_refused() -> None:
         from_json('{"web": ["w1"], "_meta": {"hostvars": {"w1": {"ansible_user": "-l"}}}}')
 
 
+@pytest.mark.slow  # an inventory of 5,000 hosts
 def test_five_thousand_hosts_and_patterns_matching_none_or_all() -> None:
     text = "all:\n  children:\n" + "".join(
         f"    rack{r:02}:\n      hosts:\n" + "".join(f"        n{r:02}-{i:03}:\n" for i in range(100))

@@ -18,18 +18,11 @@ from sysmcp.tools import ALL_TOOLS
 from sysmcp.tools.dir_usage import TOOL as DIR_USAGE
 from sysmcp.tools.merging import HostOutcome, merge_readable
 from sysmcp.tools.registry import Tool
+from tests.harness import RecordingPeer
 
 pytestmark = pytest.mark.anyio
 
 INVENTORY = parse_ini("[web]\nweb[01:40]\n[db]\ndb1\n")
-
-
-class Notes:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, dict[str, Any]]] = []
-
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
-        self.sent.append((method, params))
 
 
 class MemoryFleet:
@@ -81,7 +74,7 @@ def server(fleet: MemoryFleet) -> Any:
 
 
 async def call(srv: Any, arguments: dict[str, Any], tool: str = "disk_usage") -> dict[str, Any]:
-    ctx = RequestContext(1, "tools/call", Notes(), features=features_of("2025-11-25"))
+    ctx = RequestContext(1, "tools/call", RecordingPeer(), features=features_of("2025-11-25"))
     result: dict[str, Any] = await srv.handle_request(
         Request(1, "tools/call", {"name": tool, "arguments": arguments}), ctx
     )
@@ -176,13 +169,13 @@ async def test_without_a_fleet_hosts_is_an_unknown_argument_as_before() -> None:
 
 async def test_server_discover_carries_the_fleet_too() -> None:
     srv = server(MemoryFleet())
-    ctx = RequestContext(2, "server/discover", Notes(), features=features_of("2025-11-25"))
+    ctx = RequestContext(2, "server/discover", RecordingPeer(), features=features_of("2025-11-25"))
     result = await srv.handle_request(Request(2, "server/discover", {}), ctx)
     assert "41 hosts" in result["instructions"] and "db (1)" in result["instructions"]
 
 
 async def read(srv: Any, uri: str) -> dict[str, Any]:
-    ctx = RequestContext(2, "resources/read", Notes(), features=features_of("2025-11-25"))
+    ctx = RequestContext(2, "resources/read", RecordingPeer(), features=features_of("2025-11-25"))
     result: dict[str, Any] = await srv.handle_request(Request(2, "resources/read", {"uri": uri}), ctx)
     return result
 

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 import pytest
 
 from sysmcp.protocol.context import Meter, RequestContext
 from sysmcp.protocol.lifecycle import Features
+from tests.harness import RecordingPeer
 
 pytestmark = pytest.mark.anyio
-
-
-class Peer:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, dict[str, Any]]] = []
-
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
-        self.sent.append((method, params))
 
 
 class Refused(Exception):
@@ -30,13 +21,13 @@ async def test_a_worker_failure_arrives_as_itself_not_as_an_exception_group(toke
     def work(meter: Meter) -> None:
         raise Refused("no")
 
-    ctx = RequestContext(request_id=1, method="tools/call", peer=Peer(), progress_token=token)
+    ctx = RequestContext(request_id=1, method="tools/call", peer=RecordingPeer(), progress_token=token)
     with pytest.raises(Refused):
         await ctx.run_in_worker(work)
 
 
 async def test_progress_is_strictly_increasing_and_throttled_but_final_always_goes() -> None:
-    peer = Peer()
+    peer = RecordingPeer()
     ctx = RequestContext(request_id=1, method="tools/call", peer=peer, progress_token=7)
     await ctx.progress(1, 10)
     await ctx.progress(2, 10)  # within the throttle interval: dropped
@@ -48,7 +39,7 @@ async def test_progress_is_strictly_increasing_and_throttled_but_final_always_go
 
 
 async def test_progress_messages_are_left_out_for_2024_11_05() -> None:
-    peer = Peer()
+    peer = RecordingPeer()
     ctx = RequestContext(
         request_id=1, method="tools/call", peer=peer, progress_token=1, features=Features("2024-11-05")
     )
@@ -57,7 +48,7 @@ async def test_progress_messages_are_left_out_for_2024_11_05() -> None:
 
 
 async def test_log_messages_respect_the_level_and_none_means_silence() -> None:
-    peer = Peer()
+    peer = RecordingPeer()
     ctx = RequestContext(request_id=1, method="tools/call", peer=peer, log_level="warning")
     await ctx.log("info", "quiet")
     await ctx.log("error", "loud")
@@ -77,7 +68,7 @@ async def test_a_cancelled_worker_stops_at_its_next_checkpoint() -> None:
             if len(steps) > 10_000_000:
                 raise AssertionError("never cancelled")
 
-    ctx = RequestContext(request_id=1, method="tools/call", peer=Peer(), progress_token="t")
+    ctx = RequestContext(request_id=1, method="tools/call", peer=RecordingPeer(), progress_token="t")
     with anyio.fail_after(10):
         async with anyio.create_task_group() as group:
             group.start_soon(ctx.run_in_worker, work)

@@ -9,17 +9,14 @@ import pytest
 from sysmcp.protocol.context import ClientDeclined, RequestContext
 from sysmcp.protocol.jsonrpc import Response
 from sysmcp.protocol.lifecycle import features_of
+from tests.harness import RecordingPeer
 
 pytestmark = pytest.mark.anyio
 
 
-class NotifyOnly:
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
-        return None
-
-
-class Answering(NotifyOnly):
+class Answering(RecordingPeer):
     def __init__(self, response: Response) -> None:
+        super().__init__()
         self.response = response
         self.asked: list[tuple[str, dict[str, Any]]] = []
 
@@ -43,7 +40,7 @@ class Answering(NotifyOnly):
 def test_only_a_client_that_declared_form_elicitation_is_asked(
     declared: dict[str, Any], expected: bool
 ) -> None:
-    ctx = RequestContext(1, "tools/call", NotifyOnly(), client_capabilities=declared)
+    ctx = RequestContext(1, "tools/call", RecordingPeer(), client_capabilities=declared)
     assert ctx.can_elicit() is expected
 
 
@@ -51,7 +48,7 @@ def test_a_modern_request_is_never_asked() -> None:
     ctx = RequestContext(
         1,
         "tools/call",
-        NotifyOnly(),
+        RecordingPeer(),
         features=features_of("2026-07-28"),
         client_capabilities={"elicitation": {}},
     )
@@ -72,4 +69,4 @@ async def test_ask_returns_the_clients_result_and_an_error_or_no_channel_is_decl
     with pytest.raises(ClientDeclined, match="no"):
         await refusing.ask("elicitation/create", {}, 5)
     with pytest.raises(ClientDeclined):
-        await RequestContext(1, "tools/call", NotifyOnly()).ask("elicitation/create", {}, 5)
+        await RequestContext(1, "tools/call", RecordingPeer()).ask("elicitation/create", {}, 5)

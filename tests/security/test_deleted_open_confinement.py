@@ -21,8 +21,8 @@ import pytest
 
 from sysmcp.reclaim import ApplyRequest, PlanRequest, apply_items, build_plan
 from sysmcp.reclaim._classes import RootsLayout
-from tests.fs.test_reclaim import HOLDER
 from tests.profile import needs_proc
+from tests.reclaim.test_reclaim import HOLDER
 from tests.wire import result_text, spawn
 
 pytestmark = [pytest.mark.anyio, needs_proc]  # deleted files held open are found through /proc

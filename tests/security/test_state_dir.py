@@ -26,7 +26,7 @@ from sysmcp.engine.errors import Refused
 from sysmcp.reclaim import PlanKeeper
 from sysmcp.reclaim._keep import PLAN_NAMESPACE
 from sysmcp.tools.errors import words
-from tests.fs.test_reclaim_keep import Clock, a_plan
+from tests.reclaim.test_reclaim_keep import Clock, a_plan
 from tests.wire import result_text, spawn
 
 NOBODY = 65534

@@ -18,11 +18,8 @@ from typing import Any
 import anyio
 
 from sysmcp.engine.mounts._mounts import MountInfoReader
-from sysmcp.engine.paths import PathPolicy
-from sysmcp.protocol.context import RequestContext
-from sysmcp.results import ResultStore
 from sysmcp.tools.disk_usage import DiskUsage
-from sysmcp.tools.registry import ToolContext
+from tests.harness import tool_context
 
 MiB = 1 << 20
 SIZES = {
@@ -49,14 +46,9 @@ def run(*argv: str) -> None:
     subprocess.run(argv, check=True, capture_output=True)
 
 
-class Peer:
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
-        pass
-
-
 async def explain(mount: str, roots: list[Path] | None = None, timeout_s: float = 120) -> dict[str, Any]:
     handler = DiskUsage(MountInfoReader())
-    ctx = ToolContext(RequestContext(1, "tools/call", Peer()), PathPolicy(roots), ResultStore())
+    ctx = tool_context(roots)
     args = {"path": mount, "explain": True, "unit": "percent", "all": False, "timeout_s": timeout_s}
     output = await handler(args, ctx)
     return {"text": output.text, "structured": output.structured}

@@ -16,22 +16,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
-import jsonschema
 import pytest
 
 from sysmcp.engine.containers import Request, find_socket, survey
 from sysmcp.engine.containers._cli import run
 from sysmcp.engine.errors import NotFound, PermissionRefused, Unavailable
-from sysmcp.engine.paths import PathPolicy
-from sysmcp.protocol.context import RequestContext
 from sysmcp.reclaim import PlanRequest, build_plan, choose
 from sysmcp.reclaim._classes import RootsLayout, containers
-from sysmcp.results import ResultStore
-from sysmcp.tools.arguments import validate_arguments
-from sysmcp.tools.container_usage import INPUT_SCHEMA, OUTPUT_SCHEMA, answer, handle, render
+from sysmcp.tools.container_usage import answer, render
 from sysmcp.tools.errors import words
-from sysmcp.tools.registry import ToolContext, ToolOutput
+from sysmcp.tools.registry import ToolOutput
+from tests.harness import RecordingPeer as Recorder
+from tests.harness import call_tool, tool_context
 from tests.tools.docker_lab import Lab, running_docker, why_not
 
 pytestmark = pytest.mark.anyio
@@ -39,22 +35,8 @@ NOBODY = 65534
 KIB = 1024
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.progress: list[dict[str, Any]] = []
-
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
-        if method == "notifications/progress":
-            self.progress.append(params)
-
-
 async def call(roots: list[Path] | None = None, peer: Recorder | None = None, **args: Any) -> ToolOutput:
-    request = RequestContext(1, "tools/call", peer or Recorder(), progress_token="c")
-    ctx = ToolContext(request, PathPolicy(operator_roots=roots), ResultStore())
-    with anyio.fail_after(120):
-        output = await handle(validate_arguments(INPUT_SCHEMA, args), ctx)
-    jsonschema.validate(output.structured, OUTPUT_SCHEMA)
-    return output
+    return await call_tool("container_usage", tool_context(roots, peer=peer, progress_token="c"), **args)
 
 
 @pytest.fixture(scope="module")

@@ -13,17 +13,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import jsonschema
 import pytest
 
 from sysmcp import platform
 from sysmcp.engine.mounts import MountTable
-from sysmcp.engine.paths import PathPolicy
 from sysmcp.engine.procs import Scan, scan_processes
-from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ToolError
-from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.deleted_open_files import (
     INPUT_SCHEMA,
@@ -32,6 +28,7 @@ from sysmcp.tools.deleted_open_files import (
     render,
 )
 from sysmcp.tools.registry import ToolContext, ToolOutput
+from tests.harness import call_tool, tool_context
 
 pytestmark = [
     pytest.mark.anyio,
@@ -57,13 +54,8 @@ HOLDER = textwrap.dedent(
 )
 
 
-class NullPeer:
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
-        pass
-
-
 def context() -> ToolContext:
-    return ToolContext(RequestContext(1, "tools/call", NullPeer()), PathPolicy(), ResultStore())
+    return tool_context()
 
 
 @contextmanager
@@ -83,10 +75,7 @@ def holding(files: dict[Path, int]) -> Iterator[subprocess.Popen[str]]:
 
 
 async def call(**args: Any) -> ToolOutput:
-    with anyio.fail_after(60):
-        output = await DeletedOpenFiles()(validate_arguments(INPUT_SCHEMA, args), context())
-    jsonschema.validate(output.structured, OUTPUT_SCHEMA)
-    return output
+    return await call_tool("deleted_open_files", context(), handler=DeletedOpenFiles(), **args)
 
 
 def df_target(path: Path) -> str:

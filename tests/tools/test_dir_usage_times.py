@@ -18,13 +18,10 @@ import anyio
 import jsonschema
 import pytest
 
-from sysmcp.engine.paths import PathPolicy
 from sysmcp.engine.usage import extension_of, scan_usage
 from sysmcp.engine.walk import WalkOptions
-from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.render import age as age_text
-from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import (
     INPUT_SCHEMA,
@@ -36,8 +33,8 @@ from sysmcp.tools.dir_usage import (
     request_for,
     time_window,
 )
-from sysmcp.tools.registry import ToolContext
 from sysmcp.tools.typed import to_json
+from tests.harness import tool_context
 
 pytestmark = pytest.mark.anyio
 
@@ -210,11 +207,6 @@ def test_durations_and_extensions_read_as_documented() -> None:
     assert [age_text(s) for s in (5, 125, 7200, 3 * DAY, 800 * DAY)] == ["5 s", "2 min", "2 h", "3 d", "2 y"]
 
 
-class NullPeer:
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
-        pass
-
-
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -229,7 +221,7 @@ class NullPeer:
     ],
 )
 async def test_bad_inputs_get_clear_errors(tmp_path: Path, args: dict[str, Any], message: str) -> None:
-    ctx = ToolContext(RequestContext(1, "tools/call", NullPeer()), PathPolicy(), ResultStore())
+    ctx = tool_context()
     with pytest.raises(ArgumentError, match=message), anyio.fail_after(10):
         await handle(validate_arguments(INPUT_SCHEMA, {"path": str(tmp_path), **args}), ctx)
 

@@ -14,29 +14,22 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-import jsonschema
 import pytest
 
 from sysmcp import platform
 from sysmcp.engine.errors import Unavailable
 from sysmcp.engine.health import HealthRequest, _kernel, _mdstat, _smart, run
-from sysmcp.engine.paths import PathPolicy
-from sysmcp.protocol.context import RequestContext
-from sysmcp.results import ResultStore
-from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.disk_health import (
-    INPUT_SCHEMA,
-    OUTPUT_SCHEMA,
     DeviceRow,
     DiskHealth,
-    handle,
     merge,
     render,
     result_of,
 )
 from sysmcp.tools.merging import HostOutcome
-from sysmcp.tools.registry import ToolContext, ToolOutput
+from sysmcp.tools.registry import ToolOutput
 from sysmcp.tools.typed import to_json
+from tests.harness import call_tool, tool_context
 from tests.loopfs import in_private_namespace, needs_loop_mounts
 from tests.profile import UNDER_POSIX_PROFILE
 
@@ -52,20 +45,8 @@ def recorded(name: str) -> dict[str, Any]:
     return json.loads((DATA / name).read_text())  # type: ignore[no-any-return]
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.sent: list[dict[str, Any]] = []
-
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
-        self.sent.append(params)
-
-
 async def call(roots: list[str] | None = None, **args: Any) -> ToolOutput:
-    request = RequestContext(1, "tools/call", Recorder(), progress_token="h")
-    policy = PathPolicy([Path(r) for r in roots]) if roots else PathPolicy()
-    output = await handle(validate_arguments(INPUT_SCHEMA, args), ToolContext(request, policy, ResultStore()))
-    jsonschema.validate(output.structured, OUTPUT_SCHEMA)
-    return output
+    return await call_tool("disk_health", tool_context(roots or None, progress_token="h"), **args)
 
 
 def fake_smartctl(tmp_path: Path, body: str) -> str:

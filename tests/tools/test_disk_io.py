@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import jsonschema
 import pytest
 
 from sysmcp import platform
@@ -21,33 +20,22 @@ from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
-from sysmcp.tools.disk_io import INPUT_SCHEMA, OUTPUT_SCHEMA, handle
+from sysmcp.tools.disk_io import INPUT_SCHEMA, handle
 from sysmcp.tools.processes import unreadable_reason
 from sysmcp.tools.registry import ToolContext, ToolOutput
+from tests.harness import RecordingPeer as Recorder
+from tests.harness import call_tool, tool_context
 from tests.tools.writer import writing
 
 pytestmark = pytest.mark.anyio
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.progress: list[dict[str, Any]] = []
-
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
-        if method == "notifications/progress":
-            self.progress.append(params)
-
-
 def context(peer: Recorder | None = None) -> ToolContext:
-    request = RequestContext(1, "tools/call", peer or Recorder(), progress_token="io")
-    return ToolContext(request, PathPolicy(), ResultStore())
+    return tool_context(peer=peer, progress_token="io")
 
 
 async def call(ctx: ToolContext | None = None, **args: Any) -> ToolOutput:
-    with anyio.fail_after(90):
-        output = await handle(validate_arguments(INPUT_SCHEMA, args), ctx or context())
-    jsonschema.validate(output.structured, OUTPUT_SCHEMA)
-    return output
+    return await call_tool("disk_io", ctx or context(), **args)
 
 
 @pytest.mark.skipif(

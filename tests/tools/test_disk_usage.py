@@ -12,7 +12,6 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
-import jsonschema
 import pytest
 
 from sysmcp.engine.errors import InvalidPath, NotFound
@@ -23,22 +22,18 @@ from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
-from sysmcp.tools.disk_usage import INPUT_SCHEMA, OUTPUT_SCHEMA, TOOL, DiskUsage
+from sysmcp.tools.disk_usage import INPUT_SCHEMA, TOOL, DiskUsage
 from sysmcp.tools.errors import as_tool_error
 from sysmcp.tools.registry import ToolContext
+from tests.harness import call_tool, tool_context
 
 pytestmark = pytest.mark.anyio
 
 GiB = 1 << 30
 
 
-class NullPeer:
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
-        pass
-
-
 def context(roots: list[Path] | None = None) -> ToolContext:
-    return ToolContext(RequestContext(1, "tools/call", NullPeer()), PathPolicy(roots), ResultStore())
+    return tool_context(roots)
 
 
 def stats(
@@ -102,10 +97,9 @@ def tool(mounts: list[Mount], usage: FakeUsage, timeout: float = 0.2) -> DiskUsa
 
 
 async def call(handler: DiskUsage, ctx: ToolContext | None = None, **args: Any) -> tuple[str, dict[str, Any]]:
-    arguments = {"unit": "percent", "all": False, **args}
-    with anyio.fail_after(10):
-        output = await handler(arguments, ctx or context())
-    jsonschema.validate(output.structured, OUTPUT_SCHEMA)
+    output = await call_tool(
+        "disk_usage", ctx or context(), handler=handler, **{"unit": "percent", "all": False, **args}
+    )
     assert output.is_error is False
     return output.text, output.structured
 

@@ -15,11 +15,9 @@ import pytest
 
 from sysmcp.engine.mounts import MEMORY_TYPES
 from sysmcp.engine.mounts._mounts import PSEUDO_TYPES
-from sysmcp.engine.paths import PathPolicy
-from sysmcp.protocol.context import RequestContext
-from sysmcp.results import ResultStore
 from sysmcp.tools.disk_usage import DiskUsage
 from sysmcp.tools.registry import ToolContext
+from tests.harness import tool_context
 from tests.profile import UNDER_POSIX_PROFILE
 from tests.tools.writer import quiet_filesystem, writing
 
@@ -31,13 +29,8 @@ pytestmark = [
 ]
 
 
-class NullPeer:
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
-        pass
-
-
 def context() -> ToolContext:
-    return ToolContext(RequestContext(1, "tools/call", NullPeer()), PathPolicy(), ResultStore())
+    return tool_context()
 
 
 def df(*args: str) -> dict[str, list[str]]:

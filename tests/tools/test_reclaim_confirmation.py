@@ -15,8 +15,8 @@ from sysmcp.reclaim import PlanRequest, build_plan
 from sysmcp.reclaim._classes import RootsLayout
 from sysmcp.render import human_bytes
 from sysmcp.tools.reclaim_plan import render
-from tests.fs.test_reclaim import HOLDER
 from tests.profile import child_env, needs_proc
+from tests.reclaim.test_reclaim import HOLDER
 from tests.tools.test_reclaim_wire import duplicates, plan_of
 from tests.wire import result_text, spawn
 

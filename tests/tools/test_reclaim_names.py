@@ -19,8 +19,8 @@ from sysmcp.engine.paths import escaped
 from sysmcp.history.store import Store
 from sysmcp.reclaim import ActionLog, LogRecord, PlanRequest, build_plan, render_script
 from sysmcp.tools.reclaim_plan import render
-from tests.fs.test_reclaim import layout, plan_of, run_script
 from tests.profile import child_env
+from tests.reclaim.test_reclaim import layout, plan_of, run_script
 from tests.wire import result_text, spawn
 
 pytestmark = pytest.mark.anyio

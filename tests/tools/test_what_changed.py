@@ -16,24 +16,21 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
-import jsonschema
 import pytest
 
-from sysmcp.engine.paths import PathPolicy, real_root
+from sysmcp.engine.paths import PathPolicy
 from sysmcp.engine.usage import Request, scan_usage
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.history import state
 from sysmcp.history.recording import series_of
 from sysmcp.history.snapshots import DirTotals, ScanSnapshot
-from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError, ToolError
-from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import INPUT_SCHEMA as DU_INPUT
 from sysmcp.tools.dir_usage import handle as dir_usage
 from sysmcp.tools.merging import HostOutcome
-from sysmcp.tools.what_changed import INPUT_SCHEMA, OUTPUT_SCHEMA, handle, merge
+from sysmcp.tools.what_changed import merge
+from tests.harness import call_tool, tool_context
 
 pytestmark = pytest.mark.anyio
 MiB = 1 << 20
@@ -48,16 +45,8 @@ class Clock:
         return self.now
 
 
-class Peer:
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
-        return None
-
-
 def context(roots: list[Path] | None = None) -> Any:
-    from sysmcp.tools.registry import ToolContext
-
-    policy = PathPolicy(operator_roots=[real_root(r) for r in roots] if roots else None)
-    return ToolContext(RequestContext(1, "tools/call", Peer(), progress_token="w"), policy, ResultStore())
+    return tool_context(roots or None, progress_token="w")
 
 
 @pytest.fixture
@@ -69,10 +58,7 @@ def clock(tmp_path: Path) -> Iterator[Clock]:
 
 
 async def call(roots: list[Path] | None = None, **args: Any) -> Any:
-    with anyio.fail_after(120):
-        output = await handle(validate_arguments(INPUT_SCHEMA, args), context(roots))
-    jsonschema.validate(output.structured, OUTPUT_SCHEMA)
-    return output
+    return await call_tool("what_changed", context(roots), **args)
 
 
 def write(path: Path, size: int) -> None:

@@ -21,7 +21,6 @@ import pytest
 from sysmcp.engine.calls import never_cancelled, no_progress
 from sysmcp.engine.errors import WrongKind
 from sysmcp.engine.mounts import Figures, FsStats, Mount, MountTable, statvfs_usage
-from sysmcp.engine.paths import PathPolicy
 from sysmcp.engine.space import Accounting, HeldOpen, explain
 from sysmcp.engine.space._space import (
     DeletedScan,
@@ -30,9 +29,7 @@ from sysmcp.engine.space._space import (
     deleted_provider,
     walk_filesystem,
 )
-from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.errors import ArgumentError
-from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import INPUT_SCHEMA as DU_INPUT
 from sysmcp.tools.dir_usage import handle as dir_usage
@@ -41,6 +38,7 @@ from sysmcp.tools.disk_explain import answer
 from sysmcp.tools.disk_usage import OUTPUT_SCHEMA, DiskUsage
 from sysmcp.tools.registry import ToolContext
 from sysmcp.tools.typed import to_json
+from tests.harness import tool_context
 from tests.profile import needs_fork
 from tests.tools.test_what_changed import Clock
 from tests.tools.test_what_changed import clock as clock  # the history, on a clock of its own
@@ -66,7 +64,7 @@ def children() -> set[int]:
 
 
 def context(roots: list[Path] | None = None) -> ToolContext:
-    return ToolContext(RequestContext(1, "tools/call", Peer()), PathPolicy(roots), ResultStore())
+    return tool_context(roots)
 
 
 def planted(tmp_path: Path) -> Path:

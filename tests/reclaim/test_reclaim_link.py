@@ -14,8 +14,8 @@ import pytest
 
 from sysmcp.engine.errors import Refused
 from sysmcp.reclaim import LINK, ApplyRequest, Plan, PlanRequest, apply_items, build_plan, choose
-from tests.fs.test_reclaim import layout
 from tests.profile import needs_xattrs
+from tests.reclaim.test_reclaim import layout
 
 pytestmark = needs_xattrs
 
@@ -137,8 +137,9 @@ NAMESPACE = textwrap.dedent(
     image, mnt = sys.argv[2], sys.argv[3]
     subprocess.run(["mount", "-o", "loop", image, mnt], check=True)
     from pathlib import Path
-    from tests.fs.test_reclaim_link import copies, plan_for
+    from tests.reclaim.test_reclaim_link import copies, plan_for
     from sysmcp.reclaim._plan import LINK, ApplyRequest, apply_items
+    from sysmcp.reclaim._plan import LINK, apply_items
     base = Path(mnt)
     paths = copies(base, ("keep", "b", "c", "sub/d", "sub/changed"), 3_000_000)
     plan = plan_for(base, paths)

@@ -8,24 +8,16 @@ from pathlib import Path
 
 import anyio
 
-from sysmcp.engine.paths import PathPolicy
-from sysmcp.protocol.context import RequestContext
-from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import INPUT_SCHEMA, handle
-from sysmcp.tools.registry import ToolContext
+from tests.harness import tool_context
 from tests.profile import needs_fork
 from tests.tools.test_dir_usage_shared import build_linked_tree, shared_scan
 
 
-class NullPeer:
-    async def notify(self, method: str, params: dict[str, object]) -> None:
-        return None
-
-
 def dir_usage(path: Path) -> tuple[str, dict[str, object]]:
     async def run() -> tuple[str, dict[str, object]]:
-        ctx = ToolContext(RequestContext(1, "tools/call", NullPeer()), PathPolicy(), ResultStore())
+        ctx = tool_context()
         output = await handle(validate_arguments(INPUT_SCHEMA, {"path": str(path)}), ctx)
         return output.text, output.structured
 

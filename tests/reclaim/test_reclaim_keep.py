@@ -25,7 +25,7 @@ from sysmcp.reclaim import (
     read_log,
 )
 from sysmcp.reclaim._keep import LOG_NAMESPACE, PLAN_NAMESPACE, decode_plan, encode_plan
-from tests.fs.test_reclaim import layout, write
+from tests.reclaim.test_reclaim import layout, write
 
 
 class Clock:

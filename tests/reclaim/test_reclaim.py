@@ -323,8 +323,9 @@ NAMESPACE = textwrap.dedent(
             subprocess.run(["mount", "-o", "loop", image, place], check=True)
         else:
             subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", place], check=True)
-    from tests.fs.test_reclaim import write
+    from tests.reclaim.test_reclaim import write
     from sysmcp.reclaim._plan import PlanRequest, ApplyRequest, apply_items, build_plan
+    from sysmcp.reclaim._plan import PlanRequest, apply_items, build_plan
     from sysmcp.reclaim._classes import RootsLayout
     expected = {
         "package_cache": write(__import__("pathlib").Path("/var/cache/apt/archives/big_1.deb"), 5_000_000),
@@ -554,7 +555,8 @@ KILLED_ASIDE = textwrap.dedent(
     import os, sys
     from pathlib import Path
     from sysmcp.reclaim import PlanRequest, ApplyRequest, apply_items, build_plan
-    from tests.fs.test_reclaim import layout
+    from tests.reclaim.test_reclaim import layout
+    from sysmcp.reclaim import PlanRequest, apply_items, build_plan
     base = Path(sys.argv[1])
     groups = [[os.fsencode(base / n) for n in ("a", "app.log.1")]]
     plan = build_plan(PlanRequest(layout=layout(base / "none"), duplicates=groups))
