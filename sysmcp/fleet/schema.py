@@ -68,7 +68,7 @@ def fleet_tools(tools: Iterable[Tool], hosts: dict[str, Any]) -> list[Tool]:
     made = []
     for tool in tools:
         input_schema, output_schema = with_hosts(tool.input_schema, tool.output_schema, hosts)
-        made.append(replace(tool, input_schema=input_schema, output_schema=output_schema))
+        made.append(replace(tool, input_schema=input_schema, output=output_schema))
     return made
 
 

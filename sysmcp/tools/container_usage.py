@@ -20,7 +20,7 @@ from sysmcp.render import age, human_bytes, more_not_shown, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
-from sysmcp.tools.typed import ABSENT, Opt, prop, result, schema_of
+from sysmcp.tools.typed import ABSENT, Opt, prop, result
 from sysmcp.views import CONTAINERS
 
 MAX_TIMEOUT_S = 60
@@ -170,9 +170,6 @@ class ContainerUsage:
         "The engine's command asked where no API socket was reachable (docker's sizes are rounded); "
         "absent: the socket was asked."
     )
-
-
-OUTPUT_SCHEMA = schema_of(ContainerUsage)
 
 
 def _shown(path: str, allowed: list[Path] | None) -> str | None:
@@ -400,7 +397,7 @@ TOOL = Tool(
         "limit; the data root walked and set against the engine's figures, the difference named. Read-only."
     ),
     input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
+    output=ContainerUsage,
     handler=handle,
     merge=summary_merge(),
     view=CONTAINERS.uri,

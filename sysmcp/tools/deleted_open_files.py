@@ -28,7 +28,7 @@ from sysmcp.render import human_bytes, more_not_shown, noun, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.processes import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
-from sysmcp.tools.typed import ABSENT, Opt, prop, result, schema_of, to_json
+from sysmcp.tools.typed import ABSENT, Opt, prop, result, to_json
 
 MAX_HOLDERS = 5  # descriptors listed per file; more are counted
 
@@ -120,9 +120,6 @@ class DeletedOpenAnswer:
         default=ABSENT,
     )
     path: Opt[str] = prop("The path asked about (absent without path).", default=ABSENT)
-
-
-OUTPUT_SCHEMA = schema_of(DeletedOpenAnswer)
 
 
 # -- the tool ---------------------------------------------------------------------------------
@@ -338,6 +335,6 @@ TOOL = Tool(
         "command, descriptor), and how to free it without a restart. Linux."
     ),
     input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
+    output=DeletedOpenAnswer,
     handler=DeletedOpenFiles(),
 )

@@ -28,7 +28,7 @@ from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import HostOutcome, fleet_output
 from sysmcp.tools.recording import recorded_scan
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name, with_link
-from sysmcp.tools.typed import ABSENT, Open, Opt, from_json, prop, result, schema_of, to_json
+from sysmcp.tools.typed import ABSENT, Open, Opt, from_json, prop, result, to_json
 from sysmcp.tools.walking import (
     directory_argument,
     skipped_phrase,
@@ -144,9 +144,6 @@ class DirUsage:
     modified_until: Opt[str] = prop(
         "With modified_before: files modified before this time (ISO 8601 UTC).", default=ABSENT
     )
-
-
-OUTPUT_SCHEMA = schema_of(DirUsage)
 
 
 def _size_text(apparent: int, disk: int, by_disk: bool) -> str:
@@ -570,7 +567,7 @@ TOOL = Tool(
         "a time: what_changed; space no walk finds: disk_usage explain."
     ),
     input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
+    output=DirUsage,
     handler=handle,
     view=DIR_USAGE.uri,
     merge=merge,

@@ -16,7 +16,7 @@ from sysmcp.render import plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.merging import HostOutcome, fleet_output, grouped, host_list
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
-from sysmcp.tools.typed import from_json, prop, result, schema_of
+from sysmcp.tools.typed import from_json, prop, result
 
 MAX_DEVICES = 100  # devices in an answer; past it the ok ones are counted, not listed
 OK_NAMED = 20  # healthy devices named one line each in the text; the rest counted
@@ -78,9 +78,6 @@ class DiskHealth:
     arrays: list[ArrayRow] = prop("md RAID arrays from /proc/mdstat.")
     btrfs: list[BtrfsRow] = prop("Devices of mounted btrfs filesystems.")
     notes: list[str] = prop("What could not be looked at, and why.")
-
-
-OUTPUT_SCHEMA = schema_of(DiskHealth)
 
 
 def _array(array: MdArray) -> ArrayRow:
@@ -234,7 +231,7 @@ TOOL = Tool(
         "For space, disk_usage; for load, disk_io."
     ),
     input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
+    output=DiskHealth,
     handler=handle,
     merge=merge,
 )

@@ -37,7 +37,7 @@ from sysmcp.render import human_bytes, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.processes import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
-from sysmcp.tools.typed import Open, prop, result, schema_of
+from sysmcp.tools.typed import Open, prop, result
 
 DEFAULT_SAMPLE_S = 2.0
 MAX_SAMPLE_S = 60.0
@@ -111,9 +111,6 @@ class DiskIO:
         "Processes whose I/O counters could not be read (another user's, without root)."
     )
     process_io_available: bool = prop("False where this system has no per-process I/O counters (e.g. macOS).")
-
-
-OUTPUT_SCHEMA = schema_of(DiskIO)
 
 
 # -- the tool ---------------------------------------------------------------------------------
@@ -301,6 +298,6 @@ TOOL = Tool(
         "with the files each has open for writing, and the top readers."
     ),
     input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
+    output=DiskIO,
     handler=handle,
 )

@@ -43,7 +43,7 @@ from sysmcp.tools.disk_pools import Pool, Pooled, PoolReader, PoolSampler, read_
 from sysmcp.tools.merging import HostOutcome, fleet_output
 from sysmcp.tools.recording import READINGS, readings_quiet, record_disk
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
-from sysmcp.tools.typed import ABSENT, Opt, from_json, prop, result, schema_of, to_json
+from sysmcp.tools.typed import ABSENT, Opt, from_json, prop, result, to_json
 from sysmcp.views import DISKS
 
 MAX_SAMPLE_S = 60  # sample_s at most
@@ -123,9 +123,6 @@ class DiskUsageResult:
     notes: Opt[list[str]] = prop(
         "What to know to read the figures right (e.g. APFS volumes sharing one container).", default=ABSENT
     )
-
-
-OUTPUT_SCHEMA = schema_of(DiskUsageResult)
 
 
 def filesystem(entry: Entry, pooled: Pooled | None = None) -> Filesystem:
@@ -565,7 +562,7 @@ TOOL = Tool(
         "snapshots …), each with a next step."
     ),
     input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
+    output=DiskUsageResult,
     handler=_HANDLER,
     answers_at_once=_HANDLER.answers_at_once,
     view=DISKS.uri,

@@ -25,7 +25,7 @@ from sysmcp.tools.arguments import sha256_argument
 from sysmcp.tools.errors import words
 from sysmcp.tools.merging import ANSWERED, HostOutcome, fleet_output, host_list
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
-from sysmcp.tools.typed import ABSENT, Opt, from_json, prop, result, schema_of
+from sysmcp.tools.typed import ABSENT, Opt, from_json, prop, result
 from sysmcp.tools.walking import denied_by
 
 SHA256 = ALGORITHMS["sha256"]
@@ -57,9 +57,6 @@ class HostDigest:
     """Another host's answer as far as the fleet merge reads it (a host may run an older sysmcp)."""
 
     sha256: str = prop()
-
-
-OUTPUT_SCHEMA = schema_of(FileSha256)
 
 
 def run(request: FileRequest, progress: Progress, cancel: Cancel) -> FileHash:
@@ -174,7 +171,7 @@ TOOL = Tool(
         "its size. For a tree, hash_tree."
     ),
     input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
+    output=FileSha256,
     handler=handle,
     merge=merge,
 )

@@ -21,7 +21,7 @@ from sysmcp.tools import walking
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name, with_link
-from sysmcp.tools.typed import Open, prop, result, schema_of, to_json
+from sysmcp.tools.typed import Open, prop, result, to_json
 
 PATHS_INLINE = 5  # paths shown per group in the text and structured content
 FULL_TEXT_CAP = 8 << 20  # the full group list resource is cut (and says so) beyond this
@@ -65,9 +65,6 @@ class Duplicates:
     groups: list[DuplicateGroup] = prop()
     groups_not_shown: int = prop()
     skipped: dict[str, int] = prop()
-
-
-OUTPUT_SCHEMA = schema_of(Duplicates)
 
 
 def answer_of(shown: str, search: Search, top_n: int) -> Duplicates:
@@ -200,7 +197,7 @@ TOOL = Tool(
         "everything to free, reclaim_plan."
     ),
     input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
+    output=Duplicates,
     handler=handle,
     merge=summary_merge(
         "Duplicates are found within each host: files are not compared across hosts."

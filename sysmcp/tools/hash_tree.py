@@ -40,7 +40,7 @@ from sysmcp.tools import schemas as js
 from sysmcp.tools.errors import file_error
 from sysmcp.tools.recording import record_baseline
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.typed import prop, result, schema_of
+from sysmcp.tools.typed import prop, result
 from sysmcp.tools.walking import (
     PathError,
     skipped_phrase,
@@ -106,8 +106,6 @@ class HashTree:
         "Names that are not valid UTF-8: shown with \\xNN escapes, so a checker would not find them."
     )
 
-
-OUTPUT_SCHEMA = schema_of(HashTree)
 
 MAX_SHOWN = 1000  # the schema's largest max_lines
 
@@ -294,6 +292,6 @@ TOOL = Tool(
         "whole manifest."
     ),
     input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
+    output=HashTree,
     handler=handle,
 )

@@ -44,7 +44,7 @@ from sysmcp.render import human_bytes, plural
 from sysmcp.tools import reclaim_plan
 from sysmcp.tools import schemas as js
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.typed import ABSENT, Opt, prop, result, schema_of, to_json
+from sysmcp.tools.typed import ABSENT, Opt, prop, result, to_json
 
 log = get_logger("sysmcp.reclaim")
 
@@ -105,8 +105,6 @@ class ReclaimAnswer:
     )
     items: Opt[list[ItemReport]] = prop("Per chosen item: what was done.", default=ABSENT)
 
-
-OUTPUT_SCHEMA = schema_of(ReclaimAnswer)
 
 REASONS = {
     "changed": "changed since the plan",
@@ -361,7 +359,7 @@ TOOL = Tool(
         "Reports bytes freed against planned."
     ),
     input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
+    output=ReclaimAnswer,
     handler=handle,
     annotations={
         "readOnlyHint": False,

@@ -34,7 +34,7 @@ from sysmcp.reclaim import (
 from sysmcp.render import and_more, human_bytes, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.typed import ABSENT, Opt, prop, result, schema_of, to_json
+from sysmcp.tools.typed import ABSENT, Opt, prop, result, to_json
 from sysmcp.tools.walking import require_directory
 
 #: Plans between this call and ``reclaim``: in the history store when there is one (a later server
@@ -116,8 +116,6 @@ class ReclaimPlan:
     )
     checked: Opt[list[str]] = prop("The classes looked for (those with no item had nothing to free).")
 
-
-OUTPUT_SCHEMA = schema_of(ReclaimPlan)
 
 PATHS_SHOWN = 5
 
@@ -346,6 +344,6 @@ TOOL = Tool(
         "freed, the vendor's command, its cost and safety; the plan as a script to review, with an id."
     ),
     input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
+    output=ReclaimPlan,
     handler=handle,
 )

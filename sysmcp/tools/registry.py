@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import importlib
 import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -27,7 +28,7 @@ from sysmcp.protocol.threads import run_in_thread
 from sysmcp.results import ResultStore, TooLarge
 from sysmcp.tools.descriptions import described
 from sysmcp.tools.errors import as_tool_error
-from sysmcp.tools.typed import to_json
+from sysmcp.tools.typed import schema_of, to_json
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -165,13 +166,15 @@ Handler = Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutput]]
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Tool:
     name: str
     title: str
     description: str
     input_schema: dict[str, Any]
-    output_schema: dict[str, Any]
+    #: The result's ``@result`` dataclass (``tools.typed``), or its schema as it is (a test double's, or
+    #: a fleet's, which offers the tool's schema or the per-host one).
+    output: Any
     handler: Handler
     annotations: dict[str, Any] = field(default_factory=lambda: dict(READ_ONLY))
     #: Given the raw arguments, True when the call is answered from memory or a local syscall without
@@ -182,6 +185,12 @@ class Tool:
     #: Its fleet view: the answers of many hosts (``merging.HostOutcome``) and the arguments → one
     #: ``ToolOutput``; a pure function. None: ``merging.default_merge`` (per-host summaries).
     merge: Callable[[Sequence[Any], dict[str, Any]], ToolOutput] | None = None
+
+    @functools.cached_property
+    def output_schema(self) -> dict[str, Any]:
+        """The ``outputSchema``, derived when first asked for (``tools/list``), not when the tool is
+        imported: a fleet host's remote start answers one call and never lists its tools."""
+        return self.output if isinstance(self.output, dict) else schema_of(self.output)
 
     def describe(self, features: Features, *, views: bool = False) -> dict[str, Any]:
         """The ``tools/list`` entry, with only what the negotiated version knows; ``views`` when the

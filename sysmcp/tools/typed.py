@@ -74,14 +74,15 @@ def prop(
 
 @typing.dataclass_transform(frozen_default=True, field_specifiers=(prop,))
 def result(cls: type[T]) -> type[T]:
-    """A result dataclass: frozen, with slots, its fields declared with ``prop``."""
-    return dataclasses.dataclass(frozen=True, slots=True)(cls)
+    """A result dataclass, its fields declared with ``prop``. Frozen for the type checker only: each
+    method a dataclass generates is compiled when the class is made, and a frozen one with slots costs
+    twice a plain one, which a fleet host's remote start (a tool's dozen result classes) would pay."""
+    return dataclasses.dataclass(cls)
 
 
 class Open:
     """The base of a result object that allows other properties (a newer host may add some)."""
 
-    __slots__ = ()
     SCHEMA_OPTIONS: ClassVar = {"closed": False}
 
 

@@ -40,7 +40,7 @@ from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools import schemas as js
 from sysmcp.tools.errors import file_error
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
-from sysmcp.tools.typed import prop, result, schema_of
+from sysmcp.tools.typed import prop, result
 from sysmcp.tools.walking import (
     PathError,
     require_directory,
@@ -50,7 +50,7 @@ from sysmcp.tools.walking import (
     walk_properties,
 )
 
-__all__ = ["INPUT_SCHEMA", "OUTPUT_SCHEMA", "TOOL", "Source", "answer", "handle", "render", "verify_request"]
+__all__ = ["INPUT_SCHEMA", "TOOL", "Source", "answer", "handle", "render", "verify_request"]
 
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 600.0
@@ -107,9 +107,6 @@ class VerifyChecksums:
     truncated: bool = prop("True when a list above was cut at max_listed.")
     report_uri: str | None = prop("sysmcp:// resource with every entry's status, when a list was cut.")
     walk_skipped: dict[str, int] = prop("With report_new: entries the walk left out, by reason.")
-
-
-OUTPUT_SCHEMA = schema_of(VerifyChecksums)
 
 
 def confine_to(policy: PathPolicy) -> Confine | None:
@@ -447,6 +444,6 @@ TOOL = Tool(
         "unreadable; with report_new, the files it does not name."
     ),
     input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
+    output=VerifyChecksums,
     handler=handle,
 )

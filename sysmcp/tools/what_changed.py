@@ -27,7 +27,7 @@ from sysmcp.tools import schemas as js
 from sysmcp.tools.dir_usage import FULL_FILES, parse_duration
 from sysmcp.tools.merging import HostOutcome, fleet_output
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name
-from sysmcp.tools.typed import from_json, schema_of, to_json
+from sysmcp.tools.typed import from_json, to_json
 from sysmcp.tools.walking import (
     directory_argument,
     timeout_property,
@@ -55,8 +55,6 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
         **walk_properties("path"),
     }
 )
-
-OUTPUT_SCHEMA = schema_of(WhatChanged)
 
 
 def parse_when(value: str, name: str, now: float) -> float:
@@ -189,7 +187,7 @@ TOOL = Tool(
         "and changes against a hash_tree baseline. Start here when a disk fills or something grew."
     ),
     input_schema=INPUT_SCHEMA,
-    output_schema=OUTPUT_SCHEMA,
+    output=WhatChanged,
     handler=handle,
     merge=merge,
 )

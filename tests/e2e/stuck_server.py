@@ -57,7 +57,7 @@ STUCK = Tool(
     title="Stuck",
     description="Blocks its worker thread for ever (a test double for a read in a dead mount).",
     input_schema={"type": "object", "properties": {}, "additionalProperties": False},
-    output_schema={"type": "object"},
+    output={"type": "object"},
     handler=handle,
 )
 

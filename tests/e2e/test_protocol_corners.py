@@ -277,7 +277,7 @@ class Gate:
                 "required": ["n"],
                 "additionalProperties": False,
             },
-            output_schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+            output={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
             handler=handler,
         )
 

@@ -23,7 +23,7 @@ from sysmcp.protocol.errors import ToolError
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.deleted_open_files import (
     INPUT_SCHEMA,
-    OUTPUT_SCHEMA,
+    TOOL,
     DeletedOpenFiles,
     render,
 )
@@ -137,7 +137,7 @@ async def test_path_restricts_to_the_filesystem_holding_it(tmp_path: Path) -> No
 async def test_without_proc_the_answer_is_a_plain_note(tmp_path: Path) -> None:
     handler = DeletedOpenFiles(proc=str(tmp_path / "no-proc"))
     output = await handler(validate_arguments(INPUT_SCHEMA, {}), context())
-    jsonschema.validate(output.structured, OUTPUT_SCHEMA)
+    jsonschema.validate(output.structured, TOOL.output_schema)
     assert output.is_error is False
     assert output.structured["available"] is False and output.structured["files"] == []
     assert "no /proc/PID/fd" in output.text and "lsof +L1" in output.text

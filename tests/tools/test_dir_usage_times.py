@@ -25,7 +25,7 @@ from sysmcp.render import age as age_text
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import (
     INPUT_SCHEMA,
-    OUTPUT_SCHEMA,
+    TOOL,
     answer,
     handle,
     iso_utc,
@@ -103,7 +103,7 @@ def run(root: Path, processes: int, **overrides: Any) -> tuple[str, dict[str, An
     )
     found, text, _ = answer(str(root), usage, args, now)
     structured = to_json(found)
-    jsonschema.validate(structured, OUTPUT_SCHEMA)
+    jsonschema.validate(structured, TOOL.output_schema)
     return text, structured
 
 

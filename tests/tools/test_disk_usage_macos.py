@@ -16,7 +16,7 @@ import pytest
 
 from sysmcp.engine.mounts import FsStats, apfs_container, container_siblings
 from sysmcp.engine.mounts._mounts import is_network, is_system_volume, table_from_partitions
-from sysmcp.tools.disk_usage import OUTPUT_SCHEMA, DiskUsage
+from sysmcp.tools.disk_usage import TOOL, DiskUsage
 from tests.tools.test_disk_usage import FakeUsage, context
 
 pytestmark = pytest.mark.anyio
@@ -87,7 +87,7 @@ async def listing(**args: Any) -> tuple[str, dict[str, Any], FakeUsage]:
     handler, usage = mac_tool()
     with anyio.fail_after(10):
         output = await handler({"unit": "percent", "all": False, **args}, context())
-    jsonschema.validate(output.structured, OUTPUT_SCHEMA)
+    jsonschema.validate(output.structured, TOOL.output_schema)
     return output.text, output.structured, usage
 
 
@@ -176,7 +176,7 @@ async def test_a_path_on_an_apfs_volume_carries_the_container_note() -> None:
     ctx = context()
     ctx.paths.resolve_str = lambda raw: raw  # type: ignore[method-assign]  # no Mac paths here to resolve
     output = await handler({"path": "/System/Volumes/Data"}, ctx)
-    jsonschema.validate(output.structured, OUTPUT_SCHEMA)
+    jsonschema.validate(output.structured, TOOL.output_schema)
     assert output.structured["filesystems"][0]["mount_point"] == "/System/Volumes/Data"
     assert "disk3" in output.structured["notes"][0]
 

@@ -15,9 +15,9 @@ from sysmcp.engine.hashing._verdicts import Checked, Verdicts
 from sysmcp.protocol.lifecycle import Features
 from sysmcp.tools import schemas as js
 from sysmcp.tools.descriptions import COMMON, described
-from sysmcp.tools.dir_usage import OUTPUT_SCHEMA as DIR_USAGE_OUTPUT
+from sysmcp.tools.dir_usage import TOOL as DIR_USAGE_OUTPUT_TOOL
 from sysmcp.tools.registry import ResourceLink, listing_name, with_link
-from sysmcp.tools.verify_checksums import OUTPUT_SCHEMA as VERIFY_OUTPUT
+from sysmcp.tools.verify_checksums import TOOL as VERIFY_OUTPUT_TOOL
 
 
 def test_a_typed_value_keeps_its_keywords_in_order_and_its_description_last() -> None:
@@ -65,10 +65,12 @@ def test_a_fragment_shared_by_two_properties_gets_each_property_its_own_common_d
 
 
 def test_the_tools_shared_size_and_name_fragments_are_described_per_property() -> None:
-    verify = described(VERIFY_OUTPUT)["properties"]
+    verify = described(VERIFY_OUTPUT_TOOL.output_schema)["properties"]
     assert verify["missing_files"]["description"] == COMMON["missing_files"]
     assert verify["new_files"]["description"] == COMMON["new_files"]
-    entry = described(DIR_USAGE_OUTPUT)["properties"]["largest_files"]["items"]["properties"]
+    entry = described(DIR_USAGE_OUTPUT_TOOL.output_schema)["properties"]["largest_files"]["items"][
+        "properties"
+    ]
     assert entry["apparent_bytes"]["description"] == COMMON["apparent_bytes"]
     assert entry["disk_bytes"]["description"] == COMMON["disk_bytes"]
 

@@ -88,7 +88,7 @@ def test_a_partial_hash_tree_says_so_in_text_and_structure(tmp_path: Path) -> No
 
     args = {"max_lines": 5}
     output = hash_tree.answer(args, Keeper(), result, str(tree), ALGORITHMS["sha256"], "gnu")  # type: ignore[arg-type]
-    jsonschema.validate(output.structured, hash_tree.OUTPUT_SCHEMA)
+    jsonschema.validate(output.structured, hash_tree.TOOL.output_schema)
     assert output.structured["complete"] is False
     assert output.text.startswith("PARTIAL RESULT: hashing stopped early")
     not_hashed = output.structured["files_not_hashed"]
@@ -140,7 +140,7 @@ def test_verify_checksums_at_its_budget_reports_what_it_did_not_check(tmp_path: 
             return "not kept in this test"
 
     output = verify_checksums.answer(result, "(text)", str(tree), args, Keeper())  # type: ignore[arg-type]
-    jsonschema.validate(output.structured, verify_checksums.OUTPUT_SCHEMA)
+    jsonschema.validate(output.structured, verify_checksums.TOOL.output_schema)
     assert output.structured["complete"] is False and output.structured["all_ok"] is False
     assert output.structured["not_checked"] == statuses.count("NOT_CHECKED")
     assert output.structured["ok"] + output.structured["not_checked"] == total

@@ -15,7 +15,7 @@ from sysmcp.history.compare import Findings, compare
 from sysmcp.protocol.context import Meter
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.typed import to_json
-from sysmcp.tools.what_changed import INPUT_SCHEMA, OUTPUT_SCHEMA, comparison
+from sysmcp.tools.what_changed import INPUT_SCHEMA, TOOL, comparison
 from sysmcp.tools.what_changed_text import render
 from tests.tools import test_what_changed as base
 from tests.tools.test_what_changed import Clock
@@ -87,7 +87,7 @@ def test_a_fresh_scan_stopped_by_its_budget_says_partial_result_plainly(tmp_path
     assert structured["complete"] is False and structured["current"]["partial"] is True
     import jsonschema
 
-    jsonschema.validate(structured, OUTPUT_SCHEMA)
+    jsonschema.validate(structured, TOOL.output_schema)
     store = state.active()
     assert store is not None
     kept = store.snapshots("scan")

@@ -19,7 +19,7 @@ from sysmcp.history.snapshots import DirTotals, FileRow, ScanSnapshot, Series
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.typed import to_json
-from sysmcp.tools.what_changed import INPUT_SCHEMA, OUTPUT_SCHEMA
+from sysmcp.tools.what_changed import INPUT_SCHEMA, TOOL
 from sysmcp.tools.what_changed_text import render
 from tests.tools.test_what_changed import call
 
@@ -45,7 +45,7 @@ def words(old: ScanSnapshot, new: ScanSnapshot, **facts: Any) -> tuple[str, dict
     args = validate_arguments(INPUT_SCHEMA, {"path": "/srv", "since": "last"})
     text, answer, _ = render("/srv", found, args)
     structured = to_json(answer)
-    jsonschema.validate(structured, OUTPUT_SCHEMA)
+    jsonschema.validate(structured, TOOL.output_schema)
     return text, structured
 
 

@@ -155,7 +155,7 @@ async def test_modern_clients_declare_the_extension_per_request() -> None:
 def test_the_fields_of_the_views_contract_are_in_the_tools_output_schemas() -> None:
     """sysmcp/views/CONTRACT.md, version 1: a tool that drops one of these breaks its view."""
     assert CONTRACT_VERSION == 1
-    dirs = dir_usage.OUTPUT_SCHEMA
+    dirs = dir_usage.TOOL.output_schema
     assert {
         "path",
         "sort_by",
@@ -177,7 +177,7 @@ def test_the_fields_of_the_views_contract_are_in_the_tools_output_schemas() -> N
     assert {"path", "disk_bytes", "apparent_bytes"} <= set(
         dirs["properties"]["largest_files"]["items"]["required"]
     )
-    disks = disk_usage.OUTPUT_SCHEMA
+    disks = disk_usage.TOOL.output_schema
     assert {"filesystems", "alert_threshold_percent"} <= set(disks["required"])
     entry = disks["properties"]["filesystems"]["items"]["properties"]
     assert {
@@ -195,7 +195,7 @@ def test_the_fields_of_the_views_contract_are_in_the_tools_output_schemas() -> N
         "inodes",
         "alerts",
     } <= set(entry)
-    usage = container_usage.OUTPUT_SCHEMA
+    usage = container_usage.TOOL.output_schema
     assert {"engine", "socket", "data_root", "reconciliation", "note"} <= set(usage["required"])
     for part, fields in {
         "images": {"count", "layer_bytes", "dangling", "dangling_unique_bytes"},

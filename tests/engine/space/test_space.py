@@ -35,7 +35,7 @@ from sysmcp.tools.dir_usage import INPUT_SCHEMA as DU_INPUT
 from sysmcp.tools.dir_usage import handle as dir_usage
 from sysmcp.tools.dir_usage import iso_utc
 from sysmcp.tools.disk_explain import answer
-from sysmcp.tools.disk_usage import OUTPUT_SCHEMA, DiskUsage
+from sysmcp.tools.disk_usage import TOOL, DiskUsage
 from sysmcp.tools.registry import ToolContext
 from sysmcp.tools.typed import to_json
 from tests.harness import tool_context
@@ -169,7 +169,7 @@ async def test_explain_through_the_tool_reads_a_process_that_ended_meanwhile(tmp
     args = {"path": str(top), "explain": True, "unit": "percent", "all": False}
     with anyio.fail_after(60):
         output = await handler(args, context())
-    jsonschema.validate(output.structured, OUTPUT_SCHEMA)
+    jsonschema.validate(output.structured, TOOL.output_schema)
     data = output.structured["explain"]
     assert data["deleted_open"]["processes_vanished"] == 1 and data["deleted_open"]["bytes"] == 0
     assert data["files"]["files"] == 2 and output.text.startswith("Of ")
@@ -277,7 +277,7 @@ async def explain_tool(top: Path) -> dict[str, Any]:
     args = {"path": str(top), "explain": True, "unit": "percent", "all": False}
     with anyio.fail_after(60):
         output = await handler(args, context())
-    jsonschema.validate(output.structured, OUTPUT_SCHEMA)
+    jsonschema.validate(output.structured, TOOL.output_schema)
     return {"text": output.text, **output.structured["explain"]}
 
 
