@@ -74,10 +74,52 @@ def prop(
 
 @typing.dataclass_transform(frozen_default=True, field_specifiers=(prop,))
 def result(cls: type[T]) -> type[T]:
-    """A result dataclass, its fields declared with ``prop``. Frozen for the type checker only: each
-    method a dataclass generates is compiled when the class is made, and a frozen one with slots costs
-    twice a plain one, which a fleet host's remote start (a tool's dozen result classes) would pay."""
-    return dataclasses.dataclass(cls)
+    """A result dataclass, its fields declared with ``prop``: frozen for the type checker, and at run
+    time a dataclass whose ``__init__``, ``__eq__`` and ``__repr__`` are shared functions, not code
+    generated and compiled for each class. Why: a fleet host's remote start makes a tool's dozen result
+    classes to answer one call, and compiling a frozen dataclass's methods cost it about 1 ms each."""
+    made = dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
+    spec = tuple(
+        (item.name, item.default, item.default_factory) for item in dataclasses.fields(typing.cast(Any, made))
+    )
+    shared = {"__result_init__": spec, "__init__": _init, "__eq__": _equal, "__repr__": _shown}
+    for name, value in shared.items():
+        setattr(made, name, value)
+    made.__hash__ = None  # type: ignore[assignment]  # equal by value, so not hashable by identity
+    return made
+
+
+def _init(self: Any, *args: Any, **kwargs: Any) -> None:
+    spec = type(self).__result_init__
+    if len(args) > len(spec):
+        raise TypeError(f"{type(self).__name__}() takes {len(spec)} arguments, {len(args)} given")
+    for index, (name, default, factory) in enumerate(spec):
+        if index < len(args):
+            if name in kwargs:
+                raise TypeError(f"{type(self).__name__}() got two values for {name!r}")
+            value = args[index]
+        elif name in kwargs:
+            value = kwargs.pop(name)
+        elif default is not dataclasses.MISSING:
+            value = default
+        elif factory is not dataclasses.MISSING:
+            value = factory()
+        else:
+            raise TypeError(f"{type(self).__name__}() is missing {name!r}")
+        object.__setattr__(self, name, value)
+    if kwargs:
+        raise TypeError(f"{type(self).__name__}() got unknown arguments {sorted(kwargs)}")
+
+
+def _equal(self: Any, other: Any) -> Any:
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    return all(getattr(self, name) == getattr(other, name) for name, _, _ in self.__result_init__)
+
+
+def _shown(self: Any) -> str:
+    fields = ", ".join(f"{name}={getattr(self, name)!r}" for name, _, _ in self.__result_init__)
+    return f"{type(self).__name__}({fields})"
 
 
 class Open:
