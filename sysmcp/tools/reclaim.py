@@ -120,6 +120,8 @@ REASONS = {
     "differs": "its bytes are no longer the kept copy's, so it is not a duplicate any more",
     "keep_gone": "the kept copy is gone, so this may be the last copy",
     "attributes": "its owner, group, mode, ACLs or extended attributes differ from the kept copy's",
+    "owner": "its owner changed since the plan, so it is not touched",
+    "not_regular": "not a regular file now (a FIFO, a device or a directory), so it is not opened",
 }
 
 
@@ -164,7 +166,14 @@ def _listing(plan: Plan, chosen: list[str], shown: int) -> tuple[str, int]:
             what, cost = f"{action} {files}", item.cost
         lines.append(f"  {item.id}: {what}, {human_bytes(item.bytes)} — {cost}")
         lines += reclaim_plan.path_lines(item, shown, "      ")
+        lines += [f"      note: {note}" for note in _caveat(item)]
     return "\n".join(lines), total
+
+
+def _caveat(item: Item) -> list[str]:
+    """A log emptied while its engine keeps writing to it: the note that says so, and what bounds it
+    for good (escaped: it names a container)."""
+    return [escaped(item.note)] if item.action == "truncate" and not item.held and item.note else []
 
 
 def _question(plan: Plan, chosen: list[str], ctx: ToolContext) -> tuple[str, int, tuple[ResourceLink, ...]]:
@@ -343,7 +352,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 
     results, actions = await ctx.run_engine(work, ApplyRequest(plan, chosen, allowed))
     answer = report(plan, results)
-    text = render(answer)
+    notes = [f"  {done.item.id}: {note}" for done in results for note in _caveat(done.item)]
+    text = "\n".join([render(answer), *notes])
     if actions.failure is None:
         text += "\nEach action is logged in the history store (sysmcp history --reclaim) and on stderr."
     else:
