@@ -135,6 +135,11 @@ class Item:
         """A deleted file held open: truncated through its holder's ``/proc/PID/fd/N``, it has no name."""
         return self.klass == classes.HELD
 
+    @property
+    def emptied(self) -> bool:
+        """A named file emptied in place, not removed: a container's log, which its engine keeps writing."""
+        return self.action == "truncate" and not self.held
+
     def facts(self) -> dict[str, Any]:
         """Its words and figures, no files: what the history store keeps (``class``, ``shared_bytes``:
         the answer's names)."""
@@ -396,7 +401,7 @@ def apply_items(
             cancel()
             if action == "truncate" and item.held:
                 outcome = _truncate(entry, allowed)
-            elif action == "truncate":
+            elif item.emptied:
                 outcome = _empty(entry, allowed, cancel, request.between)
             else:
                 act = Act(entry, item.keep, allowed, relinked, cancel, request.between)

@@ -171,7 +171,7 @@ def _step(item: Item, entry: PlannedFile) -> str:
     setup += show_setup
     if item.held:
         return f"{setup}trunc {word} '{who.dev}:{who.ino}' {show_word}"
-    if item.action == "truncate":  # a log its engine keeps writing: only its inode and owner stay put
+    if item.emptied:  # a log its engine keeps writing: only its inode and owner stay put
         return f"{setup}logf {word} '{who.dev}:{who.ino}:{who.uid}' {show_word}"
     planned = f"'{who.dev}:{who.ino}:{who.size}:{who.mtime_ns // 1_000_000_000}'"
     if item.keep is not None:  # a duplicate: only while its kept copy is the planned file, same bytes
@@ -188,7 +188,7 @@ def _comment(text: str) -> str:
 
 def render_script(plan: Plan) -> str:
     """The whole script, ASCII only."""
-    emptied = any(item.action == "truncate" and not item.held for item in plan.items)
+    emptied = any(item.emptied for item in plan.items)
     lines = [
         HEADER.format(
             plan_id=plan.id,

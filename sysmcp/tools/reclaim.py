@@ -173,7 +173,7 @@ def _listing(plan: Plan, chosen: list[str], shown: int) -> tuple[str, int]:
 def _caveat(item: Item) -> list[str]:
     """A log emptied while its engine keeps writing to it: the note that says so, and what bounds it
     for good (escaped: it names a container)."""
-    return [escaped(item.note)] if item.action == "truncate" and not item.held and item.note else []
+    return [escaped(item.note)] if item.emptied and item.note else []
 
 
 def _question(plan: Plan, chosen: list[str], ctx: ToolContext) -> tuple[str, int, tuple[ResourceLink, ...]]:
@@ -313,7 +313,8 @@ def report(plan: Plan, results: list[ItemResult]) -> ReclaimAnswer:
     return ReclaimAnswer("done", plan.id, planned, freed_bytes=freed, items=items)
 
 
-def render(answer: ReclaimAnswer) -> str:
+def render(answer: ReclaimAnswer, notes: dict[str, list[str]] | None = None) -> str:
+    """The answer's text; ``notes``: caveats to repeat under an item (a log its engine keeps writing)."""
     freed = 0 if answer.freed_bytes is ABSENT else answer.freed_bytes
     items = [] if answer.items is ABSENT else answer.items
     lines = [
@@ -327,6 +328,7 @@ def render(answer: ReclaimAnswer) -> str:
             f"{human_bytes(item.freed_bytes)} freed of "
             f"{human_bytes(item.planned_bytes)} planned" + (f"; {len(skipped):,} skipped" if skipped else "")
         )
+        lines += [f"      note: {note}" for note in (notes or {}).get(item.id, [])]
         for skip in skipped[:SKIPS_SHOWN]:
             name = escaped(reclaim_plan.exact_name(skip.path, skip.path_bytes or None))
             lines.append(f"      skipped {name}: {REASONS.get(skip.reason, skip.reason)}")
@@ -352,8 +354,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 
     results, actions = await ctx.run_engine(work, ApplyRequest(plan, chosen, allowed))
     answer = report(plan, results)
-    notes = [f"  {done.item.id}: {note}" for done in results for note in _caveat(done.item)]
-    text = "\n".join([render(answer), *notes])
+    text = render(answer, {done.item.id: _caveat(done.item) for done in results})
     if actions.failure is None:
         text += "\nEach action is logged in the history store (sysmcp history --reclaim) and on stderr."
     else:
