@@ -31,6 +31,9 @@ REGENERABLE = "regenerable cache"
 REVIEW = "review"
 RISKY = "risky"
 
+#: The class whose files have no name left: reached (and scoped) through their holders' descriptors.
+HELD = "deleted_open"
+
 CONTAINER_TIMEOUT = 5.0  # seconds a container engine's read-only query may take
 
 
@@ -112,6 +115,11 @@ class Found:
     figure: int | None = None  # bytes from a vendor's own count (container engines), not from the files
     keep: tuple[bytes, os.stat_result] | None = None  # duplicates: the copy that stays
     no_link: str | None = None  # duplicates: why the extras cannot become hard links to it (None: they can)
+
+    @property
+    def held(self) -> bool:
+        """A deleted file held open: truncated through its holder's ``/proc/PID/fd/N``, it has no name."""
+        return self.klass == HELD
 
 
 Filter = Callable[[bytes], bool]
@@ -353,8 +361,10 @@ def trash(layout: RootsLayout) -> list[Found]:
 
 def containers(layout: RootsLayout) -> list[Found]:
     """What a container engine holds that could go, from the engine itself (``sysmcp.engine.containers``,
-    its data root not walked): each container's log file, stopped containers' writable layers, dangling
-    volumes, dangling images and the build cache, each freed by the engine's own command."""
+    its data root not walked): stopped containers' writable layers, dangling volumes, dangling images and
+    the build cache, each freed by the engine's own command; and each container's log file, which
+    ``reclaim`` may empty itself (the engine keeps writing to it) when it is the server's own or the
+    server runs as root."""
     if not layout.container_engines:
         return []
     request = ContainersRequest(
@@ -409,8 +419,7 @@ def containers(layout: RootsLayout) -> list[Found]:
         REGENERABLE,
     )
     for log in found.logs:
-        path = os.fsencode(log.file.path)
-        file = _regular(path) if log.file.path else None
+        file = _regular(_real_parent(os.fsencode(log.file.path))) if log.file.path else None
         if file is None:
             continue
         limit = (
@@ -418,18 +427,22 @@ def containers(layout: RootsLayout) -> list[Found]:
             if log.file.max_size
             else "it has no rotation limit"
         )
+        # Only its owner (rootless Podman: the user it runs as) or root may empty it: for anyone else
+        # it stays the engine's command, so truncating is never a way to another user's file.
+        ours = os.geteuid() in (0, file[1].st_uid)
         groups.append(
             Found(
                 "container",
                 f"{found.socket}:log:{log.file.path}",
                 [file],
-                command=f"truncate -s 0 {shlex.quote(log.file.path)}",
+                command=f"truncate -s 0 {shlex.quote(os.fsdecode(file[0]))}",
                 cost=f"{engine} logs {shlex.quote(log.container)} loses what the log held",
                 safety=REVIEW,
                 method=f"blocks of the log file {found.engine} names for container {log.container}",
-                action="command",
-                note=f"the engine keeps the file open and goes on writing to it; {limit}: "
-                "--log-opt max-size (or log-opts in daemon.json) keeps it bounded for good",
+                action="truncate" if ours else "command",
+                note=f"the engine keeps the file open and goes on writing to it, so it grows again; {limit}: "
+                "--log-opt max-size (or log-opts in daemon.json) keeps it bounded for good"
+                + ("" if ours else f"; it is uid {file[1].st_uid}'s file: only that user or root empties it"),
             )
         )
     return groups
@@ -499,6 +512,12 @@ def named_file(path: str) -> dict[str, object]:
     if exact is not None:
         named["file_bytes"] = exact
     return named
+
+
+def _real_parent(path: bytes) -> bytes:
+    """``path`` with its directories resolved (an engine's data root is often a symlink to another disk),
+    so that acting, which follows no symlink on the way, reaches it."""
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
 
 
 def _regular(path: bytes) -> tuple[bytes, os.stat_result] | None:

@@ -21,6 +21,9 @@ inode inside the roots. What remains: between the second look and the unlink, th
 nobody else chose; a user who can write the directory can still rename something onto that private
 name, and where the platform has no ``RENAME_NOREPLACE`` the rename aside itself is a check then an
 act (docs/reclaim.md). The bytes freed are measured (``fstatvfs`` of the parent before and after).
+A container's log is not removed but emptied (``_empty``): reached the same way, opened for writing
+(``O_NOFOLLOW|O_NONBLOCK``) only while it is the planned regular inode with the planned owner, and
+``ftruncate``d on that descriptor; its engine keeps writing to it.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from typing import Any
 from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.errors import NotFound, Refused
-from sysmcp.engine.opens import extended_attributes, open_parent
+from sysmcp.engine.opens import NotRegularFile, Replaced, extended_attributes, open_parent, open_regular_at
 from sysmcp.engine.procs import link_confined
 from sysmcp.reclaim import _classes as classes
 from sysmcp.reclaim._classes import Copy, Found, RootsLayout
@@ -126,6 +129,16 @@ class Item:
     shared: int = 0  # disk bytes of files whose other hard links stay (not counted in ``bytes``)
     keep: PlannedFile | None = None  # duplicates: the kept copy, which ``:link`` makes each entry a name of
     no_link: str | None = None  # duplicates: why ``:link`` is not offered (owner, mode, ACLs, filesystem)
+
+    @property
+    def held(self) -> bool:
+        """A deleted file held open: truncated through its holder's ``/proc/PID/fd/N``, it has no name."""
+        return self.klass == classes.HELD
+
+    @property
+    def emptied(self) -> bool:
+        """A named file emptied in place, not removed: a container's log, which its engine keeps writing."""
+        return self.action == "truncate" and not self.held
 
     def facts(self) -> dict[str, Any]:
         """Its words and figures, no files: what the history store keeps (``class``, ``shared_bytes``:
@@ -231,12 +244,8 @@ def build_plan(
     links: dict[tuple[int, int], int] = {}  # how many of each inode's names the plan holds
     kept: list[tuple[Found, list[tuple[bytes, os.stat_result]]]] = []
     for group in found:
-        paths = [
-            (path, st)
-            for path, st in group.paths
-            if group.action == "truncate" or _inside(path, request.scope)
-        ]
-        if group.action == "truncate" and not any(_inside(_target(path), request.scope) for path, _ in paths):
+        paths = [(path, st) for path, st in group.paths if group.held or _inside(path, request.scope)]
+        if group.held and not any(_inside(_target(path), request.scope) for path, _ in paths):
             paths = []
         if not paths and group.figure is None:
             continue
@@ -314,7 +323,8 @@ class FileResult:
 
     path: bytes
     done: bool
-    #: Why it was skipped: "changed", "symlink", "gone", "outside", "differs" (its bytes are not the kept
+    #: Why it was skipped: "changed", "symlink", "gone", "outside", "owner" and "not_regular" (a log to
+    #: empty whose owner changed, or that is no regular file now), "differs" (its bytes are not the kept
     #: copy's), "keep_gone", "keep_changed", "attributes" (``:link``: owner, mode, ACLs or extended
     #: attributes differ), "linked", "other_filesystem", "unverified", "cancelled" (stopped while the
     #: file was aside: logged before the cancellation goes on), or the OS error. A file that could not
@@ -346,7 +356,7 @@ def outside_roots(plan: Plan, item_ids: Sequence[str], allowed: Callable[[bytes]
     """The files of the named items (their kept copies included) that lie outside the roots."""
     outside: list[bytes] = []
     for item, _action in choose(plan, item_ids):
-        if item.action == "truncate":
+        if item.held:
             continue  # a deleted-open file has no name; ``_truncate`` confines its former one
         keep = [item.keep] if item.keep is not None else []
         outside += [e.path for e in [*item.entries, *keep] if not allowed(e.path)]
@@ -389,8 +399,10 @@ def apply_items(
         applied = ItemResult(item, action=action)
         for entry in item.entries:
             cancel()
-            if action == "truncate":
+            if action == "truncate" and item.held:
                 outcome = _truncate(entry, allowed)
+            elif item.emptied:
+                outcome = _empty(entry, allowed, cancel, request.between)
             else:
                 act = Act(entry, item.keep, allowed, relinked, cancel, request.between)
                 try:
@@ -632,6 +644,64 @@ def _truncate(entry: PlannedFile, allowed: Callable[[bytes], bool]) -> FileResul
         return FileResult(path, False, _why(exc))
     finally:
         os.close(fd)
+
+
+#: How a log is opened to be emptied: for writing, never through a symlink, never waiting on a FIFO.
+_EMPTY = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+def _empty(
+    entry: PlannedFile, allowed: Callable[[bytes], bool], cancel: Cancel, between: Between
+) -> FileResult:
+    """Empty a named file its writer keeps open (a container's log): reached as a removal reaches its
+    file (every directory on the way ``O_NOFOLLOW``, the name relative to its parent's descriptor),
+    opened for writing only while it is a regular file that is the planned inode with the planned owner
+    (looked at before the open, so no device or FIFO is opened; ``O_NONBLOCK`` besides), checked again
+    on the descriptor, and ``ftruncate``d there. Its size and times are not compared: the engine
+    keeps writing to it."""
+    path, planned = entry.path, entry.identity
+    if not allowed(path):
+        return FileResult(path, False, "outside")
+    try:
+        parent, name = open_parent(os.fsdecode(path))
+    except (OSError, ValueError) as exc:
+        return FileResult(path, False, _why(exc))
+    try:
+        now = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        if (reason := _unlike(planned, now)) is not None:
+            return FileResult(path, False, reason)
+        between(path)
+        fd, opened = open_regular_at(name, dir_fd=parent, expect=now, flags=_EMPTY)
+        try:
+            if (reason := _unlike(planned, opened)) is not None:
+                return FileResult(path, False, reason)
+            cancel()  # the last moment nothing has been done
+            before = os.fstatvfs(fd)
+            os.ftruncate(fd, 0)
+            after = os.fstatvfs(fd)
+        finally:
+            os.close(fd)
+        return FileResult(path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
+    except NotRegularFile:
+        return FileResult(path, False, "not_regular")
+    except Replaced:
+        return FileResult(path, False, "changed")
+    except OSError as exc:  # ENXIO: a FIFO swapped in after the look, with no reader
+        return FileResult(path, False, "not_regular" if exc.errno == errno.ENXIO else _why(exc))
+    finally:
+        os.close(parent)
+
+
+def _unlike(planned: Identity, st: os.stat_result) -> str | None:
+    """Why a file to empty is not the planned one: a symlink, not a regular file, another inode, or
+    the planned inode with another owner now (it is never a way to another user's file); None if it is."""
+    if stat.S_ISLNK(st.st_mode):
+        return "symlink"
+    if not stat.S_ISREG(st.st_mode):
+        return "not_regular"
+    if (st.st_dev, st.st_ino) != (planned.dev, planned.ino):
+        return "changed"
+    return "owner" if st.st_uid != planned.uid else None
 
 
 def _open_planned(link: bytes, planned: Identity) -> int | None:

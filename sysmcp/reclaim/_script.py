@@ -2,7 +2,8 @@
 
 In the manner of rmlint's generated script, written afresh: every step re-checks the file's identity
 (device, inode, size, mtime, with ``stat -c`` on GNU systems and ``stat -f`` on the BSDs and macOS,
-chosen when the script runs) and skips it, saying why, if anything changed; no step follows a symlink
+chosen when the script runs; for a log its engine keeps writing, device, inode and owner) and skips
+it, saying why, if anything changed; no step follows a symlink
 (the file and every directory above it are tested with ``test -L``); a duplicate goes only while its
 kept copy passes the same checks and ``cmp`` finds their bytes equal; every name is quoted so that no
 byte of it is ever read as shell syntax. The script is ASCII whatever the names hold: a name that is
@@ -120,6 +121,24 @@ trunc() {{
 }}
 """
 
+#: Emptying a log its engine keeps open (only in a plan that has one): the file must still be the
+#: planned inode with the planned owner, no symlink on its path, and is emptied bounded in time.
+LOGF = r"""owned() {
+  if [ "$STATS" = gnu ]; then stat -c '%d:%i:%u' -- "$1"; else stat -f '%d:%i:%u' -- "$1"; fi
+}
+logf() {
+  if ! nolink "$1"; then skip "$3" "a symbolic link is on its path now"; return; fi
+  if [ ! -f "$1" ]; then skip "$3" "gone, or no longer a regular file"; return; fi
+  now=$(owned "$1") || { skip "$3" "cannot be looked at"; return; }
+  if [ "$now" != "$2" ]; then skip "$3" "another file or another owner since the plan"; return; fi
+  if [ "$APPLY" = 1 ]; then
+    if bounded 10 empty "$1"; then printf 'truncated: %s\n' "$3"; DONE=$((DONE + 1)); else skip "$3" "truncation failed"; fi
+  else
+    printf 'would truncate: %s\n' "$3"
+  fi
+}
+"""
+
 FOOTER = r"""
 if [ "$APPLY" = 1 ]; then
   printf 'done: %s files acted on, %s skipped; %s bytes freed (df before and after)\n' "$DONE" "$SKIPPED" "$FREED"
@@ -150,8 +169,10 @@ def _step(item: Item, entry: PlannedFile) -> str:
     shown = escaped(entry.path).encode()
     show_setup, show_word = ("", word) if shown == entry.path else quote(shown, "S")
     setup += show_setup
-    if item.action == "truncate":
+    if item.held:
         return f"{setup}trunc {word} '{who.dev}:{who.ino}' {show_word}"
+    if item.emptied:  # a log its engine keeps writing: only its inode and owner stay put
+        return f"{setup}logf {word} '{who.dev}:{who.ino}:{who.uid}' {show_word}"
     planned = f"'{who.dev}:{who.ino}:{who.size}:{who.mtime_ns // 1_000_000_000}'"
     if item.keep is not None:  # a duplicate: only while its kept copy is the planned file, same bytes
         kept = item.keep.identity
@@ -167,6 +188,7 @@ def _comment(text: str) -> str:
 
 def render_script(plan: Plan) -> str:
     """The whole script, ASCII only."""
+    emptied = any(item.emptied for item in plan.items)
     lines = [
         HEADER.format(
             plan_id=plan.id,
@@ -176,11 +198,12 @@ def render_script(plan: Plan) -> str:
             items=f"{len(plan.items)} item" + ("" if len(plan.items) == 1 else "s"),
             planned=plan.bytes,
         )
+        + (LOGF if emptied else "")
     ]
     probes: dict[int, bytes] = {}
     for item in plan.items:
         for entry in item.entries:
-            if item.action == "delete":
+            if not item.held and item.action != "command":
                 probes.setdefault(entry.identity.dev, os.path.dirname(entry.path) or b"/")
     for number, probe in enumerate(probes.values()):
         setup, word = quote(probe)

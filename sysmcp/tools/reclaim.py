@@ -118,6 +118,8 @@ REASONS = {
     "differs": "its bytes are no longer the kept copy's, so it is not a duplicate any more",
     "keep_gone": "the kept copy is gone, so this may be the last copy",
     "attributes": "its owner, group, mode, ACLs or extended attributes differ from the kept copy's",
+    "owner": "its owner changed since the plan, so it is not touched",
+    "not_regular": "not a regular file now (a FIFO, a device or a directory), so it is not opened",
 }
 
 
@@ -162,7 +164,14 @@ def _listing(plan: Plan, chosen: list[str], shown: int) -> tuple[str, int]:
             what, cost = f"{action} {files}", item.cost
         lines.append(f"  {item.id}: {what}, {human_bytes(item.bytes)} — {cost}")
         lines += reclaim_plan.path_lines(item, shown, "      ")
+        lines += [f"      note: {note}" for note in _caveat(item)]
     return "\n".join(lines), total
+
+
+def _caveat(item: Item) -> list[str]:
+    """A log emptied while its engine keeps writing to it: the note that says so, and what bounds it
+    for good (escaped: it names a container)."""
+    return [escaped(item.note)] if item.emptied and item.note else []
 
 
 def _question(plan: Plan, chosen: list[str], ctx: ToolContext) -> tuple[str, int, tuple[ResourceLink, ...]]:
@@ -302,7 +311,8 @@ def report(plan: Plan, results: list[ItemResult]) -> ReclaimAnswer:
     return ReclaimAnswer("done", plan.id, planned, freed_bytes=freed, items=items)
 
 
-def render(answer: ReclaimAnswer) -> str:
+def render(answer: ReclaimAnswer, notes: dict[str, list[str]] | None = None) -> str:
+    """The answer's text; ``notes``: caveats to repeat under an item (a log its engine keeps writing)."""
     freed = 0 if answer.freed_bytes is ABSENT else answer.freed_bytes
     items = [] if answer.items is ABSENT else answer.items
     lines = [
@@ -316,6 +326,7 @@ def render(answer: ReclaimAnswer) -> str:
             f"{human_bytes(item.freed_bytes)} freed of "
             f"{human_bytes(item.planned_bytes)} planned" + (f"; {len(skipped):,} skipped" if skipped else "")
         )
+        lines += [f"      note: {note}" for note in (notes or {}).get(item.id, [])]
         for skip in skipped[:SKIPS_SHOWN]:
             name = escaped(reclaim_plan.exact_name(skip.path, skip.path_bytes or None))
             lines.append(f"      skipped {name}: {REASONS.get(skip.reason, skip.reason)}")
@@ -341,7 +352,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 
     results, actions = await ctx.run_engine(work, ApplyRequest(plan, chosen, allowed))
     answer = report(plan, results)
-    text = render(answer)
+    text = render(answer, {done.item.id: _caveat(done.item) for done in results})
     if actions.failure is None:
         text += "\nEach action is logged in the history store (sysmcp history --reclaim) and on stderr."
     else:

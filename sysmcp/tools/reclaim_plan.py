@@ -191,7 +191,7 @@ def path_lines(item: Item, shown: int, indent: str) -> list[str]:
     """For a person to see what goes: the item's first ``shown`` paths (escaped), each with its owner and
     size, then '… and N more'; a duplicate's kept copy and its owner; a deleted-open file's old name and
     who holds it (its entry is only a /proc/PID/fd link)."""
-    if item.action == "truncate":
+    if item.held:
         lines = []
         for holder in item.holders[:HOLDERS_SHOWN]:
             name = escaped(exact_name(str(holder.get("file", "?")), holder.get("file_bytes")))
