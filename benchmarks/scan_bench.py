@@ -55,7 +55,7 @@ if mode == "sysmcp":
             meter.done = entries
             meter.extra["bytes"] = seen
 
-        usage = scan_usage(request, report, meter.checkpoint)
+        usage = scan_usage(request, report, meter.cancel)
         answer(root, usage, args)
         return usage.totals.disk
 

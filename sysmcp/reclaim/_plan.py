@@ -41,7 +41,7 @@ from sysmcp.engine.errors import NotFound, Refused
 from sysmcp.engine.opens import extended_attributes, open_parent
 from sysmcp.engine.procs import link_confined
 from sysmcp.reclaim import _classes as classes
-from sysmcp.reclaim._classes import Copy, Found, RootsLayout
+from sysmcp.reclaim._classes import Copy, Proposal, RootsLayout
 
 __all__ = [
     "LINK",
@@ -205,7 +205,7 @@ class PlanRequest:
     #: Sets of identical files, each copy as it was when its bytes were read (a bare path: looked at now).
     duplicates: Sequence[Sequence[bytes | Copy]] = ()
     #: The history hook: items for "what grew since the last snapshot" (None: no history store).
-    grew: Callable[[], Sequence[Found]] | None = None
+    grew: Callable[[], Sequence[Proposal]] | None = None
     min_bytes: int = 1
 
 
@@ -218,7 +218,7 @@ def build_plan(
 ) -> Plan:
     """Every class's items inside the scope, largest first, with identities and honest byte counts;
     ``progress`` counts the classes looked at."""
-    found: list[Found] = []
+    found: list[Proposal] = []
     finders = [f for name, f in classes.CLASSES.items() if request.classes is None or name in request.classes]
     for done, finder in enumerate(finders, 1):
         cancel()
@@ -229,7 +229,7 @@ def build_plan(
     if request.grew is not None and (request.classes is None or "grew" in request.classes):
         found += request.grew()
     links: dict[tuple[int, int], int] = {}  # how many of each inode's names the plan holds
-    kept: list[tuple[Found, list[tuple[bytes, os.stat_result]]]] = []
+    kept: list[tuple[Proposal, list[tuple[bytes, os.stat_result]]]] = []
     for group in found:
         paths = [
             (path, st)
@@ -294,7 +294,7 @@ def _target(proc_link: bytes) -> bytes:
         return b""
 
 
-def _item_id(group: Found) -> str:
+def _item_id(group: Proposal) -> str:
     digest = hashlib.blake2s(f"{group.klass}\0{group.key}".encode(errors="surrogateescape"), digest_size=4)
     return f"{group.klass}-{digest.hexdigest()}"
 

@@ -22,7 +22,7 @@ from sysmcp.tools import schemas as js
 from sysmcp.tools.typed import ABSENT, Opt, prop, result
 
 if TYPE_CHECKING:
-    from sysmcp.engine.mounts import Entry, MountTable
+    from sysmcp.engine.mounts import FilesystemUsage, MountTable
     from sysmcp.engine.space import Accounting, HeldOpen, Scanned, Snapshots
     from sysmcp.protocol.context import Meter
     from sysmcp.tools.registry import ToolContext
@@ -194,7 +194,7 @@ def fresh_scan(point: str, max_age: float = FRESH_SCAN_S) -> Scanned | None:
 
 
 async def run(
-    entry: Entry, table: MountTable, args: dict[str, Any], ctx: ToolContext, proc: str = PROC
+    entry: FilesystemUsage, table: MountTable, args: dict[str, Any], ctx: ToolContext, proc: str = PROC
 ) -> tuple[str, Explain]:
     """Account for the filesystem of ``entry``: the text and the ``explain`` part."""
     from sysmcp.engine.space import ExplainRequest, explain, explain_request, own_mount

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 import anyio.to_thread
 
 from sysmcp.engine.errors import EngineError
-from sysmcp.engine.mounts import Entry, Figures, Rate, SampleClock
+from sysmcp.engine.mounts import Figures, FilesystemUsage, Rate, SampleClock
 from sysmcp.engine.paths import display, is_within
 from sysmcp.engine.pools import Cow, ThinPool, could_be_thin, thin_pools
 from sysmcp.render import age, human_bytes
@@ -68,7 +68,7 @@ class PoolSampler:
         self.rounds: list[tuple[float, dict[str, ThinPool]]] = []
         self.fault = ""
 
-    async def take(self, entries: Sequence[Entry]) -> None:
+    async def take(self, entries: Sequence[FilesystemUsage]) -> None:
         devices = sorted(
             {e.mount.device for e in entries if e.figures is not None and could_be_thin(e.mount.device)}
         )
@@ -82,7 +82,7 @@ class PoolSampler:
             return
         self.rounds.append((self.clock.now(), found))
 
-    def pooled(self, entry: Entry) -> Pooled | None:
+    def pooled(self, entry: FilesystemUsage) -> Pooled | None:
         """The pool under ``entry``'s filesystem in the last round (None: no thin pool under it)."""
         device = entry.mount.device
         pool = self.rounds[-1][1].get(device) if self.rounds else None
@@ -123,7 +123,7 @@ def _pool_rate(samples: list[tuple[float, ThinPool]]) -> Rate | None:
     return Rate.of(figures)
 
 
-def _pool_line(entry: Entry, pool: ThinPool, fuller: bool, rate: Rate | None) -> str:
+def _pool_line(entry: FilesystemUsage, pool: ThinPool, fuller: bool, rate: Rate | None) -> str:
     """'/srv on thin pool vg0/pool: data 97.0 %, metadata 12.0 %, 300.0 MiB free of 10.0 GiB; …'."""
     meta = "" if pool.metadata_percent is None else f", metadata {pool.metadata_percent:g} %"
     text = (

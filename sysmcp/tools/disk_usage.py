@@ -16,7 +16,7 @@ from sysmcp.engine.mounts import (
     MAX_STUCK_PROBES,
     STATVFS_TIMEOUT,
     Disks,
-    Entry,
+    FilesystemUsage,
     Mount,
     MountTable,
     PartitionsProvider,
@@ -128,7 +128,7 @@ class DiskUsageResult:
 OUTPUT_SCHEMA = schema_of(DiskUsageResult)
 
 
-def filesystem(entry: Entry, pooled: Pooled | None = None) -> Filesystem:
+def filesystem(entry: FilesystemUsage, pooled: Pooled | None = None) -> Filesystem:
     """One filesystem of the answer, with the pool under it (whose time to full may be the sooner)."""
     shown = _shown(entry.mount)
     fig = entry.figures
@@ -414,7 +414,7 @@ class DiskUsage:
         async def progress(done: float, total: float) -> None:
             await ctx.progress(done, total, f"sampling free space: {done:.1f} of {total:g} s")
 
-        async def probe() -> list[Entry]:
+        async def probe() -> list[FilesystemUsage]:
             if "path" in args:
                 found = [(await disks.one(args["path"], table, ctx.paths.resolve_str))[0]]
             else:
@@ -458,7 +458,7 @@ class DiskUsage:
 
     def _answer(
         self,
-        entries: Sequence[Entry],
+        entries: Sequence[FilesystemUsage],
         table: MountTable,
         path: Opt[str],
         pooled: Sequence[Pooled | None] | None = None,
@@ -478,7 +478,7 @@ class DiskUsage:
         )
 
 
-def apfs_notes(entries: Sequence[Entry], table: MountTable) -> list[str]:
+def apfs_notes(entries: Sequence[FilesystemUsage], table: MountTable) -> list[str]:
     """One sentence per APFS container in the answer: its volumes share one pool of free space."""
     notes = []
     seen: set[str] = set()

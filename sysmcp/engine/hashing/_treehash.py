@@ -53,7 +53,7 @@ from sysmcp.engine.hashing._checksums import (
     hash_fd,
     hash_many,
 )
-from sysmcp.engine.opens import NotRegularFile, Replaced, kind, open_path, refused_symlink
+from sysmcp.engine.opens import FileSwap, NotRegularFile, kind, open_path, refused_symlink
 from sysmcp.engine.parallel import ParallelWalk, SharedCounters, Sharing, available_processes
 from sysmcp.engine.walk import (
     RUN_BYTES,
@@ -320,13 +320,13 @@ class Hasher:
                     mount.dev for mount in mount_table() if mount.fstype in ENTRY_INODES_TRUSTED
                 )
             if dev in self.trusted_devices:
-                return explain(Replaced())
+                return explain(FileSwap())
         try:
             now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except OSError:
-            return explain(Replaced())
+            return explain(FileSwap())
         if (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
-            return explain(Replaced())
+            return explain(FileSwap())
         return None
 
     def typed_by_path(self, relative: str, files: list[tuple[str, int]]) -> None:
@@ -388,7 +388,7 @@ def _open_error(exc: OSError) -> str:
     if exc.errno == errno.ENOENT:
         return "vanished before it could be hashed"
     if refused_symlink(exc):
-        return explain(Replaced())
+        return explain(FileSwap())
     return explain(exc)
 
 

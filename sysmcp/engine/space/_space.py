@@ -29,7 +29,7 @@ from typing import Any
 from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled
 from sysmcp.engine.errors import WrongKind
-from sysmcp.engine.mounts import Entry, Figures, Mount, MountTable
+from sysmcp.engine.mounts import Figures, FilesystemUsage, Mount, MountTable
 from sysmcp.engine.parallel import SPLIT_AFTER_S, SharedCounters, SharedTasks, available_processes
 from sysmcp.engine.paths import is_within
 from sysmcp.engine.pools import Cow, btrfs_cow, zfs_cow
@@ -99,7 +99,7 @@ def deleted_provider(proc: str = PROC) -> Callable[[Cancel], DeletedScan]:
     return scan
 
 
-def own_mount(entry: Entry, table: MountTable) -> Mount:
+def own_mount(entry: FilesystemUsage, table: MountTable) -> Mount:
     """The filesystem's whole mount (its root), not a bind mount of a subtree that holds the path."""
     if entry.mount.root == "/" or entry.st_dev is None:
         return entry.mount
