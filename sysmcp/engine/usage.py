@@ -24,13 +24,13 @@ from sysmcp.engine.calls import Cancel
 from sysmcp.engine.parallel import SPLIT_AFTER_S, SUBTREES_PER_PROCESS, ParallelWalk, SharedCounters, Sharing
 from sysmcp.engine.walk import (
     Budget,
-    Finished,
     Listing,
     ScanConfig,
     Scanner,
     ScanStopped,
     SkipCounter,
     Subtree,
+    SubtreeTotals,
     WalkOptions,
 )
 
@@ -98,7 +98,7 @@ class DirectoryRow(NamedTuple):
 class Usage:
     """What one scan found: the root's totals, the ranked lists, the counts behind them."""
 
-    totals: Finished | None = None
+    totals: SubtreeTotals | None = None
     entries: int = 0
     eligible_files: int = 0
     eligible_directories: int = 0
@@ -231,7 +231,7 @@ class Tally:
         self.top_files = TopN(request.top_files)
         self.top_dirs = TopN(request.top_directories)
         self.eligible_directories = 0
-        self.totals: Finished | None = None
+        self.totals: SubtreeTotals | None = None
         self.selection = Selection(request)
         self.record: list[list[Any]] | None = [] if request.record_floor else None
         # While recording: the newest mtime of finished subdirectories, by parent, until the parent
@@ -265,7 +265,7 @@ class Tally:
             else:
                 scanner.file_floor = self.top_files.floor + 1
 
-    def take(self, event: Listing | Finished, scanner: Scanner) -> None:
+    def take(self, event: Listing | SubtreeTotals, scanner: Scanner) -> None:
         request = self.request
         if type(event) is Listing:
             if not event.files:
@@ -282,7 +282,7 @@ class Tally:
                 )
             self.raise_floor(scanner)
         else:
-            assert isinstance(event, Finished)
+            assert isinstance(event, SubtreeTotals)
             if self.record is not None:
                 event.newest = self.settle_newest(event.relative, event.newest)
             if event.depth == 0:

@@ -39,7 +39,7 @@ from sysmcp.render import human_bytes, noun, table
 from sysmcp.tools import disk_explain
 from sysmcp.tools import schemas as js
 from sysmcp.tools.disk_explain import Explain
-from sysmcp.tools.disk_pools import Pool, Pooled, PoolReader, PoolSampler, read_pools
+from sysmcp.tools.disk_pools import FilesystemPool, Pool, PoolReader, PoolSampler, read_pools
 from sysmcp.tools.merging import HostOutcome, fleet_output
 from sysmcp.tools.recording import READINGS, readings_quiet, record_disk
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
@@ -128,7 +128,7 @@ class DiskUsageResult:
 OUTPUT_SCHEMA = schema_of(DiskUsageResult)
 
 
-def filesystem(entry: FilesystemUsage, pooled: Pooled | None = None) -> Filesystem:
+def filesystem(entry: FilesystemUsage, pooled: FilesystemPool | None = None) -> Filesystem:
     """One filesystem of the answer, with the pool under it (whose time to full may be the sooner)."""
     shown = _shown(entry.mount)
     fig = entry.figures
@@ -461,7 +461,7 @@ class DiskUsage:
         entries: Sequence[FilesystemUsage],
         table: MountTable,
         path: Opt[str],
-        pooled: Sequence[Pooled | None] | None = None,
+        pooled: Sequence[FilesystemPool | None] | None = None,
         **more: Any,
     ) -> DiskUsageResult:
         notes = apfs_notes(entries, table)

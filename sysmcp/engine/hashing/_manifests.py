@@ -46,7 +46,7 @@ MAX_BAD_LINES_KEPT = 10_000  # line numbers of improperly formatted lines kept (
 MAX_BAD_LINES = 100_000  # beyond this many improperly formatted lines the input is no manifest: stop
 
 
-class Packed(Sequence[T]):
+class CompactSequence(Sequence[T]):
     """A sequence whose items are built on demand by ``_at`` from compact storage (``Entries``,
     ``verdicts.Verdicts``): indexing, slicing and iteration written once for both."""
 
@@ -75,7 +75,7 @@ class Packed(Sequence[T]):
             yield self._at(index)
 
 
-class Entries(Packed[Entry]):
+class Entries(CompactSequence[Entry]):
     """Parsed entries kept compactly: names in one buffer, raw digests in another, numbers in arrays.
 
     Why: an ``Entry`` object per line costs about 290 bytes (57 MB for 200,000 lines), and forked

@@ -58,13 +58,13 @@ from sysmcp.engine.parallel import ParallelWalk, SharedCounters, Sharing, availa
 from sysmcp.engine.walk import (
     RUN_BYTES,
     Budget,
-    Finished,
     Listing,
     ScanConfig,
     Scanner,
     ScanStopped,
     SkipCounter,
     SortedRuns,
+    SubtreeTotals,
     WalkOptions,
     join,
     mount_table,
@@ -205,7 +205,7 @@ class Hasher:
         self.view = memoryview(self.buffer)
         self.trusted_devices: frozenset[int] | None = None  # see _refusal; read when first needed
 
-    def consume(self, event: Listing | Finished, scanner: Scanner) -> None:
+    def consume(self, event: Listing | SubtreeTotals, scanner: Scanner) -> None:
         """A walk's event, as the parallel walk hands it: a listing's files are hashed, totals ignored."""
         if type(event) is Listing:
             self.listing(event, scanner.listing_fd)
@@ -517,7 +517,7 @@ def hash_tree_parallel(
             walked = parallel.walk_claimed(claim, counter, check, own.consume, in_child)
             return runs.summary() | walked if in_child else walked
 
-        def detached(event: Listing | Finished, scanner: Scanner) -> None:
+        def detached(event: Listing | SubtreeTotals, scanner: Scanner) -> None:
             if type(event) is Listing:
                 hasher.listing(event, None)  # its directory is closed: the files are opened by path
 

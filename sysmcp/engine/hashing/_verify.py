@@ -39,7 +39,7 @@ from sysmcp.engine.hashing._manifests import (
 )
 from sysmcp.engine.hashing._verdicts import (
     NOT_CHECKED_CODE,
-    Checked,
+    EntryVerdict,
     Status,
     Verdicts,
     Verification,
@@ -162,15 +162,15 @@ def _check_here(
         if confine is not None:
             inside = confine(path)
             if inside is None:
-                result.checked[index] = Checked("UNREADABLE", OUTSIDE_ROOTS)
+                result.checked[index] = EntryVerdict("UNREADABLE", OUTSIDE_ROOTS)
                 continue
             path = inside
         st = look(path)
         if isinstance(st, str):
-            result.checked[index] = Checked("UNREADABLE", st) if st else Checked("MISSING")
+            result.checked[index] = EntryVerdict("UNREADABLE", st) if st else EntryVerdict("MISSING")
             continue
         if not stat.S_ISREG(st.st_mode):
-            result.checked[index] = Checked("UNREADABLE", f"not a regular file: {kind(st.st_mode)}")
+            result.checked[index] = EntryVerdict("UNREADABLE", f"not a regular file: {kind(st.st_mode)}")
             continue
         looked.append((index, path, st))
         total_bytes += st.st_size
@@ -246,7 +246,7 @@ def retry_others(
         if outcome.digest is not None and not outcome.digest.changed:
             for name, hexdigest in outcome.digest.hexdigests.items():
                 if hexdigest == manifest.entries[outcome.job.key].digest:
-                    result.checked[outcome.job.key] = Checked("OK", algorithm=name)
+                    result.checked[outcome.job.key] = EntryVerdict("OK", algorithm=name)
     progress_and_cancel()
     return counters.bytes
 
@@ -281,9 +281,13 @@ def find_new(
 
 def listed(
     result: Verification, limit: int, counts: Counter[Status]
-) -> dict[Status, list[tuple[bytes, Checked]]]:
+) -> dict[Status, list[tuple[bytes, EntryVerdict]]]:
     """The first ``limit`` names of each non-OK list: read again from the manifest, only as far as needed."""
-    by_status: dict[Status, list[tuple[bytes, Checked]]] = {"FAILED": [], "MISSING": [], "UNREADABLE": []}
+    by_status: dict[Status, list[tuple[bytes, EntryVerdict]]] = {
+        "FAILED": [],
+        "MISSING": [],
+        "UNREADABLE": [],
+    }
     wanted = sum(min(limit, counts[status]) for status in by_status)
     if wanted:
         for name, checked in zip(result.names(), result.checked, strict=False):
