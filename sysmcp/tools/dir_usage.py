@@ -12,7 +12,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from sysmcp.engine.calls import Cancel, Progress
@@ -464,17 +464,6 @@ def request_for(
         root=root,
         options=options,
     )
-
-
-def usage_report(meter: Meter | None) -> Callable[[int, int], None]:
-    """The usage engine's progress (entries, bytes seen) into a request's meter (None: nowhere)."""
-
-    def report(entries: int, seen: int) -> None:
-        if meter is not None:
-            meter.done = entries
-            meter.extra["bytes"] = seen
-
-    return report
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:

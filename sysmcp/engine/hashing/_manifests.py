@@ -213,22 +213,22 @@ def parse_manifest(
     *,
     forced: Algorithm | None = None,
     prefer: Sequence[str] = (),
-    check: Callable[[], None] | None = None,
+    cancel: Callable[[], None] | None = None,
 ) -> Manifest:
     """Parse GNU and BSD lines of any supported algorithm, line by line, as ``sha256sum -c`` does.
 
     ``forced``: only that algorithm (other tags and lengths are improperly formatted, like running
     ``sha256sum -c`` on an MD5 list; a forced blake2b takes its length from the line, like b2sum).
     ``prefer``: order of the candidates for lengths that several algorithms share (64, 128).
-    ``check``: called every few thousand lines (a cancellation checkpoint).
+    ``cancel``: called every few thousand lines (raises once the request is cancelled).
     """
     manifest = Manifest()
     bad = BadLines(manifest.bad_lines)
     parse = LineParser(forced, prefer).parse
     # Line by line from a stream, not ``split``: 64 MiB of short junk lines would be millions of objects.
     for number, line in checksum_lines(io.BytesIO(data)):
-        if check is not None and not number % 4096:
-            check()
+        if cancel is not None and not number % 4096:
+            cancel()
         parsed = parse(line)
         if parsed is None:
             bad.add(number)
@@ -569,10 +569,10 @@ class ManifestBytes:
             at += len(more)
         return b"".join(pieces)
 
-    def blocks(self, per_task: int, check: Callable[[], None]) -> Iterator[bytes]:
-        """Every range's lines in order; ``check`` (cancellation) runs before each."""
+    def blocks(self, per_task: int, cancel: Callable[[], None]) -> Iterator[bytes]:
+        """Every range's lines in order; ``cancel`` runs before each."""
         for start in range(0, self.size, per_task):
-            check()
+            cancel()
             yield self.owned(start, min(self.size, start + per_task))
 
     def changed(self) -> bool:
