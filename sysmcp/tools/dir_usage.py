@@ -21,7 +21,7 @@ from sysmcp.engine.paths import display, printable
 from sysmcp.engine.usage import Request, Usage, scan_usage
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.context import Meter
-from sysmcp.protocol.errors import ArgumentError, ToolError
+from sysmcp.protocol.errors import ArgumentError
 from sysmcp.render import age, human_bytes, more_not_shown, plural, table
 from sysmcp.tools import schemas as js
 from sysmcp.tools.arguments import size_argument
@@ -31,9 +31,9 @@ from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, l
 from sysmcp.tools.typed import ABSENT, Open, Opt, from_json, prop, result, schema_of, to_json
 from sysmcp.tools.walking import (
     directory_argument,
+    scan_failure,
     skipped_phrase,
     timeout_property,
-    unreadable_directory,
     walk_options,
     walk_properties,
 )
@@ -489,10 +489,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     request = request_for(args, window, os.fsencode(path), walk_options(args))
     try:
         usage, _, history_note = await ctx.run_engine(scan, request, describe=describe)
-    except PermissionError:
-        raise unreadable_directory(shown, path) from None
     except OSError as exc:
-        raise ToolError(f"Cannot scan {shown}: {exc.strerror or exc}") from None
+        raise scan_failure(shown, path, exc) from None
     found, text, full = answer(shown, usage, args, now)
     if history_note:
         text += "\n" + history_note

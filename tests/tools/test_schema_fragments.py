@@ -3,6 +3,7 @@ and the small helpers several modules share (fdinfo modes, version gates, built-
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from sysmcp.tools.descriptions import COMMON, described
 from sysmcp.tools.dir_usage import OUTPUT_SCHEMA as DIR_USAGE_OUTPUT
 from sysmcp.tools.registry import ResourceLink, listing_name, with_link
 from sysmcp.tools.verify_checksums import OUTPUT_SCHEMA as VERIFY_OUTPUT
+from sysmcp.tools.walking import scan_failure
 
 
 def test_a_typed_value_keeps_its_keywords_in_order_and_its_description_last() -> None:
@@ -68,6 +70,13 @@ def test_a_kept_listing_is_named_after_its_directory_and_linked_or_explained_in_
         "answer\nFull list: not kept, too big {to keep}",  # the reason is put in, never read as a format
         (),
     )
+
+
+def test_a_walk_the_system_refused_is_worded_by_what_refused_it(tmp_path: Path) -> None:
+    denied = scan_failure("/srv", tmp_path, PermissionError(errno.EACCES, "Permission denied"))
+    assert denied.message.startswith("Permission denied: cannot read the directory /srv")
+    failed = scan_failure("/srv", tmp_path, OSError(errno.EIO, "Input/output error"))
+    assert failed.message == "Cannot scan /srv: Input/output error"
 
 
 @pytest.mark.parametrize(
