@@ -18,7 +18,7 @@ from typing import Any, Literal
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.mounts import inodes_in_use
 from sysmcp.engine.paths import display, printable
-from sysmcp.engine.usage import Request, Usage, scan_usage
+from sysmcp.engine.usage import Usage, UsageRequest, scan_usage
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ArgumentError
@@ -448,10 +448,10 @@ def _window_phrase(args: dict[str, Any]) -> str:
 
 def request_for(
     args: dict[str, Any], window: tuple[float | None, float | None], root: bytes, options: WalkOptions
-) -> Request:
+) -> UsageRequest:
     """The scan of ``root`` the validated arguments ask for, ``window`` their ``time_window``."""
     show: str = args["show"]
-    return Request(
+    return UsageRequest(
         top_files=FULL_FILES if show in _LISTS_FILES else 0,
         top_directories=FULL_DIRECTORIES if show in _LISTS_DIRECTORIES else 0,
         max_depth=args["max_depth"],
@@ -475,7 +475,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{plural(int(meter.done), 'entry')} scanned, {human_bytes(seen[0])} seen"
 
-    def scan(request: Request, progress: Progress, cancel: Cancel) -> tuple[Usage, Any, str | None]:
+    def scan(request: UsageRequest, progress: Progress, cancel: Cancel) -> tuple[Usage, Any, str | None]:
         if request.options.one_file_system:
             progress(0, inodes_in_use(path))
 

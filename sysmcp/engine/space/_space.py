@@ -226,9 +226,9 @@ def walk_filesystem(
     split_after_s: float = SPLIT_AFTER_S,
 ) -> tuple[WalkPart, SkipCounter]:
     """The one call into the tree-walk engine (``fs.usage``: dir_usage's parallel du -x walk, totals only)."""
-    from sysmcp.engine.usage import Request, scan_usage
+    from sysmcp.engine.usage import UsageRequest, scan_usage
 
-    request = Request(
+    request = UsageRequest(
         top_files=0,
         top_directories=0,
         max_depth=1,
