@@ -223,7 +223,7 @@ class Selection:
 NEVER = 1 << 62
 
 
-class Tally:
+class TopLists:
     """The two bounded lists and the counts behind them, fed by walk events (one per process)."""
 
     def __init__(self, request: UsageRequest) -> None:
@@ -392,7 +392,7 @@ def scan_usage(
     asks = progress is not None or cancel is not None
     budget = Budget(request.timeout_s, progress_and_cancel if asks else None, clock=clock)
 
-    tally = Tally(request)
+    tally = TopLists(request)
     skipped = usage.skipped
     scanner = Scanner(request.root, request.options, skipped, budget, config=tally.config())
     mine.current = scanner
@@ -419,7 +419,7 @@ def scan_usage(
                 current.share_wanted = True
 
         if in_child:
-            own, counter, linked = Tally(request), SkipCounter(), []
+            own, counter, linked = TopLists(request), SkipCounter(), []
             own.selection.linked = {}
             ticker = counting = _Counts()
 
@@ -539,7 +539,7 @@ Part = dict[str, Any]
 def _join(
     parallel: ParallelWalk,
     work: Callable[..., Part],
-    tally: Tally,
+    tally: TopLists,
     usage: Usage,
 ) -> tuple[str | None, int]:
     """Walk subtrees here too, then merge every child's part; returns (stopped, eligible files).
@@ -629,7 +629,7 @@ def _join(
 
 def _merge_child(
     part: Part,
-    tally: Tally,
+    tally: TopLists,
     skipped: SkipCounter,
     seen: set[tuple[int, int]],
     roots: dict[str, int],

@@ -185,7 +185,7 @@ class Runs(SortedRuns):
         }
 
 
-class Hasher:
+class ListingHasher:
     """Hashes the files of listings, in this process, into ``Runs``."""
 
     def __init__(
@@ -504,14 +504,14 @@ def hash_tree_parallel(
         # Every file is opened and checked here: told by its entry's type, no lstat each.
         config = ScanConfig(finished_depth=-1, regular_by_type=True)
         scanner = Scanner(root, request.options, skipped, budget, config=config)
-        hasher = Hasher(root, algorithm, style, mine, budget)
+        hasher = ListingHasher(root, algorithm, style, mine, budget)
 
         def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
             assert parallel is not None
             if in_child:
                 runs, counter = Runs(spills[progress.slot]), SkipCounter()
                 check = budget.sharing(lambda: progress.set(*runs.progress()))
-                own = Hasher(root, algorithm, style, runs, check)
+                own = ListingHasher(root, algorithm, style, runs, check)
             else:
                 runs, counter, check, own = mine, skipped, budget, hasher
             walked = parallel.walk_claimed(claim, counter, check, own.consume, in_child)
