@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus import MARKER, generate
 
 from sysmcp.engine.paths import PathPolicy
-from sysmcp.engine.usage import Request, scan_usage
+from sysmcp.engine.usage import UsageRequest, scan_usage
 from sysmcp.history import state
 from sysmcp.history.store import DB_NAME
 from sysmcp.protocol.context import RequestContext
@@ -40,9 +40,9 @@ from sysmcp.tools.registry import ToolContext
 from sysmcp.tools.what_changed import INPUT_SCHEMA, handle
 
 
-def dir_usage_request(root: Path) -> Request:
+def dir_usage_request(root: Path) -> UsageRequest:
     """What a default dir_usage call of ``root`` asks for (show both, max_depth 1)."""
-    return Request(FULL_FILES, FULL_DIRECTORIES, 1, True, 0, 300.0, root=os.fsencode(root))
+    return UsageRequest(FULL_FILES, FULL_DIRECTORIES, 1, True, 0, 300.0, root=os.fsencode(root))
 
 
 def cpu_now() -> float:

@@ -41,21 +41,21 @@ mode, root = sys.argv[1], sys.argv[2]
 if mode == "sysmcp":
     import anyio, anyio.to_thread
     from sysmcp.protocol.context import Meter
-    from sysmcp.engine.usage import Request, scan_usage
+    from sysmcp.engine.usage import UsageRequest, scan_usage
     from sysmcp.tools.dir_usage import FULL_DIRECTORIES, FULL_FILES, INPUT_SCHEMA, answer
     from sysmcp.tools.arguments import validate_arguments
 
     args = validate_arguments(INPUT_SCHEMA, {"path": root})
 
     def work():
-        request = Request(FULL_FILES, FULL_DIRECTORIES, 1, True, 0, 300.0, root=os.fsencode(root))
+        request = UsageRequest(FULL_FILES, FULL_DIRECTORIES, 1, True, 0, 300.0, root=os.fsencode(root))
         meter = Meter()
 
         def report(entries, seen):
             meter.done = entries
             meter.extra["bytes"] = seen
 
-        usage = scan_usage(request, report, meter.checkpoint)
+        usage = scan_usage(request, report, meter.cancel)
         answer(root, usage, args)
         return usage.totals.disk
 

@@ -120,10 +120,10 @@ def test_the_words_checker_sees_the_texts_the_suite_produces(tmp_path: Path) -> 
 def test_a_progress_line_without_a_message_says_what_the_numbers_are() -> None:
     import io
 
-    from sysmcp.cli.call import Progress
+    from sysmcp.cli.call import ProgressLine
 
     out = io.StringIO()
-    Progress(out, tty=False, clock=lambda: 0.0).update(25, 100, None)
+    ProgressLine(out, tty=False, clock=lambda: 0.0).update(25, 100, None)
     assert out.getvalue() == "progress: 25 of 100 done  25%\n"  # was "progress: 25  25%"
 
 

@@ -319,7 +319,7 @@ def _duration(seconds: float) -> str:
 
 
 @dataclass
-class Progress:
+class ProgressLine:
     """Progress on stderr: on a terminal one line rewritten in place, else one plain line per update."""
 
     stream: TextIO
@@ -393,7 +393,7 @@ def show_wire(direction: str, line: bytes) -> None:
 
 async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> int:
     command = [sys.executable, "-m", "sysmcp", *options.server_args]
-    progress = Progress(sys.stderr, sys.stderr.isatty())
+    progress = ProgressLine(sys.stderr, sys.stderr.isatty())
 
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
         if not options.raw:  # raw shows the notifications themselves

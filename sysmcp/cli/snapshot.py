@@ -186,7 +186,7 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
     """Each path's scan (and each baseline), one after another; the worst outcome decides the code."""
     from sysmcp.engine.errors import EngineError
     from sysmcp.engine.paths import PathPolicy, real_root
-    from sysmcp.engine.usage import Request, scan_usage
+    from sysmcp.engine.usage import UsageRequest, scan_usage
     from sysmcp.engine.walk import WalkOptions
     from sysmcp.protocol.errors import ToolError
     from sysmcp.tools.dir_usage import FULL_FILES
@@ -204,7 +204,9 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
             _err(f"sysmcp snapshot: {worded(exc)}")
             code = max(code, EXIT_USAGE)
             continue
-        request = Request(FULL_FILES, 0, 1, True, 0, args.timeout, root=os.fsencode(path), options=options)
+        request = UsageRequest(
+            FULL_FILES, 0, 1, True, 0, args.timeout, root=os.fsencode(path), options=options
+        )
         try:  # no request to cancel: the budget bounds the scan
             usage, snap, note = recorded_scan(request, scan_usage)
         except OSError as exc:

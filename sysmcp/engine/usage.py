@@ -2,12 +2,12 @@
 
 No MCP here: ``scan_usage(request, progress, cancel) -> Usage`` (``sysmcp.engine.calls``' shape), where
 ``progress(entries, bytes seen)`` and ``cancel()`` are called every few milliseconds at most. The tool
-(``sysmcp.tools.dir_usage``) reads the arguments into a ``Request`` and words the ``Usage``.
+(``sysmcp.tools.dir_usage``) reads the arguments into a ``UsageRequest`` and words the ``Usage``.
 
 What a caller that keeps scans (history) reads from a ``Usage``, all of it already computed for
 the answer, so keeping it costs nothing extra: ``totals`` (the root's cumulative apparent and disk
 bytes, files, directories), ``root_dev`` (the root's ``st_dev``), ``directories`` (``DirectoryRow``:
-each listed directory's cumulative totals, to ``Request.max_depth``, largest first), ``files``
+each listed directory's cumulative totals, to ``UsageRequest.max_depth``, largest first), ``files``
 (``FileRow``, largest first) with each one's mtime in ``modified``.
 """
 
@@ -24,13 +24,13 @@ from sysmcp.engine.calls import Cancel
 from sysmcp.engine.parallel import SPLIT_AFTER_S, SUBTREES_PER_PROCESS, ParallelWalk, SharedCounters, Sharing
 from sysmcp.engine.walk import (
     Budget,
-    Finished,
     Listing,
     ScanConfig,
     Scanner,
     ScanStopped,
     SkipCounter,
     Subtree,
+    SubtreeTotals,
     WalkOptions,
 )
 
@@ -98,7 +98,7 @@ class DirectoryRow(NamedTuple):
 class Usage:
     """What one scan found: the root's totals, the ranked lists, the counts behind them."""
 
-    totals: Finished | None = None
+    totals: SubtreeTotals | None = None
     entries: int = 0
     eligible_files: int = 0
     eligible_directories: int = 0
@@ -114,7 +114,7 @@ class Usage:
     root_dev: int | None = None  # st_dev of the root directory (None if it could not be opened)
     # Counted files with other (hard-linked) names, sparse holes' bytes, dot files, dot files' bytes
     notes: tuple[int, int, int, int] = (0, 0, 0, 0)
-    # With Request.record_floor: (relative, disk, apparent, files, newest file mtime or 0.0) of every
+    # With UsageRequest.record_floor: (relative, disk, apparent, files, newest file mtime or 0.0) of every
     # directory at any depth at least that big or named in record_also, for the history
     # (sysmcp.history.snapshots); ``totals.newest`` is then the whole tree's.
     recorded: list[tuple[str, int, int, int, float]] | None = None
@@ -122,7 +122,7 @@ class Usage:
 
 
 @dataclass(frozen=True)
-class Request:
+class UsageRequest:
     """What to scan (``root``, ``options``) and what to keep of it."""
 
     top_files: int
@@ -155,7 +155,7 @@ class Selection:
 
     __slots__ = ("apparent", "disk", "extensions", "files", "linked", "newer", "notes", "older", "types")
 
-    def __init__(self, request: Request) -> None:
+    def __init__(self, request: UsageRequest) -> None:
         self.newer, self.older = request.newer_than, request.older_than
         self.types = request.extensions
         self.files = self.apparent = self.disk = 0
@@ -223,15 +223,15 @@ class Selection:
 NEVER = 1 << 62
 
 
-class Tally:
+class TopLists:
     """The two bounded lists and the counts behind them, fed by walk events (one per process)."""
 
-    def __init__(self, request: Request) -> None:
+    def __init__(self, request: UsageRequest) -> None:
         self.request = request
         self.top_files = TopN(request.top_files)
         self.top_dirs = TopN(request.top_directories)
         self.eligible_directories = 0
-        self.totals: Finished | None = None
+        self.totals: SubtreeTotals | None = None
         self.selection = Selection(request)
         self.record: list[list[Any]] | None = [] if request.record_floor else None
         # While recording: the newest mtime of finished subdirectories, by parent, until the parent
@@ -265,7 +265,7 @@ class Tally:
             else:
                 scanner.file_floor = self.top_files.floor + 1
 
-    def take(self, event: Listing | Finished, scanner: Scanner) -> None:
+    def take(self, event: Listing | SubtreeTotals, scanner: Scanner) -> None:
         request = self.request
         if type(event) is Listing:
             if not event.files:
@@ -282,7 +282,7 @@ class Tally:
                 )
             self.raise_floor(scanner)
         else:
-            assert isinstance(event, Finished)
+            assert isinstance(event, SubtreeTotals)
             if self.record is not None:
                 event.newest = self.settle_newest(event.relative, event.newest)
             if event.depth == 0:
@@ -343,7 +343,7 @@ class _Counts:
 Row = TypeVar("Row", bound=tuple[Any, ...])
 
 
-def _ranked(rows: list[Row], request: Request) -> list[Row]:
+def _ranked(rows: list[Row], request: UsageRequest) -> list[Row]:
     """Largest first by the chosen size; a tie goes by the other size, then by name, as ``sort`` would."""
     if request.by_disk:
         return sorted(rows, key=lambda row: (-row[1], -row[0], row[2]))
@@ -351,7 +351,7 @@ def _ranked(rows: list[Row], request: Request) -> list[Row]:
 
 
 def scan_usage(
-    request: Request,
+    request: UsageRequest,
     progress: Seen | None = None,
     cancel: Cancel | None = None,
     *,
@@ -392,7 +392,7 @@ def scan_usage(
     asks = progress is not None or cancel is not None
     budget = Budget(request.timeout_s, progress_and_cancel if asks else None, clock=clock)
 
-    tally = Tally(request)
+    tally = TopLists(request)
     skipped = usage.skipped
     scanner = Scanner(request.root, request.options, skipped, budget, config=tally.config())
     mine.current = scanner
@@ -419,7 +419,7 @@ def scan_usage(
                 current.share_wanted = True
 
         if in_child:
-            own, counter, linked = Tally(request), SkipCounter(), []
+            own, counter, linked = TopLists(request), SkipCounter(), []
             own.selection.linked = {}
             ticker = counting = _Counts()
 
@@ -539,7 +539,7 @@ Part = dict[str, Any]
 def _join(
     parallel: ParallelWalk,
     work: Callable[..., Part],
-    tally: Tally,
+    tally: TopLists,
     usage: Usage,
 ) -> tuple[str | None, int]:
     """Walk subtrees here too, then merge every child's part; returns (stopped, eligible files).
@@ -629,11 +629,11 @@ def _join(
 
 def _merge_child(
     part: Part,
-    tally: Tally,
+    tally: TopLists,
     skipped: SkipCounter,
     seen: set[tuple[int, int]],
     roots: dict[str, int],
-    request: Request,
+    request: UsageRequest,
 ) -> None:
     """Fold a child's result into ``tally``, first taking out inodes another process counted already.
 

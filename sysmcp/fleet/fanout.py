@@ -17,7 +17,7 @@ import anyio
 
 from sysmcp.fleet import links
 from sysmcp.fleet.inventory import Inventory
-from sysmcp.fleet.pool import HostFailure, Pool, log
+from sysmcp.fleet.pool import HostFailure, SessionPool, log
 from sysmcp.fleet.ssh import bounded
 from sysmcp.protocol.client import PeerGone, ProgressCallback, RemoteError
 from sysmcp.protocol.context import RequestContext
@@ -66,7 +66,7 @@ def progress_message(finished: Sequence[HostOutcome], asked: int) -> str:
 @dataclass
 class Fleet:
     inventory: Inventory
-    pool: Pool
+    pool: SessionPool
     concurrency: int = DEFAULT_CONCURRENCY
     deadline: float = DEFAULT_DEADLINE
 

@@ -107,7 +107,7 @@ def private_control_dir() -> str:
     return tempfile.mkdtemp(prefix="sysmcp-ssh-", dir=base)
 
 
-class Pool:
+class SessionPool:
     def __init__(
         self, inventory: Inventory, settings: SshSettings, handshakes: int = DEFAULT_HANDSHAKES
     ) -> None:
@@ -123,7 +123,7 @@ class Pool:
         self._group: TaskGroup | None = None
 
     @asynccontextmanager
-    async def open(self) -> AsyncIterator[Pool]:
+    async def open(self) -> AsyncIterator[SessionPool]:
         """Run the pool for the duration of the block; close everything at its end, however it ends."""
         async with anyio.create_task_group() as group:
             self._group = group
@@ -145,7 +145,7 @@ class Pool:
             return current
         opening = self._opening.get(name)
         if opening is None:
-            assert self._group is not None, "Pool.open() is not running"
+            assert self._group is not None, "SessionPool.open() is not running"
             opening = self._opening[name] = _Opening()
             self._group.start_soon(self._open_into, name, opening)
         timeout = self.settings.connect_timeout
@@ -219,7 +219,7 @@ class Pool:
         await self._end(session)
 
     async def _open(self, host: Host) -> HostSession:
-        assert self._group is not None, "Pool.open() is not running"
+        assert self._group is not None, "SessionPool.open() is not running"
         argv = session_argv(self.settings, host)
         log.debug("ssh session starting", host=host.name, argv=argv)
         self._used.add(host.name)
@@ -345,4 +345,4 @@ def _last_line(data: bytearray) -> str:
     return lines[-1] if lines else ""
 
 
-__all__ = ["HostFailure", "HostSession", "Pool", "private_control_dir"]
+__all__ = ["HostFailure", "HostSession", "SessionPool", "private_control_dir"]

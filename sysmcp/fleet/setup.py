@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from sysmcp.fleet.fanout import DEFAULT_CONCURRENCY, DEFAULT_DEADLINE, Fleet
 from sysmcp.fleet.inventory import Inventory, from_names, merge, parse_ini, split_hosts_env
-from sysmcp.fleet.pool import DEFAULT_HANDSHAKES, Pool, private_control_dir
+from sysmcp.fleet.pool import DEFAULT_HANDSHAKES, SessionPool, private_control_dir
 from sysmcp.fleet.sources import detect, from_json, from_ssh_config, from_yaml
 from sysmcp.fleet.ssh import DEFAULT_CONNECT_TIMEOUT, DEFAULT_REMOTE_COMMAND, SshSettings
 
@@ -108,7 +108,7 @@ async def running_fleet(options: FleetOptions) -> AsyncIterator[Fleet]:
         remote_command=options.remote_command,
         connect_timeout=options.connect_timeout,
     )
-    pool = Pool(options.inventory, settings, options.handshakes)
+    pool = SessionPool(options.inventory, settings, options.handshakes)
     async with pool.open():
         yield Fleet(options.inventory, pool, options.concurrency, options.deadline)
 

@@ -18,7 +18,7 @@ from typing import NamedTuple
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.errors import EngineError
 from sysmcp.engine.hashing import ALGORITHMS, TreeRequest, hash_path
-from sysmcp.engine.usage import Request, Usage, scan_usage
+from sysmcp.engine.usage import Usage, UsageRequest, scan_usage
 from sysmcp.engine.walk import ScanStopped, SkipCounter, WalkOptions
 from sysmcp.history import state
 from sysmcp.history.diff import (
@@ -118,14 +118,16 @@ def compare(
     since, until, now = asked.since, asked.until, asked.now
     clock, monotonic, store = asked.clock, asked.monotonic, asked.store()
     found = Findings(store is not None)
-    whole = Request(asked.files_kept, 0, 1, True, 0, asked.timeout_s, root=asked.path, options=asked.options)
+    whole = UsageRequest(
+        asked.files_kept, 0, 1, True, 0, asked.timeout_s, root=asked.path, options=asked.options
+    )
 
-    def scan(request: Request) -> Usage:
+    def scan(request: UsageRequest) -> Usage:
         usage = scan_usage(request, lambda entries, _: progress(entries, None), cancel, clock=monotonic)
         found.skipped.merge(usage.skipped.as_dict(), usage.skipped.named)
         return usage
 
-    def modified_since() -> Request:
+    def modified_since() -> UsageRequest:
         """The walk that finds the files modified since ``since`` (the last day for "last")."""
         window = now - since if since is not None else FALLBACK_WINDOW_S
         return replace(whole, newer_than=now - window)

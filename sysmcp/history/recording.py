@@ -31,7 +31,7 @@ from sysmcp.history.snapshots import (
 )
 
 if TYPE_CHECKING:  # disk_usage imports this module too, walks nothing, and opens no SQLite until it records
-    from sysmcp.engine.usage import Request, Usage
+    from sysmcp.engine.usage import Usage, UsageRequest
     from sysmcp.engine.walk import WalkOptions
     from sysmcp.history.store import Store
 
@@ -69,8 +69,8 @@ def record_scan(
     store: Store | None,
     path: str | bytes | os.PathLike[str],
     options: WalkOptions,
-    request: Request,
-    run: Callable[[Request], Usage],
+    request: UsageRequest,
+    run: Callable[[UsageRequest], Usage],
     clock: Callable[[], float] = state.now,
 ) -> ScanRecord:
     """``run(request)``, recording every directory's totals in ``store`` (None: history is off, the

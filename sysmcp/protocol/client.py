@@ -82,7 +82,7 @@ class Reply:
 
 
 @dataclass(frozen=True, slots=True)
-class Progress:
+class ProgressNote:
     """``notifications/progress`` for a request of ours still waiting."""
 
     id: RequestId
@@ -98,7 +98,7 @@ class Garbage:
     reason: str
 
 
-Incoming = Reply | Progress | Request | Notification | Garbage
+Incoming = Reply | ProgressNote | Request | Notification | Garbage
 
 
 @dataclass
@@ -167,9 +167,9 @@ class RequestTable:
         return found
 
 
-def _progress(msg_id: RequestId, params: dict[str, Any]) -> Progress:
+def _progress(msg_id: RequestId, params: dict[str, Any]) -> ProgressNote:
     done, total, text = params.get("progress"), params.get("total"), params.get("message")
-    return Progress(
+    return ProgressNote(
         msg_id,
         float(done) if isinstance(done, (int, float)) else 0.0,
         float(total) if isinstance(total, (int, float)) else None,
@@ -276,7 +276,7 @@ class ClientSession:
                 if waiter is not None:
                     waiter.reply = item
                     waiter.done.set()
-            elif isinstance(item, Progress):
+            elif isinstance(item, ProgressNote):
                 waiter = self._waiters.get(item.id)
                 if waiter is not None and waiter.on_progress is not None:
                     try:
@@ -402,7 +402,7 @@ __all__ = [
     "ClientSession",
     "NotMcp",
     "PeerGone",
-    "Progress",
+    "ProgressNote",
     "RemoteError",
     "Reply",
     "RequestTable",

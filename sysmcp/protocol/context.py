@@ -57,7 +57,7 @@ class Meter:
         self.extra: dict[str, float] = {}
 
     @staticmethod
-    def checkpoint() -> None:
+    def cancel() -> None:
         """Raise if the request was cancelled; call it between chunks or entries."""
         anyio.from_thread.check_cancelled()
 
@@ -138,7 +138,7 @@ class RequestContext:
     ) -> T:
         """Run blocking ``work(meter)`` in a worker thread while reporting the meter as progress.
 
-        The worker must call ``meter.checkpoint()`` between chunks: that is where a cancelled
+        The worker must call ``meter.cancel()`` between chunks: that is where a cancelled
         request stops. A cancelled request waits for that, but only briefly: a thread blocked in the
         kernel (a dead mount) is left to finish alone (see ``threads``).
         """

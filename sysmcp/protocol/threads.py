@@ -1,6 +1,6 @@
 """Worker threads a cancelled request may leave behind, but never waits on for ever.
 
-A worker stops at its next ``meter.checkpoint()`` once its request is cancelled: within one chunk or
+A worker stops at its next ``meter.cancel()`` once its request is cancelled: within one chunk or
 one directory, normally milliseconds. A read blocked in the kernel (a dead network mount) reaches no
 checkpoint until the kernel returns, which may be never. Waiting for it would keep the request's
 worker slot taken for good and keep the server from exiting, so after a short grace the request lets

@@ -1,7 +1,7 @@
 """What can be freed, class by class: where each kind of reclaimable file lives and what removing it costs.
 
 Each finder looks only where its class lives (``RootsLayout``: tests point those places at tmpfs in a
-private mount namespace) and returns ``Found`` groups of regular files; ``reclaim.build_plan`` turns them
+private mount namespace) and returns ``Proposal`` groups of regular files; ``reclaim.build_plan`` turns them
 into plan items, counts each inode once and only when every one of its links goes. The finders never
 follow a symlink, never cross into another filesystem below a class root, and never write anything.
 The facts beside each class (the vendor's own command, the cost to the user, the safety level) are data
@@ -99,7 +99,7 @@ def _person(account: pwd.struct_passwd) -> bool:
 
 
 @dataclass(slots=True)
-class Found:
+class Proposal:
     """One group of files a finder proposes, before identities and accounting."""
 
     klass: str
@@ -173,9 +173,9 @@ class Spot:
     note: str | None = None
 
 
-def found_at(spots: Iterable[Spot]) -> list[Found]:
+def found_at(spots: Iterable[Spot]) -> list[Proposal]:
     """Each spot's regular files as one group (none for a spot with no files)."""
-    found: list[Found] = []
+    found: list[Proposal] = []
     for spot in spots:
         files = [
             (path, st)
@@ -185,7 +185,7 @@ def found_at(spots: Iterable[Spot]) -> list[Found]:
         ]
         if files:
             facts = (spot.command, spot.cost, spot.safety, spot.method)
-            found.append(Found(spot.klass, spot.key, files, *facts, note=spot.note))
+            found.append(Proposal(spot.klass, spot.key, files, *facts, note=spot.note))
     return found
 
 
@@ -197,7 +197,7 @@ def _suffix(*endings: bytes) -> Filter:
     return lambda name: name.endswith(endings)
 
 
-def package_caches(layout: RootsLayout) -> list[Found]:
+def package_caches(layout: RootsLayout) -> list[Proposal]:
     """Downloaded packages a package manager keeps after installing them."""
     archives = layout.apt + b"/archives"
 
@@ -248,7 +248,7 @@ LANGUAGE_CACHES: tuple[tuple[str, bytes, str | None, str], ...] = (
 )
 
 
-def language_caches(layout: RootsLayout) -> list[Found]:
+def language_caches(layout: RootsLayout) -> list[Proposal]:
     """Package caches of language tools in each home directory."""
     return found_at(
         Spot(
@@ -269,7 +269,7 @@ def _archived_journal(name: bytes) -> bool:
     return (name.endswith(b".journal") and b"@" in name) or name.endswith(b".journal~")
 
 
-def journals(layout: RootsLayout) -> list[Found]:
+def journals(layout: RootsLayout) -> list[Proposal]:
     """Archived journal files only: the active ones are journald's and stay."""
     return found_at(
         Spot(
@@ -293,7 +293,7 @@ _ROTATED = re.compile(
 )
 
 
-def rotated_logs(layout: RootsLayout) -> list[Found]:
+def rotated_logs(layout: RootsLayout) -> list[Proposal]:
     """Logs logrotate already set aside (``syslog.1``, ``syslog.2.gz``, ``messages-20260101``)."""
     spot = Spot(
         "rotated_log",
@@ -313,7 +313,7 @@ _CORE = re.compile(rb"core(\.[0-9]+)?")
 _CORE_COST = "the crashes can no longer be debugged from these dumps"
 
 
-def core_dumps(layout: RootsLayout) -> list[Found]:
+def core_dumps(layout: RootsLayout) -> list[Proposal]:
     """Crash dumps: systemd-coredump's and apport's stores, and stray ``core``/``core.N`` files."""
     stores = [
         Spot(
@@ -341,7 +341,7 @@ def core_dumps(layout: RootsLayout) -> list[Found]:
     return found_at([*stores, stray])
 
 
-def trash(layout: RootsLayout) -> list[Found]:
+def trash(layout: RootsLayout) -> list[Proposal]:
     """Desktop trash: files moved there free nothing until the trash is emptied."""
     return found_at(
         Spot(
@@ -359,7 +359,7 @@ def trash(layout: RootsLayout) -> list[Found]:
     )
 
 
-def containers(layout: RootsLayout) -> list[Found]:
+def containers(layout: RootsLayout) -> list[Proposal]:
     """What a container engine holds that could go, from the engine itself (``sysmcp.engine.containers``,
     its data root not walked): stopped containers' writable layers, dangling volumes, dangling images and
     the build cache, each freed by the engine's own command; and each container's log file, which
@@ -381,12 +381,14 @@ def containers(layout: RootsLayout) -> list[Found]:
     if layout.container_socket is not None:  # the engine's command must reach the same engine
         engine += f" --url unix://{found.socket}" if engine == "podman" else f" -H unix://{found.socket}"
     method = f"{found.engine}'s own figures"
-    groups: list[Found] = []
+    groups: list[Proposal] = []
 
     def figure(key: str, size: int, command: str, cost: str, safety: str) -> None:
         if size > 0:
             key = f"{found.socket}:{key}"
-            groups.append(Found("container", key, [], command, cost, safety, method, "command", figure=size))
+            groups.append(
+                Proposal("container", key, [], command, cost, safety, method, "command", figure=size)
+            )
 
     figure(
         "stopped",
@@ -431,7 +433,7 @@ def containers(layout: RootsLayout) -> list[Found]:
         # it stays the engine's command, so truncating is never a way to another user's file.
         ours = os.geteuid() in (0, file[1].st_uid)
         groups.append(
-            Found(
+            Proposal(
                 "container",
                 f"{found.socket}:log:{log.file.path}",
                 [file],
@@ -448,14 +450,14 @@ def containers(layout: RootsLayout) -> list[Found]:
     return groups
 
 
-def deleted_open(layout: RootsLayout) -> list[Found]:
+def deleted_open(layout: RootsLayout) -> list[Proposal]:
     """Deleted files a process still holds open: truncating through ``/proc/PID/fd/N`` frees them now.
 
     The same scan as deleted_open_files (``fs.openfiles``); only files a descriptor holds are kept (a
     file that is only mapped cannot be truncated safely), only those with blocks to free, and only those
     whose former path names them in this server's view (``DeletedFile.confined``): a file held in another
     mount namespace, or not on the filesystem mounted at its path here, is outside every scope."""
-    found: list[Found] = []
+    found: list[Proposal] = []
     proc = os.fsdecode(layout.proc)
     if not platform.has_proc_fd(proc):
         return found  # macOS and the BSDs: no /proc/PID/fd to find them, or to truncate through
@@ -478,7 +480,7 @@ def deleted_open(layout: RootsLayout) -> list[Found]:
         writer = next((holder for holder in held if "w" in holder.mode), None)
         named = writer or first
         found.append(
-            Found(
+            Proposal(
                 "deleted_open",
                 f"{st.st_dev}:{st.st_ino}",
                 [(link, st)],
@@ -591,7 +593,7 @@ def _why_no_link(keep: Copy, extras: Sequence[Copy]) -> str | None:
     return None
 
 
-def duplicates(groups: Sequence[Sequence[bytes | Copy]]) -> list[Found]:
+def duplicates(groups: Sequence[Sequence[bytes | Copy]]) -> list[Proposal]:
     """Extra copies of identical files (found by ``find_duplicates``), each set split by owner: one
     user's copies are never removed for, or linked to, another user's file. Of one owner's copies the
     one that stays is the one nobody else can write (no group or other write permission), then one
@@ -599,7 +601,7 @@ def duplicates(groups: Sequence[Sequence[bytes | Copy]]) -> list[Found]:
     an extra only if the kept copy gives nobody write access that the extra did not, nor the power to
     remove the last copy. Each extra can go or, when owner, group, mode, ACLs and
     extended attributes all match, become a hard link to the kept copy (``ITEM:link`` in reclaim)."""
-    found: list[Found] = []
+    found: list[Proposal] = []
     looked: dict[bytes, os.stat_result | None] = {}
     for group in groups:
         owners: dict[int, list[Copy]] = {}
@@ -619,7 +621,7 @@ def duplicates(groups: Sequence[Sequence[bytes | Copy]]) -> list[Found]:
             shown = _shown(keep[0])
             refused = _why_no_link(keep, files)
             found.append(
-                Found(
+                Proposal(
                     "duplicate",
                     shown,
                     files,
@@ -639,7 +641,7 @@ def duplicates(groups: Sequence[Sequence[bytes | Copy]]) -> list[Found]:
     return found
 
 
-CLASSES: dict[str, Callable[[RootsLayout], list[Found]]] = {
+CLASSES: dict[str, Callable[[RootsLayout], list[Proposal]]] = {
     "package_cache": package_caches,
     "language_cache": language_caches,
     "journal": journals,

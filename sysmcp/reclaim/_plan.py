@@ -41,10 +41,10 @@ from typing import Any
 from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.errors import NotFound, Refused
-from sysmcp.engine.opens import NotRegularFile, Replaced, extended_attributes, open_parent, open_regular_at
+from sysmcp.engine.opens import FileSwap, NotRegularFile, extended_attributes, open_parent, open_regular_at
 from sysmcp.engine.procs import link_confined
 from sysmcp.reclaim import _classes as classes
-from sysmcp.reclaim._classes import Copy, Found, RootsLayout
+from sysmcp.reclaim._classes import Copy, Proposal, RootsLayout
 
 __all__ = [
     "LINK",
@@ -218,7 +218,7 @@ class PlanRequest:
     #: Sets of identical files, each copy as it was when its bytes were read (a bare path: looked at now).
     duplicates: Sequence[Sequence[bytes | Copy]] = ()
     #: The history hook: items for "what grew since the last snapshot" (None: no history store).
-    grew: Callable[[], Sequence[Found]] | None = None
+    grew: Callable[[], Sequence[Proposal]] | None = None
     min_bytes: int = 1
 
 
@@ -231,7 +231,7 @@ def build_plan(
 ) -> Plan:
     """Every class's items inside the scope, largest first, with identities and honest byte counts;
     ``progress`` counts the classes looked at."""
-    found: list[Found] = []
+    found: list[Proposal] = []
     finders = [f for name, f in classes.CLASSES.items() if request.classes is None or name in request.classes]
     for done, finder in enumerate(finders, 1):
         cancel()
@@ -242,7 +242,7 @@ def build_plan(
     if request.grew is not None and (request.classes is None or "grew" in request.classes):
         found += request.grew()
     links: dict[tuple[int, int], int] = {}  # how many of each inode's names the plan holds
-    kept: list[tuple[Found, list[tuple[bytes, os.stat_result]]]] = []
+    kept: list[tuple[Proposal, list[tuple[bytes, os.stat_result]]]] = []
     for group in found:
         paths = [(path, st) for path, st in group.paths if group.held or _inside(path, request.scope)]
         if group.held and not any(_inside(_target(path), request.scope) for path, _ in paths):
@@ -303,7 +303,7 @@ def _target(proc_link: bytes) -> bytes:
         return b""
 
 
-def _item_id(group: Found) -> str:
+def _item_id(group: Proposal) -> str:
     digest = hashlib.blake2s(f"{group.klass}\0{group.key}".encode(errors="surrogateescape"), digest_size=4)
     return f"{group.klass}-{digest.hexdigest()}"
 
@@ -684,7 +684,7 @@ def _empty(
         return FileResult(path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
     except NotRegularFile:
         return FileResult(path, False, "not_regular")
-    except Replaced:
+    except FileSwap:
         return FileResult(path, False, "changed")
     except OSError as exc:  # ENXIO: a FIFO swapped in after the look, with no reader
         return FileResult(path, False, "not_regular" if exc.errno == errno.ENXIO else _why(exc))

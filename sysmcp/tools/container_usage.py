@@ -382,7 +382,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             done[phase] = count
             meter.done = done["inspect"] + done["walk"]  # each only grows, so their sum does
 
-        return survey(request, progress, meter.checkpoint)
+        return survey(request, progress, meter.cancel)
 
     found = await ctx.run_in_worker(work, describe=describe)
     return ToolOutput.of(answer(found, args["top_n"], time.time(), allowed), render)

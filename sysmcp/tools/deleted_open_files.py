@@ -71,7 +71,7 @@ class DeletedOpenFile:
 
 
 @result
-class Filesystem:
+class FilesystemTotals:
     mount_point: str = prop()
     fs_type: str = prop()
     device: str = prop()
@@ -93,7 +93,7 @@ class DeletedOpenAnswer:
     available: bool = prop("False where this system has no /proc/PID/fd to look at (e.g. macOS).")
     files: list[DeletedOpenFile] = prop()
     files_not_shown: int = prop()
-    filesystems: list[Filesystem] = prop(
+    filesystems: list[FilesystemTotals] = prop(
         "Totals per filesystem, most disk bytes first (each file counted once)."
     )
     total_disk_bytes: int = prop()
@@ -169,7 +169,7 @@ def render(
         totals.setdefault(mount.mount_point, (mount, []))[1].append(item)
     filesystems = sorted(
         (
-            Filesystem(
+            FilesystemTotals(
                 display(mount.mount_point),
                 display(mount.fs_type),
                 display(mount.device),

@@ -132,17 +132,3 @@ def described(schema: dict[str, Any]) -> dict[str, Any]:
         _fill(copied)
         kept = _CACHE[id(schema)] = (schema, copied)
     return kept[1]
-
-
-def describe_paths(schema: dict[str, Any], words: dict[str, str]) -> dict[str, Any]:
-    """Give the properties named by dotted paths (``a.b``, ``a[].b`` for an array's items) their
-    description, in place, where the schema is written too compactly to carry it inline; returns it."""
-    for dotted, text in words.items():
-        node: dict[str, Any] = schema
-        for part in dotted.split("."):
-            name = part.removesuffix("[]")
-            node = node["properties"][name]
-            if part.endswith("[]"):
-                node = node["items"]
-        node.setdefault("description", text)
-    return schema

@@ -12,16 +12,16 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.mounts import inodes_in_use
 from sysmcp.engine.paths import display, printable
-from sysmcp.engine.usage import Request, Usage, scan_usage
+from sysmcp.engine.usage import Usage, UsageRequest, scan_usage
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.context import Meter
-from sysmcp.protocol.errors import ArgumentError, ToolError
+from sysmcp.protocol.errors import ArgumentError
 from sysmcp.render import age, human_bytes, more_not_shown, plural, table
 from sysmcp.tools import schemas as js
 from sysmcp.tools.arguments import size_argument
@@ -31,9 +31,9 @@ from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, l
 from sysmcp.tools.typed import ABSENT, Open, Opt, from_json, prop, result, to_json
 from sysmcp.tools.walking import (
     directory_argument,
+    scan_failure,
     skipped_phrase,
     timeout_property,
-    unreadable_directory,
     walk_options,
     walk_properties,
 )
@@ -445,10 +445,10 @@ def _window_phrase(args: dict[str, Any]) -> str:
 
 def request_for(
     args: dict[str, Any], window: tuple[float | None, float | None], root: bytes, options: WalkOptions
-) -> Request:
+) -> UsageRequest:
     """The scan of ``root`` the validated arguments ask for, ``window`` their ``time_window``."""
     show: str = args["show"]
-    return Request(
+    return UsageRequest(
         top_files=FULL_FILES if show in _LISTS_FILES else 0,
         top_directories=FULL_DIRECTORIES if show in _LISTS_DIRECTORIES else 0,
         max_depth=args["max_depth"],
@@ -463,17 +463,6 @@ def request_for(
     )
 
 
-def usage_report(meter: Meter | None) -> Callable[[int, int], None]:
-    """The usage engine's progress (entries, bytes seen) into a request's meter (None: nowhere)."""
-
-    def report(entries: int, seen: int) -> None:
-        if meter is not None:
-            meter.done = entries
-            meter.extra["bytes"] = seen
-
-    return report
-
-
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     now = time.time()
     window = time_window(args, now)  # bad durations are refused before any work
@@ -483,7 +472,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{plural(int(meter.done), 'entry')} scanned, {human_bytes(seen[0])} seen"
 
-    def scan(request: Request, progress: Progress, cancel: Cancel) -> tuple[Usage, Any, str | None]:
+    def scan(request: UsageRequest, progress: Progress, cancel: Cancel) -> tuple[Usage, Any, str | None]:
         if request.options.one_file_system:
             progress(0, inodes_in_use(path))
 
@@ -497,10 +486,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     request = request_for(args, window, os.fsencode(path), walk_options(args))
     try:
         usage, _, history_note = await ctx.run_engine(scan, request, describe=describe)
-    except PermissionError:
-        raise unreadable_directory(shown, path) from None
     except OSError as exc:
-        raise ToolError(f"Cannot scan {shown}: {exc.strerror or exc}") from None
+        raise scan_failure(shown, path, exc) from None
     found, text, full = answer(shown, usage, args, now)
     if history_note:
         text += "\n" + history_note

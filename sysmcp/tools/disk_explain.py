@@ -22,8 +22,8 @@ from sysmcp.tools import schemas as js
 from sysmcp.tools.typed import ABSENT, Opt, prop, result
 
 if TYPE_CHECKING:
-    from sysmcp.engine.mounts import Entry, MountTable
-    from sysmcp.engine.space import Accounting, HeldOpen, Scanned, Snapshots
+    from sysmcp.engine.mounts import FilesystemUsage, MountTable
+    from sysmcp.engine.space import Accounting, HeldOpen, KeptScan, Snapshots
     from sysmcp.protocol.context import Meter
     from sysmcp.tools.registry import ToolContext
 
@@ -170,10 +170,10 @@ class Explain:
     seconds: Opt[float] = prop()
 
 
-def fresh_scan(point: str, max_age: float = FRESH_SCAN_S) -> Scanned | None:
+def fresh_scan(point: str, max_age: float = FRESH_SCAN_S) -> KeptScan | None:
     """The newest complete dir_usage scan of ``point`` (one filesystem, nothing excluded, the same
     filesystem identity) in the history, if it is younger than ``max_age`` seconds. In a worker."""
-    from sysmcp.engine.space import Scanned
+    from sysmcp.engine.space import KeptScan
     from sysmcp.engine.walk import WalkOptions
     from sysmcp.history import state
     from sysmcp.history.recording import series_of
@@ -189,12 +189,12 @@ def fresh_scan(point: str, max_age: float = FRESH_SCAN_S) -> Scanned | None:
     for info in store.snapshots("scan", series.root, limit=50, count_rows=False):
         if info.series == series and not info.partial:
             age = now - info.taken
-            return Scanned(info.disk, info.files, info.taken, age) if 0 <= age <= max_age else None
+            return KeptScan(info.disk, info.files, info.taken, age) if 0 <= age <= max_age else None
     return None
 
 
 async def run(
-    entry: Entry, table: MountTable, args: dict[str, Any], ctx: ToolContext, proc: str = PROC
+    entry: FilesystemUsage, table: MountTable, args: dict[str, Any], ctx: ToolContext, proc: str = PROC
 ) -> tuple[str, Explain]:
     """Account for the filesystem of ``entry``: the text and the ``explain`` part."""
     from sysmcp.engine.space import ExplainRequest, explain, explain_request, own_mount

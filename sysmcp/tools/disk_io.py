@@ -22,7 +22,7 @@ from sysmcp.engine.mounts import default_partitions
 from sysmcp.engine.paths import is_within, printable
 from sysmcp.engine.procs import (
     PROC,
-    Moved,
+    ProcessIO,
     Reading,
     WrittenFile,
     device_deltas,
@@ -116,8 +116,8 @@ class DiskIO:
 # -- the tool ---------------------------------------------------------------------------------
 
 
-def _rows(moved: list[Moved], written: bool, top_n: int, seconds: float) -> tuple[list[Process], int]:
-    def amount(item: Moved) -> int:
+def _rows(moved: list[ProcessIO], written: bool, top_n: int, seconds: float) -> tuple[list[Process], int]:
+    def amount(item: ProcessIO) -> int:
         return item.write_bytes if written else item.read_bytes
 
     ranked = sorted((m for m in moved if amount(m) > 0), key=lambda m: (-amount(m), m.pid))
@@ -234,7 +234,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     with_processes = platform.has_process_io_counters()
 
     def snapshot(meter: Meter) -> Reading:
-        return take_reading(with_processes, meter.checkpoint)
+        return take_reading(with_processes, meter.cancel)
 
     first = await ctx.run_in_worker(snapshot)
     start = first.taken

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 import anyio.to_thread
 
 from sysmcp.engine.errors import EngineError
-from sysmcp.engine.mounts import Entry, Figures, Rate, SampleClock
+from sysmcp.engine.mounts import Figures, FilesystemUsage, Rate, SampleClock
 from sysmcp.engine.paths import display, is_within
 from sysmcp.engine.pools import Cow, ThinPool, could_be_thin, thin_pools
 from sysmcp.render import age, human_bytes
@@ -22,7 +22,7 @@ from sysmcp.tools.typed import prop, result
 if TYPE_CHECKING:
     from sysmcp.engine.space import Snapshots
 
-__all__ = ["Pool", "PoolReader", "PoolSampler", "Pooled", "as_snapshots", "cow_lines", "read_pools"]
+__all__ = ["FilesystemPool", "Pool", "PoolReader", "PoolSampler", "as_snapshots", "cow_lines", "read_pools"]
 
 POOL_TIMEOUT = 5.0  # seconds lvs is given
 POOL_MAX_AGE = 2.0  # seconds an answer's first lvs reading may be old (a sampling round's: fresh)
@@ -50,7 +50,7 @@ class Pool:
     seconds_to_full: float | None = prop("With sample_s: at that rate, until the pool's data is full.")
 
 
-class Pooled(NamedTuple):
+class FilesystemPool(NamedTuple):
     """The pool under one filesystem of the answer, its line for the text, and the pool's time to
     full when that comes sooner than the filesystem's own (None: the filesystem's own stands)."""
 
@@ -68,7 +68,7 @@ class PoolSampler:
         self.rounds: list[tuple[float, dict[str, ThinPool]]] = []
         self.fault = ""
 
-    async def take(self, entries: Sequence[Entry]) -> None:
+    async def take(self, entries: Sequence[FilesystemUsage]) -> None:
         devices = sorted(
             {e.mount.device for e in entries if e.figures is not None and could_be_thin(e.mount.device)}
         )
@@ -82,7 +82,7 @@ class PoolSampler:
             return
         self.rounds.append((self.clock.now(), found))
 
-    def pooled(self, entry: Entry) -> Pooled | None:
+    def pooled(self, entry: FilesystemUsage) -> FilesystemPool | None:
         """The pool under ``entry``'s filesystem in the last round (None: no thin pool under it)."""
         device = entry.mount.device
         pool = self.rounds[-1][1].get(device) if self.rounds else None
@@ -109,7 +109,7 @@ class PoolSampler:
         sooner = (
             own is not None and pool_full is not None and pool_full < (own.seconds_to_full or float("inf"))
         )
-        return Pooled(part, _pool_line(entry, pool, fuller, rate), pool_full if sooner else None)
+        return FilesystemPool(part, _pool_line(entry, pool, fuller, rate), pool_full if sooner else None)
 
     def fault_lines(self) -> list[str]:
         return [f"Thin pools not read: {self.fault}."] if self.fault and not self.rounds else []
@@ -123,7 +123,7 @@ def _pool_rate(samples: list[tuple[float, ThinPool]]) -> Rate | None:
     return Rate.of(figures)
 
 
-def _pool_line(entry: Entry, pool: ThinPool, fuller: bool, rate: Rate | None) -> str:
+def _pool_line(entry: FilesystemUsage, pool: ThinPool, fuller: bool, rate: Rate | None) -> str:
     """'/srv on thin pool vg0/pool: data 97.0 %, metadata 12.0 %, 300.0 MiB free of 10.0 GiB; …'."""
     meta = "" if pool.metadata_percent is None else f", metadata {pool.metadata_percent:g} %"
     text = (

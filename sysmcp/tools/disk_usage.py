@@ -16,7 +16,7 @@ from sysmcp.engine.mounts import (
     MAX_STUCK_PROBES,
     STATVFS_TIMEOUT,
     Disks,
-    Entry,
+    FilesystemUsage,
     Mount,
     MountTable,
     PartitionsProvider,
@@ -39,7 +39,7 @@ from sysmcp.render import human_bytes, noun, table
 from sysmcp.tools import disk_explain
 from sysmcp.tools import schemas as js
 from sysmcp.tools.disk_explain import Explain
-from sysmcp.tools.disk_pools import Pool, Pooled, PoolReader, PoolSampler, read_pools
+from sysmcp.tools.disk_pools import FilesystemPool, Pool, PoolReader, PoolSampler, read_pools
 from sysmcp.tools.merging import HostOutcome, fleet_output
 from sysmcp.tools.recording import READINGS, readings_quiet, record_disk
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
@@ -125,7 +125,7 @@ class DiskUsageResult:
     )
 
 
-def filesystem(entry: Entry, pooled: Pooled | None = None) -> Filesystem:
+def filesystem(entry: FilesystemUsage, pooled: FilesystemPool | None = None) -> Filesystem:
     """One filesystem of the answer, with the pool under it (whose time to full may be the sooner)."""
     shown = _shown(entry.mount)
     fig = entry.figures
@@ -411,7 +411,7 @@ class DiskUsage:
         async def progress(done: float, total: float) -> None:
             await ctx.progress(done, total, f"sampling free space: {done:.1f} of {total:g} s")
 
-        async def probe() -> list[Entry]:
+        async def probe() -> list[FilesystemUsage]:
             if "path" in args:
                 found = [(await disks.one(args["path"], table, ctx.paths.resolve_str))[0]]
             else:
@@ -455,10 +455,10 @@ class DiskUsage:
 
     def _answer(
         self,
-        entries: Sequence[Entry],
+        entries: Sequence[FilesystemUsage],
         table: MountTable,
         path: Opt[str],
-        pooled: Sequence[Pooled | None] | None = None,
+        pooled: Sequence[FilesystemPool | None] | None = None,
         **more: Any,
     ) -> DiskUsageResult:
         notes = apfs_notes(entries, table)
@@ -475,7 +475,7 @@ class DiskUsage:
         )
 
 
-def apfs_notes(entries: Sequence[Entry], table: MountTable) -> list[str]:
+def apfs_notes(entries: Sequence[FilesystemUsage], table: MountTable) -> list[str]:
     """One sentence per APFS container in the answer: its volumes share one pool of free space."""
     notes = []
     seen: set[str] = set()

@@ -128,7 +128,7 @@ def duplicate_groups(root: Path, meter: Meter) -> list[list[tuple[bytes, os.stat
 
     base = os.fsencode(root)
     request = DuplicatesRequest(base, WalkOptions(one_file_system=True), timeout_s=DUPLICATES_TIMEOUT_S)
-    search = find_duplicates(request, meter.report, meter.checkpoint)
+    search = find_duplicates(request, meter.report, meter.cancel)
     joined = base.rstrip(b"/") + b"/"
     groups: list[list[tuple[bytes, os.stat_result]]] = []
     for group in search.groups:

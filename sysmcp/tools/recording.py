@@ -18,13 +18,13 @@ from sysmcp.render import plural
 from sysmcp.tools.typed import ABSENT
 
 if TYPE_CHECKING:  # disk_usage records through here too, and walks nothing
-    from sysmcp.engine.usage import Request, Usage
+    from sysmcp.engine.usage import Usage, UsageRequest
     from sysmcp.engine.walk import WalkOptions
     from sysmcp.tools.disk_usage import Filesystem
 
 
 def recorded_scan(
-    request: Request, run: Callable[[Request], Usage], clock: Callable[[], float] = state.now
+    request: UsageRequest, run: Callable[[UsageRequest], Usage], clock: Callable[[], float] = state.now
 ) -> tuple[Usage, ScanSnapshot | None, str | None]:
     """``run(request)``, recording every directory's totals for history when history is on: the
     usage, the snapshot saved (None if none) and a sentence when it could not be saved. In a worker."""

@@ -123,7 +123,7 @@ class ToolContext:
         """``run(request, progress, cancel)`` in a worker thread, its progress sent to the client as it
         goes (``describe`` words it) and its ``cancel`` raising once the call is cancelled."""
         return await self.run_in_worker(
-            lambda meter: run(request, meter.report, meter.checkpoint), total=total, describe=describe
+            lambda meter: run(request, meter.report, meter.cancel), total=total, describe=describe
         )
 
     def keep(

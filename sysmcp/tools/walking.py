@@ -84,6 +84,14 @@ def unreadable_directory(shown: str, path: Path) -> ToolError:
     return ToolError(f"Permission denied: cannot read the directory {shown}{denied_by(path)}")
 
 
+def scan_failure(shown: str, path: Path, exc: OSError) -> ToolError:
+    """A walk of ``path`` the system refused: permission named with the component that refused,
+    anything else as the system said it."""
+    if isinstance(exc, PermissionError):
+        return unreadable_directory(shown, path)
+    return ToolError(f"Cannot scan {shown}: {exc.strerror or exc}")
+
+
 #: Skip reasons that are nouns ('1 symlink', '28 special files'); the others are adjectives ('3 unreadable').
 SKIP_NOUNS = frozenset({"other_filesystem", "pseudo_filesystem", "special_file", "symlink"})
 

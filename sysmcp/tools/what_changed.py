@@ -21,7 +21,7 @@ from sysmcp.engine.paths import is_within
 from sysmcp.history import state
 from sysmcp.history.compare import Comparison, compare
 from sysmcp.protocol.context import Meter
-from sysmcp.protocol.errors import ArgumentError, ToolError
+from sysmcp.protocol.errors import ArgumentError
 from sysmcp.render import age, plural, table
 from sysmcp.tools import schemas as js
 from sysmcp.tools.dir_usage import FULL_FILES, parse_duration
@@ -30,8 +30,8 @@ from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, l
 from sysmcp.tools.typed import from_json, to_json
 from sysmcp.tools.walking import (
     directory_argument,
+    scan_failure,
     timeout_property,
-    unreadable_directory,
     walk_options,
     walk_properties,
 )
@@ -124,10 +124,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     request = replace(request, path=os.fsencode(path))
     try:
         found = await ctx.run_engine(compare, request, describe=describe)
-    except PermissionError:
-        raise unreadable_directory(shown, path) from None
     except OSError as exc:
-        raise ToolError(f"Cannot scan {shown}: {exc.strerror or exc}") from None
+        raise scan_failure(shown, path, exc) from None
     text, answer, full = render(shown, found, args)
     links: tuple[ResourceLink, ...] = ()
     if full is not None:

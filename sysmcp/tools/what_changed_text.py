@@ -23,7 +23,7 @@ from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result
 
 
 @result
-class Snapshot(Open):
+class StoredScan(Open):
     id: int = prop("Its id in the history store.")
     taken: str | None = prop("When it was taken (ISO 8601, UTC).")
     partial: bool = prop("True when that scan stopped at its budget.")
@@ -131,8 +131,8 @@ class LowerBoundFiles(Open):
 class WhatChanged:
     path: str = prop()
     history: bool = prop("False when history is off on this host.")
-    baseline: Opt[Snapshot | None] = prop("The older snapshot compared.")
-    current: Opt[Snapshot | None] = prop("The newer snapshot compared.")
+    baseline: Opt[StoredScan | None] = prop("The older snapshot compared.")
+    current: Opt[StoredScan | None] = prop("The newer snapshot compared.")
     comparable: bool = prop("True when two snapshots were compared.")
     reason: Opt[str | None] = prop("Why nothing was compared, if so.")
     complete: bool = prop("False when either scan was partial.")
@@ -169,10 +169,10 @@ def _rate(per_day: float | None) -> str:
     return "" if per_day is None else f", {signed(int(per_day))}/day"
 
 
-def _snapshot(snap: ScanSnapshot | None, fresh: bool = False) -> Snapshot | None:
+def _snapshot(snap: ScanSnapshot | None, fresh: bool = False) -> StoredScan | None:
     if snap is None or snap.id is None:
         return None
-    return Snapshot(snap.id, iso_utc(snap.taken), snap.partial, fresh)
+    return StoredScan(snap.id, iso_utc(snap.taken), snap.partial, fresh)
 
 
 def history_off() -> str:

@@ -119,7 +119,30 @@ const Bridge = (() => {
   };
 })();
 
-// Shared helpers for both views.
+// Shared helpers for every view.
+const $ = (id) => document.getElementById(id);
+/** The page's state banner: kind "error", "warn" or "" (none), and its text (empty: hidden). */
+function setState(kind, text) {
+  const box = $("state");
+  box.className = "banner" + (kind ? " " + kind : "");
+  box.textContent = text || "";
+}
+/** Starts a view that draws each tool result whole with render(structuredContent); the state banner
+ * says when there is nothing to draw, when the call was cancelled, or that no host answered. */
+function drawEachResult(name, render) {
+  Bridge.on("ui/notifications/tool-result", (result) => {
+    if (result.isError || !result.structuredContent) {
+      setState("error", resultText(result) || "No structured content to draw.");
+      return;
+    }
+    setState("", "");
+    render(result.structuredContent);
+  });
+  Bridge.on("ui/notifications/tool-cancelled", (params) => {
+    setState("warn", "Cancelled" + (params.reason ? ": " + params.reason : "") + ".");
+  });
+  Bridge.start(name, $("app")).catch((error) => setState("error", "No host answered: " + error.message));
+}
 const UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
 function humanBytes(value) {
   let n = Number(value) || 0;

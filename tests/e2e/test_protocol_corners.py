@@ -261,7 +261,7 @@ class Gate:
                 anyio.from_thread.run_sync(self.arrived[number].set)
                 if not self.open.wait(timeout=30):  # a bound, not an ordering: the test opens it
                     raise RuntimeError("the gate was never opened")
-                meter.checkpoint()
+                meter.cancel()
                 return number
 
             done = await ctx.run_in_worker(work)

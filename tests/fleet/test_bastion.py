@@ -13,7 +13,7 @@ import pytest
 
 from sysmcp.fleet.fanout import Fleet
 from sysmcp.fleet.inventory import parse_ini
-from sysmcp.fleet.pool import Pool, private_control_dir
+from sysmcp.fleet.pool import SessionPool, private_control_dir
 from sysmcp.fleet.ssh import SshSettings
 from sysmcp.tools.merging import default_merge
 from tests.fleet.lab import Bastion, Lab, unavailable
@@ -44,13 +44,13 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Bastion
         lab.close()
 
 
-def pool(lab: Lab) -> tuple[Fleet, Pool]:
+def pool(lab: Lab) -> tuple[Fleet, SessionPool]:
     inventory = parse_ini((lab.base / "hosts.ini").read_text())
     control = private_control_dir()  # short: a ControlPath must fit a socket address
     settings = SshSettings(
         control_dir=control, config_file=str(lab.ssh_config), connect_timeout=CONNECT_TIMEOUT
     )
-    made = Pool(inventory, settings)
+    made = SessionPool(inventory, settings)
     return Fleet(inventory, made, deadline=60), made
 
 
@@ -128,7 +128,7 @@ async def test_a_host_that_accepts_tcp_and_never_speaks_ssh_times_out_alone(lab:
         settings = SshSettings(
             control_dir=private_control_dir(), config_file=str(lab[0].ssh_config), connect_timeout=3
         )
-        async with Pool(inventory, settings).open() as sessions:
+        async with SessionPool(inventory, settings).open() as sessions:
             (outcome,) = await Fleet(inventory, sessions).fan_out("disk_usage", {}, ["silent"], timeout=60)
     finally:
         silent.close()
@@ -139,7 +139,7 @@ def test_a_bastion_in_the_inventory_is_named_with_its_address() -> None:
     inventory = parse_ini(
         "jump1 ansible_host=127.0.3.21\ninner1 ansible_ssh_common_args='-J root@jump1:22'\n"
     )
-    made = Pool(inventory, SshSettings(control_dir=private_control_dir()))
+    made = SessionPool(inventory, SshSettings(control_dir=private_control_dir()))
     said = made._behind("root@jump1:22", "kex_exchange_identification: Connection closed by remote host")
     assert (
         said

@@ -14,7 +14,7 @@ import pytest
 
 from sysmcp.fleet.fanout import Fleet
 from sysmcp.fleet.inventory import from_names
-from sysmcp.fleet.pool import Pool
+from sysmcp.fleet.pool import SessionPool
 from sysmcp.fleet.ssh import SshSettings
 from sysmcp.tools.merging import HostOutcome, default_merge
 
@@ -50,7 +50,7 @@ async def test_at_the_deadline_the_answer_comes_with_the_pending_hosts_and_their
 ) -> None:
     names = [f"ok{i:02}" for i in range(6)] + ["hang1", "mute1"]
     inventory = from_names(names)
-    pool = Pool(inventory, settings(tmp_path))
+    pool = SessionPool(inventory, settings(tmp_path))
     heard: list[tuple[int, int]] = []
 
     async def report(finished: Sequence[HostOutcome], asked: int) -> None:
@@ -81,7 +81,7 @@ async def test_a_session_slower_to_start_than_the_connect_timeout_goes_on_for_th
     monkeypatch.setenv("STUB_GATE", str(gate))
     monkeypatch.setenv("STUB_STARTS", str(starts))
     inventory = from_names(["slow1"])
-    async with Pool(inventory, settings(tmp_path, connect_timeout=0.2)).open() as pool:
+    async with SessionPool(inventory, settings(tmp_path, connect_timeout=0.2)).open() as pool:
         fleet = Fleet(inventory, pool, deadline=DEADLINE)
         first = await fleet.fan_out("x", {}, ["slow1"], timeout=600)
         assert first[0].status == "timeout" and "next call may find it open" in first[0].reason
@@ -103,7 +103,7 @@ async def test_progress_for_a_big_fleet_is_bounded_to_a_hundred_steps(tmp_path: 
     async def report(finished: Sequence[HostOutcome], asked: int) -> None:
         heard.append(len(finished))
 
-    async with Pool(inventory, settings(tmp_path)).open() as pool:
+    async with SessionPool(inventory, settings(tmp_path)).open() as pool:
         outcomes = await Fleet(inventory, pool, deadline=120).fan_out(
             "x", {}, names, timeout=600, report=report
         )
@@ -116,11 +116,11 @@ async def test_handshakes_through_one_jump_host_are_bounded(tmp_path: Path) -> N
     direct = from_names([f"mute{i}" for i in range(5)])
     behind = replace(direct, hosts={n: replace(h, jump="bastion") for n, h in direct.hosts.items()})
     names = list(behind.hosts)
-    async with Pool(behind, settings(tmp_path), handshakes=2).open() as pool:
+    async with SessionPool(behind, settings(tmp_path), handshakes=2).open() as pool:
         outcomes = await Fleet(behind, pool, deadline=3.0).fan_out("x", {}, names, timeout=600)
         assert pool.processes == 2  # the other three wait for the bastion
     assert set(statuses(outcomes).values()) == {"pending"}
-    async with Pool(direct, settings(tmp_path), handshakes=2).open() as pool:
+    async with SessionPool(direct, settings(tmp_path), handshakes=2).open() as pool:
         await Fleet(direct, pool, deadline=3.0).fan_out("x", {}, names, timeout=600)
         assert pool.processes == 5  # direct hosts are each their own sshd: no shared bound
 
@@ -129,7 +129,7 @@ async def test_handshakes_through_one_jump_host_are_bounded(tmp_path: Path) -> N
 async def test_faults_each_host_its_own_status_and_the_others_answer(tmp_path: Path) -> None:
     names = [f"ok{i:02}" for i in range(18)] + ["refuse1", "refuse2", "garbage1", "notfound1", "uvxfail1"]
     inventory = from_names(names)
-    async with Pool(inventory, settings(tmp_path, connect_timeout=DEADLINE)).open() as pool:
+    async with SessionPool(inventory, settings(tmp_path, connect_timeout=DEADLINE)).open() as pool:
         outcomes = await Fleet(inventory, pool, deadline=60).fan_out("x", {}, names, timeout=600)
     found = statuses(outcomes)
     assert [found[f"ok{i:02}"] for i in range(18)] == ["ok"] * 18

@@ -13,7 +13,7 @@ from sysmcp.protocol.client import (
     ClientSession,
     Garbage,
     PeerGone,
-    Progress,
+    ProgressNote,
     RemoteError,
     Reply,
     RequestTable,
@@ -58,7 +58,7 @@ def test_progress_is_routed_by_token_only_while_the_request_waits() -> None:
         "method": "notifications/progress",
         "params": {"progressToken": msg_id, "progress": 3, "total": 10, "message": "3 of 10"},
     }
-    assert table.classify(line(note)) == [Progress(msg_id, 3.0, 10.0, "3 of 10")]
+    assert table.classify(line(note)) == [ProgressNote(msg_id, 3.0, 10.0, "3 of 10")]
     cancel = table.cancel_message(msg_id)
     assert cancel["method"] == "notifications/cancelled" and cancel["params"]["requestId"] == msg_id
     assert table.classify(line(note)) == []

@@ -75,7 +75,7 @@ class Quiet(Meter):
     """A meter outside any request: nothing to cancel."""
 
     @staticmethod
-    def checkpoint() -> None:
+    def cancel() -> None:
         return None
 
 

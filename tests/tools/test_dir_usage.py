@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sysmcp.engine.usage import Request, TopN, Usage, scan_usage
+from sysmcp.engine.usage import TopN, Usage, UsageRequest, scan_usage
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
@@ -43,7 +43,7 @@ def processes(request: pytest.FixtureRequest) -> int:
     return int(request.param)
 
 
-def scan(root: Path, options: WalkOptions, request: Request, processes: int) -> Usage:
+def scan(root: Path, options: WalkOptions, request: UsageRequest, processes: int) -> Usage:
     usage = scan_usage(
         replace(request, root=os.fsencode(root), options=options),
         processes=processes,
@@ -56,7 +56,7 @@ def scan(root: Path, options: WalkOptions, request: Request, processes: int) -> 
 
 def usage_of(root: Path, processes: int, **overrides: Any) -> tuple[str, dict[str, Any], str | None]:
     args = validate_arguments(INPUT_SCHEMA, {"path": str(root), **overrides})
-    request = Request(
+    request = UsageRequest(
         top_files=1000,
         top_directories=10_000,
         max_depth=args["max_depth"],
@@ -157,7 +157,7 @@ def test_a_directory_of_many_more_files_than_listed_gives_the_same_top_files(
     sizes = [(i * 7919) % 100_003 for i in range(400)]  # distinct, in no order
     for i, size in enumerate(sizes):
         (tmp_path / f"f{i:03d}").write_bytes(b"x" * size)
-    request = Request(
+    request = UsageRequest(
         top_files=5, top_directories=10, max_depth=1, by_disk=by_disk, min_size=0, timeout_s=60, root=b""
     )
     usage = scan(tmp_path, WalkOptions(), request, processes)
@@ -257,7 +257,7 @@ def test_a_spent_time_budget_gives_a_partial_result_clearly_marked(tmp_path: Pat
         (tmp_path / f"d{i}" / "f").write_bytes(b"x" * (i + 1))
     args = validate_arguments(INPUT_SCHEMA, {"path": str(tmp_path), "timeout_s": 1})
     ticks = itertools.count()
-    request = Request(1000, 10_000, 1, True, 0, 1.0, root=os.fsencode(tmp_path))
+    request = UsageRequest(1000, 10_000, 1, True, 0, 1.0, root=os.fsencode(tmp_path))
     usage = scan_usage(
         request,
         clock=lambda: next(ticks) * 0.1,
@@ -304,7 +304,7 @@ def test_the_typed_result_names_the_root_device_and_each_listed_directory(
     for top in ("a", "b", "c", "d"):
         (tmp_path / top / "sub").mkdir(parents=True)
         (tmp_path / top / "sub" / "f").write_bytes(b"x" * (1000 * len(top) + ord(top)))
-    request = Request(
+    request = UsageRequest(
         top_files=10, top_directories=10, max_depth=2, by_disk=False, min_size=0, timeout_s=60, root=b""
     )
     usage = scan(tmp_path, WalkOptions(), request, processes)

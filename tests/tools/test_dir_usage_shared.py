@@ -17,11 +17,11 @@ import pytest
 from sysmcp import platform
 from sysmcp.engine.parallel import MAX_TASKS, FanOut, SharedCounters, available_processes
 from sysmcp.engine.parallel._fork import cpu_quota
-from sysmcp.engine.usage import Request, Usage, scan_usage
+from sysmcp.engine.usage import Usage, UsageRequest, scan_usage
 from sysmcp.engine.walk import SkipCounter
 from tests.profile import needs_fork
 
-REQUEST = Request(
+REQUEST = UsageRequest(
     top_files=1000, top_directories=10_000, max_depth=2, by_disk=False, min_size=0, timeout_s=60, root=b""
 )
 

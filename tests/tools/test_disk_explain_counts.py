@@ -13,7 +13,7 @@ from sysmcp.engine.mounts import Figures, Mount
 from sysmcp.engine.space import Accounting, Snapshots
 from sysmcp.engine.space._hidden import Hidden
 from sysmcp.engine.space._snapshots import Overhead
-from sysmcp.engine.space._space import DeletedPart, HiddenPart, Walked
+from sysmcp.engine.space._space import DeletedPart, HiddenPart, WalkPart
 from sysmcp.tools import disk_explain
 from sysmcp.tools.typed import to_json
 from tests.loopfs import in_private_namespace, needs_loop_mounts
@@ -101,7 +101,7 @@ def accounting(point: str, places: list[Hidden]) -> Accounting:
     return Accounting(
         mount=Mount(point, "/dev/vda", "ext4"),
         figures=Figures(100 * MiB, used, 90 * MiB, 0, 10, 1000, 10, 990, 1),
-        walked=Walked(disk=used - hidden.disk, files=10),
+        walked=WalkPart(disk=used - hidden.disk, files=10),
         deleted=DeletedPart(),
         hidden=hidden,
         snapshots=Snapshots(),

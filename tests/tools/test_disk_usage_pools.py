@@ -14,7 +14,7 @@ from sysmcp.engine.mounts import Figures, Mount, MountTable
 from sysmcp.engine.pools import Cow, CowItem, ThinPool, thin_pools, zfs_cow
 from sysmcp.engine.space import Accounting, Snapshots
 from sysmcp.engine.space._snapshots import Overhead
-from sysmcp.engine.space._space import DeletedPart, HiddenPart, Walked
+from sysmcp.engine.space._space import DeletedPart, HiddenPart, WalkPart
 from sysmcp.tools.disk_explain import answer
 from sysmcp.tools.disk_pools import as_snapshots, cow_lines
 from sysmcp.tools.disk_usage import DiskUsage
@@ -150,7 +150,7 @@ def test_zfs_explain_names_snapshot_bytes_and_the_split_of_used_beside_dfs_used(
     acc = Accounting(
         mount,
         Figures(10 * GiB, 3 * GiB, 7 * GiB, 0, 30, 0, 0, 0, None),
-        Walked(3 * GiB, 10),
+        WalkPart(3 * GiB, 10),
         DeletedPart(),
         HiddenPart(True),
         Snapshots(),

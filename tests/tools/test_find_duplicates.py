@@ -169,13 +169,13 @@ def test_cancellation_is_checked_between_files_of_one_size(tmp_path: Path) -> No
         pass
 
     class CancelAfter(Meter):
-        """A meter whose checkpoint raises once the comparison has opened a few files."""
+        """A meter whose cancel raises once the comparison has opened a few files."""
 
         def __init__(self) -> None:
             super().__init__()
             self.calls = 0
 
-        def checkpoint(self) -> None:  # type: ignore[override]
+        def cancel(self) -> None:  # type: ignore[override]
             if self.total is not None:
                 self.calls += 1
                 if self.calls > 3:
@@ -187,7 +187,7 @@ def test_cancellation_is_checked_between_files_of_one_size(tmp_path: Path) -> No
         find_duplicates(
             DuplicatesRequest(os.fsencode(tmp_path), WalkOptions(), min_size=1, timeout_s=60),
             meter.report,
-            meter.checkpoint,
+            meter.cancel,
             clock=lambda: next(ticks) * 0.01,
         )
     assert meter.done < 30 + 30  # stopped before reading every file

@@ -3,6 +3,7 @@ and the small helpers several modules share (fdinfo modes, version gates, built-
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Any
@@ -11,13 +12,14 @@ import pytest
 
 from sysmcp import platform
 from sysmcp.engine.hashing._manifests import Entries
-from sysmcp.engine.hashing._verdicts import Checked, Verdicts
+from sysmcp.engine.hashing._verdicts import EntryVerdict, Verdicts
 from sysmcp.protocol.lifecycle import Features
 from sysmcp.tools import schemas as js
 from sysmcp.tools.descriptions import COMMON, described
 from sysmcp.tools.dir_usage import TOOL as DIR_USAGE_OUTPUT_TOOL
 from sysmcp.tools.registry import ResourceLink, listing_name, with_link
 from sysmcp.tools.verify_checksums import TOOL as VERIFY_OUTPUT_TOOL
+from sysmcp.tools.walking import scan_failure
 
 
 def test_a_typed_value_keeps_its_keywords_in_order_and_its_description_last() -> None:
@@ -39,26 +41,9 @@ def test_an_input_schema_with_every_argument_optional_has_no_required_list() -> 
     assert js.arguments({"path": js.path_argument("Where.")})["required"] == ["path"]
 
 
-def test_a_record_requires_its_properties_but_the_optional_ones_or_only_the_required_ones() -> None:
-    fields = {"a": js.integer(), "b": js.integer(), "c": js.integer()}
-    assert js.record(fields, optional=("b",))["required"] == ["a", "c"]
-    assert js.record(fields, required=("c", "a"))["required"] == ["a", "c"]  # in the properties' order
-    closed = js.record(fields, "Three counts.", null=True)
-    assert list(closed) == ["type", "description", "properties", "required", "additionalProperties"]
-    assert closed["type"] == ["object", "null"] and closed["additionalProperties"] is False
-    assert "additionalProperties" not in js.record(fields, closed=False)
-
-
-def test_every_fragment_call_builds_a_fresh_dict() -> None:
-    # Schemas are described in place (describe_paths): one dict under two properties would carry the
-    # first one's words to the second.
-    assert js.names() is not js.names()
-    assert js.path_errors()["items"] is not js.path_errors()["items"]
-
-
 def test_a_fragment_shared_by_two_properties_gets_each_property_its_own_common_description() -> None:
-    shared = js.names()
-    schema = described(js.result({"failed_files": shared, "missing_files": shared}))
+    shared = {"type": "array", "items": {"type": "string"}}
+    schema = described({"type": "object", "properties": {"failed_files": shared, "missing_files": shared}})
     words = {name: spec["description"] for name, spec in schema["properties"].items()}
     assert words == {"failed_files": COMMON["failed_files"], "missing_files": COMMON["missing_files"]}
     assert "description" not in shared  # the tool's own dict is never changed
@@ -87,6 +72,13 @@ def test_a_kept_listing_is_named_after_its_directory_and_linked_or_explained_in_
         "answer\nFull list: not kept, too big {to keep}",  # the reason is put in, never read as a format
         (),
     )
+
+
+def test_a_walk_the_system_refused_is_worded_by_what_refused_it(tmp_path: Path) -> None:
+    denied = scan_failure("/srv", tmp_path, PermissionError(errno.EACCES, "Permission denied"))
+    assert denied.message.startswith("Permission denied: cannot read the directory /srv")
+    failed = scan_failure("/srv", tmp_path, OSError(errno.EIO, "Input/output error"))
+    assert failed.message == "Cannot scan /srv: Input/output error"
 
 
 @pytest.mark.parametrize(
@@ -132,8 +124,8 @@ def test_a_built_on_demand_sequence_indexes_slices_and_iterates_like_a_list() ->
         entries[3]
     verdicts = Verdicts()
     verdicts.codes.extend(bytes(2))
-    verdicts[1] = Checked("UNREADABLE", "permission denied")
-    assert verdicts[-1] == Checked("UNREADABLE", "permission denied")
+    verdicts[1] = EntryVerdict("UNREADABLE", "permission denied")
+    assert verdicts[-1] == EntryVerdict("UNREADABLE", "permission denied")
     assert [v.status for v in verdicts] == [verdicts[0].status, "UNREADABLE"]
     with pytest.raises(IndexError):
         verdicts[-3]

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from sysmcp.engine.paths import PathPolicy
-from sysmcp.engine.usage import Request, scan_usage
+from sysmcp.engine.usage import UsageRequest, scan_usage
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.history import state
 from sysmcp.history.recording import series_of
@@ -291,7 +291,7 @@ def test_newest_mtime_holds_across_parts_one_process_gave_to_others_mid_walk(
 
 def recording_scan(root: Path, processes: int) -> Any:
     """A scan that records every directory, shared out at once between ``processes``."""
-    request = Request(10, 10, 1, True, 0, 60.0, record_floor=1, root=os.fsencode(root))
+    request = UsageRequest(10, 10, 1, True, 0, 60.0, record_floor=1, root=os.fsencode(root))
     return scan_usage(
         request,
         processes=processes,

@@ -45,7 +45,7 @@ class CancelledMeter(Meter):
 
     asked = 0
 
-    def checkpoint(self) -> None:  # type: ignore[override]
+    def cancel(self) -> None:  # type: ignore[override]
         CancelledMeter.asked += 1
         raise Cancelled
 
@@ -66,7 +66,7 @@ def changes(
 ) -> Findings:
     """The engine on these arguments, the snapshots on ``clock``, progress and cancel the meter's."""
     request = replace(comparison(root, arguments, clock.now, everything, clock), **more)
-    return compare(request, meter.report, meter.checkpoint) if meter is not None else compare(request)
+    return compare(request, meter.report, meter.cancel) if meter is not None else compare(request)
 
 
 def everything(name: bytes | str) -> bool:

@@ -276,6 +276,15 @@ async function main() {
   containers.shots = [await shot("containers-light-400")];
   await waitTheme("dark");
   containers.shots.push(await shot("containers-dark-400"));
+  // The state banner the views share (bridge.js): an error result, then a cancelled call.
+  const banner = async (send, params) => {
+    const before = await viewFrame().$eval("#state", (node) => node.className);
+    await page.evaluate(([name, p]) => window.bridge[name](p), [send, params]);
+    await viewFrame().waitForFunction((old) => document.getElementById("state").className !== old, before);
+    return await viewFrame().$eval("#state", (node) => ({ kind: node.className, text: node.textContent }));
+  };
+  containers.error = await banner("sendToolResult", { isError: true, content: [{ type: "text", text: "no engine answered" }] });
+  containers.cancelled = await banner("sendToolCancelled", { reason: "the user stopped it" });
   report.scenarios.containers = containers;
 
   await context.close();

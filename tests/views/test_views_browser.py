@@ -202,6 +202,12 @@ def test_containers_shows_the_data_root_as_one_bar_of_the_engines_parts_and_what
     assert containers["summary"].startswith("Docker 28.2.2 at /run/docker.sock · data root /var/lib/docker")
 
 
+def test_a_view_says_in_its_banner_that_a_call_failed_or_was_cancelled(report: dict[str, Any]) -> None:
+    containers = report["scenarios"]["containers"]
+    assert containers["error"] == {"kind": "banner error", "text": "no engine answered"}
+    assert containers["cancelled"] == {"kind": "banner warn", "text": "Cancelled: the user stopped it."}
+
+
 def test_screenshots_of_each_view_in_both_themes_are_kept(report: dict[str, Any]) -> None:
     shots = [Path(p) for s in report["scenarios"].values() for p in s["shots"]]
     names = {p.stem for p in shots}

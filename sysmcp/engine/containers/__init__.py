@@ -149,8 +149,7 @@ def _log_bytes(path: str) -> int | None:
 def _walk(
     root: str, timeout_s: float, report: Callable[[int, int], None], cancel: Callable[[], None]
 ) -> Walked:
-    from sysmcp.engine.usage import Request as UsageRequest
-    from sysmcp.engine.usage import scan_usage
+    from sysmcp.engine.usage import UsageRequest, scan_usage
 
     request = UsageRequest(
         top_files=0,

@@ -38,7 +38,7 @@ BLOCKS = 200  # the candidates are cut into about this many blocks of whole size
 
 
 # A candidate while it is compared: (name relative to the root, device, inode, bytes allocated).
-Found = tuple[bytes, int, int, int]
+RawCandidate = tuple[bytes, int, int, int]
 # What ``fstat`` said of a file's open descriptor when its bytes were read (``seen``): mode, inode,
 # device, links, owner, group, size, mtime_ns, ctime_ns, blocks. A plan's identity is this, not a later look.
 Seen = tuple[int, int, int, int, int, int, int, int, int, int]
@@ -129,7 +129,7 @@ class Reader:
         self._dir = fd
         return fd
 
-    def _open(self, candidate: Found, size: int) -> tuple[int, os.stat_result] | None:
+    def _open(self, candidate: RawCandidate, size: int) -> tuple[int, os.stat_result] | None:
         """Open for reading only the very inode the walk saw, and only if it is still a regular file.
 
         The walk's ``lstat`` is the look (as ``safeopen.open_regular_at`` takes it with ``expect``, and
@@ -163,7 +163,7 @@ class Reader:
         self.seen[(dev, ino)] = seen(st)
         return fd, st
 
-    def small(self, candidate: Found, size: int) -> str | None:
+    def small(self, candidate: RawCandidate, size: int) -> str | None:
         """BLAKE3 of a file smaller than the buffer: open, fstat, one read, fstat, close.
 
         The same checks as ``hash_once`` without its general machinery (the per-file cost on a million
@@ -188,7 +188,7 @@ class Reader:
             return None
         return _blake3(self.view[:count]).hexdigest()
 
-    def sample(self, candidate: Found, size: int) -> str | None:
+    def sample(self, candidate: RawCandidate, size: int) -> str | None:
         """Hash of the first and last 4 KiB (the whole content for files up to SMALL)."""
         if size <= SMALL:
             return self.small(candidate, size) if size < len(self.buffer) else self.full(candidate, size)
@@ -210,7 +210,7 @@ class Reader:
         finally:
             os.close(fd)
 
-    def full(self, candidate: Found, size: int) -> str | None:
+    def full(self, candidate: RawCandidate, size: int) -> str | None:
         """BLAKE3 of the whole content, streamed by the shared engine with a cancel per chunk; large files
         are hashed on every core (blake3's own threads), small ones with one read."""
         opened = self._open(candidate, size)
@@ -236,10 +236,10 @@ class Reader:
 
 
 def _split(
-    candidates: list[tuple[int, Found]], key: Callable[[Found, int], str | None]
-) -> list[tuple[int, str, list[Found]]]:
+    candidates: list[tuple[int, RawCandidate]], key: Callable[[RawCandidate, int], str | None]
+) -> list[tuple[int, str, list[RawCandidate]]]:
     """Candidates (size, candidate) grouped by size and key, keeping groups of two or more."""
-    groups: dict[tuple[int, str], list[Found]] = {}
+    groups: dict[tuple[int, str], list[RawCandidate]] = {}
     for size, candidate in candidates:
         value = key(candidate, size)
         if value is not None:
@@ -247,7 +247,9 @@ def _split(
     return [(size, value, group) for (size, value), group in groups.items() if len(group) > 1]
 
 
-def compare_block(candidates: list[tuple[int, Found]], reader: Reader) -> list[tuple[int, str, list[Hashed]]]:
+def compare_block(
+    candidates: list[tuple[int, RawCandidate]], reader: Reader
+) -> list[tuple[int, str, list[Hashed]]]:
     """The groups of identical content among candidates of a few sizes: head and tail, then the whole,
     each copy with its descriptor's ``fstat`` taken when its whole content was read.
 
@@ -256,7 +258,7 @@ def compare_block(candidates: list[tuple[int, Found]], reader: Reader) -> list[t
     reader.seen.clear()
     candidates.sort(key=lambda item: item[1][0])
     groups = []
-    tied: list[tuple[int, Found]] = []
+    tied: list[tuple[int, RawCandidate]] = []
     for size, sample, same in _split(candidates, reader.sample):
         if size <= SMALL:  # the sample was the full hash
             groups.append((size, sample, same))
@@ -270,7 +272,7 @@ def compare_block(candidates: list[tuple[int, Found]], reader: Reader) -> list[t
     ]
 
 
-def block_candidates(fd: int, offset: int, length: int) -> list[tuple[int, Found]]:
+def block_candidates(fd: int, offset: int, length: int) -> list[tuple[int, RawCandidate]]:
     """The candidates stored in one block of the candidates file, each with its size."""
     out = []
     for record in read_records(fd, offset, length):

@@ -20,7 +20,7 @@ import struct
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
-from sysmcp.engine.walk import RUN_BYTES, Finished, Listing, SortedRuns
+from sysmcp.engine.walk import RUN_BYTES, Listing, SortedRuns, SubtreeTotals
 
 __all__ = ["HEADER", "RUN_BYTES", "SizeRuns", "merge_by_size", "parse", "read_records"]
 
@@ -56,7 +56,7 @@ class SizeRuns(SortedRuns):
         if self.buffered >= RUN_BYTES:
             self.flush()
 
-    def consume(self, event: Listing | Finished, scanner: object) -> None:
+    def consume(self, event: Listing | SubtreeTotals, scanner: object) -> None:
         """A walk's event, as the parallel walk hands it: listings are added, totals ignored."""
         if type(event) is Listing:
             self.listing(event)

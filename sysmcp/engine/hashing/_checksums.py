@@ -28,7 +28,7 @@ from typing import Literal, Protocol
 import blake3
 
 from sysmcp import platform
-from sysmcp.engine.opens import NotRegularFile, Replaced, open_regular_at
+from sysmcp.engine.opens import FileSwap, NotRegularFile, open_regular_at
 from sysmcp.engine.parallel import forked
 
 #: Hashing threads for many files: hashlib and blake3 release the GIL, so each core can hash (at most 4).
@@ -268,7 +268,7 @@ def describe_change(before: os.stat_result, after: os.stat_result, read: int) ->
 
 def explain(exc: OSError) -> str:
     """A short reason for a file that could not be hashed, for people and models."""
-    if isinstance(exc, (NotRegularFile, Replaced)):
+    if isinstance(exc, (NotRegularFile, FileSwap)):
         return str(exc.strerror)
     if exc.errno == errno.ENOENT:
         return "no such file"

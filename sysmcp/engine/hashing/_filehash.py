@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.errors import EngineError, NotFound, PermissionRefused, Refused, WrongKind
 from sysmcp.engine.hashing._checksums import ALGORITHMS, CHUNK, Algorithm, Digest, KeptGrowing, hash_fd
-from sysmcp.engine.opens import NotRegularFile, Replaced, kind, open_parent, open_regular_at, through_symlink
+from sysmcp.engine.opens import FileSwap, NotRegularFile, kind, open_parent, open_regular_at, through_symlink
 
 __all__ = ["FileHash", "FileRequest", "hash_file", "open_file"]
 
@@ -80,7 +80,7 @@ def open_file(request: FileRequest) -> tuple[int, os.stat_result]:
                 reason="swapped_for_link",
             ) from None
         raise WrongKind(f"Not a regular file: {shown} is {kind(exc.mode)}", reason="not_hashable") from None
-    except Replaced:
+    except FileSwap:
         raise Refused(
             f"{shown} was replaced (for example by a symbolic link) while it was being opened",
             reason="replaced_while_opened",

@@ -46,7 +46,7 @@ MAX_BAD_LINES_KEPT = 10_000  # line numbers of improperly formatted lines kept (
 MAX_BAD_LINES = 100_000  # beyond this many improperly formatted lines the input is no manifest: stop
 
 
-class Packed(Sequence[T]):
+class CompactSequence(Sequence[T]):
     """A sequence whose items are built on demand by ``_at`` from compact storage (``Entries``,
     ``verdicts.Verdicts``): indexing, slicing and iteration written once for both."""
 
@@ -75,7 +75,7 @@ class Packed(Sequence[T]):
             yield self._at(index)
 
 
-class Entries(Packed[Entry]):
+class Entries(CompactSequence[Entry]):
     """Parsed entries kept compactly: names in one buffer, raw digests in another, numbers in arrays.
 
     Why: an ``Entry`` object per line costs about 290 bytes (57 MB for 200,000 lines), and forked
@@ -213,22 +213,22 @@ def parse_manifest(
     *,
     forced: Algorithm | None = None,
     prefer: Sequence[str] = (),
-    check: Callable[[], None] | None = None,
+    cancel: Callable[[], None] | None = None,
 ) -> Manifest:
     """Parse GNU and BSD lines of any supported algorithm, line by line, as ``sha256sum -c`` does.
 
     ``forced``: only that algorithm (other tags and lengths are improperly formatted, like running
     ``sha256sum -c`` on an MD5 list; a forced blake2b takes its length from the line, like b2sum).
     ``prefer``: order of the candidates for lengths that several algorithms share (64, 128).
-    ``check``: called every few thousand lines (a cancellation checkpoint).
+    ``cancel``: called every few thousand lines (raises once the request is cancelled).
     """
     manifest = Manifest()
     bad = BadLines(manifest.bad_lines)
     parse = LineParser(forced, prefer).parse
     # Line by line from a stream, not ``split``: 64 MiB of short junk lines would be millions of objects.
     for number, line in checksum_lines(io.BytesIO(data)):
-        if check is not None and not number % 4096:
-            check()
+        if cancel is not None and not number % 4096:
+            cancel()
         parsed = parse(line)
         if parsed is None:
             bad.add(number)
@@ -569,10 +569,10 @@ class ManifestBytes:
             at += len(more)
         return b"".join(pieces)
 
-    def blocks(self, per_task: int, check: Callable[[], None]) -> Iterator[bytes]:
-        """Every range's lines in order; ``check`` (cancellation) runs before each."""
+    def blocks(self, per_task: int, cancel: Callable[[], None]) -> Iterator[bytes]:
+        """Every range's lines in order; ``cancel`` runs before each."""
         for start in range(0, self.size, per_task):
-            check()
+            cancel()
             yield self.owned(start, min(self.size, start + per_task))
 
     def changed(self) -> bool:

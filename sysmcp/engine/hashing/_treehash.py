@@ -53,18 +53,18 @@ from sysmcp.engine.hashing._checksums import (
     hash_fd,
     hash_many,
 )
-from sysmcp.engine.opens import NotRegularFile, Replaced, kind, open_path, refused_symlink
+from sysmcp.engine.opens import FileSwap, NotRegularFile, kind, open_path, refused_symlink
 from sysmcp.engine.parallel import ParallelWalk, SharedCounters, Sharing, available_processes
 from sysmcp.engine.walk import (
     RUN_BYTES,
     Budget,
-    Finished,
     Listing,
     ScanConfig,
     Scanner,
     ScanStopped,
     SkipCounter,
     SortedRuns,
+    SubtreeTotals,
     WalkOptions,
     join,
     mount_table,
@@ -185,7 +185,7 @@ class Runs(SortedRuns):
         }
 
 
-class Hasher:
+class ListingHasher:
     """Hashes the files of listings, in this process, into ``Runs``."""
 
     def __init__(
@@ -205,7 +205,7 @@ class Hasher:
         self.view = memoryview(self.buffer)
         self.trusted_devices: frozenset[int] | None = None  # see _refusal; read when first needed
 
-    def consume(self, event: Listing | Finished, scanner: Scanner) -> None:
+    def consume(self, event: Listing | SubtreeTotals, scanner: Scanner) -> None:
         """A walk's event, as the parallel walk hands it: a listing's files are hashed, totals ignored."""
         if type(event) is Listing:
             self.listing(event, scanner.listing_fd)
@@ -320,13 +320,13 @@ class Hasher:
                     mount.dev for mount in mount_table() if mount.fstype in ENTRY_INODES_TRUSTED
                 )
             if dev in self.trusted_devices:
-                return explain(Replaced())
+                return explain(FileSwap())
         try:
             now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except OSError:
-            return explain(Replaced())
+            return explain(FileSwap())
         if (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
-            return explain(Replaced())
+            return explain(FileSwap())
         return None
 
     def typed_by_path(self, relative: str, files: list[tuple[str, int]]) -> None:
@@ -388,7 +388,7 @@ def _open_error(exc: OSError) -> str:
     if exc.errno == errno.ENOENT:
         return "vanished before it could be hashed"
     if refused_symlink(exc):
-        return explain(Replaced())
+        return explain(FileSwap())
     return explain(exc)
 
 
@@ -504,20 +504,20 @@ def hash_tree_parallel(
         # Every file is opened and checked here: told by its entry's type, no lstat each.
         config = ScanConfig(finished_depth=-1, regular_by_type=True)
         scanner = Scanner(root, request.options, skipped, budget, config=config)
-        hasher = Hasher(root, algorithm, style, mine, budget)
+        hasher = ListingHasher(root, algorithm, style, mine, budget)
 
         def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
             assert parallel is not None
             if in_child:
                 runs, counter = Runs(spills[progress.slot]), SkipCounter()
                 check = budget.sharing(lambda: progress.set(*runs.progress()))
-                own = Hasher(root, algorithm, style, runs, check)
+                own = ListingHasher(root, algorithm, style, runs, check)
             else:
                 runs, counter, check, own = mine, skipped, budget, hasher
             walked = parallel.walk_claimed(claim, counter, check, own.consume, in_child)
             return runs.summary() | walked if in_child else walked
 
-        def detached(event: Listing | Finished, scanner: Scanner) -> None:
+        def detached(event: Listing | SubtreeTotals, scanner: Scanner) -> None:
             if type(event) is Listing:
                 hasher.listing(event, None)  # its directory is closed: the files are opened by path
 

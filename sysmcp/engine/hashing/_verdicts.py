@@ -27,7 +27,7 @@ from sysmcp.engine.hashing._checksums import (
     hash_once,
     one_shot,
 )
-from sysmcp.engine.hashing._manifests import Entry, Packed
+from sysmcp.engine.hashing._manifests import CompactSequence, Entry
 from sysmcp.engine.opens import kind, open_regular_at, read_small_regular_at
 
 #: NOT_CHECKED: the time budget ran out before this entry was looked at or hashed.
@@ -35,30 +35,31 @@ Status = Literal["OK", "FAILED", "MISSING", "UNREADABLE", "NOT_CHECKED"]
 
 
 @dataclass(slots=True)
-class Checked:
+class EntryVerdict:
     status: Status
     detail: str = ""
     algorithm: str = ""
 
 
-NOT_CHECKED = Checked("NOT_CHECKED", "the time budget ran out first")
+NOT_CHECKED = EntryVerdict("NOT_CHECKED", "the time budget ran out first")
 
 # Every entry's verdict is one byte (``Verdicts``): OK and FAILED carry their algorithm's number.
 _VERDICT_ALGORITHMS: tuple[str, ...] = (*ALGORITHM_NAMES, *(f"blake2b-{bits}" for bits in range(8, 512, 8)))
 ALGORITHM_CODE = {name: code for code, name in enumerate(_VERDICT_ALGORITHMS)}
 FAILED_CODE = 100  # plus the algorithm's number
 MISSING_CODE, UNREADABLE_CODE, NOT_CHECKED_CODE = 250, 251, 252
-_DECODED: dict[int, Checked] = {
-    **{code: Checked("OK", algorithm=name) for code, name in enumerate(_VERDICT_ALGORITHMS)},
+_DECODED: dict[int, EntryVerdict] = {
+    **{code: EntryVerdict("OK", algorithm=name) for code, name in enumerate(_VERDICT_ALGORITHMS)},
     **{
-        FAILED_CODE + code: Checked("FAILED", algorithm=name) for code, name in enumerate(_VERDICT_ALGORITHMS)
+        FAILED_CODE + code: EntryVerdict("FAILED", algorithm=name)
+        for code, name in enumerate(_VERDICT_ALGORITHMS)
     },
-    MISSING_CODE: Checked("MISSING"),
+    MISSING_CODE: EntryVerdict("MISSING"),
     NOT_CHECKED_CODE: NOT_CHECKED,
 }
 
 
-def encode(checked: Checked) -> int:
+def encode(checked: EntryVerdict) -> int:
     """A verdict's byte (an UNREADABLE one's detail is kept aside)."""
     if checked.status == "OK":
         return ALGORITHM_CODE[checked.algorithm]
@@ -69,7 +70,7 @@ def encode(checked: Checked) -> int:
     ]
 
 
-class Verdicts(Packed[Checked]):
+class Verdicts(CompactSequence[EntryVerdict]):
     """Every entry's verdict, in manifest order: one byte each, UNREADABLE details aside.
 
     Why: a million entries cost a megabyte here, where a list of verdicts costs eight, and the
@@ -85,13 +86,13 @@ class Verdicts(Packed[Checked]):
     def __len__(self) -> int:
         return len(self.codes)
 
-    def _at(self, index: int) -> Checked:
+    def _at(self, index: int) -> EntryVerdict:
         code = self.codes[index]
         if code == UNREADABLE_CODE:
-            return Checked("UNREADABLE", self.details.get(index, "unreadable"))
+            return EntryVerdict("UNREADABLE", self.details.get(index, "unreadable"))
         return _DECODED[code]
 
-    def __setitem__(self, index: int, checked: Checked) -> None:
+    def __setitem__(self, index: int, checked: EntryVerdict) -> None:
         self.codes[index] = encode(checked)
         if checked.status == "UNREADABLE":
             self.details[index] = checked.detail
@@ -136,7 +137,9 @@ class Verification:
     seconds: float = 0.0
     stopped: str | None = None  # why some entries were not checked (the time budget ran out)
     new_cut: bool = False  # the deadline came during the walk for new files: ``new`` may miss some
-    listed: dict[Status, list[tuple[bytes, Checked]]] | None = None  # the first names of each non-OK list
+    listed: dict[Status, list[tuple[bytes, EntryVerdict]]] | None = (
+        None  # the first names of each non-OK list
+    )
     listed_limit: int = 0
     cut: bool = False  # a list is longer than listed_limit, or entries were not checked: a full report helps
 
@@ -325,16 +328,16 @@ def judge(
     error: str | None,
     missing: bool,
     settled: dict[int, str],
-) -> Checked:
+) -> EntryVerdict:
     if digest is None:
-        return Checked("MISSING") if missing else Checked("UNREADABLE", error or "unreadable")
+        return EntryVerdict("MISSING") if missing else EntryVerdict("UNREADABLE", error or "unreadable")
     if digest.changed:
-        return Checked("UNREADABLE", f"changed while being read ({digest.changed}); check it again")
+        return EntryVerdict("UNREADABLE", f"changed while being read ({digest.changed}); check it again")
     for name, hexdigest in digest.hexdigests.items():
         if hexdigest == entry.digest:
             if len(job.algorithms) > 1:
                 settled.setdefault(len(entry.digest), name)
-            return Checked("OK", algorithm=name)
+            return EntryVerdict("OK", algorithm=name)
     # The line's own first candidate, not the guess a settled length tried first: which guess that was
     # depends on the files checked before it, so a split between processes would name another one.
-    return Checked("FAILED", algorithm=entry.candidates[0].name)
+    return EntryVerdict("FAILED", algorithm=entry.candidates[0].name)

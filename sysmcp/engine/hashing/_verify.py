@@ -39,7 +39,7 @@ from sysmcp.engine.hashing._manifests import (
 )
 from sysmcp.engine.hashing._verdicts import (
     NOT_CHECKED_CODE,
-    Checked,
+    EntryVerdict,
     Status,
     Verdicts,
     Verification,
@@ -121,7 +121,7 @@ def _parse_and_check_here(
     cancel: Cancel,
 ) -> Verification:
     manifest = parse_manifest(
-        reader.read(0, reader.size), forced=request.algorithm, prefer=prefer, check=throttled(cancel)
+        reader.read(0, reader.size), forced=request.algorithm, prefer=prefer, cancel=throttled(cancel)
     )  # no deadline inside the parse
     if manifest.gave_up:
         raise NotAManifest(reader.shown)
@@ -162,15 +162,15 @@ def _check_here(
         if confine is not None:
             inside = confine(path)
             if inside is None:
-                result.checked[index] = Checked("UNREADABLE", OUTSIDE_ROOTS)
+                result.checked[index] = EntryVerdict("UNREADABLE", OUTSIDE_ROOTS)
                 continue
             path = inside
         st = look(path)
         if isinstance(st, str):
-            result.checked[index] = Checked("UNREADABLE", st) if st else Checked("MISSING")
+            result.checked[index] = EntryVerdict("UNREADABLE", st) if st else EntryVerdict("MISSING")
             continue
         if not stat.S_ISREG(st.st_mode):
-            result.checked[index] = Checked("UNREADABLE", f"not a regular file: {kind(st.st_mode)}")
+            result.checked[index] = EntryVerdict("UNREADABLE", f"not a regular file: {kind(st.st_mode)}")
             continue
         looked.append((index, path, st))
         total_bytes += st.st_size
@@ -217,15 +217,15 @@ def retry_others(
     looked: list[tuple[int, bytes, os.stat_result]],
     tried: dict[int, set[str]],
     result: Verification,
-    report: Callable[[int, int], None],
-    check: Callable[[], None],
+    progress: Callable[[int, int], None],
+    cancel: Callable[[], None],
     threads: int,
     confined: bool,
 ) -> int:
     """Hash FAILED files again with the candidates a settled length skipped, so mixed manifests stay right.
 
     Only files that failed and whose digest length two algorithms share pay for this second read.
-    ``report(bytes hashed again, bytes to hash again)`` is the progress.
+    ``progress(bytes hashed again, bytes to hash again)``; ``cancel()`` raises to stop.
     """
     jobs = []
     for index, path, st in looked:
@@ -239,14 +239,14 @@ def retry_others(
     total = sum(job.looked.st_size for job in jobs)
 
     def progress_and_cancel() -> None:
-        report(counters.bytes, total)
-        check()
+        progress(counters.bytes, total)
+        cancel()
 
     for outcome in hash_many(jobs, cancel=progress_and_cancel, counters=counters, threads=threads):
         if outcome.digest is not None and not outcome.digest.changed:
             for name, hexdigest in outcome.digest.hexdigests.items():
                 if hexdigest == manifest.entries[outcome.job.key].digest:
-                    result.checked[outcome.job.key] = Checked("OK", algorithm=name)
+                    result.checked[outcome.job.key] = EntryVerdict("OK", algorithm=name)
     progress_and_cancel()
     return counters.bytes
 
@@ -256,7 +256,7 @@ def find_new(
     base: bytes,
     manifest_path: bytes | None,
     options: WalkOptions,
-    check: Callable[[], None],
+    cancel: Callable[[], None],
 ) -> tuple[list[bytes], dict[str, int]]:
     """Regular files under ``base`` that no entry names (the manifest file itself aside)."""
     prefix = base.rstrip(b"/") + b"/"
@@ -272,7 +272,7 @@ def find_new(
     skipped = SkipCounter()
     new = [
         found.relative
-        for found in walk_files(base, options, skipped, check)
+        for found in walk_files(base, options, skipped, cancel)
         if found.relative not in known and found.path != manifest_path
     ]
     new.sort()
@@ -281,9 +281,13 @@ def find_new(
 
 def listed(
     result: Verification, limit: int, counts: Counter[Status]
-) -> dict[Status, list[tuple[bytes, Checked]]]:
+) -> dict[Status, list[tuple[bytes, EntryVerdict]]]:
     """The first ``limit`` names of each non-OK list: read again from the manifest, only as far as needed."""
-    by_status: dict[Status, list[tuple[bytes, Checked]]] = {"FAILED": [], "MISSING": [], "UNREADABLE": []}
+    by_status: dict[Status, list[tuple[bytes, EntryVerdict]]] = {
+        "FAILED": [],
+        "MISSING": [],
+        "UNREADABLE": [],
+    }
     wanted = sum(min(limit, counts[status]) for status in by_status)
     if wanted:
         for name, checked in zip(result.names(), result.checked, strict=False):

@@ -65,7 +65,7 @@ OUTSIDE_ROOTS = "outside the allowed roots"
 
 
 @dataclass(slots=True)
-class Tally:
+class RangeProgress:
     """One process's progress through its ranges: entries checked, manifest bytes read."""
 
     files: int = 0
@@ -81,7 +81,7 @@ class RangeWork:
     parser: LineParser
     prefix: bytes  # the base directory, ending in '/'
     own: Callable[[], None]  # deadline, cancellation and progress, every few milliseconds
-    tally: Tally
+    tally: RangeProgress
     confine: Confine | None = None
     settled: dict[int, str] = field(default_factory=dict)
     buffer: bytearray = field(default_factory=lambda: bytearray(CHUNK))
@@ -320,13 +320,13 @@ def check_ranges(
     style = decide_style(reader.blocks(per_task, throttled(cancel)), forced, prefer)
     prefix = base if base.endswith(b"/") else base + b"/"
     progress(0, reader.size)
-    mine = Tally()  # this process's files checked and manifest bytes read
+    mine = RangeProgress()  # this process's files checked and manifest bytes read
     overall = progress  # the call's, apart from the counters the processes share (``work``'s)
 
     def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
         shared = progress
         if in_child:
-            tally = Tally()
+            tally = RangeProgress()
             own = budget.sharing(lambda: shared.set(tally.files, tally.read))
         else:
 

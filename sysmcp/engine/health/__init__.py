@@ -100,13 +100,13 @@ def run(request: HealthRequest, progress: Progress = no_progress, cancel: Cancel
         if stop.is_set():
             raise _Stopped
 
-    def waited(futures: list[Future[T]], report: Progress = no_progress) -> list[T]:
+    def waited(futures: list[Future[T]], progress: Progress = no_progress) -> list[T]:
         """Their results; the calling thread asks ``cancel`` while smartctl runs."""
         pending = set(futures)
         while pending:
             cancel()
             pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED).not_done
-            report(len(futures) - len(pending), len(futures))
+            progress(len(futures) - len(pending), len(futures))
         return [future.result() for future in futures]
 
     def read(devices: list[tuple[str, str | None]]) -> list[Future[Smart]]:

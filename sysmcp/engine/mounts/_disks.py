@@ -32,8 +32,8 @@ __all__ = [
     "MEMORY_TYPES",
     "STATVFS_TIMEOUT",
     "Disks",
-    "Entry",
     "Figures",
+    "FilesystemUsage",
     "FsStats",
     "PartitionsProvider",
     "ProbeResult",
@@ -296,7 +296,7 @@ def _time_to_full(free: int, per_second: float) -> float | None:
 
 
 @dataclass(slots=True, eq=False)
-class Entry:
+class FilesystemUsage:
     """One filesystem in the answer."""
 
     mount: Mount
@@ -326,11 +326,11 @@ class Entry:
         return (0, -self.figures.fullness(), self.mount.mount_point)
 
 
-def entry_from(mount: Mount, result: FsStats | OSError) -> Entry:
+def entry_from(mount: Mount, result: FsStats | OSError) -> FilesystemUsage:
     if isinstance(result, OSError):
         reason = result.strerror or str(result)
-        return Entry(mount, status="error", reason=f"cannot read usage: {reason}")
-    return Entry(mount, Figures.from_stats(result), st_dev=result.st_dev)
+        return FilesystemUsage(mount, status="error", reason=f"cannot read usage: {reason}")
+    return FilesystemUsage(mount, Figures.from_stats(result), st_dev=result.st_dev)
 
 
 class SampleClock:
@@ -386,7 +386,9 @@ class Disks:
         self._last_walk = (expanded, table, walk)
         return expanded, *walk
 
-    async def one(self, raw: str, table: MountTable, resolve: Callable[[str], str]) -> tuple[Entry, str]:
+    async def one(
+        self, raw: str, table: MountTable, resolve: Callable[[str], str]
+    ) -> tuple[FilesystemUsage, str]:
         """The filesystem holding ``raw`` and its resolved path (normalised, when it did not answer);
         ``resolve`` (the path policy's) goes to a thread with the statvfs if resolving could hang."""
         expanded, safe, risky_point = self.walk(raw, table)
@@ -409,11 +411,13 @@ class Disks:
             # The mount that did not answer is the first risky one the path leads into.
             point = risky_point or "/"
             mount = table.holding(point) or Mount(point, "unknown", "unknown")
-            return Entry(mount, status="no_answer", reason=outcome.no_answer), os.path.normpath(expanded)
+            return FilesystemUsage(mount, status="no_answer", reason=outcome.no_answer), os.path.normpath(
+                expanded
+            )
         real, result = outcome.value
         return self._path_entry(real, result, table), real
 
-    def _path_entry(self, real: str, result: FsStats | OSError, table: MountTable) -> Entry:
+    def _path_entry(self, real: str, result: FsStats | OSError, table: MountTable) -> FilesystemUsage:
         if isinstance(result, (FileNotFoundError, NotADirectoryError)):
             raise NotFound(f"No such file or directory: {display(real)}")
         st_dev = None if isinstance(result, OSError) else result.st_dev
@@ -450,15 +454,15 @@ class Disks:
             ]
         return mounts
 
-    async def probe_all(self, table: MountTable, mounts: Sequence[Mount]) -> list[Entry]:
+    async def probe_all(self, table: MountTable, mounts: Sequence[Mount]) -> list[FilesystemUsage]:
         """One entry per mount, in the same order (hung ones as no-answer entries)."""
-        entries: list[Entry | None] = [None] * len(mounts)
+        entries: list[FilesystemUsage | None] = [None] * len(mounts)
 
         async def probe(index: int, mount: Mount) -> None:
             point = mount.mount_point
             outcome = await self.prober.run(point, point, lambda: _guarded(self.usage, point))
             if outcome.value is None:
-                entries[index] = Entry(mount, status="no_answer", reason=outcome.no_answer)
+                entries[index] = FilesystemUsage(mount, status="no_answer", reason=outcome.no_answer)
             else:
                 entries[index] = entry_from(mount, outcome.value)
 
@@ -470,25 +474,25 @@ class Disks:
                     group.start_soon(probe, index, mount)
         return [entry for entry in entries if entry is not None]
 
-    def shown(self, found: list[Entry], everything: bool) -> list[Entry]:
+    def shown(self, found: list[FilesystemUsage], everything: bool) -> list[FilesystemUsage]:
         """As df: no zero-size filesystems and one entry per device (unless ``everything``), fullest first."""
         if not everything:
             found = [e for e in found if e.figures is None or e.figures.total > 0]
             found = dedupe(found, lambda e: e.mount, _device_key)
-        return sorted(found, key=Entry.sort_key)
+        return sorted(found, key=FilesystemUsage.sort_key)
 
     async def sampled(
         self,
-        first: list[Entry],
-        again: Callable[[], Awaitable[list[Entry]]],
+        first: list[FilesystemUsage],
+        again: Callable[[], Awaitable[list[FilesystemUsage]]],
         sample_s: float,
         progress: SampleProgress,
-    ) -> list[Entry]:
+    ) -> list[FilesystemUsage]:
         """Probe the same filesystems again and again for ``sample_s`` seconds; the last round's
         entries, each with its rate over the window. Waits on the clock: cancellable at once."""
         clock = self.clock
         start = clock.now()
-        rounds: list[tuple[float, list[Entry]]] = [(start, first)]
+        rounds: list[tuple[float, list[FilesystemUsage]]] = [(start, first)]
         interval = max(0.1, min(1.0, sample_s / 10))
         end = start + sample_s
         while (now := clock.now()) < end:
@@ -520,7 +524,7 @@ def _guarded(usage: UsageProvider, path: str) -> FsStats | OSError:
         return exc
 
 
-def _device_key(entry: Entry) -> object:
+def _device_key(entry: FilesystemUsage) -> object:
     """Which filesystem an entry shows: the mount point's st_dev as df uses, else mountinfo's number."""
     if entry.st_dev is not None:
         return ("st_dev", entry.st_dev)

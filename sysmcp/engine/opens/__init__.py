@@ -5,8 +5,8 @@ This is the room's front door: other rooms import these names from here, never a
 """
 
 from sysmcp.engine.opens._safeopen import (
+    FileSwap,
     NotRegularFile,
-    Replaced,
     extended_attributes,
     kind,
     open_parent,
@@ -18,8 +18,8 @@ from sysmcp.engine.opens._safeopen import (
 )
 
 __all__ = [
+    "FileSwap",
     "NotRegularFile",
-    "Replaced",
     "extended_attributes",
     "kind",
     "open_parent",

@@ -125,7 +125,7 @@ def _step(name: bytes, dir_fd: int, flags: int) -> int:
         raise
 
 
-class Replaced(OSError):
+class FileSwap(OSError):
     """The name points at another file than the one looked at a moment ago."""
 
     def __init__(self) -> None:
@@ -143,7 +143,7 @@ def open_regular_at(
     """Look, then open, then check it is the file looked at: a regular file and nothing swapped in.
 
     Anything but a regular file raises ``NotRegularFile`` *before* being opened (opening some devices
-    has effects); a symlink or another file found at open time raises ``Replaced``. ``expect`` is a
+    has effects); a symlink or another file found at open time raises ``FileSwap``. ``expect`` is a
     look already taken (a walk's ``lstat``).
     """
     looked = expect if expect is not None else os.stat(name, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
@@ -153,18 +153,18 @@ def open_regular_at(
     opened = os.fstat(fd)
     if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (looked.st_dev, looked.st_ino):
         os.close(fd)
-        raise NotRegularFile(opened.st_mode) if not stat.S_ISREG(opened.st_mode) else Replaced()
+        raise NotRegularFile(opened.st_mode) if not stat.S_ISREG(opened.st_mode) else FileSwap()
     return fd, opened
 
 
 def _open_final(name: bytes, flags: int, dir_fd: int | None, follow_symlinks: bool) -> int:
     """Open the file just looked at; without ``follow_symlinks`` a symlink swapped in since the look
-    is ``Replaced``, not followed (``flags`` carry ``O_NOFOLLOW`` unless symlinks are followed)."""
+    is ``FileSwap``, not followed (``flags`` carry ``O_NOFOLLOW`` unless symlinks are followed)."""
     try:
         return os.open(name, flags & ~os.O_NOFOLLOW if follow_symlinks else flags, dir_fd=dir_fd)
     except OSError as exc:
         if not follow_symlinks and refused_symlink(exc):
-            raise Replaced() from None
+            raise FileSwap() from None
         raise
 
 
@@ -189,7 +189,7 @@ def read_small_regular_at(
     for the many small files of a tree the calls are the cost. The guarantees are the same: nothing
     but a regular file gets past the look (so no device is ever opened on purpose), ``O_NONBLOCK``
     keeps a FIFO swapped in from blocking the open or the read, and the descriptor must be the file
-    looked at (else ``Replaced`` or ``NotRegularFile``, as from ``open_regular_at``): checked on the
+    looked at (else ``FileSwap`` or ``NotRegularFile``, as from ``open_regular_at``): checked on the
     one ``fstat`` after the read instead of before it, so nothing read from another file is used.
     The caller compares that ``fstat``'s size and mtime with ``looked`` to tell a file that changed.
     """
@@ -208,7 +208,7 @@ def read_small_regular_at(
     if not stat.S_ISREG(after.st_mode):
         raise NotRegularFile(after.st_mode)
     if (after.st_dev, after.st_ino) != (looked.st_dev, looked.st_ino):
-        raise Replaced()
+        raise FileSwap()
     return count, after, failure
 
 
@@ -247,7 +247,7 @@ def _open_or_explain(path: Path | str, shown: str, *, directory: bool, regular: 
         return open_path(path, directory=directory, regular=regular)
     except NotRegularFile:
         raise
-    except Replaced:
+    except FileSwap:
         raise Refused(f"{shown} was replaced while it was being opened", reason="replaced") from None
     except FileNotFoundError:
         raise NotFound(f"No such {'directory' if directory else 'file'}: {shown}") from None
@@ -266,8 +266,8 @@ def _open_or_explain(path: Path | str, shown: str, *, directory: bool, regular: 
 
 
 __all__ = [
+    "FileSwap",
     "NotRegularFile",
-    "Replaced",
     "extended_attributes",
     "kind",
     "open_child_directory",

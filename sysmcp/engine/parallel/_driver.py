@@ -34,12 +34,12 @@ from typing import Any, Protocol
 from sysmcp.engine.parallel._fork import MAX_TASKS, FanOut, SharedCounters, available_processes
 from sysmcp.engine.walk import (
     Budget,
-    Finished,
     Listing,
     Scanner,
     ScanStopped,
     SkipCounter,
     Subtree,
+    SubtreeTotals,
 )
 
 GIVE_UP_AFTER_S = 2.0  # past a budget's deadline, how long to wait for a worker process before killing it
@@ -76,7 +76,7 @@ SUBTREES_PER_PROCESS = 32  # enough pieces that processes finish together whatev
 
 
 #: What the engine does with each event of this process's walk (given the scanner, to raise floors).
-Consume = Callable[[Listing | Finished, Scanner], None]
+Consume = Callable[[Listing | SubtreeTotals, Scanner], None]
 
 
 class Work(Protocol):

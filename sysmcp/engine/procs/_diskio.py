@@ -25,7 +25,7 @@ from sysmcp.engine.procs._openfiles import PROC, WrittenFile, open_for_writing
 __all__ = [
     "SYS_DEV_BLOCK",
     "DeviceIo",
-    "Moved",
+    "ProcessIO",
     "ProcessIo",
     "ProcessReading",
     "Reading",
@@ -94,7 +94,7 @@ def read_devices() -> dict[str, Any]:
         return {}
 
 
-class Moved(NamedTuple):
+class ProcessIO(NamedTuple):
     """One process's I/O over the window."""
 
     pid: int
@@ -104,7 +104,7 @@ class Moved(NamedTuple):
     write_bytes: int
 
 
-def process_deltas(first: ProcessReading, second: ProcessReading) -> list[Moved]:
+def process_deltas(first: ProcessReading, second: ProcessReading) -> list[ProcessIO]:
     """What each process read and wrote between the readings. A process started during the window
     did all its I/O within it; one read only at the end but older than the window is left out."""
     moved = []
@@ -117,7 +117,7 @@ def process_deltas(first: ProcessReading, second: ProcessReading) -> list[Moved]
         else:
             read, written = now.read_bytes - before.read_bytes, now.write_bytes - before.write_bytes
         if read > 0 or written > 0:
-            moved.append(Moved(now.pid, now.command, now.user, max(read, 0), max(written, 0)))
+            moved.append(ProcessIO(now.pid, now.command, now.user, max(read, 0), max(written, 0)))
     return moved
 
 

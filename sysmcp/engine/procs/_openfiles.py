@@ -30,8 +30,8 @@ __all__ = [
     "PROC",
     "DeletedFile",
     "Holder",
+    "MountView",
     "Scan",
-    "View",
     "WrittenFile",
     "fd_links",
     "filesystem_of",
@@ -114,7 +114,7 @@ def _identity(pid: int) -> tuple[str, str | None]:
         return "?", None
 
 
-class View:
+class MountView:
     """This server's view, read once per scan: its mount namespace and mount table.
 
     ``names(pid, path, dev)`` says whether the ``/proc`` link text ``path`` of a file that process
@@ -155,7 +155,7 @@ def _namespace(proc: str, pid: str) -> tuple[int, int] | None:
 
 def link_confined(link: bytes, dev: int) -> bool:
     """Whether ``/proc/PID/fd/N`` (``link``, a file on device ``dev``) is held in this server's view
-    under the name its text gives (``View.names``): what reclaim asks again right before truncating."""
+    under the name its text gives (``MountView.names``): what reclaim asks again right before truncating."""
     fd_dir = os.path.dirname(os.fsdecode(link))
     base = os.path.dirname(fd_dir)
     pid = os.path.basename(base)
@@ -166,7 +166,7 @@ def link_confined(link: bytes, dev: int) -> bool:
     if not pid.isdigit() or not target.endswith(os.fsencode(DELETED)):
         return False
     path = os.fsdecode(target[: -len(DELETED)])
-    return View(os.path.dirname(base)).names(int(pid), path, dev)
+    return MountView(os.path.dirname(base)).names(int(pid), path, dev)
 
 
 def scan_processes(
@@ -181,7 +181,7 @@ def scan_processes(
     except OSError as exc:
         raise Unavailable(f"Cannot list processes in {proc}: {exc.strerror or exc}") from None
     me = os.getpid()
-    view = View(proc)
+    view = MountView(proc)
     for done, pid in enumerate(pids, 1):
         cancel()
         progress(done, None)
@@ -268,7 +268,7 @@ def open_for_writing(proc: str, pid: int) -> list[WrittenFile]:
 
 
 def _scan_mappings(
-    proc: str, pid: int, scan: Scan, identity: tuple[str, str | None] | None, view: View
+    proc: str, pid: int, scan: Scan, identity: tuple[str, str | None] | None, view: MountView
 ) -> None:
     """Deleted files a process has mapped, added to ``scan`` (one holder per process and file)."""
     base = os.path.join(proc, str(pid))

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 from sysmcp import platform
 from sysmcp.engine.walk import (
-    Finished,
     MountPoint,
     ScanConfig,
     Scanner,
     SkipCounter,
+    SubtreeTotals,
     WalkOptions,
     mount_table,
 )
@@ -53,7 +53,7 @@ def size_tree(top: str, mounts: Sequence[MountPoint] | None = None) -> tuple[int
     )
     try:
         for event in scanner.events():
-            if isinstance(event, Finished):
+            if isinstance(event, SubtreeTotals):
                 return event.disk, event.files, scanner.entries
     except OSError:  # gone, or not a directory
         pass

@@ -12,7 +12,7 @@ Why the call takes about one walk: everything but the walk works beside it. The 
 mount points is a child process started before the walk; the deleted-files scan and the snapshot and
 overhead queries are two tasks for a forked child (``parallel.SharedTasks``) started before the walk too. What
 that child has not begun when the walk ends, this process does itself; what it lost (it died), too.
-A recent complete scan of the root kept in the history (``Scanned``) stands in for the walk.
+A recent complete scan of the root kept in the history (``KeptScan``) stands in for the walk.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled
 from sysmcp.engine.errors import WrongKind
-from sysmcp.engine.mounts import Entry, Figures, Mount, MountTable
+from sysmcp.engine.mounts import Figures, FilesystemUsage, Mount, MountTable
 from sysmcp.engine.parallel import SPLIT_AFTER_S, SharedCounters, SharedTasks, available_processes
 from sysmcp.engine.paths import is_within
 from sysmcp.engine.pools import Cow, btrfs_cow, zfs_cow
@@ -43,8 +43,8 @@ __all__ = [
     "DeletedScan",
     "ExplainRequest",
     "HeldOpen",
-    "Scanned",
-    "Walked",
+    "KeptScan",
+    "WalkPart",
     "deleted_provider",
     "explain",
     "explain_request",
@@ -99,7 +99,7 @@ def deleted_provider(proc: str = PROC) -> Callable[[Cancel], DeletedScan]:
     return scan
 
 
-def own_mount(entry: Entry, table: MountTable) -> Mount:
+def own_mount(entry: FilesystemUsage, table: MountTable) -> Mount:
     """The filesystem's whole mount (its root), not a bind mount of a subtree that holds the path."""
     if entry.mount.root == "/" or entry.st_dev is None:
         return entry.mount
@@ -107,7 +107,7 @@ def own_mount(entry: Entry, table: MountTable) -> Mount:
 
 
 @dataclass(frozen=True, slots=True)
-class Scanned:
+class KeptScan:
     """Part 1 from a complete one-filesystem scan of the root kept in the history (no walk then)."""
 
     disk: int
@@ -127,7 +127,7 @@ class ExplainRequest:
     timeout_s: float = 60.0
     roots: Sequence[Path] | None = None  # only what is inside these is named
     clock: Callable[[], float] = time.monotonic
-    scanned: Scanned | None = None  # a fresh scan of the root: part 1 without walking
+    scanned: KeptScan | None = None  # a fresh scan of the root: part 1 without walking
     processes: int | None = None  # the walk's processes (None: the usable CPUs); tests turn it
     split_after_s: float = SPLIT_AFTER_S
 
@@ -138,7 +138,7 @@ def explain_request(
     table: MountTable,
     timeout_s: float,
     roots: Sequence[Path] | None,
-    scanned: Scanned | None = None,
+    scanned: KeptScan | None = None,
     proc: str = PROC,
 ) -> ExplainRequest:
     """The request to account for ``mount`` (its own mount: ``own_mount``), with the real scan of
@@ -150,7 +150,7 @@ def explain_request(
 
 
 @dataclass(slots=True)
-class Walked:
+class WalkPart:
     """Part 1: what a walk from the root reached (du -x)."""
 
     disk: int = 0
@@ -161,7 +161,7 @@ class Walked:
     processes: int = 1
     unreadable: int = 0
     unreadable_named: list[str] = field(default_factory=list)  # absolute, inside the roots
-    scanned: Scanned | None = None  # taken from a stored scan instead (unreadable then not counted)
+    scanned: KeptScan | None = None  # taken from a stored scan instead (unreadable then not counted)
 
 
 @dataclass(slots=True)
@@ -191,7 +191,7 @@ class HiddenPart:
 class Accounting:
     mount: Mount
     figures: Figures
-    walked: Walked
+    walked: WalkPart
     deleted: DeletedPart
     hidden: HiddenPart
     snapshots: Snapshots
@@ -224,11 +224,11 @@ def walk_filesystem(
     *,
     processes: int | None = None,
     split_after_s: float = SPLIT_AFTER_S,
-) -> tuple[Walked, SkipCounter]:
+) -> tuple[WalkPart, SkipCounter]:
     """The one call into the tree-walk engine (``fs.usage``: dir_usage's parallel du -x walk, totals only)."""
-    from sysmcp.engine.usage import Request, scan_usage
+    from sysmcp.engine.usage import UsageRequest, scan_usage
 
-    request = Request(
+    request = UsageRequest(
         top_files=0,
         top_directories=0,
         max_depth=1,
@@ -246,7 +246,7 @@ def walk_filesystem(
         split_after_s=split_after_s,
     )
     totals = usage.totals
-    walked = Walked(
+    walked = WalkPart(
         disk=totals.disk if totals is not None else 0,
         files=totals.files if totals is not None else 0,
         entries=usage.entries,
@@ -405,7 +405,7 @@ def explain(request: ExplainRequest, progress: Progress, cancel: Cancel) -> Acco
         under = _Under(request)  # so does the one that looks under the mount points
         if request.scanned is not None:
             walked, skipped = (
-                Walked(request.scanned.disk, request.scanned.files, scanned=request.scanned),
+                WalkPart(request.scanned.disk, request.scanned.files, scanned=request.scanned),
                 None,
             )
             cancel()

@@ -7,13 +7,12 @@ This is the room's front door: other rooms import these names from here, never a
 from sysmcp.engine.walk._budget import Budget, ScanStopped, throttled
 from sysmcp.engine.walk._mountpoints import MountPoint, mount_table
 from sysmcp.engine.walk._spill import RUN_BYTES, SortedRuns
-from sysmcp.engine.walk._types import Finished, Listing, ScanConfig, SkipCounter, Subtree, WalkOptions
+from sysmcp.engine.walk._types import Listing, ScanConfig, SkipCounter, Subtree, SubtreeTotals, WalkOptions
 from sysmcp.engine.walk._walk import Scanner, join, walk_files
 
 __all__ = [
     "RUN_BYTES",
     "Budget",
-    "Finished",
     "Listing",
     "MountPoint",
     "ScanConfig",
@@ -22,6 +21,7 @@ __all__ = [
     "SkipCounter",
     "SortedRuns",
     "Subtree",
+    "SubtreeTotals",
     "WalkOptions",
     "join",
     "mount_table",

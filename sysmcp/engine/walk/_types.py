@@ -98,7 +98,7 @@ class Listing:
 
 
 @dataclass(slots=True)
-class Finished:
+class SubtreeTotals:
     """A directory whose whole subtree is done (post-order), with cumulative totals like ``du``.
 
     ``partial`` is true when the scan stopped before this subtree was complete. ``newest``: the
@@ -151,8 +151,8 @@ class Frame:
         self.disk = disk
         self.files = 0
         self.dirs = 1
-        self.newest = 0.0  # the newest mtime of the regular files counted below (Finished.newest)
-        self.held = False  # on the stack at Scanner.detach: its Finished waits for Scanner.settle
+        self.newest = 0.0  # the newest mtime of the regular files counted below (SubtreeTotals.newest)
+        self.held = False  # on the stack at Scanner.detach: its SubtreeTotals waits for Scanner.settle
         self.given = False  # gave subdirectories away (Scanner.share): its totals lack theirs (withheld)
         self.partial = False
         self.parent: Frame | None = None  # set for directories handed out or split by detach()
@@ -201,7 +201,7 @@ class ScanConfig:
     # What to hand out: consumers that want neither empty listings nor every directory's totals
     # skip an object and a generator round trip per directory.
     empty_listings: bool = True
-    finished_depth: int | None = None  # Finished only down to this depth (None: all, -1: none)
+    finished_depth: int | None = None  # SubtreeTotals only down to this depth (None: all, -1: none)
     # For a consumer that opens and checks every regular file itself (hash_tree): regular files are
     # told by their directory entry's type, without an ``lstat`` each, and listed in
     # ``Listing.typed``; their sizes are then not in the totals, nor their hard links told apart.

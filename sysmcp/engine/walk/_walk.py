@@ -37,11 +37,11 @@ from sysmcp.engine.walk._mountpoints import (
 from sysmcp.engine.walk._types import DIR_FLAGS as _DIR_FLAGS
 from sysmcp.engine.walk._types import (
     FileEntry,
-    Finished,
     Listing,
     ScanConfig,
     SkipCounter,
     Subtree,
+    SubtreeTotals,
     WalkOptions,
 )
 from sysmcp.engine.walk._types import Frame as _Frame
@@ -90,7 +90,7 @@ def _exclusion(patterns: Sequence[str]) -> Callable[[str], re.Match[str] | None]
 class Scanner:
     """A bounded, descriptor-relative, depth-first walk that never follows symlinks.
 
-    Iterate ``events()`` to get ``Listing`` (pre-order) and ``Finished`` (post-order) per directory.
+    Iterate ``events()`` to get ``Listing`` (pre-order) and ``SubtreeTotals`` (post-order) per directory.
     Totals follow ``du -x`` (with ``one_file_system``): every entry's apparent size (``st_size``) and
     disk usage (``st_blocks * 512``) counted once per inode, directories included; directories on
     other filesystems, excluded and vanished entries not counted; unreadable directories count
@@ -140,16 +140,16 @@ class Scanner:
         self._reported = 0  # apparent bytes of the directory being read already added to .apparent
         # Giving work away mid-walk (a parallel walk whose other processes are running dry): its
         # ``cancel`` sets share_wanted, the walk then offers up to share_limit waiting subdirectories,
-        # shallowest first, to ``share``, which returns those it could not place. The Finished of
+        # shallowest first, to ``share``, which returns those it could not place. The SubtreeTotals of
         # every directory above a given one goes to ``withheld`` (its totals lack the given subtrees).
         self.share: Callable[[list[Subtree]], list[Subtree]] | None = None
         self.share_wanted = False
         self.share_limit = 8
-        self.withheld: list[Finished] = []
+        self.withheld: list[SubtreeTotals] = []
 
     # -- the walk ---------------------------------------------------------------------------
 
-    def events(self) -> Generator[Listing | Finished, None, None]:
+    def events(self) -> Generator[Listing | SubtreeTotals, None, None]:
         """The walk itself. Raises ``OSError`` only if the root cannot be opened as a directory."""
         stack: list[_Frame] = []
         if self._start is not None:  # a detached subtree: checked and counted already, not yet open
@@ -506,12 +506,12 @@ class Scanner:
     # -- handing out: the walk's second job ---------------------------------------------------
     # Its waiting subtrees go to other scanners (and processes), and their totals come back. Apart
     # from the hot loop above, since it happens once per split or per gift and has its own rules:
-    # every directory above a handed-out one holds back its ``Finished`` until ``settle``; a subtree
+    # every directory above a handed-out one holds back its ``SubtreeTotals`` until ``settle``; a subtree
     # is reopened from the root component by component, never through a symlink.
 
     @staticmethod
-    def _totals(frame: _Frame) -> Finished:
-        return Finished(
+    def _totals(frame: _Frame) -> SubtreeTotals:
+        return SubtreeTotals(
             frame.relative,
             frame.depth,
             frame.apparent,
@@ -546,7 +546,7 @@ class Scanner:
         (they tend to be the biggest); while there are fewer than ``target``, the shallowest is
         read here and replaced by its subdirectories, so that one huge subtree is not one task.
         Returns the subtrees (at most ``limit``) and the listings of the directories read here.
-        Every directory above a subtree holds back its ``Finished`` event until ``settle``.
+        Every directory above a subtree holds back its ``SubtreeTotals`` event until ``settle``.
         """
         stack = self._stack_ref or []
         if self.base_fd is not None or not any(frame.subdirs for frame in stack):
@@ -674,10 +674,10 @@ class Scanner:
         """Inodes (device, inode) counted elsewhere: further names of them are links here."""
         self._seen.update(keys)
 
-    def settle(self, subtrees: Sequence[tuple[Subtree, bool]]) -> list[Finished]:
+    def settle(self, subtrees: Sequence[tuple[Subtree, bool]]) -> list[SubtreeTotals]:
         """Add walked subtrees (each with whether it is complete) to the directories above them.
 
-        Returns the held-back ``Finished`` events of those directories, deepest first.
+        Returns the held-back ``SubtreeTotals`` events of those directories, deepest first.
         """
         chain = self._chain
         on_chain = {id(frame): i for i, frame in enumerate(chain)}

@@ -22,7 +22,7 @@ from sysmcp.engine.hashing import ALGORITHM_NAMES, ALGORITHMS, CHUNK, Algorithm,
 from sysmcp.engine.hashing import _checksums as checksums
 from sysmcp.engine.hashing._checksums import Job, PoolCounters, hash_many
 from sysmcp.engine.hashing._manifests import hint_order, parse_manifest
-from sysmcp.engine.opens import NotRegularFile, Replaced, open_regular_at
+from sysmcp.engine.opens import FileSwap, NotRegularFile, open_regular_at
 
 #: Names that break naive manifest code: spaces, a newline, a backslash, a CR, a leading star, UTF-8.
 AWKWARD = [
@@ -133,11 +133,11 @@ def test_a_name_that_now_points_elsewhere_is_refused(tmp_path: Path) -> None:
     first.write_bytes(b"1")
     second.write_bytes(b"2")
     looked = os.lstat(first)
-    with pytest.raises(Replaced):  # as if 'first' had been renamed over between the walk and the open
+    with pytest.raises(FileSwap):  # as if 'first' had been renamed over between the walk and the open
         open_regular_at(os.fsencode(second), follow_symlinks=False, expect=looked)
     link = tmp_path / "link"
     link.symlink_to(first)
-    with pytest.raises(Replaced):  # the walk saw a regular file; a symlink stands there now
+    with pytest.raises(FileSwap):  # the walk saw a regular file; a symlink stands there now
         open_regular_at(os.fsencode(link), follow_symlinks=False, expect=looked)
 
 

@@ -95,9 +95,9 @@ def test_a_file_swapped_after_the_listing_is_refused_not_hashed(tmp_path: Path) 
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "victim").write_bytes(b"original")
     (tmp_path / "secret").write_bytes(b"not in the tree")
-    original = treehash.Hasher.listing
+    original = treehash.ListingHasher.listing
 
-    def swap_then_hash(self: treehash.Hasher, listing: Listing, dir_fd: int | None) -> None:
+    def swap_then_hash(self: treehash.ListingHasher, listing: Listing, dir_fd: int | None) -> None:
         victim = tmp_path / "a" / "victim"
         if victim.exists() and not victim.is_symlink():
             victim.unlink()
@@ -105,7 +105,7 @@ def test_a_file_swapped_after_the_listing_is_refused_not_hashed(tmp_path: Path) 
         original(self, listing, dir_fd)
 
     monkeypatch = pytest.MonkeyPatch()
-    monkeypatch.setattr(treehash.Hasher, "listing", swap_then_hash)
+    monkeypatch.setattr(treehash.ListingHasher, "listing", swap_then_hash)
     try:
         skipped = SkipCounter()
         result = hash_tree_parallel(
@@ -148,14 +148,14 @@ def test_the_merge_reads_ahead_in_bounded_memory_however_many_runs(
 
 def hash_with_a_swap(root: Path, swap: Callable[[], None]) -> treehash.TreeManifest:
     """Hash ``root`` in one process, running ``swap`` between the walk's listing and the hashing."""
-    original = treehash.Hasher.listing
+    original = treehash.ListingHasher.listing
 
-    def swap_then_hash(self: treehash.Hasher, listing: Listing, dir_fd: int | None) -> None:
+    def swap_then_hash(self: treehash.ListingHasher, listing: Listing, dir_fd: int | None) -> None:
         swap()
         original(self, listing, dir_fd)
 
     monkeypatch = pytest.MonkeyPatch()
-    monkeypatch.setattr(treehash.Hasher, "listing", swap_then_hash)
+    monkeypatch.setattr(treehash.ListingHasher, "listing", swap_then_hash)
     try:
         return hash_tree_parallel(
             sha256_request(os.fsencode(root), keep_limit=1 << 20, sharing=Sharing(processes=1)),

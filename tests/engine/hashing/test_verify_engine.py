@@ -26,7 +26,13 @@ from sysmcp.engine.hashing import _verify as verify_engine
 from sysmcp.engine.hashing import _verify_ranges as verify_ranges
 from sysmcp.engine.hashing import verify as engine_verify
 from sysmcp.engine.hashing._manifests import LineParser
-from sysmcp.engine.hashing._verify_ranges import Part, RangeWork, Tally, check_lines, check_plain_block
+from sysmcp.engine.hashing._verify_ranges import (
+    Part,
+    RangeProgress,
+    RangeWork,
+    check_lines,
+    check_plain_block,
+)
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.engine.walk import ScanStopped
 from sysmcp.protocol.errors import ToolError
@@ -153,7 +159,7 @@ def work_stopping_after(entries: int, tmp_path: Path) -> RangeWork:
         if calls > entries:
             raise ScanStopped("stopped for the test")
 
-    return RangeWork(LineParser(), os.fsencode(tmp_path) + b"/", own, Tally())
+    return RangeWork(LineParser(), os.fsencode(tmp_path) + b"/", own, RangeProgress())
 
 
 def test_a_plain_block_returns_its_part_and_at_a_stop_the_entries_done(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.engine.opens import NotRegularFile, Replaced, read_small_regular_at
+from sysmcp.engine.opens import FileSwap, NotRegularFile, read_small_regular_at
 
 
 def test_a_small_file_is_read_whole_and_its_fstat_matches_the_look(tmp_path: Path) -> None:
@@ -26,7 +26,7 @@ def test_another_file_swapped_in_after_the_look_is_refused(tmp_path: Path) -> No
     other.write_bytes(b"two")
     looked = os.stat(path)
     os.replace(other, path)
-    with pytest.raises(Replaced):
+    with pytest.raises(FileSwap):
         read_small_regular_at(os.fsencode(path), looked, bytearray(64))
 
 
@@ -37,9 +37,9 @@ def test_a_symlink_swapped_in_is_refused_unless_symlinks_are_followed(tmp_path: 
     looked = os.stat(path)
     path.unlink()
     path.symlink_to(target)
-    with pytest.raises(Replaced):
+    with pytest.raises(FileSwap):
         read_small_regular_at(os.fsencode(path), looked, bytearray(64))
-    with pytest.raises(Replaced):  # followed, it leads to another file than the one looked at
+    with pytest.raises(FileSwap):  # followed, it leads to another file than the one looked at
         read_small_regular_at(os.fsencode(path), looked, bytearray(64), follow_symlinks=True)
     assert (
         read_small_regular_at(os.fsencode(path), os.stat(path), bytearray(64), follow_symlinks=True)[0] == 3

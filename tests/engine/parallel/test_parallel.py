@@ -11,7 +11,7 @@ import pytest
 
 from sysmcp.engine.parallel import ParallelWalk, SharedCounters, Sharing, run_shared
 from sysmcp.engine.parallel import _fork as fanout
-from sysmcp.engine.walk import Budget, Finished, Listing, Scanner, ScanStopped, SkipCounter, WalkOptions
+from sysmcp.engine.walk import Budget, Listing, Scanner, ScanStopped, SkipCounter, SubtreeTotals, WalkOptions
 from tests.profile import needs_fork
 
 FILES = 30 * 4
@@ -33,7 +33,7 @@ def count_files(root: Path, sharing: Sharing, *, die_in_child: bool = False) -> 
     seen = [0]
     rewalking = False
 
-    def consume(event: Listing | Finished, _: Scanner) -> None:
+    def consume(event: Listing | SubtreeTotals, _: Scanner) -> None:
         if type(event) is Listing:
             seen[0] += len(event.files)
 
@@ -107,7 +107,7 @@ def shared_walk(root: Path, sharing: Sharing) -> tuple[int, int, int]:
     scanner = Scanner(os.fsencode(root), WalkOptions(), SkipCounter(), budget)
     seen = [0]
 
-    def consume(event: Listing | Finished, _: Scanner) -> None:
+    def consume(event: Listing | SubtreeTotals, _: Scanner) -> None:
         if type(event) is Listing:
             seen[0] += len(event.files)
 
@@ -147,7 +147,7 @@ def test_walk_claimed_stops_at_the_subtree_whose_consumer_stopped_the_walk(tmp_p
     budget = Budget(60)
     scanner = Scanner(os.fsencode(tmp_path), WalkOptions(), SkipCounter(), budget)
 
-    def enough(event: Listing | Finished, _: Scanner) -> None:
+    def enough(event: Listing | SubtreeTotals, _: Scanner) -> None:
         raise ScanStopped("enough")
 
     def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> Any:

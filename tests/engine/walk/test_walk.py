@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from sysmcp.engine.walk import (
-    Finished,
     Listing,
     MountPoint,
     Scanner,
     ScanStopped,
     SkipCounter,
     Subtree,
+    SubtreeTotals,
     WalkOptions,
     mount_table,
     walk_files,
@@ -42,10 +42,10 @@ def files_under(root: Path, options: WalkOptions | None = None) -> tuple[list[Fi
 
 def scan_totals(
     root: Path, options: WalkOptions | None = None, fd_budget: int = 64
-) -> tuple[Finished, SkipCounter]:
+) -> tuple[SubtreeTotals, SkipCounter]:
     skipped = SkipCounter()
     scanner = Scanner(os.fsencode(root), options or WalkOptions(), skipped, fd_budget=fd_budget)
-    finished = [e for e in scanner.events() if isinstance(e, Finished)]
+    finished = [e for e in scanner.events() if isinstance(e, SubtreeTotals)]
     assert finished[-1].relative == ""
     return finished[-1], skipped
 
@@ -159,7 +159,7 @@ def test_a_big_directory_is_checked_between_chunks_and_stops_with_what_it_counte
     scanner = Scanner(os.fsencode(tmp_path), WalkOptions(), SkipCounter(), checkpoint)
     events = list(scanner.events())
     assert calls == [1, 11, 21]  # the root itself, then 10 and 20 of its names
-    (root,) = [e for e in events if isinstance(e, Finished)]
+    (root,) = [e for e in events if isinstance(e, SubtreeTotals)]
     assert root.partial and scanner.stopped == "enough"
     assert scanner.entries == 21 and root.files == 20
     first = os.listdir(tmp_path)[:20]  # the order the directory gives its names (scandir's too)
@@ -264,7 +264,7 @@ def test_a_stop_from_the_checkpoint_ends_with_partial_totals(tmp_path: Path) -> 
     scanner = Scanner(os.fsencode(tmp_path), WalkOptions(), SkipCounter(), budget)
     events = list(scanner.events())
     root = events[-1]
-    assert isinstance(root, Finished) and root.relative == "" and root.partial
+    assert isinstance(root, SubtreeTotals) and root.relative == "" and root.partial
     assert scanner.stopped == "time budget"
     assert 0 < root.files < 5
 
@@ -292,7 +292,7 @@ def test_listings_come_before_the_directory_finishes(tmp_path: Path) -> None:
         (type(e).__name__, e.relative)
         for e in Scanner(os.fsencode(tmp_path), WalkOptions(), SkipCounter()).events()
     ]
-    assert order == [("Listing", ""), ("Listing", "sub"), ("Finished", "sub"), ("Finished", "")]
+    assert order == [("Listing", ""), ("Listing", "sub"), ("SubtreeTotals", "sub"), ("SubtreeTotals", "")]
 
 
 @pytest.fixture
@@ -452,7 +452,7 @@ def test_the_mount_table_decodes_escaped_mount_points(tmp_path: Path) -> None:
 
 DEAD_FUSE_WALK = """
 import ctypes, os, sys
-from sysmcp.engine.walk._walk import Scanner, SkipCounter, WalkOptions, Finished
+from sysmcp.engine.walk._walk import Scanner, SkipCounter, WalkOptions, SubtreeTotals
 
 root = sys.argv[1]
 os.mkdir(os.path.join(root, "sub"))
@@ -466,7 +466,7 @@ if ctypes.CDLL(None, use_errno=True).mount(b"deadfuse", dead.encode(), b"fuse.de
     sys.exit(0)
 skipped = SkipCounter()
 events = list(Scanner(root.encode(), WalkOptions(), skipped).events())
-print(skipped.as_dict(), [e.files for e in events if isinstance(e, Finished) and e.relative == ""])
+print(skipped.as_dict(), [e.files for e in events if isinstance(e, SubtreeTotals) and e.relative == ""])
 """
 
 
@@ -502,27 +502,27 @@ def build_deep_tree(root: Path, depth: int = 8) -> None:
         level.mkdir()
 
 
-def totals_by_directory(events: list[Finished]) -> dict[str, tuple[int, int, int, int]]:
+def totals_by_directory(events: list[SubtreeTotals]) -> dict[str, tuple[int, int, int, int]]:
     return {e.relative: (e.apparent, e.disk, e.files, e.dirs) for e in events}
 
 
 def split_walk(
     root: Path, fd_budget: int, at_depth: int, target: int
-) -> tuple[list[Finished], list[Subtree], list[Finished]]:
+) -> tuple[list[SubtreeTotals], list[Subtree], list[SubtreeTotals]]:
     """Walk, hand out what waits once the walk is ``at_depth`` deep, walk those subtrees, then settle."""
     skipped = SkipCounter()
     scanner = Scanner(os.fsencode(root), WalkOptions(), skipped, fd_budget=fd_budget)
-    finished: list[Finished] = []
+    finished: list[SubtreeTotals] = []
     subtrees: list[Subtree] = []
     for event in scanner.events():
-        if isinstance(event, Finished):
+        if isinstance(event, SubtreeTotals):
             finished.append(event)
         elif event.depth >= at_depth and not scanner.detached:
             subtrees, _ = scanner.detach(limit=100, target=target)
     assert scanner.detached
     for subtree in subtrees:
         finished += [
-            e for e in scanner.spawn(subtree, skipped, _noop, None).events() if isinstance(e, Finished)
+            e for e in scanner.spawn(subtree, skipped, _noop, None).events() if isinstance(e, SubtreeTotals)
         ]
     settled = scanner.settle([(subtree, True) for subtree in subtrees])
     scanner.close()
@@ -538,7 +538,7 @@ def test_subtrees_handed_out_and_walked_apart_add_up_to_the_same_totals(
     whole = [
         e
         for e in Scanner(os.fsencode(tmp_path), WalkOptions(), SkipCounter()).events()
-        if isinstance(e, Finished)
+        if isinstance(e, SubtreeTotals)
     ]
     finished, subtrees, settled = split_walk(tmp_path, fd_budget, at_depth=5, target=target)
     assert subtrees or target > 1  # the split walk may read every small directory itself
