@@ -203,6 +203,7 @@ class FanOut:
         self._walking[0] = 1  # this process claims at once
         self._children: dict[int, int] = {}  # pid -> read end of its result pipe
         self._slots: dict[int, int] = {}  # pid -> its slot
+        self._reaped: dict[int, int] = {}  # pid -> its wait status, where looking at it reaped it
         self._idle: select.poll | None = None  # the queue, polled while waiting for a gift
 
     @property
@@ -251,11 +252,27 @@ class FanOut:
         """Whether another process still walks; in the parent, a child that died no longer counts."""
         mine = self.progress.slot
         for pid, slot in self._slots.items():  # only the parent knows its children
-            if self._walking[slot]:
-                with contextlib.suppress(ChildProcessError):
-                    if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
-                        self._walking[slot] = 0  # it died walking: nobody will get its gifts
+            if self._walking[slot] and self._ended(pid):
+                self._walking[slot] = 0  # it died walking: nobody will get its gifts
         return any(self._walking[slot] for slot in range(self.processes) if slot != mine)
+
+    def _ended(self, pid: int) -> bool:
+        """Whether the child ``pid`` has exited: looked at without reaping it where ``waitid`` exists,
+        else reaped, its status kept for ``_status``."""
+        with contextlib.suppress(ChildProcessError):
+            if platform.has_waitid():
+                return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                self._reaped[pid] = status
+                return True
+        return False
+
+    def _status(self, pid: int) -> int:
+        """The child's wait status, waiting for it unless ``_ended`` already reaped it."""
+        if pid in self._reaped:
+            return self._reaped.pop(pid)
+        return os.waitpid(pid, 0)[1]
 
     def waiting(self) -> int:
         """How many tasks are queued and not yet claimed (one ``ioctl``: ask it every few ms, not per entry)."""
@@ -414,8 +431,7 @@ class FanOut:
             fd = self._children.pop(pid)
             self._slots.pop(pid, None)
             _close(fd)
-            _, status = os.waitpid(pid, 0)
-            ok = os.waitstatus_to_exitcode(status) == 0
+            ok = os.waitstatus_to_exitcode(self._status(pid)) == 0
             try:
                 results.append(marshal.loads(buffers[fd]) if ok else None)
             except (EOFError, ValueError, TypeError):
@@ -427,7 +443,7 @@ class FanOut:
         for pid, fd in list(self._children.items()):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+            self._status(pid)
             _close(fd)
         self._children.clear()
         self._slots.clear()
