@@ -20,7 +20,7 @@ import anyio
 import jsonschema
 import pytest
 
-from sysmcp.engine.containers import Request, find_socket, survey
+from sysmcp.engine.containers import Request, Walked, _walk, find_socket, survey
 from sysmcp.engine.containers._cli import run
 from sysmcp.engine.errors import NotFound, PermissionRefused, Unavailable
 from sysmcp.engine.paths import PathPolicy
@@ -283,6 +283,85 @@ async def test_podmans_compatible_api_is_read_and_its_missing_layer_total_estima
     )
     assert s["volumes"]["dangling"] == 1 and s["logs"]["without_limit"] == 1
     assert s["reconciliation"] is None and "not walked" in output.text
+
+
+def _du(path: Path, *options: str) -> dict[str, int]:
+    """du -x's figures (``options``: its unit) for ``path`` and each directory in it, by name ('' the root)."""
+    out = subprocess.run(
+        ["du", "-x", "--max-depth=1", *options, str(path)], capture_output=True, text=True, check=True
+    ).stdout
+    sizes = {}
+    for line in out.splitlines():
+        size, name = line.split("\t", 1)
+        sizes["" if name == str(path) else Path(name).name] = int(size)
+    return sizes
+
+
+def test_the_data_root_walk_gives_dus_totals_for_the_root_and_each_directory_in_it(tmp_path: Path) -> None:
+    (tmp_path / "layers" / "a" / "deep").mkdir(parents=True)
+    (tmp_path / "layers" / "a" / "deep" / "f").write_bytes(b"x" * 70_000)
+    (tmp_path / "layers" / "a" / "twice").write_bytes(b"y" * 9_000)
+    os.link(tmp_path / "layers" / "a" / "twice", tmp_path / "layers" / "again")  # one inode, two names
+    (tmp_path / "layers" / "link").symlink_to("a/twice")
+    os.mkfifo(tmp_path / "layers" / "pipe")
+    (tmp_path / "logs").mkdir()
+    with open(tmp_path / "logs" / "sparse", "wb") as sparse:
+        sparse.truncate(5_000_000)  # 5 MB apparent, nothing allocated
+    (tmp_path / "top-file").write_bytes(b"z" * 100)
+    walked = survey_walk(tmp_path)
+    apparent, disk = _du(tmp_path, "-b"), _du(tmp_path, "-B1")
+    assert (walked.apparent, walked.disk) == (apparent[""], disk[""])
+    assert walked.parts == (
+        ("layers", apparent["layers"], disk["layers"]),  # the larger on disk first
+        ("logs", apparent["logs"], disk["logs"]),
+    )
+    assert walked.stopped is None and walked.skipped == {"special_file": 1}
+
+
+def test_a_mount_inside_the_data_root_is_not_entered_and_counted(tmp_path: Path) -> None:
+    (tmp_path / "overlay2" / "merged").mkdir(parents=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "sysmcp-test", str(tmp_path / "overlay2" / "merged")],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root and a mount namespace that allows it)")
+    try:
+        (tmp_path / "overlay2" / "merged" / "inside").write_bytes(b"i" * 50_000)
+        walked = survey_walk(tmp_path)
+        assert walked.skipped == {"other_filesystem": 1}
+        assert walked.apparent == _du(tmp_path, "-b")[""] < 50_000
+    finally:
+        subprocess.run(["umount", str(tmp_path / "overlay2" / "merged")], check=False)
+
+
+def test_a_data_root_walk_past_its_time_budget_stops_and_says_why(tmp_path: Path) -> None:
+    for n in range(3):
+        (tmp_path / f"d{n}" / "below").mkdir(parents=True)
+    walked = survey_walk(tmp_path, timeout_s=0)
+    assert walked.stopped is not None and "time budget" in walked.stopped
+    assert walked.apparent < _du(tmp_path, "-b")[""]
+
+
+def test_a_data_root_walk_is_cancelled_at_its_checkpoints(tmp_path: Path) -> None:
+    (tmp_path / "a" / "b").mkdir(parents=True)
+
+    class Cancelled(Exception):
+        pass
+
+    def cancel() -> None:
+        raise Cancelled
+
+    with pytest.raises(Cancelled):
+        _walk(str(tmp_path), 60, lambda *_: None, cancel)
+
+
+def survey_walk(root: Path, timeout_s: float = 60) -> Walked:
+    seen: list[int] = []
+    walked = _walk(str(root), timeout_s, lambda entries, _: seen.append(entries), lambda: None)
+    assert seen and seen == sorted(seen)  # progress only grows
+    return walked
 
 
 async def test_a_socket_file_nobody_listens_on_is_no_engine(tmp_path: Path) -> None:
