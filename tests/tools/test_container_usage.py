@@ -20,7 +20,8 @@ import anyio
 import jsonschema
 import pytest
 
-from sysmcp.engine.containers import Request, Walked, _walk, find_socket, survey
+from sysmcp.engine.containers import Request, Walked, _read_logs, _walk, find_socket, survey
+from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._cli import run
 from sysmcp.engine.errors import NotFound, PermissionRefused, Unavailable
 from sysmcp.engine.paths import PathPolicy
@@ -283,6 +284,46 @@ async def test_podmans_compatible_api_is_read_and_its_missing_layer_total_estima
     )
     assert s["volumes"]["dangling"] == 1 and s["logs"]["without_limit"] == 1
     assert s["reconciliation"] is None and "not walked" in output.text
+
+
+def _keep(root: Path, container: str, name: str, config: dict[str, Any]) -> None:
+    """A container's files as Docker keeps them in its data root."""
+    where = root / "containers" / container
+    where.mkdir(parents=True)
+    log = where / f"{container}-json.log"
+    log.write_bytes(b"x" * 1234)
+    (where / "config.v2.json").write_text(json.dumps({"Name": f"/{name}", "LogPath": str(log)}))
+    (where / "hostconfig.json").write_text(json.dumps({"LogConfig": config}))
+
+
+def test_dockers_containers_and_their_logs_are_read_from_its_data_root_without_asking_the_engine(
+    tmp_path: Path,
+) -> None:
+    _keep(tmp_path, "a" * 64, "web", {"Type": "json-file", "Config": {"max-size": "10m"}})
+    _keep(tmp_path, "b" * 64, "db", {"Type": "json-file", "Config": {}})
+    seen: list[int] = []
+    with Api(str(tmp_path / "no-engine.sock"), 1) as nobody:  # asking it would raise NotFound
+        logs = _read_logs(nobody, str(tmp_path), lambda _, done, __: seen.append(done), lambda: None)
+    found = sorted(
+        (log.container, log.file.max_size, log.bytes, Path(log.file.path).parent.name) for log in logs
+    )
+    assert found == [("db", None, 1234, "b" * 64), ("web", "10m", 1234, "a" * 64)]
+    assert seen == [1, 2]
+
+
+def test_a_container_whose_files_the_data_root_cannot_give_is_read_through_the_engine(
+    lab: Lab, tmp_path: Path
+) -> None:
+    containers = lab.data_root / "containers"
+    for kept in containers.iterdir():
+        shutil.copytree(kept, tmp_path / "containers" / kept.name)
+    (tmp_path / "containers" / kept.name / "hostconfig.json").unlink()  # being created, say
+    with Api(str(lab.socket), 30) as api:
+        logs = _read_logs(api, str(tmp_path), lambda *_: None, lambda: None)
+    assert sorted(log.container for log in logs) == sorted(
+        lab.docker("ps", "-a", "--format", "{{.Names}}").split()
+    )
+    assert all(log.bytes is not None for log in logs)
 
 
 def _du(path: Path, *options: str) -> dict[str, int]:
