@@ -157,7 +157,7 @@ async def test_a_socket_that_accepts_and_never_answers_is_an_error_within_the_ti
         silent.listen(4)  # connections queue and are never read
         with pytest.raises(Unavailable) as caught:
             await call(socket=path, timeout_s=0.2)
-    assert "did not answer GET /version within 0.2 s" in words(caught.value)
+    assert "did not answer GET /info within 0.2 s" in words(caught.value)
 
 
 async def test_no_engine_is_a_clear_error(tmp_path: Path) -> None:
