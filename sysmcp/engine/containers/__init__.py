@@ -213,10 +213,11 @@ def _configs(api: Api, data_root: str, check: Callable[[], None]) -> Iterator[tu
     kept = []
     for container in ids or ():
         check()
-        kept.append(_kept_config(data_root, container))
-    if ids is not None and all(kept):
+        if (config := _kept_config(data_root, container)) is None:
+            break
+        kept.append(config)
+    if ids is not None and len(kept) == len(ids):
         for config in kept:
-            assert config is not None
             yield str(config.pop("Name")).lstrip("/"), config
         return
     for item in api.get("/containers/json?all=1"):

@@ -4,7 +4,8 @@ Why not ``sysmcp.engine.usage.scan_usage``: the reconciliation needs two numbers
 data root and nothing below, while the usage scan keeps per-directory frames, rankings and a fan-out
 to other processes for ``dir_usage``. Here the walk is CPU-bound against the engine measuring its own
 layers on the same cores (about 9,400 entries in 4,000 directories for 200 containers), and this walk
-does about two thirds of the usage scan's work for the same totals, with the same rules: every entry's
+costs about three quarters of the usage scan's CPU for the same totals (0.068 s against 0.091 s there),
+with the same rules: every entry's
 ``st_size`` and ``st_blocks`` counted once per inode, directories entered by name relative to their
 parent's descriptor (``O_NOFOLLOW``), mount points known from the mount table skipped unseen, another
 device not entered, each skip counted by the usage scan's reasons.
