@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from sysmcp.engine.containers import Request, find_socket, survey
+from sysmcp.engine.containers import Request, Walked, _read_logs, _walk, find_socket, survey
+from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._cli import run
 from sysmcp.engine.errors import NotFound, PermissionRefused, Unavailable
 from sysmcp.reclaim import PlanRequest, build_plan, choose
@@ -138,7 +139,7 @@ async def test_a_socket_that_accepts_and_never_answers_is_an_error_within_the_ti
         silent.listen(4)  # connections queue and are never read
         with pytest.raises(Unavailable) as caught:
             await call(socket=path, timeout_s=0.2)
-    assert "did not answer GET /version within 0.2 s" in words(caught.value)
+    assert "did not answer GET /info within 0.2 s" in words(caught.value)
 
 
 async def test_no_engine_is_a_clear_error(tmp_path: Path) -> None:
@@ -265,6 +266,125 @@ async def test_podmans_compatible_api_is_read_and_its_missing_layer_total_estima
     )
     assert s["volumes"]["dangling"] == 1 and s["logs"]["without_limit"] == 1
     assert s["reconciliation"] is None and "not walked" in output.text
+
+
+def _keep(root: Path, container: str, name: str, config: dict[str, Any]) -> None:
+    """A container's files as Docker keeps them in its data root."""
+    where = root / "containers" / container
+    where.mkdir(parents=True)
+    log = where / f"{container}-json.log"
+    log.write_bytes(b"x" * 1234)
+    (where / "config.v2.json").write_text(json.dumps({"Name": f"/{name}", "LogPath": str(log)}))
+    (where / "hostconfig.json").write_text(json.dumps({"LogConfig": config}))
+
+
+def test_dockers_containers_and_their_logs_are_read_from_its_data_root_without_asking_the_engine(
+    tmp_path: Path,
+) -> None:
+    _keep(tmp_path, "a" * 64, "web", {"Type": "json-file", "Config": {"max-size": "10m"}})
+    _keep(tmp_path, "b" * 64, "db", {"Type": "json-file", "Config": {}})
+    seen: list[int] = []
+    with Api(str(tmp_path / "no-engine.sock"), 1) as nobody:  # asking it would raise NotFound
+        logs = _read_logs(nobody, str(tmp_path), lambda _, done, __: seen.append(done), lambda: None)
+    found = sorted(
+        (log.container, log.file.max_size, log.bytes, Path(log.file.path).parent.name) for log in logs
+    )
+    assert found == [("db", None, 1234, "b" * 64), ("web", "10m", 1234, "a" * 64)]
+    assert seen == [1, 2]
+
+
+def test_a_container_whose_files_the_data_root_cannot_give_is_read_through_the_engine(
+    lab: Lab, tmp_path: Path
+) -> None:
+    containers = lab.data_root / "containers"
+    for kept in containers.iterdir():
+        shutil.copytree(kept, tmp_path / "containers" / kept.name)
+    (tmp_path / "containers" / kept.name / "hostconfig.json").unlink()  # being created, say
+    with Api(str(lab.socket), 30) as api:
+        logs = _read_logs(api, str(tmp_path), lambda *_: None, lambda: None)
+    assert sorted(log.container for log in logs) == sorted(
+        lab.docker("ps", "-a", "--format", "{{.Names}}").split()
+    )
+    assert all(log.bytes is not None for log in logs)
+
+
+def _du(path: Path, *options: str) -> dict[str, int]:
+    """du -x's figures (``options``: its unit) for ``path`` and each directory in it, by name ('' the root)."""
+    out = subprocess.run(
+        ["du", "-x", "--max-depth=1", *options, str(path)], capture_output=True, text=True, check=True
+    ).stdout
+    sizes = {}
+    for line in out.splitlines():
+        size, name = line.split("\t", 1)
+        sizes["" if name == str(path) else Path(name).name] = int(size)
+    return sizes
+
+
+def test_the_data_root_walk_gives_dus_totals_for_the_root_and_each_directory_in_it(tmp_path: Path) -> None:
+    (tmp_path / "layers" / "a" / "deep").mkdir(parents=True)
+    (tmp_path / "layers" / "a" / "deep" / "f").write_bytes(b"x" * 70_000)
+    (tmp_path / "layers" / "a" / "twice").write_bytes(b"y" * 9_000)
+    os.link(tmp_path / "layers" / "a" / "twice", tmp_path / "layers" / "again")  # one inode, two names
+    (tmp_path / "layers" / "link").symlink_to("a/twice")
+    os.mkfifo(tmp_path / "layers" / "pipe")
+    (tmp_path / "logs").mkdir()
+    with open(tmp_path / "logs" / "sparse", "wb") as sparse:
+        sparse.truncate(5_000_000)  # 5 MB apparent, nothing allocated
+    (tmp_path / "top-file").write_bytes(b"z" * 100)
+    walked = survey_walk(tmp_path)
+    apparent, disk = _du(tmp_path, "-b"), _du(tmp_path, "-B1")
+    assert (walked.apparent, walked.disk) == (apparent[""], disk[""])
+    assert walked.parts == (
+        ("layers", apparent["layers"], disk["layers"]),  # the larger on disk first
+        ("logs", apparent["logs"], disk["logs"]),
+    )
+    assert walked.stopped is None and walked.skipped == {"special_file": 1}
+
+
+def test_a_mount_inside_the_data_root_is_not_entered_and_counted(tmp_path: Path) -> None:
+    (tmp_path / "overlay2" / "merged").mkdir(parents=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "sysmcp-test", str(tmp_path / "overlay2" / "merged")],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root and a mount namespace that allows it)")
+    try:
+        (tmp_path / "overlay2" / "merged" / "inside").write_bytes(b"i" * 50_000)
+        walked = survey_walk(tmp_path)
+        assert walked.skipped == {"other_filesystem": 1}
+        assert walked.apparent == _du(tmp_path, "-b")[""] < 50_000
+    finally:
+        subprocess.run(["umount", str(tmp_path / "overlay2" / "merged")], check=False)
+
+
+def test_a_data_root_walk_past_its_time_budget_stops_and_says_why(tmp_path: Path) -> None:
+    for n in range(3):
+        (tmp_path / f"d{n}" / "below").mkdir(parents=True)
+    walked = survey_walk(tmp_path, timeout_s=0)
+    assert walked.stopped is not None and "time budget" in walked.stopped
+    assert walked.apparent < _du(tmp_path, "-b")[""]
+
+
+def test_a_data_root_walk_is_cancelled_at_its_checkpoints(tmp_path: Path) -> None:
+    (tmp_path / "a" / "b").mkdir(parents=True)
+
+    class Cancelled(Exception):
+        pass
+
+    def cancel() -> None:
+        raise Cancelled
+
+    with pytest.raises(Cancelled):
+        _walk(str(tmp_path), 60, lambda *_: None, cancel)
+
+
+def survey_walk(root: Path, timeout_s: float = 60) -> Walked:
+    seen: list[int] = []
+    walked = _walk(str(root), timeout_s, lambda entries, _: seen.append(entries), lambda: None)
+    assert seen and seen == sorted(seen)  # progress only grows
+    return walked
 
 
 async def test_a_socket_file_nobody_listens_on_is_no_engine(tmp_path: Path) -> None:
