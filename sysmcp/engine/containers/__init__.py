@@ -24,7 +24,6 @@ from typing import Any
 from sysmcp.engine.calls import Cancel, never_cancelled
 from sysmcp.engine.containers import _cli
 from sysmcp.engine.containers._api import Api
-from sysmcp.engine.containers._disk import walk_root
 from sysmcp.engine.containers._model import BuildCache, Container, Image, LogFile, Volume
 from sysmcp.engine.containers._model import build_cache as _build_cache
 from sysmcp.engine.containers._model import containers as _containers
@@ -33,6 +32,7 @@ from sysmcp.engine.containers._model import images as _images
 from sysmcp.engine.containers._model import log_file as _log_file
 from sysmcp.engine.containers._model import volumes as _volumes
 from sysmcp.engine.errors import NotFound, Unavailable
+from sysmcp.engine.walk import walk_totals
 
 __all__ = [
     "SOCKETS",
@@ -152,7 +152,7 @@ def _log_bytes(path: str) -> int | None:
 def _walk(
     root: str, timeout_s: float, report: Callable[[int, int], None], cancel: Callable[[], None]
 ) -> Walked:
-    whole, parts, stopped, skipped = walk_root(root, timeout_s, report, cancel)
+    whole, parts, stopped, skipped = walk_totals(root, timeout_s, report, cancel)
     return Walked(
         apparent=whole.apparent,
         disk=whole.blocks * 512,

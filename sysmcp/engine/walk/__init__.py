@@ -1,5 +1,5 @@
 """The walk every engine shares: ``Scanner``, its options and events, time budgets, what a walk skips
-(every mount point, binds included), and sorted runs spilled to disk.
+(every mount point, binds included), sorted runs spilled to disk, and a totals-only walk (``walk_totals``).
 
 This is the room's front door: other rooms import these names from here, never a private module.
 """
@@ -7,6 +7,7 @@ This is the room's front door: other rooms import these names from here, never a
 from sysmcp.engine.walk._budget import Budget, ScanStopped, throttled
 from sysmcp.engine.walk._mountpoints import MountPoint, mount_table
 from sysmcp.engine.walk._spill import RUN_BYTES, SortedRuns
+from sysmcp.engine.walk._totals import Totals, walk_totals
 from sysmcp.engine.walk._types import Listing, ScanConfig, SkipCounter, Subtree, SubtreeTotals, WalkOptions
 from sysmcp.engine.walk._walk import Scanner, join, walk_files
 
@@ -22,9 +23,11 @@ __all__ = [
     "SortedRuns",
     "Subtree",
     "SubtreeTotals",
+    "Totals",
     "WalkOptions",
     "join",
     "mount_table",
     "throttled",
     "walk_files",
+    "walk_totals",
 ]
