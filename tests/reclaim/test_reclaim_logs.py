@@ -6,12 +6,10 @@ are this test's alone). The last test does it against a real dockerd whose conta
 
 from __future__ import annotations
 
-import http.server
+import contextlib
 import json
 import os
 import shutil
-import socket
-import socketserver
 import subprocess
 import tempfile
 import threading
@@ -26,6 +24,7 @@ from sysmcp.reclaim import ApplyRequest, Item, Plan, PlanRequest, apply_items, b
 from sysmcp.reclaim._classes import RootsLayout
 from sysmcp.tools.reclaim import _listing
 from sysmcp.tools.reclaim_plan import item_view
+from tests.tools.recorded_engine import recorded_engine
 
 NOBODY = 65534
 MIB = 1 << 20
@@ -68,33 +67,12 @@ def base() -> Iterator[Path]:
 def engine_naming(log: Path, where: Path) -> Iterator[str]:
     """An engine socket (world-connectable) whose one container's LogPath is ``log``."""
     answers = json.loads(RECORDED.read_text().replace(RECORDED_LOG, str(log)))
-
-    class Recorded(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = json.dumps(answers.get(self.path.split("?")[0], {"message": "no such"})).encode()
-            self.send_response(200 if self.path.split("?")[0] in answers else 404)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *_: object) -> None:
-            pass
-
-    class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-        daemon_threads = True
-
-        def get_request(self) -> tuple[socket.socket, tuple[str, int]]:
-            conn, _ = super().get_request()
-            return conn, ("engine", 0)
-
     path = str(where / "engine.sock")
-    with Server(path, Recorded) as server:
-        os.chmod(path, 0o666)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        try:
+    try:
+        with recorded_engine(answers, path, mode=0o666):
             yield path
-        finally:
-            server.shutdown()
+    finally:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
 
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import shutil
 import socket
-import socketserver
 import subprocess
 import sys
 import tempfile
@@ -30,6 +28,7 @@ from sysmcp.tools.registry import ToolOutput
 from tests.harness import RecordingPeer as Recorder
 from tests.harness import call_tool, tool_context
 from tests.tools.docker_lab import Lab, running_docker, why_not
+from tests.tools.recorded_engine import recorded_engine
 
 pytestmark = pytest.mark.anyio
 NOBODY = 65534
@@ -224,32 +223,11 @@ RECORDED = Path(__file__).parent / "data" / "podman-4.3.1-compat.json"
 def podman_socket() -> Iterator[str]:
     """A Unix-socket HTTP server answering with Podman 4.3.1's recorded compatible-API answers."""
     answers = json.loads(RECORDED.read_text())
-
-    class Recorded(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = json.dumps(answers.get(self.path.split("?")[0], {"message": "no such"})).encode()
-            self.send_response(200 if self.path.split("?")[0] in answers else 404)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *_: object) -> None:
-            pass
-
-    class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-        daemon_threads = True
-
-        def get_request(self) -> tuple[socket.socket, tuple[str, int]]:
-            conn, _ = super().get_request()
-            return conn, ("podman", 0)  # BaseHTTPRequestHandler wants a host and port
-
-    with tempfile.TemporaryDirectory(prefix="sysmcp-pm-") as box:
-        path = os.path.join(box, "podman.sock")
-        with Server(path, Recorded) as server:
-            thread = threading.Thread(target=server.serve_forever, daemon=True)
-            thread.start()
-            yield path
-            server.shutdown()
+    with (
+        tempfile.TemporaryDirectory(prefix="sysmcp-pm-") as box,
+        recorded_engine(answers, f"{box}/podman.sock") as path,
+    ):
+        yield path
 
 
 async def test_podmans_compatible_api_is_read_and_its_missing_layer_total_estimated(

@@ -1,0 +1,47 @@
+"""A container engine's API answered from recorded answers, on a Unix socket of the test's own."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import socket
+import socketserver
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+@contextmanager
+def recorded_engine(answers: dict[str, Any], path: str, mode: int | None = None) -> Iterator[str]:
+    """An HTTP server on the Unix socket ``path`` answering each GET with ``answers`` by its path (the
+    query left out; 404 for any other), ``mode`` its socket's permissions (None: as made)."""
+
+    class Recorded(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked = self.path.split("?")[0]
+            body = json.dumps(answers.get(asked, {"message": "no such"})).encode()
+            self.send_response(200 if asked in answers else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+        daemon_threads = True
+
+        def get_request(self) -> tuple[socket.socket, tuple[str, int]]:
+            conn, _ = super().get_request()
+            return conn, ("engine", 0)  # BaseHTTPRequestHandler wants a host and port
+
+    with Server(path, Recorded) as server:
+        if mode is not None:
+            os.chmod(path, mode)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            yield path
+        finally:
+            server.shutdown()
