@@ -17,6 +17,7 @@ from sysmcp.tools import schemas as js
 from sysmcp.tools.merging import HostOutcome, fleet_output, grouped, host_list
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import from_json, prop, result
+from sysmcp.views import HEALTH
 
 MAX_DEVICES = 100  # devices in an answer; past it the ok ones are counted, not listed
 OK_NAMED = 20  # healthy devices named one line each in the text; the rest counted
@@ -234,4 +235,5 @@ TOOL = Tool(
     output=DiskHealth,
     handler=handle,
     merge=merge,
+    view=HEALTH.uri,
 )

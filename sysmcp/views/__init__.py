@@ -79,7 +79,16 @@ CONTAINERS = View(
     source="containers.html",
 )
 
-VIEWS: dict[str, View] = {view.uri: view for view in (DIR_USAGE, DISKS, CONTAINERS)}
+HEALTH = View(
+    uri="ui://sysmcp/health",
+    name="health",
+    title="Disk health",
+    description="One row per device of a disk_health result with its verdict (ok, watch, failing), model and "
+    "failure-predicting counters, then md arrays (degraded, rebuilding with progress) and btrfs error counters.",
+    source="health.html",
+)
+
+VIEWS: dict[str, View] = {view.uri: view for view in (DIR_USAGE, DISKS, CONTAINERS, HEALTH)}
 
 
 @functools.cache

@@ -287,6 +287,38 @@ async function main() {
   containers.cancelled = await banner("sendToolCancelled", { reason: "the user stopped it" });
   report.scenarios.containers = containers;
 
+  // 4. disk_health: one row per device, md array and btrfs device (results the test computed from
+  // recorded smartctl documents and /proc/mdstat: a failing ATA disk, a healthy NVMe drive, a degraded
+  // raid1; then a raid1 rebuilding).
+  const healthView = await read("ui://sysmcp/health");
+  const healthRows = () => viewFrame().$$eval("#rows > li", (nodes) => nodes.map((node) => {
+    const badge = node.querySelector(".badge");
+    const bar = node.querySelector(".bar .fill");
+    return { kind: node.dataset.kind, name: node.dataset.name, verdict: badge.textContent, badgeColor: getComputedStyle(badge).color,
+      text: node.textContent, progress: bar ? bar.getBoundingClientRect().width / bar.parentElement.getBoundingClientRect().width : null };
+  }));
+  const health = {};
+  health.handshake = await start(healthView, {}, { content: [{ type: "text", text: "health" }], structuredContent: config.health });
+  await viewFrame().waitForSelector("#rows > li");
+  health.rows = await healthRows();
+  health.summary = await viewFrame().$eval("#summary", (node) => node.textContent);
+  health.notes = await viewFrame().$$eval("#notes li", (nodes) => nodes.map((n) => n.textContent));
+  health.colors = await viewFrame().evaluate(() => ["--color-text-danger", "--color-text-warning"].map((name) => {
+    const probe = document.body.appendChild(document.createElement("span"));
+    probe.style.color = "var(" + name + ")";
+    const color = getComputedStyle(probe).color;
+    probe.remove();
+    return color;
+  }));
+  health.shots = [await shot("health-light-400")];
+  await waitTheme("dark");
+  health.shots.push(await shot("health-dark-400"));
+  await waitTheme("light");
+  await page.evaluate((r) => window.bridge.sendToolResult(r), { content: [{ type: "text", text: "health" }], structuredContent: config.healthRebuilding });
+  await viewFrame().waitForSelector("#rows > li[data-kind=array] .bar");
+  health.rebuilding = await healthRows();
+  report.scenarios.health = health;
+
   await context.close();
   server.close();
   process.stdout.write(JSON.stringify(report));

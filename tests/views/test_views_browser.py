@@ -17,10 +17,14 @@ from typing import Any
 import pytest
 
 from sysmcp import __version__
+from sysmcp.engine.health import HealthRequest, run
+from sysmcp.tools.disk_health import result_of
+from sysmcp.tools.typed import to_json
 from tests.interop.node import Unavailable
 from tests.views import browser
 
 HERE = Path(__file__).parent
+HEALTH_DATA = HERE.parent / "tools" / "health_data"
 ARTEFACTS = Path(os.environ.get("SYSMCP_ARTEFACTS", HERE.parent.parent / "build" / "view-screenshots"))
 ORIGIN = "http://sysmcp-host.test"
 
@@ -36,6 +40,25 @@ TREE = {
     "zeta/z": 300_000,
     "loose.log": 2_000_000,
 }
+
+
+def disk_health_result(base: Path, mdstat: str, answers: dict[str, str]) -> Any:
+    """disk_health's structured content from recorded smartctl documents (device name → file) and a
+    recorded /proc/mdstat (the view tests have no such disks)."""
+    cases = "".join(f"  *{name}) cat '{HEALTH_DATA / file}' ;;\n" for name, file in answers.items())
+    smartctl = base / "smartctl"
+    smartctl.write_text(f'#!/bin/sh\ncase "$*" in\n{cases}esac\n')
+    smartctl.chmod(0o755)
+    for name in answers:
+        (base / name).touch()  # smartctl's stand-in reads a device that exists
+    request = HealthRequest(
+        smartctl=str(smartctl),
+        devices=tuple(str(base / name) for name in answers),
+        mdstat=str(HEALTH_DATA / mdstat),
+        kmsg=str(base / "no-kmsg"),
+        mountinfo=str(base / "no-mountinfo"),
+    )
+    return to_json(result_of(run(request), None))
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +84,9 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "server": [sys.executable, "-m", "sysmcp", "--root", str(tree)],
         "tree": str(tree),
     }
+    failing = {"sda": "smartctl-ata-failing.json", "nvme0n1": "smartctl-nvme-healthy.json"}
+    config["health"] = disk_health_result(base, "mdstat-raid1-degraded.txt", failing)
+    config["healthRebuilding"] = disk_health_result(base, "mdstat-raid1-recovering.txt", {})
     (base / "config.json").write_text(json.dumps(config))
     done = subprocess.run(
         [str(node), str(HERE / "host_driver.mjs"), str(base / "config.json")],
@@ -84,6 +110,7 @@ def test_the_view_handshake_completes_with_the_official_host_bridge(report: dict
         "dir_usage": "ui://sysmcp/dir-usage",
         "disk_usage": "ui://sysmcp/disks",
         "container_usage": "ui://sysmcp/containers",
+        "disk_health": "ui://sysmcp/health",
     }
 
 
@@ -202,6 +229,35 @@ def test_containers_shows_the_data_root_as_one_bar_of_the_engines_parts_and_what
     assert containers["summary"].startswith("Docker 28.2.2 at /run/docker.sock · data root /var/lib/docker")
 
 
+def test_health_shows_each_devices_verdict_and_figures_and_the_degraded_array(report: dict[str, Any]) -> None:
+    health = report["scenarios"]["health"]
+    danger, warning = health["colors"]
+    rows = {(row["kind"], Path(row["name"]).name): row for row in health["rows"]}
+    assert list(rows) == [("device", "sda"), ("device", "nvme0n1"), ("array", "md md0")]
+    sda, nvme, md0 = rows.values()
+    assert (sda["verdict"], sda["badgeColor"]) == ("failing", danger)
+    assert "WDC WD40EFRX-68N32N0, ATA, self-assessment FAILED" in sda["text"]
+    for figure in ("reallocated sectors 1,016", "pending sectors 24", "34 °C", "28,734 h on"):
+        assert figure in sda["text"]
+    assert "back up now and replace the drive" in sda["text"]
+    assert nvme["verdict"] == "ok" and nvme["badgeColor"] not in (danger, warning)
+    for figure in ("media errors 0", "3 % used", "41 °C", "9,876 h on"):
+        assert figure in nvme["text"]
+    assert (md0["verdict"], md0["badgeColor"]) == ("failing", danger)
+    assert "raid1 [U_]" in md0["text"] and "degraded" in md0["text"] and "failed: sdb1" in md0["text"]
+    assert md0["progress"] is None
+    assert health["summary"] == "2 devices, 1 failing, 0 to watch."
+    assert any("/dev/kmsg" in note for note in health["notes"])
+
+
+def test_health_shows_a_rebuilding_array_as_watched_with_its_progress(report: dict[str, Any]) -> None:
+    (md0,) = report["scenarios"]["health"]["rebuilding"]
+    _, warning = report["scenarios"]["health"]["colors"]
+    assert (md0["verdict"], md0["badgeColor"]) == ("watch", warning)
+    assert "recovery 23.4 % at 200042K/sec finish in 62.3min" in md0["text"]
+    assert md0["progress"] == pytest.approx(0.234, abs=0.01)
+
+
 def test_a_view_says_in_its_banner_that_a_call_failed_or_was_cancelled(report: dict[str, Any]) -> None:
     containers = report["scenarios"]["containers"]
     assert containers["error"] == {"kind": "banner error", "text": "no engine answered"}
@@ -213,6 +269,7 @@ def test_screenshots_of_each_view_in_both_themes_are_kept(report: dict[str, Any]
     names = {p.stem for p in shots}
     assert {"dir-usage-light-400", "dir-usage-dark-400", "disks-light-400", "disks-dark-400"} <= names
     assert {"containers-light-400", "containers-dark-400"} <= names
+    assert {"health-light-400", "health-dark-400"} <= names
     for shot in shots:
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert shot.stat().st_size > 5_000

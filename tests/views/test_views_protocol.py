@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sysmcp import __version__
-from sysmcp.tools import container_usage, dir_usage, disk_usage
+from sysmcp.tools import container_usage, dir_usage, disk_health, disk_usage
 from sysmcp.views import CONTRACT_VERSION
 from tests.e2e.modern import MODERN, envelope, modern
 from tests.wire import Wire, spawn
@@ -24,6 +24,7 @@ LINKED = {
     "dir_usage": "ui://sysmcp/dir-usage",
     "disk_usage": "ui://sysmcp/disks",
     "container_usage": "ui://sysmcp/containers",
+    "disk_health": "ui://sysmcp/health",
 }
 
 
@@ -208,3 +209,13 @@ def test_the_fields_of_the_views_contract_are_in_the_tools_output_schemas() -> N
     assert {"walked_bytes", "difference_bytes", "complete"} <= set(
         usage["properties"]["reconciliation"]["required"]
     )
+    health = disk_health.TOOL.output_schema
+    assert {"devices", "devices_not_shown", "arrays", "btrfs", "notes"} <= set(health["required"])
+    for part, fields in {
+        "devices": {"device", "verdict", "reasons", "smart", "note", "model", "protocol", "passed"}
+        | {"power_on_hours", "temperature_c", "attributes", "io_errors"},
+        "arrays": {"name", "verdict", "level", "slots", "failed", "degraded", "operation"}
+        | {"progress_percent", "finish", "speed"},
+        "btrfs": {"device", "mount_point", "verdict", "errors"},
+    }.items():
+        assert fields <= set(health["properties"][part]["items"]["required"])
