@@ -14,9 +14,10 @@ How types map (each field's description and extra keywords come from ``prop``):
 - a dataclass → an object of its fields, all required and no others (``SCHEMA_OPTIONS`` may say
   ``closed=False``: others allowed, as a subclass of ``Open`` does, or ``required=False``: no list of
   required ones);
-- ``Opt[X]`` (a field that may be left out, default ``ABSENT``; ``from_json`` gives it ``ABSENT`` when left
-  out, even declared without that default, as before a required field) → not required, and absent from the JSON
-  while its value is ``ABSENT``. ``Opt[X | None]`` may be absent, or null.
+- ``Opt[X]`` (a field that may be left out, default ``ABSENT``; ``from_json`` gives it ``ABSENT`` when the
+  JSON leaves it out, even where it is declared without that default, as a field before a required one
+  must be) → not required, and absent from the JSON while its value is ``ABSENT``. ``Opt[X | None]`` may
+  be absent, or null.
 - ``prop(name="class")``: the property's JSON name, where it is no Python name; ``prop(listed=False)``: in
   the JSON, not in the schema.
 """
