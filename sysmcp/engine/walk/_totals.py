@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 from sysmcp.engine.mounts import KERNEL_TYPES
 from sysmcp.engine.walk._budget import Budget, ScanStopped
-from sysmcp.engine.walk._mountpoints import mount_table
-from sysmcp.engine.walk._types import SkipCounter
+from sysmcp.engine.walk._mountpoints import mount_points_below, mount_table
+from sysmcp.engine.walk._types import SkipCounter, WalkOptions
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 CHECK_EVERY = 1024  # entries between checkpoints inside one directory
@@ -40,14 +40,9 @@ class _Walk:
     """One walk's state: the root's device, what to skip, the inodes with several names seen."""
 
     def __init__(self, root: bytes, skipped: SkipCounter, budget: Budget) -> None:
-        prefix = root.rstrip(b"/") + b"/"
         table = mount_table()
-        self.mounts: dict[str, dict[str, str]] = {}  # mount points under the root: parent → name → reason
-        for mount in table:
-            if mount.point.startswith(prefix):
-                parent, _, name = mount.point[len(prefix) :].rpartition(b"/")
-                reason = "pseudo_filesystem" if mount.fstype in KERNEL_TYPES else "other_filesystem"
-                self.mounts.setdefault(os.fsdecode(parent), {})[os.fsdecode(name)] = reason
+        # mount points under the root, skipped unseen: parent → name → reason (du -x: one filesystem)
+        self.mounts = mount_points_below(root, WalkOptions(one_file_system=True), table)
         self.pseudo = frozenset(m.dev for m in table if m.fstype in KERNEL_TYPES)
         self.skipped = skipped
         self.budget = budget
