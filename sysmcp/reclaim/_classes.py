@@ -126,10 +126,17 @@ Filter = Callable[[bytes], bool]
 
 
 def regular_files(
-    root: bytes, keep: Filter | None = None, *, recurse: bool = True
-) -> Iterator[tuple[bytes, os.stat_result]]:
-    """Every regular file under ``root`` (``lstat``: symlinks are never followed), on ``root``'s own
-    filesystem only; ``keep(name)`` picks by the file's own name."""
+    roots: Iterable[bytes], keep: Filter | None = None, *, recurse: bool = True, skip: tuple[bytes, ...] = ()
+) -> list[tuple[bytes, os.stat_result]]:
+    """Every regular file under each of ``roots`` (``lstat``: symlinks are never followed), on that
+    root's own filesystem only, but below ``skip`` (another class's places); ``keep(name)`` picks by the
+    file's own name."""
+    return [
+        (path, st) for root in roots for path, st in _below(root, keep, recurse) if not path.startswith(skip)
+    ]
+
+
+def _below(root: bytes, keep: Filter | None, recurse: bool) -> Iterator[tuple[bytes, os.stat_result]]:
     try:
         top = os.lstat(root)
     except OSError:
@@ -156,39 +163,6 @@ def regular_files(
                 yield entry.path, st
 
 
-@dataclass(frozen=True, slots=True)
-class Spot:
-    """One place a class keeps its files, and the facts of removing them: the data every file finder is."""
-
-    klass: str
-    key: str
-    roots: tuple[bytes, ...]
-    command: str | None
-    cost: str
-    safety: str
-    method: str
-    keep: Filter | None = None  # picks by the file's own name
-    recurse: bool = True
-    skip: tuple[bytes, ...] = ()  # path prefixes that belong to another class
-    note: str | None = None
-
-
-def found_at(spots: Iterable[Spot]) -> list[Proposal]:
-    """Each spot's regular files as one group (none for a spot with no files)."""
-    found: list[Proposal] = []
-    for spot in spots:
-        files = [
-            (path, st)
-            for root in spot.roots
-            for path, st in regular_files(root, spot.keep, recurse=spot.recurse)
-            if not path.startswith(spot.skip)
-        ]
-        if files:
-            facts = (spot.command, spot.cost, spot.safety, spot.method)
-            found.append(Proposal(spot.klass, spot.key, files, *facts, note=spot.note))
-    return found
-
-
 def _shown(path: bytes) -> str:
     return path.decode(errors="replace")
 
@@ -199,39 +173,36 @@ def _suffix(*endings: bytes) -> Filter:
 
 def package_caches(layout: RootsLayout) -> list[Proposal]:
     """Downloaded packages a package manager keeps after installing them."""
-    archives = layout.apt + b"/archives"
 
-    def packages(name: str, root: bytes, command: str, keep: Filter, again: str = "") -> Spot:
+    def packages(name: str, root: bytes, command: str, keep: Filter, again: str = "") -> Proposal:
         cost = f"{name} downloads these packages again the next time they are installed{again}"
         method = f"sizes of the package files in {_shown(root)}"
-        return Spot("package_cache", name, (root,), command, cost, REGENERABLE, method, keep)
+        return Proposal(
+            "package_cache", name, regular_files([root], keep), command, cost, REGENERABLE, method
+        )
 
-    return found_at(
-        [
-            packages("apt", archives, "apt-get clean", _suffix(b".deb")),
-            Spot(
-                "package_cache",
-                "apt-lists",
-                (layout.apt,),
-                "apt-get clean",
-                "apt rebuilds its package cache on the next apt command (seconds)",
-                REGENERABLE,
-                "sizes of apt's *.bin caches",
-                _suffix(b".bin"),
-                recurse=False,
-            ),
-            packages("dnf", layout.dnf, "dnf clean packages", _suffix(b".rpm")),
-            packages("yum", layout.yum, "yum clean packages", _suffix(b".rpm")),
-            packages(
-                "pacman",
-                layout.pacman,
-                "paccache -r (or pacman -Sc)",
-                lambda n: b".pkg.tar" in n,
-                "; a downgrade needs them from the network",
-            ),
-            packages("apk", layout.apk, "apk cache clean", _suffix(b".apk")),
-        ]
-    )
+    return [
+        packages("apt", layout.apt + b"/archives", "apt-get clean", _suffix(b".deb")),
+        Proposal(
+            "package_cache",
+            "apt-lists",
+            regular_files([layout.apt], _suffix(b".bin"), recurse=False),
+            "apt-get clean",
+            "apt rebuilds its package cache on the next apt command (seconds)",
+            REGENERABLE,
+            "sizes of apt's *.bin caches",
+        ),
+        packages("dnf", layout.dnf, "dnf clean packages", _suffix(b".rpm")),
+        packages("yum", layout.yum, "yum clean packages", _suffix(b".rpm")),
+        packages(
+            "pacman",
+            layout.pacman,
+            "paccache -r (or pacman -Sc)",
+            lambda n: b".pkg.tar" in n,
+            "; a downgrade needs them from the network",
+        ),
+        packages("apk", layout.apk, "apk cache clean", _suffix(b".apk")),
+    ]
 
 
 #: Language caches below a home directory: (name, relative place, vendor command, cost).
@@ -250,11 +221,11 @@ LANGUAGE_CACHES: tuple[tuple[str, bytes, str | None, str], ...] = (
 
 def language_caches(layout: RootsLayout) -> list[Proposal]:
     """Package caches of language tools in each home directory."""
-    return found_at(
-        Spot(
+    return [
+        Proposal(
             "language_cache",
             f"{name}:{_shown(home)}",
-            (home + b"/" + place,),
+            regular_files([home + b"/" + place]),
             command,
             cost,
             REGENERABLE,
@@ -262,7 +233,7 @@ def language_caches(layout: RootsLayout) -> list[Proposal]:
         )
         for home in layout.home_dirs()
         for name, place, command, cost in LANGUAGE_CACHES
-    )
+    ]
 
 
 def _archived_journal(name: bytes) -> bool:
@@ -271,21 +242,20 @@ def _archived_journal(name: bytes) -> bool:
 
 def journals(layout: RootsLayout) -> list[Proposal]:
     """Archived journal files only: the active ones are journald's and stay."""
-    return found_at(
-        Spot(
+    return [
+        Proposal(
             "journal",
             _shown(root),
-            (root,),
+            regular_files([root], _archived_journal),
             "journalctl --vacuum-size=100M",
             "older log entries are gone from journalctl",
             REVIEW,
             "sizes of archived journal files (*@*.journal, *.journal~)",
-            _archived_journal,
             note="journalctl --vacuum-* removes archived files only: run journalctl --rotate first to archive "
             "the active ones, or vacuuming frees less than the journal uses",
         )
         for root in layout.journal
-    )
+    ]
 
 
 _ROTATED = re.compile(
@@ -295,18 +265,22 @@ _ROTATED = re.compile(
 
 def rotated_logs(layout: RootsLayout) -> list[Proposal]:
     """Logs logrotate already set aside (``syslog.1``, ``syslog.2.gz``, ``messages-20260101``)."""
-    spot = Spot(
-        "rotated_log",
-        _shown(layout.log),
-        (layout.log,),
-        None,
-        "these old logs are gone (keep them if an audit or an investigation needs them)",
-        REVIEW,
-        "sizes of rotated and compressed logs (*.N, *.gz, *-YYYYMMDD) under " + _shown(layout.log),
+    rotated = regular_files(
+        [layout.log],
         lambda n: _ROTATED.fullmatch(n) is not None,
         skip=tuple(j + b"/" for j in layout.journal),
     )
-    return found_at([spot])
+    return [
+        Proposal(
+            "rotated_log",
+            _shown(layout.log),
+            rotated,
+            None,
+            "these old logs are gone (keep them if an audit or an investigation needs them)",
+            REVIEW,
+            "sizes of rotated and compressed logs (*.N, *.gz, *-YYYYMMDD) under " + _shown(layout.log),
+        )
+    ]
 
 
 _CORE = re.compile(rb"core(\.[0-9]+)?")
@@ -316,10 +290,10 @@ _CORE_COST = "the crashes can no longer be debugged from these dumps"
 def core_dumps(layout: RootsLayout) -> list[Proposal]:
     """Crash dumps: systemd-coredump's and apport's stores, and stray ``core``/``core.N`` files."""
     stores = [
-        Spot(
+        Proposal(
             "core_dump",
             _shown(root),
-            (root,),
+            regular_files([root]),
             "coredumpctl list (to see them first)",
             _CORE_COST,
             REVIEW,
@@ -327,27 +301,27 @@ def core_dumps(layout: RootsLayout) -> list[Proposal]:
         )
         for root in layout.coredump
     ]
-    stray = Spot(
+    stray = Proposal(
         "core_dump",
         "stray",
-        (*layout.core_dirs, *layout.home_dirs()),
+        regular_files(
+            [*layout.core_dirs, *layout.home_dirs()], lambda n: _CORE.fullmatch(n) is not None, recurse=False
+        ),
         None,
         _CORE_COST,
         REVIEW,
         "sizes of core / core.N files at the top of /, /tmp and home directories",
-        lambda n: _CORE.fullmatch(n) is not None,
-        recurse=False,
     )
-    return found_at([*stores, stray])
+    return [*stores, stray]
 
 
 def trash(layout: RootsLayout) -> list[Proposal]:
     """Desktop trash: files moved there free nothing until the trash is emptied."""
-    return found_at(
-        Spot(
+    return [
+        Proposal(
             "trash",
             _shown(home),
-            (base + b"/files", base + b"/info"),
+            regular_files([base + b"/files", base + b"/info"]),
             "gio trash --empty",
             "the trashed files cannot be restored any more",
             REVIEW,
@@ -356,7 +330,7 @@ def trash(layout: RootsLayout) -> list[Proposal]:
         )
         for home in layout.home_dirs()
         for base in (home + b"/.local/share/Trash",)
-    )
+    ]
 
 
 def containers(layout: RootsLayout) -> list[Proposal]:
@@ -651,4 +625,4 @@ CLASSES: dict[str, Callable[[RootsLayout], list[Proposal]]] = {
     "container": containers,
     "deleted_open": deleted_open,
 }
-"""Every class found by looking in its own places (``duplicate`` and ``grew`` come from elsewhere)."""
+"""Every class found by looking in its own places (``duplicate`` comes from ``find_duplicates``)."""

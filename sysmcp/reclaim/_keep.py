@@ -29,26 +29,13 @@ import struct
 import threading
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import astuple, dataclass, fields
 from typing import Any
 
 from sysmcp.engine.errors import NotFound, Refused
 from sysmcp.history.statedir import PLAN_KEY_NAME, mac
 from sysmcp.history.store import Store
 from sysmcp.reclaim._plan import Identity, Item, Plan, PlannedFile
-
-__all__ = [
-    "LOG_NAMESPACE",
-    "PLAN_NAMESPACE",
-    "PLAN_TTL_S",
-    "ActionLog",
-    "Durability",
-    "LogRecord",
-    "PlanKeeper",
-    "decode_plan",
-    "encode_plan",
-    "read_log",
-]
 
 PLAN_NAMESPACE = "reclaim-plans"
 LOG_NAMESPACE = "reclaim-log"
@@ -269,18 +256,22 @@ class LogRecord:
 
     def as_json(self) -> bytes:
         return json.dumps(
-            {
-                "time": self.time,
-                "plan": self.plan,
-                "item": self.item,
-                "path": self.path,
-                "action": self.action,
-                "outcome": self.outcome,
-                "reason": self.reason,
-                "planned_bytes": self.planned,
-                "freed_bytes": self.freed,
-            }
+            {name: value for (name, _read), value in zip(_LOGGED, astuple(self), strict=True)}
         ).encode()
+
+
+#: A log row's JSON names, in ``LogRecord``'s order, and how each is read back.
+_LOGGED: tuple[tuple[str, Callable[[Any], Any]], ...] = (
+    ("time", float),
+    ("plan", str),
+    ("item", str),
+    ("path", str),
+    ("action", str),
+    ("outcome", str),
+    ("reason", lambda reason: reason),
+    ("planned_bytes", int),
+    ("freed_bytes", int),
+)
 
 
 class ActionLog:
@@ -327,19 +318,7 @@ def read_log(store: Store, limit: int = 50) -> list[LogRecord]:
         try:
             row = json.loads(raw) if raw is not None else None
             if row is not None:
-                records.append(
-                    LogRecord(
-                        float(row["time"]),
-                        str(row["plan"]),
-                        str(row["item"]),
-                        str(row["path"]),
-                        str(row["action"]),
-                        str(row["outcome"]),
-                        row["reason"],
-                        int(row["planned_bytes"]),
-                        int(row["freed_bytes"]),
-                    )
-                )
+                records.append(LogRecord(*(read(row[name]) for name, read in _LOGGED)))
         except (ValueError, KeyError, TypeError):
             continue
     return records

@@ -46,25 +46,6 @@ from sysmcp.engine.procs import link_confined
 from sysmcp.reclaim import _classes as classes
 from sysmcp.reclaim._classes import Copy, Proposal, RootsLayout
 
-__all__ = [
-    "LINK",
-    "Act",
-    "ApplyRequest",
-    "FileResult",
-    "Identity",
-    "Item",
-    "ItemResult",
-    "Plan",
-    "PlanRequest",
-    "PlannedFile",
-    "RootsLayout",
-    "apply_items",
-    "build_plan",
-    "choose",
-    "confirmation_code",
-    "outside_roots",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class Identity:
@@ -217,9 +198,6 @@ class PlanRequest:
     classes: tuple[str, ...] | None = None  # None: every class
     #: Sets of identical files, each copy as it was when its bytes were read (a bare path: looked at now).
     duplicates: Sequence[Sequence[bytes | Copy]] = ()
-    #: The history hook: items for "what grew since the last snapshot" (None: no history store).
-    grew: Callable[[], Sequence[Proposal]] | None = None
-    min_bytes: int = 1
 
 
 def _inside(path: bytes, scope: Sequence[bytes]) -> bool:
@@ -239,8 +217,6 @@ def build_plan(
         progress(done, len(finders))
     if request.classes is None or "duplicate" in request.classes:
         found += classes.duplicates(request.duplicates)
-    if request.grew is not None and (request.classes is None or "grew" in request.classes):
-        found += request.grew()
     links: dict[tuple[int, int], int] = {}  # how many of each inode's names the plan holds
     kept: list[tuple[Proposal, list[tuple[bytes, os.stat_result]]]] = []
     for group in found:
@@ -269,7 +245,7 @@ def build_plan(
                 shared += st.st_blocks * 512
         if group.figure is not None:
             freed = group.figure
-        if freed < request.min_bytes and not shared:
+        if not freed and not shared:
             continue
         items.append(
             Item(
@@ -455,26 +431,20 @@ class Act:
             return FileResult(path, False, "outside")
         if link and self.keep is not None and self.entry.identity.dev != self.keep.identity.dev:
             return FileResult(path, False, "other_filesystem")
+        return _at_parent(path, lambda parent, name: self._beside_keep(parent, name, link))
+
+    def _beside_keep(self, parent: int, name: bytes, link: bool) -> FileResult:
+        """``_at``, with the kept copy's parent directory open too when there is a kept copy."""
+        if self.keep is None:
+            return self._at(parent, name, None, link)
         try:
-            parent, name = open_parent(os.fsdecode(path))
+            kept = open_parent(os.fsdecode(self.keep.path))
         except (OSError, ValueError) as exc:
-            return FileResult(path, False, _why(exc))
+            return FileResult(self.entry.path, False, "keep_gone" if _why(exc) == "gone" else "keep_changed")
         try:
-            kept: tuple[int, bytes] | None = None
-            if self.keep is not None:
-                try:
-                    kept = open_parent(os.fsdecode(self.keep.path))
-                except (OSError, ValueError) as exc:
-                    return FileResult(path, False, "keep_gone" if _why(exc) == "gone" else "keep_changed")
-            try:
-                return self._at(parent, name, kept, link)
-            except OSError as exc:
-                return FileResult(path, False, _why(exc))
-            finally:
-                if kept is not None:
-                    os.close(kept[0])
+            return self._at(parent, name, kept, link)
         finally:
-            os.close(parent)
+            os.close(kept[0])
 
     def _at(self, parent: int, name: bytes, kept: tuple[int, bytes] | None, link: bool) -> FileResult:
         path, planned = self.entry.path, self.entry.identity
@@ -613,6 +583,29 @@ def _put_back(parent: int, aside: bytes, name: bytes, reason: str = "") -> str:
     return reason
 
 
+def _at_parent(path: bytes, act: Callable[[int, bytes], FileResult]) -> FileResult:
+    """``act(parent, name)`` with ``path``'s parent directory open (reached from ``/`` one component at a
+    time with ``O_NOFOLLOW``: ``open_parent``) and closed after; an ``OSError`` says why the file was left."""
+    try:
+        parent, name = open_parent(os.fsdecode(path))
+    except (OSError, ValueError) as exc:
+        return FileResult(path, False, _why(exc))
+    try:
+        return act(parent, name)
+    except OSError as exc:
+        return FileResult(path, False, _why(exc))
+    finally:
+        os.close(parent)
+
+
+def _emptied(path: bytes, fd: int) -> FileResult:
+    """Truncate the file open as ``fd`` to nothing, measuring what that freed on its filesystem."""
+    before = os.fstatvfs(fd)
+    os.ftruncate(fd, 0)
+    after = os.fstatvfs(fd)
+    return FileResult(path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
+
+
 def _truncate(entry: PlannedFile, allowed: Callable[[bytes], bool]) -> FileResult:
     """Empty a deleted file still held open, through its holder's ``/proc/PID/fd/N``: the same inode,
     nameless (its ``nlink`` 0), or nothing is done. The size may have moved (it is being written)."""
@@ -622,28 +615,23 @@ def _truncate(entry: PlannedFile, allowed: Callable[[bytes], bool]) -> FileResul
         return FileResult(path, False, "outside" if target else "gone")
     try:
         fd = _open_planned(path, planned)
-    except OSError as exc:
-        return FileResult(path, False, _why(exc))
-    if fd is None:
-        return FileResult(path, False, "changed")
-    try:
-        now = os.fstat(fd)
-        if (
-            (now.st_dev, now.st_ino) != (planned.dev, planned.ino)
-            or now.st_nlink != 0
-            or not stat.S_ISREG(now.st_mode)
-        ):
+        if fd is None:
             return FileResult(path, False, "changed")
-        if not link_confined(path, now.st_dev):  # held in another mount namespace: its path is not ours
-            return FileResult(path, False, "outside")
-        before = os.fstatvfs(fd)
-        os.ftruncate(fd, 0)
-        after = os.fstatvfs(fd)
-        return FileResult(path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
+        try:
+            now = os.fstat(fd)
+            if (
+                (now.st_dev, now.st_ino) != (planned.dev, planned.ino)
+                or now.st_nlink != 0
+                or not stat.S_ISREG(now.st_mode)
+            ):
+                return FileResult(path, False, "changed")
+            if not link_confined(path, now.st_dev):  # held in another mount namespace: its path is not ours
+                return FileResult(path, False, "outside")
+            return _emptied(path, fd)
+        finally:
+            os.close(fd)
     except OSError as exc:
         return FileResult(path, False, _why(exc))
-    finally:
-        os.close(fd)
 
 
 #: How a log is opened to be emptied: for writing, never through a symlink, never waiting on a FIFO.
@@ -662,34 +650,27 @@ def _empty(
     path, planned = entry.path, entry.identity
     if not allowed(path):
         return FileResult(path, False, "outside")
-    try:
-        parent, name = open_parent(os.fsdecode(path))
-    except (OSError, ValueError) as exc:
-        return FileResult(path, False, _why(exc))
-    try:
+
+    def at(parent: int, name: bytes) -> FileResult:
         now = os.stat(name, dir_fd=parent, follow_symlinks=False)
         if (reason := _unlike(planned, now)) is not None:
             return FileResult(path, False, reason)
         between(path)
-        fd, opened = open_regular_at(name, dir_fd=parent, expect=now, flags=_EMPTY)
+        try:
+            fd, opened = open_regular_at(name, dir_fd=parent, expect=now, flags=_EMPTY)
+        except OSError as exc:  # ENXIO: a FIFO swapped in after the look, with no reader
+            if exc.errno != errno.ENXIO:
+                raise
+            return FileResult(path, False, "not_regular")
         try:
             if (reason := _unlike(planned, opened)) is not None:
                 return FileResult(path, False, reason)
             cancel()  # the last moment nothing has been done
-            before = os.fstatvfs(fd)
-            os.ftruncate(fd, 0)
-            after = os.fstatvfs(fd)
+            return _emptied(path, fd)
         finally:
             os.close(fd)
-        return FileResult(path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
-    except NotRegularFile:
-        return FileResult(path, False, "not_regular")
-    except FileSwap:
-        return FileResult(path, False, "changed")
-    except OSError as exc:  # ENXIO: a FIFO swapped in after the look, with no reader
-        return FileResult(path, False, "not_regular" if exc.errno == errno.ENXIO else _why(exc))
-    finally:
-        os.close(parent)
+
+    return _at_parent(path, at)
 
 
 def _unlike(planned: Identity, st: os.stat_result) -> str | None:
@@ -723,6 +704,10 @@ def _open_planned(link: bytes, planned: Identity) -> int | None:
 
 
 def _why(exc: BaseException) -> str:
+    if isinstance(exc, NotRegularFile):
+        return "not_regular"
+    if isinstance(exc, FileSwap):
+        return "changed"
     if isinstance(exc, FileNotFoundError):
         return "gone"
     if isinstance(exc, OSError) and exc.errno in (errno.ELOOP, errno.EMLINK):
