@@ -14,9 +14,9 @@ import pwd
 from pathlib import Path
 from typing import Any, ClassVar, Literal, cast
 
+from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.paths import display, escaped, exact_bytes
 from sysmcp.history import state
-from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.reclaim import (
     CLASSES,
@@ -33,7 +33,7 @@ from sysmcp.reclaim import (
 )
 from sysmcp.render import and_more, human_bytes, plural
 from sysmcp.tools import schemas as js
-from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
+from sysmcp.tools.registry import Tool, ToolContext, ToolOutput, with_link
 from sysmcp.tools.typed import ABSENT, Opt, prop, result, to_json
 from sysmcp.tools.walking import require_directory
 
@@ -120,7 +120,9 @@ class ReclaimPlan:
 PATHS_SHOWN = 5
 
 
-def duplicate_groups(root: Path, meter: Meter) -> list[list[tuple[bytes, os.stat_result]]]:
+def duplicate_groups(
+    root: Path, progress: Progress = no_progress, cancel: Cancel = never_cancelled
+) -> list[list[tuple[bytes, os.stat_result]]]:
     """The one adapter to ``find_duplicates``: its groups as absolute paths, each with what its open
     descriptor was when its bytes were hashed (the plan's identity of it, not a later look)."""
     from sysmcp.engine.duplicates import DuplicatesRequest, find_duplicates
@@ -128,7 +130,7 @@ def duplicate_groups(root: Path, meter: Meter) -> list[list[tuple[bytes, os.stat
 
     base = os.fsencode(root)
     request = DuplicatesRequest(base, WalkOptions(one_file_system=True), timeout_s=DUPLICATES_TIMEOUT_S)
-    search = find_duplicates(request, meter.report, meter.cancel)
+    search = find_duplicates(request, progress, cancel)
     joined = base.rstrip(b"/") + b"/"
     groups: list[list[tuple[bytes, os.stat_result]]] = []
     for group in search.groups:
@@ -257,7 +259,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         looked.append("duplicate")
     duplicates: list[list[tuple[bytes, os.stat_result]]] = []
     if args.get("duplicates") or (wanted is not None and "duplicate" in wanted):
-        duplicates = await ctx.run_in_worker(lambda meter: duplicate_groups(path, meter))
+        duplicates = await ctx.run_engine(duplicate_groups, path)
     request = PlanRequest(
         scope=scope,
         classes=tuple(wanted) if wanted is not None else None,
@@ -269,25 +271,20 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     if plan.items:  # an empty plan is nothing to keep talking about
         text += kept_words(kept)
     text = text.rstrip("\n")
-    links: tuple[ResourceLink, ...] = ()
-    script_uri: str | None = None
     link = ctx.keep(  # an empty plan too: ``-o plan.sh`` then saves a script that says so, not this text
         f"reclaim-plan-{plan.id}.sh",
         render_script(plan) if plan.items else nothing_to_do(plan),
         description=f"Reclaim plan {plan.id} as a POSIX shell script (dry run unless --apply)",
         mime_type="text/x-shellscript",
     )
-    if isinstance(link, str):
-        text += f"\nThe script: not kept, {link}"
-    else:
-        links, script_uri = (link,), link.uri
-        text += f"\nThe plan as a script{'' if plan.items else ' (it has nothing to do)'}: {link.uri}"
+    empty = "" if plan.items else " (it has nothing to do)"
+    text, links = with_link(text, link, f"The plan as a script{empty}: {{}}", "The script: not kept, {}")
     answer = ReclaimPlan(
         plan_id=plan.id,
         path=shown,
         total_bytes=plan.bytes,
         items=[item_view(item) for item in plan.items],
-        script=script_uri,
+        script=links[0].uri if links else None,
         kept="history" if kept.durable else "memory",
         kept_note=None if kept.durable else kept.reason,
         checked=looked,

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sysmcp.protocol.context import Meter
 from sysmcp.reclaim import Plan, PlanRequest, build_plan
 from sysmcp.reclaim._classes import RootsLayout
 from sysmcp.tools.reclaim_plan import duplicate_groups
@@ -71,17 +70,9 @@ def write_as_nobody(path: Path, data: bytes, mode: int) -> None:
 _WRITE = "import os, sys; p = sys.argv[1]; open(p, 'wb').write(bytes.fromhex(sys.argv[2])); os.chmod(p, int(sys.argv[3], 8))"
 
 
-class Quiet(Meter):
-    """A meter outside any request: nothing to cancel."""
-
-    @staticmethod
-    def cancel() -> None:
-        return None
-
-
 def duplicates_plan(root: Path, scope: Sequence[Path] | None = None) -> Plan:
     """A duplicates plan the way ``reclaim_plan duplicates=true`` makes one (find_duplicates, then the plan)."""
-    groups = duplicate_groups(root, Quiet())
+    groups = duplicate_groups(root)
     return plan_of(groups, scope or [root], root)
 
 

@@ -119,9 +119,8 @@ def replaced_after_hashing(top: Path) -> dict[str, Any]:
     put(r / "a", data, mtime=OLD)
     put(r / "b", data, mtime=NEWER)
     from sysmcp.tools.reclaim_plan import duplicate_groups
-    from tests.security.reclaim_namespace import Quiet
 
-    groups = duplicate_groups(r, Quiet())  # hashed here ...
+    groups = duplicate_groups(r)  # hashed here ...
     put(r / "b.new", b"the user's new work" * 1000, mtime=NEWER)
     os.rename(r / "b.new", r / "b")  # ... saved over here ...
     plan = plan_of(groups, [r], r)  # ... planned here (the old code looked again only now)
