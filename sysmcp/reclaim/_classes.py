@@ -451,6 +451,10 @@ def deleted_open(layout: RootsLayout) -> list[Proposal]:
             continue  # closed since the scan
         if (st.st_dev, st.st_ino) != (deleted.dev, deleted.ino):
             continue  # the descriptor number was reused for another file
+        # The name it had, JSON-safe, with its exact bytes in base64 when they are not UTF-8.
+        name: dict[str, object] = {"file": display(deleted.path)}
+        if (exact := exact_bytes(deleted.path)) is not None:
+            name["file_bytes"] = exact
         writer = next((holder for holder in held if "w" in holder.mode), None)
         named = writer or first
         found.append(
@@ -472,22 +476,12 @@ def deleted_open(layout: RootsLayout) -> list[Proposal]:
                 else f"or restart {named.command} (pid {named.pid}), which closes it",
                 holders=[
                     {"pid": holder.pid, "fd": holder.fd, "command": holder.command, "mode": holder.mode}
-                    | named_file(deleted.path)
+                    | name
                     for holder in held
                 ],
             )
         )
     return found
-
-
-def named_file(path: str) -> dict[str, object]:
-    """The name a deleted-open file had, for its holders' rows: JSON-safe, with its exact bytes in
-    base64 (``file_bytes``) when they are not UTF-8."""
-    named: dict[str, object] = {"file": display(path)}
-    exact = exact_bytes(path)
-    if exact is not None:
-        named["file_bytes"] = exact
-    return named
 
 
 def _real_parent(path: bytes) -> bytes:
