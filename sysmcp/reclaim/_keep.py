@@ -187,12 +187,10 @@ class PlanKeeper:
         """The plan, if kept and not expired; else ``NotFound`` or ``Refused`` (reason ``expired``)."""
         with self._lock:
             found = self._memory.get(plan_id)
-        if found is None:
-            store = self.store()
-            raw = store.get(PLAN_NAMESPACE, plan_id) if store is not None else None
-            found = (
-                decode_plan(_verified(store, plan_id, raw)) if store is not None and raw is not None else None
-            )
+        store = self.store() if found is None else None
+        raw = store.get(PLAN_NAMESPACE, plan_id) if store is not None else None
+        if store is not None and raw is not None:
+            found = decode_plan(_verified(store, plan_id, raw))
         if found is None:
             raise NotFound(f"no reclaim plan {plan_id} is kept")
         plan, kept_at = found

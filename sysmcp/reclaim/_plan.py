@@ -328,10 +328,10 @@ Log = Callable[[Item, PlannedFile, str, "FileResult"], None]
 Between = Callable[[bytes], None]
 
 
-def outside_roots(plan: Plan, item_ids: Sequence[str], allowed: Callable[[bytes], bool]) -> list[bytes]:
-    """The files of the named items (their kept copies included) that lie outside the roots."""
+def outside_roots(chosen: Sequence[tuple[Item, str]], allowed: Callable[[bytes], bool]) -> list[bytes]:
+    """The files of the chosen items (``choose``; their kept copies included) that lie outside the roots."""
     outside: list[bytes] = []
-    for item, _action in choose(plan, item_ids):
+    for item, _action in chosen:
         if item.held:
             continue  # a deleted-open file has no name; ``_truncate`` confines its former one
         keep = [item.keep] if item.keep is not None else []
@@ -362,7 +362,7 @@ def apply_items(
     """
     plan, allowed, log = request.plan, request.allowed, request.log
     chosen = choose(plan, request.item_ids)
-    outside = outside_roots(plan, request.item_ids, allowed)
+    outside = outside_roots(chosen, allowed)
     if outside:
         raise Refused(
             f"plan {plan.id} names {len(outside):,} file(s) outside the roots this server is confined to "

@@ -14,7 +14,7 @@ restart.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -287,11 +287,11 @@ def render(
 
 
 class DeletedOpenFiles:
-    """The handler, with /proc's location and the mount table injected (tests may point them elsewhere)."""
+    """The handler, with /proc's location injected (a test points it elsewhere)."""
 
-    def __init__(self, proc: str = PROC, partitions: Callable[[], MountTable] | None = None) -> None:
+    def __init__(self, proc: str = PROC) -> None:
         self.proc = proc
-        self.partitions = partitions or default_partitions()
+        self.partitions = default_partitions()
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         shown: str | None = None

@@ -140,7 +140,7 @@ async def _plan(args: dict[str, Any], ctx: ToolContext) -> tuple[Plan, list[str]
         ) from None
     chosen = list(dict.fromkeys(args["items"]))
     # kept copies too: a duplicate goes only if its kept copy stays, and that must be inside the roots
-    outside = outside_roots(plan, chosen, _allowed(ctx))
+    outside = outside_roots(choose(plan, chosen), _allowed(ctx))
     if outside:
         raise Refused(
             f"plan {plan.id} names {plural(len(outside), 'file')} outside the roots this server is confined to "
