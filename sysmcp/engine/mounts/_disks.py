@@ -26,29 +26,6 @@ from sysmcp.engine.errors import NotFound
 from sysmcp.engine.mounts._mounts import Mount, MountTable, container_siblings, dedupe, is_system_volume
 from sysmcp.engine.paths import display, expands_locally, is_within
 
-__all__ = [
-    "ALERT_PERCENT",
-    "MAX_STUCK_PROBES",
-    "MEMORY_TYPES",
-    "STATVFS_TIMEOUT",
-    "Disks",
-    "Figures",
-    "FilesystemUsage",
-    "FsStats",
-    "PartitionsProvider",
-    "ProbeResult",
-    "Prober",
-    "Rate",
-    "SampleClock",
-    "Status",
-    "UsageProvider",
-    "entry_from",
-    "inodes_in_use",
-    "over",
-    "percent_used",
-    "statvfs_usage",
-]
-
 T = TypeVar("T")
 
 STATVFS_TIMEOUT = 5.0  # seconds per mount; a dead network mount must not hang the call

@@ -22,24 +22,6 @@ from sysmcp.engine.calls import Cancel, never_cancelled
 from sysmcp.engine.mounts import MountTable
 from sysmcp.engine.procs._openfiles import PROC, WrittenFile, open_for_writing
 
-__all__ = [
-    "SYS_DEV_BLOCK",
-    "DeviceIo",
-    "ProcessIO",
-    "ProcessIo",
-    "ProcessReading",
-    "Reading",
-    "WriteTarget",
-    "device_deltas",
-    "device_mount_points",
-    "device_name",
-    "files_written",
-    "process_deltas",
-    "read_devices",
-    "read_processes",
-    "take_reading",
-]
-
 
 class ProcessIo(NamedTuple):
     """One process's cumulative storage I/O at a reading."""

@@ -25,21 +25,6 @@ from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.errors import Unavailable
 from sysmcp.engine.mounts import Mount, MountTable, parse_mountinfo
 
-__all__ = [
-    "DELETED",
-    "PROC",
-    "DeletedFile",
-    "Holder",
-    "MountView",
-    "Scan",
-    "WrittenFile",
-    "fd_links",
-    "filesystem_of",
-    "link_confined",
-    "open_for_writing",
-    "scan_processes",
-]
-
 PROC = platform.PROC  # where processes are read (tests point the tools at a fake one)
 DELETED = " (deleted)"
 

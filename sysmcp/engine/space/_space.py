@@ -38,21 +38,6 @@ from sysmcp.engine.space._hidden import Hidden, Look
 from sysmcp.engine.space._snapshots import Overhead, Snapshot, Snapshots, overhead_of, snapshots_of
 from sysmcp.engine.walk import Budget, SkipCounter
 
-__all__ = [
-    "Accounting",
-    "DeletedScan",
-    "ExplainRequest",
-    "HeldOpen",
-    "KeptScan",
-    "WalkPart",
-    "deleted_provider",
-    "explain",
-    "explain_request",
-    "own_mount",
-    "read_cow",
-    "walk_filesystem",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class HeldOpen:
