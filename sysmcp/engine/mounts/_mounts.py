@@ -159,7 +159,6 @@ INLINE_SAFE_TYPES = frozenset(
     }
 )
 
-SYS_DEV_BLOCK = platform.SYS_DEV_BLOCK  # major:minor → the block device's sysfs directory
 # Block devices whose I/O goes over a network: a "local" filesystem on them can hang like NFS.
 _NETWORK_BLOCK_DEVICES = ("nbd", "rbd", "drbd")
 _OVERLAY_DIR_OPTIONS = frozenset({"upperdir", "lowerdir", "lowerdir+", "datadir+", "workdir"})
@@ -211,9 +210,11 @@ class MountTable:
     _tops: dict[str, Mount] = field(init=False, repr=False)
     _stacks: dict[str, tuple[Mount, ...]] = field(init=False, repr=False)
     _safe: dict[str, bool] = field(init=False, repr=False)
+    sys_dev_block: str = platform.SYS_DEV_BLOCK  # major:minor → the block device's sysfs directory
 
-    def __init__(self, mounts: Iterable[Mount]) -> None:
+    def __init__(self, mounts: Iterable[Mount], sys_dev_block: str = platform.SYS_DEV_BLOCK) -> None:
         self.mounts = tuple(mounts)
+        self.sys_dev_block = sys_dev_block
         stacks: dict[str, list[Mount]] = {}
         for mount in self.mounts:
             stacks.setdefault(mount.mount_point, []).append(mount)
@@ -301,9 +302,9 @@ class MountTable:
         loop device whose backing file is on an unsafe mount, can hang any lookup."""
         if not mount.dev or mount.dev.startswith("0:"):
             return True  # no block device (tmpfs, proc, btrfs' anonymous numbers): nothing below it
-        if not platform.has_sys_dev_block(SYS_DEV_BLOCK):
+        if not platform.has_sys_dev_block(self.sys_dev_block):
             return True  # no /sys to ask (not Linux): the check is skipped, as missing_facilities() says
-        node = os.path.realpath(os.path.join(SYS_DEV_BLOCK, mount.dev))
+        node = os.path.realpath(os.path.join(self.sys_dev_block, mount.dev))
         if os.path.basename(node).startswith(_NETWORK_BLOCK_DEVICES):
             return False
         for device in (node, os.path.dirname(node)):  # a partition's loop settings are on its disk

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 import psutil
 
+from sysmcp import platform
 from sysmcp.engine.calls import Cancel, never_cancelled
 from sysmcp.engine.mounts import MountTable
 from sysmcp.engine.procs._openfiles import PROC, WrittenFile, open_for_writing
@@ -172,10 +173,8 @@ def device_deltas(first: dict[str, Any], second: dict[str, Any], seconds: float)
 
 # -- which files, on which mount ------------------------------------------------------------------
 
-SYS_DEV_BLOCK = "/sys/dev/block"  # Linux: "major:minor" → the kernel's name of a block device
 
-
-def device_name(dev: str, sys_dev_block: str = SYS_DEV_BLOCK) -> str | None:
+def device_name(dev: str, sys_dev_block: str = platform.SYS_DEV_BLOCK) -> str | None:
     """The kernel's name of the block device ``dev`` ("major:minor"), as the device counters name it
     ("sda1", "dm-0", "nvme0n1p2"); None for what is no block device (tmpfs, overlay, NFS)."""
     try:
@@ -184,7 +183,9 @@ def device_name(dev: str, sys_dev_block: str = SYS_DEV_BLOCK) -> str | None:
         return None
 
 
-def device_mount_points(table: MountTable, sys_dev_block: str = SYS_DEV_BLOCK) -> dict[str, list[str]]:
+def device_mount_points(
+    table: MountTable, sys_dev_block: str = platform.SYS_DEV_BLOCK
+) -> dict[str, list[str]]:
     """Each block device's mount points (visible ones, shortest first), by the counters' device name."""
     points: dict[str, list[str]] = {}
     for mount in table.mounts:
@@ -207,7 +208,7 @@ def files_written(
     pids: Iterable[int],
     keep: Callable[[WrittenFile], bool] = lambda _: True,
     proc: str = PROC,
-    sys_dev_block: str = SYS_DEV_BLOCK,
+    sys_dev_block: str = platform.SYS_DEV_BLOCK,
 ) -> dict[int, tuple[list[WriteTarget], int]]:
     """Per process: the regular files on block devices it has open for writing that ``keep`` accepts
     (the caller's roots), and how many more it has open that ``keep`` refused."""
