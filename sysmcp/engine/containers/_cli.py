@@ -4,7 +4,7 @@ Podman is daemonless: without its socket service running, its command still answ
 images``/``ps --size``/``volume ls``/``inspect`` with ``--format json``: exact byte counts). Docker's
 command reaches engines the socket search cannot (a ``docker context``, DOCKER_HOST over ssh or tcp):
 ``docker system df -v --format json`` gives its sizes only as rounded decimal text ('1.982MB'), read
-back here. Every command goes through ``run``, with the survey's timeout.
+back here. Every command goes through ``ask``, with the survey's timeout.
 """
 
 from __future__ import annotations
@@ -23,17 +23,12 @@ from sysmcp.engine.errors import Unavailable
 INSPECT_AT_ONCE = 500
 
 
-def run(argv: Sequence[str], timeout_s: float) -> str:
-    """The standard output of ``argv``, killed after ``timeout_s``; ``Unavailable`` when the command is
-    missing, fails or does not answer in time (``engine.commands``' faults are ``Unavailable``s). The one
-    place this engine runs a command."""
-    return run_command(list(argv), timeout_s)
-
-
 def ask(argv: Sequence[str], timeout_s: float) -> Any:
-    """``run``'s output read as JSON (``Unavailable`` when it is not)."""
+    """The standard output of ``argv`` read as JSON, the command killed after ``timeout_s``: the one
+    place this engine runs a command. ``Unavailable`` when the command is missing, fails, does not
+    answer in time (``engine.commands``' faults are ``Unavailable``s) or answers with something not JSON."""
     try:
-        return json.loads(run(argv, timeout_s))
+        return json.loads(run_command(argv, timeout_s))
     except ValueError:
         raise Unavailable(
             f"`{' '.join(argv[:3])}` answered with something not JSON", reason="engine_fault"
