@@ -25,7 +25,7 @@ from sysmcp.engine.procs._openfiles import PROC, WrittenFile, open_for_writing
 
 
 class ProcessIo(NamedTuple):
-    """One process's cumulative storage I/O at a reading."""
+    """One process's storage I/O: cumulative in a reading, over the window in ``process_deltas``'."""
 
     pid: int
     started: float  # create time: with the pid, which process this is (pids are reused)
@@ -77,17 +77,7 @@ def read_devices() -> dict[str, Any]:
         return {}
 
 
-class ProcessIO(NamedTuple):
-    """One process's I/O over the window."""
-
-    pid: int
-    command: str
-    user: str | None
-    read_bytes: int
-    write_bytes: int
-
-
-def process_deltas(first: ProcessReading, second: ProcessReading) -> list[ProcessIO]:
+def process_deltas(first: ProcessReading, second: ProcessReading) -> list[ProcessIo]:
     """What each process read and wrote between the readings. A process started during the window
     did all its I/O within it; one read only at the end but older than the window is left out."""
     moved = []
@@ -100,7 +90,7 @@ def process_deltas(first: ProcessReading, second: ProcessReading) -> list[Proces
         else:
             read, written = now.read_bytes - before.read_bytes, now.write_bytes - before.write_bytes
         if read > 0 or written > 0:
-            moved.append(ProcessIO(now.pid, now.command, now.user, max(read, 0), max(written, 0)))
+            moved.append(now._replace(read_bytes=max(read, 0), write_bytes=max(written, 0)))
     return moved
 
 
