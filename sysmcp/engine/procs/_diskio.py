@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import psutil
@@ -185,27 +185,19 @@ def device_mount_points(
     return {name: sorted(set(found), key=lambda p: (len(p), p)) for name, found in points.items()}
 
 
-class WriteTarget(NamedTuple):
-    """A file a process has open for writing, on a block device: where, and through which descriptor."""
-
-    path: str
-    fd: int
-    device: str
-    deleted: bool
-
-
 def files_written(
     pids: Iterable[int],
     keep: Callable[[WrittenFile], bool] = lambda _: True,
     proc: str = PROC,
     sys_dev_block: str = platform.SYS_DEV_BLOCK,
-) -> dict[int, tuple[list[WriteTarget], int]]:
+) -> dict[int, tuple[list[WrittenFile], int]]:
     """Per process: the regular files on block devices it has open for writing that ``keep`` accepts
-    (the caller's roots), and how many more it has open that ``keep`` refused."""
+    (the caller's roots), each with its ``device`` named, and how many more it has open that ``keep``
+    refused."""
     names: dict[int, str | None] = {}
-    found: dict[int, tuple[list[WriteTarget], int]] = {}
+    found: dict[int, tuple[list[WrittenFile], int]] = {}
     for pid in pids:
-        kept: list[WriteTarget] = []
+        kept: list[WrittenFile] = []
         refused = 0
         for item in open_for_writing(proc, pid):
             if item.dev not in names:
@@ -214,7 +206,7 @@ def files_written(
             if device is None:
                 continue  # not storage: a tmpfs, a pipe's filesystem, a network mount
             if keep(item):
-                kept.append(WriteTarget(item.path, item.fd, device, item.deleted))
+                kept.append(replace(item, device=device))
             else:
                 refused += 1
         found[pid] = (kept, refused)

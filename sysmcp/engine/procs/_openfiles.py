@@ -228,6 +228,7 @@ class WrittenFile:
     fd: int
     dev: int
     deleted: bool
+    device: str = ""  # the kernel's name of its block device ("sda1"), once ``files_written`` named it
 
 
 def open_for_writing(proc: str, pid: int) -> list[WrittenFile]:
