@@ -35,7 +35,6 @@ from sysmcp.engine.errors import NotFound, Unavailable
 from sysmcp.engine.walk import walk_totals
 
 __all__ = [
-    "SOCKETS",
     "BuildCache",
     "Container",
     "Image",

@@ -276,20 +276,17 @@ class FilesystemUsage:
     reason: str | None = None
     st_dev: int | None = None
     rate: Rate | None = None
-    _alerts: list[str] | None = field(default=None, repr=False)
 
     def alerts(self) -> list[str]:
         """What is over the threshold; read-only filesystems cannot fill up further, so never."""
-        if self._alerts is None:
-            fig = self.figures
-            found = []
-            if fig is not None and not self.mount.read_only:
-                if over(fig.used, fig.free):
-                    found.append("space")
-                if fig.inodes_total and over(fig.inodes_used, fig.inodes_free):
-                    found.append("inodes")
-            self._alerts = found
-        return list(self._alerts)
+        fig = self.figures
+        found = []
+        if fig is not None and not self.mount.read_only:
+            if over(fig.used, fig.free):
+                found.append("space")
+            if fig.inodes_total and over(fig.inodes_used, fig.inodes_free):
+                found.append("inodes")
+        return found
 
     def sort_key(self) -> tuple[int, float, str]:
         if self.figures is None:
