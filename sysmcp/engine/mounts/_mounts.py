@@ -136,11 +136,6 @@ _OVERLAY_DIR_OPTIONS = frozenset({"upperdir", "lowerdir", "lowerdir+", "datadir+
 _ESCAPE = re.compile(rb"\\([0-7]{3})")
 
 
-def is_pseudo(fs_type: str) -> bool:
-    """True for kernel-interface and memory filesystems (tmpfs, devtmpfs, proc, cgroup, …)."""
-    return fs_type in PSEUDO_TYPES
-
-
 @dataclass(frozen=True, slots=True)
 class Mount:
     """One line of the mount table."""
@@ -157,7 +152,8 @@ class Mount:
 
     @property
     def pseudo(self) -> bool:
-        return is_pseudo(self.fs_type)
+        """True for kernel-interface and memory filesystems (tmpfs, devtmpfs, proc, cgroup, …)."""
+        return self.fs_type in PSEUDO_TYPES
 
     def dev_matches(self, st_dev: int | None) -> bool:
         return st_dev is not None and self.dev == f"{os.major(st_dev)}:{os.minor(st_dev)}"

@@ -294,8 +294,7 @@ def _scan_mappings(
 def filesystem_of(table: MountTable, dev: int) -> Mount | None:
     """The mount showing the filesystem with device number ``dev``: its whole-filesystem mount
     (not a bind mount of a subtree) nearest the root, else any (None: not mounted in this namespace)."""
-    wanted = f"{os.major(dev)}:{os.minor(dev)}"
-    matches = [m for m in table.mounts if m.dev == wanted and table.visible(m)]
+    matches = [m for m in table.mounts if m.dev_matches(dev) and table.visible(m)]
     if not matches:
         return None
     return min(matches, key=lambda m: (m.root != "/", len(m.mount_point), m.mount_point))

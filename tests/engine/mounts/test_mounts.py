@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sysmcp.engine.mounts import Mount, MountTable, parse_mountinfo
-from sysmcp.engine.mounts._mounts import MountInfoReader, dedupe, is_pseudo
+from sysmcp.engine.mounts._mounts import MountInfoReader, dedupe
 from tests.profile import needs_proc
 
 MOUNTINFO = textwrap.dedent(
@@ -66,9 +66,12 @@ def test_a_bind_mount_keeps_the_directory_it_shows() -> None:
 
 def test_pseudo_filesystems_are_the_kernel_and_memory_ones() -> None:
     assert all(
-        is_pseudo(t) for t in ("tmpfs", "devtmpfs", "proc", "sysfs", "cgroup", "cgroup2", "devpts", "autofs")
+        Mount("/x", "x", t).pseudo
+        for t in ("tmpfs", "devtmpfs", "proc", "sysfs", "cgroup", "cgroup2", "devpts", "autofs")
     )
-    assert not any(is_pseudo(t) for t in ("ext4", "xfs", "btrfs", "nfs4", "overlay", "zfs", "fuse.sshfs"))
+    assert not any(
+        Mount("/x", "x", t).pseudo for t in ("ext4", "xfs", "btrfs", "nfs4", "overlay", "zfs", "fuse.sshfs")
+    )
 
 
 @pytest.mark.parametrize(
