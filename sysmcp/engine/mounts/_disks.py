@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, TypeAlias, TypeVar
+from typing import Any, Literal, NamedTuple, TypeAlias, TypeVar, cast
 
 import anyio
 import anyio.from_thread
@@ -193,7 +193,7 @@ class Prober:
         value, error = probe.ended
         if error is not None:
             raise error
-        return value  # type: ignore[no-any-return]
+        return cast(T, value)
 
     def _hung_reason(self, age: float) -> str:
         return (
