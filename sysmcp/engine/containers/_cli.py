@@ -107,24 +107,6 @@ def docker_df(df: dict[str, Any]) -> tuple[list[Image], list[Container], list[Vo
     return images, containers, volumes, build
 
 
-def podman_images(rows: list[dict[str, Any]]) -> list[Image]:
-    """``podman images -a --format json``."""
-    found = []
-    for row in rows:
-        size = _count(row.get("Size")) or 0
-        found.append(
-            Image(
-                id=str(row.get("Id", "")),
-                tags=tuple(n for n in row.get("Names") or () if n and "<none>" not in n),
-                size=size,
-                shared=min(_count(row.get("SharedSize")) or 0, size),
-                containers=_count(row.get("Containers")) or 0,
-                created=float(row.get("Created") or 0),
-            )
-        )
-    return found
-
-
 def podman_containers(rows: list[dict[str, Any]]) -> list[Container]:
     """``podman ps -a --size --format json``."""
     return [
