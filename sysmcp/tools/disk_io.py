@@ -22,7 +22,7 @@ from sysmcp.engine.mounts import default_partitions
 from sysmcp.engine.paths import is_within, printable
 from sysmcp.engine.procs import (
     PROC,
-    ProcessIO,
+    ProcessIo,
     Reading,
     WrittenFile,
     device_deltas,
@@ -116,8 +116,8 @@ class DiskIO:
 # -- the tool ---------------------------------------------------------------------------------
 
 
-def _rows(moved: list[ProcessIO], written: bool, top_n: int, seconds: float) -> tuple[list[Process], int]:
-    def amount(item: ProcessIO) -> int:
+def _rows(moved: list[ProcessIo], written: bool, top_n: int, seconds: float) -> tuple[list[Process], int]:
+    def amount(item: ProcessIo) -> int:
         return item.write_bytes if written else item.read_bytes
 
     ranked = sorted((m for m in moved if amount(m) > 0), key=lambda m: (-amount(m), m.pid))

@@ -18,7 +18,7 @@ import pytest
 
 from sysmcp.engine.containers import Request, Walked, _read_logs, _walk, find_socket, survey
 from sysmcp.engine.containers._api import Api
-from sysmcp.engine.containers._cli import run
+from sysmcp.engine.containers._cli import ask
 from sysmcp.engine.errors import NotFound, PermissionRefused, Unavailable
 from sysmcp.reclaim import PlanRequest, build_plan, choose
 from sysmcp.reclaim._classes import RootsLayout, containers
@@ -470,7 +470,7 @@ def test_podmans_own_command_is_asked_where_it_has_no_socket_with_exact_figures(
 
 def test_a_command_that_never_answers_is_given_up_at_its_timeout() -> None:
     with pytest.raises(Unavailable) as caught:
-        run(["sleep", "30"], 0.2)
+        ask(["sleep", "30"], 0.2)
     assert "gave no answer within 0.2 s" in words(caught.value)
 
 

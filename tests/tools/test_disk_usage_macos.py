@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 
 from sysmcp.engine.mounts import FsStats, apfs_container, container_siblings
-from sysmcp.engine.mounts._mounts import is_network, is_system_volume, table_from_partitions
+from sysmcp.engine.mounts._mounts import INLINE_SAFE_TYPES, is_system_volume, table_from_partitions
 from sysmcp.tools.disk_usage import TOOL, DiskUsage
 from tests.tools.test_disk_usage import FakeUsage, context
 
@@ -154,21 +154,51 @@ async def test_all_brings_back_devfs_autofs_and_the_system_volumes() -> None:
 
 async def test_the_smb_share_is_probed_in_a_thread_the_local_disks_inline() -> None:
     table = table_from_partitions(MAC)
-    assert is_network("smbfs") and not table.inline_safe("/Volumes/share")
+    assert not table.inline_safe("/Volumes/share")  # smbfs
     assert table.inline_safe("/Volumes/USB") and table.inline_safe("/System/Volumes/Data")
     _, _, usage = await listing()
     assert usage.threads["/Volumes/share"] is not usage.threads["/Volumes/USB"]
 
 
-@pytest.mark.parametrize(
-    "fs_type", ["nfs", "smbfs", "afpfs", "webdav", "osxfuse", "macfuse", "cifs", "fuse.sshfs"]
-)
+#: Filesystems whose lookups wait on a server or a user-space daemon: a dead one hangs statvfs, lstat,
+#: anything that touches it (FUSE's user-space daemons included, whatever follows "fuse.").
+NETWORK_TYPES = [
+    "9p",
+    "acfs",
+    "afpfs",
+    "afs",
+    "ceph",
+    "cifs",
+    "fuse",
+    "fuse.sshfs",
+    "fuse.rclone",
+    "fuseblk",
+    "gfs2",
+    "glusterfs",
+    "lustre",
+    "macfuse",
+    "ncpfs",
+    "nfs",
+    "nfs4",
+    "ocfs2",
+    "osxfuse",
+    "smb3",
+    "smbfs",
+    "sshfs",
+    "webdav",
+]
+
+
+@pytest.mark.parametrize("fs_type", NETWORK_TYPES)
 def test_network_filesystems_are_never_looked_at_on_the_event_loop(fs_type: str) -> None:
     table = table_from_partitions(
         [Part("/dev/disk3s5", "/", "apfs", "rw"), Part("x", "/mnt/x", fs_type, "rw")]
     )
-    assert is_network(fs_type)
     assert not table.inline_safe("/mnt/x/file") and table.inline_safe("/etc")
+
+
+def test_no_fuse_type_is_taken_for_a_local_one() -> None:
+    assert not [fs_type for fs_type in INLINE_SAFE_TYPES if fs_type.startswith("fuse")]
 
 
 async def test_a_path_on_an_apfs_volume_carries_the_container_note() -> None:

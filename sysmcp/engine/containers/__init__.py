@@ -35,7 +35,6 @@ from sysmcp.engine.errors import NotFound, Unavailable
 from sysmcp.engine.walk import walk_totals
 
 __all__ = [
-    "SOCKETS",
     "BuildCache",
     "Container",
     "Image",
@@ -173,7 +172,8 @@ class _Stopped(Exception):
 
 def _measure(df: dict[str, Any], found: Survey) -> None:
     """``/system/df``'s answer into ``found``: the engine measured every layer and writable layer."""
-    found.images, found.containers, found.volumes = _images(df), _containers(df), _volumes(df)
+    found.images, found.containers = _images(df.get("Images") or []), _containers(df)
+    found.volumes = _volumes(df)
     found.layers = int(df.get("LayersSize") or 0)
     if not found.layers:  # Podman's compatible API leaves it 0
         _estimate_layers(found)
@@ -365,7 +365,9 @@ def _command_figures(
 ) -> None:
     """Images, containers, volumes, build cache and log files into ``found``, from ``command``."""
     if command == "podman":
-        found.images = _cli.podman_images(_cli.ask([command, "images", "-a", "--format", "json"], timeout_s))
+        found.images = _images(
+            _cli.ask([command, "images", "-a", "--format", "json"], timeout_s), tags="Names"
+        )
         check()
         found.containers = _cli.podman_containers(
             _cli.ask([command, "ps", "-a", "--size", "--format", "json"], timeout_s)

@@ -19,24 +19,6 @@ from sysmcp.engine.errors import NotFound, PermissionRefused, Unavailable
 MAX_BODY = 64 * 1024 * 1024  # an answer larger than this is not an engine's API answer
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    """``http.client`` over AF_UNIX: the host name only fills the Host header."""
-
-    def __init__(self, path: str, timeout_s: float) -> None:
-        super().__init__("localhost", timeout=timeout_s)
-        self.socket_path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self.socket_path)
-        except BaseException:
-            sock.close()
-            raise
-        self.sock = sock
-
-
 def _owner(path: str) -> str:
     try:
         st = os.stat(path)
@@ -45,13 +27,23 @@ def _owner(path: str) -> str:
     return f" (owner uid {st.st_uid}, group gid {st.st_gid}, mode {stat.S_IMODE(st.st_mode):04o})"
 
 
-class Api:
-    """GETs to one engine socket; ``close`` when done (a context manager)."""
+class Api(http.client.HTTPConnection):
+    """GETs to one engine socket: ``http.client`` over AF_UNIX, the host name only filling the Host
+    header; ``close`` when done (a context manager)."""
 
     def __init__(self, path: str, timeout_s: float) -> None:
+        super().__init__("localhost", timeout=timeout_s)
         self.path = path
-        self.timeout_s = timeout_s
-        self._conn = _UnixConnection(path, timeout_s)
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.path)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
 
     def __enter__(self) -> Api:
         return self
@@ -59,34 +51,31 @@ class Api:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def close(self) -> None:
-        self._conn.close()
-
     def get(self, url: str) -> Any:
         """The decoded JSON answer to ``GET url``; a fault as ``NotFound`` (no engine at the path),
         ``PermissionRefused`` or ``Unavailable`` (no answer in time, an error status, not JSON)."""
         try:
-            self._conn.request("GET", url, headers={"Accept": "application/json"})
-            response = self._conn.getresponse()
+            self.request("GET", url, headers={"Accept": "application/json"})
+            response = self.getresponse()
             body = response.read(MAX_BODY + 1)
         except (FileNotFoundError, ConnectionRefusedError) as exc:
-            self._conn.close()
+            self.close()
             what = "no socket" if isinstance(exc, FileNotFoundError) else "nothing listening on the socket"
             raise NotFound(f"No container engine at {self.path}: {what}", reason="no_engine") from None
         except PermissionError:
-            self._conn.close()
+            self.close()
             raise PermissionRefused(
                 f"Permission denied on the engine socket {self.path}{_owner(self.path)}",
                 reason="engine_socket",
             ) from None
         except TimeoutError:
-            self._conn.close()
+            self.close()
             raise Unavailable(
-                f"The engine socket {self.path} did not answer GET {url} within {self.timeout_s:g} s",
+                f"The engine socket {self.path} did not answer GET {url} within {self.timeout:g} s",
                 reason="engine_silent",
             ) from None
         except (OSError, http.client.HTTPException) as exc:
-            self._conn.close()
+            self.close()
             raise Unavailable(
                 f"The engine socket {self.path} failed on GET {url}: {exc}", reason="engine_fault"
             ) from None

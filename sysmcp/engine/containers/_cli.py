@@ -4,7 +4,7 @@ Podman is daemonless: without its socket service running, its command still answ
 images``/``ps --size``/``volume ls``/``inspect`` with ``--format json``: exact byte counts). Docker's
 command reaches engines the socket search cannot (a ``docker context``, DOCKER_HOST over ssh or tcp):
 ``docker system df -v --format json`` gives its sizes only as rounded decimal text ('1.982MB'), read
-back here. Every command goes through ``run``, with the survey's timeout.
+back here. Every command goes through ``ask``, with the survey's timeout.
 """
 
 from __future__ import annotations
@@ -23,17 +23,12 @@ from sysmcp.engine.errors import Unavailable
 INSPECT_AT_ONCE = 500
 
 
-def run(argv: Sequence[str], timeout_s: float) -> str:
-    """The standard output of ``argv``, killed after ``timeout_s``; ``Unavailable`` when the command is
-    missing, fails or does not answer in time (``engine.commands``' faults are ``Unavailable``s). The one
-    place this engine runs a command."""
-    return run_command(list(argv), timeout_s)
-
-
 def ask(argv: Sequence[str], timeout_s: float) -> Any:
-    """``run``'s output read as JSON (``Unavailable`` when it is not)."""
+    """The standard output of ``argv`` read as JSON, the command killed after ``timeout_s``: the one
+    place this engine runs a command. ``Unavailable`` when the command is missing, fails, does not
+    answer in time (``engine.commands``' faults are ``Unavailable``s) or answers with something not JSON."""
     try:
-        return json.loads(run(argv, timeout_s))
+        return json.loads(run_command(argv, timeout_s))
     except ValueError:
         raise Unavailable(
             f"`{' '.join(argv[:3])}` answered with something not JSON", reason="engine_fault"
@@ -110,24 +105,6 @@ def docker_df(df: dict[str, Any]) -> tuple[list[Image], list[Container], list[Vo
     ]
     build = BuildCache(len(cache), sum(size for size, _ in cache), sum(size for size, used in cache if used))
     return images, containers, volumes, build
-
-
-def podman_images(rows: list[dict[str, Any]]) -> list[Image]:
-    """``podman images -a --format json``."""
-    found = []
-    for row in rows:
-        size = _count(row.get("Size")) or 0
-        found.append(
-            Image(
-                id=str(row.get("Id", "")),
-                tags=tuple(n for n in row.get("Names") or () if n and "<none>" not in n),
-                size=size,
-                shared=min(_count(row.get("SharedSize")) or 0, size),
-                containers=_count(row.get("Containers")) or 0,
-                created=float(row.get("Created") or 0),
-            )
-        )
-    return found
 
 
 def podman_containers(rows: list[dict[str, Any]]) -> list[Container]:

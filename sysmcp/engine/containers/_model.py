@@ -72,15 +72,15 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and value >= 0 else None
 
 
-def images(df: dict[str, Any]) -> list[Image]:
+def images(items: list[dict[str, Any]], tags: str = "RepoTags") -> list[Image]:
+    """``/system/df``'s images, or ``podman images -a --format json``'s (their tags in ``Names``)."""
     rows = []
-    for item in df.get("Images") or []:
-        tags = tuple(t for t in item.get("RepoTags") or () if t and t != "<none>:<none>")
+    for item in items:
         size = _int(item.get("Size")) or 0
         rows.append(
             Image(
                 id=str(item.get("Id", "")),
-                tags=tags,
+                tags=tuple(t for t in item.get(tags) or () if t and "<none>" not in t),
                 size=size,
                 shared=min(_int(item.get("SharedSize")) or 0, size),
                 containers=_int(item.get("Containers")) or 0,

@@ -39,7 +39,6 @@ class Smart:
     status: str
     note: str = ""
     model: str | None = None
-    serial: str | None = None
     protocol: str | None = None  # ATA, NVMe, SCSI
     passed: bool | None = None  # the drive's overall self-assessment
     power_on_hours: int | None = None
@@ -75,7 +74,6 @@ def parse(doc: dict[str, Any]) -> Smart:
     smart = Smart(
         "read",
         model=doc.get("model_name"),
-        serial=doc.get("serial_number"),
         protocol=device.get("protocol"),
         passed=status.get("passed") if status else None,
         power_on_hours=(doc.get("power_on_time") or {}).get("hours"),

@@ -16,38 +16,15 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Literal, NamedTuple, TypeAlias, TypeVar
+from typing import Any, Literal, NamedTuple, TypeAlias, TypeVar, cast
 
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from sysmcp.engine.errors import NotFound
+from sysmcp.engine.errors import NotFound, Unavailable
 from sysmcp.engine.mounts._mounts import Mount, MountTable, container_siblings, dedupe, is_system_volume
 from sysmcp.engine.paths import display, expands_locally, is_within
-
-__all__ = [
-    "ALERT_PERCENT",
-    "MAX_STUCK_PROBES",
-    "MEMORY_TYPES",
-    "STATVFS_TIMEOUT",
-    "Disks",
-    "Figures",
-    "FilesystemUsage",
-    "FsStats",
-    "PartitionsProvider",
-    "ProbeResult",
-    "Prober",
-    "Rate",
-    "SampleClock",
-    "Status",
-    "UsageProvider",
-    "entry_from",
-    "inodes_in_use",
-    "over",
-    "percent_used",
-    "statvfs_usage",
-]
 
 T = TypeVar("T")
 
@@ -142,12 +119,8 @@ class Figures(NamedTuple):
         return max(space, inodes)
 
 
-@dataclass
-class ProbeResult(Generic[T]):
-    """A probe's end: a value, or the reason there is none (it did not answer in time)."""
-
-    value: T | None = None
-    no_answer: str | None = None
+class NoAnswer(Unavailable):
+    """A probe that did not answer in time, or was not started for a mount still stuck (``detail``: which)."""
 
 
 @dataclass
@@ -180,8 +153,8 @@ class Prober:
         with self._lock:
             return len(self._running)
 
-    async def run(self, mount_point: str, path: str, work: Callable[[], T]) -> ProbeResult[T]:
-        """``work()`` in a thread; its value, or a no-answer reason after the timeout. Exceptions propagate."""
+    async def run(self, mount_point: str, path: str, work: Callable[[], T]) -> T:
+        """``work()`` in a thread; its value, or ``NoAnswer`` after the timeout. Its exceptions propagate."""
         event = anyio.Event()
         token = anyio.lowlevel.current_token()
         now = time.monotonic()
@@ -193,16 +166,14 @@ class Prober:
                     (p.started for p in self._running.values() if p.mount_point == mount_point), default=now
                 )
                 if now - oldest >= self.timeout:
-                    return ProbeResult(no_answer=self._hung_reason(now - oldest))
+                    raise NoAnswer(self._hung_reason(now - oldest))
                 if len(self._running) >= self.max_stuck:
-                    return ProbeResult(
-                        no_answer=f"not probed: {len(self._running)} earlier probes are still stuck"
-                    )
+                    raise NoAnswer(f"not probed: {len(self._running)} earlier probes are still stuck")
                 probe = _Probe(mount_point, path, now)
                 self._running[(mount_point, path)] = probe
                 start = True
             elif now - probe.started >= self.timeout:
-                return ProbeResult(no_answer=self._hung_reason(now - probe.started))
+                raise NoAnswer(self._hung_reason(now - probe.started))
             waiter = (token, event)
             probe.waiters.append(waiter)
         if start:
@@ -218,11 +189,11 @@ class Prober:
                 if waiter in probe.waiters:
                     probe.waiters.remove(waiter)
         if probe.ended is None:
-            return ProbeResult(no_answer=f"did not answer within {self.timeout:g} s (a hung mount?)")
+            raise NoAnswer(f"did not answer within {self.timeout:g} s (a hung mount?)")
         value, error = probe.ended
         if error is not None:
             raise error
-        return ProbeResult(value=value)
+        return cast(T, value)
 
     def _hung_reason(self, age: float) -> str:
         return (
@@ -305,20 +276,17 @@ class FilesystemUsage:
     reason: str | None = None
     st_dev: int | None = None
     rate: Rate | None = None
-    _alerts: list[str] | None = field(default=None, repr=False)
 
     def alerts(self) -> list[str]:
         """What is over the threshold; read-only filesystems cannot fill up further, so never."""
-        if self._alerts is None:
-            fig = self.figures
-            found = []
-            if fig is not None and not self.mount.read_only:
-                if over(fig.used, fig.free):
-                    found.append("space")
-                if fig.inodes_total and over(fig.inodes_used, fig.inodes_free):
-                    found.append("inodes")
-            self._alerts = found
-        return list(self._alerts)
+        fig = self.figures
+        found = []
+        if fig is not None and not self.mount.read_only:
+            if over(fig.used, fig.free):
+                found.append("space")
+            if fig.inodes_total and over(fig.inodes_used, fig.inodes_free):
+                found.append("inodes")
+        return found
 
     def sort_key(self) -> tuple[int, float, str]:
         if self.figures is None:
@@ -406,15 +374,15 @@ class Disks:
             resolved = resolve(raw)
             return resolved, _guarded(usage, resolved)
 
-        outcome = await self.prober.run(risky_point or "/", expanded, work)
-        if outcome.value is None:
+        point = risky_point or "/"
+        try:
+            real, result = await self.prober.run(point, expanded, work)
+        except NoAnswer as silent:
             # The mount that did not answer is the first risky one the path leads into.
-            point = risky_point or "/"
             mount = table.holding(point) or Mount(point, "unknown", "unknown")
-            return FilesystemUsage(mount, status="no_answer", reason=outcome.no_answer), os.path.normpath(
+            return FilesystemUsage(mount, status="no_answer", reason=silent.detail), os.path.normpath(
                 expanded
             )
-        real, result = outcome.value
         return self._path_entry(real, result, table), real
 
     def _path_entry(self, real: str, result: FsStats | OSError, table: MountTable) -> FilesystemUsage:
@@ -460,11 +428,12 @@ class Disks:
 
         async def probe(index: int, mount: Mount) -> None:
             point = mount.mount_point
-            outcome = await self.prober.run(point, point, lambda: _guarded(self.usage, point))
-            if outcome.value is None:
-                entries[index] = FilesystemUsage(mount, status="no_answer", reason=outcome.no_answer)
-            else:
-                entries[index] = entry_from(mount, outcome.value)
+            try:
+                entries[index] = entry_from(
+                    mount, await self.prober.run(point, point, lambda: _guarded(self.usage, point))
+                )
+            except NoAnswer as silent:
+                entries[index] = FilesystemUsage(mount, status="no_answer", reason=silent.detail)
 
         async with anyio.create_task_group() as group:
             for index, mount in enumerate(mounts):

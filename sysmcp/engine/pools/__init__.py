@@ -21,7 +21,6 @@ from sysmcp.engine.pools._cow import (
     zfs_cow,
 )
 from sysmcp.engine.pools._lvm import (
-    LVS_FIELDS,
     LogicalVolume,
     ThinPool,
     could_be_thin,
@@ -31,7 +30,6 @@ from sysmcp.engine.pools._lvm import (
 )
 
 __all__ = [
-    "LVS_FIELDS",
     "Cow",
     "CowItem",
     "LogicalVolume",

@@ -17,18 +17,6 @@ from dataclasses import dataclass, field
 from sysmcp.engine.commands import BadOutput, CommandFailed, CommandMissing, CommandTimedOut, run_command
 from sysmcp.engine.errors import EngineError
 
-__all__ = [
-    "Cow",
-    "CowItem",
-    "ZfsSpace",
-    "btrfs_cow",
-    "parse_btrfs_du",
-    "parse_qgroups",
-    "parse_subvolumes",
-    "parse_zfs_list",
-    "zfs_cow",
-]
-
 Runner = Callable[[list[str], float], str]
 ZFS_COLUMNS = "name,type,used,avail,usedbysnapshots,usedbydataset,usedbychildren,usedbyrefreservation,refer"
 

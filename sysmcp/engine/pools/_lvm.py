@@ -15,16 +15,6 @@ from dataclasses import dataclass
 
 from sysmcp.engine.commands import BadOutput, run_command
 
-__all__ = [
-    "LVS_FIELDS",
-    "LogicalVolume",
-    "ThinPool",
-    "could_be_thin",
-    "parse_lvs",
-    "thin_pool_of",
-    "thin_pools",
-]
-
 LVS_FIELDS = "lv_name,vg_name,lv_attr,pool_lv,data_percent,metadata_percent,lv_size"
 LVS = ["lvs", "--reportformat", "json", "--units", "b", "--nosuffix", "-a", "-o", LVS_FIELDS]
 

@@ -4,7 +4,7 @@ This is the room's front door: other rooms import these names from here, never a
 """
 
 from sysmcp.engine.procs._diskio import (
-    ProcessIO,
+    ProcessIo,
     Reading,
     device_deltas,
     device_mount_points,
@@ -27,7 +27,7 @@ __all__ = [
     "PROC",
     "DeletedFile",
     "Holder",
-    "ProcessIO",
+    "ProcessIo",
     "Reading",
     "Scan",
     "WrittenFile",

@@ -13,36 +13,19 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import psutil
 
+from sysmcp import platform
 from sysmcp.engine.calls import Cancel, never_cancelled
 from sysmcp.engine.mounts import MountTable
 from sysmcp.engine.procs._openfiles import PROC, WrittenFile, open_for_writing
 
-__all__ = [
-    "SYS_DEV_BLOCK",
-    "DeviceIo",
-    "ProcessIO",
-    "ProcessIo",
-    "ProcessReading",
-    "Reading",
-    "WriteTarget",
-    "device_deltas",
-    "device_mount_points",
-    "device_name",
-    "files_written",
-    "process_deltas",
-    "read_devices",
-    "read_processes",
-    "take_reading",
-]
-
 
 class ProcessIo(NamedTuple):
-    """One process's cumulative storage I/O at a reading."""
+    """One process's storage I/O: cumulative in a reading, over the window in ``process_deltas``'."""
 
     pid: int
     started: float  # create time: with the pid, which process this is (pids are reused)
@@ -94,17 +77,7 @@ def read_devices() -> dict[str, Any]:
         return {}
 
 
-class ProcessIO(NamedTuple):
-    """One process's I/O over the window."""
-
-    pid: int
-    command: str
-    user: str | None
-    read_bytes: int
-    write_bytes: int
-
-
-def process_deltas(first: ProcessReading, second: ProcessReading) -> list[ProcessIO]:
+def process_deltas(first: ProcessReading, second: ProcessReading) -> list[ProcessIo]:
     """What each process read and wrote between the readings. A process started during the window
     did all its I/O within it; one read only at the end but older than the window is left out."""
     moved = []
@@ -117,7 +90,7 @@ def process_deltas(first: ProcessReading, second: ProcessReading) -> list[Proces
         else:
             read, written = now.read_bytes - before.read_bytes, now.write_bytes - before.write_bytes
         if read > 0 or written > 0:
-            moved.append(ProcessIO(now.pid, now.command, now.user, max(read, 0), max(written, 0)))
+            moved.append(now._replace(read_bytes=max(read, 0), write_bytes=max(written, 0)))
     return moved
 
 
@@ -190,10 +163,8 @@ def device_deltas(first: dict[str, Any], second: dict[str, Any], seconds: float)
 
 # -- which files, on which mount ------------------------------------------------------------------
 
-SYS_DEV_BLOCK = "/sys/dev/block"  # Linux: "major:minor" → the kernel's name of a block device
 
-
-def device_name(dev: str, sys_dev_block: str = SYS_DEV_BLOCK) -> str | None:
+def device_name(dev: str, sys_dev_block: str = platform.SYS_DEV_BLOCK) -> str | None:
     """The kernel's name of the block device ``dev`` ("major:minor"), as the device counters name it
     ("sda1", "dm-0", "nvme0n1p2"); None for what is no block device (tmpfs, overlay, NFS)."""
     try:
@@ -202,7 +173,9 @@ def device_name(dev: str, sys_dev_block: str = SYS_DEV_BLOCK) -> str | None:
         return None
 
 
-def device_mount_points(table: MountTable, sys_dev_block: str = SYS_DEV_BLOCK) -> dict[str, list[str]]:
+def device_mount_points(
+    table: MountTable, sys_dev_block: str = platform.SYS_DEV_BLOCK
+) -> dict[str, list[str]]:
     """Each block device's mount points (visible ones, shortest first), by the counters' device name."""
     points: dict[str, list[str]] = {}
     for mount in table.mounts:
@@ -212,27 +185,19 @@ def device_mount_points(table: MountTable, sys_dev_block: str = SYS_DEV_BLOCK) -
     return {name: sorted(set(found), key=lambda p: (len(p), p)) for name, found in points.items()}
 
 
-class WriteTarget(NamedTuple):
-    """A file a process has open for writing, on a block device: where, and through which descriptor."""
-
-    path: str
-    fd: int
-    device: str
-    deleted: bool
-
-
 def files_written(
     pids: Iterable[int],
     keep: Callable[[WrittenFile], bool] = lambda _: True,
     proc: str = PROC,
-    sys_dev_block: str = SYS_DEV_BLOCK,
-) -> dict[int, tuple[list[WriteTarget], int]]:
+    sys_dev_block: str = platform.SYS_DEV_BLOCK,
+) -> dict[int, tuple[list[WrittenFile], int]]:
     """Per process: the regular files on block devices it has open for writing that ``keep`` accepts
-    (the caller's roots), and how many more it has open that ``keep`` refused."""
+    (the caller's roots), each with its ``device`` named, and how many more it has open that ``keep``
+    refused."""
     names: dict[int, str | None] = {}
-    found: dict[int, tuple[list[WriteTarget], int]] = {}
+    found: dict[int, tuple[list[WrittenFile], int]] = {}
     for pid in pids:
-        kept: list[WriteTarget] = []
+        kept: list[WrittenFile] = []
         refused = 0
         for item in open_for_writing(proc, pid):
             if item.dev not in names:
@@ -241,7 +206,7 @@ def files_written(
             if device is None:
                 continue  # not storage: a tmpfs, a pipe's filesystem, a network mount
             if keep(item):
-                kept.append(WriteTarget(item.path, item.fd, device, item.deleted))
+                kept.append(replace(item, device=device))
             else:
                 refused += 1
         found[pid] = (kept, refused)

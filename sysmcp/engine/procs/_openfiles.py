@@ -25,21 +25,6 @@ from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.errors import Unavailable
 from sysmcp.engine.mounts import Mount, MountTable, parse_mountinfo
 
-__all__ = [
-    "DELETED",
-    "PROC",
-    "DeletedFile",
-    "Holder",
-    "MountView",
-    "Scan",
-    "WrittenFile",
-    "fd_links",
-    "filesystem_of",
-    "link_confined",
-    "open_for_writing",
-    "scan_processes",
-]
-
 PROC = platform.PROC  # where processes are read (tests point the tools at a fake one)
 DELETED = " (deleted)"
 
@@ -243,6 +228,7 @@ class WrittenFile:
     fd: int
     dev: int
     deleted: bool
+    device: str = ""  # the kernel's name of its block device ("sda1"), once ``files_written`` named it
 
 
 def open_for_writing(proc: str, pid: int) -> list[WrittenFile]:
@@ -308,8 +294,7 @@ def _scan_mappings(
 def filesystem_of(table: MountTable, dev: int) -> Mount | None:
     """The mount showing the filesystem with device number ``dev``: its whole-filesystem mount
     (not a bind mount of a subtree) nearest the root, else any (None: not mounted in this namespace)."""
-    wanted = f"{os.major(dev)}:{os.minor(dev)}"
-    matches = [m for m in table.mounts if m.dev == wanted and table.visible(m)]
+    matches = [m for m in table.mounts if m.dev_matches(dev) and table.visible(m)]
     if not matches:
         return None
     return min(matches, key=lambda m: (m.root != "/", len(m.mount_point), m.mount_point))

@@ -28,8 +28,6 @@ from sysmcp.engine.walk import (
     mount_table,
 )
 
-__all__ = ["Hidden", "Look"]
-
 
 @dataclass(frozen=True, slots=True)
 class Hidden:

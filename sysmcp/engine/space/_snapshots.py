@@ -14,8 +14,6 @@ from sysmcp.engine.commands import run_command
 from sysmcp.engine.errors import Unavailable
 from sysmcp.engine.mounts import Mount
 
-__all__ = ["Overhead", "Snapshot", "Snapshots", "overhead_of", "snapshots_of"]
-
 COMMAND_TIMEOUT = 10.0
 
 

@@ -38,21 +38,6 @@ from sysmcp.engine.space._hidden import Hidden, Look
 from sysmcp.engine.space._snapshots import Overhead, Snapshot, Snapshots, overhead_of, snapshots_of
 from sysmcp.engine.walk import Budget, SkipCounter
 
-__all__ = [
-    "Accounting",
-    "DeletedScan",
-    "ExplainRequest",
-    "HeldOpen",
-    "KeptScan",
-    "WalkPart",
-    "deleted_provider",
-    "explain",
-    "explain_request",
-    "own_mount",
-    "read_cow",
-    "walk_filesystem",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class HeldOpen:
@@ -120,7 +105,6 @@ class KeptScan:
 class ExplainRequest:
     mount: Mount  # the filesystem's own mount (its root, not a bind mount of a subtree)
     figures: Figures
-    bfree: int  # statvfs f_bfree × f_frsize: free, the root reserve included
     dev: int  # st_dev of the filesystem's root
     table: MountTable
     deleted: Callable[[Cancel], DeletedScan]  # the scan, given the call's cancel
@@ -130,6 +114,11 @@ class ExplainRequest:
     scanned: KeptScan | None = None  # a fresh scan of the root: part 1 without walking
     processes: int | None = None  # the walk's processes (None: the usable CPUs); tests turn it
     split_after_s: float = SPLIT_AFTER_S
+
+    @property
+    def bfree(self) -> int:
+        """statvfs f_bfree × f_frsize: free, the root reserve included."""
+        return self.figures.free + self.figures.reserved
 
 
 def explain_request(
@@ -144,9 +133,9 @@ def explain_request(
     """The request to account for ``mount`` (its own mount: ``own_mount``), with the real scan of
     deleted files held open; its root's device is looked up now, so call it in the worker."""
     dev = os.stat(mount.mount_point).st_dev
-    bfree = figures.free + figures.reserved
-    deleted = deleted_provider(proc)
-    return ExplainRequest(mount, figures, bfree, dev, table, deleted, timeout_s, roots, scanned=scanned)
+    return ExplainRequest(
+        mount, figures, dev, table, deleted_provider(proc), timeout_s, roots, scanned=scanned
+    )
 
 
 @dataclass(slots=True)
@@ -216,34 +205,26 @@ class Accounting:
 
 
 def walk_filesystem(
-    root: str,
-    timeout_s: float,
-    progress: Progress | None = None,
-    cancel: Cancel | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    *,
-    processes: int | None = None,
-    split_after_s: float = SPLIT_AFTER_S,
+    request: ExplainRequest, progress: Progress | None = None, cancel: Cancel | None = None
 ) -> tuple[WalkPart, SkipCounter]:
     """The one call into the tree-walk engine (``fs.usage``: dir_usage's parallel du -x walk, totals only)."""
     from sysmcp.engine.usage import UsageRequest, scan_usage
 
-    request = UsageRequest(
-        top_files=0,
-        top_directories=0,
-        max_depth=1,
-        by_disk=True,
-        min_size=0,
-        timeout_s=timeout_s,
-        root=os.fsencode(root),  # one filesystem: WalkOptions' default
-    )
     usage = scan_usage(
-        request,
+        UsageRequest(
+            top_files=0,
+            top_directories=0,
+            max_depth=1,
+            by_disk=True,
+            min_size=0,
+            timeout_s=request.timeout_s,
+            root=os.fsencode(request.mount.mount_point),  # one filesystem: WalkOptions' default
+        ),
         None if progress is None else lambda entries, seen: progress(entries, None),
         cancel,
-        clock=clock,
-        processes=processes,
-        split_after_s=split_after_s,
+        clock=request.clock,
+        processes=request.processes,
+        split_after_s=request.split_after_s,
     )
     totals = usage.totals
     walked = WalkPart(
@@ -410,15 +391,7 @@ def explain(request: ExplainRequest, progress: Progress, cancel: Cancel) -> Acco
             )
             cancel()
         else:
-            walked, skipped = walk_filesystem(
-                mount.mount_point,
-                request.timeout_s,
-                progress,
-                cancel,
-                request.clock,
-                processes=request.processes,
-                split_after_s=request.split_after_s,
-            )
+            walked, skipped = walk_filesystem(request, progress, cancel)
         scan, snaps, overhead = side.results(budget)
         deleted = _deleted(request, scan)
         cancel()

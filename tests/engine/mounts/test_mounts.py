@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from sysmcp.engine.mounts import Mount, MountTable, parse_mountinfo
-from sysmcp.engine.mounts import _mounts as mounts_module
-from sysmcp.engine.mounts._mounts import MountInfoReader, dedupe, is_pseudo
+from sysmcp.engine.mounts._mounts import MountInfoReader, dedupe
 from tests.profile import needs_proc
 
 MOUNTINFO = textwrap.dedent(
@@ -67,9 +66,12 @@ def test_a_bind_mount_keeps_the_directory_it_shows() -> None:
 
 def test_pseudo_filesystems_are_the_kernel_and_memory_ones() -> None:
     assert all(
-        is_pseudo(t) for t in ("tmpfs", "devtmpfs", "proc", "sysfs", "cgroup", "cgroup2", "devpts", "autofs")
+        Mount("/x", "x", t).pseudo
+        for t in ("tmpfs", "devtmpfs", "proc", "sysfs", "cgroup", "cgroup2", "devpts", "autofs")
     )
-    assert not any(is_pseudo(t) for t in ("ext4", "xfs", "btrfs", "nfs4", "overlay", "zfs", "fuse.sshfs"))
+    assert not any(
+        Mount("/x", "x", t).pseudo for t in ("ext4", "xfs", "btrfs", "nfs4", "overlay", "zfs", "fuse.sshfs")
+    )
 
 
 @pytest.mark.parametrize(
@@ -147,9 +149,7 @@ def test_an_overlay_with_a_relative_layer_cannot_be_judged_and_is_unsafe() -> No
     assert not MountTable([local, relative]).inline_safe("/d/x")
 
 
-def test_a_local_filesystem_on_a_network_or_badly_backed_block_device_is_unsafe(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_local_filesystem_on_a_network_or_badly_backed_block_device_is_unsafe(tmp_path: Path) -> None:
     """ext4 is local only if its block device is: sysfs says which device and what backs a loop device."""
     devices, by_number = tmp_path / "devices", tmp_path / "dev-block"
     by_number.mkdir()
@@ -165,7 +165,6 @@ def test_a_local_filesystem_on_a_network_or_badly_backed_block_device_is_unsafe(
             (node / "loop").mkdir()
             (node / "loop" / "backing_file").write_text(backing + "\n")
         (by_number / number).symlink_to(node)
-    monkeypatch.setattr(mounts_module, "SYS_DEV_BLOCK", str(by_number))
     table = MountTable(
         [
             Mount("/", "/dev/sda1", "ext4", dev="8:1"),
@@ -173,7 +172,8 @@ def test_a_local_filesystem_on_a_network_or_badly_backed_block_device_is_unsafe(
             Mount("/a", "/dev/loop0", "ext4", dev="7:0"),
             Mount("/b", "/dev/loop1", "ext4", dev="7:1"),
             Mount("/c", "/dev/nbd0", "xfs", dev="43:0"),
-        ]
+        ],
+        sys_dev_block=str(by_number),
     )
     assert table.inline_safe("/x")  # a plain disk partition
     assert not table.inline_safe("/a/x")  # a loop device whose image is on NFS

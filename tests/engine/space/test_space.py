@@ -91,7 +91,7 @@ def request_for(
     )
     dev = os.stat(top).st_dev
     extra: dict[str, Any] = {"clock": clock} if clock is not None else {}
-    return ExplainRequest(mount, fig, fig.free + fig.reserved, dev, table, deleted, 60.0, roots, **extra)
+    return ExplainRequest(mount, fig, dev, table, deleted, 60.0, roots, **extra)
 
 
 def test_the_parts_add_up_to_used_and_the_remainder_is_what_is_left(tmp_path: Path) -> None:
@@ -143,7 +143,7 @@ def test_outside_the_roots_a_held_file_is_counted_but_not_named(tmp_path: Path) 
 def test_a_pseudo_filesystem_has_nothing_to_account_for(tmp_path: Path) -> None:
     proc = Mount("/proc", "proc", "proc")
     fig = Figures.from_stats(FsStats(4096, 0, 0, 0, 0, 0))
-    request = ExplainRequest(proc, fig, 0, 0, MountTable([proc]), lambda check: DeletedScan())
+    request = ExplainRequest(proc, fig, 0, MountTable([proc]), lambda check: DeletedScan())
     with pytest.raises(WrongKind, match="pseudo filesystem"):
         explain(request, no_progress, never_cancelled)
 
@@ -200,9 +200,10 @@ def test_a_totals_only_walk_is_shared_out_even_when_it_lists_no_file(tmp_path: P
     # Regression: explain's walk lists no file (totals only), so the walk gave the driver no event
     # before the single top directory was finished: too late to share anything, one process walked.
     files = deep_tree(tmp_path)
-    walked, _ = walk_filesystem(str(tmp_path), 60.0, processes=2, split_after_s=0.0)
+    request = request_for(tmp_path, 0)
+    walked, _ = walk_filesystem(replace(request, processes=2, split_after_s=0.0))
     assert walked.processes == 2 and walked.files == files and walked.stopped is None
-    alone, _ = walk_filesystem(str(tmp_path), 60.0, processes=1)
+    alone, _ = walk_filesystem(replace(request, processes=1))
     assert (alone.disk, alone.files, alone.processes) == (walked.disk, walked.files, 1)
 
 
