@@ -211,10 +211,6 @@ def _tools(allow_reclaim: bool = False) -> dict[str, Any]:
     return tools
 
 
-def tool_names(allow_reclaim: bool = False) -> list[str]:
-    return list(_tools(allow_reclaim))
-
-
 def _summary(description: str) -> str:
     """A description's first sentence."""
     first = description.split(". ")[0].split(": ")[0].rstrip(".")
@@ -466,7 +462,7 @@ async def _converse(
     if options.output and "hosts" in arguments:
         reply["_per_host"] = await _per_host(session, result)
     elif options.output:
-        uris = [b["uri"] for b in result.get("content", []) if b.get("type") == "resource_link"]
+        uris = _links(result)
         texts = [await _read_text(session, uri) for uri in uris]
         reply["_full"] = (uris, "".join(text for text in texts if text is not None))
     return reply
@@ -556,11 +552,15 @@ def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
         print(json.dumps(result.get("structuredContent"), indent=2, ensure_ascii=False))
     else:
         stream = sys.stderr if result.get("isError") else sys.stdout
-        uris = [b["uri"] for b in result.get("content", []) if b.get("type") == "resource_link"]
         for text in texts:
-            print(without_links(text, uris, options.output), file=stream)
+            print(without_links(text, _links(result), options.output), file=stream)
     sys.stdout.flush()
     return status
+
+
+def _links(result: dict[str, Any]) -> list[str]:
+    """The URIs of a result's ``resource_link`` blocks, in order."""
+    return [b["uri"] for b in result.get("content", []) if b.get("type") == "resource_link"]
 
 
 def without_links(text: str, uris: Sequence[str], saved_to: str | None = None) -> str:
@@ -677,7 +677,6 @@ __all__ = [
     "print_help",
     "run_call",
     "tool_help",
-    "tool_names",
     "tools_overview",
 ]
 
@@ -687,7 +686,7 @@ def run_command(args: argparse.Namespace, roots: list[str]) -> int:
     if args.help:
         if args.tool is None:
             return print_help(_call_parser().format_help())
-        known = tool_names(args.allow_reclaim)
+        known = list(_tools(args.allow_reclaim))
         if args.tool in known:
             return print_help(tool_help(args.tool, allow_reclaim=args.allow_reclaim) + "\n")
         else:
@@ -712,26 +711,25 @@ def run_command(args: argparse.Namespace, roots: list[str]) -> int:
     except (OSError, ValueError) as exc:
         print(f"sysmcp: {exc}", file=sys.stderr)
         return 2
+    fleet_args = _fleet_args(args)
     options = CallOptions(
         raw=args.raw,
         version=args.protocol_version,
         server_args=[
-            *_server_args(args.log_level, roots),
+            "--log-level",
+            args.log_level,
+            *[arg for root in roots for arg in ("--root", root)],
             *(["--allow-reclaim"] if args.allow_reclaim else []),
-            *_fleet_args(args),
+            *fleet_args,
             *history_args(args),  # the server keeps history, not call
         ],
-        fleet=any(a in ("--host", "--inventory", "--inventory-command") for a in _fleet_args(args))
+        fleet=any(a in ("--host", "--inventory", "--inventory-command") for a in fleet_args)
         or bool(os.environ.get("SYSMCP_HOSTS")),
         json_output=args.json,
         output=args.output,
         resolve_hosts=fleet.inventory.resolve if fleet is not None else None,
     )
     return run_call(args.tool, dict(pairs), options)
-
-
-def _call_epilog() -> str:
-    return tools_overview() + "\n\n" + EXIT_CODES_HELP
 
 
 def _call_parser() -> argparse.ArgumentParser:
@@ -743,15 +741,8 @@ def _call_parser() -> argparse.ArgumentParser:
     parser = build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     call: argparse.ArgumentParser = commands.choices["call"]
-    call.epilog = _call_epilog()
+    call.epilog = tools_overview() + "\n\n" + EXIT_CODES_HELP
     return call
-
-
-def _server_args(log_level: str, roots: Sequence[str]) -> list[str]:
-    extra = ["--log-level", log_level]
-    for root in roots:
-        extra += ["--root", root]
-    return extra
 
 
 def _fleet_args(args: argparse.Namespace) -> list[str]:
@@ -790,9 +781,7 @@ def key_value(pair: str, tool: str | None = None) -> tuple[str, Any]:
 def _meant_key(value: str, tool: str | None) -> str | None:
     """The argument a bare path (``/var``, ``~/x``, ``./y``) was meant for: the tool's ``path``, else
     its ``manifest`` (verify_checksums)."""
-    if tool is None or not value.startswith(("/", "~", ".")):
+    if not value.startswith(("/", "~", ".")) or tool not in _tools():
         return None
-    from sysmcp.tools import ALL_TOOLS
-
-    schema = next((t.input_schema for t in ALL_TOOLS if t.name == tool), {})
-    return next((key for key in ("path", "manifest") if key in schema.get("properties", {})), None)
+    properties = _tools()[tool].input_schema.get("properties", {})
+    return next((key for key in ("path", "manifest") if key in properties), None)
