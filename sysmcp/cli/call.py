@@ -294,7 +294,7 @@ def check_call(
     if "hosts" in arguments and not fleet:
         return "hosts= needs a fleet: give --host NAME (repeatable) or --inventory FILE"
     if "hosts" in arguments:
-        schema = {**schema, "properties": {**schema.get("properties", {}), "hosts": hosts_property((), 0)}}
+        schema = {**schema, "properties": {**schema.get("properties", {}), "hosts": hosts_property(0)}}
     try:
         validate_arguments(schema, arguments)
     except ArgumentError as exc:
