@@ -221,17 +221,6 @@ def plain_serve_args() -> Any:
     )
 
 
-#: The fleet's options (by ``dest``) that set a ``FleetOptions`` field; one not given (or 0) keeps its default.
-_FLEET_FIELDS = {
-    "fleet_concurrency": "concurrency",
-    "connect_timeout": "connect_timeout",
-    "fleet_deadline": "deadline",
-    "jump_handshakes": "handshakes",
-    "ssh_config": "ssh_config",
-    "remote_command": "remote_command",
-}
-
-
 def fleet_options(args: argparse.Namespace) -> Any:
     """The operator's fleet (``FleetOptions``), or None when no host is configured.
 
@@ -242,7 +231,7 @@ def fleet_options(args: argparse.Namespace) -> Any:
     inventory_command = getattr(args, "inventory_command", None)
     if not hosts and not inventory_file and not inventory_command and not os.environ.get("SYSMCP_HOSTS"):
         return None
-    from dataclasses import replace
+    from dataclasses import fields, replace
 
     from sysmcp.fleet.setup import HOSTS_ENV, FleetOptions, load_inventory
     from sysmcp.fleet.sources import detect
@@ -255,9 +244,9 @@ def fleet_options(args: argparse.Namespace) -> Any:
         if inventory_file:
             raise ValueError(f"the inventory {inventory_file} lists no host")
         return None
-    given = {field: getattr(args, dest, None) for dest, field in _FLEET_FIELDS.items()}
-    options = FleetOptions(inventory, **{field: value for field, value in given.items() if value})
-    if min(options.concurrency, options.connect_timeout, options.deadline, options.handshakes) <= 0:
+    given = {field.name: getattr(args, field.name, None) for field in fields(FleetOptions)[1:]}
+    options = FleetOptions(inventory, **{name: value for name, value in given.items() if value})  # 0: default
+    if any(isinstance(value, (int, float)) and value < 0 for value in given.values()):
         raise ValueError(
             "--fleet-concurrency, --connect-timeout, --fleet-deadline and --jump-handshakes must be positive"
         )
