@@ -426,13 +426,10 @@ async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> i
                     raise ServerStopped(process.returncode) from None
                 group.cancel_scope.cancel()
         progress.clear()
+        await _stop(process)
         if interrupted:
-            await _stop(process)
             raise Interrupted
         assert reply is not None
-        await process.stdin.aclose()
-        with anyio.move_on_after(INTERRUPT_GRACE):
-            await process.wait()
     return _report(tool, reply, options)
 
 
@@ -504,8 +501,8 @@ async def _read_text(session: ClientSession, uri: str) -> str | None:
 
 
 async def _stop(process: Process) -> None:
-    """After an interruption (the session has sent notifications/cancelled): close the server's input,
-    give it a moment to wind down, then kill it."""
+    """Close the server's input, give it a moment to wind down (after an interruption, the session has
+    sent notifications/cancelled), then kill it if it is still there."""
     with anyio.CancelScope(shield=True), anyio.move_on_after(INTERRUPT_GRACE):
         try:
             assert process.stdin is not None
