@@ -368,8 +368,8 @@ class CallOptions:
     server_args: Sequence[str] = ()
     json_output: bool = False
     output: str | None = None
-    fleet: bool = False  # hosts are configured (--host, --inventory, $SYSMCP_HOSTS): hosts= is allowed
-    # The fleet's host resolution (raises ValueError naming unknown hosts), to refuse hosts=nosuch here.
+    # With hosts configured (--host, --inventory, $SYSMCP_HOSTS), hosts= is allowed: the fleet's host
+    # resolution (raises ValueError naming unknown hosts), to refuse hosts=nosuch here.
     resolve_hosts: Callable[[list[str]], object] | None = None
 
 
@@ -603,11 +603,10 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
         print("sysmcp call: which tool?\n" + tools_overview(), file=sys.stderr)
         return EXIT_USAGE
     arguments = fleet_arguments(arguments)
-    problem = check_call(
-        tool, arguments, fleet=options.fleet, allow_reclaim="--allow-reclaim" in options.server_args
-    )
+    fleet = options.resolve_hosts is not None
+    problem = check_call(tool, arguments, fleet=fleet, allow_reclaim="--allow-reclaim" in options.server_args)
     if problem is None and options.output is not None:
-        problem = check_output(options.output, directory=options.fleet and "hosts" in arguments)
+        problem = check_output(options.output, directory=fleet and "hosts" in arguments)
     if problem is None and options.resolve_hosts is not None and isinstance(arguments.get("hosts"), list):
         try:
             options.resolve_hosts(arguments["hosts"])
@@ -708,7 +707,6 @@ def run_command(args: argparse.Namespace, roots: list[str]) -> int:
     except (OSError, ValueError) as exc:
         print(f"sysmcp: {exc}", file=sys.stderr)
         return 2
-    fleet_args = _fleet_args(args)
     options = CallOptions(
         raw=args.raw,
         version=args.protocol_version,
@@ -717,11 +715,9 @@ def run_command(args: argparse.Namespace, roots: list[str]) -> int:
             args.log_level,
             *[arg for root in roots for arg in ("--root", root)],
             *(["--allow-reclaim"] if args.allow_reclaim else []),
-            *fleet_args,
+            *_fleet_args(args),
             *history_args(args),  # the server keeps history, not call
         ],
-        fleet=any(a in ("--host", "--inventory", "--inventory-command") for a in fleet_args)
-        or bool(os.environ.get("SYSMCP_HOSTS")),
         json_output=args.json,
         output=args.output,
         resolve_hosts=fleet.inventory.resolve if fleet is not None else None,
