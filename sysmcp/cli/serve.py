@@ -132,9 +132,8 @@ async def _serve(
         if fleet is not None:
             from sysmcp.fleet.setup import running_fleet
 
-            caller = await stack.enter_async_context(
-                running_fleet(fleet)
-            )  # its end ends every ssh it started
+            # The stack's end ends the fleet, and with it every ssh it started.
+            caller = await stack.enter_async_context(running_fleet(fleet))
         server = build_server(served_tools(allow_reclaim), roots=roots or None, fleet=caller)
         session = Session(server, transport)
         async with anyio.create_task_group() as group:
