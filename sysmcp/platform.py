@@ -40,7 +40,6 @@ __all__ = [
     "has_mountinfo",
     "has_o_path",
     "has_proc_fd",
-    "has_proc_pid_fd",
     "has_process_io_counters",
     "has_sys_dev_block",
     "has_waitid",
@@ -112,11 +111,6 @@ def has_process_io_counters() -> bool:
     import psutil
 
     return hasattr(psutil.Process, "io_counters")
-
-
-def has_proc_pid_fd(pid: int) -> bool:
-    """``/proc/<pid>/fd`` of another process can be listed (open and deleted files of a process)."""
-    return os.path.isdir(f"/proc/{pid}/fd")
 
 
 def has_sys_dev_block(path: str = SYS_DEV_BLOCK) -> bool:

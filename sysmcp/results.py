@@ -19,12 +19,12 @@ URI_PREFIX = "sysmcp://results/"
 
 
 class TooLarge(Exception):
-    """A result too big to keep (over ``MAX_ITEM``); ``reason`` is a sentence for the tool's answer."""
+    """A result too big to keep (over ``limit``); ``reason`` is a sentence for the tool's answer."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, limit: int = MAX_ITEM) -> None:
         super().__init__(size)
         self.reason = (
-            f"the full result ({size:,} bytes) is too big to keep as a resource (at most {MAX_ITEM:,} "
+            f"the full result ({size:,} bytes) is too big to keep as a resource (at most {limit:,} "
             "bytes): narrow the request (a subdirectory, exclude patterns) to get it"
         )
 
@@ -41,8 +41,9 @@ class StoredResult:
 
 
 class ResultStore:
-    def __init__(self, cap_bytes: int = DEFAULT_CAP) -> None:
+    def __init__(self, cap_bytes: int = DEFAULT_CAP, max_item: int = MAX_ITEM) -> None:
         self.cap_bytes = cap_bytes
+        self.max_item = max_item
         self._items: OrderedDict[str, StoredResult] = OrderedDict()
         self._bytes = 0
         self._ids = itertools.count(1)
@@ -50,8 +51,8 @@ class ResultStore:
     def put(self, name: str, text: str, *, description: str, mime_type: str = "text/plain") -> StoredResult:
         # The name comes from a path and may hold spaces, '#' or non-ASCII: percent-encode it in the URI.
         size = len(text.encode("utf-8"))
-        if size > MAX_ITEM:
-            raise TooLarge(size)
+        if size > self.max_item:
+            raise TooLarge(size, self.max_item)
         uri = f"{URI_PREFIX}{next(self._ids)}/{quote(name, safe='-._~')}"
         item = StoredResult(uri, name, description, mime_type, text, time.time(), size)
         self._items[uri] = item

@@ -94,6 +94,10 @@ def test_unknown_hosts_and_a_malformed_inventory_are_usage_errors(tmp_path: Path
     refused(run("call", "--inventory", str(bad), "disk_usage"), "line 1: ansible_port must be a port number")
 
 
+def test_hosts_with_a_host_option_that_names_no_host_is_refused_by_call_itself() -> None:
+    refused(run("call", "--host", "", "disk_usage", "hosts=all"), "sysmcp call: hosts= needs a fleet")
+
+
 def test_log_level_is_honoured_in_call_mode(tree: Path) -> None:
     quiet = run("call", "file_sha256", f"path={tree / 'a.txt'}")
     loud = run("call", "--log-level", "info", "file_sha256", f"path={tree / 'a.txt'}")

@@ -22,7 +22,12 @@ from sysmcp.tools import ALL_TOOLS
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMAS = Path(__file__).parent / "schemas"
-VIEW_FILES = {"sysmcp/views/dir-usage.html", "sysmcp/views/disks.html", "sysmcp/views/bridge.js"}
+VIEW_FILES = {
+    "sysmcp/views/dir-usage.html",
+    "sysmcp/views/disks.html",
+    "sysmcp/views/head.html",
+    "sysmcp/views/bridge.js",
+}
 
 
 def load(path: Path) -> Any:

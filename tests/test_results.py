@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from sysmcp import results
 from sysmcp.results import ResultStore, TooLarge
 from sysmcp.tools.registry import ResourceLink, ToolContext
 from tests.harness import RecordingPeer
@@ -19,21 +18,16 @@ def test_the_oldest_results_go_first_when_the_store_is_full() -> None:
     assert store.get(first.uri) is None
 
 
-def test_a_result_too_big_for_one_reply_is_refused_and_evicts_nothing(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(results, "MAX_ITEM", 8)
-    store = ResultStore(cap_bytes=100)
+def test_a_result_too_big_for_one_reply_is_refused_and_evicts_nothing() -> None:
+    store = ResultStore(cap_bytes=100, max_item=8)
     kept = store.put("small", "1234", description="small")
     with pytest.raises(TooLarge):
         store.put("big", "123456789", description="big")
     assert store.list() == [kept]
 
 
-def test_a_tool_is_told_why_a_result_was_not_kept(
-    monkeypatch: pytest.MonkeyPatch, peer: RecordingPeer, ctx: ToolContext
-) -> None:
-    monkeypatch.setattr(results, "MAX_ITEM", 8)
+def test_a_tool_is_told_why_a_result_was_not_kept(peer: RecordingPeer, ctx: ToolContext) -> None:
+    ctx.results.max_item = 8
     assert isinstance(ctx.keep("ok", "1234", description="ok"), ResourceLink)
     reason = ctx.keep("big", "123456789", description="big")
     assert isinstance(reason, str) and "too big to keep" in reason and "narrow the request" in reason

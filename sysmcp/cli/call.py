@@ -211,10 +211,6 @@ def _tools(allow_reclaim: bool = False) -> dict[str, Any]:
     return tools
 
 
-def tool_names(allow_reclaim: bool = False) -> list[str]:
-    return list(_tools(allow_reclaim))
-
-
 def _summary(description: str) -> str:
     """A description's first sentence."""
     first = description.split(". ")[0].split(": ")[0].rstrip(".")
@@ -298,7 +294,7 @@ def check_call(
     if "hosts" in arguments and not fleet:
         return "hosts= needs a fleet: give --host NAME (repeatable) or --inventory FILE"
     if "hosts" in arguments:
-        schema = {**schema, "properties": {**schema.get("properties", {}), "hosts": hosts_property((), 0)}}
+        schema = {**schema, "properties": {**schema.get("properties", {}), "hosts": hosts_property(0)}}
     try:
         validate_arguments(schema, arguments)
     except ArgumentError as exc:
@@ -372,8 +368,8 @@ class CallOptions:
     server_args: Sequence[str] = ()
     json_output: bool = False
     output: str | None = None
-    fleet: bool = False  # hosts are configured (--host, --inventory, $SYSMCP_HOSTS): hosts= is allowed
-    # The fleet's host resolution (raises ValueError naming unknown hosts), to refuse hosts=nosuch here.
+    # With hosts configured (--host, --inventory, $SYSMCP_HOSTS), hosts= is allowed: the fleet's host
+    # resolution (raises ValueError naming unknown hosts), to refuse hosts=nosuch here.
     resolve_hosts: Callable[[list[str]], object] | None = None
 
 
@@ -430,13 +426,10 @@ async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> i
                     raise ServerStopped(process.returncode) from None
                 group.cancel_scope.cancel()
         progress.clear()
+        await _stop(process)
         if interrupted:
-            await _stop(process)
             raise Interrupted
         assert reply is not None
-        await process.stdin.aclose()
-        with anyio.move_on_after(INTERRUPT_GRACE):
-            await process.wait()
     return _report(tool, reply, options)
 
 
@@ -466,7 +459,7 @@ async def _converse(
     if options.output and "hosts" in arguments:
         reply["_per_host"] = await _per_host(session, result)
     elif options.output:
-        uris = [b["uri"] for b in result.get("content", []) if b.get("type") == "resource_link"]
+        uris = _links(result)
         texts = [await _read_text(session, uri) for uri in uris]
         reply["_full"] = (uris, "".join(text for text in texts if text is not None))
     return reply
@@ -508,8 +501,8 @@ async def _read_text(session: ClientSession, uri: str) -> str | None:
 
 
 async def _stop(process: Process) -> None:
-    """After an interruption (the session has sent notifications/cancelled): close the server's input,
-    give it a moment to wind down, then kill it."""
+    """Close the server's input, give it a moment to wind down (after an interruption, the session has
+    sent notifications/cancelled), then kill it if it is still there."""
     with anyio.CancelScope(shield=True), anyio.move_on_after(INTERRUPT_GRACE):
         try:
             assert process.stdin is not None
@@ -556,11 +549,15 @@ def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
         print(json.dumps(result.get("structuredContent"), indent=2, ensure_ascii=False))
     else:
         stream = sys.stderr if result.get("isError") else sys.stdout
-        uris = [b["uri"] for b in result.get("content", []) if b.get("type") == "resource_link"]
         for text in texts:
-            print(without_links(text, uris, options.output), file=stream)
+            print(without_links(text, _links(result), options.output), file=stream)
     sys.stdout.flush()
     return status
+
+
+def _links(result: dict[str, Any]) -> list[str]:
+    """The URIs of a result's ``resource_link`` blocks, in order."""
+    return [b["uri"] for b in result.get("content", []) if b.get("type") == "resource_link"]
 
 
 def without_links(text: str, uris: Sequence[str], saved_to: str | None = None) -> str:
@@ -606,11 +603,10 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
         print("sysmcp call: which tool?\n" + tools_overview(), file=sys.stderr)
         return EXIT_USAGE
     arguments = fleet_arguments(arguments)
-    problem = check_call(
-        tool, arguments, fleet=options.fleet, allow_reclaim="--allow-reclaim" in options.server_args
-    )
+    fleet = options.resolve_hosts is not None
+    problem = check_call(tool, arguments, fleet=fleet, allow_reclaim="--allow-reclaim" in options.server_args)
     if problem is None and options.output is not None:
-        problem = check_output(options.output, directory=options.fleet and "hosts" in arguments)
+        problem = check_output(options.output, directory=fleet and "hosts" in arguments)
     if problem is None and options.resolve_hosts is not None and isinstance(arguments.get("hosts"), list):
         try:
             options.resolve_hosts(arguments["hosts"])
@@ -677,7 +673,6 @@ __all__ = [
     "print_help",
     "run_call",
     "tool_help",
-    "tool_names",
     "tools_overview",
 ]
 
@@ -687,7 +682,7 @@ def run_command(args: argparse.Namespace, roots: list[str]) -> int:
     if args.help:
         if args.tool is None:
             return print_help(_call_parser().format_help())
-        known = tool_names(args.allow_reclaim)
+        known = list(_tools(args.allow_reclaim))
         if args.tool in known:
             return print_help(tool_help(args.tool, allow_reclaim=args.allow_reclaim) + "\n")
         else:
@@ -716,22 +711,18 @@ def run_command(args: argparse.Namespace, roots: list[str]) -> int:
         raw=args.raw,
         version=args.protocol_version,
         server_args=[
-            *_server_args(args.log_level, roots),
+            "--log-level",
+            args.log_level,
+            *[arg for root in roots for arg in ("--root", root)],
             *(["--allow-reclaim"] if args.allow_reclaim else []),
             *_fleet_args(args),
             *history_args(args),  # the server keeps history, not call
         ],
-        fleet=any(a in ("--host", "--inventory", "--inventory-command") for a in _fleet_args(args))
-        or bool(os.environ.get("SYSMCP_HOSTS")),
         json_output=args.json,
         output=args.output,
         resolve_hosts=fleet.inventory.resolve if fleet is not None else None,
     )
     return run_call(args.tool, dict(pairs), options)
-
-
-def _call_epilog() -> str:
-    return tools_overview() + "\n\n" + EXIT_CODES_HELP
 
 
 def _call_parser() -> argparse.ArgumentParser:
@@ -743,15 +734,8 @@ def _call_parser() -> argparse.ArgumentParser:
     parser = build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     call: argparse.ArgumentParser = commands.choices["call"]
-    call.epilog = _call_epilog()
+    call.epilog = tools_overview() + "\n\n" + EXIT_CODES_HELP
     return call
-
-
-def _server_args(log_level: str, roots: Sequence[str]) -> list[str]:
-    extra = ["--log-level", log_level]
-    for root in roots:
-        extra += ["--root", root]
-    return extra
 
 
 def _fleet_args(args: argparse.Namespace) -> list[str]:
@@ -790,9 +774,7 @@ def key_value(pair: str, tool: str | None = None) -> tuple[str, Any]:
 def _meant_key(value: str, tool: str | None) -> str | None:
     """The argument a bare path (``/var``, ``~/x``, ``./y``) was meant for: the tool's ``path``, else
     its ``manifest`` (verify_checksums)."""
-    if tool is None or not value.startswith(("/", "~", ".")):
+    if not value.startswith(("/", "~", ".")) or tool not in _tools():
         return None
-    from sysmcp.tools import ALL_TOOLS
-
-    schema = next((t.input_schema for t in ALL_TOOLS if t.name == tool), {})
-    return next((key for key in ("path", "manifest") if key in schema.get("properties", {})), None)
+    properties = _tools()[tool].input_schema.get("properties", {})
+    return next((key for key in ("path", "manifest") if key in properties), None)

@@ -227,49 +227,31 @@ def fleet_options(args: argparse.Namespace) -> Any:
     Without one nothing of the fleet is even imported: a single-host start stays as it was.
     """
     hosts = [*(getattr(args, "host", None) or []), *getattr(args, "more_hosts", [])]
+    inventory_file = getattr(args, "inventory", None)
     inventory_command = getattr(args, "inventory_command", None)
-    if (
-        not hosts
-        and not getattr(args, "inventory", None)
-        and not inventory_command
-        and not os.environ.get("SYSMCP_HOSTS")
-    ):
+    if not hosts and not inventory_file and not inventory_command and not os.environ.get("SYSMCP_HOSTS"):
         return None
-    from dataclasses import replace
+    from dataclasses import fields, replace
 
-    from sysmcp.fleet.inventory import InventoryError
     from sysmcp.fleet.setup import HOSTS_ENV, FleetOptions, load_inventory
     from sysmcp.fleet.sources import detect
 
-    inventory_file = getattr(args, "inventory", None)
     try:
         inventory = load_inventory(hosts, os.environ.get(HOSTS_ENV), inventory_file, inventory_command)
     except OSError as exc:
         raise OSError(f"cannot read the inventory: {exc}") from None
-    except InventoryError:
-        raise
     if not inventory:
-        if getattr(args, "inventory", None):
-            raise ValueError(f"the inventory {args.inventory} lists no host")
+        if inventory_file:
+            raise ValueError(f"the inventory {inventory_file} lists no host")
         return None
-    options = FleetOptions(inventory)
-    concurrency = getattr(args, "fleet_concurrency", None) or options.concurrency
-    timeout = getattr(args, "connect_timeout", None) or options.connect_timeout
-    deadline = getattr(args, "fleet_deadline", None) or options.deadline
-    handshakes = getattr(args, "jump_handshakes", None) or options.handshakes
-    if min(concurrency, timeout, deadline, handshakes) <= 0:
+    given = {field.name: getattr(args, field.name, None) for field in fields(FleetOptions)[1:]}
+    options = FleetOptions(inventory, **{name: value for name, value in given.items() if value})  # 0: default
+    if any(isinstance(value, (int, float)) and value < 0 for value in given.values()):
         raise ValueError(
             "--fleet-concurrency, --connect-timeout, --fleet-deadline and --jump-handshakes must be positive"
         )
-    options = replace(
-        options, concurrency=concurrency, connect_timeout=timeout, deadline=deadline, handshakes=handshakes
-    )
-    if getattr(args, "ssh_config", None):
-        options = replace(options, ssh_config=args.ssh_config)
-    elif inventory_file is not None:
+    if options.ssh_config is None and inventory_file is not None:
         with open(inventory_file, encoding="utf-8") as stream:
             if detect(stream.read(), inventory_file) == "ssh_config":  # its hosts need its settings
                 options = replace(options, ssh_config=inventory_file)
-    if getattr(args, "remote_command", None):
-        options = replace(options, remote_command=args.remote_command)
     return options

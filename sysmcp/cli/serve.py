@@ -123,39 +123,34 @@ def _exit_now(log: Any, workers: Sequence[threading.Thread] = ()) -> None:
 async def _serve(
     transport: Any, roots: Sequence[str], interactive: bool, fleet: Any = None, allow_reclaim: bool = False
 ) -> None:
-    if fleet is None:
-        await _serve_with(transport, roots, interactive, None, allow_reclaim)
-        return
-    from sysmcp.fleet.setup import running_fleet
-
-    async with running_fleet(fleet) as caller:  # at its end every ssh it started is ended
-        await _serve_with(transport, roots, interactive, caller, allow_reclaim)
-
-
-async def _serve_with(
-    transport: Any, roots: Sequence[str], interactive: bool, fleet: Any, allow_reclaim: bool = False
-) -> None:
     from sysmcp.protocol.session import Session
     from sysmcp.server import build_server
     from sysmcp.tools import served_tools
 
-    server = build_server(served_tools(allow_reclaim), roots=roots or None, fleet=fleet)
-    session = Session(server, transport)
-    async with anyio.create_task_group() as group:
-        server.client_roots.peer, server.client_roots.spawn = session, group.start_soon
+    async with contextlib.AsyncExitStack() as stack:
+        caller = None
+        if fleet is not None:
+            from sysmcp.fleet.setup import running_fleet
 
-        async def stop_on_signal(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                task_status.started()
-                async for _ in signals:
-                    group.cancel_scope.cancel()
-                    return
+            # The stack's end ends the fleet, and with it every ssh it started.
+            caller = await stack.enter_async_context(running_fleet(fleet))
+        server = build_server(served_tools(allow_reclaim), roots=roots or None, fleet=caller)
+        session = Session(server, transport)
+        async with anyio.create_task_group() as group:
+            server.client_roots.peer, server.client_roots.spawn = session, group.start_soon
 
-        await group.start(stop_on_signal)
-        if interactive:  # only now, so a SIGTERM right after the hint already finds its handler
-            print(HINT.format(version=__version__), file=sys.stderr, flush=True)
-        await session.run()
-        group.cancel_scope.cancel()
+            async def stop_on_signal(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    task_status.started()
+                    async for _ in signals:
+                        group.cancel_scope.cancel()
+                        return
+
+            await group.start(stop_on_signal)
+            if interactive:  # only now, so a SIGTERM right after the hint already finds its handler
+                print(HINT.format(version=__version__), file=sys.stderr, flush=True)
+            await session.run()
+            group.cancel_scope.cancel()
 
 
 def _is_broken_pipe(exc: BaseException) -> bool:

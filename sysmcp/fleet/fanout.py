@@ -92,9 +92,6 @@ class Fleet:
         async def report(finished: Sequence[HostOutcome], asked: int) -> None:
             await ctx.progress(len(finished), asked, progress_message(finished, asked), final=True)
 
-        async def remote(done: float, total: float | None, message: str | None) -> None:
-            await ctx.progress(done, total, message)
-
         linked = links.linked_arguments(arguments)
         texts: dict[str, str] = {}
         for name, (origin, uri) in linked.items():
@@ -112,7 +109,7 @@ class Fleet:
             deadline=deadline,
             timeout=call_timeout(tool.input_schema, arguments),
             report=report if len(hosts) > 1 else None,
-            remote_progress=remote,
+            remote_progress=ctx.progress,
         )
 
     async def fan_out(

@@ -60,7 +60,7 @@ class FleetGateway:
 
     def __init__(self, fleet: FleetCaller, hosts: dict[str, Any] | None = None) -> None:
         self.fleet = fleet
-        self.hosts_property = hosts or hosts_property(list(fleet.groups), len(fleet.host_names))
+        self.hosts_property = hosts or hosts_property(len(fleet.host_names))
 
     def tools(self, tools: Iterable[Tool]) -> list[Tool]:
         """The tools as this server lists them: each with ``hosts`` added."""

@@ -149,6 +149,15 @@ class _Parsed:
     group_vars: dict[str, dict[str, tuple[str, int]]] = field(default_factory=dict)
     group_line: dict[str, int] = field(default_factory=dict)
 
+    def add_host(self, name: str, group: str, variables: dict[str, tuple[str, int]]) -> None:
+        """``name`` in ``group`` (each listed once, in the order first seen), ``variables`` added to its own."""
+        if name not in self.host_vars:
+            self.host_order.append(name)
+        self.host_vars.setdefault(name, {}).update(variables)
+        members = self.direct.setdefault(group, [])
+        if name not in members:
+            members.append(name)
+
 
 def parse_ini(text: str, source: str = "inventory") -> Inventory:
     """An Ansible INI inventory: host lines (with ``key=value`` variables and ``name:port``),
@@ -220,23 +229,15 @@ def _host_line(parsed: _Parsed, section: str, words: list[str], number: int, sou
     pattern, *assignments = words
     if "=" in pattern:
         raise InventoryError(number, f"a host line starts with the host name, got {pattern!r}", source)
-    variables = dict(_assignment(word, number, source) for word in assignments)
-    port: str | None = None
+    variables: dict[str, tuple[str, int]] = {}
     if re.fullmatch(r".+:\d+", pattern) and not pattern.startswith("["):
         pattern, port = pattern.rsplit(":", 1)
+        variables["ansible_port"] = (port, number)
+    for word in assignments:
+        key, value = _assignment(word, number, source)
+        variables[key] = (value, number)
     for name in expand(pattern, number, source):
-        check_name(name, number, source)
-        if name not in parsed.host_vars:
-            parsed.host_order.append(name)
-            parsed.host_vars[name] = {}
-        host_vars = parsed.host_vars[name]
-        if port is not None:
-            host_vars["ansible_port"] = (port, number)
-        for key, value in variables.items():
-            host_vars[key] = (value, number)
-        members = parsed.direct.setdefault(section, [])
-        if name not in members:
-            members.append(name)
+        parsed.add_host(check_name(name, number, source), section, variables)
 
 
 def expand(pattern: str, number: int = 0, source: str = "inventory") -> list[str]:

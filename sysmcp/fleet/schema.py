@@ -4,7 +4,7 @@ carrying ``hosts`` (``fleet_tools``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -40,10 +40,9 @@ FLEET_OUTPUT_SCHEMA: dict[str, Any] = {
 }
 
 
-def hosts_property(groups: Sequence[str], count: int) -> dict[str, Any]:
-    """The ``hosts`` argument every tool gains when a fleet is configured: the same few words however
-    many groups there are (the instructions name the groups, once for every tool)."""
-    del groups  # named in the instructions' fleet paragraph
+def hosts_property(count: int) -> dict[str, Any]:
+    """The ``hosts`` argument every tool gains when a fleet of ``count`` hosts is configured: the same
+    few words however many groups there are (the instructions name the groups, once for every tool)."""
     return {
         "type": "array",
         "items": {"type": "string", "minLength": 1},

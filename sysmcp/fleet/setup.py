@@ -24,13 +24,16 @@ COMMAND_TIMEOUT = 120.0  # seconds an --inventory-command (a cloud plugin listin
 
 @dataclass(frozen=True)
 class FleetOptions:
+    """The fleet as the command line configured it; each field after the inventory is named as the
+    option's ``dest`` (``--fleet-deadline`` → ``fleet_deadline``)."""
+
     inventory: Inventory
     ssh_config: str | None = None
     remote_command: str = DEFAULT_REMOTE_COMMAND
-    concurrency: int = DEFAULT_CONCURRENCY
+    fleet_concurrency: int = DEFAULT_CONCURRENCY
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
-    deadline: float = DEFAULT_DEADLINE
-    handshakes: int = DEFAULT_HANDSHAKES
+    fleet_deadline: float = DEFAULT_DEADLINE
+    jump_handshakes: int = DEFAULT_HANDSHAKES
 
 
 def parse_inventory(text: str, source: str) -> Inventory:
@@ -108,9 +111,9 @@ async def running_fleet(options: FleetOptions) -> AsyncIterator[Fleet]:
         remote_command=options.remote_command,
         connect_timeout=options.connect_timeout,
     )
-    pool = SessionPool(options.inventory, settings, options.handshakes)
+    pool = SessionPool(options.inventory, settings, options.jump_handshakes)
     async with pool.open():
-        yield Fleet(options.inventory, pool, options.concurrency, options.deadline)
+        yield Fleet(options.inventory, pool, options.fleet_concurrency, options.fleet_deadline)
 
 
 __all__ = [

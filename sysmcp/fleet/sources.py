@@ -110,13 +110,8 @@ def from_yaml(text: str, source: str = "inventory") -> Inventory:
         for pattern, host_vars in hosts.items():
             for host in expand(str(pattern), 0, source):
                 check_name(host, 0, source)
-                if host not in parsed.host_vars:
-                    parsed.host_order.append(host)
-                    parsed.host_vars[host] = {}
-                parsed.host_vars[host].update(_variables(host_vars, f"host {host!r}", 0, source))
                 home = "ungrouped" if name == "all" else name  # as Ansible: all's own hosts are ungrouped
-                if host not in parsed.direct.setdefault(home, []):
-                    parsed.direct[home].append(host)
+                parsed.add_host(host, home, _variables(host_vars, f"host {host!r}", 0, source))
         parsed.group_vars.setdefault(name, {}).update(
             _variables(body.get("vars"), f"group {name!r}", 0, source)
         )
@@ -154,13 +149,8 @@ def from_json(text: str, source: str = "inventory") -> Inventory:
 
     def add_host(host: str, group: str) -> None:
         check_name(host, 0, source)
-        group = "ungrouped" if group == "all" else group
-        parsed.direct.setdefault(group, [])
-        if host not in parsed.host_vars:
-            parsed.host_order.append(host)
-            parsed.host_vars[host] = _variables(hostvars.get(host), f"host {host!r}", 0, source)
-        if host not in parsed.direct[group]:
-            parsed.direct[group].append(host)
+        variables = _variables(hostvars.get(host), f"host {host!r}", 0, source)
+        parsed.add_host(host, "ungrouped" if group == "all" else group, variables)
 
     for name, body in data.items():
         if name == "_meta":

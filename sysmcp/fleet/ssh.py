@@ -11,7 +11,6 @@ import re
 from dataclasses import dataclass
 
 from sysmcp.fleet.inventory import Host
-from sysmcp.tools.merging import STATUSES
 
 DEFAULT_REMOTE_COMMAND = "uvx sysmcp"
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -41,14 +40,10 @@ def _common(settings: SshSettings, host: Host) -> list[str]:
         "-o",
         f"ControlPath={settings.control_dir}/%C",  # ours: never the operator's own masters
     ]
-    if host.address is not None:
-        argv += ["-o", f"HostName={host.address}"]
-    if host.port is not None:
-        argv += ["-o", f"Port={host.port}"]
-    if host.user is not None:
-        argv += ["-o", f"User={host.user}"]
-    if host.jump is not None:
-        argv += ["-o", f"ProxyJump={host.jump}"]
+    given = (("HostName", host.address), ("Port", host.port), ("User", host.user), ("ProxyJump", host.jump))
+    for key, value in given:
+        if value is not None:
+            argv += ["-o", f"{key}={value}"]
     for option in host.options:
         argv += ["-o", option]
     return argv
@@ -79,10 +74,10 @@ def session_argv(settings: SshSettings, host: Host) -> list[str]:
     return argv
 
 
-def control_argv(settings: SshSettings, host: Host, command: str = "exit") -> list[str]:
+def control_argv(settings: SshSettings, host: Host) -> list[str]:
     """``ssh -O exit …``: end this host's master on sysmcp's own control path."""
     argv = _common(settings, host)
-    argv[1:1] = ["-O", command]
+    argv[1:1] = ["-O", "exit"]
     return [*argv, "--", host.name]
 
 
@@ -179,7 +174,6 @@ def classify(returncode: int | None, stderr: str, *, not_mcp: str | None = None)
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_REMOTE_COMMAND",
-    "STATUSES",
     "SshSettings",
     "bounded",
     "classify",

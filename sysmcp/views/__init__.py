@@ -1,8 +1,9 @@
 """MCP Apps views (``io.modelcontextprotocol/ui``, SEP-1865 of 2026-01-26): ``ui://`` HTML resources.
 
 A view is one self-contained HTML document shipped as package data. Its sources are kept as a page
-plus the pieces both pages share (``common.css``, ``bridge.js``: the view side of the postMessage
-protocol); :func:`html` inlines them, so what a host reads is one file that fetches nothing.
+plus the pieces every page shares (``head.html``, the document's head up to the page's own style,
+named on the page's first line with its title; ``common.css``; ``bridge.js``: the view side of the
+postMessage protocol); :func:`html` inlines them, so what a host reads is one file that fetches nothing.
 
 Views are offered only to clients that declare the extension with our mime type: legacy clients in
 ``initialize``'s ``capabilities.extensions``, 2026-07-28 clients in each request's envelope. Every
@@ -23,7 +24,7 @@ MIME_TYPE = "text/html;profile=mcp-app"
 CONTRACT_VERSION = 1
 
 #: Placeholders in a page's source, each replaced by a shared file (kept out of the HTML source so
-#: both pages speak the protocol through the same code).
+#: every page speaks the protocol through the same code).
 _INLINED = {"/*@common.css@*/": "common.css", "/*@bridge.js@*/": "bridge.js"}
 
 
@@ -98,7 +99,9 @@ def html(uri: str) -> str:
 
     view = VIEWS[uri]
     folder = resources.files(__name__)
-    text = folder.joinpath(view.source).read_text(encoding="utf-8")
+    first, _, page = folder.joinpath(view.source).read_text(encoding="utf-8").partition("\n")
+    title = first.removeprefix("<!--@head: ").removesuffix("@-->")  # the page's first line names it
+    text = folder.joinpath("head.html").read_text(encoding="utf-8").replace("@TITLE@", title) + page
     for marker, name in _INLINED.items():
         text = text.replace(marker, folder.joinpath(name).read_text(encoding="utf-8"))
     return text.replace("@SYSMCP_VERSION@", __version__)

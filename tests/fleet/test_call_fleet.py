@@ -13,6 +13,8 @@ import pytest
 
 from sysmcp.cli import build_parser
 from sysmcp.cli.call import _fleet_args
+from sysmcp.cli.options import fleet_options
+from sysmcp.fleet.fanout import DEFAULT_DEADLINE
 from tests.fleet.lab import SHARED, Lab, unavailable
 
 pytestmark = pytest.mark.slow
@@ -62,6 +64,30 @@ def test_every_fleet_option_is_forwarded_from_either_side_of_call() -> None:
         *("--remote-command", "sysmcp", "--fleet-concurrency", "3", "--connect-timeout", "2.5"),
     ]
     assert _fleet_args(build_parser().parse_args(["call", "disk_usage"])) == []
+
+
+def test_the_fleet_options_configure_the_fleet_a_zero_keeps_the_default_and_a_negative_is_refused() -> None:
+    given = [
+        "--host",
+        "web1",
+        "--fleet-concurrency",
+        "3",
+        "--connect-timeout",
+        "2.5",
+        "--fleet-deadline",
+        "0",
+    ]
+    more = ["--jump-handshakes", "4", "--ssh-config", "cfg", "--remote-command", "sysmcp serve"]
+    options = fleet_options(build_parser().parse_args([*given, *more]))
+    assert list(options.inventory.hosts) == ["web1"]
+    assert (options.fleet_concurrency, options.connect_timeout, options.fleet_deadline) == (
+        3,
+        2.5,
+        DEFAULT_DEADLINE,
+    )
+    assert (options.jump_handshakes, options.ssh_config, options.remote_command) == (4, "cfg", "sysmcp serve")
+    with pytest.raises(ValueError, match="must be positive"):
+        fleet_options(build_parser().parse_args(["--host", "web1", "--fleet-deadline", "-1"]))
 
 
 def test_hosts_without_a_fleet_is_a_usage_error() -> None:

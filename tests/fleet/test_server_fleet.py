@@ -70,7 +70,7 @@ class MemoryFleet:
 
 
 def server(fleet: MemoryFleet) -> Any:
-    return build_server(ALL_TOOLS, fleet=fleet, hosts_property=hosts_property(list(fleet.groups), 41))
+    return build_server(ALL_TOOLS, fleet=fleet, hosts_property=hosts_property(41))
 
 
 async def call(srv: Any, arguments: dict[str, Any], tool: str = "disk_usage") -> dict[str, Any]:

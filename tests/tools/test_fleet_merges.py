@@ -174,7 +174,7 @@ def test_long_text_is_cut_to_the_line_budget_and_the_full_text_returned_for_keep
 def test_the_registry_adds_hosts_to_every_schema_only_with_a_fleet() -> None:
     plain = Registry(ALL_TOOLS)
     assert [t.input_schema for t in plain] == [t.input_schema for t in ALL_TOOLS]
-    fleet = Registry(fleet_tools(ALL_TOOLS, hosts_property(["web", "db"], 12)))
+    fleet = Registry(fleet_tools(ALL_TOOLS, hosts_property(12)))
     for tool, original in zip(fleet, ALL_TOOLS, strict=True):
         hosts = tool.input_schema["properties"]["hosts"]
         # the groups are named once, in the instructions, not in every tool's schema
