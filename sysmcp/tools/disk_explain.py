@@ -2,9 +2,9 @@
 
 The MCP side of ``sysmcp.engine.space``: the ``explain`` part of the typed result, the request built
 from the call (with a fresh complete scan of the filesystem's root from the history, when there is
-one, for part 1), and the answer's text (totals first, then each part with its next step). The
-engine (which also runs ``engine.procs``' process scan for part 2) and the history are imported
-when an explain is asked for: disk_usage imports this module for its result type on every start."""
+one, for part 1), and the answer's text (totals first, then each part with its next step). disk_usage
+imports this module only when an explain is asked for or its schema listed; the engine (which also
+runs ``engine.procs``' process scan for part 2) and the history, only when an explain runs."""
 
 from __future__ import annotations
 
@@ -16,9 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sysmcp.engine.paths import display, printable
-from sysmcp.platform import PROC
 from sysmcp.render import age, human_bytes, noun, plural
-from sysmcp.tools import schemas as js
 from sysmcp.tools.typed import ABSENT, Opt, prop, result
 
 if TYPE_CHECKING:
@@ -27,20 +25,8 @@ if TYPE_CHECKING:
     from sysmcp.protocol.context import Meter
     from sysmcp.tools.registry import ToolContext
 
-DEFAULT_TIMEOUT_S = 60.0
-MAX_TIMEOUT_S = 600.0
 NAMED = 5  # files, places and snapshots named per part; the rest are counted
 FRESH_SCAN_S = 300.0  # a stored scan of the root younger than this stands in for the walk
-
-INPUT_PROPERTIES: dict[str, Any] = {
-    "explain": js.boolean("With path: account for every used byte; walks the filesystem.", default=False),
-    "timeout_s": js.number(
-        "With explain: the walk's budget.",
-        minimum=0.001,
-        maximum=int(MAX_TIMEOUT_S),
-        default=int(DEFAULT_TIMEOUT_S),
-    ),
-}
 
 #: A part of the answer: its figures without a list of required ones, and room for more.
 _PART: dict[str, bool] = {"closed": False, "required": False}
@@ -194,14 +180,13 @@ def fresh_scan(point: str, max_age: float = FRESH_SCAN_S) -> KeptScan | None:
 
 
 async def run(
-    entry: FilesystemUsage, table: MountTable, args: dict[str, Any], ctx: ToolContext, proc: str = PROC
+    entry: FilesystemUsage, table: MountTable, timeout: float, ctx: ToolContext, proc: str
 ) -> tuple[str, Explain]:
-    """Account for the filesystem of ``entry``: the text and the ``explain`` part."""
+    """Account for the filesystem of ``entry`` within ``timeout`` seconds: the text and the ``explain`` part."""
     from sysmcp.engine.space import ExplainRequest, explain, explain_request, own_mount
 
     assert entry.figures is not None
     mount, fig = own_mount(entry, table), entry.figures
-    timeout = min(float(args.get("timeout_s", DEFAULT_TIMEOUT_S)), MAX_TIMEOUT_S)
 
     def ask(_: Meter) -> ExplainRequest:  # the history's scan and the root's stat: in a worker
         scanned = fresh_scan(mount.mount_point)

@@ -7,9 +7,11 @@ sampling are the engine's (``sysmcp.engine.mounts._disks``); this module is the 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Literal, cast
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from sysmcp.engine.mounts import (
     ALERT_PERCENT,
@@ -36,9 +38,7 @@ from sysmcp.history.recording import ReadingGate
 from sysmcp.platform import PROC
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.render import human_bytes, noun, table
-from sysmcp.tools import disk_explain
 from sysmcp.tools import schemas as js
-from sysmcp.tools.disk_explain import Explain
 from sysmcp.tools.disk_pools import FilesystemPool, Pool, PoolReader, PoolSampler, read_pools
 from sysmcp.tools.merging import HostOutcome, fleet_output
 from sysmcp.tools.recording import READINGS, readings_quiet, record_disk
@@ -46,7 +46,12 @@ from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Opt, from_json, prop, result, to_json
 from sysmcp.views import DISKS
 
+if TYPE_CHECKING:
+    from sysmcp.tools.disk_explain import Explain
+
 MAX_SAMPLE_S = 60  # sample_s at most
+EXPLAIN_TIMEOUT_S = 60  # explain's walk: its budget by default, and at most
+MAX_EXPLAIN_TIMEOUT_S = 600
 ORDER = (
     "fullest first (the higher of space and inode percent), then mount point; unanswered or unreadable last"
 )
@@ -359,7 +364,13 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
         "sample_s": js.number(
             "Watch this long for fill rates and time to full.", minimum=0, maximum=MAX_SAMPLE_S, default=0
         ),
-        **disk_explain.INPUT_PROPERTIES,
+        "explain": js.boolean("With path: account for every used byte; walks the filesystem.", default=False),
+        "timeout_s": js.number(
+            "With explain: the walk's budget.",
+            minimum=0.001,
+            maximum=MAX_EXPLAIN_TIMEOUT_S,
+            default=EXPLAIN_TIMEOUT_S,
+        ),
     },
     required=None,
 )
@@ -426,7 +437,8 @@ class DiskUsage:
             entry, real = await disks.one(args["path"], table, ctx.paths.resolve_str)
             entries, shown = [entry], display(real)
             if args.get("explain") and entry.figures is not None:
-                text, part = await disk_explain.run(entry, table, args, ctx, self.proc)
+                timeout = min(float(args.get("timeout_s", EXPLAIN_TIMEOUT_S)), MAX_EXPLAIN_TIMEOUT_S)
+                text, part = await _explain().run(entry, table, timeout, ctx, self.proc)
                 answer = self._answer(entries, table, shown, explain=part)
                 return ToolOutput.of(answer, lambda a: text + "\n" + render(a, unit, [entry.rate]))
             await pools.take(entries)
@@ -550,9 +562,27 @@ def _fleet_row(host: str, fs: Filesystem) -> list[str]:
     return [host, fs.mount_point, fs.fs_type, *sizes, _pct(fs.percent_used), inode_percent]
 
 
+def _explain() -> ModuleType:
+    """disk_explain, imported when first needed (an explain, or the schema), its ``Explain`` then
+    among this module's names for ``DiskUsageResult``'s type hints. Why: a fleet host's remote start
+    answers one disk_usage without explain, and making explain's nine result classes cost it about
+    3 % of its CPU; until then ``to_json`` reads the result without those hints, to the same JSON."""
+    from sysmcp.tools import disk_explain
+
+    globals()["Explain"] = disk_explain.Explain
+    return disk_explain
+
+
+class _DiskUsageTool(Tool):
+    @functools.cached_property
+    def output_schema(self) -> dict[str, Any]:
+        _explain()  # the schema names explain's result types
+        return super().output_schema
+
+
 _HANDLER = DiskUsage()
 
-TOOL = Tool(
+TOOL = _DiskUsageTool(
     name="disk_usage",
     title="Disk usage",
     description=(
