@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from sysmcp.engine.paths import display, printable
 from sysmcp.render import age, human_bytes, noun, plural
-from sysmcp.tools.typed import ABSENT, Opt, prop, result
+from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result
 
 if TYPE_CHECKING:
     from sysmcp.engine.mounts import FilesystemUsage, MountTable
@@ -28,14 +28,18 @@ if TYPE_CHECKING:
 NAMED = 5  # files, places and snapshots named per part; the rest are counted
 FRESH_SCAN_S = 300.0  # a stored scan of the root younger than this stands in for the walk
 
-#: A part of the answer: its figures without a list of required ones, and room for more.
-_PART: dict[str, bool] = {"closed": False, "required": False}
+
+class _Part:
+    """A part of the answer: its figures without a list of required ones, and room for more."""
+
+    SCHEMA_OPTIONS: ClassVar = {"closed": False, "required": False}
+
+
 _NEXT = "What to run next for this part."
 
 
 @result
-class Files:
-    SCHEMA_OPTIONS: ClassVar = _PART
+class Files(_Part):
     bytes: int = prop("Disk bytes of the files a walk of the filesystem reaches (as du -x).")
     files: int = prop()
     stopped: str | None = prop("Why the walk stopped early.")
@@ -47,8 +51,7 @@ class Files:
 
 
 @result
-class DeletedOpen:
-    SCHEMA_OPTIONS: ClassVar = _PART
+class DeletedOpen(_Part):
     bytes: int = prop("Disk bytes of deleted files still held open on this filesystem.")
     files: list[dict[str, Any]] = prop(
         "path, bytes, holders, descriptor (/proc/PID/fd/N to truncate it through)."
@@ -63,8 +66,7 @@ class DeletedOpen:
 
 
 @result
-class HiddenUnderMounts:
-    SCHEMA_OPTIONS: ClassVar = _PART
+class HiddenUnderMounts(_Part):
     bytes: int = prop("Disk bytes of files in directories another filesystem is mounted over.")
     checked: bool = prop("Whether the directories under mount points were looked at (needs root).")
     reason: str = prop("Why not checked (e.g. 'needs root').")
@@ -76,8 +78,7 @@ class HiddenUnderMounts:
 
 
 @result
-class UnreadableDirectories:
-    SCHEMA_OPTIONS: ClassVar = _PART
+class UnreadableDirectories(_Part):
     count: int = prop("Directories the walk could not read.")
     named: list[str] = prop("Some of those directories, inside the allowed roots.")
     upper_bound_bytes: int = prop("At most this many bytes can be in them (the remainder).")
@@ -95,8 +96,7 @@ class ZfsSplit:
 
 
 @result
-class SnapshotsPart:
-    SCHEMA_OPTIONS: ClassVar = _PART
+class SnapshotsPart(_Part):
     bytes: int = prop("Disk bytes held only by snapshots or other subvolumes.")
     kind: str = prop("The snapshot mechanism (btrfs, zfs, lvm-thin, apfs), or null.")
     exact: bool = prop("False: some are not sized (see note).")
@@ -107,15 +107,13 @@ class SnapshotsPart:
 
 
 @result
-class OverheadPart:
-    SCHEMA_OPTIONS: ClassVar = _PART
+class OverheadPart(_Part):
     bytes: int | None = prop("The filesystem's own metadata, journal and reservations counted as used.")
     source: str = prop("Where the overhead figure comes from.")
 
 
 @result
-class Remainder:
-    SCHEMA_OPTIONS: ClassVar = _PART
+class Remainder(_Part):
     bytes: int = prop("Used bytes no part accounts for (negative when parts overlap).")
     percent: float = prop("The remainder as a percentage of used bytes.")
     not_walked: bool = prop(
@@ -125,10 +123,9 @@ class Remainder:
 
 
 @result
-class Explain:
+class Explain(Open):
     """With explain: df's used bytes of the filesystem, part by part."""
 
-    SCHEMA_OPTIONS: ClassVar = {"closed": False}
     mount_point: str = prop()
     used_bytes: int = prop("statvfs used: (f_blocks - f_bfree) × f_frsize.")
     reserved_bytes: Opt[int] = prop("Free blocks only root may use: free, not used.")

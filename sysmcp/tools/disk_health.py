@@ -7,16 +7,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from sysmcp.engine.health import Device, Health, HealthRequest, MdArray, run
-from sysmcp.engine.paths import is_within, printable
+from sysmcp.engine.paths import printable
 from sysmcp.protocol.context import Meter
 from sysmcp.render import plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.merging import HostOutcome, fleet_output, grouped, host_list
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
-from sysmcp.tools.typed import from_json, prop, result
+from sysmcp.tools.typed import Open, from_json, prop, result
+from sysmcp.tools.walking import within_roots
 from sysmcp.views import HEALTH
 
 MAX_DEVICES = 100  # devices in an answer; past it the ok ones are counted, not listed
@@ -32,8 +33,7 @@ _VERDICT = "ok, watch or failing."
 
 
 @result
-class DeviceRow:
-    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+class DeviceRow(Open):
     device: str = prop()
     verdict: Verdict = prop(_VERDICT)
     reasons: list[str] = prop("Why, worst first, with what to do.")
@@ -49,8 +49,7 @@ class DeviceRow:
 
 
 @result
-class ArrayRow:
-    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+class ArrayRow(Open):
     name: str = prop("The md array, e.g. md0.")
     verdict: Verdict = prop(_VERDICT)
     level: str = prop("Its RAID level, e.g. raid1.")
@@ -64,8 +63,7 @@ class ArrayRow:
 
 
 @result
-class BtrfsRow:
-    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+class BtrfsRow(Open):
     device: str = prop()
     mount_point: str | None = prop("Null when outside the allowed roots.")
     verdict: Verdict = prop(_VERDICT)
@@ -103,7 +101,7 @@ def result_of(health: Health, roots: Sequence[Path] | None) -> DiskHealth:
         notes.append("no /proc/mdstat: no md RAID here")
 
     def shown(mount: str) -> str | None:
-        return mount if roots is None or any(is_within(Path(mount), root) for root in roots) else None
+        return mount if within_roots(mount, roots) else None
 
     notes += [
         f"btrfs on {shown(mount) or 'a mount outside the roots'}: {why}" for mount, why in health.btrfs_unread

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sysmcp.engine.paths import display, printable
+from sysmcp.engine.paths import display, is_within, printable
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import plural
@@ -21,6 +21,11 @@ class PathError(Open):
 
     path: str = prop()
     error: str = prop()
+
+
+def within_roots(path: str, roots: Sequence[Path] | None) -> bool:
+    """Whether ``path`` may be named in an answer: inside one of the roots (None: no roots in force)."""
+    return roots is None or any(is_within(Path(path), root) for root in roots)
 
 
 def walk_properties(base: str, *, note: str = "") -> dict[str, Any]:
