@@ -273,6 +273,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     walked, deleted, hidden = acc.walked, acc.deleted, acc.hidden
     snaps, overhead = acc.snapshots, acc.overhead
     rest = acc.remainder
+    bound = max(rest, 0)
     scanned = walked.scanned
     source = (
         f"from the scan of {time.strftime('%H:%M', time.localtime(scanned.taken))}, {age(scanned.age)} ago"
@@ -296,7 +297,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     if overhead.bytes:
         summary.append(f"{human_bytes(overhead.bytes)} are the filesystem's own overhead")
     label = "not walked" if walked.stopped else "unexplained"
-    summary.append(f"{human_bytes(max(rest, 0))} ({_percent(max(rest, 0), used)} %) {label}")
+    summary.append(f"{human_bytes(bound)} ({_percent(bound, used)} %) {label}")
     lines = []
     if walked.stopped:
         lines.append(
@@ -337,18 +338,14 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
             text += f" ({plural(deleted.vanished, 'process', 'processes')} ended while being read)"
         lines.append(f"2. Deleted but still open: {text}. Next: {del_step}.")
     named, hid_step, unlisted, unlisted_disk = _hidden_words(acc)
+    points = plural(hidden.mount_points, "mount point")
     if hidden.checked:
-        lines.append(
-            f"3. Hidden under mount points: {human_bytes(hidden.disk)} under {plural(hidden.mount_points, 'mount point')}"
-            + (f": {named}" if named else "")
-            + (f". Next: {hid_step}." if hid_step else ".")
-        )
+        found = f"{human_bytes(hidden.disk)} under {points}" + (f": {named}" if named else "")
     else:
         hid_step = "run sysmcp as root to look under them"
-        lines.append(
-            f"3. Hidden under mount points: not checked ({hidden.reason}) at {plural(hidden.mount_points, 'mount point')}. Next: {hid_step}."
-        )
-    bound = max(rest, 0)
+        found = f"not checked ({hidden.reason}) at {points}"
+    lines.append(f"3. Hidden under mount points: {found}" + (f". Next: {hid_step}." if hid_step else "."))
+    unread = [printable(p) for p in walked.unreadable_named[:NAMED]]
     unread_step = "run as root or as the directories' owner to see inside"
     if scanned is not None:
         lines.append(
@@ -356,10 +353,9 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
             "one_file_system=true counts them (and leaves the scan a later explain reuses)."
         )
     elif walked.unreadable:
-        where = ", ".join(printable(p) for p in walked.unreadable_named[:NAMED])
         lines.append(
             f"4. Unreadable directories: {walked.unreadable:,}"
-            + (f" ({where})" if where else "")
+            + (f" ({', '.join(unread)})" if unread else "")
             + f", holding at most {human_bytes(bound)} (the remainder). Next: {unread_step}."
         )
     else:
@@ -370,17 +366,17 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         "lvm thin snapshots": "lvs; lvremove a thin snapshot frees pool space",
         "apfs local snapshots": "tmutil listlocalsnapshots /; tmutil thinlocalsnapshots / frees them",
     }.get(snaps.kind, "")
+    note = f" ({snaps.note})" if snaps.note else ""
     if snaps.kind and snaps.items:
         shown = "; ".join(
             f"{printable(s.name)} {'?' if s.exclusive is None else human_bytes(s.exclusive)}"
             for s in snaps.items[:NAMED]
         )
-        note = f" ({snaps.note})" if snaps.note else ""
         lines.append(
             f"5. Snapshots and subvolumes: {human_bytes(snaps.bytes)} exclusive in {_snap_noun(snaps)}{note}: {shown}. Next: {snap_step}."
         )
     else:
-        lines.append("5. Snapshots and subvolumes: none" + (f" ({snaps.note})" if snaps.note else "") + ".")
+        lines.append(f"5. Snapshots and subvolumes: none{note}.")
     if acc.cow is not None:
         lines += cow_lines(acc.cow, roots)
     reserved = (
@@ -388,14 +384,12 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         if acc.figures.reserved
         else ""
     )
-    if overhead.bytes is None:
-        lines.append(
-            f"6. Filesystem overhead (journal, metadata, inode tables): not reported, so it is in the remainder{reserved}."
-        )
-    else:
-        lines.append(
-            f"6. Filesystem overhead (journal, metadata, inode tables): {human_bytes(overhead.bytes)} ({overhead.source}){reserved}."
-        )
+    own = (
+        "not reported, so it is in the remainder"
+        if overhead.bytes is None
+        else f"{human_bytes(overhead.bytes)} ({overhead.source})"
+    )
+    lines.append(f"6. Filesystem overhead (journal, metadata, inode tables): {own}{reserved}.")
     rest_step = (
         f"call again with a larger timeout_s (the walk stopped after {walked.elapsed:.0f} s)"
         if walked.stopped
@@ -432,7 +426,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         if z is None
         else ZfsSplit(z.name, z.used, z.dataset, z.snapshots, z.children, z.refreservation)
     )
-    stopped, unread = walked.stopped is not None, [printable(p) for p in walked.unreadable_named[:NAMED]]
+    stopped = walked.stopped is not None
     at = iso_utc(scanned.taken) if scanned is not None else None
     part = Explain(
         point,

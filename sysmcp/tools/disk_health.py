@@ -14,7 +14,7 @@ from sysmcp.engine.paths import printable
 from sysmcp.protocol.context import Meter
 from sysmcp.render import plural
 from sysmcp.tools import schemas as js
-from sysmcp.tools.merging import HostOutcome, fleet_output, grouped, host_list
+from sysmcp.tools.merging import HostOutcome, fleet_output, grouped, host_list, typed_results
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import Open, from_json, prop, result
 from sysmcp.tools.walking import within_roots
@@ -194,10 +194,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
     """Per host, its failing and watched devices named; hosts with all ok grouped into one line."""
     summary: list[tuple[str, str]] = []
-    for outcome in outcomes:
-        if not outcome.ok or outcome.result is None:
-            continue
-        answer = from_json(DiskHealth, outcome.result)
+    for host, answer in typed_results(outcomes, DiskHealth):
         named = [
             *((d.device, d.verdict, d.reasons) for d in answer.devices),
             *((a.name, a.verdict, []) for a in answer.arrays),
@@ -208,9 +205,7 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
             for name, verdict, why in named
             if verdict != "ok"
         ]
-        summary.append(
-            ("; ".join(bad[:5]) + (f"; … {len(bad) - 5} more" if len(bad) > 5 else ""), outcome.host)
-        )
+        summary.append(("; ".join(bad[:5]) + (f"; … {len(bad) - 5} more" if len(bad) > 5 else ""), host))
     groups = grouped(summary)
     body = [f"  {host_list(hosts)}: {key}" for key, hosts in groups if key]
     ok = [host for key, hosts in groups if not key for host in hosts]

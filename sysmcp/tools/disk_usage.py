@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import replace
+from operator import attrgetter
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -203,21 +204,23 @@ def _amount(size: int, unit: str) -> str:
     return str(size) if unit == "bytes" else human_bytes(size)
 
 
+_USAGE = {  # usage_phrase's sentence in each unit
+    "percent": "{percent} used ({used}), {free} free of {total}",
+    "mb": "{used} used, {free} free of {total} ({percent} used)",
+    "human": "{used} used, {free} free of {total} ({percent})",
+    "bytes": "{used} bytes used, {free} free of {total} ({percent})",
+}
+
+
 def usage_phrase(fs: Filesystem, unit: str) -> str:
     """Used, free and (where any) reserved bytes, always: a percent alone can read as wrong when
     root's reserve makes used + free fall short of the total."""
     if not fs.total_bytes:
         return "size 0"
     used, free, total = (_amount(size or 0, unit) for size in (fs.used_bytes, fs.free_bytes, fs.total_bytes))
-    percent = _pct(fs.percent_used)
-    if unit == "mb":
-        text = f"{used} used, {free} free of {total} ({percent} used)"
-    elif unit == "human":
-        text = f"{used} used, {free} free of {total} ({percent})"
-    elif unit == "bytes":
-        text = f"{used} bytes used, {free} free of {total} ({percent})"
-    else:
-        text = f"{percent} used ({used}), {free} free of {total}"
+    text = _USAGE.get(unit, _USAGE["percent"]).format(
+        used=used, free=free, total=total, percent=_pct(fs.percent_used)
+    )
     reserved = fs.reserved_bytes or 0
     return text + (f", {_amount(reserved, unit)} reserved for root" if reserved else "")
 
@@ -395,7 +398,6 @@ class DiskUsage:
         self.proc = proc  # where explain reads processes' open files (tests point it at a fake /proc)
         self.readings = readings  # which readings history keeps (at most one per filesystem a minute)
         self.partitions = self.disks.partitions
-        self.prober = self.disks.prober
         self.pools = pools  # the thin pools under filesystems (tests pass recorded lvs output)
 
     def answers_at_once(self, args: Any) -> bool:
@@ -481,7 +483,7 @@ class DiskUsage:
                 for entry, pool in zip(entries, pooled or [None] * len(entries), strict=True)
             ],
             ALERT_PERCENT,
-            self.prober.timeout,
+            self.disks.prober.timeout,
             notes=notes or ABSENT,
             **more,
         )
@@ -497,7 +499,9 @@ def apfs_notes(entries: Sequence[FilesystemUsage], table: MountTable) -> list[st
         if container is None or not siblings or container in seen:
             continue
         seen.add(container)
-        names = [display(m.mount_point) for m in sorted([entry.mount, *siblings], key=_by_mount_point)]
+        names = [
+            display(m.mount_point) for m in sorted([entry.mount, *siblings], key=attrgetter("mount_point"))
+        ]
         free = f" ({human_bytes(entry.figures.free)} free)" if entry.figures is not None else ""
         notes.append(
             f"APFS: {', '.join(names)} are volumes of one container, {container}: they share its free "
@@ -505,10 +509,6 @@ def apfs_notes(entries: Sequence[FilesystemUsage], table: MountTable) -> list[st
             "volume's own."
         )
     return notes
-
-
-def _by_mount_point(mount: Mount) -> str:
-    return mount.mount_point
 
 
 def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:

@@ -10,10 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from sysmcp.render import and_more, plural
 from sysmcp.tools.registry import ToolOutput
+from sysmcp.tools.typed import from_json
+
+T = TypeVar("T")
 
 STATUSES = (
     "ok",
@@ -116,6 +119,12 @@ def failure_lines(outcomes: Sequence[HostOutcome]) -> list[str]:
         else:
             lines.append(f"  {plural(len(hosts), 'host')} {status} — {reason}: {host_list(hosts)}")
     return ["Hosts without a result:", *lines] if lines else []
+
+
+def typed_results(outcomes: Sequence[HostOutcome], cls: type[T]) -> list[tuple[str, T]]:
+    """Each host that answered with a result, and that result read back as ``cls`` (``from_json``:
+    a host whose result is not in this version's shape raises one of ``UNREADABLE``)."""
+    return [(o.host, from_json(cls, o.result)) for o in outcomes if o.ok and o.result is not None]
 
 
 def pending(outcomes: Sequence[HostOutcome]) -> int:
@@ -253,4 +262,5 @@ __all__ = [
     "same_answer",
     "summary_merge",
     "tally",
+    "typed_results",
 ]
