@@ -153,15 +153,9 @@ def render(answer: DiskHealth) -> str:
             state += f", failed: {', '.join(array.failed)}"
         if array.operation:
             progress = f" {array.progress_percent:g}%" if array.progress_percent is not None else ""
-            extra = ", ".join(
-                x
-                for x in (
-                    array.speed and f"speed {array.speed}",
-                    array.finish and f"finish in {array.finish}",
-                )
-                if x
-            )
-            state += f", {array.operation}{progress}{f' ({extra})' if extra else ''}"
+            extra = [f"speed {array.speed}"] if array.speed else []
+            extra += [f"finish in {array.finish}"] if array.finish else []
+            state += f", {array.operation}{progress}" + (f" ({', '.join(extra)})" if extra else "")
         advice = (
             " — degraded: replace the missing or failed member (mdadm --add)"
             if array.verdict == "failing"
