@@ -153,9 +153,9 @@ class Explain(Open):
     seconds: Opt[float] = prop()
 
 
-def fresh_scan(point: str, max_age: float = FRESH_SCAN_S) -> KeptScan | None:
+def fresh_scan(point: str) -> KeptScan | None:
     """The newest complete dir_usage scan of ``point`` (one filesystem, nothing excluded, the same
-    filesystem identity) in the history, if it is younger than ``max_age`` seconds. In a worker."""
+    filesystem identity) in the history, if it is younger than ``FRESH_SCAN_S``. In a worker."""
     from sysmcp.engine.space import KeptScan
     from sysmcp.engine.walk import WalkOptions
     from sysmcp.history import state
@@ -172,7 +172,7 @@ def fresh_scan(point: str, max_age: float = FRESH_SCAN_S) -> KeptScan | None:
     for info in store.snapshots("scan", series.root, limit=50, count_rows=False):
         if info.series == series and not info.partial:
             age = now - info.taken
-            return KeptScan(info.disk, info.files, info.taken, age) if 0 <= age <= max_age else None
+            return KeptScan(info.disk, info.files, info.taken, age) if 0 <= age <= FRESH_SCAN_S else None
     return None
 
 

@@ -196,11 +196,11 @@ def _writing(row: Writer) -> list[str]:
     return lines
 
 
-def _with_files(writers: list[Process], roots: Sequence[Path] | None, proc: str = PROC) -> list[Writer]:
+def _with_files(writers: list[Process], roots: Sequence[Path] | None) -> list[Writer]:
     """The top writers with the files each has open for writing (inside ``roots``)."""
     found = (
-        files_written([row.pid for row in writers], lambda item: within_roots(item.path, roots), proc)
-        if writers and platform.has_proc_fd(proc)
+        files_written([row.pid for row in writers], lambda item: within_roots(item.path, roots))
+        if writers and platform.has_proc_fd(PROC)
         else {}
     )
     rows = []
