@@ -8,10 +8,9 @@ sampling are the engine's (``sysmcp.engine.mounts._disks``); this module is the 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from operator import attrgetter
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from sysmcp.engine.mounts import (
@@ -440,7 +439,7 @@ class DiskUsage:
             entries, shown = [entry], display(real)
             if args.get("explain") and entry.figures is not None:
                 timeout = min(float(args.get("timeout_s", EXPLAIN_TIMEOUT_S)), MAX_EXPLAIN_TIMEOUT_S)
-                text, part = await _explain().run(entry, table, timeout, ctx, self.proc)
+                text, part = await _explain()(entry, table, timeout, ctx, self.proc)
                 answer = self._answer(entries, table, shown, explain=part)
                 return ToolOutput.of(answer, lambda a: text + "\n" + render(a, unit, [entry.rate]))
             await pools.take(entries)
@@ -562,15 +561,15 @@ def _fleet_row(host: str, fs: Filesystem) -> list[str]:
     return [host, fs.mount_point, fs.fs_type, *sizes, _pct(fs.percent_used), inode_percent]
 
 
-def _explain() -> ModuleType:
-    """disk_explain, imported when first needed (an explain, or the schema), its ``Explain`` then
-    among this module's names for ``DiskUsageResult``'s type hints. Why: a fleet host's remote start
+def _explain() -> Callable[..., Awaitable[tuple[str, Explain]]]:
+    """disk_explain's ``run``, imported when first needed (an explain, or the schema), its ``Explain``
+    then among this module's names for ``DiskUsageResult``'s type hints. Why: a fleet host's remote start
     answers one disk_usage without explain, and making explain's nine result classes cost it about
     3 % of its CPU; until then ``to_json`` reads the result without those hints, to the same JSON."""
-    from sysmcp.tools import disk_explain
+    from sysmcp.tools.disk_explain import Explain, run
 
-    globals()["Explain"] = disk_explain.Explain
-    return disk_explain
+    globals()["Explain"] = Explain
+    return run
 
 
 class _DiskUsageTool(Tool):
