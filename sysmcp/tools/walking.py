@@ -11,6 +11,7 @@ from sysmcp.engine.paths import display, is_within, printable
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import plural
+from sysmcp.tools import schemas as js
 from sysmcp.tools.registry import ToolContext
 from sysmcp.tools.typed import Open, prop, result
 
@@ -40,13 +41,7 @@ def walk_properties(base: str, *, note: str = "") -> dict[str, Any]:
             "default": [],
             "description": f"{note}Globs to skip, on names or paths relative to {base}.",
         },
-        "one_file_system": {
-            "type": "boolean",
-            "default": True,
-            "description": f"{note}Stay on {base}'s filesystem.",
-        }
-        if note
-        else {"type": "boolean", "default": True},
+        "one_file_system": js.boolean(f"{note}Stay on {base}'s filesystem." if note else None, default=True),
     }
 
 
