@@ -396,7 +396,6 @@ class DiskUsage:
         self.disks = Disks(partitions or default_partitions(), usage, timeout, max_stuck, clock)
         self.proc = proc  # where explain reads processes' open files (tests point it at a fake /proc)
         self.readings = readings  # which readings history keeps (at most one per filesystem a minute)
-        self.partitions = self.disks.partitions
         self.pools = pools  # the thin pools under filesystems (tests pass recorded lvs output)
 
     def answers_at_once(self, args: Any) -> bool:
@@ -408,12 +407,12 @@ class DiskUsage:
         raw = args.get("path") if isinstance(args, dict) else None
         if not isinstance(raw, str):
             return not isinstance(args, dict) or "path" in args  # bad arguments are refused at once
-        if any(could_be_thin(mount.device) for mount in self.partitions().mounts):
+        if any(could_be_thin(mount.device) for mount in self.disks.partitions().mounts):
             return False  # a thin volume's pool is read with lvs: a command, no inline work
-        return self.disks.walk(raw, self.partitions())[1]
+        return self.disks.walk(raw, self.disks.partitions())[1]
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        table = self.partitions()  # the same object as the at-once check's unless the mounts changed
+        table = self.disks.partitions()  # the same object as the at-once check's unless the mounts changed
         unit = args.get("unit", "percent")
         sample_s = float(args.get("sample_s", 0))
         everything = bool(args.get("all", False))
