@@ -36,6 +36,8 @@ def read_pools(devices: Sequence[str], max_age: float) -> dict[str, ThinPool]:
 
 @result
 class Pool:
+    """The LVM thin pool under a filesystem of the answer."""
+
     kind: Literal["lvm-thin"] = prop("What pools it: an LVM thin pool.")
     name: str = prop("The pool, 'vg/pool'.")
     volume: str = prop("The thin volume the filesystem is on, 'vg/lv'.")

@@ -59,6 +59,8 @@ ORDER = (
 
 @result
 class Inodes:
+    """A filesystem's inode counts, as df -i gives them."""
+
     total: int = prop()
     used: int = prop()
     free: int = prop()
@@ -67,6 +69,8 @@ class Inodes:
 
 @result
 class FillRate:
+    """How fast a filesystem filled over the sampling window, and when it is full at that rate."""
+
     seconds: float = prop("From the first sample to the last.")
     samples: int = prop()
     fill_rate_bytes_per_s: float = prop(
@@ -82,6 +86,8 @@ class FillRate:
 
 @result
 class Filesystem:
+    """One mounted filesystem: df -T and df -i in one row, with what is over the threshold."""
+
     mount_point: str = prop()
     device: str = prop("The mount source: a device path, 'server:/export', 'tmpfs', …")
     fs_type: str = prop()
@@ -116,6 +122,8 @@ class Filesystem:
 
 @result
 class DiskUsageResult:
+    """The filesystems (every mounted one, fullest first, or the one holding path) and how they were read."""
+
     path: Opt[str] = prop("The resolved path asked about (absent when listing).")
     filesystems: list[Filesystem] = prop()
     alert_threshold_percent: int = prop()
