@@ -50,8 +50,8 @@ if TYPE_CHECKING:
     from sysmcp.tools.disk_explain import Explain
 
 MAX_SAMPLE_S = 60  # sample_s at most
-EXPLAIN_TIMEOUT_S = 60  # explain's walk: its budget by default, and at most
-MAX_EXPLAIN_TIMEOUT_S = 600
+EXPLAIN_TIMEOUT_S = 60  # explain's walk budget (timeout_s) by default
+MAX_EXPLAIN_TIMEOUT_S = 600  # and at most
 ORDER = (
     "fullest first (the higher of space and inode percent), then mount point; unanswered or unreadable last"
 )
