@@ -84,6 +84,7 @@ def test_a_remote_start_imports_only_the_tool_it_is_asked_for(tmp_path: Path) ->
         "sysmcp.engine.space._space",
         "sysmcp.engine.hashing._checksums",
         "sysmcp.engine.procs._openfiles",  # disk_usage names procfs through platform.PROC, not the process engine
+        "sysmcp.tools.disk_explain",  # explain's result types: made for an explain or tools/list only
         "structlog",
         "yaml",  # only a YAML inventory needs it, on the gateway
     }

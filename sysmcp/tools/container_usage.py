@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from sysmcp.engine.containers import Request, Survey, survey
-from sysmcp.engine.paths import is_within, printable
+from sysmcp.engine.paths import printable
 from sysmcp.protocol.context import Meter
 from sysmcp.render import age, human_bytes, more_not_shown, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
-from sysmcp.tools.typed import ABSENT, Opt, prop, result
+from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result
+from sysmcp.tools.walking import within_roots
 from sysmcp.views import CONTAINERS
 
 MAX_TIMEOUT_S = 60
@@ -43,12 +44,10 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
 
 _PATH = "Its path; null outside the allowed roots."
 _NAME = "Its name."
-_ROW: dict[str, Any] = {"closed": False}  # a row may carry more than its schema names
 
 
 @result
-class LargeImage:
-    SCHEMA_OPTIONS: ClassVar = _ROW
+class LargeImage(Open):  # a row (Open) may carry more than its schema names, as every row here
     id: str = prop("The image ID, short.")
     tags: list[str] = prop("Its repository:tag names (none: dangling).")
     bytes: int = prop("All its layers' bytes.")
@@ -70,8 +69,7 @@ class ImageTotals:
 
 
 @result
-class LargeContainer:
-    SCHEMA_OPTIONS: ClassVar = _ROW
+class LargeContainer(Open):
     name: str = prop(_NAME)
     image: str = prop("The image it was made from.")
     state: str = prop("running, exited, created, paused …")
@@ -89,8 +87,7 @@ class ContainerTotals:
 
 
 @result
-class LargeVolume:
-    SCHEMA_OPTIONS: ClassVar = _ROW
+class LargeVolume(Open):
     name: str = prop(_NAME)
     bytes: int | None = prop("Its size (null: not measured).")
     containers: int | None = prop("Containers using it (0: dangling).")
@@ -114,8 +111,7 @@ class BuildCacheTotals:
 
 
 @result
-class LargeLog:
-    SCHEMA_OPTIONS: ClassVar = _ROW
+class LargeLog(Open):
     container: str = prop("The container writing it.")
     driver: str = prop("Its log driver.")
     bytes: int | None = prop("Its size (null: not readable here).")
@@ -132,8 +128,7 @@ class LogTotals:
 
 
 @result
-class DataRootPart:
-    SCHEMA_OPTIONS: ClassVar = _ROW
+class DataRootPart(Open):
     name: str = prop("A directory of the data root.")
     bytes: int = prop("Its apparent bytes.")
     disk_bytes: int = prop("Its bytes on disk.")
@@ -174,9 +169,7 @@ class ContainerUsage:
 
 def _shown(path: str, allowed: list[Path] | None) -> str | None:
     """The path for the answer, or None when it is outside the roots (counted, never named)."""
-    if not path or (allowed is not None and not any(is_within(Path(path), root) for root in allowed)):
-        return None
-    return path
+    return path if path and within_roots(path, allowed) else None
 
 
 def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) -> ContainerUsage:

@@ -25,10 +25,10 @@ from sysmcp.protocol.errors import ArgumentError
 from sysmcp.render import age, human_bytes, more_not_shown, plural, table
 from sysmcp.tools import schemas as js
 from sysmcp.tools.arguments import size_argument
-from sysmcp.tools.merging import HostOutcome, fleet_output
+from sysmcp.tools.merging import HostOutcome, fleet_output, typed_results
 from sysmcp.tools.recording import recorded_scan
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name, with_link
-from sysmcp.tools.typed import ABSENT, Open, Opt, from_json, prop, result, to_json
+from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result, to_json
 from sysmcp.tools.walking import (
     directory_argument,
     scan_failure,
@@ -503,7 +503,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
     """Per-host totals side by side, then each host's largest entries (each host already cut to top_n)."""
     key = "apparent_bytes" if arguments.get("sort_by") == "apparent" else "disk_bytes"
-    answered = [(o.host, from_json(DirUsage, o.result)) for o in outcomes if o.ok and o.result is not None]
+    answered = typed_results(outcomes, DirUsage)
     answered.sort(key=lambda answer: -int(getattr(answer[1].totals, key)))
     rows = [["HOST", "DISK", "APPARENT", "FILES", "DIRS", "COMPLETE"]]
     for host, found in answered:

@@ -2,9 +2,9 @@
 
 The MCP side of ``sysmcp.engine.space``: the ``explain`` part of the typed result, the request built
 from the call (with a fresh complete scan of the filesystem's root from the history, when there is
-one, for part 1), and the answer's text (totals first, then each part with its next step). The
-engine (which also runs ``engine.procs``' process scan for part 2) and the history are imported
-when an explain is asked for: disk_usage imports this module for its result type on every start."""
+one, for part 1), and the answer's text (totals first, then each part with its next step). disk_usage
+imports this module only when an explain is asked for or its schema listed; the engine (which also
+runs ``engine.procs``' process scan for part 2) and the history, only when an explain runs."""
 
 from __future__ import annotations
 
@@ -16,10 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sysmcp.engine.paths import display, printable
-from sysmcp.platform import PROC
 from sysmcp.render import age, human_bytes, noun, plural
-from sysmcp.tools import schemas as js
-from sysmcp.tools.typed import ABSENT, Opt, prop, result
+from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result
 
 if TYPE_CHECKING:
     from sysmcp.engine.mounts import FilesystemUsage, MountTable
@@ -27,29 +25,21 @@ if TYPE_CHECKING:
     from sysmcp.protocol.context import Meter
     from sysmcp.tools.registry import ToolContext
 
-DEFAULT_TIMEOUT_S = 60.0
-MAX_TIMEOUT_S = 600.0
 NAMED = 5  # files, places and snapshots named per part; the rest are counted
 FRESH_SCAN_S = 300.0  # a stored scan of the root younger than this stands in for the walk
 
-INPUT_PROPERTIES: dict[str, Any] = {
-    "explain": js.boolean("With path: account for every used byte; walks the filesystem.", default=False),
-    "timeout_s": js.number(
-        "With explain: the walk's budget.",
-        minimum=0.001,
-        maximum=int(MAX_TIMEOUT_S),
-        default=int(DEFAULT_TIMEOUT_S),
-    ),
-}
 
-#: A part of the answer: its figures without a list of required ones, and room for more.
-_PART: dict[str, bool] = {"closed": False, "required": False}
+class _Part:
+    """A part of the answer: its figures without a list of required ones, and room for more."""
+
+    SCHEMA_OPTIONS: ClassVar = {"closed": False, "required": False}
+
+
 _NEXT = "What to run next for this part."
 
 
 @result
-class Files:
-    SCHEMA_OPTIONS: ClassVar = _PART
+class Files(_Part):
     bytes: int = prop("Disk bytes of the files a walk of the filesystem reaches (as du -x).")
     files: int = prop()
     stopped: str | None = prop("Why the walk stopped early.")
@@ -61,8 +51,7 @@ class Files:
 
 
 @result
-class DeletedOpen:
-    SCHEMA_OPTIONS: ClassVar = _PART
+class DeletedOpen(_Part):
     bytes: int = prop("Disk bytes of deleted files still held open on this filesystem.")
     files: list[dict[str, Any]] = prop(
         "path, bytes, holders, descriptor (/proc/PID/fd/N to truncate it through)."
@@ -77,8 +66,7 @@ class DeletedOpen:
 
 
 @result
-class HiddenUnderMounts:
-    SCHEMA_OPTIONS: ClassVar = _PART
+class HiddenUnderMounts(_Part):
     bytes: int = prop("Disk bytes of files in directories another filesystem is mounted over.")
     checked: bool = prop("Whether the directories under mount points were looked at (needs root).")
     reason: str = prop("Why not checked (e.g. 'needs root').")
@@ -90,8 +78,7 @@ class HiddenUnderMounts:
 
 
 @result
-class UnreadableDirectories:
-    SCHEMA_OPTIONS: ClassVar = _PART
+class UnreadableDirectories(_Part):
     count: int = prop("Directories the walk could not read.")
     named: list[str] = prop("Some of those directories, inside the allowed roots.")
     upper_bound_bytes: int = prop("At most this many bytes can be in them (the remainder).")
@@ -109,8 +96,7 @@ class ZfsSplit:
 
 
 @result
-class SnapshotsPart:
-    SCHEMA_OPTIONS: ClassVar = _PART
+class SnapshotsPart(_Part):
     bytes: int = prop("Disk bytes held only by snapshots or other subvolumes.")
     kind: str = prop("The snapshot mechanism (btrfs, zfs, lvm-thin, apfs), or null.")
     exact: bool = prop("False: some are not sized (see note).")
@@ -121,15 +107,13 @@ class SnapshotsPart:
 
 
 @result
-class OverheadPart:
-    SCHEMA_OPTIONS: ClassVar = _PART
+class OverheadPart(_Part):
     bytes: int | None = prop("The filesystem's own metadata, journal and reservations counted as used.")
     source: str = prop("Where the overhead figure comes from.")
 
 
 @result
-class Remainder:
-    SCHEMA_OPTIONS: ClassVar = _PART
+class Remainder(_Part):
     bytes: int = prop("Used bytes no part accounts for (negative when parts overlap).")
     percent: float = prop("The remainder as a percentage of used bytes.")
     not_walked: bool = prop(
@@ -139,10 +123,9 @@ class Remainder:
 
 
 @result
-class Explain:
+class Explain(Open):
     """With explain: df's used bytes of the filesystem, part by part."""
 
-    SCHEMA_OPTIONS: ClassVar = {"closed": False}
     mount_point: str = prop()
     used_bytes: int = prop("statvfs used: (f_blocks - f_bfree) × f_frsize.")
     reserved_bytes: Opt[int] = prop("Free blocks only root may use: free, not used.")
@@ -170,9 +153,9 @@ class Explain:
     seconds: Opt[float] = prop()
 
 
-def fresh_scan(point: str, max_age: float = FRESH_SCAN_S) -> KeptScan | None:
+def fresh_scan(point: str) -> KeptScan | None:
     """The newest complete dir_usage scan of ``point`` (one filesystem, nothing excluded, the same
-    filesystem identity) in the history, if it is younger than ``max_age`` seconds. In a worker."""
+    filesystem identity) in the history, if it is younger than ``FRESH_SCAN_S``. In a worker."""
     from sysmcp.engine.space import KeptScan
     from sysmcp.engine.walk import WalkOptions
     from sysmcp.history import state
@@ -189,19 +172,18 @@ def fresh_scan(point: str, max_age: float = FRESH_SCAN_S) -> KeptScan | None:
     for info in store.snapshots("scan", series.root, limit=50, count_rows=False):
         if info.series == series and not info.partial:
             age = now - info.taken
-            return KeptScan(info.disk, info.files, info.taken, age) if 0 <= age <= max_age else None
+            return KeptScan(info.disk, info.files, info.taken, age) if 0 <= age <= FRESH_SCAN_S else None
     return None
 
 
 async def run(
-    entry: FilesystemUsage, table: MountTable, args: dict[str, Any], ctx: ToolContext, proc: str = PROC
+    entry: FilesystemUsage, table: MountTable, timeout: float, ctx: ToolContext, proc: str
 ) -> tuple[str, Explain]:
-    """Account for the filesystem of ``entry``: the text and the ``explain`` part."""
+    """Account for the filesystem of ``entry`` within ``timeout`` seconds: the text and the ``explain`` part."""
     from sysmcp.engine.space import ExplainRequest, explain, explain_request, own_mount
 
     assert entry.figures is not None
     mount, fig = own_mount(entry, table), entry.figures
-    timeout = min(float(args.get("timeout_s", DEFAULT_TIMEOUT_S)), MAX_TIMEOUT_S)
 
     def ask(_: Meter) -> ExplainRequest:  # the history's scan and the root's stat: in a worker
         scanned = fresh_scan(mount.mount_point)
@@ -291,6 +273,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     walked, deleted, hidden = acc.walked, acc.deleted, acc.hidden
     snaps, overhead = acc.snapshots, acc.overhead
     rest = acc.remainder
+    bound = max(rest, 0)
     scanned = walked.scanned
     source = (
         f"from the scan of {time.strftime('%H:%M', time.localtime(scanned.taken))}, {age(scanned.age)} ago"
@@ -314,7 +297,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     if overhead.bytes:
         summary.append(f"{human_bytes(overhead.bytes)} are the filesystem's own overhead")
     label = "not walked" if walked.stopped else "unexplained"
-    summary.append(f"{human_bytes(max(rest, 0))} ({_percent(max(rest, 0), used)} %) {label}")
+    summary.append(f"{human_bytes(bound)} ({_percent(bound, used)} %) {label}")
     lines = []
     if walked.stopped:
         lines.append(
@@ -355,18 +338,14 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
             text += f" ({plural(deleted.vanished, 'process', 'processes')} ended while being read)"
         lines.append(f"2. Deleted but still open: {text}. Next: {del_step}.")
     named, hid_step, unlisted, unlisted_disk = _hidden_words(acc)
+    points = plural(hidden.mount_points, "mount point")
     if hidden.checked:
-        lines.append(
-            f"3. Hidden under mount points: {human_bytes(hidden.disk)} under {plural(hidden.mount_points, 'mount point')}"
-            + (f": {named}" if named else "")
-            + (f". Next: {hid_step}." if hid_step else ".")
-        )
+        found = f"{human_bytes(hidden.disk)} under {points}" + (f": {named}" if named else "")
     else:
         hid_step = "run sysmcp as root to look under them"
-        lines.append(
-            f"3. Hidden under mount points: not checked ({hidden.reason}) at {plural(hidden.mount_points, 'mount point')}. Next: {hid_step}."
-        )
-    bound = max(rest, 0)
+        found = f"not checked ({hidden.reason}) at {points}"
+    lines.append(f"3. Hidden under mount points: {found}" + (f". Next: {hid_step}." if hid_step else "."))
+    unread = [printable(p) for p in walked.unreadable_named[:NAMED]]
     unread_step = "run as root or as the directories' owner to see inside"
     if scanned is not None:
         lines.append(
@@ -374,10 +353,9 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
             "one_file_system=true counts them (and leaves the scan a later explain reuses)."
         )
     elif walked.unreadable:
-        where = ", ".join(printable(p) for p in walked.unreadable_named[:NAMED])
         lines.append(
             f"4. Unreadable directories: {walked.unreadable:,}"
-            + (f" ({where})" if where else "")
+            + (f" ({', '.join(unread)})" if unread else "")
             + f", holding at most {human_bytes(bound)} (the remainder). Next: {unread_step}."
         )
     else:
@@ -388,17 +366,17 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         "lvm thin snapshots": "lvs; lvremove a thin snapshot frees pool space",
         "apfs local snapshots": "tmutil listlocalsnapshots /; tmutil thinlocalsnapshots / frees them",
     }.get(snaps.kind, "")
+    note = f" ({snaps.note})" if snaps.note else ""
     if snaps.kind and snaps.items:
         shown = "; ".join(
             f"{printable(s.name)} {'?' if s.exclusive is None else human_bytes(s.exclusive)}"
             for s in snaps.items[:NAMED]
         )
-        note = f" ({snaps.note})" if snaps.note else ""
         lines.append(
             f"5. Snapshots and subvolumes: {human_bytes(snaps.bytes)} exclusive in {_snap_noun(snaps)}{note}: {shown}. Next: {snap_step}."
         )
     else:
-        lines.append("5. Snapshots and subvolumes: none" + (f" ({snaps.note})" if snaps.note else "") + ".")
+        lines.append(f"5. Snapshots and subvolumes: none{note}.")
     if acc.cow is not None:
         lines += cow_lines(acc.cow, roots)
     reserved = (
@@ -406,14 +384,12 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         if acc.figures.reserved
         else ""
     )
-    if overhead.bytes is None:
-        lines.append(
-            f"6. Filesystem overhead (journal, metadata, inode tables): not reported, so it is in the remainder{reserved}."
-        )
-    else:
-        lines.append(
-            f"6. Filesystem overhead (journal, metadata, inode tables): {human_bytes(overhead.bytes)} ({overhead.source}){reserved}."
-        )
+    own = (
+        "not reported, so it is in the remainder"
+        if overhead.bytes is None
+        else f"{human_bytes(overhead.bytes)} ({overhead.source})"
+    )
+    lines.append(f"6. Filesystem overhead (journal, metadata, inode tables): {own}{reserved}.")
     rest_step = (
         f"call again with a larger timeout_s (the walk stopped after {walked.elapsed:.0f} s)"
         if walked.stopped
@@ -450,7 +426,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         if z is None
         else ZfsSplit(z.name, z.used, z.dataset, z.snapshots, z.children, z.refreservation)
     )
-    stopped, unread = walked.stopped is not None, [printable(p) for p in walked.unreadable_named[:NAMED]]
+    stopped = walked.stopped is not None
     at = iso_utc(scanned.taken) if scanned is not None else None
     part = Explain(
         point,

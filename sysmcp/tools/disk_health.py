@@ -7,16 +7,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from sysmcp.engine.health import Device, Health, HealthRequest, MdArray, run
-from sysmcp.engine.paths import is_within, printable
+from sysmcp.engine.paths import printable
 from sysmcp.protocol.context import Meter
 from sysmcp.render import plural
 from sysmcp.tools import schemas as js
-from sysmcp.tools.merging import HostOutcome, fleet_output, grouped, host_list
+from sysmcp.tools.merging import HostOutcome, fleet_output, grouped, host_list, typed_results
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
-from sysmcp.tools.typed import from_json, prop, result
+from sysmcp.tools.typed import Open, from_json, prop, result
+from sysmcp.tools.walking import within_roots
 from sysmcp.views import HEALTH
 
 MAX_DEVICES = 100  # devices in an answer; past it the ok ones are counted, not listed
@@ -32,8 +33,7 @@ _VERDICT = "ok, watch or failing."
 
 
 @result
-class DeviceRow:
-    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+class DeviceRow(Open):
     device: str = prop()
     verdict: Verdict = prop(_VERDICT)
     reasons: list[str] = prop("Why, worst first, with what to do.")
@@ -49,8 +49,7 @@ class DeviceRow:
 
 
 @result
-class ArrayRow:
-    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+class ArrayRow(Open):
     name: str = prop("The md array, e.g. md0.")
     verdict: Verdict = prop(_VERDICT)
     level: str = prop("Its RAID level, e.g. raid1.")
@@ -64,8 +63,7 @@ class ArrayRow:
 
 
 @result
-class BtrfsRow:
-    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+class BtrfsRow(Open):
     device: str = prop()
     mount_point: str | None = prop("Null when outside the allowed roots.")
     verdict: Verdict = prop(_VERDICT)
@@ -103,7 +101,7 @@ def result_of(health: Health, roots: Sequence[Path] | None) -> DiskHealth:
         notes.append("no /proc/mdstat: no md RAID here")
 
     def shown(mount: str) -> str | None:
-        return mount if roots is None or any(is_within(Path(mount), root) for root in roots) else None
+        return mount if within_roots(mount, roots) else None
 
     notes += [
         f"btrfs on {shown(mount) or 'a mount outside the roots'}: {why}" for mount, why in health.btrfs_unread
@@ -155,15 +153,9 @@ def render(answer: DiskHealth) -> str:
             state += f", failed: {', '.join(array.failed)}"
         if array.operation:
             progress = f" {array.progress_percent:g}%" if array.progress_percent is not None else ""
-            extra = ", ".join(
-                x
-                for x in (
-                    array.speed and f"speed {array.speed}",
-                    array.finish and f"finish in {array.finish}",
-                )
-                if x
-            )
-            state += f", {array.operation}{progress}{f' ({extra})' if extra else ''}"
+            extra = [f"speed {array.speed}"] if array.speed else []
+            extra += [f"finish in {array.finish}"] if array.finish else []
+            state += f", {array.operation}{progress}" + (f" ({', '.join(extra)})" if extra else "")
         advice = (
             " — degraded: replace the missing or failed member (mdadm --add)"
             if array.verdict == "failing"
@@ -196,10 +188,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
     """Per host, its failing and watched devices named; hosts with all ok grouped into one line."""
     summary: list[tuple[str, str]] = []
-    for outcome in outcomes:
-        if not outcome.ok or outcome.result is None:
-            continue
-        answer = from_json(DiskHealth, outcome.result)
+    for host, answer in typed_results(outcomes, DiskHealth):
         named = [
             *((d.device, d.verdict, d.reasons) for d in answer.devices),
             *((a.name, a.verdict, []) for a in answer.arrays),
@@ -210,9 +199,7 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
             for name, verdict, why in named
             if verdict != "ok"
         ]
-        summary.append(
-            ("; ".join(bad[:5]) + (f"; … {len(bad) - 5} more" if len(bad) > 5 else ""), outcome.host)
-        )
+        summary.append(("; ".join(bad[:5]) + (f"; … {len(bad) - 5} more" if len(bad) > 5 else ""), host))
     groups = grouped(summary)
     body = [f"  {host_list(hosts)}: {key}" for key, hosts in groups if key]
     ok = [host for key, hosts in groups if not key for host in hosts]

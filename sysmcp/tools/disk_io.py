@@ -18,26 +18,26 @@ from typing import Any
 import anyio
 
 from sysmcp import platform
+from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.mounts import default_partitions
-from sysmcp.engine.paths import is_within, printable
+from sysmcp.engine.paths import printable
 from sysmcp.engine.procs import (
     PROC,
     ProcessIo,
     Reading,
-    WrittenFile,
     device_deltas,
     device_mount_points,
     files_written,
     process_deltas,
     take_reading,
 )
-from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import human_bytes, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.processes import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import Open, prop, result
+from sysmcp.tools.walking import within_roots
 
 DEFAULT_SAMPLE_S = 2.0
 MAX_SAMPLE_S = 60.0
@@ -196,47 +196,38 @@ def _writing(row: Writer) -> list[str]:
     return lines
 
 
-def _with_files(writers: list[Process], roots: Sequence[Path] | None, proc: str = PROC) -> list[Writer]:
+def _with_files(writers: list[Process], roots: Sequence[Path] | None) -> list[Writer]:
     """The top writers with the files each has open for writing (inside ``roots``)."""
-
-    def inside(item: WrittenFile) -> bool:
-        return roots is None or any(is_within(Path(item.path), root) for root in roots)
-
     found = (
-        files_written([row.pid for row in writers], inside, proc)
-        if writers and platform.has_proc_fd(proc)
+        files_written([row.pid for row in writers], lambda item: within_roots(item.path, roots))
+        if writers and platform.has_proc_fd(PROC)
         else {}
     )
     rows = []
     for row in writers:
         files, outside = found.get(row.pid, ([], 0))
-        shown = [
-            OpenForWriting(item.path, item.fd, item.device, item.deleted) for item in files[:FILES_PER_WRITER]
-        ]
+        shown = [OpenForWriting(*item) for item in files[:FILES_PER_WRITER]]
         rows.append(
             Writer(
-                row.pid,
-                row.command,
-                row.user,
-                row.bytes,
-                row.bytes_per_s,
-                shown,
-                max(len(files) - FILES_PER_WRITER, 0),
-                outside,
+                **asdict(row),
+                files=shown,
+                files_not_shown=max(len(files) - FILES_PER_WRITER, 0),
+                files_outside_roots=outside,
             )
         )
     return rows
+
+
+def _reading(with_processes: bool, progress: Progress, cancel: Cancel) -> Reading:
+    """The engine's reading in the run shape (it reports no progress: one pass over the counters)."""
+    return take_reading(with_processes, cancel)
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     sample_s = float(args["sample_s"])
     top_n: int = args["top_n"]
     with_processes = platform.has_process_io_counters()
-
-    def snapshot(meter: Meter) -> Reading:
-        return take_reading(with_processes, meter.cancel)
-
-    first = await ctx.run_in_worker(snapshot)
+    first = await ctx.run_engine(_reading, with_processes)
     start = first.taken
     end = start + sample_s
     done = 0.0
@@ -245,7 +236,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             await anyio.sleep(min(0.5, end - now))
         done = min(time.monotonic() - start, sample_s)
         await ctx.progress(done, sample_s, f"measuring disk I/O: {done:.1f} of {sample_s:g} s")
-    second = await ctx.run_in_worker(snapshot)
+    second = await ctx.run_engine(_reading, with_processes)
     processes_after = second.processes
     seconds = max(second.taken - start, 1e-6)
     if not second.devices and not with_processes:
@@ -257,11 +248,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         Device(
             **asdict(row),
             # under --root only the mount points inside the roots: a device is no path
-            mount_points=[
-                point
-                for point in mounted.get(row.device, [])
-                if roots is None or any(is_within(Path(point), root) for root in roots)
-            ],
+            mount_points=[point for point in mounted.get(row.device, []) if within_roots(point, roots)],
         )
         for row in devices
         if row.busy

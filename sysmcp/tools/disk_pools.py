@@ -13,7 +13,7 @@ import anyio.to_thread
 
 from sysmcp.engine.errors import EngineError
 from sysmcp.engine.mounts import Figures, FilesystemUsage, Rate, SampleClock
-from sysmcp.engine.paths import display, is_within
+from sysmcp.engine.paths import display
 from sysmcp.engine.pools import Cow, ThinPool, could_be_thin, thin_pools
 from sysmcp.render import age, human_bytes
 from sysmcp.tools.errors import words
@@ -36,6 +36,8 @@ def read_pools(devices: Sequence[str], max_age: float) -> dict[str, ThinPool]:
 
 @result
 class Pool:
+    """The LVM thin pool under a filesystem of the answer."""
+
     kind: Literal["lvm-thin"] = prop("What pools it: an LVM thin pool.")
     name: str = prop("The pool, 'vg/pool'.")
     volume: str = prop("The thin volume the filesystem is on, 'vg/lv'.")
@@ -172,13 +174,11 @@ def as_snapshots(cow: Cow) -> Snapshots:
     return Snapshots(cow.kind if cow.items or faults else "", items, cow.bytes, cow.exact, note.strip("; "))
 
 
-def _inside(path: str, roots: Sequence[Path]) -> bool:
-    return any(is_within(Path(path), root) for root in roots)
-
-
 def cow_lines(cow: Cow, roots: Sequence[Path] | None = None) -> list[str]:
     """The lines after the explain's part 5 that only the engine's reading has: shared bytes, how to
     learn unknown exclusive bytes (a snapshot's path named only inside ``roots``), and ZFS's split."""
+    from sysmcp.tools.walking import within_roots  # not at the top: it loads the walk, which explain has
+
     extra: list[str] = []
     sized = [item for item in cow.items if item.shared is not None]
     if sized:
@@ -191,7 +191,7 @@ def cow_lines(cow: Cow, roots: Sequence[Path] | None = None) -> list[str]:
         )
     unknown = [item for item in cow.items if item.exclusive is None]
     if unknown and cow.kind == "btrfs subvolumes":
-        where = next((i.path for i in unknown if i.path and (roots is None or _inside(i.path, roots))), "")
+        where = next((i.path for i in unknown if i.path and within_roots(i.path, roots)), "")
         how = (
             f"btrfs filesystem du -s {display(where)}"
             if where

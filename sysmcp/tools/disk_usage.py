@@ -7,9 +7,11 @@ sampling are the engine's (``sysmcp.engine.mounts._disks``); this module is the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any, Literal, cast
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from sysmcp.engine.mounts import (
     ALERT_PERCENT,
@@ -36,9 +38,7 @@ from sysmcp.history.recording import ReadingGate
 from sysmcp.platform import PROC
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.render import human_bytes, noun, table
-from sysmcp.tools import disk_explain
 from sysmcp.tools import schemas as js
-from sysmcp.tools.disk_explain import Explain
 from sysmcp.tools.disk_pools import FilesystemPool, Pool, PoolReader, PoolSampler, read_pools
 from sysmcp.tools.merging import HostOutcome, fleet_output
 from sysmcp.tools.recording import READINGS, readings_quiet, record_disk
@@ -46,7 +46,12 @@ from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Opt, from_json, prop, result, to_json
 from sysmcp.views import DISKS
 
+if TYPE_CHECKING:
+    from sysmcp.tools.disk_explain import Explain
+
 MAX_SAMPLE_S = 60  # sample_s at most
+EXPLAIN_TIMEOUT_S = 60  # explain's walk budget (timeout_s) by default
+MAX_EXPLAIN_TIMEOUT_S = 600  # and at most
 ORDER = (
     "fullest first (the higher of space and inode percent), then mount point; unanswered or unreadable last"
 )
@@ -54,6 +59,8 @@ ORDER = (
 
 @result
 class Inodes:
+    """A filesystem's inode counts, as df -i gives them."""
+
     total: int = prop()
     used: int = prop()
     free: int = prop()
@@ -62,6 +69,8 @@ class Inodes:
 
 @result
 class FillRate:
+    """How fast a filesystem filled over the sampling window, and when it is full at that rate."""
+
     seconds: float = prop("From the first sample to the last.")
     samples: int = prop()
     fill_rate_bytes_per_s: float = prop(
@@ -77,6 +86,8 @@ class FillRate:
 
 @result
 class Filesystem:
+    """One mounted filesystem: df -T and df -i in one row, with what is over the threshold."""
+
     mount_point: str = prop()
     device: str = prop("The mount source: a device path, 'server:/export', 'tmpfs', …")
     fs_type: str = prop()
@@ -111,6 +122,8 @@ class Filesystem:
 
 @result
 class DiskUsageResult:
+    """The filesystems (every mounted one, fullest first, or the one holding path) and how they were read."""
+
     path: Opt[str] = prop("The resolved path asked about (absent when listing).")
     filesystems: list[Filesystem] = prop()
     alert_threshold_percent: int = prop()
@@ -198,21 +211,23 @@ def _amount(size: int, unit: str) -> str:
     return str(size) if unit == "bytes" else human_bytes(size)
 
 
+_USAGE = {  # usage_phrase's sentence in each unit
+    "percent": "{percent} used ({used}), {free} free of {total}",
+    "mb": "{used} used, {free} free of {total} ({percent} used)",
+    "human": "{used} used, {free} free of {total} ({percent})",
+    "bytes": "{used} bytes used, {free} free of {total} ({percent})",
+}
+
+
 def usage_phrase(fs: Filesystem, unit: str) -> str:
     """Used, free and (where any) reserved bytes, always: a percent alone can read as wrong when
     root's reserve makes used + free fall short of the total."""
     if not fs.total_bytes:
         return "size 0"
     used, free, total = (_amount(size or 0, unit) for size in (fs.used_bytes, fs.free_bytes, fs.total_bytes))
-    percent = _pct(fs.percent_used)
-    if unit == "mb":
-        text = f"{used} used, {free} free of {total} ({percent} used)"
-    elif unit == "human":
-        text = f"{used} used, {free} free of {total} ({percent})"
-    elif unit == "bytes":
-        text = f"{used} bytes used, {free} free of {total} ({percent})"
-    else:
-        text = f"{percent} used ({used}), {free} free of {total}"
+    text = _USAGE.get(unit, _USAGE["percent"]).format(
+        used=used, free=free, total=total, percent=_pct(fs.percent_used)
+    )
     reserved = fs.reserved_bytes or 0
     return text + (f", {_amount(reserved, unit)} reserved for root" if reserved else "")
 
@@ -359,7 +374,13 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
         "sample_s": js.number(
             "Watch this long for fill rates and time to full.", minimum=0, maximum=MAX_SAMPLE_S, default=0
         ),
-        **disk_explain.INPUT_PROPERTIES,
+        "explain": js.boolean("With path: account for every used byte; walks the filesystem.", default=False),
+        "timeout_s": js.number(
+            "With explain: the walk's budget.",
+            minimum=0.001,
+            maximum=MAX_EXPLAIN_TIMEOUT_S,
+            default=EXPLAIN_TIMEOUT_S,
+        ),
     },
     required=None,
 )
@@ -383,8 +404,6 @@ class DiskUsage:
         self.disks = Disks(partitions or default_partitions(), usage, timeout, max_stuck, clock)
         self.proc = proc  # where explain reads processes' open files (tests point it at a fake /proc)
         self.readings = readings  # which readings history keeps (at most one per filesystem a minute)
-        self.partitions = self.disks.partitions
-        self.prober = self.disks.prober
         self.pools = pools  # the thin pools under filesystems (tests pass recorded lvs output)
 
     def answers_at_once(self, args: Any) -> bool:
@@ -396,12 +415,12 @@ class DiskUsage:
         raw = args.get("path") if isinstance(args, dict) else None
         if not isinstance(raw, str):
             return not isinstance(args, dict) or "path" in args  # bad arguments are refused at once
-        if any(could_be_thin(mount.device) for mount in self.partitions().mounts):
+        if any(could_be_thin(mount.device) for mount in self.disks.partitions().mounts):
             return False  # a thin volume's pool is read with lvs: a command, no inline work
-        return self.disks.walk(raw, self.partitions())[1]
+        return self.disks.walk(raw, self.disks.partitions())[1]
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        table = self.partitions()  # the same object as the at-once check's unless the mounts changed
+        table = self.disks.partitions()  # the same object as the at-once check's unless the mounts changed
         unit = args.get("unit", "percent")
         sample_s = float(args.get("sample_s", 0))
         everything = bool(args.get("all", False))
@@ -426,7 +445,8 @@ class DiskUsage:
             entry, real = await disks.one(args["path"], table, ctx.paths.resolve_str)
             entries, shown = [entry], display(real)
             if args.get("explain") and entry.figures is not None:
-                text, part = await disk_explain.run(entry, table, args, ctx, self.proc)
+                timeout = min(float(args.get("timeout_s", EXPLAIN_TIMEOUT_S)), MAX_EXPLAIN_TIMEOUT_S)
+                text, part = await _explain()(entry, table, timeout, ctx, self.proc)
                 answer = self._answer(entries, table, shown, explain=part)
                 return ToolOutput.of(answer, lambda a: text + "\n" + render(a, unit, [entry.rate]))
             await pools.take(entries)
@@ -469,7 +489,7 @@ class DiskUsage:
                 for entry, pool in zip(entries, pooled or [None] * len(entries), strict=True)
             ],
             ALERT_PERCENT,
-            self.prober.timeout,
+            self.disks.prober.timeout,
             notes=notes or ABSENT,
             **more,
         )
@@ -485,7 +505,9 @@ def apfs_notes(entries: Sequence[FilesystemUsage], table: MountTable) -> list[st
         if container is None or not siblings or container in seen:
             continue
         seen.add(container)
-        names = [display(m.mount_point) for m in sorted([entry.mount, *siblings], key=_by_mount_point)]
+        names = [
+            display(m.mount_point) for m in sorted([entry.mount, *siblings], key=attrgetter("mount_point"))
+        ]
         free = f" ({human_bytes(entry.figures.free)} free)" if entry.figures is not None else ""
         notes.append(
             f"APFS: {', '.join(names)} are volumes of one container, {container}: they share its free "
@@ -493,10 +515,6 @@ def apfs_notes(entries: Sequence[FilesystemUsage], table: MountTable) -> list[st
             "volume's own."
         )
     return notes
-
-
-def _by_mount_point(mount: Mount) -> str:
-    return mount.mount_point
 
 
 def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
@@ -550,9 +568,27 @@ def _fleet_row(host: str, fs: Filesystem) -> list[str]:
     return [host, fs.mount_point, fs.fs_type, *sizes, _pct(fs.percent_used), inode_percent]
 
 
+def _explain() -> Callable[..., Awaitable[tuple[str, Explain]]]:
+    """disk_explain's ``run``, imported when first needed (an explain, or the schema), its ``Explain``
+    then among this module's names for ``DiskUsageResult``'s type hints. Why: a fleet host's remote start
+    answers one disk_usage without explain, and making explain's nine result classes cost it about
+    3 % of its CPU; until then ``to_json`` reads the result without those hints, to the same JSON."""
+    from sysmcp.tools.disk_explain import Explain, run
+
+    globals()["Explain"] = Explain
+    return run
+
+
+class _DiskUsageTool(Tool):
+    @functools.cached_property
+    def output_schema(self) -> dict[str, Any]:
+        _explain()  # the schema names explain's result types
+        return super().output_schema
+
+
 _HANDLER = DiskUsage()
 
-TOOL = Tool(
+TOOL = _DiskUsageTool(
     name="disk_usage",
     title="Disk usage",
     description=(

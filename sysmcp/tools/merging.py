@@ -10,10 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from sysmcp.render import and_more, plural
 from sysmcp.tools.registry import ToolOutput
+from sysmcp.tools.typed import from_json
+
+T = TypeVar("T")
 
 STATUSES = (
     "ok",
@@ -85,10 +88,10 @@ def tally(outcomes: Sequence[HostOutcome]) -> str:
     return ", ".join([f"{answered(outcomes)} of {plural(len(outcomes), 'host')} answered", *parts])
 
 
-def host_list(hosts: Sequence[str], limit: int = HOSTS_NAMED) -> str:
+def host_list(hosts: Sequence[str]) -> str:
     """``web01, web02, web03 … and 184 more``: a group's hosts in one bounded line."""
-    shown = ", ".join(hosts[:limit])
-    return shown + (f" {and_more(len(hosts) - limit)}" if len(hosts) > limit else "")
+    shown = ", ".join(hosts[:HOSTS_NAMED])
+    return shown + (f" {and_more(len(hosts) - HOSTS_NAMED)}" if len(hosts) > HOSTS_NAMED else "")
 
 
 def grouped(items: Sequence[tuple[Any, str]]) -> list[tuple[Any, list[str]]]:
@@ -118,6 +121,12 @@ def failure_lines(outcomes: Sequence[HostOutcome]) -> list[str]:
     return ["Hosts without a result:", *lines] if lines else []
 
 
+def typed_results(outcomes: Sequence[HostOutcome], cls: type[T]) -> list[tuple[str, T]]:
+    """Each host that answered with a result, and that result read back as ``cls`` (``from_json``:
+    a host whose result is not in this version's shape raises one of ``UNREADABLE``)."""
+    return [(o.host, from_json(cls, o.result)) for o in outcomes if o.ok and o.result is not None]
+
+
 def pending(outcomes: Sequence[HostOutcome]) -> int:
     return sum(1 for o in outcomes if o.status == "pending")
 
@@ -139,11 +148,11 @@ def fleet_output(outcomes: Sequence[HostOutcome], body: Sequence[str], view: dic
     return ToolOutput(text, structured(outcomes, view), is_error=answered(outcomes) == 0)
 
 
-def summary_lines(outcome: HostOutcome, limit: int = LINES_PER_HOST) -> list[str]:
+def summary_lines(outcome: HostOutcome) -> list[str]:
     lines = outcome.text.splitlines()
-    shown = [f"    {line}" for line in lines[:limit]]
-    if len(lines) > limit:
-        shown.append(f"    … {plural(len(lines) - limit, 'more line')} (in this host's result)")
+    shown = [f"    {line}" for line in lines[:LINES_PER_HOST]]
+    if len(lines) > LINES_PER_HOST:
+        shown.append(f"    … {plural(len(lines) - LINES_PER_HOST, 'more line')} (in this host's result)")
     return shown
 
 
@@ -253,4 +262,5 @@ __all__ = [
     "same_answer",
     "summary_merge",
     "tally",
+    "typed_results",
 ]

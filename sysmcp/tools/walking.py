@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sysmcp.engine.paths import display, printable
+from sysmcp.engine.paths import display, is_within, printable
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import plural
+from sysmcp.tools import schemas as js
 from sysmcp.tools.registry import ToolContext
 from sysmcp.tools.typed import Open, prop, result
 
@@ -21,6 +22,11 @@ class PathError(Open):
 
     path: str = prop()
     error: str = prop()
+
+
+def within_roots(path: str, roots: Sequence[Path] | None) -> bool:
+    """Whether ``path`` may be named in an answer: inside one of the roots (None: no roots in force)."""
+    return roots is None or any(is_within(Path(path), root) for root in roots)
 
 
 def walk_properties(base: str, *, note: str = "") -> dict[str, Any]:
@@ -35,13 +41,7 @@ def walk_properties(base: str, *, note: str = "") -> dict[str, Any]:
             "default": [],
             "description": f"{note}Globs to skip, on names or paths relative to {base}.",
         },
-        "one_file_system": {
-            "type": "boolean",
-            "default": True,
-            "description": f"{note}Stay on {base}'s filesystem.",
-        }
-        if note
-        else {"type": "boolean", "default": True},
+        "one_file_system": js.boolean(f"{note}Stay on {base}'s filesystem." if note else None, default=True),
     }
 
 

@@ -272,10 +272,10 @@ async def test_a_mount_still_hung_is_not_probed_again_so_threads_cannot_pile_up(
         _, structured = await call(handler)
         assert "not probed again" in by_point(structured)["/mnt/nfs"]["reason"]
     assert usage.calls.count("/mnt/nfs") == 1
-    assert handler.prober.outstanding == 1
+    assert handler.disks.prober.outstanding == 1
     usage.release.set()
     usage.threads["/mnt/nfs"].join(5)
-    assert handler.prober.outstanding == 0
+    assert handler.disks.prober.outstanding == 0
     _, structured = await call(handler)  # answered again once the server is back
     assert by_point(structured)["/mnt/nfs"]["status"] == "ok"
     assert usage.calls.count("/mnt/nfs") == 2
@@ -309,7 +309,7 @@ async def test_the_number_of_stuck_probes_is_bounded(released: list[FakeUsage]) 
     reasons = [fs.get("reason", "") for fs in structured["filesystems"][1:]]
     assert sum("did not answer within" in r for r in reasons) == 2
     assert sum("not probed" in r and "still stuck" in r for r in reasons) == 2
-    assert handler.prober.outstanding == 2
+    assert handler.disks.prober.outstanding == 2
 
 
 async def test_a_path_behind_a_symlink_into_a_hung_mount_does_not_hang_the_call(
