@@ -206,7 +206,9 @@ def _with_files(writers: list[Process], roots: Sequence[Path] | None) -> list[Wr
     rows = []
     for row in writers:
         files, outside = found.get(row.pid, ([], 0))
-        shown = [OpenForWriting(*item) for item in files[:FILES_PER_WRITER]]
+        shown = [
+            OpenForWriting(item.path, item.fd, item.device, item.deleted) for item in files[:FILES_PER_WRITER]
+        ]
         rows.append(
             Writer(
                 **asdict(row),
