@@ -32,17 +32,13 @@ from sysmcp.history.diff import (
     growth_between,
 )
 from sysmcp.history.recording import baseline_of, disk_reading, options_of, record_scan, series_of
-from sysmcp.history.snapshots import Baseline, FileRow, ScanSnapshot, SnapshotInfo
+from sysmcp.history.snapshots import Baseline, FileRow, ScanSnapshot, SnapshotInfo, within
 from sysmcp.history.store import Store
 
 FRESH_S = 300.0  # a snapshot younger than this answers "until now" without a new scan
 FALLBACK_WINDOW_S = 86400.0  # "last" with nothing to compare: files modified in the last day
 MIN_FIT_S = 600.0  # readings or snapshots closer than this give no rate (noise, not a trend)
 INTEGRITY_KEEP = 256 << 20  # bytes of the manifest hashed now that the integrity check keeps in memory
-
-
-def _everything(name: bytes | str) -> bool:
-    return True
 
 
 @dataclass(frozen=True)
@@ -61,7 +57,7 @@ class Comparison:
     timeout_s: float
     options: WalkOptions
     files_kept: int
-    visible: Callable[[bytes | str], bool] = _everything
+    visible: Callable[[bytes | str], bool] = field(default_factory=lambda: within(None))
     store: Callable[[], Store | None] = state.active
     clock: Callable[[], float] = state.now
     monotonic: Callable[[], float] = time.monotonic
@@ -152,7 +148,7 @@ def compare(
         older = _pick(infos, since, None) if since is not None else newest
         filtered = older is None  # nothing to compare with: the same walk finds the files modified since
         request = modified_since() if filtered else whole
-        done = record_scan(store, asked.path, asked.options, request, scan, clock)
+        done = record_scan(store, request, scan, clock)
         found.unsaved = done.unsaved
         if filtered:
             found.lower_bound = _lower_bound(done.usage)

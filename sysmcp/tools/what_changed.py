@@ -17,9 +17,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sysmcp.engine.paths import is_within
 from sysmcp.history import state
 from sysmcp.history.compare import Comparison, compare
+from sysmcp.history.snapshots import within
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.render import age, plural, table
@@ -107,19 +107,13 @@ def comparison(
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     now = time.time()
-    policy = ctx.paths
-
-    def visible(name: bytes | str) -> bool:
-        allowed = policy.allowed
-        if allowed is None:
-            return True
-        real = Path(os.path.normpath(os.fsdecode(name)))  # a stored '../x' is judged where it leads
-        return any(is_within(real, root) for root in allowed)
 
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{plural(int(meter.done), 'entry')} scanned"
 
-    request = comparison(Path(args["path"]), args, now, visible)  # bad arguments: refused before any work
+    request = comparison(
+        Path(args["path"]), args, now, within(ctx.paths.allowed)
+    )  # bad arguments: refused first
     path, shown = await directory_argument(ctx, args["path"])
     request = replace(request, path=os.fsencode(path))
     try:
