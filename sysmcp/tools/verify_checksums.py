@@ -10,11 +10,11 @@ words; its failures are worded in ``sysmcp.tools.errors``); the work is ``sysmcp
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from sysmcp.engine.errors import EngineError
@@ -123,13 +123,9 @@ def confine_to(policy: PathPolicy) -> Confine | None:
     return confine
 
 
-@dataclass(frozen=True)
-class Report:
-    """The full report, written in the worker when the answer cuts a list: its text (None when too
-    big to keep) and its UTF-8 size."""
-
-    text: str | None
-    size: int
+#: The full report, written in the worker when the answer cuts a list: its text (None when too big
+#: to keep) and its UTF-8 size.
+Report = tuple[str | None, int]
 
 
 def verify_request(
@@ -212,7 +208,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 
     def write_if_cut(result: Verification) -> None:
         if result.cut:
-            reports.append(Report(*write_report(result, MAX_ITEM)))
+            reports.append(write_report(result, MAX_ITEM))
 
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{meter.done / (meter.total or 1):.0%} checked, at {rate(meter.done, elapsed)}"
@@ -392,34 +388,26 @@ def _kept_report(
     result: Verification, ctx: ToolContext, report: Report | None, what: str
 ) -> ResourceLink | str:
     """The full report kept as a resource (``report``'s text, else written now), or why it was not."""
-    if report is not None and report.text is None:
-        return TooLarge(report.size).reason
-    text = report.text if report is not None and report.text is not None else write_report(result)[0]
-    assert text is not None  # nothing bounds the report written here
+    text, size = report if report is not None else write_report(result)
+    if text is None:
+        return TooLarge(size).reason
     return ctx.keep("verify-report.txt", text, description=f"Every entry's status from {what}")
 
 
-def write_report(result: Verification, most: int | None = None) -> tuple[str | None, int]:
+def write_report(result: Verification, most: int | None = None) -> Report:
     """The full report, one line per entry as 'sha256sum -c' prints them, then bad lines and new
     files, and its size in UTF-8 bytes; past ``most`` bytes only the size (the text is
     dropped as soon as it is too big to keep: a million entries' report is 60 MB nobody can read)."""
-    chunks: list[str] = []  # joined every few thousand lines: a million small strings would be 70 MB
-    lines: list[str] = []
+    out: io.StringIO | None = io.StringIO()  # one growing buffer: a million small strings would be 70 MB
     size = 0
-    keeping = True
 
     def add(line: str) -> None:
-        nonlocal size, keeping, chunks, lines
+        nonlocal size, out
         size += len(line.encode("utf-8", "surrogateescape")) + 1
-        if not keeping:
-            return
-        if most is not None and size > most:
-            keeping, chunks, lines = False, [], []
-            return
-        lines.append(line)
-        if len(lines) >= 4096:
-            chunks.append("\n".join(lines))
-            lines = []
+        if out is not None and most is not None and size > most:
+            out = None
+        if out is not None:
+            out.write(f"{line}\n")
 
     for name, checked in zip(result.names(), result.checked, strict=True):
         detail = f" ({file_error(checked.detail)})" if checked.detail else ""
@@ -431,9 +419,7 @@ def write_report(result: Verification, most: int | None = None) -> tuple[str | N
         add(f"{and_more(unlisted)} improperly formatted lines")
     for name in result.new or ():
         add(f"{printable(name)}: NEW (not in the manifest)")
-    if not keeping:
-        return None, size
-    return "\n".join([*chunks, *lines]) + "\n", size
+    return (None if out is None else out.getvalue()), size
 
 
 TOOL = Tool(
