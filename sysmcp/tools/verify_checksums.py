@@ -50,7 +50,7 @@ from sysmcp.tools.walking import (
     walk_properties,
 )
 
-__all__ = ["INPUT_SCHEMA", "TOOL", "Source", "answer", "handle", "render", "verify_request"]
+__all__ = ["INPUT_SCHEMA", "TOOL", "answer", "handle", "render", "verify_request"]
 
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 600.0
