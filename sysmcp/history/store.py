@@ -420,17 +420,8 @@ class Store:
     def save_scan(self, snap: ScanSnapshot) -> WriteResult:
         def work(db: sqlite3.Connection) -> int:
             total = snap.total
-            sid = _insert_head(
-                db,
-                snap.series,
-                "scan",
-                snap.taken,
-                int(snap.partial),
-                total.disk,
-                total.files,
-                snap.threshold,
-                "",
-            )
+            head = ("scan", snap.taken, int(snap.partial), total.disk, total.files, snap.threshold, "")
+            sid = _insert_head(db, snap.series, *head)
             db.executemany(
                 "INSERT INTO dirs VALUES (?, ?, ?, ?, ?, ?)",
                 ((sid, path, d.disk, d.apparent, d.files, d.newest) for path, d in snap.dirs.items()),
