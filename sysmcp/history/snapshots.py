@@ -134,8 +134,10 @@ def within(allowed: Sequence[Path] | None) -> Callable[[bytes | str], bool]:
     where it leads (a stored '../x' too), whoever recorded it: what_changed and ``sysmcp history``."""
 
     def shown(name: bytes | str) -> bool:
+        if allowed is None:
+            return True
         real = Path(os.path.normpath(os.fsdecode(name)))
-        return allowed is None or any(is_within(real, root) for root in allowed)
+        return any(is_within(real, root) for root in allowed)
 
     return shown
 

@@ -545,16 +545,8 @@ class Store:
     def save_baseline(self, baseline: Baseline) -> WriteResult:
         def work(db: sqlite3.Connection) -> int:
             size = sum(f.size for f in baseline.files.values())
-            head = (
-                "baseline",
-                baseline.taken,
-                int(baseline.partial),
-                size,
-                len(baseline.files),
-                0,
-                baseline.algorithm,
-            )
-            sid = _insert_head(db, baseline.series, *head)
+            head = ("baseline", baseline.taken, int(baseline.partial), size, len(baseline.files))
+            sid = _insert_head(db, baseline.series, *head, 0, baseline.algorithm)  # no threshold; the digest
             db.executemany(
                 "INSERT INTO baseline_files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
