@@ -159,9 +159,10 @@ def disk_reading(path: str | os.PathLike[str], clock: Callable[[], float]) -> tu
     """A reading of the filesystem holding ``path`` now (df's figures, with the mount point and
     identity disk_usage records), and its mount point (raises OSError)."""
     raw = os.fspath(path)
-    mount = default_partitions()().holding(raw, os.stat(raw).st_dev)
+    stats = statvfs_usage(raw)
+    mount = default_partitions()().holding(raw, stats.st_dev)
     point, identity = (mount.mount_point, f"{mount.device}|{mount.fs_type}") if mount else ("/", "")
-    df = Figures.from_stats(statvfs_usage(raw))
+    df = Figures.from_stats(stats)
     reading = DiskReading(
         state.host_name(),
         os.fsencode(point),
