@@ -64,11 +64,11 @@ class Comparison:
 
 
 class LowerBound(NamedTuple):
-    """No snapshot to compare with: the files modified since then, (relative path, disk bytes, mtime)."""
+    """No snapshot to compare with: the files modified since then, (relative path, disk bytes)."""
 
     files: int
     disk: int
-    rows: list[tuple[str, int, float | None]]
+    rows: list[tuple[str, int]]
 
 
 @dataclass
@@ -194,8 +194,7 @@ def _look_again(diff: ScanDiff, root: bytes) -> None:
 
 def _lower_bound(usage: Usage) -> LowerBound:
     files, _, disk = usage.matching or (0, 0, 0)
-    rows = [(rel, d, usage.modified.get(rel)) for _, d, rel in usage.files]
-    return LowerBound(files, disk, rows)
+    return LowerBound(files, disk, [(rel, d) for _, d, rel in usage.files])
 
 
 def _filtered(snap: ScanSnapshot, visible: Callable[[bytes | str], bool]) -> ScanSnapshot:

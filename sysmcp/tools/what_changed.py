@@ -456,7 +456,7 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
             f"LOWER BOUND: files modified {window(since_raw)}: {count:,}, {human_bytes(disk)} on disk (growth from files "
             "that were only deleted or changed in place is not seen this way)."
         )
-        for rel, size, _ in files[:top_n]:
+        for rel, size in files[:top_n]:
             lines.append(f"  {human_bytes(size):>10}  {printable(named(os.fsencode(rel)))}")
         lower = LowerBoundFiles(count, disk, since_raw)
     growth: FilesystemGrowth | None = None
