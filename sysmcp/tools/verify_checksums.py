@@ -24,7 +24,6 @@ from sysmcp.engine.hashing import (
     HASH_THREADS,
     Confine,
     Source,
-    Status,
     Verification,
     VerifyRequest,
     is_cut,
@@ -220,13 +219,6 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     return answer(result, source.shown, base_shown, args, ctx, reports[0] if reports else None, manifest_dir)
 
 
-_TITLES: dict[Status, str] = {
-    "FAILED": "FAILED (digest differs)",
-    "MISSING": "MISSING",
-    "UNREADABLE": "UNREADABLE",
-}
-
-
 def answer(
     result: Verification,
     manifest_shown: str,
@@ -297,8 +289,8 @@ def render(
             "or check a part of the manifest."
         )
     lines += [_summary(answer), _hashed(answer, seconds), _verdict(answer)]
-    lists: tuple[tuple[Status, list[str], int], ...] = (
-        ("FAILED", answer.failed_files, answer.failed),
+    lists = (
+        ("FAILED (digest differs)", answer.failed_files, answer.failed),
         ("MISSING", answer.missing_files, answer.missing),
         (
             "UNREADABLE",
@@ -306,9 +298,9 @@ def render(
             answer.unreadable,
         ),
     )
-    for status, names, count in lists:
+    for title, names, count in lists:
         if count:
-            lines += _names(f"{_TITLES[status]} ({count:,}):", names, count)
+            lines += _names(f"{title} ({count:,}):", names, count)
     if answer.improperly_formatted_lines:
         numbers = ", ".join(str(n) for n in answer.improperly_formatted_lines)
         bad = answer.improperly_formatted
