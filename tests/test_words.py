@@ -147,7 +147,7 @@ def test_a_length_bound_is_said_in_its_number() -> None:
 
 
 def test_a_lower_bound_window_given_as_a_duration_reads_as_one() -> None:
-    from sysmcp.tools.what_changed_text import window
+    from sysmcp.tools.what_changed import window
 
     assert window("2h") == "in the last 2 h"  # was "files modified since 2h"
     assert window("2026-12-03T07:00") == "since 2026-12-03T07:00"

@@ -32,17 +32,13 @@ from sysmcp.history.diff import (
     growth_between,
 )
 from sysmcp.history.recording import baseline_of, disk_reading, options_of, record_scan, series_of
-from sysmcp.history.snapshots import Baseline, FileRow, ScanSnapshot, SnapshotInfo
+from sysmcp.history.snapshots import Baseline, FileRow, ScanSnapshot, SnapshotInfo, within
 from sysmcp.history.store import Store
 
 FRESH_S = 300.0  # a snapshot younger than this answers "until now" without a new scan
 FALLBACK_WINDOW_S = 86400.0  # "last" with nothing to compare: files modified in the last day
 MIN_FIT_S = 600.0  # readings or snapshots closer than this give no rate (noise, not a trend)
 INTEGRITY_KEEP = 256 << 20  # bytes of the manifest hashed now that the integrity check keeps in memory
-
-
-def _everything(name: bytes | str) -> bool:
-    return True
 
 
 @dataclass(frozen=True)
@@ -61,18 +57,18 @@ class Comparison:
     timeout_s: float
     options: WalkOptions
     files_kept: int
-    visible: Callable[[bytes | str], bool] = _everything
+    visible: Callable[[bytes | str], bool] = field(default_factory=lambda: within(None))
     store: Callable[[], Store | None] = state.active
     clock: Callable[[], float] = state.now
     monotonic: Callable[[], float] = time.monotonic
 
 
 class LowerBound(NamedTuple):
-    """No snapshot to compare with: the files modified since then, (relative path, disk bytes, mtime)."""
+    """No snapshot to compare with: the files modified since then, (relative path, disk bytes)."""
 
     files: int
     disk: int
-    rows: list[tuple[str, int, float | None]]
+    rows: list[tuple[str, int]]
 
 
 @dataclass
@@ -152,7 +148,7 @@ def compare(
         older = _pick(infos, since, None) if since is not None else newest
         filtered = older is None  # nothing to compare with: the same walk finds the files modified since
         request = modified_since() if filtered else whole
-        done = record_scan(store, asked.path, asked.options, request, scan, clock)
+        done = record_scan(store, request, scan, clock)
         found.unsaved = done.unsaved
         if filtered:
             found.lower_bound = _lower_bound(done.usage)
@@ -198,8 +194,7 @@ def _look_again(diff: ScanDiff, root: bytes) -> None:
 
 def _lower_bound(usage: Usage) -> LowerBound:
     files, _, disk = usage.matching or (0, 0, 0)
-    rows = [(rel, d, usage.modified.get(rel)) for _, d, rel in usage.files]
-    return LowerBound(files, disk, rows)
+    return LowerBound(files, disk, [(rel, d) for _, d, rel in usage.files])
 
 
 def _filtered(snap: ScanSnapshot, visible: Callable[[bytes | str], bool]) -> ScanSnapshot:
@@ -225,9 +220,7 @@ def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float
     """The newest integrity baseline of the path against the tree hashed now, as ``aide --check``
     does, within what is left of the time budget."""
     root = asked.path
-    infos = [
-        i for i in store.snapshots("baseline", root, limit=200, count_rows=False) if i.series.root == root
-    ]
+    infos = store.snapshots("baseline", root, limit=200, count_rows=False)  # the newest first
     found.baselines = len(infos)
     if not infos:
         return

@@ -82,31 +82,20 @@ class ScanDiff:
     notes: list[str] = field(default_factory=list)
 
 
-def elapsed_note(seconds: float) -> str | None:
-    if seconds < 0:
-        return "the clock went backwards between the two snapshots: no rates"
-    if seconds == 0:
-        return "the two snapshots have the same time: no rates"
-    return None
-
-
 def diff_scans(old: ScanSnapshot, new: ScanSnapshot) -> ScanDiff:
     """What changed from ``old`` to ``new``, largest changes first (by the size of the change)."""
     seconds = new.taken - old.taken
-    result = ScanDiff(True, None, old, new, seconds)
     if old.series.fs_id != new.series.fs_id:
-        result.comparable = False
-        result.reason = (
-            "a different filesystem is mounted there now (its identity changed): the two are not compared"
-        )
-        return result
+        why = "a different filesystem is mounted there now (its identity changed): the two are not compared"
+        return ScanDiff(False, why, old, new, seconds)
     if old.series.options != new.series.options or old.series.root != new.series.root:
-        result.comparable = False
-        result.reason = "the two scans were made with different roots or options"
-        return result
-    note = elapsed_note(seconds)
-    if note:
-        result.notes.append(note)
+        return ScanDiff(False, "the two scans were made with different roots or options", old, new, seconds)
+    result = ScanDiff(True, None, old, new, seconds)
+    if seconds <= 0:
+        backwards = "the clock went backwards between the two snapshots"
+        result.notes.append(
+            f"{backwards if seconds < 0 else 'the two snapshots have the same time'}: no rates"
+        )
     for side, snap in (("older", old), ("newer", new)):
         if snap.partial:
             result.notes.append(

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from sysmcp.engine.mounts import default_partitions
+from sysmcp.engine.mounts import Figures, default_partitions, statvfs_usage
 from sysmcp.history import state
 from sysmcp.history.snapshots import (
     MIN_THRESHOLD,
@@ -67,8 +67,6 @@ class ScanRecord:
 
 def record_scan(
     store: Store | None,
-    path: str | bytes | os.PathLike[str],
-    options: WalkOptions,
     request: UsageRequest,
     run: Callable[[UsageRequest], Usage],
     clock: Callable[[], float] = state.now,
@@ -78,7 +76,7 @@ def record_scan(
     if store is None:
         return ScanRecord(run(request))
     try:
-        series = series_of(path, options)
+        series = series_of(request.root, request.options)
     except OSError:
         return ScanRecord(run(request))
     previous = latest(store, series)
@@ -157,26 +155,26 @@ def options_of(series: Series) -> WalkOptions:
     return WalkOptions(one_file_system=bool(key.get("xdev", True)), exclude=tuple(key.get("exclude", ())))
 
 
-def _mount_of(path: str) -> tuple[str, str]:
-    """(mount point, identity as disk_usage records it) of the filesystem holding ``path``."""
-    table = default_partitions()()
-    mount = table.holding(path, os.stat(path).st_dev)
-    if mount is None:
-        return "/", ""
-    return mount.mount_point, f"{mount.device}|{mount.fs_type}"
-
-
 def disk_reading(path: str | os.PathLike[str], clock: Callable[[], float]) -> tuple[DiskReading, str]:
-    """A reading of the filesystem holding ``path`` now, with its mount point (raises OSError)."""
-    point, identity = _mount_of(os.fspath(path))
-    vfs = os.statvfs(path)
-    frsize = vfs.f_frsize or vfs.f_bsize
-    total, free = vfs.f_blocks * frsize, vfs.f_bavail * frsize
-    used = total - vfs.f_bfree * frsize
-    inodes = (vfs.f_files - vfs.f_ffree, vfs.f_ffree)
-    return DiskReading(
-        state.host_name(), os.fsencode(point), identity, clock(), total, used, free, *inodes
-    ), point
+    """A reading of the filesystem holding ``path`` now (df's figures, with the mount point and
+    identity disk_usage records), and its mount point (raises OSError)."""
+    raw = os.fspath(path)
+    stats = statvfs_usage(raw)
+    mount = default_partitions()().holding(raw, stats.st_dev)
+    point, identity = (mount.mount_point, f"{mount.device}|{mount.fs_type}") if mount else ("/", "")
+    df = Figures.from_stats(stats)
+    reading = DiskReading(
+        state.host_name(),
+        os.fsencode(point),
+        identity,
+        clock(),
+        df.total,
+        df.used,
+        df.free,
+        df.inodes_used,
+        df.inodes_free,
+    )
+    return reading, point
 
 
 class ReadingGate:

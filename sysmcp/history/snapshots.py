@@ -11,8 +11,11 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from sysmcp.engine.paths import is_within
 
 MIN_THRESHOLD = 1 << 20  # bytes: no directory below 1 MiB is kept for its own size
 THRESHOLD_FRACTION = 10_000  # ... nor below a ten-thousandth of the scanned total
@@ -124,6 +127,19 @@ class SnapshotInfo:
 def options_key(one_file_system: bool, exclude: Sequence[str]) -> str:
     """The scan options that change totals, as a stable string (only equal ones are diffed)."""
     return json.dumps({"xdev": bool(one_file_system), "exclude": sorted(exclude)}, separators=(",", ":"))
+
+
+def within(allowed: Sequence[Path] | None) -> Callable[[bytes | str], bool]:
+    """Whether the roots in force (None: the whole filesystem) let a stored path be shown, judged
+    where it leads (a stored '../x' too), whoever recorded it: what_changed and ``sysmcp history``."""
+
+    def shown(name: bytes | str) -> bool:
+        if allowed is None:
+            return True
+        real = Path(os.path.normpath(os.fsdecode(name)))
+        return any(is_within(real, root) for root in allowed)
+
+    return shown
 
 
 def filesystem_id(path: str | bytes) -> str:

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sysmcp.history.retention import Retention as Retention  # its old home: callers import it here
 from sysmcp.history.snapshots import (
     Baseline,
     BaselineFile,
@@ -43,6 +42,8 @@ _CORRUPT = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
 _FULL = 13  # SQLITE_FULL
 _IOERR = 10  # SQLITE_IOERR: what a full tmpfs gives when the -shm or -wal cannot grow
 _BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
+
+HOUR, DAY, WEEK = 3600.0, 86400.0, 7 * 86400.0
 
 T = TypeVar("T")
 log = get_logger("sysmcp.history")
@@ -90,6 +91,43 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (namespace, key)) WITHOUT ROWID""",
     ),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """Keep, per series, the newest snapshot of each hour for ``hourly_s``, of each day for
+    ``daily_s`` and of each week for ``weekly_s``; nothing older. ``max_bytes``: the size ceiling.
+    Pure (rows in, ids out): ``Store.prune`` applies it in one transaction."""
+
+    hourly_s: float = 2 * DAY
+    daily_s: float = 5 * WEEK
+    weekly_s: float = 52 * WEEK
+    max_bytes: int = 100 << 20
+
+    def doomed(self, rows: Sequence[tuple[int, Any, float]], now: float) -> list[int]:
+        """Of ``(id, series, taken)`` rows, newest (highest id) first, the ids to delete. A time in
+        the future (a clock set back since) counts as now: never deleted for being odd."""
+        kept: set[tuple[Any, str, int]] = set()
+        doomed = []
+        for row_id, series, taken in rows:
+            age = max(0.0, now - taken)
+            if age <= HOUR:  # the last hour's are kept whole: what_changed compares against them
+                continue
+            if age <= self.hourly_s:
+                bucket = ("h", int(taken // HOUR))
+            elif age <= self.daily_s:
+                bucket = ("d", int(taken // DAY))
+            elif age <= self.weekly_s:
+                bucket = ("w", int(taken // WEEK))
+            else:
+                doomed.append(row_id)
+                continue
+            key = (series, *bucket)
+            if key in kept:
+                doomed.append(row_id)
+            else:
+                kept.add(key)
+        return doomed
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,19 +420,8 @@ class Store:
     def save_scan(self, snap: ScanSnapshot) -> WriteResult:
         def work(db: sqlite3.Connection) -> int:
             total = snap.total
-            cursor = db.execute(
-                "INSERT INTO snapshots (kind, host, fs_id, root, options, taken, partial, disk, files,"
-                " threshold) VALUES ('scan', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    *_series(snap.series),
-                    snap.taken,
-                    int(snap.partial),
-                    total.disk,
-                    total.files,
-                    snap.threshold,
-                ),
-            )
-            sid = int(cursor.lastrowid or 0)
+            head = ("scan", snap.taken, int(snap.partial), total.disk, total.files, snap.threshold, "")
+            sid = _insert_head(db, snap.series, *head)
             db.executemany(
                 "INSERT INTO dirs VALUES (?, ?, ?, ?, ?, ?)",
                 ((sid, path, d.disk, d.apparent, d.files, d.newest) for path, d in snap.dirs.items()),
@@ -422,7 +449,13 @@ class Store:
         caller choosing what to diff needs only the heads, and counting reads every row's index."""
 
         def work(db: sqlite3.Connection) -> list[SnapshotInfo]:
-            where, params = _where(kind, root)
+            wanted = [
+                (f"s.{name} = ?", value)
+                for name, value in (("kind", kind), ("root", root))
+                if value is not None
+            ]
+            where = "WHERE " + " AND ".join(c for c, _ in wanted) if wanted else ""
+            params = [value for _, value in wanted]
             counted = (
                 "(SELECT count(*) FROM dirs WHERE snapshot = s.id)"
                 " + (SELECT count(*) FROM baseline_files WHERE snapshot = s.id)"
@@ -455,11 +488,18 @@ class Store:
     def _load(
         self, sid: int, kind: str, column: str, *queries: str
     ) -> tuple[tuple[Series, float, bool, Any], list[list[Any]]] | None:
-        """A stored snapshot's head (``_head``) and the rows each query selects of it (None: none)."""
+        """A stored snapshot of ``kind``: its series, time, partial flag and one more column of its kind,
+        and the rows each query selects of it (None: none)."""
 
         def work(db: sqlite3.Connection) -> tuple[tuple[Series, float, bool, Any], list[list[Any]]] | None:
-            head = _head(db, sid, kind, column)
-            return None if head is None else (head, [db.execute(q, (sid,)).fetchall() for q in queries])
+            row = db.execute(
+                f"SELECT host, fs_id, root, options, taken, partial, {column} FROM snapshots WHERE id = ? AND kind = ?",
+                (sid, kind),
+            ).fetchone()
+            if row is None:
+                return None
+            head = Series(row[0], row[1], bytes(row[2]), row[3]), row[4], bool(row[5]), row[6]
+            return head, [db.execute(q, (sid,)).fetchall() for q in queries]
 
         return self._read(work, None)
 
@@ -504,19 +544,9 @@ class Store:
 
     def save_baseline(self, baseline: Baseline) -> WriteResult:
         def work(db: sqlite3.Connection) -> int:
-            cursor = db.execute(
-                "INSERT INTO snapshots (kind, host, fs_id, root, options, taken, partial, disk, files,"
-                " threshold, label) VALUES ('baseline', ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
-                (
-                    *_series(baseline.series),
-                    baseline.taken,
-                    int(baseline.partial),
-                    sum(f.size for f in baseline.files.values()),
-                    len(baseline.files),
-                    baseline.algorithm,
-                ),
-            )
-            sid = int(cursor.lastrowid or 0)
+            size = sum(f.size for f in baseline.files.values())
+            head = ("baseline", baseline.taken, int(baseline.partial), size, len(baseline.files))
+            sid = _insert_head(db, baseline.series, *head, 0, baseline.algorithm)  # no threshold; the digest
             db.executemany(
                 "INSERT INTO baseline_files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -543,15 +573,7 @@ class Store:
 
     def put(self, namespace: str, key: str, value: bytes) -> WriteResult:
         """Store ``value`` under (namespace, key), replacing what was there."""
-        return self._write(
-            f"{namespace} {key}",
-            lambda db: (
-                db.execute(
-                    "INSERT OR REPLACE INTO kv VALUES (?, ?, ?, ?)", (namespace, key, value, self.clock())
-                )
-                and None
-            ),
-        )
+        return self.put_many(namespace, [(key, value)], f"{namespace} {key}")
 
     def get(self, namespace: str, key: str) -> bytes | None:
         def work(db: sqlite3.Connection) -> bytes | None:
@@ -580,11 +602,14 @@ class Store:
             ),
         )
 
-    def put_many(self, namespace: str, rows: Sequence[tuple[str, bytes]]) -> WriteResult:
-        """Store several (key, value) rows of a namespace in one transaction (a log written in batches)."""
+    def put_many(
+        self, namespace: str, rows: Sequence[tuple[str, bytes]], what: str | None = None
+    ) -> WriteResult:
+        """Store several (key, value) rows of a namespace in one transaction (a log written in batches);
+        ``what`` names them when the write fails."""
         now = self.clock()
         return self._write(
-            f"{len(rows)} {namespace} rows",
+            what or f"{len(rows)} {namespace} rows",
             lambda db: (
                 db.executemany(
                     "INSERT OR REPLACE INTO kv VALUES (?, ?, ?, ?)", [(namespace, k, v, now) for k, v in rows]
@@ -658,28 +683,11 @@ _FILES_OF = "SELECT path, disk, apparent, mtime FROM files WHERE snapshot = ?"
 _BASELINE_FILES_OF = "SELECT path, digest, size, mtime, mode, uid, gid FROM baseline_files WHERE snapshot = ?"
 
 
-def _head(db: sqlite3.Connection, sid: int, kind: str, column: str) -> tuple[Series, float, bool, Any] | None:
-    """A stored snapshot's series, time, partial flag and one more column of its kind (None if none)."""
-    row = db.execute(
-        f"SELECT host, fs_id, root, options, taken, partial, {column} FROM snapshots WHERE id = ? AND kind = ?",
-        (sid, kind),
-    ).fetchone()
-    if row is None:
-        return None
-    return Series(row[0], row[1], bytes(row[2]), row[3]), row[4], bool(row[5]), row[6]
-
-
-def _series(series: Series) -> tuple[str, str, bytes, str]:
-    return series.host, series.fs_id, series.root, series.options
-
-
-def _where(kind: str | None, root: bytes | None) -> tuple[str, tuple[Any, ...]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if kind is not None:
-        clauses.append("s.kind = ?")
-        params.append(kind)
-    if root is not None:
-        clauses.append("s.root = ?")
-        params.append(root)
-    return ("WHERE " + " AND ".join(clauses)) if clauses else "", tuple(params)
+def _insert_head(db: sqlite3.Connection, series: Series, *values: Any) -> int:
+    """A snapshot's row, its series then ``(kind, taken, partial, disk, files, threshold, label)``; its id."""
+    cursor = db.execute(
+        "INSERT INTO snapshots (host, fs_id, root, options, kind, taken, partial, disk, files, threshold, label)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (series.host, series.fs_id, series.root, series.options, *values),
+    )
+    return int(cursor.lastrowid or 0)

@@ -23,7 +23,7 @@ from sysmcp.render import human_bytes, plural, rate, took
 from sysmcp.tools import schemas as js
 from sysmcp.tools.arguments import sha256_argument
 from sysmcp.tools.errors import words
-from sysmcp.tools.merging import ANSWERED, HostOutcome, fleet_output, host_list
+from sysmcp.tools.merging import HostOutcome, answered, fleet_output, host_list
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Opt, from_json, prop, result
 from sysmcp.tools.walking import denied_by
@@ -126,10 +126,9 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
     elif len(groups) == 1 and not missing:
         verdict = "identical"
         digest, hosts = ordered[0]
-        replied = sum(1 for o in outcomes if o.status in ANSWERED)
         on = (
             f"all {plural(len(hosts), 'host')} that answered"
-            if len(hosts) == replied
+            if len(hosts) == answered(outcomes)
             else f"the {plural(len(hosts), 'host')} with a digest"
         )
         body = [f"Identical on {on}: {digest}"]

@@ -69,19 +69,17 @@ class Duplicates:
 
 def answer_of(shown: str, search: Search, top_n: int) -> Duplicates:
     """The search as the answer's result: the first ``top_n`` groups, each with its first paths."""
-    groups = []
-    for group in search.groups[:top_n]:
-        paths = [path_of(shown, c) for c in group.copies]
-        groups.append(
-            DuplicateGroup(
-                group.size,
-                len(paths),
-                group.reclaimable,
-                group.digest,
-                paths[:PATHS_INLINE],
-                max(0, len(paths) - PATHS_INLINE),
-            )
+    groups = [
+        DuplicateGroup(
+            group.size,
+            len(group.copies),
+            group.reclaimable,
+            group.digest,
+            [path_of(shown, c) for c in group.copies[:PATHS_INLINE]],
+            max(0, len(group.copies) - PATHS_INLINE),
         )
+        for group in search.groups[:top_n]
+    ]
     return Duplicates(
         path=shown,
         complete=search.stopped is None,

@@ -180,24 +180,18 @@ def answer(
 ) -> ToolOutput:
     """The typed result: summary and the first lines inline; the whole manifest kept as a resource."""
     base = display(tree.base)
-    links: tuple[ResourceLink, ...] = ()
-    uri: str | None = None
-    not_kept: str | None = None  # why the full manifest could not be kept, if it could not
-    if tree.files:
-        if tree.manifest is None:
-            not_kept = TooLarge(tree.manifest_bytes).reason
-        else:
-            link = ctx.keep(
-                MANIFEST_NAMES[algorithm.name],
-                tree.manifest.decode("utf-8", "backslashreplace"),
-                description=f"{algorithm.name} manifest ({style} format) of {plural(tree.files, 'file')}, names "
-                f"relative to {base}",
-            )
-            if isinstance(link, str):
-                not_kept = link
-            else:
-                uri = link.uri
-                links = (link,)
+    link: ResourceLink | str | None = None  # the kept manifest, or why it could not be kept
+    if tree.files and tree.manifest is None:
+        link = TooLarge(tree.manifest_bytes).reason
+    elif tree.files and tree.manifest is not None:
+        link = ctx.keep(
+            MANIFEST_NAMES[algorithm.name],
+            tree.manifest.decode("utf-8", "backslashreplace"),
+            description=f"{algorithm.name} manifest ({style} format) of {plural(tree.files, 'file')}, names "
+            f"relative to {base}",
+        )
+    not_kept = link if isinstance(link, str) else None
+    links = (link,) if isinstance(link, ResourceLink) else ()
     max_lines: int = args["max_lines"]
     lines = [line.decode("utf-8", "backslashreplace").rstrip("\n") for line in tree.first[:max_lines]]
     result = HashTree(
@@ -214,7 +208,7 @@ def answer(
         round(tree.seconds, 6),
         lines,
         tree.files - len(lines),
-        uri,
+        links[0].uri if links else None,
         tree.skipped,
         tree.unreadable_count,
         [PathError(printable(name), file_error(error)) for name, error in tree.unreadable[:MAX_LISTED]],
@@ -259,17 +253,11 @@ def render(tree: HashTree, seconds: float, skipped_named: list[str], not_kept: s
             "report them missing"
         )
     if tree.manifest_uri is not None or not_kept is not None:
-        where = (
-            f"{tree.manifest_uri} (resources/read)"
-            if tree.manifest_uri is not None
-            else f"not kept, {not_kept}"
-        )
-        hint = (
-            f" {checking_hint(ALGORITHMS[tree.algorithm], tree.format, base)}"
-            if tree.manifest_uri is not None
-            else ""
-        )
-        out.append(f"Full manifest: {where}.{hint}")
+        if tree.manifest_uri is not None:
+            hint = checking_hint(ALGORITHMS[tree.algorithm], tree.format, base)
+            out.append(f"Full manifest: {tree.manifest_uri} (resources/read). {hint}")
+        else:
+            out.append(f"Full manifest: not kept, {not_kept}.")
         out.append(f"First {plural(len(tree.lines), 'line')}:" if not_shown else "Manifest:")
         out += tree.lines
         if not_shown:

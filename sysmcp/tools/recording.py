@@ -28,7 +28,7 @@ def recorded_scan(
 ) -> tuple[Usage, ScanSnapshot | None, str | None]:
     """``run(request)``, recording every directory's totals for history when history is on: the
     usage, the snapshot saved (None if none) and a sentence when it could not be saved. In a worker."""
-    done = recording.record_scan(state.active(), request.root, request.options, request, run, clock)
+    done = recording.record_scan(state.active(), request, run, clock)
     return done.usage, done.snapshot, None if done.unsaved is None else f"History: {done.unsaved}."
 
 

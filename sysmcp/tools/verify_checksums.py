@@ -10,11 +10,11 @@ words; its failures are worded in ``sysmcp.tools.errors``); the work is ``sysmcp
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from sysmcp.engine.errors import EngineError
@@ -24,7 +24,6 @@ from sysmcp.engine.hashing import (
     HASH_THREADS,
     Confine,
     Source,
-    Status,
     Verification,
     VerifyRequest,
     is_cut,
@@ -50,7 +49,7 @@ from sysmcp.tools.walking import (
     walk_properties,
 )
 
-__all__ = ["INPUT_SCHEMA", "TOOL", "Source", "answer", "handle", "render", "verify_request"]
+__all__ = ["INPUT_SCHEMA", "TOOL", "answer", "handle", "render", "verify_request"]
 
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 600.0
@@ -123,13 +122,9 @@ def confine_to(policy: PathPolicy) -> Confine | None:
     return confine
 
 
-@dataclass(frozen=True)
-class Report:
-    """The full report, written in the worker when the answer cuts a list: its text (None when too
-    big to keep) and its UTF-8 size."""
-
-    text: str | None
-    size: int
+#: The full report, written in the worker when the answer cuts a list: its text (None when too big
+#: to keep) and its UTF-8 size.
+Report = tuple[str | None, int]
 
 
 def verify_request(
@@ -212,7 +207,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 
     def write_if_cut(result: Verification) -> None:
         if result.cut:
-            reports.append(Report(*write_report(result, MAX_ITEM)))
+            reports.append(write_report(result, MAX_ITEM))
 
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{meter.done / (meter.total or 1):.0%} checked, at {rate(meter.done, elapsed)}"
@@ -222,13 +217,6 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     )
     result = await ctx.run_engine(check_manifest, request, describe=describe)
     return answer(result, source.shown, base_shown, args, ctx, reports[0] if reports else None, manifest_dir)
-
-
-_TITLES: dict[Status, str] = {
-    "FAILED": "FAILED (digest differs)",
-    "MISSING": "MISSING",
-    "UNREADABLE": "UNREADABLE",
-}
 
 
 def answer(
@@ -301,8 +289,8 @@ def render(
             "or check a part of the manifest."
         )
     lines += [_summary(answer), _hashed(answer, seconds), _verdict(answer)]
-    lists: tuple[tuple[Status, list[str], int], ...] = (
-        ("FAILED", answer.failed_files, answer.failed),
+    lists = (
+        ("FAILED (digest differs)", answer.failed_files, answer.failed),
         ("MISSING", answer.missing_files, answer.missing),
         (
             "UNREADABLE",
@@ -310,9 +298,9 @@ def render(
             answer.unreadable,
         ),
     )
-    for status, names, count in lists:
+    for title, names, count in lists:
         if count:
-            lines += _names(f"{_TITLES[status]} ({count:,}):", names, count)
+            lines += _names(f"{title} ({count:,}):", names, count)
     if answer.improperly_formatted_lines:
         numbers = ", ".join(str(n) for n in answer.improperly_formatted_lines)
         bad = answer.improperly_formatted
@@ -392,34 +380,26 @@ def _kept_report(
     result: Verification, ctx: ToolContext, report: Report | None, what: str
 ) -> ResourceLink | str:
     """The full report kept as a resource (``report``'s text, else written now), or why it was not."""
-    if report is not None and report.text is None:
-        return TooLarge(report.size).reason
-    text = report.text if report is not None and report.text is not None else write_report(result)[0]
-    assert text is not None  # nothing bounds the report written here
+    text, size = report if report is not None else write_report(result)
+    if text is None:
+        return TooLarge(size).reason
     return ctx.keep("verify-report.txt", text, description=f"Every entry's status from {what}")
 
 
-def write_report(result: Verification, most: int | None = None) -> tuple[str | None, int]:
+def write_report(result: Verification, most: int | None = None) -> Report:
     """The full report, one line per entry as 'sha256sum -c' prints them, then bad lines and new
     files, and its size in UTF-8 bytes; past ``most`` bytes only the size (the text is
     dropped as soon as it is too big to keep: a million entries' report is 60 MB nobody can read)."""
-    chunks: list[str] = []  # joined every few thousand lines: a million small strings would be 70 MB
-    lines: list[str] = []
+    out: io.StringIO | None = io.StringIO()  # one growing buffer: a million small strings would be 70 MB
     size = 0
-    keeping = True
 
     def add(line: str) -> None:
-        nonlocal size, keeping, chunks, lines
+        nonlocal size, out
         size += len(line.encode("utf-8", "surrogateescape")) + 1
-        if not keeping:
-            return
-        if most is not None and size > most:
-            keeping, chunks, lines = False, [], []
-            return
-        lines.append(line)
-        if len(lines) >= 4096:
-            chunks.append("\n".join(lines))
-            lines = []
+        if out is not None and most is not None and size > most:
+            out = None
+        if out is not None:
+            out.write(f"{line}\n")
 
     for name, checked in zip(result.names(), result.checked, strict=True):
         detail = f" ({file_error(checked.detail)})" if checked.detail else ""
@@ -431,9 +411,7 @@ def write_report(result: Verification, most: int | None = None) -> tuple[str | N
         add(f"{and_more(unlisted)} improperly formatted lines")
     for name in result.new or ():
         add(f"{printable(name)}: NEW (not in the manifest)")
-    if not keeping:
-        return None, size
-    return "\n".join([*chunks, *lines]) + "\n", size
+    return (None if out is None else out.getvalue()), size
 
 
 TOOL = Tool(

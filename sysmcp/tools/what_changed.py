@@ -5,6 +5,12 @@ identity, root, scan options); when the newest is older than ``FRESH_S`` a fresh
 leaves a snapshot); ``history.diff`` compares the two; the disk readings give the fill rate. Every
 path shown passes the roots in force on read, whoever recorded the snapshot. Without a baseline the
 answer says so, records one, and lists files modified since then: a lower bound.
+
+The answer (``render``) is worded from the engine's ``Findings``, not from the typed result
+(``WhatChanged``) it also builds: the words need facts the JSON does not carry (local times, each
+changed file's records then and now, the lower bound's files, every change for the full list), in
+the order an admin acts on them (the change and where it is, growth and shrinkage apart, the files,
+the filesystem, the integrity baseline against the tree now).
 """
 
 from __future__ import annotations
@@ -15,19 +21,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from sysmcp.engine.paths import is_within
+from sysmcp.engine.paths import display, printable
 from sysmcp.history import state
-from sysmcp.history.compare import Comparison, compare
+from sysmcp.history.compare import MIN_FIT_S, Comparison, Findings, compare
+from sysmcp.history.snapshots import BaselineFile, ScanSnapshot, within
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ArgumentError
-from sysmcp.render import age, plural, table
+from sysmcp.render import age, human_bytes, more_not_shown, plural, table
 from sysmcp.tools import schemas as js
-from sysmcp.tools.dir_usage import FULL_FILES, parse_duration
+from sysmcp.tools.dir_usage import FULL_FILES, iso_utc, parse_duration
 from sysmcp.tools.merging import HostOutcome, fleet_output
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name
-from sysmcp.tools.typed import from_json, to_json
+from sysmcp.tools.typed import ABSENT, Open, Opt, from_json, prop, result, to_json
 from sysmcp.tools.walking import (
     directory_argument,
     scan_failure,
@@ -35,7 +42,6 @@ from sysmcp.tools.walking import (
     walk_options,
     walk_properties,
 )
-from sysmcp.tools.what_changed_text import Fill, Share, WhatChanged, render, signed
 
 DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 300.0
@@ -105,21 +111,500 @@ def comparison(
     )
 
 
+@result
+class StoredScan(Open):
+    id: int = prop("Its id in the history store.")
+    taken: str | None = prop("When it was taken (ISO 8601, UTC).")
+    partial: bool = prop("True when that scan stopped at its budget.")
+    fresh: Opt[bool] = prop("Scanned for this call.")
+
+
+@result
+class Share(Open):
+    """Growth or shrinkage: the deepest directories that hold it."""
+
+    total_bytes: int = prop()
+    covered_bytes: int = prop("Growth inside the listed directories.")
+    percent: float | None = prop("That share of the whole growth.")
+    paths: list[str] = prop()
+
+
+@result
+class Change(Open):
+    path: str = prop()
+    kind: Literal["grew", "shrank", "appeared", "disappeared", "modified"] = prop(
+        "grew, shrank, appeared, disappeared, or modified (the same size, a file in it rewritten)."
+    )
+    delta_bytes: int = prop("Change in disk bytes.")
+    delta_apparent_bytes: Opt[int] = prop("Change in apparent bytes.")
+    old_bytes: int | None = prop("Disk bytes then (null when it appeared).")
+    new_bytes: int | None = prop("Disk bytes now (null when it disappeared).")
+    per_day_bytes: float | None = prop(
+        "The change as a rate per day (null for snapshots under 10 minutes apart)."
+    )
+    was_below_threshold: Opt[bool] = prop("It was too small to be recorded then (or did not exist).")
+    delta_is_upper_bound: Opt[bool] = prop(
+        "True when the delta counts its whole size: it had up to threshold_bytes then, not recorded, so "
+        "the true change is between delta - threshold_bytes and delta."
+    )
+    newest_modified: Opt[str | None] = prop(
+        "The newest file modification in it now (ISO 8601, UTC; null if unknown)."
+    )
+    files_changed: Opt[bool | None] = prop(
+        "Whether a file in it is newer than any it held then (null if unknown)."
+    )
+    parents: Opt[list[str]] = prop("Parent directories carrying this same change, not listed themselves.")
+
+
+@result
+class NewFile(Open):
+    path: str = prop()
+    disk_bytes: int = prop()
+    modified: str | None = prop("Modification time (ISO 8601, UTC).")
+
+
+@result
+class RemovedFile(Open):
+    path: str = prop()
+    disk_bytes: int = prop()
+
+
+@result
+class ShrunkFile(Open):
+    path: str = prop()
+    old_disk_bytes: int = prop("Disk bytes then.")
+    disk_bytes: int = prop()
+
+
+@result
+class FilesystemGrowth(Open):
+    mount_point: str = prop()
+    readings: int = prop("Disk readings in the span.")
+    span_s: float = prop("Seconds between the first and the last of them.")
+    growth_bytes: int = prop("Used bytes gained (negative: freed).")
+    unexplained_bytes: Opt[int | None] = prop("The part the directories under path do not account for.")
+
+
+@result
+class Fill(Open):
+    mount_point: str = prop()
+    readings: int = prop("disk_usage readings the fit used.")
+    span_s: float = prop("Seconds between the first and the last reading.")
+    bytes_per_day: float = prop("Least-squares fill rate.")
+    seconds_to_full: float | None = prop("Seconds until full at that rate (null when not filling).")
+    growth_bytes: Opt[int] = prop("Used bytes gained over the span.")
+
+
+@result
+class Integrity(Open):
+    comparable: bool = prop("Whether the newest baseline could be compared with the tree hashed now.")
+    added: Opt[int] = prop("Files added.", default=ABSENT)
+    removed: Opt[int] = prop("Files removed.", default=ABSENT)
+    content_changed: Opt[int] = prop("Files whose content digest changed.", default=ABSENT)
+    metadata_changed: Opt[int] = prop("Files whose mode, owner or mtime changed.", default=ABSENT)
+    not_checked: Opt[int] = prop(
+        "Baseline files not hashed now before the time budget ran out.", default=ABSENT
+    )
+    baseline_taken: Opt[str | None] = prop("When the baseline was taken (ISO 8601, UTC).", default=ABSENT)
+    examples: Opt[dict[str, list[str]]] = prop("Some of the changed files.", default=ABSENT)
+
+
+@result
+class LowerBoundFiles(Open):
+    files: int = prop()
+    disk_bytes: int = prop()
+    since: Opt[str | None] = prop("Files modified since this time were counted (ISO 8601, UTC).")
+
+
+@result
+class WhatChanged:
+    path: str = prop()
+    history: bool = prop("False when history is off on this host.")
+    baseline: Opt[StoredScan | None] = prop("The older snapshot compared.")
+    current: Opt[StoredScan | None] = prop("The newer snapshot compared.")
+    comparable: bool = prop("True when two snapshots were compared.")
+    reason: Opt[str | None] = prop("Why nothing was compared, if so.")
+    complete: bool = prop("False when either scan was partial.")
+    seconds: Opt[float | None] = prop("Time between the two snapshots.")
+    total_delta_bytes: int = prop("Disk bytes under path, newer minus older.")
+    attribution: Opt[Share | None] = prop("How much of the growth the listed directories explain.")
+    shrinkage: Opt[Share | None] = prop("How much of the shrinkage the listed directories explain.")
+    changes: list[Change] = prop(
+        "Directories that grew, shrank, appeared or disappeared, largest change first."
+    )
+    changes_not_shown: Opt[int] = prop("Further changes left out of this list.")
+    threshold_bytes: Opt[int | None] = prop("Directories smaller than this are not tracked in snapshots.")
+    new_files: Opt[list[NewFile]] = prop()
+    removed_files: Opt[list[RemovedFile]] = prop("Large files of the older snapshot that are gone.")
+    shrunk_files: Opt[list[ShrunkFile]] = prop("Large files of the older snapshot that are smaller now.")
+    filesystem_growth: Opt[FilesystemGrowth | None] = prop(
+        "Used bytes of the filesystem between the disk readings over the compared span."
+    )
+    filesystem: Opt[Fill | None] = prop(
+        "The fill rate: a least-squares fit of used bytes over the disk readings."
+    )
+    integrity: Opt[Integrity | None] = prop("Against the integrity baseline (hash_tree baseline: true).")
+    lower_bound: Opt[LowerBoundFiles | None] = prop(
+        "No snapshot to compare: files modified since 'since' (a lower bound of the growth)."
+    )
+    notes: list[str] = prop("Facts about this answer (history off, a snapshot not saved, ...).")
+
+
+def signed(size: int) -> str:
+    return ("+" if size >= 0 else "−") + human_bytes(abs(size))
+
+
+def _rate(per_day: float | None) -> str:
+    return "" if per_day is None else f", {signed(int(per_day))}/day"
+
+
+def _snapshot(snap: ScanSnapshot | None, fresh: bool = False) -> StoredScan | None:
+    if snap is None or snap.id is None:
+        return None
+    return StoredScan(snap.id, iso_utc(snap.taken), snap.partial, fresh)
+
+
+def history_off() -> str:
+    """ "history is off on this host (…)" with the store's own reason when it was found unusable."""
+    return f"history is off on this host ({state.off_because()})"
+
+
+def _when(epoch: float | None, seconds: bool = False) -> str:
+    """A snapshot's time as an admin glances at it, in local time: 'Mon 30 Nov 09:00' (with the
+    seconds, 'Mon 30 Nov 09:00:12', for times under an hour apart)."""
+    if epoch is None:
+        return "?"
+    return time.strftime("%a %d %b %H:%M:%S" if seconds else "%a %d %b %H:%M", time.localtime(epoch))
+
+
+def _span(start: float, end: float) -> str:
+    """'Thu 03 Dec 07:51:02 → 07:51:40': the second end without the day it shares with the first."""
+    precise = abs(end - start) < 3600
+    first, last = _when(start, precise), _when(end, precise)
+    day = first[: len("Thu 03 Dec ")]
+    return f"{first} → {last[len(day) :] if last.startswith(day) else last}"
+
+
+def window(since: str) -> str:
+    """'in the last 2 h' for a duration ('2h'), 'since 2026-12-03T07:00' for a time: never 'since 2h'."""
+    if since.strip().lower() == "last":
+        return "in the last 24 h"
+    try:
+        return f"in the last {age(parse_duration(since, 'since'))}"
+    except ArgumentError:
+        return f"since {since}"
+
+
+def notes_of(outcome: Findings) -> list[str]:
+    """The engine's facts as the answer's notes, in the order the engine met them."""
+    if not outcome.history:
+        return [history_off()]
+    notes = []
+    if outcome.unsaved is not None:
+        notes.append(f"{outcome.unsaved}.")
+    if outcome.not_kept and outcome.lower_bound is None:
+        notes.append("the fresh scan could not be kept, so nothing was compared")
+    if outcome.oldest_instead is not None:
+        notes.append(
+            f"no snapshot as old as asked: compared with the oldest, {_when(outcome.oldest_instead)}"
+        )
+    if outcome.readings_span_s is not None:
+        notes.append(
+            f"the disk readings of {outcome.mount_point} span only {age(outcome.readings_span_s)}: too short "
+            "for a fill rate (disk_usage with sample_s gives the short-term rate)"
+        )
+    return notes + outcome.notes
+
+
+def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, WhatChanged, str | None]:
+    """Text, the typed result, and the full list of changes when the text shows only some."""
+    top_n: int = args["top_n"]
+    base = shown.rstrip("/")
+
+    def named(rel: bytes) -> str:
+        return f"{base}/{display(rel)}" if rel else shown
+
+    lines: list[str] = []
+    diff = found.diff
+    old, new = found.old, found.new
+    complete = not ((old and old.partial) or (new and new.partial))
+    threshold = max(old.threshold, new.threshold) if old and new else None
+    notes = notes_of(found)
+    shares: dict[str, Share | None] = {"grew": None, "shrank": None}
+    rows: list[Change] = []
+    new_files: list[NewFile] = []
+    removed: list[RemovedFile] = []
+    shrunk: list[ShrunkFile] = []
+    full: str | None = None
+    if not complete:
+        lines.append(
+            "PARTIAL RESULT: a scan compared here stopped early; directories it did not reach look unchanged or gone."
+        )
+    if diff is not None and old is not None and new is not None:
+        precise = abs(new.taken - old.taken) < 3600
+        span = _span(old.taken, new.taken) + (" (scanned now)" if found.fresh else "")
+        if not diff.comparable:
+            lines.append(f"{shown}: not compared ({span}): {diff.reason}.")
+        else:
+            days = f" over {age(diff.seconds)}" if diff.seconds > 0 else ""
+            lines.append(
+                f"{shown}: {signed(diff.total_delta)} on disk since {_when(old.taken, precise)}{days} "
+                f"[{span}; directories under {human_bytes(threshold or 0)} are not tracked]"
+            )
+            rated = diff.seconds >= MIN_FIT_S  # a rate per day from minutes apart says nothing
+            if 0 < diff.seconds < MIN_FIT_S:
+                notes.append(f"the snapshots are {age(diff.seconds)} apart: too close for rates per day")
+            for way, attribution in (("grew", diff.attribution), ("shrank", diff.shrinkage)):
+                if attribution is None or not attribution.paths:
+                    continue
+                percent = attribution.percent
+                count = len(attribution.paths)
+                where = f"these {count} directories" if count > 1 else "this directory"
+                share = (
+                    ""
+                    if attribution.covered == attribution.total
+                    else f" {signed(attribution.covered)}"
+                    + (f" ({percent:.0f} %)" if percent is not None else "")
+                    + " of it"
+                )
+                lines.append(
+                    f"{signed(attribution.total)} {way},{share} in {where}: "
+                    + ", ".join(printable(named(p)) for p in attribution.paths[:top_n])
+                    + (f" … and {count - top_n} more" if count > top_n else "")
+                )
+                shares[way] = Share(
+                    attribution.total,
+                    attribution.covered,
+                    None if percent is None else round(percent, 1),
+                    [named(p) for p in attribution.paths],
+                )
+            below = human_bytes(old.threshold)
+            changed = "Directories that changed most:"
+            lines.append(changed if diff.changes else "No directory changed by more than the threshold.")
+            for c in diff.changes:
+                was_below = c.was_below and old.partial is False and c.kind == "appeared"
+                row = Change(
+                    path=named(c.path),
+                    kind=c.kind,  # type: ignore[arg-type]
+                    delta_bytes=c.delta,
+                    delta_apparent_bytes=c.delta_apparent,
+                    old_bytes=c.old.disk if c.old else None,
+                    new_bytes=c.new.disk if c.new else None,
+                    per_day_bytes=None if c.per_day is None or not rated else round(c.per_day, 1),
+                    was_below_threshold=was_below,
+                    delta_is_upper_bound=was_below,
+                    newest_modified=iso_utc(c.newest) if c.newest is not None else None,
+                    files_changed=c.files_changed,
+                    parents=[named(p) for p in c.parents],
+                )
+                rows.append(row)
+                if len(rows) > top_n:
+                    continue
+                note = "" if row.kind in ("grew", "shrank") else f" ({row.kind})"
+                if was_below:
+                    note = f" (appeared, or under the {below} threshold then: the delta is at most this)"
+                elif row.kind == "modified":
+                    note = " (same size, files rewritten)"
+                if c.files_changed and c.newest is not None:
+                    newest = f"newest change {_when(c.newest, precise)}"
+                    note = f"{note[:-1]}; {newest})" if note else f" ({newest})"
+                if row.parents:
+                    parents = ", ".join(printable(p) + "/" for p in row.parents)
+                    carried = f"the same change as its {plural(len(row.parents), 'parent')} {parents}"
+                    note = f"{note[:-1]}; {carried})" if note else f" ({carried})"
+                lines.append(
+                    f"  {signed(row.delta_bytes):>11}  {printable(row.path)}/{note}{_rate(row.per_day_bytes)}"
+                )
+            if len(rows) > top_n:
+                lines.append(f"  {more_not_shown(len(rows) - top_n, 'directory')}")
+                full = _full_list(rows)
+            new_files = [
+                NewFile(named(f.path), f.disk, iso_utc(f.mtime) if f.mtime is not None else None)
+                for f in diff.new_files[:top_n]
+            ]
+            if new_files:
+                lines.append("Largest new files:")
+                lines += [f"  {human_bytes(f.disk_bytes):>10}  {printable(f.path)}" for f in new_files]
+            removed = [RemovedFile(named(f.path), f.disk) for f in diff.removed_files[:top_n]]
+            if removed:
+                lines.append("Largest files removed:")
+                lines += [f"  {signed(-f.disk_bytes):>11}  {printable(f.path)}" for f in removed]
+            shrunk = [
+                ShrunkFile(named(then.path), then.disk, now.disk) for then, now in diff.shrunk_files[:top_n]
+            ]
+            if shrunk:
+                lines.append("Largest files that shrank:")
+                lines += [
+                    f"  {signed(f.disk_bytes - f.old_disk_bytes):>11}  {printable(f.path)} "
+                    f"({human_bytes(f.old_disk_bytes)} → {human_bytes(f.disk_bytes)})"
+                    for f in shrunk
+                ]
+    elif not found.history:
+        lines.append(f"{shown}: nothing to compare with: {history_off()}, so no snapshot is kept.")
+    elif found.lower_bound is not None:
+        lines.append(
+            f"{shown}: no earlier snapshot to compare with (no baseline yet); one was recorded now, so the "
+            "next what_changed can compare against it."
+        )
+    else:
+        lines.append(f"{shown}: no snapshot to compare with.")
+    lower: LowerBoundFiles | None = None
+    if found.lower_bound is not None:
+        count, disk, files = found.lower_bound
+        since_raw = args["since"]
+        lines.append(
+            f"LOWER BOUND: files modified {window(since_raw)}: {count:,}, {human_bytes(disk)} on disk (growth from files "
+            "that were only deleted or changed in place is not seen this way)."
+        )
+        for rel, size in files[:top_n]:
+            lines.append(f"  {human_bytes(size):>10}  {printable(named(os.fsencode(rel)))}")
+        lower = LowerBoundFiles(count, disk, since_raw)
+    growth: FilesystemGrowth | None = None
+    if found.growth is not None:
+        grown = found.growth
+        point = printable(found.mount_point)
+        explained = diff.total_delta if diff is not None and diff.comparable else None
+        rest = None if explained is None else grown.used - explained
+        line = (
+            f"Filesystem {point}: used {signed(grown.used)} from {plural(grown.readings, 'disk reading')} "
+            f"[{_span(grown.first, grown.last)}]"
+        )
+        if rest is not None and abs(rest) >= (threshold or 0):
+            line += (
+                f"; the directories under {printable(shown)} account for {signed(explained or 0)}, so "
+                f"{signed(rest)} is elsewhere (other directories, deleted files still open): "
+                f"disk_usage path={point} explain=true accounts for it"
+            )
+        lines.append(line + ".")
+        growth = FilesystemGrowth(found.mount_point, grown.readings, round(grown.span_s, 3), grown.used, rest)
+    fill: Fill | None = None
+    if found.fill is not None:
+        rate = found.fill
+        to_full = (
+            f"full in about {age(rate.seconds_to_full)} at this rate"
+            if rate.seconds_to_full is not None
+            else "not filling"
+        )
+        lines.append(
+            f"Filesystem {printable(found.mount_point)}: {signed(int(rate.bytes_per_day))}/day (least-squares fit of "
+            f"{rate.readings} readings over {age(rate.span_s)}), {to_full}."
+        )
+        fill = Fill(
+            found.mount_point,
+            rate.readings,
+            round(rate.span_s, 3),
+            round(rate.bytes_per_day, 1),
+            None if rate.seconds_to_full is None else round(rate.seconds_to_full, 1),
+            rate.growth,
+        )
+    integrity = _integrity_lines(found, lines, named, top_n)
+    for note in notes[1 if not found.history else 0 :]:  # history off: the first line says it
+        lines.append(f"Note: {note}.")
+    answer = WhatChanged(
+        path=shown,
+        history=found.history,
+        baseline=_snapshot(old),
+        current=_snapshot(new, found.fresh),
+        comparable=bool(diff and diff.comparable),
+        reason=diff.reason if diff else None,
+        complete=bool(complete),
+        seconds=diff.seconds if diff else None,
+        total_delta_bytes=diff.total_delta if diff and diff.comparable else 0,
+        attribution=shares["grew"],
+        shrinkage=shares["shrank"],
+        changes=rows[:top_n],
+        changes_not_shown=len(rows) - len(rows[:top_n]),
+        threshold_bytes=threshold,
+        new_files=new_files,
+        removed_files=removed,
+        shrunk_files=shrunk,
+        filesystem_growth=growth,
+        filesystem=fill,
+        integrity=integrity,
+        lower_bound=lower,
+        notes=notes,
+    )
+    return "\n".join(lines), answer, full
+
+
+def _full_list(rows: list[Change]) -> str:
+    """Every change, one tab-separated line each, for the resource kept when the text shows only some."""
+    out = ["delta_bytes\tkind\told_bytes\tnew_bytes\tper_day_bytes\tnewest_modified\tpath"]
+    out += [
+        f"{r.delta_bytes}\t{r.kind}\t{r.old_bytes if r.old_bytes is not None else ''}\t"
+        f"{r.new_bytes if r.new_bytes is not None else ''}\t{r.per_day_bytes or ''}\t"
+        f"{r.newest_modified or ''}\t{printable(r.path)}"
+        for r in rows
+    ]
+    return "\n".join(out) + "\n"
+
+
+def _what_changed(then: BaselineFile, now: BaselineFile) -> str:
+    """'mode 0640 → 0600, owner 0:0 → 1000:1000': what differs between a file's two records."""
+    parts = []
+    if then.size != now.size:
+        parts.append(f"size {human_bytes(then.size)} → {human_bytes(now.size)}")
+    if then.mode != now.mode:
+        parts.append(f"mode {then.mode:04o} → {now.mode:04o}")
+    if (then.uid, then.gid) != (now.uid, now.gid):
+        parts.append(f"owner {then.uid}:{then.gid} → {now.uid}:{now.gid}")
+    if then.mtime != now.mtime:
+        before, after = iso_utc(then.mtime), iso_utc(now.mtime)
+        parts.append(f"mtime {before} → {after}" if before != after else f"mtime changed within {after}")
+    return ", ".join(parts)
+
+
+def _integrity_lines(
+    found: Findings, lines: list[str], named: Callable[[bytes], str], top_n: int
+) -> Integrity | None:
+    """The integrity baseline against the tree hashed now, as ``aide --check`` reports it."""
+    integrity = found.integrity
+    if integrity is None:
+        return None
+    if not integrity.comparable:
+        lines.append(f"Integrity: not compared: {integrity.reason}.")
+        return Integrity(False)
+    kinds = {
+        "added": integrity.added,
+        "removed": integrity.removed,
+        "content_changed": integrity.content,
+        "metadata_changed": [p for p, _ in integrity.metadata],
+    }
+    counts = ", ".join(f"{len(v):,} {k.replace('_', ' ')}" for k, v in kinds.items())
+    checked = (
+        f" (hashed now; {plural(integrity.not_checked, 'file')} not reached in time)"
+        if integrity.not_checked
+        else " (hashed now)"
+    )
+    lines.append(f"Integrity against the baseline of {_when(found.integrity_taken)}{checked}: {counts}")
+    for k, v in kinds.items():
+        for p in v[:top_n]:
+            pair = integrity.files.get(p)
+            detail = _what_changed(*pair) if pair is not None else ""
+            lines.append(f"  {k.replace('_', ' ')}: {printable(named(p))}{f' ({detail})' if detail else ''}")
+        if len(v) > top_n:
+            lines.append(f"  {more_not_shown(len(v) - top_n, 'file')}")
+    return Integrity(
+        True,
+        len(integrity.added),
+        len(integrity.removed),
+        len(integrity.content),
+        len(integrity.metadata),
+        integrity.not_checked,
+        iso_utc(found.integrity_taken) if found.integrity_taken is not None else None,
+        {k: [named(p) for p in v[:top_n]] for k, v in kinds.items()},
+    )
+
+
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     now = time.time()
-    policy = ctx.paths
-
-    def visible(name: bytes | str) -> bool:
-        allowed = policy.allowed
-        if allowed is None:
-            return True
-        real = Path(os.path.normpath(os.fsdecode(name)))  # a stored '../x' is judged where it leads
-        return any(is_within(real, root) for root in allowed)
 
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{plural(int(meter.done), 'entry')} scanned"
 
-    request = comparison(Path(args["path"]), args, now, visible)  # bad arguments: refused before any work
+    request = comparison(
+        Path(args["path"]), args, now, within(ctx.paths.allowed)
+    )  # bad arguments: refused first
     path, shown = await directory_argument(ctx, args["path"])
     request = replace(request, path=os.fsencode(path))
     try:
@@ -146,17 +631,17 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
     answered.sort(key=lambda pair: -pair[1].total_delta_bytes)
     rows = [["HOST", "GROWTH", "WHERE", "FILL/DAY", "FULL IN"]]
     view: list[dict[str, Any]] = []
-    for host, result in answered:
-        share = result.attribution if isinstance(result.attribution, Share) else None
+    for host, answer in answered:
+        share = answer.attribution if isinstance(answer.attribution, Share) else None
         top = share.paths[0] if share and share.paths else ""
-        if not top and result.changes:
-            top = result.changes[0].path
-        fs = result.filesystem if isinstance(result.filesystem, Fill) else None
+        if not top and answer.changes:
+            top = answer.changes[0].path
+        fs = answer.filesystem if isinstance(answer.filesystem, Fill) else None
         to_full = fs.seconds_to_full if fs else None
         rows.append(
             [
                 host,
-                signed(result.total_delta_bytes) if result.comparable else "no baseline",
+                signed(answer.total_delta_bytes) if answer.comparable else "no baseline",
                 top or "-",
                 signed(int(fs.bytes_per_day)) if fs else "-",
                 age(to_full) if to_full is not None else "-",
@@ -165,8 +650,8 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
         view.append(
             {
                 "host": host,
-                "total_delta_bytes": result.total_delta_bytes,
-                "comparable": result.comparable,
+                "total_delta_bytes": answer.total_delta_bytes,
+                "comparable": answer.comparable,
                 "where": top or None,
                 "bytes_per_day": fs.bytes_per_day if fs else None,
                 "seconds_to_full": to_full,

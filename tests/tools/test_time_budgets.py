@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 
 from sysmcp.engine.calls import never_cancelled, no_progress
-from sysmcp.engine.hashing import ALGORITHMS, TreeHash, TreeRequest, Verification, hash_path
+from sysmcp.engine.hashing import ALGORITHMS, Source, TreeHash, TreeRequest, Verification, hash_path
 from sysmcp.engine.hashing import _verify as verify_engine
 from sysmcp.engine.hashing import _verify_ranges as verify_ranges
 from sysmcp.engine.hashing import verify as check_manifest
@@ -27,7 +27,6 @@ from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.errors import ToolError
 from sysmcp.tools import hash_tree, verify_checksums
 from sysmcp.tools.arguments import validate_arguments
-from sysmcp.tools.verify_checksums import Source
 
 
 def verified(*args: Any, **kwargs: Any) -> Verification:

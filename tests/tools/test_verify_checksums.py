@@ -15,13 +15,12 @@ import blake3
 import pytest
 
 from sysmcp.engine.calls import never_cancelled, no_progress
-from sysmcp.engine.hashing import ManifestTooLarge, Verification
+from sysmcp.engine.hashing import ManifestTooLarge, Source, Verification
 from sysmcp.engine.hashing import verify as check_manifest
 from sysmcp.engine.hashing._manifests import MAX_MANIFEST
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.tools import verify_checksums
 from sysmcp.tools.errors import words
-from sysmcp.tools.verify_checksums import Source
 from tests.wire import Wire, result_text, spawn
 
 

@@ -19,7 +19,7 @@ import blake3
 import pytest
 
 from sysmcp.engine.calls import never_cancelled, no_progress
-from sysmcp.engine.hashing import Verification
+from sysmcp.engine.hashing import Source, Verification
 from sysmcp.engine.hashing import _dirlook as dirlook
 from sysmcp.engine.hashing import _verdicts as verdicts
 from sysmcp.engine.hashing import _verify as verify_engine
@@ -28,7 +28,6 @@ from sysmcp.engine.hashing import verify as check_manifest
 from sysmcp.engine.hashing._manifests import LineParser
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.tools import verify_checksums
-from sysmcp.tools.verify_checksums import Source
 
 
 def verified(*args: Any, **kwargs: Any) -> Verification:

@@ -18,14 +18,13 @@ from typing import Any
 import pytest
 
 from sysmcp.engine.calls import never_cancelled, no_progress
-from sysmcp.engine.hashing import Verification
+from sysmcp.engine.hashing import Source, Verification
 from sysmcp.engine.hashing import _verify as verify_engine
 from sysmcp.engine.hashing import _verify_ranges as verify_ranges
 from sysmcp.engine.hashing import verify as check_manifest
 from sysmcp.engine.parallel import _fork as fanout
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.tools import verify_checksums
-from sysmcp.tools.verify_checksums import Source
 
 
 def verified(*args: Any, **kwargs: Any) -> Verification:

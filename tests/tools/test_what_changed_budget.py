@@ -15,8 +15,7 @@ from sysmcp.history.compare import Findings, compare
 from sysmcp.protocol.context import Meter
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.typed import to_json
-from sysmcp.tools.what_changed import INPUT_SCHEMA, TOOL, comparison
-from sysmcp.tools.what_changed_text import render
+from sysmcp.tools.what_changed import INPUT_SCHEMA, TOOL, comparison, render
 from tests.tools import test_what_changed as base
 from tests.tools.test_what_changed import Clock
 

@@ -19,8 +19,7 @@ from sysmcp.history.snapshots import DirTotals, FileRow, ScanSnapshot, Series
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.typed import to_json
-from sysmcp.tools.what_changed import INPUT_SCHEMA, TOOL
-from sysmcp.tools.what_changed_text import render
+from sysmcp.tools.what_changed import INPUT_SCHEMA, TOOL, render
 from tests.tools.test_what_changed import call
 
 pytestmark = pytest.mark.anyio
