@@ -251,17 +251,12 @@ def _reading(path: Path) -> None:
 
 
 def _within(roots: list[str]) -> Callable[[bytes | str], bool]:
-    """Whether a stored path may be listed: with ``--root``, only one inside the roots (judged where a
-    stored '../x' leads), as what_changed shows history."""
-    from sysmcp.engine.paths import is_within, real_root
+    """Whether a stored path may be listed: with ``--root``, only one inside the roots, as what_changed
+    shows history (``history.snapshots.within``)."""
+    from sysmcp.engine.paths import real_root
+    from sysmcp.history.snapshots import within
 
-    allowed = [real_root(r) for r in roots]
-
-    def shown(name: bytes | str) -> bool:
-        real = Path(os.path.normpath(os.fsdecode(name)))
-        return not allowed or any(is_within(real, root) for root in allowed)
-
-    return shown
+    return within([real_root(r) for r in roots] if roots else None)
 
 
 def _list(store: Store, limit: int, shown: Callable[[bytes | str], bool]) -> int:
