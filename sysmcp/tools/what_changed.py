@@ -32,9 +32,9 @@ from sysmcp.protocol.errors import ArgumentError
 from sysmcp.render import age, human_bytes, more_not_shown, plural, table
 from sysmcp.tools import schemas as js
 from sysmcp.tools.dir_usage import FULL_FILES, iso_utc, parse_duration
-from sysmcp.tools.merging import HostOutcome, fleet_output
+from sysmcp.tools.merging import HostOutcome, fleet_output, typed_results
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name
-from sysmcp.tools.typed import ABSENT, Open, Opt, from_json, prop, result, to_json
+from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result, to_json
 from sysmcp.tools.walking import (
     directory_argument,
     scan_failure,
@@ -627,7 +627,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 
 def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
     """One table: which hosts grew most, where (each host's top directory), and their fill rates."""
-    answered = [(o.host, from_json(WhatChanged, o.result)) for o in outcomes if o.ok and o.result is not None]
+    answered = typed_results(outcomes, WhatChanged)
     answered.sort(key=lambda pair: -pair[1].total_delta_bytes)
     rows = [["HOST", "GROWTH", "WHERE", "FILL/DAY", "FULL IN"]]
     view: list[dict[str, Any]] = []
