@@ -272,9 +272,9 @@ class Session:
     ) -> None:
         message = parse_message(value)
         if isinstance(message, Request):
-            await self._start_request(message, tasks, reply, settle)
-            return
-        if isinstance(message, Invalid):
+            if await self._start_request(message, tasks, reply, settle):
+                return  # its task settles it
+        elif isinstance(message, Invalid):
             await self._respond(reply, message.id, error_message(message.id, message.code, message.message))
         elif isinstance(message, Notification):
             await self._on_notification(message)
@@ -311,29 +311,19 @@ class Session:
         tasks: TaskGroup,
         reply: Reply | None,
         settle: Callable[[], Awaitable[None]] | None,
-    ) -> None:
+    ) -> bool:
+        """Answer, refuse or start a request; True when a task now serves it (and settles it when done)."""
         # A request answered from memory (ping, initialize, tools/list …) is served before the next line
         # is read and never holds an in-flight slot: the limit below cannot refuse or delay it.
         at_once = self.handler.answers_at_once(request)
         if request.id in self._in_flight:
-            await self._respond(
-                reply,
-                request.id,
-                error_message(
-                    request.id,
-                    ErrorCode.INVALID_REQUEST,
-                    "Invalid Request: a request with this id is in flight",
-                ),
+            refusal = ProtocolError(
+                ErrorCode.INVALID_REQUEST, "Invalid Request: a request with this id is in flight"
             )
         elif len(self._in_flight) >= self.max_in_flight and not at_once:
-            await self._respond(
-                reply,
-                request.id,
-                error_message(
-                    request.id,
-                    SERVER_BUSY,
-                    f"Server busy: {self.max_in_flight} requests already in flight; retry when some finish",
-                ),
+            refusal = ProtocolError(
+                SERVER_BUSY,
+                f"Server busy: {self.max_in_flight} requests already in flight; retry when some finish",
             )
         else:
             ctx = RequestContext(
@@ -346,23 +336,21 @@ class Session:
             try:
                 self.handler.admit(request, ctx)
             except ProtocolError as exc:
-                await self._respond(
-                    reply, request.id, error_message(request.id, exc.code, exc.message, exc.data)
-                )
-                if settle is not None:
-                    await settle()
-                return
-            if at_once:
-                # Nothing to wait for: a task (or a cancel scope) would only add its cost, the bulk of a
-                # small call's time. It is done before the next message is read, so nothing can cancel it.
-                await self._serve(request, ctx, None, reply, settle)
+                refusal = exc
             else:
+                if at_once:
+                    # Nothing to wait for: a task (or a cancel scope) would only add its cost, the bulk of a
+                    # small call's time. It is done before the next message is read, so nothing can cancel it.
+                    await self._serve(request, ctx, None, reply, None)
+                    return False
                 scope = anyio.CancelScope()
                 self._in_flight[request.id] = _InFlight(scope, ctx)
                 tasks.start_soon(self._serve, request, ctx, scope, reply, settle)
-            return
-        if settle is not None:
-            await settle()
+                return True
+        await self._respond(
+            reply, request.id, error_message(request.id, refusal.code, refusal.message, refusal.data)
+        )
+        return False
 
     # -- the error boundary -----------------------------------------------------------------
 
@@ -375,26 +363,22 @@ class Session:
         settle: Callable[[], Awaitable[None]] | None,
     ) -> None:
         """The one place exceptions become replies; a cancelled request leaves with nothing to send."""
-        answer: dict[str, Any] | None = None
         data = b""
         try:
             with scope if scope is not None else contextlib.nullcontext():
                 try:
                     result = await self.handler.handle_request(request, ctx)
-                    answer = result_message(request.id, result)
-                    data = encode(answer)  # an unencodable result is our bug: found here, inside the boundary
+                    # an unencodable result is our bug: found here, inside the boundary
+                    data = encode(result_message(request.id, result))
                     if len(data) > self.max_result:
                         log.error("result over the size cap", method=request.method, size=len(data))
-                        answer = error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error")
-                        data = encode(answer)
+                        data = encode(error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error"))
                 except ProtocolError as exc:
-                    answer = error_message(request.id, exc.code, exc.message, exc.data)
-                    data = encode(answer)
+                    data = encode(error_message(request.id, exc.code, exc.message, exc.data))
                 except Exception:
                     log.exception("request failed", method=request.method)
-                    answer = error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error")
-                    data = encode(answer)
-            if answer is not None and not (scope is not None and scope.cancel_called):
+                    data = encode(error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error"))
+            if data and not (scope is not None and scope.cancel_called):
                 await self._deliver(reply, request.id, data)
             if settle is not None:
                 await settle()

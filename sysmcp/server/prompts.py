@@ -60,21 +60,13 @@ class Prompt:
 
     def describe(self, features: Features) -> dict[str, Any]:
         """The ``prompts/list`` entry, with titles only where the version knows them."""
-        entry: dict[str, Any] = {"name": self.name, "description": self.description}
-        arguments = []
-        for argument in self.arguments:
-            item: dict[str, Any] = {
-                "name": argument.name,
-                "description": argument.description,
-                "required": argument.required,
-            }
-            if features.titles:
-                item["title"] = argument.title
-            arguments.append(item)
-        entry["arguments"] = arguments
-        if features.titles:
-            entry["title"] = self.title
-        return entry
+        arguments = [
+            {"name": item.name, "description": item.description, "required": item.required}
+            | ({"title": item.title} if features.titles else {})
+            for item in self.arguments
+        ]
+        entry = {"name": self.name, "description": self.description, "arguments": arguments}
+        return entry | ({"title": self.title} if features.titles else {})
 
     def argument(self, name: str) -> PromptArgument | None:
         return next((a for a in self.arguments if a.name == name), None)

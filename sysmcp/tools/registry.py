@@ -76,15 +76,8 @@ class ToolContext:
     #: The names of the tools this server serves (``reclaim`` only with --allow-reclaim), for advice.
     served: tuple[str, ...] = ()
 
-    @property
-    def features(self) -> Features:
-        return self.request.features
-
     async def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
         await self.request.progress(done, total, message)
-
-    async def log(self, level: str, data: Any) -> None:
-        await self.request.log(level, data)
 
     async def resolve(self, raw: str, check: Callable[[Path], None] | None = None) -> Path:
         """``paths.resolve(raw)``, then ``check(path)``, in a thread and within ``RESOLVE_TIMEOUT``:
@@ -192,6 +185,11 @@ class Tool:
         imported: a fleet host's remote start answers one call and never lists its tools."""
         return self.output if isinstance(self.output, dict) else schema_of(self.output)
 
+    @functools.cached_property
+    def listed_output_schema(self) -> dict[str, Any]:
+        """The ``outputSchema`` as ``tools/list`` gives it: every property says what it is."""
+        return described(self.output_schema)
+
     def describe(self, features: Features, *, views: bool = False) -> dict[str, Any]:
         """The ``tools/list`` entry, with only what the negotiated version knows; ``views`` when the
         client declared the MCP Apps extension (only then does the entry link its view)."""
@@ -202,7 +200,7 @@ class Tool:
         }
         if features.structured_output:
             entry["title"] = self.title
-            entry["outputSchema"] = described(self.output_schema)  # every property says what it is
+            entry["outputSchema"] = self.listed_output_schema
         if features.tool_annotations:
             entry["annotations"] = {"title": self.title, **self.annotations}
         if views and self.view is not None:

@@ -319,12 +319,9 @@ def _plain_reader(hint: Any) -> Callable[[Any], Any]:
 
         return read_object
     origin = typing.get_origin(hint)
-    if origin is list:
+    if origin in (list, tuple):
         item_reader = _reader(typing.get_args(hint)[0])
-        return lambda data: [item_reader(item) for item in data]
-    if origin is tuple:
-        item_reader = _reader(typing.get_args(hint)[0])
-        return lambda data: tuple(item_reader(item) for item in data)
+        return lambda data: origin(item_reader(item) for item in data)
     if origin is dict and typing.get_args(hint)[1] is not Any:
         value_reader = _reader(typing.get_args(hint)[1])
         return lambda data: {key: value_reader(item) for key, item in data.items()}
