@@ -287,7 +287,11 @@ class Lifecycle:
             admission = self._admit_modern(method, params)
             self.phase = Phase.MODERN  # only a request we accepted settles the era
             return admission
-        self.check(method)
+        if method not in HANDSHAKE_FREE:
+            raise ProtocolError(
+                ErrorCode.INVALID_REQUEST,
+                f"Invalid Request: {method!r} before initialize; send initialize first",
+            )
         return self._legacy_admission()
 
     def _legacy_admission(self) -> Admission:
@@ -326,14 +330,6 @@ class Lifecycle:
     def initialized(self) -> None:
         if self.phase is Phase.INITIALIZED:
             self.phase = Phase.READY
-
-    def check(self, method: str) -> None:
-        """Refuse requests that need a handshake before one happened."""
-        if self.phase is Phase.AWAITING_INITIALIZE and method not in HANDSHAKE_FREE:
-            raise ProtocolError(
-                ErrorCode.INVALID_REQUEST,
-                f"Invalid Request: {method!r} before initialize; send initialize first",
-            )
 
     @property
     def batching_allowed(self) -> bool:

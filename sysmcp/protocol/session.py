@@ -258,7 +258,7 @@ class Session:
                     pieces += (part, b",")
                 pieces[-1] = b"]\n"  # the last comma
                 batch.parts = []
-                await self._send_raw(b"".join(pieces))  # one copy: the line, at most the cap (and errors)
+                await self._outbox.put(b"".join(pieces))  # one copy: the line, at most the cap (and errors)
 
         for value in values:
             await self._on_message(value, tasks, collect, settle)
@@ -396,15 +396,12 @@ class Session:
 
     async def _deliver(self, reply: Reply | None, msg_id: RequestId | None, data: bytes) -> None:
         if reply is None:
-            await self._send_raw(data)
+            await self._outbox.put(data)
         else:
             await reply(msg_id, data)
 
     async def _send(self, message: dict[str, Any]) -> None:
-        await self._send_raw(encode(message))
-
-    async def _send_raw(self, data: bytes) -> None:
-        await self._outbox.put(data)
+        await self._outbox.put(encode(message))
 
 
 def _size(limit: int) -> str:

@@ -175,4 +175,3 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
-

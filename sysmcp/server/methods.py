@@ -39,7 +39,7 @@ from sysmcp.results import ResultStore, StoredResult
 from sysmcp.server.roots import ClientRoots
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.errors import as_tool_error
-from sysmcp.tools.registry import LazyTool, Registry, ResourceLink, Tool, ToolContext, ToolOutput
+from sysmcp.tools.registry import LazyTool, Registry, Tool, ToolContext, ToolOutput
 from sysmcp.views import VIEWS, accepts_views, server_extension
 
 if TYPE_CHECKING:  # the fleet is imported only when the operator configured one, prompts when asked
@@ -478,7 +478,7 @@ def _one_page(params: dict[str, Any]) -> None:
         raise invalid_params("Invalid params: unknown or expired cursor")
 
 
-def _resource(item: ResourceLink | StoredResult) -> dict[str, Any]:
+def _resource(item: StoredResult) -> dict[str, Any]:
     """A stored result as ``resources/list`` lists it and a ``resource_link`` points at it."""
     return {
         "uri": item.uri,

@@ -123,6 +123,6 @@ def _fresh(node: Any) -> Any:
 def described(schema: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``schema`` in which every property that has no description is given the common one
     (the tool's own dict is never changed)."""
-    copied = _fresh(schema)
+    copied: dict[str, Any] = _fresh(schema)
     _fill(copied)
     return copied

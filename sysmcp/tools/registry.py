@@ -25,7 +25,7 @@ from sysmcp.protocol.context import Describe, Meter, RequestContext
 from sysmcp.protocol.errors import ToolError, invalid_params
 from sysmcp.protocol.lifecycle import Features
 from sysmcp.protocol.threads import run_in_thread
-from sysmcp.results import ResultStore, TooLarge
+from sysmcp.results import ResultStore, StoredResult, TooLarge
 from sysmcp.tools.descriptions import described
 from sysmcp.tools.errors import as_tool_error
 from sysmcp.tools.typed import schema_of, to_json
@@ -36,15 +36,8 @@ R = TypeVar("R")
 RESOLVE_TIMEOUT = 5.0  # seconds a path argument may take to resolve, as disk_usage gives each mount
 
 
-@dataclass(frozen=True, slots=True)
-class ResourceLink:
-    """A pointer to a full result kept in the server's result store."""
-
-    uri: str
-    name: str
-    description: str
-    mime_type: str
-    size: int
+#: What an answer links to: a full result kept in the server's result store, as the store keeps it.
+ResourceLink = StoredResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,10 +118,9 @@ class ToolContext:
         """Store a result too big to inline: the link a ``ToolOutput`` carries to it, or, for a result
         too big even to keep, a sentence saying so for the answer's text."""
         try:
-            item = self.results.put(name, text, description=description, mime_type=mime_type)
+            return self.results.put(name, text, description=description, mime_type=mime_type)
         except TooLarge as exc:
             return exc.reason
-        return ResourceLink(item.uri, item.name, item.description, item.mime_type, item.size)
 
     def keep_linked(
         self, name: str, text: str, *, description: str, label: str, mime_type: str = "text/plain"
