@@ -22,15 +22,15 @@ from sysmcp.protocol.framing import DEFAULT_MAX_LINE, LineDecoder, OversizedLine
 from sysmcp.protocol.jsonrpc import (
     ErrorCode,
     Invalid,
+    Message,
     Notification,
     Request,
     RequestId,
     Response,
-    decode_json,
     error_message,
     is_request_id,
     notification_message,
-    parse_message,
+    parse_line,
     request_message,
     result_message,
 )
@@ -209,15 +209,13 @@ class Session:
             return
         if not frame.strip():
             return
-        value = decode_json(frame)
-        if isinstance(value, Invalid):
-            await self._send(error_message(None, value.code, value.message))
-        elif isinstance(value, list):
-            await self._on_batch(value, tasks)
+        parsed = parse_line(frame)
+        if isinstance(parsed, list):
+            await self._on_batch(parsed, tasks)
         else:
-            await self._on_message(value, tasks, None)
+            await self._on_message(parsed, tasks, None)
 
-    async def _on_batch(self, values: list[Any], tasks: TaskGroup) -> None:
+    async def _on_batch(self, messages: list[Message], tasks: TaskGroup) -> None:
         if not self.handler.batching_allowed():
             await self._send(
                 error_message(
@@ -225,10 +223,10 @@ class Session:
                 )
             )
             return
-        if not values:
+        if not messages:
             await self._send(error_message(None, ErrorCode.INVALID_REQUEST, "Invalid Request: empty batch"))
             return
-        batch = _Batch(pending=len(values))
+        batch = _Batch(pending=len(messages))
         limit = self.max_result
 
         async def collect(msg_id: RequestId | None, data: bytes) -> None:
@@ -260,17 +258,16 @@ class Session:
                 batch.parts = []
                 await self._outbox.put(b"".join(pieces))  # one copy: the line, at most the cap (and errors)
 
-        for value in values:
-            await self._on_message(value, tasks, collect, settle)
+        for message in messages:
+            await self._on_message(message, tasks, collect, settle)
 
     async def _on_message(
         self,
-        value: Any,
+        message: Message,
         tasks: TaskGroup,
         reply: Reply | None,
         settle: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        message = parse_message(value)
         if isinstance(message, Request):
             if await self._start_request(message, tasks, reply, settle):
                 return  # its task settles it

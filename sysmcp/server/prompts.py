@@ -10,7 +10,7 @@ names the policy allows (plus the directories leading down to an allowed root).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -237,11 +237,8 @@ PROMPTS: tuple[Prompt, ...] = (
 class Prompts:
     """The prompt table: listing, rendering, completing."""
 
-    def __init__(self, prompts: Sequence[Prompt] = PROMPTS) -> None:
-        self._prompts = {prompt.name: prompt for prompt in prompts}
-
-    def __iter__(self) -> Any:
-        return iter(self._prompts.values())
+    def __init__(self) -> None:
+        self._prompts = {prompt.name: prompt for prompt in PROMPTS}
 
     def list(self, features: Features) -> list[dict[str, Any]]:
         return [prompt.describe(features) for prompt in self._prompts.values()]
