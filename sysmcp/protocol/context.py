@@ -45,12 +45,11 @@ class Meter:
     nearly nothing however fast the work goes.
     """
 
-    __slots__ = ("done", "extra", "total")
+    __slots__ = ("done", "total")
 
     def __init__(self, total: float | None = None) -> None:
         self.done: float = 0
         self.total: float | None = total
-        self.extra: dict[str, float] = {}
 
     @staticmethod
     def cancel() -> None:
