@@ -31,10 +31,9 @@ from sysmcp.protocol.jsonrpc import (
     Request,
     RequestId,
     Response,
-    decode_json,
     error_message,
     notification_message,
-    parse_message,
+    parse_line,
     request_message,
     result_message,
 )
@@ -145,13 +144,9 @@ class RequestTable:
         Replies and progress for requests no longer waiting are dropped here: a late answer to a
         cancelled request must never reach anyone.
         """
-        value = decode_json(line)
-        if isinstance(value, Invalid):
-            return [Garbage(value.message)]
-        values = value if isinstance(value, list) else [value]
+        parsed = parse_line(line)
         found: list[Incoming] = []
-        for item in values:
-            message = parse_message(item)
+        for message in parsed if isinstance(parsed, list) else [parsed]:
             if isinstance(message, Invalid):
                 found.append(Garbage(message.message))
             elif isinstance(message, Response):

@@ -28,10 +28,6 @@ PROGRESS_INTERVAL = 0.1  # seconds: about ten progress notifications a second, a
 _RANKS = {level: rank for rank, level in enumerate(LOG_LEVELS)}  # checked on every call: a lookup, not a scan
 
 
-def log_level_rank(level: str) -> int:
-    return _RANKS[level]
-
-
 class Peer(Protocol):
     """The session side a context talks through."""
 
@@ -49,12 +45,11 @@ class Meter:
     nearly nothing however fast the work goes.
     """
 
-    __slots__ = ("done", "extra", "total")
+    __slots__ = ("done", "total")
 
     def __init__(self, total: float | None = None) -> None:
         self.done: float = 0
         self.total: float | None = total
-        self.extra: dict[str, float] = {}
 
     @staticmethod
     def cancel() -> None:
@@ -104,7 +99,7 @@ class RequestContext:
 
     def wants_log(self, level: str) -> bool:
         """True if the client's level lets a message of ``level`` through (check before building one)."""
-        return self.log_level is not None and log_level_rank(level) >= log_level_rank(self.log_level)
+        return self.log_level is not None and _RANKS[level] >= _RANKS[self.log_level]
 
     async def log(self, level: str, data: Any, logger: str = "sysmcp") -> None:
         """Send ``notifications/message`` if the client's level lets it through."""

@@ -119,6 +119,14 @@ def parse_message(value: Any) -> Message:
     return Request(msg_id, method, params)
 
 
+def parse_line(line: bytes) -> Message | list[Message]:
+    """One line's message, or a batch's messages; a line that is not JSON is one ``Invalid``."""
+    value = decode_json(line)
+    if isinstance(value, list):
+        return [parse_message(item) for item in value]
+    return value if isinstance(value, Invalid) else parse_message(value)
+
+
 def _parse_response(value: dict[str, Any], msg_id: RequestId | None) -> Message:
     result, error = value.get("result"), value.get("error")
     if result is not None and not isinstance(result, dict):

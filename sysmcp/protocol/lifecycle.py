@@ -24,7 +24,6 @@ from sysmcp.protocol.jsonrpc import ErrorCode
 
 LEGACY_VERSIONS: tuple[str, ...] = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
-SUPPORTED_VERSIONS: tuple[str, ...] = LEGACY_VERSIONS + MODERN_VERSIONS
 LATEST_LEGACY = LEGACY_VERSIONS[-1]
 
 #: The RFC 5424 levels of ``notifications/message``, least severe first.
@@ -288,7 +287,11 @@ class Lifecycle:
             admission = self._admit_modern(method, params)
             self.phase = Phase.MODERN  # only a request we accepted settles the era
             return admission
-        self.check(method)
+        if method not in HANDSHAKE_FREE:
+            raise ProtocolError(
+                ErrorCode.INVALID_REQUEST,
+                f"Invalid Request: {method!r} before initialize; send initialize first",
+            )
         return self._legacy_admission()
 
     def _legacy_admission(self) -> Admission:
@@ -327,14 +330,6 @@ class Lifecycle:
     def initialized(self) -> None:
         if self.phase is Phase.INITIALIZED:
             self.phase = Phase.READY
-
-    def check(self, method: str) -> None:
-        """Refuse requests that need a handshake before one happened."""
-        if self.phase is Phase.AWAITING_INITIALIZE and method not in HANDSHAKE_FREE:
-            raise ProtocolError(
-                ErrorCode.INVALID_REQUEST,
-                f"Invalid Request: {method!r} before initialize; send initialize first",
-            )
 
     @property
     def batching_allowed(self) -> bool:

@@ -22,15 +22,15 @@ from sysmcp.protocol.framing import DEFAULT_MAX_LINE, LineDecoder, OversizedLine
 from sysmcp.protocol.jsonrpc import (
     ErrorCode,
     Invalid,
+    Message,
     Notification,
     Request,
     RequestId,
     Response,
-    decode_json,
     error_message,
     is_request_id,
     notification_message,
-    parse_message,
+    parse_line,
     request_message,
     result_message,
 )
@@ -209,15 +209,13 @@ class Session:
             return
         if not frame.strip():
             return
-        value = decode_json(frame)
-        if isinstance(value, Invalid):
-            await self._send(error_message(None, value.code, value.message))
-        elif isinstance(value, list):
-            await self._on_batch(value, tasks)
+        parsed = parse_line(frame)
+        if isinstance(parsed, list):
+            await self._on_batch(parsed, tasks)
         else:
-            await self._on_message(value, tasks, None)
+            await self._on_message(parsed, tasks, None)
 
-    async def _on_batch(self, values: list[Any], tasks: TaskGroup) -> None:
+    async def _on_batch(self, messages: list[Message], tasks: TaskGroup) -> None:
         if not self.handler.batching_allowed():
             await self._send(
                 error_message(
@@ -225,10 +223,10 @@ class Session:
                 )
             )
             return
-        if not values:
+        if not messages:
             await self._send(error_message(None, ErrorCode.INVALID_REQUEST, "Invalid Request: empty batch"))
             return
-        batch = _Batch(pending=len(values))
+        batch = _Batch(pending=len(messages))
         limit = self.max_result
 
         async def collect(msg_id: RequestId | None, data: bytes) -> None:
@@ -258,23 +256,22 @@ class Session:
                     pieces += (part, b",")
                 pieces[-1] = b"]\n"  # the last comma
                 batch.parts = []
-                await self._send_raw(b"".join(pieces))  # one copy: the line, at most the cap (and errors)
+                await self._outbox.put(b"".join(pieces))  # one copy: the line, at most the cap (and errors)
 
-        for value in values:
-            await self._on_message(value, tasks, collect, settle)
+        for message in messages:
+            await self._on_message(message, tasks, collect, settle)
 
     async def _on_message(
         self,
-        value: Any,
+        message: Message,
         tasks: TaskGroup,
         reply: Reply | None,
         settle: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        message = parse_message(value)
         if isinstance(message, Request):
-            await self._start_request(message, tasks, reply, settle)
-            return
-        if isinstance(message, Invalid):
+            if await self._start_request(message, tasks, reply, settle):
+                return  # its task settles it
+        elif isinstance(message, Invalid):
             await self._respond(reply, message.id, error_message(message.id, message.code, message.message))
         elif isinstance(message, Notification):
             await self._on_notification(message)
@@ -311,29 +308,19 @@ class Session:
         tasks: TaskGroup,
         reply: Reply | None,
         settle: Callable[[], Awaitable[None]] | None,
-    ) -> None:
+    ) -> bool:
+        """Answer, refuse or start a request; True when a task now serves it (and settles it when done)."""
         # A request answered from memory (ping, initialize, tools/list …) is served before the next line
         # is read and never holds an in-flight slot: the limit below cannot refuse or delay it.
         at_once = self.handler.answers_at_once(request)
         if request.id in self._in_flight:
-            await self._respond(
-                reply,
-                request.id,
-                error_message(
-                    request.id,
-                    ErrorCode.INVALID_REQUEST,
-                    "Invalid Request: a request with this id is in flight",
-                ),
+            refusal = ProtocolError(
+                ErrorCode.INVALID_REQUEST, "Invalid Request: a request with this id is in flight"
             )
         elif len(self._in_flight) >= self.max_in_flight and not at_once:
-            await self._respond(
-                reply,
-                request.id,
-                error_message(
-                    request.id,
-                    SERVER_BUSY,
-                    f"Server busy: {self.max_in_flight} requests already in flight; retry when some finish",
-                ),
+            refusal = ProtocolError(
+                SERVER_BUSY,
+                f"Server busy: {self.max_in_flight} requests already in flight; retry when some finish",
             )
         else:
             ctx = RequestContext(
@@ -346,23 +333,21 @@ class Session:
             try:
                 self.handler.admit(request, ctx)
             except ProtocolError as exc:
-                await self._respond(
-                    reply, request.id, error_message(request.id, exc.code, exc.message, exc.data)
-                )
-                if settle is not None:
-                    await settle()
-                return
-            if at_once:
-                # Nothing to wait for: a task (or a cancel scope) would only add its cost, the bulk of a
-                # small call's time. It is done before the next message is read, so nothing can cancel it.
-                await self._serve(request, ctx, None, reply, settle)
+                refusal = exc
             else:
+                if at_once:
+                    # Nothing to wait for: a task (or a cancel scope) would only add its cost, the bulk of a
+                    # small call's time. It is done before the next message is read, so nothing can cancel it.
+                    await self._serve(request, ctx, None, reply, None)
+                    return False
                 scope = anyio.CancelScope()
                 self._in_flight[request.id] = _InFlight(scope, ctx)
                 tasks.start_soon(self._serve, request, ctx, scope, reply, settle)
-            return
-        if settle is not None:
-            await settle()
+                return True
+        await self._respond(
+            reply, request.id, error_message(request.id, refusal.code, refusal.message, refusal.data)
+        )
+        return False
 
     # -- the error boundary -----------------------------------------------------------------
 
@@ -375,26 +360,22 @@ class Session:
         settle: Callable[[], Awaitable[None]] | None,
     ) -> None:
         """The one place exceptions become replies; a cancelled request leaves with nothing to send."""
-        answer: dict[str, Any] | None = None
         data = b""
         try:
             with scope if scope is not None else contextlib.nullcontext():
                 try:
                     result = await self.handler.handle_request(request, ctx)
-                    answer = result_message(request.id, result)
-                    data = encode(answer)  # an unencodable result is our bug: found here, inside the boundary
+                    # an unencodable result is our bug: found here, inside the boundary
+                    data = encode(result_message(request.id, result))
                     if len(data) > self.max_result:
                         log.error("result over the size cap", method=request.method, size=len(data))
-                        answer = error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error")
-                        data = encode(answer)
+                        data = encode(error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error"))
                 except ProtocolError as exc:
-                    answer = error_message(request.id, exc.code, exc.message, exc.data)
-                    data = encode(answer)
+                    data = encode(error_message(request.id, exc.code, exc.message, exc.data))
                 except Exception:
                     log.exception("request failed", method=request.method)
-                    answer = error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error")
-                    data = encode(answer)
-            if answer is not None and not (scope is not None and scope.cancel_called):
+                    data = encode(error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error"))
+            if data and not (scope is not None and scope.cancel_called):
                 await self._deliver(reply, request.id, data)
             if settle is not None:
                 await settle()
@@ -412,15 +393,12 @@ class Session:
 
     async def _deliver(self, reply: Reply | None, msg_id: RequestId | None, data: bytes) -> None:
         if reply is None:
-            await self._send_raw(data)
+            await self._outbox.put(data)
         else:
             await reply(msg_id, data)
 
     async def _send(self, message: dict[str, Any]) -> None:
-        await self._send_raw(encode(message))
-
-    async def _send_raw(self, data: bytes) -> None:
-        await self._outbox.put(data)
+        await self._outbox.put(encode(message))
 
 
 def _size(limit: int) -> str:

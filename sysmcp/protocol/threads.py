@@ -76,9 +76,16 @@ class _Run:
             return True
 
 
-async def run_in_thread(work: Callable[[A], T], argument: A, limiter: anyio.CapacityLimiter | None) -> T:
-    """``work(argument)`` in a worker thread under ``limiter``; cancellable even if the thread is stuck."""
-    if LEFT_BEHIND.count >= MAX_LEFT_BEHIND:
+async def run_in_thread(
+    work: Callable[[A], T],
+    argument: A,
+    limiter: anyio.CapacityLimiter | None,
+    *,
+    max_left_behind: int = MAX_LEFT_BEHIND,
+) -> T:
+    """``work(argument)`` in a worker thread under ``limiter``; cancellable even if the thread is stuck.
+    ``max_left_behind``: how many left-behind threads refuse new work."""
+    if LEFT_BEHIND.count >= max_left_behind:
         raise ToolError(
             f"{LEFT_BEHIND.count} earlier cancelled calls are still blocked in the kernel (a hung network "
             "mount?), so no new file or tree work is started until some return; restart sysmcp to clear them"

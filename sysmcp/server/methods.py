@@ -35,7 +35,7 @@ from sysmcp.protocol.lifecycle import (
 )
 from sysmcp.protocol.threads import run_in_thread
 from sysmcp.render import plural
-from sysmcp.results import ResultStore
+from sysmcp.results import ResultStore, StoredResult
 from sysmcp.server.roots import ClientRoots
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.errors import as_tool_error
@@ -369,16 +369,7 @@ class Server:
         content: list[dict[str, Any]] = [{"type": "text", "text": output.text}]
         for link in output.links:
             if features.structured_output:
-                content.append(
-                    {
-                        "type": "resource_link",
-                        "uri": link.uri,
-                        "name": link.name,
-                        "description": link.description,
-                        "mimeType": link.mime_type,
-                        "size": link.size,
-                    }
-                )
+                content.append({"type": "resource_link", **_resource(link)})
             else:
                 content.append(
                     {
@@ -394,26 +385,13 @@ class Server:
     # -- resources --------------------------------------------------------------------------
 
     async def _resources_list(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
-        if params.get("cursor") is not None:
-            raise invalid_params("Invalid params: unknown or expired cursor")
+        _one_page(params)
         views = (
             [view.resource(titles=ctx.features.titles) for view in VIEWS.values()]
             if self._client_takes_views(params, ctx)
             else []
         )
-        return {
-            "resources": views
-            + [
-                {
-                    "uri": item.uri,
-                    "name": item.name,
-                    "description": item.description,
-                    "mimeType": item.mime_type,
-                    "size": item.size,
-                }
-                for item in self.results.list()
-            ]
-        }
+        return {"resources": views + [_resource(item) for item in self.results.list()]}
 
     async def _resources_read(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         uri = params.get("uri")
@@ -437,8 +415,7 @@ class Server:
         return {"contents": [{"uri": item.uri, "mimeType": item.mime_type, "text": item.text}]}
 
     async def _resource_templates_list(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
-        if params.get("cursor") is not None:  # one page, so no cursor is ours: -32602, as the other lists
-            raise invalid_params("Invalid params: unknown or expired cursor")
+        _one_page(params)
         return {"resourceTemplates": []}
 
     # -- prompts and completion -------------------------------------------------------------
@@ -456,8 +433,7 @@ class Server:
         )
 
     async def _prompts_list(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
-        if params.get("cursor") is not None:
-            raise invalid_params("Invalid params: unknown or expired cursor")
+        _one_page(params)
         return {"prompts": self.prompts.list(ctx.features)}
 
     async def _prompts_get(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
@@ -494,6 +470,23 @@ class Server:
         elif ref.get("type") != "ref/resource":
             raise invalid_params("Invalid params: 'ref.type' must be 'ref/prompt' or 'ref/resource'")
         return {"completion": {"values": values, "total": total, "hasMore": total > len(values)}}
+
+
+def _one_page(params: dict[str, Any]) -> None:
+    """A list served in one page: no cursor is ours, so any is -32602 (as ``tools/list``'s unknown ones)."""
+    if params.get("cursor") is not None:
+        raise invalid_params("Invalid params: unknown or expired cursor")
+
+
+def _resource(item: StoredResult) -> dict[str, Any]:
+    """A stored result as ``resources/list`` lists it and a ``resource_link`` points at it."""
+    return {
+        "uri": item.uri,
+        "name": item.name,
+        "description": item.description,
+        "mimeType": item.mime_type,
+        "size": item.size,
+    }
 
 
 def build_server(

@@ -10,7 +10,7 @@ names the policy allows (plus the directories leading down to an allowed root).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -60,21 +60,13 @@ class Prompt:
 
     def describe(self, features: Features) -> dict[str, Any]:
         """The ``prompts/list`` entry, with titles only where the version knows them."""
-        entry: dict[str, Any] = {"name": self.name, "description": self.description}
-        arguments = []
-        for argument in self.arguments:
-            item: dict[str, Any] = {
-                "name": argument.name,
-                "description": argument.description,
-                "required": argument.required,
-            }
-            if features.titles:
-                item["title"] = argument.title
-            arguments.append(item)
-        entry["arguments"] = arguments
-        if features.titles:
-            entry["title"] = self.title
-        return entry
+        arguments = [
+            {"name": item.name, "description": item.description, "required": item.required}
+            | ({"title": item.title} if features.titles else {})
+            for item in self.arguments
+        ]
+        entry = {"name": self.name, "description": self.description, "arguments": arguments}
+        return entry | ({"title": self.title} if features.titles else {})
 
     def argument(self, name: str) -> PromptArgument | None:
         return next((a for a in self.arguments if a.name == name), None)
@@ -245,11 +237,8 @@ PROMPTS: tuple[Prompt, ...] = (
 class Prompts:
     """The prompt table: listing, rendering, completing."""
 
-    def __init__(self, prompts: Sequence[Prompt] = PROMPTS) -> None:
-        self._prompts = {prompt.name: prompt for prompt in prompts}
-
-    def __iter__(self) -> Any:
-        return iter(self._prompts.values())
+    def __init__(self) -> None:
+        self._prompts = {prompt.name: prompt for prompt in PROMPTS}
 
     def list(self, features: Features) -> list[dict[str, Any]]:
         return [prompt.describe(features) for prompt in self._prompts.values()]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -18,18 +18,13 @@ from sysmcp.logconfig import get_logger
 from sysmcp.protocol.errors import ToolError
 from sysmcp.protocol.threads import run_in_thread
 
+if TYPE_CHECKING:
+    from sysmcp.protocol.session import Session
+
 log = get_logger("sysmcp.paths")
 
 #: How long a client gets to answer ``roots/list`` before the operator's scope is kept.
 ROOTS_TIMEOUT = 5.0
-
-
-class RootsPeer(Protocol):
-    """The session side that can ask the client something (``Session.request``)."""
-
-    async def request(
-        self, method: str, params: dict[str, Any] | None = None, timeout: float = 10
-    ) -> Any: ...
 
 
 Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], object]
@@ -48,7 +43,7 @@ class ClientRoots:
     def __init__(self, policy: PathPolicy, timeout: float = ROOTS_TIMEOUT) -> None:
         self.policy = policy
         self.timeout = timeout
-        self.peer: RootsPeer | None = None
+        self.peer: Session | None = None  # the session that asks the client
         self.spawn: Spawn | None = None
         self._stale = False
         self._scheduled = False  # a background fetch is started or running: a flood starts no more

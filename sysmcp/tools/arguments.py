@@ -12,6 +12,7 @@ from typing import Any
 from sysmcp.engine.units import parse_size
 from sysmcp.protocol.errors import ArgumentError
 from sysmcp.render import plural
+from sysmcp.tools.schemas import string, typed
 
 #: ``format`` values this validator acts on (JSON Schema leaves ``format`` to the validator): each turns
 #: the friendly text a person or model writes into the one value the tool works with.
@@ -23,23 +24,13 @@ _HEX64 = re.compile(r"(?<![0-9a-fA-F])[0-9a-fA-F]{64}(?![0-9a-fA-F])")
 
 def size_argument(description: str, *, minimum: int = 0, default: int = 0) -> dict[str, Any]:
     """A size in bytes that also takes '4k', '100M', '1.5G' (binary units, as du and find)."""
-    return {
-        "type": ["integer", "string"],
-        "format": SIZE,
-        "minimum": minimum,
-        "default": default,
-        "description": f"{description} Bytes, or '4k', '100M', '1.5G'.",
-    }
+    description += " Bytes, or '4k', '100M', '1.5G'."
+    return typed(["integer", "string"], description, format=SIZE, minimum=minimum, default=default)
 
 
 def sha256_argument(description: str) -> dict[str, Any]:
     """A SHA-256 digest as people find it: bare hex, 'sha256:<hex>', or a line copied from SHA256SUMS."""
-    return {
-        "type": "string",
-        "format": SHA256,
-        "minLength": 64,
-        "description": f"{description} Hex, 'sha256:<hex>' or a SHA256SUMS line.",
-    }
+    return string(f"{description} Hex, 'sha256:<hex>' or a SHA256SUMS line.", format=SHA256, minLength=64)
 
 
 def find_sha256(text: str) -> str | None:

@@ -120,15 +120,9 @@ def _fresh(node: Any) -> Any:
     return node
 
 
-_CACHE: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
-
-
 def described(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` with every property that has no description given the common one (a copy, made
-    once per schema object; the tool's own dict is never changed)."""
-    kept = _CACHE.get(id(schema))
-    if kept is None or kept[0] is not schema:
-        copied = _fresh(schema)
-        _fill(copied)
-        kept = _CACHE[id(schema)] = (schema, copied)
-    return kept[1]
+    """A copy of ``schema`` in which every property that has no description is given the common one
+    (the tool's own dict is never changed)."""
+    copied: dict[str, Any] = _fresh(schema)
+    _fill(copied)
+    return copied

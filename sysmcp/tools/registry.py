@@ -25,7 +25,7 @@ from sysmcp.protocol.context import Describe, Meter, RequestContext
 from sysmcp.protocol.errors import ToolError, invalid_params
 from sysmcp.protocol.lifecycle import Features
 from sysmcp.protocol.threads import run_in_thread
-from sysmcp.results import ResultStore, TooLarge
+from sysmcp.results import ResultStore, StoredResult, TooLarge
 from sysmcp.tools.descriptions import described
 from sysmcp.tools.errors import as_tool_error
 from sysmcp.tools.typed import schema_of, to_json
@@ -36,15 +36,8 @@ R = TypeVar("R")
 RESOLVE_TIMEOUT = 5.0  # seconds a path argument may take to resolve, as disk_usage gives each mount
 
 
-@dataclass(frozen=True, slots=True)
-class ResourceLink:
-    """A pointer to a full result kept in the server's result store."""
-
-    uri: str
-    name: str
-    description: str
-    mime_type: str
-    size: int
+#: What an answer links to: a full result kept in the server's result store, as the store keeps it.
+ResourceLink = StoredResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,15 +69,8 @@ class ToolContext:
     #: The names of the tools this server serves (``reclaim`` only with --allow-reclaim), for advice.
     served: tuple[str, ...] = ()
 
-    @property
-    def features(self) -> Features:
-        return self.request.features
-
     async def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
         await self.request.progress(done, total, message)
-
-    async def log(self, level: str, data: Any) -> None:
-        await self.request.log(level, data)
 
     async def resolve(self, raw: str, check: Callable[[Path], None] | None = None) -> Path:
         """``paths.resolve(raw)``, then ``check(path)``, in a thread and within ``RESOLVE_TIMEOUT``:
@@ -132,10 +118,9 @@ class ToolContext:
         """Store a result too big to inline: the link a ``ToolOutput`` carries to it, or, for a result
         too big even to keep, a sentence saying so for the answer's text."""
         try:
-            item = self.results.put(name, text, description=description, mime_type=mime_type)
+            return self.results.put(name, text, description=description, mime_type=mime_type)
         except TooLarge as exc:
             return exc.reason
-        return ResourceLink(item.uri, item.name, item.description, item.mime_type, item.size)
 
     def keep_linked(
         self, name: str, text: str, *, description: str, label: str, mime_type: str = "text/plain"
@@ -192,6 +177,11 @@ class Tool:
         imported: a fleet host's remote start answers one call and never lists its tools."""
         return self.output if isinstance(self.output, dict) else schema_of(self.output)
 
+    @functools.cached_property
+    def listed_output_schema(self) -> dict[str, Any]:
+        """The ``outputSchema`` as ``tools/list`` gives it: every property says what it is."""
+        return described(self.output_schema)
+
     def describe(self, features: Features, *, views: bool = False) -> dict[str, Any]:
         """The ``tools/list`` entry, with only what the negotiated version knows; ``views`` when the
         client declared the MCP Apps extension (only then does the entry link its view)."""
@@ -202,7 +192,7 @@ class Tool:
         }
         if features.structured_output:
             entry["title"] = self.title
-            entry["outputSchema"] = described(self.output_schema)  # every property says what it is
+            entry["outputSchema"] = self.listed_output_schema
         if features.tool_annotations:
             entry["annotations"] = {"title": self.title, **self.annotations}
         if views and self.view is not None:

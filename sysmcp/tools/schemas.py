@@ -24,10 +24,10 @@ __all__ = [
 
 
 def typed(
-    kind: str, description: str | None = None, *, null: bool = False, **keywords: Any
+    kind: str | list[str], description: str | None = None, *, null: bool = False, **keywords: Any
 ) -> dict[str, Any]:
-    """A value of JSON type ``kind`` (or null, with ``null``): its other keywords in the order given,
-    then its description, if any."""
+    """A value of JSON type ``kind`` (a list: any of them; or null, with ``null``): its other keywords
+    in the order given, then its description, if any."""
     schema: dict[str, Any] = {"type": [kind, "null"] if null else kind, **keywords}
     if description is not None:
         schema["description"] = description

@@ -148,7 +148,7 @@ def _object(cls: type, description: str | None, *, null: bool) -> dict[str, Any]
     for item in dataclasses.fields(cls):
         if item.metadata.get(_UNLISTED):
             continue
-        hint, may_be_absent = _strip_absent(hints[item.name])
+        hint, may_be_absent = _strip(hints[item.name], _LEFT_OUT)
         key = _json_name(item)
         properties[key] = _schema(hint, item.metadata.get(_DOC), item.metadata.get(_KEYWORDS, {}))
         if not may_be_absent:
@@ -164,7 +164,7 @@ def _object(cls: type, description: str | None, *, null: bool) -> dict[str, Any]
 def _schema(
     hint: Any, description: str | None = None, keywords: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    hint, null = _strip_none(hint)
+    hint, null = _strip(hint, _NULL)
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return _object(hint, description, null=null)
     origin = typing.get_origin(hint)
@@ -190,20 +190,17 @@ def _schema(
 
 
 _SCALARS: Final = {int: "integer", float: "number", str: "string", bool: "boolean"}
+_SCALAR_NAMES: Final = frozenset(kind.__name__ for kind in _SCALARS)
+_NULL: Final = type(None)
+_LEFT_OUT: Final = Literal[ABSENT]
 
 
-def _strip_none(hint: Any) -> tuple[Any, bool]:
+def _strip(hint: Any, member: Any) -> tuple[Any, bool]:
+    """``hint`` without ``member`` (``None``'s type, or ``ABSENT``'s literal) if it is a union holding
+    it, and whether it did."""
     args = typing.get_args(hint)
-    if typing.get_origin(hint) in (Union, types.UnionType) and type(None) in args:
-        rest = [arg for arg in args if arg is not type(None)]
-        return (rest[0] if len(rest) == 1 else Union[tuple(rest)]), True  # noqa: UP007
-    return hint, False
-
-
-def _strip_absent(hint: Any) -> tuple[Any, bool]:
-    args = typing.get_args(hint)
-    if typing.get_origin(hint) in (Union, types.UnionType) and Literal[ABSENT] in args:
-        rest = tuple(arg for arg in args if arg != Literal[ABSENT])
+    if typing.get_origin(hint) in (Union, types.UnionType) and member in args:
+        rest = tuple(arg for arg in args if arg != member)
         return (rest[0] if len(rest) == 1 else Union[rest]), True  # noqa: UP007
     return hint, False
 
@@ -249,31 +246,40 @@ _AS_IT_IS, _LISTED, _LOOKED_AT = "as it is", "listed", "looked at"  # how to_jso
 
 @functools.cache
 def _plan(cls: Any) -> tuple[tuple[str, str, str], ...] | None:
-    """The dataclass ``cls``'s fields in order, each with its JSON name and how its type says its
+    """The dataclass ``cls``'s fields in order, each with its JSON name and how its annotation says its
     value is written: as it is (a number, a string, a literal), as a list of such (a copy), or looked
-    at again; None for no dataclass."""
+    at again; None for no dataclass. Read from the annotation's text, not from evaluated type hints:
+    a fleet host's remote start writes one answer, and evaluating every class's hints was a good part
+    of its CPU. What the text does not plainly say is looked at, which is always right."""
     if not dataclasses.is_dataclass(cls):
         return None
-    try:
-        hints = _hints(typing.cast(Any, cls))
-    except NameError:  # a type only named for type checkers: every value is looked at
-        hints = {}
-    return tuple(
-        (item.name, _json_name(item), _how(hints.get(item.name))) for item in dataclasses.fields(cls)
-    )
+    return tuple((item.name, _json_name(item), _how(item.type)) for item in dataclasses.fields(cls))
 
 
-def _how(hint: Any) -> str:
-    hint, null = _strip_none(_strip_absent(hint)[0])
-    if _plain(hint):
+def _how(annotation: Any) -> str:
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    if text.startswith("Opt[") and text.endswith("]"):
+        text = text[4:-1]
+    nullable = text.endswith(" | None")
+    text = text.removesuffix(" | None")
+    if _plain(text):
         return _AS_IT_IS
-    if not null and typing.get_origin(hint) in (list, tuple) and _plain(typing.get_args(hint)[0]):
-        return _LISTED
+    for opening, closing in (("list[", "]"), ("tuple[", ", ...]")):
+        if (
+            not nullable
+            and text.startswith(opening)
+            and text.endswith(closing)
+            and _plain(text[len(opening) : -len(closing)])
+        ):
+            return _LISTED
     return _LOOKED_AT
 
 
-def _plain(hint: Any) -> bool:
-    return hint in _SCALARS or typing.get_origin(hint) is Literal
+def _plain(text: str) -> bool:
+    """A scalar or a ``Literal`` of plain values, by the annotation's text."""
+    return text in _SCALAR_NAMES or (
+        text.startswith("Literal[") and "]" not in text[8:-1] and text[-1:] == "]"
+    )
 
 
 def from_json(cls: type[T], data: Any) -> T:
@@ -285,7 +291,7 @@ def from_json(cls: type[T], data: Any) -> T:
 
 @functools.cache
 def _reader(hint: Any) -> Callable[[Any], Any]:
-    hint, null = _strip_none(hint)
+    hint, null = _strip(hint, _NULL)
     read = _plain_reader(hint)
     if null:
         return lambda data: None if data is None else read(data)
@@ -297,7 +303,7 @@ def _plain_reader(hint: Any) -> Callable[[Any], Any]:
         hints = _hints(hint)
         plan = []
         for item in dataclasses.fields(hint):
-            inner, may_be_absent = _strip_absent(hints[item.name])
+            inner, may_be_absent = _strip(hints[item.name], _LEFT_OUT)
             plan.append((item.name, _json_name(item), _reader(inner), may_be_absent))
 
         def read_object(data: Any) -> Any:
@@ -313,12 +319,9 @@ def _plain_reader(hint: Any) -> Callable[[Any], Any]:
 
         return read_object
     origin = typing.get_origin(hint)
-    if origin is list:
+    if origin in (list, tuple):
         item_reader = _reader(typing.get_args(hint)[0])
-        return lambda data: [item_reader(item) for item in data]
-    if origin is tuple:
-        item_reader = _reader(typing.get_args(hint)[0])
-        return lambda data: tuple(item_reader(item) for item in data)
+        return lambda data: origin(item_reader(item) for item in data)
     if origin is dict and typing.get_args(hint)[1] is not Any:
         value_reader = _reader(typing.get_args(hint)[1])
         return lambda data: {key: value_reader(item) for key, item in data.items()}

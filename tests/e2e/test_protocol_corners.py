@@ -21,11 +21,11 @@ import pytest
 
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.session import Session
-from sysmcp.protocol.stdio import MemoryTransport
 from sysmcp.server import build_server
 from sysmcp.tools import ALL_TOOLS
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from tests.mcp_schema import check_server_message
+from tests.memory_transport import MemoryTransport
 from tests.security.test_client_roots import spawn_roots
 from tests.wire import Wire, read_stderr, spawn
 

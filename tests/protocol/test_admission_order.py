@@ -10,10 +10,10 @@ import anyio
 import pytest
 
 from sysmcp.protocol.session import Session
-from sysmcp.protocol.stdio import MemoryTransport
 from sysmcp.server import build_server
 from sysmcp.tools import ALL_TOOLS
 from tests.e2e.modern import envelope
+from tests.memory_transport import MemoryTransport
 
 pytestmark = pytest.mark.anyio
 

@@ -15,7 +15,7 @@ from sysmcp.protocol.errors import ProtocolError
 from sysmcp.protocol.framing import encode
 from sysmcp.protocol.jsonrpc import Notification, Request, error_message, result_message
 from sysmcp.protocol.session import RESULT_TOO_LARGE, Session
-from sysmcp.protocol.stdio import MemoryTransport
+from tests.memory_transport import MemoryTransport
 
 pytestmark = pytest.mark.anyio
 

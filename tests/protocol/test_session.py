@@ -14,7 +14,7 @@ from sysmcp.protocol.context import Meter, RequestContext
 from sysmcp.protocol.errors import ProtocolError
 from sysmcp.protocol.jsonrpc import Notification, Request
 from sysmcp.protocol.session import Session
-from sysmcp.protocol.stdio import MemoryTransport
+from tests.memory_transport import MemoryTransport
 
 pytestmark = pytest.mark.anyio
 

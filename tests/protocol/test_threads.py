@@ -71,10 +71,7 @@ async def test_a_cancelled_worker_stuck_in_a_call_is_left_behind_and_its_slot_fr
     await until_nothing_left_behind()
 
 
-async def test_new_work_is_refused_while_too_many_threads_are_left_behind(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(threads, "MAX_LEFT_BEHIND", 1)
+async def test_new_work_is_refused_while_too_many_threads_are_left_behind() -> None:
     entered, release = threading.Event(), threading.Event()
 
     def stuck(_: None) -> None:
@@ -87,11 +84,13 @@ async def test_new_work_is_refused_while_too_many_threads_are_left_behind(
             await wait_for_thread(entered)
             group.cancel_scope.cancel()
         with pytest.raises(ToolError, match="still blocked in the kernel"):
-            await run_in_thread(lambda n: n, 1, None)
+            await run_in_thread(lambda n: n, 1, None, max_left_behind=1)
     finally:
         release.set()
     await until_nothing_left_behind()
-    assert await run_in_thread(lambda n: n, 1, None) == 1  # once they return, work is taken again
+    assert (
+        await run_in_thread(lambda n: n, 1, None, max_left_behind=1) == 1
+    )  # once they return, work is taken again
 
 
 async def test_a_call_cancelled_before_its_thread_starts_leaves_nothing_behind() -> None:

@@ -11,9 +11,9 @@ import pytest
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.jsonrpc import Notification, Request
 from sysmcp.protocol.session import Session
-from sysmcp.protocol.stdio import MemoryTransport
 from sysmcp.server import build_server
 from sysmcp.tools import ALL_TOOLS
+from tests.memory_transport import MemoryTransport
 
 pytestmark = pytest.mark.anyio
 

@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from sysmcp.protocol.session import Session
-from sysmcp.protocol.stdio import MemoryTransport
 from sysmcp.server import build_server
 from sysmcp.tools import ALL_TOOLS
+from tests.memory_transport import MemoryTransport
 from tests.wire import SERVER
 
 INIT = {

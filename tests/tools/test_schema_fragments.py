@@ -14,10 +14,11 @@ from sysmcp import platform
 from sysmcp.engine.hashing._manifests import Entries
 from sysmcp.engine.hashing._verdicts import EntryVerdict, Verdicts
 from sysmcp.protocol.lifecycle import Features
+from sysmcp.results import ResultStore
 from sysmcp.tools import schemas as js
 from sysmcp.tools.descriptions import COMMON, described
 from sysmcp.tools.dir_usage import TOOL as DIR_USAGE_OUTPUT_TOOL
-from sysmcp.tools.registry import ResourceLink, listing_name, with_link
+from sysmcp.tools.registry import listing_name, with_link
 from sysmcp.tools.verify_checksums import TOOL as VERIFY_OUTPUT_TOOL
 from sysmcp.tools.walking import scan_failure
 
@@ -63,9 +64,9 @@ def test_the_tools_shared_size_and_name_fragments_are_described_per_property() -
 def test_a_kept_listing_is_named_after_its_directory_and_linked_or_explained_in_the_last_line() -> None:
     assert listing_name("dir_usage", "/var/log/", ".tsv") == "dir_usage-log.tsv"
     assert listing_name("dir_usage", "/", ".tsv") == "dir_usage-root.tsv"
-    link = ResourceLink("sysmcp://results/1", "x.tsv", "the list", "text/plain", 10)
+    link = ResultStore().put("x.tsv", "the list", description="the list")
     assert with_link("answer", link, "Full list: {}", "Full list: not kept, {}") == (
-        "answer\nFull list: sysmcp://results/1",
+        "answer\nFull list: sysmcp://results/1/x.tsv",
         (link,),
     )
     assert with_link("answer", "too big {to keep}", "Full list: {}", "Full list: not kept, {}") == (
