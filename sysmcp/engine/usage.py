@@ -23,6 +23,7 @@ from typing import Any, NamedTuple, TypeVar
 from sysmcp.engine.calls import Cancel
 from sysmcp.engine.parallel import SPLIT_AFTER_S, SUBTREES_PER_PROCESS, ParallelWalk, SharedCounters, Sharing
 from sysmcp.engine.walk import (
+    NEVER,
     Budget,
     Listing,
     ScanConfig,
@@ -218,9 +219,6 @@ class Selection:
         self.notes = [mine + theirs for mine, theirs in zip(self.notes, data["notes"], strict=True)]
         for ext, (files, apparent, disk) in data["extensions"].items():
             self.add(ext, files, apparent, disk)
-
-
-NEVER = 1 << 62
 
 
 class TopLists:
