@@ -42,17 +42,6 @@ from typing import Any
 
 from sysmcp import platform
 
-__all__ = [
-    "MAX_TASKS",
-    "FanOut",
-    "SharedCounters",
-    "available_processes",
-    "cpu_quota",
-    "forked",
-    "pipe",
-    "release",
-]
-
 MAX_PROCESSES = 4
 _TASK = 4  # bytes per task number in the queue pipe
 MAX_QUEUE_BYTES = 4096  # the queue is written at once, before any reader: one page always fits
