@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import replace
 
+from sysmcp.engine.calls import never_cancelled
 from sysmcp.engine.walk._budget import ScanStopped
 from sysmcp.engine.walk._mountpoints import (
     PSEUDO_FILESYSTEMS,
@@ -54,23 +55,17 @@ _S_IFMT = 0o170000
 _S_IFDIR = stat.S_IFDIR
 _S_IFREG = stat.S_IFREG
 _S_IFLNK = stat.S_IFLNK
-LIST_AT_ONCE = 256 << 10  # directories up to this size (st_size) are listed in one call
-CHECK_EVERY = 1024  # entries between checkpoints inside one huge directory (about 3 ms of work)
 
 
 DEFAULTS = ScanConfig()  # every file listed, every event handed out
 
 
-def _noop() -> None:
-    return None
-
-
-def _chunks(names: Iterable[str]) -> Iterable[Sequence[str]]:
-    """``names`` in lists of at most ``CHECK_EVERY`` (a listed directory that small is its own chunk)."""
-    if isinstance(names, list) and len(names) <= CHECK_EVERY:
+def _chunks(names: Iterable[str], size: int) -> Iterable[Sequence[str]]:
+    """``names`` in lists of at most ``size`` (a listed directory that small is its own chunk)."""
+    if isinstance(names, list) and len(names) <= size:
         return (names,)
     iterator = iter(names)
-    return iter(lambda: list(itertools.islice(iterator, CHECK_EVERY)), [])
+    return iter(lambda: list(itertools.islice(iterator, size)), [])
 
 
 def _names(fd: int) -> Generator[str, None, None]:
@@ -102,7 +97,7 @@ class Scanner:
         root: bytes,
         options: WalkOptions,
         skipped: SkipCounter,
-        cancel: Callable[[], None] = _noop,
+        cancel: Callable[[], None] = never_cancelled,
         *,
         config: ScanConfig = DEFAULTS,
         fd_budget: int = 64,
@@ -156,11 +151,9 @@ class Scanner:
             top = self._start
             if not self._reopen(top):
                 return
-            stack.append(top)
         else:
-            fd = os.open(self.root, _DIR_FLAGS)
-            top = _Frame(fd, "", 0, 0, 0, 0, 0)
-            stack.append(top)
+            top = _Frame(os.open(self.root, _DIR_FLAGS), "", 0, 0, 0, 0, 0)
+        stack.append(top)
         self._stack_ref = stack
         try:
             if self._start is None:
@@ -255,7 +248,7 @@ class Scanner:
             # A small directory is listed in one call (names only: no DirEntry objects to build);
             # a big one is streamed, so memory stays bounded however many entries it has. The
             # size test uses the directory's own size, which is all ``apparent`` holds before this.
-            names: Iterable[str] = os.listdir(fd) if frame.apparent <= LIST_AT_ONCE else _names(fd)
+            names: Iterable[str] = os.listdir(fd) if frame.apparent <= config.list_at_once else _names(fd)
         except OSError as exc:
             if exc.errno == errno.ENOENT:
                 skipped.add("vanished")
@@ -265,9 +258,9 @@ class Scanner:
         lstat = os.stat
         mounted = self._mount_points.get(frame.relative) if self._mount_points else None
         try:
-            # Checkpoints fall between chunks of CHECK_EVERY names, not on a count kept per entry:
+            # Checkpoints fall between chunks of ``check_every`` names, not on a count kept per entry:
             # almost every directory is one chunk, and the loop below does only the entry's work.
-            for chunk in _chunks(names):
+            for chunk in _chunks(names, config.check_every):
                 if count:
                     self.entries += count
                     count = 0
@@ -365,7 +358,7 @@ class Scanner:
                 skipped.unreadable(frame.relative)
             return listing
         lstat = os.stat
-        check_every = CHECK_EVERY
+        check_every = self._config.check_every
         mounted = self._mount_points.get(frame.relative) if self._mount_points else None
         try:
             with entries:
