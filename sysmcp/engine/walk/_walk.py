@@ -188,7 +188,7 @@ class Scanner:
                     if top.subdirs:
                         name, st = top.subdirs.pop()
                         cancel()
-                        child = enter(top, name, st, top.depth + 1)
+                        child = enter(top, name, st)
                         if child is None:
                             continue
                         stack.append(child)
@@ -409,11 +409,8 @@ class Scanner:
     ) -> tuple[int, int]:
         """Keep the ``keep_files`` largest of a directory's files so far (earlier first among equals,
         as the consumer's heap would) and raise this directory's floors past the smallest kept."""
-        by_disk, min_size, keep = (
-            self._config.keep_by_disk,
-            self._config.min_file_size,
-            self._config.keep_files,
-        )
+        config = self._config
+        by_disk, min_size, keep = config.keep_by_disk, config.min_file_size, config.keep_files
 
         def key(item: tuple[str, os.stat_result]) -> int:
             return item[1].st_blocks if by_disk else item[1].st_size
@@ -439,7 +436,7 @@ class Scanner:
             return False
         return True
 
-    def _enter(self, parent: _Frame, name: str, st: os.stat_result, depth: int) -> _Frame | None:
+    def _enter(self, parent: _Frame, name: str, st: os.stat_result) -> _Frame | None:
         """Open a subdirectory relative to its parent, or count why not (None)."""
         if st.st_dev != parent.dev and not self._admit(parent, name, st):
             return None
@@ -464,17 +461,7 @@ class Scanner:
         if _same(fd, st.st_dev, st.st_ino) is None:  # replaced between listing and opening
             self.skipped.add("vanished")
             return None
-        size = st.st_size
-        self.apparent += size
-        return _Frame(
-            fd,
-            parent.relative + "/" + name if parent.relative else name,
-            depth,
-            st.st_dev,
-            st.st_ino,
-            size,
-            st.st_blocks * 512,
-        )
+        return self._child(fd, parent, name, st)
 
     def _finish(self, frame: _Frame, stack: list[_Frame], partial: bool = False) -> None:
         """Close a finished directory, add its totals to its parent, reopen the parent if needed."""
@@ -491,10 +478,7 @@ class Scanner:
                 if parent.fd is None:
                     self.skipped.add("vanished", len(parent.subdirs))
                     parent.subdirs.clear()
-        fd = frame.fd
-        if fd is not None:
-            frame.fd = None
-            os.close(fd)
+        self._close(frame)
 
     # -- handing out: the walk's second job ---------------------------------------------------
     # Its waiting subtrees go to other scanners (and processes), and their totals come back. Apart
@@ -623,13 +607,15 @@ class Scanner:
         """Queue a subdirectory as a subtree, unless the walk would not enter it at all."""
         if st.st_dev != parent.dev and not self._admit(parent, name, st):
             return
-        relative = parent.relative + "/" + name if parent.relative else name
-        subtree = _Frame(
-            None, relative, parent.depth + 1, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512
-        )
+        subtree = self._child(None, parent, name, st)
         subtree.parent = parent
-        self.apparent += st.st_size
         queue.append(subtree)
+
+    def _child(self, fd: int | None, parent: _Frame, name: str, st: os.stat_result) -> _Frame:
+        """The frame of a subdirectory of ``parent``, its own size counted as seen."""
+        self.apparent += st.st_size
+        relative = parent.relative + "/" + name if parent.relative else name
+        return _Frame(fd, relative, parent.depth + 1, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
 
     def _reopen(self, frame: _Frame) -> bool:
         """Open a handed-out directory again, name by name from the root, and check it is the same.
