@@ -28,7 +28,6 @@ from sysmcp.engine.walk import (
     Listing,
     ScanConfig,
     Scanner,
-    ScanStopped,
     SkipCounter,
     Subtree,
     SubtreeTotals,
@@ -547,15 +546,7 @@ def _join(
     assert fan is not None and scanner.linked is not None
     request = tally.request
 
-    def keep_waiting() -> bool:
-        """Wait for a child's gift until the deadline; cancellation raises (the budget asks)."""
-        try:
-            budget()
-        except ScanStopped:
-            return False
-        return True
-
-    here = parallel.here(keep_waiting)
+    here = parallel.here()
     children = parallel.children()
     usage.processes = 1 + sum(part is not None for part in children)
     given = fan.given()  # number -> (relative, depth, dev, ino, apparent, disk, origin)

@@ -156,11 +156,19 @@ class ParallelWalk:
             )
             self.fan.start()
 
-    def here(self, keep_waiting: Callable[[], bool] | None = None) -> Any:
-        """This process's part: it claims subtrees too, until none is left (or, waiting for gifts,
-        until ``keep_waiting`` says stop)."""
+    def here(self) -> Any:
+        """This process's part: it claims subtrees too, until none is left (with
+        ``Sharing.waits_for_gifts``, it waits for a child's gift until the deadline; cancellation
+        raises, as the budget asks)."""
         assert self.fan is not None
-        return self.fan.run_here(keep_waiting)
+        return self.fan.run_here(self._before_deadline)
+
+    def _before_deadline(self) -> bool:
+        try:
+            self.budget()
+        except ScanStopped:
+            return False
+        return True
 
     def children(self, budget: Budget | None = None, cancel: Callable[[], None] | None = None) -> list[Any]:
         """Every child's part, None for one that died or was given up (killed past the deadline of

@@ -14,8 +14,8 @@ import os
 from collections.abc import Callable
 
 from sysmcp.engine.walk._budget import Budget
-from sysmcp.engine.walk._types import NEVER, ScanConfig, SkipCounter, SubtreeTotals, WalkOptions
-from sysmcp.engine.walk._walk import Scanner
+from sysmcp.engine.walk._types import ScanConfig, SkipCounter, SubtreeTotals, WalkOptions
+from sysmcp.engine.walk._walk import NEVER, Scanner
 
 _TOTALS_ONLY = ScanConfig(file_floor=NEVER, block_floor=NEVER, empty_listings=False, finished_depth=1)
 

@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-NEVER = 1 << 62  # a file floor (ScanConfig) no file reaches: no file is listed
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ _S_IFLNK = stat.S_IFLNK
 
 
 DEFAULTS = ScanConfig()  # every file listed, every event handed out
+NEVER = 1 << 62  # a file floor (ScanConfig) no file reaches: no file is listed
 
 
 def _chunks(names: Iterable[str], size: int) -> Iterable[Sequence[str]]:
