@@ -181,7 +181,7 @@ class FanOut:
             # One page: what any pipe holds, even one the kernel shrank for a user over its limit.
             os.write(self._queue_w, b"".join(i.to_bytes(_TASK, "little") for i in range(count)))
         except BaseException:
-            _close(self._queue_r, self._queue_w)
+            release(self._queue_r, self._queue_w)
             raise
         os.set_blocking(self._queue_r, False)
         os.set_blocking(self._queue_w, False)  # a full queue refuses a gift instead of blocking
@@ -329,11 +329,11 @@ class FanOut:
                 pid = os.fork()
             except OSError:
                 self._walking[slot] = 0
-                _close(read_end, write_end)
+                release(read_end, write_end)
                 break
             if pid == 0:  # pragma: no cover - runs in the child, which ends in os._exit
                 self._child(slot, write_end)
-            _close(write_end)
+            release(write_end)
             self._children[pid] = read_end
             self._slots[pid] = slot
 
@@ -419,7 +419,7 @@ class FanOut:
         for pid in pids:
             fd = self._children.pop(pid)
             self._slots.pop(pid, None)
-            _close(fd)
+            release(fd)
             ok = os.waitstatus_to_exitcode(self._status(pid)) == 0
             try:
                 results.append(marshal.loads(buffers[fd]) if ok else None)
@@ -433,11 +433,11 @@ class FanOut:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
             self._status(pid)
-            _close(fd)
+            release(fd)
         self._children.clear()
         self._slots.clear()
         if self._queue_r >= 0:
-            _close(self._queue_r, self._queue_w)
+            release(self._queue_r, self._queue_w)
             self._queue_r = self._queue_w = -1
             self._given.close()
             self._walking.close()
@@ -458,11 +458,7 @@ def pipe() -> tuple[int, int]:
 
 
 def release(*fds: int) -> None:
-    """Close ends of pipes made by ``pipe()``."""
-    _close(*fds)
-
-
-def _close(*fds: int) -> None:
+    """Close ends of pipes made by ``pipe()`` (or by a ``FanOut``)."""
     for fd in fds:
         _PIPES.discard(fd)
         os.close(fd)

@@ -28,9 +28,9 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import replace
 
 from sysmcp.engine.calls import never_cancelled
+from sysmcp.engine.mounts import KERNEL_TYPES  # kernel filesystems: sizes there are fiction, walks endless
 from sysmcp.engine.walk._budget import ScanStopped
 from sysmcp.engine.walk._mountpoints import (
-    PSEUDO_FILESYSTEMS,
     MountPoint,
     mount_points_below,
     mount_table,
@@ -735,7 +735,7 @@ class Scanner:
     def _is_pseudo(self, parent: _Frame, name: str, st: os.stat_result) -> bool:
         if self._pseudo is None:
             table = self._mounts if self._mounts is not None else mount_table()
-            self._pseudo = frozenset(m.dev for m in table if m.fstype in PSEUDO_FILESYSTEMS)
+            self._pseudo = frozenset(m.dev for m in table if m.fstype in KERNEL_TYPES)
         if st.st_dev in self._pseudo:
             return True
         if st.st_dev == parent.dev:
