@@ -180,7 +180,10 @@ class Scanner:
                 listing = read(top)
                 if empty or listing.files or listing.links:
                     yield listing
-                while stack:
+            except ScanStopped as stop:
+                self._stop = stop
+            while stack:
+                try:
                     if self._stop is not None:
                         raise self._stop
                     if self.share_wanted:
@@ -200,24 +203,17 @@ class Scanner:
                             yield listing
                     else:
                         stack.pop()
-                        finish(top, stack)
+                        finish(top, stack, partial=self.stopped is not None)
                         if top.depth <= deepest and not top.held:
                             if top.given:
                                 self.withheld.append(self._totals(top))
                             else:
                                 yield self._totals(top)
-            except ScanStopped as stop:
-                self.stopped = stop.reason
-                while stack:
-                    top = stack.pop()
-                    top.subdirs.clear()
-                    top.partial = True
-                    self._finish(top, stack, partial=True)
-                    if top.depth <= deepest and not top.held:
-                        if top.given:
-                            self.withheld.append(self._totals(top))
-                        else:
-                            yield self._totals(top)
+                except ScanStopped as stop:  # every open directory finishes with what it has, as partial
+                    self.stopped, self._stop = stop.reason, None
+                    for frame in stack:
+                        frame.subdirs.clear()
+                        frame.partial = True
         finally:
             for frame in stack:
                 self._close(frame)
