@@ -71,17 +71,12 @@ def open_path(
     flags of every directory on the way (as ``open_parent``).
     """
     raw = os.fsencode(path)
-    if not raw.startswith(b"/"):
-        raise ValueError("open_path needs an absolute path")
-    parts = [p for p in raw.split(b"/") if p]
-    if any(p in (b".", b"..") for p in parts):
-        raise ValueError("open_path needs a normalised path (no '.' or '..')")
     flags = _FINAL | (os.O_DIRECTORY if directory else 0)
-    if not parts:
+    if raw.startswith(b"/") and not raw.strip(b"/"):  # the root itself: no parent to reach it from
         if regular:
             raise NotRegularFile(stat.S_IFDIR)
         return os.open(b"/", flags)
-    current, last = open_parent(path, step)
+    current, last = open_parent(path, step)  # ValueError for a relative or unnormalised path
     try:
         if regular:
             return open_regular_at(last, dir_fd=current, flags=flags)[0]
