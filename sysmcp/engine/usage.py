@@ -66,11 +66,10 @@ class TopN:
         # The tick breaks ties by arrival (earlier wins) and keeps items from ever being compared.
         if not self.capacity:
             return
+        self._tick += 1  # counted for every offer: the order of arrival is kept all the same
         if len(self._heap) < self.capacity:
-            self._tick += 1
             heapq.heappush(self._heap, (key, -self._tick, item))
         elif key > self._heap[0][0]:
-            self._tick += 1
             heapq.heapreplace(self._heap, (key, -self._tick, item))
 
     def largest(self) -> list[Any]:

@@ -116,6 +116,7 @@ class Scanner:
         # What the engine asked for, read once per directory; the floors are live attributes (a
         # top-N consumer raises them as its heap fills).
         self._config = config
+        self._deepest = 1 << 30 if config.finished_depth is None else config.finished_depth
         self.file_floor = config.file_floor
         self.block_floor = config.block_floor
         self.eligible_files = 0
@@ -171,8 +172,7 @@ class Scanner:
                 self._mount_points = mount_points_below(self.root, self.options, self._mounts)
                 self.entries += 1
                 self.apparent += st.st_size
-            empty, deepest = self._config.empty_listings, self._config.finished_depth
-            deepest = deepest if deepest is not None else 1 << 30
+            empty, deepest = self._config.empty_listings, self._deepest
             cancel, read, enter, finish = self.cancel, self._read, self._enter, self._finish
             budget = self.fd_budget
             try:
@@ -672,10 +672,8 @@ class Scanner:
                 target.files += frame.files
                 target.dirs += frame.dirs
                 target.partial = target.partial or frame.partial
-        deepest = self._config.finished_depth
-        deepest = deepest if deepest is not None else 1 << 30
         held = sorted(self._split, key=lambda f: -f.depth) + chain[::-1]  # the chain finished deepest first
-        return [self._totals(frame) for frame in held if frame.depth <= deepest]
+        return [self._totals(frame) for frame in held if frame.depth <= self._deepest]
 
     def close(self) -> None:
         """Release the root descriptor ``detach`` kept."""
