@@ -128,10 +128,15 @@ class SharedCounters:
         self.slot = 0  # this process's slot: 0 in the parent, set in each child
         self.parent: int | None = None  # in a child: the parent's pid
 
-    def set(self, entries: int, bytes_seen: int) -> None:
-        """Publish this process's counters; in a child whose parent has gone, exit at once."""
+    def parent_alive(self) -> bool:
+        """True; in a child whose parent has gone (the server went away), this exits at once."""
         if self.parent is not None and os.getppid() != self.parent:
             os._exit(1)
+        return True
+
+    def set(self, entries: int, bytes_seen: int) -> None:
+        """Publish this process's counters; in a child whose parent has gone, exit at once."""
+        self.parent_alive()
         self._slots[2 * self.slot] = entries
         self._slots[2 * self.slot + 1] = bytes_seen
 
@@ -354,16 +359,12 @@ class FanOut:
                     os.close(fd)
             self.progress.slot = slot
             self._slots.clear()  # the parent's children are not this one's to wait for
-            parent = self.progress.parent = self._parent
-
-            def parent_alive() -> bool:
-                if os.getppid() != parent:
-                    os._exit(1)  # the server went away: stop now
-                return True
+            self.progress.parent = self._parent
+            alive = self.progress.parent_alive
 
             def claim() -> int | None:
-                parent_alive()
-                return self.claim(parent_alive)
+                alive()
+                return self.claim(alive)
 
             try:
                 result = self.work(claim, self.progress, True)
