@@ -6,6 +6,8 @@ other processes. It is ``Scanner`` asked for no listing and no totals below dept
 the same rules: every entry's ``st_size`` and ``st_blocks`` counted once per inode, directories
 entered by name relative to their parent's descriptor (``O_NOFOLLOW``, identity checked), mount
 points known from the mount table skipped unseen, another device not entered, each skip counted.
+A copy of Scanner's loop without its frames and identity checks cost about a fifth less CPU (44 ms
+against 54 ms for 4,200 directories and 8,000 files): not worth a second walk to keep safe.
 """
 
 from __future__ import annotations
