@@ -17,17 +17,17 @@ import heapq
 import os
 import time
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, NamedTuple, TypeVar
 
 from sysmcp.engine.calls import Cancel
-from sysmcp.engine.parallel import SPLIT_AFTER_S, SUBTREES_PER_PROCESS, ParallelWalk, SharedCounters, Sharing
+from sysmcp.engine.parallel import ParallelWalk, SharedCounters, Sharing
 from sysmcp.engine.walk import (
+    NEVER,
     Budget,
     Listing,
     ScanConfig,
     Scanner,
-    ScanStopped,
     SkipCounter,
     Subtree,
     SubtreeTotals,
@@ -40,6 +40,7 @@ Seen = Callable[[int, int], None]
 MAX_EXTENSIONS = 10_000  # distinct extensions tallied per process; more are lumped as "(other)"
 NO_EXTENSION = "(none)"
 OTHER_EXTENSIONS = "(other)"
+SHARED = Sharing()  # a long walk shared with the usable CPUs' processes, at most 4
 
 
 class TopN:
@@ -65,11 +66,10 @@ class TopN:
         # The tick breaks ties by arrival (earlier wins) and keeps items from ever being compared.
         if not self.capacity:
             return
+        self._tick += 1  # counted for every offer: the order of arrival is kept all the same
         if len(self._heap) < self.capacity:
-            self._tick += 1
             heapq.heappush(self._heap, (key, -self._tick, item))
         elif key > self._heap[0][0]:
-            self._tick += 1
             heapq.heapreplace(self._heap, (key, -self._tick, item))
 
     def largest(self) -> list[Any]:
@@ -220,9 +220,6 @@ class Selection:
             self.add(ext, files, apparent, disk)
 
 
-NEVER = 1 << 62
-
-
 class TopLists:
     """The two bounded lists and the counts behind them, fed by walk events (one per process)."""
 
@@ -356,15 +353,13 @@ def scan_usage(
     cancel: Cancel | None = None,
     *,
     clock: Callable[[], float] = time.monotonic,
-    processes: int | None = None,
-    split_after_s: float = SPLIT_AFTER_S,
-    pieces: int = SUBTREES_PER_PROCESS,
+    sharing: Sharing = SHARED,
 ) -> Usage:
     """Walk once, keeping totals and two bounded heaps; stop cleanly when the time budget is spent.
 
-    A walk still going after ``split_after_s`` hands the subdirectories waiting on its stack to
-    ``processes`` processes (this one included; default: the usable CPUs, at most 4), split into
-    about ``pieces`` subtrees per process, which the processes claim one by one. Their totals,
+    A walk still going after ``sharing.split_after_s`` hands the subdirectories waiting on its stack
+    to ``sharing.processes`` processes (this one included; default: the usable CPUs, at most 4),
+    split into about ``sharing.pieces`` subtrees per process, which the processes claim one by one. Their totals,
     lists and skip counts are merged here, inodes with several links counted once across
     processes, so the result is the one a single walk gives.
 
@@ -396,8 +391,6 @@ def scan_usage(
     skipped = usage.skipped
     scanner = Scanner(request.root, request.options, skipped, budget, config=tally.config())
     mine.current = scanner
-    eligible_files = 0
-    stopped: str | None = None
 
     def work(
         claim: Callable[[], int | None], counters: SharedCounters, in_child: bool, *, share: bool = True
@@ -491,8 +484,7 @@ def scan_usage(
     def linked_since_the_split(subtrees: list[Subtree]) -> None:
         scanner.linked = []  # inodes with several links counted here from now on (see _merge_child)
 
-    sharing = Sharing(processes, split_after_s, pieces, waits_for_gifts=True)
-    parallel = ParallelWalk(scanner, budget, sharing, work)
+    parallel = ParallelWalk(scanner, budget, replace(sharing, waits_for_gifts=True), work)
     parallel.on_split = linked_since_the_split
     with parallel:
         parallel.walk(tally.take, started)
@@ -553,15 +545,7 @@ def _join(
     assert fan is not None and scanner.linked is not None
     request = tally.request
 
-    def keep_waiting() -> bool:
-        """Wait for a child's gift until the deadline; cancellation raises (the budget asks)."""
-        try:
-            budget()
-        except ScanStopped:
-            return False
-        return True
-
-    here = parallel.here(keep_waiting)
+    here = parallel.here()
     children = parallel.children()
     usage.processes = 1 + sum(part is not None for part in children)
     given = fan.given()  # number -> (relative, depth, dev, ino, apparent, disk, origin)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from sysmcp.engine.parallel import Sharing
 from sysmcp.engine.usage import TopN, Usage, UsageRequest, scan_usage
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.results import ResultStore
@@ -46,9 +47,7 @@ def processes(request: pytest.FixtureRequest) -> int:
 def scan(root: Path, options: WalkOptions, request: UsageRequest, processes: int) -> Usage:
     usage = scan_usage(
         replace(request, root=os.fsencode(root), options=options),
-        processes=processes,
-        split_after_s=0.0,
-        pieces=1,
+        sharing=Sharing(processes, split_after_s=0.0, pieces=1),
     )
     assert usage.processes == processes or usage.processes == 1  # 1: too few directories to share
     return usage
@@ -261,9 +260,7 @@ def test_a_spent_time_budget_gives_a_partial_result_clearly_marked(tmp_path: Pat
     usage = scan_usage(
         request,
         clock=lambda: next(ticks) * 0.1,
-        processes=processes,
-        split_after_s=0.0,
-        pieces=1,
+        sharing=Sharing(processes, split_after_s=0.0, pieces=1),
     )
     found, text, _ = answer(str(tmp_path), usage, args)
     result = to_json(found)

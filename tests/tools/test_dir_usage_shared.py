@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from sysmcp import platform
-from sysmcp.engine.parallel import MAX_TASKS, FanOut, SharedCounters, available_processes
+from sysmcp.engine.parallel import MAX_TASKS, FanOut, SharedCounters, Sharing, available_processes
 from sysmcp.engine.parallel._fork import cpu_quota
 from sysmcp.engine.usage import Usage, UsageRequest, scan_usage
 from sysmcp.engine.walk import SkipCounter
@@ -54,7 +54,7 @@ def build_linked_tree(root: Path) -> int:
 
 def shared_scan(root: Path, **overrides: Any) -> tuple[Usage, SkipCounter]:
     settings: dict[str, Any] = {"processes": 3, "split_after_s": 0.0, "pieces": 2, **overrides}
-    usage = scan_usage(replace(REQUEST, root=os.fsencode(root)), **settings)
+    usage = scan_usage(replace(REQUEST, root=os.fsencode(root)), sharing=Sharing(**settings))
     return usage, usage.skipped
 
 
@@ -132,9 +132,7 @@ def test_a_cancelled_shared_scan_kills_and_reaps_every_child(
             replace(REQUEST, root=os.fsencode(tmp_path)),
             cancel=cancelled_once_forked,
             clock=lambda: next(ticks) * 0.01,  # every checkpoint asks (they are throttled to 2 ms)
-            processes=3,
-            split_after_s=0.0,
-            pieces=2,
+            sharing=Sharing(3, split_after_s=0.0, pieces=2),
         )
     assert len(forked) == 2
     for pid in forked:
@@ -318,9 +316,7 @@ def test_a_walk_left_with_one_big_subtree_gives_parts_of_it_away_with_the_same_r
     def scan(processes: int) -> Usage:
         return scan_usage(
             request,
-            processes=processes,
-            split_after_s=0.0,
-            pieces=1,
+            sharing=Sharing(processes, split_after_s=0.0, pieces=1),
         )
 
     alone, shared = scan(1), scan(3)
@@ -454,7 +450,7 @@ def test_a_shared_scan_that_gives_work_away_and_runs_out_of_time_is_partial_and_
 ) -> None:
     build_lopsided_tree(tmp_path)
     request = replace(REQUEST, max_depth=3, timeout_s=1.0, root=os.fsencode(tmp_path))
-    whole = scan_usage(request, processes=1)
+    whole = scan_usage(request, sharing=Sharing(1))
     assert whole.totals is not None
     for budget_ticks in (40, 120, 400):
         ticks = itertools.count()
@@ -465,9 +461,7 @@ def test_a_shared_scan_that_gives_work_away_and_runs_out_of_time_is_partial_and_
         usage = scan_usage(
             request,
             clock=clock,
-            processes=3,
-            split_after_s=0.0,
-            pieces=1,
+            sharing=Sharing(3, split_after_s=0.0, pieces=1),
         )
         assert usage.totals is not None
         if usage.stopped is not None:

@@ -18,6 +18,7 @@ import anyio
 import jsonschema
 import pytest
 
+from sysmcp.engine.parallel import Sharing
 from sysmcp.engine.usage import extension_of, scan_usage
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.errors import ArgumentError
@@ -97,9 +98,7 @@ def run(root: Path, processes: int, **overrides: Any) -> tuple[str, dict[str, An
     now = time.time()
     usage = scan_usage(
         request_for(args, time_window(args, now), os.fsencode(root), WalkOptions()),
-        processes=processes,
-        split_after_s=0.0,
-        pieces=1,
+        sharing=Sharing(processes, split_after_s=0.0, pieces=1),
     )
     found, text, _ = answer(str(root), usage, args, now)
     structured = to_json(found)
@@ -251,7 +250,7 @@ def test_hard_links_seen_by_several_processes_count_once_in_matching_and_extensi
     args = validate_arguments(INPUT_SCHEMA, {"path": str(tmp_path), "show": "all", "modified_within": "1h"})
     now = time.time()
     request = request_for(args, time_window(args, now), os.fsencode(tmp_path), WalkOptions())
-    usage = scan_usage(request, processes=3, split_after_s=0.0, pieces=2)
+    usage = scan_usage(request, sharing=Sharing(3, split_after_s=0.0, pieces=2))
     assert usage.processes == 3
     expected, (count, apparent, disk) = truth(tmp_path)
     assert usage.matching == (count, apparent, disk) and count == distinct
@@ -261,9 +260,7 @@ def test_hard_links_seen_by_several_processes_count_once_in_matching_and_extensi
     old_only = validate_arguments(INPUT_SCHEMA, {"path": str(tmp_path), "modified_before": "1h"})
     none = scan_usage(
         request_for(old_only, time_window(old_only, now), os.fsencode(tmp_path), WalkOptions()),
-        processes=3,
-        split_after_s=0.0,
-        pieces=2,
+        sharing=Sharing(3, split_after_s=0.0, pieces=2),
     )
     assert none.processes == 3
     assert none.matching is not None and none.matching[:2] == (1, 1)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from sysmcp.engine.parallel import Sharing
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.engine.usage import UsageRequest, scan_usage
 from sysmcp.engine.walk import WalkOptions
@@ -294,9 +295,7 @@ def recording_scan(root: Path, processes: int) -> Any:
     request = UsageRequest(10, 10, 1, True, 0, 60.0, record_floor=1, root=os.fsencode(root))
     return scan_usage(
         request,
-        processes=processes,
-        split_after_s=0.0,
-        pieces=1,
+        sharing=Sharing(processes, split_after_s=0.0, pieces=1),
     )
 
 

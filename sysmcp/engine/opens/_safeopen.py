@@ -15,8 +15,7 @@ so the guarantees stay (no FIFO can block, no device is opened, no symlink follo
 that a directory on the way must be readable, not just searchable.
 
 For code with its own final open: ``open_parent(path)`` gives the parent's descriptor and the last name.
-For walkers: ``open_child_directory(parent_fd, name)`` and ``os.stat(name, dir_fd=parent_fd,
-follow_symlinks=False)`` keep every step of a scan relative to a descriptor already checked.
+Walkers (``sysmcp.engine.walk``) keep every step relative to a descriptor already checked themselves.
 """
 
 from __future__ import annotations
@@ -24,11 +23,9 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from pathlib import Path
 
 from sysmcp import platform
-from sysmcp.engine.errors import EngineError, NotFound, PermissionRefused, Refused, WrongKind
-from sysmcp.engine.paths import display
+from sysmcp.engine.errors import WrongKind
 
 #: How an intermediate directory is opened: O_PATH where there is one (no read permission needed),
 #: else for reading, without blocking; O_DIRECTORY makes either refuse anything but a directory.
@@ -62,26 +59,24 @@ class NotRegularFile(OSError):
         self.mode = mode
 
 
-def open_path(path: str | os.PathLike[str], *, directory: bool = False, regular: bool = False) -> int:
+def open_path(
+    path: str | os.PathLike[str], *, directory: bool = False, regular: bool = False, step: int = _STEP
+) -> int:
     """Open an absolute, already resolved path without following a symlink in any component.
 
     Raises ``OSError`` like ``os.open`` would, with ``errno.ELOOP`` when a component is a symlink
     (whatever the kernel said: ``ENOTDIR`` and ``ELOOP`` both arrive for that case). With
     ``regular``, anything but a regular file raises ``NotRegularFile`` *before* being opened, since
-    merely opening some devices has effects (a tape rewinds, a terminal is claimed).
+    merely opening some devices has effects (a tape rewinds, a terminal is claimed). ``step``: the
+    flags of every directory on the way (as ``open_parent``).
     """
     raw = os.fsencode(path)
-    if not raw.startswith(b"/"):
-        raise ValueError("open_path needs an absolute path")
-    parts = [p for p in raw.split(b"/") if p]
-    if any(p in (b".", b"..") for p in parts):
-        raise ValueError("open_path needs a normalised path (no '.' or '..')")
     flags = _FINAL | (os.O_DIRECTORY if directory else 0)
-    if not parts:
+    if raw.startswith(b"/") and not raw.strip(b"/"):  # the root itself: no parent to reach it from
         if regular:
             raise NotRegularFile(stat.S_IFDIR)
         return os.open(b"/", flags)
-    current, last = open_parent(path)
+    current, last = open_parent(path, step)  # ValueError for a relative or unnormalised path
     try:
         if regular:
             return open_regular_at(last, dir_fd=current, flags=flags)[0]
@@ -90,30 +85,27 @@ def open_path(path: str | os.PathLike[str], *, directory: bool = False, regular:
         os.close(current)
 
 
-def open_parent(path: str | os.PathLike[str]) -> tuple[int, bytes]:
+def open_parent(path: str | os.PathLike[str], step: int = _STEP) -> tuple[int, bytes]:
     """The parent directory of a resolved path (an ``O_PATH`` descriptor where there is ``O_PATH``,
     else one opened for reading; reached without following any symlink) and the final name, for ``os.open(name, flags | O_NOFOLLOW, dir_fd=fd)`` or
-    ``os.stat(name, dir_fd=fd, follow_symlinks=False)``. The caller closes the descriptor.
+    ``os.stat(name, dir_fd=fd, follow_symlinks=False)``. The caller closes the descriptor. ``step``:
+    the flags of every directory on the way (default ``_STEP``; a test passes those of a system
+    without ``O_PATH``).
     """
     raw = os.fsencode(path)
     parts = [p for p in raw.split(b"/") if p]
     if not raw.startswith(b"/") or not parts or any(p in (b".", b"..") for p in parts):
         raise ValueError("open_parent needs an absolute, normalised path below /")
-    current = os.open(b"/", _STEP)
+    current = os.open(b"/", step)
     try:
         for name in parts[:-1]:
-            following = _step(name, current, _STEP)
+            following = _step(name, current, step)
             os.close(current)
             current = following
     except BaseException:
         os.close(current)
         raise
     return current, parts[-1]
-
-
-def open_child_directory(parent_fd: int, name: str | bytes) -> int:
-    """Open the directory ``name`` inside ``parent_fd`` for listing, refusing a symlink."""
-    return _step(os.fsencode(name), parent_fd, _FINAL | os.O_DIRECTORY)
 
 
 def _step(name: bytes, dir_fd: int, flags: int) -> int:
@@ -219,67 +211,9 @@ def _is_symlink(name: bytes, dir_fd: int) -> bool:
         return False
 
 
-def open_regular(path: Path | str, shown: str | None = None) -> int:
-    """A descriptor on the regular file at ``path`` (resolved), or an ``EngineError`` saying why not.
-
-    Directories, FIFOs, sockets and devices are refused without blocking, checked on the descriptor.
-    """
-    shown = shown if shown is not None else display(path)
-    try:
-        return _open_or_explain(path, shown, directory=False, regular=True)
-    except NotRegularFile as exc:
-        raise WrongKind(f"Not a regular file: {shown} is {kind(exc.mode)}", reason="not_regular") from None
-
-
-def open_directory(path: Path | str, shown: str | None = None) -> int:
-    """A descriptor on the directory at ``path`` (resolved) to list or walk, or an ``EngineError``."""
-    shown = shown if shown is not None else display(path)
-    return _open_or_explain(path, shown, directory=True)
-
-
 def through_symlink(shown: str) -> WrongKind:
     """The refusal of a path that met a symlink at open time (every component is opened O_NOFOLLOW)."""
     return WrongKind(f"path {shown} leads through a symbolic link at open time", reason="symlink")
-
-
-def _open_or_explain(path: Path | str, shown: str, *, directory: bool, regular: bool = False) -> int:
-    try:
-        return open_path(path, directory=directory, regular=regular)
-    except NotRegularFile:
-        raise
-    except FileSwap:
-        raise Refused(f"{shown} was replaced while it was being opened", reason="replaced") from None
-    except FileNotFoundError:
-        raise NotFound(f"No such {'directory' if directory else 'file'}: {shown}") from None
-    except PermissionError:
-        raise PermissionRefused(f"Permission denied: {shown}") from None
-    except IsADirectoryError:
-        raise WrongKind(f"Not a regular file: {shown} is a directory") from None
-    except NotADirectoryError:
-        raise WrongKind(f"Not a directory: {shown}") from None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise through_symlink(shown) from None
-        if exc.errno == errno.ENXIO:  # a socket, or a FIFO-like device with nobody on the other end
-            raise WrongKind(f"Not a regular file: {shown} cannot be opened for reading") from None
-        raise EngineError(f"Cannot open {shown}: {exc.strerror or exc}") from None
-
-
-__all__ = [
-    "FileSwap",
-    "NotRegularFile",
-    "extended_attributes",
-    "kind",
-    "open_child_directory",
-    "open_directory",
-    "open_parent",
-    "open_path",
-    "open_regular",
-    "open_regular_at",
-    "read_small_regular_at",
-    "refused_symlink",
-    "through_symlink",
-]
 
 
 def extended_attributes(target: int | bytes) -> dict[str, bytes] | None:

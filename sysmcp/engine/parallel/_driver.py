@@ -29,9 +29,9 @@ import math
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from sysmcp.engine.parallel._fork import MAX_TASKS, FanOut, SharedCounters, available_processes
+from sysmcp.engine.parallel._fork import MAX_TASKS, FanOut, Work, available_processes
 from sysmcp.engine.walk import (
     Budget,
     Listing,
@@ -77,14 +77,6 @@ SUBTREES_PER_PROCESS = 32  # enough pieces that processes finish together whatev
 
 #: What the engine does with each event of this process's walk (given the scanner, to raise floors).
 Consume = Callable[[Listing | SubtreeTotals, Scanner], None]
-
-
-class Work(Protocol):
-    """How one process walks the subtrees it claims (``claim()`` gives an index, None when done)."""
-
-    def __call__(
-        self, claim: Callable[[], int | None], counters: SharedCounters, in_child: bool, /
-    ) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,11 +156,19 @@ class ParallelWalk:
             )
             self.fan.start()
 
-    def here(self, keep_waiting: Callable[[], bool] | None = None) -> Any:
-        """This process's part: it claims subtrees too, until none is left (or, waiting for gifts,
-        until ``keep_waiting`` says stop)."""
+    def here(self) -> Any:
+        """This process's part: it claims subtrees too, until none is left (with
+        ``Sharing.waits_for_gifts``, it waits for a child's gift until the deadline; cancellation
+        raises, as the budget asks)."""
         assert self.fan is not None
-        return self.fan.run_here(keep_waiting)
+        return self.fan.run_here(self._before_deadline)
+
+    def _before_deadline(self) -> bool:
+        try:
+            self.budget()
+        except ScanStopped:
+            return False
+        return True
 
     def children(self, budget: Budget | None = None, cancel: Callable[[], None] | None = None) -> list[Any]:
         """Every child's part, None for one that died or was given up (killed past the deadline of
@@ -270,9 +270,7 @@ class SharedTasks:
         """This process's part (the tasks no child claimed yet), then every child's (None for one that
         died or was given up past ``budget``'s deadline; ``cancel``, default the budget, runs while
         waiting)."""
-        parts: list[Any] = [self.fan.run_here()]
-        parts += collect_within(self.fan, budget, cancel)
-        return parts
+        return [self.fan.run_here(), *collect_within(self.fan, budget, cancel)]
 
     def close(self) -> None:
         self.fan.close()

@@ -42,17 +42,6 @@ from typing import Any
 
 from sysmcp import platform
 
-__all__ = [
-    "MAX_TASKS",
-    "FanOut",
-    "SharedCounters",
-    "available_processes",
-    "cpu_quota",
-    "forked",
-    "pipe",
-    "release",
-]
-
 MAX_PROCESSES = 4
 _TASK = 4  # bytes per task number in the queue pipe
 MAX_QUEUE_BYTES = 4096  # the queue is written at once, before any reader: one page always fits
@@ -139,10 +128,15 @@ class SharedCounters:
         self.slot = 0  # this process's slot: 0 in the parent, set in each child
         self.parent: int | None = None  # in a child: the parent's pid
 
-    def set(self, entries: int, bytes_seen: int) -> None:
-        """Publish this process's counters; in a child whose parent has gone, exit at once."""
+    def parent_alive(self) -> bool:
+        """True; in a child whose parent has gone (the server went away), this exits at once."""
         if self.parent is not None and os.getppid() != self.parent:
             os._exit(1)
+        return True
+
+    def set(self, entries: int, bytes_seen: int) -> None:
+        """Publish this process's counters; in a child whose parent has gone, exit at once."""
+        self.parent_alive()
         self._slots[2 * self.slot] = entries
         self._slots[2 * self.slot + 1] = bytes_seen
 
@@ -192,7 +186,7 @@ class FanOut:
             # One page: what any pipe holds, even one the kernel shrank for a user over its limit.
             os.write(self._queue_w, b"".join(i.to_bytes(_TASK, "little") for i in range(count)))
         except BaseException:
-            _close(self._queue_r, self._queue_w)
+            release(self._queue_r, self._queue_w)
             raise
         os.set_blocking(self._queue_r, False)
         os.set_blocking(self._queue_w, False)  # a full queue refuses a gift instead of blocking
@@ -340,11 +334,11 @@ class FanOut:
                 pid = os.fork()
             except OSError:
                 self._walking[slot] = 0
-                _close(read_end, write_end)
+                release(read_end, write_end)
                 break
             if pid == 0:  # pragma: no cover - runs in the child, which ends in os._exit
                 self._child(slot, write_end)
-            _close(write_end)
+            release(write_end)
             self._children[pid] = read_end
             self._slots[pid] = slot
 
@@ -365,16 +359,12 @@ class FanOut:
                     os.close(fd)
             self.progress.slot = slot
             self._slots.clear()  # the parent's children are not this one's to wait for
-            parent = self.progress.parent = self._parent
-
-            def parent_alive() -> bool:
-                if os.getppid() != parent:
-                    os._exit(1)  # the server went away: stop now
-                return True
+            self.progress.parent = self._parent
+            alive = self.progress.parent_alive
 
             def claim() -> int | None:
-                parent_alive()
-                return self.claim(parent_alive)
+                alive()
+                return self.claim(alive)
 
             try:
                 result = self.work(claim, self.progress, True)
@@ -430,7 +420,7 @@ class FanOut:
         for pid in pids:
             fd = self._children.pop(pid)
             self._slots.pop(pid, None)
-            _close(fd)
+            release(fd)
             ok = os.waitstatus_to_exitcode(self._status(pid)) == 0
             try:
                 results.append(marshal.loads(buffers[fd]) if ok else None)
@@ -444,11 +434,11 @@ class FanOut:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
             self._status(pid)
-            _close(fd)
+            release(fd)
         self._children.clear()
         self._slots.clear()
         if self._queue_r >= 0:
-            _close(self._queue_r, self._queue_w)
+            release(self._queue_r, self._queue_w)
             self._queue_r = self._queue_w = -1
             self._given.close()
             self._walking.close()
@@ -469,11 +459,7 @@ def pipe() -> tuple[int, int]:
 
 
 def release(*fds: int) -> None:
-    """Close ends of pipes made by ``pipe()``."""
-    _close(*fds)
-
-
-def _close(*fds: int) -> None:
+    """Close ends of pipes made by ``pipe()`` (or by a ``FanOut``)."""
     for fd in fds:
         _PIPES.discard(fd)
         os.close(fd)

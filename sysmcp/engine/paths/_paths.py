@@ -87,14 +87,12 @@ def escaped(name: str | bytes) -> str:
     for char in text:
         if char == "\\":
             out.append("\\\\")
-        elif char in _C_ESCAPES:
-            out.append(_C_ESCAPES[char])
         elif "\udc80" <= char <= "\udcff":  # a byte that was not UTF-8
             out.append(f"\\{ord(char) - 0xDC00:03o}")
         elif char.isprintable():
             out.append(char)
         else:
-            out.append("".join(f"\\{b:03o}" for b in char.encode("utf-8", "surrogatepass")))
+            out.append(_octal(char))  # a C escape, or the character's bytes in octal
     return "".join(out)
 
 

@@ -30,7 +30,7 @@ from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled
 from sysmcp.engine.errors import WrongKind
 from sysmcp.engine.mounts import Figures, FilesystemUsage, Mount, MountTable
-from sysmcp.engine.parallel import SPLIT_AFTER_S, SharedCounters, SharedTasks, available_processes
+from sysmcp.engine.parallel import SPLIT_AFTER_S, SharedCounters, SharedTasks, Sharing, available_processes
 from sysmcp.engine.paths import is_within
 from sysmcp.engine.pools import Cow, btrfs_cow, zfs_cow
 from sysmcp.engine.procs import PROC, filesystem_of, scan_processes
@@ -223,8 +223,7 @@ def walk_filesystem(
         None if progress is None else lambda entries, seen: progress(entries, None),
         cancel,
         clock=request.clock,
-        processes=request.processes,
-        split_after_s=request.split_after_s,
+        sharing=Sharing(request.processes, request.split_after_s),
     )
     totals = usage.totals
     walked = WalkPart(

@@ -7,11 +7,12 @@ This is the room's front door: other rooms import these names from here, never a
 from sysmcp.engine.walk._budget import Budget, ScanStopped, throttled
 from sysmcp.engine.walk._mountpoints import MountPoint, mount_table
 from sysmcp.engine.walk._spill import RUN_BYTES, SortedRuns
-from sysmcp.engine.walk._totals import Totals, walk_totals
+from sysmcp.engine.walk._totals import walk_totals
 from sysmcp.engine.walk._types import Listing, ScanConfig, SkipCounter, Subtree, SubtreeTotals, WalkOptions
-from sysmcp.engine.walk._walk import Scanner, join, walk_files
+from sysmcp.engine.walk._walk import NEVER, Scanner, join, walk_files
 
 __all__ = [
+    "NEVER",
     "RUN_BYTES",
     "Budget",
     "Listing",
@@ -23,7 +24,6 @@ __all__ = [
     "SortedRuns",
     "Subtree",
     "SubtreeTotals",
-    "Totals",
     "WalkOptions",
     "join",
     "mount_table",

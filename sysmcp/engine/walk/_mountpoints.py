@@ -14,9 +14,6 @@ from sysmcp import platform
 from sysmcp.engine.mounts import KERNEL_TYPES, MOUNTINFO, parse_mountinfo, psutil_partitions
 from sysmcp.engine.walk._types import WalkOptions
 
-# Kernel filesystems with no data of their own: sizes there are fiction and walks can be endless.
-PSEUDO_FILESYSTEMS = KERNEL_TYPES
-
 
 @dataclass(frozen=True, slots=True)
 class MountPoint:
@@ -78,7 +75,7 @@ def mount_points_below(
     for mount in mount_table() if table is None else table:
         if not mount.point.startswith(prefix):
             continue
-        if options.skip_pseudo and mount.fstype in PSEUDO_FILESYSTEMS:
+        if options.skip_pseudo and mount.fstype in KERNEL_TYPES:
             reason = "pseudo_filesystem"
         elif options.one_file_system:
             reason = "other_filesystem"

@@ -33,6 +33,3 @@ class SortedRuns:
         self.extents.append((offset, self.spill.tell() - offset))
         self.records = []
         self.buffered = 0
-
-
-__all__ = ["RUN_BYTES", "SortedRuns"]

@@ -62,10 +62,6 @@ class SkipCounter:
     def as_dict(self) -> dict[str, int]:
         return {reason: n for reason, n in sorted(self._counts.items()) if n}
 
-    @property
-    def total(self) -> int:
-        return sum(self._counts.values())
-
     def __repr__(self) -> str:
         return f"SkipCounter({self.as_dict()})"
 
@@ -117,45 +113,25 @@ class SubtreeTotals:
     newest: float = field(default=0.0, compare=False)
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class Frame:
-    """One open directory on the walk's stack (a plain slotted class: one is made per directory)."""
+    """One open directory on the walk's stack (one is made per directory: slotted, compared by identity)."""
 
-    __slots__ = (
-        "apparent",
-        "depth",
-        "dev",
-        "dirs",
-        "disk",
-        "fd",
-        "files",
-        "given",
-        "held",
-        "ino",
-        "newest",
-        "parent",
-        "partial",
-        "relative",
-        "subdirs",
-    )
-
-    def __init__(
-        self, fd: int | None, relative: str, depth: int, dev: int, ino: int, apparent: int, disk: int
-    ):
-        self.fd = fd
-        self.relative = relative
-        self.depth = depth
-        self.dev = dev
-        self.ino = ino
-        self.subdirs: list[tuple[str, os.stat_result]] = []
-        self.apparent = apparent
-        self.disk = disk
-        self.files = 0
-        self.dirs = 1
-        self.newest = 0.0  # the newest mtime of the regular files counted below (SubtreeTotals.newest)
-        self.held = False  # on the stack at Scanner.detach: its SubtreeTotals waits for Scanner.settle
-        self.given = False  # gave subdirectories away (Scanner.share): its totals lack theirs (withheld)
-        self.partial = False
-        self.parent: Frame | None = None  # set for directories handed out or split by detach()
+    fd: int | None
+    relative: str
+    depth: int
+    dev: int
+    ino: int
+    apparent: int
+    disk: int
+    subdirs: list[tuple[str, os.stat_result]] = field(default_factory=list)
+    files: int = 0
+    dirs: int = 1
+    newest: float = 0.0  # the newest mtime of the regular files counted below (SubtreeTotals.newest)
+    held: bool = False  # on the stack at Scanner.detach: its SubtreeTotals waits for Scanner.settle
+    given: bool = False  # gave subdirectories away (Scanner.share): its totals lack theirs (withheld)
+    partial: bool = False
+    parent: Frame | None = None  # set for directories handed out or split by detach()
 
 
 # A directory handed out by ``Scanner.detach`` for another scanner (or process) to walk, by path
@@ -206,3 +182,5 @@ class ScanConfig:
     # told by their directory entry's type, without an ``lstat`` each, and listed in
     # ``Listing.typed``; their sizes are then not in the totals, nor their hard links told apart.
     regular_by_type: bool = False
+    list_at_once: int = 256 << 10  # directories up to this size (st_size) are listed in one call
+    check_every: int = 1024  # entries between checkpoints inside one huge directory (about 3 ms of work)

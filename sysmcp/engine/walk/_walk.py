@@ -27,9 +27,10 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import replace
 
+from sysmcp.engine.calls import never_cancelled
+from sysmcp.engine.mounts import KERNEL_TYPES  # kernel filesystems: sizes there are fiction, walks endless
 from sysmcp.engine.walk._budget import ScanStopped
 from sysmcp.engine.walk._mountpoints import (
-    PSEUDO_FILESYSTEMS,
     MountPoint,
     mount_points_below,
     mount_table,
@@ -54,23 +55,18 @@ _S_IFMT = 0o170000
 _S_IFDIR = stat.S_IFDIR
 _S_IFREG = stat.S_IFREG
 _S_IFLNK = stat.S_IFLNK
-LIST_AT_ONCE = 256 << 10  # directories up to this size (st_size) are listed in one call
-CHECK_EVERY = 1024  # entries between checkpoints inside one huge directory (about 3 ms of work)
 
 
 DEFAULTS = ScanConfig()  # every file listed, every event handed out
+NEVER = 1 << 62  # a file floor (ScanConfig) no file reaches: no file is listed
 
 
-def _noop() -> None:
-    return None
-
-
-def _chunks(names: Iterable[str]) -> Iterable[Sequence[str]]:
-    """``names`` in lists of at most ``CHECK_EVERY`` (a listed directory that small is its own chunk)."""
-    if isinstance(names, list) and len(names) <= CHECK_EVERY:
+def _chunks(names: Iterable[str], size: int) -> Iterable[Sequence[str]]:
+    """``names`` in lists of at most ``size`` (a listed directory that small is its own chunk)."""
+    if isinstance(names, list) and len(names) <= size:
         return (names,)
     iterator = iter(names)
-    return iter(lambda: list(itertools.islice(iterator, CHECK_EVERY)), [])
+    return iter(lambda: list(itertools.islice(iterator, size)), [])
 
 
 def _names(fd: int) -> Generator[str, None, None]:
@@ -102,7 +98,7 @@ class Scanner:
         root: bytes,
         options: WalkOptions,
         skipped: SkipCounter,
-        cancel: Callable[[], None] = _noop,
+        cancel: Callable[[], None] = never_cancelled,
         *,
         config: ScanConfig = DEFAULTS,
         fd_budget: int = 64,
@@ -120,6 +116,7 @@ class Scanner:
         # What the engine asked for, read once per directory; the floors are live attributes (a
         # top-N consumer raises them as its heap fills).
         self._config = config
+        self._deepest = 1 << 30 if config.finished_depth is None else config.finished_depth
         self.file_floor = config.file_floor
         self.block_floor = config.block_floor
         self.eligible_files = 0
@@ -156,11 +153,9 @@ class Scanner:
             top = self._start
             if not self._reopen(top):
                 return
-            stack.append(top)
         else:
-            fd = os.open(self.root, _DIR_FLAGS)
-            top = _Frame(fd, "", 0, 0, 0, 0, 0)
-            stack.append(top)
+            top = _Frame(os.open(self.root, _DIR_FLAGS), "", 0, 0, 0, 0, 0)
+        stack.append(top)
         self._stack_ref = stack
         try:
             if self._start is None:
@@ -177,8 +172,7 @@ class Scanner:
                 self._mount_points = mount_points_below(self.root, self.options, self._mounts)
                 self.entries += 1
                 self.apparent += st.st_size
-            empty, deepest = self._config.empty_listings, self._config.finished_depth
-            deepest = deepest if deepest is not None else 1 << 30
+            empty, deepest = self._config.empty_listings, self._deepest
             cancel, read, enter, finish = self.cancel, self._read, self._enter, self._finish
             budget = self.fd_budget
             try:
@@ -186,7 +180,10 @@ class Scanner:
                 listing = read(top)
                 if empty or listing.files or listing.links:
                     yield listing
-                while stack:
+            except ScanStopped as stop:
+                self._stop = stop
+            while stack:
+                try:
                     if self._stop is not None:
                         raise self._stop
                     if self.share_wanted:
@@ -195,7 +192,7 @@ class Scanner:
                     if top.subdirs:
                         name, st = top.subdirs.pop()
                         cancel()
-                        child = enter(top, name, st, top.depth + 1)
+                        child = enter(top, name, st)
                         if child is None:
                             continue
                         stack.append(child)
@@ -206,24 +203,17 @@ class Scanner:
                             yield listing
                     else:
                         stack.pop()
-                        finish(top, stack)
+                        finish(top, stack, partial=self.stopped is not None)
                         if top.depth <= deepest and not top.held:
                             if top.given:
                                 self.withheld.append(self._totals(top))
                             else:
                                 yield self._totals(top)
-            except ScanStopped as stop:
-                self.stopped = stop.reason
-                while stack:
-                    top = stack.pop()
-                    top.subdirs.clear()
-                    top.partial = True
-                    self._finish(top, stack, partial=True)
-                    if top.depth <= deepest and not top.held:
-                        if top.given:
-                            self.withheld.append(self._totals(top))
-                        else:
-                            yield self._totals(top)
+                except ScanStopped as stop:  # every open directory finishes with what it has, as partial
+                    self.stopped, self._stop = stop.reason, None
+                    for frame in stack:
+                        frame.subdirs.clear()
+                        frame.partial = True
         finally:
             for frame in stack:
                 self._close(frame)
@@ -255,7 +245,7 @@ class Scanner:
             # A small directory is listed in one call (names only: no DirEntry objects to build);
             # a big one is streamed, so memory stays bounded however many entries it has. The
             # size test uses the directory's own size, which is all ``apparent`` holds before this.
-            names: Iterable[str] = os.listdir(fd) if frame.apparent <= LIST_AT_ONCE else _names(fd)
+            names: Iterable[str] = os.listdir(fd) if frame.apparent <= config.list_at_once else _names(fd)
         except OSError as exc:
             if exc.errno == errno.ENOENT:
                 skipped.add("vanished")
@@ -265,9 +255,9 @@ class Scanner:
         lstat = os.stat
         mounted = self._mount_points.get(frame.relative) if self._mount_points else None
         try:
-            # Checkpoints fall between chunks of CHECK_EVERY names, not on a count kept per entry:
+            # Checkpoints fall between chunks of ``check_every`` names, not on a count kept per entry:
             # almost every directory is one chunk, and the loop below does only the entry's work.
-            for chunk in _chunks(names):
+            for chunk in _chunks(names, config.check_every):
                 if count:
                     self.entries += count
                     count = 0
@@ -365,7 +355,7 @@ class Scanner:
                 skipped.unreadable(frame.relative)
             return listing
         lstat = os.stat
-        check_every = CHECK_EVERY
+        check_every = self._config.check_every
         mounted = self._mount_points.get(frame.relative) if self._mount_points else None
         try:
             with entries:
@@ -416,11 +406,8 @@ class Scanner:
     ) -> tuple[int, int]:
         """Keep the ``keep_files`` largest of a directory's files so far (earlier first among equals,
         as the consumer's heap would) and raise this directory's floors past the smallest kept."""
-        by_disk, min_size, keep = (
-            self._config.keep_by_disk,
-            self._config.min_file_size,
-            self._config.keep_files,
-        )
+        config = self._config
+        by_disk, min_size, keep = config.keep_by_disk, config.min_file_size, config.keep_files
 
         def key(item: tuple[str, os.stat_result]) -> int:
             return item[1].st_blocks if by_disk else item[1].st_size
@@ -446,7 +433,7 @@ class Scanner:
             return False
         return True
 
-    def _enter(self, parent: _Frame, name: str, st: os.stat_result, depth: int) -> _Frame | None:
+    def _enter(self, parent: _Frame, name: str, st: os.stat_result) -> _Frame | None:
         """Open a subdirectory relative to its parent, or count why not (None)."""
         if st.st_dev != parent.dev and not self._admit(parent, name, st):
             return None
@@ -471,17 +458,7 @@ class Scanner:
         if _same(fd, st.st_dev, st.st_ino) is None:  # replaced between listing and opening
             self.skipped.add("vanished")
             return None
-        size = st.st_size
-        self.apparent += size
-        return _Frame(
-            fd,
-            parent.relative + "/" + name if parent.relative else name,
-            depth,
-            st.st_dev,
-            st.st_ino,
-            size,
-            st.st_blocks * 512,
-        )
+        return self._child(fd, parent, name, st)
 
     def _finish(self, frame: _Frame, stack: list[_Frame], partial: bool = False) -> None:
         """Close a finished directory, add its totals to its parent, reopen the parent if needed."""
@@ -498,10 +475,7 @@ class Scanner:
                 if parent.fd is None:
                     self.skipped.add("vanished", len(parent.subdirs))
                     parent.subdirs.clear()
-        fd = frame.fd
-        if fd is not None:
-            frame.fd = None
-            os.close(fd)
+        self._close(frame)
 
     # -- handing out: the walk's second job ---------------------------------------------------
     # Its waiting subtrees go to other scanners (and processes), and their totals come back. Apart
@@ -630,13 +604,15 @@ class Scanner:
         """Queue a subdirectory as a subtree, unless the walk would not enter it at all."""
         if st.st_dev != parent.dev and not self._admit(parent, name, st):
             return
-        relative = parent.relative + "/" + name if parent.relative else name
-        subtree = _Frame(
-            None, relative, parent.depth + 1, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512
-        )
+        subtree = self._child(None, parent, name, st)
         subtree.parent = parent
-        self.apparent += st.st_size
         queue.append(subtree)
+
+    def _child(self, fd: int | None, parent: _Frame, name: str, st: os.stat_result) -> _Frame:
+        """The frame of a subdirectory of ``parent``, its own size counted as seen."""
+        self.apparent += st.st_size
+        relative = parent.relative + "/" + name if parent.relative else name
+        return _Frame(fd, relative, parent.depth + 1, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
 
     def _reopen(self, frame: _Frame) -> bool:
         """Open a handed-out directory again, name by name from the root, and check it is the same.
@@ -696,10 +672,8 @@ class Scanner:
                 target.files += frame.files
                 target.dirs += frame.dirs
                 target.partial = target.partial or frame.partial
-        deepest = self._config.finished_depth
-        deepest = deepest if deepest is not None else 1 << 30
         held = sorted(self._split, key=lambda f: -f.depth) + chain[::-1]  # the chain finished deepest first
-        return [self._totals(frame) for frame in held if frame.depth <= deepest]
+        return [self._totals(frame) for frame in held if frame.depth <= self._deepest]
 
     def close(self) -> None:
         """Release the root descriptor ``detach`` kept."""
@@ -755,7 +729,7 @@ class Scanner:
     def _is_pseudo(self, parent: _Frame, name: str, st: os.stat_result) -> bool:
         if self._pseudo is None:
             table = self._mounts if self._mounts is not None else mount_table()
-            self._pseudo = frozenset(m.dev for m in table if m.fstype in PSEUDO_FILESYSTEMS)
+            self._pseudo = frozenset(m.dev for m in table if m.fstype in KERNEL_TYPES)
         if st.st_dev in self._pseudo:
             return True
         if st.st_dev == parent.dev:

@@ -17,6 +17,7 @@ import pytest
 from sysmcp.engine.walk import (
     Listing,
     MountPoint,
+    ScanConfig,
     Scanner,
     ScanStopped,
     SkipCounter,
@@ -26,7 +27,6 @@ from sysmcp.engine.walk import (
     mount_table,
     walk_files,
 )
-from sysmcp.engine.walk import _walk as walk
 from sysmcp.engine.walk._types import FileEntry
 
 
@@ -41,10 +41,16 @@ def files_under(root: Path, options: WalkOptions | None = None) -> tuple[list[Fi
 
 
 def scan_totals(
-    root: Path, options: WalkOptions | None = None, fd_budget: int = 64
+    root: Path, options: WalkOptions | None = None, fd_budget: int = 64, config: ScanConfig | None = None
 ) -> tuple[SubtreeTotals, SkipCounter]:
     skipped = SkipCounter()
-    scanner = Scanner(os.fsencode(root), options or WalkOptions(), skipped, fd_budget=fd_budget)
+    scanner = Scanner(
+        os.fsencode(root),
+        options or WalkOptions(),
+        skipped,
+        fd_budget=fd_budget,
+        config=config or ScanConfig(),
+    )
     finished = [e for e in scanner.events() if isinstance(e, SubtreeTotals)]
     assert finished[-1].relative == ""
     return finished[-1], skipped
@@ -90,7 +96,7 @@ def test_walk_files_yields_every_regular_file_as_bytes_including_odd_names(tmp_p
     for entry in found:
         assert entry.path == os.fsencode(tmp_path) + b"/" + entry.relative
         assert entry.stat.st_size == os.lstat(entry.path).st_size
-    assert skipped.total == 0
+    assert skipped.as_dict() == {}
 
 
 def test_symlinks_are_never_followed_so_a_loop_ends(tmp_path: Path) -> None:
@@ -123,31 +129,28 @@ def test_totals_equal_du_apparent_and_disk_bytes(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("list_at_once", [0, 1 << 30], ids=["streamed", "listed at once"])
-def test_big_and_small_directories_are_read_alike(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, list_at_once: int
-) -> None:
-    """Directories bigger than LIST_AT_ONCE are streamed through scandir, smaller ones listed at once."""
+def test_big_and_small_directories_are_read_alike(tmp_path: Path, list_at_once: int) -> None:
+    """Directories bigger than ``list_at_once`` are streamed through scandir, smaller ones listed at once."""
     build_mixed_tree(tmp_path)
     for i in range(3000):  # more than one checkpoint interval in one directory
         (tmp_path / "a" / f"entry-{i:05d}").write_bytes(b"e" * (i % 7))
-    monkeypatch.setattr(walk, "LIST_AT_ONCE", list_at_once)
-    total, skipped = scan_totals(tmp_path)
+    config = ScanConfig(list_at_once=list_at_once)
+    total, skipped = scan_totals(tmp_path, config=config)
     assert total.apparent == du(tmp_path, "-b")
     assert total.disk == du(tmp_path, "-B1")
     assert total.files == 7 - 1 + 3000
-    found, _ = files_under(tmp_path)
-    assert len(found) == 7 + 3000
+    scanner = Scanner(os.fsencode(tmp_path), WalkOptions(), SkipCounter(), config=config)
+    listings = [event for event in scanner.events() if isinstance(event, Listing)]
+    assert sum(len(listing.files) + len(listing.links) for listing in listings) == 7 + 3000  # every name
     assert skipped.as_dict() == {}
 
 
 @pytest.mark.parametrize("list_at_once", [0, 1 << 30], ids=["streamed", "listed at once"])
 def test_a_big_directory_is_checked_between_chunks_and_stops_with_what_it_counted(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, list_at_once: int
+    tmp_path: Path, list_at_once: int
 ) -> None:
     for i in range(25):
         (tmp_path / f"f{i:02d}").write_bytes(b"x" * (i + 1))
-    monkeypatch.setattr(walk, "LIST_AT_ONCE", list_at_once)
-    monkeypatch.setattr(walk, "CHECK_EVERY", 10)
     calls: list[int] = []
     scanner: Scanner
 
@@ -156,7 +159,8 @@ def test_a_big_directory_is_checked_between_chunks_and_stops_with_what_it_counte
         if len(calls) == 3:
             raise ScanStopped("enough")
 
-    scanner = Scanner(os.fsencode(tmp_path), WalkOptions(), SkipCounter(), checkpoint)
+    config = ScanConfig(list_at_once=list_at_once, check_every=10)
+    scanner = Scanner(os.fsencode(tmp_path), WalkOptions(), SkipCounter(), checkpoint, config=config)
     events = list(scanner.events())
     assert calls == [1, 11, 21]  # the root itself, then 10 and 20 of its names
     (root,) = [e for e in events if isinstance(e, SubtreeTotals)]
@@ -200,7 +204,7 @@ def test_a_deep_tree_is_walked_with_few_descriptors(tmp_path: Path) -> None:
         (deep / "side").mkdir()
         (deep / "side" / "g").write_bytes(b"g")
     total, skipped = scan_totals(tmp_path, fd_budget=3)
-    assert skipped.total == 0
+    assert skipped.as_dict() == {}
     assert total.files == 80 and total.dirs == 81
     assert total.apparent == du(tmp_path, "-b")
 
