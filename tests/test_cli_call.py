@@ -378,3 +378,26 @@ def test_a_log_line_of_the_call_goes_to_stderr_never_into_the_answer() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
     assert "oversized line from server dropped" in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.spawns_server
+def test_after_an_answer_the_server_is_waited_for_not_killed_while_it_winds_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server's wind-down after its input closes (a fleet's ssh masters told to exit, the state
+    database checkpointed) may take longer than an interrupted call's grace: it is not cut short.
+    The "server" here is a wrapper whose own wind-down takes 3 s, then leaves a mark."""
+    from sysmcp.cli.call import INTERRUPT_GRACE, CallOptions, run_call
+
+    mark = tmp_path / "wound-down"
+    wrapper = tmp_path / "python"
+    wrapper.write_text(
+        f'#!/bin/sh\n"{sys.executable}" "$@"\nstatus=$?\nsleep 3\ntouch "{mark}"\nexit $status\n'
+    )
+    wrapper.chmod(0o755)
+    assert INTERRUPT_GRACE < 3
+    monkeypatch.setattr(sys, "executable", str(wrapper))
+    status = run_call("file_sha256", {"path": str(wrapper)}, CallOptions(server_args=["--no-history"]))
+    assert status == 0, capsys.readouterr()
+    assert mark.exists()

@@ -426,7 +426,9 @@ async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> i
                     raise ServerStopped(process.returncode) from None
                 group.cancel_scope.cancel()
         progress.clear()
-        await _stop(process)
+        # After an answer the server winds down at its own pace (a fleet's sessions and ssh masters
+        # end, the state database checkpoints); only an interrupted call is cut short.
+        await _stop(process, kill_after=INTERRUPT_GRACE if interrupted else None)
         if interrupted:
             raise Interrupted
         assert reply is not None
@@ -500,10 +502,10 @@ async def _read_text(session: ClientSession, uri: str) -> str | None:
     return "".join(str(c.get("text", "")) for c in read.get("contents", []))
 
 
-async def _stop(process: Process) -> None:
-    """Close the server's input, give it a moment to wind down (after an interruption, the session has
-    sent notifications/cancelled), then kill it if it is still there."""
-    with anyio.CancelScope(shield=True), anyio.move_on_after(INTERRUPT_GRACE):
+async def _stop(process: Process, kill_after: float | None) -> None:
+    """Close the server's input and wait for it to exit; with ``kill_after`` (an interruption: the
+    session has sent notifications/cancelled), kill it if it is still there that many seconds later."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(kill_after):
         try:
             assert process.stdin is not None
             await process.stdin.aclose()
