@@ -52,7 +52,7 @@ def ticking(step: float) -> Any:
 
 def tree_request(root: Path, timeout_s: float, clock: Callable[[], float] = time.monotonic) -> TreeRequest:
     request = hash_tree.tree_request(root, str(root), ALGORITHMS["sha256"], "gnu", WalkOptions(), timeout_s)
-    return replace(request, threads=1, clock=clock)
+    return replace(request, clock=clock)
 
 
 def partial_tree(root: Path) -> TreeHash:

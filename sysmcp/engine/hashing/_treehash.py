@@ -45,13 +45,10 @@ from sysmcp.engine.hashing import _checksums as checksums
 from sysmcp.engine.hashing._checksums import (
     CHUNK,
     Algorithm,
-    Job,
-    PoolCounters,
     Style,
     explain,
     format_line,
     hash_fd,
-    hash_many,
 )
 from sysmcp.engine.opens import FileSwap, NotRegularFile, kind, open_path, refused_symlink
 from sysmcp.engine.parallel import ParallelWalk, SharedCounters, Sharing, available_processes
@@ -457,7 +454,7 @@ def merge(
 @dataclass(frozen=True)
 class TreeRequest:
     """What to hash and how: the tree (``shown`` names it in errors), the digest and line style, the
-    walk, the budget (and the clock it runs on), the keeping, the threads hashing one file's chunks."""
+    walk, the budget (and the clock it runs on), the keeping."""
 
     root: bytes
     algorithm: Algorithm
@@ -468,7 +465,6 @@ class TreeRequest:
     first_lines: int  # the first lines kept in any case
     sharing: Sharing = field(default_factory=Sharing)
     shown: str = ""
-    threads: int = checksums.HASH_THREADS
     clock: Callable[[], float] = time.monotonic
 
 
@@ -525,24 +521,17 @@ def hash_tree_parallel(
         with parallel:
             stopped = parallel.walk(hasher.consume, detached=detached)
             stopped = stopped or scanner.stopped
-            processes_used = 1
-            if parallel.fan is not None:
-                walked = [parallel.here(), *parallel.children()]
+            walked = [parallel.here(), *parallel.children()] if parallel.fan is not None else []
+            if walked:
                 stopped = stopped or parallel.stopped_early(
                     walked, "a hashing process ended unexpectedly", skipped
                 )
-                parts = [(spills[0], mine.summary())]
-                parts += [
-                    (spills[slot], part) for slot, part in enumerate(walked) if slot and part is not None
-                ]
-                processes_used = len(parts)
-            else:
-                parts = [(spills[0], mine.summary())]
-            walk_complete = stopped is None
+            parts = [(spills[0], mine.summary())]  # once this process's share of the walk is done
+            parts += [(spills[slot], part) for slot, part in enumerate(walked) if slot and part is not None]
             result = merge(parts, request.keep_limit, request.first_lines, cancel)
         result.stopped = stopped
-        result.walk_complete = walk_complete
-        result.processes = processes_used
+        result.walk_complete = stopped is None
+        result.processes = len(parts)
         return result
     finally:
         for spill in spills:
@@ -589,51 +578,40 @@ def hash_path(request: TreeRequest, progress: Progress, cancel: Cancel) -> TreeH
             raise PermissionRefused(f"Permission denied: cannot read the directory {shown}") from None
         except OSError as exc:
             raise EngineError(f"Cannot walk {shown}: {exc.strerror or exc}") from None
-        progress(merged.files + merged.total_bytes, None)
-        # The engine's manifest, field for field, with the base the tool words names from.
-        result = TreeHash(
-            base=root,
-            skipped=skipped.as_dict(),
-            skipped_named=skipped.named,
-            **{item.name: getattr(merged, item.name) for item in fields(merged)},
-        )
+        result = _with_base(merged, root, skipped)
+    progress(result.files + result.total_bytes, None)
     result.seconds = time.perf_counter() - started
     return result
 
 
+def _with_base(merged: TreeManifest, base: bytes, skipped: SkipCounter) -> TreeHash:
+    """The engine's manifest, field for field, with the base the tool words names from."""
+    return TreeHash(
+        base=base,
+        skipped=skipped.as_dict(),
+        skipped_named=skipped.named,
+        **{item.name: getattr(merged, item.name) for item in fields(merged)},
+    )
+
+
 def _hash_one(request: TreeRequest, looked: os.stat_result, progress: Progress, cancel: Cancel) -> TreeHash:
-    """The manifest of one file, relative to its directory."""
-    path, algorithm, style = request.root, request.algorithm, request.style
-    counters = PoolCounters()
+    """The manifest of one regular file, relative to its directory: opened and hashed as a listing's file is."""
+    base = os.path.dirname(request.root)
+    name = request.root[len(base.rstrip(b"/")) + 1 :]
+    with tempfile.TemporaryFile(prefix="sysmcp-manifest-") as spill:
+        runs = Runs(spill)
 
-    def progress_and_cancel() -> None:
-        progress(counters.files + counters.bytes, None)
-        cancel()
+        def progress_and_cancel() -> None:
+            progress(sum(runs.progress()), None)
+            cancel()
 
-    budget = Budget(request.timeout_s, progress_and_cancel, clock=request.clock)
-    base = os.path.dirname(path)
-    name = path[len(base.rstrip(b"/")) + 1 :]
-    result = TreeHash(base=base, walk_complete=True)
-    try:
-        for outcome in hash_many(
-            [Job(0, path, (algorithm,), looked)],
-            cancel=budget,
-            counters=counters,
-            threads=request.threads,
-        ):
-            if outcome.digest is None:
-                result.unreadable.append((name, outcome.error or "unreadable"))
-            elif outcome.digest.changed:
-                result.unreadable.append((name, f"changed while being hashed: {outcome.digest.changed}"))
-            else:
-                line = format_line(name, outcome.digest.hexdigests[algorithm.name], algorithm, style)
-                result.files, result.total_bytes = 1, outcome.digest.size
-                result.manifest, result.manifest_bytes, result.first = bytearray(line), len(line), [line]
-                try:
-                    name.decode("utf-8")
-                except UnicodeDecodeError:
-                    result.non_utf8 = 1  # shown with \xNN escapes: a checker would report it missing
-    except ScanStopped as stop:
-        result.stopped, result.not_hashed = stop.reason, 1
-    result.unreadable_count = len(result.unreadable)
-    return result
+        budget = Budget(request.timeout_s, progress_and_cancel, clock=request.clock)
+        hasher = ListingHasher(base, request.algorithm, request.style, runs, budget)
+        stopped = None
+        try:
+            hasher.typed_by_path("", [(os.fsdecode(name), looked.st_ino)])
+        except ScanStopped as stop:
+            stopped = stop.reason
+        merged = merge([(spill, runs.summary())], request.keep_limit, request.first_lines, cancel)
+    merged.stopped = stopped
+    return _with_base(merged, base, SkipCounter())

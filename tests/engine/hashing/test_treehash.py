@@ -258,7 +258,7 @@ def test_files_of_directories_read_while_the_walk_is_split_are_in_the_manifest(t
 def hashed_path(path: Path) -> treehash.TreeHash:
     reports: list[float] = []
     result = treehash.hash_path(
-        sha256_request(os.fsencode(path), sharing=Sharing(processes=1), shown=str(path), threads=1),
+        sha256_request(os.fsencode(path), sharing=Sharing(processes=1), shown=str(path)),
         lambda done, total: reports.append(done),
         never_cancelled,
     )
