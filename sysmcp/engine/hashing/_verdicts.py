@@ -19,15 +19,13 @@ from sysmcp.engine.hashing._checksums import (
     ALGORITHM_NAMES,
     ALGORITHMS,
     Algorithm,
-    Digest,
-    Job,
     describe_change,
     explain,
     hash_fd,
     hash_once,
     one_shot,
 )
-from sysmcp.engine.hashing._manifests import CompactSequence, Entry
+from sysmcp.engine.hashing._manifests import CompactSequence
 from sysmcp.engine.opens import kind, open_regular_at, read_small_regular_at
 
 #: NOT_CHECKED: the time budget ran out before this entry was looked at or hashed.
@@ -319,25 +317,3 @@ def check_entry(
         return check_file(path, expected, candidates, False, settled, buffer, on_chunk, looked)
     blamed = blamed_code(candidates)
     return check_small(path, looked, expected, candidates, (algorithm,), False, settled, buffer, blamed)
-
-
-def judge(
-    entry: Entry,
-    job: Job,
-    digest: Digest | None,
-    error: str | None,
-    missing: bool,
-    settled: dict[int, str],
-) -> EntryVerdict:
-    if digest is None:
-        return EntryVerdict("MISSING") if missing else EntryVerdict("UNREADABLE", error or "unreadable")
-    if digest.changed:
-        return EntryVerdict("UNREADABLE", f"changed while being read ({digest.changed}); check it again")
-    for name, hexdigest in digest.hexdigests.items():
-        if hexdigest == entry.digest:
-            if len(job.algorithms) > 1:
-                settled.setdefault(len(entry.digest), name)
-            return EntryVerdict("OK", algorithm=name)
-    # The line's own first candidate, not the guess a settled length tried first: which guess that was
-    # depends on the files checked before it, so a split between processes would name another one.
-    return EntryVerdict("FAILED", algorithm=entry.candidates[0].name)

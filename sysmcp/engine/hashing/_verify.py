@@ -14,15 +14,13 @@ import os
 import stat
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.hashing._checksums import (
-    ALGORITHMS,
     HASH_THREADS,
     Algorithm,
-    Job,
     PoolCounters,
     hash_many,
 )
@@ -43,7 +41,7 @@ from sysmcp.engine.hashing._verdicts import (
     Status,
     Verdicts,
     Verification,
-    judge,
+    check_file,
     look,
 )
 from sysmcp.engine.hashing._verify_ranges import OUTSIDE_ROOTS, Confine, check_ranges
@@ -178,77 +176,36 @@ def _check_here(
     total = len(manifest.entries) + total_bytes  # entries and bytes: moves for big and tiny files
     progress(0, total)
 
-    # Pass 2: hash. A digest length two algorithms share is settled by the first file that matches.
+    # Pass 2: hash, as the long manifests' ranges do (``check_file``): a digest length two algorithms
+    # share is settled by the first file that matches, and a mismatch under it is tried with the others.
     settled: dict[int, str] = {}
-    tried: dict[int, set[str]] = {}
     counters = PoolCounters()
+    codes, details = result.checked.codes, result.checked.details
 
-    def jobs() -> Iterator[Job]:
-        for index, path, st in looked:
-            entry = manifest.entries[index]
-            candidates = entry.candidates
-            if len(candidates) > 1 and len(entry.digest) in settled:
-                candidates = (ALGORITHMS[settled[len(entry.digest)]],)
-            yield Job(index, path, candidates, st, follow_symlinks=not confined)
-
-    def report(rehashed: int = 0, rehash_total: int = 0) -> None:
-        progress(unhashed + counters.files + counters.bytes + rehashed, total + rehash_total)
+    def check(
+        item: tuple[int, bytes, os.stat_result], buffer: bytearray, on_chunk: Callable[[int], None]
+    ) -> tuple[tuple[int, int, str], int]:
+        index, path, st = item
+        entry = manifest.entries[index]
+        code, detail, read = check_file(
+            path, entry.digest, entry.candidates, confined, settled, buffer, on_chunk, st
+        )
+        return (index, code, detail), read
 
     def progress_and_cancel() -> None:
-        report()
+        progress(unhashed + counters.files + counters.bytes, total)
         cancel()
 
     hashing = budget.sharing(progress_and_cancel)  # progress every few ms, and the one deadline
-    for outcome in hash_many(jobs(), cancel=hashing, counters=counters, threads=threads):
-        index = outcome.job.key
-        entry = manifest.entries[index]
-        tried[index] = {a.name for a in outcome.job.algorithms}
-        result.checked[index] = judge(
-            entry, outcome.job, outcome.digest, outcome.error, outcome.missing, settled
-        )
-    report()
-    result.bytes_hashed = counters.bytes + retry_others(
-        manifest, looked, tried, result, report, budget, threads, confined
-    )
-
-
-def retry_others(
-    manifest: Manifest,
-    looked: list[tuple[int, bytes, os.stat_result]],
-    tried: dict[int, set[str]],
-    result: Verification,
-    progress: Callable[[int, int], None],
-    cancel: Callable[[], None],
-    threads: int,
-    confined: bool,
-) -> int:
-    """Hash FAILED files again with the candidates a settled length skipped, so mixed manifests stay right.
-
-    Only files that failed and whose digest length two algorithms share pay for this second read.
-    ``progress(bytes hashed again, bytes to hash again)``; ``cancel()`` raises to stop.
-    """
-    jobs = []
-    for index, path, st in looked:
-        entry, checked = manifest.entries[index], result.checked[index]
-        others = tuple(c for c in entry.candidates if c.name not in tried.get(index, ()))
-        if checked.status == "FAILED" and len(entry.candidates) > 1 and others:
-            jobs.append(Job(index, path, others, st, follow_symlinks=not confined))
-    if not jobs:
-        return 0
-    counters = PoolCounters()
-    total = sum(job.looked.st_size for job in jobs)
-
-    def progress_and_cancel() -> None:
-        progress(counters.bytes, total)
-        cancel()
-
-    for outcome in hash_many(jobs, cancel=progress_and_cancel, counters=counters, threads=threads):
-        if outcome.digest is not None and not outcome.digest.changed:
-            for name, hexdigest in outcome.digest.hexdigests.items():
-                if hexdigest == manifest.entries[outcome.job.key].digest:
-                    result.checked[outcome.job.key] = EntryVerdict("OK", algorithm=name)
-    progress_and_cancel()
-    return counters.bytes
+    size: Callable[[tuple[int, bytes, os.stat_result]], int] = lambda item: item[2].st_size  # noqa: E731
+    for index, code, detail in hash_many(
+        looked, check, size, cancel=hashing, counters=counters, threads=threads
+    ):
+        codes[index] = code
+        if detail:
+            details[index] = detail
+    progress(unhashed + counters.files + counters.bytes, total)
+    result.bytes_hashed = counters.bytes
 
 
 def find_new(
