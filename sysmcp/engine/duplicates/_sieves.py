@@ -415,20 +415,14 @@ class Handoff:
         self.walked = []
 
 
-class Comparer:
-    """The comparison's per-process part: claims blocks, returns the groups found and its counts."""
-
-    def __init__(self, reader: Reader, fd: int) -> None:
-        self.reader = reader
-        self.fd = fd
-
-    def run(self, claim: Callable[[], tuple[int, int] | None]) -> dict[str, Any]:
-        groups: list[tuple[int, str, list[Hashed]]] = []
-        stopped: str | None = None
-        try:
-            while (block := claim()) is not None:
-                self.reader.cancel()
-                groups += compare_block(block_candidates(self.fd, *block), self.reader)
-        except ScanStopped as stop:
-            stopped = stop.reason
-        return {"groups": groups, "stopped": stopped}
+def compare(reader: Reader, fd: int, claim: Callable[[], tuple[int, int] | None]) -> dict[str, Any]:
+    """The comparison's per-process part: claims blocks, returns the groups found and why it stopped."""
+    groups: list[tuple[int, str, list[Hashed]]] = []
+    stopped: str | None = None
+    try:
+        while (block := claim()) is not None:
+            reader.cancel()
+            groups += compare_block(block_candidates(fd, *block), reader)
+    except ScanStopped as stop:
+        stopped = stop.reason
+    return {"groups": groups, "stopped": stopped}
