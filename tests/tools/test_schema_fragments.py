@@ -12,7 +12,7 @@ import pytest
 
 from sysmcp import platform
 from sysmcp.engine.hashing._manifests import Entries
-from sysmcp.engine.hashing._verdicts import EntryVerdict, Verdicts
+from sysmcp.engine.hashing._verdicts import UNREADABLE_CODE, EntryVerdict, Verdicts
 from sysmcp.protocol.lifecycle import Features
 from sysmcp.tools import schemas as js
 from sysmcp.tools.descriptions import COMMON, described
@@ -124,7 +124,7 @@ def test_a_built_on_demand_sequence_indexes_slices_and_iterates_like_a_list() ->
         entries[3]
     verdicts = Verdicts()
     verdicts.codes.extend(bytes(2))
-    verdicts[1] = EntryVerdict("UNREADABLE", "permission denied")
+    verdicts.put(1, UNREADABLE_CODE, "permission denied")
     assert verdicts[-1] == EntryVerdict("UNREADABLE", "permission denied")
     assert [v.status for v in verdicts] == [verdicts[0].status, "UNREADABLE"]
     with pytest.raises(IndexError):

@@ -432,29 +432,16 @@ def _candidates(length: int, forced: Algorithm | None, prefer: Sequence[str]) ->
     return tuple(ALGORITHMS[n] for n in ordered)
 
 
+_ESCAPED = re.compile(rb"(?:[^\\]|\\[\\nr])*", re.DOTALL)  # every backslash starts \\, \n or \r
+_ESCAPE = re.compile(rb"\\([\\nr])")
+_UNESCAPED = {b"\\": b"\\", b"n": b"\n", b"r": b"\r"}
+
+
 def _unescape(name: bytes) -> bytes | None:
     """Undo GNU's escaping (``\\\\``, ``\\n``, ``\\r``); None for any other escape, as GNU refuses it."""
-    out = bytearray()
-    i = 0
-    while i < len(name):
-        byte = name[i]
-        if byte == 0x5C:  # backslash
-            if i + 1 >= len(name):
-                return None
-            following = name[i + 1]
-            if following == ord("n"):
-                out += b"\n"
-            elif following == ord("r"):
-                out += b"\r"
-            elif following == 0x5C:
-                out += b"\\"
-            else:
-                return None
-            i += 2
-        else:
-            out.append(byte)
-            i += 1
-    return bytes(out)
+    if _ESCAPED.fullmatch(name) is None:
+        return None
+    return _ESCAPE.sub(lambda found: _UNESCAPED[found.group(1)], name)
 
 
 # -- the manifest file -------------------------------------------------------------------------

@@ -57,17 +57,6 @@ _DECODED: dict[int, EntryVerdict] = {
 }
 
 
-def encode(checked: EntryVerdict) -> int:
-    """A verdict's byte (an UNREADABLE one's detail is kept aside)."""
-    if checked.status == "OK":
-        return ALGORITHM_CODE[checked.algorithm]
-    if checked.status == "FAILED":
-        return FAILED_CODE + ALGORITHM_CODE[checked.algorithm]
-    return {"MISSING": MISSING_CODE, "UNREADABLE": UNREADABLE_CODE, "NOT_CHECKED": NOT_CHECKED_CODE}[
-        checked.status
-    ]
-
-
 class Verdicts(CompactSequence[EntryVerdict]):
     """Every entry's verdict, in manifest order: one byte each, UNREADABLE details aside.
 
@@ -90,12 +79,11 @@ class Verdicts(CompactSequence[EntryVerdict]):
             return EntryVerdict("UNREADABLE", self.details.get(index, "unreadable"))
         return _DECODED[code]
 
-    def __setitem__(self, index: int, checked: EntryVerdict) -> None:
-        self.codes[index] = encode(checked)
-        if checked.status == "UNREADABLE":
-            self.details[index] = checked.detail
-        else:
-            self.details.pop(index, None)
+    def put(self, index: int, code: int, detail: str = "") -> None:
+        """Entry ``index``'s verdict, by its code (an UNREADABLE one with its detail)."""
+        self.codes[index] = code
+        if detail:
+            self.details[index] = detail
 
     def tally(self) -> tuple[Counter[Status], Counter[str]]:
         """Entries per status, and entries checked (OK or FAILED) per algorithm: one pass over the
@@ -182,11 +170,9 @@ def check_file(
     """
     if looked is None:
         found = look(path)
-        if isinstance(found, str):
-            return (UNREADABLE_CODE, found, 0) if found else (MISSING_CODE, "", 0)
+        if not isinstance(found, os.stat_result):
+            return found
         looked = found
-    if not stat.S_ISREG(looked.st_mode):
-        return UNREADABLE_CODE, f"not a regular file: {kind(looked.st_mode)}", 0
     trying = candidates
     narrowed = len(candidates) > 1 and len(expected) in settled
     if narrowed:
@@ -231,13 +217,19 @@ def check_file(
         os.close(fd)
 
 
-def look(path: bytes) -> os.stat_result | str:
-    """``os.stat(path)`` (following symlinks, as ``sha256sum``), or why not: '' when nothing is there
-    (MISSING), else the error in words (UNREADABLE)."""
+def look(path: bytes) -> os.stat_result | tuple[int, str, int]:
+    """``os.stat(path)`` of a regular file (following symlinks, as ``sha256sum``), or else the
+    verdict, as ``check_file`` returns it: MISSING when nothing is there, UNREADABLE with the error in
+    words, or with what it is when it is no regular file."""
     try:
-        return os.stat(path)
+        looked = os.stat(path)
     except OSError as exc:
-        return "" if exc.errno in (errno.ENOENT, errno.ENOTDIR) else explain(exc) or "unreadable"
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return MISSING_CODE, "", 0
+        return UNREADABLE_CODE, explain(exc) or "unreadable", 0
+    if not stat.S_ISREG(looked.st_mode):
+        return UNREADABLE_CODE, f"not a regular file: {kind(looked.st_mode)}", 0
+    return looked
 
 
 def check_small(
@@ -309,11 +301,11 @@ def check_entry(
     from the look alone (nothing is opened twice), goes on to ``check_file`` with its look.
     """
     looked = look(path)
-    if isinstance(looked, str):
-        return (UNREADABLE_CODE, looked, 0) if looked else (MISSING_CODE, "", 0)
+    if not isinstance(looked, os.stat_result):
+        return looked
     size = looked.st_size
     algorithm = known_algorithm(candidates, settled, len(expected))
-    if algorithm is None or not 0 < size < len(buffer) or not stat.S_ISREG(looked.st_mode):
+    if algorithm is None or not 0 < size < len(buffer):
         return check_file(path, expected, candidates, False, settled, buffer, on_chunk, looked)
     blamed = blamed_code(candidates)
     return check_small(path, looked, expected, candidates, (algorithm,), False, settled, buffer, blamed)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import stat
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -37,6 +36,7 @@ from sysmcp.engine.hashing._manifests import (
 )
 from sysmcp.engine.hashing._verdicts import (
     NOT_CHECKED_CODE,
+    UNREADABLE_CODE,
     EntryVerdict,
     Status,
     Verdicts,
@@ -45,7 +45,6 @@ from sysmcp.engine.hashing._verdicts import (
     look,
 )
 from sysmcp.engine.hashing._verify_ranges import OUTSIDE_ROOTS, Confine, check_ranges
-from sysmcp.engine.opens import kind
 from sysmcp.engine.walk import Budget, ScanStopped, SkipCounter, WalkOptions, join, throttled, walk_files
 
 PARALLEL_FROM = 160 << 10  # manifest bytes (about 2,000 lines) from which it is checked in ranges
@@ -160,15 +159,12 @@ def _check_here(
         if confine is not None:
             inside = confine(path)
             if inside is None:
-                result.checked[index] = EntryVerdict("UNREADABLE", OUTSIDE_ROOTS)
+                result.checked.put(index, UNREADABLE_CODE, OUTSIDE_ROOTS)
                 continue
             path = inside
         st = look(path)
-        if isinstance(st, str):
-            result.checked[index] = EntryVerdict("UNREADABLE", st) if st else EntryVerdict("MISSING")
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            result.checked[index] = EntryVerdict("UNREADABLE", f"not a regular file: {kind(st.st_mode)}")
+        if not isinstance(st, os.stat_result):
+            result.checked.put(index, *st[:2])
             continue
         looked.append((index, path, st))
         total_bytes += st.st_size
@@ -180,7 +176,6 @@ def _check_here(
     # share is settled by the first file that matches, and a mismatch under it is tried with the others.
     settled: dict[int, str] = {}
     counters = PoolCounters()
-    codes, details = result.checked.codes, result.checked.details
 
     def check(
         item: tuple[int, bytes, os.stat_result], buffer: bytearray, on_chunk: Callable[[int], None]
@@ -201,9 +196,7 @@ def _check_here(
     for index, code, detail in hash_many(
         looked, check, size, cancel=hashing, counters=counters, threads=threads
     ):
-        codes[index] = code
-        if detail:
-            details[index] = detail
+        result.checked.put(index, code, detail)
     progress(unhashed + counters.files + counters.bytes, total)
     result.bytes_hashed = counters.bytes
 
