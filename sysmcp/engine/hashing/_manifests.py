@@ -12,10 +12,8 @@ import io
 import os
 import re
 import sys
-from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar, overload
 
 from sysmcp.engine.errors import EngineError, NotFound, Refused
 from sysmcp.engine.hashing._checksums import (
@@ -40,101 +38,16 @@ class Entry:
     candidates: tuple[Algorithm, ...]  # one when tagged or forced; several when the length is ambiguous
 
 
-T = TypeVar("T")
-
 MAX_BAD_LINES_KEPT = 10_000  # line numbers of improperly formatted lines kept (all are counted)
 MAX_BAD_LINES = 100_000  # beyond this many improperly formatted lines the input is no manifest: stop
 
 
-class CompactSequence(Sequence[T]):
-    """A sequence whose items are built on demand by ``_at`` from compact storage (``Entries``,
-    ``verdicts.Verdicts``): indexing, slicing and iteration written once for both."""
-
-    __slots__ = ()
-
-    def _at(self, index: int) -> T:
-        raise NotImplementedError
-
-    @overload
-    def __getitem__(self, index: int) -> T: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[T]: ...
-
-    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
-        if isinstance(index, slice):
-            return [self._at(i) for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(f"{type(self).__name__} index out of range")
-        return self._at(index)
-
-    def __iter__(self) -> Iterator[T]:
-        for index in range(len(self)):
-            yield self._at(index)
-
-
-class Entries(CompactSequence[Entry]):
-    """Parsed entries kept compactly: names in one buffer, raw digests in another, numbers in arrays.
-
-    Why: an ``Entry`` object per line costs about 290 bytes (57 MB for 200,000 lines), and forked
-    checking processes copy every page of them that reference counting or the collector touches.
-    Here an entry costs its name plus about 50 bytes in a handful of flat buffers no process writes
-    to after parsing; ``entries[i]`` builds the ``Entry`` on demand.
-    """
-
-    __slots__ = (
-        "_digest_ends",
-        "_digests",
-        "_kind_of",
-        "_kinds",
-        "_kinds_seen",
-        "_lines",
-        "_name_ends",
-        "_names",
-    )
-
-    def __init__(self) -> None:
-        self._names = bytearray()
-        self._name_ends = array("Q")
-        self._digests = bytearray()  # raw digest bytes (hex decoded), so every digest is stored lowercase
-        self._digest_ends = array("Q")
-        self._lines = array("Q")
-        self._kinds = array("H")  # index into _kinds_seen: the candidate algorithms of each entry
-        self._kinds_seen: list[tuple[Algorithm, ...]] = []
-        self._kind_of: dict[tuple[tuple[str, int], ...], int] = {}
-
-    def add(self, line: int, name: bytes, digest: str, candidates: tuple[Algorithm, ...]) -> None:
-        key = tuple((a.name, a.hex_length) for a in candidates)
-        kind = self._kind_of.get(key)
-        if kind is None:
-            kind = self._kind_of[key] = len(self._kinds_seen)
-            self._kinds_seen.append(candidates)
-        self._names += name
-        self._name_ends.append(len(self._names))
-        self._digests += bytes.fromhex(digest)
-        self._digest_ends.append(len(self._digests))
-        self._lines.append(line)
-        self._kinds.append(kind)
-
-    def __len__(self) -> int:
-        return len(self._lines)
-
-    def _at(self, index: int) -> Entry:
-        name_start = self._name_ends[index - 1] if index else 0
-        digest_start = self._digest_ends[index - 1] if index else 0
-        return Entry(
-            self._lines[index],
-            bytes(self._names[name_start : self._name_ends[index]]),
-            self._digests[digest_start : self._digest_ends[index]].hex(),
-            self._kinds_seen[self._kinds[index]],
-        )
-
-
 @dataclass
 class Manifest:
-    entries: Entries = field(default_factory=Entries)
+    """A manifest parsed whole: only short ones are (``verify.PARALLEL_FROM``), so an object per entry
+    is cheap here; long ones are parsed in ranges by the processes that check them."""
+
+    entries: list[Entry] = field(default_factory=list)
     bad_lines: list[int] = field(default_factory=list)  # line numbers, 1-based: the first MAX_BAD_LINES_KEPT
     bad_count: int = 0  # improperly formatted lines in all
     gave_up: bool = False  # more than MAX_BAD_LINES were improperly formatted: parsing stopped there
@@ -237,7 +150,7 @@ def parse_manifest(
                 break
             continue
         name, digest, candidates = parsed
-        manifest.entries.add(number, name, digest, candidates)
+        manifest.entries.append(Entry(number, name, digest.lower(), candidates))
     manifest.bad_count = bad.count
     return manifest
 

@@ -11,9 +11,9 @@ import errno
 import os
 import stat
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, overload
 
 from sysmcp.engine.hashing._checksums import (
     ALGORITHM_NAMES,
@@ -25,7 +25,6 @@ from sysmcp.engine.hashing._checksums import (
     hash_once,
     one_shot,
 )
-from sysmcp.engine.hashing._manifests import CompactSequence
 from sysmcp.engine.opens import kind, open_regular_at, read_small_regular_at
 
 #: NOT_CHECKED: the time budget ran out before this entry was looked at or hashed.
@@ -57,8 +56,9 @@ _DECODED: dict[int, EntryVerdict] = {
 }
 
 
-class Verdicts(CompactSequence[EntryVerdict]):
-    """Every entry's verdict, in manifest order: one byte each, UNREADABLE details aside.
+class Verdicts(Sequence[EntryVerdict]):
+    """Every entry's verdict, in manifest order: one byte each, UNREADABLE details aside; an
+    ``EntryVerdict`` is built on demand.
 
     Why: a million entries cost a megabyte here, where a list of verdicts costs eight, and the
     forked checking processes send their parts back as plain bytes.
@@ -78,6 +78,25 @@ class Verdicts(CompactSequence[EntryVerdict]):
         if code == UNREADABLE_CODE:
             return EntryVerdict("UNREADABLE", self.details.get(index, "unreadable"))
         return _DECODED[code]
+
+    @overload
+    def __getitem__(self, index: int) -> EntryVerdict: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[EntryVerdict]: ...
+
+    def __getitem__(self, index: int | slice) -> EntryVerdict | Sequence[EntryVerdict]:
+        if isinstance(index, slice):
+            return [self._at(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("Verdicts index out of range")
+        return self._at(index)
+
+    def __iter__(self) -> Iterator[EntryVerdict]:
+        for index in range(len(self)):
+            yield self._at(index)
 
     def put(self, index: int, code: int, detail: str = "") -> None:
         """Entry ``index``'s verdict, by its code (an UNREADABLE one with its detail)."""
