@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from sysmcp.engine.calls import Cancel, Progress
@@ -74,8 +74,10 @@ MAX_UNREADABLE_KEPT = 1000  # per process; the rest are counted
 
 
 @dataclass
-class TreeManifest:
-    """The merged result: the manifest (whole if it fits ``keep_limit``), its first lines, the counts."""
+class TreeHash:
+    """A hash_tree call's result: the sorted manifest (whole if it fits ``keep_limit``), its first
+    lines, the counts, what is not in it, the directory its names are relative to, what the walk
+    skipped and how long it took."""
 
     files: int = 0
     total_bytes: int = 0
@@ -89,6 +91,10 @@ class TreeManifest:
     not_hashed: int = 0
     walk_complete: bool = True
     processes: int = 1
+    seconds: float = 0.0
+    base: bytes = b"/"
+    skipped: dict[str, int] = field(default_factory=dict)  # by reason
+    skipped_named: list[str] = field(default_factory=list)  # the first unreadable directories
 
 
 class Runs(SortedRuns):
@@ -418,9 +424,9 @@ def merge(
     keep_limit: int,
     first_lines: int,
     cancel: Callable[[], None],
-) -> TreeManifest:
+) -> TreeHash:
     """Merge every process's sorted runs into one manifest, sorted by name, in bounded memory."""
-    out = TreeManifest()
+    out = TreeHash()
     extents = [(spill, offset, length) for spill, part in parts for offset, length in part["extents"]]
     read_bytes = max(MIN_READ_BYTES, min(READ_BYTES, MERGE_BYTES // max(1, len(extents))))
     streams = [_records(spill, offset, length, read_bytes) for spill, offset, length in extents]
@@ -470,7 +476,7 @@ class TreeRequest:
 
 def hash_tree_parallel(
     request: TreeRequest, skipped: SkipCounter, progress: Progress, cancel: Cancel
-) -> TreeManifest:
+) -> TreeHash:
     """Walk ``request.root`` and hash every regular file, in this process and (past
     ``sharing.split_after_s``) in forked children; stop cleanly at the deadline, ``timeout_s`` from now.
 
@@ -538,17 +544,6 @@ def hash_tree_parallel(
             spill.close()
 
 
-@dataclass
-class TreeHash(TreeManifest):
-    """A hash_tree call's result: the sorted manifest and what is not in it (``TreeManifest``), plus
-    the directory its names are relative to, what the walk skipped and how long it took."""
-
-    seconds: float = 0.0
-    base: bytes = b"/"
-    skipped: dict[str, int] = field(default_factory=dict)  # by reason
-    skipped_named: list[str] = field(default_factory=list)  # the first unreadable directories
-
-
 def hash_path(request: TreeRequest, progress: Progress, cancel: Cancel) -> TreeHash:
     """The manifest of ``request.root``: a directory walked and hashed by every usable core
     (``hash_tree_parallel``, the manifest merged from sorted runs in bounded memory), or one regular
@@ -573,25 +568,15 @@ def hash_path(request: TreeRequest, progress: Progress, cancel: Cancel) -> TreeH
     else:
         skipped = SkipCounter()
         try:
-            merged = hash_tree_parallel(request, skipped, progress, cancel)
+            result = hash_tree_parallel(request, skipped, progress, cancel)
         except PermissionError:
             raise PermissionRefused(f"Permission denied: cannot read the directory {shown}") from None
         except OSError as exc:
             raise EngineError(f"Cannot walk {shown}: {exc.strerror or exc}") from None
-        result = _with_base(merged, root, skipped)
+        result.base, result.skipped, result.skipped_named = root, skipped.as_dict(), skipped.named
     progress(result.files + result.total_bytes, None)
     result.seconds = time.perf_counter() - started
     return result
-
-
-def _with_base(merged: TreeManifest, base: bytes, skipped: SkipCounter) -> TreeHash:
-    """The engine's manifest, field for field, with the base the tool words names from."""
-    return TreeHash(
-        base=base,
-        skipped=skipped.as_dict(),
-        skipped_named=skipped.named,
-        **{item.name: getattr(merged, item.name) for item in fields(merged)},
-    )
 
 
 def _hash_one(request: TreeRequest, looked: os.stat_result, progress: Progress, cancel: Cancel) -> TreeHash:
@@ -613,5 +598,5 @@ def _hash_one(request: TreeRequest, looked: os.stat_result, progress: Progress, 
         except ScanStopped as stop:
             stopped = stop.reason
         merged = merge([(spill, runs.summary())], request.keep_limit, request.first_lines, cancel)
-    merged.stopped = stopped
-    return _with_base(merged, base, SkipCounter())
+    merged.stopped, merged.base = stopped, base
+    return merged

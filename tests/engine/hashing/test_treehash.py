@@ -50,7 +50,7 @@ def sha256_request(root: bytes, **overrides: Any) -> TreeRequest:
     return TreeRequest(root, ALGORITHMS["sha256"], "gnu", WalkOptions(), **settings)
 
 
-def run(root: Path, **kwargs: Any) -> treehash.TreeManifest:
+def run(root: Path, **kwargs: Any) -> treehash.TreeHash:
     skipped = SkipCounter()
     sharing = Sharing(processes=kwargs.pop("processes", 2), split_after_s=kwargs.pop("split_after_s", 0))
     result = hash_tree_parallel(
@@ -146,7 +146,7 @@ def test_the_merge_reads_ahead_in_bounded_memory_however_many_runs(
     assert peak < 4 << 20, f"the merge's peak: {peak / 1e6:.1f} MB"
 
 
-def hash_with_a_swap(root: Path, swap: Callable[[], None]) -> treehash.TreeManifest:
+def hash_with_a_swap(root: Path, swap: Callable[[], None]) -> treehash.TreeHash:
     """Hash ``root`` in one process, running ``swap`` between the walk's listing and the hashing."""
     original = treehash.ListingHasher.listing
 
