@@ -44,10 +44,8 @@ from sysmcp.engine.hashing._verdicts import (
     check_file,
     look,
 )
-from sysmcp.engine.hashing._verify_ranges import OUTSIDE_ROOTS, Confine, check_ranges
+from sysmcp.engine.hashing._verify_ranges import OUTSIDE_ROOTS, Confine, Tuning, check_ranges
 from sysmcp.engine.walk import Budget, ScanStopped, SkipCounter, WalkOptions, join, throttled, walk_files
-
-PARALLEL_FROM = 160 << 10  # manifest bytes (about 2,000 lines) from which it is checked in ranges
 
 
 @dataclass(frozen=True)
@@ -63,6 +61,7 @@ class VerifyRequest:
     threads: int = HASH_THREADS  # hashing threads for a short manifest
     confine: Confine | None = None  # None: no allowed roots to keep names inside
     timeout_s: float = math.inf
+    tuning: Tuning = field(default_factory=Tuning)  # how a long manifest is checked in ranges
     clock: Callable[[], float] = time.monotonic  # the time budget's
     #: Runs last, while ``names()`` can still read the manifest (a full report is written there, in the
     #: worker: a million names read again would hold the event loop for seconds).
@@ -81,9 +80,18 @@ def verify(request: VerifyRequest, progress: Progress, cancel: Cancel) -> Verifi
     reader = open_manifest(source)
     try:
         prefer = hint_order(source.name_hint)
-        if reader.size >= PARALLEL_FROM:
+        tuning = request.tuning
+        if reader.size >= tuning.parallel_from:
             result = check_ranges(
-                reader, request.algorithm, prefer, request.base, request.confine, budget, progress, cancel
+                reader,
+                request.algorithm,
+                prefer,
+                request.base,
+                request.confine,
+                tuning,
+                budget,
+                progress,
+                cancel,
             )
         else:
             result = _parse_and_check_here(reader, request, prefer, budget, progress, cancel)

@@ -59,9 +59,22 @@ MAX_LISTINGS = 64  # directories a range keeps open at once (descriptors); each 
 #: than that, no write can have been under way while it was read: a write sets both times to "now"
 #: (give or take the coarsest timestamps, FAT's 2 s), so the one ``fstat`` after the read suffices.
 SETTLED_NS = 3_000_000_000
+#: Manifest bytes (about 2,000 lines) from which a manifest is checked in ranges (``verify``).
+PARALLEL_FROM = 160 << 10
 PROGRESS_EVERY = 16  # entries between two updates of the progress counts (read every few ms)
 _S_IFMT, _S_IFREG = 0o170000, stat.S_IFREG
 OUTSIDE_ROOTS = "outside the allowed roots"
+
+
+@dataclass(frozen=True, slots=True)
+class Tuning:
+    """The knobs of a check in ranges, each at its constant unless a test sets it."""
+
+    parallel_from: int = PARALLEL_FROM  # manifest bytes from which ranges are used at all
+    processes: int | None = None  # None: as many as this process may use
+    settled_ns: int = SETTLED_NS
+    max_listings: int = MAX_LISTINGS
+    chunk: int = CHUNK  # the buffer: files smaller are read at once
 
 
 @dataclass(slots=True)
@@ -82,10 +95,14 @@ class RangeWork:
     prefix: bytes  # the base directory, ending in '/'
     own: Callable[[], None]  # deadline, cancellation and progress, every few milliseconds
     tally: RangeProgress
-    confine: Confine | None = None
+    confine: Confine | None
+    tuning: Tuning
     settled: dict[int, str] = field(default_factory=dict)
-    buffer: bytearray = field(default_factory=lambda: bytearray(CHUNK))
+    buffer: bytearray = field(init=False)
     bad_seen: int = 0  # by this process: more than MAX_BAD_LINES means the whole is no manifest
+
+    def __post_init__(self) -> None:
+        self.buffer = bytearray(self.tuning.chunk)
 
     def on_chunk(self, read: int) -> None:
         self.own()
@@ -130,7 +147,7 @@ def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: 
     is listed once (``dirlook.list_for``), and a file its listing typed as regular is opened relative
     to it (``O_NOFOLLOW``, ``O_NONBLOCK``), read once, ``fstat``-ed (a regular file, the inode the
     entry named, on the directory's device, as big as what was read, its times older than
-    ``SETTLED_NS`` before the range began) and closed: four system calls, where ``check_entry`` makes
+    ``settled_ns`` before the range began) and closed: four system calls, where ``check_entry`` makes
     five and walks the whole path twice. Anything else (a name the listing did not type as a regular
     file or did not reach, a file empty, large, recently changed or swapped, any error) goes through
     ``check_entry`` from the start, so its verdict and text are exactly that path's.
@@ -149,7 +166,7 @@ def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: 
     open_, readv, fstat, close = os.open, os.readv, os.fstat, os.close
     flags = OPEN_LISTED
     step = block_size // max(1, len(found))  # progress: manifest bytes per entry, near enough
-    before = time.time_ns() - SETTLED_NS
+    before = time.time_ns() - work.tuning.settled_ns
     files, done = tally.files, tally.read
     hashed = 0
     current: str | None = None  # the directory part of the entries just checked, and its listing
@@ -165,7 +182,9 @@ def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: 
                 listed = listings.get(key, NOT_LISTED)
                 if key not in listings:
                     if wanted[key] >= LIST_FROM:
-                        if len(opened) >= MAX_LISTINGS:  # the oldest goes: the rest of its names one by one
+                        if (
+                            len(opened) >= work.tuning.max_listings
+                        ):  # the oldest goes: the rest of its names one by one
                             oldest, gone = opened.pop(0)
                             gone.close()
                             listings[oldest] = NOT_LISTED
@@ -301,6 +320,7 @@ def check_ranges(
     prefer: Sequence[str],
     base: bytes,
     confine: Confine | None,
+    tuning: Tuning,
     budget: Budget,
     progress: Progress,
     cancel: Cancel,
@@ -315,7 +335,7 @@ def check_ranges(
     NOT_CHECKED) and every line number is right. ``progress(manifest bytes read, its size)`` every
     few milliseconds; ``budget`` is the deadline, ``cancel`` the cancellation.
     """
-    processes = available_processes()
+    processes = available_processes() if tuning.processes is None else tuning.processes
     per_task, tasks = ranges_for(reader.size, processes)
     style = decide_style(reader.blocks(per_task, throttled(cancel)), forced, prefer)
     prefix = base if base.endswith(b"/") else base + b"/"
@@ -335,7 +355,7 @@ def check_ranges(
                 cancel()
 
             tally, own = mine, budget.sharing(progress_and_cancel)
-        ranges = RangeWork(LineParser(forced, prefer, style), prefix, own, tally, confine)
+        ranges = RangeWork(LineParser(forced, prefer, style), prefix, own, tally, confine, tuning)
         return _check_claimed(claim, reader, per_task, ranges)
 
     results: list[dict[str, Any] | None] = run_shared(tasks, processes, work, budget)
