@@ -100,8 +100,9 @@ class TreeHash:
 class Runs(SortedRuns):
     """One process's sorted runs in its own unlinked temporary file, and the counts behind them."""
 
-    def __init__(self, spill: IO[bytes]) -> None:
+    def __init__(self, spill: IO[bytes], run_bytes: int = RUN_BYTES) -> None:
         super().__init__(spill)
+        self.run_bytes = run_bytes  # buffered past this, the records are sorted and written as one run
         self.files = 0
         self.bytes = 0
         self.manifest_bytes = 0
@@ -124,7 +125,7 @@ class Runs(SortedRuns):
                 name.decode("utf-8")
             except UnicodeDecodeError:
                 self.non_utf8 += 1
-        if self.buffered >= RUN_BYTES:
+        if self.buffered >= self.run_bytes:
             self.flush()
 
     def add_listing(
@@ -165,7 +166,7 @@ class Runs(SortedRuns):
         self.records += records
         self.buffered += size
         self.manifest_bytes += size - keys - len(names)
-        if self.buffered >= RUN_BYTES:
+        if self.buffered >= self.run_bytes:
             self.flush()
 
     def fail(self, name: bytes, error: str) -> None:
@@ -189,19 +190,13 @@ class Runs(SortedRuns):
 
 
 class ListingHasher:
-    """Hashes the files of listings, in this process, into ``Runs``."""
+    """Hashes the files of listings under ``root``, in this process, into ``Runs``, as ``request`` says."""
 
-    def __init__(
-        self,
-        root: bytes,
-        algorithm: Algorithm,
-        style: Style,
-        runs: Runs,
-        cancel: Callable[[], None],
-    ) -> None:
+    def __init__(self, root: bytes, request: TreeRequest, runs: Runs, cancel: Callable[[], None]) -> None:
         self.head = join(root, b"x")[:-1]  # root and one slash
-        self.algorithm = algorithm
-        self.style = style
+        self.algorithm = request.algorithm
+        self.style = request.style
+        self.trusted = request.trusted
         self.runs = runs
         self.cancel = cancel
         self.buffer = bytearray(CHUNK)
@@ -320,7 +315,7 @@ class ListingHasher:
         if opened.st_ino != inode:
             if self.trusted_devices is None:
                 self.trusted_devices = frozenset(
-                    mount.dev for mount in mount_table() if mount.fstype in ENTRY_INODES_TRUSTED
+                    mount.dev for mount in mount_table() if mount.fstype in self.trusted
                 )
             if dev in self.trusted_devices:
                 return explain(FileSwap())
@@ -472,6 +467,8 @@ class TreeRequest:
     sharing: Sharing = field(default_factory=Sharing)
     shown: str = ""
     clock: Callable[[], float] = time.monotonic
+    run_bytes: int = RUN_BYTES  # records a process buffers before it sorts and writes them as one run
+    trusted: frozenset[str] = ENTRY_INODES_TRUSTED  # filesystems whose entries carry stat's inodes
 
 
 def hash_tree_parallel(
@@ -483,8 +480,7 @@ def hash_tree_parallel(
     ``cancel`` raises to abandon the call (children are killed); ``progress`` gets the files and bytes
     of every process together, every few milliseconds. Returns the merged, sorted manifest.
     """
-    root, algorithm, style = request.root, request.algorithm, request.style
-    sharing = request.sharing
+    root, sharing = request.root, request.sharing
     count = available_processes() if sharing.processes is None else sharing.processes
     sharing = replace(sharing, processes=count)  # asked now: one spill file per process
     parallel: ParallelWalk | None = None
@@ -502,18 +498,18 @@ def hash_tree_parallel(
     budget = Budget(request.timeout_s, progress_and_cancel, clock=request.clock)
     spills = [tempfile.TemporaryFile(prefix="sysmcp-manifest-") for _ in range(max(1, count))]  # noqa: SIM115
     try:
-        mine = Runs(spills[0])
+        mine = Runs(spills[0], request.run_bytes)
         # Every file is opened and checked here: told by its entry's type, no lstat each.
         config = ScanConfig(finished_depth=-1, regular_by_type=True)
         scanner = Scanner(root, request.options, skipped, budget, config=config)
-        hasher = ListingHasher(root, algorithm, style, mine, budget)
+        hasher = ListingHasher(root, request, mine, budget)
 
         def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
             assert parallel is not None
             if in_child:
-                runs, counter = Runs(spills[progress.slot]), SkipCounter()
+                runs, counter = Runs(spills[progress.slot], request.run_bytes), SkipCounter()
                 check = budget.sharing(lambda: progress.set(*runs.progress()))
-                own = ListingHasher(root, algorithm, style, runs, check)
+                own = ListingHasher(root, request, runs, check)
             else:
                 runs, counter, check, own = mine, skipped, budget, hasher
             walked = parallel.walk_claimed(claim, counter, check, own.consume, in_child)
@@ -584,14 +580,14 @@ def _hash_one(request: TreeRequest, looked: os.stat_result, progress: Progress, 
     base = os.path.dirname(request.root)
     name = request.root[len(base.rstrip(b"/")) + 1 :]
     with tempfile.TemporaryFile(prefix="sysmcp-manifest-") as spill:
-        runs = Runs(spill)
+        runs = Runs(spill, request.run_bytes)
 
         def progress_and_cancel() -> None:
             progress(sum(runs.progress()), None)
             cancel()
 
         budget = Budget(request.timeout_s, progress_and_cancel, clock=request.clock)
-        hasher = ListingHasher(base, request.algorithm, request.style, runs, budget)
+        hasher = ListingHasher(base, request, runs, budget)
         stopped = None
         try:
             hasher.typed_by_path("", [(os.fsdecode(name), looked.st_ino)])
