@@ -23,7 +23,7 @@ from typing import IO, Any
 from blake3 import blake3 as _blake3
 
 from sysmcp.engine.duplicates._sizeruns import merge_by_size, parse, read_records
-from sysmcp.engine.hashing import BLAKE3, BLAKE3_THREADED, CHUNK, hash_fd, hash_once
+from sysmcp.engine.hashing import BLAKE3, BLAKE3_THREADED, CHUNK, hash_fd
 from sysmcp.engine.parallel import pipe, release
 from sysmcp.engine.walk import RUN_BYTES, ScanStopped, SkipCounter
 
@@ -164,11 +164,9 @@ class Reader:
         return fd, st
 
     def small(self, candidate: RawCandidate, size: int) -> str | None:
-        """BLAKE3 of a file smaller than the buffer: open, fstat, one read, fstat, close.
-
-        The same checks as ``hash_once`` without its general machinery (the per-file cost on a million
-        small files): the read must return the size seen at open, and size and mtime must not have
-        moved after it, or the file counts as changed.
+        """BLAKE3 of a file smaller than the buffer: open, fstat, one read, fstat, close (the per-file
+        cost on a million small files). The read must return the size seen at open, and size and mtime
+        must not have moved after it, or the file counts as changed.
         """
         opened = self._open(candidate, size)
         if opened is None:
@@ -191,7 +189,7 @@ class Reader:
     def sample(self, candidate: RawCandidate, size: int) -> str | None:
         """Hash of the first and last 4 KiB (the whole content for files up to SMALL)."""
         if size <= SMALL:
-            return self.small(candidate, size) if size < len(self.buffer) else self.full(candidate, size)
+            return self.full(candidate, size)
         opened = self._open(candidate, size)
         if opened is None:
             return None
@@ -211,18 +209,18 @@ class Reader:
             os.close(fd)
 
     def full(self, candidate: RawCandidate, size: int) -> str | None:
-        """BLAKE3 of the whole content, streamed by the shared engine with a cancel per chunk; large files
-        are hashed on every core (blake3's own threads), small ones with one read."""
+        """BLAKE3 of the whole content: a file smaller than the buffer with one read (``small``), a
+        larger one streamed by the shared engine with a cancel per chunk, on every core (blake3's own
+        threads) when large."""
+        if size < len(self.buffer):
+            return self.small(candidate, size)
         opened = self._open(candidate, size)
         if opened is None:
             return None
         fd, st = opened
         try:
-            if size < len(self.buffer):
-                digest = hash_once(fd, (BLAKE3,), self.buffer, st)
-            else:
-                algorithm = BLAKE3_THREADED if size >= THREADED_FROM else BLAKE3
-                digest = hash_fd(fd, (algorithm,), self.buffer, lambda _: self.cancel(), opened=st)
+            algorithm = BLAKE3_THREADED if size >= THREADED_FROM else BLAKE3
+            digest = hash_fd(fd, (algorithm,), self.buffer, lambda _: self.cancel(), opened=st)
         except OSError:
             self.skipped.add("unreadable")
             return None

@@ -15,7 +15,6 @@ from sysmcp.engine.hashing._checksums import (
     Style,
     format_line,
     hash_fd,
-    hash_once,
 )
 from sysmcp.engine.hashing._filehash import FileHash, FileRequest, hash_file
 from sysmcp.engine.hashing._manifests import (
@@ -56,7 +55,6 @@ __all__ = [
     "format_line",
     "hash_fd",
     "hash_file",
-    "hash_once",
     "hash_path",
     "is_cut",
     "listed",

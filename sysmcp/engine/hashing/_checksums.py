@@ -235,22 +235,6 @@ def one_shot(algorithm: Algorithm) -> Callable[[memoryview], Hasher]:
     return hashed
 
 
-def hash_once(fd: int, algorithms: Sequence[Algorithm], buffer: bytearray, opened: os.stat_result) -> Digest:
-    """``hash_fd`` for a file smaller than ``buffer``: one read, no chunk loop, no callback.
-
-    The size read must be the size at open, and size and mtime must not have moved after it;
-    otherwise the digest says what changed, as ``hash_fd``'s does. Empty and kernel-generated files
-    (size 0) go to ``hash_fd``, which reads them to the end.
-    """
-    size = opened.st_size
-    if not 0 < size < len(buffer):
-        return hash_fd(fd, algorithms, buffer, opened=opened)
-    count = os.readv(fd, [buffer])
-    data = memoryview(buffer)[:count]
-    hexdigests = {algorithm.name: one_shot(algorithm)(data).hexdigest() for algorithm in algorithms}
-    return Digest(hexdigests, count, describe_change(opened, os.fstat(fd), count))
-
-
 def describe_change(before: os.stat_result, after: os.stat_result, read: int) -> str | None:
     """Why a file read between these two looks yields the digest of no single version of it, or None."""
     # Size 0 before and after with bytes read is a kernel-generated file (procfs, sysfs): not a change.

@@ -22,7 +22,6 @@ from sysmcp.engine.hashing._checksums import (
     describe_change,
     explain,
     hash_fd,
-    hash_once,
     one_shot,
 )
 from sysmcp.engine.opens import kind, open_regular_at, read_small_regular_at
@@ -209,10 +208,7 @@ def check_file(
     try:
         while True:
             try:
-                if opened.st_size < len(buffer):
-                    digest = hash_once(fd, trying, buffer, opened)
-                else:
-                    digest = hash_fd(fd, trying, buffer, on_chunk, opened=opened)
+                digest = hash_fd(fd, trying, buffer, on_chunk, opened=opened)
             except OSError as exc:
                 return UNREADABLE_CODE, f"read error: {explain(exc)}", read
             read += digest.size
@@ -264,7 +260,7 @@ def check_small(
 ) -> tuple[int, str, int]:
     """``check_file`` for a file smaller than the buffer: open, one read, one ``fstat``, close
     (``safeopen.read_small_regular_at``), and the candidates a settled length skipped are tried on the
-    bytes already read. The same verdicts as through ``open_regular_at`` and ``hash_once``, with two
+    bytes already read. The same verdicts as through ``open_regular_at`` and ``hash_fd``, with two
     system calls and every per-file object fewer: these are most files, and per-file work is the cost."""
     try:
         count, after, failure = read_small_regular_at(path, looked, buffer, follow_symlinks=not confined)
