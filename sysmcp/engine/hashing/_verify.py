@@ -24,7 +24,6 @@ from sysmcp.engine.hashing._checksums import (
     hash_many,
 )
 from sysmcp.engine.hashing._manifests import (
-    Manifest,
     ManifestBytes,
     ManifestChanged,
     NoEntries,
@@ -94,7 +93,7 @@ def verify(request: VerifyRequest, progress: Progress, cancel: Cancel) -> Verifi
                 cancel,
             )
         else:
-            result = _parse_and_check_here(reader, request, prefer, budget, progress, cancel)
+            result = _check_here(reader, request, prefer, budget, progress, cancel)
         if request.report_new and result.stopped is None:
             try:
                 result.new, result.walk_skipped = find_new(
@@ -117,7 +116,7 @@ def verify(request: VerifyRequest, progress: Progress, cancel: Cancel) -> Verifi
     return result
 
 
-def _parse_and_check_here(
+def _check_here(
     reader: ManifestBytes,
     request: VerifyRequest,
     prefer: Sequence[str],
@@ -125,88 +124,76 @@ def _parse_and_check_here(
     progress: Progress,
     cancel: Cancel,
 ) -> Verification:
+    """A short manifest, parsed whole: every entry looked at, then hashed on a small thread pool."""
     manifest = parse_manifest(
         reader.read(0, reader.size), forced=request.algorithm, prefer=prefer, cancel=throttled(cancel)
     )  # no deadline inside the parse
+    entries = manifest.entries
     if manifest.gave_up:
         raise NotAManifest(reader.shown)
-    if not manifest.entries:
+    if not entries:
         raise NoEntries(reader.shown, manifest.bad_count)
-    entries = manifest.entries
     result = Verification(
         Verdicts(bytearray([NOT_CHECKED_CODE]) * len(entries)),
         manifest.bad_lines,
         manifest.bad_count,
         names=lambda: (entry.name for entry in entries),
     )
+    base, confine, threads = request.base, request.confine, request.threads
+    confined = confine is not None
+    looked: list[tuple[int, bytes, os.stat_result]] = []
+    total_bytes = 0
     try:
-        _check_here(manifest, request, budget, progress, cancel, result)
+        # Pass 1: look at every listed file (stat follows symlinks, as sha256sum's open does).
+        for index, entry in enumerate(entries):
+            budget()
+            path = entry.name if entry.name.startswith(b"/") else join(base, entry.name)
+            if confine is not None:
+                inside = confine(path)
+                if inside is None:
+                    result.checked.put(index, UNREADABLE_CODE, OUTSIDE_ROOTS)
+                    continue
+                path = inside
+            st = look(path)
+            if not isinstance(st, os.stat_result):
+                result.checked.put(index, *st[:2])
+                continue
+            looked.append((index, path, st))
+            total_bytes += st.st_size
+        unhashed = len(entries) - len(looked)
+        total = len(entries) + total_bytes  # entries and bytes: moves for big and tiny files
+        progress(0, total)
+
+        # Pass 2: hash, as the long manifests' ranges do (``check_file``): a digest length two algorithms
+        # share is settled by the first file that matches, and a mismatch under it is tried with the others.
+        settled: dict[int, str] = {}
+        counters = PoolCounters()
+
+        def check(
+            item: tuple[int, bytes, os.stat_result], buffer: bytearray, on_chunk: Callable[[int], None]
+        ) -> tuple[tuple[int, int, str], int]:
+            index, path, st = item
+            entry = entries[index]
+            code, detail, read = check_file(
+                path, entry.digest, entry.candidates, confined, settled, buffer, on_chunk, st
+            )
+            return (index, code, detail), read
+
+        def progress_and_cancel() -> None:
+            progress(unhashed + counters.files + counters.bytes, total)
+            cancel()
+
+        hashing = budget.sharing(progress_and_cancel)  # progress every few ms, and the one deadline
+        size: Callable[[tuple[int, bytes, os.stat_result]], int] = lambda item: item[2].st_size  # noqa: E731
+        for index, code, detail in hash_many(
+            looked, check, size, cancel=hashing, counters=counters, threads=threads
+        ):
+            result.checked.put(index, code, detail)
+        progress(unhashed + counters.files + counters.bytes, total)
+        result.bytes_hashed = counters.bytes
     except ScanStopped as stop:
         result.stopped = stop.reason
     return result
-
-
-def _check_here(
-    manifest: Manifest,
-    request: VerifyRequest,
-    budget: Budget,
-    progress: Progress,
-    cancel: Cancel,
-    result: Verification,
-) -> None:
-    """Look at every entry, then hash on a small thread pool: the way for short manifests."""
-    base, confine, threads = request.base, request.confine, request.threads
-    confined = confine is not None
-
-    # Pass 1: look at every listed file (stat follows symlinks, as sha256sum's open does).
-    looked: list[tuple[int, bytes, os.stat_result]] = []
-    total_bytes = 0
-    for index, entry in enumerate(manifest.entries):
-        budget()
-        path = entry.name if entry.name.startswith(b"/") else join(base, entry.name)
-        if confine is not None:
-            inside = confine(path)
-            if inside is None:
-                result.checked.put(index, UNREADABLE_CODE, OUTSIDE_ROOTS)
-                continue
-            path = inside
-        st = look(path)
-        if not isinstance(st, os.stat_result):
-            result.checked.put(index, *st[:2])
-            continue
-        looked.append((index, path, st))
-        total_bytes += st.st_size
-    unhashed = len(manifest.entries) - len(looked)
-    total = len(manifest.entries) + total_bytes  # entries and bytes: moves for big and tiny files
-    progress(0, total)
-
-    # Pass 2: hash, as the long manifests' ranges do (``check_file``): a digest length two algorithms
-    # share is settled by the first file that matches, and a mismatch under it is tried with the others.
-    settled: dict[int, str] = {}
-    counters = PoolCounters()
-
-    def check(
-        item: tuple[int, bytes, os.stat_result], buffer: bytearray, on_chunk: Callable[[int], None]
-    ) -> tuple[tuple[int, int, str], int]:
-        index, path, st = item
-        entry = manifest.entries[index]
-        code, detail, read = check_file(
-            path, entry.digest, entry.candidates, confined, settled, buffer, on_chunk, st
-        )
-        return (index, code, detail), read
-
-    def progress_and_cancel() -> None:
-        progress(unhashed + counters.files + counters.bytes, total)
-        cancel()
-
-    hashing = budget.sharing(progress_and_cancel)  # progress every few ms, and the one deadline
-    size: Callable[[tuple[int, bytes, os.stat_result]], int] = lambda item: item[2].st_size  # noqa: E731
-    for index, code, detail in hash_many(
-        looked, check, size, cancel=hashing, counters=counters, threads=threads
-    ):
-        result.checked.put(index, code, detail)
-    progress(unhashed + counters.files + counters.bytes, total)
-    result.bytes_hashed = counters.bytes
 
 
 def find_new(
