@@ -97,6 +97,10 @@ class TreeHash:
     skipped_named: list[str] = field(default_factory=list)  # the first unreadable directories
 
 
+#: What every process counts and the merge adds up, named as ``TreeHash`` names them.
+_COUNTS = ("files", "total_bytes", "manifest_bytes", "non_utf8", "unreadable_count", "not_hashed")
+
+
 class Runs(SortedRuns):
     """One process's sorted runs in its own unlinked temporary file, and the counts behind them."""
 
@@ -104,7 +108,7 @@ class Runs(SortedRuns):
         super().__init__(spill)
         self.run_bytes = run_bytes  # buffered past this, the records are sorted and written as one run
         self.files = 0
-        self.bytes = 0
+        self.total_bytes = 0
         self.manifest_bytes = 0
         self.non_utf8 = 0
         self.unreadable: list[tuple[bytes, str]] = []
@@ -113,7 +117,7 @@ class Runs(SortedRuns):
         self.in_flight = 0  # bytes read so far of the (large) file being hashed: progress
 
     def progress(self) -> tuple[int, int]:
-        return self.files, self.bytes + self.in_flight
+        return self.files, self.total_bytes + self.in_flight
 
     def add(self, name: bytes, line: bytes) -> None:
         record = name + b"\0" + line
@@ -177,16 +181,8 @@ class Runs(SortedRuns):
     def summary(self) -> dict[str, Any]:
         """What a child sends back (``marshal``-able): the runs are in the file the parent opened."""
         self.flush()
-        return {
-            "extents": self.extents,
-            "files": self.files,
-            "bytes": self.bytes,
-            "manifest_bytes": self.manifest_bytes,
-            "non_utf8": self.non_utf8,
-            "unreadable": self.unreadable,
-            "unreadable_count": self.unreadable_count,
-            "not_hashed": self.not_hashed,
-        }
+        counts = {key: getattr(self, key) for key in _COUNTS}
+        return {"extents": self.extents, "unreadable": self.unreadable, **counts}
 
 
 class ListingHasher:
@@ -298,7 +294,7 @@ class ListingHasher:
             finally:
                 close(fd)
             runs.files += 1
-            runs.bytes += count
+            runs.total_bytes += count
             done(name)
             digested(hexdigest)
 
@@ -427,12 +423,8 @@ def merge(
     streams = [_records(spill, offset, length, read_bytes) for spill, offset, length in extents]
     unreadable: list[tuple[bytes, str]] = []
     for _, part in parts:
-        out.files += part["files"]
-        out.total_bytes += part["bytes"]
-        out.manifest_bytes += part["manifest_bytes"]
-        out.non_utf8 += part["non_utf8"]
-        out.unreadable_count += part["unreadable_count"]
-        out.not_hashed += part["not_hashed"]
+        for key in _COUNTS:
+            setattr(out, key, getattr(out, key) + part[key])
         unreadable += [(bytes(name), str(error)) for name, error in part["unreadable"]]
     unreadable.sort()
     out.unreadable = unreadable[:MAX_UNREADABLE_KEPT]
