@@ -226,21 +226,6 @@ class ListingHasher:
         base = os.fsencode(relative) + b"/" if relative else b""
         names: list[str] = []  # hashed, in listing order, and their digests: their lines come at the end
         hexdigests: list[str] = []
-        try:
-            self._typed(files, dir_fd, base, names, hexdigests)
-        finally:  # a stop keeps the lines of the files done so far
-            self.runs.add_listing(
-                relative + "/" if relative else "", names, hexdigests, self.algorithm, self.style
-            )
-
-    def _typed(
-        self,
-        files: list[tuple[str, int]],
-        dir_fd: int,
-        base: bytes,
-        names: list[str],
-        hexdigests: list[str],
-    ) -> None:
         fsencode = os.fsencode
         runs, cancel = self.runs, self.cancel
         buffer, view, room = self.buffer, self.view, len(self.buffer)
@@ -250,53 +235,55 @@ class ListingHasher:
         dev = fstat(dir_fd).st_dev
         targets = [buffer]
         fail, done, digested = runs.fail, names.append, hexdigests.append
-        for position, (name, inode) in enumerate(files):
-            try:
+        position = 0
+        try:
+            for position, (name, inode) in enumerate(files):  # noqa: B007 - the stop below reads it
                 cancel()
-            except ScanStopped:
-                runs.not_hashed += len(files) - position
-                raise
-            try:
-                fd = open_(name, flags, dir_fd=dir_fd)
-            except OSError as exc:
-                fail(base + fsencode(name), _open_error(exc))
-                continue
-            try:
-                opened = fstat(fd)
-                if opened.st_ino != inode or opened.st_dev != dev or opened.st_mode & _S_IFMT != _S_IFREG:
-                    refused = self._refusal(name, dir_fd, inode, dev, opened)
-                    if refused is not None:
-                        fail(base + fsencode(name), refused)
-                        continue
-                size = opened.st_size
-                if 0 < size < room:  # one read, no report or stop check inside: the common case
-                    count = readv(fd, targets)
-                    if count != size:
-                        fail(base + fsencode(name), _CHANGED_SIZE)
-                        continue
-                    hexdigest = one_shot(view[:count]).hexdigest()
-                    later = fstat(fd)
-                    if later.st_size != size or later.st_mtime_ns != opened.st_mtime_ns:
-                        fail(base + fsencode(name), _CHANGED_CONTENT)
-                        continue
-                else:
-                    outcome = self._stream(fd, opened, size >= room)
-                    if isinstance(outcome, str):
-                        fail(base + fsencode(name), outcome)
-                        continue
-                    hexdigest, count = outcome
-            except ScanStopped:
-                runs.not_hashed += len(files) - position
-                raise
-            except OSError as exc:
-                fail(base + fsencode(name), f"read error: {explain(exc)}")
-                continue
-            finally:
-                close(fd)
-            runs.files += 1
-            runs.total_bytes += count
-            done(name)
-            digested(hexdigest)
+                try:
+                    fd = open_(name, flags, dir_fd=dir_fd)
+                except OSError as exc:
+                    fail(base + fsencode(name), _open_error(exc))
+                    continue
+                try:
+                    opened = fstat(fd)
+                    if opened.st_ino != inode or opened.st_dev != dev or opened.st_mode & _S_IFMT != _S_IFREG:
+                        refused = self._refusal(name, dir_fd, inode, dev, opened)
+                        if refused is not None:
+                            fail(base + fsencode(name), refused)
+                            continue
+                    size = opened.st_size
+                    if 0 < size < room:  # one read, no report or stop check inside: the common case
+                        count = readv(fd, targets)
+                        if count != size:
+                            fail(base + fsencode(name), _CHANGED_SIZE)
+                            continue
+                        hexdigest = one_shot(view[:count]).hexdigest()
+                        later = fstat(fd)
+                        if later.st_size != size or later.st_mtime_ns != opened.st_mtime_ns:
+                            fail(base + fsencode(name), _CHANGED_CONTENT)
+                            continue
+                    else:
+                        outcome = self._stream(fd, opened, size >= room)
+                        if isinstance(outcome, str):
+                            fail(base + fsencode(name), outcome)
+                            continue
+                        hexdigest, count = outcome
+                except OSError as exc:
+                    fail(base + fsencode(name), f"read error: {explain(exc)}")
+                    continue
+                finally:
+                    close(fd)
+                runs.files += 1
+                runs.total_bytes += count
+                done(name)
+                digested(hexdigest)
+        except ScanStopped:
+            runs.not_hashed += len(files) - position
+            raise
+        finally:  # a stop keeps the lines of the files done so far
+            runs.add_listing(
+                relative + "/" if relative else "", names, hexdigests, self.algorithm, self.style
+            )
 
     def _refusal(self, name: str, dir_fd: int, inode: int, dev: int, opened: os.stat_result) -> str | None:
         """Why the descriptor opened for a typed entry is refused, or None if it is the file after all.
