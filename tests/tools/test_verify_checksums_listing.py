@@ -1,6 +1,6 @@
 """verify_checksums' way for plain ranges: one regular-expression pass and one listing per directory.
 
-It must give exactly the verdicts of one look per name (``check_entry``), whatever the manifest mixes,
+It must give exactly the verdicts of one look per name (``check_file``), whatever the manifest mixes,
 refuse names swapped after the listing without blocking, never open a special file the listing saw,
 and keep its listing bounded.
 """
@@ -67,20 +67,20 @@ SETTLED = -(10**18)  # as settled_ns: files the test just wrote count as long un
 
 class Run:
     """verify() on a manifest, checked in ranges (even a short one) by ``processes`` processes with
-    ``tuning``'s knobs; ``fallbacks`` counts the entries that went through ``check_entry`` (in this
+    ``tuning``'s knobs; ``fallbacks`` counts the entries that went through ``check_file`` (in this
     process: with one process, all of them)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, **tuning: Any) -> None:
         self.monkeypatch = monkeypatch
         self.tuning = tuning
         self.fallbacks = 0
-        real = verdicts.check_entry
+        real = verdicts.check_file
 
         def counted(*args: Any) -> tuple[int, str, int]:
             self.fallbacks += 1
             return real(*args)
 
-        monkeypatch.setattr(verify_ranges, "check_entry", counted)
+        monkeypatch.setattr(verify_ranges, "check_file", counted)
 
     def __call__(
         self, text: bytes, base: Path, *, plain: bool = True, processes: int = 1
@@ -259,7 +259,7 @@ def test_a_fifo_or_device_the_manifest_names_is_never_opened(
 def test_files_changed_moments_ago_are_checked_with_a_look_before_and_after(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Just written, they may be written still: the one fstat after the read cannot tell, check_entry can.
+    # Just written, they may be written still: the one fstat after the read cannot tell, check_file can.
     # "Just" is stretched to any age here, so a slow machine cannot let the files settle mid-test.
     names = build(tmp_path, dirs=2, per_dir=20)
     run = Run(monkeypatch, settled_ns=10**18)

@@ -180,11 +180,12 @@ def check_file(
 ) -> tuple[int, str, int]:
     """Look at, open and hash one entry's file: its verdict's code, an UNREADABLE detail, bytes read.
 
-    The same rules as the short-manifest path's two passes (``fs.verify``): stat follows symlinks as ``sha256sum`` does
-    (unless the allowed roots confine us), anything but a regular file is refused before it is
-    opened, and the open checks it is the file looked at. A digest length two algorithms share is
-    settled by the first match; a mismatch under a settled length is tried with the other
-    candidates too. ``expected`` is lowercase hex. ``looked``: ``os.stat(path)`` when already taken.
+    Every entry is judged here, by a short manifest and by the ranges of a long one alike: stat
+    follows symlinks as ``sha256sum`` does (unless the allowed roots confine us), anything but a
+    regular file is refused before it is opened, and the open checks it is the file looked at. A
+    digest length two algorithms share is settled by the first match; a mismatch under a settled
+    length is tried with the other candidates too. ``expected`` is lowercase hex. ``looked``:
+    ``look(path)`` when already taken. A file smaller than the buffer goes to ``check_small``.
     """
     if looked is None:
         found = look(path)
@@ -298,29 +299,3 @@ def judge_data(
         if algorithm.name != trying[0].name and one_shot(algorithm)(data).hexdigest() == expected:
             return ALGORITHM_CODE[algorithm.name]
     return blamed
-
-
-def check_entry(
-    path: bytes,
-    expected: str,
-    candidates: tuple[Algorithm, ...],
-    settled: dict[int, str],
-    buffer: bytearray,
-    on_chunk: Callable[[int], None],
-) -> tuple[int, str, int]:
-    """``check_file`` for an entry outside confinement, the common case with the fewest calls.
-
-    Why: on a million small files the Python work per entry is what we lose to ``sha256sum -c``, not
-    the system calls. A file smaller than the buffer whose algorithm is known (one candidate, or a
-    length already settled) goes from the look straight to ``check_small``; anything else, decided
-    from the look alone (nothing is opened twice), goes on to ``check_file`` with its look.
-    """
-    looked = look(path)
-    if not isinstance(looked, os.stat_result):
-        return looked
-    size = looked.st_size
-    algorithm = known_algorithm(candidates, settled, len(expected))
-    if algorithm is None or not 0 < size < len(buffer):
-        return check_file(path, expected, candidates, False, settled, buffer, on_chunk, looked)
-    blamed = blamed_code(candidates)
-    return check_small(path, looked, expected, candidates, (algorithm,), False, settled, buffer, blamed)

@@ -37,7 +37,6 @@ from sysmcp.engine.hashing._verdicts import (
     Verdicts,
     Verification,
     blamed_code,
-    check_entry,
     check_file,
     judge_data,
     known_algorithm,
@@ -55,7 +54,7 @@ MAX_RANGE = 256 << 10  # and at most: each task's lines are in memory at once, a
 LIST_FROM = 8  # names of one directory in a range from which the directory is listed (dirlook)
 MAX_LISTINGS = 64  # directories a range keeps open at once (descriptors); each is listed once at most
 #: A file whose change or modification time is this close to the start of its range (or later) is
-#: checked by ``check_entry``, which compares a look before the open with one after the read. Older
+#: checked by ``check_file``, which compares a look before the open with one after the read. Older
 #: than that, no write can have been under way while it was read: a write sets both times to "now"
 #: (give or take the coarsest timestamps, FAT's 2 s), so the one ``fstat`` after the read suffices.
 SETTLED_NS = 3_000_000_000
@@ -139,7 +138,7 @@ class _GaveUp(Exception):
 
 
 def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: int, work: RangeWork) -> Part:
-    """``check_entry`` for every entry of a range of plain lines (``LineParser.plain_block``), in
+    """``check_file`` for every entry of a range of plain lines (``LineParser.plain_block``), in
     order: the range's ``Part`` (every line is an entry, so at a stop ``lines`` is the count of
     codes). Outside confinement only.
 
@@ -147,10 +146,10 @@ def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: 
     is listed once (``dirlook.list_for``), and a file its listing typed as regular is opened relative
     to it (``O_NOFOLLOW``, ``O_NONBLOCK``), read once, ``fstat``-ed (a regular file, the inode the
     entry named, on the directory's device, as big as what was read, its times older than
-    ``settled_ns`` before the range began) and closed: four system calls, where ``check_entry`` makes
+    ``settled_ns`` before the range began) and closed: four system calls, where ``check_file`` makes
     five and walks the whole path twice. Anything else (a name the listing did not type as a regular
     file or did not reach, a file empty, large, recently changed or swapped, any error) goes through
-    ``check_entry`` from the start, so its verdict and text are exactly that path's.
+    ``check_file`` from the start, so its verdict and text are exactly that path's.
     """
     parser, prefix, settled, buffer = work.parser, work.prefix, work.settled, work.buffer
     on_chunk, own, tally = work.on_chunk, work.own, work.tally
@@ -243,7 +242,7 @@ def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: 
                 if not key.startswith("/"):
                     path = prefix + path
                 candidates = parser.candidates(len(expected))
-                code, detail, read = check_entry(path, expected, candidates, settled, buffer, on_chunk)
+                code, detail, read = check_file(path, expected, candidates, False, settled, buffer, on_chunk)
                 if detail:
                     details[len(codes)] = detail
                 codes.append(code)
@@ -262,6 +261,7 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
     confined): its ``Part``. Raises ``_GaveUp`` past ``MAX_BAD_LINES`` bad lines in this process."""
     parse, prefix, settled, buffer = work.parser.parse, work.prefix, work.settled, work.buffer
     on_chunk, own, tally, confine = work.on_chunk, work.own, work.tally, work.confine
+    confined = confine is not None
     lines = lines_of(block)
     read = tally.read
     codes = bytearray()
@@ -289,11 +289,10 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
                     codes.append(UNREADABLE_CODE)
                     tally.files += 1
                     continue
-                code, detail, size = check_file(
-                    inside, digest.lower(), candidates, True, settled, buffer, on_chunk
-                )
-            else:
-                code, detail, size = check_entry(path, digest.lower(), candidates, settled, buffer, on_chunk)
+                path = inside
+            code, detail, size = check_file(
+                path, digest.lower(), candidates, confined, settled, buffer, on_chunk
+            )
             if detail:
                 details[len(codes)] = detail
             codes.append(code)
