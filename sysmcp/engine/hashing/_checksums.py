@@ -283,9 +283,8 @@ class PoolCounters:
         return sum(s[1] for s in self.slots)
 
 
-BATCH_FILES = (
-    64  # small files go to a thread in batches: a future per tiny file would cost more than the hash
-)
+#: Small files go to a thread in batches: a future per tiny file would cost more than the hash.
+BATCH_FILES = 64
 BATCH_BYTES = 4 << 20
 POLL = 0.05  # seconds between cancellation checks while the threads work
 

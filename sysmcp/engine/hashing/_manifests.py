@@ -64,25 +64,24 @@ _PLAIN_LINES = re.compile(
     rf"^([0-9a-f]+) [ *](?=[^\n\r\0]{{1,{(PATH_MAX - 1) // 4}}}\n)([^\n]*/)?([^\n/]+)\n", re.MULTILINE
 )
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()  # os.fsencode's
-_TAG_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 _BROKEN: Parsed = (b"", "", ())  # a known tag on a line that does not parse: improperly formatted
+
+
+#: What a manifest's file name may hold → the algorithm it hints at.
+_HINTS = {
+    "b3": "blake3",
+    "blake3": "blake3",
+    "b2": "blake2b",
+    "blake2": "blake2b",
+    "sha512": "sha512",
+    "sha256": "sha256",
+}
 
 
 def hint_order(manifest_name: str | None) -> tuple[str, ...]:
     """Preferred algorithms for ambiguous digest lengths, from a manifest's file name (B3SUMS, *.sha512)."""
     name = (manifest_name or "").lower()
-    preferred: list[str] = []
-    for needle, algorithm in (
-        ("b3", "blake3"),
-        ("blake3", "blake3"),
-        ("b2", "blake2b"),
-        ("blake2", "blake2b"),
-        ("sha512", "sha512"),
-        ("sha256", "sha256"),
-    ):
-        if needle in name and algorithm not in preferred:
-            preferred.append(algorithm)
-    return tuple(preferred)
+    return tuple(dict.fromkeys(algorithm for needle, algorithm in _HINTS.items() if needle in name))
 
 
 def checksum_lines(raw_lines: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
@@ -173,9 +172,8 @@ class LineParser:
         self.forced = forced
         self.prefer = prefer
         self.reversed_style = reversed_style
-        self._by_length: dict[
-            int, tuple[Algorithm, ...]
-        ] = {}  # candidates per digest length, worked out once
+        # Candidates per digest length, worked out once.
+        self._by_length: dict[int, tuple[Algorithm, ...]] = {}
         self._plain = _PLAIN_GNU.fullmatch
 
     def candidates(self, length: int) -> tuple[Algorithm, ...]:
@@ -260,28 +258,23 @@ def decide_style(
     return None
 
 
-def _leading(line: bytes) -> tuple[int, bool]:
-    i = 0
-    while i < len(line) and line[i] in b" \t":
-        i += 1
-    if line[i : i + 1] == b"\\":
-        return i + 1, True
-    return i, False
+#: How a tagged line starts: blanks, the escape mark, the tag word.
+_TAG_WORD = re.compile(rb"[ \t]*(\\?)([A-Za-z0-9-]*)")
+#: How a GNU (or BSD reversed) line starts: blanks, the escape mark, the digest, the one blank after it.
+_DIGEST_WORD = re.compile(rb"[ \t]*(\\?)([^ \t]*)[ \t]")
 
 
 def _parse_tagged(line: bytes, forced: Algorithm | None) -> Parsed | None:
     """``TAG (name) = hex`` (also OpenSSL's ``TAG(name)= hex``); None if the line is not tagged."""
-    start, escaped = _leading(line)
-    end = start
-    while end < len(line) and line[end] in _TAG_BYTES:
-        end += 1
-    word = line[start:end].decode("ascii", "replace")
-    if not word or not word[0].isalpha() or all(c in "0123456789abcdefABCDEF" for c in word):
+    found = _TAG_WORD.match(line)
+    assert found is not None  # every part may be empty
+    escaped, word = found[1], found[2]
+    if not word[:1].isalpha() or _HEX.issuperset(word):
         return None
-    algorithm = algorithm_for_tag(word)
+    algorithm = algorithm_for_tag(word.decode("ascii"))
     if algorithm is None:
         return None
-    rest = line[end:]
+    rest = line[found.end() :]
     if rest.startswith(b" "):
         rest = rest[1:]
     close = rest.rfind(b")")
@@ -307,17 +300,14 @@ def _parse_tagged(line: bytes, forced: Algorithm | None) -> Parsed | None:
 def _parse_gnu(
     line: bytes, forced: Algorithm | None, prefer: Sequence[str], reversed_style: bool | None
 ) -> tuple[Parsed | None, bool | None]:
-    i, escaped = _leading(line)
-    end = i
-    while end < len(line) and line[end] not in b" \t":
-        end += 1
-    digest = line[i:end]
-    if end >= len(line) or not digest or not _HEX.issuperset(digest):
+    found = _DIGEST_WORD.match(line)
+    if found is None or not found[2] or not _HEX.issuperset(found[2]):
         return None, reversed_style
+    escaped, digest = found[1], found[2]
     candidates = _candidates(len(digest), forced, prefer)
     if not candidates:
         return None, reversed_style
-    i = end + 1  # the one whitespace after the digest
+    i = found.end()
     if len(line) - i == 1 or line[i : i + 1] not in (b" ", b"*"):
         if reversed_style is False:
             return None, reversed_style  # GNU refuses to mix the two styles in one file

@@ -141,9 +141,8 @@ class Verification:
     seconds: float = 0.0
     stopped: str | None = None  # why some entries were not checked (the time budget ran out)
     new_cut: bool = False  # the deadline came during the walk for new files: ``new`` may miss some
-    listed: dict[Status, list[tuple[bytes, EntryVerdict]]] | None = (
-        None  # the first names of each non-OK list
-    )
+    #: The first names of each non-OK list.
+    listed: dict[Status, list[tuple[bytes, EntryVerdict]]] | None = None
     listed_limit: int = 0
     cut: bool = False  # a list is longer than listed_limit, or entries were not checked: a full report helps
 
