@@ -291,11 +291,9 @@ def compare_apart(
 ) -> dict[str, Any]:
     """In a forked worker: compare the blocks claimed with a reader and counts of its own."""
     counter = SkipCounter()
-    reader: Reader | None = None
 
     def publish() -> None:
-        if reader is not None:
-            progress.set(reader.files_read, reader.bytes_read)
+        progress.set(reader.files_read, reader.bytes_read)
 
     reader = Reader(root, counter, budget.sharing(publish))
     try:

@@ -166,6 +166,7 @@ def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: 
     flags = OPEN_LISTED
     step = block_size // max(1, len(found))  # progress: manifest bytes per entry, near enough
     before = time.time_ns() - work.tuning.settled_ns
+    max_listings = work.tuning.max_listings
     files, done = tally.files, tally.read
     hashed = 0
     current: str | None = None  # the directory part of the entries just checked, and its listing
@@ -181,9 +182,7 @@ def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: 
                 listed = listings.get(key, NOT_LISTED)
                 if key not in listings:
                     if wanted[key] >= LIST_FROM:
-                        if (
-                            len(opened) >= work.tuning.max_listings
-                        ):  # the oldest goes: the rest of its names one by one
+                        if len(opened) >= max_listings:  # the oldest goes: the rest of its names one by one
                             oldest, gone = opened.pop(0)
                             gone.close()
                             listings[oldest] = NOT_LISTED
@@ -408,9 +407,7 @@ def _assemble(
             continue
         if result["gave_up"]:
             raise NotAManifest(reader.shown)
-        for wired in result["parts"]:
-            done_part = Part.unwire(wired)
-            parts[done_part.task] = done_part
+        parts.update((part.task, part) for part in map(Part.unwire, result["parts"]))
         hashed += result["bytes"]
         stopped = stopped or result["stopped"]
     verdicts = Verdicts()
@@ -420,39 +417,32 @@ def _assemble(
     line_offset = 0
     cancelled = throttled(cancel)
     for task in range(tasks):
-        part = parts.get(task)
-        if part is not None and part.complete:
-            lines, task_codes, task_details = part.lines, part.codes, part.details
-            task_bad, task_bad_count = part.bad, part.bad_count
-        else:  # not reached, or left at the deadline: the rest is parsed (not checked) here
+        part = parts.get(task) or Part(task, 0, False, b"", {})
+        if not part.complete:  # not reached, or left at the deadline: the rest is parsed (not checked) here
             start = task * per_task
-            lines_done = part.lines if part is not None else 0
-            rest = bytearray(part.codes) if part is not None else bytearray()
-            task_details = part.details if part is not None else {}
-            bad = BadLines(list(part.bad), part.bad_count) if part is not None else BadLines()
+            rest, bad = bytearray(part.codes), BadLines(list(part.bad), part.bad_count)
             split = lines_of(reader.owned(start, min(reader.size, start + per_task)))
-            lines = len(split)
             for number, line in checksum_lines(split):
-                if number <= lines_done:
+                if number <= part.lines:
                     continue
                 cancelled()
                 if parser.parse(line) is None:
                     bad.add(number)
                 else:
                     rest.append(NOT_CHECKED_CODE)
-            task_codes, task_bad, task_bad_count = bytes(rest), bad.numbers, bad.count
+            part = Part(task, len(split), True, bytes(rest), part.details, bad.numbers, bad.count)
             stopped = stopped or check.reason
         entry_offset = len(codes)
-        codes += task_codes
-        for index, detail in task_details.items():
+        codes += part.codes
+        for index, detail in part.details.items():
             details[entry_offset + index] = detail
         room = MAX_BAD_LINES_KEPT - len(bad_lines)
         if room > 0:
-            bad_lines += [line_offset + number for number in task_bad[:room]]
-        bad_count += task_bad_count
+            bad_lines += [line_offset + number for number in part.bad[:room]]
+        bad_count += part.bad_count
         if bad_count > MAX_BAD_LINES:
             raise NotAManifest(reader.shown)
-        line_offset += lines
+        line_offset += part.lines
     if not codes:
         raise NoEntries(reader.shown, bad_count)
     style = parser.reversed_style
