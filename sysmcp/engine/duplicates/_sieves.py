@@ -25,7 +25,7 @@ from blake3 import blake3 as _blake3
 from sysmcp.engine.duplicates._sizeruns import merge_by_size, parse, read_records
 from sysmcp.engine.hashing import BLAKE3, BLAKE3_THREADED, CHUNK, hash_fd
 from sysmcp.engine.parallel import pipe, release
-from sysmcp.engine.walk import RUN_BYTES, ScanStopped, SkipCounter
+from sysmcp.engine.walk import ScanStopped, SkipCounter
 
 BLOCK = 4096  # head and tail sample size
 SMALL = 64 << 10  # files up to this size are hashed whole at once: one read beats a second open
@@ -298,31 +298,19 @@ def gather_candidates(
     a name of one inode first): hard links, not files."""
     per_block = max(1, -(-files // BLOCKS))
     links = [0]
-    pending = bytearray()
     written = block_start = block_files = 0
     spill = out.spill
     spill.seek(0)
     spill.truncate()
-
-    def write() -> None:
-        nonlocal written
-        spill.write(pending)
-        written += len(pending)
-        pending.clear()
-
     for size, records in merge_by_size(runs, links, cancel):
-        for record in records:
-            pending += record
+        spill.writelines(records)  # buffered by the file object
+        written += sum(map(len, records))
         out.files += len(records)
         out.bytes += size * len(records)
         block_files += len(records)
         if block_files >= per_block:
-            end = written + len(pending)
-            out.blocks.append((block_start, end - block_start))
-            block_start, block_files = end, 0
-        if len(pending) >= RUN_BYTES:
-            write()
-    write()
+            out.blocks.append((block_start, written - block_start))
+            block_start, block_files = written, 0
     if written > block_start:
         out.blocks.append((block_start, written - block_start))
     spill.flush()
