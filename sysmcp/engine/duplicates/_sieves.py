@@ -23,16 +23,13 @@ from typing import IO, Any
 from blake3 import blake3 as _blake3
 
 from sysmcp.engine.duplicates._sizeruns import merge_by_size, parse, read_records
-from sysmcp.engine.hashing import BLAKE3, BLAKE3_THREADED, CHUNK, hash_fd
+from sysmcp.engine.hashing import BLAKE3, BLAKE3_THREADED, CHUNK, OPEN_AT, hash_fd
 from sysmcp.engine.parallel import pipe, release
 from sysmcp.engine.walk import ScanStopped, SkipCounter
 
 BLOCK = 4096  # head and tail sample size
 SMALL = 64 << 10  # files up to this size are hashed whole at once: one read beats a second open
 THREADED_FROM = 4 << 20  # files at least this big are hashed by blake3's threads, on every core
-# Candidates are opened relative to their directory: never following a symlink, never blocking (a FIFO
-# swapped in), never becoming a controlling terminal.
-_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 BLOCKS = 200  # the candidates are cut into about this many blocks of whole sizes, claimed one by one
 
@@ -142,7 +139,7 @@ class Reader:
         relative, dev, ino, _ = candidate
         parent, _, name = relative.rpartition(b"/")
         try:
-            fd = os.open(name, _READ, dir_fd=self._directory(parent))
+            fd = os.open(name, OPEN_AT, dir_fd=self._directory(parent))
         except FileNotFoundError:
             self.skipped.add("vanished")
             return None
@@ -195,7 +192,7 @@ class Reader:
             return None
         fd = opened[0]
         try:
-            digest = BLAKE3.new()
+            digest = BLAKE3.factory()
             head = os.pread(fd, BLOCK, 0)
             tail = os.pread(fd, BLOCK, size - BLOCK)
             digest.update(head)

@@ -34,6 +34,9 @@ from sysmcp.engine.parallel import forked
 #: Hashing threads for many files: hashlib and blake3 release the GIL, so each core can hash (at most 4).
 HASH_THREADS = max(1, min(4, os.cpu_count() or 1))
 CHUNK = 1 << 20  # 1 MiB: large enough that per-chunk Python overhead vanishes, small enough to cancel fast
+#: How a file is opened relative to its directory's descriptor: never following a symlink, never
+#: blocking (a FIFO swapped in), never becoming a controlling terminal.
+OPEN_AT = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 Style = Literal["gnu", "bsd"]
 T = TypeVar("T")
@@ -56,9 +59,6 @@ class Algorithm:
     factory: Callable[[], Hasher]
     tool: str  # the command that checks a GNU manifest of this algorithm
     escapes_cr: bool = True  # coreutils 9 escapes CR in names; b3sum 1.x does not
-
-    def new(self) -> Hasher:
-        return self.factory()
 
 
 def _blake2b(bits: int) -> Algorithm:
@@ -187,7 +187,7 @@ def hash_fd(
     before = opened if opened is not None else os.fstat(fd)
     expected = before.st_size
     most = expected + max(expected, allowance)
-    hashers = [algorithm.new() for algorithm in algorithms]
+    hashers = [algorithm.factory() for algorithm in algorithms]
     updates = [hasher.update for hasher in hashers]
     view = memoryview(buffer)
     room = len(buffer)

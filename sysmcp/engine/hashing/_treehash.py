@@ -44,6 +44,7 @@ from sysmcp.engine.errors import EngineError, NotFound, PermissionRefused, Wrong
 from sysmcp.engine.hashing import _checksums as checksums
 from sysmcp.engine.hashing._checksums import (
     CHUNK,
+    OPEN_AT,
     Algorithm,
     Style,
     explain,
@@ -231,7 +232,7 @@ class ListingHasher:
         buffer, view, room = self.buffer, self.view, len(self.buffer)
         one_shot = checksums.one_shot(self.algorithm)
         open_, readv, fstat, close = os.open, os.readv, os.fstat, os.close
-        flags = _OPEN_FLAGS
+        flags = OPEN_AT
         dev = fstat(dir_fd).st_dev
         targets = [buffer]
         fail, done, digested = runs.fail, names.append, hexdigests.append
@@ -350,7 +351,6 @@ ENTRY_INODES_TRUSTED = frozenset(
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()  # os.fsencode's
 _S_IFMT = 0o170000
 _S_IFREG = stat.S_IFREG
-_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 _CHANGED_SIZE = "changed while being hashed: its size changed while it was read"
 _CHANGED_CONTENT = "changed while being hashed: it was modified while it was read"
 

@@ -114,14 +114,6 @@ class Verdicts(Sequence[EntryVerdict]):
                 algorithms[_DECODED[code].algorithm] += count
         return statuses, algorithms
 
-    def counts(self) -> Counter[Status]:
-        """Entries per status."""
-        return self.tally()[0]
-
-
-def _no_names() -> Iterator[bytes]:
-    return iter(())
-
 
 @dataclass
 class Verification:
@@ -134,7 +126,7 @@ class Verification:
     checked: Verdicts = field(default_factory=Verdicts)
     bad_lines: list[int] = field(default_factory=list)  # line numbers, 1-based: the first MAX_BAD_LINES_KEPT
     bad_count: int = 0
-    names: Callable[[], Iterator[bytes]] = _no_names
+    names: Callable[[], Iterator[bytes]] = lambda: iter(())
     new: list[bytes] | None = None
     walk_skipped: dict[str, int] = field(default_factory=dict)
     bytes_hashed: int = 0

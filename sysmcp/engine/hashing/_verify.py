@@ -103,7 +103,7 @@ def verify(request: VerifyRequest, progress: Progress, cancel: Cancel) -> Verifi
                     result.stopped, result.new_cut = budget.reason, True
             except ScanStopped as stop:
                 result.stopped = stop.reason
-        counts = result.checked.counts()  # the last reads of the manifest: the names the answer shows
+        counts = result.checked.tally()[0]  # the last reads of the manifest: the names the answer shows
         result.listed, result.listed_limit = listed(result, request.max_listed, counts), request.max_listed
         result.cut = is_cut(result, counts, request.max_listed)
         if request.before_close is not None:

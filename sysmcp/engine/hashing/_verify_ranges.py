@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sysmcp.engine.calls import Cancel, Progress
-from sysmcp.engine.hashing._checksums import CHUNK, Algorithm, Hasher, one_shot
-from sysmcp.engine.hashing._dirlook import NOT_LISTED, OPEN_LISTED, ListedDirectory, list_for
+from sysmcp.engine.hashing._checksums import CHUNK, OPEN_AT, Algorithm, Hasher, one_shot
+from sysmcp.engine.hashing._dirlook import NOT_LISTED, ListedDirectory, list_for
 from sysmcp.engine.hashing._manifests import (
     MAX_BAD_LINES,
     MAX_BAD_LINES_KEPT,
@@ -163,7 +163,7 @@ def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: 
     quick: dict[int, tuple[Callable[[memoryview], Hasher], int, Algorithm]] = {}
     view, room, targets = memoryview(buffer), len(buffer), [buffer]
     open_, readv, fstat, close = os.open, os.readv, os.fstat, os.close
-    flags = OPEN_LISTED
+    flags = OPEN_AT
     step = block_size // max(1, len(found))  # progress: manifest bytes per entry, near enough
     before = time.time_ns() - work.tuning.settled_ns
     max_listings = work.tuning.max_listings
