@@ -156,13 +156,10 @@ def engine_error(exc: OSError) -> EngineError:
 def _search(
     request: DuplicatesRequest, progress: Progress, cancel: Cancel, clock: Callable[[], float]
 ) -> Search:
-    """The run: one walk shared with forked workers, the merge of their size runs, the comparison.
-
-    The walk runs in this process and, past ``split_after_s``, in forked workers too (forked a few
-    milliseconds in, before anything big exists), each writing sorted size runs to its own unlinked
-    file (``sizeruns``); the runs are merged by size into the candidates file, and the same workers
-    then compare its blocks. A tree listed before the split compares in this process, or in workers
-    forked then if there is much to read: either way one set of workers at most.
+    """The run, as the module says: one walk shared with forked workers (past ``split_after_s``), the
+    merge of their size runs, the comparison by the same workers. A tree listed before the split
+    compares in this process, or in workers forked then if there is much to read: either way one set
+    of workers at most.
     """
     started = clock()
     root, limit, timeout_s = request.root, request.limit, request.timeout_s

@@ -462,11 +462,12 @@ def hash_tree_parallel(
     root, sharing = request.root, request.sharing
     count = available_processes() if sharing.processes is None else sharing.processes
     sharing = replace(sharing, processes=count)  # asked now: one spill file per process
+    spills = [tempfile.TemporaryFile(prefix="sysmcp-manifest-") for _ in range(max(1, count))]  # noqa: SIM115
+    mine = Runs(spills[0], request.run_bytes)
     parallel: ParallelWalk | None = None
-    mine: Runs | None = None
 
     def progress_and_cancel() -> None:
-        files, done = mine.progress() if mine is not None else (0, 0)
+        files, done = mine.progress()
         fan = parallel.fan if parallel is not None else None
         if fan is not None:
             more_files, more_bytes = fan.progress.others()
@@ -475,9 +476,7 @@ def hash_tree_parallel(
         cancel()
 
     budget = Budget(request.timeout_s, progress_and_cancel, clock=request.clock)
-    spills = [tempfile.TemporaryFile(prefix="sysmcp-manifest-") for _ in range(max(1, count))]  # noqa: SIM115
     try:
-        mine = Runs(spills[0], request.run_bytes)
         # Every file is opened and checked here: told by its entry's type, no lstat each.
         config = ScanConfig(finished_depth=-1, regular_by_type=True)
         scanner = Scanner(root, request.options, skipped, budget, config=config)

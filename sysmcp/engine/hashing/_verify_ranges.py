@@ -325,13 +325,11 @@ def check_ranges(
 ) -> Verification:
     """Parse and check a long manifest in ranges of whole lines, shared between forked processes.
 
-    Each process (``parallel.run_shared``, the walks' fork driver) claims a range, parses it, checks its
-    entries as it goes and keeps one byte per entry: what comes back is those bytes, the UNREADABLE
-    details and improperly formatted lines (few), per range. Nothing per entry exists before the
-    fork, so no process holds (or counts again) another's. At the deadline the processes stop; the
-    ranges, or rests of ranges, they did not reach are parsed here so every entry is counted (and
-    NOT_CHECKED) and every line number is right. ``progress(manifest bytes read, its size)`` every
-    few milliseconds; ``budget`` is the deadline, ``cancel`` the cancellation.
+    What comes back from each process is, per range, one byte per entry, the UNREADABLE details and
+    the improperly formatted lines (few). At the deadline the processes stop; the ranges, or rests
+    of ranges, they did not reach are parsed here so every entry is counted (and NOT_CHECKED) and
+    every line number is right. ``progress(manifest bytes read, its size)`` every few milliseconds;
+    ``budget`` is the deadline, ``cancel`` the cancellation.
     """
     processes = available_processes() if tuning.processes is None else tuning.processes
     per_task, tasks = ranges_for(reader.size, processes)
