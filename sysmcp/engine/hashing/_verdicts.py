@@ -11,9 +11,9 @@ import errno
 import os
 import stat
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Literal, overload
+from typing import Literal
 
 from sysmcp.engine.hashing._checksums import (
     ALGORITHM_NAMES,
@@ -55,7 +55,7 @@ _DECODED: dict[int, EntryVerdict] = {
 }
 
 
-class Verdicts(Sequence[EntryVerdict]):
+class Verdicts:
     """Every entry's verdict, in manifest order: one byte each, UNREADABLE details aside; an
     ``EntryVerdict`` is built on demand.
 
@@ -72,30 +72,14 @@ class Verdicts(Sequence[EntryVerdict]):
     def __len__(self) -> int:
         return len(self.codes)
 
-    def _at(self, index: int) -> EntryVerdict:
-        code = self.codes[index]
+    def __getitem__(self, index: int) -> EntryVerdict:
+        code = self.codes[index]  # an index out of range raises as a list's does
         if code == UNREADABLE_CODE:
-            return EntryVerdict("UNREADABLE", self.details.get(index, "unreadable"))
+            return EntryVerdict("UNREADABLE", self.details.get(index % len(self.codes), "unreadable"))
         return _DECODED[code]
 
-    @overload
-    def __getitem__(self, index: int) -> EntryVerdict: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[EntryVerdict]: ...
-
-    def __getitem__(self, index: int | slice) -> EntryVerdict | Sequence[EntryVerdict]:
-        if isinstance(index, slice):
-            return [self._at(i) for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError("Verdicts index out of range")
-        return self._at(index)
-
     def __iter__(self) -> Iterator[EntryVerdict]:
-        for index in range(len(self)):
-            yield self._at(index)
+        return map(self.__getitem__, range(len(self.codes)))
 
     def put(self, index: int, code: int, detail: str = "") -> None:
         """Entry ``index``'s verdict, by its code (an UNREADABLE one with its detail)."""
