@@ -22,8 +22,6 @@ from typing import IO, Any
 
 from sysmcp.engine.walk import RUN_BYTES, Listing, SortedRuns, SubtreeTotals
 
-__all__ = ["HEADER", "SizeRuns", "merge_by_size", "parse", "read_records"]
-
 # (largest size minus this size, device, inode, bytes allocated), big-endian, so that sorting records
 # as bytes sorts them by size, largest first, then by inode; the name follows, ended by a NUL
 # (which no name holds).

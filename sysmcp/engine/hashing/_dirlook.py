@@ -74,6 +74,3 @@ def list_for(path: bytes, names: int, cost: int = LISTING_COST) -> ListedDirecto
         os.close(fd)
         return NOT_LISTED
     return ListedDirectory(fd, dev, regular)
-
-
-__all__ = ["LISTING_COST", "NOT_LISTED", "ListedDirectory", "list_for"]

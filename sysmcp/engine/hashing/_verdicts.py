@@ -37,8 +37,6 @@ class EntryVerdict:
     algorithm: str = ""
 
 
-NOT_CHECKED = EntryVerdict("NOT_CHECKED", "the time budget ran out first")
-
 # Every entry's verdict is one byte (``Verdicts``): OK and FAILED carry their algorithm's number.
 _VERDICT_ALGORITHMS: tuple[str, ...] = (*ALGORITHM_NAMES, *(f"blake2b-{bits}" for bits in range(8, 512, 8)))
 ALGORITHM_CODE = {name: code for code, name in enumerate(_VERDICT_ALGORITHMS)}
@@ -51,7 +49,7 @@ _DECODED: dict[int, EntryVerdict] = {
         for code, name in enumerate(_VERDICT_ALGORITHMS)
     },
     MISSING_CODE: EntryVerdict("MISSING"),
-    NOT_CHECKED_CODE: NOT_CHECKED,
+    NOT_CHECKED_CODE: EntryVerdict("NOT_CHECKED", "the time budget ran out first"),
 }
 
 
