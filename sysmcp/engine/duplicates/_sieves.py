@@ -267,15 +267,6 @@ def compare_block(
     ]
 
 
-def block_candidates(fd: int, offset: int, length: int) -> list[tuple[int, RawCandidate]]:
-    """The candidates stored in one block of the candidates file, each with its size."""
-    out = []
-    for record in read_records(fd, offset, length):
-        size, dev, ino, disk, name = parse(record)
-        out.append((size, (name, dev, ino, disk)))
-    return out
-
-
 @dataclass
 class Candidates:
     """Sizes at least two distinct inodes share, their records back to back in one temporary file,
@@ -405,7 +396,9 @@ def compare(reader: Reader, fd: int, claim: Callable[[], tuple[int, int] | None]
     try:
         while (block := claim()) is not None:
             reader.cancel()
-            groups += compare_block(block_candidates(fd, *block), reader)
+            records = map(parse, read_records(fd, *block))
+            candidates = [(size, (name, dev, ino, disk)) for size, dev, ino, disk, name in records]
+            groups += compare_block(candidates, reader)
     except ScanStopped as stop:
         stopped = stop.reason
     return {"groups": groups, "stopped": stopped}
