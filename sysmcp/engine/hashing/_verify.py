@@ -79,19 +79,8 @@ def verify(request: VerifyRequest, progress: Progress, cancel: Cancel) -> Verifi
     reader = open_manifest(source)
     try:
         prefer = hint_order(source.name_hint)
-        tuning = request.tuning
-        if reader.size >= tuning.parallel_from:
-            result = check_ranges(
-                reader,
-                request.algorithm,
-                prefer,
-                request.base,
-                request.confine,
-                tuning,
-                budget,
-                progress,
-                cancel,
-            )
+        if reader.size >= request.tuning.parallel_from:
+            result = check_ranges(reader, request, prefer, budget, progress, cancel)
         else:
             result = _check_here(reader, request, prefer, budget, progress, cancel)
         if request.report_new and result.stopped is None:

@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.hashing._checksums import CHUNK, OPEN_AT, Algorithm, Hasher, one_shot
@@ -43,6 +43,9 @@ from sysmcp.engine.hashing._verdicts import (
 )
 from sysmcp.engine.parallel import MAX_TASKS, SharedCounters, available_processes, run_shared
 from sysmcp.engine.walk import Budget, ScanStopped, throttled
+
+if TYPE_CHECKING:  # its module imports this one
+    from sysmcp.engine.hashing._verify import VerifyRequest
 
 #: Where a confined check looks for a manifest's name: the path inside the allowed roots it resolves
 #: to, or None when it resolves outside them (the entry is UNREADABLE, "outside the allowed roots").
@@ -314,11 +317,8 @@ def ranges_for(size: int, processes: int) -> tuple[int, int]:
 
 def check_ranges(
     reader: ManifestBytes,
-    forced: Algorithm | None,
+    request: VerifyRequest,
     prefer: Sequence[str],
-    base: bytes,
-    confine: Confine | None,
-    tuning: Tuning,
     budget: Budget,
     progress: Progress,
     cancel: Cancel,
@@ -331,6 +331,7 @@ def check_ranges(
     every line number is right. ``progress(manifest bytes read, its size)`` every few milliseconds;
     ``budget`` is the deadline, ``cancel`` the cancellation.
     """
+    forced, base, confine, tuning = request.algorithm, request.base, request.confine, request.tuning
     processes = available_processes() if tuning.processes is None else tuning.processes
     per_task, tasks = ranges_for(reader.size, processes)
     style = decide_style(reader.blocks(per_task, throttled(cancel)), forced, prefer)
