@@ -338,17 +338,15 @@ def check_ranges(
     prefix = base if base.endswith(b"/") else base + b"/"
     progress(0, reader.size)
     mine = RangeProgress()  # this process's files checked and manifest bytes read
-    overall = progress  # the call's, apart from the counters the processes share (``work``'s)
 
-    def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
-        shared = progress
+    def work(claim: Callable[[], int | None], counters: SharedCounters, in_child: bool) -> dict[str, Any]:
         if in_child:
             tally = RangeProgress()
-            own = budget.sharing(lambda: shared.set(tally.files, tally.read))
+            own = budget.sharing(lambda: counters.set(tally.files, tally.read))
         else:
 
             def progress_and_cancel() -> None:
-                overall(mine.read + shared.others()[1], reader.size)
+                progress(mine.read + counters.others()[1], reader.size)
                 cancel()
 
             tally, own = mine, budget.sharing(progress_and_cancel)
@@ -367,12 +365,11 @@ def _check_claimed(
     hashed = 0
     stopped: str | None = None
     gave_up = False
-    plain_block = None if work.confine is not None else work.parser.plain_block
     try:
         while (task := claim()) is not None:
             start = task * per_task
             block = reader.owned(start, min(reader.size, start + per_task))
-            plain = None if plain_block is None else plain_block(block)
+            plain = work.parser.plain_block(block) if work.confine is None else None
             if plain is not None:
                 part = check_plain_block(task, plain, len(block), work)
             else:
