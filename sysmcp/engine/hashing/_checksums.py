@@ -82,8 +82,9 @@ ALGORITHMS: dict[str, Algorithm] = {
 #: The algorithms a caller may choose by name, in the order the schemas list them.
 ALGORITHM_NAMES: tuple[str, ...] = tuple(ALGORITHMS)
 
-#: Tags other tools write for the same algorithms (OpenSSL 3 ``dgst`` says SHA2-256).
-_TAG_ALIASES = {"SHA2-256": "sha256", "SHA2-512": "sha512"}
+#: The algorithms by their BSD tags, and the tags other tools write for them (OpenSSL 3 ``dgst`` says SHA2-256).
+_BY_TAG = {algorithm.tag: algorithm for algorithm in ALGORITHMS.values()}
+_BY_TAG.update({"SHA2-256": ALGORITHMS["sha256"], "SHA2-512": ALGORITHMS["sha512"]})
 
 #: For an untagged line, the digest length says which algorithms it can be; the first is the guess.
 _BY_LENGTH: dict[int, tuple[str, ...]] = {
@@ -116,11 +117,8 @@ BLAKE3_THREADED = Algorithm("blake3", "BLAKE3", 64, threaded_blake3, "b3sum", es
 
 def algorithm_for_tag(tag: str) -> Algorithm | None:
     """The algorithm a BSD tag names (``SHA256``, ``BLAKE2b-256``, ``SHA2-256``), or None."""
-    for algorithm in ALGORITHMS.values():
-        if algorithm.tag == tag:
-            return algorithm
-    if tag in _TAG_ALIASES:
-        return ALGORITHMS[_TAG_ALIASES[tag]]
+    if tag in _BY_TAG:
+        return _BY_TAG[tag]
     if tag.startswith("BLAKE2b-"):
         bits = tag[len("BLAKE2b-") :]
         if bits.isdigit() and 0 < int(bits) <= 512 and int(bits) % 8 == 0:
