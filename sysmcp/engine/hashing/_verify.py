@@ -213,15 +213,14 @@ def find_new(
     return new, skipped.as_dict()
 
 
+_LISTS: tuple[Status, ...] = ("FAILED", "MISSING", "UNREADABLE")  # the statuses whose names are listed
+
+
 def listed(
     result: Verification, limit: int, counts: Counter[Status]
 ) -> dict[Status, list[tuple[bytes, EntryVerdict]]]:
     """The first ``limit`` names of each non-OK list: read again from the manifest, only as far as needed."""
-    by_status: dict[Status, list[tuple[bytes, EntryVerdict]]] = {
-        "FAILED": [],
-        "MISSING": [],
-        "UNREADABLE": [],
-    }
+    by_status: dict[Status, list[tuple[bytes, EntryVerdict]]] = {status: [] for status in _LISTS}
     wanted = sum(min(limit, counts[status]) for status in by_status)
     if wanted:
         for name, checked in zip(result.names(), result.checked, strict=False):
@@ -236,6 +235,5 @@ def listed(
 
 def is_cut(result: Verification, counts: Counter[Status], limit: int) -> bool:
     """Whether the answer cuts a list at ``limit`` (or leaves entries not checked): then a full report helps."""
-    lists: tuple[Status, ...] = ("FAILED", "MISSING", "UNREADABLE")
-    cut = any(counts[s] > limit for s in lists) or result.bad_count > limit or len(result.new or ()) > limit
+    cut = any(counts[s] > limit for s in _LISTS) or result.bad_count > limit or len(result.new or ()) > limit
     return cut or counts["NOT_CHECKED"] > 0  # which ones were not checked: in the full report
