@@ -19,7 +19,6 @@ from sysmcp.engine.hashing._checksums import (
 )
 from sysmcp.engine.hashing._filehash import FileHash, FileRequest, hash_file
 from sysmcp.engine.hashing._manifests import (
-    ManifestChanged,
     ManifestTooLarge,
     NoEntries,
     NotAManifest,
@@ -43,7 +42,6 @@ __all__ = [
     "Confine",
     "FileHash",
     "FileRequest",
-    "ManifestChanged",
     "ManifestTooLarge",
     "NoEntries",
     "NotAManifest",
