@@ -6,13 +6,11 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from sysmcp import platform
-from sysmcp.engine.hashing._manifests import Entries
-from sysmcp.engine.hashing._verdicts import EntryVerdict, Verdicts
+from sysmcp.engine.hashing._verdicts import UNREADABLE_CODE, EntryVerdict, Verdicts
 from sysmcp.protocol.lifecycle import Features
 from sysmcp.results import ResultStore
 from sysmcp.tools import schemas as js
@@ -109,24 +107,13 @@ def test_a_version_gate_holds_from_its_first_version_on() -> None:
     assert "2025-06-18" in (type(Features("2025-06-18")).titles.__doc__ or "")
 
 
-def _entries(count: int) -> Entries:
-    entries = Entries()
-    for number in range(count):
-        entries.add(number + 1, f"file{number}".encode(), f"{number:02x}" * 32, ())
-    return entries
-
-
-def test_a_built_on_demand_sequence_indexes_slices_and_iterates_like_a_list() -> None:
-    entries = _entries(3)
-    names: list[Any] = [entry.name for entry in entries]
-    assert names == [b"file0", b"file1", b"file2"]
-    assert entries[-1].name == b"file2" and [e.name for e in entries[1:]] == [b"file1", b"file2"]
-    with pytest.raises(IndexError):
-        entries[3]
+def test_verdicts_built_on_demand_index_and_iterate_like_a_list() -> None:
     verdicts = Verdicts()
-    verdicts.codes.extend(bytes(2))
-    verdicts[1] = EntryVerdict("UNREADABLE", "permission denied")
-    assert verdicts[-1] == EntryVerdict("UNREADABLE", "permission denied")
-    assert [v.status for v in verdicts] == [verdicts[0].status, "UNREADABLE"]
+    verdicts.codes.extend(bytes(3))
+    verdicts.put(1, UNREADABLE_CODE, "permission denied")
+    assert verdicts[-2] == EntryVerdict("UNREADABLE", "permission denied")
+    assert [v.status for v in verdicts] == [verdicts[0].status, "UNREADABLE", verdicts[2].status]
     with pytest.raises(IndexError):
-        verdicts[-3]
+        verdicts[3]
+    with pytest.raises(IndexError):
+        verdicts[-4]

@@ -19,9 +19,8 @@ import pytest
 
 from sysmcp.engine.calls import never_cancelled, no_progress
 from sysmcp.engine.hashing import ALGORITHMS, Source, TreeHash, TreeRequest, Verification, hash_path
-from sysmcp.engine.hashing import _verify as verify_engine
-from sysmcp.engine.hashing import _verify_ranges as verify_ranges
 from sysmcp.engine.hashing import verify as check_manifest
+from sysmcp.engine.hashing._verify_ranges import Tuning
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.errors import ToolError
@@ -29,9 +28,10 @@ from sysmcp.tools import hash_tree, verify_checksums
 from sysmcp.tools.arguments import validate_arguments
 
 
-def verified(*args: Any, **kwargs: Any) -> Verification:
+def verified(*args: Any, tuning: Tuning | None = None, **kwargs: Any) -> Verification:
     """The engine's check of a tool's request built from these arguments, outside any call."""
-    return check_manifest(verify_checksums.verify_request(*args, **kwargs), no_progress, never_cancelled)
+    request = verify_checksums.verify_request(*args, **kwargs)
+    return check_manifest(replace(request, tuning=tuning or Tuning()), no_progress, never_cancelled)
 
 
 def build(root: Path, dirs: int = 12, per_dir: int = 50) -> int:
@@ -51,7 +51,7 @@ def ticking(step: float) -> Any:
 
 def tree_request(root: Path, timeout_s: float, clock: Callable[[], float] = time.monotonic) -> TreeRequest:
     request = hash_tree.tree_request(root, str(root), ALGORITHMS["sha256"], "gnu", WalkOptions(), timeout_s)
-    return replace(request, threads=1, clock=clock)
+    return replace(request, clock=clock)
 
 
 def partial_tree(root: Path) -> TreeHash:
@@ -168,9 +168,10 @@ def test_the_check_shared_between_processes_gives_every_entry_the_verdict_of_one
     args = {"algorithm": "auto", "report_new": False, "exclude": [], "one_file_system": True}
 
     def statuses(parallel_from: int) -> list[tuple[str, str, str]]:
-        monkeypatch.setattr(verify_engine, "PARALLEL_FROM", parallel_from)
-        monkeypatch.setattr(verify_ranges, "available_processes", lambda: 2)
-        result = verified(Source("(text)", data=text), os.fsencode(tree), args, PathPolicy(), 1)
+        tuning = Tuning(parallel_from=parallel_from, processes=2)
+        result = verified(
+            Source("(text)", data=text), os.fsencode(tree), args, PathPolicy(), 1, tuning=tuning
+        )
         assert result.stopped is None
         return [(c.status, c.algorithm, c.detail) for c in result.checked]
 
@@ -220,12 +221,12 @@ def test_the_shared_check_judges_links_empty_large_and_tagged_entries_as_the_che
     ]
     text = "".join(lines).encode()
     args = {"algorithm": "auto", "report_new": False, "exclude": [], "one_file_system": True}
-    monkeypatch.setattr(verify_ranges, "CHUNK", 4096)
-    monkeypatch.setattr(verify_ranges, "available_processes", lambda: 2)
 
     def verdicts(parallel_from: int) -> list[tuple[str, str, str]]:
-        monkeypatch.setattr(verify_engine, "PARALLEL_FROM", parallel_from)
-        result = verified(Source("(text)", data=text), os.fsencode(tree), args, PathPolicy(), 1)
+        tuning = Tuning(parallel_from=parallel_from, processes=2, chunk=4096)
+        result = verified(
+            Source("(text)", data=text), os.fsencode(tree), args, PathPolicy(), 1, tuning=tuning
+        )
         assert result.stopped is None
         return [(c.status, c.algorithm, c.detail) for c in result.checked]
 
@@ -254,8 +255,6 @@ def test_the_shared_check_at_its_budget_leaves_the_rest_not_checked(
     total = build(tree)
     names = sorted(str(p.relative_to(tree)) for p in tree.rglob("f*"))
     text = "".join(f"{hashlib.sha256((tree / n).read_bytes()).hexdigest()}  {n}\n" for n in names)
-    monkeypatch.setattr(verify_engine, "PARALLEL_FROM", 0)
-    monkeypatch.setattr(verify_ranges, "available_processes", lambda: 2)
     args = {"algorithm": "auto", "report_new": False, "exclude": [], "one_file_system": True}
     result = verified(
         Source("(text)", data=text.encode()),
@@ -265,6 +264,7 @@ def test_the_shared_check_at_its_budget_leaves_the_rest_not_checked(
         1,
         timeout_s=0.2,
         clock=ticking(0.001),  # each process's clock ticks on its own: both stop after about 200 looks
+        tuning=Tuning(parallel_from=0, processes=2),
     )
     statuses = Counter(c.status for c in result.checked)
     assert result.stopped is not None and "time budget" in result.stopped

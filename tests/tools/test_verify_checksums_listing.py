@@ -1,6 +1,6 @@
 """verify_checksums' way for plain ranges: one regular-expression pass and one listing per directory.
 
-It must give exactly the verdicts of one look per name (``check_entry``), whatever the manifest mixes,
+It must give exactly the verdicts of one look per name (``check_file``), whatever the manifest mixes,
 refuse names swapped after the listing without blocking, never open a special file the listing saw,
 and keep its listing bounded.
 """
@@ -12,6 +12,7 @@ import os
 import stat
 import threading
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +23,18 @@ from sysmcp.engine.calls import never_cancelled, no_progress
 from sysmcp.engine.hashing import Source, Verification
 from sysmcp.engine.hashing import _dirlook as dirlook
 from sysmcp.engine.hashing import _verdicts as verdicts
-from sysmcp.engine.hashing import _verify as verify_engine
 from sysmcp.engine.hashing import _verify_ranges as verify_ranges
 from sysmcp.engine.hashing import verify as check_manifest
 from sysmcp.engine.hashing._manifests import LineParser
+from sysmcp.engine.hashing._verify_ranges import Tuning
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.tools import verify_checksums
 
 
-def verified(*args: Any, **kwargs: Any) -> Verification:
+def verified(*args: Any, tuning: Tuning, **kwargs: Any) -> Verification:
     """The engine's check of a tool's request built from these arguments, outside any call."""
-    return check_manifest(verify_checksums.verify_request(*args, **kwargs), no_progress, never_cancelled)
+    request = replace(verify_checksums.verify_request(*args, **kwargs), tuning=tuning)
+    return check_manifest(request, no_progress, never_cancelled)
 
 
 ARGS = {"algorithm": "auto", "report_new": False, "exclude": [], "one_file_system": True}
@@ -59,42 +61,41 @@ def plain_lines(root: Path, names: list[bytes]) -> bytes:
     return b"".join(sha((root / os.fsdecode(n)).read_bytes()).encode() + b"  " + n + b"\n" for n in names)
 
 
-class Run:
-    """verify() on a manifest, checked in ranges by ``processes`` processes; ``fallbacks`` counts the
-    entries that went through ``check_entry`` (in this process: with one process, all of them)."""
+SETTLED = -(10**18)  # as settled_ns: files the test just wrote count as long unchanged (the listing's way)
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+
+class Run:
+    """verify() on a manifest, checked in ranges (even a short one) by ``processes`` processes with
+    ``tuning``'s knobs; ``fallbacks`` counts the entries that went through ``check_file`` (in this
+    process: with one process, all of them)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, **tuning: Any) -> None:
         self.monkeypatch = monkeypatch
+        self.tuning = tuning
         self.fallbacks = 0
-        monkeypatch.setattr(verify_engine, "PARALLEL_FROM", 0)  # ranges even for a short manifest
-        real = verdicts.check_entry
+        real = verdicts.check_file
 
         def counted(*args: Any) -> tuple[int, str, int]:
             self.fallbacks += 1
             return real(*args)
 
-        monkeypatch.setattr(verify_ranges, "check_entry", counted)
+        monkeypatch.setattr(verify_ranges, "check_file", counted)
 
     def __call__(
         self, text: bytes, base: Path, *, plain: bool = True, processes: int = 1
     ) -> tuple[list[Verdict], list[int], int]:
         self.fallbacks = 0
+        tuning = Tuning(parallel_from=0, processes=processes, **self.tuning)
         with self.monkeypatch.context() as patch:
-            patch.setattr(verify_ranges, "available_processes", lambda: processes)
             if not plain:  # every range line by line, as before there was a way for plain ones
                 patch.setattr(LineParser, "plain_block", lambda self, block: None)
-            result = verified(Source("(text)", data=text), os.fsencode(base), ARGS, PathPolicy(), 1)
+            result = verified(
+                Source("(text)", data=text), os.fsencode(base), ARGS, PathPolicy(), 1, tuning=tuning
+            )
         assert result.stopped is None
         return [(c.status, c.algorithm, c.detail) for c in result.checked], result.bad_lines, result.bad_count
 
 
-@pytest.fixture
-def settled(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Files the test just wrote count as long unchanged, so the listing's way is taken for them."""
-    monkeypatch.setattr(verify_ranges, "SETTLED_NS", -(10**18))
-
-
-@pytest.mark.usefixtures("settled")
 def test_plain_ranges_give_the_verdicts_of_one_look_per_name_on_a_manifest_mixing_every_kind_of_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -140,8 +141,7 @@ def test_plain_ranges_give_the_verdicts_of_one_look_per_name_on_a_manifest_mixin
     )
     head = b"".join(plain.splitlines(keepends=True)[:30])
     text = head + mixed_tail + text  # one range of odd lines among plain ones
-    monkeypatch.setattr(verify_ranges, "CHUNK", 4096)
-    run = Run(monkeypatch)
+    run = Run(monkeypatch, settled_ns=SETTLED, chunk=4096)
 
     listed, listed_bad, listed_bad_count = run(text, tmp_path)
     assert len(listed) - run.fallbacks >= len(names)  # a plain copy's worth took the listing's way
@@ -178,7 +178,6 @@ def test_plain_ranges_give_the_verdicts_of_one_look_per_name_on_a_manifest_mixin
     assert (listed_bad, listed_bad_count) == ([36], 1)
 
 
-@pytest.mark.usefixtures("settled")
 def test_names_swapped_after_the_listing_are_judged_as_one_look_would_and_nothing_blocks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -204,7 +203,7 @@ def test_names_swapped_after_the_listing_are_judged_as_one_look_would_and_nothin
         return listed
 
     monkeypatch.setattr(verify_ranges, "list_for", list_then_swap)
-    run = Run(monkeypatch)
+    run = Run(monkeypatch, settled_ns=SETTLED)
     outcome: list[tuple[list[Verdict], list[int], int]] = []
     worker = threading.Thread(target=lambda: outcome.append(run(text, tmp_path)), daemon=True)
     worker.start()
@@ -225,7 +224,6 @@ def test_names_swapped_after_the_listing_are_judged_as_one_look_would_and_nothin
     assert set(verdicts[5:]) == {("OK", "sha256", "")}
 
 
-@pytest.mark.usefixtures("settled")
 def test_a_fifo_or_device_the_manifest_names_is_never_opened(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -245,7 +243,7 @@ def test_a_fifo_or_device_the_manifest_names_is_never_opened(
     waiting = threading.Thread(target=writer, daemon=True)
     waiting.start()
     text = plain_lines(tmp_path, names) + "".join(f"{sha(b'')}  d0/{kind}\n" for kind in kinds).encode()
-    verdicts, _, _ = Run(monkeypatch)(text, tmp_path)
+    verdicts, _, _ = Run(monkeypatch, settled_ns=SETTLED)(text, tmp_path)
     assert verdicts[len(names) :] == [
         ("UNREADABLE", "", "not a regular file: a FIFO (named pipe)"),
         *([("UNREADABLE", "", "not a regular file: a character device")] if "null" in kinds else []),
@@ -260,15 +258,14 @@ def test_a_fifo_or_device_the_manifest_names_is_never_opened(
 def test_files_changed_moments_ago_are_checked_with_a_look_before_and_after(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Just written, they may be written still: the one fstat after the read cannot tell, check_entry can.
+    # Just written, they may be written still: the one fstat after the read cannot tell, check_file can.
     # "Just" is stretched to any age here, so a slow machine cannot let the files settle mid-test.
     names = build(tmp_path, dirs=2, per_dir=20)
-    run = Run(monkeypatch)
-    monkeypatch.setattr(verify_ranges, "SETTLED_NS", 10**18)
+    run = Run(monkeypatch, settled_ns=10**18)
     verdicts, _, _ = run(plain_lines(tmp_path, names), tmp_path)
     assert set(verdicts) == {("OK", "sha256", "")}
     assert run.fallbacks == len(names)
-    monkeypatch.setattr(verify_ranges, "SETTLED_NS", -(10**18))
+    run.tuning["settled_ns"] = SETTLED
     assert run(plain_lines(tmp_path, names), tmp_path)[0] == verdicts
     assert run.fallbacks == 0
 
@@ -317,14 +314,12 @@ def test_only_whole_plain_blocks_take_the_one_pass_parse() -> None:
     assert LineParser(reversed_style=True).plain_block(f"{digest}  a\n".encode()) is None
 
 
-@pytest.mark.usefixtures("settled")
 def test_more_directories_than_listings_kept_open_are_each_listed_once_and_closed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     names = build(tmp_path, dirs=5, per_dir=10)
     by_turns = [names[d * 10 + f] for f in range(10) for d in range(5)]  # d0, d1, … d4, d0, …
     text = plain_lines(tmp_path, by_turns)
-    monkeypatch.setattr(verify_ranges, "MAX_LISTINGS", 2)
     real_list_for = dirlook.list_for
     listed: list[bytes] = []
 
@@ -334,7 +329,7 @@ def test_more_directories_than_listings_kept_open_are_each_listed_once_and_close
 
     monkeypatch.setattr(verify_ranges, "list_for", counted)
     descriptors = len(os.listdir("/proc/self/fd"))
-    run = Run(monkeypatch)
+    run = Run(monkeypatch, settled_ns=SETTLED, max_listings=2)
     verdicts, _, _ = run(text, tmp_path)
     assert verdicts == [("OK", "sha256", "")] * len(names)
     ranges = verify_ranges.ranges_for(len(text), 1)[1]

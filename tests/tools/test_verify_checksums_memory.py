@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tracemalloc
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +20,19 @@ import pytest
 
 from sysmcp.engine.calls import never_cancelled, no_progress
 from sysmcp.engine.hashing import Source, Verification
-from sysmcp.engine.hashing import _verify as verify_engine
-from sysmcp.engine.hashing import _verify_ranges as verify_ranges
 from sysmcp.engine.hashing import verify as check_manifest
+from sysmcp.engine.hashing._verify_ranges import Tuning
 from sysmcp.engine.parallel import _fork as fanout
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.tools import verify_checksums
 
 
 def verified(*args: Any, **kwargs: Any) -> Verification:
-    """The engine's check of a tool's request built from these arguments, outside any call."""
-    return check_manifest(verify_checksums.verify_request(*args, **kwargs), no_progress, never_cancelled)
+    """The engine's check of a tool's request built from these arguments, in ranges shared by two
+    processes as long manifests are (even a short one), outside any call."""
+    request = verify_checksums.verify_request(*args, **kwargs)
+    tuning = Tuning(parallel_from=0, processes=2)
+    return check_manifest(replace(request, tuning=tuning), no_progress, never_cancelled)
 
 
 FILES = 1000  # each listed many times: the entries are many, the files to create few
@@ -78,8 +81,6 @@ def test_memory_at_the_fork_and_at_its_peak_barely_grows_from_ten_thousand_to_a_
         directory = tree / f"d{i // 100}"
         directory.mkdir(parents=True, exist_ok=True)
         (directory / f"f{i:04d}").write_bytes(b"%d" % i)
-    monkeypatch.setattr(verify_engine, "PARALLEL_FROM", 0)  # checked the way long manifests are
-    monkeypatch.setattr(verify_ranges, "available_processes", lambda: 2)
     held_small, peak_small = measure(tree, tmp_path / "small.SHA256SUMS", 10_000, monkeypatch)
     held_big, peak_big = measure(tree, tmp_path / "big.SHA256SUMS", 100_000, monkeypatch)
     assert held_big - held_small < HELD_AT_FORK_GROWTH, f"at the fork: {held_small:,} -> {held_big:,} bytes"

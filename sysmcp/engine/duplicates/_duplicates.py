@@ -29,11 +29,11 @@ from typing import IO, Any
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.duplicates._sieves import (
     Candidates,
-    Comparer,
     Handoff,
     Reader,
     Seen,
     as_stat,
+    compare,
     gather_candidates,
 )
 from sysmcp.engine.duplicates._sizeruns import SizeRuns
@@ -156,13 +156,10 @@ def engine_error(exc: OSError) -> EngineError:
 def _search(
     request: DuplicatesRequest, progress: Progress, cancel: Cancel, clock: Callable[[], float]
 ) -> Search:
-    """The run: one walk shared with forked workers, the merge of their size runs, the comparison.
-
-    The walk runs in this process and, past ``split_after_s``, in forked workers too (forked a few
-    milliseconds in, before anything big exists), each writing sorted size runs to its own unlinked
-    file (``sizeruns``); the runs are merged by size into the candidates file, and the same workers
-    then compare its blocks. A tree listed before the split compares in this process, or in workers
-    forked then if there is much to read: either way one set of workers at most.
+    """The run, as the module says: one walk shared with forked workers (past ``split_after_s``), the
+    merge of their size runs, the comparison by the same workers. A tree listed before the split
+    compares in this process, or in workers forked then if there is much to read: either way one set
+    of workers at most.
     """
     started = clock()
     root, limit, timeout_s = request.root, request.limit, request.timeout_s
@@ -188,7 +185,7 @@ def _search(
         files = mine.files + others()
         progress(files, None)
         if files >= limit:
-            raise ScanStopped(consumer.limit_reason)
+            raise ScanStopped(limit_reason)
         listing()
 
     def cancel_comparing() -> None:
@@ -199,11 +196,33 @@ def _search(
         file_floor=max(1, request.min_size), block_floor=1 << 62, empty_listings=False, finished_depth=-1
     )
     scanner = Scanner(root, request.options, skipped, cancel_listing, config=config)
-    consumer = Consumer(root, spills, candidates, handoff, listing, budget, limit, count)
-    consumer.here = (mine, skipped, cancel_listing)
+    limit_reason = f"more than {limit:,} files: the search stopped listing there"
+
+    def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
+        """What every process does with the subtrees it claims (``FanOut``'s task): walk them into
+        size runs; in a forked worker, then store its walk's part (``Handoff.report``), claim blocks
+        of the candidates file and compare them."""
+        assert parallel is not None
+        if not in_child:
+            return parallel.walk_claimed(claim, skipped, cancel_listing, mine.consume)
+        assert handoff is not None
+        end = handoff.in_child(progress.slot)
+        runs, counter = SizeRuns(spills[progress.slot]), SkipCounter()
+        share = max(1, limit // count)
+
+        def publish() -> None:
+            progress.set(runs.files, 0)
+            if runs.files >= share:
+                raise ScanStopped(limit_reason)
+
+        walked = parallel.walk_claimed(claim, counter, listing.sharing(publish), runs.consume, in_child)
+        progress.set(0, 0)  # from here on: files read
+        Handoff.report(end, spills[progress.slot], runs.summary() | walked)
+        return compare_apart(root, candidates.spill.fileno(), handoff.claim, budget, progress)
+
     sharing = Sharing(count, request.split_after_s)
     keep = handoff.keep if handoff is not None else ()
-    parallel = consumer.parallel = ParallelWalk(scanner, listing, sharing, consumer.work, keep)
+    parallel = ParallelWalk(scanner, listing, sharing, work, keep)
     try:
         with parallel:
             parallel.walk(mine.consume)
@@ -239,7 +258,7 @@ def _search(
                 if fan is not None and handoff is not None:
                     handoff.send(candidates.blocks)
                     results: list[dict[str, Any] | None] = [
-                        Comparer(here, candidates.spill.fileno()).run(handoff.claim)
+                        compare(here, candidates.spill.fileno(), handoff.claim)
                     ]
                     results += parallel.children(budget, cancel_comparing)
                 else:
@@ -260,62 +279,6 @@ def _search(
     return search
 
 
-class Consumer:
-    """What every process of a search does with the subtrees it claims, apart from how they are shared out.
-
-    This is the part a parallel walk driver plugs in: ``work`` walks the claimed subtrees into size
-    runs; in a forked worker it then stores its walk's part (``Handoff.report``), claims blocks of the
-    candidates file and compares them. ``ParallelWalk.stopped_early`` and ``merge_comparisons`` fold
-    the parts back.
-    """
-
-    def __init__(
-        self,
-        root: bytes,
-        spills: Sequence[IO[bytes]],
-        candidates: Candidates,
-        handoff: Handoff | None,
-        listing: Budget,
-        budget: Budget,
-        limit: int,
-        processes: int,
-    ) -> None:
-        self.root, self.spills, self.candidates = root, spills, candidates
-        self.handoff, self.listing, self.budget = handoff, listing, budget
-        self.limit, self.processes = limit, processes
-        self.limit_reason = f"more than {limit:,} files: the search stopped listing there"
-        self.parallel: ParallelWalk | None = None  # the walk whose subtrees ``work`` claims
-        self.here: tuple[SizeRuns, SkipCounter, Callable[[], None]] | None = None  # this process's
-
-    def work(
-        self, claim: Callable[[], int | None], progress: SharedCounters, in_child: bool
-    ) -> dict[str, Any]:
-        """``FanOut``'s task: walk the subtrees claimed; in a worker, then report the walk and compare blocks."""
-        assert self.parallel is not None
-        if not in_child:
-            assert self.here is not None
-            runs, counter, cancel = self.here
-            return self.parallel.walk_claimed(claim, counter, cancel, runs.consume)
-        assert self.handoff is not None
-        end = self.handoff.in_child(progress.slot)
-        runs, counter = SizeRuns(self.spills[progress.slot]), SkipCounter()
-        share = max(1, self.limit // self.processes)
-
-        def publish() -> None:
-            progress.set(runs.files, 0)
-            if runs.files >= share:
-                raise ScanStopped(self.limit_reason)
-
-        cancel = self.listing.sharing(publish)
-        walked = self.parallel.walk_claimed(claim, counter, cancel, runs.consume, in_child)
-        part = runs.summary() | walked  # the summary once the walk is done
-        progress.set(0, 0)  # from here on: files read
-        Handoff.report(end, self.spills[progress.slot], part)
-        return compare_apart(
-            self.root, self.candidates.spill.fileno(), self.handoff.claim, self.budget, progress
-        )
-
-
 def compare_apart(
     root: bytes,
     fd: int,
@@ -325,15 +288,13 @@ def compare_apart(
 ) -> dict[str, Any]:
     """In a forked worker: compare the blocks claimed with a reader and counts of its own."""
     counter = SkipCounter()
-    reader: Reader | None = None
 
     def publish() -> None:
-        if reader is not None:
-            progress.set(reader.files_read, reader.bytes_read)
+        progress.set(reader.files_read, reader.bytes_read)
 
     reader = Reader(root, counter, budget.sharing(publish))
     try:
-        result = Comparer(reader, fd).run(claim)
+        result = compare(reader, fd, claim)
     finally:
         reader.close()
     result.update(read=reader.files_read, bytes=reader.bytes_read, skipped=counter.as_dict())
@@ -377,7 +338,7 @@ def compare_blocks(
     parallel = parallel and (candidates.files >= PARALLEL_FROM or candidates.bytes >= PARALLEL_BYTES)
     if not parallel:
         queue = iter(blocks)
-        return [Comparer(reader, fd).run(lambda: next(queue, None))]
+        return [compare(reader, fd, lambda: next(queue, None))]
 
     def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
         def next_block() -> tuple[int, int] | None:
@@ -385,7 +346,7 @@ def compare_blocks(
             return None if task is None else blocks[task]
 
         if not in_child:
-            return Comparer(reader, fd).run(next_block)
+            return compare(reader, fd, next_block)
         return compare_apart(reader.root, fd, next_block, budget, progress)
 
     return run_shared(len(blocks), processes, work, budget, cancel)

@@ -23,16 +23,13 @@ from typing import IO, Any
 from blake3 import blake3 as _blake3
 
 from sysmcp.engine.duplicates._sizeruns import merge_by_size, parse, read_records
-from sysmcp.engine.hashing import BLAKE3, BLAKE3_THREADED, CHUNK, hash_fd, hash_once
+from sysmcp.engine.hashing import BLAKE3, BLAKE3_THREADED, CHUNK, OPEN_AT, hash_fd
 from sysmcp.engine.parallel import pipe, release
-from sysmcp.engine.walk import RUN_BYTES, ScanStopped, SkipCounter
+from sysmcp.engine.walk import ScanStopped, SkipCounter
 
 BLOCK = 4096  # head and tail sample size
 SMALL = 64 << 10  # files up to this size are hashed whole at once: one read beats a second open
 THREADED_FROM = 4 << 20  # files at least this big are hashed by blake3's threads, on every core
-# Candidates are opened relative to their directory: never following a symlink, never blocking (a FIFO
-# swapped in), never becoming a controlling terminal.
-_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 BLOCKS = 200  # the candidates are cut into about this many blocks of whole sizes, claimed one by one
 
@@ -142,7 +139,7 @@ class Reader:
         relative, dev, ino, _ = candidate
         parent, _, name = relative.rpartition(b"/")
         try:
-            fd = os.open(name, _READ, dir_fd=self._directory(parent))
+            fd = os.open(name, OPEN_AT, dir_fd=self._directory(parent))
         except FileNotFoundError:
             self.skipped.add("vanished")
             return None
@@ -164,11 +161,9 @@ class Reader:
         return fd, st
 
     def small(self, candidate: RawCandidate, size: int) -> str | None:
-        """BLAKE3 of a file smaller than the buffer: open, fstat, one read, fstat, close.
-
-        The same checks as ``hash_once`` without its general machinery (the per-file cost on a million
-        small files): the read must return the size seen at open, and size and mtime must not have
-        moved after it, or the file counts as changed.
+        """BLAKE3 of a file smaller than the buffer: open, fstat, one read, fstat, close (the per-file
+        cost on a million small files). The read must return the size seen at open, and size and mtime
+        must not have moved after it, or the file counts as changed.
         """
         opened = self._open(candidate, size)
         if opened is None:
@@ -191,13 +186,13 @@ class Reader:
     def sample(self, candidate: RawCandidate, size: int) -> str | None:
         """Hash of the first and last 4 KiB (the whole content for files up to SMALL)."""
         if size <= SMALL:
-            return self.small(candidate, size) if size < len(self.buffer) else self.full(candidate, size)
+            return self.full(candidate, size)
         opened = self._open(candidate, size)
         if opened is None:
             return None
         fd = opened[0]
         try:
-            digest = BLAKE3.new()
+            digest = BLAKE3.factory()
             head = os.pread(fd, BLOCK, 0)
             tail = os.pread(fd, BLOCK, size - BLOCK)
             digest.update(head)
@@ -211,18 +206,18 @@ class Reader:
             os.close(fd)
 
     def full(self, candidate: RawCandidate, size: int) -> str | None:
-        """BLAKE3 of the whole content, streamed by the shared engine with a cancel per chunk; large files
-        are hashed on every core (blake3's own threads), small ones with one read."""
+        """BLAKE3 of the whole content: a file smaller than the buffer with one read (``small``), a
+        larger one streamed by the shared engine with a cancel per chunk, on every core (blake3's own
+        threads) when large."""
+        if size < len(self.buffer):
+            return self.small(candidate, size)
         opened = self._open(candidate, size)
         if opened is None:
             return None
         fd, st = opened
         try:
-            if size < len(self.buffer):
-                digest = hash_once(fd, (BLAKE3,), self.buffer, st)
-            else:
-                algorithm = BLAKE3_THREADED if size >= THREADED_FROM else BLAKE3
-                digest = hash_fd(fd, (algorithm,), self.buffer, lambda _: self.cancel(), opened=st)
+            algorithm = BLAKE3_THREADED if size >= THREADED_FROM else BLAKE3
+            digest = hash_fd(fd, (algorithm,), self.buffer, lambda _: self.cancel(), opened=st)
         except OSError:
             self.skipped.add("unreadable")
             return None
@@ -272,15 +267,6 @@ def compare_block(
     ]
 
 
-def block_candidates(fd: int, offset: int, length: int) -> list[tuple[int, RawCandidate]]:
-    """The candidates stored in one block of the candidates file, each with its size."""
-    out = []
-    for record in read_records(fd, offset, length):
-        size, dev, ino, disk, name = parse(record)
-        out.append((size, (name, dev, ino, disk)))
-    return out
-
-
 @dataclass
 class Candidates:
     """Sizes at least two distinct inodes share, their records back to back in one temporary file,
@@ -300,31 +286,19 @@ def gather_candidates(
     a name of one inode first): hard links, not files."""
     per_block = max(1, -(-files // BLOCKS))
     links = [0]
-    pending = bytearray()
     written = block_start = block_files = 0
     spill = out.spill
     spill.seek(0)
     spill.truncate()
-
-    def write() -> None:
-        nonlocal written
-        spill.write(pending)
-        written += len(pending)
-        pending.clear()
-
     for size, records in merge_by_size(runs, links, cancel):
-        for record in records:
-            pending += record
+        spill.writelines(records)  # buffered by the file object
+        written += sum(map(len, records))
         out.files += len(records)
         out.bytes += size * len(records)
         block_files += len(records)
         if block_files >= per_block:
-            end = written + len(pending)
-            out.blocks.append((block_start, end - block_start))
-            block_start, block_files = end, 0
-        if len(pending) >= RUN_BYTES:
-            write()
-    write()
+            out.blocks.append((block_start, written - block_start))
+            block_start, block_files = written, 0
     if written > block_start:
         out.blocks.append((block_start, written - block_start))
     spill.flush()
@@ -415,20 +389,16 @@ class Handoff:
         self.walked = []
 
 
-class Comparer:
-    """The comparison's per-process part: claims blocks, returns the groups found and its counts."""
-
-    def __init__(self, reader: Reader, fd: int) -> None:
-        self.reader = reader
-        self.fd = fd
-
-    def run(self, claim: Callable[[], tuple[int, int] | None]) -> dict[str, Any]:
-        groups: list[tuple[int, str, list[Hashed]]] = []
-        stopped: str | None = None
-        try:
-            while (block := claim()) is not None:
-                self.reader.cancel()
-                groups += compare_block(block_candidates(self.fd, *block), self.reader)
-        except ScanStopped as stop:
-            stopped = stop.reason
-        return {"groups": groups, "stopped": stopped}
+def compare(reader: Reader, fd: int, claim: Callable[[], tuple[int, int] | None]) -> dict[str, Any]:
+    """The comparison's per-process part: claims blocks, returns the groups found and why it stopped."""
+    groups: list[tuple[int, str, list[Hashed]]] = []
+    stopped: str | None = None
+    try:
+        while (block := claim()) is not None:
+            reader.cancel()
+            records = map(parse, read_records(fd, *block))
+            candidates = [(size, (name, dev, ino, disk)) for size, dev, ino, disk, name in records]
+            groups += compare_block(candidates, reader)
+    except ScanStopped as stop:
+        stopped = stop.reason
+    return {"groups": groups, "stopped": stopped}

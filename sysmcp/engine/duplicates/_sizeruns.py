@@ -22,8 +22,6 @@ from typing import IO, Any
 
 from sysmcp.engine.walk import RUN_BYTES, Listing, SortedRuns, SubtreeTotals
 
-__all__ = ["HEADER", "RUN_BYTES", "SizeRuns", "merge_by_size", "parse", "read_records"]
-
 # (largest size minus this size, device, inode, bytes allocated), big-endian, so that sorting records
 # as bytes sorts them by size, largest first, then by inode; the name follows, ended by a NUL
 # (which no name holds).
@@ -35,8 +33,9 @@ READ_BYTES = 32 << 10  # read-ahead per run while merging (a million files: abou
 class SizeRuns(SortedRuns):
     """One process's records in sorted runs in its own temporary file, and the counts behind them."""
 
-    def __init__(self, spill: IO[bytes]) -> None:
+    def __init__(self, spill: IO[bytes], run_bytes: int = RUN_BYTES) -> None:
         super().__init__(spill)
+        self.run_bytes = run_bytes  # buffered past this, the records are sorted and written as one run
         self.files = 0
         self.links = 0  # further names of an inode this process already listed
 
@@ -53,7 +52,7 @@ class SizeRuns(SortedRuns):
         self.files += len(listing.files)
         self.links += len(listing.links)
         self.buffered += added
-        if self.buffered >= RUN_BYTES:
+        if self.buffered >= self.run_bytes:
             self.flush()
 
     def consume(self, event: Listing | SubtreeTotals, scanner: object) -> None:

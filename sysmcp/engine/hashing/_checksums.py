@@ -23,19 +23,24 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 import blake3
 
 from sysmcp import platform
-from sysmcp.engine.opens import FileSwap, NotRegularFile, open_regular_at
+from sysmcp.engine.opens import FileSwap, NotRegularFile
 from sysmcp.engine.parallel import forked
 
 #: Hashing threads for many files: hashlib and blake3 release the GIL, so each core can hash (at most 4).
 HASH_THREADS = max(1, min(4, os.cpu_count() or 1))
 CHUNK = 1 << 20  # 1 MiB: large enough that per-chunk Python overhead vanishes, small enough to cancel fast
+#: How a file is opened relative to its directory's descriptor: never following a symlink, never
+#: blocking (a FIFO swapped in), never becoming a controlling terminal.
+OPEN_AT = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 Style = Literal["gnu", "bsd"]
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class Hasher(Protocol):
@@ -54,9 +59,6 @@ class Algorithm:
     factory: Callable[[], Hasher]
     tool: str  # the command that checks a GNU manifest of this algorithm
     escapes_cr: bool = True  # coreutils 9 escapes CR in names; b3sum 1.x does not
-
-    def new(self) -> Hasher:
-        return self.factory()
 
 
 def _blake2b(bits: int) -> Algorithm:
@@ -80,8 +82,9 @@ ALGORITHMS: dict[str, Algorithm] = {
 #: The algorithms a caller may choose by name, in the order the schemas list them.
 ALGORITHM_NAMES: tuple[str, ...] = tuple(ALGORITHMS)
 
-#: Tags other tools write for the same algorithms (OpenSSL 3 ``dgst`` says SHA2-256).
-_TAG_ALIASES = {"SHA2-256": "sha256", "SHA2-512": "sha512"}
+#: The algorithms by their BSD tags, and the tags other tools write for them (OpenSSL 3 ``dgst`` says SHA2-256).
+_BY_TAG = {algorithm.tag: algorithm for algorithm in ALGORITHMS.values()}
+_BY_TAG.update({"SHA2-256": ALGORITHMS["sha256"], "SHA2-512": ALGORITHMS["sha512"]})
 
 #: For an untagged line, the digest length says which algorithms it can be; the first is the guess.
 _BY_LENGTH: dict[int, tuple[str, ...]] = {
@@ -114,11 +117,8 @@ BLAKE3_THREADED = Algorithm("blake3", "BLAKE3", 64, threaded_blake3, "b3sum", es
 
 def algorithm_for_tag(tag: str) -> Algorithm | None:
     """The algorithm a BSD tag names (``SHA256``, ``BLAKE2b-256``, ``SHA2-256``), or None."""
-    for algorithm in ALGORITHMS.values():
-        if algorithm.tag == tag:
-            return algorithm
-    if tag in _TAG_ALIASES:
-        return ALGORITHMS[_TAG_ALIASES[tag]]
+    if tag in _BY_TAG:
+        return _BY_TAG[tag]
     if tag.startswith("BLAKE2b-"):
         bits = tag[len("BLAKE2b-") :]
         if bits.isdigit() and 0 < int(bits) <= 512 and int(bits) % 8 == 0:
@@ -172,6 +172,7 @@ def hash_fd(
     on_chunk: Callable[[int], None] | None = None,
     *,
     opened: os.stat_result | None = None,
+    allowance: int = GROWTH_ALLOWANCE,
 ) -> Digest:
     """Stream an open regular file through every algorithm at once, reading into ``buffer``.
 
@@ -179,12 +180,12 @@ def hash_fd(
     stop there. Size and mtime are compared before and after, so a file written while we read is
     reported instead of yielding a digest of no real version. ``opened`` is the descriptor's
     ``fstat`` if the caller has it (one system call fewer per file counts for tiny files). Reading
-    stops with ``KeptGrowing`` past twice the size at open, or that size plus ``GROWTH_ALLOWANCE``.
+    stops with ``KeptGrowing`` past twice the size at open, or that size plus ``allowance``.
     """
     before = opened if opened is not None else os.fstat(fd)
     expected = before.st_size
-    most = expected + max(expected, GROWTH_ALLOWANCE)
-    hashers = [algorithm.new() for algorithm in algorithms]
+    most = expected + max(expected, allowance)
+    hashers = [algorithm.factory() for algorithm in algorithms]
     updates = [hasher.update for hasher in hashers]
     view = memoryview(buffer)
     room = len(buffer)
@@ -232,22 +233,6 @@ def one_shot(algorithm: Algorithm) -> Callable[[memoryview], Hasher]:
     return hashed
 
 
-def hash_once(fd: int, algorithms: Sequence[Algorithm], buffer: bytearray, opened: os.stat_result) -> Digest:
-    """``hash_fd`` for a file smaller than ``buffer``: one read, no chunk loop, no callback.
-
-    The size read must be the size at open, and size and mtime must not have moved after it;
-    otherwise the digest says what changed, as ``hash_fd``'s does. Empty and kernel-generated files
-    (size 0) go to ``hash_fd``, which reads them to the end.
-    """
-    size = opened.st_size
-    if not 0 < size < len(buffer):
-        return hash_fd(fd, algorithms, buffer, opened=opened)
-    count = os.readv(fd, [buffer])
-    data = memoryview(buffer)[:count]
-    hexdigests = {algorithm.name: one_shot(algorithm)(data).hexdigest() for algorithm in algorithms}
-    return Digest(hexdigests, count, describe_change(opened, os.fstat(fd), count))
-
-
 def describe_change(before: os.stat_result, after: os.stat_result, read: int) -> str | None:
     """Why a file read between these two looks yields the digest of no single version of it, or None."""
     # Size 0 before and after with bytes read is a kernel-generated file (procfs, sysfs): not a change.
@@ -260,10 +245,6 @@ def describe_change(before: os.stat_result, after: os.stat_result, read: int) ->
     if before.st_mtime_ns != after.st_mtime_ns:
         return "it was modified while it was being hashed (its modification time changed)"
     return None
-
-
-# Files are opened with ``safeopen.open_regular_at``: look, open (O_NONBLOCK, never a device),
-# then check it is the file looked at.
 
 
 def explain(exc: OSError) -> str:
@@ -280,25 +261,6 @@ def explain(exc: OSError) -> str:
 # -- many files on a small thread pool ---------------------------------------------------------
 
 
-@dataclass(slots=True)
-class Job:
-    """One file to hash: where it is, what to compute, and the ``stat`` it must still match."""
-
-    key: int
-    path: bytes
-    algorithms: Sequence[Algorithm]
-    looked: os.stat_result
-    follow_symlinks: bool = False
-
-
-@dataclass(slots=True)
-class HashResult:
-    job: Job
-    digest: Digest | None = None
-    error: str | None = None  # why it could not be hashed
-    missing: bool = False  # it vanished between the look and the open
-
-
 @dataclass
 class PoolCounters:
     """Bytes and files done, summed over per-thread slots so no thread ever waits on a lock."""
@@ -306,7 +268,7 @@ class PoolCounters:
     slots: list[list[int]] = field(default_factory=list)
 
     def slot(self) -> list[int]:
-        mine = [0, 0]
+        mine = [0, 0, 0]  # bytes, files, bytes before the file under way
         self.slots.append(mine)  # list.append is atomic; each thread then writes only its own slot
         return mine
 
@@ -319,47 +281,66 @@ class PoolCounters:
         return sum(s[1] for s in self.slots)
 
 
-BATCH_FILES = (
-    64  # small files go to a thread in batches: a future per tiny file would cost more than the hash
-)
+#: Small files go to a thread in batches: a future per tiny file would cost more than the hash.
+BATCH_FILES = 64
 BATCH_BYTES = 4 << 20
 POLL = 0.05  # seconds between cancellation checks while the threads work
 
 
 def hash_many(
-    jobs: Iterable[Job],
+    items: Iterable[T],
+    work: Callable[[T, bytearray, Callable[[int], None]], tuple[R, int]],
+    size: Callable[[T], int],
     *,
     cancel: Callable[[], None],
     counters: PoolCounters,
     threads: int = 2,
-) -> Iterator[HashResult]:
-    """Hash many files on ``threads`` threads, yielding outcomes as batches finish.
+) -> Iterator[R]:
+    """``work(item, buffer, on_chunk) -> (result, bytes read)`` for every item on ``threads`` threads
+    (each with its own ``CHUNK`` buffer), yielding results as batches finish.
 
-    The caller's thread walks (``jobs`` may be a lazy walk) and calls ``cancel`` between jobs
-    and every ``POLL`` seconds while waiting; when it raises, the hashing threads stop within one
-    chunk and the exception propagates. hashlib and blake3 release the GIL on large updates, so
-    the threads really do use the cores.
+    The caller's thread walks (``items`` may be a lazy walk; ``size`` says an item's bytes, to batch
+    by) and calls ``cancel`` between items and every ``POLL`` seconds while waiting; when it raises,
+    the hashing threads stop within one chunk (``on_chunk(bytes so far)`` raises ``Stopped``) and the
+    exception propagates. hashlib and blake3 release the GIL on large updates, so the threads really
+    do use the cores.
     """
     stop = threading.Event()
     local = threading.local()
 
-    def run(batch: list[Job]) -> list[HashResult]:
+    def run(batch: list[T]) -> list[R]:
         state = getattr(local, "state", None)
         if state is None:
-            state = local.state = (bytearray(CHUNK), counters.slot())
-        buffer, slot = state
-        return [_hash_job(job, buffer, slot, stop) for job in batch]
+            slot = counters.slot()
 
-    pending: set[Future[list[HashResult]]] = set()
-    batch: list[Job] = []
+            def on_chunk(done: int) -> None:
+                slot[0] = slot[2] + done
+                if stop.is_set():
+                    raise Stopped()
+
+            state = local.state = (bytearray(CHUNK), slot, on_chunk)
+        buffer, slot, on_chunk = state
+        results = []
+        for item in batch:
+            if stop.is_set():
+                raise Stopped()
+            slot[2] = slot[0]  # bytes before this item
+            result, read = work(item, buffer, on_chunk)
+            slot[0] = slot[2] + read
+            slot[1] += 1
+            results.append(result)
+        return results
+
+    pending: set[Future[list[R]]] = set()
+    batch: list[T] = []
     batch_bytes = 0
     limit = threads * 3
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="sysmcp-hash") as pool:
         try:
-            for job in jobs:
+            for item in items:
                 cancel()
-                batch.append(job)
-                batch_bytes += job.looked.st_size
+                batch.append(item)
+                batch_bytes += size(item)
                 if len(batch) >= BATCH_FILES or batch_bytes >= BATCH_BYTES:
                     pending.add(pool.submit(run, batch))
                     batch, batch_bytes = [], 0
@@ -376,41 +357,12 @@ def hash_many(
             raise
 
 
-def _collect(pending: set[Future[list[HashResult]]], cancel: Callable[[], None]) -> Iterator[HashResult]:
+def _collect(pending: set[Future[list[R]]], cancel: Callable[[], None]) -> Iterator[R]:
     done, _ = wait(pending, timeout=POLL, return_when=FIRST_COMPLETED)
     cancel()
     for future in done:
         pending.discard(future)
         yield from future.result()
-
-
-def _hash_job(job: Job, buffer: bytearray, slot: list[int], stop: threading.Event) -> HashResult:
-    if stop.is_set():
-        raise Stopped()
-    try:
-        fd, opened = open_regular_at(job.path, follow_symlinks=job.follow_symlinks, expect=job.looked)
-    except FileNotFoundError:
-        return HashResult(job, error="no such file", missing=True)
-    except OSError as exc:
-        return HashResult(job, error=explain(exc))
-    start = slot[0]
-    on_chunk: Callable[[int], None] | None = None
-    if opened.st_size >= len(buffer):  # a file of one chunk needs no report or stop check inside
-
-        def on_chunk(done: int) -> None:
-            slot[0] = start + done
-            if stop.is_set():
-                raise Stopped()
-
-    try:
-        digest = hash_fd(fd, job.algorithms, buffer, on_chunk, opened=opened)
-    except OSError as exc:
-        return HashResult(job, error=f"read error: {explain(exc)}")
-    finally:
-        os.close(fd)
-    slot[0] = start + digest.size
-    slot[1] += 1
-    return HashResult(job, digest=digest)
 
 
 # -- manifests: writing ------------------------------------------------------------------------

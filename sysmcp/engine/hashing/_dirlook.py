@@ -7,7 +7,7 @@ walks it twice. One listing of the directory gives every entry's type and inode 
 
 The listing is the look: a name is taken this way only if its entry says regular file (an entry of
 unknown type is ``lstat``-ed by ``DirEntry.is_file``; a symlink, a directory, a special file is not
-taken). The caller opens it relative to ``ListedDirectory.fd`` with ``OPEN_LISTED`` (``O_NOFOLLOW``,
+taken). The caller opens it relative to ``ListedDirectory.fd`` with ``checksums.OPEN_AT`` (``O_NOFOLLOW``,
 ``O_NONBLOCK``, ``O_NOCTTY``) and checks on the descriptor that it is a regular file with the inode the
 entry named, so a name swapped for a FIFO or a symlink since the listing cannot block the open and
 is never judged by what was read; everything else goes the way of one look per name.
@@ -28,9 +28,6 @@ _SLACK = 64  # entries any listing may read besides ('.', '..', a few strangers)
 #: The directory itself is opened by its path, symlinks followed on the way, as ``sha256sum`` opens a
 #: manifest's names; O_DIRECTORY refuses anything else, O_NONBLOCK is for the odd filesystem.
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK | os.O_CLOEXEC
-#: How a listed name is opened through ``ListedDirectory.fd``: never follow, never block (FIFOs), never
-#: become a controlling terminal.
-OPEN_LISTED = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
 
 @dataclass(slots=True)
@@ -77,6 +74,3 @@ def list_for(path: bytes, names: int, cost: int = LISTING_COST) -> ListedDirecto
         os.close(fd)
         return NOT_LISTED
     return ListedDirectory(fd, dev, regular)
-
-
-__all__ = ["LISTING_COST", "NOT_LISTED", "OPEN_LISTED", "ListedDirectory", "list_for"]

@@ -24,8 +24,6 @@ from sysmcp.engine.errors import EngineError, NotFound, PermissionRefused, Refus
 from sysmcp.engine.hashing._checksums import ALGORITHMS, CHUNK, Algorithm, Digest, KeptGrowing, hash_fd
 from sysmcp.engine.opens import FileSwap, NotRegularFile, kind, open_parent, open_regular_at, through_symlink
 
-__all__ = ["FileHash", "FileRequest", "hash_file", "open_file"]
-
 
 @dataclass(frozen=True, slots=True)
 class FileRequest:

@@ -12,10 +12,8 @@ import io
 import os
 import re
 import sys
-from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar, overload
 
 from sysmcp.engine.errors import EngineError, NotFound, Refused
 from sysmcp.engine.hashing._checksums import (
@@ -40,101 +38,16 @@ class Entry:
     candidates: tuple[Algorithm, ...]  # one when tagged or forced; several when the length is ambiguous
 
 
-T = TypeVar("T")
-
 MAX_BAD_LINES_KEPT = 10_000  # line numbers of improperly formatted lines kept (all are counted)
 MAX_BAD_LINES = 100_000  # beyond this many improperly formatted lines the input is no manifest: stop
 
 
-class CompactSequence(Sequence[T]):
-    """A sequence whose items are built on demand by ``_at`` from compact storage (``Entries``,
-    ``verdicts.Verdicts``): indexing, slicing and iteration written once for both."""
-
-    __slots__ = ()
-
-    def _at(self, index: int) -> T:
-        raise NotImplementedError
-
-    @overload
-    def __getitem__(self, index: int) -> T: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[T]: ...
-
-    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
-        if isinstance(index, slice):
-            return [self._at(i) for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(f"{type(self).__name__} index out of range")
-        return self._at(index)
-
-    def __iter__(self) -> Iterator[T]:
-        for index in range(len(self)):
-            yield self._at(index)
-
-
-class Entries(CompactSequence[Entry]):
-    """Parsed entries kept compactly: names in one buffer, raw digests in another, numbers in arrays.
-
-    Why: an ``Entry`` object per line costs about 290 bytes (57 MB for 200,000 lines), and forked
-    checking processes copy every page of them that reference counting or the collector touches.
-    Here an entry costs its name plus about 50 bytes in a handful of flat buffers no process writes
-    to after parsing; ``entries[i]`` builds the ``Entry`` on demand.
-    """
-
-    __slots__ = (
-        "_digest_ends",
-        "_digests",
-        "_kind_of",
-        "_kinds",
-        "_kinds_seen",
-        "_lines",
-        "_name_ends",
-        "_names",
-    )
-
-    def __init__(self) -> None:
-        self._names = bytearray()
-        self._name_ends = array("Q")
-        self._digests = bytearray()  # raw digest bytes (hex decoded), so every digest is stored lowercase
-        self._digest_ends = array("Q")
-        self._lines = array("Q")
-        self._kinds = array("H")  # index into _kinds_seen: the candidate algorithms of each entry
-        self._kinds_seen: list[tuple[Algorithm, ...]] = []
-        self._kind_of: dict[tuple[tuple[str, int], ...], int] = {}
-
-    def add(self, line: int, name: bytes, digest: str, candidates: tuple[Algorithm, ...]) -> None:
-        key = tuple((a.name, a.hex_length) for a in candidates)
-        kind = self._kind_of.get(key)
-        if kind is None:
-            kind = self._kind_of[key] = len(self._kinds_seen)
-            self._kinds_seen.append(candidates)
-        self._names += name
-        self._name_ends.append(len(self._names))
-        self._digests += bytes.fromhex(digest)
-        self._digest_ends.append(len(self._digests))
-        self._lines.append(line)
-        self._kinds.append(kind)
-
-    def __len__(self) -> int:
-        return len(self._lines)
-
-    def _at(self, index: int) -> Entry:
-        name_start = self._name_ends[index - 1] if index else 0
-        digest_start = self._digest_ends[index - 1] if index else 0
-        return Entry(
-            self._lines[index],
-            bytes(self._names[name_start : self._name_ends[index]]),
-            self._digests[digest_start : self._digest_ends[index]].hex(),
-            self._kinds_seen[self._kinds[index]],
-        )
-
-
 @dataclass
 class Manifest:
-    entries: Entries = field(default_factory=Entries)
+    """A manifest parsed whole: only short ones are (``verify.PARALLEL_FROM``), so an object per entry
+    is cheap here; long ones are parsed in ranges by the processes that check them."""
+
+    entries: list[Entry] = field(default_factory=list)
     bad_lines: list[int] = field(default_factory=list)  # line numbers, 1-based: the first MAX_BAD_LINES_KEPT
     bad_count: int = 0  # improperly formatted lines in all
     gave_up: bool = False  # more than MAX_BAD_LINES were improperly formatted: parsing stopped there
@@ -151,25 +64,24 @@ _PLAIN_LINES = re.compile(
     rf"^([0-9a-f]+) [ *](?=[^\n\r\0]{{1,{(PATH_MAX - 1) // 4}}}\n)([^\n]*/)?([^\n/]+)\n", re.MULTILINE
 )
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()  # os.fsencode's
-_TAG_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 _BROKEN: Parsed = (b"", "", ())  # a known tag on a line that does not parse: improperly formatted
+
+
+#: What a manifest's file name may hold → the algorithm it hints at.
+_HINTS = {
+    "b3": "blake3",
+    "blake3": "blake3",
+    "b2": "blake2b",
+    "blake2": "blake2b",
+    "sha512": "sha512",
+    "sha256": "sha256",
+}
 
 
 def hint_order(manifest_name: str | None) -> tuple[str, ...]:
     """Preferred algorithms for ambiguous digest lengths, from a manifest's file name (B3SUMS, *.sha512)."""
     name = (manifest_name or "").lower()
-    preferred: list[str] = []
-    for needle, algorithm in (
-        ("b3", "blake3"),
-        ("blake3", "blake3"),
-        ("b2", "blake2b"),
-        ("blake2", "blake2b"),
-        ("sha512", "sha512"),
-        ("sha256", "sha256"),
-    ):
-        if needle in name and algorithm not in preferred:
-            preferred.append(algorithm)
-    return tuple(preferred)
+    return tuple(dict.fromkeys(algorithm for needle, algorithm in _HINTS.items() if needle in name))
 
 
 def checksum_lines(raw_lines: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
@@ -237,7 +149,7 @@ def parse_manifest(
                 break
             continue
         name, digest, candidates = parsed
-        manifest.entries.add(number, name, digest, candidates)
+        manifest.entries.append(Entry(number, name, digest.lower(), candidates))
     manifest.bad_count = bad.count
     return manifest
 
@@ -260,9 +172,8 @@ class LineParser:
         self.forced = forced
         self.prefer = prefer
         self.reversed_style = reversed_style
-        self._by_length: dict[
-            int, tuple[Algorithm, ...]
-        ] = {}  # candidates per digest length, worked out once
+        # Candidates per digest length, worked out once.
+        self._by_length: dict[int, tuple[Algorithm, ...]] = {}
         self._plain = _PLAIN_GNU.fullmatch
 
     def candidates(self, length: int) -> tuple[Algorithm, ...]:
@@ -347,28 +258,23 @@ def decide_style(
     return None
 
 
-def _leading(line: bytes) -> tuple[int, bool]:
-    i = 0
-    while i < len(line) and line[i] in b" \t":
-        i += 1
-    if line[i : i + 1] == b"\\":
-        return i + 1, True
-    return i, False
+#: How a tagged line starts: blanks, the escape mark, the tag word.
+_TAG_WORD = re.compile(rb"[ \t]*(\\?)([A-Za-z0-9-]*)")
+#: How a GNU (or BSD reversed) line starts: blanks, the escape mark, the digest, the one blank after it.
+_DIGEST_WORD = re.compile(rb"[ \t]*(\\?)([^ \t]*)[ \t]")
 
 
 def _parse_tagged(line: bytes, forced: Algorithm | None) -> Parsed | None:
     """``TAG (name) = hex`` (also OpenSSL's ``TAG(name)= hex``); None if the line is not tagged."""
-    start, escaped = _leading(line)
-    end = start
-    while end < len(line) and line[end] in _TAG_BYTES:
-        end += 1
-    word = line[start:end].decode("ascii", "replace")
-    if not word or not word[0].isalpha() or all(c in "0123456789abcdefABCDEF" for c in word):
+    found = _TAG_WORD.match(line)
+    assert found is not None  # every part may be empty
+    escaped, word = found[1], found[2]
+    if not word[:1].isalpha() or _HEX.issuperset(word):
         return None
-    algorithm = algorithm_for_tag(word)
+    algorithm = algorithm_for_tag(word.decode("ascii"))
     if algorithm is None:
         return None
-    rest = line[end:]
+    rest = line[found.end() :]
     if rest.startswith(b" "):
         rest = rest[1:]
     close = rest.rfind(b")")
@@ -394,17 +300,14 @@ def _parse_tagged(line: bytes, forced: Algorithm | None) -> Parsed | None:
 def _parse_gnu(
     line: bytes, forced: Algorithm | None, prefer: Sequence[str], reversed_style: bool | None
 ) -> tuple[Parsed | None, bool | None]:
-    i, escaped = _leading(line)
-    end = i
-    while end < len(line) and line[end] not in b" \t":
-        end += 1
-    digest = line[i:end]
-    if end >= len(line) or not digest or not _HEX.issuperset(digest):
+    found = _DIGEST_WORD.match(line)
+    if found is None or not found[2] or not _HEX.issuperset(found[2]):
         return None, reversed_style
+    escaped, digest = found[1], found[2]
     candidates = _candidates(len(digest), forced, prefer)
     if not candidates:
         return None, reversed_style
-    i = end + 1  # the one whitespace after the digest
+    i = found.end()
     if len(line) - i == 1 or line[i : i + 1] not in (b" ", b"*"):
         if reversed_style is False:
             return None, reversed_style  # GNU refuses to mix the two styles in one file
@@ -432,29 +335,16 @@ def _candidates(length: int, forced: Algorithm | None, prefer: Sequence[str]) ->
     return tuple(ALGORITHMS[n] for n in ordered)
 
 
+_ESCAPED = re.compile(rb"(?:[^\\]|\\[\\nr])*", re.DOTALL)  # every backslash starts \\, \n or \r
+_ESCAPE = re.compile(rb"\\([\\nr])")
+_UNESCAPED = {b"\\": b"\\", b"n": b"\n", b"r": b"\r"}
+
+
 def _unescape(name: bytes) -> bytes | None:
     """Undo GNU's escaping (``\\\\``, ``\\n``, ``\\r``); None for any other escape, as GNU refuses it."""
-    out = bytearray()
-    i = 0
-    while i < len(name):
-        byte = name[i]
-        if byte == 0x5C:  # backslash
-            if i + 1 >= len(name):
-                return None
-            following = name[i + 1]
-            if following == ord("n"):
-                out += b"\n"
-            elif following == ord("r"):
-                out += b"\r"
-            elif following == 0x5C:
-                out += b"\\"
-            else:
-                return None
-            i += 2
-        else:
-            out.append(byte)
-            i += 1
-    return bytes(out)
+    if _ESCAPED.fullmatch(name) is None:
+        return None
+    return _ESCAPE.sub(lambda found: _UNESCAPED[found.group(1)], name)
 
 
 # -- the manifest file -------------------------------------------------------------------------

@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from sysmcp.engine.calls import Cancel, Progress
@@ -44,14 +44,12 @@ from sysmcp.engine.errors import EngineError, NotFound, PermissionRefused, Wrong
 from sysmcp.engine.hashing import _checksums as checksums
 from sysmcp.engine.hashing._checksums import (
     CHUNK,
+    OPEN_AT,
     Algorithm,
-    Job,
-    PoolCounters,
     Style,
     explain,
     format_line,
     hash_fd,
-    hash_many,
 )
 from sysmcp.engine.opens import FileSwap, NotRegularFile, kind, open_path, refused_symlink
 from sysmcp.engine.parallel import ParallelWalk, SharedCounters, Sharing, available_processes
@@ -77,8 +75,10 @@ MAX_UNREADABLE_KEPT = 1000  # per process; the rest are counted
 
 
 @dataclass
-class TreeManifest:
-    """The merged result: the manifest (whole if it fits ``keep_limit``), its first lines, the counts."""
+class TreeHash:
+    """A hash_tree call's result: the sorted manifest (whole if it fits ``keep_limit``), its first
+    lines, the counts, what is not in it, the directory its names are relative to, what the walk
+    skipped and how long it took."""
 
     files: int = 0
     total_bytes: int = 0
@@ -92,15 +92,24 @@ class TreeManifest:
     not_hashed: int = 0
     walk_complete: bool = True
     processes: int = 1
+    seconds: float = 0.0
+    base: bytes = b"/"
+    skipped: dict[str, int] = field(default_factory=dict)  # by reason
+    skipped_named: list[str] = field(default_factory=list)  # the first unreadable directories
+
+
+#: What every process counts and the merge adds up, named as ``TreeHash`` names them.
+_COUNTS = ("files", "total_bytes", "manifest_bytes", "non_utf8", "unreadable_count", "not_hashed")
 
 
 class Runs(SortedRuns):
     """One process's sorted runs in its own unlinked temporary file, and the counts behind them."""
 
-    def __init__(self, spill: IO[bytes]) -> None:
+    def __init__(self, spill: IO[bytes], run_bytes: int = RUN_BYTES) -> None:
         super().__init__(spill)
+        self.run_bytes = run_bytes  # buffered past this, the records are sorted and written as one run
         self.files = 0
-        self.bytes = 0
+        self.total_bytes = 0
         self.manifest_bytes = 0
         self.non_utf8 = 0
         self.unreadable: list[tuple[bytes, str]] = []
@@ -109,7 +118,7 @@ class Runs(SortedRuns):
         self.in_flight = 0  # bytes read so far of the (large) file being hashed: progress
 
     def progress(self) -> tuple[int, int]:
-        return self.files, self.bytes + self.in_flight
+        return self.files, self.total_bytes + self.in_flight
 
     def add(self, name: bytes, line: bytes) -> None:
         record = name + b"\0" + line
@@ -121,7 +130,7 @@ class Runs(SortedRuns):
                 name.decode("utf-8")
             except UnicodeDecodeError:
                 self.non_utf8 += 1
-        if self.buffered >= RUN_BYTES:
+        if self.buffered >= self.run_bytes:
             self.flush()
 
     def add_listing(
@@ -162,7 +171,7 @@ class Runs(SortedRuns):
         self.records += records
         self.buffered += size
         self.manifest_bytes += size - keys - len(names)
-        if self.buffered >= RUN_BYTES:
+        if self.buffered >= self.run_bytes:
             self.flush()
 
     def fail(self, name: bytes, error: str) -> None:
@@ -173,32 +182,18 @@ class Runs(SortedRuns):
     def summary(self) -> dict[str, Any]:
         """What a child sends back (``marshal``-able): the runs are in the file the parent opened."""
         self.flush()
-        return {
-            "extents": self.extents,
-            "files": self.files,
-            "bytes": self.bytes,
-            "manifest_bytes": self.manifest_bytes,
-            "non_utf8": self.non_utf8,
-            "unreadable": self.unreadable,
-            "unreadable_count": self.unreadable_count,
-            "not_hashed": self.not_hashed,
-        }
+        counts = {key: getattr(self, key) for key in _COUNTS}
+        return {"extents": self.extents, "unreadable": self.unreadable, **counts}
 
 
 class ListingHasher:
-    """Hashes the files of listings, in this process, into ``Runs``."""
+    """Hashes the files of listings under ``root``, in this process, into ``Runs``, as ``request`` says."""
 
-    def __init__(
-        self,
-        root: bytes,
-        algorithm: Algorithm,
-        style: Style,
-        runs: Runs,
-        cancel: Callable[[], None],
-    ) -> None:
+    def __init__(self, root: bytes, request: TreeRequest, runs: Runs, cancel: Callable[[], None]) -> None:
         self.head = join(root, b"x")[:-1]  # root and one slash
-        self.algorithm = algorithm
-        self.style = style
+        self.algorithm = request.algorithm
+        self.style = request.style
+        self.trusted = request.trusted
         self.runs = runs
         self.cancel = cancel
         self.buffer = bytearray(CHUNK)
@@ -232,77 +227,64 @@ class ListingHasher:
         base = os.fsencode(relative) + b"/" if relative else b""
         names: list[str] = []  # hashed, in listing order, and their digests: their lines come at the end
         hexdigests: list[str] = []
-        try:
-            self._typed(files, dir_fd, base, names, hexdigests)
-        finally:  # a stop keeps the lines of the files done so far
-            self.runs.add_listing(
-                relative + "/" if relative else "", names, hexdigests, self.algorithm, self.style
-            )
-
-    def _typed(
-        self,
-        files: list[tuple[str, int]],
-        dir_fd: int,
-        base: bytes,
-        names: list[str],
-        hexdigests: list[str],
-    ) -> None:
         fsencode = os.fsencode
         runs, cancel = self.runs, self.cancel
         buffer, view, room = self.buffer, self.view, len(self.buffer)
         one_shot = checksums.one_shot(self.algorithm)
         open_, readv, fstat, close = os.open, os.readv, os.fstat, os.close
-        flags = _OPEN_FLAGS
+        flags = OPEN_AT
         dev = fstat(dir_fd).st_dev
         targets = [buffer]
         fail, done, digested = runs.fail, names.append, hexdigests.append
-        for position, (name, inode) in enumerate(files):
-            try:
+        position = 0
+        try:
+            for position, (name, inode) in enumerate(files):  # noqa: B007 - the stop below reads it
                 cancel()
-            except ScanStopped:
-                runs.not_hashed += len(files) - position
-                raise
-            try:
-                fd = open_(name, flags, dir_fd=dir_fd)
-            except OSError as exc:
-                fail(base + fsencode(name), _open_error(exc))
-                continue
-            try:
-                opened = fstat(fd)
-                if opened.st_ino != inode or opened.st_dev != dev or opened.st_mode & _S_IFMT != _S_IFREG:
-                    refused = self._refusal(name, dir_fd, inode, dev, opened)
-                    if refused is not None:
-                        fail(base + fsencode(name), refused)
-                        continue
-                size = opened.st_size
-                if 0 < size < room:  # one read, no report or stop check inside: the common case
-                    count = readv(fd, targets)
-                    if count != size:
-                        fail(base + fsencode(name), _CHANGED_SIZE)
-                        continue
-                    hexdigest = one_shot(view[:count]).hexdigest()
-                    later = fstat(fd)
-                    if later.st_size != size or later.st_mtime_ns != opened.st_mtime_ns:
-                        fail(base + fsencode(name), _CHANGED_CONTENT)
-                        continue
-                else:
-                    outcome = self._stream(fd, opened, size >= room)
-                    if isinstance(outcome, str):
-                        fail(base + fsencode(name), outcome)
-                        continue
-                    hexdigest, count = outcome
-            except ScanStopped:
-                runs.not_hashed += len(files) - position
-                raise
-            except OSError as exc:
-                fail(base + fsencode(name), f"read error: {explain(exc)}")
-                continue
-            finally:
-                close(fd)
-            runs.files += 1
-            runs.bytes += count
-            done(name)
-            digested(hexdigest)
+                try:
+                    fd = open_(name, flags, dir_fd=dir_fd)
+                except OSError as exc:
+                    fail(base + fsencode(name), _open_error(exc))
+                    continue
+                try:
+                    opened = fstat(fd)
+                    if opened.st_ino != inode or opened.st_dev != dev or opened.st_mode & _S_IFMT != _S_IFREG:
+                        refused = self._refusal(name, dir_fd, inode, dev, opened)
+                        if refused is not None:
+                            fail(base + fsencode(name), refused)
+                            continue
+                    size = opened.st_size
+                    if 0 < size < room:  # one read, no report or stop check inside: the common case
+                        count = readv(fd, targets)
+                        if count != size:
+                            fail(base + fsencode(name), _CHANGED_SIZE)
+                            continue
+                        hexdigest = one_shot(view[:count]).hexdigest()
+                        later = fstat(fd)
+                        if later.st_size != size or later.st_mtime_ns != opened.st_mtime_ns:
+                            fail(base + fsencode(name), _CHANGED_CONTENT)
+                            continue
+                    else:
+                        outcome = self._stream(fd, opened, size >= room)
+                        if isinstance(outcome, str):
+                            fail(base + fsencode(name), outcome)
+                            continue
+                        hexdigest, count = outcome
+                except OSError as exc:
+                    fail(base + fsencode(name), f"read error: {explain(exc)}")
+                    continue
+                finally:
+                    close(fd)
+                runs.files += 1
+                runs.total_bytes += count
+                done(name)
+                digested(hexdigest)
+        except ScanStopped:
+            runs.not_hashed += len(files) - position
+            raise
+        finally:  # a stop keeps the lines of the files done so far
+            runs.add_listing(
+                relative + "/" if relative else "", names, hexdigests, self.algorithm, self.style
+            )
 
     def _refusal(self, name: str, dir_fd: int, inode: int, dev: int, opened: os.stat_result) -> str | None:
         """Why the descriptor opened for a typed entry is refused, or None if it is the file after all.
@@ -317,7 +299,7 @@ class ListingHasher:
         if opened.st_ino != inode:
             if self.trusted_devices is None:
                 self.trusted_devices = frozenset(
-                    mount.dev for mount in mount_table() if mount.fstype in ENTRY_INODES_TRUSTED
+                    mount.dev for mount in mount_table() if mount.fstype in self.trusted
                 )
             if dev in self.trusted_devices:
                 return explain(FileSwap())
@@ -369,7 +351,6 @@ ENTRY_INODES_TRUSTED = frozenset(
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()  # os.fsencode's
 _S_IFMT = 0o170000
 _S_IFREG = stat.S_IFREG
-_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 _CHANGED_SIZE = "changed while being hashed: its size changed while it was read"
 _CHANGED_CONTENT = "changed while being hashed: it was modified while it was read"
 
@@ -421,20 +402,16 @@ def merge(
     keep_limit: int,
     first_lines: int,
     cancel: Callable[[], None],
-) -> TreeManifest:
+) -> TreeHash:
     """Merge every process's sorted runs into one manifest, sorted by name, in bounded memory."""
-    out = TreeManifest()
+    out = TreeHash()
     extents = [(spill, offset, length) for spill, part in parts for offset, length in part["extents"]]
     read_bytes = max(MIN_READ_BYTES, min(READ_BYTES, MERGE_BYTES // max(1, len(extents))))
     streams = [_records(spill, offset, length, read_bytes) for spill, offset, length in extents]
     unreadable: list[tuple[bytes, str]] = []
     for _, part in parts:
-        out.files += part["files"]
-        out.total_bytes += part["bytes"]
-        out.manifest_bytes += part["manifest_bytes"]
-        out.non_utf8 += part["non_utf8"]
-        out.unreadable_count += part["unreadable_count"]
-        out.not_hashed += part["not_hashed"]
+        for key in _COUNTS:
+            setattr(out, key, getattr(out, key) + part[key])
         unreadable += [(bytes(name), str(error)) for name, error in part["unreadable"]]
     unreadable.sort()
     out.unreadable = unreadable[:MAX_UNREADABLE_KEPT]
@@ -457,7 +434,7 @@ def merge(
 @dataclass(frozen=True)
 class TreeRequest:
     """What to hash and how: the tree (``shown`` names it in errors), the digest and line style, the
-    walk, the budget (and the clock it runs on), the keeping, the threads hashing one file's chunks."""
+    walk, the budget (and the clock it runs on), the keeping."""
 
     root: bytes
     algorithm: Algorithm
@@ -468,28 +445,29 @@ class TreeRequest:
     first_lines: int  # the first lines kept in any case
     sharing: Sharing = field(default_factory=Sharing)
     shown: str = ""
-    threads: int = checksums.HASH_THREADS
     clock: Callable[[], float] = time.monotonic
+    run_bytes: int = RUN_BYTES  # records a process buffers before it sorts and writes them as one run
+    trusted: frozenset[str] = ENTRY_INODES_TRUSTED  # filesystems whose entries carry stat's inodes
 
 
 def hash_tree_parallel(
     request: TreeRequest, skipped: SkipCounter, progress: Progress, cancel: Cancel
-) -> TreeManifest:
+) -> TreeHash:
     """Walk ``request.root`` and hash every regular file, in this process and (past
     ``sharing.split_after_s``) in forked children; stop cleanly at the deadline, ``timeout_s`` from now.
 
     ``cancel`` raises to abandon the call (children are killed); ``progress`` gets the files and bytes
     of every process together, every few milliseconds. Returns the merged, sorted manifest.
     """
-    root, algorithm, style = request.root, request.algorithm, request.style
-    sharing = request.sharing
+    root, sharing = request.root, request.sharing
     count = available_processes() if sharing.processes is None else sharing.processes
     sharing = replace(sharing, processes=count)  # asked now: one spill file per process
+    spills = [tempfile.TemporaryFile(prefix="sysmcp-manifest-") for _ in range(max(1, count))]  # noqa: SIM115
+    mine = Runs(spills[0], request.run_bytes)
     parallel: ParallelWalk | None = None
-    mine: Runs | None = None
 
     def progress_and_cancel() -> None:
-        files, done = mine.progress() if mine is not None else (0, 0)
+        files, done = mine.progress()
         fan = parallel.fan if parallel is not None else None
         if fan is not None:
             more_files, more_bytes = fan.progress.others()
@@ -498,20 +476,18 @@ def hash_tree_parallel(
         cancel()
 
     budget = Budget(request.timeout_s, progress_and_cancel, clock=request.clock)
-    spills = [tempfile.TemporaryFile(prefix="sysmcp-manifest-") for _ in range(max(1, count))]  # noqa: SIM115
     try:
-        mine = Runs(spills[0])
         # Every file is opened and checked here: told by its entry's type, no lstat each.
         config = ScanConfig(finished_depth=-1, regular_by_type=True)
         scanner = Scanner(root, request.options, skipped, budget, config=config)
-        hasher = ListingHasher(root, algorithm, style, mine, budget)
+        hasher = ListingHasher(root, request, mine, budget)
 
         def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
             assert parallel is not None
             if in_child:
-                runs, counter = Runs(spills[progress.slot]), SkipCounter()
+                runs, counter = Runs(spills[progress.slot], request.run_bytes), SkipCounter()
                 check = budget.sharing(lambda: progress.set(*runs.progress()))
-                own = ListingHasher(root, algorithm, style, runs, check)
+                own = ListingHasher(root, request, runs, check)
             else:
                 runs, counter, check, own = mine, skipped, budget, hasher
             walked = parallel.walk_claimed(claim, counter, check, own.consume, in_child)
@@ -525,39 +501,21 @@ def hash_tree_parallel(
         with parallel:
             stopped = parallel.walk(hasher.consume, detached=detached)
             stopped = stopped or scanner.stopped
-            processes_used = 1
-            if parallel.fan is not None:
-                walked = [parallel.here(), *parallel.children()]
+            walked = [parallel.here(), *parallel.children()] if parallel.fan is not None else []
+            if walked:
                 stopped = stopped or parallel.stopped_early(
                     walked, "a hashing process ended unexpectedly", skipped
                 )
-                parts = [(spills[0], mine.summary())]
-                parts += [
-                    (spills[slot], part) for slot, part in enumerate(walked) if slot and part is not None
-                ]
-                processes_used = len(parts)
-            else:
-                parts = [(spills[0], mine.summary())]
-            walk_complete = stopped is None
+            parts = [(spills[0], mine.summary())]  # once this process's share of the walk is done
+            parts += [(spills[slot], part) for slot, part in enumerate(walked) if slot and part is not None]
             result = merge(parts, request.keep_limit, request.first_lines, cancel)
         result.stopped = stopped
-        result.walk_complete = walk_complete
-        result.processes = processes_used
+        result.walk_complete = stopped is None
+        result.processes = len(parts)
         return result
     finally:
         for spill in spills:
             spill.close()
-
-
-@dataclass
-class TreeHash(TreeManifest):
-    """A hash_tree call's result: the sorted manifest and what is not in it (``TreeManifest``), plus
-    the directory its names are relative to, what the walk skipped and how long it took."""
-
-    seconds: float = 0.0
-    base: bytes = b"/"
-    skipped: dict[str, int] = field(default_factory=dict)  # by reason
-    skipped_named: list[str] = field(default_factory=list)  # the first unreadable directories
 
 
 def hash_path(request: TreeRequest, progress: Progress, cancel: Cancel) -> TreeHash:
@@ -584,56 +542,35 @@ def hash_path(request: TreeRequest, progress: Progress, cancel: Cancel) -> TreeH
     else:
         skipped = SkipCounter()
         try:
-            merged = hash_tree_parallel(request, skipped, progress, cancel)
+            result = hash_tree_parallel(request, skipped, progress, cancel)
         except PermissionError:
             raise PermissionRefused(f"Permission denied: cannot read the directory {shown}") from None
         except OSError as exc:
             raise EngineError(f"Cannot walk {shown}: {exc.strerror or exc}") from None
-        progress(merged.files + merged.total_bytes, None)
-        # The engine's manifest, field for field, with the base the tool words names from.
-        result = TreeHash(
-            base=root,
-            skipped=skipped.as_dict(),
-            skipped_named=skipped.named,
-            **{item.name: getattr(merged, item.name) for item in fields(merged)},
-        )
+        result.base, result.skipped, result.skipped_named = root, skipped.as_dict(), skipped.named
+    progress(result.files + result.total_bytes, None)
     result.seconds = time.perf_counter() - started
     return result
 
 
 def _hash_one(request: TreeRequest, looked: os.stat_result, progress: Progress, cancel: Cancel) -> TreeHash:
-    """The manifest of one file, relative to its directory."""
-    path, algorithm, style = request.root, request.algorithm, request.style
-    counters = PoolCounters()
+    """The manifest of one regular file, relative to its directory: opened and hashed as a listing's file is."""
+    base = os.path.dirname(request.root)
+    name = request.root[len(base.rstrip(b"/")) + 1 :]
+    with tempfile.TemporaryFile(prefix="sysmcp-manifest-") as spill:
+        runs = Runs(spill, request.run_bytes)
 
-    def progress_and_cancel() -> None:
-        progress(counters.files + counters.bytes, None)
-        cancel()
+        def progress_and_cancel() -> None:
+            progress(sum(runs.progress()), None)
+            cancel()
 
-    budget = Budget(request.timeout_s, progress_and_cancel, clock=request.clock)
-    base = os.path.dirname(path)
-    name = path[len(base.rstrip(b"/")) + 1 :]
-    result = TreeHash(base=base, walk_complete=True)
-    try:
-        for outcome in hash_many(
-            [Job(0, path, (algorithm,), looked)],
-            cancel=budget,
-            counters=counters,
-            threads=request.threads,
-        ):
-            if outcome.digest is None:
-                result.unreadable.append((name, outcome.error or "unreadable"))
-            elif outcome.digest.changed:
-                result.unreadable.append((name, f"changed while being hashed: {outcome.digest.changed}"))
-            else:
-                line = format_line(name, outcome.digest.hexdigests[algorithm.name], algorithm, style)
-                result.files, result.total_bytes = 1, outcome.digest.size
-                result.manifest, result.manifest_bytes, result.first = bytearray(line), len(line), [line]
-                try:
-                    name.decode("utf-8")
-                except UnicodeDecodeError:
-                    result.non_utf8 = 1  # shown with \xNN escapes: a checker would report it missing
-    except ScanStopped as stop:
-        result.stopped, result.not_hashed = stop.reason, 1
-    result.unreadable_count = len(result.unreadable)
-    return result
+        budget = Budget(request.timeout_s, progress_and_cancel, clock=request.clock)
+        hasher = ListingHasher(base, request, runs, budget)
+        stopped = None
+        try:
+            hasher.typed_by_path("", [(os.fsdecode(name), looked.st_ino)])
+        except ScanStopped as stop:
+            stopped = stop.reason
+        merged = merge([(spill, runs.summary())], request.keep_limit, request.first_lines, cancel)
+    merged.stopped, merged.base = stopped, base
+    return merged

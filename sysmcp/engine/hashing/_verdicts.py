@@ -19,15 +19,11 @@ from sysmcp.engine.hashing._checksums import (
     ALGORITHM_NAMES,
     ALGORITHMS,
     Algorithm,
-    Digest,
-    Job,
     describe_change,
     explain,
     hash_fd,
-    hash_once,
     one_shot,
 )
-from sysmcp.engine.hashing._manifests import CompactSequence, Entry
 from sysmcp.engine.opens import kind, open_regular_at, read_small_regular_at
 
 #: NOT_CHECKED: the time budget ran out before this entry was looked at or hashed.
@@ -41,8 +37,6 @@ class EntryVerdict:
     algorithm: str = ""
 
 
-NOT_CHECKED = EntryVerdict("NOT_CHECKED", "the time budget ran out first")
-
 # Every entry's verdict is one byte (``Verdicts``): OK and FAILED carry their algorithm's number.
 _VERDICT_ALGORITHMS: tuple[str, ...] = (*ALGORITHM_NAMES, *(f"blake2b-{bits}" for bits in range(8, 512, 8)))
 ALGORITHM_CODE = {name: code for code, name in enumerate(_VERDICT_ALGORITHMS)}
@@ -55,23 +49,13 @@ _DECODED: dict[int, EntryVerdict] = {
         for code, name in enumerate(_VERDICT_ALGORITHMS)
     },
     MISSING_CODE: EntryVerdict("MISSING"),
-    NOT_CHECKED_CODE: NOT_CHECKED,
+    NOT_CHECKED_CODE: EntryVerdict("NOT_CHECKED", "the time budget ran out first"),
 }
 
 
-def encode(checked: EntryVerdict) -> int:
-    """A verdict's byte (an UNREADABLE one's detail is kept aside)."""
-    if checked.status == "OK":
-        return ALGORITHM_CODE[checked.algorithm]
-    if checked.status == "FAILED":
-        return FAILED_CODE + ALGORITHM_CODE[checked.algorithm]
-    return {"MISSING": MISSING_CODE, "UNREADABLE": UNREADABLE_CODE, "NOT_CHECKED": NOT_CHECKED_CODE}[
-        checked.status
-    ]
-
-
-class Verdicts(CompactSequence[EntryVerdict]):
-    """Every entry's verdict, in manifest order: one byte each, UNREADABLE details aside.
+class Verdicts:
+    """Every entry's verdict, in manifest order: one byte each, UNREADABLE details aside; an
+    ``EntryVerdict`` is built on demand.
 
     Why: a million entries cost a megabyte here, where a list of verdicts costs eight, and the
     forked checking processes send their parts back as plain bytes.
@@ -86,18 +70,20 @@ class Verdicts(CompactSequence[EntryVerdict]):
     def __len__(self) -> int:
         return len(self.codes)
 
-    def _at(self, index: int) -> EntryVerdict:
-        code = self.codes[index]
+    def __getitem__(self, index: int) -> EntryVerdict:
+        code = self.codes[index]  # an index out of range raises as a list's does
         if code == UNREADABLE_CODE:
-            return EntryVerdict("UNREADABLE", self.details.get(index, "unreadable"))
+            return EntryVerdict("UNREADABLE", self.details.get(index % len(self.codes), "unreadable"))
         return _DECODED[code]
 
-    def __setitem__(self, index: int, checked: EntryVerdict) -> None:
-        self.codes[index] = encode(checked)
-        if checked.status == "UNREADABLE":
-            self.details[index] = checked.detail
-        else:
-            self.details.pop(index, None)
+    def __iter__(self) -> Iterator[EntryVerdict]:
+        return map(self.__getitem__, range(len(self.codes)))
+
+    def put(self, index: int, code: int, detail: str = "") -> None:
+        """Entry ``index``'s verdict, by its code (an UNREADABLE one with its detail)."""
+        self.codes[index] = code
+        if detail:
+            self.details[index] = detail
 
     def tally(self) -> tuple[Counter[Status], Counter[str]]:
         """Entries per status, and entries checked (OK or FAILED) per algorithm: one pass over the
@@ -109,14 +95,6 @@ class Verdicts(CompactSequence[EntryVerdict]):
             if code < MISSING_CODE:
                 algorithms[_DECODED[code].algorithm] += count
         return statuses, algorithms
-
-    def counts(self) -> Counter[Status]:
-        """Entries per status."""
-        return self.tally()[0]
-
-
-def _no_names() -> Iterator[bytes]:
-    return iter(())
 
 
 @dataclass
@@ -130,16 +108,15 @@ class Verification:
     checked: Verdicts = field(default_factory=Verdicts)
     bad_lines: list[int] = field(default_factory=list)  # line numbers, 1-based: the first MAX_BAD_LINES_KEPT
     bad_count: int = 0
-    names: Callable[[], Iterator[bytes]] = _no_names
+    names: Callable[[], Iterator[bytes]] = lambda: iter(())
     new: list[bytes] | None = None
     walk_skipped: dict[str, int] = field(default_factory=dict)
     bytes_hashed: int = 0
     seconds: float = 0.0
     stopped: str | None = None  # why some entries were not checked (the time budget ran out)
     new_cut: bool = False  # the deadline came during the walk for new files: ``new`` may miss some
-    listed: dict[Status, list[tuple[bytes, EntryVerdict]]] | None = (
-        None  # the first names of each non-OK list
-    )
+    #: The first names of each non-OK list.
+    listed: dict[Status, list[tuple[bytes, EntryVerdict]]] | None = None
     listed_limit: int = 0
     cut: bool = False  # a list is longer than listed_limit, or entries were not checked: a full report helps
 
@@ -176,19 +153,18 @@ def check_file(
 ) -> tuple[int, str, int]:
     """Look at, open and hash one entry's file: its verdict's code, an UNREADABLE detail, bytes read.
 
-    The same rules as the short-manifest path's two passes (``fs.verify``): stat follows symlinks as ``sha256sum`` does
-    (unless the allowed roots confine us), anything but a regular file is refused before it is
-    opened, and the open checks it is the file looked at. A digest length two algorithms share is
-    settled by the first match; a mismatch under a settled length is tried with the other
-    candidates too. ``expected`` is lowercase hex. ``looked``: ``os.stat(path)`` when already taken.
+    Every entry is judged here, by a short manifest and by the ranges of a long one alike: stat
+    follows symlinks as ``sha256sum`` does (unless the allowed roots confine us), anything but a
+    regular file is refused before it is opened, and the open checks it is the file looked at. A
+    digest length two algorithms share is settled by the first match; a mismatch under a settled
+    length is tried with the other candidates too. ``expected`` is lowercase hex. ``looked``:
+    ``look(path)`` when already taken. A file smaller than the buffer goes to ``check_small``.
     """
     if looked is None:
         found = look(path)
-        if isinstance(found, str):
-            return (UNREADABLE_CODE, found, 0) if found else (MISSING_CODE, "", 0)
+        if not isinstance(found, os.stat_result):
+            return found
         looked = found
-    if not stat.S_ISREG(looked.st_mode):
-        return UNREADABLE_CODE, f"not a regular file: {kind(looked.st_mode)}", 0
     trying = candidates
     narrowed = len(candidates) > 1 and len(expected) in settled
     if narrowed:
@@ -206,10 +182,7 @@ def check_file(
     try:
         while True:
             try:
-                if opened.st_size < len(buffer):
-                    digest = hash_once(fd, trying, buffer, opened)
-                else:
-                    digest = hash_fd(fd, trying, buffer, on_chunk, opened=opened)
+                digest = hash_fd(fd, trying, buffer, on_chunk, opened=opened)
             except OSError as exc:
                 return UNREADABLE_CODE, f"read error: {explain(exc)}", read
             read += digest.size
@@ -233,13 +206,19 @@ def check_file(
         os.close(fd)
 
 
-def look(path: bytes) -> os.stat_result | str:
-    """``os.stat(path)`` (following symlinks, as ``sha256sum``), or why not: '' when nothing is there
-    (MISSING), else the error in words (UNREADABLE)."""
+def look(path: bytes) -> os.stat_result | tuple[int, str, int]:
+    """``os.stat(path)`` of a regular file (following symlinks, as ``sha256sum``), or else the
+    verdict, as ``check_file`` returns it: MISSING when nothing is there, UNREADABLE with the error in
+    words, or with what it is when it is no regular file."""
     try:
-        return os.stat(path)
+        looked = os.stat(path)
     except OSError as exc:
-        return "" if exc.errno in (errno.ENOENT, errno.ENOTDIR) else explain(exc) or "unreadable"
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return MISSING_CODE, "", 0
+        return UNREADABLE_CODE, explain(exc) or "unreadable", 0
+    if not stat.S_ISREG(looked.st_mode):
+        return UNREADABLE_CODE, f"not a regular file: {kind(looked.st_mode)}", 0
+    return looked
 
 
 def check_small(
@@ -255,7 +234,7 @@ def check_small(
 ) -> tuple[int, str, int]:
     """``check_file`` for a file smaller than the buffer: open, one read, one ``fstat``, close
     (``safeopen.read_small_regular_at``), and the candidates a settled length skipped are tried on the
-    bytes already read. The same verdicts as through ``open_regular_at`` and ``hash_once``, with two
+    bytes already read. The same verdicts as through ``open_regular_at`` and ``hash_fd``, with two
     system calls and every per-file object fewer: these are most files, and per-file work is the cost."""
     try:
         count, after, failure = read_small_regular_at(path, looked, buffer, follow_symlinks=not confined)
@@ -293,51 +272,3 @@ def judge_data(
         if algorithm.name != trying[0].name and one_shot(algorithm)(data).hexdigest() == expected:
             return ALGORITHM_CODE[algorithm.name]
     return blamed
-
-
-def check_entry(
-    path: bytes,
-    expected: str,
-    candidates: tuple[Algorithm, ...],
-    settled: dict[int, str],
-    buffer: bytearray,
-    on_chunk: Callable[[int], None],
-) -> tuple[int, str, int]:
-    """``check_file`` for an entry outside confinement, the common case with the fewest calls.
-
-    Why: on a million small files the Python work per entry is what we lose to ``sha256sum -c``, not
-    the system calls. A file smaller than the buffer whose algorithm is known (one candidate, or a
-    length already settled) goes from the look straight to ``check_small``; anything else, decided
-    from the look alone (nothing is opened twice), goes on to ``check_file`` with its look.
-    """
-    looked = look(path)
-    if isinstance(looked, str):
-        return (UNREADABLE_CODE, looked, 0) if looked else (MISSING_CODE, "", 0)
-    size = looked.st_size
-    algorithm = known_algorithm(candidates, settled, len(expected))
-    if algorithm is None or not 0 < size < len(buffer) or not stat.S_ISREG(looked.st_mode):
-        return check_file(path, expected, candidates, False, settled, buffer, on_chunk, looked)
-    blamed = blamed_code(candidates)
-    return check_small(path, looked, expected, candidates, (algorithm,), False, settled, buffer, blamed)
-
-
-def judge(
-    entry: Entry,
-    job: Job,
-    digest: Digest | None,
-    error: str | None,
-    missing: bool,
-    settled: dict[int, str],
-) -> EntryVerdict:
-    if digest is None:
-        return EntryVerdict("MISSING") if missing else EntryVerdict("UNREADABLE", error or "unreadable")
-    if digest.changed:
-        return EntryVerdict("UNREADABLE", f"changed while being read ({digest.changed}); check it again")
-    for name, hexdigest in digest.hexdigests.items():
-        if hexdigest == entry.digest:
-            if len(job.algorithms) > 1:
-                settled.setdefault(len(entry.digest), name)
-            return EntryVerdict("OK", algorithm=name)
-    # The line's own first candidate, not the guess a settled length tried first: which guess that was
-    # depends on the files checked before it, so a split between processes would name another one.
-    return EntryVerdict("FAILED", algorithm=entry.candidates[0].name)

@@ -11,23 +11,19 @@ from __future__ import annotations
 
 import math
 import os
-import stat
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.hashing._checksums import (
-    ALGORITHMS,
     HASH_THREADS,
     Algorithm,
-    Job,
     PoolCounters,
     hash_many,
 )
 from sysmcp.engine.hashing._manifests import (
-    Manifest,
     ManifestBytes,
     ManifestChanged,
     NoEntries,
@@ -39,18 +35,16 @@ from sysmcp.engine.hashing._manifests import (
 )
 from sysmcp.engine.hashing._verdicts import (
     NOT_CHECKED_CODE,
+    UNREADABLE_CODE,
     EntryVerdict,
     Status,
     Verdicts,
     Verification,
-    judge,
+    check_file,
     look,
 )
-from sysmcp.engine.hashing._verify_ranges import OUTSIDE_ROOTS, Confine, check_ranges
-from sysmcp.engine.opens import kind
+from sysmcp.engine.hashing._verify_ranges import OUTSIDE_ROOTS, Confine, Tuning, check_ranges
 from sysmcp.engine.walk import Budget, ScanStopped, SkipCounter, WalkOptions, join, throttled, walk_files
-
-PARALLEL_FROM = 160 << 10  # manifest bytes (about 2,000 lines) from which it is checked in ranges
 
 
 @dataclass(frozen=True)
@@ -66,6 +60,7 @@ class VerifyRequest:
     threads: int = HASH_THREADS  # hashing threads for a short manifest
     confine: Confine | None = None  # None: no allowed roots to keep names inside
     timeout_s: float = math.inf
+    tuning: Tuning = field(default_factory=Tuning)  # how a long manifest is checked in ranges
     clock: Callable[[], float] = time.monotonic  # the time budget's
     #: Runs last, while ``names()`` can still read the manifest (a full report is written there, in the
     #: worker: a million names read again would hold the event loop for seconds).
@@ -84,12 +79,10 @@ def verify(request: VerifyRequest, progress: Progress, cancel: Cancel) -> Verifi
     reader = open_manifest(source)
     try:
         prefer = hint_order(source.name_hint)
-        if reader.size >= PARALLEL_FROM:
-            result = check_ranges(
-                reader, request.algorithm, prefer, request.base, request.confine, budget, progress, cancel
-            )
+        if reader.size >= request.tuning.parallel_from:
+            result = check_ranges(reader, request, prefer, budget, progress, cancel)
         else:
-            result = _parse_and_check_here(reader, request, prefer, budget, progress, cancel)
+            result = _check_here(reader, request, prefer, budget, progress, cancel)
         if request.report_new and result.stopped is None:
             try:
                 result.new, result.walk_skipped = find_new(
@@ -99,7 +92,7 @@ def verify(request: VerifyRequest, progress: Progress, cancel: Cancel) -> Verifi
                     result.stopped, result.new_cut = budget.reason, True
             except ScanStopped as stop:
                 result.stopped = stop.reason
-        counts = result.checked.counts()  # the last reads of the manifest: the names the answer shows
+        counts = result.checked.tally()[0]  # the last reads of the manifest: the names the answer shows
         result.listed, result.listed_limit = listed(result, request.max_listed, counts), request.max_listed
         result.cut = is_cut(result, counts, request.max_listed)
         if request.before_close is not None:
@@ -112,7 +105,7 @@ def verify(request: VerifyRequest, progress: Progress, cancel: Cancel) -> Verifi
     return result
 
 
-def _parse_and_check_here(
+def _check_here(
     reader: ManifestBytes,
     request: VerifyRequest,
     prefer: Sequence[str],
@@ -120,135 +113,76 @@ def _parse_and_check_here(
     progress: Progress,
     cancel: Cancel,
 ) -> Verification:
+    """A short manifest, parsed whole: every entry looked at, then hashed on a small thread pool."""
     manifest = parse_manifest(
         reader.read(0, reader.size), forced=request.algorithm, prefer=prefer, cancel=throttled(cancel)
     )  # no deadline inside the parse
+    entries = manifest.entries
     if manifest.gave_up:
         raise NotAManifest(reader.shown)
-    if not manifest.entries:
+    if not entries:
         raise NoEntries(reader.shown, manifest.bad_count)
-    entries = manifest.entries
     result = Verification(
         Verdicts(bytearray([NOT_CHECKED_CODE]) * len(entries)),
         manifest.bad_lines,
         manifest.bad_count,
         names=lambda: (entry.name for entry in entries),
     )
+    base, confine, threads = request.base, request.confine, request.threads
+    confined = confine is not None
+    looked: list[tuple[int, bytes, os.stat_result]] = []
+    total_bytes = 0
     try:
-        _check_here(manifest, request, budget, progress, cancel, result)
+        # Pass 1: look at every listed file (stat follows symlinks, as sha256sum's open does).
+        for index, entry in enumerate(entries):
+            budget()
+            path = entry.name if entry.name.startswith(b"/") else join(base, entry.name)
+            if confine is not None:
+                inside = confine(path)
+                if inside is None:
+                    result.checked.put(index, UNREADABLE_CODE, OUTSIDE_ROOTS)
+                    continue
+                path = inside
+            st = look(path)
+            if not isinstance(st, os.stat_result):
+                result.checked.put(index, *st[:2])
+                continue
+            looked.append((index, path, st))
+            total_bytes += st.st_size
+        unhashed = len(entries) - len(looked)
+        total = len(entries) + total_bytes  # entries and bytes: moves for big and tiny files
+        progress(0, total)
+
+        # Pass 2: hash, as the long manifests' ranges do (``check_file``): a digest length two algorithms
+        # share is settled by the first file that matches, and a mismatch under it is tried with the others.
+        settled: dict[int, str] = {}
+        counters = PoolCounters()
+
+        def check(
+            item: tuple[int, bytes, os.stat_result], buffer: bytearray, on_chunk: Callable[[int], None]
+        ) -> tuple[tuple[int, int, str], int]:
+            index, path, st = item
+            entry = entries[index]
+            code, detail, read = check_file(
+                path, entry.digest, entry.candidates, confined, settled, buffer, on_chunk, st
+            )
+            return (index, code, detail), read
+
+        def progress_and_cancel() -> None:
+            progress(unhashed + counters.files + counters.bytes, total)
+            cancel()
+
+        hashing = budget.sharing(progress_and_cancel)  # progress every few ms, and the one deadline
+        size: Callable[[tuple[int, bytes, os.stat_result]], int] = lambda item: item[2].st_size  # noqa: E731
+        for index, code, detail in hash_many(
+            looked, check, size, cancel=hashing, counters=counters, threads=threads
+        ):
+            result.checked.put(index, code, detail)
+        progress(unhashed + counters.files + counters.bytes, total)
+        result.bytes_hashed = counters.bytes
     except ScanStopped as stop:
         result.stopped = stop.reason
     return result
-
-
-def _check_here(
-    manifest: Manifest,
-    request: VerifyRequest,
-    budget: Budget,
-    progress: Progress,
-    cancel: Cancel,
-    result: Verification,
-) -> None:
-    """Look at every entry, then hash on a small thread pool: the way for short manifests."""
-    base, confine, threads = request.base, request.confine, request.threads
-    confined = confine is not None
-
-    # Pass 1: look at every listed file (stat follows symlinks, as sha256sum's open does).
-    looked: list[tuple[int, bytes, os.stat_result]] = []
-    total_bytes = 0
-    for index, entry in enumerate(manifest.entries):
-        budget()
-        path = entry.name if entry.name.startswith(b"/") else join(base, entry.name)
-        if confine is not None:
-            inside = confine(path)
-            if inside is None:
-                result.checked[index] = EntryVerdict("UNREADABLE", OUTSIDE_ROOTS)
-                continue
-            path = inside
-        st = look(path)
-        if isinstance(st, str):
-            result.checked[index] = EntryVerdict("UNREADABLE", st) if st else EntryVerdict("MISSING")
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            result.checked[index] = EntryVerdict("UNREADABLE", f"not a regular file: {kind(st.st_mode)}")
-            continue
-        looked.append((index, path, st))
-        total_bytes += st.st_size
-    unhashed = len(manifest.entries) - len(looked)
-    total = len(manifest.entries) + total_bytes  # entries and bytes: moves for big and tiny files
-    progress(0, total)
-
-    # Pass 2: hash. A digest length two algorithms share is settled by the first file that matches.
-    settled: dict[int, str] = {}
-    tried: dict[int, set[str]] = {}
-    counters = PoolCounters()
-
-    def jobs() -> Iterator[Job]:
-        for index, path, st in looked:
-            entry = manifest.entries[index]
-            candidates = entry.candidates
-            if len(candidates) > 1 and len(entry.digest) in settled:
-                candidates = (ALGORITHMS[settled[len(entry.digest)]],)
-            yield Job(index, path, candidates, st, follow_symlinks=not confined)
-
-    def report(rehashed: int = 0, rehash_total: int = 0) -> None:
-        progress(unhashed + counters.files + counters.bytes + rehashed, total + rehash_total)
-
-    def progress_and_cancel() -> None:
-        report()
-        cancel()
-
-    hashing = budget.sharing(progress_and_cancel)  # progress every few ms, and the one deadline
-    for outcome in hash_many(jobs(), cancel=hashing, counters=counters, threads=threads):
-        index = outcome.job.key
-        entry = manifest.entries[index]
-        tried[index] = {a.name for a in outcome.job.algorithms}
-        result.checked[index] = judge(
-            entry, outcome.job, outcome.digest, outcome.error, outcome.missing, settled
-        )
-    report()
-    result.bytes_hashed = counters.bytes + retry_others(
-        manifest, looked, tried, result, report, budget, threads, confined
-    )
-
-
-def retry_others(
-    manifest: Manifest,
-    looked: list[tuple[int, bytes, os.stat_result]],
-    tried: dict[int, set[str]],
-    result: Verification,
-    progress: Callable[[int, int], None],
-    cancel: Callable[[], None],
-    threads: int,
-    confined: bool,
-) -> int:
-    """Hash FAILED files again with the candidates a settled length skipped, so mixed manifests stay right.
-
-    Only files that failed and whose digest length two algorithms share pay for this second read.
-    ``progress(bytes hashed again, bytes to hash again)``; ``cancel()`` raises to stop.
-    """
-    jobs = []
-    for index, path, st in looked:
-        entry, checked = manifest.entries[index], result.checked[index]
-        others = tuple(c for c in entry.candidates if c.name not in tried.get(index, ()))
-        if checked.status == "FAILED" and len(entry.candidates) > 1 and others:
-            jobs.append(Job(index, path, others, st, follow_symlinks=not confined))
-    if not jobs:
-        return 0
-    counters = PoolCounters()
-    total = sum(job.looked.st_size for job in jobs)
-
-    def progress_and_cancel() -> None:
-        progress(counters.bytes, total)
-        cancel()
-
-    for outcome in hash_many(jobs, cancel=progress_and_cancel, counters=counters, threads=threads):
-        if outcome.digest is not None and not outcome.digest.changed:
-            for name, hexdigest in outcome.digest.hexdigests.items():
-                if hexdigest == manifest.entries[outcome.job.key].digest:
-                    result.checked[outcome.job.key] = EntryVerdict("OK", algorithm=name)
-    progress_and_cancel()
-    return counters.bytes
 
 
 def find_new(
@@ -279,15 +213,14 @@ def find_new(
     return new, skipped.as_dict()
 
 
+_LISTS: tuple[Status, ...] = ("FAILED", "MISSING", "UNREADABLE")  # the statuses whose names are listed
+
+
 def listed(
     result: Verification, limit: int, counts: Counter[Status]
 ) -> dict[Status, list[tuple[bytes, EntryVerdict]]]:
     """The first ``limit`` names of each non-OK list: read again from the manifest, only as far as needed."""
-    by_status: dict[Status, list[tuple[bytes, EntryVerdict]]] = {
-        "FAILED": [],
-        "MISSING": [],
-        "UNREADABLE": [],
-    }
+    by_status: dict[Status, list[tuple[bytes, EntryVerdict]]] = {status: [] for status in _LISTS}
     wanted = sum(min(limit, counts[status]) for status in by_status)
     if wanted:
         for name, checked in zip(result.names(), result.checked, strict=False):
@@ -302,6 +235,5 @@ def listed(
 
 def is_cut(result: Verification, counts: Counter[Status], limit: int) -> bool:
     """Whether the answer cuts a list at ``limit`` (or leaves entries not checked): then a full report helps."""
-    lists: tuple[Status, ...] = ("FAILED", "MISSING", "UNREADABLE")
-    cut = any(counts[s] > limit for s in lists) or result.bad_count > limit or len(result.new or ()) > limit
+    cut = any(counts[s] > limit for s in _LISTS) or result.bad_count > limit or len(result.new or ()) > limit
     return cut or counts["NOT_CHECKED"] > 0  # which ones were not checked: in the full report

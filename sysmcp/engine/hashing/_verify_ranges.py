@@ -13,11 +13,11 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sysmcp.engine.calls import Cancel, Progress
-from sysmcp.engine.hashing._checksums import CHUNK, Algorithm, Hasher, one_shot
-from sysmcp.engine.hashing._dirlook import NOT_LISTED, OPEN_LISTED, ListedDirectory, list_for
+from sysmcp.engine.hashing._checksums import CHUNK, OPEN_AT, Algorithm, Hasher, one_shot
+from sysmcp.engine.hashing._dirlook import NOT_LISTED, ListedDirectory, list_for
 from sysmcp.engine.hashing._manifests import (
     MAX_BAD_LINES,
     MAX_BAD_LINES_KEPT,
@@ -37,13 +37,15 @@ from sysmcp.engine.hashing._verdicts import (
     Verdicts,
     Verification,
     blamed_code,
-    check_entry,
     check_file,
     judge_data,
     known_algorithm,
 )
 from sysmcp.engine.parallel import MAX_TASKS, SharedCounters, available_processes, run_shared
 from sysmcp.engine.walk import Budget, ScanStopped, throttled
+
+if TYPE_CHECKING:  # its module imports this one
+    from sysmcp.engine.hashing._verify import VerifyRequest
 
 #: Where a confined check looks for a manifest's name: the path inside the allowed roots it resolves
 #: to, or None when it resolves outside them (the entry is UNREADABLE, "outside the allowed roots").
@@ -55,13 +57,26 @@ MAX_RANGE = 256 << 10  # and at most: each task's lines are in memory at once, a
 LIST_FROM = 8  # names of one directory in a range from which the directory is listed (dirlook)
 MAX_LISTINGS = 64  # directories a range keeps open at once (descriptors); each is listed once at most
 #: A file whose change or modification time is this close to the start of its range (or later) is
-#: checked by ``check_entry``, which compares a look before the open with one after the read. Older
+#: checked by ``check_file``, which compares a look before the open with one after the read. Older
 #: than that, no write can have been under way while it was read: a write sets both times to "now"
 #: (give or take the coarsest timestamps, FAT's 2 s), so the one ``fstat`` after the read suffices.
 SETTLED_NS = 3_000_000_000
+#: Manifest bytes (about 2,000 lines) from which a manifest is checked in ranges (``verify``).
+PARALLEL_FROM = 160 << 10
 PROGRESS_EVERY = 16  # entries between two updates of the progress counts (read every few ms)
 _S_IFMT, _S_IFREG = 0o170000, stat.S_IFREG
 OUTSIDE_ROOTS = "outside the allowed roots"
+
+
+@dataclass(frozen=True, slots=True)
+class Tuning:
+    """The knobs of a check in ranges, each at its constant unless a test sets it."""
+
+    parallel_from: int = PARALLEL_FROM  # manifest bytes from which ranges are used at all
+    processes: int | None = None  # None: as many as this process may use
+    settled_ns: int = SETTLED_NS
+    max_listings: int = MAX_LISTINGS
+    chunk: int = CHUNK  # the buffer: files smaller are read at once
 
 
 @dataclass(slots=True)
@@ -82,10 +97,14 @@ class RangeWork:
     prefix: bytes  # the base directory, ending in '/'
     own: Callable[[], None]  # deadline, cancellation and progress, every few milliseconds
     tally: RangeProgress
-    confine: Confine | None = None
+    confine: Confine | None
+    tuning: Tuning
     settled: dict[int, str] = field(default_factory=dict)
-    buffer: bytearray = field(default_factory=lambda: bytearray(CHUNK))
+    buffer: bytearray = field(init=False)
     bad_seen: int = 0  # by this process: more than MAX_BAD_LINES means the whole is no manifest
+
+    def __post_init__(self) -> None:
+        self.buffer = bytearray(self.tuning.chunk)
 
     def on_chunk(self, read: int) -> None:
         self.own()
@@ -122,7 +141,7 @@ class _GaveUp(Exception):
 
 
 def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: int, work: RangeWork) -> Part:
-    """``check_entry`` for every entry of a range of plain lines (``LineParser.plain_block``), in
+    """``check_file`` for every entry of a range of plain lines (``LineParser.plain_block``), in
     order: the range's ``Part`` (every line is an entry, so at a stop ``lines`` is the count of
     codes). Outside confinement only.
 
@@ -130,10 +149,10 @@ def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: 
     is listed once (``dirlook.list_for``), and a file its listing typed as regular is opened relative
     to it (``O_NOFOLLOW``, ``O_NONBLOCK``), read once, ``fstat``-ed (a regular file, the inode the
     entry named, on the directory's device, as big as what was read, its times older than
-    ``SETTLED_NS`` before the range began) and closed: four system calls, where ``check_entry`` makes
+    ``settled_ns`` before the range began) and closed: four system calls, where ``check_file`` makes
     five and walks the whole path twice. Anything else (a name the listing did not type as a regular
     file or did not reach, a file empty, large, recently changed or swapped, any error) goes through
-    ``check_entry`` from the start, so its verdict and text are exactly that path's.
+    ``check_file`` from the start, so its verdict and text are exactly that path's.
     """
     parser, prefix, settled, buffer = work.parser, work.prefix, work.settled, work.buffer
     on_chunk, own, tally = work.on_chunk, work.own, work.tally
@@ -147,9 +166,10 @@ def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: 
     quick: dict[int, tuple[Callable[[memoryview], Hasher], int, Algorithm]] = {}
     view, room, targets = memoryview(buffer), len(buffer), [buffer]
     open_, readv, fstat, close = os.open, os.readv, os.fstat, os.close
-    flags = OPEN_LISTED
+    flags = OPEN_AT
     step = block_size // max(1, len(found))  # progress: manifest bytes per entry, near enough
-    before = time.time_ns() - SETTLED_NS
+    before = time.time_ns() - work.tuning.settled_ns
+    max_listings = work.tuning.max_listings
     files, done = tally.files, tally.read
     hashed = 0
     current: str | None = None  # the directory part of the entries just checked, and its listing
@@ -165,7 +185,7 @@ def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: 
                 listed = listings.get(key, NOT_LISTED)
                 if key not in listings:
                     if wanted[key] >= LIST_FROM:
-                        if len(opened) >= MAX_LISTINGS:  # the oldest goes: the rest of its names one by one
+                        if len(opened) >= max_listings:  # the oldest goes: the rest of its names one by one
                             oldest, gone = opened.pop(0)
                             gone.close()
                             listings[oldest] = NOT_LISTED
@@ -224,7 +244,7 @@ def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: 
                 if not key.startswith("/"):
                     path = prefix + path
                 candidates = parser.candidates(len(expected))
-                code, detail, read = check_entry(path, expected, candidates, settled, buffer, on_chunk)
+                code, detail, read = check_file(path, expected, candidates, False, settled, buffer, on_chunk)
                 if detail:
                     details[len(codes)] = detail
                 codes.append(code)
@@ -243,6 +263,7 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
     confined): its ``Part``. Raises ``_GaveUp`` past ``MAX_BAD_LINES`` bad lines in this process."""
     parse, prefix, settled, buffer = work.parser.parse, work.prefix, work.settled, work.buffer
     on_chunk, own, tally, confine = work.on_chunk, work.own, work.tally, work.confine
+    confined = confine is not None
     lines = lines_of(block)
     read = tally.read
     codes = bytearray()
@@ -270,11 +291,10 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
                     codes.append(UNREADABLE_CODE)
                     tally.files += 1
                     continue
-                code, detail, size = check_file(
-                    inside, digest.lower(), candidates, True, settled, buffer, on_chunk
-                )
-            else:
-                code, detail, size = check_entry(path, digest.lower(), candidates, settled, buffer, on_chunk)
+                path = inside
+            code, detail, size = check_file(
+                path, digest.lower(), candidates, confined, settled, buffer, on_chunk
+            )
             if detail:
                 details[len(codes)] = detail
             codes.append(code)
@@ -297,45 +317,40 @@ def ranges_for(size: int, processes: int) -> tuple[int, int]:
 
 def check_ranges(
     reader: ManifestBytes,
-    forced: Algorithm | None,
+    request: VerifyRequest,
     prefer: Sequence[str],
-    base: bytes,
-    confine: Confine | None,
     budget: Budget,
     progress: Progress,
     cancel: Cancel,
 ) -> Verification:
     """Parse and check a long manifest in ranges of whole lines, shared between forked processes.
 
-    Each process (``parallel.run_shared``, the walks' fork driver) claims a range, parses it, checks its
-    entries as it goes and keeps one byte per entry: what comes back is those bytes, the UNREADABLE
-    details and improperly formatted lines (few), per range. Nothing per entry exists before the
-    fork, so no process holds (or counts again) another's. At the deadline the processes stop; the
-    ranges, or rests of ranges, they did not reach are parsed here so every entry is counted (and
-    NOT_CHECKED) and every line number is right. ``progress(manifest bytes read, its size)`` every
-    few milliseconds; ``budget`` is the deadline, ``cancel`` the cancellation.
+    What comes back from each process is, per range, one byte per entry, the UNREADABLE details and
+    the improperly formatted lines (few). At the deadline the processes stop; the ranges, or rests
+    of ranges, they did not reach are parsed here so every entry is counted (and NOT_CHECKED) and
+    every line number is right. ``progress(manifest bytes read, its size)`` every few milliseconds;
+    ``budget`` is the deadline, ``cancel`` the cancellation.
     """
-    processes = available_processes()
+    forced, base, confine, tuning = request.algorithm, request.base, request.confine, request.tuning
+    processes = available_processes() if tuning.processes is None else tuning.processes
     per_task, tasks = ranges_for(reader.size, processes)
     style = decide_style(reader.blocks(per_task, throttled(cancel)), forced, prefer)
     prefix = base if base.endswith(b"/") else base + b"/"
     progress(0, reader.size)
     mine = RangeProgress()  # this process's files checked and manifest bytes read
-    overall = progress  # the call's, apart from the counters the processes share (``work``'s)
 
-    def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
-        shared = progress
+    def work(claim: Callable[[], int | None], counters: SharedCounters, in_child: bool) -> dict[str, Any]:
         if in_child:
             tally = RangeProgress()
-            own = budget.sharing(lambda: shared.set(tally.files, tally.read))
+            own = budget.sharing(lambda: counters.set(tally.files, tally.read))
         else:
 
             def progress_and_cancel() -> None:
-                overall(mine.read + shared.others()[1], reader.size)
+                progress(mine.read + counters.others()[1], reader.size)
                 cancel()
 
             tally, own = mine, budget.sharing(progress_and_cancel)
-        ranges = RangeWork(LineParser(forced, prefer, style), prefix, own, tally, confine)
+        ranges = RangeWork(LineParser(forced, prefer, style), prefix, own, tally, confine, tuning)
         return _check_claimed(claim, reader, per_task, ranges)
 
     results: list[dict[str, Any] | None] = run_shared(tasks, processes, work, budget)
@@ -350,12 +365,11 @@ def _check_claimed(
     hashed = 0
     stopped: str | None = None
     gave_up = False
-    plain_block = None if work.confine is not None else work.parser.plain_block
     try:
         while (task := claim()) is not None:
             start = task * per_task
             block = reader.owned(start, min(reader.size, start + per_task))
-            plain = None if plain_block is None else plain_block(block)
+            plain = work.parser.plain_block(block) if work.confine is None else None
             if plain is not None:
                 part = check_plain_block(task, plain, len(block), work)
             else:
@@ -389,9 +403,7 @@ def _assemble(
             continue
         if result["gave_up"]:
             raise NotAManifest(reader.shown)
-        for wired in result["parts"]:
-            done_part = Part.unwire(wired)
-            parts[done_part.task] = done_part
+        parts.update((part.task, part) for part in map(Part.unwire, result["parts"]))
         hashed += result["bytes"]
         stopped = stopped or result["stopped"]
     verdicts = Verdicts()
@@ -401,39 +413,32 @@ def _assemble(
     line_offset = 0
     cancelled = throttled(cancel)
     for task in range(tasks):
-        part = parts.get(task)
-        if part is not None and part.complete:
-            lines, task_codes, task_details = part.lines, part.codes, part.details
-            task_bad, task_bad_count = part.bad, part.bad_count
-        else:  # not reached, or left at the deadline: the rest is parsed (not checked) here
+        part = parts.get(task) or Part(task, 0, False, b"", {})
+        if not part.complete:  # not reached, or left at the deadline: the rest is parsed (not checked) here
             start = task * per_task
-            lines_done = part.lines if part is not None else 0
-            rest = bytearray(part.codes) if part is not None else bytearray()
-            task_details = part.details if part is not None else {}
-            bad = BadLines(list(part.bad), part.bad_count) if part is not None else BadLines()
+            rest, bad = bytearray(part.codes), BadLines(list(part.bad), part.bad_count)
             split = lines_of(reader.owned(start, min(reader.size, start + per_task)))
-            lines = len(split)
             for number, line in checksum_lines(split):
-                if number <= lines_done:
+                if number <= part.lines:
                     continue
                 cancelled()
                 if parser.parse(line) is None:
                     bad.add(number)
                 else:
                     rest.append(NOT_CHECKED_CODE)
-            task_codes, task_bad, task_bad_count = bytes(rest), bad.numbers, bad.count
+            part = Part(task, len(split), True, bytes(rest), part.details, bad.numbers, bad.count)
             stopped = stopped or check.reason
         entry_offset = len(codes)
-        codes += task_codes
-        for index, detail in task_details.items():
+        codes += part.codes
+        for index, detail in part.details.items():
             details[entry_offset + index] = detail
         room = MAX_BAD_LINES_KEPT - len(bad_lines)
         if room > 0:
-            bad_lines += [line_offset + number for number in task_bad[:room]]
-        bad_count += task_bad_count
+            bad_lines += [line_offset + number for number in part.bad[:room]]
+        bad_count += part.bad_count
         if bad_count > MAX_BAD_LINES:
             raise NotAManifest(reader.shown)
-        line_offset += lines
+        line_offset += part.lines
     if not codes:
         raise NoEntries(reader.shown, bad_count)
     style = parser.reversed_style

@@ -7,24 +7,23 @@ import tempfile
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
-
-from sysmcp.engine.duplicates import _sizeruns as sizeruns
 from sysmcp.engine.duplicates._sizeruns import SizeRuns, merge_by_size, parse, read_records
-from sysmcp.engine.walk import Listing
+from sysmcp.engine.walk import RUN_BYTES, Listing
 
 
 def stat(size: int, ino: int, dev: int = 1) -> Any:
     return SimpleNamespace(st_size=size, st_dev=dev, st_ino=ino, st_blocks=(size + 511) // 512)
 
 
-def runs_of(*listings: list[Listing]) -> tuple[list[tuple[int, int, int]], list[Any]]:
+def runs_of(
+    *listings: list[Listing], run_bytes: int = RUN_BYTES
+) -> tuple[list[tuple[int, int, int]], list[Any]]:
     """Each list of listings written by its own ``SizeRuns`` (one process each), flushed."""
     runs, files = [], []
     for listed in listings:
         spill = tempfile.TemporaryFile()  # noqa: SIM115 - closed by the test
         files.append(spill)
-        writer = SizeRuns(spill)
+        writer = SizeRuns(spill, run_bytes)
         for listing in listed:
             writer.listing(listing)
         for offset, length in writer.summary()["extents"]:
@@ -46,13 +45,10 @@ def test_shared_sizes_come_largest_first_one_record_per_inode() -> None:
         spill.close()
 
 
-def test_names_with_any_byte_but_nul_survive_and_runs_are_cut_when_full(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(sizeruns, "RUN_BYTES", 200)  # several runs from one process
+def test_names_with_any_byte_but_nul_survive_and_runs_are_cut_when_full() -> None:
     odd = os.fsdecode(b"new\nline \x00"[:-1] + b"\xff")
     listings = [Listing("", 0, [(f"{odd}{i}", stat(5 + i % 3, 100 + i))], []) for i in range(40)]
-    runs, files = runs_of(listings)
+    runs, files = runs_of(listings, run_bytes=200)  # several runs from one process
     assert len(runs) > 3
     every = [parse(r) for fd, offset, length in runs for r in read_records(fd, offset, length)]
     assert sorted(name for *_, name in every) == sorted(os.fsencode(f"{odd}{i}") for i in range(40))

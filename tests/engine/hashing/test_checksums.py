@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -20,8 +21,9 @@ from hypothesis import strategies as st
 
 from sysmcp.engine.hashing import ALGORITHM_NAMES, ALGORITHMS, CHUNK, Algorithm, format_line, hash_fd
 from sysmcp.engine.hashing import _checksums as checksums
-from sysmcp.engine.hashing._checksums import Job, PoolCounters, hash_many
+from sysmcp.engine.hashing._checksums import PoolCounters, hash_many
 from sysmcp.engine.hashing._manifests import hint_order, parse_manifest
+from sysmcp.engine.hashing._verdicts import MISSING_CODE, check_file
 from sysmcp.engine.opens import FileSwap, NotRegularFile, open_regular_at
 
 #: Names that break naive manifest code: spaces, a newline, a backslash, a CR, a leading star, UTF-8.
@@ -269,8 +271,18 @@ def test_ambiguous_lengths_list_every_candidate_in_the_hinted_order() -> None:
 # -- many files on the pool --------------------------------------------------------------------
 
 
-def jobs_for(paths: list[Path], algorithm: str = "sha256") -> list[Job]:
-    return [Job(i, os.fsencode(p), (ALGORITHMS[algorithm],), os.lstat(p)) for i, p in enumerate(paths)]
+def sha256_of(path: Path, buffer: bytearray, on_chunk: Callable[[int], None]) -> tuple[tuple[Path, str], int]:
+    """The pool's work as verify_checksums gives it: one file hashed with the thread's buffer."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        digest = hash_fd(fd, (ALGORITHMS["sha256"],), buffer, on_chunk)
+    finally:
+        os.close(fd)
+    return (path, digest.hexdigests["sha256"]), digest.size
+
+
+def size_of(path: Path) -> int:
+    return path.stat().st_size
 
 
 def test_the_pool_hashes_every_file_exactly_once(tmp_path: Path) -> None:
@@ -280,24 +292,23 @@ def test_the_pool_hashes_every_file_exactly_once(tmp_path: Path) -> None:
         path.write_bytes(os.urandom(i * 97))
         paths.append(path)
     counters = PoolCounters()
-    outcomes = list(hash_many(jobs_for(paths), cancel=lambda: None, counters=counters, threads=2))
-    assert sorted(o.job.key for o in outcomes) == list(range(300))
-    for outcome in outcomes:
-        assert outcome.digest is not None
-        assert (
-            outcome.digest.hexdigests["sha256"]
-            == hashlib.sha256(paths[outcome.job.key].read_bytes()).hexdigest()
-        )
+    outcomes = list(hash_many(paths, sha256_of, size_of, cancel=lambda: None, counters=counters, threads=2))
+    assert sorted(path for path, _ in outcomes) == sorted(paths)
+    for path, hexdigest in outcomes:
+        assert hexdigest == hashlib.sha256(path.read_bytes()).hexdigest()
     assert counters.files == 300 and counters.bytes == sum(p.stat().st_size for p in paths)
 
 
-def test_a_file_that_vanished_after_the_walk_is_reported_missing(tmp_path: Path) -> None:
+def test_a_file_that_vanished_after_the_look_is_missing(tmp_path: Path) -> None:
     gone = tmp_path / "gone"
     gone.write_bytes(b"x")
-    jobs = jobs_for([gone])
+    looked = os.stat(gone)
     gone.unlink()
-    [outcome] = hash_many(jobs, cancel=lambda: None, counters=PoolCounters())
-    assert outcome.missing and outcome.digest is None
+    sha256 = (ALGORITHMS["sha256"],)
+    checked = check_file(
+        os.fsencode(gone), "00" * 32, sha256, False, {}, bytearray(CHUNK), lambda _: None, looked
+    )
+    assert checked == (MISSING_CODE, "", 0)
 
 
 class Cancelled(Exception):
@@ -319,7 +330,7 @@ async def test_cancelling_stops_the_hashing_threads_within_a_chunk(tmp_path: Pat
             raise Cancelled()
 
     def run() -> None:
-        for _ in hash_many(jobs_for([huge]), cancel=cancel, counters=counters):
+        for _ in hash_many([huge], sha256_of, size_of, cancel=cancel, counters=counters):
             pass
 
     with anyio.fail_after(10), pytest.raises(Cancelled):
@@ -338,21 +349,20 @@ def test_kernel_files_that_report_size_zero_are_not_reported_as_changed() -> Non
     assert digest.hexdigests["sha256"] == hashlib.sha256(Path("/proc/version").read_bytes()).hexdigest()
 
 
-def test_a_file_that_yields_far_more_than_its_size_stops_with_kept_growing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(checksums, "GROWTH_ALLOWANCE", 1 << 20)
+def test_a_file_that_yields_far_more_than_its_size_stops_with_kept_growing(tmp_path: Path) -> None:
     fd = os.open("/proc/self/pagemap", os.O_RDONLY)  # size 0, and gigabytes to read
     try:
         with pytest.raises(checksums.KeptGrowing, match="kept growing"):
-            checksums.hash_fd(fd, (checksums.ALGORITHMS["sha256"],), bytearray(1 << 16))
+            checksums.hash_fd(fd, (checksums.ALGORITHMS["sha256"],), bytearray(1 << 16), allowance=1 << 20)
     finally:
         os.close(fd)
     steady = tmp_path / "steady"
     steady.write_bytes(b"x" * (3 << 20))  # bigger than the allowance, but not growing: hashed whole
     fd = os.open(steady, os.O_RDONLY)
     try:
-        digest = checksums.hash_fd(fd, (checksums.ALGORITHMS["sha256"],), bytearray(1 << 16))
+        digest = checksums.hash_fd(
+            fd, (checksums.ALGORITHMS["sha256"],), bytearray(1 << 16), allowance=1 << 20
+        )
     finally:
         os.close(fd)
     assert digest.size == 3 << 20 and digest.changed is None

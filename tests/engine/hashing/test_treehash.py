@@ -50,7 +50,7 @@ def sha256_request(root: bytes, **overrides: Any) -> TreeRequest:
     return TreeRequest(root, ALGORITHMS["sha256"], "gnu", WalkOptions(), **settings)
 
 
-def run(root: Path, **kwargs: Any) -> treehash.TreeManifest:
+def run(root: Path, **kwargs: Any) -> treehash.TreeHash:
     skipped = SkipCounter()
     sharing = Sharing(processes=kwargs.pop("processes", 2), split_after_s=kwargs.pop("split_after_s", 0))
     result = hash_tree_parallel(
@@ -63,12 +63,9 @@ def run(root: Path, **kwargs: Any) -> treehash.TreeManifest:
     return result
 
 
-def test_two_processes_and_many_runs_merge_into_the_sorted_manifest(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_two_processes_and_many_runs_merge_into_the_sorted_manifest(tmp_path: Path) -> None:
     expected = build(tmp_path)
-    monkeypatch.setattr(treehash, "RUN_BYTES", 2000)  # dozens of runs per process
-    result = run(tmp_path)
+    result = run(tmp_path, run_bytes=2000)  # dozens of runs per process
     assert result.processes == 2
     assert result.stopped is None and result.walk_complete
     assert result.manifest is not None and bytes(result.manifest) == expected
@@ -120,14 +117,11 @@ def test_a_file_swapped_after_the_listing_is_refused_not_hashed(tmp_path: Path) 
     assert result.unreadable_count == 1 and result.unreadable[0][0] == b"victim"
 
 
-def test_the_merge_reads_ahead_in_bounded_memory_however_many_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_merge_reads_ahead_in_bounded_memory_however_many_runs(tmp_path: Path) -> None:
     """A million files make about a hundred runs; reading 64 KiB ahead in each cost 6 MB of the peak."""
-    monkeypatch.setattr(treehash, "RUN_BYTES", 80 << 10)
     digest = hashlib.sha256(b"").hexdigest()
     with tempfile.TemporaryFile() as spill:
-        runs = treehash.Runs(spill)
+        runs = treehash.Runs(spill, run_bytes=80 << 10)
         for i in range(200_000):  # 200 runs of 80 KiB (each record about 100 bytes), in no order
             name = b"d%03d/f%07d" % (i % 997, (i * 7919) % 200_000)
             runs.add(name, format_line(name, digest, ALGORITHMS["sha256"]))
@@ -146,7 +140,7 @@ def test_the_merge_reads_ahead_in_bounded_memory_however_many_runs(
     assert peak < 4 << 20, f"the merge's peak: {peak / 1e6:.1f} MB"
 
 
-def hash_with_a_swap(root: Path, swap: Callable[[], None]) -> treehash.TreeManifest:
+def hash_with_a_swap(root: Path, swap: Callable[[], None], **overrides: Any) -> treehash.TreeHash:
     """Hash ``root`` in one process, running ``swap`` between the walk's listing and the hashing."""
     original = treehash.ListingHasher.listing
 
@@ -158,7 +152,7 @@ def hash_with_a_swap(root: Path, swap: Callable[[], None]) -> treehash.TreeManif
     monkeypatch.setattr(treehash.ListingHasher, "listing", swap_then_hash)
     try:
         return hash_tree_parallel(
-            sha256_request(os.fsencode(root), keep_limit=1 << 20, sharing=Sharing(processes=1)),
+            sha256_request(os.fsencode(root), keep_limit=1 << 20, sharing=Sharing(processes=1), **overrides),
             SkipCounter(),
             no_progress,
             never_cancelled,
@@ -192,11 +186,8 @@ def test_a_file_renamed_over_after_the_listing_is_refused_not_hashed(tmp_path: P
     }
 
 
-def test_where_entries_carry_other_inode_numbers_the_name_is_looked_at_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_where_entries_carry_other_inode_numbers_the_name_is_looked_at_again(tmp_path: Path) -> None:
     """overlayfs across filesystems (containers) and FUSE: the file the name leads to at open is hashed."""
-    monkeypatch.setattr(treehash, "ENTRY_INODES_TRUSTED", frozenset())
     (tmp_path / "victim").write_bytes(b"original")
     (tmp_path / "other").write_bytes(b"swapped in")
     moved: list[bool] = []
@@ -206,7 +197,7 @@ def test_where_entries_carry_other_inode_numbers_the_name_is_looked_at_again(
             moved.append(True)
             os.rename(tmp_path / "other", tmp_path / "victim")
 
-    result = hash_with_a_swap(tmp_path, swap)
+    result = hash_with_a_swap(tmp_path, swap, trusted=frozenset())
     assert result.files == 1 and result.manifest is not None
     assert bytes(result.manifest) == format_line(
         b"victim", hashlib.sha256(b"swapped in").hexdigest(), ALGORITHMS["sha256"]
@@ -258,7 +249,7 @@ def test_files_of_directories_read_while_the_walk_is_split_are_in_the_manifest(t
 def hashed_path(path: Path) -> treehash.TreeHash:
     reports: list[float] = []
     result = treehash.hash_path(
-        sha256_request(os.fsencode(path), sharing=Sharing(processes=1), shown=str(path), threads=1),
+        sha256_request(os.fsencode(path), sharing=Sharing(processes=1), shown=str(path)),
         lambda done, total: reports.append(done),
         never_cancelled,
     )

@@ -8,6 +8,7 @@ import hashlib
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,13 +24,13 @@ from sysmcp.engine.hashing import (
     VerifyRequest,
 )
 from sysmcp.engine.hashing import _verify as verify_engine
-from sysmcp.engine.hashing import _verify_ranges as verify_ranges
 from sysmcp.engine.hashing import verify as engine_verify
 from sysmcp.engine.hashing._manifests import LineParser
 from sysmcp.engine.hashing._verify_ranges import (
     Part,
     RangeProgress,
     RangeWork,
+    Tuning,
     check_lines,
     check_plain_block,
 )
@@ -60,8 +61,10 @@ def tree(root: Path) -> bytes:
     return "".join(lines).encode()
 
 
-def request(root: Path, text: bytes, confine: Confine | None = None) -> VerifyRequest:
-    return VerifyRequest(Source("(text)", data=text), os.fsencode(root), threads=1, confine=confine)
+def request(root: Path, text: bytes, confine: Confine | None = None, **tuning: Any) -> VerifyRequest:
+    return VerifyRequest(
+        Source("(text)", data=text), os.fsencode(root), threads=1, confine=confine, tuning=Tuning(**tuning)
+    )
 
 
 def verify(request: VerifyRequest, progress: Progress = no_progress) -> Verification:
@@ -100,13 +103,12 @@ def test_a_short_manifest_gives_typed_verdicts_and_progress_to_its_total_of_entr
 def test_a_long_manifest_checked_in_ranges_reports_the_manifest_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plain: bool
 ) -> None:
-    monkeypatch.setattr(verify_engine, "PARALLEL_FROM", 0)
-    monkeypatch.setattr(verify_ranges, "available_processes", lambda: 1)
     if not plain:
         monkeypatch.setattr(LineParser, "plain_block", lambda self, block: None)
     text = tree(tmp_path)
     seen: list[tuple[float, float | None]] = []
-    result = verify(request(tmp_path, text), lambda done, total: seen.append((done, total)))
+    ranges = request(tmp_path, text, parallel_from=0, processes=1)
+    result = verify(ranges, lambda done, total: seen.append((done, total)))
     assert statuses(result) == ["OK", "OK", "OK", "FAILED", "MISSING"]
     assert seen[0] == (0, len(text))
     assert all(total == len(text) for _, total in seen)
@@ -116,14 +118,12 @@ def test_a_long_manifest_checked_in_ranges_reports_the_manifest_read(
 def test_a_confined_check_marks_what_the_confinement_refuses_outside_the_roots(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parallel_from: int
 ) -> None:
-    monkeypatch.setattr(verify_engine, "PARALLEL_FROM", parallel_from)
-    monkeypatch.setattr(verify_ranges, "available_processes", lambda: 1)
     text = tree(tmp_path)
 
     def confine(path: bytes) -> bytes | None:
         return None if path.endswith(b"f1") else path
 
-    result = verify(request(tmp_path, text, confine=confine))
+    result = verify(request(tmp_path, text, confine=confine, parallel_from=parallel_from, processes=1))
     assert statuses(result) == ["OK", "UNREADABLE", "OK", "FAILED", "MISSING"]
     assert result.checked[1].detail == "outside the allowed roots"
 
@@ -159,7 +159,7 @@ def work_stopping_after(entries: int, tmp_path: Path) -> RangeWork:
         if calls > entries:
             raise ScanStopped("stopped for the test")
 
-    return RangeWork(LineParser(), os.fsencode(tmp_path) + b"/", own, RangeProgress())
+    return RangeWork(LineParser(), os.fsencode(tmp_path) + b"/", own, RangeProgress(), None, Tuning())
 
 
 def test_a_plain_block_returns_its_part_and_at_a_stop_the_entries_done(tmp_path: Path) -> None:
