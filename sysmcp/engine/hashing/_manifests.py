@@ -44,7 +44,7 @@ MAX_BAD_LINES = 100_000  # beyond this many improperly formatted lines the input
 
 @dataclass
 class Manifest:
-    """A manifest parsed whole: only short ones are (``verify.PARALLEL_FROM``), so an object per entry
+    """A manifest parsed whole: only short ones are (below ``Tuning.parallel_from``), so an object per entry
     is cheap here; long ones are parsed in ranges by the processes that check them."""
 
     entries: list[Entry] = field(default_factory=list)

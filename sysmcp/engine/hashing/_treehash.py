@@ -51,7 +51,7 @@ from sysmcp.engine.hashing._checksums import (
     format_line,
     hash_fd,
 )
-from sysmcp.engine.opens import FileSwap, NotRegularFile, kind, open_path, refused_symlink
+from sysmcp.engine.opens import FileSwap, NotRegularFile, kind, open_parent, open_path, refused_symlink
 from sysmcp.engine.parallel import ParallelWalk, SharedCounters, Sharing, available_processes
 from sysmcp.engine.walk import (
     RUN_BYTES,
@@ -567,10 +567,17 @@ def _hash_one(request: TreeRequest, looked: os.stat_result, progress: Progress, 
         budget = Budget(request.timeout_s, progress_and_cancel, clock=request.clock)
         hasher = ListingHasher(base, request, runs, budget)
         stopped = None
-        try:
-            hasher.typed_by_path("", [(os.fsdecode(name), looked.st_ino)])
-        except ScanStopped as stop:
-            stopped = stop.reason
+        try:  # the directory reached, not opened for reading: as sha256sum, searching it is enough
+            parent, _ = open_parent(os.fsdecode(request.root))
+        except OSError as exc:
+            runs.fail(name, _open_error(exc))
+        else:
+            try:
+                hasher.typed("", [(os.fsdecode(name), looked.st_ino)], parent)
+            except ScanStopped as stop:
+                stopped = stop.reason
+            finally:
+                os.close(parent)
         merged = merge([(spill, runs.summary())], request.keep_limit, request.first_lines, cancel)
     merged.stopped, merged.base = stopped, base
     return merged

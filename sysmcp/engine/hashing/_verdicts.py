@@ -137,7 +137,7 @@ def known_algorithm(
 
 
 def blamed_code(candidates: tuple[Algorithm, ...]) -> int:
-    """The FAILED code of a digest no candidate matched: under the line's own first candidate (``judge``)."""
+    """The FAILED code of a digest no candidate matched: under the line's own first candidate."""
     return FAILED_CODE + ALGORITHM_CODE[candidates[0].name]
 
 

@@ -161,10 +161,12 @@ def _check_here(
         def check(
             item: tuple[int, bytes, os.stat_result], buffer: bytearray, on_chunk: Callable[[int], None]
         ) -> tuple[tuple[int, int, str], int]:
-            index, path, st = item
+            index, path, _ = item
             entry = entries[index]
+            # Looked at again here, not judged against pass 1's look: a file touched or edited while
+            # the files before it were hashed is judged as it is read, as the ranges judge theirs.
             code, detail, read = check_file(
-                path, entry.digest, entry.candidates, confined, settled, buffer, on_chunk, st
+                path, entry.digest, entry.candidates, confined, settled, buffer, on_chunk
             )
             return (index, code, detail), read
 

@@ -281,3 +281,38 @@ def test_hash_path_refuses_what_it_cannot_hash_with_engine_errors(tmp_path: Path
     with pytest.raises(NotFound) as missing:
         hashed_path(tmp_path / "absent")
     assert words(missing.value) == f"No such file or directory: {tmp_path / 'absent'}"
+
+
+def test_one_file_in_a_directory_that_may_be_searched_but_not_listed_is_hashed() -> None:
+    """As ``sha256sum dir/f`` reads it: a single file needs search (x) permission on its directory, not
+    read (r) permission (a 0711 home directory, a /var/lib/* directory). A second user (``nobody``)
+    hashes a file in a root-owned 0711 directory."""
+    import shutil
+    import subprocess
+    import sys
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("a second user needs root and setpriv")
+    with tempfile.TemporaryDirectory(prefix="sysmcp-xonly-", dir="/tmp") as box:
+        os.chmod(box, 0o711)
+        target = os.path.join(box, "f")
+        Path(target).write_bytes(b"abc")
+        os.chmod(target, 0o644)
+        probe = (
+            "import os\n"
+            "from sysmcp.engine.calls import never_cancelled, no_progress\n"
+            "from sysmcp.engine.hashing import ALGORITHMS, TreeRequest, hash_path\n"
+            "from sysmcp.engine.walk import WalkOptions\n"
+            f"root = os.fsencode({target!r})\n"
+            "request = TreeRequest(root, ALGORITHMS['sha256'], 'gnu', WalkOptions(), 60, 1 << 30, 10)\n"
+            "result = hash_path(request, no_progress, never_cancelled)\n"
+            "print(result.files, result.unreadable_count, bytes(result.manifest or b'').decode().strip())\n"
+        )
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "0", hashlib.sha256(b"abc").hexdigest(), "f"]

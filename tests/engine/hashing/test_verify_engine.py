@@ -99,6 +99,24 @@ def test_a_short_manifest_gives_typed_verdicts_and_progress_to_its_total_of_entr
     assert [name for name, _ in (result.listed or {})["MISSING"]] == [b"gone"]
 
 
+def test_a_short_manifests_files_are_judged_as_they_are_read_not_as_they_were_looked_at(
+    tmp_path: Path,
+) -> None:
+    """Every entry of a short manifest is looked at before any is hashed; a file edited or touched in
+    between is judged by what is read (FAILED, or OK), not called UNREADABLE for having changed since
+    that first look. The edit is made when the first progress report (0 of the total) comes."""
+    text = tree(tmp_path)
+    edited, touched = tmp_path / "f0", tmp_path / "f1"
+
+    def edit_after_the_look(done: float, total: float | None) -> None:
+        if done == 0:
+            edited.write_bytes(b"FILE 0\n")  # the same size, other bytes
+            os.utime(touched, ns=(0, 0))  # the same bytes, another modification time
+
+    result = verify(request(tmp_path, text), edit_after_the_look)
+    assert statuses(result) == ["FAILED", "OK", "OK", "FAILED", "MISSING"]
+
+
 @pytest.mark.parametrize("plain", [True, False], ids=["plain-block", "line-by-line"])
 def test_a_long_manifest_checked_in_ranges_reports_the_manifest_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plain: bool
