@@ -44,6 +44,7 @@ from sysmcp.engine.parallel import (
     SharedCounters,
     Sharing,
     available_processes,
+    children_counts,
     give_up_at,
     quiet,
     run_shared,
@@ -177,19 +178,15 @@ def _search(
     parallel: ParallelWalk | None = None
     here: Reader | None = None  # this process's comparison reader, once comparing
 
-    def others() -> int:
-        fan = parallel.fan if parallel is not None else None
-        return fan.progress.others()[0] if fan is not None else 0
-
     def cancel_listing() -> None:
-        files = mine.files + others()
+        files = mine.files + children_counts(parallel)[0]
         progress(files, None)
         if files >= limit:
             raise ScanStopped(limit_reason)
         listing()
 
     def cancel_comparing() -> None:
-        progress(walked + (here.files_read if here is not None else 0) + others(), total)
+        progress(walked + (here.files_read if here is not None else 0) + children_counts(parallel)[0], total)
         cancel()
 
     config = ScanConfig(

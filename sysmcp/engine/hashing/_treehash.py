@@ -52,7 +52,7 @@ from sysmcp.engine.hashing._checksums import (
     hash_fd,
 )
 from sysmcp.engine.opens import FileSwap, NotRegularFile, kind, open_path, refused_symlink
-from sysmcp.engine.parallel import ParallelWalk, SharedCounters, Sharing, available_processes
+from sysmcp.engine.parallel import ParallelWalk, SharedCounters, Sharing, available_processes, children_counts
 from sysmcp.engine.walk import (
     RUN_BYTES,
     Budget,
@@ -468,11 +468,8 @@ def hash_tree_parallel(
 
     def progress_and_cancel() -> None:
         files, done = mine.progress()
-        fan = parallel.fan if parallel is not None else None
-        if fan is not None:
-            more_files, more_bytes = fan.progress.others()
-            files, done = files + more_files, done + more_bytes
-        progress(files + done, None)
+        more_files, more_bytes = children_counts(parallel)
+        progress(files + more_files + done + more_bytes, None)
         cancel()
 
     budget = Budget(request.timeout_s, progress_and_cancel, clock=request.clock)
