@@ -50,6 +50,7 @@ from sysmcp.engine.parallel import (
     run_shared,
 )
 from sysmcp.engine.walk import (
+    NEVER,
     Budget,
     ScanConfig,
     Scanner,
@@ -190,7 +191,7 @@ def _search(
         cancel()
 
     config = ScanConfig(
-        file_floor=max(1, request.min_size), block_floor=1 << 62, empty_listings=False, finished_depth=-1
+        file_floor=max(1, request.min_size), block_floor=NEVER, empty_listings=False, finished_depth=-1
     )
     scanner = Scanner(root, request.options, skipped, cancel_listing, config=config)
     limit_reason = f"more than {limit:,} files: the search stopped listing there"
