@@ -5,10 +5,6 @@ reads the same two callables whatever it does. ``progress(done, total)`` is chea
 entry (it only stores two numbers for the event loop to read); ``cancel()`` raises the caller's
 cancellation when the call was given up, and engines call it between entries or chunks. What a run
 skipped or could not read is counted in its result, never in a counter passed in.
-
-An engine that runs parts of a call on threads of its own (smartctl reads, container API calls) waits
-for them with ``wait_for`` and stops them with a ``StopFlag``: ``cancel`` is only ever asked on the
-calling thread, which then sets the flag that the parts check between their steps.
 """
 
 from __future__ import annotations
@@ -39,7 +35,8 @@ class _Stopped(Exception):
 
 
 class StopFlag(threading.Event):
-    """Set by the calling thread when the call stops; its worker threads call ``check`` between steps."""
+    """Set by the calling thread when the call stops (``cancel`` is asked there only, by ``wait_for``);
+    its worker threads (smartctl reads, container API calls) call ``check`` between their steps."""
 
     def check(self) -> None:
         if self.is_set():
