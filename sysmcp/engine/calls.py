@@ -9,10 +9,12 @@ skipped or could not read is counted in its result, never in a counter passed in
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from typing import TypeAlias
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from typing import TypeAlias, TypeVar
 
-__all__ = ["Cancel", "Progress", "never_cancelled", "no_progress"]
+__all__ = ["Cancel", "Progress", "StopFlag", "never_cancelled", "no_progress", "wait_for"]
 
 #: Raises when the call was given up; otherwise returns at once.
 Cancel: TypeAlias = Callable[[], None]
@@ -26,3 +28,33 @@ def never_cancelled() -> None:
 
 def no_progress(done: float, total: float | None = None) -> None:
     """The ``progress`` of a call nobody watches."""
+
+
+class _Stopped(Exception):
+    """Raised in a call's worker thread once the call stopped (cancelled, or another part failed)."""
+
+
+class StopFlag(threading.Event):
+    """Set by the calling thread when the call stops (``cancel`` is asked there only, by ``wait_for``);
+    its worker threads (smartctl reads, container API calls) call ``check`` between their steps."""
+
+    def check(self) -> None:
+        if self.is_set():
+            raise _Stopped
+
+
+T = TypeVar("T")
+WAIT_S = 0.05  # how often the calling thread asks ``cancel`` while it waits for its worker threads
+
+
+def wait_for(futures: list[Future[T]], cancel: Cancel, progress: Progress = no_progress) -> list[T]:
+    """Their results, in order. While they run, the calling thread asks ``cancel`` every ``WAIT_S``
+    and reports how many are done; a part's failure is raised as soon as it is seen."""
+    pending = set(futures)
+    while pending:
+        cancel()
+        done, pending = wait(pending, timeout=WAIT_S, return_when=FIRST_COMPLETED)
+        for future in done:
+            future.result()
+        progress(len(futures) - len(pending), len(futures))
+    return [future.result() for future in futures]

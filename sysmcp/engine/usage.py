@@ -21,7 +21,7 @@ from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, NamedTuple, TypeVar
 
 from sysmcp.engine.calls import Cancel
-from sysmcp.engine.parallel import ParallelWalk, SharedCounters, Sharing
+from sysmcp.engine.parallel import ParallelWalk, SharedCounters, Sharing, children_counts
 from sysmcp.engine.walk import (
     NEVER,
     Budget,
@@ -376,11 +376,8 @@ def scan_usage(
         """Progress for the caller, then the cancellation question: every 2 ms at most (Budget)."""
         if progress is not None:
             entries, seen = mine.now()
-            fan = parallel.fan if parallel is not None else None
-            if fan is not None:
-                more_entries, more_bytes = fan.progress.others()
-                entries, seen = entries + more_entries, seen + more_bytes
-            progress(entries, seen)
+            more_entries, more_bytes = children_counts(parallel)
+            progress(entries + more_entries, seen + more_bytes)
         if cancel is not None:
             cancel()
 

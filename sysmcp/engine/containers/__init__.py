@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from sysmcp.engine.calls import Cancel, never_cancelled
+from sysmcp.engine.calls import Cancel, StopFlag, never_cancelled, wait_for
 from sysmcp.engine.containers import _cli
 from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._model import BuildCache, Container, Image, LogFile, Volume
@@ -166,10 +165,6 @@ def _walk(
     )
 
 
-class _Stopped(Exception):
-    """An API thread's own stop: the work beside it failed or was cancelled."""
-
-
 def _measure(df: dict[str, Any], found: Survey) -> None:
     """``/system/df``'s answer into ``found``: the engine measured every layer and writable layer."""
     found.images, found.containers = _images(df.get("Images") or []), _containers(df)
@@ -309,25 +304,15 @@ def _reconciled(
     root = os.path.realpath(found.data_root) if found.data_root else ""
     walk = request.walk and bool(root) and os.path.isdir(root)
     found.walk_refused = walk and not request.may_walk(root)
-    stop = threading.Event()
-
-    def check() -> None:
-        if stop.is_set():
-            raise _Stopped
-
+    stop = StopFlag()
     with ThreadPoolExecutor(len(works), thread_name_prefix="engine-api") as pool:
-        futures = [pool.submit(work, check) for work in works]
+        futures = [pool.submit(work, stop.check) for work in works]
         try:
             if walk and not found.walk_refused:
                 found.walked = _walk(
                     root, request.walk_timeout_s, lambda entries, seen: report("walk", entries, seen), cancel
                 )
-            pending = set(futures)
-            while pending:
-                done, pending = wait(pending, 0.05)
-                for future in done:
-                    future.result()  # a work's failure, raised here
-                cancel()
+            wait_for(futures, cancel)  # a work's failure is raised here
         finally:
             stop.set()  # the threads end at their next check, or their call's timeout
     return found

@@ -44,11 +44,13 @@ from sysmcp.engine.parallel import (
     SharedCounters,
     Sharing,
     available_processes,
+    children_counts,
     give_up_at,
     quiet,
     run_shared,
 )
 from sysmcp.engine.walk import (
+    NEVER,
     Budget,
     ScanConfig,
     Scanner,
@@ -177,23 +179,19 @@ def _search(
     parallel: ParallelWalk | None = None
     here: Reader | None = None  # this process's comparison reader, once comparing
 
-    def others() -> int:
-        fan = parallel.fan if parallel is not None else None
-        return fan.progress.others()[0] if fan is not None else 0
-
     def cancel_listing() -> None:
-        files = mine.files + others()
+        files = mine.files + children_counts(parallel)[0]
         progress(files, None)
         if files >= limit:
             raise ScanStopped(limit_reason)
         listing()
 
     def cancel_comparing() -> None:
-        progress(walked + (here.files_read if here is not None else 0) + others(), total)
+        progress(walked + (here.files_read if here is not None else 0) + children_counts(parallel)[0], total)
         cancel()
 
     config = ScanConfig(
-        file_floor=max(1, request.min_size), block_floor=1 << 62, empty_listings=False, finished_depth=-1
+        file_floor=max(1, request.min_size), block_floor=NEVER, empty_listings=False, finished_depth=-1
     )
     scanner = Scanner(root, request.options, skipped, cancel_listing, config=config)
     limit_reason = f"more than {limit:,} files: the search stopped listing there"

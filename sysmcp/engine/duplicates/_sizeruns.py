@@ -20,7 +20,7 @@ import struct
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
-from sysmcp.engine.walk import RUN_BYTES, Listing, SortedRuns, SubtreeTotals
+from sysmcp.engine.walk import RUN_BYTES, Listing, SortedRuns, SubtreeTotals, read_run
 
 # (largest size minus this size, device, inode, bytes allocated), big-endian, so that sorting records
 # as bytes sorts them by size, largest first, then by inode; the name follows, ended by a NUL
@@ -68,24 +68,7 @@ class SizeRuns(SortedRuns):
 
 def read_records(fd: int, offset: int, length: int) -> Iterator[bytes]:
     """The records stored at ``offset`` (one run, or a block of them), in order."""
-    end = offset + length
-    pending = b""
-    size = HEADER.size
-    while offset < end:
-        chunk = os.pread(fd, min(READ_BYTES, end - offset), offset)
-        if not chunk:
-            break
-        offset += len(chunk)
-        data = pending + chunk if pending else chunk
-        start = 0
-        find = data.find
-        while True:
-            nul = find(b"\0", start + size)
-            if nul < 0:
-                break
-            yield data[start : nul + 1]
-            start = nul + 1
-        pending = data[start:]
+    return read_run(fd, offset, length, READ_BYTES, header=HEADER.size)
 
 
 def parse(record: bytes) -> tuple[int, int, int, int, bytes]:

@@ -35,7 +35,7 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
@@ -52,7 +52,7 @@ from sysmcp.engine.hashing._checksums import (
     hash_fd,
 )
 from sysmcp.engine.opens import FileSwap, NotRegularFile, kind, open_parent, open_path, refused_symlink
-from sysmcp.engine.parallel import ParallelWalk, SharedCounters, Sharing, available_processes
+from sysmcp.engine.parallel import ParallelWalk, SharedCounters, Sharing, available_processes, children_counts
 from sysmcp.engine.walk import (
     RUN_BYTES,
     Budget,
@@ -66,6 +66,7 @@ from sysmcp.engine.walk import (
     WalkOptions,
     join,
     mount_table,
+    read_run,
 )
 
 READ_BYTES = 64 << 10  # read-ahead per run while merging, at most
@@ -373,30 +374,6 @@ def _open_error(exc: OSError) -> str:
     return explain(exc)
 
 
-def _records(spill: IO[bytes], offset: int, length: int, read_bytes: int = READ_BYTES) -> Iterator[bytes]:
-    """The records of one run, in order (each ``name NUL line``; a line ends at its only newline)."""
-    fd = spill.fileno()
-    end = offset + length
-    pending = b""
-    while offset < end:
-        chunk = os.pread(fd, min(read_bytes, end - offset), offset)
-        if not chunk:
-            break
-        offset += len(chunk)
-        data = pending + chunk
-        start = 0
-        while True:
-            nul = data.find(b"\0", start)
-            if nul < 0:
-                break
-            newline = data.find(b"\n", nul)
-            if newline < 0:
-                break
-            yield data[start : newline + 1]
-            start = newline + 1
-        pending = data[start:]
-
-
 def merge(
     parts: Sequence[tuple[IO[bytes], dict[str, Any]]],
     keep_limit: int,
@@ -405,9 +382,12 @@ def merge(
 ) -> TreeHash:
     """Merge every process's sorted runs into one manifest, sorted by name, in bounded memory."""
     out = TreeHash()
-    extents = [(spill, offset, length) for spill, part in parts for offset, length in part["extents"]]
+    extents = [
+        (spill.fileno(), offset, length) for spill, part in parts for offset, length in part["extents"]
+    ]
     read_bytes = max(MIN_READ_BYTES, min(READ_BYTES, MERGE_BYTES // max(1, len(extents))))
-    streams = [_records(spill, offset, length, read_bytes) for spill, offset, length in extents]
+    # each record is ``name NUL line``: a line ends at its only newline
+    streams = [read_run(*extent, read_bytes, line=True) for extent in extents]
     unreadable: list[tuple[bytes, str]] = []
     for _, part in parts:
         for key in _COUNTS:
@@ -468,11 +448,8 @@ def hash_tree_parallel(
 
     def progress_and_cancel() -> None:
         files, done = mine.progress()
-        fan = parallel.fan if parallel is not None else None
-        if fan is not None:
-            more_files, more_bytes = fan.progress.others()
-            files, done = files + more_files, done + more_bytes
-        progress(files + done, None)
+        more_files, more_bytes = children_counts(parallel)
+        progress(files + more_files + done + more_bytes, None)
         cancel()
 
     budget = Budget(request.timeout_s, progress_and_cancel, clock=request.clock)

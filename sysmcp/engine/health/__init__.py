@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from sysmcp import platform
-from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
+from sysmcp.engine.calls import Cancel, Progress, StopFlag, never_cancelled, no_progress, wait_for
 from sysmcp.engine.errors import Unavailable
 from sysmcp.engine.health import _btrfs, _kernel, _mdstat, _smart
 from sysmcp.engine.health._btrfs import BtrfsDevice
@@ -28,7 +26,6 @@ from sysmcp.engine.mounts import parse_mountinfo
 __all__ = ["BtrfsDevice", "Device", "Health", "HealthRequest", "MdArray", "Smart", "run"]
 
 ORDER = {"failing": 0, "watch": 1, "ok": 2}
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,29 +86,12 @@ def _read(path: str) -> bytes | None:
         return None
 
 
-class _Stopped(Exception):
-    """Raised in the smartctl threads once the call is given up (``cancel`` raised in its own thread)."""
-
-
 def run(request: HealthRequest, progress: Progress = no_progress, cancel: Cancel = never_cancelled) -> Health:
-    stop = threading.Event()
-
-    def stopped() -> None:
-        if stop.is_set():
-            raise _Stopped
-
-    def waited(futures: list[Future[T]], progress: Progress = no_progress) -> list[T]:
-        """Their results; the calling thread asks ``cancel`` while smartctl runs."""
-        pending = set(futures)
-        while pending:
-            cancel()
-            pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED).not_done
-            progress(len(futures) - len(pending), len(futures))
-        return [future.result() for future in futures]
+    stop = StopFlag()  # checked in the smartctl threads: ``cancel`` is asked on this one only
 
     def read(devices: list[tuple[str, str | None]]) -> list[Future[Smart]]:
         return [
-            pool.submit(_smart.read, request.smartctl, *device, request.timeout_s, stopped)
+            pool.submit(_smart.read, request.smartctl, *device, request.timeout_s, stop.check)
             for device in devices
         ]
 
@@ -119,7 +99,7 @@ def run(request: HealthRequest, progress: Progress = no_progress, cancel: Cancel
         try:
             # smartctl's scan runs beside the reads of /sys/block's disks: a hung smartctl costs one timeout
             scan = (
-                pool.submit(_smart.scan, request.smartctl, request.timeout_s, stopped)
+                pool.submit(_smart.scan, request.smartctl, request.timeout_s, stop.check)
                 if request.devices is None
                 else None
             )
@@ -130,11 +110,13 @@ def run(request: HealthRequest, progress: Progress = no_progress, cancel: Cancel
                 known = {os.path.realpath(path) for path, _ in listed}
                 # disks only smartctl sees (behind a RAID controller: megaraid,N ...)
                 extra = [
-                    (path, kind) for path, kind in waited([scan])[0] if os.path.realpath(path) not in known
+                    (path, kind)
+                    for path, kind in wait_for([scan], cancel)[0]
+                    if os.path.realpath(path) not in known
                 ]
                 reads += read(extra)
                 listed += extra
-            smarts = waited(reads, progress)
+            smarts = wait_for(reads, cancel, progress)
         finally:
             stop.set()  # on a cancel: every smartctl still running is killed, then the pool ends
     mdstat = _read(request.mdstat)

@@ -254,6 +254,13 @@ class ParallelWalk:
         self.close()
 
 
+def children_counts(walk: ParallelWalk | None) -> tuple[int, int]:
+    """What the forked children of ``walk`` have counted so far (entries, bytes): (0, 0) before the
+    split, or before the walk exists. A progress report adds it to this process's own counts."""
+    fan = walk.fan if walk is not None else None
+    return fan.progress.others() if fan is not None else (0, 0)
+
+
 class SharedTasks:
     """Tasks ``0..tasks-1`` shared out with forked children that start at once, finished later: the
     children work while this process does something else (explain's side tasks beside its walk)."""

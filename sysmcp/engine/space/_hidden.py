@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from sysmcp import platform
 from sysmcp.engine.walk import (
+    NEVER,
     MountPoint,
     ScanConfig,
     Scanner,
@@ -39,7 +40,7 @@ class Hidden:
     entries: int
 
 
-TOTALS_ONLY = ScanConfig(file_floor=1 << 62, block_floor=1 << 62, empty_listings=False, finished_depth=0)
+TOTALS_ONLY = ScanConfig(file_floor=NEVER, block_floor=NEVER, empty_listings=False, finished_depth=0)
 
 
 def size_tree(top: str, mounts: Sequence[MountPoint] | None = None) -> tuple[int, int, int]:

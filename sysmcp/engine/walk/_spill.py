@@ -7,6 +7,7 @@ per process, sorted a MiB at a time and written out as runs that the parent merg
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import IO
 
 RUN_BYTES = 1 << 20  # records buffered per process before they are sorted and written as one run
@@ -33,3 +34,34 @@ class SortedRuns:
         self.extents.append((offset, self.spill.tell() - offset))
         self.records = []
         self.buffered = 0
+
+
+def read_run(
+    fd: int, offset: int, length: int, read_bytes: int, *, header: int = 0, line: bool = False
+) -> Iterator[bytes]:
+    """The records stored at ``offset`` (one run, or a block of them), in order, read ``read_bytes`` at a time.
+
+    A record is ``header`` fixed bytes (which may hold any byte), then a name ended by a NUL (which no
+    name holds); with ``line``, a line follows the NUL and the record ends at its newline.
+    """
+    end = offset + length
+    pending = b""
+    while offset < end:
+        chunk = os.pread(fd, min(read_bytes, end - offset), offset)
+        if not chunk:
+            break
+        offset += len(chunk)
+        data = pending + chunk if pending else chunk
+        start = 0
+        find = data.find
+        while True:
+            stop = find(b"\0", start + header)
+            if stop < 0:
+                break
+            if line:
+                stop = find(b"\n", stop)
+                if stop < 0:
+                    break
+            yield data[start : stop + 1]
+            start = stop + 1
+        pending = data[start:]

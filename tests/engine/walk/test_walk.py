@@ -25,6 +25,7 @@ from sysmcp.engine.walk import (
     SubtreeTotals,
     WalkOptions,
     mount_table,
+    read_run,
     walk_files,
 )
 from sysmcp.engine.walk._types import FileEntry
@@ -573,3 +574,17 @@ def test_a_handed_out_directory_swapped_for_a_symlink_is_not_followed(tmp_path: 
     assert walked == []  # not entered: the name is a symlink now
     assert skipped.as_dict().get("vanished") == 1
     assert (leaf.apparent, leaf.disk, leaf.dirs) == (0, 0, 0)  # and nothing of it is counted
+
+
+def test_a_spilled_run_reads_back_whole_records_of_either_framing_however_its_reads_cut_them() -> None:
+    """Size records carry a header of any bytes before their NUL-ended name; manifest records a line
+    after the NUL, up to its newline (a name may hold a newline). Reads of 7 bytes cut most records."""
+    sized = [b"\0\n\0\n" + b"name\nwith a newline\0", b"\xff\0\0\0" + b"b\0"]
+    lines = [b"new\nline\0\\hex  new\\nline\n", b"plain\0hex  plain\n"]
+    with tempfile.TemporaryFile() as spill:
+        spill.write(b"".join(sized + lines))
+        spill.flush()
+        size = len(b"".join(sized))
+        fd = spill.fileno()
+        assert list(read_run(fd, 0, size, 7, header=4)) == sized
+        assert list(read_run(fd, size, spill.tell() - size, 7, line=True)) == lines
