@@ -181,8 +181,9 @@ def baseline_entry(digest: str, st: os.stat_result) -> BaselineFile:
 
 
 def parse_gnu_manifest(manifest: bytes) -> Iterable[tuple[bytes, str]]:
-    """(name, digest) of each '<hex>  <name>' line, undoing sha256sum's backslash escapes."""
-    for line in manifest.splitlines():
+    """(name, digest) of each '<hex>  <name>' line, undoing sha256sum's backslash escapes. Only a
+    newline ends a line: b3sum's format leaves a CR in a name as it is."""
+    for line in manifest.split(b"\n"):
         escaped = line.startswith(b"\\")
         if escaped:
             line = line[1:]

@@ -201,6 +201,17 @@ def test_manifest_lines_are_read_back_with_their_escapes_undone() -> None:
     ]
 
 
+def test_a_name_with_a_carriage_return_is_read_back_whole_from_every_algorithms_manifest() -> None:
+    """hash_tree writes a CR in a name as it is where the algorithm's tool does not escape it (b3sum):
+    only a newline ends a line, so the baseline keeps the file under its own name."""
+    from sysmcp.engine.hashing import ALGORITHMS, format_line
+
+    for algorithm in ALGORITHMS.values():
+        digest = "a" * algorithm.hex_length
+        manifest = format_line(b"a\rb", digest, algorithm) + format_line(b"plain", digest, algorithm)
+        assert [name for name, _ in parse_gnu_manifest(manifest)] == [b"a\rb", b"plain"], algorithm.name
+
+
 def with_newest(sizes: dict[bytes, tuple[int, float | None]], taken: float) -> ScanSnapshot:
     dirs = {p: DirTotals(s, s, 1, n) for p, (s, n) in sizes.items()}
     return ScanSnapshot(SERIES, taken, False, MiB, dirs)
