@@ -153,12 +153,12 @@ def _walk(
     whole, parts, stopped, skipped = walk_totals(root, timeout_s, report, cancel)
     return Walked(
         apparent=whole.apparent,
-        disk=whole.disk,
+        disk=whole.blocks * 512,
         stopped=stopped,
         parts=tuple(
-            (name, part.apparent, part.disk)
+            (name, part.apparent, part.blocks * 512)
             for name, part in sorted(
-                parts.items(), key=lambda item: (-item[1].disk, -item[1].apparent, item[0])
+                parts.items(), key=lambda item: (-item[1].blocks, -item[1].apparent, item[0])
             )[:PARTS_KEPT]
         ),
         skipped=skipped.as_dict(),
