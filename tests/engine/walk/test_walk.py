@@ -588,3 +588,35 @@ def test_a_spilled_run_reads_back_whole_records_of_either_framing_however_its_re
         fd = spill.fileno()
         assert list(read_run(fd, 0, size, 7, header=4)) == sized
         assert list(read_run(fd, size, spill.tell() - size, 7, line=True)) == lines
+
+
+def test_a_directory_of_the_root_that_cannot_be_read_keeps_its_row_in_walk_totals() -> None:
+    """container_usage's data root as another user sees it (rootless Podman's storage holds directories
+    of subordinate uids): a directory of the root it cannot read is still a part, with its own size,
+    and counted as skipped; the others are walked. ``nobody`` walks a root-made tree."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("a second user needs root and setpriv")
+    with tempfile.TemporaryDirectory(prefix="sysmcp-totals-", dir="/tmp") as box:
+        os.chmod(box, 0o755)
+        (Path(box) / "open").mkdir(mode=0o755)
+        (Path(box) / "open" / "f").write_bytes(b"x" * 5000)
+        (Path(box) / "locked").mkdir(mode=0o000)
+        os.chmod(Path(box) / "locked", 0o000)
+        probe = (
+            "from sysmcp.engine.walk import walk_totals\n"
+            f"whole, parts, stopped, skipped = walk_totals({box!r}, 60, lambda *_: None, lambda: None)\n"
+            "print(sorted(parts), parts['open'].apparent >= 5000, stopped, skipped.as_dict())\n"
+        )
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['locked', 'open'] True None {'unreadable': 1}"
