@@ -401,3 +401,20 @@ def test_after_an_answer_the_server_is_waited_for_not_killed_while_it_winds_down
     status = run_call("file_sha256", {"path": str(wrapper)}, CallOptions(server_args=["--no-history"]))
     assert status == 0, capsys.readouterr()
     assert mark.exists()
+
+
+def test_a_server_that_cannot_be_started_is_one_line_and_exit_1_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``sysmcp call`` run by a user who may not execute the interpreter it would start the server
+    with: a sentence naming it and why, exit 1."""
+    from sysmcp.cli.call import CallOptions, run_call
+
+    interpreter = tmp_path / "python"
+    interpreter.write_text("#!/bin/sh\n")
+    interpreter.chmod(0o644)  # not executable
+    monkeypatch.setattr(sys, "executable", str(interpreter))
+    status = run_call("file_sha256", {"path": str(interpreter)}, CallOptions())
+    said = capsys.readouterr().err
+    assert status == 1
+    assert said.strip() == f"sysmcp call: cannot start the server ({interpreter}: Permission denied)"

@@ -373,6 +373,10 @@ class CallOptions:
     resolve_hosts: Callable[[list[str]], object] | None = None
 
 
+class ServerNotStarted(Exception):
+    """The server's interpreter could not be started: the reason, worded."""
+
+
 class ServerStopped(Exception):
     """The server ended before answering; its own exit status is passed on (its words are on stderr)."""
 
@@ -398,7 +402,11 @@ async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> i
     # A session of its own: Ctrl-C on the terminal reaches this process only, which then cancels the
     # call on the server the protocol's way instead of the server dying of the same signal. Its stderr
     # is this one's: its words when it refuses to start, its logs at the --log-level asked for.
-    async with await anyio.open_process(command, stderr=None, start_new_session=True) as process:
+    try:
+        started = await anyio.open_process(command, stderr=None, start_new_session=True)
+    except OSError as exc:  # the interpreter cannot be run (not executable by this user, gone)
+        raise ServerNotStarted(f"{command[0]}: {exc.strerror or exc}") from None
+    async with started as process:
         assert process.stdin is not None and process.stdout is not None
         interrupted: list[int] = []
         reply: dict[str, Any] | None = None
@@ -626,6 +634,10 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
         if _holds(exc, Interrupted) or _holds(exc, KeyboardInterrupt):
             print("sysmcp call: interrupted; the call was cancelled on the server", file=sys.stderr)
             return EXIT_INTERRUPTED
+        unstarted = _find(exc, ServerNotStarted)
+        if unstarted is not None:
+            print(f"sysmcp call: cannot start the server ({unstarted})", file=sys.stderr)
+            return EXIT_PROBLEM
         stopped = _find(exc, ServerStopped)
         if stopped is not None or _holds(exc, PeerGone):
             status = stopped.status if stopped is not None else None
