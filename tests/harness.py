@@ -1,12 +1,15 @@
 """What tests of tools share: a client that records what a call sends it, a tool context, and
 ``call_tool``, which calls a tool's handler as the server would and holds the call to the tool's own
-schemas both ways (the arguments to its inputSchema, the structuredContent to its outputSchema).
-``tests/conftest.py`` offers them as fixtures too (``peer``, ``ctx``)."""
+schemas both ways (the arguments to its inputSchema, the structuredContent to its outputSchema), and a
+second user to run a probe as (``python_as_nobody``). ``tests/conftest.py`` offers the first ones as
+fixtures too (``peer``, ``ctx``)."""
 
 from __future__ import annotations
 
 import importlib
 import os
+import subprocess
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -71,3 +74,14 @@ async def call_tool(
         )
     jsonschema.validate(output.structured, served.output_schema)
     return output
+
+
+def python_as_nobody(probe: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``probe`` run by this interpreter as ``nobody`` (uid and gid 65534, no groups) through setpriv:
+    a second user, for what the server may and may not reach as someone other than root."""
+    return subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -288,10 +288,9 @@ def test_one_file_in_a_directory_that_may_be_searched_but_not_listed_is_hashed()
     read (r) permission (a 0711 home directory, a /var/lib/* directory). A second user (``nobody``)
     hashes a file in a root-owned 0711 directory."""
     import shutil
-    import subprocess
-    import sys
 
     from sysmcp import platform
+    from tests.harness import python_as_nobody
 
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("a second user needs root and setpriv")
@@ -312,11 +311,6 @@ def test_one_file_in_a_directory_that_may_be_searched_but_not_listed_is_hashed()
             "result = hash_path(request, no_progress, never_cancelled)\n"
             "print(result.files, result.unreadable_count, bytes(result.manifest or b'').decode().strip())\n"
         )
-        done = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", probe],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = python_as_nobody(probe)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "0", hashlib.sha256(b"abc").hexdigest(), "f"]

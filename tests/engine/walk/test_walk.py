@@ -595,9 +595,9 @@ def test_a_directory_of_the_root_that_cannot_be_read_keeps_its_row_in_walk_total
     of subordinate uids): a directory of the root it cannot read is still a part, with its own size,
     and counted as skipped; the others are walked. ``nobody`` walks a root-made tree."""
     import shutil
-    import subprocess
-    import sys
     import tempfile
+
+    from tests.harness import python_as_nobody
 
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("a second user needs root and setpriv")
@@ -612,11 +612,6 @@ def test_a_directory_of_the_root_that_cannot_be_read_keeps_its_row_in_walk_total
             f"whole, parts, stopped, skipped = walk_totals({box!r}, 60, lambda *_: None, lambda: None)\n"
             "print(sorted(parts), parts['open'].apparent >= 5000, stopped, skipped.as_dict())\n"
         )
-        done = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", probe],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = python_as_nobody(probe)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['locked', 'open'] True None {'unreadable': 1}"
