@@ -14,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import TypeAlias, TypeVar
 
-__all__ = ["Cancel", "Progress", "StopFlag", "never_cancelled", "no_progress", "wait_for"]
+__all__ = ["WAIT_S", "Cancel", "Progress", "StopFlag", "never_cancelled", "no_progress", "wait_for"]
 
 #: Raises when the call was given up; otherwise returns at once.
 Cancel: TypeAlias = Callable[[], None]
@@ -36,7 +36,8 @@ class _Stopped(Exception):
 
 class StopFlag(threading.Event):
     """Set by the calling thread when the call stops (``cancel`` is asked there only, by ``wait_for``);
-    its worker threads (smartctl reads, container API calls) call ``check`` between their steps."""
+    its worker threads (smartctl reads, container API calls, hashing threads) call ``check`` between
+    their steps."""
 
     def check(self) -> None:
         if self.is_set():

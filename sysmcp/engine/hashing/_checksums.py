@@ -28,6 +28,7 @@ from typing import Literal, Protocol, TypeVar
 import blake3
 
 from sysmcp import platform
+from sysmcp.engine.calls import WAIT_S, StopFlag
 from sysmcp.engine.opens import FileSwap, NotRegularFile
 from sysmcp.engine.parallel import forked
 
@@ -134,10 +135,6 @@ def blake2b_of_length(hex_length: int) -> Algorithm | None:
 
 
 # -- hashing -----------------------------------------------------------------------------------
-
-
-class Stopped(Exception):
-    """Raised inside a hashing loop when its caller asked it to stop (the request was cancelled)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,7 +281,6 @@ class PoolCounters:
 #: Small files go to a thread in batches: a future per tiny file would cost more than the hash.
 BATCH_FILES = 64
 BATCH_BYTES = 4 << 20
-POLL = 0.05  # seconds between cancellation checks while the threads work
 
 
 def hash_many(
@@ -300,12 +296,12 @@ def hash_many(
     (each with its own ``CHUNK`` buffer), yielding results as batches finish.
 
     The caller's thread walks (``items`` may be a lazy walk; ``size`` says an item's bytes, to batch
-    by) and calls ``cancel`` between items and every ``POLL`` seconds while waiting; when it raises,
-    the hashing threads stop within one chunk (``on_chunk(bytes so far)`` raises ``Stopped``) and the
-    exception propagates. hashlib and blake3 release the GIL on large updates, so the threads really
+    by) and calls ``cancel`` between items and every ``WAIT_S`` seconds while waiting; when it raises,
+    the hashing threads stop within one chunk (``on_chunk(bytes so far)`` checks the ``StopFlag``) and
+    the exception propagates. hashlib and blake3 release the GIL on large updates, so the threads really
     do use the cores.
     """
-    stop = threading.Event()
+    stop = StopFlag()
     local = threading.local()
 
     def run(batch: list[T]) -> list[R]:
@@ -315,15 +311,13 @@ def hash_many(
 
             def on_chunk(done: int) -> None:
                 slot[0] = slot[2] + done
-                if stop.is_set():
-                    raise Stopped()
+                stop.check()
 
             state = local.state = (bytearray(CHUNK), slot, on_chunk)
         buffer, slot, on_chunk = state
         results = []
         for item in batch:
-            if stop.is_set():
-                raise Stopped()
+            stop.check()
             slot[2] = slot[0]  # bytes before this item
             result, read = work(item, buffer, on_chunk)
             slot[0] = slot[2] + read
@@ -358,7 +352,7 @@ def hash_many(
 
 
 def _collect(pending: set[Future[list[R]]], cancel: Callable[[], None]) -> Iterator[R]:
-    done, _ = wait(pending, timeout=POLL, return_when=FIRST_COMPLETED)
+    done, _ = wait(pending, timeout=WAIT_S, return_when=FIRST_COMPLETED)
     cancel()
     for future in done:
         pending.discard(future)
