@@ -18,13 +18,11 @@ from typing import Any
 import anyio
 
 from sysmcp import platform
-from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.mounts import default_partitions
 from sysmcp.engine.paths import printable
 from sysmcp.engine.procs import (
     PROC,
     ProcessIo,
-    Reading,
     device_deltas,
     device_mount_points,
     files_written,
@@ -220,16 +218,11 @@ def _with_files(writers: list[Process], roots: Sequence[Path] | None) -> list[Wr
     return rows
 
 
-def _reading(with_processes: bool, progress: Progress, cancel: Cancel) -> Reading:
-    """The engine's reading in the run shape (it reports no progress: one pass over the counters)."""
-    return take_reading(with_processes, cancel)
-
-
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     sample_s = float(args["sample_s"])
     top_n: int = args["top_n"]
     with_processes = platform.has_process_io_counters()
-    first = await ctx.run_engine(_reading, with_processes)
+    first = await ctx.run_engine(take_reading, with_processes)
     start = first.taken
     end = start + sample_s
     done = 0.0
@@ -238,7 +231,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             await anyio.sleep(min(0.5, end - now))
         done = min(time.monotonic() - start, sample_s)
         await ctx.progress(done, sample_s, f"measuring disk I/O: {done:.1f} of {sample_s:g} s")
-    second = await ctx.run_engine(_reading, with_processes)
+    second = await ctx.run_engine(take_reading, with_processes)
     processes_after = second.processes
     seconds = max(second.taken - start, 1e-6)
     if not second.devices and not with_processes:

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import psutil
 
 from sysmcp import platform
-from sysmcp.engine.calls import Cancel, never_cancelled
+from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.mounts import MountTable
 from sysmcp.engine.procs._openfiles import PROC, WrittenFile, open_for_writing
 
@@ -102,8 +102,11 @@ class Reading(NamedTuple):
     processes: ProcessReading | None  # None: not asked for (no per-process counters here)
 
 
-def take_reading(with_processes: bool, cancel: Cancel = never_cancelled) -> Reading:
-    """The devices' counters, then (if asked) every process's; ``cancel`` before each process."""
+def take_reading(
+    with_processes: bool, progress: Progress = no_progress, cancel: Cancel = never_cancelled
+) -> Reading:
+    """The devices' counters, then (if asked) every process's; ``cancel`` before each process. In the
+    engines' run shape, though it reports no progress: one pass over the counters."""
     taken = time.monotonic()
     devices = read_devices()
     processes = read_processes(cancel) if with_processes else None

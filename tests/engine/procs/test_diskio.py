@@ -59,6 +59,6 @@ def test_a_reading_without_processes_reads_the_devices_only() -> None:
 
 def test_a_reading_with_processes_checks_in_before_each() -> None:
     seen: list[int] = []
-    reading = take_reading(True, lambda: seen.append(1))
+    reading = take_reading(True, cancel=lambda: seen.append(1))
     assert isinstance(reading.processes, ProcessReading)
     assert len(seen) >= len(reading.processes.processes) + reading.processes.unreadable
