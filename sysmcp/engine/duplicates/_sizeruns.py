@@ -34,8 +34,7 @@ class SizeRuns(SortedRuns):
     """One process's records in sorted runs in its own temporary file, and the counts behind them."""
 
     def __init__(self, spill: IO[bytes], run_bytes: int = RUN_BYTES) -> None:
-        super().__init__(spill)
-        self.run_bytes = run_bytes  # buffered past this, the records are sorted and written as one run
+        super().__init__(spill, run_bytes)
         self.files = 0
         self.links = 0  # further names of an inode this process already listed
 
@@ -51,9 +50,7 @@ class SizeRuns(SortedRuns):
             added += len(record) + 1
         self.files += len(listing.files)
         self.links += len(listing.links)
-        self.buffered += added
-        if self.buffered >= self.run_bytes:
-            self.flush()
+        self.appended(added)
 
     def consume(self, event: Listing | SubtreeTotals, scanner: object) -> None:
         """A walk's event, as the parallel walk hands it: listings are added, totals ignored."""

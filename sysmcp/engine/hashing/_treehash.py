@@ -107,8 +107,7 @@ class Runs(SortedRuns):
     """One process's sorted runs in its own unlinked temporary file, and the counts behind them."""
 
     def __init__(self, spill: IO[bytes], run_bytes: int = RUN_BYTES) -> None:
-        super().__init__(spill)
-        self.run_bytes = run_bytes  # buffered past this, the records are sorted and written as one run
+        super().__init__(spill, run_bytes)
         self.files = 0
         self.total_bytes = 0
         self.manifest_bytes = 0
@@ -124,15 +123,13 @@ class Runs(SortedRuns):
     def add(self, name: bytes, line: bytes) -> None:
         record = name + b"\0" + line
         self.records.append(record)
-        self.buffered += len(record)
         self.manifest_bytes += len(line)
         if not name.isascii():
             try:
                 name.decode("utf-8")
             except UnicodeDecodeError:
                 self.non_utf8 += 1
-        if self.buffered >= self.run_bytes:
-            self.flush()
+        self.appended(len(record))
 
     def add_listing(
         self, prefix: str, names: list[str], hexdigests: list[str], algorithm: Algorithm, style: Style
@@ -170,10 +167,8 @@ class Runs(SortedRuns):
             self.non_utf8 += sum(1 for name in names if not _is_utf8(prefix + name))
         size = sum(map(len, records))
         self.records += records
-        self.buffered += size
         self.manifest_bytes += size - keys - len(names)
-        if self.buffered >= self.run_bytes:
-            self.flush()
+        self.appended(size)
 
     def fail(self, name: bytes, error: str) -> None:
         self.unreadable_count += 1

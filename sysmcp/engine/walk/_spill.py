@@ -16,11 +16,18 @@ RUN_BYTES = 1 << 20  # records buffered per process before they are sorted and w
 class SortedRuns:
     """One process's buffered records and the (offset, length) of each run already in ``spill``."""
 
-    def __init__(self, spill: IO[bytes]) -> None:
+    def __init__(self, spill: IO[bytes], run_bytes: int = RUN_BYTES) -> None:
         self.spill = spill
+        self.run_bytes = run_bytes  # buffered past this, the records are sorted and written as one run
         self.records: list[bytes] = []
-        self.buffered = 0  # bytes in ``records``: past RUN_BYTES the owner calls ``flush``
+        self.buffered = 0  # bytes in ``records``
         self.extents: list[tuple[int, int]] = []
+
+    def appended(self, size: int) -> None:
+        """The owner appended ``size`` bytes of records to ``records``: past ``run_bytes``, one run written."""
+        self.buffered += size
+        if self.buffered >= self.run_bytes:
+            self.flush()
 
     def flush(self) -> None:
         """Sort what is buffered and append it to the file as one run."""
