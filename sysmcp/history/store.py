@@ -197,7 +197,8 @@ class Store:
             for name in OTHER_FILES:  # the database's own files are checked as they are opened
                 store._dir.check(name)
             store._check_file()
-            store._tighten()  # before this process's first connection: see statedir.StateDir.check
+            for suffix in ("", "-wal", "-shm"):  # before this process's first connection: see StateDir.check
+                store.state_dir.tighten(f"{DB_NAME}{suffix}")
             with store._connect() as db:
                 store._migrate(db)
         except (OSError, sqlite3.Error) as exc:
@@ -239,7 +240,6 @@ class Store:
         page = 65536 if page == 1 else page
         if not header.startswith(SQLITE_HEADER) or page < 512 or size % page:
             self._move_aside("the database file is damaged or truncated")
-            os.close(self.state_dir.open(DB_NAME, create=True))
 
     def _move_aside(self, why: str) -> None:
         self.close()
@@ -253,16 +253,12 @@ class Store:
                 os.replace(f"{DB_NAME}{suffix}", f"{aside}{suffix}", src_dir_fd=fd, dst_dir_fd=fd)
         moved_to = str(self.directory / aside)
         log.warning("history database moved aside, a new one started", reason=why, moved_to=moved_to)
+        os.close(self.state_dir.open(DB_NAME, create=True))
 
     def _start_afresh(self, why: str) -> None:
         self._move_aside(why)
-        os.close(self.state_dir.open(DB_NAME, create=True))
         with self._connect() as db:
             self._migrate(db)
-
-    def _tighten(self) -> None:
-        for suffix in ("", "-wal", "-shm"):
-            self.state_dir.tighten(f"{DB_NAME}{suffix}")
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -586,13 +582,12 @@ class Store:
 
     def keys(self, namespace: str) -> list[tuple[str, float]]:
         """(key, updated) of a namespace, newest first."""
-        result: list[tuple[str, float]] = self._read(
+        return self._read(
             lambda db: db.execute(
                 "SELECT key, updated FROM kv WHERE namespace = ? ORDER BY updated DESC", (namespace,)
             ).fetchall(),
             [],
         )
-        return result
 
     def delete(self, namespace: str, key: str) -> WriteResult:
         return self._write(
