@@ -274,10 +274,7 @@ class Store:
         if held is not None and held[0] == key:
             yield held[1]
             return
-        if held is not None and held[0][0] == key[0]:
-            with contextlib.suppress(sqlite3.Error):
-                held[1].close()
-        self._local.db = None
+        self.close()  # this process's connection to the old file (a forked child leaves the parent's)
         for suffix in ("-wal", "-shm"):  # SQLite opens them by name: what is there must be ours
             self.state_dir.check(f"{DB_NAME}{suffix}")
         db = sqlite3.connect(self.path, timeout=self.busy_ms / 1000, isolation_level=None)
