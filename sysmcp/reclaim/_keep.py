@@ -86,8 +86,7 @@ def encode_plan(plan: Plan, kept_at: float) -> bytes:
     pending = bytearray()
     for item in plan.items:
         for entry in item.entries:
-            who = entry.identity
-            pending += _ENTRY.pack(*_fields(who), len(entry.path)) + entry.path
+            pending += _ENTRY.pack(*_fields(entry.identity), len(entry.path)) + entry.path
             if len(pending) >= _CHUNK:
                 out.append(packer.compress(bytes(pending)))
                 pending.clear()
