@@ -8,7 +8,7 @@ everything fleet-shaped (the ``hosts`` schema, outcomes, merging, the line budge
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -67,7 +67,18 @@ class FleetGateway:
         return fleet_tools(tools, self.hosts_property)
 
     def instructions(self) -> str:
-        return fleet_instructions(self.fleet.host_names, self.fleet.groups)
+        """The fleet paragraph of the instructions: host count, groups, the first names."""
+        names, groups = self.fleet.host_names, self.fleet.groups
+        shown = ", ".join(names[:FLEET_NAMES_SHOWN])
+        more = f" and {len(names) - FLEET_NAMES_SHOWN} more" if len(names) > FLEET_NAMES_SHOWN else ""
+        grouped = ", ".join(f"{name} ({count})" for name, count in groups.items()) or "none"
+        return (
+            f"Fleet: this sysmcp also answers for {plural(len(names), 'host')} over ssh: {shown}{more}. Groups: {grouped}. "
+            'Give any tool `hosts` (host names, group names, globs such as "web*", or "all") to run it on '
+            "those hosts instead of this machine and get one merged answer, with a status per host (ok, "
+            "tool_error, unreachable, auth_failed, host_key_mismatch, no_sysmcp, remote_error, timeout, cancelled, pending). "
+            "Hosts still working at the fleet deadline are named as pending; the others' answers come at once."
+        )
 
     @staticmethod
     def asks_hosts(arguments: object) -> bool:
@@ -124,18 +135,4 @@ class FleetGateway:
         return {"contents": contents}
 
 
-def fleet_instructions(names: Sequence[str], groups: dict[str, int]) -> str:
-    """The fleet paragraph of the instructions: host count, groups, the first names."""
-    shown = ", ".join(names[:FLEET_NAMES_SHOWN])
-    more = f" and {len(names) - FLEET_NAMES_SHOWN} more" if len(names) > FLEET_NAMES_SHOWN else ""
-    grouped = ", ".join(f"{name} ({count})" for name, count in groups.items()) or "none"
-    return (
-        f"Fleet: this sysmcp also answers for {plural(len(names), 'host')} over ssh: {shown}{more}. Groups: {grouped}. "
-        'Give any tool `hosts` (host names, group names, globs such as "web*", or "all") to run it on '
-        "those hosts instead of this machine and get one merged answer, with a status per host (ok, "
-        "tool_error, unreachable, auth_failed, host_key_mismatch, no_sysmcp, remote_error, timeout, cancelled, pending). "
-        "Hosts still working at the fleet deadline are named as pending; the others' answers come at once."
-    )
-
-
-__all__ = ["FLEET_NAMES_SHOWN", "FleetCaller", "FleetGateway", "fleet_instructions"]
+__all__ = ["FLEET_NAMES_SHOWN", "FleetCaller", "FleetGateway"]

@@ -51,24 +51,20 @@ def hosts_property(count: int) -> dict[str, Any]:
     }
 
 
-def with_hosts(
-    input_schema: dict[str, Any], output_schema: dict[str, Any], hosts: dict[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A tool's schemas with ``hosts`` added: its own answer, or the fleet's."""
-    properties = {**input_schema.get("properties", {}), "hosts": hosts}
-    return {**input_schema, "properties": properties}, {
-        "type": "object",
-        "anyOf": [output_schema, FLEET_OUTPUT_SCHEMA],
-    }
-
-
 def fleet_tools(tools: Iterable[Tool], hosts: dict[str, Any]) -> list[Tool]:
-    """Every tool with ``hosts`` in its input schema and the fleet's answer in its output schema."""
-    made = []
-    for tool in tools:
-        input_schema, output_schema = with_hosts(tool.input_schema, tool.output_schema, hosts)
-        made.append(replace(tool, input_schema=input_schema, output=output_schema))
-    return made
+    """Every tool with ``hosts`` in its input schema and the fleet's answer in its output schema (its
+    own answer, or the fleet's)."""
+    return [
+        replace(
+            tool,
+            input_schema={
+                **tool.input_schema,
+                "properties": {**tool.input_schema.get("properties", {}), "hosts": hosts},
+            },
+            output={"type": "object", "anyOf": [tool.output_schema, FLEET_OUTPUT_SCHEMA]},
+        )
+        for tool in tools
+    ]
 
 
-__all__ = ["FLEET_OUTPUT_SCHEMA", "HOST_ENTRY_SCHEMA", "fleet_tools", "hosts_property", "with_hosts"]
+__all__ = ["FLEET_OUTPUT_SCHEMA", "HOST_ENTRY_SCHEMA", "fleet_tools", "hosts_property"]

@@ -38,14 +38,8 @@ class FleetOptions:
 
 def parse_inventory(text: str, source: str) -> Inventory:
     """Any inventory form, told by its name and content (``sources.detect``)."""
-    kind = detect(text, source)
-    if kind == "json":
-        return from_json(text, source)
-    if kind == "yaml":
-        return from_yaml(text, source)
-    if kind == "ssh_config":
-        return from_ssh_config(text, source)
-    return parse_ini(text, source)
+    readers = {"json": from_json, "yaml": from_yaml, "ssh_config": from_ssh_config}
+    return readers.get(detect(text, source), parse_ini)(text, source)
 
 
 def run_inventory_command(command: str) -> Inventory:

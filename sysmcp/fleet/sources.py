@@ -169,7 +169,6 @@ def from_json(text: str, source: str = "inventory") -> Inventory:
         parsed.group_vars[name] = _variables(body.get("vars"), f"group {name!r}", 0, source)
     for host in hostvars:  # a host only in _meta (some plugins): ungrouped
         if host not in parsed.host_vars:
-            parsed.direct.setdefault("ungrouped", [])
             add_host(str(host), "ungrouped")
     return _build(parsed, source)
 

@@ -130,9 +130,8 @@ def diff_scans(old: ScanSnapshot, new: ScanSnapshot) -> ScanDiff:
     result.shrinkage = attribute(changes, sum(d for d in top if d < 0))
     result.changes = fold_chains(changes)
     known = {f.path for f in old.files}
-    cutoff = old.taken
     result.new_files = [
-        f for f in new.files if f.path not in known and (f.mtime is None or f.mtime >= cutoff)
+        f for f in new.files if f.path not in known and (f.mtime is None or f.mtime >= old.taken)
     ]
     result.removed_files, result.shrunk_files = _lost_files(old.files, new.files)
     return result

@@ -197,7 +197,8 @@ class Store:
             for name in OTHER_FILES:  # the database's own files are checked as they are opened
                 store._dir.check(name)
             store._check_file()
-            store._tighten()  # before this process's first connection: see statedir.StateDir.check
+            for suffix in ("", "-wal", "-shm"):  # before this process's first connection: see StateDir.check
+                store.state_dir.tighten(f"{DB_NAME}{suffix}")
             with store._connect() as db:
                 store._migrate(db)
         except (OSError, sqlite3.Error) as exc:
@@ -239,7 +240,6 @@ class Store:
         page = 65536 if page == 1 else page
         if not header.startswith(SQLITE_HEADER) or page < 512 or size % page:
             self._move_aside("the database file is damaged or truncated")
-            os.close(self.state_dir.open(DB_NAME, create=True))
 
     def _move_aside(self, why: str) -> None:
         self.close()
@@ -253,16 +253,12 @@ class Store:
                 os.replace(f"{DB_NAME}{suffix}", f"{aside}{suffix}", src_dir_fd=fd, dst_dir_fd=fd)
         moved_to = str(self.directory / aside)
         log.warning("history database moved aside, a new one started", reason=why, moved_to=moved_to)
+        os.close(self.state_dir.open(DB_NAME, create=True))
 
     def _start_afresh(self, why: str) -> None:
         self._move_aside(why)
-        os.close(self.state_dir.open(DB_NAME, create=True))
         with self._connect() as db:
             self._migrate(db)
-
-    def _tighten(self) -> None:
-        for suffix in ("", "-wal", "-shm"):
-            self.state_dir.tighten(f"{DB_NAME}{suffix}")
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -278,10 +274,7 @@ class Store:
         if held is not None and held[0] == key:
             yield held[1]
             return
-        if held is not None and held[0][0] == key[0]:
-            with contextlib.suppress(sqlite3.Error):
-                held[1].close()
-        self._local.db = None
+        self.close()  # this process's connection to the old file (a forked child leaves the parent's)
         for suffix in ("-wal", "-shm"):  # SQLite opens them by name: what is there must be ours
             self.state_dir.check(f"{DB_NAME}{suffix}")
         db = sqlite3.connect(self.path, timeout=self.busy_ms / 1000, isolation_level=None)
@@ -586,13 +579,12 @@ class Store:
 
     def keys(self, namespace: str) -> list[tuple[str, float]]:
         """(key, updated) of a namespace, newest first."""
-        result: list[tuple[str, float]] = self._read(
+        return self._read(
             lambda db: db.execute(
                 "SELECT key, updated FROM kv WHERE namespace = ? ORDER BY updated DESC", (namespace,)
             ).fetchall(),
             [],
         )
-        return result
 
     def delete(self, namespace: str, key: str) -> WriteResult:
         return self._write(

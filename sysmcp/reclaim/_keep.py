@@ -42,6 +42,7 @@ LOG_NAMESPACE = "reclaim-log"
 PLAN_TTL_S = 24 * 3600.0
 FORMAT = 3  # the stored plan's layout; a row of another layout is treated as no plan
 LOG_BATCH = 200  # log rows per write
+MEMORY_PLANS = 32  # the newest plans kept in memory too: all there is when the store cannot be written
 _MAC_BYTES = 32  # the HMAC-SHA-256 before a stored plan's bytes
 
 
@@ -85,8 +86,7 @@ def encode_plan(plan: Plan, kept_at: float) -> bytes:
     pending = bytearray()
     for item in plan.items:
         for entry in item.entries:
-            who = entry.identity
-            pending += _ENTRY.pack(*_fields(who), len(entry.path)) + entry.path
+            pending += _ENTRY.pack(*_fields(entry.identity), len(entry.path)) + entry.path
             if len(pending) >= _CHUNK:
                 out.append(packer.compress(bytes(pending)))
                 pending.clear()
@@ -146,18 +146,9 @@ class PlanKeeper:
     decides expiry (the history clock: tests give a fake one).
     """
 
-    def __init__(
-        self,
-        store: Callable[[], Store | None],
-        clock: Callable[[], float],
-        *,
-        ttl_s: float = PLAN_TTL_S,
-        memory_limit: int = 32,
-    ) -> None:
+    def __init__(self, store: Callable[[], Store | None], clock: Callable[[], float]) -> None:
         self.store = store
         self.clock = clock
-        self.ttl_s = ttl_s
-        self.memory_limit = memory_limit
         self._memory: dict[str, tuple[Plan, float]] = {}
         self._lock = threading.Lock()
 
@@ -165,7 +156,7 @@ class PlanKeeper:
         now = self.clock()
         with self._lock:
             self._memory[plan.id] = (plan, now)
-            while len(self._memory) > self.memory_limit:
+            while len(self._memory) > MEMORY_PLANS:
                 del self._memory[next(iter(self._memory))]
         store = self.store()
         if store is None:
@@ -195,17 +186,17 @@ class PlanKeeper:
             raise NotFound(f"no reclaim plan {plan_id} is kept")
         plan, kept_at = found
         age = self.clock() - kept_at
-        if age > self.ttl_s:
+        if age > PLAN_TTL_S:
             raise Refused(
                 f"reclaim plan {plan_id} was made {_hours(age)} ago, and a plan is good for "
-                f"{_hours(self.ttl_s)} only",
+                f"{_hours(PLAN_TTL_S)} only",
                 reason="expired",
             )
         return plan
 
     def _forget_expired(self, store: Store, now: float) -> None:
         for key, updated in store.keys(PLAN_NAMESPACE):
-            if now - updated > self.ttl_s:
+            if now - updated > PLAN_TTL_S:
                 store.delete(PLAN_NAMESPACE, key)
 
 
