@@ -239,7 +239,6 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         done = min(time.monotonic() - start, sample_s)
         await ctx.progress(done, sample_s, f"measuring disk I/O: {done:.1f} of {sample_s:g} s")
     second = await ctx.run_engine(_reading, with_processes)
-    processes_after = second.processes
     seconds = max(second.taken - start, 1e-6)
     if not second.devices and not with_processes:
         raise ToolError("This system reports neither block device nor process I/O counters to read.")
@@ -256,8 +255,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         if row.busy
     ]
     moved = (
-        process_deltas(first.processes, processes_after)
-        if first.processes is not None and processes_after is not None
+        process_deltas(first.processes, second.processes)
+        if first.processes is not None and second.processes is not None
         else []
     )
     top, writers_left = _rows(moved, True, top_n, seconds)
@@ -271,8 +270,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         writers_not_shown=writers_left,
         top_readers=readers,
         readers_not_shown=readers_left,
-        processes_read=len(processes_after.processes) if processes_after else 0,
-        processes_unreadable=processes_after.unreadable if processes_after else 0,
+        processes_read=len(second.processes.processes) if second.processes else 0,
+        processes_unreadable=second.processes.unreadable if second.processes else 0,
         process_io_available=with_processes,
     )
     return ToolOutput.of(answer, render)
