@@ -93,23 +93,16 @@ class ToolContext:
             "does not answer (a hung network mount?)"
         )
 
-    async def run_in_worker(
-        self, work: Callable[[Meter], T], *, total: float | None = None, describe: Describe | None = None
-    ) -> T:
-        return await self.request.run_in_worker(work, total=total, describe=describe)
+    async def run_in_worker(self, work: Callable[[Meter], T], *, describe: Describe | None = None) -> T:
+        return await self.request.run_in_worker(work, describe=describe)
 
     async def run_engine(
-        self,
-        run: Callable[[R, Progress, Cancel], T],
-        request: R,
-        *,
-        total: float | None = None,
-        describe: Describe | None = None,
+        self, run: Callable[[R, Progress, Cancel], T], request: R, *, describe: Describe | None = None
     ) -> T:
         """``run(request, progress, cancel)`` in a worker thread, its progress sent to the client as it
         goes (``describe`` words it) and its ``cancel`` raising once the call is cancelled."""
         return await self.run_in_worker(
-            lambda meter: run(request, meter.report, meter.cancel), total=total, describe=describe
+            lambda meter: run(request, meter.report, meter.cancel), describe=describe
         )
 
     def keep(
