@@ -34,8 +34,6 @@ from sysmcp.tools.walking import within_roots
 MAX_HOLDERS = 5  # descriptors listed per file; more are counted
 
 
-# -- schema -----------------------------------------------------------------------------------
-
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
         "path": js.path_argument("Only the filesystem holding this path. Omit: every filesystem."),
@@ -121,9 +119,6 @@ class DeletedOpenAnswer:
         default=ABSENT,
     )
     path: Opt[str] = prop("The path asked about (absent without path).", default=ABSENT)
-
-
-# -- the tool ---------------------------------------------------------------------------------
 
 
 def _holder_text(holder: Holder) -> str:

@@ -47,8 +47,6 @@ MOUNT_POINTS_NAMED = 3  # a device's mount points named in the text at most
 _PARTITIONS = default_partitions()
 
 
-# -- schema -----------------------------------------------------------------------------------
-
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
         "sample_s": js.number(minimum=0.1, maximum=int(MAX_SAMPLE_S), default=DEFAULT_SAMPLE_S),
@@ -111,9 +109,6 @@ class DiskIO:
         "Processes whose I/O counters could not be read (another user's, without root)."
     )
     process_io_available: bool = prop("False where this system has no per-process I/O counters (e.g. macOS).")
-
-
-# -- the tool ---------------------------------------------------------------------------------
 
 
 def _rows(moved: list[ProcessIo], written: bool, top_n: int, seconds: float) -> tuple[list[Process], int]:
