@@ -7,7 +7,6 @@ never needs to know more about a tool than this record.
 from __future__ import annotations
 
 import base64
-import binascii
 import functools
 import importlib
 import os
@@ -263,11 +262,10 @@ def decode_cursor(cursor: object, limit: int) -> int:
     if isinstance(cursor, str):
         try:
             text = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii")
-        except (binascii.Error, UnicodeError, ValueError):
+        except ValueError:  # binascii.Error and UnicodeError are ValueErrors
             text = ""
-        prefix, _, number = text.partition(":")
-        if prefix == "sysmcp" and number.isdigit() and 0 < int(number) <= limit:
-            offset = int(number)
-            if encode_cursor(offset) == cursor:  # exactly a cursor we issue: no padding games, no '02'
-                return offset
+        number = text.removeprefix("sysmcp:")
+        # exactly a cursor we issue (which the prefix alone is not): no padding games, no '02'
+        if number.isdigit() and 0 < int(number) <= limit and encode_cursor(int(number)) == cursor:
+            return int(number)
     raise invalid_params("Invalid params: unknown or expired cursor")
