@@ -26,7 +26,7 @@ from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import human_bytes, more_not_shown, noun, plural
 from sysmcp.tools import schemas as js
-from sysmcp.tools.processes import unreadable_reason
+from sysmcp.tools.errors import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Opt, prop, result, to_json
 from sysmcp.tools.walking import within_roots

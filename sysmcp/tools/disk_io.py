@@ -34,7 +34,7 @@ from sysmcp.engine.procs import (
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import human_bytes, plural
 from sysmcp.tools import schemas as js
-from sysmcp.tools.processes import unreadable_reason
+from sysmcp.tools.errors import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import Open, prop, result
 from sysmcp.tools.walking import within_roots
