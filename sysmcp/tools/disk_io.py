@@ -232,7 +232,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         if (now := time.monotonic()) < end:
             await anyio.sleep(min(0.5, end - now))
         done = min(time.monotonic() - start, sample_s)
-        await ctx.progress(done, sample_s, f"measuring disk I/O: {done:.1f} of {sample_s:g} s")
+        await ctx.request.progress(done, sample_s, f"measuring disk I/O: {done:.1f} of {sample_s:g} s")
     second = await ctx.run_engine(_reading, with_processes)
     seconds = max(second.taken - start, 1e-6)
     if not second.devices and not with_processes:

@@ -68,9 +68,6 @@ class ToolContext:
     #: The names of the tools this server serves (``reclaim`` only with --allow-reclaim), for advice.
     served: tuple[str, ...] = ()
 
-    async def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
-        await self.request.progress(done, total, message)
-
     async def resolve(self, raw: str, check: Callable[[Path], None] | None = None) -> Path:
         """``paths.resolve(raw)``, then ``check(path)``, in a thread and within ``RESOLVE_TIMEOUT``:
         resolving looks at every component of the path, and one on a hung network mount must block a
