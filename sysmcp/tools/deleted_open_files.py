@@ -20,20 +20,19 @@ from typing import Any
 
 from sysmcp import platform
 from sysmcp.engine.mounts import Mount, MountTable, default_partitions
-from sysmcp.engine.paths import display, is_within, printable
+from sysmcp.engine.paths import display, printable
 from sysmcp.engine.procs import PROC, DeletedFile, Holder, Scan, filesystem_of, scan_processes
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import human_bytes, more_not_shown, noun, plural
 from sysmcp.tools import schemas as js
-from sysmcp.tools.processes import unreadable_reason
+from sysmcp.tools.errors import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Opt, prop, result, to_json
+from sysmcp.tools.walking import within_roots
 
 MAX_HOLDERS = 5  # descriptors listed per file; more are counted
 
-
-# -- schema -----------------------------------------------------------------------------------
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
@@ -122,9 +121,6 @@ class DeletedOpenAnswer:
     path: Opt[str] = prop("The path asked about (absent without path).", default=ABSENT)
 
 
-# -- the tool ---------------------------------------------------------------------------------
-
-
 def _holder_text(holder: Holder) -> str:
     user = f" ({holder.user})" if holder.user else ""
     held = f"fd {holder.fd}{holder.mode}" if holder.fd is not None else f"mapped {holder.mode}"
@@ -148,9 +144,7 @@ def render(
     for item in scan.files.values():
         if only_dev is not None and item.dev != only_dev:
             continue
-        if roots is not None and not (
-            item.confined and any(is_within(Path(item.path), root) for root in roots)
-        ):
+        if roots is not None and not (item.confined and within_roots(item.path, roots)):
             outside[0] += 1
             outside[1] += item.disk
             continue

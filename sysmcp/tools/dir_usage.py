@@ -31,6 +31,7 @@ from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, l
 from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result, to_json
 from sysmcp.tools.walking import (
     directory_argument,
+    joined,
     scan_failure,
     skipped_phrase,
     timeout_property,
@@ -155,11 +156,6 @@ def _size_text(apparent: int, disk: int, by_disk: bool) -> str:
     return text
 
 
-def _joined(shown: str, relative: str) -> str:
-    # display() takes the str as it is when it encodes (almost always): no round trip through bytes
-    return shown.rstrip("/") + "/" + display(relative)
-
-
 def parse_duration(value: Any, name: str) -> float:
     """Seconds in '90s', '45m', '6h', '7d', '2w', '3600' or 3600; ``ArgumentError`` naming ``name``."""
     seconds: float | None = None
@@ -238,7 +234,7 @@ def answer(
     within, before = durations(args)
     files = [
         LargeFile(
-            _joined(shown, rel),
+            joined(shown, rel),
             disk,
             apparent,
             iso_utc(usage.modified[rel]) if rel in usage.modified else None,
@@ -246,7 +242,7 @@ def answer(
         for apparent, disk, rel in usage.files
     ]
     directories = [
-        LargeDirectory(_joined(shown, rel), disk, apparent, n, d)
+        LargeDirectory(joined(shown, rel), disk, apparent, n, d)
         for apparent, disk, rel, n, d in usage.directories
     ]
     lists_files, lists_directories = show in _LISTS_FILES, show in _LISTS_DIRECTORIES

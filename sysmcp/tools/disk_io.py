@@ -32,7 +32,7 @@ from sysmcp.engine.procs import (
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import human_bytes, plural
 from sysmcp.tools import schemas as js
-from sysmcp.tools.processes import unreadable_reason
+from sysmcp.tools.errors import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import Open, prop, result
 from sysmcp.tools.walking import within_roots
@@ -44,8 +44,6 @@ FILES_PER_WRITER = 5  # files a top writer has open for writing, named at most (
 MOUNT_POINTS_NAMED = 3  # a device's mount points named in the text at most
 _PARTITIONS = default_partitions()
 
-
-# -- schema -----------------------------------------------------------------------------------
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
@@ -109,9 +107,6 @@ class DiskIO:
         "Processes whose I/O counters could not be read (another user's, without root)."
     )
     process_io_available: bool = prop("False where this system has no per-process I/O counters (e.g. macOS).")
-
-
-# -- the tool ---------------------------------------------------------------------------------
 
 
 def _rows(moved: list[ProcessIo], written: bool, top_n: int, seconds: float) -> tuple[list[Process], int]:
@@ -230,9 +225,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         if (now := time.monotonic()) < end:
             await anyio.sleep(min(0.5, end - now))
         done = min(time.monotonic() - start, sample_s)
-        await ctx.progress(done, sample_s, f"measuring disk I/O: {done:.1f} of {sample_s:g} s")
+        await ctx.request.progress(done, sample_s, f"measuring disk I/O: {done:.1f} of {sample_s:g} s")
     second = await ctx.run_engine(take_reading, with_processes)
-    processes_after = second.processes
     seconds = max(second.taken - start, 1e-6)
     if not second.devices and not with_processes:
         raise ToolError("This system reports neither block device nor process I/O counters to read.")
@@ -249,8 +243,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         if row.busy
     ]
     moved = (
-        process_deltas(first.processes, processes_after)
-        if first.processes is not None and processes_after is not None
+        process_deltas(first.processes, second.processes)
+        if first.processes is not None and second.processes is not None
         else []
     )
     top, writers_left = _rows(moved, True, top_n, seconds)
@@ -264,8 +258,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         writers_not_shown=writers_left,
         top_readers=readers,
         readers_not_shown=readers_left,
-        processes_read=len(processes_after.processes) if processes_after else 0,
-        processes_unreadable=processes_after.unreadable if processes_after else 0,
+        processes_read=len(second.processes.processes) if second.processes else 0,
+        processes_unreadable=second.processes.unreadable if second.processes else 0,
         process_io_available=with_processes,
     )
     return ToolOutput.of(answer, render)

@@ -428,7 +428,7 @@ class DiskUsage:
         pools = PoolSampler(self.pools, disks.clock)
 
         async def progress(done: float, total: float) -> None:
-            await ctx.progress(done, total, f"sampling free space: {done:.1f} of {total:g} s")
+            await ctx.request.progress(done, total, f"sampling free space: {done:.1f} of {total:g} s")
 
         async def probe() -> list[FilesystemUsage]:
             if "path" in args:

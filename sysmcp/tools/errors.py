@@ -8,6 +8,8 @@ refused, what to do instead.
 
 from __future__ import annotations
 
+import os
+
 from sysmcp.engine.commands import BadOutput, CommandFailed, CommandMissing, CommandTimedOut
 from sysmcp.engine.errors import (
     EngineError,
@@ -22,7 +24,7 @@ from sysmcp.engine.errors import (
 from sysmcp.protocol.errors import ArgumentError, ToolError
 from sysmcp.render import human_bytes
 
-__all__ = ["as_tool_error", "file_error", "words"]
+__all__ = ["as_tool_error", "file_error", "unreadable_reason", "words"]
 
 #: A path that met a symlink at open time (``safeopen`` opens every component with O_NOFOLLOW).
 _SWAPPED_WHY = " (swapped in after the check, or a symlink loop), and sysmcp never follows symlinks when opening. Refused"
@@ -94,3 +96,12 @@ def file_error(error: str) -> str:
     """Why one file of a list could not be hashed (hash_tree, verify_checksums), with the advice its
     fact calls for: a file that kept growing (``KeptGrowing``) is hashed once nothing writes to it."""
     return error + _KEPT_GROWING if error.startswith("read error: it kept growing") else error
+
+
+def unreadable_reason() -> str:
+    """Why another process's /proc entries were refused (deleted_open_files and disk_io count such
+    processes), as the text should say it: without root it is ownership; as root, a sandbox or
+    security module (ptrace limits, another PID namespace's init)."""
+    if os.geteuid() != 0:
+        return "other users' processes need root"
+    return "refused even to root: a sandbox or security module restricts them"

@@ -10,9 +10,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from sysmcp.engine.duplicates import Candidate, DuplicatesRequest, Search, find_duplicates
+from sysmcp.engine.duplicates import DuplicatesRequest, Search, find_duplicates
 from sysmcp.engine.errors import EngineError, PermissionRefused
-from sysmcp.engine.paths import display, printable
+from sysmcp.engine.paths import printable
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.errors import ToolError
 from sysmcp.render import human_bytes, more_not_shown, plural
@@ -75,7 +75,7 @@ def answer_of(shown: str, search: Search, top_n: int) -> Duplicates:
             len(group.copies),
             group.reclaimable,
             group.digest,
-            [path_of(shown, c) for c in group.copies[:PATHS_INLINE]],
+            [walking.joined(shown, c.relative) for c in group.copies[:PATHS_INLINE]],
             max(0, len(group.copies) - PATHS_INLINE),
         )
         for group in search.groups[:top_n]
@@ -96,10 +96,6 @@ def answer_of(shown: str, search: Search, top_n: int) -> Duplicates:
         groups_not_shown=len(search.groups) - len(groups),
         skipped=search.skipped.as_dict(),
     )
-
-
-def path_of(shown: str, candidate: Candidate) -> str:
-    return shown.rstrip("/") + "/" + display(os.fsencode(candidate.relative))
 
 
 def render(answer: Duplicates, named: Sequence[str] = ()) -> str:
@@ -147,7 +143,7 @@ def full_list(answer: Duplicates, search: Search) -> str:
             f"# {len(group.copies)} copies x {group.size} bytes, {group.reclaimable} reclaimable, "
             f"blake3 {group.digest}"
         ]
-        block += [printable(path_of(answer.path, c)) for c in group.copies]
+        block += [printable(walking.joined(answer.path, c.relative)) for c in group.copies]
         size += sum(len(line) + 1 for line in block)
         if size > FULL_TEXT_CAP:
             out.append("# … list cut here: the result store keeps at most 8 MiB per result")

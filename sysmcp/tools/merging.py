@@ -127,16 +127,12 @@ def typed_results(outcomes: Sequence[HostOutcome], cls: type[T]) -> list[tuple[s
     return [(o.host, from_json(cls, o.result)) for o in outcomes if o.ok and o.result is not None]
 
 
-def pending(outcomes: Sequence[HostOutcome]) -> int:
-    return sum(1 for o in outcomes if o.status == "pending")
-
-
 def structured(outcomes: Sequence[HostOutcome], view: dict[str, Any]) -> dict[str, Any]:
     return {
         "hosts": [o.entry() for o in outcomes],
         "asked": len(outcomes),
         "answered": answered(outcomes),
-        "pending": pending(outcomes),
+        "pending": sum(1 for o in outcomes if o.status == "pending"),
         "view": view,
     }
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, ClassVar, Literal, cast
 
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.errors import NotFound, Refused
-from sysmcp.engine.paths import display, escaped, exact_bytes, is_within
+from sysmcp.engine.paths import display, escaped, exact_bytes
 from sysmcp.history import state
 from sysmcp.logconfig import get_logger
 from sysmcp.protocol.context import ClientDeclined
@@ -45,6 +45,7 @@ from sysmcp.tools import reclaim_plan
 from sysmcp.tools import schemas as js
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Opt, prop, result, to_json
+from sysmcp.tools.walking import within_roots
 
 log = get_logger("sysmcp.reclaim")
 
@@ -257,13 +258,9 @@ def _told(text: str, answer: ReclaimAnswer, links: tuple[ResourceLink, ...] = ()
     return ToolOutput(text, to_json(answer), links=links, result=answer)
 
 
-def _allowed(ctx: ToolContext) -> Any:
+def _allowed(ctx: ToolContext) -> Callable[[bytes], bool]:
     roots = ctx.paths.allowed
-
-    def allowed(path: bytes) -> bool:
-        return roots is None or any(is_within(Path(os.fsdecode(path)), root) for root in roots)
-
-    return allowed
+    return lambda path: within_roots(os.fsdecode(path), roots)
 
 
 def _logger(plan: Plan, actions: ActionLog) -> Any:

@@ -257,9 +257,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     looked = [name for name in CLASS_NAMES if name in (CLASSES if wanted is None else wanted)]
     if args.get("duplicates") and "duplicate" not in looked:
         looked.append("duplicate")
-    duplicates: list[list[tuple[bytes, os.stat_result]]] = []
-    if args.get("duplicates") or (wanted is not None and "duplicate" in wanted):
-        duplicates = await ctx.run_engine(duplicate_groups, path)
+    duplicates = await ctx.run_engine(duplicate_groups, path) if "duplicate" in looked else []
     request = PlanRequest(
         scope=scope,
         classes=tuple(wanted) if wanted is not None else None,

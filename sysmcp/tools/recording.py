@@ -24,11 +24,11 @@ if TYPE_CHECKING:  # disk_usage records through here too, and walks nothing
 
 
 def recorded_scan(
-    request: UsageRequest, run: Callable[[UsageRequest], Usage], clock: Callable[[], float] = state.now
+    request: UsageRequest, run: Callable[[UsageRequest], Usage]
 ) -> tuple[Usage, ScanSnapshot | None, str | None]:
     """``run(request)``, recording every directory's totals for history when history is on: the
     usage, the snapshot saved (None if none) and a sentence when it could not be saved. In a worker."""
-    done = recording.record_scan(state.active(), request, run, clock)
+    done = recording.record_scan(state.active(), request, run, state.now)
     return done.usage, done.snapshot, None if done.unsaved is None else f"History: {done.unsaved}."
 
 
@@ -46,7 +46,6 @@ def readings_quiet(key: str, gate: recording.ReadingGate = READINGS) -> bool:
 async def record_disk(
     filesystems: Sequence[Filesystem],
     key: str,
-    clock: Callable[[], float] = state.now,
     gate: recording.ReadingGate = READINGS,
 ) -> str | None:
     """Keep disk_usage's figures (a few tiny rows) when ``gate`` finds them due, off the event loop;
@@ -57,7 +56,7 @@ async def record_disk(
     if not state.configured():
         return None
     gate.follow(state.directory())
-    taken = clock()
+    taken = state.now()
     host = state.host_name()
     readings = [
         DiskReading(

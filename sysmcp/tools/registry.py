@@ -7,7 +7,6 @@ never needs to know more about a tool than this record.
 from __future__ import annotations
 
 import base64
-import binascii
 import functools
 import importlib
 import os
@@ -69,9 +68,6 @@ class ToolContext:
     #: The names of the tools this server serves (``reclaim`` only with --allow-reclaim), for advice.
     served: tuple[str, ...] = ()
 
-    async def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
-        await self.request.progress(done, total, message)
-
     async def resolve(self, raw: str, check: Callable[[Path], None] | None = None) -> Path:
         """``paths.resolve(raw)``, then ``check(path)``, in a thread and within ``RESOLVE_TIMEOUT``:
         resolving looks at every component of the path, and one on a hung network mount must block a
@@ -93,23 +89,16 @@ class ToolContext:
             "does not answer (a hung network mount?)"
         )
 
-    async def run_in_worker(
-        self, work: Callable[[Meter], T], *, total: float | None = None, describe: Describe | None = None
-    ) -> T:
-        return await self.request.run_in_worker(work, total=total, describe=describe)
+    async def run_in_worker(self, work: Callable[[Meter], T], *, describe: Describe | None = None) -> T:
+        return await self.request.run_in_worker(work, describe=describe)
 
     async def run_engine(
-        self,
-        run: Callable[[R, Progress, Cancel], T],
-        request: R,
-        *,
-        total: float | None = None,
-        describe: Describe | None = None,
+        self, run: Callable[[R, Progress, Cancel], T], request: R, *, describe: Describe | None = None
     ) -> T:
         """``run(request, progress, cancel)`` in a worker thread, its progress sent to the client as it
         goes (``describe`` words it) and its ``cancel`` raising once the call is cancelled."""
         return await self.run_in_worker(
-            lambda meter: run(request, meter.report, meter.cancel), total=total, describe=describe
+            lambda meter: run(request, meter.report, meter.cancel), describe=describe
         )
 
     def keep(
@@ -270,11 +259,10 @@ def decode_cursor(cursor: object, limit: int) -> int:
     if isinstance(cursor, str):
         try:
             text = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii")
-        except (binascii.Error, UnicodeError, ValueError):
+        except ValueError:  # binascii.Error and UnicodeError are ValueErrors
             text = ""
-        prefix, _, number = text.partition(":")
-        if prefix == "sysmcp" and number.isdigit() and 0 < int(number) <= limit:
-            offset = int(number)
-            if encode_cursor(offset) == cursor:  # exactly a cursor we issue: no padding games, no '02'
-                return offset
+        number = text.removeprefix("sysmcp:")
+        # exactly a cursor we issue (which the prefix alone is not): no padding games, no '02'
+        if number.isdigit() and 0 < int(number) <= limit and encode_cursor(int(number)) == cursor:
+            return int(number)
     raise invalid_params("Invalid params: unknown or expired cursor")

@@ -29,6 +29,12 @@ def within_roots(path: str, roots: Sequence[Path] | None) -> bool:
     return roots is None or any(is_within(Path(path), root) for root in roots)
 
 
+def joined(shown: str, relative: str | bytes) -> str:
+    """A name the walk found, relative to the directory ``shown``, as the answer shows it."""
+    # display() takes the str as it is when it encodes (almost always): no round trip through bytes
+    return shown.rstrip("/") + "/" + display(relative)
+
+
 def walk_properties(base: str, *, note: str = "") -> dict[str, Any]:
     """The ``exclude`` and ``one_file_system`` schema properties, relative to the argument ``base``
     (their rules in full: docs/tools.md, "Walk rules")."""

@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from sysmcp.engine.paths import display, printable
+from sysmcp.engine.paths import printable
 from sysmcp.history import state
 from sysmcp.history.compare import MIN_FIT_S, Comparison, Findings, compare
 from sysmcp.history.snapshots import BaselineFile, ScanSnapshot, within
@@ -37,6 +37,7 @@ from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, l
 from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result, to_json
 from sysmcp.tools.walking import (
     directory_argument,
+    joined,
     scan_failure,
     timeout_property,
     walk_options,
@@ -319,10 +320,9 @@ def notes_of(outcome: Findings) -> list[str]:
 def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, WhatChanged, str | None]:
     """Text, the typed result, and the full list of changes when the text shows only some."""
     top_n: int = args["top_n"]
-    base = shown.rstrip("/")
 
     def named(rel: bytes) -> str:
-        return f"{base}/{display(rel)}" if rel else shown
+        return joined(shown, rel) if rel else shown
 
     lines: list[str] = []
     diff = found.diff

@@ -48,7 +48,7 @@ def block(meter: Meter) -> None:
 
 
 async def handle(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    await ctx.run_in_worker(block, total=2)
+    await ctx.request.run_in_worker(block, total=2)
     return ToolOutput("unreachable", {})
 
 

@@ -21,7 +21,7 @@ from sysmcp.protocol.errors import ArgumentError
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.disk_io import INPUT_SCHEMA, handle
-from sysmcp.tools.processes import unreadable_reason
+from sysmcp.tools.errors import unreadable_reason
 from sysmcp.tools.registry import ToolContext, ToolOutput
 from tests.harness import RecordingPeer as Recorder
 from tests.harness import call_tool, tool_context
