@@ -125,8 +125,12 @@ def _check(schema: dict[str, Any], value: Any, where: str, problems: list[str]) 
             problems.append(f"{where} must be >= {schema['minimum']}, got {value}")
         if "maximum" in schema and value > schema["maximum"]:
             problems.append(f"{where} must be <= {schema['maximum']}, got {value}")
+        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+            problems.append(f"{where} must be > {schema['exclusiveMinimum']}, got {value}")
     if isinstance(value, str):
         _check_length(schema, len(value), ("minLength", "maxLength", "character"), where, problems)
+        if "pattern" in schema and re.search(schema["pattern"], value) is None:
+            problems.append(f"{where} must match the pattern {schema['pattern']}")
     if isinstance(value, list):
         _check_length(schema, len(value), ("minItems", "maxItems", "item"), where, problems)
         if "items" in schema:
