@@ -45,8 +45,9 @@ from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Opt, from_json, imported_later, prop, result, to_json
 from sysmcp.views import DISKS
 
-# Explain's module is imported for an explain or the schema only. Why: a fleet host's remote start answers
-# one disk_usage without explain, and making explain's nine result classes cost it about 3 % of its CPU.
+# Explain's module is imported for an explain, or where the schema or from_json first needs Explain. Why: a
+# fleet host's remote start answers one disk_usage without explain, and making explain's nine result classes
+# cost it about 3 % of its CPU.
 if TYPE_CHECKING:
     from sysmcp.tools.disk_explain import Explain
 else:
