@@ -2,9 +2,10 @@
 
 The MCP side of ``sysmcp.engine.space``: the ``explain`` part of the typed result, the request built
 from the call (with a fresh complete scan of the filesystem's root from the history, when there is
-one, for part 1), and the answer's text (totals first, then each part with its next step). disk_usage
-imports this module only when an explain is asked for or its schema listed; the engine (which also
-runs ``engine.procs``' process scan for part 2) and the history, only when an explain runs."""
+one, for part 1), and the answer's text (totals first, then each part with its next step). This module
+is imported only for an explain, or where the typed layer first needs ``Explain`` (the schema,
+``from_json``); the engine (which also runs ``engine.procs``' process scan for part 2) and the history,
+only when an explain runs."""
 
 from __future__ import annotations
 

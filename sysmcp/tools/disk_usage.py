@@ -7,8 +7,7 @@ sampling are the engine's (``sysmcp.engine.mounts._disks``); this module is the 
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -43,11 +42,16 @@ from sysmcp.tools.disk_pools import FilesystemPool, Pool, PoolReader, PoolSample
 from sysmcp.tools.merging import HostOutcome, fleet_output
 from sysmcp.tools.recording import READINGS, readings_quiet, record_disk
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
-from sysmcp.tools.typed import ABSENT, Opt, from_json, prop, result, to_json
+from sysmcp.tools.typed import ABSENT, Opt, from_json, imported_later, prop, result, to_json
 from sysmcp.views import DISKS
 
+# Explain's module is imported for an explain, or where the schema or from_json first needs Explain. Why: a
+# fleet host's remote start answers one disk_usage without explain, and making explain's nine result classes
+# cost it about 3 % of its CPU.
 if TYPE_CHECKING:
     from sysmcp.tools.disk_explain import Explain
+else:
+    Explain = imported_later("sysmcp.tools.disk_explain", "Explain")
 
 MAX_SAMPLE_S = 60  # sample_s at most
 EXPLAIN_TIMEOUT_S = 60  # explain's walk budget (timeout_s) by default
@@ -446,7 +450,9 @@ class DiskUsage:
             entries, shown = [entry], display(real)
             if args.get("explain") and entry.figures is not None:
                 timeout = min(float(args.get("timeout_s", EXPLAIN_TIMEOUT_S)), MAX_EXPLAIN_TIMEOUT_S)
-                text, part = await _explain()(entry, table, timeout, ctx, self.proc)
+                from sysmcp.tools.disk_explain import run as explain
+
+                text, part = await explain(entry, table, timeout, ctx, self.proc)
                 answer = self._answer(entries, table, shown, explain=part)
                 return ToolOutput.of(answer, lambda a: text + "\n" + render(a, unit, [entry.rate]))
             await pools.take(entries)
@@ -568,27 +574,9 @@ def _fleet_row(host: str, fs: Filesystem) -> list[str]:
     return [host, fs.mount_point, fs.fs_type, *sizes, _pct(fs.percent_used), inode_percent]
 
 
-def _explain() -> Callable[..., Awaitable[tuple[str, Explain]]]:
-    """disk_explain's ``run``, imported when first needed (an explain, or the schema), its ``Explain``
-    then among this module's names for ``DiskUsageResult``'s type hints. Why: a fleet host's remote start
-    answers one disk_usage without explain, and making explain's nine result classes cost it about
-    3 % of its CPU; until then ``to_json`` reads the result without those hints, to the same JSON."""
-    from sysmcp.tools.disk_explain import Explain, run
-
-    globals()["Explain"] = Explain
-    return run
-
-
-class _DiskUsageTool(Tool):
-    @functools.cached_property
-    def output_schema(self) -> dict[str, Any]:
-        _explain()  # the schema names explain's result types
-        return super().output_schema
-
-
 _HANDLER = DiskUsage()
 
-TOOL = _DiskUsageTool(
+TOOL = Tool(
     name="disk_usage",
     title="Disk usage",
     description=(

@@ -20,6 +20,9 @@ How types map (each field's description and extra keywords come from ``prop``):
   be absent, or null.
 - ``prop(name="class")``: the property's JSON name, where it is no Python name; ``prop(listed=False)``: in
   the JSON, not in the schema.
+- ``imported_later("module", "Name")``: a field's type from a module its tool imports only for some calls,
+  bound at run time to that name in place of the import (which only the type checker sees); the schema
+  and ``from_json`` import the module when they first need the type, ``to_json`` never does.
 """
 
 from __future__ import annotations
@@ -27,12 +30,13 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import importlib
 import types
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final, Literal, TypeVar, Union
 
-__all__ = ["ABSENT", "Open", "Opt", "from_json", "prop", "result", "schema_of", "to_json"]
+__all__ = ["ABSENT", "Open", "Opt", "from_json", "imported_later", "prop", "result", "schema_of", "to_json"]
 
 T = TypeVar("T")
 
@@ -129,6 +133,19 @@ class Open:
     SCHEMA_OPTIONS: ClassVar = {"closed": False}
 
 
+def imported_later(module: str, name: str) -> Any:
+    """The type ``name`` of ``module``, named without importing it (a forward reference to that
+    module): type hints keep it as it is, and the schema and ``from_json`` import it when first needed."""
+    return typing.ForwardRef(name, module=module)
+
+
+def _imported(hint: Any) -> Any:
+    """``hint``, or the type it names if it is ``imported_later``'s, its module imported now."""
+    if isinstance(hint, typing.ForwardRef) and hint.__forward_module__:
+        return getattr(importlib.import_module(hint.__forward_module__), hint.__forward_arg__)
+    return hint
+
+
 # -- the schema -----------------------------------------------------------------------------
 
 
@@ -165,6 +182,7 @@ def _schema(
     hint: Any, description: str | None = None, keywords: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     hint, null = _strip(hint, _NULL)
+    hint = _imported(hint)
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return _object(hint, description, null=null)
     origin = typing.get_origin(hint)
@@ -292,7 +310,7 @@ def from_json(cls: type[T], data: Any) -> T:
 @functools.cache
 def _reader(hint: Any) -> Callable[[Any], Any]:
     hint, null = _strip(hint, _NULL)
-    read = _plain_reader(hint)
+    read = _plain_reader(_imported(hint))
     if null:
         return lambda data: None if data is None else read(data)
     return read

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from typing import Any, ClassVar, Literal
 
 import jsonschema
 import pytest
 
 from sysmcp.tools.typed import ABSENT, Open, Opt, from_json, prop, result, schema_of, to_json
+from tests.profile import child_env
 
 
 @result
@@ -159,3 +164,61 @@ class Lists:
 def test_lists_of_plain_values_are_written_as_lists_and_a_null_list_as_null() -> None:
     assert to_json(Lists(("a", "b"), None)) == {"names": ["a", "b"], "maybe": None}
     assert to_json(Lists((), [1])) == {"names": [], "maybe": [1]}
+
+
+# A fresh interpreter that has not imported disk_explain, where DiskUsageResult's explain field names
+# its type: the data of a result with an explain comes on stdin, the findings go to stdout.
+LATER = """
+import json, sys
+from sysmcp.tools.disk_usage import DiskUsageResult
+from sysmcp.tools.typed import from_json, schema_of, to_json
+
+imported_first = "sysmcp.tools.disk_explain" in sys.modules
+plain = DiskUsageResult("/", [], 90, 5.0)
+explained = json.load(sys.stdin)
+print(json.dumps({
+    "imported_first": imported_first,
+    "plain_round_trip": from_json(DiskUsageResult, to_json(plain)) == plain,
+    "explained": to_json(from_json(DiskUsageResult, explained)),
+    "schema": schema_of(DiskUsageResult),
+}))
+"""
+
+
+def test_a_field_type_imported_later_is_imported_by_from_json_and_the_schema_in_any_import_order() -> None:
+    from sysmcp.tools import disk_explain as ex
+    from sysmcp.tools.disk_usage import TOOL, DiskUsageResult
+
+    step = "."
+    explain = ex.Explain(
+        mount_point="/",
+        used_bytes=10,
+        reserved_bytes=ABSENT,
+        partial=ABSENT,
+        files=ex.Files(bytes=1, files=2, stopped=None, scanned_at=None, next_step=step),
+        deleted_open=ex.DeletedOpen(1, [], 0, 0, 0, True, step),
+        hidden_under_mounts=ex.HiddenUnderMounts(1, False, "needs root", 0, [], 0, 0, step),
+        unreadable_directories=ABSENT,
+        snapshots=ABSENT,
+        overhead=ex.OverheadPart(bytes=None, source="ext4"),
+        remainder=ex.Remainder(bytes=1, percent=10.0, not_walked=False, next_step=step),
+        seconds=ABSENT,
+    )
+    explained = DiskUsageResult("/", [], 90, 5.0, explain=explain)
+    data = to_json(explained)
+    done = subprocess.run(
+        [sys.executable, "-c", LATER],
+        input=json.dumps(data),
+        env=child_env(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["imported_first"] is False
+    assert found["plain_round_trip"] is True
+    assert found["explained"] == data
+    assert from_json(DiskUsageResult, data) == explained  # and here, where disk_explain was imported first
+    assert found["schema"] == schema_of(DiskUsageResult) == TOOL.output_schema
