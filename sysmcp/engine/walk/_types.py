@@ -6,6 +6,7 @@ consumes a walk speak these types; keeping them here lets each import them witho
 
 from __future__ import annotations
 
+import errno
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -42,6 +43,13 @@ class SkipCounter:
         """Count an unreadable directory and name it, relative to the walk's root, if few so far."""
         self._counts["unreadable"] += 1
         self.name(relative)
+
+    def unlistable(self, exc: OSError, relative: str) -> None:
+        """Count a directory that could not be listed: vanished (ENOENT), else unreadable and named."""
+        if exc.errno == errno.ENOENT:
+            self._counts["vanished"] += 1
+        else:
+            self.unreadable(relative)
 
     def name(self, relative: str) -> None:
         if len(self._named) < self.NAMED and relative not in self._named:

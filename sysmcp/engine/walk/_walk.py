@@ -247,10 +247,7 @@ class Scanner:
             # size test uses the directory's own size, which is all ``apparent`` holds before this.
             names: Iterable[str] = os.listdir(fd) if frame.apparent <= config.list_at_once else _names(fd)
         except OSError as exc:
-            if exc.errno == errno.ENOENT:
-                skipped.add("vanished")
-            else:
-                skipped.unreadable(frame.relative)
+            skipped.unlistable(exc, frame.relative)
             return Listing(frame.relative, frame.depth, files, links)
         lstat = os.stat
         mounted = self._mount_points.get(frame.relative) if self._mount_points else None
@@ -349,10 +346,7 @@ class Scanner:
         try:
             entries = os.scandir(fd)
         except OSError as exc:
-            if exc.errno == errno.ENOENT:
-                skipped.add("vanished")
-            else:
-                skipped.unreadable(frame.relative)
+            skipped.unlistable(exc, frame.relative)
             return listing
         lstat = os.stat
         check_every = self._config.check_every
