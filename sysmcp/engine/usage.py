@@ -653,19 +653,15 @@ def _merge_child(
             apparent_, disk_, files_, dirs_, complete = part["done"][owner]
             part["done"][owner] = (apparent_ - size, disk_ - disk, files_ - nfiles, dirs_, complete)
         for prefix in prefixes:
-            if (kept := recorded.get(prefix)) is not None:
-                kept[0] -= size
-                kept[1] -= disk
-                kept[3] -= nfiles
-            if len(prefix.split("/")) > request.max_depth:
-                continue
             row = dirs.get(prefix)
             if row is None and prefix in held and held[prefix][5] == owner:
                 row = held[prefix]
-            if row is not None:
-                row[0] -= size
-                row[1] -= disk
-                row[3] -= nfiles
+            shallow = len(prefix.split("/")) <= request.max_depth
+            for kept in (recorded.get(prefix), row if shallow else None):
+                if kept is not None:  # [apparent, disk, relative, files, ...]
+                    kept[0] -= size
+                    kept[1] -= disk
+                    kept[3] -= nfiles
         if regular and size >= request.min_size and matched:
             part["eligible"] -= 1
     for row in part["files"]:
