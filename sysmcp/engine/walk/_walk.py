@@ -697,14 +697,9 @@ class Scanner:
     ) -> Scanner:
         """A scanner for one detached subtree, with this scan's rules and seen inodes, and its config
         (default: this one's, floors as raised so far)."""
-        scanner = Scanner(
-            self.root,
-            self.options,
-            skipped,
-            cancel,
-            config=self.config if config is None else config,
-            fd_budget=self.fd_budget,
-        )
+        if config is None:
+            config = replace(self._config, file_floor=self.file_floor, block_floor=self.block_floor)
+        scanner = Scanner(self.root, self.options, skipped, cancel, config=config, fd_budget=self.fd_budget)
         scanner._start = subtree
         scanner.root_dev = self.root_dev
         scanner.base_fd = self.base_fd
@@ -714,11 +709,6 @@ class Scanner:
         scanner._pseudo = self._pseudo
         scanner.linked = linked
         return scanner
-
-    @property
-    def config(self) -> ScanConfig:
-        """This walk's config as it stands (the floors as raised so far): what ``spawn`` passes on."""
-        return replace(self._config, file_floor=self.file_floor, block_floor=self.block_floor)
 
     def _is_pseudo(self, parent: _Frame, name: str, st: os.stat_result) -> bool:
         if self._pseudo is None:
