@@ -140,6 +140,7 @@ class Frame:
     given: bool = False  # gave subdirectories away (Scanner.share): its totals lack theirs (withheld)
     partial: bool = False
     parent: Frame | None = None  # set for directories handed out or split by detach()
+    listed: bool = False  # read already: the subdirectories of a split directory past the task bound
 
 
 # A directory handed out by ``Scanner.detach`` for another scanner (or process) to walk, by path

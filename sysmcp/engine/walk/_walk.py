@@ -177,9 +177,10 @@ class Scanner:
             budget = self.fd_budget
             try:
                 cancel()
-                listing = read(top)
-                if empty or listing.files or listing.links:
-                    yield listing
+                if not top.listed:
+                    listing = read(top)
+                    if empty or listing.files or listing.links:
+                        yield listing
             except ScanStopped as stop:
                 self._stop = stop
             while stack:
@@ -545,11 +546,16 @@ class Scanner:
             if self._config.empty_listings or listing.files or listing.links:
                 listings.append(listing)
             subdirs, frame.subdirs = frame.subdirs, []
-            for name, st in subdirs:
-                if len(queue) < limit:
-                    self._hand_out(frame, name, st, queue)
-                else:
-                    self.skipped.add("vanished")  # never reached: limit is far above target
+            for at, (name, st) in enumerate(subdirs):
+                if len(queue) >= limit - 1 and at < len(subdirs) - 1:
+                    # More than the queue holds: the rest is one subtree, walked from the listing read
+                    # here, whose totals only its directory holds (``settle``).
+                    rest = _Frame(None, frame.relative, frame.depth, frame.dev, frame.ino, 0, 0, subdirs[at:])
+                    rest.dirs, rest.parent = 0, frame  # not a directory of its own: part of ``frame``
+                    rest.held = rest.listed = True  # no totals event of its own, and no second read
+                    queue.append(rest)
+                    break
+                self._hand_out(frame, name, st, queue)
         return list(queue), listings
 
     def _give_away(self, stack: list[_Frame]) -> None:
@@ -653,8 +659,10 @@ class Scanner:
         on_chain = {id(frame): i for i, frame in enumerate(chain)}
         for subtree, complete in subtrees:
             subtree.partial = subtree.partial or not complete
-        pending = sorted([*self._split, *(subtree for subtree, _ in subtrees)], key=lambda f: -f.depth)
-        for frame in pending:  # deepest first: a split directory is complete before it is added up
+        # Deepest first, and the rest of a split directory (detach) before it: a split directory is
+        # complete before it is added up.
+        pending = sorted([*self._split, *(s for s, _ in subtrees)], key=lambda f: (-f.depth, not f.listed))
+        for frame in pending:
             parent = frame.parent
             assert parent is not None
             index = on_chain.get(id(parent))
