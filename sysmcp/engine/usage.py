@@ -403,27 +403,21 @@ def scan_usage(
         fan, subtrees = parallel.fan, parallel.subtrees
         assert fan is not None
 
-        def running_low() -> None:
-            current = counting.current
-            if share and current is not None and fan is not None and fan.waiting() < fan.processes:
-                current.share_wanted = True
-
         if in_child:
-            own, counter, linked = TopLists(request), SkipCounter(), []
+            own, counter, linked, counting = TopLists(request), SkipCounter(), [], _Counts()
             own.selection.linked = {}
-            ticker = counting = _Counts()
-
-            def tick() -> None:
-                counters.set(*ticker.now())
-                running_low()
-
         else:
             own, counter, linked, counting = tally, skipped, scanner.linked, mine
 
-            def tick() -> None:
-                if asks:
-                    progress_and_cancel()
-                running_low()
+        def tick() -> None:
+            """Progress (a child's into shared memory), then: is the queue running low?"""
+            if in_child:
+                counters.set(*counting.now())
+            elif asks:
+                progress_and_cancel()
+            current = counting.current
+            if share and current is not None and fan is not None and fan.waiting() < fan.processes:
+                current.share_wanted = True
 
         walk_cancel = budget.sharing(tick)  # one deadline, on the clock every process shares
         done: dict[int, tuple[int, int, int, int, bool]] = {}
@@ -466,7 +460,7 @@ def scan_usage(
             "withheld": withheld,
         }
         if in_child:
-            result["bytes"] = ticker.bytes
+            result["bytes"] = counting.bytes
             result["files"] = own.top_files.largest()
             result["dirs"] = own.top_dirs.largest()
             result["eligible_dirs"] = own.eligible_directories
@@ -653,19 +647,15 @@ def _merge_child(
             apparent_, disk_, files_, dirs_, complete = part["done"][owner]
             part["done"][owner] = (apparent_ - size, disk_ - disk, files_ - nfiles, dirs_, complete)
         for prefix in prefixes:
-            if (kept := recorded.get(prefix)) is not None:
-                kept[0] -= size
-                kept[1] -= disk
-                kept[3] -= nfiles
-            if len(prefix.split("/")) > request.max_depth:
-                continue
             row = dirs.get(prefix)
             if row is None and prefix in held and held[prefix][5] == owner:
                 row = held[prefix]
-            if row is not None:
-                row[0] -= size
-                row[1] -= disk
-                row[3] -= nfiles
+            shallow = len(prefix.split("/")) <= request.max_depth
+            for kept in (recorded.get(prefix), row if shallow else None):
+                if kept is not None:  # [apparent, disk, relative, files, ...]
+                    kept[0] -= size
+                    kept[1] -= disk
+                    kept[3] -= nfiles
         if regular and size >= request.min_size and matched:
             part["eligible"] -= 1
     for row in part["files"]:

@@ -270,6 +270,25 @@ def test_more_waiting_directories_than_tasks_are_walked_here_with_the_same_resul
     assert shared.eligible_directories == alone.eligible_directories == MAX_TASKS + 300
 
 
+def test_a_directory_split_at_the_fan_out_with_more_subdirectories_than_tasks_loses_none(
+    tmp_path: Path,
+) -> None:
+    # The split reads the one waiting directory to cut it finer: its subdirectories past the task
+    # queue's bound are walked all the same, none counted as vanished.
+    (tmp_path / "first").write_bytes(b"1")
+    for i in range(MAX_TASKS + 300):
+        (tmp_path / "wide" / f"d{i:05d}").mkdir(parents=True)
+        (tmp_path / "wide" / f"d{i:05d}" / "f").write_bytes(b"x" * (i % 50 + 1))
+    alone, _ = shared_scan(tmp_path, processes=1)
+    shared, skipped = shared_scan(tmp_path, processes=2, pieces=64)
+    assert shared.processes == 2 and shared.stopped is None
+    assert skipped.as_dict() == {}
+    assert shared.totals == alone.totals
+    assert shared.totals is not None and shared.totals.apparent == du(tmp_path, "-b")
+    assert shared.directories == alone.directories
+    assert shared.eligible_directories == alone.eligible_directories
+
+
 def test_a_task_queue_longer_than_a_pipe_page_is_refused() -> None:
     with pytest.raises(ValueError, match="at most"):
         FanOut(MAX_TASKS + 1, 2, lambda claim, progress, in_child: None)

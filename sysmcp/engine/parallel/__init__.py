@@ -5,7 +5,6 @@ This is the room's front door: other rooms import these names from here, never a
 
 from sysmcp.engine.parallel._driver import (
     SPLIT_AFTER_S,
-    SUBTREES_PER_PROCESS,
     ParallelWalk,
     SharedTasks,
     Sharing,
@@ -27,7 +26,6 @@ from sysmcp.engine.parallel._fork import (
 __all__ = [
     "MAX_TASKS",
     "SPLIT_AFTER_S",
-    "SUBTREES_PER_PROCESS",
     "FanOut",
     "ParallelWalk",
     "SharedCounters",

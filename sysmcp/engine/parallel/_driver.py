@@ -86,7 +86,6 @@ class Sharing:
     processes: int | None = None  # None: the usable CPUs (at most 4), asked only when the split comes
     split_after_s: float = SPLIT_AFTER_S
     pieces: int = SUBTREES_PER_PROCESS  # subtrees per process to split the waiting tree into
-    limit: int = MAX_TASKS  # subtrees handed out at most (the rest stay with this process's walk)
     waits_for_gifts: bool = False  # children wait for subtrees given away mid-walk (FanOut.give)
 
 
@@ -144,7 +143,7 @@ class ParallelWalk:
         self.processes = count
         if count <= 1:
             return
-        subtrees, listings = self.scanner.detach(sharing.limit, sharing.pieces * count)
+        subtrees, listings = self.scanner.detach(MAX_TASKS, sharing.pieces * count)
         for listing in listings:
             consume(listing, self.scanner)
         if subtrees:

@@ -56,10 +56,7 @@ class _Walk:
         try:
             names = os.listdir(fd)
         except OSError as exc:
-            if exc.errno == errno.ENOENT:
-                skipped.add("vanished")
-            else:
-                skipped.unreadable(relative)
+            skipped.unlistable(exc, relative)
             return []
         mounted = self.mounts.get(relative)
         subdirs = []

@@ -6,6 +6,7 @@ consumes a walk speak these types; keeping them here lets each import them witho
 
 from __future__ import annotations
 
+import errno
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -42,6 +43,13 @@ class SkipCounter:
         """Count an unreadable directory and name it, relative to the walk's root, if few so far."""
         self._counts["unreadable"] += 1
         self.name(relative)
+
+    def unlistable(self, exc: OSError, relative: str) -> None:
+        """Count a directory that could not be listed: vanished (ENOENT), else unreadable and named."""
+        if exc.errno == errno.ENOENT:
+            self._counts["vanished"] += 1
+        else:
+            self.unreadable(relative)
 
     def name(self, relative: str) -> None:
         if len(self._named) < self.NAMED and relative not in self._named:
@@ -132,6 +140,7 @@ class Frame:
     given: bool = False  # gave subdirectories away (Scanner.share): its totals lack theirs (withheld)
     partial: bool = False
     parent: Frame | None = None  # set for directories handed out or split by detach()
+    listed: bool = False  # read already: the subdirectories of a split directory past the task bound
 
 
 # A directory handed out by ``Scanner.detach`` for another scanner (or process) to walk, by path

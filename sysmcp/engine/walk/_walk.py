@@ -177,9 +177,10 @@ class Scanner:
             budget = self.fd_budget
             try:
                 cancel()
-                listing = read(top)
-                if empty or listing.files or listing.links:
-                    yield listing
+                if not top.listed:
+                    listing = read(top)
+                    if empty or listing.files or listing.links:
+                        yield listing
             except ScanStopped as stop:
                 self._stop = stop
             while stack:
@@ -247,10 +248,7 @@ class Scanner:
             # size test uses the directory's own size, which is all ``apparent`` holds before this.
             names: Iterable[str] = os.listdir(fd) if frame.apparent <= config.list_at_once else _names(fd)
         except OSError as exc:
-            if exc.errno == errno.ENOENT:
-                skipped.add("vanished")
-            else:
-                skipped.unreadable(frame.relative)
+            skipped.unlistable(exc, frame.relative)
             return Listing(frame.relative, frame.depth, files, links)
         lstat = os.stat
         mounted = self._mount_points.get(frame.relative) if self._mount_points else None
@@ -349,10 +347,7 @@ class Scanner:
         try:
             entries = os.scandir(fd)
         except OSError as exc:
-            if exc.errno == errno.ENOENT:
-                skipped.add("vanished")
-            else:
-                skipped.unreadable(frame.relative)
+            skipped.unlistable(exc, frame.relative)
             return listing
         lstat = os.stat
         check_every = self._config.check_every
@@ -551,11 +546,16 @@ class Scanner:
             if self._config.empty_listings or listing.files or listing.links:
                 listings.append(listing)
             subdirs, frame.subdirs = frame.subdirs, []
-            for name, st in subdirs:
-                if len(queue) < limit:
-                    self._hand_out(frame, name, st, queue)
-                else:
-                    self.skipped.add("vanished")  # never reached: limit is far above target
+            for at, (name, st) in enumerate(subdirs):
+                if len(queue) >= limit - 1 and at < len(subdirs) - 1:
+                    # More than the queue holds: the rest is one subtree, walked from the listing read
+                    # here, whose totals only its directory holds (``settle``).
+                    rest = _Frame(None, frame.relative, frame.depth, frame.dev, frame.ino, 0, 0, subdirs[at:])
+                    rest.dirs, rest.parent = 0, frame  # not a directory of its own: part of ``frame``
+                    rest.held = rest.listed = True  # no totals event of its own, and no second read
+                    queue.append(rest)
+                    break
+                self._hand_out(frame, name, st, queue)
         return list(queue), listings
 
     def _give_away(self, stack: list[_Frame]) -> None:
@@ -659,8 +659,10 @@ class Scanner:
         on_chain = {id(frame): i for i, frame in enumerate(chain)}
         for subtree, complete in subtrees:
             subtree.partial = subtree.partial or not complete
-        pending = sorted([*self._split, *(subtree for subtree, _ in subtrees)], key=lambda f: -f.depth)
-        for frame in pending:  # deepest first: a split directory is complete before it is added up
+        # Deepest first, and the rest of a split directory (detach) before it: a split directory is
+        # complete before it is added up.
+        pending = sorted([*self._split, *(s for s, _ in subtrees)], key=lambda f: (-f.depth, not f.listed))
+        for frame in pending:
             parent = frame.parent
             assert parent is not None
             index = on_chain.get(id(parent))
@@ -703,14 +705,9 @@ class Scanner:
     ) -> Scanner:
         """A scanner for one detached subtree, with this scan's rules and seen inodes, and its config
         (default: this one's, floors as raised so far)."""
-        scanner = Scanner(
-            self.root,
-            self.options,
-            skipped,
-            cancel,
-            config=self.config if config is None else config,
-            fd_budget=self.fd_budget,
-        )
+        if config is None:
+            config = replace(self._config, file_floor=self.file_floor, block_floor=self.block_floor)
+        scanner = Scanner(self.root, self.options, skipped, cancel, config=config, fd_budget=self.fd_budget)
         scanner._start = subtree
         scanner.root_dev = self.root_dev
         scanner.base_fd = self.base_fd
@@ -720,11 +717,6 @@ class Scanner:
         scanner._pseudo = self._pseudo
         scanner.linked = linked
         return scanner
-
-    @property
-    def config(self) -> ScanConfig:
-        """This walk's config as it stands (the floors as raised so far): what ``spawn`` passes on."""
-        return replace(self._config, file_floor=self.file_floor, block_floor=self.block_floor)
 
     def _is_pseudo(self, parent: _Frame, name: str, st: os.stat_result) -> bool:
         if self._pseudo is None:

@@ -554,6 +554,39 @@ def test_subtrees_handed_out_and_walked_apart_add_up_to_the_same_totals(
     assert settled[-1].relative == "" and not any(e.partial for e in settled)
 
 
+def test_a_split_directory_with_more_subdirectories_than_the_limit_hands_the_rest_out_as_one_subtree(
+    tmp_path: Path,
+) -> None:
+    for i in range(30):
+        (tmp_path / "wide" / f"d{i:02d}").mkdir(parents=True)
+        (tmp_path / "wide" / f"d{i:02d}" / "f").write_bytes(b"f" * (i + 1))
+    whole = [
+        e
+        for e in Scanner(os.fsencode(tmp_path), WalkOptions(), SkipCounter()).events()
+        if isinstance(e, SubtreeTotals)
+    ]
+    skipped = SkipCounter()
+    scanner = Scanner(os.fsencode(tmp_path), WalkOptions(), skipped)
+    events = scanner.events()
+    assert isinstance(next(events), Listing)  # the root's: "wide" waits, and is read by the split
+    subtrees, _ = scanner.detach(limit=10, target=2)
+    finished = [e for e in events if isinstance(e, SubtreeTotals)]
+    assert len(subtrees) == 10
+    files = []
+    for subtree in subtrees:
+        for event in scanner.spawn(subtree, skipped, _noop, None).events():
+            if isinstance(event, SubtreeTotals):
+                finished.append(event)
+            else:
+                files += [f"{event.relative}/{name}" for name, _ in event.files]
+    finished += scanner.settle([(subtree, True) for subtree in subtrees])
+    scanner.close()
+    assert skipped.as_dict() == {}  # none dropped as vanished
+    assert sorted(files) == [f"wide/d{i:02d}/f" for i in range(30)]
+    assert len(finished) == len(whole)  # every directory's totals handed out exactly once
+    assert totals_by_directory(finished) == totals_by_directory(whole)
+
+
 def test_a_handed_out_directory_swapped_for_a_symlink_is_not_followed(tmp_path: Path) -> None:
     tree, outside = tmp_path / "tree", tmp_path / "outside"
     build_deep_tree(tree, depth=3)
