@@ -49,11 +49,11 @@ if mode == "sysmcp":
 
     def work():
         request = UsageRequest(FULL_FILES, FULL_DIRECTORIES, 1, True, 0, 300.0, root=os.fsencode(root))
-        meter = Meter()
+        meter, seen = Meter(), [0]
 
-        def report(entries, seen):
+        def report(entries, bytes_seen):  # what dir_usage's handler does with a report
             meter.done = entries
-            meter.extra["bytes"] = seen
+            seen[0] = bytes_seen
 
         usage = scan_usage(request, report, meter.cancel)
         answer(root, usage, args)
