@@ -12,13 +12,17 @@ from sysmcp.engine import commands
 from sysmcp.engine.calls import Cancel
 from sysmcp.engine.errors import Unavailable
 
-#: ATA attributes that predict failure (Backblaze's and smartmontools' short list): id → short name.
+_WEARING = "the drive is wearing out; back up and watch whether the count grows"
+_UNREADABLE = "data there cannot be read; back up now and replace the drive"
+_CABLE = "a cable or connector fault more than the disk; reseat or replace the cable"
+#: ATA attributes that predict failure (Backblaze's and smartmontools' short list): id → (short name,
+#: whether a count above 0 means failing rather than worth watching, the advice).
 ATA_WATCHED = {
-    5: "reallocated sectors",
-    187: "reported uncorrectable errors",
-    197: "pending sectors",
-    198: "offline-uncorrectable sectors",
-    199: "UDMA CRC errors",
+    5: ("reallocated sectors", False, _WEARING),
+    187: ("reported uncorrectable errors", False, _WEARING),
+    197: ("pending sectors", True, _UNREADABLE),
+    198: ("offline-uncorrectable sectors", True, _UNREADABLE),
+    199: ("UDMA CRC errors", False, _CABLE),
 }
 #: NVMe critical_warning bits (NVMe base specification, SMART / Health Information log).
 NVME_WARNINGS = {
@@ -99,22 +103,10 @@ def _ata(table: list[dict[str, Any]], smart: Smart) -> None:
             )
         if ident not in ATA_WATCHED:
             continue
-        name, count = ATA_WATCHED[ident], _raw(row)
-        smart.attributes[name] = count
-        if count == 0:
-            continue
-        if ident in (197, 198):
-            smart.failing.append(
-                f"{count:,} {name}: data there cannot be read; back up now and replace the drive"
-            )
-        elif ident == 199:
-            smart.watch.append(
-                f"{count:,} {name}: a cable or connector fault more than the disk; reseat or replace the cable"
-            )
-        else:
-            smart.watch.append(
-                f"{count:,} {name}: the drive is wearing out; back up and watch whether the count grows"
-            )
+        name, failing, advice = ATA_WATCHED[ident]
+        count = smart.attributes[name] = _raw(row)
+        if count:
+            (smart.failing if failing else smart.watch).append(f"{count:,} {name}: {advice}")
 
 
 def _nvme(log: dict[str, Any], smart: Smart) -> None:
