@@ -261,9 +261,7 @@ def _slope(times: Sequence[float], values: Sequence[int]) -> float:
 
 
 def _time_to_full(free: int, per_second: float) -> float | None:
-    if per_second <= 0:
-        return None
-    return free / per_second
+    return free / per_second if per_second > 0 else None
 
 
 @dataclass(slots=True, eq=False)

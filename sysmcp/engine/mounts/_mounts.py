@@ -20,7 +20,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 from sysmcp import platform
@@ -164,25 +164,18 @@ def parent_dir(path: str) -> str:
     return path.rpartition("/")[0] or "/"
 
 
-@dataclass
 class MountTable:
     """An immutable mount table with the indexes that make per-call lookups cheap."""
 
-    mounts: tuple[Mount, ...]
-    _tops: dict[str, Mount] = field(init=False, repr=False)
-    _stacks: dict[str, tuple[Mount, ...]] = field(init=False, repr=False)
-    _safe: dict[str, bool] = field(init=False, repr=False)
-    sys_dev_block: str = platform.SYS_DEV_BLOCK  # major:minor → the block device's sysfs directory
-
     def __init__(self, mounts: Iterable[Mount], sys_dev_block: str = platform.SYS_DEV_BLOCK) -> None:
         self.mounts = tuple(mounts)
-        self.sys_dev_block = sys_dev_block
+        self.sys_dev_block = sys_dev_block  # major:minor → the block device's sysfs directory
         stacks: dict[str, list[Mount]] = {}
         for mount in self.mounts:
             stacks.setdefault(mount.mount_point, []).append(mount)
         self._stacks = {point: tuple(stack) for point, stack in stacks.items()}
         self._tops = {point: _top_of(stack) for point, stack in self._stacks.items()}
-        self._safe = {}
+        self._safe: dict[str, bool] = {}
 
     def visible(self, mount: Mount) -> bool:
         """False for a mount hidden under a later mount on the same mount point."""
