@@ -57,22 +57,23 @@ def _messages(doc: dict[str, Any]) -> str:
     return "; ".join(s for s in found if s)[:200]
 
 
+def _object(doc: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """``doc[key]`` where it is a JSON object (None where it is missing or of another shape)."""
+    found = doc.get(key)
+    return found if isinstance(found, dict) else None
+
+
 def _raw(row: dict[str, Any]) -> int:
-    raw = row.get("raw", {})
-    value = raw.get("value", 0) if isinstance(raw, dict) else 0
+    value = (_object(row, "raw") or {}).get("value", 0)
     return int(value) if isinstance(value, int) else 0
 
 
 def parse(doc: dict[str, Any]) -> Smart:
     """The facts and the verdict's reasons in one ``smartctl --json -a`` document."""
-    device = doc.get("device", {}) if isinstance(doc.get("device"), dict) else {}
+    device = _object(doc, "device") or {}
     nvme = doc.get("nvme_smart_health_information_log")
-    ata = (
-        doc.get("ata_smart_attributes", {}).get("table")
-        if isinstance(doc.get("ata_smart_attributes"), dict)
-        else None
-    )
-    status = doc.get("smart_status") if isinstance(doc.get("smart_status"), dict) else None
+    ata = (_object(doc, "ata_smart_attributes") or {}).get("table")
+    status = _object(doc, "smart_status")
     if nvme is None and ata is None and status is None:
         return Smart("no_smart", _messages(doc) or "the device reports no SMART data")
     smart = Smart(

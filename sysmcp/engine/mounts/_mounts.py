@@ -205,9 +205,10 @@ class MountTable:
                     return mount
         return self._tops[point]
 
-    def inline_safe(self, path: str) -> bool:
+    def inline_safe(self, path: str, visiting: frozenset[str] = frozenset()) -> bool:
         """True if looking at ``path`` only touches local or in-memory filesystems (cannot hang on a network)."""
-        return self._safe_at(path, frozenset())
+        point = self.mount_point_of(path)
+        return point is not None and self._point_safe(point, visiting)
 
     def _point_safe(self, point: str, visiting: frozenset[str]) -> bool:
         known = self._safe.get(point)
@@ -282,7 +283,7 @@ class MountTable:
         pending = path.split("/")[::-1]
         current = "/"
         links = 0
-        if not self._safe_at("/", visiting):
+        if not self.inline_safe("/", visiting):
             return False, "/"
         while pending:
             name = pending.pop()
@@ -292,7 +293,7 @@ class MountTable:
                 current = parent_dir(current)
                 continue
             candidate = current.rstrip("/") + "/" + name
-            if not self._safe_at(candidate, visiting):
+            if not self.inline_safe(candidate, visiting):
                 return False, self.mount_point_of(candidate)
             try:
                 mode = os.lstat(candidate).st_mode
@@ -316,10 +317,6 @@ class MountTable:
                 current = "/"
             pending.extend(target.split("/")[::-1])
         return True, None
-
-    def _safe_at(self, path: str, visiting: frozenset[str]) -> bool:
-        point = self.mount_point_of(path)
-        return point is not None and self._point_safe(point, visiting)
 
 
 def _top_of(stack: Sequence[Mount]) -> Mount:
