@@ -21,11 +21,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 from sysmcp import platform
-
-T = TypeVar("T")
 
 MOUNTINFO = platform.MOUNTINFO
 
@@ -511,37 +508,3 @@ def container_siblings(mount: Mount, table: MountTable) -> list[Mount]:
     if container is None:
         return []
     return [m for m in table.mounts if m is not mount and apfs_container(m) == container]
-
-
-def dedupe(items: Sequence[T], mount_of: Callable[[T], Mount], device_of: Callable[[T], object]) -> list[T]:
-    """One entry per filesystem, chosen as df chooses, in mount order.
-
-    Among entries of one device (``device_of``: the st_dev of the mount point, or the mountinfo
-    device), keep the one with a real device path ('/dev/…') over a name like 'tmpfs', then the one
-    nearer the root unless it shows a deeper subtree (a bind mount), and a later mount on the same
-    mount point over the one it hides.
-    """
-    chosen: dict[object, int] = {}
-    keep: list[bool] = [False] * len(items)
-    for index, item in enumerate(items):
-        mount = mount_of(item)
-        key = device_of(item)
-        seen_index = chosen.get(key)
-        if seen_index is None:
-            chosen[key] = index
-            keep[index] = True
-            continue
-        seen = mount_of(items[seen_index])
-        new_is_better = (
-            ("/" in mount.device and "/" not in seen.device)
-            or (len(mount.mount_point) < len(seen.mount_point) and not len(seen.root) < len(mount.root))
-            or mount.mount_point == seen.mount_point
-        )
-        if new_is_better:
-            keep[seen_index] = False
-            keep[index] = True
-            chosen[key] = index
-    survivors = [item for index, item in enumerate(items) if keep[index]]
-    # Two entries left on one mount point (devices that could not be identified): the later one shows.
-    last_at: dict[str, int] = {mount_of(item).mount_point: i for i, item in enumerate(survivors)}
-    return [item for i, item in enumerate(survivors) if last_at[mount_of(item).mount_point] == i]
