@@ -61,7 +61,6 @@ KERNEL_TYPES = frozenset(
 # virtual filesystems. Left out of the default listing (``all`` brings them back, as ``df -a`` does).
 PSEUDO_TYPES = KERNEL_TYPES | frozenset(
     {
-        "devfs",
         "fuse.gvfsd-fuse",
         "fuse.lxcfs",
         "fuse.portal",
