@@ -19,6 +19,7 @@ import select
 import stat
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -374,7 +375,7 @@ class MountInfoReader:
         self._table: MountTable | None = None
         self._read_at = 0.0
         self._poller: select.poll | None = None
-        self._fd: int | None = None
+        self._closer: weakref.finalize[[int], MountInfoReader] | None = None  # closes the open file
 
     def __call__(self) -> MountTable:
         with self._lock:
@@ -390,9 +391,10 @@ class MountInfoReader:
     def _read(self) -> MountTable:
         if self._poller is None:
             # Opened before the first read, so a change during that read is still signalled.
-            self._fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
+            self._closer = weakref.finalize(self, os.close, fd)  # also when dropped without close()
             poller = select.poll()
-            poller.register(self._fd, select.POLLPRI | select.POLLERR)
+            poller.register(fd, select.POLLPRI | select.POLLERR)
             self._poller = poller
         else:
             self._poller.poll(0)  # consume a pending change signal: the read below sees the change
@@ -402,9 +404,9 @@ class MountInfoReader:
 
     def close(self) -> None:
         with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-            self._fd = self._poller = self._table = None
+            if self._closer is not None:
+                self._closer()
+            self._closer = self._poller = self._table = None
 
 
 def psutil_partitions() -> MountTable:

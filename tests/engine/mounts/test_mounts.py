@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import shutil
 import subprocess
@@ -222,6 +224,24 @@ def test_the_reader_returns_the_cached_table_until_the_file_is_older_than_max_ag
     assert "/mnt/other" in {m.mount_point for m in fresh().mounts}
     reader.close()
     fresh.close()
+
+
+def _descriptors_on(path: Path) -> int:
+    found = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            found += os.readlink(f"/proc/self/fd/{fd}") == str(path)
+    return found
+
+
+@needs_proc
+def test_a_reader_dropped_without_close_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    info = tmp_path / "mountinfo"
+    info.write_bytes(MOUNTINFO)
+    for _ in range(3):
+        assert MountInfoReader(str(info))().holding("/mnt/nfs") is not None  # a one-off look, never closed
+    gc.collect()
+    assert _descriptors_on(info) == 0
 
 
 @needs_proc
