@@ -189,9 +189,10 @@ def test_each_block_device_is_named_with_its_mount_points(tmp_path: Path) -> Non
             Mount("/srv/data", "/dev/sda1", "xfs", dev="8:1"),
             Mount("/mnt/bind", "/dev/sda1", "xfs", root="/sub", dev="8:1"),
             Mount("/run", "tmpfs", "tmpfs", dev="0:25"),
-        ]
+        ],
+        sys_dev_block=str(tmp_path / "block"),
     )
-    assert device_mount_points(table, str(tmp_path / "block")) == {
+    assert device_mount_points(table) == {
         "dm-0": ["/"],
         "sda1": ["/mnt/bind", "/srv/data"],
     }

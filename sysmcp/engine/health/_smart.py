@@ -12,13 +12,17 @@ from sysmcp.engine import commands
 from sysmcp.engine.calls import Cancel
 from sysmcp.engine.errors import Unavailable
 
-#: ATA attributes that predict failure (Backblaze's and smartmontools' short list): id → short name.
+_WEARING = "the drive is wearing out; back up and watch whether the count grows"
+_UNREADABLE = "data there cannot be read; back up now and replace the drive"
+_CABLE = "a cable or connector fault more than the disk; reseat or replace the cable"
+#: ATA attributes that predict failure (Backblaze's and smartmontools' short list): id → (short name,
+#: whether a count above 0 means failing rather than worth watching, the advice).
 ATA_WATCHED = {
-    5: "reallocated sectors",
-    187: "reported uncorrectable errors",
-    197: "pending sectors",
-    198: "offline-uncorrectable sectors",
-    199: "UDMA CRC errors",
+    5: ("reallocated sectors", False, _WEARING),
+    187: ("reported uncorrectable errors", False, _WEARING),
+    197: ("pending sectors", True, _UNREADABLE),
+    198: ("offline-uncorrectable sectors", True, _UNREADABLE),
+    199: ("UDMA CRC errors", False, _CABLE),
 }
 #: NVMe critical_warning bits (NVMe base specification, SMART / Health Information log).
 NVME_WARNINGS = {
@@ -53,22 +57,23 @@ def _messages(doc: dict[str, Any]) -> str:
     return "; ".join(s for s in found if s)[:200]
 
 
+def _object(doc: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """``doc[key]`` where it is a JSON object (None where it is missing or of another shape)."""
+    found = doc.get(key)
+    return found if isinstance(found, dict) else None
+
+
 def _raw(row: dict[str, Any]) -> int:
-    raw = row.get("raw", {})
-    value = raw.get("value", 0) if isinstance(raw, dict) else 0
+    value = (_object(row, "raw") or {}).get("value", 0)
     return int(value) if isinstance(value, int) else 0
 
 
 def parse(doc: dict[str, Any]) -> Smart:
     """The facts and the verdict's reasons in one ``smartctl --json -a`` document."""
-    device = doc.get("device", {}) if isinstance(doc.get("device"), dict) else {}
+    device = _object(doc, "device") or {}
     nvme = doc.get("nvme_smart_health_information_log")
-    ata = (
-        doc.get("ata_smart_attributes", {}).get("table")
-        if isinstance(doc.get("ata_smart_attributes"), dict)
-        else None
-    )
-    status = doc.get("smart_status") if isinstance(doc.get("smart_status"), dict) else None
+    ata = (_object(doc, "ata_smart_attributes") or {}).get("table")
+    status = _object(doc, "smart_status")
     if nvme is None and ata is None and status is None:
         return Smart("no_smart", _messages(doc) or "the device reports no SMART data")
     smart = Smart(
@@ -99,22 +104,10 @@ def _ata(table: list[dict[str, Any]], smart: Smart) -> None:
             )
         if ident not in ATA_WATCHED:
             continue
-        name, count = ATA_WATCHED[ident], _raw(row)
-        smart.attributes[name] = count
-        if count == 0:
-            continue
-        if ident in (197, 198):
-            smart.failing.append(
-                f"{count:,} {name}: data there cannot be read; back up now and replace the drive"
-            )
-        elif ident == 199:
-            smart.watch.append(
-                f"{count:,} {name}: a cable or connector fault more than the disk; reseat or replace the cable"
-            )
-        else:
-            smart.watch.append(
-                f"{count:,} {name}: the drive is wearing out; back up and watch whether the count grows"
-            )
+        name, failing, advice = ATA_WATCHED[ident]
+        count = smart.attributes[name] = _raw(row)
+        if count:
+            (smart.failing if failing else smart.watch).append(f"{count:,} {name}: {advice}")
 
 
 def _nvme(log: dict[str, Any], smart: Smart) -> None:

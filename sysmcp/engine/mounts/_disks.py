@@ -23,7 +23,7 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from sysmcp.engine.errors import NotFound, Unavailable
-from sysmcp.engine.mounts._mounts import Mount, MountTable, container_siblings, dedupe, is_system_volume
+from sysmcp.engine.mounts._mounts import Mount, MountTable, container_siblings, is_system_volume
 from sysmcp.engine.paths import display, expands_locally, is_within
 
 T = TypeVar("T")
@@ -261,9 +261,7 @@ def _slope(times: Sequence[float], values: Sequence[int]) -> float:
 
 
 def _time_to_full(free: int, per_second: float) -> float | None:
-    if per_second <= 0:
-        return None
-    return free / per_second
+    return free / per_second if per_second > 0 else None
 
 
 @dataclass(slots=True, eq=False)
@@ -447,7 +445,7 @@ class Disks:
         """As df: no zero-size filesystems and one entry per device (unless ``everything``), fullest first."""
         if not everything:
             found = [e for e in found if e.figures is None or e.figures.total > 0]
-            found = dedupe(found, lambda e: e.mount, _device_key)
+            found = dedupe(found)
         return sorted(found, key=FilesystemUsage.sort_key)
 
     async def sampled(
@@ -500,6 +498,40 @@ def _device_key(entry: FilesystemUsage) -> object:
     if entry.mount.dev:
         return ("mountinfo", entry.mount.dev)
     return ("entry", id(entry))
+
+
+def dedupe(entries: Sequence[FilesystemUsage]) -> list[FilesystemUsage]:
+    """One entry per filesystem, chosen as df chooses, in mount order.
+
+    Among entries of one device (``_device_key``: the st_dev of the mount point, or the mountinfo
+    device), keep the one with a real device path ('/dev/…') over a name like 'tmpfs', then the one
+    nearer the root unless it shows a deeper subtree (a bind mount), and a later mount on the same
+    mount point over the one it hides.
+    """
+    chosen: dict[object, int] = {}
+    keep: list[bool] = [False] * len(entries)
+    for index, entry in enumerate(entries):
+        mount = entry.mount
+        key = _device_key(entry)
+        seen_index = chosen.get(key)
+        if seen_index is None:
+            chosen[key] = index
+            keep[index] = True
+            continue
+        seen = entries[seen_index].mount
+        new_is_better = (
+            ("/" in mount.device and "/" not in seen.device)
+            or (len(mount.mount_point) < len(seen.mount_point) and not len(seen.root) < len(mount.root))
+            or mount.mount_point == seen.mount_point
+        )
+        if new_is_better:
+            keep[seen_index] = False
+            keep[index] = True
+            chosen[key] = index
+    survivors = [entry for index, entry in enumerate(entries) if keep[index]]
+    # Two entries left on one mount point (devices that could not be identified): the later one shows.
+    last_at: dict[str, int] = {entry.mount.mount_point: i for i, entry in enumerate(survivors)}
+    return [entry for i, entry in enumerate(survivors) if last_at[entry.mount.mount_point] == i]
 
 
 def inodes_in_use(path: os.PathLike[str]) -> int | None:

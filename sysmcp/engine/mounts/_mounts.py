@@ -19,13 +19,11 @@ import select
 import stat
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import TypeVar
+from dataclasses import dataclass
 
 from sysmcp import platform
-
-T = TypeVar("T")
 
 MOUNTINFO = platform.MOUNTINFO
 
@@ -64,7 +62,6 @@ KERNEL_TYPES = frozenset(
 # virtual filesystems. Left out of the default listing (``all`` brings them back, as ``df -a`` does).
 PSEUDO_TYPES = KERNEL_TYPES | frozenset(
     {
-        "devfs",
         "fuse.gvfsd-fuse",
         "fuse.lxcfs",
         "fuse.portal",
@@ -164,25 +161,18 @@ def parent_dir(path: str) -> str:
     return path.rpartition("/")[0] or "/"
 
 
-@dataclass
 class MountTable:
     """An immutable mount table with the indexes that make per-call lookups cheap."""
 
-    mounts: tuple[Mount, ...]
-    _tops: dict[str, Mount] = field(init=False, repr=False)
-    _stacks: dict[str, tuple[Mount, ...]] = field(init=False, repr=False)
-    _safe: dict[str, bool] = field(init=False, repr=False)
-    sys_dev_block: str = platform.SYS_DEV_BLOCK  # major:minor → the block device's sysfs directory
-
     def __init__(self, mounts: Iterable[Mount], sys_dev_block: str = platform.SYS_DEV_BLOCK) -> None:
         self.mounts = tuple(mounts)
-        self.sys_dev_block = sys_dev_block
+        self.sys_dev_block = sys_dev_block  # major:minor → the block device's sysfs directory
         stacks: dict[str, list[Mount]] = {}
         for mount in self.mounts:
             stacks.setdefault(mount.mount_point, []).append(mount)
         self._stacks = {point: tuple(stack) for point, stack in stacks.items()}
         self._tops = {point: _top_of(stack) for point, stack in self._stacks.items()}
-        self._safe = {}
+        self._safe: dict[str, bool] = {}
 
     def visible(self, mount: Mount) -> bool:
         """False for a mount hidden under a later mount on the same mount point."""
@@ -212,9 +202,10 @@ class MountTable:
                     return mount
         return self._tops[point]
 
-    def inline_safe(self, path: str) -> bool:
+    def inline_safe(self, path: str, visiting: frozenset[str] = frozenset()) -> bool:
         """True if looking at ``path`` only touches local or in-memory filesystems (cannot hang on a network)."""
-        return self._safe_at(path, frozenset())
+        point = self.mount_point_of(path)
+        return point is not None and self._point_safe(point, visiting)
 
     def _point_safe(self, point: str, visiting: frozenset[str]) -> bool:
         known = self._safe.get(point)
@@ -289,7 +280,7 @@ class MountTable:
         pending = path.split("/")[::-1]
         current = "/"
         links = 0
-        if not self._safe_at("/", visiting):
+        if not self.inline_safe("/", visiting):
             return False, "/"
         while pending:
             name = pending.pop()
@@ -299,7 +290,7 @@ class MountTable:
                 current = parent_dir(current)
                 continue
             candidate = current.rstrip("/") + "/" + name
-            if not self._safe_at(candidate, visiting):
+            if not self.inline_safe(candidate, visiting):
                 return False, self.mount_point_of(candidate)
             try:
                 mode = os.lstat(candidate).st_mode
@@ -323,10 +314,6 @@ class MountTable:
                 current = "/"
             pending.extend(target.split("/")[::-1])
         return True, None
-
-    def _safe_at(self, path: str, visiting: frozenset[str]) -> bool:
-        point = self.mount_point_of(path)
-        return point is not None and self._point_safe(point, visiting)
 
 
 def _top_of(stack: Sequence[Mount]) -> Mount:
@@ -388,7 +375,7 @@ class MountInfoReader:
         self._table: MountTable | None = None
         self._read_at = 0.0
         self._poller: select.poll | None = None
-        self._fd: int | None = None
+        self._closer: weakref.finalize[[int], MountInfoReader] | None = None  # closes the open file
 
     def __call__(self) -> MountTable:
         with self._lock:
@@ -404,9 +391,10 @@ class MountInfoReader:
     def _read(self) -> MountTable:
         if self._poller is None:
             # Opened before the first read, so a change during that read is still signalled.
-            self._fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
+            self._closer = weakref.finalize(self, os.close, fd)  # also when dropped without close()
             poller = select.poll()
-            poller.register(self._fd, select.POLLPRI | select.POLLERR)
+            poller.register(fd, select.POLLPRI | select.POLLERR)
             self._poller = poller
         else:
             self._poller.poll(0)  # consume a pending change signal: the read below sees the change
@@ -416,9 +404,9 @@ class MountInfoReader:
 
     def close(self) -> None:
         with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-            self._fd = self._poller = self._table = None
+            if self._closer is not None:
+                self._closer()
+            self._closer = self._poller = self._table = None
 
 
 def psutil_partitions() -> MountTable:
@@ -521,37 +509,3 @@ def container_siblings(mount: Mount, table: MountTable) -> list[Mount]:
     if container is None:
         return []
     return [m for m in table.mounts if m is not mount and apfs_container(m) == container]
-
-
-def dedupe(items: Sequence[T], mount_of: Callable[[T], Mount], device_of: Callable[[T], object]) -> list[T]:
-    """One entry per filesystem, chosen as df chooses, in mount order.
-
-    Among entries of one device (``device_of``: the st_dev of the mount point, or the mountinfo
-    device), keep the one with a real device path ('/dev/…') over a name like 'tmpfs', then the one
-    nearer the root unless it shows a deeper subtree (a bind mount), and a later mount on the same
-    mount point over the one it hides.
-    """
-    chosen: dict[object, int] = {}
-    keep: list[bool] = [False] * len(items)
-    for index, item in enumerate(items):
-        mount = mount_of(item)
-        key = device_of(item)
-        seen_index = chosen.get(key)
-        if seen_index is None:
-            chosen[key] = index
-            keep[index] = True
-            continue
-        seen = mount_of(items[seen_index])
-        new_is_better = (
-            ("/" in mount.device and "/" not in seen.device)
-            or (len(mount.mount_point) < len(seen.mount_point) and not len(seen.root) < len(mount.root))
-            or mount.mount_point == seen.mount_point
-        )
-        if new_is_better:
-            keep[seen_index] = False
-            keep[index] = True
-            chosen[key] = index
-    survivors = [item for index, item in enumerate(items) if keep[index]]
-    # Two entries left on one mount point (devices that could not be identified): the later one shows.
-    last_at: dict[str, int] = {mount_of(item).mount_point: i for i, item in enumerate(survivors)}
-    return [item for i, item in enumerate(survivors) if last_at[mount_of(item).mount_point] == i]

@@ -12,7 +12,6 @@ from __future__ import annotations
 from sysmcp.engine.pools._cow import (
     Cow,
     CowItem,
-    ZfsSpace,
     btrfs_cow,
     parse_btrfs_du,
     parse_qgroups,
@@ -21,7 +20,6 @@ from sysmcp.engine.pools._cow import (
     zfs_cow,
 )
 from sysmcp.engine.pools._lvm import (
-    LogicalVolume,
     ThinPool,
     could_be_thin,
     parse_lvs,
@@ -32,9 +30,7 @@ from sysmcp.engine.pools._lvm import (
 __all__ = [
     "Cow",
     "CowItem",
-    "LogicalVolume",
     "ThinPool",
-    "ZfsSpace",
     "btrfs_cow",
     "could_be_thin",
     "parse_btrfs_du",

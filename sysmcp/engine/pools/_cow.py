@@ -123,38 +123,34 @@ def btrfs_cow(
     others = {ident: path for ident, path in every.items() if path != mounted}
     if not others:
         return Cow()
+    groups: dict[int, tuple[int, int]] = {}
     try:
         groups = parse_qgroups(run(["btrfs", "qgroup", "show", "--raw", point], timeout))
     except (CommandFailed, BadOutput):
-        groups = {}  # quotas off: the usual case, not a fault
+        pass  # quotas off: the usual case, not a fault
     except (CommandMissing, CommandTimedOut) as fault:
-        groups = {}
         cow.faults.append(fault)
-    if groups:
-        cow.source = "btrfs qgroup show (quotas are on)"
-        for ident, path in sorted(others.items()):
-            referenced, exclusive = groups.get(ident, (None, None))
-            shared = None if referenced is None or exclusive is None else referenced - exclusive
-            cow.items.append(
-                CowItem(path, ident in snaps, exclusive, shared, _reachable(path, point, mounted))
-            )
-        cow.exact = all(item.exclusive is not None for item in cow.items)
-        return cow
-    cow.source = "btrfs filesystem du -s (quotas are off), within a time budget"
+    cow.source = (
+        "btrfs qgroup show (quotas are on)"
+        if groups
+        else "btrfs filesystem du -s (quotas are off), within a time budget"
+    )
     deadline = clock() + du_budget_s
     for ident, path in sorted(others.items()):
-        if cancel is not None:
-            cancel()  # the caller's cancellation: between one snapshot's extent read and the next
         where = _reachable(path, point, mounted)
-        exclusive = shared = None
-        left = deadline - clock()
-        if where and left > 0:
-            try:
-                _, exclusive, shared = parse_btrfs_du(
-                    run(["btrfs", "filesystem", "du", "-s", "--raw", where], min(left, timeout))
-                )
-            except EngineError as fault:
-                cow.faults.append(fault)
+        referenced, exclusive = groups.get(ident, (None, None))
+        shared = None if referenced is None or exclusive is None else referenced - exclusive
+        if not groups:
+            if cancel is not None:
+                cancel()  # the caller's cancellation: between one snapshot's extent read and the next
+            left = deadline - clock()
+            if where and left > 0:
+                try:
+                    _, exclusive, shared = parse_btrfs_du(
+                        run(["btrfs", "filesystem", "du", "-s", "--raw", where], min(left, timeout))
+                    )
+                except EngineError as fault:
+                    cow.faults.append(fault)
         cow.items.append(CowItem(path, ident in snaps, exclusive, shared, where))
     cow.exact = all(item.exclusive is not None for item in cow.items)
     return cow

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from sysmcp import platform
 from sysmcp.engine.commands import BadOutput, run_command
 
 LVS_FIELDS = "lv_name,vg_name,lv_attr,pool_lv,data_percent,metadata_percent,lv_size"
@@ -29,10 +30,10 @@ class LogicalVolume:
     data_percent: float | None
     metadata_percent: float | None
 
-    @property
-    def dm_name(self) -> str:
-        """The device-mapper name (/dev/mapper/<this>): vg-lv with each '-' in a name doubled."""
-        return f"{self.vg.replace('-', '--')}-{self.name.replace('-', '--')}"
+
+def _dm(vg: str, lv: str) -> str:
+    """The device-mapper name (/dev/mapper/<this>): vg-lv with each '-' in a name doubled."""
+    return f"{vg.replace('-', '--')}-{lv.replace('-', '--')}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,7 @@ def parse_lvs(text: str) -> list[LogicalVolume]:
     return volumes
 
 
-def _dm_name(device: str, sys_block: str) -> str:
+def _dm_name(device: str) -> str:
     """The device-mapper name of a mount's device: /dev/mapper/NAME, /dev/VG/LV, or /dev/dm-N
     (its name read from sysfs)."""
     if device.startswith("/dev/mapper/"):
@@ -113,22 +114,18 @@ def _dm_name(device: str, sys_block: str) -> str:
     base = os.path.basename(device)
     if base.startswith("dm-"):
         try:
-            with open(os.path.join(sys_block, base, "dm", "name"), encoding="utf-8") as handle:
+            with open(os.path.join(platform.SYS_BLOCK, base, "dm", "name"), encoding="utf-8") as handle:
                 return handle.read().strip()
         except OSError:
             return ""
     parts = device.removeprefix("/dev/").split("/")
-    if len(parts) == 2:
-        return f"{parts[0].replace('-', '--')}-{parts[1].replace('-', '--')}"
-    return ""
+    return _dm(*parts) if len(parts) == 2 else ""
 
 
-def thin_pool_of(
-    device: str, volumes: Sequence[LogicalVolume], sys_block: str = "/sys/block"
-) -> ThinPool | None:
+def thin_pool_of(device: str, volumes: Sequence[LogicalVolume]) -> ThinPool | None:
     """The thin pool under ``device`` (a mount's source), or None when it is no thin volume."""
-    name = _dm_name(device, sys_block)
-    lv = next((v for v in volumes if v.dm_name == name and v.attr.startswith("V") and v.pool), None)
+    name = _dm_name(device)
+    lv = next((v for v in volumes if _dm(v.vg, v.name) == name and v.attr.startswith("V") and v.pool), None)
     if lv is None:
         return None
     pool = next((v for v in volumes if v.vg == lv.vg and v.name == lv.pool and v.attr.startswith("t")), None)

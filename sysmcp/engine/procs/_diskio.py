@@ -69,14 +69,6 @@ def read_processes(cancel: Cancel = never_cancelled) -> ProcessReading:
     return reading
 
 
-def read_devices() -> dict[str, Any]:
-    """Per block device cumulative counters ({} where the system gives none, e.g. some containers)."""
-    try:
-        return psutil.disk_io_counters(perdisk=True, nowrap=True) or {}
-    except (OSError, RuntimeError):
-        return {}
-
-
 def process_deltas(first: ProcessReading, second: ProcessReading) -> list[ProcessIo]:
     """What each process read and wrote between the readings. A process started during the window
     did all its I/O within it; one read only at the end but older than the window is left out."""
@@ -108,7 +100,10 @@ def take_reading(
     """The devices' counters, then (if asked) every process's; ``cancel`` before each process. In the
     engines' run shape, though it reports no progress: one pass over the counters."""
     taken = time.monotonic()
-    devices = read_devices()
+    try:
+        devices: dict[str, Any] = psutil.disk_io_counters(perdisk=True, nowrap=True) or {}
+    except (OSError, RuntimeError):
+        devices = {}  # the system gives none (some containers)
     processes = read_processes(cancel) if with_processes else None
     return Reading(taken, devices, processes)
 
@@ -176,13 +171,11 @@ def device_name(dev: str, sys_dev_block: str = platform.SYS_DEV_BLOCK) -> str | 
         return None
 
 
-def device_mount_points(
-    table: MountTable, sys_dev_block: str = platform.SYS_DEV_BLOCK
-) -> dict[str, list[str]]:
+def device_mount_points(table: MountTable) -> dict[str, list[str]]:
     """Each block device's mount points (visible ones, shortest first), by the counters' device name."""
     points: dict[str, list[str]] = {}
     for mount in table.mounts:
-        name = device_name(mount.dev, sys_dev_block) if mount.dev else None
+        name = device_name(mount.dev, table.sys_dev_block) if mount.dev else None
         if name is not None and table.visible(mount):
             points.setdefault(name, []).append(mount.mount_point)
     return {name: sorted(set(found), key=lambda p: (len(p), p)) for name, found in points.items()}
@@ -191,8 +184,6 @@ def device_mount_points(
 def files_written(
     pids: Iterable[int],
     keep: Callable[[WrittenFile], bool] = lambda _: True,
-    proc: str = PROC,
-    sys_dev_block: str = platform.SYS_DEV_BLOCK,
 ) -> dict[int, tuple[list[WrittenFile], int]]:
     """Per process: the regular files on block devices it has open for writing that ``keep`` accepts
     (the caller's roots), each with its ``device`` named, and how many more it has open that ``keep``
@@ -202,9 +193,9 @@ def files_written(
     for pid in pids:
         kept: list[WrittenFile] = []
         refused = 0
-        for item in open_for_writing(proc, pid):
+        for item in open_for_writing(PROC, pid):
             if item.dev not in names:
-                names[item.dev] = device_name(f"{os.major(item.dev)}:{os.minor(item.dev)}", sys_dev_block)
+                names[item.dev] = device_name(f"{os.major(item.dev)}:{os.minor(item.dev)}")
             device = names[item.dev]
             if device is None:
                 continue  # not storage: a tmpfs, a pipe's filesystem, a network mount

@@ -27,6 +27,7 @@ from sysmcp.engine.mounts import Mount, MountTable, parse_mountinfo
 
 PROC = platform.PROC  # where processes are read (tests point the tools at a fake one)
 DELETED = " (deleted)"
+_Held = tuple[str, os.stat_result, int | None, str]  # (former path, stat, descriptor or None: mapped, mode)
 
 
 @dataclass(slots=True)
@@ -179,7 +180,9 @@ def scan_processes(
             scan.vanished += 1
             continue
         scan.processes += 1
-        identity: tuple[str, str | None] | None = None
+        if pid == me:
+            continue  # our own descriptors and mappings are never what fills a disk
+        held: list[_Held] = []
         for fd, link, target in links:
             if not target.endswith(DELETED):
                 continue  # files that still have a name
@@ -187,19 +190,16 @@ def scan_processes(
                 st = os.stat(link)  # follows the link to the open file itself
             except OSError:
                 continue
-            if st.st_nlink != 0 or not stat.S_ISREG(st.st_mode):
-                continue  # renamed over but still linked elsewhere, or not a regular file
-            if pid == me:
-                continue  # our own descriptors are never what fills a disk
-            if identity is None:
-                identity = _identity(pid)
-            found = scan.file(target[: -len(DELETED)], st)
+            if st.st_nlink == 0 and stat.S_ISREG(st.st_mode):  # not a file renamed over but linked elsewhere
+                held.append((target[: -len(DELETED)], st, int(fd), platform.fd_access_mode(proc, pid, fd)))
+        identity: tuple[str, str | None] | None = None
+        for path, st, fd_number, mode in [*held, *_mapped(proc, pid, scan)]:
+            found = scan.file(path, st)
+            if fd_number is None and any(holder.pid == pid for holder in found.holders):
+                continue  # mapped, and held by a descriptor too: that one is named
             found.confined = found.confined and view.names(pid, found.path, st.st_dev)
-            found.holders.append(
-                Holder(pid, identity[0], identity[1], int(fd), platform.fd_access_mode(proc, pid, fd))
-            )
-        if pid != me:
-            _scan_mappings(proc, pid, scan, identity, view)
+            identity = identity or _identity(pid)
+            found.holders.append(Holder(pid, identity[0], identity[1], fd_number, mode))
     return scan
 
 
@@ -253,17 +253,17 @@ def open_for_writing(proc: str, pid: int) -> list[WrittenFile]:
     return written
 
 
-def _scan_mappings(
-    proc: str, pid: int, scan: Scan, identity: tuple[str, str | None] | None, view: MountView
-) -> None:
-    """Deleted files a process has mapped, added to ``scan`` (one holder per process and file)."""
+def _mapped(proc: str, pid: int, scan: Scan) -> list[_Held]:
+    """The deleted files process ``pid`` has mapped, each once, with no descriptor; those whose size
+    may not be read are counted in ``scan`` instead."""
     base = os.path.join(proc, str(pid))
     try:
         with open(os.path.join(base, "maps"), "rb") as handle:
             lines = [line for line in handle if line.endswith(b" (deleted)\n")]
     except OSError:
-        return  # gone, or another user's: its descriptors were already counted as unreadable
+        return []  # gone, or another user's: its descriptors were already counted as unreadable
     seen: set[tuple[bytes, bytes]] = set()
+    found: list[_Held] = []
     for line in lines:
         fields = line.rstrip(b"\n").split(maxsplit=5)
         if len(fields) < 6 or fields[4] == b"0" or not fields[5].startswith(b"/"):
@@ -279,16 +279,10 @@ def _scan_mappings(
             continue
         except OSError:
             continue
-        if st.st_nlink != 0 or not stat.S_ISREG(st.st_mode):
-            continue
-        found = scan.file(os.fsdecode(name[: -len(DELETED)]), st)
-        if any(holder.pid == pid for holder in found.holders):
-            continue  # it holds a descriptor too: that one is named
-        found.confined = found.confined and view.names(pid, found.path, st.st_dev)
-        if identity is None:
-            identity = _identity(pid)
-        mode = "rw" if perms[1:2] == b"w" and perms[3:4] == b"s" else "r"
-        found.holders.append(Holder(pid, identity[0], identity[1], None, mode))
+        if st.st_nlink == 0 and stat.S_ISREG(st.st_mode):
+            mode = "rw" if perms[1:2] == b"w" and perms[3:4] == b"s" else "r"
+            found.append((os.fsdecode(name[: -len(DELETED)]), st, None, mode))
+    return found
 
 
 def filesystem_of(table: MountTable, dev: int) -> Mount | None:

@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from sysmcp import platform
 from sysmcp.engine.walk import (
@@ -79,11 +79,7 @@ class Look:
         if self.process.returncode != 0:
             last = (err.strip().splitlines() or ["no reason given"])[-1]
             raise OSError(f"the private view could not be made: {last}")
-        found = []
-        for line in out.splitlines():
-            row = json.loads(line)
-            found.append(Hidden(row["relative"], row["disk"], row["files"], row["entries"]))
-        return found
+        return [Hidden(**json.loads(line)) for line in out.splitlines()]
 
     def close(self) -> None:
         """Kill it if it still runs (a cancelled call), and reap it."""
@@ -96,8 +92,7 @@ def _child(source: str, target: str, relatives: list[str]) -> int:
     platform.bind_mount_privately(source, target)
     mounts = mount_table()  # this view's, once: every tree below is sized under the same mounts
     for relative in relatives:
-        disk, files, entries = size_tree(os.path.join(target, relative), mounts)
-        row = {"relative": relative, "disk": disk, "files": files, "entries": entries}
+        row = asdict(Hidden(relative, *size_tree(os.path.join(target, relative), mounts)))
         sys.stderr.flush()
         os.write(1, (json.dumps(row) + "\n").encode())  # stdout is this child's own pipe to its parent
     return 0

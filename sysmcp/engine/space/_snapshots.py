@@ -66,16 +66,13 @@ def _lvm(device: str) -> Snapshots:
         ["lvs", "--noheadings", "--nosuffix", "--units", "b", "-o", "lv_name,origin,lv_size,data_percent"],
         COMMAND_TIMEOUT,
     )
-    if out is None:
-        return Snapshots()
     base = device.rsplit("/", 1)[-1].split("-")[-1]
-    found = Snapshots("lvm thin snapshots", note="their blocks are in the thin pool, not on this filesystem")
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and parts[1] == base:
-            found.items.append(Snapshot(parts[0], None))
-    found.exact = not found.items
-    return found if found.items else Snapshots()
+    rows = [line.split() for line in (out or "").splitlines()]
+    names = [row[0] for row in rows if len(row) >= 3 and row[1] == base]
+    if not names:
+        return Snapshots()
+    note = "their blocks are in the thin pool, not on this filesystem"
+    return Snapshots("lvm thin snapshots", [Snapshot(name, None) for name in names], 0, False, note)
 
 
 def _apfs(point: str) -> Snapshots:

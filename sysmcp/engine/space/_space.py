@@ -144,7 +144,6 @@ class WalkPart:
 
     disk: int = 0
     files: int = 0
-    entries: int = 0
     stopped: str | None = None  # why the walk stopped early (the rest is "not walked")
     elapsed: float = 0.0
     processes: int = 1
@@ -229,7 +228,6 @@ def walk_filesystem(
     walked = WalkPart(
         disk=totals.disk if totals is not None else 0,
         files=totals.files if totals is not None else 0,
-        entries=usage.entries,
         stopped=usage.stopped,
         elapsed=usage.elapsed,
         processes=usage.processes,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import shutil
 import subprocess
@@ -11,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.engine.mounts import Mount, MountTable, parse_mountinfo
-from sysmcp.engine.mounts._mounts import MountInfoReader, dedupe
+from sysmcp.engine.mounts import FilesystemUsage, Mount, MountTable, parse_mountinfo
+from sysmcp.engine.mounts._disks import dedupe
+from sysmcp.engine.mounts._mounts import MountInfoReader
 from tests.profile import needs_proc
 
 MOUNTINFO = textwrap.dedent(
@@ -181,10 +184,6 @@ def test_a_local_filesystem_on_a_network_or_badly_backed_block_device_is_unsafe(
     assert not table.inline_safe("/c/x")  # a network block device
 
 
-def _key(item: tuple[Mount, str]) -> object:
-    return item[1]
-
-
 @pytest.mark.parametrize(
     ("first", "second", "kept"),
     [
@@ -200,15 +199,18 @@ def _key(item: tuple[Mount, str]) -> object:
     ],
 )
 def test_one_entry_per_device_is_kept_as_df_chooses(first: Mount, second: Mount, kept: str) -> None:
-    survivors = dedupe([(first, "dev"), (second, "dev")], lambda item: item[0], _key)
+    survivors = dedupe([FilesystemUsage(first, st_dev=1), FilesystemUsage(second, st_dev=1)])
     assert len(survivors) == 1
-    mount = survivors[0][0]
+    mount = survivors[0].mount
     assert (f"{mount.mount_point}#{mount.mount_id}" if "#" in kept else mount.mount_point) == kept
 
 
 def test_different_devices_are_all_kept_in_mount_order() -> None:
-    items = [(Mount("/b", "/dev/sdb", "ext4"), "b"), (Mount("/", "/dev/sda", "ext4"), "a")]
-    assert dedupe(items, lambda item: item[0], _key) == items
+    entries = [
+        FilesystemUsage(Mount("/b", "/dev/sdb", "ext4"), st_dev=2),
+        FilesystemUsage(Mount("/", "/dev/sda", "ext4"), st_dev=1),
+    ]
+    assert dedupe(entries) == entries
 
 
 def test_the_reader_returns_the_cached_table_until_the_file_is_older_than_max_age(tmp_path: Path) -> None:
@@ -222,6 +224,24 @@ def test_the_reader_returns_the_cached_table_until_the_file_is_older_than_max_ag
     assert "/mnt/other" in {m.mount_point for m in fresh().mounts}
     reader.close()
     fresh.close()
+
+
+def _descriptors_on(path: Path) -> int:
+    found = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            found += os.readlink(f"/proc/self/fd/{fd}") == str(path)
+    return found
+
+
+@needs_proc
+def test_a_reader_dropped_without_close_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    info = tmp_path / "mountinfo"
+    info.write_bytes(MOUNTINFO)
+    for _ in range(3):
+        assert MountInfoReader(str(info))().holding("/mnt/nfs") is not None  # a one-off look, never closed
+    gc.collect()
+    assert _descriptors_on(info) == 0
 
 
 @needs_proc

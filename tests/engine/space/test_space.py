@@ -21,7 +21,8 @@ import pytest
 from sysmcp.engine.calls import never_cancelled, no_progress
 from sysmcp.engine.errors import WrongKind
 from sysmcp.engine.mounts import Figures, FsStats, Mount, MountTable, statvfs_usage
-from sysmcp.engine.space import Accounting, HeldOpen, explain
+from sysmcp.engine.space import Accounting, HeldOpen, Snapshots, explain
+from sysmcp.engine.space._snapshots import snapshots_of
 from sysmcp.engine.space._space import (
     DeletedScan,
     ExplainRequest,
@@ -319,3 +320,18 @@ async def test_a_scan_that_crossed_filesystems_or_of_a_subdirectory_is_not_used(
     clock.now += 60
     data = await explain_tool(top)
     assert data["files"]["files"] == 3 and data["files"]["scanned_at"] is None
+
+
+def test_a_volume_on_lvm_names_its_thin_snapshots_from_lvs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    lvs = tmp_path / "lvs"  # lvs --noheadings -o lv_name,origin,lv_size,data_percent: no origin, no column
+    lvs.write_text("#!/bin/sh\nprintf '  root  1000 \\n  snap1 root 1000 5.00\\n  snap2 home 1000 1.00\\n'\n")
+    lvs.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    snaps = snapshots_of(Mount("/", "/dev/mapper/vg0-root", "ext4"))
+    assert snaps.kind == "lvm thin snapshots" and [s.name for s in snaps.items] == ["snap1"]
+    assert not snaps.exact and snaps.items[0].exclusive is None and "thin pool" in snaps.note
+    assert snapshots_of(Mount("/srv", "/dev/mapper/vg0-srv", "ext4")) == Snapshots()
+    lvs.unlink()  # lvs not installed: nothing to say
+    assert snapshots_of(Mount("/", "/dev/mapper/vg0-root", "ext4")) == Snapshots()
