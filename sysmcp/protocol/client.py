@@ -258,16 +258,11 @@ class ClientSession:
         *,
         version: str = DEFAULT_VERSION,
         client_info: dict[str, Any] | None = None,
-        capabilities: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The handshake: ``initialize``, then ``notifications/initialized``."""
+        """The handshake: ``initialize`` (declaring no capabilities), then ``notifications/initialized``."""
         result = await self.request(
             "initialize",
-            {
-                "protocolVersion": version,
-                "capabilities": capabilities or {},
-                "clientInfo": client_info or CLIENT_INFO,
-            },
+            {"protocolVersion": version, "capabilities": {}, "clientInfo": client_info or CLIENT_INFO},
         )
         if not isinstance(result.get("protocolVersion"), str):
             raise NotMcp("its initialize answer names no protocol version")
