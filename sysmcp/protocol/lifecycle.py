@@ -16,6 +16,7 @@ request is refused with -32600. Failed probes decide nothing, so ``server/discov
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -136,15 +137,10 @@ class Features:
         return int(ErrorCode.INVALID_PARAMS if self.modern else ErrorCode.RESOURCE_NOT_FOUND)
 
 
-_FEATURES: dict[str, Features] = {}
-
-
+@functools.cache
 def features_of(version: str) -> Features:
     """The (immutable) ``Features`` of a version, built once per version instead of once per request."""
-    features = _FEATURES.get(version)
-    if features is None:
-        features = _FEATURES[version] = Features(version)
-    return features
+    return Features(version)
 
 
 def negotiate(requested: object) -> str:
