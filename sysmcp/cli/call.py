@@ -200,15 +200,11 @@ def check_output(path: str, *, directory: bool = False) -> str | None:
 
 
 def _tools(allow_reclaim: bool = False) -> dict[str, Any]:
-    """The tools a server started with (or without) ``--allow-reclaim`` serves, by name."""
-    from sysmcp.tools import ALL_TOOLS
+    """The tools a server started with (or without) ``--allow-reclaim`` serves, by name, in its order."""
+    from sysmcp.tools import served_tools
+    from sysmcp.tools.registry import Registry
 
-    tools = {tool.name: tool for tool in ALL_TOOLS}
-    if allow_reclaim:  # the server it starts serves reclaim too
-        from sysmcp.tools.reclaim import TOOL as RECLAIM
-
-        tools[RECLAIM.name] = RECLAIM
-    return tools
+    return {tool.name: tool for tool in Registry(served_tools(allow_reclaim))}
 
 
 def _summary(description: str) -> str:
