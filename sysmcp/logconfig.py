@@ -97,9 +97,6 @@ class QueuedLogWriter:
     def flush(self) -> None:
         """Nothing to do here: the thread writes each line as soon as it can (see :meth:`drain`)."""
 
-    def writable(self) -> bool:
-        return True
-
     @property
     def alive(self) -> bool:
         return self._thread.is_alive()

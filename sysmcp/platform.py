@@ -10,13 +10,15 @@ two that cannot be seen from inside a process: whether ``fork`` is safe once thr
 whether this is native Windows. Those come from ``sys.platform``, here and nowhere else. Answers are
 cheap and are not cached, so a test harness that hides a facility is obeyed wherever it is asked.
 
-This module imports nothing at its top but ``os``, ``sys`` and ``contextlib``: ``cli.main`` asks
-``is_native_windows()`` before anything that would not import on Windows, and every start imports it.
+This module imports nothing at its top but ``os``, ``sys``, ``contextlib`` and ``functools`` (which
+``contextlib`` imports): ``sysmcp.__main__`` asks ``is_native_windows()`` before anything that would
+not import on Windows, and every start imports it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -177,39 +179,34 @@ def bind_mount_privately(source: str, target: str) -> None:
             raise OSError(errno, os.strerror(errno), dst.decode(errors="replace"))
 
 
-#: What ``rename_noreplace`` needs from the C library, once looked up (None: not offered here).
-_RENAME: list[Callable[[int, bytes, int, bytes], int] | None] = []
-
-
+@functools.cache
 def _rename_call() -> Callable[[int, bytes, int, bytes], int] | None:
-    """Linux: ``renameat2(…, RENAME_NOREPLACE)`` (glibc 2.28, kernel 3.15); macOS: ``renameatx_np(…,
+    """What ``rename_noreplace`` needs from the C library, looked up once (None: not offered here).
+
+    Linux: ``renameat2(…, RENAME_NOREPLACE)`` (glibc 2.28, kernel 3.15); macOS: ``renameatx_np(…,
     RENAME_EXCL)`` (10.12). Either returns 0 or -1 with errno set; elsewhere None."""
-    if not _RENAME:
-        import ctypes
-        import ctypes.util
+    import ctypes
+    import ctypes.util
 
-        call: Callable[[int, bytes, int, bytes], int] | None = None
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        except OSError:
-            libc = None
-        if libc is not None and sys.platform.startswith("linux") and hasattr(libc, "renameat2"):
-            noreplace, native = 1, libc.renameat2
-        elif libc is not None and sys.platform == "darwin" and hasattr(libc, "renameatx_np"):
-            noreplace, native = 4, libc.renameatx_np  # RENAME_EXCL
-        else:
-            native = None
-        if native is not None:
-            native.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-            native.restype = ctypes.c_int
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+    if sys.platform.startswith("linux") and hasattr(libc, "renameat2"):
+        noreplace, native = 1, libc.renameat2
+    elif sys.platform == "darwin" and hasattr(libc, "renameatx_np"):
+        noreplace, native = 4, libc.renameatx_np  # RENAME_EXCL
+    else:
+        return None
+    native.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    native.restype = ctypes.c_int
 
-            def call(src_dir: int, src: bytes, dst_dir: int, dst: bytes) -> int:
-                if native(src_dir, src, dst_dir, dst, noreplace) == 0:
-                    return 0
-                return ctypes.get_errno()
+    def call(src_dir: int, src: bytes, dst_dir: int, dst: bytes) -> int:
+        if native(src_dir, src, dst_dir, dst, noreplace) == 0:
+            return 0
+        return ctypes.get_errno()
 
-        _RENAME.append(call)
-    return _RENAME[0]
+    return call
 
 
 def rename_noreplace(src_dir: int, src: bytes, dst_dir: int, dst: bytes) -> bool:

@@ -6,7 +6,6 @@ Bounded: a total byte cap, oldest evicted first, so a long session cannot grow w
 from __future__ import annotations
 
 import itertools
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from urllib.parse import quote
@@ -36,7 +35,6 @@ class StoredResult:
     description: str
     mime_type: str
     text: str
-    created: float
     size: int  # UTF-8 bytes of text, counted once (resources/list reports it for every item)
 
 
@@ -54,7 +52,7 @@ class ResultStore:
         if size > self.max_item:
             raise TooLarge(size, self.max_item)
         uri = f"{URI_PREFIX}{next(self._ids)}/{quote(name, safe='-._~')}"
-        item = StoredResult(uri, name, description, mime_type, text, time.time(), size)
+        item = StoredResult(uri, name, description, mime_type, text, size)
         self._items[uri] = item
         self._bytes += item.size
         while self._bytes > self.cap_bytes and len(self._items) > 1:

@@ -7,7 +7,6 @@ import os
 import sys
 from collections.abc import Sequence
 
-from sysmcp import platform
 from sysmcp.cli.options import ROOTS_ENV, build_parser, fleet_options, plain_serve_args
 from sysmcp.cli.snapshot import configure_history
 from sysmcp.logconfig import configure
@@ -16,9 +15,6 @@ __all__ = ["ROOTS_ENV", "build_parser", "main", "plain_serve_args"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if platform.is_native_windows():  # first: nothing below is meant for Windows
-        print(f"sysmcp: {platform.WSL_HINT}", file=sys.stderr)
-        return 2
     given = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(given) if given else plain_serve_args()
     if args.command not in (None, "serve"):

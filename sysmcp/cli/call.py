@@ -200,15 +200,11 @@ def check_output(path: str, *, directory: bool = False) -> str | None:
 
 
 def _tools(allow_reclaim: bool = False) -> dict[str, Any]:
-    """The tools a server started with (or without) ``--allow-reclaim`` serves, by name."""
-    from sysmcp.tools import ALL_TOOLS
+    """The tools a server started with (or without) ``--allow-reclaim`` serves, by name, in its order."""
+    from sysmcp.tools import served_tools
+    from sysmcp.tools.registry import Registry
 
-    tools = {tool.name: tool for tool in ALL_TOOLS}
-    if allow_reclaim:  # the server it starts serves reclaim too
-        from sysmcp.tools.reclaim import TOOL as RECLAIM
-
-        tools[RECLAIM.name] = RECLAIM
-    return tools
+    return {tool.name: tool for tool in Registry(served_tools(allow_reclaim))}
 
 
 def _summary(description: str) -> str:
@@ -610,8 +606,7 @@ def _save_per_host(directory: str, files: dict[str, str]) -> None:
 
 def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) -> int:
     if tool is None:
-        print("sysmcp call: which tool?\n" + tools_overview(), file=sys.stderr)
-        return EXIT_USAGE
+        return _refuse("sysmcp call: which tool?\n" + tools_overview())
     arguments = fleet_arguments(arguments)
     fleet = options.resolve_hosts is not None
     problem = check_call(tool, arguments, fleet=fleet, allow_reclaim="--allow-reclaim" in options.server_args)
@@ -623,15 +618,14 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
         except ValueError as exc:
             problem = str(exc)
     if problem is not None:
-        print(f"sysmcp call: {problem}", file=sys.stderr)
-        return EXIT_USAGE
+        return _refuse(f"sysmcp call: {problem}")
     try:
         return anyio.run(_call, tool, arguments, options)
     except BaseException as exc:  # a task group wraps what its body raised: look inside
-        if _holds(exc, BrokenPipeError):
+        if _find(exc, BrokenPipeError) is not None:
             _silence_stdout()
             return EXIT_PIPE
-        if _holds(exc, Interrupted) or _holds(exc, KeyboardInterrupt):
+        if _find(exc, Interrupted) is not None or _find(exc, KeyboardInterrupt) is not None:
             print("sysmcp call: interrupted; the call was cancelled on the server", file=sys.stderr)
             return EXIT_INTERRUPTED
         unstarted = _find(exc, ServerNotStarted)
@@ -639,16 +633,12 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
             print(f"sysmcp call: cannot start the server ({unstarted})", file=sys.stderr)
             return EXIT_PROBLEM
         stopped = _find(exc, ServerStopped)
-        if stopped is not None or _holds(exc, PeerGone):
+        if stopped is not None or _find(exc, PeerGone) is not None:
             status = stopped.status if stopped is not None else None
             said = f" (exit {status})" if status else ""
             print(f"sysmcp call: the server stopped before answering{said}", file=sys.stderr)
             return status if status and status > 0 else EXIT_PROBLEM
         raise
-
-
-def _holds(exc: BaseException, kind: type[BaseException]) -> bool:
-    return _find(exc, kind) is not None
 
 
 def _find(exc: BaseException, kind: type[E]) -> E | None:
@@ -660,6 +650,12 @@ def _find(exc: BaseException, kind: type[E]) -> E | None:
                 return found
         return None
     return exc if isinstance(exc, kind) else None
+
+
+def _refuse(text: str) -> int:
+    """A usage error, refused before any work: its line on stderr, exit 2."""
+    print(text, file=sys.stderr)
+    return EXIT_USAGE
 
 
 def print_help(text: str) -> int:
@@ -680,17 +676,6 @@ def _silence_stdout() -> None:
     os.close(devnull)
 
 
-__all__ = [
-    "EXIT_CODES_HELP",
-    "CallOptions",
-    "exit_status",
-    "print_help",
-    "run_call",
-    "tool_help",
-    "tools_overview",
-]
-
-
 def run_command(args: argparse.Namespace, roots: list[str]) -> int:
     """``sysmcp call TOOL KEY=VALUE …`` parsed: the checks made before any server starts, then the call."""
     if args.help:
@@ -699,28 +684,22 @@ def run_command(args: argparse.Namespace, roots: list[str]) -> int:
         known = list(_tools(args.allow_reclaim))
         if args.tool in known:
             return print_help(tool_help(args.tool, allow_reclaim=args.allow_reclaim) + "\n")
-        else:
-            print(f"sysmcp call: unknown tool {args.tool!r}; tools: {', '.join(known)}", file=sys.stderr)
-            return 2
+        return _refuse(f"sysmcp call: unknown tool {args.tool!r}; tools: {', '.join(known)}")
     try:
         pairs = [key_value(pair, args.tool) for pair in args.arguments]
     except ValueError as exc:
-        print(f"sysmcp call: {exc}", file=sys.stderr)
-        return 2
+        return _refuse(f"sysmcp call: {exc}")
     missing = [root for root in roots if not os.path.isdir(root)]
     if missing:  # the server would refuse them: say so before starting it
-        print(f"sysmcp: --root must name existing directories: {', '.join(missing)}", file=sys.stderr)
-        return 2
+        return _refuse(f"sysmcp: --root must name existing directories: {', '.join(missing)}")
     keys = [key for key, _ in pairs]
     repeated = sorted({key for key in keys if keys.count(key) > 1})
     if repeated:  # never silently the last one: path=/usr path=/etc is one mistake or the other
-        print(f"sysmcp call: {', '.join(k + '=' for k in repeated)} given more than once", file=sys.stderr)
-        return 2
+        return _refuse(f"sysmcp call: {', '.join(k + '=' for k in repeated)} given more than once")
     try:  # the same checks the server makes, before any work: a bad inventory, then hosts=nosuch
         fleet = fleet_options(args)
     except (OSError, ValueError) as exc:
-        print(f"sysmcp: {exc}", file=sys.stderr)
-        return 2
+        return _refuse(f"sysmcp: {exc}")
     options = CallOptions(
         raw=args.raw,
         version=args.protocol_version,

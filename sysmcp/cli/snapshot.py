@@ -297,9 +297,6 @@ def _reclaim_log(store: Store, limit: int, shown: Callable[[bytes | str], bool])
     return EXIT_OK
 
 
-__all__ = ["add_commands", "configure_history", "history_options", "run"]
-
-
 def worded(exc: Exception) -> str:
     """The model's words for a refusal, on the command line too (``tools.errors`` for an engine's)."""
     from sysmcp.engine.errors import EngineError

@@ -141,6 +141,3 @@ def run_trace(command: Sequence[str], output: str | None) -> int:
     finally:
         if output:
             os.close(fd)
-
-
-__all__ = ["CLIENT_TO_SERVER", "SERVER_TO_CLIENT", "run_trace"]

@@ -39,7 +39,7 @@ class Notification:
 
 @dataclass(frozen=True, slots=True)
 class Response:
-    """A response sent *by the client* (to a request we made, e.g. ``roots/list``)."""
+    """A response to a request we made (the client's to ``roots/list``, a server's to the client half)."""
 
     id: RequestId | None
     result: dict[str, Any] | None = None
@@ -157,10 +157,7 @@ def notification_message(method: str, params: dict[str, Any] | None = None) -> d
 
 
 def request_message(msg_id: RequestId, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "id": msg_id, "method": method}
-    if params is not None:
-        message["params"] = params
-    return message
+    return {"jsonrpc": "2.0", "id": msg_id, **notification_message(method, params)}  # keys in this order
 
 
 def _short(exc: Exception) -> str:

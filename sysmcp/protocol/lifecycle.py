@@ -16,10 +16,11 @@ request is refused with -32600. Failed probes decide nothing, so ``server/discov
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from sysmcp.protocol.errors import ProtocolError
+from sysmcp.protocol.errors import ProtocolError, invalid_params
 from sysmcp.protocol.jsonrpc import ErrorCode
 
 LEGACY_VERSIONS: tuple[str, ...] = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -136,15 +137,10 @@ class Features:
         return int(ErrorCode.INVALID_PARAMS if self.modern else ErrorCode.RESOURCE_NOT_FOUND)
 
 
-_FEATURES: dict[str, Features] = {}
-
-
+@functools.cache
 def features_of(version: str) -> Features:
     """The (immutable) ``Features`` of a version, built once per version instead of once per request."""
-    features = _FEATURES.get(version)
-    if features is None:
-        features = _FEATURES[version] = Features(version)
-    return features
+    return Features(version)
 
 
 def negotiate(requested: object) -> str:
@@ -186,28 +182,20 @@ def read_envelope(params: dict[str, Any]) -> Envelope:
     meta = meta if isinstance(meta, dict) else {}
     missing = [key for key in (META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES) if key not in meta]
     if missing:
-        raise ProtocolError(
-            ErrorCode.INVALID_PARAMS,
+        raise invalid_params(
             "Invalid params: params._meta is missing the required key(s) "
             + ", ".join(missing)
-            + " (every 2026-07-28 request carries them; older clients start with initialize)",
+            + " (every 2026-07-28 request carries them; older clients start with initialize)"
         )
     version = meta[META_PROTOCOL_VERSION]
     if not isinstance(version, str):
-        raise ProtocolError(
-            ErrorCode.INVALID_PARAMS, f"Invalid params: {META_PROTOCOL_VERSION} must be a string"
-        )
+        raise invalid_params(f"Invalid params: {META_PROTOCOL_VERSION} must be a string")
     capabilities = meta[META_CLIENT_CAPABILITIES]
     if not isinstance(capabilities, dict):
-        raise ProtocolError(
-            ErrorCode.INVALID_PARAMS, f"Invalid params: {META_CLIENT_CAPABILITIES} must be an object"
-        )
+        raise invalid_params(f"Invalid params: {META_CLIENT_CAPABILITIES} must be an object")
     level = meta.get(META_LOG_LEVEL)
     if level is not None and level not in LOG_LEVELS:
-        raise ProtocolError(
-            ErrorCode.INVALID_PARAMS,
-            f"Invalid params: {META_LOG_LEVEL} must be one of {', '.join(LOG_LEVELS)}",
-        )
+        raise invalid_params(f"Invalid params: {META_LOG_LEVEL} must be one of {', '.join(LOG_LEVELS)}")
     if version not in MODERN_VERSIONS:
         raise unsupported_version(version)
     info = meta.get(META_CLIENT_INFO)
@@ -316,9 +304,7 @@ class Lifecycle:
             raise ProtocolError(ErrorCode.INVALID_REQUEST, "Invalid Request: already initialized")
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
-            raise ProtocolError(
-                ErrorCode.INVALID_PARAMS, 'Invalid params: "protocolVersion" must be a string'
-            )
+            raise invalid_params('Invalid params: "protocolVersion" must be a string')
         capabilities = params.get("capabilities", {})
         info = params.get("clientInfo", {})
         self.version = negotiate(requested)

@@ -272,7 +272,9 @@ class Session:
             if await self._start_request(message, tasks, reply, settle):
                 return  # its task settles it
         elif isinstance(message, Invalid):
-            await self._respond(reply, message.id, error_message(message.id, message.code, message.message))
+            await self._deliver(
+                reply, message.id, encode(error_message(message.id, message.code, message.message))
+            )
         elif isinstance(message, Notification):
             await self._on_notification(message)
         elif isinstance(message, Response):
@@ -344,9 +346,8 @@ class Session:
                 self._in_flight[request.id] = _InFlight(scope, ctx)
                 tasks.start_soon(self._serve, request, ctx, scope, reply, settle)
                 return True
-        await self._respond(
-            reply, request.id, error_message(request.id, refusal.code, refusal.message, refusal.data)
-        )
+        refused = error_message(request.id, refusal.code, refusal.message, refusal.data)
+        await self._deliver(reply, request.id, encode(refused))
         return False
 
     # -- the error boundary -----------------------------------------------------------------
@@ -387,11 +388,8 @@ class Session:
 
     # -- writing ----------------------------------------------------------------------------
 
-    async def _respond(self, reply: Reply | None, msg_id: RequestId | None, message: dict[str, Any]) -> None:
-        """Answer a request: on the wire, or to its batch's collector (always encoded, to count its size)."""
-        await self._deliver(reply, msg_id, encode(message))
-
     async def _deliver(self, reply: Reply | None, msg_id: RequestId | None, data: bytes) -> None:
+        """Answer a request: on the wire, or to its batch's collector (always encoded, to count its size)."""
         if reply is None:
             await self._outbox.put(data)
         else:

@@ -28,7 +28,6 @@ from sysmcp.protocol.jsonrpc import ErrorCode, Notification, Request
 from sysmcp.protocol.lifecycle import (
     ADVERTISED_VERSIONS,
     LOG_LEVELS,
-    META_CLIENT_CAPABILITIES,
     Features,
     Lifecycle,
     complete_result,
@@ -276,7 +275,7 @@ class Server:
 
     async def _tools_list(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         tools, next_cursor = self.registry.page(params.get("cursor"))
-        views = self._client_takes_views(params, ctx)
+        views = accepts_views(ctx.client_capabilities)
         result: dict[str, Any] = {"tools": [tool.describe(ctx.features, views=views) for tool in tools]}
         if next_cursor is not None:
             result["nextCursor"] = next_cursor
@@ -348,15 +347,6 @@ class Server:
         )
         return dataclasses.replace(output, text=note + tail, links=(*output.links, *links))
 
-    def _client_takes_views(self, params: dict[str, Any], ctx: RequestContext) -> bool:
-        """Whether this request's client declared MCP Apps: per request in 2026-07-28 (its envelope),
-        else in ``initialize``."""
-        capabilities: object = self.lifecycle.client_capabilities
-        if ctx.features.modern:
-            meta = params.get("_meta")
-            capabilities = meta.get(META_CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
-        return accepts_views(capabilities)
-
     def _error_result(self, text: str, *, refused: bool = False) -> dict[str, Any]:
         """An ``isError`` result; ``refused``: the arguments were refused before any work (a bad one, a
         path outside the roots), which ``sysmcp call`` reports as a usage error (exit 2)."""
@@ -388,7 +378,7 @@ class Server:
         _one_page(params)
         views = (
             [view.resource(titles=ctx.features.titles) for view in VIEWS.values()]
-            if self._client_takes_views(params, ctx)
+            if accepts_views(ctx.client_capabilities)
             else []
         )
         return {"resources": views + [_resource(item) for item in self.results.list()]}

@@ -40,9 +40,8 @@ class ClientRoots:
     answers ``[]``).
     """
 
-    def __init__(self, policy: PathPolicy, timeout: float = ROOTS_TIMEOUT) -> None:
+    def __init__(self, policy: PathPolicy) -> None:
         self.policy = policy
-        self.timeout = timeout
         self.peer: Session | None = None  # the session that asks the client
         self.spawn: Spawn | None = None
         self._stale = False
@@ -80,7 +79,7 @@ class ClientRoots:
                 return
             self._stale = False
             try:
-                response = await self.peer.request("roots/list", None, timeout=self.timeout)
+                response = await self.peer.request("roots/list", None, timeout=ROOTS_TIMEOUT)
             except Exception as exc:  # the client went away or never answered: keep the scope we have
                 log.warning("roots/list unanswered; keeping the current scope", error=type(exc).__name__)
                 return
@@ -93,7 +92,7 @@ class ClientRoots:
             # and within the same time a client gets to answer, or the scope stays as it was.
             resolved: tuple[list[Path], list[str]] | None = None
             with (
-                anyio.move_on_after(self.timeout),
+                anyio.move_on_after(ROOTS_TIMEOUT),
                 contextlib.suppress(ToolError),
             ):  # ToolError: too many stuck
                 resolved = await run_in_thread(roots_from_uris, uris, None)

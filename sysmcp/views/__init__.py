@@ -107,10 +107,8 @@ def html(uri: str) -> str:
     return text.replace("@SYSMCP_VERSION@", __version__)
 
 
-def accepts_views(capabilities: object) -> bool:
+def accepts_views(capabilities: dict[str, Any]) -> bool:
     """Whether client capabilities declare the MCP Apps extension with the HTML mime type we serve."""
-    if not isinstance(capabilities, dict):
-        return False
     extensions = capabilities.get("extensions")
     settings = extensions.get(EXTENSION) if isinstance(extensions, dict) else None
     if not isinstance(settings, dict):
