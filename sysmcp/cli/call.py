@@ -528,7 +528,11 @@ def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
     result: dict[str, Any] = reply.get("result", {})
     texts = [b["text"] for b in result.get("content", []) if b.get("type") == "text"]
     if options.output is not None and "_per_host" in reply:
-        _save_per_host(options.output, reply["_per_host"])
+        try:
+            _save_per_host(options.output, reply["_per_host"])
+        except OSError as exc:  # as for one file: checked before the call, but the disk may fill since
+            print(f"sysmcp call: -o {options.output}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_PROBLEM
     elif options.output is not None and not result.get("isError"):  # an error is no result to save
         uris, full = reply.get("_full", ([], ""))
         if not uris:  # nothing was too big to inline: the answer is the full result

@@ -139,3 +139,15 @@ def test_output_dir_gets_each_hosts_full_manifest_not_the_merged_summary(lab: La
     sums = call("call", *fleet(lab), "disk_usage", "hosts=web", "-o", str(tmp_path / "df"))
     assert sorted(p.name for p in (tmp_path / "df").iterdir()) == ["web1.json", "web2.json"], sums.stderr
     assert "filesystems" in json.loads((tmp_path / "df" / "web1.json").read_text())
+
+
+def test_a_host_result_that_cannot_be_written_is_one_line_and_exit_1_not_a_traceback(
+    lab: Lab, tmp_path: Path
+) -> None:
+    target = tmp_path / "manifests"
+    (target / "web1.SHA256SUMS").mkdir(parents=True)  # where web1's file would go: a directory
+    base = str(lab.base / SHARED)
+    done = call("call", *fleet(lab), "hash_tree", f"path={base}", "hosts=web1", "-o", str(target))
+    assert done.returncode == 1, done.stderr
+    assert f"sysmcp call: -o {target}: Is a directory" in done.stderr
+    assert "Traceback" not in done.stderr
