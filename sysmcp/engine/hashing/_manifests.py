@@ -105,14 +105,12 @@ def lines_of(block: bytes) -> list[bytes]:
     return lines
 
 
+@dataclass(slots=True)
 class BadLines:
     """Improperly formatted lines: all counted, the first ``MAX_BAD_LINES_KEPT`` line numbers kept."""
 
-    __slots__ = ("count", "numbers")
-
-    def __init__(self, numbers: list[int] | None = None, count: int = 0) -> None:
-        self.numbers = numbers if numbers is not None else []
-        self.count = count
+    numbers: list[int] = field(default_factory=list)
+    count: int = 0
 
     def add(self, number: int) -> None:
         self.count += 1

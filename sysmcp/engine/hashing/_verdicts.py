@@ -53,6 +53,7 @@ _DECODED: dict[int, EntryVerdict] = {
 }
 
 
+@dataclass(slots=True, eq=False)
 class Verdicts:
     """Every entry's verdict, in manifest order: one byte each, UNREADABLE details aside; an
     ``EntryVerdict`` is built on demand.
@@ -61,11 +62,8 @@ class Verdicts:
     forked checking processes send their parts back as plain bytes.
     """
 
-    __slots__ = ("codes", "details")
-
-    def __init__(self, codes: bytearray | None = None, details: dict[int, str] | None = None) -> None:
-        self.codes = codes if codes is not None else bytearray()
-        self.details = details if details is not None else {}
+    codes: bytearray = field(default_factory=bytearray)
+    details: dict[int, str] = field(default_factory=dict)  # entry index → an UNREADABLE verdict's words
 
     def __len__(self) -> int:
         return len(self.codes)
