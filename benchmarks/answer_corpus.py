@@ -316,7 +316,7 @@ def masked_json(value: Any, live: bool) -> Any:
 # -- capture and compare ----------------------------------------------------------------------
 
 
-def capture(base: Path, out: Path, python: str) -> None:
+def capture(base: Path, out: Path, python: str, tools: set[str] | None = None) -> None:
     started = time.perf_counter()
     count = 0
     with tempfile.TemporaryDirectory() as state, out.open("w") as sink:
@@ -333,6 +333,8 @@ def capture(base: Path, out: Path, python: str) -> None:
             server.close()
         server = Server(python, base, Path(state), reclaim=True)
         for tool, arguments in calls(base):
+            if tools is not None and tool not in tools:
+                continue
             reply = server.request("tools/call", {"name": tool, "arguments": arguments})
             live = tool in LIVE_TOOLS
             if "result" in reply and live:  # the live system's state: only the answer's shape is stable
@@ -425,6 +427,10 @@ def main() -> int:
     take.add_argument("base", type=Path)
     take.add_argument("out", type=Path)
     take.add_argument("--python", default=sys.executable, help="the interpreter whose sysmcp answers")
+    take.add_argument(
+        "--tools",
+        help="comma-separated: only these tools' calls (a quick capture; compare it with a capture of the same)",
+    )
     diff = commands.add_parser("compare")
     diff.add_argument("first", type=Path)
     diff.add_argument("second", type=Path)
@@ -434,7 +440,8 @@ def main() -> int:
         build(options.base)
         return 0
     if options.command == "capture":
-        capture(options.base.resolve(), options.out, options.python)
+        tools = None if options.tools is None else set(options.tools.split(","))
+        capture(options.base.resolve(), options.out, options.python, tools)
         return 0
     return compare(options.first, options.second, options.shown)
 

@@ -150,8 +150,8 @@ PEAK_PSS: list[int] = []  # the last sysmcp run's peak Pss sum, handed from sysm
 
 WARM_SERVERS: list[Server] = []  # one per warm row, kept across rounds, closed at the end
 CALLS: dict[
-    Callable[[], tuple[float, int]], tuple[str, dict[str, Any]]
-] = {}  # a row's call, for its warm twin
+    Callable[[], tuple[float, int]], tuple[str, dict[str, Any], dict[str, Any] | None]
+] = {}  # a row's call and where it keeps its answer for the check, for its warm twin
 
 
 def sysmcp_call(
@@ -203,7 +203,7 @@ def sysmcp_call(
                 server.close()
 
     if python is None:
-        CALLS[run] = (tool, arguments)
+        CALLS[run] = (tool, arguments, keep)
     return run
 
 
@@ -267,14 +267,15 @@ def with_servers(rows: list[Row], mode: str, before: str | None = None) -> list[
         call = CALLS.get(row.ours)
         if mode in ("fresh", "both"):
             if before is not None and call is not None:
-                row.before = sysmcp_call(*call, python=before)
+                row.before = sysmcp_call(*call[:2], python=before)
             out.append(row)
         if mode in ("warm", "both") and call is not None:
-            tool, arguments = call
+            tool, arguments, keep = call
             out.append(
                 Row(
                     f"{row.work}, warm server",
-                    sysmcp_call(tool, arguments, warm=True),
+                    # alone, the warm row keeps the answer its check reads (the fresh row is never run)
+                    sysmcp_call(tool, arguments, keep if mode == "warm" else None, warm=True),
                     row.reference_name,
                     row.reference,
                     row.goal,
