@@ -532,6 +532,7 @@ class Scanner:
         for frame in stack:
             frame.held = True
         listings: list[Listing] = []
+        target = min(target, limit)  # a rest frame (below) fills the queue: it is never read again
         while queue and len(queue) < target and len(self._split) < 4 * target and self._stop is None:
             frame = queue.popleft()
             self._split.append(frame)

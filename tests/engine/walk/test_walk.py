@@ -648,3 +648,35 @@ def test_a_directory_of_the_root_that_cannot_be_read_keeps_its_row_in_walk_total
         done = python_as_nobody(probe)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['locked', 'open'] True None {'unreadable': 1}"
+
+
+def test_a_split_wanting_more_subtrees_than_the_limit_never_reads_the_rest_again(tmp_path: Path) -> None:
+    # pieces * processes > MAX_TASKS (SYSMCP_SCAN_PROCESSES >= 33): the queue is full once the rest is
+    # queued, and the split must stop there instead of reading the rest's directory a second time.
+    for i in range(30):
+        (tmp_path / "wide" / f"d{i:02d}").mkdir(parents=True)
+        (tmp_path / "wide" / f"d{i:02d}" / "f").write_bytes(b"f" * (i + 1))
+    whole = [
+        e
+        for e in Scanner(os.fsencode(tmp_path), WalkOptions(), SkipCounter()).events()
+        if isinstance(e, SubtreeTotals)
+    ]
+    skipped = SkipCounter()
+    scanner = Scanner(os.fsencode(tmp_path), WalkOptions(), skipped)
+    events = scanner.events()
+    assert isinstance(next(events), Listing)
+    subtrees, listings = scanner.detach(limit=10, target=40)
+    finished = [e for e in events if isinstance(e, SubtreeTotals)]
+    files = [f"{listing.relative}/{name}" for listing in listings for name, _ in listing.files]
+    for subtree in subtrees:
+        for event in scanner.spawn(subtree, skipped, _noop, None).events():
+            if isinstance(event, SubtreeTotals):
+                finished.append(event)
+            else:
+                files += [f"{event.relative}/{name}" for name, _ in event.files]
+    finished += scanner.settle([(subtree, True) for subtree in subtrees])
+    scanner.close()
+    assert skipped.as_dict() == {}
+    assert sorted(files) == [f"wide/d{i:02d}/f" for i in range(30)]
+    assert len(finished) == len(whole)
+    assert totals_by_directory(finished) == totals_by_directory(whole)
