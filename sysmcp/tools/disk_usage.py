@@ -541,6 +541,12 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
     if rows:
         header = ["HOST", "MOUNT", "TYPE", "SIZE", "USED", "AVAIL", "USE%", "IUSE%"]
         body += table([header, *(_fleet_row(host, fs) for host, fs in rows)], right=(3, 4, 5, 6, 7))
+    explained = _explained(outcomes) if arguments.get("explain") else []
+    if explained:
+        body += ["Where the used bytes are, by explain's parts (each host's own result has its next steps):"]
+        body += table(
+            [_EXPLAIN_HEADER, *(_explain_row(host, part) for host, part in explained)], right=range(2, 10)
+        )
     view = {
         "filesystems": [{"host": host, **to_json(fs)} for host, fs in rows],
         "alerts": [{"host": host, "mount_point": fs.mount_point, "alerts": fs.alerts} for host, fs in alerts],
@@ -548,6 +554,52 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
         "alert_threshold_percent": ALERT_PERCENT,
     }
     return fleet_output(outcomes, body, view)
+
+
+_EXPLAIN_HEADER = [
+    "HOST", "MOUNT", "USED", "FILES", "DELETED", "HIDDEN", "UNREADABLE", "SNAPSHOTS", "OVERHEAD", "REST"
+]  # fmt: skip
+
+
+def _explained(outcomes: Sequence[HostOutcome]) -> list[tuple[str, Explain]]:
+    """The hosts that answered with explain's parts, and their parts (typed)."""
+    from sysmcp.tools.disk_explain import Explain
+
+    return [
+        (outcome.host, from_json(Explain, outcome.result["explain"]))
+        for outcome in outcomes
+        if outcome.ok and outcome.result is not None and "explain" in outcome.result
+    ]
+
+
+def _explain_row(host: str, part: Explain) -> list[str]:
+    """One host's used bytes split as explain numbers its parts. UNREADABLE is what unreadable
+    directories may hold at most; REST is what no part accounts for ('not walked' where the walk
+    stopped at its budget); '—' where the host's filesystem has no such figure, '?' not looked at."""
+    from sysmcp.tools.disk_explain import OverheadPart, SnapshotsPart, UnreadableDirectories
+
+    unreadable, snapshots, overhead, rest = (
+        part.unreadable_directories,
+        part.snapshots,
+        part.overhead,
+        part.remainder,
+    )
+    return [
+        host,
+        part.mount_point,
+        human_bytes(part.used_bytes),
+        human_bytes(part.files.bytes),
+        human_bytes(part.deleted_open.bytes),
+        human_bytes(part.hidden_under_mounts.bytes) if part.hidden_under_mounts.checked else "?",
+        human_bytes(unreadable.upper_bound_bytes) if isinstance(unreadable, UnreadableDirectories) else "0 B",
+        human_bytes(snapshots.bytes) if isinstance(snapshots, SnapshotsPart) else "—",
+        human_bytes(overhead.bytes)
+        if isinstance(overhead, OverheadPart) and overhead.bytes is not None
+        else "—",
+        ("-" if rest.bytes < 0 else "")
+        + human_bytes(abs(rest.bytes))
+        + (" not walked" if rest.not_walked else ""),
+    ]
 
 
 def _fullness(fs: Filesystem) -> int:

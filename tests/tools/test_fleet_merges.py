@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from sysmcp.fleet.schema import fleet_tools, hosts_property
 from sysmcp.tools import ALL_TOOLS
@@ -218,3 +223,36 @@ def test_file_sha256_drift_lists_the_outliers_first_and_bounds_the_host_lists() 
     body = [line for line in out.text.splitlines() if line.startswith("  ")]
     assert body[0].split()[:3] == ["1", "host", B] and body[0].endswith("odd")
     assert body[1].endswith("w7 … and 42 more") and body[1].split()[:2] == ["50", "hosts"]
+
+
+@pytest.mark.anyio
+async def test_disk_usage_explain_on_a_fleet_shows_each_hosts_parts_not_only_the_df_table(
+    tmp_path: Path,
+) -> None:
+    from tests.tools.explain_scenario import explain
+
+    (tmp_path / "seen").write_bytes(b"s" * 65536)
+    (tmp_path / "gone").write_bytes(b"d" * 1_048_576)
+    with open(tmp_path / "gone", "rb") as gone:  # another process holds it deleted: part 2
+        holder = subprocess.Popen(["sleep", "60"], stdin=gone)
+    os.unlink(tmp_path / "gone")
+    try:
+        with_deleted = await explain(str(tmp_path), [tmp_path], timeout_s=1)
+    finally:
+        holder.kill()
+        holder.wait()
+    without = await explain(str(tmp_path), [tmp_path], timeout_s=1)
+    outcomes = [
+        HostOutcome(host, "ok", 0.5, answer["structured"], answer["text"])
+        for host, answer in (("web1", with_deleted), ("web2", without))
+    ]
+    assert DISK_USAGE.merge is not None
+    out = DISK_USAGE.merge(outcomes, {"path": str(tmp_path), "explain": True})
+    parts = {e["host"]: e["result"]["explain"] for e in out.structured["hosts"]}  # each host's whole result
+    assert parts["web1"]["deleted_open"]["bytes"] >= 1_048_576 > parts["web2"]["deleted_open"]["bytes"]
+    lines = out.text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("HOST") and "DELETED" in line)
+    rows = {line.split()[0]: line for line in lines[header + 1 : header + 3]}
+    assert "1.0 MiB" in rows["web1"] and "1.0 MiB" not in rows["web2"]
+    plain = DISK_USAGE.merge(outcomes, {"path": str(tmp_path)})
+    assert "DELETED" not in plain.text
