@@ -139,7 +139,7 @@ def import_table(text: str) -> dict[str, set[str]]:
 
 
 def room_of(module: str) -> str:
-    """The room of a sysmcp module as the table names it: ``fs/``, ``cli.py``, ``__init__.py``."""
+    """The room of a sysmcp module as the table names it: ``engine/``, ``render.py``, ``__init__.py``."""
     parts = module.split(".")
     if len(parts) == 1:
         return "__init__.py"
@@ -203,7 +203,7 @@ def test_the_table_allows_no_import_the_code_does_not_make() -> None:
 
 
 def test_the_rooms_of_the_import_table_form_no_circle() -> None:
-    """The layers: an engine that may import a tool, or fs/ that may import history/, would close one."""
+    """The layers: an engine that may import a tool, or engine/ that may import history/, would close one."""
     assert cycles({row: allowed & TABLE.keys() for row, allowed in TABLE.items()}) == []
 
 

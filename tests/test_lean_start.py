@@ -144,8 +144,8 @@ def test_a_lazy_tool_is_imported_when_first_looked_up_and_must_be_the_tool_named
 
 
 def test_a_server_loads_its_tools_lazily_even_once_all_tools_was_asked_for() -> None:
-    """``ALL_TOOLS`` (every tool, imported) once asked for by anything in the process no longer
-    decides what a server is handed: it used to be served as it was, every engine imported."""
+    """``ALL_TOOLS`` (every tool, imported) asked for by anything in the process does not decide what a
+    server is handed: the server still gets lazy tools, so no engine is imported before a call."""
     import sysmcp.tools as tools
 
     assert len(tools.ALL_TOOLS) == len(TOOL_MODULES)  # asked for, as sysmcp call and many tests do

@@ -20,6 +20,7 @@ def test_the_first_section_gives_exactly_the_two_commands() -> None:
     assert len(blocks) == 1, blocks
     commands = [line.strip() for line in blocks[0].splitlines() if line.strip()]
     assert commands == ["uvx --from . sysmcp", "uv run pytest -n auto"]
+    assert re.findall(r"`(uvx? [^`]+)`", first) == [], "a further command in the first section"
 
 
 def test_sysmcp_is_put_on_path_before_any_example_runs_it() -> None:
@@ -37,14 +38,15 @@ def test_every_local_link_leads_to_a_file() -> None:
         assert (REPO / target).exists(), target
 
 
-def test_the_test_command_says_how_long_it_takes_and_offers_a_quick_subset() -> None:
+def test_the_test_command_says_how_long_it_takes_and_the_development_section_names_the_quick_lane() -> None:
     first = README.split("\n## ", 1)[0]
     assert "minutes on a 2-core machine" in first
-    assert re.search(r"quick check[^`]*`uv run pytest [^`]+`", first)
+    development = README.split("\n## Development\n", 1)[1].split("\n## ", 1)[0]
+    assert re.search(r"quick check[^`]*`uv run pytest -m [^`]+`", development)
 
 
 def test_every_script_the_readme_runs_runs_in_the_project_environment() -> None:
-    """``python scripts/build_mcpb.py`` failed outside it (No module named 'psutil')."""
+    """A script imports the project's dependencies (``psutil``...), which only ``uv run`` provides."""
     for line in re.findall(r"`([^`]*scripts/[^`]+\.py[^`]*)`", README):
         assert line.startswith("uv run python "), line
 

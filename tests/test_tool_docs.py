@@ -1,4 +1,4 @@
-"""Nothing a model no longer reads is lost: every served tool has its section in docs/tools.md, naming
+"""Nothing the short descriptions leave out is lost: every served tool has its section in docs/tools.md, naming
 every argument it takes, and an example in docs/examples.md (the descriptions are short on purpose:
 tests/test_tool_budget.py)."""
 

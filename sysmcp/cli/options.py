@@ -224,7 +224,7 @@ def plain_serve_args() -> Any:
 def fleet_options(args: argparse.Namespace) -> Any:
     """The operator's fleet (``FleetOptions``), or None when no host is configured.
 
-    Without one nothing of the fleet is even imported: a single-host start stays as it was.
+    Without one nothing of the fleet is even imported: a single-host start loads none of it.
     """
     hosts = [*(getattr(args, "host", None) or []), *getattr(args, "more_hosts", [])]
     inventory_file = getattr(args, "inventory", None)

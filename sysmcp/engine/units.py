@@ -1,7 +1,7 @@
 """Sizes as people write them, read from arguments: '4k', '1.5G', '100M' into integer bytes.
 
 How sizes, counts and rates are *said* lives in ``sysmcp.render``, and no engine says them (an engine
-error carries the number: ``fs.manifests.ManifestTooLarge.limit``).
+error carries the number: ``hashing.ManifestTooLarge.limit``).
 """
 
 from __future__ import annotations

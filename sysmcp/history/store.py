@@ -144,7 +144,7 @@ class _CloseWithThread:
 
     sqlite3's ``Connection`` sits in a reference cycle (through its statement cache), so a worker
     thread's connection would otherwise stay open until the cyclic collector ran, and a process that
-    ends without tearing down (``cli._exit_now``) would leave the WAL unmerged. Never in a forked
+    ends without tearing down (``cli.serve._exit_now``) would leave the WAL unmerged. Never in a forked
     child: closing the parent's connection there would drop the parent's locks."""
 
     __slots__ = ("db", "pid")

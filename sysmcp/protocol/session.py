@@ -1,4 +1,6 @@
-"""The session: read loop, one task per request, cancellation, the single writer, the error boundary.
+"""The session: read loop, one task per request, cancellation, and a request's exceptions made JSON-RPC
+error replies; every line goes out through ``protocol.outbox`` (the one writer), and tool errors are
+worded before they get here (``Server._run_tool``).
 
 It knows JSON-RPC and the few MCP notifications that are about requests themselves
 (``notifications/cancelled``); everything else is the handler's business.

@@ -427,7 +427,7 @@ def containers(layout: RootsLayout) -> list[Proposal]:
 def deleted_open(layout: RootsLayout) -> list[Proposal]:
     """Deleted files a process still holds open: truncating through ``/proc/PID/fd/N`` frees them now.
 
-    The same scan as deleted_open_files (``fs.openfiles``); only files a descriptor holds are kept (a
+    The same scan as deleted_open_files (``procs.scan_processes``); only files a descriptor holds are kept (a
     file that is only mapped cannot be truncated safely), only those with blocks to free, and only those
     whose former path names them in this server's view (``DeletedFile.confined``): a file held in another
     mount namespace, or not on the filesystem mounted at its path here, is outside every scope."""

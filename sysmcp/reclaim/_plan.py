@@ -1,6 +1,6 @@
 """Reclaim plans: what could be freed, with each file's identity, and acting on a reviewed plan alone.
 
-``build_plan`` is read-only: it asks each class finder (``reclaim_classes``) where its files are, keeps
+``build_plan`` is read-only: it asks each class finder (``reclaim._classes``) where its files are, keeps
 the ones inside the scope, and counts the disk blocks each item would free, each inode once and only
 when every one of its links is in the plan (a hard link elsewhere keeps the blocks in use). Every path
 carries its identity (device, inode, size, mtime_ns, ctime_ns, owner, group, mode) so that acting later
@@ -9,7 +9,7 @@ when ``find_duplicates`` read its bytes.
 
 ``apply_items`` is the one thing here that writes, and only on items of a stored plan whose every file
 (kept copies included) lies inside the roots: a plan reaching outside is refused whole. Each path is
-reached by walking from ``/`` one component at a time with ``O_NOFOLLOW`` (``safeopen.open_parent``),
+reached by walking from ``/`` one component at a time with ``O_NOFOLLOW`` (``opens.open_parent``),
 looked at with ``fstatat(AT_SYMLINK_NOFOLLOW)`` relative to the parent's descriptor and compared with
 its planned identity. It is then renamed to a private name in the same directory
 (``renameat2(RENAME_NOREPLACE)``, ``platform.rename_noreplace``), so a file renamed over the planned

@@ -1,7 +1,7 @@
 """The one boundary where an engine's failure becomes the model's words.
 
 Engines raise ``sysmcp.engine.errors.EngineError`` subclasses with facts; a tool handler lets them
-through and the server's tool call passes every one to ``as_tool_error`` (``server._run_tool``). A
+through and the server's tool call passes every one to ``as_tool_error`` (``Server._run_tool``). A
 class that needs other words than its detail gets them here, not in the engine: the rule that
 refused, what to do instead.
 """
@@ -26,7 +26,7 @@ from sysmcp.render import human_bytes
 
 __all__ = ["as_tool_error", "file_error", "unreadable_reason", "words"]
 
-#: A path that met a symlink at open time (``safeopen`` opens every component with O_NOFOLLOW).
+#: A path that met a symlink at open time (``engine.opens`` opens every component with O_NOFOLLOW).
 _SWAPPED_WHY = " (swapped in after the check, or a symlink loop), and sysmcp never follows symlinks when opening. Refused"
 CONTAINMENT = (
     "Containment is checked after resolving '..' and symlinks, so a link inside a root that points out "

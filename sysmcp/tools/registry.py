@@ -82,7 +82,7 @@ class ToolContext:
         with anyio.move_on_after(RESOLVE_TIMEOUT):
             try:
                 return await run_in_thread(work, raw, None)
-            except EngineError as refused:  # words here, so a handler may catch ToolError as before
+            except EngineError as refused:  # words here, so a handler may catch ToolError
                 raise as_tool_error(refused) from None
         raise ToolError(
             f"path {echo(raw)} could not be looked at within {RESOLVE_TIMEOUT:g} s: a filesystem on the way "

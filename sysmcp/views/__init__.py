@@ -7,7 +7,7 @@ postMessage protocol); :func:`html` inlines them, so what a host reads is one fi
 
 Views are offered only to clients that declare the extension with our mime type: legacy clients in
 ``initialize``'s ``capabilities.extensions``, 2026-07-28 clients in each request's envelope. Every
-other client sees sysmcp exactly as it was.
+other client sees no view: the same tools and answers.
 """
 
 from __future__ import annotations

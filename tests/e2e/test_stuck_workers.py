@@ -150,7 +150,7 @@ async def test_a_very_long_disk_usage_path_never_holds_up_the_server(path: str) 
         await wire.start_call("disk_usage", {"path": path}, msg_id="long")
         await wire.send({"jsonrpc": "2.0", "id": "ping", "method": "ping"})
         replies: dict[str, Any] = {}
-        while len(replies) < 2:  # in either order; the old code never answered the ping
+        while len(replies) < 2:  # in either order; the ping is answered while the tool is stuck
             message = await wire.receive()
             if "id" in message:
                 replies[message["id"]] = message

@@ -123,7 +123,7 @@ def replaced_after_hashing(top: Path) -> dict[str, Any]:
     groups = duplicate_groups(r)  # hashed here ...
     put(r / "b.new", b"the user's new work" * 1000, mtime=NEWER)
     os.rename(r / "b.new", r / "b")  # ... saved over here ...
-    plan = plan_of(groups, [r], r)  # ... planned here (the old code looked again only now)
+    plan = plan_of(groups, [r], r)  # ... planned here (the plan looks at the files again now)
     applied = apply_items(ApplyRequest(plan, everything(plan), lambda path: True))
     return {"reasons": reasons(applied), "b": (r / "b").read_bytes()[:19].decode()}
 
@@ -143,7 +143,7 @@ def kept_copy_gone_or_changed(top: Path) -> dict[str, Any]:
     r = top / "r"
     for name in ("gone", "replaced", "grown"):
         data = name.encode() * 9000
-        put(r / name / "a-keep", data, mtime=OLD)  # first by name too: the old code kept it as well
+        put(r / name / "a-keep", data, mtime=OLD)  # first by name too: a keep by name picks it
         put(r / name / "extra", data, mtime=NEWER)
     plan = duplicates_plan(r)
     os.unlink(r / "gone/a-keep")

@@ -548,7 +548,7 @@ def test_out_of_range_sample_s_is_refused_clearly(value: Any, message: str) -> N
 
 
 def test_the_docs_state_the_formula_rounding_order_and_timeout() -> None:
-    """Moved from the description (what a model reads every turn) to docs/tools.md."""
+    """docs/tools.md says what the description leaves out (a model reads the description every turn)."""
     docs = (Path(__file__).parents[2] / "docs" / "tools.md").read_text(encoding="utf-8")
     section = docs.split("## `disk_usage`", 1)[1].split("\n## ", 1)[0]
     for phrase in ("used / (used + free)", "rounded up", "fullest first", "90 %", "5 s", "`all`"):

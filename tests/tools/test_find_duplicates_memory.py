@@ -3,9 +3,9 @@
 Measured on a spawned server: the peak resident set (``VmHWM``) of the server plus that of every
 process it forks, sampled while the call runs, after searching 10,000 and then 100,000 files (each
 in a fresh server) of which every one shares its size with others, so every file is a candidate.
-Forked workers count the parent's resident pages again, so a size index built before forking (as
-find_duplicates once did: names and identities of every file in arrays, about 100 bytes a file with
-these long names) is paid once per process: 25 MB and more of growth for the bigger tree. Listing
+Forked workers count the parent's resident pages again, so a size index built before forking (names
+and identities of every file in arrays, about 100 bytes a file with these long names) would be paid
+once per process: 25 MB and more of growth for the bigger tree. Listing
 into sorted runs on disk, merged one size at a time, keeps the growth to a few buffers.
 """
 
@@ -25,8 +25,8 @@ pytestmark = [
     pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="VmHWM is read from /proc"),
 ]
 
-# Bytes of summed peak RSS the 90,000 more files may add. See the module docstring for what the
-# old shape took; what may grow now is run buffers, the merge's read-ahead and the allocator's slack.
+# Bytes of summed peak RSS the 90,000 more files may add. See the module docstring for what an index
+# built before forking would take; what may grow is run buffers, the merge's read-ahead and the allocator's slack.
 GROWTH_CEILING = 12 << 20
 NAME = "a-rather-long-file-name-as-real-trees-have-{:06d}.dat"  # 50 bytes a name
 

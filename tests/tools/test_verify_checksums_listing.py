@@ -87,7 +87,7 @@ class Run:
         self.fallbacks = 0
         tuning = Tuning(parallel_from=0, processes=processes, **self.tuning)
         with self.monkeypatch.context() as patch:
-            if not plain:  # every range line by line, as before there was a way for plain ones
+            if not plain:  # every range line by line: the plain-block path turned off
                 patch.setattr(LineParser, "plain_block", lambda self, block: None)
             result = verified(
                 Source("(text)", data=text), os.fsencode(base), ARGS, PathPolicy(), 1, tuning=tuning

@@ -4,7 +4,7 @@ Front door: ``Request`` in, ``Survey`` out, through ``survey``. The engine's own
 read-only GETs on its Unix socket (``/version``, ``/info``, ``/system/df``; Docker's containers and
 their log files from its own config files in the data root, else ``/containers/json`` and each
 container's inspect), or, where no socket is found, from the engine's command (``_cli``); the disk's
-from a walk of the engine's data root (``_disk``, ``du -x``: overlay mounts of running containers
+from a walk of the engine's data root (``_walk``, ``du -x``: overlay mounts of running containers
 are other filesystems and skipped, so each layer is counted once). What the walk finds and the
 engine's figures leave out is the difference, by data-root directory. Faults are ``sysmcp.engine.errors`` exceptions: ``NotFound``
 (no engine), ``PermissionRefused`` (the socket is another user's), ``Unavailable`` (no answer within

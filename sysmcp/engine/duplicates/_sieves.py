@@ -129,7 +129,7 @@ class Reader:
     def _open(self, candidate: RawCandidate, size: int) -> tuple[int, os.stat_result] | None:
         """Open for reading only the very inode the walk saw, and only if it is still a regular file.
 
-        The walk's ``lstat`` is the look (as ``safeopen.open_regular_at`` takes it with ``expect``, and
+        The walk's ``lstat`` is the look (as ``opens.open_regular_at`` takes it with ``expect``, and
         hash_tree does): the name is opened relative to its directory, never following a symlink
         (ELOOP: something was swapped in), never blocking (a FIFO swapped in since) and never
         becoming a controlling terminal; the descriptor is then checked to be that very inode, a
@@ -281,7 +281,7 @@ class Candidates:
 def gather_candidates(
     runs: list[tuple[int, int, int]], out: Candidates, files: int, cancel: Callable[[], None]
 ) -> int:
-    """Merge the runs of ``files`` records by size and keep the shared sizes (``sizeruns.merge_by_size``),
+    """Merge the runs of ``files`` records by size and keep the shared sizes (``_sizeruns.merge_by_size``),
     in bounded memory. Returns the further names of inodes already counted (two processes each listed
     a name of one inode first): hard links, not files."""
     per_block = max(1, -(-files // BLOCKS))

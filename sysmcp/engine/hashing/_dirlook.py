@@ -7,7 +7,7 @@ walks it twice. One listing of the directory gives every entry's type and inode 
 
 The listing is the look: a name is taken this way only if its entry says regular file (an entry of
 unknown type is ``lstat``-ed by ``DirEntry.is_file``; a symlink, a directory, a special file is not
-taken). The caller opens it relative to ``ListedDirectory.fd`` with ``checksums.OPEN_AT`` (``O_NOFOLLOW``,
+taken). The caller opens it relative to ``ListedDirectory.fd`` with ``_checksums.OPEN_AT`` (``O_NOFOLLOW``,
 ``O_NONBLOCK``, ``O_NOCTTY``) and checks on the descriptor that it is a regular file with the inode the
 entry named, so a name swapped for a FIFO or a symlink since the listing cannot block the open and
 is never judged by what was read; everything else goes the way of one look per name.

@@ -2,10 +2,10 @@
 
 Why its own opening: the path was resolved and checked against the roots before, but the file or a
 directory on the way may be swapped for a symlink since. So the parent is reached from ``/`` one
-component at a time without following any symlink (``safeopen.open_parent``) and the file itself is
+component at a time without following any symlink (``opens.open_parent``) and the file itself is
 looked at, then opened with ``O_NOFOLLOW | O_NONBLOCK`` and checked on the descriptor
-(``safeopen.open_regular_at``): a FIFO or a device is refused without blocking, a swap is refused.
-Then the file is streamed through the digest in chunks (``checksums.hash_fd``), with ``progress(done,
+(``opens.open_regular_at``): a FIFO or a device is refused without blocking, a swap is refused.
+Then the file is streamed through the digest in chunks (``_checksums.hash_fd``), with ``progress(done,
 total)`` and ``cancel()`` after every chunk. Failures are ``EngineError``s
 with the facts and a ``reason`` where the tool layer words a case apart (``tools.errors``:
 ``not_hashable``, ``swapped_for_link``, ``replaced_while_opened``); everything here blocks, so it runs in a worker thread.

@@ -19,7 +19,7 @@ Why no ``lstat`` per file: the walk (``regular_by_type``) knows a regular file b
 entry's type, and the open checks the rest on the descriptor; a small file then costs five system
 calls (``openat``, ``fstat``, ``read``, ``fstat``, ``close``), where ``sha256sum`` makes seven.
 
-Safety is the walk's and ``safeopen``'s: names come from descriptor-relative listings that never
+Safety is the walk's and ``engine.opens``': names come from descriptor-relative listings that never
 follow symlinks, each file is opened relative to its directory's descriptor (``O_NOFOLLOW``,
 ``O_NONBLOCK``: nothing but an entry typed regular file is opened) and checked on the descriptor to
 be a regular file and the inode the listing named; a file that changed while read is reported, not

@@ -1,7 +1,7 @@
 """One manifest entry's verdict: how it is reached for one file, and how a million of them are kept.
 
-Why a module of its own: the short-manifest path (``fs.verify``) and the ranges the checking
-processes share (``fs.verify_ranges``) must reach the same verdict, with the same words of detail,
+Why a module of its own: the short-manifest path (``hashing._verify``) and the ranges the checking
+processes share (``hashing._verify_ranges``) must reach the same verdict, with the same words of detail,
 for the same file; both take it from here.
 """
 
@@ -231,7 +231,7 @@ def check_small(
     blamed: int,
 ) -> tuple[int, str, int]:
     """``check_file`` for a file smaller than the buffer: open, one read, one ``fstat``, close
-    (``safeopen.read_small_regular_at``), and the candidates a settled length skipped are tried on the
+    (``opens.read_small_regular_at``), and the candidates a settled length skipped are tried on the
     bytes already read. The same verdicts as through ``open_regular_at`` and ``hash_fd``, with two
     system calls and every per-file object fewer: these are most files, and per-file work is the cost."""
     try:

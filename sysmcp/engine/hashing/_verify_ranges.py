@@ -146,7 +146,7 @@ def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: 
     codes). Outside confinement only.
 
     Why: most entries of a big manifest sit next to many others of their directory. Such a directory
-    is listed once (``dirlook.list_for``), and a file its listing typed as regular is opened relative
+    is listed once (``_dirlook.list_for``), and a file its listing typed as regular is opened relative
     to it (``O_NOFOLLOW``, ``O_NONBLOCK``), read once, ``fstat``-ed (a regular file, the inode the
     entry named, on the directory's device, as big as what was read, its times older than
     ``settled_ns`` before the range began) and closed: four system calls, where ``check_file`` makes

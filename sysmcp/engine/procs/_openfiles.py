@@ -5,7 +5,7 @@ the last mapping goes: df counts them, a walk finds no name for them. This reads
 ``/proc/PID/fd`` links and keeps those whose target has no name left (link count 0), then the
 deleted files a process has only mapped (``/proc/PID/maps``, sized through ``/proc/PID/map_files``,
 lsof's ``DEL``). Facts only: who holds what on which device; the tool words them and says how to get
-the space back. ``fs.space`` runs the same scan for disk_usage's ``explain``.
+the space back. ``engine.space`` runs the same scan for disk_usage's ``explain``.
 
 A former path is only the text of a ``/proc`` link: a process in another mount namespace (a container
 with a host volume) shows the path of its own view, which may name a place under a root while the inode

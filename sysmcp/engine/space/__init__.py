@@ -1,5 +1,5 @@
 """Space accounting: the parts of a filesystem's used bytes (disk_usage ``explain``), hidden bytes under
-mount points, and copy-on-write snapshots.
+mount points, LVM thin and APFS snapshots, and what ``sysmcp.engine.pools`` reads of btrfs and ZFS.
 
 This is the room's front door: other rooms import these names from here, never a private module.
 """

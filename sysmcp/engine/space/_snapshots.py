@@ -1,6 +1,6 @@
-"""Space a walk cannot see because the filesystem itself holds it: snapshots and subvolumes (btrfs, ZFS,
-LVM thin, APFS local snapshots) and the filesystem's own overhead (btrfs metadata and global reserve,
-XFS's in-memory reservations). Read with the filesystem's read-only query commands, each through
+"""Space a walk cannot see because the filesystem itself holds it: LVM thin and APFS local snapshots
+(btrfs and ZFS snapshots are read with their shared bytes by ``sysmcp.engine.pools``), and the
+filesystem's own overhead (btrfs metadata and global reserve, XFS's in-memory reservations). Read with the filesystem's read-only query commands, each through
 ``sysmcp.engine.commands`` with a timeout; a command that is missing or fails is a fact, not an error.
 """
 

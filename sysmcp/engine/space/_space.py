@@ -4,7 +4,7 @@ own overhead, and what is left unexplained.
 
 The engine of ``disk_usage`` with ``explain``: a typed request in, an ``Accounting`` out; no words for
 the model here (``sysmcp.tools.disk_explain`` says it). The deleted-open-files scan comes in as a provider
-(``deleted_provider``: ``fs.openfiles``' scan in this engine's types; tests pass fakes), the walk
+(``deleted_provider``: ``procs.scan_processes`` in this engine's types; tests pass fakes), the walk
 through ``walk_filesystem``, the one adapter to the tree-walk engine; ``explain`` has the engine call
 shape (``progress(entries walked)``; ``cancel()`` raises to abandon the call).
 
@@ -61,7 +61,7 @@ class DeletedScan:
 
 
 def deleted_provider(proc: str = PROC) -> Callable[[Cancel], DeletedScan]:
-    """The deleted-open-files scan (``fs.openfiles``) in this engine's types, for ``ExplainRequest``.
+    """The deleted-open-files scan (``procs.scan_processes``) in this engine's types, for ``ExplainRequest``.
 
     The calling process's own descriptors are left out wherever the scan runs (``explain`` may run it
     in a forked child, which sees its parent as any other process)."""
@@ -206,7 +206,7 @@ class Accounting:
 def walk_filesystem(
     request: ExplainRequest, progress: Progress | None = None, cancel: Cancel | None = None
 ) -> tuple[WalkPart, SkipCounter]:
-    """The one call into the tree-walk engine (``fs.usage``: dir_usage's parallel du -x walk, totals only)."""
+    """The one call into the tree-walk engine (``engine.usage``: dir_usage's parallel du -x walk, totals only)."""
     from sysmcp.engine.usage import UsageRequest, scan_usage
 
     usage = scan_usage(

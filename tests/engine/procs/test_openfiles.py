@@ -94,7 +94,7 @@ def test_a_file_only_mapped_is_held_by_a_mapping_and_a_process_gone_is_counted(
     assert found.mapped_only and [(h.pid, h.fd, h.mode) for h in found.holders] == [(PID, None, "r")]
 
 
-def test_a_proc_that_cannot_be_listed_is_an_engine_error_worded_as_before(tmp_path: Path) -> None:
+def test_a_proc_that_cannot_be_listed_is_an_engine_error_naming_the_cause(tmp_path: Path) -> None:
     absent = tmp_path / "no-proc"
     with pytest.raises(Unavailable) as refused:
         scan_processes(str(absent))

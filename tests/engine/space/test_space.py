@@ -186,7 +186,7 @@ async def test_explain_needs_a_path() -> None:
 
 
 def deep_tree(top: Path, directories: int = 100, files: int = 2) -> int:
-    """One directory at the top, everything below it: a walk's first event used to be its end.
+    """One directory at the top, everything below it, so the walk must hand out pieces below the top to split at all.
     (More directories below it than a split cuts pieces for: some are left to hand out.)"""
     for d in range(directories):
         sub = top / "only" / f"d{d:02d}"
