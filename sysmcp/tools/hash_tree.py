@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sysmcp.engine.calls import Cancel, Progress
-from sysmcp.engine.errors import PermissionRefused
+from sysmcp.engine.faults import PermissionRefused
 from sysmcp.engine.hashing import (
     ALGORITHM_NAMES,
     ALGORITHMS,

@@ -6,7 +6,7 @@ their log files from its own config files in the data root, else ``/containers/j
 container's inspect), or, where no socket is found, from the engine's command (``_cli``); the disk's
 from a walk of the engine's data root (``_disk``, ``du -x``: overlay mounts of running containers
 are other filesystems and skipped, so each layer is counted once). What the walk finds and the
-engine's figures leave out is the difference, by data-root directory. Faults are ``sysmcp.engine.errors`` exceptions: ``NotFound``
+engine's figures leave out is the difference, by data-root directory. Faults are ``sysmcp.engine.faults`` exceptions: ``NotFound``
 (no engine), ``PermissionRefused`` (the socket is another user's), ``Unavailable`` (no answer within
 the timeout, a bad answer).
 """
@@ -30,7 +30,7 @@ from sysmcp.engine.containers._model import engine_name as _engine_name
 from sysmcp.engine.containers._model import images as _images
 from sysmcp.engine.containers._model import log_file as _log_file
 from sysmcp.engine.containers._model import volumes as _volumes
-from sysmcp.engine.errors import NotFound, Unavailable
+from sysmcp.engine.faults import NotFound, Unavailable
 from sysmcp.engine.walk import walk_totals
 
 __all__ = [

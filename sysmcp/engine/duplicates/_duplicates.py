@@ -13,7 +13,7 @@ workers then compare its blocks (``sieves``). No Python object outlives its file
 or its block.
 
 A typed ``DuplicatesRequest`` in, a ``Search`` out (``sysmcp.engine.calls``' shape); failures
-are ``sysmcp.engine.errors`` exceptions. The words for the model are the tool's (``tools/find_duplicates``).
+are ``sysmcp.engine.faults`` exceptions. The words for the model are the tool's (``tools/find_duplicates``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from sysmcp.engine.duplicates._sieves import (
     gather_candidates,
 )
 from sysmcp.engine.duplicates._sizeruns import SizeRuns
-from sysmcp.engine.errors import EngineError, NotFound, PermissionRefused, Unavailable, WrongKind
+from sysmcp.engine.faults import EngineError, NotFound, PermissionRefused, Unavailable, WrongKind
 from sysmcp.engine.parallel import (
     SPLIT_AFTER_S,
     ParallelWalk,

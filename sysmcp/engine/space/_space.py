@@ -28,7 +28,7 @@ from typing import Any
 
 from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled
-from sysmcp.engine.errors import WrongKind
+from sysmcp.engine.faults import WrongKind
 from sysmcp.engine.mounts import Figures, FilesystemUsage, Mount, MountTable
 from sysmcp.engine.parallel import SPLIT_AFTER_S, SharedCounters, SharedTasks, Sharing, available_processes
 from sysmcp.engine.paths import is_within
