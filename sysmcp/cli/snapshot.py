@@ -190,7 +190,7 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
     from sysmcp.engine.walk import WalkOptions
     from sysmcp.protocol.failures import ToolError
     from sysmcp.tools.dir_usage import FULL_FILES
-    from sysmcp.tools.recording import record_baseline, recorded_scan
+    from sysmcp.tools.history_hooks import record_baseline, recorded_scan
 
     policy = PathPolicy(operator_roots=[real_root(r) for r in roots] if roots else None)
     options = WalkOptions(one_file_system=not args.all_filesystems)

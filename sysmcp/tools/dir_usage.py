@@ -25,8 +25,8 @@ from sysmcp.protocol.failures import ArgumentError
 from sysmcp.render import age, human_bytes, more_not_shown, plural, table
 from sysmcp.tools import schemas as js
 from sysmcp.tools.arguments import size_argument
+from sysmcp.tools.history_hooks import recorded_scan
 from sysmcp.tools.merging import HostOutcome, fleet_output, typed_results
-from sysmcp.tools.recording import recorded_scan
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name, with_link
 from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result, to_json
 from sysmcp.tools.walking import (

@@ -18,7 +18,7 @@ import pytest
 
 from sysmcp.engine.containers import Request, Walked, _read_logs, _walk, find_socket, survey
 from sysmcp.engine.containers._api import Api
-from sysmcp.engine.containers._cli import ask
+from sysmcp.engine.containers._command import ask
 from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable
 from sysmcp.reclaim import PlanRequest, build_plan, choose
 from sysmcp.reclaim._classes import RootsLayout, containers

@@ -3,7 +3,7 @@
 Front door: ``Request`` in, ``Survey`` out, through ``survey``. The engine's own figures come from
 read-only GETs on its Unix socket (``/version``, ``/info``, ``/system/df``; Docker's containers and
 their log files from its own config files in the data root, else ``/containers/json`` and each
-container's inspect), or, where no socket is found, from the engine's command (``_cli``); the disk's
+container's inspect), or, where no socket is found, from the engine's command (``_command``); the disk's
 from a walk of the engine's data root (``_disk``, ``du -x``: overlay mounts of running containers
 are other filesystems and skipped, so each layer is counted once). What the walk finds and the
 engine's figures leave out is the difference, by data-root directory. Faults are ``sysmcp.engine.faults`` exceptions: ``NotFound``
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sysmcp.engine.calls import Cancel, StopFlag, never_cancelled, wait_for
-from sysmcp.engine.containers import _cli
+from sysmcp.engine.containers import _command
 from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._model import BuildCache, Container, Image, LogFile, Volume
 from sysmcp.engine.containers._model import build_cache as _build_cache
@@ -324,7 +324,7 @@ def _by_command(request: Request, none: NotFound) -> tuple[Survey, str]:
     said = []
     for command in request.commands:
         try:
-            info = _cli.ask([command, "info", "--format", "json"], request.timeout_s)
+            info = _command.ask([command, "info", "--format", "json"], request.timeout_s)
         except (NotFound, Unavailable) as exc:
             said.append(str(exc))
             continue
@@ -351,23 +351,25 @@ def _command_figures(
     """Images, containers, volumes, build cache and log files into ``found``, from ``command``."""
     if command == "podman":
         found.images = _images(
-            _cli.ask([command, "images", "-a", "--format", "json"], timeout_s), tags="Names"
+            _command.ask([command, "images", "-a", "--format", "json"], timeout_s), tags="Names"
         )
         check()
-        found.containers = _cli.podman_containers(
-            _cli.ask([command, "ps", "-a", "--size", "--format", "json"], timeout_s)
+        found.containers = _command.podman_containers(
+            _command.ask([command, "ps", "-a", "--size", "--format", "json"], timeout_s)
         )
         check()
-        found.volumes = _cli.podman_volumes(
-            _cli.ask([command, "volume", "ls", "--format", "json"], timeout_s)
+        found.volumes = _command.podman_volumes(
+            _command.ask([command, "volume", "ls", "--format", "json"], timeout_s)
         )
     else:
-        df = _cli.ask([command, "system", "df", "-v", "--format", "json"], timeout_s)
-        found.images, found.containers, found.volumes, found.build_cache = _cli.docker_df(df)
+        df = _command.ask([command, "system", "df", "-v", "--format", "json"], timeout_s)
+        found.images, found.containers, found.volumes, found.build_cache = _command.docker_df(df)
     _estimate_layers(found)  # no command gives the engine's LayersSize
     check()
     logs = (
-        _cli.inspected_logs(command, [c.id for c in found.containers], timeout_s) if found.containers else {}
+        _command.inspected_logs(command, [c.id for c in found.containers], timeout_s)
+        if found.containers
+        else {}
     )
     for done, container in enumerate(found.containers, 1):
         log = logs.get(container.id)

@@ -34,8 +34,8 @@ from sysmcp.engine.parallel import SPLIT_AFTER_S, SharedCounters, SharedTasks, S
 from sysmcp.engine.paths import is_within
 from sysmcp.engine.pools import Cow, btrfs_cow, zfs_cow
 from sysmcp.engine.procs import PROC, filesystem_of, scan_processes
+from sysmcp.engine.space._held import Overhead, Snapshot, Snapshots, overhead_of, snapshots_of
 from sysmcp.engine.space._hidden import Hidden, Look
-from sysmcp.engine.space._snapshots import Overhead, Snapshot, Snapshots, overhead_of, snapshots_of
 from sysmcp.engine.walk import Budget, SkipCounter
 
 

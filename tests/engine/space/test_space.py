@@ -22,7 +22,7 @@ from sysmcp.engine.calls import never_cancelled, no_progress
 from sysmcp.engine.faults import WrongKind
 from sysmcp.engine.mounts import Figures, FsStats, Mount, MountTable, statvfs_usage
 from sysmcp.engine.space import Accounting, HeldOpen, Snapshots, explain
-from sysmcp.engine.space._snapshots import snapshots_of
+from sysmcp.engine.space._held import snapshots_of
 from sysmcp.engine.space._space import (
     DeletedScan,
     ExplainRequest,
