@@ -31,7 +31,7 @@ from sysmcp.engine.duplicates._sieves import (
     Candidates,
     Handoff,
     Reader,
-    Seen,
+    StatFields,
     as_stat,
     compare,
     gather_candidates,
@@ -86,7 +86,9 @@ class Candidate:
     dev: int
     ino: int
     disk: int
-    seen: Seen | None = None  # its descriptor's fstat when its content was read (what a plan's identity is)
+    seen: StatFields | None = (
+        None  # its descriptor's fstat when its content was read (what a plan's identity is)
+    )
 
     def stat(self) -> os.stat_result | None:
         """The file as it was when its bytes were hashed (None: not known)."""
