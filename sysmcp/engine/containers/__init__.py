@@ -1,6 +1,6 @@
 """container_usage's engine: what Docker or Podman holds on disk, from its API, set against a walk.
 
-Front door: ``Request`` in, ``Survey`` out, through ``survey``. The engine's own figures come from
+Front door: ``ContainersRequest`` in, ``Survey`` out, through ``survey``. The engine's own figures come from
 read-only GETs on its Unix socket (``/version``, ``/info``, ``/system/df``; Docker's containers and
 their log files from its own config files in the data root, else ``/containers/json`` and each
 container's inspect), or, where no socket is found, from the engine's command (``_command``); the disk's
@@ -36,13 +36,13 @@ from sysmcp.engine.walk import walk_totals
 __all__ = [
     "BuildCache",
     "Container",
+    "ContainersRequest",
+    "DataRootWalk",
     "Image",
     "Log",
     "LogFile",
-    "Request",
     "Survey",
     "Volume",
-    "Walked",
     "find_socket",
     "survey",
 ]
@@ -54,7 +54,7 @@ SOCKETS = ("/var/run/docker.sock", "/run/docker.sock", "/run/podman/podman.sock"
 
 
 @dataclass(frozen=True, slots=True)
-class Request:
+class ContainersRequest:
     socket: str | None = None  # None: DOCKER_HOST's unix socket, then SOCKETS, then the user's Podman
     timeout_s: float = 10.0  # each API call
     walk: bool = True  # walk the data root to reconcile
@@ -76,7 +76,7 @@ class Log:
 
 
 @dataclass(frozen=True, slots=True)
-class Walked:
+class DataRootWalk:
     """The data root as the walk found it."""
 
     apparent: int
@@ -101,7 +101,7 @@ class Survey:
     volumes: list[Volume] = field(default_factory=list)
     build_cache: BuildCache = field(default_factory=BuildCache)
     logs: list[Log] = field(default_factory=list)
-    walked: Walked | None = None
+    walked: DataRootWalk | None = None
     walk_refused: bool = False  # the data root is outside the roots: not walked
     command: str | None = None  # the command asked where no socket was (its figures, not the API's)
 
@@ -149,9 +149,9 @@ def _log_bytes(path: str) -> int | None:
 
 def _walk(
     root: str, timeout_s: float, report: Callable[[int, int], None], cancel: Callable[[], None]
-) -> Walked:
+) -> DataRootWalk:
     whole, parts, stopped, skipped = walk_totals(root, timeout_s, report, cancel)
-    return Walked(
+    return DataRootWalk(
         apparent=whole.apparent,
         disk=whole.blocks * 512,
         stopped=stopped,
@@ -242,7 +242,7 @@ def _kept_config(data_root: str, container: str) -> dict[str, Any] | None:
 
 
 def survey(
-    request: Request,
+    request: ContainersRequest,
     progress: Callable[[str, int, int], None] | None = None,
     cancel: Cancel = never_cancelled,
 ) -> Survey:
@@ -292,7 +292,7 @@ def survey(
 
 def _reconciled(
     found: Survey,
-    request: Request,
+    request: ContainersRequest,
     works: list[Callable[[Callable[[], None]], None]],
     report: Callable[[str, int, int], None],
     cancel: Cancel,
@@ -318,7 +318,7 @@ def _reconciled(
     return found
 
 
-def _by_command(request: Request, none: NotFound) -> tuple[Survey, str]:
+def _by_command(request: ContainersRequest, none: NotFound) -> tuple[Survey, str]:
     """The engine as the first of ``request.commands`` that answers tells it (version, data root,
     drivers); ``none`` (no socket) with what each command said when none does."""
     said = []
