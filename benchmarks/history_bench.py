@@ -35,7 +35,7 @@ from sysmcp.protocol.context import RequestContext
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import FULL_DIRECTORIES, FULL_FILES
-from sysmcp.tools.recording import recorded_scan
+from sysmcp.tools.history_hooks import recorded_scan
 from sysmcp.tools.registry import ToolContext
 from sysmcp.tools.what_changed import INPUT_SCHEMA, handle
 

@@ -26,7 +26,7 @@ from sysmcp import __version__
 from sysmcp.cli.options import FLEET_OPTIONS, build_parser, fleet_options
 from sysmcp.cli.snapshot import history_args
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, ProgressCallback, RemoteError, connect
-from sysmcp.protocol.errors import META_REFUSED, ArgumentError
+from sysmcp.protocol.failures import META_REFUSED, ArgumentError
 from sysmcp.render import plural
 
 if TYPE_CHECKING:

@@ -131,7 +131,7 @@ KEEP_TAKES = (
 
 def _retention(text: str) -> tuple[float, float, float]:
     """``--keep H,D,W`` in seconds; ValueError saying what ``--keep`` takes."""
-    from sysmcp.protocol.errors import ArgumentError
+    from sysmcp.protocol.failures import ArgumentError
     from sysmcp.tools.dir_usage import parse_duration
 
     try:
@@ -184,13 +184,13 @@ def run(args: argparse.Namespace, roots: list[str]) -> int:
 
 def _record(args: argparse.Namespace, roots: list[str]) -> int:
     """Each path's scan (and each baseline), one after another; the worst outcome decides the code."""
-    from sysmcp.engine.errors import EngineError
+    from sysmcp.engine.faults import EngineError
     from sysmcp.engine.paths import PathPolicy, real_root
     from sysmcp.engine.usage import UsageRequest, scan_usage
     from sysmcp.engine.walk import WalkOptions
-    from sysmcp.protocol.errors import ToolError
+    from sysmcp.protocol.failures import ToolError
     from sysmcp.tools.dir_usage import FULL_FILES
-    from sysmcp.tools.recording import record_baseline, recorded_scan
+    from sysmcp.tools.history_hooks import record_baseline, recorded_scan
 
     policy = PathPolicy(operator_roots=[real_root(r) for r in roots] if roots else None)
     options = WalkOptions(one_file_system=not args.all_filesystems)
@@ -299,7 +299,7 @@ def _reclaim_log(store: Store, limit: int, shown: Callable[[bytes | str], bool])
 
 def worded(exc: Exception) -> str:
     """The model's words for a refusal, on the command line too (``tools.errors`` for an engine's)."""
-    from sysmcp.engine.errors import EngineError
+    from sysmcp.engine.faults import EngineError
     from sysmcp.tools.errors import as_tool_error
 
     return as_tool_error(exc).message if isinstance(exc, EngineError) else str(getattr(exc, "message", exc))

@@ -35,7 +35,7 @@ from sysmcp.engine.walk import (
 )
 
 #: A usage scan's progress: (entries, bytes seen) over every process; no total is known ahead.
-Seen = Callable[[int, int], None]
+ScanProgress = Callable[[int, int], None]
 
 MAX_EXTENSIONS = 10_000  # distinct extensions tallied per process; more are lumped as "(other)"
 NO_EXTENSION = "(none)"
@@ -349,7 +349,7 @@ def _ranked(rows: list[Row], request: UsageRequest) -> list[Row]:
 
 def scan_usage(
     request: UsageRequest,
-    progress: Seen | None = None,
+    progress: ScanProgress | None = None,
     cancel: Cancel | None = None,
     *,
     clock: Callable[[], float] = time.monotonic,

@@ -21,7 +21,7 @@ from sysmcp.fleet.pool import HostFailure, SessionPool, log
 from sysmcp.fleet.ssh import bounded
 from sysmcp.protocol.client import PeerGone, ProgressCallback, RemoteError
 from sysmcp.protocol.context import RequestContext
-from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.failures import ToolError
 from sysmcp.render import plural
 from sysmcp.tools.merging import HostOutcome, tally
 from sysmcp.tools.registry import Tool

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from sysmcp.fleet import links
 from sysmcp.fleet.schema import fleet_tools, hosts_property
 from sysmcp.protocol.context import RequestContext
-from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.failures import ToolError
 from sysmcp.render import plural
 from sysmcp.tools.merging import HostOutcome, bound, default_merge, merge_readable
 from sysmcp.tools.registry import ResourceLink, Tool, ToolOutput

@@ -1,7 +1,7 @@
 """The operator's fleet, free of I/O: Ansible INI inventory text (or plain names) → hosts and groups.
 
 The other forms (Ansible YAML, ``ansible-inventory --list`` JSON, ssh_config) are read in
-``sources.py`` into the same ``_Parsed`` shape and built here, with Ansible's variable precedence.
+``sources.py`` into the same ``_RawInventory`` shape and built here, with Ansible's variable precedence.
 
 The inventory is the operator's configuration, never the model's: the model can only name what is
 listed here, and ``resolve`` is the one place that turns its names into hosts. A malformed inventory is
@@ -141,7 +141,7 @@ def merge(first: Inventory, second: Inventory) -> Inventory:
 
 
 @dataclass
-class _Parsed:
+class _RawInventory:
     host_order: list[str] = field(default_factory=list)
     host_vars: dict[str, dict[str, tuple[str, int]]] = field(default_factory=dict)  # value, line
     direct: dict[str, list[str]] = field(default_factory=dict)  # group → its own hosts
@@ -162,7 +162,7 @@ class _Parsed:
 def parse_ini(text: str, source: str = "inventory") -> Inventory:
     """An Ansible INI inventory: host lines (with ``key=value`` variables and ``name:port``),
     ``[group]``, ``[group:children]``, ``[group:vars]``, comments, ranges such as ``web[01:20]``."""
-    parsed = _Parsed()
+    parsed = _RawInventory()
     section, kind = "ungrouped", "hosts"
     for number, raw in enumerate(text.splitlines(), start=1):
         line = _strip_comment(raw)
@@ -225,7 +225,7 @@ def _assignment(word: str, number: int, source: str) -> tuple[str, str]:
     return key, value
 
 
-def _host_line(parsed: _Parsed, section: str, words: list[str], number: int, source: str) -> None:
+def _host_line(parsed: _RawInventory, section: str, words: list[str], number: int, source: str) -> None:
     pattern, *assignments = words
     if "=" in pattern:
         raise InventoryError(number, f"a host line starts with the host name, got {pattern!r}", source)
@@ -276,7 +276,7 @@ def expand(pattern: str, number: int = 0, source: str = "inventory") -> list[str
     return [head + value + more for value in values for more in rest]
 
 
-def _build(parsed: _Parsed, source: str) -> Inventory:
+def _build(parsed: _RawInventory, source: str) -> Inventory:
     for kids in parsed.children.values():
         for kid, number in kids:
             if kid not in parsed.direct and kid not in parsed.children:
@@ -323,7 +323,7 @@ def _build(parsed: _Parsed, source: str) -> Inventory:
     return Inventory(hosts, groups, merged)
 
 
-def _depths(parsed: _Parsed) -> dict[str, int]:
+def _depths(parsed: _RawInventory) -> dict[str, int]:
     """Each group's depth below ``all`` (Ansible's: one more than its deepest parent)."""
     parents: dict[str, set[str]] = {}
     for parent, kids in parsed.children.items():

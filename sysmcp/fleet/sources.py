@@ -14,7 +14,15 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from sysmcp.fleet.inventory import Inventory, InventoryError, _build, _group_name, _Parsed, check_name, expand
+from sysmcp.fleet.inventory import (
+    Inventory,
+    InventoryError,
+    _build,
+    _group_name,
+    _RawInventory,
+    check_name,
+    expand,
+)
 
 Value = Any  # a YAML scalar (str, int, float, bool, None, date), list or dict
 
@@ -87,7 +95,7 @@ def from_yaml(text: str, source: str = "inventory") -> Inventory:
         return Inventory()
     if not isinstance(data, dict):
         raise InventoryError(1, "a YAML inventory is a mapping of groups", source)
-    parsed = _Parsed()
+    parsed = _RawInventory()
 
     def group(name: str, body: Value, trail: tuple[str, ...]) -> None:
         _group_name(name, 0, source)
@@ -145,7 +153,7 @@ def from_json(text: str, source: str = "inventory") -> Inventory:
     hostvars = meta.get("hostvars") or {} if isinstance(meta, dict) else {}
     if not isinstance(hostvars, dict):
         raise InventoryError(0, "_meta.hostvars must be an object", source)
-    parsed = _Parsed()
+    parsed = _RawInventory()
 
     def add_host(host: str, group: str) -> None:
         check_name(host, 0, source)
@@ -212,7 +220,7 @@ def from_ssh_config(text: str, source: str = "ssh_config") -> Inventory:
             current.setdefault(keyword.lower(), (value, number))
         elif not blocks:
             blocks.append((["*"], {keyword.lower(): (value, number)}))
-    parsed = _Parsed(host_order=list(names), direct={"ungrouped": list(names)})
+    parsed = _RawInventory(host_order=list(names), direct={"ungrouped": list(names)})
     for name in names:
         for patterns, settings in blocks:
             if _ssh_matches(name, patterns) and "proxyjump" in settings:

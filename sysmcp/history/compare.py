@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
-from sysmcp.engine.errors import EngineError
+from sysmcp.engine.faults import EngineError
 from sysmcp.engine.hashing import ALGORITHMS, TreeRequest, hash_path
 from sysmcp.engine.usage import Usage, UsageRequest, scan_usage
 from sysmcp.engine.walk import ScanStopped, SkipCounter, WalkOptions

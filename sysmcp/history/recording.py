@@ -2,7 +2,7 @@
 
 Why one module: dir_usage, ``sysmcp snapshot``, hash_tree and what_changed each record through
 here, so what a scan's result holds is turned into a snapshot in one place. No words: a write that
-failed comes back as the store's reason, and the tool layer (``sysmcp.tools.recording``) says it.
+failed comes back as the store's reason, and the tool layer (``sysmcp.tools.history_hooks``) says it.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from sysmcp.protocol.errors import ProtocolError, invalid_params
+from sysmcp.protocol.failures import ProtocolError, invalid_params
 from sysmcp.protocol.jsonrpc import ErrorCode
 
 LEGACY_VERSIONS: tuple[str, ...] = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")

@@ -19,7 +19,7 @@ from anyio.abc import TaskGroup
 
 from sysmcp.logconfig import get_logger
 from sysmcp.protocol.context import RequestContext
-from sysmcp.protocol.errors import ProtocolError
+from sysmcp.protocol.failures import ProtocolError
 from sysmcp.protocol.framing import DEFAULT_MAX_LINE, LineDecoder, OversizedLine, encode
 from sysmcp.protocol.jsonrpc import (
     ErrorCode,

@@ -19,7 +19,7 @@ import anyio
 import anyio.to_thread
 
 from sysmcp.logconfig import get_logger
-from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.failures import ToolError
 
 log = get_logger("sysmcp.threads")
 

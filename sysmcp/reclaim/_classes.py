@@ -19,9 +19,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from sysmcp import platform
-from sysmcp.engine.containers import Request as ContainersRequest
-from sysmcp.engine.containers import survey
-from sysmcp.engine.errors import EngineError, Unavailable
+from sysmcp.engine.containers import ContainersRequest, survey
+from sysmcp.engine.faults import EngineError, Unavailable
 from sysmcp.engine.opens import extended_attributes
 from sysmcp.engine.paths import display, escaped, exact_bytes
 from sysmcp.engine.procs import scan_processes

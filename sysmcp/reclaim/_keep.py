@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import astuple, dataclass, fields
 from typing import Any
 
-from sysmcp.engine.errors import NotFound, Refused
+from sysmcp.engine.faults import NotFound, Refused
 from sysmcp.history.statedir import PLAN_KEY_NAME, mac
 from sysmcp.history.store import Store
 from sysmcp.reclaim._plan import Identity, Item, Plan, PlannedFile

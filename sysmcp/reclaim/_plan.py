@@ -40,7 +40,7 @@ from typing import Any
 
 from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
-from sysmcp.engine.errors import NotFound, Refused
+from sysmcp.engine.faults import NotFound, Refused
 from sysmcp.engine.opens import FileSwap, NotRegularFile, extended_attributes, open_parent, open_regular_at
 from sysmcp.engine.procs import link_confined
 from sysmcp.reclaim import _classes as classes

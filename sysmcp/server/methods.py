@@ -18,12 +18,12 @@ import anyio
 import anyio.to_thread
 
 from sysmcp import __version__
-from sysmcp.engine.errors import EngineError
+from sysmcp.engine.faults import EngineError
 from sysmcp.engine.paths import PathPolicy, real_root
 from sysmcp.history import state
 from sysmcp.logconfig import get_logger
 from sysmcp.protocol.context import RequestContext
-from sysmcp.protocol.errors import META_REFUSED, ArgumentError, ProtocolError, ToolError, invalid_params
+from sysmcp.protocol.failures import META_REFUSED, ArgumentError, ProtocolError, ToolError, invalid_params
 from sysmcp.protocol.jsonrpc import ErrorCode, Notification, Request
 from sysmcp.protocol.lifecycle import (
     ADVERTISED_VERSIONS,

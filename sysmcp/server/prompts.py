@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from sysmcp.engine.errors import EngineError
+from sysmcp.engine.faults import EngineError
 from sysmcp.engine.paths import PathPolicy, display, is_within
-from sysmcp.protocol.errors import invalid_params
+from sysmcp.protocol.failures import invalid_params
 from sysmcp.protocol.lifecycle import Features
 from sysmcp.tools.arguments import find_sha256
 from sysmcp.tools.errors import words

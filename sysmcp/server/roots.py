@@ -15,7 +15,7 @@ import anyio
 
 from sysmcp.engine.paths import PathPolicy, display, roots_from_uris
 from sysmcp.logconfig import get_logger
-from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.failures import ToolError
 from sysmcp.protocol.threads import run_in_thread
 
 if TYPE_CHECKING:

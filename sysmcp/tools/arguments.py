@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from sysmcp.engine.units import parse_size
-from sysmcp.protocol.errors import ArgumentError
+from sysmcp.protocol.failures import ArgumentError
 from sysmcp.render import plural
 from sysmcp.tools.schemas import string, typed
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sysmcp.engine.containers import Request, Survey, survey
+from sysmcp.engine.containers import ContainersRequest, Survey, survey
 from sysmcp.engine.paths import printable
 from sysmcp.protocol.context import Meter
 from sysmcp.render import age, human_bytes, more_not_shown, plural
@@ -356,7 +356,7 @@ def _reconciled(re: Reconciliation) -> list[str]:
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     allowed = ctx.paths.allowed
-    request = Request(
+    request = ContainersRequest(
         socket=args.get("socket"),
         timeout_s=float(args["timeout_s"]),
         walk=bool(args["walk"]),

@@ -23,7 +23,7 @@ from sysmcp.engine.mounts import Mount, MountTable, default_partitions
 from sysmcp.engine.paths import display, printable
 from sysmcp.engine.procs import PROC, DeletedFile, Holder, Scan, filesystem_of, scan_processes
 from sysmcp.protocol.context import Meter
-from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.failures import ToolError
 from sysmcp.render import human_bytes, more_not_shown, noun, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.errors import unreadable_reason

@@ -21,12 +21,12 @@ from sysmcp.engine.paths import display, printable
 from sysmcp.engine.usage import Usage, UsageRequest, scan_usage
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.context import Meter
-from sysmcp.protocol.errors import ArgumentError
+from sysmcp.protocol.failures import ArgumentError
 from sysmcp.render import age, human_bytes, more_not_shown, plural, table
 from sysmcp.tools import schemas as js
 from sysmcp.tools.arguments import size_argument
+from sysmcp.tools.history_hooks import recorded_scan
 from sysmcp.tools.merging import HostOutcome, fleet_output, typed_results
-from sysmcp.tools.recording import recorded_scan
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name, with_link
 from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result, to_json
 from sysmcp.tools.walking import (
@@ -72,7 +72,7 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
 
 
 @result
-class Matching(Open):
+class WindowTotals(Open):
     files: int = prop()
     apparent_bytes: int = prop()
     disk_bytes: int = prop()
@@ -89,7 +89,7 @@ class Totals(Open):
     sparse_bytes: int = prop("Apparent bytes of sparse files' holes (no blocks on disk).")
     hidden_files: int = prop("Files counted whose name starts with a dot.")
     hidden_bytes: int = prop("Their apparent bytes.")
-    matching: Opt[Matching] = prop(
+    matching: Opt[WindowTotals] = prop(
         "With modified_within or modified_before: the files that match.", default=ABSENT
     )
 
@@ -269,7 +269,7 @@ def answer(
             totals.disk,
             usage.entries,
             *usage.notes,
-            matching=ABSENT if usage.matching is None else Matching(*usage.matching),
+            matching=ABSENT if usage.matching is None else WindowTotals(*usage.matching),
         ),
         skipped=usage.skipped.as_dict(),
         largest_files=shown_files,
@@ -340,7 +340,7 @@ def _head(found: DirUsage, elapsed: float, args: dict[str, Any]) -> list[str]:
         f"apparent) in {plural(totals.files, 'file')} and {plural(totals.directories, 'directory')}{so_far} "
         f"[{elapsed:.2f} s]"
     )
-    if isinstance(matching := totals.matching, Matching):
+    if isinstance(matching := totals.matching, WindowTotals):
         lines.append(
             f"Files modified {_window_phrase(args)}: {matching.files:,}, {human_bytes(matching.disk_bytes)} "
             f"on disk ({human_bytes(matching.apparent_bytes)} apparent){so_far}"

@@ -29,7 +29,7 @@ from sysmcp.engine.procs import (
     process_deltas,
     take_reading,
 )
-from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.failures import ToolError
 from sysmcp.render import human_bytes, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.errors import unreadable_reason

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import anyio.to_thread
 
-from sysmcp.engine.errors import EngineError
+from sysmcp.engine.faults import EngineError
 from sysmcp.engine.mounts import Figures, FilesystemUsage, Rate, SampleClock
 from sysmcp.engine.paths import display
 from sysmcp.engine.pools import Cow, ThinPool, could_be_thin, thin_pools

@@ -35,12 +35,12 @@ from sysmcp.engine.pools import could_be_thin
 from sysmcp.history import state
 from sysmcp.history.recording import ReadingGate
 from sysmcp.platform import PROC
-from sysmcp.protocol.errors import ArgumentError
+from sysmcp.protocol.failures import ArgumentError
 from sysmcp.render import human_bytes, noun, table
 from sysmcp.tools import schemas as js
 from sysmcp.tools.disk_pools import FilesystemPool, Pool, PoolReader, PoolSampler, read_pools
+from sysmcp.tools.history_hooks import READINGS, readings_quiet, record_disk
 from sysmcp.tools.merging import HostOutcome, fleet_output
-from sysmcp.tools.recording import READINGS, readings_quiet, record_disk
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Opt, from_json, imported_later, prop, result, to_json
 from sysmcp.views import DISKS

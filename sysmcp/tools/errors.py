@@ -1,6 +1,6 @@
 """The one boundary where an engine's failure becomes the model's words.
 
-Engines raise ``sysmcp.engine.errors.EngineError`` subclasses with facts; a tool handler lets them
+Engines raise ``sysmcp.engine.faults.EngineError`` subclasses with facts; a tool handler lets them
 through and the server's tool call passes every one to ``as_tool_error`` (``Server._run_tool``). A
 class that needs other words than its detail gets them here, not in the engine: the rule that
 refused, what to do instead.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from sysmcp.engine.commands import BadOutput, CommandFailed, CommandMissing, CommandTimedOut
-from sysmcp.engine.errors import (
+from sysmcp.engine.faults import (
     EngineError,
     InvalidPath,
     NotFound,
@@ -21,7 +21,7 @@ from sysmcp.engine.errors import (
     Unavailable,
     WrongKind,
 )
-from sysmcp.protocol.errors import ArgumentError, ToolError
+from sysmcp.protocol.failures import ArgumentError, ToolError
 from sysmcp.render import human_bytes
 
 __all__ = ["as_tool_error", "file_error", "unreadable_reason", "words"]

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from sysmcp.engine.calls import Cancel, Progress
-from sysmcp.engine.errors import PermissionRefused
+from sysmcp.engine.faults import PermissionRefused
 from sysmcp.engine.hashing import ALGORITHMS, FileHash, FileRequest, format_line, hash_file
 from sysmcp.engine.paths import display, printable
 from sysmcp.protocol.context import Meter
-from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.failures import ToolError
 from sysmcp.render import human_bytes, plural, rate, took
 from sysmcp.tools import schemas as js
 from sysmcp.tools.arguments import sha256_argument

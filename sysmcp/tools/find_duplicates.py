@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from sysmcp.engine.duplicates import DuplicatesRequest, Search, find_duplicates
-from sysmcp.engine.errors import EngineError, PermissionRefused
+from sysmcp.engine.faults import EngineError, PermissionRefused
 from sysmcp.engine.paths import printable
 from sysmcp.protocol.context import Meter
-from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.failures import ToolError
 from sysmcp.render import human_bytes, more_not_shown, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools import walking

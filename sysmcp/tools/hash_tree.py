@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sysmcp.engine.calls import Cancel, Progress
-from sysmcp.engine.errors import PermissionRefused
+from sysmcp.engine.faults import PermissionRefused
 from sysmcp.engine.hashing import (
     ALGORITHM_NAMES,
     ALGORITHMS,
@@ -38,7 +38,7 @@ from sysmcp.render import human_bytes, plural, rate, took
 from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools import schemas as js
 from sysmcp.tools.errors import file_error
-from sysmcp.tools.recording import record_baseline
+from sysmcp.tools.history_hooks import record_baseline
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import prop, result
 from sysmcp.tools.walking import (

@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any, ClassVar, Literal, cast
 
 from sysmcp.engine.calls import Cancel, Progress
-from sysmcp.engine.errors import NotFound, Refused
+from sysmcp.engine.faults import NotFound, Refused
 from sysmcp.engine.paths import display, escaped, exact_bytes
 from sysmcp.history import state
 from sysmcp.logconfig import get_logger

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal, cast
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.paths import display, escaped, exact_bytes
 from sysmcp.history import state
-from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.failures import ToolError
 from sysmcp.reclaim import (
     CLASSES,
     LINK,

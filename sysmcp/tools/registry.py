@@ -18,10 +18,10 @@ from typing import Any, TypeVar
 import anyio
 
 from sysmcp.engine.calls import Cancel, Progress
-from sysmcp.engine.errors import EngineError
+from sysmcp.engine.faults import EngineError
 from sysmcp.engine.paths import PathPolicy, echo
 from sysmcp.protocol.context import Describe, Meter, RequestContext
-from sysmcp.protocol.errors import ToolError, invalid_params
+from sysmcp.protocol.failures import ToolError, invalid_params
 from sysmcp.protocol.lifecycle import Features
 from sysmcp.protocol.threads import run_in_thread
 from sysmcp.results import ResultStore, StoredResult, TooLarge

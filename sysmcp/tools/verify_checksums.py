@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal
 
-from sysmcp.engine.errors import EngineError
+from sysmcp.engine.faults import EngineError
 from sysmcp.engine.hashing import (
     ALGORITHM_NAMES,
     ALGORITHMS,
@@ -33,7 +33,7 @@ from sysmcp.engine.hashing import verify as check_manifest
 from sysmcp.engine.paths import PathPolicy, display, printable
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.context import Meter
-from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.failures import ToolError
 from sysmcp.render import and_more, human_bytes, plural, rate
 from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools import schemas as js

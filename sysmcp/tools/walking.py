@@ -9,7 +9,7 @@ from typing import Any
 
 from sysmcp.engine.paths import display, is_within, printable
 from sysmcp.engine.walk import WalkOptions
-from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.failures import ToolError
 from sysmcp.render import plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.registry import ToolContext

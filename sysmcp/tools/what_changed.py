@@ -28,7 +28,7 @@ from sysmcp.history import state
 from sysmcp.history.compare import MIN_FIT_S, Comparison, Findings, compare
 from sysmcp.history.snapshots import BaselineFile, ScanSnapshot, within
 from sysmcp.protocol.context import Meter
-from sysmcp.protocol.errors import ArgumentError
+from sysmcp.protocol.failures import ArgumentError
 from sysmcp.render import age, human_bytes, more_not_shown, plural, table
 from sysmcp.tools import schemas as js
 from sysmcp.tools.dir_usage import FULL_FILES, iso_utc, parse_duration

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sysmcp.protocol.errors import ProtocolError
+from sysmcp.protocol.failures import ProtocolError
 from sysmcp.server.prompts import parse_sha256
 from tests.e2e.modern import MODERN, modern
 from tests.wire import spawn

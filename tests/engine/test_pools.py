@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sysmcp.engine.commands import BadOutput, CommandFailed, CommandMissing, CommandTimedOut, run_command
-from sysmcp.engine.errors import EngineError
+from sysmcp.engine.faults import EngineError
 from sysmcp.engine.pools import (
     btrfs_cow,
     parse_btrfs_du,

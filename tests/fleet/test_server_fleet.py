@@ -10,7 +10,7 @@ import pytest
 from sysmcp.fleet.inventory import parse_ini
 from sysmcp.fleet.schema import hosts_property
 from sysmcp.protocol.context import RequestContext
-from sysmcp.protocol.errors import ProtocolError
+from sysmcp.protocol.failures import ProtocolError
 from sysmcp.protocol.jsonrpc import Request
 from sysmcp.protocol.lifecycle import features_of
 from sysmcp.server import build_server

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from sysmcp.protocol.context import RequestContext
-from sysmcp.protocol.errors import ProtocolError
+from sysmcp.protocol.failures import ProtocolError
 from sysmcp.protocol.framing import encode
 from sysmcp.protocol.jsonrpc import Notification, Request, error_message, result_message
 from sysmcp.protocol.session import RESULT_TOO_LARGE, Session

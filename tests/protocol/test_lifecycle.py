@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sysmcp.protocol.errors import ProtocolError
+from sysmcp.protocol.failures import ProtocolError
 from sysmcp.protocol.lifecycle import (
     ADVERTISED_VERSIONS,
     LEGACY_VERSIONS,

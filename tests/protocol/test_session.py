@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from sysmcp.protocol.context import Meter, RequestContext
-from sysmcp.protocol.errors import ProtocolError
+from sysmcp.protocol.failures import ProtocolError
 from sysmcp.protocol.jsonrpc import Notification, Request
 from sysmcp.protocol.session import Session
 from tests.memory_transport import MemoryTransport

@@ -10,7 +10,7 @@ import anyio.to_thread
 import pytest
 
 from sysmcp.protocol import threads
-from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.failures import ToolError
 from sysmcp.protocol.threads import LEFT_BEHIND, run_in_thread
 
 pytestmark = pytest.mark.anyio

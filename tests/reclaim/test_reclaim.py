@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.engine.errors import NotFound, Refused
+from sysmcp.engine.faults import NotFound, Refused
 from sysmcp.reclaim import (
     ApplyRequest,
     Plan,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.engine.errors import NotFound, Refused
+from sysmcp.engine.faults import NotFound, Refused
 from sysmcp.history.store import Store
 from sysmcp.reclaim import (
     ActionLog,

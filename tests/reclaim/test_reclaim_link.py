@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.engine.errors import Refused
+from sysmcp.engine.faults import Refused
 from sysmcp.reclaim import LINK, ApplyRequest, Plan, PlanRequest, apply_items, build_plan, choose
 from tests.profile import needs_xattrs
 from tests.reclaim.test_reclaim import layout

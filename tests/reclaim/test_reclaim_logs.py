@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from sysmcp.engine.errors import Refused
+from sysmcp.engine.faults import Refused
 from sysmcp.reclaim import ApplyRequest, Item, Plan, PlanRequest, apply_items, build_plan, render_script
 from sysmcp.reclaim._classes import RootsLayout
 from sysmcp.tools.reclaim import _listing

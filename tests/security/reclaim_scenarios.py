@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sysmcp.engine.errors import Refused
+from sysmcp.engine.faults import Refused
 from sysmcp.reclaim import LINK, ApplyRequest, ItemResult, Plan, apply_items
 from sysmcp.tools.reclaim_plan import item_view
 from sysmcp.tools.typed import to_json

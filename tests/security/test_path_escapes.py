@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.engine.errors import EngineError
+from sysmcp.engine.faults import EngineError
 from sysmcp.engine.opens import NotRegularFile, open_parent, open_path
 from sysmcp.engine.paths import PathPolicy, real_root, roots_from_uris
 from sysmcp.engine.paths._paths import intersect

@@ -22,7 +22,7 @@ import anyio
 import pytest
 
 from sysmcp.cli.snapshot import EXIT_NO_HISTORY
-from sysmcp.engine.errors import Refused
+from sysmcp.engine.faults import Refused
 from sysmcp.reclaim import PlanKeeper
 from sysmcp.reclaim._keep import PLAN_NAMESPACE
 from sysmcp.tools.errors import words

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from sysmcp.engine.containers import Request, Walked, _read_logs, _walk, find_socket, survey
+from sysmcp.engine.containers import ContainersRequest, DataRootWalk, _read_logs, _walk, find_socket, survey
 from sysmcp.engine.containers._api import Api
-from sysmcp.engine.containers._cli import ask
-from sysmcp.engine.errors import NotFound, PermissionRefused, Unavailable
+from sysmcp.engine.containers._command import ask
+from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable
 from sysmcp.reclaim import PlanRequest, build_plan, choose
 from sysmcp.reclaim._classes import RootsLayout, containers
 from sysmcp.tools.container_usage import answer, render
@@ -158,10 +158,10 @@ def test_another_users_socket_is_refused_with_its_owner_named() -> None:
         os.chmod(path, 0o600)
         owned.listen(4)
         probe = (
-            "from sysmcp.engine.containers import Request, survey\n"
+            "from sysmcp.engine.containers import ContainersRequest, survey\n"
             "from sysmcp.tools.errors import words\n"
             "try:\n"
-            f"    survey(Request(socket={path!r}, timeout_s=5))\n"
+            f"    survey(ContainersRequest(socket={path!r}, timeout_s=5))\n"
             "except Exception as exc:\n"
             "    print(type(exc).__name__, words(exc))\n"
         )
@@ -196,7 +196,7 @@ class Stop(Exception):
 
 def test_the_survey_reports_every_container_inspected_and_the_walk(lab: Lab) -> None:
     phases: list[str] = []
-    survey(Request(socket=str(lab.socket)), lambda phase, done, seen: phases.append(phase))
+    survey(ContainersRequest(socket=str(lab.socket)), lambda phase, done, seen: phases.append(phase))
     assert phases.count("inspect") == len(lab.docker("ps", "-aq").split()) and "walk" in phases
 
 
@@ -209,7 +209,7 @@ def test_a_survey_cancelled_during_the_walk_stops_and_leaves_no_thread_asking_th
 
     with pytest.raises(Stop):
         survey(
-            Request(socket=str(lab.socket)),
+            ContainersRequest(socket=str(lab.socket)),
             lambda phase, done, seen: phases.append(phase),
             cancel_once_walking,
         )
@@ -358,7 +358,7 @@ def test_a_data_root_walk_is_cancelled_at_its_checkpoints(tmp_path: Path) -> Non
         _walk(str(tmp_path), 60, lambda *_: None, cancel)
 
 
-def survey_walk(root: Path, timeout_s: float = 60) -> Walked:
+def survey_walk(root: Path, timeout_s: float = 60) -> DataRootWalk:
     seen: list[int] = []
     walked = _walk(str(root), timeout_s, lambda entries, _: seen.append(entries), lambda: None)
     assert seen and seen == sorted(seen)  # progress only grows
@@ -382,8 +382,8 @@ def test_the_socket_asked_is_the_one_named_then_docker_hosts() -> None:
 # -- where no socket is reachable: the engine's command ----------------------------------------
 
 
-def _no_socket(commands: tuple[str, ...], walk: bool = True) -> Request:
-    return Request(sockets=(), commands=commands, walk=walk, timeout_s=60)
+def _no_socket(commands: tuple[str, ...], walk: bool = True) -> ContainersRequest:
+    return ContainersRequest(sockets=(), commands=commands, walk=walk, timeout_s=60)
 
 
 def test_with_no_socket_found_the_docker_command_is_asked_and_gives_the_apis_figures_rounded(
@@ -399,7 +399,7 @@ def test_with_no_socket_found_the_docker_command_is_asked_and_gives_the_apis_fig
         capture_output=True,
     )
     monkeypatch.setenv("DOCKER_CONTEXT", "lab")
-    by_api = survey(Request(socket=str(lab.socket)))
+    by_api = survey(ContainersRequest(socket=str(lab.socket)))
     by_command = survey(_no_socket(("docker",)))
     assert by_command.command == "docker" and by_command.socket == ""
     assert by_command.data_root == by_api.data_root and by_command.driver == by_api.driver

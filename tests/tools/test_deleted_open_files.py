@@ -19,7 +19,7 @@ import pytest
 from sysmcp import platform
 from sysmcp.engine.mounts import MountTable
 from sysmcp.engine.procs import Scan, scan_processes
-from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.failures import ToolError
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.deleted_open_files import (
     INPUT_SCHEMA,

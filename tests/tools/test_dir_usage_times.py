@@ -21,7 +21,7 @@ import pytest
 from sysmcp.engine.parallel import Sharing
 from sysmcp.engine.usage import extension_of, scan_usage
 from sysmcp.engine.walk import WalkOptions
-from sysmcp.protocol.errors import ArgumentError
+from sysmcp.protocol.failures import ArgumentError
 from sysmcp.render import age as age_text
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import (

@@ -11,8 +11,8 @@ import pytest
 
 from sysmcp.engine.mounts import Figures, Mount
 from sysmcp.engine.space import Accounting, Snapshots
+from sysmcp.engine.space._held import Overhead
 from sysmcp.engine.space._hidden import Hidden
-from sysmcp.engine.space._snapshots import Overhead
 from sysmcp.engine.space._space import DeletedPart, HiddenPart, WalkPart
 from sysmcp.tools import disk_explain
 from sysmcp.tools.typed import to_json

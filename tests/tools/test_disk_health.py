@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from sysmcp import platform
-from sysmcp.engine.errors import Unavailable
+from sysmcp.engine.faults import Unavailable
 from sysmcp.engine.health import HealthRequest, _kernel, _mdstat, _smart, run
 from sysmcp.tools.disk_health import (
     DeviceRow,

@@ -17,7 +17,7 @@ from sysmcp.engine.paths import PathPolicy
 from sysmcp.engine.procs import device_mount_points, process_deltas
 from sysmcp.engine.procs._diskio import ProcessIo, ProcessReading, device_name, read_processes
 from sysmcp.protocol.context import RequestContext
-from sysmcp.protocol.errors import ArgumentError
+from sysmcp.protocol.failures import ArgumentError
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.disk_io import INPUT_SCHEMA, handle

@@ -14,12 +14,12 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from sysmcp.engine.errors import InvalidPath, NotFound
+from sysmcp.engine.faults import InvalidPath, NotFound
 from sysmcp.engine.mounts import Figures, FsStats, Mount, MountTable, SampleClock, percent_used
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.history import state
 from sysmcp.protocol.context import RequestContext
-from sysmcp.protocol.errors import ArgumentError
+from sysmcp.protocol.failures import ArgumentError
 from sysmcp.results import ResultStore
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.disk_usage import INPUT_SCHEMA, TOOL, DiskUsage

@@ -13,7 +13,7 @@ from sysmcp.engine.commands import CommandMissing, CommandTimedOut
 from sysmcp.engine.mounts import Figures, Mount, MountTable
 from sysmcp.engine.pools import Cow, CowItem, ThinPool, thin_pools, zfs_cow
 from sysmcp.engine.space import Accounting, Snapshots
-from sysmcp.engine.space._snapshots import Overhead
+from sysmcp.engine.space._held import Overhead
 from sysmcp.engine.space._space import DeletedPart, HiddenPart, WalkPart
 from sysmcp.tools.disk_explain import answer
 from sysmcp.tools.disk_pools import as_snapshots, cow_lines

@@ -13,9 +13,9 @@ import anyio
 import pytest
 
 from sysmcp.engine.calls import never_cancelled, no_progress
-from sysmcp.engine.errors import EngineError
+from sysmcp.engine.faults import EngineError
 from sysmcp.engine.hashing import CHUNK, FileRequest, hash_file
-from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.failures import ToolError
 from sysmcp.tools.errors import words
 from tests.profile import needs_proc
 from tests.wire import result_text, spawn

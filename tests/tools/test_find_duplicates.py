@@ -229,7 +229,7 @@ def test_files_swapped_after_the_walk_are_never_followed_nor_block(
 def test_a_root_that_cannot_be_searched_is_an_engine_error_not_an_os_error(tmp_path: Path) -> None:
     """The engine says what failed in the system's words; the tool layer alone words it for the model."""
     from sysmcp.engine.duplicates._duplicates import engine_error
-    from sysmcp.engine.errors import NotFound, PermissionRefused, Unavailable
+    from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable
 
     with pytest.raises(NotFound) as missing:
         find_duplicates(DuplicatesRequest(os.fsencode(tmp_path / "gone"), processes=1))

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sysmcp.engine.units import parse_size
-from sysmcp.protocol.errors import ArgumentError
+from sysmcp.protocol.failures import ArgumentError
 from sysmcp.tools import ALL_TOOLS
 from sysmcp.tools.arguments import validate_arguments
 

@@ -23,7 +23,7 @@ from sysmcp.engine.hashing import verify as check_manifest
 from sysmcp.engine.hashing._verify_ranges import Tuning
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.engine.walk import WalkOptions
-from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.failures import ToolError
 from sysmcp.tools import hash_tree, verify_checksums
 from sysmcp.tools.arguments import validate_arguments
 

@@ -25,7 +25,7 @@ from sysmcp.engine.walk import WalkOptions
 from sysmcp.history import state
 from sysmcp.history.recording import series_of
 from sysmcp.history.snapshots import DirTotals, ScanSnapshot
-from sysmcp.protocol.errors import ArgumentError, ToolError
+from sysmcp.protocol.failures import ArgumentError, ToolError
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import INPUT_SCHEMA as DU_INPUT
 from sysmcp.tools.dir_usage import handle as dir_usage

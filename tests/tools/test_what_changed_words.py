@@ -16,7 +16,7 @@ from sysmcp.history import state
 from sysmcp.history.compare import Findings
 from sysmcp.history.diff import Growth, diff_scans
 from sysmcp.history.snapshots import DirTotals, FileRow, ScanSnapshot, Series
-from sysmcp.protocol.errors import ArgumentError
+from sysmcp.protocol.failures import ArgumentError
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.typed import to_json
 from sysmcp.tools.what_changed import INPUT_SCHEMA, TOOL, render

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from sysmcp import platform
 from sysmcp.engine.calls import Cancel, never_cancelled
-from sysmcp.engine.errors import EngineError, Unavailable
+from sysmcp.engine.faults import EngineError, Unavailable
 
 OUTPUT_LIMIT = 8 << 20  # bytes kept of each stream; past it the command is stopped
 _SLICE_S = 0.05  # how often a waiting call asks ``cancel`` and whether the command has ended

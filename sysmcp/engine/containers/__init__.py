@@ -1,12 +1,12 @@
 """container_usage's engine: what Docker or Podman holds on disk, from its API, set against a walk.
 
-Front door: ``Request`` in, ``Survey`` out, through ``survey``. The engine's own figures come from
+Front door: ``ContainersRequest`` in, ``Survey`` out, through ``survey``. The engine's own figures come from
 read-only GETs on its Unix socket (``/version``, ``/info``, ``/system/df``; Docker's containers and
 their log files from its own config files in the data root, else ``/containers/json`` and each
-container's inspect), or, where no socket is found, from the engine's command (``_cli``); the disk's
+container's inspect), or, where no socket is found, from the engine's command (``_command``); the disk's
 from a walk of the engine's data root (``_walk``, ``du -x``: overlay mounts of running containers
 are other filesystems and skipped, so each layer is counted once). What the walk finds and the
-engine's figures leave out is the difference, by data-root directory. Faults are ``sysmcp.engine.errors`` exceptions: ``NotFound``
+engine's figures leave out is the difference, by data-root directory. Faults are ``sysmcp.engine.faults`` exceptions: ``NotFound``
 (no engine), ``PermissionRefused`` (the socket is another user's), ``Unavailable`` (no answer within
 the timeout, a bad answer).
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sysmcp.engine.calls import Cancel, StopFlag, never_cancelled, wait_for
-from sysmcp.engine.containers import _cli
+from sysmcp.engine.containers import _command
 from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._model import BuildCache, Container, Image, LogFile, Volume
 from sysmcp.engine.containers._model import build_cache as _build_cache
@@ -30,19 +30,19 @@ from sysmcp.engine.containers._model import engine_name as _engine_name
 from sysmcp.engine.containers._model import images as _images
 from sysmcp.engine.containers._model import log_file as _log_file
 from sysmcp.engine.containers._model import volumes as _volumes
-from sysmcp.engine.errors import NotFound, Unavailable
+from sysmcp.engine.faults import NotFound, Unavailable
 from sysmcp.engine.walk import walk_totals
 
 __all__ = [
     "BuildCache",
     "Container",
+    "ContainersRequest",
+    "DataRootWalk",
     "Image",
     "Log",
     "LogFile",
-    "Request",
     "Survey",
     "Volume",
-    "Walked",
     "find_socket",
     "survey",
 ]
@@ -54,7 +54,7 @@ SOCKETS = ("/var/run/docker.sock", "/run/docker.sock", "/run/podman/podman.sock"
 
 
 @dataclass(frozen=True, slots=True)
-class Request:
+class ContainersRequest:
     socket: str | None = None  # None: DOCKER_HOST's unix socket, then SOCKETS, then the user's Podman
     timeout_s: float = 10.0  # each API call
     walk: bool = True  # walk the data root to reconcile
@@ -76,7 +76,7 @@ class Log:
 
 
 @dataclass(frozen=True, slots=True)
-class Walked:
+class DataRootWalk:
     """The data root as the walk found it."""
 
     apparent: int
@@ -101,7 +101,7 @@ class Survey:
     volumes: list[Volume] = field(default_factory=list)
     build_cache: BuildCache = field(default_factory=BuildCache)
     logs: list[Log] = field(default_factory=list)
-    walked: Walked | None = None
+    walked: DataRootWalk | None = None
     walk_refused: bool = False  # the data root is outside the roots: not walked
     command: str | None = None  # the command asked where no socket was (its figures, not the API's)
 
@@ -149,9 +149,9 @@ def _log_bytes(path: str) -> int | None:
 
 def _walk(
     root: str, timeout_s: float, report: Callable[[int, int], None], cancel: Callable[[], None]
-) -> Walked:
+) -> DataRootWalk:
     whole, parts, stopped, skipped = walk_totals(root, timeout_s, report, cancel)
-    return Walked(
+    return DataRootWalk(
         apparent=whole.apparent,
         disk=whole.blocks * 512,
         stopped=stopped,
@@ -242,7 +242,7 @@ def _kept_config(data_root: str, container: str) -> dict[str, Any] | None:
 
 
 def survey(
-    request: Request,
+    request: ContainersRequest,
     progress: Callable[[str, int, int], None] | None = None,
     cancel: Cancel = never_cancelled,
 ) -> Survey:
@@ -292,7 +292,7 @@ def survey(
 
 def _reconciled(
     found: Survey,
-    request: Request,
+    request: ContainersRequest,
     works: list[Callable[[Callable[[], None]], None]],
     report: Callable[[str, int, int], None],
     cancel: Cancel,
@@ -318,13 +318,13 @@ def _reconciled(
     return found
 
 
-def _by_command(request: Request, none: NotFound) -> tuple[Survey, str]:
+def _by_command(request: ContainersRequest, none: NotFound) -> tuple[Survey, str]:
     """The engine as the first of ``request.commands`` that answers tells it (version, data root,
     drivers); ``none`` (no socket) with what each command said when none does."""
     said = []
     for command in request.commands:
         try:
-            info = _cli.ask([command, "info", "--format", "json"], request.timeout_s)
+            info = _command.ask([command, "info", "--format", "json"], request.timeout_s)
         except (NotFound, Unavailable) as exc:
             said.append(str(exc))
             continue
@@ -351,23 +351,25 @@ def _command_figures(
     """Images, containers, volumes, build cache and log files into ``found``, from ``command``."""
     if command == "podman":
         found.images = _images(
-            _cli.ask([command, "images", "-a", "--format", "json"], timeout_s), tags="Names"
+            _command.ask([command, "images", "-a", "--format", "json"], timeout_s), tags="Names"
         )
         check()
-        found.containers = _cli.podman_containers(
-            _cli.ask([command, "ps", "-a", "--size", "--format", "json"], timeout_s)
+        found.containers = _command.podman_containers(
+            _command.ask([command, "ps", "-a", "--size", "--format", "json"], timeout_s)
         )
         check()
-        found.volumes = _cli.podman_volumes(
-            _cli.ask([command, "volume", "ls", "--format", "json"], timeout_s)
+        found.volumes = _command.podman_volumes(
+            _command.ask([command, "volume", "ls", "--format", "json"], timeout_s)
         )
     else:
-        df = _cli.ask([command, "system", "df", "-v", "--format", "json"], timeout_s)
-        found.images, found.containers, found.volumes, found.build_cache = _cli.docker_df(df)
+        df = _command.ask([command, "system", "df", "-v", "--format", "json"], timeout_s)
+        found.images, found.containers, found.volumes, found.build_cache = _command.docker_df(df)
     _estimate_layers(found)  # no command gives the engine's LayersSize
     check()
     logs = (
-        _cli.inspected_logs(command, [c.id for c in found.containers], timeout_s) if found.containers else {}
+        _command.inspected_logs(command, [c.id for c in found.containers], timeout_s)
+        if found.containers
+        else {}
     )
     for done, container in enumerate(found.containers, 1):
         log = logs.get(container.id)

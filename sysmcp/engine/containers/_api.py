@@ -14,7 +14,7 @@ import socket
 import stat
 from typing import Any
 
-from sysmcp.engine.errors import NotFound, PermissionRefused, Unavailable
+from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable
 
 MAX_BODY = 64 * 1024 * 1024  # an answer larger than this is not an engine's API answer
 

@@ -13,7 +13,7 @@ workers then compare its blocks (``sieves``). No Python object outlives its file
 or its block.
 
 A typed ``DuplicatesRequest`` in, a ``Search`` out (``sysmcp.engine.calls``' shape); failures
-are ``sysmcp.engine.errors`` exceptions. The words for the model are the tool's (``tools/find_duplicates``).
+are ``sysmcp.engine.faults`` exceptions. The words for the model are the tool's (``tools/find_duplicates``).
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ from sysmcp.engine.duplicates._sieves import (
     Candidates,
     Handoff,
     Reader,
-    Seen,
+    StatFields,
     as_stat,
     compare,
     gather_candidates,
 )
 from sysmcp.engine.duplicates._sizeruns import SizeRuns
-from sysmcp.engine.errors import EngineError, NotFound, PermissionRefused, Unavailable, WrongKind
+from sysmcp.engine.faults import EngineError, NotFound, PermissionRefused, Unavailable, WrongKind
 from sysmcp.engine.parallel import (
     SPLIT_AFTER_S,
     ParallelWalk,
@@ -86,7 +86,9 @@ class Candidate:
     dev: int
     ino: int
     disk: int
-    seen: Seen | None = None  # its descriptor's fstat when its content was read (what a plan's identity is)
+    seen: StatFields | None = (
+        None  # its descriptor's fstat when its content was read (what a plan's identity is)
+    )
 
     def stat(self) -> os.stat_result | None:
         """The file as it was when its bytes were hashed (None: not known)."""

@@ -38,12 +38,12 @@ BLOCKS = 200  # the candidates are cut into about this many blocks of whole size
 RawCandidate = tuple[bytes, int, int, int]
 # What ``fstat`` said of a file's open descriptor when its bytes were read (``seen``): mode, inode,
 # device, links, owner, group, size, mtime_ns, ctime_ns, blocks. A plan's identity is this, not a later look.
-Seen = tuple[int, int, int, int, int, int, int, int, int, int]
+StatFields = tuple[int, int, int, int, int, int, int, int, int, int]
 # A confirmed copy: the candidate and what its descriptor was when it was hashed.
-Hashed = tuple[bytes, int, int, int, Seen]
+Hashed = tuple[bytes, int, int, int, StatFields]
 
 
-def seen(st: os.stat_result) -> Seen:
+def seen(st: os.stat_result) -> StatFields:
     return (
         st.st_mode,
         st.st_ino,
@@ -58,7 +58,7 @@ def seen(st: os.stat_result) -> Seen:
     )
 
 
-def as_stat(fields: Seen) -> os.stat_result:
+def as_stat(fields: StatFields) -> os.stat_result:
     """``seen`` back into a stat result (the fields a plan's identity reads)."""
     mode, ino, dev, nlink, uid, gid, size, mtime_ns, ctime_ns, blocks = fields
     times = (0, mtime_ns // 1_000_000_000, ctime_ns // 1_000_000_000)
@@ -86,7 +86,9 @@ class Reader:
         self._root_fd: int | None = None
         self._dir_name: bytes | None = None
         self._dir: int | OSError | None = None  # the open directory, or why it could not be opened
-        self.seen: dict[tuple[int, int], Seen] = {}  # (dev, ino) → its fstat at the last open, per block
+        self.seen: dict[
+            tuple[int, int], StatFields
+        ] = {}  # (dev, ino) → its fstat at the last open, per block
 
     def close(self) -> None:
         self._forget()

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 from sysmcp.engine.calls import Cancel, Progress
-from sysmcp.engine.errors import EngineError, NotFound, PermissionRefused, Refused, WrongKind
+from sysmcp.engine.faults import EngineError, NotFound, PermissionRefused, Refused, WrongKind
 from sysmcp.engine.hashing._checksums import ALGORITHMS, CHUNK, Algorithm, Digest, KeptGrowing, hash_fd
 from sysmcp.engine.opens import FileSwap, NotRegularFile, kind, open_parent, open_regular_at, through_symlink
 

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from sysmcp.engine.errors import EngineError, NotFound, Refused
+from sysmcp.engine.faults import EngineError, NotFound, Refused
 from sysmcp.engine.hashing._checksums import (
     _BY_LENGTH,
     ALGORITHMS,

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from sysmcp.engine.calls import Cancel, Progress
-from sysmcp.engine.errors import EngineError, NotFound, PermissionRefused, WrongKind
+from sysmcp.engine.faults import EngineError, NotFound, PermissionRefused, WrongKind
 from sysmcp.engine.hashing import _checksums as checksums
 from sysmcp.engine.hashing._checksums import (
     CHUNK,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress, StopFlag, never_cancelled, no_progress, wait_for
-from sysmcp.engine.errors import Unavailable
+from sysmcp.engine.faults import Unavailable
 from sysmcp.engine.health import _btrfs, _kernel, _mdstat, _smart
 from sysmcp.engine.health._btrfs import BtrfsDevice
 from sysmcp.engine.health._mdstat import MdArray

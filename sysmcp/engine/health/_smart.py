@@ -10,7 +10,7 @@ from typing import Any
 
 from sysmcp.engine import commands
 from sysmcp.engine.calls import Cancel
-from sysmcp.engine.errors import Unavailable
+from sysmcp.engine.faults import Unavailable
 
 _WEARING = "the drive is wearing out; back up and watch whether the count grows"
 _UNREADABLE = "data there cannot be read; back up now and replace the drive"

@@ -22,7 +22,7 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from sysmcp.engine.errors import NotFound, Unavailable
+from sysmcp.engine.faults import NotFound, Unavailable
 from sysmcp.engine.mounts._mounts import Mount, MountTable, container_siblings, is_system_volume
 from sysmcp.engine.paths import display, expands_locally, is_within
 

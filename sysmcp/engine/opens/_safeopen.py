@@ -25,7 +25,7 @@ import os
 import stat
 
 from sysmcp import platform
-from sysmcp.engine.errors import WrongKind
+from sysmcp.engine.faults import WrongKind
 
 #: How an intermediate directory is opened: O_PATH where there is one (no read permission needed),
 #: else for reading, without blocking; O_DIRECTORY makes either refuse anything but a directory.

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from sysmcp.engine.errors import InvalidPath, OutsideRoots
+from sysmcp.engine.faults import InvalidPath, OutsideRoots
 
 #: How much of a model-supplied path is echoed back in a refusal.
 MAX_ECHO = 200

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sysmcp.engine.commands import BadOutput, CommandFailed, CommandMissing, CommandTimedOut, run_command
-from sysmcp.engine.errors import EngineError
+from sysmcp.engine.faults import EngineError
 
 Runner = Callable[[list[str], float], str]
 ZFS_COLUMNS = "name,type,used,avail,usedbysnapshots,usedbydataset,usedbychildren,usedbyrefreservation,refer"

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
-from sysmcp.engine.errors import Unavailable
+from sysmcp.engine.faults import Unavailable
 from sysmcp.engine.mounts import Mount, MountTable, parse_mountinfo
 
 PROC = platform.PROC  # where processes are read (tests point the tools at a fake one)

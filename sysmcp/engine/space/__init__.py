@@ -4,7 +4,7 @@ mount points, LVM thin and APFS snapshots, and what ``sysmcp.engine.pools`` read
 This is the room's front door: other rooms import these names from here, never a private module.
 """
 
-from sysmcp.engine.space._snapshots import Snapshot, Snapshots
+from sysmcp.engine.space._held import Snapshot, Snapshots
 from sysmcp.engine.space._space import (
     Accounting,
     ExplainRequest,

@@ -28,14 +28,14 @@ from typing import Any
 
 from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled
-from sysmcp.engine.errors import WrongKind
+from sysmcp.engine.faults import WrongKind
 from sysmcp.engine.mounts import Figures, FilesystemUsage, Mount, MountTable
 from sysmcp.engine.parallel import SPLIT_AFTER_S, SharedCounters, SharedTasks, Sharing, available_processes
 from sysmcp.engine.paths import is_within
 from sysmcp.engine.pools import Cow, btrfs_cow, zfs_cow
 from sysmcp.engine.procs import PROC, filesystem_of, scan_processes
+from sysmcp.engine.space._held import Overhead, Snapshot, Snapshots, overhead_of, snapshots_of
 from sysmcp.engine.space._hidden import Hidden, Look
-from sysmcp.engine.space._snapshots import Overhead, Snapshot, Snapshots, overhead_of, snapshots_of
 from sysmcp.engine.walk import Budget, SkipCounter
 
 

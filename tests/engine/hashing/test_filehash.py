@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sysmcp.engine.calls import never_cancelled, no_progress
-from sysmcp.engine.errors import EngineError, NotFound, WrongKind
+from sysmcp.engine.faults import EngineError, NotFound, WrongKind
 from sysmcp.engine.hashing import ALGORITHMS, CHUNK, FileHash, FileRequest, hash_file
 from sysmcp.tools.errors import words
 

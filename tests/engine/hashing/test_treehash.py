@@ -269,7 +269,7 @@ def test_hash_path_gives_one_files_manifest_relative_to_its_directory(tmp_path: 
 
 
 def test_hash_path_refuses_what_it_cannot_hash_with_engine_errors(tmp_path: Path) -> None:
-    from sysmcp.engine.errors import NotFound, WrongKind
+    from sysmcp.engine.faults import NotFound, WrongKind
     from sysmcp.tools.errors import words
 
     os.mkfifo(tmp_path / "fifo")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from sysmcp.engine.calls import Progress, never_cancelled, no_progress
-from sysmcp.engine.errors import EngineError, NotFound
+from sysmcp.engine.faults import EngineError, NotFound
 from sysmcp.engine.hashing import (
     ALGORITHMS,
     Confine,
@@ -36,7 +36,7 @@ from sysmcp.engine.hashing._verify_ranges import (
 )
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.engine.walk import ScanStopped
-from sysmcp.protocol.errors import ToolError
+from sysmcp.protocol.failures import ToolError
 from sysmcp.tools import verify_checksums
 from sysmcp.tools.errors import words
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.engine.errors import Unavailable
+from sysmcp.engine.faults import Unavailable
 from sysmcp.engine.mounts import Mount, MountTable
 from sysmcp.engine.procs import Scan, filesystem_of, scan_processes
 from sysmcp.tools.errors import words

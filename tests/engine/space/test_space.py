@@ -19,10 +19,10 @@ import psutil
 import pytest
 
 from sysmcp.engine.calls import never_cancelled, no_progress
-from sysmcp.engine.errors import WrongKind
+from sysmcp.engine.faults import WrongKind
 from sysmcp.engine.mounts import Figures, FsStats, Mount, MountTable, statvfs_usage
 from sysmcp.engine.space import Accounting, HeldOpen, Snapshots, explain
-from sysmcp.engine.space._snapshots import snapshots_of
+from sysmcp.engine.space._held import snapshots_of
 from sysmcp.engine.space._space import (
     DeletedScan,
     ExplainRequest,
@@ -30,7 +30,7 @@ from sysmcp.engine.space._space import (
     deleted_provider,
     walk_filesystem,
 )
-from sysmcp.protocol.errors import ArgumentError
+from sysmcp.protocol.failures import ArgumentError
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import INPUT_SCHEMA as DU_INPUT
 from sysmcp.tools.dir_usage import handle as dir_usage

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from sysmcp import platform
 from sysmcp.engine.commands import run_command
-from sysmcp.engine.errors import Unavailable
+from sysmcp.engine.faults import Unavailable
 from sysmcp.engine.mounts import Mount
 
 COMMAND_TIMEOUT = 10.0

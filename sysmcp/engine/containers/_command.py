@@ -17,7 +17,7 @@ from typing import Any
 
 from sysmcp.engine.commands import run_command
 from sysmcp.engine.containers._model import BuildCache, Container, Image, Volume, log_file
-from sysmcp.engine.errors import Unavailable
+from sysmcp.engine.faults import Unavailable
 
 #: Container ids named in one ``inspect`` command at most (an argv stays far below ARG_MAX).
 INSPECT_AT_ONCE = 500
