@@ -17,6 +17,7 @@ from sysmcp.tools.file_sha256 import TOOL as FILE_SHA256
 from sysmcp.tools.find_duplicates import TOOL as FIND_DUPLICATES
 from sysmcp.tools.merging import HostOutcome, bound, default_merge, tally
 from sysmcp.tools.registry import Registry
+from tests.profile import needs_proc
 
 A, B = "a" * 64, "b" * 64
 
@@ -225,6 +226,7 @@ def test_file_sha256_drift_lists_the_outliers_first_and_bounds_the_host_lists() 
     assert body[1].endswith("w7 … and 42 more") and body[1].split()[:2] == ["50", "hosts"]
 
 
+@needs_proc  # explain's deleted-but-open part reads /proc
 @pytest.mark.anyio
 async def test_disk_usage_explain_on_a_fleet_shows_each_hosts_parts_not_only_the_df_table(
     tmp_path: Path,

@@ -40,7 +40,7 @@ from sysmcp.tools.disk_usage import TOOL, DiskUsage
 from sysmcp.tools.registry import ToolContext
 from sysmcp.tools.typed import to_json
 from tests.harness import tool_context
-from tests.profile import needs_fork
+from tests.profile import UNDER_POSIX_PROFILE, needs_fork
 from tests.tools.test_what_changed import Clock
 from tests.tools.test_what_changed import clock as clock  # the history, on a clock of its own
 
@@ -322,6 +322,7 @@ async def test_a_scan_that_crossed_filesystems_or_of_a_subdirectory_is_not_used(
     assert data["files"]["files"] == 3 and data["files"]["scanned_at"] is None
 
 
+@pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="LVM is Linux's: the portable profile, like macOS, has none")
 def test_a_volume_on_lvm_names_its_thin_snapshots_from_lvs(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
