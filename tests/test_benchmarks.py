@@ -11,23 +11,13 @@ reference tool) cannot run here is skipped with the reason; ``.ci/run`` installs
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.fleet.lab import (
-    unavailable,
-)  # also puts this module on the fleet lab's worker (tests/scheduling.py)
+from tests.bench_runs import Bench, run, script, without
 from tests.profile import UNDER_POSIX_PROFILE
 from tests.tools.docker_lab import why_not
-
-REPO = Path(__file__).resolve().parent.parent
-BOUND_S = 600  # one benchmark at its smallest size takes seconds; this only stops a hung one
 
 pytestmark = [
     pytest.mark.slow,
@@ -36,35 +26,6 @@ pytestmark = [
         UNDER_POSIX_PROFILE, reason="the benchmarks measure sysmcp on Linux and read /proc themselves"
     ),
 ]
-
-
-@dataclass
-class Bench:
-    """One benchmark run: its script and arguments (``{tmp}`` is a fresh directory), the exit codes it
-    may end with, what its stdout must show, and why it cannot run here (None: it can)."""
-
-    argv: str  # as on a command line, words split at spaces
-    shows: list[str]
-    codes: tuple[int, ...] = (0,)
-    missing: Callable[[], str | None] = lambda: None
-    tree: bool = False  # {tmp}/tree made first: a few files of varied sizes for it to walk
-
-    def __str__(self) -> str:
-        """The script, and fleet_scale_bench's mode."""
-        words = self.argv.split()
-        return " ".join(words[:2] if words[1] in ("start", "stub", "lab") else words[:1])
-
-
-def without(*tools: str) -> Callable[[], str | None]:
-    def missing() -> str | None:
-        absent = [tool for tool in tools if shutil.which(tool) is None]
-        return f"not installed: {', '.join(absent)}" if absent else None
-
-    return missing
-
-
-def fleet_lab_missing() -> str | None:
-    return unavailable() or without("parallel-ssh")()
 
 
 def loop_fs_missing() -> str | None:
@@ -118,11 +79,6 @@ BENCHES = [
         ],
         missing=without("jdupes", "sha256sum"),
     ),
-    Bench("fleet_scale_bench.py start --warm-calls 1", ["one remote start, sysmcp"]),
-    Bench(
-        "fleet_scale_bench.py stub --hosts 3 --warm-calls 1",
-        ["3 stub hosts", "after EOF: exit in", "after SIGTERM: exit in"],
-    ),
     Bench(
         "answer_budget.py --tree {tmp}/tree --work {tmp}/work --directories 5 --hosts 2 --timeout 1",
         [
@@ -145,47 +101,7 @@ LAB_BENCHES = [
         ["docker system df -v", "warm container_usage ", "fresh container_usage walk=false"],
         missing=why_not,
     ),
-    Bench(
-        "fleet_bench.py --hosts 2 --rounds 1 --warm-calls 1",
-        ['sysmcp disk_usage hosts:["all"], cold', 'sysmcp disk_usage hosts:["all"], warm'],
-        missing=fleet_lab_missing,
-    ),
-    Bench(
-        "fleet_scale_bench.py lab --hosts 2 --warm-calls 1",
-        ["sysmcp dir_usage hosts=all, cold", "sysmcp dir_usage hosts=all, warm"],
-        missing=fleet_lab_missing,
-    ),
 ]
-
-
-def script(name: str, *argv: str, codes: tuple[int, ...] = (0,)) -> str:
-    """Run ``benchmarks/name`` from the checkout; its stdout, once it ended with one of ``codes``."""
-    done = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / name), *argv],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=BOUND_S,
-        check=False,
-    )
-    said = f"exit {done.returncode}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
-    assert done.returncode in codes, said
-    return done.stdout
-
-
-def run(bench: Bench, tmp: Path) -> None:
-    reason = bench.missing()
-    if reason is not None:
-        pytest.skip(reason)
-    if bench.tree:
-        for depth in range(3):
-            place = tmp.joinpath("tree", *(f"d{level}" for level in range(depth)))
-            place.mkdir(parents=True)
-            for size in (0, 100, 5000, 70_000):
-                (place / f"f{size}.dat").write_bytes(b"x" * size)
-    out = script(*bench.argv.replace("{tmp}", str(tmp)).split(), codes=bench.codes)
-    for shown in bench.shows:
-        assert shown.replace("{tmp}", str(tmp)) in out, out[-3000:]
 
 
 @pytest.mark.parametrize("bench", BENCHES, ids=str)
