@@ -554,9 +554,13 @@ def test_subtrees_handed_out_and_walked_apart_add_up_to_the_same_totals(
     assert settled[-1].relative == "" and not any(e.partial for e in settled)
 
 
+@pytest.mark.parametrize("target", [2, 40])  # 40: more pieces than the queue holds (33+ processes)
 def test_a_split_directory_with_more_subdirectories_than_the_limit_hands_the_rest_out_as_one_subtree(
-    tmp_path: Path,
+    tmp_path: Path, target: int
 ) -> None:
+    """The rest of a wide directory is one more piece, walked from the listing already read: none of its
+    subdirectories dropped as vanished, and the directory never read again, even when the split wants
+    more pieces than the queue holds."""
     for i in range(30):
         (tmp_path / "wide" / f"d{i:02d}").mkdir(parents=True)
         (tmp_path / "wide" / f"d{i:02d}" / "f").write_bytes(b"f" * (i + 1))
@@ -569,10 +573,10 @@ def test_a_split_directory_with_more_subdirectories_than_the_limit_hands_the_res
     scanner = Scanner(os.fsencode(tmp_path), WalkOptions(), skipped)
     events = scanner.events()
     assert isinstance(next(events), Listing)  # the root's: "wide" waits, and is read by the split
-    subtrees, _ = scanner.detach(limit=10, target=2)
+    subtrees, listings = scanner.detach(limit=10, target=target)
     finished = [e for e in events if isinstance(e, SubtreeTotals)]
     assert len(subtrees) == 10
-    files = []
+    files = [f"{listing.relative}/{name}" for listing in listings for name, _ in listing.files]
     for subtree in subtrees:
         for event in scanner.spawn(subtree, skipped, _noop, None).events():
             if isinstance(event, SubtreeTotals):
@@ -582,7 +586,7 @@ def test_a_split_directory_with_more_subdirectories_than_the_limit_hands_the_res
     finished += scanner.settle([(subtree, True) for subtree in subtrees])
     scanner.close()
     assert skipped.as_dict() == {}  # none dropped as vanished
-    assert sorted(files) == [f"wide/d{i:02d}/f" for i in range(30)]
+    assert sorted(files) == [f"wide/d{i:02d}/f" for i in range(30)]  # each once
     assert len(finished) == len(whole)  # every directory's totals handed out exactly once
     assert totals_by_directory(finished) == totals_by_directory(whole)
 
@@ -648,35 +652,3 @@ def test_a_directory_of_the_root_that_cannot_be_read_keeps_its_row_in_walk_total
         done = python_as_nobody(probe)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['locked', 'open'] True None {'unreadable': 1}"
-
-
-def test_a_split_wanting_more_subtrees_than_the_limit_never_reads_the_rest_again(tmp_path: Path) -> None:
-    # pieces * processes > MAX_TASKS (SYSMCP_SCAN_PROCESSES >= 33): the queue is full once the rest is
-    # queued, and the split must stop there instead of reading the rest's directory a second time.
-    for i in range(30):
-        (tmp_path / "wide" / f"d{i:02d}").mkdir(parents=True)
-        (tmp_path / "wide" / f"d{i:02d}" / "f").write_bytes(b"f" * (i + 1))
-    whole = [
-        e
-        for e in Scanner(os.fsencode(tmp_path), WalkOptions(), SkipCounter()).events()
-        if isinstance(e, SubtreeTotals)
-    ]
-    skipped = SkipCounter()
-    scanner = Scanner(os.fsencode(tmp_path), WalkOptions(), skipped)
-    events = scanner.events()
-    assert isinstance(next(events), Listing)
-    subtrees, listings = scanner.detach(limit=10, target=40)
-    finished = [e for e in events if isinstance(e, SubtreeTotals)]
-    files = [f"{listing.relative}/{name}" for listing in listings for name, _ in listing.files]
-    for subtree in subtrees:
-        for event in scanner.spawn(subtree, skipped, _noop, None).events():
-            if isinstance(event, SubtreeTotals):
-                finished.append(event)
-            else:
-                files += [f"{event.relative}/{name}" for name, _ in event.files]
-    finished += scanner.settle([(subtree, True) for subtree in subtrees])
-    scanner.close()
-    assert skipped.as_dict() == {}
-    assert sorted(files) == [f"wide/d{i:02d}/f" for i in range(30)]
-    assert len(finished) == len(whole)
-    assert totals_by_directory(finished) == totals_by_directory(whole)
