@@ -1,10 +1,11 @@
 """The client half of MCP on anyio: one session over a pair of byte streams (a spawned server's stdio).
 
-``ClientSession`` keeps one table of the requests awaiting an answer, keyed by id: concurrent
-requests matched by id, progress routed by its token (the request's id) to a per-request callback,
-``notifications/cancelled`` when a caller gives up (a late answer then finds no one waiting and is
-dropped), answers to the server's own requests (``ping``), and the peer's death turned into
-``PeerGone`` for every caller still waiting.
+``RequestTable`` is the I/O-free part: it issues ids, keeps the table of requests awaiting an answer
+and sorts every incoming line into what it is (a reply to one of ours, progress for one of ours, a
+request or notification from the server), so its tests need no event loop. ``ClientSession`` puts it
+on anyio: concurrent requests matched by id, progress routed to a per-request callback,
+``notifications/cancelled`` when a caller gives up, answers to the server's own requests (``ping``),
+and the peer's death turned into ``PeerGone`` for every caller still waiting.
 
 The fleet and ``sysmcp call`` speak through it (one client half). ``sysmcp trace`` needs none: it is
 a transparent proxy that relays bytes and records them, and never matches requests to answers.
@@ -15,7 +16,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
@@ -67,9 +68,104 @@ class NotMcp(Exception):
     """The peer wrote something that is not JSON-RPC: whatever runs there is not an MCP server."""
 
 
-async def _report_progress(on_progress: ProgressCallback, params: dict[str, Any]) -> None:
+# -- the I/O-free part --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The answer to a request of ours."""
+
+    id: RequestId
+    result: dict[str, Any] | None
+    error: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressNote:
+    """``notifications/progress`` for a request of ours still waiting."""
+
+    id: RequestId
+    progress: float
+    total: float | None
+    message: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Garbage:
+    """A line that is not a JSON-RPC message at all."""
+
+    reason: str
+
+
+Incoming = Reply | ProgressNote | Request | Notification | Garbage
+
+
+@dataclass
+class RequestTable:
+    """Ids, the requests awaiting an answer, and what each incoming line means for them."""
+
+    prefix: str = ""
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _pending: dict[RequestId, str] = field(default_factory=dict)  # id → method
+    _tokens: dict[RequestId, RequestId] = field(default_factory=dict)  # progress token → id
+
+    def open(
+        self, method: str, params: dict[str, Any] | None = None, *, progress: bool = False
+    ) -> tuple[RequestId, dict[str, Any]]:
+        """A new request: its id and the message to send. With ``progress`` it carries a progress token."""
+        number = next(self._ids)
+        msg_id: RequestId = f"{self.prefix}{number}" if self.prefix else number
+        params = dict(params or {})
+        if progress:
+            meta = dict(params.get("_meta") or {})
+            meta["progressToken"] = msg_id
+            params["_meta"] = meta
+            self._tokens[msg_id] = msg_id
+        self._pending[msg_id] = method
+        return msg_id, request_message(msg_id, method, params)
+
+    def forget(self, msg_id: RequestId) -> None:
+        """Stop waiting for a request (answered, cancelled or given up): a late answer is then ignored."""
+        self._pending.pop(msg_id, None)
+        self._tokens.pop(msg_id, None)
+
+    @property
+    def waiting(self) -> list[RequestId]:
+        return list(self._pending)
+
+    def cancel_message(self, msg_id: RequestId, reason: str = "cancelled by the client") -> dict[str, Any]:
+        """The ``notifications/cancelled`` for one of ours, which is forgotten at once."""
+        self.forget(msg_id)
+        return notification_message("notifications/cancelled", {"requestId": msg_id, "reason": reason})
+
+    def classify(self, line: bytes) -> list[Incoming]:
+        """Every message one line holds (a batch is several), each sorted into what it is.
+
+        Replies and progress for requests no longer waiting are dropped here: a late answer to a
+        cancelled request must never reach anyone.
+        """
+        parsed = parse_line(line)
+        found: list[Incoming] = []
+        for message in parsed if isinstance(parsed, list) else [parsed]:
+            if isinstance(message, Invalid):
+                found.append(Garbage(message.message))
+            elif isinstance(message, Response):
+                if message.id is not None and message.id in self._pending:
+                    found.append(Reply(message.id, message.result, message.error))
+            elif isinstance(message, Notification) and message.method == "notifications/progress":
+                token = message.params.get("progressToken")
+                msg_id = self._tokens.get(token) if isinstance(token, (str, int)) else None
+                if msg_id is not None and msg_id in self._pending:
+                    found.append(_progress(msg_id, message.params))
+            else:
+                found.append(message)
+        return found
+
+
+def _progress(msg_id: RequestId, params: dict[str, Any]) -> ProgressNote:
     done, total, text = params.get("progress"), params.get("total"), params.get("message")
-    await on_progress(
+    return ProgressNote(
+        msg_id,
         float(done) if isinstance(done, (int, float)) else 0.0,
         float(total) if isinstance(total, (int, float)) else None,
         text if isinstance(text, str) else None,
@@ -100,7 +196,7 @@ class ByteReceiver(Protocol):
 class _Waiter:
     done: anyio.Event
     on_progress: ProgressCallback | None
-    reply: Response | None = None
+    reply: Reply | None = None
 
 
 class ClientSession:
@@ -111,7 +207,7 @@ class ClientSession:
         self.name = name
         self._sender = send
         self._receiver = receive
-        self._ids = itertools.count(1)
+        self._table = RequestTable()
         self._waiters: dict[RequestId, _Waiter] = {}
         self._write_lock = anyio.Lock()
         self._decoder = LineDecoder(MAX_REPLY_LINE)
@@ -166,31 +262,30 @@ class ClientSession:
             waiter.done.set()
 
     async def _on_line(self, line: bytes) -> str | None:
-        parsed = parse_line(line)
-        for message in parsed if isinstance(parsed, list) else [parsed]:
-            if isinstance(message, Invalid):
-                return _quote(line)
-            if isinstance(message, Response):
-                waiter = self._waiters.get(message.id) if message.id is not None else None
+        for item in self._table.classify(line):
+            if isinstance(item, Reply):
+                waiter = self._waiters.get(item.id)
                 if waiter is not None:
-                    waiter.reply = message
+                    waiter.reply = item
                     waiter.done.set()
-            elif isinstance(message, Request):
-                with suppress(PeerGone):  # the peer is gone: the read loop sees its end next
-                    await self._write(answer_server_request(message))
-            elif message.method == "notifications/progress":
-                token = message.params.get("progressToken")
-                waiter = self._waiters.get(token) if isinstance(token, (str, int)) else None
+            elif isinstance(item, ProgressNote):
+                waiter = self._waiters.get(item.id)
                 if waiter is not None and waiter.on_progress is not None:
                     try:
-                        await _report_progress(waiter.on_progress, message.params)
+                        await waiter.on_progress(item.progress, item.total, item.message)
                     except Exception:
                         log.exception("progress callback failed", server=self.name)
-            elif self.notifications is not None:
-                try:
-                    await self.notifications(message)
-                except Exception:
-                    log.exception("notification callback failed", server=self.name)
+            elif isinstance(item, Request):
+                with suppress(PeerGone):  # the peer is gone: the read loop sees its end next
+                    await self._write(answer_server_request(item))
+            elif isinstance(item, Notification):
+                if self.notifications is not None:
+                    try:
+                        await self.notifications(item)
+                    except Exception:
+                        log.exception("notification callback failed", server=self.name)
+            else:
+                return _quote(line)
         return None
 
     # -- writing ------------------------------------------------------------------------------
@@ -220,26 +315,23 @@ class ClientSession:
         ``PeerGone``; if the caller is cancelled the server is told (``notifications/cancelled``)."""
         if self.closed.is_set():
             raise PeerGone(self.closed_reason)
-        msg_id: RequestId = next(self._ids)
-        params = dict(params or {})
-        if on_progress is not None:  # the request's id is its progress token
-            params["_meta"] = {**(params.get("_meta") or {}), "progressToken": msg_id}
-        waiter = self._waiters[msg_id] = _Waiter(anyio.Event(), on_progress)
+        msg_id, message = self._table.open(method, params, progress=on_progress is not None)
+        waiter = _Waiter(anyio.Event(), on_progress)
+        self._waiters[msg_id] = waiter
         sent = False
         try:
-            await self._write(request_message(msg_id, method, params))
+            await self._write(message)
             sent = True
             await waiter.done.wait()
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True), anyio.move_on_after(1):
                 if sent and waiter.reply is None and self.alive:
-                    del self._waiters[msg_id]  # a late answer is dropped
-                    cancel = {"requestId": msg_id, "reason": self.cancel_reason}
                     with suppress(PeerGone):
-                        await self._write(notification_message("notifications/cancelled", cancel))
+                        await self._write(self._table.cancel_message(msg_id, self.cancel_reason))
             raise
         finally:
             self._waiters.pop(msg_id, None)
+            self._table.forget(msg_id)
         reply = waiter.reply
         if reply is None:
             raise PeerGone(self.closed_reason)
@@ -297,7 +389,10 @@ __all__ = [
     "ClientSession",
     "NotMcp",
     "PeerGone",
+    "ProgressNote",
     "RemoteError",
+    "Reply",
+    "RequestTable",
     "WireHook",
     "answer_server_request",
     "connect",

@@ -1,4 +1,4 @@
-"""The client session: against a scripted peer in memory, and against the real server."""
+"""The client session: the I/O-free request table, a scripted peer in memory, and the real server."""
 
 from __future__ import annotations
 
@@ -11,8 +11,12 @@ import pytest
 
 from sysmcp.protocol.client import (
     ClientSession,
+    Garbage,
     PeerGone,
+    ProgressNote,
     RemoteError,
+    Reply,
+    RequestTable,
     answer_server_request,
     connect,
 )
@@ -25,7 +29,49 @@ def line(message: dict[str, Any]) -> bytes:
     return json.dumps(message).encode()
 
 
-# -- what the client answers itself ----------------------------------------------------------
+# -- I/O-free -----------------------------------------------------------------------------------
+
+
+def test_requests_get_distinct_ids_and_a_progress_token_when_asked() -> None:
+    table = RequestTable()
+    first, message = table.open("tools/call", {"name": "x"}, progress=True)
+    second, plain = table.open("ping")
+    assert first != second
+    assert message["params"]["_meta"]["progressToken"] == first
+    assert "params" in plain and "_meta" not in plain["params"]
+    assert table.waiting == [first, second]
+
+
+def test_a_reply_is_matched_to_its_request_and_a_late_one_is_dropped() -> None:
+    table = RequestTable()
+    msg_id, _ = table.open("ping")
+    assert table.classify(line({"jsonrpc": "2.0", "id": msg_id, "result": {}})) == [Reply(msg_id, {}, None)]
+    table.forget(msg_id)
+    assert table.classify(line({"jsonrpc": "2.0", "id": msg_id, "result": {}})) == []
+
+
+def test_progress_is_routed_by_token_only_while_the_request_waits() -> None:
+    table = RequestTable()
+    msg_id, _ = table.open("tools/call", progress=True)
+    note = {
+        "jsonrpc": "2.0",
+        "method": "notifications/progress",
+        "params": {"progressToken": msg_id, "progress": 3, "total": 10, "message": "3 of 10"},
+    }
+    assert table.classify(line(note)) == [ProgressNote(msg_id, 3.0, 10.0, "3 of 10")]
+    cancel = table.cancel_message(msg_id)
+    assert cancel["method"] == "notifications/cancelled" and cancel["params"]["requestId"] == msg_id
+    assert table.classify(line(note)) == []
+
+
+def test_server_requests_notifications_and_garbage_are_told_apart() -> None:
+    table = RequestTable()
+    assert table.classify(line({"jsonrpc": "2.0", "id": "s1", "method": "ping"})) == [Request("s1", "ping")]
+    assert table.classify(line({"jsonrpc": "2.0", "method": "notifications/message", "params": {}})) == [
+        Notification("notifications/message")
+    ]
+    (garbage,) = table.classify(b"Welcome to Ubuntu 24.04 LTS")
+    assert isinstance(garbage, Garbage)
 
 
 def test_server_requests_are_answered_as_a_client_without_capabilities() -> None:
@@ -75,99 +121,6 @@ async def test_concurrent_requests_are_answered_out_of_order() -> None:
                 {"jsonrpc": "2.0", "id": first["id"], "result": {"who": first["params"]["name"]}}
             )
         assert results == {"a": {"who": "a"}, "b": {"who": "b"}}
-
-
-async def test_requests_get_distinct_ids_and_a_progress_token_only_when_asked() -> None:
-    peer = Peer()
-
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
-        pass
-
-    async with connect(peer.client_writes, peer.client_reads) as session, anyio.create_task_group() as group:
-        group.start_soon(lambda: session.request("tools/call", {"name": "x"}, on_progress=on_progress))
-        with_token = await peer.read()
-        group.start_soon(session.request, "ping")
-        plain = await peer.read()
-        assert with_token["id"] != plain["id"]
-        assert with_token["params"]["_meta"]["progressToken"] == with_token["id"]
-        assert plain["params"] == {}
-        for request in (with_token, plain):
-            await peer.write({"jsonrpc": "2.0", "id": request["id"], "result": {}})
-
-
-async def test_a_second_answer_to_a_request_already_answered_is_dropped() -> None:
-    peer = Peer()
-    async with connect(peer.client_writes, peer.client_reads) as session:
-        async with anyio.create_task_group() as group:
-
-            async def answer_twice() -> None:
-                ping = await peer.read()
-                for _ in range(2):
-                    await peer.write({"jsonrpc": "2.0", "id": ping["id"], "result": {"n": 1}})
-
-            group.start_soon(answer_twice)
-            assert await session.request("ping") == {"n": 1}
-        async with anyio.create_task_group() as group:
-
-            async def answer() -> None:
-                ping = await peer.read()
-                await peer.write({"jsonrpc": "2.0", "id": ping["id"], "result": {"n": 2}})
-
-            group.start_soon(answer)
-            assert await session.request("ping") == {"n": 2}
-        assert session.alive
-
-
-async def test_progress_reaches_nobody_once_its_request_is_cancelled() -> None:
-    peer = Peer()
-    seen: list[float] = []
-    first_seen = anyio.Event()
-
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
-        seen.append(done)
-        first_seen.set()
-
-    async with connect(peer.client_writes, peer.client_reads) as session:
-        async with anyio.create_task_group() as group:
-            scope = anyio.CancelScope()
-
-            async def ask() -> None:
-                with scope:
-                    await session.request("tools/call", {}, on_progress=on_progress)
-
-            group.start_soon(ask)
-            request = await peer.read()
-            params = {"progressToken": request["id"], "progress": 3, "total": 10, "message": "3 of 10"}
-            await peer.write({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
-            await first_seen.wait()
-            scope.cancel()
-            assert (await peer.read())["method"] == "notifications/cancelled"
-        late = {**params, "progress": 4}
-        await peer.write({"jsonrpc": "2.0", "method": "notifications/progress", "params": late})
-        async with anyio.create_task_group() as group:
-
-            async def answer() -> None:
-                ping = await peer.read()
-                await peer.write({"jsonrpc": "2.0", "id": ping["id"], "result": {}})
-
-            group.start_soon(answer)
-            assert await session.request("ping") == {}  # read after the late progress note
-    assert seen == [3.0]
-
-
-async def test_server_notifications_reach_the_notification_callback() -> None:
-    peer = Peer()
-    heard: list[Notification] = []
-
-    async def hear(notification: Notification) -> None:
-        heard.append(notification)
-
-    async with connect(peer.client_writes, peer.client_reads) as session:
-        session.notifications = hear
-        await peer.write({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}})
-        await peer.write({"jsonrpc": "2.0", "id": "srv-1", "method": "ping"})
-        assert await peer.read() == {"jsonrpc": "2.0", "id": "srv-1", "result": {}}
-    assert heard == [Notification("notifications/message", {"level": "info"})]
 
 
 async def test_progress_reaches_the_callback_and_errors_raise() -> None:
