@@ -86,9 +86,8 @@ class Candidate:
     dev: int
     ino: int
     disk: int
-    seen: StatFields | None = (
-        None  # its descriptor's fstat when its content was read (what a plan's identity is)
-    )
+    # its descriptor's fstat when its content was read (what a plan's identity is)
+    seen: StatFields | None = None
 
     def stat(self) -> os.stat_result | None:
         """The file as it was when its bytes were hashed (None: not known)."""

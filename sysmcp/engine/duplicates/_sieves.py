@@ -86,9 +86,8 @@ class Reader:
         self._root_fd: int | None = None
         self._dir_name: bytes | None = None
         self._dir: int | OSError | None = None  # the open directory, or why it could not be opened
-        self.seen: dict[
-            tuple[int, int], StatFields
-        ] = {}  # (dev, ino) → its fstat at the last open, per block
+        # (dev, ino) → its fstat at the last open, per block
+        self.seen: dict[tuple[int, int], StatFields] = {}
 
     def close(self) -> None:
         self._forget()
