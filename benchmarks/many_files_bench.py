@@ -341,9 +341,9 @@ def table(rows: list[Row]) -> str:
 def before_table(rows: list[Row]) -> str:
     """``--before``: this checkout against the other one, row by row, from the same interleaved rounds."""
     out = [
-        "| work | before | after | after / before | best before | best after | best after / before "
+        "| work | before | after | after / before | paired after / before | best before | best after | best after / before "
         "| CPU before | CPU after | CPU after / before |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         if "before" not in row.measured:
@@ -351,8 +351,11 @@ def before_table(rows: list[Row]) -> str:
         old, new = row.measured["before"].seconds, row.measured["ours"].seconds
         median_old, median_new = statistics.median(old), statistics.median(new)
         cpu_old, cpu_new = (statistics.median(row.measured[k].cpu) for k in ("before", "ours"))
+        # each round times both side by side, so the median of their per-round ratios cancels the
+        # machine's slow drift that the ratio of the two medians keeps
+        paired = statistics.median(b / a for a, b in zip(old, new, strict=True))
         out.append(
-            f"| {row.work} | {median_old:.3f} s | {median_new:.3f} s | {median_new / median_old:.3f} "
+            f"| {row.work} | {median_old:.3f} s | {median_new:.3f} s | {median_new / median_old:.3f} | {paired:.3f} "
             f"| {min(old):.3f} s | {min(new):.3f} s | {min(new) / min(old):.3f} "
             f"| {cpu_old:.2f} s | {cpu_new:.2f} s | {cpu_new / cpu_old:.3f} |"
         )
