@@ -6,8 +6,11 @@ no traceback and no progress (the work never started); a partial result has a st
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +56,23 @@ def test_an_output_file_that_cannot_be_written_is_refused_before_the_work(
 ) -> None:
     refused(run("call", "hash_tree", f"path={tree}", "-o", target.format(tmp=tmp_path)), words)
     assert not (tmp_path / "nonexistent").exists()
+
+
+def test_a_fleet_output_directory_that_cannot_take_a_file_is_refused_before_the_work() -> None:
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("a second user needs root and setpriv")
+    with tempfile.TemporaryDirectory(prefix="sysmcp-out-", dir="/tmp") as box:
+        os.chmod(box, 0o755)  # root's: nobody may look in, not create a file
+        command = [*SYSMCP, "call", "--host", "web1", "disk_usage", "hosts=web1", "-o", box]
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *command],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        assert os.listdir(box) == []
+    refused(done, f"sysmcp call: -o {box}: cannot create a file in it")
 
 
 def test_a_new_output_file_in_a_writable_directory_is_written(tree: Path, tmp_path: Path) -> None:
@@ -186,3 +206,20 @@ def test_only_the_commands_that_start_a_server_offer_allow_reclaim() -> None:
         assert done.returncode == 0 and "--allow-reclaim" not in done.stdout, command
     for command in ("serve", "call"):
         assert "--allow-reclaim" in run(command, "--help").stdout, command
+
+
+def test_a_fleet_host_file_that_cannot_be_written_is_named_with_how_many_were_written_before_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sysmcp.cli.call import CallOptions, _report
+
+    (tmp_path / "web2.json").mkdir()  # where web2's result would go: a directory
+    reply = {
+        "result": {"content": [{"type": "text", "text": "3 of 3 hosts answered."}], "structuredContent": {}},
+        "_per_host": {"web1.json": "{}\n", "web2.json": "{}\n", "web3.json": "{}\n"},
+    }
+    assert _report("disk_usage", reply, CallOptions(output=str(tmp_path))) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"sysmcp call: -o {tmp_path}: web2.json: Is a directory (1 of 3 host results written)\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["web1.json"]

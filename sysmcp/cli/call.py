@@ -176,11 +176,9 @@ def check_output(path: str, *, directory: bool = False) -> str | None:
     except OSError as exc:
         return f"-o {path}: {exc.strerror or exc}"
     if directory:
-        return (
-            None
-            if os.path.isdir(path)
-            else f"-o {path}: a fleet call saves one file per host: give a directory"
-        )
+        if not os.path.isdir(path):
+            return f"-o {path}: a fleet call saves one file per host: give a directory"
+        return None if os.access(path, os.W_OK | os.X_OK) else f"-o {path}: cannot create a file in it"
     if os.path.isdir(path):
         return f"-o {path}: is a directory; give a file name"
     if not stat.S_ISREG(st.st_mode):
@@ -528,10 +526,7 @@ def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
     result: dict[str, Any] = reply.get("result", {})
     texts = [b["text"] for b in result.get("content", []) if b.get("type") == "text"]
     if options.output is not None and "_per_host" in reply:
-        try:
-            _save_per_host(options.output, reply["_per_host"])
-        except OSError as exc:  # as for one file: checked before the call, but the disk may fill since
-            print(f"sysmcp call: -o {options.output}: {exc.strerror or exc}", file=sys.stderr)
+        if not _save_per_host(options.output, reply["_per_host"]):
             return EXIT_PROBLEM
     elif options.output is not None and not result.get("isError"):  # an error is no result to save
         uris, full = reply.get("_full", ([], ""))
@@ -594,18 +589,29 @@ def saved_what(result: dict[str, Any], uris: Sequence[str], json_output: bool) -
 KEEP_IT = "(not kept after this command: rerun with -o FILE to save it)"
 
 
-def _save_per_host(directory: str, files: dict[str, str]) -> None:
-    """``-o DIR`` for a fleet call: one file per host in DIR (made if missing)."""
-    os.makedirs(directory, exist_ok=True)
-    total = 0
-    for name, text in files.items():
-        with open(os.path.join(directory, name), "w", encoding="utf-8") as handle:
-            handle.write(text)
-        total += len(text.encode())
+def _save_per_host(directory: str, files: dict[str, str]) -> bool:
+    """``-o DIR`` for a fleet call: one file per host in DIR (made if missing), said on stderr. False
+    when one cannot be written (checked before the call, but the disk may fill since): one line names
+    it and how many were written before it, which stay."""
+    name, written, total = "", 0, 0
+    try:
+        os.makedirs(directory, exist_ok=True)
+        for name, text in files.items():
+            with open(os.path.join(directory, name), "w", encoding="utf-8") as handle:
+                handle.write(text)
+            written, total = written + 1, total + len(text.encode())
+    except OSError as exc:
+        done = f"{written} of {plural(len(files), 'host result')} written"
+        print(
+            f"sysmcp call: -o {directory}: {name or directory}: {exc.strerror or exc} ({done})",
+            file=sys.stderr,
+        )
+        return False
     print(
         f"sysmcp call: wrote {plural(len(files), 'host result')} ({plural(total, 'byte')}) to {directory}/",
         file=sys.stderr,
     )
+    return True
 
 
 def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) -> int:

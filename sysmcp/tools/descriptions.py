@@ -2,7 +2,7 @@
 
 Why one table: the same fields (``path``, ``disk_bytes``, ``pid`` …) recur in every tool and mean the
 same thing each time, so they are worded once here and added where a schema has none; a tool's own
-description always wins. ``tests/tools/test_output_descriptions.py`` requires every property of every
+description always wins. ``tests/e2e/test_server_identity.py`` requires every property of every
 ``outputSchema`` in ``tools/list`` to end up with one.
 """
 

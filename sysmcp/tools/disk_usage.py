@@ -36,11 +36,11 @@ from sysmcp.history import state
 from sysmcp.history.recording import ReadingGate
 from sysmcp.platform import PROC
 from sysmcp.protocol.failures import ArgumentError
-from sysmcp.render import human_bytes, noun, table
+from sysmcp.render import human_bytes, noun, plural, table
 from sysmcp.tools import schemas as js
 from sysmcp.tools.disk_pools import FilesystemPool, Pool, PoolReader, PoolSampler, read_pools
 from sysmcp.tools.history_hooks import READINGS, readings_quiet, record_disk
-from sysmcp.tools.merging import HostOutcome, fleet_output
+from sysmcp.tools.merging import HostOutcome, fleet_output, host_list
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Opt, from_json, imported_later, prop, result, to_json
 from sysmcp.views import DISKS
@@ -541,12 +541,8 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
     if rows:
         header = ["HOST", "MOUNT", "TYPE", "SIZE", "USED", "AVAIL", "USE%", "IUSE%"]
         body += table([header, *(_fleet_row(host, fs) for host, fs in rows)], right=(3, 4, 5, 6, 7))
-    explained = _explained(outcomes) if arguments.get("explain") else []
-    if explained:
-        body += ["Where the used bytes are, by explain's parts (each host's own result has its next steps):"]
-        body += table(
-            [_EXPLAIN_HEADER, *(_explain_row(host, part) for host, part in explained)], right=range(2, 10)
-        )
+    if arguments.get("explain"):
+        body += _explain_lines([(o.host, o.result) for o in outcomes if o.ok and o.result is not None])
     view = {
         "filesystems": [{"host": host, **to_json(fs)} for host, fs in rows],
         "alerts": [{"host": host, "mount_point": fs.mount_point, "alerts": fs.alerts} for host, fs in alerts],
@@ -557,25 +553,38 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
 
 
 _EXPLAIN_HEADER = [
-    "HOST", "MOUNT", "USED", "FILES", "DELETED", "HIDDEN", "UNREADABLE", "SNAPSHOTS", "OVERHEAD", "REST"
+    "HOST", "MOUNT", "USED", "FILES", "DELETED", "HIDDEN", "SNAPSHOTS", "OVERHEAD", "REST", "UNREADABLE"
 ]  # fmt: skip
 
 
-def _explained(outcomes: Sequence[HostOutcome]) -> list[tuple[str, Explain]]:
-    """The hosts that answered with explain's parts, and their parts (typed)."""
+def _explain_lines(answered: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
+    """The hosts' used bytes by explain's parts, one row a host; then the hosts that answered without
+    them (their filesystem gave no figures to split: the df table says why)."""
     from sysmcp.tools.disk_explain import Explain
 
-    return [
-        (outcome.host, from_json(Explain, outcome.result["explain"]))
-        for outcome in outcomes
-        if outcome.ok and outcome.result is not None and "explain" in outcome.result
+    rows = [
+        _explain_row(host, from_json(Explain, got["explain"])) for host, got in answered if "explain" in got
     ]
+    lines = []
+    if rows:
+        lines = [
+            "Where the used bytes are, by explain's parts (each host's own result has its next steps):",
+            *table([_EXPLAIN_HEADER, *rows], right=range(2, 10)),
+        ]
+    missing = [host for host, got in answered if "explain" not in got]
+    if missing:
+        whose = noun(len(missing), "its filesystem", "their filesystems")
+        lines.append(
+            f"No parts from {host_list(missing)}: {whose} gave no figures to split (see the table above)."
+        )
+    return lines
 
 
 def _explain_row(host: str, part: Explain) -> list[str]:
-    """One host's used bytes split as explain numbers its parts. UNREADABLE is what unreadable
-    directories may hold at most; REST is what no part accounts for ('not walked' where the walk
-    stopped at its budget); '—' where the host's filesystem has no such figure, '?' not looked at."""
+    """One host's used bytes split as explain numbers its parts: USED is FILES + DELETED + HIDDEN +
+    SNAPSHOTS + OVERHEAD + REST, what no part accounts for ('not walked' where the walk stopped at its
+    budget). UNREADABLE counts the directories the walk could not read: what they hold is in REST.
+    '—' where the host's filesystem has no such figure, '?' not looked at."""
     from sysmcp.tools.disk_explain import OverheadPart, SnapshotsPart, UnreadableDirectories
 
     unreadable, snapshots, overhead, rest = (
@@ -589,16 +598,14 @@ def _explain_row(host: str, part: Explain) -> list[str]:
         part.mount_point,
         human_bytes(part.used_bytes),
         human_bytes(part.files.bytes),
-        human_bytes(part.deleted_open.bytes),
+        human_bytes(part.deleted_open.bytes) if part.deleted_open.available else "?",
         human_bytes(part.hidden_under_mounts.bytes) if part.hidden_under_mounts.checked else "?",
-        human_bytes(unreadable.upper_bound_bytes) if isinstance(unreadable, UnreadableDirectories) else "0 B",
         human_bytes(snapshots.bytes) if isinstance(snapshots, SnapshotsPart) else "—",
         human_bytes(overhead.bytes)
         if isinstance(overhead, OverheadPart) and overhead.bytes is not None
         else "—",
-        ("-" if rest.bytes < 0 else "")
-        + human_bytes(abs(rest.bytes))
-        + (" not walked" if rest.not_walked else ""),
+        human_bytes(rest.bytes) + (" not walked" if rest.not_walked else ""),
+        plural(unreadable.count if isinstance(unreadable, UnreadableDirectories) else 0, "dir"),
     ]
 
 

@@ -259,10 +259,10 @@ def decode_cursor(cursor: object, limit: int) -> int:
     if isinstance(cursor, str):
         try:
             text = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii")
-        except ValueError:  # binascii.Error and UnicodeError are ValueErrors
-            text = ""
-        number = text.removeprefix("sysmcp:")
-        # exactly a cursor we issue (which the prefix alone is not): no padding games, no '02'
-        if number.isdigit() and 0 < int(number) <= limit and encode_cursor(int(number)) == cursor:
-            return int(number)
+            offset = int(text.removeprefix("sysmcp:"))
+        except ValueError:  # not base64, not ASCII, no number, or one int() refuses (over 4,300 digits)
+            offset = 0
+        # exactly a cursor we issue (which the prefix alone is not): no padding games, no '02', no ' 2'
+        if 0 < offset <= limit and encode_cursor(offset) == cursor:
+            return offset
     raise invalid_params("Invalid params: unknown or expired cursor")

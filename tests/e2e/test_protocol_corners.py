@@ -220,6 +220,8 @@ def _altered(cursor: str) -> list[str]:
         encoded("sysmcp:99"),
         encoded(f"sysmcp:{offset}x"),
         encoded(f"sysmcp:0{offset}"),  # the same number, written another way
+        encoded(f"sysmcp: {offset}"),
+        encoded("sysmcp:" + "9" * 5000),  # more digits than int() reads from a string
         cursor + "x",  # trailing characters after the padding
         " " + cursor,
         cursor + "\n",

@@ -149,5 +149,8 @@ def test_a_host_result_that_cannot_be_written_is_one_line_and_exit_1_not_a_trace
     base = str(lab.base / SHARED)
     done = call("call", *fleet(lab), "hash_tree", f"path={base}", "hosts=web1", "-o", str(target))
     assert done.returncode == 1, done.stderr
-    assert f"sysmcp call: -o {target}: Is a directory" in done.stderr
+    assert (
+        f"sysmcp call: -o {target}: web1.SHA256SUMS: Is a directory (0 of 1 host result written)"
+        in done.stderr
+    )
     assert "Traceback" not in done.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -258,3 +259,90 @@ async def test_disk_usage_explain_on_a_fleet_shows_each_hosts_parts_not_only_the
     assert "1.0 MiB" in rows["web1"] and "1.0 MiB" not in rows["web2"]
     plain = DISK_USAGE.merge(outcomes, {"path": str(tmp_path)})
     assert "DELETED" not in plain.text
+
+
+MiB = 1 << 20
+
+
+def explained(
+    host: str, *, unreadable: int = 0, deleted_listed: bool = True, rest: int = 2 * MiB
+) -> HostOutcome:
+    """A host's disk_usage explain answer: 10 MiB used = 6 files + 1 deleted + 1 overhead + ``rest``
+    (``unreadable`` directories the walk could not read, which the remainder bounds)."""
+    from sysmcp.tools import disk_explain as ex
+    from sysmcp.tools.disk_usage import DiskUsageResult
+    from sysmcp.tools.typed import ABSENT, to_json
+
+    part = ex.Explain(
+        mount_point="/srv",
+        used_bytes=8 * MiB + rest,
+        reserved_bytes=ABSENT,
+        partial=False,
+        files=ex.Files(bytes=6 * MiB, files=9, stopped=None, scanned_at=None, next_step="."),
+        deleted_open=ex.DeletedOpen(MiB if deleted_listed else 0, [], 0, 0, 0, deleted_listed, "."),
+        hidden_under_mounts=ex.HiddenUnderMounts(0, True, "", 0, [], 0, 0, "."),
+        unreadable_directories=ex.UnreadableDirectories(
+            unreadable, [], max(rest, 0) if unreadable else 0, "."
+        ),
+        snapshots=ex.SnapshotsPart(0, "", True, "", [], "."),
+        overhead=ex.OverheadPart(bytes=MiB, source="ext4"),
+        remainder=ex.Remainder(bytes=rest, percent=20.0, not_walked=False, next_step="."),
+        seconds=0.5,
+    )
+    result = DiskUsageResult("/srv", [], 90, 5.0, explain=part)
+    return HostOutcome(host, "ok", 0.5, to_json(result), "explained")
+
+
+def explain_rows(text: str) -> dict[str, dict[str, str]]:
+    """The explain table's rows by host, each a dict of its cells by column name."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("HOST") and "DELETED" in line)
+    names = lines[start].split()
+    rows = {}
+    for line in lines[start + 1 :]:
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) != len(names):
+            break
+        rows[cells[0]] = dict(zip(names, cells, strict=True))
+    return rows
+
+
+def size_of(cell: str) -> int:
+    number, unit = cell.split()
+    return round(float(number) * {"B": 1, "KiB": 1 << 10, "MiB": MiB, "GiB": 1 << 30}[unit])
+
+
+def test_disk_usage_explain_on_a_fleet_adds_up_to_each_hosts_used_bytes_with_unreadable_directories_counted_once() -> (
+    None
+):
+    assert DISK_USAGE.merge is not None
+    out = DISK_USAGE.merge([explained("web1", unreadable=3)], {"path": "/srv", "explain": True})
+    row = explain_rows(out.text)["web1"]
+    sizes = [
+        size_of(cell)
+        for name, cell in row.items()
+        if name not in ("HOST", "MOUNT", "USED") and cell.endswith("B")
+    ]
+    assert sum(sizes) == size_of(row["USED"]) == 10 * MiB  # what the unreadable directories hold is REST's
+    assert row["REST"] == "2.0 MiB" and row["UNREADABLE"] == "3 dirs"
+
+
+def test_disk_usage_explain_on_a_fleet_shows_deleted_open_files_not_listed_as_unknown_not_as_none() -> None:
+    assert DISK_USAGE.merge is not None
+    outcomes = [explained("mac1", deleted_listed=False), explained("web1")]
+    rows = explain_rows(DISK_USAGE.merge(outcomes, {"path": "/srv", "explain": True}).text)
+    assert (rows["mac1"]["DELETED"], rows["web1"]["DELETED"]) == ("?", "1.0 MiB")
+
+
+def test_disk_usage_explain_on_a_fleet_names_the_hosts_that_answered_without_parts() -> None:
+    from sysmcp.tools.disk_usage import DiskUsageResult, Filesystem
+    from sysmcp.tools.typed import to_json
+
+    silent = Filesystem(
+        "/srv", "server:/srv", "nfs", "/", False, [], "no_answer", "statvfs did not answer in 5 s"
+    )
+    plain = HostOutcome("web2", "ok", 5.1, to_json(DiskUsageResult("/srv", [silent], 90, 5.0)), "no answer")
+    assert DISK_USAGE.merge is not None
+    out = DISK_USAGE.merge([explained("web1"), plain], {"path": "/srv", "explain": True})
+    assert list(explain_rows(out.text)) == ["web1"]
+    assert "No parts from web2: its filesystem gave no figures to split (see the table above)." in out.text
