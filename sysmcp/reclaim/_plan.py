@@ -42,6 +42,7 @@ from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.faults import NotFound, Refused
 from sysmcp.engine.opens import FileSwap, NotRegularFile, extended_attributes, open_parent, open_regular_at
+from sysmcp.engine.paths import escaped
 from sysmcp.engine.procs import link_confined
 from sysmcp.reclaim import _classes as classes
 from sysmcp.reclaim._classes import Copy, Proposal, RootsLayout
@@ -575,11 +576,11 @@ def _rename_exclusive(parent: int, source: bytes, target: bytes) -> bool:
 
 def _put_back(parent: int, aside: bytes, name: bytes, reason: str = "") -> str:
     """The file set aside goes back under its name if that is still free; the reason, saying where
-    the file is when it could not go back."""
+    the file is (escaped: it ends with the file's own name) when it could not go back."""
     try:
         _rename_exclusive(parent, aside, name)
     except OSError:
-        return f"{reason or 'failed'}; left as {os.fsdecode(aside)} (its name was taken meanwhile)"
+        return f"{reason or 'failed'}; left as {escaped(aside)} (its name was taken meanwhile)"
     return reason
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from sysmcp.engine.faults import NotFound, Refused
+from sysmcp.engine.paths import escaped
 from sysmcp.reclaim import (
     ApplyRequest,
     Plan,
@@ -222,8 +223,6 @@ def run_script(script: str, *args: str, cwd: Path) -> subprocess.CompletedProces
 def test_the_script_is_valid_sh_and_its_dry_run_prints_every_planned_path_escaped_on_its_line(
     tmp_path: Path,
 ) -> None:
-    from sysmcp.engine.paths import escaped
-
     plan = plan_of(tmp_path / "t", hostile(1000))
     planned = [e.path for item in plan.items for e in item.entries]
     assert len(planned) == 1000
@@ -522,6 +521,34 @@ def test_a_removal_cancelled_while_its_file_is_aside_and_its_name_taken_is_logge
     assert logged == [
         (os.fsencode(tmp_path / "b"), False, f"cancelled; left as {aside} (its name was taken meanwhile)")
     ]
+
+
+def test_a_file_that_cannot_go_back_under_its_name_is_said_to_be_left_aside_with_the_name_escaped(
+    tmp_path: Path,
+) -> None:
+    """An extra whose bytes differ at the moment of acting goes back under its name, unless someone took
+    the name meanwhile: the reason then says where the file is, escaped as ``ls -b`` does, so a newline,
+    a terminal escape or a byte that is not UTF-8 in the name forges no line of the answer or of
+    ``history --reclaim``, and the structured answer carries no lone surrogate."""
+    base, name = os.fsencode(tmp_path), b"b\n\x1b[2K\xff"
+    for copy, last in ((b"a", b"1"), (name, b"2")):  # one size, other bytes: as if the finder had erred
+        with open(base + b"/" + copy, "wb") as handle:
+            handle.write(b"a" * 30_000 + last)
+    os.utime(base + b"/a", ns=(10**18, 10**18))  # the oldest: the kept copy
+    groups = [[base + b"/a", base + b"/" + name]]
+    plan = build_plan(PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups))
+    (item,) = plan.items
+
+    def take_the_name() -> None:  # the comparison's cancel(), the extra under its private name
+        if not os.path.lexists(base + b"/" + name):
+            with open(base + b"/" + name, "wb") as handle:
+                handle.write(b"someone else's")
+
+    (applied,) = apply_items(ApplyRequest(plan, [item.id], lambda path: True), cancel=take_the_name)
+    (outcome,) = applied.outcomes
+    (aside,) = [n for n in os.listdir(base) if n.startswith(b".sysmcp-aside-")]
+    assert outcome.reason == f"differs; left as {escaped(aside)} (its name was taken meanwhile)"
+    assert outcome.reason.isascii() and outcome.reason.isprintable()
 
 
 def test_the_script_removes_no_duplicate_whose_kept_copy_is_gone_or_whose_bytes_differ_now(
