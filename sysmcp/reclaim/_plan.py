@@ -232,6 +232,7 @@ def build_plan(
             links[(st.st_dev, st.st_ino)] = links.get((st.st_dev, st.st_ino), 0) + 1
         kept.append((group, paths))
     counted: set[tuple[int, int]] = set()
+    taken: set[str] = set()  # item ids
     items: list[Item] = []
     for group, paths in kept:
         freed = shared = 0
@@ -250,7 +251,7 @@ def build_plan(
             continue
         items.append(
             Item(
-                id=_item_id(group),
+                id=_item_id(group, taken),
                 klass=group.klass,
                 entries=tuple(PlannedFile(path, Identity.of(st)) for path, st in paths),
                 bytes=freed,
@@ -280,9 +281,18 @@ def _target(proc_link: bytes) -> bytes:
         return b""
 
 
-def _item_id(group: Proposal) -> str:
-    digest = hashlib.blake2s(f"{group.klass}\0{group.key}".encode(errors="surrogateescape"), digest_size=4)
-    return f"{group.klass}-{digest.hexdigest()}"
+def _item_id(group: Proposal, taken: set[str]) -> str:
+    """``class-HEX``, from the class and place, and not one of the plan's ids ``taken`` already: two
+    places can share it (its 32 bits, as often as not among ~77,000 items; names that differ only in
+    bytes that are not UTF-8, one ``key``), and then the second takes the next free one."""
+    text, salt = f"{group.klass}\0{group.key}", 0
+    while True:
+        digest = hashlib.blake2s(text.encode(errors="surrogateescape"), digest_size=4)
+        if (item_id := f"{group.klass}-{digest.hexdigest()}") not in taken:
+            taken.add(item_id)
+            return item_id
+        salt += 1
+        text = f"{group.klass}\0{group.key}\0{salt}"
 
 
 def confirmation_code(secret: bytes, plan: Plan, item_ids: Sequence[str]) -> str:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import itertools
 import os
 import random
 import shutil
@@ -153,6 +155,51 @@ def test_duplicates_keep_the_first_copy(tmp_path: Path) -> None:
     (item,) = plan.items
     assert [e.path for e in item.entries] == groups[0][1:]
     assert item.bytes == 2 * os.lstat(tmp_path / "a").st_blocks * 512
+
+
+def duplicate_sets(base: bytes, directories: list[bytes]) -> list[list[bytes]]:
+    """In each directory two identical files, ``a`` (the kept copy) and ``b``: one set each."""
+    groups = []
+    for directory in directories:
+        os.makedirs(base + b"/" + directory)
+        data = os.urandom(9_000)
+        for name in (b"a", b"b"):
+            with open(base + b"/" + directory + b"/" + name, "wb") as handle:
+                handle.write(data)
+        groups.append([base + b"/" + directory + b"/a", base + b"/" + directory + b"/b"])
+    return groups
+
+
+def each_item_acts_on_its_own_files(plan: Plan) -> None:
+    assert len({item.id for item in plan.items}) == len(plan.items) == 2
+    for item in plan.items:
+        (applied,) = apply_items(ApplyRequest(plan, [item.id], lambda path: True))
+        assert applied.item is item and [o.done for o in applied.outcomes] == [True]
+        assert item.keep is not None and os.path.exists(item.keep.path)
+        assert not os.path.exists(item.entries[0].path)
+
+
+def test_two_places_whose_names_differ_only_in_bytes_that_are_not_utf8_are_items_with_ids_of_their_own(
+    tmp_path: Path,
+) -> None:
+    groups = duplicate_sets(os.fsencode(tmp_path), [b"\xff", b"\xfe"])
+    request = PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups)
+    each_item_acts_on_its_own_files(build_plan(request))
+
+
+def test_two_items_whose_places_hash_alike_still_get_ids_of_their_own(tmp_path: Path) -> None:
+    """An id holds 32 bits of its class and place: among ~77,000 duplicate sets two share them as
+    often as not, and each must still be an item of its own to name."""
+    seen: dict[str, int] = {}
+    for n in itertools.count():  # two directories whose kept copies would have the same id
+        digest = hashlib.blake2s(f"duplicate\0{tmp_path}/{n}/a".encode(), digest_size=4).hexdigest()
+        if digest in seen:
+            break
+        seen[digest] = n
+    groups = duplicate_sets(os.fsencode(tmp_path), [b"%d" % seen[digest], b"%d" % n])
+    plan = build_plan(PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups))
+    assert f"duplicate-{digest}" in {item.id for item in plan.items}  # ids are made as this test made them
+    each_item_acts_on_its_own_files(plan)
 
 
 def plan_of(tmp_path: Path, names: list[bytes]) -> Plan:
