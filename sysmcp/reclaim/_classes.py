@@ -82,8 +82,8 @@ class RootsLayout:
                 st = os.stat(home)
             except OSError:
                 continue
-            if stat.S_ISDIR(st.st_mode):
-                found.setdefault((st.st_dev, st.st_ino), home)
+            if stat.S_ISDIR(st.st_mode):  # by its real path: below it, ``regular_files`` follows no symlink
+                found.setdefault((st.st_dev, st.st_ino), os.path.realpath(home))
         return tuple(found.values())
 
 
@@ -140,8 +140,8 @@ def _below(root: bytes, keep: Filter | None, recurse: bool) -> Iterator[tuple[by
         top = os.lstat(root)
     except OSError:
         return
-    if not stat.S_ISDIR(top.st_mode):
-        return
+    if not stat.S_ISDIR(top.st_mode) or os.path.realpath(root) != root:
+        return  # or reached through a symlink (a home's ~/.cache pointing elsewhere): never followed
     stack = [root]
     while stack:
         directory = stack.pop()

@@ -40,7 +40,7 @@ from sysmcp.reclaim._plan import Identity, Item, Plan, PlannedFile
 PLAN_NAMESPACE = "reclaim-plans"
 LOG_NAMESPACE = "reclaim-log"
 PLAN_TTL_S = 24 * 3600.0
-FORMAT = 3  # the stored plan's layout; a row of another layout is treated as no plan
+FORMAT = 4  # the stored plan's layout; a row of another layout is treated as no plan
 LOG_BATCH = 200  # log rows per write
 MEMORY_PLANS = 32  # the newest plans kept in memory too: all there is when the store cannot be written
 _MAC_BYTES = 32  # the HMAC-SHA-256 before a stored plan's bytes
@@ -49,8 +49,11 @@ _MAC_BYTES = 32  # the HMAC-SHA-256 before a stored plan's bytes
 # -- the plan as bytes -------------------------------------------------------------------------------
 
 
-#: One file's identity and the length of its path, then the path's bytes (any bytes survive).
-_ENTRY = struct.Struct("<QQQqqQQIIII")
+#: One file's identity and the length of its path, then the path's bytes (any bytes survive). Its two
+#: times go as seconds and nanoseconds: in nanoseconds alone, a time past 2262 (``touch -d 2300-01-01``,
+#: which anyone may do to their own file) does not fit 64 bits.
+_ENTRY = struct.Struct("<QQQqIqIQQIIII")
+_NS = 10**9
 _CHUNK = 1 << 20  # bytes packed before each compress call: the row is built without a copy of it whole
 
 
@@ -60,6 +63,11 @@ def _entry(entry: PlannedFile) -> list[Any]:
 
 #: An identity's numbers, in the order ``Identity(*numbers)`` takes them.
 _fields: Callable[[Identity], tuple[int, ...]] = operator.attrgetter(*(f.name for f in fields(Identity)))
+
+
+def _packed(identity: Identity) -> tuple[int, ...]:
+    dev, ino, size, mtime, ctime, *rest = _fields(identity)
+    return (dev, ino, size, *divmod(mtime, _NS), *divmod(ctime, _NS), *rest)
 
 
 def _unentry(row: list[Any]) -> PlannedFile:
@@ -86,7 +94,7 @@ def encode_plan(plan: Plan, kept_at: float) -> bytes:
     pending = bytearray()
     for item in plan.items:
         for entry in item.entries:
-            pending += _ENTRY.pack(*_fields(entry.identity), len(entry.path)) + entry.path
+            pending += _ENTRY.pack(*_packed(entry.identity), len(entry.path)) + entry.path
             if len(pending) >= _CHUNK:
                 out.append(packer.compress(bytes(pending)))
                 pending.clear()
@@ -107,13 +115,14 @@ def decode_plan(raw: bytes) -> tuple[Plan, float] | None:
         for facts in body["items"]:
             entries: list[PlannedFile] = []
             for _n in range(int(facts["files"])):
-                *numbers, length = _ENTRY.unpack_from(data, offset)
+                dev, ino, size, m_s, m_ns, c_s, c_ns, *numbers, length = _ENTRY.unpack_from(data, offset)
                 offset += _ENTRY.size
                 path = data[offset : offset + length]
                 if len(path) != length:
                     return None
                 offset += length
-                entries.append(PlannedFile(path, Identity(*numbers)))
+                times = (m_s * _NS + m_ns, c_s * _NS + c_ns)
+                entries.append(PlannedFile(path, Identity(dev, ino, size, *times, *numbers)))
             items.append(
                 Item.from_facts(facts, tuple(entries), _unentry(facts["keep"]) if facts["keep"] else None)
             )

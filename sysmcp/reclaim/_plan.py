@@ -42,6 +42,7 @@ from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.faults import NotFound, Refused
 from sysmcp.engine.opens import FileSwap, NotRegularFile, extended_attributes, open_parent, open_regular_at
+from sysmcp.engine.paths import escaped
 from sysmcp.engine.procs import link_confined
 from sysmcp.reclaim import _classes as classes
 from sysmcp.reclaim._classes import Copy, Proposal, RootsLayout
@@ -231,6 +232,7 @@ def build_plan(
             links[(st.st_dev, st.st_ino)] = links.get((st.st_dev, st.st_ino), 0) + 1
         kept.append((group, paths))
     counted: set[tuple[int, int]] = set()
+    taken: set[str] = set()  # item ids
     items: list[Item] = []
     for group, paths in kept:
         freed = shared = 0
@@ -249,7 +251,7 @@ def build_plan(
             continue
         items.append(
             Item(
-                id=_item_id(group),
+                id=_item_id(group, taken),
                 klass=group.klass,
                 entries=tuple(PlannedFile(path, Identity.of(st)) for path, st in paths),
                 bytes=freed,
@@ -279,9 +281,18 @@ def _target(proc_link: bytes) -> bytes:
         return b""
 
 
-def _item_id(group: Proposal) -> str:
-    digest = hashlib.blake2s(f"{group.klass}\0{group.key}".encode(errors="surrogateescape"), digest_size=4)
-    return f"{group.klass}-{digest.hexdigest()}"
+def _item_id(group: Proposal, taken: set[str]) -> str:
+    """``class-HEX``, from the class and place, and not one of the plan's ids ``taken`` already: two
+    places can share it (its 32 bits, as often as not among ~77,000 items; names that differ only in
+    bytes that are not UTF-8, one ``key``), and then the second takes the next free one."""
+    text, salt = f"{group.klass}\0{group.key}", 0
+    while True:
+        digest = hashlib.blake2s(text.encode(errors="surrogateescape"), digest_size=4)
+        if (item_id := f"{group.klass}-{digest.hexdigest()}") not in taken:
+            taken.add(item_id)
+            return item_id
+        salt += 1
+        text = f"{group.klass}\0{group.key}\0{salt}"
 
 
 def confirmation_code(secret: bytes, plan: Plan, item_ids: Sequence[str]) -> str:
@@ -520,6 +531,8 @@ class Act:
             os.link(kept[1], name, src_dir_fd=kept[0], dst_dir_fd=parent, follow_symlinks=False)
         except FileExistsError:
             return "changed"  # something took the name meanwhile: it stays, and so does the file aside
+        except OSError as exc:  # EMLINK (the kept copy has all the names it may), EPERM, EXDEV (a bind mount)
+            return exc.strerror or str(exc)  # not ``_why``: its EMLINK is FreeBSD's word for a symlink
         made = os.stat(name, dir_fd=parent, follow_symlinks=False)
         if (made.st_dev, made.st_ino) != (self.keep.identity.dev, self.keep.identity.ino):
             os.unlink(name, dir_fd=parent)  # only a name we just made of whatever was swapped in
@@ -575,11 +588,11 @@ def _rename_exclusive(parent: int, source: bytes, target: bytes) -> bool:
 
 def _put_back(parent: int, aside: bytes, name: bytes, reason: str = "") -> str:
     """The file set aside goes back under its name if that is still free; the reason, saying where
-    the file is when it could not go back."""
+    the file is (escaped: it ends with the file's own name) when it could not go back."""
     try:
         _rename_exclusive(parent, aside, name)
     except OSError:
-        return f"{reason or 'failed'}; left as {os.fsdecode(aside)} (its name was taken meanwhile)"
+        return f"{reason or 'failed'}; left as {escaped(aside)} (its name was taken meanwhile)"
     return reason
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import itertools
 import os
 import random
 import shutil
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from sysmcp.engine.faults import NotFound, Refused
+from sysmcp.engine.paths import escaped
 from sysmcp.reclaim import (
     ApplyRequest,
     Plan,
@@ -154,6 +157,51 @@ def test_duplicates_keep_the_first_copy(tmp_path: Path) -> None:
     assert item.bytes == 2 * os.lstat(tmp_path / "a").st_blocks * 512
 
 
+def duplicate_sets(base: bytes, directories: list[bytes]) -> list[list[bytes]]:
+    """In each directory two identical files, ``a`` (the kept copy) and ``b``: one set each."""
+    groups = []
+    for directory in directories:
+        os.makedirs(base + b"/" + directory)
+        data = os.urandom(9_000)
+        for name in (b"a", b"b"):
+            with open(base + b"/" + directory + b"/" + name, "wb") as handle:
+                handle.write(data)
+        groups.append([base + b"/" + directory + b"/a", base + b"/" + directory + b"/b"])
+    return groups
+
+
+def each_item_acts_on_its_own_files(plan: Plan) -> None:
+    assert len({item.id for item in plan.items}) == len(plan.items) == 2
+    for item in plan.items:
+        (applied,) = apply_items(ApplyRequest(plan, [item.id], lambda path: True))
+        assert applied.item is item and [o.done for o in applied.outcomes] == [True]
+        assert item.keep is not None and os.path.exists(item.keep.path)
+        assert not os.path.exists(item.entries[0].path)
+
+
+def test_two_places_whose_names_differ_only_in_bytes_that_are_not_utf8_are_items_with_ids_of_their_own(
+    tmp_path: Path,
+) -> None:
+    groups = duplicate_sets(os.fsencode(tmp_path), [b"\xff", b"\xfe"])
+    request = PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups)
+    each_item_acts_on_its_own_files(build_plan(request))
+
+
+def test_two_items_whose_places_hash_alike_still_get_ids_of_their_own(tmp_path: Path) -> None:
+    """An id holds 32 bits of its class and place: among ~77,000 duplicate sets two share them as
+    often as not, and each must still be an item of its own to name."""
+    seen: dict[str, int] = {}
+    for n in itertools.count():  # two directories whose kept copies would have the same id
+        digest = hashlib.blake2s(f"duplicate\0{tmp_path}/{n}/a".encode(), digest_size=4).hexdigest()
+        if digest in seen:
+            break
+        seen[digest] = n
+    groups = duplicate_sets(os.fsencode(tmp_path), [b"%d" % seen[digest], b"%d" % n])
+    plan = build_plan(PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups))
+    assert f"duplicate-{digest}" in {item.id for item in plan.items}  # ids are made as this test made them
+    each_item_acts_on_its_own_files(plan)
+
+
 def plan_of(tmp_path: Path, names: list[bytes]) -> Plan:
     log = tmp_path / "var/log"
     log.mkdir(parents=True, exist_ok=True)
@@ -222,8 +270,6 @@ def run_script(script: str, *args: str, cwd: Path) -> subprocess.CompletedProces
 def test_the_script_is_valid_sh_and_its_dry_run_prints_every_planned_path_escaped_on_its_line(
     tmp_path: Path,
 ) -> None:
-    from sysmcp.engine.paths import escaped
-
     plan = plan_of(tmp_path / "t", hostile(1000))
     planned = [e.path for item in plan.items for e in item.entries]
     assert len(planned) == 1000
@@ -522,6 +568,34 @@ def test_a_removal_cancelled_while_its_file_is_aside_and_its_name_taken_is_logge
     assert logged == [
         (os.fsencode(tmp_path / "b"), False, f"cancelled; left as {aside} (its name was taken meanwhile)")
     ]
+
+
+def test_a_file_that_cannot_go_back_under_its_name_is_said_to_be_left_aside_with_the_name_escaped(
+    tmp_path: Path,
+) -> None:
+    """An extra whose bytes differ at the moment of acting goes back under its name, unless someone took
+    the name meanwhile: the reason then says where the file is, escaped as ``ls -b`` does, so a newline,
+    a terminal escape or a byte that is not UTF-8 in the name forges no line of the answer or of
+    ``history --reclaim``, and the structured answer carries no lone surrogate."""
+    base, name = os.fsencode(tmp_path), b"b\n\x1b[2K\xff"
+    for copy, last in ((b"a", b"1"), (name, b"2")):  # one size, other bytes: as if the finder had erred
+        with open(base + b"/" + copy, "wb") as handle:
+            handle.write(b"a" * 30_000 + last)
+    os.utime(base + b"/a", ns=(10**18, 10**18))  # the oldest: the kept copy
+    groups = [[base + b"/a", base + b"/" + name]]
+    plan = build_plan(PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups))
+    (item,) = plan.items
+
+    def take_the_name() -> None:  # the comparison's cancel(), the extra under its private name
+        if not os.path.lexists(base + b"/" + name):
+            with open(base + b"/" + name, "wb") as handle:
+                handle.write(b"someone else's")
+
+    (applied,) = apply_items(ApplyRequest(plan, [item.id], lambda path: True), cancel=take_the_name)
+    (outcome,) = applied.outcomes
+    (aside,) = [n for n in os.listdir(base) if n.startswith(b".sysmcp-aside-")]
+    assert outcome.reason == f"differs; left as {escaped(aside)} (its name was taken meanwhile)"
+    assert outcome.reason.isascii() and outcome.reason.isprintable()
 
 
 def test_the_script_removes_no_duplicate_whose_kept_copy_is_gone_or_whose_bytes_differ_now(

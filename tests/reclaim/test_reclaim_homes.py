@@ -74,3 +74,26 @@ def test_every_directory_below_a_homes_parent_is_looked_in_once_even_through_a_s
     assert [os.fsdecode(e.path) for item in plan.items for e in item.entries] == [
         str(tmp_path / "home/bob/.cache/uv/w")
     ]
+
+
+def test_a_symlink_below_a_home_is_never_followed_so_nothing_beyond_it_is_planned(tmp_path: Path) -> None:
+    """~/.cache or ~/.local pointing elsewhere (another disk, or files a user points at that are not
+    theirs): the finders follow no symlink, so nothing beyond one is planned, under the home's scope or
+    outside it. reclaim would refuse every such path anyway (no symlink on the way), so its bytes were
+    never to be freed, and under --root the plan named files outside the roots."""
+    home, elsewhere = tmp_path / "home/eve", tmp_path / "elsewhere"
+    for place in ("pip/http", "share/Trash/files"):
+        (elsewhere / place).mkdir(parents=True)
+        (elsewhere / place / "not-eve's").write_bytes(b"x" * 5_000)
+    home.mkdir(parents=True)
+    (home / ".cache").symlink_to(elsewhere)
+    (home / ".local").symlink_to(elsewhere)
+    (home / "core").write_bytes(b"x" * 5_000)  # a real file of the home is still planned
+    layout = RootsLayout(homes=(os.fsencode(home),), proc=b"/nonexistent", container_engines=())
+    for scope in (tmp_path / "home", tmp_path):
+        plan = build_plan(
+            PlanRequest(
+                scope=(os.fsencode(scope),), layout=layout, classes=("language_cache", "trash", "core_dump")
+            )
+        )
+        assert [e.path for item in plan.items for e in item.entries] == [os.fsencode(home / "core")]

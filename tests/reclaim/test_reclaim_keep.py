@@ -56,6 +56,25 @@ def test_a_plan_survives_a_restart_with_every_identity_and_byte_of_its_names(tmp
     assert any(b"\xff" in e.path for item in plan.items for e in item.entries)
 
 
+def test_a_plan_naming_a_file_dated_past_2262_is_kept_in_the_store_and_read_back_exactly(
+    tmp_path: Path,
+) -> None:
+    """A time in nanoseconds past 2262 does not fit 64 bits, and anyone may date their own file so
+    (``touch -d 2300-01-01``): the plan is still kept, every identity exact, and acted on."""
+    future = 10**19  # 2286-11-20, in nanoseconds
+    write(tmp_path / "var/log/syslog.1", 5_000)
+    os.utime(tmp_path / "var/log/syslog.1", ns=(future, future))
+    plan = build_plan(PlanRequest(layout=layout(tmp_path), classes=("rotated_log",)))
+    (item,) = plan.items
+    assert item.entries[0].identity.mtime_ns == future  # the filesystem holds such a time
+    clock = Clock()
+    assert PlanKeeper(lambda: Store.open(tmp_path / "state", clock), clock).put(plan).durable
+    again = PlanKeeper(lambda: Store.open(tmp_path / "state", clock), clock).get(plan.id)
+    assert again == plan
+    (applied,) = apply_items(ApplyRequest(again, [item.id], lambda path: True))
+    assert [o.done for o in applied.outcomes] == [True]
+
+
 def test_a_kept_plan_is_good_for_24_hours_and_refused_after(tmp_path: Path) -> None:
     plan = a_plan(tmp_path)
     clock = Clock()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ import pytest
 
 from sysmcp.engine.faults import Refused
 from sysmcp.reclaim import LINK, ApplyRequest, Plan, PlanRequest, apply_items, build_plan, choose
+from tests.loopfs import in_private_namespace, needs_loop_mounts
 from tests.profile import needs_xattrs
 from tests.reclaim.test_reclaim import layout
 
@@ -225,3 +227,41 @@ def test_why_a_link_is_refused_names_the_file_escaped(tmp_path: Path) -> None:
         choose(plan, [item.id + LINK])
     assert "x\\033[2J\\033]0;pwned\\a has another mode" in str(refused.value.detail)
     assert item.no_link is not None and "\x1b" not in item.no_link
+
+
+EMLINK_SCENARIO = textwrap.dedent(
+    """
+    import json, os, sys
+    from pathlib import Path
+    from sysmcp.reclaim import LINK, ApplyRequest, PlanRequest, apply_items, build_plan
+    from tests.loopfs import loop_mount
+    from tests.reclaim.test_reclaim import layout
+    mnt = Path(sys.argv[1]) / "mnt"
+    loop_mount(Path(sys.argv[1]) / "image", mnt, 128 << 20, ["mkfs.ext4", "-q", "-F", "-N", "1000"])
+    data = os.urandom(9_000)
+    for name, mtime in (("keep", 10**9), ("b", 2 * 10**9)):
+        (mnt / name).write_bytes(data)
+        os.utime(mnt / name, (mtime, mtime))
+    for d in range(65):  # the kept copy with all the 65,000 names ext4 allows an inode
+        (mnt / f"names-{d}").mkdir()
+        for n in range(1_000 - (d == 0)):
+            os.link(mnt / "keep", mnt / f"names-{d}/{n}")
+    groups = [[os.fsencode(mnt / "keep"), os.fsencode(mnt / "b")]]
+    plan = build_plan(PlanRequest(layout=layout(mnt / "none"), duplicates=groups))
+    (applied,) = apply_items(ApplyRequest(plan, [plan.items[0].id + LINK], lambda path: True))
+    print(json.dumps({
+        "nlink": os.lstat(mnt / "keep").st_nlink, "reasons": [o.reason for o in applied.outcomes],
+        "b": (mnt / "b").read_bytes() == data and os.lstat(mnt / "b").st_ino != os.lstat(mnt / "keep").st_ino,
+        "left": sorted(n for n in os.listdir(mnt) if n.startswith(".sysmcp-")),
+    }))
+    """
+)
+
+
+@pytest.mark.slow
+@needs_loop_mounts("mkfs.ext4")
+def test_a_kept_copy_with_all_the_names_its_filesystem_allows_leaves_the_extra_in_place_saying_so() -> None:
+    """linkat fails with EMLINK (ext4: 65,000 names): the extra goes back under its name, and the reason
+    is the system's own, not "a symbolic link is there now" (EMLINK is what FreeBSD's O_NOFOLLOW says)."""
+    found = in_private_namespace(["-c", EMLINK_SCENARIO], "sysmcp-reclaim-emlink-")
+    assert found == {"nlink": 65_000, "reasons": [os.strerror(errno.EMLINK)], "b": True, "left": []}
