@@ -129,9 +129,14 @@ def regular_files(
 ) -> list[tuple[bytes, os.stat_result]]:
     """Every regular file under each of ``roots`` (``lstat``: symlinks are never followed), on that
     root's own filesystem only, but below ``skip`` (another class's places); ``keep(name)`` picks by the
-    file's own name."""
+    file's own name. Each root is reached by its real path (``_real_parent``), so a symlink on the way
+    (``~/.cache`` leading to another user's) cannot pass files elsewhere off as lying below it."""
+    skip = tuple(_real_parent(place) for place in skip)
     return [
-        (path, st) for root in roots for path, st in _below(root, keep, recurse) if not path.startswith(skip)
+        (path, st)
+        for root in roots
+        for path, st in _below(_real_parent(root), keep, recurse)
+        if not path.startswith(skip)
     ]
 
 

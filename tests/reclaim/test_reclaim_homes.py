@@ -74,3 +74,26 @@ def test_every_directory_below_a_homes_parent_is_looked_in_once_even_through_a_s
     assert [os.fsdecode(e.path) for item in plan.items for e in item.entries] == [
         str(tmp_path / "home/bob/.cache/uv/w")
     ]
+
+
+def test_a_cache_or_trash_reached_through_a_symlink_out_of_a_home_is_planned_by_its_real_path(
+    tmp_path: Path,
+) -> None:
+    """alice's ``.cache`` and ``.local`` lead to bob's: a plan confined to alice's home names none of
+    bob's files, and an unconfined one names them where they are (bob's), never as alice's."""
+    alice, bob = tmp_path / "home/alice", tmp_path / "home/bob"
+    for place in (".cache/pip", ".local/share/Trash/files"):
+        (bob / place).mkdir(parents=True)
+        (bob / place / "secret-name").write_bytes(b"x" * 5_000)
+    alice.mkdir()
+    (alice / ".cache").symlink_to(bob / ".cache")
+    (alice / ".local").symlink_to(bob / ".local")
+    layout = RootsLayout(homes=(os.fsencode(alice),), proc=b"/nonexistent", container_engines=())
+    wanted = ("language_cache", "trash")
+    confined = build_plan(PlanRequest(scope=(os.fsencode(alice),), layout=layout, classes=wanted))
+    assert [os.fsdecode(e.path) for item in confined.items for e in item.entries] == []
+    whole = build_plan(PlanRequest(scope=(os.fsencode(tmp_path),), layout=layout, classes=wanted))
+    assert sorted(os.fsdecode(e.path) for item in whole.items for e in item.entries) == [
+        str(bob / ".cache/pip/secret-name"),
+        str(bob / ".local/share/Trash/files/secret-name"),
+    ]
