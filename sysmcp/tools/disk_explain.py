@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sysmcp.engine.paths import display, printable
+from sysmcp.engine.paths import display, on_the_way, printable
 from sysmcp.render import age, human_bytes, noun, plural
 from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result
 
@@ -194,7 +194,10 @@ async def run(
         return f"{plural(int(meter.done), 'entry')} walked"
 
     request = await ctx.run_in_worker(ask)
-    return answer(await ctx.run_engine(explain, request, describe=describe), ctx.paths.allowed)
+    found, roots = await ctx.run_engine(explain, request, describe=describe), ctx.paths.allowed
+    if not on_the_way(mount.mount_point, roots):  # its own mount lies outside: named by the one asked about
+        found.mount = entry.mount
+    return answer(found, roots)
 
 
 def _holders(held: HeldOpen) -> str:

@@ -112,6 +112,13 @@ def is_within(path: Path, root: Path) -> bool:
     return path.parts[: len(root.parts)] == root.parts
 
 
+def on_the_way(path: str, roots: Sequence[Path] | None) -> bool:
+    """Whether a mount point ``path`` may be named under ``roots`` (None: no roots): inside one, or a
+    directory leading down to one (a filesystem holding a root); any other lies outside them."""
+    where = Path(path)
+    return roots is None or any(is_within(where, root) or is_within(root, where) for root in roots)
+
+
 def real_root(raw: str | os.PathLike[str]) -> Path:
     """A root as the policy stores it: absolute, normalised, with every symlink resolved."""
     return Path(os.path.realpath(os.path.abspath(os.fspath(raw))))
