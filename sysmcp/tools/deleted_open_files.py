@@ -156,10 +156,8 @@ def render(
             elsewhere[0] += 1
             elsewhere[1] += item.disk
             continue
-        if not on_the_way(mount.mount_point, roots):  # its filesystem's own mount lies outside the roots
-            mount = (
-                table.holding(item.path, item.dev) or mount
-            )  # the mount its path is on (``confined``: the same)
+        if not on_the_way(mount.mount_point, roots):  # its filesystem's own mount lies outside the roots:
+            mount = table.holding(item.path, item.dev) or mount  # the mount its path is on (the same dev)
         rows.append((item, mount))
     rows.sort(key=lambda row: (-row[0].disk, -row[0].size, row[0].path))
     totals: dict[str, tuple[Mount, list[DeletedFile]]] = {}

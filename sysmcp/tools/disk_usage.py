@@ -175,7 +175,7 @@ def filesystem(entry: FilesystemUsage, pooled: FilesystemPool | None = None) -> 
     return Filesystem(*shown, entry.status, ABSENT, *sizes, inodes, alerts, rate, pool)
 
 
-def confined(fs: Filesystem, mount: Mount, table: MountTable, roots: Sequence[Path] | None) -> Filesystem:
+def _confined(fs: Filesystem, mount: Mount, table: MountTable, roots: Sequence[Path] | None) -> Filesystem:
     """``fs`` with its bind mount's directory named only where a whole mount of its filesystem (root
     '/') shows that directory inside the roots: a bind of ``/secret`` into a root must not name it."""
     if roots is None or mount.root == "/":
@@ -509,7 +509,7 @@ class DiskUsage:
         return DiskUsageResult(
             path,
             [
-                confined(filesystem(entry, pool), entry.mount, table, roots)
+                _confined(filesystem(entry, pool), entry.mount, table, roots)
                 for entry, pool in zip(entries, pooled or [None] * len(entries), strict=True)
             ],
             ALERT_PERCENT,
