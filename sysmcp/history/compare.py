@@ -18,6 +18,7 @@ from typing import NamedTuple
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.faults import EngineError
 from sysmcp.engine.hashing import ALGORITHMS, TreeRequest, hash_path
+from sysmcp.engine.opens import open_parent
 from sysmcp.engine.usage import Usage, UsageRequest, scan_usage
 from sysmcp.engine.walk import ScanStopped, SkipCounter, WalkOptions
 from sysmcp.history import state
@@ -180,9 +181,8 @@ def _look_again(diff: ScanDiff, root: bytes) -> None:
     tells (the snapshot is of now)."""
     removed = []
     for row in diff.removed_files:
-        try:
-            st = os.lstat(os.path.join(root, row.path))
-        except OSError:
+        st = _look(root, row.path)
+        if st is None:
             removed.append(row)
             continue
         now = FileRow(row.path, st.st_blocks * 512, st.st_size, st.st_mtime)
@@ -190,6 +190,21 @@ def _look_again(diff: ScanDiff, root: bytes) -> None:
             diff.shrunk_files.append((row, now))
     diff.removed_files = removed
     diff.shrunk_files.sort(key=lambda pair: (pair[1].disk - pair[0].disk, pair[0].path))
+
+
+def _look(root: bytes, relative: bytes) -> os.stat_result | None:
+    """The ``lstat`` of a stored name below ``root`` now, reached without following a symlink on the
+    way (None: not there): a directory since swapped for a symlink must not lead outside the roots."""
+    try:
+        parent, name = open_parent(os.fsdecode(os.path.join(root, relative)))
+    except (OSError, ValueError):  # ValueError: a stored name that is not normalised ('../x')
+        return None
+    try:
+        return os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except OSError:
+        return None
+    finally:
+        os.close(parent)
 
 
 def _lower_bound(usage: Usage) -> LowerBound:
@@ -258,7 +273,7 @@ def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float
     result = diff_baselines(_visible_files(baseline, visible), _visible_files(now, visible))
     if tree.stopped:  # not hashed in time is not removed: only a file that is gone is
         found.integrity_stopped = tree.stopped
-        gone = [p for p in result.removed if not os.path.lexists(os.path.join(root, p))]
+        gone = [p for p in result.removed if _look(root, p) is None]
         result.not_checked = len(result.removed) - len(gone)
         result.removed = gone
     found.integrity = result

@@ -377,7 +377,7 @@ def apply_items(
     if outside:
         raise Refused(
             f"plan {plan.id} names {len(outside):,} file(s) outside the roots this server is confined to "
-            f"(such as {os.fsdecode(outside[0])!r}); nothing removed"
+            "(not named here); nothing removed"
         )
     relinked: set[tuple[int, int]] = set()  # inodes that lost or gained a name here: their ctime moved
     results: list[ItemResult] = []

@@ -103,6 +103,6 @@ class ClientRoots:
             if unusable:
                 log.warning("client roots ignored: not local file:// URIs", count=len(unusable))
                 log.debug("ignored client roots", roots=unusable)
-            self.policy.narrow(roots)
+            self.policy.narrow(roots, ignored=len(unusable))
             log.info("client roots applied", count=len(roots), narrowing=bool(roots))
             log.debug("roots in force", roots=[display(r) for r in self.policy.allowed or []])

@@ -20,7 +20,7 @@ from typing import Any
 
 from sysmcp import platform
 from sysmcp.engine.mounts import Mount, MountTable, default_partitions
-from sysmcp.engine.paths import display, printable
+from sysmcp.engine.paths import display, on_the_way, printable
 from sysmcp.engine.procs import PROC, DeletedFile, Holder, Scan, filesystem_of, scan_processes
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ToolError
@@ -156,6 +156,8 @@ def render(
             elsewhere[0] += 1
             elsewhere[1] += item.disk
             continue
+        if not on_the_way(mount.mount_point, roots):  # its filesystem's own mount lies outside the roots:
+            mount = table.holding(item.path, item.dev) or mount  # the mount its path is on (the same dev)
         rows.append((item, mount))
     rows.sort(key=lambda row: (-row[0].disk, -row[0].size, row[0].path))
     totals: dict[str, tuple[Mount, list[DeletedFile]]] = {}

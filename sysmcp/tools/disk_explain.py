@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sysmcp.engine.paths import display, printable
+from sysmcp.engine.paths import display, on_the_way, printable
 from sysmcp.render import age, human_bytes, noun, plural
 from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result
 
@@ -194,7 +194,10 @@ async def run(
         return f"{plural(int(meter.done), 'entry')} walked"
 
     request = await ctx.run_in_worker(ask)
-    return answer(await ctx.run_engine(explain, request, describe=describe), ctx.paths.allowed)
+    found, roots = await ctx.run_engine(explain, request, describe=describe), ctx.paths.allowed
+    if not on_the_way(mount.mount_point, roots):  # its own mount lies outside: named by the one asked about
+        found.mount = entry.mount
+    return answer(found, roots)
 
 
 def _holders(held: HeldOpen) -> str:
@@ -269,7 +272,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     from sysmcp.tools.disk_pools import as_snapshots, cow_lines
 
     if acc.cow is not None:  # part 5 from the snapshot reading: the remainder counts it
-        acc = replace(acc, snapshots=as_snapshots(acc.cow))
+        acc = replace(acc, snapshots=as_snapshots(acc.cow, roots))
     point, used = display(acc.mount.mount_point), acc.figures.used
     walked, deleted, hidden = acc.walked, acc.deleted, acc.hidden
     snaps, overhead = acc.snapshots, acc.overhead
@@ -402,7 +405,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         f"7. {label.capitalize()}: {human_bytes(bound)} ({_percent(bound, used)} % of used). Next: {rest_step}."
     )
     cow, root = acc.cow, acc.mount.mount_point
-    shared = {item.name: item.shared for item in cow.items} if cow is not None else {}
+    shared = [item.shared for item in cow.items] if cow is not None else []  # as snaps.items
     held = [
         {
             "path": printable(f.path),
@@ -418,8 +421,8 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     ]
     kept = [
         {"name": printable(s.name), "bytes": s.exclusive, "snapshot": s.is_snapshot}
-        | ({} if cow is None else {"shared_bytes": shared.get(printable(s.name))})
-        for s in snaps.items[:NAMED]
+        | ({} if cow is None else {"shared_bytes": shared[at]})
+        for at, s in enumerate(snaps.items[:NAMED])
     ]
     z = None if cow is None else cow.zfs
     split = (

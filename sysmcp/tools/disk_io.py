@@ -190,9 +190,13 @@ def _writing(row: Writer) -> list[str]:
 
 
 def _with_files(writers: list[Process], roots: Sequence[Path] | None) -> list[Writer]:
-    """The top writers with the files each has open for writing (inside ``roots``)."""
+    """The top writers with the files each has open for writing (inside ``roots``: a file whose path
+    does not name it in this server's view, written from another mount namespace, is outside them)."""
     found = (
-        files_written([row.pid for row in writers], lambda item: within_roots(item.path, roots))
+        files_written(
+            [row.pid for row in writers],
+            lambda item: within_roots(item.path, roots) and (roots is None or item.confined),
+        )
         if writers and platform.has_proc_fd(PROC)
         else {}
     )

@@ -13,8 +13,8 @@ import anyio.to_thread
 
 from sysmcp.engine.faults import EngineError
 from sysmcp.engine.mounts import Figures, FilesystemUsage, Rate, SampleClock
-from sysmcp.engine.paths import display
-from sysmcp.engine.pools import Cow, ThinPool, could_be_thin, thin_pools
+from sysmcp.engine.paths import display, is_within
+from sysmcp.engine.pools import Cow, CowItem, ThinPool, could_be_thin, thin_pools
 from sysmcp.render import age, human_bytes
 from sysmcp.tools.errors import words
 from sysmcp.tools.typed import prop, result
@@ -155,12 +155,24 @@ def _pool_line(entry: FilesystemUsage, pool: ThinPool, fuller: bool, rate: Rate 
 # -- explain: copy-on-write snapshots ----------------------------------------------------------
 
 
-def as_snapshots(cow: Cow) -> Snapshots:
+#: What stands for the name of a btrfs subvolume outside the roots (its name is its path on the filesystem).
+_SUBVOLUME_OUTSIDE = "(a subvolume outside the allowed roots)"
+
+
+def _named(cow: Cow, item: CowItem, roots: Sequence[Path] | None) -> str:
+    """``item``'s name in the answer: a btrfs subvolume's only where it is reached inside ``roots``."""
+    if roots is None or cow.kind != "btrfs subvolumes":
+        return item.name
+    inside = bool(item.path) and any(is_within(Path(item.path), root) for root in roots)
+    return item.name if inside else _SUBVOLUME_OUTSIDE
+
+
+def as_snapshots(cow: Cow, roots: Sequence[Path] | None = None) -> Snapshots:
     """The explain's part 5 from the engine's reading: on ZFS, df's used is the dataset's own bytes,
     so snapshots add nothing to it (they are named, with zfs's split, beside it)."""
     from sysmcp.engine.space import Snapshot, Snapshots  # explain's types: its room walks and forks
 
-    items = [Snapshot(item.name, item.exclusive, item.is_snapshot) for item in cow.items]
+    items = [Snapshot(_named(cow, item, roots), item.exclusive, item.is_snapshot) for item in cow.items]
     faults = "; ".join(words(fault) for fault in cow.faults)
     if cow.kind == "zfs snapshots":
         note = "outside df's used on ZFS: see the zfs split" + (f"; {faults}" if faults else "")
@@ -182,11 +194,13 @@ def cow_lines(cow: Cow, roots: Sequence[Path] | None = None) -> list[str]:
     extra: list[str] = []
     sized = [item for item in cow.items if item.shared is not None]
     if sized:
-        named = "; ".join(f"{item.name} {human_bytes(item.shared or 0)}" for item in sized[:5])
+        shared = "; ".join(
+            f"{_named(cow, item, roots)} {human_bytes(item.shared or 0)}" for item in sized[:5]
+        )
         extra.append(
             "   Shared with the live files or other snapshots (freed only when every holder is deleted; "
             "counted once in used: in part 1 where the walked files hold them, else in the remainder): "
-            + named
+            + shared
             + "."
         )
     unknown = [item for item in cow.items if item.exclusive is None]

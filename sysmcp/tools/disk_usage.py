@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from operator import attrgetter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from sysmcp.engine.mounts import (
@@ -30,7 +31,7 @@ from sysmcp.engine.mounts import (
     default_partitions,
     statvfs_usage,
 )
-from sysmcp.engine.paths import display, printable
+from sysmcp.engine.paths import display, is_within, printable
 from sysmcp.engine.pools import could_be_thin
 from sysmcp.history import state
 from sysmcp.history.recording import ReadingGate
@@ -95,7 +96,10 @@ class Filesystem:
     mount_point: str = prop()
     device: str = prop("The mount source: a device path, 'server:/export', 'tmpfs', …")
     fs_type: str = prop()
-    fs_root: str = prop("Directory of the filesystem shown at this mount point: '/' unless a bind mount.")
+    fs_root: str | None = prop(
+        "Directory of the filesystem shown at this mount point: '/' unless a bind mount; null: one outside "
+        "the allowed roots."
+    )
     read_only: bool = prop()
     options: list[str] = prop("Mount and filesystem options.")
     status: Status = prop(
@@ -169,6 +173,16 @@ def filesystem(entry: FilesystemUsage, pooled: FilesystemPool | None = None) -> 
     pool = ABSENT if pooled is None else pooled.pool
     sizes = (fig.total, fig.used, fig.free, fig.reserved, fig.percent)
     return Filesystem(*shown, entry.status, ABSENT, *sizes, inodes, alerts, rate, pool)
+
+
+def _confined(fs: Filesystem, mount: Mount, table: MountTable, roots: Sequence[Path] | None) -> Filesystem:
+    """``fs`` with its bind mount's directory named only where a whole mount of its filesystem (root
+    '/') shows that directory inside the roots: a bind of ``/secret`` into a root must not name it."""
+    if roots is None or mount.root == "/":
+        return fs
+    whole = [m.mount_point for m in table.mounts if m.dev == mount.dev and m.root == "/"]
+    shown = (Path(point, mount.root.lstrip("/")) for point in whole)
+    return fs if any(is_within(at, root) for at in shown for root in roots) else replace(fs, fs_root=None)
 
 
 def _rounded(value: float | None) -> float | None:
@@ -288,7 +302,9 @@ def alert_phrase(fs: Filesystem) -> str:
 
 def describe_mount(fs: Filesystem) -> str:
     parts = [f"{printable(fs.fs_type)} {printable(fs.device)}"]
-    if fs.fs_root != "/":
+    if fs.fs_root is None:
+        parts.append("bind mount of a directory outside the allowed roots")
+    elif fs.fs_root != "/":
         parts.append(f"bind mount of {printable(fs.fs_root)}")
     if fs.read_only:
         parts.append("read-only")
@@ -453,7 +469,7 @@ class DiskUsage:
                 from sysmcp.tools.disk_explain import run as explain
 
                 text, part = await explain(entry, table, timeout, ctx, self.proc)
-                answer = self._answer(entries, table, shown, explain=part)
+                answer = self._answer(entries, table, shown, ctx.paths.allowed, explain=part)
                 return ToolOutput.of(answer, lambda a: text + "\n" + render(a, unit, [entry.rate]))
             await pools.take(entries)
         else:
@@ -469,6 +485,7 @@ class DiskUsage:
             entries,
             table,
             shown,
+            ctx.paths.allowed,
             pooled,
             order=ORDER if shown is ABSENT else ABSENT,
             sample_s=sample_s or ABSENT,
@@ -484,6 +501,7 @@ class DiskUsage:
         entries: Sequence[FilesystemUsage],
         table: MountTable,
         path: Opt[str],
+        roots: Sequence[Path] | None,
         pooled: Sequence[FilesystemPool | None] | None = None,
         **more: Any,
     ) -> DiskUsageResult:
@@ -491,7 +509,7 @@ class DiskUsage:
         return DiskUsageResult(
             path,
             [
-                filesystem(entry, pool)
+                _confined(filesystem(entry, pool), entry.mount, table, roots)
                 for entry, pool in zip(entries, pooled or [None] * len(entries), strict=True)
             ],
             ALERT_PERCENT,

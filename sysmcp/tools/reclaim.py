@@ -145,7 +145,7 @@ async def _plan(args: dict[str, Any], ctx: ToolContext) -> tuple[Plan, list[str]
     if outside:
         raise Refused(
             f"plan {plan.id} names {plural(len(outside), 'file')} outside the roots this server is confined to "
-            f"(such as {escaped(outside[0])}); nothing removed"
+            "(not named here); nothing removed"
         )
     return plan, chosen
 

@@ -245,7 +245,7 @@ def render(plan: Plan, shown: str, *, reclaim_served: bool = False) -> str:
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     allowed = ctx.paths.allowed
-    if "path" not in args and allowed is not None:  # the whole machine, as far as the roots let us see
+    if "path" not in args and allowed:  # the whole machine, as far as the roots let us see
         path = allowed[0]
         scope = tuple(os.fsencode(root) for root in allowed)
         shown = ", ".join(str(root) for root in allowed)

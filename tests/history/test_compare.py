@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -141,6 +142,25 @@ def test_what_the_roots_hide_is_left_out_of_the_diff(root: Path, store: Store, c
     outcome, _ = run(replace(asked(root, clock), visible=visible), store, clock)
     assert outcome.diff is not None and outcome.diff.comparable
     assert {change.path for change in outcome.diff.changes} == {b"shown"}
+
+
+def test_a_largest_file_gone_behind_a_symlink_is_removed_not_sized_where_the_symlink_leads(
+    root: Path, store: Store, clock: Clock, tmp_path: Path
+) -> None:
+    """``a`` turned into a symlink out of the tree since the last scan: ``a/big`` is gone from the tree,
+    and the file of that name outside is never looked at (its size would tell what lies outside)."""
+    write(root / "a" / "big", 4 * MiB, clock)
+    write(root / "b" / "kept", 1, clock)
+    for _ in range(2):  # the first comparison keeps no files; the second keeps a/big among the largest
+        run(asked(root, clock), store, clock)
+        clock.now += DAY
+    write(tmp_path / "outside" / "big", 1 * MiB, clock)
+    shutil.rmtree(root / "a")
+    (root / "a").symlink_to(tmp_path / "outside")
+    found, _ = run(asked(root, clock), store, clock)
+    assert found.diff is not None and found.diff.comparable
+    assert [row.path for row in found.diff.removed_files] == [b"a/big"]
+    assert found.diff.shrunk_files == []
 
 
 def test_what_the_roots_hide_is_left_out_of_the_integrity_part(

@@ -98,6 +98,20 @@ async def test_list_changed_refreshes_the_client_roots(base: Path) -> None:
         assert (await hash_of(wire, base / "root" / "a" / "f.txt"))["isError"]
 
 
+async def test_roots_of_which_none_can_be_used_allow_nothing_instead_of_widening_back(base: Path) -> None:
+    async with spawn_roots() as wire:
+        await wire.initialize(capabilities=ROOTS_CAPABILITY)
+        await wire.answer(await wire.expect_roots_request(), [base / "root" / "a"])
+        assert (await hash_of(wire, base / "outside" / "f.txt"))["isError"]
+        await wire.send({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+        elsewhere = [{"uri": f"file://otherhost{base}/root/a"}, {"uri": "https://example.com/repo"}]
+        msg_id = await wire.expect_roots_request()
+        await wire.send({"jsonrpc": "2.0", "id": msg_id, "result": {"roots": elsewhere}})
+        for path in (base / "outside" / "f.txt", base / "root" / "a" / "f.txt"):
+            refused = await hash_of(wire, path)
+            assert refused["isError"] and "client's roots" in result_text({"result": refused}), refused
+
+
 async def test_an_empty_roots_list_does_not_narrow(base: Path) -> None:
     async with spawn_roots("--root", str(base / "root")) as wire:
         await wire.initialize(capabilities=ROOTS_CAPABILITY)

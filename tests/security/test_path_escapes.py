@@ -197,6 +197,21 @@ def test_only_local_file_uris_become_client_roots(tree: Path) -> None:
     assert len(unusable) == 4
 
 
+def test_a_file_uri_names_its_directory_byte_for_byte_and_its_host_in_any_case(tree: Path) -> None:
+    odd = os.fsencode(tree / "root") + b"/caf\xe9"  # Latin-1: no UTF-8 decoding names it
+    os.mkdir(odd)
+    roots, unusable = roots_from_uris([f"file://{tree}/root/caf%E9/", f"file://LOCALHOST{tree}/root"])
+    assert roots == [Path(os.fsdecode(odd)), tree / "root"] and unusable == []
+
+
+def test_client_roots_of_which_none_can_be_used_allow_nothing(tree: Path) -> None:
+    elsewhere = policy(tree)
+    roots, unusable = roots_from_uris([f"file://otherhost{tree}/root"])
+    elsewhere.narrow(roots, ignored=len(unusable))
+    assert elsewhere.allowed == []
+    assert "client's roots" in refusal(lambda: elsewhere.resolve(f"{tree}/root/sub"))
+
+
 def test_client_roots_are_resolved_so_a_symlinked_root_cannot_widen(tree: Path) -> None:
     (tree / "root" / "door").symlink_to(tree / "outside")
     narrowed = policy(tree)

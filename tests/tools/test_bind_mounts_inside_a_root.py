@@ -80,3 +80,45 @@ def test_the_bind_mount_really_shows_the_outside_tree(tmp_path: Path) -> None:
     probe = [*command[:6], 'mount --bind "$1" "$2" && exec ls "$2"', "sh", *command[8:10]]
     listed = subprocess.run(probe, capture_output=True, check=True)
     assert listed.stdout.split() == [b"a.bin", b"secret-name.txt"]
+
+
+async def test_disk_usage_names_a_bind_mount_in_a_root_but_not_the_directory_outside_it_shows(
+    tmp_path: Path,
+) -> None:
+    command, root = namespaced_server(tmp_path)
+    async with spawn(command=command) as wire:
+        await wire.initialize()
+        for arguments in ({"all": True}, {"path": str(root / "bind")}):  # listed, and asked about
+            reply = await wire.call("disk_usage", arguments)
+            seen = result_text(reply) + repr(reply["result"]["structuredContent"])
+            (bind,) = [
+                fs
+                for fs in reply["result"]["structuredContent"]["filesystems"]
+                if fs["mount_point"] == str(root / "bind")
+            ]
+            assert bind["fs_root"] is None, bind
+            assert f"{tmp_path.name}/outside" not in seen, seen
+        assert "bind mount of a directory outside the allowed roots" in result_text(reply)
+
+
+MOUNT_BIND_THEN_SERVE = (
+    'mount -t tmpfs -o size=8m tmpfs "$1" && mkdir "$1/sub" && mount --bind "$1/sub" "$2" '
+    '&& exec "$3" -m sysmcp --root "$4"'
+)
+
+
+async def test_explain_of_a_bind_mount_in_a_root_never_names_its_filesystems_own_mount_outside(
+    tmp_path: Path,
+) -> None:
+    """A tmpfs mounted at ``fs-elsewhere`` (outside the root), its ``sub`` bind-mounted at ``r/bind``:
+    explain accounts for the whole tmpfs, named by the mount inside the root."""
+    command, root = namespaced_server(tmp_path)
+    (tmp_path / "fs-elsewhere").mkdir()
+    command[6], command[8] = MOUNT_BIND_THEN_SERVE, str(tmp_path / "fs-elsewhere")
+    async with spawn(command=command) as wire:
+        await wire.initialize()
+        reply = await wire.call("disk_usage", {"path": str(root / "bind"), "explain": True, "timeout_s": 20})
+        assert not reply["result"].get("isError"), result_text(reply)
+        seen = result_text(reply) + repr(reply["result"]["structuredContent"])
+        assert "fs-elsewhere" not in seen, seen
+        assert reply["result"]["structuredContent"]["explain"]["mount_point"] == str(root / "bind")

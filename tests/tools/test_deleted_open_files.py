@@ -17,8 +17,8 @@ import jsonschema
 import pytest
 
 from sysmcp import platform
-from sysmcp.engine.mounts import MountTable
-from sysmcp.engine.procs import Scan, scan_processes
+from sysmcp.engine.mounts import Mount, MountTable
+from sysmcp.engine.procs import DeletedFile, Holder, Scan, scan_processes
 from sysmcp.protocol.failures import ToolError
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.deleted_open_files import (
@@ -28,6 +28,7 @@ from sysmcp.tools.deleted_open_files import (
     render,
 )
 from sysmcp.tools.registry import ToolContext, ToolOutput
+from sysmcp.tools.typed import to_json
 from tests.harness import call_tool, tool_context
 
 pytestmark = [
@@ -180,6 +181,27 @@ def test_without_privileges_it_counts_the_processes_it_could_not_read() -> None:
     text, answer = render(scan_as(unreadable, readable), MountTable([]), 5, None, None)
     assert answer.processes_unreadable == unreadable
     assert f"Could not read the descriptors of {unreadable:,} of {unreadable + readable:,}" in text
+
+
+def test_a_file_under_a_root_on_a_bind_mount_is_named_by_that_mount_not_by_its_filesystems_own_elsewhere() -> (
+    None
+):
+    """``/srv/jail/data`` shows ``/mnt/disk/sub``: a deleted file held there is named with the mount it is
+    on under the root, never with its filesystem's own mount point outside the roots."""
+    dev = os.makedev(8, 17)
+    table = MountTable(
+        [
+            Mount("/", "/dev/sda1", "ext4", dev="8:1", mount_id=1),
+            Mount("/mnt/disk", "/dev/sdb1", "ext4", dev="8:17", mount_id=2, parent_id=1),
+            Mount("/srv/jail/data", "/dev/sdb1", "ext4", root="/sub", dev="8:17", mount_id=3, parent_id=1),
+        ]
+    )
+    held = DeletedFile("/srv/jail/data/app.log", dev, 7, 4096, 4096, [Holder(42, "app", "root", 3, "w")])
+    scan = Scan(files={(dev, 7): held}, processes=1)
+    text, answer = render(scan, table, 5, None, None, [Path("/srv/jail")])
+    assert "/mnt/disk" not in text + repr(to_json(answer)), text
+    assert [fs.mount_point for fs in answer.filesystems] == ["/srv/jail/data"]
+    assert "/mnt/disk" in render(scan, table, 5, None, None)[0]  # without roots: its own mount
 
 
 def scan_as(unreadable: int, readable: int) -> Scan:

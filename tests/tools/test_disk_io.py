@@ -25,7 +25,10 @@ from sysmcp.tools.errors import unreadable_reason
 from sysmcp.tools.registry import ToolContext, ToolOutput
 from tests.harness import RecordingPeer as Recorder
 from tests.harness import call_tool, tool_context
+from tests.security.test_deleted_open_confinement import needs_root_and_namespaces
 from tests.tools.writer import writing
+
+BIND_THEN_RUN = 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
 
 pytestmark = pytest.mark.anyio
 
@@ -177,6 +180,34 @@ async def test_a_file_written_outside_the_roots_is_counted_never_named(tmp_path:
     mine = {row["pid"]: row for row in output.structured["top_writers"]}[child.pid]
     assert mine["files"] == [] and mine["files_outside_roots"] >= 1
     assert str(target) not in output.text and "outside the allowed roots (not named)" in output.text
+
+
+@pytest.mark.skipif(
+    not (platform.has_process_io_counters() and platform.has_proc_fd()),
+    reason="needs /proc/PID/fd and I/O counters",
+)
+async def test_a_file_written_from_another_mount_namespace_under_a_roots_name_is_counted_never_named(
+    tmp_path: Path,
+) -> None:
+    """A writer in a mount namespace of its own (a container with a host volume) shows its own view:
+    it binds ``other`` at ``r`` and writes ``r/growing.bin``, whose inode lives in ``other``. Seen from
+    here its link reads ``…/r/growing.bin``: a server confined to ``r`` must not name it."""
+    unshare = needs_root_and_namespaces()
+    if not on_a_block_device(tmp_path):
+        pytest.skip("the temporary directory is on no block device (tmpfs)")
+    root, other = tmp_path / "r", tmp_path / "other"
+    root.mkdir()
+    other.mkdir()
+    bind = [unshare, "-m", "--propagation", "private", "sh", "-c", BIND_THEN_RUN, "sh", str(other), str(root)]
+    request = RequestContext(1, "tools/call", Recorder(), progress_token="io")
+    ctx = ToolContext(request, PathPolicy([root]), ResultStore())
+    with writing(root / "growing.bin", wrapper=bind) as child:
+        links = [os.readlink(f"/proc/{child.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{child.pid}/fd")]
+        assert str(root / "growing.bin") in links  # the link's text names a path under the root
+        output = await call(ctx, sample_s=1, top_n=50)
+    mine = {row["pid"]: row for row in output.structured["top_writers"]}[child.pid]
+    assert mine["files"] == [] and mine["files_outside_roots"] >= 1
+    assert "growing.bin" not in output.text + repr(output.structured)
 
 
 def test_each_block_device_is_named_with_its_mount_points(tmp_path: Path) -> None:

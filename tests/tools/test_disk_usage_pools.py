@@ -201,3 +201,36 @@ def test_the_command_for_unknown_exclusive_bytes_names_a_snapshot_only_inside_th
     )
     inside = "\n".join(cow_lines(cow, [Path("/mnt/snaps")]))
     assert "btrfs filesystem du -s /mnt/snaps/s1 tells" in inside
+
+
+def test_a_btrfs_subvolume_outside_the_roots_is_counted_in_part_5_and_never_named() -> None:
+    """A subvolume's name is its path on the filesystem: under roots, only one reached inside them is
+    named; the others' bytes still count."""
+    cow = Cow(
+        "btrfs subvolumes",
+        [
+            CowItem("home/bob/secret-project", False, 3 * GiB, GiB, "/mnt/home/bob/secret-project"),
+            CowItem("data/.snap", True, GiB, 2 * GiB, "/mnt/data/.snap"),
+        ],
+    )
+    acc = Accounting(
+        Mount("/mnt", "/dev/sdb", "btrfs"),
+        Figures(10 * GiB, 6 * GiB, 4 * GiB, 0, 60, 0, 0, 0, None),
+        WalkPart(GiB, 10),
+        DeletedPart(),
+        HiddenPart(True),
+        Snapshots(),
+        Overhead(None, "not reported"),
+        cow=cow,
+    )
+    text, part = answer(acc, [Path("/mnt/data")])
+    seen = text + repr(to_json(part))
+    assert "secret-project" not in seen and "home/bob" not in seen, seen
+    snapshots = to_json(part)["snapshots"]
+    assert "data/.snap" in text and snapshots["bytes"] == 4 * GiB
+    items = snapshots["items"]
+    assert [(i["name"], i["shared_bytes"]) for i in items] == [
+        ("(a subvolume outside the allowed roots)", GiB),
+        ("data/.snap", 2 * GiB),
+    ]
+    assert "secret-project" in answer(acc)[0]  # without roots, every subvolume is named

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from sysmcp.engine.paths import real_root
+from sysmcp.protocol.failures import ToolError
+from tests.harness import call_tool, tool_context
 from tests.profile import needs_proc
 
 SYSMCP = [sys.executable, "-m", "sysmcp", "--no-history", "call", "reclaim_plan"]
@@ -50,3 +53,15 @@ def test_a_pseudo_filesystem_is_a_tool_error_not_nothing_to_free(tmp_path: Path,
     assert done.returncode == 1
     assert "a pseudo filesystem" in done.stderr and "nothing there to free" in done.stderr, done.stderr
     assert "nothing found to free" not in done.stdout + done.stderr
+
+
+@pytest.mark.anyio
+async def test_client_roots_disjoint_from_the_operators_allow_no_plan_and_say_none_are_allowed(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    ctx = tool_context([tmp_path / "a"])
+    ctx.paths.narrow([real_root(tmp_path / "b")])  # the intersection is empty: nothing is in scope
+    with pytest.raises(ToolError, match="Allowed roots: none"):
+        await call_tool("reclaim_plan", ctx)

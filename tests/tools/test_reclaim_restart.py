@@ -129,6 +129,7 @@ async def test_a_plan_kept_by_an_unconfined_server_cannot_reach_outside_a_confin
             refused = await wire.call("reclaim", {"plan_id": plan["plan_id"], "items": [chosen]})
             assert refused["result"]["isError"], result_text(refused)
             assert "outside the roots" in result_text(refused)
+            assert str(outside) not in result_text(refused)  # the refusal names nothing outside
     assert all(p.read_bytes() == data for p in (inside / "a.bin", inside / "b.bin", outside / "c.bin"))
 
 

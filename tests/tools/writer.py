@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -34,10 +34,13 @@ WRITER = textwrap.dedent(
 
 
 @contextmanager
-def writing(path: Path, rate: int = RATE) -> Iterator[subprocess.Popen[str]]:
-    """A child appending to ``path`` at ``rate`` bytes a second, with fsync after each chunk."""
+def writing(path: Path, rate: int = RATE, wrapper: Sequence[str] = ()) -> Iterator[subprocess.Popen[str]]:
+    """A child appending to ``path`` at ``rate`` bytes a second, with fsync after each chunk;
+    ``wrapper``: the command it runs under (``unshare …``), which ends by running its arguments."""
     child = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(path), str(rate), str(CHUNK)], stdout=subprocess.PIPE, text=True
+        [*wrapper, sys.executable, "-c", WRITER, str(path), str(rate), str(CHUNK)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert child.stdout is not None and child.stdout.readline() == "writing\n"

@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote_to_bytes, urlsplit
 
 from sysmcp.engine.faults import InvalidPath, OutsideRoots
 
@@ -112,6 +112,13 @@ def is_within(path: Path, root: Path) -> bool:
     return path.parts[: len(root.parts)] == root.parts
 
 
+def on_the_way(path: str, roots: Sequence[Path] | None) -> bool:
+    """Whether a mount point ``path`` may be named under ``roots`` (None: no roots): inside one, or a
+    directory leading down to one (a filesystem holding a root); any other lies outside them."""
+    where = Path(path)
+    return roots is None or any(is_within(where, root) or is_within(root, where) for root in roots)
+
+
 def real_root(raw: str | os.PathLike[str]) -> Path:
     """A root as the policy stores it: absolute, normalised, with every symlink resolved."""
     return Path(os.path.realpath(os.path.abspath(os.fspath(raw))))
@@ -148,9 +155,9 @@ def _file_uri_path(uri: object) -> str | None:
         parts = urlsplit(uri)
     except ValueError:
         return None
-    if parts.scheme.lower() != "file" or parts.netloc not in ("", "localhost"):
+    if parts.scheme.lower() != "file" or parts.netloc.lower() not in ("", "localhost"):
         return None
-    path = unquote(parts.path)
+    path = os.fsdecode(unquote_to_bytes(parts.path))  # %FF is the byte 0xFF of a name, not U+FFFD
     if not path.startswith("/") or "\x00" in path:
         return None
     return path
@@ -189,9 +196,10 @@ class PathPolicy:
                     more=max(0, len(in_force) - MAX_LISTED),
                 )
 
-    def narrow(self, client_roots: Sequence[Path] | None) -> None:
-        """Apply the client's roots; None (or an empty list) means the client does not narrow."""
-        self.client_roots = list(client_roots) if client_roots else None
+    def narrow(self, client_roots: Sequence[Path] | None, ignored: int = 0) -> None:
+        """Apply the client's roots; None (or an empty list) means the client does not narrow, unless it
+        listed roots of which none could be used (``ignored`` of them): then nothing is allowed."""
+        self.client_roots = list(client_roots or ()) if client_roots or ignored else None
 
     @property
     def allowed(self) -> list[Path] | None:

@@ -21,7 +21,7 @@ import psutil
 from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.mounts import MountTable
-from sysmcp.engine.procs._openfiles import PROC, WrittenFile, open_for_writing
+from sysmcp.engine.procs._openfiles import PROC, MountView, WrittenFile, open_for_writing
 
 
 class ProcessIo(NamedTuple):
@@ -190,10 +190,11 @@ def files_written(
     refused."""
     names: dict[int, str | None] = {}
     found: dict[int, tuple[list[WrittenFile], int]] = {}
+    view = MountView(PROC)
     for pid in pids:
         kept: list[WrittenFile] = []
         refused = 0
-        for item in open_for_writing(PROC, pid):
+        for item in open_for_writing(PROC, pid, view):
             if item.dev not in names:
                 names[item.dev] = device_name(f"{os.major(item.dev)}:{os.minor(item.dev)}")
             device = names[item.dev]

@@ -229,11 +229,15 @@ class WrittenFile:
     dev: int
     deleted: bool
     device: str = ""  # the kernel's name of its block device ("sda1"), once ``files_written`` named it
+    # The path names this file in the server's own view (``MountView.names``, as ``DeletedFile``'s):
+    # False puts it outside every root, whatever its path says.
+    confined: bool = True
 
 
-def open_for_writing(proc: str, pid: int) -> list[WrittenFile]:
+def open_for_writing(proc: str, pid: int, view: MountView) -> list[WrittenFile]:
     """The regular files process ``pid`` has open for writing (its descriptors opened write-only or
-    read-write, from fdinfo), in descriptor order; [] when they cannot be read (gone, another user's)."""
+    read-write, from fdinfo), in descriptor order; [] when they cannot be read (gone, another user's).
+    ``view``: this server's (``MountView``), read once for many processes."""
     try:
         links = fd_links(proc, pid)
     except OSError:
@@ -249,7 +253,9 @@ def open_for_writing(proc: str, pid: int) -> list[WrittenFile]:
         if stat.S_ISREG(st.st_mode):
             deleted = target.endswith(DELETED) and st.st_nlink == 0
             path = target[: -len(DELETED)] if deleted else target
-            written.append(WrittenFile(path, int(fd), st.st_dev, deleted))
+            written.append(
+                WrittenFile(path, int(fd), st.st_dev, deleted, confined=view.names(pid, path, st.st_dev))
+            )
     return written
 
 
