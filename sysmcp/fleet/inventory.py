@@ -33,6 +33,9 @@ _NOT_FROM_INVENTORY = frozenset(
 #: What a host name may hold: it becomes an ssh destination, so nothing an option or a shell could read.
 _NAME = re.compile(r"[A-Za-z0-9_.@%+\-\[\]:]+")
 _RANGE = re.compile(r"\[([^\[\]]*)\]")
+#: What a shell reads: ssh writes the address and the user into the operator's ProxyCommand (%h, %r),
+#: which a shell runs. Never in them, whoever filled the variable (a cloud plugin reads instances' tags).
+_SHELL = re.compile(r"""[\s\x00-\x1f\x7f'"`$\\;&<>|(){}]""")
 MAX_RANGE = 10_000  # hosts one pattern may expand to: web[1:100000000] is a typo, not a fleet
 
 
@@ -418,11 +421,11 @@ def _host(name: str, variables: dict[str, tuple[str, int]], source: str) -> Host
         port = int(raw_port[0])
     for key in ("ansible_host", "ansible_user"):
         value = variables.get(key)
-        if value is not None and (
-            not value[0] or value[0].startswith("-") or any(c.isspace() for c in value[0])
-        ):
+        if value is not None and (not value[0] or value[0].startswith("-") or _SHELL.search(value[0])):
             raise InventoryError(
-                value[1], f"{key} must be one word not starting with '-', got {value[0]!r}", source
+                value[1],
+                f"{key} must be one word not starting with '-', without shell characters, got {value[0]!r}",
+                source,
             )
     command = variables.get("sysmcp_command")
     if command is not None and not command[0].strip():

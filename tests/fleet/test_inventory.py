@@ -86,6 +86,10 @@ def test_ranges_expand_with_leading_zeros_letters_and_steps() -> None:
         ('web1 sysmcp_command="unclosed\n', 1, "cannot split"),
         ("[g:vars]\njunk\n", 2, "expected key=value"),
         ("web1 sysmcp_command=''\n", 1, "sysmcp_command is empty"),
+        # ssh writes them into a ProxyCommand (%h, %r), which a shell runs
+        ("web1 ansible_host=\"x'$(touch${IFS}/tmp/p)'\"\n", 1, "without shell characters"),
+        ("[g]\nweb1\n[g:vars]\nansible_user=ops;id\n", 4, "without shell characters"),
+        ("web1 ansible_ssh_host=`id`.example.com\n", 1, "without shell characters"),
     ],
 )
 def test_malformed_inventories_name_the_line(text: str, line: int, words: str) -> None:
@@ -94,6 +98,19 @@ def test_malformed_inventories_name_the_line(text: str, line: int, words: str) -
     assert caught.value.line == line
     assert words in str(caught.value)
     assert str(caught.value).startswith(f"hosts.ini line {line}:")
+
+
+def test_addresses_and_users_of_every_kind_ssh_takes_are_kept() -> None:
+    inventory = parse_ini(
+        "v6 ansible_host=fe80::1%eth0 ansible_user=ops.admin@corp.example\n"
+        "v4 ansible_host=10.0.0.1 ansible_user=svc_backup-2\n"
+        "idn ansible_host=bücher.example\n"
+    )
+    assert [(h.address, h.user) for h in inventory.hosts.values()] == [
+        ("fe80::1%eth0", "ops.admin@corp.example"),
+        ("10.0.0.1", "svc_backup-2"),
+        ("bücher.example", None),
+    ]
 
 
 def test_names_from_the_command_line_and_the_environment() -> None:

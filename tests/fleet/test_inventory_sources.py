@@ -40,7 +40,8 @@ all:
     db:
       hosts:
         db1:
-          ansible_user: 'pg''s'
+          ansible_user: 'postgres'
+          motd: 'pg''s own host'
           sysmcp_command: "uvx sysmcp --root /var/lib/postgresql"
       children:
         db_replicas:
