@@ -131,13 +131,19 @@ def merge(first: Inventory, second: Inventory) -> Inventory:
     hosts = dict(first.hosts)
     for name, host in second.hosts.items():
         hosts.setdefault(name, host)
-    groups: dict[str, list[str]] = {}
+    groups: dict[str, dict[str, None]] = {}
     for inventory in (first, second):
         for group, members in inventory.groups.items():
-            kept = groups.setdefault(group, [])
-            kept += [m for m in members if m not in kept]
-    ordered = {group: tuple(m for m in hosts if m in set(ms)) for group, ms in groups.items()}
+            groups.setdefault(group, {}).update(dict.fromkeys(members))
+    index = {name: place for place, name in enumerate(hosts)}
+    ordered = {group: _in_order(members, index) for group, members in groups.items()}
     return Inventory(hosts, ordered, {**second.variables, **first.variables})
+
+
+def _in_order(members: Iterable[str], index: dict[str, int]) -> tuple[str, ...]:
+    """A group's hosts in inventory order (``index``: each host's place): sorted, not found by scanning
+    every host for every group (85 s for 20,000 hosts in 2,000 groups)."""
+    return tuple(sorted(members, key=index.__getitem__))
 
 
 # -- Ansible INI ---------------------------------------------------------------------------------
@@ -147,7 +153,7 @@ def merge(first: Inventory, second: Inventory) -> Inventory:
 class _RawInventory:
     host_order: list[str] = field(default_factory=list)
     host_vars: dict[str, dict[str, tuple[str, int]]] = field(default_factory=dict)  # value, line
-    direct: dict[str, list[str]] = field(default_factory=dict)  # group → its own hosts
+    direct: dict[str, dict[str, None]] = field(default_factory=dict)  # group → its own hosts, in order
     children: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     group_vars: dict[str, dict[str, tuple[str, int]]] = field(default_factory=dict)
     group_line: dict[str, int] = field(default_factory=dict)
@@ -157,9 +163,7 @@ class _RawInventory:
         if name not in self.host_vars:
             self.host_order.append(name)
         self.host_vars.setdefault(name, {}).update(variables)
-        members = self.direct.setdefault(group, [])
-        if name not in members:
-            members.append(name)
+        self.direct.setdefault(group, {})[name] = None
 
 
 def parse_ini(text: str, source: str = "inventory") -> Inventory:
@@ -174,7 +178,7 @@ def parse_ini(text: str, source: str = "inventory") -> Inventory:
         if line.startswith("["):
             section, kind = _header(line, number, source)
             parsed.group_line.setdefault(section, number)
-            parsed.direct.setdefault(section, [])
+            parsed.direct.setdefault(section, {})
             continue
         try:
             words = shlex.split(line, comments=False, posix=True)
@@ -284,9 +288,9 @@ def _build(parsed: _RawInventory, source: str) -> Inventory:
         for kid, number in kids:
             if kid not in parsed.direct and kid not in parsed.children:
                 raise InventoryError(number, f"child group {kid!r} is not defined anywhere", source)
-    members: dict[str, list[str]] = {}
+    members: dict[str, dict[str, None]] = {}
 
-    def collect(group: str, trail: tuple[str, ...]) -> list[str]:
+    def collect(group: str, trail: tuple[str, ...]) -> dict[str, None]:
         if group in trail:
             cycle = " → ".join((*trail, group))
             raise InventoryError(
@@ -294,9 +298,9 @@ def _build(parsed: _RawInventory, source: str) -> Inventory:
             )
         if group in members:
             return members[group]
-        found = list(parsed.direct.get(group, []))
+        found = dict(parsed.direct.get(group, {}))
         for kid, _ in parsed.children.get(group, []):
-            found += [h for h in collect(kid, (*trail, group)) if h not in found]
+            found.update(collect(kid, (*trail, group)))
         members[group] = found
         return found
 
@@ -306,23 +310,27 @@ def _build(parsed: _RawInventory, source: str) -> Inventory:
     ordered = sorted((g for g in members if g != "all"), key=lambda g: (depth.get(g, 1), g))
     grouped = {h for group, hs in members.items() if group not in ("all", "ungrouped") for h in hs}
     # A host listed both before any section and in a group is not ungrouped (as Ansible has it).
-    members["ungrouped"] = [h for h in members.get("ungrouped", []) if h not in grouped]
+    members["ungrouped"] = {h: None for h in members.get("ungrouped", {}) if h not in grouped}
+    within: dict[str, list[str]] = {}  # host → its groups but all, in the order their vars apply
+    for group in ordered:
+        for host in members[group]:
+            within.setdefault(host, []).append(group)
     hosts: dict[str, Host] = {}
     merged: dict[str, dict[str, str]] = {}
     for name in parsed.host_order:
         # As Ansible: [all:vars] first, then each group's, parents before children and siblings by
         # name (a child's vars win over its parent's), the host's own last.
         variables: dict[str, tuple[str, int]] = dict(parsed.group_vars.get("all", {}))
-        for group in ordered:
-            if name in members[group]:
-                variables.update(parsed.group_vars.get(group, {}))
+        for group in within.get(name, ()):
+            variables.update(parsed.group_vars.get(group, {}))
         variables.update(parsed.host_vars[name])
         hosts[name] = _host(name, variables, source)
         merged[name] = {key: value for key, (value, _) in variables.items()}
+    index = {name: place for place, name in enumerate(hosts)}
     groups = {"all": tuple(hosts)}
     for group in members:
         if group != "all":
-            groups[group] = tuple(h for h in hosts if h in set(members[group]))
+            groups[group] = _in_order(members[group], index)
     return Inventory(hosts, groups, merged)
 
 

@@ -101,7 +101,7 @@ def from_yaml(text: str, source: str = "inventory") -> Inventory:
         _group_name(name, 0, source)
         if name in trail:
             raise InventoryError(0, f"groups contain each other: {' → '.join((*trail, name))}", source)
-        parsed.direct.setdefault(name, [])
+        parsed.direct.setdefault(name, {})
         parsed.group_line.setdefault(name, 0)
         if body is None:
             return
@@ -127,9 +127,7 @@ def from_yaml(text: str, source: str = "inventory") -> Inventory:
         if not isinstance(children, dict):
             raise InventoryError(0, f"the children of {name!r} must be a mapping of groups", source)
         for child, child_body in children.items():
-            kids = parsed.children.setdefault(name, [])
-            if (str(child), 0) not in kids:
-                kids.append((str(child), 0))
+            parsed.children.setdefault(name, []).append((str(child), 0))  # twice is harmless: sets below
             group(str(child), child_body, (*trail, name))
 
     for name, body in data.items():
@@ -164,7 +162,7 @@ def from_json(text: str, source: str = "inventory") -> Inventory:
         if name == "_meta":
             continue
         _group_name(name, 0, source)
-        parsed.direct.setdefault(name, [])
+        parsed.direct.setdefault(name, {})
         if isinstance(body, list):
             body = {"hosts": body}
         if not isinstance(body, dict):
@@ -173,7 +171,7 @@ def from_json(text: str, source: str = "inventory") -> Inventory:
             add_host(host, name)
         for child in _strings(body.get("children"), f"the children of {name!r}", source):
             parsed.children.setdefault(name, []).append((child, 0))
-            parsed.direct.setdefault(child, [])
+            parsed.direct.setdefault(child, {})
         parsed.group_vars[name] = _variables(body.get("vars"), f"group {name!r}", 0, source)
     for host in hostvars:  # a host only in _meta (some plugins): ungrouped
         if host not in parsed.host_vars:
@@ -220,7 +218,7 @@ def from_ssh_config(text: str, source: str = "ssh_config") -> Inventory:
             current.setdefault(keyword.lower(), (value, number))
         elif not blocks:
             blocks.append((["*"], {keyword.lower(): (value, number)}))
-    parsed = _RawInventory(host_order=list(names), direct={"ungrouped": list(names)})
+    parsed = _RawInventory(host_order=list(names), direct={"ungrouped": dict.fromkeys(names)})
     for name in names:
         for patterns, settings in blocks:
             if _ssh_matches(name, patterns) and "proxyjump" in settings:

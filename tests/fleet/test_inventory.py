@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from sysmcp.fleet.inventory import (
@@ -111,6 +113,19 @@ def test_addresses_and_users_of_every_kind_ssh_takes_are_kept() -> None:
         ("10.0.0.1", "svc_backup-2"),
         ("bücher.example", None),
     ]
+
+
+def test_twenty_thousand_hosts_in_two_thousand_groups_are_built_in_seconds_not_minutes() -> None:
+    """Each host's groups and each group's order are looked up, never scanned for (a rack per group,
+    as cloud and HPC inventories have them)."""
+    racks = "".join(f"[rack{r:04}]\nn{r:04}-[0:9]\n" for r in range(2000))
+    started = time.monotonic()
+    inventory = merge(parse_ini(racks + "[rack0007:vars]\nansible_user=ops\n"), from_names(["extra"]))
+    elapsed = time.monotonic() - started
+    assert len(inventory.hosts) == 20_001 and len(inventory.group_names) == 2000
+    assert inventory.groups["rack1999"] == tuple(f"n1999-{i}" for i in range(10))
+    assert inventory.hosts["n0007-9"].user == "ops" and inventory.hosts["n0008-0"].user is None
+    assert elapsed < 30  # a guard far above a loaded machine's time for it: the scans took minutes
 
 
 def test_names_from_the_command_line_and_the_environment() -> None:
