@@ -261,22 +261,21 @@ def expand(pattern: str, number: int = 0, source: str = "inventory") -> list[str
     start, end = parts[0], parts[1]
     step = 1
     if len(parts) == 3:
-        if not parts[2].isdigit() or int(parts[2]) < 1:
+        if not parts[2].isdecimal() or int(parts[2]) < 1:
             raise InventoryError(number, f"a range's step must be a positive integer: {parts[2]!r}", source)
         step = int(parts[2])
-    if start.isdigit() and end.isdigit():
-        if int(start) > int(end):
-            raise InventoryError(number, f"range [{start}:{end}] runs backwards", source)
-        width = len(start) if start.startswith("0") else 0
-        values = [str(i).zfill(width) for i in range(int(start), int(end) + 1, step)]
+    width: int | None = None  # letters; for numbers, the leading zeros' width
+    if start.isdecimal() and end.isdecimal():
+        first, last, width = int(start), int(end), len(start) if start.startswith("0") else 0
     elif len(start) == len(end) == 1 and start in string.ascii_letters and end in string.ascii_letters:
-        if start > end:
-            raise InventoryError(number, f"range [{start}:{end}] runs backwards", source)
-        values = [chr(i) for i in range(ord(start), ord(end) + 1, step)]
+        first, last = ord(start), ord(end)
     else:
         raise InventoryError(number, f"a range needs two numbers or two letters, got [{start}:{end}]", source)
-    if len(values) > MAX_RANGE:
+    if first > last:
+        raise InventoryError(number, f"range [{start}:{end}] runs backwards", source)
+    if (last - first) // step >= MAX_RANGE:  # counted before a name is made: web[1:100000000] fills no memory
         raise InventoryError(number, f"range [{start}:{end}] expands to over {MAX_RANGE:,} hosts", source)
+    values = [chr(i) if width is None else str(i).zfill(width) for i in range(first, last + 1, step)]
     rest = expand(tail, number, source)
     if len(values) * len(rest) > MAX_RANGE:
         raise InventoryError(number, f"{pattern!r} expands to over {MAX_RANGE:,} hosts", source)
@@ -392,7 +391,7 @@ def _ssh_args(
         elif flag == "-i":
             options.append(f"IdentityFile={inline}")
         elif flag == "-p":
-            if not inline.isdigit() or not 0 < int(inline) < 65536:
+            if not inline.isdecimal() or not 0 < int(inline) < 65536:
                 raise InventoryError(number, f"{key}: -p needs a port number, got {inline!r}", source)
             port = int(inline)
         else:
@@ -422,7 +421,7 @@ def _host(name: str, variables: dict[str, tuple[str, int]], source: str) -> Host
 
     port: int | None = None
     if (raw_port := variables.get("ansible_port")) is not None:
-        if not raw_port[0].isdigit() or not 0 < int(raw_port[0]) < 65536:
+        if not raw_port[0].isdecimal() or not 0 < int(raw_port[0]) < 65536:
             raise InventoryError(
                 raw_port[1], f"ansible_port must be a port number, got {raw_port[0]!r}", source
             )

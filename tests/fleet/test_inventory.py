@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import tracemalloc
 
 import pytest
 
@@ -92,6 +93,8 @@ def test_ranges_expand_with_leading_zeros_letters_and_steps() -> None:
         ("web1 ansible_host=\"x'$(touch${IFS}/tmp/p)'\"\n", 1, "without shell characters"),
         ("[g]\nweb1\n[g:vars]\nansible_user=ops;id\n", 4, "without shell characters"),
         ("web1 ansible_ssh_host=`id`.example.com\n", 1, "without shell characters"),
+        ("web1 ansible_port=²\n", 1, "port number"),  # a digit to str.isdigit, none to int
+        ("web[¹:³]\n", 1, "two numbers or two letters"),
     ],
 )
 def test_malformed_inventories_name_the_line(text: str, line: int, words: str) -> None:
@@ -100,6 +103,20 @@ def test_malformed_inventories_name_the_line(text: str, line: int, words: str) -
     assert caught.value.line == line
     assert words in str(caught.value)
     assert str(caught.value).startswith(f"hosts.ini line {line}:")
+
+
+def test_a_typo_of_a_range_is_refused_before_its_names_are_made() -> None:
+    """web[1:2000000] is counted, not spelled out two million times and then refused."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(InventoryError, match="expands to over 10,000 hosts"):
+            parse_ini("web[1:2000000]\n")
+        with pytest.raises(InventoryError, match="expands to over"):
+            parse_ini("web[1:99999999999999999999999]\n")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
 
 
 def test_addresses_and_users_of_every_kind_ssh_takes_are_kept() -> None:
