@@ -68,6 +68,8 @@ def parse_yaml(text: str, source: str = "inventory") -> Value:
         raise InventoryError(mark.line + 1 if mark else 0, problem, source) from None
     except yaml.YAMLError as exc:
         raise InventoryError(0, f"not valid YAML: {exc}", source) from None
+    except RecursionError:  # [[[[… a few kilobytes deep: PyYAML composes recursively
+        raise InventoryError(0, "not an inventory: nested too deeply", source) from None
 
 
 # -- Ansible's YAML inventory --------------------------------------------------------------------
@@ -145,6 +147,8 @@ def from_json(text: str, source: str = "inventory") -> Inventory:
         data = json.loads(text)
     except ValueError as exc:
         raise InventoryError(0, f"not JSON: {exc}", source) from None
+    except RecursionError:
+        raise InventoryError(0, "not an inventory: nested too deeply", source) from None
     if not isinstance(data, dict):
         raise InventoryError(0, "an inventory's JSON is an object of groups", source)
     meta = data.get("_meta") or {}
