@@ -389,7 +389,7 @@ def _ssh_args(
         elif flag == "-l":
             user = inline
         elif flag == "-i":
-            options.append(f"IdentityFile={inline}")
+            options.append(_key_file(inline))
         elif flag == "-p":
             if not inline.isdecimal() or not 0 < int(inline) < 65536:
                 raise InventoryError(number, f"{key}: -p needs a port number, got {inline!r}", source)
@@ -408,6 +408,11 @@ def _ssh_args(
             else:
                 options.append(inline)
     return jump, user, port, options
+
+
+def _key_file(path: str) -> str:
+    """``IdentityFile=PATH`` as ssh's ``-o`` reads it: a path with a space in quotes (ssh splits the rest)."""
+    return f'IdentityFile="{path}"' if any(c.isspace() for c in path) else f"IdentityFile={path}"
 
 
 def _host(name: str, variables: dict[str, tuple[str, int]], source: str) -> Host:
@@ -452,7 +457,7 @@ def _host(name: str, variables: dict[str, tuple[str, int]], source: str) -> Host
     if (key_file := variables.get("ansible_ssh_private_key_file")) is not None:
         if key_file[0].startswith("-") or not key_file[0].strip():
             raise InventoryError(key_file[1], "ansible_ssh_private_key_file must be a path", source)
-        options.append(f"IdentityFile={key_file[0]}")
+        options.append(_key_file(key_file[0]))
     return Host(name, get("ansible_host"), port, user, get("sysmcp_command"), jump, tuple(options))
 
 
