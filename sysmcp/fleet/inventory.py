@@ -83,9 +83,14 @@ class Inventory:
         inventory order, each once. Any name that matches nothing refuses the whole call."""
         chosen: set[str] = set()
         unknown: list[str] = []
+        empty: list[
+            str
+        ] = []  # groups the inventory names without a host: "0 of 0 hosts answered" says nothing
         for name in names:
             if name in self.groups:
                 chosen.update(self.groups[name])
+                if not self.groups[name]:
+                    empty.append(name)
             elif name in self.hosts:
                 chosen.add(name)
             elif any(ch in name for ch in "*?[") and (
@@ -94,12 +99,13 @@ class Inventory:
                 chosen.update(matched)
             else:
                 unknown.append(name)
-        if unknown:
+        if unknown or empty:
             groups = ", ".join(self.group_names) or "none besides all"
+            said = [f"unknown host or group: {', '.join(map(repr, unknown))}"] if unknown else []
+            said += [f"no host in group {', '.join(map(repr, empty))}"] if empty else []
             raise UnknownHosts(
-                f"unknown host or group: {', '.join(map(repr, unknown))}. The inventory has "
-                f'{plural(len(self.hosts), "host")}; groups: {groups} (or "all", or a glob over host names '
-                'such as "web*")'
+                f"{'; '.join(said)}. The inventory has {plural(len(self.hosts), 'host')}; groups: {groups} "
+                '(or "all", or a glob over host names such as "web*")'
             )
         return [host for host in self.hosts if host in chosen]
 

@@ -171,3 +171,15 @@ def test_unknown_names_refuse_the_call_listing_the_groups() -> None:
     text = str(caught.value)
     assert "'evil.example.org'" in text and "'mail*'" in text and "'web1'" not in text
     assert "groups: web, db, prod" in text and "5 hosts" in text
+
+
+def test_a_group_without_hosts_refuses_the_call_naming_it_not_zero_of_zero_answered() -> None:
+    inventory = parse_ini("web1\n[empty]\n[web]\nweb1\n")
+    with pytest.raises(UnknownHosts, match="^no host in group 'empty'. The inventory has 1 host"):
+        inventory.resolve(["empty"])
+    with pytest.raises(UnknownHosts) as caught:
+        inventory.resolve(["web", "empty", "mail1"])
+    assert str(caught.value).startswith(
+        "unknown host or group: 'mail1'; no host in group 'empty'. The inventory has 1 host; groups: empty, web"
+    )
+    assert inventory.resolve(["web"]) == ["web1"]
