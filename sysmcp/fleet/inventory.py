@@ -83,9 +83,8 @@ class Inventory:
         inventory order, each once. Any name that matches nothing refuses the whole call."""
         chosen: set[str] = set()
         unknown: list[str] = []
-        empty: list[
-            str
-        ] = []  # groups the inventory names without a host: "0 of 0 hosts answered" says nothing
+        # Groups the inventory names without a host: "0 of 0 hosts answered" would say nothing.
+        empty: list[str] = []
         for name in names:
             if name in self.groups:
                 chosen.update(self.groups[name])

@@ -175,7 +175,7 @@ def test_unknown_names_refuse_the_call_listing_the_groups() -> None:
 
 def test_a_group_without_hosts_refuses_the_call_naming_it_not_zero_of_zero_answered() -> None:
     inventory = parse_ini("web1\n[empty]\n[web]\nweb1\n")
-    with pytest.raises(UnknownHosts, match="^no host in group 'empty'. The inventory has 1 host"):
+    with pytest.raises(UnknownHosts, match=r"^no host in group 'empty'\. The inventory has 1 host"):
         inventory.resolve(["empty"])
     with pytest.raises(UnknownHosts) as caught:
         inventory.resolve(["web", "empty", "mail1"])
