@@ -142,7 +142,13 @@ class Fleet:
             states[name] = "queued"
             async with limiter:
                 given = links.for_host(arguments, name, *linked)
-                outcome = await self._one(name, tool, given, timeout, forward, states)
+                try:
+                    outcome = await self._one(name, tool, given, timeout, forward, states)
+                except Exception as exc:
+                    # An answer in no shape read here (content null, say): this host's failure, not the call's.
+                    log.exception("a host's answer could not be read", host=name)
+                    reason = bounded(f"sysmcp could not read its answer ({type(exc).__name__}: {exc})")
+                    outcome = HostOutcome(name, "remote_error", anyio.current_time() - started, reason=reason)
             states.pop(name, None)
             outcomes[name] = outcome
             finished.append(outcome)

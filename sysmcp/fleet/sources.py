@@ -68,6 +68,8 @@ def parse_yaml(text: str, source: str = "inventory") -> Value:
         raise InventoryError(mark.line + 1 if mark else 0, problem, source) from None
     except yaml.YAMLError as exc:
         raise InventoryError(0, f"not valid YAML: {exc}", source) from None
+    except RecursionError:  # [[[[… a few kilobytes deep: PyYAML composes recursively
+        raise InventoryError(0, "not an inventory: nested too deeply", source) from None
 
 
 # -- Ansible's YAML inventory --------------------------------------------------------------------
@@ -101,7 +103,7 @@ def from_yaml(text: str, source: str = "inventory") -> Inventory:
         _group_name(name, 0, source)
         if name in trail:
             raise InventoryError(0, f"groups contain each other: {' → '.join((*trail, name))}", source)
-        parsed.direct.setdefault(name, [])
+        parsed.direct.setdefault(name, {})
         parsed.group_line.setdefault(name, 0)
         if body is None:
             return
@@ -127,9 +129,7 @@ def from_yaml(text: str, source: str = "inventory") -> Inventory:
         if not isinstance(children, dict):
             raise InventoryError(0, f"the children of {name!r} must be a mapping of groups", source)
         for child, child_body in children.items():
-            kids = parsed.children.setdefault(name, [])
-            if (str(child), 0) not in kids:
-                kids.append((str(child), 0))
+            parsed.children.setdefault(name, []).append((str(child), 0))  # twice is harmless: sets below
             group(str(child), child_body, (*trail, name))
 
     for name, body in data.items():
@@ -147,6 +147,8 @@ def from_json(text: str, source: str = "inventory") -> Inventory:
         data = json.loads(text)
     except ValueError as exc:
         raise InventoryError(0, f"not JSON: {exc}", source) from None
+    except RecursionError:
+        raise InventoryError(0, "not an inventory: nested too deeply", source) from None
     if not isinstance(data, dict):
         raise InventoryError(0, "an inventory's JSON is an object of groups", source)
     meta = data.get("_meta") or {}
@@ -164,7 +166,7 @@ def from_json(text: str, source: str = "inventory") -> Inventory:
         if name == "_meta":
             continue
         _group_name(name, 0, source)
-        parsed.direct.setdefault(name, [])
+        parsed.direct.setdefault(name, {})
         if isinstance(body, list):
             body = {"hosts": body}
         if not isinstance(body, dict):
@@ -173,7 +175,7 @@ def from_json(text: str, source: str = "inventory") -> Inventory:
             add_host(host, name)
         for child in _strings(body.get("children"), f"the children of {name!r}", source):
             parsed.children.setdefault(name, []).append((child, 0))
-            parsed.direct.setdefault(child, [])
+            parsed.direct.setdefault(child, {})
         parsed.group_vars[name] = _variables(body.get("vars"), f"group {name!r}", 0, source)
     for host in hostvars:  # a host only in _meta (some plugins): ungrouped
         if host not in parsed.host_vars:
@@ -220,7 +222,7 @@ def from_ssh_config(text: str, source: str = "ssh_config") -> Inventory:
             current.setdefault(keyword.lower(), (value, number))
         elif not blocks:
             blocks.append((["*"], {keyword.lower(): (value, number)}))
-    parsed = _RawInventory(host_order=list(names), direct={"ungrouped": list(names)})
+    parsed = _RawInventory(host_order=list(names), direct={"ungrouped": dict.fromkeys(names)})
     for name in names:
         for patterns, settings in blocks:
             if _ssh_matches(name, patterns) and "proxyjump" in settings:

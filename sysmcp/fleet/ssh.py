@@ -40,7 +40,8 @@ def _common(settings: SshSettings, host: Host) -> list[str]:
         "-o",
         f"ControlPath={settings.control_dir}/%C",  # ours: never the operator's own masters
     ]
-    given = (("HostName", host.address), ("Port", host.port), ("User", host.user), ("ProxyJump", host.jump))
+    address = None if host.address is None else host.address.replace("%", "%%")  # ssh expands %h… in it
+    given = (("HostName", address), ("Port", host.port), ("User", host.user), ("ProxyJump", host.jump))
     for key, value in given:
         if value is not None:
             argv += ["-o", f"{key}={value}"]

@@ -14,6 +14,7 @@ a transparent proxy that relays bytes and records them, and never matches reques
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
@@ -164,12 +165,19 @@ class RequestTable:
 
 def _progress(msg_id: RequestId, params: dict[str, Any]) -> ProgressNote:
     done, total, text = params.get("progress"), params.get("total"), params.get("message")
-    return ProgressNote(
-        msg_id,
-        float(done) if isinstance(done, (int, float)) else 0.0,
-        float(total) if isinstance(total, (int, float)) else None,
-        text if isinstance(text, str) else None,
-    )
+    return ProgressNote(msg_id, _number(done) or 0.0, _number(total), text if isinstance(text, str) else None)
+
+
+def _number(value: Any) -> float | None:
+    """A JSON number as a float; None for anything else, 10**400 included (valid JSON, no float): the
+    reader that parses it serves the session, and must not raise."""
+    if not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def answer_server_request(request: Request) -> dict[str, Any]:

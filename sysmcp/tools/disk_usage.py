@@ -546,8 +546,8 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
     rows = [
         (outcome.host, fs)
         for outcome in outcomes
-        if outcome.ok and outcome.result is not None
-        for fs in from_json(list[Filesystem], outcome.result.get("filesystems", []))
+        if outcome.ok  # a host without filesystems in its result is unreadable here, never left out
+        for fs in from_json(list[Filesystem], (outcome.result or {})["filesystems"])
     ]
     rows.sort(key=lambda row: (row[1].status != "ok", -_fullness(row[1]), row[0], row[1].mount_point))
     alerts = [(host, fs) for host, fs in rows if fs.alerts]

@@ -122,9 +122,9 @@ def failure_lines(outcomes: Sequence[HostOutcome]) -> list[str]:
 
 
 def typed_results(outcomes: Sequence[HostOutcome], cls: type[T]) -> list[tuple[str, T]]:
-    """Each host that answered with a result, and that result read back as ``cls`` (``from_json``:
-    a host whose result is not in this version's shape raises one of ``UNREADABLE``)."""
-    return [(o.host, from_json(cls, o.result)) for o in outcomes if o.ok and o.result is not None]
+    """Each host that answered, and its result read back as ``cls`` (``from_json``: a host whose
+    result is not in this version's shape, or that gave none, text only, raises one of ``UNREADABLE``)."""
+    return [(o.host, from_json(cls, o.result)) for o in outcomes if o.ok]
 
 
 def structured(outcomes: Sequence[HostOutcome], view: dict[str, Any]) -> dict[str, Any]:

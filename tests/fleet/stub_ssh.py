@@ -1,8 +1,8 @@
 """A stand-in for ``ssh`` that is itself a tiny MCP answerer: the fan-out's own cost and its faults,
 without sshd. Called as ``ssh``'s argv (``… -- HOST COMMAND``); the host name's prefix picks the
-behaviour (``ok``, ``hang``, ``mute``, ``garbage``, ``refuse``, ``notfound``, ``uvxfail``, ``slow``: a
-remote start that answers ``initialize`` only once the file ``$STUB_GATE`` exists). Each start
-appends the host's name to ``$STUB_STARTS`` when that is set.
+behaviour (``ok``, ``hang``, ``mute``, ``garbage``, ``oddshape``, ``bignumber``, ``refuse``,
+``notfound``, ``uvxfail``, ``slow``: a remote start that answers ``initialize`` only once the file
+``$STUB_GATE`` exists). Each start appends the host's name to ``$STUB_STARTS`` when that is set.
 Standard library only, started with ``-S -E``: it must cost a few milliseconds."""
 
 import json
@@ -64,6 +64,15 @@ def main() -> int:
                 "structuredContent": {"answer": text},
                 "isError": False,
             }
+            if host.startswith("oddshape"):  # an answer in no shape MCP defines: content null
+                result["content"] = None
+            token = message["params"].get("_meta", {}).get("progressToken")
+            if host.startswith("bignumber") and token is not None:  # valid JSON, past any float
+                params = {"progressToken": token, "progress": 10**400, "total": 10**400}
+                out.write(
+                    json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+                )
+                out.write("\n")
         else:
             result = {}
         out.write(json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": result}) + "\n")

@@ -141,3 +141,32 @@ async def test_faults_each_host_its_own_status_and_the_others_answer(tmp_path: P
     assert "uvx: command not found" in reasons["notfound1"]
     out = default_merge(outcomes, {})
     assert out.text.splitlines()[0] == "18 of 23 hosts answered, 2 unreachable, 1 no_sysmcp, 2 remote_error."
+
+
+async def test_an_answer_the_fan_out_cannot_read_is_that_hosts_failure_and_the_others_still_answer(
+    tmp_path: Path,
+) -> None:
+    names = ["ok1", "oddshape1", "ok2"]
+    inventory = from_names(names)
+    async with SessionPool(inventory, settings(tmp_path)).open() as pool:
+        outcomes = await Fleet(inventory, pool, deadline=DEADLINE).fan_out("x", {}, names, timeout=600)
+    assert statuses(outcomes) == {"ok1": "ok", "oddshape1": "remote_error", "ok2": "ok"}
+    odd = outcomes[1]
+    assert odd.reason.startswith("sysmcp could not read its answer (TypeError: ") and "\n" not in odd.reason
+
+
+async def test_a_progress_number_past_a_float_is_read_as_none_and_the_gateway_lives_on(tmp_path: Path) -> None:
+    """A number valid in JSON but past any float (10**400), in the remote's progress for a one-host
+    call: the reader that parses it serves every host's session."""
+    heard: list[float | None] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        heard.append(total)
+
+    inventory = from_names(["bignumber1"])
+    async with SessionPool(inventory, settings(tmp_path)).open() as pool:
+        fleet = Fleet(inventory, pool, deadline=DEADLINE)
+        first = await fleet.fan_out("x", {}, ["bignumber1"], timeout=600, remote_progress=progress)
+        again = await fleet.fan_out("x", {}, ["bignumber1"], timeout=600, remote_progress=progress)
+    assert statuses(first) == statuses(again) == {"bignumber1": "ok"}
+    assert heard == [None, None]  # no total is better than a wrong one

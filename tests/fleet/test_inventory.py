@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+import tracemalloc
+
 import pytest
 
 from sysmcp.fleet.inventory import (
@@ -86,6 +89,12 @@ def test_ranges_expand_with_leading_zeros_letters_and_steps() -> None:
         ('web1 sysmcp_command="unclosed\n', 1, "cannot split"),
         ("[g:vars]\njunk\n", 2, "expected key=value"),
         ("web1 sysmcp_command=''\n", 1, "sysmcp_command is empty"),
+        # ssh writes them into a ProxyCommand (%h, %r), which a shell runs
+        ("web1 ansible_host=\"x'$(touch${IFS}/tmp/p)'\"\n", 1, "without shell characters"),
+        ("[g]\nweb1\n[g:vars]\nansible_user=ops;id\n", 4, "without shell characters"),
+        ("web1 ansible_ssh_host=`id`.example.com\n", 1, "without shell characters"),
+        ("web1 ansible_port=²\n", 1, "port number"),  # a digit to str.isdigit, none to int
+        ("web[¹:³]\n", 1, "two numbers or two letters"),
     ],
 )
 def test_malformed_inventories_name_the_line(text: str, line: int, words: str) -> None:
@@ -94,6 +103,46 @@ def test_malformed_inventories_name_the_line(text: str, line: int, words: str) -
     assert caught.value.line == line
     assert words in str(caught.value)
     assert str(caught.value).startswith(f"hosts.ini line {line}:")
+
+
+def test_a_typo_of_a_range_is_refused_before_its_names_are_made() -> None:
+    """web[1:2000000] is counted, not spelled out two million times and then refused."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(InventoryError, match="expands to over 10,000 hosts"):
+            parse_ini("web[1:2000000]\n")
+        with pytest.raises(InventoryError, match="expands to over"):
+            parse_ini("web[1:99999999999999999999999]\n")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+
+
+def test_addresses_and_users_of_every_kind_ssh_takes_are_kept() -> None:
+    inventory = parse_ini(
+        "v6 ansible_host=fe80::1%eth0 ansible_user=ops.admin@corp.example\n"
+        "v4 ansible_host=10.0.0.1 ansible_user=svc_backup-2\n"
+        "idn ansible_host=bücher.example\n"
+    )
+    assert [(h.address, h.user) for h in inventory.hosts.values()] == [
+        ("fe80::1%eth0", "ops.admin@corp.example"),
+        ("10.0.0.1", "svc_backup-2"),
+        ("bücher.example", None),
+    ]
+
+
+def test_twenty_thousand_hosts_in_two_thousand_groups_are_built_in_seconds_not_minutes() -> None:
+    """Each host's groups and each group's order are looked up, never scanned for (a rack per group,
+    as cloud and HPC inventories have them)."""
+    racks = "".join(f"[rack{r:04}]\nn{r:04}-[0:9]\n" for r in range(2000))
+    started = time.monotonic()
+    inventory = merge(parse_ini(racks + "[rack0007:vars]\nansible_user=ops\n"), from_names(["extra"]))
+    elapsed = time.monotonic() - started
+    assert len(inventory.hosts) == 20_001 and len(inventory.group_names) == 2000
+    assert inventory.groups["rack1999"] == tuple(f"n1999-{i}" for i in range(10))
+    assert inventory.hosts["n0007-9"].user == "ops" and inventory.hosts["n0008-0"].user is None
+    assert elapsed < 30  # a guard far above a loaded machine's time for it: the scans took minutes
 
 
 def test_names_from_the_command_line_and_the_environment() -> None:
@@ -122,3 +171,15 @@ def test_unknown_names_refuse_the_call_listing_the_groups() -> None:
     text = str(caught.value)
     assert "'evil.example.org'" in text and "'mail*'" in text and "'web1'" not in text
     assert "groups: web, db, prod" in text and "5 hosts" in text
+
+
+def test_a_group_without_hosts_refuses_the_call_naming_it_not_zero_of_zero_answered() -> None:
+    inventory = parse_ini("web1\n[empty]\n[web]\nweb1\n")
+    with pytest.raises(UnknownHosts, match=r"^no host in group 'empty'\. The inventory has 1 host"):
+        inventory.resolve(["empty"])
+    with pytest.raises(UnknownHosts) as caught:
+        inventory.resolve(["web", "empty", "mail1"])
+    assert str(caught.value).startswith(
+        "unknown host or group: 'mail1'; no host in group 'empty'. The inventory has 1 host; groups: empty, web"
+    )
+    assert inventory.resolve(["web"]) == ["web1"]

@@ -40,7 +40,8 @@ all:
     db:
       hosts:
         db1:
-          ansible_user: 'pg''s'
+          ansible_user: 'postgres'
+          motd: 'pg''s own host'
           sysmcp_command: "uvx sysmcp --root /var/lib/postgresql"
       children:
         db_replicas:
@@ -279,11 +280,17 @@ def test_flow_mappings_block_scalars_and_dates_in_an_inventory_are_read() -> Non
             "all:\n  vars:\n    x: !vault |\n      $ANSIBLE_VAULT\n",
             "line 3: could not determine a constructor",
         ),
+        ("all:\n  vars:\n    x: " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply"),
     ],
 )
 def test_malformed_yaml_inventories_are_refused(text: str, words: str) -> None:
     with pytest.raises(InventoryError, match=words):
         from_yaml(text, "hosts.yml")
+
+
+def test_json_nested_deeper_than_python_reads_is_refused_as_an_inventory_error() -> None:
+    with pytest.raises(InventoryError, match="nested too deeply"):
+        from_json('{"all": ' * 100_000 + "{}" + "}" * 100_000, "cloud.json")
 
 
 def test_json_host_names_beginning_with_a_dash_are_refused() -> None:

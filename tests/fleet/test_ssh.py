@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import pytest
 
-from sysmcp.fleet.inventory import Host
+from sysmcp.fleet.inventory import Host, parse_ini
 from sysmcp.fleet.ssh import SshSettings, bounded, classify, control_argv, session_argv
 
 SETTINGS = SshSettings(
@@ -105,3 +108,15 @@ def test_a_failing_remote_start_is_a_remote_error_with_its_first_lines_not_its_l
 def test_reasons_are_one_bounded_line() -> None:
     assert bounded("a\nb\x1b[31m" + "x" * 500).startswith("a b [31m")
     assert len(bounded("x" * 500)) == 200
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client")
+def test_ssh_reads_a_zoned_address_and_a_key_path_with_a_space_as_the_inventory_wrote_them() -> None:
+    """ssh expands %-tokens in HostName and splits an -o value at spaces: fe80::1%eth0 was an unknown
+    token %e, and the key file two words (both end ssh at once, exit 255)."""
+    inventory = parse_ini('v6 ansible_host=fe80::1%eth0 ansible_ssh_private_key_file="/keys/my key"\n')
+    argv = session_argv(SshSettings(control_dir="/tmp/x", config_file="/dev/null"), inventory.hosts["v6"])
+    seen = subprocess.run(["ssh", "-G", *argv[1:-1]], capture_output=True, text=True, check=False, timeout=30)
+    assert seen.returncode == 0, seen.stderr  # -G: the configuration ssh would connect with, no connection
+    config = seen.stdout.splitlines()
+    assert "hostname fe80::1%eth0" in config and "identityfile /keys/my key" in config

@@ -16,7 +16,7 @@ from sysmcp.tools.dir_usage import TOOL as DIR_USAGE
 from sysmcp.tools.disk_usage import TOOL as DISK_USAGE
 from sysmcp.tools.file_sha256 import TOOL as FILE_SHA256
 from sysmcp.tools.find_duplicates import TOOL as FIND_DUPLICATES
-from sysmcp.tools.merging import HostOutcome, bound, default_merge, tally
+from sysmcp.tools.merging import HostOutcome, bound, default_merge, merge_readable, tally
 from sysmcp.tools.registry import Registry
 from tests.profile import needs_proc
 
@@ -346,3 +346,27 @@ def test_disk_usage_explain_on_a_fleet_names_the_hosts_that_answered_without_par
     out = DISK_USAGE.merge([explained("web1"), plain], {"path": "/srv", "explain": True})
     assert list(explain_rows(out.text)) == ["web1"]
     assert "No parts from web2: its filesystem gave no figures to split (see the table above)." in out.text
+
+
+TYPED_MERGES = [
+    tool
+    for tool in ALL_TOOLS
+    if tool.name in ("dir_usage", "disk_health", "disk_usage", "file_sha256", "what_changed")
+]
+
+
+@pytest.mark.parametrize("tool", TYPED_MERGES, ids=lambda tool: tool.name)
+@pytest.mark.parametrize("result", [None, {}], ids=["no structured content", "none of its fields"])
+def test_a_host_whose_answer_a_merge_cannot_read_is_named_with_its_text_never_left_out_silently(
+    tool: Any, result: dict[str, Any] | None
+) -> None:
+    """An MCP server on a protocol version before structured content answers with text only; another
+    version may name its fields otherwise: the host answered, so it is in the text, by its own words."""
+    outcomes = [
+        HostOutcome("old1", "ok", 0.1, result, "what old1 says"),
+        failed("web2", "unreachable", "Connection refused"),
+    ]
+    out = merge_readable(tool.merge, outcomes, {"path": "/etc/x"})
+    assert out.text.splitlines()[0] == "1 of 2 hosts answered, 1 unreachable."
+    assert "not in the view above: old1. Its own text:" in out.text
+    assert "    what old1 says" in out.text and not out.is_error
