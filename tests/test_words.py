@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 from sysmcp.engine.hashing import ALGORITHMS, TreeHash
-from sysmcp.engine.mounts import MountTable
+from sysmcp.engine.mounts import Mount, MountTable
 from sysmcp.engine.procs import DeletedFile, Holder, Scan
 from sysmcp.tools import hash_tree
 from sysmcp.tools.deleted_open_files import render
@@ -57,6 +58,39 @@ def test_one_deleted_file_and_one_process_are_singular() -> None:
     assert "Not counted: 1 deleted file (4.0 KiB) on no filesystem" in text
     text, _ = render(Scan(processes=1), MountTable([]), 5, None, None)
     assert "by the 1 process read" in text
+
+
+def test_one_holder_past_the_five_named_is_one_more_descriptor() -> None:
+    holders = [Holder(pid, "d", None, 3, "w") for pid in range(1, 7)]
+    dev = os.makedev(8, 1)
+    held = DeletedFile("/gone/x.log", dev=dev, ino=1, size=4096, disk=4096, holders=holders)
+    root = MountTable([Mount("/", "/dev/vda", "ext4", dev="8:1")])
+    text, _ = render(Scan(files={(dev, 1): held}, processes=6), root, 5, None, None)
+    assert "and 1 more descriptor\n" in text, text  # was "and 1 more descriptors"
+
+
+def test_one_holder_past_the_three_a_plan_names_is_one_more_holder() -> None:
+    from sysmcp.reclaim import Item
+    from sysmcp.tools.reclaim_plan import path_lines
+
+    holders = tuple({"file": "/gone/x.log", "command": "d", "pid": pid, "fd": 3} for pid in range(1, 5))
+    item = Item("deleted_open-1", "deleted_open", (), 4096, None, "", "review", "", "truncate", holders=holders)
+    assert path_lines(item, 3, "")[-1] == "… and 1 more holder"  # was "… and 1 more holders"
+
+
+def test_one_improperly_formatted_line_past_those_kept_is_one_more_line_in_the_full_report() -> None:
+    from sysmcp.engine.hashing import Verification
+    from sysmcp.tools.verify_checksums import write_report
+
+    text, _size = write_report(Verification(bad_lines=[1], bad_count=2))
+    assert text == "line 1: improperly formatted\n… and 1 more improperly formatted line\n"  # was "… lines"
+
+
+def test_lists_cut_at_one_name_say_one_name(tmp_path: Path) -> None:
+    manifest = tmp_path / "SHA256SUMS"
+    manifest.write_text("".join(f"{'0' * 64}  gone{n}\n" for n in range(2)))
+    done = call("verify_checksums", f"manifest={manifest}", "max_listed=1")
+    assert "Lists were cut at 1 name; the full report" in done.stdout, done.stdout  # was "1 names"
 
 
 def test_a_partial_hash_tree_that_hashed_nothing_does_not_say_there_was_nothing_to_hash() -> None:

@@ -202,7 +202,7 @@ def path_lines(item: Item, shown: int, indent: str) -> list[str]:
                 f"{indent}deleted file {name}, held by pid {holder['pid']} ({command}) on fd {holder['fd']}"
             )
         if len(item.holders) > HOLDERS_SHOWN:
-            lines.append(f"{indent}{and_more(len(item.holders) - HOLDERS_SHOWN)} holders")
+            lines.append(f"{indent}… and {plural(len(item.holders) - HOLDERS_SHOWN, 'more holder')}")
         return lines + [f"{indent}through {_file(entry)}" for entry in item.entries[:shown]]
     lines = [indent + _file(entry) for entry in item.entries[:shown]]
     if len(item.entries) > shown:
