@@ -458,6 +458,8 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         )
         for rel, size in files[:top_n]:
             lines.append(f"  {human_bytes(size):>10}  {printable(named(os.fsencode(rel)))}")
+        if count > len(files[:top_n]):
+            lines.append(f"  {more_not_shown(count - len(files[:top_n]), 'file')}")
         lower = LowerBoundFiles(count, disk, since_raw)
     growth: FilesystemGrowth | None = None
     if found.growth is not None:
