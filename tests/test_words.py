@@ -35,6 +35,22 @@ def test_hash_tree_counts_the_symlinks_it_leaves_out(tmp_path: Path) -> None:
     assert result["skipped"] == {"symlink": 3}  # was {}: three names silently out of the manifest
 
 
+def test_every_reason_a_walk_skips_for_and_what_files_read_counts_are_said_in_the_output_schemas(
+    tmp_path: Path,
+) -> None:
+    from tests.harness import tool
+
+    (tmp_path / "a").write_bytes(b"x" * 100_000)  # over 64 KiB: head/tail, then whole
+    (tmp_path / "b").write_bytes(b"x" * 100_000)
+    (tmp_path / "link").symlink_to(tmp_path / "a")
+    hashed = json.loads(call("--json", "hash_tree", f"path={tmp_path}").stdout)
+    said = tool("hash_tree").output_schema["properties"]["skipped"]["description"]
+    assert hashed["skipped"] and all(reason in said for reason in hashed["skipped"]), said  # was no symlink
+    found = json.loads(call("--json", "find_duplicates", f"path={tmp_path}").stdout)
+    assert found["files_read"] > found["files_scanned"]  # two sieves opened each file: opens, not files
+    assert "once per sieve" in tool("find_duplicates").output_schema["properties"]["files_read"]["description"]
+
+
 def test_the_command_line_prints_no_link_that_dies_with_its_server(tmp_path: Path) -> None:
     (tmp_path / "a").write_text("a")
     done = call("hash_tree", f"path={tmp_path}")
