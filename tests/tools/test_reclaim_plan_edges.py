@@ -50,3 +50,23 @@ def test_a_pseudo_filesystem_is_a_tool_error_not_nothing_to_free(tmp_path: Path,
     assert done.returncode == 1
     assert "a pseudo filesystem" in done.stderr and "nothing there to free" in done.stderr, done.stderr
     assert "nothing found to free" not in done.stdout + done.stderr
+
+
+def test_deleted_open_found_nothing_says_so_only_of_the_processes_a_user_without_root_could_read() -> None:
+    import os
+    import shutil
+
+    from tests.harness import python_as_nobody
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("a second user needs root and setpriv")
+    probe = (
+        "from sysmcp.reclaim import Plan\n"
+        "from sysmcp.tools.reclaim_plan import checked_words\n"
+        "print(checked_words(Plan('x', 0.0, (b'/',), ()), ['trash', 'deleted_open']), end='')\n"
+    )
+    done = python_as_nobody(probe)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (  # was "Checked, nothing found: trash, deleted_open." with other users' processes unread
+        "Checked, nothing found: trash, deleted_open (among this user's processes: other users' need root).\n"
+    )
