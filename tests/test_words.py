@@ -48,7 +48,9 @@ def test_every_reason_a_walk_skips_for_and_what_files_read_counts_are_said_in_th
     assert hashed["skipped"] and all(reason in said for reason in hashed["skipped"]), said  # was no symlink
     found = json.loads(call("--json", "find_duplicates", f"path={tmp_path}").stdout)
     assert found["files_read"] > found["files_scanned"]  # two sieves opened each file: opens, not files
-    assert "once per sieve" in tool("find_duplicates").output_schema["properties"]["files_read"]["description"]
+    assert (
+        "once per sieve" in tool("find_duplicates").output_schema["properties"]["files_read"]["description"]
+    )
 
 
 def test_the_command_line_prints_no_link_that_dies_with_its_server(tmp_path: Path) -> None:
@@ -90,7 +92,9 @@ def test_one_holder_past_the_three_a_plan_names_is_one_more_holder() -> None:
     from sysmcp.tools.reclaim_plan import path_lines
 
     holders = tuple({"file": "/gone/x.log", "command": "d", "pid": pid, "fd": 3} for pid in range(1, 5))
-    item = Item("deleted_open-1", "deleted_open", (), 4096, None, "", "review", "", "truncate", holders=holders)
+    item = Item(
+        "deleted_open-1", "deleted_open", (), 4096, None, "", "review", "", "truncate", holders=holders
+    )
     assert path_lines(item, 3, "")[-1] == "… and 1 more holder"  # was "… and 1 more holders"
 
 

@@ -309,7 +309,9 @@ def checked_words(plan: Plan, looked: list[str]) -> str:
     found = {item.klass for item in plan.items}
     empty = [name for name in looked if name not in found]
     if "deleted_open" in empty and os.geteuid() != 0:  # only this user's processes could be read
-        empty[empty.index("deleted_open")] = "deleted_open (among this user's processes: other users' need root)"
+        empty[empty.index("deleted_open")] = (
+            "deleted_open (among this user's processes: other users' need root)"
+        )
     return f"Checked, nothing found: {', '.join(empty)}.\n" if empty else ""
 
 

@@ -144,5 +144,5 @@ def test_what_root_could_not_read_or_look_under_is_not_blamed_on_not_being_root(
 
 def test_a_user_without_root_is_told_that_root_looks_under_mount_points() -> None:
     acc = replace(accounting("/", []), hidden=HiddenPart(reason="needs root", mount_points=2))
-    text, data = render(acc)
+    _text, data = render(acc)
     assert data["hidden_under_mounts"]["next_step"] == "run sysmcp as root to look under them"

@@ -67,6 +67,9 @@ def test_deleted_open_found_nothing_says_so_only_of_the_processes_a_user_without
     )
     done = python_as_nobody(probe)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == (  # was "Checked, nothing found: trash, deleted_open." with other users' processes unread
-        "Checked, nothing found: trash, deleted_open (among this user's processes: other users' need root).\n"
+    assert (
+        done.stdout
+        == (  # was "Checked, nothing found: trash, deleted_open." with other users' processes unread
+            "Checked, nothing found: trash, deleted_open (among this user's processes: other users' need root).\n"
+        )
     )
