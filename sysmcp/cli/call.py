@@ -768,10 +768,7 @@ def key_value(pair: str, tool: str | None = None) -> tuple[str, Any]:
             raise ValueError(f"{key}= starts like JSON but is not valid JSON ({exc}): {value!r}") from None
         return key, value
     if not isinstance(parsed, (str, list, dict)) and _takes_text(key, tool):
-        return (
-            key,
-            value,
-        )  # a plan id or a confirmation code of digits only is still the text the tool asked for
+        return key, value  # a plan id or a confirmation code of digits only: still the text it takes
     return key, parsed
 
 
