@@ -53,6 +53,19 @@ def test_every_reason_a_walk_skips_for_and_what_files_read_counts_are_said_in_th
     )
 
 
+def test_the_help_names_every_finding_that_exits_1_and_mb_is_said_to_state_every_size_in_mib() -> None:
+    from sysmcp.cli.call import EXIT_CODES_HELP, exit_status
+    from tests.harness import tool
+
+    failing = {"structuredContent": {"devices": [{"verdict": "failing"}]}}
+    assert exit_status("disk_health", failing) == 1
+    assert "disk_health" in EXIT_CODES_HELP.split("\n  2 ")[0]  # was not named among the 1s
+    text = call("disk_usage", "path=/", "unit=mb").stdout
+    assert re.search(r"[\d,]+ MiB used, [\d,]+ MiB free of [\d,]+ MiB", text), text
+    said = tool("disk_usage").input_schema["properties"]["unit"]["description"]
+    assert "'mb': sizes in whole MiB" in said  # was "'mb': free MiB", while used and total are MiB too
+
+
 def test_the_command_line_prints_no_link_that_dies_with_its_server(tmp_path: Path) -> None:
     (tmp_path / "a").write_text("a")
     done = call("hash_tree", f"path={tmp_path}")

@@ -46,7 +46,8 @@ EXIT_CODES_HELP = """\
 exit status:
   0    success
   1    the tool found a problem: file_sha256 MISMATCH, verify_checksums not all OK,
-       hash_tree with unreadable files (the result is still printed), or a tool error
+       hash_tree with unreadable files (the result is still printed), a disk_health
+       device or array failing, or a tool error
        with hosts=: a host without a result, or a host's result that would exit 1
   2    usage error, refused before any work: unknown tool, a bad, missing, repeated
        or relative argument, a path outside --root, an unknown host, an -o FILE
