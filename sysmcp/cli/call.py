@@ -775,10 +775,7 @@ def key_value(pair: str, tool: str | None = None) -> tuple[str, Any]:
 
 def _takes_text(key: str, tool: str | None) -> bool:
     """Whether ``tool`` takes ``key`` only as text (its schema type is "string")."""
-    from sysmcp.tools import served_tools
-    from sysmcp.tools.registry import Registry
-
-    found = Registry(served_tools(allow_reclaim=True)).get(tool) if tool else None
+    found = _tools(allow_reclaim=True).get(tool) if tool else None
     return found is not None and found.input_schema.get("properties", {}).get(key, {}).get("type") == "string"
 
 
