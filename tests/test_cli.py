@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from sysmcp import __version__
+from sysmcp.cli.call import key_value
 
 SYSMCP = [sys.executable, "-m", "sysmcp"]
 
@@ -65,6 +66,15 @@ def test_a_malformed_key_value_is_a_usage_error_in_one_line() -> None:
     done = run("call", "disk_usage", "pathslash")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == "sysmcp call: expected KEY=VALUE, got 'pathslash'\n"
+
+
+def test_a_code_of_digits_only_stays_the_text_the_tool_takes_while_numbers_stay_numbers() -> None:
+    # reclaim's confirmation code and plan id are hex, so digits only now and then: "call reclaim
+    # again with confirm='4817290356'" must work from the shell too, not fail as "must be a string".
+    assert key_value("confirm=4817290356", "reclaim") == ("confirm", "4817290356")
+    assert key_value("plan_id=123456789012", "reclaim") == ("plan_id", "123456789012")
+    assert key_value("top_n=3", "dir_usage") == ("top_n", 3)
+    assert key_value('items=["a"]', "reclaim") == ("items", ["a"])
 
 
 def test_options_after_the_subcommand_mean_what_they_mean_before_it(tmp_path: Path) -> None:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 from sysmcp.engine.hashing import ALGORITHMS, TreeHash
-from sysmcp.engine.mounts import MountTable
+from sysmcp.engine.mounts import Mount, MountTable
 from sysmcp.engine.procs import DeletedFile, Holder, Scan
 from sysmcp.tools import hash_tree
 from sysmcp.tools.deleted_open_files import render
@@ -32,6 +33,37 @@ def test_hash_tree_counts_the_symlinks_it_leaves_out(tmp_path: Path) -> None:
     result = json.loads(done.stdout)
     assert result["files"] == 1
     assert result["skipped"] == {"symlink": 3}  # was {}: three names silently out of the manifest
+
+
+def test_every_reason_a_walk_skips_for_and_what_files_read_counts_are_said_in_the_output_schemas(
+    tmp_path: Path,
+) -> None:
+    from tests.harness import tool
+
+    (tmp_path / "a").write_bytes(b"x" * 100_000)  # over 64 KiB: head/tail, then whole
+    (tmp_path / "b").write_bytes(b"x" * 100_000)
+    (tmp_path / "link").symlink_to(tmp_path / "a")
+    hashed = json.loads(call("--json", "hash_tree", f"path={tmp_path}").stdout)
+    said = tool("hash_tree").output_schema["properties"]["skipped"]["description"]
+    assert hashed["skipped"] and all(reason in said for reason in hashed["skipped"]), said  # was no symlink
+    found = json.loads(call("--json", "find_duplicates", f"path={tmp_path}").stdout)
+    assert found["files_read"] > found["files_scanned"]  # two sieves opened each file: opens, not files
+    assert (
+        "once per sieve" in tool("find_duplicates").output_schema["properties"]["files_read"]["description"]
+    )
+
+
+def test_the_help_names_every_finding_that_exits_1_and_mb_is_said_to_state_every_size_in_mib() -> None:
+    from sysmcp.cli.call import EXIT_CODES_HELP, exit_status
+    from tests.harness import tool
+
+    failing = {"structuredContent": {"devices": [{"verdict": "failing"}]}}
+    assert exit_status("disk_health", failing) == 1
+    assert "disk_health" in EXIT_CODES_HELP.split("\n  2 ")[0]  # was not named among the 1s
+    text = call("disk_usage", "path=/", "unit=mb").stdout
+    assert re.search(r"[\d,]+ MiB used, [\d,]+ MiB free of [\d,]+ MiB", text), text
+    said = tool("disk_usage").input_schema["properties"]["unit"]["description"]
+    assert "'mb': sizes in whole MiB" in said  # was "'mb': free MiB", while used and total are MiB too
 
 
 def test_the_command_line_prints_no_link_that_dies_with_its_server(tmp_path: Path) -> None:
@@ -57,6 +89,41 @@ def test_one_deleted_file_and_one_process_are_singular() -> None:
     assert "Not counted: 1 deleted file (4.0 KiB) on no filesystem" in text
     text, _ = render(Scan(processes=1), MountTable([]), 5, None, None)
     assert "by the 1 process read" in text
+
+
+def test_one_holder_past_the_five_named_is_one_more_descriptor() -> None:
+    holders = [Holder(pid, "d", None, 3, "w") for pid in range(1, 7)]
+    dev = os.makedev(8, 1)
+    held = DeletedFile("/gone/x.log", dev=dev, ino=1, size=4096, disk=4096, holders=holders)
+    root = MountTable([Mount("/", "/dev/vda", "ext4", dev="8:1")])
+    text, _ = render(Scan(files={(dev, 1): held}, processes=6), root, 5, None, None)
+    assert "and 1 more descriptor\n" in text, text  # was "and 1 more descriptors"
+
+
+def test_one_holder_past_the_three_a_plan_names_is_one_more_holder() -> None:
+    from sysmcp.reclaim import Item
+    from sysmcp.tools.reclaim_plan import path_lines
+
+    holders = tuple({"file": "/gone/x.log", "command": "d", "pid": pid, "fd": 3} for pid in range(1, 5))
+    item = Item(
+        "deleted_open-1", "deleted_open", (), 4096, None, "", "review", "", "truncate", holders=holders
+    )
+    assert path_lines(item, 3, "")[-1] == "… and 1 more holder"  # was "… and 1 more holders"
+
+
+def test_one_improperly_formatted_line_past_those_kept_is_one_more_line_in_the_full_report() -> None:
+    from sysmcp.engine.hashing import Verification
+    from sysmcp.tools.verify_checksums import write_report
+
+    text, _size = write_report(Verification(bad_lines=[1], bad_count=2))
+    assert text == "line 1: improperly formatted\n… and 1 more improperly formatted line\n"  # was "… lines"
+
+
+def test_lists_cut_at_one_name_say_one_name(tmp_path: Path) -> None:
+    manifest = tmp_path / "SHA256SUMS"
+    manifest.write_text("".join(f"{'0' * 64}  gone{n}\n" for n in range(2)))
+    done = call("verify_checksums", f"manifest={manifest}", "max_listed=1")
+    assert "Lists were cut at 1 name; the full report" in done.stdout, done.stdout  # was "1 names"
 
 
 def test_a_partial_hash_tree_that_hashed_nothing_does_not_say_there_was_nothing_to_hash() -> None:

@@ -46,7 +46,8 @@ EXIT_CODES_HELP = """\
 exit status:
   0    success
   1    the tool found a problem: file_sha256 MISMATCH, verify_checksums not all OK,
-       hash_tree with unreadable files (the result is still printed), or a tool error
+       hash_tree with unreadable files (the result is still printed), a disk_health
+       device or array failing, or a tool error
        with hosts=: a host without a result, or a host's result that would exit 1
   2    usage error, refused before any work: unknown tool, a bad, missing, repeated
        or relative argument, a path outside --root, an unknown host, an -o FILE
@@ -754,7 +755,8 @@ def _fleet_args(args: argparse.Namespace) -> list[str]:
 
 
 def key_value(pair: str, tool: str | None = None) -> tuple[str, Any]:
-    """One ``key=value`` argument; a value that parses as JSON (3, true, ["a"]) is taken as JSON, else as text.
+    """One ``key=value`` argument; a value that parses as JSON (3, true, ["a"]) is taken as JSON, else as text,
+    and a key the tool takes only as text keeps a number's digits as text (``confirm=4817290356``).
 
     A malformed pair raises ValueError with the one line to print (a usage error, exit 2); a bare path
     given to a tool that takes one is named as the pair it was meant to be. A value that starts like a
@@ -767,11 +769,20 @@ def key_value(pair: str, tool: str | None = None) -> tuple[str, Any]:
         hint = f" (did you mean {meant}={pair}?)" if meant else ""
         raise ValueError(f"expected KEY=VALUE, got {pair!r}{hint}")
     try:
-        return key, json.loads(value)
+        parsed = json.loads(value)
     except ValueError as exc:
         if value.lstrip()[:1] in ("[", "{"):
             raise ValueError(f"{key}= starts like JSON but is not valid JSON ({exc}): {value!r}") from None
         return key, value
+    if not isinstance(parsed, (str, list, dict)) and _takes_text(key, tool):
+        return key, value  # a plan id or a confirmation code of digits only: still the text it takes
+    return key, parsed
+
+
+def _takes_text(key: str, tool: str | None) -> bool:
+    """Whether ``tool`` takes ``key`` only as text (its schema type is "string")."""
+    found = _tools(allow_reclaim=True).get(tool) if tool else None
+    return found is not None and found.input_schema.get("properties", {}).get(key, {}).get("type") == "string"
 
 
 def _meant_key(value: str, tool: str | None) -> str | None:

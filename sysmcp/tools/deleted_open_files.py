@@ -212,7 +212,7 @@ def render(
         for item, mount in listed:
             holders = ", ".join(_holder_text(h) for h in item.holders[:MAX_HOLDERS])
             if len(item.holders) > MAX_HOLDERS:
-                holders += f" and {len(item.holders) - MAX_HOLDERS} more descriptors"
+                holders += f" and {plural(len(item.holders) - MAX_HOLDERS, 'more descriptor')}"
             size = human_bytes(item.disk)
             if abs(item.size - item.disk) > 65536 and item.size > 2 * item.disk:
                 size += f" (size {human_bytes(item.size)}, sparse)"

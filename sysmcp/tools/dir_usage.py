@@ -249,11 +249,11 @@ def answer(
     shown_files = files[:top_n] if lists_files else []
     shown_dirs = directories[:top_n] if lists_directories else []
     extensions: Opt[list[Extension]] = ABSENT
+    every_extension = [
+        Extension(display(os.fsencode(ext)), n, disk, apparent) for ext, n, apparent, disk in usage.extensions
+    ]
     if show in _LISTS_EXTENSIONS:
-        extensions = [
-            Extension(display(os.fsencode(ext)), n, disk, apparent)
-            for ext, n, apparent, disk in usage.extensions[:top_n]
-        ]
+        extensions = every_extension[:top_n]
     totals = usage.totals
     assert totals is not None
     found = DirUsage(
@@ -284,7 +284,8 @@ def answer(
         modified_until=_cutoff(now, before),
     )
     cut = len(files) > len(shown_files) or len(directories) > len(shown_dirs)
-    full = _full_listing(found, args, files, directories) if cut else None
+    cut = cut or (isinstance(extensions, list) and len(every_extension) > len(extensions))
+    full = _full_listing(found, args, files, directories, every_extension) if cut else None
     return found, render(found, usage, args, now), full
 
 
@@ -394,7 +395,11 @@ def _cutoff(now: float, seconds: float | None) -> Opt[str]:
 
 
 def _full_listing(
-    found: DirUsage, args: dict[str, Any], files: list[LargeFile], directories: list[LargeDirectory]
+    found: DirUsage,
+    args: dict[str, Any],
+    files: list[LargeFile],
+    directories: list[LargeDirectory],
+    extensions: list[Extension],
 ) -> str:
     """The tab-separated listing kept as a resource when the text cut a list."""
     out = [f"# dir_usage {found.path} (sort_by={found.sort_by}, max_depth={args['max_depth']})"]
@@ -414,15 +419,22 @@ def _full_listing(
             "modified",
             [(r, r.modified or "", printable(r.path)) for r in files],
         )
+    if extensions:
+        out += _tsv(
+            f"extensions ({len(extensions):,})",
+            "files",
+            [(r, r.files, printable(r.extension)) for r in extensions],
+            "extension",
+        )
     return "\n".join(out) + "\n"
 
 
-def _tsv(title: str, third: str, rows: Sequence[tuple[Listed, object, str]]) -> list[str]:
+def _tsv(title: str, third: str, rows: Sequence[tuple[Listed, object, str]], last: str = "path") -> list[str]:
     """One table of the full listing: a '# title' line, the tab-separated header, then a line per row
-    (its sizes, the ``third`` column's value, its path as shown)."""
+    (its sizes, the ``third`` column's value, its path as shown, or what ``last`` names)."""
     return [
         f"# {title}",
-        f"disk_bytes\tapparent_bytes\t{third}\tpath",
+        f"disk_bytes\tapparent_bytes\t{third}\t{last}",
         *(f"{r.disk_bytes}\t{r.apparent_bytes}\t{value}\t{path}" for r, value, path in rows),
     ]
 
@@ -491,7 +503,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     if full is not None:  # not kept: bounded by the list sizes, only absurdly long names could get there
         name, description = listing_name("dir_usage", shown, ".tsv"), f"Full dir_usage listing of {shown}"
         link = ctx.keep(name, full, description=description, mime_type="text/tab-separated-values")
-        kept = f"Longer lists (up to {FULL_DIRECTORIES:,} directories, {FULL_FILES:,} files): {{}}"
+        every = ", every extension" if isinstance(found.extensions, list) else ""
+        kept = f"Longer lists (up to {FULL_DIRECTORIES:,} directories, {FULL_FILES:,} files{every}): {{}}"
         text, links = with_link(text, link, kept, "Longer lists: not kept, {}")
     return ToolOutput(text, to_json(found), links=links, result=found)
 

@@ -270,6 +270,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     5, what only the engine's snapshot reading has: ``roots`` decides which snapshot it may name)."""
     from sysmcp.tools.dir_usage import iso_utc
     from sysmcp.tools.disk_pools import as_snapshots, cow_lines
+    from sysmcp.tools.errors import unreadable_reason
 
     if acc.cow is not None:  # part 5 from the snapshot reading: the remainder counts it
         acc = replace(acc, snapshots=as_snapshots(acc.cow, roots))
@@ -337,7 +338,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         )
         text += f" and {more} more" if more else ""
         if deleted.unreadable:
-            text += f" ({plural(deleted.unreadable, 'process', 'processes')} could not be read: not root)"
+            text += f" ({plural(deleted.unreadable, 'process', 'processes')} could not be read: {unreadable_reason()})"
         if deleted.vanished:
             text += f" ({plural(deleted.vanished, 'process', 'processes')} ended while being read)"
         lines.append(f"2. Deleted but still open: {text}. Next: {del_step}.")
@@ -346,7 +347,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     if hidden.checked:
         found = f"{human_bytes(hidden.disk)} under {points}" + (f": {named}" if named else "")
     else:
-        hid_step = "run sysmcp as root to look under them"
+        hid_step = "run sysmcp as root to look under them" if hidden.reason == "needs root" else ""
         found = f"not checked ({hidden.reason}) at {points}"
     lines.append(f"3. Hidden under mount points: {found}" + (f". Next: {hid_step}." if hid_step else "."))
     unread = [printable(p) for p in walked.unreadable_named[:NAMED]]

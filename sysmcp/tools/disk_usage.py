@@ -386,7 +386,7 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
             "minLength": 1,
         },
         "unit": js.string(
-            "How the text states usage ('mb': free MiB).",
+            "How the text states usage ('mb': sizes in whole MiB).",
             enum=["percent", "mb", "human", "bytes"],
             default="percent",
         ),

@@ -56,7 +56,7 @@ class Duplicates:
     stopped_reason: str | None = prop()
     elapsed_s: float = prop()
     files_scanned: int = prop("Regular files at least min_size.")
-    files_read: int = prop("Files opened for a head/tail or full hash.")
+    files_read: int = prop("Opens for a head/tail or full hash: a file once per sieve it reaches.")
     bytes_read: int = prop()
     groups_found: int = prop()
     duplicate_files: int = prop("Extra copies: files minus groups.")

@@ -95,8 +95,8 @@ class HashTree:
         "sysmcp:// resource holding the whole manifest, exactly as it would be saved."
     )
     skipped: dict[str, int] = prop(
-        "Entries left out of the walk by reason: excluded, special_file, other_filesystem, "
-        "pseudo_filesystem, unreadable (directories), vanished."
+        "Entries left out of the walk by reason: excluded, symlink (never followed), special_file, "
+        "other_filesystem, pseudo_filesystem, unreadable (directories), vanished."
     )
     unreadable_count: int = prop("Files that could not be hashed.")
     unreadable: list[PathError] = prop(

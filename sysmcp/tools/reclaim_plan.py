@@ -202,7 +202,7 @@ def path_lines(item: Item, shown: int, indent: str) -> list[str]:
                 f"{indent}deleted file {name}, held by pid {holder['pid']} ({command}) on fd {holder['fd']}"
             )
         if len(item.holders) > HOLDERS_SHOWN:
-            lines.append(f"{indent}{and_more(len(item.holders) - HOLDERS_SHOWN)} holders")
+            lines.append(f"{indent}… and {plural(len(item.holders) - HOLDERS_SHOWN, 'more holder')}")
         return lines + [f"{indent}through {_file(entry)}" for entry in item.entries[:shown]]
     lines = [indent + _file(entry) for entry in item.entries[:shown]]
     if len(item.entries) > shown:
@@ -308,6 +308,10 @@ def checked_words(plan: Plan, looked: list[str]) -> str:
     """The classes looked for with nothing found, so that "none" never reads as "not checked"."""
     found = {item.klass for item in plan.items}
     empty = [name for name in looked if name not in found]
+    if "deleted_open" in empty and os.geteuid() != 0:  # only this user's processes could be read
+        empty[empty.index("deleted_open")] = (
+            "deleted_open (among this user's processes: other users' need root)"
+        )
     return f"Checked, nothing found: {', '.join(empty)}.\n" if empty else ""
 
 

@@ -312,7 +312,7 @@ def render(
     if answer.walk_skipped:
         lines.append("walk skipped: " + skipped_phrase(answer.walk_skipped))
     if answer.truncated:
-        cut = f"Lists were cut at {limit:,} names; the full report"
+        cut = f"Lists were cut at {plural(limit, 'name')}; the full report"
         lines.append(
             f"{cut} is at {answer.report_uri} (resources/read)."
             if not_kept is None
@@ -408,7 +408,7 @@ def write_report(result: Verification, most: int | None = None) -> Report:
         add(f"line {n}: improperly formatted")
     unlisted = result.bad_count - len(result.bad_lines)
     if unlisted:
-        add(f"{and_more(unlisted)} improperly formatted lines")
+        add(f"… and {plural(unlisted, 'more improperly formatted line')}")
     for name in result.new or ():
         add(f"{printable(name)}: NEW (not in the manifest)")
     return (None if out is None else out.getvalue()), size

@@ -456,8 +456,11 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
             f"LOWER BOUND: files modified {window(since_raw)}: {count:,}, {human_bytes(disk)} on disk (growth from files "
             "that were only deleted or changed in place is not seen this way)."
         )
-        for rel, size in files[:top_n]:
+        listed = files[:top_n]
+        for rel, size in listed:
             lines.append(f"  {human_bytes(size):>10}  {printable(named(os.fsencode(rel)))}")
+        if count > len(listed):
+            lines.append(f"  {more_not_shown(count - len(listed), 'file')}")
         lower = LowerBoundFiles(count, disk, since_raw)
     growth: FilesystemGrowth | None = None
     if found.growth is not None:

@@ -184,6 +184,19 @@ def test_extensions_count_only_matching_files_and_are_bounded(tmp_path: Path, pr
     assert result["largest_files"] and result["largest_directories"]  # 'all' keeps the other lists
 
 
+def test_extensions_cut_from_the_text_are_all_in_the_full_listing(tmp_path: Path) -> None:
+    for n in range(4):
+        (tmp_path / f"f.e{n}").write_bytes(b"x" * (n + 1) * 5000)
+    args = validate_arguments(INPUT_SCHEMA, {"path": str(tmp_path), "show": "extensions", "top_n": 1})
+    now = time.time()
+    usage = scan_usage(request_for(args, time_window(args, now), os.fsencode(tmp_path), WalkOptions()))
+    _found, text, full = answer(str(tmp_path), usage, args, now)
+    assert "… and 3 more extensions not shown" in text
+    assert full is not None  # was None: the three extensions cut were nowhere to be seen
+    rows = full.split("# extensions (4)\n", 1)[1].splitlines()[1:]  # after its header line
+    assert [row.split("\t")[3] for row in rows] == [".e3", ".e2", ".e1", ".e0"], full
+
+
 def test_durations_and_extensions_read_as_documented() -> None:
     assert [parse_duration(v, "x") for v in ("90s", "45m", "6h", "7d", "2w", "3600", " 1.5h ")] == [
         90,

@@ -5,6 +5,7 @@ names is in the list, the counts agree, no advice to unmount what the system run
 from __future__ import annotations
 
 import textwrap
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from sysmcp.engine.space._held import Overhead
 from sysmcp.engine.space._hidden import Hidden
 from sysmcp.engine.space._space import DeletedPart, HiddenPart, WalkPart
 from sysmcp.tools import disk_explain
+from sysmcp.tools.errors import unreadable_reason
 from sysmcp.tools.typed import to_json
 from tests.loopfs import in_private_namespace, needs_loop_mounts
 
@@ -123,3 +125,24 @@ def test_files_under_an_ordinary_mount_point_may_be_freed_by_unmounting_it() -> 
     step = data["hidden_under_mounts"]["next_step"]
     assert step.startswith("unmount /srv/data and move the files out, or look beneath without unmounting")
     assert "never unmount" not in text
+
+
+def test_what_root_could_not_read_or_look_under_is_not_blamed_on_not_being_root() -> None:
+    # Root in a container without CAP_SYS_ADMIN cannot make the private view, and a sandbox can refuse
+    # root other processes' descriptors: "run sysmcp as root" and "not root" were wrong there.
+    acc = accounting("/", [])
+    acc = replace(
+        acc,
+        deleted=DeletedPart(unreadable=3),
+        hidden=HiddenPart(reason="unshare(CLONE_NEWNS): Operation not permitted", mount_points=2),
+    )
+    text, data = render(acc)
+    assert f"(3 processes could not be read: {unreadable_reason()})" in text, text
+    assert "not root" not in text and "as root" not in data["hidden_under_mounts"]["next_step"]
+    assert "not checked (unshare(CLONE_NEWNS): Operation not permitted) at 2 mount points." in text
+
+
+def test_a_user_without_root_is_told_that_root_looks_under_mount_points() -> None:
+    acc = replace(accounting("/", []), hidden=HiddenPart(reason="needs root", mount_points=2))
+    _text, data = render(acc)
+    assert data["hidden_under_mounts"]["next_step"] == "run sysmcp as root to look under them"

@@ -65,3 +65,26 @@ async def test_client_roots_disjoint_from_the_operators_allow_no_plan_and_say_no
     ctx.paths.narrow([real_root(tmp_path / "b")])  # the intersection is empty: nothing is in scope
     with pytest.raises(ToolError, match="Allowed roots: none"):
         await call_tool("reclaim_plan", ctx)
+
+
+def test_deleted_open_found_nothing_says_so_only_of_the_processes_a_user_without_root_could_read() -> None:
+    import os
+    import shutil
+
+    from tests.harness import python_as_nobody
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("a second user needs root and setpriv")
+    probe = (
+        "from sysmcp.reclaim import Plan\n"
+        "from sysmcp.tools.reclaim_plan import checked_words\n"
+        "print(checked_words(Plan('x', 0.0, (b'/',), ()), ['trash', 'deleted_open']), end='')\n"
+    )
+    done = python_as_nobody(probe)
+    assert done.returncode == 0, done.stderr
+    assert (
+        done.stdout
+        == (  # was "Checked, nothing found: trash, deleted_open." with other users' processes unread
+            "Checked, nothing found: trash, deleted_open (among this user's processes: other users' need root).\n"
+        )
+    )

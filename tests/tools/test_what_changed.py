@@ -85,6 +85,16 @@ def du_all(root: Path) -> dict[bytes, int]:
     return {(b"" if p == base else os.path.relpath(p, base)): s for p, s in sizes.items()}
 
 
+async def test_a_lower_bound_listing_fewer_files_than_it_counts_says_how_many_are_not_shown(
+    tmp_path: Path, clock: Clock
+) -> None:
+    for n in range(4):
+        write(tmp_path / "tree" / f"f{n}", 4096)
+    first = await call(path=str(tmp_path / "tree"), since="24h", top_n=3)
+    assert first.structured["lower_bound"]["files"] == 4
+    assert "\n  … and 1 more file not shown" in first.text, first.text
+
+
 async def test_the_first_call_says_there_is_no_baseline_records_one_and_gives_a_lower_bound(
     tmp_path: Path, clock: Clock
 ) -> None:
