@@ -155,7 +155,9 @@ async def test_an_answer_the_fan_out_cannot_read_is_that_hosts_failure_and_the_o
     assert odd.reason.startswith("sysmcp could not read its answer (TypeError: ") and "\n" not in odd.reason
 
 
-async def test_a_progress_number_past_a_float_is_read_as_none_and_the_gateway_lives_on(tmp_path: Path) -> None:
+async def test_a_progress_number_past_a_float_is_read_as_none_and_the_gateway_lives_on(
+    tmp_path: Path,
+) -> None:
     """A number valid in JSON but past any float (10**400), in the remote's progress for a one-host
     call: the reader that parses it serves every host's session."""
     heard: list[float | None] = []
