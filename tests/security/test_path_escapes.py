@@ -191,10 +191,11 @@ def test_only_local_file_uris_become_client_roots(tree: Path) -> None:
             "https://example.com/",
             "file:relative",
             42,
+            "file:///\ud800",  # a lone surrogate: no file name holds one
         ]
     )
     assert roots == [tree / "root space", tree / "root"]
-    assert len(unusable) == 4
+    assert len(unusable) == 5
 
 
 def test_client_roots_are_resolved_so_a_symlinked_root_cannot_widen(tree: Path) -> None:

@@ -153,6 +153,10 @@ def _file_uri_path(uri: object) -> str | None:
     path = unquote(parts.path)
     if not path.startswith("/") or "\x00" in path:
         return None
+    try:
+        os.fsencode(path)  # a lone surrogate ("\ud800") cannot name a file
+    except UnicodeEncodeError:
+        return None
     return path
 
 
