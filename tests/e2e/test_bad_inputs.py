@@ -121,3 +121,48 @@ async def test_a_directory_the_server_may_not_search_is_refused_naming_where_acc
                 f"(no search permission on {locked})",
             )
         assert "Traceback" not in await still_serving(wire)
+
+
+LAUNCH = [
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        },
+    },
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "dir_usage", "arguments": {"path": "/nonexistent"}},
+    },
+]
+
+
+@pytest.mark.parametrize("closed", [0, 1, 2], ids=["stdin", "stdout", "stderr"])
+def test_a_standard_descriptor_closed_by_the_launcher_puts_nothing_but_replies_on_the_wire(
+    closed: int,
+) -> None:
+    import json
+    import os
+    import subprocess
+
+    done = subprocess.run(
+        [*SERVER, "--log-level", "debug"],  # log lines aplenty: none may reach stdout
+        input=b"".join(json.dumps(message).encode() + b"\n" for message in LAUNCH),
+        capture_output=True,
+        timeout=60,
+        preexec_fn=lambda: os.close(closed),
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert b"Traceback" not in done.stderr
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    if closed == 1:
+        assert replies == []
+    else:  # a closed stdin is an empty input: the server ends without a word
+        assert [reply["id"] for reply in replies] == ([] if closed == 0 else [1, 2]), replies
