@@ -4,12 +4,15 @@ a tool's argument, a JSON-RPC error for a protocol fault), never -32603, and the
 The values here are the ones JSON allows but the system cannot take: a lone surrogate (``"\\ud800"``,
 which no file name can hold), a NUL byte, numbers too big for a float; and a directory the server may
 not search, which root never meets but a user's server does (root without its DAC capabilities stands
-in for that user here).
+in for that user here); and a launcher that closed stdin, stdout or stderr.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,8 +23,6 @@ from tests.security.test_client_roots import spawn_roots
 from tests.wire import SERVER, Wire, read_stderr, result_text, spawn
 
 pytestmark = pytest.mark.anyio
-
-INTERNAL_ERROR = -32603
 
 
 async def still_serving(wire: Wire) -> str:
@@ -95,8 +96,6 @@ async def test_a_client_root_no_file_can_have_is_ignored_and_the_server_keeps_se
 async def test_a_directory_the_server_may_not_search_is_refused_naming_where_access_stops(
     tmp_path: Path,
 ) -> None:
-    import os
-
     if os.geteuid() != 0:
         pytest.skip("needs root to drop its DAC capabilities (a user's server meets this as itself)")
     locked = tmp_path / "locked"
@@ -148,10 +147,6 @@ LAUNCH = [
 def test_a_standard_descriptor_closed_by_the_launcher_puts_nothing_but_replies_on_the_wire(
     closed: int,
 ) -> None:
-    import json
-    import os
-    import subprocess
-
     done = subprocess.run(
         [*SERVER, "--log-level", "debug"],  # log lines aplenty: none may reach stdout
         input=b"".join(json.dumps(message).encode() + b"\n" for message in LAUNCH),
@@ -161,8 +156,6 @@ def test_a_standard_descriptor_closed_by_the_launcher_puts_nothing_but_replies_o
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert b"Traceback" not in done.stderr
-    replies = [json.loads(line) for line in done.stdout.splitlines()]
-    if closed == 1:
-        assert replies == []
-    else:  # a closed stdin is an empty input: the server ends without a word
-        assert [reply["id"] for reply in replies] == ([] if closed == 0 else [1, 2]), replies
+    # Every line a JSON-RPC reply (a log line has no id); a closed stdin is an empty input, so no word.
+    replies = [json.loads(line)["id"] for line in done.stdout.splitlines()]
+    assert replies == {0: [], 1: [], 2: [1, 2]}[closed], done.stdout[:2000]
