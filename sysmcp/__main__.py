@@ -5,6 +5,7 @@ imports, the stdio wire) is loaded on a system where it is not meant to run.
 """
 
 import gc
+import os
 import sys
 
 from sysmcp import platform
@@ -15,12 +16,30 @@ def main() -> int:
     # collector would walk them over and over while they are made, for nothing. Off until cli.main
     # knows what it runs: a server freezes them (gc.freeze) and turns it back on before serving.
     gc.disable()
+    _hold_closed_standard_descriptors()
     if platform.is_native_windows():
         sys.stderr.write(f"sysmcp: {platform.WSL_HINT}\n")
         return 2
     from sysmcp.cli import main as cli_main
 
     return cli_main()
+
+
+def _hold_closed_standard_descriptors() -> None:
+    """Put /dev/null on a standard descriptor the launcher closed (``2>&-``), before anything else opens.
+
+    Why: a file opened later takes the lowest free number, so with stderr closed the wire's copy of
+    stdout became fd 2 and every log line went out on the wire; with stdin closed the server read
+    from whatever took fd 0. Held by /dev/null, a closed stdin is an empty input (the server ends at
+    once), a closed stdout or stderr a sink.
+    """
+    for fd, name in enumerate(("stdin", "stdout", "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)  # the lowest free number: fd
+            stream = open(fd, "r" if fd == 0 else "w", closefd=False)  # noqa: SIM115 - lives as long as the process
+            setattr(sys, name, stream)  # Python made it None at start
 
 
 if __name__ == "__main__":

@@ -27,5 +27,8 @@ def parse_size(text: str) -> int:
         raise ValueError(f"not a size: {text!r}")
     number, unit = found[1], found[2].lower()
     if "." in number:
-        return int(float(number) * _BINARY[unit])
+        try:
+            return int(float(number) * _BINARY[unit])
+        except OverflowError:  # hundreds of digits: the float is infinite
+            raise ValueError(f"not a size: {text!r}") from None
     return int(number) * _BINARY[unit]

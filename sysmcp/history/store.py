@@ -401,6 +401,9 @@ class Store:
             else:
                 _warn_once("history read failed", str(exc))
             return default
+        # A key with a lone surrogate ("\ud800"): SQLite cannot hold one, so no row has it.
+        except UnicodeEncodeError:
+            return default
         except OSError as exc:
             if isinstance(exc, Unsafe):
                 self._off(exc)

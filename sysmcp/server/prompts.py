@@ -300,7 +300,7 @@ def complete_path(value: str, kind: PathKind, policy: PathPolicy) -> tuple[list[
                 candidate = _offer(directory / entry.name, entry, kind, policy, roots)
                 if candidate is not None:
                     matches.append(candidate)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL or a lone surrogate, which no file name holds
         return [], 0
     matches.sort()
     return matches[:MAX_COMPLETIONS], len(matches)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from sysmcp.engine.paths import echo
 from sysmcp.engine.units import parse_size
 from sysmcp.protocol.failures import ArgumentError
 from sysmcp.render import plural
@@ -119,7 +120,8 @@ def _check(schema: dict[str, Any], value: Any, where: str, problems: list[str]) 
         value = digest
     if "enum" in schema and value not in schema["enum"]:
         choices = ", ".join(repr(choice) for choice in schema["enum"])
-        problems.append(f"{where} must be one of {choices}, got {value!r}")
+        got = echo(value) if isinstance(value, str) else repr(value)
+        problems.append(f"{where} must be one of {choices}, got {got}")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if "minimum" in schema and value < schema["minimum"]:
             problems.append(f"{where} must be >= {schema['minimum']}, got {value}")
@@ -162,7 +164,7 @@ def _is_type(value: Any, name: str) -> bool:
 
 
 def _join(where: str, name: str) -> str:
-    return f"{where}.{name}" if where else repr(name)
+    return f"{where}.{name}" if where else echo(name)
 
 
 def _article(name: str) -> str:

@@ -160,7 +160,8 @@ def parse_duration(value: Any, name: str) -> float:
     """Seconds in '90s', '45m', '6h', '7d', '2w', '3600' or 3600; ``ArgumentError`` naming ``name``."""
     seconds: float | None = None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
+        # An integer such as 10**400 has no float: held at 1e300, out of range all the same.
+        seconds = float(value) if abs(value) < 1e300 else 1e300 if value > 0 else -1e300
     elif isinstance(value, str) and (found := _DURATION.fullmatch(value.lower())):
         seconds = float(found.group(1)) * _DURATION_UNITS[found.group(2)]
     if seconds is None or not math.isfinite(seconds):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -70,11 +71,17 @@ def walk_options(args: dict[str, Any]) -> WalkOptions:
 
 
 def require_directory(path: Path, shown: str, argument: str | None = None) -> None:
-    """Refuse, with text a model can act on, a path that is missing or not a directory."""
-    if path.is_dir():
-        return
-    if not path.exists():
-        raise ToolError(f"No such directory: {shown}")
+    """Refuse, with text a model can act on, a path that is missing, not a directory, or not ours to
+    look at (a server run by a user meets directories it may not search: said, with where access stops)."""
+    try:
+        if stat.S_ISDIR(path.stat().st_mode):
+            return
+    except (FileNotFoundError, NotADirectoryError):
+        raise ToolError(f"No such directory: {shown}") from None
+    except PermissionError:
+        raise ToolError(f"Permission denied: {shown}{denied_by(path)}") from None
+    except OSError as exc:  # a symlink loop, a dead mount's EIO
+        raise ToolError(f"Cannot look at {shown}: {exc.strerror or exc}") from None
     raise ToolError(f"{argument} is not a directory: {shown}" if argument else f"Not a directory: {shown}")
 
 

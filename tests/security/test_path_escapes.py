@@ -191,10 +191,11 @@ def test_only_local_file_uris_become_client_roots(tree: Path) -> None:
             "https://example.com/",
             "file:relative",
             42,
+            "file:///\ud800",  # a lone surrogate: no file name holds one
         ]
     )
     assert roots == [tree / "root space", tree / "root"]
-    assert len(unusable) == 4
+    assert len(unusable) == 5
 
 
 def test_a_file_uri_names_its_directory_byte_for_byte_and_its_host_in_any_case(tree: Path) -> None:

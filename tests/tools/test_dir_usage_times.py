@@ -227,6 +227,8 @@ def test_durations_and_extensions_read_as_documented() -> None:
         ({"modified_before": "-5"}, "'modified_before' must be a duration"),
         ({"modified_before": 0}, "'modified_before' must be more than 0"),
         ({"modified_within": "1000000w"}, "at most 200 years"),
+        ({"modified_within": 10**400}, "at most 200 years"),  # an integer no float can hold
+        ({"modified_before": -(10**400)}, "'modified_before' must be more than 0"),
         ({"modified_within": "1d", "modified_before": "7d"}, "'modified_before' must be shorter than"),
         ({"modified_within": True}, "'modified_within' must be a string or a number"),
         ({"show": "types"}, "'show' must be one of"),

@@ -46,7 +46,7 @@ def test_sizes_take_binary_units_as_du_and_find(text: str, size: int) -> None:
     assert parse_size(text) == size
 
 
-@pytest.mark.parametrize("text", ["", "M", "1.2.3", "4q", "-1", "1MB", "4KB", "1iB", "1e3"])
+@pytest.mark.parametrize("text", ["", "M", "1.2.3", "4q", "-1", "1MB", "4KB", "1iB", "1e3", "9" * 320 + ".5"])
 def test_what_is_not_a_size_is_refused(text: str) -> None:
     with pytest.raises(ValueError):
         parse_size(text)
@@ -59,6 +59,16 @@ def test_min_size_takes_units_and_integers_and_keeps_its_minimum() -> None:
     assert "must be >= 1" in refusal("find_duplicates", path="/", min_size="0k")
     message = refusal("dir_usage", path="/", min_size="lots")
     assert "'min_size' must be a size such as 4096, '4k', '100M' or '1.5G'" in message
+
+
+def test_a_refusal_quotes_a_long_value_or_name_only_in_part() -> None:
+    # A model reads the refusal: a megabyte it sent is not sent back (the answer budget is 40,000 characters).
+    for arguments, rule in (
+        ({"algorithm": "x" * 1_000_000}, "'blake3', got 'xxx"),
+        ({"y" * 1_000_000: 1}, "is not a known argument (known: algorithm, baseline"),
+    ):
+        message = refusal("hash_tree", path="/", **arguments)
+        assert rule in message and len(message) < 1000, message[:300]
 
 
 def test_exclude_takes_one_pattern_as_a_string(tmp_path: Path) -> None:

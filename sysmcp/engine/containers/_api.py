@@ -74,7 +74,7 @@ class Api(http.client.HTTPConnection):
                 f"The engine socket {self.path} did not answer GET {url} within {self.timeout:g} s",
                 reason="engine_silent",
             ) from None
-        except (OSError, http.client.HTTPException) as exc:
+        except (OSError, ValueError, http.client.HTTPException) as exc:  # ValueError: an unencodable path
             self.close()
             raise Unavailable(
                 f"The engine socket {self.path} failed on GET {url}: {exc}", reason="engine_fault"

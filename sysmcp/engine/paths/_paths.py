@@ -160,6 +160,10 @@ def _file_uri_path(uri: object) -> str | None:
     path = os.fsdecode(unquote_to_bytes(parts.path))  # %FF is the byte 0xFF of a name, not U+FFFD
     if not path.startswith("/") or "\x00" in path:
         return None
+    try:
+        os.fsencode(path)  # a lone surrogate ("\ud800") cannot name a file
+    except UnicodeEncodeError:
+        return None
     return path
 
 
