@@ -6,6 +6,7 @@ no traceback and no progress (the work never started); a partial result has a st
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -223,3 +224,16 @@ def test_a_fleet_host_file_that_cannot_be_written_is_named_with_how_many_were_wr
     assert out == ""
     assert err == f"sysmcp call: -o {tmp_path}: web2.json: Is a directory (1 of 3 host results written)\n"
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["web1.json"]
+
+
+def test_two_fleet_hosts_whose_names_make_one_file_name_each_keep_their_own_file(tmp_path: Path) -> None:
+    import anyio
+
+    from sysmcp.cli.call import _per_host
+
+    names = (".web", "web", "a/b", "a_b", "c")
+    hosts: list[dict[str, Any]] = [{"host": name, "status": "ok", "result": {"said": name}} for name in names]
+    no_links: Any = None  # hosts with no links: nothing is read through a session
+    files = anyio.run(_per_host, no_links, {"structuredContent": {"hosts": hosts}})
+    assert sorted(files) == ["a_b-2.json", "a_b.json", "c.json", "web-2.json", "web.json"]
+    assert sorted(json.loads(text)["said"] for text in files.values()) == sorted(names)

@@ -228,3 +228,25 @@ def test_a_script_of_one_item_says_one_item_in_its_header(tmp_path: Path) -> Non
     assert len(plan.items) == 1
     header = render_script(plan).splitlines()[1]
     assert ": 1 item, " in header, header  # was "1 items"
+
+
+def test_a_cut_process_list_says_what_it_cut_and_how_to_see_more() -> None:
+    from sysmcp.tools.disk_io import DiskIO, Process, render
+
+    reader = Process(7, "cat", "root", 4096, 4096.0)
+    answer = DiskIO(1.0, [], [], [], 0, [reader], 1, 9, 0, True)
+    assert "  … and 1 more process not shown (a larger top_n, up to 50, lists them)\n" in render(answer)
+    full = DiskIO(1.0, [], [], [], 0, [reader] * 50, 3, 60, 0, True)
+    assert "  … and 3 more processes not shown\n" in render(full)  # top_n is at its most
+
+
+def test_a_cut_plan_says_how_many_items_and_where_every_item_is(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from sysmcp.tools.reclaim_plan import ITEMS_SHOWN, render
+    from tests.reclaim.test_reclaim import plan_of
+
+    plan = plan_of(tmp_path, [b"a.1"])
+    items = tuple(replace(plan.items[0], id=f"rotated_log-{n}") for n in range(ITEMS_SHOWN + 2))
+    text = render(replace(plan, items=items), "")
+    assert "  … and 2 more items not shown (every item is in the structured result and in the script)" in text

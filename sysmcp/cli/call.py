@@ -473,7 +473,7 @@ async def _converse(
 async def _per_host(session: ClientSession, result: dict[str, Any]) -> dict[str, str]:
     """Each answering host's full result (``-o DIR`` with ``hosts``): the texts behind its own links
     (read through the gateway while the server lives), else its structured answer. File name → text."""
-    from sysmcp.fleet.per_host import file_name, host_links, structured_text
+    from sysmcp.fleet.per_host import file_name, free_name, host_links, structured_text
 
     files: dict[str, str] = {}
     data = result.get("structuredContent")
@@ -490,9 +490,9 @@ async def _per_host(session: ClientSession, result: dict[str, Any]) -> dict[str,
         for uri in uris:
             text = await _read_text(session, uri)
             if text is not None:
-                files[file_name(host, uri)] = text
+                files[free_name(files, file_name(host, uri))] = text
         if not uris:
-            files[file_name(host, None)] = structured_text(entry)
+            files[free_name(files, file_name(host, None))] = structured_text(entry)
     return files
 
 

@@ -266,11 +266,11 @@ def expand(pattern: str, number: int = 0, source: str = "inventory") -> list[str
     start, end = parts[0], parts[1]
     step = 1
     if len(parts) == 3:
-        if not parts[2].isdecimal() or int(parts[2]) < 1:
+        if not _small_number(parts[2]) or int(parts[2]) < 1:
             raise InventoryError(number, f"a range's step must be a positive integer: {parts[2]!r}", source)
         step = int(parts[2])
     width: int | None = None  # letters; for numbers, the leading zeros' width
-    if start.isdecimal() and end.isdecimal():
+    if _small_number(start) and _small_number(end):
         first, last, width = int(start), int(end), len(start) if start.startswith("0") else 0
     elif len(start) == len(end) == 1 and start in string.ascii_letters and end in string.ascii_letters:
         first, last = ord(start), ord(end)
@@ -285,6 +285,12 @@ def expand(pattern: str, number: int = 0, source: str = "inventory") -> list[str
     if len(values) * len(rest) > MAX_RANGE:
         raise InventoryError(number, f"{pattern!r} expands to over {MAX_RANGE:,} hosts", source)
     return [head + value + more for value in values for more in rest]
+
+
+def _small_number(text: str) -> bool:
+    """Decimal digits ``int()`` reads without refusing (past 4,300 it raises a ValueError of its own):
+    at most 100, far past any port or range an inventory means."""
+    return text.isdecimal() and len(text) <= 100
 
 
 def _build(parsed: _RawInventory, source: str) -> Inventory:
@@ -396,7 +402,7 @@ def _ssh_args(
         elif flag == "-i":
             options.append(_key_file(inline))
         elif flag == "-p":
-            if not inline.isdecimal() or not 0 < int(inline) < 65536:
+            if not _small_number(inline) or not 0 < int(inline) < 65536:
                 raise InventoryError(number, f"{key}: -p needs a port number, got {inline!r}", source)
             port = int(inline)
         else:
@@ -431,7 +437,7 @@ def _host(name: str, variables: dict[str, tuple[str, int]], source: str) -> Host
 
     port: int | None = None
     if (raw_port := variables.get("ansible_port")) is not None:
-        if not raw_port[0].isdecimal() or not 0 < int(raw_port[0]) < 65536:
+        if not _small_number(raw_port[0]) or not 0 < int(raw_port[0]) < 65536:
             raise InventoryError(
                 raw_port[1], f"ansible_port must be a port number, got {raw_port[0]!r}", source
             )

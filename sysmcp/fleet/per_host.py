@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Container
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -49,9 +50,19 @@ def file_name(host: str, uri: str | None) -> str:
     return f"{safe}.{_UNSAFE.sub('_', ext) or 'txt'}"
 
 
+def free_name(taken: Container[str], name: str) -> str:
+    """``name``, or ``<stem>-2.<ext>``, ``-3`` … when a host before took it: two hosts whose names differ
+    only in what files cannot hold (``.web`` and ``web``, ``a/b`` and ``a_b``) each keep their own file."""
+    stem, dot, ext = name.rpartition(".") if "." in name else (name, "", "")
+    candidate, number = name, 2
+    while candidate in taken:
+        candidate, number = f"{stem}-{number}{dot}{ext}", number + 1
+    return candidate
+
+
 def structured_text(entry: dict[str, Any]) -> str:
     """A host's answer as a file when no link holds more: its structured result."""
     return json.dumps(entry.get("result", {}), indent=2, ensure_ascii=False) + "\n"
 
 
-__all__ = ["file_name", "host_links", "structured_text"]
+__all__ = ["file_name", "free_name", "host_links", "structured_text"]

@@ -190,6 +190,9 @@ def answer_server_request(request: Request) -> dict[str, Any]:
     return error_message(request.id, ErrorCode.METHOD_NOT_FOUND, f"Method not found: {request.method}")
 
 
+# -- on anyio -----------------------------------------------------------------------------------
+
+
 class ByteSender(Protocol):
     async def send(self, item: bytes) -> None: ...
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hmac
 import json
 import operator
+import secrets
 import struct
 import threading
 import zlib
@@ -275,7 +276,8 @@ _LOGGED: tuple[tuple[str, Callable[[Any], Any]], ...] = (
 class ActionLog:
     """Collects each action's record and writes them to ``reclaim-log`` in batches (``flush`` at the end).
 
-    Keys are ``<time in µs, 16 digits>-<plan>-<n>``: sorted by key is in time order, unique per run.
+    Keys are ``<time in µs, 16 digits>-<plan>-<run>-<n>``: sorted by key is in time order. ``run`` is
+    random to each log, so two reclaims of one plan at once (two servers, or two calls) never write one row.
     Returns from ``flush`` the store's reason when a write failed (the answer says the log is on
     stderr only then).
     """
@@ -285,13 +287,14 @@ class ActionLog:
         self.clock = clock
         self._pending: list[tuple[str, bytes]] = []
         self._count = 0
+        self._run = secrets.token_hex(4)
         self.failure: str | None = None if store is not None else "history is off"
 
     def record(self, record: LogRecord) -> None:
         if self.store is None:
             return
         self._count += 1
-        key = f"{int(record.time * 1_000_000):016d}-{record.plan}-{self._count:06d}"
+        key = f"{int(record.time * 1_000_000):016d}-{record.plan}-{self._run}-{self._count:06d}"
         self._pending.append((key, record.as_json()))
         if len(self._pending) >= LOG_BATCH:
             self.flush()

@@ -30,7 +30,7 @@ from sysmcp.engine.procs import (
     take_reading,
 )
 from sysmcp.protocol.failures import ToolError
-from sysmcp.render import human_bytes, plural
+from sysmcp.render import human_bytes, more_not_shown, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.errors import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
@@ -158,7 +158,8 @@ def render(answer: DiskIO) -> str:
         if not rows:
             lines.append("  (none)")
         if more:
-            lines.append(f"  … and {more:,} more not shown")
+            wider = " (a larger top_n, up to 50, lists them)" if len(rows) < 50 else ""
+            lines.append(f"  {more_not_shown(more, 'process')}{wider}")
     unreadable = answer.processes_unreadable
     if unreadable:
         total = unreadable + answer.processes_read

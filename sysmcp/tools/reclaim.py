@@ -40,7 +40,7 @@ from sysmcp.reclaim import (
     confirmation_code,
     outside_roots,
 )
-from sysmcp.render import human_bytes, plural
+from sysmcp.render import human_bytes, more_not_shown, plural
 from sysmcp.tools import reclaim_plan
 from sysmcp.tools import schemas as js
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
@@ -328,7 +328,8 @@ def render(answer: ReclaimAnswer, notes: dict[str, list[str]] | None = None) -> 
             name = escaped(reclaim_plan.exact_name(skip.path, skip.path_bytes or None))
             lines.append(f"      skipped {name}: {REASONS.get(skip.reason, skip.reason)}")
         if len(skipped) > SKIPS_SHOWN:
-            lines.append(f"      … and {len(skipped) - SKIPS_SHOWN} more not shown")
+            more = more_not_shown(len(skipped) - SKIPS_SHOWN, "skipped file")
+            lines.append(f"      {more} (each is in the structured result, with its reason)")
     return "\n".join(lines)
 
 

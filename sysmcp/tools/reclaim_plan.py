@@ -31,7 +31,7 @@ from sysmcp.reclaim import (
     build_plan,
     render_script,
 )
-from sysmcp.render import and_more, human_bytes, plural
+from sysmcp.render import and_more, human_bytes, more_not_shown, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput, with_link
 from sysmcp.tools.typed import ABSENT, Opt, prop, result, to_json
@@ -232,7 +232,8 @@ def render(plan: Plan, shown: str, *, reclaim_served: bool = False) -> str:
                 f"      {human_bytes(item.shared)} more are hard-linked elsewhere and would stay in use"
             )
     if len(plan.items) > ITEMS_SHOWN:
-        lines.append(f"  … and {len(plan.items) - ITEMS_SHOWN} more not shown")
+        more = more_not_shown(len(plan.items) - ITEMS_SHOWN, "item")
+        lines.append(f"  {more} (every item is in the structured result and in the script)")
     lines.append(
         "Nothing was removed. Review the script (dry run by default), or call reclaim with this plan_id and "
         "the item ids (the user confirms the exact list first)."

@@ -95,6 +95,10 @@ def test_ranges_expand_with_leading_zeros_letters_and_steps() -> None:
         ("web1 ansible_ssh_host=`id`.example.com\n", 1, "without shell characters"),
         ("web1 ansible_port=²\n", 1, "port number"),  # a digit to str.isdigit, none to int
         ("web[¹:³]\n", 1, "two numbers or two letters"),
+        # past 4,300 digits int() refuses with a ValueError of its own
+        ("web1 ansible_port=" + "1" * 5000 + "\n", 1, "port number"),
+        ("web[1:" + "9" * 5000 + "]\n", 1, "two numbers or two letters"),
+        ("web[1:9:" + "1" * 5000 + "]\n", 1, "step must be a positive integer"),
     ],
 )
 def test_malformed_inventories_name_the_line(text: str, line: int, words: str) -> None:

@@ -150,6 +150,17 @@ def test_every_action_is_logged_in_the_store_in_order_across_batches(tmp_path: P
     ]
 
 
+def test_two_reclaims_of_one_plan_at_the_same_moment_each_keep_their_log_rows(tmp_path: Path) -> None:
+    """Two servers (or two calls) acting on one plan in the same microsecond: every action is logged."""
+    clock = Clock()
+    store = Store.open(tmp_path / "state", clock)
+    first, second = ActionLog(store, clock), ActionLog(store, clock)
+    for log, path in ((first, "/var/log/a.1"), (second, "/var/log/b.1")):
+        log.record(LogRecord(clock.now, "p1", "rotated_log-1", path, "delete", "done", None, 8192, 8192))
+        assert log.flush() is None
+    assert sorted(r.path for r in read_log(store)) == ["/var/log/a.1", "/var/log/b.1"]
+
+
 def test_apply_items_reports_each_file_to_the_log_with_its_planned_and_freed_bytes(tmp_path: Path) -> None:
     plan = a_plan(tmp_path, (b"a.1", b"b.1"))
     os.unlink(tmp_path / "var/log/b.1")
