@@ -237,3 +237,20 @@ def test_two_fleet_hosts_whose_names_make_one_file_name_each_keep_their_own_file
     files = anyio.run(_per_host, no_links, {"structuredContent": {"hosts": hosts}})
     assert sorted(files) == ["a_b-2.json", "a_b.json", "c.json", "web-2.json", "web.json"]
     assert sorted(json.loads(text)["said"] for text in files.values()) == sorted(names)
+
+
+def test_a_fleet_host_whose_links_cannot_be_read_any_more_keeps_its_structured_answer() -> None:
+    import anyio
+
+    from sysmcp.cli.call import _per_host
+    from sysmcp.protocol.client import RemoteError
+
+    class GoneLinks:
+        async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+            raise RemoteError(-32002, f"Resource not found: {params['uri']}")
+
+    link = "sysmcp://hosts/web1/results/abc/SHA256SUMS"
+    hosts = [{"host": "web1", "status": "ok", "result": {"manifest": link, "files": 3}}]
+    session: Any = GoneLinks()
+    files = anyio.run(_per_host, session, {"structuredContent": {"hosts": hosts}})
+    assert list(files) == ["web1.json"] and json.loads(files["web1.json"])["files"] == 3

@@ -472,7 +472,8 @@ async def _converse(
 
 async def _per_host(session: ClientSession, result: dict[str, Any]) -> dict[str, str]:
     """Each answering host's full result (``-o DIR`` with ``hosts``): the texts behind its own links
-    (read through the gateway while the server lives), else its structured answer. File name → text."""
+    (read through the gateway while the server lives), else (no link, or none readable any more) its
+    structured answer. File name → text."""
     from sysmcp.fleet.per_host import file_name, free_name, host_links, structured_text
 
     files: dict[str, str] = {}
@@ -486,12 +487,13 @@ async def _per_host(session: ClientSession, result: dict[str, Any]) -> dict[str,
         ):
             continue
         host = entry["host"]
-        uris = host_links(host, entry.get("result"))
-        for uri in uris:
+        read = 0
+        for uri in host_links(host, entry.get("result")):
             text = await _read_text(session, uri)
             if text is not None:
                 files[free_name(files, file_name(host, uri))] = text
-        if not uris:
+                read += 1
+        if not read:  # no link, or none readable any more: its structured answer, never nothing
             files[free_name(files, file_name(host, None))] = structured_text(entry)
     return files
 
