@@ -224,8 +224,8 @@ def _pct(value: Opt[int | None]) -> str:
 
 def _amount(size: int, unit: str) -> str:
     """A size in the unit the text was asked in: '1,024 MiB', '1073741824' (bytes), '1.0 GiB'."""
-    if unit == "mb":
-        return f"{size >> 20:,} MiB"
+    if unit == "mb":  # rounded up, as df -m: 4 KiB used on an 8 MiB tmpfs is 1 used, 8 free, not 0 and 7
+        return f"{-(-size >> 20):,} MiB"
     return str(size) if unit == "bytes" else human_bytes(size)
 
 

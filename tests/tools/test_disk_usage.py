@@ -243,6 +243,18 @@ async def test_the_unit_chooses_how_the_text_states_usage(unit: str, expected: s
     assert structured["filesystems"][0]["used_bytes"] == 26 * GiB
 
 
+def test_whole_mib_round_up_as_df_m_does() -> None:
+    from sysmcp.tools.disk_usage import _amount
+
+    assert [_amount(size, "mb") for size in (0, 4096, 1 << 20, (1 << 20) + 1, 8384512)] == [
+        "0 MiB",
+        "1 MiB",
+        "1 MiB",
+        "2 MiB",
+        "8 MiB",
+    ]
+
+
 # -- never hangs ----------------------------------------------------------------------------------
 
 
