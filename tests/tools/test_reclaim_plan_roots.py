@@ -3,14 +3,18 @@ across and within them included."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
+from sysmcp.reclaim import PlanRequest, build_plan
+from sysmcp.reclaim._classes import RootsLayout
 from tests.harness import call_tool, tool_context
+from tests.tools.recorded_engine import recorded_engine
 
-pytestmark = pytest.mark.anyio
+RECORDED = Path(__file__).parent / "data" / "podman-4.3.1-compat.json"  # one stopped container to prune
 
 
 def write(path: Path, content: bytes, mtime: int) -> Path:
@@ -20,6 +24,7 @@ def write(path: Path, content: bytes, mtime: int) -> Path:
     return path
 
 
+@pytest.mark.anyio
 async def test_duplicates_are_looked_for_across_and_within_every_root(tmp_path: Path) -> None:
     first, second = tmp_path / "a", tmp_path / "b"
     old = write(first / "old.bin", b"x" * 50_000, 1_000_000)  # the oldest copy stays
@@ -33,6 +38,7 @@ async def test_duplicates_are_looked_for_across_and_within_every_root(tmp_path: 
     assert output.structured["path"] == f"{first}, {second}"
 
 
+@pytest.mark.anyio
 async def test_one_root_plans_its_duplicates_with_their_paths_as_before(tmp_path: Path) -> None:
     first = tmp_path / "a"
     kept = write(first / "k", b"z" * 9000, 1_000_000)
@@ -40,3 +46,14 @@ async def test_one_root_plans_its_duplicates_with_their_paths_as_before(tmp_path
     output = await call_tool("reclaim_plan", tool_context([first]), classes=["duplicate"])
     [item] = output.structured["items"]
     assert (item["kept_copy"], item["paths"]) == (str(kept), [str(extra)])
+
+
+@pytest.mark.parametrize("scope", [(b"/",), (b"/", b"/srv"), (b"/srv", b"/")])
+def test_a_container_engines_own_command_is_planned_whenever_slash_is_one_of_the_roots(
+    tmp_path: Path, scope: tuple[bytes, ...]
+) -> None:
+    answers = json.loads(RECORDED.read_text())
+    with recorded_engine(answers, str(tmp_path / "engine.sock")):
+        layout = RootsLayout(container_socket=str(tmp_path / "engine.sock"))
+        plan = build_plan(PlanRequest(scope=scope, layout=layout, classes=("container",)))
+    assert [(item.klass, item.action) for item in plan.items] == [("container", "command")]
