@@ -226,8 +226,8 @@ def build_plan(
             paths = []
         if not paths and group.figure is None:
             continue
-        if group.action == "command" and request.scope != (b"/",):
-            continue  # a container engine's store is no path below the scope
+        if group.action == "command" and b"/" not in request.scope:
+            continue  # a container engine's store is no path below the scope (unless / is one of it)
         for _path, st in paths:
             links[(st.st_dev, st.st_ino)] = links.get((st.st_dev, st.st_ino), 0) + 1
         kept.append((group, paths))

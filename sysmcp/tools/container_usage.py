@@ -86,6 +86,13 @@ class ContainerTotals:
     largest: list[LargeContainer] = prop("The containers with the largest writable layers (at most top_n).")
 
 
+_NOT_MEASURED = "{} of unknown size, not in the bytes beside (a lower bound then); absent: none."
+
+
+def _unknown(sizes: list[int | None]) -> Opt[int]:
+    return sum(size is None for size in sizes) or ABSENT
+
+
 @result
 class LargeVolume(Open):
     name: str = prop(_NAME)
@@ -99,7 +106,9 @@ class VolumeTotals:
     count: int = prop("Volumes in all.")
     bytes: int = prop("Bytes of all volumes the engine measured.")
     dangling: int = prop("Volumes no container uses.")
-    dangling_bytes: int = prop("Bytes of the volumes no container uses.")
+    dangling_bytes: int = prop("Bytes of the volumes no container uses that the engine measured.")
+    not_measured: Opt[int] = prop(_NOT_MEASURED.format("Volumes"))
+    dangling_not_measured: Opt[int] = prop(_NOT_MEASURED.format("Dangling volumes"))
     largest: list[LargeVolume] = prop("The largest volumes (at most top_n).")
 
 
@@ -122,7 +131,8 @@ class LargeLog(Open):
 @result
 class LogTotals:
     count: int = prop("Containers' log files.")
-    bytes: int = prop("Bytes of all log files.")
+    bytes: int = prop("Bytes of all log files readable here.")
+    not_measured: Opt[int] = prop(_NOT_MEASURED.format("Log files"))
     without_limit: int = prop("Log files with no max-size rotation limit.")
     largest: list[LargeLog] = prop("The largest log files (at most top_n).")
 
@@ -219,6 +229,8 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             bytes=sum(v.size or 0 for v in volumes),
             dangling=len(dangling_volumes),
             dangling_bytes=sum(v.size or 0 for v in dangling_volumes),
+            not_measured=_unknown([v.size for v in volumes]),
+            dangling_not_measured=_unknown([v.size for v in dangling_volumes]),
             largest=[
                 LargeVolume(v.name, v.size, v.refs, _shown(v.mountpoint, allowed)) for v in volumes[:top_n]
             ],
@@ -229,6 +241,7 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
         logs=LogTotals(
             count=len(files),
             bytes=sum(log.bytes or 0 for log in files),
+            not_measured=_unknown([log.bytes for log in files]),
             without_limit=sum(log.file.max_size is None for log in files),
             largest=[
                 LargeLog(
@@ -295,8 +308,12 @@ def render(s: ContainerUsage) -> str:
     lines += _more(len(co.largest), co.count, "container")
     vo = s.volumes
     lines.append(
-        f"Volumes: {plural(vo.count, 'volume')}, {human_bytes(vo.bytes)}"
-        + (f"; {vo.dangling:,} dangling ({human_bytes(vo.dangling_bytes)})" if vo.dangling else "")
+        f"Volumes: {plural(vo.count, 'volume')}, {_total(vo.bytes, vo.not_measured, vo.count)}"
+        + (
+            f"; {vo.dangling:,} dangling ({_total(vo.dangling_bytes, vo.dangling_not_measured, vo.dangling)})"
+            if vo.dangling
+            else ""
+        )
     )
     for v in vo.largest:
         use = "dangling" if v.containers == 0 else f"used by {plural(v.containers or 0, 'container')}"
@@ -309,7 +326,7 @@ def render(s: ContainerUsage) -> str:
     )
     lo = s.logs
     lines.append(
-        f"Log files: {plural(lo.count, 'file')}, {human_bytes(lo.bytes)}"
+        f"Log files: {plural(lo.count, 'file')}, {_total(lo.bytes, lo.not_measured, lo.count)}"
         + (f"; {lo.without_limit:,} with no rotation limit (max-size)" if lo.without_limit else "")
     )
     for log in lo.largest:
@@ -326,6 +343,13 @@ def render(s: ContainerUsage) -> str:
 
 def _size(value: int | None) -> str:
     return human_bytes(value) if value is not None else "?"
+
+
+def _total(measured: int, unknown: Opt[int], count: int) -> str:
+    """A total some of whose sizes are unknown ("?" in the rows): never 0 B for sizes nobody measured."""
+    if unknown is ABSENT:
+        return human_bytes(measured)
+    return "size unknown" if unknown == count else f"at least {human_bytes(measured)} ({unknown:,} unknown)"
 
 
 def _reconciled(re: Reconciliation) -> list[str]:

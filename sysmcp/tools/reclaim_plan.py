@@ -11,6 +11,7 @@ import base64
 import functools
 import os
 import pwd
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, cast
 
@@ -121,17 +122,20 @@ PATHS_SHOWN = 5
 
 
 def duplicate_groups(
-    root: Path, progress: Progress = no_progress, cancel: Cancel = never_cancelled
+    roots: Sequence[Path], progress: Progress = no_progress, cancel: Cancel = never_cancelled
 ) -> list[list[tuple[bytes, os.stat_result]]]:
-    """The one adapter to ``find_duplicates``: its groups as absolute paths, each with what its open
-    descriptor was when its bytes were hashed (the plan's identity of it, not a later look)."""
+    """The one adapter to ``find_duplicates``: its groups over every one of ``roots`` (a copy under one
+    and a copy under another are duplicates) as absolute paths, each with what its open descriptor was
+    when its bytes were hashed (the plan's identity of it, not a later look)."""
     from sysmcp.engine.duplicates import DuplicatesRequest, find_duplicates
     from sysmcp.engine.walk import WalkOptions
 
-    base = os.fsencode(root)
-    request = DuplicatesRequest(base, WalkOptions(one_file_system=True), timeout_s=DUPLICATES_TIMEOUT_S)
+    first, *more = [os.fsencode(root) for root in roots]
+    request = DuplicatesRequest(
+        first, WalkOptions(one_file_system=True), timeout_s=DUPLICATES_TIMEOUT_S, more_roots=tuple(more)
+    )
     search = find_duplicates(request, progress, cancel)
-    joined = base.rstrip(b"/") + b"/"
+    joined = request.base.rstrip(b"/") + b"/"
     groups: list[list[tuple[bytes, os.stat_result]]] = []
     for group in search.groups:
         seen = [(joined + os.fsencode(c.relative), c.stat()) for c in group.copies]
@@ -247,18 +251,18 @@ def render(plan: Plan, shown: str, *, reclaim_served: bool = False) -> str:
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     allowed = ctx.paths.allowed
     if "path" not in args and allowed:  # the whole machine, as far as the roots let us see
-        path = allowed[0]
+        paths = allowed
         scope = tuple(os.fsencode(root) for root in allowed)
         shown = ", ".join(str(root) for root in allowed)
     else:
         path = await ctx.resolve(args.get("path", "/"), lambda found: require_directory(found, str(found)))
-        scope, shown = (os.fsencode(path),), str(path)
+        scope, shown, paths = (os.fsencode(path),), str(path), [path]
         refuse_pseudo(path)
     wanted = args.get("classes")
     looked = [name for name in CLASS_NAMES if name in (CLASSES if wanted is None else wanted)]
     if args.get("duplicates") and "duplicate" not in looked:
         looked.append("duplicate")
-    duplicates = await ctx.run_engine(duplicate_groups, path) if "duplicate" in looked else []
+    duplicates = await ctx.run_engine(duplicate_groups, paths) if "duplicate" in looked else []
     request = PlanRequest(
         scope=scope,
         classes=tuple(wanted) if wanted is not None else None,

@@ -10,7 +10,7 @@ from typing import Any
 
 from sysmcp.engine.paths import display, is_within, printable
 from sysmcp.engine.walk import WalkOptions
-from sysmcp.protocol.failures import ToolError
+from sysmcp.protocol.failures import ArgumentError, ToolError
 from sysmcp.render import plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.registry import ToolContext
@@ -63,10 +63,23 @@ def _plain(seconds: float) -> float | int:
     return int(seconds) if float(seconds).is_integer() else seconds
 
 
+#: The longest exclude pattern taken: a glob is compiled where it cannot be stopped, and a very long
+#: one ("a*" repeated) takes seconds. Checked here, not in the schema, so tools/list stays as it is.
+MAX_PATTERN = 4096
+
+
 def walk_options(args: dict[str, Any]) -> WalkOptions:
-    """The walk the validated arguments of ``walk_properties`` ask for."""
+    """The walk the validated arguments of ``walk_properties`` ask for (a pattern past ``MAX_PATTERN``
+    is an ``ArgumentError`` naming it, as the schema's own checks word theirs)."""
     exclude = args["exclude"]
     patterns = (exclude,) if isinstance(exclude, str) else tuple(exclude)
+    for index, pattern in enumerate(patterns):
+        if len(pattern) > MAX_PATTERN:
+            where = "'exclude'" if isinstance(exclude, str) else f"'exclude'[{index}]"
+            raise ArgumentError(
+                f"Invalid arguments: {where} must have at most {plural(MAX_PATTERN, 'character')}, "
+                f"got {len(pattern):,}"
+            )
     return WalkOptions(one_file_system=args["one_file_system"], exclude=patterns)
 
 

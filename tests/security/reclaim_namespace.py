@@ -72,7 +72,7 @@ _WRITE = "import os, sys; p = sys.argv[1]; open(p, 'wb').write(bytes.fromhex(sys
 
 def duplicates_plan(root: Path, scope: Sequence[Path] | None = None) -> Plan:
     """A duplicates plan the way ``reclaim_plan duplicates=true`` makes one (find_duplicates, then the plan)."""
-    groups = duplicate_groups(root)
+    groups = duplicate_groups([root])
     return plan_of(groups, scope or [root], root)
 
 

@@ -16,7 +16,16 @@ from typing import Any
 
 import pytest
 
-from sysmcp.engine.containers import ContainersRequest, DataRootWalk, _read_logs, _walk, find_socket, survey
+from sysmcp.engine.containers import (
+    ContainersRequest,
+    DataRootWalk,
+    Survey,
+    Volume,
+    _read_logs,
+    _walk,
+    find_socket,
+    survey,
+)
 from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._command import ask
 from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable
@@ -466,6 +475,79 @@ def test_podmans_own_command_is_asked_where_it_has_no_socket_with_exact_figures(
         and log.file.max_size is None
     )
     assert found.walked is not None and found.walked.apparent >= image.size
+
+
+#: What Podman 4.3.1's command prints for one created container and one volume nobody uses: ``volume ls``
+#: gives no sizes, and the container's log is not readable here.
+PODMAN_SAYS = {
+    "info": {
+        "host": {"logDriver": "k8s-file"},
+        "store": {"graphRoot": "/nonexistent/storage", "graphDriverName": "vfs"},
+        "version": {"Version": "4.3.1"},
+    },
+    "images": [
+        {"Id": "9f1c", "Names": ["localhost/pm:1"], "Size": 1_200_000, "SharedSize": 0, "Containers": 1}
+    ],
+    "ps": [
+        {
+            "Id": "7032c576",
+            "Names": ["pc1"],
+            "Image": "localhost/pm:1",
+            "State": "created",
+            "Created": 1_700_000_000,
+            "Size": {"rwSize": 0, "rootFsSize": 1_200_000},
+        }
+    ],
+    "volume": [{"Name": "pv1", "Mountpoint": "/nonexistent/storage/volumes/pv1/_data", "MountCount": 0}],
+    "container": [
+        {
+            "Id": "7032c576",
+            "HostConfig": {
+                "LogConfig": {"Type": "k8s-file", "Path": "/nonexistent/storage/pc1/ctr.log", "Size": "0B"}
+            },
+        }
+    ],
+}
+
+
+@pytest.fixture
+def podman_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``podman`` first on PATH that prints ``PODMAN_SAYS`` for its subcommand."""
+    (tmp_path / "says.json").write_text(json.dumps(PODMAN_SAYS))
+    stub = tmp_path / "podman"
+    stub.write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"print(json.dumps(json.load(open({str(tmp_path / 'says.json')!r}))[sys.argv[1]]))\n"
+    )
+    stub.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_through_podmans_command_sizes_nobody_measured_are_totalled_as_unknown_not_zero(
+    podman_command: None,
+) -> None:
+    usage = answer(survey(_no_socket(("podman",), walk=False)), 10, 0.0, None)
+    text = render(usage)
+    assert "Volumes: 1 volume, size unknown; 1 dangling (size unknown)" in text, text
+    assert "Log files: 1 file, size unknown" in text, text
+    assert (usage.volumes.not_measured, usage.volumes.dangling_not_measured, usage.logs.not_measured) == (
+        1,
+        1,
+        1,
+    )
+
+
+def test_a_total_of_sizes_some_unknown_is_at_least_the_known_ones_with_the_unknown_counted() -> None:
+    found = Survey("", "Docker 24.0.7", "/var/lib/docker", "overlay2", "json-file", 0)
+    found.volumes = [
+        Volume("kept", 3 * 1024 * 1024, 1, ""),
+        Volume("cold", None, 0, ""),
+        Volume("x", None, 2, ""),
+    ]
+    usage = answer(found, 10, 0.0, None)
+    assert "Volumes: 3 volumes, at least 3.0 MiB (2 unknown); 1 dangling (size unknown)" in render(usage)
+    assert (usage.volumes.bytes, usage.volumes.not_measured) == (3 * 1024 * 1024, 2)
+    assert "Log files: 0 files, 0 B" in render(usage)
 
 
 def test_a_command_that_never_answers_is_given_up_at_its_timeout() -> None:

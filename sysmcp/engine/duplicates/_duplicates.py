@@ -76,6 +76,14 @@ class DuplicatesRequest:
     processes: int | None = None  # None: as many as this process may use
     limit: int = MAX_FILES
     split_after_s: float = SPLIT_AFTER_S
+    #: Further absolute roots searched with ``root`` as one tree, one after the other in this process:
+    #: a copy under one and a copy under another are duplicates, and names are then relative to ``/``.
+    more_roots: tuple[bytes, ...] = ()
+
+    @property
+    def base(self) -> bytes:
+        """What the names of the copies found are relative to."""
+        return b"/" if self.more_roots else self.root
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +173,7 @@ def _search(
     of workers at most.
     """
     started = clock()
-    root, limit, timeout_s = request.root, request.limit, request.timeout_s
+    root, limit, timeout_s = request.base, request.limit, request.timeout_s
     search = Search()
     skipped = search.skipped
     listing = Budget(timeout_s / 2, cancel, clock=clock)
@@ -194,7 +202,8 @@ def _search(
     config = ScanConfig(
         file_floor=max(1, request.min_size), block_floor=NEVER, empty_listings=False, finished_depth=-1
     )
-    scanner = Scanner(root, request.options, skipped, cancel_listing, config=config)
+    tops = (request.root, *request.more_roots)
+    scanners = [Scanner(top, request.options, skipped, cancel_listing, config=config) for top in tops]
     limit_reason = f"more than {limit:,} files: the search stopped listing there"
 
     def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
@@ -219,13 +228,17 @@ def _search(
         Handoff.report(end, spills[progress.slot], runs.summary() | walked)
         return compare_apart(root, candidates.spill.fileno(), handoff.claim, budget, progress)
 
-    sharing = Sharing(count, request.split_after_s)
+    sharing = Sharing(1 if request.more_roots else count, request.split_after_s)  # 1: never split
     keep = handoff.keep if handoff is not None else ()
-    parallel = ParallelWalk(scanner, listing, sharing, work, keep)
+    parallel = ParallelWalk(scanners[0], listing, sharing, work, keep)
     try:
         with parallel:
-            parallel.walk(mine.consume)
-            stopped = scanner.stopped
+            for top, scanner in zip(tops, scanners, strict=True):
+                if request.more_roots:  # names relative to / (``base``); never split: one walk after another
+                    mine.prefix = _from_slash(top)
+                walk = parallel if scanner is scanners[0] else ParallelWalk(scanner, listing, sharing, work)
+                walk.walk(mine.consume)
+            stopped = next((scanner.stopped for scanner in scanners if scanner.stopped), None)
             parts: list[dict[str, Any] | None] = []
             fan = parallel.fan
             if fan is not None and handoff is not None:
@@ -276,6 +289,12 @@ def _search(
     search.groups.sort(key=lambda g: (-g.reclaimable, -g.size, g.copies[0].relative))
     search.elapsed = clock() - started
     return search
+
+
+def _from_slash(top: bytes) -> bytes:
+    """The prefix of the names below ``top`` relative to ``/`` (``/`` itself: none)."""
+    inner = top.strip(b"/")
+    return inner + b"/" if inner else b""
 
 
 def compare_apart(

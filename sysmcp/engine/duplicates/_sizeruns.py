@@ -37,11 +37,12 @@ class SizeRuns(SortedRuns):
         super().__init__(spill, run_bytes)
         self.files = 0
         self.links = 0  # further names of an inode this process already listed
+        self.prefix = b""  # before every name (a search of several roots: the root's, relative to /)
 
     def listing(self, listing: Listing) -> None:
         """Add one directory's regular files (their further hard-linked names are only counted)."""
         fsencode, pack, top = os.fsencode, HEADER.pack, _TOP
-        base = fsencode(listing.relative) + b"/" if listing.relative else b""
+        base = self.prefix + fsencode(listing.relative) + b"/" if listing.relative else self.prefix
         records = self.records
         added = 0
         for name, st in listing.files:
