@@ -157,12 +157,11 @@ def _file_uri_path(uri: object) -> str | None:
         return None
     if parts.scheme.lower() != "file" or parts.netloc.lower() not in ("", "localhost"):
         return None
-    path = os.fsdecode(unquote_to_bytes(parts.path))  # %FF is the byte 0xFF of a name, not U+FFFD
-    if not path.startswith("/") or "\x00" in path:
-        return None
     try:
-        os.fsencode(path)  # a lone surrogate ("\ud800") cannot name a file
-    except UnicodeEncodeError:
+        path = os.fsdecode(unquote_to_bytes(parts.path))  # %FF is the byte 0xFF of a name, not U+FFFD
+    except UnicodeEncodeError:  # a lone surrogate ("\ud800") cannot name a file
+        return None
+    if not path.startswith("/") or "\x00" in path:
         return None
     return path
 
