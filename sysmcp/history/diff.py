@@ -79,6 +79,9 @@ class ScanDiff:
     new_files: list[FileRow] = field(default_factory=list)
     removed_files: list[FileRow] = field(default_factory=list)  # large files then, gone from the largest now
     shrunk_files: list[tuple[FileRow, FileRow]] = field(default_factory=list)  # (then, now), most lost first
+    unlisted: list[ScanSnapshot] = field(
+        default_factory=list
+    )  # the sides that kept no file list: no files compared
     notes: list[str] = field(default_factory=list)
 
 
@@ -129,6 +132,9 @@ def diff_scans(old: ScanSnapshot, new: ScanSnapshot) -> ScanDiff:
     result.attribution = attribute(changes, sum(d for d in top if d > 0))
     result.shrinkage = attribute(changes, sum(d for d in top if d < 0))
     result.changes = fold_chains(changes)
+    result.unlisted = [snap for snap in (old, new) if not snap.lists_files]
+    if result.unlisted:  # a file missing from a side that listed none is neither new nor removed
+        return result
     known = {f.path for f in old.files}
     result.new_files = [
         f for f in new.files if f.path not in known and (f.mtime is None or f.mtime >= old.taken)

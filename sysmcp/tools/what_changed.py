@@ -439,6 +439,13 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
                     f"({human_bytes(f.old_disk_bytes)} → {human_bytes(f.disk_bytes)})"
                     for f in shrunk
                 ]
+            if diff.unlisted:
+                when = " and ".join(_when(snap.taken, precise) for snap in diff.unlisted)
+                notes.append(
+                    f"the {'snapshots' if len(diff.unlisted) > 1 else 'snapshot'} of {when} kept no list of "
+                    "files (a scan filtered by time or size, or one that listed none), so no file is named "
+                    "as new, removed or shrunk"
+                )
     elif not found.history:
         lines.append(f"{shown}: nothing to compare with: {history_off()}, so no snapshot is kept.")
     elif found.lower_bound is not None:
@@ -450,11 +457,12 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         lines.append(f"{shown}: no snapshot to compare with.")
     lower: LowerBoundFiles | None = None
     if found.lower_bound is not None:
-        count, disk, files = found.lower_bound
+        count, disk, files, stopped = found.lower_bound
         since_raw = args["since"]
+        cut = f"; the walk stopped early ({stopped}): only what it reached" if stopped else ""
         lines.append(
             f"LOWER BOUND: files modified {window(since_raw)}: {count:,}, {human_bytes(disk)} on disk (growth from files "
-            "that were only deleted or changed in place is not seen this way)."
+            f"that were only deleted or changed in place is not seen this way{cut})."
         )
         listed = files[:top_n]
         for rel, size in listed:
