@@ -327,3 +327,26 @@ def test_the_first_comparison_keeps_the_largest_files_so_the_next_names_one_remo
     assert second.diff is not None and second.diff.comparable and second.diff.unlisted == []
     assert [f.path for f in second.diff.removed_files] == [b"logs/app.log.1"]
     assert second.diff.new_files == []
+
+
+def test_a_lower_bound_walk_out_of_time_after_the_recorded_one_says_it_stopped(
+    root: Path, store: Store, clock: Clock
+) -> None:
+    """The first call's two walks share one budget: the second, left none, stops and says so (the
+    snapshot of the first is whole)."""
+    for n in range(3):
+        write(root / f"d{n}" / "f", 4096, clock)
+    budget = [0.0, 0.0]  # the budget clock's time, and its step once the snapshot is taken
+
+    def budget_clock() -> float:
+        budget[0] += budget[1]
+        return budget[0]
+
+    def snapshot_clock() -> float:  # called when the first walk's snapshot is taken: the budget is spent
+        budget[1] = 1000.0
+        return clock.now
+
+    request = replace(on(asked(root, clock), store, clock), clock=snapshot_clock, monotonic=budget_clock)
+    found = compare(request)
+    assert found.new is not None and not found.new.partial
+    assert found.lower_bound is not None and found.lower_bound.stopped is not None

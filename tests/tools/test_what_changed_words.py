@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 
 from sysmcp.history import state
-from sysmcp.history.compare import Findings
+from sysmcp.history.compare import Findings, LowerBound
 from sysmcp.history.diff import Growth, diff_scans
 from sysmcp.history.snapshots import DirTotals, FileRow, ScanSnapshot, Series
 from sysmcp.protocol.failures import ArgumentError
@@ -118,3 +118,10 @@ async def test_with_history_off_the_answer_says_so_before_its_lower_bound(tmp_pa
     assert first.startswith(f"{tmp_path}: nothing to compare with: history is off on this host")
     assert state.OFF_BECAUSE in first
     assert text.index("history is off") < text.index("LOWER BOUND")
+
+
+def test_a_lower_bound_whose_walk_stopped_early_says_it_counts_only_what_the_walk_reached() -> None:
+    found = Findings(True, lower_bound=LowerBound(3, 5 * MiB, [("a.log", 5 * MiB)], "time budget exhausted"))
+    args = validate_arguments(INPUT_SCHEMA, {"path": "/srv", "since": "24h"})
+    text, _, _ = render("/srv", found, args)
+    assert "the walk stopped early (time budget exhausted): only what it reached)." in text, text
