@@ -249,6 +249,9 @@ class WhatChanged:
         "No snapshot to compare: files modified since 'since' (a lower bound of the growth)."
     )
     notes: list[str] = prop("Facts about this answer (history off, a snapshot not saved, ...).")
+    grown_files: Opt[list[ShrunkFile]] = prop(
+        "Large files of the older snapshot that are larger now (left out when none).", default=ABSENT
+    )
 
 
 def signed(size: int) -> str:
@@ -335,6 +338,7 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
     new_files: list[NewFile] = []
     removed: list[RemovedFile] = []
     shrunk: list[ShrunkFile] = []
+    larger: list[ShrunkFile] = []
     full: str | None = None
     if not complete:
         lines.append(
@@ -432,13 +436,12 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
             shrunk = [
                 ShrunkFile(named(then.path), then.disk, now.disk) for then, now in diff.shrunk_files[:top_n]
             ]
-            if shrunk:
-                lines.append("Largest files that shrank:")
-                lines += [
-                    f"  {signed(f.disk_bytes - f.old_disk_bytes):>11}  {printable(f.path)} "
-                    f"({human_bytes(f.old_disk_bytes)} → {human_bytes(f.disk_bytes)})"
-                    for f in shrunk
-                ]
+            larger = [
+                ShrunkFile(named(now.path), then.disk, now.disk) for then, now in diff.grown_files[:top_n]
+            ]
+            lines += _resized("Largest files that shrank:", shrunk) + _resized(
+                "Largest files that grew:", larger
+            )
             if diff.unlisted:
                 when = " and ".join(_when(snap.taken, precise) for snap in diff.unlisted)
                 notes.append(
@@ -529,6 +532,7 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         new_files=new_files,
         removed_files=removed,
         shrunk_files=shrunk,
+        grown_files=larger or ABSENT,
         filesystem_growth=growth,
         filesystem=fill,
         integrity=integrity,
@@ -536,6 +540,20 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         notes=notes,
     )
     return "\n".join(lines), answer, full
+
+
+def _resized(title: str, files: list[ShrunkFile]) -> list[str]:
+    """``title`` and a line a file, '−6.0 MiB  /srv/a/log (8.0 MiB → 2.0 MiB)'; nothing for no file."""
+    if not files:
+        return []
+    lines = [title]
+    for f in files:
+        change, sizes = (
+            signed(f.disk_bytes - f.old_disk_bytes),
+            f"{human_bytes(f.old_disk_bytes)} → {human_bytes(f.disk_bytes)}",
+        )
+        lines.append(f"  {change:>11}  {printable(f.path)} ({sizes})")
+    return lines
 
 
 def _full_list(rows: list[Change]) -> str:

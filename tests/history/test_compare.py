@@ -305,12 +305,12 @@ def test_a_scan_filtered_by_age_or_cut_by_size_keeps_no_largest_files_and_the_ne
     assert found.diff.new_files == [] and found.diff.unlisted == [found.old]
 
 
-def test_the_first_comparison_keeps_the_largest_files_so_the_next_names_one_removed_and_none_rewritten_as_new(
+def test_the_first_comparison_keeps_the_largest_files_so_the_next_names_one_removed_and_one_rewritten_grown(
     root: Path, store: Store, clock: Clock
 ) -> None:
     """The reviewer's case: with no baseline, the first call walks for the files modified in the last
     day (its lower bound) and still keeps the tree's largest files, so the next call names the 2 MiB
-    rotated log as removed and does not call the log rewritten in place new."""
+    rotated log as removed and the log rewritten in place grown, not new."""
     write(root / "logs" / "app.log.1", 2 * MiB, clock)
     write(root / "logs" / "app.log", 100 << 10, clock)
     first, progress = run(asked(root, clock), store, clock)
@@ -327,6 +327,7 @@ def test_the_first_comparison_keeps_the_largest_files_so_the_next_names_one_remo
     assert second.diff is not None and second.diff.comparable and second.diff.unlisted == []
     assert [f.path for f in second.diff.removed_files] == [b"logs/app.log.1"]
     assert second.diff.new_files == []
+    assert [(then.disk, now.disk) for then, now in second.diff.grown_files] == [(100 << 10, MiB)]
 
 
 def test_a_lower_bound_walk_out_of_time_after_the_recorded_one_says_it_stopped(

@@ -88,6 +88,19 @@ def test_removed_and_shrunk_files_are_named_as_new_ones_are() -> None:
     assert structured["shrunk_files"][0]["old_disk_bytes"] == 8 * MiB
 
 
+def test_a_listed_file_larger_now_is_named_as_grown_with_its_sizes_not_as_new() -> None:
+    old_files = [FileRow(b"a/app.log", 100 << 10, 100 << 10, THEN - 60), FileRow(b"b/same", MiB, MiB, THEN)]
+    new_files = [FileRow(b"a/app.log", 3 * MiB, 3 * MiB, THEN + 30), FileRow(b"b/same", MiB, MiB, THEN)]
+    text, structured = words(snap(THEN, OLD, old_files), snap(THEN + 38, NEW, new_files, id=2))
+    assert "Largest files that grew:\n     +2.9 MiB  /srv/a/app.log (100.0 KiB → 3.0 MiB)" in text, text
+    assert "Largest new files" not in text and structured["new_files"] == []
+    assert structured["grown_files"] == [
+        {"path": "/srv/a/app.log", "old_disk_bytes": 100 << 10, "disk_bytes": 3 * MiB}
+    ]
+    _, unchanged = words(snap(THEN, OLD, old_files), snap(THEN + 38, NEW, old_files, id=2))
+    assert "grown_files" not in unchanged  # left out when none: other answers stay as they were
+
+
 def test_the_filesystems_growth_over_seconds_is_said_with_the_part_the_directories_do_not_explain() -> None:
     growth = Growth(5, THEN, THEN + 8, 60 * MiB)  # 50 MiB more than the tree's +10 MiB
     text, structured = words(snap(THEN, OLD), snap(THEN + 8, NEW, id=2), growth=growth, readings_span_s=8.0)
