@@ -80,9 +80,8 @@ class ScanDiff:
     removed_files: list[FileRow] = field(default_factory=list)  # large files then, gone from the largest now
     shrunk_files: list[tuple[FileRow, FileRow]] = field(default_factory=list)  # (then, now), most lost first
     grown_files: list[tuple[FileRow, FileRow]] = field(default_factory=list)  # (then, now), most gained first
-    unlisted: list[ScanSnapshot] = field(
-        default_factory=list
-    )  # the sides with no file list: no file compared
+    unlisted: list[ScanSnapshot] = field(default_factory=list)  # the sides with no file list: none compared
+    new_maybe_grown: bool = False  # the older list was full: a file new to it may have been smaller then
     notes: list[str] = field(default_factory=list)
 
 
@@ -140,6 +139,7 @@ def diff_scans(old: ScanSnapshot, new: ScanSnapshot) -> ScanDiff:
     result.new_files = [
         f for f in new.files if f.path not in then and (f.mtime is None or f.mtime >= old.taken)
     ]
+    result.new_maybe_grown = bool(result.new_files) and len(old.files) >= FILES_KEPT
     grown = [(then[f.path], f) for f in new.files if f.path in then and f.disk > then[f.path].disk]
     result.grown_files = sorted(grown, key=lambda pair: (pair[0].disk - pair[1].disk, pair[0].path))
     result.removed_files, result.shrunk_files = _lost_files(old.files, new.files)

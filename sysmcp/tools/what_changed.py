@@ -26,7 +26,7 @@ from typing import Any, Literal
 from sysmcp.engine.paths import printable
 from sysmcp.history import state
 from sysmcp.history.compare import MIN_FIT_S, Comparison, Findings, compare
-from sysmcp.history.snapshots import BaselineFile, ScanSnapshot, within
+from sysmcp.history.snapshots import FILES_KEPT, BaselineFile, ScanSnapshot, within
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ArgumentError
 from sysmcp.render import age, human_bytes, more_not_shown, plural, table
@@ -442,6 +442,11 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
             lines += _resized("Largest files that shrank:", shrunk) + _resized(
                 "Largest files that grew:", larger
             )
+            if diff.new_maybe_grown:
+                notes.append(
+                    f"the older snapshot kept only its {FILES_KEPT} largest files: a file named new may have "
+                    "been there then, smaller than those"
+                )
             if diff.unlisted:
                 when = " and ".join(_when(snap.taken, precise) for snap in diff.unlisted)
                 notes.append(

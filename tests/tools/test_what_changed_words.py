@@ -15,7 +15,7 @@ import pytest
 from sysmcp.history import state
 from sysmcp.history.compare import Findings, LowerBound
 from sysmcp.history.diff import Growth, diff_scans
-from sysmcp.history.snapshots import DirTotals, FileRow, ScanSnapshot, Series
+from sysmcp.history.snapshots import FILES_KEPT, DirTotals, FileRow, ScanSnapshot, Series
 from sysmcp.protocol.failures import ArgumentError
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.typed import to_json
@@ -99,6 +99,23 @@ def test_a_listed_file_larger_now_is_named_as_grown_with_its_sizes_not_as_new() 
     ]
     _, unchanged = words(snap(THEN, OLD, old_files), snap(THEN + 38, NEW, old_files, id=2))
     assert "grown_files" not in unchanged  # left out when none: other answers stay as they were
+
+
+def test_a_file_new_to_a_full_list_of_the_largest_is_named_with_the_caveat_that_it_may_have_grown_into_it() -> (
+    None
+):
+    """The older snapshot kept its 100 largest files: a log rewritten from small to large since is
+    missing from that list, so 'new' is only what the list can tell, and the answer says so."""
+    full = [FileRow(f"big{i}".encode(), 20 * MiB, 20 * MiB, THEN - 60) for i in range(FILES_KEPT)]
+    rewritten = FileRow(b"a/app.log", 30 * MiB, 30 * MiB, THEN + 30)
+    text, structured = words(snap(THEN, OLD, full), snap(THEN + 38, NEW, [rewritten, *full], id=2))
+    assert "Largest new files:\n    30.0 MiB  /srv/a/app.log" in text, text
+    caveat = f"the older snapshot kept only its {FILES_KEPT} largest files: a file named new may have been there then"
+    assert any(note.startswith(caveat) for note in structured["notes"]), structured["notes"]
+    text, structured = words(snap(THEN, OLD, full[:3]), snap(THEN + 38, NEW, [rewritten, *full[:3]], id=2))
+    assert (
+        "Largest new files" in text and "may have been there then" not in text
+    )  # a list not full holds every file
 
 
 def test_the_filesystems_growth_over_seconds_is_said_with_the_part_the_directories_do_not_explain() -> None:
