@@ -150,12 +150,10 @@ def compare(
         older = _pick(infos, since, None) if since is not None else newest
         done = record_scan(store, whole, scan, clock)  # the whole tree: its largest files are kept too
         found.unsaved = done.unsaved
-        if (
-            older is None
-        ):  # nothing to compare with: a second walk (of cached entries) for the files modified since
-            found.lower_bound = _lower_bound(
-                _again(modified_since(), done.usage, started, asked, progress, cancel)
-            )
+        # Nothing to compare with: a second walk (of cached entries) finds the files modified since.
+        if older is None:
+            again = _again(modified_since(), done.usage, started, asked, progress, cancel)
+            found.lower_bound = _lower_bound(again)
         if done.snapshot is None:
             found.not_kept = True
             return finish()

@@ -439,9 +439,8 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
             larger = [
                 ShrunkFile(named(now.path), then.disk, now.disk) for then, now in diff.grown_files[:top_n]
             ]
-            lines += _resized("Largest files that shrank:", shrunk) + _resized(
-                "Largest files that grew:", larger
-            )
+            lines += _resized("Largest files that shrank:", shrunk)
+            lines += _resized("Largest files that grew:", larger)
             if diff.new_maybe_grown:
                 notes.append(
                     f"the older snapshot kept only its {FILES_KEPT} largest files: a file named new may have "
@@ -553,11 +552,8 @@ def _resized(title: str, files: list[ShrunkFile]) -> list[str]:
         return []
     lines = [title]
     for f in files:
-        change, sizes = (
-            signed(f.disk_bytes - f.old_disk_bytes),
-            f"{human_bytes(f.old_disk_bytes)} → {human_bytes(f.disk_bytes)}",
-        )
-        lines.append(f"  {change:>11}  {printable(f.path)} ({sizes})")
+        sizes = f"{human_bytes(f.old_disk_bytes)} → {human_bytes(f.disk_bytes)}"
+        lines.append(f"  {signed(f.disk_bytes - f.old_disk_bytes):>11}  {printable(f.path)} ({sizes})")
     return lines
 
 
