@@ -152,7 +152,7 @@ def test_a_largest_file_gone_behind_a_symlink_is_removed_not_sized_where_the_sym
     and the file of that name outside is never looked at (its size would tell what lies outside)."""
     write(root / "a" / "big", 4 * MiB, clock)
     write(root / "b" / "kept", 1, clock)
-    for _ in range(2):  # the first comparison keeps no files; the second keeps a/big among the largest
+    for _ in range(2):  # two snapshots, each keeping a/big among the largest files
         run(asked(root, clock), store, clock)
         clock.now += DAY
     write(tmp_path / "outside" / "big", 1 * MiB, clock)
