@@ -70,6 +70,7 @@ class LowerBound(NamedTuple):
     files: int
     disk: int
     rows: list[tuple[str, int]]
+    stopped: str | None = None  # why that walk stopped early: only what it reached is counted
 
 
 @dataclass
@@ -147,12 +148,12 @@ def compare(
     alone = newest is not None and _pick(infos, None, newest.id) is None  # nothing older to compare it with
     if until is None and (newest is None or alone or now - newest.taken > FRESH_S or newest.taken > now + 60):
         older = _pick(infos, since, None) if since is not None else newest
-        filtered = older is None  # nothing to compare with: the same walk finds the files modified since
-        request = modified_since() if filtered else whole
-        done = record_scan(store, request, scan, clock)
+        done = record_scan(store, whole, scan, clock)  # the whole tree: its largest files are kept too
         found.unsaved = done.unsaved
-        if filtered:
-            found.lower_bound = _lower_bound(done.usage)
+        # Nothing to compare with: a second walk (of cached entries) finds the files modified since.
+        if older is None:
+            again = _again(modified_since(), done.usage, started, asked, progress, cancel)
+            found.lower_bound = _lower_bound(again)
         if done.snapshot is None:
             found.not_kept = True
             return finish()
@@ -174,6 +175,20 @@ def compare(
         if found.fresh:
             _look_again(found.diff, series.root)
     return finish()
+
+
+def _again(
+    request: UsageRequest, first: Usage, started: float, asked: Comparison, progress: Progress, cancel: Cancel
+) -> Usage:
+    """``request``'s walk after the ``first`` one, in what is left of the time budget, its entries
+    counted on from the first's (its skips are the first's again: not counted twice)."""
+    left = max(asked.timeout_s - (asked.monotonic() - started), 0.001)
+    return scan_usage(
+        replace(request, timeout_s=left),
+        lambda entries, _: progress(first.entries + entries, None),
+        cancel,
+        clock=asked.monotonic,
+    )
 
 
 def _look_again(diff: ScanDiff, root: bytes) -> None:
@@ -209,7 +224,7 @@ def _look(root: bytes, relative: bytes) -> os.stat_result | None:
 
 def _lower_bound(usage: Usage) -> LowerBound:
     files, _, disk = usage.matching or (0, 0, 0)
-    return LowerBound(files, disk, [(rel, d) for _, d, rel in usage.files])
+    return LowerBound(files, disk, [(rel, d) for _, d, rel in usage.files], usage.stopped)
 
 
 def _filtered(snap: ScanSnapshot, visible: Callable[[bytes | str], bool]) -> ScanSnapshot:

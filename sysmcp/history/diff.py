@@ -79,6 +79,9 @@ class ScanDiff:
     new_files: list[FileRow] = field(default_factory=list)
     removed_files: list[FileRow] = field(default_factory=list)  # large files then, gone from the largest now
     shrunk_files: list[tuple[FileRow, FileRow]] = field(default_factory=list)  # (then, now), most lost first
+    grown_files: list[tuple[FileRow, FileRow]] = field(default_factory=list)  # (then, now), most gained first
+    unlisted: list[ScanSnapshot] = field(default_factory=list)  # the sides with no file list: none compared
+    new_maybe_grown: bool = False  # the older list was full: a file new to it may have been smaller then
     notes: list[str] = field(default_factory=list)
 
 
@@ -129,10 +132,16 @@ def diff_scans(old: ScanSnapshot, new: ScanSnapshot) -> ScanDiff:
     result.attribution = attribute(changes, sum(d for d in top if d > 0))
     result.shrinkage = attribute(changes, sum(d for d in top if d < 0))
     result.changes = fold_chains(changes)
-    known = {f.path for f in old.files}
+    result.unlisted = [snap for snap in (old, new) if not snap.lists_files]
+    if result.unlisted:  # a file missing from a side that listed none is neither new nor removed
+        return result
+    then = {f.path: f for f in old.files}
     result.new_files = [
-        f for f in new.files if f.path not in known and (f.mtime is None or f.mtime >= old.taken)
+        f for f in new.files if f.path not in then and (f.mtime is None or f.mtime >= old.taken)
     ]
+    result.new_maybe_grown = bool(result.new_files) and len(old.files) >= FILES_KEPT
+    grown = [(then[f.path], f) for f in new.files if f.path in then and f.disk > then[f.path].disk]
+    result.grown_files = sorted(grown, key=lambda pair: (pair[0].disk - pair[1].disk, pair[0].path))
     result.removed_files, result.shrunk_files = _lost_files(old.files, new.files)
     return result
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from sysmcp.engine.mounts import Figures, default_partitions, statvfs_usage
 from sysmcp.history import state
 from sysmcp.history.snapshots import (
+    FILES_KEPT,
     MIN_THRESHOLD,
     Baseline,
     DiskReading,
@@ -86,7 +87,9 @@ def record_scan(
         return ScanRecord(usage)
     totals = usage.totals
     rows = [("", totals.disk, totals.apparent, totals.files, totals.newest), *usage.recorded]
-    listed = [] if request.newer_than is not None else usage.files  # a filtered list is no "largest files"
+    # A list filtered by time, or cut by a size that left fewer than a snapshot keeps, is no "largest files".
+    filtered = request.newer_than is not None or request.older_than is not None
+    listed = [] if filtered or (request.min_size and len(usage.files) < FILES_KEPT) else usage.files
     files = [(rel, disk, apparent, usage.modified.get(rel)) for apparent, disk, rel in listed]
     snap = build_scan(series, clock(), usage.stopped is not None, rows, files, keep_also)
     saved = store.save_scan(snap)

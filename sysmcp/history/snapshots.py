@@ -71,6 +71,12 @@ class ScanSnapshot:
     def total(self) -> DirTotals:
         return self.dirs.get(b"", DirTotals(0, 0, 0))
 
+    @property
+    def lists_files(self) -> bool:
+        """Whether ``files`` are the tree's largest files: a snapshot that counted files and kept
+        none (a scan filtered by time or size, or one that listed no file) has no such list."""
+        return bool(self.files) or self.total.files == 0
+
 
 @dataclass(frozen=True, slots=True)
 class DiskReading:

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from sysmcp.engine.paths import printable
 from sysmcp.history import state
 from sysmcp.history.compare import MIN_FIT_S, Comparison, Findings, compare
-from sysmcp.history.snapshots import BaselineFile, ScanSnapshot, within
+from sysmcp.history.snapshots import FILES_KEPT, BaselineFile, ScanSnapshot, within
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ArgumentError
 from sysmcp.render import age, human_bytes, more_not_shown, plural, table
@@ -249,6 +249,9 @@ class WhatChanged:
         "No snapshot to compare: files modified since 'since' (a lower bound of the growth)."
     )
     notes: list[str] = prop("Facts about this answer (history off, a snapshot not saved, ...).")
+    grown_files: Opt[list[ShrunkFile]] = prop(
+        "Large files of the older snapshot that are larger now (left out when none).", default=ABSENT
+    )
 
 
 def signed(size: int) -> str:
@@ -335,6 +338,7 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
     new_files: list[NewFile] = []
     removed: list[RemovedFile] = []
     shrunk: list[ShrunkFile] = []
+    larger: list[ShrunkFile] = []
     full: str | None = None
     if not complete:
         lines.append(
@@ -432,13 +436,23 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
             shrunk = [
                 ShrunkFile(named(then.path), then.disk, now.disk) for then, now in diff.shrunk_files[:top_n]
             ]
-            if shrunk:
-                lines.append("Largest files that shrank:")
-                lines += [
-                    f"  {signed(f.disk_bytes - f.old_disk_bytes):>11}  {printable(f.path)} "
-                    f"({human_bytes(f.old_disk_bytes)} → {human_bytes(f.disk_bytes)})"
-                    for f in shrunk
-                ]
+            larger = [
+                ShrunkFile(named(now.path), then.disk, now.disk) for then, now in diff.grown_files[:top_n]
+            ]
+            lines += _resized("Largest files that shrank:", shrunk)
+            lines += _resized("Largest files that grew:", larger)
+            if diff.new_maybe_grown:
+                notes.append(
+                    f"the older snapshot kept only its {FILES_KEPT} largest files: a file named new may have "
+                    "been there then, smaller than those"
+                )
+            if diff.unlisted:
+                when = " and ".join(_when(snap.taken, precise) for snap in diff.unlisted)
+                notes.append(
+                    f"the {'snapshots' if len(diff.unlisted) > 1 else 'snapshot'} of {when} kept no list of "
+                    "files (a scan filtered by time or size, or one that listed none), so no file is named "
+                    "as new, removed or shrunk"
+                )
     elif not found.history:
         lines.append(f"{shown}: nothing to compare with: {history_off()}, so no snapshot is kept.")
     elif found.lower_bound is not None:
@@ -450,11 +464,12 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         lines.append(f"{shown}: no snapshot to compare with.")
     lower: LowerBoundFiles | None = None
     if found.lower_bound is not None:
-        count, disk, files = found.lower_bound
+        count, disk, files, stopped = found.lower_bound
         since_raw = args["since"]
+        cut = f"; the walk stopped early ({stopped}): only what it reached" if stopped else ""
         lines.append(
             f"LOWER BOUND: files modified {window(since_raw)}: {count:,}, {human_bytes(disk)} on disk (growth from files "
-            "that were only deleted or changed in place is not seen this way)."
+            f"that were only deleted or changed in place is not seen this way{cut})."
         )
         listed = files[:top_n]
         for rel, size in listed:
@@ -521,6 +536,7 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         new_files=new_files,
         removed_files=removed,
         shrunk_files=shrunk,
+        grown_files=larger or ABSENT,
         filesystem_growth=growth,
         filesystem=fill,
         integrity=integrity,
@@ -528,6 +544,17 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         notes=notes,
     )
     return "\n".join(lines), answer, full
+
+
+def _resized(title: str, files: list[ShrunkFile]) -> list[str]:
+    """``title`` and a line a file, '−6.0 MiB  /srv/a/log (8.0 MiB → 2.0 MiB)'; nothing for no file."""
+    if not files:
+        return []
+    lines = [title]
+    for f in files:
+        sizes = f"{human_bytes(f.old_disk_bytes)} → {human_bytes(f.disk_bytes)}"
+        lines.append(f"  {signed(f.disk_bytes - f.old_disk_bytes):>11}  {printable(f.path)} ({sizes})")
+    return lines
 
 
 def _full_list(rows: list[Change]) -> str:

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from sysmcp.engine.usage import UsageRequest, scan_usage
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.history.compare import Comparison, Findings, compare
-from sysmcp.history.recording import record_baseline
+from sysmcp.history.recording import record_baseline, record_scan
 from sysmcp.history.store import Store
 
 MiB = 1 << 20
@@ -151,7 +152,7 @@ def test_a_largest_file_gone_behind_a_symlink_is_removed_not_sized_where_the_sym
     and the file of that name outside is never looked at (its size would tell what lies outside)."""
     write(root / "a" / "big", 4 * MiB, clock)
     write(root / "b" / "kept", 1, clock)
-    for _ in range(2):  # the first comparison keeps no files; the second keeps a/big among the largest
+    for _ in range(2):  # two snapshots, each keeping a/big among the largest files
         run(asked(root, clock), store, clock)
         clock.now += DAY
     write(tmp_path / "outside" / "big", 1 * MiB, clock)
@@ -279,3 +280,74 @@ def test_a_cancel_while_hashing_for_the_integrity_check_stops_the_call(
 
     with pytest.raises(Cancelled):
         compare(replace(on(asked(root, clock), store, clock), until=clock.now), cancel=cancel)
+
+
+@pytest.mark.parametrize("cut", ["older_than", "min_size"])
+def test_a_scan_filtered_by_age_or_cut_by_size_keeps_no_largest_files_and_the_next_comparison_names_none(
+    root: Path, store: Store, clock: Clock, cut: str
+) -> None:
+    """dir_usage older_than=… lists only old files, min_size=… only large ones: neither list is the
+    tree's largest files, so a file missing from it is not called new by the next comparison."""
+    write(root / "logs" / "app.log", 2 * MiB, clock)
+    write(root / "logs" / "small", 4096, clock)
+    os.utime(root / "logs" / "app.log", (clock.now - 2 * DAY, clock.now - 2 * DAY))  # listed by both cuts
+    request = UsageRequest(1000, 0, 1, True, 0, 60.0, root=os.fsencode(root))
+    filtered = {
+        "older_than": replace(request, older_than=clock.now - DAY),
+        "min_size": replace(request, min_size=MiB),
+    }
+    kept = record_scan(store, filtered[cut], lambda r: scan_usage(r, clock=frozen), clock)
+    assert kept.snapshot is not None and kept.snapshot.files == [] and not kept.snapshot.lists_files
+    clock.now += DAY
+    write(root / "logs" / "small", MiB, clock)
+    found, _ = run(asked(root, clock), store, clock)
+    assert found.diff is not None and found.diff.comparable
+    assert found.diff.new_files == [] and found.diff.unlisted == [found.old]
+
+
+def test_the_first_comparison_keeps_the_largest_files_so_the_next_names_one_removed_and_one_rewritten_grown(
+    root: Path, store: Store, clock: Clock
+) -> None:
+    """The reviewer's case: with no baseline, the first call walks for the files modified in the last
+    day (its lower bound) and still keeps the tree's largest files, so the next call names the 2 MiB
+    rotated log as removed and the log rewritten in place grown, not new."""
+    write(root / "logs" / "app.log.1", 2 * MiB, clock)
+    write(root / "logs" / "app.log", 100 << 10, clock)
+    first, progress = run(asked(root, clock), store, clock)
+    assert first.new is not None and {f.path for f in first.new.files} == {b"logs/app.log.1", b"logs/app.log"}
+    assert (
+        first.lower_bound is not None and first.lower_bound.files == 2 and first.lower_bound.stopped is None
+    )
+    assert [done for done, _ in progress] == sorted(done for done, _ in progress)  # two walks, one count
+    (root / "logs" / "app.log.1").unlink()
+    (root / "logs" / "app.log").unlink()
+    clock.now += 600
+    write(root / "logs" / "app.log", MiB, clock)  # rewritten after the first call
+    second, _ = run(asked(root, clock, since=first.new.taken), store, clock)
+    assert second.diff is not None and second.diff.comparable and second.diff.unlisted == []
+    assert [f.path for f in second.diff.removed_files] == [b"logs/app.log.1"]
+    assert second.diff.new_files == []
+    assert [(then.disk, now.disk) for then, now in second.diff.grown_files] == [(100 << 10, MiB)]
+
+
+def test_a_lower_bound_walk_out_of_time_after_the_recorded_one_says_it_stopped(
+    root: Path, store: Store, clock: Clock
+) -> None:
+    """The first call's two walks share one budget: the second, left none, stops and says so (the
+    snapshot of the first is whole)."""
+    for n in range(3):
+        write(root / f"d{n}" / "f", 4096, clock)
+    budget = [0.0, 0.0]  # the budget clock's time, and its step once the snapshot is taken
+
+    def budget_clock() -> float:
+        budget[0] += budget[1]
+        return budget[0]
+
+    def snapshot_clock() -> float:  # called when the first walk's snapshot is taken: the budget is spent
+        budget[1] = 1000.0
+        return clock.now
+
+    request = replace(on(asked(root, clock), store, clock), clock=snapshot_clock, monotonic=budget_clock)
+    found = compare(request)
+    assert found.new is not None and not found.new.partial
+    assert found.lower_bound is not None and found.lower_bound.stopped is not None

@@ -88,6 +88,23 @@ def test_files_gone_from_the_largest_or_smaller_than_then_are_named_as_new_ones_
     assert kept_full.removed_files == []  # below the smallest kept now: it may only have shrunk
 
 
+@pytest.mark.parametrize("unlisted", ["older", "newer"])
+def test_a_snapshot_that_counted_files_but_kept_no_list_names_no_file_new_removed_or_shrunk(
+    unlisted: str,
+) -> None:
+    """A scan filtered by time keeps no "largest files": a file missing from its empty list is not
+    new (nor removed, when the empty list is the newer one); the diff says which side kept none."""
+    listed = [FileRow(b"a/log", 8 * MiB, 8 * MiB, 5.0), FileRow(b"a/gone", 2 * MiB, 2 * MiB, 1.0)]
+    old = snap(0.0, OLD, files=[] if unlisted == "older" else listed)
+    new = snap(DAY, NEW, files=[] if unlisted == "newer" else listed[:1])
+    diff = diff_scans(old, new)
+    assert diff.comparable and [c.path for c in diff.changes]  # the directories are still compared
+    assert (diff.new_files, diff.removed_files, diff.shrunk_files) == ([], [], [])
+    assert diff.unlisted == [old if unlisted == "older" else new]
+    empty = ScanSnapshot(SERIES, 0.0, False, MiB, {b"": DirTotals(0, 0, 0)})  # no file: the whole list
+    assert diff_scans(empty, snap(DAY, NEW, files=listed)).new_files == listed
+
+
 def test_the_growth_between_readings_is_a_fact_however_short_their_span() -> None:
     readings = [
         DiskReading("h", b"/srv", "d|ext4", 100.0 + 2 * i, 10 * GiB, GiB + i * 12 * MiB, 9 * GiB)

@@ -550,3 +550,21 @@ async def test_bad_since_until_and_paths_are_refused_with_the_rule_before_any_sc
         await call(path="inside", since="24h")
     store = state.active()
     assert store is not None and list(store.snapshots("scan", os.fsencode(inside))) == []
+
+
+async def test_after_a_dir_usage_that_listed_no_file_a_rewritten_file_is_not_called_new_and_the_answer_says_why(
+    tmp_path: Path, clock: Clock
+) -> None:
+    tree = tmp_path / "tree"
+    write(tree / "logs" / "app.log", 100 << 10)
+    only_dirs = validate_arguments(DU_INPUT, {"path": str(tree), "show": "directories"})
+    await dir_usage(only_dirs, context())  # its snapshot counts the files and lists none
+    clock.now += 600
+    (tree / "logs" / "app.log").unlink()
+    write(tree / "logs" / "app.log", 2 * MiB)  # rewritten since: not new
+    output = await call(path=str(tree), since="last")
+    assert output.structured["comparable"] is True and output.structured["new_files"] == []
+    assert "Largest new files" not in output.text
+    assert (
+        "kept no list of files" in output.text and "no file is named as new, removed or shrunk" in output.text
+    )

@@ -13,9 +13,9 @@ import jsonschema
 import pytest
 
 from sysmcp.history import state
-from sysmcp.history.compare import Findings
+from sysmcp.history.compare import Findings, LowerBound
 from sysmcp.history.diff import Growth, diff_scans
-from sysmcp.history.snapshots import DirTotals, FileRow, ScanSnapshot, Series
+from sysmcp.history.snapshots import FILES_KEPT, DirTotals, FileRow, ScanSnapshot, Series
 from sysmcp.protocol.failures import ArgumentError
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.typed import to_json
@@ -88,6 +88,36 @@ def test_removed_and_shrunk_files_are_named_as_new_ones_are() -> None:
     assert structured["shrunk_files"][0]["old_disk_bytes"] == 8 * MiB
 
 
+def test_a_listed_file_larger_now_is_named_as_grown_with_its_sizes_not_as_new() -> None:
+    old_files = [FileRow(b"a/app.log", 100 << 10, 100 << 10, THEN - 60), FileRow(b"b/same", MiB, MiB, THEN)]
+    new_files = [FileRow(b"a/app.log", 3 * MiB, 3 * MiB, THEN + 30), FileRow(b"b/same", MiB, MiB, THEN)]
+    text, structured = words(snap(THEN, OLD, old_files), snap(THEN + 38, NEW, new_files, id=2))
+    assert "Largest files that grew:\n     +2.9 MiB  /srv/a/app.log (100.0 KiB → 3.0 MiB)" in text, text
+    assert "Largest new files" not in text and structured["new_files"] == []
+    assert structured["grown_files"] == [
+        {"path": "/srv/a/app.log", "old_disk_bytes": 100 << 10, "disk_bytes": 3 * MiB}
+    ]
+    _, unchanged = words(snap(THEN, OLD, old_files), snap(THEN + 38, NEW, old_files, id=2))
+    assert "grown_files" not in unchanged  # left out when none: other answers stay as they were
+
+
+def test_a_file_new_to_a_full_list_of_the_largest_is_named_with_the_caveat_that_it_may_have_grown_into_it() -> (
+    None
+):
+    """The older snapshot kept its 100 largest files: a log rewritten from small to large since is
+    missing from that list, so 'new' is only what the list can tell, and the answer says so."""
+    full = [FileRow(f"big{i}".encode(), 20 * MiB, 20 * MiB, THEN - 60) for i in range(FILES_KEPT)]
+    rewritten = FileRow(b"a/app.log", 30 * MiB, 30 * MiB, THEN + 30)
+    text, structured = words(snap(THEN, OLD, full), snap(THEN + 38, NEW, [rewritten, *full], id=2))
+    assert "Largest new files:\n    30.0 MiB  /srv/a/app.log" in text, text
+    caveat = f"the older snapshot kept only its {FILES_KEPT} largest files: a file named new may have been there then"
+    assert any(note.startswith(caveat) for note in structured["notes"]), structured["notes"]
+    text, structured = words(snap(THEN, OLD, full[:3]), snap(THEN + 38, NEW, [rewritten, *full[:3]], id=2))
+    assert (
+        "Largest new files" in text and "may have been there then" not in text
+    )  # a list not full holds every file
+
+
 def test_the_filesystems_growth_over_seconds_is_said_with_the_part_the_directories_do_not_explain() -> None:
     growth = Growth(5, THEN, THEN + 8, 60 * MiB)  # 50 MiB more than the tree's +10 MiB
     text, structured = words(snap(THEN, OLD), snap(THEN + 8, NEW, id=2), growth=growth, readings_span_s=8.0)
@@ -118,3 +148,10 @@ async def test_with_history_off_the_answer_says_so_before_its_lower_bound(tmp_pa
     assert first.startswith(f"{tmp_path}: nothing to compare with: history is off on this host")
     assert state.OFF_BECAUSE in first
     assert text.index("history is off") < text.index("LOWER BOUND")
+
+
+def test_a_lower_bound_whose_walk_stopped_early_says_it_counts_only_what_the_walk_reached() -> None:
+    found = Findings(True, lower_bound=LowerBound(3, 5 * MiB, [("a.log", 5 * MiB)], "time budget exhausted"))
+    args = validate_arguments(INPUT_SCHEMA, {"path": "/srv", "since": "24h"})
+    text, _, _ = render("/srv", found, args)
+    assert "the walk stopped early (time budget exhausted): only what it reached)." in text, text
