@@ -109,7 +109,11 @@ def test_rotated_logs_are_planned_by_their_real_paths_when_a_system_directory_ab
     (real / "system.log.0.gz").write_bytes(b"x" * 5_000)
     (tmp_path / "var").symlink_to("private/var")
     layout = RootsLayout(
-        log=os.fsencode(tmp_path / "var/log"), journal=(), homes=(), proc=b"/nonexistent", container_engines=()
+        log=os.fsencode(tmp_path / "var/log"),
+        journal=(),
+        homes=(),
+        proc=b"/nonexistent",
+        container_engines=(),
     )
     plan = build_plan(PlanRequest(scope=(os.fsencode(tmp_path),), layout=layout, classes=("rotated_log",)))
     assert [e.path for item in plan.items for e in item.entries] == [os.fsencode(real / "system.log.0.gz")]
