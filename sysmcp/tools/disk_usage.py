@@ -308,9 +308,7 @@ def describe_mount(fs: Filesystem) -> str:
     parts = [f"{printable(fs.fs_type)} {printable(fs.device)}"]
     if fs.fs_type == "btrfs" and {"subvol", f"subvol={fs.fs_root}"} & set(fs.options):
         if fs.fs_root != "/":  # a subvolume's own mount (Fedora's /home: subvol=home), no bind mount
-            parts.append(
-                f"btrfs subvolume {printable(fs.fs_root or '(name withheld: outside the allowed roots)')}"
-            )
+            parts.append(f"subvolume {printable(fs.fs_root or '(name withheld: outside the allowed roots)')}")
     elif fs.fs_root is None:
         parts.append("bind mount of a directory outside the allowed roots")
     elif fs.fs_root != "/":
