@@ -253,23 +253,6 @@ def test_a_raised_checkpoint_stops_the_fresh_scan_and_nothing_is_kept(
     assert store.snapshots("scan") == []
 
 
-def test_the_integrity_check_out_of_time_counts_files_not_reached_never_as_removed(
-    root: Path, store: Store, clock: Clock
-) -> None:
-    for name in ("a", "b", "c"):
-        write(root / name, 100, clock)
-    manifest = b"".join(f"{'0' * 64}  {name}\n".encode() for name in ("a", "b", "c", "gone"))
-    assert record_baseline(store, os.fsencode(root), manifest, "sha256", WalkOptions(), False, clock).kept
-    ticks = iter(range(0, 10**6, 1000))  # every look at the budget's clock is 1,000 s later: no time left
-
-    outcome = compare(
-        replace(on(asked(root, clock), store, clock), until=clock.now, monotonic=lambda: next(ticks))
-    )
-    found = outcome.integrity
-    assert found is not None and found.comparable and outcome.integrity_stopped is not None
-    assert found.removed == [] and found.not_checked == 3  # "gone" was never kept: its lstat failed
-
-
 def out_of_time(root: Path, store: Store, clock: Clock, names: list[str]) -> BaselineDiff:
     """The integrity check of a baseline of ``names`` with no time left to hash anything now."""
     manifest = b"".join(f"{'0' * 64}  {name}\n".encode() for name in names)
@@ -280,6 +263,17 @@ def out_of_time(root: Path, store: Store, clock: Clock, names: list[str]) -> Bas
     )
     assert outcome.integrity is not None and outcome.integrity_stopped is not None
     return outcome.integrity
+
+
+def test_the_integrity_check_out_of_time_counts_files_not_reached_never_as_removed(
+    root: Path, store: Store, clock: Clock
+) -> None:
+    for name in ("a", "b", "c"):
+        write(root / name, 100, clock)
+    found = out_of_time(root, store, clock, ["a", "b", "c", "gone"])
+    assert (
+        found.comparable and found.removed == [] and found.not_checked == 3
+    )  # "gone" was never kept: its lstat failed
 
 
 def test_names_not_hashed_in_time_in_one_directory_cost_one_walk_from_the_root_not_one_each(
