@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -210,16 +211,36 @@ def _look_again(diff: ScanDiff, root: bytes) -> None:
 def _look(root: bytes, relative: bytes) -> os.stat_result | None:
     """The ``lstat`` of a stored name below ``root`` now, reached without following a symlink on the
     way (None: not there): a directory since swapped for a symlink must not lead outside the roots."""
+    with _looking(root) as look:
+        return look(relative)
+
+
+@contextmanager
+def _looking(root: bytes) -> Iterator[Callable[[bytes], os.stat_result | None]]:
+    """``_look`` for many names: the parent directory last opened (never through a symlink) stays open
+    for the next name in it, so sorted names cost one walk from ``/`` per directory, not per name."""
+    held: list[tuple[bytes, int]] = []  # the open parent: its path and descriptor
+
+    def look(relative: bytes) -> os.stat_result | None:
+        directory, name = os.path.split(os.path.join(root, relative))
+        if not held or held[0][0] != directory or name in (b"", b".", b".."):
+            while held:
+                os.close(held.pop()[1])
+            try:
+                parent, name = open_parent(os.fsdecode(os.path.join(root, relative)))
+            except (OSError, ValueError):  # ValueError: a stored name that is not normalised ('../x')
+                return None
+            held.append((directory, parent))
+        try:
+            return os.stat(name, dir_fd=held[0][1], follow_symlinks=False)
+        except OSError:
+            return None
+
     try:
-        parent, name = open_parent(os.fsdecode(os.path.join(root, relative)))
-    except (OSError, ValueError):  # ValueError: a stored name that is not normalised ('../x')
-        return None
-    try:
-        return os.stat(name, dir_fd=parent, follow_symlinks=False)
-    except OSError:
-        return None
+        yield look
     finally:
-        os.close(parent)
+        while held:
+            os.close(held.pop()[1])
 
 
 def _lower_bound(usage: Usage) -> LowerBound:
@@ -288,7 +309,8 @@ def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float
     result = diff_baselines(_visible_files(baseline, visible), _visible_files(now, visible))
     if tree.stopped:  # not hashed in time is not removed: only a file that is gone is
         found.integrity_stopped = tree.stopped
-        gone = [p for p in result.removed if _look(root, p) is None]
+        with _looking(root) as look:
+            gone = [p for p in result.removed if look(p) is None]
         result.not_checked = len(result.removed) - len(gone)
         result.removed = gone
     found.integrity = result

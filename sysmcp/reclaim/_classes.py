@@ -57,6 +57,14 @@ class RootsLayout:
     container_engines: tuple[str, ...] = ("docker", "podman")  # the commands asked where no socket is
     container_socket: str | None = None  # None: the engine's socket where it usually is
 
+    def __post_init__(self) -> None:
+        """The system places by their real paths, as homes are (macOS: /var -> /private/var): below
+        them, ``regular_files`` follows no symlink, and acting follows none on the way."""
+        for name in ("apt", "dnf", "yum", "pacman", "apk", "log"):
+            object.__setattr__(self, name, os.path.realpath(getattr(self, name)))
+        for name in ("journal", "coredump", "core_dirs"):
+            object.__setattr__(self, name, tuple(os.path.realpath(p) for p in getattr(self, name)))
+
     def home_dirs(self) -> tuple[bytes, ...]:
         """The passwd homes that exist, and every directory directly below ``home_parents`` and below the
         parents of people's homes (never ``/``; a service's home such as /var/lib/postgresql makes no

@@ -41,7 +41,7 @@ from sysmcp.reclaim._plan import Identity, Item, Plan, PlannedFile
 PLAN_NAMESPACE = "reclaim-plans"
 LOG_NAMESPACE = "reclaim-log"
 PLAN_TTL_S = 24 * 3600.0
-FORMAT = 4  # the stored plan's layout; a row of another layout is treated as no plan
+FORMAT = 4  # the stored plan's layout; a row of another layout (but 3, read too) is treated as no plan
 LOG_BATCH = 200  # log rows per write
 MEMORY_PLANS = 32  # the newest plans kept in memory too: all there is when the store cannot be written
 _MAC_BYTES = 32  # the HMAC-SHA-256 before a stored plan's bytes
@@ -69,6 +69,19 @@ _fields: Callable[[Identity], tuple[int, ...]] = operator.attrgetter(*(f.name fo
 def _packed(identity: Identity) -> tuple[int, ...]:
     dev, ino, size, mtime, ctime, *rest = _fields(identity)
     return (dev, ino, size, *divmod(mtime, _NS), *divmod(ctime, _NS), *rest)
+
+
+def _identity(numbers: list[int]) -> tuple[int, ...]:
+    dev, ino, size, m_s, m_ns, c_s, c_ns, *rest = numbers
+    return (dev, ino, size, m_s * _NS + m_ns, c_s * _NS + c_ns, *rest)
+
+
+#: How each format's entries are read: the previous version's (3) kept its times in nanoseconds, so a
+#: plan it kept stays good after an upgrade.
+_READ: dict[int, tuple[struct.Struct, Callable[[list[int]], tuple[int, ...]]]] = {
+    FORMAT: (_ENTRY, _identity),
+    3: (struct.Struct("<QQQqqQQIIII"), tuple),
+}
 
 
 def _unentry(row: list[Any]) -> PlannedFile:
@@ -109,21 +122,21 @@ def decode_plan(raw: bytes) -> tuple[Plan, float] | None:
         data = zlib.decompress(raw)
         end = data.index(b"\0")
         body = json.loads(data[:end])
-        if body.get("format") != FORMAT:
+        if body.get("format") not in _READ:
             return None
+        layout, identity = _READ[body["format"]]
         offset = end + 1
         items: list[Item] = []
         for facts in body["items"]:
             entries: list[PlannedFile] = []
             for _n in range(int(facts["files"])):
-                dev, ino, size, m_s, m_ns, c_s, c_ns, *numbers, length = _ENTRY.unpack_from(data, offset)
-                offset += _ENTRY.size
+                *numbers, length = layout.unpack_from(data, offset)
+                offset += layout.size
                 path = data[offset : offset + length]
                 if len(path) != length:
                     return None
                 offset += length
-                times = (m_s * _NS + m_ns, c_s * _NS + c_ns)
-                entries.append(PlannedFile(path, Identity(dev, ino, size, *times, *numbers)))
+                entries.append(PlannedFile(path, Identity(*identity(numbers))))
             items.append(
                 Item.from_facts(facts, tuple(entries), _unentry(facts["keep"]) if facts["keep"] else None)
             )

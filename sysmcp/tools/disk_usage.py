@@ -97,8 +97,8 @@ class Filesystem:
     device: str = prop("The mount source: a device path, 'server:/export', 'tmpfs', …")
     fs_type: str = prop()
     fs_root: str | None = prop(
-        "Directory of the filesystem shown at this mount point: '/' unless a bind mount; null: one outside "
-        "the allowed roots."
+        "Directory of the filesystem shown at this mount point: '/' unless a bind mount or a btrfs "
+        "subvolume (options has subvol=); null: one outside the allowed roots."
     )
     read_only: bool = prop()
     options: list[str] = prop("Mount and filesystem options.")
@@ -182,7 +182,11 @@ def _confined(fs: Filesystem, mount: Mount, table: MountTable, roots: Sequence[P
         return fs
     whole = [m.mount_point for m in table.mounts if m.dev == mount.dev and m.root == "/"]
     shown = (Path(point, mount.root.lstrip("/")) for point in whole)
-    return fs if any(is_within(at, root) for at in shown for root in roots) else replace(fs, fs_root=None)
+    if any(is_within(at, root) for at in shown for root in roots):
+        return fs
+    own = f"subvol={fs.fs_root}"  # btrfs' subvol= names a path too: bare for a subvolume's own mount
+    options = ["subvol" if o == own else o for o in fs.options if o == own or not o.startswith("subvol=")]
+    return replace(fs, fs_root=None, options=options)
 
 
 def _rounded(value: float | None) -> float | None:
@@ -302,7 +306,10 @@ def alert_phrase(fs: Filesystem) -> str:
 
 def describe_mount(fs: Filesystem) -> str:
     parts = [f"{printable(fs.fs_type)} {printable(fs.device)}"]
-    if fs.fs_root is None:
+    if fs.fs_type == "btrfs" and {"subvol", f"subvol={fs.fs_root}"} & set(fs.options):
+        if fs.fs_root != "/":  # a subvolume's own mount (Fedora's /home: subvol=home), no bind mount
+            parts.append(f"subvolume {printable(fs.fs_root or '(name withheld: outside the allowed roots)')}")
+    elif fs.fs_root is None:
         parts.append("bind mount of a directory outside the allowed roots")
     elif fs.fs_root != "/":
         parts.append(f"bind mount of {printable(fs.fs_root)}")

@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from sysmcp.engine.opens import open_parent
 from sysmcp.engine.usage import UsageRequest, scan_usage
 from sysmcp.engine.walk import WalkOptions
+from sysmcp.history import compare as compare_module
 from sysmcp.history.compare import Comparison, Findings, compare
+from sysmcp.history.diff import BaselineDiff
 from sysmcp.history.recording import record_baseline, record_scan
 from sysmcp.history.store import Store
 
@@ -251,21 +254,56 @@ def test_a_raised_checkpoint_stops_the_fresh_scan_and_nothing_is_kept(
     assert store.snapshots("scan") == []
 
 
+def out_of_time(root: Path, store: Store, clock: Clock, names: list[str]) -> BaselineDiff:
+    """The integrity check of a baseline of ``names`` with no time left to hash anything now."""
+    manifest = b"".join(f"{'0' * 64}  {name}\n".encode() for name in names)
+    assert record_baseline(store, os.fsencode(root), manifest, "sha256", WalkOptions(), False, clock).kept
+    ticks = iter(range(0, 10**6, 1000))  # every look at the budget's clock is 1,000 s later: no time left
+    outcome = compare(
+        replace(on(asked(root, clock), store, clock), until=clock.now, monotonic=lambda: next(ticks))
+    )
+    assert outcome.integrity is not None and outcome.integrity_stopped is not None
+    return outcome.integrity
+
+
 def test_the_integrity_check_out_of_time_counts_files_not_reached_never_as_removed(
     root: Path, store: Store, clock: Clock
 ) -> None:
     for name in ("a", "b", "c"):
         write(root / name, 100, clock)
-    manifest = b"".join(f"{'0' * 64}  {name}\n".encode() for name in ("a", "b", "c", "gone"))
-    assert record_baseline(store, os.fsencode(root), manifest, "sha256", WalkOptions(), False, clock).kept
-    ticks = iter(range(0, 10**6, 1000))  # every look at the budget's clock is 1,000 s later: no time left
+    found = out_of_time(root, store, clock, ["a", "b", "c", "gone"])
+    assert (
+        found.comparable and found.removed == [] and found.not_checked == 3
+    )  # "gone" was never kept: its lstat failed
 
-    outcome = compare(
-        replace(on(asked(root, clock), store, clock), until=clock.now, monotonic=lambda: next(ticks))
-    )
-    found = outcome.integrity
-    assert found is not None and found.comparable and outcome.integrity_stopped is not None
-    assert found.removed == [] and found.not_checked == 3  # "gone" was never kept: its lstat failed
+
+def test_names_not_hashed_in_time_in_one_directory_cost_one_walk_from_the_root_not_one_each(
+    root: Path, store: Store, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = [f"d/e/f{n:02d}" for n in range(50)]
+    for name in names:
+        write(root / name, 10, clock)
+    walks: list[str] = []
+
+    def counted(path: str) -> tuple[int, bytes]:
+        walks.append(path)
+        return open_parent(path)
+
+    monkeypatch.setattr(compare_module, "open_parent", counted)
+    found = out_of_time(root, store, clock, [*names, "d/e/gone"])
+    assert found.removed == [] and found.not_checked == 50  # "gone" was never kept: its lstat failed
+    assert len(walks) == 1, walks
+
+
+def test_names_not_hashed_in_time_behind_a_directory_now_a_symlink_are_gone_not_looked_at_outside(
+    root: Path, store: Store, clock: Clock, tmp_path: Path
+) -> None:
+    for name in ("x", "y"):
+        write(tmp_path / "outside" / name, 10, clock)
+    write(root / "b" / "kept", 10, clock)
+    (root / "a").symlink_to(tmp_path / "outside")
+    found = out_of_time(root, store, clock, ["a/x", "a/y", "b/kept"])
+    assert found.removed == [b"a/x", b"a/y"] and found.not_checked == 1
 
 
 def test_a_cancel_while_hashing_for_the_integrity_check_stops_the_call(

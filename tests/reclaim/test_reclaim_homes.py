@@ -97,3 +97,23 @@ def test_a_symlink_below_a_home_is_never_followed_so_nothing_beyond_it_is_planne
             )
         )
         assert [e.path for item in plan.items for e in item.entries] == [os.fsencode(home / "core")]
+
+
+def test_rotated_logs_are_planned_by_their_real_paths_when_a_system_directory_above_them_is_a_symlink(
+    tmp_path: Path,
+) -> None:
+    """macOS: /var -> /private/var (a symlink root made, above a system place, not below a home): the
+    logs below are found, and planned by their real paths, the only ones reclaim acts on."""
+    real = tmp_path / "private/var/log"
+    real.mkdir(parents=True)
+    (real / "system.log.0.gz").write_bytes(b"x" * 5_000)
+    (tmp_path / "var").symlink_to("private/var")
+    layout = RootsLayout(
+        log=os.fsencode(tmp_path / "var/log"),
+        journal=(),
+        homes=(),
+        proc=b"/nonexistent",
+        container_engines=(),
+    )
+    plan = build_plan(PlanRequest(scope=(os.fsencode(tmp_path),), layout=layout, classes=("rotated_log",)))
+    assert [e.path for item in plan.items for e in item.entries] == [os.fsencode(real / "system.log.0.gz")]

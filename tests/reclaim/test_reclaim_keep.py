@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
+import struct
+import zlib
+from dataclasses import astuple
 from pathlib import Path
 
 import pytest
 
 from sysmcp.engine.faults import NotFound, Refused
+from sysmcp.history.statedir import PLAN_KEY_NAME, mac
 from sysmcp.history.store import Store
 from sysmcp.reclaim import (
     ActionLog,
@@ -127,6 +132,39 @@ def test_a_row_of_another_format_or_damaged_is_no_plan(tmp_path: Path) -> None:
     raw = encode_plan(plan, 5.0)
     assert decode_plan(raw) == (plan, 5.0)
     assert decode_plan(raw[:-3]) is None and decode_plan(b"not zlib") is None
+
+
+def as_format_3(plan: Plan, kept_at: float) -> bytes:
+    """The plan's row as the previous version wrote it: its times in nanoseconds, in one 64-bit field."""
+    header = {
+        "format": 3,
+        "id": plan.id,
+        "created": plan.created,
+        "kept_at": kept_at,
+        "scope": [s.hex() for s in plan.scope],
+        "secret": plan.secret.hex(),
+        "items": [{**item.facts(), "files": len(item.entries), "keep": None} for item in plan.items],
+    }
+    entry = struct.Struct("<QQQqqQQIIII")
+    packed = b"".join(
+        entry.pack(*astuple(e.identity), len(e.path)) + e.path for item in plan.items for e in item.entries
+    )
+    return zlib.compress(json.dumps(header).encode() + b"\0" + packed)
+
+
+def test_a_plan_kept_by_the_previous_version_is_still_read_and_applied_after_an_upgrade(
+    tmp_path: Path,
+) -> None:
+    plan = a_plan(tmp_path)
+    clock = Clock()
+    store = Store.open(tmp_path / "state", clock)
+    raw = as_format_3(plan, clock())
+    key = store.state_dir.secret(PLAN_KEY_NAME)
+    assert store.put(PLAN_NAMESPACE, plan.id, mac(key, plan.id.encode() + b"\0" + raw) + raw).ok
+    again = PlanKeeper(lambda: store, clock).get(plan.id)
+    assert again == plan
+    applied = apply_items(ApplyRequest(again, [item.id for item in plan.items], lambda path: True))
+    assert [o.done for result in applied for o in result.outcomes] == [True] * 3  # two logs and a wheel
 
 
 def test_every_action_is_logged_in_the_store_in_order_across_batches(tmp_path: Path) -> None:
