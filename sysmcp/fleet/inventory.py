@@ -35,7 +35,10 @@ _NAME = re.compile(r"[A-Za-z0-9_.@%+\-\[\]:]+")
 _RANGE = re.compile(r"\[([^\[\]]*)\]")
 #: What a shell reads: ssh writes the address and the user into the operator's ProxyCommand (%h, %r),
 #: which a shell runs. Never in them, whoever filled the variable (a cloud plugin reads instances' tags).
-_SHELL = re.compile(r"""[\s\x00-\x1f\x7f'"`$\\;&<>|(){}]""")
+#: A backslash is let through but not last (as OpenSSH's own check of a user): in the shell it only
+#: escapes the next character (CORP\alice reaches the command as CORPalice; nothing runs), but a last one
+#: would escape the character that follows %r in the operator's line (a space or a closing quote).
+_SHELL = re.compile(r"""[\s\x00-\x1f\x7f'"`$;&<>|(){}]|\\$""")
 MAX_RANGE = 10_000  # hosts one pattern may expand to: web[1:100000000] is a typo, not a fleet
 
 
@@ -396,9 +399,9 @@ def _ssh_args(
                 number, f"{key}: the value of {flag} must not start with '-': {inline!r}", source
             )
         if flag == "-J":
-            jump = inline
+            jump = _word(f"{key}: -J", inline, number, source)
         elif flag == "-l":
-            user = inline
+            user = _word(f"{key}: -l", inline, number, source)
         elif flag == "-i":
             options.append(_key_file(inline))
         elif flag == "-p":
@@ -410,15 +413,25 @@ def _ssh_args(
                 raise InventoryError(
                     number, f"{key}: -o {inline!r} is not a Key=Value sysmcp passes on", source
                 )
-            if inline.split("=", 1)[0].lower() == "proxyjump":
-                jump = inline.split("=", 1)[1].strip()
-                if jump.startswith("-") or not jump:
-                    raise InventoryError(
-                        number, f"{key}: ProxyJump must not start with '-': {jump!r}", source
-                    )
+            option, setting = inline.split("=", 1)
+            if option.lower() == "proxyjump":
+                jump = _word(f"{key}: ProxyJump", setting.strip(), number, source)
+            elif option.lower() in ("hostname", "user"):  # checked as ansible_host and ansible_user are
+                options.append(f"{option}={_word(f'{key}: {option}', setting.strip(), number, source)}")
             else:
                 options.append(inline)
     return jump, user, port, options
+
+
+def _word(key: str, value: str, number: int, source: str) -> str:
+    """An address, user or jump that reaches ssh: one word, not an option, nothing a shell reads."""
+    if not value or value.startswith("-") or _SHELL.search(value):
+        raise InventoryError(
+            number,
+            f"{key} must be one word not starting with '-', without shell characters, got {value!r}",
+            source,
+        )
+    return value
 
 
 def _key_file(path: str) -> str:
@@ -443,13 +456,8 @@ def _host(name: str, variables: dict[str, tuple[str, int]], source: str) -> Host
             )
         port = int(raw_port[0])
     for key in ("ansible_host", "ansible_user"):
-        value = variables.get(key)
-        if value is not None and (not value[0] or value[0].startswith("-") or _SHELL.search(value[0])):
-            raise InventoryError(
-                value[1],
-                f"{key} must be one word not starting with '-', without shell characters, got {value[0]!r}",
-                source,
-            )
+        if (value := variables.get(key)) is not None:
+            _word(key, value[0], value[1], source)
     command = variables.get("sysmcp_command")
     if command is not None and not command[0].strip():
         raise InventoryError(command[1], "sysmcp_command is empty", source)

@@ -93,6 +93,15 @@ def test_ranges_expand_with_leading_zeros_letters_and_steps() -> None:
         ("web1 ansible_host=\"x'$(touch${IFS}/tmp/p)'\"\n", 1, "without shell characters"),
         ("[g]\nweb1\n[g:vars]\nansible_user=ops;id\n", 4, "without shell characters"),
         ("web1 ansible_ssh_host=`id`.example.com\n", 1, "without shell characters"),
+        ("web1 ansible_user='CORP\\'\n", 1, "without shell characters"),  # would escape what follows %r
+        # the same address, user or jump given through the inventory's ssh args, one variable away
+        ("web1 ansible_ssh_common_args='-o HostName=a$(id>/tmp/x)'\n", 1, "HostName must be one word"),
+        ("web1 ansible_ssh_extra_args='-o User=ops;id'\n", 1, "User must be one word"),
+        ("web1 ansible_ssh_common_args='-o user=`id`'\n", 1, "without shell characters"),
+        ("web1 ansible_ssh_common_args='-l \"ops;id\"'\n", 1, "-l must be one word"),
+        ("web1 ansible_ssh_extra_args=-lops|id\n", 1, "without shell characters"),
+        ("web1 ansible_ssh_common_args='-J \"b$(id)\"'\n", 1, "without shell characters"),
+        ("web1 ansible_ssh_common_args='-o ProxyJump=b&id'\n", 1, "without shell characters"),
         ("web1 ansible_port=²\n", 1, "port number"),  # a digit to str.isdigit, none to int
         ("web[¹:³]\n", 1, "two numbers or two letters"),
         # past 4,300 digits int() refuses with a ValueError of its own
@@ -128,11 +137,13 @@ def test_addresses_and_users_of_every_kind_ssh_takes_are_kept() -> None:
         "v6 ansible_host=fe80::1%eth0 ansible_user=ops.admin@corp.example\n"
         "v4 ansible_host=10.0.0.1 ansible_user=svc_backup-2\n"
         "idn ansible_host=bücher.example\n"
+        "winbind ansible_user='CORP\\alice'\n"  # in a shell a backslash only escapes the next character
     )
     assert [(h.address, h.user) for h in inventory.hosts.values()] == [
         ("fe80::1%eth0", "ops.admin@corp.example"),
         ("10.0.0.1", "svc_backup-2"),
         ("bücher.example", None),
+        (None, "CORP\\alice"),
     ]
 
 
