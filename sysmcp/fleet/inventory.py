@@ -301,25 +301,8 @@ def _build(parsed: _RawInventory, source: str) -> Inventory:
         for kid, number in kids:
             if kid not in parsed.direct and kid not in parsed.children:
                 raise InventoryError(number, f"child group {kid!r} is not defined anywhere", source)
-    members: dict[str, dict[str, None]] = {}
-
-    def collect(group: str, trail: tuple[str, ...]) -> dict[str, None]:
-        if group in trail:
-            cycle = " → ".join((*trail, group))
-            raise InventoryError(
-                parsed.group_line.get(group, 0), f"groups contain each other: {cycle}", source
-            )
-        if group in members:
-            return members[group]
-        found = dict(parsed.direct.get(group, {}))
-        for kid, _ in parsed.children.get(group, []):
-            found.update(collect(kid, (*trail, group)))
-        members[group] = found
-        return found
-
-    for group in [*parsed.direct, *parsed.children]:
-        collect(group, ())
-    depth = _depths(parsed)
+    members = _members(parsed, source)
+    depth = _depths(parsed, members)
     ordered = sorted((g for g in members if g != "all"), key=lambda g: (depth.get(g, 1), g))
     grouped = {h for group, hs in members.items() if group not in ("all", "ungrouped") for h in hs}
     # A host listed both before any section and in a group is not ungrouped (as Ansible has it).
@@ -347,22 +330,48 @@ def _build(parsed: _RawInventory, source: str) -> Inventory:
     return Inventory(hosts, groups, merged)
 
 
-def _depths(parsed: _RawInventory) -> dict[str, int]:
-    """Each group's depth below ``all`` (Ansible's: one more than its deepest parent)."""
+def _members(parsed: _RawInventory, source: str) -> dict[str, dict[str, None]]:
+    """Every host of each group (its own, then its children's), each group after all its children.
+    Walked with a stack of its own, not recursion: a chain of thousands of children is an inventory."""
+    members: dict[str, dict[str, None]] = {}
+    for top in [*parsed.direct, *parsed.children]:
+        if top in members:
+            continue
+        stack = [(top, iter(parsed.children.get(top, [])))]  # each group's children not yet looked at
+        trail = {top: None}  # the groups on the stack, each the parent of the next
+        while stack:
+            group, kids = stack[-1]
+            for kid, _ in kids:
+                if kid in trail:
+                    cycle = " → ".join((*trail, kid))
+                    raise InventoryError(
+                        parsed.group_line.get(kid, 0), f"groups contain each other: {cycle}", source
+                    )
+                if kid not in members:
+                    stack.append((kid, iter(parsed.children.get(kid, []))))
+                    trail[kid] = None
+                    break
+            else:
+                stack.pop()
+                del trail[group]
+                found = dict(parsed.direct.get(group, {}))
+                for kid, _ in parsed.children.get(group, []):
+                    found.update(members[kid])
+                members[group] = found
+    return members
+
+
+def _depths(parsed: _RawInventory, members: dict[str, dict[str, None]]) -> dict[str, int]:
+    """Each group's depth below ``all`` (Ansible's: one more than its deepest parent). ``members``
+    holds each group after its children, so read backwards each comes after its parents."""
     parents: dict[str, set[str]] = {}
     for parent, kids in parsed.children.items():
         for kid, _ in kids:
             parents.setdefault(kid, set()).add(parent)
     found: dict[str, int] = {"all": 0}
-
-    def depth(group: str) -> int:
+    for group in reversed(members):
         if group not in found:
-            found[group] = 0  # a guard: cycles were refused already
-            found[group] = 1 + max((depth(p) for p in parents.get(group, ()) if p != group), default=0)
-        return found[group]
-
-    for group in [*parsed.direct, *parsed.children]:
-        depth(group)
+            found[group] = 1 + max((found[p] for p in parents.get(group, ()) if p != group), default=0)
     return found
 
 

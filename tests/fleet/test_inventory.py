@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import tracemalloc
 
@@ -17,6 +18,7 @@ from sysmcp.fleet.inventory import (
     parse_ini,
     split_hosts_env,
 )
+from sysmcp.fleet.sources import from_json
 
 EXAMPLE = """\
 # the fleet
@@ -198,3 +200,20 @@ def test_a_group_without_hosts_refuses_the_call_naming_it_not_zero_of_zero_answe
         "unknown host or group: 'mail1'; no host in group 'empty'. The inventory has 1 host; groups: empty, web"
     )
     assert inventory.resolve(["web"]) == ["web1"]
+
+
+@pytest.mark.parametrize("form", ["ini", "json"])
+def test_a_chain_of_thousands_of_child_groups_is_built_not_a_recursion_error(form: str) -> None:
+    """Groups and their depths are walked with a stack of their own; a cycle deep in the chain is still
+    refused with its line."""
+    count = 3000
+    if form == "ini":
+        text = "".join(f"[g{i}:children]\ng{i + 1}\n" for i in range(count)) + f"[g{count}]\nweb1\n"
+        inventory = parse_ini(text)
+        with pytest.raises(InventoryError, match=r"line 1: groups contain each other: g0 → g1 → .* → g0$"):
+            parse_ini(text + f"[g{count}:children]\ng0\n")
+    else:
+        groups = {f"g{i}": {"children": [f"g{i + 1}"]} for i in range(count)}
+        inventory = from_json(json.dumps({**groups, f"g{count}": {"hosts": ["web1"]}}))
+    assert inventory.resolve(["g0"]) == ["web1"]
+    assert len(inventory.groups) == count + 3  # every g, all and ungrouped
