@@ -83,16 +83,13 @@ class Inventory:
 
     def resolve(self, names: Sequence[str]) -> list[str]:
         """Hosts named by host names, group names, shell globs over host names or ``"all"``, in
-        inventory order, each once. Any name that matches nothing refuses the whole call."""
+        inventory order, each once. Any name that matches nothing refuses the whole call, and so does a
+        choice of no host at all (groups without hosts only: "0 of 0 hosts answered" would say nothing)."""
         chosen: set[str] = set()
         unknown: list[str] = []
-        # Groups the inventory names without a host: "0 of 0 hosts answered" would say nothing.
-        empty: list[str] = []
         for name in names:
             if name in self.groups:
                 chosen.update(self.groups[name])
-                if not self.groups[name]:
-                    empty.append(name)
             elif name in self.hosts:
                 chosen.add(name)
             elif any(ch in name for ch in "*?[") and (
@@ -101,12 +98,15 @@ class Inventory:
                 chosen.update(matched)
             else:
                 unknown.append(name)
-        if unknown or empty:
-            groups = ", ".join(self.group_names) or "none besides all"
-            said = [f"unknown host or group: {', '.join(map(repr, unknown))}"] if unknown else []
-            said += [f"no host in group {', '.join(map(repr, empty))}"] if empty else []
+        if unknown or not chosen:
+            groups = ", ".join(g for g in self.group_names if self.groups[g]) or "none besides all"
+            said = (
+                f"unknown host or group: {', '.join(map(repr, unknown))}"
+                if unknown
+                else f"no host in group {', '.join(map(repr, names))}"  # every name is a group without hosts
+            )
             raise UnknownHosts(
-                f"{'; '.join(said)}. The inventory has {plural(len(self.hosts), 'host')}; groups: {groups} "
+                f"{said}. The inventory has {plural(len(self.hosts), 'host')}; groups: {groups} "
                 '(or "all", or a glob over host names such as "web*")'
             )
         return [host for host in self.hosts if host in chosen]
