@@ -35,7 +35,10 @@ _NAME = re.compile(r"[A-Za-z0-9_.@%+\-\[\]:]+")
 _RANGE = re.compile(r"\[([^\[\]]*)\]")
 #: What a shell reads: ssh writes the address and the user into the operator's ProxyCommand (%h, %r),
 #: which a shell runs. Never in them, whoever filled the variable (a cloud plugin reads instances' tags).
-_SHELL = re.compile(r"""[\s\x00-\x1f\x7f'"`$\\;&<>|(){}]""")
+#: A backslash is let through but not last (as OpenSSH's own check of a user): in the shell it only
+#: escapes the next character (CORP\alice reaches the command as CORPalice; nothing runs), but a last one
+#: would escape the character that follows %r in the operator's line (a space or a closing quote).
+_SHELL = re.compile(r"""[\s\x00-\x1f\x7f'"`$;&<>|(){}]|\\$""")
 MAX_RANGE = 10_000  # hosts one pattern may expand to: web[1:100000000] is a typo, not a fleet
 
 
@@ -80,16 +83,13 @@ class Inventory:
 
     def resolve(self, names: Sequence[str]) -> list[str]:
         """Hosts named by host names, group names, shell globs over host names or ``"all"``, in
-        inventory order, each once. Any name that matches nothing refuses the whole call."""
+        inventory order, each once. Any name that matches nothing refuses the whole call, and so does a
+        choice of no host at all (groups without hosts only: "0 of 0 hosts answered" would say nothing)."""
         chosen: set[str] = set()
         unknown: list[str] = []
-        # Groups the inventory names without a host: "0 of 0 hosts answered" would say nothing.
-        empty: list[str] = []
         for name in names:
             if name in self.groups:
                 chosen.update(self.groups[name])
-                if not self.groups[name]:
-                    empty.append(name)
             elif name in self.hosts:
                 chosen.add(name)
             elif any(ch in name for ch in "*?[") and (
@@ -98,12 +98,15 @@ class Inventory:
                 chosen.update(matched)
             else:
                 unknown.append(name)
-        if unknown or empty:
-            groups = ", ".join(self.group_names) or "none besides all"
-            said = [f"unknown host or group: {', '.join(map(repr, unknown))}"] if unknown else []
-            said += [f"no host in group {', '.join(map(repr, empty))}"] if empty else []
+        if unknown or not chosen:
+            groups = ", ".join(g for g in self.group_names if self.groups[g]) or "none besides all"
+            said = (
+                f"unknown host or group: {', '.join(map(repr, unknown))}"
+                if unknown
+                else f"no host in group {', '.join(map(repr, names))}"  # every name is a group without hosts
+            )
             raise UnknownHosts(
-                f"{'; '.join(said)}. The inventory has {plural(len(self.hosts), 'host')}; groups: {groups} "
+                f"{said}. The inventory has {plural(len(self.hosts), 'host')}; groups: {groups} "
                 '(or "all", or a glob over host names such as "web*")'
             )
         return [host for host in self.hosts if host in chosen]
@@ -298,25 +301,8 @@ def _build(parsed: _RawInventory, source: str) -> Inventory:
         for kid, number in kids:
             if kid not in parsed.direct and kid not in parsed.children:
                 raise InventoryError(number, f"child group {kid!r} is not defined anywhere", source)
-    members: dict[str, dict[str, None]] = {}
-
-    def collect(group: str, trail: tuple[str, ...]) -> dict[str, None]:
-        if group in trail:
-            cycle = " → ".join((*trail, group))
-            raise InventoryError(
-                parsed.group_line.get(group, 0), f"groups contain each other: {cycle}", source
-            )
-        if group in members:
-            return members[group]
-        found = dict(parsed.direct.get(group, {}))
-        for kid, _ in parsed.children.get(group, []):
-            found.update(collect(kid, (*trail, group)))
-        members[group] = found
-        return found
-
-    for group in [*parsed.direct, *parsed.children]:
-        collect(group, ())
-    depth = _depths(parsed)
+    members = _members(parsed, source)
+    depth = _depths(parsed, members)
     ordered = sorted((g for g in members if g != "all"), key=lambda g: (depth.get(g, 1), g))
     grouped = {h for group, hs in members.items() if group not in ("all", "ungrouped") for h in hs}
     # A host listed both before any section and in a group is not ungrouped (as Ansible has it).
@@ -344,22 +330,48 @@ def _build(parsed: _RawInventory, source: str) -> Inventory:
     return Inventory(hosts, groups, merged)
 
 
-def _depths(parsed: _RawInventory) -> dict[str, int]:
-    """Each group's depth below ``all`` (Ansible's: one more than its deepest parent)."""
+def _members(parsed: _RawInventory, source: str) -> dict[str, dict[str, None]]:
+    """Every host of each group (its own, then its children's), each group after all its children.
+    Walked with a stack of its own, not recursion: a chain of thousands of children is an inventory."""
+    members: dict[str, dict[str, None]] = {}
+    for top in [*parsed.direct, *parsed.children]:
+        if top in members:
+            continue
+        stack = [(top, iter(parsed.children.get(top, [])))]  # each group's children not yet looked at
+        trail = {top: None}  # the groups on the stack, each the parent of the next
+        while stack:
+            group, kids = stack[-1]
+            for kid, _ in kids:
+                if kid in trail:
+                    cycle = " → ".join((*trail, kid))
+                    raise InventoryError(
+                        parsed.group_line.get(kid, 0), f"groups contain each other: {cycle}", source
+                    )
+                if kid not in members:
+                    stack.append((kid, iter(parsed.children.get(kid, []))))
+                    trail[kid] = None
+                    break
+            else:
+                stack.pop()
+                del trail[group]
+                found = dict(parsed.direct.get(group, {}))
+                for kid, _ in parsed.children.get(group, []):
+                    found.update(members[kid])
+                members[group] = found
+    return members
+
+
+def _depths(parsed: _RawInventory, members: dict[str, dict[str, None]]) -> dict[str, int]:
+    """Each group's depth below ``all`` (Ansible's: one more than its deepest parent). ``members``
+    holds each group after its children, so read backwards each comes after its parents."""
     parents: dict[str, set[str]] = {}
     for parent, kids in parsed.children.items():
         for kid, _ in kids:
             parents.setdefault(kid, set()).add(parent)
     found: dict[str, int] = {"all": 0}
-
-    def depth(group: str) -> int:
+    for group in reversed(members):
         if group not in found:
-            found[group] = 0  # a guard: cycles were refused already
-            found[group] = 1 + max((depth(p) for p in parents.get(group, ()) if p != group), default=0)
-        return found[group]
-
-    for group in [*parsed.direct, *parsed.children]:
-        depth(group)
+            found[group] = 1 + max((found[p] for p in parents.get(group, ()) if p != group), default=0)
     return found
 
 
@@ -396,9 +408,9 @@ def _ssh_args(
                 number, f"{key}: the value of {flag} must not start with '-': {inline!r}", source
             )
         if flag == "-J":
-            jump = inline
+            jump = _word(f"{key}: -J", inline, number, source)
         elif flag == "-l":
-            user = inline
+            user = _word(f"{key}: -l", inline, number, source)
         elif flag == "-i":
             options.append(_key_file(inline))
         elif flag == "-p":
@@ -410,15 +422,25 @@ def _ssh_args(
                 raise InventoryError(
                     number, f"{key}: -o {inline!r} is not a Key=Value sysmcp passes on", source
                 )
-            if inline.split("=", 1)[0].lower() == "proxyjump":
-                jump = inline.split("=", 1)[1].strip()
-                if jump.startswith("-") or not jump:
-                    raise InventoryError(
-                        number, f"{key}: ProxyJump must not start with '-': {jump!r}", source
-                    )
+            option, setting = inline.split("=", 1)
+            if option.lower() == "proxyjump":
+                jump = _word(f"{key}: ProxyJump", setting.strip(), number, source)
+            elif option.lower() in ("hostname", "user"):  # checked as ansible_host and ansible_user are
+                options.append(f"{option}={_word(f'{key}: {option}', setting.strip(), number, source)}")
             else:
                 options.append(inline)
     return jump, user, port, options
+
+
+def _word(key: str, value: str, number: int, source: str) -> str:
+    """An address, user or jump that reaches ssh: one word, not an option, nothing a shell reads."""
+    if not value or value.startswith("-") or _SHELL.search(value):
+        raise InventoryError(
+            number,
+            f"{key} must be one word not starting with '-', without shell characters, got {value!r}",
+            source,
+        )
+    return value
 
 
 def _key_file(path: str) -> str:
@@ -443,13 +465,8 @@ def _host(name: str, variables: dict[str, tuple[str, int]], source: str) -> Host
             )
         port = int(raw_port[0])
     for key in ("ansible_host", "ansible_user"):
-        value = variables.get(key)
-        if value is not None and (not value[0] or value[0].startswith("-") or _SHELL.search(value[0])):
-            raise InventoryError(
-                value[1],
-                f"{key} must be one word not starting with '-', without shell characters, got {value[0]!r}",
-                source,
-            )
+        if (value := variables.get(key)) is not None:
+            _word(key, value[0], value[1], source)
     command = variables.get("sysmcp_command")
     if command is not None and not command[0].strip():
         raise InventoryError(command[1], "sysmcp_command is empty", source)

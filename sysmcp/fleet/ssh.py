@@ -45,8 +45,8 @@ def _common(settings: SshSettings, host: Host) -> list[str]:
     for key, value in given:
         if value is not None:
             argv += ["-o", f"{key}={value}"]
-    for option in host.options:
-        argv += ["-o", option]
+    for option in host.options:  # a HostName given as an inventory's -o is expanded by ssh the same way
+        argv += ["-o", option.replace("%", "%%") if option.lower().startswith("hostname=") else option]
     return argv
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import tracemalloc
 
@@ -17,6 +18,7 @@ from sysmcp.fleet.inventory import (
     parse_ini,
     split_hosts_env,
 )
+from sysmcp.fleet.sources import from_json
 
 EXAMPLE = """\
 # the fleet
@@ -93,6 +95,15 @@ def test_ranges_expand_with_leading_zeros_letters_and_steps() -> None:
         ("web1 ansible_host=\"x'$(touch${IFS}/tmp/p)'\"\n", 1, "without shell characters"),
         ("[g]\nweb1\n[g:vars]\nansible_user=ops;id\n", 4, "without shell characters"),
         ("web1 ansible_ssh_host=`id`.example.com\n", 1, "without shell characters"),
+        ("web1 ansible_user='CORP\\'\n", 1, "without shell characters"),  # would escape what follows %r
+        # the same address, user or jump given through the inventory's ssh args, one variable away
+        ("web1 ansible_ssh_common_args='-o HostName=a$(id>/tmp/x)'\n", 1, "HostName must be one word"),
+        ("web1 ansible_ssh_extra_args='-o User=ops;id'\n", 1, "User must be one word"),
+        ("web1 ansible_ssh_common_args='-o user=`id`'\n", 1, "without shell characters"),
+        ("web1 ansible_ssh_common_args='-l \"ops;id\"'\n", 1, "-l must be one word"),
+        ("web1 ansible_ssh_extra_args=-lops|id\n", 1, "without shell characters"),
+        ("web1 ansible_ssh_common_args='-J \"b$(id)\"'\n", 1, "without shell characters"),
+        ("web1 ansible_ssh_common_args='-o ProxyJump=b&id'\n", 1, "without shell characters"),
         ("web1 ansible_port=²\n", 1, "port number"),  # a digit to str.isdigit, none to int
         ("web[¹:³]\n", 1, "two numbers or two letters"),
         # past 4,300 digits int() refuses with a ValueError of its own
@@ -128,11 +139,13 @@ def test_addresses_and_users_of_every_kind_ssh_takes_are_kept() -> None:
         "v6 ansible_host=fe80::1%eth0 ansible_user=ops.admin@corp.example\n"
         "v4 ansible_host=10.0.0.1 ansible_user=svc_backup-2\n"
         "idn ansible_host=bücher.example\n"
+        "winbind ansible_user='CORP\\alice'\n"  # in a shell a backslash only escapes the next character
     )
     assert [(h.address, h.user) for h in inventory.hosts.values()] == [
         ("fe80::1%eth0", "ops.admin@corp.example"),
         ("10.0.0.1", "svc_backup-2"),
         ("bücher.example", None),
+        (None, "CORP\\alice"),
     ]
 
 
@@ -177,13 +190,36 @@ def test_unknown_names_refuse_the_call_listing_the_groups() -> None:
     assert "groups: web, db, prod" in text and "5 hosts" in text
 
 
-def test_a_group_without_hosts_refuses_the_call_naming_it_not_zero_of_zero_answered() -> None:
+def test_groups_without_hosts_refuse_the_call_only_when_nothing_at_all_is_chosen() -> None:
     inventory = parse_ini("web1\n[empty]\n[web]\nweb1\n")
-    with pytest.raises(UnknownHosts, match=r"^no host in group 'empty'\. The inventory has 1 host"):
-        inventory.resolve(["empty"])
+    with pytest.raises(
+        UnknownHosts, match=r"^no host in group 'empty'\. The inventory has 1 host; groups: web "
+    ):
+        inventory.resolve(["empty"])  # "0 of 0 hosts answered" would say nothing
+    with pytest.raises(UnknownHosts, match=r"^no host in group 'empty', 'ungrouped'\. "):
+        inventory.resolve(["empty", "ungrouped"])
     with pytest.raises(UnknownHosts) as caught:
         inventory.resolve(["web", "empty", "mail1"])
     assert str(caught.value).startswith(
-        "unknown host or group: 'mail1'; no host in group 'empty'. The inventory has 1 host; groups: empty, web"
+        "unknown host or group: 'mail1'. The inventory has 1 host; groups: web "
     )
-    assert inventory.resolve(["web"]) == ["web1"]
+    # web1 is in web, so ungrouped is empty: naming it, or another empty group, beside web runs on web
+    assert inventory.resolve(["web", "empty", "ungrouped"]) == ["web1"]
+    assert parse_ini("[web]\nweb1\n[db]\n").resolve(["web", "db"]) == ["web1"]
+
+
+@pytest.mark.parametrize("form", ["ini", "json"])
+def test_a_chain_of_thousands_of_child_groups_is_built_not_a_recursion_error(form: str) -> None:
+    """Groups and their depths are walked with a stack of their own; a cycle deep in the chain is still
+    refused with its line."""
+    count = 3000
+    if form == "ini":
+        text = "".join(f"[g{i}:children]\ng{i + 1}\n" for i in range(count)) + f"[g{count}]\nweb1\n"
+        inventory = parse_ini(text)
+        with pytest.raises(InventoryError, match=r"line 1: groups contain each other: g0 → g1 → .* → g0$"):
+            parse_ini(text + f"[g{count}:children]\ng0\n")
+    else:
+        groups = {f"g{i}": {"children": [f"g{i + 1}"]} for i in range(count)}
+        inventory = from_json(json.dumps({**groups, f"g{count}": {"hosts": ["web1"]}}))
+    assert inventory.resolve(["g0"]) == ["web1"]
+    assert len(inventory.groups) == count + 3  # every g, all and ungrouped

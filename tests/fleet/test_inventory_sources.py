@@ -263,7 +263,7 @@ def test_flow_mappings_block_scalars_and_dates_in_an_inventory_are_read() -> Non
         ("all:\n  hosts:\n    web1:\n      ansible_host: -oProxyCommand=x\n", "not starting with '-'"),
         (
             "all:\n  hosts:\n    a:\n  vars:\n    ansible_ssh_common_args: -oProxyJump=-x\n",
-            "must not start with '-'",
+            "ProxyJump must be one word not starting with '-'",
         ),
         ("all:\n  hosts:\n    a:\n  vars:\n    ansible_ssh_extra_args: --evil\n", "not an ssh option"),
         (

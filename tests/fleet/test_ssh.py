@@ -120,3 +120,14 @@ def test_ssh_reads_a_zoned_address_and_a_key_path_with_a_space_as_the_inventory_
     assert seen.returncode == 0, seen.stderr  # -G: the configuration ssh would connect with, no connection
     config = seen.stdout.splitlines()
     assert "hostname fe80::1%eth0" in config and "identityfile /keys/my key" in config
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client")
+def test_ssh_reads_a_zoned_address_given_as_an_hostname_option_as_the_inventory_wrote_it() -> None:
+    """The inventory's ssh args may give the address as -o HostName: ssh expands %-tokens there too
+    (fe80::1%eth0 ended ssh with "percent_expand: unknown key %e")."""
+    inventory = parse_ini("v6 ansible_ssh_common_args='-o HostName=fe80::1%eth0'\n")
+    argv = session_argv(SshSettings(control_dir="/tmp/x", config_file="/dev/null"), inventory.hosts["v6"])
+    seen = subprocess.run(["ssh", "-G", *argv[1:-1]], capture_output=True, text=True, check=False, timeout=30)
+    assert seen.returncode == 0, seen.stderr
+    assert "hostname fe80::1%eth0" in seen.stdout.splitlines()
