@@ -14,7 +14,7 @@ import pytest
 
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.history.compare import Comparison, Findings, compare
-from sysmcp.history.recording import record_baseline
+from sysmcp.history.recording import baseline_of, record_baseline, series_of
 from sysmcp.history.store import Store
 
 MiB = 1 << 20
@@ -191,6 +191,22 @@ def test_what_the_roots_hide_is_left_out_of_the_integrity_part(
     assert outcome.integrity.added == [b"shown/g"]
     assert outcome.integrity.removed == []  # hidden/old and ../outside are not this call's to name
     assert outcome.integrity.content == [b"shown/f"]  # the baseline's digest was made up
+
+
+def test_a_directory_swapped_for_a_symlink_after_the_hash_does_not_lead_the_baseline_out_of_the_tree(
+    root: Path, tmp_path: Path, clock: Clock
+) -> None:
+    """``a/f`` was hashed, then ``a`` became a symlink out of the tree before the baseline's looks:
+    the file of that name outside is never looked at (its size, mode and owner would tell what lies
+    outside), so ``a/f`` is left out as gone; ``kept`` is looked at as before."""
+    write(root / "kept", 1, clock)
+    write(tmp_path / "outside" / "f", 3, clock)
+    os.symlink(tmp_path / "outside", root / "a")
+    manifest = f"{'0' * 64}  a/f\n{'1' * 64}  kept\n".encode()
+    series = series_of(root, WalkOptions())
+    baseline = baseline_of(series, os.fsencode(root), manifest, "sha256", False, clock.now)
+    assert list(baseline.files) == [b"kept"]
+    assert baseline.files[b"kept"].size == 1
 
 
 def test_one_integrity_baseline_is_compared_at_once_with_the_tree_hashed_now(
