@@ -14,7 +14,8 @@ only search permission is needed). Elsewhere (macOS, the BSDs) they are opened `
 so the guarantees stay (no FIFO can block, no device is opened, no symlink followed); the one cost is
 that a directory on the way must be readable, not just searchable.
 
-For code with its own final open: ``open_parent(path)`` gives the parent's descriptor and the last name.
+For code with its own final open: ``open_parent(path)`` gives the parent's descriptor and the last name;
+``Parents`` does the same for many paths, keeping the directories on the way open for the next one.
 Walkers (``sysmcp.engine.walk``) keep every step relative to a descriptor already checked themselves.
 """
 
