@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from sysmcp.engine.mounts import Figures, default_partitions, statvfs_usage
+from sysmcp.engine.opens import Parents
 from sysmcp.history import state
 from sysmcp.history.snapshots import (
     FILES_KEPT,
@@ -138,15 +139,21 @@ def record_baseline(
 def baseline_of(
     series: Series, base: bytes, manifest: bytes, algorithm: str, partial: bool, taken: float
 ) -> Baseline:
-    """A GNU manifest of ``base`` plus each file's size, mtime, mode and owner (one lstat each; a
-    file gone since it was hashed is left out)."""
+    """A GNU manifest of ``base`` plus each file's size, mtime, mode and owner (one lstat each,
+    relative to its directory reached without following a symlink: one swapped in since the hash must
+    not lead out of the tree; a file gone since it was hashed is left out)."""
     files = {}
-    for name, digest in parse_gnu_manifest(manifest):
-        try:
-            st = os.lstat(os.path.join(base, name))
-        except OSError:
-            continue
-        files[name] = baseline_entry(digest, st)
+    parents = Parents()
+    try:
+        for name, digest in parse_gnu_manifest(manifest):
+            try:
+                dir_fd, last = parents.parent(os.path.join(base, name))
+                st = os.stat(last, dir_fd=dir_fd, follow_symlinks=False)
+            except (OSError, ValueError):  # ValueError: a name that is not normalised ('../x')
+                continue
+            files[name] = baseline_entry(digest, st)
+    finally:
+        parents.close()
     return Baseline(series, taken, algorithm, files, partial)
 
 

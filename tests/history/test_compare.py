@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from sysmcp.engine.walk import WalkOptions
 from sysmcp.history import compare as compare_module
 from sysmcp.history.compare import Comparison, Findings, compare
 from sysmcp.history.diff import BaselineDiff
-from sysmcp.history.recording import record_baseline, record_scan
+from sysmcp.history.recording import baseline_of, record_baseline, record_scan, series_of
 from sysmcp.history.store import Store
 
 MiB = 1 << 20
@@ -197,6 +198,22 @@ def test_what_the_roots_hide_is_left_out_of_the_integrity_part(
     assert outcome.integrity.content == [b"shown/f"]  # the baseline's digest was made up
 
 
+def test_a_directory_swapped_for_a_symlink_after_the_hash_does_not_lead_the_baseline_out_of_the_tree(
+    root: Path, tmp_path: Path, clock: Clock
+) -> None:
+    """``a/f`` was hashed, then ``a`` became a symlink out of the tree before the baseline's looks:
+    the file of that name outside is never looked at (its size, mode and owner would tell what lies
+    outside), so ``a/f`` is left out as gone; ``kept`` is looked at as before."""
+    write(root / "kept", 1, clock)
+    write(tmp_path / "outside" / "f", 3, clock)
+    os.symlink(tmp_path / "outside", root / "a")
+    manifest = f"{'0' * 64}  a/f\n{'1' * 64}  kept\n".encode()
+    series = series_of(root, WalkOptions())
+    baseline = baseline_of(series, os.fsencode(root), manifest, "sha256", False, clock.now)
+    assert list(baseline.files) == [b"kept"]
+    assert baseline.files[b"kept"].size == 1
+
+
 def test_one_integrity_baseline_is_compared_at_once_with_the_tree_hashed_now(
     root: Path, store: Store, clock: Clock
 ) -> None:
@@ -254,10 +271,14 @@ def test_a_raised_checkpoint_stops_the_fresh_scan_and_nothing_is_kept(
     assert store.snapshots("scan") == []
 
 
-def out_of_time(root: Path, store: Store, clock: Clock, names: list[str]) -> BaselineDiff:
-    """The integrity check of a baseline of ``names`` with no time left to hash anything now."""
+def out_of_time(
+    root: Path, store: Store, clock: Clock, names: list[str], then: Callable[[], object] = lambda: None
+) -> BaselineDiff:
+    """The integrity check of a baseline of ``names`` with no time left to hash anything now (``then``
+    runs between the baseline and the check)."""
     manifest = b"".join(f"{'0' * 64}  {name}\n".encode() for name in names)
     assert record_baseline(store, os.fsencode(root), manifest, "sha256", WalkOptions(), False, clock).kept
+    then()
     ticks = iter(range(0, 10**6, 1000))  # every look at the budget's clock is 1,000 s later: no time left
     outcome = compare(
         replace(on(asked(root, clock), store, clock), until=clock.now, monotonic=lambda: next(ticks))
@@ -300,9 +321,14 @@ def test_names_not_hashed_in_time_behind_a_directory_now_a_symlink_are_gone_not_
 ) -> None:
     for name in ("x", "y"):
         write(tmp_path / "outside" / name, 10, clock)
+        write(root / "a" / name, 10, clock)
     write(root / "b" / "kept", 10, clock)
-    (root / "a").symlink_to(tmp_path / "outside")
-    found = out_of_time(root, store, clock, ["a/x", "a/y", "b/kept"])
+
+    def swap() -> None:  # a/ turned into a link out of the tree after the baseline
+        shutil.rmtree(root / "a")
+        (root / "a").symlink_to(tmp_path / "outside")
+
+    found = out_of_time(root, store, clock, ["a/x", "a/y", "b/kept"], then=swap)
     assert found.removed == [b"a/x", b"a/y"] and found.not_checked == 1
 
 

@@ -24,7 +24,7 @@ from sysmcp.engine.hashing._checksums import (
     hash_fd,
     one_shot,
 )
-from sysmcp.engine.opens import kind, open_regular_at, read_small_regular_at
+from sysmcp.engine.opens import Parents, kind, open_regular_at, read_small_regular_at
 
 #: NOT_CHECKED: the time budget ran out before this entry was looked at or hashed.
 Status = Literal["OK", "FAILED", "MISSING", "UNREADABLE", "NOT_CHECKED"]
@@ -143,7 +143,7 @@ def check_file(
     path: bytes,
     expected: str,
     candidates: tuple[Algorithm, ...],
-    confined: bool,
+    parents: Parents | None,
     settled: dict[int, str],
     buffer: bytearray,
     on_chunk: Callable[[int], None],
@@ -152,26 +152,29 @@ def check_file(
     """Look at, open and hash one entry's file: its verdict's code, an UNREADABLE detail, bytes read.
 
     Every entry is judged here, by a short manifest and by the ranges of a long one alike: stat
-    follows symlinks as ``sha256sum`` does (unless the allowed roots confine us), anything but a
-    regular file is refused before it is opened, and the open checks it is the file looked at. A
+    follows symlinks as ``sha256sum`` does, unless the allowed roots confine us (``parents``: the
+    checked path's directory is reached one component at a time and nothing on the way is followed,
+    so one swapped for a symlink since the check cannot lead out); anything but a regular file is
+    refused before it is opened, and the open checks it is the file looked at. A
     digest length two algorithms share is settled by the first match; a mismatch under a settled
     length is tried with the other candidates too. ``expected`` is lowercase hex. ``looked``:
     ``look(path)`` when already taken. A file smaller than the buffer goes to ``check_small``.
     """
     if looked is None:
-        found = look(path)
+        found = look(path, parents)
         if not isinstance(found, os.stat_result):
             return found
         looked = found
+    dir_fd, last = (None, path) if parents is None else parents.parent(path)  # the one ``look`` reached
     trying = candidates
     narrowed = len(candidates) > 1 and len(expected) in settled
     if narrowed:
         trying = (ALGORITHMS[settled[len(expected)]],)
     blamed = blamed_code(candidates)
     if 0 < looked.st_size < len(buffer):
-        return check_small(path, looked, expected, candidates, trying, confined, settled, buffer, blamed)
+        return check_small(last, dir_fd, looked, expected, candidates, trying, settled, buffer, blamed)
     try:
-        fd, opened = open_regular_at(path, follow_symlinks=not confined, expect=looked)
+        fd, opened = open_regular_at(last, dir_fd=dir_fd, follow_symlinks=dir_fd is None, expect=looked)
     except FileNotFoundError:
         return MISSING_CODE, "", 0
     except OSError as exc:
@@ -204,12 +207,17 @@ def check_file(
         os.close(fd)
 
 
-def look(path: bytes) -> os.stat_result | tuple[int, str, int]:
-    """``os.stat(path)`` of a regular file (following symlinks, as ``sha256sum``), or else the
+def look(path: bytes, parents: Parents | None = None) -> os.stat_result | tuple[int, str, int]:
+    """``os.stat(path)`` of a regular file (following symlinks, as ``sha256sum``; with ``parents``,
+    confined: its ``lstat`` relative to its directory, reached without following any), or else the
     verdict, as ``check_file`` returns it: MISSING when nothing is there, UNREADABLE with the error in
     words, or with what it is when it is no regular file."""
     try:
-        looked = os.stat(path)
+        if parents is None:
+            looked = os.stat(path)
+        else:
+            dir_fd, name = parents.parent(path)
+            looked = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except OSError as exc:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):
             return MISSING_CODE, "", 0
@@ -220,12 +228,12 @@ def look(path: bytes) -> os.stat_result | tuple[int, str, int]:
 
 
 def check_small(
-    path: bytes,
+    name: bytes,
+    dir_fd: int | None,
     looked: os.stat_result,
     expected: str,
     candidates: tuple[Algorithm, ...],
     trying: tuple[Algorithm, ...],
-    confined: bool,
     settled: dict[int, str],
     buffer: bytearray,
     blamed: int,
@@ -235,7 +243,9 @@ def check_small(
     bytes already read. The same verdicts as through ``open_regular_at`` and ``hash_fd``, with two
     system calls and every per-file object fewer: these are most files, and per-file work is the cost."""
     try:
-        count, after, failure = read_small_regular_at(path, looked, buffer, follow_symlinks=not confined)
+        count, after, failure = read_small_regular_at(
+            name, looked, buffer, dir_fd=dir_fd, follow_symlinks=dir_fd is None
+        )
     except FileNotFoundError:
         return MISSING_CODE, "", 0
     except OSError as exc:

@@ -44,6 +44,7 @@ from sysmcp.engine.hashing._verdicts import (
     look,
 )
 from sysmcp.engine.hashing._verify_ranges import OUTSIDE_ROOTS, Confine, Tuning, check_ranges
+from sysmcp.engine.opens import Parents
 from sysmcp.engine.walk import Budget, ScanStopped, SkipCounter, WalkOptions, join, throttled, walk_files
 
 
@@ -129,7 +130,7 @@ def _check_here(
         names=lambda: (entry.name for entry in entries),
     )
     base, confine, threads = request.base, request.confine, request.threads
-    confined = confine is not None
+    parents = Parents() if confine is not None else None  # confined: no symlink on the way is followed
     looked: list[tuple[int, bytes, os.stat_result]] = []
     total_bytes = 0
     try:
@@ -143,7 +144,7 @@ def _check_here(
                     result.checked.put(index, UNREADABLE_CODE, OUTSIDE_ROOTS)
                     continue
                 path = inside
-            st = look(path)
+            st = look(path, parents)
             if not isinstance(st, os.stat_result):
                 result.checked.put(index, *st[:2])
                 continue
@@ -166,7 +167,7 @@ def _check_here(
             # Looked at again here, not judged against pass 1's look: a file touched or edited while
             # the files before it were hashed is judged as it is read, as the ranges judge theirs.
             code, detail, read = check_file(
-                path, entry.digest, entry.candidates, confined, settled, buffer, on_chunk
+                path, entry.digest, entry.candidates, parents, settled, buffer, on_chunk
             )
             return (index, code, detail), read
 
@@ -184,6 +185,9 @@ def _check_here(
         result.bytes_hashed = counters.bytes
     except ScanStopped as stop:
         result.stopped = stop.reason
+    finally:
+        if parents is not None:
+            parents.close()
     return result
 
 

@@ -41,6 +41,7 @@ from sysmcp.engine.hashing._verdicts import (
     judge_data,
     known_algorithm,
 )
+from sysmcp.engine.opens import Parents
 from sysmcp.engine.parallel import MAX_TASKS, SharedCounters, available_processes, run_shared
 from sysmcp.engine.walk import Budget, ScanStopped, throttled
 
@@ -101,10 +102,12 @@ class RangeWork:
     tuning: Tuning
     settled: dict[int, str] = field(default_factory=dict)
     buffer: bytearray = field(init=False)
+    parents: Parents | None = field(init=False)  # confined: the directories on the way, never followed
     bad_seen: int = 0  # by this process: more than MAX_BAD_LINES means the whole is no manifest
 
     def __post_init__(self) -> None:
         self.buffer = bytearray(self.tuning.chunk)
+        self.parents = Parents() if self.confine is not None else None
 
     def on_chunk(self, read: int) -> None:
         self.own()
@@ -244,7 +247,7 @@ def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: 
                 if not key.startswith("/"):
                     path = prefix + path
                 candidates = parser.candidates(len(expected))
-                code, detail, read = check_file(path, expected, candidates, False, settled, buffer, on_chunk)
+                code, detail, read = check_file(path, expected, candidates, None, settled, buffer, on_chunk)
                 if detail:
                     details[len(codes)] = detail
                 codes.append(code)
@@ -262,8 +265,7 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
     """The range's lines one by one (comments, CRs, tags, escapes, bad lines; and every line when
     confined): its ``Part``. Raises ``_GaveUp`` past ``MAX_BAD_LINES`` bad lines in this process."""
     parse, prefix, settled, buffer = work.parser.parse, work.prefix, work.settled, work.buffer
-    on_chunk, own, tally, confine = work.on_chunk, work.own, work.tally, work.confine
-    confined = confine is not None
+    on_chunk, own, tally, confine, parents = work.on_chunk, work.own, work.tally, work.confine, work.parents
     lines = lines_of(block)
     read = tally.read
     codes = bytearray()
@@ -293,7 +295,7 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
                     continue
                 path = inside
             code, detail, size = check_file(
-                path, digest.lower(), candidates, confined, settled, buffer, on_chunk
+                path, digest.lower(), candidates, parents, settled, buffer, on_chunk
             )
             if detail:
                 details[len(codes)] = detail
@@ -381,6 +383,9 @@ def _check_claimed(
                 break
     except _GaveUp:
         gave_up = True
+    finally:
+        if work.parents is not None:
+            work.parents.close()
     return {"parts": parts, "bytes": hashed, "stopped": stopped, "gave_up": gave_up}
 
 

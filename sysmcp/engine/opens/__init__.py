@@ -7,6 +7,7 @@ This is the room's front door: other rooms import these names from here, never a
 from sysmcp.engine.opens._safeopen import (
     FileSwap,
     NotRegularFile,
+    Parents,
     extended_attributes,
     kind,
     open_parent,
@@ -20,6 +21,7 @@ from sysmcp.engine.opens._safeopen import (
 __all__ = [
     "FileSwap",
     "NotRegularFile",
+    "Parents",
     "extended_attributes",
     "kind",
     "open_parent",

@@ -14,7 +14,8 @@ only search permission is needed). Elsewhere (macOS, the BSDs) they are opened `
 so the guarantees stay (no FIFO can block, no device is opened, no symlink followed); the one cost is
 that a directory on the way must be readable, not just searchable.
 
-For code with its own final open: ``open_parent(path)`` gives the parent's descriptor and the last name.
+For code with its own final open: ``open_parent(path)`` gives the parent's descriptor and the last name;
+``Parents`` does the same for many paths, keeping the directories on the way open for the next one.
 Walkers (``sysmcp.engine.walk``) keep every step relative to a descriptor already checked themselves.
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import threading
 
 from sysmcp import platform
 from sysmcp.engine.faults import WrongKind
@@ -106,6 +108,55 @@ def open_parent(path: str | os.PathLike[str], step: int = _STEP) -> tuple[int, b
         os.close(current)
         raise
     return current, parts[-1]
+
+
+class Parents:
+    """The parent directories of many resolved paths, each reached as ``open_parent`` reaches it (from
+    ``/``, one component at a time, never following a symlink), the descriptors on the way kept for
+    the next path: a name in the same directory as the last (a sorted manifest's next entry) costs no
+    ``openat`` but its own, one in a nearby directory only the components that differ. Each thread
+    keeps its own (a hashing pool may share one); ``close()`` closes them all, once the threads are done.
+    """
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._chains: list[list[tuple[bytes, int]]] = []  # per thread: (component, descriptor), "/" first
+
+    def parent(self, path: bytes) -> tuple[int, bytes]:
+        """``path``'s parent directory (kept open here: the caller must not close it) and its final name
+        (``.`` for ``/``). ``OSError`` and ``ValueError`` as ``open_parent``."""
+        head, _, last = path.rpartition(b"/")
+        if last in (b".", b".."):
+            raise ValueError("Parents needs absolute, normalised paths")
+        local = self._local
+        if getattr(local, "head", None) == head:
+            return local.chain[-1][1], last or b"."
+        parts = [p for p in head.split(b"/") if p]
+        if not path.startswith(b"/") or any(p in (b".", b"..") for p in parts):
+            raise ValueError("Parents needs absolute, normalised paths")
+        chain: list[tuple[bytes, int]] | None = getattr(local, "chain", None)
+        if chain is None:
+            chain = local.chain = [(b"/", os.open(b"/", _STEP))]
+            self._chains.append(chain)
+        local.head = None
+        kept = 1  # the components the chain shares with this directory, "/" included
+        while kept < len(chain) and kept <= len(parts) and chain[kept][0] == parts[kept - 1]:
+            kept += 1
+        for _, fd in chain[kept:]:
+            os.close(fd)
+        del chain[kept:]
+        for name in parts[kept - 1 :]:  # an error leaves a shorter chain, still right, for the next path
+            chain.append((name, _step(name, chain[-1][1], _STEP)))
+        local.head = head
+        return chain[-1][1], last or b"."
+
+    def close(self) -> None:
+        for chain in self._chains:
+            for _, fd in chain:
+                os.close(fd)
+            chain.clear()
+        self._chains.clear()
+        self._local = threading.local()
 
 
 def _step(name: bytes, dir_fd: int, flags: int) -> int:

@@ -306,7 +306,7 @@ def test_a_file_that_vanished_after_the_look_is_missing(tmp_path: Path) -> None:
     gone.unlink()
     sha256 = (ALGORITHMS["sha256"],)
     checked = check_file(
-        os.fsencode(gone), "00" * 32, sha256, False, {}, bytearray(CHUNK), lambda _: None, looked
+        os.fsencode(gone), "00" * 32, sha256, None, {}, bytearray(CHUNK), lambda _: None, looked
     )
     assert checked == (MISSING_CODE, "", 0)
 

@@ -256,3 +256,46 @@ def test_a_deadline_during_the_walk_for_new_files_is_said_in_the_tools_words(tmp
     reason = "time budget of 5 s reached while looking for new files (the list of new files may be short)"
     assert output.structured["stopped_reason"] == reason and output.structured["complete"] is False
     assert output.text.startswith(f"PARTIAL RESULT: checking stopped early ({reason}); 0 of 5 entries")
+
+
+@pytest.mark.parametrize("parallel_from", [0, 1 << 30], ids=["ranges", "short"])
+def test_a_directory_swapped_for_a_symlink_after_the_roots_check_is_not_followed_out_of_the_roots(
+    tmp_path: Path, parallel_from: int
+) -> None:
+    """The check passes ``r/d/f`` (inside), then ``d`` becomes a symlink to ``outside``: the file of
+    that name outside is never looked at nor hashed, whatever its digest, and the answer says why."""
+    root, outside = tmp_path / "r", tmp_path / "outside"
+    (root / "d").mkdir(parents=True)
+    outside.mkdir()
+    (root / "d" / "f").write_bytes(b"inside\n")
+    (outside / "f").write_bytes(b"secret\n")
+    roots_check = verify_checksums.confine_to(PathPolicy([root]))
+    assert roots_check is not None
+
+    def check_then_swap(path: bytes) -> bytes | None:
+        """The roots check, then what an attacker does before the open (once: the first entry's)."""
+        inside = roots_check(path)
+        if not (root / "d").is_symlink():
+            (root / "d").rename(root / "moved")
+            (root / "d").symlink_to(outside)
+        return inside
+
+    secret = (outside / "f").read_bytes()
+    text = f"{sha(secret)}  d/f\n".encode()
+    result = verify(request(root, text, confine=check_then_swap, parallel_from=parallel_from, processes=1))
+    assert statuses(result) == ["UNREADABLE"]
+    assert result.checked[0].detail == "refusing to follow a symbolic link"
+    assert result.bytes_hashed == 0
+
+
+def test_entries_in_directories_side_by_side_are_each_reached_under_confinement(tmp_path: Path) -> None:
+    """The kept parent directories follow the manifest down, across and back up the tree."""
+    names = ["top", "a/b/f", "a/b/g", "a/c/f", "a/f", "e/f", "a/b/f", "top"]
+    for name in set(names):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(name.encode())
+    text = "".join(f"{sha(name.encode())}  {name}\n" for name in names).encode()
+    confine = verify_checksums.confine_to(PathPolicy([tmp_path]))
+    for parallel_from in (0, 1 << 30):
+        result = verify(request(tmp_path, text, confine=confine, parallel_from=parallel_from, processes=1))
+        assert statuses(result) == ["OK"] * len(names)
