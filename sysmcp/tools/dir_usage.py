@@ -250,10 +250,12 @@ def answer(
     shown_files = files[:top_n] if lists_files else []
     shown_dirs = directories[:top_n] if lists_directories else []
     extensions: Opt[list[Extension]] = ABSENT
-    every_extension = [
-        Extension(display(os.fsencode(ext)), n, disk, apparent) for ext, n, apparent, disk in usage.extensions
-    ]
+    every_extension: list[Extension] = []  # for the full listing, when the text lists extensions
     if show in _LISTS_EXTENSIONS:
+        every_extension = [
+            Extension(display(os.fsencode(ext)), n, disk, apparent)
+            for ext, n, apparent, disk in usage.extensions
+        ]
         extensions = every_extension[:top_n]
     totals = usage.totals
     assert totals is not None
