@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.faults import EngineError
 from sysmcp.engine.hashing import ALGORITHMS, TreeRequest, hash_path
-from sysmcp.engine.opens import open_parent
+from sysmcp.engine.opens import Parents
 from sysmcp.engine.usage import Usage, UsageRequest, scan_usage
 from sysmcp.engine.walk import ScanStopped, SkipCounter, WalkOptions
 from sysmcp.history import state
@@ -196,51 +195,31 @@ def _look_again(diff: ScanDiff, root: bytes) -> None:
     """A file gone from a fresh scan's largest files may only have shrunk below them: one lstat each
     tells (the snapshot is of now)."""
     removed = []
-    for row in diff.removed_files:
-        st = _look(root, row.path)
-        if st is None:
-            removed.append(row)
-            continue
-        now = FileRow(row.path, st.st_blocks * 512, st.st_size, st.st_mtime)
-        if now.disk < row.disk:
-            diff.shrunk_files.append((row, now))
+    parents = Parents()
+    try:
+        for row in diff.removed_files:
+            st = _look(parents, root, row.path)
+            if st is None:
+                removed.append(row)
+                continue
+            now = FileRow(row.path, st.st_blocks * 512, st.st_size, st.st_mtime)
+            if now.disk < row.disk:
+                diff.shrunk_files.append((row, now))
+    finally:
+        parents.close()
     diff.removed_files = removed
     diff.shrunk_files.sort(key=lambda pair: (pair[1].disk - pair[0].disk, pair[0].path))
 
 
-def _look(root: bytes, relative: bytes) -> os.stat_result | None:
+def _look(parents: Parents, root: bytes, relative: bytes) -> os.stat_result | None:
     """The ``lstat`` of a stored name below ``root`` now, reached without following a symlink on the
-    way (None: not there): a directory since swapped for a symlink must not lead outside the roots."""
-    with _looking(root) as look:
-        return look(relative)
-
-
-@contextmanager
-def _looking(root: bytes) -> Iterator[Callable[[bytes], os.stat_result | None]]:
-    """``_look`` for many names: the parent directory last opened (never through a symlink) stays open
-    for the next name in it, so sorted names cost one walk from ``/`` per directory, not per name."""
-    held: list[tuple[bytes, int]] = []  # the open parent: its path and descriptor
-
-    def look(relative: bytes) -> os.stat_result | None:
-        directory, name = os.path.split(os.path.join(root, relative))
-        if not held or held[0][0] != directory or name in (b"", b".", b".."):
-            while held:
-                os.close(held.pop()[1])
-            try:
-                parent, name = open_parent(os.fsdecode(os.path.join(root, relative)))
-            except (OSError, ValueError):  # ValueError: a stored name that is not normalised ('../x')
-                return None
-            held.append((directory, parent))
-        try:
-            return os.stat(name, dir_fd=held[0][1], follow_symlinks=False)
-        except OSError:
-            return None
-
+    way (None: not there): a directory since swapped for a symlink must not lead outside the roots.
+    ``parents`` keeps the directories on the way open, so sorted names cost one walk per directory."""
     try:
-        yield look
-    finally:
-        while held:
-            os.close(held.pop()[1])
+        dir_fd, name = parents.parent(os.path.join(root, relative))
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except (OSError, ValueError):  # ValueError: a stored name that is not normalised ('../x')
+        return None
 
 
 def _lower_bound(usage: Usage) -> LowerBound:
@@ -309,8 +288,11 @@ def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float
     result = diff_baselines(_visible_files(baseline, visible), _visible_files(now, visible))
     if tree.stopped:  # not hashed in time is not removed: only a file that is gone is
         found.integrity_stopped = tree.stopped
-        with _looking(root) as look:
-            gone = [p for p in result.removed if look(p) is None]
+        parents = Parents()
+        try:
+            gone = [p for p in result.removed if _look(parents, root, p) is None]
+        finally:
+            parents.close()
         result.not_checked = len(result.removed) - len(gone)
         result.removed = gone
     found.integrity = result

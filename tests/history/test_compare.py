@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.engine.opens import open_parent
+from sysmcp.engine.opens import _safeopen as safeopen
+from sysmcp.engine.opens._safeopen import _step as step
 from sysmcp.engine.usage import UsageRequest, scan_usage
 from sysmcp.engine.walk import WalkOptions
-from sysmcp.history import compare as compare_module
 from sysmcp.history.compare import Comparison, Findings, compare
 from sysmcp.history.diff import BaselineDiff
 from sysmcp.history.recording import baseline_of, record_baseline, record_scan, series_of
@@ -304,16 +304,16 @@ def test_names_not_hashed_in_time_in_one_directory_cost_one_walk_from_the_root_n
     names = [f"d/e/f{n:02d}" for n in range(50)]
     for name in names:
         write(root / name, 10, clock)
-    walks: list[str] = []
+    steps: list[bytes] = []  # each directory opened on the way down from /
 
-    def counted(path: str) -> tuple[int, bytes]:
-        walks.append(path)
-        return open_parent(path)
+    def counted(name: bytes, dir_fd: int, flags: int) -> int:
+        steps.append(name)
+        return step(name, dir_fd, flags)
 
-    monkeypatch.setattr(compare_module, "open_parent", counted)
-    found = out_of_time(root, store, clock, [*names, "d/e/gone"])
+    spy = lambda: monkeypatch.setattr(safeopen, "_step", counted)  # noqa: E731 - after the baseline
+    found = out_of_time(root, store, clock, [*names, "d/e/gone"], then=spy)
     assert found.removed == [] and found.not_checked == 50  # "gone" was never kept: its lstat failed
-    assert len(walks) == 1, walks
+    assert steps == [os.fsencode(p) for p in (root / "d/e").parts[1:]]  # one walk from the root, not 50
 
 
 def test_names_not_hashed_in_time_behind_a_directory_now_a_symlink_are_gone_not_looked_at_outside(
