@@ -82,7 +82,9 @@ class ScanDiff:
     grown_files: list[tuple[FileRow, FileRow]] = field(default_factory=list)  # (then, now), most gained first
     unlisted: list[ScanSnapshot] = field(default_factory=list)  # the sides with no file list: none compared
     new_maybe_grown: bool = False  # the older list was full: a file new to it may have been smaller then
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(
+        default_factory=list
+    )  # what limits the comparison (a partial side is ``partial``)
 
 
 def diff_scans(old: ScanSnapshot, new: ScanSnapshot) -> ScanDiff:
@@ -99,11 +101,6 @@ def diff_scans(old: ScanSnapshot, new: ScanSnapshot) -> ScanDiff:
         result.notes.append(
             f"{backwards if seconds < 0 else 'the two snapshots have the same time'}: no rates"
         )
-    for side, snap in (("older", old), ("newer", new)):
-        if snap.partial:
-            result.notes.append(
-                f"the {side} scan was partial: directories it did not reach look unchanged or gone"
-            )
     rate = seconds > 0
     changes = []
     held_below = _newest_held_below(new)

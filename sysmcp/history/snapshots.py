@@ -73,9 +73,10 @@ class ScanSnapshot:
 
     @property
     def lists_files(self) -> bool:
-        """Whether ``files`` are the tree's largest files: a snapshot that counted files and kept
-        none (a scan filtered by time or size, or one that listed no file) has no such list."""
-        return bool(self.files) or self.total.files == 0
+        """Whether ``files`` are the tree's largest files: every file it counted, or ``FILES_KEPT`` of
+        them. Fewer is no such list: a scan that listed no file, or one filtered by time or size
+        (which older versions kept as if it were whole)."""
+        return len(self.files) >= min(FILES_KEPT, self.total.files)
 
 
 @dataclass(frozen=True, slots=True)

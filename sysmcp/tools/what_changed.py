@@ -317,7 +317,7 @@ def notes_of(outcome: Findings) -> list[str]:
             f"the disk readings of {outcome.mount_point} span only {age(outcome.readings_span_s)}: too short "
             "for a fill rate (disk_usage with sample_s gives the short-term rate)"
         )
-    return notes + outcome.notes
+    return notes + (outcome.diff.notes if outcome.diff is not None else []) + outcome.notes
 
 
 def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, WhatChanged, str | None]:
@@ -450,7 +450,7 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
                 when = " and ".join(_when(snap.taken, precise) for snap in diff.unlisted)
                 notes.append(
                     f"the {'snapshots' if len(diff.unlisted) > 1 else 'snapshot'} of {when} kept no list of "
-                    "files (a scan filtered by time or size, or one that listed none), so no file is named "
+                    "the tree's largest files (a scan filtered by time or size, or one that listed none), so no file is named "
                     "as new, removed or shrunk"
                 )
     elif not found.history:

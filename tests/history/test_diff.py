@@ -105,6 +105,30 @@ def test_a_snapshot_that_counted_files_but_kept_no_list_names_no_file_new_remove
     assert diff_scans(empty, snap(DAY, NEW, files=listed)).new_files == listed
 
 
+@pytest.mark.parametrize("filtered", ["older", "newer"])
+def test_a_list_shorter_than_the_files_its_snapshot_counted_is_not_taken_for_the_whole_tree(
+    filtered: str,
+) -> None:
+    """An older version kept the list of a scan filtered by time or size: the three files it
+    counted, one listed. Against a whole list, no file is new, removed or shrunk for missing from it."""
+    whole = [
+        FileRow(b"a/big", 30 * MiB, 30 * MiB, 5.0),
+        FileRow(b"a/mid", 20 * MiB, 20 * MiB, 5.0),
+        FileRow(b"a/recent", 2 * MiB, 2 * MiB, 5.0),
+    ]
+
+    def three_files(taken: float, files: list[FileRow], counted: int = 3) -> ScanSnapshot:
+        return ScanSnapshot(SERIES, taken, False, MiB, {b"": DirTotals(52 * MiB, 52 * MiB, counted)}, files)
+
+    old = three_files(0.0, whole[2:] if filtered == "older" else whole)
+    new = three_files(DAY, whole[2:] if filtered == "newer" else whole)
+    diff = diff_scans(old, new)
+    assert (diff.new_files, diff.removed_files, diff.shrunk_files) == ([], [], [])
+    assert diff.unlisted == [old if filtered == "older" else new]
+    gone = diff_scans(three_files(0.0, whole), three_files(DAY, whole[:2], counted=2))  # one deleted
+    assert gone.removed_files == whole[2:] and gone.unlisted == []
+
+
 def test_the_growth_between_readings_is_a_fact_however_short_their_span() -> None:
     readings = [
         DiskReading("h", b"/srv", "d|ext4", 100.0 + 2 * i, 10 * GiB, GiB + i * 12 * MiB, 9 * GiB)

@@ -24,7 +24,7 @@ from sysmcp.engine.usage import UsageRequest, scan_usage
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.history import state
 from sysmcp.history.recording import series_of
-from sysmcp.history.snapshots import DirTotals, ScanSnapshot
+from sysmcp.history.snapshots import DirTotals, FileRow, ScanSnapshot
 from sysmcp.protocol.failures import ArgumentError, ToolError
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import INPUT_SCHEMA as DU_INPUT
@@ -566,5 +566,46 @@ async def test_after_a_dir_usage_that_listed_no_file_a_rewritten_file_is_not_cal
     assert output.structured["comparable"] is True and output.structured["new_files"] == []
     assert "Largest new files" not in output.text
     assert (
-        "kept no list of files" in output.text and "no file is named as new, removed or shrunk" in output.text
+        "kept no list of the tree's largest files" in output.text
+        and "no file is named as new, removed or shrunk" in output.text
     )
+
+
+async def test_a_snapshot_from_a_clock_set_back_since_is_compared_and_the_answer_says_the_clock_went_backwards(
+    tmp_path: Path, clock: Clock
+) -> None:
+    tree = tmp_path / "tree"
+    write(tree / "data" / "a", 2 * MiB)
+    store = state.active()
+    assert store is not None
+    series = series_of(os.fsencode(tree), WalkOptions())
+    ahead = {b"": DirTotals(MiB, MiB, 1), b"data": DirTotals(MiB, MiB, 1)}
+    assert store.save_scan(
+        ScanSnapshot(series, clock.now + 2 * 3600, False, MiB, ahead)
+    ).ok  # clock ahead then
+    output = await call(path=str(tree), since="last")
+    result = output.structured
+    assert result["comparable"] is True and result["seconds"] < 0
+    assert any("the clock went backwards" in note for note in result["notes"])
+    assert "Note: the clock went backwards between the two snapshots: no rates." in output.text
+
+
+async def test_a_file_list_an_older_version_kept_from_a_filtered_scan_names_no_file_new(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """An older version kept the files a dir_usage with older_than or min_size matched as the
+    snapshot's list: two of the tree's three files were counted and not listed."""
+    tree = tmp_path / "tree"
+    for name, size in (("big", 3 * MiB), ("mid", 2 * MiB), ("small", 64 << 10)):
+        write(tree / "logs" / name, size)
+    totals = du_all(tree)
+    store = state.active()
+    assert store is not None
+    series = series_of(os.fsencode(tree), WalkOptions())
+    dirs = {rel: DirTotals(disk, disk, 3) for rel, disk in totals.items()}
+    listed = [FileRow(b"logs/small", 64 << 10, 64 << 10, clock.now - 3600)]
+    assert store.save_scan(ScanSnapshot(series, clock.now - 600, False, MiB, dirs, listed)).ok
+    output = await call(path=str(tree), since="last")
+    assert output.structured["comparable"] is True and output.structured["new_files"] == []
+    assert "Largest new files" not in output.text
+    assert "kept no list of the tree's largest files" in output.text
