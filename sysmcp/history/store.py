@@ -281,11 +281,17 @@ class Store:
         try:
             db.execute(f"PRAGMA busy_timeout = {int(self.busy_ms)}")
             db.execute("PRAGMA foreign_keys = ON")
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:  # its rows may mean what this version cannot tell: not touched
+                raise Unsafe(
+                    f"{self.path} is from a newer sysmcp, schema {version} where this one knows "
+                    f"{SCHEMA_VERSION}: left as it is"
+                )
             mode = db.execute("PRAGMA journal_mode").fetchone()[0]
             if mode != "wal":
                 db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
-            if db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:  # a file made afresh
+            if version < SCHEMA_VERSION:  # a file made afresh
                 self._migrate(db)
         except BaseException:
             db.close()

@@ -457,3 +457,27 @@ def test_a_read_only_state_directory_logs_history_write_failed_once_not_once_per
     out = done.stdout + done.stderr
     assert out.count("SAVED False") == 6, out
     assert out.count("history write failed") == 1, out
+
+
+def test_a_database_from_a_newer_schema_turns_history_off_and_is_neither_written_nor_moved_aside(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "s"
+    store = Store.open(directory, Clock())
+    assert store.save_scan(snapshot(1.0, {b"": 7})).ok and store.put("plans", "p1", b"kept").ok
+    store.close()
+    db = sqlite3.connect(directory / DB_NAME)  # a later release: one more column, one more version
+    db.execute("ALTER TABLE readings ADD COLUMN unit INTEGER NOT NULL DEFAULT 1")
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.commit()
+    db.close()
+    before = (directory / DB_NAME).read_bytes()
+    newer = Store.open(directory, Clock(2_000_000_000.0))
+    assert not newer.enabled and newer.disabled_reason is not None
+    assert f"is from a newer sysmcp, schema {SCHEMA_VERSION + 1}" in newer.disabled_reason
+    assert not newer.save_readings([DiskReading("host", b"/", "8:1", 5.0, 100, 50, 50)]).ok
+    assert not newer.put("plans", "p2", b"new").ok and not newer.prune(Retention(max_bytes=1)).ok
+    assert newer.snapshots() == [] and newer.get("plans", "p1") is None  # nothing read as if it were ours
+    newer.close()
+    assert (directory / DB_NAME).read_bytes() == before
+    assert not [p.name for p in directory.iterdir() if ".corrupt-" in p.name]
