@@ -248,7 +248,7 @@ class Store:
         aside = f"{DB_NAME}.corrupt-{stamp}"
         fd = self.state_dir.fd
         os.replace(DB_NAME, aside, src_dir_fd=fd, dst_dir_fd=fd)
-        for suffix in ("-wal", "-shm"):
+        for suffix in ("-wal", "-shm", "-journal"):
             with contextlib.suppress(FileNotFoundError):
                 os.replace(f"{DB_NAME}{suffix}", f"{aside}{suffix}", src_dir_fd=fd, dst_dir_fd=fd)
         moved_to = str(self.directory / aside)
@@ -275,7 +275,9 @@ class Store:
             yield held[1]
             return
         self.close()  # this process's connection to the old file (a forked child leaves the parent's)
-        for suffix in ("-wal", "-shm"):  # SQLite opens them by name: what is there must be ours
+        # SQLite opens them by name, and plays a hot -journal back into the database even in WAL mode:
+        # what is there must be ours.
+        for suffix in ("-wal", "-shm", "-journal"):
             self.state_dir.check(f"{DB_NAME}{suffix}")
         db = sqlite3.connect(self.path, timeout=self.busy_ms / 1000, isolation_level=None)
         try:

@@ -303,3 +303,46 @@ def test_a_symlink_on_the_way_to_the_state_directory_repointed_later_leads_no_co
     assert not target.exists(), "root's SQLite followed the re-pointed link into a root-only path"
     assert store.get("probe", "k") == b"v"
     assert (real / "state" / "history.sqlite3").stat().st_size > 0
+
+
+_HOT_JOURNAL = """
+import os, sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("PRAGMA journal_mode = DELETE")
+db.execute("CREATE TABLE planted (v TEXT)")
+db.execute("INSERT INTO planted VALUES ('theirs')")
+db.execute("PRAGMA cache_size = 1")
+db.execute("BEGIN")
+for _ in range(4):
+    db.execute("INSERT INTO planted SELECT hex(randomblob(3000)) FROM planted")
+os._exit(0)  # a crash mid-transaction: the rollback journal stays hot, holding the pages before it
+"""
+
+
+def test_a_rollback_journal_another_user_planted_beside_the_database_is_never_played_back_into_it(
+    box: Path,
+) -> None:
+    """SQLite plays a hot ``-journal`` back into the database it sits beside, whoever wrote it (and
+    even when the database is in WAL mode): one the second user left while they could write the
+    directory would rewrite root's snapshots and integrity baselines with their own pages."""
+    from sysmcp.history.store import Store
+
+    state = box / "state"
+    store = Store.open(state)
+    assert store.enabled and store.put("probe", "k", b"root's").ok
+    store.close()
+    theirs = box / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, NOBODY, NOBODY)
+    os.chown(state, NOBODY, NOBODY)  # a directory they could write for a while
+    as_nobody(sys.executable, "-c", _HOT_JOURNAL, str(theirs / "their.db"))
+    as_nobody("cp", str(theirs / "their.db-journal"), str(state / "history.sqlite3-journal"))
+    os.chown(state, 0, 0)
+    os.chmod(state, 0o700)
+    before = (state / "history.sqlite3").read_bytes()
+    again = Store.open(state)
+    assert not again.enabled and again.get("probe", "k") is None
+    assert f"{state / 'history.sqlite3-journal'} is owned by uid {NOBODY}" in str(again.disabled_reason)
+    assert (state / "history.sqlite3").read_bytes() == before, (
+        "their journal was played back into root's database"
+    )
