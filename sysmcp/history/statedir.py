@@ -204,6 +204,10 @@ def open_dir(path: Path) -> StateDir:
     """The state directory at ``path``, checked (made 0700 first when missing, parents too)."""
     path = Path(os.path.abspath(path))
     if not os.path.lexists(path):
+        existing = path.parent
+        while not os.path.lexists(existing):
+            existing = existing.parent
+        _check_way(Path(os.path.realpath(existing)))  # before anything is made in it (another's home)
         os.makedirs(path.parent, mode=0o700, exist_ok=True)
         with contextlib.suppress(FileExistsError):
             os.mkdir(path, 0o700)
@@ -219,12 +223,18 @@ def open_dir(path: Path) -> StateDir:
     try:
         _check_dir(os.fstat(fd), str(path), sticky_ok=False)
         os.fchmod(fd, 0o700)  # on the descriptor: never through a symlink
-        for parent in path.parents:
-            _check_dir(os.stat(parent), str(parent), sticky_ok=True)
+        _check_way(path.parent)
     except BaseException:
         os.close(fd)
         raise
     return StateDir(path, fd)
+
+
+def _check_way(directory: Path) -> None:
+    """``directory`` (a real path) and each parent up to ``/``: ours or root's, not writable by group
+    or others unless sticky."""
+    for each in (directory, *directory.parents):
+        _check_dir(os.stat(each), str(each), sticky_ok=True)
 
 
 def mac(key: bytes, data: bytes) -> bytes:

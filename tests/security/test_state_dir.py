@@ -346,3 +346,18 @@ def test_a_rollback_journal_another_user_planted_beside_the_database_is_never_pl
     assert (state / "history.sqlite3").read_bytes() == before, (
         "their journal was played back into root's database"
     )
+
+
+def test_a_state_directory_under_another_users_home_is_refused_before_anything_is_made_there(
+    box: Path,
+) -> None:
+    """Root with the invoking user's HOME (sudo keeps it on some systems): the default state directory
+    ~/.local/state/sysmcp lies in their home. Refused, and no root-owned ~/.local/state left in it to
+    break their own programs."""
+    home = box / "home"
+    home.mkdir(mode=0o755)
+    os.chown(home, NOBODY, NOBODY)
+    done = snapshot(home / ".local" / "state" / "sysmcp", box)
+    assert done.returncode == EXIT_NO_HISTORY
+    assert f"{home} is owned by uid {NOBODY}" in done.stderr, done.stderr
+    assert list(home.iterdir()) == []
