@@ -254,7 +254,8 @@ def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float
     found.baselines = len(infos)
     if not infos:
         return
-    baseline = store.load_baseline(infos[0].id)
+    chosen = next((info for info in infos if not info.partial), infos[0])  # a complete one if any
+    baseline = store.load_baseline(chosen.id)
     if baseline is None:
         return
     found.integrity_taken = baseline.taken

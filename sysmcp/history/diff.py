@@ -312,7 +312,7 @@ def growth_between(readings: Sequence[DiskReading], start: float | None, end: fl
 @dataclass(slots=True)
 class BaselineDiff:
     comparable: bool
-    reason: str | None
+    reason: str | None  # why not comparable, or what limits the comparison
     added: list[bytes] = field(default_factory=list)
     removed: list[bytes] = field(default_factory=list)
     content: list[bytes] = field(default_factory=list)  # digest (and so usually size) changed
@@ -328,7 +328,10 @@ def diff_baselines(old: Baseline, new: Baseline) -> BaselineDiff:
     if old.algorithm != new.algorithm:
         return BaselineDiff(False, f"the baselines use different digests ({old.algorithm}, {new.algorithm})")
     result = BaselineDiff(True, None)
-    result.added = sorted(new.files.keys() - old.files.keys())
+    if old.partial:  # a file it did not reach may have been there all along
+        result.reason = "the baseline stopped early (out of time): a file not in it is not called added"
+    else:
+        result.added = sorted(new.files.keys() - old.files.keys())
     result.removed = sorted(old.files.keys() - new.files.keys())
     for path in sorted(old.files.keys() & new.files.keys()):
         a, b = old.files[path], new.files[path]

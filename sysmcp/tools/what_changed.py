@@ -317,6 +317,9 @@ def notes_of(outcome: Findings) -> list[str]:
             f"the disk readings of {outcome.mount_point} span only {age(outcome.readings_span_s)}: too short "
             "for a fill rate (disk_usage with sample_s gives the short-term rate)"
         )
+    integrity = outcome.integrity
+    if integrity is not None and integrity.comparable and integrity.reason:
+        notes.append(integrity.reason)
     return notes + (outcome.diff.notes if outcome.diff is not None else []) + outcome.notes
 
 

@@ -415,3 +415,38 @@ def test_a_lower_bound_walk_out_of_time_after_the_recorded_one_says_it_stopped(
     found = compare(request)
     assert found.new is not None and not found.new.partial
     assert found.lower_bound is not None and found.lower_bound.stopped is not None
+
+
+def test_files_a_baseline_that_stopped_early_did_not_reach_are_never_called_added(
+    root: Path, store: Store, clock: Clock
+) -> None:
+    """hash_tree out of time keeps what it hashed, marked partial: the files it did not reach are
+    not in it, and were there all along. A complete baseline, even older, is preferred."""
+    for name in ("a", "b", "c"):
+        write(root / name, 100, clock)
+
+    def manifest(*names: str) -> bytes:
+        return b"".join(
+            hashlib.sha256((root / n).read_bytes()).hexdigest().encode() + b"  " + n.encode() + b"\n"
+            for n in names
+        )
+
+    def baseline(partial: bool, *names: str) -> None:
+        kept = record_baseline(
+            store, os.fsencode(root), manifest(*names), "sha256", WalkOptions(), partial, clock
+        )
+        assert kept.kept
+        clock.now += 60
+
+    baseline(True, "a")  # b and c not reached in time
+    write(root / "a", 1, clock)
+    only_partial = run(asked(root, clock), store, clock)[0].integrity
+    assert only_partial is not None and only_partial.comparable
+    assert (only_partial.added, only_partial.content) == ([], [b"a"])
+    assert only_partial.reason is not None and "stopped early" in only_partial.reason
+    baseline(False, "a", "b")  # complete: c was added after it
+    baseline(True, "a")
+    write(root / "c", 1, clock)
+    preferred = run(asked(root, clock), store, clock)[0].integrity
+    assert preferred is not None and preferred.reason is None
+    assert (preferred.added, preferred.content) == ([b"c"], [])

@@ -4,6 +4,7 @@ never stops an answer, and the fleet merge ranks hosts by growth. An injected cl
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -23,7 +24,7 @@ from sysmcp.engine.paths import PathPolicy
 from sysmcp.engine.usage import UsageRequest, scan_usage
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.history import state
-from sysmcp.history.recording import series_of
+from sysmcp.history.recording import record_baseline, series_of
 from sysmcp.history.snapshots import DirTotals, FileRow, ScanSnapshot
 from sysmcp.protocol.failures import ArgumentError, ToolError
 from sysmcp.tools.arguments import validate_arguments
@@ -609,3 +610,22 @@ async def test_a_file_list_an_older_version_kept_from_a_filtered_scan_names_no_f
     assert output.structured["comparable"] is True and output.structured["new_files"] == []
     assert "Largest new files" not in output.text
     assert "kept no list of the tree's largest files" in output.text
+
+
+async def test_an_integrity_baseline_that_stopped_early_names_no_file_added_and_the_answer_says_why(
+    tmp_path: Path, clock: Clock
+) -> None:
+    etc = tmp_path / "etc"
+    for name in ("hosts", "passwd"):
+        write(etc / name, 100)
+    digest = hashlib.sha256((etc / "hosts").read_bytes()).hexdigest()
+    store = state.active()
+    kept = record_baseline(
+        store, os.fsencode(etc), f"{digest}  hosts\n".encode(), "sha256", WalkOptions(), True
+    )
+    assert kept.kept  # hash_tree ran out of time before passwd
+    clock.now += 3600
+    output = await call(path=str(etc), since="2h")
+    assert output.structured["integrity"]["added"] == 0 and "added: " not in output.text, output.text
+    note = "the baseline stopped early (out of time): a file not in it is not called added"
+    assert note in output.structured["notes"] and f"Note: {note}." in output.text
