@@ -202,6 +202,11 @@ class Store:
             with store._connect() as db:
                 store._migrate(db)
         except (OSError, sqlite3.Error) as exc:
+            if isinstance(exc, sqlite3.Error) and store._is_busy(
+                exc
+            ):  # a moment's lock: the next use tries again
+                store.close()
+                return store
             if isinstance(exc, sqlite3.DatabaseError) and store._is_corrupt(exc):
                 try:
                     store._start_afresh("the database could not be read")
@@ -338,6 +343,11 @@ class Store:
             version = db.execute("PRAGMA user_version").fetchone()[0]
 
     @staticmethod
+    def _is_busy(exc: sqlite3.Error) -> bool:
+        code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+        return code in _BUSY or "locked" in str(exc)
+
+    @staticmethod
     def _is_corrupt(exc: sqlite3.Error) -> bool:
         code = getattr(exc, "sqlite_errorcode", None)
         return (code is not None and code & 0xFF in _CORRUPT) or "not a database" in str(exc)
@@ -364,7 +374,7 @@ class Store:
                 return WriteResult(True, None, row_id)
             except sqlite3.Error as exc:
                 code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
-                if code in _BUSY or "locked" in str(exc):
+                if self._is_busy(exc):
                     return WriteResult(
                         False, f"the history store was busy (another sysmcp writing): {what} not saved"
                     )

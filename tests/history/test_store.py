@@ -481,3 +481,23 @@ def test_a_database_from_a_newer_schema_turns_history_off_and_is_neither_written
     newer.close()
     assert (directory / DB_NAME).read_bytes() == before
     assert not [p.name for p in directory.iterdir() if ".corrupt-" in p.name]
+
+
+def test_a_database_locked_while_the_store_opens_leaves_history_on_for_the_next_call(tmp_path: Path) -> None:
+    """Another process holding the database a moment (the last one out merging a large WAL, here a
+    connection in exclusive locking mode) is no reason to turn history off for this process's life."""
+    directory = tmp_path / "s"
+    store = Store.open(directory, Clock())
+    assert store.save_scan(snapshot(1.0, {b"": 1})).ok
+    store.close()
+    holder = sqlite3.connect(directory / DB_NAME, isolation_level=None)
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("COMMIT")  # the lock is kept until the connection closes
+    try:
+        again = Store.open(directory, Clock(), busy_ms=20)
+        assert again.enabled, again.disabled_reason
+    finally:
+        holder.close()
+    assert [info.taken for info in again.snapshots()] == [1.0]
+    assert again.save_scan(snapshot(2.0, {b"": 1})).ok
