@@ -91,6 +91,7 @@ class Findings:
     growth: Growth | None = None  # the filesystem's used bytes over the compared span, however short
     lower_bound: LowerBound | None = None
     unsaved: str | None = None  # the store's reason the fresh scan's snapshot was not saved
+    unread: str | None = None  # why the store's snapshots could not be read: nothing compared
     not_kept: bool = False  # a fresh scan left no snapshot
     oldest_instead: float | None = None  # none as old as since: when the oldest one compared was taken
     readings_span_s: float | None = None  # the disk readings span only this: too short for a fill rate
@@ -144,6 +145,10 @@ def compare(
     infos = [
         i for i in store.snapshots("scan", series.root, limit=2000, count_rows=False) if i.series == series
     ]
+    found.unread = None if infos else store.unread()
+    if found.unread is not None:  # not read is not "none yet"
+        found.lower_bound = _lower_bound(scan(modified_since()))
+        return found
     newest = _pick(infos, until, None)
     alone = newest is not None and _pick(infos, None, newest.id) is None  # nothing older to compare it with
     if until is None and (newest is None or alone or now - newest.taken > FRESH_S or newest.taken > now + 60):

@@ -407,12 +407,14 @@ class Store:
         return vfs.f_bavail * (vfs.f_frsize or vfs.f_bsize) < 64 * 1024
 
     def _read(self, work: Callable[[sqlite3.Connection], T], default: T) -> T:
+        self._local.unread = self.disabled_cause
         if not self.enabled:
             return default
         try:
             with self._connect() as db:
                 return work(db)
         except sqlite3.Error as exc:
+            self._local.unread = str(exc)
             if self._is_corrupt(exc):
                 with contextlib.suppress(OSError, sqlite3.Error):
                     self._start_afresh(str(exc))
@@ -423,11 +425,17 @@ class Store:
         except UnicodeEncodeError:
             return default
         except OSError as exc:
+            self._local.unread = str(exc)
             if isinstance(exc, Unsafe):
                 self._off(exc)
             else:
                 _warn_once("history read failed", str(exc))
             return default
+
+    def unread(self) -> str | None:
+        """Why this thread's last read gave its default instead of the rows (a lock another process
+        held, damage, history off); None when it read: an empty answer is then the truth."""
+        return getattr(self._local, "unread", None)
 
     # -- scans --------------------------------------------------------------------------------
 

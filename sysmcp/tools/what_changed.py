@@ -304,8 +304,10 @@ def notes_of(outcome: Findings) -> list[str]:
     if not outcome.history:
         return [history_off()]
     notes = []
+    if outcome.unread is not None:
+        notes.append(f"the history store could not be read ({outcome.unread}), so nothing was compared")
     if outcome.unsaved is not None:
-        notes.append(f"{outcome.unsaved}.")
+        notes.append(outcome.unsaved)
     if outcome.not_kept and outcome.lower_bound is None:
         notes.append("the fresh scan could not be kept, so nothing was compared")
     if outcome.oldest_instead is not None:
@@ -458,6 +460,8 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
                 )
     elif not found.history:
         lines.append(f"{shown}: nothing to compare with: {history_off()}, so no snapshot is kept.")
+    elif found.unread is not None:
+        lines.append(f"{shown}: no snapshot could be read to compare with.")
     elif found.lower_bound is not None:
         lines.append(
             f"{shown}: no earlier snapshot to compare with (no baseline yet); one was recorded now, so the "

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import shutil
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -629,3 +630,50 @@ async def test_an_integrity_baseline_that_stopped_early_names_no_file_added_and_
     assert output.structured["integrity"]["added"] == 0 and "added: " not in output.text, output.text
     note = "the baseline stopped early (out of time): a file not in it is not called added"
     assert note in output.structured["notes"] and f"Note: {note}." in output.text
+
+
+async def test_a_store_another_process_holds_locked_is_said_unread_never_taken_for_no_snapshot_yet(
+    tmp_path: Path, clock: Clock
+) -> None:
+    tree = tmp_path / "tree"
+    write(tree / "data" / "a", 2 * MiB)
+    store = state.active()
+    assert store is not None
+    series = series_of(os.fsencode(tree), WalkOptions())
+    kept = {b"": DirTotals(MiB, MiB, 1), b"data": DirTotals(MiB, MiB, 1)}
+    assert store.save_scan(ScanSnapshot(series, clock.now - 3600, False, MiB, kept)).ok
+    store.close()
+    holder = sqlite3.connect(store.path, isolation_level=None)
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("COMMIT")  # held until it closes, as by a process merging a large WAL as it exits
+    try:
+        output = await call(path=str(tree), since="last")
+    finally:
+        holder.close()
+    assert "no earlier snapshot" not in output.text and "no snapshot could be read" in output.text, (
+        output.text
+    )
+    assert any("could not be read (database is locked)" in note for note in output.structured["notes"])
+    assert output.structured["comparable"] is False and output.structured["lower_bound"]["files"] == 1
+    assert len(store.snapshots("scan")) == 1  # nothing recorded over a store it could not read
+    again = await call(path=str(tree), since="last")
+    assert again.structured["comparable"] is True
+
+
+async def test_a_snapshot_another_writer_kept_from_being_saved_is_one_note_ending_once(
+    tmp_path: Path, clock: Clock
+) -> None:
+    tree = tmp_path / "tree"
+    write(tree / "a", 4096)
+    store = state.active()
+    assert store is not None
+    holder = sqlite3.connect(store.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process in the middle of its write
+    try:
+        output = await call(path=str(tree), since="last")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    note = "the history store was busy (another sysmcp writing): the snapshot not saved"
+    assert f"\nNote: {note}.\n" in output.text + "\n" and note in output.structured["notes"], output.text
