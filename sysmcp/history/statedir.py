@@ -72,6 +72,7 @@ def _kind(mode: int) -> str:
         (stat.S_ISCHR, "a device"),
         (stat.S_ISBLK, "a device"),
         (stat.S_ISDIR, "a directory"),
+        (stat.S_ISREG, "a regular file"),
     ):
         if test(mode):
             return name

@@ -128,6 +128,7 @@ def test_an_unusable_state_directory_turns_history_off_without_raising(tmp_path:
     (tmp_path / "file").write_text("in the way")
     store = Store.open(tmp_path / "file" / "state", Clock())
     assert not store.enabled and store.disabled_reason and "history is off" in store.disabled_reason
+    assert f"{tmp_path / 'file'} is a regular file, not a directory" in store.disabled_reason
     saved = store.save_scan(snapshot(1.0, {b"": 1}))
     assert not saved.ok and saved.reason == store.disabled_reason
     assert store.snapshots() == [] and store.load_scan(1) is None
