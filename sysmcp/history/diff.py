@@ -82,9 +82,7 @@ class ScanDiff:
     grown_files: list[tuple[FileRow, FileRow]] = field(default_factory=list)  # (then, now), most gained first
     unlisted: list[ScanSnapshot] = field(default_factory=list)  # the sides with no file list: none compared
     new_maybe_grown: bool = False  # the older list was full: a file new to it may have been smaller then
-    notes: list[str] = field(
-        default_factory=list
-    )  # what limits the comparison (a partial side is ``partial``)
+    notes: list[str] = field(default_factory=list)  # what limits it (a partial side: ``partial``)
 
 
 def diff_scans(old: ScanSnapshot, new: ScanSnapshot) -> ScanDiff:

@@ -202,10 +202,8 @@ class Store:
             with store._connect() as db:
                 store._migrate(db)
         except (OSError, sqlite3.Error) as exc:
-            if isinstance(exc, sqlite3.Error) and store._is_busy(
-                exc
-            ):  # a moment's lock: the next use tries again
-                store.close()
+            if isinstance(exc, sqlite3.Error) and store._is_busy(exc):
+                store.close()  # a moment's lock (another process merging its WAL): the next use tries again
                 return store
             if isinstance(exc, sqlite3.DatabaseError) and store._is_corrupt(exc):
                 try:

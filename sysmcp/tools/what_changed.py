@@ -455,8 +455,8 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
                 when = " and ".join(_when(snap.taken, precise) for snap in diff.unlisted)
                 notes.append(
                     f"the {'snapshots' if len(diff.unlisted) > 1 else 'snapshot'} of {when} kept no list of "
-                    "the tree's largest files (a scan filtered by time or size, or one that listed none), so no file is named "
-                    "as new, removed or shrunk"
+                    "the tree's largest files (a scan filtered by time or size, or one that listed none), so "
+                    "no file is named as new, removed or shrunk"
                 )
     elif not found.history:
         lines.append(f"{shown}: nothing to compare with: {history_off()}, so no snapshot is kept.")
