@@ -82,7 +82,7 @@ class ScanDiff:
     grown_files: list[tuple[FileRow, FileRow]] = field(default_factory=list)  # (then, now), most gained first
     unlisted: list[ScanSnapshot] = field(default_factory=list)  # the sides with no file list: none compared
     new_maybe_grown: bool = False  # the older list was full: a file new to it may have been smaller then
-    notes: list[str] = field(default_factory=list)  # what limits it (a partial side: ``partial``)
+    notes: list[str] = field(default_factory=list)  # what limits the comparison
 
 
 def diff_scans(old: ScanSnapshot, new: ScanSnapshot) -> ScanDiff:
@@ -93,6 +93,10 @@ def diff_scans(old: ScanSnapshot, new: ScanSnapshot) -> ScanDiff:
         return ScanDiff(False, why, old, new, seconds)
     if old.series.options != new.series.options or old.series.root != new.series.root:
         return ScanDiff(False, "the two scans were made with different roots or options", old, new, seconds)
+    for side, snap in (("older", old), ("newer", new)):
+        if snap.partial:  # what it did not reach would look gone, its total smaller: no fact to tell
+            why = f"the {side} scan stopped early: directories it did not reach would look gone"
+            return ScanDiff(False, why, old, new, seconds)
     result = ScanDiff(True, None, old, new, seconds)
     if seconds <= 0:
         backwards = "the clock went backwards between the two snapshots"

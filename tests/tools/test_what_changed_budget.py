@@ -49,10 +49,10 @@ class CancelledMeter(Meter):
         raise Cancelled
 
 
-def tree(root: Path) -> Path:
+def tree(root: Path, size: int = 64 * 1024) -> Path:
     for d in range(30):
         (root / f"d{d}").mkdir(parents=True)
-        (root / f"d{d}" / "f").write_bytes(os.urandom(64 * 1024))
+        (root / f"d{d}" / "f").write_bytes(os.urandom(size))
     return root
 
 
@@ -73,7 +73,7 @@ def everything(name: bytes | str) -> bool:
 
 
 def test_a_fresh_scan_stopped_by_its_budget_says_partial_result_plainly(tmp_path: Path, clock: Clock) -> None:
-    root = tree(tmp_path / "t")
+    root = tree(tmp_path / "t", 2 * MiB)  # each directory above the resolution: each one kept
     first = changes(root, args(), clock)  # a complete baseline
     assert first.new is not None and not first.new.partial
     clock.now += DAY
@@ -84,6 +84,10 @@ def test_a_fresh_scan_stopped_by_its_budget_says_partial_result_plainly(tmp_path
     structured = to_json(answer)
     assert text.startswith("PARTIAL RESULT: a scan compared here stopped early")
     assert structured["complete"] is False and structured["current"]["partial"] is True
+    # Not one directory it did not reach is called gone, nor its bytes counted as shrinkage.
+    assert structured["comparable"] is False and structured["changes"] == [], text
+    assert "the newer scan stopped early: directories it did not reach would look gone" in text
+    assert "disappeared" not in text and "elsewhere" not in text
     import jsonschema
 
     jsonschema.validate(structured, TOOL.output_schema)
