@@ -248,8 +248,11 @@ class Store:
         self.close()
         self._generation += 1
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock()))
-        aside = f"{DB_NAME}.corrupt-{stamp}"
         fd = self.state_dir.fd
+        taken, aside, n = set(os.listdir(fd)), f"{DB_NAME}.corrupt-{stamp}", 1
+        while aside in taken:  # one moved aside this second already: never replaced by the next
+            n += 1
+            aside = f"{DB_NAME}.corrupt-{stamp}.{n}"
         os.replace(DB_NAME, aside, src_dir_fd=fd, dst_dir_fd=fd)
         for suffix in ("-wal", "-shm", "-journal"):
             with contextlib.suppress(FileNotFoundError):

@@ -502,3 +502,16 @@ def test_a_database_locked_while_the_store_opens_leaves_history_on_for_the_next_
         holder.close()
     assert [info.taken for info in again.snapshots()] == [1.0]
     assert again.save_scan(snapshot(2.0, {b"": 1})).ok
+
+
+def test_two_databases_moved_aside_within_one_second_are_both_kept(tmp_path: Path) -> None:
+    """Two processes finding damage at once (or damage found again at once): the first copy moved
+    aside, the one a recovery would start from, is never replaced by the second."""
+    directory = tmp_path / "s"
+    clock = Clock()
+    Store.open(directory, clock).close()
+    for garbage in (b"the first damaged copy\n" * 200, b"the second damaged copy\n" * 200):
+        (directory / DB_NAME).write_bytes(garbage)
+        assert Store.open(directory, clock).enabled
+    aside = sorted(p for p in directory.iterdir() if ".corrupt-" in p.name)
+    assert [p.read_bytes()[:12] for p in aside] == [b"the first da", b"the second d"]
