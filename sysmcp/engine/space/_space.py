@@ -45,7 +45,7 @@ class HeldOpen:
     the first holder's descriptor to truncate it through (``/proc/PID/fd/N``; None: only mapped)."""
 
     path: str
-    dev: int
+    dev: int  # its filesystem's number in the mount table (``DeletedFile.filesystem``)
     disk: int
     holders: tuple[tuple[int, str], ...]
     confined: bool = True  # its path names it in this server's view (``DeletedFile.confined``)
@@ -78,7 +78,7 @@ def deleted_provider(proc: str = PROC) -> Callable[[Cancel], DeletedScan]:
             link = None if held is None else os.path.join(proc, str(held.pid), "fd", str(held.fd))
             if theirs:
                 holders = tuple((h.pid, h.command) for h in theirs)
-                files.append(HeldOpen(f.path, f.dev, f.disk, holders, f.confined, link))
+                files.append(HeldOpen(f.path, f.filesystem, f.disk, holders, f.confined, link))
         return DeletedScan(tuple(files), True, found.unreadable, found.vanished)
 
     return scan
@@ -105,7 +105,7 @@ class KeptScan:
 class ExplainRequest:
     mount: Mount  # the filesystem's own mount (its root, not a bind mount of a subtree)
     figures: Figures
-    dev: int  # st_dev of the filesystem's root
+    dev: int  # the filesystem's number in the mount table (``Mount.number``; not its root's st_dev on btrfs)
     table: MountTable
     deleted: Callable[[Cancel], DeletedScan]  # the scan, given the call's cancel
     timeout_s: float = 60.0
@@ -132,7 +132,7 @@ def explain_request(
 ) -> ExplainRequest:
     """The request to account for ``mount`` (its own mount: ``own_mount``), with the real scan of
     deleted files held open; its root's device is looked up now, so call it in the worker."""
-    dev = os.stat(mount.mount_point).st_dev
+    dev = mount.number(os.stat(mount.mount_point).st_dev)
     return ExplainRequest(
         mount, figures, dev, table, deleted_provider(proc), timeout_s, roots, scanned=scanned
     )

@@ -1,0 +1,94 @@
+"""Files on btrfs carry their subvolume's anonymous st_dev, never the number mountinfo gives the
+filesystem: on a real loop btrfs with nested subvolumes, in a private mount namespace, every tool that
+matches an open file against the mount table still finds the filesystem it is on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.loopfs import in_private_namespace, needs_loop_mounts
+
+_CHILD = r"""
+import json, os, subprocess, sys, textwrap
+from pathlib import Path
+import anyio
+from sysmcp.engine.mounts import parse_mountinfo
+from sysmcp.engine.procs import device_mount_points, link_confined
+from sysmcp.engine.procs._diskio import files_written
+from sysmcp.engine.space import explain_request
+from sysmcp.engine.mounts import Figures
+from tests.harness import call_tool, tool_context
+from tests.loopfs import loop_mount
+work = Path(sys.argv[1])
+top = work / "top"
+loop_mount(work / "btrfs.img", top, 256 << 20, ["mkfs.btrfs", "-q", "-f"])
+for sub in ("sub", "sub/inner"):
+    subprocess.run(["btrfs", "subvolume", "create", str(top / sub)], check=True, capture_output=True)
+HOLDER = textwrap.dedent('''
+    import ctypes, os, sys
+    held = []
+    for name in sys.argv[1:3]:  # written, then deleted, still open for writing
+        handle = open(name, "wb")
+        handle.write(os.urandom(1 << 20)); handle.flush(); os.fsync(handle.fileno())
+        os.unlink(name)
+        held.append(handle)
+    with open(sys.argv[3], "wb+") as handle:  # mapped only (libc's mmap keeps no descriptor), then deleted
+        handle.write(os.urandom(1 << 20)); handle.flush()
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+        assert libc.mmap(None, 1 << 20, 1, 1, handle.fileno(), 0) not in (None, ctypes.c_void_p(-1).value)
+    os.unlink(sys.argv[3])
+    print("holding", flush=True)
+    sys.stdin.read()
+''')
+names = [top / "top.log", top / "sub" / "inner" / "app.log", top / "sub" / "mapped.bin"]
+holder = subprocess.Popen([sys.executable, "-c", HOLDER, *map(str, names)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+assert holder.stdout.readline() == "holding\n"
+async def deleted(roots, **args):
+    output = await call_tool("deleted_open_files", tool_context(roots), top_n=20, **args)
+    return {"text": output.text, **output.structured}
+with open("/proc/self/mountinfo", "rb") as handle:
+    table = parse_mountinfo(handle.read())
+(mount,) = [m for m in table.mounts if m.mount_point == str(top)]
+fds = sorted(int(fd) for fd in os.listdir(f"/proc/{holder.pid}/fd") if os.readlink(f"/proc/{holder.pid}/fd/{fd}").endswith(" (deleted)"))
+links = [f"/proc/{holder.pid}/fd/{fd}".encode() for fd in fds]
+request = explain_request(mount, Figures(0, 0, 0, 0, None, 0, 0, 0, None), table, 10, None)
+held = [f for f in request.deleted(lambda: None).files if f.path in map(str, names)]
+answers = {
+    "st_devs": sorted({os.stat(p).st_dev for p in (top, top / "sub", top / "sub" / "inner")}),
+    "confined": anyio.run(deleted, [top]),
+    "everywhere": anyio.run(deleted, None),
+    "inner": anyio.run(lambda: deleted(None, path=str(top / "sub" / "inner"))),
+    "written": [(f.path, f.device) for f in files_written([holder.pid])[holder.pid][0]],
+    "device": os.path.basename(os.path.realpath(mount.device)),
+    "points": device_mount_points(table),
+    "link_confined": [link_confined(link, os.stat(link).st_dev) for link in links],
+    "explained": sorted(f.path for f in held if f.dev == request.dev),
+    "top": str(top),
+    "names": list(map(str, names)),
+}
+holder.kill()
+print(json.dumps(answers))
+"""
+
+
+@needs_loop_mounts("mkfs.btrfs")
+def test_deleted_and_written_files_in_btrfs_subvolumes_are_found_on_their_filesystem() -> None:
+    found: dict[str, Any] = in_private_namespace(["-c", _CHILD], "sysmcp-btrfs-subvol-", 180)
+    top, names = found["top"], found["names"]
+    assert len(found["st_devs"]) == 3  # each subvolume its own st_dev: the case this is about
+    confined = found["confined"]  # a root on the btrfs mount: its deleted files are inside it
+    assert sorted(f["path"] for f in confined["files"]) == sorted(names), confined["text"]
+    assert [(e["mount_point"], e["files"]) for e in confined["filesystems"]] == [(top, 3)]
+    assert [f["mapped_only"] for f in confined["files"] if f["path"] == names[2]] == [True]
+    everywhere = found["everywhere"]  # no roots: counted on their filesystem, not "on no filesystem"
+    assert {f["path"]: f["mount_point"] for f in everywhere["files"] if f["path"] in names} == dict.fromkeys(
+        names, top
+    )
+    inner = found["inner"]  # the filesystem holding a path in a nested subvolume is the whole btrfs
+    assert sorted(f["path"] for f in inner["files"]) == sorted(names), inner["text"]
+    assert sorted(found["written"]) == sorted([name, found["device"]] for name in names[:2])
+    assert top in found["points"][found["device"]]
+    assert found["link_confined"] == [True, True]  # what reclaim asks again before truncating
+    assert found["explained"] == sorted(names)  # disk_usage explain counts them on this filesystem
