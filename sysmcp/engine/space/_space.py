@@ -17,6 +17,7 @@ A recent complete scan of the root kept in the history (``KeptScan``) stands in 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -45,11 +46,12 @@ class HeldOpen:
     the first holder's descriptor to truncate it through (``/proc/PID/fd/N``; None: only mapped)."""
 
     path: str
-    dev: int  # its filesystem's number in the mount table (``DeletedFile.filesystem``)
+    dev: int
     disk: int
     holders: tuple[tuple[int, str], ...]
     confined: bool = True  # its path names it in this server's view (``DeletedFile.confined``)
     descriptor: str | None = None  # /proc/PID/fd/N of one holder: what truncating it goes through
+    filesystem: int | None = None  # its filesystem's number in the mount table, where not ``dev`` (btrfs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +80,7 @@ def deleted_provider(proc: str = PROC) -> Callable[[Cancel], DeletedScan]:
             link = None if held is None else os.path.join(proc, str(held.pid), "fd", str(held.fd))
             if theirs:
                 holders = tuple((h.pid, h.command) for h in theirs)
-                files.append(HeldOpen(f.path, f.filesystem, f.disk, holders, f.confined, link))
+                files.append(HeldOpen(f.path, f.dev, f.disk, holders, f.confined, link, f.fs))
         return DeletedScan(tuple(files), True, found.unreadable, found.vanished)
 
     return scan
@@ -105,7 +107,7 @@ class KeptScan:
 class ExplainRequest:
     mount: Mount  # the filesystem's own mount (its root, not a bind mount of a subtree)
     figures: Figures
-    dev: int  # the filesystem's number in the mount table (``Mount.number``; not its root's st_dev on btrfs)
+    dev: int  # st_dev of the filesystem's root
     table: MountTable
     deleted: Callable[[Cancel], DeletedScan]  # the scan, given the call's cancel
     timeout_s: float = 60.0
@@ -132,7 +134,7 @@ def explain_request(
 ) -> ExplainRequest:
     """The request to account for ``mount`` (its own mount: ``own_mount``), with the real scan of
     deleted files held open; its root's device is looked up now, so call it in the worker."""
-    dev = mount.number(os.stat(mount.mount_point).st_dev)
+    dev = os.stat(mount.mount_point).st_dev
     return ExplainRequest(
         mount, figures, dev, table, deleted_provider(proc), timeout_s, roots, scanned=scanned
     )
@@ -354,10 +356,20 @@ class _Side:
             self.fan.close()
 
 
-def _deleted(request: ExplainRequest, scan: DeletedScan) -> DeletedPart:
+def _deleted(request: ExplainRequest, scan: DeletedScan, cow: Cow | None) -> DeletedPart:
+    """The deleted files held open on the filesystem: its root's st_dev, or (btrfs) another
+    subvolume's, unless btrfs quotas size that subvolume, which counts its deleted files already."""
     part = DeletedPart(available=scan.available, unreadable=scan.unreadable, vanished=scan.vanished)
+    filesystem = request.mount.number(request.dev)
+    sized: set[int] = set()  # the st_dev of each subvolume quotas sized
+    for item in cow.items if cow is not None and cow.qgroups else ():
+        if item.path and item.exclusive is not None:
+            with contextlib.suppress(OSError):
+                sized.add(os.stat(item.path).st_dev)
     for held in sorted(scan.files, key=lambda f: -f.disk):
-        if held.dev != request.dev or held.disk == 0:
+        on = held.dev if held.filesystem is None else held.filesystem
+        elsewhere = held.dev != request.dev  # another filesystem's, or another subvolume's (btrfs)
+        if held.disk == 0 or (elsewhere and (on != filesystem or held.dev in sized)):
             continue
         part.disk += held.disk
         if request.roots is None or (held.confined and _named(held.path, request.roots)):
@@ -390,7 +402,6 @@ def explain(request: ExplainRequest, progress: Progress, cancel: Cancel) -> Acco
         else:
             walked, skipped = walk_filesystem(request, progress, cancel)
         scan, snaps, overhead = side.results(budget)
-        deleted = _deleted(request, scan)
         cancel()
         hidden = under.result(budget.deadline)
     finally:
@@ -404,6 +415,7 @@ def explain(request: ExplainRequest, progress: Progress, cancel: Cancel) -> Acco
         if _named(path := os.path.join(base, name) if name else base, request.roots)
     ]
     cow = read_cow(mount, request.timeout_s, cancel)
+    deleted = _deleted(request, scan, cow)
     return Accounting(
         mount, request.figures, walked, deleted, hidden, snaps, overhead, request.clock() - started, cow
     )
