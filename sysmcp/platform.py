@@ -102,14 +102,14 @@ def fd_access_mode(proc: str | bytes, pid: int, fd: str | bytes) -> str:
     return {os.O_RDONLY: "r", os.O_WRONLY: "w", os.O_RDWR: "rw"}.get(access, "")
 
 
-def fd_mount_id(proc: str | bytes, pid: int, fd: str | bytes) -> int | None:
+def fd_mount_id(proc: str | bytes, pid: int | str, fd: str | bytes) -> int | None:
     """The id of the mount a descriptor's file was opened through (Linux's fdinfo ``mnt_id``, as
     mountinfo numbers its mounts), None where there is none to read."""
     found = _fdinfo(proc, pid, fd, b"mnt_id:")
     return int(found) if found.isdigit() else None
 
 
-def _fdinfo(proc: str | bytes, pid: int, fd: str | bytes, key: bytes) -> bytes:
+def _fdinfo(proc: str | bytes, pid: int | str, fd: str | bytes, key: bytes) -> bytes:
     """The value of ``key`` in ``/proc/PID/fdinfo/FD``, b"" where it cannot be read."""
     path = os.path.join(os.fsencode(proc), str(pid).encode(), b"fdinfo", os.fsencode(fd))
     try:

@@ -1,6 +1,7 @@
 """Files on btrfs carry their subvolume's anonymous st_dev, never the number mountinfo gives the
 filesystem: on a real loop btrfs with nested subvolumes, in a private mount namespace, every tool that
-matches an open file against the mount table still finds the filesystem it is on."""
+matches a file against the mount table still finds the filesystem it is on (deleted_open_files,
+disk_io, reclaim's check before truncating, disk_usage explain, hash_tree's trusted inode numbers)."""
 
 from __future__ import annotations
 
@@ -129,3 +130,41 @@ def test_explain_counts_a_deleted_file_held_open_in_another_subvolume_once() -> 
     off, on = found["quotas off"], found["quotas on"]
     assert off["deleted"] == 30 << 20 and abs(off["remainder"]) < 8 << 20, off["text"]
     assert on["deleted"] == 0 and abs(on["remainder"]) < 8 << 20, on["text"]
+
+
+_SWAP = r"""
+import json, os, subprocess, sys
+from pathlib import Path
+from tests.engine.hashing.test_treehash import hash_with_a_swap
+from tests.loopfs import loop_mount
+work = Path(sys.argv[1])
+top = work / "top"
+loop_mount(work / "btrfs.img", top, 256 << 20, ["mkfs.btrfs", "-q", "-f"])
+subprocess.run(["btrfs", "subvolume", "create", str(top / "sub")], check=True, capture_output=True)
+answers = {}
+for directory in (top, top / "sub"):
+    (directory / "victim").write_bytes(b"original")
+    (directory / "other").write_bytes(b"swapped in")
+    moved = []
+    def swap():
+        if not moved:
+            moved.append(True)
+            os.rename(directory / "other", directory / "victim")  # a new inode under the listed name
+    result = hash_with_a_swap(directory, swap)
+    answers[directory.name] = [result.files, sorted([n.decode(), why] for n, why in result.unreadable)]
+print(json.dumps(answers))
+"""
+
+
+@needs_loop_mounts("mkfs.btrfs")
+def test_hash_tree_refuses_a_file_renamed_over_after_the_listing_on_btrfs_as_on_ext4() -> None:
+    """btrfs entries carry stat's inode numbers (a trusted type), though its st_dev is no mount's."""
+    found: dict[str, Any] = in_private_namespace(["-c", _SWAP], "sysmcp-btrfs-swap-", 120)
+    refused = [
+        0,
+        [
+            ["other", "vanished before it could be hashed"],
+            ["victim", "the file was replaced while it was being opened"],
+        ],
+    ]
+    assert found == {"top": refused, "sub": refused}
