@@ -156,10 +156,11 @@ def render(
             elsewhere[0] += 1
             elsewhere[1] += item.disk
             continue
+        at = table.holding(item.path, item.filesystem)
         if not on_the_way(mount.mount_point, roots):  # its filesystem's own mount lies outside the roots:
-            mount = (
-                table.holding(item.path, item.filesystem) or mount
-            )  # the mount its path is on (the same dev)
+            mount = at or mount  # the mount its path is on (the same dev)
+        elif mount.root != "/" and at is not None and at.dev_matches(item.filesystem):
+            mount = at  # no mount shows the whole filesystem (btrfs subvolumes each on its own): its path's
         rows.append((item, mount))
     rows.sort(key=lambda row: (-row[0].disk, -row[0].size, row[0].path))
     totals: dict[str, tuple[Mount, list[DeletedFile]]] = {}

@@ -168,3 +168,45 @@ def test_hash_tree_refuses_a_file_renamed_over_after_the_listing_on_btrfs_as_on_
         ],
     ]
     assert found == {"top": refused, "sub": refused}
+
+
+_SUBVOLUME_MOUNTS = r"""
+import json, subprocess, sys
+from pathlib import Path
+import anyio
+from tests.harness import call_tool, tool_context
+from tests.loopfs import loop_mount
+work = Path(sys.argv[1])
+image, top, root, home = work / "btrfs.img", work / "top", work / "r", work / "home"
+loop_mount(image, top, 256 << 20, ["mkfs.btrfs", "-q", "-f"])
+for name in ("root", "home"):
+    subprocess.run(["btrfs", "subvolume", "create", str(top / name)], check=True, capture_output=True)
+subprocess.run(["umount", str(top)], check=True)
+for point, subvolume in ((root, "root"), (home, "home")):  # as Fedora mounts / and /home: none shows the top
+    point.mkdir()
+    subprocess.run(["mount", "-o", f"loop,subvol={subvolume}", str(image), str(point)], check=True)
+gone = home / "gone.log"
+gone.write_bytes(b"x" * (1 << 20))
+holder = subprocess.Popen(
+    [sys.executable, "-c", "import sys; f = open(sys.argv[1]); print('open', flush=True); sys.stdin.read()", str(gone)],
+    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+)
+assert holder.stdout.readline() == "open\n"
+gone.unlink()
+async def deleted():
+    output = await call_tool("deleted_open_files", tool_context(), top_n=50)
+    return {"text": output.text, **output.structured}
+answer = anyio.run(deleted)
+holder.kill()
+print(json.dumps({"answer": answer, "gone": str(gone), "home": str(home)}))
+"""
+
+
+@needs_loop_mounts("mkfs.btrfs")
+def test_a_deleted_file_in_a_btrfs_subvolume_mounted_on_its_own_is_shown_on_that_mount() -> None:
+    found: dict[str, Any] = in_private_namespace(["-c", _SUBVOLUME_MOUNTS], "sysmcp-btrfs-mounts-", 120)
+    answer = found["answer"]
+    assert [f["mount_point"] for f in answer["files"] if f["path"] == found["gone"]] == [found["home"]], (
+        answer["text"]
+    )
+    assert found["home"] in [e["mount_point"] for e in answer["filesystems"]]
