@@ -306,10 +306,8 @@ class DeletedOpenFiles:
                     raise ToolError(f"No such file or directory: {display(found)}") from None
                 except OSError as exc:
                     raise ToolError(f"Cannot look at {display(found)}: {exc.strerror or exc}") from None
-                mount = self.partitions().holding(
-                    str(found), st_dev
-                )  # its number, not its subvolume's (btrfs)
-                devices.append(st_dev if mount is None else mount.number(st_dev))
+                mount = self.partitions().holding(str(found), st_dev)  # its filesystem's number, not
+                devices.append(st_dev if mount is None else mount.number(st_dev))  # its subvolume's (btrfs)
 
             shown = display(await ctx.resolve(args["path"], device_of))
             only_dev = devices[0]

@@ -42,7 +42,9 @@ HOLDER = textwrap.dedent('''
     sys.stdin.read()
 ''')
 names = [top / "top.log", top / "sub" / "inner" / "app.log", top / "sub" / "mapped.bin"]
-holder = subprocess.Popen([sys.executable, "-c", HOLDER, *map(str, names)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+holder = subprocess.Popen(
+    [sys.executable, "-c", HOLDER, *map(str, names)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+)
 assert holder.stdout.readline() == "holding\n"
 async def deleted(roots, **args):
     output = await call_tool("deleted_open_files", tool_context(roots), top_n=20, **args)
@@ -50,8 +52,9 @@ async def deleted(roots, **args):
 with open("/proc/self/mountinfo", "rb") as handle:
     table = parse_mountinfo(handle.read())
 (mount,) = [m for m in table.mounts if m.mount_point == str(top)]
-fds = sorted(int(fd) for fd in os.listdir(f"/proc/{holder.pid}/fd") if os.readlink(f"/proc/{holder.pid}/fd/{fd}").endswith(" (deleted)"))
-links = [f"/proc/{holder.pid}/fd/{fd}".encode() for fd in fds]
+fd_dir = f"/proc/{holder.pid}/fd"
+links = [f"{fd_dir}/{fd}".encode() for fd in sorted(map(int, os.listdir(fd_dir)))]
+links = [link for link in links if os.readlink(link).endswith(b" (deleted)")]
 answers = {
     "st_devs": sorted({os.stat(p).st_dev for p in (top, top / "sub", top / "sub" / "inner")}),
     "confined": anyio.run(deleted, [top]),

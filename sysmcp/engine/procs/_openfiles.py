@@ -118,9 +118,10 @@ class MountView:
     """This server's view, read once per scan: its mount namespace and mount table.
 
     ``names(pid, path, dev)`` says whether the ``/proc`` link text ``path`` of a file that process
-    ``pid`` holds, on the filesystem numbered ``dev`` (``filesystem``), names that file here: the holder's mount namespace is ours and
-    the filesystem mounted at ``path`` in our table is the file's. Anything that cannot be read (a
-    namespace link we may not follow, no mount table) answers False: never confined by guesswork."""
+    ``pid`` holds, on the filesystem the table numbers ``dev`` (``filesystem``), names that file here:
+    the holder's mount namespace is ours and the filesystem mounted at ``path`` in our table is the
+    file's. Anything that cannot be read (a namespace link we may not follow, no mount table) answers
+    False: never confined by guesswork."""
 
     def __init__(self, proc: str = PROC) -> None:
         self.proc = proc
@@ -310,24 +311,16 @@ def _mapped(proc: str, pid: int, scan: Scan) -> list[_Held]:
             continue
         if st.st_nlink == 0 and stat.S_ISREG(st.st_mode):
             mode = "rw" if perms[1:2] == b"w" and perms[3:4] == b"s" else "r"
-            major, _, minor = device.partition(
-                b":"
-            )  # hex, the filesystem's own number (not st_dev's on btrfs)
-            found.append(
-                (
-                    os.fsdecode(name[: -len(DELETED)]),
-                    st,
-                    None,
-                    mode,
-                    os.makedev(int(major, 16), int(minor, 16)),
-                )
-            )
+            major, _, minor = device.partition(b":")  # in hex: the filesystem's number, not st_dev on btrfs
+            fs = os.makedev(int(major, 16), int(minor, 16))
+            found.append((os.fsdecode(name[: -len(DELETED)]), st, None, mode, fs))
     return found
 
 
 def filesystem_of(table: MountTable, dev: int) -> Mount | None:
-    """The mount showing the filesystem the mount table numbers ``dev`` (``DeletedFile.filesystem``): its whole-filesystem mount
-    (not a bind mount of a subtree) nearest the root, else any (None: not mounted in this namespace)."""
+    """The mount showing the filesystem the mount table numbers ``dev`` (``DeletedFile.filesystem``): its
+    whole-filesystem mount (not a bind mount of a subtree) nearest the root, else any (None: not
+    mounted in this namespace)."""
     matches = [m for m in table.mounts if m.dev_matches(dev) and table.visible(m)]
     if not matches:
         return None
