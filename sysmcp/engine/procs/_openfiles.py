@@ -138,7 +138,8 @@ class MountView:
         """The number the mount table gives the filesystem of the file process ``pid`` holds as
         descriptor ``fd`` (``st_dev``: its stat's): its mount's, found by fdinfo's ``mnt_id``, as
         ``st_dev`` is not on btrfs; ``st_dev`` when that mount is not in our table (another namespace)."""
-        mount = self._by_id.get(platform.fd_mount_id(self.proc, pid, str(fd)) or 0)
+        mount_id = platform.fd_mount_id(self.proc, pid, str(fd))
+        mount = None if mount_id is None else self._by_id.get(mount_id)
         return st_dev if mount is None else mount.number(st_dev)
 
     def names(self, pid: int, path: str, dev: int) -> bool:

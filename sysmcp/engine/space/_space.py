@@ -17,7 +17,6 @@ A recent complete scan of the root kept in the history (``KeptScan``) stands in 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import tempfile
@@ -357,19 +356,15 @@ class _Side:
 
 
 def _deleted(request: ExplainRequest, scan: DeletedScan, cow: Cow | None) -> DeletedPart:
-    """The deleted files held open on the filesystem: its root's st_dev, or (btrfs) another
-    subvolume's, unless btrfs quotas size that subvolume, which counts its deleted files already."""
+    """The deleted files held open on the filesystem: with its root's st_dev, or (btrfs) another
+    subvolume's, unless btrfs quotas size the other subvolumes (part 5), their deleted files included."""
     part = DeletedPart(available=scan.available, unreadable=scan.unreadable, vanished=scan.vanished)
     filesystem = request.mount.number(request.dev)
-    sized: set[int] = set()  # the st_dev of each subvolume quotas sized
-    for item in cow.items if cow is not None and cow.qgroups else ():
-        if item.path and item.exclusive is not None:
-            with contextlib.suppress(OSError):
-                sized.add(os.stat(item.path).st_dev)
+    sized = cow is not None and cow.qgroups
     for held in sorted(scan.files, key=lambda f: -f.disk):
         on = held.dev if held.filesystem is None else held.filesystem
         elsewhere = held.dev != request.dev  # another filesystem's, or another subvolume's (btrfs)
-        if held.disk == 0 or (elsewhere and (on != filesystem or held.dev in sized)):
+        if held.disk == 0 or (elsewhere and (on != filesystem or sized)):
             continue
         part.disk += held.disk
         if request.roots is None or (held.confined and _named(held.path, request.roots)):
