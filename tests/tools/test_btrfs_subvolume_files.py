@@ -213,3 +213,38 @@ def test_a_deleted_file_in_a_btrfs_subvolume_mounted_on_its_own_is_shown_on_that
         answer["text"]
     )
     assert found["home"] in [e["mount_point"] for e in answer["filesystems"]]
+
+
+_RECLAIM = r"""
+import json, os, subprocess, sys
+from pathlib import Path
+from sysmcp.reclaim import ApplyRequest, PlanRequest, apply_items, build_plan
+from sysmcp.reclaim._classes import RootsLayout
+from tests.loopfs import loop_mount
+from tests.reclaim.test_reclaim import HOLDER
+work = Path(sys.argv[1])
+top = work / "top"
+loop_mount(work / "btrfs.img", top, 256 << 20, ["mkfs.btrfs", "-q", "-f"])
+subprocess.run(["btrfs", "subvolume", "create", str(top / "sub")], check=True, capture_output=True)
+holder = subprocess.Popen(
+    [sys.executable, "-c", HOLDER, str(top / "sub" / "app.log"), "3000000"],
+    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+)
+disk = int(holder.stdout.readline())
+scope = os.fsencode(top)
+plan = build_plan(PlanRequest(layout=RootsLayout(homes=()), classes=("deleted_open",), scope=(scope,)))
+planned = [item.bytes for item in plan.items]
+done = [
+    [outcome.done for outcome in applied.outcomes]
+    for applied in apply_items(ApplyRequest(plan, [item.id for item in plan.items], lambda p: p.startswith(scope)))
+]
+sizes = [os.stat(item.entries[0].path).st_size for item in plan.items]
+holder.kill()
+print(json.dumps({"disk": disk, "planned": planned, "done": done, "sizes": sizes}))
+"""
+
+
+@needs_loop_mounts("mkfs.btrfs")
+def test_reclaim_plans_and_truncates_a_deleted_file_held_open_in_a_btrfs_subvolume() -> None:
+    found: dict[str, Any] = in_private_namespace(["-c", _RECLAIM], "sysmcp-btrfs-reclaim-", 120)
+    assert found["planned"] == [found["disk"]] and found["done"] == [[True]] and found["sizes"] == [0]
