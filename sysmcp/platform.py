@@ -95,16 +95,31 @@ def has_proc_fd(proc: str = PROC) -> bool:
 def fd_access_mode(proc: str | bytes, pid: int, fd: str | bytes) -> str:
     """A descriptor's access mode from Linux's ``/proc/PID/fdinfo/FD`` octal ``flags`` (lsof's r/w/rw),
     "" where there is no fdinfo to read (macOS, the BSDs, a process gone)."""
+    try:
+        access = int(_fdinfo(proc, pid, fd, b"flags:"), 8) & os.O_ACCMODE
+    except ValueError:
+        return ""
+    return {os.O_RDONLY: "r", os.O_WRONLY: "w", os.O_RDWR: "rw"}.get(access, "")
+
+
+def fd_mount_id(proc: str | bytes, pid: int | str, fd: str | bytes) -> int | None:
+    """The id of the mount a descriptor's file was opened through (Linux's fdinfo ``mnt_id``, as
+    mountinfo numbers its mounts), None where there is none to read."""
+    found = _fdinfo(proc, pid, fd, b"mnt_id:")
+    return int(found) if found.isdigit() else None
+
+
+def _fdinfo(proc: str | bytes, pid: int | str, fd: str | bytes, key: bytes) -> bytes:
+    """The value of ``key`` in ``/proc/PID/fdinfo/FD``, b"" where it cannot be read."""
     path = os.path.join(os.fsencode(proc), str(pid).encode(), b"fdinfo", os.fsencode(fd))
     try:
         with open(path, "rb") as handle:
             for line in handle:
-                if line.startswith(b"flags:"):
-                    access = int(line.split()[1], 8) & os.O_ACCMODE
-                    return {os.O_RDONLY: "r", os.O_WRONLY: "w", os.O_RDWR: "rw"}.get(access, "")
-    except (OSError, ValueError, IndexError):
+                if line.startswith(key):
+                    return line[len(key) :].strip()
+    except OSError:
         pass
-    return ""
+    return b""
 
 
 def has_process_io_counters() -> bool:

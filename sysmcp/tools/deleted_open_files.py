@@ -142,7 +142,7 @@ def render(
     outside = [0, 0]
     empty = 0
     for item in scan.files.values():
-        if only_dev is not None and item.dev != only_dev:
+        if only_dev is not None and item.filesystem != only_dev:
             continue
         if roots is not None and not (item.confined and within_roots(item.path, roots)):
             outside[0] += 1
@@ -151,13 +151,16 @@ def render(
         if item.size == 0 and item.disk == 0:
             empty += 1  # holds no space (anonymous temporary files, such as a test runner's): noise here
             continue
-        mount = filesystem_of(table, item.dev)
+        mount = filesystem_of(table, item.filesystem)
         if mount is None:
             elsewhere[0] += 1
             elsewhere[1] += item.disk
             continue
+        at = table.holding(item.path, item.filesystem)
         if not on_the_way(mount.mount_point, roots):  # its filesystem's own mount lies outside the roots:
-            mount = table.holding(item.path, item.dev) or mount  # the mount its path is on (the same dev)
+            mount = at or mount  # the mount its path is on (the same dev)
+        elif mount.root != "/" and at is not None and at.dev_matches(item.filesystem):
+            mount = at  # no mount shows the whole filesystem (btrfs subvolumes each on its own): its path's
         rows.append((item, mount))
     rows.sort(key=lambda row: (-row[0].disk, -row[0].size, row[0].path))
     totals: dict[str, tuple[Mount, list[DeletedFile]]] = {}
@@ -298,11 +301,13 @@ class DeletedOpenFiles:
             def device_of(found: Path) -> None:
                 """In the resolve thread, within its timeout: a path on a hung mount must not stall us."""
                 try:
-                    devices.append(os.stat(found).st_dev)
+                    st_dev = os.stat(found).st_dev
                 except FileNotFoundError:
                     raise ToolError(f"No such file or directory: {display(found)}") from None
                 except OSError as exc:
                     raise ToolError(f"Cannot look at {display(found)}: {exc.strerror or exc}") from None
+                mount = self.partitions().holding(str(found), st_dev)  # its filesystem's number, not
+                devices.append(st_dev if mount is None else mount.number(st_dev))  # its subvolume's (btrfs)
 
             shown = display(await ctx.resolve(args["path"], device_of))
             only_dev = devices[0]

@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
+from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.faults import EngineError, NotFound, PermissionRefused, WrongKind
 from sysmcp.engine.hashing import _checksums as checksums
@@ -194,7 +195,8 @@ class ListingHasher:
         self.cancel = cancel
         self.buffer = bytearray(CHUNK)
         self.view = memoryview(self.buffer)
-        self.trusted_devices: frozenset[int] | None = None  # see _refusal; read when first needed
+        # The trusted filesystems' device numbers and mount ids: see _refusal; read when first needed
+        self.trusted_devices: tuple[frozenset[int], frozenset[int]] | None = None
 
     def consume(self, event: Listing | SubtreeTotals, scanner: Scanner) -> None:
         """A walk's event, as the parallel walk hands it: a listing's files are hashed, totals ignored."""
@@ -294,10 +296,14 @@ class ListingHasher:
             return explain(NotRegularFile(opened.st_mode))
         if opened.st_ino != inode:
             if self.trusted_devices is None:
-                self.trusted_devices = frozenset(
-                    mount.dev for mount in mount_table() if mount.fstype in self.trusted
+                trusted = [mount for mount in mount_table() if mount.fstype in self.trusted]
+                self.trusted_devices = (
+                    frozenset(mount.dev for mount in trusted),
+                    frozenset(mount.mount_id for mount in trusted),
                 )
-            if dev in self.trusted_devices:
+            devices, mounts = self.trusted_devices
+            # The mount the directory is open on (fdinfo's mnt_id) where st_dev is no mount's (btrfs)
+            if dev in devices or platform.fd_mount_id(platform.PROC, "self", str(dir_fd)) in mounts:
                 return explain(FileSwap())
         try:
             now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)

@@ -155,6 +155,13 @@ class Mount:
     def dev_matches(self, st_dev: int | None) -> bool:
         return st_dev is not None and self.dev == f"{os.major(st_dev)}:{os.minor(st_dev)}"
 
+    def number(self, st_dev: int) -> int:
+        """The filesystem's device number (``dev`` as stat gives one) for a file of it whose ``st_dev``
+        is given: they differ on btrfs, whose files carry their subvolume's anonymous number, never the
+        one the mount table gives; ``st_dev`` itself when the table gives none."""
+        major, _, minor = self.dev.partition(":")
+        return os.makedev(int(major), int(minor)) if major.isdigit() and minor.isdigit() else st_dev
+
 
 def parent_dir(path: str) -> str:
     """'/a/b' → '/a', '/a' → '/' (paths here are normalised and absolute)."""

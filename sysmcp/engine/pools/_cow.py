@@ -50,6 +50,7 @@ class Cow:
     exact: bool = True  # False: some exclusive bytes are unknown
     source: str = ""  # how the exclusive bytes were read
     zfs: ZfsSpace | None = None
+    qgroups: bool = False  # btrfs quotas sized them: deleted files still held open included
     faults: list[EngineError] = field(default_factory=list)  # the commands that failed, as facts
 
     @property
@@ -130,6 +131,7 @@ def btrfs_cow(
         pass  # quotas off: the usual case, not a fault
     except (CommandMissing, CommandTimedOut) as fault:
         cow.faults.append(fault)
+    cow.qgroups = bool(groups)
     cow.source = (
         "btrfs qgroup show (quotas are on)"
         if groups

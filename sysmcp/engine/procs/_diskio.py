@@ -11,6 +11,7 @@ between the readings, with its progress, and the words are the tool's (``sysmcp.
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -20,7 +21,7 @@ import psutil
 
 from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
-from sysmcp.engine.mounts import MountTable
+from sysmcp.engine.mounts import Mount, MountTable
 from sysmcp.engine.procs._openfiles import PROC, MountView, WrittenFile, open_for_writing
 
 
@@ -171,12 +172,26 @@ def device_name(dev: str, sys_dev_block: str = platform.SYS_DEV_BLOCK) -> str | 
         return None
 
 
+def mount_device_name(mount: Mount, sys_dev_block: str = platform.SYS_DEV_BLOCK) -> str | None:
+    """The kernel's name of the block device ``mount``'s filesystem is on: by its number, or by its
+    source's where the number is no block device's (btrfs numbers its filesystems anonymously, 0:N)."""
+    name = device_name(mount.dev, sys_dev_block) if mount.dev else None
+    if name is None and mount.device.startswith("/dev/"):
+        try:
+            st = os.stat(mount.device)
+        except OSError:
+            return None
+        if stat.S_ISBLK(st.st_mode):
+            name = device_name(f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}", sys_dev_block)
+    return name
+
+
 def device_mount_points(table: MountTable) -> dict[str, list[str]]:
     """Each block device's mount points (visible ones, shortest first), by the counters' device name."""
     points: dict[str, list[str]] = {}
     for mount in table.mounts:
-        name = device_name(mount.dev, table.sys_dev_block) if mount.dev else None
-        if name is not None and table.visible(mount):
+        name = mount_device_name(mount, table.sys_dev_block) if table.visible(mount) else None
+        if name is not None:
             points.setdefault(name, []).append(mount.mount_point)
     return {name: sorted(set(found), key=lambda p: (len(p), p)) for name, found in points.items()}
 
@@ -196,7 +211,13 @@ def files_written(
         refused = 0
         for item in open_for_writing(PROC, pid, view):
             if item.dev not in names:
-                names[item.dev] = device_name(f"{os.major(item.dev)}:{os.minor(item.dev)}")
+                mounts = [] if view.table is None else view.table.mounts
+                mount = next((m for m in mounts if m.dev_matches(item.dev)), None)
+                names[item.dev] = (
+                    device_name(f"{os.major(item.dev)}:{os.minor(item.dev)}")
+                    if mount is None
+                    else mount_device_name(mount)
+                )
             device = names[item.dev]
             if device is None:
                 continue  # not storage: a tmpfs, a pipe's filesystem, a network mount

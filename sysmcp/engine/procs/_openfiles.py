@@ -12,6 +12,11 @@ with a host volume) shows the path of its own view, which may name a place under
 lives elsewhere. So each file also says whether that text names it in this server's view
 (``DeletedFile.confined``: every holder in our mount namespace, and the file on the filesystem mounted at
 that path here); one that is not is outside every root, whatever its path says.
+
+A file's ``st_dev`` is not always its filesystem's number in the mount table: btrfs gives each
+subvolume an anonymous number of its own. So each held file also carries the number of the mount it
+was opened through (fdinfo's ``mnt_id``; a mapping's line names the filesystem itself), which is what
+is matched against the mount table (``DeletedFile.filesystem``).
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from sysmcp.engine.mounts import Mount, MountTable, parse_mountinfo
 
 PROC = platform.PROC  # where processes are read (tests point the tools at a fake one)
 DELETED = " (deleted)"
-_Held = tuple[str, os.stat_result, int | None, str]  # (former path, stat, descriptor or None: mapped, mode)
+# (former path, stat, descriptor or None: mapped, mode, the filesystem's number: ``MountView.filesystem``)
+_Held = tuple[str, os.stat_result, int | None, str, int]
 
 
 @dataclass(slots=True)
@@ -54,6 +60,12 @@ class DeletedFile:
     # The path names this inode in the server's own view (see the module's note): False puts the file
     # outside every root, whatever its path says.
     confined: bool = True
+    fs: int | None = None  # its filesystem's number in the mount table where that is not ``dev`` (btrfs)
+
+    @property
+    def filesystem(self) -> int:
+        """The number the mount table gives its filesystem (``Mount.dev_matches`` it)."""
+        return self.dev if self.fs is None else self.fs
 
     @property
     def mapped_only(self) -> bool:
@@ -71,12 +83,14 @@ class Scan:
     vanished: int = 0  # processes that ended while being read
     mappings_not_sized: int = 0  # deleted mapped files whose map_files entry we may not look at
 
-    def file(self, path: str, st: os.stat_result) -> DeletedFile:
-        """The deleted file ``st`` is, found now (under its former ``path``) or before."""
+    def file(self, path: str, st: os.stat_result, fs: int) -> DeletedFile:
+        """The deleted file ``st`` is, found now (under its former ``path``, on filesystem ``fs``) or before."""
         key = (st.st_dev, st.st_ino)
         found = self.files.get(key)
         if found is None:
-            found = self.files[key] = DeletedFile(path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
+            found = self.files[key] = DeletedFile(
+                path, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512, fs=None if fs == st.st_dev else fs
+            )
         return found
 
 
@@ -104,9 +118,10 @@ class MountView:
     """This server's view, read once per scan: its mount namespace and mount table.
 
     ``names(pid, path, dev)`` says whether the ``/proc`` link text ``path`` of a file that process
-    ``pid`` holds, on device ``dev``, names that file here: the holder's mount namespace is ours and
-    the filesystem mounted at ``path`` in our table is the file's. Anything that cannot be read (a
-    namespace link we may not follow, no mount table) answers False: never confined by guesswork."""
+    ``pid`` holds, on the filesystem the table numbers ``dev`` (``filesystem``), names that file here:
+    the holder's mount namespace is ours and the filesystem mounted at ``path`` in our table is the
+    file's. Anything that cannot be read (a namespace link we may not follow, no mount table) answers
+    False: never confined by guesswork."""
 
     def __init__(self, proc: str = PROC) -> None:
         self.proc = proc
@@ -117,6 +132,15 @@ class MountView:
         except OSError:
             self.table = None
         self._ours: dict[int, bool] = {}
+        self._by_id = {} if self.table is None else {mount.mount_id: mount for mount in self.table.mounts}
+
+    def filesystem(self, pid: int, fd: int | str, st_dev: int) -> int:
+        """The number the mount table gives the filesystem of the file process ``pid`` holds as
+        descriptor ``fd`` (``st_dev``: its stat's): its mount's, found by fdinfo's ``mnt_id``, as
+        ``st_dev`` is not on btrfs; ``st_dev`` when that mount is not in our table (another namespace)."""
+        mount_id = platform.fd_mount_id(self.proc, pid, str(fd))
+        mount = None if mount_id is None else self._by_id.get(mount_id)
+        return st_dev if mount is None else mount.number(st_dev)
 
     def names(self, pid: int, path: str, dev: int) -> bool:
         if self.namespace is None or self.table is None:
@@ -140,7 +164,7 @@ def _namespace(proc: str, pid: str) -> tuple[int, int] | None:
 
 
 def link_confined(link: bytes, dev: int) -> bool:
-    """Whether ``/proc/PID/fd/N`` (``link``, a file on device ``dev``) is held in this server's view
+    """Whether ``/proc/PID/fd/N`` (``link``, a file whose st_dev is ``dev``) is held in this server's view
     under the name its text gives (``MountView.names``): what reclaim asks again right before truncating."""
     fd_dir = os.path.dirname(os.fsdecode(link))
     base = os.path.dirname(fd_dir)
@@ -152,7 +176,8 @@ def link_confined(link: bytes, dev: int) -> bool:
     if not pid.isdigit() or not target.endswith(os.fsencode(DELETED)):
         return False
     path = os.fsdecode(target[: -len(DELETED)])
-    return MountView(os.path.dirname(base)).names(int(pid), path, dev)
+    view = MountView(os.path.dirname(base))
+    return view.names(int(pid), path, view.filesystem(int(pid), os.path.basename(os.fsdecode(link)), dev))
 
 
 def scan_processes(
@@ -191,13 +216,14 @@ def scan_processes(
             except OSError:
                 continue
             if st.st_nlink == 0 and stat.S_ISREG(st.st_mode):  # not a file renamed over but linked elsewhere
-                held.append((target[: -len(DELETED)], st, int(fd), platform.fd_access_mode(proc, pid, fd)))
+                mode, fs = platform.fd_access_mode(proc, pid, fd), view.filesystem(pid, fd, st.st_dev)
+                held.append((target[: -len(DELETED)], st, int(fd), mode, fs))
         identity: tuple[str, str | None] | None = None
-        for path, st, fd_number, mode in [*held, *_mapped(proc, pid, scan)]:
-            found = scan.file(path, st)
+        for path, st, fd_number, mode, fs in [*held, *_mapped(proc, pid, scan)]:
+            found = scan.file(path, st, fs)
             if fd_number is None and any(holder.pid == pid for holder in found.holders):
                 continue  # mapped, and held by a descriptor too: that one is named
-            found.confined = found.confined and view.names(pid, found.path, st.st_dev)
+            found.confined = found.confined and view.names(pid, found.path, found.filesystem)
             identity = identity or _identity(pid)
             found.holders.append(Holder(pid, identity[0], identity[1], fd_number, mode))
     return scan
@@ -226,7 +252,7 @@ class WrittenFile:
 
     path: str
     fd: int
-    dev: int
+    dev: int  # its filesystem's number in the mount table (``MountView.filesystem``)
     deleted: bool
     device: str = ""  # the kernel's name of its block device ("sda1"), once ``files_written`` named it
     # The path names this file in the server's own view (``MountView.names``, as ``DeletedFile``'s):
@@ -253,9 +279,8 @@ def open_for_writing(proc: str, pid: int, view: MountView) -> list[WrittenFile]:
         if stat.S_ISREG(st.st_mode):
             deleted = target.endswith(DELETED) and st.st_nlink == 0
             path = target[: -len(DELETED)] if deleted else target
-            written.append(
-                WrittenFile(path, int(fd), st.st_dev, deleted, confined=view.names(pid, path, st.st_dev))
-            )
+            fs = view.filesystem(pid, fd, st.st_dev)
+            written.append(WrittenFile(path, int(fd), fs, deleted, confined=view.names(pid, path, fs)))
     return written
 
 
@@ -287,13 +312,16 @@ def _mapped(proc: str, pid: int, scan: Scan) -> list[_Held]:
             continue
         if st.st_nlink == 0 and stat.S_ISREG(st.st_mode):
             mode = "rw" if perms[1:2] == b"w" and perms[3:4] == b"s" else "r"
-            found.append((os.fsdecode(name[: -len(DELETED)]), st, None, mode))
+            major, _, minor = device.partition(b":")  # in hex: the filesystem's number, not st_dev on btrfs
+            fs = os.makedev(int(major, 16), int(minor, 16))
+            found.append((os.fsdecode(name[: -len(DELETED)]), st, None, mode, fs))
     return found
 
 
 def filesystem_of(table: MountTable, dev: int) -> Mount | None:
-    """The mount showing the filesystem with device number ``dev``: its whole-filesystem mount
-    (not a bind mount of a subtree) nearest the root, else any (None: not mounted in this namespace)."""
+    """The mount showing the filesystem the mount table numbers ``dev`` (``DeletedFile.filesystem``): its
+    whole-filesystem mount (not a bind mount of a subtree) nearest the root, else any (None: not
+    mounted in this namespace)."""
     matches = [m for m in table.mounts if m.dev_matches(dev) and table.visible(m)]
     if not matches:
         return None

@@ -50,6 +50,7 @@ class HeldOpen:
     holders: tuple[tuple[int, str], ...]
     confined: bool = True  # its path names it in this server's view (``DeletedFile.confined``)
     descriptor: str | None = None  # /proc/PID/fd/N of one holder: what truncating it goes through
+    filesystem: int | None = None  # its filesystem's number in the mount table, where not ``dev`` (btrfs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +79,7 @@ def deleted_provider(proc: str = PROC) -> Callable[[Cancel], DeletedScan]:
             link = None if held is None else os.path.join(proc, str(held.pid), "fd", str(held.fd))
             if theirs:
                 holders = tuple((h.pid, h.command) for h in theirs)
-                files.append(HeldOpen(f.path, f.dev, f.disk, holders, f.confined, link))
+                files.append(HeldOpen(f.path, f.dev, f.disk, holders, f.confined, link, f.fs))
         return DeletedScan(tuple(files), True, found.unreadable, found.vanished)
 
     return scan
@@ -354,10 +355,16 @@ class _Side:
             self.fan.close()
 
 
-def _deleted(request: ExplainRequest, scan: DeletedScan) -> DeletedPart:
+def _deleted(request: ExplainRequest, scan: DeletedScan, cow: Cow | None) -> DeletedPart:
+    """The deleted files held open on the filesystem: with its root's st_dev, or (btrfs) another
+    subvolume's, unless btrfs quotas size the other subvolumes (part 5), their deleted files included."""
     part = DeletedPart(available=scan.available, unreadable=scan.unreadable, vanished=scan.vanished)
+    filesystem = request.mount.number(request.dev)
+    sized = cow is not None and cow.qgroups
     for held in sorted(scan.files, key=lambda f: -f.disk):
-        if held.dev != request.dev or held.disk == 0:
+        on = held.dev if held.filesystem is None else held.filesystem
+        elsewhere = held.dev != request.dev  # another filesystem's, or another subvolume's (btrfs)
+        if held.disk == 0 or (elsewhere and (on != filesystem or sized)):
             continue
         part.disk += held.disk
         if request.roots is None or (held.confined and _named(held.path, request.roots)):
@@ -390,7 +397,6 @@ def explain(request: ExplainRequest, progress: Progress, cancel: Cancel) -> Acco
         else:
             walked, skipped = walk_filesystem(request, progress, cancel)
         scan, snaps, overhead = side.results(budget)
-        deleted = _deleted(request, scan)
         cancel()
         hidden = under.result(budget.deadline)
     finally:
@@ -404,6 +410,7 @@ def explain(request: ExplainRequest, progress: Progress, cancel: Cancel) -> Acco
         if _named(path := os.path.join(base, name) if name else base, request.roots)
     ]
     cow = read_cow(mount, request.timeout_s, cancel)
+    deleted = _deleted(request, scan, cow)
     return Accounting(
         mount, request.figures, walked, deleted, hidden, snaps, overhead, request.clock() - started, cow
     )

@@ -23,6 +23,7 @@ class MountPoint:
     point: bytes
     dev: int
     fstype: str
+    mount_id: int = 0  # mountinfo's, as fdinfo's ``mnt_id`` names it (0: unknown)
 
 
 UNKNOWN_DEV = -1  # a mount whose device number the table does not give: never equal to an st_dev
@@ -53,7 +54,12 @@ def mount_table(mountinfo: str = MOUNTINFO) -> list[MountPoint]:
         major, _, minor = mount.dev.partition(":")
         if major.isdigit() and minor.isdigit():
             mounts.append(
-                MountPoint(os.fsencode(mount.mount_point), os.makedev(int(major), int(minor)), mount.fs_type)
+                MountPoint(
+                    os.fsencode(mount.mount_point),
+                    os.makedev(int(major), int(minor)),
+                    mount.fs_type,
+                    mount.mount_id,
+                )
             )
     return mounts
 
