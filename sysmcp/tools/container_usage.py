@@ -77,20 +77,22 @@ class LargeContainer(Open):
     writable_bytes: int | None = prop("Its writable layer (null: not measured).")
 
 
-@result
-class ContainerTotals:
-    count: int = prop("Containers in all, stopped ones included.")
-    running: int = prop("Containers running.")
-    writable_bytes: int = prop("All writable layers.")
-    stopped_writable_bytes: int = prop("Writable layers of containers not running.")
-    largest: list[LargeContainer] = prop("The containers with the largest writable layers (at most top_n).")
-
-
 _NOT_MEASURED = "{} of unknown size, not in the bytes beside (a lower bound then); absent: none."
 
 
 def _unknown(sizes: list[int | None]) -> Opt[int]:
     return sum(size is None for size in sizes) or ABSENT
+
+
+@result
+class ContainerTotals:
+    count: int = prop("Containers in all, stopped ones included.")
+    running: int = prop("Containers running.")
+    writable_bytes: int = prop("All writable layers the engine measured.")
+    stopped_writable_bytes: int = prop("Writable layers the engine measured of containers not running.")
+    not_measured: Opt[int] = prop(_NOT_MEASURED.format("Writable layers"))
+    stopped_not_measured: Opt[int] = prop(_NOT_MEASURED.format("Stopped containers' writable layers"))
+    largest: list[LargeContainer] = prop("The containers with the largest writable layers (at most top_n).")
 
 
 @result
@@ -148,7 +150,11 @@ class DataRootPart(Open):
 class Reconciliation:
     walked_bytes: int = prop("Apparent bytes the walk found under the data root.")
     walked_disk_bytes: int = prop("Bytes allocated on disk under the data root.")
-    accounted_bytes: int = prop("Layers, writable layers, volumes, build cache and logs.")
+    accounted_bytes: int = prop("Layers, writable layers, volumes, build cache and logs measured.")
+    not_measured: Opt[int] = prop(
+        "Writable layers, volumes and logs in the data root of unknown size, not in accounted_bytes "
+        "(a lower bound then, and difference_bytes an upper one); absent: none."
+    )
     difference_bytes: int = prop("Walked minus accounted.")
     complete: bool = prop("False when the walk stopped at its time budget.")
     parts: list[DataRootPart] = prop("The data root's directories, largest first.")
@@ -188,6 +194,7 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
     volumes = sorted(found.volumes, key=lambda v: (-(v.size or 0), v.name))
     logs = sorted(found.logs, key=lambda log: (-(log.bytes or 0), log.container))
     dangling_volumes = [v for v in volumes if v.dangling]
+    stopped = [c for c in containers if c.state != "running"]
     files = [log for log in logs if log.file.path]
     walked = found.walked
     note = None
@@ -218,7 +225,9 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             count=len(containers),
             running=sum(c.state == "running" for c in containers),
             writable_bytes=sum(c.writable or 0 for c in containers),
-            stopped_writable_bytes=sum(c.writable or 0 for c in containers if c.state != "running"),
+            stopped_writable_bytes=sum(c.writable or 0 for c in stopped),
+            not_measured=_unknown([c.writable for c in containers]),
+            stopped_not_measured=_unknown([c.writable for c in stopped]),
             largest=[
                 LargeContainer(c.name, c.image, c.state, round(max(now - c.created, 0), 1), c.writable)
                 for c in containers[:top_n]
@@ -260,6 +269,7 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             walked_bytes=walked.apparent,
             walked_disk_bytes=walked.disk,
             accounted_bytes=found.accounted,
+            not_measured=found.not_measured or ABSENT,
             difference_bytes=walked.apparent - found.accounted,
             complete=walked.stopped is None,
             parts=[
@@ -299,7 +309,8 @@ def render(s: ContainerUsage) -> str:
     co = s.containers
     lines.append(
         f"Containers: {co.count:,} ({co.running:,} running), writable layers "
-        f"{human_bytes(co.writable_bytes)}, of stopped ones {human_bytes(co.stopped_writable_bytes)}"
+        f"{_total(co.writable_bytes, co.not_measured, co.count)}, of stopped ones "
+        f"{_total(co.stopped_writable_bytes, co.stopped_not_measured, co.count - co.running)}"
     )
     for c in co.largest:
         lines.append(
@@ -354,10 +365,14 @@ def _total(measured: int, unknown: Opt[int], count: int) -> str:
 
 def _reconciled(re: Reconciliation) -> list[str]:
     partial = "" if re.complete else " (walk stopped at its time budget: partial)"
-    diff = re.difference_bytes
+    diff, unknown = re.difference_bytes, re.not_measured
+    accounted = human_bytes(re.accounted_bytes)
+    if unknown is not ABSENT:  # the unknown sizes are not in it: accounted is a floor, the rest a ceiling
+        accounted = f"at least {accounted} ({plural(unknown, 'size')} unknown)"
+    bound = "" if unknown is ABSENT else ("at most " if diff >= 0 else "at least ")
     lines = [
         f"On disk: the data root holds {human_bytes(re.walked_bytes)} ({human_bytes(re.walked_disk_bytes)} "
-        f"allocated){partial}; the engine's figures and the logs account for {human_bytes(re.accounted_bytes)}: "
+        f"allocated){partial}; the engine's figures and the logs account for {accounted}: {bound}"
         + (
             f"{human_bytes(diff)} on disk that the engine does not count"
             if diff >= 0

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from sysmcp.engine.containers import (
+    Container,
     ContainersRequest,
     DataRootWalk,
     Survey,
@@ -34,6 +35,7 @@ from sysmcp.reclaim._classes import RootsLayout, containers
 from sysmcp.tools.container_usage import answer, render
 from sysmcp.tools.errors import words
 from sysmcp.tools.registry import ToolOutput
+from sysmcp.tools.typed import ABSENT
 from tests.harness import RecordingPeer as Recorder
 from tests.harness import call_tool, tool_context
 from tests.tools.docker_lab import Lab, running_docker, why_not
@@ -42,6 +44,7 @@ from tests.tools.recorded_engine import recorded_engine
 pytestmark = pytest.mark.anyio
 NOBODY = 65534
 KIB = 1024
+MIB = 1024 * KIB
 
 
 async def call(roots: list[Path] | None = None, peer: Recorder | None = None, **args: Any) -> ToolOutput:
@@ -548,6 +551,41 @@ def test_a_total_of_sizes_some_unknown_is_at_least_the_known_ones_with_the_unkno
     assert "Volumes: 3 volumes, at least 3.0 MiB (2 unknown); 1 dangling (size unknown)" in render(usage)
     assert (usage.volumes.bytes, usage.volumes.not_measured) == (3 * 1024 * 1024, 2)
     assert "Log files: 0 files, 0 B" in render(usage)
+
+
+def test_writable_layers_of_unknown_size_are_totalled_as_unknown_and_the_reconciliation_as_bounds() -> None:
+    found = Survey("", "Docker 24.0.7", "/var/lib/docker", "overlay2", "json-file", 10 * MIB)
+    found.containers = [
+        Container("a", "web", "nginx", "running", 0.0, 2 * MIB, ()),
+        Container("b", "cold", "busybox", "exited", 0.0, None, ()),
+    ]
+    found.walked = DataRootWalk(apparent=20 * MIB, disk=20 * MIB, stopped=None, parts=(), skipped={})
+    usage = answer(found, 10, 0.0, None)
+    text = render(usage)
+    assert "writable layers at least 2.0 MiB (1 unknown), of stopped ones size unknown" in text, text
+    assert (usage.containers.not_measured, usage.containers.stopped_not_measured) == (1, 1)
+    rec = usage.reconciliation
+    assert rec is not None and (rec.accounted_bytes, rec.not_measured, rec.difference_bytes) == (
+        12 * MIB,
+        1,
+        8 * MIB,
+    )
+    # The cold container's layer is somewhere in those 8 MiB: no exact difference is claimed.
+    assert "account for at least 12.0 MiB (1 size unknown): at most 8.0 MiB on disk" in text, text
+    found.walked = DataRootWalk(apparent=10 * MIB, disk=10 * MIB, stopped=None, parts=(), skipped={})
+    assert "(1 size unknown): at least 2.0 MiB less" in render(answer(found, 10, 0.0, None))
+
+
+def test_with_every_size_known_the_reconciliation_states_its_difference_exactly() -> None:
+    found = Survey("", "Docker 24.0.7", "/var/lib/docker", "overlay2", "json-file", 10 * MIB)
+    found.containers = [Container("a", "web", "nginx", "exited", 0.0, 2 * MIB, ())]
+    found.walked = DataRootWalk(apparent=20 * MIB, disk=20 * MIB, stopped=None, parts=(), skipped={})
+    usage = answer(found, 10, 0.0, None)
+    text = render(usage)
+    assert "writable layers 2.0 MiB, of stopped ones 2.0 MiB" in text, text
+    assert "account for 12.0 MiB: 8.0 MiB on disk that the engine does not count" in text, text
+    assert usage.containers.not_measured is ABSENT and usage.reconciliation is not None
+    assert usage.reconciliation.not_measured is ABSENT
 
 
 def test_a_command_that_never_answers_is_given_up_at_its_timeout() -> None:

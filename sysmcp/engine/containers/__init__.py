@@ -105,18 +105,25 @@ class Survey:
     walk_refused: bool = False  # the data root is outside the roots: not walked
     command: str | None = None  # the command asked where no socket was (its figures, not the API's)
 
+    def _inside(self) -> list[int | None]:
+        """The sizes of what lies in the data root: writable layers, volumes and log files there."""
+        inside = self.data_root.rstrip("/") + "/"
+        return [
+            *(c.writable for c in self.containers),
+            *(v.size for v in self.volumes if v.mountpoint.startswith(inside)),
+            *(log.bytes for log in self.logs if log.file.path.startswith(inside)),
+        ]
+
     @property
     def accounted(self) -> int:
         """The bytes the engine's figures account for: layers, writable layers, volumes, build
-        cache, and the log files (which no engine command counts)."""
-        inside = self.data_root.rstrip("/") + "/"
-        return (
-            self.layers
-            + sum(c.writable or 0 for c in self.containers)
-            + sum(v.size or 0 for v in self.volumes if v.mountpoint.startswith(inside))
-            + self.build_cache.bytes
-            + sum(log.bytes or 0 for log in self.logs if log.file.path.startswith(inside))
-        )
+        cache, and the log files (which no engine command counts); an unknown size is not in it."""
+        return self.layers + self.build_cache.bytes + sum(size or 0 for size in self._inside())
+
+    @property
+    def not_measured(self) -> int:
+        """How many sizes of what lies in the data root are unknown: ``accounted`` is a lower bound."""
+        return sum(size is None for size in self._inside())
 
 
 def find_socket(
