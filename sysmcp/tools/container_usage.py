@@ -287,8 +287,8 @@ def _more(shown: int, count: int, noun: str) -> list[str]:
 
 
 def render(s: ContainerUsage) -> str:
-    root = f"data root {printable(s.data_root)}" if s.data_root else "data root outside the allowed roots"
-    asked = f"through its command `{s.command}` (no API socket)" if s.command else f"at {printable(s.socket)}"
+    root = f"data root {s.data_root}" if s.data_root else "data root outside the allowed roots"
+    asked = f"through its command `{s.command}` (no API socket)" if s.command else f"at {s.socket}"
     lines = [f"{s.engine} {asked}: {root} ({s.storage_driver}, logs {s.log_driver or 'unknown'})"]
     im = s.images
     lines.append(
@@ -342,14 +342,14 @@ def render(s: ContainerUsage) -> str:
     )
     for log in lo.largest:
         limit = f"max-size {log.max_size}" if log.max_size else "no max-size"
-        where = f"  {printable(log.path)}" if log.path else ""
+        where = f"  {log.path}" if log.path else ""
         lines.append(f"  {_size(log.bytes):>10}  {log.container}  {limit}{where}")
     lines += _more(len(lo.largest), lo.count, "log file")
     if s.reconciliation is not None:
         lines += _reconciled(s.reconciliation)
     if s.note:
         lines.append(s.note)
-    return "\n".join(lines)
+    return "\n".join(map(printable, lines))  # the engine's names on their line: no newline, no ESC
 
 
 def _size(value: int | None) -> str:

@@ -11,6 +11,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -256,6 +257,81 @@ async def test_podmans_compatible_api_is_read_and_its_missing_layer_total_estima
     )
     assert s["volumes"]["dangling"] == 1 and s["logs"]["without_limit"] == 1
     assert s["reconciliation"] is None and "not walked" in output.text
+
+
+ENGINE: dict[str, Any] = {
+    "/version": {"Version": "24.0.7"},
+    "/info": {"DockerRootDir": "/nonexistent/docker", "Driver": "overlay2", "LoggingDriver": "json-file"},
+    "/system/df": {"LayersSize": 10, "Images": [], "Containers": [], "Volumes": []},
+    "/containers/json": [],
+}
+
+
+@contextmanager
+def engine_saying(**answers: Any) -> Iterator[str]:
+    """A recorded engine answering ``ENGINE`` with ``answers`` in place ('system_df' for /system/df)."""
+    said = {**ENGINE, **{"/" + key.replace("_", "/"): value for key, value in answers.items()}}
+    with (
+        tempfile.TemporaryDirectory(prefix="sysmcp-en-") as box,
+        recorded_engine(said, f"{box}/e.sock") as path,
+    ):
+        yield path
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [
+        {"info": ["not", "an", "object"]},
+        {"system_df": {"Images": [1, 2]}},
+        {"system_df": {"Containers": [{"Id": "a", "Mounts": ["data"]}]}},
+        {"system_df": {"Volumes": [{"Name": "v", "UsageData": [3]}]}},
+        {"version": {"Components": ["Engine"]}},
+    ],
+)
+async def test_an_engine_answer_in_a_shape_no_engine_gives_is_an_engine_fault_not_an_internal_error(
+    answers: dict[str, Any],
+) -> None:
+    with engine_saying(**answers) as path, pytest.raises(Unavailable) as caught:
+        await call(socket=path, walk=False)
+    assert "answered in a shape no engine gives" in words(caught.value)
+
+
+async def test_odd_numbers_from_the_engine_are_unknown_never_negative_nor_a_failure() -> None:
+    df = {
+        "LayersSize": -5,
+        "Containers": [
+            {"Id": "a", "Names": ["/nan"], "Created": float("nan"), "SizeRw": True},
+            {"Id": "b", "Names": ["/huge"], "Created": 10**400, "SizeRw": -1},
+            {"Id": "c", "Names": ["/word"], "Created": "yesterday", "SizeRw": 7},
+        ],
+    }
+    with engine_saying(system_df=df) as path:
+        output = await call(socket=path, walk=False)
+    s = output.structured
+    json.dumps(s, allow_nan=False)  # no NaN on the wire
+    assert s["images"]["layer_bytes"] == 0
+    assert {row["name"]: row["writable_bytes"] for row in s["containers"]["largest"]} == {
+        "word": 7,
+        "nan": None,
+        "huge": None,
+    }
+    assert s["containers"]["not_measured"] == 2
+
+
+async def test_names_the_engine_gives_cannot_add_lines_or_drive_a_terminal_in_the_text() -> None:
+    df = {
+        "Images": [{"Id": "sha256:1", "RepoTags": ["evil\nImages: 0 images:1"], "Size": 10}],
+        "Containers": [{"Id": "a", "Names": ["/x\nContainers: 0"], "Image": "i\x1b[2J", "SizeRw": 5}],
+        "Volumes": [{"Name": "v\rw", "UsageData": {"Size": 3, "RefCount": 0}}],
+    }
+    version = {"Version": "1\nDocker 99 at /x: all clean"}
+    with engine_saying(system_df=df, version=version) as path:
+        output = await call(socket=path, walk=False)
+    lines = output.text.splitlines()
+    assert not any(line.startswith(("Docker 99", "Images: 0", "Containers: 0")) for line in lines), lines
+    assert "\x1b" not in output.text and "\r" not in output.text
+    assert "x\\nContainers: 0" in output.text and "i\\033[2J" in output.text
+    assert output.structured["containers"]["largest"][0]["name"] == "x\nContainers: 0"  # JSON escapes it
 
 
 def _keep(root: Path, container: str, name: str, config: dict[str, Any]) -> None:

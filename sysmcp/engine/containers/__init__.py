@@ -28,6 +28,7 @@ from sysmcp.engine.containers._model import build_cache as _build_cache
 from sysmcp.engine.containers._model import containers as _containers
 from sysmcp.engine.containers._model import engine_name as _engine_name
 from sysmcp.engine.containers._model import images as _images
+from sysmcp.engine.containers._model import layers_size as _layers_size
 from sysmcp.engine.containers._model import log_file as _log_file
 from sysmcp.engine.containers._model import volumes as _volumes
 from sysmcp.engine.faults import NotFound, Unavailable
@@ -176,7 +177,7 @@ def _measure(df: dict[str, Any], found: Survey) -> None:
     """``/system/df``'s answer into ``found``: the engine measured every layer and writable layer."""
     found.images, found.containers = _images(df.get("Images") or []), _containers(df)
     found.volumes = _volumes(df)
-    found.layers = int(df.get("LayersSize") or 0)
+    found.layers = _layers_size(df)
     if not found.layers:  # Podman's compatible API leaves it 0
         _estimate_layers(found)
     found.build_cache = _build_cache(df)
@@ -260,8 +261,18 @@ def survey(
     log files on another, and the walk of the data root on this thread once ``/info`` named it. Where no socket is named nor found, the engine's command is asked
     instead (``request.commands``, the first that answers). ``progress(phase, done, bytes)``: 'inspect'
     with containers done, 'walk' with entries and bytes seen (from two threads); ``cancel()``
-    raises to stop, between API calls and during the walk (called on this thread only)."""
-    report = progress or (lambda *_: None)
+    raises to stop, between API calls and during the walk (called on this thread only). An answer
+    not in the shape an engine gives (a list for an object, a name for a number) is ``Unavailable``."""
+    try:
+        return _survey(request, progress or (lambda *_: None), cancel)
+    except (AttributeError, TypeError, ValueError, LookupError, ArithmeticError) as exc:
+        raise Unavailable(
+            f"The container engine answered in a shape no engine gives ({type(exc).__name__}: {exc})",
+            reason="engine_fault",
+        ) from None
+
+
+def _survey(request: ContainersRequest, report: Callable[[str, int, int], None], cancel: Cancel) -> Survey:
     try:
         path = find_socket(request.socket, sockets=request.sockets)
     except NotFound as none:
