@@ -154,6 +154,39 @@ async def test_a_socket_that_accepts_and_never_answers_is_an_error_within_the_ti
     assert "did not answer GET /info within 0.2 s" in words(caught.value)
 
 
+def test_a_socket_that_drips_its_answer_is_given_up_at_the_timeout_not_after_the_last_byte(
+    tmp_path: Path,
+) -> None:
+    path, done = str(tmp_path / "drip.sock"), threading.Event()
+    body = b" " * 400 + b"{}"  # JSON all the same: 20 s at one byte each 50 ms
+
+    def drip(server: socket.socket) -> None:
+        connection, _ = server.accept()
+        with connection:
+            connection.recv(4096)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body))
+            for byte in body:
+                if done.wait(0.05):  # the client gave up: stop at once
+                    return
+                try:
+                    connection.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(path)
+        server.listen(1)
+        feeder = threading.Thread(target=drip, args=(server,))
+        feeder.start()
+        try:
+            with Api(path, 0.5) as api, pytest.raises(Unavailable) as caught:
+                api.get("/info")
+        finally:
+            done.set()
+            feeder.join()
+    assert "did not answer GET /info within 0.5 s" in words(caught.value)
+
+
 async def test_no_engine_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(NotFound) as caught:
         await call(socket=str(tmp_path / "absent.sock"))
