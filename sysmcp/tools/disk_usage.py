@@ -7,7 +7,6 @@ sampling are the engine's (``sysmcp.engine.mounts._disks``); this module is the 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import replace
 from operator import attrgetter
@@ -185,7 +184,10 @@ def _confined(fs: Filesystem, mount: Mount, table: MountTable, roots: Sequence[P
     option naming one outside the roots is left bare (``lowerdir``)."""
     if roots is None:
         return fs
-    layers = [o if _inside(layer_directories(o), roots) else o.partition("=")[0] for o in fs.options]
+    layers = [
+        o if all(within_roots(d, roots) for d in layer_directories(o)) else o.partition("=")[0]
+        for o in fs.options
+    ]
     fs = fs if layers == fs.options else replace(fs, options=layers)
     if mount.root == "/":
         return fs
@@ -196,10 +198,6 @@ def _confined(fs: Filesystem, mount: Mount, table: MountTable, roots: Sequence[P
     own = f"subvol={fs.fs_root}"  # btrfs' subvol= names a path too: bare for a subvolume's own mount
     options = ["subvol" if o == own else o for o in fs.options if o == own or not o.startswith("subvol=")]
     return replace(fs, fs_root=None, options=options)
-
-
-def _inside(paths: list[str], roots: Sequence[Path]) -> bool:
-    return all(within_roots(os.path.normpath(path), roots) for path in paths)
 
 
 def _rounded(value: float | None) -> float | None:

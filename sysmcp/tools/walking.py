@@ -26,8 +26,9 @@ class PathError(Open):
 
 
 def within_roots(path: str, roots: Sequence[Path] | None) -> bool:
-    """Whether ``path`` may be named in an answer: inside one of the roots (None: no roots in force)."""
-    return roots is None or any(is_within(Path(path), root) for root in roots)
+    """Whether ``path`` may be named in an answer: inside one of the roots (None: no roots in force),
+    its '..' resolved first (a path another program gives, ``/srv/../etc``, is not inside /srv)."""
+    return roots is None or any(is_within(Path(os.path.normpath(path)), root) for root in roots)
 
 
 def joined(shown: str, relative: str | bytes) -> str:

@@ -697,6 +697,20 @@ def test_with_every_size_known_the_reconciliation_states_its_difference_exactly(
     assert usage.reconciliation.not_measured is ABSENT
 
 
+def test_a_path_the_engine_gives_that_climbs_out_of_the_roots_with_dotdot_is_not_named() -> None:
+    found = Survey("", "Docker 24.0.7", "/srv/docker/../../etc/docker", "overlay2", "json-file", 0)
+    found.volumes = [
+        Volume("out", 1, 0, "/srv/docker/volumes/../../../etc/_data"),
+        Volume("in", 1, 0, "/srv/docker/volumes/in/_data"),
+    ]
+    usage = answer(found, 10, 0.0, [Path("/srv/docker")])
+    assert {v.name: v.path for v in usage.volumes.largest} == {
+        "out": None,
+        "in": "/srv/docker/volumes/in/_data",
+    }
+    assert usage.data_root is None and "etc" not in render(usage)
+
+
 def test_a_command_that_never_answers_is_given_up_at_its_timeout() -> None:
     with pytest.raises(Unavailable) as caught:
         ask(["sleep", "30"], 0.2)
