@@ -24,6 +24,7 @@ from sysmcp.engine.containers import (
     Survey,
     Volume,
     _read_logs,
+    _reconciled,
     _walk,
     find_socket,
     survey,
@@ -260,6 +261,25 @@ def test_a_survey_cancelled_during_the_walk_stops_and_leaves_no_thread_asking_th
             cancel_once_walking,
         )
     assert not [t for t in threading.enumerate() if t.name.startswith("engine-api")]
+
+
+def test_an_engine_call_that_fails_ends_the_data_root_walk_at_its_next_checkpoint(tmp_path: Path) -> None:
+    for n in range(3000):  # a walk of many checkpoints
+        (tmp_path / "root" / f"d{n // 100}" / str(n)).mkdir(parents=True)
+    failed, after = threading.Event(), []
+
+    def failing(check: Any) -> None:
+        failed.set()
+        raise Unavailable("The engine at e.sock answered GET /system/df with HTTP 500", reason="engine_fault")
+
+    def cancel() -> None:  # the walk's checkpoints: the first waits for the engine call to have failed
+        if failed.wait(60):
+            after.append(1)
+
+    found = Survey("e.sock", "", str(tmp_path / "root"), "overlay2", "json-file", 0)
+    with pytest.raises(Unavailable, match="HTTP 500"):
+        _reconciled(found, ContainersRequest(), [failing], lambda *_: None, cancel)
+    assert found.walked is None and len(after) <= 3, len(after)  # not the rest of the walk
 
 
 RECORDED = Path(__file__).parent / "data" / "podman-4.3.1-compat.json"

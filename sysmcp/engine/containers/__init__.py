@@ -325,10 +325,16 @@ def _reconciled(
     stop = StopFlag()
     with ThreadPoolExecutor(len(works), thread_name_prefix="engine-api") as pool:
         futures = [pool.submit(work, stop.check) for work in works]
+
+        def walking() -> None:  # a work that failed ends the walk: the survey is lost with it
+            cancel()
+            for failed in (future for future in futures if future.done() and future.exception()):
+                failed.result()
+
         try:
             if walk and not found.walk_refused:
                 found.walked = _walk(
-                    root, request.walk_timeout_s, lambda entries, seen: report("walk", entries, seen), cancel
+                    root, request.walk_timeout_s, lambda entries, seen: report("walk", entries, seen), walking
                 )
             wait_for(futures, cancel)  # a work's failure is raised here
         finally:
