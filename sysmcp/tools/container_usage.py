@@ -88,8 +88,9 @@ def _unknown(sizes: list[int | None]) -> Opt[int]:
 class ContainerTotals:
     count: int = prop("Containers in all, stopped ones included.")
     running: int = prop("Containers running.")
+    stopped: int = prop("Containers stopped (not running, paused nor restarting): what prune removes.")
     writable_bytes: int = prop("All writable layers the engine measured.")
-    stopped_writable_bytes: int = prop("Writable layers the engine measured of containers not running.")
+    stopped_writable_bytes: int = prop("Writable layers the engine measured of the stopped containers.")
     not_measured: Opt[int] = prop(_NOT_MEASURED.format("Writable layers"))
     stopped_not_measured: Opt[int] = prop(_NOT_MEASURED.format("Stopped containers' writable layers"))
     largest: list[LargeContainer] = prop("The containers with the largest writable layers (at most top_n).")
@@ -194,7 +195,7 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
     volumes = sorted(found.volumes, key=lambda v: (-(v.size or 0), v.name))
     logs = sorted(found.logs, key=lambda log: (-(log.bytes or 0), log.container))
     dangling_volumes = [v for v in volumes if v.dangling]
-    stopped = [c for c in containers if c.state != "running"]
+    stopped = [c for c in containers if c.stopped]
     files = [log for log in logs if log.file.path]
     walked = found.walked
     note = None
@@ -224,6 +225,7 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
         containers=ContainerTotals(
             count=len(containers),
             running=sum(c.state == "running" for c in containers),
+            stopped=len(stopped),
             writable_bytes=sum(c.writable or 0 for c in containers),
             stopped_writable_bytes=sum(c.writable or 0 for c in stopped),
             not_measured=_unknown([c.writable for c in containers]),
@@ -310,7 +312,7 @@ def render(s: ContainerUsage) -> str:
     lines.append(
         f"Containers: {co.count:,} ({co.running:,} running), writable layers "
         f"{_total(co.writable_bytes, co.not_measured, co.count)}, of stopped ones "
-        f"{_total(co.stopped_writable_bytes, co.stopped_not_measured, co.count - co.running)}"
+        f"{_total(co.stopped_writable_bytes, co.stopped_not_measured, co.stopped)}"
     )
     for c in co.largest:
         lines.append(

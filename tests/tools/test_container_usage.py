@@ -781,6 +781,25 @@ def test_reclaim_plans_stopped_containers_dangling_volumes_and_logs_each_with_th
         choose(plan, [orphan.id])
 
 
+async def test_a_paused_container_is_not_stopped_neither_in_the_totals_nor_in_the_prune_planned() -> None:
+    df = {
+        "Containers": [
+            {"Id": "p", "Names": ["/paused"], "State": "paused", "SizeRw": 5 * MIB},
+            {"Id": "r", "Names": ["/restarting"], "State": "restarting", "SizeRw": 3 * MIB},
+            {"Id": "e", "Names": ["/exited"], "State": "exited", "SizeRw": 1 * MIB},
+        ]
+    }
+    with engine_saying(system_df=df) as path:
+        output = await call(socket=path, walk=False)
+        plan = build_plan(PlanRequest(layout=RootsLayout(container_socket=path), classes=("container",)))
+    # docker container prune leaves paused and restarting containers alone: it frees the exited one's layer.
+    (prune,) = [item for item in plan.items if (item.command or "").endswith("container prune")]
+    assert prune.bytes == 1 * MIB
+    assert "writable layers 9.0 MiB, of stopped ones 1.0 MiB" in output.text, output.text
+    totals = output.structured["containers"]
+    assert (totals["stopped"], totals["stopped_writable_bytes"]) == (1, 1 * MIB)
+
+
 def test_reclaim_leaves_out_an_engine_that_is_not_there(tmp_path: Path) -> None:
     layout = RootsLayout(container_socket=str(tmp_path / "absent.sock"), container_engines=("docker",))
     assert containers(layout) == []

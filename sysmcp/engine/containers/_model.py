@@ -39,6 +39,11 @@ class Container:
     writable: int | None  # the writable layer's bytes (SizeRw)
     volumes: tuple[str, ...]
 
+    @property
+    def stopped(self) -> bool:
+        """Not running: what ``container prune`` removes (a paused or restarting one runs still)."""
+        return self.state not in ("running", "paused", "restarting", "removing")
+
 
 @dataclass(frozen=True, slots=True)
 class Volume:
