@@ -369,17 +369,23 @@ def _reconciled(re: Reconciliation) -> list[str]:
     partial = "" if re.complete else " (walk stopped at its time budget: partial)"
     diff, unknown = re.difference_bytes, re.not_measured
     accounted = human_bytes(re.accounted_bytes)
-    if unknown is not ABSENT:  # the unknown sizes are not in it: accounted is a floor, the rest a ceiling
+    if unknown is not ABSENT:  # the unknown sizes are not in it: accounted is a floor
         accounted = f"at least {accounted} ({plural(unknown, 'size')} unknown)"
-    bound = "" if unknown is ABSENT else ("at most " if diff >= 0 else "at least ")
-    lines = [
-        f"On disk: the data root holds {human_bytes(re.walked_bytes)} ({human_bytes(re.walked_disk_bytes)} "
-        f"allocated){partial}; the engine's figures and the logs account for {accounted}: {bound}"
-        + (
+    # A floor of what is accounted makes the difference a ceiling; a floor of what was walked (a partial
+    # walk, directories it could not read), a floor; both: no bound at all.
+    low, short = unknown is not ABSENT, not re.complete or bool(re.skipped.get("unreadable"))
+    if low and short:
+        said = "the difference cannot be told (sizes unknown, and not all of the data root walked)"
+    else:
+        said = "" if low == short else "at most " if low == (diff >= 0) else "at least "
+        said += (
             f"{human_bytes(diff)} on disk that the engine does not count"
             if diff >= 0
             else f"{human_bytes(-diff)} less"
         )
+    lines = [
+        f"On disk: the data root holds {human_bytes(re.walked_bytes)} ({human_bytes(re.walked_disk_bytes)} "
+        f"allocated){partial}; the engine's figures and the logs account for {accounted}: {said}"
     ]
     parts = ", ".join(f"{p.name} {human_bytes(p.bytes)}" for p in re.parts[:PARTS_NAMED])
     if parts:

@@ -705,6 +705,18 @@ def test_writable_layers_of_unknown_size_are_totalled_as_unknown_and_the_reconci
     assert "(1 size unknown): at least 2.0 MiB less" in render(answer(found, 10, 0.0, None))
 
 
+def test_a_walk_that_did_not_see_all_of_the_data_root_gives_its_difference_as_a_floor_or_none() -> None:
+    found = Survey("", "Docker 24.0.7", "/var/lib/docker", "overlay2", "json-file", 10 * MIB)
+    found.containers = [Container("a", "web", "nginx", "exited", 0.0, 2 * MIB, ())]
+    for stopped, skipped in (("time budget", {}), (None, {"unreadable": 2})):
+        found.walked = DataRootWalk(20 * MIB, 20 * MIB, stopped, (), skipped)
+        text = render(answer(found, 10, 0.0, None))
+        assert "account for 12.0 MiB: at least 8.0 MiB on disk that the engine does not count" in text, text
+    found.containers.append(Container("b", "cold", "busybox", "exited", 0.0, None, ()))
+    text = render(answer(found, 10, 0.0, None))
+    assert "(1 size unknown): the difference cannot be told" in text, text
+
+
 def test_with_every_size_known_the_reconciliation_states_its_difference_exactly() -> None:
     found = Survey("", "Docker 24.0.7", "/var/lib/docker", "overlay2", "json-file", 10 * MIB)
     found.containers = [Container("a", "web", "nginx", "exited", 0.0, 2 * MIB, ())]
