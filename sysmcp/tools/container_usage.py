@@ -73,7 +73,7 @@ class LargeContainer(Open):
     name: str = prop(_NAME)
     image: str = prop("The image it was made from.")
     state: str = prop("running, exited, created, paused …")
-    age_s: float = prop("Seconds since it was created.")
+    age_s: float | None = prop("Seconds since it was created (null: the engine gave no time).")
     writable_bytes: int | None = prop("Its writable layer (null: not measured).")
 
 
@@ -231,7 +231,13 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             not_measured=_unknown([c.writable for c in containers]),
             stopped_not_measured=_unknown([c.writable for c in stopped]),
             largest=[
-                LargeContainer(c.name, c.image, c.state, round(max(now - c.created, 0), 1), c.writable)
+                LargeContainer(
+                    c.name,
+                    c.image,
+                    c.state,
+                    round(max(now - c.created, 0), 1) if c.created else None,
+                    c.writable,
+                )
                 for c in containers[:top_n]
             ],
         ),
@@ -316,7 +322,7 @@ def render(s: ContainerUsage) -> str:
     )
     for c in co.largest:
         lines.append(
-            f"  {_size(c.writable_bytes):>10}  {c.name}  {c.state}, {c.image}, {age(c.age_s, ' old')}"
+            f"  {_size(c.writable_bytes):>10}  {c.name}  {c.state}, {c.image}, {'age unknown' if c.age_s is None else age(c.age_s, ' old')}"
         )
     lines += _more(len(co.largest), co.count, "container")
     vo = s.volumes

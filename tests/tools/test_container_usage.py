@@ -369,6 +369,8 @@ async def test_odd_numbers_from_the_engine_are_unknown_never_negative_nor_a_fail
         "huge": None,
     }
     assert s["containers"]["not_measured"] == 2
+    assert {row["age_s"] for row in s["containers"]["largest"]} == {None}  # not 56 years (since 1970)
+    assert "huge  unknown, , age unknown" in output.text, output.text
 
 
 async def test_names_the_engine_gives_cannot_add_lines_or_drive_a_terminal_in_the_text() -> None:
