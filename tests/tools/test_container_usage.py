@@ -188,6 +188,39 @@ def test_a_socket_that_drips_its_answer_is_given_up_at_the_timeout_not_after_the
     assert "did not answer GET /info within 0.5 s" in words(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [
+        (b"220 mail.internal ESMTP secret-banner\r\n", "an answer that is not HTTP"),
+        (b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"Driver": "x"}', "85 bytes short"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n" + b"[" * 100000 + b"]" * 100000, "not JSON"),
+    ],
+    ids=["another-service", "closed-mid-answer", "nested-too-deep"],
+)
+def test_a_socket_answering_as_no_engine_does_is_an_engine_fault_that_repeats_none_of_its_words(
+    tmp_path: Path, reply: bytes, said: str
+) -> None:
+    path = str(tmp_path / "odd.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(path)
+        server.listen(1)
+
+        def answer_once() -> None:
+            connection, _ = server.accept()
+            with connection:
+                connection.recv(4096)
+                connection.sendall(reply)
+
+        peer = threading.Thread(target=answer_once)
+        peer.start()
+        try:
+            with Api(path, 10) as api, pytest.raises(Unavailable) as caught:
+                api.get("/info")
+        finally:
+            peer.join()
+    assert said in words(caught.value) and "secret-banner" not in words(caught.value)
+
+
 async def test_no_engine_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(NotFound) as caught:
         await call(socket=str(tmp_path / "absent.sock"))

@@ -96,8 +96,11 @@ class Api(http.client.HTTPConnection):
             ) from None
         except (OSError, ValueError, http.client.HTTPException) as exc:  # ValueError: an unencodable path
             self.close()
+            # A status line that is not HTTP's is the peer's own words, of any socket named: not repeated.
+            bad = isinstance(exc, http.client.BadStatusLine | http.client.UnknownProtocol)
+            said = "an answer that is not HTTP" if bad and not isinstance(exc, OSError) else exc
             raise Unavailable(
-                f"The engine socket {self.path} failed on GET {url}: {exc}", reason="engine_fault"
+                f"The engine socket {self.path} failed on GET {url}: {said}", reason="engine_fault"
             ) from None
         if response.status != 200:
             raise Unavailable(
@@ -109,9 +112,14 @@ class Api(http.client.HTTPConnection):
             raise Unavailable(
                 f"The engine's answer to GET {url} is over {MAX_BODY} bytes", reason="engine_fault"
             )
+        if response.length:  # closed before the length it announced: what came may parse all the same
+            raise Unavailable(
+                f"The engine at {self.path} closed its answer to GET {url} {response.length} bytes short",
+                reason="engine_fault",
+            )
         try:
             return json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: arrays nested beyond the parser's depth
             raise Unavailable(
                 f"The engine at {self.path} answered GET {url} with something not JSON", reason="engine_fault"
             ) from None
