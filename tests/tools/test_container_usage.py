@@ -194,8 +194,12 @@ def test_a_socket_that_drips_its_answer_is_given_up_at_the_timeout_not_after_the
         (b"220 mail.internal ESMTP secret-banner\r\n", "an answer that is not HTTP"),
         (b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"Driver": "x"}', "85 bytes short"),
         (b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n" + b"[" * 100000 + b"]" * 100000, "not JSON"),
+        (
+            b"HTTP/1.1 500 Oops\r\nContent-Length: 13\r\n\r\n\x1b[2Jboom\nX: 1",
+            "HTTP 500: \\033[2Jboom\\nX: 1",
+        ),
     ],
-    ids=["another-service", "closed-mid-answer", "nested-too-deep"],
+    ids=["another-service", "closed-mid-answer", "nested-too-deep", "error-with-escapes"],
 )
 def test_a_socket_answering_as_no_engine_does_is_an_engine_fault_that_repeats_none_of_its_words(
     tmp_path: Path, reply: bytes, said: str

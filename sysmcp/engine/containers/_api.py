@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable
+from sysmcp.engine.paths import printable
 
 MAX_BODY = 64 * 1024 * 1024  # an answer larger than this is not an engine's API answer
 
@@ -105,7 +106,7 @@ class Api(http.client.HTTPConnection):
         if response.status != 200:
             raise Unavailable(
                 f"The engine at {self.path} answered GET {url} with HTTP {response.status}: "
-                f"{body[:200].decode('utf-8', 'replace').strip()}",
+                f"{printable(body[:200].decode('utf-8', 'replace').strip())}",
                 reason="engine_fault",
             )
         if len(body) > MAX_BODY:
