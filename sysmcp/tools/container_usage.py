@@ -321,9 +321,8 @@ def render(s: ContainerUsage) -> str:
         f"{_total(co.stopped_writable_bytes, co.stopped_not_measured, co.stopped)}"
     )
     for c in co.largest:
-        lines.append(
-            f"  {_size(c.writable_bytes):>10}  {c.name}  {c.state}, {c.image}, {'age unknown' if c.age_s is None else age(c.age_s, ' old')}"
-        )
+        old = "age unknown" if c.age_s is None else age(c.age_s, " old")
+        lines.append(f"  {_size(c.writable_bytes):>10}  {c.name}  {c.state}, {c.image}, {old}")
     lines += _more(len(co.largest), co.count, "container")
     vo = s.volumes
     lines.append(
