@@ -773,11 +773,13 @@ def test_a_path_the_engine_gives_that_climbs_out_of_the_roots_with_dotdot_is_not
     found.volumes = [
         Volume("out", 1, 0, "/srv/docker/volumes/../../../etc/_data"),
         Volume("in", 1, 0, "/srv/docker/volumes/in/_data"),
+        Volume("through", 1, 0, "/x/../srv/docker/volumes/t/_data"),  # /x may be a symlink: not inside
     ]
     usage = answer(found, 10, 0.0, [Path("/srv/docker")])
     assert {v.name: v.path for v in usage.volumes.largest} == {
         "out": None,
         "in": "/srv/docker/volumes/in/_data",
+        "through": None,
     }
     assert usage.data_root is None and "etc" not in render(usage)
 
