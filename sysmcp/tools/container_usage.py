@@ -201,6 +201,8 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
     note = None
     if found.walk_refused:
         note = "The data root is outside the allowed roots: not walked, the engine's figures only."
+    elif found.unwalkable:
+        note = f"The data root could not be read here ({found.unwalkable}): the engine's figures only."
     elif walked is None:
         note = "The data root was not walked: the engine's figures only."
     return ContainerUsage(

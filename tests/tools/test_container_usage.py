@@ -39,7 +39,7 @@ from sysmcp.tools.errors import words
 from sysmcp.tools.registry import ToolOutput
 from sysmcp.tools.typed import ABSENT
 from tests.harness import RecordingPeer as Recorder
-from tests.harness import call_tool, tool_context
+from tests.harness import call_tool, python_as_nobody, tool_context
 from tests.tools.docker_lab import Lab, running_docker, why_not
 from tests.tools.recorded_engine import recorded_engine
 
@@ -153,6 +153,27 @@ async def test_a_socket_that_accepts_and_never_answers_is_an_error_within_the_ti
         with pytest.raises(Unavailable) as caught:
             await call(socket=path, timeout_s=0.2)
     assert "did not answer GET /info within 0.2 s" in words(caught.value)
+
+
+def test_a_data_root_another_user_cannot_read_leaves_the_engines_figures_and_says_why(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("a second user needs root")
+    box = tempfile.TemporaryDirectory(prefix="sysmcp-dr-", dir="/tmp")
+    os.chmod(box.name, 0o755)
+    data_root = Path(box.name, "docker")
+    data_root.mkdir(mode=0o710)  # as Docker makes /var/lib/docker: a docker-group user cannot list it
+    said = {**ENGINE, "/info": {**ENGINE["/info"], "DockerRootDir": str(data_root)}}
+    probe = (
+        "from sysmcp.engine.containers import ContainersRequest, survey\n"
+        "from sysmcp.tools.container_usage import answer, render\n"
+        f"print(render(answer(survey(ContainersRequest(socket={box.name + '/e.sock'!r})), 10, 0.0, None)))\n"
+    )
+    with box, recorded_engine(said, f"{box.name}/e.sock", mode=0o666):
+        done = python_as_nobody(probe)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "The data root could not be read here (Permission denied): the engine's figures only" in done.stdout
+    )
 
 
 def test_a_socket_that_drips_its_answer_is_given_up_at_the_timeout_not_after_the_last_byte(

@@ -104,6 +104,7 @@ class Survey:
     logs: list[Log] = field(default_factory=list)
     walked: DataRootWalk | None = None
     walk_refused: bool = False  # the data root is outside the roots: not walked
+    unwalkable: str | None = None  # why the data root could not be opened (a user in the docker group)
     command: str | None = None  # the command asked where no socket was (its figures, not the API's)
 
     def _inside(self) -> list[int | None]:
@@ -333,9 +334,15 @@ def _reconciled(
 
         try:
             if walk and not found.walk_refused:
-                found.walked = _walk(
-                    root, request.walk_timeout_s, lambda entries, seen: report("walk", entries, seen), walking
-                )
+                try:
+                    found.walked = _walk(
+                        root,
+                        request.walk_timeout_s,
+                        lambda entries, seen: report("walk", entries, seen),
+                        walking,
+                    )
+                except OSError as exc:  # the root itself: /var/lib/docker is root's alone (0710)
+                    found.unwalkable = exc.strerror or str(exc)
             wait_for(futures, cancel)  # a work's failure is raised here
         finally:
             stop.set()  # the threads end at their next check, or their call's timeout
