@@ -373,7 +373,7 @@ def containers(layout: RootsLayout) -> list[Proposal]:
 
     figure(
         "stopped",
-        sum(c.writable or 0 for c in found.containers if c.state != "running"),
+        sum(c.writable or 0 for c in found.containers if c.stopped),
         f"{engine} container prune",
         "the stopped containers are gone with their writable layers and their logs: they cannot be "
         "started again",

@@ -73,17 +73,8 @@ class LargeContainer(Open):
     name: str = prop(_NAME)
     image: str = prop("The image it was made from.")
     state: str = prop("running, exited, created, paused …")
-    age_s: float = prop("Seconds since it was created.")
+    age_s: float | None = prop("Seconds since it was created (null: the engine gave no time).")
     writable_bytes: int | None = prop("Its writable layer (null: not measured).")
-
-
-@result
-class ContainerTotals:
-    count: int = prop("Containers in all, stopped ones included.")
-    running: int = prop("Containers running.")
-    writable_bytes: int = prop("All writable layers.")
-    stopped_writable_bytes: int = prop("Writable layers of containers not running.")
-    largest: list[LargeContainer] = prop("The containers with the largest writable layers (at most top_n).")
 
 
 _NOT_MEASURED = "{} of unknown size, not in the bytes beside (a lower bound then); absent: none."
@@ -91,6 +82,18 @@ _NOT_MEASURED = "{} of unknown size, not in the bytes beside (a lower bound then
 
 def _unknown(sizes: list[int | None]) -> Opt[int]:
     return sum(size is None for size in sizes) or ABSENT
+
+
+@result
+class ContainerTotals:
+    count: int = prop("Containers in all, stopped ones included.")
+    running: int = prop("Containers running.")
+    stopped: int = prop("Containers stopped (not running, paused nor restarting): what prune removes.")
+    writable_bytes: int = prop("All writable layers the engine measured.")
+    stopped_writable_bytes: int = prop("Writable layers the engine measured of the stopped containers.")
+    not_measured: Opt[int] = prop(_NOT_MEASURED.format("Writable layers"))
+    stopped_not_measured: Opt[int] = prop(_NOT_MEASURED.format("Stopped containers' writable layers"))
+    largest: list[LargeContainer] = prop("The containers with the largest writable layers (at most top_n).")
 
 
 @result
@@ -148,7 +151,11 @@ class DataRootPart(Open):
 class Reconciliation:
     walked_bytes: int = prop("Apparent bytes the walk found under the data root.")
     walked_disk_bytes: int = prop("Bytes allocated on disk under the data root.")
-    accounted_bytes: int = prop("Layers, writable layers, volumes, build cache and logs.")
+    accounted_bytes: int = prop("Layers, writable layers, volumes, build cache and logs measured.")
+    not_measured: Opt[int] = prop(
+        "Writable layers, volumes and logs in the data root of unknown size, not in accounted_bytes "
+        "(a lower bound then, and difference_bytes an upper one); absent: none."
+    )
     difference_bytes: int = prop("Walked minus accounted.")
     complete: bool = prop("False when the walk stopped at its time budget.")
     parts: list[DataRootPart] = prop("The data root's directories, largest first.")
@@ -188,11 +195,14 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
     volumes = sorted(found.volumes, key=lambda v: (-(v.size or 0), v.name))
     logs = sorted(found.logs, key=lambda log: (-(log.bytes or 0), log.container))
     dangling_volumes = [v for v in volumes if v.dangling]
+    stopped = [c for c in containers if c.stopped]
     files = [log for log in logs if log.file.path]
     walked = found.walked
     note = None
     if found.walk_refused:
         note = "The data root is outside the allowed roots: not walked, the engine's figures only."
+    elif found.unwalkable:
+        note = f"The data root could not be read here ({found.unwalkable}): the engine's figures only."
     elif walked is None:
         note = "The data root was not walked: the engine's figures only."
     return ContainerUsage(
@@ -217,10 +227,19 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
         containers=ContainerTotals(
             count=len(containers),
             running=sum(c.state == "running" for c in containers),
+            stopped=len(stopped),
             writable_bytes=sum(c.writable or 0 for c in containers),
-            stopped_writable_bytes=sum(c.writable or 0 for c in containers if c.state != "running"),
+            stopped_writable_bytes=sum(c.writable or 0 for c in stopped),
+            not_measured=_unknown([c.writable for c in containers]),
+            stopped_not_measured=_unknown([c.writable for c in stopped]),
             largest=[
-                LargeContainer(c.name, c.image, c.state, round(max(now - c.created, 0), 1), c.writable)
+                LargeContainer(
+                    c.name,
+                    c.image,
+                    c.state,
+                    round(max(now - c.created, 0), 1) if c.created else None,
+                    c.writable,
+                )
                 for c in containers[:top_n]
             ],
         ),
@@ -260,6 +279,7 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             walked_bytes=walked.apparent,
             walked_disk_bytes=walked.disk,
             accounted_bytes=found.accounted,
+            not_measured=found.not_measured or ABSENT,
             difference_bytes=walked.apparent - found.accounted,
             complete=walked.stopped is None,
             parts=[
@@ -277,8 +297,8 @@ def _more(shown: int, count: int, noun: str) -> list[str]:
 
 
 def render(s: ContainerUsage) -> str:
-    root = f"data root {printable(s.data_root)}" if s.data_root else "data root outside the allowed roots"
-    asked = f"through its command `{s.command}` (no API socket)" if s.command else f"at {printable(s.socket)}"
+    root = f"data root {s.data_root}" if s.data_root else "data root outside the allowed roots"
+    asked = f"through its command `{s.command}` (no API socket)" if s.command else f"at {s.socket}"
     lines = [f"{s.engine} {asked}: {root} ({s.storage_driver}, logs {s.log_driver or 'unknown'})"]
     im = s.images
     lines.append(
@@ -299,12 +319,12 @@ def render(s: ContainerUsage) -> str:
     co = s.containers
     lines.append(
         f"Containers: {co.count:,} ({co.running:,} running), writable layers "
-        f"{human_bytes(co.writable_bytes)}, of stopped ones {human_bytes(co.stopped_writable_bytes)}"
+        f"{_total(co.writable_bytes, co.not_measured, co.count)}, of stopped ones "
+        f"{_total(co.stopped_writable_bytes, co.stopped_not_measured, co.stopped)}"
     )
     for c in co.largest:
-        lines.append(
-            f"  {_size(c.writable_bytes):>10}  {c.name}  {c.state}, {c.image}, {age(c.age_s, ' old')}"
-        )
+        old = "age unknown" if c.age_s is None else age(c.age_s, " old")
+        lines.append(f"  {_size(c.writable_bytes):>10}  {c.name}  {c.state}, {c.image}, {old}")
     lines += _more(len(co.largest), co.count, "container")
     vo = s.volumes
     lines.append(
@@ -331,14 +351,14 @@ def render(s: ContainerUsage) -> str:
     )
     for log in lo.largest:
         limit = f"max-size {log.max_size}" if log.max_size else "no max-size"
-        where = f"  {printable(log.path)}" if log.path else ""
+        where = f"  {log.path}" if log.path else ""
         lines.append(f"  {_size(log.bytes):>10}  {log.container}  {limit}{where}")
     lines += _more(len(lo.largest), lo.count, "log file")
     if s.reconciliation is not None:
         lines += _reconciled(s.reconciliation)
     if s.note:
         lines.append(s.note)
-    return "\n".join(lines)
+    return "\n".join(map(printable, lines))  # the engine's names on their line: no newline, no ESC
 
 
 def _size(value: int | None) -> str:
@@ -354,15 +374,25 @@ def _total(measured: int, unknown: Opt[int], count: int) -> str:
 
 def _reconciled(re: Reconciliation) -> list[str]:
     partial = "" if re.complete else " (walk stopped at its time budget: partial)"
-    diff = re.difference_bytes
-    lines = [
-        f"On disk: the data root holds {human_bytes(re.walked_bytes)} ({human_bytes(re.walked_disk_bytes)} "
-        f"allocated){partial}; the engine's figures and the logs account for {human_bytes(re.accounted_bytes)}: "
-        + (
+    diff, unknown = re.difference_bytes, re.not_measured
+    accounted = human_bytes(re.accounted_bytes)
+    if unknown is not ABSENT:  # the unknown sizes are not in it: accounted is a floor
+        accounted = f"at least {accounted} ({plural(unknown, 'size')} unknown)"
+    # A floor of what is accounted makes the difference a ceiling; a floor of what was walked (a partial
+    # walk, directories it could not read), a floor; both: no bound at all.
+    low, short = unknown is not ABSENT, not re.complete or bool(re.skipped.get("unreadable"))
+    if low and short:
+        said = "the difference cannot be told (sizes unknown, and not all of the data root walked)"
+    else:
+        said = "" if low == short else "at most " if low == (diff >= 0) else "at least "
+        said += (
             f"{human_bytes(diff)} on disk that the engine does not count"
             if diff >= 0
             else f"{human_bytes(-diff)} less"
         )
+    lines = [
+        f"On disk: the data root holds {human_bytes(re.walked_bytes)} ({human_bytes(re.walked_disk_bytes)} "
+        f"allocated){partial}; the engine's figures and the logs account for {accounted}: {said}"
     ]
     parts = ", ".join(f"{p.name} {human_bytes(p.bytes)}" for p in re.parts[:PARTS_NAMED])
     if parts:

@@ -29,6 +29,7 @@ from sysmcp.engine.mounts import (
     apfs_container,
     container_siblings,
     default_partitions,
+    layer_directories,
     statvfs_usage,
 )
 from sysmcp.engine.paths import display, is_within, printable
@@ -44,6 +45,7 @@ from sysmcp.tools.history_hooks import READINGS, readings_quiet, record_disk
 from sysmcp.tools.merging import HostOutcome, fleet_output, host_list
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Opt, from_json, imported_later, prop, result, to_json
+from sysmcp.tools.walking import within_roots
 from sysmcp.views import DISKS
 
 # Explain's module is imported for an explain, or where the schema or from_json first needs Explain. Why: a
@@ -177,8 +179,17 @@ def filesystem(entry: FilesystemUsage, pooled: FilesystemPool | None = None) -> 
 
 def _confined(fs: Filesystem, mount: Mount, table: MountTable, roots: Sequence[Path] | None) -> Filesystem:
     """``fs`` with its bind mount's directory named only where a whole mount of its filesystem (root
-    '/') shows that directory inside the roots: a bind of ``/secret`` into a root must not name it."""
-    if roots is None or mount.root == "/":
+    '/') shows that directory inside the roots: a bind of ``/secret`` into a root must not name it.
+    An overlay's layer directories (``lowerdir=``, ``upperdir=``, ``workdir=``) are paths too: an
+    option naming one outside the roots is left bare (``lowerdir``)."""
+    if roots is None:
+        return fs
+    layers = [
+        o if all(within_roots(d, roots) for d in layer_directories(o)) else o.partition("=")[0]
+        for o in fs.options
+    ]
+    fs = fs if layers == fs.options else replace(fs, options=layers)
+    if mount.root == "/":
         return fs
     whole = [m.mount_point for m in table.mounts if m.dev == mount.dev and m.root == "/"]
     shown = (Path(point, mount.root.lstrip("/")) for point in whole)

@@ -26,8 +26,12 @@ class PathError(Open):
 
 
 def within_roots(path: str, roots: Sequence[Path] | None) -> bool:
-    """Whether ``path`` may be named in an answer: inside one of the roots (None: no roots in force)."""
-    return roots is None or any(is_within(Path(path), root) for root in roots)
+    """Whether ``path`` may be named in an answer: inside one of the roots (None: no roots in force),
+    as written and with its '..' taken out (a path another program gives, ``/srv/../etc``, is not
+    inside /srv; nor is ``/x/../srv``, as /x may be a symlink)."""
+    return roots is None or all(
+        any(is_within(Path(shown), root) for root in roots) for shown in (path, os.path.normpath(path))
+    )
 
 
 def joined(shown: str, relative: str | bytes) -> str:

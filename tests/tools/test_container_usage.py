@@ -11,17 +11,20 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sysmcp.engine.containers import (
+    Container,
     ContainersRequest,
     DataRootWalk,
     Survey,
     Volume,
     _read_logs,
+    _reconciled,
     _walk,
     find_socket,
     survey,
@@ -34,14 +37,16 @@ from sysmcp.reclaim._classes import RootsLayout, containers
 from sysmcp.tools.container_usage import answer, render
 from sysmcp.tools.errors import words
 from sysmcp.tools.registry import ToolOutput
+from sysmcp.tools.typed import ABSENT
 from tests.harness import RecordingPeer as Recorder
-from tests.harness import call_tool, tool_context
+from tests.harness import call_tool, python_as_nobody, tool_context
 from tests.tools.docker_lab import Lab, running_docker, why_not
 from tests.tools.recorded_engine import recorded_engine
 
 pytestmark = pytest.mark.anyio
 NOBODY = 65534
 KIB = 1024
+MIB = 1024 * KIB
 
 
 async def call(roots: list[Path] | None = None, peer: Recorder | None = None, **args: Any) -> ToolOutput:
@@ -150,6 +155,97 @@ async def test_a_socket_that_accepts_and_never_answers_is_an_error_within_the_ti
     assert "did not answer GET /info within 0.2 s" in words(caught.value)
 
 
+def test_a_data_root_another_user_cannot_read_leaves_the_engines_figures_and_says_why(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("a second user needs root")
+    box = tempfile.TemporaryDirectory(prefix="sysmcp-dr-", dir="/tmp")
+    os.chmod(box.name, 0o755)
+    data_root = Path(box.name, "docker")
+    data_root.mkdir(mode=0o710)  # as Docker makes /var/lib/docker: a docker-group user cannot list it
+    said = {**ENGINE, "/info": {**ENGINE["/info"], "DockerRootDir": str(data_root)}}
+    probe = (
+        "from sysmcp.engine.containers import ContainersRequest, survey\n"
+        "from sysmcp.tools.container_usage import answer, render\n"
+        f"print(render(answer(survey(ContainersRequest(socket={box.name + '/e.sock'!r})), 10, 0.0, None)))\n"
+    )
+    with box, recorded_engine(said, f"{box.name}/e.sock", mode=0o666):
+        done = python_as_nobody(probe)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "The data root could not be read here (Permission denied): the engine's figures only" in done.stdout
+    )
+
+
+def test_a_socket_that_drips_its_answer_is_given_up_at_the_timeout_not_after_the_last_byte(
+    tmp_path: Path,
+) -> None:
+    path, done = str(tmp_path / "drip.sock"), threading.Event()
+    body = b" " * 400 + b"{}"  # JSON all the same: 20 s at one byte each 50 ms
+
+    def drip(server: socket.socket) -> None:
+        connection, _ = server.accept()
+        with connection:
+            connection.recv(4096)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body))
+            for byte in body:
+                if done.wait(0.05):  # the client gave up: stop at once
+                    return
+                try:
+                    connection.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(path)
+        server.listen(1)
+        feeder = threading.Thread(target=drip, args=(server,))
+        feeder.start()
+        try:
+            with Api(path, 0.5) as api, pytest.raises(Unavailable) as caught:
+                api.get("/info")
+        finally:
+            done.set()
+            feeder.join()
+    assert "did not answer GET /info within 0.5 s" in words(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [
+        (b"220 mail.internal ESMTP secret-banner\r\n", "an answer that is not HTTP"),
+        (b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"Driver": "x"}', "85 bytes short"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n" + b"[" * 100000 + b"]" * 100000, "not JSON"),
+        (
+            b"HTTP/1.1 500 Oops\r\nContent-Length: 13\r\n\r\n\x1b[2Jboom\nX: 1",
+            "HTTP 500: \\033[2Jboom\\nX: 1",
+        ),
+    ],
+    ids=["another-service", "closed-mid-answer", "nested-too-deep", "error-with-escapes"],
+)
+def test_a_socket_answering_as_no_engine_does_is_an_engine_fault_that_repeats_none_of_its_words(
+    tmp_path: Path, reply: bytes, said: str
+) -> None:
+    path = str(tmp_path / "odd.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(path)
+        server.listen(1)
+
+        def answer_once() -> None:
+            connection, _ = server.accept()
+            with connection:
+                connection.recv(4096)
+                connection.sendall(reply)
+
+        peer = threading.Thread(target=answer_once)
+        peer.start()
+        try:
+            with Api(path, 10) as api, pytest.raises(Unavailable) as caught:
+                api.get("/info")
+        finally:
+            peer.join()
+    assert said in words(caught.value) and "secret-banner" not in words(caught.value)
+
+
 async def test_no_engine_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(NotFound) as caught:
         await call(socket=str(tmp_path / "absent.sock"))
@@ -225,6 +321,25 @@ def test_a_survey_cancelled_during_the_walk_stops_and_leaves_no_thread_asking_th
     assert not [t for t in threading.enumerate() if t.name.startswith("engine-api")]
 
 
+def test_an_engine_call_that_fails_ends_the_data_root_walk_at_its_next_checkpoint(tmp_path: Path) -> None:
+    for n in range(3000):  # a walk of many checkpoints
+        (tmp_path / "root" / f"d{n // 100}" / str(n)).mkdir(parents=True)
+    failed, after = threading.Event(), []
+
+    def failing(check: Any) -> None:
+        failed.set()
+        raise Unavailable("The engine at e.sock answered GET /system/df with HTTP 500", reason="engine_fault")
+
+    def cancel() -> None:  # the walk's checkpoints: the first waits for the engine call to have failed
+        if failed.wait(60):
+            after.append(1)
+
+    found = Survey("e.sock", "", str(tmp_path / "root"), "overlay2", "json-file", 0)
+    with pytest.raises(Unavailable, match="HTTP 500"):
+        _reconciled(found, ContainersRequest(), [failing], lambda *_: None, cancel)
+    assert found.walked is None and len(after) <= 3, len(after)  # not the rest of the walk
+
+
 RECORDED = Path(__file__).parent / "data" / "podman-4.3.1-compat.json"
 
 
@@ -253,6 +368,83 @@ async def test_podmans_compatible_api_is_read_and_its_missing_layer_total_estima
     )
     assert s["volumes"]["dangling"] == 1 and s["logs"]["without_limit"] == 1
     assert s["reconciliation"] is None and "not walked" in output.text
+
+
+ENGINE: dict[str, Any] = {
+    "/version": {"Version": "24.0.7"},
+    "/info": {"DockerRootDir": "/nonexistent/docker", "Driver": "overlay2", "LoggingDriver": "json-file"},
+    "/system/df": {"LayersSize": 10, "Images": [], "Containers": [], "Volumes": []},
+    "/containers/json": [],
+}
+
+
+@contextmanager
+def engine_saying(**answers: Any) -> Iterator[str]:
+    """A recorded engine answering ``ENGINE`` with ``answers`` in place ('system_df' for /system/df)."""
+    said = {**ENGINE, **{"/" + key.replace("_", "/"): value for key, value in answers.items()}}
+    with (
+        tempfile.TemporaryDirectory(prefix="sysmcp-en-") as box,
+        recorded_engine(said, f"{box}/e.sock") as path,
+    ):
+        yield path
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [
+        {"info": ["not", "an", "object"]},
+        {"system_df": {"Images": [1, 2]}},
+        {"system_df": {"Containers": [{"Id": "a", "Mounts": ["data"]}]}},
+        {"system_df": {"Volumes": [{"Name": "v", "UsageData": [3]}]}},
+        {"version": {"Components": ["Engine"]}},
+    ],
+)
+async def test_an_engine_answer_in_a_shape_no_engine_gives_is_an_engine_fault_not_an_internal_error(
+    answers: dict[str, Any],
+) -> None:
+    with engine_saying(**answers) as path, pytest.raises(Unavailable) as caught:
+        await call(socket=path, walk=False)
+    assert "answered in a shape no engine gives" in words(caught.value)
+
+
+async def test_odd_numbers_from_the_engine_are_unknown_never_negative_nor_a_failure() -> None:
+    df = {
+        "LayersSize": -5,
+        "Containers": [
+            {"Id": "a", "Names": ["/nan"], "Created": float("nan"), "SizeRw": True},
+            {"Id": "b", "Names": ["/huge"], "Created": 10**400, "SizeRw": -1},
+            {"Id": "c", "Names": ["/word"], "Created": "yesterday", "SizeRw": 7},
+        ],
+    }
+    with engine_saying(system_df=df) as path:
+        output = await call(socket=path, walk=False)
+    s = output.structured
+    json.dumps(s, allow_nan=False)  # no NaN on the wire
+    assert s["images"]["layer_bytes"] == 0
+    assert {row["name"]: row["writable_bytes"] for row in s["containers"]["largest"]} == {
+        "word": 7,
+        "nan": None,
+        "huge": None,
+    }
+    assert s["containers"]["not_measured"] == 2
+    assert {row["age_s"] for row in s["containers"]["largest"]} == {None}  # not 56 years (since 1970)
+    assert "huge  unknown, , age unknown" in output.text, output.text
+
+
+async def test_names_the_engine_gives_cannot_add_lines_or_drive_a_terminal_in_the_text() -> None:
+    df = {
+        "Images": [{"Id": "sha256:1", "RepoTags": ["evil\nImages: 0 images:1"], "Size": 10}],
+        "Containers": [{"Id": "a", "Names": ["/x\nContainers: 0"], "Image": "i\x1b[2J", "SizeRw": 5}],
+        "Volumes": [{"Name": "v\rw", "UsageData": {"Size": 3, "RefCount": 0}}],
+    }
+    version = {"Version": "1\nDocker 99 at /x: all clean"}
+    with engine_saying(system_df=df, version=version) as path:
+        output = await call(socket=path, walk=False)
+    lines = output.text.splitlines()
+    assert not any(line.startswith(("Docker 99", "Images: 0", "Containers: 0")) for line in lines), lines
+    assert "\x1b" not in output.text and "\r" not in output.text
+    assert "x\\nContainers: 0" in output.text and "i\\033[2J" in output.text
+    assert output.structured["containers"]["largest"][0]["name"] == "x\nContainers: 0"  # JSON escapes it
 
 
 def _keep(root: Path, container: str, name: str, config: dict[str, Any]) -> None:
@@ -550,6 +742,69 @@ def test_a_total_of_sizes_some_unknown_is_at_least_the_known_ones_with_the_unkno
     assert "Log files: 0 files, 0 B" in render(usage)
 
 
+def test_writable_layers_of_unknown_size_are_totalled_as_unknown_and_the_reconciliation_as_bounds() -> None:
+    found = Survey("", "Docker 24.0.7", "/var/lib/docker", "overlay2", "json-file", 10 * MIB)
+    found.containers = [
+        Container("a", "web", "nginx", "running", 0.0, 2 * MIB, ()),
+        Container("b", "cold", "busybox", "exited", 0.0, None, ()),
+    ]
+    found.walked = DataRootWalk(apparent=20 * MIB, disk=20 * MIB, stopped=None, parts=(), skipped={})
+    usage = answer(found, 10, 0.0, None)
+    text = render(usage)
+    assert "writable layers at least 2.0 MiB (1 unknown), of stopped ones size unknown" in text, text
+    assert (usage.containers.not_measured, usage.containers.stopped_not_measured) == (1, 1)
+    rec = usage.reconciliation
+    assert rec is not None and (rec.accounted_bytes, rec.not_measured, rec.difference_bytes) == (
+        12 * MIB,
+        1,
+        8 * MIB,
+    )
+    # The cold container's layer is somewhere in those 8 MiB: no exact difference is claimed.
+    assert "account for at least 12.0 MiB (1 size unknown): at most 8.0 MiB on disk" in text, text
+    found.walked = DataRootWalk(apparent=10 * MIB, disk=10 * MIB, stopped=None, parts=(), skipped={})
+    assert "(1 size unknown): at least 2.0 MiB less" in render(answer(found, 10, 0.0, None))
+
+
+def test_a_walk_that_did_not_see_all_of_the_data_root_gives_its_difference_as_a_floor_or_none() -> None:
+    found = Survey("", "Docker 24.0.7", "/var/lib/docker", "overlay2", "json-file", 10 * MIB)
+    found.containers = [Container("a", "web", "nginx", "exited", 0.0, 2 * MIB, ())]
+    for stopped, skipped in (("time budget", {}), (None, {"unreadable": 2})):
+        found.walked = DataRootWalk(20 * MIB, 20 * MIB, stopped, (), skipped)
+        text = render(answer(found, 10, 0.0, None))
+        assert "account for 12.0 MiB: at least 8.0 MiB on disk that the engine does not count" in text, text
+    found.containers.append(Container("b", "cold", "busybox", "exited", 0.0, None, ()))
+    text = render(answer(found, 10, 0.0, None))
+    assert "(1 size unknown): the difference cannot be told" in text, text
+
+
+def test_with_every_size_known_the_reconciliation_states_its_difference_exactly() -> None:
+    found = Survey("", "Docker 24.0.7", "/var/lib/docker", "overlay2", "json-file", 10 * MIB)
+    found.containers = [Container("a", "web", "nginx", "exited", 0.0, 2 * MIB, ())]
+    found.walked = DataRootWalk(apparent=20 * MIB, disk=20 * MIB, stopped=None, parts=(), skipped={})
+    usage = answer(found, 10, 0.0, None)
+    text = render(usage)
+    assert "writable layers 2.0 MiB, of stopped ones 2.0 MiB" in text, text
+    assert "account for 12.0 MiB: 8.0 MiB on disk that the engine does not count" in text, text
+    assert usage.containers.not_measured is ABSENT and usage.reconciliation is not None
+    assert usage.reconciliation.not_measured is ABSENT
+
+
+def test_a_path_the_engine_gives_that_climbs_out_of_the_roots_with_dotdot_is_not_named() -> None:
+    found = Survey("", "Docker 24.0.7", "/srv/docker/../../etc/docker", "overlay2", "json-file", 0)
+    found.volumes = [
+        Volume("out", 1, 0, "/srv/docker/volumes/../../../etc/_data"),
+        Volume("in", 1, 0, "/srv/docker/volumes/in/_data"),
+        Volume("through", 1, 0, "/x/../srv/docker/volumes/t/_data"),  # /x may be a symlink: not inside
+    ]
+    usage = answer(found, 10, 0.0, [Path("/srv/docker")])
+    assert {v.name: v.path for v in usage.volumes.largest} == {
+        "out": None,
+        "in": "/srv/docker/volumes/in/_data",
+        "through": None,
+    }
+    assert usage.data_root is None and "etc" not in render(usage)
+
+
 def test_a_command_that_never_answers_is_given_up_at_its_timeout() -> None:
     with pytest.raises(Unavailable) as caught:
         ask(["sleep", "30"], 0.2)
@@ -598,6 +853,25 @@ def test_reclaim_plans_stopped_containers_dangling_volumes_and_logs_each_with_th
     assert {item.action for item in plan.items if not item.entries} == {"command"}
     with pytest.raises(Exception, match="freed by its vendor's command"):
         choose(plan, [orphan.id])
+
+
+async def test_a_paused_container_is_not_stopped_neither_in_the_totals_nor_in_the_prune_planned() -> None:
+    df = {
+        "Containers": [
+            {"Id": "p", "Names": ["/paused"], "State": "paused", "SizeRw": 5 * MIB},
+            {"Id": "r", "Names": ["/restarting"], "State": "restarting", "SizeRw": 3 * MIB},
+            {"Id": "e", "Names": ["/exited"], "State": "exited", "SizeRw": 1 * MIB},
+        ]
+    }
+    with engine_saying(system_df=df) as path:
+        output = await call(socket=path, walk=False)
+        plan = build_plan(PlanRequest(layout=RootsLayout(container_socket=path), classes=("container",)))
+    # docker container prune leaves paused and restarting containers alone: it frees the exited one's layer.
+    (prune,) = [item for item in plan.items if (item.command or "").endswith("container prune")]
+    assert prune.bytes == 1 * MIB
+    assert "writable layers 9.0 MiB, of stopped ones 1.0 MiB" in output.text, output.text
+    totals = output.structured["containers"]
+    assert (totals["stopped"], totals["stopped_writable_bytes"]) == (1, 1 * MIB)
 
 
 def test_reclaim_leaves_out_an_engine_that_is_not_there(tmp_path: Path) -> None:

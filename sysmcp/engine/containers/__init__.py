@@ -28,6 +28,7 @@ from sysmcp.engine.containers._model import build_cache as _build_cache
 from sysmcp.engine.containers._model import containers as _containers
 from sysmcp.engine.containers._model import engine_name as _engine_name
 from sysmcp.engine.containers._model import images as _images
+from sysmcp.engine.containers._model import layers_size as _layers_size
 from sysmcp.engine.containers._model import log_file as _log_file
 from sysmcp.engine.containers._model import volumes as _volumes
 from sysmcp.engine.faults import NotFound, Unavailable
@@ -103,20 +104,28 @@ class Survey:
     logs: list[Log] = field(default_factory=list)
     walked: DataRootWalk | None = None
     walk_refused: bool = False  # the data root is outside the roots: not walked
+    unwalkable: str | None = None  # why the data root could not be opened (a user in the docker group)
     command: str | None = None  # the command asked where no socket was (its figures, not the API's)
+
+    def _inside(self) -> list[int | None]:
+        """The sizes of what lies in the data root: writable layers, volumes and log files there."""
+        inside = self.data_root.rstrip("/") + "/"
+        return [
+            *(c.writable for c in self.containers),
+            *(v.size for v in self.volumes if v.mountpoint.startswith(inside)),
+            *(log.bytes for log in self.logs if log.file.path.startswith(inside)),
+        ]
 
     @property
     def accounted(self) -> int:
         """The bytes the engine's figures account for: layers, writable layers, volumes, build
-        cache, and the log files (which no engine command counts)."""
-        inside = self.data_root.rstrip("/") + "/"
-        return (
-            self.layers
-            + sum(c.writable or 0 for c in self.containers)
-            + sum(v.size or 0 for v in self.volumes if v.mountpoint.startswith(inside))
-            + self.build_cache.bytes
-            + sum(log.bytes or 0 for log in self.logs if log.file.path.startswith(inside))
-        )
+        cache, and the log files (which no engine command counts); an unknown size is not in it."""
+        return self.layers + self.build_cache.bytes + sum(size or 0 for size in self._inside())
+
+    @property
+    def not_measured(self) -> int:
+        """How many sizes of what lies in the data root are unknown: ``accounted`` is a lower bound."""
+        return sum(size is None for size in self._inside())
 
 
 def find_socket(
@@ -169,7 +178,7 @@ def _measure(df: dict[str, Any], found: Survey) -> None:
     """``/system/df``'s answer into ``found``: the engine measured every layer and writable layer."""
     found.images, found.containers = _images(df.get("Images") or []), _containers(df)
     found.volumes = _volumes(df)
-    found.layers = int(df.get("LayersSize") or 0)
+    found.layers = _layers_size(df)
     if not found.layers:  # Podman's compatible API leaves it 0
         _estimate_layers(found)
     found.build_cache = _build_cache(df)
@@ -253,8 +262,18 @@ def survey(
     log files on another, and the walk of the data root on this thread once ``/info`` named it. Where no socket is named nor found, the engine's command is asked
     instead (``request.commands``, the first that answers). ``progress(phase, done, bytes)``: 'inspect'
     with containers done, 'walk' with entries and bytes seen (from two threads); ``cancel()``
-    raises to stop, between API calls and during the walk (called on this thread only)."""
-    report = progress or (lambda *_: None)
+    raises to stop, between API calls and during the walk (called on this thread only). An answer
+    not in the shape an engine gives (a list for an object, a name for a number) is ``Unavailable``."""
+    try:
+        return _survey(request, progress or (lambda *_: None), cancel)
+    except (AttributeError, TypeError, ValueError, LookupError, ArithmeticError) as exc:
+        raise Unavailable(
+            f"The container engine answered in a shape no engine gives ({type(exc).__name__}: {exc})",
+            reason="engine_fault",
+        ) from None
+
+
+def _survey(request: ContainersRequest, report: Callable[[str, int, int], None], cancel: Cancel) -> Survey:
     try:
         path = find_socket(request.socket, sockets=request.sockets)
     except NotFound as none:
@@ -307,11 +326,23 @@ def _reconciled(
     stop = StopFlag()
     with ThreadPoolExecutor(len(works), thread_name_prefix="engine-api") as pool:
         futures = [pool.submit(work, stop.check) for work in works]
+
+        def walking() -> None:  # a work that failed ends the walk: the survey is lost with it
+            cancel()
+            for failed in (future for future in futures if future.done() and future.exception()):
+                failed.result()
+
         try:
             if walk and not found.walk_refused:
-                found.walked = _walk(
-                    root, request.walk_timeout_s, lambda entries, seen: report("walk", entries, seen), cancel
-                )
+                try:
+                    found.walked = _walk(
+                        root,
+                        request.walk_timeout_s,
+                        lambda entries, seen: report("walk", entries, seen),
+                        walking,
+                    )
+                except OSError as exc:  # the root itself: /var/lib/docker is root's alone (0710)
+                    found.unwalkable = exc.strerror or str(exc)
             wait_for(futures, cancel)  # a work's failure is raised here
         finally:
             stop.set()  # the threads end at their next check, or their call's timeout

@@ -1,7 +1,8 @@
 """HTTP/1.1 GETs to a container engine's API over its Unix socket, standard library only.
 
-One keep-alive connection per survey; every read and connect bounded by ``timeout_s``, so a socket
-that accepts and never answers costs that long and no longer. Faults come back as the engine
+One keep-alive connection per survey; each GET, its connect and all its reads, bounded by
+``timeout_s`` in all, so a socket that accepts and never answers, or drips its answer a byte at a
+time, costs that long and no longer. Faults come back as the engine
 layer's own exceptions with the facts (the socket, its owner and mode, the time waited).
 """
 
@@ -12,9 +13,12 @@ import json
 import os
 import socket
 import stat
+import time
+from collections.abc import Callable
 from typing import Any
 
 from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable
+from sysmcp.engine.paths import printable
 
 MAX_BODY = 64 * 1024 * 1024  # an answer larger than this is not an engine's API answer
 
@@ -27,16 +31,32 @@ def _owner(path: str) -> str:
     return f" (owner uid {st.st_uid}, group gid {st.st_gid}, mode {stat.S_IMODE(st.st_mode):04o})"
 
 
+class _Bounded(socket.socket):
+    """A Unix socket whose reads share one deadline (``until()``, monotonic), not a timeout each."""
+
+    def __init__(self, until: Callable[[], float]) -> None:
+        super().__init__(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.until = until
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        left = self.until() - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        self.settimeout(left)
+        return super().recv_into(buffer, nbytes, flags)
+
+
 class Api(http.client.HTTPConnection):
     """GETs to one engine socket: ``http.client`` over AF_UNIX, the host name only filling the Host
     header; ``close`` when done (a context manager)."""
 
     def __init__(self, path: str, timeout_s: float) -> None:
         super().__init__("localhost", timeout=timeout_s)
-        self.path = path
+        self.path, self.timeout_s = path, timeout_s
+        self.deadline = 0.0  # the GET being asked must be answered by then (monotonic)
 
     def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock = _Bounded(lambda: self.deadline)
         sock.settimeout(self.timeout)
         try:
             sock.connect(self.path)
@@ -54,6 +74,7 @@ class Api(http.client.HTTPConnection):
     def get(self, url: str) -> Any:
         """The decoded JSON answer to ``GET url``; a fault as ``NotFound`` (no engine at the path),
         ``PermissionRefused`` or ``Unavailable`` (no answer in time, an error status, not JSON)."""
+        self.deadline = time.monotonic() + self.timeout_s
         try:
             self.request("GET", url, headers={"Accept": "application/json"})
             response = self.getresponse()
@@ -76,22 +97,30 @@ class Api(http.client.HTTPConnection):
             ) from None
         except (OSError, ValueError, http.client.HTTPException) as exc:  # ValueError: an unencodable path
             self.close()
+            # A status line that is not HTTP's is the peer's own words, of any socket named: not repeated.
+            bad = isinstance(exc, http.client.BadStatusLine | http.client.UnknownProtocol)
+            said = "an answer that is not HTTP" if bad and not isinstance(exc, OSError) else exc
             raise Unavailable(
-                f"The engine socket {self.path} failed on GET {url}: {exc}", reason="engine_fault"
+                f"The engine socket {self.path} failed on GET {url}: {said}", reason="engine_fault"
             ) from None
         if response.status != 200:
             raise Unavailable(
                 f"The engine at {self.path} answered GET {url} with HTTP {response.status}: "
-                f"{body[:200].decode('utf-8', 'replace').strip()}",
+                f"{printable(body[:200].decode('utf-8', 'replace').strip())}",
                 reason="engine_fault",
             )
         if len(body) > MAX_BODY:
             raise Unavailable(
                 f"The engine's answer to GET {url} is over {MAX_BODY} bytes", reason="engine_fault"
             )
+        if response.length:  # closed before the length it announced: what came may parse all the same
+            raise Unavailable(
+                f"The engine at {self.path} closed its answer to GET {url} {response.length} bytes short",
+                reason="engine_fault",
+            )
         try:
             return json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: arrays nested beyond the parser's depth
             raise Unavailable(
                 f"The engine at {self.path} answered GET {url} with something not JSON", reason="engine_fault"
             ) from None

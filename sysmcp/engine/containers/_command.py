@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from sysmcp.engine.commands import run_command
-from sysmcp.engine.containers._model import BuildCache, Container, Image, Volume, log_file
+from sysmcp.engine.containers._model import BuildCache, Container, Image, Volume, log_file, seconds
 from sysmcp.engine.faults import Unavailable
 
 #: Container ids named in one ``inspect`` command at most (an argv stays far below ARG_MAX).
@@ -115,7 +115,7 @@ def podman_containers(rows: list[dict[str, Any]]) -> list[Container]:
             name=str((row.get("Names") or [str(row.get("Id", ""))[:12]])[0]),
             image=str(row.get("Image", "")),
             state=str(row.get("State") or "unknown"),
-            created=float(row.get("Created") or 0),
+            created=seconds(row.get("Created")),
             writable=_count((row.get("Size") or {}).get("rwSize")),
             volumes=(),  # ps names mount destinations, not volumes
         )

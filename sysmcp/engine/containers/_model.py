@@ -39,6 +39,11 @@ class Container:
     writable: int | None  # the writable layer's bytes (SizeRw)
     volumes: tuple[str, ...]
 
+    @property
+    def stopped(self) -> bool:
+        """Not running: what ``container prune`` removes (a paused or restarting one runs still)."""
+        return self.state not in ("running", "paused", "restarting", "removing")
+
 
 @dataclass(frozen=True, slots=True)
 class Volume:
@@ -69,7 +74,12 @@ class LogFile:
 
 
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and value >= 0 else None
+    return value if type(value) is int and value >= 0 else None  # not a bool
+
+
+def seconds(value: Any) -> float:
+    """A creation time in epoch seconds; 0 (unknown) for anything but a number in range (NaN is not)."""
+    return float(value) if type(value) in (int, float) and 0 < value < 1e12 else 0.0
 
 
 def images(items: list[dict[str, Any]], tags: str = "RepoTags") -> list[Image]:
@@ -84,7 +94,7 @@ def images(items: list[dict[str, Any]], tags: str = "RepoTags") -> list[Image]:
                 size=size,
                 shared=min(_int(item.get("SharedSize")) or 0, size),
                 containers=_int(item.get("Containers")) or 0,
-                created=float(item.get("Created") or 0),
+                created=seconds(item.get("Created")),
             )
         )
     return rows
@@ -100,7 +110,7 @@ def containers(df: dict[str, Any]) -> list[Container]:
                 name=str(names[0]).lstrip("/"),
                 image=str(item.get("Image", "")),
                 state=str(item.get("State", "") or "unknown"),
-                created=float(item.get("Created") or 0),
+                created=seconds(item.get("Created")),
                 writable=_int(item.get("SizeRw", 0)),  # Docker leaves a 0 out
                 volumes=tuple(
                     str(m.get("Name"))
@@ -125,6 +135,11 @@ def volumes(df: dict[str, Any]) -> list[Volume]:
             )
         )
     return rows
+
+
+def layers_size(df: dict[str, Any]) -> int:
+    """Every image layer's bytes once (``LayersSize``); 0 where the engine gives none (Podman)."""
+    return _int(df.get("LayersSize")) or 0
 
 
 def build_cache(df: dict[str, Any]) -> BuildCache:

@@ -29,6 +29,7 @@ from sysmcp.engine.mounts._mounts import (
     apfs_container,
     container_siblings,
     default_partitions,
+    layer_directories,
     parse_mountinfo,
     psutil_partitions,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "container_siblings",
     "default_partitions",
     "inodes_in_use",
+    "layer_directories",
     "parse_mountinfo",
     "percent_used",
     "psutil_partitions",

@@ -133,6 +133,12 @@ _OVERLAY_DIR_OPTIONS = frozenset({"upperdir", "lowerdir", "lowerdir+", "datadir+
 _ESCAPE = re.compile(rb"\\([0-7]{3})")
 
 
+def layer_directories(option: str) -> list[str]:
+    """The directories an overlay mount option names (``lowerdir=/a:/b``: /a and /b); none for another."""
+    key, _, value = option.partition("=")
+    return value.split(":") if key in _OVERLAY_DIR_OPTIONS else []
+
+
 @dataclass(frozen=True, slots=True)
 class Mount:
     """One line of the mount table."""
@@ -241,10 +247,7 @@ class MountTable:
         # host's local disk. A relative layer path (relative to the mounter's directory) cannot be judged
         # at all: unsafe.
         for option in mount.options:
-            key, _, value = option.partition("=")
-            if key not in _OVERLAY_DIR_OPTIONS:
-                continue
-            for directory in value.split(":"):
+            for directory in layer_directories(option):
                 if not directory.startswith("/"):
                     return False
                 layer = os.path.normpath(directory)
