@@ -157,6 +157,39 @@ def test_duplicates_keep_the_first_copy(tmp_path: Path) -> None:
     assert item.bytes == 2 * os.lstat(tmp_path / "a").st_blocks * 512
 
 
+def trashed_and_copied(base: Path) -> tuple[Path, Path, list[list[bytes]]]:
+    """A file in ann's trash, older than its one copy in her documents: by age alone, the one kept."""
+    data = os.urandom(30_000)
+    trashed, copy = base / "home/ann/.local/share/Trash/files/report.odt", base / "home/ann/docs/report.odt"
+    for path, mtime in ((trashed, 1_000_000_000), (copy, 1_500_000_000)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        os.utime(path, (mtime, mtime))
+    return trashed, copy, [[os.fsencode(trashed), os.fsencode(copy)]]
+
+
+def test_choosing_every_item_of_a_plan_never_removes_the_last_copy_of_a_file_in_the_trash(
+    tmp_path: Path,
+) -> None:
+    trashed, copy, groups = trashed_and_copied(tmp_path)
+    plan = build_plan(PlanRequest(layout=layout(tmp_path), classes=("trash", "duplicate"), duplicates=groups))
+    apply_items(ApplyRequest(plan, [item.id for item in plan.items], lambda path: True))
+    assert not trashed.exists() and copy.exists()  # the trash emptied; the copy outside it is no extra of it
+    assert [item.klass for item in plan.items] == ["trash"]
+
+
+def test_a_copy_in_the_trash_is_never_the_kept_copy_even_when_the_trash_is_not_planned(
+    tmp_path: Path,
+) -> None:
+    trashed, copy, groups = trashed_and_copied(tmp_path)
+    (tmp_path / "home/ann/docs/report (2).odt").write_bytes(copy.read_bytes())
+    groups[0].append(os.fsencode(tmp_path / "home/ann/docs/report (2).odt"))
+    plan = build_plan(PlanRequest(layout=layout(tmp_path), classes=("duplicate",), duplicates=groups))
+    (item,) = plan.items
+    assert item.keep is not None and item.keep.path == os.fsencode(copy)
+    assert [e.path for e in item.entries] == [groups[0][2]]
+
+
 def duplicate_sets(base: bytes, directories: list[bytes]) -> list[list[bytes]]:
     """In each directory two identical files, ``a`` (the kept copy) and ``b``: one set each."""
     groups = []
