@@ -181,7 +181,7 @@ def test_choosing_every_item_of_a_plan_never_removes_the_last_copy_of_a_file_in_
 def test_a_copy_in_the_trash_is_never_the_kept_copy_even_when_the_trash_is_not_planned(
     tmp_path: Path,
 ) -> None:
-    trashed, copy, groups = trashed_and_copied(tmp_path)
+    _trashed, copy, groups = trashed_and_copied(tmp_path)
     (tmp_path / "home/ann/docs/report (2).odt").write_bytes(copy.read_bytes())
     groups[0].append(os.fsencode(tmp_path / "home/ann/docs/report (2).odt"))
     plan = build_plan(PlanRequest(layout=layout(tmp_path), classes=("duplicate",), duplicates=groups))
