@@ -362,12 +362,22 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 
     results, actions = await ctx.run_engine(work, ApplyRequest(plan, chosen, allowed))
     answer = report(plan, results)
-    text = render(answer, {done.item.id: _after(done.item) for done in results})
+    head, _, rest = render(answer, {done.item.id: _after(done.item) for done in results}).partition("\n")
+    return _told(f"{head}\n{where_logged(actions)}\n{rest}".rstrip("\n"), answer)
+
+
+def where_logged(actions: ActionLog) -> str:
+    """Where the log of this call's actions went (second in the answer, so a long one never cuts it)."""
+    store = "the history store (sysmcp history --reclaim)"
     if actions.failure is None:
-        text += "\nEach action is logged in the history store (sysmcp history --reclaim) and on stderr."
-    else:
-        text += f"\nEach action is logged on stderr only: {actions.failure}."
-    return _told(text, answer)
+        return f"Each action is logged in {store} and on stderr."
+    if actions.unsaved < actions.recorded:
+        kept = actions.recorded - actions.unsaved
+        return (
+            f"Each action is logged on stderr, and {kept:,} of the {plural(actions.recorded, 'action')} in "
+            f"{store}: {actions.failure}."
+        )
+    return f"Each action is logged on stderr only: {actions.failure}."
 
 
 TOOL = Tool(

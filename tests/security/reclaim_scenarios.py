@@ -6,6 +6,7 @@ Each function takes the tmpfs and returns plain facts for the test to assert on.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
@@ -17,7 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from sysmcp.engine.faults import Refused
-from sysmcp.reclaim import LINK, ApplyRequest, ItemResult, Plan, apply_items
+from sysmcp.history.store import Store
+from sysmcp.reclaim import LINK, ActionLog, ApplyRequest, ItemResult, LogRecord, Plan, apply_items, read_log
+from sysmcp.reclaim._keep import LOG_BATCH
+from sysmcp.tools.reclaim import where_logged
 from sysmcp.tools.reclaim_plan import item_view
 from sysmcp.tools.typed import to_json
 from tests.security.reclaim_namespace import (
@@ -202,6 +206,27 @@ def renamed_over_after_the_look(top: Path) -> dict[str, Any]:
             "names": sorted(os.listdir(d)),
         }
     return found
+
+
+def log_on_a_full_disk(top: Path) -> dict[str, Any]:
+    """The disk of the history store fills once the log's first batch is in: the rest is on stderr only."""
+    state = top / "state"
+    state.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "state", str(state)], check=True)
+    store = Store.open(state / "sysmcp", time.time)
+    actions = ActionLog(store, time.time)
+    for n in range(450):
+        if n == LOG_BATCH:  # the first batch went in as it filled
+            with contextlib.suppress(OSError), open(state / "filler", "wb") as filler:
+                while True:
+                    filler.write(bytes(65536))
+        actions.record(LogRecord(time.time(), "p1", "log-1", f"/var/log/{n}.1", "delete", "done", None, 1, 1))
+    actions.flush()
+    return {
+        "in_store": len(read_log(store, 1000)),
+        "unsaved": actions.unsaved,
+        "words": where_logged(actions),
+    }
 
 
 def snapshot(base: Path) -> dict[str, tuple[str, int, int, int, int, int]]:

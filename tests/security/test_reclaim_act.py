@@ -79,6 +79,15 @@ def test_a_file_renamed_over_the_planned_name_after_the_look_is_neither_removed_
         assert found[way]["names"] == ["a", "b"]  # and nothing was left aside
 
 
+def test_a_log_the_full_disk_of_the_history_store_cut_says_how_many_actions_are_on_stderr_only() -> None:
+    found = in_namespace("log_on_a_full_disk")
+    assert (found["in_store"], found["unsaved"]) == (200, 250)
+    assert found["words"] == (
+        "Each action is logged on stderr, and 200 of the 450 actions in the history store (sysmcp history "
+        "--reclaim): the disk holding the history store is full: the reclaim log not saved."
+    )
+
+
 def test_no_run_loses_a_content_touches_outside_or_changes_an_owner_whatever_is_swapped_in() -> None:
     """The invariant over seeded cases (issue 32): SYSMCP_RECLAIM_CASES=N runs N (SYSMCP_RECLAIM_SEED: the first)."""
     count = int(os.environ.get("SYSMCP_RECLAIM_CASES", "400"))
