@@ -482,7 +482,6 @@ class Act:
         if not planned.same_file(now, ctime=self.key not in self.relinked):
             return FileResult(path, False, "changed")
         self.between(path)
-        before = os.fstatvfs(parent)
         aside = _aside(parent, name)
         self.relinked.add(self.key)  # the rename moved its ctime
         try:
@@ -496,6 +495,7 @@ class Act:
             raise
         if reason is not None:
             return FileResult(path, False, _put_back(parent, aside, name, reason))
+        before = os.fstatvfs(parent)  # right before: blocks others free during the comparison are theirs
         os.unlink(aside, dir_fd=parent)
         after = os.fstatvfs(parent)
         return FileResult(path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))

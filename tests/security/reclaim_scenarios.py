@@ -208,6 +208,26 @@ def renamed_over_after_the_look(top: Path) -> dict[str, Any]:
     return found
 
 
+def freed_by_another_during_the_comparison(top: Path) -> dict[str, Any]:
+    """While reclaim compares an extra with its kept copy, another process removes 4 MiB of its own on
+    the same filesystem: the bytes reclaim says it freed are the extra's alone."""
+    data = os.urandom(300_000)
+    put(top / "r/a", data)
+    put(top / "r/b", data, mtime=NEWER)
+    put(top / "theirs", os.urandom(4 << 20))
+    plan = duplicates_plan(top / "r")
+
+    calls = []
+
+    def theirs_go() -> None:  # the first call is before the file, the second in the comparison
+        calls.append(1)
+        if len(calls) == 2:
+            os.unlink(top / "theirs")
+
+    (applied,) = apply_items(ApplyRequest(plan, everything(plan), lambda path: True), cancel=theirs_go)
+    return {"freed": applied.freed, "planned": plan.items[0].bytes, "theirs": (top / "theirs").exists()}
+
+
 def log_on_a_full_disk(top: Path) -> dict[str, Any]:
     """The disk of the history store fills once the log's first batch is in: the rest is on stderr only."""
     state = top / "state"

@@ -79,6 +79,11 @@ def test_a_file_renamed_over_the_planned_name_after_the_look_is_neither_removed_
         assert found[way]["names"] == ["a", "b"]  # and nothing was left aside
 
 
+def test_the_bytes_freed_are_the_files_own_not_what_another_process_freed_meanwhile() -> None:
+    found = in_namespace("freed_by_another_during_the_comparison")
+    assert found["theirs"] is False and found["freed"] == found["planned"] > 0
+
+
 def test_a_log_the_full_disk_of_the_history_store_cut_says_how_many_actions_are_on_stderr_only() -> None:
     found = in_namespace("log_on_a_full_disk")
     assert (found["in_store"], found["unsaved"]) == (200, 250)
