@@ -217,18 +217,16 @@ def build_plan(
         found += finder(request.layout)
         progress(done, len(finders))
     if request.classes is None or "duplicate" in request.classes:
-        # A copy another item removes or empties (in the trash, a cache, a log) is no copy of the set: kept,
-        # it would be the last one gone when both items are chosen. Nor is one in the trash when the trash
-        # is not planned: emptying it later would take the last copy just the same.
-        trashed = (
-            [] if request.classes is None or "trash" in request.classes else classes.trash(request.layout)
-        )
-        going = {path for group in [*found, *trashed] for path, _st in group.paths}
-        sets = [
-            [c for c in copies if (c if isinstance(c, bytes) else c[0]) not in going]
-            for copies in request.duplicates
-        ]
-        found += classes.duplicates(sets)
+        # A copy another item removes or empties, or one in a place a class takes files from (the trash, a
+        # cache, the logs), is no copy of its set: kept, it would go with that item, or with the tool that
+        # empties the place (emptying the trash, logrotate), and take the last copy with it.
+        going, places = {path for group in found for path, _st in group.paths}, classes.places(request.layout)
+
+        def stays(copy: bytes | Copy) -> bool:
+            path = copy if isinstance(copy, bytes) else copy[0]
+            return path not in going and not path.startswith(places)
+
+        found += classes.duplicates([[c for c in copies if stays(c)] for copies in request.duplicates])
     links: dict[tuple[int, int], int] = {}  # how many of each inode's names the plan holds
     kept: list[tuple[Proposal, list[tuple[bytes, os.stat_result]]]] = []
     for group in found:

@@ -157,31 +157,37 @@ def test_duplicates_keep_the_first_copy(tmp_path: Path) -> None:
     assert item.bytes == 2 * os.lstat(tmp_path / "a").st_blocks * 512
 
 
-def trashed_and_copied(base: Path) -> tuple[Path, Path, list[list[bytes]]]:
-    """A file in ann's trash, older than its one copy in her documents: by age alone, the one kept."""
+def older_copy_in(base: Path, place: str) -> tuple[Path, Path, list[list[bytes]]]:
+    """A file in ``place`` (ann's trash, the logs), older than its one copy in her documents: by age
+    alone, the one kept."""
     data = os.urandom(30_000)
-    trashed, copy = base / "home/ann/.local/share/Trash/files/report.odt", base / "home/ann/docs/report.odt"
-    for path, mtime in ((trashed, 1_000_000_000), (copy, 1_500_000_000)):
+    there, copy = base / place, base / "home/ann/docs/report.odt"
+    for path, mtime in ((there, 1_000_000_000), (copy, 1_500_000_000)):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
         os.utime(path, (mtime, mtime))
-    return trashed, copy, [[os.fsencode(trashed), os.fsencode(copy)]]
+    return there, copy, [[os.fsencode(there), os.fsencode(copy)]]
+
+
+TRASHED = "home/ann/.local/share/Trash/files/report.odt"
 
 
 def test_choosing_every_item_of_a_plan_never_removes_the_last_copy_of_a_file_in_the_trash(
     tmp_path: Path,
 ) -> None:
-    trashed, copy, groups = trashed_and_copied(tmp_path)
+    trashed, copy, groups = older_copy_in(tmp_path, TRASHED)
     plan = build_plan(PlanRequest(layout=layout(tmp_path), classes=("trash", "duplicate"), duplicates=groups))
     apply_items(ApplyRequest(plan, [item.id for item in plan.items], lambda path: True))
     assert not trashed.exists() and copy.exists()  # the trash emptied; the copy outside it is no extra of it
     assert [item.klass for item in plan.items] == ["trash"]
 
 
-def test_a_copy_in_the_trash_is_never_the_kept_copy_even_when_the_trash_is_not_planned(
-    tmp_path: Path,
+@pytest.mark.parametrize("place", [TRASHED, "var/log/app/report.odt", "home/ann/.cache/pip/report.odt"])
+def test_a_copy_where_a_class_takes_files_from_is_never_kept_even_when_that_class_is_not_planned(
+    tmp_path: Path, place: str
 ) -> None:
-    _trashed, copy, groups = trashed_and_copied(tmp_path)
+    """Emptying the trash, logrotate or ``pip cache purge`` would take the kept copy later."""
+    _there, copy, groups = older_copy_in(tmp_path, place)
     (tmp_path / "home/ann/docs/report (2).odt").write_bytes(copy.read_bytes())
     groups[0].append(os.fsencode(tmp_path / "home/ann/docs/report (2).odt"))
     plan = build_plan(PlanRequest(layout=layout(tmp_path), classes=("duplicate",), duplicates=groups))
