@@ -319,7 +319,7 @@ class FileResult:
 
     path: bytes
     done: bool
-    #: Why it was skipped: "changed", "symlink", "gone", "outside", "owner" and "not_regular" (a log to
+    #: Why it was skipped: "changed", "symlink", "gone", "outside", "mounted", "owner" and "not_regular" (a log to
     #: empty whose owner changed, or that is no regular file now), "differs" (its bytes are not the kept
     #: copy's), "keep_gone", "keep_changed", "attributes" (``:link``: owner, mode, ACLs or extended
     #: attributes differ), "linked", "other_filesystem", "unverified", "cancelled" (stopped while the
@@ -736,6 +736,8 @@ def _why(exc: BaseException) -> str:
         return "symlink"
     if isinstance(exc, NotADirectoryError):
         return "changed"
+    if isinstance(exc, OSError) and exc.errno == errno.EBUSY:  # renaming or removing a mount point
+        return "mounted"
     if isinstance(exc, OSError):
         return exc.strerror or str(exc)
     return str(exc)

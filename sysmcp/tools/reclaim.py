@@ -122,6 +122,7 @@ REASONS = {
     "owner": "its owner changed since the plan, so it is not touched",
     "not_regular": "not a regular file now (a FIFO, a device or a directory), so it is not opened",
     "cancelled": "the call was cancelled while it was set aside, so it stays",
+    "mounted": "something is mounted on it now, so it is left alone",
 }
 #: What was done to the files of an item, by its action.
 DONE = {"delete": "removed", "truncate": "emptied", "link": "linked"}

@@ -208,6 +208,22 @@ def renamed_over_after_the_look(top: Path) -> dict[str, Any]:
     return found
 
 
+def mounted_over_after_the_look(top: Path) -> dict[str, Any]:
+    """Right after reclaim looked at an extra, a file is bind-mounted on its name."""
+    data = os.urandom(20_000)
+    put(top / "r/a", data)
+    put(top / "r/b", data, mtime=NEWER)
+    put(top / "out/secret", b"mounted over b")
+    plan = duplicates_plan(top / "r")
+
+    def mount(path: bytes) -> None:
+        subprocess.run(["mount", "--bind", str(top / "out/secret"), os.fsdecode(path)], check=True)
+
+    applied = apply_items(ApplyRequest(plan, everything(plan), lambda path: True, between=mount))
+    subprocess.run(["umount", str(top / "r/b")], check=True)
+    return {"reasons": reasons(applied), "b": (top / "r/b").read_bytes() == data}
+
+
 def freed_by_another_during_the_comparison(top: Path) -> dict[str, Any]:
     """While reclaim compares an extra with its kept copy, another process removes 4 MiB of its own on
     the same filesystem: the bytes reclaim says it freed are the extra's alone."""

@@ -79,6 +79,11 @@ def test_a_file_renamed_over_the_planned_name_after_the_look_is_neither_removed_
         assert found[way]["names"] == ["a", "b"]  # and nothing was left aside
 
 
+def test_a_file_mounted_over_after_the_look_is_left_alone_and_said_to_be_mounted() -> None:
+    found = in_namespace("mounted_over_after_the_look")
+    assert found == {"reasons": {"r/b": "mounted"}, "b": True}
+
+
 def test_the_bytes_freed_are_the_files_own_not_what_another_process_freed_meanwhile() -> None:
     found = in_namespace("freed_by_another_during_the_comparison")
     assert found["theirs"] is False and found["freed"] == found["planned"] > 0
