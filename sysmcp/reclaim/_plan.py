@@ -488,6 +488,8 @@ class Act:
                 reason = self._link(parent, name, kept)
                 if reason is None and self.keep is not None:
                     self.relinked.add((self.keep.identity.dev, self.keep.identity.ino))
+        except OSError as exc:  # a read that failed, a name taken away: back under its name, or said where
+            return FileResult(path, False, _put_back(parent, aside, name, _why(exc)))
         except BaseException:
             self.interrupted = FileResult(path, False, _put_back(parent, aside, name, "cancelled"))
             raise

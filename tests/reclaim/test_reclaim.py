@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import itertools
 import os
@@ -607,6 +608,28 @@ def test_a_removal_cancelled_while_its_file_is_aside_and_its_name_taken_is_logge
     assert (tmp_path / aside).read_bytes() == data
     assert logged == [
         (os.fsencode(tmp_path / "b"), False, f"cancelled; left as {aside} (its name was taken meanwhile)")
+    ]
+
+
+def test_an_error_while_its_file_is_aside_and_its_name_taken_says_where_the_file_is(tmp_path: Path) -> None:
+    """An I/O error in the comparison (raised between two chunks, where a read of a failing disk would),
+    while someone took the name: the answer must say where the file is, not only the error."""
+    data = os.urandom(30_000)
+    for name in ("a", "b"):
+        (tmp_path / name).write_bytes(data)
+    groups = [[os.fsencode(tmp_path / n) for n in ("a", "b")]]
+    plan = build_plan(PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups))
+
+    def failing_read() -> None:
+        if any(n.startswith(".sysmcp-aside-") for n in os.listdir(tmp_path)):
+            (tmp_path / "b").write_bytes(b"someone else's")
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    (applied,) = apply_items(ApplyRequest(plan, [plan.items[0].id], lambda path: True), cancel=failing_read)
+    (aside,) = [n for n in os.listdir(tmp_path) if n.startswith(".sysmcp-aside-")]
+    assert (tmp_path / aside).read_bytes() == data
+    assert [o.reason for o in applied.outcomes] == [
+        f"{os.strerror(errno.EIO)}; left as {aside} (its name was taken meanwhile)"
     ]
 
 
