@@ -542,6 +542,8 @@ class Act:
             os.link(kept[1], name, src_dir_fd=kept[0], dst_dir_fd=parent, follow_symlinks=False)
         except FileExistsError:
             return "changed"  # something took the name meanwhile: it stays, and so does the file aside
+        except FileNotFoundError:
+            return "keep_gone"  # the kept copy's name is gone since the comparison
         except OSError as exc:  # EMLINK (the kept copy has all the names it may), EPERM, EXDEV (a bind mount)
             return exc.strerror or str(exc)  # not ``_why``: its EMLINK is FreeBSD's word for a symlink
         made = os.stat(name, dir_fd=parent, follow_symlinks=False)
