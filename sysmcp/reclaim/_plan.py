@@ -528,7 +528,13 @@ class Act:
                     owned = (st.st_uid, st.st_gid, st.st_mode) == (kst.st_uid, kst.st_gid, kst.st_mode)
                     if not owned or attributes is None or attributes != extended_attributes(other):
                         return "attributes"
-                return None if _same_bytes(fd, other, st.st_size, self.cancel) else "differs"
+                if not _same_bytes(fd, other, st.st_size, self.cancel):
+                    return "differs"
+                if not self.keep.identity.same_file(os.fstat(other), ctime=False):
+                    return (
+                        "keep_changed"  # written while compared: the bytes compared are not all its own now
+                    )
+                return None if self.entry.identity.same_file(os.fstat(fd), ctime=False) else "changed"
             finally:
                 os.close(other)
         finally:

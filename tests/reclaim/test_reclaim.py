@@ -611,6 +611,33 @@ def test_a_removal_cancelled_while_its_file_is_aside_and_its_name_taken_is_logge
     ]
 
 
+@pytest.mark.parametrize("written", ["a", "b"])
+def test_a_duplicate_whose_kept_copy_or_itself_is_written_while_they_are_compared_stays(
+    tmp_path: Path, written: str
+) -> None:
+    """A write in a part already compared: the compared bytes are no longer both files' own."""
+    data = os.urandom(3 * (1 << 20))
+    for name in ("a", "b"):
+        (tmp_path / name).write_bytes(data)
+        os.utime(tmp_path / name, (1_000_000_000, 1_000_000_000 + (name == "b")))
+    groups = [[os.fsencode(tmp_path / n) for n in ("a", "b")]]
+    plan = build_plan(PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups))
+    calls: list[None] = []
+
+    def write_behind() -> None:  # the third call: the first megabyte compared, the second not yet
+        calls.append(None)
+        if len(calls) == 3:
+            target = tmp_path / written
+            if written == "b":
+                (target,) = [tmp_path / n for n in os.listdir(tmp_path) if n.startswith(".sysmcp-aside-")]
+            with open(target, "r+b") as handle:
+                handle.write(b"new work")
+
+    (applied,) = apply_items(ApplyRequest(plan, [plan.items[0].id], lambda path: True), cancel=write_behind)
+    assert [o.reason for o in applied.outcomes] == ["keep_changed" if written == "a" else "changed"]
+    assert (tmp_path / "b").exists() and (tmp_path / written).read_bytes()[:8] == b"new work"
+
+
 def test_an_error_while_its_file_is_aside_and_its_name_taken_says_where_the_file_is(tmp_path: Path) -> None:
     """An I/O error in the comparison (raised between two chunks, where a read of a failing disk would),
     while someone took the name: the answer must say where the file is, not only the error."""
