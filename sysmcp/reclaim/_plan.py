@@ -319,12 +319,12 @@ class FileResult:
 
     path: bytes
     done: bool
-    #: Why it was skipped: "changed", "symlink", "gone", "outside", "mounted", "owner" and "not_regular" (a log to
-    #: empty whose owner changed, or that is no regular file now), "differs" (its bytes are not the kept
-    #: copy's), "keep_gone", "keep_changed", "attributes" (``:link``: owner, mode, ACLs or extended
-    #: attributes differ), "linked", "other_filesystem", "unverified", "cancelled" (stopped while the
-    #: file was aside: logged before the cancellation goes on), or the OS error. A file that could not
-    #: be put back under its name says where it is: "changed; left as .sysmcp-aside-…".
+    #: Why it was skipped: "changed", "symlink", "gone", "outside", "mounted" (a mount on it now), "owner"
+    #: and "not_regular" (a log to empty whose owner changed, or that is no regular file now), "differs"
+    #: (its bytes are not the kept copy's), "keep_gone", "keep_changed", "attributes" (``:link``: owner,
+    #: mode, ACLs or extended attributes differ), "linked", "other_filesystem", "unverified", "cancelled"
+    #: (stopped while the file was aside: logged before the cancellation goes on), or the OS error. A file
+    #: that could not be put back under its name says where it is: "changed; left as .sysmcp-aside-…".
     reason: str | None = None
     freed: int = 0  # measured on its filesystem (statvfs before and after)
 
@@ -530,10 +530,9 @@ class Act:
                         return "attributes"
                 if not _same_bytes(fd, other, st.st_size, self.cancel):
                     return "differs"
+                # either written while compared (its size or mtime moved): the bytes compared are not its own
                 if not self.keep.identity.same_file(os.fstat(other), ctime=False):
-                    return (
-                        "keep_changed"  # written while compared: the bytes compared are not all its own now
-                    )
+                    return "keep_changed"
                 return None if self.entry.identity.same_file(os.fstat(fd), ctime=False) else "changed"
             finally:
                 os.close(other)
