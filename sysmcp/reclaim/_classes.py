@@ -226,6 +226,17 @@ LANGUAGE_CACHES: tuple[tuple[str, bytes, str | None, str], ...] = (
 )
 
 
+def places(layout: RootsLayout) -> tuple[bytes, ...]:
+    """The directories the classes take files from, each ending in ``/``: a duplicate's copy there goes
+    with its class's item, or with the tool that empties the place (logrotate, ``pip cache purge``,
+    emptying the trash), so it is never one kept for the others."""
+    homes = layout.home_dirs()
+    found = [layout.apt, layout.dnf, layout.yum, layout.pacman, layout.apk, layout.log, *layout.journal]
+    found += [*layout.coredump, *(home + b"/.local/share/Trash" for home in homes)]
+    found += [home + b"/" + place for home in homes for _name, place, _command, _cost in LANGUAGE_CACHES]
+    return tuple(place.rstrip(b"/") + b"/" for place in found)
+
+
 def language_caches(layout: RootsLayout) -> list[Proposal]:
     """Package caches of language tools in each home directory."""
     return [

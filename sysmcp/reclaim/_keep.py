@@ -291,23 +291,23 @@ class ActionLog:
 
     Keys are ``<time in µs, 16 digits>-<plan>-<run>-<n>``: sorted by key is in time order. ``run`` is
     random to each log, so two reclaims of one plan at once (two servers, or two calls) never write one row.
-    Returns from ``flush`` the store's reason when a write failed (the answer says the log is on
-    stderr only then).
+    Returns from ``flush`` the store's reason when a write failed; ``unsaved`` counts the records that
+    did not go in, of ``recorded`` (the answer says which are on stderr only).
     """
 
     def __init__(self, store: Store | None, clock: Callable[[], float]) -> None:
         self.store = store
         self.clock = clock
         self._pending: list[tuple[str, bytes]] = []
-        self._count = 0
+        self.recorded = self.unsaved = 0
         self._run = secrets.token_hex(4)
         self.failure: str | None = None if store is not None else "history is off"
 
     def record(self, record: LogRecord) -> None:
         if self.store is None:
             return
-        self._count += 1
-        key = f"{int(record.time * 1_000_000):016d}-{record.plan}-{self._run}-{self._count:06d}"
+        self.recorded += 1
+        key = f"{int(record.time * 1_000_000):016d}-{record.plan}-{self._run}-{self.recorded:06d}"
         self._pending.append((key, record.as_json()))
         if len(self._pending) >= LOG_BATCH:
             self.flush()
@@ -317,9 +317,10 @@ class ActionLog:
         if store is None:
             return self.failure
         if pending:
-            saved = store.put_many(LOG_NAMESPACE, pending)
-            if not saved.ok and self.failure is None:
-                self.failure = saved.reason or "the history store could not be written"
+            saved = store.put_many(LOG_NAMESPACE, pending, "the reclaim log")
+            if not saved.ok:
+                self.unsaved += len(pending)
+                self.failure = self.failure or saved.reason or "the history store could not be written"
         return self.failure
 
 

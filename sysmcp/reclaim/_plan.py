@@ -217,7 +217,16 @@ def build_plan(
         found += finder(request.layout)
         progress(done, len(finders))
     if request.classes is None or "duplicate" in request.classes:
-        found += classes.duplicates(request.duplicates)
+        # A copy another item removes or empties, or one in a place a class takes files from (the trash, a
+        # cache, the logs), is no copy of its set: kept, it would go with that item, or with the tool that
+        # empties the place (emptying the trash, logrotate), and take the last copy with it.
+        going, places = {path for group in found for path, _st in group.paths}, classes.places(request.layout)
+
+        def stays(copy: bytes | Copy) -> bool:
+            path = copy if isinstance(copy, bytes) else copy[0]
+            return path not in going and not path.startswith(places)
+
+        found += classes.duplicates([[c for c in copies if stays(c)] for copies in request.duplicates])
     links: dict[tuple[int, int], int] = {}  # how many of each inode's names the plan holds
     kept: list[tuple[Proposal, list[tuple[bytes, os.stat_result]]]] = []
     for group in found:
@@ -310,12 +319,12 @@ class FileResult:
 
     path: bytes
     done: bool
-    #: Why it was skipped: "changed", "symlink", "gone", "outside", "owner" and "not_regular" (a log to
-    #: empty whose owner changed, or that is no regular file now), "differs" (its bytes are not the kept
-    #: copy's), "keep_gone", "keep_changed", "attributes" (``:link``: owner, mode, ACLs or extended
-    #: attributes differ), "linked", "other_filesystem", "unverified", "cancelled" (stopped while the
-    #: file was aside: logged before the cancellation goes on), or the OS error. A file that could not
-    #: be put back under its name says where it is: "changed; left as .sysmcp-aside-…".
+    #: Why it was skipped: "changed", "symlink", "gone", "outside", "mounted" (a mount on it now), "owner"
+    #: and "not_regular" (a log to empty whose owner changed, or that is no regular file now), "differs"
+    #: (its bytes are not the kept copy's), "keep_gone", "keep_changed", "attributes" (``:link``: owner,
+    #: mode, ACLs or extended attributes differ), "linked", "other_filesystem", "unverified", "cancelled"
+    #: (stopped while the file was aside: logged before the cancellation goes on), or the OS error. A file
+    #: that could not be put back under its name says where it is: "changed; left as .sysmcp-aside-…".
     reason: str | None = None
     freed: int = 0  # measured on its filesystem (statvfs before and after)
 
@@ -471,7 +480,6 @@ class Act:
         if not planned.same_file(now, ctime=self.key not in self.relinked):
             return FileResult(path, False, "changed")
         self.between(path)
-        before = os.fstatvfs(parent)
         aside = _aside(parent, name)
         self.relinked.add(self.key)  # the rename moved its ctime
         try:
@@ -480,11 +488,14 @@ class Act:
                 reason = self._link(parent, name, kept)
                 if reason is None and self.keep is not None:
                     self.relinked.add((self.keep.identity.dev, self.keep.identity.ino))
+        except OSError as exc:  # a read that failed, a name taken away: back under its name, or said where
+            return FileResult(path, False, _put_back(parent, aside, name, _why(exc)))
         except BaseException:
             self.interrupted = FileResult(path, False, _put_back(parent, aside, name, "cancelled"))
             raise
         if reason is not None:
             return FileResult(path, False, _put_back(parent, aside, name, reason))
+        before = os.fstatvfs(parent)  # right before: blocks others free during the comparison are theirs
         os.unlink(aside, dir_fd=parent)
         after = os.fstatvfs(parent)
         return FileResult(path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
@@ -517,7 +528,12 @@ class Act:
                     owned = (st.st_uid, st.st_gid, st.st_mode) == (kst.st_uid, kst.st_gid, kst.st_mode)
                     if not owned or attributes is None or attributes != extended_attributes(other):
                         return "attributes"
-                return None if _same_bytes(fd, other, st.st_size, self.cancel) else "differs"
+                if not _same_bytes(fd, other, st.st_size, self.cancel):
+                    return "differs"
+                # either written while compared (its size or mtime moved): the bytes compared are not its own
+                if not self.keep.identity.same_file(os.fstat(other), ctime=False):
+                    return "keep_changed"
+                return None if self.entry.identity.same_file(os.fstat(fd), ctime=False) else "changed"
             finally:
                 os.close(other)
         finally:
@@ -531,6 +547,8 @@ class Act:
             os.link(kept[1], name, src_dir_fd=kept[0], dst_dir_fd=parent, follow_symlinks=False)
         except FileExistsError:
             return "changed"  # something took the name meanwhile: it stays, and so does the file aside
+        except FileNotFoundError:
+            return "keep_gone"  # the kept copy's name is gone since the comparison
         except OSError as exc:  # EMLINK (the kept copy has all the names it may), EPERM, EXDEV (a bind mount)
             return exc.strerror or str(exc)  # not ``_why``: its EMLINK is FreeBSD's word for a symlink
         made = os.stat(name, dir_fd=parent, follow_symlinks=False)
@@ -727,6 +745,8 @@ def _why(exc: BaseException) -> str:
         return "symlink"
     if isinstance(exc, NotADirectoryError):
         return "changed"
+    if isinstance(exc, OSError) and exc.errno == errno.EBUSY:  # renaming or removing a mount point
+        return "mounted"
     if isinstance(exc, OSError):
         return exc.strerror or str(exc)
     return str(exc)

@@ -121,7 +121,11 @@ REASONS = {
     "attributes": "its owner, group, mode, ACLs or extended attributes differ from the kept copy's",
     "owner": "its owner changed since the plan, so it is not touched",
     "not_regular": "not a regular file now (a FIFO, a device or a directory), so it is not opened",
+    "cancelled": "the call was cancelled while it was set aside, so it stays",
+    "mounted": "something is mounted on it now, so it is left alone",
 }
+#: What was done to the files of an item, by its action.
+DONE = {"delete": "removed", "truncate": "emptied", "link": "linked"}
 
 
 async def _plan(args: dict[str, Any], ctx: ToolContext) -> tuple[Plan, list[str]]:
@@ -173,6 +177,13 @@ def _caveat(item: Item) -> list[str]:
     """A log emptied while its engine keeps writing to it: the note that says so, and what bounds it
     for good (escaped: it names a container)."""
     return [escaped(item.note)] if item.emptied and item.note else []
+
+
+def _after(item: Item) -> list[str]:
+    """The lines under an item in the answer: a duplicate's kept copy (every file removed or linked had
+    its bytes), a log's caveat."""
+    kept = [f"kept copy: {escaped(item.keep.path)}"] if item.keep is not None else []
+    return kept + [f"note: {note}" for note in _caveat(item)]
 
 
 def _question(plan: Plan, chosen: list[str], ctx: ToolContext) -> tuple[str, int, tuple[ResourceLink, ...]]:
@@ -309,7 +320,8 @@ def report(plan: Plan, results: list[ItemResult]) -> ReclaimAnswer:
 
 
 def render(answer: ReclaimAnswer, notes: dict[str, list[str]] | None = None) -> str:
-    """The answer's text; ``notes``: caveats to repeat under an item (a log its engine keeps writing)."""
+    """The answer's text; ``notes``: lines to show under an item (``_after``: a duplicate's kept copy, the
+    caveat of a log its engine keeps writing)."""
     freed = 0 if answer.freed_bytes is ABSENT else answer.freed_bytes
     items = [] if answer.items is ABSENT else answer.items
     lines = [
@@ -319,14 +331,15 @@ def render(answer: ReclaimAnswer, notes: dict[str, list[str]] | None = None) -> 
     for item in items:
         skipped = item.skipped
         lines.append(
-            f"  {item.id}: {plural(item.files_done, 'file')} {'linked' if item.action == 'link' else 'done'}, "
+            f"  {item.id}: {plural(item.files_done, 'file')} {DONE.get(str(item.action), 'done')}, "
             f"{human_bytes(item.freed_bytes)} freed of "
             f"{human_bytes(item.planned_bytes)} planned" + (f"; {len(skipped):,} skipped" if skipped else "")
         )
-        lines += [f"      note: {note}" for note in (notes or {}).get(item.id, [])]
+        lines += [f"      {line}" for line in (notes or {}).get(item.id, [])]
         for skip in skipped[:SKIPS_SHOWN]:
             name = escaped(reclaim_plan.exact_name(skip.path, skip.path_bytes or None))
-            lines.append(f"      skipped {name}: {REASONS.get(skip.reason, skip.reason)}")
+            why, left, where = skip.reason.partition("; ")  # "changed; left as .sysmcp-aside-…"
+            lines.append(f"      skipped {name}: {REASONS.get(why, why)}{left}{where}")
         if len(skipped) > SKIPS_SHOWN:
             more = more_not_shown(len(skipped) - SKIPS_SHOWN, "skipped file")
             lines.append(f"      {more} (each is in the structured result, with its reason)")
@@ -350,12 +363,22 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 
     results, actions = await ctx.run_engine(work, ApplyRequest(plan, chosen, allowed))
     answer = report(plan, results)
-    text = render(answer, {done.item.id: _caveat(done.item) for done in results})
+    head, _, rest = render(answer, {done.item.id: _after(done.item) for done in results}).partition("\n")
+    return _told(f"{head}\n{where_logged(actions)}\n{rest}".rstrip("\n"), answer)
+
+
+def where_logged(actions: ActionLog) -> str:
+    """Where the log of this call's actions went (second in the answer, so a long one never cuts it)."""
+    store = "the history store (sysmcp history --reclaim)"
     if actions.failure is None:
-        text += "\nEach action is logged in the history store (sysmcp history --reclaim) and on stderr."
-    else:
-        text += f"\nEach action is logged on stderr only: {actions.failure}."
-    return _told(text, answer)
+        return f"Each action is logged in {store} and on stderr."
+    if actions.unsaved < actions.recorded:
+        kept = actions.recorded - actions.unsaved
+        return (
+            f"Each action is logged on stderr, and {kept:,} of the {plural(actions.recorded, 'action')} in "
+            f"{store}: {actions.failure}."
+        )
+    return f"Each action is logged on stderr only: {actions.failure}."
 
 
 TOOL = Tool(

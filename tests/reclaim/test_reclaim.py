@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import itertools
 import os
@@ -155,6 +156,45 @@ def test_duplicates_keep_the_first_copy(tmp_path: Path) -> None:
     (item,) = plan.items
     assert [e.path for e in item.entries] == groups[0][1:]
     assert item.bytes == 2 * os.lstat(tmp_path / "a").st_blocks * 512
+
+
+def older_copy_in(base: Path, place: str) -> tuple[Path, Path, list[list[bytes]]]:
+    """A file in ``place`` (ann's trash, the logs), older than its one copy in her documents: by age
+    alone, the one kept."""
+    data = os.urandom(30_000)
+    there, copy = base / place, base / "home/ann/docs/report.odt"
+    for path, mtime in ((there, 1_000_000_000), (copy, 1_500_000_000)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        os.utime(path, (mtime, mtime))
+    return there, copy, [[os.fsencode(there), os.fsencode(copy)]]
+
+
+TRASHED = "home/ann/.local/share/Trash/files/report.odt"
+
+
+def test_choosing_every_item_of_a_plan_never_removes_the_last_copy_of_a_file_in_the_trash(
+    tmp_path: Path,
+) -> None:
+    trashed, copy, groups = older_copy_in(tmp_path, TRASHED)
+    plan = build_plan(PlanRequest(layout=layout(tmp_path), classes=("trash", "duplicate"), duplicates=groups))
+    apply_items(ApplyRequest(plan, [item.id for item in plan.items], lambda path: True))
+    assert not trashed.exists() and copy.exists()  # the trash emptied; the copy outside it is no extra of it
+    assert [item.klass for item in plan.items] == ["trash"]
+
+
+@pytest.mark.parametrize("place", [TRASHED, "var/log/app/report.odt", "home/ann/.cache/pip/report.odt"])
+def test_a_copy_where_a_class_takes_files_from_is_never_kept_even_when_that_class_is_not_planned(
+    tmp_path: Path, place: str
+) -> None:
+    """Emptying the trash, logrotate or ``pip cache purge`` would take the kept copy later."""
+    _there, copy, groups = older_copy_in(tmp_path, place)
+    (tmp_path / "home/ann/docs/report (2).odt").write_bytes(copy.read_bytes())
+    groups[0].append(os.fsencode(tmp_path / "home/ann/docs/report (2).odt"))
+    plan = build_plan(PlanRequest(layout=layout(tmp_path), classes=("duplicate",), duplicates=groups))
+    (item,) = plan.items
+    assert item.keep is not None and item.keep.path == os.fsencode(copy)
+    assert [e.path for e in item.entries] == [groups[0][2]]
 
 
 def duplicate_sets(base: bytes, directories: list[bytes]) -> list[list[bytes]]:
@@ -568,6 +608,55 @@ def test_a_removal_cancelled_while_its_file_is_aside_and_its_name_taken_is_logge
     assert (tmp_path / aside).read_bytes() == data
     assert logged == [
         (os.fsencode(tmp_path / "b"), False, f"cancelled; left as {aside} (its name was taken meanwhile)")
+    ]
+
+
+@pytest.mark.parametrize("written", ["a", "b"])
+def test_a_duplicate_whose_kept_copy_or_itself_is_written_while_they_are_compared_stays(
+    tmp_path: Path, written: str
+) -> None:
+    """A write in a part already compared: the compared bytes are no longer both files' own."""
+    data = os.urandom(3 * (1 << 20))
+    for name in ("a", "b"):
+        (tmp_path / name).write_bytes(data)
+        os.utime(tmp_path / name, (1_000_000_000, 1_000_000_000 + (name == "b")))
+    groups = [[os.fsencode(tmp_path / n) for n in ("a", "b")]]
+    plan = build_plan(PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups))
+    calls: list[None] = []
+
+    def write_behind() -> None:  # the third call: the first megabyte compared, the second not yet
+        calls.append(None)
+        if len(calls) == 3:
+            target = tmp_path / written
+            if written == "b":
+                (target,) = [tmp_path / n for n in os.listdir(tmp_path) if n.startswith(".sysmcp-aside-")]
+            with open(target, "r+b") as handle:
+                handle.write(b"new work")
+
+    (applied,) = apply_items(ApplyRequest(plan, [plan.items[0].id], lambda path: True), cancel=write_behind)
+    assert [o.reason for o in applied.outcomes] == ["keep_changed" if written == "a" else "changed"]
+    assert (tmp_path / "b").exists() and (tmp_path / written).read_bytes()[:8] == b"new work"
+
+
+def test_an_error_while_its_file_is_aside_and_its_name_taken_says_where_the_file_is(tmp_path: Path) -> None:
+    """An I/O error in the comparison (raised between two chunks, where a read of a failing disk would),
+    while someone took the name: the answer must say where the file is, not only the error."""
+    data = os.urandom(30_000)
+    for name in ("a", "b"):
+        (tmp_path / name).write_bytes(data)
+    groups = [[os.fsencode(tmp_path / n) for n in ("a", "b")]]
+    plan = build_plan(PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups))
+
+    def failing_read() -> None:
+        if any(n.startswith(".sysmcp-aside-") for n in os.listdir(tmp_path)):
+            (tmp_path / "b").write_bytes(b"someone else's")
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    (applied,) = apply_items(ApplyRequest(plan, [plan.items[0].id], lambda path: True), cancel=failing_read)
+    (aside,) = [n for n in os.listdir(tmp_path) if n.startswith(".sysmcp-aside-")]
+    assert (tmp_path / aside).read_bytes() == data
+    assert [o.reason for o in applied.outcomes] == [
+        f"{os.strerror(errno.EIO)}; left as {aside} (its name was taken meanwhile)"
     ]
 
 

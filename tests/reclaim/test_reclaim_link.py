@@ -93,6 +93,25 @@ def test_a_kept_copy_that_changed_or_became_a_symlink_gets_no_links(tmp_path: Pa
     assert os.lstat(b2).st_nlink == 1 and leftovers(tmp_path / "two") == []
 
 
+def test_a_kept_copy_moved_away_between_the_comparison_and_the_link_leaves_the_extra_saying_so(
+    tmp_path: Path,
+) -> None:
+    keep, extra = copies(tmp_path, ("keep", "b"))
+    plan = plan_for(tmp_path, [keep, extra])
+    calls: list[None] = []
+
+    def move_the_kept_copy() -> None:  # the first call is before the file, the second in the comparison
+        calls.append(None)
+        if len(calls) == 2:
+            os.rename(keep, tmp_path / "moved")
+
+    (applied,) = apply_items(
+        ApplyRequest(plan, [plan.items[0].id + LINK], lambda p: True), cancel=move_the_kept_copy
+    )
+    assert [o.reason for o in applied.outcomes] == ["keep_gone"]
+    assert extra.read_bytes() == (tmp_path / "moved").read_bytes() and extra.stat().st_nlink == 1
+
+
 def test_a_directory_on_the_way_swapped_for_a_symlink_is_not_followed(tmp_path: Path) -> None:
     keep, inner = copies(tmp_path, ("keep", "sub/inner"))
     plan = plan_for(tmp_path, [keep, inner])

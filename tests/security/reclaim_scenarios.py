@@ -6,6 +6,7 @@ Each function takes the tmpfs and returns plain facts for the test to assert on.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
@@ -17,7 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from sysmcp.engine.faults import Refused
-from sysmcp.reclaim import LINK, ApplyRequest, ItemResult, Plan, apply_items
+from sysmcp.history.store import Store
+from sysmcp.reclaim import LINK, ActionLog, ApplyRequest, ItemResult, LogRecord, Plan, apply_items, read_log
+from sysmcp.reclaim._keep import LOG_BATCH
+from sysmcp.tools.reclaim import where_logged
 from sysmcp.tools.reclaim_plan import item_view
 from sysmcp.tools.typed import to_json
 from tests.security.reclaim_namespace import (
@@ -202,6 +206,63 @@ def renamed_over_after_the_look(top: Path) -> dict[str, Any]:
             "names": sorted(os.listdir(d)),
         }
     return found
+
+
+def mounted_over_after_the_look(top: Path) -> dict[str, Any]:
+    """Right after reclaim looked at an extra, a file is bind-mounted on its name."""
+    data = os.urandom(20_000)
+    put(top / "r/a", data)
+    put(top / "r/b", data, mtime=NEWER)
+    put(top / "out/secret", b"mounted over b")
+    plan = duplicates_plan(top / "r")
+
+    def mount(path: bytes) -> None:
+        subprocess.run(["mount", "--bind", str(top / "out/secret"), os.fsdecode(path)], check=True)
+
+    applied = apply_items(ApplyRequest(plan, everything(plan), lambda path: True, between=mount))
+    subprocess.run(["umount", str(top / "r/b")], check=True)
+    return {"reasons": reasons(applied), "b": (top / "r/b").read_bytes() == data}
+
+
+def freed_by_another_during_the_comparison(top: Path) -> dict[str, Any]:
+    """While reclaim compares an extra with its kept copy, another process removes 4 MiB of its own on
+    the same filesystem: the bytes reclaim says it freed are the extra's alone."""
+    data = os.urandom(300_000)
+    put(top / "r/a", data)
+    put(top / "r/b", data, mtime=NEWER)
+    put(top / "theirs", os.urandom(4 << 20))
+    plan = duplicates_plan(top / "r")
+
+    calls = []
+
+    def theirs_go() -> None:  # the first call is before the file, the second in the comparison
+        calls.append(1)
+        if len(calls) == 2:
+            os.unlink(top / "theirs")
+
+    (applied,) = apply_items(ApplyRequest(plan, everything(plan), lambda path: True), cancel=theirs_go)
+    return {"freed": applied.freed, "planned": plan.items[0].bytes, "theirs": (top / "theirs").exists()}
+
+
+def log_on_a_full_disk(top: Path) -> dict[str, Any]:
+    """The disk of the history store fills once the log's first batch is in: the rest is on stderr only."""
+    state = top / "state"
+    state.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "state", str(state)], check=True)
+    store = Store.open(state / "sysmcp", time.time)
+    actions = ActionLog(store, time.time)
+    for n in range(450):
+        if n == LOG_BATCH:  # the first batch went in as it filled
+            with contextlib.suppress(OSError), open(state / "filler", "wb") as filler:
+                while True:
+                    filler.write(bytes(65536))
+        actions.record(LogRecord(time.time(), "p1", "log-1", f"/var/log/{n}.1", "delete", "done", None, 1, 1))
+    actions.flush()
+    return {
+        "in_store": len(read_log(store, 1000)),
+        "unsaved": actions.unsaved,
+        "words": where_logged(actions),
+    }
 
 
 def snapshot(base: Path) -> dict[str, tuple[str, int, int, int, int, int]]:

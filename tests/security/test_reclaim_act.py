@@ -79,6 +79,25 @@ def test_a_file_renamed_over_the_planned_name_after_the_look_is_neither_removed_
         assert found[way]["names"] == ["a", "b"]  # and nothing was left aside
 
 
+def test_a_file_mounted_over_after_the_look_is_left_alone_and_said_to_be_mounted() -> None:
+    found = in_namespace("mounted_over_after_the_look")
+    assert found == {"reasons": {"r/b": "mounted"}, "b": True}
+
+
+def test_the_bytes_freed_are_the_files_own_not_what_another_process_freed_meanwhile() -> None:
+    found = in_namespace("freed_by_another_during_the_comparison")
+    assert found["theirs"] is False and found["freed"] == found["planned"] > 0
+
+
+def test_a_log_the_full_disk_of_the_history_store_cut_says_how_many_actions_are_on_stderr_only() -> None:
+    found = in_namespace("log_on_a_full_disk")
+    assert (found["in_store"], found["unsaved"]) == (200, 250)
+    assert found["words"] == (
+        "Each action is logged on stderr, and 200 of the 450 actions in the history store (sysmcp history "
+        "--reclaim): the disk holding the history store is full: the reclaim log not saved."
+    )
+
+
 def test_no_run_loses_a_content_touches_outside_or_changes_an_owner_whatever_is_swapped_in() -> None:
     """The invariant over seeded cases (issue 32): SYSMCP_RECLAIM_CASES=N runs N (SYSMCP_RECLAIM_SEED: the first)."""
     count = int(os.environ.get("SYSMCP_RECLAIM_CASES", "400"))

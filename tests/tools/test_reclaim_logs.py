@@ -39,6 +39,6 @@ async def test_the_question_and_the_answer_say_the_engine_keeps_writing_and_max_
     told = result_text(done)
     [report] = done["result"]["structuredContent"]["items"]
     assert report["action"] == "truncate" and report["files_done"] == 1 and report["skipped"] == []
-    assert "1 file done" in told and "note: the engine keeps the file open" in told
+    assert "1 file emptied" in told and "note: the engine keeps the file open" in told
     assert "--log-opt max-size" in told
     assert (log.stat().st_ino, log.stat().st_size) == (inode, 0) and os.path.isfile(log)

@@ -126,3 +126,21 @@ async def test_a_name_that_is_not_utf8_round_trips_through_path_bytes(tmp_path: 
         wire_text = b"\n".join(wire.raw_lines)
         assert b"\\udc" not in wire_text.lower()
         assert all(json.loads(line) for line in wire.raw_lines)
+
+
+def test_a_file_left_aside_or_kept_by_a_cancellation_is_said_in_words_with_where_it_is() -> None:
+    from sysmcp.tools.reclaim import ItemReport, ReclaimAnswer, Skip
+    from sysmcp.tools.reclaim import render as answer_text
+    from sysmcp.tools.typed import ABSENT
+
+    left = "changed; left as .sysmcp-aside-00ff-b (its name was taken meanwhile)"
+    skips = [Skip("/srv/a", ABSENT, "cancelled"), Skip("/srv/b", ABSENT, left)]
+    report = ItemReport(
+        id="duplicate-1", action="delete", planned_bytes=8192, freed_bytes=0, files_done=0, skipped=skips
+    )
+    told = answer_text(ReclaimAnswer("done", "p1", 8192, freed_bytes=0, items=[report]))
+    assert "skipped /srv/a: the call was cancelled while it was set aside, so it stays" in told
+    assert (
+        "skipped /srv/b: changed since the plan; left as .sysmcp-aside-00ff-b (its name was taken meanwhile)"
+        in told
+    )

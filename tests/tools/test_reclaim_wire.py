@@ -94,6 +94,9 @@ async def test_with_the_flag_the_confirmation_code_flow_acts_and_a_wrong_code_is
         assert result["status"] == "done", result_text(done)
         assert first.exists() and not second.exists() and not third.exists()
         assert result["items"][0]["files_done"] == 2 and result["items"][0]["skipped"] == []
+        told = result_text(done)  # what went and what stayed, in words
+        assert f"{item_id}: 2 files removed" in told and f"      kept copy: {first}" in told.splitlines()
+        assert told.splitlines()[1].startswith("Each action is logged in the history store")
 
 
 async def test_reclaim_skips_a_file_replaced_after_the_plan(tmp_path: Path) -> None:
