@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from sysmcp.logconfig import get_logger
@@ -183,6 +184,9 @@ class Session:
 
     async def _read_loop(self, tasks: TaskGroup) -> None:
         while True:
+            # Input always ready and served without waiting never lets a cancellation (SIGTERM) land in
+            # ``receive``: one is taken here, at no cost while nothing is cancelled.
+            await anyio.lowlevel.checkpoint_if_cancelled()
             chunk = await self.transport.receive()
             frames = self.decoder.feed(chunk) if chunk else self.decoder.finish()
             for frame in frames:

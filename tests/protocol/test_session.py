@@ -224,3 +224,26 @@ async def test_a_client_that_stops_reading_after_closing_stdin_does_not_keep_the
     with anyio.fail_after(10):
         await session.run()
     assert transport.written == b""
+
+
+class Flood(MemoryTransport):
+    """A client whose next requests are always there: ``receive`` never has to wait. After ``cancel_at``
+    chunks the session's caller is cancelled (a SIGTERM arriving); the flood goes on for ``length`` chunks."""
+
+    def __init__(self, scope: anyio.CancelScope, cancel_at: int, length: int) -> None:
+        super().__init__()
+        self.scope, self.cancel_at, self.length = scope, cancel_at, length
+        self.chunks = 0
+
+    async def receive(self) -> bytes:
+        self.chunks += 1
+        if self.chunks == self.cancel_at:
+            self.scope.cancel()
+        return b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n' * 10 if self.chunks <= self.length else b""
+
+
+async def test_a_cancelled_session_stops_reading_even_when_requests_keep_coming() -> None:
+    with anyio.CancelScope() as scope:
+        transport = Flood(scope, cancel_at=3, length=10_000)
+        await Session(Handler(), transport).run()
+    assert transport.chunks == 3  # not one more chunk read (it read all 10,000, then stopped at their end)
