@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,7 +14,8 @@ import pytest
 from sysmcp.protocol.context import Meter, RequestContext
 from sysmcp.protocol.failures import ProtocolError
 from sysmcp.protocol.jsonrpc import Notification, Request
-from sysmcp.protocol.session import Session
+from sysmcp.protocol.session import ClientRequestError, Session
+from tests.mcp_schema import check_server_message
 from tests.memory_transport import MemoryTransport
 
 pytestmark = pytest.mark.anyio
@@ -247,3 +249,27 @@ async def test_a_cancelled_session_stops_reading_even_when_requests_keep_coming(
         transport = Flood(scope, cancel_at=3, length=10_000)
         await Session(Handler(), transport).run()
     assert transport.chunks == 3  # not one more chunk read (it read all 10,000, then stopped at their end)
+
+
+@pytest.mark.parametrize("gives_up", ["timeout", "caller cancelled"])
+async def test_a_request_to_the_client_given_up_on_is_cancelled_on_the_client(gives_up: str) -> None:
+    transport = MemoryTransport()
+    session = Session(Handler(), transport)
+    peer = Peer(transport)
+    async with anyio.create_task_group() as group:
+        group.start_soon(session.run)
+        async with anyio.create_task_group() as asking:
+
+            async def ask() -> None:
+                with pytest.raises(ClientRequestError) if gives_up == "timeout" else contextlib.nullcontext():
+                    await session.request("roots/list", None, timeout=0.1 if gives_up == "timeout" else 60)
+
+            asking.start_soon(ask)
+            asked = await peer.next()
+            if gives_up == "caller cancelled":
+                asking.cancel_scope.cancel()
+        cancelled = await peer.next()
+        assert cancelled["method"] == "notifications/cancelled"
+        assert cancelled["params"]["requestId"] == asked["id"]
+        check_server_message("2025-11-25", cancelled)
+        transport.feed(b"")
