@@ -72,7 +72,13 @@ _DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
 
 
 def decode_json(line: bytes) -> Any | Invalid:
-    """Decode one line; every way it can fail becomes a parse error, never an exception."""
+    """Decode one line; every way it can fail becomes a parse error, never an exception.
+
+    A UTF-8 byte order mark before the JSON is skipped (RFC 8259 lets a parser ignore one): a Windows
+    client's writer may put one before its first line, which was refused as "Expecting value".
+    """
+    if line.startswith(b"\xef\xbb\xbf"):
+        line = line[3:]
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError:
