@@ -130,6 +130,29 @@ async def test_a_duplicate_id_in_flight_is_refused() -> None:
         assert (await peer.next())["result"] == {"released": True}
 
 
+@pytest.mark.parametrize(
+    "malformed",
+    [
+        {"jsonrpc": "2.0", "id": 7, "result": "done"},
+        {"jsonrpc": "2.0", "id": 7, "error": 1},
+        {"id": 7, "result": {}},
+    ],
+    ids=["result not an object", "error not an object", "no jsonrpc"],
+)
+async def test_a_malformed_response_is_refused_without_the_id_so_a_request_of_that_id_gets_one_reply(
+    malformed: dict[str, Any],
+) -> None:
+    handler = Handler()
+    async with running(handler) as peer:
+        peer.send({"jsonrpc": "2.0", "id": 7, "method": "block"})
+        await handler.started.wait()
+        peer.send(malformed)  # a response's id is the server's: nothing of the client's
+        refused = await peer.next()
+        assert refused["id"] is None and refused["error"]["code"] == -32600
+        handler.release.set()
+        assert await peer.next() == {"jsonrpc": "2.0", "id": 7, "result": {"released": True}}
+
+
 async def test_requests_beyond_the_in_flight_limit_get_a_busy_error() -> None:
     handler = Handler()
     async with running(handler, max_in_flight=2) as peer:
