@@ -72,7 +72,13 @@ _DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
 
 
 def decode_json(line: bytes) -> Any | Invalid:
-    """Decode one line; every way it can fail becomes a parse error, never an exception."""
+    """Decode one line; every way it can fail becomes a parse error, never an exception.
+
+    A UTF-8 byte order mark before the JSON is skipped (RFC 8259 lets a parser ignore one): a Windows
+    client's writer may put one before its first line, which was refused as "Expecting value".
+    """
+    if line.startswith(b"\xef\xbb\xbf"):
+        line = line[3:]
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError:
@@ -91,11 +97,15 @@ def parse_message(value: Any) -> Message:
         return Invalid(ErrorCode.INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
     raw_id = value.get("id")
     msg_id = raw_id if is_request_id(raw_id) else None
+    if "method" not in value and ("result" in value or "error" in value):
+        # A response's id is one of ours: an error about a malformed one must not carry it, or the
+        # client reads it as the answer to its own request of that id (and then gets a second).
+        if value.get("jsonrpc") != "2.0":
+            return Invalid(ErrorCode.INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"')
+        return _parse_response(value, msg_id)
     if value.get("jsonrpc") != "2.0":
         return Invalid(ErrorCode.INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', msg_id)
     if "method" not in value:
-        if "result" in value or "error" in value:
-            return _parse_response(value, msg_id)
         return Invalid(ErrorCode.INVALID_REQUEST, 'Invalid Request: "method" is missing', msg_id)
     method = value["method"]
     if not isinstance(method, str):
@@ -130,9 +140,9 @@ def parse_line(line: bytes) -> Message | list[Message]:
 def _parse_response(value: dict[str, Any], msg_id: RequestId | None) -> Message:
     result, error = value.get("result"), value.get("error")
     if result is not None and not isinstance(result, dict):
-        return Invalid(ErrorCode.INVALID_REQUEST, 'Invalid Request: "result" must be an object', msg_id)
+        return Invalid(ErrorCode.INVALID_REQUEST, 'Invalid Request: "result" must be an object')
     if error is not None and not isinstance(error, dict):
-        return Invalid(ErrorCode.INVALID_REQUEST, 'Invalid Request: "error" must be an object', msg_id)
+        return Invalid(ErrorCode.INVALID_REQUEST, 'Invalid Request: "error" must be an object')
     return Response(msg_id, result, error)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from sysmcp.logconfig import get_logger
@@ -164,25 +165,35 @@ class Session:
     async def request(
         self, method: str, params: dict[str, Any] | None = None, timeout: float = 10
     ) -> Response:
-        """Send a request to the client and wait for its response."""
+        """Send a request to the client and wait for its response; one given up on (no answer in time,
+        or the caller cancelled) is cancelled on the client too (``notifications/cancelled``)."""
         msg_id: RequestId = f"sysmcp-{next(self._ids)}"
         done = anyio.Event()
         slot: list[Response] = []
         self._pending[msg_id] = (done, slot)
+        reason = "the request that needed the answer was cancelled"
         try:
             await self._send(request_message(msg_id, method, params))
             with anyio.fail_after(timeout):
                 await done.wait()
         except TimeoutError as exc:
+            reason = f"no answer within {timeout:g} s"
             raise ClientRequestError(f"the client did not answer {method} within {timeout:g} s") from exc
         finally:
             self._pending.pop(msg_id, None)
+            if not done.is_set():
+                # shielded, and bounded: a client that stops reading must not keep a cancelled caller
+                with anyio.CancelScope(shield=True), anyio.move_on_after(1):
+                    await self.notify("notifications/cancelled", {"requestId": msg_id, "reason": reason})
         return slot[0]
 
     # -- reading ----------------------------------------------------------------------------
 
     async def _read_loop(self, tasks: TaskGroup) -> None:
         while True:
+            # Input always ready and served without waiting never lets a cancellation (SIGTERM) land in
+            # ``receive``: one is taken here, at no cost while nothing is cancelled.
+            await anyio.lowlevel.checkpoint_if_cancelled()
             chunk = await self.transport.receive()
             frames = self.decoder.feed(chunk) if chunk else self.decoder.finish()
             for frame in frames:

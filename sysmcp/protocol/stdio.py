@@ -8,6 +8,7 @@ straight from the stdin fd: buffered text wrappers stall on pipes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import stat
 import sys
@@ -18,6 +19,7 @@ import anyio
 import anyio.to_thread
 
 READ_SIZE = 1 << 16
+LINE_GRACE = 2.0  # seconds a cancelled write may take to finish the line it began
 
 
 @dataclass
@@ -86,12 +88,26 @@ class FdTransport:
             return 0
 
     async def send(self, data: bytes) -> None:
+        """Write all of ``data``. Cancelled (a SIGTERM) with part of it written, it still writes the
+        rest, for ``LINE_GRACE`` seconds at most: a client that reads never gets half a line."""
         view = memoryview(data)
         while view:
             taken = self.write_nowait(view)  # no copy of the rest per partial write
             view = view[taken:]
             if view:
+                try:
+                    await anyio.wait_writable(self.write_fd)
+                except anyio.get_cancelled_exc_class():
+                    if len(view) < len(data):
+                        with anyio.CancelScope(shield=True), anyio.move_on_after(LINE_GRACE):
+                            await self._finish(view)
+                    raise
+
+    async def _finish(self, view: memoryview) -> None:
+        with contextlib.suppress(OSError):  # the client went away: nothing left to finish
+            while view:
                 await anyio.wait_writable(self.write_fd)
+                view = view[self.write_nowait(view) :]
 
 
 class _ReadWatch:

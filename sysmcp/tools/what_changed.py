@@ -640,8 +640,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         return f"{plural(int(meter.done), 'entry')} scanned"
 
     request = comparison(
-        Path(args["path"]), args, now, within(ctx.paths.allowed)
-    )  # bad arguments: refused first
+        Path(os.sep), args, now, within(ctx.paths.allowed)
+    )  # bad arguments: refused first; the path (one that cannot be encoded too) is checked next
     path, shown = await directory_argument(ctx, args["path"])
     request = replace(request, path=os.fsencode(path))
     try:

@@ -393,3 +393,20 @@ async def test_a_signal_during_a_long_call_exits_zero_promptly_with_only_whole_l
         assert await wire.wait_exit(timeout=EXIT_S) == 0
         only_progress_or_a_valid_answer(await rest_of_stdout(wire))
         assert "Traceback" not in await read_stderr(wire.process)
+
+
+async def test_a_signal_while_a_slow_client_reads_a_reply_lets_it_finish_that_line() -> None:
+    """Each tools/list reply is longer than a pipe holds, so the server is in the middle of one when the
+    client stops reading; signalled then, it wrote the rest of that line, never half of it."""
+    async with spawn() as wire:
+        await wire.initialize()
+        for msg_id in range(20):
+            await wire.send({"jsonrpc": "2.0", "id": msg_id, "method": "tools/list"})
+        assert wire.process.stdout is not None
+        begun = await wire.process.stdout.receive(1024)  # the first reply is being written
+        wire.process.send_signal(signal.SIGTERM)
+        rest = begun + await wire.drain_stdout()
+        assert await wire.wait_exit(timeout=EXIT_S) == 0
+        assert rest.endswith(b"\n"), f"the last line is cut short: …{rest[-100:]!r}"
+        for line in rest.splitlines():
+            json.loads(line)

@@ -13,6 +13,7 @@ from sysmcp.protocol.jsonrpc import (
     Request,
     Response,
     decode_json,
+    parse_line,
     parse_message,
 )
 
@@ -63,6 +64,10 @@ def test_malformed_messages_are_invalid_requests(value: Any) -> None:
 def test_undecodable_lines_are_parse_errors_not_exceptions(line: bytes) -> None:
     value = decode_json(line)
     assert isinstance(value, Invalid) and value.code == ErrorCode.PARSE_ERROR
+
+
+def test_a_byte_order_mark_before_a_message_is_skipped() -> None:
+    assert parse_line(b'\xef\xbb\xbf{"jsonrpc": "2.0", "id": 1, "method": "ping"}') == Request(1, "ping")
 
 
 @pytest.mark.parametrize("line", [b'{"x": NaN}', b"[Infinity]", b'{"n": -Infinity}'])

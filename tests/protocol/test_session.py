@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,7 +14,8 @@ import pytest
 from sysmcp.protocol.context import Meter, RequestContext
 from sysmcp.protocol.failures import ProtocolError
 from sysmcp.protocol.jsonrpc import Notification, Request
-from sysmcp.protocol.session import Session
+from sysmcp.protocol.session import ClientRequestError, Session
+from tests.mcp_schema import check_server_message
 from tests.memory_transport import MemoryTransport
 
 pytestmark = pytest.mark.anyio
@@ -128,6 +130,29 @@ async def test_a_duplicate_id_in_flight_is_refused() -> None:
         assert (await peer.next())["result"] == {"released": True}
 
 
+@pytest.mark.parametrize(
+    "malformed",
+    [
+        {"jsonrpc": "2.0", "id": 7, "result": "done"},
+        {"jsonrpc": "2.0", "id": 7, "error": 1},
+        {"id": 7, "result": {}},
+    ],
+    ids=["result not an object", "error not an object", "no jsonrpc"],
+)
+async def test_a_malformed_response_is_refused_without_the_id_so_a_request_of_that_id_gets_one_reply(
+    malformed: dict[str, Any],
+) -> None:
+    handler = Handler()
+    async with running(handler) as peer:
+        peer.send({"jsonrpc": "2.0", "id": 7, "method": "block"})
+        await handler.started.wait()
+        peer.send(malformed)  # a response's id is the server's: nothing of the client's
+        refused = await peer.next()
+        assert refused["id"] is None and refused["error"]["code"] == -32600
+        handler.release.set()
+        assert await peer.next() == {"jsonrpc": "2.0", "id": 7, "result": {"released": True}}
+
+
 async def test_requests_beyond_the_in_flight_limit_get_a_busy_error() -> None:
     handler = Handler()
     async with running(handler, max_in_flight=2) as peer:
@@ -224,3 +249,50 @@ async def test_a_client_that_stops_reading_after_closing_stdin_does_not_keep_the
     with anyio.fail_after(10):
         await session.run()
     assert transport.written == b""
+
+
+class Flood(MemoryTransport):
+    """A client whose next requests are always there: ``receive`` never has to wait. After ``cancel_at``
+    chunks the session's caller is cancelled (a SIGTERM arriving); the flood goes on for ``length`` chunks."""
+
+    def __init__(self, scope: anyio.CancelScope, cancel_at: int, length: int) -> None:
+        super().__init__()
+        self.scope, self.cancel_at, self.length = scope, cancel_at, length
+        self.chunks = 0
+
+    async def receive(self) -> bytes:
+        self.chunks += 1
+        if self.chunks == self.cancel_at:
+            self.scope.cancel()
+        return b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n' * 10 if self.chunks <= self.length else b""
+
+
+async def test_a_cancelled_session_stops_reading_even_when_requests_keep_coming() -> None:
+    with anyio.CancelScope() as scope:
+        transport = Flood(scope, cancel_at=3, length=10_000)
+        await Session(Handler(), transport).run()
+    assert transport.chunks == 3  # not one more chunk read (it read all 10,000, then stopped at their end)
+
+
+@pytest.mark.parametrize("gives_up", ["timeout", "caller cancelled"])
+async def test_a_request_to_the_client_given_up_on_is_cancelled_on_the_client(gives_up: str) -> None:
+    transport = MemoryTransport()
+    session = Session(Handler(), transport)
+    peer = Peer(transport)
+    async with anyio.create_task_group() as group:
+        group.start_soon(session.run)
+        async with anyio.create_task_group() as asking:
+
+            async def ask() -> None:
+                with pytest.raises(ClientRequestError) if gives_up == "timeout" else contextlib.nullcontext():
+                    await session.request("roots/list", None, timeout=0.1 if gives_up == "timeout" else 60)
+
+            asking.start_soon(ask)
+            asked = await peer.next()
+            if gives_up == "caller cancelled":
+                asking.cancel_scope.cancel()
+        cancelled = await peer.next()
+        assert cancelled["method"] == "notifications/cancelled"
+        assert cancelled["params"]["requestId"] == asked["id"]
+        check_server_message("2025-11-25", cancelled)
+        transport.feed(b"")

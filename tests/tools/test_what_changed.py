@@ -550,6 +550,8 @@ async def test_bad_since_until_and_paths_are_refused_with_the_rule_before_any_sc
         await call(roots=[inside], path=str(tmp_path), since="24h")
     with pytest.raises(ToolError, match="relative"):
         await call(path="inside", since="24h")
+    with pytest.raises(ToolError):  # a lone surrogate names no file (it was an internal error)
+        await call(path="/\ud800", since="24h")
     store = state.active()
     assert store is not None and list(store.snapshots("scan", os.fsencode(inside))) == []
 
