@@ -93,6 +93,8 @@ class HostSession:
             await self.process.wait()
         if self.process.returncode is None:
             await _kill(self.process)
+        if self.client.oversized:  # it answered, in a line too long to read: not ssh's failure
+            return HostFailure("remote_error", self.client.closed_reason)
         not_mcp = self.client.closed_reason if self.client.not_mcp else None
         status, reason = classify(
             self.process.returncode, self.stderr.decode("utf-8", "replace"), not_mcp=not_mcp
