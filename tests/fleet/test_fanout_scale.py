@@ -200,3 +200,17 @@ async def test_a_result_number_past_a_float_is_that_hosts_failure_and_the_merged
     assert statuses(outcomes) == {"ok1": "ok", "infinite1": "remote_error"}
     assert "does not speak MCP" in outcomes[1].reason
     encode(default_merge(outcomes, {}).structured)  # the gateway's answer goes out
+
+
+async def test_a_hosts_progress_message_is_passed_on_without_its_terminal_escapes(tmp_path: Path) -> None:
+    heard: list[str | None] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        heard.append(message)
+
+    inventory = from_names(["escapes1"])
+    async with SessionPool(inventory, settings(tmp_path)).open() as pool:
+        fleet = Fleet(inventory, pool, deadline=DEADLINE)
+        outcomes = await fleet.fan_out("x", {}, ["escapes1"], timeout=600, remote_progress=progress)
+    assert statuses(outcomes) == {"escapes1": "ok"}
+    assert heard == ["]52;c;owned 1 file"]
