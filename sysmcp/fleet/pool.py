@@ -97,7 +97,10 @@ class HostSession:
             return HostFailure("remote_error", self.client.closed_reason)
         not_mcp = self.client.closed_reason if self.client.not_mcp else None
         status, reason = classify(
-            self.process.returncode, self.stderr.decode("utf-8", "replace"), not_mcp=not_mcp
+            self.process.returncode,
+            self.stderr.decode("utf-8", "replace"),
+            not_mcp=not_mcp,
+            cut=self.client.cut_short,
         )
         return HostFailure(status, reason)
 

@@ -226,6 +226,7 @@ class ClientSession:
         self.closed_reason = ""
         self.not_mcp = False  # the peer wrote something that is not JSON-RPC
         self.oversized = False  # the peer wrote a line longer than MAX_REPLY_LINE
+        self.cut_short = False  # the peer's output ended in the middle of a message
         self.notifications: Callable[[Notification], Awaitable[None]] | None = None
         self.on_wire: WireHook | None = None  # a raw view of the traffic (``sysmcp call --raw``)
         self.cancel_reason = "cancelled by the client"  # the reason our notifications/cancelled give
@@ -254,6 +255,13 @@ class ClientSession:
                         if self.on_wire is not None:
                             self.on_wire("received", frame)
                         garbage = await self._on_line(frame)
+                        if garbage is not None and not chunk and frame.startswith(b"{"):
+                            # its last line, never ended: an answer cut off, not another program's words
+                            reason = (
+                                f"its output ended in the middle of a message ({len(frame):,} bytes of it)"
+                            )
+                            self.cut_short = True
+                            return
                         if garbage is not None:
                             reason = f"not an MCP server: it wrote {garbage}"
                             self.not_mcp = True

@@ -2,7 +2,8 @@
 without sshd. Called as ``ssh``'s argv (``… -- HOST COMMAND``); the host name's prefix picks the
 behaviour (``ok``, ``hang``, ``mute``, ``garbage``, ``oddshape``, ``bignumber``, ``refuse``,
 ``notfound``, ``uvxfail``, ``huge``: a reply line longer than any client reads, never ended,
-``infinite``: a number past any float in its result, ``slow``: a remote start that answers ``initialize`` only once the file
+``infinite``: a number past any float in its result, ``escapes``: terminal escapes in its progress,
+``dies``: half an answer then exit 1, ``slow``: a remote start that answers ``initialize`` only once the file
 ``$STUB_GATE`` exists). Each start appends the host's name to ``$STUB_STARTS`` when that is set.
 Standard library only, started with ``-S -E``: it must cost a few milliseconds."""
 
@@ -65,6 +66,10 @@ def main() -> int:
                 "structuredContent": {"answer": text},
                 "isError": False,
             }
+            if host.startswith("dies"):  # half an answer, then the process is gone
+                out.write(json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": {"content": []}})[:30])
+                out.flush()
+                os._exit(1)
             if host.startswith("huge"):  # 97 MiB of one line that never ends, then silence
                 out.write(json.dumps({"jsonrpc": "2.0", "id": msg_id})[:-1] + ', "result": "')
                 out.write("x" * (97 << 20))

@@ -214,3 +214,16 @@ async def test_a_hosts_progress_message_is_passed_on_without_its_terminal_escape
         outcomes = await fleet.fan_out("x", {}, ["escapes1"], timeout=600, remote_progress=progress)
     assert statuses(outcomes) == {"escapes1": "ok"}
     assert heard == ["]52;c;owned 1 file"]
+
+
+async def test_a_host_that_dies_in_the_middle_of_its_answer_is_said_to_have_died_not_to_speak_another_protocol(
+    tmp_path: Path,
+) -> None:
+    names = ["ok1", "dies1"]
+    inventory = from_names(names)
+    async with SessionPool(inventory, settings(tmp_path)).open() as pool:
+        outcomes = await Fleet(inventory, pool, deadline=DEADLINE).fan_out("x", {}, names, timeout=600)
+    assert statuses(outcomes) == {"ok1": "ok", "dies1": "remote_error"}
+    assert outcomes[1].reason == (
+        "the session ended mid-call: the remote command exited with status 1 in the middle of its answer"
+    )
