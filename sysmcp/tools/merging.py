@@ -36,7 +36,11 @@ LINE_BUDGET = 80  # lines of merged text; past it the full per-host results are 
 LINES_PER_HOST = 6  # lines of each host's own text in a per-host summary
 HOSTS_NAMED = 8  # host names spelled out in one line of a group; the count is always given
 #: What differs between hosts giving the same answer: timings, rates, and each host's own result links.
-_VOLATILE = re.compile(r"\b\d+(?:\.\d+)? ?(?:ms|s)\b|\d+(?:\.\d+)? ?[KMGTPE]?i?B/s|sysmcp://hosts/[^/\s]+/")
+#: A number is tried from its first digit only: from every digit, a host's long run of digits took
+#: the gateway's event loop for minutes (quadratic backtracking).
+_VOLATILE = re.compile(
+    r"\b\d+(?:\.\d+)? ?(?:ms|s)\b|(?<!\d)\d+(?:\.\d+)? ?[KMGTPE]?i?B/s|sysmcp://hosts/[^/\s]+/"
+)
 
 
 @dataclass(frozen=True, slots=True)
