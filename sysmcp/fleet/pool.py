@@ -305,6 +305,9 @@ class SessionPool:
                 await process.wait()
             if process.returncode is None:
                 await _kill(process)
+            if process.returncode is not None:  # its pipes too: a reader that stopped early left one full
+                with contextlib.suppress(Exception):
+                    await process.aclose()
             self._processes.discard(process)
 
     async def _kill(self, session: HostSession) -> None:

@@ -4,6 +4,7 @@ host, and the faults (hang, mute, garbage, refusing hosts). The same over real s
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -18,6 +19,7 @@ from sysmcp.fleet.pool import SessionPool
 from sysmcp.fleet.ssh import SshSettings
 from sysmcp.protocol.framing import encode
 from sysmcp.tools.merging import HostOutcome, default_merge
+from tests.profile import needs_proc
 
 pytestmark = pytest.mark.anyio
 
@@ -175,15 +177,19 @@ async def test_a_progress_number_past_a_float_is_read_as_none_and_the_gateway_li
     assert heard == [None, None]  # no total is better than a wrong one
 
 
+@needs_proc
 async def test_a_reply_line_longer_than_any_answer_is_that_hosts_remote_error_at_once_not_pending(
     tmp_path: Path,
 ) -> None:
     """A host that sends 97 MiB of one line and never ends it: it answered, in a line no client reads
-    (its bytes are dropped as they come, not kept). Said for that host before the deadline."""
+    (its bytes are dropped as they come, not kept). Said for that host before the deadline, and its
+    session's pipes are closed with it (the one left full held its descriptors)."""
     names = ["ok1", "huge1", "ok2"]
     inventory = from_names(names)
+    descriptors = len(os.listdir("/proc/self/fd"))
     async with SessionPool(inventory, settings(tmp_path)).open() as pool:
         outcomes = await Fleet(inventory, pool, deadline=DEADLINE).fan_out("x", {}, names, timeout=600)
+    assert len(os.listdir("/proc/self/fd")) == descriptors
     assert statuses(outcomes) == {"ok1": "ok", "huge1": "remote_error", "ok2": "ok"}
     assert "a line of more than 96 MiB" in outcomes[1].reason
 
