@@ -63,6 +63,16 @@ def progress_message(finished: Sequence[HostOutcome], asked: int) -> str:
     return f"{answered} of {plural(asked, 'host')} answered{rest}"
 
 
+def _relay(progress: ProgressCallback) -> ProgressCallback:
+    """A host's progress passed on with its message one bounded, printable line: a host's words must
+    not drive the terminal that shows them (``sysmcp call`` prints progress there)."""
+
+    async def relay(done: float, total: float | None, message: str | None) -> None:
+        await progress(done, total, None if message is None else bounded(message))
+
+    return relay
+
+
 @dataclass
 class Fleet:
     inventory: Inventory
@@ -133,7 +143,7 @@ class Fleet:
         finished: list[HostOutcome] = []
         states: dict[str, str] = {}  # host → queued, connecting, running (until it finishes)
         limiter = anyio.CapacityLimiter(max(1, self.concurrency))
-        forward = remote_progress if len(hosts) == 1 else None
+        forward = _relay(remote_progress) if remote_progress is not None and len(hosts) == 1 else None
         step = max(1, -(-len(hosts) // PROGRESS_STEPS))
         limit = self.deadline if deadline is None else deadline
         started = anyio.current_time()

@@ -16,11 +16,16 @@ from sysmcp.fleet import links
 from sysmcp.fleet.schema import fleet_tools, hosts_property
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.failures import ToolError
-from sysmcp.render import plural
+from sysmcp.protocol.framing import encode
+from sysmcp.protocol.session import MAX_RESULT
+from sysmcp.render import human_bytes, plural
 from sysmcp.tools.merging import HostOutcome, bound, default_merge, merge_readable
 from sysmcp.tools.registry import ResourceLink, Tool, ToolOutput
 
 FLEET_NAMES_SHOWN = 50  # host names the instructions list; the count is always given
+#: Bytes the hosts' answers may take in all: each is in the merged answer twice (its entry, the merge's
+#: view) beside the text, and the whole must stay under the session's cap.
+HOSTS_SHARE = MAX_RESULT // 3
 
 #: Keeps a text as a resource (``ToolContext.keep``): its link, or a sentence saying why it could not.
 Keep = Callable[..., ResourceLink | str]
@@ -53,6 +58,34 @@ class FleetCaller(Protocol):
     async def localise(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Arguments for a tool run here: each gateway link replaced by the text behind it (``ToolError``)."""
         ...
+
+
+def within_answer(outcomes: list[HostOutcome], share: int = HOSTS_SHARE) -> list[HostOutcome]:
+    """The outcomes with the largest answers, if the hosts' answers are more than ``share`` in all,
+    replaced by a reason until the rest fit: one host's huge answer must not make the merged answer
+    too large to send, and every other host's answer lost with it."""
+    sizes = {o.host: len(encode(o.result)) + len(o.text.encode("utf-8", "replace")) for o in outcomes if o.ok}
+    total = sum(sizes.values())
+    cut: set[str] = set()
+    for host in sorted(sizes, key=lambda name: -sizes[name]):
+        if total <= share:
+            break
+        cut.add(host)
+        total -= sizes[host]
+
+    def reason(size: int) -> str:
+        alone = "ask it alone or narrow the call" if size <= share else "narrow the call"
+        return (
+            f"its answer ({human_bytes(size)}) is too large to merge with the others' into one answer "
+            f"of at most {human_bytes(MAX_RESULT)}: {alone}"
+        )
+
+    return [
+        replace(o, status="remote_error", result=None, text="", reason=reason(sizes[o.host]))
+        if o.host in cut
+        else o
+        for o in outcomes
+    ]
 
 
 class FleetGateway:
@@ -102,7 +135,7 @@ class FleetGateway:
             outcomes = await self.fleet.call(tool, sent, hosts, ctx)
         except ToolError as exc:
             return ToolOutput(exc.message, {}, is_error=True)
-        output, full = bound(merge_readable(tool.merge or default_merge, outcomes, sent))
+        output, full = bound(merge_readable(tool.merge or default_merge, within_answer(outcomes), sent))
         if full is not None:
             kept = keep(
                 f"{tool.name}-fleet.json",
@@ -135,4 +168,4 @@ class FleetGateway:
         return {"contents": contents}
 
 
-__all__ = ["FLEET_NAMES_SHOWN", "FleetCaller", "FleetGateway"]
+__all__ = ["FLEET_NAMES_SHOWN", "FleetCaller", "FleetGateway", "within_answer"]

@@ -21,13 +21,15 @@ MAX_INLINE = 3 << 20
 
 
 def to_gateway(host: str, value: Any) -> Any:
-    """``value`` (a result, a text) with every one of the host's own links made a gateway link."""
+    """``value`` (a result, a text) with every one of the host's own links made a gateway link. A link
+    of the gateway's form in it (a host's claim, or its own fleet's) is put under this host, where it
+    reads nothing: a host never gets to point the gateway at another host's results."""
     if isinstance(value, str):
-        if URI_PREFIX not in value:
+        if "sysmcp://" not in value:
             return value
-        return value.replace(
-            URI_PREFIX, f"{HOST_PREFIX}{quote(host, safe='')}/{URI_PREFIX[len('sysmcp://') :]}"
-        )
+        own = f"{HOST_PREFIX}{quote(host, safe='')}/"
+        value = value.replace(HOST_PREFIX, f"{own}{HOST_PREFIX[len('sysmcp://') :]}")
+        return value.replace(URI_PREFIX, f"{own}{URI_PREFIX[len('sysmcp://') :]}")
     if isinstance(value, dict):
         return {key: to_gateway(host, item) for key, item in value.items()}
     if isinstance(value, list):

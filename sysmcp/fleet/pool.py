@@ -93,9 +93,14 @@ class HostSession:
             await self.process.wait()
         if self.process.returncode is None:
             await _kill(self.process)
+        if self.client.oversized:  # it answered, in a line too long to read: not ssh's failure
+            return HostFailure("remote_error", self.client.closed_reason)
         not_mcp = self.client.closed_reason if self.client.not_mcp else None
         status, reason = classify(
-            self.process.returncode, self.stderr.decode("utf-8", "replace"), not_mcp=not_mcp
+            self.process.returncode,
+            self.stderr.decode("utf-8", "replace"),
+            not_mcp=not_mcp,
+            cut=self.client.cut_short,
         )
         return HostFailure(status, reason)
 
@@ -300,6 +305,9 @@ class SessionPool:
                 await process.wait()
             if process.returncode is None:
                 await _kill(process)
+            if process.returncode is not None:  # its pipes too: a reader that stopped early left one full
+                with contextlib.suppress(Exception):
+                    await process.aclose()
             self._processes.discard(process)
 
     async def _kill(self, session: HostSession) -> None:

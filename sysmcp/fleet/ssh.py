@@ -129,7 +129,9 @@ def bounded(text: str, limit: int = REASON_LIMIT) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def classify(returncode: int | None, stderr: str, *, not_mcp: str | None = None) -> tuple[str, str]:
+def classify(
+    returncode: int | None, stderr: str, *, not_mcp: str | None = None, cut: bool = False
+) -> tuple[str, str]:
     """The status and a one-line reason for an ssh that ended before the session was usable, from
     its whole stderr.
 
@@ -137,7 +139,8 @@ def classify(returncode: int | None, stderr: str, *, not_mcp: str | None = None)
     remote command's. ``no_sysmcp`` only when the remote command was not found (127, or the shell's
     own words); a remote command that started and failed (a uvx that cannot resolve, a Python that
     raised) is ``remote_error`` with its first meaningful lines. ``not_mcp`` is set when the remote
-    wrote something that is not JSON-RPC (a shell banner, another program).
+    wrote something that is not JSON-RPC (a shell banner, another program); ``cut`` when its output
+    ended in the middle of a message (it died answering).
     """
     lines = [line.strip(" @\t\r") for line in stderr.splitlines() if not _NOISE.match(line.strip())]
     lines = [line for line in lines if line]
@@ -167,7 +170,8 @@ def classify(returncode: int | None, stderr: str, *, not_mcp: str | None = None)
     first = " / ".join(lines[:MEANINGFUL_LINES])
     return "remote_error", bounded(
         f"the remote command exited with status {returncode}"
-        + (f": {first}" if first else " before answering"),
+        + (" in the middle of its answer" if cut else "")
+        + (f": {first}" if first else "" if cut else " before answering"),
         REMOTE_REASON_LIMIT,
     )
 

@@ -43,7 +43,7 @@ log = get_logger("sysmcp.cli.call")
 
 DEFAULT_VERSION = "2025-11-25"
 CLIENT_INFO = {"name": "sysmcp-client", "version": __version__}
-#: A server's line may be a big result (its own cap is 80 MiB): read lines up to that, drop longer ones.
+#: A server's line may be a big result (its own cap is 80 MiB): read lines up to that; a longer one ends the session.
 MAX_REPLY_LINE = 96 << 20
 
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -225,6 +225,8 @@ class ClientSession:
         self.closed = anyio.Event()
         self.closed_reason = ""
         self.not_mcp = False  # the peer wrote something that is not JSON-RPC
+        self.oversized = False  # the peer wrote a line longer than MAX_REPLY_LINE
+        self.cut_short = False  # the peer's output ended in the middle of a message
         self.notifications: Callable[[Notification], Awaitable[None]] | None = None
         self.on_wire: WireHook | None = None  # a raw view of the traffic (``sysmcp call --raw``)
         self.cancel_reason = "cancelled by the client"  # the reason our notifications/cancelled give
@@ -247,22 +249,37 @@ class ClientSession:
                 frames = self._decoder.feed(chunk) if chunk else self._decoder.finish()
                 for frame in frames:
                     if isinstance(frame, OversizedLine):
-                        log.warning(
-                            "oversized line from server dropped", server=self.name, length=frame.length
-                        )
-                        continue
+                        reason = self._oversized(frame.length)
+                        return
                     if frame.strip():
                         if self.on_wire is not None:
                             self.on_wire("received", frame)
                         garbage = await self._on_line(frame)
+                        if garbage is not None and not chunk and frame.startswith(b"{"):
+                            # its last line, never ended: an answer cut off, not another program's words
+                            reason = (
+                                f"its output ended in the middle of a message ({len(frame):,} bytes of it)"
+                            )
+                            self.cut_short = True
+                            return
                         if garbage is not None:
                             reason = f"not an MCP server: it wrote {garbage}"
                             self.not_mcp = True
                             return
                 if not chunk:
                     return
+                if self._decoder.overflowing:  # no need to read it to its end, if it has one
+                    reason = self._oversized(self._decoder.overflowing)
+                    return
         finally:
             self._close(reason)
+
+    def _oversized(self, length: int) -> str:
+        """The session ends at a line longer than any reply may be: the request it answers, unknown
+        (its bytes are dropped), would otherwise wait for ever. Its reason for every caller waiting."""
+        log.warning("oversized line from server: session ended", server=self.name, length=length)
+        self.oversized = True
+        return f"it sent a line of more than {MAX_REPLY_LINE >> 20} MiB, longer than any answer may be"
 
     def _close(self, reason: str) -> None:
         if self.closed.is_set():

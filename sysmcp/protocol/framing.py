@@ -58,6 +58,11 @@ class LineDecoder:
                 line = bytes(piece)
             frames.append(_strip_cr(line))
 
+    @property
+    def overflowing(self) -> int:
+        """Bytes of an oversized line still in progress (0: none): a reader may stop at once."""
+        return self._discarding
+
     def finish(self) -> list[Frame]:
         """End of stream: a final line without a newline still counts."""
         if self._discarding:

@@ -7,6 +7,7 @@ under the negotiated protocol version.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -67,8 +68,17 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON (RFC 8259 has no NaN or Infinity)")
 
 
-# Python's decoder takes NaN, Infinity and -Infinity by default; JSON has no such numbers.
-_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+def _finite(text: str) -> float:
+    """A JSON number with a fraction or exponent; one past any float (``1e400``) is refused, not made
+    Infinity, which no answer could then carry (a fleet host's result is summed and sent on)."""
+    number = float(text)
+    if math.isinf(number):
+        raise ValueError(f"{text[:20]} is out of the range of a number")
+    return number
+
+
+# Python's decoder takes NaN, Infinity and -Infinity by default (and 1e400 as Infinity); JSON has no such numbers.
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite)
 
 
 def decode_json(line: bytes) -> Any | Invalid:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from sysmcp.engine.paths import printable
 from sysmcp.render import and_more, plural
 from sysmcp.tools.registry import ToolOutput
 from sysmcp.tools.typed import from_json
@@ -35,7 +36,11 @@ LINE_BUDGET = 80  # lines of merged text; past it the full per-host results are 
 LINES_PER_HOST = 6  # lines of each host's own text in a per-host summary
 HOSTS_NAMED = 8  # host names spelled out in one line of a group; the count is always given
 #: What differs between hosts giving the same answer: timings, rates, and each host's own result links.
-_VOLATILE = re.compile(r"\b\d+(?:\.\d+)? ?(?:ms|s)\b|\d+(?:\.\d+)? ?[KMGTPE]?i?B/s|sysmcp://hosts/[^/\s]+/")
+#: A number is tried from its first digit only: from every digit, a host's long run of digits took
+#: the gateway's event loop for minutes (quadratic backtracking).
+_VOLATILE = re.compile(
+    r"\b\d+(?:\.\d+)? ?(?:ms|s)\b|(?<!\d)\d+(?:\.\d+)? ?[KMGTPE]?i?B/s|sysmcp://hosts/[^/\s]+/"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,14 +144,17 @@ def structured(outcomes: Sequence[HostOutcome], view: dict[str, Any]) -> dict[st
 
 def fleet_output(outcomes: Sequence[HostOutcome], body: Sequence[str], view: dict[str, Any]) -> ToolOutput:
     """Text (tally, the view's lines, the failures) and structured content; isError only if no host
-    answered."""
-    text = "\n".join([tally(outcomes) + ".", *body, *failure_lines(outcomes)]).rstrip()
+    answered. Each line of ``body`` stays one line, whatever a host's result put in it (a file name
+    with a newline, an ESC): escaped as a tool escapes names (``printable``), it forges no other
+    host's line and cannot drive the terminal that shows it."""
+    lines = [printable(line) for line in body]
+    text = "\n".join([tally(outcomes) + ".", *lines, *failure_lines(outcomes)]).rstrip()
     return ToolOutput(text, structured(outcomes, view), is_error=answered(outcomes) == 0)
 
 
 def summary_lines(outcome: HostOutcome) -> list[str]:
     lines = outcome.text.splitlines()
-    shown = [f"    {line}" for line in lines[:LINES_PER_HOST]]
+    shown = [f"    {printable(line)}" for line in lines[:LINES_PER_HOST]]
     if len(lines) > LINES_PER_HOST:
         shown.append(f"    … {plural(len(lines) - LINES_PER_HOST, 'more line')} (in this host's result)")
     return shown
@@ -190,8 +198,8 @@ default_merge: Merge = summary_merge()
 
 
 #: What reading a host's result may raise when it is not in this version's shape: a field missing
-#: (``from_json``'s ValueError) or of another type than declared.
-UNREADABLE = (ValueError, TypeError, KeyError, AttributeError)
+#: (``from_json``'s ValueError), of another type than declared, or a number no float holds (10**4000).
+UNREADABLE = (ValueError, TypeError, KeyError, AttributeError, ArithmeticError)
 
 
 def merge_readable(merge: Merge, outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:

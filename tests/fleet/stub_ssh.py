@@ -1,7 +1,9 @@
 """A stand-in for ``ssh`` that is itself a tiny MCP answerer: the fan-out's own cost and its faults,
 without sshd. Called as ``ssh``'s argv (``… -- HOST COMMAND``); the host name's prefix picks the
 behaviour (``ok``, ``hang``, ``mute``, ``garbage``, ``oddshape``, ``bignumber``, ``refuse``,
-``notfound``, ``uvxfail``, ``slow``: a remote start that answers ``initialize`` only once the file
+``notfound``, ``uvxfail``, ``huge``: a reply line longer than any client reads, never ended,
+``infinite``: a number past any float in its result, ``escapes``: terminal escapes in its progress,
+``dies``: half an answer then exit 1, ``slow``: a remote start that answers ``initialize`` only once the file
 ``$STUB_GATE`` exists). Each start appends the host's name to ``$STUB_STARTS`` when that is set.
 Standard library only, started with ``-S -E``: it must cost a few milliseconds."""
 
@@ -64,18 +66,35 @@ def main() -> int:
                 "structuredContent": {"answer": text},
                 "isError": False,
             }
+            if host.startswith("dies"):  # half an answer, then the process is gone
+                out.write(json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": {"content": []}})[:30])
+                out.flush()
+                os._exit(1)
+            if host.startswith("huge"):  # 97 MiB of one line that never ends, then silence
+                out.write(json.dumps({"jsonrpc": "2.0", "id": msg_id})[:-1] + ', "result": "')
+                out.write("x" * (97 << 20))
+                out.flush()
+                time.sleep(60)
+                return 0
+            if host.startswith("infinite"):  # valid JSON; as a Python float, Infinity
+                result["structuredContent"] = {"answer": text, "bytes": "__1e400__"}
             if host.startswith("oddshape"):  # an answer in no shape MCP defines: content null
                 result["content"] = None
             token = message["params"].get("_meta", {}).get("progressToken")
+            params = None
             if host.startswith("bignumber") and token is not None:  # valid JSON, past any float
                 params = {"progressToken": token, "progress": 10**400, "total": 10**400}
+            if host.startswith("escapes") and token is not None:  # words for the operator's terminal
+                params = {"progressToken": token, "progress": 1, "message": "\x1b]52;c;owned\x07 1 file"}
+            if params is not None:
                 out.write(
                     json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
                 )
                 out.write("\n")
         else:
             result = {}
-        out.write(json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": result}) + "\n")
+        reply = json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": result})
+        out.write(reply.replace('"__1e400__"', "1e400") + "\n")
         out.flush()
     return 0
 

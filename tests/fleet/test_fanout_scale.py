@@ -4,6 +4,7 @@ host, and the faults (hang, mute, garbage, refusing hosts). The same over real s
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -16,7 +17,9 @@ from sysmcp.fleet.fanout import Fleet
 from sysmcp.fleet.inventory import from_names
 from sysmcp.fleet.pool import SessionPool
 from sysmcp.fleet.ssh import SshSettings
+from sysmcp.protocol.framing import encode
 from sysmcp.tools.merging import HostOutcome, default_merge
+from tests.profile import needs_proc
 
 pytestmark = pytest.mark.anyio
 
@@ -172,3 +175,61 @@ async def test_a_progress_number_past_a_float_is_read_as_none_and_the_gateway_li
         again = await fleet.fan_out("x", {}, ["bignumber1"], timeout=600, remote_progress=progress)
     assert statuses(first) == statuses(again) == {"bignumber1": "ok"}
     assert heard == [None, None]  # no total is better than a wrong one
+
+
+@needs_proc
+async def test_a_reply_line_longer_than_any_answer_is_that_hosts_remote_error_at_once_not_pending(
+    tmp_path: Path,
+) -> None:
+    """A host that sends 97 MiB of one line and never ends it: it answered, in a line no client reads
+    (its bytes are dropped as they come, not kept). Said for that host before the deadline, and its
+    session's pipes are closed with it (the one left full held its descriptors)."""
+    names = ["ok1", "huge1", "ok2"]
+    inventory = from_names(names)
+    descriptors = len(os.listdir("/proc/self/fd"))
+    async with SessionPool(inventory, settings(tmp_path)).open() as pool:
+        outcomes = await Fleet(inventory, pool, deadline=DEADLINE).fan_out("x", {}, names, timeout=600)
+    assert len(os.listdir("/proc/self/fd")) == descriptors
+    assert statuses(outcomes) == {"ok1": "ok", "huge1": "remote_error", "ok2": "ok"}
+    assert "a line of more than 96 MiB" in outcomes[1].reason
+
+
+async def test_a_result_number_past_a_float_is_that_hosts_failure_and_the_merged_answer_can_be_sent(
+    tmp_path: Path,
+) -> None:
+    """``1e400`` is valid JSON, and Infinity to Python's decoder: read as such, no answer holding it
+    could be encoded (JSON has no Infinity), and one host would fail every host's answer."""
+    names = ["ok1", "infinite1"]
+    inventory = from_names(names)
+    async with SessionPool(inventory, settings(tmp_path)).open() as pool:
+        outcomes = await Fleet(inventory, pool, deadline=DEADLINE).fan_out("x", {}, names, timeout=600)
+    assert statuses(outcomes) == {"ok1": "ok", "infinite1": "remote_error"}
+    assert "does not speak MCP" in outcomes[1].reason
+    encode(default_merge(outcomes, {}).structured)  # the gateway's answer goes out
+
+
+async def test_a_hosts_progress_message_is_passed_on_without_its_terminal_escapes(tmp_path: Path) -> None:
+    heard: list[str | None] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        heard.append(message)
+
+    inventory = from_names(["escapes1"])
+    async with SessionPool(inventory, settings(tmp_path)).open() as pool:
+        fleet = Fleet(inventory, pool, deadline=DEADLINE)
+        outcomes = await fleet.fan_out("x", {}, ["escapes1"], timeout=600, remote_progress=progress)
+    assert statuses(outcomes) == {"escapes1": "ok"}
+    assert heard == ["]52;c;owned 1 file"]
+
+
+async def test_a_host_that_dies_in_the_middle_of_its_answer_is_said_to_have_died_not_to_speak_another_protocol(
+    tmp_path: Path,
+) -> None:
+    names = ["ok1", "dies1"]
+    inventory = from_names(names)
+    async with SessionPool(inventory, settings(tmp_path)).open() as pool:
+        outcomes = await Fleet(inventory, pool, deadline=DEADLINE).fan_out("x", {}, names, timeout=600)
+    assert statuses(outcomes) == {"ok1": "ok", "dies1": "remote_error"}
+    assert outcomes[1].reason == (
+        "the session ended mid-call: the remote command exited with status 1 in the middle of its answer"
+    )

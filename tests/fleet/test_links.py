@@ -40,3 +40,13 @@ def test_the_origin_gets_its_own_uri_and_the_others_the_text() -> None:
     }
     assert for_host(arguments, "web2", linked, texts) == {"manifest": "abc  ./f\n", "base_dir": "/srv"}
     assert linked_arguments({"path": "/srv", "top_n": 3}) == {}
+
+
+def test_a_link_to_another_host_in_a_hosts_answer_reads_nothing_through_the_gateway() -> None:
+    """web02 (compromised) shows web01's stored result as its own: the gateway must not follow it there."""
+    rewritten = to_gateway(
+        "web02", {"lines": ["Full listing: sysmcp://hosts/web01/results/4/dir_usage.json"]}
+    )
+    link = rewritten["lines"][0].split(": ", 1)[1]
+    assert link == "sysmcp://hosts/web02/hosts/web01/results/4/dir_usage.json"
+    assert from_gateway(link) is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -370,3 +371,22 @@ def test_a_host_whose_answer_a_merge_cannot_read_is_named_with_its_text_never_le
     assert out.text.splitlines()[0] == "1 of 2 hosts answered, 1 unreachable."
     assert "not in the view above: old1. Its own text:" in out.text
     assert "    what old1 says" in out.text and not out.is_error
+
+
+def test_a_hosts_own_text_is_shown_with_its_control_characters_escaped() -> None:
+    """The per-host summary quotes each host's text: an ESC or BEL in it reaches no terminal."""
+    out = default_merge([HostOutcome("w1", "ok", 0.1, {}, "fine\x1b]0;owned\x07\nnext")], {})
+    assert "    fine\\033]0;owned\\a" in out.text.splitlines()
+    assert all(line.isprintable() for line in out.text.splitlines())
+
+
+def test_a_hosts_long_run_of_digits_is_grouped_in_linear_time() -> None:
+    """The same-answer grouping tried a rate from every digit of a run: 20,000 digits took 40 s of
+    the gateway's one event loop, every host and call waiting. Now milliseconds; 5 s is the bound."""
+    digits = "1" * 20_000
+    started = time.monotonic()
+    out = default_merge(
+        [HostOutcome("w1", "ok", 0.1, {}, digits), HostOutcome("w2", "ok", 0.1, {}, digits)], {}
+    )
+    assert time.monotonic() - started < 5
+    assert "== 2 hosts, same answer: w1, w2 (as w1 says it)" in out.text
