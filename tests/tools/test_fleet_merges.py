@@ -382,11 +382,12 @@ def test_a_hosts_own_text_is_shown_with_its_control_characters_escaped() -> None
 
 def test_a_hosts_long_run_of_digits_is_grouped_in_linear_time() -> None:
     """The same-answer grouping tried a rate from every digit of a run: 20,000 digits took 40 s of
-    the gateway's one event loop, every host and call waiting. Now milliseconds; 5 s is the bound."""
+    the gateway's one event loop, every host and call waiting. Now milliseconds. The bound is CPU time
+    (5 s), which a loaded machine does not stretch as it does the wall clock."""
     digits = "1" * 20_000
-    started = time.monotonic()
+    started = time.process_time()
     out = default_merge(
         [HostOutcome("w1", "ok", 0.1, {}, digits), HostOutcome("w2", "ok", 0.1, {}, digits)], {}
     )
-    assert time.monotonic() - started < 5
+    assert time.process_time() - started < 5
     assert "== 2 hosts, same answer: w1, w2 (as w1 says it)" in out.text
