@@ -121,6 +121,9 @@ _NOT_FOUND = re.compile(
 MEANINGFUL_LINES = 3  # lines of a failed remote start's stderr quoted in its reason
 
 _NOISE = re.compile(r"^(warning: permanently added|@{5,}|pseudo-terminal will not be allocated)", re.I)
+#: What ssh says when its ProxyJump/ProxyCommand transport broke: a consequence, whose cause the jump's
+#: own ssh says on another line of the same stderr, in either order.
+_THROUGH_PROXY = re.compile(r"Connection to UNKNOWN port 65535", re.I)
 
 
 def bounded(text: str, limit: int = REASON_LIMIT) -> str:
@@ -143,7 +146,7 @@ def classify(
     ended in the middle of a message (it died answering).
     """
     lines = [line.strip(" @\t\r") for line in stderr.splitlines() if not _NOISE.match(line.strip())]
-    lines = [line for line in lines if line]
+    lines = sorted((line for line in lines if line), key=lambda line: bool(_THROUGH_PROXY.search(line)))
     ssh_failed = returncode == 255 or returncode is None
     if ssh_failed or not_mcp is None:
         for status, pattern in _PATTERNS:

@@ -76,6 +76,15 @@ def test_failures_are_classified_from_exit_code_and_stderr(code: int, stderr: st
     assert "\n" not in reason and len(reason) <= 200 and "Permanently added" not in reason
 
 
+@pytest.mark.parametrize("order", [1, -1])
+def test_a_jump_hosts_failure_is_the_reason_whichever_of_the_two_ssh_wrote_first(order: int) -> None:
+    """Behind a ProxyJump two ssh processes share stderr: the jump's says why it failed, the one
+    through it only that its transport broke; the two lines come in either order."""
+    jump = "kex_exchange_identification: Connection closed by remote host"
+    through = "banner exchange: Connection to UNKNOWN port 65535: Broken pipe"
+    assert classify(255, "\n".join([jump, through][::order])) == ("unreachable", jump)
+
+
 def test_a_peer_that_is_no_mcp_server_is_a_remote_error() -> None:
     assert classify(0, "", not_mcp="it wrote 'hello'") == (
         "remote_error",
