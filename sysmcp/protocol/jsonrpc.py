@@ -68,12 +68,16 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON (RFC 8259 has no NaN or Infinity)")
 
 
+class _OutOfRange(ValueError):
+    """A JSON number no float holds."""
+
+
 def _finite(text: str) -> float:
     """A JSON number with a fraction or exponent; one past any float (``1e400``) is refused, not made
     Infinity, which no answer could then carry (a fleet host's result is summed and sent on)."""
     number = float(text)
     if math.isinf(number):
-        raise ValueError(f"{text[:20]} is out of the range of a number")
+        raise _OutOfRange(f"{text[:20]} is out of the range of a number")
     return number
 
 
@@ -97,8 +101,19 @@ def decode_json(line: bytes) -> Any | Invalid:
         return _DECODER.decode(text)
     except RecursionError:
         return Invalid(ErrorCode.PARSE_ERROR, "Parse error: JSON nested too deeply")
+    except _OutOfRange as exc:
+        return _out_of_range(text, exc)
     except ValueError as exc:  # JSONDecodeError, and ints longer than Python allows
         return Invalid(ErrorCode.PARSE_ERROR, f"Parse error: {_short(exc)}")
+
+
+def _out_of_range(text: str, exc: _OutOfRange) -> Invalid:
+    """A line that is JSON but holds a number no float holds: a request among them is answered by its
+    id (its params cannot be used), anything else is a parse error with no id."""
+    message = json.loads(text, parse_constant=_refuse_constant)  # parsed once already: 1e400 as inf
+    if isinstance(message, dict) and "method" in message and is_request_id(message.get("id")):
+        return Invalid(ErrorCode.INVALID_PARAMS, f"Invalid params: {exc}", message["id"])
+    return Invalid(ErrorCode.PARSE_ERROR, f"Parse error: {exc}")
 
 
 def parse_message(value: Any) -> Message:
