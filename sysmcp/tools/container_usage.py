@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from sysmcp.engine.containers import ContainersRequest, Survey, survey
-from sysmcp.engine.paths import printable
+from sysmcp.engine.paths import printable, within_roots
 from sysmcp.protocol.context import Meter
 from sysmcp.render import age, human_bytes, more_not_shown, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result
-from sysmcp.tools.walking import within_roots
 from sysmcp.views import CONTAINERS
 
 MAX_TIMEOUT_S = 60

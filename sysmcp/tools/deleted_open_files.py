@@ -20,7 +20,7 @@ from typing import Any
 
 from sysmcp import platform
 from sysmcp.engine.mounts import Mount, MountTable, default_partitions
-from sysmcp.engine.paths import display, on_the_way, printable
+from sysmcp.engine.paths import display, on_the_way, printable, within_roots
 from sysmcp.engine.procs import PROC, DeletedFile, Holder, Scan, filesystem_of, scan_processes
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ToolError
@@ -29,7 +29,6 @@ from sysmcp.tools import schemas as js
 from sysmcp.tools.errors import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Opt, prop, result, to_json
-from sysmcp.tools.walking import within_roots
 
 MAX_HOLDERS = 5  # descriptors listed per file; more are counted
 

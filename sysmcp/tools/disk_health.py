@@ -10,14 +10,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sysmcp.engine.health import Device, Health, HealthRequest, MdArray, run
-from sysmcp.engine.paths import printable
+from sysmcp.engine.paths import printable, within_roots
 from sysmcp.protocol.context import Meter
 from sysmcp.render import plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.merging import HostOutcome, fleet_output, grouped, host_list, typed_results
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import Open, from_json, prop, result
-from sysmcp.tools.walking import within_roots
 from sysmcp.views import HEALTH
 
 MAX_DEVICES = 100  # devices in an answer; past it the ok ones are counted, not listed

@@ -19,7 +19,7 @@ import anyio
 
 from sysmcp import platform
 from sysmcp.engine.mounts import default_partitions
-from sysmcp.engine.paths import printable
+from sysmcp.engine.paths import printable, within_roots
 from sysmcp.engine.procs import (
     PROC,
     ProcessIo,
@@ -35,7 +35,6 @@ from sysmcp.tools import schemas as js
 from sysmcp.tools.errors import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import Open, prop, result
-from sysmcp.tools.walking import within_roots
 
 DEFAULT_SAMPLE_S = 2.0
 MAX_SAMPLE_S = 60.0

@@ -13,7 +13,7 @@ import anyio.to_thread
 
 from sysmcp.engine.faults import EngineError
 from sysmcp.engine.mounts import Figures, FilesystemUsage, Rate, SampleClock
-from sysmcp.engine.paths import display, is_within
+from sysmcp.engine.paths import display, is_within, within_roots
 from sysmcp.engine.pools import Cow, CowItem, ThinPool, could_be_thin, thin_pools
 from sysmcp.render import age, human_bytes
 from sysmcp.tools.errors import words
@@ -189,8 +189,6 @@ def as_snapshots(cow: Cow, roots: Sequence[Path] | None = None) -> Snapshots:
 def cow_lines(cow: Cow, roots: Sequence[Path] | None = None) -> list[str]:
     """The lines after the explain's part 5 that only the engine's reading has: shared bytes, how to
     learn unknown exclusive bytes (a snapshot's path named only inside ``roots``), and ZFS's split."""
-    from sysmcp.tools.walking import within_roots  # not at the top: it loads the walk, which explain has
-
     extra: list[str] = []
     sized = [item for item in cow.items if item.shared is not None]
     if sized:

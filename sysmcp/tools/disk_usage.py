@@ -32,7 +32,7 @@ from sysmcp.engine.mounts import (
     layer_directories,
     statvfs_usage,
 )
-from sysmcp.engine.paths import display, is_within, printable
+from sysmcp.engine.paths import display, is_within, printable, within_roots
 from sysmcp.engine.pools import could_be_thin
 from sysmcp.history import state
 from sysmcp.history.recording import ReadingGate
@@ -45,7 +45,6 @@ from sysmcp.tools.history_hooks import READINGS, readings_quiet, record_disk
 from sysmcp.tools.merging import HostOutcome, fleet_output, host_list
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Opt, from_json, imported_later, prop, result, to_json
-from sysmcp.tools.walking import within_roots
 from sysmcp.views import DISKS
 
 # Explain's module is imported for an explain, or where the schema or from_json first needs Explain. Why: a

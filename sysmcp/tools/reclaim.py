@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal, cast
 
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.faults import NotFound, Refused
-from sysmcp.engine.paths import display, escaped, exact_bytes
+from sysmcp.engine.paths import display, escaped, exact_bytes, within_roots
 from sysmcp.history import state
 from sysmcp.logconfig import get_logger
 from sysmcp.protocol.context import ClientDeclined
@@ -45,7 +45,6 @@ from sysmcp.tools import reclaim_plan
 from sysmcp.tools import schemas as js
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Opt, prop, result, to_json
-from sysmcp.tools.walking import within_roots
 
 log = get_logger("sysmcp.reclaim")
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sysmcp.engine.paths import display, is_within, printable
+from sysmcp.engine.paths import display, printable
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.failures import ArgumentError, ToolError
 from sysmcp.render import plural
@@ -23,15 +23,6 @@ class PathError(Open):
 
     path: str = prop()
     error: str = prop()
-
-
-def within_roots(path: str, roots: Sequence[Path] | None) -> bool:
-    """Whether ``path`` may be named in an answer: inside one of the roots (None: no roots in force),
-    as written and with its '..' taken out (a path another program gives, ``/srv/../etc``, is not
-    inside /srv; nor is ``/x/../srv``, as /x may be a symlink)."""
-    return roots is None or all(
-        any(is_within(Path(shown), root) for root in roots) for shown in (path, os.path.normpath(path))
-    )
 
 
 def joined(shown: str, relative: str | bytes) -> str:

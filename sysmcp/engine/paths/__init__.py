@@ -16,6 +16,7 @@ from sysmcp.engine.paths._paths import (
     printable,
     real_root,
     roots_from_uris,
+    within_roots,
 )
 
 __all__ = [
@@ -31,4 +32,5 @@ __all__ = [
     "printable",
     "real_root",
     "roots_from_uris",
+    "within_roots",
 ]

@@ -119,6 +119,15 @@ def on_the_way(path: str, roots: Sequence[Path] | None) -> bool:
     return roots is None or any(is_within(where, root) or is_within(root, where) for root in roots)
 
 
+def within_roots(path: str, roots: Sequence[Path] | None) -> bool:
+    """Whether ``path`` may be named in an answer: inside one of the roots (None: no roots in force),
+    as written and with its '..' taken out (a path another program gives, ``/srv/../etc``, is not
+    inside /srv; nor is ``/x/../srv``, as /x may be a symlink)."""
+    return roots is None or all(
+        any(is_within(Path(shown), root) for root in roots) for shown in (path, os.path.normpath(path))
+    )
+
+
 def real_root(raw: str | os.PathLike[str]) -> Path:
     """A root as the policy stores it: absolute, normalised, with every symlink resolved."""
     return Path(os.path.realpath(os.path.abspath(os.fspath(raw))))
