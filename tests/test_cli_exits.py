@@ -254,3 +254,69 @@ def test_a_fleet_host_whose_links_cannot_be_read_any_more_keeps_its_structured_a
     session: Any = GoneLinks()
     files = anyio.run(_per_host, session, {"structuredContent": {"hosts": hosts}})
     assert list(files) == ["web1.json"] and json.loads(files["web1.json"])["files"] == 3
+
+
+@pytest.fixture
+def shared(tmp_path: Path) -> Path:
+    """A drop box any user may write (as /tmp): a name in it may be a link another user planted."""
+    box = tmp_path / "shared"
+    box.mkdir()
+    box.chmod(0o777)
+    return box
+
+
+@pytest.mark.parametrize("plant", ["symlink", "hard link", "dangling symlink"])
+def test_an_output_name_another_user_could_have_planted_as_a_link_is_refused_and_nothing_written_through(
+    tree: Path, tmp_path: Path, shared: Path, plant: str
+) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    if plant == "symlink":
+        (shared / "sums").symlink_to(victim)
+    elif plant == "hard link":
+        os.link(victim, shared / "sums")
+    else:
+        (shared / "sums").symlink_to(tmp_path / "new-victim")
+    done = run("call", "hash_tree", f"path={tree}", "-o", str(shared / "sums"))
+    refused(done, f"sysmcp call: -o {shared / 'sums'}: cannot be written: a ")
+    assert victim.read_text() == "precious\n" and not (tmp_path / "new-victim").exists()
+
+
+def test_an_output_name_swapped_for_a_link_while_the_call_ran_is_not_written_through(
+    tmp_path: Path, shared: Path
+) -> None:
+    from sysmcp.cli.call import check_output
+    from sysmcp.cli.outfile import open_output
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (shared / "sums").write_text("old\n")
+    assert check_output(str(shared / "sums")) is None  # a plain file when the call started
+    (shared / "sums").unlink()
+    (shared / "sums").symlink_to(victim)  # the swap, once the work is under way
+    with pytest.raises(OSError, match="a symbolic link in a directory other users can write"):
+        open_output(str(shared / "sums"))
+    assert victim.read_text() == "precious\n"
+
+
+def test_a_link_in_a_directory_only_its_owner_may_write_is_written_through(tmp_path: Path) -> None:
+    from sysmcp.cli.outfile import open_output
+
+    (tmp_path / "target").write_text("old content, longer than the new\n")
+    (tmp_path / "link").symlink_to(tmp_path / "target")  # as /dev/stdout: nobody else could have put it there
+    with open(open_output(str(tmp_path / "link")), "w") as handle:
+        handle.write("new\n")
+    assert (tmp_path / "target").read_text() == "new\n"
+
+
+def test_a_fleet_host_file_planted_as_a_link_is_not_written_through(
+    tmp_path: Path, shared: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sysmcp.cli.call import _save_per_host
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (shared / "web1.json").symlink_to(victim)
+    assert _save_per_host(str(shared), {"web1.json": "{}\n"}) is False
+    assert victim.read_text() == "precious\n"
+    assert "web1.json: a symbolic link in a directory other users can write" in capsys.readouterr().err

@@ -24,6 +24,7 @@ from anyio.abc import Process
 
 from sysmcp import __version__
 from sysmcp.cli.options import FLEET_OPTIONS, build_parser, fleet_options
+from sysmcp.cli.outfile import open_output
 from sysmcp.cli.snapshot import history_args
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, ProgressCallback, RemoteError, connect
 from sysmcp.protocol.failures import META_REFUSED, ArgumentError
@@ -161,31 +162,35 @@ def check_output(path: str, *, directory: bool = False) -> str | None:
     ``directory``: a fleet call, which saves one file per host in ``path`` (an existing directory, or
     one it makes).
 
-    A new file is not created yet (a refused call leaves nothing behind); an existing regular file is
-    opened for writing without truncating and given a zero-byte write, which a read-only procfs file
+    A new file is not created yet (a refused call leaves nothing behind); an existing regular file (or
+    link) is opened as it will be written (``open_output``: never through a link another user may have
+    planted) without emptying it, and given a zero-byte write, which a read-only procfs file
     (``/proc/version``) refuses. Devices and pipes (``-o /dev/stdout``) are taken as given.
     """
     try:
         st = os.stat(path)
     except FileNotFoundError:
         parent = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(parent):
+        if os.path.islink(path):  # a dangling link: open_output says whether it may be followed
+            st = os.lstat(path)
+        elif not os.path.isdir(parent):
             return f"-o {path}: no such directory: {parent}"
-        if not os.access(parent, os.W_OK | os.X_OK):
+        elif not os.access(parent, os.W_OK | os.X_OK):
             return f"-o {path}: cannot create a file in {parent}"
-        return None
+        else:
+            return None
     except OSError as exc:
         return f"-o {path}: {exc.strerror or exc}"
     if directory:
         if not os.path.isdir(path):
             return f"-o {path}: a fleet call saves one file per host: give a directory"
         return None if os.access(path, os.W_OK | os.X_OK) else f"-o {path}: cannot create a file in it"
-    if os.path.isdir(path):
+    if stat.S_ISDIR(st.st_mode):
         return f"-o {path}: is a directory; give a file name"
-    if not stat.S_ISREG(st.st_mode):
+    if not stat.S_ISREG(st.st_mode) and not os.path.islink(path):
         return None
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        fd = open_output(path, create=False)
         try:
             os.write(fd, b"")
         finally:
@@ -537,7 +542,7 @@ def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
             full = json.dumps(result.get("structuredContent"), indent=2) + "\n" if options.json_output else ""
             full = full or "\n".join(texts) + "\n"
         try:
-            with open(options.output, "w", encoding="utf-8") as handle:
+            with open(open_output(options.output), "w", encoding="utf-8") as handle:
                 handle.write(full)
         except OSError as exc:  # checked before the call; the disk may still fill or the path change since
             print(f"sysmcp call: -o {options.output}: {exc.strerror or exc}", file=sys.stderr)
@@ -600,7 +605,7 @@ def _save_per_host(directory: str, files: dict[str, str]) -> bool:
     try:
         os.makedirs(directory, exist_ok=True)
         for name, text in files.items():
-            with open(os.path.join(directory, name), "w", encoding="utf-8") as handle:
+            with open(open_output(os.path.join(directory, name)), "w", encoding="utf-8") as handle:
                 handle.write(text)
             written, total = written + 1, total + len(text.encode())
     except OSError as exc:
