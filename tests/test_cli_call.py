@@ -270,6 +270,20 @@ def test_progress_on_a_terminal_is_one_line_rewritten_in_place_and_cleared(tmp_p
     assert answer.lstrip().startswith(hashlib.sha256(big.read_bytes()).hexdigest())
 
 
+def test_a_file_name_cannot_drive_the_terminal_but_a_pipe_gets_the_manifest_as_sha256sum_writes_it(
+    tmp_path: Path,
+) -> None:
+    name = "\x1b[2J\x1b]0;owned\x07red"  # clear the screen, retitle the window, ring the bell
+    (tmp_path / name).write_text("x")
+    terminal = Terminal("call", "hash_tree", f"path={tmp_path}")
+    assert terminal.wait(timeout=60) == 0
+    shown = terminal.output.decode().replace("\r\x1b[K", "")  # the progress line's own rewrites
+    assert "\x1b" not in shown and "\x07" not in shown
+    assert "  \\033[2J\\033]0;owned\\ared\r\n" in shown  # the terminal's newline is \r\n
+    piped = run("call", "hash_tree", f"path={tmp_path}")
+    assert f"  {name}\n" in piped.stdout  # the bytes sha256sum -c needs
+
+
 def test_progress_off_a_terminal_is_plain_lines(tmp_path: Path) -> None:
     big = tmp_path / "big.bin"
     big.write_bytes(b"\0" * (8 << 20))

@@ -26,6 +26,7 @@ from sysmcp import __version__
 from sysmcp.cli.options import FLEET_OPTIONS, build_parser, fleet_options
 from sysmcp.cli.outfile import open_output
 from sysmcp.cli.snapshot import history_args
+from sysmcp.engine.paths import printable
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, ProgressCallback, RemoteError, connect
 from sysmcp.protocol.failures import META_REFUSED, ArgumentError
 from sysmcp.render import plural
@@ -343,7 +344,7 @@ class ProgressLine:
             self.stream.flush()
             return
         columns = shutil.get_terminal_size((80, 24)).columns
-        self.stream.write("\r\x1b[K" + text[: max(columns - 1, 10)])
+        self.stream.write("\r\x1b[K" + on_terminal(text, self.stream)[: max(columns - 1, 10)])
         self.stream.flush()
         self._shown = True
 
@@ -529,7 +530,7 @@ async def _stop(process: Process, kill_after: float | None) -> None:
 def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
     if "error" in reply:
         error = reply["error"]
-        print(f"sysmcp call: {error.get('message')}", file=sys.stderr)
+        print(on_terminal(f"sysmcp call: {error.get('message')}", sys.stderr), file=sys.stderr)
         return EXIT_USAGE if error.get("code") == -32602 else EXIT_PROBLEM
     result: dict[str, Any] = reply.get("result", {})
     texts = [b["text"] for b in result.get("content", []) if b.get("type") == "text"]
@@ -563,9 +564,19 @@ def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
     else:
         stream = sys.stderr if result.get("isError") else sys.stdout
         for text in texts:
-            print(without_links(text, _links(result), options.output), file=stream)
+            print(on_terminal(without_links(text, _links(result), options.output), stream), file=stream)
     sys.stdout.flush()
     return status
+
+
+def on_terminal(text: str, stream: TextIO) -> str:
+    """``text`` as a terminal should show it: every control character but newline and tab escaped
+    (``\\033``), as ``ls`` shows names on a terminal, so a file's name (a manifest prints it as
+    sha256sum does, ESC and all) can neither drive the terminal nor rewrite lines. Off a terminal the
+    text is written as it is, sha256sum's exact bytes for a file or a pipe."""
+    if text.isprintable() or not stream.isatty():
+        return text
+    return "\n".join("\t".join(map(printable, line.split("\t"))) for line in text.split("\n"))
 
 
 def _links(result: dict[str, Any]) -> list[str]:
