@@ -13,6 +13,7 @@ import os
 import pty
 import re
 import select
+import signal
 import subprocess
 import sys
 import termios
@@ -223,6 +224,27 @@ def test_ctrl_c_cancels_the_call_prints_one_line_and_exits_130(tmp_path: Path) -
     erased, _, left = after.rpartition("\r\x1b[K")  # the progress line is cleared, then one line follows
     assert "\n" not in erased
     assert left.replace("^C", "").strip() == "sysmcp call: interrupted; the call was cancelled on the server"
+
+
+def test_sigterm_cancels_the_call_and_exits_143_as_a_shell_reports_a_terminated_command(
+    tmp_path: Path,
+) -> None:
+    big = sparse(tmp_path / "big.bin")
+    call = subprocess.Popen(
+        [*SYSMCP, "call", "file_sha256", f"path={big}"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert call.stderr is not None
+    assert call.stderr.readline().startswith("progress: ")  # running
+    call.send_signal(signal.SIGTERM)
+    assert call.wait(timeout=30) == 143
+    assert (
+        call.stderr.read().splitlines()[-1]
+        == "sysmcp call: interrupted; the call was cancelled on the server"
+    )
 
 
 def test_ctrl_c_sends_notifications_cancelled_for_the_call_and_gets_no_answer(tmp_path: Path) -> None:

@@ -57,6 +57,7 @@ exit status:
   3    partial result: the time budget ran out first (what is printed is true but
        incomplete; the reason goes to stderr too when stdout is not a terminal)
   130  interrupted (Ctrl-C): the call is cancelled on the server
+  143  terminated (SIGTERM: kill, timeout, systemd): cancelled on the server too
   141  stdout closed early (e.g. `| head`), quietly"""
 
 #: One example command line per tool, shown by ``sysmcp call TOOL --help``.
@@ -361,6 +362,10 @@ class ProgressLine:
 class Interrupted(Exception):
     """Ctrl-C (or SIGTERM) arrived; the call in flight was cancelled on the server."""
 
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.status = 128 + signum  # 130 for Ctrl-C, 143 for SIGTERM: as a shell reports either
+
 
 @dataclass
 class CallOptions:
@@ -439,7 +444,7 @@ async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> i
         # end, the state database checkpoints); only an interrupted call is cut short.
         await _stop(process, kill_after=INTERRUPT_GRACE if interrupted else None)
         if interrupted:
-            raise Interrupted
+            raise Interrupted(interrupted[0])
         assert reply is not None
     return _report(tool, reply, options)
 
@@ -654,9 +659,10 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
         if _find(exc, BrokenPipeError) is not None:
             _silence_stdout()
             return EXIT_PIPE
-        if _find(exc, Interrupted) is not None or _find(exc, KeyboardInterrupt) is not None:
+        interrupted = _find(exc, Interrupted)
+        if interrupted is not None or _find(exc, KeyboardInterrupt) is not None:
             print("sysmcp call: interrupted; the call was cancelled on the server", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            return interrupted.status if interrupted is not None else EXIT_INTERRUPTED
         unstarted = _find(exc, ServerNotStarted)
         if unstarted is not None:
             print(f"sysmcp call: cannot start the server ({unstarted})", file=sys.stderr)
