@@ -8,6 +8,7 @@ stops before answering passes its own status on.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -782,6 +783,7 @@ def key_value(pair: str, tool: str | None = None) -> tuple[str, Any]:
     """One ``key=value`` argument; a value that parses as JSON (3, true, ["a"]) is taken as JSON, else as text,
     and a key the tool takes only as text keeps a number's digits as text (``confirm=4817290356``).
 
+    ``NaN``, ``Infinity`` and ``1e400`` are no JSON numbers: text (which the tool's schema then names).
     A malformed pair raises ValueError with the one line to print (a usage error, exit 2); a bare path
     given to a tool that takes one is named as the pair it was meant to be. A value that starts like a
     JSON array or object (``[`` or ``{``) must be one: ``exclude=[".git"`` is a typo, never the literal
@@ -793,7 +795,7 @@ def key_value(pair: str, tool: str | None = None) -> tuple[str, Any]:
         hint = f" (did you mean {meant}={pair}?)" if meant else ""
         raise ValueError(f"expected KEY=VALUE, got {pair!r}{hint}")
     try:
-        parsed = json.loads(value)
+        parsed = json.loads(value, parse_constant=_not_json, parse_float=_finite)
     except ValueError as exc:
         if value.lstrip()[:1] in ("[", "{"):
             raise ValueError(f"{key}= starts like JSON but is not valid JSON ({exc}): {value!r}") from None
@@ -801,6 +803,19 @@ def key_value(pair: str, tool: str | None = None) -> tuple[str, Any]:
     if not isinstance(parsed, (str, list, dict)) and _takes_text(key, tool):
         return key, value  # a plan id or a confirmation code of digits only: still the text it takes
     return key, parsed
+
+
+def _not_json(constant: str) -> None:
+    """``NaN``, ``Infinity``: Python's json reads them, JSON has no such number (nor can the wire carry one)."""
+    raise ValueError(f"{constant} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float, refused when it overflows to infinity (``1e400``)."""
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is out of range")
+    return number
 
 
 def _takes_text(key: str, tool: str | None) -> bool:
