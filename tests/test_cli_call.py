@@ -166,6 +166,20 @@ def test_tool_help_shows_its_arguments_with_descriptions_and_an_example() -> Non
     assert "examples:\n  sysmcp call file_sha256 path=" in done.stdout
 
 
+def test_tool_help_shows_every_value_an_array_takes_and_every_bound_of_the_real_schema() -> None:
+    from sysmcp.cli.call import _tools, tool_help
+
+    for name, tool in _tools(allow_reclaim=True).items():
+        shown = tool_help(name, allow_reclaim=True)
+        for key, spec in tool.input_schema.get("properties", {}).items():
+            line = next(line for line in shown.splitlines() if line.startswith(f"  {key}=<"))
+            for value in [*spec.get("enum", ()), *spec.get("items", {}).get("enum", ())]:
+                assert value in line, (name, key, value)
+            for bound in (spec.get("minimum"), spec.get("maximum")):
+                assert bound is None or str(bound) in line, (name, key, bound)
+    assert "  top_n=<integer 1..50>  (default: 5)" in tool_help("dir_usage")
+
+
 def test_call_without_a_tool_says_which_tools_exist() -> None:
     done = run("call")
     assert done.returncode == 2 and "which tool?" in done.stderr and "hash_tree" in done.stderr

@@ -232,10 +232,17 @@ def tools_overview() -> str:
 
 
 def _kind(spec: dict[str, Any]) -> str:
+    """What a value may be, from its schema: ``integer 1..100``, ``array of a|b``, ``string/number``."""
     if "enum" in spec:
         return "|".join(map(str, spec["enum"]))
     kind = spec.get("type", "value")
-    return "/".join(kind) if isinstance(kind, list) else str(kind)
+    kinds = [kind] if isinstance(kind, str) else list(kind)
+    items = spec.get("items")
+    text = "/".join(f"array of {_kind(items)}" if k == "array" and items else str(k) for k in kinds)
+    low, high = spec.get("minimum"), spec.get("maximum")
+    if low is not None or high is not None:
+        text += f" {'' if low is None else low}..{'' if high is None else high}"
+    return text
 
 
 def tool_help(name: str, *, allow_reclaim: bool = False) -> str:
