@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.profile import needs_proc
+
 SYSMCP = [sys.executable, "-m", "sysmcp"]
 ZERO = "0" * 64
 
@@ -289,6 +291,24 @@ def test_a_closed_pipe_ends_the_call_quietly(tmp_path: Path) -> None:
     )
     assert len(done.stdout.splitlines()) == 3
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
+
+
+@needs_proc  # the server is found as the call's child in /proc
+def test_a_server_killed_mid_call_is_named_with_its_signal_and_exits_1(tmp_path: Path) -> None:
+    big = sparse(tmp_path / "big.bin", 1 << 40)
+    call = subprocess.Popen(
+        [*SYSMCP, "call", "file_sha256", f"path={big}"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert call.stderr is not None and call.stderr.readline().startswith("progress: ")
+    (server,) = Path(f"/proc/{call.pid}/task/{call.pid}/children").read_text().split()
+    os.kill(int(server), signal.SIGKILL)
+    assert call.wait(timeout=30) == 1
+    said = call.stderr.read().splitlines()[-1]
+    assert said == "sysmcp call: the server stopped before answering (killed by SIGKILL)"
 
 
 # -- progress ---------------------------------------------------------------------------------------

@@ -678,7 +678,8 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
         stopped = _find(exc, ServerStopped)
         if stopped is not None or _find(exc, PeerGone) is not None:
             status = stopped.status if stopped is not None else None
-            said = f" (exit {status})" if status else ""
+            said = f" (exit {status})" if status and status > 0 else ""
+            said = f" (killed by {signal.Signals(-status).name})" if status and status < 0 else said
             print(f"sysmcp call: the server stopped before answering{said}", file=sys.stderr)
             return status if status and status > 0 else EXIT_PROBLEM
         raise
