@@ -260,7 +260,7 @@ def _within(roots: list[str]) -> Callable[[bytes | str], bool]:
 
 
 def _list(store: Store, limit: int, shown: Callable[[bytes | str], bool]) -> int:
-    from sysmcp.engine.paths import display
+    from sysmcp.engine.paths import escaped
     from sysmcp.render import human_bytes
 
     infos = [info for info in store.snapshots(limit=limit) if shown(info.series.root)]
@@ -270,7 +270,7 @@ def _list(store: Store, limit: int, shown: Callable[[bytes | str], bool]) -> int
         taken = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.taken))
         kind = info.kind + ("*" if info.partial else "")
         size = human_bytes(info.disk)
-        _out(f"{info.id:>6}  {taken}  {kind:8}  {size:>10}  {info.rows:>7}  {display(info.series.root)}")
+        _out(f"{info.id:>6}  {taken}  {kind:8}  {size:>10}  {info.rows:>7}  {escaped(info.series.root)}")
     if any(info.partial for info in infos):
         _out("* partial: the scan stopped early")
     return EXIT_OK
