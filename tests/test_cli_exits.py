@@ -80,6 +80,17 @@ def test_a_new_output_file_in_a_writable_directory_is_written(tree: Path, tmp_pa
     done = run("call", "hash_tree", f"path={tree}", "-o", str(tmp_path / "sums"))
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "sums").read_text().endswith("  a.txt\n")
+    assert "bytes, replacing" not in done.stderr
+
+
+def test_an_existing_output_file_is_replaced_and_said_so(tree: Path, tmp_path: Path) -> None:
+    (tmp_path / "sums").write_text("an older manifest, longer than the new one\n" * 10)
+    done = run("call", "hash_tree", f"path={tree}", "-o", str(tmp_path / "sums"))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "sums").read_text().endswith("  a.txt\n") and "older" not in (
+        tmp_path / "sums"
+    ).read_text()
+    assert f"to {tmp_path / 'sums'} (" in done.stderr and " bytes, replacing the file there)" in done.stderr
 
 
 @pytest.mark.parametrize(

@@ -555,6 +555,7 @@ def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
         if not uris:  # nothing was too big to inline: the answer is the full result
             full = json.dumps(result.get("structuredContent"), indent=2) + "\n" if options.json_output else ""
             full = full or "\n".join(texts) + "\n"
+        replacing = ", replacing the file there" if os.path.isfile(options.output) else ""
         try:
             with open(open_output(options.output), "w", encoding="utf-8") as handle:
                 handle.write(full)
@@ -563,7 +564,7 @@ def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
             return EXIT_PROBLEM
         what, described = saved_what(result, uris, options.json_output)
         print(
-            f"sysmcp call: saved {what} to {options.output} ({len(full.encode()):,} bytes)"
+            f"sysmcp call: saved {what} to {options.output} ({len(full.encode()):,} bytes{replacing})"
             + (f": {described}" if described else ""),
             file=sys.stderr,
         )
