@@ -130,6 +130,16 @@ def test_hash_tree_exit_status_counts_unreadable_files_and_directories() -> None
     assert exit_status("hash_tree", result(0, 2)) == 1
 
 
+def test_dir_usage_with_an_unreadable_directory_exits_1_as_du_does() -> None:
+    from sysmcp.cli.call import exit_status
+
+    def result(**skipped: int) -> dict[str, object]:
+        return {"structuredContent": {"complete": True, "skipped": skipped}}
+
+    assert exit_status("dir_usage", result(unreadable=1)) == 1  # du: cannot read directory …: exit 1
+    assert exit_status("dir_usage", result(excluded=3, other_filesystem=1, vanished=2)) == 0
+
+
 def test_usage_errors_exit_2_before_any_server_starts(tree: Path) -> None:
     unknown = run("call", "rm_rf", "path=/")
     assert (

@@ -49,8 +49,9 @@ EXIT_CODES_HELP = """\
 exit status:
   0    success
   1    the tool found a problem: file_sha256 MISMATCH, verify_checksums not all OK,
-       hash_tree with unreadable files (the result is still printed), a disk_health
-       device or array failing, or a tool error
+       hash_tree or dir_usage with unreadable files or directories (as sha256sum and
+       du; the result is still printed), a disk_health device or array failing, or a
+       tool error
        with hosts=: a host without a result, or a host's result that would exit 1
   2    usage error, refused before any work: unknown tool, a bad, missing, repeated
        or relative argument, a path outside --root, an unknown host, an -o FILE
@@ -121,7 +122,7 @@ def exit_status(tool: str, result: dict[str, Any]) -> int:
         for row in data.get(key) or []
     ):
         return EXIT_PROBLEM  # a failing disk, as smartctl's exit status flags one
-    if tool == "hash_tree":
+    if tool in ("hash_tree", "dir_usage"):  # as du and sha256sum exit 1 on what they could not read
         skipped = data.get("skipped")
         unreadable_dirs = skipped.get("unreadable", 0) if isinstance(skipped, dict) else 0
         if data.get("unreadable_count", 0) or unreadable_dirs:
