@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from sysmcp.cli.outfile import open_output
 from tests.profile import needs_proc
 
 SYSMCP = [sys.executable, "-m", "sysmcp"]
@@ -289,7 +290,7 @@ def test_an_output_name_another_user_could_have_planted_as_a_link_is_refused_and
     else:
         (shared / "sums").symlink_to(tmp_path / "new-victim")
     done = run("call", "hash_tree", f"path={tree}", "-o", str(shared / "sums"))
-    refused(done, f"sysmcp call: -o {shared / 'sums'}: cannot be written: a ")
+    refused(done, f"sysmcp call: -o {shared / 'sums'}: cannot be written: ")
     assert victim.read_text() == "precious\n" and not (tmp_path / "new-victim").exists()
 
 
@@ -297,7 +298,6 @@ def test_an_output_name_swapped_for_a_link_while_the_call_ran_is_not_written_thr
     tmp_path: Path, shared: Path
 ) -> None:
     from sysmcp.cli.call import check_output
-    from sysmcp.cli.outfile import open_output
 
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
@@ -311,8 +311,6 @@ def test_an_output_name_swapped_for_a_link_while_the_call_ran_is_not_written_thr
 
 
 def test_a_link_in_a_directory_only_its_owner_may_write_is_written_through(tmp_path: Path) -> None:
-    from sysmcp.cli.outfile import open_output
-
     (tmp_path / "target").write_text("old content, longer than the new\n")
     (tmp_path / "link").symlink_to(tmp_path / "target")  # as /dev/stdout: nobody else could have put it there
     with open(open_output(str(tmp_path / "link")), "w") as handle:
@@ -331,3 +329,29 @@ def test_a_fleet_host_file_planted_as_a_link_is_not_written_through(
     assert _save_per_host(str(shared), {"web1.json": "{}\n"}) is False
     assert victim.read_text() == "precious\n"
     assert "web1.json: a symbolic link in a directory other users can write" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fleet", [False, True], ids=["a file", "a fleet's directory"])
+def test_a_directory_on_the_way_planted_as_a_link_by_another_user_is_not_followed(
+    tree: Path, tmp_path: Path, shared: Path, fleet: bool
+) -> None:
+    elsewhere = tmp_path / "elsewhere"  # /etc, say: root's, where nothing is to be written
+    elsewhere.mkdir()
+    (shared / "reports").symlink_to(elsewhere)
+    if fleet:
+        done = run("call", "--host", "web1", "disk_usage", "hosts=web1", "-o", str(shared / "reports"))
+        words = (
+            f"sysmcp call: -o {shared / 'reports'}: cannot be written: {shared / 'reports'}: a symbolic link"
+        )
+    else:
+        done = run("call", "hash_tree", f"path={tree}", "-o", str(shared / "reports" / "sums"))
+        words = (
+            f"cannot be written: {shared / 'reports'}: a symbolic link in a directory other users can write"
+        )
+    refused(done, words)
+    assert list(elsewhere.iterdir()) == []
+    with pytest.raises(OSError, match="a symbolic link in a directory other users can write"):
+        open_output(
+            str(shared / "reports" / "web1.json")
+        )  # swapped in after the check: the write refuses too
+    assert list(elsewhere.iterdir()) == []

@@ -137,7 +137,7 @@ def test_a_record_file_that_cannot_be_opened_is_a_usage_error_not_a_traceback(tm
     shared.chmod(0o777)  # as /tmp: another user may have planted the link
     (shared / "trace.jsonl").symlink_to(victim)
     for output, words in [
-        (tmp_path / "missing" / "trace.jsonl", "No such file or directory"),
+        (tmp_path / "missing" / "trace.jsonl", f"{tmp_path / 'missing'}: No such file or directory"),
         (shared / "trace.jsonl", "a symbolic link in a directory other users can write"),
     ]:
         done = subprocess.run(

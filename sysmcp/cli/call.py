@@ -25,7 +25,7 @@ from anyio.abc import Process
 
 from sysmcp import __version__
 from sysmcp.cli.options import FLEET_OPTIONS, build_parser, fleet_options
-from sysmcp.cli.outfile import open_output
+from sysmcp.cli.outfile import open_directory, open_output
 from sysmcp.cli.snapshot import history_args
 from sysmcp.engine.paths import printable
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, ProgressCallback, RemoteError, connect
@@ -182,13 +182,15 @@ def check_output(path: str, *, directory: bool = False) -> str | None:
         elif not os.access(parent, os.W_OK | os.X_OK):
             return f"-o {path}: cannot create a file in {parent}"
         else:
-            return None
+            return _reached(path, parent)
     except OSError as exc:
         return f"-o {path}: {exc.strerror or exc}"
     if directory:
         if not os.path.isdir(path):
             return f"-o {path}: a fleet call saves one file per host: give a directory"
-        return None if os.access(path, os.W_OK | os.X_OK) else f"-o {path}: cannot create a file in it"
+        if not os.access(path, os.W_OK | os.X_OK):
+            return f"-o {path}: cannot create a file in it"
+        return _reached(path, os.path.abspath(path))
     if stat.S_ISDIR(st.st_mode):
         return f"-o {path}: is a directory; give a file name"
     if not stat.S_ISREG(st.st_mode) and not os.path.islink(path):
@@ -199,6 +201,16 @@ def check_output(path: str, *, directory: bool = False) -> str | None:
             os.write(fd, b"")
         finally:
             os.close(fd)
+    except OSError as exc:
+        return f"-o {path}: cannot be written: {exc.strerror or exc}"
+    return None
+
+
+def _reached(path: str, directory: str) -> str | None:
+    """Why ``-o path`` cannot be written in ``directory`` (a link another user may have planted on the
+    way: ``open_directory``), or None."""
+    try:
+        os.close(open_directory(directory))
     except OSError as exc:
         return f"-o {path}: cannot be written: {exc.strerror or exc}"
     return None

@@ -2,8 +2,8 @@
 
 In such a directory (``/tmp``, a shared drop box) another user can plant a symbolic link or a hard link
 under the name, or swap one in while the call runs: writing through it would truncate whatever it
-points at (``/etc/shadow``). So the name is opened without following a link, and there a link (or a
-file with another name elsewhere) is refused. A link in a directory only its owner, root or we may
+points at (``/etc/shadow``). So each name on the way is opened without following a link, and there a
+link (or a file with another name elsewhere) is refused. A link in a directory only its owner, root or we may
 write (``/dev/stdout``, ``/dev/fd/N``) nobody else could have put there: it is followed.
 """
 
@@ -15,6 +15,7 @@ import os
 import stat
 
 _FLAGS = os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC  # a FIFO without a reader: ENXIO, no hang
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 def open_output(path: str, *, create: bool = True, mode: int = 0o666) -> int:
@@ -24,18 +25,10 @@ def open_output(path: str, *, create: bool = True, mode: int = 0o666) -> int:
     FileNotFoundError and nothing is emptied.
     """
     parent, name = os.path.split(os.path.abspath(path))
-    directory = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    directory = open_directory(parent)
     try:
+        fd = _open_at(directory, name, _FLAGS | (os.O_CREAT if create else 0), mode)
         shared = _others_may_write(os.fstat(directory))
-        flags = _FLAGS | (os.O_CREAT if create else 0)
-        try:
-            fd = os.open(name, flags | os.O_NOFOLLOW, mode, dir_fd=directory)
-        except OSError as exc:
-            if exc.errno != errno.ELOOP:
-                raise
-            if shared:
-                raise OSError(exc.errno, "a symbolic link in a directory other users can write") from None
-            fd = os.open(name, flags, mode, dir_fd=directory)
     finally:
         os.close(directory)
     try:
@@ -49,6 +42,37 @@ def open_output(path: str, *, create: bool = True, mode: int = 0o666) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def open_directory(path: str) -> int:
+    """A descriptor of the directory ``path``, reached one name at a time from ``/``: a link on the way
+    is followed only where no other user could have put it (else OSError, naming where it stopped)."""
+    fd, walked = os.open("/", _DIRECTORY), ""
+    try:
+        for name in filter(None, os.path.normpath(path).split("/")):
+            walked += "/" + name
+            inner = _open_at(fd, name, _DIRECTORY, 0)
+            os.close(fd)
+            fd = inner
+    except OSError as exc:
+        os.close(fd)
+        raise OSError(exc.errno, f"{walked}: {exc.strerror}") from None
+    return fd
+
+
+def _open_at(directory: int, name: str, flags: int, mode: int) -> int:
+    """``name`` in ``directory``, opened without following a link, unless the directory is one only
+    root, its owner or we may write."""
+    try:
+        return os.open(name, flags | os.O_NOFOLLOW, mode, dir_fd=directory)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        if not stat.S_ISLNK(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode):
+            raise
+        if _others_may_write(os.fstat(directory)):
+            raise OSError(errno.ELOOP, "a symbolic link in a directory other users can write") from None
+        return os.open(name, flags, mode, dir_fd=directory)
 
 
 def _others_may_write(directory: os.stat_result) -> bool:
