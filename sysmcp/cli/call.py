@@ -59,8 +59,8 @@ exit status:
   3    partial result: the time budget ran out first (what is printed is true but
        incomplete; the reason goes to stderr too when stdout is not a terminal)
   130  interrupted (Ctrl-C): the call is cancelled on the server
-  143  terminated (SIGTERM: kill, timeout, systemd): cancelled on the server too
-  141  stdout closed early (e.g. `| head`), quietly"""
+  141  stdout closed early (e.g. `| head`), quietly
+  143  terminated (SIGTERM: kill, timeout, systemd): cancelled on the server too"""
 
 #: One example command line per tool, shown by ``sysmcp call TOOL --help``.
 EXAMPLES: dict[str, tuple[str, ...]] = {

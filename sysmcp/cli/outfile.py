@@ -3,8 +3,8 @@
 In such a directory (``/tmp``, a shared drop box) another user can plant a symbolic link or a hard link
 under the name, or swap one in while the call runs: writing through it would truncate whatever it
 points at (``/etc/shadow``). So each name on the way is opened without following a link, and there a
-link (or a file with another name elsewhere) is refused. A link in a directory only its owner, root or we may
-write (``/dev/stdout``, ``/dev/fd/N``) nobody else could have put there: it is followed.
+link (or a file with another name elsewhere) is refused. A link in a directory only root or we may write
+(``/dev/stdout``, ``/dev/fd/N``) nobody else could have put there: it is followed.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def open_directory(path: str) -> int:
 
 def _open_at(directory: int, name: str, flags: int, mode: int) -> int:
     """``name`` in ``directory``, opened without following a link, unless the directory is one only
-    root, its owner or we may write."""
+    root or we may write."""
     try:
         return os.open(name, flags | os.O_NOFOLLOW, mode, dir_fd=directory)
     except OSError as exc:
