@@ -355,3 +355,38 @@ def test_a_directory_on_the_way_planted_as_a_link_by_another_user_is_not_followe
             str(shared / "reports" / "web1.json")
         )  # swapped in after the check: the write refuses too
     assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("arguments", "line"),
+    [
+        (
+            ("snapshot", "--timeout", "0", "/nonexistent"),
+            "sysmcp snapshot: argument --timeout: must be a number above 0",
+        ),
+        (
+            ("snapshot", "--timeout", "nan", "/nonexistent"),
+            "sysmcp snapshot: argument --timeout: must be a number above 0",
+        ),
+        (
+            ("history", "--limit", "-1"),
+            "sysmcp history: argument --limit: must be a number above 0, got '-1'",
+        ),
+        (
+            ("call", "--host", "web1", "--fleet-deadline", "nan", "disk_usage", "hosts=web1"),
+            "sysmcp: --fleet-",
+        ),
+        (("--host", "web1", "--connect-timeout", "nan"), "sysmcp: --fleet-concurrency, --connect-timeout"),
+    ],
+    ids=[
+        "a zero timeout",
+        "a NaN timeout",
+        "a negative limit",
+        "a NaN fleet deadline",
+        "a NaN connect timeout",
+    ],
+)
+def test_a_number_option_that_means_nothing_is_refused_before_any_work(
+    arguments: tuple[str, ...], line: str
+) -> None:
+    refused(run(*arguments), line)
