@@ -390,3 +390,9 @@ def test_a_number_option_that_means_nothing_is_refused_before_any_work(
     arguments: tuple[str, ...], line: str
 ) -> None:
     refused(run(*arguments), line)
+
+
+def test_reclaim_without_allow_reclaim_says_which_option_serves_it_not_unknown_tool() -> None:
+    said = "sysmcp call: reclaim is served only with --allow-reclaim: sysmcp call --allow-reclaim reclaim …"
+    refused(run("call", "reclaim", "plan_id=x", 'items=["a"]'), said)
+    refused(run("call", "reclaim", "--help"), said)

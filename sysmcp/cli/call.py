@@ -312,7 +312,7 @@ def check_call(
 
     tools = _tools(allow_reclaim)
     if tool not in tools:
-        return f"unknown tool {tool!r}; tools: {', '.join(tools)}"
+        return _unknown_tool(tool, tools)
     schema = tools[tool].input_schema
     if "hosts" in arguments and not fleet:
         return "hosts= needs a fleet: give --host NAME (repeatable) or --inventory FILE"
@@ -323,6 +323,13 @@ def check_call(
     except ArgumentError as exc:
         return f"{exc.message} (see: sysmcp call {tool} --help)"
     return relative_path_argument(arguments)
+
+
+def _unknown_tool(tool: str, tools: dict[str, Any]) -> str:
+    """Why ``tool`` is not among ``tools``: a tool served only with ``--allow-reclaim`` says so."""
+    if tool in _tools(allow_reclaim=True):
+        return f"{tool} is served only with --allow-reclaim: sysmcp call --allow-reclaim {tool} …"
+    return f"unknown tool {tool!r}; tools: {', '.join(tools)}"
 
 
 # -- progress -----------------------------------------------------------------------------------
@@ -739,10 +746,10 @@ def run_command(args: argparse.Namespace, roots: list[str]) -> int:
     if args.help:
         if args.tool is None:
             return print_help(_call_parser().format_help())
-        known = list(_tools(args.allow_reclaim))
+        known = _tools(args.allow_reclaim)
         if args.tool in known:
             return print_help(tool_help(args.tool, allow_reclaim=args.allow_reclaim) + "\n")
-        return _refuse(f"sysmcp call: unknown tool {args.tool!r}; tools: {', '.join(known)}")
+        return _refuse(f"sysmcp call: {_unknown_tool(args.tool, known)}")
     try:
         pairs = [key_value(pair, args.tool) for pair in args.arguments]
     except ValueError as exc:
