@@ -350,6 +350,20 @@ def test_a_file_name_cannot_drive_the_terminal_but_a_pipe_gets_the_manifest_as_s
     assert f"  {name}\n" in piped.stdout  # the bytes sha256sum -c needs
 
 
+def test_json_on_a_terminal_escapes_what_would_reorder_or_drive_it_and_stays_the_same_json(
+    tmp_path: Path,
+) -> None:
+    name = "report\u202eexe.txt\u009b2J"  # a right-to-left override, then a C1 CSI
+    (tmp_path / name).write_text("x")
+    terminal = Terminal("call", "--json", "dir_usage", f"path={tmp_path}", "show=files")
+    assert terminal.wait(timeout=60) == 0
+    shown = terminal.output.decode()
+    assert "\u202e" not in shown and "\u009b" not in shown
+    assert "report\\u202eexe.txt\\u009b2J" in shown  # JSON's own escapes: json.loads gives the name back
+    piped = json.loads(run("call", "--json", "dir_usage", f"path={tmp_path}", "show=files").stdout)
+    assert name in json.dumps(piped, ensure_ascii=False)
+
+
 def test_progress_off_a_terminal_is_plain_lines(tmp_path: Path) -> None:
     big = tmp_path / "big.bin"
     big.write_bytes(b"\0" * (8 << 20))

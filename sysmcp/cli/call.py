@@ -594,7 +594,7 @@ def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
     if options.raw:
         return status
     if options.json_output and not result.get("isError"):
-        print(json.dumps(result.get("structuredContent"), indent=2, ensure_ascii=False))
+        print(json_on_terminal(json.dumps(result.get("structuredContent"), indent=2, ensure_ascii=False)))
     else:
         stream = sys.stderr if result.get("isError") else sys.stdout
         for text in texts:
@@ -611,6 +611,15 @@ def on_terminal(text: str, stream: TextIO) -> str:
     if text.isprintable() or not stream.isatty():
         return text
     return "\n".join("\t".join(map(printable, line.split("\t"))) for line in text.split("\n"))
+
+
+def json_on_terminal(text: str) -> str:
+    """``--json`` as a terminal should show it: each character that is not printable (only a string can
+    hold one) as its ``\\uXXXX`` escape, which is the same JSON, so a name's right-to-left override
+    (U+202E) or C1 control cannot reorder or drive what the operator reads. Off a terminal, as it is."""
+    if not sys.stdout.isatty() or text.replace("\n", "").isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == "\n" else json.dumps(c)[1:-1] for c in text)
 
 
 def _links(result: dict[str, Any]) -> list[str]:
