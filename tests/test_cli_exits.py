@@ -396,3 +396,15 @@ def test_reclaim_without_allow_reclaim_says_which_option_serves_it_not_unknown_t
     said = "sysmcp call: reclaim is served only with --allow-reclaim: sysmcp call --allow-reclaim reclaim …"
     refused(run("call", "reclaim", "plan_id=x", 'items=["a"]'), said)
     refused(run("call", "reclaim", "--help"), said)
+
+
+def test_fleet_host_files_that_replace_files_already_there_say_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sysmcp.cli.call import _save_per_host
+
+    (tmp_path / "web1.json").write_text("yesterday's\n")
+    assert _save_per_host(str(tmp_path), {"web1.json": "{}\n", "web2.json": "{}\n"}) is True
+    assert (tmp_path / "web1.json").read_text() == "{}\n"
+    said = capsys.readouterr().err
+    assert said == f"sysmcp call: wrote 2 host results (6 bytes) to {tmp_path}/, replacing 1 file there\n"

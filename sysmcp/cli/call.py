@@ -655,10 +655,11 @@ def _save_per_host(directory: str, files: dict[str, str]) -> bool:
     """``-o DIR`` for a fleet call: one file per host in DIR (made if missing), said on stderr. False
     when one cannot be written (checked before the call, but the disk may fill since): one line names
     it and how many were written before it, which stay."""
-    name, written, total = "", 0, 0
+    name, written, total, replaced = "", 0, 0, 0
     try:
         os.makedirs(directory, exist_ok=True)
         for name, text in files.items():
+            replaced += os.path.isfile(os.path.join(directory, name))
             with open(open_output(os.path.join(directory, name)), "w", encoding="utf-8") as handle:
                 handle.write(text)
             written, total = written + 1, total + len(text.encode())
@@ -670,7 +671,8 @@ def _save_per_host(directory: str, files: dict[str, str]) -> bool:
         )
         return False
     print(
-        f"sysmcp call: wrote {plural(len(files), 'host result')} ({plural(total, 'byte')}) to {directory}/",
+        f"sysmcp call: wrote {plural(len(files), 'host result')} ({plural(total, 'byte')}) to {directory}/"
+        + (f", replacing {plural(replaced, 'file')} there" if replaced else ""),
         file=sys.stderr,
     )
     return True
