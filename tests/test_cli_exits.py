@@ -408,3 +408,22 @@ def test_fleet_host_files_that_replace_files_already_there_say_so(
     assert (tmp_path / "web1.json").read_text() == "{}\n"
     said = capsys.readouterr().err
     assert said == f"sysmcp call: wrote 2 host results (6 bytes) to {tmp_path}/, replacing 1 file there\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("arguments", [("call", "disk_usage"), ("call", "--help"), ("history",)])
+def test_stdout_on_a_full_disk_is_one_write_error_line_and_exit_1_as_sha256sum_not_a_traceback(
+    tmp_path: Path, arguments: tuple[str, ...]
+) -> None:
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [*SYSMCP, *arguments, *(["--state-dir", str(tmp_path)] if arguments[0] == "history" else [])],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == f"sysmcp {arguments[0]}: write error: No space left on device"
+    assert "Traceback" not in done.stderr

@@ -27,6 +27,7 @@ from sysmcp import __version__
 from sysmcp.cli.options import FLEET_OPTIONS, build_parser, fleet_options
 from sysmcp.cli.outfile import open_directory, open_output
 from sysmcp.cli.snapshot import history_args
+from sysmcp.cli.stdout import EXIT_PIPE, silence_stdout
 from sysmcp.engine.paths import printable
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, ProgressCallback, RemoteError, connect
 from sysmcp.protocol.failures import META_REFUSED, ArgumentError
@@ -42,7 +43,6 @@ EXIT_PROBLEM = 1
 EXIT_USAGE = 2
 EXIT_PARTIAL = 3  # a true but incomplete result: the time budget ran out before the work was done
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130, as a shell reports a command stopped by Ctrl-C
-EXIT_PIPE = 128 + signal.SIGPIPE  # 141, as a shell reports `seq 1e9 | head -3`'s seq
 INTERRUPT_GRACE = 2.0  # seconds the server has to wind down after the cancellation before it is killed
 
 EXIT_CODES_HELP = """\
@@ -697,7 +697,7 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
         return anyio.run(_call, tool, arguments, options)
     except BaseException as exc:  # a task group wraps what its body raised: look inside
         if _find(exc, BrokenPipeError) is not None:
-            _silence_stdout()
+            silence_stdout()
             return EXIT_PIPE
         interrupted = _find(exc, Interrupted)
         if interrupted is not None or _find(exc, KeyboardInterrupt) is not None:
@@ -740,16 +740,9 @@ def print_help(text: str) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:
-        _silence_stdout()
+        silence_stdout()
         return EXIT_PIPE
     return EXIT_OK
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null, so the interpreter's last flush does not fail on the closed pipe."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
 
 
 def run_command(args: argparse.Namespace, roots: list[str]) -> int:
