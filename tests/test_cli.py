@@ -77,6 +77,19 @@ def test_a_code_of_digits_only_stays_the_text_the_tool_takes_while_numbers_stay_
     assert key_value('items=["a"]', "reclaim") == ("items", ["a"])
 
 
+def test_nan_infinity_and_an_overflowing_number_are_refused_as_usage_errors_not_a_traceback() -> None:
+    # Python's json reads NaN and Infinity; JSON has no such number and the wire cannot carry one.
+    assert key_value("timeout_s=NaN", "dir_usage") == ("timeout_s", "NaN")
+    assert key_value("timeout_s=1e400", "dir_usage") == ("timeout_s", "1e400")
+    assert key_value("timeout_s=2.5", "dir_usage") == ("timeout_s", 2.5)
+    done = run("call", "dir_usage", "path=/usr", "timeout_s=NaN")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr == (
+        "sysmcp call: Invalid arguments: 'timeout_s' must be a number, got string 'NaN'"
+        " (see: sysmcp call dir_usage --help)\n"
+    )
+
+
 def test_options_after_the_subcommand_mean_what_they_mean_before_it(tmp_path: Path) -> None:
     refused = run("serve", "--root", str(tmp_path / "nope"))
     assert refused.returncode == 2 and "--root" in refused.stderr

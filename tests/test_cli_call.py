@@ -13,6 +13,7 @@ import os
 import pty
 import re
 import select
+import signal
 import subprocess
 import sys
 import termios
@@ -20,6 +21,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.profile import needs_proc
 
 SYSMCP = [sys.executable, "-m", "sysmcp"]
 ZERO = "0" * 64
@@ -127,6 +130,16 @@ def test_hash_tree_exit_status_counts_unreadable_files_and_directories() -> None
     assert exit_status("hash_tree", result(0, 2)) == 1
 
 
+def test_dir_usage_with_an_unreadable_directory_exits_1_as_du_does() -> None:
+    from sysmcp.cli.call import exit_status
+
+    def result(**skipped: int) -> dict[str, object]:
+        return {"structuredContent": {"complete": True, "skipped": skipped}}
+
+    assert exit_status("dir_usage", result(unreadable=1)) == 1  # du: cannot read directory …: exit 1
+    assert exit_status("dir_usage", result(excluded=3, other_filesystem=1, vanished=2)) == 0
+
+
 def test_usage_errors_exit_2_before_any_server_starts(tree: Path) -> None:
     unknown = run("call", "rm_rf", "path=/")
     assert (
@@ -163,6 +176,20 @@ def test_tool_help_shows_its_arguments_with_descriptions_and_an_example() -> Non
     assert "path=<string>  (required)" in done.stdout and "expected=<string>" in done.stdout
     assert "64 hex digits" in done.stdout
     assert "examples:\n  sysmcp call file_sha256 path=" in done.stdout
+
+
+def test_tool_help_shows_every_value_an_array_takes_and_every_bound_of_the_real_schema() -> None:
+    from sysmcp.cli.call import _tools, tool_help
+
+    for name, tool in _tools(allow_reclaim=True).items():
+        shown = tool_help(name, allow_reclaim=True)
+        for key, spec in tool.input_schema.get("properties", {}).items():
+            line = next(line for line in shown.splitlines() if line.startswith(f"  {key}=<"))
+            for value in [*spec.get("enum", ()), *spec.get("items", {}).get("enum", ())]:
+                assert value in line, (name, key, value)
+            for bound in (spec.get("minimum"), spec.get("maximum")):
+                assert bound is None or str(bound) in line, (name, key, bound)
+    assert "  top_n=<integer 1..50>  (default: 5)" in tool_help("dir_usage")
 
 
 def test_call_without_a_tool_says_which_tools_exist() -> None:
@@ -225,6 +252,27 @@ def test_ctrl_c_cancels_the_call_prints_one_line_and_exits_130(tmp_path: Path) -
     assert left.replace("^C", "").strip() == "sysmcp call: interrupted; the call was cancelled on the server"
 
 
+def test_sigterm_cancels_the_call_and_exits_143_as_a_shell_reports_a_terminated_command(
+    tmp_path: Path,
+) -> None:
+    big = sparse(tmp_path / "big.bin")
+    call = subprocess.Popen(
+        [*SYSMCP, "call", "file_sha256", f"path={big}"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert call.stderr is not None
+    assert call.stderr.readline().startswith("progress: ")  # running
+    call.send_signal(signal.SIGTERM)
+    assert call.wait(timeout=30) == 143
+    assert (
+        call.stderr.read().splitlines()[-1]
+        == "sysmcp call: interrupted; the call was cancelled on the server"
+    )
+
+
 def test_ctrl_c_sends_notifications_cancelled_for_the_call_and_gets_no_answer(tmp_path: Path) -> None:
     big = sparse(tmp_path / "big.bin")
     terminal = Terminal("call", "--raw", "file_sha256", f"path={big}")
@@ -255,6 +303,24 @@ def test_a_closed_pipe_ends_the_call_quietly(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
 
 
+@needs_proc  # the server is found as the call's child in /proc
+def test_a_server_killed_mid_call_is_named_with_its_signal_and_exits_1(tmp_path: Path) -> None:
+    big = sparse(tmp_path / "big.bin", 1 << 40)
+    call = subprocess.Popen(
+        [*SYSMCP, "call", "file_sha256", f"path={big}"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert call.stderr is not None and call.stderr.readline().startswith("progress: ")
+    (server,) = Path(f"/proc/{call.pid}/task/{call.pid}/children").read_text().split()
+    os.kill(int(server), signal.SIGKILL)
+    assert call.wait(timeout=30) == 1
+    said = call.stderr.read().splitlines()[-1]
+    assert said == "sysmcp call: the server stopped before answering (killed by SIGKILL)"
+
+
 # -- progress ---------------------------------------------------------------------------------------
 
 
@@ -268,6 +334,34 @@ def test_progress_on_a_terminal_is_one_line_rewritten_in_place_and_cleared(tmp_p
     assert "\n" not in before  # every update rewrote the same line
     assert before.count("\r\x1b[K") >= 1 and "%" in before and "progress:" not in text
     assert answer.lstrip().startswith(hashlib.sha256(big.read_bytes()).hexdigest())
+
+
+def test_a_file_name_cannot_drive_the_terminal_but_a_pipe_gets_the_manifest_as_sha256sum_writes_it(
+    tmp_path: Path,
+) -> None:
+    name = "\x1b[2J\x1b]0;owned\x07red"  # clear the screen, retitle the window, ring the bell
+    (tmp_path / name).write_text("x")
+    terminal = Terminal("call", "hash_tree", f"path={tmp_path}")
+    assert terminal.wait(timeout=60) == 0
+    shown = terminal.output.decode().replace("\r\x1b[K", "")  # the progress line's own rewrites
+    assert "\x1b" not in shown and "\x07" not in shown
+    assert "  \\033[2J\\033]0;owned\\ared\r\n" in shown  # the terminal's newline is \r\n
+    piped = run("call", "hash_tree", f"path={tmp_path}")
+    assert f"  {name}\n" in piped.stdout  # the bytes sha256sum -c needs
+
+
+def test_json_on_a_terminal_escapes_what_would_reorder_or_drive_it_and_stays_the_same_json(
+    tmp_path: Path,
+) -> None:
+    name = "report\u202eexe.txt\u009b2J"  # a right-to-left override, then a C1 CSI
+    (tmp_path / name).write_text("x")
+    terminal = Terminal("call", "--json", "dir_usage", f"path={tmp_path}", "show=files")
+    assert terminal.wait(timeout=60) == 0
+    shown = terminal.output.decode()
+    assert "\u202e" not in shown and "\u009b" not in shown
+    assert "report\\u202eexe.txt\\u009b2J" in shown  # JSON's own escapes: json.loads gives the name back
+    piped = json.loads(run("call", "--json", "dir_usage", f"path={tmp_path}", "show=files").stdout)
+    assert name in json.dumps(piped, ensure_ascii=False)
 
 
 def test_progress_off_a_terminal_is_plain_lines(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from sysmcp.cli.outfile import open_output
 from tests.profile import needs_proc
 
 SYSMCP = [sys.executable, "-m", "sysmcp"]
@@ -80,6 +81,17 @@ def test_a_new_output_file_in_a_writable_directory_is_written(tree: Path, tmp_pa
     done = run("call", "hash_tree", f"path={tree}", "-o", str(tmp_path / "sums"))
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "sums").read_text().endswith("  a.txt\n")
+    assert "bytes, replacing" not in done.stderr
+
+
+def test_an_existing_output_file_is_replaced_and_said_so(tree: Path, tmp_path: Path) -> None:
+    (tmp_path / "sums").write_text("an older manifest, longer than the new one\n" * 10)
+    done = run("call", "hash_tree", f"path={tree}", "-o", str(tmp_path / "sums"))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "sums").read_text().endswith("  a.txt\n") and "older" not in (
+        tmp_path / "sums"
+    ).read_text()
+    assert f"to {tmp_path / 'sums'} (" in done.stderr and " bytes, replacing the file there)" in done.stderr
 
 
 @pytest.mark.parametrize(
@@ -254,3 +266,164 @@ def test_a_fleet_host_whose_links_cannot_be_read_any_more_keeps_its_structured_a
     session: Any = GoneLinks()
     files = anyio.run(_per_host, session, {"structuredContent": {"hosts": hosts}})
     assert list(files) == ["web1.json"] and json.loads(files["web1.json"])["files"] == 3
+
+
+@pytest.fixture
+def shared(tmp_path: Path) -> Path:
+    """A drop box any user may write (as /tmp): a name in it may be a link another user planted."""
+    box = tmp_path / "shared"
+    box.mkdir()
+    box.chmod(0o777)
+    return box
+
+
+@pytest.mark.parametrize("plant", ["symlink", "hard link", "dangling symlink"])
+def test_an_output_name_another_user_could_have_planted_as_a_link_is_refused_and_nothing_written_through(
+    tree: Path, tmp_path: Path, shared: Path, plant: str
+) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    if plant == "symlink":
+        (shared / "sums").symlink_to(victim)
+    elif plant == "hard link":
+        os.link(victim, shared / "sums")
+    else:
+        (shared / "sums").symlink_to(tmp_path / "new-victim")
+    done = run("call", "hash_tree", f"path={tree}", "-o", str(shared / "sums"))
+    refused(done, f"sysmcp call: -o {shared / 'sums'}: cannot be written: ")
+    assert victim.read_text() == "precious\n" and not (tmp_path / "new-victim").exists()
+
+
+def test_an_output_name_swapped_for_a_link_while_the_call_ran_is_not_written_through(
+    tmp_path: Path, shared: Path
+) -> None:
+    from sysmcp.cli.call import check_output
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (shared / "sums").write_text("old\n")
+    assert check_output(str(shared / "sums")) is None  # a plain file when the call started
+    (shared / "sums").unlink()
+    (shared / "sums").symlink_to(victim)  # the swap, once the work is under way
+    with pytest.raises(OSError, match="a symbolic link in a directory other users can write"):
+        open_output(str(shared / "sums"))
+    assert victim.read_text() == "precious\n"
+
+
+def test_a_link_in_a_directory_only_its_owner_may_write_is_written_through(tmp_path: Path) -> None:
+    (tmp_path / "target").write_text("old content, longer than the new\n")
+    (tmp_path / "link").symlink_to(tmp_path / "target")  # as /dev/stdout: nobody else could have put it there
+    with open(open_output(str(tmp_path / "link")), "w") as handle:
+        handle.write("new\n")
+    assert (tmp_path / "target").read_text() == "new\n"
+
+
+def test_a_fleet_host_file_planted_as_a_link_is_not_written_through(
+    tmp_path: Path, shared: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sysmcp.cli.call import _save_per_host
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (shared / "web1.json").symlink_to(victim)
+    assert _save_per_host(str(shared), {"web1.json": "{}\n"}) is False
+    assert victim.read_text() == "precious\n"
+    assert "web1.json: a symbolic link in a directory other users can write" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fleet", [False, True], ids=["a file", "a fleet's directory"])
+def test_a_directory_on_the_way_planted_as_a_link_by_another_user_is_not_followed(
+    tree: Path, tmp_path: Path, shared: Path, fleet: bool
+) -> None:
+    elsewhere = tmp_path / "elsewhere"  # /etc, say: root's, where nothing is to be written
+    elsewhere.mkdir()
+    (shared / "reports").symlink_to(elsewhere)
+    if fleet:
+        done = run("call", "--host", "web1", "disk_usage", "hosts=web1", "-o", str(shared / "reports"))
+        words = (
+            f"sysmcp call: -o {shared / 'reports'}: cannot be written: {shared / 'reports'}: a symbolic link"
+        )
+    else:
+        done = run("call", "hash_tree", f"path={tree}", "-o", str(shared / "reports" / "sums"))
+        words = (
+            f"cannot be written: {shared / 'reports'}: a symbolic link in a directory other users can write"
+        )
+    refused(done, words)
+    assert list(elsewhere.iterdir()) == []
+    with pytest.raises(OSError, match="a symbolic link in a directory other users can write"):
+        open_output(
+            str(shared / "reports" / "web1.json")
+        )  # swapped in after the check: the write refuses too
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("arguments", "line"),
+    [
+        (
+            ("snapshot", "--timeout", "0", "/nonexistent"),
+            "sysmcp snapshot: argument --timeout: must be a number above 0",
+        ),
+        (
+            ("snapshot", "--timeout", "nan", "/nonexistent"),
+            "sysmcp snapshot: argument --timeout: must be a number above 0",
+        ),
+        (
+            ("history", "--limit", "-1"),
+            "sysmcp history: argument --limit: must be a number above 0, got '-1'",
+        ),
+        (
+            ("call", "--host", "web1", "--fleet-deadline", "nan", "disk_usage", "hosts=web1"),
+            "sysmcp: --fleet-",
+        ),
+        (("--host", "web1", "--connect-timeout", "nan"), "sysmcp: --fleet-concurrency, --connect-timeout"),
+    ],
+    ids=[
+        "a zero timeout",
+        "a NaN timeout",
+        "a negative limit",
+        "a NaN fleet deadline",
+        "a NaN connect timeout",
+    ],
+)
+def test_a_number_option_that_means_nothing_is_refused_before_any_work(
+    arguments: tuple[str, ...], line: str
+) -> None:
+    refused(run(*arguments), line)
+
+
+def test_reclaim_without_allow_reclaim_says_which_option_serves_it_not_unknown_tool() -> None:
+    said = "sysmcp call: reclaim is served only with --allow-reclaim: sysmcp call --allow-reclaim reclaim …"
+    refused(run("call", "reclaim", "plan_id=x", 'items=["a"]'), said)
+    refused(run("call", "reclaim", "--help"), said)
+
+
+def test_fleet_host_files_that_replace_files_already_there_say_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sysmcp.cli.call import _save_per_host
+
+    (tmp_path / "web1.json").write_text("yesterday's\n")
+    assert _save_per_host(str(tmp_path), {"web1.json": "{}\n", "web2.json": "{}\n"}) is True
+    assert (tmp_path / "web1.json").read_text() == "{}\n"
+    said = capsys.readouterr().err
+    assert said == f"sysmcp call: wrote 2 host results (6 bytes) to {tmp_path}/, replacing 1 file there\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("arguments", [("call", "disk_usage"), ("call", "--help"), ("history",)])
+def test_stdout_on_a_full_disk_is_one_write_error_line_and_exit_1_as_sha256sum_not_a_traceback(
+    tmp_path: Path, arguments: tuple[str, ...]
+) -> None:
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [*SYSMCP, *arguments, *(["--state-dir", str(tmp_path)] if arguments[0] == "history" else [])],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == f"sysmcp {arguments[0]}: write error: No space left on device"
+    assert "Traceback" not in done.stderr

@@ -69,3 +69,15 @@ def test_history_under_root_lists_only_what_lies_inside_the_roots(tmp_path: Path
     listed = sysmcp("history", "--state-dir", str(state), "--root", str(inside))
     assert listed.returncode == EXIT_OK
     assert str(inside) in listed.stdout and str(outside) not in listed.stdout
+
+
+def test_a_snapshot_root_whose_name_holds_control_characters_is_listed_escaped_on_one_line(
+    tmp_path: Path,
+) -> None:
+    tree = tmp_path / "x\x1b[2J\nFORGED"
+    tree.mkdir()
+    state = tmp_path / "state"
+    assert sysmcp("snapshot", "--state-dir", str(state), str(tree)).returncode == EXIT_OK
+    listed = sysmcp("history", "--state-dir", str(state))
+    assert "\x1b" not in listed.stdout
+    assert listed.stdout.splitlines()[-1].endswith(f"{tmp_path}/x\\033[2J\\nFORGED")

@@ -127,3 +127,25 @@ async def test_sigterm_is_forwarded_and_the_server_stops_cleanly(tmp_path: Path)
         wire.process.send_signal(signal.SIGTERM)
         assert await wire.wait_exit() == 0
     assert any(r.get("signal") == "SIGTERM" for r in records(log))
+
+
+def test_a_record_file_that_cannot_be_opened_is_a_usage_error_not_a_traceback(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # as /tmp: another user may have planted the link
+    (shared / "trace.jsonl").symlink_to(victim)
+    for output, words in [
+        (tmp_path / "missing" / "trace.jsonl", f"{tmp_path / 'missing'}: No such file or directory"),
+        (shared / "trace.jsonl", "a symbolic link in a directory other users can write"),
+    ]:
+        done = subprocess.run(
+            trace_command(output, "true"),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert done.returncode == 2 and done.stderr == f"sysmcp trace: -o {output}: {words}\n"
+    assert victim.read_text() == "precious\n"

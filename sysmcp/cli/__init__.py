@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from sysmcp.cli.options import ROOTS_ENV, build_parser, fleet_options, plain_serve_args
 from sysmcp.cli.snapshot import configure_history
+from sysmcp.cli.stdout import writing
 from sysmcp.logconfig import configure
 
 __all__ = ["ROOTS_ENV", "build_parser", "main", "plain_serve_args"]
@@ -34,13 +35,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from sysmcp.cli.snapshot import run as run_snapshot
 
         configure(args.log_level)
-        return run_snapshot(args, roots)
+        return writing(args.command, lambda: run_snapshot(args, roots))
     configure_history(args)  # on unless --no-history: the server's tools record as they answer
     if args.command == "call":
         from sysmcp.cli.call import run_command
 
         configure(args.log_level)  # its stdout is the answer (piped to jq, say): its own logs go to stderr
-        return run_command(args, roots)
+        return writing("call", lambda: run_command(args, roots))
     try:
         fleet = fleet_options(args)
     except (OSError, ValueError) as exc:  # a malformed inventory names its line; never half a fleet

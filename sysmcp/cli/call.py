@@ -8,6 +8,7 @@ stops before answering passes its own status on.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -24,7 +25,10 @@ from anyio.abc import Process
 
 from sysmcp import __version__
 from sysmcp.cli.options import FLEET_OPTIONS, build_parser, fleet_options
+from sysmcp.cli.outfile import open_directory, open_output
 from sysmcp.cli.snapshot import history_args
+from sysmcp.cli.stdout import EXIT_PIPE, silence_stdout
+from sysmcp.engine.paths import printable
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, ProgressCallback, RemoteError, connect
 from sysmcp.protocol.failures import META_REFUSED, ArgumentError
 from sysmcp.render import plural
@@ -39,15 +43,15 @@ EXIT_PROBLEM = 1
 EXIT_USAGE = 2
 EXIT_PARTIAL = 3  # a true but incomplete result: the time budget ran out before the work was done
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130, as a shell reports a command stopped by Ctrl-C
-EXIT_PIPE = 128 + signal.SIGPIPE  # 141, as a shell reports `seq 1e9 | head -3`'s seq
 INTERRUPT_GRACE = 2.0  # seconds the server has to wind down after the cancellation before it is killed
 
 EXIT_CODES_HELP = """\
 exit status:
   0    success
   1    the tool found a problem: file_sha256 MISMATCH, verify_checksums not all OK,
-       hash_tree with unreadable files (the result is still printed), a disk_health
-       device or array failing, or a tool error
+       hash_tree or dir_usage with unreadable files or directories (as sha256sum and
+       du; the result is still printed), a disk_health device or array failing, or a
+       tool error
        with hosts=: a host without a result, or a host's result that would exit 1
   2    usage error, refused before any work: unknown tool, a bad, missing, repeated
        or relative argument, a path outside --root, an unknown host, an -o FILE
@@ -55,7 +59,8 @@ exit status:
   3    partial result: the time budget ran out first (what is printed is true but
        incomplete; the reason goes to stderr too when stdout is not a terminal)
   130  interrupted (Ctrl-C): the call is cancelled on the server
-  141  stdout closed early (e.g. `| head`), quietly"""
+  141  stdout closed early (e.g. `| head`), quietly
+  143  terminated (SIGTERM: kill, timeout, systemd): cancelled on the server too"""
 
 #: One example command line per tool, shown by ``sysmcp call TOOL --help``.
 EXAMPLES: dict[str, tuple[str, ...]] = {
@@ -117,7 +122,7 @@ def exit_status(tool: str, result: dict[str, Any]) -> int:
         for row in data.get(key) or []
     ):
         return EXIT_PROBLEM  # a failing disk, as smartctl's exit status flags one
-    if tool == "hash_tree":
+    if tool in ("hash_tree", "dir_usage"):  # as du and sha256sum exit 1 on what they could not read
         skipped = data.get("skipped")
         unreadable_dirs = skipped.get("unreadable", 0) if isinstance(skipped, dict) else 0
         if data.get("unreadable_count", 0) or unreadable_dirs:
@@ -161,35 +166,51 @@ def check_output(path: str, *, directory: bool = False) -> str | None:
     ``directory``: a fleet call, which saves one file per host in ``path`` (an existing directory, or
     one it makes).
 
-    A new file is not created yet (a refused call leaves nothing behind); an existing regular file is
-    opened for writing without truncating and given a zero-byte write, which a read-only procfs file
+    A new file is not created yet (a refused call leaves nothing behind); an existing regular file (or
+    link) is opened as it will be written (``open_output``: never through a link another user may have
+    planted) without emptying it, and given a zero-byte write, which a read-only procfs file
     (``/proc/version``) refuses. Devices and pipes (``-o /dev/stdout``) are taken as given.
     """
     try:
         st = os.stat(path)
     except FileNotFoundError:
         parent = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(parent):
+        if os.path.islink(path):  # a dangling link: open_output says whether it may be followed
+            st = os.lstat(path)
+        elif not os.path.isdir(parent):
             return f"-o {path}: no such directory: {parent}"
-        if not os.access(parent, os.W_OK | os.X_OK):
+        elif not os.access(parent, os.W_OK | os.X_OK):
             return f"-o {path}: cannot create a file in {parent}"
-        return None
+        else:
+            return _reached(path, parent)
     except OSError as exc:
         return f"-o {path}: {exc.strerror or exc}"
     if directory:
         if not os.path.isdir(path):
             return f"-o {path}: a fleet call saves one file per host: give a directory"
-        return None if os.access(path, os.W_OK | os.X_OK) else f"-o {path}: cannot create a file in it"
-    if os.path.isdir(path):
+        if not os.access(path, os.W_OK | os.X_OK):
+            return f"-o {path}: cannot create a file in it"
+        return _reached(path, os.path.abspath(path))
+    if stat.S_ISDIR(st.st_mode):
         return f"-o {path}: is a directory; give a file name"
-    if not stat.S_ISREG(st.st_mode):
+    if not stat.S_ISREG(st.st_mode) and not os.path.islink(path):
         return None
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        fd = open_output(path, create=False)
         try:
             os.write(fd, b"")
         finally:
             os.close(fd)
+    except OSError as exc:
+        return f"-o {path}: cannot be written: {exc.strerror or exc}"
+    return None
+
+
+def _reached(path: str, directory: str) -> str | None:
+    """Why ``-o path`` cannot be written in ``directory`` (a link another user may have planted on the
+    way: ``open_directory``), or None."""
+    try:
+        os.close(open_directory(directory))
     except OSError as exc:
         return f"-o {path}: cannot be written: {exc.strerror or exc}"
     return None
@@ -224,10 +245,17 @@ def tools_overview() -> str:
 
 
 def _kind(spec: dict[str, Any]) -> str:
+    """What a value may be, from its schema: ``integer 1..100``, ``array of a|b``, ``string/number``."""
     if "enum" in spec:
         return "|".join(map(str, spec["enum"]))
     kind = spec.get("type", "value")
-    return "/".join(kind) if isinstance(kind, list) else str(kind)
+    kinds = [kind] if isinstance(kind, str) else list(kind)
+    items = spec.get("items")
+    text = "/".join(f"array of {_kind(items)}" if k == "array" and items else str(k) for k in kinds)
+    low, high = spec.get("minimum"), spec.get("maximum")
+    if low is not None or high is not None:
+        text += f" {'' if low is None else low}..{'' if high is None else high}"
+    return text
 
 
 def tool_help(name: str, *, allow_reclaim: bool = False) -> str:
@@ -284,7 +312,7 @@ def check_call(
 
     tools = _tools(allow_reclaim)
     if tool not in tools:
-        return f"unknown tool {tool!r}; tools: {', '.join(tools)}"
+        return _unknown_tool(tool, tools)
     schema = tools[tool].input_schema
     if "hosts" in arguments and not fleet:
         return "hosts= needs a fleet: give --host NAME (repeatable) or --inventory FILE"
@@ -295,6 +323,13 @@ def check_call(
     except ArgumentError as exc:
         return f"{exc.message} (see: sysmcp call {tool} --help)"
     return relative_path_argument(arguments)
+
+
+def _unknown_tool(tool: str, tools: dict[str, Any]) -> str:
+    """Why ``tool`` is not among ``tools``: a tool served only with ``--allow-reclaim`` says so."""
+    if tool in _tools(allow_reclaim=True):
+        return f"{tool} is served only with --allow-reclaim: sysmcp call --allow-reclaim {tool} …"
+    return f"unknown tool {tool!r}; tools: {', '.join(tools)}"
 
 
 # -- progress -----------------------------------------------------------------------------------
@@ -338,7 +373,7 @@ class ProgressLine:
             self.stream.flush()
             return
         columns = shutil.get_terminal_size((80, 24)).columns
-        self.stream.write("\r\x1b[K" + text[: max(columns - 1, 10)])
+        self.stream.write("\r\x1b[K" + on_terminal(text, self.stream)[: max(columns - 1, 10)])
         self.stream.flush()
         self._shown = True
 
@@ -354,6 +389,10 @@ class ProgressLine:
 
 class Interrupted(Exception):
     """Ctrl-C (or SIGTERM) arrived; the call in flight was cancelled on the server."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.status = 128 + signum  # 130 for Ctrl-C, 143 for SIGTERM: as a shell reports either
 
 
 @dataclass
@@ -433,7 +472,7 @@ async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> i
         # end, the state database checkpoints); only an interrupted call is cut short.
         await _stop(process, kill_after=INTERRUPT_GRACE if interrupted else None)
         if interrupted:
-            raise Interrupted
+            raise Interrupted(interrupted[0])
         assert reply is not None
     return _report(tool, reply, options)
 
@@ -524,7 +563,7 @@ async def _stop(process: Process, kill_after: float | None) -> None:
 def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
     if "error" in reply:
         error = reply["error"]
-        print(f"sysmcp call: {error.get('message')}", file=sys.stderr)
+        print(on_terminal(f"sysmcp call: {error.get('message')}", sys.stderr), file=sys.stderr)
         return EXIT_USAGE if error.get("code") == -32602 else EXIT_PROBLEM
     result: dict[str, Any] = reply.get("result", {})
     texts = [b["text"] for b in result.get("content", []) if b.get("type") == "text"]
@@ -536,15 +575,16 @@ def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
         if not uris:  # nothing was too big to inline: the answer is the full result
             full = json.dumps(result.get("structuredContent"), indent=2) + "\n" if options.json_output else ""
             full = full or "\n".join(texts) + "\n"
+        replacing = ", replacing the file there" if os.path.isfile(options.output) else ""
         try:
-            with open(options.output, "w", encoding="utf-8") as handle:
+            with open(open_output(options.output), "w", encoding="utf-8") as handle:
                 handle.write(full)
         except OSError as exc:  # checked before the call; the disk may still fill or the path change since
             print(f"sysmcp call: -o {options.output}: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_PROBLEM
         what, described = saved_what(result, uris, options.json_output)
         print(
-            f"sysmcp call: saved {what} to {options.output} ({len(full.encode()):,} bytes)"
+            f"sysmcp call: saved {what} to {options.output} ({len(full.encode()):,} bytes{replacing})"
             + (f": {described}" if described else ""),
             file=sys.stderr,
         )
@@ -554,13 +594,32 @@ def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
     if options.raw:
         return status
     if options.json_output and not result.get("isError"):
-        print(json.dumps(result.get("structuredContent"), indent=2, ensure_ascii=False))
+        print(json_on_terminal(json.dumps(result.get("structuredContent"), indent=2, ensure_ascii=False)))
     else:
         stream = sys.stderr if result.get("isError") else sys.stdout
         for text in texts:
-            print(without_links(text, _links(result), options.output), file=stream)
+            print(on_terminal(without_links(text, _links(result), options.output), stream), file=stream)
     sys.stdout.flush()
     return status
+
+
+def on_terminal(text: str, stream: TextIO) -> str:
+    """``text`` as a terminal should show it: every control character but newline and tab escaped
+    (``\\033``), as ``ls`` shows names on a terminal, so a file's name (a manifest prints it as
+    sha256sum does, ESC and all) can neither drive the terminal nor rewrite lines. Off a terminal the
+    text is written as it is, sha256sum's exact bytes for a file or a pipe."""
+    if text.isprintable() or not stream.isatty():
+        return text
+    return "\n".join("\t".join(map(printable, line.split("\t"))) for line in text.split("\n"))
+
+
+def json_on_terminal(text: str) -> str:
+    """``--json`` as a terminal should show it: each character that is not printable (only a string can
+    hold one) as its ``\\uXXXX`` escape, which is the same JSON, so a name's right-to-left override
+    (U+202E) or C1 control cannot reorder or drive what the operator reads. Off a terminal, as it is."""
+    if not sys.stdout.isatty() or text.replace("\n", "").isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == "\n" else json.dumps(c)[1:-1] for c in text)
 
 
 def _links(result: dict[str, Any]) -> list[str]:
@@ -596,11 +655,12 @@ def _save_per_host(directory: str, files: dict[str, str]) -> bool:
     """``-o DIR`` for a fleet call: one file per host in DIR (made if missing), said on stderr. False
     when one cannot be written (checked before the call, but the disk may fill since): one line names
     it and how many were written before it, which stay."""
-    name, written, total = "", 0, 0
+    name, written, total, replaced = "", 0, 0, 0
     try:
         os.makedirs(directory, exist_ok=True)
         for name, text in files.items():
-            with open(os.path.join(directory, name), "w", encoding="utf-8") as handle:
+            replaced += os.path.isfile(os.path.join(directory, name))
+            with open(open_output(os.path.join(directory, name)), "w", encoding="utf-8") as handle:
                 handle.write(text)
             written, total = written + 1, total + len(text.encode())
     except OSError as exc:
@@ -611,7 +671,8 @@ def _save_per_host(directory: str, files: dict[str, str]) -> bool:
         )
         return False
     print(
-        f"sysmcp call: wrote {plural(len(files), 'host result')} ({plural(total, 'byte')}) to {directory}/",
+        f"sysmcp call: wrote {plural(len(files), 'host result')} ({plural(total, 'byte')}) to {directory}/"
+        + (f", replacing {plural(replaced, 'file')} there" if replaced else ""),
         file=sys.stderr,
     )
     return True
@@ -636,11 +697,12 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
         return anyio.run(_call, tool, arguments, options)
     except BaseException as exc:  # a task group wraps what its body raised: look inside
         if _find(exc, BrokenPipeError) is not None:
-            _silence_stdout()
+            silence_stdout()
             return EXIT_PIPE
-        if _find(exc, Interrupted) is not None or _find(exc, KeyboardInterrupt) is not None:
+        interrupted = _find(exc, Interrupted)
+        if interrupted is not None or _find(exc, KeyboardInterrupt) is not None:
             print("sysmcp call: interrupted; the call was cancelled on the server", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            return interrupted.status if interrupted is not None else EXIT_INTERRUPTED
         unstarted = _find(exc, ServerNotStarted)
         if unstarted is not None:
             print(f"sysmcp call: cannot start the server ({unstarted})", file=sys.stderr)
@@ -648,7 +710,8 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
         stopped = _find(exc, ServerStopped)
         if stopped is not None or _find(exc, PeerGone) is not None:
             status = stopped.status if stopped is not None else None
-            said = f" (exit {status})" if status else ""
+            said = f" (exit {status})" if status and status > 0 else ""
+            said = f" (killed by {signal.Signals(-status).name})" if status and status < 0 else said
             print(f"sysmcp call: the server stopped before answering{said}", file=sys.stderr)
             return status if status and status > 0 else EXIT_PROBLEM
         raise
@@ -677,16 +740,9 @@ def print_help(text: str) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:
-        _silence_stdout()
+        silence_stdout()
         return EXIT_PIPE
     return EXIT_OK
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null, so the interpreter's last flush does not fail on the closed pipe."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
 
 
 def run_command(args: argparse.Namespace, roots: list[str]) -> int:
@@ -694,10 +750,10 @@ def run_command(args: argparse.Namespace, roots: list[str]) -> int:
     if args.help:
         if args.tool is None:
             return print_help(_call_parser().format_help())
-        known = list(_tools(args.allow_reclaim))
+        known = _tools(args.allow_reclaim)
         if args.tool in known:
             return print_help(tool_help(args.tool, allow_reclaim=args.allow_reclaim) + "\n")
-        return _refuse(f"sysmcp call: unknown tool {args.tool!r}; tools: {', '.join(known)}")
+        return _refuse(f"sysmcp call: {_unknown_tool(args.tool, known)}")
     try:
         pairs = [key_value(pair, args.tool) for pair in args.arguments]
     except ValueError as exc:
@@ -760,6 +816,7 @@ def key_value(pair: str, tool: str | None = None) -> tuple[str, Any]:
     """One ``key=value`` argument; a value that parses as JSON (3, true, ["a"]) is taken as JSON, else as text,
     and a key the tool takes only as text keeps a number's digits as text (``confirm=4817290356``).
 
+    ``NaN``, ``Infinity`` and ``1e400`` are no JSON numbers: text (which the tool's schema then names).
     A malformed pair raises ValueError with the one line to print (a usage error, exit 2); a bare path
     given to a tool that takes one is named as the pair it was meant to be. A value that starts like a
     JSON array or object (``[`` or ``{``) must be one: ``exclude=[".git"`` is a typo, never the literal
@@ -771,7 +828,7 @@ def key_value(pair: str, tool: str | None = None) -> tuple[str, Any]:
         hint = f" (did you mean {meant}={pair}?)" if meant else ""
         raise ValueError(f"expected KEY=VALUE, got {pair!r}{hint}")
     try:
-        parsed = json.loads(value)
+        parsed = json.loads(value, parse_constant=_not_json, parse_float=_finite)
     except ValueError as exc:
         if value.lstrip()[:1] in ("[", "{"):
             raise ValueError(f"{key}= starts like JSON but is not valid JSON ({exc}): {value!r}") from None
@@ -779,6 +836,19 @@ def key_value(pair: str, tool: str | None = None) -> tuple[str, Any]:
     if not isinstance(parsed, (str, list, dict)) and _takes_text(key, tool):
         return key, value  # a plan id or a confirmation code of digits only: still the text it takes
     return key, parsed
+
+
+def _not_json(constant: str) -> None:
+    """``NaN``, ``Infinity``: Python's json reads them, JSON has no such number (nor can the wire carry one)."""
+    raise ValueError(f"{constant} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float, refused when it overflows to infinity (``1e400``)."""
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is out of range")
+    return number
 
 
 def _takes_text(key: str, tool: str | None) -> bool:

@@ -246,7 +246,7 @@ def fleet_options(args: argparse.Namespace) -> Any:
         return None
     given = {field.name: getattr(args, field.name, None) for field in fields(FleetOptions)[1:]}
     options = FleetOptions(inventory, **{name: value for name, value in given.items() if value})  # 0: default
-    if any(isinstance(value, (int, float)) and value < 0 for value in given.values()):
+    if any(isinstance(value, (int, float)) and not value >= 0 for value in given.values()):  # NaN too
         raise ValueError(
             "--fleet-concurrency, --connect-timeout, --fleet-deadline and --jump-handshakes must be positive"
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import math
 import os
 import sys
 import time
@@ -91,7 +92,9 @@ def add_commands(commands: argparse._SubParsersAction) -> list[argparse.Argument
     snapshot.add_argument(
         "--all-filesystems", action="store_true", help="descend into other filesystems (default: like du -x)"
     )
-    snapshot.add_argument("--timeout", type=float, default=300.0, metavar="S", help="per path (default 300)")
+    snapshot.add_argument(
+        "--timeout", type=_above_zero(float), default=300.0, metavar="S", help="per path (default 300)"
+    )
     snapshot.add_argument(
         "--keep",
         default="2d,5w,52w",
@@ -100,13 +103,30 @@ def add_commands(commands: argparse._SubParsersAction) -> list[argparse.Argument
     )
     snapshot.add_argument("--max-size", default="100M", metavar="SIZE", help="size ceiling (default 100M)")
     listing = commands.add_parser("history", help="list the snapshots kept for what_changed")
-    listing.add_argument("--limit", type=int, default=50, help="newest N (default 50)")
+    listing.add_argument("--limit", type=_above_zero(int), default=50, help="newest N (default 50)")
     listing.add_argument(
         "--reclaim",
         action="store_true",
         help="list the reclaim log instead: every file reclaim acted on or left",
     )
     return [snapshot, listing]
+
+
+def _above_zero(kind: Callable[[str], float]) -> Callable[[str], float]:
+    """An option's type that takes only numbers above zero: ``--timeout 0``, ``-1`` or ``nan`` would
+    stop every scan at once (or never), ``--limit -1`` would list everything."""
+    import argparse
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = math.nan
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}")
+        return value
+
+    return parse
 
 
 @contextlib.contextmanager
@@ -260,7 +280,7 @@ def _within(roots: list[str]) -> Callable[[bytes | str], bool]:
 
 
 def _list(store: Store, limit: int, shown: Callable[[bytes | str], bool]) -> int:
-    from sysmcp.engine.paths import display
+    from sysmcp.engine.paths import escaped
     from sysmcp.render import human_bytes
 
     infos = [info for info in store.snapshots(limit=limit) if shown(info.series.root)]
@@ -270,7 +290,7 @@ def _list(store: Store, limit: int, shown: Callable[[bytes | str], bool]) -> int
         taken = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.taken))
         kind = info.kind + ("*" if info.partial else "")
         size = human_bytes(info.disk)
-        _out(f"{info.id:>6}  {taken}  {kind:8}  {size:>10}  {info.rows:>7}  {display(info.series.root)}")
+        _out(f"{info.id:>6}  {taken}  {kind:8}  {size:>10}  {info.rows:>7}  {escaped(info.series.root)}")
     if any(info.partial for info in infos):
         _out("* partial: the scan stopped early")
     return EXIT_OK

@@ -24,6 +24,7 @@ import anyio
 import anyio.to_thread
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
+from sysmcp.cli.outfile import open_output
 from sysmcp.protocol.framing import LineDecoder, OversizedLine
 from sysmcp.protocol.stdio import FdTransport, write_all
 
@@ -132,7 +133,11 @@ def run_trace(command: Sequence[str], output: str | None) -> int:
     if not command:
         sys.stderr.write("sysmcp trace: give the server command after --, e.g. sysmcp trace -- uvx sysmcp\n")
         return 2
-    fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600) if output else 2
+    try:  # the record holds the whole conversation: a new file is the operator's only (0600)
+        fd = open_output(output, mode=0o600) if output else 2
+    except OSError as exc:
+        sys.stderr.write(f"sysmcp trace: -o {output}: {exc.strerror or exc}\n")
+        return 2
     try:
         return anyio.run(_trace, command, Recorder(fd, time.monotonic()))
     except OSError as exc:  # the command could not be started

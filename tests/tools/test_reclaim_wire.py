@@ -181,13 +181,13 @@ async def test_under_root_the_plan_lists_nothing_outside_the_roots(tmp_path: Pat
         assert refused["result"]["isError"] and "outside" in result_text(refused)
 
 
-def test_sysmcp_call_forwards_allow_reclaim_and_without_it_reclaim_is_unknown(tmp_path: Path) -> None:
+def test_sysmcp_call_forwards_allow_reclaim_and_without_it_says_reclaim_needs_it(tmp_path: Path) -> None:
     base = [sys.executable, "-m", "sysmcp", "call", "--root", str(tmp_path)]
     args = ["reclaim", "plan_id=nope", 'items=["x"]']
     without = subprocess.run(
         [*base, *args], capture_output=True, check=False, env=child_env(os.environ), timeout=120
     )
-    assert without.returncode == 2 and b"unknown tool" in without.stderr
+    assert without.returncode == 2 and b"reclaim is served only with --allow-reclaim" in without.stderr
     allowed = subprocess.run(
         [*base, "--allow-reclaim", *args],
         capture_output=True,

@@ -1,0 +1,36 @@
+"""The commands' stdout, which may fail as any command's does: a pipe closed early, a full disk."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import sys
+from collections.abc import Callable
+
+EXIT_PIPE = 128 + signal.SIGPIPE  # 141, as a shell reports `seq 1e9 | head -3`'s seq
+
+
+def writing(command: str, run: Callable[[], int]) -> int:
+    """A command whose output goes to stdout, which may fail as sha256sum's does: a closed pipe (``| head``)
+    is a quiet 141, a full disk or a failing device one line and 1, never a traceback."""
+    try:
+        status = run()
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        silence_stdout()
+        return EXIT_PIPE
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
+            raise
+        silence_stdout()
+        print(f"sysmcp {command}: write error: {exc.strerror}", file=sys.stderr)
+        return 1
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush does not fail on the closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
