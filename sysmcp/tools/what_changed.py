@@ -347,7 +347,8 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
     full: str | None = None
     if not complete:
         lines.append(
-            "PARTIAL RESULT: a scan compared here stopped early; directories it did not reach look unchanged or gone."
+            "PARTIAL RESULT: the scan made now stopped early (its time budget): it is compared with no snapshot, "
+            "as directories it did not reach would look gone."
         )
     if diff is not None and old is not None and new is not None:
         precise = abs(new.taken - old.taken) < 3600
