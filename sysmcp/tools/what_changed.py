@@ -310,7 +310,7 @@ def notes_of(outcome: Findings) -> list[str]:
         notes.append(outcome.unsaved)
     if outcome.not_kept and outcome.lower_bound is None:
         notes.append("the fresh scan could not be kept, so nothing was compared")
-    if outcome.oldest_instead is not None:
+    if outcome.oldest_instead is not None and outcome.diff is not None and outcome.diff.comparable:
         notes.append(
             f"no snapshot as old as asked: compared with the oldest, {_when(outcome.oldest_instead)}"
         )

@@ -90,6 +90,9 @@ def test_a_fresh_scan_stopped_by_its_budget_says_partial_result_plainly(tmp_path
     assert structured["comparable"] is False and structured["changes"] == [], text
     assert "the newer scan stopped early: directories it did not reach would look gone" in text
     assert "disappeared" not in text and "elsewhere" not in text
+    assert "compared with the oldest" not in text and "compared with the oldest" not in str(
+        structured["notes"]
+    )
     import jsonschema
 
     jsonschema.validate(structured, TOOL.output_schema)
