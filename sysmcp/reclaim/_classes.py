@@ -226,15 +226,23 @@ LANGUAGE_CACHES: tuple[tuple[str, bytes, str | None, str], ...] = (
 )
 
 
-def places(layout: RootsLayout) -> tuple[bytes, ...]:
-    """The directories the classes take files from, each ending in ``/``: a duplicate's copy there goes
-    with its class's item, or with the tool that empties the place (logrotate, ``pip cache purge``,
-    emptying the trash), so it is never one kept for the others."""
+def taken(layout: RootsLayout) -> Callable[[bytes], bool]:
+    """Whether a class takes the file at a path: one below the directories the classes take files from
+    (a duplicate's copy there goes with its class's item, or with the tool that empties the place:
+    logrotate, ``pip cache purge``, emptying the trash), or a stray ``core`` file at the top of a core
+    directory or a home (the next plan's core dumps): never a copy kept for the others."""
     homes = layout.home_dirs()
     found = [layout.apt, layout.dnf, layout.yum, layout.pacman, layout.apk, layout.log, *layout.journal]
     found += [*layout.coredump, *(home + b"/.local/share/Trash" for home in homes)]
     found += [home + b"/" + place for home in homes for _name, place, _command, _cost in LANGUAGE_CACHES]
-    return tuple(place.rstrip(b"/") + b"/" for place in found)
+    places = tuple(place.rstrip(b"/") + b"/" for place in found)
+    tops = frozenset(top.rstrip(b"/") for top in (*layout.core_dirs, *homes))
+
+    def takes(path: bytes) -> bool:
+        parent, _, name = path.rpartition(b"/")
+        return path.startswith(places) or (parent in tops and _CORE.fullmatch(name) is not None)
+
+    return takes
 
 
 def language_caches(layout: RootsLayout) -> list[Proposal]:

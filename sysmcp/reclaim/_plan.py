@@ -217,14 +217,14 @@ def build_plan(
         found += finder(request.layout)
         progress(done, len(finders))
     if request.classes is None or "duplicate" in request.classes:
-        # A copy another item removes or empties, or one in a place a class takes files from (the trash, a
-        # cache, the logs), is no copy of its set: kept, it would go with that item, or with the tool that
+        # A copy another item removes or empties, or one a class takes (in the trash, a cache, the logs; a
+        # stray core file), is no copy of its set: kept, it would go with that item, or with the tool that
         # empties the place (emptying the trash, logrotate), and take the last copy with it.
-        going, places = {path for group in found for path, _st in group.paths}, classes.places(request.layout)
+        going, claimed = {path for group in found for path, _st in group.paths}, classes.taken(request.layout)
 
         def stays(copy: bytes | Copy) -> bool:
             path = copy if isinstance(copy, bytes) else copy[0]
-            return path not in going and not path.startswith(places)
+            return path not in going and not claimed(path)
 
         found += classes.duplicates([[c for c in copies if stays(c)] for copies in request.duplicates])
     links: dict[tuple[int, int], int] = {}  # how many of each inode's names the plan holds

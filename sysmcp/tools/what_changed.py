@@ -310,7 +310,7 @@ def notes_of(outcome: Findings) -> list[str]:
         notes.append(outcome.unsaved)
     if outcome.not_kept and outcome.lower_bound is None:
         notes.append("the fresh scan could not be kept, so nothing was compared")
-    if outcome.oldest_instead is not None:
+    if outcome.oldest_instead is not None and outcome.diff is not None and outcome.diff.comparable:
         notes.append(
             f"no snapshot as old as asked: compared with the oldest, {_when(outcome.oldest_instead)}"
         )
@@ -347,7 +347,8 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
     full: str | None = None
     if not complete:
         lines.append(
-            "PARTIAL RESULT: a scan compared here stopped early; directories it did not reach look unchanged or gone."
+            "PARTIAL RESULT: the scan made now stopped early (its time budget): it is compared with no snapshot, "
+            "as directories it did not reach would look gone."
         )
     if diff is not None and old is not None and new is not None:
         precise = abs(new.taken - old.taken) < 3600

@@ -21,6 +21,7 @@ from sysmcp.history.compare import Comparison, Findings, compare
 from sysmcp.history.diff import BaselineDiff
 from sysmcp.history.recording import baseline_of, record_baseline, record_scan, series_of
 from sysmcp.history.store import Store
+from sysmcp.tools.what_changed import notes_of
 
 MiB = 1 << 20
 DAY = 86400.0
@@ -131,6 +132,9 @@ def test_a_since_older_than_every_snapshot_compares_with_the_oldest_and_says_whe
     outcome, _ = run(asked(root, clock, since=clock.now - 30 * DAY), store, clock)
     assert outcome.old is not None and outcome.old.id == first.new.id
     assert outcome.oldest_instead == first.new.taken
+    assert any(
+        note.startswith("no snapshot as old as asked: compared with the oldest") for note in notes_of(outcome)
+    )
 
 
 def test_what_the_roots_hide_is_left_out_of_the_diff(root: Path, store: Store, clock: Clock) -> None:

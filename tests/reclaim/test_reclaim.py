@@ -183,11 +183,15 @@ def test_choosing_every_item_of_a_plan_never_removes_the_last_copy_of_a_file_in_
     assert [item.klass for item in plan.items] == ["trash"]
 
 
-@pytest.mark.parametrize("place", [TRASHED, "var/log/app/report.odt", "home/ann/.cache/pip/report.odt"])
+@pytest.mark.parametrize(
+    "place",
+    [TRASHED, "var/log/app/report.odt", "home/ann/.cache/pip/report.odt", "tmp/core.4242", "home/ann/core"],
+)
 def test_a_copy_where_a_class_takes_files_from_is_never_kept_even_when_that_class_is_not_planned(
     tmp_path: Path, place: str
 ) -> None:
-    """Emptying the trash, logrotate or ``pip cache purge`` would take the kept copy later."""
+    """Emptying the trash, logrotate or ``pip cache purge`` would take the kept copy later; so would the
+    next plan's core dumps a stray ``core`` file at the top of /tmp or a home."""
     _there, copy, groups = older_copy_in(tmp_path, place)
     (tmp_path / "home/ann/docs/report (2).odt").write_bytes(copy.read_bytes())
     groups[0].append(os.fsencode(tmp_path / "home/ann/docs/report (2).odt"))

@@ -248,3 +248,46 @@ print(json.dumps({"disk": disk, "planned": planned, "done": done, "sizes": sizes
 def test_reclaim_plans_and_truncates_a_deleted_file_held_open_in_a_btrfs_subvolume() -> None:
     found: dict[str, Any] = in_private_namespace(["-c", _RECLAIM], "sysmcp-btrfs-reclaim-", 120)
     assert found["planned"] == [found["disk"]] and found["done"] == [[True]] and found["sizes"] == [0]
+
+
+_OTHER_NAMESPACE = r"""
+import json, os, subprocess, sys
+from pathlib import Path
+import anyio
+from sysmcp.engine.procs._diskio import files_written
+from sysmcp.engine.procs._openfiles import MountView
+from tests.harness import call_tool, tool_context
+from tests.loopfs import loop_mount
+work = Path(sys.argv[1])
+top = work / "top"
+loop_mount(work / "btrfs.img", top, 256 << 20, ["mkfs.btrfs", "-q", "-f"])
+subprocess.run(["btrfs", "subvolume", "create", str(top / "sub")], check=True, capture_output=True)
+gone = top / "sub" / "gone.log"
+HOLD = "import os, sys; f = open(sys.argv[1], 'wb'); f.write(os.urandom(1 << 20)); f.flush(); os.unlink(sys.argv[1]); print('open', flush=True); sys.stdin.read()"
+holder = subprocess.Popen(  # a mount namespace of its own, as a systemd service's (PrivateTmp=) or a container's
+    ["unshare", "-m", "--propagation", "private", sys.executable, "-c", HOLD, str(gone)],
+    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+)
+assert holder.stdout.readline() == "open\n"
+async def deleted():
+    output = await call_tool("deleted_open_files", tool_context(), top_n=50)
+    return {"text": output.text, **output.structured}
+answer = anyio.run(deleted)
+written = [(f.path, f.device) for f in files_written([holder.pid])[holder.pid][0]]
+device = os.path.basename(os.path.realpath(next(m.device for m in MountView().table.mounts if m.mount_point == str(top))))
+holder.kill()
+print(json.dumps({"answer": answer, "gone": str(gone), "top": str(top), "written": written, "device": device}))
+"""
+
+
+@needs_loop_mounts("mkfs.btrfs")
+def test_a_deleted_btrfs_file_held_from_another_mount_namespace_is_shown_on_its_filesystem() -> None:
+    """The mount it was opened through is not in our table (its namespace's copy has an id of its own):
+    its filesystem is read from the holder's mountinfo, not left 'on no filesystem'."""
+    found: dict[str, Any] = in_private_namespace(["-c", _OTHER_NAMESPACE], "sysmcp-btrfs-ns-", 120)
+    answer = found["answer"]
+    assert [f["mount_point"] for f in answer["files"] if f["path"] == found["gone"]] == [found["top"]], (
+        answer["text"]
+    )
+    assert found["top"] in [e["mount_point"] for e in answer["filesystems"]], answer["text"]
+    assert found["written"] == [[found["gone"], found["device"]]]  # disk_io names its block device

@@ -216,11 +216,18 @@ def test_a_socket_that_drips_its_answer_is_given_up_at_the_timeout_not_after_the
         (b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"Driver": "x"}', "85 bytes short"),
         (b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n" + b"[" * 100000 + b"]" * 100000, "not JSON"),
         (
-            b"HTTP/1.1 500 Oops\r\nContent-Length: 13\r\n\r\n\x1b[2Jboom\nX: 1",
+            b'HTTP/1.1 500 Oops\r\nContent-Length: 34\r\n\r\n{"message": "\\u001b[2Jboom\\nX: 1"}',
             "HTTP 500: \\033[2Jboom\\nX: 1",
         ),
+        (b"HTTP/1.1 404 Not Found\r\nContent-Length: 22\r\n\r\nsecret-banner, in full", "with HTTP 404"),
     ],
-    ids=["another-service", "closed-mid-answer", "nested-too-deep", "error-with-escapes"],
+    ids=[
+        "another-service",
+        "closed-mid-answer",
+        "nested-too-deep",
+        "error-with-escapes",
+        "another-http-service-error",
+    ],
 )
 def test_a_socket_answering_as_no_engine_does_is_an_engine_fault_that_repeats_none_of_its_words(
     tmp_path: Path, reply: bytes, said: str

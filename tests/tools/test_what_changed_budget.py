@@ -82,12 +82,17 @@ def test_a_fresh_scan_stopped_by_its_budget_says_partial_result_plainly(tmp_path
     assert outcome.new is not None and outcome.new.partial and outcome.fresh
     text, answer, _ = render(str(root), outcome, budget)
     structured = to_json(answer)
-    assert text.startswith("PARTIAL RESULT: a scan compared here stopped early")
+    # Nothing is compared: the headline says so, not that unreached directories "look gone".
+    assert text.startswith("PARTIAL RESULT: the scan made now stopped early (its time budget)"), text
+    assert "look unchanged or gone" not in text
     assert structured["complete"] is False and structured["current"]["partial"] is True
     # Not one directory it did not reach is called gone, nor its bytes counted as shrinkage.
     assert structured["comparable"] is False and structured["changes"] == [], text
     assert "the newer scan stopped early: directories it did not reach would look gone" in text
     assert "disappeared" not in text and "elsewhere" not in text
+    assert "compared with the oldest" not in text and "compared with the oldest" not in str(
+        structured["notes"]
+    )
     import jsonschema
 
     jsonschema.validate(structured, TOOL.output_schema)

@@ -31,6 +31,17 @@ def _owner(path: str) -> str:
     return f" (owner uid {st.st_uid}, group gid {st.st_gid}, mode {stat.S_IMODE(st.st_mode):04o})"
 
 
+def _message(body: bytes) -> str:
+    """``": <message>"`` of an engine's error answer (Docker's and Podman's JSON ``{"message": …}``),
+    "" for any other body: what another service that speaks HTTP says is not repeated."""
+    try:
+        said = json.loads(body)
+    except (ValueError, RecursionError):
+        return ""
+    message = said.get("message") if isinstance(said, dict) else None
+    return f": {printable(message[:200].strip())}" if isinstance(message, str) else ""
+
+
 class _Bounded(socket.socket):
     """A Unix socket whose reads share one deadline (``until()``, monotonic), not a timeout each."""
 
@@ -105,8 +116,7 @@ class Api(http.client.HTTPConnection):
             ) from None
         if response.status != 200:
             raise Unavailable(
-                f"The engine at {self.path} answered GET {url} with HTTP {response.status}: "
-                f"{printable(body[:200].decode('utf-8', 'replace').strip())}",
+                f"The engine at {self.path} answered GET {url} with HTTP {response.status}{_message(body)}",
                 reason="engine_fault",
             )
         if len(body) > MAX_BODY:

@@ -21,6 +21,7 @@ is matched against the mount table (``DeletedFile.filesystem``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from dataclasses import dataclass, field
@@ -133,12 +134,23 @@ class MountView:
             self.table = None
         self._ours: dict[int, bool] = {}
         self._by_id = {} if self.table is None else {mount.mount_id: mount for mount in self.table.mounts}
+        self._read = {self.namespace}  # the mount namespaces whose mounts are in ``_by_id``
 
     def filesystem(self, pid: int, fd: int | str, st_dev: int) -> int:
         """The number the mount table gives the filesystem of the file process ``pid`` holds as
         descriptor ``fd`` (``st_dev``: its stat's): its mount's, found by fdinfo's ``mnt_id``, as
-        ``st_dev`` is not on btrfs; ``st_dev`` when that mount is not in our table (another namespace)."""
+        ``st_dev`` is not on btrfs; ``st_dev`` when that mount cannot be read. A mount of another
+        namespace (a container's, a service's with PrivateTmp=) is in the holder's table: mount ids are
+        the system's, so each namespace's table is read once, the first time one of its ids is met."""
         mount_id = platform.fd_mount_id(self.proc, pid, str(fd))
+        if mount_id is not None and mount_id not in self._by_id:
+            namespace = _namespace(self.proc, str(pid))
+            if namespace is not None and namespace not in self._read:
+                self._read.add(namespace)
+                with contextlib.suppress(OSError):
+                    with open(os.path.join(self.proc, str(pid), "mountinfo"), "rb") as handle:
+                        theirs = parse_mountinfo(handle.read()).mounts
+                    self._by_id.update((m.mount_id, m) for m in theirs if m.mount_id not in self._by_id)
         mount = None if mount_id is None else self._by_id.get(mount_id)
         return st_dev if mount is None else mount.number(st_dev)
 
