@@ -48,6 +48,7 @@ from sysmcp.engine.hashing._checksums import (
     OPEN_AT,
     Algorithm,
     Style,
+    describe_change,
     explain,
     format_line,
     hash_fd,
@@ -253,13 +254,12 @@ class ListingHasher:
                     size = opened.st_size
                     if 0 < size < room:  # one read, no report or stop check inside: the common case
                         count = readv(fd, targets)
-                        if count != size:
-                            fail(base + fsencode(name), _CHANGED_SIZE)
-                            continue
                         hexdigest = one_shot(view[:count]).hexdigest()
                         later = fstat(fd)
-                        if later.st_size != size or later.st_mtime_ns != opened.st_mtime_ns:
-                            fail(base + fsencode(name), _CHANGED_CONTENT)
+                        if (
+                            count != size or later.st_size != size or later.st_mtime_ns != opened.st_mtime_ns
+                        ) and (changed := describe_change(opened, later, count)):
+                            fail(base + fsencode(name), f"changed while being hashed: {changed}")
                             continue
                     else:
                         outcome = self._stream(fd, opened, size >= room)
@@ -353,8 +353,6 @@ ENTRY_INODES_TRUSTED = frozenset(
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()  # os.fsencode's
 _S_IFMT = 0o170000
 _S_IFREG = stat.S_IFREG
-_CHANGED_SIZE = "changed while being hashed: its size changed while it was read"
-_CHANGED_CONTENT = "changed while being hashed: it was modified while it was read"
 
 
 def _is_utf8(name: str) -> bool:

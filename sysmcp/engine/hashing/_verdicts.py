@@ -253,8 +253,9 @@ def check_small(
     if failure is not None:
         return UNREADABLE_CODE, f"read error: {explain(failure)}", 0
     size = looked.st_size
-    if count != size or after.st_size != size or after.st_mtime_ns != looked.st_mtime_ns:
-        changed = describe_change(looked, after, count) or "its contents moved while it was read"
+    if (count != size or after.st_size != size or after.st_mtime_ns != looked.st_mtime_ns) and (
+        changed := describe_change(looked, after, count)
+    ):
         return UNREADABLE_CODE, f"changed while being read ({changed}); check it again", count
     return judge_data(memoryview(buffer)[:count], expected, candidates, trying, settled, blamed), "", count
 
