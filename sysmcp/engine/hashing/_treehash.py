@@ -252,16 +252,19 @@ class ListingHasher:
                             fail(base + fsencode(name), refused)
                             continue
                     size = opened.st_size
-                    if 0 < size < room:  # one read, no report or stop check inside: the common case
-                        count = readv(fd, targets)
+                    count = readv(fd, targets) if 0 < size < room else -1
+                    if count == size:  # one read, no report or stop check inside: the common case
                         hexdigest = one_shot(view[:count]).hexdigest()
                         later = fstat(fd)
-                        if (
-                            count != size or later.st_size != size or later.st_mtime_ns != opened.st_mtime_ns
-                        ) and (changed := describe_change(opened, later, count)):
-                            fail(base + fsencode(name), f"changed while being hashed: {changed}")
+                        if later.st_size != size or later.st_mtime_ns != opened.st_mtime_ns:
+                            fail(
+                                base + fsencode(name),
+                                f"changed while being hashed: {describe_change(opened, later, count)}",
+                            )
                             continue
-                    else:
+                    else:  # too big for one read, or empty or short (a kernel file: procfs says 0, sysfs 4,096)
+                        if count >= 0:
+                            os.lseek(fd, 0, os.SEEK_SET)
                         outcome = self._stream(fd, opened, size >= room)
                         if isinstance(outcome, str):
                             fail(base + fsencode(name), outcome)
