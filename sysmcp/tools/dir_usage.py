@@ -129,7 +129,7 @@ class DirUsage:
     totals: Totals = prop()
     skipped: dict[str, int] = prop(
         "Entries left out, by reason: unreadable, other_filesystem, pseudo_filesystem, "
-        "excluded, special_file, vanished."
+        "excluded, special_file, vanished, directory_loop (a bind mount of a directory above it)."
     )
     largest_files: list[LargeFile] = prop()
     files_not_shown: int = prop("Files (at least min_size) not listed.")

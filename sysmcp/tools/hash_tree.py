@@ -96,7 +96,8 @@ class HashTree:
     )
     skipped: dict[str, int] = prop(
         "Entries left out of the walk by reason: excluded, symlink (never followed), special_file, "
-        "other_filesystem, pseudo_filesystem, unreadable (directories), vanished."
+        "other_filesystem, pseudo_filesystem, unreadable (directories), vanished, directory_loop (a bind "
+        "mount of a directory above it)."
     )
     unreadable_count: int = prop("Files that could not be hashed.")
     unreadable: list[PathError] = prop(

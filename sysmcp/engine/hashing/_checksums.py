@@ -232,8 +232,9 @@ def one_shot(algorithm: Algorithm) -> Callable[[memoryview], Hasher]:
 
 def describe_change(before: os.stat_result, after: os.stat_result, read: int) -> str | None:
     """Why a file read between these two looks yields the digest of no single version of it, or None."""
-    # Size 0 before and after with bytes read is a kernel-generated file (procfs, sysfs): not a change.
-    pseudo = before.st_size == after.st_size == 0
+    # A kernel-generated file (procfs, sysfs) has no blocks and a size that is not its content: 0, or
+    # sysfs's 4,096 for a few bytes. Its size and mtime kept while read, what it gave is no change.
+    pseudo = after.st_blocks == 0 and (after.st_size == 0 or read < after.st_size)
     if before.st_size != after.st_size or (read != after.st_size and not pseudo):
         return (
             f"its size changed while it was being hashed ({before.st_size:,} bytes at the start, "

@@ -48,6 +48,7 @@ from sysmcp.engine.hashing._checksums import (
     OPEN_AT,
     Algorithm,
     Style,
+    describe_change,
     explain,
     format_line,
     hash_fd,
@@ -251,17 +252,19 @@ class ListingHasher:
                             fail(base + fsencode(name), refused)
                             continue
                     size = opened.st_size
-                    if 0 < size < room:  # one read, no report or stop check inside: the common case
-                        count = readv(fd, targets)
-                        if count != size:
-                            fail(base + fsencode(name), _CHANGED_SIZE)
-                            continue
+                    count = readv(fd, targets) if 0 < size < room else -1
+                    if count == size:  # one read, no report or stop check inside: the common case
                         hexdigest = one_shot(view[:count]).hexdigest()
                         later = fstat(fd)
                         if later.st_size != size or later.st_mtime_ns != opened.st_mtime_ns:
-                            fail(base + fsencode(name), _CHANGED_CONTENT)
+                            fail(
+                                base + fsencode(name),
+                                f"changed while being hashed: {describe_change(opened, later, count)}",
+                            )
                             continue
-                    else:
+                    else:  # too big for one read, or empty or short (a kernel file: procfs says 0, sysfs 4,096)
+                        if count >= 0:
+                            os.lseek(fd, 0, os.SEEK_SET)
                         outcome = self._stream(fd, opened, size >= room)
                         if isinstance(outcome, str):
                             fail(base + fsencode(name), outcome)
@@ -353,8 +356,6 @@ ENTRY_INODES_TRUSTED = frozenset(
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()  # os.fsencode's
 _S_IFMT = 0o170000
 _S_IFREG = stat.S_IFREG
-_CHANGED_SIZE = "changed while being hashed: its size changed while it was read"
-_CHANGED_CONTENT = "changed while being hashed: it was modified while it was read"
 
 
 def _is_utf8(name: str) -> bool:

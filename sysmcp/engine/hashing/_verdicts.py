@@ -172,7 +172,9 @@ def check_file(
         trying = (ALGORITHMS[settled[len(expected)]],)
     blamed = blamed_code(candidates)
     if 0 < looked.st_size < len(buffer):
-        return check_small(last, dir_fd, looked, expected, candidates, trying, settled, buffer, blamed)
+        verdict = check_small(last, dir_fd, looked, expected, candidates, trying, settled, buffer, blamed)
+        if verdict is not None:
+            return verdict
     try:
         fd, opened = open_regular_at(last, dir_fd=dir_fd, follow_symlinks=dir_fd is None, expect=looked)
     except FileNotFoundError:
@@ -237,11 +239,12 @@ def check_small(
     settled: dict[int, str],
     buffer: bytearray,
     blamed: int,
-) -> tuple[int, str, int]:
+) -> tuple[int, str, int] | None:
     """``check_file`` for a file smaller than the buffer: open, one read, one ``fstat``, close
     (``opens.read_small_regular_at``), and the candidates a settled length skipped are tried on the
     bytes already read. The same verdicts as through ``open_regular_at`` and ``hash_fd``, with two
-    system calls and every per-file object fewer: these are most files, and per-file work is the cost."""
+    system calls and every per-file object fewer: these are most files, and per-file work is the cost.
+    None when the read gave less than a size that stayed (sysfs says 4,096): ``check_file`` reads to the end."""
     try:
         count, after, failure = read_small_regular_at(
             name, looked, buffer, dir_fd=dir_fd, follow_symlinks=dir_fd is None
@@ -253,6 +256,8 @@ def check_small(
     if failure is not None:
         return UNREADABLE_CODE, f"read error: {explain(failure)}", 0
     size = looked.st_size
+    if count < size and after.st_size == size and after.st_mtime_ns == looked.st_mtime_ns:
+        return None  # one read gave less than the size (sysfs says 4,096): the caller reads to the end
     if count != size or after.st_size != size or after.st_mtime_ns != looked.st_mtime_ns:
         changed = describe_change(looked, after, count) or "its contents moved while it was read"
         return UNREADABLE_CODE, f"changed while being read ({changed}); check it again", count

@@ -74,7 +74,9 @@ def mount_points_below(
     ``du``) in an uninterruptible system call. Every mount point counts, a bind mount of the root's
     own filesystem too (``du -x`` walks into those): what it shows may lie anywhere on that
     filesystem, outside the walked tree. Kernel pseudo-filesystems are ``pseudo_filesystem``; the
-    rest ``other_filesystem``, left out only with ``one_file_system`` (which is what it means).
+    rest ``other_filesystem``, left out only with ``one_file_system`` (which is what it means). Without
+    it, a bind mount of a directory above its own point is a ``directory_loop``: walked, it would count
+    that directory's tree twice (``du`` walks no directory inside itself either).
     """
     prefix = root.rstrip(b"/") + b"/"
     skip: dict[str, dict[str, str]] = {}
@@ -85,9 +87,32 @@ def mount_points_below(
             reason = "pseudo_filesystem"
         elif options.one_file_system:
             reason = "other_filesystem"
+        elif _shows_a_directory_above(mount):
+            reason = "directory_loop"
         else:
             continue
         parent, _, name = mount.point[len(prefix) :].rpartition(b"/")
         if name:
             skip.setdefault(os.fsdecode(parent), {})[os.fsdecode(name)] = reason
     return skip
+
+
+def _shows_a_directory_above(mount: MountPoint) -> bool:
+    """Whether the directory at a mount point is one of the directories above it (a bind mount of an
+    ancestor). Only a mount of a device some directory above is on is looked at, so a network
+    mount (a device of its own) is never ``stat``-ed, hung or not."""
+    point = mount.point
+    try:
+        above = [os.stat(head) for head in _heads(point)]
+        if not any(st.st_dev == mount.dev for st in above):
+            return False
+        shown = os.stat(point)
+    except OSError:
+        return False
+    return any((st.st_dev, st.st_ino) == (shown.st_dev, shown.st_ino) for st in above)
+
+
+def _heads(point: bytes) -> list[bytes]:
+    """The directories above an absolute path, ``/`` first: b"/a/b" → [b"/", b"/a"]."""
+    parts = point.strip(b"/").split(b"/")[:-1]
+    return [b"/"] + [b"/" + b"/".join(parts[: i + 1]) for i in range(len(parts))]

@@ -495,6 +495,42 @@ def test_a_hung_mount_below_the_root_does_not_stall_the_walk(tmp_path: Path) -> 
     assert done.stdout.strip() == "{'other_filesystem': 1} [1]"
 
 
+BIND_LOOP_WALK = """
+import json, os, subprocess, sys
+from sysmcp.engine.walk._walk import Scanner, SkipCounter, WalkOptions, SubtreeTotals
+
+root = sys.argv[1]
+os.makedirs(os.path.join(root, "sub", "loop"))
+open(os.path.join(root, "sub", "file"), "wb").write(b"x" * 100_000)
+subprocess.run(["mount", "--bind", root, os.path.join(root, "sub", "loop")], check=True)
+skipped = SkipCounter()
+events = list(Scanner(root.encode(), WalkOptions(one_file_system=False), skipped).events())
+top = [e for e in events if isinstance(e, SubtreeTotals) and e.relative == ""][0]
+du = subprocess.run(["du", "-s", "--block-size=1", root], capture_output=True, text=True, check=True)
+print(json.dumps([skipped.as_dict(), top.files, top.disk, int(du.stdout.split()[0])]))
+"""
+
+
+def test_a_bind_mount_of_a_directory_above_it_is_not_walked_twice_across_filesystems(tmp_path: Path) -> None:
+    """Without one_file_system, a bind mount of the root inside itself is a loop: its tree is counted
+    once, as ``du -s`` counts it (it was counted twice), and the skip is said."""
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0 or shutil.which("du") is None:
+        pytest.skip("needs root, unshare and du")
+    if subprocess.run([unshare, "-m", "--propagation", "private", "true"], capture_output=True).returncode:
+        pytest.skip("cannot create a private mount namespace here")
+    done = subprocess.run(
+        [unshare, "-m", "--propagation", "private", sys.executable, "-c", BIND_LOOP_WALK, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).parents[2],
+    )
+    assert done.returncode == 0, done.stderr
+    skipped, files, disk, du = json.loads(done.stdout)
+    assert skipped == {"directory_loop": 1} and files == 1 and disk == du
+
+
 def build_deep_tree(root: Path, depth: int = 8) -> None:
     """A chain ``l0/l1/…`` whose every level also has two leaf directories with files of distinct sizes."""
     level = root

@@ -1,0 +1,84 @@
+"""Kernel-generated files (sysfs) say a size that is not their content: 4,096 bytes for an attribute of a
+few. Like ``sha256sum``, every hashing engine hashes what such a file gives, and never calls it changed
+while read for the size it says (it was refused by hash_tree, verify_checksums and file_sha256)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from sysmcp.engine.calls import never_cancelled, no_progress
+from sysmcp.engine.hashing import (
+    ALGORITHMS,
+    FileRequest,
+    Source,
+    VerifyRequest,
+    format_line,
+    hash_file,
+    verify,
+)
+from sysmcp.engine.hashing import _treehash as treehash
+from sysmcp.engine.hashing._verify_ranges import Tuning
+from sysmcp.engine.parallel import Sharing
+from sysmcp.engine.walk import WalkOptions
+
+#: Attributes that read the same twice and exist on most Linux kernels.
+CANDIDATES = (
+    "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size",
+    "/sys/kernel/profiling",
+    "/sys/power/state",
+)
+
+
+def attribute() -> tuple[Path, bytes]:
+    """A sysfs file whose size says more than it gives, and what it gives."""
+    for name in CANDIDATES:
+        try:
+            st, content = os.stat(name), Path(name).read_bytes()
+        except OSError:
+            continue
+        if st.st_blocks == 0 and 0 < len(content) < st.st_size and Path(name).read_bytes() == content:
+            return Path(name), content
+    pytest.skip("no sysfs attribute here whose size says more than it gives")
+
+
+def test_file_sha256_hashes_a_sysfs_attribute_as_sha256sum_does() -> None:
+    path, content = attribute()
+    hashed = hash_file(FileRequest(os.fsencode(path), str(path), str(path)), no_progress, never_cancelled)
+    assert hashed.digest.changed is None
+    assert hashed.digest.hexdigests["sha256"] == hashlib.sha256(content).hexdigest()
+
+
+def test_hash_tree_puts_a_sysfs_attribute_in_the_manifest() -> None:
+    path, content = attribute()
+    result = treehash.hash_path(
+        treehash.TreeRequest(
+            os.fsencode(path),
+            ALGORITHMS["sha256"],
+            "gnu",
+            WalkOptions(),
+            timeout_s=60,
+            keep_limit=1 << 20,
+            first_lines=10,
+            sharing=Sharing(processes=1),
+            shown=str(path),
+        ),
+        no_progress,
+        never_cancelled,
+    )
+    assert result.unreadable == [] and result.files == 1
+    assert result.manifest is not None
+    assert bytes(result.manifest) == format_line(
+        os.fsencode(path.name), hashlib.sha256(content).hexdigest(), ALGORITHMS["sha256"]
+    )
+
+
+def test_verify_checksums_finds_a_sysfs_attribute_ok() -> None:
+    path, content = attribute()
+    text = f"{hashlib.sha256(content).hexdigest()}  {path}\n".encode()
+    request = VerifyRequest(Source("(text)", data=text), b"/", threads=1, tuning=Tuning())
+    result = verify(request, no_progress, never_cancelled)
+    assert [(checked.status, checked.detail) for checked in result.checked] == [("OK", "")]
