@@ -462,6 +462,8 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         lines.append(f"{shown}: nothing to compare with: {history_off()}, so no snapshot is kept.")
     elif found.unread is not None:
         lines.append(f"{shown}: no snapshot could be read to compare with.")
+    elif found.not_kept and found.lower_bound is not None:  # an older snapshot may be there: none of now
+        lines.append(f"{shown}: nothing compared: the scan made now could not be kept as a snapshot.")
     elif found.lower_bound is not None:
         lines.append(
             f"{shown}: no earlier snapshot to compare with (no baseline yet); one was recorded now, so the "
