@@ -174,8 +174,8 @@ def _listing(plan: Plan, chosen: list[str], shown: int) -> tuple[str, int]:
 
 
 def _caveat(item: Item) -> list[str]:
-    """A log emptied while its engine keeps writing to it: the note that says so, and what bounds it
-    for good (escaped: it names a container)."""
+    """An emptied log's note: when it grows again, and what bounds it for good (escaped: it names a
+    container)."""
     return [escaped(item.note)] if item.emptied and item.note else []
 
 
