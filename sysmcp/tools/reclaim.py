@@ -385,7 +385,8 @@ TOOL = Tool(
     name="reclaim",
     title="Reclaim space (removes files)",
     description=(
-        "Removes the files of chosen items of a reclaim_plan, re-checking each at the moment of acting. Asks "
+        "Removes the files of chosen items of a reclaim_plan (empties a container's log or a deleted file "
+        "still open), re-checking each at the moment of acting. Asks "
         "the user first: through the client's elicitation when it has it (then only the user's answer "
         "confirms), else the first call returns the list and a code for a second call (show the user the list). "
         "Reports bytes freed against planned."
