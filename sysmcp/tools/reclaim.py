@@ -89,7 +89,7 @@ class ItemReport:
     planned_bytes: int = prop("Bytes this item was planned to free.")
     freed_bytes: int = prop("Bytes measured freed for this item.")
     files_done: int = prop("Files acted on.")
-    skipped: list[Skip] = prop()
+    skipped: list[Skip] = prop("The files left alone, each with why.")
 
 
 @result

@@ -124,10 +124,10 @@ class StoredScan(Open):
 class Share(Open):
     """Growth or shrinkage: the deepest directories that hold it."""
 
-    total_bytes: int = prop()
-    covered_bytes: int = prop("Growth inside the listed directories.")
-    percent: float | None = prop("That share of the whole growth.")
-    paths: list[str] = prop()
+    total_bytes: int = prop("The whole growth, or shrinkage (negative), in disk bytes.")
+    covered_bytes: int = prop("The part of it inside the listed directories.")
+    percent: float | None = prop("That part's share of the whole.")
+    paths: list[str] = prop("The deepest directories that hold it.")
 
 
 @result
@@ -235,7 +235,7 @@ class WhatChanged:
     )
     changes_not_shown: Opt[int] = prop("Further changes left out of this list.")
     threshold_bytes: Opt[int | None] = prop("Directories smaller than this are not tracked in snapshots.")
-    new_files: Opt[list[NewFile]] = prop()
+    new_files: Opt[list[NewFile]] = prop("Large files of the newer snapshot the older did not list.")
     removed_files: Opt[list[RemovedFile]] = prop("Large files of the older snapshot that are gone.")
     shrunk_files: Opt[list[ShrunkFile]] = prop("Large files of the older snapshot that are smaller now.")
     filesystem_growth: Opt[FilesystemGrowth | None] = prop(
