@@ -363,8 +363,8 @@ def containers(layout: RootsLayout) -> list[Proposal]:
     """What a container engine holds that could go, from the engine itself (``sysmcp.engine.containers``,
     its data root not walked): stopped containers' writable layers, dangling volumes, dangling images and
     the build cache, each freed by the engine's own command; and each container's log file, which
-    ``reclaim`` may empty itself (the engine keeps writing to it) when it is the server's own or the
-    server runs as root."""
+    ``reclaim`` may empty itself (a running container's engine keeps writing to it) when it is the
+    server's own or the server runs as root."""
     if not layout.container_engines:
         return []
     request = ContainersRequest(
@@ -420,6 +420,7 @@ def containers(layout: RootsLayout) -> list[Proposal]:
         "the next image build starts from scratch (slower)",
         REGENERABLE,
     )
+    stopped = {c.name for c in found.containers if c.stopped}  # the engine holds no log of theirs open
     for log in found.logs:
         file = _regular(_real_parent(os.fsencode(log.file.path))) if log.file.path else None
         if file is None:
@@ -432,6 +433,11 @@ def containers(layout: RootsLayout) -> list[Proposal]:
         # Only its owner (rootless Podman: the user it runs as) or root may empty it: for anyone else
         # it stays the engine's command, so truncating is never a way to another user's file.
         ours = os.geteuid() in (0, file[1].st_uid)
+        grows = (
+            "its container is stopped: the log grows again once it is started"
+            if log.container in stopped
+            else "the engine keeps the file open and goes on writing to it, so it grows again"
+        )
         groups.append(
             Proposal(
                 "container",
@@ -442,7 +448,7 @@ def containers(layout: RootsLayout) -> list[Proposal]:
                 safety=REVIEW,
                 method=f"blocks of the log file {found.engine} names for container {log.container}",
                 action="truncate" if ours else "command",
-                note=f"the engine keeps the file open and goes on writing to it, so it grows again; {limit}: "
+                note=f"{grows}; {limit}: "
                 "--log-opt max-size (or log-opts in daemon.json) keeps it bounded for good"
                 + ("" if ours else f"; it is uid {file[1].st_uid}'s file: only that user or root empties it"),
             )

@@ -6,6 +6,7 @@ the field and the rule, because a model reads them and retries.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -135,6 +136,8 @@ def _check(schema: dict[str, Any], value: Any, where: str, problems: list[str]) 
             problems.append(f"{where} must match the pattern {schema['pattern']}")
     if isinstance(value, list):
         _check_length(schema, len(value), ("minItems", "maxItems", "item"), where, problems)
+        if schema.get("uniqueItems") and len({json.dumps(v, sort_keys=True) for v in value}) < len(value):
+            problems.append(f"{where} must not repeat an item")
         if "items" in schema:
             return [_check(schema["items"], item, f"{where}[{i}]", problems) for i, item in enumerate(value)]
     if isinstance(value, dict) and ("properties" in schema or "additionalProperties" in schema):

@@ -88,7 +88,7 @@ class ItemReport:
     planned_bytes: int = prop("Bytes this item was planned to free.")
     freed_bytes: int = prop("Bytes measured freed for this item.")
     files_done: int = prop("Files acted on.")
-    skipped: list[Skip] = prop()
+    skipped: list[Skip] = prop("The files left alone, each with why.")
 
 
 @result
@@ -173,8 +173,8 @@ def _listing(plan: Plan, chosen: list[str], shown: int) -> tuple[str, int]:
 
 
 def _caveat(item: Item) -> list[str]:
-    """A log emptied while its engine keeps writing to it: the note that says so, and what bounds it
-    for good (escaped: it names a container)."""
+    """An emptied log's note: when it grows again, and what bounds it for good (escaped: it names a
+    container)."""
     return [escaped(item.note)] if item.emptied and item.note else []
 
 
@@ -384,7 +384,8 @@ TOOL = Tool(
     name="reclaim",
     title="Reclaim space (removes files)",
     description=(
-        "Removes the files of chosen items of a reclaim_plan, re-checking each at the moment of acting. Asks "
+        "Removes the files of chosen items of a reclaim_plan (empties a container's log or a deleted file "
+        "still open), re-checking each at the moment of acting. Asks "
         "the user first: through the client's elicitation when it has it (then only the user's answer "
         "confirms), else the first call returns the list and a code for a second call (show the user the list). "
         "Reports bytes freed against planned."

@@ -106,7 +106,7 @@ class PlanItem:
 class ReclaimPlan:
     plan_id: str = prop("The id to give reclaim (with --allow-reclaim) or to find this plan again.")
     path: str = prop()
-    total_bytes: int = prop()
+    total_bytes: int = prop("Disk bytes all the items together could free.")
     items: list[PlanItem] = prop("What could be freed, largest first.")
     script: Opt[str | None] = prop("sysmcp:// URI of the plan as a shell script.")
     kept: Opt[Literal["history", "memory"]] = prop(

@@ -124,10 +124,10 @@ class StoredScan(Open):
 class Share(Open):
     """Growth or shrinkage: the deepest directories that hold it."""
 
-    total_bytes: int = prop()
-    covered_bytes: int = prop("Growth inside the listed directories.")
-    percent: float | None = prop("That share of the whole growth.")
-    paths: list[str] = prop()
+    total_bytes: int = prop("The whole growth, or shrinkage (negative), in disk bytes.")
+    covered_bytes: int = prop("The part of it inside the listed directories.")
+    percent: float | None = prop("That part's share of the whole.")
+    paths: list[str] = prop("The deepest directories that hold it.")
 
 
 @result
@@ -235,7 +235,7 @@ class WhatChanged:
     )
     changes_not_shown: Opt[int] = prop("Further changes left out of this list.")
     threshold_bytes: Opt[int | None] = prop("Directories smaller than this are not tracked in snapshots.")
-    new_files: Opt[list[NewFile]] = prop()
+    new_files: Opt[list[NewFile]] = prop("Large files of the newer snapshot the older did not list.")
     removed_files: Opt[list[RemovedFile]] = prop("Large files of the older snapshot that are gone.")
     shrunk_files: Opt[list[ShrunkFile]] = prop("Large files of the older snapshot that are smaller now.")
     filesystem_growth: Opt[FilesystemGrowth | None] = prop(
@@ -463,6 +463,8 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         lines.append(f"{shown}: nothing to compare with: {history_off()}, so no snapshot is kept.")
     elif found.unread is not None:
         lines.append(f"{shown}: no snapshot could be read to compare with.")
+    elif found.not_kept and found.lower_bound is not None:  # an older snapshot may be there: none of now
+        lines.append(f"{shown}: nothing compared: the scan made now could not be kept as a snapshot.")
     elif found.lower_bound is not None:
         lines.append(
             f"{shown}: no earlier snapshot to compare with (no baseline yet); one was recorded now, so the "

@@ -17,6 +17,7 @@ SCHEMA: dict[str, Any] = {
         "top_n": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5},
         "unit": {"type": "string", "enum": ["percent", "mb"], "default": "percent"},
         "exclude": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+        "items": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
     },
     "required": ["path"],
     "additionalProperties": False,
@@ -44,6 +45,7 @@ def test_integral_floats_are_accepted_as_integers() -> None:
         ({"path": "/", "exclude": ["a", 1]}, "'exclude'[1] must be a string"),
         ({"path": "/", "exclude": ["a", "b", "c"]}, "at most 2 items"),
         ({"path": "/", "bogus": 1}, "'bogus' is not a known argument"),
+        ({"path": "/", "items": ["a", "b", "a"]}, "'items' must not repeat an item"),
     ],
 )
 def test_each_rule_is_named_in_the_error(arguments: dict[str, Any], fragment: str) -> None:

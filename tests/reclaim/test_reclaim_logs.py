@@ -133,11 +133,11 @@ def test_a_container_log_is_an_item_reclaim_empties_in_place_and_the_engine_keep
     plan = plan_for(engine)
     item = the_log(plan, log)
     assert item.action == "truncate" and item.klass == "container" and item.safety == "review"
-    assert "goes on writing to it" in (item.note or "") and "--log-opt max-size" in (item.note or "")
+    assert "its container is stopped" in (item.note or "") and "--log-opt max-size" in (item.note or "")
     view = item_view(item)
     assert view.action == "truncate" and view.command == f"truncate -s 0 {log}"
     question, _total = _listing(plan, [item.id], 5)
-    assert "truncate 1 file, 1.0 MiB" in question and "note: the engine keeps the file open" in question
+    assert "truncate 1 file, 1.0 MiB" in question and "note: its container is stopped" in question
     before = os.stat(log)
     done, reason, freed = empty(plan, item)
     after = os.stat(log)

@@ -1,5 +1,6 @@
-"""reclaim on a container's log, through the real server: the question and the answer both say that the
-engine keeps writing to it and what bounds it for good, and the log is emptied in place."""
+"""reclaim on a container's log, through the real server: the question and the answer both say when the
+log grows again (its container, only created, is stopped) and what bounds it for good, and the log is
+emptied in place."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from tests.wire import result_text, spawn
 pytestmark = pytest.mark.anyio
 
 
-async def test_the_question_and_the_answer_say_the_engine_keeps_writing_and_max_size_is_the_lasting_fix(
+async def test_the_question_and_the_answer_say_when_the_log_grows_again_and_max_size_is_the_lasting_fix(
     tmp_path: Path,
 ) -> None:
     log = tmp_path / "containers" / "c1" / "c1-json.log"
@@ -32,13 +33,13 @@ async def test_the_question_and_the_answer_say_the_engine_keeps_writing_and_max_
             first = await wire.call("reclaim", arguments)
             asked = result_text(first)
             assert f"{item['id']}: truncate 1 file" in asked
-            assert "note: the engine keeps the file open and goes on writing to it" in asked
+            assert "note: its container is stopped: the log grows again once it is started" in asked
             assert log.stat().st_size > 0  # nothing done before the confirmation
             code = first["result"]["structuredContent"]["confirmation_code"]
             done = await wire.call("reclaim", {**arguments, "confirm": code})
     told = result_text(done)
     [report] = done["result"]["structuredContent"]["items"]
     assert report["action"] == "truncate" and report["files_done"] == 1 and report["skipped"] == []
-    assert "1 file emptied" in told and "note: the engine keeps the file open" in told
+    assert "1 file emptied" in told and "note: its container is stopped" in told
     assert "--log-opt max-size" in told
     assert (log.stat().st_ino, log.stat().st_size) == (inode, 0) and os.path.isfile(log)

@@ -16,9 +16,12 @@ from sysmcp.results import ResultStore
 from sysmcp.tools import schemas as js
 from sysmcp.tools.descriptions import COMMON, described
 from sysmcp.tools.dir_usage import TOOL as DIR_USAGE_OUTPUT_TOOL
+from sysmcp.tools.reclaim import TOOL as RECLAIM
+from sysmcp.tools.reclaim_plan import TOOL as RECLAIM_PLAN
 from sysmcp.tools.registry import listing_name, with_link
 from sysmcp.tools.verify_checksums import TOOL as VERIFY_OUTPUT_TOOL
 from sysmcp.tools.walking import scan_failure
+from sysmcp.tools.what_changed import TOOL as WHAT_CHANGED
 
 
 def test_a_typed_value_keeps_its_keywords_in_order_and_its_description_last() -> None:
@@ -117,3 +120,21 @@ def test_verdicts_built_on_demand_index_and_iterate_like_a_list() -> None:
         verdicts[3]
     with pytest.raises(IndexError):
         verdicts[-4]
+
+
+def test_no_output_property_borrows_a_common_description_meant_for_another_tools_field() -> None:
+    """A common description fills in where a field has none: 'what was hashed', 'the manifest' or 'the
+    walk' said of what_changed's growth, reclaim_plan's total or reclaim's skipped files is false."""
+    changed = described(WHAT_CHANGED.output_schema)["properties"]
+    share = changed["attribution"]["properties"]
+    plan = described(RECLAIM_PLAN.output_schema)["properties"]
+    done = described(RECLAIM.output_schema)["properties"]["items"]["items"]["properties"]
+    words = {
+        "growth total": share["total_bytes"]["description"],
+        "growth paths": share["paths"]["description"],
+        "new files": changed["new_files"]["description"],
+        "plan total": plan["total_bytes"]["description"],
+        "skipped": done["skipped"]["description"],
+    }
+    borrowed = {COMMON["total_bytes"], COMMON["paths"], COMMON["new_files"], COMMON["skipped"]}
+    assert not {name for name, text in words.items() if text in borrowed}, words

@@ -679,3 +679,25 @@ async def test_a_snapshot_another_writer_kept_from_being_saved_is_one_note_endin
         holder.close()
     note = "the history store was busy (another sysmcp writing): the snapshot not saved"
     assert f"\nNote: {note}.\n" in output.text + "\n" and note in output.structured["notes"], output.text
+
+
+async def test_a_scan_whose_snapshot_another_writer_kept_from_being_saved_never_says_one_was_recorded(
+    tmp_path: Path, clock: Clock
+) -> None:
+    tree = tmp_path / "tree"
+    write(tree / "a", 4096)
+    store = state.active()
+    assert store is not None
+    assert (await call(path=str(tree))).structured["comparable"] is False  # the first snapshot, saved
+    holder = sqlite3.connect(store.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process in the middle of its write
+    try:
+        output = await call(path=str(tree))  # the only snapshot is of now: a fresh scan, not saved
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert len(store.snapshots("scan")) == 1
+    assert "recorded now" not in output.text and "no baseline yet" not in output.text, output.text
+    assert output.text.startswith(f"{tree}: nothing compared: the scan made now could not be kept"), (
+        output.text
+    )
