@@ -141,7 +141,8 @@ logf() {
 
 FOOTER = r"""
 if [ "$APPLY" = 1 ]; then
-  printf 'done: %s files acted on, %s skipped; %s bytes freed (df before and after)\n' "$DONE" "$SKIPPED" "$FREED"
+  FILES=files; [ "$DONE" = 1 ] && FILES=file
+  printf 'done: %s %s acted on, %s skipped; %s bytes freed (df before and after)\n' "$DONE" "$FILES" "$SKIPPED" "$FREED"
 else
   printf 'dry run: nothing was changed (%s skipped); run with --apply to act\n' "$SKIPPED"
 fi

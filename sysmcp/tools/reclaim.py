@@ -374,8 +374,8 @@ def where_logged(actions: ActionLog) -> str:
     if actions.unsaved < actions.recorded:
         kept = actions.recorded - actions.unsaved
         return (
-            f"Each action is logged on stderr, and {kept:,} of the {plural(actions.recorded, 'action')} in "
-            f"{store}: {actions.failure}."
+            f"Each action is logged on stderr; {kept:,} of the {plural(actions.recorded, 'action')} are in "
+            f"{store}, the other {actions.unsaved:,} only on stderr ({actions.failure})."
         )
     return f"Each action is logged on stderr only: {actions.failure}."
 

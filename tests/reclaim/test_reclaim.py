@@ -715,7 +715,7 @@ def test_the_script_removes_no_duplicate_whose_kept_copy_is_gone_or_whose_bytes_
     assert (tmp_path / "gone" / "b-extra").read_bytes() == sets["gone"]
     assert (tmp_path / "differs" / "b-extra").exists() and not (tmp_path / "fine" / "b-extra").exists()
     assert f"skipped: {tmp_path}/gone/b-extra: the kept copy".encode() in done.stdout
-    assert b"done: 1 files acted on, 2 skipped" in done.stdout
+    assert b"done: 1 file acted on, 2 skipped" in done.stdout
 
 
 KILLED_ASIDE = textwrap.dedent(

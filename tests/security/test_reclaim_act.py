@@ -93,8 +93,9 @@ def test_a_log_the_full_disk_of_the_history_store_cut_says_how_many_actions_are_
     found = in_namespace("log_on_a_full_disk")
     assert (found["in_store"], found["unsaved"]) == (200, 250)
     assert found["words"] == (
-        "Each action is logged on stderr, and 200 of the 450 actions in the history store (sysmcp history "
-        "--reclaim): the disk holding the history store is full: the reclaim log not saved."
+        "Each action is logged on stderr; 200 of the 450 actions are in the history store (sysmcp history "
+        "--reclaim), the other 250 only on stderr (the disk holding the history store is full: the reclaim "
+        "log not saved)."
     )
 
 
