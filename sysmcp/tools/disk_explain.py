@@ -384,8 +384,10 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         lines.append(f"5. Snapshots and subvolumes: none{note}.")
     if acc.cow is not None:
         lines += cow_lines(acc.cow, roots)
+    # btrfs has no root reserve: what it keeps back no one can use
+    whose = "kept back by btrfs" if acc.mount.fs_type == "btrfs" else "reserved for root"
     reserved = (
-        f"; {human_bytes(acc.figures.reserved)} reserved for root beside it (free space, not used)"
+        f"; {human_bytes(acc.figures.reserved)} {whose} beside it (free space, not used)"
         if acc.figures.reserved
         else ""
     )

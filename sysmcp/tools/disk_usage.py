@@ -261,7 +261,9 @@ def usage_phrase(fs: Filesystem, unit: str) -> str:
         used=used, free=free, total=total, percent=_pct(fs.percent_used)
     )
     reserved = fs.reserved_bytes or 0
-    return text + (f", {_amount(reserved, unit)} reserved for root" if reserved else "")
+    # btrfs has no root reserve: what it keeps back no one can use
+    whose = "kept back by btrfs" if fs.fs_type == "btrfs" else "reserved for root"
+    return text + (f", {_amount(reserved, unit)} {whose}" if reserved else "")
 
 
 def duration_phrase(seconds: float) -> str:

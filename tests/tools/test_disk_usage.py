@@ -434,6 +434,15 @@ async def test_the_path_answer_mentions_reserved_space() -> None:
     assert "10.0 GiB reserved for root" in text and "12% used" in text  # 10 / (10 + 80)
 
 
+async def test_what_btrfs_keeps_back_is_not_called_a_root_reserve() -> None:
+    """btrfs has no blocks reserved for root: the gap between free and available is its own, and root
+    cannot write into it either."""
+    pool = Mount("/", "/dev/sda2", "btrfs", ("rw", "subvol=/@"), dev="0:31")
+    text, structured = await call(tool([pool], FakeUsage({"/": stats(100, 10, avail_gib=80)})), path="/")
+    assert structured["filesystems"][0]["reserved_bytes"] == 10 * GiB
+    assert "10.0 GiB kept back by btrfs" in text and "reserved for root" not in text
+
+
 @pytest.mark.parametrize("unit", ["percent", "mb", "human", "bytes"])
 async def test_the_text_always_states_used_free_and_reserved_bytes(unit: str) -> None:
     usage = FakeUsage({"/": stats(252, 120, avail_gib=120)})  # 12 GiB reserved: used + free < total
