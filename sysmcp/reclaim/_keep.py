@@ -261,7 +261,7 @@ class LogRecord:
     item: str
     path: str
     action: str
-    outcome: str  # done | skipped
+    outcome: str  # done | skipped | stopped (the call, not a file: cancelled or failed part way; reason says)
     reason: str | None
     planned: int
     freed: int
@@ -327,6 +327,17 @@ class ActionLog:
 def read_log(store: Store, limit: int = 50) -> list[LogRecord]:
     """The newest ``limit`` records, oldest first."""
     keys = sorted(key for key, _updated in store.keys(LOG_NAMESPACE))[-limit:] if limit > 0 else []
+    return _records(store, keys)
+
+
+def plan_log(store: Store, plan_id: str) -> list[LogRecord]:
+    """Every record of one plan's reclaims, oldest first: what an earlier call did (or was doing when it
+    was cancelled) to that plan's files."""
+    keys = sorted(key for key, _updated in store.keys(LOG_NAMESPACE) if key.split("-")[1:2] == [plan_id])
+    return _records(store, keys)
+
+
+def _records(store: Store, keys: list[str]) -> list[LogRecord]:
     records: list[LogRecord] = []
     for key in keys:
         raw = store.get(LOG_NAMESPACE, key)
