@@ -355,6 +355,7 @@ def _logger(plan: Plan, actions: ActionLog, run: list[LogRecord]) -> Any:
     def told(item: Item, entry: PlannedFile, action: str, outcome: FileResult) -> None:
         path = os.fsdecode(entry.path)
         planned, freed = entry.identity.disk, outcome.freed
+        kept = os.fsdecode(item.keep.path) if item.keep is not None else None
         log.warning(
             "reclaim done" if outcome.done else "reclaim skipped",
             plan=plan.id,
@@ -364,9 +365,12 @@ def _logger(plan: Plan, actions: ActionLog, run: list[LogRecord]) -> Any:
             reason=outcome.reason,
             planned=planned,
             freed=freed,
+            kept_copy=kept,
         )
         done = "done" if outcome.done else "skipped"
-        record = LogRecord(state.now(), plan.id, item.id, path, action, done, outcome.reason, planned, freed)
+        record = LogRecord(
+            state.now(), plan.id, item.id, path, action, done, outcome.reason, planned, freed, kept
+        )
         actions.record(record)
         run.append(record)
 

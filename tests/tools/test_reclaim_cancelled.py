@@ -1,6 +1,6 @@
 """A reclaim cancelled part way gets no reply (MCP), so the next look at the plan says what it did: the next
 reclaim of the plan names the files done and acts on the rest alone; ``sysmcp history --reclaim`` shows
-the stop. The cancellation comes from the client at a known file: the server runs with a test hook
+the stop, and each duplicate removed with its kept copy. The cancellation comes from the client at a known file: the server runs with a test hook
 (``ApplyRequest.between``) that, at that file, opens a FIFO the test reads, then waits to be cancelled."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ runpy.run_module("sysmcp", run_name="__main__")
 """
 
 
-async def test_a_reclaim_cancelled_part_way_is_told_by_the_next_call_which_acts_only_on_the_rest(
+async def test_a_reclaim_cancelled_part_way_is_told_by_the_next_call_which_acts_only_on_the_rest_and_logged(
     tmp_path: Path,
 ) -> None:
     data, state, fifo = tmp_path / "data", tmp_path / "state", tmp_path / "at-the-third"
@@ -110,6 +110,8 @@ async def test_a_reclaim_cancelled_part_way_is_told_by_the_next_call_which_acts_
         check=True,
     ).stdout
     assert "stopped (cancelled after 2 files)" in told, told
+    for name in ("copy01.bin", "copy02.bin", "copy03.bin", "copy05.bin"):  # each says where its bytes are
+        assert f"{data}/{name}  (kept copy: {data}/copy00.bin)" in told, told
 
 
 def test_the_answer_names_stderr_only_when_every_action_line_went_there() -> None:
