@@ -204,7 +204,8 @@ def test_a_plans_log_is_read_apart_and_a_row_logged_before_kept_copies_reads_wit
     assert store.put(
         LOG_NAMESPACE, f"{int(clock.now * 1e6) + 1:016d}-p1-old-000001", json.dumps(old).encode()
     ).ok
-    assert plan_log(store, "p1") == [kept, LogRecord(*old.values())]
+    before = LogRecord(clock.now, "p1", "duplicate-1", "/srv/c", "delete", "done", None, 8192, 8192)
+    assert plan_log(store, "p1") == [kept, before]
     assert [r.plan for r in read_log(store)] == ["p1", "p2", "p1"]
 
 
