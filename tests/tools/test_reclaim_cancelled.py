@@ -103,6 +103,11 @@ async def test_a_reclaim_cancelled_part_way_is_told_by_the_next_call_which_acts_
         assert result["items"][0]["skipped"] == [] and earlier in result_text(reply), result
         assert [p.name for p in paths if p.exists()] == ["copy00.bin"]
 
+        again = await wire.call("reclaim", arguments)  # nothing left: nothing asked, nothing done twice
+        result = again["result"]["structuredContent"]
+        assert result["done_before"] == 5 and result["items"][0]["files_done"] == 0, result
+        assert "acted on 5 files of these items" in result_text(again)
+
     told = subprocess.run(
         [sys.executable, "-m", "sysmcp", "history", "--reclaim", "--state-dir", str(state)],
         capture_output=True,
