@@ -77,6 +77,7 @@ class QueuedLogWriter:
         self._queue: collections.deque[bytes] = collections.deque()
         self._queued_bytes = 0
         self._dropped = 0
+        self.lost = 0  # lines dropped or discarded since the start, never reset (``lines_lost``)
         self._busy = False  # the thread holds a line it has not finished writing
         self._broken = False  # the descriptor refused a write (closed pipe): discard from now on
         self._partial = threading.local()
@@ -123,12 +124,14 @@ class QueuedLogWriter:
     def _put(self, data: bytes) -> None:
         with self._cond:
             if self._broken:
+                self.lost += data.count(b"\n")
                 return
             full = len(self._queue) >= self.max_lines or (
                 self._queue and self._queued_bytes + len(data) > self.max_bytes
             )
             if full:
                 self._dropped += data.count(b"\n")
+                self.lost += data.count(b"\n")
             else:
                 self._queue.append(data)
                 self._queued_bytes += len(data)
@@ -153,6 +156,7 @@ class QueuedLogWriter:
             except OSError:  # the reader is gone (EPIPE) or the descriptor closed: nothing to write to
                 with self._cond:
                     self._broken = True
+                    self.lost += sum(line.count(b"\n") for line in [data, *self._queue])
                     self._queue.clear()
                     self._queued_bytes = 0
                     self._dropped = 0
@@ -211,6 +215,18 @@ def log_writer(stream: TextIO) -> TextIO:
         _writers.append((stream, writer))
         atexit.register(writer.drain, EXIT_DRAIN_TIMEOUT)
         return cast(TextIO, writer)
+
+
+def lines_lost() -> int:
+    """Log lines dropped (a full queue: the host does not read stderr) or discarded (stderr closed) so
+    far: a caller that says it logged on stderr compares this before and after."""
+    with _writers_lock:
+        return sum(writer.lost for _, writer in _writers)
+
+
+def logs_at(level: str) -> bool:
+    """Whether a line at ``level`` is written at all (the configured ``--log-level``)."""
+    return _threshold is None or _NUMBERS[level] >= _threshold
 
 
 def drain_logs(timeout: float = EXIT_DRAIN_TIMEOUT) -> None:

@@ -108,6 +108,7 @@ def test_writes_return_at_once_while_the_pipe_is_full_and_the_dropped_count_foll
     kept = [r["n"] for r in records if r["event"] == "line"]
     assert kept == sorted(kept) and len(kept) < len(lines)
     assert len(kept) + sum(r["dropped"] for r in reported) == len(lines)  # written, or counted as dropped
+    assert writer.lost == len(lines) - len(kept)  # still counted once reported: what a caller compares
 
 
 def test_every_line_arrives_whole_under_concurrent_writers(pipe: Pipe) -> None:

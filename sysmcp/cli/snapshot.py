@@ -312,6 +312,7 @@ def _reclaim_log(store: Store, limit: int, shown: Callable[[bytes | str], bool])
         _out(
             f"{when}  {r.plan:12}  {r.item:22}  {r.action:8}  {outcome:22}  {human_bytes(r.planned):>10}  "
             f"{human_bytes(r.freed):>10}  {escaped(r.path)}"
+            + (f"  (kept copy: {escaped(r.kept)})" if r.kept is not None else "")
         )
     _out(f"{plural(len(records), 'action')}, {human_bytes(sum(r.freed for r in records))} freed (measured)")
     return EXIT_OK

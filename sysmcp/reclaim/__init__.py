@@ -5,7 +5,7 @@ This is the room's front door: other rooms import these names from here, never a
 """
 
 from sysmcp.reclaim._classes import CLASSES
-from sysmcp.reclaim._keep import PLAN_TTL_S, ActionLog, Durability, LogRecord, PlanKeeper, read_log
+from sysmcp.reclaim._keep import PLAN_TTL_S, ActionLog, Durability, LogRecord, PlanKeeper, plan_log, read_log
 from sysmcp.reclaim._plan import (
     LINK,
     ApplyRequest,
@@ -43,6 +43,7 @@ __all__ = [
     "choose",
     "confirmation_code",
     "outside_roots",
+    "plan_log",
     "read_log",
     "render_script",
 ]

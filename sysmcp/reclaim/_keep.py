@@ -9,7 +9,8 @@ it had says little about the disk a day later. When history is off or the store 
 plan is kept in this process's memory only, and ``Durability`` says so for the answer to repeat.
 
 Every file acted on or left alone is one row of ``reclaim-log`` (plain JSON, so a ``sqlite3`` query
-reads it), written in batches so a thousand files are not a thousand transactions.
+reads it; a duplicate's row names its kept copy), written in batches so a thousand files are not a
+thousand transactions.
 
 A stored plan carries an HMAC-SHA-256 of its plan id and bytes, keyed by a secret in its own 0600
 file in the state directory (``history.statedir``: made ``O_EXCL``, read without following a link, checked
@@ -261,10 +262,11 @@ class LogRecord:
     item: str
     path: str
     action: str
-    outcome: str  # done | skipped
+    outcome: str  # done | skipped | stopped (the call, not a file: cancelled or failed part way; reason says)
     reason: str | None
     planned: int
     freed: int
+    kept: str | None = None  # a duplicate's kept copy: where the bytes of the file removed or linked are
 
     def as_json(self) -> bytes:
         return json.dumps(
@@ -283,6 +285,7 @@ _LOGGED: tuple[tuple[str, Callable[[Any], Any]], ...] = (
     ("reason", lambda reason: reason),
     ("planned_bytes", int),
     ("freed_bytes", int),
+    ("kept_copy", lambda kept: kept),
 )
 
 
@@ -327,13 +330,27 @@ class ActionLog:
 def read_log(store: Store, limit: int = 50) -> list[LogRecord]:
     """The newest ``limit`` records, oldest first."""
     keys = sorted(key for key, _updated in store.keys(LOG_NAMESPACE))[-limit:] if limit > 0 else []
+    return _records(store, keys)
+
+
+def plan_log(store: Store, plan_id: str) -> list[LogRecord]:
+    """Every record of one plan's reclaims, oldest first: what an earlier call did (or was doing when it
+    was cancelled) to that plan's files."""
+    keys = sorted(key for key, _updated in store.keys(LOG_NAMESPACE) if key.split("-")[1:2] == [plan_id])
+    return _records(store, keys)
+
+
+def _records(store: Store, keys: list[str]) -> list[LogRecord]:
     records: list[LogRecord] = []
     for key in keys:
         raw = store.get(LOG_NAMESPACE, key)
         try:
             row = json.loads(raw) if raw is not None else None
             if row is not None:
-                records.append(LogRecord(*(read(row[name]) for name, read in _LOGGED)))
+                # a row logged before there was kept_copy has none: any other name missing fails the read
+                records.append(
+                    LogRecord(*(read(row.get(n) if n == "kept_copy" else row[n]) for n, read in _LOGGED))
+                )
         except (ValueError, KeyError, TypeError):
             continue
     return records

@@ -305,12 +305,17 @@ def _item_id(group: Proposal, taken: set[str]) -> str:
 
 
 def confirmation_code(secret: bytes, plan: Plan, item_ids: Sequence[str]) -> str:
-    """A short code bound to the plan, the exact item list and its bytes: a second call must carry it."""
+    """A short code bound to the plan, the exact item list, their files and bytes: a second call must
+    carry it, and acts on exactly the files the first one named."""
     chosen = sorted(set(item_ids))
     bases = {item_id.removesuffix(LINK) for item_id in chosen}
-    total = sum(item.bytes for item in plan.items if item.id in bases)
-    message = "\0".join([plan.id, *chosen, str(total)]).encode()
-    return hashlib.blake2s(message, key=secret[:32], digest_size=5).hexdigest()
+    picked = [item for item in plan.items if item.id in bases]
+    total = sum(item.bytes for item in picked)
+    code = hashlib.blake2s("\0".join([plan.id, *chosen, str(total)]).encode(), key=secret[:32], digest_size=5)
+    for item in picked:
+        for entry in item.entries:
+            code.update(b"\0" + entry.path)
+    return code.hexdigest()
 
 
 @dataclass(slots=True)

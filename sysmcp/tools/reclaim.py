@@ -2,13 +2,16 @@
 
 Listed only when the server was started with ``--allow-reclaim`` (``sysmcp.tools.served_tools``):
 without the flag it does not exist, and a call to it is an unknown tool like any other. A human stays in the loop:
-through elicitation when the client declared it (form mode: one yes/no question naming each item's first
-files, their owners and sizes, every file behind a link), and then only the user's yes acts: a question
+through elicitation when the client declared it (form mode: one yes/no question naming every file acted
+on, with its owner and size, at most ``APPROVAL_FILES`` of them: the act is limited to the files named,
+and the question says how many are left for a later call), and then only the user's yes acts: a question
 that fails or times out gives no code, and a code sent by such a client is refused. Other clients get two
 calls, the first returning the same list and a confirmation code bound to the plan, the exact item list
 and their bytes, the second carrying it (the client's own tool-approval prompt is then the human in the
 loop). The engine re-checks every file at the moment of acting and skips any that
-changed; every action is logged on stderr; the answer gives bytes freed, measured, against planned.
+changed; every action is logged on stderr and in the history store; the answer gives bytes freed,
+measured, against planned. A call cancelled part way gets no reply (MCP), so the next call on the plan
+says what the earlier one did, and never acts again on a file it did.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.faults import NotFound, Refused
 from sysmcp.engine.paths import display, escaped, exact_bytes, within_roots
 from sysmcp.history import state
-from sysmcp.logconfig import get_logger
+from sysmcp.logconfig import get_logger, lines_lost, logs_at
 from sysmcp.protocol.context import ClientDeclined
 from sysmcp.reclaim import (
     LINK,
@@ -39,11 +42,12 @@ from sysmcp.reclaim import (
     choose,
     confirmation_code,
     outside_roots,
+    plan_log,
 )
 from sysmcp.render import human_bytes, more_not_shown, plural
 from sysmcp.tools import reclaim_plan
 from sysmcp.tools import schemas as js
-from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
+from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Opt, prop, result, to_json
 
 log = get_logger("sysmcp.reclaim")
@@ -51,8 +55,14 @@ log = get_logger("sysmcp.reclaim")
 #: Keys the confirmation codes of a plan made without its own secret; never leaves the process.
 SECRET = secrets.token_bytes(32)
 ELICIT_TIMEOUT = 600.0  # seconds a person has to answer the question
-PATHS_ASKED = 5  # files of each item named in the question (all of them behind a link)
+#: Files one approval names, each with its owner and size: a call acts on these alone (never on a file the
+#: person was not shown), and the rest of the chosen items wait for another call.
+APPROVAL_FILES = 100
 SKIPS_SHOWN = 10
+#: What each plan's reclaims did in this process, newest plans last: the history store's log when history
+#: is off or could not take it (a cancelled call is answered by the next one).
+ACTED: dict[str, list[LogRecord]] = {}
+ACTED_PLANS = 32
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
@@ -104,6 +114,15 @@ class ReclaimAnswer:
         "Give it back in confirm= to act on exactly these items.", default=ABSENT
     )
     items: Opt[list[ItemReport]] = prop("Per chosen item: what was done.", default=ABSENT)
+    files_left: Opt[int] = prop(
+        "Files of the chosen items beyond what one approval names: not acted on; call reclaim again for them.",
+        default=ABSENT,
+    )
+    done_before: Opt[int] = prop(
+        "Files of the chosen items an earlier reclaim of this plan already acted on (perhaps cancelled part "
+        "way): not acted on again.",
+        default=ABSENT,
+    )
 
 
 REASONS = {
@@ -153,9 +172,9 @@ async def _plan(args: dict[str, Any], ctx: ToolContext) -> tuple[Plan, list[str]
     return plan, chosen
 
 
-def _listing(plan: Plan, chosen: list[str], shown: int) -> tuple[str, int]:
-    """The question a person answers: each chosen item, what is done to it, and its first ``shown``
-    files (escaped) with their owners and sizes; ``shown`` large enough is the full list."""
+def _listing(plan: Plan, chosen: list[str]) -> tuple[str, int]:
+    """The question a person answers: each chosen item, what is done to it, and every file it acts on
+    (escaped) with its owner and size."""
     picked = choose(plan, chosen)
     total = sum(item.bytes for item, _action in picked)
     lines = [f"Free {human_bytes(total)} in {plural(len(picked), 'item')} of plan {plan.id}?"]
@@ -167,9 +186,83 @@ def _listing(plan: Plan, chosen: list[str], shown: int) -> tuple[str, int]:
         else:
             what, cost = f"{action} {files}", item.cost
         lines.append(f"  {item.id}: {what}, {human_bytes(item.bytes)} — {cost}")
-        lines += reclaim_plan.path_lines(item, shown, "      ")
+        lines += _named(item, "      ")
         lines += [f"      note: {note}" for note in _caveat(item)]
     return "\n".join(lines), total
+
+
+def _named(item: Item, indent: str) -> list[str]:
+    """Every file of the item, each with its owner and size, under the directory they share when it is
+    not ``/``; then its kept copy."""
+    paths = [entry.path for entry in item.entries]
+    top = (os.path.commonpath(paths) if len(paths) > 1 else os.path.dirname(paths[0])) if paths else b"/"
+    if item.held or top == b"/":
+        return reclaim_plan.path_lines(item, len(paths), indent)
+    lines = [f"{indent}in {escaped(top)}/:"]
+    for entry in item.entries:
+        name, ident = escaped(entry.path[len(top) + 1 :]), entry.identity
+        lines.append(f"{indent}  {name}  ({reclaim_plan.owner(ident.uid)}, {human_bytes(ident.size)})")
+    return lines + reclaim_plan.path_lines(replace(item, entries=()), 0, indent)
+
+
+def _earlier(plan_id: str) -> list[LogRecord]:
+    """What earlier reclaims of the plan did: the history store's log and this process's, oldest first."""
+    store = state.active()
+    kept = plan_log(store, plan_id) if store is not None else []
+    return sorted(set(kept) | set(ACTED.get(plan_id, ())), key=lambda record: record.time)
+
+
+def _approved(plan: Plan, chosen: list[str], earlier: list[LogRecord]) -> tuple[Plan, int]:
+    """The plan as one approval names it: each chosen item's files but those an earlier reclaim of the
+    plan did, the first ``APPROVAL_FILES`` of them in all; and how many files of the items that leaves."""
+    done = {(record.item, os.fsencode(record.path)) for record in earlier if record.outcome == "done"}
+    room, left, cut = APPROVAL_FILES, 0, {}
+    for item, _action in choose(plan, chosen):
+        todo = [entry for entry in item.entries if (item.id, entry.path) not in done]
+        named = todo[:room]
+        room, left = room - len(named), left + len(todo) - len(named)
+        if len(named) < len(item.entries):  # its bytes: each named inode once, at most the item's
+            disk = {(e.identity.dev, e.identity.ino): e.identity.disk for e in named}
+            cut[item.id] = replace(item, entries=tuple(named), bytes=min(item.bytes, sum(disk.values())))
+    return replace(plan, items=tuple(cut.get(item.id, item) for item in plan.items)), left
+
+
+def _question(plan: Plan, chosen: list[str], left: int, earlier: list[LogRecord]) -> tuple[str, int]:
+    """The listing, then what an earlier reclaim of the plan did and what this approval leaves out."""
+    question, total = _listing(plan, chosen)
+    named = sum(len(item.entries) for item, _action in choose(plan, chosen))
+    lines = [question, *_before(earlier, chosen)]
+    if left:
+        lines.append(_left(left, acted=False, named=named))
+    return "\n".join(lines), total
+
+
+def _left(left: int, *, acted: bool, named: int = 0) -> str:
+    """What one approval leaves out: files of the chosen items beyond ``APPROVAL_FILES``."""
+    then = "were not acted on" if acted else "stay"
+    only = "" if acted else f"Only these {plural(named, 'file')} are acted on: "
+    return (
+        f"{only}the other {plural(left, 'file')} of these items {then} (one approval names "
+        f"{APPROVAL_FILES:,} at most): call reclaim again with the same plan and items for them."
+    )
+
+
+def _before(earlier: list[LogRecord], chosen: list[str]) -> list[str]:
+    """What an earlier reclaim of the plan did to the chosen items' files, and whether it was stopped."""
+    bases = {item_id.removesuffix(LINK) for item_id in chosen}
+    done = [record for record in earlier if record.outcome == "done" and record.item in bases]
+    stopped = [str(record.reason) for record in earlier if record.outcome == "stopped"]
+    if not done and not stopped:
+        return []
+    how = f" ({'; '.join(stopped)})" if stopped else ""
+    lines = [
+        f"An earlier reclaim of this plan{how} acted on {plural(len(done), 'file')} of these items, "
+        "which are not acted on again:"
+    ]
+    lines += [f"  {DONE.get(r.action, 'done')}: {escaped(os.fsencode(r.path))}" for r in done[:SKIPS_SHOWN]]
+    if len(done) > SKIPS_SHOWN:
+        lines.append(f"  {more_not_shown(len(done) - SKIPS_SHOWN, 'file')} (sysmcp history --reclaim)")
+    return lines
 
 
 def _caveat(item: Item) -> list[str]:
@@ -185,61 +278,44 @@ def _after(item: Item) -> list[str]:
     return kept + [f"note: {note}" for note in _caveat(item)]
 
 
-def _question(plan: Plan, chosen: list[str], ctx: ToolContext) -> tuple[str, int, tuple[ResourceLink, ...]]:
-    """The listing with the first paths of each item, and every path behind a link when some are cut."""
-    question, total = _listing(plan, chosen, PATHS_ASKED)
-    longest = max(len(item.entries) for item, _action in choose(plan, chosen))
-    if longest <= PATHS_ASKED:
-        return question, total, ()
-    full, _total = _listing(plan, chosen, longest)
-    line, links = ctx.keep_linked(
-        f"reclaim-{plan.id}-files.txt",
-        full + "\n",
-        description=f"Every file the chosen items of reclaim plan {plan.id} would act on",
-        label="Every file, with its owner and size",
-    )
-    return question + line, total, links
-
-
 async def _confirmed(
-    args: dict[str, Any], ctx: ToolContext, plan: Plan, chosen: list[str]
+    args: dict[str, Any], ctx: ToolContext, plan: Plan, chosen: list[str], question: str, told: ReclaimAnswer
 ) -> ToolOutput | None:
-    """None when the person said yes (or the code is right); else the answer to give instead of acting.
+    """None when the person said yes to ``question`` (or the code is right); else the answer to give
+    instead of acting.
 
     A client that declared elicitation is asked, and only its user's yes confirms: no code is handed out
     to it, whatever happens to the question, and a code it sends is refused (a model must not confirm
-    alone what the user can be asked). Other clients get the two-call code flow."""
+    alone what the user can be asked). Other clients get the two-call code flow, the code bound to the
+    very files the question names."""
     if ctx.request.can_elicit():
         if "confirm" in args:
             raise Refused(
                 "this client can ask the user directly (it declared elicitation), so only the user's answer "
                 "confirms, never a code; nothing removed: call reclaim again without 'confirm'"
             )
-        return await _ask_user(ctx, plan, chosen)
+        return await _ask_user(ctx, plan, question, told)
     code = confirmation_code(plan.secret or SECRET, plan, chosen)
     given = args.get("confirm")
     if given is None:
-        question, total, links = _question(plan, chosen, ctx)
         return _told(
             f"{question}\nNothing removed yet. Show this list to the user; if they agree, call reclaim again "
             f"with the same plan_id and items and confirm={code!r}.",
-            ReclaimAnswer("confirmation_needed", plan.id, total, confirmation_code=code),
-            links,
+            replace(told, status="confirmation_needed", confirmation_code=code),
         )
     if not secrets.compare_digest(str(given), code):
         raise Refused(
-            "the confirmation code does not match this plan and exactly these items; nothing removed "
+            "the confirmation code does not match this plan and exactly these items and files; nothing removed "
             "(call reclaim without 'confirm' to get the code for this list)"
         )
     return None
 
 
-async def _ask_user(ctx: ToolContext, plan: Plan, chosen: list[str]) -> ToolOutput | None:
+async def _ask_user(ctx: ToolContext, plan: Plan, question: str, told: ReclaimAnswer) -> ToolOutput | None:
     """Elicitation: None on the user's yes; else the answer that says nothing was removed, and why."""
-    question, total, links = _question(plan, chosen, ctx)
     schema = {
         "type": "object",
-        "properties": {"confirm": {"type": "boolean", "title": "Yes, remove these files"}},
+        "properties": {"confirm": {"type": "boolean", "title": "Yes, act on these files"}},
         "required": ["confirm"],
     }
     try:
@@ -251,21 +327,19 @@ async def _ask_user(ctx: ToolContext, plan: Plan, chosen: list[str]) -> ToolOutp
         return _told(
             f"Nothing removed: the user could not be asked ({exc}). This client declared elicitation, so "
             "only the user's yes confirms and no confirmation code is given; try again when they can answer.",
-            ReclaimAnswer("not_asked", plan.id, total),
-            links,
+            replace(told, status="not_asked"),
         )
     content = answer.get("content")
     if answer.get("action") == "accept" and isinstance(content, dict) and content.get("confirm") is True:
         return None
     return _told(
         f"Nothing removed: the user did not confirm ({answer.get('action', 'no answer')}).",
-        ReclaimAnswer("declined", plan.id, total),
-        links,
+        replace(told, status="declined"),
     )
 
 
-def _told(text: str, answer: ReclaimAnswer, links: tuple[ResourceLink, ...] = ()) -> ToolOutput:
-    return ToolOutput(text, to_json(answer), links=links, result=answer)
+def _told(text: str, answer: ReclaimAnswer) -> ToolOutput:
+    return ToolOutput(text, to_json(answer), result=answer)
 
 
 def _allowed(ctx: ToolContext) -> Callable[[bytes], bool]:
@@ -273,12 +347,14 @@ def _allowed(ctx: ToolContext) -> Callable[[bytes], bool]:
     return lambda path: within_roots(os.fsdecode(path), roots)
 
 
-def _logger(plan: Plan, actions: ActionLog) -> Any:
-    """Each action on stderr (at warning: shown at the default level) and in the history store."""
+def _logger(plan: Plan, actions: ActionLog, run: list[LogRecord]) -> Any:
+    """Each action on stderr (at warning: shown at the default level), in the history store and in
+    ``run`` (this process's memory of the plan)."""
 
     def told(item: Item, entry: PlannedFile, action: str, outcome: FileResult) -> None:
         path = os.fsdecode(entry.path)
         planned, freed = entry.identity.disk, outcome.freed
+        kept = os.fsdecode(item.keep.path) if item.keep is not None else None
         log.warning(
             "reclaim done" if outcome.done else "reclaim skipped",
             plan=plan.id,
@@ -288,11 +364,14 @@ def _logger(plan: Plan, actions: ActionLog) -> Any:
             reason=outcome.reason,
             planned=planned,
             freed=freed,
+            kept_copy=kept,
         )
         done = "done" if outcome.done else "skipped"
-        actions.record(
-            LogRecord(state.now(), plan.id, item.id, path, action, done, outcome.reason, planned, freed)
+        record = LogRecord(
+            state.now(), plan.id, item.id, path, action, done, outcome.reason, planned, freed, kept
         )
+        actions.record(record)
+        run.append(record)
 
     return told
 
@@ -347,30 +426,73 @@ def render(answer: ReclaimAnswer, notes: dict[str, list[str]] | None = None) -> 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     plan, chosen = await _plan(args, ctx)
-    refusal = await _confirmed(args, ctx, plan, chosen)
-    if refusal is not None:
-        return refusal
+    earlier = await ctx.run_in_worker(lambda meter: _earlier(plan.id))
+    plan, left = _approved(plan, chosen, earlier)
+    question, total = _question(plan, chosen, left, earlier)
+    bases = {item.id for item, _action in choose(plan, chosen)}
+    done_before = sum(1 for record in earlier if record.outcome == "done" and record.item in bases)
+    told = ReclaimAnswer("done", plan.id, total, files_left=left or ABSENT, done_before=done_before or ABSENT)
+    if any(item.entries for item in plan.items if item.id in bases):  # nothing left: nothing to ask
+        refusal = await _confirmed(args, ctx, plan, chosen, question, told)
+        if refusal is not None:
+            return refusal
     allowed = _allowed(ctx)
     log.warning("reclaim starting", plan=plan.id, items=chosen)
+    lost = lines_lost()
 
     def work(request: ApplyRequest, progress: Progress, cancel: Cancel) -> tuple[list[ItemResult], ActionLog]:
         actions = ActionLog(state.active(), state.now)  # in the worker: the store opens off the event loop
+        run: list[LogRecord] = []
+        stopped = ""
         try:
-            return apply_items(replace(request, log=_logger(plan, actions)), progress, cancel), actions
+            return apply_items(replace(request, log=_logger(plan, actions, run)), progress, cancel), actions
+        except BaseException as exc:  # cancelled (MCP gives it no reply) or failed: the next call says so
+            done = sum(1 for record in run if record.outcome == "done")
+            files = plural(done, "file")
+            stopped = (
+                f"stopped by an error after {files}: {exc}"
+                if isinstance(exc, Exception)
+                else f"cancelled after {files}"
+            )
+            run.append(LogRecord(state.now(), plan.id, "", "", "", "stopped", stopped, 0, 0))
+            actions.record(run[-1])
+            raise
         finally:
             actions.flush()  # what was done before a cancellation is logged too
+            ACTED[plan.id] = ACTED.pop(plan.id, []) + run
+            while len(ACTED) > ACTED_PLANS:
+                del ACTED[next(iter(ACTED))]
+            if stopped:  # last: once it is on stderr, the next call on the plan knows
+                log.warning("reclaim stopped", plan=plan.id, reason=stopped)
 
     results, actions = await ctx.run_engine(work, ApplyRequest(plan, chosen, allowed))
-    answer = report(plan, results)
+    answer = replace(report(plan, results), files_left=told.files_left, done_before=told.done_before)
     head, _, rest = render(answer, {done.item.id: _after(done.item) for done in results}).partition("\n")
-    return _told(f"{head}\n{where_logged(actions)}\n{rest}".rstrip("\n"), answer)
+    tail = [*_before(earlier, chosen), *([_left(left, acted=True)] if left else [])]
+    text = "\n".join([head, where_logged(actions, lines_lost() - lost), *([rest] if rest else []), *tail])
+    return _told(text, answer)
 
 
-def where_logged(actions: ActionLog) -> str:
-    """Where the log of this call's actions went (second in the answer, so a long one never cuts it)."""
+def where_logged(actions: ActionLog, lost: int = 0) -> str:
+    """Where the log of this call's actions went (second in the answer, so a long one never cuts it).
+    stderr is named only when its lines were written: not below ``--log-level``, none ``lost`` (dropped
+    while this call ran, the host not reading stderr)."""
     store = "the history store (sysmcp history --reclaim)"
+    missing = (
+        "not on stderr: --log-level is above warning"
+        if not logs_at("warning")
+        else f"not all on stderr: {plural(lost, 'log line')} dropped while it ran (the host does not read it)"
+        if lost
+        else None
+    )
     if actions.failure is None:
-        return f"Each action is logged in {store} and on stderr."
+        return (
+            f"Each action is logged in {store} and on stderr."
+            if missing is None
+            else f"Each action is logged in {store}, {missing}."
+        )
+    if missing is not None:
+        return f"Not every action is logged: {actions.failure}, and {missing}."
     if actions.unsaved < actions.recorded:
         kept = actions.recorded - actions.unsaved
         return (

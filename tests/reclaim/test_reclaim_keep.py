@@ -27,6 +27,7 @@ from sysmcp.reclaim import (
     PlanRequest,
     apply_items,
     build_plan,
+    plan_log,
     read_log,
 )
 from sysmcp.reclaim._keep import LOG_NAMESPACE, PLAN_NAMESPACE, decode_plan, encode_plan
@@ -186,6 +187,26 @@ def test_every_action_is_logged_in_the_store_in_order_across_batches(tmp_path: P
         "/var/log/448.1",
         "/var/log/449.1",
     ]
+
+
+def test_a_plans_log_is_read_apart_and_a_row_logged_before_kept_copies_reads_with_none(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    store = Store.open(tmp_path / "state", clock)
+    actions = ActionLog(store, clock)
+    kept = LogRecord(clock.now, "p1", "duplicate-1", "/srv/b", "delete", "done", None, 8192, 8192, "/srv/a")
+    actions.record(kept)
+    actions.record(LogRecord(clock.now, "p2", "rotated_log-1", "/var/log/x.1", "delete", "done", None, 1, 1))
+    assert actions.flush() is None
+    old = {"time": clock.now, "plan": "p1", "item": "duplicate-1", "path": "/srv/c", "action": "delete"}
+    old |= {"outcome": "done", "reason": None, "planned_bytes": 8192, "freed_bytes": 8192}  # no kept_copy
+    assert store.put(
+        LOG_NAMESPACE, f"{int(clock.now * 1e6) + 1:016d}-p1-old-000001", json.dumps(old).encode()
+    ).ok
+    before = LogRecord(clock.now, "p1", "duplicate-1", "/srv/c", "delete", "done", None, 8192, 8192)
+    assert plan_log(store, "p1") == [kept, before]
+    assert [r.plan for r in read_log(store)] == ["p1", "p2", "p1"]
 
 
 def test_two_reclaims_of_one_plan_at_the_same_moment_each_keep_their_log_rows(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 from sysmcp.reclaim import PlanRequest, build_plan
 from sysmcp.reclaim._classes import RootsLayout
 from sysmcp.render import human_bytes
+from sysmcp.tools.reclaim import APPROVAL_FILES
 from sysmcp.tools.reclaim_plan import render
 from tests.profile import child_env, needs_proc
 from tests.reclaim.test_reclaim import HOLDER
@@ -95,28 +96,87 @@ async def test_a_code_is_refused_on_a_client_that_declared_elicitation_even_a_ri
         assert second.exists() and third.exists()
 
 
-async def test_the_question_names_each_file_its_owner_and_size_and_links_the_full_list(
+def named_under(text: str, base: Path, names: list[str]) -> list[str]:
+    """Which of ``names`` the text names, with owner and size, under the line 'in BASE/:'."""
+    assert f"in {base}/:" in text, text
+    return [name for name in names if f"  {name}  (nobody, {human_bytes(50_000)})" in text]
+
+
+async def test_the_question_names_every_file_acted_on_with_its_owner_and_size_under_their_directory(
     tmp_path: Path,
 ) -> None:
-    paths = copies(tmp_path, 9)  # one kept, eight to remove: five named, "… and 3 more"
-    size = human_bytes(50_000)
+    paths = copies(tmp_path, 9)  # one kept, eight to remove: every one named, no link to follow
     async with spawn("--allow-reclaim", "--root", str(tmp_path)) as wire:
         await wire.initialize(capabilities={"elicitation": {}})
         plan = await plan_of(wire, tmp_path)
         (item,) = plan["items"]
         kept = Path(item["kept_copy"])
-        extras = [p for p in paths if p != kept]
+        extras = [p.name for p in paths if p != kept]
         arguments = {"plan_id": plan["plan_id"], "items": [item["id"]]}
         question, reply = await ask_and_answer(wire, arguments, {"result": {"action": "cancel"}})
-        named = [p for p in extras if f"{p}  (" in question]
-        assert len(named) == 5 and "… and 3 more" in question, question
-        for path in named:
-            assert f"{path}  (nobody, {size})" in question
-        assert f"kept copy: {kept}  (" in question
-        uri = question.rsplit("Every file, with its owner and size: ", 1)[1].split()[0]
-        full = (await wire.request("resources/read", {"uri": uri}))["result"]["contents"][0]["text"]
-        assert all(f"{path}  (" in full for path in extras) and "more" not in full
+        assert named_under(question, tmp_path, extras) == extras, question
+        assert (
+            f"kept copy: {kept}  (nobody" in question
+            and "more" not in question
+            and "sysmcp://" not in question
+        )
         assert reply["result"]["structuredContent"]["status"] == "declined"
+
+
+async def test_a_choice_of_more_files_than_one_approval_names_acts_on_the_named_ones_alone(
+    tmp_path: Path,
+) -> None:
+    """Never a file the person was not shown: the question names APPROVAL_FILES, says how many stay, and
+    only those named go; the next call names and acts on the rest, and says what the first one did."""
+    paths = copies(tmp_path, APPROVAL_FILES + 4)  # one kept, APPROVAL_FILES + 3 to remove
+    async with spawn("--allow-reclaim", "--root", str(tmp_path)) as wire:
+        await wire.initialize(capabilities={"elicitation": {}})
+        plan = await plan_of(wire, tmp_path)
+        (item,) = plan["items"]
+        extras = [p.name for p in paths if str(p) != item["kept_copy"]]
+        arguments = {"plan_id": plan["plan_id"], "items": [item["id"]]}
+        yes = {"result": {"action": "accept", "content": {"confirm": True}}}
+        question, reply = await ask_and_answer(wire, arguments, yes)
+        shown = named_under(question, tmp_path, extras)
+        assert len(shown) == APPROVAL_FILES, question
+        assert f"the other 3 files of these items stay (one approval names {APPROVAL_FILES}" in question
+        result = reply["result"]["structuredContent"]
+        assert result["files_left"] == 3 and result["items"][0]["files_done"] == APPROVAL_FILES, result
+        assert {p.name for p in paths if p.exists()} == {
+            Path(item["kept_copy"]).name,
+            *set(extras) - set(shown),
+        }
+        assert "3 files of these items were not acted on" in result_text(reply)
+
+        question, reply = await ask_and_answer(wire, arguments, yes)
+        assert named_under(question, tmp_path, extras) == sorted(set(extras) - set(shown)), question
+        assert f"An earlier reclaim of this plan acted on {APPROVAL_FILES} files of these items" in question
+        result = reply["result"]["structuredContent"]
+        assert result["done_before"] == APPROVAL_FILES and "files_left" not in result, result
+        assert result["items"][0]["files_done"] == 3 and result["items"][0]["skipped"] == [], result
+        assert [p.name for p in paths if p.exists()] == [Path(item["kept_copy"]).name]
+
+
+async def test_a_code_confirms_only_the_files_its_first_call_named(tmp_path: Path) -> None:
+    """The client without elicitation: the code is bound to the files named, so the second call acts on
+    those alone, and the same code given again (the rest of the items now named) is refused."""
+    paths = copies(tmp_path, APPROVAL_FILES + 4)
+    async with spawn("--allow-reclaim", "--root", str(tmp_path)) as wire:
+        await wire.initialize()
+        plan = await plan_of(wire, tmp_path)
+        (item,) = plan["items"]
+        arguments = {"plan_id": plan["plan_id"], "items": [item["id"]]}
+        ask = await wire.call("reclaim", arguments)
+        extras = [p.name for p in paths if str(p) != item["kept_copy"]]
+        shown = named_under(result_text(ask), tmp_path, extras)
+        assert len(shown) == APPROVAL_FILES and ask["result"]["structuredContent"]["files_left"] == 3
+        code = ask["result"]["structuredContent"]["confirmation_code"]
+        done = await wire.call("reclaim", {**arguments, "confirm": code})
+        assert done["result"]["structuredContent"]["items"][0]["files_done"] == APPROVAL_FILES
+        assert not any((tmp_path / name).exists() for name in shown)
+        again = await wire.call("reclaim", {**arguments, "confirm": code})
+        assert again["result"]["isError"] and "does not match" in result_text(again), result_text(again)
+        assert sum(p.exists() for p in paths) == 4
 
 
 async def test_the_first_call_of_the_code_flow_names_each_file_its_owner_and_size(tmp_path: Path) -> None:
@@ -127,9 +187,8 @@ async def test_the_first_call_of_the_code_flow_names_each_file_its_owner_and_siz
         (item,) = plan["items"]
         ask = await wire.call("reclaim", {"plan_id": plan["plan_id"], "items": [item["id"]]})
         text = result_text(ask)
-        for path in paths:
-            if str(path) != item["kept_copy"]:
-                assert f"{path}  (nobody, {human_bytes(50_000)})" in text, text
+        extras = [p.name for p in paths if str(p) != item["kept_copy"]]
+        assert named_under(text, tmp_path, extras) == extras, text
         assert f"kept copy: {item['kept_copy']}" in text and "2 files" in text
 
 

@@ -65,8 +65,10 @@ async def test_a_second_server_process_applies_the_plan_the_first_one_kept(tmp_p
     lines = listing.stdout.decode().splitlines()
     rows = [line for line in lines if plan["plan_id"] in line]
     assert len(rows) == 2, lines
-    assert any("done" in row and row.endswith(f"  {second}") for row in rows)
-    assert any("skipped (changed)" in row and row.endswith(f"  {third}") for row in rows)
+    assert any("done" in row and row.endswith(f"  {second}  (kept copy: {first})") for row in rows)
+    assert any(
+        "skipped (changed)" in row and row.endswith(f"  {third}  (kept copy: {first})") for row in rows
+    )
     assert lines[-1].startswith("2 actions, ")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
