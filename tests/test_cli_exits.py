@@ -357,6 +357,26 @@ def test_a_directory_on_the_way_planted_as_a_link_by_another_user_is_not_followe
     assert list(elsewhere.iterdir()) == []
 
 
+def test_an_output_file_under_a_directory_the_user_may_only_search_is_written() -> None:
+    # /home/alice 0711, a root-squashed NFS export: a plain open goes through, so must -o.
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("a second user needs root and setpriv")
+    from tests.harness import python_as_nobody
+
+    with tempfile.TemporaryDirectory(prefix="sysmcp-out-", dir="/tmp") as box:
+        os.chmod(box, 0o711)  # root's: nobody may go through it, not list it
+        mine = Path(box) / "mine"
+        mine.mkdir()
+        os.chown(mine, 65534, 65534)
+        probe = (
+            "import os; from sysmcp.cli.outfile import open_output; "
+            f"os.write(open_output({str(mine / 'report')!r}), b'done')"
+        )
+        done = python_as_nobody(probe)
+        assert done.returncode == 0, done.stderr
+        assert (mine / "report").read_bytes() == b"done"
+
+
 @pytest.mark.parametrize(
     ("arguments", "line"),
     [

@@ -14,8 +14,12 @@ import fcntl
 import os
 import stat
 
+from sysmcp import platform
+
 _FLAGS = os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC  # a FIFO without a reader: ENXIO, no hang
-_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+#: A directory on the way, with O_PATH where there is one: searching it must do (``/home/alice`` 0711),
+#: as it does for a plain open; reading it is not needed.
+_DIRECTORY = (os.O_PATH if platform.has_o_path() else os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 def open_output(path: str, *, create: bool = True, mode: int = 0o666) -> int:
