@@ -512,3 +512,29 @@ def test_a_server_that_cannot_be_started_is_one_line_and_exit_1_not_a_traceback(
     said = capsys.readouterr().err
     assert status == 1
     assert said.strip() == f"sysmcp call: cannot start the server ({interpreter}: Permission denied)"
+
+
+def test_a_fleet_hosts_words_on_stderr_cannot_drive_the_terminal_while_stdout_is_piped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sysmcp.cli.call import CallOptions, _report
+
+    forged = "\x1b]0;owned\x07\x1b[2J"  # retitle the window, clear the screen
+    entry = {"host": "web1", "status": "ok", "result": {"complete": False, "stopped_reason": forged}}
+    link = {"type": "resource_link", "uri": "sysmcp://hosts/web1/results/1", "description": forged}
+    reply = {
+        "result": {
+            "content": [{"type": "text", "text": "1 of 1 host answered."}, link],
+            "structuredContent": {"hosts": [entry], "view": {}},
+        },
+        "_full": (["sysmcp://hosts/web1/results/1"], "full\n"),
+    }
+    controller, terminal = os.openpty()
+    with open(terminal, "w", encoding="utf-8") as stderr:
+        monkeypatch.setattr(sys, "stderr", stderr)
+        status = _report("dir_usage", reply, CallOptions(output=str(tmp_path / "out"), json_output=False))
+    shown = os.read(controller, 65536).decode()
+    os.close(controller)
+    assert status == 3
+    assert "\x1b" not in shown and "\x07" not in shown, shown
+    assert "PARTIAL RESULT (\\033]0;owned\\a\\033[2J)" in shown and ": \\033]0;owned" in shown

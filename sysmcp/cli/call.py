@@ -583,14 +583,12 @@ def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
             print(f"sysmcp call: -o {options.output}: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_PROBLEM
         what, described = saved_what(result, uris, options.json_output)
-        print(
-            f"sysmcp call: saved {what} to {options.output} ({len(full.encode()):,} bytes{replacing})"
-            + (f": {described}" if described else ""),
-            file=sys.stderr,
-        )
+        said = f"sysmcp call: saved {what} to {options.output} ({len(full.encode()):,} bytes{replacing})"
+        print(on_terminal(said + (f": {described}" if described else ""), sys.stderr), file=sys.stderr)
     status = exit_status(tool, result)
     if status == EXIT_PARTIAL and not sys.stdout.isatty():  # the PARTIAL line may be in a file, unseen
-        print(f"sysmcp call: PARTIAL RESULT ({partial_reason(result)}): exit {EXIT_PARTIAL}", file=sys.stderr)
+        said = f"PARTIAL RESULT ({partial_reason(result)}): exit {EXIT_PARTIAL}"  # a fleet host's words too
+        print(on_terminal(f"sysmcp call: {said}", sys.stderr), file=sys.stderr)
     if options.raw:
         return status
     if options.json_output and not result.get("isError"):
