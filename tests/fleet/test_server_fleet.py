@@ -3,6 +3,7 @@ name resolution, the line budget and its resource link. (The real fleet over ssh
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -275,3 +276,28 @@ def test_only_the_largest_answers_are_cut_until_the_rest_fit() -> None:
     kept = within_answer([*sized, HostOutcome("h0", "unreachable", 1.0, reason="refused")], share=150)
     assert [o.status for o in kept] == ["ok", "remote_error", "ok", "ok", "unreachable"]
     assert within_answer(sized, share=1_000) == sized
+
+
+async def test_a_hosts_text_is_measured_as_the_answer_carries_it_escaped() -> None:
+    """15 MiB of control characters, a host's text without a result: 90 MiB once JSON escapes each
+    (as its own reply line did, under the 96 MiB a host may send), over the session's cap."""
+
+    class Noisy(MemoryFleet):
+        async def call(
+            self, tool: Tool, arguments: dict[str, Any], hosts: list[str], ctx: RequestContext
+        ) -> list[HostOutcome]:
+            outcomes = await super().call(tool, arguments, hosts, ctx)
+            return [
+                replace(o, result=None, text="\x01" * (15 << 20)) if o.host == "web02" else o
+                for o in outcomes
+            ]
+
+    fleet = Noisy(results={"web01": dir_usage_result("/var/log")})
+    result = await call(server(fleet), {"path": "/var", "hosts": ["web01", "web02"]}, "dir_usage")
+    assert len(encode(result)) <= MAX_RESULT
+    web01, web02 = result["structuredContent"]["hosts"]
+    assert (
+        web01["status"] == "ok"
+        and web02["status"] == "remote_error"
+        and "too large to merge" in web02["reason"]
+    )
