@@ -310,6 +310,30 @@ def test_an_output_name_swapped_for_a_link_while_the_call_ran_is_not_written_thr
     assert victim.read_text() == "precious\n"
 
 
+@pytest.mark.parametrize("plant", ["file", "FIFO"])
+def test_a_file_another_user_owns_in_a_shared_directory_is_not_written_to(
+    tree: Path, shared: Path, plant: str
+) -> None:
+    # Theirs to read: what root writes there (a manifest of /root) would be another user's.
+    planted = shared / "sums"
+    if plant == "file":
+        planted.write_text("theirs\n")
+    else:
+        os.mkfifo(planted)
+    os.chown(planted, 65534, 65534)
+    listener = os.open(planted, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with a reader: the write would go
+    try:
+        with pytest.raises(OSError, match="a file another user owns, in a directory other users can write"):
+            open_output(str(planted))
+        if plant == "file":
+            refused(run("call", "hash_tree", f"path={tree}", "-o", str(planted)), "a file another user owns")
+            assert planted.read_text() == "theirs\n"
+        else:
+            assert os.read(listener, 100) == b""
+    finally:
+        os.close(listener)
+
+
 def test_a_link_in_a_directory_only_its_owner_may_write_is_written_through(tmp_path: Path) -> None:
     (tmp_path / "target").write_text("old content, longer than the new\n")
     (tmp_path / "link").symlink_to(tmp_path / "target")  # as /dev/stdout: nobody else could have put it there

@@ -2,9 +2,11 @@
 
 In such a directory (``/tmp``, a shared drop box) another user can plant a symbolic link or a hard link
 under the name, or swap one in while the call runs: writing through it would truncate whatever it
-points at (``/etc/shadow``). So each name on the way is opened without following a link, and there a
-link (or a file with another name elsewhere) is refused. A link in a directory only root or we may write
-(``/dev/stdout``, ``/dev/fd/N``) nobody else could have put there: it is followed.
+points at (``/etc/shadow``); or plant a FIFO or a file of their own, to read what is written. So each
+name on the way is opened without following a link, and there a link, a file with another name
+elsewhere or a file another user owns is refused (as the kernel's ``protected_regular`` does). A link
+in a directory only root or we may write (``/dev/stdout``, ``/dev/fd/N``) nobody else could have put
+there: it is followed.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ def open_output(path: str, *, create: bool = True, mode: int = 0o666) -> int:
         st = os.fstat(fd)
         if shared and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
             raise OSError(errno.EPERM, "a file with other hard links, in a directory other users can write")
+        if shared and st.st_uid not in (0, os.geteuid()):  # theirs to read: a FIFO they listen on, a file
+            raise OSError(errno.EPERM, "a file another user owns, in a directory other users can write")
         if create and stat.S_ISREG(st.st_mode):
             os.ftruncate(fd, 0)
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
