@@ -364,6 +364,20 @@ def test_json_on_a_terminal_escapes_what_would_reorder_or_drive_it_and_stays_the
     assert name in json.dumps(piped, ensure_ascii=False)
 
 
+def test_raw_on_a_terminal_escapes_what_would_reorder_or_drive_it_and_a_pipe_gets_the_wire_as_is(
+    tmp_path: Path,
+) -> None:
+    name = "report\u202eexe.txt\u009b2J"  # a right-to-left override, then a C1 CSI: raw on the wire
+    (tmp_path / name).write_text("x")
+    terminal = Terminal("call", "--raw", "dir_usage", f"path={tmp_path}", "show=files")
+    assert terminal.wait(timeout=60) == 0
+    shown = terminal.output.decode()
+    assert "\u202e" not in shown and "\u009b" not in shown
+    assert "report\\u202eexe.txt\\u009b2J" in shown
+    piped = run("call", "--raw", "dir_usage", f"path={tmp_path}", "show=files").stdout
+    assert name in piped
+
+
 def test_progress_off_a_terminal_is_plain_lines(tmp_path: Path) -> None:
     big = tmp_path / "big.bin"
     big.write_bytes(b"\0" * (8 << 20))

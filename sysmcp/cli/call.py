@@ -422,7 +422,7 @@ class ServerStopped(Exception):
 def show_wire(direction: str, line: bytes) -> None:
     """``--raw``: every line on the wire, on stdout, marked with its direction."""
     arrow = "→ " if direction == "sent" else "← "
-    print(arrow + line.decode("utf-8", "replace").rstrip("\n"), flush=True)
+    print(json_on_terminal(arrow + line.decode("utf-8", "replace").rstrip("\n")), flush=True)
 
 
 async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> int:
