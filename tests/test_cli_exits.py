@@ -455,7 +455,9 @@ def test_fleet_host_files_that_replace_files_already_there_say_so(
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-@pytest.mark.parametrize("arguments", [("call", "disk_usage"), ("call", "--help"), ("history",)])
+@pytest.mark.parametrize(
+    "arguments", [("call", "disk_usage"), ("call", "--raw", "disk_usage"), ("call", "--help"), ("history",)]
+)
 def test_stdout_on_a_full_disk_is_one_write_error_line_and_exit_1_as_sha256sum_not_a_traceback(
     tmp_path: Path, arguments: tuple[str, ...]
 ) -> None:
