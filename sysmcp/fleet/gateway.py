@@ -73,11 +73,13 @@ def within_answer(outcomes: list[HostOutcome], share: int = HOSTS_SHARE) -> list
         cut.add(host)
         total -= sizes[host]
 
+    others = len(sizes) > 1
+
     def reason(size: int) -> str:
-        alone = "ask it alone or narrow the call" if size <= share else "narrow the call"
+        alone = "ask it alone or narrow the call" if others and size <= share else "narrow the call"
         return (
-            f"its answer ({human_bytes(size)}) is too large to merge with the others' into one answer "
-            f"of at most {human_bytes(MAX_RESULT)}: {alone}"
+            f"its answer ({human_bytes(size)}) is too large to merge{' with the others' if others else ''}"
+            f" (the hosts' answers may take {human_bytes(share)} in all): {alone}"
         )
 
     return [

@@ -271,6 +271,19 @@ async def test_one_hosts_answer_too_large_to_merge_is_its_reason_and_the_others_
     assert web02["status"] == "remote_error" and "too large to merge" in web02["reason"]
 
 
+def test_a_cut_answer_says_the_limit_it_passed_and_a_lone_host_is_not_told_to_ask_it_alone() -> None:
+    pair = [HostOutcome(f"h{n}", "ok", 0.1, {"x": "x" * 90}) for n in (1, 2)]
+    assert [o.reason for o in within_answer(pair, share=150)] == [
+        "its answer (102 B) is too large to merge with the others (the hosts' answers may take 150 B in all):"
+        " ask it alone or narrow the call",
+        "",
+    ]
+    (lone,) = within_answer(pair[:1], share=100)
+    assert lone.reason == (
+        "its answer (102 B) is too large to merge (the hosts' answers may take 100 B in all): narrow the call"
+    )
+
+
 def test_only_the_largest_answers_are_cut_until_the_rest_fit() -> None:
     sized = [HostOutcome(f"h{n}", "ok", 0.1, {"x": "x" * n}) for n in (30, 90, 10, 60)]
     kept = within_answer([*sized, HostOutcome("h0", "unreachable", 1.0, reason="refused")], share=150)
