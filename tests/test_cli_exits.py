@@ -310,6 +310,22 @@ def test_an_output_name_swapped_for_a_link_while_the_call_ran_is_not_written_thr
     assert victim.read_text() == "precious\n"
 
 
+def test_a_fleets_new_directory_is_not_made_through_a_directory_on_the_way_swapped_for_a_link(
+    tmp_path: Path, shared: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sysmcp.cli.call import _save_per_host, check_output
+
+    elsewhere = tmp_path / "elsewhere"  # /etc, say
+    elsewhere.mkdir()
+    (shared / "reports").mkdir()
+    assert check_output(str(shared / "reports" / "today"), directory=True) is None
+    (shared / "reports").rmdir()
+    (shared / "reports").symlink_to(elsewhere)  # the swap, once the work is under way
+    assert _save_per_host(str(shared / "reports" / "today"), {"web1.json": "{}\n"}) is False
+    assert list(elsewhere.iterdir()) == []
+    assert "a symbolic link in a directory other users can write" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("plant", ["file", "FIFO"])
 def test_a_file_another_user_owns_in_a_shared_directory_is_not_written_to(
     tree: Path, shared: Path, plant: str

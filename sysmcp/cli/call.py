@@ -25,7 +25,7 @@ from anyio.abc import Process
 
 from sysmcp import __version__
 from sysmcp.cli.options import FLEET_OPTIONS, build_parser, fleet_options
-from sysmcp.cli.outfile import open_directory, open_output
+from sysmcp.cli.outfile import make_directory, open_directory, open_output
 from sysmcp.cli.snapshot import history_args
 from sysmcp.cli.stdout import EXIT_PIPE, silence_stdout
 from sysmcp.engine.paths import printable
@@ -655,7 +655,7 @@ def _save_per_host(directory: str, files: dict[str, str]) -> bool:
     it and how many were written before it, which stay."""
     name, written, total, replaced = "", 0, 0, 0
     try:
-        os.makedirs(directory, exist_ok=True)
+        make_directory(directory)
         for name, text in files.items():
             replaced += os.path.isfile(os.path.join(directory, name))
             with open(open_output(os.path.join(directory, name)), "w", encoding="utf-8") as handle:

@@ -52,6 +52,19 @@ def open_output(path: str, *, create: bool = True, mode: int = 0o666) -> int:
     return fd
 
 
+def make_directory(path: str) -> None:
+    """``path`` made if missing, in its parent reached as ``open_directory`` reaches it: a directory on
+    the way swapped for a link since the check makes nothing where the link points."""
+    parent, name = os.path.split(os.path.abspath(path))
+    directory = open_directory(parent)
+    try:
+        os.mkdir(name, dir_fd=directory)
+    except FileExistsError:
+        pass
+    finally:
+        os.close(directory)
+
+
 def open_directory(path: str) -> int:
     """A descriptor of the directory ``path``, reached one name at a time from ``/``: a link on the way
     is followed only where no other user could have put it (else OSError, naming where it stopped)."""
