@@ -64,7 +64,8 @@ def within_answer(outcomes: list[HostOutcome], share: int = HOSTS_SHARE) -> list
     """The outcomes with the largest answers, if the hosts' answers are more than ``share`` in all,
     replaced by a reason until the rest fit: one host's huge answer must not make the merged answer
     too large to send, and every other host's answer lost with it."""
-    sizes = {o.host: len(encode(o.result)) + len(encode(o.text)) for o in outcomes if o.ok}  # as sent: \u0001
+    # Each as JSON carries it: a control character in a text is six bytes (\u0001), not one.
+    sizes = {o.host: len(encode(o.result)) + len(encode(o.text)) for o in outcomes if o.ok}
     total = sum(sizes.values())
     cut: set[str] = set()
     for host in sorted(sizes, key=lambda name: -sizes[name]):
