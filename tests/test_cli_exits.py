@@ -350,6 +350,19 @@ def test_a_file_another_user_owns_in_a_shared_directory_is_not_written_to(
         os.close(listener)
 
 
+def test_a_file_the_directorys_owner_owns_is_written_as_on_a_root_squashed_nfs(tmp_path: Path) -> None:
+    # There root's own directory and files belong to nobody: the directory's owner could replace its
+    # names anyway, so their file is no plant.
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "sums").write_text("old\n")
+    for made in (theirs, theirs / "sums"):
+        os.chown(made, 65534, 65534)
+    with open(open_output(str(theirs / "sums")), "w") as handle:
+        handle.write("new\n")
+    assert (theirs / "sums").read_text() == "new\n"
+
+
 def test_a_link_in_a_directory_only_its_owner_may_write_is_written_through(tmp_path: Path) -> None:
     (tmp_path / "target").write_text("old content, longer than the new\n")
     (tmp_path / "link").symlink_to(tmp_path / "target")  # as /dev/stdout: nobody else could have put it there

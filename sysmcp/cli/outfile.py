@@ -4,9 +4,9 @@ In such a directory (``/tmp``, a shared drop box) another user can plant a symbo
 under the name, or swap one in while the call runs: writing through it would truncate whatever it
 points at (``/etc/shadow``); or plant a FIFO or a file of their own, to read what is written. So each
 name on the way is opened without following a link, and there a link, a file with another name
-elsewhere or a file another user owns is refused (as the kernel's ``protected_regular`` does). A link
-in a directory only root or we may write (``/dev/stdout``, ``/dev/fd/N``) nobody else could have put
-there: it is followed.
+elsewhere or a file another user owns (but the directory's owner) is refused, as the kernel's
+``protected_regular`` does. A link in a directory only root or we may write (``/dev/stdout``,
+``/dev/fd/N``) nobody else could have put there: it is followed.
 """
 
 from __future__ import annotations
@@ -34,14 +34,17 @@ def open_output(path: str, *, create: bool = True, mode: int = 0o666) -> int:
     directory = open_directory(parent)
     try:
         fd = _open_at(directory, name, _FLAGS | (os.O_CREAT if create else 0), mode)
-        shared = _others_may_write(os.fstat(directory))
+        where = os.fstat(directory)
+        shared = _others_may_write(where)
     finally:
         os.close(directory)
     try:
         st = os.fstat(fd)
         if shared and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
             raise OSError(errno.EPERM, "a file with other hard links, in a directory other users can write")
-        if shared and st.st_uid not in (0, os.geteuid()):  # theirs to read: a FIFO they listen on, a file
+        # Theirs to read (a FIFO they listen on, a file): unless the directory is theirs, where they could
+        # replace any name anyway (on a root-squashed NFS, root's own directory and files are nobody's).
+        if shared and st.st_uid not in (0, os.geteuid(), where.st_uid):
             raise OSError(errno.EPERM, "a file another user owns, in a directory other users can write")
         if create and stat.S_ISREG(st.st_mode):
             os.ftruncate(fd, 0)
