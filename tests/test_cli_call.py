@@ -364,6 +364,20 @@ def test_json_on_a_terminal_escapes_what_would_reorder_or_drive_it_and_stays_the
     assert name in json.dumps(piped, ensure_ascii=False)
 
 
+def test_raw_on_a_terminal_escapes_what_would_reorder_or_drive_it_and_a_pipe_gets_the_wire_as_is(
+    tmp_path: Path,
+) -> None:
+    name = "report\u202eexe.txt\u009b2J"  # a right-to-left override, then a C1 CSI: raw on the wire
+    (tmp_path / name).write_text("x")
+    terminal = Terminal("call", "--raw", "dir_usage", f"path={tmp_path}", "show=files")
+    assert terminal.wait(timeout=60) == 0
+    shown = terminal.output.decode()
+    assert "\u202e" not in shown and "\u009b" not in shown
+    assert "report\\u202eexe.txt\\u009b2J" in shown
+    piped = run("call", "--raw", "dir_usage", f"path={tmp_path}", "show=files").stdout
+    assert name in piped
+
+
 def test_progress_off_a_terminal_is_plain_lines(tmp_path: Path) -> None:
     big = tmp_path / "big.bin"
     big.write_bytes(b"\0" * (8 << 20))
@@ -512,3 +526,29 @@ def test_a_server_that_cannot_be_started_is_one_line_and_exit_1_not_a_traceback(
     said = capsys.readouterr().err
     assert status == 1
     assert said.strip() == f"sysmcp call: cannot start the server ({interpreter}: Permission denied)"
+
+
+def test_a_fleet_hosts_words_on_stderr_cannot_drive_the_terminal_while_stdout_is_piped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sysmcp.cli.call import CallOptions, _report
+
+    forged = "\x1b]0;owned\x07\x1b[2J"  # retitle the window, clear the screen
+    entry = {"host": "web1", "status": "ok", "result": {"complete": False, "stopped_reason": forged}}
+    link = {"type": "resource_link", "uri": "sysmcp://hosts/web1/results/1", "description": forged}
+    reply = {
+        "result": {
+            "content": [{"type": "text", "text": "1 of 1 host answered."}, link],
+            "structuredContent": {"hosts": [entry], "view": {}},
+        },
+        "_full": (["sysmcp://hosts/web1/results/1"], "full\n"),
+    }
+    controller, terminal = os.openpty()
+    with open(terminal, "w", encoding="utf-8") as stderr:
+        monkeypatch.setattr(sys, "stderr", stderr)
+        status = _report("dir_usage", reply, CallOptions(output=str(tmp_path / "out"), json_output=False))
+    shown = os.read(controller, 65536).decode()
+    os.close(controller)
+    assert status == 3
+    assert "\x1b" not in shown and "\x07" not in shown, shown
+    assert "PARTIAL RESULT (\\033]0;owned\\a\\033[2J)" in shown and ": \\033]0;owned" in shown

@@ -310,6 +310,59 @@ def test_an_output_name_swapped_for_a_link_while_the_call_ran_is_not_written_thr
     assert victim.read_text() == "precious\n"
 
 
+def test_a_fleets_new_directory_is_not_made_through_a_directory_on_the_way_swapped_for_a_link(
+    tmp_path: Path, shared: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sysmcp.cli.call import _save_per_host, check_output
+
+    elsewhere = tmp_path / "elsewhere"  # /etc, say
+    elsewhere.mkdir()
+    (shared / "reports").mkdir()
+    assert check_output(str(shared / "reports" / "today"), directory=True) is None
+    (shared / "reports").rmdir()
+    (shared / "reports").symlink_to(elsewhere)  # the swap, once the work is under way
+    assert _save_per_host(str(shared / "reports" / "today"), {"web1.json": "{}\n"}) is False
+    assert list(elsewhere.iterdir()) == []
+    assert "a symbolic link in a directory other users can write" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("plant", ["file", "FIFO"])
+def test_a_file_another_user_owns_in_a_shared_directory_is_not_written_to(
+    tree: Path, shared: Path, plant: str
+) -> None:
+    # Theirs to read: what root writes there (a manifest of /root) would be another user's.
+    planted = shared / "sums"
+    if plant == "file":
+        planted.write_text("theirs\n")
+    else:
+        os.mkfifo(planted)
+    os.chown(planted, 65534, 65534)
+    listener = os.open(planted, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with a reader: the write would go
+    try:
+        with pytest.raises(OSError, match="a file another user owns, in a directory other users can write"):
+            open_output(str(planted))
+        if plant == "file":
+            refused(run("call", "hash_tree", f"path={tree}", "-o", str(planted)), "a file another user owns")
+            assert planted.read_text() == "theirs\n"
+        else:
+            assert os.read(listener, 100) == b""
+    finally:
+        os.close(listener)
+
+
+def test_a_file_the_directorys_owner_owns_is_written_as_on_a_root_squashed_nfs(tmp_path: Path) -> None:
+    # There root's own directory and files belong to nobody: the directory's owner could replace its
+    # names anyway, so their file is no plant.
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "sums").write_text("old\n")
+    for made in (theirs, theirs / "sums"):
+        os.chown(made, 65534, 65534)
+    with open(open_output(str(theirs / "sums")), "w") as handle:
+        handle.write("new\n")
+    assert (theirs / "sums").read_text() == "new\n"
+
+
 def test_a_link_in_a_directory_only_its_owner_may_write_is_written_through(tmp_path: Path) -> None:
     (tmp_path / "target").write_text("old content, longer than the new\n")
     (tmp_path / "link").symlink_to(tmp_path / "target")  # as /dev/stdout: nobody else could have put it there
@@ -355,6 +408,26 @@ def test_a_directory_on_the_way_planted_as_a_link_by_another_user_is_not_followe
             str(shared / "reports" / "web1.json")
         )  # swapped in after the check: the write refuses too
     assert list(elsewhere.iterdir()) == []
+
+
+def test_an_output_file_under_a_directory_the_user_may_only_search_is_written() -> None:
+    # /home/alice 0711, a root-squashed NFS export: a plain open goes through, so must -o.
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("a second user needs root and setpriv")
+    from tests.harness import python_as_nobody
+
+    with tempfile.TemporaryDirectory(prefix="sysmcp-out-", dir="/tmp") as box:
+        os.chmod(box, 0o711)  # root's: nobody may go through it, not list it
+        mine = Path(box) / "mine"
+        mine.mkdir()
+        os.chown(mine, 65534, 65534)
+        probe = (
+            "import os; from sysmcp.cli.outfile import open_output; "
+            f"os.write(open_output({str(mine / 'report')!r}), b'done')"
+        )
+        done = python_as_nobody(probe)
+        assert done.returncode == 0, done.stderr
+        assert (mine / "report").read_bytes() == b"done"
 
 
 @pytest.mark.parametrize(
@@ -411,7 +484,9 @@ def test_fleet_host_files_that_replace_files_already_there_say_so(
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-@pytest.mark.parametrize("arguments", [("call", "disk_usage"), ("call", "--help"), ("history",)])
+@pytest.mark.parametrize(
+    "arguments", [("call", "disk_usage"), ("call", "--raw", "disk_usage"), ("call", "--help"), ("history",)]
+)
 def test_stdout_on_a_full_disk_is_one_write_error_line_and_exit_1_as_sha256sum_not_a_traceback(
     tmp_path: Path, arguments: tuple[str, ...]
 ) -> None:

@@ -25,7 +25,7 @@ from anyio.abc import Process
 
 from sysmcp import __version__
 from sysmcp.cli.options import FLEET_OPTIONS, build_parser, fleet_options
-from sysmcp.cli.outfile import open_directory, open_output
+from sysmcp.cli.outfile import make_directory, open_directory, open_output
 from sysmcp.cli.snapshot import history_args
 from sysmcp.cli.stdout import EXIT_PIPE, silence_stdout
 from sysmcp.engine.paths import printable
@@ -422,7 +422,7 @@ class ServerStopped(Exception):
 def show_wire(direction: str, line: bytes) -> None:
     """``--raw``: every line on the wire, on stdout, marked with its direction."""
     arrow = "→ " if direction == "sent" else "← "
-    print(arrow + line.decode("utf-8", "replace").rstrip("\n"), flush=True)
+    print(json_on_terminal(arrow + line.decode("utf-8", "replace").rstrip("\n")), flush=True)
 
 
 async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> int:
@@ -583,14 +583,12 @@ def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
             print(f"sysmcp call: -o {options.output}: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_PROBLEM
         what, described = saved_what(result, uris, options.json_output)
-        print(
-            f"sysmcp call: saved {what} to {options.output} ({len(full.encode()):,} bytes{replacing})"
-            + (f": {described}" if described else ""),
-            file=sys.stderr,
-        )
+        said = f"sysmcp call: saved {what} to {options.output} ({len(full.encode()):,} bytes{replacing})"
+        print(on_terminal(said + (f": {described}" if described else ""), sys.stderr), file=sys.stderr)
     status = exit_status(tool, result)
     if status == EXIT_PARTIAL and not sys.stdout.isatty():  # the PARTIAL line may be in a file, unseen
-        print(f"sysmcp call: PARTIAL RESULT ({partial_reason(result)}): exit {EXIT_PARTIAL}", file=sys.stderr)
+        said = f"PARTIAL RESULT ({partial_reason(result)}): exit {EXIT_PARTIAL}"  # a fleet host's words too
+        print(on_terminal(f"sysmcp call: {said}", sys.stderr), file=sys.stderr)
     if options.raw:
         return status
     if options.json_output and not result.get("isError"):
@@ -657,7 +655,7 @@ def _save_per_host(directory: str, files: dict[str, str]) -> bool:
     it and how many were written before it, which stay."""
     name, written, total, replaced = "", 0, 0, 0
     try:
-        os.makedirs(directory, exist_ok=True)
+        make_directory(directory)
         for name, text in files.items():
             replaced += os.path.isfile(os.path.join(directory, name))
             with open(open_output(os.path.join(directory, name)), "w", encoding="utf-8") as handle:

@@ -2,9 +2,11 @@
 
 In such a directory (``/tmp``, a shared drop box) another user can plant a symbolic link or a hard link
 under the name, or swap one in while the call runs: writing through it would truncate whatever it
-points at (``/etc/shadow``). So each name on the way is opened without following a link, and there a
-link (or a file with another name elsewhere) is refused. A link in a directory only root or we may write
-(``/dev/stdout``, ``/dev/fd/N``) nobody else could have put there: it is followed.
+points at (``/etc/shadow``); or plant a FIFO or a file of their own, to read what is written. So each
+name on the way is opened without following a link, and there a link, a file with another name
+elsewhere or a file another user owns (but the directory's owner) is refused, as the kernel's
+``protected_regular`` does. A link in a directory only root or we may write (``/dev/stdout``,
+``/dev/fd/N``) nobody else could have put there: it is followed.
 """
 
 from __future__ import annotations
@@ -14,8 +16,12 @@ import fcntl
 import os
 import stat
 
+from sysmcp import platform
+
 _FLAGS = os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC  # a FIFO without a reader: ENXIO, no hang
-_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+#: A directory on the way, with O_PATH where there is one: searching it must do (``/home/alice`` 0711),
+#: as it does for a plain open; reading it is not needed.
+_DIRECTORY = (os.O_PATH if platform.has_o_path() else os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 def open_output(path: str, *, create: bool = True, mode: int = 0o666) -> int:
@@ -28,13 +34,18 @@ def open_output(path: str, *, create: bool = True, mode: int = 0o666) -> int:
     directory = open_directory(parent)
     try:
         fd = _open_at(directory, name, _FLAGS | (os.O_CREAT if create else 0), mode)
-        shared = _others_may_write(os.fstat(directory))
+        where = os.fstat(directory)
+        shared = _others_may_write(where)
     finally:
         os.close(directory)
     try:
         st = os.fstat(fd)
         if shared and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
             raise OSError(errno.EPERM, "a file with other hard links, in a directory other users can write")
+        # Theirs to read (a FIFO they listen on, a file): unless the directory is theirs, where they could
+        # replace any name anyway (on a root-squashed NFS, root's own directory and files are nobody's).
+        if shared and st.st_uid not in (0, os.geteuid(), where.st_uid):
+            raise OSError(errno.EPERM, "a file another user owns, in a directory other users can write")
         if create and stat.S_ISREG(st.st_mode):
             os.ftruncate(fd, 0)
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
@@ -42,6 +53,19 @@ def open_output(path: str, *, create: bool = True, mode: int = 0o666) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def make_directory(path: str) -> None:
+    """``path`` made if missing, in its parent reached as ``open_directory`` reaches it: a directory on
+    the way swapped for a link since the check makes nothing where the link points."""
+    parent, name = os.path.split(os.path.abspath(path))
+    directory = open_directory(parent)
+    try:
+        os.mkdir(name, dir_fd=directory)
+    except FileExistsError:
+        pass
+    finally:
+        os.close(directory)
 
 
 def open_directory(path: str) -> int:

@@ -21,12 +21,23 @@ def writing(command: str, run: Callable[[], int]) -> int:
     except BrokenPipeError:
         silence_stdout()
         return EXIT_PIPE
-    except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
+    except (OSError, BaseExceptionGroup) as exc:
+        failed = _write_error(exc)
+        if failed is None:
             raise
         silence_stdout()
-        print(f"sysmcp {command}: write error: {exc.strerror}", file=sys.stderr)
+        print(f"sysmcp {command}: write error: {failed.strerror}", file=sys.stderr)
         return 1
+
+
+def _write_error(exc: BaseException) -> OSError | None:
+    """The failed write in ``exc``, looked for inside a task group's group too (``call --raw`` writes
+    the wire as it goes, from inside the session's task group)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return next(filter(None, map(_write_error, exc.exceptions)), None)
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
+        return exc
+    return None
 
 
 def silence_stdout() -> None:

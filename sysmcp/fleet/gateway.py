@@ -64,7 +64,8 @@ def within_answer(outcomes: list[HostOutcome], share: int = HOSTS_SHARE) -> list
     """The outcomes with the largest answers, if the hosts' answers are more than ``share`` in all,
     replaced by a reason until the rest fit: one host's huge answer must not make the merged answer
     too large to send, and every other host's answer lost with it."""
-    sizes = {o.host: len(encode(o.result)) + len(o.text.encode("utf-8", "replace")) for o in outcomes if o.ok}
+    # Each as JSON carries it: a control character in a text is six bytes (\u0001), not one.
+    sizes = {o.host: len(encode(o.result)) + len(encode(o.text)) for o in outcomes if o.ok}
     total = sum(sizes.values())
     cut: set[str] = set()
     for host in sorted(sizes, key=lambda name: -sizes[name]):
@@ -73,11 +74,13 @@ def within_answer(outcomes: list[HostOutcome], share: int = HOSTS_SHARE) -> list
         cut.add(host)
         total -= sizes[host]
 
+    others = len(sizes) > 1
+
     def reason(size: int) -> str:
-        alone = "ask it alone or narrow the call" if size <= share else "narrow the call"
+        alone = "ask it alone or narrow the call" if others and size <= share else "narrow the call"
         return (
-            f"its answer ({human_bytes(size)}) is too large to merge with the others' into one answer "
-            f"of at most {human_bytes(MAX_RESULT)}: {alone}"
+            f"its answer ({human_bytes(size)}) is too large to merge{' with the others' if others else ''}"
+            f" (the hosts' answers may take {human_bytes(share)} in all): {alone}"
         )
 
     return [

@@ -109,8 +109,12 @@ def decode_json(line: bytes) -> Any | Invalid:
 
 def _out_of_range(text: str, exc: _OutOfRange) -> Invalid:
     """A line that is JSON but holds a number no float holds: a request among them is answered by its
-    id (its params cannot be used), anything else is a parse error with no id."""
-    message = json.loads(text, parse_constant=_refuse_constant)  # parsed once already: 1e400 as inf
+    id (its params cannot be used), anything else is a parse error with no id. Read again with 1e400 as
+    Infinity, the rest of the line may still not be JSON (a NaN, nesting too deep): a parse error too."""
+    try:
+        message = json.loads(text, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
+        message = None
     if isinstance(message, dict) and "method" in message and is_request_id(message.get("id")):
         return Invalid(ErrorCode.INVALID_PARAMS, f"Invalid params: {exc}", message["id"])
     return Invalid(ErrorCode.PARSE_ERROR, f"Parse error: {exc}")

@@ -54,6 +54,7 @@ class FdTransport:
         self._watch: _ReadWatch | Literal[False] | None = None  # False: not on asyncio, use anyio's wait
         # Non-blocking, so a full pipe waits in the event loop instead of freezing it.
         self._nonblocking = _own_nonblocking(write_fd)
+        self._mid_line = False  # the last write ended inside a line (a partial write, ours or the outbox's)
 
     async def receive(self) -> bytes:
         if self._watch is None:
@@ -83,13 +84,17 @@ class FdTransport:
             write_all(self.write_fd, data)
             return len(data)
         try:
-            return os.write(self.write_fd, data)
+            taken = os.write(self.write_fd, data)
         except BlockingIOError:
             return 0
+        if taken:
+            self._mid_line = data[taken - 1] != 0x0A  # b"\n"
+        return taken
 
     async def send(self, data: bytes) -> None:
-        """Write all of ``data``. Cancelled (a SIGTERM) with part of it written, it still writes the
-        rest, for ``LINE_GRACE`` seconds at most: a client that reads never gets half a line."""
+        """Write all of ``data``. Cancelled (a SIGTERM) with part of its line written (here, or by the
+        outbox that queued the rest), it still writes the rest, for ``LINE_GRACE`` seconds at most: a
+        client that reads never gets half a line."""
         view = memoryview(data)
         while view:
             taken = self.write_nowait(view)  # no copy of the rest per partial write
@@ -98,7 +103,7 @@ class FdTransport:
                 try:
                     await anyio.wait_writable(self.write_fd)
                 except anyio.get_cancelled_exc_class():
-                    if len(view) < len(data):
+                    if self._mid_line:
                         with anyio.CancelScope(shield=True), anyio.move_on_after(LINE_GRACE):
                             await self._finish(view)
                     raise

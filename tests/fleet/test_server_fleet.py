@@ -3,6 +3,7 @@ name resolution, the line budget and its resource link. (The real fleet over ssh
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -270,8 +271,46 @@ async def test_one_hosts_answer_too_large_to_merge_is_its_reason_and_the_others_
     assert web02["status"] == "remote_error" and "too large to merge" in web02["reason"]
 
 
+def test_a_cut_answer_says_the_limit_it_passed_and_a_lone_host_is_not_told_to_ask_it_alone() -> None:
+    pair = [HostOutcome(f"h{n}", "ok", 0.1, {"x": "x" * 90}) for n in (1, 2)]
+    assert [o.reason for o in within_answer(pair, share=150)] == [
+        "its answer (102 B) is too large to merge with the others (the hosts' answers may take 150 B in all):"
+        " ask it alone or narrow the call",
+        "",
+    ]
+    (lone,) = within_answer(pair[:1], share=100)
+    assert lone.reason == (
+        "its answer (102 B) is too large to merge (the hosts' answers may take 100 B in all): narrow the call"
+    )
+
+
 def test_only_the_largest_answers_are_cut_until_the_rest_fit() -> None:
     sized = [HostOutcome(f"h{n}", "ok", 0.1, {"x": "x" * n}) for n in (30, 90, 10, 60)]
     kept = within_answer([*sized, HostOutcome("h0", "unreachable", 1.0, reason="refused")], share=150)
     assert [o.status for o in kept] == ["ok", "remote_error", "ok", "ok", "unreachable"]
     assert within_answer(sized, share=1_000) == sized
+
+
+async def test_a_hosts_text_is_measured_as_the_answer_carries_it_escaped() -> None:
+    """15 MiB of control characters, a host's text without a result: 90 MiB once JSON escapes each
+    (as its own reply line did, under the 96 MiB a host may send), over the session's cap."""
+
+    class Noisy(MemoryFleet):
+        async def call(
+            self, tool: Tool, arguments: dict[str, Any], hosts: list[str], ctx: RequestContext
+        ) -> list[HostOutcome]:
+            outcomes = await super().call(tool, arguments, hosts, ctx)
+            return [
+                replace(o, result=None, text="\x01" * (15 << 20)) if o.host == "web02" else o
+                for o in outcomes
+            ]
+
+    fleet = Noisy(results={"web01": dir_usage_result("/var/log")})
+    result = await call(server(fleet), {"path": "/var", "hosts": ["web01", "web02"]}, "dir_usage")
+    assert len(encode(result)) <= MAX_RESULT
+    web01, web02 = result["structuredContent"]["hosts"]
+    assert (
+        web01["status"] == "ok"
+        and web02["status"] == "remote_error"
+        and "too large to merge" in web02["reason"]
+    )

@@ -77,6 +77,21 @@ def test_nan_and_infinity_are_parse_errors_because_json_has_no_such_numbers(line
     assert "not JSON" in value.message
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"a": 1e400, "b": NaN}}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"a": 1e400, "b": '
+        + b"[" * 200_000
+        + b"}}",
+        b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"a": 1e400, "b": }',
+    ],
+)
+def test_a_number_past_any_float_before_something_else_that_is_not_json_is_a_parse_error(line: bytes) -> None:
+    value = decode_json(line)
+    assert isinstance(value, Invalid) and value.code == ErrorCode.PARSE_ERROR and value.id is None
+
+
 def test_params_by_position_on_a_request_are_invalid_params_with_its_id() -> None:
     message = parse_message({"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": [1]})
     assert isinstance(message, Invalid) and message.code == ErrorCode.INVALID_PARAMS and message.id == 7

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import select
 from collections.abc import Iterator
 
 import anyio
 import pytest
 
+from sysmcp.protocol.outbox import Outbox
 from sysmcp.protocol.stdio import FdTransport
 
 pytestmark = pytest.mark.anyio
@@ -90,3 +92,39 @@ async def test_a_cancelled_receive_leaves_nothing_registered(pipe: tuple[int, in
     assert not _watched(read_fd)
     os.write(write_fd, b"after\n")
     assert await transport.receive() == b"after\n"
+
+
+def _read_line(fd: int) -> bytes:
+    """What ``fd`` gives up to a newline, or until nothing more comes for a few seconds."""
+    got = b""
+    while not got.endswith(b"\n"):
+        ready, _, _ = select.select([fd], [], [], 5)
+        if not ready:
+            break
+        got += os.read(fd, 1 << 16)
+    return got
+
+
+async def test_a_line_the_outbox_began_is_finished_when_its_writer_is_cancelled() -> None:
+    """A reply longer than the pipe holds: ``put`` writes what fits at once and queues the rest; a
+    signal then cancels the writer waiting for the client, which must still get the whole line."""
+    read_end, write_end = os.pipe()
+    try:
+        outbox = Outbox(FdTransport(read_end, write_end))
+        line = b"x" * (1 << 20) + b"\n"
+        await outbox.put(line)  # part written, the rest queued
+        writer = anyio.CancelScope()
+
+        async def write() -> None:
+            with writer:
+                await outbox.run()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(write)
+            await anyio.wait_all_tasks_blocked()  # the writer waits for the client to read
+            writer.cancel()  # SIGTERM
+            got = await anyio.to_thread.run_sync(_read_line, read_end)
+        assert got == line
+    finally:
+        os.close(read_end)
+        os.close(write_end)

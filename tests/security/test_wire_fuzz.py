@@ -255,6 +255,11 @@ NAMED: dict[str, bytes] = {
     "big but legal integer id": b'{"jsonrpc":"2.0","id":' + b"9" * 40 + b',"method":"ping"}',
     "huge float": b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"dir_usage","arguments":'
     b'{"path":"/tmp","top_n":1e400}}}',
+    "huge float, then NaN": b'{"jsonrpc":"2.0","id":16,"method":"ping","params":{"a":1e400,"b":NaN}}',
+    "huge float, then deep nesting": b'{"jsonrpc":"2.0","id":17,"method":"ping","params":{"a":1e400,"b":'
+    + b"[" * 100_000
+    + b"]" * 100_000
+    + b"}}",
     "NaN and Infinity": b'{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"dir_usage",'
     b'"arguments":{"path":"/tmp","top_n":NaN,"x":Infinity}}}',
     "invalid UTF-8": b'{"jsonrpc":"2.0","id":5,"method":"ping\xff\xfe"}',
