@@ -255,6 +255,8 @@ def _before(earlier: list[LogRecord], chosen: list[str]) -> list[str]:
     if not done and not stopped:
         return []
     how = f" ({'; '.join(stopped)})" if stopped else ""
+    if not done:
+        return [f"An earlier reclaim of this plan{how} acted on none of these items' files."]
     lines = [
         f"An earlier reclaim of this plan{how} acted on {plural(len(done), 'file')} of these items, "
         "which are not acted on again:"

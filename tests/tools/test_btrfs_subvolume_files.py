@@ -291,3 +291,36 @@ def test_a_deleted_btrfs_file_held_from_another_mount_namespace_is_shown_on_its_
     )
     assert found["top"] in [e["mount_point"] for e in answer["filesystems"]], answer["text"]
     assert found["written"] == [[found["gone"], found["device"]]]  # disk_io names its block device
+
+
+_BIND_LOOP = r"""
+import json, os, subprocess, sys
+from pathlib import Path
+from sysmcp.engine.walk._walk import Scanner, SkipCounter, SubtreeTotals, WalkOptions
+from tests.loopfs import loop_mount
+work = Path(sys.argv[1])
+top = work / "top"
+loop_mount(work / "btrfs.img", top, 256 << 20, ["mkfs.btrfs", "-q", "-f"])
+subprocess.run(["btrfs", "subvolume", "create", str(top / "sub")], check=True, capture_output=True)
+(top / "sub" / "file").write_bytes(b"x" * 100_000)
+answers = {}
+for root in (top, top / "sub"):  # the filesystem's top, and a subvolume: each bound inside itself
+    (root / "d" / "loop").mkdir(parents=True)
+    subprocess.run(["mount", "--bind", str(root), str(root / "d" / "loop")], check=True)
+    skipped = SkipCounter()
+    events = list(Scanner(bytes(root), WalkOptions(one_file_system=False), skipped).events())
+    (totals,) = [e for e in events if isinstance(e, SubtreeTotals) and e.relative == ""]
+    du = subprocess.run(["du", "-s", "--block-size=1", str(root)], capture_output=True, text=True, check=True)
+    answers[root.name] = [skipped.as_dict(), totals.files, totals.disk, int(du.stdout.split()[0])]
+    subprocess.run(["umount", str(root / "d" / "loop")], check=True)
+print(json.dumps(answers))
+"""
+
+
+@needs_loop_mounts("mkfs.btrfs")
+def test_a_bind_mount_of_a_btrfs_directory_above_it_is_a_directory_loop_as_on_other_filesystems() -> None:
+    """mountinfo's device number of a btrfs mount is no st_dev of its directories (each subvolume has its
+    own): the loop is still seen, and the tree counted once, as du -s counts it."""
+    found: dict[str, Any] = in_private_namespace(["-c", _BIND_LOOP], "sysmcp-btrfs-loop-", 180)
+    for skipped, files, disk, du in found.values():
+        assert skipped == {"directory_loop": 1} and files == 1 and disk == du, found

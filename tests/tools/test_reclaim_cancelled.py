@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -46,6 +47,28 @@ runpy.run_module("sysmcp", run_name="__main__")
 """
 
 
+async def cancelled_at(wire: Any, arguments: dict[str, Any], fifo: Path) -> None:
+    """A reclaim the user confirms, cancelled by the client once the server is at the hooked file; back
+    when the server said it stopped."""
+    msg_id = next(wire.ids)
+    await wire.start_call("reclaim", arguments, msg_id=msg_id)
+    asked = await wire.receive()
+    await wire.send(
+        {
+            "jsonrpc": "2.0",
+            "id": asked["id"],
+            "result": {"action": "accept", "content": {"confirm": True}},
+        }
+    )
+    await anyio.to_thread.run_sync(fifo.read_bytes)  # the server is at the hooked file
+    await wire.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": msg_id}})
+    assert wire.process.stderr is not None
+    with anyio.fail_after(60):
+        seen = b""
+        while b'"reclaim stopped"' not in seen:
+            seen += await wire.process.stderr.receive()
+
+
 async def test_a_reclaim_cancelled_part_way_is_told_by_the_next_call_which_acts_only_on_the_rest_and_logged(
     tmp_path: Path,
 ) -> None:
@@ -66,25 +89,7 @@ async def test_a_reclaim_cancelled_part_way_is_told_by_the_next_call_which_acts_
         (item,) = plan["items"]
         assert item["kept_copy"] == str(paths[0])
         arguments = {"plan_id": plan["plan_id"], "items": [item["id"]]}
-        msg_id = next(wire.ids)
-        await wire.start_call("reclaim", arguments, msg_id=msg_id)
-        asked = await wire.receive()
-        await wire.send(
-            {
-                "jsonrpc": "2.0",
-                "id": asked["id"],
-                "result": {"action": "accept", "content": {"confirm": True}},
-            }
-        )
-        await anyio.to_thread.run_sync(fifo.read_bytes)  # the server is at copy03.bin
-        await wire.send(
-            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": msg_id}}
-        )
-        assert wire.process.stderr is not None
-        with anyio.fail_after(60):
-            seen = b""
-            while b'"reclaim stopped"' not in seen:
-                seen += await wire.process.stderr.receive()
+        await cancelled_at(wire, arguments, fifo)
         assert [p.name for p in paths if p.exists()] == [
             "copy00.bin",
             "copy03.bin",
@@ -143,3 +148,28 @@ async def test_a_server_logging_above_warning_does_not_say_its_actions_are_on_st
             "Each action is logged in the history store (sysmcp history --reclaim), "
             "not on stderr: --log-level is above warning."
         ), done
+
+
+async def test_a_reclaim_cancelled_before_its_first_file_is_told_as_having_acted_on_none(
+    tmp_path: Path,
+) -> None:
+    """No list that ends in a colon and names nothing: the next call says the earlier one did nothing."""
+    data, fifo = tmp_path / "data", tmp_path / "at-the-first"
+    data.mkdir()
+    paths = copies(data, 3)
+    os.mkfifo(fifo)
+    server = [sys.executable, "-c", HOOKED, str(data / "copy01.bin"), str(fifo)]
+    async with spawn(
+        "--state-dir", str(tmp_path / "state"), "--allow-reclaim", "--root", str(data), command=server
+    ) as wire:
+        await wire.initialize(capabilities={"elicitation": {}})
+        plan = await plan_of(wire, data)
+        arguments = {"plan_id": plan["plan_id"], "items": [plan["items"][0]["id"]]}
+        await cancelled_at(wire, arguments, fifo)
+        assert all(p.exists() for p in paths)
+        question, _reply = await ask_and_answer(wire, arguments, {"result": {"action": "cancel"}})
+        assert (
+            "An earlier reclaim of this plan (cancelled after 0 files) acted on none of these items' files."
+            in question
+        ), question
+        assert "which are not acted on again" not in question, question

@@ -80,14 +80,18 @@ def mount_points_below(
     """
     prefix = root.rstrip(b"/") + b"/"
     skip: dict[str, dict[str, str]] = {}
-    for mount in mount_table() if table is None else table:
+    mounts = mount_table() if table is None else table
+    points: dict[int, list[bytes]] = {}  # by device number: the mounts a bind mount shares a filesystem with
+    for mount in () if options.one_file_system else mounts:
+        points.setdefault(mount.dev, []).append(mount.point.rstrip(b"/") + b"/")
+    for mount in mounts:
         if not mount.point.startswith(prefix):
             continue
         if options.skip_pseudo and mount.fstype in KERNEL_TYPES:
             reason = "pseudo_filesystem"
         elif options.one_file_system:
             reason = "other_filesystem"
-        elif _shows_a_directory_above(mount):
+        elif _shows_a_directory_above(mount, points[mount.dev]):
             reason = "directory_loop"
         else:
             continue
@@ -97,15 +101,16 @@ def mount_points_below(
     return skip
 
 
-def _shows_a_directory_above(mount: MountPoint) -> bool:
+def _shows_a_directory_above(mount: MountPoint, same_device: list[bytes]) -> bool:
     """Whether the directory at a mount point is one of the directories above it (a bind mount of an
-    ancestor). Only a mount of a device some directory above is on is looked at, so a network
-    mount (a device of its own) is never ``stat``-ed, hung or not."""
+    ancestor). Only a mount of a filesystem a mount above it has too (``same_device``: the table's
+    points of its device number, which on btrfs is no ``st_dev``, each subvolume having its own) is
+    looked at, so a network mount (a device of its own) is never ``stat``-ed, hung or not."""
     point = mount.point
+    if mount.dev == UNKNOWN_DEV or not any(point.startswith(other) for other in same_device):
+        return False
     try:
         above = [os.stat(head) for head in _heads(point)]
-        if not any(st.st_dev == mount.dev for st in above):
-            return False
         shown = os.stat(point)
     except OSError:
         return False
