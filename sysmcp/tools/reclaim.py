@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, ClassVar, Literal, cast
@@ -63,6 +64,7 @@ SKIPS_SHOWN = 10
 #: is off or could not take it (a cancelled call is answered by the next one).
 ACTED: dict[str, list[LogRecord]] = {}
 ACTED_PLANS = 32
+_ACTED_LOCK = threading.Lock()  # workers of two reclaims of one plan may finish at once
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
@@ -209,7 +211,9 @@ def _earlier(plan_id: str) -> list[LogRecord]:
     """What earlier reclaims of the plan did: the history store's log and this process's, oldest first."""
     store = state.active()
     kept = plan_log(store, plan_id) if store is not None else []
-    return sorted(set(kept) | set(ACTED.get(plan_id, ())), key=lambda record: record.time)
+    with _ACTED_LOCK:
+        here = set(ACTED.get(plan_id, ()))
+    return sorted(set(kept) | here, key=lambda record: record.time)
 
 
 def _approved(plan: Plan, chosen: list[str], earlier: list[LogRecord]) -> tuple[Plan, int]:
@@ -461,9 +465,10 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             raise
         finally:
             actions.flush()  # what was done before a cancellation is logged too
-            ACTED[plan.id] = ACTED.pop(plan.id, []) + run
-            while len(ACTED) > ACTED_PLANS:
-                del ACTED[next(iter(ACTED))]
+            with _ACTED_LOCK:
+                ACTED[plan.id] = ACTED.pop(plan.id, []) + run
+                while len(ACTED) > ACTED_PLANS:
+                    del ACTED[next(iter(ACTED))]
             if stopped:  # last: once it is on stderr, the next call on the plan knows
                 log.warning("reclaim stopped", plan=plan.id, reason=stopped)
 
