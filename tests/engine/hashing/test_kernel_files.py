@@ -24,6 +24,11 @@ from sysmcp.engine.hashing import _treehash as treehash
 from sysmcp.engine.hashing._verify_ranges import Tuning
 from sysmcp.engine.parallel import Sharing
 from sysmcp.engine.walk import WalkOptions
+from tests.profile import UNDER_POSIX_PROFILE
+
+pytestmark = pytest.mark.skipif(
+    UNDER_POSIX_PROFILE, reason="sysfs is Linux's: the portable profile, like macOS, has none"
+)
 
 #: Attributes that read the same twice and exist on most Linux kernels.
 CANDIDATES = (
