@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from sysmcp import platform
 from sysmcp.history.snapshots import (
     Baseline,
     BaselineFile,
@@ -249,11 +250,17 @@ class Store:
         self._generation += 1
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock()))
         fd = self.state_dir.fd
-        taken, aside, n = set(os.listdir(fd)), f"{DB_NAME}.corrupt-{stamp}", 1
-        while aside in taken:  # one moved aside this second already: never replaced by the next
-            n += 1
-            aside = f"{DB_NAME}.corrupt-{stamp}.{n}"
-        os.replace(DB_NAME, aside, src_dir_fd=fd, dst_dir_fd=fd)
+        n = 1
+        while True:  # one moved aside this second already (by this process or another) is never replaced
+            aside = f"{DB_NAME}.corrupt-{stamp}" + (f".{n}" if n > 1 else "")
+            try:
+                if not platform.rename_noreplace(fd, os.fsencode(DB_NAME), fd, os.fsencode(aside)):
+                    if aside in os.listdir(fd):  # no atomic rename here: checked, then renamed
+                        raise FileExistsError(aside)
+                    os.replace(DB_NAME, aside, src_dir_fd=fd, dst_dir_fd=fd)
+                break
+            except FileExistsError:
+                n += 1
         for suffix in ("-wal", "-shm", "-journal"):
             with contextlib.suppress(FileNotFoundError):
                 os.replace(f"{DB_NAME}{suffix}", f"{aside}{suffix}", src_dir_fd=fd, dst_dir_fd=fd)
