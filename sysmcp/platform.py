@@ -177,21 +177,21 @@ def bind_mount_privately(source: str, target: str) -> None:
     import ctypes
     import ctypes.util
 
+    def check(result: int, what: str) -> None:
+        if result != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, os.strerror(errno), what)
+
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    clone_newns = 0x00020000  # os.CLONE_NEWNS from Python 3.12 on
-    if libc.unshare(clone_newns) != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, os.strerror(errno), "unshare(CLONE_NEWNS)")
+    check(libc.unshare(0x00020000), "unshare(CLONE_NEWNS)")  # os.CLONE_NEWNS from Python 3.12 on
     ms_bind, ms_rec, ms_private, ms_rdonly, ms_remount = 4096, 16384, 1 << 18, 1, 32
     steps = (
-        (b"none", b"/", None, ms_rec | ms_private),
-        (os.fsencode(source), os.fsencode(target), None, ms_bind),
-        (b"none", os.fsencode(target), None, ms_remount | ms_bind | ms_rdonly),
+        (b"none", b"/", ms_rec | ms_private),
+        (os.fsencode(source), os.fsencode(target), ms_bind),
+        (b"none", os.fsencode(target), ms_remount | ms_bind | ms_rdonly),
     )
-    for src, dst, kind, flags in steps:
-        if libc.mount(src, dst, kind, flags, None) != 0:
-            errno = ctypes.get_errno()
-            raise OSError(errno, os.strerror(errno), dst.decode(errors="replace"))
+    for src, dst, flags in steps:
+        check(libc.mount(src, dst, None, flags, None), dst.decode(errors="replace"))
 
 
 @functools.cache

@@ -10,6 +10,7 @@ seconds, never text), and anything an engine does (engines produce numbers; noth
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 __all__ = [
@@ -30,11 +31,11 @@ _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 def human_bytes(size: float) -> str:
     """1536 → '1.5 KiB'; exact bytes below 1 KiB (binary units, as du -h and ls -lh show them)."""
     value = float(size)
-    for unit in _UNITS:
-        if abs(value) < 1024 or unit == _UNITS[-1]:
+    for unit in _UNITS[:-1]:
+        if abs(value) < 1024:
             return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
-    raise AssertionError("unreachable")
+    return f"{value:.1f} {_UNITS[-1]}"
 
 
 # Nouns whose plural no rule below gives. Words of the tools' vocabulary, not a dictionary.
@@ -136,17 +137,9 @@ def table(
     No line ends in spaces (an empty last cell leaves none behind); a row shorter than the others
     simply ends.
     """
-    widths: list[int] = []
-    for row in rows:
-        for column, cell in enumerate(row):
-            if column == len(widths):
-                widths.append(0)
-            widths[column] = max(widths[column], len(cell))
+    widths = [max(map(len, column)) for column in itertools.zip_longest(*rows, fillvalue="")]
     lines = []
     for row in rows:
-        cells = [
-            cell.rjust(widths[column]) if column in right else cell.ljust(widths[column])
-            for column, cell in enumerate(row)
-        ]
+        cells = (cell.rjust(widths[c]) if c in right else cell.ljust(widths[c]) for c, cell in enumerate(row))
         lines.append((indent + gap.join(cells)).rstrip())
     return lines
