@@ -14,7 +14,8 @@ import fnmatch
 import re
 import shlex
 import string
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from sysmcp.render import plural
@@ -49,6 +50,16 @@ class InventoryError(ValueError):
         super().__init__(f"{source} line {line}: {message}" if line else f"{source}: {message}")
         self.line = line
         self.message = message
+
+
+@contextmanager
+def naming(source: str) -> Iterator[None]:
+    """Re-raise an ``InventoryError`` from within as one of ``source``: the readers' helpers raise
+    theirs naming no source, and the reader that knows its input's name gives it here, once."""
+    try:
+        yield
+    except InventoryError as exc:
+        raise InventoryError(exc.line, exc.message, source) from None
 
 
 class UnknownHosts(ValueError):
@@ -112,19 +123,20 @@ class Inventory:
         return [host for host in self.hosts if host in chosen]
 
 
-def check_name(name: str, line: int = 0, source: str = "inventory") -> str:
+def check_name(name: str, line: int = 0) -> str:
     if not _NAME.fullmatch(name) or name.startswith("-"):
-        raise InventoryError(line, f"{name!r} is not a host name", source)
+        raise InventoryError(line, f"{name!r} is not a host name")
     return name
 
 
 def from_names(names: Iterable[str], source: str = "--host") -> Inventory:
     """Hosts named on the command line or in ``SYSMCP_HOSTS``: no variables, no groups but ``all``."""
     hosts: dict[str, Host] = {}
-    for name in names:
-        name = name.strip()
-        if name:
-            hosts.setdefault(name, Host(check_name(name, 0, source)))
+    with naming(source):
+        for name in names:
+            name = name.strip()
+            if name:
+                hosts.setdefault(name, Host(check_name(name)))
     order = tuple(hosts)
     return Inventory(hosts, {"all": order, "ungrouped": order} if order else {})
 
@@ -177,31 +189,32 @@ class _RawInventory:
 def parse_ini(text: str, source: str = "inventory") -> Inventory:
     """An Ansible INI inventory: host lines (with ``key=value`` variables and ``name:port``),
     ``[group]``, ``[group:children]``, ``[group:vars]``, comments, ranges such as ``web[01:20]``."""
-    parsed = _RawInventory()
-    section, kind = "ungrouped", "hosts"
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = _strip_comment(raw)
-        if not line:
-            continue
-        if line.startswith("["):
-            section, kind = _header(line, number, source)
-            parsed.group_line.setdefault(section, number)
-            parsed.direct.setdefault(section, {})
-            continue
-        try:
-            words = shlex.split(line, comments=False, posix=True)
-        except ValueError as exc:
-            raise InventoryError(number, f"cannot split the line ({exc})", source) from None
-        if kind == "children":
-            if len(words) != 1:
-                raise InventoryError(number, "a [group:children] line names one group", source)
-            parsed.children.setdefault(section, []).append((_group_name(words[0], number, source), number))
-        elif kind == "vars":
-            key, value = _assignment(line, number, source)
-            parsed.group_vars.setdefault(section, {})[key] = (value, number)
-        else:
-            _host_line(parsed, section, words, number, source)
-    return _build(parsed, source)
+    with naming(source):
+        parsed = _RawInventory()
+        section, kind = "ungrouped", "hosts"
+        for number, raw in enumerate(text.splitlines(), start=1):
+            line = _strip_comment(raw)
+            if not line:
+                continue
+            if line.startswith("["):
+                section, kind = _header(line, number)
+                parsed.group_line.setdefault(section, number)
+                parsed.direct.setdefault(section, {})
+                continue
+            try:
+                words = shlex.split(line, comments=False, posix=True)
+            except ValueError as exc:
+                raise InventoryError(number, f"cannot split the line ({exc})") from None
+            if kind == "children":
+                if len(words) != 1:
+                    raise InventoryError(number, "a [group:children] line names one group")
+                parsed.children.setdefault(section, []).append((_group_name(words[0], number), number))
+            elif kind == "vars":
+                key, value = _assignment(line, number)
+                parsed.group_vars.setdefault(section, {})[key] = (value, number)
+            else:
+                _host_line(parsed, section, words, number)
+        return _build(parsed)
 
 
 def _strip_comment(raw: str) -> str:
@@ -213,49 +226,49 @@ def _strip_comment(raw: str) -> str:
     return line[: match.start()].strip() if match else line
 
 
-def _header(line: str, number: int, source: str) -> tuple[str, str]:
+def _header(line: str, number: int) -> tuple[str, str]:
     if not line.endswith("]"):
-        raise InventoryError(number, f"a section header must end with ']': {line!r}", source)
+        raise InventoryError(number, f"a section header must end with ']': {line!r}")
     inner = line[1:-1].strip()
     name, _, suffix = inner.partition(":")
     if suffix and suffix not in ("children", "vars"):
-        raise InventoryError(number, f"unknown section kind {suffix!r} (children or vars)", source)
-    return _group_name(name, number, source), suffix or "hosts"
+        raise InventoryError(number, f"unknown section kind {suffix!r} (children or vars)")
+    return _group_name(name, number), suffix or "hosts"
 
 
-def _group_name(name: str, number: int, source: str) -> str:
+def _group_name(name: str, number: int) -> str:
     if not re.fullmatch(r"[A-Za-z0-9_\-.]+", name):
-        raise InventoryError(number, f"{name!r} is not a group name", source)
+        raise InventoryError(number, f"{name!r} is not a group name")
     return name
 
 
-def _assignment(word: str, number: int, source: str) -> tuple[str, str]:
+def _assignment(word: str, number: int) -> tuple[str, str]:
     key, sep, value = word.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise InventoryError(number, f"expected key=value, got {word!r}", source)
+        raise InventoryError(number, f"expected key=value, got {word!r}")
     value = value.strip()
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
         value = value[1:-1]
     return key, value
 
 
-def _host_line(parsed: _RawInventory, section: str, words: list[str], number: int, source: str) -> None:
+def _host_line(parsed: _RawInventory, section: str, words: list[str], number: int) -> None:
     pattern, *assignments = words
     if "=" in pattern:
-        raise InventoryError(number, f"a host line starts with the host name, got {pattern!r}", source)
+        raise InventoryError(number, f"a host line starts with the host name, got {pattern!r}")
     variables: dict[str, tuple[str, int]] = {}
     if re.fullmatch(r".+:\d+", pattern) and not pattern.startswith("["):
         pattern, port = pattern.rsplit(":", 1)
         variables["ansible_port"] = (port, number)
     for word in assignments:
-        key, value = _assignment(word, number, source)
+        key, value = _assignment(word, number)
         variables[key] = (value, number)
-    for name in expand(pattern, number, source):
-        parsed.add_host(check_name(name, number, source), section, variables)
+    for name in expand(pattern, number):
+        parsed.add_host(check_name(name, number), section, variables)
 
 
-def expand(pattern: str, number: int = 0, source: str = "inventory") -> list[str]:
+def expand(pattern: str, number: int = 0) -> list[str]:
     """``web[01:03]`` → web01, web02, web03 (leading zeros kept); ``db-[a:c]``; ``[1:9:2]`` strides."""
     match = _RANGE.search(pattern)
     if match is None:
@@ -263,14 +276,12 @@ def expand(pattern: str, number: int = 0, source: str = "inventory") -> list[str
     head, tail = pattern[: match.start()], pattern[match.end() :]
     parts = match.group(1).split(":")
     if len(parts) not in (2, 3) or not all(parts[:2]):
-        raise InventoryError(
-            number, f"a range is [start:end] or [start:end:step], got [{match.group(1)}]", source
-        )
+        raise InventoryError(number, f"a range is [start:end] or [start:end:step], got [{match.group(1)}]")
     start, end = parts[0], parts[1]
     step = 1
     if len(parts) == 3:
         if not _small_number(parts[2]) or int(parts[2]) < 1:
-            raise InventoryError(number, f"a range's step must be a positive integer: {parts[2]!r}", source)
+            raise InventoryError(number, f"a range's step must be a positive integer: {parts[2]!r}")
         step = int(parts[2])
     width: int | None = None  # letters; for numbers, the leading zeros' width
     if _small_number(start) and _small_number(end):
@@ -278,15 +289,15 @@ def expand(pattern: str, number: int = 0, source: str = "inventory") -> list[str
     elif len(start) == len(end) == 1 and start in string.ascii_letters and end in string.ascii_letters:
         first, last = ord(start), ord(end)
     else:
-        raise InventoryError(number, f"a range needs two numbers or two letters, got [{start}:{end}]", source)
+        raise InventoryError(number, f"a range needs two numbers or two letters, got [{start}:{end}]")
     if first > last:
-        raise InventoryError(number, f"range [{start}:{end}] runs backwards", source)
+        raise InventoryError(number, f"range [{start}:{end}] runs backwards")
     if (last - first) // step >= MAX_RANGE:  # counted before a name is made: web[1:100000000] fills no memory
-        raise InventoryError(number, f"range [{start}:{end}] expands to over {MAX_RANGE:,} hosts", source)
+        raise InventoryError(number, f"range [{start}:{end}] expands to over {MAX_RANGE:,} hosts")
     values = [chr(i) if width is None else str(i).zfill(width) for i in range(first, last + 1, step)]
-    rest = expand(tail, number, source)
+    rest = expand(tail, number)
     if len(values) * len(rest) > MAX_RANGE:
-        raise InventoryError(number, f"{pattern!r} expands to over {MAX_RANGE:,} hosts", source)
+        raise InventoryError(number, f"{pattern!r} expands to over {MAX_RANGE:,} hosts")
     return [head + value + more for value in values for more in rest]
 
 
@@ -296,12 +307,12 @@ def _small_number(text: str) -> bool:
     return text.isdecimal() and len(text) <= 100
 
 
-def _build(parsed: _RawInventory, source: str) -> Inventory:
+def _build(parsed: _RawInventory) -> Inventory:
     for kids in parsed.children.values():
         for kid, number in kids:
             if kid not in parsed.direct and kid not in parsed.children:
-                raise InventoryError(number, f"child group {kid!r} is not defined anywhere", source)
-    members = _members(parsed, source)
+                raise InventoryError(number, f"child group {kid!r} is not defined anywhere")
+    members = _members(parsed)
     depth = _depths(parsed, members)
     ordered = sorted((g for g in members if g != "all"), key=lambda g: (depth.get(g, 1), g))
     grouped = {h for group, hs in members.items() if group not in ("all", "ungrouped") for h in hs}
@@ -320,7 +331,7 @@ def _build(parsed: _RawInventory, source: str) -> Inventory:
         for group in within.get(name, ()):
             variables.update(parsed.group_vars.get(group, {}))
         variables.update(parsed.host_vars[name])
-        hosts[name] = _host(name, variables, source)
+        hosts[name] = _host(name, variables)
         merged[name] = {key: value for key, (value, _) in variables.items()}
     index = {name: place for place, name in enumerate(hosts)}
     groups = {"all": tuple(hosts)}
@@ -330,7 +341,7 @@ def _build(parsed: _RawInventory, source: str) -> Inventory:
     return Inventory(hosts, groups, merged)
 
 
-def _members(parsed: _RawInventory, source: str) -> dict[str, dict[str, None]]:
+def _members(parsed: _RawInventory) -> dict[str, dict[str, None]]:
     """Every host of each group (its own, then its children's), each group after all its children.
     Walked with a stack of its own, not recursion: a chain of thousands of children is an inventory."""
     members: dict[str, dict[str, None]] = {}
@@ -344,9 +355,7 @@ def _members(parsed: _RawInventory, source: str) -> dict[str, dict[str, None]]:
             for kid, _ in kids:
                 if kid in trail:
                     cycle = " → ".join((*trail, kid))
-                    raise InventoryError(
-                        parsed.group_line.get(kid, 0), f"groups contain each other: {cycle}", source
-                    )
+                    raise InventoryError(parsed.group_line.get(kid, 0), f"groups contain each other: {cycle}")
                 if kid not in members:
                     stack.append((kid, iter(parsed.children.get(kid, []))))
                     trail[kid] = None
@@ -375,16 +384,14 @@ def _depths(parsed: _RawInventory, members: dict[str, dict[str, None]]) -> dict[
     return found
 
 
-def _ssh_args(
-    value: tuple[str, int], key: str, source: str
-) -> tuple[str | None, str | None, int | None, list[str]]:
+def _ssh_args(value: tuple[str, int], key: str) -> tuple[str | None, str | None, int | None, list[str]]:
     """``ansible_ssh_common_args``/``_extra_args``: ``-J``, ``-o Key=Value``, ``-p``, ``-l``, ``-i``
     (jump, user, port, options); anything else refuses the inventory, naming it."""
     text, number = value
     try:
         words = shlex.split(text)
     except ValueError as exc:
-        raise InventoryError(number, f"cannot split {key} ({exc})", source) from None
+        raise InventoryError(number, f"cannot split {key} ({exc})") from None
     jump: str | None = None
     user: str | None = None
     port: int | None = None
@@ -395,50 +402,45 @@ def _ssh_args(
         flag, inline = word[:2], word[2:]
         if flag not in ("-J", "-o", "-p", "-l", "-i") or not word.startswith("-"):
             raise InventoryError(
-                number, f"{key}: {word!r} is not an ssh option sysmcp passes on (-J, -o, -p, -l, -i)", source
+                number, f"{key}: {word!r} is not an ssh option sysmcp passes on (-J, -o, -p, -l, -i)"
             )
         if not inline:
             index += 1
             if index == len(words):
-                raise InventoryError(number, f"{key}: {flag} needs a value", source)
+                raise InventoryError(number, f"{key}: {flag} needs a value")
             inline = words[index]
         index += 1
         if inline.startswith("-") or not inline.strip():
-            raise InventoryError(
-                number, f"{key}: the value of {flag} must not start with '-': {inline!r}", source
-            )
+            raise InventoryError(number, f"{key}: the value of {flag} must not start with '-': {inline!r}")
         if flag == "-J":
-            jump = _word(f"{key}: -J", inline, number, source)
+            jump = _word(f"{key}: -J", inline, number)
         elif flag == "-l":
-            user = _word(f"{key}: -l", inline, number, source)
+            user = _word(f"{key}: -l", inline, number)
         elif flag == "-i":
             options.append(_key_file(inline))
         elif flag == "-p":
             if not _small_number(inline) or not 0 < int(inline) < 65536:
-                raise InventoryError(number, f"{key}: -p needs a port number, got {inline!r}", source)
+                raise InventoryError(number, f"{key}: -p needs a port number, got {inline!r}")
             port = int(inline)
         else:
             if not _OPTION.fullmatch(inline) or inline.split("=", 1)[0].lower() in _NOT_FROM_INVENTORY:
-                raise InventoryError(
-                    number, f"{key}: -o {inline!r} is not a Key=Value sysmcp passes on", source
-                )
+                raise InventoryError(number, f"{key}: -o {inline!r} is not a Key=Value sysmcp passes on")
             option, setting = inline.split("=", 1)
             if option.lower() == "proxyjump":
-                jump = _word(f"{key}: ProxyJump", setting.strip(), number, source)
+                jump = _word(f"{key}: ProxyJump", setting.strip(), number)
             elif option.lower() in ("hostname", "user"):  # checked as ansible_host and ansible_user are
-                options.append(f"{option}={_word(f'{key}: {option}', setting.strip(), number, source)}")
+                options.append(f"{option}={_word(f'{key}: {option}', setting.strip(), number)}")
             else:
                 options.append(inline)
     return jump, user, port, options
 
 
-def _word(key: str, value: str, number: int, source: str) -> str:
+def _word(key: str, value: str, number: int) -> str:
     """An address, user or jump that reaches ssh: one word, not an option, nothing a shell reads."""
     if not value or value.startswith("-") or _SHELL.search(value):
         raise InventoryError(
             number,
             f"{key} must be one word not starting with '-', without shell characters, got {value!r}",
-            source,
         )
     return value
 
@@ -448,7 +450,7 @@ def _key_file(path: str) -> str:
     return f'IdentityFile="{path}"' if any(c.isspace() for c in path) else f"IdentityFile={path}"
 
 
-def _host(name: str, variables: dict[str, tuple[str, int]], source: str) -> Host:
+def _host(name: str, variables: dict[str, tuple[str, int]]) -> Host:
     for old, new in ALIASES.items():
         if old in variables and new not in variables:
             variables = {**variables, new: variables[old]}
@@ -460,22 +462,20 @@ def _host(name: str, variables: dict[str, tuple[str, int]], source: str) -> Host
     port: int | None = None
     if (raw_port := variables.get("ansible_port")) is not None:
         if not _small_number(raw_port[0]) or not 0 < int(raw_port[0]) < 65536:
-            raise InventoryError(
-                raw_port[1], f"ansible_port must be a port number, got {raw_port[0]!r}", source
-            )
+            raise InventoryError(raw_port[1], f"ansible_port must be a port number, got {raw_port[0]!r}")
         port = int(raw_port[0])
     for key in ("ansible_host", "ansible_user"):
         if (value := variables.get(key)) is not None:
-            _word(key, value[0], value[1], source)
+            _word(key, value[0], value[1])
     command = variables.get("sysmcp_command")
     if command is not None and not command[0].strip():
-        raise InventoryError(command[1], "sysmcp_command is empty", source)
+        raise InventoryError(command[1], "sysmcp_command is empty")
     jump: str | None = None
     options: list[str] = []
     user = get("ansible_user")
     for key in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):  # Ansible's order: extra last
         if (args := variables.get(key)) is not None:
-            more_jump, more_user, more_port, more = _ssh_args(args, key, source)
+            more_jump, more_user, more_port, more = _ssh_args(args, key)
             jump, user, port, options = (
                 more_jump or jump,
                 more_user or user,
@@ -484,7 +484,7 @@ def _host(name: str, variables: dict[str, tuple[str, int]], source: str) -> Host
             )
     if (key_file := variables.get("ansible_ssh_private_key_file")) is not None:
         if key_file[0].startswith("-") or not key_file[0].strip():
-            raise InventoryError(key_file[1], "ansible_ssh_private_key_file must be a path", source)
+            raise InventoryError(key_file[1], "ansible_ssh_private_key_file must be a path")
         options.append(_key_file(key_file[0]))
     return Host(name, get("ansible_host"), port, user, get("sysmcp_command"), jump, tuple(options))
 

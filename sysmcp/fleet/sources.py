@@ -22,6 +22,7 @@ from sysmcp.fleet.inventory import (
     _RawInventory,
     check_name,
     expand,
+    naming,
 )
 
 Value = Any  # a YAML scalar (str, int, float, bool, None, date), list or dict
@@ -75,11 +76,11 @@ def parse_yaml(text: str, source: str = "inventory") -> Value:
 # -- Ansible's YAML inventory --------------------------------------------------------------------
 
 
-def _variables(value: Value, where: str, number: int, source: str) -> dict[str, tuple[str, int]]:
+def _variables(value: Value, where: str, number: int) -> dict[str, tuple[str, int]]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise InventoryError(number, f"the vars of {where} must be a mapping", source)
+        raise InventoryError(number, f"the vars of {where} must be a mapping")
     found: dict[str, tuple[str, int]] = {}
     for key, item in value.items():
         if item is None:
@@ -92,49 +93,48 @@ def _variables(value: Value, where: str, number: int, source: str) -> dict[str, 
 def from_yaml(text: str, source: str = "inventory") -> Inventory:
     """An Ansible YAML inventory: groups with ``hosts``, ``vars`` and ``children``, from ``all``
     (or any top-level groups)."""
-    data = parse_yaml(text, source)
-    if data is None:
-        return Inventory()
-    if not isinstance(data, dict):
-        raise InventoryError(1, "a YAML inventory is a mapping of groups", source)
-    parsed = _RawInventory()
+    with naming(source):
+        data = parse_yaml(text, source)
+        if data is None:
+            return Inventory()
+        if not isinstance(data, dict):
+            raise InventoryError(1, "a YAML inventory is a mapping of groups")
+        parsed = _RawInventory()
 
-    def group(name: str, body: Value, trail: tuple[str, ...]) -> None:
-        _group_name(name, 0, source)
-        if name in trail:
-            raise InventoryError(0, f"groups contain each other: {' → '.join((*trail, name))}", source)
-        parsed.direct.setdefault(name, {})
-        parsed.group_line.setdefault(name, 0)
-        if body is None:
-            return
-        if not isinstance(body, dict):
-            raise InventoryError(0, f"group {name!r} must be a mapping (hosts, vars, children)", source)
-        unknown = set(body) - {"hosts", "vars", "children"}
-        if unknown:
-            raise InventoryError(
-                0, f"group {name!r} has {', '.join(sorted(unknown))}: only hosts, vars, children", source
-            )
-        hosts = body.get("hosts") or {}
-        if not isinstance(hosts, dict):
-            raise InventoryError(0, f"the hosts of {name!r} must be a mapping of host names", source)
-        for pattern, host_vars in hosts.items():
-            for host in expand(str(pattern), 0, source):
-                check_name(host, 0, source)
-                home = "ungrouped" if name == "all" else name  # as Ansible: all's own hosts are ungrouped
-                parsed.add_host(host, home, _variables(host_vars, f"host {host!r}", 0, source))
-        parsed.group_vars.setdefault(name, {}).update(
-            _variables(body.get("vars"), f"group {name!r}", 0, source)
-        )
-        children = body.get("children") or {}
-        if not isinstance(children, dict):
-            raise InventoryError(0, f"the children of {name!r} must be a mapping of groups", source)
-        for child, child_body in children.items():
-            parsed.children.setdefault(name, []).append((str(child), 0))  # twice is harmless: sets below
-            group(str(child), child_body, (*trail, name))
+        def group(name: str, body: Value, trail: tuple[str, ...]) -> None:
+            _group_name(name, 0)
+            if name in trail:
+                raise InventoryError(0, f"groups contain each other: {' → '.join((*trail, name))}")
+            parsed.direct.setdefault(name, {})
+            parsed.group_line.setdefault(name, 0)
+            if body is None:
+                return
+            if not isinstance(body, dict):
+                raise InventoryError(0, f"group {name!r} must be a mapping (hosts, vars, children)")
+            unknown = set(body) - {"hosts", "vars", "children"}
+            if unknown:
+                raise InventoryError(
+                    0, f"group {name!r} has {', '.join(sorted(unknown))}: only hosts, vars, children"
+                )
+            hosts = body.get("hosts") or {}
+            if not isinstance(hosts, dict):
+                raise InventoryError(0, f"the hosts of {name!r} must be a mapping of host names")
+            for pattern, host_vars in hosts.items():
+                for host in expand(str(pattern), 0):
+                    check_name(host, 0)
+                    home = "ungrouped" if name == "all" else name  # as Ansible: all's own hosts are ungrouped
+                    parsed.add_host(host, home, _variables(host_vars, f"host {host!r}", 0))
+            parsed.group_vars.setdefault(name, {}).update(_variables(body.get("vars"), f"group {name!r}", 0))
+            children = body.get("children") or {}
+            if not isinstance(children, dict):
+                raise InventoryError(0, f"the children of {name!r} must be a mapping of groups")
+            for child, child_body in children.items():
+                parsed.children.setdefault(name, []).append((str(child), 0))  # twice is harmless: sets below
+                group(str(child), child_body, (*trail, name))
 
-    for name, body in data.items():
-        group(str(name), body, ())
-    return _build(parsed, source)
+        for name, body in data.items():
+            group(str(name), body, ())
+        return _build(parsed)
 
 
 # -- ansible-inventory --list ------------------------------------------------------------------------
@@ -143,51 +143,52 @@ def from_yaml(text: str, source: str = "inventory") -> Inventory:
 def from_json(text: str, source: str = "inventory") -> Inventory:
     """The JSON ``ansible-inventory --list`` (or a dynamic inventory script) prints: groups with
     ``hosts``/``children``/``vars`` (or a bare list of hosts), and ``_meta.hostvars``."""
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise InventoryError(0, f"not JSON: {exc}", source) from None
-    except RecursionError:
-        raise InventoryError(0, "not an inventory: nested too deeply", source) from None
-    if not isinstance(data, dict):
-        raise InventoryError(0, "an inventory's JSON is an object of groups", source)
-    meta = data.get("_meta") or {}
-    hostvars = meta.get("hostvars") or {} if isinstance(meta, dict) else {}
-    if not isinstance(hostvars, dict):
-        raise InventoryError(0, "_meta.hostvars must be an object", source)
-    parsed = _RawInventory()
+    with naming(source):
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise InventoryError(0, f"not JSON: {exc}") from None
+        except RecursionError:
+            raise InventoryError(0, "not an inventory: nested too deeply") from None
+        if not isinstance(data, dict):
+            raise InventoryError(0, "an inventory's JSON is an object of groups")
+        meta = data.get("_meta") or {}
+        hostvars = meta.get("hostvars") or {} if isinstance(meta, dict) else {}
+        if not isinstance(hostvars, dict):
+            raise InventoryError(0, "_meta.hostvars must be an object")
+        parsed = _RawInventory()
 
-    def add_host(host: str, group: str) -> None:
-        check_name(host, 0, source)
-        variables = _variables(hostvars.get(host), f"host {host!r}", 0, source)
-        parsed.add_host(host, "ungrouped" if group == "all" else group, variables)
+        def add_host(host: str, group: str) -> None:
+            check_name(host, 0)
+            variables = _variables(hostvars.get(host), f"host {host!r}", 0)
+            parsed.add_host(host, "ungrouped" if group == "all" else group, variables)
 
-    for name, body in data.items():
-        if name == "_meta":
-            continue
-        _group_name(name, 0, source)
-        parsed.direct.setdefault(name, {})
-        if isinstance(body, list):
-            body = {"hosts": body}
-        if not isinstance(body, dict):
-            raise InventoryError(0, f"group {name!r} must be an object or a list of hosts", source)
-        for host in _strings(body.get("hosts"), f"the hosts of {name!r}", source):
-            add_host(host, name)
-        for child in _strings(body.get("children"), f"the children of {name!r}", source):
-            parsed.children.setdefault(name, []).append((child, 0))
-            parsed.direct.setdefault(child, {})
-        parsed.group_vars[name] = _variables(body.get("vars"), f"group {name!r}", 0, source)
-    for host in hostvars:  # a host only in _meta (some plugins): ungrouped
-        if host not in parsed.host_vars:
-            add_host(str(host), "ungrouped")
-    return _build(parsed, source)
+        for name, body in data.items():
+            if name == "_meta":
+                continue
+            _group_name(name, 0)
+            parsed.direct.setdefault(name, {})
+            if isinstance(body, list):
+                body = {"hosts": body}
+            if not isinstance(body, dict):
+                raise InventoryError(0, f"group {name!r} must be an object or a list of hosts")
+            for host in _strings(body.get("hosts"), f"the hosts of {name!r}"):
+                add_host(host, name)
+            for child in _strings(body.get("children"), f"the children of {name!r}"):
+                parsed.children.setdefault(name, []).append((child, 0))
+                parsed.direct.setdefault(child, {})
+            parsed.group_vars[name] = _variables(body.get("vars"), f"group {name!r}", 0)
+        for host in hostvars:  # a host only in _meta (some plugins): ungrouped
+            if host not in parsed.host_vars:
+                add_host(str(host), "ungrouped")
+        return _build(parsed)
 
 
-def _strings(value: Value, what: str, source: str) -> list[str]:
+def _strings(value: Value, what: str) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise InventoryError(0, f"{what} must be a list of names", source)
+        raise InventoryError(0, f"{what} must be a list of names")
     return list(value)
 
 
@@ -198,40 +199,41 @@ def from_ssh_config(text: str, source: str = "ssh_config") -> Inventory:
     """Every literal name of an ssh_config's ``Host`` lines (no patterns), with the ``ProxyJump``
     ssh would use for it (the first value that applies, as ssh reads its config). ssh itself reads
     the rest of the file (give it as ``--ssh-config`` too, or it is used as that when none is)."""
-    blocks: list[tuple[list[str], dict[str, tuple[str, int]]]] = []
-    names: list[str] = []
-    current: dict[str, tuple[str, int]] | None = None
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        match = re.match(r"(\w+)\s*=?\s*(.*)", line)
-        if match is None:
-            raise InventoryError(number, f"not an ssh_config line: {line!r}", source)
-        keyword, value = match.group(1), match.group(2).strip()
-        if keyword.lower() == "host":
-            patterns = value.split()
-            current = {}
-            blocks.append((patterns, current))
-            for name in patterns:
-                if not any(c in name for c in "*?!") and name not in names:
-                    names.append(check_name(name, number, source))
-        elif keyword.lower() == "match":
-            current = None  # Match blocks are ssh's to evaluate; sysmcp takes no host from them
-        elif current is not None:
-            current.setdefault(keyword.lower(), (value, number))
-        elif not blocks:
-            blocks.append((["*"], {keyword.lower(): (value, number)}))
-    parsed = _RawInventory(host_order=list(names), direct={"ungrouped": dict.fromkeys(names)})
-    for name in names:
-        for patterns, settings in blocks:
-            if _ssh_matches(name, patterns) and "proxyjump" in settings:
-                jump, number = settings["proxyjump"]
-                if jump.lower() != "none":
-                    parsed.host_vars[name] = {"ansible_ssh_common_args": (f"-J {jump}", number)}
-                break
-        parsed.host_vars.setdefault(name, {})
-    return _build(parsed, source)
+    with naming(source):
+        blocks: list[tuple[list[str], dict[str, tuple[str, int]]]] = []
+        names: list[str] = []
+        current: dict[str, tuple[str, int]] | None = None
+        for number, raw in enumerate(text.splitlines(), start=1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            match = re.match(r"(\w+)\s*=?\s*(.*)", line)
+            if match is None:
+                raise InventoryError(number, f"not an ssh_config line: {line!r}")
+            keyword, value = match.group(1), match.group(2).strip()
+            if keyword.lower() == "host":
+                patterns = value.split()
+                current = {}
+                blocks.append((patterns, current))
+                for name in patterns:
+                    if not any(c in name for c in "*?!") and name not in names:
+                        names.append(check_name(name, number))
+            elif keyword.lower() == "match":
+                current = None  # Match blocks are ssh's to evaluate; sysmcp takes no host from them
+            elif current is not None:
+                current.setdefault(keyword.lower(), (value, number))
+            elif not blocks:
+                blocks.append((["*"], {keyword.lower(): (value, number)}))
+        parsed = _RawInventory(host_order=list(names), direct={"ungrouped": dict.fromkeys(names)})
+        for name in names:
+            for patterns, settings in blocks:
+                if _ssh_matches(name, patterns) and "proxyjump" in settings:
+                    jump, number = settings["proxyjump"]
+                    if jump.lower() != "none":
+                        parsed.host_vars[name] = {"ansible_ssh_common_args": (f"-J {jump}", number)}
+                    break
+            parsed.host_vars.setdefault(name, {})
+        return _build(parsed)
 
 
 def _ssh_matches(name: str, patterns: Iterable[str]) -> bool:

@@ -30,24 +30,24 @@ class SshSettings:
     program: str = "ssh"
 
 
+def _options(*options: str) -> list[str]:
+    """``-o OPTION`` for each option."""
+    return [word for option in options for word in ("-o", option)]
+
+
 def _common(settings: SshSettings, host: Host) -> list[str]:
     argv = [settings.program]
     if settings.config_file is not None:
         argv += ["-F", settings.config_file]
-    argv += [
-        "-o",
-        "BatchMode=yes",  # no prompt can ever wait: a password or passphrase fails at once
-        "-o",
-        f"ControlPath={settings.control_dir}/%C",  # ours: never the operator's own masters
-    ]
     address = None if host.address is None else host.address.replace("%", "%%")  # ssh expands %h… in it
     given = (("HostName", address), ("Port", host.port), ("User", host.user), ("ProxyJump", host.jump))
-    for key, value in given:
-        if value is not None:
-            argv += ["-o", f"{key}={value}"]
-    for option in host.options:  # a HostName given as an inventory's -o is expanded by ssh the same way
-        argv += ["-o", option.replace("%", "%%") if option.lower().startswith("hostname=") else option]
-    return argv
+    return argv + _options(
+        "BatchMode=yes",  # no prompt can ever wait: a password or passphrase fails at once
+        f"ControlPath={settings.control_dir}/%C",  # ours: never the operator's own masters
+        *(f"{key}={value}" for key, value in given if value is not None),
+        # a HostName given as an inventory's -o is expanded by ssh the same way
+        *(o.replace("%", "%%") if o.lower().startswith("hostname=") else o for o in host.options),
+    )
 
 
 def session_argv(settings: SshSettings, host: Host) -> list[str]:
@@ -57,22 +57,19 @@ def session_argv(settings: SshSettings, host: Host) -> list[str]:
     """
     argv = _common(settings, host)
     argv[1:1] = ["-T"]  # no terminal: the wire is bytes, and a pty would echo and mangle them
-    argv += [
-        "-o",
-        f"ConnectTimeout={max(1, math.ceil(settings.connect_timeout))}",
-        "-o",
-        "ControlMaster=auto",  # the first session to a host becomes the master, later ones reuse it
-        "-o",
-        f"ControlPersist={CONTROL_PERSIST}",
-        "-o",
-        "ServerAliveInterval=15",  # a session whose peer vanished (a blackholed network) is noticed
-        "-o",
-        "ServerAliveCountMax=3",
+    return [
+        *argv,
+        *_options(
+            f"ConnectTimeout={max(1, math.ceil(settings.connect_timeout))}",
+            "ControlMaster=auto",  # the first session to a host becomes the master, later ones reuse it
+            f"ControlPersist={CONTROL_PERSIST}",
+            "ServerAliveInterval=15",  # a session whose peer vanished (a blackholed network) is noticed
+            "ServerAliveCountMax=3",
+        ),
         "--",
         host.name,
         host.command or settings.remote_command,
     ]
-    return argv
 
 
 def control_argv(settings: SshSettings, host: Host) -> list[str]:
@@ -162,14 +159,13 @@ def classify(
         )
     if not_mcp is not None:
         return "remote_error", bounded(f"the remote command does not speak MCP: {not_mcp}")
-    if returncode == 255:
-        return "unreachable", bounded(
-            lines[-1] if lines else "ssh failed (exit status 255) without saying why"
+    if ssh_failed:
+        silent = (
+            "ssh failed (exit status 255) without saying why"
+            if returncode == 255
+            else "the connection ended before the remote sysmcp answered"
         )
-    if returncode is None:
-        return "unreachable", bounded(
-            lines[-1] if lines else "the connection ended before the remote sysmcp answered"
-        )
+        return "unreachable", bounded(lines[-1] if lines else silent)
     first = " / ".join(lines[:MEANINGFUL_LINES])
     return "remote_error", bounded(
         f"the remote command exited with status {returncode}"
