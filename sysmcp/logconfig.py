@@ -37,13 +37,10 @@ from collections.abc import Callable
 from typing import Any, TextIO, cast
 
 LEVELS = ("debug", "info", "warning", "error", "critical")
+#: Each level's number; structlog logs an exception at error level, with its traceback.
 _NUMBERS = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-    "exception": logging.ERROR,  # structlog logs an exception at error level, with its traceback
-    "critical": logging.CRITICAL,
+    **{level: logging.getLevelNamesMapping()[level.upper()] for level in LEVELS},
+    "exception": logging.ERROR,
 }
 
 MAX_QUEUED_LINES = 4096

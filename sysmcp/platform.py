@@ -23,34 +23,6 @@ import os
 import sys
 from collections.abc import Callable
 
-__all__ = [
-    "CGROUP_CPU_MAX",
-    "KMSG",
-    "MDSTAT",
-    "MOUNTINFO",
-    "PROC",
-    "PROC_SELF_FD",
-    "SYS_BLOCK",
-    "SYS_DEV_BLOCK",
-    "WSL_HINT",
-    "advise_sequential",
-    "bind_mount_privately",
-    "can_make_mount_namespaces",
-    "fd_access_mode",
-    "fork_is_safe",
-    "has_cgroup_cpu_max",
-    "has_mountinfo",
-    "has_o_path",
-    "has_proc_fd",
-    "has_process_io_counters",
-    "has_sys_dev_block",
-    "has_waitid",
-    "is_macos",
-    "is_native_windows",
-    "missing_facilities",
-    "rename_noreplace",
-]
-
 MOUNTINFO = "/proc/self/mountinfo"  # the mount table with bind-mount roots and device numbers (Linux)
 PROC = "/proc"  # where procfs is mounted (tests point the process-reading engines at a fake one)
 PROC_SELF_FD = "/proc/self/fd"  # reopen a descriptor by number: how an O_PATH descriptor is read (Linux)

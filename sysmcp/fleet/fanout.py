@@ -284,11 +284,10 @@ class Fleet:
         text = first.get("text") if isinstance(first, dict) else None
         if not isinstance(text, str):
             raise ToolError(f"Cannot pass {argument} {where}: {host} returned no text for it.")
-        if len(text.encode("utf-8")) > links.MAX_INLINE:
+        if (size := len(text.encode("utf-8"))) > links.MAX_INLINE:
             raise ToolError(
-                f"Cannot pass {argument} {where}: the result behind it is "
-                f"{len(text.encode('utf-8')):,} bytes, more than the {links.MAX_INLINE:,} one request may carry. "
-                f"Ask {host} alone, or narrow the call that made it."
+                f"Cannot pass {argument} {where}: the result behind it is {size:,} bytes, more than the "
+                f"{links.MAX_INLINE:,} one request may carry. Ask {host} alone, or narrow the call that made it."
             )
         return text
 

@@ -419,9 +419,7 @@ def _ssh_args(value: tuple[str, int], key: str) -> tuple[str | None, str | None,
         elif flag == "-i":
             options.append(_key_file(inline))
         elif flag == "-p":
-            if not _small_number(inline) or not 0 < int(inline) < 65536:
-                raise InventoryError(number, f"{key}: -p needs a port number, got {inline!r}")
-            port = int(inline)
+            port = _port(inline, number, f"{key}: -p needs a port number")
         else:
             if not _OPTION.fullmatch(inline) or inline.split("=", 1)[0].lower() in _NOT_FROM_INVENTORY:
                 raise InventoryError(number, f"{key}: -o {inline!r} is not a Key=Value sysmcp passes on")
@@ -445,6 +443,12 @@ def _word(key: str, value: str, number: int) -> str:
     return value
 
 
+def _port(text: str, number: int, what: str) -> int:
+    if not _small_number(text) or not 0 < int(text) < 65536:
+        raise InventoryError(number, f"{what}, got {text!r}")
+    return int(text)
+
+
 def _key_file(path: str) -> str:
     """``IdentityFile=PATH`` as ssh's ``-o`` reads it: a path with a space in quotes (ssh splits the rest)."""
     return f'IdentityFile="{path}"' if any(c.isspace() for c in path) else f"IdentityFile={path}"
@@ -461,9 +465,7 @@ def _host(name: str, variables: dict[str, tuple[str, int]]) -> Host:
 
     port: int | None = None
     if (raw_port := variables.get("ansible_port")) is not None:
-        if not _small_number(raw_port[0]) or not 0 < int(raw_port[0]) < 65536:
-            raise InventoryError(raw_port[1], f"ansible_port must be a port number, got {raw_port[0]!r}")
-        port = int(raw_port[0])
+        port = _port(*raw_port, "ansible_port must be a port number")
     for key in ("ansible_host", "ansible_user"):
         if (value := variables.get(key)) is not None:
             _word(key, value[0], value[1])
@@ -476,12 +478,8 @@ def _host(name: str, variables: dict[str, tuple[str, int]]) -> Host:
     for key in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):  # Ansible's order: extra last
         if (args := variables.get(key)) is not None:
             more_jump, more_user, more_port, more = _ssh_args(args, key)
-            jump, user, port, options = (
-                more_jump or jump,
-                more_user or user,
-                more_port or port,
-                [*options, *more],
-            )
+            jump, user, port = more_jump or jump, more_user or user, more_port or port
+            options += more
     if (key_file := variables.get("ansible_ssh_private_key_file")) is not None:
         if key_file[0].startswith("-") or not key_file[0].strip():
             raise InventoryError(key_file[1], "ansible_ssh_private_key_file must be a path")

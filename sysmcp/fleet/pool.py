@@ -145,8 +145,8 @@ class SessionPool:
 
         The opening belongs to the pool: a caller cancelled while waiting, or waiting longer than the
         connect timeout (``HostFailure`` timeout), leaves it to finish, for up to ``SLOW_START`` s."""
-        current = self._sessions.get(name)
-        if current is not None and current.alive:
+        current = self.live(name)
+        if current is not None:
             return current
         opening = self._opening.get(name)
         if opening is None:
@@ -220,7 +220,7 @@ class SessionPool:
     async def discard(self, session: HostSession) -> None:
         """End a session that can no longer be trusted (a call on it timed out mid-answer, say)."""
         if self._sessions.get(session.host.name) is session:
-            self._sessions.pop(session.host.name, None)
+            del self._sessions[session.host.name]
         await self._end(session)
 
     async def _open(self, host: Host) -> HostSession:
