@@ -81,34 +81,18 @@ def control_argv(settings: SshSettings, host: Host) -> list[str]:
 
 # -- what a failure means ---------------------------------------------------------------------------
 
-_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (
-        "host_key_mismatch",
-        re.compile(
-            r"remote host identification has changed|host key verification failed|host key for .* has changed"
-            r"|no (?:\w+ )?host key is known",
-            re.I,
-        ),
-    ),
-    (
-        "auth_failed",
-        re.compile(
-            r"permission denied|too many authentication failures|no more authentication methods"
-            r"|authentication failed",
-            re.I,
-        ),
-    ),
-    ("timeout", re.compile(r"timed out|operation timed out", re.I)),
-    (
-        "unreachable",
-        re.compile(
-            r"connection refused|no route to host|could not resolve hostname|name or service not known"
-            r"|nodename nor servname|network is unreachable|connection closed by|connection reset"
-            r"|kex_exchange_identification|broken pipe|temporary failure in name resolution",
-            re.I,
-        ),
-    ),
-)
+#: What ssh's own failure lines say, by status, in the order they are tried.
+_SAYS = {
+    "host_key_mismatch": r"remote host identification has changed|host key verification failed"
+    r"|host key for .* has changed|no (?:\w+ )?host key is known",
+    "auth_failed": r"permission denied|too many authentication failures|no more authentication methods"
+    r"|authentication failed",
+    "timeout": r"timed out|operation timed out",
+    "unreachable": r"connection refused|no route to host|could not resolve hostname|name or service not known"
+    r"|nodename nor servname|network is unreachable|connection closed by|connection reset"
+    r"|kex_exchange_identification|broken pipe|temporary failure in name resolution",
+}
+_PATTERNS = {status: re.compile(pattern, re.I) for status, pattern in _SAYS.items()}
 #: The remote command itself was not found (bash, dash, zsh, csh, env, exec): only this is no_sysmcp.
 _NOT_FOUND = re.compile(
     r"command not found|^\S*sh: (?:line )?\d+: [^:]+: not found$|^\S*sh: [^:]+: not found$"
@@ -146,7 +130,7 @@ def classify(
     lines = sorted((line for line in lines if line), key=lambda line: bool(_THROUGH_PROXY.search(line)))
     ssh_failed = returncode == 255 or returncode is None
     if ssh_failed or not_mcp is None:
-        for status, pattern in _PATTERNS:
+        for status, pattern in _PATTERNS.items():
             for line in lines:
                 if pattern.search(line) and (ssh_failed or status != "unreachable"):
                     return status, bounded(line)
