@@ -167,9 +167,7 @@ class QueuedLogWriter:
         while view:
             try:
                 view = view[os.write(self.fd, view) :]
-            except (
-                BlockingIOError
-            ):  # a descriptor someone made non-blocking: wait here, as a blocking one would
+            except BlockingIOError:  # a descriptor someone made non-blocking: wait as a blocking one would
                 select.select([], [self.fd], [])
 
 
