@@ -1,14 +1,11 @@
 """container_usage's engine: what Docker or Podman holds on disk, from its API, set against a walk.
 
-Front door: ``ContainersRequest`` in, ``Survey`` out, through ``survey``. The engine's own figures come from
-read-only GETs on its Unix socket (``/version``, ``/info``, ``/system/df``; Docker's containers and
-their log files from its own config files in the data root, else ``/containers/json`` and each
-container's inspect), or, where no socket is found, from the engine's command (``_command``); the disk's
-from a walk of the engine's data root (``_walk``, ``du -x``: overlay mounts of running containers
-are other filesystems and skipped, so each layer is counted once). What the walk finds and the
-engine's figures leave out is the difference, by data-root directory. Faults are ``sysmcp.engine.faults`` exceptions: ``NotFound``
-(no engine), ``PermissionRefused`` (the socket is another user's), ``Unavailable`` (no answer within
-the timeout, a bad answer).
+Front door: ``ContainersRequest`` in, ``Survey`` out, through ``survey``. The engine's figures come
+from read-only GETs on its Unix socket, or where none is found from its command (``_command``); the
+disk's from a ``du -x`` walk of its data root (overlay mounts of running containers are other
+filesystems and skipped, so each layer is counted once). What the walk finds beyond the engine's
+figures is the difference, by data-root directory. Faults: ``NotFound`` (no engine),
+``PermissionRefused`` (the socket is another user's), ``Unavailable`` (no answer in time, a bad answer).
 """
 
 from __future__ import annotations
@@ -204,12 +201,10 @@ def _read_logs(
 
 
 def _configs(api: Api, data_root: str, check: Callable[[], None]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Each container's name and the part of its inspect its log comes from. Docker's containers are
-    the directories its data root keeps (``containers/<id>``), each with its files: what
-    ``/containers/json`` and every inspect answer, read without the engine's work (measured: 26 ms of
-    the engine's CPU for 200 containers, which it spends while measuring its layers). Where any of
-    them is not there to read (Podman, an unreadable data root, a container being created or
-    removed), the engine's list, and each inspect that the data root cannot answer."""
+    """Each container's name and the part of its inspect its log comes from: from Docker's own files
+    in the data root (``containers/<id>``), which spares the engine 26 ms of CPU for 200 containers
+    while it measures its layers; where any is not there to read (Podman, an unreadable data root, a
+    container being created or removed), from the engine's list and the inspects the data root lacks."""
     try:
         ids = os.listdir(os.path.join(data_root, "containers")) if data_root else None
     except OSError:
@@ -258,12 +253,11 @@ def survey(
     """Ask the engine, read each container's log file and walk its data root (when asked and allowed).
 
     Three things at once, so the call takes about the longest of them: ``/system/df`` (the engine
-    measures layers itself) on one connection from the start, ``/info`` and then the containers'
-    log files on another, and the walk of the data root on this thread once ``/info`` named it. Where no socket is named nor found, the engine's command is asked
-    instead (``request.commands``, the first that answers). ``progress(phase, done, bytes)``: 'inspect'
-    with containers done, 'walk' with entries and bytes seen (from two threads); ``cancel()``
-    raises to stop, between API calls and during the walk (called on this thread only). An answer
-    not in the shape an engine gives (a list for an object, a name for a number) is ``Unavailable``."""
+    measures layers itself) on one connection, ``/info`` then the log files on another, and the walk
+    on this thread once ``/info`` named the data root; without a socket, the first of
+    ``request.commands`` that answers. ``progress(phase, done, bytes)``: 'inspect' (containers done)
+    or 'walk' (entries, bytes), from two threads; ``cancel()`` raises to stop (this thread only). An
+    answer not in the shape an engine gives (a list for an object) is ``Unavailable``."""
     try:
         return _survey(request, progress or (lambda *_: None), cancel)
     except (AttributeError, TypeError, ValueError, LookupError, ArithmeticError) as exc:

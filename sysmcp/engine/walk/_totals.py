@@ -1,14 +1,12 @@
 """A totals-only walk: ``du -x`` totals of a root and of each directory in it, and nothing else.
 
-Why beside ``Scanner`` and not the usage scan: container_usage's reconciliation of a data root needs two
-numbers per directory of the root and nothing below, while the usage scan keeps per-directory frames, rankings and a fan-out
-to other processes for ``dir_usage``. Here the walk is CPU-bound against the engine measuring its own
-layers on the same cores (about 9,400 entries in 4,000 directories for 200 containers), and this walk
-costs about three quarters of the usage scan's CPU for the same totals (0.068 s against 0.091 s there),
-with the same rules: every entry's
-``st_size`` and ``st_blocks`` counted once per inode, directories entered by name relative to their
-parent's descriptor (``O_NOFOLLOW``), mount points known from the mount table skipped unseen, another
-device not entered, each skip counted by the usage scan's reasons.
+Why beside ``Scanner``: container_usage's reconciliation of a data root needs two numbers per
+directory of the root and nothing below, while the usage scan keeps per-directory frames, rankings and
+a fan-out. This walk competes for the cores with the engine measuring its own layers (about 9,400
+entries in 4,000 directories for 200 containers) and costs about three quarters of the usage scan's
+CPU for the same totals (0.068 s against 0.091 s), with the same rules: ``st_size`` and ``st_blocks``
+once per inode, directories entered relative to their parent's descriptor (``O_NOFOLLOW``), mount
+points skipped unseen, another device not entered, each skip counted by the usage scan's reasons.
 """
 
 from __future__ import annotations

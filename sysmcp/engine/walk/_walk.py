@@ -160,12 +160,8 @@ class Scanner:
         try:
             if self._start is None:
                 st = os.fstat(top.fd)  # type: ignore[arg-type]
-                top.dev, top.ino, top.apparent, top.disk = (
-                    st.st_dev,
-                    st.st_ino,
-                    st.st_size,
-                    st.st_blocks * 512,
-                )
+                top.dev, top.ino = st.st_dev, st.st_ino
+                top.apparent, top.disk = st.st_size, st.st_blocks * 512
                 self.root_dev = st.st_dev
                 if self._mounts is None:
                     self._mounts = mount_table()  # read once per walk: mount points and pseudo devices
@@ -329,11 +325,9 @@ class Scanner:
     def _read_typed(self, frame: _Frame) -> Listing:
         """``_read`` for ``regular_by_type``: a regular file costs no system call here, only its entry.
 
-        Why it is safe for a consumer that opens the file anyway: the entry's type says regular file
-        as an ``lstat`` would, and the consumer opens it relative to the directory with ``O_NOFOLLOW``
-        and ``O_NONBLOCK``, then checks on the descriptor that it is a regular file and the inode the
-        entry named (a swap between the look and the open is caught either way). Directories,
-        symlinks, special files and entries of unknown type are looked at as ``_read`` does.
+        Safe for a consumer that opens the file anyway: it opens it relative to the directory with
+        ``O_NOFOLLOW`` and ``O_NONBLOCK``, then checks on the descriptor that it is a regular file and
+        the inode the entry named, so a swap since the listing is caught either way.
         """
         assert frame.fd is not None
         typed: list[tuple[str, int]] = []
@@ -509,13 +503,11 @@ class Scanner:
             return None
 
     def detach(self, limit: int, target: int) -> tuple[list[Subtree], list[Listing]]:
-        """Hand out the directories still waiting on the stack, for other scanners to walk.
-
-        Call it between events. Each waiting directory becomes a ``Subtree``, shallowest first
-        (they tend to be the biggest); while there are fewer than ``target``, the shallowest is
-        read here and replaced by its subdirectories, so that one huge subtree is not one task.
-        Returns the subtrees (at most ``limit``) and the listings of the directories read here.
-        Every directory above a subtree holds back its ``SubtreeTotals`` event until ``settle``.
+        """Hand out the directories waiting on the stack (call it between events): at most ``limit``
+        ``Subtree``s, shallowest first (likely the biggest), and the listings of the directories read
+        here: while there are fewer than ``target``, the shallowest is read and replaced by its
+        subdirectories, so that one huge subtree is not one task. Every directory above a subtree
+        holds back its ``SubtreeTotals`` until ``settle``.
         """
         stack = self._stack_ref or []
         if self.base_fd is not None or not any(frame.subdirs for frame in stack):
@@ -616,12 +608,9 @@ class Scanner:
         return _Frame(fd, relative, parent.depth + 1, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
 
     def _reopen(self, frame: _Frame) -> bool:
-        """Open a handed-out directory again, name by name from the root, and check it is the same.
-
-        Every component is opened with O_NOFOLLOW, so a directory swapped for a symlink since it
-        was listed is not followed; a different inode at the end counts as vanished. An unreadable
-        directory keeps its own size, as ``du`` counts it.
-        """
+        """Open a handed-out directory again, name by name from the root with O_NOFOLLOW (a symlink
+        swapped in is not followed), and check it is the same inode (else: vanished). An unreadable
+        directory keeps its own size, as ``du`` counts it."""
         if self.base_fd is None:
             raise AssertionError("subtrees are reopened from the root detach() kept open")
         fd = os.dup(self.base_fd)
@@ -688,11 +677,9 @@ class Scanner:
 
     @property
     def listing_fd(self) -> int | None:
-        """The open descriptor of the directory whose ``Listing`` was just handed out, or None.
-
-        Valid until the next event: its files can be opened relative to it, with no path to resolve
-        and nothing on the way that could be swapped. None for listings ``detach`` read (closed).
-        """
+        """The open descriptor of the directory whose ``Listing`` was just handed out (None for those
+        ``detach`` read), valid until the next event: its files can be opened relative to it, with no
+        path on the way that could be swapped."""
         stack = self._stack_ref
         return stack[-1].fd if stack else None
 
@@ -742,11 +729,9 @@ def join(root: bytes, relative: bytes) -> bytes:
 def walk_files(
     root: bytes, options: WalkOptions, skipped: SkipCounter, cancel: Callable[[], None]
 ) -> Generator[FileEntry, None, None]:
-    """Every regular file under ``root`` (hard-linked names included), never following symlinks.
-
-    Special files (FIFO, socket, device) are skipped and counted, unreadable directories skipped and
-    counted; ``cancel()`` is called between directories and every few thousand entries, and may
-    raise to stop (``ScanStopped`` ends the walk quietly). The order is not sorted.
+    """Every regular file under ``root`` (hard-linked names included, unsorted), never following
+    symlinks; special files and unreadable directories skipped and counted. ``cancel()`` runs between
+    directories and every few thousand entries, and may raise (``ScanStopped`` ends the walk quietly).
     """
     root = os.fsencode(root)
     scanner = Scanner(
