@@ -241,8 +241,8 @@ class FanOut:
         return any(self._walking[slot] for slot in range(self.processes) if slot != mine)
 
     def _ended(self, pid: int) -> bool:
-        """Whether the child ``pid`` has exited: looked at without reaping it where ``waitid`` exists,
-        else reaped, its status kept for ``_status``."""
+        """Whether the child ``pid`` has exited (reaped only where there is no ``waitid``: its status
+        kept for ``_status``)."""
         with contextlib.suppress(ChildProcessError):
             if platform.has_waitid():
                 return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
@@ -373,12 +373,10 @@ class FanOut:
             self._walking[self.progress.slot] = 0  # a walk that stopped (a deadline) gives nothing more
 
     def collect(self, cancel: Callable[[], None], give_up_at: float = math.inf) -> list[Any | None]:
-        """Each child's result (None for a child that died, sent garbage or was given up), in fork order.
-
-        ``cancel`` runs every few milliseconds while waiting, and may raise (cancellation). At
-        ``give_up_at`` (``time.monotonic``) children still running are killed: one stuck in the
-        kernel (a dead network mount) must not hold the call for ever.
-        """
+        """Each child's result (None for one that died, sent garbage or was given up), in fork order;
+        ``cancel`` runs every few milliseconds while waiting. At ``give_up_at`` (``time.monotonic``)
+        children still running are killed: one stuck in the kernel (a dead network mount) must not
+        hold the call for ever."""
         pids = list(self._children)
         buffers = {fd: bytearray() for fd in self._children.values()}
         open_fds = set(buffers)
