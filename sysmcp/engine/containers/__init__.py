@@ -18,16 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sysmcp.engine.calls import Cancel, StopFlag, never_cancelled, wait_for
-from sysmcp.engine.containers import _command
+from sysmcp.engine.containers import _command, _model
 from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._model import BuildCache, Container, Image, LogFile, Volume
-from sysmcp.engine.containers._model import build_cache as _build_cache
-from sysmcp.engine.containers._model import containers as _containers
-from sysmcp.engine.containers._model import engine_name as _engine_name
-from sysmcp.engine.containers._model import images as _images
-from sysmcp.engine.containers._model import layers_size as _layers_size
-from sysmcp.engine.containers._model import log_file as _log_file
-from sysmcp.engine.containers._model import volumes as _volumes
 from sysmcp.engine.faults import NotFound, Unavailable
 from sysmcp.engine.walk import walk_totals
 
@@ -173,12 +166,13 @@ def _walk(
 
 def _measure(df: dict[str, Any], found: Survey) -> None:
     """``/system/df``'s answer into ``found``: the engine measured every layer and writable layer."""
-    found.images, found.containers = _images(df.get("Images") or []), _containers(df)
-    found.volumes = _volumes(df)
-    found.layers = _layers_size(df)
+    found.images = _model.images(df.get("Images") or [])
+    found.containers = _model.containers(df)
+    found.volumes = _model.volumes(df)
+    found.layers = _model.layers_size(df)
     if not found.layers:  # Podman's compatible API leaves it 0
         _estimate_layers(found)
-    found.build_cache = _build_cache(df)
+    found.build_cache = _model.build_cache(df)
 
 
 def _estimate_layers(found: Survey) -> None:
@@ -194,7 +188,7 @@ def _read_logs(
     """Each container's log file (``/system/df`` has none): its name, log path and log options."""
     logs = []
     for done, (name, config) in enumerate(_configs(api, data_root, check), 1):
-        log = _log_file(config)
+        log = _model.log_file(config)
         logs.append(Log(name, log, _log_bytes(log.path)))
         report("inspect", done, 0)
     return logs
@@ -299,7 +293,7 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
             found.logs = _read_logs(second, found.data_root, report, check)
 
         _reconciled(found, request, [lambda check: _measure(df.result(), found), logs], report, cancel)
-        found.engine = _engine_name(version.result())
+        found.engine = _model.engine_name(version.result())
         return found
 
 
@@ -375,7 +369,7 @@ def _command_figures(
 ) -> None:
     """Images, containers, volumes, build cache and log files into ``found``, from ``command``."""
     if command == "podman":
-        found.images = _images(
+        found.images = _model.images(
             _command.ask([command, "images", "-a", "--format", "json"], timeout_s), tags="Names"
         )
         check()

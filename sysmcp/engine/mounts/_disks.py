@@ -354,19 +354,15 @@ class Disks:
         """The filesystem holding ``raw`` and its resolved path (normalised, when it did not answer);
         ``resolve`` (the path policy's) goes to a thread with the statvfs if resolving could hang."""
         expanded, safe, risky_point = self.walk(raw, table)
-        result: FsStats | OSError
         if safe:
             real = resolve(raw)
             if table.inline_safe(real):
-                result = _guarded(self.usage, real)
-                return self._path_entry(real, result, table), real
+                return self._path_entry(real, _guarded(self.usage, real), table), real
             risky_point = table.mount_point_of(real)
-
-        usage = self.usage
 
         def work() -> tuple[str, FsStats | OSError]:
             resolved = resolve(raw)
-            return resolved, _guarded(usage, resolved)
+            return resolved, _guarded(self.usage, resolved)
 
         point = risky_point or "/"
         try:

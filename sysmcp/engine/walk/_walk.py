@@ -22,7 +22,6 @@ import fnmatch
 import itertools
 import os
 import re
-import stat
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import replace
@@ -30,31 +29,26 @@ from dataclasses import replace
 from sysmcp.engine.calls import never_cancelled
 from sysmcp.engine.mounts import KERNEL_TYPES  # kernel filesystems: sizes there are fiction, walks endless
 from sysmcp.engine.walk._budget import ScanStopped
-from sysmcp.engine.walk._mountpoints import (
-    MountPoint,
-    mount_points_below,
-    mount_table,
-)
-from sysmcp.engine.walk._types import DIR_FLAGS as _DIR_FLAGS
+from sysmcp.engine.walk._mountpoints import MountPoint, mount_points_below, mount_table
 from sysmcp.engine.walk._types import (
+    DIR_FLAGS,
+    S_IFDIR,
+    S_IFLNK,
+    S_IFMT,
+    S_IFREG,
     FileEntry,
+    Frame,
     Listing,
     ScanConfig,
     SkipCounter,
     Subtree,
     SubtreeTotals,
     WalkOptions,
+    same,
 )
-from sysmcp.engine.walk._types import Frame as _Frame
-from sysmcp.engine.walk._types import same as _same
 
 # Mount points that are pseudo whatever a container mounted on them (e.g. /dev as tmpfs).
 PSEUDO_MOUNT_POINTS = frozenset({b"/proc", b"/sys", b"/dev"})
-
-_S_IFMT = 0o170000
-_S_IFDIR = stat.S_IFDIR
-_S_IFREG = stat.S_IFREG
-_S_IFLNK = stat.S_IFLNK
 
 
 DEFAULTS = ScanConfig()  # every file listed, every event handed out
@@ -124,10 +118,10 @@ class Scanner:
         # (dev, ino, apparent, blocks, is_regular, directory) of each multiply-linked inode counted,
         # when a parallel scan needs them to count an inode seen by two processes only once.
         self.linked: list[tuple[int, int, int, int, bool, str]] | None = None
-        self._start: _Frame | None = None  # walk this detached subtree instead of the root
-        self._chain: list[_Frame] = []  # the stack when detach() was called
-        self._split: list[_Frame] = []  # directories detach() read to split their subtrees further
-        self._stack_ref: list[_Frame] | None = None  # the running walk's stack
+        self._start: Frame | None = None  # walk this detached subtree instead of the root
+        self._chain: list[Frame] = []  # the stack when detach() was called
+        self._split: list[Frame] = []  # directories detach() read to split their subtrees further
+        self._stack_ref: list[Frame] | None = None  # the running walk's stack
         self.base_fd: int | None = None  # the root, kept open by detach() for reopening subtrees
         self._match = _exclusion(options.exclude)
         self._pseudo: frozenset[int] | None = None
@@ -148,13 +142,13 @@ class Scanner:
 
     def events(self) -> Generator[Listing | SubtreeTotals, None, None]:
         """The walk itself. Raises ``OSError`` only if the root cannot be opened as a directory."""
-        stack: list[_Frame] = []
+        stack: list[Frame] = []
         if self._start is not None:  # a detached subtree: checked and counted already, not yet open
             top = self._start
             if not self._reopen(top):
                 return
         else:
-            top = _Frame(os.open(self.root, _DIR_FLAGS), "", 0, 0, 0, 0, 0)
+            top = Frame(os.open(self.root, DIR_FLAGS), "", 0, 0, 0, 0, 0)
         stack.append(top)
         self._stack_ref = stack
         try:
@@ -215,7 +209,7 @@ class Scanner:
             for frame in stack:
                 self._close(frame)
 
-    def _read(self, frame: _Frame) -> Listing:
+    def _read(self, frame: Frame) -> Listing:
         """List one directory and lstat every entry; sort them into files, links and subdirectories."""
         config = self._config
         if config.regular_by_type:
@@ -236,7 +230,7 @@ class Scanner:
         keep = config.keep_files
         prune_at = 2 * keep if keep else -1
         on_file = config.on_file
-        s_ifmt, s_ifdir, s_ifreg, s_iflnk = _S_IFMT, _S_IFDIR, _S_IFREG, _S_IFLNK
+        s_ifmt, s_ifdir, s_ifreg, s_iflnk = S_IFMT, S_IFDIR, S_IFREG, S_IFLNK
         fd = frame.fd
         try:
             # A small directory is listed in one call (names only: no DirEntry objects to build);
@@ -322,7 +316,7 @@ class Scanner:
         self.eligible_files += eligible
         return Listing(frame.relative, frame.depth, files, links)
 
-    def _read_typed(self, frame: _Frame) -> Listing:
+    def _read_typed(self, frame: Frame) -> Listing:
         """``_read`` for ``regular_by_type``: a regular file costs no system call here, only its entry.
 
         Safe for a consumer that opens the file anyway: it opens it relative to the directory with
@@ -374,13 +368,13 @@ class Scanner:
                     except OSError as exc:
                         skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
                         continue
-                    kind = st.st_mode & _S_IFMT
-                    if kind == _S_IFDIR:
+                    kind = st.st_mode & S_IFMT
+                    if kind == S_IFDIR:
                         subdirs.append((name, st))
-                    elif kind == _S_IFREG:  # became one since the listing
+                    elif kind == S_IFREG:  # became one since the listing
                         typed.append((name, st.st_ino))
                         nfiles += 1
-                    elif kind == _S_IFLNK:
+                    elif kind == S_IFLNK:
                         skipped.add("symlink")  # never followed, yet counted: a manifest's gaps are said
                     else:
                         skipped.add("special_file")
@@ -412,7 +406,7 @@ class Scanner:
                 floor = max(floor, smallest)
         return floor, block_floor
 
-    def _admit(self, parent: _Frame, name: str, st: os.stat_result) -> bool:
+    def _admit(self, parent: Frame, name: str, st: os.stat_result) -> bool:
         """Whether to enter a subdirectory on another device than its parent (counted if not)."""
         if self.options.skip_pseudo and self._is_pseudo(parent, name, st):
             self.skipped.add("pseudo_filesystem")
@@ -422,14 +416,14 @@ class Scanner:
             return False
         return True
 
-    def _enter(self, parent: _Frame, name: str, st: os.stat_result) -> _Frame | None:
+    def _enter(self, parent: Frame, name: str, st: os.stat_result) -> Frame | None:
         """Open a subdirectory relative to its parent, or count why not (None)."""
         if st.st_dev != parent.dev and not self._admit(parent, name, st):
             return None
         if parent.fd is None:
             raise AssertionError("a parent with subdirectories left always has a descriptor")
         try:
-            fd = os.open(name, _DIR_FLAGS, dir_fd=parent.fd)
+            fd = os.open(name, DIR_FLAGS, dir_fd=parent.fd)
         except FileNotFoundError:
             self.skipped.add("vanished")
             return None
@@ -444,12 +438,12 @@ class Scanner:
             else:
                 self.skipped.add("vanished")
             return None
-        if _same(fd, st.st_dev, st.st_ino) is None:  # replaced between listing and opening
+        if same(fd, st.st_dev, st.st_ino) is None:  # replaced between listing and opening
             self.skipped.add("vanished")
             return None
         return self._child(fd, parent, name, st)
 
-    def _finish(self, frame: _Frame, stack: list[_Frame], partial: bool = False) -> None:
+    def _finish(self, frame: Frame, stack: list[Frame], partial: bool = False) -> None:
         """Close a finished directory, add its totals to its parent, reopen the parent if needed."""
         if stack:
             parent = stack[-1]
@@ -473,7 +467,7 @@ class Scanner:
     # is reopened from the root component by component, never through a symlink.
 
     @staticmethod
-    def _totals(frame: _Frame) -> SubtreeTotals:
+    def _totals(frame: Frame) -> SubtreeTotals:
         return SubtreeTotals(
             frame.relative,
             frame.depth,
@@ -486,19 +480,19 @@ class Scanner:
         )
 
     @staticmethod
-    def _close(frame: _Frame) -> None:
+    def _close(frame: Frame) -> None:
         """Close a frame's descriptor; a deep walk reopens it later through its child's '..'."""
         if frame.fd is not None:
             fd, frame.fd = frame.fd, None
             os.close(fd)
 
     @staticmethod
-    def _reopen_parent(child: _Frame, parent: _Frame) -> int | None:
+    def _reopen_parent(child: Frame, parent: Frame) -> int | None:
         """Reach the parent again through the child's '..', accepting it only if it is the same inode."""
         if child.fd is None:
             return None
         try:
-            return _same(os.open("..", _DIR_FLAGS, dir_fd=child.fd), parent.dev, parent.ino)
+            return same(os.open("..", DIR_FLAGS, dir_fd=child.fd), parent.dev, parent.ino)
         except OSError:
             return None
 
@@ -515,7 +509,7 @@ class Scanner:
         self.base_fd = self._root_again(stack[0])
         if self.base_fd is None:
             return [], []
-        queue: deque[_Frame] = deque()
+        queue: deque[Frame] = deque()
         for frame in stack:
             while frame.subdirs and len(queue) < limit:
                 name, st = frame.subdirs.pop()
@@ -543,7 +537,7 @@ class Scanner:
                 if len(queue) >= limit - 1 and at < len(subdirs) - 1:
                     # More than the queue holds: the rest is one subtree, walked from the listing read
                     # here, whose totals only its directory holds (``settle``).
-                    rest = _Frame(None, frame.relative, frame.depth, frame.dev, frame.ino, 0, 0, subdirs[at:])
+                    rest = Frame(None, frame.relative, frame.depth, frame.dev, frame.ino, 0, 0, subdirs[at:])
                     rest.dirs, rest.parent = 0, frame  # not a directory of its own: part of ``frame``
                     rest.held = rest.listed = True  # no totals event of its own, and no second read
                     queue.append(rest)
@@ -551,13 +545,13 @@ class Scanner:
                 self._hand_out(frame, name, st, queue)
         return list(queue), listings
 
-    def _give_away(self, stack: list[_Frame]) -> None:
+    def _give_away(self, stack: list[Frame]) -> None:
         """Offer waiting subdirectories to ``share``, shallowest first (likely the biggest subtrees)."""
         self.share_wanted = False
         if self.share is None:
             return
-        offered: deque[_Frame] = deque()
-        taken: list[tuple[_Frame, str, os.stat_result]] = []
+        offered: deque[Frame] = deque()
+        taken: list[tuple[Frame, str, os.stat_result]] = []
         for frame in stack:
             while frame.subdirs and len(taken) < self.share_limit:
                 name, st = frame.subdirs.pop(0)  # the walk pops from the end: these come last
@@ -579,12 +573,12 @@ class Scanner:
         for frame in stack[: deepest + 1]:
             frame.given = True
 
-    def _root_again(self, root: _Frame) -> int | None:
+    def _root_again(self, root: Frame) -> int | None:
         """A descriptor of the root for reopening subtrees (None if the root is no longer the same)."""
         if root.fd is not None:
             return os.dup(root.fd)
         try:  # a walk deeper than its descriptor budget closed the root: the path, then identity
-            return _same(os.open(self.root, _DIR_FLAGS), root.dev, root.ino)
+            return same(os.open(self.root, DIR_FLAGS), root.dev, root.ino)
         except OSError:
             return None
 
@@ -593,7 +587,7 @@ class Scanner:
         """Whether ``detach`` handed anything out (then ``settle`` must follow)."""
         return bool(self._chain)
 
-    def _hand_out(self, parent: _Frame, name: str, st: os.stat_result, queue: deque[_Frame]) -> None:
+    def _hand_out(self, parent: Frame, name: str, st: os.stat_result, queue: deque[Frame]) -> None:
         """Queue a subdirectory as a subtree, unless the walk would not enter it at all."""
         if st.st_dev != parent.dev and not self._admit(parent, name, st):
             return
@@ -601,13 +595,13 @@ class Scanner:
         subtree.parent = parent
         queue.append(subtree)
 
-    def _child(self, fd: int | None, parent: _Frame, name: str, st: os.stat_result) -> _Frame:
+    def _child(self, fd: int | None, parent: Frame, name: str, st: os.stat_result) -> Frame:
         """The frame of a subdirectory of ``parent``, its own size counted as seen."""
         self.apparent += st.st_size
         relative = parent.relative + "/" + name if parent.relative else name
-        return _Frame(fd, relative, parent.depth + 1, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
+        return Frame(fd, relative, parent.depth + 1, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
 
-    def _reopen(self, frame: _Frame) -> bool:
+    def _reopen(self, frame: Frame) -> bool:
         """Open a handed-out directory again, name by name from the root with O_NOFOLLOW (a symlink
         swapped in is not followed), and check it is the same inode (else: vanished). An unreadable
         directory keeps its own size, as ``du`` counts it."""
@@ -618,7 +612,7 @@ class Scanner:
         try:
             for name in frame.relative.split("/"):
                 reached.append(name)
-                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                child = os.open(name, DIR_FLAGS, dir_fd=fd)
                 os.close(fd)
                 fd = child
         except OSError as exc:
@@ -629,7 +623,7 @@ class Scanner:
                 self.skipped.add("vanished")
                 frame.apparent = frame.disk = frame.dirs = 0
             return False
-        frame.fd = _same(fd, frame.dev, frame.ino)
+        frame.fd = same(fd, frame.dev, frame.ino)
         if frame.fd is None:
             self.skipped.add("vanished")
             frame.apparent = frame.disk = frame.dirs = 0
@@ -706,7 +700,7 @@ class Scanner:
         scanner.linked = linked
         return scanner
 
-    def _is_pseudo(self, parent: _Frame, name: str, st: os.stat_result) -> bool:
+    def _is_pseudo(self, parent: Frame, name: str, st: os.stat_result) -> bool:
         if self._pseudo is None:
             table = self._mounts if self._mounts is not None else mount_table()
             self._pseudo = frozenset(m.dev for m in table if m.fstype in KERNEL_TYPES)
