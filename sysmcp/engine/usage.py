@@ -352,15 +352,10 @@ def scan_usage(
 ) -> Usage:
     """Walk once, keeping totals and two bounded heaps; stop cleanly when the time budget is spent.
 
-    A walk still going after ``sharing.split_after_s`` hands the subdirectories waiting on its stack
-    to ``sharing.processes`` processes (this one included; default: the usable CPUs, at most 4),
-    split into about ``sharing.pieces`` subtrees per process, which the processes claim one by one. Their totals,
-    lists and skip counts are merged here, inodes with several links counted once across
-    processes, so the result is the one a single walk gives.
-
-    ``progress(entries, bytes seen)`` gets the progress of every process and ``cancel()`` raises
-    to abandon the scan (children are killed): both every 2 ms at most, and ``progress`` once more at
-    the end with the whole count.
+    A walk still going after ``sharing.split_after_s`` is shared out (``parallel.ParallelWalk``); the
+    parts are merged here, inodes with several links counted once across processes, so the result is
+    the one a single walk gives. ``progress(entries, bytes seen)`` (every process's) and ``cancel()``
+    (which raises; children are killed) run every 2 ms at most, ``progress`` once more at the end.
     """
     started = clock()
     usage = Usage()
@@ -387,11 +382,9 @@ def scan_usage(
     def work(
         claim: Callable[[], int | None], counters: SharedCounters, in_child: bool, *, share: bool = True
     ) -> dict[str, Any]:
-        """Walk claimed subtrees; in a child, into a fresh tally sent back as plain data.
-
-        With ``share``, a walk that sees the task queue run low gives part of its subtree away
-        (``FanOut.give``): the directories above what it gave report to ``withheld`` instead, to be
-        completed where the parts meet (``_join``).
+        """Walk claimed subtrees; in a child, into a fresh tally sent back as plain data. With
+        ``share``, a walk that sees the task queue run low gives part of its subtree away: the
+        directories above what it gave go to ``withheld``, completed where the parts meet (``_join``).
         """
         linked: list[tuple[int, int, int, int, bool, str]] | None
         assert parallel is not None

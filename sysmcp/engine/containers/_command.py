@@ -1,10 +1,9 @@
 """The engine's figures from its command line, where no API socket is reachable.
 
-Podman is daemonless: without its socket service running, its command still answers (``podman
-images``/``ps --size``/``volume ls``/``inspect`` with ``--format json``: exact byte counts). Docker's
-command reaches engines the socket search cannot (a ``docker context``, DOCKER_HOST over ssh or tcp):
-``docker system df -v --format json`` gives its sizes only as rounded decimal text ('1.982MB'), read
-back here. Every command goes through ``ask``, with the survey's timeout.
+Podman is daemonless: without its socket service, its command still answers with exact byte counts
+(``--format json``). Docker's command reaches engines the socket search cannot (a ``docker context``,
+DOCKER_HOST over ssh or tcp), but ``docker system df -v`` gives sizes only as rounded decimal text
+('1.982MB'), read back here. Every command goes through ``ask``, with the survey's timeout.
 """
 
 from __future__ import annotations

@@ -67,10 +67,8 @@ def statvfs_usage(path: str) -> FsStats:
 
 
 def percent_used(used: int, available: int) -> int | None:
-    """df's percent: used / (used + available) × 100 rounded up; None when both are 0.
-
-    Available, not total: blocks reserved for root do not hide a full disk.
-    """
+    """df's percent: used / (used + available) × 100 rounded up; None when both are 0. Available,
+    not total: blocks reserved for root do not hide a full disk."""
     base = used + available
     return -(-used * 100 // base) if base > 0 else None
 
@@ -134,10 +132,10 @@ class _Probe:
 class Prober:
     """Runs blocking probes in daemon threads, waiting for each at most ``timeout`` seconds.
 
-    Daemon threads, because a thread blocked in a dead NFS mount can never be joined: it must not keep
-    the process alive at exit. Bounded, because such a thread never comes back: while a probe of a
-    mount is stuck past the timeout, that mount is reported as hung without starting another thread,
-    and at most ``max_stuck`` probes may be outstanding at once.
+    Daemon threads, because a thread blocked in a dead NFS mount can never be joined and must not keep
+    the process alive at exit. Bounded, because such a thread never comes back: a mount whose probe is
+    stuck past the timeout is reported as hung without another thread, and at most ``max_stuck``
+    probes may be outstanding at once.
     """
 
     def __init__(self, timeout: float = STATVFS_TIMEOUT, max_stuck: int = MAX_STUCK_PROBES) -> None:

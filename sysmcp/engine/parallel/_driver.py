@@ -80,11 +80,9 @@ class Sharing:
 
 
 class ParallelWalk:
-    """One walk of ``scanner``'s tree, shared with forked children past ``Sharing.split_after_s``.
-
-    Use: ``walk(consume)``; then, if ``fan`` is set, ``here()`` and ``children()`` for the parts,
-    ``again(lost)`` for subtrees no part reported; ``close()`` always (a ``with`` block does it).
-    """
+    """One walk of ``scanner``'s tree, shared with forked children past ``Sharing.split_after_s``: use
+    ``walk(consume)``; then, if ``fan`` is set, ``here()`` and ``children()`` for the parts, ``again(lost)``
+    for subtrees no part reported; ``close()`` always (a ``with`` block does it)."""
 
     def __init__(
         self, scanner: Scanner, budget: Budget, sharing: Sharing, work: Work, keep: Collection[int] = ()

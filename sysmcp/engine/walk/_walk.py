@@ -80,11 +80,10 @@ def _exclusion(patterns: Sequence[str]) -> Callable[[str], re.Match[str] | None]
 class Scanner:
     """A bounded, descriptor-relative, depth-first walk that never follows symlinks.
 
-    Iterate ``events()`` to get ``Listing`` (pre-order) and ``SubtreeTotals`` (post-order) per directory.
-    Totals follow ``du -x`` (with ``one_file_system``): every entry's apparent size (``st_size``) and
-    disk usage (``st_blocks * 512``) counted once per inode, directories included; directories on
-    other filesystems, excluded and vanished entries not counted; unreadable directories count
-    their own size only.
+    ``events()`` gives a ``Listing`` (pre-order) and ``SubtreeTotals`` (post-order) per directory, with
+    totals as ``du -x`` counts them (with ``one_file_system``): every entry's ``st_size`` and
+    ``st_blocks * 512`` once per inode; other filesystems, excluded and vanished entries not counted;
+    an unreadable directory its own size only.
     """
 
     def __init__(
