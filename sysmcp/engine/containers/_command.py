@@ -24,8 +24,8 @@ INSPECT_AT_ONCE = 500
 
 def ask(argv: Sequence[str], timeout_s: float) -> Any:
     """The standard output of ``argv`` read as JSON, the command killed after ``timeout_s``: the one
-    place this engine runs a command. ``Unavailable`` when the command is missing, fails, does not
-    answer in time (``engine.commands``' faults are ``Unavailable``s) or answers with something not JSON."""
+    place this engine runs a command. ``Unavailable`` (``engine.commands``' faults are) when it gives
+    no answer or one that is not JSON."""
     try:
         return json.loads(run_command(argv, timeout_s))
     except ValueError:

@@ -97,8 +97,8 @@ class Reading(NamedTuple):
 def take_reading(
     with_processes: bool, progress: Progress = no_progress, cancel: Cancel = never_cancelled
 ) -> Reading:
-    """The devices' counters, then (if asked) every process's; ``cancel`` before each process. In the
-    engines' run shape, though it reports no progress: one pass over the counters."""
+    """The devices' counters, then (if asked) every process's; ``cancel`` before each process (the
+    engines' run shape; no progress: it is one pass over the counters)."""
     taken = time.monotonic()
     try:
         devices: dict[str, Any] = psutil.disk_io_counters(perdisk=True, nowrap=True) or {}

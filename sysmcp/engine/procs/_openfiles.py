@@ -93,10 +93,8 @@ class Scan:
 
 
 def _identity(pid: int) -> tuple[str, str | None]:
-    """Command name and user of a process, from psutil (best effort: it may be gone already).
-
-    psutil is imported here, not at the top: disk_usage imports this module for ``PROC`` on every
-    start, and a start that never scans processes should not pay for psutil."""
+    """Command name and user of a process, from psutil (best effort: it may be gone already); imported
+    here because disk_usage imports this module on every start, which need not pay for psutil."""
     import psutil
 
     try:
@@ -268,9 +266,8 @@ class WrittenFile:
 
 
 def open_for_writing(proc: str, pid: int, view: MountView) -> list[WrittenFile]:
-    """The regular files process ``pid`` has open for writing (its descriptors opened write-only or
-    read-write, from fdinfo), in descriptor order; [] when they cannot be read (gone, another user's).
-    ``view``: this server's (``MountView``), read once for many processes."""
+    """The regular files process ``pid`` has open for writing (per fdinfo), in descriptor order; [] when
+    they cannot be read (gone, another user's). ``view``: read once for many processes."""
     try:
         links = fd_links(proc, pid)
     except OSError:
