@@ -1,10 +1,9 @@
 """The one shape of an engine call: ``run(request, progress, cancel) -> Result``.
 
-Why one shape: a tool then runs any engine the same way (``ToolContext.run_engine``), and an engine
-reads the same two callables whatever it does. ``progress(done, total)`` is cheap enough to call per
-entry (it only stores two numbers for the event loop to read); ``cancel()`` raises the caller's
-cancellation when the call was given up, and engines call it between entries or chunks. What a run
-skipped or could not read is counted in its result, never in a counter passed in.
+Why one shape: a tool then runs any engine the same way (``ToolContext.run_engine``).
+``progress(done, total)`` is cheap enough to call per entry (it stores two numbers for the event loop
+to read); ``cancel()`` raises once the call was given up. What a run skipped or could not read is
+counted in its result, never in a counter passed in.
 """
 
 from __future__ import annotations

@@ -43,11 +43,8 @@ class WrongKind(EngineError):
 
 
 class OutsideRoots(EngineError):
-    """A path outside the operator's or the client's allowed roots.
-
-    ``allowed``: the roots in force as shown (the first few), ``more``: how many more there are;
-    None when the refusal does not list them.
-    """
+    """A path outside the operator's or the client's allowed roots; ``allowed``: the first few roots
+    in force as shown (None: not listed), ``more``: how many more there are."""
 
     def __init__(
         self, detail: str, *, reason: str = "", allowed: list[str] | None = None, more: int = 0

@@ -1,14 +1,9 @@
 """dir_usage's engine: one walk for du's totals plus the largest directories and files, bounded.
 
-No MCP here: ``scan_usage(request, progress, cancel) -> Usage`` (``sysmcp.engine.calls``' shape), where
-``progress(entries, bytes seen)`` and ``cancel()`` are called every few milliseconds at most. The tool
-(``sysmcp.tools.dir_usage``) reads the arguments into a ``UsageRequest`` and words the ``Usage``.
-
-What a caller that keeps scans (history) reads from a ``Usage``, all of it already computed for
-the answer, so keeping it costs nothing extra: ``totals`` (the root's cumulative apparent and disk
-bytes, files, directories), ``root_dev`` (the root's ``st_dev``), ``directories`` (``DirectoryRow``:
-each listed directory's cumulative totals, to ``UsageRequest.max_depth``, largest first), ``files``
-(``FileRow``, largest first) with each one's mtime in ``modified``.
+No MCP here: ``scan_usage(request, progress, cancel) -> Usage`` (``sysmcp.engine.calls``' shape); the
+tool (``sysmcp.tools.dir_usage``) reads the arguments into a ``UsageRequest`` and words the ``Usage``. A
+caller that keeps scans (history) reads ``totals``, ``root_dev``, ``directories``, ``files`` and
+``modified``: all computed for the answer anyway, so keeping them costs nothing extra.
 """
 
 from __future__ import annotations
@@ -357,15 +352,10 @@ def scan_usage(
 ) -> Usage:
     """Walk once, keeping totals and two bounded heaps; stop cleanly when the time budget is spent.
 
-    A walk still going after ``sharing.split_after_s`` hands the subdirectories waiting on its stack
-    to ``sharing.processes`` processes (this one included; default: the usable CPUs, at most 4),
-    split into about ``sharing.pieces`` subtrees per process, which the processes claim one by one. Their totals,
-    lists and skip counts are merged here, inodes with several links counted once across
-    processes, so the result is the one a single walk gives.
-
-    ``progress(entries, bytes seen)`` gets the progress of every process and ``cancel()`` raises
-    to abandon the scan (children are killed): both every 2 ms at most, and ``progress`` once more at
-    the end with the whole count.
+    A walk still going after ``sharing.split_after_s`` is shared out (``parallel.ParallelWalk``); the
+    parts are merged here, inodes with several links counted once across processes, so the result is
+    the one a single walk gives. ``progress(entries, bytes seen)`` (every process's) and ``cancel()``
+    (which raises; children are killed) run every 2 ms at most, ``progress`` once more at the end.
     """
     started = clock()
     usage = Usage()
@@ -392,11 +382,9 @@ def scan_usage(
     def work(
         claim: Callable[[], int | None], counters: SharedCounters, in_child: bool, *, share: bool = True
     ) -> dict[str, Any]:
-        """Walk claimed subtrees; in a child, into a fresh tally sent back as plain data.
-
-        With ``share``, a walk that sees the task queue run low gives part of its subtree away
-        (``FanOut.give``): the directories above what it gave report to ``withheld`` instead, to be
-        completed where the parts meet (``_join``).
+        """Walk claimed subtrees; in a child, into a fresh tally sent back as plain data. With
+        ``share``, a walk that sees the task queue run low gives part of its subtree away: the
+        directories above what it gave go to ``withheld``, completed where the parts meet (``_join``).
         """
         linked: list[tuple[int, int, int, int, bool, str]] | None
         assert parallel is not None
@@ -626,20 +614,19 @@ def _merge_child(
             continue
         dropped.add((dev, ino))
         ext, matched = chosen["linked"].get((dev, ino), ("", True))
+        disk, nfiles = blocks * 512, 1 if regular else 0
         if regular and (dev, ino) in chosen["linked"]:  # one inode counted by two processes: once
             chosen["notes"][0] -= 1
-            chosen["notes"][1] -= max(size - blocks * 512, 0)
-        if regular and matched and (dev, ino) in chosen["linked"]:  # counted by the child's selection
-            chosen["files"] -= 1
-            chosen["apparent"] -= size
-            chosen["disk"] -= blocks * 512
-            if ext:
+            chosen["notes"][1] -= max(size - disk, 0)
+            if matched:  # counted by the child's selection
+                chosen["files"] -= 1
+                chosen["apparent"] -= size
+                chosen["disk"] -= disk
                 row = chosen["extensions"].get(ext) or chosen["extensions"].get(OTHER_EXTENSIONS)
-                if row is not None:
+                if ext and row is not None:
                     row[0] -= 1
                     row[1] -= size
-                    row[2] -= blocks * 512
-        disk, nfiles = blocks * 512, 1 if regular else 0
+                    row[2] -= disk
         names = directory.split("/")
         prefixes = ["/".join(names[:depth]) for depth in range(1, len(names) + 1)]
         owner = next((roots[prefix] for prefix in reversed(prefixes) if prefix in roots), None)

@@ -1,10 +1,8 @@
 """Running another program: one timed, cancellable child at a time, its output bounded, its whole
 process group killed when the call ends, so a helper it started cannot hold the pipe or outlive it.
 
-The front door: ``run`` (the exit status and output, whatever the status: smartctl answers with a
-bit mask), ``run_command`` (the standard output of a query that must succeed) and the faults, each
-carrying its facts: ``CommandMissing``, ``CommandFailed``, ``CommandTimedOut``, and ``BadOutput`` for a
-parser that meets text the command's documented format does not allow.
+The front door: ``run`` (status and output, whatever the status: smartctl answers with a bit mask),
+``run_command`` (the output of a query that must succeed) and the faults, each carrying its facts.
 """
 
 from __future__ import annotations

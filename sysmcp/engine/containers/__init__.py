@@ -1,14 +1,11 @@
 """container_usage's engine: what Docker or Podman holds on disk, from its API, set against a walk.
 
-Front door: ``ContainersRequest`` in, ``Survey`` out, through ``survey``. The engine's own figures come from
-read-only GETs on its Unix socket (``/version``, ``/info``, ``/system/df``; Docker's containers and
-their log files from its own config files in the data root, else ``/containers/json`` and each
-container's inspect), or, where no socket is found, from the engine's command (``_command``); the disk's
-from a walk of the engine's data root (``_walk``, ``du -x``: overlay mounts of running containers
-are other filesystems and skipped, so each layer is counted once). What the walk finds and the
-engine's figures leave out is the difference, by data-root directory. Faults are ``sysmcp.engine.faults`` exceptions: ``NotFound``
-(no engine), ``PermissionRefused`` (the socket is another user's), ``Unavailable`` (no answer within
-the timeout, a bad answer).
+Front door: ``ContainersRequest`` in, ``Survey`` out, through ``survey``. The engine's figures come
+from read-only GETs on its Unix socket, or where none is found from its command (``_command``); the
+disk's from a ``du -x`` walk of its data root (overlay mounts of running containers are other
+filesystems and skipped, so each layer is counted once). What the walk finds beyond the engine's
+figures is the difference, by data-root directory. Faults: ``NotFound`` (no engine),
+``PermissionRefused`` (the socket is another user's), ``Unavailable`` (no answer in time, a bad answer).
 """
 
 from __future__ import annotations
@@ -21,16 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sysmcp.engine.calls import Cancel, StopFlag, never_cancelled, wait_for
-from sysmcp.engine.containers import _command
+from sysmcp.engine.containers import _command, _model
 from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._model import BuildCache, Container, Image, LogFile, Volume
-from sysmcp.engine.containers._model import build_cache as _build_cache
-from sysmcp.engine.containers._model import containers as _containers
-from sysmcp.engine.containers._model import engine_name as _engine_name
-from sysmcp.engine.containers._model import images as _images
-from sysmcp.engine.containers._model import layers_size as _layers_size
-from sysmcp.engine.containers._model import log_file as _log_file
-from sysmcp.engine.containers._model import volumes as _volumes
 from sysmcp.engine.faults import NotFound, Unavailable
 from sysmcp.engine.walk import walk_totals
 
@@ -176,12 +166,13 @@ def _walk(
 
 def _measure(df: dict[str, Any], found: Survey) -> None:
     """``/system/df``'s answer into ``found``: the engine measured every layer and writable layer."""
-    found.images, found.containers = _images(df.get("Images") or []), _containers(df)
-    found.volumes = _volumes(df)
-    found.layers = _layers_size(df)
+    found.images = _model.images(df.get("Images") or [])
+    found.containers = _model.containers(df)
+    found.volumes = _model.volumes(df)
+    found.layers = _model.layers_size(df)
     if not found.layers:  # Podman's compatible API leaves it 0
         _estimate_layers(found)
-    found.build_cache = _build_cache(df)
+    found.build_cache = _model.build_cache(df)
 
 
 def _estimate_layers(found: Survey) -> None:
@@ -197,19 +188,17 @@ def _read_logs(
     """Each container's log file (``/system/df`` has none): its name, log path and log options."""
     logs = []
     for done, (name, config) in enumerate(_configs(api, data_root, check), 1):
-        log = _log_file(config)
+        log = _model.log_file(config)
         logs.append(Log(name, log, _log_bytes(log.path)))
         report("inspect", done, 0)
     return logs
 
 
 def _configs(api: Api, data_root: str, check: Callable[[], None]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Each container's name and the part of its inspect its log comes from. Docker's containers are
-    the directories its data root keeps (``containers/<id>``), each with its files: what
-    ``/containers/json`` and every inspect answer, read without the engine's work (measured: 26 ms of
-    the engine's CPU for 200 containers, which it spends while measuring its layers). Where any of
-    them is not there to read (Podman, an unreadable data root, a container being created or
-    removed), the engine's list, and each inspect that the data root cannot answer."""
+    """Each container's name and the part of its inspect its log comes from: from Docker's own files
+    in the data root (``containers/<id>``), which spares the engine 26 ms of CPU for 200 containers
+    while it measures its layers; where any is not there to read (Podman, an unreadable data root, a
+    container being created or removed), from the engine's list and the inspects the data root lacks."""
     try:
         ids = os.listdir(os.path.join(data_root, "containers")) if data_root else None
     except OSError:
@@ -258,12 +247,11 @@ def survey(
     """Ask the engine, read each container's log file and walk its data root (when asked and allowed).
 
     Three things at once, so the call takes about the longest of them: ``/system/df`` (the engine
-    measures layers itself) on one connection from the start, ``/info`` and then the containers'
-    log files on another, and the walk of the data root on this thread once ``/info`` named it. Where no socket is named nor found, the engine's command is asked
-    instead (``request.commands``, the first that answers). ``progress(phase, done, bytes)``: 'inspect'
-    with containers done, 'walk' with entries and bytes seen (from two threads); ``cancel()``
-    raises to stop, between API calls and during the walk (called on this thread only). An answer
-    not in the shape an engine gives (a list for an object, a name for a number) is ``Unavailable``."""
+    measures layers itself) on one connection, ``/info`` then the log files on another, and the walk
+    on this thread once ``/info`` named the data root; without a socket, the first of
+    ``request.commands`` that answers. ``progress(phase, done, bytes)``: 'inspect' (containers done)
+    or 'walk' (entries, bytes), from two threads; ``cancel()`` raises to stop (this thread only). An
+    answer not in the shape an engine gives (a list for an object) is ``Unavailable``."""
     try:
         return _survey(request, progress or (lambda *_: None), cancel)
     except (AttributeError, TypeError, ValueError, LookupError, ArithmeticError) as exc:
@@ -305,7 +293,7 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
             found.logs = _read_logs(second, found.data_root, report, check)
 
         _reconciled(found, request, [lambda check: _measure(df.result(), found), logs], report, cancel)
-        found.engine = _engine_name(version.result())
+        found.engine = _model.engine_name(version.result())
         return found
 
 
@@ -381,7 +369,7 @@ def _command_figures(
 ) -> None:
     """Images, containers, volumes, build cache and log files into ``found``, from ``command``."""
     if command == "podman":
-        found.images = _images(
+        found.images = _model.images(
             _command.ask([command, "images", "-a", "--format", "json"], timeout_s), tags="Names"
         )
         check()

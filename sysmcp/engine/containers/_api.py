@@ -1,9 +1,8 @@
 """HTTP/1.1 GETs to a container engine's API over its Unix socket, standard library only.
 
-One keep-alive connection per survey; each GET, its connect and all its reads, bounded by
-``timeout_s`` in all, so a socket that accepts and never answers, or drips its answer a byte at a
-time, costs that long and no longer. Faults come back as the engine
-layer's own exceptions with the facts (the socket, its owner and mode, the time waited).
+Each GET, its connect and all its reads, is bounded by ``timeout_s`` in all, so a socket that
+accepts and never answers, or drips its answer a byte at a time, costs that long and no longer.
+Faults are the engine layer's exceptions with the facts (the socket, its owner and mode, the time).
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """The engine's figures from its command line, where no API socket is reachable.
 
-Podman is daemonless: without its socket service running, its command still answers (``podman
-images``/``ps --size``/``volume ls``/``inspect`` with ``--format json``: exact byte counts). Docker's
-command reaches engines the socket search cannot (a ``docker context``, DOCKER_HOST over ssh or tcp):
-``docker system df -v --format json`` gives its sizes only as rounded decimal text ('1.982MB'), read
-back here. Every command goes through ``ask``, with the survey's timeout.
+Podman is daemonless: without its socket service, its command still answers with exact byte counts
+(``--format json``). Docker's command reaches engines the socket search cannot (a ``docker context``,
+DOCKER_HOST over ssh or tcp), but ``docker system df -v`` gives sizes only as rounded decimal text
+('1.982MB'), read back here. Every command goes through ``ask``, with the survey's timeout.
 """
 
 from __future__ import annotations
@@ -25,8 +24,8 @@ INSPECT_AT_ONCE = 500
 
 def ask(argv: Sequence[str], timeout_s: float) -> Any:
     """The standard output of ``argv`` read as JSON, the command killed after ``timeout_s``: the one
-    place this engine runs a command. ``Unavailable`` when the command is missing, fails, does not
-    answer in time (``engine.commands``' faults are ``Unavailable``s) or answers with something not JSON."""
+    place this engine runs a command. ``Unavailable`` (``engine.commands``' faults are) when it gives
+    no answer or one that is not JSON."""
     try:
         return json.loads(run_command(argv, timeout_s))
     except ValueError:

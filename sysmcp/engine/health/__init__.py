@@ -2,9 +2,8 @@
 kernel's I/O errors, each device with a verdict (ok / watch / failing) and its reasons in words.
 
 The front door: ``HealthRequest`` in, ``run(request, progress, cancel)``, ``Health`` out. The parsers
-(``_smart.parse``, ``_mdstat.parse``, ``_btrfs.parse_stats``, ``_kernel.parse``) take text and do no I/O;
-the readers around them get the text. smartctl runs once per device, in parallel up to ``parallel``,
-each killed after ``timeout_s``; ``cancel`` (which raises) is called while they run.
+take text and do no I/O. smartctl runs once per device, up to ``parallel`` at once, each killed after
+``timeout_s``; ``cancel`` (which raises) is called while they run.
 """
 
 from __future__ import annotations

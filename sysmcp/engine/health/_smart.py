@@ -63,8 +63,8 @@ def _object(doc: dict[str, Any], key: str) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def _raw(row: dict[str, Any]) -> int:
-    value = (_object(row, "raw") or {}).get("value", 0)
+def _count(value: Any) -> int:
+    """A JSON integer as it is (a bool too); 0 for anything else."""
     return int(value) if isinstance(value, int) else 0
 
 
@@ -105,15 +105,14 @@ def _ata(table: list[dict[str, Any]], smart: Smart) -> None:
         if ident not in ATA_WATCHED:
             continue
         name, failing, advice = ATA_WATCHED[ident]
-        count = smart.attributes[name] = _raw(row)
+        count = smart.attributes[name] = _count((_object(row, "raw") or {}).get("value"))
         if count:
             (smart.failing if failing else smart.watch).append(f"{count:,} {name}: {advice}")
 
 
 def _nvme(log: dict[str, Any], smart: Smart) -> None:
     def number(key: str) -> int:
-        value = log.get(key, 0)
-        return int(value) if isinstance(value, int) else 0
+        return _count(log.get(key))
 
     warning = number("critical_warning")
     for key in (

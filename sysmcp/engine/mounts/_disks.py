@@ -1,10 +1,9 @@
 """Which filesystem holds what, and how full it is: statvfs probed so that a hung mount cannot hang
 the caller, df's arithmetic, and fill rates from samples over a window.
 
-The engine of ``disk_usage`` (``sysmcp.tools.disk_usage`` words it). A statvfs that could block
-(network, FUSE, automount) runs in a daemon thread with a per-mount timeout, and a mount that stays hung
-is not probed again while its earlier probe is still stuck, so threads cannot pile up. Sampling waits
-on an injected clock and sleep, so a test can run a 60 s window in no time at all.
+The engine of ``disk_usage``. A statvfs that could block (network, FUSE, automount) runs in a daemon
+thread with a per-mount timeout (``Prober``). Sampling waits on an injected clock and sleep, so a test
+can run a 60 s window in no time at all.
 """
 
 from __future__ import annotations
@@ -68,10 +67,8 @@ def statvfs_usage(path: str) -> FsStats:
 
 
 def percent_used(used: int, available: int) -> int | None:
-    """df's percent: used / (used + available) × 100 rounded up; None when both are 0.
-
-    Available, not total: blocks reserved for root do not hide a full disk.
-    """
+    """df's percent: used / (used + available) × 100 rounded up; None when both are 0. Available,
+    not total: blocks reserved for root do not hide a full disk."""
     base = used + available
     return -(-used * 100 // base) if base > 0 else None
 
@@ -135,10 +132,10 @@ class _Probe:
 class Prober:
     """Runs blocking probes in daemon threads, waiting for each at most ``timeout`` seconds.
 
-    Daemon threads, because a thread blocked in a dead NFS mount can never be joined: it must not keep
-    the process alive at exit. Bounded, because such a thread never comes back: while a probe of a
-    mount is stuck past the timeout, that mount is reported as hung without starting another thread,
-    and at most ``max_stuck`` probes may be outstanding at once.
+    Daemon threads, because a thread blocked in a dead NFS mount can never be joined and must not keep
+    the process alive at exit. Bounded, because such a thread never comes back: a mount whose probe is
+    stuck past the timeout is reported as hung without another thread, and at most ``max_stuck``
+    probes may be outstanding at once.
     """
 
     def __init__(self, timeout: float = STATVFS_TIMEOUT, max_stuck: int = MAX_STUCK_PROBES) -> None:
@@ -331,11 +328,8 @@ class Disks:
 
     def walk(self, raw: str, table: MountTable) -> tuple[str, bool, str | None]:
         """``raw`` expanded, whether resolving it stays on mounts that cannot hang, and if not the first
-        mount point that could (None: unknown, resolve it in a thread).
-
-        Walked on the event loop only when that is cheap and safe; the last walk is kept, so the call
-        that follows its at-once check does not walk again.
-        """
+        mount point that could (None: unknown, resolve it in a thread). Walked on the event loop only
+        when cheap and safe; the last walk is kept for the call that follows its at-once check."""
         if "\x00" in raw:
             return raw, True, None  # refused at once by the path check
         if not expands_locally(raw):
@@ -358,19 +352,15 @@ class Disks:
         """The filesystem holding ``raw`` and its resolved path (normalised, when it did not answer);
         ``resolve`` (the path policy's) goes to a thread with the statvfs if resolving could hang."""
         expanded, safe, risky_point = self.walk(raw, table)
-        result: FsStats | OSError
         if safe:
             real = resolve(raw)
             if table.inline_safe(real):
-                result = _guarded(self.usage, real)
-                return self._path_entry(real, result, table), real
+                return self._path_entry(real, _guarded(self.usage, real), table), real
             risky_point = table.mount_point_of(real)
-
-        usage = self.usage
 
         def work() -> tuple[str, FsStats | OSError]:
             resolved = resolve(raw)
-            return resolved, _guarded(usage, resolved)
+            return resolved, _guarded(self.usage, resolved)
 
         point = risky_point or "/"
         try:
@@ -501,13 +491,9 @@ def _device_key(entry: FilesystemUsage) -> object:
 
 
 def dedupe(entries: Sequence[FilesystemUsage]) -> list[FilesystemUsage]:
-    """One entry per filesystem, chosen as df chooses, in mount order.
-
-    Among entries of one device (``_device_key``: the st_dev of the mount point, or the mountinfo
-    device), keep the one with a real device path ('/dev/…') over a name like 'tmpfs', then the one
-    nearer the root unless it shows a deeper subtree (a bind mount), and a later mount on the same
-    mount point over the one it hides.
-    """
+    """One entry per filesystem (``_device_key``), chosen as df chooses, in mount order: a real device
+    path ('/dev/…') over a name like 'tmpfs', then the mount nearer the root unless it shows a deeper
+    subtree (a bind mount), and a later mount on the same mount point over the one it hides."""
     chosen: dict[object, int] = {}
     keep: list[bool] = [False] * len(entries)
     for index, entry in enumerate(entries):
@@ -535,9 +521,8 @@ def dedupe(entries: Sequence[FilesystemUsage]) -> list[FilesystemUsage]:
 
 
 def inodes_in_use(path: os.PathLike[str]) -> int | None:
-    """The progress total of a scan of a whole filesystem: its used inodes (what the scan will meet,
-    give or take hard links), so a client can show a percentage. None below a mount point, where the
-    filesystem's count would say nothing about this directory."""
+    """The progress total of a scan of a whole filesystem: its used inodes (give or take hard links).
+    None below a mount point, where the filesystem's count says nothing about this directory."""
     try:
         if not os.path.ismount(path):
             return None

@@ -2,13 +2,11 @@
 
 Read from ``/proc/self/mountinfo`` rather than ``/proc/mounts`` because only mountinfo says which
 directory of a filesystem a bind mount shows (``root``), which mount sits on top of which, and the
-device number the kernel uses (so a bind mount and its source are recognisably one filesystem).
-Everything here is pure lookups on an immutable table except the reader, which re-parses only when
-the kernel signals a change, so asking "which mount holds /" costs microseconds.
+device number the kernel uses (a bind mount and its source are one filesystem). The reader re-parses
+only when the kernel signals a change; the rest are lookups on an immutable table.
 
-Where there is no mountinfo (macOS, the BSDs: ``platform.has_mountinfo``) the table comes from psutil
-(``getfsstat``), re-read on a timer since nothing signals a change; it has no bind-mount roots and no
-device numbers, so those lookups fall back to mount points alone.
+Without mountinfo (macOS, the BSDs) the table comes from psutil (``getfsstat``), re-read on a timer;
+it has no bind-mount roots nor device numbers, so lookups fall back to mount points alone.
 """
 
 from __future__ import annotations
@@ -201,11 +199,8 @@ class MountTable:
         return current
 
     def holding(self, path: str, st_dev: int | None = None) -> Mount | None:
-        """The mount that holds ``path``: the deepest mount point containing it, the visible one there.
-
-        When several filesystems are stacked on that mount point, the one whose device number matches
-        ``st_dev`` (the path's own) wins; otherwise the topmost, which is the one a lookup reaches.
-        """
+        """The mount that holds ``path``: at the deepest mount point containing it, the one whose device
+        number matches ``st_dev`` (the path's own) if several are stacked there, else the topmost."""
         point = self.mount_point_of(path)
         if point is None:
             return None
@@ -281,12 +276,9 @@ class MountTable:
     def walk(
         self, path: str, visiting: frozenset[str] = frozenset(), max_links: int = 40
     ) -> tuple[bool, str | None]:
-        """Walk ``path`` the way ``os.path.realpath`` will, without entering a mount that could hang.
-
-        Returns (True, None) if resolving the path only looks at local or in-memory filesystems, else
-        (False, mount point of the first unsafe mount the walk would enter). Only lstat/readlink on
-        already-proven-safe mounts happen here.
-        """
+        """Walk ``path`` the way ``os.path.realpath`` will, with lstat/readlink on proven-safe mounts only:
+        (True, None) if resolving it only looks at local or in-memory filesystems, else (False, mount
+        point of the first unsafe mount it would enter)."""
         pending = path.split("/")[::-1]
         current = "/"
         links = 0
@@ -371,12 +363,9 @@ def parse_mountinfo(data: bytes) -> MountTable:
 
 
 class MountInfoReader:
-    """The current mount table, re-read only when it changed.
-
-    The kernel marks an open mountinfo file with POLLPRI|POLLERR after any mount or unmount in the
-    namespace (proc(5)), so each call costs one zero-timeout poll. In case a kernel or sandbox does
-    not signal, the table is also re-read when it is older than ``max_age`` seconds.
-    """
+    """The current mount table, re-read only when it changed: the kernel marks an open mountinfo with
+    POLLPRI|POLLERR after any mount or unmount (proc(5)), so a call costs one zero-timeout poll; in case
+    a kernel or sandbox does not signal, also when older than ``max_age`` seconds."""
 
     def __init__(self, path: str = MOUNTINFO, max_age: float = 2.0) -> None:
         self._path = path
@@ -445,11 +434,8 @@ def table_from_partitions(partitions: Iterable[object]) -> MountTable:
 
 
 class PartitionsReader:
-    """The mount table from psutil, re-read when older than ``max_age`` seconds.
-
-    Nothing signals a mount change outside Linux's mountinfo, so a timer stands in for ``poll``. A
-    re-read that finds the same mounts keeps the old table object, so caches keyed on it stay warm.
-    """
+    """The mount table from psutil, re-read when older than ``max_age`` seconds (nothing signals a
+    change outside mountinfo); the same mounts keep the old table object, so caches on it stay warm."""
 
     def __init__(self, max_age: float = 2.0, read: Callable[[], MountTable] = psutil_partitions) -> None:
         self._max_age = max_age
@@ -482,11 +468,8 @@ _APFS_DEVICE = re.compile(r"/dev/(disk[0-9]+)s[0-9]+")  # /dev/disk3s1s1 → con
 
 
 def apfs_container(mount: Mount) -> str | None:
-    """The APFS container a volume lives in ('disk3' for /dev/disk3s5), None for anything else.
-
-    All volumes of a container draw on one pool of free space: each reports the container's size and
-    free space and only its own used bytes, so their figures must not be added up.
-    """
+    """The APFS container a volume lives in ('disk3' for /dev/disk3s5), None for anything else. Its
+    volumes share one pool: each reports the container's size and free space, so they do not add up."""
     if mount.fs_type != "apfs":
         return None
     match = _APFS_DEVICE.match(mount.device)

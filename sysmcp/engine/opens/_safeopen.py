@@ -14,9 +14,8 @@ only search permission is needed). Elsewhere (macOS, the BSDs) they are opened `
 so the guarantees stay (no FIFO can block, no device is opened, no symlink followed); the one cost is
 that a directory on the way must be readable, not just searchable.
 
-For code with its own final open: ``open_parent(path)`` gives the parent's descriptor and the last name;
-``Parents`` does the same for many paths, keeping the directories on the way open for the next one.
-Walkers (``sysmcp.engine.walk``) keep every step relative to a descriptor already checked themselves.
+For code with its own final open: ``open_parent(path)`` gives the parent's descriptor and the last
+name; ``Parents`` does the same for many paths. Walkers keep every step relative to a checked descriptor.
 """
 
 from __future__ import annotations
@@ -88,11 +87,9 @@ def open_path(
 
 
 def open_parent(path: str | os.PathLike[str], step: int = _STEP) -> tuple[int, bytes]:
-    """The parent directory of a resolved path (an ``O_PATH`` descriptor where there is ``O_PATH``,
-    else one opened for reading; reached without following any symlink) and the final name, for ``os.open(name, flags | O_NOFOLLOW, dir_fd=fd)`` or
-    ``os.stat(name, dir_fd=fd, follow_symlinks=False)``. The caller closes the descriptor. ``step``:
-    the flags of every directory on the way (default ``_STEP``; a test passes those of a system
-    without ``O_PATH``).
+    """The parent directory of a resolved path, reached without following any symlink (the caller
+    closes it), and the final name, for ``os.open(name, flags | O_NOFOLLOW, dir_fd=fd)``. ``step``: the
+    flags of every directory on the way (a test passes those of a system without ``O_PATH``).
     """
     raw = os.fsencode(path)
     parts = [p for p in raw.split(b"/") if p]
@@ -111,11 +108,10 @@ def open_parent(path: str | os.PathLike[str], step: int = _STEP) -> tuple[int, b
 
 
 class Parents:
-    """The parent directories of many resolved paths, each reached as ``open_parent`` reaches it (from
-    ``/``, one component at a time, never following a symlink), the descriptors on the way kept for
-    the next path: a name in the same directory as the last (a sorted manifest's next entry) costs no
-    ``openat`` but its own, one in a nearby directory only the components that differ. Each thread
-    keeps its own (a hashing pool may share one); ``close()`` closes them all, once the threads are done.
+    """The parent directories of many resolved paths, each reached as ``open_parent`` reaches it, the
+    descriptors on the way kept for the next path: a sorted manifest's next entry costs no ``openat``
+    but its own, or the components that differ. Each thread keeps its own (a hashing pool may share
+    one); ``close()`` closes them all, once the threads are done.
     """
 
     def __init__(self) -> None:

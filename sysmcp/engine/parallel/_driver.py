@@ -1,25 +1,16 @@
 """The one parallel walk driver: walk here, share the tree out once the walk runs long, collect it back.
 
-Every engine that walks a big tree does the same five things: start the walk in this process; once
-it has run ``split_after_s`` (a short walk never pays for a fork), detach the subdirectories still
-waiting on its stack (``Scanner.detach``) and hand them to forked children through ``FanOut``; walk
-its own share of them too; collect every child's part within the time budget (``collect_within``:
-a child stuck past the deadline is killed); and walk again here the subtrees of a child that died.
-``ParallelWalk`` does those; the engine supplies what differs: ``consume`` (what it does with each
-walk event: fill heaps, hash the listed files, ...), ``work`` (how a process walks claimed
-subtrees and what part it sends back) and the merge of the parts, which stays the engine's.
+``ParallelWalk`` starts the walk here; once it has run ``split_after_s`` (a short walk never pays for
+a fork) it detaches the subdirectories waiting on its stack (``Scanner.detach``) for forked children
+(``FanOut``) and this process to claim, collects every part within the time budget (a child stuck past
+the deadline is killed) and walks again here the subtrees of a child that died. The engine supplies
+``consume`` (each walk event), ``work`` (how a process walks claimed subtrees) and the merge of the
+parts, its own plain data. Work known from the start (ranges, blocks) goes through ``run_shared``.
 
-Work that is not a walk (a manifest checked in ranges, candidates compared in blocks) is shared out
-by ``run_shared``: the same fork, claim and collection, with the tasks known from the start.
-
-Why the engine keeps its merge: each part is the engine's own plain data (heaps, sorted runs,
-totals), and merging them is the engine's logic. Why the driver owns the fork: it is the one place
-that starts children, so fork safety is decided once for every engine: an engine that names no
-count of processes gets ``available_processes``, which is 1 where fork after threads is unsafe
-(``platform.fork_is_safe``: macOS, the BSDs; only tests and benchmarks name a count), and no thread
-or library thread pool of the parent is relied on in a child (``forked``: blake3 hashes on
-one thread there instead of in the rayon pool the parent may have started, whose threads a child
-does not have).
+Why the driver owns the fork: it is the one place that starts children, so fork safety is decided
+once: an engine that names no count of processes gets ``available_processes`` (1 where fork after
+threads is unsafe, ``platform.fork_is_safe``), and a child relies on no thread pool of the parent
+(``forked``: blake3 hashes on one thread there, since the parent's rayon threads are not in a child).
 """
 
 from __future__ import annotations
@@ -49,8 +40,7 @@ def collect_within(fan: FanOut, budget: Budget, cancel: Callable[[], None] | Non
     """Every forked worker's part (None for one that died or was given up), for a walk under ``budget``.
 
     Cancellation, raised by ``cancel`` (default: the budget itself), ends the wait; the deadline does
-    not, since the workers stop at it themselves. One that cannot (stuck in the kernel on a dead mount)
-    is killed ``GIVE_UP_AFTER_S`` past the deadline, so it never holds the call for ever.
+    not, since the workers stop at it themselves (one stuck in the kernel: see ``give_up_at``).
     """
     return fan.collect(quiet(cancel or budget), give_up_at(budget))
 
@@ -90,11 +80,9 @@ class Sharing:
 
 
 class ParallelWalk:
-    """One walk of ``scanner``'s tree, shared with forked children past ``Sharing.split_after_s``.
-
-    Use: ``walk(consume)``; then, if ``fan`` is set, ``here()`` and ``children()`` for the parts,
-    ``again(lost)`` for subtrees no part reported; ``close()`` always (a ``with`` block does it).
-    """
+    """One walk of ``scanner``'s tree, shared with forked children past ``Sharing.split_after_s``: use
+    ``walk(consume)``; then, if ``fan`` is set, ``here()`` and ``children()`` for the parts, ``again(lost)``
+    for subtrees no part reported; ``close()`` always (a ``with`` block does it)."""
 
     def __init__(
         self, scanner: Scanner, budget: Budget, sharing: Sharing, work: Work, keep: Collection[int] = ()
@@ -112,12 +100,12 @@ class ParallelWalk:
     def walk(
         self, consume: Consume, started: float | None = None, detached: Consume | None = None
     ) -> str | None:
-        """Walk this process's share of the tree, each event to ``consume(event, scanner)``; returns
-        why the walk stopped early if ``consume`` raised ``ScanStopped`` (its own: ``scanner.stopped``).
+        """Walk this process's share, each event to ``consume(event, scanner)``; returns why the walk
+        stopped early if ``consume`` raised ``ScanStopped`` (its own: ``scanner.stopped``).
 
-        ``started``: when the engine's call began on the budget's clock (default: now); the split
-        comes ``split_after_s`` after it. ``detached`` (default ``consume``) gets the listings the
-        split read to cut subtrees finer: their directories are closed (no ``scanner.listing_fd``).
+        The split comes ``split_after_s`` after ``started`` (on the budget's clock; default: now).
+        ``detached`` (default ``consume``) gets the listings the split read to cut subtrees finer: their
+        directories are closed (no ``scanner.listing_fd``).
         """
         scanner, clock, sharing = self.scanner, self.budget.clock, self.sharing
         split_at = math.inf  # one process: never split
@@ -183,13 +171,9 @@ class ParallelWalk:
         consume: Consume,
         in_child: bool = False,
     ) -> dict[str, Any]:
-        """Walk the claimed subtrees one after another in this process, each event to
-        ``consume(event, scanner)``, skips counted in ``counter``.
-
-        Returns this process's part of the walk, as ``stopped_early`` reads it back: why it stopped
-        early (``stopped``, or None), how many subtrees it walked (``subtrees``) and, in a child, its
-        skip counts (``skipped``, ``skipped_named``). The engine adds what it found.
-        """
+        """Walk the claimed subtrees here, each event to ``consume(event, scanner)``; returns this
+        process's part as ``stopped_early`` reads it (``stopped``, ``subtrees`` walked and, in a child,
+        ``skipped``, ``skipped_named``), to which the engine adds what it found."""
         stopped: str | None = None
         done = 0
         while stopped is None and (index := claim()) is not None:
@@ -212,12 +196,10 @@ class ParallelWalk:
     def stopped_early(
         self, parts: Sequence[dict[str, Any] | None], died: str, skipped: SkipCounter
     ) -> str | None:
-        """Why the shared walk is partial, from every process's ``walk_claimed`` part (this one's first;
-        None for a child that died, said as ``died``), or None; the children's skips go into ``skipped``.
-
-        A subtree no part walked (a process stopped at the deadline before claiming it) leaves the
-        walk partial for the budget's reason.
-        """
+        """Why the shared walk is partial (None: it is not), from every process's ``walk_claimed`` part
+        (this one's first; None for a child that died, said as ``died``); the children's skips go into
+        ``skipped``. A subtree no part walked (stopped at the deadline) leaves it partial for the
+        budget's reason."""
         stopped: str | None = None
         claimed = 0
         for slot, part in enumerate(parts):

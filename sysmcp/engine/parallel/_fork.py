@@ -7,16 +7,14 @@ already in memory, where a fresh interpreter would take tens of milliseconds to 
 
 How: the task numbers are written into a pipe before forking, and every process claims the next
 one with a 4-byte ``read`` (atomic on a pipe), so fast processes take more tasks and no coordinator
-is needed. Each child sends one ``marshal``-ed result through its own pipe and exits with
-``os._exit``. Progress comes back through a shared anonymous memory map.
+is needed. Each child sends one ``marshal``-ed result through its own pipe; progress comes back
+through shared memory.
 
-Tasks can be added while the work runs (``give``): a process with one big task left sees the queue
-run low (``waiting``) and gives away part of what it still has to do, so the others do not run dry
-while it finishes alone. A given task is a ``marshal``-ed record in this process's own region of a
-shared memory map (no lock: one writer per region), its number queued in the same pipe. With
-``waits_for_gifts``, a process that finds the queue empty while another still walks waits for what
-that one gives instead of leaving it to finish alone (one byte per process in shared memory says
-who walks); it never has to, for correctness: a giver always claims again until the queue is empty.
+A process with one big task left that sees the queue run low (``waiting``) gives part of it away
+(``give``): a ``marshal``-ed record in its own region of a shared map (one writer per region: no
+lock), its number queued in the same pipe. With ``waits_for_gifts``, a process that finds the queue
+empty while another still walks waits for its gifts (never needed for correctness: a giver always
+claims again until the queue is empty).
 
 A child touches nothing but the walk: no logging, no event loop, no stdout (it never writes to the
 wire), garbage collection off. It exits if the server goes away. On cancellation, or any error in
@@ -77,10 +75,9 @@ os.register_at_fork(after_in_child=_mark_forked)
 def forked() -> bool:
     """Whether this process is a forked child (of a ``FanOut``, or of anyone).
 
-    Why: a child has only the thread that forked. A thread pool the parent started (blake3's rayon
-    pool, started by its first multithreaded hash) exists in the child without its threads, and work
-    handed to it waits for ever; so whatever may use such a pool asks this first and stays on one
-    thread in a child (``engine.hashing``'s ``threaded_blake3``).
+    Why: a child has only the thread that forked. A pool the parent started (blake3's rayon pool)
+    exists in the child without its threads, and work handed to it waits for ever; so whatever may
+    use such a pool asks this first and stays on one thread in a child (``threaded_blake3``).
     """
     return _forked
 
@@ -89,12 +86,9 @@ CPU_MAX = platform.CGROUP_CPU_MAX  # cgroup v2: "<quota> <period>" in microsecon
 
 
 def available_processes() -> int:
-    """How many processes a walk may use: ``SYSMCP_SCAN_PROCESSES`` or the usable CPUs, at most 4.
-
-    Usable means allowed by CPU affinity and by a container's CPU quota (a 1-CPU container on a
-    64-CPU host gets one process). 1 where ``fork`` is not the safe, cheap primitive it is on Linux
-    (``platform.fork_is_safe``: macOS, the BSDs): the one place that decides whether a walk forks.
-    """
+    """How many processes a walk may use: ``SYSMCP_SCAN_PROCESSES`` or the usable CPUs (allowed by
+    affinity and a container's CPU quota), at most 4; 1 where ``fork`` is not safe and cheap
+    (``platform.fork_is_safe``): the one place that decides whether a walk forks."""
     if not platform.fork_is_safe():
         return 1
     configured = os.environ.get("SYSMCP_SCAN_PROCESSES", "").strip()
@@ -157,9 +151,8 @@ Work = Callable[[Claim, SharedCounters, bool], Any]
 class FanOut:
     """Tasks ``0..count-1`` shared out by claim; ``start`` forks, ``run_here`` works, ``collect`` joins.
 
-    ``work(claim, progress, in_child)`` runs in every process: it calls ``claim()`` for task numbers
-    until it gets None and returns a ``marshal``-able result. In a child it must not touch the
-    event loop (``in_child`` is True there).
+    ``work(claim, progress, in_child)`` runs in every process, calls ``claim()`` until it gets None
+    and returns a ``marshal``-able result; in a child it must not touch the event loop.
     """
 
     def __init__(
@@ -180,8 +173,7 @@ class FanOut:
         if count * _TASK > MAX_QUEUE_BYTES:
             raise ValueError(f"at most {MAX_QUEUE_BYTES // _TASK} tasks")
         self.count = count
-        self._queue_r, self._queue_w = os.pipe()
-        _PIPES.update((self._queue_r, self._queue_w))
+        self._queue_r, self._queue_w = pipe()
         try:
             # One page: what any pipe holds, even one the kernel shrank for a user over its limit.
             os.write(self._queue_w, b"".join(i.to_bytes(_TASK, "little") for i in range(count)))
@@ -206,11 +198,9 @@ class FanOut:
         return len(self._children)
 
     def claim(self, keep_waiting: Callable[[], bool] | None = None) -> int | None:
-        """The next unclaimed task, or None when every task has been claimed.
-
-        With ``keep_waiting`` (and ``waits_for_gifts``), an empty queue is waited on while another
-        process still walks, as long as ``keep_waiting()`` says so (it may raise: cancellation).
-        """
+        """The next unclaimed task, or None when every task has been claimed; with ``keep_waiting`` (and
+        ``waits_for_gifts``), an empty queue is waited on while another process still walks and
+        ``keep_waiting()`` says so (it may raise: cancellation)."""
         slot = self.progress.slot
         while True:
             task = self._take()
@@ -251,8 +241,8 @@ class FanOut:
         return any(self._walking[slot] for slot in range(self.processes) if slot != mine)
 
     def _ended(self, pid: int) -> bool:
-        """Whether the child ``pid`` has exited: looked at without reaping it where ``waitid`` exists,
-        else reaped, its status kept for ``_status``."""
+        """Whether the child ``pid`` has exited (reaped only where there is no ``waitid``: its status
+        kept for ``_status``)."""
         with contextlib.suppress(ChildProcessError):
             if platform.has_waitid():
                 return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
@@ -277,11 +267,8 @@ class FanOut:
         return int.from_bytes(data, "little") // _TASK
 
     def give(self, records: list[Any]) -> int:
-        """Queue ``records`` (marshal-able) as new tasks for any process; returns how many were queued.
-
-        The first ones are queued; the rest (no room in this process's region or in the queue) are
-        left to the caller. A task number at or above ``count`` names a given record (``record``).
-        """
+        """Queue the first ``records`` (marshal-able) there is room for as new tasks; returns how many.
+        A task number at or above ``count`` names a given record (``record``)."""
         base = self.progress.slot * GIVEN_BYTES
         used = int.from_bytes(self._given[base : base + 8], "little") or 8
         start = used
@@ -327,8 +314,7 @@ class FanOut:
     def start(self) -> None:
         """Fork the children; each starts claiming at once. Fewer children if ``fork`` fails."""
         for slot in range(1, self.processes):
-            read_end, write_end = os.pipe()
-            _PIPES.update((read_end, write_end))
+            read_end, write_end = pipe()
             self._walking[slot] = 1  # before it runs: nobody may take it for idle before it starts
             try:
                 pid = os.fork()
@@ -379,23 +365,18 @@ class FanOut:
             os._exit(code)
 
     def run_here(self, keep_waiting: Callable[[], bool] | None = None) -> Any:
-        """Do tasks in this process until none are left; returns this process's result.
-
-        ``keep_waiting`` (with ``waits_for_gifts``) says whether to go on waiting for a gift while the
-        queue is empty and a child still walks; it may raise to stop (cancellation).
-        """
+        """Do tasks in this process until none are left (``keep_waiting``: as ``claim``); returns this
+        process's result."""
         try:
             return self.work(lambda: self.claim(keep_waiting), self.progress, False)
         finally:
             self._walking[self.progress.slot] = 0  # a walk that stopped (a deadline) gives nothing more
 
     def collect(self, cancel: Callable[[], None], give_up_at: float = math.inf) -> list[Any | None]:
-        """Each child's result (None for a child that died, sent garbage or was given up), in fork order.
-
-        ``cancel`` runs every few milliseconds while waiting, and may raise (cancellation). At
-        ``give_up_at`` (``time.monotonic``) children still running are killed: one stuck in the
-        kernel (a dead network mount) must not hold the call for ever.
-        """
+        """Each child's result (None for one that died, sent garbage or was given up), in fork order;
+        ``cancel`` runs every few milliseconds while waiting. At ``give_up_at`` (``time.monotonic``)
+        children still running are killed: one stuck in the kernel (a dead network mount) must not
+        hold the call for ever."""
         pids = list(self._children)
         buffers = {fd: bytearray() for fd in self._children.values()}
         open_fds = set(buffers)

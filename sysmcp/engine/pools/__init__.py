@@ -1,10 +1,9 @@
 """Copy-on-write and thin pools: the space a filesystem draws on that ``df`` of the filesystem alone
 does not show — btrfs subvolumes and snapshots, ZFS datasets and snapshots, LVM thin pools.
 
-The front door: the readers (each runs its read-only query commands through ``sysmcp.engine.commands``
-with a timeout; a missing, hung or failing command is that room's fault, which carries the fact) and
-the parsers they use (pure: text in, figures out). Nothing here enables anything (btrfs quotas stay
-as they are).
+The front door: the readers (read-only query commands through ``sysmcp.engine.commands``, whose
+faults carry the facts) and their pure parsers. Nothing here enables anything (btrfs quotas stay as
+they are).
 """
 
 from __future__ import annotations

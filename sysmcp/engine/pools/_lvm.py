@@ -163,9 +163,8 @@ def thin_pools(
     max_age: float = 0.0,
 ) -> dict[str, ThinPool]:
     """The thin pool under each of ``devices`` (mount sources) that is a thin volume, from one ``lvs``
-    run only when some device could be one (raises the command's faults). A reading of the same
-    devices at most ``max_age`` seconds old is answered again: lvs takes 50-100 ms, and a warm
-    server's repeated calls need not pay it each time."""
+    run when some device could be one (raises the command's faults). A reading of the same devices at
+    most ``max_age`` seconds old is answered again: lvs takes 50-100 ms a call."""
     global _last
     candidates = [device for device in devices if could_be_thin(device)]
     if not candidates:

@@ -1,11 +1,10 @@
 """What each block device and each process moved between two readings: the engine of disk_io.
 
-Two readings of the kernel's counters, some seconds apart: per block device (psutil's
-``disk_io_counters``: bytes, operations, busy time) and per process (psutil's ``io_counters``: bytes
-that reached the storage layer, as iotop shows); their differences are the answer. A process's
-counters are readable by its own user and by root only, so a reading counts the processes it could
-not see instead of pretending they wrote nothing. Typed readings in, typed rows out; the waiting
-between the readings, with its progress, and the words are the tool's (``sysmcp.tools.disk_io``).
+Two readings of the kernel's counters, some seconds apart, per block device (psutil's
+``disk_io_counters``) and per process (``io_counters``: bytes that reached the storage layer, as iotop
+shows); their differences are the answer. A process's counters are readable by its own user and root
+only, so a reading counts the processes it could not see instead of pretending they wrote nothing.
+The waiting between the readings and the words are the tool's (``sysmcp.tools.disk_io``).
 """
 
 from __future__ import annotations
@@ -98,8 +97,8 @@ class Reading(NamedTuple):
 def take_reading(
     with_processes: bool, progress: Progress = no_progress, cancel: Cancel = never_cancelled
 ) -> Reading:
-    """The devices' counters, then (if asked) every process's; ``cancel`` before each process. In the
-    engines' run shape, though it reports no progress: one pass over the counters."""
+    """The devices' counters, then (if asked) every process's; ``cancel`` before each process (the
+    engines' run shape; no progress: it is one pass over the counters)."""
     taken = time.monotonic()
     try:
         devices: dict[str, Any] = psutil.disk_io_counters(perdisk=True, nowrap=True) or {}

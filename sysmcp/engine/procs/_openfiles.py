@@ -2,21 +2,18 @@
 
 A file deleted while a process still holds it keeps its blocks until the last descriptor closes and
 the last mapping goes: df counts them, a walk finds no name for them. This reads every process's
-``/proc/PID/fd`` links and keeps those whose target has no name left (link count 0), then the
-deleted files a process has only mapped (``/proc/PID/maps``, sized through ``/proc/PID/map_files``,
-lsof's ``DEL``). Facts only: who holds what on which device; the tool words them and says how to get
-the space back. ``engine.space`` runs the same scan for disk_usage's ``explain``.
+``/proc/PID/fd`` links whose target has no name left (link count 0), then the deleted files a process
+has only mapped (``/proc/PID/maps``, sized through ``map_files``: lsof's ``DEL``). Facts only; the tool
+words them. ``engine.space`` runs the same scan for disk_usage's ``explain``.
 
 A former path is only the text of a ``/proc`` link: a process in another mount namespace (a container
 with a host volume) shows the path of its own view, which may name a place under a root while the inode
-lives elsewhere. So each file also says whether that text names it in this server's view
-(``DeletedFile.confined``: every holder in our mount namespace, and the file on the filesystem mounted at
-that path here); one that is not is outside every root, whatever its path says.
+lives elsewhere. So each file says whether that text names it in this server's view
+(``DeletedFile.confined``); one that does not is outside every root, whatever its path says.
 
-A file's ``st_dev`` is not always its filesystem's number in the mount table: btrfs gives each
-subvolume an anonymous number of its own. So each held file also carries the number of the mount it
-was opened through (fdinfo's ``mnt_id``; a mapping's line names the filesystem itself), which is what
-is matched against the mount table (``DeletedFile.filesystem``).
+btrfs gives each subvolume an anonymous ``st_dev``, not its filesystem's number in the mount table, so
+each held file carries the number of the mount it was opened through (fdinfo's ``mnt_id``; a mapping's
+line names the filesystem itself): ``DeletedFile.filesystem``.
 """
 
 from __future__ import annotations
@@ -96,10 +93,8 @@ class Scan:
 
 
 def _identity(pid: int) -> tuple[str, str | None]:
-    """Command name and user of a process, from psutil (best effort: it may be gone already).
-
-    psutil is imported here, not at the top: disk_usage imports this module for ``PROC`` on every
-    start, and a start that never scans processes should not pay for psutil."""
+    """Command name and user of a process, from psutil (best effort: it may be gone already); imported
+    here because disk_usage imports this module on every start, which need not pay for psutil."""
     import psutil
 
     try:
@@ -118,11 +113,10 @@ def _identity(pid: int) -> tuple[str, str | None]:
 class MountView:
     """This server's view, read once per scan: its mount namespace and mount table.
 
-    ``names(pid, path, dev)`` says whether the ``/proc`` link text ``path`` of a file that process
-    ``pid`` holds, on the filesystem the table numbers ``dev`` (``filesystem``), names that file here:
-    the holder's mount namespace is ours and the filesystem mounted at ``path`` in our table is the
-    file's. Anything that cannot be read (a namespace link we may not follow, no mount table) answers
-    False: never confined by guesswork."""
+    ``names(pid, path, dev)``: whether the ``/proc`` link text ``path`` of a file process ``pid`` holds,
+    on filesystem ``dev`` (``filesystem``), names that file here: the holder's mount namespace is ours
+    and our table mounts that filesystem at ``path``. What cannot be read answers False: never confined
+    by guesswork."""
 
     def __init__(self, proc: str = PROC) -> None:
         self.proc = proc
@@ -137,11 +131,10 @@ class MountView:
         self._read = {self.namespace}  # the mount namespaces whose mounts are in ``_by_id``
 
     def filesystem(self, pid: int, fd: int | str, st_dev: int) -> int:
-        """The number the mount table gives the filesystem of the file process ``pid`` holds as
-        descriptor ``fd`` (``st_dev``: its stat's): its mount's, found by fdinfo's ``mnt_id``, as
-        ``st_dev`` is not on btrfs; ``st_dev`` when that mount cannot be read. A mount of another
-        namespace (a container's, a service's with PrivateTmp=) is in the holder's table: mount ids are
-        the system's, so each namespace's table is read once, the first time one of its ids is met."""
+        """The mount table's number for the filesystem of the file ``pid`` holds as descriptor ``fd``:
+        its mount's, by fdinfo's ``mnt_id`` (``st_dev`` is not it on btrfs; ``st_dev`` when that mount
+        cannot be read). Mount ids are the system's, so another namespace's table (a container's,
+        PrivateTmp=) is read once, the first time one of its ids is met."""
         mount_id = platform.fd_mount_id(self.proc, pid, str(fd))
         if mount_id is not None and mount_id not in self._by_id:
             namespace = _namespace(self.proc, str(pid))
@@ -273,9 +266,8 @@ class WrittenFile:
 
 
 def open_for_writing(proc: str, pid: int, view: MountView) -> list[WrittenFile]:
-    """The regular files process ``pid`` has open for writing (its descriptors opened write-only or
-    read-write, from fdinfo), in descriptor order; [] when they cannot be read (gone, another user's).
-    ``view``: this server's (``MountView``), read once for many processes."""
+    """The regular files process ``pid`` has open for writing (per fdinfo), in descriptor order; [] when
+    they cannot be read (gone, another user's). ``view``: read once for many processes."""
     try:
         links = fd_links(proc, pid)
     except OSError:

@@ -1,7 +1,7 @@
 """Space a walk cannot see because the filesystem itself holds it: LVM thin and APFS local snapshots
-(btrfs and ZFS snapshots are read with their shared bytes by ``sysmcp.engine.pools``), and the
-filesystem's own overhead (btrfs metadata and global reserve, XFS's in-memory reservations). Read with the filesystem's read-only query commands, each through
-``sysmcp.engine.commands`` with a timeout; a command that is missing or fails is a fact, not an error.
+(btrfs and ZFS snapshots: ``sysmcp.engine.pools``), and the filesystem's own overhead (btrfs metadata
+and global reserve, XFS's in-memory reservations), read with read-only query commands with a timeout;
+a command that is missing or fails is a fact, not an error.
 """
 
 from __future__ import annotations

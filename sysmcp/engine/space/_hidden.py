@@ -1,11 +1,11 @@
 """What lies under mount points: files written into a directory before another filesystem was mounted
 over it. df counts them, no walk can reach them through the mount.
 
-Looked at from a child process (``python -m sysmcp.engine.space._hidden SOURCE TARGET RELATIVE...``) that moves
-into a private mount namespace of its own, bind-mounts the filesystem's root at ``TARGET`` there (not
-recursively: the mounts on top are left behind), sizes each ``RELATIVE`` directory under it, prints one
-JSON line per directory, and exits; its namespace and the bind mount end with it. No other process
-ever sees a change. Needs root (CAP_SYS_ADMIN), on Linux.
+Looked at from a child process (``python -m sysmcp.engine.space._hidden SOURCE TARGET RELATIVE...``) in
+a private mount namespace of its own, which bind-mounts the filesystem's root at ``TARGET`` (not
+recursively: the mounts on top are left behind), prints one JSON line of sizes per ``RELATIVE``
+directory and exits, its namespace ending with it: no other process ever sees a change. Needs root
+(CAP_SYS_ADMIN), on Linux.
 """
 
 from __future__ import annotations
@@ -44,9 +44,8 @@ TOTALS_ONLY = ScanConfig(file_floor=NEVER, block_floor=NEVER, empty_listings=Fal
 
 
 def size_tree(top: str, mounts: Sequence[MountPoint] | None = None) -> tuple[int, int, int]:
-    """(disk bytes, regular files, entries) of the tree below ``top`` on its own filesystem, the
-    directory itself included: the walk engine's du -x figures (hard links once). ``mounts``: the
-    mount table, when the caller sizes several trees under one (else each walk reads it)."""
+    """(disk bytes, regular files, entries) of the tree below ``top``, itself included, as du -x counts
+    them; ``mounts``: the mount table, when the caller sizes several trees under one."""
     scanner = Scanner(
         os.fsencode(top), WalkOptions(one_file_system=True), SkipCounter(), config=TOTALS_ONLY, mounts=mounts
     )

@@ -2,17 +2,15 @@
 still held open, files hidden under mount points, unreadable directories, snapshots, the filesystem's
 own overhead, and what is left unexplained.
 
-The engine of ``disk_usage`` with ``explain``: a typed request in, an ``Accounting`` out; no words for
-the model here (``sysmcp.tools.disk_explain`` says it). The deleted-open-files scan comes in as a provider
-(``deleted_provider``: ``procs.scan_processes`` in this engine's types; tests pass fakes), the walk
-through ``walk_filesystem``, the one adapter to the tree-walk engine; ``explain`` has the engine call
-shape (``progress(entries walked)``; ``cancel()`` raises to abandon the call).
+The engine of ``disk_usage`` with ``explain``: an ``ExplainRequest`` in, an ``Accounting`` out (the
+words are ``sysmcp.tools.disk_explain``'s). The deleted-files scan comes in as a provider (tests pass
+fakes), the walk through ``walk_filesystem``, the one adapter to the tree-walk engine.
 
-Why the call takes about one walk: everything but the walk works beside it. The look under the
-mount points is a child process started before the walk; the deleted-files scan and the snapshot and
-overhead queries are two tasks for a forked child (``parallel.SharedTasks``) started before the walk too. What
-that child has not begun when the walk ends, this process does itself; what it lost (it died), too.
-A recent complete scan of the root kept in the history (``KeptScan``) stands in for the walk.
+Why the call takes about one walk: everything else works beside it. The look under the mount points
+is a child process, and the deleted-files scan and the snapshot and overhead queries two tasks for a
+forked child (``parallel.SharedTasks``), all started before the walk; what that child has not begun
+when the walk ends, or lost (it died), this process does itself. A recent complete scan of the root
+kept in the history (``KeptScan``) stands in for the walk.
 """
 
 from __future__ import annotations
@@ -388,11 +386,9 @@ def explain(request: ExplainRequest, progress: Progress, cancel: Cancel) -> Acco
     under: _Under | None = None
     try:
         under = _Under(request)  # so does the one that looks under the mount points
+        skipped: SkipCounter | None = None
         if request.scanned is not None:
-            walked, skipped = (
-                WalkPart(request.scanned.disk, request.scanned.files, scanned=request.scanned),
-                None,
-            )
+            walked = WalkPart(request.scanned.disk, request.scanned.files, scanned=request.scanned)
             cancel()
         else:
             walked, skipped = walk_filesystem(request, progress, cancel)

@@ -13,11 +13,9 @@ from collections.abc import Callable
 
 
 class ScanStopped(Exception):
-    """Raised by a checkpoint to end a scan early but cleanly (a time budget ran out).
-
-    The scanner then finishes every open directory with what it has, so totals stay consistent,
-    and records the reason in ``Scanner.stopped``. Any other exception (cancellation) propagates.
-    """
+    """Raised by a checkpoint to end a scan early but cleanly (a time budget ran out): the scanner
+    finishes every open directory with what it has, so totals stay consistent, and records the
+    reason in ``Scanner.stopped``. Any other exception (cancellation) propagates."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -25,12 +23,9 @@ class ScanStopped(Exception):
 
 
 class Budget:
-    """A checkpoint for long walks: ends them cleanly at a deadline, and asks about cancellation.
-
-    Asking whether the request was cancelled costs a few microseconds (a hop into the event loop's
-    thread-local state), so it is asked at most every ``every`` seconds: cancellation still lands
-    within a few milliseconds, and a walk of 20,000 directories does not pay 20,000 questions.
-    """
+    """A checkpoint for long walks: ends them cleanly at a deadline, and asks about cancellation at
+    most every ``every`` seconds (asking costs a few microseconds, a hop into the event loop's state:
+    a walk of 20,000 directories does not pay 20,000 questions, and cancellation still lands in ms)."""
 
     __slots__ = ("_next_check", "cancel", "clock", "deadline", "every", "reason", "seconds")
 

@@ -30,12 +30,9 @@ UNKNOWN_DEV = -1  # a mount whose device number the table does not give: never e
 
 
 def mount_table(mountinfo: str = MOUNTINFO) -> list[MountPoint]:
-    """Mount points, device numbers and types from mountinfo (empty when it cannot be read).
-
-    Without mountinfo (macOS, the BSDs) the points and types come from psutil with ``UNKNOWN_DEV``,
-    so every mount below a walk's root is still known before the walk reaches it (a hung network
-    mount is skipped, never ``lstat``-ed) and counts as another filesystem.
-    """
+    """Mount points, device numbers and types from mountinfo (empty when it cannot be read). Without
+    mountinfo (macOS, the BSDs), from psutil with ``UNKNOWN_DEV``: every mount below a walk's root is
+    still known before the walk reaches it (a hung one is never ``lstat``-ed)."""
     if mountinfo == MOUNTINFO and not platform.has_mountinfo():
         try:
             return [
@@ -51,16 +48,9 @@ def mount_table(mountinfo: str = MOUNTINFO) -> list[MountPoint]:
         return []
     mounts = []
     for mount in table.mounts:
-        major, _, minor = mount.dev.partition(":")
-        if major.isdigit() and minor.isdigit():
-            mounts.append(
-                MountPoint(
-                    os.fsencode(mount.mount_point),
-                    os.makedev(int(major), int(minor)),
-                    mount.fs_type,
-                    mount.mount_id,
-                )
-            )
+        dev = mount.number(UNKNOWN_DEV)  # UNKNOWN_DEV: mountinfo gave no device number, left out
+        if dev != UNKNOWN_DEV:
+            mounts.append(MountPoint(os.fsencode(mount.mount_point), dev, mount.fs_type, mount.mount_id))
     return mounts
 
 
@@ -69,14 +59,12 @@ def mount_points_below(
 ) -> dict[str, dict[str, str]]:
     """Mount points under ``root`` that the walk will not enter, by parent directory: name → reason.
 
-    Knowing them from the mount table means the walk skips them without even an ``lstat``: the
-    root of a hung network mount does not answer ``lstat`` either, and would stall the scan (and
-    ``du``) in an uninterruptible system call. Every mount point counts, a bind mount of the root's
-    own filesystem too (``du -x`` walks into those): what it shows may lie anywhere on that
-    filesystem, outside the walked tree. Kernel pseudo-filesystems are ``pseudo_filesystem``; the
-    rest ``other_filesystem``, left out only with ``one_file_system`` (which is what it means). Without
-    it, a bind mount of a directory above its own point is a ``directory_loop``: walked, it would count
-    that directory's tree twice (``du`` walks no directory inside itself either).
+    Known from the mount table, they are skipped without even an ``lstat``: the root of a hung network
+    mount would stall the scan (and ``du``) in an uninterruptible system call. A bind mount of the
+    root's own filesystem counts too (``du -x`` walks into those): what it shows may lie outside the
+    walked tree. Kernel pseudo-filesystems are ``pseudo_filesystem``, the rest ``other_filesystem``
+    (only with ``one_file_system``); without it, a bind mount of a directory above its own point is a
+    ``directory_loop``: walked, it would count that directory's tree twice.
     """
     prefix = root.rstrip(b"/") + b"/"
     skip: dict[str, dict[str, str]] = {}

@@ -1,14 +1,12 @@
 """A totals-only walk: ``du -x`` totals of a root and of each directory in it, and nothing else.
 
-Why beside ``Scanner`` and not the usage scan: container_usage's reconciliation of a data root needs two
-numbers per directory of the root and nothing below, while the usage scan keeps per-directory frames, rankings and a fan-out
-to other processes for ``dir_usage``. Here the walk is CPU-bound against the engine measuring its own
-layers on the same cores (about 9,400 entries in 4,000 directories for 200 containers), and this walk
-costs about three quarters of the usage scan's CPU for the same totals (0.068 s against 0.091 s there),
-with the same rules: every entry's
-``st_size`` and ``st_blocks`` counted once per inode, directories entered by name relative to their
-parent's descriptor (``O_NOFOLLOW``), mount points known from the mount table skipped unseen, another
-device not entered, each skip counted by the usage scan's reasons.
+Why beside ``Scanner``: container_usage's reconciliation of a data root needs two numbers per
+directory of the root and nothing below, while the usage scan keeps per-directory frames, rankings and
+a fan-out. This walk competes for the cores with the engine measuring its own layers (about 9,400
+entries in 4,000 directories for 200 containers) and costs about three quarters of the usage scan's
+CPU for the same totals (0.068 s against 0.091 s), with the same rules: ``st_size`` and ``st_blocks``
+once per inode, directories entered relative to their parent's descriptor (``O_NOFOLLOW``), mount
+points skipped unseen, another device not entered, each skip counted by the usage scan's reasons.
 """
 
 from __future__ import annotations
@@ -20,11 +18,9 @@ from collections.abc import Callable
 from sysmcp.engine.mounts import KERNEL_TYPES
 from sysmcp.engine.walk._budget import Budget, ScanStopped
 from sysmcp.engine.walk._mountpoints import mount_points_below, mount_table
-from sysmcp.engine.walk._types import SkipCounter, WalkOptions
+from sysmcp.engine.walk._types import DIR_FLAGS, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, SkipCounter, WalkOptions
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 CHECK_EVERY = 1024  # entries between checkpoints inside one directory
-_S_IFMT, _S_IFDIR, _S_IFREG, _S_IFLNK = 0o170000, 0o040000, 0o100000, 0o120000
 
 
 class Totals:
@@ -73,8 +69,8 @@ class _Walk:
             except OSError as exc:
                 skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
                 continue
-            kind = st.st_mode & _S_IFMT
-            if kind == _S_IFDIR:
+            kind = st.st_mode & S_IFMT
+            if kind == S_IFDIR:
                 if st.st_dev == dev:
                     subdirs.append((name, st))
                 else:
@@ -85,7 +81,7 @@ class _Walk:
                 if key in seen:
                     continue
                 seen.add(key)
-            if kind != _S_IFREG and kind != _S_IFLNK:
+            if kind != S_IFREG and kind != S_IFLNK:
                 skipped.add("special_file")
             apparent += st.st_size
             blocks += st.st_blocks
@@ -99,7 +95,7 @@ class _Walk:
         """A subdirectory opened by name relative to its parent (never through a symlink) and its own
         entry counted; None when it vanished or cannot be read (then its own size is counted, as du does)."""
         try:
-            fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+            fd = os.open(name, DIR_FLAGS, dir_fd=parent)
         except OSError as exc:
             if exc.errno not in (errno.EACCES, errno.EPERM):
                 self.skipped.add("vanished")  # gone, or swapped for a symlink or a file: not followed
@@ -128,7 +124,7 @@ def walk_totals(
 
     budget = Budget(timeout_s, progress_and_cancel)
     walk = _Walk(os.fsencode(root), skipped, budget)
-    top = os.open(root, _DIR_FLAGS)
+    top = os.open(root, DIR_FLAGS)
     # the directories open along the walk's path: descriptor, path relative to the root, subdirectories left
     path: list[tuple[int, str, list[tuple[str, os.stat_result]]]] = []
     stopped = None

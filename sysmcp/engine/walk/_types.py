@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+# An entry's kind by one mask of st_mode, with no call per entry (``stat.S_IFMT`` is one).
+S_IFMT, S_IFDIR, S_IFREG, S_IFLNK = 0o170000, 0o040000, 0o100000, 0o120000
 
 
 @dataclass(frozen=True)
@@ -85,11 +87,9 @@ class FileEntry:
 
 @dataclass(slots=True)
 class Listing:
-    """One directory's entries, handed out as soon as it has been read (pre-order).
-
-    ``files`` are regular files seen for the first time; ``links`` are further names of a regular
-    file whose inode was already counted (hard links). Names are ``str`` as ``os.scandir`` gives them
-    for descriptors (undecodable bytes as surrogate escapes): ``os.fsencode`` restores the bytes.
+    """One directory's entries, handed out as soon as it has been read (pre-order): ``files`` seen
+    for the first time, ``links`` further names of an inode already counted. Names are ``str`` with
+    undecodable bytes as surrogate escapes: ``os.fsencode`` restores the bytes.
     """
 
     relative: str
@@ -103,12 +103,10 @@ class Listing:
 
 @dataclass(slots=True)
 class SubtreeTotals:
-    """A directory whose whole subtree is done (post-order), with cumulative totals like ``du``.
-
-    ``partial`` is true when the scan stopped before this subtree was complete. ``newest``: the
-    newest mtime of a regular file this walk counted in the subtree (0.0: none); subtrees another
-    scanner walked are not in it (``engine.usage`` adds them when it records for the history), so it
-    takes no part in comparing two results.
+    """A directory whose whole subtree is done (post-order), with cumulative totals like ``du``;
+    ``partial`` when the scan stopped before it was complete. ``newest``: the newest mtime of a regular
+    file this walk counted in it (0.0: none); subtrees another scanner walked are not in it
+    (``engine.usage`` adds them for the history), so it takes no part in comparing two results.
     """
 
     relative: str
@@ -164,11 +162,8 @@ def same(fd: int, dev: int, ino: int) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class ScanConfig:
-    """What a walk hands its consumer, set once by the engine (``Scanner(..., config=...)``).
-
-    ``file_floor`` and ``block_floor`` are where the walk starts: a top-N consumer raises the
-    scanner's live floors (``Scanner.file_floor``, ``.block_floor``) as its heap fills.
-    """
+    """What a walk hands its consumer, set once by the engine; a top-N consumer raises the scanner's
+    live floors (``Scanner.file_floor``, ``.block_floor``) from these as its heap fills."""
 
     # Regular files below both floors (apparent bytes, 512-byte blocks) are counted but left out
     # of listings, so almost no stat results outlive their directory. 0: every file is listed.

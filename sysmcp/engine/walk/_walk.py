@@ -22,7 +22,6 @@ import fnmatch
 import itertools
 import os
 import re
-import stat
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import replace
@@ -30,31 +29,26 @@ from dataclasses import replace
 from sysmcp.engine.calls import never_cancelled
 from sysmcp.engine.mounts import KERNEL_TYPES  # kernel filesystems: sizes there are fiction, walks endless
 from sysmcp.engine.walk._budget import ScanStopped
-from sysmcp.engine.walk._mountpoints import (
-    MountPoint,
-    mount_points_below,
-    mount_table,
-)
-from sysmcp.engine.walk._types import DIR_FLAGS as _DIR_FLAGS
+from sysmcp.engine.walk._mountpoints import MountPoint, mount_points_below, mount_table
 from sysmcp.engine.walk._types import (
+    DIR_FLAGS,
+    S_IFDIR,
+    S_IFLNK,
+    S_IFMT,
+    S_IFREG,
     FileEntry,
+    Frame,
     Listing,
     ScanConfig,
     SkipCounter,
     Subtree,
     SubtreeTotals,
     WalkOptions,
+    same,
 )
-from sysmcp.engine.walk._types import Frame as _Frame
-from sysmcp.engine.walk._types import same as _same
 
 # Mount points that are pseudo whatever a container mounted on them (e.g. /dev as tmpfs).
 PSEUDO_MOUNT_POINTS = frozenset({b"/proc", b"/sys", b"/dev"})
-
-_S_IFMT = 0o170000
-_S_IFDIR = stat.S_IFDIR
-_S_IFREG = stat.S_IFREG
-_S_IFLNK = stat.S_IFLNK
 
 
 DEFAULTS = ScanConfig()  # every file listed, every event handed out
@@ -86,11 +80,10 @@ def _exclusion(patterns: Sequence[str]) -> Callable[[str], re.Match[str] | None]
 class Scanner:
     """A bounded, descriptor-relative, depth-first walk that never follows symlinks.
 
-    Iterate ``events()`` to get ``Listing`` (pre-order) and ``SubtreeTotals`` (post-order) per directory.
-    Totals follow ``du -x`` (with ``one_file_system``): every entry's apparent size (``st_size``) and
-    disk usage (``st_blocks * 512``) counted once per inode, directories included; directories on
-    other filesystems, excluded and vanished entries not counted; unreadable directories count
-    their own size only.
+    ``events()`` gives a ``Listing`` (pre-order) and ``SubtreeTotals`` (post-order) per directory, with
+    totals as ``du -x`` counts them (with ``one_file_system``): every entry's ``st_size`` and
+    ``st_blocks * 512`` once per inode; other filesystems, excluded and vanished entries not counted;
+    an unreadable directory its own size only.
     """
 
     def __init__(
@@ -124,10 +117,10 @@ class Scanner:
         # (dev, ino, apparent, blocks, is_regular, directory) of each multiply-linked inode counted,
         # when a parallel scan needs them to count an inode seen by two processes only once.
         self.linked: list[tuple[int, int, int, int, bool, str]] | None = None
-        self._start: _Frame | None = None  # walk this detached subtree instead of the root
-        self._chain: list[_Frame] = []  # the stack when detach() was called
-        self._split: list[_Frame] = []  # directories detach() read to split their subtrees further
-        self._stack_ref: list[_Frame] | None = None  # the running walk's stack
+        self._start: Frame | None = None  # walk this detached subtree instead of the root
+        self._chain: list[Frame] = []  # the stack when detach() was called
+        self._split: list[Frame] = []  # directories detach() read to split their subtrees further
+        self._stack_ref: list[Frame] | None = None  # the running walk's stack
         self.base_fd: int | None = None  # the root, kept open by detach() for reopening subtrees
         self._match = _exclusion(options.exclude)
         self._pseudo: frozenset[int] | None = None
@@ -148,24 +141,20 @@ class Scanner:
 
     def events(self) -> Generator[Listing | SubtreeTotals, None, None]:
         """The walk itself. Raises ``OSError`` only if the root cannot be opened as a directory."""
-        stack: list[_Frame] = []
+        stack: list[Frame] = []
         if self._start is not None:  # a detached subtree: checked and counted already, not yet open
             top = self._start
             if not self._reopen(top):
                 return
         else:
-            top = _Frame(os.open(self.root, _DIR_FLAGS), "", 0, 0, 0, 0, 0)
+            top = Frame(os.open(self.root, DIR_FLAGS), "", 0, 0, 0, 0, 0)
         stack.append(top)
         self._stack_ref = stack
         try:
             if self._start is None:
                 st = os.fstat(top.fd)  # type: ignore[arg-type]
-                top.dev, top.ino, top.apparent, top.disk = (
-                    st.st_dev,
-                    st.st_ino,
-                    st.st_size,
-                    st.st_blocks * 512,
-                )
+                top.dev, top.ino = st.st_dev, st.st_ino
+                top.apparent, top.disk = st.st_size, st.st_blocks * 512
                 self.root_dev = st.st_dev
                 if self._mounts is None:
                     self._mounts = mount_table()  # read once per walk: mount points and pseudo devices
@@ -219,7 +208,7 @@ class Scanner:
             for frame in stack:
                 self._close(frame)
 
-    def _read(self, frame: _Frame) -> Listing:
+    def _read(self, frame: Frame) -> Listing:
         """List one directory and lstat every entry; sort them into files, links and subdirectories."""
         config = self._config
         if config.regular_by_type:
@@ -240,7 +229,7 @@ class Scanner:
         keep = config.keep_files
         prune_at = 2 * keep if keep else -1
         on_file = config.on_file
-        s_ifmt, s_ifdir, s_ifreg, s_iflnk = _S_IFMT, _S_IFDIR, _S_IFREG, _S_IFLNK
+        s_ifmt, s_ifdir, s_ifreg, s_iflnk = S_IFMT, S_IFDIR, S_IFREG, S_IFLNK
         fd = frame.fd
         try:
             # A small directory is listed in one call (names only: no DirEntry objects to build);
@@ -326,14 +315,12 @@ class Scanner:
         self.eligible_files += eligible
         return Listing(frame.relative, frame.depth, files, links)
 
-    def _read_typed(self, frame: _Frame) -> Listing:
+    def _read_typed(self, frame: Frame) -> Listing:
         """``_read`` for ``regular_by_type``: a regular file costs no system call here, only its entry.
 
-        Why it is safe for a consumer that opens the file anyway: the entry's type says regular file
-        as an ``lstat`` would, and the consumer opens it relative to the directory with ``O_NOFOLLOW``
-        and ``O_NONBLOCK``, then checks on the descriptor that it is a regular file and the inode the
-        entry named (a swap between the look and the open is caught either way). Directories,
-        symlinks, special files and entries of unknown type are looked at as ``_read`` does.
+        Safe for a consumer that opens the file anyway: it opens it relative to the directory with
+        ``O_NOFOLLOW`` and ``O_NONBLOCK``, then checks on the descriptor that it is a regular file and
+        the inode the entry named, so a swap since the listing is caught either way.
         """
         assert frame.fd is not None
         typed: list[tuple[str, int]] = []
@@ -380,13 +367,13 @@ class Scanner:
                     except OSError as exc:
                         skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
                         continue
-                    kind = st.st_mode & _S_IFMT
-                    if kind == _S_IFDIR:
+                    kind = st.st_mode & S_IFMT
+                    if kind == S_IFDIR:
                         subdirs.append((name, st))
-                    elif kind == _S_IFREG:  # became one since the listing
+                    elif kind == S_IFREG:  # became one since the listing
                         typed.append((name, st.st_ino))
                         nfiles += 1
-                    elif kind == _S_IFLNK:
+                    elif kind == S_IFLNK:
                         skipped.add("symlink")  # never followed, yet counted: a manifest's gaps are said
                     else:
                         skipped.add("special_file")
@@ -418,7 +405,7 @@ class Scanner:
                 floor = max(floor, smallest)
         return floor, block_floor
 
-    def _admit(self, parent: _Frame, name: str, st: os.stat_result) -> bool:
+    def _admit(self, parent: Frame, name: str, st: os.stat_result) -> bool:
         """Whether to enter a subdirectory on another device than its parent (counted if not)."""
         if self.options.skip_pseudo and self._is_pseudo(parent, name, st):
             self.skipped.add("pseudo_filesystem")
@@ -428,14 +415,14 @@ class Scanner:
             return False
         return True
 
-    def _enter(self, parent: _Frame, name: str, st: os.stat_result) -> _Frame | None:
+    def _enter(self, parent: Frame, name: str, st: os.stat_result) -> Frame | None:
         """Open a subdirectory relative to its parent, or count why not (None)."""
         if st.st_dev != parent.dev and not self._admit(parent, name, st):
             return None
         if parent.fd is None:
             raise AssertionError("a parent with subdirectories left always has a descriptor")
         try:
-            fd = os.open(name, _DIR_FLAGS, dir_fd=parent.fd)
+            fd = os.open(name, DIR_FLAGS, dir_fd=parent.fd)
         except FileNotFoundError:
             self.skipped.add("vanished")
             return None
@@ -450,12 +437,12 @@ class Scanner:
             else:
                 self.skipped.add("vanished")
             return None
-        if _same(fd, st.st_dev, st.st_ino) is None:  # replaced between listing and opening
+        if same(fd, st.st_dev, st.st_ino) is None:  # replaced between listing and opening
             self.skipped.add("vanished")
             return None
         return self._child(fd, parent, name, st)
 
-    def _finish(self, frame: _Frame, stack: list[_Frame], partial: bool = False) -> None:
+    def _finish(self, frame: Frame, stack: list[Frame], partial: bool = False) -> None:
         """Close a finished directory, add its totals to its parent, reopen the parent if needed."""
         if stack:
             parent = stack[-1]
@@ -479,7 +466,7 @@ class Scanner:
     # is reopened from the root component by component, never through a symlink.
 
     @staticmethod
-    def _totals(frame: _Frame) -> SubtreeTotals:
+    def _totals(frame: Frame) -> SubtreeTotals:
         return SubtreeTotals(
             frame.relative,
             frame.depth,
@@ -492,30 +479,28 @@ class Scanner:
         )
 
     @staticmethod
-    def _close(frame: _Frame) -> None:
+    def _close(frame: Frame) -> None:
         """Close a frame's descriptor; a deep walk reopens it later through its child's '..'."""
         if frame.fd is not None:
             fd, frame.fd = frame.fd, None
             os.close(fd)
 
     @staticmethod
-    def _reopen_parent(child: _Frame, parent: _Frame) -> int | None:
+    def _reopen_parent(child: Frame, parent: Frame) -> int | None:
         """Reach the parent again through the child's '..', accepting it only if it is the same inode."""
         if child.fd is None:
             return None
         try:
-            return _same(os.open("..", _DIR_FLAGS, dir_fd=child.fd), parent.dev, parent.ino)
+            return same(os.open("..", DIR_FLAGS, dir_fd=child.fd), parent.dev, parent.ino)
         except OSError:
             return None
 
     def detach(self, limit: int, target: int) -> tuple[list[Subtree], list[Listing]]:
-        """Hand out the directories still waiting on the stack, for other scanners to walk.
-
-        Call it between events. Each waiting directory becomes a ``Subtree``, shallowest first
-        (they tend to be the biggest); while there are fewer than ``target``, the shallowest is
-        read here and replaced by its subdirectories, so that one huge subtree is not one task.
-        Returns the subtrees (at most ``limit``) and the listings of the directories read here.
-        Every directory above a subtree holds back its ``SubtreeTotals`` event until ``settle``.
+        """Hand out the directories waiting on the stack (call it between events): at most ``limit``
+        ``Subtree``s, shallowest first (likely the biggest), and the listings of the directories read
+        here: while there are fewer than ``target``, the shallowest is read and replaced by its
+        subdirectories, so that one huge subtree is not one task. Every directory above a subtree
+        holds back its ``SubtreeTotals`` until ``settle``.
         """
         stack = self._stack_ref or []
         if self.base_fd is not None or not any(frame.subdirs for frame in stack):
@@ -523,7 +508,7 @@ class Scanner:
         self.base_fd = self._root_again(stack[0])
         if self.base_fd is None:
             return [], []
-        queue: deque[_Frame] = deque()
+        queue: deque[Frame] = deque()
         for frame in stack:
             while frame.subdirs and len(queue) < limit:
                 name, st = frame.subdirs.pop()
@@ -551,7 +536,7 @@ class Scanner:
                 if len(queue) >= limit - 1 and at < len(subdirs) - 1:
                     # More than the queue holds: the rest is one subtree, walked from the listing read
                     # here, whose totals only its directory holds (``settle``).
-                    rest = _Frame(None, frame.relative, frame.depth, frame.dev, frame.ino, 0, 0, subdirs[at:])
+                    rest = Frame(None, frame.relative, frame.depth, frame.dev, frame.ino, 0, 0, subdirs[at:])
                     rest.dirs, rest.parent = 0, frame  # not a directory of its own: part of ``frame``
                     rest.held = rest.listed = True  # no totals event of its own, and no second read
                     queue.append(rest)
@@ -559,13 +544,13 @@ class Scanner:
                 self._hand_out(frame, name, st, queue)
         return list(queue), listings
 
-    def _give_away(self, stack: list[_Frame]) -> None:
+    def _give_away(self, stack: list[Frame]) -> None:
         """Offer waiting subdirectories to ``share``, shallowest first (likely the biggest subtrees)."""
         self.share_wanted = False
         if self.share is None:
             return
-        offered: deque[_Frame] = deque()
-        taken: list[tuple[_Frame, str, os.stat_result]] = []
+        offered: deque[Frame] = deque()
+        taken: list[tuple[Frame, str, os.stat_result]] = []
         for frame in stack:
             while frame.subdirs and len(taken) < self.share_limit:
                 name, st = frame.subdirs.pop(0)  # the walk pops from the end: these come last
@@ -587,12 +572,12 @@ class Scanner:
         for frame in stack[: deepest + 1]:
             frame.given = True
 
-    def _root_again(self, root: _Frame) -> int | None:
+    def _root_again(self, root: Frame) -> int | None:
         """A descriptor of the root for reopening subtrees (None if the root is no longer the same)."""
         if root.fd is not None:
             return os.dup(root.fd)
         try:  # a walk deeper than its descriptor budget closed the root: the path, then identity
-            return _same(os.open(self.root, _DIR_FLAGS), root.dev, root.ino)
+            return same(os.open(self.root, DIR_FLAGS), root.dev, root.ino)
         except OSError:
             return None
 
@@ -601,7 +586,7 @@ class Scanner:
         """Whether ``detach`` handed anything out (then ``settle`` must follow)."""
         return bool(self._chain)
 
-    def _hand_out(self, parent: _Frame, name: str, st: os.stat_result, queue: deque[_Frame]) -> None:
+    def _hand_out(self, parent: Frame, name: str, st: os.stat_result, queue: deque[Frame]) -> None:
         """Queue a subdirectory as a subtree, unless the walk would not enter it at all."""
         if st.st_dev != parent.dev and not self._admit(parent, name, st):
             return
@@ -609,19 +594,16 @@ class Scanner:
         subtree.parent = parent
         queue.append(subtree)
 
-    def _child(self, fd: int | None, parent: _Frame, name: str, st: os.stat_result) -> _Frame:
+    def _child(self, fd: int | None, parent: Frame, name: str, st: os.stat_result) -> Frame:
         """The frame of a subdirectory of ``parent``, its own size counted as seen."""
         self.apparent += st.st_size
         relative = parent.relative + "/" + name if parent.relative else name
-        return _Frame(fd, relative, parent.depth + 1, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
+        return Frame(fd, relative, parent.depth + 1, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
 
-    def _reopen(self, frame: _Frame) -> bool:
-        """Open a handed-out directory again, name by name from the root, and check it is the same.
-
-        Every component is opened with O_NOFOLLOW, so a directory swapped for a symlink since it
-        was listed is not followed; a different inode at the end counts as vanished. An unreadable
-        directory keeps its own size, as ``du`` counts it.
-        """
+    def _reopen(self, frame: Frame) -> bool:
+        """Open a handed-out directory again, name by name from the root with O_NOFOLLOW (a symlink
+        swapped in is not followed), and check it is the same inode (else: vanished). An unreadable
+        directory keeps its own size, as ``du`` counts it."""
         if self.base_fd is None:
             raise AssertionError("subtrees are reopened from the root detach() kept open")
         fd = os.dup(self.base_fd)
@@ -629,7 +611,7 @@ class Scanner:
         try:
             for name in frame.relative.split("/"):
                 reached.append(name)
-                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                child = os.open(name, DIR_FLAGS, dir_fd=fd)
                 os.close(fd)
                 fd = child
         except OSError as exc:
@@ -640,7 +622,7 @@ class Scanner:
                 self.skipped.add("vanished")
                 frame.apparent = frame.disk = frame.dirs = 0
             return False
-        frame.fd = _same(fd, frame.dev, frame.ino)
+        frame.fd = same(fd, frame.dev, frame.ino)
         if frame.fd is None:
             self.skipped.add("vanished")
             frame.apparent = frame.disk = frame.dirs = 0
@@ -688,11 +670,9 @@ class Scanner:
 
     @property
     def listing_fd(self) -> int | None:
-        """The open descriptor of the directory whose ``Listing`` was just handed out, or None.
-
-        Valid until the next event: its files can be opened relative to it, with no path to resolve
-        and nothing on the way that could be swapped. None for listings ``detach`` read (closed).
-        """
+        """The open descriptor of the directory whose ``Listing`` was just handed out (None for those
+        ``detach`` read), valid until the next event: its files can be opened relative to it, with no
+        path on the way that could be swapped."""
         stack = self._stack_ref
         return stack[-1].fd if stack else None
 
@@ -719,7 +699,7 @@ class Scanner:
         scanner.linked = linked
         return scanner
 
-    def _is_pseudo(self, parent: _Frame, name: str, st: os.stat_result) -> bool:
+    def _is_pseudo(self, parent: Frame, name: str, st: os.stat_result) -> bool:
         if self._pseudo is None:
             table = self._mounts if self._mounts is not None else mount_table()
             self._pseudo = frozenset(m.dev for m in table if m.fstype in KERNEL_TYPES)
@@ -742,11 +722,9 @@ def join(root: bytes, relative: bytes) -> bytes:
 def walk_files(
     root: bytes, options: WalkOptions, skipped: SkipCounter, cancel: Callable[[], None]
 ) -> Generator[FileEntry, None, None]:
-    """Every regular file under ``root`` (hard-linked names included), never following symlinks.
-
-    Special files (FIFO, socket, device) are skipped and counted, unreadable directories skipped and
-    counted; ``cancel()`` is called between directories and every few thousand entries, and may
-    raise to stop (``ScanStopped`` ends the walk quietly). The order is not sorted.
+    """Every regular file under ``root`` (hard-linked names included, unsorted), never following
+    symlinks; special files and unreadable directories skipped and counted. ``cancel()`` runs between
+    directories and every few thousand entries, and may raise (``ScanStopped`` ends the walk quietly).
     """
     root = os.fsencode(root)
     scanner = Scanner(
