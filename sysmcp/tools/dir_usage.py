@@ -233,13 +233,9 @@ def answer(
     now = time.time() if now is None else now
     show, top_n = args["show"], args["top_n"]
     within, before = durations(args)
+    modified = usage.modified
     files = [
-        LargeFile(
-            joined(shown, rel),
-            disk,
-            apparent,
-            iso_utc(usage.modified[rel]) if rel in usage.modified else None,
-        )
+        LargeFile(joined(shown, rel), disk, apparent, iso_utc(modified[rel]) if rel in modified else None)
         for apparent, disk, rel in usage.files
     ]
     directories = [
@@ -393,8 +389,7 @@ def _list(
 
 def _cutoff(now: float, seconds: float | None) -> Opt[str]:
     """A time filter's bound as a time (absent without the filter, or out of range)."""
-    cutoff = None if seconds is None else iso_utc(now - seconds)
-    return ABSENT if cutoff is None else cutoff
+    return (None if seconds is None else iso_utc(now - seconds)) or ABSENT
 
 
 def _full_listing(

@@ -399,11 +399,9 @@ def _line(fs: Filesystem, rate: Rate | None, unit: str) -> str:
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
-        "path": {
-            "type": "string",
-            "description": "Only the filesystem holding this path. Omit: every mounted filesystem.",
-            "minLength": 1,
-        },
+        "path": js.string(
+            "Only the filesystem holding this path. Omit: every mounted filesystem.", minLength=1
+        ),
         "unit": js.string(
             "How the text states usage ('mb': sizes in whole MiB).",
             enum=["percent", "mb", "human", "bytes"],
@@ -493,8 +491,7 @@ class DiskUsage:
             await pools.take(entries)
         else:
             mounts = disks.selected(table, everything, ctx.paths.allowed)
-            entries = await disks.probe_all(table, mounts)
-            await pools.take(entries)
+            entries = await probe()
         if sample_s:
             entries = await disks.sampled(entries, probe, sample_s, progress)
         if shown is ABSENT:
@@ -624,12 +621,7 @@ def _explain_row(host: str, part: Explain) -> list[str]:
     '—' where the host's filesystem has no such figure, '?' not looked at."""
     from sysmcp.tools.disk_explain import OverheadPart, SnapshotsPart, UnreadableDirectories
 
-    unreadable, snapshots, overhead, rest = (
-        part.unreadable_directories,
-        part.snapshots,
-        part.overhead,
-        part.remainder,
-    )
+    unreadable, snapshots, overhead = part.unreadable_directories, part.snapshots, part.overhead
     return [
         host,
         part.mount_point,
@@ -641,7 +633,7 @@ def _explain_row(host: str, part: Explain) -> list[str]:
         human_bytes(overhead.bytes)
         if isinstance(overhead, OverheadPart) and overhead.bytes is not None
         else "—",
-        human_bytes(rest.bytes) + (" not walked" if rest.not_walked else ""),
+        human_bytes(part.remainder.bytes) + (" not walked" if part.remainder.not_walked else ""),
         plural(unreadable.count if isinstance(unreadable, UnreadableDirectories) else 0, "dir"),
     ]
 
