@@ -527,13 +527,9 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
         )
     body = table(rows, right=(1, 2, 3, 4)) if answered else []
     for host, found in answered:
-        listed: tuple[tuple[str, Sequence[LargeFile | LargeDirectory]], ...] = (
-            ("largest directories", found.largest_directories),
-            ("largest files", found.largest_files),
-        )
-        for kind, items in listed:
+        for kind, items in (("directories", found.largest_directories), ("files", found.largest_files)):
             if items:
-                body.append(f"{host}: {kind}")
+                body.append(f"{host}: largest {kind}")
                 body += [f"  {human_bytes(getattr(item, key)):>10}  {item.path}" for item in items]
     view = {
         "totals": [

@@ -353,7 +353,8 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     if overhead.bytes:
         summary.append(f"{human_bytes(overhead.bytes)} are the filesystem's own overhead")
     label = "not walked" if walked.stopped else "unexplained"
-    summary.append(f"{human_bytes(bound)} ({_percent(bound, used)} %) {label}")
+    percent = _percent(bound, used)
+    summary.append(f"{human_bytes(bound)} ({percent} %) {label}")
     lines = []
     if walked.stopped:
         lines.append(
@@ -424,12 +425,10 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         f"call again with a larger timeout_s (the walk stopped after {walked.elapsed:.0f} s)"
         if walked.stopped
         else "deleted_open_files and dir_usage; an unexplained remainder this small is metadata"
-        if _percent(bound, used) <= 2
+        if percent <= 2
         else "look at the parts not checked above (root, quotas), then du -x against dir_usage"
     )
-    lines.append(
-        f"7. {label.capitalize()}: {human_bytes(bound)} ({_percent(bound, used)} % of used). Next: {rest_step}."
-    )
+    lines.append(f"7. {label.capitalize()}: {human_bytes(bound)} ({percent} % of used). Next: {rest_step}.")
     cow = acc.cow
     shared = [item.shared for item in cow.items] if cow is not None else []  # as snaps.items
     kept = [
