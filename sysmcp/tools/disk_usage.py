@@ -350,8 +350,7 @@ def render_one(shown: str, fs: Filesystem, rate: Rate | None, unit: str) -> str:
     where = f"{printable(shown)} is on {printable(fs.mount_point)} ({describe_mount(fs)})"
     if fs.status != "ok":
         return f"{where}: {fs.reason}."
-    phrase = "" if rate is None else rate_phrase(rate, fs.free_bytes or 0)
-    phrase = f" Over {rate.seconds:.1f} s: {phrase}." if rate is not None and phrase else ""
+    phrase = "" if rate is None else f" Over {rate.seconds:.1f} s: {rate_phrase(rate, fs.free_bytes or 0)}."
     return f"{where}: {usage_phrase(fs, unit)}; {inode_phrase(fs, detailed=True)}.{alert_phrase(fs)}{phrase}"
 
 
