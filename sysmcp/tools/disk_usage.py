@@ -340,7 +340,7 @@ def render(
     """The answer's text: the one filesystem of a path, or the list; ``lines`` (the pools'); then the
     notes. ``rates``: the engine's exact rate of each filesystem (None: not sampled)."""
     if answer.path is ABSENT:
-        body = render_all(answer.filesystems, rates, unit, everything, answer.sample_s or 0)
+        body = render_all(answer, rates, unit, everything)
     else:
         body = render_one(answer.path, answer.filesystems[0], rates[0], unit)
     return "\n".join([body, *lines, *(answer.notes or ())])
@@ -354,14 +354,9 @@ def render_one(shown: str, fs: Filesystem, rate: Rate | None, unit: str) -> str:
     return f"{where}: {usage_phrase(fs, unit)}; {inode_phrase(fs, detailed=True)}.{alert_phrase(fs)}{phrase}"
 
 
-def render_all(
-    filesystems: Sequence[Filesystem],
-    rates: Sequence[Rate | None],
-    unit: str,
-    everything: bool,
-    sample_s: float,
-) -> str:
+def render_all(answer: DiskUsageResult, rates: Sequence[Rate | None], unit: str, everything: bool) -> str:
     """The list: what it covers, what fills and what is over the threshold, then a line per filesystem."""
+    filesystems, sample_s = answer.filesystems, answer.sample_s
     scope = (
         " (all, as df -a)" if everything else " (as df: memory filesystems included, pseudo ones with all)"
     )
