@@ -430,10 +430,9 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     )
     lines.append(f"7. {label.capitalize()}: {human_bytes(bound)} ({percent} % of used). Next: {rest_step}.")
     cow = acc.cow
-    shared = [item.shared for item in cow.items] if cow is not None else []  # as snaps.items
-    kept = [
+    kept = [  # snaps.items are cow.items, in the same order, when there is a reading
         {"name": printable(s.name), "bytes": s.exclusive, "snapshot": s.is_snapshot}
-        | ({} if cow is None else {"shared_bytes": shared[at]})
+        | ({} if cow is None else {"shared_bytes": cow.items[at].shared})
         for at, s in enumerate(snaps.items[:NAMED])
     ]
     z = None if cow is None else cow.zfs
