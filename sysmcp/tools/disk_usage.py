@@ -531,24 +531,22 @@ class DiskUsage:
 
 def apfs_notes(entries: Sequence[FilesystemUsage], table: MountTable) -> list[str]:
     """One sentence per APFS container in the answer: its volumes share one pool of free space."""
-    notes = []
-    seen: set[str] = set()
+    notes: dict[str, str] = {}  # by container: the first of its volumes in the answer speaks for it
     for entry in entries:
         container = apfs_container(entry.mount)
         siblings = container_siblings(entry.mount, table)
-        if container is None or not siblings or container in seen:
+        if container is None or not siblings or container in notes:
             continue
-        seen.add(container)
         names = [
             display(m.mount_point) for m in sorted([entry.mount, *siblings], key=attrgetter("mount_point"))
         ]
         free = f" ({human_bytes(entry.figures.free)} free)" if entry.figures is not None else ""
-        notes.append(
+        notes[container] = (
             f"APFS: {', '.join(names)} are volumes of one container, {container}: they share its free "
             f"space{free}, so their free figures are one pool, never to be added up; used is each "
             "volume's own."
         )
-    return notes
+    return list(notes.values())
 
 
 def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
