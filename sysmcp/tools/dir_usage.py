@@ -515,16 +515,9 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
     rows = [["HOST", "DISK", "APPARENT", "FILES", "DIRS", "COMPLETE"]]
     for host, found in answered:
         total = found.totals
-        rows.append(
-            [
-                host,
-                human_bytes(total.disk_bytes),
-                human_bytes(total.apparent_bytes),
-                f"{total.files:,}",
-                f"{total.directories:,}",
-                "yes" if found.complete else "partial",
-            ]
-        )
+        sizes = [human_bytes(total.disk_bytes), human_bytes(total.apparent_bytes)]
+        counts = [f"{total.files:,}", f"{total.directories:,}"]
+        rows.append([host, *sizes, *counts, "yes" if found.complete else "partial"])
     body = table(rows, right=(1, 2, 3, 4)) if answered else []
     for host, found in answered:
         for kind, items in (("directories", found.largest_directories), ("files", found.largest_files)):
