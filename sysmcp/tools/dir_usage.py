@@ -233,13 +233,9 @@ def answer(
     now = time.time() if now is None else now
     show, top_n = args["show"], args["top_n"]
     within, before = durations(args)
+    modified = usage.modified
     files = [
-        LargeFile(
-            joined(shown, rel),
-            disk,
-            apparent,
-            iso_utc(usage.modified[rel]) if rel in usage.modified else None,
-        )
+        LargeFile(joined(shown, rel), disk, apparent, iso_utc(modified[rel]) if rel in modified else None)
         for apparent, disk, rel in usage.files
     ]
     directories = [
@@ -393,8 +389,7 @@ def _list(
 
 def _cutoff(now: float, seconds: float | None) -> Opt[str]:
     """A time filter's bound as a time (absent without the filter, or out of range)."""
-    cutoff = None if seconds is None else iso_utc(now - seconds)
-    return ABSENT if cutoff is None else cutoff
+    return (None if seconds is None else iso_utc(now - seconds)) or ABSENT
 
 
 def _full_listing(
@@ -520,25 +515,14 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
     rows = [["HOST", "DISK", "APPARENT", "FILES", "DIRS", "COMPLETE"]]
     for host, found in answered:
         total = found.totals
-        rows.append(
-            [
-                host,
-                human_bytes(total.disk_bytes),
-                human_bytes(total.apparent_bytes),
-                f"{total.files:,}",
-                f"{total.directories:,}",
-                "yes" if found.complete else "partial",
-            ]
-        )
+        sizes = [human_bytes(total.disk_bytes), human_bytes(total.apparent_bytes)]
+        counts = [f"{total.files:,}", f"{total.directories:,}"]
+        rows.append([host, *sizes, *counts, "yes" if found.complete else "partial"])
     body = table(rows, right=(1, 2, 3, 4)) if answered else []
     for host, found in answered:
-        listed: tuple[tuple[str, Sequence[LargeFile | LargeDirectory]], ...] = (
-            ("largest directories", found.largest_directories),
-            ("largest files", found.largest_files),
-        )
-        for kind, items in listed:
+        for kind, items in (("directories", found.largest_directories), ("files", found.largest_files)):
             if items:
-                body.append(f"{host}: {kind}")
+                body.append(f"{host}: largest {kind}")
                 body += [f"  {human_bytes(getattr(item, key)):>10}  {item.path}" for item in items]
     view = {
         "totals": [

@@ -214,17 +214,57 @@ def _system(point: str) -> bool:
     return point == "/" or any(point == top or point.startswith(top + "/") for top in SYSTEM_MOUNTS)
 
 
-def _hidden_words(acc: Accounting) -> tuple[str, str, int, int]:
-    """Part 3's list (every byte of it: the named places, then the rest by kind), its next step, and
-    the mount points and bytes not in the named places."""
+def _deleted(acc: Accounting, point: str) -> tuple[str, DeletedOpen]:
+    """Part 2: its line, with its next step, and its figures."""
+    from sysmcp.tools.errors import unreadable_reason
+
+    deleted = acc.deleted
+    held = deleted.files[:NAMED]
+    if not deleted.available:
+        step = "this system has no /proc/PID/fd; `sudo lsof +L1` lists them"
+        line = f"2. Deleted but open: not checked ({step})."
+    else:
+        links = [f.descriptor for f in held if f.descriptor is not None]
+        truncate = (
+            f"run {' and '.join(': > ' + link for link in links)} to free {'it' if len(links) == 1 else 'them'} now"
+            if links
+            else "truncate through /proc/PID/fd/N"
+        )
+        step = f"{truncate}, or restart the holder; deleted_open_files path={point} lists every one"
+        named = "; ".join(f"{printable(f.path)} {human_bytes(f.disk)} held by {_holders(f)}" for f in held)
+        more = deleted.not_named + max(len(deleted.files) - NAMED, 0)
+        text = f"{human_bytes(deleted.disk)} in {plural(len(deleted.files) + deleted.not_named, 'file')}" + (
+            f": {named}" if named else ""
+        )
+        text += f" and {more} more" if more else ""
+        if deleted.unreadable:
+            text += f" ({plural(deleted.unreadable, 'process', 'processes')} could not be read: {unreadable_reason()})"
+        if deleted.vanished:
+            text += f" ({plural(deleted.vanished, 'process', 'processes')} ended while being read)"
+        line = f"2. Deleted but still open: {text}. Next: {step}."
+    files = [
+        {
+            "path": printable(f.path),
+            "bytes": f.disk,
+            "holders": [{"pid": p, "command": printable(c)} for p, c in f.holders],
+            "descriptor": f.descriptor,
+        }
+        for f in held
+    ]
+    figures = (deleted.not_named, deleted.unreadable, deleted.vanished, deleted.available)
+    return line, DeletedOpen(deleted.disk, files, *figures, step)
+
+
+def _hidden(acc: Accounting) -> tuple[str, HiddenUnderMounts]:
+    """Part 3: its line (every byte of it: the named places, then the rest by kind, and its next step)
+    and its figures."""
     hidden, root = acc.hidden, acc.mount.mount_point
-    shown = hidden.places[:NAMED]
+    shown, past = hidden.places[:NAMED], hidden.places[NAMED:]
     points = [os.path.join(root, p.relative) for p in shown]
     listed = [
         f"{display(at)} {human_bytes(p.disk)} ({plural(p.files, 'file')})"
         for at, p in zip(points, shown, strict=True)
     ]
-    past = hidden.places[NAMED:]
     if past:
         listed.append(f"{plural(len(past), 'more mount point')} {human_bytes(sum(p.disk for p in past))}")
     if hidden.not_named:
@@ -233,22 +273,34 @@ def _hidden_words(acc: Accounting) -> tuple[str, str, int, int]:
     if hidden.empty:
         many = plural(hidden.empty, "empty mount point directory", "empty mount point directories")
         listed.append(f"{many} {human_bytes(hidden.empty_disk)} (the directories' own blocks)")
+    at = plural(hidden.mount_points, "mount point")
+    step = ""
+    if not hidden.checked:
+        step = "run sysmcp as root to look under them" if hidden.reason == "needs root" else ""
+        found = f"not checked ({hidden.reason}) at {at}"
+    else:
+        found = f"{human_bytes(hidden.disk)} under {at}" + (f": {'; '.join(listed)}" if listed else "")
+        if shown:
+            look = (
+                f"look beneath without unmounting: mkdir -p {UNDER} && mount --bind {display(root)} {UNDER} "
+                f"(a second view of {display(root)} without the filesystems mounted on it), then "
+                f"ls -la {display(os.path.join(UNDER, shown[0].relative))}, move the files out, umount {UNDER}"
+            )
+            system = [display(at) for at in points if _system(at)]
+            if system:
+                step = f"never unmount {', '.join(system)} (the system runs on {'it' if len(system) == 1 else 'them'}); {look}"
+            else:
+                step = f"unmount {display(points[0])} and move the files out, or {look}"
+    places = [
+        {"mount_point": display(at), "bytes": p.disk, "files": p.files}
+        for at, p in zip(points, shown, strict=True)
+    ]
     unlisted = len(past) + hidden.not_named + hidden.empty
     unlisted_disk = hidden.disk - sum(p.disk for p in shown)
-    if not shown:
-        return "; ".join(listed), "", unlisted, unlisted_disk
-    first = shown[0].relative
-    look = (
-        f"look beneath without unmounting: mkdir -p {UNDER} && mount --bind {display(root)} {UNDER} "
-        f"(a second view of {display(root)} without the filesystems mounted on it), then "
-        f"ls -la {display(os.path.join(UNDER, first))}, move the files out, umount {UNDER}"
+    part = HiddenUnderMounts(
+        hidden.disk, hidden.checked, hidden.reason, hidden.mount_points, places, unlisted, unlisted_disk, step
     )
-    system = [display(at) for at in points if _system(at)]
-    if system:
-        step = f"never unmount {', '.join(system)} (the system runs on {'it' if len(system) == 1 else 'them'}); {look}"
-    else:
-        step = f"unmount {display(points[0])} and move the files out, or {look}"
-    return "; ".join(listed), step, unlisted, unlisted_disk
+    return f"3. Hidden under mount points: {found}" + (f". Next: {step}." if step else "."), part
 
 
 def _snap_noun(snaps: Snapshots) -> str:
@@ -270,7 +322,6 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     5, what only the engine's snapshot reading has: ``roots`` decides which snapshot it may name)."""
     from sysmcp.tools.dir_usage import iso_utc
     from sysmcp.tools.disk_pools import as_snapshots, cow_lines
-    from sysmcp.tools.errors import unreadable_reason
 
     if acc.cow is not None:  # part 5 from the snapshot reading: the remainder counts it
         acc = replace(acc, snapshots=as_snapshots(acc.cow, roots))
@@ -302,7 +353,8 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     if overhead.bytes:
         summary.append(f"{human_bytes(overhead.bytes)} are the filesystem's own overhead")
     label = "not walked" if walked.stopped else "unexplained"
-    summary.append(f"{human_bytes(bound)} ({_percent(bound, used)} %) {label}")
+    percent = _percent(bound, used)
+    summary.append(f"{human_bytes(bound)} ({percent} %) {label}")
     lines = []
     if walked.stopped:
         lines.append(
@@ -318,38 +370,10 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         f"1. Files reached by a walk (du -x): {source + ': ' if source else ''}{human_bytes(walked.disk)} "
         f"in {plural(walked.files, 'file')}. Next: {files_step}."
     )
-    if not deleted.available:
-        del_step = "this system has no /proc/PID/fd; `sudo lsof +L1` lists them"
-        lines.append(f"2. Deleted but open: not checked ({del_step}).")
-    else:
-        links = [f.descriptor for f in deleted.files[:NAMED] if f.descriptor is not None]
-        truncate = (
-            f"run {' and '.join(': > ' + link for link in links)} to free {'it' if len(links) == 1 else 'them'} now"
-            if links
-            else "truncate through /proc/PID/fd/N"
-        )
-        del_step = f"{truncate}, or restart the holder; deleted_open_files path={point} lists every one"
-        named = "; ".join(
-            f"{printable(f.path)} {human_bytes(f.disk)} held by {_holders(f)}" for f in deleted.files[:NAMED]
-        )
-        more = deleted.not_named + max(len(deleted.files) - NAMED, 0)
-        text = f"{human_bytes(deleted.disk)} in {plural(len(deleted.files) + deleted.not_named, 'file')}" + (
-            f": {named}" if named else ""
-        )
-        text += f" and {more} more" if more else ""
-        if deleted.unreadable:
-            text += f" ({plural(deleted.unreadable, 'process', 'processes')} could not be read: {unreadable_reason()})"
-        if deleted.vanished:
-            text += f" ({plural(deleted.vanished, 'process', 'processes')} ended while being read)"
-        lines.append(f"2. Deleted but still open: {text}. Next: {del_step}.")
-    named, hid_step, unlisted, unlisted_disk = _hidden_words(acc)
-    points = plural(hidden.mount_points, "mount point")
-    if hidden.checked:
-        found = f"{human_bytes(hidden.disk)} under {points}" + (f": {named}" if named else "")
-    else:
-        hid_step = "run sysmcp as root to look under them" if hidden.reason == "needs root" else ""
-        found = f"not checked ({hidden.reason}) at {points}"
-    lines.append(f"3. Hidden under mount points: {found}" + (f". Next: {hid_step}." if hid_step else "."))
+    deleted_line, deleted_part = _deleted(acc, point)
+    lines.append(deleted_line)
+    hidden_line, hidden_part = _hidden(acc)
+    lines.append(hidden_line)
     unread = [printable(p) for p in walked.unreadable_named[:NAMED]]
     unread_step = "run as root or as the directories' owner to see inside"
     if scanned is not None:
@@ -401,30 +425,14 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         f"call again with a larger timeout_s (the walk stopped after {walked.elapsed:.0f} s)"
         if walked.stopped
         else "deleted_open_files and dir_usage; an unexplained remainder this small is metadata"
-        if _percent(bound, used) <= 2
+        if percent <= 2
         else "look at the parts not checked above (root, quotas), then du -x against dir_usage"
     )
-    lines.append(
-        f"7. {label.capitalize()}: {human_bytes(bound)} ({_percent(bound, used)} % of used). Next: {rest_step}."
-    )
-    cow, root = acc.cow, acc.mount.mount_point
-    shared = [item.shared for item in cow.items] if cow is not None else []  # as snaps.items
-    held = [
-        {
-            "path": printable(f.path),
-            "bytes": f.disk,
-            "holders": [{"pid": p, "command": printable(c)} for p, c in f.holders],
-            "descriptor": f.descriptor,
-        }
-        for f in deleted.files[:NAMED]
-    ]
-    places = [
-        {"mount_point": display(os.path.join(root, p.relative)), "bytes": p.disk, "files": p.files}
-        for p in hidden.places[:NAMED]
-    ]
-    kept = [
+    lines.append(f"7. {label.capitalize()}: {human_bytes(bound)} ({percent} % of used). Next: {rest_step}.")
+    cow = acc.cow
+    kept = [  # snaps.items are cow.items, in the same order, when there is a reading
         {"name": printable(s.name), "bytes": s.exclusive, "snapshot": s.is_snapshot}
-        | ({} if cow is None else {"shared_bytes": shared[at]})
+        | ({} if cow is None else {"shared_bytes": cow.items[at].shared})
         for at, s in enumerate(snaps.items[:NAMED])
     ]
     z = None if cow is None else cow.zfs
@@ -441,25 +449,8 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         acc.figures.reserved,
         stopped,
         Files(walked.disk, walked.files, walked.stopped, at, files_step),
-        DeletedOpen(
-            deleted.disk,
-            held,
-            deleted.not_named,
-            deleted.unreadable,
-            deleted.vanished,
-            deleted.available,
-            del_step,
-        ),
-        HiddenUnderMounts(
-            hidden.disk,
-            hidden.checked,
-            hidden.reason,
-            hidden.mount_points,
-            places,
-            unlisted,
-            unlisted_disk,
-            hid_step,
-        ),
+        deleted_part,
+        hidden_part,
         UnreadableDirectories(walked.unreadable, unread, bound if walked.unreadable else 0, unread_step),
         SnapshotsPart(snaps.bytes, snaps.kind, snaps.exact, snaps.note, kept, snap_step, split),
         OverheadPart(overhead.bytes, overhead.source),

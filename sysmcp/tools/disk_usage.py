@@ -340,7 +340,7 @@ def render(
     """The answer's text: the one filesystem of a path, or the list; ``lines`` (the pools'); then the
     notes. ``rates``: the engine's exact rate of each filesystem (None: not sampled)."""
     if answer.path is ABSENT:
-        body = render_all(answer.filesystems, rates, unit, everything, answer.sample_s or 0)
+        body = render_all(answer, rates, unit, everything)
     else:
         body = render_one(answer.path, answer.filesystems[0], rates[0], unit)
     return "\n".join([body, *lines, *(answer.notes or ())])
@@ -350,19 +350,13 @@ def render_one(shown: str, fs: Filesystem, rate: Rate | None, unit: str) -> str:
     where = f"{printable(shown)} is on {printable(fs.mount_point)} ({describe_mount(fs)})"
     if fs.status != "ok":
         return f"{where}: {fs.reason}."
-    phrase = "" if rate is None else rate_phrase(rate, fs.free_bytes or 0)
-    phrase = f" Over {rate.seconds:.1f} s: {phrase}." if rate is not None and phrase else ""
+    phrase = "" if rate is None else f" Over {rate.seconds:.1f} s: {rate_phrase(rate, fs.free_bytes or 0)}."
     return f"{where}: {usage_phrase(fs, unit)}; {inode_phrase(fs, detailed=True)}.{alert_phrase(fs)}{phrase}"
 
 
-def render_all(
-    filesystems: Sequence[Filesystem],
-    rates: Sequence[Rate | None],
-    unit: str,
-    everything: bool,
-    sample_s: float,
-) -> str:
+def render_all(answer: DiskUsageResult, rates: Sequence[Rate | None], unit: str, everything: bool) -> str:
     """The list: what it covers, what fills and what is over the threshold, then a line per filesystem."""
+    filesystems, sample_s = answer.filesystems, answer.sample_s
     scope = (
         " (all, as df -a)" if everything else " (as df: memory filesystems included, pseudo ones with all)"
     )
@@ -399,11 +393,9 @@ def _line(fs: Filesystem, rate: Rate | None, unit: str) -> str:
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
-        "path": {
-            "type": "string",
-            "description": "Only the filesystem holding this path. Omit: every mounted filesystem.",
-            "minLength": 1,
-        },
+        "path": js.string(
+            "Only the filesystem holding this path. Omit: every mounted filesystem.", minLength=1
+        ),
         "unit": js.string(
             "How the text states usage ('mb': sizes in whole MiB).",
             enum=["percent", "mb", "human", "bytes"],
@@ -493,8 +485,7 @@ class DiskUsage:
             await pools.take(entries)
         else:
             mounts = disks.selected(table, everything, ctx.paths.allowed)
-            entries = await disks.probe_all(table, mounts)
-            await pools.take(entries)
+            entries = await probe()
         if sample_s:
             entries = await disks.sampled(entries, probe, sample_s, progress)
         if shown is ABSENT:
@@ -540,24 +531,22 @@ class DiskUsage:
 
 def apfs_notes(entries: Sequence[FilesystemUsage], table: MountTable) -> list[str]:
     """One sentence per APFS container in the answer: its volumes share one pool of free space."""
-    notes = []
-    seen: set[str] = set()
+    notes: dict[str, str] = {}  # by container: the first of its volumes in the answer speaks for it
     for entry in entries:
         container = apfs_container(entry.mount)
         siblings = container_siblings(entry.mount, table)
-        if container is None or not siblings or container in seen:
+        if container is None or not siblings or container in notes:
             continue
-        seen.add(container)
         names = [
             display(m.mount_point) for m in sorted([entry.mount, *siblings], key=attrgetter("mount_point"))
         ]
         free = f" ({human_bytes(entry.figures.free)} free)" if entry.figures is not None else ""
-        notes.append(
+        notes[container] = (
             f"APFS: {', '.join(names)} are volumes of one container, {container}: they share its free "
             f"space{free}, so their free figures are one pool, never to be added up; used is each "
             "volume's own."
         )
-    return notes
+    return list(notes.values())
 
 
 def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
@@ -624,12 +613,7 @@ def _explain_row(host: str, part: Explain) -> list[str]:
     '—' where the host's filesystem has no such figure, '?' not looked at."""
     from sysmcp.tools.disk_explain import OverheadPart, SnapshotsPart, UnreadableDirectories
 
-    unreadable, snapshots, overhead, rest = (
-        part.unreadable_directories,
-        part.snapshots,
-        part.overhead,
-        part.remainder,
-    )
+    unreadable, snapshots, overhead = part.unreadable_directories, part.snapshots, part.overhead
     return [
         host,
         part.mount_point,
@@ -641,7 +625,7 @@ def _explain_row(host: str, part: Explain) -> list[str]:
         human_bytes(overhead.bytes)
         if isinstance(overhead, OverheadPart) and overhead.bytes is not None
         else "—",
-        human_bytes(rest.bytes) + (" not walked" if rest.not_walked else ""),
+        human_bytes(part.remainder.bytes) + (" not walked" if part.remainder.not_walked else ""),
         plural(unreadable.count if isinstance(unreadable, UnreadableDirectories) else 0, "dir"),
     ]
 

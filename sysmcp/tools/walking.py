@@ -35,14 +35,14 @@ def walk_properties(base: str, *, note: str = "") -> dict[str, Any]:
     """The ``exclude`` and ``one_file_system`` schema properties, relative to the argument ``base``
     (their rules in full: docs/tools.md, "Walk rules")."""
     return {
-        "exclude": {
-            "type": ["array", "string"],
-            "items": {"type": "string", "minLength": 1},
-            "minLength": 1,
-            "maxItems": 64,
-            "default": [],
-            "description": f"{note}Globs to skip, on names or paths relative to {base}.",
-        },
+        "exclude": js.typed(
+            ["array", "string"],
+            f"{note}Globs to skip, on names or paths relative to {base}.",
+            items=js.string(minLength=1),
+            minLength=1,
+            maxItems=64,
+            default=[],
+        ),
         "one_file_system": js.boolean(f"{note}Stay on {base}'s filesystem." if note else None, default=True),
     }
 
@@ -50,7 +50,7 @@ def walk_properties(base: str, *, note: str = "") -> dict[str, Any]:
 def timeout_property(default: float, maximum: float) -> dict[str, Any]:
     """The ``timeout_s`` schema property of a tool that stops at a time budget with a partial result
     (the server's instructions say what a partial answer is, once)."""
-    return {"type": "number", "minimum": 0.001, "maximum": _plain(maximum), "default": _plain(default)}
+    return js.number(minimum=0.001, maximum=_plain(maximum), default=_plain(default))
 
 
 def _plain(seconds: float) -> float | int:
