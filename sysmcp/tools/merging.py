@@ -152,6 +152,11 @@ def fleet_output(outcomes: Sequence[HostOutcome], body: Sequence[str], view: dic
     return ToolOutput(text, structured(outcomes, view), is_error=answered(outcomes) == 0)
 
 
+def _host_lines(outcome: HostOutcome) -> list[str]:
+    """One host's own answer: its name, its time and the first lines of its text."""
+    return [f"== {outcome.host} ({outcome.seconds:.2f} s)", *summary_lines(outcome)]
+
+
 def summary_lines(outcome: HostOutcome) -> list[str]:
     lines = outcome.text.splitlines()
     shown = [f"    {printable(line)}" for line in lines[:LINES_PER_HOST]]
@@ -176,13 +181,14 @@ def summary_merge(note: str | None = None) -> Merge:
         groups = grouped([(same_answer(o.text), o.host) for o in ok.values()])
         for _, hosts in groups:
             first = ok[hosts[0]]
-            if len(hosts) == 1:
-                body.append(f"== {first.host} ({first.seconds:.2f} s)")
-            else:
-                body.append(
-                    f"== {plural(len(hosts), 'host')}, same answer: {host_list(hosts)} (as {first.host} says it)"
-                )
-            body += summary_lines(first)
+            body += (
+                _host_lines(first)
+                if len(hosts) == 1
+                else [
+                    f"== {plural(len(hosts), 'host')}, same answer: {host_list(hosts)} (as {first.host} says it)",
+                    *summary_lines(first),
+                ]
+            )
         view: dict[str, Any] = {
             "summaries": [{"host": o.host, "text": o.text} for o in ok.values()],
             "groups": [{"count": len(hosts), "hosts": hosts} for _, hosts in groups],
@@ -221,7 +227,7 @@ def merge_readable(merge: Merge, outcomes: Sequence[HostOutcome], arguments: dic
         f"not in the view above: {host_list([o.host for o in unread])}. {whose} own text:"
     ]
     for outcome in unread:
-        lines += [f"== {outcome.host} ({outcome.seconds:.2f} s)", *summary_lines(outcome)]
+        lines += _host_lines(outcome)
     body = output.text.split("\n")[1:]  # after the tally line, which counts every host again below
     failures = failure_lines(outcomes)  # the same hosts as the merge's own (unread hosts answered)
     if failures and body[-len(failures) :] == failures:
@@ -250,21 +256,3 @@ def bound(output: ToolOutput, budget: int = LINE_BUDGET) -> tuple[ToolOutput, st
         return output, None
     head = [*lines[: budget - 1], f"… {plural(len(lines) - budget + 1, 'more line')} not shown."]
     return ToolOutput("\n".join(head), output.structured, output.is_error, output.links), output.text
-
-
-__all__ = [
-    "ANSWERED",
-    "STATUSES",
-    "HostOutcome",
-    "Merge",
-    "bound",
-    "default_merge",
-    "fleet_output",
-    "grouped",
-    "host_list",
-    "merge_readable",
-    "same_answer",
-    "summary_merge",
-    "tally",
-    "typed_results",
-]

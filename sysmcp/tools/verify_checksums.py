@@ -3,9 +3,7 @@
 What it adds to ``sha256sum -c``: any of six algorithms in one manifest, GNU and BSD lines mixed,
 MISSING told apart from unreadable, files that appeared since the manifest was made
 (``report_new``), progress, cancellation, and a bounded answer however long the manifest is.
-
-This module speaks MCP (schema, arguments into a ``VerifyRequest``, the engine's results into
-words; its failures are worded in ``sysmcp.tools.errors``); the work is ``sysmcp.engine.hashing._verify``'s.
+The MCP face of ``sysmcp.engine.hashing._verify``, which does the work.
 """
 
 from __future__ import annotations
@@ -48,8 +46,6 @@ from sysmcp.tools.walking import (
     walk_options,
     walk_properties,
 )
-
-__all__ = ["INPUT_SCHEMA", "TOOL", "answer", "handle", "render", "verify_request"]
 
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 600.0
@@ -137,7 +133,6 @@ def verify_request(
     clock: Callable[[], float] = time.monotonic,
     before_close: Callable[[Verification], None] | None = None,
 ) -> VerifyRequest:
-    """The engine's request for the tool's validated arguments."""
     return VerifyRequest(
         source,
         base,
@@ -177,27 +172,24 @@ def to_bytes(text: str) -> bytes:
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     raw: str = args["manifest"]
     how = classify(raw)
-    base_arg: str | None = args.get("base_dir")
+    base_raw: str | None = args.get("base_dir")
     manifest_dir: str | None = None
     if how == "path":
         path = await ctx.resolve(raw.strip())
         source = Source(display(path), path=os.fsencode(path), name_hint=path.name)
-        base_raw = base_arg or str(path.parent)
-        manifest_dir = display(path.parent)
+        base_raw, manifest_dir = base_raw or str(path.parent), display(path.parent)
+    elif how == "uri":
+        item = ctx.results.get(raw.strip())
+        if item is None:
+            raise ToolError(f"No stored result {raw.strip()} (results are kept for this session only)")
+        source = Source(item.uri, data=to_bytes(item.text), name_hint=item.name)
     else:
-        if how == "uri":
-            item = ctx.results.get(raw.strip())
-            if item is None:
-                raise ToolError(f"No stored result {raw.strip()} (results are kept for this session only)")
-            source = Source(item.uri, data=to_bytes(item.text), name_hint=item.name)
-        else:
-            source = Source("(text)", data=to_bytes(raw))
-        if not base_arg:
-            raise ToolError(
-                "base_dir is required when the manifest is given as text or a URI: the absolute directory its "
-                "names are relative to"
-            )
-        base_raw = base_arg
+        source = Source("(text)", data=to_bytes(raw))
+    if not base_raw:
+        raise ToolError(
+            "base_dir is required when the manifest is given as text or a URI: the absolute directory its "
+            "names are relative to"
+        )
     base_path = await ctx.resolve(
         base_raw, lambda found: require_directory(found, display(found), "base_dir")
     )
@@ -243,7 +235,16 @@ def answer(
     links: tuple[ResourceLink, ...] = ()
     not_kept: str | None = None
     if truncated:
-        link = _kept_report(result, ctx, report, f"checking {manifest_shown} against {base_shown}")
+        text, size = report if report is not None else write_report(result)
+        link = (
+            TooLarge(size).reason
+            if text is None
+            else ctx.keep(
+                "verify-report.txt",
+                text,
+                description=f"Every entry's status from checking {manifest_shown} against {base_shown}",
+            )
+        )
         not_kept, links = (link, ()) if isinstance(link, str) else (None, (link,))
     typed = VerifyChecksums(
         manifest_shown,
@@ -374,16 +375,6 @@ def _names(title: str, names: list[str], total: int) -> list[str]:
         *(f"  {name}" for name in names),
         *([f"  {and_more(total - len(names))}"] if total > len(names) else []),
     ]
-
-
-def _kept_report(
-    result: Verification, ctx: ToolContext, report: Report | None, what: str
-) -> ResourceLink | str:
-    """The full report kept as a resource (``report``'s text, else written now), or why it was not."""
-    text, size = report if report is not None else write_report(result)
-    if text is None:
-        return TooLarge(size).reason
-    return ctx.keep("verify-report.txt", text, description=f"Every entry's status from {what}")
 
 
 def write_report(result: Verification, most: int | None = None) -> Report:
