@@ -34,18 +34,11 @@ from sysmcp.protocol.threads import run_in_thread
 from sysmcp.render import human_bytes, plural, rate, took
 from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools import schemas as js
+from sysmcp.tools import walking
 from sysmcp.tools.errors import file_error
 from sysmcp.tools.history_hooks import record_baseline
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import prop, result
-from sysmcp.tools.walking import (
-    PathError,
-    skipped_phrase,
-    timeout_property,
-    unreadable_directory,
-    walk_options,
-    walk_properties,
-)
 
 MAX_LISTED = 50  # unreadable files named in the result; the rest are counted
 DEFAULT_TIMEOUT_S = 30.0
@@ -61,11 +54,11 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
         "max_lines": js.integer(
             "Lines shown inline; the rest by link.", minimum=0, maximum=1000, default=100
         ),
-        "timeout_s": timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
+        "timeout_s": walking.timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
         "baseline": js.boolean(
             "Also keep it as an integrity baseline for what_changed (gnu only).", default=False
         ),
-        **walk_properties("path"),
+        **walking.walk_properties("path"),
     }
 )
 
@@ -97,7 +90,7 @@ class HashTree:
         "mount of a directory above it)."
     )
     unreadable_count: int = prop("Files that could not be hashed.")
-    unreadable: list[PathError] = prop(
+    unreadable: list[walking.PathError] = prop(
         f"The first {MAX_LISTED} files that could not be hashed, with the reason."
     )
     non_utf8_names: int = prop(
@@ -127,7 +120,7 @@ def run(request: TreeRequest, progress: Progress, cancel: Cancel) -> TreeHash:
     try:
         return hash_path(request, progress, cancel)
     except PermissionRefused:
-        raise unreadable_directory(request.shown, Path(os.fsdecode(request.root))) from None
+        raise walking.unreadable_directory(request.shown, Path(os.fsdecode(request.root))) from None
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -135,7 +128,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     shown = display(path)
     algorithm = ALGORITHMS[args["algorithm"]]
     style: Style = "bsd" if args["format"] == "bsd" else "gnu"
-    options = walk_options(args)
+    options = walking.walk_options(args)
     timeout_s = min(float(args["timeout_s"]), MAX_TIMEOUT_S)
 
     def describe(meter: Meter, elapsed: float) -> str:
@@ -205,7 +198,10 @@ def answer(
         links[0].uri if links else None,
         tree.skipped,
         tree.unreadable_count,
-        [PathError(printable(name), file_error(error)) for name, error in tree.unreadable[:MAX_LISTED]],
+        [
+            walking.PathError(printable(name), file_error(error))
+            for name, error in tree.unreadable[:MAX_LISTED]
+        ],
         tree.non_utf8,
     )
     return ToolOutput.of(
@@ -236,7 +232,7 @@ def render(tree: HashTree, seconds: float, skipped_named: list[str], not_kept: s
         f"{took(tree.total_bytes, seconds)}; names relative to {base}"
     )
     if tree.skipped:
-        out.append("skipped: " + skipped_phrase(tree.skipped, skipped_named, base))
+        out.append("skipped: " + walking.skipped_phrase(tree.skipped, skipped_named, base))
     if tree.unreadable_count:
         out.append(f"{plural(tree.unreadable_count, 'file')} could not be hashed (left out of the manifest):")
         out += [f"  {item.path}: {item.error}" for item in tree.unreadable]

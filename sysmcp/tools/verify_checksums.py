@@ -35,17 +35,10 @@ from sysmcp.protocol.failures import ToolError
 from sysmcp.render import and_more, human_bytes, plural, rate
 from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools import schemas as js
+from sysmcp.tools import walking
 from sysmcp.tools.errors import file_error
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import prop, result
-from sysmcp.tools.walking import (
-    PathError,
-    require_directory,
-    skipped_phrase,
-    timeout_property,
-    walk_options,
-    walk_properties,
-)
 
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 600.0
@@ -65,8 +58,8 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
         "max_listed": js.top_n_argument(
             "Names per list inline; the full report by link.", maximum=1000, default=50
         ),
-        "timeout_s": timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
-        **walk_properties("base_dir", note="With report_new: "),
+        "timeout_s": walking.timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
+        **walking.walk_properties("base_dir", note="With report_new: "),
     },
     required=("manifest",),
 )
@@ -96,7 +89,7 @@ class VerifyChecksums:
     seconds: float = prop()
     failed_files: list[str] = prop()
     missing_files: list[str] = prop()
-    unreadable_files: list[PathError] = prop()
+    unreadable_files: list[walking.PathError] = prop()
     improperly_formatted_lines: list[int] = prop()
     new_files: list[str] = prop()
     truncated: bool = prop("True when a list above was cut at max_listed.")
@@ -138,7 +131,7 @@ def verify_request(
         base,
         algorithm=None if args["algorithm"] == "auto" else ALGORITHMS[args["algorithm"]],
         report_new=bool(args["report_new"]),
-        walk=walk_options(args) if args["report_new"] else WalkOptions(),
+        walk=walking.walk_options(args) if args["report_new"] else WalkOptions(),
         max_listed=int(args.get("max_listed", 50)),
         threads=threads,
         confine=confine_to(policy),
@@ -191,7 +184,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             "names are relative to"
         )
     base_path = await ctx.resolve(
-        base_raw, lambda found: require_directory(found, display(found), "base_dir")
+        base_raw, lambda found: walking.require_directory(found, display(found), "base_dir")
     )
     base_shown = display(base_path)
     timeout_s = min(float(args["timeout_s"]), MAX_TIMEOUT_S)
@@ -265,7 +258,7 @@ def answer(
         round(result.seconds, 6),
         [printable(name) for name, _ in by_status["FAILED"]],
         [printable(name) for name, _ in by_status["MISSING"]],
-        [PathError(printable(name), file_error(c.detail)) for name, c in by_status["UNREADABLE"]],
+        [walking.PathError(printable(name), file_error(c.detail)) for name, c in by_status["UNREADABLE"]],
         result.bad_lines[:limit],
         [printable(name) for name in (new or [])[:limit]],
         truncated,
@@ -311,7 +304,7 @@ def render(
         title = f"New files under {answer.base_dir} not in the manifest ({answer.new:,}):"
         lines += _names(title, answer.new_files, answer.new)
     if answer.walk_skipped:
-        lines.append("walk skipped: " + skipped_phrase(answer.walk_skipped))
+        lines.append("walk skipped: " + walking.skipped_phrase(answer.walk_skipped))
     if answer.truncated:
         cut = f"Lists were cut at {plural(limit, 'name')}; the full report"
         lines.append(
