@@ -8,6 +8,7 @@ outcomes and need no ssh. The fleet package builds the outcomes; tools never imp
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -82,10 +83,7 @@ def answered(outcomes: Sequence[HostOutcome]) -> int:
 
 def tally(outcomes: Sequence[HostOutcome]) -> str:
     """``12 of 40 hosts answered, 1 unreachable, 2 timeout`` — also the fan-out's progress message."""
-    counts: dict[str, int] = {}
-    for outcome in outcomes:
-        if outcome.status not in ANSWERED:
-            counts[outcome.status] = counts.get(outcome.status, 0) + 1
+    counts = Counter(o.status for o in outcomes if o.status not in ANSWERED)
     parts = [f"{n} {status}" for status in STATUSES if (n := counts.get(status))]
     again = sum(1 for o in outcomes if o.reconnected)
     if again:  # a warm call that had to open sessions again: why it took as long as a cold one

@@ -28,6 +28,8 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final, Literal, TypeVar, Union
 
+from sysmcp.tools import schemas as js
+
 __all__ = ["ABSENT", "Open", "Opt", "from_json", "imported_later", "prop", "result", "schema_of", "to_json"]
 
 T = TypeVar("T")
@@ -150,9 +152,7 @@ def schema_of(cls: type) -> dict[str, Any]:
 
 def _object(cls: type, description: str | None, *, null: bool) -> dict[str, Any]:
     options: Mapping[str, Any] = getattr(cls, "SCHEMA_OPTIONS", {})
-    schema: dict[str, Any] = {"type": ["object", "null"] if null else "object"}
-    if description is not None:
-        schema["description"] = description
+    schema = js.typed("object", description, null=null)
     properties: dict[str, Any] = {}
     required: list[str] = []
     for item, key, hint, may_be_absent in _fields(cls):
@@ -192,10 +192,7 @@ def _schema(
         kind = "object"
     else:
         kind = _SCALARS[hint]
-    schema: dict[str, Any] = {"type": [kind, "null"] if null else kind, **extra}
-    if description is not None:
-        schema["description"] = description
-    return schema
+    return js.typed(kind, description, null=null, **extra)
 
 
 _SCALARS: Final = {int: "integer", float: "number", str: "string", bool: "boolean"}
