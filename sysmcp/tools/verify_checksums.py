@@ -40,6 +40,8 @@ from sysmcp.tools.errors import file_error
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import prop, result
 
+__all__ = ["INPUT_SCHEMA", "TOOL", "answer", "handle", "render", "verify_request"]
+
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 600.0
 
