@@ -91,11 +91,8 @@ def _check_object(
 def _check(schema: dict[str, Any], value: Any, where: str, problems: list[str]) -> Any:
     expected = schema.get("type")
     if expected is not None:
-        if isinstance(expected, list):
-            names, ok = expected, any(_is_type(value, name) for name in expected)
-        else:
-            names, ok = [expected], _is_type(value, expected)
-        if not ok:
+        names = expected if isinstance(expected, list) else [expected]
+        if not any(_is_type(value, name) for name in names):
             problems.append(
                 f"{where} must be {' or '.join(_article(n) for n in names)}, got {_describe(value)}"
             )

@@ -86,43 +86,30 @@ COMMON: dict[str, str] = {
 
 def _word(name: str, spec: dict[str, Any]) -> str | None:
     kind = spec.get("type")
-    kinds = kind if isinstance(kind, list) else [kind]
-    for one in kinds:
+    for one in kind if isinstance(kind, list) else [kind]:
         if f"{name}:{one}" in COMMON:
             return COMMON[f"{name}:{one}"]
     return COMMON.get(name)
 
 
-def _fill(schema: dict[str, Any]) -> None:
-    for name, spec in schema.get("properties", {}).items():
-        if not isinstance(spec, dict):
-            continue
-        if "description" not in spec and (word := _word(name, spec)) is not None:
-            spec["description"] = word
-        _fill(spec)
-    for key in ("items", "additionalProperties"):
-        if isinstance(schema.get(key), dict):
-            _fill(schema[key])
-    for key in ("anyOf", "oneOf", "allOf"):
-        for sub in schema.get(key, ()):
-            if isinstance(sub, dict):
-                _fill(sub)
-
-
-def _fresh(node: Any) -> Any:
-    """A copy in which no dict or list is reached twice. ``copy.deepcopy`` keeps a fragment that two
-    properties share shared, and filling it in for the first would describe the second with the first
-    one's words (``missing_files`` said to be the files whose digest differs)."""
-    if isinstance(node, dict):
-        return {key: _fresh(value) for key, value in node.items()}
-    if isinstance(node, list):
-        return [_fresh(item) for item in node]
-    return node
-
-
 def described(schema: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``schema`` in which every property that has no description is given the common one
     (the tool's own dict is never changed)."""
-    copied: dict[str, Any] = _fresh(schema)
-    _fill(copied)
+    copied: dict[str, Any] = _described(schema)
+    return copied
+
+
+def _described(node: Any) -> Any:
+    """A fresh copy, in which no dict or list is reached twice. ``copy.deepcopy`` keeps a fragment that
+    two properties share shared, and filling it in for the first would describe the second with the
+    first one's words (``missing_files`` said to be the files whose digest differs)."""
+    if isinstance(node, list):
+        return [_described(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    copied = {key: _described(value) for key, value in node.items()}
+    properties = copied.get("properties")
+    for name, spec in properties.items() if isinstance(properties, dict) else ():
+        if isinstance(spec, dict) and "description" not in spec and (word := _word(name, spec)) is not None:
+            spec["description"] = word
     return copied

@@ -1,8 +1,7 @@
 """file_sha256: the SHA-256 digest of one regular file, streamed (sha256sum for one file).
 
-The MCP face of ``sysmcp.engine.hashing._filehash`` (which opens the file safely and hashes it): the schema, the
-request built from the resolved path, progress words, sha256sum's line and the expected-digest check,
-and the fleet merge that shows config drift. Everything that touches the file happens in the worker
+The MCP face of ``sysmcp.engine.hashing._filehash`` (which opens the file safely and hashes it), with
+the fleet merge that shows config drift. Everything that touches the file happens in the worker
 thread, the ``stat`` included: a path on a hung network mount then blocks one worker, never the loop.
 """
 
@@ -23,9 +22,9 @@ from sysmcp.render import human_bytes, plural, rate, took
 from sysmcp.tools import schemas as js
 from sysmcp.tools.arguments import sha256_argument
 from sysmcp.tools.errors import words
-from sysmcp.tools.merging import HostOutcome, answered, fleet_output, host_list
+from sysmcp.tools.merging import HostOutcome, answered, fleet_output, host_list, typed_results
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
-from sysmcp.tools.typed import ABSENT, Opt, from_json, prop, result
+from sysmcp.tools.typed import ABSENT, Opt, prop, result
 from sysmcp.tools.walking import denied_by
 
 SHA256 = ALGORITHMS["sha256"]
@@ -113,11 +112,12 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
     """Config drift: the digest per host, grouped (the majority first in the view, last in the text, where
     the outliers are read first), and which hosts lack the file."""
     groups: dict[str, list[str]] = {}
-    for outcome in outcomes:
-        if outcome.ok:  # a host without a digest in its result is unreadable here, never left out
-            groups.setdefault(from_json(HostDigest, outcome.result).sha256, []).append(outcome.host)
+    # a host without a digest in its result is unreadable here, never left out
+    for host, answer in typed_results(outcomes, HostDigest):
+        groups.setdefault(answer.sha256, []).append(host)
     missing = [o.host for o in outcomes if o.status == "tool_error" and o.reason.startswith("No such file")]
     ordered = sorted(groups.items(), key=lambda item: -len(item[1]))  # stable: first seen wins a tie
+    held = sum(len(hosts) for _, hosts in ordered)
     expected = arguments.get("expected")
     expected = expected.lower() if isinstance(expected, str) else None
     if not groups:
@@ -134,7 +134,6 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
         body = [f"Identical on {on}: {digest}"]
     else:
         verdict = "drift"
-        held = sum(len(hosts) for _, hosts in ordered)
         body = [
             f"Drift: {len(ordered)} different digests on {plural(held, 'host')}"
             + (f"; {len(missing)} {'lack' if len(missing) != 1 else 'lacks'} the file" if missing else "")
@@ -155,9 +154,8 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
     view: dict[str, Any] = {"verdict": verdict, "digests": digests, "missing": missing}
     if expected is not None:
         view["expected"] = expected
-        matching = [host for digest, hosts in ordered if digest == expected for host in hosts]
         body.append(
-            f"Expected {expected}: MATCH on {len(matching)} of {plural(sum(len(h) for _, h in ordered), 'host')}."
+            f"Expected {expected}: MATCH on {len(groups.get(expected, []))} of {plural(held, 'host')}."
         )
     return fleet_output(outcomes, body, view)
 

@@ -1,10 +1,7 @@
 """hash_tree: a checksum manifest of every regular file under a directory (sha256sum/b3sum over a tree).
 
-The MCP face of ``sysmcp.engine.hashing._treehash`` (the walk and the hashing): the schema, the request built from
-the arguments, the summary and first lines in words, the whole manifest kept as a resource, and the
-history hook that keeps it as an integrity baseline.
-
-Why a manifest and not a list of digests: the output is exactly what ``find . -type f | sort |
+The MCP face of ``sysmcp.engine.hashing._treehash``, with the history hook that keeps the manifest as an
+integrity baseline. Why a manifest and not a list of digests: the output is exactly what ``find . -type f | sort |
 xargs sha256sum`` would write, so an admin can save it as SHA256SUMS and check it later with
 ``sha256sum -c`` — or with ``verify_checksums``, which also notices files that appeared. The model
 sees a summary and the first lines; the whole manifest is a ``resources/read`` away.
@@ -37,18 +34,11 @@ from sysmcp.protocol.threads import run_in_thread
 from sysmcp.render import human_bytes, plural, rate, took
 from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools import schemas as js
+from sysmcp.tools import walking
 from sysmcp.tools.errors import file_error
 from sysmcp.tools.history_hooks import record_baseline
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import prop, result
-from sysmcp.tools.walking import (
-    PathError,
-    skipped_phrase,
-    timeout_property,
-    unreadable_directory,
-    walk_options,
-    walk_properties,
-)
 
 MAX_LISTED = 50  # unreadable files named in the result; the rest are counted
 DEFAULT_TIMEOUT_S = 30.0
@@ -64,11 +54,11 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
         "max_lines": js.integer(
             "Lines shown inline; the rest by link.", minimum=0, maximum=1000, default=100
         ),
-        "timeout_s": timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
+        "timeout_s": walking.timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
         "baseline": js.boolean(
             "Also keep it as an integrity baseline for what_changed (gnu only).", default=False
         ),
-        **walk_properties("path"),
+        **walking.walk_properties("path"),
     }
 )
 
@@ -83,7 +73,7 @@ class HashTree:
         "False when the walk itself was cut: files in directories not yet listed are "
         "neither in the manifest nor counted."
     )
-    base_dir: str = prop("The directory the manifest's names are relative to.")
+    base_dir: str = prop()
     algorithm: str = prop()
     format: Style = prop()
     files: int = prop("Files in the manifest.")
@@ -100,15 +90,12 @@ class HashTree:
         "mount of a directory above it)."
     )
     unreadable_count: int = prop("Files that could not be hashed.")
-    unreadable: list[PathError] = prop(
+    unreadable: list[walking.PathError] = prop(
         f"The first {MAX_LISTED} files that could not be hashed, with the reason."
     )
     non_utf8_names: int = prop(
         "Names that are not valid UTF-8: shown with \\xNN escapes, so a checker would not find them."
     )
-
-
-MAX_SHOWN = 1000  # the schema's largest max_lines
 
 
 def tree_request(
@@ -122,18 +109,18 @@ def tree_request(
         options,
         timeout_s=timeout_s,
         keep_limit=MAX_ITEM,
-        first_lines=MAX_SHOWN,
+        first_lines=1000,  # the schema's largest max_lines
         shown=shown,
     )
 
 
 def run(request: TreeRequest, progress: Progress, cancel: Cancel) -> TreeHash:
-    """The engine's manifest, in the worker thread; a directory that may not be read named with the
-    component that refused (a look: here, not on the loop)."""
+    """The engine's manifest; a refused directory named with the component that refused (a look at
+    the path: in the worker thread, not on the loop)."""
     try:
         return hash_path(request, progress, cancel)
     except PermissionRefused:
-        raise unreadable_directory(request.shown, Path(os.fsdecode(request.root))) from None
+        raise walking.unreadable_directory(request.shown, Path(os.fsdecode(request.root))) from None
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -141,7 +128,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     shown = display(path)
     algorithm = ALGORITHMS[args["algorithm"]]
     style: Style = "bsd" if args["format"] == "bsd" else "gnu"
-    options = walk_options(args)
+    options = walking.walk_options(args)
     timeout_s = min(float(args["timeout_s"]), MAX_TIMEOUT_S)
 
     def describe(meter: Meter, elapsed: float) -> str:
@@ -150,20 +137,17 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     request = tree_request(path, shown, algorithm, style, options, timeout_s)
     tree = await ctx.run_engine(run, request, describe=describe)
     output = answer(args, ctx, tree, shown, algorithm, style)
-    if args.get("baseline"):  # the history hook: an integrity baseline for what_changed
+    if not args.get("baseline"):
+        return output
+    said = "No baseline kept: it needs the GNU format and the whole manifest."
+    if style == "gnu" and tree.manifest is not None:  # the history hook: a baseline for what_changed
+        manifest, stopped = tree.manifest, bool(tree.stopped)
         said = await run_in_thread(
-            lambda _: (
-                record_baseline(
-                    tree.base, bytes(tree.manifest or b""), algorithm.name, options, bool(tree.stopped)
-                )
-                if style == "gnu" and tree.manifest is not None
-                else "No baseline kept: it needs the GNU format and the whole manifest."
-            ),
+            lambda _: record_baseline(tree.base, bytes(manifest), algorithm.name, options, stopped),
             None,
             None,
         )
-        output = replace(output, text=f"{output.text}\n{said}")
-    return output
+    return replace(output, text=f"{output.text}\n{said}")
 
 
 def checking_hint(algorithm: Algorithm, style: Style, base: str) -> str:
@@ -181,18 +165,20 @@ def answer(
 ) -> ToolOutput:
     """The typed result: summary and the first lines inline; the whole manifest kept as a resource."""
     base = display(tree.base)
-    link: ResourceLink | str | None = None  # the kept manifest, or why it could not be kept
-    if tree.files and tree.manifest is None:
-        link = TooLarge(tree.manifest_bytes).reason
-    elif tree.files and tree.manifest is not None:
-        link = ctx.keep(
-            MANIFEST_NAMES[algorithm.name],
-            tree.manifest.decode("utf-8", "backslashreplace"),
-            description=f"{algorithm.name} manifest ({style} format) of {plural(tree.files, 'file')}, names "
-            f"relative to {base}",
+    not_kept: str | None = None  # why the manifest could not be kept
+    links: tuple[ResourceLink, ...] = ()
+    if tree.files:
+        link = (
+            TooLarge(tree.manifest_bytes).reason
+            if tree.manifest is None
+            else ctx.keep(
+                MANIFEST_NAMES[algorithm.name],
+                tree.manifest.decode("utf-8", "backslashreplace"),
+                description=f"{algorithm.name} manifest ({style} format) of {plural(tree.files, 'file')}, names "
+                f"relative to {base}",
+            )
         )
-    not_kept = link if isinstance(link, str) else None
-    links = (link,) if isinstance(link, ResourceLink) else ()
+        not_kept, links = (link, ()) if isinstance(link, str) else (None, (link,))
     max_lines: int = args["max_lines"]
     lines = [line.decode("utf-8", "backslashreplace").rstrip("\n") for line in tree.first[:max_lines]]
     result = HashTree(
@@ -212,7 +198,10 @@ def answer(
         links[0].uri if links else None,
         tree.skipped,
         tree.unreadable_count,
-        [PathError(printable(name), file_error(error)) for name, error in tree.unreadable[:MAX_LISTED]],
+        [
+            walking.PathError(printable(name), file_error(error))
+            for name, error in tree.unreadable[:MAX_LISTED]
+        ],
         tree.non_utf8,
     )
     return ToolOutput.of(
@@ -225,8 +214,12 @@ def render(tree: HashTree, seconds: float, skipped_named: list[str], not_kept: s
     base, not_shown = tree.base_dir, tree.lines_not_shown
     out = []
     if tree.stopped_reason:
-        unlisted = "" if tree.walk_complete else ", and the walk had not finished (files in directories not "
-        unlisted += "" if tree.walk_complete else "yet listed are neither in the manifest nor counted)"
+        unlisted = (
+            ""
+            if tree.walk_complete
+            else ", and the walk had not finished (files in directories not yet listed are neither in the "
+            "manifest nor counted)"
+        )
         were = "was" if tree.files_not_hashed == 1 else "were"
         out.append(
             f"PARTIAL RESULT: hashing stopped early ({tree.stopped_reason}); the manifest covers the "
@@ -234,12 +227,12 @@ def render(tree: HashTree, seconds: float, skipped_named: list[str], not_kept: s
             f"listed {were} not hashed{unlisted}. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) or a "
             "subdirectory."
         )
-    out += [
+    out.append(
         f"{tree.algorithm} manifest of {tree.path}: {plural(tree.files, 'file')}, {human_bytes(tree.total_bytes)} hashed in "
         f"{took(tree.total_bytes, seconds)}; names relative to {base}"
-    ]
+    )
     if tree.skipped:
-        out.append("skipped: " + skipped_phrase(tree.skipped, skipped_named, base))
+        out.append("skipped: " + walking.skipped_phrase(tree.skipped, skipped_named, base))
     if tree.unreadable_count:
         out.append(f"{plural(tree.unreadable_count, 'file')} could not be hashed (left out of the manifest):")
         out += [f"  {item.path}: {item.error}" for item in tree.unreadable]

@@ -8,6 +8,7 @@ outcomes and need no ssh. The fleet package builds the outcomes; tools never imp
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -82,10 +83,7 @@ def answered(outcomes: Sequence[HostOutcome]) -> int:
 
 def tally(outcomes: Sequence[HostOutcome]) -> str:
     """``12 of 40 hosts answered, 1 unreachable, 2 timeout`` — also the fan-out's progress message."""
-    counts: dict[str, int] = {}
-    for outcome in outcomes:
-        if outcome.status not in ANSWERED:
-            counts[outcome.status] = counts.get(outcome.status, 0) + 1
+    counts = Counter(o.status for o in outcomes if o.status not in ANSWERED)
     parts = [f"{n} {status}" for status in STATUSES if (n := counts.get(status))]
     again = sum(1 for o in outcomes if o.reconnected)
     if again:  # a warm call that had to open sessions again: why it took as long as a cold one
@@ -152,6 +150,11 @@ def fleet_output(outcomes: Sequence[HostOutcome], body: Sequence[str], view: dic
     return ToolOutput(text, structured(outcomes, view), is_error=answered(outcomes) == 0)
 
 
+def _host_lines(outcome: HostOutcome) -> list[str]:
+    """One host's own answer: its name, its time and the first lines of its text."""
+    return [f"== {outcome.host} ({outcome.seconds:.2f} s)", *summary_lines(outcome)]
+
+
 def summary_lines(outcome: HostOutcome) -> list[str]:
     lines = outcome.text.splitlines()
     shown = [f"    {printable(line)}" for line in lines[:LINES_PER_HOST]]
@@ -176,13 +179,14 @@ def summary_merge(note: str | None = None) -> Merge:
         groups = grouped([(same_answer(o.text), o.host) for o in ok.values()])
         for _, hosts in groups:
             first = ok[hosts[0]]
-            if len(hosts) == 1:
-                body.append(f"== {first.host} ({first.seconds:.2f} s)")
-            else:
-                body.append(
-                    f"== {plural(len(hosts), 'host')}, same answer: {host_list(hosts)} (as {first.host} says it)"
-                )
-            body += summary_lines(first)
+            body += (
+                _host_lines(first)
+                if len(hosts) == 1
+                else [
+                    f"== {plural(len(hosts), 'host')}, same answer: {host_list(hosts)} (as {first.host} says it)",
+                    *summary_lines(first),
+                ]
+            )
         view: dict[str, Any] = {
             "summaries": [{"host": o.host, "text": o.text} for o in ok.values()],
             "groups": [{"count": len(hosts), "hosts": hosts} for _, hosts in groups],
@@ -221,7 +225,7 @@ def merge_readable(merge: Merge, outcomes: Sequence[HostOutcome], arguments: dic
         f"not in the view above: {host_list([o.host for o in unread])}. {whose} own text:"
     ]
     for outcome in unread:
-        lines += [f"== {outcome.host} ({outcome.seconds:.2f} s)", *summary_lines(outcome)]
+        lines += _host_lines(outcome)
     body = output.text.split("\n")[1:]  # after the tally line, which counts every host again below
     failures = failure_lines(outcomes)  # the same hosts as the merge's own (unread hosts answered)
     if failures and body[-len(failures) :] == failures:
@@ -250,21 +254,3 @@ def bound(output: ToolOutput, budget: int = LINE_BUDGET) -> tuple[ToolOutput, st
         return output, None
     head = [*lines[: budget - 1], f"… {plural(len(lines) - budget + 1, 'more line')} not shown."]
     return ToolOutput("\n".join(head), output.structured, output.is_error, output.links), output.text
-
-
-__all__ = [
-    "ANSWERED",
-    "STATUSES",
-    "HostOutcome",
-    "Merge",
-    "bound",
-    "default_merge",
-    "fleet_output",
-    "grouped",
-    "host_list",
-    "merge_readable",
-    "same_answer",
-    "summary_merge",
-    "tally",
-    "typed_results",
-]

@@ -54,7 +54,6 @@ class ToolOutput:
     def of(
         cls, result: Any, render: Callable[[Any], str], links: tuple[ResourceLink, ...] = ()
     ) -> ToolOutput:
-        """The answer of a typed ``result``: ``render(result)`` for its text, its JSON for the structured part."""
         return cls(render(result), to_json(result), links=links, result=result)
 
 
@@ -173,7 +172,7 @@ class Tool:
 
     def describe(self, features: Features, *, views: bool = False) -> dict[str, Any]:
         """The ``tools/list`` entry, with only what the negotiated version knows; ``views`` when the
-        client declared the MCP Apps extension (only then does the entry link its view)."""
+        client declared the MCP Apps extension."""
         entry: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
@@ -212,8 +211,7 @@ class Registry:
 
     def __init__(self, tools: Iterable[Tool | LazyTool], page_size: int = 100) -> None:
         """The tools as given: with a fleet, the gateway hands over tools whose schemas already carry
-        ``hosts`` (``sysmcp.fleet.schema.fleet_tools``), so nothing here knows about fleets. A
-        ``LazyTool`` is loaded when it is first looked up, listed or iterated."""
+        ``hosts`` (``sysmcp.fleet.schema.fleet_tools``), so nothing here knows about fleets."""
         self._tools: dict[str, Tool | LazyTool] = {}
         for tool in tools:
             if tool.name in self._tools:
@@ -240,9 +238,8 @@ class Registry:
     def page(self, cursor: object) -> tuple[Sequence[Tool], str | None]:
         """One page of tools and the cursor of the next (None on the last page)."""
         start = decode_cursor(cursor, len(self._tools))
-        names = self.names()
         end = start + self.page_size
-        return self._loaded(names[start:end]), (encode_cursor(end) if end < len(names) else None)
+        return self._loaded(self.names()[start:end]), (encode_cursor(end) if end < len(self) else None)
 
     def _loaded(self, names: Sequence[str]) -> list[Tool]:
         return [tool for tool in map(self.get, names) if tool is not None]

@@ -1,26 +1,12 @@
-"""The JSON Schema shapes every tool's input schema repeats, built one way (output schemas come
-from the typed result: ``typed.schema_of``).
-
-A tool's input schema stays in its module, readable as the data it is; these spare it the frames every
-tool writes again: the object of its arguments (which are required, no others allowed), a typed value
-with its description (nullable where null is a value), and the ``path`` and ``top_n`` arguments.
+"""The JSON Schema frames every tool's input schema repeats, built one way (output schemas come
+from the typed result: ``typed.schema_of``). A tool's input schema stays in its module, readable as
+the data it is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
-
-__all__ = [
-    "arguments",
-    "boolean",
-    "integer",
-    "number",
-    "path_argument",
-    "string",
-    "top_n_argument",
-    "typed",
-]
 
 
 def typed(

@@ -5,21 +5,13 @@ merge and history read that dict back with ``.get()`` drifts apart in three plac
 is the one statement; ``schema_of`` derives the JSON Schema from its type hints, ``to_json`` gives the
 ``structuredContent``, and ``from_json`` turns another host's JSON back into the same dataclass.
 
-How types map (each field's description and extra keywords come from ``prop``):
+Types map as JSON Schema reads them (``X | None`` → ``[X, "null"]``, ``Literal`` → an ``enum``, a
+dataclass → an object of its fields, all required and no others unless its ``SCHEMA_OPTIONS`` say
+``closed=False``, as ``Open`` does, or ``required=False``), with two of our own:
 
-- ``int``/``float``/``str``/``bool`` → integer/number/string/boolean; ``X | None`` → ``[X, "null"]``;
-- ``Literal["a", "b"]`` → a string with that ``enum``;
-- ``list[X]`` / ``tuple[X, ...]`` → an array of X; ``dict[str, X]`` → an object of X by name;
-  ``dict[str, Any]`` → any object;
-- a dataclass → an object of its fields, all required and no others (``SCHEMA_OPTIONS`` may say
-  ``closed=False``: others allowed, as a subclass of ``Open`` does, or ``required=False``: no list of
-  required ones);
-- ``Opt[X]`` (a field that may be left out, default ``ABSENT``; ``from_json`` gives it ``ABSENT`` when the
-  JSON leaves it out, even where it is declared without that default, as a field before a required one
-  must be) → not required, and absent from the JSON while its value is ``ABSENT``. ``Opt[X | None]`` may
-  be absent, or null.
-- ``prop(name="class")``: the property's JSON name, where it is no Python name; ``prop(listed=False)``: in
-  the JSON, not in the schema.
+- ``Opt[X]``: a field that may be left out (default ``ABSENT``), absent from the JSON while its value is
+  ``ABSENT``; ``from_json`` gives it ``ABSENT`` when the JSON leaves it out, even where it is declared
+  without that default, as a field before a required one must be;
 - ``imported_later("module", "Name")``: a field's type from a module its tool imports only for some calls,
   bound at run time to that name in place of the import (which only the type checker sees); the schema
   and ``from_json`` import the module when they first need the type, ``to_json`` never does.
@@ -35,6 +27,8 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final, Literal, TypeVar, Union
+
+from sysmcp.tools import schemas as js
 
 __all__ = ["ABSENT", "Open", "Opt", "from_json", "imported_later", "prop", "result", "schema_of", "to_json"]
 
@@ -67,13 +61,11 @@ def prop(
     **keywords: Any,
 ) -> Any:
     """A result field: its description (None: ``descriptions.COMMON`` may give one), the schema's other
-    keywords (``minimum=0``, ``pattern=…``), its default (an ``Opt`` field defaults to ``ABSENT``), and
-    its JSON name when that is not the field's (``class``: a Python keyword). ``listed=False``: in the
-    JSON but not among the schema's properties (its object allows others)."""
+    keywords, its JSON name when that is no Python name (``class``). ``listed=False``: in the JSON but
+    not among the schema's properties (its object allows others)."""
     metadata = {_DOC: description, _KEYWORDS: keywords, _NAME: name, _UNLISTED: not listed}
     if isinstance(default, (list, dict, set)):
-        factory = type(default)
-        return dataclasses.field(default_factory=factory, metadata=metadata)
+        return dataclasses.field(default_factory=type(default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
 
 
@@ -87,8 +79,12 @@ def result(cls: type[T]) -> type[T]:
     spec = tuple(
         (item.name, item.default, item.default_factory) for item in dataclasses.fields(typing.cast(Any, made))
     )
-    shared = {"__result_init__": spec, "__init__": _init, "__eq__": _equal, "__repr__": _shown}
-    for name, value in shared.items():
+    for name, value in (
+        ("__result_init__", spec),
+        ("__init__", _init),
+        ("__eq__", _equal),
+        ("__repr__", _shown),
+    ):
         setattr(made, name, value)
     made.__hash__ = None  # type: ignore[assignment]  # equal by value, so not hashable by identity
     return made
@@ -156,17 +152,12 @@ def schema_of(cls: type) -> dict[str, Any]:
 
 def _object(cls: type, description: str | None, *, null: bool) -> dict[str, Any]:
     options: Mapping[str, Any] = getattr(cls, "SCHEMA_OPTIONS", {})
-    schema: dict[str, Any] = {"type": ["object", "null"] if null else "object"}
-    if description is not None:
-        schema["description"] = description
-    hints = _hints(cls)
+    schema = js.typed("object", description, null=null)
     properties: dict[str, Any] = {}
     required: list[str] = []
-    for item in dataclasses.fields(cls):
+    for item, key, hint, may_be_absent in _fields(cls):
         if item.metadata.get(_UNLISTED):
             continue
-        hint, may_be_absent = _strip(hints[item.name], _LEFT_OUT)
-        key = _json_name(item)
         properties[key] = _schema(hint, item.metadata.get(_DOC), item.metadata.get(_KEYWORDS, {}))
         if not may_be_absent:
             required.append(key)
@@ -201,10 +192,7 @@ def _schema(
         kind = "object"
     else:
         kind = _SCALARS[hint]
-    schema: dict[str, Any] = {"type": [kind, "null"] if null else kind, **extra}
-    if description is not None:
-        schema["description"] = description
-    return schema
+    return js.typed(kind, description, null=null, **extra)
 
 
 _SCALARS: Final = {int: "integer", float: "number", str: "string", bool: "boolean"}
@@ -228,8 +216,13 @@ def _json_name(item: dataclasses.Field[Any]) -> str:
 
 
 @functools.cache
-def _hints(cls: Any) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+def _fields(cls: Any) -> tuple[tuple[dataclasses.Field[Any], str, Any, bool], ...]:
+    """Each field of the dataclass ``cls``: its JSON name, its type hint without ``Opt``, and whether
+    it was an ``Opt`` (may be absent)."""
+    hints = typing.get_type_hints(cls)
+    return tuple(
+        (item, _json_name(item), *_strip(hints[item.name], _LEFT_OUT)) for item in dataclasses.fields(cls)
+    )
 
 
 # -- the JSON -------------------------------------------------------------------------------
@@ -318,11 +311,7 @@ def _reader(hint: Any) -> Callable[[Any], Any]:
 
 def _plain_reader(hint: Any) -> Callable[[Any], Any]:
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        hints = _hints(hint)
-        plan = []
-        for item in dataclasses.fields(hint):
-            inner, may_be_absent = _strip(hints[item.name], _LEFT_OUT)
-            plan.append((item.name, _json_name(item), _reader(inner), may_be_absent))
+        plan = [(item.name, key, _reader(inner), absent) for item, key, inner, absent in _fields(hint)]
 
         def read_object(data: Any) -> Any:
             values = {}

@@ -3,9 +3,7 @@
 What it adds to ``sha256sum -c``: any of six algorithms in one manifest, GNU and BSD lines mixed,
 MISSING told apart from unreadable, files that appeared since the manifest was made
 (``report_new``), progress, cancellation, and a bounded answer however long the manifest is.
-
-This module speaks MCP (schema, arguments into a ``VerifyRequest``, the engine's results into
-words; its failures are worded in ``sysmcp.tools.errors``); the work is ``sysmcp.engine.hashing._verify``'s.
+The MCP face of ``sysmcp.engine.hashing._verify``, which does the work.
 """
 
 from __future__ import annotations
@@ -37,17 +35,10 @@ from sysmcp.protocol.failures import ToolError
 from sysmcp.render import and_more, human_bytes, plural, rate
 from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools import schemas as js
+from sysmcp.tools import walking
 from sysmcp.tools.errors import file_error
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import prop, result
-from sysmcp.tools.walking import (
-    PathError,
-    require_directory,
-    skipped_phrase,
-    timeout_property,
-    walk_options,
-    walk_properties,
-)
 
 __all__ = ["INPUT_SCHEMA", "TOOL", "answer", "handle", "render", "verify_request"]
 
@@ -69,8 +60,8 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
         "max_listed": js.top_n_argument(
             "Names per list inline; the full report by link.", maximum=1000, default=50
         ),
-        "timeout_s": timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
-        **walk_properties("base_dir", note="With report_new: "),
+        "timeout_s": walking.timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
+        **walking.walk_properties("base_dir", note="With report_new: "),
     },
     required=("manifest",),
 )
@@ -100,7 +91,7 @@ class VerifyChecksums:
     seconds: float = prop()
     failed_files: list[str] = prop()
     missing_files: list[str] = prop()
-    unreadable_files: list[PathError] = prop()
+    unreadable_files: list[walking.PathError] = prop()
     improperly_formatted_lines: list[int] = prop()
     new_files: list[str] = prop()
     truncated: bool = prop("True when a list above was cut at max_listed.")
@@ -137,13 +128,12 @@ def verify_request(
     clock: Callable[[], float] = time.monotonic,
     before_close: Callable[[Verification], None] | None = None,
 ) -> VerifyRequest:
-    """The engine's request for the tool's validated arguments."""
     return VerifyRequest(
         source,
         base,
         algorithm=None if args["algorithm"] == "auto" else ALGORITHMS[args["algorithm"]],
         report_new=bool(args["report_new"]),
-        walk=walk_options(args) if args["report_new"] else WalkOptions(),
+        walk=walking.walk_options(args) if args["report_new"] else WalkOptions(),
         max_listed=int(args.get("max_listed", 50)),
         threads=threads,
         confine=confine_to(policy),
@@ -177,29 +167,26 @@ def to_bytes(text: str) -> bytes:
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     raw: str = args["manifest"]
     how = classify(raw)
-    base_arg: str | None = args.get("base_dir")
+    base_raw: str | None = args.get("base_dir")
     manifest_dir: str | None = None
     if how == "path":
         path = await ctx.resolve(raw.strip())
         source = Source(display(path), path=os.fsencode(path), name_hint=path.name)
-        base_raw = base_arg or str(path.parent)
-        manifest_dir = display(path.parent)
+        base_raw, manifest_dir = base_raw or str(path.parent), display(path.parent)
+    elif how == "uri":
+        item = ctx.results.get(raw.strip())
+        if item is None:
+            raise ToolError(f"No stored result {raw.strip()} (results are kept for this session only)")
+        source = Source(item.uri, data=to_bytes(item.text), name_hint=item.name)
     else:
-        if how == "uri":
-            item = ctx.results.get(raw.strip())
-            if item is None:
-                raise ToolError(f"No stored result {raw.strip()} (results are kept for this session only)")
-            source = Source(item.uri, data=to_bytes(item.text), name_hint=item.name)
-        else:
-            source = Source("(text)", data=to_bytes(raw))
-        if not base_arg:
-            raise ToolError(
-                "base_dir is required when the manifest is given as text or a URI: the absolute directory its "
-                "names are relative to"
-            )
-        base_raw = base_arg
+        source = Source("(text)", data=to_bytes(raw))
+    if not base_raw:
+        raise ToolError(
+            "base_dir is required when the manifest is given as text or a URI: the absolute directory its "
+            "names are relative to"
+        )
     base_path = await ctx.resolve(
-        base_raw, lambda found: require_directory(found, display(found), "base_dir")
+        base_raw, lambda found: walking.require_directory(found, display(found), "base_dir")
     )
     base_shown = display(base_path)
     timeout_s = min(float(args["timeout_s"]), MAX_TIMEOUT_S)
@@ -243,7 +230,16 @@ def answer(
     links: tuple[ResourceLink, ...] = ()
     not_kept: str | None = None
     if truncated:
-        link = _kept_report(result, ctx, report, f"checking {manifest_shown} against {base_shown}")
+        text, size = report if report is not None else write_report(result)
+        link = (
+            TooLarge(size).reason
+            if text is None
+            else ctx.keep(
+                "verify-report.txt",
+                text,
+                description=f"Every entry's status from checking {manifest_shown} against {base_shown}",
+            )
+        )
         not_kept, links = (link, ()) if isinstance(link, str) else (None, (link,))
     typed = VerifyChecksums(
         manifest_shown,
@@ -264,7 +260,7 @@ def answer(
         round(result.seconds, 6),
         [printable(name) for name, _ in by_status["FAILED"]],
         [printable(name) for name, _ in by_status["MISSING"]],
-        [PathError(printable(name), file_error(c.detail)) for name, c in by_status["UNREADABLE"]],
+        [walking.PathError(printable(name), file_error(c.detail)) for name, c in by_status["UNREADABLE"]],
         result.bad_lines[:limit],
         [printable(name) for name in (new or [])[:limit]],
         truncated,
@@ -310,7 +306,7 @@ def render(
         title = f"New files under {answer.base_dir} not in the manifest ({answer.new:,}):"
         lines += _names(title, answer.new_files, answer.new)
     if answer.walk_skipped:
-        lines.append("walk skipped: " + skipped_phrase(answer.walk_skipped))
+        lines.append("walk skipped: " + walking.skipped_phrase(answer.walk_skipped))
     if answer.truncated:
         cut = f"Lists were cut at {plural(limit, 'name')}; the full report"
         lines.append(
@@ -374,16 +370,6 @@ def _names(title: str, names: list[str], total: int) -> list[str]:
         *(f"  {name}" for name in names),
         *([f"  {and_more(total - len(names))}"] if total > len(names) else []),
     ]
-
-
-def _kept_report(
-    result: Verification, ctx: ToolContext, report: Report | None, what: str
-) -> ResourceLink | str:
-    """The full report kept as a resource (``report``'s text, else written now), or why it was not."""
-    text, size = report if report is not None else write_report(result)
-    if text is None:
-        return TooLarge(size).reason
-    return ctx.keep("verify-report.txt", text, description=f"Every entry's status from {what}")
 
 
 def write_report(result: Verification, most: int | None = None) -> Report:

@@ -30,11 +30,13 @@ _INLINED = {"/*@common.css@*/": "common.css", "/*@bridge.js@*/": "bridge.js"}
 
 @dataclass(frozen=True, slots=True)
 class View:
-    uri: str
-    name: str
+    name: str  # its page is <name>.html in this package
     title: str
     description: str
-    source: str  # file name in this package
+
+    @property
+    def uri(self) -> str:
+        return f"ui://sysmcp/{self.name}"
 
     def resource(self, *, titles: bool) -> dict[str, Any]:
         """The ``resources/list`` entry (``title`` only where the version has it)."""
@@ -55,38 +57,30 @@ class View:
 
 
 DIR_USAGE = View(
-    uri="ui://sysmcp/dir-usage",
     name="dir-usage",
     title="Directory usage treemap",
     description="A squarified treemap of a dir_usage result: directories by disk bytes, their largest "
     "files, a breadcrumb; click (or Enter) on a directory to look inside it.",
-    source="dir-usage.html",
 )
 DISKS = View(
-    uri="ui://sysmcp/disks",
     name="disks",
     title="Filesystems",
     description="One bar per filesystem (space and inodes) of a disk_usage result, fullest first, with the "
     "90 % line; per host for fleet results.",
-    source="disks.html",
 )
 
 CONTAINERS = View(
-    uri="ui://sysmcp/containers",
     name="containers",
     title="Container storage",
     description="One stacked bar of a container_usage result: image layers, writable layers, volumes, build "
     "cache, log files and what the data root holds beyond the engine's figures, each with its counts.",
-    source="containers.html",
 )
 
 HEALTH = View(
-    uri="ui://sysmcp/health",
     name="health",
     title="Disk health",
     description="One row per device of a disk_health result with its verdict (ok, watch, failing), model and "
     "failure-predicting counters, then md arrays (degraded, rebuilding with progress) and btrfs error counters.",
-    source="health.html",
 )
 
 VIEWS: dict[str, View] = {view.uri: view for view in (DIR_USAGE, DISKS, CONTAINERS, HEALTH)}
@@ -99,7 +93,7 @@ def html(uri: str) -> str:
 
     view = VIEWS[uri]
     folder = resources.files(__name__)
-    first, _, page = folder.joinpath(view.source).read_text(encoding="utf-8").partition("\n")
+    first, _, page = folder.joinpath(f"{view.name}.html").read_text(encoding="utf-8").partition("\n")
     title = first.removeprefix("<!--@head: ").removesuffix("@-->")  # the page's first line names it
     text = folder.joinpath("head.html").read_text(encoding="utf-8").replace("@TITLE@", title) + page
     for marker, name in _INLINED.items():
