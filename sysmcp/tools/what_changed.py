@@ -65,29 +65,25 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
 
 
 def parse_when(value: str, name: str, now: float) -> float:
-    """Epoch seconds of '24h' (back from now) or an ISO 8601 time; ``ArgumentError`` naming ``name``."""
+    """Epoch seconds of '24h' (back from now) or an ISO 8601 time; ``ArgumentError`` naming ``name``.
+    A ``since`` in the future is refused (nothing can have changed since)."""
     try:
         return now - parse_duration(value, name)
     except ArgumentError:
         pass
     try:
-        return datetime.fromisoformat(value.strip()).timestamp()
+        when = datetime.fromisoformat(value.strip()).timestamp()
     except ValueError:
         raise ArgumentError(
             f"Invalid arguments: {name!r} must be a duration ('24h', '7d'), an ISO 8601 time "
             f"('2026-11-30T09:00'){' or last' if name == 'since' else ''}, got {value!r}"
         ) from None
-
-
-def parse_since(value: str, now: float) -> float:
-    """``since`` in epoch seconds; a time in the future is refused (nothing can have changed since)."""
-    since = parse_when(value, "since", now)
-    if since > now:
+    if name == "since" and when > now:
         raise ArgumentError(
             f"Invalid arguments: 'since' is in the future ({value!r}): give a duration back from now "
             "('24h') or a past time"
         )
-    return since
+    return when
 
 
 def comparison(
@@ -101,7 +97,7 @@ def comparison(
     since_raw: str = args["since"]
     return Comparison(
         path=os.fsencode(path),
-        since=None if since_raw.strip().lower() == "last" else parse_since(since_raw, now),
+        since=None if since_raw.strip().lower() == "last" else parse_when(since_raw, "since", now),
         until=parse_when(args["until"], "until", now) if "until" in args else None,
         now=now,
         timeout_s=min(float(args["timeout_s"]), MAX_TIMEOUT_S),
@@ -416,12 +412,12 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
                 elif row.kind == "modified":
                     note = " (same size, files rewritten)"
                 if c.files_changed and c.newest is not None:
-                    newest = f"newest change {_when(c.newest, precise)}"
-                    note = f"{note[:-1]}; {newest})" if note else f" ({newest})"
+                    note = _also(note, f"newest change {_when(c.newest, precise)}")
                 if row.parents:
                     parents = ", ".join(printable(p) + "/" for p in row.parents)
-                    carried = f"the same change as its {plural(len(row.parents), 'parent')} {parents}"
-                    note = f"{note[:-1]}; {carried})" if note else f" ({carried})"
+                    note = _also(
+                        note, f"the same change as its {plural(len(row.parents), 'parent')} {parents}"
+                    )
                 lines.append(
                     f"  {signed(row.delta_bytes):>11}  {printable(row.path)}/{note}{_rate(row.per_day_bytes)}"
                 )
@@ -432,21 +428,19 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
                 NewFile(named(f.path), f.disk, iso_utc(f.mtime) if f.mtime is not None else None)
                 for f in diff.new_files[:top_n]
             ]
-            if new_files:
-                lines.append("Largest new files:")
-                lines += [f"  {human_bytes(f.disk_bytes):>10}  {printable(f.path)}" for f in new_files]
             removed = [RemovedFile(named(f.path), f.disk) for f in diff.removed_files[:top_n]]
-            if removed:
-                lines.append("Largest files removed:")
-                lines += [f"  {signed(-f.disk_bytes):>11}  {printable(f.path)}" for f in removed]
-            shrunk = [
-                ShrunkFile(named(then.path), then.disk, now.disk) for then, now in diff.shrunk_files[:top_n]
-            ]
-            larger = [
-                ShrunkFile(named(now.path), then.disk, now.disk) for then, now in diff.grown_files[:top_n]
-            ]
-            lines += _resized("Largest files that shrank:", shrunk)
-            lines += _resized("Largest files that grew:", larger)
+            shrunk = [ShrunkFile(named(b.path), a.disk, b.disk) for a, b in diff.shrunk_files[:top_n]]
+            larger = [ShrunkFile(named(b.path), a.disk, b.disk) for a, b in diff.grown_files[:top_n]]
+            lines += _titled(
+                "Largest new files:",
+                [f"{human_bytes(f.disk_bytes):>10}  {printable(f.path)}" for f in new_files],
+            )
+            lines += _titled(
+                "Largest files removed:",
+                [f"{signed(-f.disk_bytes):>11}  {printable(f.path)}" for f in removed],
+            )
+            lines += _titled("Largest files that shrank:", [_resized(f) for f in shrunk])
+            lines += _titled("Largest files that grew:", [_resized(f) for f in larger])
             if diff.new_maybe_grown:
                 notes.append(
                     f"the older snapshot kept only its {FILES_KEPT} largest files: a file named new may have "
@@ -556,15 +550,20 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
     return "\n".join(lines), answer, full
 
 
-def _resized(title: str, files: list[ShrunkFile]) -> list[str]:
-    """``title`` and a line a file, '−6.0 MiB  /srv/a/log (8.0 MiB → 2.0 MiB)'; nothing for no file."""
-    if not files:
-        return []
-    lines = [title]
-    for f in files:
-        sizes = f"{human_bytes(f.old_disk_bytes)} → {human_bytes(f.disk_bytes)}"
-        lines.append(f"  {signed(f.disk_bytes - f.old_disk_bytes):>11}  {printable(f.path)} ({sizes})")
-    return lines
+def _also(note: str, more: str) -> str:
+    """' (appeared)' and 'x' → ' (appeared; x)'; '' and 'x' → ' (x)'."""
+    return f"{note[:-1]}; {more})" if note else f" ({more})"
+
+
+def _titled(title: str, lines: list[str]) -> list[str]:
+    """``title`` and the ``lines`` indented under it; nothing for no line."""
+    return [title, *(f"  {line}" for line in lines)] if lines else []
+
+
+def _resized(f: ShrunkFile) -> str:
+    """'−6.0 MiB  /srv/a/log (8.0 MiB → 2.0 MiB)'."""
+    sizes = f"{human_bytes(f.old_disk_bytes)} → {human_bytes(f.disk_bytes)}"
+    return f"{signed(f.disk_bytes - f.old_disk_bytes):>11}  {printable(f.path)} ({sizes})"
 
 
 def _full_list(rows: list[Change]) -> str:
