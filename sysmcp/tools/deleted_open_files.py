@@ -22,7 +22,6 @@ from sysmcp import platform
 from sysmcp.engine.mounts import Mount, MountTable, default_partitions
 from sysmcp.engine.paths import display, on_the_way, printable, within_roots
 from sysmcp.engine.procs import PROC, DeletedFile, Holder, Scan, filesystem_of, scan_processes
-from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ToolError
 from sysmcp.render import human_bytes, more_not_shown, noun, plural
 from sysmcp.tools import schemas as js
@@ -317,11 +316,11 @@ class DeletedOpenFiles:
             )
             unavailable = DeletedOpenAnswer(False, [], 0, [], 0)
             return ToolOutput(text, to_json(unavailable), result=unavailable)
-
-        def describe(meter: Meter, elapsed: float) -> str:
-            return f"{plural(int(meter.done), 'process')} looked at"
-
-        scan = await ctx.run_engine(scan_processes, self.proc, describe=describe)
+        scan = await ctx.run_engine(
+            scan_processes,
+            self.proc,
+            describe=lambda meter, _: f"{plural(int(meter.done), 'process')} looked at",
+        )
         text, answer = render(scan, self.partitions(), args["top_n"], only_dev, shown, ctx.paths.allowed)
         return ToolOutput(text, to_json(answer), result=answer)
 

@@ -200,21 +200,16 @@ def _with_files(writers: list[Process], roots: Sequence[Path] | None) -> list[Wr
         if writers and platform.has_proc_fd(PROC)
         else {}
     )
-    rows = []
-    for row in writers:
-        files, outside = found.get(row.pid, ([], 0))
-        shown = [
-            OpenForWriting(item.path, item.fd, item.device, item.deleted) for item in files[:FILES_PER_WRITER]
-        ]
-        rows.append(
-            Writer(
-                **asdict(row),
-                files=shown,
-                files_not_shown=max(len(files) - FILES_PER_WRITER, 0),
-                files_outside_roots=outside,
-            )
+    return [
+        Writer(
+            **asdict(row),
+            files=[OpenForWriting(f.path, f.fd, f.device, f.deleted) for f in files[:FILES_PER_WRITER]],
+            files_not_shown=max(len(files) - FILES_PER_WRITER, 0),
+            files_outside_roots=outside,
         )
-    return rows
+        for row in writers
+        for files, outside in [found.get(row.pid, ([], 0))]
+    ]
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:

@@ -27,7 +27,6 @@ from sysmcp.engine.paths import printable
 from sysmcp.history import state
 from sysmcp.history.compare import MIN_FIT_S, Comparison, Findings, compare
 from sysmcp.history.snapshots import FILES_KEPT, BaselineFile, ScanSnapshot, within
-from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ArgumentError
 from sysmcp.render import age, human_bytes, more_not_shown, plural, table
 from sysmcp.tools import schemas as js
@@ -636,18 +635,14 @@ def _integrity_lines(
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    now = time.time()
-
-    def describe(meter: Meter, elapsed: float) -> str:
-        return f"{plural(int(meter.done), 'entry')} scanned"
-
-    request = comparison(
-        Path(os.sep), args, now, within(ctx.paths.allowed)
-    )  # bad arguments: refused first; the path (one that cannot be encoded too) is checked next
+    # bad arguments: refused first; the path (one that cannot be encoded too) is checked next
+    request = comparison(Path(os.sep), args, time.time(), within(ctx.paths.allowed))
     path, shown = await directory_argument(ctx, args["path"])
     request = replace(request, path=os.fsencode(path))
     try:
-        found = await ctx.run_engine(compare, request, describe=describe)
+        found = await ctx.run_engine(
+            compare, request, describe=lambda meter, _: f"{plural(int(meter.done), 'entry')} scanned"
+        )
     except OSError as exc:
         raise scan_failure(shown, path, exc) from None
     text, answer, full = render(shown, found, args)
