@@ -252,8 +252,7 @@ def render(
         )
     if elsewhere[0]:
         lines.append(
-            f"Not counted: {plural(elsewhere[0], 'deleted file')} "
-            f"({human_bytes(elsewhere[1])}) on no filesystem "
+            f"Not counted: {plural(elsewhere[0], 'deleted file')} ({human_bytes(elsewhere[1])}) on no filesystem "
             "mounted here (memfd, shared memory, another mount namespace)."
         )
     if scan.mappings_not_sized:

@@ -248,7 +248,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     )
     top, writers_left = _rows(moved, True, top_n, seconds)
     readers, readers_left = _rows(moved, False, top_n, seconds)
-    writers = await ctx.run_in_worker(lambda _: _with_files(top, ctx.paths.allowed))
+    writers = await ctx.run_in_worker(lambda _: _with_files(top, roots))
     answer = DiskIO(
         seconds=round(seconds, 3),
         devices=busy,

@@ -135,11 +135,10 @@ def duplicate_groups(
     )
     search = find_duplicates(request, progress, cancel)
     joined = request.base.rstrip(b"/") + b"/"
-    groups: list[list[tuple[bytes, os.stat_result]]] = []
-    for group in search.groups:
-        seen = [(joined + os.fsencode(c.relative), c.stat()) for c in group.copies]
-        groups.append([(path, st) for path, st in seen if st is not None])
-    return groups
+    return [
+        [(joined + os.fsencode(c.relative), st) for c in group.copies if (st := c.stat()) is not None]
+        for group in search.groups
+    ]
 
 
 def item_view(item: Item) -> PlanItem:
