@@ -313,8 +313,7 @@ class DeletedOpenFiles:
                 "This system has no /proc/PID/fd, so sysmcp cannot list deleted files held open here. "
                 "On macOS, `sudo lsof +L1` shows them."
             )
-            unavailable = DeletedOpenAnswer(False, [], 0, [], 0)
-            return ToolOutput(text, to_json(unavailable), result=unavailable)
+            return ToolOutput.of(DeletedOpenAnswer(False, [], 0, [], 0), lambda _: text)
         scan = await ctx.run_engine(
             scan_processes,
             self.proc,

@@ -140,11 +140,10 @@ def render(answer: DiskIO) -> str:
     if not answer.process_io_available:
         lines.append("Per-process I/O counters are not available on this system: no process list.")
         return "\n".join(lines)
-    listed: tuple[tuple[str, Sequence[Process], int], ...] = (
+    for title, rows, more in (
         ("Top writers", answer.top_writers, answer.writers_not_shown),
         ("Top readers", answer.top_readers, answer.readers_not_shown),
-    )
-    for title, rows, more in listed:
+    ):
         lines.append(f"{title} (bytes that reached storage, as iotop):")
         for row in rows:
             user = f" ({row.user})" if row.user else ""

@@ -405,18 +405,17 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
                 rows.append(row)
                 if len(rows) > top_n:
                     continue
-                note = "" if row.kind in ("grew", "shrank") else f" ({row.kind})"
+                said: list[str] = [] if row.kind in ("grew", "shrank") else [row.kind]
                 if was_below:
-                    note = f" (appeared, or under the {below} threshold then: the delta is at most this)"
+                    said = [f"appeared, or under the {below} threshold then: the delta is at most this"]
                 elif row.kind == "modified":
-                    note = " (same size, files rewritten)"
+                    said = ["same size, files rewritten"]
                 if c.files_changed and c.newest is not None:
-                    note = _also(note, f"newest change {_when(c.newest, precise)}")
+                    said.append(f"newest change {_when(c.newest, precise)}")
                 if row.parents:
                     parents = ", ".join(printable(p) + "/" for p in row.parents)
-                    note = _also(
-                        note, f"the same change as its {plural(len(row.parents), 'parent')} {parents}"
-                    )
+                    said.append(f"the same change as its {plural(len(row.parents), 'parent')} {parents}")
+                note = f" ({'; '.join(said)})" if said else ""
                 lines.append(
                     f"  {signed(row.delta_bytes):>11}  {printable(row.path)}/{note}{_rate(row.per_day_bytes)}"
                 )
@@ -547,11 +546,6 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         notes=notes,
     )
     return "\n".join(lines), answer, full
-
-
-def _also(note: str, more: str) -> str:
-    """' (appeared)' and 'x' → ' (appeared; x)'; '' and 'x' → ' (x)'."""
-    return f"{note[:-1]}; {more})" if note else f" ({more})"
 
 
 def _titled(title: str, lines: list[str]) -> list[str]:
