@@ -253,10 +253,6 @@ def signed(size: int) -> str:
     return ("+" if size >= 0 else "−") + human_bytes(abs(size))
 
 
-def _rate(per_day: float | None) -> str:
-    return "" if per_day is None else f", {signed(int(per_day))}/day"
-
-
 def _snapshot(snap: ScanSnapshot | None, fresh: bool = False) -> StoredScan | None:
     if snap is None or snap.id is None:
         return None
@@ -416,9 +412,8 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
                     parents = ", ".join(printable(p) + "/" for p in row.parents)
                     said.append(f"the same change as its {plural(len(row.parents), 'parent')} {parents}")
                 note = f" ({'; '.join(said)})" if said else ""
-                lines.append(
-                    f"  {signed(row.delta_bytes):>11}  {printable(row.path)}/{note}{_rate(row.per_day_bytes)}"
-                )
+                per_day = "" if row.per_day_bytes is None else f", {signed(int(row.per_day_bytes))}/day"
+                lines.append(f"  {signed(row.delta_bytes):>11}  {printable(row.path)}/{note}{per_day}")
             if len(rows) > top_n:
                 lines.append(f"  {more_not_shown(len(rows) - top_n, 'directory')}")
                 full = _full_list(rows)
