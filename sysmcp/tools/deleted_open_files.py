@@ -22,7 +22,6 @@ from sysmcp import platform
 from sysmcp.engine.mounts import Mount, MountTable, default_partitions
 from sysmcp.engine.paths import display, on_the_way, printable, within_roots
 from sysmcp.engine.procs import PROC, DeletedFile, Holder, Scan, filesystem_of, scan_processes
-from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ToolError
 from sysmcp.render import human_bytes, more_not_shown, noun, plural
 from sysmcp.tools import schemas as js
@@ -253,8 +252,7 @@ def render(
         )
     if elsewhere[0]:
         lines.append(
-            f"Not counted: {plural(elsewhere[0], 'deleted file')} "
-            f"({human_bytes(elsewhere[1])}) on no filesystem "
+            f"Not counted: {plural(elsewhere[0], 'deleted file')} ({human_bytes(elsewhere[1])}) on no filesystem "
             "mounted here (memfd, shared memory, another mount namespace)."
         )
     if scan.mappings_not_sized:
@@ -315,13 +313,12 @@ class DeletedOpenFiles:
                 "This system has no /proc/PID/fd, so sysmcp cannot list deleted files held open here. "
                 "On macOS, `sudo lsof +L1` shows them."
             )
-            unavailable = DeletedOpenAnswer(False, [], 0, [], 0)
-            return ToolOutput(text, to_json(unavailable), result=unavailable)
-
-        def describe(meter: Meter, elapsed: float) -> str:
-            return f"{plural(int(meter.done), 'process')} looked at"
-
-        scan = await ctx.run_engine(scan_processes, self.proc, describe=describe)
+            return ToolOutput.of(DeletedOpenAnswer(False, [], 0, [], 0), lambda _: text)
+        scan = await ctx.run_engine(
+            scan_processes,
+            self.proc,
+            describe=lambda meter, _: f"{plural(int(meter.done), 'process')} looked at",
+        )
         text, answer = render(scan, self.partitions(), args["top_n"], only_dev, shown, ctx.paths.allowed)
         return ToolOutput(text, to_json(answer), result=answer)
 

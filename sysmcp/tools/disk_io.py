@@ -140,11 +140,10 @@ def render(answer: DiskIO) -> str:
     if not answer.process_io_available:
         lines.append("Per-process I/O counters are not available on this system: no process list.")
         return "\n".join(lines)
-    listed: tuple[tuple[str, Sequence[Process], int], ...] = (
+    for title, rows, more in (
         ("Top writers", answer.top_writers, answer.writers_not_shown),
         ("Top readers", answer.top_readers, answer.readers_not_shown),
-    )
-    for title, rows, more in listed:
+    ):
         lines.append(f"{title} (bytes that reached storage, as iotop):")
         for row in rows:
             user = f" ({row.user})" if row.user else ""
@@ -200,21 +199,16 @@ def _with_files(writers: list[Process], roots: Sequence[Path] | None) -> list[Wr
         if writers and platform.has_proc_fd(PROC)
         else {}
     )
-    rows = []
-    for row in writers:
-        files, outside = found.get(row.pid, ([], 0))
-        shown = [
-            OpenForWriting(item.path, item.fd, item.device, item.deleted) for item in files[:FILES_PER_WRITER]
-        ]
-        rows.append(
-            Writer(
-                **asdict(row),
-                files=shown,
-                files_not_shown=max(len(files) - FILES_PER_WRITER, 0),
-                files_outside_roots=outside,
-            )
+    return [
+        Writer(
+            **asdict(row),
+            files=[OpenForWriting(f.path, f.fd, f.device, f.deleted) for f in files[:FILES_PER_WRITER]],
+            files_not_shown=max(len(files) - FILES_PER_WRITER, 0),
+            files_outside_roots=outside,
         )
-    return rows
+        for row in writers
+        for files, outside in [found.get(row.pid, ([], 0))]
+    ]
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -253,7 +247,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     )
     top, writers_left = _rows(moved, True, top_n, seconds)
     readers, readers_left = _rows(moved, False, top_n, seconds)
-    writers = await ctx.run_in_worker(lambda _: _with_files(top, ctx.paths.allowed))
+    writers = await ctx.run_in_worker(lambda _: _with_files(top, roots))
     answer = DiskIO(
         seconds=round(seconds, 3),
         devices=busy,

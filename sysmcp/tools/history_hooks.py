@@ -88,8 +88,7 @@ async def record_disk(
         gate.kept(due)
         return None
 
-    result: str | None = await run_in_thread(save, None, None)
-    return result
+    return await run_in_thread(save, None, None)
 
 
 def record_baseline(base: bytes, manifest: bytes, algorithm: str, options: WalkOptions, partial: bool) -> str:

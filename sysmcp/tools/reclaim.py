@@ -21,7 +21,7 @@ import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, ClassVar, Literal, cast
+from typing import Any, Literal, cast
 
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.faults import NotFound, Refused
@@ -49,7 +49,7 @@ from sysmcp.render import human_bytes, more_not_shown, plural
 from sysmcp.tools import reclaim_plan
 from sysmcp.tools import schemas as js
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
-from sysmcp.tools.typed import ABSENT, Opt, prop, result, to_json
+from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result, to_json
 
 log = get_logger("sysmcp.reclaim")
 
@@ -83,8 +83,7 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
 
 
 @result
-class Skip:
-    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+class Skip(Open):
     path: str = prop()
     path_bytes: Opt[str] = prop(
         "The path's exact bytes in base64, when they are not UTF-8 (then 'path' shows them as \\xNN)."
@@ -93,8 +92,7 @@ class Skip:
 
 
 @result
-class ItemReport:
-    SCHEMA_OPTIONS: ClassVar = {"closed": False}
+class ItemReport(Open):
     id: str = prop("The item id.")
     action: Opt[Literal["delete", "truncate", "link"]] = prop()
     planned_bytes: int = prop("Bytes this item was planned to free.")
@@ -201,9 +199,7 @@ def _named(item: Item, indent: str) -> list[str]:
     if item.held or top == b"/":
         return reclaim_plan.path_lines(item, len(paths), indent)
     lines = [f"{indent}in {escaped(top)}/:"]
-    for entry in item.entries:
-        name, ident = escaped(entry.path[len(top) + 1 :]), entry.identity
-        lines.append(f"{indent}  {name}  ({reclaim_plan.owner(ident.uid)}, {human_bytes(ident.size)})")
+    lines += [f"{indent}  {reclaim_plan.file_line(e, e.path[len(top) + 1 :])}" for e in item.entries]
     return lines + reclaim_plan.path_lines(replace(item, entries=()), 0, indent)
 
 
@@ -493,10 +489,8 @@ def where_logged(actions: ActionLog, lost: int = 0) -> str:
         else None
     )
     if actions.failure is None:
-        return (
-            f"Each action is logged in {store} and on stderr."
-            if missing is None
-            else f"Each action is logged in {store}, {missing}."
+        return f"Each action is logged in {store}" + (
+            " and on stderr." if missing is None else f", {missing}."
         )
     if missing is not None:
         return f"Not every action is logged: {actions.failure}, and {missing}."

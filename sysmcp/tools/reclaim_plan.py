@@ -13,7 +13,7 @@ import os
 import pwd
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal, cast
+from typing import Any, Literal, cast
 
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.paths import display, escaped, exact_bytes
@@ -35,7 +35,7 @@ from sysmcp.reclaim import (
 from sysmcp.render import and_more, human_bytes, more_not_shown, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput, with_link
-from sysmcp.tools.typed import ABSENT, Opt, prop, result, to_json
+from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result, to_json
 from sysmcp.tools.walking import require_directory
 
 #: Plans between this call and ``reclaim``: in the history store when there is one (a later server
@@ -64,11 +64,10 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
 
 
 @result
-class PlanItem:
+class PlanItem(Open):
     """One item of the plan as the answer shows it (every property is always there; the duplicates'
     own ones only on a duplicate)."""
 
-    SCHEMA_OPTIONS: ClassVar = {"closed": False}
     id: str = prop("The item id to name in reclaim.")
     klass: str = prop(
         "The kind of reclaimable space (apt cache, rotated logs, trash, duplicates, ...).", name="class"
@@ -136,11 +135,10 @@ def duplicate_groups(
     )
     search = find_duplicates(request, progress, cancel)
     joined = request.base.rstrip(b"/") + b"/"
-    groups: list[list[tuple[bytes, os.stat_result]]] = []
-    for group in search.groups:
-        seen = [(joined + os.fsencode(c.relative), c.stat()) for c in group.copies]
-        groups.append([(path, st) for path, st in seen if st is not None])
-    return groups
+    return [
+        [(joined + os.fsencode(c.relative), st) for c in group.copies if (st := c.stat()) is not None]
+        for group in search.groups
+    ]
 
 
 def item_view(item: Item) -> PlanItem:
@@ -189,8 +187,9 @@ def owner(uid: int) -> str:
         return str(uid)
 
 
-def _file(entry: PlannedFile) -> str:
-    return f"{escaped(entry.path)}  ({owner(entry.identity.uid)}, {human_bytes(entry.identity.size)})"
+def file_line(entry: PlannedFile, name: bytes | None = None) -> str:
+    shown = escaped(entry.path if name is None else name)
+    return f"{shown}  ({owner(entry.identity.uid)}, {human_bytes(entry.identity.size)})"
 
 
 def path_lines(item: Item, shown: int, indent: str) -> list[str]:
@@ -207,12 +206,12 @@ def path_lines(item: Item, shown: int, indent: str) -> list[str]:
             )
         if len(item.holders) > HOLDERS_SHOWN:
             lines.append(f"{indent}… and {plural(len(item.holders) - HOLDERS_SHOWN, 'more holder')}")
-        return lines + [f"{indent}through {_file(entry)}" for entry in item.entries[:shown]]
-    lines = [indent + _file(entry) for entry in item.entries[:shown]]
+        return lines + [f"{indent}through {file_line(entry)}" for entry in item.entries[:shown]]
+    lines = [indent + file_line(entry) for entry in item.entries[:shown]]
     if len(item.entries) > shown:
         lines.append(f"{indent}{and_more(len(item.entries) - shown)}")
     if item.keep is not None:
-        lines.append(f"{indent}kept copy: {_file(item.keep)}")
+        lines.append(f"{indent}kept copy: {file_line(item.keep)}")
     return lines
 
 
@@ -249,25 +248,19 @@ def render(plan: Plan, shown: str, *, reclaim_served: bool = False) -> str:
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    allowed = ctx.paths.allowed
-    if "path" not in args and allowed:  # the whole machine, as far as the roots let us see
-        paths = allowed
-        scope = tuple(os.fsencode(root) for root in allowed)
-        shown = ", ".join(str(root) for root in allowed)
-    else:
+    paths = ctx.paths.allowed
+    if "path" in args or not paths:  # else the whole machine, as far as the roots let us see
         path = await ctx.resolve(args.get("path", "/"), lambda found: require_directory(found, str(found)))
-        scope, shown, paths = (os.fsencode(path),), str(path), [path]
         refuse_pseudo(path)
+        paths = [path]
+    shown = ", ".join(str(root) for root in paths)
     wanted = args.get("classes")
     looked = [name for name in CLASS_NAMES if name in (CLASSES if wanted is None else wanted)]
     if args.get("duplicates") and "duplicate" not in looked:
         looked.append("duplicate")
     duplicates = await ctx.run_engine(duplicate_groups, paths) if "duplicate" in looked else []
-    request = PlanRequest(
-        scope=scope,
-        classes=tuple(wanted) if wanted is not None else None,
-        duplicates=duplicates,
-    )
+    scope = tuple(os.fsencode(root) for root in paths)
+    request = PlanRequest(scope, classes=None if wanted is None else tuple(wanted), duplicates=duplicates)
     plan = await ctx.run_engine(build_plan, request)
     kept = await ctx.run_in_worker(lambda meter: PLANS.put(plan))  # compress and write: off the loop
     text = render(plan, shown, reclaim_served="reclaim" in ctx.served) + "\n" + checked_words(plan, looked)

@@ -27,7 +27,6 @@ from sysmcp.engine.paths import printable
 from sysmcp.history import state
 from sysmcp.history.compare import MIN_FIT_S, Comparison, Findings, compare
 from sysmcp.history.snapshots import FILES_KEPT, BaselineFile, ScanSnapshot, within
-from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ArgumentError
 from sysmcp.render import age, human_bytes, more_not_shown, plural, table
 from sysmcp.tools import schemas as js
@@ -65,29 +64,25 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
 
 
 def parse_when(value: str, name: str, now: float) -> float:
-    """Epoch seconds of '24h' (back from now) or an ISO 8601 time; ``ArgumentError`` naming ``name``."""
+    """Epoch seconds of '24h' (back from now) or an ISO 8601 time; ``ArgumentError`` naming ``name``.
+    A ``since`` in the future is refused (nothing can have changed since)."""
     try:
         return now - parse_duration(value, name)
     except ArgumentError:
         pass
     try:
-        return datetime.fromisoformat(value.strip()).timestamp()
+        when = datetime.fromisoformat(value.strip()).timestamp()
     except ValueError:
         raise ArgumentError(
             f"Invalid arguments: {name!r} must be a duration ('24h', '7d'), an ISO 8601 time "
             f"('2026-11-30T09:00'){' or last' if name == 'since' else ''}, got {value!r}"
         ) from None
-
-
-def parse_since(value: str, now: float) -> float:
-    """``since`` in epoch seconds; a time in the future is refused (nothing can have changed since)."""
-    since = parse_when(value, "since", now)
-    if since > now:
+    if name == "since" and when > now:
         raise ArgumentError(
             f"Invalid arguments: 'since' is in the future ({value!r}): give a duration back from now "
             "('24h') or a past time"
         )
-    return since
+    return when
 
 
 def comparison(
@@ -101,7 +96,7 @@ def comparison(
     since_raw: str = args["since"]
     return Comparison(
         path=os.fsencode(path),
-        since=None if since_raw.strip().lower() == "last" else parse_since(since_raw, now),
+        since=None if since_raw.strip().lower() == "last" else parse_when(since_raw, "since", now),
         until=parse_when(args["until"], "until", now) if "until" in args else None,
         now=now,
         timeout_s=min(float(args["timeout_s"]), MAX_TIMEOUT_S),
@@ -258,10 +253,6 @@ def signed(size: int) -> str:
     return ("+" if size >= 0 else "−") + human_bytes(abs(size))
 
 
-def _rate(per_day: float | None) -> str:
-    return "" if per_day is None else f", {signed(int(per_day))}/day"
-
-
 def _snapshot(snap: ScanSnapshot | None, fresh: bool = False) -> StoredScan | None:
     if snap is None or snap.id is None:
         return None
@@ -410,21 +401,19 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
                 rows.append(row)
                 if len(rows) > top_n:
                     continue
-                note = "" if row.kind in ("grew", "shrank") else f" ({row.kind})"
+                said: list[str] = [] if row.kind in ("grew", "shrank") else [row.kind]
                 if was_below:
-                    note = f" (appeared, or under the {below} threshold then: the delta is at most this)"
+                    said = [f"appeared, or under the {below} threshold then: the delta is at most this"]
                 elif row.kind == "modified":
-                    note = " (same size, files rewritten)"
+                    said = ["same size, files rewritten"]
                 if c.files_changed and c.newest is not None:
-                    newest = f"newest change {_when(c.newest, precise)}"
-                    note = f"{note[:-1]}; {newest})" if note else f" ({newest})"
+                    said.append(f"newest change {_when(c.newest, precise)}")
                 if row.parents:
                     parents = ", ".join(printable(p) + "/" for p in row.parents)
-                    carried = f"the same change as its {plural(len(row.parents), 'parent')} {parents}"
-                    note = f"{note[:-1]}; {carried})" if note else f" ({carried})"
-                lines.append(
-                    f"  {signed(row.delta_bytes):>11}  {printable(row.path)}/{note}{_rate(row.per_day_bytes)}"
-                )
+                    said.append(f"the same change as its {plural(len(row.parents), 'parent')} {parents}")
+                note = f" ({'; '.join(said)})" if said else ""
+                per_day = "" if row.per_day_bytes is None else f", {signed(int(row.per_day_bytes))}/day"
+                lines.append(f"  {signed(row.delta_bytes):>11}  {printable(row.path)}/{note}{per_day}")
             if len(rows) > top_n:
                 lines.append(f"  {more_not_shown(len(rows) - top_n, 'directory')}")
                 full = _full_list(rows)
@@ -432,21 +421,19 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
                 NewFile(named(f.path), f.disk, iso_utc(f.mtime) if f.mtime is not None else None)
                 for f in diff.new_files[:top_n]
             ]
-            if new_files:
-                lines.append("Largest new files:")
-                lines += [f"  {human_bytes(f.disk_bytes):>10}  {printable(f.path)}" for f in new_files]
             removed = [RemovedFile(named(f.path), f.disk) for f in diff.removed_files[:top_n]]
-            if removed:
-                lines.append("Largest files removed:")
-                lines += [f"  {signed(-f.disk_bytes):>11}  {printable(f.path)}" for f in removed]
-            shrunk = [
-                ShrunkFile(named(then.path), then.disk, now.disk) for then, now in diff.shrunk_files[:top_n]
-            ]
-            larger = [
-                ShrunkFile(named(now.path), then.disk, now.disk) for then, now in diff.grown_files[:top_n]
-            ]
-            lines += _resized("Largest files that shrank:", shrunk)
-            lines += _resized("Largest files that grew:", larger)
+            shrunk = [ShrunkFile(named(b.path), a.disk, b.disk) for a, b in diff.shrunk_files[:top_n]]
+            larger = [ShrunkFile(named(b.path), a.disk, b.disk) for a, b in diff.grown_files[:top_n]]
+            lines += _titled(
+                "Largest new files:",
+                [f"{human_bytes(f.disk_bytes):>10}  {printable(f.path)}" for f in new_files],
+            )
+            lines += _titled(
+                "Largest files removed:",
+                [f"{signed(-f.disk_bytes):>11}  {printable(f.path)}" for f in removed],
+            )
+            lines += _titled("Largest files that shrank:", [_resized(f) for f in shrunk])
+            lines += _titled("Largest files that grew:", [_resized(f) for f in larger])
             if diff.new_maybe_grown:
                 notes.append(
                     f"the older snapshot kept only its {FILES_KEPT} largest files: a file named new may have "
@@ -556,15 +543,15 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
     return "\n".join(lines), answer, full
 
 
-def _resized(title: str, files: list[ShrunkFile]) -> list[str]:
-    """``title`` and a line a file, '−6.0 MiB  /srv/a/log (8.0 MiB → 2.0 MiB)'; nothing for no file."""
-    if not files:
-        return []
-    lines = [title]
-    for f in files:
-        sizes = f"{human_bytes(f.old_disk_bytes)} → {human_bytes(f.disk_bytes)}"
-        lines.append(f"  {signed(f.disk_bytes - f.old_disk_bytes):>11}  {printable(f.path)} ({sizes})")
-    return lines
+def _titled(title: str, lines: list[str]) -> list[str]:
+    """``title`` and the ``lines`` indented under it; nothing for no line."""
+    return [title, *(f"  {line}" for line in lines)] if lines else []
+
+
+def _resized(f: ShrunkFile) -> str:
+    """'−6.0 MiB  /srv/a/log (8.0 MiB → 2.0 MiB)'."""
+    sizes = f"{human_bytes(f.old_disk_bytes)} → {human_bytes(f.disk_bytes)}"
+    return f"{signed(f.disk_bytes - f.old_disk_bytes):>11}  {printable(f.path)} ({sizes})"
 
 
 def _full_list(rows: list[Change]) -> str:
@@ -637,18 +624,14 @@ def _integrity_lines(
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    now = time.time()
-
-    def describe(meter: Meter, elapsed: float) -> str:
-        return f"{plural(int(meter.done), 'entry')} scanned"
-
-    request = comparison(
-        Path(os.sep), args, now, within(ctx.paths.allowed)
-    )  # bad arguments: refused first; the path (one that cannot be encoded too) is checked next
+    # bad arguments: refused first; the path (one that cannot be encoded too) is checked next
+    request = comparison(Path(os.sep), args, time.time(), within(ctx.paths.allowed))
     path, shown = await directory_argument(ctx, args["path"])
     request = replace(request, path=os.fsencode(path))
     try:
-        found = await ctx.run_engine(compare, request, describe=describe)
+        found = await ctx.run_engine(
+            compare, request, describe=lambda meter, _: f"{plural(int(meter.done), 'entry')} scanned"
+        )
     except OSError as exc:
         raise scan_failure(shown, path, exc) from None
     text, answer, full = render(shown, found, args)
