@@ -76,12 +76,6 @@ class Handler(Protocol):
 
 
 @dataclass
-class _InFlight:
-    scope: anyio.CancelScope
-    ctx: RequestContext
-
-
-@dataclass
 class _Batch:
     """Replies to the elements of one JSON-RPC batch, sent together when the last one is done.
 
@@ -122,7 +116,7 @@ class Session:
         self.limiter = limiter or anyio.CapacityLimiter(4)
         self.eof_grace = eof_grace
         self.write_stall = write_stall
-        self._in_flight: dict[RequestId, _InFlight] = {}
+        self._in_flight: dict[RequestId, anyio.CancelScope] = {}
         self._pending: dict[RequestId, tuple[anyio.Event, list[Response]]] = {}
         self._ids = itertools.count(1)
         self._outbox = Outbox(transport)
@@ -150,7 +144,10 @@ class Session:
             outer.start_soon(write)
             async with anyio.create_task_group() as requests:
                 await self._read_loop(requests)
-                await self._drain_after_eof()
+                if self._in_flight:  # requests already running get a moment to finish; the rest are cancelled
+                    self._idle = anyio.Event()
+                    with anyio.move_on_after(self.eof_grace):
+                        await self._idle.wait()
                 requests.cancel_scope.cancel()
             self._outbox.close()
             if not await self._outbox.finish(self.write_stall):
@@ -201,24 +198,11 @@ class Session:
             if not chunk:
                 return
 
-    async def _drain_after_eof(self) -> None:
-        """Give requests already running a moment to finish, then let ``run`` cancel the rest."""
-        if self._in_flight:
-            self._idle = anyio.Event()
-            with anyio.move_on_after(self.eof_grace):
-                await self._idle.wait()
-
     async def _on_frame(self, frame: bytes | OversizedLine, tasks: TaskGroup) -> None:
         if isinstance(frame, OversizedLine):
             log.warning("oversized line discarded", length=frame.length, limit=self.decoder.max_line)
-            await self._send(
-                error_message(
-                    None,
-                    ErrorCode.INVALID_REQUEST,
-                    f"Invalid Request: message of {frame.length} bytes exceeds the {self.decoder.max_line}"
-                    " byte limit",
-                )
-            )
+            limit = self.decoder.max_line
+            await self._refuse_line(f"message of {frame.length} bytes exceeds the {limit} byte limit")
             return
         if not frame.strip():
             return
@@ -230,14 +214,10 @@ class Session:
 
     async def _on_batch(self, messages: list[Message], tasks: TaskGroup) -> None:
         if not self.handler.batching_allowed():
-            await self._send(
-                error_message(
-                    None, ErrorCode.INVALID_REQUEST, "Invalid Request: this protocol version has no batches"
-                )
-            )
+            await self._refuse_line("this protocol version has no batches")
             return
         if not messages:
-            await self._send(error_message(None, ErrorCode.INVALID_REQUEST, "Invalid Request: empty batch"))
+            await self._refuse_line("empty batch")
             return
         batch = _Batch(pending=len(messages))
         limit = self.max_result
@@ -247,16 +227,9 @@ class Session:
             added = len(part) + (1 if batch.parts else 0)  # and a comma before all but the first
             if batch.size + added > limit:
                 log.warning("batch reply over the size cap", size=batch.size + added, limit=limit)
-                part = memoryview(
-                    encode(
-                        error_message(
-                            msg_id,
-                            RESULT_TOO_LARGE,
-                            f"Server error: the replies to this batch would exceed {_size(limit)} in all;"
-                            " send this request on its own",
-                        )
-                    )
-                )[:-1]
+                alone = f"Server error: the replies to this batch would exceed {_size(limit)} in all;"
+                alone += " send this request on its own"
+                part = memoryview(encode(error_message(msg_id, RESULT_TOO_LARGE, alone)))[:-1]
                 added = len(part) + (1 if batch.parts else 0)
             batch.parts.append(part)
             batch.size += added
@@ -298,10 +271,10 @@ class Session:
     async def _on_notification(self, notification: Notification) -> None:
         if notification.method == "notifications/cancelled":
             request_id = notification.params.get("requestId")
-            entry = self._in_flight.get(request_id) if is_request_id(request_id) else None  # type: ignore[arg-type]
-            if entry is not None:
+            scope = self._in_flight.get(request_id) if is_request_id(request_id) else None  # type: ignore[arg-type]
+            if scope is not None:
                 log.debug("request cancelled by client", request_id=request_id)
-                entry.scope.cancel()
+                scope.cancel()
             return
         try:
             await self.handler.handle_notification(notification)
@@ -356,7 +329,7 @@ class Session:
                     await self._serve(request, ctx, None, reply, None)
                     return False
                 scope = anyio.CancelScope()
-                self._in_flight[request.id] = _InFlight(scope, ctx)
+                self._in_flight[request.id] = scope
                 tasks.start_soon(self._serve, request, ctx, scope, reply, settle)
                 return True
         refused = error_message(request.id, refusal.code, refusal.message, refusal.data)
@@ -410,6 +383,10 @@ class Session:
 
     async def _send(self, message: dict[str, Any]) -> None:
         await self._outbox.put(encode(message))
+
+    async def _refuse_line(self, why: str) -> None:
+        """A line refused as a whole: its error can name no request."""
+        await self._send(error_message(None, ErrorCode.INVALID_REQUEST, f"Invalid Request: {why}"))
 
 
 def _size(limit: int) -> str:
