@@ -118,9 +118,7 @@ class RequestTable:
         msg_id: RequestId = f"{self.prefix}{number}" if self.prefix else number
         params = dict(params or {})
         if progress:
-            meta = dict(params.get("_meta") or {})
-            meta["progressToken"] = msg_id
-            params["_meta"] = meta
+            params["_meta"] = {**(params.get("_meta") or {}), "progressToken": msg_id}
             self._tokens[msg_id] = msg_id
         self._pending[msg_id] = method
         return msg_id, request_message(msg_id, method, params)
