@@ -718,11 +718,7 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
 def _find(exc: BaseException, kind: type[E]) -> E | None:
     """``exc`` or the first exception of ``kind`` inside it (a task group wraps what its body raised)."""
     if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _find(inner, kind)
-            if found is not None:
-                return found
-        return None
+        return next(filter(None, (_find(inner, kind) for inner in exc.exceptions)), None)
     return exc if isinstance(exc, kind) else None
 
 
