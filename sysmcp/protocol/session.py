@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -83,13 +82,35 @@ class _Batch:
     ``size`` is that line's length so far: what the cap on the whole batch is checked against.
     """
 
+    outbox: Outbox
+    limit: int
     pending: int
     parts: list[memoryview] = field(default_factory=list)
     size: int = len(b"[]\n")
 
+    def add(self, msg_id: RequestId | None, data: bytes) -> None:
+        """A member's reply (``encode``'s output), or its error when it would take the line over the cap."""
+        part = memoryview(data)[:-1]  # the newline goes; a view, not a copy
+        added = len(part) + (1 if self.parts else 0)  # and a comma before all but the first
+        if self.size + added > self.limit:
+            log.warning("batch reply over the size cap", size=self.size + added, limit=self.limit)
+            alone = f"Server error: the replies to this batch would exceed {_size(self.limit)} in all;"
+            alone += " send this request on its own"
+            part = memoryview(encode(error_message(msg_id, RESULT_TOO_LARGE, alone)))[:-1]
+            added = len(part) + (1 if self.parts else 0)
+        self.parts.append(part)
+        self.size += added
 
-Reply = Callable[[RequestId | None, bytes], Awaitable[None]]
-"""Where a batch member's answer goes: its id and its encoded line (``encode``'s output)."""
+    async def settle(self) -> None:
+        """One member is done: the last one sends the batch's line."""
+        self.pending -= 1
+        if self.pending == 0 and self.parts:
+            pieces: list[bytes | memoryview] = [b"["]
+            for part in self.parts:
+                pieces += (part, b",")
+            pieces[-1] = b"]\n"  # the last comma
+            self.parts = []
+            await self.outbox.put(b"".join(pieces))  # one copy: the line, at most the cap (and errors)
 
 
 class ClientRequestError(Exception):
@@ -219,54 +240,29 @@ class Session:
         if not messages:
             await self._refuse_line("empty batch")
             return
-        batch = _Batch(pending=len(messages))
-        limit = self.max_result
-
-        async def collect(msg_id: RequestId | None, data: bytes) -> None:
-            part = memoryview(data)[:-1]  # the newline goes; a view, not a copy
-            added = len(part) + (1 if batch.parts else 0)  # and a comma before all but the first
-            if batch.size + added > limit:
-                log.warning("batch reply over the size cap", size=batch.size + added, limit=limit)
-                alone = f"Server error: the replies to this batch would exceed {_size(limit)} in all;"
-                alone += " send this request on its own"
-                part = memoryview(encode(error_message(msg_id, RESULT_TOO_LARGE, alone)))[:-1]
-                added = len(part) + (1 if batch.parts else 0)
-            batch.parts.append(part)
-            batch.size += added
-
-        async def settle() -> None:
-            batch.pending -= 1
-            if batch.pending == 0 and batch.parts:
-                pieces: list[bytes | memoryview] = [b"["]
-                for part in batch.parts:
-                    pieces += (part, b",")
-                pieces[-1] = b"]\n"  # the last comma
-                batch.parts = []
-                await self._outbox.put(b"".join(pieces))  # one copy: the line, at most the cap (and errors)
-
+        batch = _Batch(self._outbox, self.max_result, pending=len(messages))
         for message in messages:
-            await self._on_message(message, tasks, collect, settle)
+            await self._on_message(message, tasks, batch)
 
     async def _on_message(
         self,
         message: Message,
         tasks: TaskGroup,
-        reply: Reply | None,
-        settle: Callable[[], Awaitable[None]] | None = None,
+        batch: _Batch | None,
     ) -> None:
         if isinstance(message, Request):
-            if await self._start_request(message, tasks, reply, settle):
-                return  # its task settles it
+            if await self._start_request(message, tasks, batch):
+                return  # served: its batch is settled
         elif isinstance(message, Invalid):
             await self._deliver(
-                reply, message.id, encode(error_message(message.id, message.code, message.message))
+                batch, message.id, encode(error_message(message.id, message.code, message.message))
             )
         elif isinstance(message, Notification):
             await self._on_notification(message)
         elif isinstance(message, Response):
             self._on_response(message)
-        if settle is not None:
-            await settle()
+        if batch is not None:
+            await batch.settle()
 
     async def _on_notification(self, notification: Notification) -> None:
         if notification.method == "notifications/cancelled":
@@ -294,10 +290,10 @@ class Session:
         self,
         request: Request,
         tasks: TaskGroup,
-        reply: Reply | None,
-        settle: Callable[[], Awaitable[None]] | None,
+        batch: _Batch | None,
     ) -> bool:
-        """Answer, refuse or start a request; True when a task now serves it (and settles it when done)."""
+        """Answer, refuse or start a request; True when it is served (or a task now serves it), which
+        settles its batch."""
         # A request answered from memory (ping, initialize, tools/list …) is served before the next line
         # is read and never holds an in-flight slot: the limit below cannot refuse or delay it.
         at_once = self.handler.answers_at_once(request)
@@ -326,14 +322,14 @@ class Session:
                 if at_once:
                     # Nothing to wait for: a task (or a cancel scope) would only add its cost, the bulk of a
                     # small call's time. It is done before the next message is read, so nothing can cancel it.
-                    await self._serve(request, ctx, None, reply, None)
-                    return False
+                    await self._serve(request, ctx, None, batch)
+                    return True
                 scope = anyio.CancelScope()
                 self._in_flight[request.id] = scope
-                tasks.start_soon(self._serve, request, ctx, scope, reply, settle)
+                tasks.start_soon(self._serve, request, ctx, scope, batch)
                 return True
         refused = error_message(request.id, refusal.code, refusal.message, refusal.data)
-        await self._deliver(reply, request.id, encode(refused))
+        await self._deliver(batch, request.id, encode(refused))
         return False
 
     # -- the error boundary -----------------------------------------------------------------
@@ -343,8 +339,7 @@ class Session:
         request: Request,
         ctx: RequestContext,
         scope: anyio.CancelScope | None,
-        reply: Reply | None,
-        settle: Callable[[], Awaitable[None]] | None,
+        batch: _Batch | None,
     ) -> None:
         """The one place exceptions become replies; a cancelled request leaves with nothing to send."""
         data = b""
@@ -363,9 +358,9 @@ class Session:
                     log.exception("request failed", method=request.method)
                     data = encode(error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error"))
             if data and not (scope is not None and scope.cancel_called):
-                await self._deliver(reply, request.id, data)
-            if settle is not None:
-                await settle()
+                await self._deliver(batch, request.id, data)
+            if batch is not None:
+                await batch.settle()
         finally:
             if scope is not None:
                 self._in_flight.pop(request.id, None)
@@ -374,12 +369,12 @@ class Session:
 
     # -- writing ----------------------------------------------------------------------------
 
-    async def _deliver(self, reply: Reply | None, msg_id: RequestId | None, data: bytes) -> None:
-        """Answer a request: on the wire, or to its batch's collector (always encoded, to count its size)."""
-        if reply is None:
+    async def _deliver(self, batch: _Batch | None, msg_id: RequestId | None, data: bytes) -> None:
+        """Answer a request: on the wire, or into its batch's line (always encoded, to count its size)."""
+        if batch is None:
             await self._outbox.put(data)
         else:
-            await reply(msg_id, data)
+            batch.add(msg_id, data)
 
     async def _send(self, message: dict[str, Any]) -> None:
         await self._outbox.put(encode(message))
