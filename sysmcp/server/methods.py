@@ -314,15 +314,13 @@ class Server:
         if debug:
             await ctx.log("debug", {"event": "tool started", "tool": tool.name, "arguments": arguments})
         try:
-            try:
-                served = tuple(self.registry.names())
-                output = await tool.handler(arguments, ToolContext(ctx, self.paths, self.results, served))
-            except EngineError as engine_failure:
-                raise as_tool_error(engine_failure) from engine_failure
-        except ToolError as exc:
+            served = tuple(self.registry.names())
+            output = await tool.handler(arguments, ToolContext(ctx, self.paths, self.results, served))
+        except (EngineError, ToolError) as exc:
+            failure = as_tool_error(exc) if isinstance(exc, EngineError) else exc
             if debug:
-                await ctx.log("debug", {"event": "tool failed", "tool": tool.name, "error": exc.message})
-            return self._error_result(exc.message, refused=isinstance(exc, ArgumentError))
+                await ctx.log("debug", {"event": "tool failed", "tool": tool.name, "error": failure.message})
+            return self._error_result(failure.message, refused=isinstance(failure, ArgumentError))
         if debug:
             await ctx.log("debug", {"event": "tool finished", "tool": tool.name, "isError": output.is_error})
         output = self._bounded(output, ctx)
