@@ -156,26 +156,23 @@ def _retention(text: str) -> tuple[float, float, float]:
 
 def run(args: argparse.Namespace, roots: list[str]) -> int:
     configure_history(args)
-    if args.command == "history":
-        store = state.active()
-        if store is None:
-            print(f"sysmcp history: history is off ({state.off_because()})", file=sys.stderr)
-            return EXIT_NO_HISTORY
-        listed = _reclaim_log if getattr(args, "reclaim", False) else _list
-        return listed(store, args.limit, _within(roots))
-    try:
-        hourly, daily, weekly = _retention(args.keep)
-        from sysmcp.tools.arguments import size_argument, validate_arguments
+    if args.command == "snapshot":
+        try:
+            hourly, daily, weekly = _retention(args.keep)
+            from sysmcp.tools.arguments import size_argument, validate_arguments
 
-        schema = {"type": "object", "properties": {"size": size_argument("the ceiling")}}
-        ceiling = int(validate_arguments(schema, {"size": args.max_size})["size"])
-    except Exception as exc:  # a bad --keep or --max-size: usage
-        print(f"sysmcp snapshot: {getattr(exc, 'message', exc)}", file=sys.stderr)
-        return EXIT_USAGE
+            schema = {"type": "object", "properties": {"size": size_argument("the ceiling")}}
+            ceiling = int(validate_arguments(schema, {"size": args.max_size})["size"])
+        except Exception as exc:  # a bad --keep or --max-size: usage
+            print(f"sysmcp snapshot: {getattr(exc, 'message', exc)}", file=sys.stderr)
+            return EXIT_USAGE
     store = state.active()
     if store is None:
-        print(f"sysmcp snapshot: history is off ({state.off_because()})", file=sys.stderr)
+        print(f"sysmcp {args.command}: history is off ({state.off_because()})", file=sys.stderr)
         return EXIT_NO_HISTORY
+    if args.command == "history":
+        listed = _reclaim_log if getattr(args, "reclaim", False) else _list
+        return listed(store, args.limit, _within(roots))
     try:  # opened as every state file is (fs.statedir): no symlink followed, no FIFO waited on
         lock = store.state_dir.open(LOCK_NAME, create=True)
     except OSError as exc:

@@ -10,7 +10,7 @@ import base64
 import contextlib
 import dataclasses
 import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +43,7 @@ from sysmcp.views import VIEWS, accepts_views, server_extension
 
 if TYPE_CHECKING:  # the fleet is imported only when the operator configured one, prompts when asked
     from sysmcp.fleet.gateway import FleetCaller, FleetGateway
-    from sysmcp.server.prompts import PromptEnv, Prompts
+    from sysmcp.server.prompts import Prompts
 
 log = get_logger("sysmcp.server")
 
@@ -408,25 +408,18 @@ class Server:
 
     # -- prompts and completion -------------------------------------------------------------
 
-    def _prompt_env(self) -> PromptEnv:
-        from sysmcp.server.prompts import PromptEnv
-
-        return PromptEnv(
-            tools={tool.name for tool in self.registry},
-            tool_arguments={
-                tool.name: set(tool.input_schema.get("properties", {})) for tool in self.registry
-            },
-            paths=self.paths,
-            history=state.active() is not None,
-        )
-
     async def _prompts_list(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         _one_page(params)
         return {"prompts": self.prompts.list(ctx.features)}
 
     async def _prompts_get(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        from sysmcp.server.prompts import PromptEnv
+
         await self.client_roots.current()  # path arguments are checked against the settled scope
-        env = self._prompt_env()
+        arguments: dict[str, Collection[str]] = {
+            tool.name: set(tool.input_schema.get("properties", {})) for tool in self.registry
+        }
+        env = PromptEnv(set(arguments), arguments, self.paths, history=state.active() is not None)
         # Path arguments are resolved, which stats each component: in a thread, as for tools.
         return await run_in_thread(
             lambda _: self.prompts.get(params.get("name"), params.get("arguments"), env), None, None
