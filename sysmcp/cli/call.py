@@ -17,14 +17,14 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import anyio
 from anyio.abc import Process
 
 from sysmcp import __version__
-from sysmcp.cli.options import FLEET_OPTIONS, build_parser, fleet_options
+from sysmcp.cli.options import FLEET_OPTIONS, build_parser, fleet_dest, fleet_options
 from sysmcp.cli.outfile import make_directory, open_directory, open_output
 from sysmcp.cli.snapshot import history_args
 from sysmcp.cli.stdout import EXIT_PIPE, silence_stdout
@@ -352,7 +352,7 @@ class ProgressLine:
     tty: bool
     clock: Callable[[], float] = time.monotonic
     _first: tuple[float, float] | None = None  # (time, done) of the first update, for the rate
-    _shown: bool = field(default=False)
+    _shown: bool = False
 
     def update(self, done: float, total: float | None, message: str | None) -> None:
         now = self.clock()
@@ -718,11 +718,7 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
 def _find(exc: BaseException, kind: type[E]) -> E | None:
     """``exc`` or the first exception of ``kind`` inside it (a task group wraps what its body raised)."""
     if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _find(inner, kind)
-            if found is not None:
-                return found
-        return None
+        return next(filter(None, (_find(inner, kind) for inner in exc.exceptions)), None)
     return exc if isinstance(exc, kind) else None
 
 
@@ -732,26 +728,17 @@ def _refuse(text: str) -> int:
     return EXIT_USAGE
 
 
-def print_help(text: str) -> int:
-    """Help on stdout; ``| head`` closing the pipe early is a quiet exit (141), not a traceback."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        silence_stdout()
-        return EXIT_PIPE
-    return EXIT_OK
-
-
 def run_command(args: argparse.Namespace, roots: list[str]) -> int:
     """``sysmcp call TOOL KEY=VALUE …`` parsed: the checks made before any server starts, then the call."""
-    if args.help:
-        if args.tool is None:
-            return print_help(_call_parser().format_help())
+    if args.help:  # on stdout: a pipe closed early (``| head``) is ``writing``'s quiet exit (141)
         known = _tools(args.allow_reclaim)
-        if args.tool in known:
-            return print_help(tool_help(args.tool, allow_reclaim=args.allow_reclaim) + "\n")
-        return _refuse(f"sysmcp call: {_unknown_tool(args.tool, known)}")
+        if args.tool is None:
+            sys.stdout.write(_call_parser().format_help())
+        elif args.tool in known:
+            sys.stdout.write(tool_help(args.tool, allow_reclaim=args.allow_reclaim) + "\n")
+        else:
+            return _refuse(f"sysmcp call: {_unknown_tool(args.tool, known)}")
+        return EXIT_OK
     try:
         pairs = [key_value(pair, args.tool) for pair in args.arguments]
     except ValueError as exc:
@@ -803,8 +790,8 @@ def _fleet_args(args: argparse.Namespace) -> list[str]:
     extra: list[str] = []
     for host in [*(getattr(args, "host", None) or []), *getattr(args, "more_hosts", [])]:
         extra += ["--host", host]
-    for flags, dest, *_ in FLEET_OPTIONS:
-        value = getattr(args, dest, None)
+    for flags, *_ in FLEET_OPTIONS:
+        value = getattr(args, fleet_dest(flags), None)
         if value is not None:
             extra += [flags[0], str(value)]
     return extra

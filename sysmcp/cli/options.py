@@ -69,12 +69,11 @@ def _options(parser: argparse.ArgumentParser, *, roots: bool, subcommand: bool, 
         )
 
 
-#: The fleet's options besides ``--host``: (flags, dest, type, metavar, help). ``sysmcp call`` passes
-#: each one given on to the server it spawns.
-FLEET_OPTIONS: tuple[tuple[tuple[str, ...], str, Callable[[str], Any], str, str], ...] = (
+#: The fleet's options besides ``--host``: (flags, type, metavar, help); each one's ``dest`` is argparse's,
+#: from its first flag (``fleet_dest``). ``sysmcp call`` passes each one given on to the server it spawns.
+FLEET_OPTIONS: tuple[tuple[tuple[str, ...], Callable[[str], Any], str, str], ...] = (
     (
         ("--inventory",),
-        "inventory",
         str,
         "FILE",
         "the hosts: an Ansible inventory (INI, YAML, or ansible-inventory --list JSON), an ssh_config "
@@ -82,48 +81,37 @@ FLEET_OPTIONS: tuple[tuple[tuple[str, ...], str, Callable[[str], Any], str, str]
     ),
     (
         ("--inventory-command",),
-        "inventory_command",
         str,
         "CMD",
         "a command printing ansible-inventory --list JSON (a dynamic inventory), run once at start",
     ),
-    (("--ssh-config",), "ssh_config", str, "FILE", "passed to every ssh as -F FILE"),
+    (("--ssh-config",), str, "FILE", "passed to every ssh as -F FILE"),
     (
         ("--remote-command",),
-        "remote_command",
         str,
         "CMD",
         "what ssh runs on each host (default: uvx sysmcp; a host's sysmcp_command wins)",
     ),
-    (
-        ("--fleet-concurrency", "--fleet-forks"),
-        "fleet_concurrency",
-        int,
-        "N",
-        "hosts asked at once (default 64)",
-    ),
+    (("--fleet-concurrency", "--fleet-forks"), int, "N", "hosts asked at once (default 64)"),
     (
         ("--fleet-deadline",),
-        "fleet_deadline",
         float,
         "SECONDS",
         "answer by then with the hosts that answered, naming the others pending (default 25)",
     ),
     (
         ("--jump-handshakes",),
-        "jump_handshakes",
         int,
         "N",
         "new ssh handshakes at once through one jump host (default 10, as sshd's MaxStartups)",
     ),
-    (
-        ("--connect-timeout",),
-        "connect_timeout",
-        float,
-        "SECONDS",
-        "per-host time to connect and initialize (default 10)",
-    ),
+    (("--connect-timeout",), float, "SECONDS", "per-host time to connect and initialize (default 10)"),
 )
+
+
+def fleet_dest(flags: tuple[str, ...]) -> str:
+    """An option's attribute, as argparse names it: ``--fleet-concurrency`` → ``fleet_concurrency``."""
+    return flags[0].removeprefix("--").replace("-", "_")
 
 
 def _fleet_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> None:
@@ -140,8 +128,8 @@ def _fleet_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> None
         default=default,
         help="a host the tools may run on (repeatable; also $SYSMCP_HOSTS, comma- or colon-separated)",
     )
-    for flags, dest, kind, metavar, text in FLEET_OPTIONS:
-        fleet.add_argument(*flags, dest=dest, type=kind, metavar=metavar, default=default, help=text)
+    for flags, kind, metavar, text in FLEET_OPTIONS:
+        fleet.add_argument(*flags, type=kind, metavar=metavar, default=default, help=text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -214,7 +202,7 @@ def plain_serve_args() -> Any:
         allow_reclaim=False,
         root=None,
         host=None,
-        **dict.fromkeys(dest for _, dest, *_ in FLEET_OPTIONS),
+        **dict.fromkeys(fleet_dest(flags) for flags, *_ in FLEET_OPTIONS),
         command=None,
         state_dir=None,
         no_history=False,

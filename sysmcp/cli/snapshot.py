@@ -31,15 +31,6 @@ EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_NO_HISTORY, EXIT_LOCKED = 0, 1, 2, 3,
 LOCK_NAME = "snapshot.lock"  # fs.statedir.LOCK_NAME: the store checks it when it opens
 
 
-def _err(text: str) -> None:
-    sys.stderr.write(text + "\n")
-
-
-def _out(text: str) -> None:
-    """The command's own output (``sysmcp history``): this is no server, stdout is the terminal."""
-    sys.stdout.write(text + "\n")
-
-
 def history_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> None:
     """``--state-dir`` and ``--no-history``, for the top level and each subcommand that records."""
     import argparse
@@ -165,34 +156,31 @@ def _retention(text: str) -> tuple[float, float, float]:
 
 def run(args: argparse.Namespace, roots: list[str]) -> int:
     configure_history(args)
-    if args.command == "history":
-        store = state.active()
-        if store is None:
-            _err(f"sysmcp history: history is off ({state.off_because()})")
-            return EXIT_NO_HISTORY
-        listed = _reclaim_log if getattr(args, "reclaim", False) else _list
-        return listed(store, args.limit, _within(roots))
-    try:
-        hourly, daily, weekly = _retention(args.keep)
-        from sysmcp.tools.arguments import size_argument, validate_arguments
+    if args.command == "snapshot":
+        try:
+            hourly, daily, weekly = _retention(args.keep)
+            from sysmcp.tools.arguments import size_argument, validate_arguments
 
-        schema = {"type": "object", "properties": {"size": size_argument("the ceiling")}}
-        ceiling = int(validate_arguments(schema, {"size": args.max_size})["size"])
-    except Exception as exc:  # a bad --keep or --max-size: usage
-        _err(f"sysmcp snapshot: {getattr(exc, 'message', exc)}")
-        return EXIT_USAGE
+            schema = {"type": "object", "properties": {"size": size_argument("the ceiling")}}
+            ceiling = int(validate_arguments(schema, {"size": args.max_size})["size"])
+        except Exception as exc:  # a bad --keep or --max-size: usage
+            print(f"sysmcp snapshot: {getattr(exc, 'message', exc)}", file=sys.stderr)
+            return EXIT_USAGE
     store = state.active()
     if store is None:
-        _err(f"sysmcp snapshot: history is off ({state.off_because()})")
+        print(f"sysmcp {args.command}: history is off ({state.off_because()})", file=sys.stderr)
         return EXIT_NO_HISTORY
+    if args.command == "history":
+        listed = _reclaim_log if getattr(args, "reclaim", False) else _list
+        return listed(store, args.limit, _within(roots))
     try:  # opened as every state file is (fs.statedir): no symlink followed, no FIFO waited on
         lock = store.state_dir.open(LOCK_NAME, create=True)
     except OSError as exc:
-        _err(f"sysmcp snapshot: history is off ({exc})")
+        print(f"sysmcp snapshot: history is off ({exc})", file=sys.stderr)
         return EXIT_NO_HISTORY
     with _locked(lock) as mine:
         if not mine:
-            _err("sysmcp snapshot: another snapshot run holds the lock; nothing done")
+            print("sysmcp snapshot: another snapshot run holds the lock; nothing done", file=sys.stderr)
             return EXIT_LOCKED
         platform.idle_priority()
         code = _record(args, roots)
@@ -221,7 +209,7 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
             if not path.is_dir():
                 raise ToolError(f"not a directory: {raw}")
         except (ToolError, EngineError) as exc:
-            _err(f"sysmcp snapshot: {worded(exc)}")
+            print(f"sysmcp snapshot: {worded(exc)}", file=sys.stderr)
             code = max(code, EXIT_USAGE)
             continue
         request = UsageRequest(
@@ -230,11 +218,11 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
         try:  # no request to cancel: the budget bounds the scan
             usage, snap, note = recorded_scan(request, scan_usage)
         except OSError as exc:
-            _err(f"sysmcp snapshot: cannot scan {path}: {exc.strerror or exc}")
+            print(f"sysmcp snapshot: cannot scan {path}: {exc.strerror or exc}", file=sys.stderr)
             code = max(code, EXIT_INCOMPLETE)
             continue
         if note or snap is None or usage.stopped:
-            _err(f"sysmcp snapshot: {path}: {note or usage.stopped or 'not kept'}")
+            print(f"sysmcp snapshot: {path}: {note or usage.stopped or 'not kept'}", file=sys.stderr)
             code = max(code, EXIT_INCOMPLETE)
         _reading(path)
     for raw in args.baseline:
@@ -248,14 +236,14 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
             asked = tree_request(path, raw, ALGORITHMS["sha256"], "gnu", options, args.timeout)
             tree = hash_run(asked, no_progress, never_cancelled)  # the time budget bounds each path
         except (ToolError, EngineError) as exc:
-            _err(f"sysmcp snapshot: {worded(exc)}")
+            print(f"sysmcp snapshot: {worded(exc)}", file=sys.stderr)
             code = max(code, EXIT_INCOMPLETE)
             continue
         said = record_baseline(
             tree.base, bytes(tree.manifest or b""), "sha256", options, tree.stopped is not None
         )
         if not said.startswith("Integrity baseline") or tree.stopped or tree.manifest is None:
-            _err(f"sysmcp snapshot: baseline of {path}: {said}")
+            print(f"sysmcp snapshot: baseline of {path}: {said}", file=sys.stderr)
             code = max(code, EXIT_INCOMPLETE)
     return code
 
@@ -284,15 +272,15 @@ def _list(store: Store, limit: int, shown: Callable[[bytes | str], bool]) -> int
     from sysmcp.render import human_bytes
 
     infos = [info for info in store.snapshots(limit=limit) if shown(info.series.root)]
-    _out(f"{store.path}  ({human_bytes(store.size())})")
-    _out(f"{'ID':>6}  {'TAKEN':19}  {'KIND':8}  {'DISK':>10}  {'ROWS':>7}  ROOT")
+    print(f"{store.path}  ({human_bytes(store.size())})")
+    print(f"{'ID':>6}  {'TAKEN':19}  {'KIND':8}  {'DISK':>10}  {'ROWS':>7}  ROOT")
     for info in infos:
         taken = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.taken))
         kind = info.kind + ("*" if info.partial else "")
         size = human_bytes(info.disk)
-        _out(f"{info.id:>6}  {taken}  {kind:8}  {size:>10}  {info.rows:>7}  {escaped(info.series.root)}")
+        print(f"{info.id:>6}  {taken}  {kind:8}  {size:>10}  {info.rows:>7}  {escaped(info.series.root)}")
     if any(info.partial for info in infos):
-        _out("* partial: the scan stopped early")
+        print("* partial: the scan stopped early")
     return EXIT_OK
 
 
@@ -303,18 +291,18 @@ def _reclaim_log(store: Store, limit: int, shown: Callable[[bytes | str], bool])
     from sysmcp.render import human_bytes, plural
 
     records = [r for r in read_log(store, limit) if shown(r.path)]
-    _out(
+    print(
         f"{'TIME':19}  {'PLAN':12}  {'ITEM':22}  {'ACTION':8}  {'OUTCOME':22}  {'PLANNED':>10}  {'FREED':>10}  PATH"
     )
     for r in records:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.time))
         outcome = r.outcome + (f" ({r.reason})" if r.reason else "")
-        _out(
+        print(
             f"{when}  {r.plan:12}  {r.item:22}  {r.action:8}  {outcome:22}  {human_bytes(r.planned):>10}  "
             f"{human_bytes(r.freed):>10}  {escaped(r.path)}"
             + (f"  (kept copy: {escaped(r.kept)})" if r.kept is not None else "")
         )
-    _out(f"{plural(len(records), 'action')}, {human_bytes(sum(r.freed for r in records))} freed (measured)")
+    print(f"{plural(len(records), 'action')}, {human_bytes(sum(r.freed for r in records))} freed (measured)")
     return EXIT_OK
 
 

@@ -64,6 +64,11 @@ class Recorder:
             return
         self.write({"direction": direction, "message": message})
 
+    def lines(self, direction: str, decoder: LineDecoder, data: bytes) -> None:
+        """Every line ``data`` completes; ``b""``: the stream's end (a last line may lack its newline)."""
+        for frame in decoder.feed(data) if data else decoder.finish():
+            self.line(direction, frame)
+
 
 async def _pump_client(client: FdTransport, server_in: ByteSendStream, recorder: Recorder) -> None:
     """Client → server; at the client's end of input, the server's input ends too."""
@@ -71,8 +76,7 @@ async def _pump_client(client: FdTransport, server_in: ByteSendStream, recorder:
     while True:
         data = await client.receive()
         if not data:
-            for frame in decoder.finish():
-                recorder.line(CLIENT_TO_SERVER, frame)
+            recorder.lines(CLIENT_TO_SERVER, decoder, data)
             recorder.write({"event": "client closed its output"})
             break
         try:
@@ -80,8 +84,7 @@ async def _pump_client(client: FdTransport, server_in: ByteSendStream, recorder:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             recorder.write({"event": "server stopped reading"})
             break
-        for frame in decoder.feed(data):
-            recorder.line(CLIENT_TO_SERVER, frame)
+        recorder.lines(CLIENT_TO_SERVER, decoder, data)
     await server_in.aclose()
 
 
@@ -96,10 +99,8 @@ async def _pump_server(server_out: ByteReceiveStream, client: FdTransport, recor
             except OSError:
                 client_gone = True  # keep draining so the server is never blocked on a full pipe
                 recorder.write({"event": "client stopped reading"})
-        for frame in decoder.feed(data):
-            recorder.line(SERVER_TO_CLIENT, frame)
-    for frame in decoder.finish():
-        recorder.line(SERVER_TO_CLIENT, frame)
+        recorder.lines(SERVER_TO_CLIENT, decoder, data)
+    recorder.lines(SERVER_TO_CLIENT, decoder, b"")
 
 
 async def _trace(command: Sequence[str], recorder: Recorder) -> int:

@@ -118,9 +118,7 @@ class RequestTable:
         msg_id: RequestId = f"{self.prefix}{number}" if self.prefix else number
         params = dict(params or {})
         if progress:
-            meta = dict(params.get("_meta") or {})
-            meta["progressToken"] = msg_id
-            params["_meta"] = meta
+            params["_meta"] = {**(params.get("_meta") or {}), "progressToken": msg_id}
             self._tokens[msg_id] = msg_id
         self._pending[msg_id] = method
         return msg_id, request_message(msg_id, method, params)
@@ -251,21 +249,21 @@ class ClientSession:
                     if isinstance(frame, OversizedLine):
                         reason = self._oversized(frame.length)
                         return
-                    if frame.strip():
-                        if self.on_wire is not None:
-                            self.on_wire("received", frame)
-                        garbage = await self._on_line(frame)
-                        if garbage is not None and not chunk and frame.startswith(b"{"):
-                            # its last line, never ended: an answer cut off, not another program's words
-                            reason = (
-                                f"its output ended in the middle of a message ({len(frame):,} bytes of it)"
-                            )
-                            self.cut_short = True
-                            return
-                        if garbage is not None:
-                            reason = f"not an MCP server: it wrote {garbage}"
-                            self.not_mcp = True
-                            return
+                    if not frame.strip():
+                        continue
+                    if self.on_wire is not None:
+                        self.on_wire("received", frame)
+                    garbage = await self._on_line(frame)
+                    if garbage is None:
+                        continue
+                    if not chunk and frame.startswith(b"{"):
+                        # its last line, never ended: an answer cut off, not another program's words
+                        reason = f"its output ended in the middle of a message ({len(frame):,} bytes of it)"
+                        self.cut_short = True
+                    else:
+                        reason = f"not an MCP server: it wrote {garbage}"
+                        self.not_mcp = True
+                    return
                 if not chunk:
                     return
                 if self._decoder.overflowing:  # no need to read it to its end, if it has one

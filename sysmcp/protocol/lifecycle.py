@@ -28,16 +28,7 @@ MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
 LATEST_LEGACY = LEGACY_VERSIONS[-1]
 
 #: The RFC 5424 levels of ``notifications/message``, least severe first.
-LOG_LEVELS: tuple[str, ...] = (
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-)
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 #: Legacy methods that need no handshake: a ping is a liveness check. (Modern requests never need one.)
 HANDSHAKE_FREE = frozenset({"ping", "initialize"})

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -76,12 +75,6 @@ class Handler(Protocol):
 
 
 @dataclass
-class _InFlight:
-    scope: anyio.CancelScope
-    ctx: RequestContext
-
-
-@dataclass
 class _Batch:
     """Replies to the elements of one JSON-RPC batch, sent together when the last one is done.
 
@@ -89,13 +82,35 @@ class _Batch:
     ``size`` is that line's length so far: what the cap on the whole batch is checked against.
     """
 
+    outbox: Outbox
+    limit: int
     pending: int
     parts: list[memoryview] = field(default_factory=list)
     size: int = len(b"[]\n")
 
+    def add(self, msg_id: RequestId | None, data: bytes) -> None:
+        """A member's reply (``encode``'s output), or its error when it would take the line over the cap."""
+        part = memoryview(data)[:-1]  # the newline goes; a view, not a copy
+        added = len(part) + (1 if self.parts else 0)  # and a comma before all but the first
+        if self.size + added > self.limit:
+            log.warning("batch reply over the size cap", size=self.size + added, limit=self.limit)
+            alone = f"Server error: the replies to this batch would exceed {_size(self.limit)} in all;"
+            alone += " send this request on its own"
+            part = memoryview(encode(error_message(msg_id, RESULT_TOO_LARGE, alone)))[:-1]
+            added = len(part) + (1 if self.parts else 0)
+        self.parts.append(part)
+        self.size += added
 
-Reply = Callable[[RequestId | None, bytes], Awaitable[None]]
-"""Where a batch member's answer goes: its id and its encoded line (``encode``'s output)."""
+    async def settle(self) -> None:
+        """One member is done: the last one sends the batch's line."""
+        self.pending -= 1
+        if self.pending == 0 and self.parts:
+            pieces: list[bytes | memoryview] = [b"["]
+            for part in self.parts:
+                pieces += (part, b",")
+            pieces[-1] = b"]\n"  # the last comma
+            self.parts = []
+            await self.outbox.put(b"".join(pieces))  # one copy: the line, at most the cap (and errors)
 
 
 class ClientRequestError(Exception):
@@ -122,7 +137,7 @@ class Session:
         self.limiter = limiter or anyio.CapacityLimiter(4)
         self.eof_grace = eof_grace
         self.write_stall = write_stall
-        self._in_flight: dict[RequestId, _InFlight] = {}
+        self._in_flight: dict[RequestId, anyio.CancelScope] = {}
         self._pending: dict[RequestId, tuple[anyio.Event, list[Response]]] = {}
         self._ids = itertools.count(1)
         self._outbox = Outbox(transport)
@@ -150,7 +165,10 @@ class Session:
             outer.start_soon(write)
             async with anyio.create_task_group() as requests:
                 await self._read_loop(requests)
-                await self._drain_after_eof()
+                if self._in_flight:  # requests already running get a moment to finish; the rest are cancelled
+                    self._idle = anyio.Event()
+                    with anyio.move_on_after(self.eof_grace):
+                        await self._idle.wait()
                 requests.cancel_scope.cancel()
             self._outbox.close()
             if not await self._outbox.finish(self.write_stall):
@@ -201,24 +219,11 @@ class Session:
             if not chunk:
                 return
 
-    async def _drain_after_eof(self) -> None:
-        """Give requests already running a moment to finish, then let ``run`` cancel the rest."""
-        if self._in_flight:
-            self._idle = anyio.Event()
-            with anyio.move_on_after(self.eof_grace):
-                await self._idle.wait()
-
     async def _on_frame(self, frame: bytes | OversizedLine, tasks: TaskGroup) -> None:
         if isinstance(frame, OversizedLine):
             log.warning("oversized line discarded", length=frame.length, limit=self.decoder.max_line)
-            await self._send(
-                error_message(
-                    None,
-                    ErrorCode.INVALID_REQUEST,
-                    f"Invalid Request: message of {frame.length} bytes exceeds the {self.decoder.max_line}"
-                    " byte limit",
-                )
-            )
+            limit = self.decoder.max_line
+            await self._refuse_line(f"message of {frame.length} bytes exceeds the {limit} byte limit")
             return
         if not frame.strip():
             return
@@ -230,78 +235,42 @@ class Session:
 
     async def _on_batch(self, messages: list[Message], tasks: TaskGroup) -> None:
         if not self.handler.batching_allowed():
-            await self._send(
-                error_message(
-                    None, ErrorCode.INVALID_REQUEST, "Invalid Request: this protocol version has no batches"
-                )
-            )
+            await self._refuse_line("this protocol version has no batches")
             return
         if not messages:
-            await self._send(error_message(None, ErrorCode.INVALID_REQUEST, "Invalid Request: empty batch"))
+            await self._refuse_line("empty batch")
             return
-        batch = _Batch(pending=len(messages))
-        limit = self.max_result
-
-        async def collect(msg_id: RequestId | None, data: bytes) -> None:
-            part = memoryview(data)[:-1]  # the newline goes; a view, not a copy
-            added = len(part) + (1 if batch.parts else 0)  # and a comma before all but the first
-            if batch.size + added > limit:
-                log.warning("batch reply over the size cap", size=batch.size + added, limit=limit)
-                part = memoryview(
-                    encode(
-                        error_message(
-                            msg_id,
-                            RESULT_TOO_LARGE,
-                            f"Server error: the replies to this batch would exceed {_size(limit)} in all;"
-                            " send this request on its own",
-                        )
-                    )
-                )[:-1]
-                added = len(part) + (1 if batch.parts else 0)
-            batch.parts.append(part)
-            batch.size += added
-
-        async def settle() -> None:
-            batch.pending -= 1
-            if batch.pending == 0 and batch.parts:
-                pieces: list[bytes | memoryview] = [b"["]
-                for part in batch.parts:
-                    pieces += (part, b",")
-                pieces[-1] = b"]\n"  # the last comma
-                batch.parts = []
-                await self._outbox.put(b"".join(pieces))  # one copy: the line, at most the cap (and errors)
-
+        batch = _Batch(self._outbox, self.max_result, pending=len(messages))
         for message in messages:
-            await self._on_message(message, tasks, collect, settle)
+            await self._on_message(message, tasks, batch)
 
     async def _on_message(
         self,
         message: Message,
         tasks: TaskGroup,
-        reply: Reply | None,
-        settle: Callable[[], Awaitable[None]] | None = None,
+        batch: _Batch | None,
     ) -> None:
         if isinstance(message, Request):
-            if await self._start_request(message, tasks, reply, settle):
-                return  # its task settles it
+            if await self._start_request(message, tasks, batch):
+                return  # served: its batch is settled
         elif isinstance(message, Invalid):
             await self._deliver(
-                reply, message.id, encode(error_message(message.id, message.code, message.message))
+                batch, message.id, encode(error_message(message.id, message.code, message.message))
             )
         elif isinstance(message, Notification):
             await self._on_notification(message)
         elif isinstance(message, Response):
             self._on_response(message)
-        if settle is not None:
-            await settle()
+        if batch is not None:
+            await batch.settle()
 
     async def _on_notification(self, notification: Notification) -> None:
         if notification.method == "notifications/cancelled":
             request_id = notification.params.get("requestId")
-            entry = self._in_flight.get(request_id) if is_request_id(request_id) else None  # type: ignore[arg-type]
-            if entry is not None:
+            scope = self._in_flight.get(request_id) if is_request_id(request_id) else None  # type: ignore[arg-type]
+            if scope is not None:
                 log.debug("request cancelled by client", request_id=request_id)
-                entry.scope.cancel()
+                scope.cancel()
             return
         try:
             await self.handler.handle_notification(notification)
@@ -321,10 +290,10 @@ class Session:
         self,
         request: Request,
         tasks: TaskGroup,
-        reply: Reply | None,
-        settle: Callable[[], Awaitable[None]] | None,
+        batch: _Batch | None,
     ) -> bool:
-        """Answer, refuse or start a request; True when a task now serves it (and settles it when done)."""
+        """Answer, refuse or start a request; True when it is served (or a task now serves it), which
+        settles its batch."""
         # A request answered from memory (ping, initialize, tools/list …) is served before the next line
         # is read and never holds an in-flight slot: the limit below cannot refuse or delay it.
         at_once = self.handler.answers_at_once(request)
@@ -353,14 +322,14 @@ class Session:
                 if at_once:
                     # Nothing to wait for: a task (or a cancel scope) would only add its cost, the bulk of a
                     # small call's time. It is done before the next message is read, so nothing can cancel it.
-                    await self._serve(request, ctx, None, reply, None)
-                    return False
+                    await self._serve(request, ctx, None, batch)
+                    return True
                 scope = anyio.CancelScope()
-                self._in_flight[request.id] = _InFlight(scope, ctx)
-                tasks.start_soon(self._serve, request, ctx, scope, reply, settle)
+                self._in_flight[request.id] = scope
+                tasks.start_soon(self._serve, request, ctx, scope, batch)
                 return True
         refused = error_message(request.id, refusal.code, refusal.message, refusal.data)
-        await self._deliver(reply, request.id, encode(refused))
+        await self._deliver(batch, request.id, encode(refused))
         return False
 
     # -- the error boundary -----------------------------------------------------------------
@@ -370,8 +339,7 @@ class Session:
         request: Request,
         ctx: RequestContext,
         scope: anyio.CancelScope | None,
-        reply: Reply | None,
-        settle: Callable[[], Awaitable[None]] | None,
+        batch: _Batch | None,
     ) -> None:
         """The one place exceptions become replies; a cancelled request leaves with nothing to send."""
         data = b""
@@ -390,9 +358,9 @@ class Session:
                     log.exception("request failed", method=request.method)
                     data = encode(error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error"))
             if data and not (scope is not None and scope.cancel_called):
-                await self._deliver(reply, request.id, data)
-            if settle is not None:
-                await settle()
+                await self._deliver(batch, request.id, data)
+            if batch is not None:
+                await batch.settle()
         finally:
             if scope is not None:
                 self._in_flight.pop(request.id, None)
@@ -401,15 +369,19 @@ class Session:
 
     # -- writing ----------------------------------------------------------------------------
 
-    async def _deliver(self, reply: Reply | None, msg_id: RequestId | None, data: bytes) -> None:
-        """Answer a request: on the wire, or to its batch's collector (always encoded, to count its size)."""
-        if reply is None:
+    async def _deliver(self, batch: _Batch | None, msg_id: RequestId | None, data: bytes) -> None:
+        """Answer a request: on the wire, or into its batch's line (always encoded, to count its size)."""
+        if batch is None:
             await self._outbox.put(data)
         else:
-            await reply(msg_id, data)
+            batch.add(msg_id, data)
 
     async def _send(self, message: dict[str, Any]) -> None:
         await self._outbox.put(encode(message))
+
+    async def _refuse_line(self, why: str) -> None:
+        """A line refused as a whole: its error can name no request."""
+        await self._send(error_message(None, ErrorCode.INVALID_REQUEST, f"Invalid Request: {why}"))
 
 
 def _size(limit: int) -> str:

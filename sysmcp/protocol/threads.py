@@ -52,10 +52,6 @@ class _Run:
         self.finished = False
         self.let_go = False
 
-    def start(self) -> None:
-        """In the thread, first thing (a plain store: ``release`` only reads it)."""
-        self.started = True
-
     def finish(self) -> None:
         """In the thread, whatever the outcome."""
         with LEFT_BEHIND.lock:
@@ -93,7 +89,7 @@ async def run_in_thread(
     run = _Run()
 
     def in_thread(value: A) -> T:
-        run.start()
+        run.started = True  # a plain store: ``release`` only reads it
         try:
             return work(value)
         finally:

@@ -10,7 +10,7 @@ import base64
 import contextlib
 import dataclasses
 import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +43,7 @@ from sysmcp.views import VIEWS, accepts_views, server_extension
 
 if TYPE_CHECKING:  # the fleet is imported only when the operator configured one, prompts when asked
     from sysmcp.fleet.gateway import FleetCaller, FleetGateway
-    from sysmcp.server.prompts import PromptEnv, Prompts
+    from sysmcp.server.prompts import Prompts
 
 log = get_logger("sysmcp.server")
 
@@ -314,15 +314,13 @@ class Server:
         if debug:
             await ctx.log("debug", {"event": "tool started", "tool": tool.name, "arguments": arguments})
         try:
-            try:
-                served = tuple(self.registry.names())
-                output = await tool.handler(arguments, ToolContext(ctx, self.paths, self.results, served))
-            except EngineError as engine_failure:
-                raise as_tool_error(engine_failure) from engine_failure
-        except ToolError as exc:
+            served = tuple(self.registry.names())
+            output = await tool.handler(arguments, ToolContext(ctx, self.paths, self.results, served))
+        except (EngineError, ToolError) as exc:
+            failure = as_tool_error(exc) if isinstance(exc, EngineError) else exc
             if debug:
-                await ctx.log("debug", {"event": "tool failed", "tool": tool.name, "error": exc.message})
-            return self._error_result(exc.message, refused=isinstance(exc, ArgumentError))
+                await ctx.log("debug", {"event": "tool failed", "tool": tool.name, "error": failure.message})
+            return self._error_result(failure.message, refused=isinstance(failure, ArgumentError))
         if debug:
             await ctx.log("debug", {"event": "tool finished", "tool": tool.name, "isError": output.is_error})
         output = self._bounded(output, ctx)
@@ -410,25 +408,18 @@ class Server:
 
     # -- prompts and completion -------------------------------------------------------------
 
-    def _prompt_env(self) -> PromptEnv:
-        from sysmcp.server.prompts import PromptEnv
-
-        return PromptEnv(
-            tools={tool.name for tool in self.registry},
-            tool_arguments={
-                tool.name: set(tool.input_schema.get("properties", {})) for tool in self.registry
-            },
-            paths=self.paths,
-            history=state.active() is not None,
-        )
-
     async def _prompts_list(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         _one_page(params)
         return {"prompts": self.prompts.list(ctx.features)}
 
     async def _prompts_get(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        from sysmcp.server.prompts import PromptEnv
+
         await self.client_roots.current()  # path arguments are checked against the settled scope
-        env = self._prompt_env()
+        arguments: dict[str, Collection[str]] = {
+            tool.name: set(tool.input_schema.get("properties", {})) for tool in self.registry
+        }
+        env = PromptEnv(set(arguments), arguments, self.paths, history=state.active() is not None)
         # Path arguments are resolved, which stats each component: in a thread, as for tools.
         return await run_in_thread(
             lambda _: self.prompts.get(params.get("name"), params.get("arguments"), env), None, None

@@ -90,11 +90,9 @@ class ClientRoots:
             uris = [r.get("uri") if isinstance(r, dict) else r for r in listed]
             # Resolving a root stats each component: in a thread, so a hung mount cannot stall the loop,
             # and within the same time a client gets to answer, or the scope stays as it was.
+            # ToolError: too many threads already stuck.
             resolved: tuple[list[Path], list[str]] | None = None
-            with (
-                anyio.move_on_after(ROOTS_TIMEOUT),
-                contextlib.suppress(ToolError),
-            ):  # ToolError: too many stuck
+            with anyio.move_on_after(ROOTS_TIMEOUT), contextlib.suppress(ToolError):
                 resolved = await run_in_thread(roots_from_uris, uris, None)
             if resolved is None:
                 log.warning("client roots not resolved in time (a hung mount?); keeping the current scope")
