@@ -189,13 +189,13 @@ class PlanKeeper:
             key = store.state_dir.secret(PLAN_KEY_NAME)
         except OSError as exc:
             return Durability(False, f"the reclaim plans' key cannot be used ({exc})")
-        self._forget_expired(store, now)
+        for old, updated in store.keys(PLAN_NAMESPACE):
+            if now - updated > PLAN_TTL_S:
+                store.delete(PLAN_NAMESPACE, old)
         raw = encode_plan(plan, now)
         saved = store.put(PLAN_NAMESPACE, plan.id, _signed(key, plan.id, raw) + raw)
-        return (
-            Durability(True)
-            if saved.ok
-            else Durability(False, saved.reason or "the history store could not be written")
+        return Durability(
+            saved.ok, None if saved.ok else saved.reason or "the history store could not be written"
         )
 
     def get(self, plan_id: str) -> Plan:
@@ -217,11 +217,6 @@ class PlanKeeper:
                 reason="expired",
             )
         return plan
-
-    def _forget_expired(self, store: Store, now: float) -> None:
-        for key, updated in store.keys(PLAN_NAMESPACE):
-            if now - updated > PLAN_TTL_S:
-                store.delete(PLAN_NAMESPACE, key)
 
 
 def _signed(key: bytes, plan_id: str, raw: bytes) -> bytes:
