@@ -145,9 +145,11 @@ def compare(
         return found
     started = monotonic()
 
+    def left() -> float:
+        return asked.timeout_s - (monotonic() - started)
+
     def finish() -> Findings:
-        remaining = asked.timeout_s - (monotonic() - started)
-        _integrity(found, store, asked, remaining, cancel)
+        _integrity(found, store, asked, left(), cancel)
         return _disk(found, store, asked)
 
     series = series_of(asked.path, asked.options)
@@ -164,10 +166,15 @@ def compare(
         older = _pick(infos, since, None) if since is not None else newest
         done = record_scan(store, whole, scan, clock)  # the whole tree: its largest files are kept too
         found.unsaved = done.unsaved
-        # Nothing to compare with: a second walk (of cached entries) finds the files modified since.
+        # Nothing to compare with: a second walk (of cached entries) finds the files modified since, in
+        # what is left of the time budget, its entries counted on from the first's (its skips are the
+        # first's again: not counted twice).
         if older is None:
-            again = _again(modified_since(), done.usage, started, asked, progress, cancel)
-            found.lower_bound = _lower_bound(again)
+            first = done.usage.entries
+            again = replace(modified_since(), timeout_s=max(left(), 0.001))
+            found.lower_bound = _lower_bound(
+                scan_usage(again, lambda entries, _: progress(first + entries, None), cancel, clock=monotonic)
+            )
         if done.snapshot is None:
             found.not_kept = True
             return finish()
@@ -189,20 +196,6 @@ def compare(
         if found.fresh:
             _look_again(found.diff, series.root)
     return finish()
-
-
-def _again(
-    request: UsageRequest, first: Usage, started: float, asked: Comparison, progress: Progress, cancel: Cancel
-) -> Usage:
-    """``request``'s walk after the ``first`` one, in what is left of the time budget, its entries
-    counted on from the first's (its skips are the first's again: not counted twice)."""
-    left = max(asked.timeout_s - (asked.monotonic() - started), 0.001)
-    return scan_usage(
-        replace(request, timeout_s=left),
-        lambda entries, _: progress(first.entries + entries, None),
-        cancel,
-        clock=asked.monotonic,
-    )
 
 
 def _look_again(diff: ScanDiff, root: bytes) -> None:
