@@ -64,10 +64,6 @@ def closing_fd(fd: int) -> Iterator[int]:
         os.close(fd)
 
 
-def _trusted(uid: int) -> bool:
-    return uid in (0, os.geteuid())
-
-
 def _kind(mode: int) -> str:
     for test, name in (
         (stat.S_ISLNK, "a symlink"),
@@ -90,7 +86,7 @@ def _check(st: os.stat_result, where: str, *, directory: bool, sticky_ok: bool =
         raise Unsafe(
             f"{where} is {_kind(st.st_mode)}, not {'a directory' if directory else 'a regular file'}"
         )
-    if not _trusted(st.st_uid):
+    if st.st_uid not in (0, os.geteuid()):
         raise Unsafe(f"{where} is owned by uid {st.st_uid}, not by this user or root")
     if not directory and st.st_nlink != 1:
         raise Unsafe(f"{where} has {st.st_nlink} hard links")

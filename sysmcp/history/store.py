@@ -32,7 +32,7 @@ from sysmcp.history.snapshots import (
     Series,
     SnapshotInfo,
 )
-from sysmcp.history.statedir import OTHER_FILES, StateDir, Unsafe, open_dir
+from sysmcp.history.statedir import OTHER_FILES, StateDir, Unsafe, closing_fd, open_dir
 from sysmcp.logconfig import get_logger
 
 DB_NAME = "history.sqlite3"
@@ -110,21 +110,16 @@ class Retention:
         the future (a clock set back since) counts as now: never deleted for being odd."""
         kept: set[tuple[Any, str, int]] = set()
         doomed = []
+        buckets = ((self.hourly_s, "h", HOUR), (self.daily_s, "d", DAY), (self.weekly_s, "w", WEEK))
         for row_id, series, taken in rows:
             age = max(0.0, now - taken)
             if age <= HOUR:  # the last hour's are kept whole: what_changed compares against them
                 continue
-            if age <= self.hourly_s:
-                bucket = ("h", int(taken // HOUR))
-            elif age <= self.daily_s:
-                bucket = ("d", int(taken // DAY))
-            elif age <= self.weekly_s:
-                bucket = ("w", int(taken // WEEK))
-            else:
-                doomed.append(row_id)
-                continue
-            key = (series, *bucket)
-            if key in kept:
+            # the bucket it is the newest of: its hour, its day or its week (none: too old to keep)
+            key = next(
+                ((series, tag, int(taken // width)) for span, tag, width in buckets if age <= span), None
+            )
+            if key is None or key in kept:
                 doomed.append(row_id)
             else:
                 kept.add(key)
@@ -232,12 +227,9 @@ class Store:
     def _check_file(self) -> None:
         """Move aside a file that is no database or was cut short (its size no whole number of pages):
         cheaper than an integrity check, and what a crash or a full disk leaves behind."""
-        fd = self.state_dir.open(DB_NAME, os.O_RDONLY, create=True)
-        try:
+        with closing_fd(self.state_dir.open(DB_NAME, os.O_RDONLY, create=True)) as fd:
             header = os.pread(fd, 100, 0)
             size = os.fstat(fd).st_size
-        finally:
-            os.close(fd)
         if size == 0:
             return
         page = int.from_bytes(header[16:18], "big") if len(header) >= 18 else 0
@@ -302,8 +294,7 @@ class Store:
                     f"{self.path} is from a newer sysmcp, schema {version} where this one knows "
                     f"{SCHEMA_VERSION}: left as it is"
                 )
-            mode = db.execute("PRAGMA journal_mode").fetchone()[0]
-            if mode != "wal":
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
             if version < SCHEMA_VERSION:  # a file made afresh
