@@ -259,17 +259,15 @@ def language_caches(layout: RootsLayout) -> list[Proposal]:
     ]
 
 
-def _archived_journal(name: bytes) -> bool:
-    return (name.endswith(b".journal") and b"@" in name) or name.endswith(b".journal~")
-
-
 def journals(layout: RootsLayout) -> list[Proposal]:
     """Archived journal files only: the active ones are journald's and stay."""
     return [
         Proposal(
             "journal",
             _shown(root),
-            regular_files([root], _archived_journal),
+            regular_files(
+                [root], lambda n: (n.endswith(b".journal") and b"@" in n) or n.endswith(b".journal~")
+            ),
             "journalctl --vacuum-size=100M",
             "older log entries are gone from journalctl",
             REVIEW,

@@ -34,6 +34,7 @@ import os
 import secrets
 import stat
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -228,7 +229,6 @@ def build_plan(
             return path not in going and not claimed(path)
 
         found += classes.duplicates([[c for c in copies if stays(c)] for copies in request.duplicates])
-    links: dict[tuple[int, int], int] = {}  # how many of each inode's names the plan holds
     kept: list[tuple[Proposal, list[tuple[bytes, os.stat_result]]]] = []
     for group in found:
         paths = [(path, st) for path, st in group.paths if group.held or _inside(path, request.scope)]
@@ -238,9 +238,9 @@ def build_plan(
             continue
         if group.action == "command" and b"/" not in request.scope:
             continue  # a container engine's store is no path below the scope (unless / is one of it)
-        for _path, st in paths:
-            links[(st.st_dev, st.st_ino)] = links.get((st.st_dev, st.st_ino), 0) + 1
         kept.append((group, paths))
+    # how many of each inode's names the plan holds
+    links = Counter((st.st_dev, st.st_ino) for _group, paths in kept for _path, st in paths)
     counted: set[tuple[int, int]] = set()
     taken: set[str] = set()  # item ids
     items: list[Item] = []

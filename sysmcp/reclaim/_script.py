@@ -210,8 +210,7 @@ def render_script(plan: Plan) -> str:
         setup, word = quote(probe)
         lines.append(f"{setup}B{number}=$(avail {word})")
     for item in plan.items:
-        lines.append("")
-        lines.append(_comment(f"{item.id}: {item.klass}, {item.bytes} bytes, {item.safety}. {item.cost}."))
+        lines += ["", _comment(f"{item.id}: {item.klass}, {item.bytes} bytes, {item.safety}. {item.cost}.")]
         if item.command:
             lines.append(_comment(f"the vendor's own way: {item.command}"))
         if item.note:
@@ -220,8 +219,7 @@ def render_script(plan: Plan) -> str:
             lines.append(_comment("nothing for this script to do: run the command above yourself"))
             continue
         lines += [_step(item, entry) for entry in item.entries]
-    lines.append("")
-    lines.append("FREED=0")
+    lines += ["", "FREED=0"]
     for number, probe in enumerate(probes.values()):
         setup, word = quote(probe)
         lines.append(f"{setup}A=$(avail {word}); FREED=$((FREED + (${{A:-0}} - ${{B{number}:-0}}) * 1024))")
