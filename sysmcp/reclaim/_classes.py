@@ -10,6 +10,7 @@ of the plan, read by the tool layer and the generated script alike.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import re
@@ -79,11 +80,8 @@ class RootsLayout:
         parents = [*self.home_parents]
         parents += [os.path.dirname(os.fsencode(a.pw_dir)) for a in accounts if _person(a)]
         for parent in dict.fromkeys(p for p in parents if p not in (b"/", b"")):
-            try:
-                with os.scandir(parent) as entries:
-                    homes += sorted(e.path for e in entries if e.is_dir(follow_symlinks=False))
-            except OSError:
-                continue
+            with contextlib.suppress(OSError), os.scandir(parent) as entries:
+                homes += sorted(e.path for e in entries if e.is_dir(follow_symlinks=False))
         found: dict[tuple[int, int], bytes] = {}  # by identity: /home may be a symlink to /usr/home
         for home in homes:
             try:

@@ -23,6 +23,7 @@ re-checks each path at the moment of acting) as it would a plan made a moment ag
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import operator
@@ -311,11 +312,9 @@ class ActionLog:
             self.flush()
 
     def flush(self) -> str | None:
-        store, pending, self._pending = self.store, self._pending, []
-        if store is None:
-            return self.failure
-        if pending:
-            saved = store.put_many(LOG_NAMESPACE, pending, "the reclaim log")
+        pending, self._pending = self._pending, []
+        if self.store is not None and pending:
+            saved = self.store.put_many(LOG_NAMESPACE, pending, "the reclaim log")
             if not saved.ok:
                 self.unsaved += len(pending)
                 self.failure = self.failure or saved.reason or "the history store could not be written"
@@ -338,14 +337,11 @@ def plan_log(store: Store, plan_id: str) -> list[LogRecord]:
 def _records(store: Store, keys: list[str]) -> list[LogRecord]:
     records: list[LogRecord] = []
     for key in keys:
-        raw = store.get(LOG_NAMESPACE, key)
-        try:
-            row = json.loads(raw) if raw is not None else None
-            if row is not None:
-                # a row logged before there was kept_copy has none: any other name missing fails the read
-                records.append(
-                    LogRecord(*(read(row.get(n) if n == "kept_copy" else row[n]) for n, read in _LOGGED))
-                )
-        except (ValueError, KeyError, TypeError):
-            continue
+        # A row gone since (null), or no record's JSON, is left out; a row logged before there was
+        # kept_copy has none: any other name missing fails the read.
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            row = json.loads(store.get(LOG_NAMESPACE, key) or b"null")
+            records.append(
+                LogRecord(*(read(row.get(n) if n == "kept_copy" else row[n]) for n, read in _LOGGED))
+            )
     return records

@@ -28,6 +28,7 @@ A container's log is not removed but emptied (``_empty``): reached the same way,
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -489,10 +490,8 @@ class Act:
             raise
         if reason is not None:
             return FileResult(path, False, _put_back(parent, aside, name, reason))
-        before = os.fstatvfs(parent)  # right before: blocks others free during the comparison are theirs
-        os.unlink(aside, dir_fd=parent)
-        after = os.fstatvfs(parent)
-        return FileResult(path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
+        # measured right before: blocks others free during the comparison are theirs
+        return _freeing(path, parent, lambda: os.unlink(aside, dir_fd=parent))
 
     def _proven(self, parent: int, aside: bytes, kept: tuple[int, bytes] | None, link: bool) -> str | None:
         """None if the entry now under ``aside`` is the planned file and (a duplicate) has exactly the
@@ -573,24 +572,22 @@ def _aside(parent: int, name: bytes) -> bytes:
     that died there (SIGKILL, a power cut: nothing logged) still says what it was."""
     for _attempt in range(5):
         aside = b".sysmcp-aside-" + secrets.token_hex(8).encode() + b"-" + name[:ASIDE_KEEPS]
-        try:
-            if _rename_exclusive(parent, name, aside):
-                return aside
-        except FileExistsError:
-            continue
+        with contextlib.suppress(FileExistsError):
+            _rename_exclusive(parent, name, aside)
+            return aside
     raise FileExistsError(errno.EEXIST, "no free private name to set the file aside")
 
 
-def _rename_exclusive(parent: int, source: bytes, target: bytes) -> bool:
+def _rename_exclusive(parent: int, source: bytes, target: bytes) -> None:
     """Rename within ``parent`` only if ``target`` is free: atomically where the platform can
     (``renameat2(RENAME_NOREPLACE)``), else a look then a rename. Raises FileExistsError if taken."""
     if platform.rename_noreplace(parent, source, parent, target):
-        return True
+        return
     try:
         os.stat(target, dir_fd=parent, follow_symlinks=False)
     except FileNotFoundError:
         os.rename(source, target, src_dir_fd=parent, dst_dir_fd=parent)
-        return True
+        return
     raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST))
 
 
@@ -618,10 +615,10 @@ def _at_parent(path: bytes, act: Callable[[int, bytes], FileResult]) -> FileResu
             return FileResult(path, False, _why(exc))
 
 
-def _emptied(path: bytes, fd: int) -> FileResult:
-    """Truncate the file open as ``fd`` to nothing, measuring what that freed on its filesystem."""
+def _freeing(path: bytes, fd: int, act: Callable[[], object]) -> FileResult:
+    """``act()`` done to ``path``, with what it freed on the filesystem of ``fd`` (statvfs before and after)."""
     before = os.fstatvfs(fd)
-    os.ftruncate(fd, 0)
+    act()
     after = os.fstatvfs(fd)
     return FileResult(path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
 
@@ -647,7 +644,7 @@ def _truncate(entry: PlannedFile, allowed: Callable[[bytes], bool]) -> FileResul
                 return FileResult(path, False, "changed")
             if not link_confined(path, now.st_dev):  # held in another mount namespace: its path is not ours
                 return FileResult(path, False, "outside")
-            return _emptied(path, fd)
+            return _freeing(path, fd, lambda: os.ftruncate(fd, 0))
     except OSError as exc:
         return FileResult(path, False, _why(exc))
 
@@ -681,7 +678,7 @@ def _empty(
             if (reason := _unlike(planned, opened)) is not None:
                 return FileResult(path, False, reason)
             cancel()  # the last moment nothing has been done
-            return _emptied(path, fd)
+            return _freeing(path, fd, lambda: os.ftruncate(fd, 0))
 
     return _at_parent(path, at)
 
