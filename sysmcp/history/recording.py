@@ -203,16 +203,13 @@ class ReadingGate:
     def due(self, readings: Sequence[DiskReading]) -> list[DiskReading]:
         """The readings worth keeping now."""
         now = self.clock()
-        wanted = []
-        for reading in readings:
-            last = self._kept.get((reading.mount, reading.fs_id))
-            if (
-                last is None
-                or not self._recent(last[0], now)
-                or abs(reading.used - last[1]) >= threshold_for(reading.total)
-            ):
-                wanted.append(reading)
-        return wanted
+        return [
+            reading
+            for reading in readings
+            if (last := self._kept.get((reading.mount, reading.fs_id))) is None
+            or not self._recent(last[0], now)
+            or abs(reading.used - last[1]) >= threshold_for(reading.total)
+        ]
 
     def kept(self, readings: Sequence[DiskReading]) -> None:
         """``readings`` were written."""

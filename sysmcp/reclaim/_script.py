@@ -201,14 +201,13 @@ def render_script(plan: Plan) -> str:
         )
         + (LOGF if emptied else "")
     ]
-    probes: dict[int, bytes] = {}
+    probes: dict[int, bytes] = {}  # a directory on each filesystem the script acts on, for df
     for item in plan.items:
-        for entry in item.entries:
-            if not item.held and item.action != "command":
+        if not item.held and item.action != "command":
+            for entry in item.entries:
                 probes.setdefault(entry.identity.dev, os.path.dirname(entry.path) or b"/")
-    for number, probe in enumerate(probes.values()):
-        setup, word = quote(probe)
-        lines.append(f"{setup}B{number}=$(avail {word})")
+    quoted = list(enumerate(quote(probe) for probe in probes.values()))
+    lines += [f"{setup}B{number}=$(avail {word})" for number, (setup, word) in quoted]
     for item in plan.items:
         lines += ["", _comment(f"{item.id}: {item.klass}, {item.bytes} bytes, {item.safety}. {item.cost}.")]
         if item.command:
@@ -220,8 +219,9 @@ def render_script(plan: Plan) -> str:
             continue
         lines += [_step(item, entry) for entry in item.entries]
     lines += ["", "FREED=0"]
-    for number, probe in enumerate(probes.values()):
-        setup, word = quote(probe)
-        lines.append(f"{setup}A=$(avail {word}); FREED=$((FREED + (${{A:-0}} - ${{B{number}:-0}}) * 1024))")
+    lines += [
+        f"{setup}A=$(avail {word}); FREED=$((FREED + (${{A:-0}} - ${{B{number}:-0}}) * 1024))"
+        for number, (setup, word) in quoted
+    ]
     lines.append(FOOTER)
     return "\n".join(lines)
