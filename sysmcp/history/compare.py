@@ -9,6 +9,7 @@ shape). What the answer notes is kept as facts in the ``Findings``; the tool
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -31,8 +32,16 @@ from sysmcp.history.diff import (
     diff_scans,
     fill_rate,
     growth_between,
+    most_lost,
 )
-from sysmcp.history.recording import baseline_of, disk_reading, options_of, record_scan, series_of
+from sysmcp.history.recording import (
+    baseline_of,
+    disk_reading,
+    lstat_below,
+    options_of,
+    record_scan,
+    series_of,
+)
 from sysmcp.history.snapshots import Baseline, FileRow, ScanSnapshot, SnapshotInfo, within
 from sysmcp.history.store import Store
 
@@ -136,9 +145,11 @@ def compare(
         return found
     started = monotonic()
 
+    def left() -> float:
+        return asked.timeout_s - (monotonic() - started)
+
     def finish() -> Findings:
-        remaining = asked.timeout_s - (monotonic() - started)
-        _integrity(found, store, asked, remaining, cancel)
+        _integrity(found, store, asked, left(), cancel)
         return _disk(found, store, asked)
 
     series = series_of(asked.path, asked.options)
@@ -155,10 +166,15 @@ def compare(
         older = _pick(infos, since, None) if since is not None else newest
         done = record_scan(store, whole, scan, clock)  # the whole tree: its largest files are kept too
         found.unsaved = done.unsaved
-        # Nothing to compare with: a second walk (of cached entries) finds the files modified since.
+        # Nothing to compare with: a second walk (of cached entries) finds the files modified since, in
+        # what is left of the time budget, its entries counted on from the first's (its skips are the
+        # first's again: not counted twice).
         if older is None:
-            again = _again(modified_since(), done.usage, started, asked, progress, cancel)
-            found.lower_bound = _lower_bound(again)
+            first = done.usage.entries
+            again = replace(modified_since(), timeout_s=max(left(), 0.001))
+            found.lower_bound = _lower_bound(
+                scan_usage(again, lambda entries, _: progress(first + entries, None), cancel, clock=monotonic)
+            )
         if done.snapshot is None:
             found.not_kept = True
             return finish()
@@ -182,49 +198,18 @@ def compare(
     return finish()
 
 
-def _again(
-    request: UsageRequest, first: Usage, started: float, asked: Comparison, progress: Progress, cancel: Cancel
-) -> Usage:
-    """``request``'s walk after the ``first`` one, in what is left of the time budget, its entries
-    counted on from the first's (its skips are the first's again: not counted twice)."""
-    left = max(asked.timeout_s - (asked.monotonic() - started), 0.001)
-    return scan_usage(
-        replace(request, timeout_s=left),
-        lambda entries, _: progress(first.entries + entries, None),
-        cancel,
-        clock=asked.monotonic,
-    )
-
-
 def _look_again(diff: ScanDiff, root: bytes) -> None:
     """A file gone from a fresh scan's largest files may only have shrunk below them: one lstat each
     tells (the snapshot is of now)."""
     removed = []
-    parents = Parents()
-    try:
+    with contextlib.closing(Parents()) as parents:
         for row in diff.removed_files:
-            st = _look(parents, root, row.path)
-            if st is None:
+            if (st := lstat_below(parents, root, row.path)) is None:
                 removed.append(row)
-                continue
-            now = FileRow(row.path, st.st_blocks * 512, st.st_size, st.st_mtime)
-            if now.disk < row.disk:
+            elif (now := FileRow(row.path, st.st_blocks * 512, st.st_size, st.st_mtime)).disk < row.disk:
                 diff.shrunk_files.append((row, now))
-    finally:
-        parents.close()
     diff.removed_files = removed
-    diff.shrunk_files.sort(key=lambda pair: (pair[1].disk - pair[0].disk, pair[0].path))
-
-
-def _look(parents: Parents, root: bytes, relative: bytes) -> os.stat_result | None:
-    """The ``lstat`` of a stored name below ``root`` now, reached without following a symlink on the
-    way (None: not there): a directory since swapped for a symlink must not lead outside the roots.
-    ``parents`` keeps the directories on the way open, so sorted names cost one walk per directory."""
-    try:
-        dir_fd, name = parents.parent(os.path.join(root, relative))
-        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except (OSError, ValueError):  # ValueError: a stored name that is not normalised ('../x')
-        return None
+    diff.shrunk_files.sort(key=most_lost)
 
 
 def _lower_bound(usage: Usage) -> LowerBound:
@@ -232,22 +217,23 @@ def _lower_bound(usage: Usage) -> LowerBound:
     return LowerBound(files, disk, [(rel, d) for _, d, rel in usage.files], usage.stopped)
 
 
+def _shown(visible: Callable[[bytes | str], bool], root: bytes) -> Callable[[bytes], bool]:
+    """Whether the roots in force let this call show a name relative to ``root``."""
+    return lambda rel: bool(visible(os.path.join(root, rel) if rel else root))
+
+
 def _filtered(snap: ScanSnapshot, visible: Callable[[bytes | str], bool]) -> ScanSnapshot:
     """The snapshot with only what the roots in force let this call show."""
-    root = snap.series.root
-
-    def ok(rel: bytes) -> bool:
-        return bool(visible(os.path.join(root, rel) if rel else root))
-
+    ok = _shown(visible, snap.series.root)
     dirs = {p: d for p, d in snap.dirs.items() if ok(p)}
     files = [f for f in snap.files if ok(f.path)]
     return ScanSnapshot(snap.series, snap.taken, snap.partial, snap.threshold, dirs, files, snap.id)
 
 
 def _visible_files(baseline: Baseline, visible: Callable[[bytes | str], bool]) -> Baseline:
-    """The baseline with only the files the roots in force let this call show (as ``_filtered``)."""
-    root = baseline.series.root
-    baseline.files = {name: f for name, f in baseline.files.items() if visible(os.path.join(root, name))}
+    """The baseline with only the files the roots in force let this call show."""
+    ok = _shown(visible, baseline.series.root)
+    baseline.files = {name: f for name, f in baseline.files.items() if ok(name)}
     return baseline
 
 
@@ -294,11 +280,8 @@ def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float
     result = diff_baselines(_visible_files(baseline, visible), _visible_files(now, visible))
     if tree.stopped:  # not hashed in time is not removed: only a file that is gone is
         found.integrity_stopped = tree.stopped
-        parents = Parents()
-        try:
-            gone = [p for p in result.removed if _look(parents, root, p) is None]
-        finally:
-            parents.close()
+        with contextlib.closing(Parents()) as parents:
+            gone = [p for p in result.removed if lstat_below(parents, root, p) is None]
         result.not_checked = len(result.removed) - len(gone)
         result.removed = gone
     found.integrity = result

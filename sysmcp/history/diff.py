@@ -23,6 +23,7 @@ from sysmcp.history.snapshots import (
 )
 
 DAY = 86400.0
+_ABSENT = DirTotals(0, 0, 0)  # the totals of a side the directory is missing from
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,31 +99,32 @@ def diff_scans(old: ScanSnapshot, new: ScanSnapshot) -> ScanDiff:
             why = f"the {side} scan stopped early: directories it did not reach would look gone"
             return ScanDiff(False, why, old, new, seconds)
     result = ScanDiff(True, None, old, new, seconds)
-    if seconds <= 0:
-        backwards = "the clock went backwards between the two snapshots"
-        result.notes.append(
-            f"{backwards if seconds < 0 else 'the two snapshots have the same time'}: no rates"
-        )
-    rate = seconds > 0
+    if seconds < 0:
+        result.notes.append("the clock went backwards between the two snapshots: no rates")
+    elif seconds == 0:
+        result.notes.append("the two snapshots have the same time: no rates")
     changes = []
     held_below = _newest_held_below(new)
     for path in old.dirs.keys() | new.dirs.keys():
         before, after = old.dirs.get(path), new.dirs.get(path)
-        b_disk = before.disk if before else 0
-        a_disk = after.disk if after else 0
-        delta = a_disk - b_disk
-        delta_apparent = (after.apparent if after else 0) - (before.apparent if before else 0)
+        delta = (after or _ABSENT).disk - (before or _ABSENT).disk
+        delta_apparent = (after or _ABSENT).apparent - (before or _ABSENT).apparent
         if before is None:
             kind = "appeared"
         elif after is None:
             kind = "disappeared"
         elif delta == 0 and delta_apparent == 0:
-            if not _rewritten(before, after) or (path, after.newest) in held_below:
-                continue  # unchanged, or the rewritten file is in a subdirectory listed itself
+            # Files rewritten in place: the same totals, a newer newest mtime (both known), unless the
+            # rewritten file is in a subdirectory listed itself.
+            rewritten = (
+                before.newest is not None and after.newest is not None and after.newest > before.newest
+            )
+            if not rewritten or (path, after.newest) in held_below:
+                continue
             kind = "modified"
         else:
             kind = "grew" if delta > 0 or (delta == 0 and delta_apparent > 0) else "shrank"
-        per_day = delta * DAY / seconds if rate and kind != "modified" else None
+        per_day = delta * DAY / seconds if seconds > 0 and kind != "modified" else None
         changes.append(DirChange(path, kind, before, after, delta, delta_apparent, per_day, before is None))
     changes.sort(key=lambda c: (-abs(c.delta), c.path))
     result.total_delta = new.total.disk - old.total.disk
@@ -141,22 +143,19 @@ def diff_scans(old: ScanSnapshot, new: ScanSnapshot) -> ScanDiff:
     result.new_maybe_grown = bool(result.new_files) and len(old.files) >= FILES_KEPT
     grown = [(then[f.path], f) for f in new.files if f.path in then and f.disk > then[f.path].disk]
     result.grown_files = sorted(grown, key=lambda pair: (pair[0].disk - pair[1].disk, pair[0].path))
-    result.removed_files, result.shrunk_files = _lost_files(old.files, new.files)
+    # A snapshot keeps only its FILES_KEPT largest files: one missing from a full newer list is gone
+    # only if it was at least as large as the smallest kept there (else it may merely have shrunk).
+    now = {f.path: f for f in new.files}
+    smallest = min((f.disk for f in new.files), default=0) if len(new.files) >= FILES_KEPT else 0
+    result.removed_files = [f for f in old.files if f.path not in now and f.disk >= smallest]
+    shrunk = [(f, now[f.path]) for f in old.files if f.path in now and now[f.path].disk < f.disk]
+    result.shrunk_files = sorted(shrunk, key=most_lost)
     return result
 
 
-def _lost_files(
-    old: Sequence[FileRow], new: Sequence[FileRow]
-) -> tuple[list[FileRow], list[tuple[FileRow, FileRow]]]:
-    """Files of the older list gone from the newer one, and files smaller in the newer one. A
-    snapshot keeps only its ``FILES_KEPT`` largest files: one missing from a full newer list is gone
-    only if it was at least as large as the smallest kept there (else it may merely have shrunk)."""
-    now = {f.path: f for f in new}
-    smallest = min((f.disk for f in new), default=0) if len(new) >= FILES_KEPT else 0
-    removed = [f for f in old if f.path not in now and f.disk >= smallest]
-    shrunk = [(f, now[f.path]) for f in old if f.path in now and now[f.path].disk < f.disk]
-    shrunk.sort(key=lambda pair: (pair[1].disk - pair[0].disk, pair[0].path))
-    return removed, shrunk
+def most_lost(pair: tuple[FileRow, FileRow]) -> tuple[int, bytes]:
+    """The order of (then, now) pairs of shrunk files: the most lost first, then by name."""
+    return pair[1].disk - pair[0].disk, pair[0].path
 
 
 def fold_chains(changes: Sequence[DirChange]) -> list[DirChange]:
@@ -188,11 +187,6 @@ def fold_chains(changes: Sequence[DirChange]) -> list[DirChange]:
 
 def _parent(path: bytes) -> bytes:
     return path.rpartition(b"/")[0]
-
-
-def _rewritten(before: DirTotals, after: DirTotals) -> bool:
-    """Files rewritten in place: the same totals, a newer newest mtime (both known)."""
-    return before.newest is not None and after.newest is not None and after.newest > before.newest
 
 
 def _newest_held_below(snap: ScanSnapshot) -> set[tuple[bytes, float]]:

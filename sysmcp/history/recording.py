@@ -7,6 +7,7 @@ failed comes back as the store's reason, and the tool layer (``sysmcp.tools.hist
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -139,22 +140,25 @@ def record_baseline(
 def baseline_of(
     series: Series, base: bytes, manifest: bytes, algorithm: str, partial: bool, taken: float
 ) -> Baseline:
-    """A GNU manifest of ``base`` plus each file's size, mtime, mode and owner (one lstat each,
-    relative to its directory reached without following a symlink: one swapped in since the hash must
-    not lead out of the tree; a file gone since it was hashed is left out)."""
+    """A GNU manifest of ``base`` plus each file's size, mtime, mode and owner (``lstat_below``: a
+    file gone since it was hashed is left out)."""
     files = {}
-    parents = Parents()
-    try:
+    with contextlib.closing(Parents()) as parents:
         for name, digest in parse_gnu_manifest(manifest):
-            try:
-                dir_fd, last = parents.parent(os.path.join(base, name))
-                st = os.stat(last, dir_fd=dir_fd, follow_symlinks=False)
-            except (OSError, ValueError):  # ValueError: a name that is not normalised ('../x')
-                continue
-            files[name] = baseline_entry(digest, st)
-    finally:
-        parents.close()
+            if (st := lstat_below(parents, base, name)) is not None:
+                files[name] = baseline_entry(digest, st)
     return Baseline(series, taken, algorithm, files, partial)
+
+
+def lstat_below(parents: Parents, root: bytes, relative: bytes) -> os.stat_result | None:
+    """The ``lstat`` of a stored name below ``root`` now, reached without following a symlink on the
+    way (None: not there): a directory since swapped for a symlink must not lead outside the tree.
+    ``parents`` keeps the directories on the way open, so sorted names cost one walk per directory."""
+    try:
+        dir_fd, name = parents.parent(os.path.join(root, relative))
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except (OSError, ValueError):  # ValueError: a stored name that is not normalised ('../x')
+        return None
 
 
 def options_of(series: Series) -> WalkOptions:
@@ -173,18 +177,8 @@ def disk_reading(path: str | os.PathLike[str], clock: Callable[[], float]) -> tu
     mount = default_partitions()().holding(raw, stats.st_dev)
     point, identity = (mount.mount_point, f"{mount.device}|{mount.fs_type}") if mount else ("/", "")
     df = Figures.from_stats(stats)
-    reading = DiskReading(
-        state.host_name(),
-        os.fsencode(point),
-        identity,
-        clock(),
-        df.total,
-        df.used,
-        df.free,
-        df.inodes_used,
-        df.inodes_free,
-    )
-    return reading, point
+    figures = (df.total, df.used, df.free, df.inodes_used, df.inodes_free)
+    return DiskReading(state.host_name(), os.fsencode(point), identity, clock(), *figures), point
 
 
 class ReadingGate:
@@ -209,16 +203,13 @@ class ReadingGate:
     def due(self, readings: Sequence[DiskReading]) -> list[DiskReading]:
         """The readings worth keeping now."""
         now = self.clock()
-        wanted = []
-        for reading in readings:
-            last = self._kept.get((reading.mount, reading.fs_id))
-            if (
-                last is None
-                or not self._recent(last[0], now)
-                or abs(reading.used - last[1]) >= threshold_for(reading.total)
-            ):
-                wanted.append(reading)
-        return wanted
+        return [
+            reading
+            for reading in readings
+            if (last := self._kept.get((reading.mount, reading.fs_id))) is None
+            or not self._recent(last[0], now)
+            or abs(reading.used - last[1]) >= threshold_for(reading.total)
+        ]
 
     def kept(self, readings: Sequence[DiskReading]) -> None:
         """``readings`` were written."""

@@ -27,6 +27,7 @@ import errno
 import hmac
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "StateDir",
     "Unsafe",
     "check_file",
+    "closing_fd",
     "mac",
     "open_dir",
 ]
@@ -52,16 +54,14 @@ _FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 class Unsafe(OSError):
     """The state directory or a file in it is not what it must be; ``str()`` says what it is."""
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
-    def __str__(self) -> str:
-        return self.reason
-
-
-def _trusted(uid: int) -> bool:
-    return uid in (0, os.geteuid())
+@contextlib.contextmanager
+def closing_fd(fd: int) -> Iterator[int]:
+    """``fd``, closed on the way out."""
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _kind(mode: int) -> str:
@@ -79,25 +79,24 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _check_dir(st: os.stat_result, where: str, *, sticky_ok: bool) -> None:
-    if not stat.S_ISDIR(st.st_mode):
-        raise Unsafe(f"{where} is {_kind(st.st_mode)}, not a directory")
-    if not _trusted(st.st_uid):
+def _check(st: os.stat_result, where: str, *, directory: bool, sticky_ok: bool = False) -> None:
+    """Raise ``Unsafe`` unless ``st`` is a directory (or a regular file of one link) of ours (or
+    root's), not writable by group or others (unless ``sticky_ok`` and sticky)."""
+    if not (stat.S_ISDIR if directory else stat.S_ISREG)(st.st_mode):
+        raise Unsafe(
+            f"{where} is {_kind(st.st_mode)}, not {'a directory' if directory else 'a regular file'}"
+        )
+    if st.st_uid not in (0, os.geteuid()):
         raise Unsafe(f"{where} is owned by uid {st.st_uid}, not by this user or root")
+    if not directory and st.st_nlink != 1:
+        raise Unsafe(f"{where} has {st.st_nlink} hard links")
     if st.st_mode & 0o022 and not (sticky_ok and st.st_mode & stat.S_ISVTX):
         raise Unsafe(f"{where} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})")
 
 
 def check_file(st: os.stat_result, where: str) -> None:
     """Raise ``Unsafe`` unless ``st`` is a regular file of ours (or root's), one link, not g/o-writable."""
-    if not stat.S_ISREG(st.st_mode):
-        raise Unsafe(f"{where} is {_kind(st.st_mode)}, not a regular file")
-    if not _trusted(st.st_uid):
-        raise Unsafe(f"{where} is owned by uid {st.st_uid}, not by this user or root")
-    if st.st_nlink != 1:
-        raise Unsafe(f"{where} has {st.st_nlink} hard links")
-    if st.st_mode & 0o022:
-        raise Unsafe(f"{where} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})")
+    _check(st, where, directory=False)
 
 
 class StateDir:
@@ -155,14 +154,8 @@ class StateDir:
         st = self.check(name)
         if st is None or stat.S_IMODE(st.st_mode) == 0o600:
             return
-        try:
-            fd = self.open(name, os.O_RDONLY)
-        except FileNotFoundError:
-            return
-        try:
+        with contextlib.suppress(FileNotFoundError), closing_fd(self.open(name, os.O_RDONLY)) as fd:
             os.fchmod(fd, 0o600)
-        finally:
-            os.close(fd)
 
     def secret(self, name: str) -> bytes:
         """The key kept in ``name`` (made of ``SECRET_BYTES`` random bytes, 0600, the first time)."""
@@ -174,17 +167,13 @@ class StateDir:
                 fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE_FLAGS, 0o600, dir_fd=self.fd)
             except FileExistsError:  # another process made it first: read theirs
                 return self.secret(name)
-            try:
+            with closing_fd(fd):
                 os.fchmod(fd, 0o600)
                 os.write(fd, key)
                 os.fsync(fd)
-            finally:
-                os.close(fd)
             return key
-        try:
+        with closing_fd(fd):
             key = os.read(fd, SECRET_BYTES + 1)
-        finally:
-            os.close(fd)
         if len(key) != SECRET_BYTES:
             raise Unsafe(f"{self.path / name} holds {len(key)} bytes, not a {SECRET_BYTES}-byte key")
         return key
@@ -222,7 +211,7 @@ def open_dir(path: Path) -> StateDir:
             raise Unsafe(f"{path} is {_kind(os.lstat(path).st_mode)}, not a directory") from exc
         raise
     try:
-        _check_dir(os.fstat(fd), str(path), sticky_ok=False)
+        _check(os.fstat(fd), str(path), directory=True)
         os.fchmod(fd, 0o700)  # on the descriptor: never through a symlink
         _check_way(path.parent)
     except BaseException:
@@ -235,7 +224,7 @@ def _check_way(directory: Path) -> None:
     """``directory`` (a real path) and each parent up to ``/``: ours or root's, not writable by group
     or others unless sticky."""
     for each in (directory, *directory.parents):
-        _check_dir(os.stat(each), str(each), sticky_ok=True)
+        _check(os.stat(each), str(each), directory=True, sticky_ok=True)
 
 
 def mac(key: bytes, data: bytes) -> bytes:

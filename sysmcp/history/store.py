@@ -17,7 +17,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,7 +32,7 @@ from sysmcp.history.snapshots import (
     Series,
     SnapshotInfo,
 )
-from sysmcp.history.statedir import OTHER_FILES, StateDir, Unsafe, open_dir
+from sysmcp.history.statedir import OTHER_FILES, StateDir, Unsafe, closing_fd, open_dir
 from sysmcp.logconfig import get_logger
 
 DB_NAME = "history.sqlite3"
@@ -52,7 +52,7 @@ _said: set[tuple[str, str]] = set()  # (event, error) already logged by this pro
 
 
 def _warn_once(event: str, error: str, **fields: Any) -> None:
-    """One log line per event and error per process: a read-only store fails every call alike."""
+    """Once per process: a read-only store fails every call alike."""
     if (event, error) not in _said:
         _said.add((event, error))
         log.warning(event, error=error, **fields)
@@ -110,21 +110,16 @@ class Retention:
         the future (a clock set back since) counts as now: never deleted for being odd."""
         kept: set[tuple[Any, str, int]] = set()
         doomed = []
+        buckets = ((self.hourly_s, "h", HOUR), (self.daily_s, "d", DAY), (self.weekly_s, "w", WEEK))
         for row_id, series, taken in rows:
             age = max(0.0, now - taken)
             if age <= HOUR:  # the last hour's are kept whole: what_changed compares against them
                 continue
-            if age <= self.hourly_s:
-                bucket = ("h", int(taken // HOUR))
-            elif age <= self.daily_s:
-                bucket = ("d", int(taken // DAY))
-            elif age <= self.weekly_s:
-                bucket = ("w", int(taken // WEEK))
-            else:
-                doomed.append(row_id)
-                continue
-            key = (series, *bucket)
-            if key in kept:
+            # the bucket it is the newest of: its hour, its day or its week (none: too old to keep)
+            key = next(
+                ((series, tag, int(taken // width)) for span, tag, width in buckets if age <= span), None
+            )
+            if key is None or key in kept:
                 doomed.append(row_id)
             else:
                 kept.add(key)
@@ -232,12 +227,9 @@ class Store:
     def _check_file(self) -> None:
         """Move aside a file that is no database or was cut short (its size no whole number of pages):
         cheaper than an integrity check, and what a crash or a full disk leaves behind."""
-        fd = self.state_dir.open(DB_NAME, os.O_RDONLY, create=True)
-        try:
+        with closing_fd(self.state_dir.open(DB_NAME, os.O_RDONLY, create=True)) as fd:
             header = os.pread(fd, 100, 0)
             size = os.fstat(fd).st_size
-        finally:
-            os.close(fd)
         if size == 0:
             return
         page = int.from_bytes(header[16:18], "big") if len(header) >= 18 else 0
@@ -302,8 +294,7 @@ class Store:
                     f"{self.path} is from a newer sysmcp, schema {version} where this one knows "
                     f"{SCHEMA_VERSION}: left as it is"
                 )
-            mode = db.execute("PRAGMA journal_mode").fetchone()[0]
-            if mode != "wal":
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
             if version < SCHEMA_VERSION:  # a file made afresh
@@ -333,22 +324,29 @@ class Store:
             with contextlib.suppress(sqlite3.Error):
                 held[1].close()
 
-    @staticmethod
-    def _migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> None:
-        """Bring the schema to ``target``, one migration per transaction (``PRAGMA user_version``)."""
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        """Bring the schema to ``SCHEMA_VERSION``, one migration per transaction (``PRAGMA user_version``)."""
         version = db.execute("PRAGMA user_version").fetchone()[0]
-        while version < target:
-            db.execute("BEGIN IMMEDIATE")
-            try:
+        while version < SCHEMA_VERSION:
+            with self._transaction(db):
                 if db.execute("PRAGMA user_version").fetchone()[0] == version:  # nobody beat us to it
                     for statement in MIGRATIONS[version]:
                         db.execute(statement)
                     db.execute(f"PRAGMA user_version = {version + 1}")
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
             version = db.execute("PRAGMA user_version").fetchone()[0]
+
+    @contextlib.contextmanager
+    def _transaction(self, db: sqlite3.Connection) -> Iterator[None]:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            db.execute("COMMIT")
+        except BaseException:
+            try:
+                db.execute("ROLLBACK")
+            except sqlite3.Error:
+                self.close()  # a connection in an unknown state is not kept
+            raise
 
     @staticmethod
     def _is_busy(exc: sqlite3.Error) -> bool:
@@ -367,19 +365,9 @@ class Store:
             return WriteResult(False, self.disabled_reason)
         for attempt in (1, 2):
             try:
-                with self._connect() as db:
-                    db.execute("BEGIN IMMEDIATE")
-                    try:
-                        row_id = work(db)
-                        row_id = row_id if isinstance(row_id, int) else None
-                        db.execute("COMMIT")
-                    except BaseException:
-                        try:
-                            db.execute("ROLLBACK")
-                        except sqlite3.Error:
-                            self.close()  # a connection in an unknown state is not kept
-                        raise
-                return WriteResult(True, None, row_id)
+                with self._connect() as db, self._transaction(db):
+                    row_id = work(db)
+                return WriteResult(True, None, row_id if isinstance(row_id, int) else None)
             except sqlite3.Error as exc:
                 code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
                 if self._is_busy(exc):
@@ -390,11 +378,9 @@ class Store:
                     _warn_once("history write failed: disk full", "disk full", what=what)
                     return WriteResult(False, f"the disk holding the history store is full: {what} not saved")
                 if self._is_corrupt(exc) and attempt == 1:
-                    try:
+                    with contextlib.suppress(OSError, sqlite3.Error):
                         self._start_afresh(str(exc))
                         continue
-                    except (OSError, sqlite3.Error):
-                        pass
                 _warn_once("history write failed", str(exc), what=what)
                 return WriteResult(False, f"the history store could not be written ({exc}): {what} not saved")
             except OSError as exc:
@@ -421,21 +407,16 @@ class Store:
         try:
             with self._connect() as db:
                 return work(db)
-        except sqlite3.Error as exc:
-            self._local.unread = str(exc)
-            if self._is_corrupt(exc):
-                with contextlib.suppress(OSError, sqlite3.Error):
-                    self._start_afresh(str(exc))
-            else:
-                _warn_once("history read failed", str(exc))
-            return default
         # A key with a lone surrogate ("\ud800"): SQLite cannot hold one, so no row has it.
         except UnicodeEncodeError:
             return default
-        except OSError as exc:
+        except (sqlite3.Error, OSError) as exc:
             self._local.unread = str(exc)
             if isinstance(exc, Unsafe):
                 self._off(exc)
+            elif isinstance(exc, sqlite3.Error) and self._is_corrupt(exc):
+                with contextlib.suppress(OSError, sqlite3.Error):
+                    self._start_afresh(str(exc))
             else:
                 _warn_once("history read failed", str(exc))
             return default
@@ -479,13 +460,8 @@ class Store:
         caller choosing what to diff needs only the heads, and counting reads every row's index."""
 
         def work(db: sqlite3.Connection) -> list[SnapshotInfo]:
-            wanted = [
-                (f"s.{name} = ?", value)
-                for name, value in (("kind", kind), ("root", root))
-                if value is not None
-            ]
-            where = "WHERE " + " AND ".join(c for c, _ in wanted) if wanted else ""
-            params = [value for _, value in wanted]
+            wanted = {name: value for name, value in (("kind", kind), ("root", root)) if value is not None}
+            where = " AND ".join(f"s.{name} = ?" for name in wanted)
             counted = (
                 "(SELECT count(*) FROM dirs WHERE snapshot = s.id)"
                 " + (SELECT count(*) FROM baseline_files WHERE snapshot = s.id)"
@@ -494,8 +470,8 @@ class Store:
             )
             rows = db.execute(
                 "SELECT s.id, s.kind, s.host, s.fs_id, s.root, s.options, s.taken, s.partial, s.disk, s.files,"
-                f" {counted} FROM snapshots s {where} ORDER BY s.id DESC LIMIT ?",
-                (*params, limit),
+                f" {counted} FROM snapshots s {'WHERE ' + where if where else ''} ORDER BY s.id DESC LIMIT ?",
+                (*wanted.values(), limit),
             ).fetchall()
             return [
                 SnapshotInfo(
@@ -545,17 +521,17 @@ class Store:
     # -- disk readings ------------------------------------------------------------------------
 
     def save_readings(self, readings: Sequence[DiskReading]) -> WriteResult:
-        def work(db: sqlite3.Connection) -> None:
-            db.executemany(
+        if not readings:
+            return WriteResult(True)
+        rows = [astuple(r)[:-1] for r in readings]  # every field but the id
+        return self._write(
+            "the disk reading",
+            lambda db: db.executemany(
                 "INSERT INTO readings (host, mount, fs_id, taken, total, used, free, inodes_used, inodes_free)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    (r.host, r.mount, r.fs_id, r.taken, r.total, r.used, r.free, r.inodes_used, r.inodes_free)
-                    for r in readings
-                ),
-            )
-
-        return self._write("the disk reading", work) if readings else WriteResult(True)
+                rows,
+            ),
+        )
 
     def readings(self, mount: bytes, limit: int = 10_000) -> list[DiskReading]:
         """A mount point's readings in the order they were written (oldest first)."""
@@ -624,11 +600,10 @@ class Store:
         )
 
     def delete(self, namespace: str, key: str) -> WriteResult:
+        where = (namespace, key)
         return self._write(
             f"{namespace} {key}",
-            lambda db: (
-                db.execute("DELETE FROM kv WHERE namespace = ? AND key = ?", (namespace, key)) and None
-            ),
+            lambda db: db.execute("DELETE FROM kv WHERE namespace = ? AND key = ?", where),
         )
 
     def put_many(
@@ -637,14 +612,10 @@ class Store:
         """Store several (key, value) rows of a namespace in one transaction (a log written in batches);
         ``what`` names them when the write fails."""
         now = self.clock()
+        values = [(namespace, k, v, now) for k, v in rows]
         return self._write(
             what or f"{len(rows)} {namespace} rows",
-            lambda db: (
-                db.executemany(
-                    "INSERT OR REPLACE INTO kv VALUES (?, ?, ?, ?)", [(namespace, k, v, now) for k, v in rows]
-                )
-                and None
-            ),
+            lambda db: db.executemany("INSERT OR REPLACE INTO kv VALUES (?, ?, ?, ?)", values),
         )
 
     # -- retention ----------------------------------------------------------------------------
@@ -663,7 +634,7 @@ class Store:
                 "SELECT id, host, mount, fs_id, taken FROM readings ORDER BY id DESC"
             ).fetchall()
             doomed_readings = policy.doomed([(r[0], (r[1], bytes(r[2]), r[3]), r[4]) for r in readings], now)
-            db.executemany("DELETE FROM snapshots WHERE id = ?", ((i,) for i in doomed))
+            db.executemany(_DELETE, ((i,) for i in doomed))
             db.executemany("DELETE FROM readings WHERE id = ?", ((i,) for i in doomed_readings))
             return len(doomed) + len(doomed_readings)
 
@@ -695,10 +666,9 @@ class Store:
             )
             if not oldest or oldest[1] <= 1:
                 break
-            sid = int(oldest[0])
 
-            def delete(db: sqlite3.Connection, sid: int = sid) -> None:
-                db.execute("DELETE FROM snapshots WHERE id = ?", (sid,))
+            def delete(db: sqlite3.Connection, sid: int = int(oldest[0])) -> Any:
+                return db.execute(_DELETE, (sid,))
 
             if not self._write("the pruning", delete).ok:
                 return
@@ -707,6 +677,7 @@ class Store:
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
+_DELETE = "DELETE FROM snapshots WHERE id = ?"
 _DIRS_OF = "SELECT path, disk, apparent, files, newest FROM dirs WHERE snapshot = ?"
 _FILES_OF = "SELECT path, disk, apparent, mtime FROM files WHERE snapshot = ?"
 _BASELINE_FILES_OF = "SELECT path, digest, size, mtime, mode, uid, gid FROM baseline_files WHERE snapshot = ?"

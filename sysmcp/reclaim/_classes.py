@@ -10,6 +10,7 @@ of the plan, read by the tool layer and the generated script alike.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import re
@@ -79,11 +80,8 @@ class RootsLayout:
         parents = [*self.home_parents]
         parents += [os.path.dirname(os.fsencode(a.pw_dir)) for a in accounts if _person(a)]
         for parent in dict.fromkeys(p for p in parents if p not in (b"/", b"")):
-            try:
-                with os.scandir(parent) as entries:
-                    homes += sorted(e.path for e in entries if e.is_dir(follow_symlinks=False))
-            except OSError:
-                continue
+            with contextlib.suppress(OSError), os.scandir(parent) as entries:
+                homes += sorted(e.path for e in entries if e.is_dir(follow_symlinks=False))
         found: dict[tuple[int, int], bytes] = {}  # by identity: /home may be a symlink to /usr/home
         for home in homes:
             try:
@@ -144,11 +142,8 @@ def regular_files(
 
 
 def _below(root: bytes, keep: Filter | None, recurse: bool) -> Iterator[tuple[bytes, os.stat_result]]:
-    try:
-        top = os.lstat(root)
-    except OSError:
-        return
-    if not stat.S_ISDIR(top.st_mode) or os.path.realpath(root) != root:
+    top = _lstat(root)
+    if top is None or not stat.S_ISDIR(top.st_mode) or os.path.realpath(root) != root:
         return  # or reached through a symlink (a home's ~/.cache pointing elsewhere): never followed
     stack = [root]
     while stack:
@@ -262,17 +257,15 @@ def language_caches(layout: RootsLayout) -> list[Proposal]:
     ]
 
 
-def _archived_journal(name: bytes) -> bool:
-    return (name.endswith(b".journal") and b"@" in name) or name.endswith(b".journal~")
-
-
 def journals(layout: RootsLayout) -> list[Proposal]:
     """Archived journal files only: the active ones are journald's and stay."""
     return [
         Proposal(
             "journal",
             _shown(root),
-            regular_files([root], _archived_journal),
+            regular_files(
+                [root], lambda n: (n.endswith(b".journal") and b"@" in n) or n.endswith(b".journal~")
+            ),
             "journalctl --vacuum-size=100M",
             "older log entries are gone from journalctl",
             REVIEW,
@@ -380,46 +373,46 @@ def containers(layout: RootsLayout) -> list[Proposal]:
     engine = found.command or ("podman" if found.engine.startswith("Podman") else "docker")
     if layout.container_socket is not None:  # the engine's command must reach the same engine
         engine += f" --url unix://{found.socket}" if engine == "podman" else f" -H unix://{found.socket}"
-    method = f"{found.engine}'s own figures"
-    groups: list[Proposal] = []
-
-    def figure(key: str, size: int, command: str, cost: str, safety: str) -> None:
-        if size > 0:
-            key = f"{found.socket}:{key}"
-            groups.append(
-                Proposal("container", key, [], command, cost, safety, method, "command", figure=size)
-            )
-
-    figure(
-        "stopped",
-        sum(c.writable or 0 for c in found.containers if c.stopped),
-        f"{engine} container prune",
-        "the stopped containers are gone with their writable layers and their logs: they cannot be "
-        "started again",
-        REVIEW,
-    )
     dangling = sorted(v.name for v in found.volumes if v.dangling)
-    figure(
-        "volumes",
-        sum(v.size or 0 for v in found.volumes if v.dangling),
-        f"{engine} volume rm {' '.join(shlex.quote(name) for name in dangling)}",
-        "the data in volumes no container uses is gone for good: nothing makes it again",
-        RISKY,
+    figures = (  # (key, bytes, command, cost, safety): what the engine's own commands free
+        (
+            "stopped",
+            sum(c.writable or 0 for c in found.containers if c.stopped),
+            f"{engine} container prune",
+            "the stopped containers are gone with their writable layers and their logs: they cannot be "
+            "started again",
+            REVIEW,
+        ),
+        (
+            "volumes",
+            sum(v.size or 0 for v in found.volumes if v.dangling),
+            f"{engine} volume rm {' '.join(shlex.quote(name) for name in dangling)}",
+            "the data in volumes no container uses is gone for good: nothing makes it again",
+            RISKY,
+        ),
+        (
+            "images",
+            sum(i.unique for i in found.images if i.dangling),
+            f"{engine} image prune",
+            "untagged images are pulled or built again when needed",
+            REGENERABLE,
+        ),
+        (
+            "build",
+            found.build_cache.bytes - found.build_cache.in_use,
+            f"{engine} builder prune",
+            "the next image build starts from scratch (slower)",
+            REGENERABLE,
+        ),
     )
-    figure(
-        "images",
-        sum(i.unique for i in found.images if i.dangling),
-        f"{engine} image prune",
-        "untagged images are pulled or built again when needed",
-        REGENERABLE,
-    )
-    figure(
-        "build",
-        found.build_cache.bytes - found.build_cache.in_use,
-        f"{engine} builder prune",
-        "the next image build starts from scratch (slower)",
-        REGENERABLE,
-    )
+    method = f"{found.engine}'s own figures"
+    groups = [
+        Proposal(
+            "container", f"{found.socket}:{key}", [], command, cost, safety, method, "command", figure=size
+        )
+        for key, size, command, cost, safety in figures
+        if size > 0
+    ]
     stopped = {c.name for c in found.containers if c.stopped}  # the engine holds no log of theirs open
     for log in found.logs:
         file = _regular(_real_parent(os.fsencode(log.file.path))) if log.file.path else None
@@ -522,12 +515,16 @@ def _real_parent(path: bytes) -> bytes:
     return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
 
 
-def _regular(path: bytes) -> tuple[bytes, os.stat_result] | None:
+def _lstat(path: bytes) -> os.stat_result | None:
     try:
-        st = os.lstat(path)
+        return os.lstat(path)
     except OSError:
         return None
-    return (path, st) if stat.S_ISREG(st.st_mode) else None
+
+
+def _regular(path: bytes) -> tuple[bytes, os.stat_result] | None:
+    st = _lstat(path)
+    return (path, st) if st is not None and stat.S_ISREG(st.st_mode) else None
 
 
 #: One copy of a duplicate set: its path and what it was when its bytes were read (``find_duplicates``
@@ -556,22 +553,20 @@ def _exposed(path: bytes, owner: int, looked: dict[bytes, os.stat_result | None]
     its way owned by another user, or writable by group or others without the sticky bit (as ssh
     judges the parents of ``~/.ssh``). A kept copy there could be taken away after the extras went.
     ``looked`` keeps each directory's ``lstat`` for the plan: copies share their parents."""
-    directory = os.path.dirname(path)
-    while True:
+    directory: bytes | None = None
+    parent = os.path.dirname(path)
+    while parent != directory:  # up to "/", itself included
+        directory, parent = parent, os.path.dirname(parent)
         if directory not in looked:
-            try:
-                looked[directory] = os.lstat(directory)
-            except OSError:
-                looked[directory] = None
+            looked[directory] = _lstat(directory)
         st = looked[directory]
-        if st is None:
+        if (
+            st is None
+            or st.st_uid not in (0, owner)
+            or (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX)
+        ):
             return True
-        if st.st_uid not in (0, owner) or (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX):
-            return True
-        parent = os.path.dirname(directory)
-        if parent == directory:
-            return False
-        directory = parent
+    return False
 
 
 def _why_no_link(keep: Copy, extras: Sequence[Copy]) -> str | None:

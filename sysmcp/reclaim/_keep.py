@@ -23,6 +23,7 @@ re-checks each path at the moment of acting) as it would a plan made a moment ag
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import operator
@@ -189,13 +190,13 @@ class PlanKeeper:
             key = store.state_dir.secret(PLAN_KEY_NAME)
         except OSError as exc:
             return Durability(False, f"the reclaim plans' key cannot be used ({exc})")
-        self._forget_expired(store, now)
+        for old, updated in store.keys(PLAN_NAMESPACE):
+            if now - updated > PLAN_TTL_S:
+                store.delete(PLAN_NAMESPACE, old)
         raw = encode_plan(plan, now)
         saved = store.put(PLAN_NAMESPACE, plan.id, _signed(key, plan.id, raw) + raw)
-        return (
-            Durability(True)
-            if saved.ok
-            else Durability(False, saved.reason or "the history store could not be written")
+        return Durability(
+            saved.ok, None if saved.ok else saved.reason or "the history store could not be written"
         )
 
     def get(self, plan_id: str) -> Plan:
@@ -217,11 +218,6 @@ class PlanKeeper:
                 reason="expired",
             )
         return plan
-
-    def _forget_expired(self, store: Store, now: float) -> None:
-        for key, updated in store.keys(PLAN_NAMESPACE):
-            if now - updated > PLAN_TTL_S:
-                store.delete(PLAN_NAMESPACE, key)
 
 
 def _signed(key: bytes, plan_id: str, raw: bytes) -> bytes:
@@ -316,11 +312,9 @@ class ActionLog:
             self.flush()
 
     def flush(self) -> str | None:
-        store, pending, self._pending = self.store, self._pending, []
-        if store is None:
-            return self.failure
-        if pending:
-            saved = store.put_many(LOG_NAMESPACE, pending, "the reclaim log")
+        pending, self._pending = self._pending, []
+        if self.store is not None and pending:
+            saved = self.store.put_many(LOG_NAMESPACE, pending, "the reclaim log")
             if not saved.ok:
                 self.unsaved += len(pending)
                 self.failure = self.failure or saved.reason or "the history store could not be written"
@@ -343,14 +337,11 @@ def plan_log(store: Store, plan_id: str) -> list[LogRecord]:
 def _records(store: Store, keys: list[str]) -> list[LogRecord]:
     records: list[LogRecord] = []
     for key in keys:
-        raw = store.get(LOG_NAMESPACE, key)
-        try:
-            row = json.loads(raw) if raw is not None else None
-            if row is not None:
-                # a row logged before there was kept_copy has none: any other name missing fails the read
-                records.append(
-                    LogRecord(*(read(row.get(n) if n == "kept_copy" else row[n]) for n, read in _LOGGED))
-                )
-        except (ValueError, KeyError, TypeError):
-            continue
+        # A row gone since (null), or no record's JSON, is left out; a row logged before there was
+        # kept_copy has none: any other name missing fails the read.
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            row = json.loads(store.get(LOG_NAMESPACE, key) or b"null")
+            records.append(
+                LogRecord(*(read(row.get(n) if n == "kept_copy" else row[n]) for n, read in _LOGGED))
+            )
     return records

@@ -28,12 +28,14 @@ A container's log is not removed but emptied (``_empty``): reached the same way,
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
 import secrets
 import stat
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -44,6 +46,7 @@ from sysmcp.engine.faults import NotFound, Refused
 from sysmcp.engine.opens import FileSwap, NotRegularFile, extended_attributes, open_parent, open_regular_at
 from sysmcp.engine.paths import escaped
 from sysmcp.engine.procs import link_confined
+from sysmcp.history.statedir import closing_fd
 from sysmcp.reclaim import _classes as classes
 from sysmcp.reclaim._classes import Copy, Proposal, RootsLayout
 
@@ -227,7 +230,6 @@ def build_plan(
             return path not in going and not claimed(path)
 
         found += classes.duplicates([[c for c in copies if stays(c)] for copies in request.duplicates])
-    links: dict[tuple[int, int], int] = {}  # how many of each inode's names the plan holds
     kept: list[tuple[Proposal, list[tuple[bytes, os.stat_result]]]] = []
     for group in found:
         paths = [(path, st) for path, st in group.paths if group.held or _inside(path, request.scope)]
@@ -237,9 +239,9 @@ def build_plan(
             continue
         if group.action == "command" and b"/" not in request.scope:
             continue  # a container engine's store is no path below the scope (unless / is one of it)
-        for _path, st in paths:
-            links[(st.st_dev, st.st_ino)] = links.get((st.st_dev, st.st_ino), 0) + 1
         kept.append((group, paths))
+    # how many of each inode's names the plan holds
+    links = Counter((st.st_dev, st.st_ino) for _group, paths in kept for _path, st in paths)
     counted: set[tuple[int, int]] = set()
     taken: set[str] = set()  # item ids
     items: list[Item] = []
@@ -260,26 +262,21 @@ def build_plan(
             continue
         items.append(
             Item(
+                **{name: getattr(group, name) for name in _PROPOSED},
                 id=_item_id(group, taken),
-                klass=group.klass,
                 entries=tuple(PlannedFile(path, Identity.of(st)) for path, st in paths),
                 bytes=freed,
-                command=group.command,
-                cost=group.cost,
-                safety=group.safety,
-                method=group.method,
-                action=group.action,
-                note=group.note,
                 holders=tuple(group.holders),
                 shared=shared,
-                keep=PlannedFile(group.keep[0], Identity.of(group.keep[1]))
-                if group.keep is not None
-                else None,
-                no_link=group.no_link,
+                keep=PlannedFile(group.keep[0], Identity.of(group.keep[1])) if group.keep else None,
             )
         )
     items.sort(key=lambda item: (-item.bytes, item.id))
     return Plan(secrets.token_hex(6), time.time(), request.scope, tuple(items), secrets.token_bytes(32))
+
+
+#: An item's fields its class finder's ``Proposal`` gives as they are.
+_PROPOSED = ("klass", "command", "cost", "safety", "method", "action", "note", "no_link")
 
 
 def _target(proc_link: bytes) -> bytes:
@@ -426,14 +423,9 @@ CHUNK = 1 << 20  # bytes compared at a time (a cancel() between any two)
 
 
 class Act:
-    """Removing one planned file, or replacing it by a hard link to its item's kept copy.
-
-    The name is looked at (``fstatat`` relative to its parent's descriptor), renamed aside to a
-    private name with ``RENAME_NOREPLACE``, the entry under that name checked to be the planned file
-    (and, for a duplicate, compared byte by byte with the kept copy, itself checked to be the planned
-    inode), and only then unlinked (or its name given to the kept copy by ``linkat``, which never
-    replaces). Whatever does not hold puts the file back under its name and says why.
-    """
+    """Removing one planned file, or replacing it by a hard link to its item's kept copy (``linkat``,
+    which never replaces), as the module's docstring tells; whatever does not hold puts the file back
+    under its name and says why."""
 
     def __init__(
         self,
@@ -466,10 +458,8 @@ class Act:
             kept = open_parent(os.fsdecode(self.keep.path))
         except (OSError, ValueError) as exc:
             return FileResult(self.entry.path, False, "keep_gone" if _why(exc) == "gone" else "keep_changed")
-        try:
+        with closing_fd(kept[0]):
             return self._at(parent, name, kept, link)
-        finally:
-            os.close(kept[0])
 
     def _at(self, parent: int, name: bytes, kept: tuple[int, bytes] | None, link: bool) -> FileResult:
         path, planned = self.entry.path, self.entry.identity
@@ -500,10 +490,8 @@ class Act:
             raise
         if reason is not None:
             return FileResult(path, False, _put_back(parent, aside, name, reason))
-        before = os.fstatvfs(parent)  # right before: blocks others free during the comparison are theirs
-        os.unlink(aside, dir_fd=parent)
-        after = os.fstatvfs(parent)
-        return FileResult(path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
+        # measured right before: blocks others free during the comparison are theirs
+        return _freeing(path, parent, lambda: os.unlink(aside, dir_fd=parent))
 
     def _proven(self, parent: int, aside: bytes, kept: tuple[int, bytes] | None, link: bool) -> str | None:
         """None if the entry now under ``aside`` is the planned file and (a duplicate) has exactly the
@@ -515,7 +503,7 @@ class Act:
             fd = os.open(aside, _READ, dir_fd=parent)
         except OSError as exc:
             return _why(exc)
-        try:
+        with closing_fd(fd):
             st = os.fstat(fd)
             if not self.entry.identity.same_file(st, ctime=False):
                 return "changed"
@@ -523,7 +511,7 @@ class Act:
                 other = os.open(kept[1], _READ, dir_fd=kept[0])
             except OSError as exc:
                 return "keep_gone" if _why(exc) == "gone" else "keep_changed"
-            try:
+            with closing_fd(other):
                 keep_key = (self.keep.identity.dev, self.keep.identity.ino)
                 kst = os.fstat(other)
                 if not self.keep.identity.same_file(kst, ctime=keep_key not in self.relinked):
@@ -539,10 +527,6 @@ class Act:
                 if not self.keep.identity.same_file(os.fstat(other), ctime=False):
                     return "keep_changed"
                 return None if self.entry.identity.same_file(os.fstat(fd), ctime=False) else "changed"
-            finally:
-                os.close(other)
-        finally:
-            os.close(fd)
 
     def _link(self, parent: int, name: bytes, kept: tuple[int, bytes]) -> str | None:
         """Give ``name`` to the kept copy (``linkat``, never following, never replacing); None if the
@@ -588,24 +572,22 @@ def _aside(parent: int, name: bytes) -> bytes:
     that died there (SIGKILL, a power cut: nothing logged) still says what it was."""
     for _attempt in range(5):
         aside = b".sysmcp-aside-" + secrets.token_hex(8).encode() + b"-" + name[:ASIDE_KEEPS]
-        try:
-            if _rename_exclusive(parent, name, aside):
-                return aside
-        except FileExistsError:
-            continue
+        with contextlib.suppress(FileExistsError):
+            _rename_exclusive(parent, name, aside)
+            return aside
     raise FileExistsError(errno.EEXIST, "no free private name to set the file aside")
 
 
-def _rename_exclusive(parent: int, source: bytes, target: bytes) -> bool:
+def _rename_exclusive(parent: int, source: bytes, target: bytes) -> None:
     """Rename within ``parent`` only if ``target`` is free: atomically where the platform can
     (``renameat2(RENAME_NOREPLACE)``), else a look then a rename. Raises FileExistsError if taken."""
     if platform.rename_noreplace(parent, source, parent, target):
-        return True
+        return
     try:
         os.stat(target, dir_fd=parent, follow_symlinks=False)
     except FileNotFoundError:
         os.rename(source, target, src_dir_fd=parent, dst_dir_fd=parent)
-        return True
+        return
     raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST))
 
 
@@ -626,18 +608,17 @@ def _at_parent(path: bytes, act: Callable[[int, bytes], FileResult]) -> FileResu
         parent, name = open_parent(os.fsdecode(path))
     except (OSError, ValueError) as exc:
         return FileResult(path, False, _why(exc))
-    try:
-        return act(parent, name)
-    except OSError as exc:
-        return FileResult(path, False, _why(exc))
-    finally:
-        os.close(parent)
+    with closing_fd(parent):
+        try:
+            return act(parent, name)
+        except OSError as exc:
+            return FileResult(path, False, _why(exc))
 
 
-def _emptied(path: bytes, fd: int) -> FileResult:
-    """Truncate the file open as ``fd`` to nothing, measuring what that freed on its filesystem."""
+def _freeing(path: bytes, fd: int, act: Callable[[], object]) -> FileResult:
+    """``act()`` done to ``path``, with what it freed on the filesystem of ``fd`` (statvfs before and after)."""
     before = os.fstatvfs(fd)
-    os.ftruncate(fd, 0)
+    act()
     after = os.fstatvfs(fd)
     return FileResult(path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
 
@@ -653,7 +634,7 @@ def _truncate(entry: PlannedFile, allowed: Callable[[bytes], bool]) -> FileResul
         fd = _open_planned(path, planned)
         if fd is None:
             return FileResult(path, False, "changed")
-        try:
+        with closing_fd(fd):
             now = os.fstat(fd)
             if (
                 (now.st_dev, now.st_ino) != (planned.dev, planned.ino)
@@ -663,9 +644,7 @@ def _truncate(entry: PlannedFile, allowed: Callable[[bytes], bool]) -> FileResul
                 return FileResult(path, False, "changed")
             if not link_confined(path, now.st_dev):  # held in another mount namespace: its path is not ours
                 return FileResult(path, False, "outside")
-            return _emptied(path, fd)
-        finally:
-            os.close(fd)
+            return _freeing(path, fd, lambda: os.ftruncate(fd, 0))
     except OSError as exc:
         return FileResult(path, False, _why(exc))
 
@@ -677,12 +656,9 @@ _EMPTY = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXE
 def _empty(
     entry: PlannedFile, allowed: Callable[[bytes], bool], cancel: Cancel, between: Between
 ) -> FileResult:
-    """Empty a named file its writer keeps open (a container's log): reached as a removal reaches its
-    file (every directory on the way ``O_NOFOLLOW``, the name relative to its parent's descriptor),
-    opened for writing only while it is a regular file that is the planned inode with the planned owner
-    (looked at before the open, so no device or FIFO is opened; ``O_NONBLOCK`` besides), checked again
-    on the descriptor, and ``ftruncate``d there. Its size and times are not compared: the engine
-    keeps writing to it."""
+    """Empty a named file its writer keeps open (a container's log), as the module's docstring tells:
+    looked at before the open, so no device or FIFO is opened, and checked again on the descriptor.
+    Its size and times are not compared: the engine keeps writing to it."""
     path, planned = entry.path, entry.identity
     if not allowed(path):
         return FileResult(path, False, "outside")
@@ -698,13 +674,11 @@ def _empty(
             if exc.errno != errno.ENXIO:
                 raise
             return FileResult(path, False, "not_regular")
-        try:
+        with closing_fd(fd):
             if (reason := _unlike(planned, opened)) is not None:
                 return FileResult(path, False, reason)
             cancel()  # the last moment nothing has been done
-            return _emptied(path, fd)
-        finally:
-            os.close(fd)
+            return _freeing(path, fd, lambda: os.ftruncate(fd, 0))
 
     return _at_parent(path, at)
 
@@ -727,31 +701,26 @@ def _open_planned(link: bytes, planned: Identity) -> int | None:
     Opening the link re-opens whatever its holder put behind that number since, with our rights (a
     device such as /dev/watchdog, held by an ``O_PATH`` descriptor its holder could not even open):
     so the inode is pinned with ``O_PATH`` (nothing is opened) and looked at first."""
-    pinned = os.open(link, os.O_PATH | os.O_CLOEXEC)
-    try:
+    with closing_fd(os.open(link, os.O_PATH | os.O_CLOEXEC)) as pinned:
         st = os.fstat(pinned)
         if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (planned.dev, planned.ino):
             return None
         return os.open(
             f"{platform.PROC_SELF_FD}/{pinned}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
         )
-    finally:
-        os.close(pinned)
+
+
+#: What an errno says of a file left alone (EBUSY: renaming or removing a mount point).
+_ERRNO_WHY = {errno.ELOOP: "symlink", errno.EMLINK: "symlink", errno.EBUSY: "mounted"}
 
 
 def _why(exc: BaseException) -> str:
     if isinstance(exc, NotRegularFile):
         return "not_regular"
-    if isinstance(exc, FileSwap):
+    if isinstance(exc, FileSwap | NotADirectoryError):
         return "changed"
     if isinstance(exc, FileNotFoundError):
         return "gone"
-    if isinstance(exc, OSError) and exc.errno in (errno.ELOOP, errno.EMLINK):
-        return "symlink"
-    if isinstance(exc, NotADirectoryError):
-        return "changed"
-    if isinstance(exc, OSError) and exc.errno == errno.EBUSY:  # renaming or removing a mount point
-        return "mounted"
     if isinstance(exc, OSError):
-        return exc.strerror or str(exc)
+        return _ERRNO_WHY.get(exc.errno or 0) or exc.strerror or str(exc)
     return str(exc)

@@ -201,17 +201,15 @@ def render_script(plan: Plan) -> str:
         )
         + (LOGF if emptied else "")
     ]
-    probes: dict[int, bytes] = {}
+    probes: dict[int, bytes] = {}  # a directory on each filesystem the script acts on, for df
     for item in plan.items:
-        for entry in item.entries:
-            if not item.held and item.action != "command":
+        if not item.held and item.action != "command":
+            for entry in item.entries:
                 probes.setdefault(entry.identity.dev, os.path.dirname(entry.path) or b"/")
-    for number, probe in enumerate(probes.values()):
-        setup, word = quote(probe)
-        lines.append(f"{setup}B{number}=$(avail {word})")
+    quoted = list(enumerate(quote(probe) for probe in probes.values()))
+    lines += [f"{setup}B{number}=$(avail {word})" for number, (setup, word) in quoted]
     for item in plan.items:
-        lines.append("")
-        lines.append(_comment(f"{item.id}: {item.klass}, {item.bytes} bytes, {item.safety}. {item.cost}."))
+        lines += ["", _comment(f"{item.id}: {item.klass}, {item.bytes} bytes, {item.safety}. {item.cost}.")]
         if item.command:
             lines.append(_comment(f"the vendor's own way: {item.command}"))
         if item.note:
@@ -220,10 +218,10 @@ def render_script(plan: Plan) -> str:
             lines.append(_comment("nothing for this script to do: run the command above yourself"))
             continue
         lines += [_step(item, entry) for entry in item.entries]
-    lines.append("")
-    lines.append("FREED=0")
-    for number, probe in enumerate(probes.values()):
-        setup, word = quote(probe)
-        lines.append(f"{setup}A=$(avail {word}); FREED=$((FREED + (${{A:-0}} - ${{B{number}:-0}}) * 1024))")
+    lines += ["", "FREED=0"]
+    lines += [
+        f"{setup}A=$(avail {word}); FREED=$((FREED + (${{A:-0}} - ${{B{number}:-0}}) * 1024))"
+        for number, (setup, word) in quoted
+    ]
     lines.append(FOOTER)
     return "\n".join(lines)
