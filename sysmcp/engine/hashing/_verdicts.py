@@ -55,8 +55,7 @@ _DECODED: dict[int, EntryVerdict] = {
 
 @dataclass(slots=True, eq=False)
 class Verdicts:
-    """Every entry's verdict, in manifest order: one byte each, UNREADABLE details aside; an
-    ``EntryVerdict`` is built on demand.
+    """Every entry's verdict, in manifest order: one byte each, UNREADABLE details aside.
 
     Why: a million entries cost a megabyte here, where a list of verdicts costs eight, and the
     forked checking processes send their parts back as plain bytes.
@@ -84,8 +83,7 @@ class Verdicts:
             self.details[index] = detail
 
     def tally(self) -> tuple[Counter[Status], Counter[str]]:
-        """Entries per status, and entries checked (OK or FAILED) per algorithm: one pass over the
-        verdicts for both (a million of them take tens of milliseconds to count)."""
+        """Entries per status, and entries checked (OK or FAILED) per algorithm, in one pass."""
         statuses: Counter[Status] = Counter()
         algorithms: Counter[str] = Counter()
         for code, count in Counter(self.codes).items():
@@ -97,10 +95,8 @@ class Verdicts:
 
 @dataclass
 class Verification:
-    """What the check found: a verdict per entry, the improperly formatted lines, and the walk's finds.
-
-    The entries' names are not kept (a million names would be most of the memory): ``names()``
-    reads them again from the manifest, in order, while it is open (``verify``'s ``before_close``).
+    """What the check found. The entries' names are not kept (a million names would be most of the
+    memory): ``names()`` reads them again from the manifest while it is open (``before_close``).
     """
 
     checked: Verdicts = field(default_factory=Verdicts)
@@ -151,14 +147,12 @@ def check_file(
 ) -> tuple[int, str, int]:
     """Look at, open and hash one entry's file: its verdict's code, an UNREADABLE detail, bytes read.
 
-    Every entry is judged here, by a short manifest and by the ranges of a long one alike: stat
-    follows symlinks as ``sha256sum`` does, unless the allowed roots confine us (``parents``: the
-    checked path's directory is reached one component at a time and nothing on the way is followed,
-    so one swapped for a symlink since the check cannot lead out); anything but a regular file is
-    refused before it is opened, and the open checks it is the file looked at. A
-    digest length two algorithms share is settled by the first match; a mismatch under a settled
-    length is tried with the other candidates too. ``expected`` is lowercase hex. ``looked``:
-    ``look(path)`` when already taken. A file smaller than the buffer goes to ``check_small``.
+    Every entry is judged here, by a short manifest and by the ranges of a long one alike. With
+    ``parents`` (confined) nothing on the way is followed, so a directory swapped for a symlink since
+    the roots were checked cannot lead out (``look``); anything but a regular file is refused before
+    it is opened, and the open checks it is the file looked at. A digest length two algorithms share
+    is settled by the first match; a mismatch under a settled length is tried with the other
+    candidates too. ``expected`` is lowercase hex.
     """
     if looked is None:
         found = look(path, parents)
@@ -212,8 +206,7 @@ def check_file(
 def look(path: bytes, parents: Parents | None = None) -> os.stat_result | tuple[int, str, int]:
     """``os.stat(path)`` of a regular file (following symlinks, as ``sha256sum``; with ``parents``,
     confined: its ``lstat`` relative to its directory, reached without following any), or else the
-    verdict, as ``check_file`` returns it: MISSING when nothing is there, UNREADABLE with the error in
-    words, or with what it is when it is no regular file."""
+    verdict, as ``check_file`` returns it."""
     try:
         if parents is None:
             looked = os.stat(path)
@@ -241,10 +234,9 @@ def check_small(
     blamed: int,
 ) -> tuple[int, str, int] | None:
     """``check_file`` for a file smaller than the buffer: open, one read, one ``fstat``, close
-    (``opens.read_small_regular_at``), and the candidates a settled length skipped are tried on the
-    bytes already read. The same verdicts as through ``open_regular_at`` and ``hash_fd``, with two
-    system calls and every per-file object fewer: these are most files, and per-file work is the cost.
-    None when the read gave less than a size that stayed (sysfs says 4,096): ``check_file`` reads to the end."""
+    (``opens.read_small_regular_at``). The same verdicts as through ``open_regular_at`` and
+    ``hash_fd``, with two system calls and every per-file object fewer: these are most files, and
+    per-file work is the cost. None when the read gave less than a size that stayed."""
     try:
         count, after, failure = read_small_regular_at(
             name, looked, buffer, dir_fd=dir_fd, follow_symlinks=dir_fd is None
@@ -272,8 +264,8 @@ def judge_data(
     settled: dict[int, str],
     blamed: int,
 ) -> int:
-    """The verdict's code for a whole file's bytes: ``trying`` first (a match settles the length when
-    it was not settled), then the candidates a settled length skipped, else ``blamed``."""
+    """The verdict's code for a whole file's bytes: ``trying`` first, then the candidates a settled
+    length skipped, else ``blamed``."""
     for algorithm in trying:
         if one_shot(algorithm)(data).hexdigest() == expected:
             if len(trying) > 1:
