@@ -1,9 +1,7 @@
 """find_duplicates' sieves: read candidates safely, group them by head and tail, then by full content.
 
-The comparison half of ``sysmcp.engine.duplicates._duplicates``: a ``Reader`` that opens only the very inode the walk
-saw (relative to its directory, never following a symlink), the two hashing sieves over a block of
-candidates, the candidates file they read from (the size runs merged one size at a time), and the
-``Handoff`` through which the walk's forked workers go on to compare without a second fork.
+The comparison half of ``sysmcp.engine.duplicates._duplicates``: the ``Reader``, the two hashing
+sieves over a block of candidates, the candidates file they read from, and the ``Handoff``.
 """
 
 from __future__ import annotations
@@ -11,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import marshal
+import operator
 import os
 import select
 import stat
@@ -43,19 +42,10 @@ StatFields = tuple[int, int, int, int, int, int, int, int, int, int]
 Hashed = tuple[bytes, int, int, int, StatFields]
 
 
-def seen(st: os.stat_result) -> StatFields:
-    return (
-        st.st_mode,
-        st.st_ino,
-        st.st_dev,
-        st.st_nlink,
-        st.st_uid,
-        st.st_gid,
-        st.st_size,
-        st.st_mtime_ns,
-        st.st_ctime_ns,
-        st.st_blocks,
-    )
+#: ``seen(st)``: a descriptor's ``fstat`` as ``StatFields`` (one C call per file).
+seen: Callable[[os.stat_result], StatFields] = operator.attrgetter(
+    *"st_mode st_ino st_dev st_nlink st_uid st_gid st_size st_mtime_ns st_ctime_ns st_blocks".split()
+)
 
 
 def as_stat(fields: StatFields) -> os.stat_result:
@@ -130,11 +120,9 @@ class Reader:
     def _open(self, candidate: RawCandidate, size: int) -> tuple[int, os.stat_result] | None:
         """Open for reading only the very inode the walk saw, and only if it is still a regular file.
 
-        The walk's ``lstat`` is the look (as ``opens.open_regular_at`` takes it with ``expect``, and
-        hash_tree does): the name is opened relative to its directory, never following a symlink
-        (ELOOP: something was swapped in), never blocking (a FIFO swapped in since) and never
-        becoming a controlling terminal; the descriptor is then checked to be that very inode, a
-        regular file of the size the walk saw, before anything is read. Returns it and its ``fstat``.
+        The walk's ``lstat`` is the look (as hash_tree takes it): the name is opened relative to its
+        directory with ``OPEN_AT``, and the descriptor is checked to be that very inode, a regular
+        file of the size the walk saw, before anything is read. Returns it and its ``fstat``.
         """
         self.cancel()  # one size can have a hundred thousand candidates: stop between any two
         relative, dev, ino, _ = candidate
@@ -163,8 +151,7 @@ class Reader:
 
     def small(self, candidate: RawCandidate, size: int) -> str | None:
         """BLAKE3 of a file smaller than the buffer: open, fstat, one read, fstat, close (the per-file
-        cost on a million small files). The read must return the size seen at open, and size and mtime
-        must not have moved after it, or the file counts as changed.
+        cost on a million small files); a file whose size or mtime moved counts as changed.
         """
         opened = self._open(candidate, size)
         if opened is None:
@@ -208,8 +195,7 @@ class Reader:
 
     def full(self, candidate: RawCandidate, size: int) -> str | None:
         """BLAKE3 of the whole content: a file smaller than the buffer with one read (``small``), a
-        larger one streamed by the shared engine with a cancel per chunk, on every core (blake3's own
-        threads) when large."""
+        larger one streamed with a cancel per chunk, on every core (blake3's own threads) when large."""
         if size < len(self.buffer):
             return self.small(candidate, size)
         opened = self._open(candidate, size)
@@ -247,9 +233,8 @@ def compare_block(
     candidates: list[tuple[int, RawCandidate]], reader: Reader
 ) -> list[tuple[int, str, list[Hashed]]]:
     """The groups of identical content among candidates of a few sizes: head and tail, then the whole,
-    each copy with its descriptor's ``fstat`` taken when its whole content was read.
-
-    Candidates are read in name order (the files of a directory one after another), whatever their size.
+    each copy with its descriptor's ``fstat`` taken when its whole content was read. Candidates are
+    read in name order (the files of a directory one after another), whatever their size.
     """
     reader.seen.clear()
     candidates.sort(key=lambda item: item[1][0])
@@ -282,9 +267,8 @@ class Candidates:
 def gather_candidates(
     runs: list[tuple[int, int, int]], out: Candidates, files: int, cancel: Callable[[], None]
 ) -> int:
-    """Merge the runs of ``files`` records by size and keep the shared sizes (``_sizeruns.merge_by_size``),
-    in bounded memory. Returns the further names of inodes already counted (two processes each listed
-    a name of one inode first): hard links, not files."""
+    """Merge the runs of ``files`` records by size into ``out``, shared sizes only. Returns the further
+    names of inodes already counted (two processes each listed a name of one inode first)."""
     per_block = max(1, -(-files // BLOCKS))
     links = [0]
     written = block_start = block_files = 0

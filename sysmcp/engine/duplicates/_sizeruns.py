@@ -82,7 +82,6 @@ def merge_by_size(
 
     ``runs`` are (descriptor, offset, length) of sorted runs. A size's records come one per inode
     (the first name in byte order); further names of an inode are added to ``counts[0]`` (links).
-    ``cancel`` runs every few thousand records (and may raise: cancellation).
     """
     streams = [read_records(fd, offset, length) for fd, offset, length in runs]
     current = b""
