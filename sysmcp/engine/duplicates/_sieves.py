@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import marshal
-import operator
 import os
 import select
 import stat
@@ -31,6 +30,13 @@ SMALL = 64 << 10  # files up to this size are hashed whole at once: one read bea
 THREADED_FROM = 4 << 20  # files at least this big are hashed by blake3's threads, on every core
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 BLOCKS = 200  # the candidates are cut into about this many blocks of whole sizes, claimed one by one
+#: Why a candidate could not be opened, as skipped counts it (else: it vanished). A symlink, file or
+#: socket that now stands on the way is not followed: the file changed.
+_NOT_OPENED = {
+    errno.EACCES: "unreadable",
+    errno.EPERM: "unreadable",
+    **dict.fromkeys((errno.ELOOP, errno.EMLINK, errno.ENOTDIR, errno.ENXIO), "changed"),
+}
 
 
 # A candidate while it is compared: (name relative to the root, device, inode, bytes allocated).
@@ -42,10 +48,19 @@ StatFields = tuple[int, int, int, int, int, int, int, int, int, int]
 Hashed = tuple[bytes, int, int, int, StatFields]
 
 
-#: ``seen(st)``: a descriptor's ``fstat`` as ``StatFields`` (one C call per file).
-seen: Callable[[os.stat_result], StatFields] = operator.attrgetter(
-    *"st_mode st_ino st_dev st_nlink st_uid st_gid st_size st_mtime_ns st_ctime_ns st_blocks".split()
-)
+def seen(st: os.stat_result) -> StatFields:
+    return (
+        st.st_mode,
+        st.st_ino,
+        st.st_dev,
+        st.st_nlink,
+        st.st_uid,
+        st.st_gid,
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_ctime_ns,
+        st.st_blocks,
+    )
 
 
 def as_stat(fields: StatFields) -> os.stat_result:
@@ -129,16 +144,8 @@ class Reader:
         parent, _, name = relative.rpartition(b"/")
         try:
             fd = os.open(name, OPEN_AT, dir_fd=self._directory(parent))
-        except FileNotFoundError:
-            self.skipped.add("vanished")
-            return None
         except OSError as exc:
-            if exc.errno in (errno.EACCES, errno.EPERM):
-                self.skipped.add("unreadable")
-            elif exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR, errno.ENXIO):
-                self.skipped.add("changed")  # a symlink, file or socket now stands on the way: not followed
-            else:
-                self.skipped.add("vanished")
+            self.skipped.add(_NOT_OPENED.get(exc.errno or 0, "vanished"))
             return None
         st = os.fstat(fd)
         if st.st_ino != ino or st.st_dev != dev or not stat.S_ISREG(st.st_mode) or st.st_size != size:
