@@ -160,21 +160,32 @@ def check_file(
             return found
         looked = found
     dir_fd, last = (None, path) if parents is None else parents.parent(path)  # the one ``look`` reached
-    trying = candidates
     narrowed = len(candidates) > 1 and len(expected) in settled
-    if narrowed:
-        trying = (ALGORITHMS[settled[len(expected)]],)
-    blamed = blamed_code(candidates)
-    if 0 < looked.st_size < len(buffer):
-        verdict = check_small(last, dir_fd, looked, expected, candidates, trying, settled, buffer, blamed)
-        if verdict is not None:
-            return verdict
+    trying = (ALGORITHMS[settled[len(expected)]],) if narrowed else candidates
+    size = looked.st_size
     try:
+        if 0 < size < len(buffer):
+            # Most files: open, one read, one ``fstat``, close (``opens.read_small_regular_at``), the same
+            # verdicts as the stream below with two system calls and every per-file object fewer.
+            count, after, failure = read_small_regular_at(
+                last, looked, buffer, dir_fd=dir_fd, follow_symlinks=dir_fd is None
+            )
+            if failure is not None:
+                return UNREADABLE_CODE, f"read error: {explain(failure)}", 0
+            unchanged = after.st_size == size and after.st_mtime_ns == looked.st_mtime_ns
+            if count == size and unchanged:
+                data = memoryview(buffer)[:count]
+                return judge_data(data, expected, candidates, trying, settled), "", count
+            if not (count < size and unchanged):
+                changed = describe_change(looked, after, count) or "its contents moved while it was read"
+                return UNREADABLE_CODE, f"changed while being read ({changed}); check it again", count
+            # else one read gave less than a size that stayed (sysfs says 4,096): read to the end
         fd, opened = open_regular_at(last, dir_fd=dir_fd, follow_symlinks=dir_fd is None, expect=looked)
     except FileNotFoundError:
         return MISSING_CODE, "", 0
     except OSError as exc:
         return UNREADABLE_CODE, explain(exc), 0
+    blamed = blamed_code(candidates)
     read = 0
     try:
         while True:
@@ -222,58 +233,22 @@ def look(path: bytes, parents: Parents | None = None) -> os.stat_result | tuple[
     return looked
 
 
-def check_small(
-    name: bytes,
-    dir_fd: int | None,
-    looked: os.stat_result,
-    expected: str,
-    candidates: tuple[Algorithm, ...],
-    trying: tuple[Algorithm, ...],
-    settled: dict[int, str],
-    buffer: bytearray,
-    blamed: int,
-) -> tuple[int, str, int] | None:
-    """``check_file`` for a file smaller than the buffer: open, one read, one ``fstat``, close
-    (``opens.read_small_regular_at``). The same verdicts as through ``open_regular_at`` and
-    ``hash_fd``, with two system calls and every per-file object fewer: these are most files, and
-    per-file work is the cost. None when the read gave less than a size that stayed."""
-    try:
-        count, after, failure = read_small_regular_at(
-            name, looked, buffer, dir_fd=dir_fd, follow_symlinks=dir_fd is None
-        )
-    except FileNotFoundError:
-        return MISSING_CODE, "", 0
-    except OSError as exc:
-        return UNREADABLE_CODE, explain(exc), 0
-    if failure is not None:
-        return UNREADABLE_CODE, f"read error: {explain(failure)}", 0
-    size = looked.st_size
-    if count < size and after.st_size == size and after.st_mtime_ns == looked.st_mtime_ns:
-        return None  # one read gave less than the size (sysfs says 4,096): the caller reads to the end
-    if count != size or after.st_size != size or after.st_mtime_ns != looked.st_mtime_ns:
-        changed = describe_change(looked, after, count) or "its contents moved while it was read"
-        return UNREADABLE_CODE, f"changed while being read ({changed}); check it again", count
-    return judge_data(memoryview(buffer)[:count], expected, candidates, trying, settled, blamed), "", count
-
-
 def judge_data(
     data: memoryview,
     expected: str,
     candidates: tuple[Algorithm, ...],
     trying: tuple[Algorithm, ...],
     settled: dict[int, str],
-    blamed: int,
 ) -> int:
     """The verdict's code for a whole file's bytes: ``trying`` first, then the candidates a settled
-    length skipped, else ``blamed``."""
+    length skipped, else FAILED (``blamed_code``)."""
     for algorithm in trying:
         if one_shot(algorithm)(data).hexdigest() == expected:
             if len(trying) > 1:
                 settled.setdefault(len(expected), algorithm.name)
             return ALGORITHM_CODE[algorithm.name]
-    if len(trying) == len(candidates):
-        return blamed
-    for algorithm in candidates:  # a settled guess that failed: the other candidates too
-        if algorithm.name != trying[0].name and one_shot(algorithm)(data).hexdigest() == expected:
-            return ALGORITHM_CODE[algorithm.name]
-    return blamed
+    if len(trying) < len(candidates):  # a settled guess that failed: the other candidates too
+        for algorithm in candidates:
+            if algorithm.name != trying[0].name and one_shot(algorithm)(data).hexdigest() == expected:
+                return ALGORITHM_CODE[algorithm.name]
+    return blamed_code(candidates)

@@ -37,7 +37,6 @@ from sysmcp.engine.hashing._verdicts import (
     UNREADABLE_CODE,
     Verdicts,
     Verification,
-    blamed_code,
     check_file,
     judge_data,
     known_algorithm,
@@ -233,9 +232,8 @@ def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: 
                     codes.append(known[1])
                 else:
                     candidates = parser.candidates(length)
-                    blamed = blamed_code(candidates)
                     trying = candidates if known is None else (known[2],)
-                    codes.append(judge_data(view[:read], expected, candidates, trying, settled, blamed))
+                    codes.append(judge_data(view[:read], expected, candidates, trying, settled))
             else:
                 path = fsencode(key + last)
                 if not key.startswith("/"):
