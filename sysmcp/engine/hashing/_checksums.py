@@ -1,7 +1,5 @@
 """Checksums: the hashing engine every hashing tool shares, and the manifest formats admins already use.
 
-Reading manifests lives in ``sysmcp.engine.hashing._manifests`` (which imports this module, never the other way).
-
 Why one engine: ``file_sha256``, ``hash_tree`` and ``verify_checksums`` must agree byte for byte with
 ``sha256sum``/``b3sum`` and must all stream (one reused buffer, flat memory), stop within one chunk
 when cancelled, and never block on a FIFO or device. Doing that once keeps the three honest.

@@ -1,10 +1,7 @@
 """The verify_checksums engine: a manifest's every entry checked against the files under a base.
 
-A typed ``VerifyRequest`` in, a ``Verification`` out (one verdict byte per entry, the improperly
-formatted lines, the new files), in the one engine call shape; failures are ``EngineError``
-subclasses (``sysmcp.engine.hashing._manifests``), worded by the tool. A short manifest is parsed whole and
-checked on a small thread pool (here); a long one is cut into ranges of whole lines that forked
-processes parse and check themselves (``sysmcp.engine.hashing._verify_ranges``).
+A short manifest is parsed whole and checked on a small thread pool (here); a long one is cut into
+ranges of whole lines that forked processes parse and check themselves (``_verify_ranges``).
 """
 
 from __future__ import annotations

@@ -352,9 +352,8 @@ def check_ranges(
 def _check_claimed(
     claim: Callable[[], int | None], reader: ManifestBytes, per_task: int, work: RangeWork
 ) -> dict[str, Any]:
-    """Every range this process claims, checked: its parts, bytes hashed and why it stopped, as sent back."""
+    """Every range this process claims, checked: its parts and why it stopped, as sent back."""
     parts: list[tuple[Any, ...]] = []
-    hashed = 0
     stopped: str | None = None
     gave_up = False
     try:
@@ -367,7 +366,6 @@ def _check_claimed(
             else:
                 part = check_lines(task, block, work)
             parts.append(part.wire())
-            hashed += part.hashed
             if part.stopped is not None:
                 stopped = part.stopped
                 break
@@ -376,7 +374,7 @@ def _check_claimed(
     finally:
         if work.parents is not None:
             work.parents.close()
-    return {"parts": parts, "bytes": hashed, "stopped": stopped, "gave_up": gave_up}
+    return {"parts": parts, "stopped": stopped, "gave_up": gave_up}
 
 
 def _assemble(
@@ -398,8 +396,9 @@ def _assemble(
             continue
         if result["gave_up"]:
             raise NotAManifest(reader.shown)
-        parts.update((part.task, part) for part in map(Part.unwire, result["parts"]))
-        hashed += result["bytes"]
+        for part in map(Part.unwire, result["parts"]):
+            parts[part.task] = part
+            hashed += part.hashed
         stopped = stopped or result["stopped"]
     verdicts = Verdicts()
     codes, details = verdicts.codes, verdicts.details
