@@ -133,12 +133,8 @@ class Reader:
         return fd
 
     def _open(self, candidate: RawCandidate, size: int) -> tuple[int, os.stat_result] | None:
-        """Open for reading only the very inode the walk saw, and only if it is still a regular file.
-
-        The walk's ``lstat`` is the look (as hash_tree takes it): the name is opened relative to its
-        directory with ``OPEN_AT``, and the descriptor is checked to be that very inode, a regular
-        file of the size the walk saw, before anything is read. Returns it and its ``fstat``.
-        """
+        """Open the very inode the walk saw (its ``lstat`` is the look, as hash_tree takes it) with
+        ``OPEN_AT``, if it is still a regular file of the size the walk saw: it and its ``fstat``."""
         self.cancel()  # one size can have a hundred thousand candidates: stop between any two
         relative, dev, ino, _ = candidate
         parent, _, name = relative.rpartition(b"/")

@@ -147,8 +147,7 @@ def check_file(
 ) -> tuple[int, str, int]:
     """Look at, open and hash one entry's file: its verdict's code, an UNREADABLE detail, bytes read.
 
-    Every entry is judged here, by a short manifest and by the ranges of a long one alike. With
-    ``parents`` (confined) nothing on the way is followed, so a directory swapped for a symlink since
+    With ``parents`` (confined) nothing on the way is followed, so a directory swapped for a symlink since
     the roots were checked cannot lead out (``look``); anything but a regular file is refused before
     it is opened, and the open checks it is the file looked at. A digest length two algorithms share
     is settled by the first match; a mismatch under a settled length is tried with the other

@@ -142,13 +142,11 @@ def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: 
     """``check_file`` for every entry of a range of plain lines (``LineParser.plain_block``), in
     order: the range's ``Part``. Outside confinement only.
 
-    Why: most entries of a big manifest sit next to many others of their directory. Such a directory
-    is listed once (``_dirlook.list_for``), and a file its listing typed as regular is opened relative
-    to it, read once, ``fstat``-ed (a regular file, the inode the entry named, on the directory's
-    device, as big as what was read, its times older than ``settled_ns`` before the range began) and
-    closed: four system calls, where ``check_file`` makes five and walks the whole path twice.
-    Anything else goes through ``check_file`` from the start, so its verdict and text are exactly that
-    path's.
+    A directory of many entries is listed once (why: ``_dirlook``), and a file its listing typed as
+    regular is opened relative to it, read once, ``fstat``-ed (a regular file, the inode the entry
+    named, on the directory's device, as big as what was read, its times older than ``settled_ns``
+    before the range began) and closed. Anything else goes through ``check_file`` from the start, so
+    its verdict and text are exactly that path's.
     """
     parser, prefix, settled, buffer = work.parser, work.prefix, work.settled, work.buffer
     on_chunk, own, tally = work.on_chunk, work.own, work.tally
