@@ -195,15 +195,28 @@ class ListingHasher:
             self.listing(event, scanner.listing_fd)
 
     def listing(self, listing: Listing, dir_fd: int | None) -> None:
-        """Hash every file (hard-linked names too) of one listing of a ``regular_by_type`` walk."""
+        """Hash every file (hard-linked names too) of one listing of a ``regular_by_type`` walk. A
+        listing whose directory is closed again (``dir_fd`` None: read while the walk was split) has
+        its directory reopened from ``/`` without following symlinks."""
         if listing.files or listing.links:
             raise AssertionError("hash_tree walks with regular_by_type: every regular file is typed")
-        if not listing.typed:
+        relative, files = listing.relative, listing.typed
+        if not files:
             return
         if dir_fd is not None:
-            self.typed(listing.relative, listing.typed, dir_fd)
-        else:
-            self.typed_by_path(listing.relative, listing.typed)
+            self.typed(relative, files, dir_fd)
+            return
+        try:
+            dir_fd = open_path(os.fsdecode(join(self.head, os.fsencode(relative))), directory=True)
+        except OSError as exc:
+            base = os.fsencode(relative) + b"/" if relative else b""
+            for name, _ in files:
+                self.runs.fail(base + os.fsencode(name), _open_error(exc))
+            return
+        try:
+            self.typed(relative, files, dir_fd)
+        finally:
+            os.close(dir_fd)
 
     def typed(self, relative: str, files: list[tuple[str, int]], dir_fd: int) -> None:
         """The files a ``regular_by_type`` walk listed: open, check, read and hash each, in line.
@@ -303,21 +316,6 @@ class ListingHasher:
         if (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
             return explain(FileSwap())
         return None
-
-    def typed_by_path(self, relative: str, files: list[tuple[str, int]]) -> None:
-        """Typed files of a listing whose directory is closed again (read while the walk was split):
-        the directory is reopened from ``/`` without following symlinks."""
-        try:
-            dir_fd = open_path(os.fsdecode(join(self.head, os.fsencode(relative))), directory=True)
-        except OSError as exc:
-            base = os.fsencode(relative) + b"/" if relative else b""
-            for name, _ in files:
-                self.runs.fail(base + os.fsencode(name), _open_error(exc))
-            return
-        try:
-            self.typed(relative, files, dir_fd)
-        finally:
-            os.close(dir_fd)
 
     def _stream(self, fd: int, opened: os.stat_result, big: bool) -> tuple[str, int] | str:
         """A file too big for one read (or empty: kernel files say size 0 and have content), chunk
