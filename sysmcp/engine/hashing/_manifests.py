@@ -30,7 +30,6 @@ from sysmcp.engine.paths import PATH_MAX
 class Entry:
     """One parsed manifest line: the name as bytes, the expected digest and what it may be."""
 
-    line: int
     name: bytes
     digest: str  # lowercase hex
     candidates: tuple[Algorithm, ...]  # one when tagged or forced; several when the length is ambiguous
@@ -144,7 +143,7 @@ def parse_manifest(
                 break
             continue
         name, digest, candidates = parsed
-        manifest.entries.append(Entry(number, name, digest.lower(), candidates))
+        manifest.entries.append(Entry(name, digest.lower(), candidates))
     manifest.bad_count = bad.count
     return manifest
 
