@@ -5,9 +5,4 @@ This is the room's front door: other rooms import these names from here, never a
 
 from sysmcp.engine.duplicates._duplicates import Candidate, DuplicatesRequest, Search, find_duplicates
 
-__all__ = [
-    "Candidate",
-    "DuplicatesRequest",
-    "Search",
-    "find_duplicates",
-]
+__all__ = ["Candidate", "DuplicatesRequest", "Search", "find_duplicates"]

@@ -11,9 +11,6 @@ in, before anything big exists), every process writes one compact record per fil
 disk (``sizeruns``), the runs are merged one size at a time into a file of candidates, and the same
 workers then compare its blocks (``sieves``). No Python object outlives its file's directory listing
 or its block.
-
-A typed ``DuplicatesRequest`` in, a ``Search`` out (``sysmcp.engine.calls``' shape); failures
-are ``sysmcp.engine.faults`` exceptions. The words for the model are the tool's (``tools/find_duplicates``).
 """
 
 from __future__ import annotations
@@ -119,7 +116,7 @@ class Group:
 
 @dataclass
 class Search:
-    """The result: groups largest reclaimable space first, the counts, and why it stopped early if it did."""
+    """The result: groups largest reclaimable space first, and why it stopped early if it did."""
 
     groups: list[Group] = field(default_factory=list)
     files_scanned: int = 0
@@ -142,9 +139,8 @@ def find_duplicates(
 
     ``progress(done, total)``: ``total`` is None while files are still being listed (``done`` counts
     the files listed), then the files listed plus the candidates to compare. ``cancel`` raises to
-    abandon the call (workers are killed). Raises ``PermissionRefused``,
-    ``NotFound``, ``WrongKind`` or ``Unavailable`` when the search cannot be made (its detail is the
-    system's own words, e.g. "No such file or directory").
+    abandon the call (workers are killed). An ``EngineError`` (``engine_error``) when the search
+    cannot be made.
     """
     try:
         return _search(request, progress, cancel, clock)
@@ -167,10 +163,8 @@ def engine_error(exc: OSError) -> EngineError:
 def _search(
     request: DuplicatesRequest, progress: Progress, cancel: Cancel, clock: Callable[[], float]
 ) -> Search:
-    """The run, as the module says: one walk shared with forked workers (past ``split_after_s``), the
-    merge of their size runs, the comparison by the same workers. A tree listed before the split
-    compares in this process, or in workers forked then if there is much to read: either way one set
-    of workers at most.
+    """The run, as the module says. A tree listed before the split compares in this process, or in
+    workers forked then if there is much to read: either way one set of workers at most.
     """
     started = clock()
     root, limit, timeout_s = request.base, request.limit, request.timeout_s
@@ -207,9 +201,8 @@ def _search(
     limit_reason = f"more than {limit:,} files: the search stopped listing there"
 
     def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
-        """What every process does with the subtrees it claims (``FanOut``'s task): walk them into
-        size runs; in a forked worker, then store its walk's part (``Handoff.report``), claim blocks
-        of the candidates file and compare them."""
+        """Walk the subtrees claimed into size runs; in a forked worker, then hand its walk's part
+        back (``Handoff.report``) and compare the blocks it claims."""
         assert parallel is not None
         if not in_child:
             return parallel.walk_claimed(claim, skipped, cancel_listing, mine.consume)
@@ -345,10 +338,8 @@ def compare_blocks(
     processes: int,
     cancel: Cancel,
 ) -> list[dict[str, Any] | None]:
-    """Compare the blocks, largest sizes first, here and, when there is much to read, in forked workers.
-
-    Only for a tree listed before the walk split (so no workers exist yet): what this process holds
-    then is the candidates file's block table, nothing per file.
+    """Compare the blocks, largest sizes first, here and, when there is much to read, in forked workers
+    (only for a tree listed before the walk split: no workers exist yet).
     """
     fd = candidates.spill.fileno()
     blocks = candidates.blocks

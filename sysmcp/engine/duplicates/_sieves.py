@@ -1,9 +1,7 @@
 """find_duplicates' sieves: read candidates safely, group them by head and tail, then by full content.
 
-The comparison half of ``sysmcp.engine.duplicates._duplicates``: a ``Reader`` that opens only the very inode the walk
-saw (relative to its directory, never following a symlink), the two hashing sieves over a block of
-candidates, the candidates file they read from (the size runs merged one size at a time), and the
-``Handoff`` through which the walk's forked workers go on to compare without a second fork.
+The comparison half of ``sysmcp.engine.duplicates._duplicates``: the ``Reader``, the two hashing
+sieves over a block of candidates, the candidates file they read from, and the ``Handoff``.
 """
 
 from __future__ import annotations
@@ -32,6 +30,13 @@ SMALL = 64 << 10  # files up to this size are hashed whole at once: one read bea
 THREADED_FROM = 4 << 20  # files at least this big are hashed by blake3's threads, on every core
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 BLOCKS = 200  # the candidates are cut into about this many blocks of whole sizes, claimed one by one
+#: Why a candidate could not be opened, as skipped counts it (else: it vanished). A symlink, file or
+#: socket that now stands on the way is not followed: the file changed.
+_NOT_OPENED = {
+    errno.EACCES: "unreadable",
+    errno.EPERM: "unreadable",
+    **dict.fromkeys((errno.ELOOP, errno.EMLINK, errno.ENOTDIR, errno.ENXIO), "changed"),
+}
 
 
 # A candidate while it is compared: (name relative to the root, device, inode, bytes allocated).
@@ -128,29 +133,15 @@ class Reader:
         return fd
 
     def _open(self, candidate: RawCandidate, size: int) -> tuple[int, os.stat_result] | None:
-        """Open for reading only the very inode the walk saw, and only if it is still a regular file.
-
-        The walk's ``lstat`` is the look (as ``opens.open_regular_at`` takes it with ``expect``, and
-        hash_tree does): the name is opened relative to its directory, never following a symlink
-        (ELOOP: something was swapped in), never blocking (a FIFO swapped in since) and never
-        becoming a controlling terminal; the descriptor is then checked to be that very inode, a
-        regular file of the size the walk saw, before anything is read. Returns it and its ``fstat``.
-        """
+        """Open the very inode the walk saw (its ``lstat`` is the look, as hash_tree takes it) with
+        ``OPEN_AT``, if it is still a regular file of the size the walk saw: it and its ``fstat``."""
         self.cancel()  # one size can have a hundred thousand candidates: stop between any two
         relative, dev, ino, _ = candidate
         parent, _, name = relative.rpartition(b"/")
         try:
             fd = os.open(name, OPEN_AT, dir_fd=self._directory(parent))
-        except FileNotFoundError:
-            self.skipped.add("vanished")
-            return None
         except OSError as exc:
-            if exc.errno in (errno.EACCES, errno.EPERM):
-                self.skipped.add("unreadable")
-            elif exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR, errno.ENXIO):
-                self.skipped.add("changed")  # a symlink, file or socket now stands on the way: not followed
-            else:
-                self.skipped.add("vanished")
+            self.skipped.add(_NOT_OPENED.get(exc.errno or 0, "vanished"))
             return None
         st = os.fstat(fd)
         if st.st_ino != ino or st.st_dev != dev or not stat.S_ISREG(st.st_mode) or st.st_size != size:
@@ -163,8 +154,7 @@ class Reader:
 
     def small(self, candidate: RawCandidate, size: int) -> str | None:
         """BLAKE3 of a file smaller than the buffer: open, fstat, one read, fstat, close (the per-file
-        cost on a million small files). The read must return the size seen at open, and size and mtime
-        must not have moved after it, or the file counts as changed.
+        cost on a million small files); a file whose size or mtime moved counts as changed.
         """
         opened = self._open(candidate, size)
         if opened is None:
@@ -208,8 +198,7 @@ class Reader:
 
     def full(self, candidate: RawCandidate, size: int) -> str | None:
         """BLAKE3 of the whole content: a file smaller than the buffer with one read (``small``), a
-        larger one streamed by the shared engine with a cancel per chunk, on every core (blake3's own
-        threads) when large."""
+        larger one streamed with a cancel per chunk, on every core (blake3's own threads) when large."""
         if size < len(self.buffer):
             return self.small(candidate, size)
         opened = self._open(candidate, size)
@@ -247,9 +236,8 @@ def compare_block(
     candidates: list[tuple[int, RawCandidate]], reader: Reader
 ) -> list[tuple[int, str, list[Hashed]]]:
     """The groups of identical content among candidates of a few sizes: head and tail, then the whole,
-    each copy with its descriptor's ``fstat`` taken when its whole content was read.
-
-    Candidates are read in name order (the files of a directory one after another), whatever their size.
+    each copy with its descriptor's ``fstat`` taken when its whole content was read. Candidates are
+    read in name order (the files of a directory one after another), whatever their size.
     """
     reader.seen.clear()
     candidates.sort(key=lambda item: item[1][0])
@@ -282,9 +270,8 @@ class Candidates:
 def gather_candidates(
     runs: list[tuple[int, int, int]], out: Candidates, files: int, cancel: Callable[[], None]
 ) -> int:
-    """Merge the runs of ``files`` records by size and keep the shared sizes (``_sizeruns.merge_by_size``),
-    in bounded memory. Returns the further names of inodes already counted (two processes each listed
-    a name of one inode first): hard links, not files."""
+    """Merge the runs of ``files`` records by size into ``out``, shared sizes only. Returns the further
+    names of inodes already counted (two processes each listed a name of one inode first)."""
     per_block = max(1, -(-files // BLOCKS))
     links = [0]
     written = block_start = block_files = 0

@@ -2,11 +2,8 @@
 
 Why: a duplicate search must know which sizes at least two inodes share before it reads anything, and
 a million files held in memory (even as compact arrays) cost tens of megabytes, which every forked
-worker then counts again. Here each process that walks appends one fixed-header record per file
-(size, device, inode, bytes allocated, name) to a buffer, sorts it every megabyte and writes it as a
-sorted run to an unlinked temporary file (never visible in any directory, gone when closed). The
-merge streams the runs in size order, largest first, and keeps one size at a time: only the sizes
-held by two or more distinct inodes are passed on, each as a block of records.
+worker then counts again. Here each process that walks writes one record per file as sorted runs to
+an unlinked temporary file; the merge streams the runs largest size first, one size at a time.
 
 Further names of one inode seen by two processes (hard links split between them) sort next to each
 other, so the merge counts them as links, not as copies, whichever process saw them first.
@@ -82,7 +79,6 @@ def merge_by_size(
 
     ``runs`` are (descriptor, offset, length) of sorted runs. A size's records come one per inode
     (the first name in byte order); further names of an inode are added to ``counts[0]`` (links).
-    ``cancel`` runs every few thousand records (and may raise: cancellation).
     """
     streams = [read_records(fd, offset, length) for fd, offset, length in runs]
     current = b""

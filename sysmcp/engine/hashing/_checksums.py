@@ -1,7 +1,5 @@
 """Checksums: the hashing engine every hashing tool shares, and the manifest formats admins already use.
 
-Reading manifests lives in ``sysmcp.engine.hashing._manifests`` (which imports this module, never the other way).
-
 Why one engine: ``file_sha256``, ``hash_tree`` and ``verify_checksums`` must agree byte for byte with
 ``sha256sum``/``b3sum`` and must all stream (one reused buffer, flat memory), stop within one chunk
 when cancelled, and never block on a FIFO or device. Doing that once keeps the three honest.
@@ -87,13 +85,11 @@ ALGORITHM_NAMES: tuple[str, ...] = tuple(ALGORITHMS)
 _BY_TAG = {algorithm.tag: algorithm for algorithm in ALGORITHMS.values()}
 _BY_TAG.update({"SHA2-256": ALGORITHMS["sha256"], "SHA2-512": ALGORITHMS["sha512"]})
 
-#: For an untagged line, the digest length says which algorithms it can be; the first is the guess.
-_BY_LENGTH: dict[int, tuple[str, ...]] = {
-    32: ("md5",),
-    40: ("sha1",),
-    64: ("sha256", "blake3"),
-    128: ("sha512", "blake2b"),
-}
+#: For an untagged line, the digest length says which algorithms it can be; the first (in
+#: ``ALGORITHMS`` order: sha256 before blake3, sha512 before blake2b) is the guess.
+_BY_LENGTH: dict[int, tuple[str, ...]] = {}
+for _algorithm in ALGORITHMS.values():
+    _BY_LENGTH[_algorithm.hex_length] = (*_BY_LENGTH.get(_algorithm.hex_length, ()), _algorithm.name)
 
 
 #: What find_duplicates compares contents by: the fastest of them (several times BLAKE2b), and 256 bits
@@ -106,9 +102,7 @@ def threaded_blake3() -> Hasher:
 
     Why: ``max_threads=AUTO`` starts rayon's global pool on first use; a child forked after that
     inherits the pool without its threads and waits forever in ``update``. One thread never touches
-    rayon, and a forked worker is already one of several processes sharing the cores. The one place
-    that decides how many threads blake3 may use: every threaded hash goes through it; whether this
-    is a child is the fork driver's to say (``parallel.forked``).
+    rayon, and a forked worker is already one of several processes sharing the cores.
     """
     return blake3.blake3(max_threads=1 if forked() else blake3.blake3.AUTO)
 
@@ -151,8 +145,7 @@ GROWTH_ALLOWANCE = 64 << 20  # bytes a file may grow by while hashed, at least (
 
 class KeptGrowing(OSError):
     """The file produced far more than its size when opened: a live log, or a kernel pseudo-file such as
-    /proc/self/pagemap that reports size 0 and yields hundreds of GiB. Hashing it would never end.
-    An ``OSError`` (a read that could not finish) carrying the facts: bytes ``read``, ``size_at_open``."""
+    /proc/self/pagemap that reports size 0 and yields hundreds of GiB. Hashing it would never end."""
 
     def __init__(self, read: int, size_at_open: int) -> None:
         super().__init__(
@@ -173,11 +166,11 @@ def hash_fd(
 ) -> Digest:
     """Stream an open regular file through every algorithm at once, reading into ``buffer``.
 
-    ``on_chunk(bytes_so_far)`` runs after each chunk: the caller reports progress and raises to
-    stop there. Size and mtime are compared before and after, so a file written while we read is
-    reported instead of yielding a digest of no real version. ``opened`` is the descriptor's
-    ``fstat`` if the caller has it (one system call fewer per file counts for tiny files). Reading
-    stops with ``KeptGrowing`` past twice the size at open, or that size plus ``allowance``.
+    ``on_chunk(bytes_so_far)`` runs after each chunk (and may raise to stop there). Size and mtime
+    are compared before and after, so a file written while we read is reported instead of yielding
+    a digest of no real version. ``opened``: the descriptor's ``fstat``, if the caller has it (one
+    system call fewer per file counts for tiny files). Reading stops with ``KeptGrowing`` past twice
+    the size at open, or that size plus ``allowance``.
     """
     before = opened if opened is not None else os.fstat(fd)
     expected = before.st_size
@@ -296,11 +289,9 @@ def hash_many(
     """``work(item, buffer, on_chunk) -> (result, bytes read)`` for every item on ``threads`` threads
     (each with its own ``CHUNK`` buffer), yielding results as batches finish.
 
-    The caller's thread walks (``items`` may be a lazy walk; ``size`` says an item's bytes, to batch
-    by) and calls ``cancel`` between items and every ``WAIT_S`` seconds while waiting; when it raises,
-    the hashing threads stop within one chunk (``on_chunk(bytes so far)`` checks the ``StopFlag``) and
-    the exception propagates. hashlib and blake3 release the GIL on large updates, so the threads really
-    do use the cores.
+    The caller's thread iterates ``items`` (``size`` says an item's bytes, to batch by) and calls
+    ``cancel`` between items and every ``WAIT_S`` seconds while waiting; when it raises, the hashing
+    threads stop within one chunk and the exception propagates.
     """
     stop = StopFlag()
     local = threading.local()

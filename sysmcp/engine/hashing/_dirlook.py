@@ -5,16 +5,13 @@ directory. A ``stat`` per name walks the whole path in the kernel and, with the 
 walks it twice. One listing of the directory gives every entry's type and inode number (``d_type``,
 ``d_ino``), and an ``openat`` relative to the directory's descriptor walks one component.
 
-The listing is the look: a name is taken this way only if its entry says regular file (an entry of
-unknown type is ``lstat``-ed by ``DirEntry.is_file``; a symlink, a directory, a special file is not
-taken). The caller opens it relative to ``ListedDirectory.fd`` with ``_checksums.OPEN_AT`` (``O_NOFOLLOW``,
-``O_NONBLOCK``, ``O_NOCTTY``) and checks on the descriptor that it is a regular file with the inode the
-entry named, so a name swapped for a FIFO or a symlink since the listing cannot block the open and
-is never judged by what was read; everything else goes the way of one look per name.
+The listing is the look: a name is taken this way only if its entry says regular file. The caller
+opens it relative to ``ListedDirectory.fd`` with ``_checksums.OPEN_AT`` and checks on the descriptor
+that it is a regular file with the inode the entry named, so a name swapped for a FIFO or a symlink
+since the listing cannot block the open and is never judged by what was read.
 
 Why bounded: listing a directory of a million entries to find three names would cost more than three
-``stat`` calls. ``list_for`` reads at most ``LISTING_COST`` entries per name wanted (plus a few), then
-stops; a name not reached by then is simply looked at by itself.
+``stat`` calls; a name not reached within ``LISTING_COST`` entries per name wanted is looked at by itself.
 """
 
 from __future__ import annotations
@@ -48,17 +45,16 @@ class ListedDirectory:
 NOT_LISTED = ListedDirectory(-1, 0, {})
 
 
-def list_for(path: bytes, names: int, cost: int = LISTING_COST) -> ListedDirectory:
-    """Open the directory ``path`` and list it, the regular files' names and inode numbers, for a
-    caller that wants ``names`` names of it: at most ``cost`` entries per name wanted are read.
-    ``NOT_LISTED`` if it cannot be opened or listed (then each name is looked at by itself, and says
-    why). Names are ``str`` as ``os.scandir`` gives them."""
+def list_for(path: bytes, names: int) -> ListedDirectory:
+    """Open the directory ``path`` and list its regular files' names (``str``, as ``os.scandir`` gives
+    them) and inode numbers, for a caller that wants ``names`` names of it; ``NOT_LISTED`` if it
+    cannot be opened or listed."""
     try:
         fd = os.open(path, _DIRECTORY)
     except OSError:
         return NOT_LISTED
     regular: dict[str, int] = {}
-    most = cost * names + _SLACK
+    most = LISTING_COST * names + _SLACK
     try:
         dev = os.fstat(fd).st_dev
         with os.scandir(fd) as entries:

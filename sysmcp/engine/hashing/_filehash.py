@@ -2,13 +2,11 @@
 
 Why its own opening: the path was resolved and checked against the roots before, but the file or a
 directory on the way may be swapped for a symlink since. So the parent is reached from ``/`` one
-component at a time without following any symlink (``opens.open_parent``) and the file itself is
-looked at, then opened with ``O_NOFOLLOW | O_NONBLOCK`` and checked on the descriptor
-(``opens.open_regular_at``): a FIFO or a device is refused without blocking, a swap is refused.
-Then the file is streamed through the digest in chunks (``_checksums.hash_fd``), with ``progress(done,
-total)`` and ``cancel()`` after every chunk. Failures are ``EngineError``s
-with the facts and a ``reason`` where the tool layer words a case apart (``tools.errors``:
-``not_hashable``, ``swapped_for_link``, ``replaced_while_opened``); everything here blocks, so it runs in a worker thread.
+component at a time without following any symlink (``opens.open_parent``) and the file is opened
+with ``O_NOFOLLOW | O_NONBLOCK`` and checked on the descriptor (``opens.open_regular_at``): a FIFO
+or a device is refused without blocking, a swap is refused. Failures are ``EngineError``s with a
+``reason`` where the tool layer words a case apart (``tools.errors``); everything here blocks, so
+it runs in a worker thread.
 """
 
 from __future__ import annotations
@@ -27,9 +25,8 @@ from sysmcp.engine.opens import FileSwap, NotRegularFile, kind, open_parent, ope
 
 @dataclass(frozen=True, slots=True)
 class FileRequest:
-    """What to hash: the resolved path, how it is shown, the path as given (to tell a dangling
-    symlink from a missing file; '~' expanded only then, in the worker: '~user' may ask a network
-    user database), and the algorithm."""
+    """What to hash. ``given``, the path as given, tells a dangling symlink from a missing file ('~'
+    expanded only then, in the worker: '~user' may ask a network user database)."""
 
     path: bytes
     shown: str
@@ -39,7 +36,7 @@ class FileRequest:
 
 @dataclass(frozen=True, slots=True)
 class FileHash:
-    """The digest (with its size and whether the file changed while read) and the seconds it took."""
+    """The digest and the seconds it took."""
 
     digest: Digest
     seconds: float
@@ -90,11 +87,10 @@ def open_file(request: FileRequest) -> tuple[int, os.stat_result]:
 
 
 def hash_file(request: FileRequest, progress: Progress, cancel: Cancel) -> FileHash:
-    """Open, then stream through the digest; stops within one chunk.
+    """Open, then stream through the digest; ``cancel()`` after every chunk raises to stop there.
 
-    ``progress(done, total)`` gets the bytes read and the size (the size grows with a file that grows
-    while read, so ``done`` never passes ``total``): once when opened, then after every chunk, each
-    time followed by ``cancel()``, which raises to abandon the call."""
+    ``progress(done, total)`` gets the bytes read and the size (grown with a file that grows while
+    read, so ``done`` never passes ``total``)."""
     fd, opened = open_file(request)
     try:
         total = opened.st_size

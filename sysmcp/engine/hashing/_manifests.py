@@ -1,8 +1,6 @@
 """Reading checksum manifests: lines as ``sha256sum -c`` reads them, and the manifest file in ranges.
 
-Reading follows ``sha256sum -c``: lines starting with ``#`` and empty lines are skipped, one trailing
-CR is dropped, and anything else that does not parse is counted as improperly formatted. The
-formats themselves (GNU and BSD ``--tag`` lines, their escaping) are described in
+The formats themselves (GNU and BSD ``--tag`` lines, their escaping) are described in
 ``sysmcp.engine.hashing._checksums``, which writes them.
 """
 
@@ -32,7 +30,6 @@ from sysmcp.engine.paths import PATH_MAX
 class Entry:
     """One parsed manifest line: the name as bytes, the expected digest and what it may be."""
 
-    line: int
     name: bytes
     digest: str  # lowercase hex
     candidates: tuple[Algorithm, ...]  # one when tagged or forced; several when the length is ambiguous
@@ -44,8 +41,8 @@ MAX_BAD_LINES = 100_000  # beyond this many improperly formatted lines the input
 
 @dataclass
 class Manifest:
-    """A manifest parsed whole: only short ones are (below ``Tuning.parallel_from``), so an object per entry
-    is cheap here; long ones are parsed in ranges by the processes that check them."""
+    """A manifest parsed whole: only short ones are (below ``Tuning.parallel_from``), so an object per
+    entry is cheap here."""
 
     entries: list[Entry] = field(default_factory=list)
     bad_lines: list[int] = field(default_factory=list)  # line numbers, 1-based: the first MAX_BAD_LINES_KEPT
@@ -130,7 +127,6 @@ def parse_manifest(
     ``forced``: only that algorithm (other tags and lengths are improperly formatted, like running
     ``sha256sum -c`` on an MD5 list; a forced blake2b takes its length from the line, like b2sum).
     ``prefer``: order of the candidates for lengths that several algorithms share (64, 128).
-    ``cancel``: called every few thousand lines (raises once the request is cancelled).
     """
     manifest = Manifest()
     bad = BadLines(manifest.bad_lines)
@@ -147,14 +143,13 @@ def parse_manifest(
                 break
             continue
         name, digest, candidates = parsed
-        manifest.entries.append(Entry(number, name, digest.lower(), candidates))
+        manifest.entries.append(Entry(name, digest.lower(), candidates))
     manifest.bad_count = bad.count
     return manifest
 
 
 class LineParser:
-    """One manifest line at a time, as ``parse_manifest`` reads them (comments, empty lines and the
-    trailing CR already dropped by the caller).
+    """One manifest line at a time (comments, empty lines and the trailing CR already dropped).
 
     Why a class: the one piece of state a line leaves for the next is ``reversed_style`` (BSD
     ``md5 -r`` lines, "<hex> <name>", or GNU ones), fixed by the first line that tells. A parser
@@ -188,11 +183,8 @@ class LineParser:
 
         Why: for the common manifest the per-line Python work (split, comment and CR checks, the
         parse call) is a large part of the cost per entry. Only a block whose every line matches is
-        taken (the count of matches equals the count of newlines), so comments, empty lines, CRs,
-        tagged, escaped and improperly formatted lines all keep their one way through ``parse``.
-        The name is the directory part (up to and with its last '/', or '') and the last component
-        together, as ``str`` the way ``os.fsdecode`` gives it (``os.fsencode`` restores the bytes);
-        digests are lowercase, of a length some candidate algorithm has.
+        taken, so comments, empty lines, CRs, tagged, escaped and improperly formatted lines all keep
+        their one way through ``parse``. The name parts are ``str`` as ``os.fsdecode`` gives them.
         """
         if self.reversed_style is True or not block.endswith(b"\n"):
             return None
@@ -240,8 +232,8 @@ def decide_style(
 ) -> bool | None:
     """The ``reversed_style`` one pass from the start settles, from the manifest's whole lines in order.
 
-    Only a line starting with a hex word can settle it, so the search for those runs in C and a long
-    BSD-tagged manifest (which never settles it) costs one regular-expression scan.
+    Only a line starting with a hex word can settle it, so a long BSD-tagged manifest (which never
+    settles it) costs one regular-expression scan.
     """
     for block in blocks:
         for found in _MAY_DECIDE.finditer(block):
@@ -408,9 +400,6 @@ _EXTEND = 64 << 10  # read-ahead while looking for the end of a line that runs p
 class ManifestBytes:
     """The manifest's bytes, a range at a time: from the open file (``pread``: the forked processes
     share the descriptor but no file offset) or from memory (text, a stored result).
-
-    Why ranges: each checking process parses its own ranges, so no process ever holds the whole
-    manifest or an object per line, and the parse itself is shared out.
     """
 
     def __init__(self, shown: str, data: bytes = b"", fd: int | None = None) -> None:

@@ -1,29 +1,23 @@
-"""Hashing a whole tree at the speed of the disk: walk and hash in every process, stream the manifest.
+"""Hashing a whole tree at the speed of the disk: hash_tree's engine (``hash_path``: a ``TreeRequest``
+in, a ``TreeHash`` out, failures as ``EngineError``s).
 
-The engine of hash_tree: ``hash_path`` takes a ``TreeRequest`` (a directory, or one regular file whose
-manifest is relative to its directory) and returns a ``TreeHash``; failures are ``EngineError``s.
-
-Why not a thread pool: for small files the cost is per file, system calls and Python's work
-around them, and threads share one interpreter lock. So each process walks
-its share of the tree and hashes what it lists, in line: the parent starts the walk and, after a
-few milliseconds, hands the directories still waiting to forked children (``parallel.ParallelWalk``,
-the driver every walking engine runs on), which walk and hash their subtrees the same way.
+Why not a thread pool: for small files the cost is per file (system calls and the Python around
+them), and threads share one interpreter lock. So each process walks its share of the tree and
+hashes what it lists, in line; the parent hands the directories still waiting to forked children
+after a few milliseconds (``parallel.ParallelWalk``, the driver every walking engine runs on).
 
 Why sorted runs: a million manifest lines as Python objects would be hundreds of megabytes. Each
-process appends compact records (``name NUL line``) to a buffer, sorts it every megabyte
-and writes it as one sorted run to an unlinked temporary file (never visible in any directory,
-gone when closed); the parent then merges the runs, line by line, into the manifest, keeping it
-whole only while it fits the result store, and otherwise just the first lines.
+process writes compact records (``name NUL line``) as sorted runs to an unlinked temporary file;
+the parent merges them into the manifest, kept whole only while it fits the result store.
 
 Why no ``lstat`` per file: the walk (``regular_by_type``) knows a regular file by its directory
 entry's type, and the open checks the rest on the descriptor; a small file then costs five system
 calls (``openat``, ``fstat``, ``read``, ``fstat``, ``close``), where ``sha256sum`` makes seven.
 
-Safety is the walk's and ``engine.opens``': names come from descriptor-relative listings that never
-follow symlinks, each file is opened relative to its directory's descriptor (``O_NOFOLLOW``,
-``O_NONBLOCK``: nothing but an entry typed regular file is opened) and checked on the descriptor to
-be a regular file and the inode the listing named; a file that changed while read is reported, not
-hashed into a digest of no real version.
+Safety: names come from descriptor-relative listings that never follow symlinks; each file is
+opened relative to its directory (``O_NOFOLLOW``, ``O_NONBLOCK``: only an entry typed regular file)
+and checked on the descriptor to be a regular file and the inode listed; a file that changed while
+read is reported, never hashed into a digest of no real version.
 """
 
 from __future__ import annotations
@@ -79,9 +73,7 @@ MAX_UNREADABLE_KEPT = 1000  # per process; the rest are counted
 
 @dataclass
 class TreeHash:
-    """A hash_tree call's result: the sorted manifest (whole if it fits ``keep_limit``), its first
-    lines, the counts, what is not in it, the directory its names are relative to, what the walk
-    skipped and how long it took."""
+    """A hash_tree call's result: the sorted manifest and what is not in it."""
 
     files: int = 0
     total_bytes: int = 0
@@ -189,9 +181,7 @@ class ListingHasher:
 
     def __init__(self, root: bytes, request: TreeRequest, runs: Runs, cancel: Callable[[], None]) -> None:
         self.head = join(root, b"x")[:-1]  # root and one slash
-        self.algorithm = request.algorithm
-        self.style = request.style
-        self.trusted = request.trusted
+        self.algorithm, self.style, self.trusted = request.algorithm, request.style, request.trusted
         self.runs = runs
         self.cancel = cancel
         self.buffer = bytearray(CHUNK)
@@ -205,23 +195,34 @@ class ListingHasher:
             self.listing(event, scanner.listing_fd)
 
     def listing(self, listing: Listing, dir_fd: int | None) -> None:
-        """Hash every file (hard-linked names too) of one listing of a ``regular_by_type`` walk."""
+        """Hash every file (hard-linked names too) of one listing of a ``regular_by_type`` walk. A
+        listing whose directory is closed again (``dir_fd`` None: read while the walk was split) has
+        its directory reopened from ``/`` without following symlinks."""
         if listing.files or listing.links:
             raise AssertionError("hash_tree walks with regular_by_type: every regular file is typed")
-        if not listing.typed:
+        relative, files = listing.relative, listing.typed
+        if not files:
             return
         if dir_fd is not None:
-            self.typed(listing.relative, listing.typed, dir_fd)
-        else:
-            self.typed_by_path(listing.relative, listing.typed)
+            self.typed(relative, files, dir_fd)
+            return
+        try:
+            dir_fd = open_path(os.fsdecode(join(self.head, os.fsencode(relative))), directory=True)
+        except OSError as exc:
+            base = os.fsencode(relative) + b"/" if relative else b""
+            for name, _ in files:
+                self.runs.fail(base + os.fsencode(name), _open_error(exc))
+            return
+        try:
+            self.typed(relative, files, dir_fd)
+        finally:
+            os.close(dir_fd)
 
     def typed(self, relative: str, files: list[tuple[str, int]], dir_fd: int) -> None:
         """The files a ``regular_by_type`` walk listed: open, check, read and hash each, in line.
 
-        The hot loop of hash_tree on small files, so it is written out: per file one ``openat``
-        relative to the directory (``O_NOFOLLOW``, ``O_NONBLOCK``), one ``fstat`` (a regular file, the
-        inode the directory entry named), one read, the digest, one ``fstat`` (size and mtime
-        unchanged) and the close.
+        The hot loop of hash_tree on small files, so it is written out (the five calls of the module's
+        docstring, and nothing else per file).
         """
         base = os.fsencode(relative) + b"/" if relative else b""
         names: list[str] = []  # hashed, in listing order, and their digests: their lines come at the end
@@ -316,24 +317,9 @@ class ListingHasher:
             return explain(FileSwap())
         return None
 
-    def typed_by_path(self, relative: str, files: list[tuple[str, int]]) -> None:
-        """Typed files of a listing whose directory is closed again (read while the walk was split):
-        its directory is reopened from ``/`` without following symlinks, then they are hashed as usual."""
-        try:
-            dir_fd = open_path(os.fsdecode(join(self.head, os.fsencode(relative))), directory=True)
-        except OSError as exc:
-            base = os.fsencode(relative) + b"/" if relative else b""
-            for name, _ in files:
-                self.runs.fail(base + os.fsencode(name), _open_error(exc))
-            return
-        try:
-            self.typed(relative, files, dir_fd)
-        finally:
-            os.close(dir_fd)
-
     def _stream(self, fd: int, opened: os.stat_result, big: bool) -> tuple[str, int] | str:
-        """Hash a file too big for one read (or empty: kernel files say size 0 and have content),
-        chunk by chunk with progress and stop checks. The digest and size, or why not."""
+        """A file too big for one read (or empty: kernel files say size 0 and have content), chunk
+        by chunk: the digest and size, or why not."""
         runs, cancel = self.runs, self.cancel
 
         def on_chunk(read: int) -> None:
@@ -415,8 +401,7 @@ def merge(
 
 @dataclass(frozen=True)
 class TreeRequest:
-    """What to hash and how: the tree (``shown`` names it in errors), the digest and line style, the
-    walk, the budget (and the clock it runs on), the keeping."""
+    """What to hash and how (``shown`` names the tree in errors)."""
 
     root: bytes
     algorithm: Algorithm
@@ -436,10 +421,8 @@ def hash_tree_parallel(
     request: TreeRequest, skipped: SkipCounter, progress: Progress, cancel: Cancel
 ) -> TreeHash:
     """Walk ``request.root`` and hash every regular file, in this process and (past
-    ``sharing.split_after_s``) in forked children; stop cleanly at the deadline, ``timeout_s`` from now.
-
-    ``cancel`` raises to abandon the call (children are killed); ``progress`` gets the files and bytes
-    of every process together, every few milliseconds. Returns the merged, sorted manifest.
+    ``sharing.split_after_s``) in forked children, until the deadline; the merged, sorted manifest.
+    ``cancel`` raises to abandon the call (children are killed).
     """
     root, sharing = request.root, request.sharing
     count = available_processes() if sharing.processes is None else sharing.processes
@@ -498,14 +481,10 @@ def hash_tree_parallel(
 
 
 def hash_path(request: TreeRequest, progress: Progress, cancel: Cancel) -> TreeHash:
-    """The manifest of ``request.root``: a directory walked and hashed by every usable core
-    (``hash_tree_parallel``, the manifest merged from sorted runs in bounded memory), or one regular
-    file relative to its directory; anything else is refused. At the deadline the walk and the
-    hashing stop (files in flight within one chunk) and the manifest holds the files finished by
-    then: every line still true. ``progress(files + bytes)`` moves for big and tiny files alike.
-    ``request.shown`` names the path in the ``EngineError``s: ``NotFound``, ``WrongKind``
-    (``reason="not_tree"``), ``PermissionRefused`` for a directory that may not be read, else the
-    plain cause."""
+    """The manifest of ``request.root``: a directory (``hash_tree_parallel``), or one regular file
+    relative to its directory; anything else is refused (``WrongKind``, ``reason="not_tree"``). At
+    the deadline the manifest holds the files finished by then: every line still true.
+    ``progress(files + bytes)`` moves for big and tiny files alike."""
     root, shown = request.root, request.shown
     started = time.perf_counter()
     try:

@@ -55,8 +55,7 @@ _DECODED: dict[int, EntryVerdict] = {
 
 @dataclass(slots=True, eq=False)
 class Verdicts:
-    """Every entry's verdict, in manifest order: one byte each, UNREADABLE details aside; an
-    ``EntryVerdict`` is built on demand.
+    """Every entry's verdict, in manifest order: one byte each, UNREADABLE details aside.
 
     Why: a million entries cost a megabyte here, where a list of verdicts costs eight, and the
     forked checking processes send their parts back as plain bytes.
@@ -84,8 +83,7 @@ class Verdicts:
             self.details[index] = detail
 
     def tally(self) -> tuple[Counter[Status], Counter[str]]:
-        """Entries per status, and entries checked (OK or FAILED) per algorithm: one pass over the
-        verdicts for both (a million of them take tens of milliseconds to count)."""
+        """Entries per status, and entries checked (OK or FAILED) per algorithm, in one pass."""
         statuses: Counter[Status] = Counter()
         algorithms: Counter[str] = Counter()
         for code, count in Counter(self.codes).items():
@@ -97,10 +95,8 @@ class Verdicts:
 
 @dataclass
 class Verification:
-    """What the check found: a verdict per entry, the improperly formatted lines, and the walk's finds.
-
-    The entries' names are not kept (a million names would be most of the memory): ``names()``
-    reads them again from the manifest, in order, while it is open (``verify``'s ``before_close``).
+    """What the check found. The entries' names are not kept (a million names would be most of the
+    memory): ``names()`` reads them again from the manifest while it is open (``before_close``).
     """
 
     checked: Verdicts = field(default_factory=Verdicts)
@@ -151,14 +147,11 @@ def check_file(
 ) -> tuple[int, str, int]:
     """Look at, open and hash one entry's file: its verdict's code, an UNREADABLE detail, bytes read.
 
-    Every entry is judged here, by a short manifest and by the ranges of a long one alike: stat
-    follows symlinks as ``sha256sum`` does, unless the allowed roots confine us (``parents``: the
-    checked path's directory is reached one component at a time and nothing on the way is followed,
-    so one swapped for a symlink since the check cannot lead out); anything but a regular file is
-    refused before it is opened, and the open checks it is the file looked at. A
-    digest length two algorithms share is settled by the first match; a mismatch under a settled
-    length is tried with the other candidates too. ``expected`` is lowercase hex. ``looked``:
-    ``look(path)`` when already taken. A file smaller than the buffer goes to ``check_small``.
+    With ``parents`` (confined) nothing on the way is followed, so a directory swapped for a symlink since
+    the roots were checked cannot lead out (``look``); anything but a regular file is refused before
+    it is opened, and the open checks it is the file looked at. A digest length two algorithms share
+    is settled by the first match; a mismatch under a settled length is tried with the other
+    candidates too. ``expected`` is lowercase hex.
     """
     if looked is None:
         found = look(path, parents)
@@ -166,21 +159,32 @@ def check_file(
             return found
         looked = found
     dir_fd, last = (None, path) if parents is None else parents.parent(path)  # the one ``look`` reached
-    trying = candidates
     narrowed = len(candidates) > 1 and len(expected) in settled
-    if narrowed:
-        trying = (ALGORITHMS[settled[len(expected)]],)
-    blamed = blamed_code(candidates)
-    if 0 < looked.st_size < len(buffer):
-        verdict = check_small(last, dir_fd, looked, expected, candidates, trying, settled, buffer, blamed)
-        if verdict is not None:
-            return verdict
+    trying = (ALGORITHMS[settled[len(expected)]],) if narrowed else candidates
+    size = looked.st_size
     try:
+        if 0 < size < len(buffer):
+            # Most files: open, one read, one ``fstat``, close (``opens.read_small_regular_at``), the same
+            # verdicts as the stream below with two system calls and every per-file object fewer.
+            count, after, failure = read_small_regular_at(
+                last, looked, buffer, dir_fd=dir_fd, follow_symlinks=dir_fd is None
+            )
+            if failure is not None:
+                return UNREADABLE_CODE, f"read error: {explain(failure)}", 0
+            unchanged = after.st_size == size and after.st_mtime_ns == looked.st_mtime_ns
+            if count == size and unchanged:
+                data = memoryview(buffer)[:count]
+                return judge_data(data, expected, candidates, trying, settled), "", count
+            if not (count < size and unchanged):
+                changed = describe_change(looked, after, count) or "its contents moved while it was read"
+                return UNREADABLE_CODE, f"changed while being read ({changed}); check it again", count
+            # else one read gave less than a size that stayed (sysfs says 4,096): read to the end
         fd, opened = open_regular_at(last, dir_fd=dir_fd, follow_symlinks=dir_fd is None, expect=looked)
     except FileNotFoundError:
         return MISSING_CODE, "", 0
     except OSError as exc:
         return UNREADABLE_CODE, explain(exc), 0
+    blamed = blamed_code(candidates)
     read = 0
     try:
         while True:
@@ -212,8 +216,7 @@ def check_file(
 def look(path: bytes, parents: Parents | None = None) -> os.stat_result | tuple[int, str, int]:
     """``os.stat(path)`` of a regular file (following symlinks, as ``sha256sum``; with ``parents``,
     confined: its ``lstat`` relative to its directory, reached without following any), or else the
-    verdict, as ``check_file`` returns it: MISSING when nothing is there, UNREADABLE with the error in
-    words, or with what it is when it is no regular file."""
+    verdict, as ``check_file`` returns it."""
     try:
         if parents is None:
             looked = os.stat(path)
@@ -229,59 +232,22 @@ def look(path: bytes, parents: Parents | None = None) -> os.stat_result | tuple[
     return looked
 
 
-def check_small(
-    name: bytes,
-    dir_fd: int | None,
-    looked: os.stat_result,
-    expected: str,
-    candidates: tuple[Algorithm, ...],
-    trying: tuple[Algorithm, ...],
-    settled: dict[int, str],
-    buffer: bytearray,
-    blamed: int,
-) -> tuple[int, str, int] | None:
-    """``check_file`` for a file smaller than the buffer: open, one read, one ``fstat``, close
-    (``opens.read_small_regular_at``), and the candidates a settled length skipped are tried on the
-    bytes already read. The same verdicts as through ``open_regular_at`` and ``hash_fd``, with two
-    system calls and every per-file object fewer: these are most files, and per-file work is the cost.
-    None when the read gave less than a size that stayed (sysfs says 4,096): ``check_file`` reads to the end."""
-    try:
-        count, after, failure = read_small_regular_at(
-            name, looked, buffer, dir_fd=dir_fd, follow_symlinks=dir_fd is None
-        )
-    except FileNotFoundError:
-        return MISSING_CODE, "", 0
-    except OSError as exc:
-        return UNREADABLE_CODE, explain(exc), 0
-    if failure is not None:
-        return UNREADABLE_CODE, f"read error: {explain(failure)}", 0
-    size = looked.st_size
-    if count < size and after.st_size == size and after.st_mtime_ns == looked.st_mtime_ns:
-        return None  # one read gave less than the size (sysfs says 4,096): the caller reads to the end
-    if count != size or after.st_size != size or after.st_mtime_ns != looked.st_mtime_ns:
-        changed = describe_change(looked, after, count) or "its contents moved while it was read"
-        return UNREADABLE_CODE, f"changed while being read ({changed}); check it again", count
-    return judge_data(memoryview(buffer)[:count], expected, candidates, trying, settled, blamed), "", count
-
-
 def judge_data(
     data: memoryview,
     expected: str,
     candidates: tuple[Algorithm, ...],
     trying: tuple[Algorithm, ...],
     settled: dict[int, str],
-    blamed: int,
 ) -> int:
-    """The verdict's code for a whole file's bytes: ``trying`` first (a match settles the length when
-    it was not settled), then the candidates a settled length skipped, else ``blamed``."""
+    """The verdict's code for a whole file's bytes: ``trying`` first, then the candidates a settled
+    length skipped, else FAILED (``blamed_code``)."""
     for algorithm in trying:
         if one_shot(algorithm)(data).hexdigest() == expected:
             if len(trying) > 1:
                 settled.setdefault(len(expected), algorithm.name)
             return ALGORITHM_CODE[algorithm.name]
-    if len(trying) == len(candidates):
-        return blamed
-    for algorithm in candidates:  # a settled guess that failed: the other candidates too
-        if algorithm.name != trying[0].name and one_shot(algorithm)(data).hexdigest() == expected:
-            return ALGORITHM_CODE[algorithm.name]
-    return blamed
+    if len(trying) < len(candidates):  # a settled guess that failed: the other candidates too
+        for algorithm in candidates:
+            if algorithm.name != trying[0].name and one_shot(algorithm)(data).hexdigest() == expected:
+                return ALGORITHM_CODE[algorithm.name]
+    return blamed_code(candidates)

@@ -1,10 +1,7 @@
 """The verify_checksums engine: a manifest's every entry checked against the files under a base.
 
-A typed ``VerifyRequest`` in, a ``Verification`` out (one verdict byte per entry, the improperly
-formatted lines, the new files), in the one engine call shape; failures are ``EngineError``
-subclasses (``sysmcp.engine.hashing._manifests``), worded by the tool. A short manifest is parsed whole and
-checked on a small thread pool (here); a long one is cut into ranges of whole lines that forked
-processes parse and check themselves (``sysmcp.engine.hashing._verify_ranges``).
+A short manifest is parsed whole and checked on a small thread pool (here); a long one is cut into
+ranges of whole lines that forked processes parse and check themselves (``_verify_ranges``).
 """
 
 from __future__ import annotations
@@ -13,7 +10,7 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from sysmcp.engine.calls import Cancel, Progress
@@ -79,11 +76,8 @@ def verify(request: VerifyRequest, progress: Progress, cancel: Cancel) -> Verifi
     budget = Budget(request.timeout_s, cancel, clock=request.clock)
     reader = open_manifest(source)
     try:
-        prefer = hint_order(source.name_hint)
-        if reader.size >= request.tuning.parallel_from:
-            result = check_ranges(reader, request, prefer, budget, progress, cancel)
-        else:
-            result = _check_here(reader, request, prefer, budget, progress, cancel)
+        check = check_ranges if reader.size >= request.tuning.parallel_from else _check_here
+        result = check(reader, request, budget, progress, cancel)
         if request.report_new and result.stopped is None:
             try:
                 result.new, result.walk_skipped = find_new(
@@ -107,14 +101,10 @@ def verify(request: VerifyRequest, progress: Progress, cancel: Cancel) -> Verifi
 
 
 def _check_here(
-    reader: ManifestBytes,
-    request: VerifyRequest,
-    prefer: Sequence[str],
-    budget: Budget,
-    progress: Progress,
-    cancel: Cancel,
+    reader: ManifestBytes, request: VerifyRequest, budget: Budget, progress: Progress, cancel: Cancel
 ) -> Verification:
     """A short manifest, parsed whole: every entry looked at, then hashed on a small thread pool."""
+    prefer = hint_order(request.source.name_hint)
     manifest = parse_manifest(
         reader.read(0, reader.size), forced=request.algorithm, prefer=prefer, cancel=throttled(cancel)
     )  # no deadline inside the parse

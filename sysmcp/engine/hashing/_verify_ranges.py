@@ -28,6 +28,7 @@ from sysmcp.engine.hashing._manifests import (
     NotAManifest,
     checksum_lines,
     decide_style,
+    hint_order,
     lines_of,
 )
 from sysmcp.engine.hashing._verdicts import (
@@ -36,7 +37,6 @@ from sysmcp.engine.hashing._verdicts import (
     UNREADABLE_CODE,
     Verdicts,
     Verification,
-    blamed_code,
     check_file,
     judge_data,
     known_algorithm,
@@ -90,9 +90,7 @@ class RangeProgress:
 
 @dataclass(slots=True)
 class RangeWork:
-    """What one process checks its ranges with (the parameter object of ``check_plain_block`` and
-    ``check_lines``): the parser, where relative names start, the lengths settled so far, one buffer,
-    its checkpoint and its tally."""
+    """What one process checks its ranges with (``check_plain_block``, ``check_lines``)."""
 
     parser: LineParser
     prefix: bytes  # the base directory, ending in '/'
@@ -115,17 +113,14 @@ class RangeWork:
 
 @dataclass(slots=True)
 class Part:
-    """One range's verdicts, in order: ``lines`` of its lines done (all when ``complete``), an
-    UNREADABLE entry's detail by its index in the range, the improperly formatted lines (numbers in
-    the range, the first ``MAX_BAD_LINES_KEPT``) and their count, the file bytes hashed, and why it
-    stopped early."""
+    """One range's verdicts, in order."""
 
     task: int
-    lines: int
+    lines: int  # of its lines done (all when ``complete``)
     complete: bool
     codes: bytes
-    details: dict[int, str]
-    bad: list[int] = field(default_factory=list)
+    details: dict[int, str]  # an UNREADABLE entry's detail by its index in the range
+    bad: list[int] = field(default_factory=list)  # line numbers in the range, the first MAX_BAD_LINES_KEPT
     bad_count: int = 0
     hashed: int = 0
     stopped: str | None = None
@@ -145,17 +140,13 @@ class _GaveUp(Exception):
 
 def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: int, work: RangeWork) -> Part:
     """``check_file`` for every entry of a range of plain lines (``LineParser.plain_block``), in
-    order: the range's ``Part`` (every line is an entry, so at a stop ``lines`` is the count of
-    codes). Outside confinement only.
+    order: the range's ``Part``. Outside confinement only.
 
-    Why: most entries of a big manifest sit next to many others of their directory. Such a directory
-    is listed once (``_dirlook.list_for``), and a file its listing typed as regular is opened relative
-    to it (``O_NOFOLLOW``, ``O_NONBLOCK``), read once, ``fstat``-ed (a regular file, the inode the
-    entry named, on the directory's device, as big as what was read, its times older than
-    ``settled_ns`` before the range began) and closed: four system calls, where ``check_file`` makes
-    five and walks the whole path twice. Anything else (a name the listing did not type as a regular
-    file or did not reach, a file empty, large, recently changed or swapped, any error) goes through
-    ``check_file`` from the start, so its verdict and text are exactly that path's.
+    A directory of many entries is listed once (why: ``_dirlook``), and a file its listing typed as
+    regular is opened relative to it, read once, ``fstat``-ed (a regular file, the inode the entry
+    named, on the directory's device, as big as what was read, its times older than ``settled_ns``
+    before the range began) and closed. Anything else goes through ``check_file`` from the start, so
+    its verdict and text are exactly that path's.
     """
     parser, prefix, settled, buffer = work.parser, work.prefix, work.settled, work.buffer
     on_chunk, own, tally = work.on_chunk, work.own, work.tally
@@ -239,9 +230,8 @@ def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: 
                     codes.append(known[1])
                 else:
                     candidates = parser.candidates(length)
-                    blamed = blamed_code(candidates)
                     trying = candidates if known is None else (known[2],)
-                    codes.append(judge_data(view[:read], expected, candidates, trying, settled, blamed))
+                    codes.append(judge_data(view[:read], expected, candidates, trying, settled))
             else:
                 path = fsencode(key + last)
                 if not key.startswith("/"):
@@ -320,20 +310,18 @@ def ranges_for(size: int, processes: int) -> tuple[int, int]:
 def check_ranges(
     reader: ManifestBytes,
     request: VerifyRequest,
-    prefer: Sequence[str],
     budget: Budget,
     progress: Progress,
     cancel: Cancel,
 ) -> Verification:
     """Parse and check a long manifest in ranges of whole lines, shared between forked processes.
 
-    What comes back from each process is, per range, one byte per entry, the UNREADABLE details and
-    the improperly formatted lines (few). At the deadline the processes stop; the ranges, or rests
-    of ranges, they did not reach are parsed here so every entry is counted (and NOT_CHECKED) and
-    every line number is right. ``progress(manifest bytes read, its size)`` every few milliseconds;
-    ``budget`` is the deadline, ``cancel`` the cancellation.
+    At the deadline the processes stop; the ranges, or rests of ranges, they did not reach are parsed
+    here so every entry is counted (and NOT_CHECKED) and every line number is right.
+    ``progress(manifest bytes read, its size)`` every few milliseconds.
     """
     forced, base, confine, tuning = request.algorithm, request.base, request.confine, request.tuning
+    prefer = hint_order(request.source.name_hint)
     processes = available_processes() if tuning.processes is None else tuning.processes
     per_task, tasks = ranges_for(reader.size, processes)
     style = decide_style(reader.blocks(per_task, throttled(cancel)), forced, prefer)
@@ -362,9 +350,8 @@ def check_ranges(
 def _check_claimed(
     claim: Callable[[], int | None], reader: ManifestBytes, per_task: int, work: RangeWork
 ) -> dict[str, Any]:
-    """Every range this process claims, checked: its parts, bytes hashed and why it stopped, as sent back."""
+    """Every range this process claims, checked: its parts and why it stopped, as sent back."""
     parts: list[tuple[Any, ...]] = []
-    hashed = 0
     stopped: str | None = None
     gave_up = False
     try:
@@ -377,7 +364,6 @@ def _check_claimed(
             else:
                 part = check_lines(task, block, work)
             parts.append(part.wire())
-            hashed += part.hashed
             if part.stopped is not None:
                 stopped = part.stopped
                 break
@@ -386,7 +372,7 @@ def _check_claimed(
     finally:
         if work.parents is not None:
             work.parents.close()
-    return {"parts": parts, "bytes": hashed, "stopped": stopped, "gave_up": gave_up}
+    return {"parts": parts, "stopped": stopped, "gave_up": gave_up}
 
 
 def _assemble(
@@ -408,8 +394,9 @@ def _assemble(
             continue
         if result["gave_up"]:
             raise NotAManifest(reader.shown)
-        parts.update((part.task, part) for part in map(Part.unwire, result["parts"]))
-        hashed += result["bytes"]
+        for part in map(Part.unwire, result["parts"]):
+            parts[part.task] = part
+            hashed += part.hashed
         stopped = stopped or result["stopped"]
     verdicts = Verdicts()
     codes, details = verdicts.codes, verdicts.details
