@@ -320,18 +320,34 @@ class Lab:
                     host.process.wait()
 
 
-def ssh_processes(marker: str = "sysmcp-ssh-") -> list[str]:
+#: The environment variable that marks the ssh processes of one test's server (see ``ssh_processes``).
+OWNER = "SYSMCP_TEST_OWNER"
+
+
+def ssh_processes(owner: str | None = None, marker: str = "sysmcp-ssh-") -> list[str]:
     """``ps`` lines of ssh clients and masters (``ssh: PATH [mux]``) that mention ``marker``: by default
-    sysmcp's private control directories, which every ssh it starts names."""
+    sysmcp's private control directories, which every ssh it starts names. With ``owner``, only those
+    whose environment has ``OWNER=owner``: the server's ssh processes inherit it (masters too), so a
+    test counts its own server's and not another test's or another run's on the same machine."""
     listing = subprocess.run(
         ["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True, check=True
     ).stdout
     found = []
     for line in listing.splitlines():
         pid_and_args = line.split(None, 1)
-        if len(pid_and_args) == 2 and pid_and_args[1].split()[0] in ("ssh", "ssh:") and marker in line:
+        if len(pid_and_args) != 2 or pid_and_args[1].split()[0] not in ("ssh", "ssh:") or marker not in line:
+            continue
+        if owner is None or _environ_has(pid_and_args[0], f"{OWNER}={owner}"):
             found.append(line.strip())
     return found
 
 
-__all__ = ["Bastion", "Lab", "SimHost", "ssh_processes", "unavailable"]
+def _environ_has(pid: str, setting: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            return setting.encode() in environ.read().split(b"\0")
+    except OSError:  # ended since ps listed it
+        return False
+
+
+__all__ = ["OWNER", "Bastion", "Lab", "SimHost", "ssh_processes", "unavailable"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import signal
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import anyio
 import psutil
 import pytest
 
-from tests.fleet.lab import SHARED, Lab, ssh_processes, unavailable
+from tests.fleet.lab import OWNER, SHARED, Lab, ssh_processes, unavailable
 from tests.wire import result_text, spawn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -59,6 +60,12 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         lab.close()
 
 
+#: This module's servers mark their ssh processes (which inherit it), so that a check counts only them and
+#: not the ssh of another test or run on the same machine.
+ME = uuid.uuid4().hex
+MINE = {OWNER: ME}
+
+
 def server_args(lab: Lab) -> list[str]:
     return lab.gateway_args(CONNECT_TIMEOUT)
 
@@ -69,8 +76,8 @@ def by_host(reply: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 async def test_one_fan_out_gives_every_host_its_status_within_the_timeout(lab: Lab) -> None:
     path = str(lab.base / SHARED / CONF)
-    before = set(ssh_processes())  # another test's masters, should one have been killed mid-way
-    async with spawn(*server_args(lab)) as wire:
+    before = set(ssh_processes(ME))  # another test's masters, should one have been killed mid-way
+    async with spawn(*server_args(lab), env=MINE) as wire:
         await wire.initialize()
         started = anyio.current_time()
         reply = await wire.call("file_sha256", {"path": path, "hosts": ["all"]}, progress="p", msg_id=1)
@@ -98,12 +105,12 @@ async def test_one_fan_out_gives_every_host_its_status_within_the_timeout(lab: L
         assert "hosts answered" in progress[-1]["message"]
         await wire.close_stdin()
         assert await wire.wait_exit(15) == 0
-    assert set(ssh_processes()) - before == set()
+    assert set(ssh_processes(ME)) - before == set()
 
 
 async def test_the_drift_verdict_names_the_odd_host_and_the_one_without_the_file(lab: Lab) -> None:
     path = str(lab.base / SHARED / CONF)
-    async with spawn(*server_args(lab)) as wire:
+    async with spawn(*server_args(lab), env=MINE) as wire:
         await wire.initialize()
         reply = await wire.call("file_sha256", {"path": path, "hosts": ["web"]})
         view = reply["result"]["structuredContent"]["view"]
@@ -120,7 +127,7 @@ async def test_a_hosts_manifest_is_read_through_the_gateway_and_checked_on_other
     """hash_tree on web1, its full manifest read through the gateway, then checked on web1 and web5."""
     root = str(lab.base / SHARED)
     digest = hashlib.sha256(SAME.encode()).hexdigest()
-    async with spawn(*server_args(lab)) as wire:
+    async with spawn(*server_args(lab), env=MINE) as wire:
         await wire.initialize()
         made = await wire.call("hash_tree", {"path": root, "hosts": ["web1"]})
         uri = made["result"]["structuredContent"]["hosts"][0]["result"]["manifest_uri"]
@@ -143,12 +150,12 @@ async def test_a_hosts_manifest_is_read_through_the_gateway_and_checked_on_other
 
 
 async def test_after_a_cancelled_fan_out_the_next_call_reuses_the_sessions(lab: Lab) -> None:
-    before = set(ssh_processes())
-    async with spawn(*server_args(lab)) as wire:
+    before = set(ssh_processes(ME))
+    async with spawn(*server_args(lab), env=MINE) as wire:
         await wire.initialize()
         warm = await wire.call("disk_usage", {"path": "/", "hosts": ["web"]})
         assert all(entry["status"] == "ok" for entry in by_host(warm).values())
-        sessions = {p for p in set(ssh_processes()) - before if " -- web" in p}  # the session clients
+        sessions = {p for p in set(ssh_processes(ME)) - before if " -- web" in p}  # the session clients
         assert len(sessions) == len(HEALTHY)
         # The stopped host keeps this fan-out waiting; the healthy hosts answer at once. Cancel it.
         await wire.start_call("disk_usage", {"path": "/", "hosts": ["web", "stopped"]}, msg_id=9, progress=9)
@@ -168,27 +175,27 @@ async def test_after_a_cancelled_fan_out_the_next_call_reuses_the_sessions(lab: 
         again = await wire.call("disk_usage", {"path": "/", "hosts": ["web"]})
         assert all(entry["status"] == "ok" for entry in by_host(again).values())
         assert {
-            p for p in set(ssh_processes()) - before if " -- web" in p
+            p for p in set(ssh_processes(ME)) - before if " -- web" in p
         } == sessions  # the same ssh processes: no host was reconnected
         await wire.close_stdin()
         await wire.wait_exit(15)
-    assert set(ssh_processes()) - before == set()
+    assert set(ssh_processes(ME)) - before == set()
 
 
 async def test_sigterm_with_sessions_open_ends_every_ssh(lab: Lab) -> None:
-    before = set(ssh_processes())
-    async with spawn(*server_args(lab)) as wire:
+    before = set(ssh_processes(ME))
+    async with spawn(*server_args(lab), env=MINE) as wire:
         await wire.initialize()
         await wire.call("disk_usage", {"hosts": ["web1", "web2"]})
-        assert len(set(ssh_processes()) - before) >= 2
+        assert len(set(ssh_processes(ME)) - before) >= 2
         wire.process.send_signal(signal.SIGTERM)
         assert await wire.wait_exit(15) == 0
-    assert set(ssh_processes()) - before == set()
+    assert set(ssh_processes(ME)) - before == set()
 
 
 async def test_unknown_hosts_are_refused_listing_the_groups(lab: Lab) -> None:
-    before = set(ssh_processes())
-    async with spawn(*server_args(lab)) as wire:
+    before = set(ssh_processes(ME))
+    async with spawn(*server_args(lab), env=MINE) as wire:
         await wire.initialize()
         reply = await wire.call("disk_usage", {"hosts": ["web1", "mail.example.org"]})
         assert reply["result"]["isError"] is True
@@ -199,7 +206,7 @@ async def test_unknown_hosts_are_refused_listing_the_groups(lab: Lab) -> None:
             assert tool["inputSchema"]["properties"]["hosts"]["type"] == "array"
         await wire.close_stdin()
         await wire.wait_exit(15)
-    assert set(ssh_processes()) - before == set()
+    assert set(ssh_processes(ME)) - before == set()
 
 
 async def test_without_a_fleet_nothing_changes() -> None:
@@ -211,7 +218,7 @@ async def test_without_a_fleet_nothing_changes() -> None:
 
 
 async def test_the_instructions_name_the_groups_and_the_host_count(lab: Lab) -> None:
-    async with spawn(*server_args(lab)) as wire:
+    async with spawn(*server_args(lab), env=MINE) as wire:
         init = await wire.initialize()
         text = init["result"]["instructions"]
         assert "11 hosts" in text and "web (6)" in text and "broken (5)" in text and "web1" in text
@@ -245,7 +252,7 @@ async def test_a_remote_that_lacks_a_tool_is_that_hosts_tool_error(tmp_path: Pat
         sdk = Path(__file__).resolve().parents[2] / "benchmarks" / "sdk_server.py"
         lab.add("older", command=f"exec {shlex.join([sys.executable, str(sdk)])}")
         lab.inventory()
-        async with spawn(*server_args(lab)) as wire:
+        async with spawn(*server_args(lab), env=MINE) as wire:
             await wire.initialize()
             reply = await wire.call("hash_tree", {"path": str(lab.base / SHARED), "hosts": ["all"]})
             hosts = by_host(reply)
@@ -261,8 +268,8 @@ async def test_a_remote_that_lacks_a_tool_is_that_hosts_tool_error(tmp_path: Pat
 async def test_a_session_that_died_is_reopened_on_the_next_call(lab: Lab) -> None:
     import os
 
-    before = set(ssh_processes())
-    async with spawn(*server_args(lab)) as wire:
+    before = set(ssh_processes(ME))
+    async with spawn(*server_args(lab), env=MINE) as wire:
         await wire.initialize()
         first = await wire.call("disk_usage", {"path": "/", "hosts": ["web1"]})
         assert by_host(first)["web1"]["status"] == "ok"
@@ -282,4 +289,4 @@ async def test_a_session_that_died_is_reopened_on_the_next_call(lab: Lab) -> Non
         assert "reconnected" not in result_text(third)
         await wire.close_stdin()
         await wire.wait_exit(15)
-    assert set(ssh_processes()) - before == set()
+    assert set(ssh_processes(ME)) - before == set()
