@@ -134,7 +134,9 @@ class Reader:
 
     def _open(self, candidate: RawCandidate, size: int) -> tuple[int, os.stat_result] | None:
         """Open the very inode the walk saw (its ``lstat`` is the look, as hash_tree takes it) with
-        ``OPEN_AT``, if it is still a regular file of the size the walk saw: it and its ``fstat``."""
+        ``OPEN_AT``, if it is still a regular file of the size the walk saw: it and its ``fstat``.
+        Why those flags: a symlink swapped in since is not followed (ELOOP), a FIFO swapped in cannot
+        block the open, and a tty never becomes our controlling terminal."""
         self.cancel()  # one size can have a hundred thousand candidates: stop between any two
         relative, dev, ino, _ = candidate
         parent, _, name = relative.rpartition(b"/")

@@ -3,7 +3,8 @@
 Why: a duplicate search must know which sizes at least two inodes share before it reads anything, and
 a million files held in memory (even as compact arrays) cost tens of megabytes, which every forked
 worker then counts again. Here each process that walks writes one record per file as sorted runs to
-an unlinked temporary file; the merge streams the runs largest size first, one size at a time.
+an unlinked temporary file (never visible in any directory, gone when closed); the merge streams the
+runs largest size first, one size at a time.
 
 Further names of one inode seen by two processes (hard links split between them) sort next to each
 other, so the merge counts them as links, not as copies, whichever process saw them first.

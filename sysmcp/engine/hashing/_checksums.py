@@ -102,7 +102,8 @@ def threaded_blake3() -> Hasher:
 
     Why: ``max_threads=AUTO`` starts rayon's global pool on first use; a child forked after that
     inherits the pool without its threads and waits forever in ``update``. One thread never touches
-    rayon, and a forked worker is already one of several processes sharing the cores.
+    rayon, and a forked worker is already one of several processes sharing the cores. Every threaded
+    hash goes through here: the one place that decides it.
     """
     return blake3.blake3(max_threads=1 if forked() else blake3.blake3.AUTO)
 
@@ -291,7 +292,8 @@ def hash_many(
 
     The caller's thread iterates ``items`` (``size`` says an item's bytes, to batch by) and calls
     ``cancel`` between items and every ``WAIT_S`` seconds while waiting; when it raises, the hashing
-    threads stop within one chunk and the exception propagates.
+    threads stop within one chunk and the exception propagates. (hashlib and blake3 release the GIL on
+    large updates: the threads really use the cores.)
     """
     stop = StopFlag()
     local = threading.local()

@@ -5,8 +5,9 @@ directory. A ``stat`` per name walks the whole path in the kernel and, with the 
 walks it twice. One listing of the directory gives every entry's type and inode number (``d_type``,
 ``d_ino``), and an ``openat`` relative to the directory's descriptor walks one component.
 
-The listing is the look: a name is taken this way only if its entry says regular file. The caller
-opens it relative to ``ListedDirectory.fd`` with ``_checksums.OPEN_AT`` and checks on the descriptor
+The listing is the look: a name is taken this way only if its entry says regular file (an entry of
+unknown type is ``lstat``-ed). The caller opens it relative to ``ListedDirectory.fd`` with
+``_checksums.OPEN_AT`` (``O_NOFOLLOW``, ``O_NONBLOCK``, ``O_NOCTTY``) and checks on the descriptor
 that it is a regular file with the inode the entry named, so a name swapped for a FIFO or a symlink
 since the listing cannot block the open and is never judged by what was read.
 

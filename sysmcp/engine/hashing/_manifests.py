@@ -1,6 +1,7 @@
 """Reading checksum manifests: lines as ``sha256sum -c`` reads them, and the manifest file in ranges.
 
-The formats themselves (GNU and BSD ``--tag`` lines, their escaping) are described in
+As ``sha256sum -c``: lines starting with ``#`` and empty lines are skipped, one trailing CR is dropped,
+anything else that does not parse is improperly formatted. The formats themselves (GNU and BSD ``--tag`` lines, their escaping) are described in
 ``sysmcp.engine.hashing._checksums``, which writes them.
 """
 
@@ -399,7 +400,8 @@ _EXTEND = 64 << 10  # read-ahead while looking for the end of a line that runs p
 
 class ManifestBytes:
     """The manifest's bytes, a range at a time: from the open file (``pread``: the forked processes
-    share the descriptor but no file offset) or from memory (text, a stored result).
+    share the descriptor but no file offset) or from memory (text, a stored result). Why ranges: each
+    checking process parses its own, so no process holds the whole manifest or an object per line.
     """
 
     def __init__(self, shown: str, data: bytes = b"", fd: int | None = None) -> None:

@@ -7,8 +7,8 @@ hashes what it lists, in line; the parent hands the directories still waiting to
 after a few milliseconds (``parallel.ParallelWalk``, the driver every walking engine runs on).
 
 Why sorted runs: a million manifest lines as Python objects would be hundreds of megabytes. Each
-process writes compact records (``name NUL line``) as sorted runs to an unlinked temporary file;
-the parent merges them into the manifest, kept whole only while it fits the result store.
+process writes compact records (``name NUL line``) as sorted runs to an unlinked temporary file
+(never visible in any directory, gone when closed); the parent merges them into the manifest, kept whole only while it fits the result store.
 
 Why no ``lstat`` per file: the walk (``regular_by_type``) knows a regular file by its directory
 entry's type, and the open checks the rest on the descriptor; a small file then costs five system

@@ -17,7 +17,8 @@ empty while another still walks waits for its gifts (never needed for correctnes
 claims again until the queue is empty).
 
 A child touches nothing but the walk: no logging, no event loop, no stdout (it never writes to the
-wire), garbage collection off. It exits if the server goes away. On cancellation, or any error in
+wire), garbage collection off, and leaves with ``os._exit``: no atexit handler of the parent runs and
+no stdio buffer it inherited is flushed onto the wire. It exits if the server goes away. On cancellation, or any error in
 this process, the children are killed (SIGKILL) and reaped before ``FanOut`` lets go.
 """
 

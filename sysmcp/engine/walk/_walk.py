@@ -320,7 +320,8 @@ class Scanner:
 
         Safe for a consumer that opens the file anyway: it opens it relative to the directory with
         ``O_NOFOLLOW`` and ``O_NONBLOCK``, then checks on the descriptor that it is a regular file and
-        the inode the entry named, so a swap since the listing is caught either way.
+        the inode the entry named, so a swap since the listing is caught either way. Directories,
+        symlinks, special files and entries of unknown type are ``lstat``-ed as ``_read`` does.
         """
         assert frame.fd is not None
         typed: list[tuple[str, int]] = []
