@@ -504,7 +504,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         every = ", every extension" if isinstance(found.extensions, list) else ""
         kept = f"Longer lists (up to {FULL_DIRECTORIES:,} directories, {FULL_FILES:,} files{every}): {{}}"
         text, links = with_link(text, link, kept, "Longer lists: not kept, {}")
-    return ToolOutput(text, to_json(found), links=links, result=found)
+    return ToolOutput.typed(text, found, links)
 
 
 def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:

@@ -21,7 +21,7 @@ from sysmcp.tools import walking
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name, with_link
-from sysmcp.tools.typed import Open, prop, result, to_json
+from sysmcp.tools.typed import Open, prop, result
 
 PATHS_INLINE = 5  # paths shown per group in the text and structured content
 FULL_TEXT_CAP = 8 << 20  # the full group list resource is cut (and says so) beyond this
@@ -179,7 +179,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         name = listing_name("duplicates", shown, ".txt")
         link = ctx.keep(name, full_list(answer, search), description=f"All duplicate groups under {shown}")
         text, links = with_link(text, link, "All groups and paths: {}", "All groups and paths: not kept, {}")
-    return ToolOutput(text, to_json(answer), links=links, result=answer)
+    return ToolOutput.typed(text, answer, links)
 
 
 TOOL = Tool(

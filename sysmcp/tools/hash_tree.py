@@ -204,9 +204,7 @@ def answer(
         ],
         tree.non_utf8,
     )
-    return ToolOutput.of(
-        result, lambda result: render(result, tree.seconds, tree.skipped_named, not_kept), links
-    )
+    return ToolOutput.typed(render(result, tree.seconds, tree.skipped_named, not_kept), result, links)
 
 
 def render(tree: HashTree, seconds: float, skipped_named: list[str], not_kept: str | None) -> str:

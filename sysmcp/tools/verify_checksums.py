@@ -267,9 +267,7 @@ def answer(
         links[0].uri if links else None,
         result.walk_skipped,
     )
-    return ToolOutput.of(
-        typed, lambda typed: render(typed, result.seconds, limit, not_kept, manifest_dir), links
-    )
+    return ToolOutput.typed(render(typed, result.seconds, limit, not_kept, manifest_dir), typed, links)
 
 
 def render(

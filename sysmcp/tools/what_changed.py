@@ -33,7 +33,7 @@ from sysmcp.tools import schemas as js
 from sysmcp.tools.dir_usage import FULL_FILES, iso_utc, parse_duration
 from sysmcp.tools.merging import HostOutcome, fleet_output, typed_results
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name
-from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result, to_json
+from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result
 from sysmcp.tools.walking import (
     directory_argument,
     joined,
@@ -645,7 +645,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             mime_type="text/tab-separated-values",
         )
         text += line
-    return ToolOutput(text, to_json(answer), links=links, result=answer)
+    return ToolOutput.typed(text, answer, links)
 
 
 def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
