@@ -30,18 +30,17 @@ from sysmcp.tools.merging import HostOutcome, fleet_output, typed_results
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name, with_link
 from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result, to_json
 from sysmcp.tools.walking import (
+    TimeBudget,
     directory_argument,
     joined,
     scan_failure,
     skipped_phrase,
-    timeout_property,
     walk_options,
     walk_properties,
 )
 from sysmcp.views import DIR_USAGE
 
-DEFAULT_TIMEOUT_S = 30.0
-MAX_TIMEOUT_S = 300.0
+TIMEOUT = TimeBudget(default=30.0, maximum=300.0)
 FULL_FILES = 1000  # rows kept for the full listing resource (the inline list is top_n of these)
 FULL_DIRECTORIES = 10_000
 MAX_AGE_S = 200 * 365 * 86400  # a duration longer than this is a typo, not a filter
@@ -65,7 +64,7 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
         "max_depth": js.integer("Depth of the directory list.", minimum=1, maximum=1000, default=1),
         "sort_by": js.string(enum=["disk", "apparent"], default="disk"),
         "min_size": size_argument("List only entries this big."),
-        "timeout_s": timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
+        "timeout_s": TIMEOUT.property(),
         **walk_properties("path"),
     }
 )
@@ -460,7 +459,7 @@ def request_for(
         max_depth=args["max_depth"],
         by_disk=args["sort_by"] == "disk",
         min_size=args["min_size"],
-        timeout_s=min(float(args["timeout_s"]), MAX_TIMEOUT_S),
+        timeout_s=TIMEOUT.of(args),
         newer_than=window[0],
         older_than=window[1],
         extensions=show in _LISTS_EXTENSIONS,

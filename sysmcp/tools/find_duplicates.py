@@ -25,15 +25,14 @@ from sysmcp.tools.typed import Open, prop, result
 
 PATHS_INLINE = 5  # paths shown per group in the text and structured content
 FULL_TEXT_CAP = 8 << 20  # the full group list resource is cut (and says so) beyond this
-DEFAULT_TIMEOUT_S = 60.0
-MAX_TIMEOUT_S = 600.0
+TIMEOUT = walking.TimeBudget(default=60.0, maximum=600.0)
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
         "path": js.path_argument(),
         "min_size": size_argument("Only files this big.", minimum=1, default=1),
         "top_n": js.top_n_argument(maximum=50, default=10),
-        "timeout_s": walking.timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
+        "timeout_s": TIMEOUT.property(),
         **walking.walk_properties("path"),
     }
 )
@@ -158,7 +157,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         os.fsencode(path),
         walking.walk_options(args),
         min_size=args["min_size"],
-        timeout_s=min(float(args["timeout_s"]), MAX_TIMEOUT_S),
+        timeout_s=TIMEOUT.of(args),
     )
 
     def describe(meter: Meter, elapsed: float) -> str:

@@ -42,8 +42,7 @@ from sysmcp.tools.typed import prop, result
 
 __all__ = ["INPUT_SCHEMA", "TOOL", "answer", "handle", "render", "verify_request"]
 
-DEFAULT_TIMEOUT_S = 30.0
-MAX_TIMEOUT_S = 600.0
+TIMEOUT = walking.TimeBudget(default=30.0, maximum=600.0)
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
@@ -60,7 +59,7 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
         "max_listed": js.top_n_argument(
             "Names per list inline; the full report by link.", maximum=1000, default=50
         ),
-        "timeout_s": walking.timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
+        "timeout_s": TIMEOUT.property(),
         **walking.walk_properties("base_dir", note="With report_new: "),
     },
     required=("manifest",),
@@ -189,7 +188,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         base_raw, lambda found: walking.require_directory(found, display(found), "base_dir")
     )
     base_shown = display(base_path)
-    timeout_s = min(float(args["timeout_s"]), MAX_TIMEOUT_S)
+    timeout_s = TIMEOUT.of(args)
     reports: list[Report] = []
 
     def write_if_cut(result: Verification) -> None:
@@ -279,7 +278,7 @@ def render(
     if answer.stopped_reason is not None:
         lines.append(
             f"PARTIAL RESULT: checking stopped early ({answer.stopped_reason}); {answer.not_checked:,} of "
-            f"{plural(answer.entries, 'entry', 'entries')} were not checked. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) "
+            f"{plural(answer.entries, 'entry', 'entries')} were not checked. Give a larger timeout_s (at most {TIMEOUT.maximum:g}) "
             "or check a part of the manifest."
         )
     lines += [_summary(answer), _hashed(answer, seconds), _verdict(answer)]
