@@ -22,7 +22,7 @@ from sysmcp.engine.usage import Usage, UsageRequest, scan_usage
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ArgumentError
-from sysmcp.render import age, human_bytes, more_not_shown, plural, table
+from sysmcp.render import age, human_bytes, plural, table, titled
 from sysmcp.tools import schemas as js
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.history_hooks import recorded_scan
@@ -309,18 +309,18 @@ def _lists(found: DirUsage, usage: Usage, args: dict[str, Any], now: float) -> l
             (row, printable(row.path) + "/", f"  ({plural(row.files, 'file')})") for row in directories
         ]
         title = f"Largest directories ({depth}, by {measure}{limit}):"
-        lines += _list(title, rows, len(rows) + found.directories_not_shown, "directory", by_disk)
+        lines += _list(title, rows, found.directories_not_shown, "directory", by_disk)
     if args["show"] in _LISTS_FILES:
         files = found.largest_files
         ages = [_age(usage.modified.get(file.relative), now) for file in usage.files[: len(files)]]
         rows = [(row, printable(row.path), tail) for row, tail in zip(files, ages, strict=True)]
         title = f"Largest files (by {measure}{limit}{modified}):"
-        lines += _list(title, rows, len(rows) + found.files_not_shown, "file", by_disk)
+        lines += _list(title, rows, found.files_not_shown, "file", by_disk)
     if isinstance(found.extensions, list):
         extensions = found.extensions
         rows = [(row, printable(row.extension), f"  ({plural(row.files, 'file')})") for row in extensions]
         title = f"Top extensions (by {measure}{modified}):"
-        lines += _list(title, rows, len(usage.extensions), "extension", by_disk)
+        lines += _list(title, rows, len(usage.extensions) - len(rows), "extension", by_disk)
     return lines
 
 
@@ -371,19 +371,13 @@ Listed = LargeFile | LargeDirectory | Extension
 
 
 def _list(
-    title: str, rows: Sequence[tuple[Listed, str, str]], eligible: int, noun: str, by_disk: bool
+    title: str, rows: Sequence[tuple[Listed, str, str]], cut: int, noun: str, by_disk: bool
 ) -> list[str]:
-    """One bounded list of the text: its title, a line per (row, name, tail), what it left out."""
-    lines = [title]
-    lines += [
-        f"  {_size_text(row.apparent_bytes, row.disk_bytes, by_disk)}  {name}{tail}"
-        for row, name, tail in rows
+    """One bounded list of the text: its title, a line per (row, name, tail), the ``cut`` rows left out."""
+    items = [
+        f"{_size_text(row.apparent_bytes, row.disk_bytes, by_disk)}  {name}{tail}" for row, name, tail in rows
     ]
-    if not rows:
-        lines.append("  (none)")
-    if eligible != len(rows):
-        lines.append(f"  {more_not_shown(eligible - len(rows), noun)}")
-    return lines
+    return titled(title, items or ["(none)"], cut, noun)
 
 
 def _cutoff(now: float, seconds: float | None) -> Opt[str]:

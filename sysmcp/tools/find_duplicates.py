@@ -15,7 +15,7 @@ from sysmcp.engine.faults import EngineError, PermissionRefused
 from sysmcp.engine.paths import printable
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ToolError
-from sysmcp.render import human_bytes, more_not_shown, plural
+from sysmcp.render import human_bytes, more_not_shown, plural, titled
 from sysmcp.tools import schemas as js
 from sysmcp.tools import walking
 from sysmcp.tools.arguments import size_argument
@@ -111,12 +111,8 @@ def render(answer: Duplicates, named: Sequence[str] = ()) -> str:
         f"opened {plural(answer.files_read, 'time')} (a file once per sieve), {human_bytes(answer.bytes_read)} read [{answer.elapsed_s:.2f} s]"
     )
     for number, group in enumerate(answer.groups, 1):
-        lines.append(
-            f"{number}. {group.copies} copies of {human_bytes(group.size_bytes)} — {human_bytes(group.reclaimable_bytes)} "
-            "reclaimable:"
-        )
-        lines += [f"     {printable(p)}" for p in group.paths]
-        lines += [f"     {more_not_shown(group.paths_not_shown, 'copy')}"] if group.paths_not_shown else []
+        head = f"{number}. {group.copies} copies of {human_bytes(group.size_bytes)} — {human_bytes(group.reclaimable_bytes)} reclaimable:"
+        lines += titled(head, map(printable, group.paths), group.paths_not_shown, "copy", indent="     ")
     lines += [more_not_shown(answer.groups_not_shown, "group")] if answer.groups_not_shown else []
     if answer.hard_links_ignored:
         were = "was not treated as a copy" if answer.hard_links_ignored == 1 else "were not treated as copies"

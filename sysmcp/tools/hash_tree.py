@@ -31,7 +31,7 @@ from sysmcp.engine.paths import display, printable
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.threads import run_in_thread
-from sysmcp.render import human_bytes, plural, rate, took
+from sysmcp.render import human_bytes, plural, rate, titled, took
 from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools import schemas as js
 from sysmcp.tools import walking
@@ -231,10 +231,11 @@ def render(tree: HashTree, seconds: float, skipped_named: list[str], not_kept: s
     if tree.skipped:
         out.append("skipped: " + walking.skipped_phrase(tree.skipped, skipped_named, base))
     if tree.unreadable_count:
-        out.append(f"{plural(tree.unreadable_count, 'file')} could not be hashed (left out of the manifest):")
-        out += [f"  {item.path}: {item.error}" for item in tree.unreadable]
-        if tree.unreadable_count > MAX_LISTED:
-            out.append(f"  … and {tree.unreadable_count - MAX_LISTED:,} more")
+        out += titled(
+            f"{plural(tree.unreadable_count, 'file')} could not be hashed (left out of the manifest):",
+            [f"{item.path}: {item.error}" for item in tree.unreadable],
+            tree.unreadable_count - len(tree.unreadable),
+        )
     non_utf8 = tree.non_utf8_names
     if non_utf8:
         out.append(

@@ -32,7 +32,7 @@ from sysmcp.engine.paths import PathPolicy, display, printable
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ToolError
-from sysmcp.render import and_more, human_bytes, plural, rate
+from sysmcp.render import and_more, human_bytes, plural, rate, titled
 from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools import schemas as js
 from sysmcp.tools import walking
@@ -293,7 +293,7 @@ def render(
     )
     for title, names, count in lists:
         if count:
-            lines += _names(f"{title} ({count:,}):", names, count)
+            lines += titled(f"{title} ({count:,}):", names, count - len(names))
     if answer.improperly_formatted_lines:
         numbers = ", ".join(str(n) for n in answer.improperly_formatted_lines)
         bad = answer.improperly_formatted
@@ -301,7 +301,7 @@ def render(
         lines.append(f"Improperly formatted lines (line numbers): {numbers}{more}")
     if answer.new:
         title = f"New files under {answer.base_dir} not in the manifest ({answer.new:,}):"
-        lines += _names(title, answer.new_files, answer.new)
+        lines += titled(title, answer.new_files, answer.new - len(answer.new_files))
     if answer.walk_skipped:
         lines.append("walk skipped: " + walking.skipped_phrase(answer.walk_skipped))
     if answer.truncated:
@@ -358,15 +358,6 @@ def _verdict(answer: VerifyChecksums) -> str:
     ):
         return "Result: NOT SETTLED (not every entry was checked)"
     return "Result: NOT OK (sha256sum -c --strict would fail)"
-
-
-def _names(title: str, names: list[str], total: int) -> list[str]:
-    """A titled list of names, indented, ending in how many more when it was cut."""
-    return [
-        title,
-        *(f"  {name}" for name in names),
-        *([f"  {and_more(total - len(names))}"] if total > len(names) else []),
-    ]
 
 
 def write_report(result: Verification, most: int | None = None) -> Report:
