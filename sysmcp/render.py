@@ -11,7 +11,7 @@ seconds, never text), and anything an engine does (engines produce numbers; noth
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 __all__ = [
     "age",
@@ -22,6 +22,7 @@ __all__ = [
     "plural",
     "rate",
     "table",
+    "titled",
     "took",
 ]
 
@@ -82,6 +83,15 @@ def more_not_shown(count: int, singular: str) -> str:
 def and_more(count: int) -> str:
     """'… and 1,234 more': the end of a cut list whose title already names what it lists."""
     return f"… and {count:,} more"
+
+
+def titled(title: str, items: Iterable[str], cut: int, singular: str = "", indent: str = "  ") -> list[str]:
+    """A titled list: ``title``, each item indented, then the ``cut`` items left out, as
+    ``more_not_shown`` says them with a ``singular``, else as ``and_more``."""
+    lines = [title, *(indent + item for item in items)]
+    if cut > 0:
+        lines.append(indent + (more_not_shown(cut, singular) if singular else and_more(cut)))
+    return lines
 
 
 def rate(size: float, seconds: float) -> str:

@@ -27,7 +27,7 @@ from sysmcp.render import human_bytes, more_not_shown, noun, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.errors import unreadable_reason
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
-from sysmcp.tools.typed import ABSENT, Opt, prop, result, to_json
+from sysmcp.tools.typed import ABSENT, Opt, prop, result
 
 MAX_HOLDERS = 5  # descriptors listed per file; more are counted
 
@@ -313,14 +313,14 @@ class DeletedOpenFiles:
                 "This system has no /proc/PID/fd, so sysmcp cannot list deleted files held open here. "
                 "On macOS, `sudo lsof +L1` shows them."
             )
-            return ToolOutput.of(DeletedOpenAnswer(False, [], 0, [], 0), lambda _: text)
+            return ToolOutput.typed(text, DeletedOpenAnswer(False, [], 0, [], 0))
         scan = await ctx.run_engine(
             scan_processes,
             self.proc,
             describe=lambda meter, _: f"{plural(int(meter.done), 'process')} looked at",
         )
         text, answer = render(scan, self.partitions(), args["top_n"], only_dev, shown, ctx.paths.allowed)
-        return ToolOutput(text, to_json(answer), result=answer)
+        return ToolOutput.typed(text, answer)
 
 
 TOOL = Tool(

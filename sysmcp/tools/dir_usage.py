@@ -22,7 +22,7 @@ from sysmcp.engine.usage import Usage, UsageRequest, scan_usage
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ArgumentError
-from sysmcp.render import age, human_bytes, more_not_shown, plural, table
+from sysmcp.render import age, human_bytes, plural, table, titled
 from sysmcp.tools import schemas as js
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.history_hooks import recorded_scan
@@ -30,18 +30,17 @@ from sysmcp.tools.merging import HostOutcome, fleet_output, typed_results
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name, with_link
 from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result, to_json
 from sysmcp.tools.walking import (
+    TimeBudget,
     directory_argument,
     joined,
     scan_failure,
     skipped_phrase,
-    timeout_property,
     walk_options,
     walk_properties,
 )
 from sysmcp.views import DIR_USAGE
 
-DEFAULT_TIMEOUT_S = 30.0
-MAX_TIMEOUT_S = 300.0
+TIMEOUT = TimeBudget(default=30.0, maximum=300.0)
 FULL_FILES = 1000  # rows kept for the full listing resource (the inline list is top_n of these)
 FULL_DIRECTORIES = 10_000
 MAX_AGE_S = 200 * 365 * 86400  # a duration longer than this is a typo, not a filter
@@ -65,7 +64,7 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
         "max_depth": js.integer("Depth of the directory list.", minimum=1, maximum=1000, default=1),
         "sort_by": js.string(enum=["disk", "apparent"], default="disk"),
         "min_size": size_argument("List only entries this big."),
-        "timeout_s": timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
+        "timeout_s": TIMEOUT.property(),
         **walk_properties("path"),
     }
 )
@@ -310,18 +309,18 @@ def _lists(found: DirUsage, usage: Usage, args: dict[str, Any], now: float) -> l
             (row, printable(row.path) + "/", f"  ({plural(row.files, 'file')})") for row in directories
         ]
         title = f"Largest directories ({depth}, by {measure}{limit}):"
-        lines += _list(title, rows, len(rows) + found.directories_not_shown, "directory", by_disk)
+        lines += _list(title, rows, found.directories_not_shown, "directory", by_disk)
     if args["show"] in _LISTS_FILES:
         files = found.largest_files
         ages = [_age(usage.modified.get(file.relative), now) for file in usage.files[: len(files)]]
         rows = [(row, printable(row.path), tail) for row, tail in zip(files, ages, strict=True)]
         title = f"Largest files (by {measure}{limit}{modified}):"
-        lines += _list(title, rows, len(rows) + found.files_not_shown, "file", by_disk)
+        lines += _list(title, rows, found.files_not_shown, "file", by_disk)
     if isinstance(found.extensions, list):
         extensions = found.extensions
         rows = [(row, printable(row.extension), f"  ({plural(row.files, 'file')})") for row in extensions]
         title = f"Top extensions (by {measure}{modified}):"
-        lines += _list(title, rows, len(usage.extensions), "extension", by_disk)
+        lines += _list(title, rows, len(usage.extensions) - len(rows), "extension", by_disk)
     return lines
 
 
@@ -372,19 +371,13 @@ Listed = LargeFile | LargeDirectory | Extension
 
 
 def _list(
-    title: str, rows: Sequence[tuple[Listed, str, str]], eligible: int, noun: str, by_disk: bool
+    title: str, rows: Sequence[tuple[Listed, str, str]], cut: int, noun: str, by_disk: bool
 ) -> list[str]:
-    """One bounded list of the text: its title, a line per (row, name, tail), what it left out."""
-    lines = [title]
-    lines += [
-        f"  {_size_text(row.apparent_bytes, row.disk_bytes, by_disk)}  {name}{tail}"
-        for row, name, tail in rows
+    """One bounded list of the text: its title, a line per (row, name, tail), the ``cut`` rows left out."""
+    items = [
+        f"{_size_text(row.apparent_bytes, row.disk_bytes, by_disk)}  {name}{tail}" for row, name, tail in rows
     ]
-    if not rows:
-        lines.append("  (none)")
-    if eligible != len(rows):
-        lines.append(f"  {more_not_shown(eligible - len(rows), noun)}")
-    return lines
+    return titled(title, items or ["(none)"], cut, noun)
 
 
 def _cutoff(now: float, seconds: float | None) -> Opt[str]:
@@ -460,7 +453,7 @@ def request_for(
         max_depth=args["max_depth"],
         by_disk=args["sort_by"] == "disk",
         min_size=args["min_size"],
-        timeout_s=min(float(args["timeout_s"]), MAX_TIMEOUT_S),
+        timeout_s=TIMEOUT.of(args),
         newer_than=window[0],
         older_than=window[1],
         extensions=show in _LISTS_EXTENSIONS,
@@ -504,7 +497,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         every = ", every extension" if isinstance(found.extensions, list) else ""
         kept = f"Longer lists (up to {FULL_DIRECTORIES:,} directories, {FULL_FILES:,} files{every}): {{}}"
         text, links = with_link(text, link, kept, "Longer lists: not kept, {}")
-    return ToolOutput(text, to_json(found), links=links, result=found)
+    return ToolOutput.typed(text, found, links)
 
 
 def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:

@@ -481,7 +481,7 @@ class DiskUsage:
 
                 text, part = await explain(entry, table, timeout, ctx, self.proc)
                 answer = self._answer(entries, table, shown, ctx.paths.allowed, explain=part)
-                return ToolOutput.of(answer, lambda a: text + "\n" + render(a, unit, [entry.rate]))
+                return ToolOutput.typed(text + "\n" + render(answer, unit, [entry.rate]), answer)
             await pools.take(entries)
         else:
             mounts = disks.selected(table, everything, ctx.paths.allowed)
@@ -502,7 +502,7 @@ class DiskUsage:
         )
         lines = [item.line for item in pooled if item is not None] + pools.fault_lines()
         rates = [entry.rate for entry in entries]
-        output = ToolOutput.of(answer, lambda a: render(a, unit, rates, everything, lines))
+        output = ToolOutput.typed(render(answer, unit, rates, everything, lines), answer)
         note = await record_disk(answer.filesystems, _reading_key(args), gate=self.readings)
         return output if note is None else replace(output, text=f"{output.text}\n{note}")
 

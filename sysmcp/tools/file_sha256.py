@@ -85,7 +85,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     )
     # sha256sum's own line: a name with a backslash or newline is escaped and the line starts with '\'.
     line = display(format_line(raw, hexdigest, SHA256).rstrip(b"\n"))
-    return ToolOutput.of(answer, lambda answer: render(answer, line, hashed.seconds, digest.changed))
+    return ToolOutput.typed(render(answer, line, hashed.seconds, digest.changed), answer)
 
 
 def render(answer: FileSha256, line: str, seconds: float, changed: str | None) -> str:

@@ -15,25 +15,24 @@ from sysmcp.engine.faults import EngineError, PermissionRefused
 from sysmcp.engine.paths import printable
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ToolError
-from sysmcp.render import human_bytes, more_not_shown, plural
+from sysmcp.render import human_bytes, more_not_shown, plural, titled
 from sysmcp.tools import schemas as js
 from sysmcp.tools import walking
 from sysmcp.tools.arguments import size_argument
 from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name, with_link
-from sysmcp.tools.typed import Open, prop, result, to_json
+from sysmcp.tools.typed import Open, prop, result
 
 PATHS_INLINE = 5  # paths shown per group in the text and structured content
 FULL_TEXT_CAP = 8 << 20  # the full group list resource is cut (and says so) beyond this
-DEFAULT_TIMEOUT_S = 60.0
-MAX_TIMEOUT_S = 600.0
+TIMEOUT = walking.TimeBudget(default=60.0, maximum=600.0)
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
         "path": js.path_argument(),
         "min_size": size_argument("Only files this big.", minimum=1, default=1),
         "top_n": js.top_n_argument(maximum=50, default=10),
-        "timeout_s": walking.timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
+        "timeout_s": TIMEOUT.property(),
         **walking.walk_properties("path"),
     }
 )
@@ -112,12 +111,8 @@ def render(answer: Duplicates, named: Sequence[str] = ()) -> str:
         f"opened {plural(answer.files_read, 'time')} (a file once per sieve), {human_bytes(answer.bytes_read)} read [{answer.elapsed_s:.2f} s]"
     )
     for number, group in enumerate(answer.groups, 1):
-        lines.append(
-            f"{number}. {group.copies} copies of {human_bytes(group.size_bytes)} — {human_bytes(group.reclaimable_bytes)} "
-            "reclaimable:"
-        )
-        lines += [f"     {printable(p)}" for p in group.paths]
-        lines += [f"     {more_not_shown(group.paths_not_shown, 'copy')}"] if group.paths_not_shown else []
+        head = f"{number}. {group.copies} copies of {human_bytes(group.size_bytes)} — {human_bytes(group.reclaimable_bytes)} reclaimable:"
+        lines += titled(head, map(printable, group.paths), group.paths_not_shown, "copy", indent="     ")
     lines += [more_not_shown(answer.groups_not_shown, "group")] if answer.groups_not_shown else []
     if answer.hard_links_ignored:
         were = "was not treated as a copy" if answer.hard_links_ignored == 1 else "were not treated as copies"
@@ -158,7 +153,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         os.fsencode(path),
         walking.walk_options(args),
         min_size=args["min_size"],
-        timeout_s=min(float(args["timeout_s"]), MAX_TIMEOUT_S),
+        timeout_s=TIMEOUT.of(args),
     )
 
     def describe(meter: Meter, elapsed: float) -> str:
@@ -179,7 +174,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         name = listing_name("duplicates", shown, ".txt")
         link = ctx.keep(name, full_list(answer, search), description=f"All duplicate groups under {shown}")
         text, links = with_link(text, link, "All groups and paths: {}", "All groups and paths: not kept, {}")
-    return ToolOutput(text, to_json(answer), links=links, result=answer)
+    return ToolOutput.typed(text, answer, links)
 
 
 TOOL = Tool(

@@ -31,7 +31,7 @@ from sysmcp.engine.paths import display, printable
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.threads import run_in_thread
-from sysmcp.render import human_bytes, plural, rate, took
+from sysmcp.render import human_bytes, plural, rate, titled, took
 from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools import schemas as js
 from sysmcp.tools import walking
@@ -41,8 +41,7 @@ from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import prop, result
 
 MAX_LISTED = 50  # unreadable files named in the result; the rest are counted
-DEFAULT_TIMEOUT_S = 30.0
-MAX_TIMEOUT_S = 600.0
+TIMEOUT = walking.TimeBudget(default=30.0, maximum=600.0)
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
@@ -54,7 +53,7 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
         "max_lines": js.integer(
             "Lines shown inline; the rest by link.", minimum=0, maximum=1000, default=100
         ),
-        "timeout_s": walking.timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
+        "timeout_s": TIMEOUT.property(),
         "baseline": js.boolean(
             "Also keep it as an integrity baseline for what_changed (gnu only).", default=False
         ),
@@ -129,7 +128,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     algorithm = ALGORITHMS[args["algorithm"]]
     style: Style = "bsd" if args["format"] == "bsd" else "gnu"
     options = walking.walk_options(args)
-    timeout_s = min(float(args["timeout_s"]), MAX_TIMEOUT_S)
+    timeout_s = TIMEOUT.of(args)
 
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{human_bytes(meter.done)} hashed at {rate(meter.done, elapsed)}"
@@ -204,9 +203,7 @@ def answer(
         ],
         tree.non_utf8,
     )
-    return ToolOutput.of(
-        result, lambda result: render(result, tree.seconds, tree.skipped_named, not_kept), links
-    )
+    return ToolOutput.typed(render(result, tree.seconds, tree.skipped_named, not_kept), result, links)
 
 
 def render(tree: HashTree, seconds: float, skipped_named: list[str], not_kept: str | None) -> str:
@@ -224,7 +221,7 @@ def render(tree: HashTree, seconds: float, skipped_named: list[str], not_kept: s
         out.append(
             f"PARTIAL RESULT: hashing stopped early ({tree.stopped_reason}); the manifest covers the "
             f"{plural(tree.files, 'file')} hashed by then, each line correct; {plural(tree.files_not_hashed, 'file')} "
-            f"listed {were} not hashed{unlisted}. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) or a "
+            f"listed {were} not hashed{unlisted}. Give a larger timeout_s (at most {TIMEOUT.maximum:g}) or a "
             "subdirectory."
         )
     out.append(
@@ -234,10 +231,11 @@ def render(tree: HashTree, seconds: float, skipped_named: list[str], not_kept: s
     if tree.skipped:
         out.append("skipped: " + walking.skipped_phrase(tree.skipped, skipped_named, base))
     if tree.unreadable_count:
-        out.append(f"{plural(tree.unreadable_count, 'file')} could not be hashed (left out of the manifest):")
-        out += [f"  {item.path}: {item.error}" for item in tree.unreadable]
-        if tree.unreadable_count > MAX_LISTED:
-            out.append(f"  … and {tree.unreadable_count - MAX_LISTED:,} more")
+        out += titled(
+            f"{plural(tree.unreadable_count, 'file')} could not be hashed (left out of the manifest):",
+            [f"{item.path}: {item.error}" for item in tree.unreadable],
+            tree.unreadable_count - len(tree.unreadable),
+        )
     non_utf8 = tree.non_utf8_names
     if non_utf8:
         out.append(

@@ -49,7 +49,7 @@ from sysmcp.render import human_bytes, more_not_shown, plural
 from sysmcp.tools import reclaim_plan
 from sysmcp.tools import schemas as js
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
-from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result, to_json
+from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result
 
 log = get_logger("sysmcp.reclaim")
 
@@ -300,7 +300,7 @@ async def _confirmed(
     code = confirmation_code(plan.secret or SECRET, plan, chosen)
     given = args.get("confirm")
     if given is None:
-        return _told(
+        return ToolOutput.typed(
             f"{question}\nNothing removed yet. Show this list to the user; if they agree, call reclaim again "
             f"with the same plan_id and items and confirm={code!r}.",
             replace(told, status="confirmation_needed", confirmation_code=code),
@@ -326,7 +326,7 @@ async def _ask_user(ctx: ToolContext, plan: Plan, question: str, told: ReclaimAn
         )
     except ClientDeclined as exc:
         log.warning("elicitation failed; nothing removed", plan=plan.id, reason=str(exc))
-        return _told(
+        return ToolOutput.typed(
             f"Nothing removed: the user could not be asked ({exc}). This client declared elicitation, so "
             "only the user's yes confirms and no confirmation code is given; try again when they can answer.",
             replace(told, status="not_asked"),
@@ -334,14 +334,10 @@ async def _ask_user(ctx: ToolContext, plan: Plan, question: str, told: ReclaimAn
     content = answer.get("content")
     if answer.get("action") == "accept" and isinstance(content, dict) and content.get("confirm") is True:
         return None
-    return _told(
+    return ToolOutput.typed(
         f"Nothing removed: the user did not confirm ({answer.get('action', 'no answer')}).",
         replace(told, status="declined"),
     )
-
-
-def _told(text: str, answer: ReclaimAnswer) -> ToolOutput:
-    return ToolOutput(text, to_json(answer), result=answer)
 
 
 def _allowed(ctx: ToolContext) -> Callable[[bytes], bool]:
@@ -473,7 +469,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     head, _, rest = render(answer, {done.item.id: _after(done.item) for done in results}).partition("\n")
     tail = [*_before(earlier, chosen), *([_left(left, acted=True)] if left else [])]
     text = "\n".join([head, where_logged(actions, lines_lost() - lost), *([rest] if rest else []), *tail])
-    return _told(text, answer)
+    return ToolOutput.typed(text, answer)
 
 
 def where_logged(actions: ActionLog, lost: int = 0) -> str:

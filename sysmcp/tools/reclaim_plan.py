@@ -35,7 +35,7 @@ from sysmcp.reclaim import (
 from sysmcp.render import and_more, human_bytes, more_not_shown, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput, with_link
-from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result, to_json
+from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result
 from sysmcp.tools.walking import require_directory
 
 #: Plans between this call and ``reclaim``: in the history store when there is one (a later server
@@ -285,7 +285,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         kept_note=None if kept.durable else kept.reason,
         checked=looked,
     )
-    return ToolOutput(text, to_json(answer), links=links, result=answer)
+    return ToolOutput.typed(text, answer, links)
 
 
 def refuse_pseudo(path: Path) -> None:

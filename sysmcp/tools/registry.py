@@ -51,10 +51,15 @@ class ToolOutput:
     result: Any = None
 
     @classmethod
+    def typed(cls, text: str, result: Any, links: tuple[ResourceLink, ...] = ()) -> ToolOutput:
+        """The answer ``text`` with the typed ``result`` and the structured data made from it."""
+        return cls(text, to_json(result), links=links, result=result)
+
+    @classmethod
     def of(
         cls, result: Any, render: Callable[[Any], str], links: tuple[ResourceLink, ...] = ()
     ) -> ToolOutput:
-        return cls(render(result), to_json(result), links=links, result=result)
+        return cls.typed(render(result), result, links)
 
 
 @dataclass

@@ -32,7 +32,7 @@ from sysmcp.engine.paths import PathPolicy, display, printable
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ToolError
-from sysmcp.render import and_more, human_bytes, plural, rate
+from sysmcp.render import and_more, human_bytes, plural, rate, titled
 from sysmcp.results import MAX_ITEM, TooLarge
 from sysmcp.tools import schemas as js
 from sysmcp.tools import walking
@@ -42,8 +42,7 @@ from sysmcp.tools.typed import prop, result
 
 __all__ = ["INPUT_SCHEMA", "TOOL", "answer", "handle", "render", "verify_request"]
 
-DEFAULT_TIMEOUT_S = 30.0
-MAX_TIMEOUT_S = 600.0
+TIMEOUT = walking.TimeBudget(default=30.0, maximum=600.0)
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
@@ -60,7 +59,7 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
         "max_listed": js.top_n_argument(
             "Names per list inline; the full report by link.", maximum=1000, default=50
         ),
-        "timeout_s": walking.timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
+        "timeout_s": TIMEOUT.property(),
         **walking.walk_properties("base_dir", note="With report_new: "),
     },
     required=("manifest",),
@@ -189,7 +188,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         base_raw, lambda found: walking.require_directory(found, display(found), "base_dir")
     )
     base_shown = display(base_path)
-    timeout_s = min(float(args["timeout_s"]), MAX_TIMEOUT_S)
+    timeout_s = TIMEOUT.of(args)
     reports: list[Report] = []
 
     def write_if_cut(result: Verification) -> None:
@@ -267,9 +266,7 @@ def answer(
         links[0].uri if links else None,
         result.walk_skipped,
     )
-    return ToolOutput.of(
-        typed, lambda typed: render(typed, result.seconds, limit, not_kept, manifest_dir), links
-    )
+    return ToolOutput.typed(render(typed, result.seconds, limit, not_kept, manifest_dir), typed, links)
 
 
 def render(
@@ -281,7 +278,7 @@ def render(
     if answer.stopped_reason is not None:
         lines.append(
             f"PARTIAL RESULT: checking stopped early ({answer.stopped_reason}); {answer.not_checked:,} of "
-            f"{plural(answer.entries, 'entry', 'entries')} were not checked. Give a larger timeout_s (at most {MAX_TIMEOUT_S:g}) "
+            f"{plural(answer.entries, 'entry', 'entries')} were not checked. Give a larger timeout_s (at most {TIMEOUT.maximum:g}) "
             "or check a part of the manifest."
         )
     lines += [_summary(answer), _hashed(answer, seconds), _verdict(answer)]
@@ -296,7 +293,7 @@ def render(
     )
     for title, names, count in lists:
         if count:
-            lines += _names(f"{title} ({count:,}):", names, count)
+            lines += titled(f"{title} ({count:,}):", names, count - len(names))
     if answer.improperly_formatted_lines:
         numbers = ", ".join(str(n) for n in answer.improperly_formatted_lines)
         bad = answer.improperly_formatted
@@ -304,7 +301,7 @@ def render(
         lines.append(f"Improperly formatted lines (line numbers): {numbers}{more}")
     if answer.new:
         title = f"New files under {answer.base_dir} not in the manifest ({answer.new:,}):"
-        lines += _names(title, answer.new_files, answer.new)
+        lines += titled(title, answer.new_files, answer.new - len(answer.new_files))
     if answer.walk_skipped:
         lines.append("walk skipped: " + walking.skipped_phrase(answer.walk_skipped))
     if answer.truncated:
@@ -361,15 +358,6 @@ def _verdict(answer: VerifyChecksums) -> str:
     ):
         return "Result: NOT SETTLED (not every entry was checked)"
     return "Result: NOT OK (sha256sum -c --strict would fail)"
-
-
-def _names(title: str, names: list[str], total: int) -> list[str]:
-    """A titled list of names, indented, ending in how many more when it was cut."""
-    return [
-        title,
-        *(f"  {name}" for name in names),
-        *([f"  {and_more(total - len(names))}"] if total > len(names) else []),
-    ]
 
 
 def write_report(result: Verification, most: int | None = None) -> Report:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +48,19 @@ def walk_properties(base: str, *, note: str = "") -> dict[str, Any]:
     }
 
 
-def timeout_property(default: float, maximum: float) -> dict[str, Any]:
-    """The ``timeout_s`` schema property of a tool that stops at a time budget with a partial result
-    (the server's instructions say what a partial answer is, once)."""
-    return js.number(minimum=0.001, maximum=_plain(maximum), default=_plain(default))
+@dataclass(frozen=True, slots=True)
+class TimeBudget:
+    """The ``timeout_s`` of a tool that stops at a time budget with a partial result (the server's
+    instructions say what a partial answer is, once): its schema property and the capped seconds."""
+
+    default: float
+    maximum: float
+
+    def property(self) -> dict[str, Any]:
+        return js.number(minimum=0.001, maximum=_plain(self.maximum), default=_plain(self.default))
+
+    def of(self, args: dict[str, Any]) -> float:
+        return min(float(args["timeout_s"]), self.maximum)
 
 
 def _plain(seconds: float) -> float | int:

@@ -33,18 +33,17 @@ from sysmcp.tools import schemas as js
 from sysmcp.tools.dir_usage import FULL_FILES, iso_utc, parse_duration
 from sysmcp.tools.merging import HostOutcome, fleet_output, typed_results
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name
-from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result, to_json
+from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result
 from sysmcp.tools.walking import (
+    TimeBudget,
     directory_argument,
     joined,
     scan_failure,
-    timeout_property,
     walk_options,
     walk_properties,
 )
 
-DEFAULT_TIMEOUT_S = 60.0
-MAX_TIMEOUT_S = 300.0
+TIMEOUT = TimeBudget(default=60.0, maximum=300.0)
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
@@ -57,7 +56,7 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
         ),
         "until": js.string("As since, not 'last'. Default: now.", minLength=1, maxLength=40),
         "top_n": js.top_n_argument(maximum=50, default=10),
-        "timeout_s": timeout_property(DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S),
+        "timeout_s": TIMEOUT.property(),
         **walk_properties("path"),
     }
 )
@@ -99,7 +98,7 @@ def comparison(
         since=None if since_raw.strip().lower() == "last" else parse_when(since_raw, "since", now),
         until=parse_when(args["until"], "until", now) if "until" in args else None,
         now=now,
-        timeout_s=min(float(args["timeout_s"]), MAX_TIMEOUT_S),
+        timeout_s=TIMEOUT.of(args),
         options=walk_options(args),
         files_kept=FULL_FILES,
         visible=visible,
@@ -645,7 +644,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             mime_type="text/tab-separated-values",
         )
         text += line
-    return ToolOutput(text, to_json(answer), links=links, result=answer)
+    return ToolOutput.typed(text, answer, links)
 
 
 def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
