@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sysmcp.engine.containers import ContainersRequest, Survey, survey
+from sysmcp.engine.containers import ContainersRequest, Survey, known_sockets, survey
 from sysmcp.engine.paths import printable, within_roots
 from sysmcp.protocol.context import Meter
 from sysmcp.render import age, human_bytes, more_not_shown, plural
@@ -408,9 +408,11 @@ def _reconciled(re: Reconciliation) -> list[str]:
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    allowed = ctx.paths.allowed
+    allowed, named = ctx.paths.allowed, args.get("socket")
+    if named is not None and allowed is not None and named not in known_sockets():
+        named = str(await ctx.resolve(named))  # any other socket only inside the roots, as any path
     request = ContainersRequest(
-        socket=args.get("socket"),
+        socket=named,
         timeout_s=float(args["timeout_s"]),
         walk=bool(args["walk"]),
         walk_timeout_s=WALK_TIMEOUT_S,

@@ -27,11 +27,13 @@ from sysmcp.engine.containers import (
     _reconciled,
     _walk,
     find_socket,
+    known_sockets,
     survey,
 )
 from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._command import ask
 from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable
+from sysmcp.protocol.failures import ArgumentError
 from sysmcp.reclaim import PlanRequest, build_plan, choose
 from sysmcp.reclaim._classes import RootsLayout, containers
 from sysmcp.tools.container_usage import answer, render
@@ -885,3 +887,28 @@ async def test_a_paused_container_is_not_stopped_neither_in_the_totals_nor_in_th
 def test_reclaim_leaves_out_an_engine_that_is_not_there(tmp_path: Path) -> None:
     layout = RootsLayout(container_socket=str(tmp_path / "absent.sock"), container_engines=("docker",))
     assert containers(layout) == []
+
+
+async def test_with_roots_a_socket_named_outside_them_is_refused_and_never_connected_to(tmp_path: Path) -> None:
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    inside.mkdir(), outside.mkdir()
+    with recorded_engine(ENGINE, str(outside / "e.sock")) as path:
+        with pytest.raises(ArgumentError, match=f"is outside the operator's roots.*{inside}"):
+            await call(roots=[inside], socket=path, walk=False)
+        (inside / "link.sock").symlink_to(path)  # a symlink inside to a socket outside: its target counts
+        with pytest.raises(ArgumentError, match="is outside"):
+            await call(roots=[inside], socket=str(inside / "link.sock"), walk=False)
+        assert (await call(socket=path, walk=False)).structured["engine"] == "Docker 24.0.7"  # no roots
+    with recorded_engine(ENGINE, str(inside / "e.sock")) as path:
+        assert (await call(roots=[inside], socket=path, walk=False)).structured["socket"] == path
+
+
+def test_with_roots_the_engines_well_known_sockets_may_be_named_as_they_are_asked_unnamed() -> None:
+    known = known_sockets({"DOCKER_HOST": "unix:///srv/d.sock", "XDG_RUNTIME_DIR": "/run/user/7"})
+    assert known == [
+        "/srv/d.sock",
+        "/var/run/docker.sock",
+        "/run/docker.sock",
+        "/run/podman/podman.sock",
+        "/run/user/7/podman/podman.sock",
+    ]

@@ -35,6 +35,7 @@ __all__ = [
     "Survey",
     "Volume",
     "find_socket",
+    "known_sockets",
     "survey",
 ]
 
@@ -118,6 +119,18 @@ class Survey:
         return sum(size is None for size in self._inside())
 
 
+def known_sockets(environ: dict[str, str] | None = None, sockets: tuple[str, ...] = SOCKETS) -> list[str]:
+    """Where engines listen, as ``find_socket`` looks: DOCKER_HOST's unix:// path, ``sockets``, the
+    user's Podman socket (the ones a socket named may be outside the roots, as one not named is)."""
+    env = os.environ if environ is None else environ
+    host, runtime = env.get("DOCKER_HOST", ""), env.get("XDG_RUNTIME_DIR")
+    return [
+        *([host.removeprefix("unix://")] if host.startswith("unix://") else []),
+        *sockets,
+        *([f"{runtime}/podman/podman.sock"] if runtime else []),
+    ]
+
+
 def find_socket(
     named: str | None, environ: dict[str, str] | None = None, sockets: tuple[str, ...] = SOCKETS
 ) -> str:
@@ -129,8 +142,7 @@ def find_socket(
     host = env.get("DOCKER_HOST", "")
     if host.startswith("unix://"):
         return host.removeprefix("unix://")
-    runtime = env.get("XDG_RUNTIME_DIR")
-    candidates = [*sockets, *([f"{runtime}/podman/podman.sock"] if runtime else [])]
+    candidates = known_sockets(env, sockets)
     for path in candidates:
         if os.path.exists(path):
             return path
