@@ -137,12 +137,16 @@ async def test_the_data_root_walk_matches_du_and_names_what_the_engine_does_not_
     assert "the engine does not count" in output.text or "less" in output.text
 
 
-async def test_outside_the_roots_no_path_is_named_and_the_data_root_is_not_walked(lab: Lab) -> None:
+async def test_outside_the_roots_no_path_is_named_and_the_data_root_is_not_walked(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{lab.socket}")  # the operator's: asked outside the roots
     with tempfile.TemporaryDirectory() as elsewhere:
-        output = await call(roots=[Path(elsewhere)], socket=str(lab.socket))
+        output = await call(roots=[Path(elsewhere)])
     s = output.structured
     assert s["data_root"] is None and s["reconciliation"] is None
     assert all(row["path"] is None for row in s["logs"]["largest"] + s["volumes"]["largest"])
+    assert s["logs"]["count"] == 2 and s["logs"]["not_measured"] == 2  # nor stat'ed there
     assert str(lab.data_root) not in output.text
     assert "outside the allowed roots: not walked" in output.text
 
@@ -889,7 +893,9 @@ def test_reclaim_leaves_out_an_engine_that_is_not_there(tmp_path: Path) -> None:
     assert containers(layout) == []
 
 
-async def test_with_roots_a_socket_named_outside_them_is_refused_and_never_connected_to(tmp_path: Path) -> None:
+async def test_with_roots_a_socket_named_outside_them_is_refused_and_never_connected_to(
+    tmp_path: Path,
+) -> None:
     inside, outside = tmp_path / "inside", tmp_path / "outside"
     inside.mkdir(), outside.mkdir()
     with recorded_engine(ENGINE, str(outside / "e.sock")) as path:
@@ -912,3 +918,35 @@ def test_with_roots_the_engines_well_known_sockets_may_be_named_as_they_are_aske
         "/run/podman/podman.sock",
         "/run/user/7/podman/podman.sock",
     ]
+
+
+async def test_a_data_root_and_log_files_the_engine_names_outside_the_roots_are_never_looked_at(
+    tmp_path: Path,
+) -> None:
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    inside.mkdir()
+    container = "c" * 64
+    _keep(outside, container, "from-its-files", {"Type": "json-file", "Config": {}})
+    secret = outside / "secret"
+    secret.write_bytes(b"s" * 4321)
+    answers = {
+        **ENGINE,
+        "/info": {"DockerRootDir": str(outside), "Driver": "overlay2", "LoggingDriver": "json-file"},
+        "/system/df": {"LayersSize": 10, "Containers": [{"Id": container, "Names": ["/web"], "SizeRw": 1}]},
+        "/containers/json": [{"Id": container, "Names": ["/web"]}],
+        f"/containers/{container}/json": {"LogPath": str(secret), "HostConfig": {"LogConfig": {}}},
+    }
+    with recorded_engine(answers, str(inside / "e.sock")) as path:
+        output = await call(roots=[inside], socket=path)
+        s = output.structured
+        # Its data root's files not read (the engine asked for the container instead), its log not stat'ed.
+        assert [(log["container"], log["bytes"], log["path"]) for log in s["logs"]["largest"]] == [
+            ("web", None, None)
+        ]
+        assert s["data_root"] is None and s["reconciliation"] is None
+        assert "outside the allowed roots: not walked" in output.text and "4,321" not in output.text
+        # Without roots, the same engine's data root and log are read.
+        s = (await call(socket=path)).structured
+        assert [(log["container"], log["bytes"]) for log in s["logs"]["largest"]] == [
+            ("from-its-files", 1234)
+        ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,7 +51,8 @@ class ContainersRequest:
     timeout_s: float = 10.0  # each API call
     walk: bool = True  # walk the data root to reconcile
     walk_timeout_s: float = 120.0
-    #: Whether the data root may be walked (the roots in force); False: the engine's figures only.
+    #: Whether a path the engine names (its data root, a log file) may be looked at: the roots in
+    #: force. The data root outside them is neither read nor walked: the engine's figures only.
     may_walk: Callable[[str], bool] = lambda _: True
     sockets: tuple[str, ...] = SOCKETS  # where engines' sockets are looked for when none is named
     #: The commands asked, in this order, when no socket is named nor found.
@@ -119,7 +120,7 @@ class Survey:
         return sum(size is None for size in self._inside())
 
 
-def known_sockets(environ: dict[str, str] | None = None, sockets: tuple[str, ...] = SOCKETS) -> list[str]:
+def known_sockets(environ: Mapping[str, str] | None = None, sockets: tuple[str, ...] = SOCKETS) -> list[str]:
     """Where engines listen, as ``find_socket`` looks: DOCKER_HOST's unix:// path, ``sockets``, the
     user's Podman socket (the ones a socket named may be outside the roots, as one not named is)."""
     env = os.environ if environ is None else environ
@@ -151,9 +152,18 @@ def find_socket(
     )
 
 
-def _log_bytes(path: str) -> int | None:
+def _inside(path: str, may_look: Callable[[str], bool]) -> str:
+    """``path`` resolved where it is inside the roots as given and as resolved, else '': a path an
+    engine names outside them is looked at no further than its symlinks inside them."""
+    if not path or not may_look(path):
+        return ""
+    real = os.path.realpath(path)
+    return real if may_look(real) else ""
+
+
+def _log_bytes(path: str, may_look: Callable[[str], bool]) -> int | None:
     try:
-        return os.stat(path).st_size if path else None
+        return os.stat(real).st_size if (real := _inside(path, may_look)) else None
     except OSError:
         return None
 
@@ -195,13 +205,18 @@ def _estimate_layers(found: Survey) -> None:
 
 
 def _read_logs(
-    api: Api, data_root: str, report: Callable[[str, int, int], None], check: Callable[[], None]
+    api: Api,
+    data_root: str,
+    report: Callable[[str, int, int], None],
+    check: Callable[[], None],
+    may_look: Callable[[str], bool] = lambda _: True,
 ) -> list[Log]:
-    """Each container's log file (``/system/df`` has none): its name, log path and log options."""
+    """Each container's log file (``/system/df`` has none): its name, log path and log options; the
+    data root's files read only inside the roots (``may_look``), and each log file's size too."""
     logs = []
-    for done, (name, config) in enumerate(_configs(api, data_root, check), 1):
+    for done, (name, config) in enumerate(_configs(api, _inside(data_root, may_look), check), 1):
         log = _model.log_file(config)
-        logs.append(Log(name, log, _log_bytes(log.path)))
+        logs.append(Log(name, log, _log_bytes(log.path, may_look)))
         report("inspect", done, 0)
     return logs
 
@@ -278,7 +293,7 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
         path = find_socket(request.socket, sockets=request.sockets)
     except NotFound as none:
         found, command = _by_command(request, none)
-        works = [lambda check: _command_figures(command, found, request.timeout_s, report, check)]
+        works = [lambda check: _command_figures(command, found, request, report, check)]
         return _reconciled(found, request, works, report, cancel)
     with (
         Api(path, request.timeout_s) as api,
@@ -302,7 +317,7 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
         )
 
         def logs(check: Callable[[], None]) -> None:
-            found.logs = _read_logs(second, found.data_root, report, check)
+            found.logs = _read_logs(second, found.data_root, report, check, request.may_walk)
 
         _reconciled(found, request, [lambda check: _measure(df.result(), found), logs], report, cancel)
         found.engine = _model.engine_name(version.result())
@@ -320,9 +335,9 @@ def _reconciled(
     A work calls the ``check`` it is given between its calls, which raises once this thread stopped
     (cancelled, or another work failed); every thread has ended when this returns."""
     # The roots are compared with the real path, and the real path is walked (a symlinked data root).
-    root = os.path.realpath(found.data_root) if found.data_root else ""
+    root = _inside(found.data_root, request.may_walk)
+    found.walk_refused = request.walk and bool(found.data_root) and not root
     walk = request.walk and bool(root) and os.path.isdir(root)
-    found.walk_refused = walk and not request.may_walk(root)
     stop = StopFlag()
     with ThreadPoolExecutor(len(works), thread_name_prefix="engine-api") as pool:
         futures = [pool.submit(work, stop.check) for work in works]
@@ -375,11 +390,12 @@ def _by_command(request: ContainersRequest, none: NotFound) -> tuple[Survey, str
 def _command_figures(
     command: str,
     found: Survey,
-    timeout_s: float,
+    request: ContainersRequest,
     report: Callable[[str, int, int], None],
     check: Callable[[], None],
 ) -> None:
     """Images, containers, volumes, build cache and log files into ``found``, from ``command``."""
+    timeout_s = request.timeout_s
     if command == "podman":
         found.images = _model.images(
             _command.ask([command, "images", "-a", "--format", "json"], timeout_s), tags="Names"
@@ -405,5 +421,5 @@ def _command_figures(
     for done, container in enumerate(found.containers, 1):
         log = logs.get(container.id)
         if log is not None:
-            found.logs.append(Log(container.name, log, _log_bytes(log.path)))
+            found.logs.append(Log(container.name, log, _log_bytes(log.path, request.may_walk)))
         report("inspect", done, 0)
