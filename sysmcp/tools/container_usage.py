@@ -181,6 +181,10 @@ class ContainerUsage:
         "The engine's command asked where no API socket was reachable (docker's sizes are rounded); "
         "absent: the socket was asked."
     )
+    partial: Opt[str] = prop(
+        "Why the engine's sizes are missing: its lists only (image sizes whole, shared and unique "
+        "bytes unknown; no layer total, writable layer, volume size nor build cache); absent: complete."
+    )
 
 
 def _shown(path: str, allowed: list[Path] | None) -> str | None:
@@ -288,6 +292,7 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
         ),
         note=note,
         command=found.command or ABSENT,
+        partial=found.sizes_missing or ABSENT,
     )
 
 
@@ -299,9 +304,15 @@ def render(s: ContainerUsage) -> str:
     root = f"data root {s.data_root}" if s.data_root else "data root outside the allowed roots"
     asked = f"through its command `{s.command}` (no API socket)" if s.command else f"at {s.socket}"
     lines = [f"{s.engine} {asked}: {root} ({s.storage_driver}, logs {s.log_driver or 'unknown'})"]
+    if s.partial:
+        lines.append(
+            f"Partial: {s.partial}; its lists below: image sizes whole (the bytes each holds alone "
+            "unknown, shown as shared), writable layers and volumes unmeasured, no layer total nor build cache"
+        )
     im = s.images
+    layers = "layer total not known" if s.partial else f"{human_bytes(im.layer_bytes)} of layers"
     lines.append(
-        f"Images: {plural(im.count, 'image')}, {human_bytes(im.layer_bytes)} of layers"
+        f"Images: {plural(im.count, 'image')}, {layers}"
         + (" (estimated: the engine gave no total)" if im.layer_bytes_estimated else "")
         + (
             f"; {im.dangling:,} dangling ({human_bytes(im.dangling_unique_bytes)} unique)"
@@ -339,10 +350,11 @@ def render(s: ContainerUsage) -> str:
         lines.append(f"  {_size(v.bytes):>10}  {v.name}  {use}")
     lines += _more(len(vo.largest), vo.count, "volume")
     bc = s.build_cache
-    lines.append(
-        f"Build cache: {human_bytes(bc.bytes)} in {plural(bc.records, 'record')}"
-        f" ({human_bytes(bc.in_use_bytes)} in use)"
-    )
+    if not s.partial:  # only /system/df tells the build cache
+        lines.append(
+            f"Build cache: {human_bytes(bc.bytes)} in {plural(bc.records, 'record')}"
+            f" ({human_bytes(bc.in_use_bytes)} in use)"
+        )
     lo = s.logs
     lines.append(
         f"Log files: {plural(lo.count, 'file')}, {_total(lo.bytes, lo.not_measured, lo.count)}"

@@ -950,3 +950,43 @@ async def test_a_data_root_and_log_files_the_engine_names_outside_the_roots_are_
         assert [(log["container"], log["bytes"]) for log in s["logs"]["largest"]] == [
             ("from-its-files", 1234)
         ]
+
+
+async def test_a_system_df_not_answered_in_time_leaves_what_the_engines_lists_say_and_says_it_is_partial(
+    tmp_path: Path,
+) -> None:
+    answers = {
+        **ENGINE,
+        "/system/df": {"LayersSize": 10**9, "Images": [], "Containers": [], "Volumes": []},
+        "/images/json": [
+            {"Id": "sha256:" + "a" * 64, "RepoTags": ["web:1"], "Size": 5000, "SharedSize": -1},
+            {"Id": "sha256:" + "b" * 64, "RepoTags": [], "Size": 3000, "SharedSize": -1},
+        ],
+        "/containers/json": [
+            {
+                "Id": "c1",
+                "Names": ["/web"],
+                "Image": "web:1",
+                "ImageID": "sha256:" + "a" * 64,
+                "State": "exited",
+            }
+        ],
+        "/volumes": {"Volumes": [{"Name": "data", "Mountpoint": "/nonexistent/v"}], "Warnings": None},
+        "/containers/c1/json": {"LogPath": "", "HostConfig": {}},
+    }
+    with recorded_engine(answers, str(tmp_path / "e.sock"), slow={"/system/df": 5}) as path:
+        output = await call(socket=path, walk=False, timeout_s=0.5)
+    s = output.structured
+    assert "GET /system/df" in s["partial"] and "0.5 s" in s["partial"]
+    assert s["images"]["count"] == 2 and s["images"]["dangling"] == 1 and s["images"]["layer_bytes"] == 0
+    assert {row["tags"][0] if row["tags"] else "": row["bytes"] for row in s["images"]["largest"]} == {
+        "web:1": 5000,
+        "": 3000,
+    }
+    assert all(row["unique_bytes"] == 0 for row in s["images"]["largest"])  # not known: never overstated
+    assert [row["containers"] for row in s["images"]["largest"]] == [1, 0]  # counted from the list
+    assert s["containers"]["stopped"] == 1 and s["containers"]["not_measured"] == 1
+    assert s["volumes"]["count"] == 1 and s["volumes"]["not_measured"] == 1
+    lines = output.text.splitlines()
+    assert lines[1].startswith("Partial: the engine did not give its sizes within 0.5 s"), lines
+    assert "Images: 2 images, layer total not known" in output.text and "Build cache" not in output.text

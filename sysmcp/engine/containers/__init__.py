@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sysmcp.engine.calls import Cancel, StopFlag, never_cancelled, wait_for
@@ -98,6 +99,7 @@ class Survey:
     walk_refused: bool = False  # the data root is outside the roots: not walked
     unwalkable: str | None = None  # why the data root could not be opened (a user in the docker group)
     command: str | None = None  # the command asked where no socket was (its figures, not the API's)
+    sizes_missing: str | None = None  # why the engine's sizes are not in it: its lists only (``_listed``)
 
     def _inside(self) -> list[int | None]:
         """The sizes of what lies in the data root: writable layers, volumes and log files there."""
@@ -117,7 +119,7 @@ class Survey:
     @property
     def not_measured(self) -> int:
         """How many sizes of what lies in the data root are unknown: ``accounted`` is a lower bound."""
-        return sum(size is None for size in self._inside())
+        return sum(size is None for size in self._inside()) + (self.sizes_missing is not None)
 
 
 def known_sockets(environ: Mapping[str, str] | None = None, sockets: tuple[str, ...] = SOCKETS) -> list[str]:
@@ -195,6 +197,18 @@ def _measure(df: dict[str, Any], found: Survey) -> None:
     if not found.layers:  # Podman's compatible API leaves it 0
         _estimate_layers(found)
     found.build_cache = _model.build_cache(df)
+
+
+def _listed(api: Api, found: Survey, check: Callable[[], None]) -> None:
+    """The engine's lists into ``found`` where ``/system/df`` (which measures every layer: minutes on a
+    large host) did not answer in time: images with their whole sizes (the bytes they share unknown,
+    so none counted unique), containers and volumes unmeasured, no layer total nor build cache."""
+    images, listed = api.get("/images/json"), api.get("/containers/json?all=1")
+    uses = Counter(str(c.get("ImageID")) for c in listed)  # as /system/df counts them
+    found.images = [replace(i, shared=i.size, containers=uses[i.id]) for i in _model.images(images)]
+    found.containers = [replace(c, writable=None) for c in _model.containers({"Containers": listed})]
+    check()
+    found.volumes = _model.volumes(api.get("/volumes"))
 
 
 def _estimate_layers(found: Survey) -> None:
@@ -316,10 +330,22 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
             layers=0,
         )
 
+        def figures(check: Callable[[], None]) -> None:
+            try:
+                _measure(df.result(), found)
+            except Unavailable as slow:
+                if slow.reason != "engine_silent":
+                    raise
+                found.sizes_missing = (
+                    f"the engine did not give its sizes within {request.timeout_s:g} s "
+                    "(GET /system/df, which measures every layer)"
+                )
+                _listed(api, found, check)
+
         def logs(check: Callable[[], None]) -> None:
             found.logs = _read_logs(second, found.data_root, report, check, request.may_walk)
 
-        _reconciled(found, request, [lambda check: _measure(df.result(), found), logs], report, cancel)
+        _reconciled(found, request, [figures, logs], report, cancel)
         found.engine = _model.engine_name(version.result())
         return found
 
