@@ -990,3 +990,66 @@ async def test_a_system_df_not_answered_in_time_leaves_what_the_engines_lists_sa
     lines = output.text.splitlines()
     assert lines[1].startswith("Partial: the engine did not give its sizes within 0.5 s"), lines
     assert "Images: 2 images, layer total not known" in output.text and "Build cache" not in output.text
+
+
+async def test_numbers_past_any_disks_size_from_the_engine_are_unknown_not_an_internal_error() -> None:
+    huge = 10**400  # JSON allows it; no float holds it
+    df = {
+        "LayersSize": huge,
+        "Images": [{"Id": "i", "RepoTags": ["a:1"], "Size": huge, "SharedSize": huge, "Containers": huge}],
+        "Containers": [{"Id": "c", "Names": ["/c"], "SizeRw": 2**63, "State": "exited"}],
+        "Volumes": [{"Name": "v", "UsageData": {"Size": huge, "RefCount": huge}}],
+        "BuildCache": [{"Size": huge, "InUse": True}],
+        "BuilderSize": huge,
+    }
+    with engine_saying(system_df=df) as path:
+        output = await call(socket=path, walk=False)
+    s = output.structured
+    assert s["images"]["layer_bytes"] == 0 and s["images"]["largest"][0]["bytes"] == 0
+    assert s["containers"]["not_measured"] == 1 and s["volumes"]["not_measured"] == 1
+    assert s["build_cache"]["bytes"] == 0
+
+
+async def test_names_and_options_of_the_wrong_type_from_the_engine_are_left_out_not_an_internal_error() -> (
+    None
+):
+    df = {
+        "Images": [{"Id": "i", "RepoTags": [[["deep"]], 5, "web:1"]}, {"Id": "j", "RepoTags": "abc"}],
+        "Containers": [{"Id": "c", "Names": "/web", "State": "exited"}],
+    }
+    inspect = {
+        "LogPath": "/nonexistent/c-json.log",
+        "HostConfig": {"LogConfig": {"Type": "json-file", "Config": {"max-size": {"a": 1}}}},
+    }
+    answers = {
+        **ENGINE,
+        "/system/df": df,
+        "/containers/json": [{"Id": "c", "Names": ["/web"]}],
+        "/containers/c/json": inspect,
+    }
+    with (
+        tempfile.TemporaryDirectory(prefix="sysmcp-en-") as box,
+        recorded_engine(answers, f"{box}/e.sock") as path,
+    ):
+        output = await call(socket=path, walk=False)
+    s = output.structured
+    assert sorted(tuple(row["tags"]) for row in s["images"]["largest"]) == [(), ("web:1",)]
+    assert s["containers"]["largest"][0]["name"] == "c"  # Names not a list: its id, as with none
+    assert s["logs"]["largest"][0]["max_size"] is None
+
+
+async def test_a_relative_data_root_or_log_path_from_the_engine_is_not_looked_at_from_the_servers_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "rel" / "d").mkdir(parents=True)
+    (tmp_path / "rel.log").write_bytes(b"x" * 99)
+    monkeypatch.chdir(tmp_path)
+    answers = {
+        **ENGINE,
+        "/info": {"DockerRootDir": "rel", "Driver": "overlay2"},
+        "/containers/json": [{"Id": "c", "Names": ["/web"]}],
+        "/containers/c/json": {"LogPath": "rel.log", "HostConfig": {}},
+    }
+    with recorded_engine(answers, str(tmp_path / "e.sock")) as path:
+        s = (await call(socket=path)).structured
+    assert s["reconciliation"] is None and s["logs"]["largest"][0]["bytes"] is None

@@ -155,9 +155,9 @@ def find_socket(
 
 
 def _inside(path: str, may_look: Callable[[str], bool]) -> str:
-    """``path`` resolved where it is inside the roots as given and as resolved, else '': a path an
-    engine names outside them is looked at no further than its symlinks inside them."""
-    if not path or not may_look(path):
+    """``path`` resolved where it is absolute and inside the roots as given and as resolved, else '':
+    a path an engine names outside them is looked at no further than its symlinks inside them."""
+    if not os.path.isabs(path) or not may_look(path):
         return ""
     real = os.path.realpath(path)
     return real if may_look(real) else ""
@@ -256,7 +256,7 @@ def _configs(api: Api, data_root: str, check: Callable[[], None]) -> Iterator[tu
         return
     for item in api.get("/containers/json?all=1"):
         check()
-        names = item.get("Names") or [str(item.get("Id", ""))[:12]]
+        names = _model.strings(item.get("Names")) or [str(item.get("Id", ""))[:12]]
         config = _kept_config(data_root, str(item.get("Id", "")))
         yield str(names[0]).lstrip("/"), config or api.get(f"/containers/{item.get('Id')}/json")
 
