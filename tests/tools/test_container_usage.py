@@ -1053,3 +1053,30 @@ async def test_a_relative_data_root_or_log_path_from_the_engine_is_not_looked_at
     with recorded_engine(answers, str(tmp_path / "e.sock")) as path:
         s = (await call(socket=path)).structured
     assert s["reconciliation"] is None and s["logs"]["largest"][0]["bytes"] is None
+
+
+def test_a_containers_files_that_are_a_fifo_or_too_large_are_asked_of_the_engine_never_read(
+    tmp_path: Path,
+) -> None:
+    fifo, big = "f" * 64, "b" * 64
+    _keep(tmp_path, fifo, "from-its-files", {"Type": "json-file", "Config": {}})
+    (tmp_path / "containers" / fifo / "hostconfig.json").unlink()
+    os.mkfifo(tmp_path / "containers" / fifo / "hostconfig.json")  # an open would wait for a writer
+    _keep(tmp_path, big, "from-its-files", {"Type": "json-file", "Config": {}})
+    padded = {"Name": "/from-its-files", "LogPath": "", "Pad": " " * (2 * MIB)}
+    (tmp_path / "containers" / big / "config.v2.json").write_text(json.dumps(padded))
+    answers = {
+        "/containers/json": [{"Id": fifo, "Names": ["/fifo"]}, {"Id": big, "Names": ["/big"]}],
+        **{f"/containers/{c}/json": {"LogPath": "", "HostConfig": {}} for c in (fifo, big)},
+    }
+    logs: list[Any] = []
+    with recorded_engine(answers, str(tmp_path / "e.sock")) as path, Api(path, 5) as api:
+        reading = threading.Thread(
+            target=lambda: logs.extend(_read_logs(api, str(tmp_path), lambda *_: None, lambda: None)),
+            daemon=True,
+        )
+        reading.start()
+        reading.join(10)
+        if reading.is_alive():  # let the blocked open go, so the thread ends
+            os.close(os.open(tmp_path / "containers" / fifo / "hostconfig.json", os.O_RDWR))
+    assert not reading.is_alive() and sorted(log.container for log in logs) == ["big", "fifo"]

@@ -23,6 +23,7 @@ from sysmcp.engine.containers import _command, _model
 from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._model import BuildCache, Container, Image, LogFile, Volume
 from sysmcp.engine.faults import NotFound, Unavailable
+from sysmcp.engine.opens import read_small_regular_at
 from sysmcp.engine.walk import walk_totals
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
 ]
 
 PARTS_KEPT = 50  # the data root's directories in a walk's answer, largest first
+KEPT_MAX = 1024 * 1024  # a container's file in the data root larger than this is not Docker's: not read
 
 #: Where engines listen, looked at in this order when no socket is named (DOCKER_HOST first).
 SOCKETS = ("/var/run/docker.sock", "/run/docker.sock", "/run/podman/podman.sock")
@@ -269,15 +271,26 @@ def _kept_config(data_root: str, container: str) -> dict[str, Any] | None:
         return None
     where = os.path.join(data_root, "containers", container)
     try:
-        with open(os.path.join(where, "config.v2.json"), "rb") as file:
-            config = json.load(file)
-        with open(os.path.join(where, "hostconfig.json"), "rb") as host:
-            host_config = json.load(host)
-    except (OSError, ValueError):
+        config = _kept_json(os.path.join(where, "config.v2.json"))
+        host_config = _kept_json(os.path.join(where, "hostconfig.json"))
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(config, dict) or not isinstance(host_config, dict) or not config.get("Name"):
         return None
     return {"Name": config["Name"], "LogPath": config.get("LogPath"), "HostConfig": host_config}
+
+
+def _kept_json(path: str) -> Any:
+    """A file of the data root's JSON, read only where it is a small regular file (never a FIFO that
+    would block the open, a device or a symlink: ``read_small_regular_at``)."""
+    looked = os.lstat(path)
+    if looked.st_size > KEPT_MAX:
+        raise ValueError(path)
+    buffer = bytearray(looked.st_size + 1)
+    count, _, failure = read_small_regular_at(os.fsencode(path), looked, buffer)
+    if failure is not None:
+        raise failure
+    return json.loads(buffer[:count])
 
 
 def survey(
