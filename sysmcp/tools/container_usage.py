@@ -346,7 +346,8 @@ def render(s: ContainerUsage) -> str:
         )
     )
     for v in vo.largest:
-        use = "dangling" if v.containers == 0 else f"used by {plural(v.containers or 0, 'container')}"
+        use = f"used by {plural(v.containers, 'container')}" if v.containers else "dangling"
+        use = "containers using it unknown" if v.containers is None else use
         lines.append(f"  {_size(v.bytes):>10}  {v.name}  {use}")
     lines += _more(len(vo.largest), vo.count, "volume")
     bc = s.build_cache

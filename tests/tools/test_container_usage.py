@@ -990,6 +990,7 @@ async def test_a_system_df_not_answered_in_time_leaves_what_the_engines_lists_sa
     lines = output.text.splitlines()
     assert lines[1].startswith("Partial: the engine did not give its sizes within 0.5 s"), lines
     assert "Images: 2 images, layer total not known" in output.text and "Build cache" not in output.text
+    assert "data  containers using it unknown" in output.text  # not "used by 0 containers"
 
 
 async def test_numbers_past_any_disks_size_from_the_engine_are_unknown_not_an_internal_error() -> None:
