@@ -5,7 +5,9 @@ from read-only GETs on its Unix socket, or where none is found from its command 
 disk's from a ``du -x`` walk of its data root (overlay mounts of running containers are other
 filesystems and skipped, so each layer is counted once). What the walk finds beyond the engine's
 figures is the difference, by data-root directory. Faults: ``NotFound`` (no engine),
-``PermissionRefused`` (the socket is another user's), ``Unavailable`` (no answer in time, a bad answer).
+``PermissionRefused`` (the socket is another user's), ``Unavailable`` (no answer in time, a bad answer);
+only ``/system/df`` not answered in time is no fault: the engine's lists without its sizes (``sizes_missing``).
+Paths the engine names (data root, log files) are looked at only inside the roots (``may_walk``).
 """
 
 from __future__ import annotations
