@@ -1056,7 +1056,7 @@ async def test_a_relative_data_root_or_log_path_from_the_engine_is_not_looked_at
     assert s["reconciliation"] is None and s["logs"]["largest"][0]["bytes"] is None
 
 
-def test_a_containers_files_that_are_a_fifo_or_too_large_are_asked_of_the_engine_never_read(
+def test_a_containers_files_that_are_a_fifo_too_large_or_too_deep_are_asked_of_the_engine(
     tmp_path: Path,
 ) -> None:
     fifo, big = "f" * 64, "b" * 64
@@ -1066,9 +1066,13 @@ def test_a_containers_files_that_are_a_fifo_or_too_large_are_asked_of_the_engine
     _keep(tmp_path, big, "from-its-files", {"Type": "json-file", "Config": {}})
     padded = {"Name": "/from-its-files", "LogPath": "", "Pad": " " * (2 * MIB)}
     (tmp_path / "containers" / big / "config.v2.json").write_text(json.dumps(padded))
+    deep = "d" * 64
+    _keep(tmp_path, deep, "from-its-files", {"Type": "json-file", "Config": {}})
+    (tmp_path / "containers" / deep / "config.v2.json").write_text("[" * 100_000)  # past the parser's depth
+    names = {fifo: "fifo", big: "big", deep: "deep"}
     answers = {
-        "/containers/json": [{"Id": fifo, "Names": ["/fifo"]}, {"Id": big, "Names": ["/big"]}],
-        **{f"/containers/{c}/json": {"LogPath": "", "HostConfig": {}} for c in (fifo, big)},
+        "/containers/json": [{"Id": c, "Names": [f"/{name}"]} for c, name in names.items()],
+        **{f"/containers/{c}/json": {"LogPath": "", "HostConfig": {}} for c in names},
     }
     logs: list[Any] = []
     with recorded_engine(answers, str(tmp_path / "e.sock")) as path, Api(path, 5) as api:
@@ -1080,4 +1084,4 @@ def test_a_containers_files_that_are_a_fifo_or_too_large_are_asked_of_the_engine
         reading.join(10)
         if reading.is_alive():  # let the blocked open go, so the thread ends
             os.close(os.open(tmp_path / "containers" / fifo / "hostconfig.json", os.O_RDWR))
-    assert not reading.is_alive() and sorted(log.container for log in logs) == ["big", "fifo"]
+    assert not reading.is_alive() and sorted(log.container for log in logs) == ["big", "deep", "fifo"]
