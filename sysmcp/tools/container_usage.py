@@ -203,7 +203,9 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
     walked = found.walked
     note = None
     if found.walk_refused:
-        note = "The data root is outside the allowed roots: not walked, the engine's figures only."
+        note = (
+            "The data root is outside the allowed roots: not walked nor read (nor log files there measured)."
+        )
     elif found.unwalkable:
         note = f"The data root could not be read here ({found.unwalkable}): the engine's figures only."
     elif walked is None:

@@ -944,7 +944,10 @@ async def test_a_data_root_and_log_files_the_engine_names_outside_the_roots_are_
             ("web", None, None)
         ]
         assert s["data_root"] is None and s["reconciliation"] is None
-        assert "outside the allowed roots: not walked" in output.text and "4,321" not in output.text
+        assert (
+            "outside the allowed roots: not walked nor read (nor log files there measured)" in output.text
+            and "4,321" not in output.text
+        )
         # Without roots, the same engine's data root and log are read.
         s = (await call(socket=path)).structured
         assert [(log["container"], log["bytes"]) for log in s["logs"]["largest"]] == [
