@@ -920,30 +920,35 @@ def test_with_roots_the_engines_well_known_sockets_may_be_named_as_they_are_aske
     ]
 
 
+@pytest.mark.parametrize("named", ["outside", "inside/link"])  # as it is, or through a symlink inside
 async def test_a_data_root_and_log_files_the_engine_names_outside_the_roots_are_never_looked_at(
-    tmp_path: Path,
+    tmp_path: Path, named: str
 ) -> None:
     inside, outside = tmp_path / "inside", tmp_path / "outside"
     inside.mkdir()
     container = "c" * 64
     _keep(outside, container, "from-its-files", {"Type": "json-file", "Config": {}})
+    (inside / "link").symlink_to(outside)
     secret = outside / "secret"
     secret.write_bytes(b"s" * 4321)
     answers = {
         **ENGINE,
-        "/info": {"DockerRootDir": str(outside), "Driver": "overlay2", "LoggingDriver": "json-file"},
+        "/info": {"DockerRootDir": str(tmp_path / named), "Driver": "overlay2", "LoggingDriver": "json-file"},
         "/system/df": {"LayersSize": 10, "Containers": [{"Id": container, "Names": ["/web"], "SizeRw": 1}]},
         "/containers/json": [{"Id": container, "Names": ["/web"]}],
-        f"/containers/{container}/json": {"LogPath": str(secret), "HostConfig": {"LogConfig": {}}},
+        f"/containers/{container}/json": {
+            "LogPath": str(tmp_path / named / "secret"),
+            "HostConfig": {"LogConfig": {}},
+        },
     }
     with recorded_engine(answers, str(inside / "e.sock")) as path:
         output = await call(roots=[inside], socket=path)
         s = output.structured
         # Its data root's files not read (the engine asked for the container instead), its log not stat'ed.
-        assert [(log["container"], log["bytes"], log["path"]) for log in s["logs"]["largest"]] == [
-            ("web", None, None)
-        ]
-        assert s["data_root"] is None and s["reconciliation"] is None
+        assert [(log["container"], log["bytes"]) for log in s["logs"]["largest"]] == [("web", None)]
+        assert s["reconciliation"] is None
+        if named == "outside":  # a path is named as the engine gives it: through the link, inside
+            assert s["data_root"] is None and s["logs"]["largest"][0]["path"] is None
         assert (
             "outside the allowed roots: not walked nor read (nor log files there measured)" in output.text
             and "4,321" not in output.text
