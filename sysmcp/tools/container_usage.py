@@ -30,7 +30,9 @@ PARTS_NAMED = 6  # data-root directories named in the reconciliation
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
         "socket": js.string(
-            "Engine API socket. Omitted: DOCKER_HOST, /var/run/docker.sock, then Podman's.", minLength=1
+            "Engine API socket; with roots, inside them or one of these. Omitted: DOCKER_HOST, "
+            "/var/run/docker.sock, then Podman's.",
+            minLength=1,
         ),
         "timeout_s": js.number("Per API call.", minimum=0.1, maximum=MAX_TIMEOUT_S, default=10),
         "walk": js.boolean(
@@ -203,9 +205,7 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
     walked = found.walked
     note = None
     if found.walk_refused:
-        note = (
-            "The data root is outside the allowed roots: not walked nor read (nor log files there measured)."
-        )
+        note = "The data root is outside the allowed roots: neither walked nor read, its logs unmeasured."
     elif found.unwalkable:
         note = f"The data root could not be read here ({found.unwalkable}): the engine's figures only."
     elif walked is None:

@@ -148,7 +148,7 @@ async def test_outside_the_roots_no_path_is_named_and_the_data_root_is_not_walke
     assert all(row["path"] is None for row in s["logs"]["largest"] + s["volumes"]["largest"])
     assert s["logs"]["count"] == 2 and s["logs"]["not_measured"] == 2  # nor stat'ed there
     assert str(lab.data_root) not in output.text
-    assert "outside the allowed roots: not walked" in output.text
+    assert "outside the allowed roots: neither walked nor read" in output.text
 
 
 async def test_a_socket_that_accepts_and_never_answers_is_an_error_within_the_timeout(tmp_path: Path) -> None:
@@ -950,7 +950,7 @@ async def test_a_data_root_and_log_files_the_engine_names_outside_the_roots_are_
         if named == "outside":  # a path is named as the engine gives it: through the link, inside
             assert s["data_root"] is None and s["logs"]["largest"][0]["path"] is None
         assert (
-            "outside the allowed roots: not walked nor read (nor log files there measured)" in output.text
+            "outside the allowed roots: neither walked nor read, its logs unmeasured" in output.text
             and "4,321" not in output.text
         )
         # Without roots, the same engine's data root and log are read.
