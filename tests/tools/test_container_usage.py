@@ -897,7 +897,8 @@ async def test_with_roots_a_socket_named_outside_them_is_refused_and_never_conne
     tmp_path: Path,
 ) -> None:
     inside, outside = tmp_path / "inside", tmp_path / "outside"
-    inside.mkdir(), outside.mkdir()
+    inside.mkdir()
+    outside.mkdir()
     with recorded_engine(ENGINE, str(outside / "e.sock")) as path:
         with pytest.raises(ArgumentError, match=f"is outside the operator's roots.*{inside}"):
             await call(roots=[inside], socket=path, walk=False)
