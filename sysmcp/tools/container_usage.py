@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sysmcp.engine.containers import ContainersRequest, Survey, survey
+from sysmcp.engine.containers import ContainersRequest, Survey, known_sockets, survey
 from sysmcp.engine.paths import printable, within_roots
 from sysmcp.protocol.context import Meter
 from sysmcp.render import age, human_bytes, more_not_shown, plural
@@ -30,7 +30,9 @@ PARTS_NAMED = 6  # data-root directories named in the reconciliation
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
         "socket": js.string(
-            "Engine API socket. Omitted: DOCKER_HOST, /var/run/docker.sock, then Podman's.", minLength=1
+            "Engine API socket; with roots, inside them or one of these. Omitted: DOCKER_HOST, "
+            "/var/run/docker.sock, then Podman's.",
+            minLength=1,
         ),
         "timeout_s": js.number("Per API call.", minimum=0.1, maximum=MAX_TIMEOUT_S, default=10),
         "walk": js.boolean(
@@ -181,6 +183,10 @@ class ContainerUsage:
         "The engine's command asked where no API socket was reachable (docker's sizes are rounded); "
         "absent: the socket was asked."
     )
+    partial: Opt[str] = prop(
+        "Why the engine's sizes are missing: its lists only (image sizes whole, shared and unique "
+        "bytes unknown; no layer total, writable layer, volume size nor build cache); absent: complete."
+    )
 
 
 def _shown(path: str, allowed: list[Path] | None) -> str | None:
@@ -199,7 +205,7 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
     walked = found.walked
     note = None
     if found.walk_refused:
-        note = "The data root is outside the allowed roots: not walked, the engine's figures only."
+        note = "The data root is outside the allowed roots: neither walked nor read, its logs unmeasured."
     elif found.unwalkable:
         note = f"The data root could not be read here ({found.unwalkable}): the engine's figures only."
     elif walked is None:
@@ -288,6 +294,7 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
         ),
         note=note,
         command=found.command or ABSENT,
+        partial=found.sizes_missing or ABSENT,
     )
 
 
@@ -299,9 +306,15 @@ def render(s: ContainerUsage) -> str:
     root = f"data root {s.data_root}" if s.data_root else "data root outside the allowed roots"
     asked = f"through its command `{s.command}` (no API socket)" if s.command else f"at {s.socket}"
     lines = [f"{s.engine} {asked}: {root} ({s.storage_driver}, logs {s.log_driver or 'unknown'})"]
+    if s.partial:
+        lines.append(
+            f"Partial: {s.partial}; its lists below: image sizes whole (the bytes each holds alone "
+            "unknown, shown as shared), writable layers and volumes unmeasured, no layer total nor build cache"
+        )
     im = s.images
+    layers = "layer total not known" if s.partial else f"{human_bytes(im.layer_bytes)} of layers"
     lines.append(
-        f"Images: {plural(im.count, 'image')}, {human_bytes(im.layer_bytes)} of layers"
+        f"Images: {plural(im.count, 'image')}, {layers}"
         + (" (estimated: the engine gave no total)" if im.layer_bytes_estimated else "")
         + (
             f"; {im.dangling:,} dangling ({human_bytes(im.dangling_unique_bytes)} unique)"
@@ -335,14 +348,16 @@ def render(s: ContainerUsage) -> str:
         )
     )
     for v in vo.largest:
-        use = "dangling" if v.containers == 0 else f"used by {plural(v.containers or 0, 'container')}"
+        use = f"used by {plural(v.containers, 'container')}" if v.containers else "dangling"
+        use = "containers using it unknown" if v.containers is None else use
         lines.append(f"  {_size(v.bytes):>10}  {v.name}  {use}")
     lines += _more(len(vo.largest), vo.count, "volume")
     bc = s.build_cache
-    lines.append(
-        f"Build cache: {human_bytes(bc.bytes)} in {plural(bc.records, 'record')}"
-        f" ({human_bytes(bc.in_use_bytes)} in use)"
-    )
+    if not s.partial:  # only /system/df tells the build cache
+        lines.append(
+            f"Build cache: {human_bytes(bc.bytes)} in {plural(bc.records, 'record')}"
+            f" ({human_bytes(bc.in_use_bytes)} in use)"
+        )
     lo = s.logs
     lines.append(
         f"Log files: {plural(lo.count, 'file')}, {_total(lo.bytes, lo.not_measured, lo.count)}"
@@ -408,9 +423,11 @@ def _reconciled(re: Reconciliation) -> list[str]:
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    allowed = ctx.paths.allowed
+    allowed, named = ctx.paths.allowed, args.get("socket")
+    if named is not None and allowed is not None and named not in known_sockets():
+        named = str(await ctx.resolve(named))  # any other socket only inside the roots, as any path
     request = ContainersRequest(
-        socket=args.get("socket"),
+        socket=named,
         timeout_s=float(args["timeout_s"]),
         walk=bool(args["walk"]),
         walk_timeout_s=WALK_TIMEOUT_S,

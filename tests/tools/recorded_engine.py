@@ -8,19 +8,24 @@ import os
 import socket
 import socketserver
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 
 @contextmanager
-def recorded_engine(answers: dict[str, Any], path: str, mode: int | None = None) -> Iterator[str]:
+def recorded_engine(
+    answers: dict[str, Any], path: str, mode: int | None = None, slow: dict[str, float] | None = None
+) -> Iterator[str]:
     """An HTTP server on the Unix socket ``path`` answering each GET with ``answers`` by its path (the
-    query left out; 404 for any other), ``mode`` its socket's permissions (None: as made)."""
+    query left out; 404 for any other), ``mode`` its socket's permissions (None: as made), after
+    ``slow[path]`` seconds where given."""
 
     class Recorded(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             asked = self.path.split("?")[0]
+            time.sleep((slow or {}).get(asked, 0))
             body = json.dumps(answers.get(asked, {"message": "no such"})).encode()
             self.send_response(200 if asked in answers else 404)
             self.send_header("Content-Length", str(len(body)))

@@ -27,11 +27,13 @@ from sysmcp.engine.containers import (
     _reconciled,
     _walk,
     find_socket,
+    known_sockets,
     survey,
 )
 from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._command import ask
 from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable
+from sysmcp.protocol.failures import ArgumentError
 from sysmcp.reclaim import PlanRequest, build_plan, choose
 from sysmcp.reclaim._classes import RootsLayout, containers
 from sysmcp.tools.container_usage import answer, render
@@ -135,14 +137,18 @@ async def test_the_data_root_walk_matches_du_and_names_what_the_engine_does_not_
     assert "the engine does not count" in output.text or "less" in output.text
 
 
-async def test_outside_the_roots_no_path_is_named_and_the_data_root_is_not_walked(lab: Lab) -> None:
+async def test_outside_the_roots_no_path_is_named_and_the_data_root_is_not_walked(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{lab.socket}")  # the operator's: asked outside the roots
     with tempfile.TemporaryDirectory() as elsewhere:
-        output = await call(roots=[Path(elsewhere)], socket=str(lab.socket))
+        output = await call(roots=[Path(elsewhere)])
     s = output.structured
     assert s["data_root"] is None and s["reconciliation"] is None
     assert all(row["path"] is None for row in s["logs"]["largest"] + s["volumes"]["largest"])
+    assert s["logs"]["count"] == 2 and s["logs"]["not_measured"] == 2  # nor stat'ed there
     assert str(lab.data_root) not in output.text
-    assert "outside the allowed roots: not walked" in output.text
+    assert "outside the allowed roots: neither walked nor read" in output.text
 
 
 async def test_a_socket_that_accepts_and_never_answers_is_an_error_within_the_timeout(tmp_path: Path) -> None:
@@ -885,3 +891,206 @@ async def test_a_paused_container_is_not_stopped_neither_in_the_totals_nor_in_th
 def test_reclaim_leaves_out_an_engine_that_is_not_there(tmp_path: Path) -> None:
     layout = RootsLayout(container_socket=str(tmp_path / "absent.sock"), container_engines=("docker",))
     assert containers(layout) == []
+
+
+async def test_with_roots_a_socket_named_outside_them_is_refused_and_never_connected_to(
+    tmp_path: Path,
+) -> None:
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    inside.mkdir()
+    outside.mkdir()
+    with recorded_engine(ENGINE, str(outside / "e.sock")) as path:
+        with pytest.raises(ArgumentError, match=f"is outside the operator's roots.*{inside}"):
+            await call(roots=[inside], socket=path, walk=False)
+        (inside / "link.sock").symlink_to(path)  # a symlink inside to a socket outside: its target counts
+        with pytest.raises(ArgumentError, match="is outside"):
+            await call(roots=[inside], socket=str(inside / "link.sock"), walk=False)
+        assert (await call(socket=path, walk=False)).structured["engine"] == "Docker 24.0.7"  # no roots
+    with recorded_engine(ENGINE, str(inside / "e.sock")) as path:
+        assert (await call(roots=[inside], socket=path, walk=False)).structured["socket"] == path
+
+
+def test_with_roots_the_engines_well_known_sockets_may_be_named_as_they_are_asked_unnamed() -> None:
+    known = known_sockets({"DOCKER_HOST": "unix:///srv/d.sock", "XDG_RUNTIME_DIR": "/run/user/7"})
+    assert known == [
+        "/srv/d.sock",
+        "/var/run/docker.sock",
+        "/run/docker.sock",
+        "/run/podman/podman.sock",
+        "/run/user/7/podman/podman.sock",
+    ]
+
+
+@pytest.mark.parametrize("named", ["outside", "inside/link"])  # as it is, or through a symlink inside
+async def test_a_data_root_and_log_files_the_engine_names_outside_the_roots_are_never_looked_at(
+    tmp_path: Path, named: str
+) -> None:
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    inside.mkdir()
+    container = "c" * 64
+    _keep(outside, container, "from-its-files", {"Type": "json-file", "Config": {}})
+    (inside / "link").symlink_to(outside)
+    secret = outside / "secret"
+    secret.write_bytes(b"s" * 4321)
+    answers = {
+        **ENGINE,
+        "/info": {"DockerRootDir": str(tmp_path / named), "Driver": "overlay2", "LoggingDriver": "json-file"},
+        "/system/df": {"LayersSize": 10, "Containers": [{"Id": container, "Names": ["/web"], "SizeRw": 1}]},
+        "/containers/json": [{"Id": container, "Names": ["/web"]}],
+        f"/containers/{container}/json": {
+            "LogPath": str(tmp_path / named / "secret"),
+            "HostConfig": {"LogConfig": {}},
+        },
+    }
+    with recorded_engine(answers, str(inside / "e.sock")) as path:
+        output = await call(roots=[inside], socket=path)
+        s = output.structured
+        # Its data root's files not read (the engine asked for the container instead), its log not stat'ed.
+        assert [(log["container"], log["bytes"]) for log in s["logs"]["largest"]] == [("web", None)]
+        assert s["reconciliation"] is None
+        if named == "outside":  # a path is named as the engine gives it: through the link, inside
+            assert s["data_root"] is None and s["logs"]["largest"][0]["path"] is None
+        assert (
+            "outside the allowed roots: neither walked nor read, its logs unmeasured" in output.text
+            and "4,321" not in output.text
+        )
+        # Without roots, the same engine's data root and log are read.
+        s = (await call(socket=path)).structured
+        assert [(log["container"], log["bytes"]) for log in s["logs"]["largest"]] == [
+            ("from-its-files", 1234)
+        ]
+
+
+async def test_a_system_df_not_answered_in_time_leaves_what_the_engines_lists_say_and_says_it_is_partial(
+    tmp_path: Path,
+) -> None:
+    answers = {
+        **ENGINE,
+        "/system/df": {"LayersSize": 10**9, "Images": [], "Containers": [], "Volumes": []},
+        "/images/json": [
+            {"Id": "sha256:" + "a" * 64, "RepoTags": ["web:1"], "Size": 5000, "SharedSize": -1},
+            {"Id": "sha256:" + "b" * 64, "RepoTags": [], "Size": 3000, "SharedSize": -1},
+        ],
+        "/containers/json": [
+            {
+                "Id": "c1",
+                "Names": ["/web"],
+                "Image": "web:1",
+                "ImageID": "sha256:" + "a" * 64,
+                "State": "exited",
+            }
+        ],
+        "/volumes": {"Volumes": [{"Name": "data", "Mountpoint": "/nonexistent/v"}], "Warnings": None},
+        "/containers/c1/json": {"LogPath": "", "HostConfig": {}},
+    }
+    with recorded_engine(answers, str(tmp_path / "e.sock"), slow={"/system/df": 5}) as path:
+        output = await call(socket=path, walk=False, timeout_s=0.5)
+    s = output.structured
+    assert "GET /system/df" in s["partial"] and "0.5 s" in s["partial"]
+    assert s["images"]["count"] == 2 and s["images"]["dangling"] == 1 and s["images"]["layer_bytes"] == 0
+    assert {row["tags"][0] if row["tags"] else "": row["bytes"] for row in s["images"]["largest"]} == {
+        "web:1": 5000,
+        "": 3000,
+    }
+    assert all(row["unique_bytes"] == 0 for row in s["images"]["largest"])  # not known: never overstated
+    assert [row["containers"] for row in s["images"]["largest"]] == [1, 0]  # counted from the list
+    assert s["containers"]["stopped"] == 1 and s["containers"]["not_measured"] == 1
+    assert s["volumes"]["count"] == 1 and s["volumes"]["not_measured"] == 1
+    lines = output.text.splitlines()
+    assert lines[1].startswith("Partial: the engine did not give its sizes within 0.5 s"), lines
+    assert "Images: 2 images, layer total not known" in output.text and "Build cache" not in output.text
+    assert "data  containers using it unknown" in output.text  # not "used by 0 containers"
+
+
+async def test_numbers_past_any_disks_size_from_the_engine_are_unknown_not_an_internal_error() -> None:
+    huge = 10**400  # JSON allows it; no float holds it
+    df = {
+        "LayersSize": huge,
+        "Images": [{"Id": "i", "RepoTags": ["a:1"], "Size": huge, "SharedSize": huge, "Containers": huge}],
+        "Containers": [{"Id": "c", "Names": ["/c"], "SizeRw": 2**63, "State": "exited"}],
+        "Volumes": [{"Name": "v", "UsageData": {"Size": huge, "RefCount": huge}}],
+        "BuildCache": [{"Size": huge, "InUse": True}],
+        "BuilderSize": huge,
+    }
+    with engine_saying(system_df=df) as path:
+        output = await call(socket=path, walk=False)
+    s = output.structured
+    assert s["images"]["layer_bytes"] == 0 and s["images"]["largest"][0]["bytes"] == 0
+    assert s["containers"]["not_measured"] == 1 and s["volumes"]["not_measured"] == 1
+    assert s["build_cache"]["bytes"] == 0
+
+
+async def test_names_and_options_of_the_wrong_type_from_the_engine_are_left_out_not_an_internal_error() -> (
+    None
+):
+    df = {
+        "Images": [{"Id": "i", "RepoTags": [[["deep"]], 5, "web:1"]}, {"Id": "j", "RepoTags": "abc"}],
+        "Containers": [{"Id": "c", "Names": "/web", "State": "exited"}],
+    }
+    inspect = {
+        "LogPath": "/nonexistent/c-json.log",
+        "HostConfig": {"LogConfig": {"Type": "json-file", "Config": {"max-size": {"a": 1}}}},
+    }
+    answers = {
+        **ENGINE,
+        "/system/df": df,
+        "/containers/json": [{"Id": "c", "Names": ["/web"]}],
+        "/containers/c/json": inspect,
+    }
+    with (
+        tempfile.TemporaryDirectory(prefix="sysmcp-en-") as box,
+        recorded_engine(answers, f"{box}/e.sock") as path,
+    ):
+        output = await call(socket=path, walk=False)
+    s = output.structured
+    assert sorted(tuple(row["tags"]) for row in s["images"]["largest"]) == [(), ("web:1",)]
+    assert s["containers"]["largest"][0]["name"] == "c"  # Names not a list: its id, as with none
+    assert s["logs"]["largest"][0]["max_size"] is None
+
+
+async def test_a_relative_data_root_or_log_path_from_the_engine_is_not_looked_at_from_the_servers_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "rel" / "d").mkdir(parents=True)
+    (tmp_path / "rel.log").write_bytes(b"x" * 99)
+    monkeypatch.chdir(tmp_path)
+    answers = {
+        **ENGINE,
+        "/info": {"DockerRootDir": "rel", "Driver": "overlay2"},
+        "/containers/json": [{"Id": "c", "Names": ["/web"]}],
+        "/containers/c/json": {"LogPath": "rel.log", "HostConfig": {}},
+    }
+    with recorded_engine(answers, str(tmp_path / "e.sock")) as path:
+        s = (await call(socket=path)).structured
+    assert s["reconciliation"] is None and s["logs"]["largest"][0]["bytes"] is None
+
+
+def test_a_containers_files_that_are_a_fifo_too_large_or_too_deep_are_asked_of_the_engine(
+    tmp_path: Path,
+) -> None:
+    fifo, big = "f" * 64, "b" * 64
+    _keep(tmp_path, fifo, "from-its-files", {"Type": "json-file", "Config": {}})
+    (tmp_path / "containers" / fifo / "hostconfig.json").unlink()
+    os.mkfifo(tmp_path / "containers" / fifo / "hostconfig.json")  # an open would wait for a writer
+    _keep(tmp_path, big, "from-its-files", {"Type": "json-file", "Config": {}})
+    padded = {"Name": "/from-its-files", "LogPath": "", "Pad": " " * (2 * MIB)}
+    (tmp_path / "containers" / big / "config.v2.json").write_text(json.dumps(padded))
+    deep = "d" * 64
+    _keep(tmp_path, deep, "from-its-files", {"Type": "json-file", "Config": {}})
+    (tmp_path / "containers" / deep / "config.v2.json").write_text("[" * 100_000)  # past the parser's depth
+    names = {fifo: "fifo", big: "big", deep: "deep"}
+    answers = {
+        "/containers/json": [{"Id": c, "Names": [f"/{name}"]} for c, name in names.items()],
+        **{f"/containers/{c}/json": {"LogPath": "", "HostConfig": {}} for c in names},
+    }
+    logs: list[Any] = []
+    with recorded_engine(answers, str(tmp_path / "e.sock")) as path, Api(path, 5) as api:
+        reading = threading.Thread(
+            target=lambda: logs.extend(_read_logs(api, str(tmp_path), lambda *_: None, lambda: None)),
+            daemon=True,
+        )
+        reading.start()
+        reading.join(10)
+        if reading.is_alive():  # let the blocked open go, so the thread ends
+            os.close(os.open(tmp_path / "containers" / fifo / "hostconfig.json", os.O_RDWR))
+    assert not reading.is_alive() and sorted(log.container for log in logs) == ["big", "deep", "fifo"]

@@ -5,16 +5,19 @@ from read-only GETs on its Unix socket, or where none is found from its command 
 disk's from a ``du -x`` walk of its data root (overlay mounts of running containers are other
 filesystems and skipped, so each layer is counted once). What the walk finds beyond the engine's
 figures is the difference, by data-root directory. Faults: ``NotFound`` (no engine),
-``PermissionRefused`` (the socket is another user's), ``Unavailable`` (no answer in time, a bad answer).
+``PermissionRefused`` (the socket is another user's), ``Unavailable`` (no answer in time, a bad answer);
+only ``/system/df`` not answered in time is no fault: the engine's lists without its sizes (``sizes_missing``).
+Paths the engine names (data root, log files) are looked at only inside the roots (``may_walk``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sysmcp.engine.calls import Cancel, StopFlag, never_cancelled, wait_for
@@ -22,6 +25,7 @@ from sysmcp.engine.containers import _command, _model
 from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._model import BuildCache, Container, Image, LogFile, Volume
 from sysmcp.engine.faults import NotFound, Unavailable
+from sysmcp.engine.opens import read_small_regular_at
 from sysmcp.engine.walk import walk_totals
 
 __all__ = [
@@ -35,10 +39,12 @@ __all__ = [
     "Survey",
     "Volume",
     "find_socket",
+    "known_sockets",
     "survey",
 ]
 
 PARTS_KEPT = 50  # the data root's directories in a walk's answer, largest first
+KEPT_MAX = 1024 * 1024  # a container's file in the data root larger than this is not Docker's: not read
 
 #: Where engines listen, looked at in this order when no socket is named (DOCKER_HOST first).
 SOCKETS = ("/var/run/docker.sock", "/run/docker.sock", "/run/podman/podman.sock")
@@ -50,7 +56,8 @@ class ContainersRequest:
     timeout_s: float = 10.0  # each API call
     walk: bool = True  # walk the data root to reconcile
     walk_timeout_s: float = 120.0
-    #: Whether the data root may be walked (the roots in force); False: the engine's figures only.
+    #: Whether a path the engine names (its data root, a log file) may be looked at: the roots in
+    #: force. The data root outside them is neither read nor walked: the engine's figures only.
     may_walk: Callable[[str], bool] = lambda _: True
     sockets: tuple[str, ...] = SOCKETS  # where engines' sockets are looked for when none is named
     #: The commands asked, in this order, when no socket is named nor found.
@@ -96,6 +103,7 @@ class Survey:
     walk_refused: bool = False  # the data root is outside the roots: not walked
     unwalkable: str | None = None  # why the data root could not be opened (a user in the docker group)
     command: str | None = None  # the command asked where no socket was (its figures, not the API's)
+    sizes_missing: str | None = None  # why the engine's sizes are not in it: its lists only (``_listed``)
 
     def _inside(self) -> list[int | None]:
         """The sizes of what lies in the data root: writable layers, volumes and log files there."""
@@ -115,7 +123,19 @@ class Survey:
     @property
     def not_measured(self) -> int:
         """How many sizes of what lies in the data root are unknown: ``accounted`` is a lower bound."""
-        return sum(size is None for size in self._inside())
+        return sum(size is None for size in self._inside()) + (self.sizes_missing is not None)
+
+
+def known_sockets(environ: Mapping[str, str] | None = None, sockets: tuple[str, ...] = SOCKETS) -> list[str]:
+    """Where engines listen, as ``find_socket`` looks: DOCKER_HOST's unix:// path, ``sockets``, the
+    user's Podman socket (the ones a socket named may be outside the roots, as one not named is)."""
+    env = os.environ if environ is None else environ
+    host, runtime = env.get("DOCKER_HOST", ""), env.get("XDG_RUNTIME_DIR")
+    return [
+        *([host.removeprefix("unix://")] if host.startswith("unix://") else []),
+        *sockets,
+        *([f"{runtime}/podman/podman.sock"] if runtime else []),
+    ]
 
 
 def find_socket(
@@ -129,8 +149,7 @@ def find_socket(
     host = env.get("DOCKER_HOST", "")
     if host.startswith("unix://"):
         return host.removeprefix("unix://")
-    runtime = env.get("XDG_RUNTIME_DIR")
-    candidates = [*sockets, *([f"{runtime}/podman/podman.sock"] if runtime else [])]
+    candidates = known_sockets(env, sockets)
     for path in candidates:
         if os.path.exists(path):
             return path
@@ -139,9 +158,18 @@ def find_socket(
     )
 
 
-def _log_bytes(path: str) -> int | None:
+def _inside(path: str, may_look: Callable[[str], bool]) -> str:
+    """``path`` resolved where it is absolute and inside the roots as given and as resolved, else '':
+    a path an engine names outside them is looked at no further than its symlinks inside them."""
+    if not os.path.isabs(path) or not may_look(path):
+        return ""
+    real = os.path.realpath(path)
+    return real if may_look(real) else ""
+
+
+def _log_bytes(path: str, may_look: Callable[[str], bool]) -> int | None:
     try:
-        return os.stat(path).st_size if path else None
+        return os.stat(real).st_size if (real := _inside(path, may_look)) else None
     except OSError:
         return None
 
@@ -175,6 +203,18 @@ def _measure(df: dict[str, Any], found: Survey) -> None:
     found.build_cache = _model.build_cache(df)
 
 
+def _listed(api: Api, found: Survey, check: Callable[[], None]) -> None:
+    """The engine's lists into ``found`` where ``/system/df`` (which measures every layer: minutes on a
+    large host) did not answer in time: images with their whole sizes (the bytes they share unknown,
+    so none counted unique), containers and volumes unmeasured, no layer total nor build cache."""
+    images, listed = api.get("/images/json"), api.get("/containers/json?all=1")
+    uses = Counter(str(c.get("ImageID")) for c in listed)  # as /system/df counts them
+    found.images = [replace(i, shared=i.size, containers=uses[i.id]) for i in _model.images(images)]
+    found.containers = [replace(c, writable=None) for c in _model.containers({"Containers": listed})]
+    check()
+    found.volumes = _model.volumes(api.get("/volumes"))
+
+
 def _estimate_layers(found: Survey) -> None:
     """The layers' total where the engine gives none: each image's unique bytes plus the largest shared."""
     if found.images:
@@ -183,13 +223,18 @@ def _estimate_layers(found: Survey) -> None:
 
 
 def _read_logs(
-    api: Api, data_root: str, report: Callable[[str, int, int], None], check: Callable[[], None]
+    api: Api,
+    data_root: str,
+    report: Callable[[str, int, int], None],
+    check: Callable[[], None],
+    may_look: Callable[[str], bool] = lambda _: True,
 ) -> list[Log]:
-    """Each container's log file (``/system/df`` has none): its name, log path and log options."""
+    """Each container's log file (``/system/df`` has none): its name, log path and log options; the
+    data root's files read only inside the roots (``may_look``), and each log file's size too."""
     logs = []
-    for done, (name, config) in enumerate(_configs(api, data_root, check), 1):
+    for done, (name, config) in enumerate(_configs(api, _inside(data_root, may_look), check), 1):
         log = _model.log_file(config)
-        logs.append(Log(name, log, _log_bytes(log.path)))
+        logs.append(Log(name, log, _log_bytes(log.path, may_look)))
         report("inspect", done, 0)
     return logs
 
@@ -215,7 +260,7 @@ def _configs(api: Api, data_root: str, check: Callable[[], None]) -> Iterator[tu
         return
     for item in api.get("/containers/json?all=1"):
         check()
-        names = item.get("Names") or [str(item.get("Id", ""))[:12]]
+        names = _model.strings(item.get("Names")) or [str(item.get("Id", ""))[:12]]
         config = _kept_config(data_root, str(item.get("Id", "")))
         yield str(names[0]).lstrip("/"), config or api.get(f"/containers/{item.get('Id')}/json")
 
@@ -228,15 +273,26 @@ def _kept_config(data_root: str, container: str) -> dict[str, Any] | None:
         return None
     where = os.path.join(data_root, "containers", container)
     try:
-        with open(os.path.join(where, "config.v2.json"), "rb") as file:
-            config = json.load(file)
-        with open(os.path.join(where, "hostconfig.json"), "rb") as host:
-            host_config = json.load(host)
-    except (OSError, ValueError):
+        config = _kept_json(os.path.join(where, "config.v2.json"))
+        host_config = _kept_json(os.path.join(where, "hostconfig.json"))
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(config, dict) or not isinstance(host_config, dict) or not config.get("Name"):
         return None
     return {"Name": config["Name"], "LogPath": config.get("LogPath"), "HostConfig": host_config}
+
+
+def _kept_json(path: str) -> Any:
+    """A file of the data root's JSON, read only where it is a small regular file (never a FIFO that
+    would block the open, a device or a symlink: ``read_small_regular_at``)."""
+    looked = os.lstat(path)
+    if looked.st_size > KEPT_MAX:
+        raise ValueError(path)
+    buffer = bytearray(looked.st_size + 1)
+    count, _, failure = read_small_regular_at(os.fsencode(path), looked, buffer)
+    if failure is not None:
+        raise failure
+    return json.loads(buffer[:count])
 
 
 def survey(
@@ -266,7 +322,7 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
         path = find_socket(request.socket, sockets=request.sockets)
     except NotFound as none:
         found, command = _by_command(request, none)
-        works = [lambda check: _command_figures(command, found, request.timeout_s, report, check)]
+        works = [lambda check: _command_figures(command, found, request, report, check)]
         return _reconciled(found, request, works, report, cancel)
     with (
         Api(path, request.timeout_s) as api,
@@ -289,10 +345,22 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
             layers=0,
         )
 
-        def logs(check: Callable[[], None]) -> None:
-            found.logs = _read_logs(second, found.data_root, report, check)
+        def figures(check: Callable[[], None]) -> None:
+            try:
+                _measure(df.result(), found)
+            except Unavailable as slow:
+                if slow.reason != "engine_silent":
+                    raise
+                found.sizes_missing = (
+                    f"the engine did not give its sizes within {request.timeout_s:g} s "
+                    "(GET /system/df, which measures every layer)"
+                )
+                _listed(api, found, check)
 
-        _reconciled(found, request, [lambda check: _measure(df.result(), found), logs], report, cancel)
+        def logs(check: Callable[[], None]) -> None:
+            found.logs = _read_logs(second, found.data_root, report, check, request.may_walk)
+
+        _reconciled(found, request, [figures, logs], report, cancel)
         found.engine = _model.engine_name(version.result())
         return found
 
@@ -308,9 +376,9 @@ def _reconciled(
     A work calls the ``check`` it is given between its calls, which raises once this thread stopped
     (cancelled, or another work failed); every thread has ended when this returns."""
     # The roots are compared with the real path, and the real path is walked (a symlinked data root).
-    root = os.path.realpath(found.data_root) if found.data_root else ""
+    root = _inside(found.data_root, request.may_walk)
+    found.walk_refused = request.walk and bool(found.data_root) and not root
     walk = request.walk and bool(root) and os.path.isdir(root)
-    found.walk_refused = walk and not request.may_walk(root)
     stop = StopFlag()
     with ThreadPoolExecutor(len(works), thread_name_prefix="engine-api") as pool:
         futures = [pool.submit(work, stop.check) for work in works]
@@ -363,11 +431,12 @@ def _by_command(request: ContainersRequest, none: NotFound) -> tuple[Survey, str
 def _command_figures(
     command: str,
     found: Survey,
-    timeout_s: float,
+    request: ContainersRequest,
     report: Callable[[str, int, int], None],
     check: Callable[[], None],
 ) -> None:
     """Images, containers, volumes, build cache and log files into ``found``, from ``command``."""
+    timeout_s = request.timeout_s
     if command == "podman":
         found.images = _model.images(
             _command.ask([command, "images", "-a", "--format", "json"], timeout_s), tags="Names"
@@ -393,5 +462,5 @@ def _command_figures(
     for done, container in enumerate(found.containers, 1):
         log = logs.get(container.id)
         if log is not None:
-            found.logs.append(Log(container.name, log, _log_bytes(log.path)))
+            found.logs.append(Log(container.name, log, _log_bytes(log.path, request.may_walk)))
         report("inspect", done, 0)

@@ -74,7 +74,13 @@ class LogFile:
 
 
 def _int(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None  # not a bool
+    """A size or count: an int (not a bool) from 0 to what a file's size can be (JSON has no bound)."""
+    return value if type(value) is int and 0 <= value < 2**63 else None
+
+
+def strings(value: Any) -> list[str]:
+    """The strings of a list (names, tags); none for anything else."""
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
 
 
 def seconds(value: Any) -> float:
@@ -90,7 +96,7 @@ def images(items: list[dict[str, Any]], tags: str = "RepoTags") -> list[Image]:
         rows.append(
             Image(
                 id=str(item.get("Id", "")),
-                tags=tuple(t for t in item.get(tags) or () if t and "<none>" not in t),
+                tags=tuple(t for t in strings(item.get(tags)) if t and "<none>" not in t),
                 size=size,
                 shared=min(_int(item.get("SharedSize")) or 0, size),
                 containers=_int(item.get("Containers")) or 0,
@@ -103,7 +109,7 @@ def images(items: list[dict[str, Any]], tags: str = "RepoTags") -> list[Image]:
 def containers(df: dict[str, Any]) -> list[Container]:
     rows = []
     for item in df.get("Containers") or []:
-        names = item.get("Names") or [str(item.get("Id", ""))[:12]]
+        names = strings(item.get("Names")) or [str(item.get("Id", ""))[:12]]
         rows.append(
             Container(
                 id=str(item.get("Id", "")),
@@ -152,10 +158,11 @@ def build_cache(df: dict[str, Any]) -> BuildCache:
 def log_file(inspect: dict[str, Any]) -> LogFile:
     config = (inspect.get("HostConfig") or {}).get("LogConfig") or {}
     options = config.get("Config") or {}
+    limit = options.get("max-size")
     return LogFile(
         driver=str(config.get("Type", "")),
         path=str(inspect.get("LogPath") or ""),
-        max_size=options.get("max-size") or None,
+        max_size=limit if isinstance(limit, str) and limit else None,
     )
 
 
