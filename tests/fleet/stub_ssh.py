@@ -4,7 +4,7 @@ behaviour (``ok``, ``hang``, ``mute``, ``garbage``, ``oddshape``, ``bignumber``,
 ``notfound``, ``uvxfail``, ``huge``: a reply line longer than any client reads, never ended, ``long``: a
 whole reply line of 85 MiB, longer than any sysmcp sends,
 ``infinite``: a number past any float in its result, ``escapes``: terminal escapes in its progress,
-``dies``: half an answer then exit 1, ``slow``: a remote start that answers ``initialize`` only once the file
+``dies``: half an answer then exit 1, ``fails``: a tool error, ``slow``: a remote start that answers ``initialize`` only once the file
 ``$STUB_GATE`` exists). Each start appends the host's name to ``$STUB_STARTS`` when that is set.
 Standard library only, started with ``-S -E``: it must cost a few milliseconds."""
 
@@ -77,6 +77,8 @@ def main() -> int:
                 out.flush()
                 time.sleep(60)
                 return 0
+            if host.startswith("fails"):
+                result = {"content": [{"type": "text", "text": text}], "isError": True}
             if host.startswith("long"):  # well-formed, ended, and past the 80 MiB no sysmcp exceeds
                 result["structuredContent"] = {"answer": "x" * (85 << 20)}
             if host.startswith("infinite"):  # valid JSON; as a Python float, Infinity

@@ -244,6 +244,22 @@ def test_a_reply_line_past_what_any_sysmcp_sends_is_refused_while_read_holding_a
     ]
 
 
+async def test_a_hosts_tool_error_points_at_no_other_hosts_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error's words name links as a result does: another host's gateway link in them went out as
+    is, for the model to read (or pass to verify_checksums) as this host's."""
+    monkeypatch.setenv("STUB_TEXT", "see sysmcp://hosts/ok1/results/1/SHA256SUMS and sysmcp://results/2/x")
+    names = ["ok1", "fails1"]
+    inventory = from_names(names)
+    async with SessionPool(inventory, settings(tmp_path)).open() as pool:
+        outcomes = await Fleet(inventory, pool, deadline=DEADLINE).fan_out("x", {}, names, timeout=600)
+    assert statuses(outcomes) == {"ok1": "ok", "fails1": "tool_error"}
+    assert outcomes[1].reason == (
+        "see sysmcp://hosts/fails1/hosts/ok1/results/1/SHA256SUMS and sysmcp://hosts/fails1/results/2/x"
+    )
+
+
 async def test_a_result_number_past_a_float_is_that_hosts_failure_and_the_merged_answer_can_be_sent(
     tmp_path: Path,
 ) -> None:
