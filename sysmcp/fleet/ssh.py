@@ -18,6 +18,7 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 CONTROL_PERSIST = 60  # seconds a master outlives its last session (it is ended at exit anyway)
 REASON_LIMIT = 200
 REMOTE_REASON_LIMIT = 400  # a failed remote start's first lines: room for uv's or Python's own words
+BOUNDED_READ = 64 << 10  # characters of a text a reason is made from
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +117,12 @@ _THROUGH_PROXY = re.compile(r"Connection to UNKNOWN port 65535", re.I)
 
 
 def bounded(text: str, limit: int = REASON_LIMIT) -> str:
-    """One line, printable, at most ``limit`` characters: a reason, never a dump."""
-    line = " ".join("".join(c if c.isprintable() else " " for c in text).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    """One line, printable, at most ``limit`` characters: a reason, never a dump. Made of the text's
+    first ``BOUNDED_READ`` characters: a host's 80 MiB error or progress message took the gateway's event
+    loop for seconds, and gigabytes, for a 200-character line."""
+    head = text[:BOUNDED_READ]
+    line = " ".join("".join(c if c.isprintable() else " " for c in head).split())
+    return line if len(line) <= limit and len(head) == len(text) else line[: limit - 1] + "…"
 
 
 def classify(

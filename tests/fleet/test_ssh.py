@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -120,6 +121,19 @@ def test_a_failing_remote_start_is_a_remote_error_with_its_first_lines_not_its_l
 def test_reasons_are_one_bounded_line() -> None:
     assert bounded("a\nb\x1b[31m" + "x" * 500).startswith("a b [31m")
     assert len(bounded("x" * 500)) == 200
+
+
+def test_a_reason_is_made_from_the_start_of_a_huge_text_only() -> None:
+    """A host's 80 MiB tool error or progress message: cleaned whole, it held 800 MB (a list of every
+    character) and the event loop for 12 s, to show 200 characters."""
+    huge = "x" * (80 << 20)
+    tracemalloc.start()
+    try:
+        assert bounded(huge) == "x" * 199 + "…"
+        assert tracemalloc.get_traced_memory()[1] < 4 << 20
+    finally:
+        tracemalloc.stop()
+    assert bounded("a" * 10 + " " * (80 << 20) + "b") == "a" * 10 + "…"  # cut short: said so
 
 
 @pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client")
