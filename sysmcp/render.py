@@ -139,15 +139,22 @@ def age(seconds: float, suffix: str = "") -> str:
     return f"{int(seconds // (365 * 86400))} y{suffix}"
 
 
+WIDEST = 200  # characters of the widest cell a table's column is padded to
+
+
 def table(
     rows: Sequence[Sequence[str]], right: Sequence[int] = (), indent: str = "", gap: str = "  "
 ) -> list[str]:
     """Rows of cells as lines whose columns line up; the columns named in ``right`` align right (numbers).
 
     No line ends in spaces (an empty last cell leaves none behind); a row shorter than the others
-    simply ends.
+    simply ends. A cell wider than ``WIDEST`` widens no column: it spills over its own row only (one
+    fleet host's 500 KB mount point padded every host's row to it, half a gigabyte of spaces).
     """
-    widths = [max(map(len, column)) for column in itertools.zip_longest(*rows, fillvalue="")]
+    widths = [
+        max((len(cell) for cell in column if len(cell) <= WIDEST), default=0)
+        for column in itertools.zip_longest(*rows, fillvalue="")
+    ]
     lines = []
     for row in rows:
         cells = (cell.rjust(widths[c]) if c in right else cell.ljust(widths[c]) for c, cell in enumerate(row))

@@ -156,3 +156,18 @@ def test_no_engine_words_a_quantity() -> None:
             if found:
                 wording.add(path.relative_to(package).as_posix())
     assert wording == set()
+
+
+def test_a_cell_too_wide_for_a_column_spills_over_its_own_row_and_widens_no_other() -> None:
+    """One fleet host's 500 KB mount point (schema-valid) padded every host's row of the merged table to
+    it: 200 hosts, 5 filesystems each, made a 500 MB text of spaces."""
+    wide = "/" + "m" * 500_000
+    rows = [
+        ["HOST", "MOUNT", "USE%"],
+        ["liar", wide, "1%"],
+        *([f"web{i:03}", "/", "40%"] for i in range(1000)),
+    ]
+    lines = table(rows, right=(2,))
+    assert lines[:3] == ["HOST    MOUNT  USE%", f"liar    {wide}    1%", "web000  /       40%"]
+    assert sum(map(len, lines)) < len(wide) + 1002 * 20
+    assert table([["a", "x" * 200, "b"], ["c", "y", "d"]])[1] == "c  " + "y".ljust(200) + "  d"

@@ -232,13 +232,14 @@ class Fleet:
             for block in reply.get("content", [])
             if isinstance(block, dict) and block.get("type") == "text"
         )
+        text = links.to_gateway(name, text)  # an error's words too: no host points at another's results
         if reply.get("isError"):
             return outcome(
                 "tool_error", text=text, reason=bounded(text or "the remote tool reported an error")
             )
         structured = reply.get("structuredContent")
         result = links.to_gateway(name, structured) if isinstance(structured, dict) else None
-        return outcome("ok", result=result, text=links.to_gateway(name, text))
+        return outcome("ok", result=result, text=text)
 
     # -- a host's stored results ---------------------------------------------------------------
 

@@ -434,11 +434,13 @@ def _ssh_args(value: tuple[str, int], key: str) -> tuple[str | None, str | None,
 
 
 def _word(key: str, value: str, number: int) -> str:
-    """An address, user or jump that reaches ssh: one word, not an option, nothing a shell reads."""
-    if not value or value.startswith("-") or _SHELL.search(value):
+    """An address, user or jump that reaches ssh: one word, not an option, nothing a shell reads. Nor
+    a jump's later hop: ssh hands ``b,-oProxyCommand=x``'s rest to another ssh as its ``-J`` value."""
+    if not value or any(hop.startswith("-") for hop in value.split(",")) or _SHELL.search(value):
         raise InventoryError(
             number,
-            f"{key} must be one word not starting with '-', without shell characters, got {value!r}",
+            f"{key} must be one word not starting with '-' (nor after a comma), without shell characters, "
+            f"got {value!r}",
         )
     return value
 

@@ -27,6 +27,7 @@ from sysmcp.fleet.inventory import Host, Inventory
 from sysmcp.fleet.ssh import SshSettings, bounded, classify, control_argv, session_argv
 from sysmcp.logconfig import get_logger
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, RemoteError
+from sysmcp.protocol.session import MAX_RESULT
 
 log = get_logger("sysmcp.fleet")
 
@@ -240,7 +241,8 @@ class SessionPool:
             raise HostFailure("unreachable", bounded(f"cannot start {argv[0]}: {exc}")) from None
         self._processes.add(process)
         assert process.stdin is not None and process.stdout is not None
-        client = ClientSession(process.stdin, process.stdout, name=host.name)
+        # No line a sysmcp sends is longer than its session's cap: a longer one is refused as it is read.
+        client = ClientSession(process.stdin, process.stdout, name=host.name, max_line=MAX_RESULT)
         session = HostSession(host, process, client)
         self._group.start_soon(self._keep_stderr, session)
         self._group.start_soon(self._read, session)

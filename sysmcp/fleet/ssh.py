@@ -6,6 +6,7 @@ ControlMaster, and a status with a one-line reason from an exit code and stderr.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 CONTROL_PERSIST = 60  # seconds a master outlives its last session (it is ended at exit anyway)
 REASON_LIMIT = 200
 REMOTE_REASON_LIMIT = 400  # a failed remote start's first lines: room for uv's or Python's own words
+BOUNDED_READ = 64 << 10  # characters of a text a reason is made from
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,10 +42,17 @@ def _common(settings: SshSettings, host: Host) -> list[str]:
     if settings.config_file is not None:
         argv += ["-F", settings.config_file]
     address = None if host.address is None else host.address.replace("%", "%%")  # ssh expands %h… in it
-    given = (("HostName", address), ("Port", host.port), ("User", host.user), ("ProxyJump", host.jump))
+    jump = (
+        None if host.jump is None else host.jump.replace("%", "%%")
+    )  # and in ProxyJump (a jump "%h": the host)
+    given = (("HostName", address), ("Port", host.port), ("User", host.user), ("ProxyJump", jump))
+    # One master per inventory host, in our own directory (never the operator's masters). Not ssh's %C: it
+    # hashes %l%h%p%r run together (127.0.0.1 port 2222 and 127.0.0.12 port 222 are one) without the jump
+    # host (one address behind two bastions), and a second host on the first one's master is answered by it.
+    master = hashlib.sha256(host.name.encode()).hexdigest()[:40]
     return argv + _options(
         "BatchMode=yes",  # no prompt can ever wait: a password or passphrase fails at once
-        f"ControlPath={settings.control_dir}/%C",  # ours: never the operator's own masters
+        f"ControlPath={settings.control_dir.replace('%', '%%')}/{master}",
         *(f"{key}={value}" for key, value in given if value is not None),
         # a HostName given as an inventory's -o is expanded by ssh the same way
         *(o.replace("%", "%%") if o.lower().startswith("hostname=") else o for o in host.options),
@@ -108,9 +117,12 @@ _THROUGH_PROXY = re.compile(r"Connection to UNKNOWN port 65535", re.I)
 
 
 def bounded(text: str, limit: int = REASON_LIMIT) -> str:
-    """One line, printable, at most ``limit`` characters: a reason, never a dump."""
-    line = " ".join("".join(c if c.isprintable() else " " for c in text).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    """One line, printable, at most ``limit`` characters: a reason, never a dump. Made of the text's
+    first ``BOUNDED_READ`` characters: a host's 80 MiB error or progress message took the gateway's event
+    loop for seconds, and gigabytes, for a 200-character line."""
+    head = text[:BOUNDED_READ]
+    line = " ".join("".join(c if c.isprintable() else " " for c in head).split())
+    return line if len(line) <= limit and len(head) == len(text) else line[: limit - 1] + "…"
 
 
 def classify(

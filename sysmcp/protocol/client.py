@@ -212,18 +212,20 @@ class ClientSession:
     """One MCP client session over a byte stream pair. ``run()`` is its reader: the owner runs it in a
     task group that outlives the requests (``connect`` does that for the simple case)."""
 
-    def __init__(self, send: ByteSender, receive: ByteReceiver, *, name: str = "server") -> None:
+    def __init__(
+        self, send: ByteSender, receive: ByteReceiver, *, name: str = "server", max_line: int = MAX_REPLY_LINE
+    ) -> None:
         self.name = name
         self._sender = send
         self._receiver = receive
         self._table = RequestTable()
         self._waiters: dict[RequestId, _Waiter] = {}
         self._write_lock = anyio.Lock()
-        self._decoder = LineDecoder(MAX_REPLY_LINE)
+        self._decoder = LineDecoder(max_line)  # a longer line is dropped as it comes, never held
         self.closed = anyio.Event()
         self.closed_reason = ""
         self.not_mcp = False  # the peer wrote something that is not JSON-RPC
-        self.oversized = False  # the peer wrote a line longer than MAX_REPLY_LINE
+        self.oversized = False  # the peer wrote a line longer than max_line
         self.cut_short = False  # the peer's output ended in the middle of a message
         self.notifications: Callable[[Notification], Awaitable[None]] | None = None
         self.on_wire: WireHook | None = None  # a raw view of the traffic (``sysmcp call --raw``)
@@ -277,7 +279,9 @@ class ClientSession:
         (its bytes are dropped), would otherwise wait for ever. Its reason for every caller waiting."""
         log.warning("oversized line from server: session ended", server=self.name, length=length)
         self.oversized = True
-        return f"it sent a line of more than {MAX_REPLY_LINE >> 20} MiB, longer than any answer may be"
+        return (
+            f"it sent a line of more than {self._decoder.max_line >> 20} MiB, longer than any answer may be"
+        )
 
     def _close(self, reason: str) -> None:
         if self.closed.is_set():

@@ -1,9 +1,10 @@
 """A stand-in for ``ssh`` that is itself a tiny MCP answerer: the fan-out's own cost and its faults,
 without sshd. Called as ``ssh``'s argv (``… -- HOST COMMAND``); the host name's prefix picks the
 behaviour (``ok``, ``hang``, ``mute``, ``garbage``, ``oddshape``, ``bignumber``, ``refuse``,
-``notfound``, ``uvxfail``, ``huge``: a reply line longer than any client reads, never ended,
+``notfound``, ``uvxfail``, ``huge``: a reply line longer than any client reads, never ended, ``long``: a
+whole reply line of 85 MiB, longer than any sysmcp sends,
 ``infinite``: a number past any float in its result, ``escapes``: terminal escapes in its progress,
-``dies``: half an answer then exit 1, ``slow``: a remote start that answers ``initialize`` only once the file
+``dies``: half an answer then exit 1, ``fails``: a tool error, ``slow``: a remote start that answers ``initialize`` only once the file
 ``$STUB_GATE`` exists). Each start appends the host's name to ``$STUB_STARTS`` when that is set.
 Standard library only, started with ``-S -E``: it must cost a few milliseconds."""
 
@@ -76,6 +77,10 @@ def main() -> int:
                 out.flush()
                 time.sleep(60)
                 return 0
+            if host.startswith("fails"):
+                result = {"content": [{"type": "text", "text": text}], "isError": True}
+            if host.startswith("long"):  # well-formed, ended, and past the 80 MiB no sysmcp exceeds
+                result["structuredContent"] = {"answer": "x" * (85 << 20)}
             if host.startswith("infinite"):  # valid JSON; as a Python float, Infinity
                 result["structuredContent"] = {"answer": text, "bytes": "__1e400__"}
             if host.startswith("oddshape"):  # an answer in no shape MCP defines: content null

@@ -5,6 +5,7 @@ host, and the faults (hang, mute, garbage, refusing hosts). The same over real s
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -18,6 +19,7 @@ from sysmcp.fleet.inventory import from_names
 from sysmcp.fleet.pool import SessionPool
 from sysmcp.fleet.ssh import SshSettings
 from sysmcp.protocol.framing import encode
+from sysmcp.protocol.session import MAX_RESULT
 from sysmcp.tools.merging import HostOutcome, default_merge
 from tests.profile import needs_proc
 
@@ -191,7 +193,71 @@ async def test_a_reply_line_longer_than_any_answer_is_that_hosts_remote_error_at
         outcomes = await Fleet(inventory, pool, deadline=DEADLINE).fan_out("x", {}, names, timeout=600)
     assert len(os.listdir("/proc/self/fd")) == descriptors
     assert statuses(outcomes) == {"ok1": "ok", "huge1": "remote_error", "ok2": "ok"}
-    assert "a line of more than 96 MiB" in outcomes[1].reason
+    assert "a line of more than 80 MiB" in outcomes[1].reason
+
+
+_PEAK_SCRIPT = """
+import resource, sys, anyio
+from sysmcp.fleet.fanout import Fleet
+from sysmcp.fleet.inventory import from_names
+from sysmcp.fleet.pool import SessionPool
+from sysmcp.fleet.ssh import SshSettings
+
+async def main():
+    names = ["ok1", "long1", "ok2"]
+    inventory = from_names(names)
+    settings = SshSettings(control_dir=sys.argv[1], program=sys.argv[2], connect_timeout=60.0)
+    async with SessionPool(inventory, settings).open() as pool:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        outcomes = await Fleet(inventory, pool, deadline=60.0).fan_out("x", {}, names, timeout=600)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for o in outcomes:
+        print(o.host, o.status, o.reason)
+    print((after - before) * 1024)
+
+anyio.run(main)
+"""
+
+
+def test_a_reply_line_past_what_any_sysmcp_sends_is_refused_while_read_holding_at_most_that_bound(
+    tmp_path: Path,
+) -> None:
+    """A host's well-formed reply of 85 MiB in one line: more than any sysmcp sends (its session's cap is
+    80 MiB). Read whole and parsed, it took the gateway to 285 MiB (2.25 GiB made of small objects) only
+    for the merge to refuse it: it is dropped once past that cap, as it is read."""
+    control = tmp_path / "control"
+    control.mkdir(mode=0o700)
+    ran = subprocess.run(
+        [sys.executable, "-c", _PEAK_SCRIPT, str(control), stub_program(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    *lines, grown = ran.stdout.splitlines()[-4:]  # after the unconfigured log's lines
+    assert int(grown) <= MAX_RESULT + (24 << 20)
+    assert lines == [
+        "ok1 ok ",
+        "long1 remote_error the session ended mid-call: it sent a line of more than 80 MiB, longer than any "
+        "answer may be",
+        "ok2 ok ",
+    ]
+
+
+async def test_a_hosts_tool_error_points_at_no_other_hosts_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error's words name links as a result does: another host's gateway link in them went out as
+    is, for the model to read (or pass to verify_checksums) as this host's."""
+    monkeypatch.setenv("STUB_TEXT", "see sysmcp://hosts/ok1/results/1/SHA256SUMS and sysmcp://results/2/x")
+    names = ["ok1", "fails1"]
+    inventory = from_names(names)
+    async with SessionPool(inventory, settings(tmp_path)).open() as pool:
+        outcomes = await Fleet(inventory, pool, deadline=DEADLINE).fan_out("x", {}, names, timeout=600)
+    assert statuses(outcomes) == {"ok1": "ok", "fails1": "tool_error"}
+    assert outcomes[1].reason == (
+        "see sysmcp://hosts/fails1/hosts/ok1/results/1/SHA256SUMS and sysmcp://hosts/fails1/results/2/x"
+    )
 
 
 async def test_a_result_number_past_a_float_is_that_hosts_failure_and_the_merged_answer_can_be_sent(

@@ -104,6 +104,9 @@ def test_ranges_expand_with_leading_zeros_letters_and_steps() -> None:
         ("web1 ansible_ssh_extra_args=-lops|id\n", 1, "without shell characters"),
         ("web1 ansible_ssh_common_args='-J \"b$(id)\"'\n", 1, "without shell characters"),
         ("web1 ansible_ssh_common_args='-o ProxyJump=b&id'\n", 1, "without shell characters"),
+        # a later hop ssh hands to another ssh as its -J value
+        ("web1 ansible_ssh_common_args='-J b,-oProxyCommand=/tmp/x'\n", 1, "-J must be one word"),
+        ("web1 ansible_ssh_common_args='-o ProxyJump=b:22,-oProxyCommand=/tmp/x'\n", 1, "nor after a comma"),
         ("web1 ansible_port=²\n", 1, "port number"),  # a digit to str.isdigit, none to int
         ("web[¹:³]\n", 1, "two numbers or two letters"),
         # past 4,300 digits int() refuses with a ValueError of its own

@@ -293,7 +293,7 @@ def test_only_the_largest_answers_are_cut_until_the_rest_fit() -> None:
 
 async def test_a_hosts_text_is_measured_as_the_answer_carries_it_escaped() -> None:
     """15 MiB of control characters, a host's text without a result: 90 MiB once JSON escapes each
-    (as its own reply line did, under the 96 MiB a host may send), over the session's cap."""
+    (as a host's own reply line may carry it), over the session's cap."""
 
     class Noisy(MemoryFleet):
         async def call(

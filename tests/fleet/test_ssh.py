@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
+import tracemalloc
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +24,7 @@ def test_session_argv_is_batch_mode_with_our_own_control_path_and_the_host_vars(
     assert argv[:4] == ["ssh", "-T", "-F", "/etc/fleet/ssh_config"]
     options = [argv[i + 1] for i, word in enumerate(argv) if word == "-o"]
     assert "BatchMode=yes" in options and "ConnectTimeout=3" in options and "ControlMaster=auto" in options
-    assert "ControlPath=/tmp/sysmcp-ssh-x/%C" in options
+    assert any(re.fullmatch("ControlPath=/tmp/sysmcp-ssh-x/[0-9a-f]{40}", o) for o in options)
     assert {"HostName=10.0.0.11", "Port=2222", "User=ops"} <= set(options)
     assert not any("StrictHostKeyChecking" in o or "UserKnownHostsFile" in o for o in options)
     assert argv[-3:] == ["--", "web1", "uvx sysmcp"]
@@ -37,7 +40,8 @@ def test_a_hosts_own_command_beats_the_default() -> None:
 def test_control_argv_ends_the_master_on_our_path() -> None:
     argv = control_argv(SETTINGS, Host("web1", port=2222))
     assert argv[:3] == ["ssh", "-O", "exit"] and argv[-2:] == ["--", "web1"]
-    assert "ControlPath=/tmp/sysmcp-ssh-x/%C" in argv and "Port=2222" in argv
+    (path,) = [word for word in argv if word.startswith("ControlPath=/tmp/sysmcp-ssh-x/")]
+    assert path in argv and path in session_argv(SETTINGS, Host("web1", port=2222)) and "Port=2222" in argv
 
 
 @pytest.mark.parametrize(
@@ -119,6 +123,19 @@ def test_reasons_are_one_bounded_line() -> None:
     assert len(bounded("x" * 500)) == 200
 
 
+def test_a_reason_is_made_from_the_start_of_a_huge_text_only() -> None:
+    """A host's 80 MiB tool error or progress message: cleaned whole, it held 800 MB (a list of every
+    character) and the event loop for 12 s, to show 200 characters."""
+    huge = "x" * (80 << 20)
+    tracemalloc.start()
+    try:
+        assert bounded(huge) == "x" * 199 + "…"
+        assert tracemalloc.get_traced_memory()[1] < 4 << 20
+    finally:
+        tracemalloc.stop()
+    assert bounded("a" * 10 + " " * (80 << 20) + "b") == "a" * 10 + "…"  # cut short: said so
+
+
 @pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client")
 def test_ssh_reads_a_zoned_address_and_a_key_path_with_a_space_as_the_inventory_wrote_them() -> None:
     """ssh expands %-tokens in HostName and splits an -o value at spaces: fe80::1%eth0 was an unknown
@@ -140,3 +157,50 @@ def test_ssh_reads_a_zoned_address_given_as_an_hostname_option_as_the_inventory_
     seen = subprocess.run(["ssh", "-G", *argv[1:-1]], capture_output=True, text=True, check=False, timeout=30)
     assert seen.returncode == 0, seen.stderr
     assert "hostname fe80::1%eth0" in seen.stdout.splitlines()
+
+
+def _ssh_config(argv: list[str]) -> list[str]:
+    """The configuration ssh would connect with (``ssh -G``: no connection), as its lines."""
+    seen = subprocess.run(["ssh", "-G", *argv[1:-1]], capture_output=True, text=True, check=False, timeout=30)
+    assert seen.returncode == 0, seen.stderr
+    return seen.stdout.splitlines()
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client")
+def test_two_hosts_never_share_a_master_where_sshs_own_hash_runs_them_together() -> None:
+    """ssh's %C hashes %l%h%p%r run together and leaves the jump host out: 127.0.0.1 port 2222 and
+    127.0.0.12 port 222 had one control socket, as had one address behind two bastions, and the second
+    host's session ran over the first one's master (the first host's sshd answered for both)."""
+    inventory = parse_ini(
+        "a ansible_host=127.0.0.1 ansible_port=2222\n"
+        "b ansible_host=127.0.0.12 ansible_port=222\n"
+        "c ansible_host=10.0.0.5 ansible_ssh_common_args='-J site1'\n"
+        "d ansible_host=10.0.0.5 ansible_ssh_common_args='-J site2'\n"
+    )
+    settings = SshSettings(control_dir="/tmp/x", config_file="/dev/null")
+    paths = {
+        line
+        for host in inventory.hosts.values()
+        for line in _ssh_config(session_argv(settings, host))
+        if line.startswith("controlpath ")
+    }
+    assert len(paths) == 4 and all(path.startswith("controlpath /tmp/x/") for path in paths)
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client")
+def test_a_jump_host_reaches_ssh_as_the_inventory_wrote_it(tmp_path: Path) -> None:
+    """ssh expands %-tokens in ProxyJump as in HostName: a link-local bastion [fe80::1%eth0] ended ssh
+    ("percent_expand: unknown key %e", exit 255), and a jump host written %h was the host itself."""
+    inventory = parse_ini("v6 ansible_host=127.0.0.9 ansible_ssh_common_args='-J [fe80::1%eth0]:1'\n")
+    settings = SshSettings(control_dir=str(tmp_path), config_file="/dev/null", connect_timeout=2)
+    argv = session_argv(settings, inventory.hosts["v6"])
+    seen = subprocess.run(
+        [argv[0], "-v", *argv[1:]],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    proxy = [line for line in seen.stderr.splitlines() if "Executing proxy command" in line]
+    assert proxy and proxy[0].endswith(" fe80::1%eth0"), seen.stderr
