@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import tempfile
 import tracemalloc
-from pathlib import Path
 
 import pytest
 
@@ -188,19 +188,24 @@ def test_two_hosts_never_share_a_master_where_sshs_own_hash_runs_them_together()
 
 
 @pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client")
-def test_a_jump_host_reaches_ssh_as_the_inventory_wrote_it(tmp_path: Path) -> None:
+def test_a_jump_host_reaches_ssh_as_the_inventory_wrote_it() -> None:
     """ssh expands %-tokens in ProxyJump as in HostName: a link-local bastion [fe80::1%eth0] ended ssh
     ("percent_expand: unknown key %e", exit 255), and a jump host written %h was the host itself."""
     inventory = parse_ini("v6 ansible_host=127.0.0.9 ansible_ssh_common_args='-J [fe80::1%eth0]:1'\n")
-    settings = SshSettings(control_dir=str(tmp_path), config_file="/dev/null", connect_timeout=2)
+    # A short directory, as sysmcp's own is: a test's tmp_path makes the socket path past 108 bytes.
+    control_dir = tempfile.mkdtemp(prefix="sysmcp-t-", dir="/tmp")
+    settings = SshSettings(control_dir=control_dir, config_file="/dev/null", connect_timeout=2)
     argv = session_argv(settings, inventory.hosts["v6"])
-    seen = subprocess.run(
-        [argv[0], "-v", *argv[1:]],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
+    try:
+        seen = subprocess.run(
+            [argv[0], "-v", *argv[1:]],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        shutil.rmtree(control_dir)
     proxy = [line for line in seen.stderr.splitlines() if "Executing proxy command" in line]
     assert proxy and proxy[0].endswith(" fe80::1%eth0"), seen.stderr
