@@ -1144,3 +1144,24 @@ def test_a_log_files_directory_swapped_for_a_symlink_out_of_the_roots_once_check
 
     assert _log_bytes(str(inside / "logs" / "web.log"), may_look) is None
     assert _log_bytes(str(inside / "kept" / "web.log"), lambda path: path.startswith(f"{inside}/")) == 99
+
+
+def test_a_data_root_whose_directory_is_swapped_for_a_symlink_out_of_the_roots_once_checked_is_not_walked(
+    tmp_path: Path,
+) -> None:
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    (inside / "srv" / "docker").mkdir(parents=True)
+    (outside / "docker").mkdir(parents=True)
+    (outside / "docker" / "secret").write_bytes(b"s" * 4321)
+    looked: list[str] = []
+
+    def may_walk(path: str) -> bool:  # the second look is at the resolved path
+        looked.append(path)
+        if len(looked) == 2:  # another user's swap, between the check and the walk
+            (inside / "srv").rename(inside / "kept")
+            (inside / "srv").symlink_to(outside)
+        return path.startswith(f"{inside}/")
+
+    found = Survey("e.sock", "", str(inside / "srv" / "docker"), "overlay2", "json-file", 0)
+    _reconciled(found, ContainersRequest(may_walk=may_walk), [lambda _: None], lambda *_: None, lambda: None)
+    assert found.walked is None and found.unwalkable is not None  # refused, not walked outside
