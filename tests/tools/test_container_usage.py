@@ -34,6 +34,7 @@ from sysmcp.engine.containers import (
 from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._command import ask
 from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable
+from sysmcp.engine.paths import PathPolicy
 from sysmcp.protocol.failures import ArgumentError
 from sysmcp.reclaim import PlanRequest, build_plan, choose
 from sysmcp.reclaim._classes import RootsLayout, containers
@@ -1165,3 +1166,29 @@ def test_a_data_root_whose_directory_is_swapped_for_a_symlink_out_of_the_roots_o
     found = Survey("e.sock", "", str(inside / "srv" / "docker"), "overlay2", "json-file", 0)
     _reconciled(found, ContainersRequest(may_walk=may_walk), [lambda _: None], lambda *_: None, lambda: None)
     assert found.walked is None and found.unwalkable is not None  # refused, not walked outside
+
+
+async def test_a_socket_named_inside_the_roots_whose_directory_is_swapped_for_a_symlink_once_resolved_is_not_reached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    (inside / "srv").mkdir(parents=True)
+    outside.mkdir()
+    resolve = PathPolicy.resolve
+
+    def swapped(
+        policy: PathPolicy, raw: str
+    ) -> Path:  # another user's swap, between the check and the connect
+        real = resolve(policy, raw)
+        (inside / "srv").rename(inside / "kept")
+        (inside / "srv").symlink_to(outside)
+        return real
+
+    theirs = {**ENGINE, "/version": {"Version": "6.6.6"}}
+    with (
+        recorded_engine(ENGINE, str(inside / "srv" / "e.sock")) as path,
+        recorded_engine(theirs, str(outside / "e.sock")),
+    ):
+        monkeypatch.setattr(PathPolicy, "resolve", swapped)
+        with pytest.raises(Exception, match="symbolic link"):  # refused, not the engine outside asked
+            await call(roots=[inside], socket=path, walk=False)

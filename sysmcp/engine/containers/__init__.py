@@ -60,6 +60,7 @@ class ContainersRequest:
     #: force. The data root outside them is neither read nor walked: the engine's figures only.
     may_walk: Callable[[str], bool] = lambda _: True
     sockets: tuple[str, ...] = SOCKETS  # where engines' sockets are looked for when none is named
+    pinned: bool = False  # the socket named was resolved inside the roots: reached without a symlink
     #: The commands asked, in this order, when no socket is named nor found.
     commands: tuple[str, ...] = ("docker", "podman")
 
@@ -347,9 +348,9 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
         works = [lambda check: _command_figures(command, found, request, report, check)]
         return _reconciled(found, request, works, report, cancel)
     with (
-        Api(path, request.timeout_s) as api,
-        Api(path, request.timeout_s) as second,
-        Api(path, request.timeout_s) as third,
+        Api(path, request.timeout_s, request.pinned) as api,
+        Api(path, request.timeout_s, request.pinned) as second,
+        Api(path, request.timeout_s, request.pinned) as third,
         ThreadPoolExecutor(2, thread_name_prefix="engine-api") as first,
     ):
         # The engine measures its layers for /system/df (the slow call): asked before anything else,
