@@ -424,10 +424,12 @@ def _reconciled(re: Reconciliation) -> list[str]:
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     allowed, named = ctx.paths.allowed, args.get("socket")
-    if named is not None and allowed is not None and named not in known_sockets():
-        named = str(await ctx.resolve(named))  # any other socket only inside the roots, as any path
+    pinned = named is not None and allowed is not None and named not in known_sockets()
+    if named is not None and pinned:  # any other socket only inside the roots, as any path (nor a
+        named = str(await ctx.resolve(named))  # symlink swapped in since it was resolved: pinned)
     request = ContainersRequest(
         socket=named,
+        pinned=pinned,
         timeout_s=float(args["timeout_s"]),
         walk=bool(args["walk"]),
         walk_timeout_s=WALK_TIMEOUT_S,

@@ -23,6 +23,7 @@ from sysmcp.engine.containers import (
     DataRootWalk,
     Survey,
     Volume,
+    _log_bytes,
     _read_logs,
     _reconciled,
     _walk,
@@ -33,6 +34,7 @@ from sysmcp.engine.containers import (
 from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._command import ask
 from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable
+from sysmcp.engine.paths import PathPolicy
 from sysmcp.protocol.failures import ArgumentError
 from sysmcp.reclaim import PlanRequest, build_plan, choose
 from sysmcp.reclaim._classes import RootsLayout, containers
@@ -1094,3 +1096,99 @@ def test_a_containers_files_that_are_a_fifo_too_large_or_too_deep_are_asked_of_t
         if reading.is_alive():  # let the blocked open go, so the thread ends
             os.close(os.open(tmp_path / "containers" / fifo / "hostconfig.json", os.O_RDWR))
     assert not reading.is_alive() and sorted(log.container for log in logs) == ["big", "deep", "fifo"]
+
+
+@pytest.mark.parametrize("link", ["containers", "container"])  # the containers directory, or one container's
+async def test_a_data_root_inside_the_roots_whose_containers_lead_outside_them_through_a_symlink_is_not_read_there(
+    tmp_path: Path, link: str
+) -> None:
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    root, container = inside / "docker", "c" * 64
+    _keep(outside, container, "from-outside", {"Type": "json-file", "Config": {"max-size": "7m"}})
+    if link == "containers":
+        root.mkdir(parents=True)
+        (root / "containers").symlink_to(outside / "containers")
+    else:
+        (root / "containers").mkdir(parents=True)
+        (root / "containers" / container).symlink_to(outside / "containers" / container)
+    answers = {
+        **ENGINE,
+        "/info": {"DockerRootDir": str(root), "Driver": "overlay2", "LoggingDriver": "json-file"},
+        "/containers/json": [{"Id": container, "Names": ["/web"]}],
+        f"/containers/{container}/json": {"LogPath": str(root / "web.log"), "HostConfig": {"LogConfig": {}}},
+    }
+    (root / "web.log").write_bytes(b"w" * 99)
+    with recorded_engine(answers, str(inside / "e.sock")) as path:
+        s = (await call(roots=[inside], socket=path)).structured
+    # The engine asked for the container: nothing of the files outside the roots (their name, their limit).
+    assert [(log["container"], log["max_size"], log["bytes"]) for log in s["logs"]["largest"]] == [
+        ("web", None, 99)
+    ]
+
+
+def test_a_log_files_directory_swapped_for_a_symlink_out_of_the_roots_once_checked_is_not_followed(
+    tmp_path: Path,
+) -> None:
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    (inside / "logs").mkdir(parents=True)
+    outside.mkdir()
+    (inside / "logs" / "web.log").write_bytes(b"w" * 99)
+    (outside / "web.log").write_bytes(b"s" * 4321)
+    looked: list[str] = []
+
+    def may_look(path: str) -> bool:  # inside the roots; the second look is at the resolved path
+        looked.append(path)
+        if len(looked) == 2:  # another user's swap, between the check and the stat
+            (inside / "logs").rename(inside / "kept")
+            (inside / "logs").symlink_to(outside)
+        return path.startswith(f"{inside}/")
+
+    assert _log_bytes(str(inside / "logs" / "web.log"), may_look) is None
+    assert _log_bytes(str(inside / "kept" / "web.log"), lambda path: path.startswith(f"{inside}/")) == 99
+
+
+def test_a_data_root_whose_directory_is_swapped_for_a_symlink_out_of_the_roots_once_checked_is_not_walked(
+    tmp_path: Path,
+) -> None:
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    (inside / "srv" / "docker").mkdir(parents=True)
+    (outside / "docker").mkdir(parents=True)
+    (outside / "docker" / "secret").write_bytes(b"s" * 4321)
+    looked: list[str] = []
+
+    def may_walk(path: str) -> bool:  # the second look is at the resolved path
+        looked.append(path)
+        if len(looked) == 2:  # another user's swap, between the check and the walk
+            (inside / "srv").rename(inside / "kept")
+            (inside / "srv").symlink_to(outside)
+        return path.startswith(f"{inside}/")
+
+    found = Survey("e.sock", "", str(inside / "srv" / "docker"), "overlay2", "json-file", 0)
+    _reconciled(found, ContainersRequest(may_walk=may_walk), [lambda _: None], lambda *_: None, lambda: None)
+    assert found.walked is None and found.unwalkable is not None  # refused, not walked outside
+
+
+async def test_a_socket_named_inside_the_roots_whose_directory_is_swapped_for_a_symlink_once_resolved_is_not_reached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    (inside / "srv").mkdir(parents=True)
+    outside.mkdir()
+    resolve = PathPolicy.resolve
+
+    def swapped(
+        policy: PathPolicy, raw: str
+    ) -> Path:  # another user's swap, between the check and the connect
+        real = resolve(policy, raw)
+        (inside / "srv").rename(inside / "kept")
+        (inside / "srv").symlink_to(outside)
+        return real
+
+    theirs = {**ENGINE, "/version": {"Version": "6.6.6"}}
+    with (
+        recorded_engine(ENGINE, str(inside / "srv" / "e.sock")) as path,
+        recorded_engine(theirs, str(outside / "e.sock")),
+    ):
+        monkeypatch.setattr(PathPolicy, "resolve", swapped)
+        with pytest.raises(Exception, match="symbolic link"):  # refused, not the engine outside asked
+            await call(roots=[inside], socket=path, walk=False)

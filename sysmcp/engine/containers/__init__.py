@@ -25,7 +25,7 @@ from sysmcp.engine.containers import _command, _model
 from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._model import BuildCache, Container, Image, LogFile, Volume
 from sysmcp.engine.faults import NotFound, Unavailable
-from sysmcp.engine.opens import read_small_regular_at
+from sysmcp.engine.opens import open_parent, open_path, read_small_regular_at
 from sysmcp.engine.walk import walk_totals
 
 __all__ = [
@@ -60,6 +60,7 @@ class ContainersRequest:
     #: force. The data root outside them is neither read nor walked: the engine's figures only.
     may_walk: Callable[[str], bool] = lambda _: True
     sockets: tuple[str, ...] = SOCKETS  # where engines' sockets are looked for when none is named
+    pinned: bool = False  # the socket named was resolved inside the roots: reached without a symlink
     #: The commands asked, in this order, when no socket is named nor found.
     commands: tuple[str, ...] = ("docker", "podman")
 
@@ -168,10 +169,20 @@ def _inside(path: str, may_look: Callable[[str], bool]) -> str:
 
 
 def _log_bytes(path: str, may_look: Callable[[str], bool]) -> int | None:
+    """The size of a log file inside the roots, reached without a symlink (``open_parent``): one swapped
+    in on the way since ``_inside`` resolved it is refused, not followed out of the roots."""
+    if not (real := _inside(path, may_look)):
+        return None
     try:
-        return os.stat(real).st_size if (real := _inside(path, may_look)) else None
+        parent, name = open_parent(real)
+    except (OSError, ValueError):
+        return None
+    try:
+        return os.stat(name, dir_fd=parent, follow_symlinks=False).st_size
     except OSError:
         return None
+    finally:
+        os.close(parent)
 
 
 def _walk(
@@ -244,10 +255,17 @@ def _configs(api: Api, data_root: str, check: Callable[[], None]) -> Iterator[tu
     in the data root (``containers/<id>``), which spares the engine 26 ms of CPU for 200 containers
     while it measures its layers; where any is not there to read (Podman, an unreadable data root, a
     container being created or removed), from the engine's list and the inspects the data root lacks."""
+    try:  # reached without a symlink, as each container's files are: none leads out of the roots
+        fd = open_path(os.path.join(data_root, "containers"), directory=True) if data_root else None
+    except (OSError, ValueError):
+        fd = None
     try:
-        ids = os.listdir(os.path.join(data_root, "containers")) if data_root else None
+        ids = None if fd is None else os.listdir(fd)
     except OSError:
         ids = None
+    finally:
+        if fd is not None:
+            os.close(fd)
     kept = []
     for container in ids or ():
         check()
@@ -284,12 +302,17 @@ def _kept_config(data_root: str, container: str) -> dict[str, Any] | None:
 
 def _kept_json(path: str) -> Any:
     """A file of the data root's JSON, read only where it is a small regular file (never a FIFO that
-    would block the open, a device or a symlink: ``read_small_regular_at``)."""
-    looked = os.lstat(path)
-    if looked.st_size > KEPT_MAX:
-        raise ValueError(path)
-    buffer = bytearray(looked.st_size + 1)
-    count, _, failure = read_small_regular_at(os.fsencode(path), looked, buffer)
+    would block the open, a device or a symlink: ``read_small_regular_at``), reached without a symlink
+    on the way (``open_parent``: ``containers/<id>`` may not lead out of the roots)."""
+    parent, name = open_parent(path)
+    try:
+        looked = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        if looked.st_size > KEPT_MAX:
+            raise ValueError(path)
+        buffer = bytearray(looked.st_size + 1)
+        count, _, failure = read_small_regular_at(name, looked, buffer, dir_fd=parent)
+    finally:
+        os.close(parent)
     if failure is not None:
         raise failure
     return json.loads(buffer[:count])
@@ -325,9 +348,9 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
         works = [lambda check: _command_figures(command, found, request, report, check)]
         return _reconciled(found, request, works, report, cancel)
     with (
-        Api(path, request.timeout_s) as api,
-        Api(path, request.timeout_s) as second,
-        Api(path, request.timeout_s) as third,
+        Api(path, request.timeout_s, request.pinned) as api,
+        Api(path, request.timeout_s, request.pinned) as second,
+        Api(path, request.timeout_s, request.pinned) as third,
         ThreadPoolExecutor(2, thread_name_prefix="engine-api") as first,
     ):
         # The engine measures its layers for /system/df (the slow call): asked before anything else,

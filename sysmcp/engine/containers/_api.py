@@ -7,6 +7,7 @@ Faults are the engine layer's exceptions with the facts (the socket, its owner a
 
 from __future__ import annotations
 
+import errno
 import http.client
 import json
 import os
@@ -16,7 +17,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sysmcp import platform
 from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable
+from sysmcp.engine.opens import open_parent
 from sysmcp.engine.paths import printable
 
 MAX_BODY = 64 * 1024 * 1024  # an answer larger than this is not an engine's API answer
@@ -58,22 +61,42 @@ class _Bounded(socket.socket):
 
 class Api(http.client.HTTPConnection):
     """GETs to one engine socket: ``http.client`` over AF_UNIX, the host name only filling the Host
-    header; ``close`` when done (a context manager)."""
+    header; ``close`` when done (a context manager). ``pinned``: ``path`` was resolved inside the
+    roots, and is reached without a symlink on the way (one swapped in since is refused)."""
 
-    def __init__(self, path: str, timeout_s: float) -> None:
+    def __init__(self, path: str, timeout_s: float, pinned: bool = False) -> None:
         super().__init__("localhost", timeout=timeout_s)
-        self.path, self.timeout_s = path, timeout_s
+        self.path, self.timeout_s, self.pinned = path, timeout_s, pinned and platform.has_o_path()
         self.deadline = 0.0  # the GET being asked must be answered by then (monotonic)
 
     def connect(self) -> None:
         sock = _Bounded(lambda: self.deadline)
         sock.settimeout(self.timeout)
         try:
-            sock.connect(self.path)
+            if self.pinned:
+                fd = self._pinned()
+                try:
+                    sock.connect(f"/proc/self/fd/{fd}")
+                finally:
+                    os.close(fd)
+            else:
+                sock.connect(self.path)
         except BaseException:
             sock.close()
             raise
         self.sock = sock
+
+    def _pinned(self) -> int:
+        """The socket's ``O_PATH`` descriptor, reached without a symlink: connected to as ``/proc/self/fd/N``."""
+        parent, name = open_parent(self.path)
+        try:
+            fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        finally:
+            os.close(parent)
+        if stat.S_ISLNK(os.fstat(fd).st_mode):  # O_NOFOLLOW named the symlink itself
+            os.close(fd)
+            raise OSError(errno.ELOOP, "refusing to follow a symbolic link", self.path)
+        return fd
 
     def __enter__(self) -> Api:
         return self

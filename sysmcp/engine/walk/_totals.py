@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable
 
 from sysmcp.engine.mounts import KERNEL_TYPES
+from sysmcp.engine.opens import open_path
 from sysmcp.engine.walk._budget import Budget, ScanStopped
 from sysmcp.engine.walk._mountpoints import mount_points_below, mount_table
 from sysmcp.engine.walk._types import DIR_FLAGS, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, SkipCounter, WalkOptions
@@ -124,7 +125,7 @@ def walk_totals(
 
     budget = Budget(timeout_s, progress_and_cancel)
     walk = _Walk(os.fsencode(root), skipped, budget)
-    top = os.open(root, DIR_FLAGS)
+    top = open_path(root, directory=True)  # no symlink on the way: one swapped in since it was resolved
     # the directories open along the walk's path: descriptor, path relative to the root, subdirectories left
     path: list[tuple[int, str, list[tuple[str, os.stat_result]]]] = []
     stopped = None
