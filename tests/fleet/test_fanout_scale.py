@@ -45,6 +45,13 @@ def settings(tmp_path: Path, connect_timeout: float = 60.0) -> SshSettings:
     )
 
 
+async def fan_out_once(tmp_path: Path, names: list[str]) -> list[HostOutcome]:
+    """One call of tool ``x`` to stub hosts ``names``, each by its own session: their outcomes."""
+    inventory = from_names(names)
+    async with SessionPool(inventory, settings(tmp_path)).open() as pool:
+        return await Fleet(inventory, pool, deadline=DEADLINE).fan_out("x", {}, names, timeout=600)
+
+
 def statuses(outcomes: Sequence[HostOutcome]) -> dict[str, str]:
     return {o.host: o.status for o in outcomes}
 
@@ -151,10 +158,7 @@ async def test_faults_each_host_its_own_status_and_the_others_answer(tmp_path: P
 async def test_an_answer_the_fan_out_cannot_read_is_that_hosts_failure_and_the_others_still_answer(
     tmp_path: Path,
 ) -> None:
-    names = ["ok1", "oddshape1", "ok2"]
-    inventory = from_names(names)
-    async with SessionPool(inventory, settings(tmp_path)).open() as pool:
-        outcomes = await Fleet(inventory, pool, deadline=DEADLINE).fan_out("x", {}, names, timeout=600)
+    outcomes = await fan_out_once(tmp_path, ["ok1", "oddshape1", "ok2"])
     assert statuses(outcomes) == {"ok1": "ok", "oddshape1": "remote_error", "ok2": "ok"}
     odd = outcomes[1]
     assert odd.reason.startswith("sysmcp could not read its answer (TypeError: ") and "\n" not in odd.reason
@@ -250,10 +254,7 @@ async def test_a_hosts_tool_error_points_at_no_other_hosts_results(
     """An error's words name links as a result does: another host's gateway link in them went out as
     is, for the model to read (or pass to verify_checksums) as this host's."""
     monkeypatch.setenv("STUB_TEXT", "see sysmcp://hosts/ok1/results/1/SHA256SUMS and sysmcp://results/2/x")
-    names = ["ok1", "fails1"]
-    inventory = from_names(names)
-    async with SessionPool(inventory, settings(tmp_path)).open() as pool:
-        outcomes = await Fleet(inventory, pool, deadline=DEADLINE).fan_out("x", {}, names, timeout=600)
+    outcomes = await fan_out_once(tmp_path, ["ok1", "fails1"])
     assert statuses(outcomes) == {"ok1": "ok", "fails1": "tool_error"}
     assert outcomes[1].reason == (
         "see sysmcp://hosts/fails1/hosts/ok1/results/1/SHA256SUMS and sysmcp://hosts/fails1/results/2/x"
@@ -265,10 +266,7 @@ async def test_a_result_number_past_a_float_is_that_hosts_failure_and_the_merged
 ) -> None:
     """``1e400`` is valid JSON, and Infinity to Python's decoder: read as such, no answer holding it
     could be encoded (JSON has no Infinity), and one host would fail every host's answer."""
-    names = ["ok1", "infinite1"]
-    inventory = from_names(names)
-    async with SessionPool(inventory, settings(tmp_path)).open() as pool:
-        outcomes = await Fleet(inventory, pool, deadline=DEADLINE).fan_out("x", {}, names, timeout=600)
+    outcomes = await fan_out_once(tmp_path, ["ok1", "infinite1"])
     assert statuses(outcomes) == {"ok1": "ok", "infinite1": "remote_error"}
     assert "does not speak MCP" in outcomes[1].reason
     encode(default_merge(outcomes, {}).structured)  # the gateway's answer goes out
@@ -291,10 +289,7 @@ async def test_a_hosts_progress_message_is_passed_on_without_its_terminal_escape
 async def test_a_host_that_dies_in_the_middle_of_its_answer_is_said_to_have_died_not_to_speak_another_protocol(
     tmp_path: Path,
 ) -> None:
-    names = ["ok1", "dies1"]
-    inventory = from_names(names)
-    async with SessionPool(inventory, settings(tmp_path)).open() as pool:
-        outcomes = await Fleet(inventory, pool, deadline=DEADLINE).fan_out("x", {}, names, timeout=600)
+    outcomes = await fan_out_once(tmp_path, ["ok1", "dies1"])
     assert statuses(outcomes) == {"ok1": "ok", "dies1": "remote_error"}
     assert outcomes[1].reason == (
         "the session ended mid-call: the remote command exited with status 1 in the middle of its answer"
