@@ -252,17 +252,22 @@ def test_ctrl_c_cancels_the_call_prints_one_line_and_exits_130(tmp_path: Path) -
     assert left.replace("^C", "").strip() == "sysmcp call: interrupted; the call was cancelled on the server"
 
 
-def test_sigterm_cancels_the_call_and_exits_143_as_a_shell_reports_a_terminated_command(
-    tmp_path: Path,
-) -> None:
-    big = sparse(tmp_path / "big.bin")
-    call = subprocess.Popen(
-        [*SYSMCP, "call", "file_sha256", f"path={big}"],
+def hashing_call(path: Path) -> subprocess.Popen[str]:
+    """``sysmcp call file_sha256`` of ``path`` running in the background, its stderr and stdout piped."""
+    return subprocess.Popen(
+        [*SYSMCP, "call", "file_sha256", f"path={path}"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def test_sigterm_cancels_the_call_and_exits_143_as_a_shell_reports_a_terminated_command(
+    tmp_path: Path,
+) -> None:
+    big = sparse(tmp_path / "big.bin")
+    call = hashing_call(big)
     assert call.stderr is not None
     assert call.stderr.readline().startswith("progress: ")  # running
     call.send_signal(signal.SIGTERM)
@@ -306,13 +311,7 @@ def test_a_closed_pipe_ends_the_call_quietly(tmp_path: Path) -> None:
 @needs_proc  # the server is found as the call's child in /proc
 def test_a_server_killed_mid_call_is_named_with_its_signal_and_exits_1(tmp_path: Path) -> None:
     big = sparse(tmp_path / "big.bin", 1 << 40)
-    call = subprocess.Popen(
-        [*SYSMCP, "call", "file_sha256", f"path={big}"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    call = hashing_call(big)
     assert call.stderr is not None and call.stderr.readline().startswith("progress: ")
     (server,) = Path(f"/proc/{call.pid}/task/{call.pid}/children").read_text().split()
     os.kill(int(server), signal.SIGKILL)

@@ -4,6 +4,7 @@ never stops an answer, and the fleet merge ranks hosts by growth. An injected cl
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -663,6 +664,18 @@ async def test_a_store_another_process_holds_locked_is_said_unread_never_taken_f
     assert again.structured["comparable"] is True
 
 
+@contextlib.contextmanager
+def writing_elsewhere(database: Path) -> Iterator[None]:
+    """The history database held by another process in the middle of its write."""
+    holder = sqlite3.connect(database, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
 async def test_a_snapshot_another_writer_kept_from_being_saved_is_one_note_ending_once(
     tmp_path: Path, clock: Clock
 ) -> None:
@@ -670,13 +683,8 @@ async def test_a_snapshot_another_writer_kept_from_being_saved_is_one_note_endin
     write(tree / "a", 4096)
     store = state.active()
     assert store is not None
-    holder = sqlite3.connect(store.path, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")  # another process in the middle of its write
-    try:
+    with writing_elsewhere(store.path):
         output = await call(path=str(tree), since="last")
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
     note = "the history store was busy (another sysmcp writing): the snapshot not saved"
     assert f"\nNote: {note}.\n" in output.text + "\n" and note in output.structured["notes"], output.text
 
@@ -689,13 +697,8 @@ async def test_a_scan_whose_snapshot_another_writer_kept_from_being_saved_never_
     store = state.active()
     assert store is not None
     assert (await call(path=str(tree))).structured["comparable"] is False  # the first snapshot, saved
-    holder = sqlite3.connect(store.path, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")  # another process in the middle of its write
-    try:
+    with writing_elsewhere(store.path):
         output = await call(path=str(tree))  # the only snapshot is of now: a fresh scan, not saved
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
     assert len(store.snapshots("scan")) == 1
     assert "recorded now" not in output.text and "no baseline yet" not in output.text, output.text
     assert output.text.startswith(f"{tree}: nothing compared: the scan made now could not be kept"), (
