@@ -37,14 +37,18 @@ def _options(*options: str) -> list[str]:
     return [word for option in options for word in ("-o", option)]
 
 
+def _as_written(value: str) -> str:
+    """``value`` with each ``%`` doubled, where ssh would read ``%h``, ``%C``… as tokens."""
+    return value.replace("%", "%%")
+
+
 def _common(settings: SshSettings, host: Host) -> list[str]:
     argv = [settings.program]
     if settings.config_file is not None:
         argv += ["-F", settings.config_file]
-    address = None if host.address is None else host.address.replace("%", "%%")  # ssh expands %h… in it
-    jump = (
-        None if host.jump is None else host.jump.replace("%", "%%")
-    )  # and in ProxyJump (a jump "%h": the host)
+    # ssh expands %-tokens in HostName and ProxyJump (a jump "%h": the host itself): given as written
+    address = host.address and _as_written(host.address)
+    jump = host.jump and _as_written(host.jump)
     given = (("HostName", address), ("Port", host.port), ("User", host.user), ("ProxyJump", jump))
     # One master per inventory host, in our own directory (never the operator's masters). Not ssh's %C: it
     # hashes %l%h%p%r run together (127.0.0.1 port 2222 and 127.0.0.12 port 222 are one) without the jump
@@ -52,10 +56,10 @@ def _common(settings: SshSettings, host: Host) -> list[str]:
     master = hashlib.sha256(host.name.encode()).hexdigest()[:40]
     return argv + _options(
         "BatchMode=yes",  # no prompt can ever wait: a password or passphrase fails at once
-        f"ControlPath={settings.control_dir.replace('%', '%%')}/{master}",
+        f"ControlPath={_as_written(settings.control_dir)}/{master}",
         *(f"{key}={value}" for key, value in given if value is not None),
         # a HostName given as an inventory's -o is expanded by ssh the same way
-        *(o.replace("%", "%%") if o.lower().startswith("hostname=") else o for o in host.options),
+        *(_as_written(o) if o.lower().startswith("hostname=") else o for o in host.options),
     )
 
 
