@@ -215,6 +215,24 @@ def rename_noreplace(src_dir: int, src: bytes, dst_dir: int, dst: bytes) -> bool
     return True
 
 
+def rename_exclusive(src_dir: int, src: bytes, dst_dir: int, dst: bytes) -> None:
+    """Rename ``src`` (relative to ``src_dir``) to ``dst`` (relative to ``dst_dir``) only if nothing is
+    at ``dst``; raises ``FileExistsError`` if something is. Atomic where ``rename_noreplace`` is; elsewhere
+    a look (``lstat``: a dangling symlink is something) then a rename, so a name taken between the two is
+    replaced. Why one place: the history store's and reclaim's renames aside must never replace a file,
+    and both need the same fallback where the kernel cannot refuse for them."""
+    if rename_noreplace(src_dir, src, dst_dir, dst):
+        return
+    import errno
+
+    try:
+        os.stat(dst, dir_fd=dst_dir, follow_symlinks=False)
+    except FileNotFoundError:
+        os.rename(src, dst, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
+        return
+    raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), os.fsdecode(dst))
+
+
 def has_waitid() -> bool:
     """``os.waitid`` exists (Linux, the BSDs; macOS from Python 3.13): whether a child has exited can be
     asked without reaping it, so its process group id stays its own until it is killed."""

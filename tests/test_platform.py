@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from sysmcp import platform
 from tests.profile import UNDER_POSIX_PROFILE
@@ -49,6 +53,32 @@ except SystemExit as stop:
     sys.stdout.write(" ".join(loaded))
     raise
 """
+
+
+@pytest.mark.parametrize("kernel_refuses", [True, False], ids=["atomic", "look-then-rename"])
+def test_an_exclusive_rename_never_replaces_a_taken_name_even_a_dangling_symlink(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kernel_refuses: bool
+) -> None:
+    (tmp_path / "a").write_bytes(b"a")
+    (tmp_path / "taken").write_bytes(b"taken")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    if not kernel_refuses:  # as where the kernel offers no flag (the BSDs)
+        monkeypatch.setattr(platform, "rename_noreplace", lambda *_: False)
+    elif platform.rename_noreplace(fd, b"a", fd, b"b"):
+        os.rename(b"b", b"a", src_dir_fd=fd, dst_dir_fd=fd)
+    else:
+        os.close(fd)
+        pytest.skip("no RENAME_NOREPLACE here")
+    try:
+        for name in (b"taken", b"dangling"):
+            with pytest.raises(FileExistsError):
+                platform.rename_exclusive(fd, b"a", fd, name)
+        platform.rename_exclusive(fd, b"a", fd, b"free")
+    finally:
+        os.close(fd)
+    assert (tmp_path / "taken").read_bytes() == b"taken" and (tmp_path / "dangling").is_symlink()
+    assert (tmp_path / "free").read_bytes() == b"a" and not (tmp_path / "a").exists()
 
 
 def test_a_native_windows_start_fails_with_one_sentence_pointing_at_wsl() -> None:

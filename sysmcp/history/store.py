@@ -246,10 +246,7 @@ class Store:
         while True:  # one moved aside this second already (by this process or another) is never replaced
             aside = f"{DB_NAME}.corrupt-{stamp}" + (f".{n}" if n > 1 else "")
             try:
-                if not platform.rename_noreplace(fd, os.fsencode(DB_NAME), fd, os.fsencode(aside)):
-                    if aside in os.listdir(fd):  # no atomic rename here: checked, then renamed
-                        raise FileExistsError(aside)
-                    os.replace(DB_NAME, aside, src_dir_fd=fd, dst_dir_fd=fd)
+                platform.rename_exclusive(fd, os.fsencode(DB_NAME), fd, os.fsencode(aside))
                 break
             except FileExistsError:
                 n += 1

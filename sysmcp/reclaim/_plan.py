@@ -12,7 +12,7 @@ when ``find_duplicates`` read its bytes.
 reached by walking from ``/`` one component at a time with ``O_NOFOLLOW`` (``opens.open_parent``),
 looked at with ``fstatat(AT_SYMLINK_NOFOLLOW)`` relative to the parent's descriptor and compared with
 its planned identity. It is then renamed to a private name in the same directory
-(``renameat2(RENAME_NOREPLACE)``, ``platform.rename_noreplace``), so a file renamed over the planned
+(``renameat2(RENAME_NOREPLACE)``, ``platform.rename_exclusive``), so a file renamed over the planned
 name after the look is never the one acted on: the entry under the private name is looked at again,
 and only if it is the planned file is it unlinked; otherwise it goes back to its name and is skipped
 with the reason. A duplicate goes only once its bytes were compared again with the kept copy's, both
@@ -573,29 +573,16 @@ def _aside(parent: int, name: bytes) -> bytes:
     for _attempt in range(5):
         aside = b".sysmcp-aside-" + secrets.token_hex(8).encode() + b"-" + name[:ASIDE_KEEPS]
         with contextlib.suppress(FileExistsError):
-            _rename_exclusive(parent, name, aside)
+            platform.rename_exclusive(parent, name, parent, aside)
             return aside
     raise FileExistsError(errno.EEXIST, "no free private name to set the file aside")
-
-
-def _rename_exclusive(parent: int, source: bytes, target: bytes) -> None:
-    """Rename within ``parent`` only if ``target`` is free: atomically where the platform can
-    (``renameat2(RENAME_NOREPLACE)``), else a look then a rename. Raises FileExistsError if taken."""
-    if platform.rename_noreplace(parent, source, parent, target):
-        return
-    try:
-        os.stat(target, dir_fd=parent, follow_symlinks=False)
-    except FileNotFoundError:
-        os.rename(source, target, src_dir_fd=parent, dst_dir_fd=parent)
-        return
-    raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST))
 
 
 def _put_back(parent: int, aside: bytes, name: bytes, reason: str = "") -> str:
     """The file set aside goes back under its name if that is still free; the reason, saying where
     the file is (escaped: it ends with the file's own name) when it could not go back."""
     try:
-        _rename_exclusive(parent, aside, name)
+        platform.rename_exclusive(parent, aside, parent, name)
     except OSError:
         return f"{reason or 'failed'}; left as {escaped(aside)} (its name was taken meanwhile)"
     return reason
