@@ -27,8 +27,9 @@ import errno
 import hmac
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
+
+from sysmcp.engine.opens import closing_fd
 
 __all__ = [
     "LOCK_NAME",
@@ -38,7 +39,6 @@ __all__ = [
     "StateDir",
     "Unsafe",
     "check_file",
-    "closing_fd",
     "mac",
     "open_dir",
 ]
@@ -53,15 +53,6 @@ _FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 class Unsafe(OSError):
     """The state directory or a file in it is not what it must be; ``str()`` says what it is."""
-
-
-@contextlib.contextmanager
-def closing_fd(fd: int) -> Iterator[int]:
-    """``fd``, closed on the way out."""
-    try:
-        yield fd
-    finally:
-        os.close(fd)
 
 
 def _kind(mode: int) -> str:

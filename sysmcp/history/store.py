@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sysmcp import platform
+from sysmcp.engine.opens import closing_fd
 from sysmcp.history.snapshots import (
     Baseline,
     BaselineFile,
@@ -32,7 +33,7 @@ from sysmcp.history.snapshots import (
     Series,
     SnapshotInfo,
 )
-from sysmcp.history.statedir import OTHER_FILES, StateDir, Unsafe, closing_fd, open_dir
+from sysmcp.history.statedir import OTHER_FILES, StateDir, Unsafe, open_dir
 from sysmcp.logconfig import get_logger
 
 DB_NAME = "history.sqlite3"

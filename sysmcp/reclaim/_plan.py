@@ -43,10 +43,16 @@ from typing import Any
 from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.faults import NotFound, Refused
-from sysmcp.engine.opens import FileSwap, NotRegularFile, extended_attributes, open_parent, open_regular_at
+from sysmcp.engine.opens import (
+    FileSwap,
+    NotRegularFile,
+    closing_fd,
+    extended_attributes,
+    open_parent,
+    open_regular_at,
+)
 from sysmcp.engine.paths import escaped
 from sysmcp.engine.procs import link_confined
-from sysmcp.history.statedir import closing_fd
 from sysmcp.reclaim import _classes as classes
 from sysmcp.reclaim._classes import Copy, Proposal, RootsLayout
 

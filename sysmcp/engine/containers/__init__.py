@@ -25,7 +25,7 @@ from sysmcp.engine.containers import _command, _model
 from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._model import BuildCache, Container, Image, LogFile, Volume
 from sysmcp.engine.faults import NotFound, Unavailable
-from sysmcp.engine.opens import open_parent, open_path, read_small_regular_at
+from sysmcp.engine.opens import closing_fd, open_parent, open_path, read_small_regular_at
 from sysmcp.engine.walk import walk_totals
 
 __all__ = [
@@ -305,14 +305,12 @@ def _kept_json(path: str) -> Any:
     would block the open, a device or a symlink: ``read_small_regular_at``), reached without a symlink
     on the way (``open_parent``: ``containers/<id>`` may not lead out of the roots)."""
     parent, name = open_parent(path)
-    try:
+    with closing_fd(parent):
         looked = os.stat(name, dir_fd=parent, follow_symlinks=False)
         if looked.st_size > KEPT_MAX:
             raise ValueError(path)
         buffer = bytearray(looked.st_size + 1)
         count, _, failure = read_small_regular_at(name, looked, buffer, dir_fd=parent)
-    finally:
-        os.close(parent)
     if failure is not None:
         raise failure
     return json.loads(buffer[:count])

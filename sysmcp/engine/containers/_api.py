@@ -19,7 +19,7 @@ from typing import Any
 
 from sysmcp import platform
 from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable
-from sysmcp.engine.opens import open_parent
+from sysmcp.engine.opens import closing_fd, open_parent
 from sysmcp.engine.paths import printable
 
 MAX_BODY = 64 * 1024 * 1024  # an answer larger than this is not an engine's API answer
@@ -74,11 +74,8 @@ class Api(http.client.HTTPConnection):
         sock.settimeout(self.timeout)
         try:
             if self.pinned:
-                fd = self._pinned()
-                try:
+                with closing_fd(self._pinned()) as fd:
                     sock.connect(f"/proc/self/fd/{fd}")
-                finally:
-                    os.close(fd)
             else:
                 sock.connect(self.path)
         except BaseException:
@@ -89,10 +86,8 @@ class Api(http.client.HTTPConnection):
     def _pinned(self) -> int:
         """The socket's ``O_PATH`` descriptor, reached without a symlink: connected to as ``/proc/self/fd/N``."""
         parent, name = open_parent(self.path)
-        try:
+        with closing_fd(parent):
             fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
-        finally:
-            os.close(parent)
         if stat.S_ISLNK(os.fstat(fd).st_mode):  # O_NOFOLLOW named the symlink itself
             os.close(fd)
             raise OSError(errno.ELOOP, "refusing to follow a symbolic link", self.path)

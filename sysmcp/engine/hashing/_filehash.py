@@ -20,7 +20,15 @@ from dataclasses import dataclass
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.faults import EngineError, NotFound, PermissionRefused, Refused, WrongKind
 from sysmcp.engine.hashing._checksums import ALGORITHMS, CHUNK, Algorithm, Digest, KeptGrowing, hash_fd
-from sysmcp.engine.opens import FileSwap, NotRegularFile, kind, open_parent, open_regular_at, through_symlink
+from sysmcp.engine.opens import (
+    FileSwap,
+    NotRegularFile,
+    closing_fd,
+    kind,
+    open_parent,
+    open_regular_at,
+    through_symlink,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +100,7 @@ def hash_file(request: FileRequest, progress: Progress, cancel: Cancel) -> FileH
     ``progress(done, total)`` gets the bytes read and the size (grown with a file that grows while
     read, so ``done`` never passes ``total``)."""
     fd, opened = open_file(request)
-    try:
+    with closing_fd(fd):
         total = opened.st_size
         progress(0, total)
 
@@ -112,5 +120,3 @@ def hash_file(request: FileRequest, progress: Progress, cancel: Cancel) -> FileH
         except OSError as exc:
             raise EngineError(f"Read error in {request.shown}: {exc.strerror or exc}") from None
         return FileHash(digest, time.perf_counter() - started)
-    finally:
-        os.close(fd)

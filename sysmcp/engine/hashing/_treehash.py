@@ -47,7 +47,15 @@ from sysmcp.engine.hashing._checksums import (
     format_line,
     hash_fd,
 )
-from sysmcp.engine.opens import FileSwap, NotRegularFile, kind, open_parent, open_path, refused_symlink
+from sysmcp.engine.opens import (
+    FileSwap,
+    NotRegularFile,
+    closing_fd,
+    kind,
+    open_parent,
+    open_path,
+    refused_symlink,
+)
 from sysmcp.engine.parallel import ParallelWalk, SharedCounters, Sharing, available_processes, children_counts
 from sysmcp.engine.walk import (
     RUN_BYTES,
@@ -213,10 +221,8 @@ class ListingHasher:
             for name, _ in files:
                 self.runs.fail(base + os.fsencode(name), _open_error(exc))
             return
-        try:
+        with closing_fd(dir_fd):
             self.typed(relative, files, dir_fd)
-        finally:
-            os.close(dir_fd)
 
     def typed(self, relative: str, files: list[tuple[str, int]], dir_fd: int) -> None:
         """The files a ``regular_by_type`` walk listed: open, check, read and hash each, in line.

@@ -20,10 +20,12 @@ name; ``Parents`` does the same for many paths. Walkers keep every step relative
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 import threading
+from collections.abc import Iterator
 
 from sysmcp import platform
 from sysmcp.engine.faults import WrongKind
@@ -45,6 +47,15 @@ KINDS = {
     stat.S_IFCHR: "a character device",
     stat.S_IFBLK: "a block device",
 }
+
+
+@contextlib.contextmanager
+def closing_fd(fd: int) -> Iterator[int]:
+    """``fd``, closed on the way out."""
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def kind(mode: int) -> str:
