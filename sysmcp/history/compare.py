@@ -9,7 +9,6 @@ shape). What the answer notes is kept as facts in the ``Findings``; the tool
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -202,7 +201,7 @@ def _look_again(diff: ScanDiff, root: bytes) -> None:
     """A file gone from a fresh scan's largest files may only have shrunk below them: one lstat each
     tells (the snapshot is of now)."""
     removed = []
-    with contextlib.closing(Parents()) as parents:
+    with Parents() as parents:
         for row in diff.removed_files:
             if (st := lstat_below(parents, root, row.path)) is None:
                 removed.append(row)
@@ -280,7 +279,7 @@ def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float
     result = diff_baselines(_visible_files(baseline, visible), _visible_files(now, visible))
     if tree.stopped:  # not hashed in time is not removed: only a file that is gone is
         found.integrity_stopped = tree.stopped
-        with contextlib.closing(Parents()) as parents:
+        with Parents() as parents:
             gone = [p for p in result.removed if lstat_below(parents, root, p) is None]
         result.not_checked = len(result.removed) - len(gone)
         result.removed = gone

@@ -7,7 +7,6 @@ failed comes back as the store's reason, and the tool layer (``sysmcp.tools.hist
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
@@ -143,7 +142,7 @@ def baseline_of(
     """A GNU manifest of ``base`` plus each file's size, mtime, mode and owner (``lstat_below``: a
     file gone since it was hashed is left out)."""
     files = {}
-    with contextlib.closing(Parents()) as parents:
+    with Parents() as parents:
         for name, digest in parse_gnu_manifest(manifest):
             if (st := lstat_below(parents, base, name)) is not None:
                 files[name] = baseline_entry(digest, st)

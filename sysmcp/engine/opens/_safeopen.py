@@ -122,7 +122,8 @@ class Parents:
     """The parent directories of many resolved paths, each reached as ``open_parent`` reaches it, the
     descriptors on the way kept for the next path: a sorted manifest's next entry costs no ``openat``
     but its own, or the components that differ. Each thread keeps its own (a hashing pool may share
-    one); ``close()`` closes them all, once the threads are done.
+    one); ``close()`` closes them all, once the threads are done (``with Parents() as parents``
+    closes them on the way out).
     """
 
     def __init__(self) -> None:
@@ -156,6 +157,12 @@ class Parents:
             chain.append((name, _step(name, chain[-1][1], _STEP)))
         local.head = head
         return chain[-1][1], last or b"."
+
+    def __enter__(self) -> Parents:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def close(self) -> None:
         for chain in self._chains:

@@ -55,3 +55,13 @@ def test_a_directory_on_the_way_that_is_a_symlink_is_refused_not_followed(tmp_pa
         assert refused.value.errno == errno.ELOOP
     finally:
         parents.close()
+
+
+def test_a_with_block_closes_every_descriptor_even_when_it_raises(tmp_path: Path) -> None:
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    before = open_descriptors()
+    with pytest.raises(LookupError), Parents() as parents:
+        parents.parent(os.fsencode(tmp_path / "a" / "b" / "f"))
+        assert open_descriptors() > before
+        raise LookupError
+    assert open_descriptors() == before
