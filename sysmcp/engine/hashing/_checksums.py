@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -36,6 +37,9 @@ CHUNK = 1 << 20  # 1 MiB: large enough that per-chunk Python overhead vanishes, 
 #: How a file is opened relative to its directory's descriptor: never following a symlink, never
 #: blocking (a FIFO swapped in), never becoming a controlling terminal.
 OPEN_AT = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+#: How a name's ``str`` becomes a manifest's bytes and back, as ``os.fsencode`` and ``os.fsdecode`` do:
+#: named here so a whole block of names is encoded or decoded in one call.
+FS_ENCODING, FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 
 Style = Literal["gnu", "bsd"]
 T = TypeVar("T")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -18,6 +17,8 @@ from sysmcp.engine.faults import EngineError, NotFound, Refused
 from sysmcp.engine.hashing._checksums import (
     _BY_LENGTH,
     ALGORITHMS,
+    FS_ENCODING,
+    FS_ERRORS,
     Algorithm,
     algorithm_for_tag,
     blake2b_of_length,
@@ -61,7 +62,6 @@ _PLAIN_GNU = re.compile(rb"([0-9a-fA-F]+) [ *](.+)", re.DOTALL)
 _PLAIN_LINES = re.compile(
     rf"^([0-9a-f]+) [ *](?=[^\n\r\0]{{1,{(PATH_MAX - 1) // 4}}}\n)([^\n]*/)?([^\n/]+)\n", re.MULTILINE
 )
-_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()  # os.fsencode's
 _BROKEN: Parsed = (b"", "", ())  # a known tag on a line that does not parse: improperly formatted
 
 
@@ -189,9 +189,9 @@ class LineParser:
         """
         if self.reversed_style is True or not block.endswith(b"\n"):
             return None
-        if _FS_ENCODING != "utf-8" or _FS_ERRORS != "surrogateescape":
+        if FS_ENCODING != "utf-8" or FS_ERRORS != "surrogateescape":
             return None  # the name bound in _PLAIN_LINES counts on at most 4 bytes a character
-        text = block.decode(_FS_ENCODING, _FS_ERRORS)
+        text = block.decode(FS_ENCODING, FS_ERRORS)
         found: list[tuple[str, str, str]] = _PLAIN_LINES.findall(text)
         if len(found) != text.count("\n"):
             return None

@@ -26,7 +26,6 @@ import errno
 import heapq
 import os
 import stat
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -39,6 +38,8 @@ from sysmcp.engine.faults import EngineError, NotFound, PermissionRefused, Wrong
 from sysmcp.engine.hashing import _checksums as checksums
 from sysmcp.engine.hashing._checksums import (
     CHUNK,
+    FS_ENCODING,
+    FS_ERRORS,
     OPEN_AT,
     Algorithm,
     Style,
@@ -48,6 +49,7 @@ from sysmcp.engine.hashing._checksums import (
     hash_fd,
 )
 from sysmcp.engine.opens import (
+    S_IFMT,
     FileSwap,
     NotRegularFile,
     closing_fd,
@@ -150,16 +152,16 @@ class Runs(SortedRuns):
                 relative = os.fsencode(prefix + name)
                 self.add(relative, format_line(relative, hexdigest, algorithm, style))
             return
-        encode, errors = str.encode, _FS_ERRORS
+        encode, errors = str.encode, FS_ERRORS
         if style == "bsd":
             tag = algorithm.tag
             records = [
-                encode(f"{prefix}{n}\0{tag} ({prefix}{n}) = {h}\n", _FS_ENCODING, errors)
+                encode(f"{prefix}{n}\0{tag} ({prefix}{n}) = {h}\n", FS_ENCODING, errors)
                 for n, h in zip(names, hexdigests, strict=True)
             ]
         else:
             records = [
-                encode(f"{prefix}{n}\0{h}  {prefix}{n}\n", _FS_ENCODING, errors)
+                encode(f"{prefix}{n}\0{h}  {prefix}{n}\n", FS_ENCODING, errors)
                 for n, h in zip(names, hexdigests, strict=True)
             ]
         if text.isascii():
@@ -253,7 +255,11 @@ class ListingHasher:
                     continue
                 try:
                     opened = fstat(fd)
-                    if opened.st_ino != inode or opened.st_dev != dev or opened.st_mode & _S_IFMT != _S_IFREG:
+                    if (
+                        opened.st_ino != inode
+                        or opened.st_dev != dev
+                        or opened.st_mode & S_IFMT != stat.S_IFREG
+                    ):
                         refused = self._refusal(name, dir_fd, inode, dev, opened)
                         if refused is not None:
                             fail(base + fsencode(name), refused)
@@ -302,7 +308,7 @@ class ListingHasher:
         across filesystems reports other device and inode numbers, FUSE may too) the name is looked
         at once more, and the file accepted only if it still leads to exactly this inode.
         """
-        if opened.st_mode & _S_IFMT != _S_IFREG:
+        if opened.st_mode & S_IFMT != stat.S_IFREG:
             return explain(NotRegularFile(opened.st_mode))
         if opened.st_ino != inode:
             if self.trusted_devices is None:
@@ -345,9 +351,6 @@ class ListingHasher:
 ENTRY_INODES_TRUSTED = frozenset(
     {"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "f2fs", "zfs", "jfs", "reiserfs"}
 )
-_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()  # os.fsencode's
-_S_IFMT = 0o170000
-_S_IFREG = stat.S_IFREG
 
 
 def _is_utf8(name: str) -> bool:

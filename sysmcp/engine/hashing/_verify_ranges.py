@@ -41,7 +41,7 @@ from sysmcp.engine.hashing._verdicts import (
     judge_data,
     known_algorithm,
 )
-from sysmcp.engine.opens import Parents
+from sysmcp.engine.opens import S_IFMT, Parents
 from sysmcp.engine.parallel import MAX_TASKS, SharedCounters, available_processes, run_shared
 from sysmcp.engine.walk import Budget, ScanStopped, throttled
 
@@ -65,7 +65,6 @@ SETTLED_NS = 3_000_000_000
 #: Manifest bytes (about 2,000 lines) from which a manifest is checked in ranges (``verify``).
 PARALLEL_FROM = 160 << 10
 PROGRESS_EVERY = 16  # entries between two updates of the progress counts (read every few ms)
-_S_IFMT, _S_IFREG = 0o170000, stat.S_IFREG
 OUTSIDE_ROOTS = "outside the allowed roots"
 
 
@@ -205,7 +204,7 @@ def check_plain_block(task: int, found: list[tuple[str, str, str]], block_size: 
                         elif (
                             0 < count < room
                             and after.st_size == count
-                            and after.st_mode & _S_IFMT == _S_IFREG
+                            and after.st_mode & S_IFMT == stat.S_IFREG
                             and after.st_ctime_ns < before
                             and after.st_mtime_ns < before
                         ):

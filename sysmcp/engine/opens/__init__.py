@@ -5,6 +5,7 @@ This is the room's front door: other rooms import these names from here, never a
 """
 
 from sysmcp.engine.opens._safeopen import (
+    S_IFMT,
     FileSwap,
     NotRegularFile,
     Parents,
@@ -20,6 +21,7 @@ from sysmcp.engine.opens._safeopen import (
 )
 
 __all__ = [
+    "S_IFMT",
     "FileSwap",
     "NotRegularFile",
     "Parents",

@@ -38,6 +38,10 @@ _STEP = _GO_THROUGH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: Flags for the final open: never follow, never block (FIFOs), never become a controlling terminal.
 _FINAL = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
+#: The bits of ``st_mode`` that say a file's kind: ``mode & S_IFMT`` is what the function ``stat.S_IFMT``
+#: returns, with no call (walks and hashes test every entry's kind).
+S_IFMT = 0o170000
+
 KINDS = {
     stat.S_IFDIR: "a directory",
     stat.S_IFREG: "a regular file",
@@ -60,7 +64,7 @@ def closing_fd(fd: int) -> Iterator[int]:
 
 def kind(mode: int) -> str:
     """'a directory', 'a FIFO (named pipe)', … for an ``st_mode``."""
-    return KINDS.get(stat.S_IFMT(mode), "a special file")
+    return KINDS.get(mode & S_IFMT, "a special file")
 
 
 class NotRegularFile(OSError):

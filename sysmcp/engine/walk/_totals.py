@@ -16,10 +16,10 @@ import os
 from collections.abc import Callable
 
 from sysmcp.engine.mounts import KERNEL_TYPES
-from sysmcp.engine.opens import open_path
+from sysmcp.engine.opens import S_IFMT, open_path
 from sysmcp.engine.walk._budget import Budget, ScanStopped
 from sysmcp.engine.walk._mountpoints import mount_points_below, mount_table
-from sysmcp.engine.walk._types import DIR_FLAGS, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, SkipCounter, WalkOptions
+from sysmcp.engine.walk._types import DIR_FLAGS, S_IFDIR, S_IFLNK, S_IFREG, SkipCounter, WalkOptions
 
 CHECK_EVERY = 1024  # entries between checkpoints inside one directory
 

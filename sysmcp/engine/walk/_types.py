@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-# An entry's kind by one mask of st_mode, with no call per entry (``stat.S_IFMT`` is one).
-S_IFMT, S_IFDIR, S_IFREG, S_IFLNK = 0o170000, 0o040000, 0o100000, 0o120000
+# An entry's kind: ``st_mode & S_IFMT`` (one mask, no call per entry), compared with these.
+S_IFDIR, S_IFREG, S_IFLNK = stat.S_IFDIR, stat.S_IFREG, stat.S_IFLNK
 
 
 @dataclass(frozen=True)

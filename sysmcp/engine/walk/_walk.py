@@ -28,13 +28,13 @@ from dataclasses import replace
 
 from sysmcp.engine.calls import never_cancelled
 from sysmcp.engine.mounts import KERNEL_TYPES  # kernel filesystems: sizes there are fiction, walks endless
+from sysmcp.engine.opens import S_IFMT
 from sysmcp.engine.walk._budget import ScanStopped
 from sysmcp.engine.walk._mountpoints import MountPoint, mount_points_below, mount_table
 from sysmcp.engine.walk._types import (
     DIR_FLAGS,
     S_IFDIR,
     S_IFLNK,
-    S_IFMT,
     S_IFREG,
     FileEntry,
     Frame,
