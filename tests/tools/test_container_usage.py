@@ -33,7 +33,7 @@ from sysmcp.engine.containers import (
 )
 from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._command import ask
-from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable
+from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable, WrongKind
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.protocol.failures import ArgumentError
 from sysmcp.reclaim import PlanRequest, build_plan, choose
@@ -1197,3 +1197,22 @@ async def test_a_socket_named_inside_the_roots_whose_directory_is_swapped_for_a_
         monkeypatch.setattr(PathPolicy, "resolve", swapped)
         with pytest.raises(Exception, match="symbolic link"):  # refused, not the engine outside asked
             await call(roots=[inside], socket=path, walk=False)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "file", "directory"])
+@pytest.mark.parametrize("roots", [False, True], ids=["no-roots", "roots"])  # connected by path, or pinned
+async def test_a_socket_named_that_is_a_fifo_a_file_or_a_directory_is_said_to_be_what_it_is(
+    tmp_path: Path, kind: str, roots: bool
+) -> None:
+    path = tmp_path / "e.sock"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "file":
+        path.write_bytes(b"{}")
+    else:
+        path.mkdir()
+    said = {"fifo": "a FIFO (named pipe)", "file": "a regular file", "directory": "a directory"}[kind]
+    with pytest.raises(WrongKind) as caught:
+        await call(roots=[tmp_path] if roots else None, socket=str(path), walk=False)
+    assert f"{path} is {said}, not a socket: name the engine's API socket" in words(caught.value)
+    assert "nothing listening" not in words(caught.value)

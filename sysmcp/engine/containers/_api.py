@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from sysmcp import platform
-from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable
-from sysmcp.engine.opens import open_parent
+from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable, WrongKind
+from sysmcp.engine.opens import kind, open_parent
 from sysmcp.engine.paths import printable
 
 MAX_BODY = 64 * 1024 * 1024  # an answer larger than this is not an engine's API answer
@@ -70,21 +70,34 @@ class Api(http.client.HTTPConnection):
         self.deadline = 0.0  # the GET being asked must be answered by then (monotonic)
 
     def connect(self) -> None:
-        sock = _Bounded(lambda: self.deadline)
-        sock.settimeout(self.timeout)
+        fd = self._pinned() if self.pinned else None
         try:
-            if self.pinned:
-                fd = self._pinned()
-                try:
-                    sock.connect(f"/proc/self/fd/{fd}")
-                finally:
-                    os.close(fd)
-            else:
-                sock.connect(self.path)
-        except BaseException:
-            sock.close()
-            raise
+            sock = _Bounded(lambda: self.deadline)
+            try:
+                sock.settimeout(self.timeout)
+                sock.connect(self.path if fd is None else f"/proc/self/fd/{fd}")
+            except ConnectionRefusedError:
+                sock.close()
+                self._refused(fd)
+                raise
+            except BaseException:
+                sock.close()
+                raise
+        finally:
+            if fd is not None:
+                os.close(fd)
         self.sock = sock
+
+    def _refused(self, fd: int | None) -> None:
+        """``WrongKind`` when what refused the connection is no socket (a FIFO, a regular file, a
+        directory: the kernel refuses them all as it refuses a socket nobody listens on). Looked at
+        through the pinned descriptor where there is one, so a symlink swapped in is not followed."""
+        try:
+            mode = os.fstat(fd).st_mode if fd is not None else os.stat(self.path).st_mode
+        except OSError:
+            return
+        if not stat.S_ISSOCK(mode):
+            raise WrongKind(f"{self.path} is {kind(mode)}, not a socket", reason="not_socket")
 
     def _pinned(self) -> int:
         """The socket's ``O_PATH`` descriptor, reached without a symlink: connected to as ``/proc/self/fd/N``."""
@@ -106,12 +119,16 @@ class Api(http.client.HTTPConnection):
 
     def get(self, url: str) -> Any:
         """The decoded JSON answer to ``GET url``; a fault as ``NotFound`` (no engine at the path),
-        ``PermissionRefused`` or ``Unavailable`` (no answer in time, an error status, not JSON)."""
+        ``WrongKind`` (the path is no socket), ``PermissionRefused`` or ``Unavailable`` (no answer in
+        time, an error status, not JSON)."""
         self.deadline = time.monotonic() + self.timeout_s
         try:
             self.request("GET", url, headers={"Accept": "application/json"})
             response = self.getresponse()
             body = response.read(MAX_BODY + 1)
+        except WrongKind:
+            self.close()
+            raise
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             self.close()
             what = "no socket" if isinstance(exc, FileNotFoundError) else "nothing listening on the socket"
