@@ -13,13 +13,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sysmcp.engine.containers import ContainersRequest, Survey, known_sockets, survey
+import anyio
+
+from sysmcp.engine.containers import ContainersRequest, Survey, known_socket_at, known_sockets, survey
 from sysmcp.engine.paths import printable, within_roots
 from sysmcp.protocol.context import Meter
+from sysmcp.protocol.failures import ArgumentError
+from sysmcp.protocol.threads import run_in_thread
 from sysmcp.render import age, human_bytes, more_not_shown, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.merging import summary_merge
-from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
+from sysmcp.tools.registry import RESOLVE_TIMEOUT, Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result
 from sysmcp.views import CONTAINERS
 
@@ -422,11 +426,31 @@ def _reconciled(re: Reconciliation) -> list[str]:
     return lines
 
 
+async def _socket(named: str | None, ctx: ToolContext) -> tuple[str | None, bool]:
+    """The socket to ask for the one named, and whether it is pinned (resolved inside the roots, so
+    reached without a symlink: one swapped in since is refused). With roots in force, a socket the
+    engine listens on (``known_sockets``, as asked when none is named) may be named as it is or
+    through a symlink that leads to it, and is asked at its own path; any other only inside them."""
+    known = known_sockets()
+    if named is None or ctx.paths.allowed is None or named in known:
+        return named, False
+    try:
+        return str(await ctx.resolve(named)), True
+    except ArgumentError as outside:
+        with anyio.move_on_after(RESOLVE_TIMEOUT):  # resolved once already: this does not wait
+            if (
+                same := await run_in_thread(lambda raw: known_socket_at(raw, known), named, None)
+            ) is not None:
+                return same, False
+        raise ArgumentError(
+            f"{outside.message}. An engine's own socket may be named outside them, as it is or through a "
+            f"symlink to it: {', '.join(known)}; or leave 'socket' out to ask where engines listen"
+        ) from None
+
+
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    allowed, named = ctx.paths.allowed, args.get("socket")
-    pinned = named is not None and allowed is not None and named not in known_sockets()
-    if named is not None and pinned:  # any other socket only inside the roots, as any path (nor a
-        named = str(await ctx.resolve(named))  # symlink swapped in since it was resolved: pinned)
+    allowed = ctx.paths.allowed
+    named, pinned = await _socket(args.get("socket"), ctx)
     request = ContainersRequest(
         socket=named,
         pinned=pinned,

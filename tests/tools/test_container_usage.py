@@ -1216,3 +1216,31 @@ async def test_a_socket_named_that_is_a_fifo_a_file_or_a_directory_is_said_to_be
         await call(roots=[tmp_path] if roots else None, socket=str(path), walk=False)
     assert f"{path} is {said}, not a socket: name the engine's API socket" in words(caught.value)
     assert "nothing listening" not in words(caught.value)
+
+
+async def test_with_roots_a_symlink_inside_them_to_an_engines_own_socket_asks_that_socket_and_any_other_is_refused_saying_what_may_be_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    inside.mkdir()
+    (outside / "run").mkdir(parents=True)
+    (outside / "var-run").symlink_to(outside / "run")  # as /var/run leads to /run
+    known = str(outside / "var-run" / "e.sock")
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{known}")  # the operator's: a socket the engine listens on
+    (inside / "docker.sock").symlink_to(known)
+    (inside / "other.sock").symlink_to(outside / "run" / "other.sock")
+    with (
+        recorded_engine(ENGINE, str(outside / "run" / "e.sock")),
+        recorded_engine(ENGINE, str(outside / "run" / "other.sock")),
+    ):
+        s = (await call(roots=[inside], socket=str(inside / "docker.sock"), walk=False)).structured
+        assert (s["engine"], s["socket"]) == ("Docker 24.0.7", known)  # asked at its own path
+        with pytest.raises(ArgumentError) as caught:
+            await call(roots=[inside], socket=str(inside / "other.sock"), walk=False)
+    said = str(caught.value)
+    assert f"{inside / 'other.sock'}" in said and "is outside the operator's roots" in said
+    assert (
+        f"An engine's own socket may be named outside them, as it is or through a symlink to it: {known}, /var/run/docker.sock"
+        in said
+    )
+    assert "or leave 'socket' out" in said

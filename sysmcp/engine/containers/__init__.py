@@ -39,6 +39,7 @@ __all__ = [
     "Survey",
     "Volume",
     "find_socket",
+    "known_socket_at",
     "known_sockets",
     "survey",
 ]
@@ -137,6 +138,16 @@ def known_sockets(environ: Mapping[str, str] | None = None, sockets: tuple[str, 
         *sockets,
         *([f"{runtime}/podman/podman.sock"] if runtime else []),
     ]
+
+
+def known_socket_at(path: str, known: list[str]) -> str | None:
+    """The socket of ``known`` that ``path`` is, or leads to through its symlinks (their real paths
+    are the same: a link to /var/run/docker.sock is /run/docker.sock, as /var/run is); else None."""
+    try:
+        real = os.path.realpath(path)
+        return next((socket for socket in known if os.path.realpath(socket) == real), None)
+    except (OSError, ValueError):  # a NUL byte, a name no file can have
+        return None
 
 
 def find_socket(
