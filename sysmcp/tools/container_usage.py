@@ -154,6 +154,10 @@ class DataRootPart(Open):
 
 @result
 class Reconciliation:
+    path: str | None = prop(
+        "The directory walked: the data root with its symlinks resolved (inside the roots, as only such is "
+        "walked); null outside the allowed roots."
+    )
     walked_bytes: int = prop("Apparent bytes the walk found under the data root.")
     walked_disk_bytes: int = prop("Bytes allocated on disk under the data root.")
     accounted_bytes: int = prop("Layers, writable layers, volumes, build cache and logs measured.")
@@ -285,6 +289,7 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
         reconciliation=None
         if walked is None
         else Reconciliation(
+            path=_shown(walked.root, allowed),
             walked_bytes=walked.apparent,
             walked_disk_bytes=walked.disk,
             accounted_bytes=found.accounted,
@@ -373,7 +378,7 @@ def render(s: ContainerUsage) -> str:
         lines.append(f"  {_size(log.bytes):>10}  {log.container}  {limit}{where}")
     lines += _more(len(lo.largest), lo.count, "log file")
     if s.reconciliation is not None:
-        lines += _reconciled(s.reconciliation)
+        lines += _reconciled(s.reconciliation, s.data_root)
     if s.note:
         lines.append(s.note)
     return "\n".join(map(printable, lines))  # the engine's names on their line: no newline, no ESC
@@ -390,7 +395,7 @@ def _total(measured: int, unknown: Opt[int], count: int) -> str:
     return "size unknown" if unknown == count else f"at least {human_bytes(measured)} ({unknown:,} unknown)"
 
 
-def _reconciled(re: Reconciliation) -> list[str]:
+def _reconciled(re: Reconciliation, data_root: str | None) -> list[str]:
     partial = "" if re.complete else " (walk stopped at its time budget: partial)"
     diff, unknown = re.difference_bytes, re.not_measured
     accounted = human_bytes(re.accounted_bytes)
@@ -408,8 +413,9 @@ def _reconciled(re: Reconciliation) -> list[str]:
             if diff >= 0
             else f"{human_bytes(-diff)} less"
         )
+    walked = f" (walked at {re.path}, where it leads)" if re.path and re.path != data_root else ""
     lines = [
-        f"On disk: the data root holds {human_bytes(re.walked_bytes)} ({human_bytes(re.walked_disk_bytes)} "
+        f"On disk: the data root{walked} holds {human_bytes(re.walked_bytes)} ({human_bytes(re.walked_disk_bytes)} "
         f"allocated){partial}; the engine's figures and the logs account for {accounted}: {said}"
     ]
     parts = ", ".join(f"{p.name} {human_bytes(p.bytes)}" for p in re.parts[:PARTS_NAMED])

@@ -1244,3 +1244,36 @@ async def test_with_roots_a_symlink_inside_them_to_an_engines_own_socket_asks_th
         in said
     )
     assert "or leave 'socket' out" in said
+
+
+async def test_a_data_root_named_through_a_symlink_says_the_directory_walked_and_counts_what_lies_there(
+    tmp_path: Path,
+) -> None:
+    real = tmp_path / "disks" / "docker"
+    (real / "volumes" / "data" / "_data").mkdir(parents=True)
+    (real / "volumes" / "data" / "_data" / "blob").write_bytes(b"v" * 5000)
+    (tmp_path / "docker").symlink_to(real)  # as an operator moves /var/lib/docker to a larger disk
+    answers = {
+        **ENGINE,
+        "/info": {
+            "DockerRootDir": str(tmp_path / "docker"),
+            "Driver": "overlay2",
+            "LoggingDriver": "json-file",
+        },
+        "/system/df": {
+            "LayersSize": 0,
+            "Volumes": [
+                {
+                    "Name": "data",
+                    "Mountpoint": str(real / "volumes/data/_data"),
+                    "UsageData": {"Size": 5000, "RefCount": 1},
+                }
+            ],
+        },
+    }
+    with recorded_engine(answers, str(tmp_path / "e.sock")) as path:
+        output = await call(roots=[tmp_path], socket=path)
+    s = output.structured
+    assert s["data_root"] == str(tmp_path / "docker") and s["reconciliation"]["path"] == str(real)
+    assert f"On disk: the data root (walked at {real}, where it leads) holds" in output.text, output.text
+    assert s["reconciliation"]["accounted_bytes"] == 5000  # the volume lies in the directory walked

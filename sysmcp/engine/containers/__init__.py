@@ -85,6 +85,7 @@ class DataRootWalk:
     #: (name, apparent, disk) of the data root's directories, largest first.
     parts: tuple[tuple[str, int, int], ...]
     skipped: dict[str, int]
+    root: str = ""  # the directory walked: the data root with its symlinks resolved
 
 
 @dataclass
@@ -108,12 +109,15 @@ class Survey:
     sizes_missing: str | None = None  # why the engine's sizes are not in it: its lists only (``_listed``)
 
     def _inside(self) -> list[int | None]:
-        """The sizes of what lies in the data root: writable layers, volumes and log files there."""
-        inside = self.data_root.rstrip("/") + "/"
+        """The sizes of what lies in the data root: writable layers, volumes and log files there (the
+        data root as the engine names it, or as walked: its symlinks resolved)."""
+        inside = tuple(
+            {root.rstrip("/") + "/" for root in (self.data_root, self.walked and self.walked.root) if root}
+        )
         return [
             *(c.writable for c in self.containers),
-            *(v.size for v in self.volumes if v.mountpoint.startswith(inside)),
-            *(log.bytes for log in self.logs if log.file.path.startswith(inside)),
+            *(v.size for v in self.volumes if inside and v.mountpoint.startswith(inside)),
+            *(log.bytes for log in self.logs if inside and log.file.path.startswith(inside)),
         ]
 
     @property
@@ -211,6 +215,7 @@ def _walk(
             )[:PARTS_KEPT]
         ),
         skipped=skipped.as_dict(),
+        root=root,
     )
 
 
