@@ -56,8 +56,8 @@ class LargeImage(Open):  # a row (Open) may carry more than its schema names, as
     id: str = prop("The image ID, short.")
     tags: list[str] = prop("Its repository:tag names (none: dangling).")
     bytes: int = prop("All its layers' bytes.")
-    shared_bytes: int = prop("Bytes of layers other images have too.")
-    unique_bytes: int = prop("Bytes only it holds: what removing it frees.")
+    shared_bytes: int = prop("Bytes of layers other images have too (its whole size in a partial answer).")
+    unique_bytes: int = prop("Bytes only it holds: what removing it frees (unknown, 0, in a partial answer).")
     containers: int = prop("Containers made from it.")
 
 
@@ -69,7 +69,9 @@ class ImageTotals:
         "No LayersSize (Podman): images' unique bytes plus the largest shared."
     )
     dangling: int = prop("Untagged images.")
-    dangling_unique_bytes: int = prop("Bytes only the untagged images hold.")
+    dangling_unique_bytes: int = prop(
+        "Bytes only the untagged images hold (unknown, 0, in a partial answer)."
+    )
     largest: list[LargeImage] = prop("The largest images (at most top_n).")
 
 
@@ -317,24 +319,23 @@ def render(s: ContainerUsage) -> str:
     lines = [f"{s.engine} {asked}: {root} ({s.storage_driver}, logs {s.log_driver or 'unknown'})"]
     if s.partial:
         lines.append(
-            f"Partial: {s.partial}; its lists below: image sizes whole (the bytes each holds alone "
-            "unknown, shown as shared), writable layers and volumes unmeasured, no layer total nor build cache"
+            f"Partial: {s.partial}; its lists below: image sizes whole (the bytes each shares or holds alone "
+            "unknown), writable layers and volumes unmeasured, no layer total nor build cache"
         )
     im = s.images
+    # The lists give no shared bytes: what an image holds alone is unknown, never 0 B.
+    dangling = "unique bytes unknown" if s.partial else f"{human_bytes(im.dangling_unique_bytes)} unique"
     layers = "layer total not known" if s.partial else f"{human_bytes(im.layer_bytes)} of layers"
     lines.append(
         f"Images: {plural(im.count, 'image')}, {layers}"
         + (" (estimated: the engine gave no total)" if im.layer_bytes_estimated else "")
-        + (
-            f"; {im.dangling:,} dangling ({human_bytes(im.dangling_unique_bytes)} unique)"
-            if im.dangling
-            else ""
-        )
+        + (f"; {im.dangling:,} dangling ({dangling})" if im.dangling else "")
     )
     for i in im.largest:
+        held = f"unique {human_bytes(i.unique_bytes)}, shared {human_bytes(i.shared_bytes)}"
         lines.append(
-            f"  {human_bytes(i.bytes):>10}  {', '.join(i.tags) or '<none> ' + i.id}  unique "
-            f"{human_bytes(i.unique_bytes)}, shared {human_bytes(i.shared_bytes)}, {plural(i.containers, 'container')}"
+            f"  {human_bytes(i.bytes):>10}  {', '.join(i.tags) or '<none> ' + i.id}  "
+            f"{'unique and shared bytes unknown' if s.partial else held}, {plural(i.containers, 'container')}"
         )
     lines += _more(len(im.largest), im.count, "image")
     co = s.containers

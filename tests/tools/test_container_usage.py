@@ -1003,6 +1003,10 @@ async def test_a_system_df_not_answered_in_time_leaves_what_the_engines_lists_sa
     assert lines[1].startswith("Partial: the engine did not give its sizes within 0.5 s"), lines
     assert "Images: 2 images, layer total not known" in output.text and "Build cache" not in output.text
     assert "data  containers using it unknown" in output.text  # not "used by 0 containers"
+    # What the images hold alone is unknown there, not 0 B.
+    assert "Images: 2 images, layer total not known; 1 dangling (unique bytes unknown)" in output.text
+    assert "web:1  unique and shared bytes unknown, 1 container" in output.text, output.text
+    assert "0 B unique" not in output.text and "unique 0 B" not in output.text
 
 
 async def test_numbers_past_any_disks_size_from_the_engine_are_unknown_not_an_internal_error() -> None:
