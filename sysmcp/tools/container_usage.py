@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 
 from sysmcp.engine.containers import ContainersRequest, Survey, known_socket_at, known_sockets, survey
-from sysmcp.engine.paths import printable, within_roots
+from sysmcp.engine.paths import PATH_MAX, printable, within_roots
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ArgumentError
 from sysmcp.protocol.threads import run_in_thread
@@ -30,6 +30,8 @@ from sysmcp.views import CONTAINERS
 MAX_TIMEOUT_S = 60
 WALK_TIMEOUT_S = 120.0  # the data root's walk; past it the reconciliation says it is partial
 PARTS_NAMED = 6  # data-root directories named in the reconciliation
+NAME_CHARS = 512  # an engine's name, tag, state or version past this is cut (an image reference is ≤ 400)
+TAGS_SHOWN = 10  # an image's tags named; the others counted
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
@@ -59,6 +61,7 @@ class LargeImage(Open):  # a row (Open) may carry more than its schema names, as
     shared_bytes: int = prop("Bytes of layers other images have too (its whole size in a partial answer).")
     unique_bytes: int = prop("Bytes only it holds: what removing it frees (unknown, 0, in a partial answer).")
     containers: int = prop("Containers made from it.")
+    tags_not_shown: Opt[int] = prop(f"Its tags past the first {TAGS_SHOWN}, not named; absent: none.")
 
 
 @result
@@ -204,6 +207,18 @@ def _shown(path: str, allowed: list[Path] | None) -> str | None:
     return path if path and within_roots(path, allowed) else None
 
 
+def _said(text: str, limit: int = NAME_CHARS) -> str:
+    """A name the engine gives, as the answer carries it: one longer than ``limit`` characters is cut
+    and its length said, so an engine's megabytes of name cannot swell the answer past what is sent."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
+def _path_said(path: str, allowed: list[Path] | None) -> str | None:
+    """``_shown``, cut as ``_said`` past what any file's name can be (never looked at, then)."""
+    shown = _shown(path, allowed)
+    return None if shown is None else _said(shown, PATH_MAX)
+
+
 def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) -> ContainerUsage:
     images = sorted(found.images, key=lambda i: (-i.size, i.id))
     containers = sorted(found.containers, key=lambda c: (-(c.writable or 0), c.name))
@@ -221,11 +236,11 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
     elif walked is None:
         note = "The data root was not walked: the engine's figures only."
     return ContainerUsage(
-        engine=found.engine,
+        engine=_said(found.engine),
         socket=found.socket,
-        data_root=_shown(found.data_root, allowed),
-        storage_driver=found.driver,
-        log_driver=found.log_driver,
+        data_root=_path_said(found.data_root, allowed),
+        storage_driver=_said(found.driver),
+        log_driver=_said(found.log_driver),
         images=ImageTotals(
             count=len(images),
             layer_bytes=found.layers,
@@ -234,7 +249,13 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             dangling_unique_bytes=sum(i.unique for i in images if i.dangling),
             largest=[
                 LargeImage(
-                    i.id.removeprefix("sha256:")[:12], list(i.tags), i.size, i.shared, i.unique, i.containers
+                    _said(i.id.removeprefix("sha256:")[:12]),
+                    [_said(tag) for tag in i.tags[:TAGS_SHOWN]],
+                    i.size,
+                    i.shared,
+                    i.unique,
+                    i.containers,
+                    tags_not_shown=max(len(i.tags) - TAGS_SHOWN, 0) or ABSENT,
                 )
                 for i in images[:top_n]
             ],
@@ -249,9 +270,9 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             stopped_not_measured=_unknown([c.writable for c in stopped]),
             largest=[
                 LargeContainer(
-                    c.name,
-                    c.image,
-                    c.state,
+                    _said(c.name),
+                    _said(c.image),
+                    _said(c.state),
                     round(max(now - c.created, 0), 1) if c.created else None,
                     c.writable,
                 )
@@ -266,7 +287,8 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             not_measured=_unknown([v.size for v in volumes]),
             dangling_not_measured=_unknown([v.size for v in dangling_volumes]),
             largest=[
-                LargeVolume(v.name, v.size, v.refs, _shown(v.mountpoint, allowed)) for v in volumes[:top_n]
+                LargeVolume(_said(v.name), v.size, v.refs, _path_said(v.mountpoint, allowed))
+                for v in volumes[:top_n]
             ],
         ),
         build_cache=BuildCacheTotals(
@@ -279,11 +301,11 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             without_limit=sum(log.file.max_size is None for log in files),
             largest=[
                 LargeLog(
-                    log.container,
-                    log.file.driver,
+                    _said(log.container),
+                    _said(log.file.driver),
                     log.bytes,
-                    log.file.max_size,
-                    _shown(log.file.path, allowed),
+                    None if log.file.max_size is None else _said(log.file.max_size),
+                    _path_said(log.file.path, allowed),
                 )
                 for log in files[:top_n]
             ],
@@ -291,7 +313,7 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
         reconciliation=None
         if walked is None
         else Reconciliation(
-            path=_shown(walked.root, allowed),
+            path=_path_said(walked.root, allowed),
             walked_bytes=walked.apparent,
             walked_disk_bytes=walked.disk,
             accounted_bytes=found.accounted,
@@ -333,8 +355,9 @@ def render(s: ContainerUsage) -> str:
     )
     for i in im.largest:
         held = f"unique {human_bytes(i.unique_bytes)}, shared {human_bytes(i.shared_bytes)}"
+        more = "" if i.tags_not_shown is ABSENT else f" (and {plural(i.tags_not_shown, 'more tag')})"
         lines.append(
-            f"  {human_bytes(i.bytes):>10}  {', '.join(i.tags) or '<none> ' + i.id}  "
+            f"  {human_bytes(i.bytes):>10}  {', '.join(i.tags) or '<none> ' + i.id}{more}  "
             f"{'unique and shared bytes unknown' if s.partial else held}, {plural(i.containers, 'container')}"
         )
     lines += _more(len(im.largest), im.count, "image")

@@ -1281,3 +1281,48 @@ async def test_a_data_root_named_through_a_symlink_says_the_directory_walked_and
     assert s["data_root"] == str(tmp_path / "docker") and s["reconciliation"]["path"] == str(real)
     assert f"On disk: the data root (walked at {real}, where it leads) holds" in output.text, output.text
     assert s["reconciliation"]["accounted_bytes"] == 5000  # the volume lies in the directory walked
+
+
+async def test_an_engines_megabytes_of_names_tags_and_paths_are_cut_and_counted_not_carried_whole() -> None:
+    long = "x\x1b[2J" * 1_000_000  # 5,000,000 characters, escapes in them
+    df = {
+        "LayersSize": 1,
+        "Images": [
+            {"Id": "sha256:" + "a" * 64, "RepoTags": [f"t{n}:1" for n in range(200_000)], "Size": 5},
+            {"Id": "sha256:" + "b" * 64, "RepoTags": [long], "Size": 6},
+        ],
+        "Containers": [{"Id": "c", "Names": ["/" + long], "Image": long, "State": long}],
+        "Volumes": [{"Name": long, "Mountpoint": "/v" * 1_000_000, "UsageData": {"Size": 1, "RefCount": 0}}],
+    }
+    info = {"DockerRootDir": "/a" * 100_000, "Driver": long, "LoggingDriver": "json-file"}
+    with engine_saying(system_df=df, info=info, version={"Version": long}) as path:
+        output = await call(socket=path)
+    s = output.structured
+    assert len(output.text) < 64 * KIB and len(json.dumps(s)) < 64 * KIB  # not the 30 MB the engine gave
+    assert s["engine"].endswith("… (5,000,007 characters)") and "\x1b" not in output.text
+    tags = {row["tags"][0]: row for row in s["images"]["largest"]}
+    assert tags["t0:1"]["tags_not_shown"] == 199_990 and len(tags["t0:1"]["tags"]) == 10
+    assert "t9:1 (and 199,990 more tags)" in output.text
+    assert s["containers"]["largest"][0]["name"].endswith("… (5,000,000 characters)")
+    assert s["volumes"]["largest"][0]["path"].endswith("… (2,000,000 characters)")
+    # A data root no path can be: not resolved (hours of realpath on 100,000 components), and said why.
+    assert s["data_root"].endswith("… (200,000 characters)") and s["reconciliation"] is None
+    assert "could not be read here (its name is 200,000 characters long, longer than any path)" in output.text
+
+
+async def test_a_container_removed_between_the_list_and_its_inspect_is_left_out_and_an_odd_id_asks_no_other_url(
+    tmp_path: Path,
+) -> None:
+    answers = {
+        **ENGINE,
+        "/containers/json": [
+            {"Id": "gone", "Names": ["/gone"]},
+            {"Id": "c1\x1b[2J/../../version", "Names": ["/odd"]},
+            {"Id": "c2", "Names": ["/kept"]},
+        ],
+        "/containers/c2/json": {"LogPath": "/nonexistent/c2.log", "HostConfig": {}},
+    }
+    with recorded_engine(answers, str(tmp_path / "e.sock")) as path:
+        output = await call(socket=path, walk=False)
+    # Asked and answered 404 (no such container): neither fails the survey, nor reaches /version.
+    assert [row["container"] for row in output.structured["logs"]["largest"]] == ["kept"]

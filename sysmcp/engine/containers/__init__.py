@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import quote
 
 from sysmcp.engine.calls import Cancel, StopFlag, never_cancelled, wait_for
 from sysmcp.engine.containers import _command, _model
@@ -26,6 +27,7 @@ from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._model import BuildCache, Container, Image, LogFile, Volume
 from sysmcp.engine.faults import NotFound, Unavailable
 from sysmcp.engine.opens import open_parent, open_path, read_small_regular_at
+from sysmcp.engine.paths import PATH_MAX
 from sysmcp.engine.walk import walk_totals
 
 __all__ = [
@@ -176,8 +178,10 @@ def find_socket(
 
 def _inside(path: str, may_look: Callable[[str], bool]) -> str:
     """``path`` resolved where it is absolute and inside the roots as given and as resolved, else '':
-    a path an engine names outside them is looked at no further than its symlinks inside them."""
-    if not os.path.isabs(path) or not may_look(path):
+    a path an engine names outside them is looked at no further than its symlinks inside them. One
+    as long as no file's name can be is not resolved either (an engine's megabytes of '/a/a/…' would
+    keep ``realpath`` busy for hours)."""
+    if len(path) >= PATH_MAX or not os.path.isabs(path) or not may_look(path):
         return ""
     real = os.path.realpath(path)
     return real if may_look(real) else ""
@@ -294,9 +298,14 @@ def _configs(api: Api, data_root: str, check: Callable[[], None]) -> Iterator[tu
         return
     for item in api.get("/containers/json?all=1"):
         check()
-        names = _model.strings(item.get("Names")) or [str(item.get("Id", ""))[:12]]
-        config = _kept_config(data_root, str(item.get("Id", "")))
-        yield str(names[0]).lstrip("/"), config or api.get(f"/containers/{item.get('Id')}/json")
+        container = str(item.get("Id", ""))
+        names = _model.strings(item.get("Names")) or [container[:12]]
+        # The engine's id quoted: one with '/', '?' or a control character asks for no other URL.
+        config = _kept_config(data_root, container) or api.get(
+            f"/containers/{quote(container, safe='')}/json", {}
+        )
+        if config:  # {}: removed since it was listed, its log gone with it
+            yield str(names[0]).lstrip("/"), config
 
 
 def _kept_config(data_root: str, container: str) -> dict[str, Any] | None:
@@ -416,7 +425,9 @@ def _reconciled(
     (cancelled, or another work failed); every thread has ended when this returns."""
     # The roots are compared with the real path, and the real path is walked (a symlinked data root).
     root = _inside(found.data_root, request.may_walk)
-    found.walk_refused = request.walk and bool(found.data_root) and not root
+    if len(found.data_root) >= PATH_MAX:  # not looked at (``_inside``), and not for the roots' sake
+        found.unwalkable = f"its name is {len(found.data_root):,} characters long, longer than any path"
+    found.walk_refused = request.walk and bool(found.data_root) and not root and not found.unwalkable
     walk = request.walk and bool(root) and os.path.isdir(root)
     stop = StopFlag()
     with ThreadPoolExecutor(len(works), thread_name_prefix="engine-api") as pool:

@@ -117,10 +117,11 @@ class Api(http.client.HTTPConnection):
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def get(self, url: str) -> Any:
+    def get(self, url: str, gone: Any = None) -> Any:
         """The decoded JSON answer to ``GET url``; a fault as ``NotFound`` (no engine at the path),
         ``WrongKind`` (the path is no socket), ``PermissionRefused`` or ``Unavailable`` (no answer in
-        time, an error status, not JSON)."""
+        time, an error status, not JSON). ``gone``: what an HTTP 404 answers instead of a fault (a
+        container removed since it was listed), where it is not None."""
         self.deadline = time.monotonic() + self.timeout_s
         try:
             self.request("GET", url, headers={"Accept": "application/json"})
@@ -153,6 +154,8 @@ class Api(http.client.HTTPConnection):
             raise Unavailable(
                 f"The engine socket {self.path} failed on GET {url}: {said}", reason="engine_fault"
             ) from None
+        if response.status == 404 and gone is not None:
+            return gone
         if response.status != 200:
             raise Unavailable(
                 f"The engine at {self.path} answered GET {url} with HTTP {response.status}{_message(body)}",
