@@ -229,6 +229,10 @@ def test_a_socket_that_drips_its_answer_is_given_up_at_the_timeout_not_after_the
             "HTTP 500: \\033[2Jboom\\nX: 1",
         ),
         (b"HTTP/1.1 404 Not Found\r\nContent-Length: 22\r\n\r\nsecret-banner, in full", "with HTTP 404"),
+        (  # 12 MB that would be 4 million Python lists: refused unparsed
+            b"HTTP/1.1 200 OK\r\nContent-Length: 12000004\r\n\r\n[" + b"[]," * 4_000_000 + b"[]]",
+            "has 8,000,002 JSON brackets, commas and colons, over the 8,000,000 of any engine's answer: not parsed",
+        ),
     ],
     ids=[
         "another-service",
@@ -236,6 +240,7 @@ def test_a_socket_that_drips_its_answer_is_given_up_at_the_timeout_not_after_the
         "nested-too-deep",
         "error-with-escapes",
         "another-http-service-error",
+        "too-many-values",
     ],
 )
 def test_a_socket_answering_as_no_engine_does_is_an_engine_fault_that_repeats_none_of_its_words(

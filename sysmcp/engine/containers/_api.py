@@ -23,6 +23,11 @@ from sysmcp.engine.opens import kind, open_parent
 from sysmcp.engine.paths import printable
 
 MAX_BODY = 64 * 1024 * 1024  # an answer larger than this is not an engine's API answer
+#: JSON brackets, commas and colons in one answer at most, counted before it is parsed (each array,
+#: object, element and member has one or two): 64 MiB of '[],[],…' would be 21 million lists (1.5 GiB
+#: and 18 s of parsing that no timeout stops); this many is some 300 MiB at most, and twenty thousand
+#: containers' worth of /system/df.
+MAX_TOKENS = 8_000_000
 
 
 def _owner(path: str) -> str:
@@ -168,6 +173,15 @@ class Api(http.client.HTTPConnection):
         if response.length:  # closed before the length it announced: what came may parse all the same
             raise Unavailable(
                 f"The engine at {self.path} closed its answer to GET {url} {response.length} bytes short",
+                reason="engine_fault",
+            )
+        # Each array, object, element and member costs a Python object once parsed: counted first (those
+        # in strings too: an overcount).
+        tokens = sum(map(body.count, (b"[", b"{", b",", b":")))
+        if tokens > MAX_TOKENS:
+            raise Unavailable(
+                f"The engine's answer to GET {url} has {tokens:,} JSON brackets, commas and colons, over "
+                f"the {MAX_TOKENS:,} of any engine's answer: not parsed",
                 reason="engine_fault",
             )
         try:
