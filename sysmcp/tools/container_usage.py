@@ -147,6 +147,10 @@ class LogTotals:
     bytes: int = prop("Bytes of all log files readable here.")
     not_measured: Opt[int] = prop(_NOT_MEASURED.format("Log files"))
     without_limit: int = prop("Log files with no max-size rotation limit.")
+    not_inspected: Opt[int] = prop(
+        "Containers whose log was not looked for: the engine's inspects (one each, for Podman) stopped at "
+        "their time budget; absent: none."
+    )
     largest: list[LargeLog] = prop("The largest log files (at most top_n).")
 
 
@@ -299,6 +303,7 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             bytes=sum(log.bytes or 0 for log in files),
             not_measured=_unknown([log.bytes for log in files]),
             without_limit=sum(log.file.max_size is None for log in files),
+            not_inspected=sum(not log.inspected for log in logs) or ABSENT,
             largest=[
                 LargeLog(
                     _said(log.container),
@@ -395,6 +400,12 @@ def render(s: ContainerUsage) -> str:
     lines.append(
         f"Log files: {plural(lo.count, 'file')}, {_total(lo.bytes, lo.not_measured, lo.count)}"
         + (f"; {lo.without_limit:,} with no rotation limit (max-size)" if lo.without_limit else "")
+        + (
+            ""
+            if lo.not_inspected is ABSENT
+            else f"; {plural(lo.not_inspected, 'container')} not inspected within the time budget: "
+            "their logs unknown"
+        )
     )
     for log in lo.largest:
         limit = f"max-size {log.max_size}" if log.max_size else "no max-size"

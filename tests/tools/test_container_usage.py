@@ -1331,3 +1331,28 @@ async def test_a_container_removed_between_the_list_and_its_inspect_is_left_out_
         output = await call(socket=path, walk=False)
     # Asked and answered 404 (no such container): neither fails the survey, nor reaches /version.
     assert [row["container"] for row in output.structured["logs"]["largest"]] == ["kept"]
+
+
+def test_the_engines_inspects_stop_at_their_time_budget_and_the_containers_left_are_counted(
+    tmp_path: Path,
+) -> None:
+    ids = [f"c{n}" for n in range(3)]
+    answers = {
+        **ENGINE,  # its data root keeps no container's files (Podman): one inspect each
+        "/containers/json": [{"Id": c, "Names": [f"/{c}"]} for c in ids],
+        **{f"/containers/{c}/json": {"LogPath": f"/nonexistent/{c}.log", "HostConfig": {}} for c in ids},
+    }
+    with recorded_engine(answers, str(tmp_path / "e.sock")) as path:
+        spent = survey(ContainersRequest(socket=path, walk=False, inspect_timeout_s=0))
+        kept = survey(ContainersRequest(socket=path, walk=False))
+    text = render(answer(spent, 10, 0.0, None))
+    assert [(log.container, log.inspected) for log in spent.logs] == [(c, False) for c in ids]
+    assert (
+        "Log files: 0 files, 0 B; 3 containers not inspected within the time budget: their logs unknown"
+        in text
+    )
+    assert answer(spent, 10, 0.0, None).logs.not_inspected == 3
+    assert [(log.container, log.inspected, log.file.path) for log in kept.logs] == [
+        (c, True, f"/nonexistent/{c}.log") for c in ids
+    ]
+    assert "not inspected" not in render(answer(kept, 10, 0.0, None))

@@ -13,7 +13,9 @@ Paths the engine names (data root, log files) are looked at only inside the root
 from __future__ import annotations
 
 import json
+import math
 import os
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -59,6 +61,9 @@ class ContainersRequest:
     timeout_s: float = 10.0  # each API call
     walk: bool = True  # walk the data root to reconcile
     walk_timeout_s: float = 120.0
+    #: The engine's inspects of its containers' logs (one call each where the data root does not keep
+    #: them: Podman); those past it are counted, not asked (``Log.inspected``).
+    inspect_timeout_s: float = 120.0
     #: Whether a path the engine names (its data root, a log file) may be looked at: the roots in
     #: force. The data root outside them is neither read nor walked: the engine's figures only.
     may_walk: Callable[[str], bool] = lambda _: True
@@ -70,11 +75,13 @@ class ContainersRequest:
 
 @dataclass(frozen=True, slots=True)
 class Log:
-    """A container's log file: its size on disk now (None: not a file here, or unreadable)."""
+    """A container's log file: its size on disk now (None: not a file here, or unreadable); not
+    ``inspected``: its inspect not asked, past the time budget (its log unknown)."""
 
     container: str
     file: LogFile
     bytes: int | None
+    inspected: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,22 +266,32 @@ def _read_logs(
     report: Callable[[str, int, int], None],
     check: Callable[[], None],
     may_look: Callable[[str], bool] = lambda _: True,
+    until: float = math.inf,
 ) -> list[Log]:
     """Each container's log file (``/system/df`` has none): its name, log path and log options; the
-    data root's files read only inside the roots (``may_look``), and each log file's size too."""
+    data root's files read only inside the roots (``may_look``), and each log file's size too. The
+    engine is asked for no inspect once ``until`` (monotonic) has passed: those containers' logs are
+    not ``inspected``."""
     logs = []
-    for done, (name, config) in enumerate(_configs(api, _inside(data_root, may_look), check), 1):
-        log = _model.log_file(config)
-        logs.append(Log(name, log, _log_bytes(log.path, may_look)))
+    for done, (name, config) in enumerate(_configs(api, _inside(data_root, may_look), check, until), 1):
+        if config is None:
+            logs.append(Log(name, LogFile("", "", None), None, inspected=False))
+        else:
+            log = _model.log_file(config)
+            logs.append(Log(name, log, _log_bytes(log.path, may_look)))
         report("inspect", done, 0)
     return logs
 
 
-def _configs(api: Api, data_root: str, check: Callable[[], None]) -> Iterator[tuple[str, dict[str, Any]]]:
+def _configs(
+    api: Api, data_root: str, check: Callable[[], None], until: float = math.inf
+) -> Iterator[tuple[str, dict[str, Any] | None]]:
     """Each container's name and the part of its inspect its log comes from: from Docker's own files
     in the data root (``containers/<id>``), which spares the engine 26 ms of CPU for 200 containers
     while it measures its layers; where any is not there to read (Podman, an unreadable data root, a
-    container being created or removed), from the engine's list and the inspects the data root lacks."""
+    container being created or removed), from the engine's list and the inspects the data root lacks,
+    asked until ``until`` (monotonic; None for those not asked: an engine of a hundred thousand
+    containers, or one answering each inspect just within the timeout, bounds the call no more)."""
     try:  # reached without a symlink, as each container's files are: none leads out of the roots
         fd = open_path(os.path.join(data_root, "containers"), directory=True) if data_root else None
     except (OSError, ValueError):
@@ -300,12 +317,14 @@ def _configs(api: Api, data_root: str, check: Callable[[], None]) -> Iterator[tu
         check()
         container = str(item.get("Id", ""))
         names = _model.strings(item.get("Names")) or [container[:12]]
+        name = str(names[0]).lstrip("/")
+        if (config := _kept_config(data_root, container)) is None and time.monotonic() >= until:
+            yield name, None
+            continue
         # The engine's id quoted: one with '/', '?' or a control character asks for no other URL.
-        config = _kept_config(data_root, container) or api.get(
-            f"/containers/{quote(container, safe='')}/json", {}
-        )
+        config = config or api.get(f"/containers/{quote(container, safe='')}/json", {})
         if config:  # {}: removed since it was listed, its log gone with it
-            yield str(names[0]).lstrip("/"), config
+            yield name, config
 
 
 def _kept_config(data_root: str, container: str) -> dict[str, Any] | None:
@@ -406,7 +425,8 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
                 _listed(api, found, check)
 
         def logs(check: Callable[[], None]) -> None:
-            found.logs = _read_logs(second, found.data_root, report, check, request.may_walk)
+            until = time.monotonic() + request.inspect_timeout_s
+            found.logs = _read_logs(second, found.data_root, report, check, request.may_walk, until)
 
         _reconciled(found, request, [figures, logs], report, cancel)
         found.engine = _model.engine_name(version.result())
