@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import tracemalloc
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -1356,3 +1357,29 @@ def test_the_engines_inspects_stop_at_their_time_budget_and_the_containers_left_
         (c, True, f"/nonexistent/{c}.log") for c in ids
     ]
     assert "not inspected" not in render(answer(kept, 10, 0.0, None))
+
+
+def test_an_error_answer_of_megabytes_is_not_parsed_for_its_message(tmp_path: Path) -> None:
+    path, body = str(tmp_path / "odd.sock"), b"[" + b"[]," * 1_500_000 + b'{"message": "boom"}]'
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(path)
+        server.listen(1)
+
+        def answer_once() -> None:
+            connection, _ = server.accept()
+            with connection:
+                connection.recv(4096)
+                connection.sendall(b"HTTP/1.1 500 Oops\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+
+        peer = threading.Thread(target=answer_once)
+        peer.start()
+        tracemalloc.start()
+        try:
+            with Api(path, 10) as api, pytest.raises(Unavailable) as caught:
+                api.get("/info")
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+            peer.join()
+    assert words(caught.value).endswith("answered GET /info with HTTP 500")
+    assert peak < 4 * len(body), peak  # the body and its reading, not 1.5 million lists (100 MB)

@@ -28,6 +28,7 @@ MAX_BODY = 64 * 1024 * 1024  # an answer larger than this is not an engine's API
 #: and 18 s of parsing that no timeout stops); this many is some 300 MiB at most, and twenty thousand
 #: containers' worth of /system/df.
 MAX_TOKENS = 8_000_000
+MESSAGE_MAX = 64 * 1024  # bytes of an error answer parsed for its message
 
 
 def _owner(path: str) -> str:
@@ -40,7 +41,11 @@ def _owner(path: str) -> str:
 
 def _message(body: bytes) -> str:
     """``": <message>"`` of an engine's error answer (Docker's and Podman's JSON ``{"message": …}``),
-    "" for any other body: what another service that speaks HTTP says is not repeated."""
+    "" for any other body: what another service that speaks HTTP says is not repeated. An engine's
+    error answer is one short line: a larger body is not parsed (megabytes of '[],[],…' would be
+    millions of lists, for a message that is never in them)."""
+    if len(body) > MESSAGE_MAX:
+        return ""
     try:
         said = json.loads(body)
     except (ValueError, RecursionError):
