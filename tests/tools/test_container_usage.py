@@ -1383,3 +1383,17 @@ def test_an_error_answer_of_megabytes_is_not_parsed_for_its_message(tmp_path: Pa
             peer.join()
     assert words(caught.value).endswith("answered GET /info with HTTP 500")
     assert peak < 4 * len(body), peak  # the body and its reading, not 1.5 million lists (100 MB)
+
+
+def test_an_engine_command_that_fails_with_escapes_in_its_error_is_said_without_them(tmp_path: Path) -> None:
+    stub = tmp_path / "docker"  # what docker prints for a daemon's error: the daemon's own words
+    stub.write_text(
+        f"#!{sys.executable}\nimport sys\n"
+        "sys.stderr.write('Error response from daemon: \\x1b]0;pwned\\x07\\x1b[2Jgone\\n')\nsys.exit(1)\n"
+    )
+    stub.chmod(0o755)
+    with pytest.raises(NotFound) as caught:
+        survey(_no_socket((str(stub),)))
+    said = words(caught.value)
+    assert "\x1b" not in said and "\x07" not in said
+    assert "failed: Error response from daemon: \\033]0;pwned\\a\\033[2Jgone" in said
