@@ -13,19 +13,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sysmcp.engine.containers import ContainersRequest, Survey, known_sockets, survey
-from sysmcp.engine.paths import printable, within_roots
+import anyio
+
+from sysmcp.engine.containers import ContainersRequest, Survey, known_socket_at, known_sockets, survey
+from sysmcp.engine.paths import PATH_MAX, printable, within_roots
 from sysmcp.protocol.context import Meter
+from sysmcp.protocol.failures import ArgumentError
+from sysmcp.protocol.threads import run_in_thread
 from sysmcp.render import age, human_bytes, more_not_shown, plural
 from sysmcp.tools import schemas as js
 from sysmcp.tools.merging import summary_merge
-from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
+from sysmcp.tools.registry import RESOLVE_TIMEOUT, Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result
 from sysmcp.views import CONTAINERS
 
 MAX_TIMEOUT_S = 60
 WALK_TIMEOUT_S = 120.0  # the data root's walk; past it the reconciliation says it is partial
 PARTS_NAMED = 6  # data-root directories named in the reconciliation
+NAME_CHARS = 512  # an engine's name, tag, state or version past this is cut (an image reference is ≤ 400)
+TAGS_SHOWN = 10  # an image's tags named; the others counted
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
@@ -52,9 +58,10 @@ class LargeImage(Open):  # a row (Open) may carry more than its schema names, as
     id: str = prop("The image ID, short.")
     tags: list[str] = prop("Its repository:tag names (none: dangling).")
     bytes: int = prop("All its layers' bytes.")
-    shared_bytes: int = prop("Bytes of layers other images have too.")
-    unique_bytes: int = prop("Bytes only it holds: what removing it frees.")
+    shared_bytes: int = prop("Bytes of layers other images have too (its whole size in a partial answer).")
+    unique_bytes: int = prop("Bytes only it holds: what removing it frees (unknown, 0, in a partial answer).")
     containers: int = prop("Containers made from it.")
+    tags_not_shown: Opt[int] = prop(f"Its tags past the first {TAGS_SHOWN}, not named; absent: none.")
 
 
 @result
@@ -65,7 +72,9 @@ class ImageTotals:
         "No LayersSize (Podman): images' unique bytes plus the largest shared."
     )
     dangling: int = prop("Untagged images.")
-    dangling_unique_bytes: int = prop("Bytes only the untagged images hold.")
+    dangling_unique_bytes: int = prop(
+        "Bytes only the untagged images hold (unknown, 0, in a partial answer)."
+    )
     largest: list[LargeImage] = prop("The largest images (at most top_n).")
 
 
@@ -138,6 +147,10 @@ class LogTotals:
     bytes: int = prop("Bytes of all log files readable here.")
     not_measured: Opt[int] = prop(_NOT_MEASURED.format("Log files"))
     without_limit: int = prop("Log files with no max-size rotation limit.")
+    not_inspected: Opt[int] = prop(
+        "Containers whose log was not looked for: the engine's inspects (one each, for Podman) stopped at "
+        "their time budget; absent: none."
+    )
     largest: list[LargeLog] = prop("The largest log files (at most top_n).")
 
 
@@ -150,6 +163,10 @@ class DataRootPart(Open):
 
 @result
 class Reconciliation:
+    path: str | None = prop(
+        "The directory walked: the data root with its symlinks resolved (inside the roots, as only such is "
+        "walked); null outside the allowed roots."
+    )
     walked_bytes: int = prop("Apparent bytes the walk found under the data root.")
     walked_disk_bytes: int = prop("Bytes allocated on disk under the data root.")
     accounted_bytes: int = prop("Layers, writable layers, volumes, build cache and logs measured.")
@@ -194,6 +211,18 @@ def _shown(path: str, allowed: list[Path] | None) -> str | None:
     return path if path and within_roots(path, allowed) else None
 
 
+def _said(text: str, limit: int = NAME_CHARS) -> str:
+    """A name the engine gives, as the answer carries it: one longer than ``limit`` characters is cut
+    and its length said, so an engine's megabytes of name cannot swell the answer past what is sent."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
+def _path_said(path: str, allowed: list[Path] | None) -> str | None:
+    """``_shown``, cut as ``_said`` past what any file's name can be (never looked at, then)."""
+    shown = _shown(path, allowed)
+    return None if shown is None else _said(shown, PATH_MAX)
+
+
 def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) -> ContainerUsage:
     images = sorted(found.images, key=lambda i: (-i.size, i.id))
     containers = sorted(found.containers, key=lambda c: (-(c.writable or 0), c.name))
@@ -211,11 +240,11 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
     elif walked is None:
         note = "The data root was not walked: the engine's figures only."
     return ContainerUsage(
-        engine=found.engine,
+        engine=_said(found.engine),
         socket=found.socket,
-        data_root=_shown(found.data_root, allowed),
-        storage_driver=found.driver,
-        log_driver=found.log_driver,
+        data_root=_path_said(found.data_root, allowed),
+        storage_driver=_said(found.driver),
+        log_driver=_said(found.log_driver),
         images=ImageTotals(
             count=len(images),
             layer_bytes=found.layers,
@@ -224,7 +253,13 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             dangling_unique_bytes=sum(i.unique for i in images if i.dangling),
             largest=[
                 LargeImage(
-                    i.id.removeprefix("sha256:")[:12], list(i.tags), i.size, i.shared, i.unique, i.containers
+                    _said(i.id.removeprefix("sha256:")[:12]),
+                    [_said(tag) for tag in i.tags[:TAGS_SHOWN]],
+                    i.size,
+                    i.shared,
+                    i.unique,
+                    i.containers,
+                    tags_not_shown=max(len(i.tags) - TAGS_SHOWN, 0) or ABSENT,
                 )
                 for i in images[:top_n]
             ],
@@ -239,9 +274,9 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             stopped_not_measured=_unknown([c.writable for c in stopped]),
             largest=[
                 LargeContainer(
-                    c.name,
-                    c.image,
-                    c.state,
+                    _said(c.name),
+                    _said(c.image),
+                    _said(c.state),
                     round(max(now - c.created, 0), 1) if c.created else None,
                     c.writable,
                 )
@@ -256,7 +291,8 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             not_measured=_unknown([v.size for v in volumes]),
             dangling_not_measured=_unknown([v.size for v in dangling_volumes]),
             largest=[
-                LargeVolume(v.name, v.size, v.refs, _shown(v.mountpoint, allowed)) for v in volumes[:top_n]
+                LargeVolume(_said(v.name), v.size, v.refs, _path_said(v.mountpoint, allowed))
+                for v in volumes[:top_n]
             ],
         ),
         build_cache=BuildCacheTotals(
@@ -267,13 +303,14 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             bytes=sum(log.bytes or 0 for log in files),
             not_measured=_unknown([log.bytes for log in files]),
             without_limit=sum(log.file.max_size is None for log in files),
+            not_inspected=sum(not log.inspected for log in logs) or ABSENT,
             largest=[
                 LargeLog(
-                    log.container,
-                    log.file.driver,
+                    _said(log.container),
+                    _said(log.file.driver),
                     log.bytes,
-                    log.file.max_size,
-                    _shown(log.file.path, allowed),
+                    None if log.file.max_size is None else _said(log.file.max_size),
+                    _path_said(log.file.path, allowed),
                 )
                 for log in files[:top_n]
             ],
@@ -281,6 +318,7 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
         reconciliation=None
         if walked is None
         else Reconciliation(
+            path=_path_said(walked.root, allowed),
             walked_bytes=walked.apparent,
             walked_disk_bytes=walked.disk,
             accounted_bytes=found.accounted,
@@ -308,24 +346,24 @@ def render(s: ContainerUsage) -> str:
     lines = [f"{s.engine} {asked}: {root} ({s.storage_driver}, logs {s.log_driver or 'unknown'})"]
     if s.partial:
         lines.append(
-            f"Partial: {s.partial}; its lists below: image sizes whole (the bytes each holds alone "
-            "unknown, shown as shared), writable layers and volumes unmeasured, no layer total nor build cache"
+            f"Partial: {s.partial}; its lists below: image sizes whole (the bytes each shares or holds alone "
+            "unknown), writable layers and volumes unmeasured, no layer total nor build cache"
         )
     im = s.images
+    # The lists give no shared bytes: what an image holds alone is unknown, never 0 B.
+    dangling = "unique bytes unknown" if s.partial else f"{human_bytes(im.dangling_unique_bytes)} unique"
     layers = "layer total not known" if s.partial else f"{human_bytes(im.layer_bytes)} of layers"
     lines.append(
         f"Images: {plural(im.count, 'image')}, {layers}"
         + (" (estimated: the engine gave no total)" if im.layer_bytes_estimated else "")
-        + (
-            f"; {im.dangling:,} dangling ({human_bytes(im.dangling_unique_bytes)} unique)"
-            if im.dangling
-            else ""
-        )
+        + (f"; {im.dangling:,} dangling ({dangling})" if im.dangling else "")
     )
     for i in im.largest:
+        held = f"unique {human_bytes(i.unique_bytes)}, shared {human_bytes(i.shared_bytes)}"
+        more = "" if i.tags_not_shown is ABSENT else f" (and {plural(i.tags_not_shown, 'more tag')})"
         lines.append(
-            f"  {human_bytes(i.bytes):>10}  {', '.join(i.tags) or '<none> ' + i.id}  unique "
-            f"{human_bytes(i.unique_bytes)}, shared {human_bytes(i.shared_bytes)}, {plural(i.containers, 'container')}"
+            f"  {human_bytes(i.bytes):>10}  {', '.join(i.tags) or '<none> ' + i.id}{more}  "
+            f"{'unique and shared bytes unknown' if s.partial else held}, {plural(i.containers, 'container')}"
         )
     lines += _more(len(im.largest), im.count, "image")
     co = s.containers
@@ -362,6 +400,12 @@ def render(s: ContainerUsage) -> str:
     lines.append(
         f"Log files: {plural(lo.count, 'file')}, {_total(lo.bytes, lo.not_measured, lo.count)}"
         + (f"; {lo.without_limit:,} with no rotation limit (max-size)" if lo.without_limit else "")
+        + (
+            ""
+            if lo.not_inspected is ABSENT
+            else f"; {plural(lo.not_inspected, 'container')} not inspected within the time budget: "
+            "their logs unknown"
+        )
     )
     for log in lo.largest:
         limit = f"max-size {log.max_size}" if log.max_size else "no max-size"
@@ -369,7 +413,7 @@ def render(s: ContainerUsage) -> str:
         lines.append(f"  {_size(log.bytes):>10}  {log.container}  {limit}{where}")
     lines += _more(len(lo.largest), lo.count, "log file")
     if s.reconciliation is not None:
-        lines += _reconciled(s.reconciliation)
+        lines += _reconciled(s.reconciliation, s.data_root)
     if s.note:
         lines.append(s.note)
     return "\n".join(map(printable, lines))  # the engine's names on their line: no newline, no ESC
@@ -386,7 +430,7 @@ def _total(measured: int, unknown: Opt[int], count: int) -> str:
     return "size unknown" if unknown == count else f"at least {human_bytes(measured)} ({unknown:,} unknown)"
 
 
-def _reconciled(re: Reconciliation) -> list[str]:
+def _reconciled(re: Reconciliation, data_root: str | None) -> list[str]:
     partial = "" if re.complete else " (walk stopped at its time budget: partial)"
     diff, unknown = re.difference_bytes, re.not_measured
     accounted = human_bytes(re.accounted_bytes)
@@ -404,8 +448,9 @@ def _reconciled(re: Reconciliation) -> list[str]:
             if diff >= 0
             else f"{human_bytes(-diff)} less"
         )
+    walked = f" (walked at {re.path}, where it leads)" if re.path and re.path != data_root else ""
     lines = [
-        f"On disk: the data root holds {human_bytes(re.walked_bytes)} ({human_bytes(re.walked_disk_bytes)} "
+        f"On disk: the data root{walked} holds {human_bytes(re.walked_bytes)} ({human_bytes(re.walked_disk_bytes)} "
         f"allocated){partial}; the engine's figures and the logs account for {accounted}: {said}"
     ]
     parts = ", ".join(f"{p.name} {human_bytes(p.bytes)}" for p in re.parts[:PARTS_NAMED])
@@ -422,11 +467,31 @@ def _reconciled(re: Reconciliation) -> list[str]:
     return lines
 
 
+async def _socket(named: str | None, ctx: ToolContext) -> tuple[str | None, bool]:
+    """The socket to ask for the one named, and whether it is pinned (resolved inside the roots, so
+    reached without a symlink: one swapped in since is refused). With roots in force, a socket the
+    engine listens on (``known_sockets``, as asked when none is named) may be named as it is or
+    through a symlink that leads to it, and is asked at its own path; any other only inside them."""
+    known = known_sockets()
+    if named is None or ctx.paths.allowed is None or named in known:
+        return named, False
+    try:
+        return str(await ctx.resolve(named)), True
+    except ArgumentError as outside:
+        with anyio.move_on_after(RESOLVE_TIMEOUT):  # resolved once already: this does not wait
+            if (
+                same := await run_in_thread(lambda raw: known_socket_at(raw, known), named, None)
+            ) is not None:
+                return same, False
+        raise ArgumentError(
+            f"{outside.message}. An engine's own socket may be named outside them, as it is or through a "
+            f"symlink to it: {', '.join(known)}; or leave 'socket' out to ask where engines listen"
+        ) from None
+
+
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    allowed, named = ctx.paths.allowed, args.get("socket")
-    pinned = named is not None and allowed is not None and named not in known_sockets()
-    if named is not None and pinned:  # any other socket only inside the roots, as any path (nor a
-        named = str(await ctx.resolve(named))  # symlink swapped in since it was resolved: pinned)
+    allowed = ctx.paths.allowed
+    named, pinned = await _socket(args.get("socket"), ctx)
     request = ContainersRequest(
         socket=named,
         pinned=pinned,

@@ -62,6 +62,10 @@ _ADVICE: dict[tuple[type[EngineError], str], str] = {
     (BadOutput, "btrfs"): "; the btrfs figures it gives are left out",
     (BadOutput, "zfs"): "; the ZFS figures are left out",
     (NotFound, "no_engine"): ". Docker or Podman is not running here, or name its API socket in 'socket'",
+    (WrongKind, "not_socket"): (
+        ": name the engine's API socket in 'socket' (Docker's: /var/run/docker.sock), or leave "
+        "'socket' out to ask where engines listen"
+    ),
     (PermissionRefused, "engine_socket"): ": run sysmcp as root or as a member of the socket's group",
     (Unavailable, "engine_silent"): ": the engine is hung or overloaded; try again or raise timeout_s",
 }

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import tracemalloc
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,7 +34,7 @@ from sysmcp.engine.containers import (
 )
 from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._command import ask
-from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable
+from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable, WrongKind
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.protocol.failures import ArgumentError
 from sysmcp.reclaim import PlanRequest, build_plan, choose
@@ -229,6 +230,10 @@ def test_a_socket_that_drips_its_answer_is_given_up_at_the_timeout_not_after_the
             "HTTP 500: \\033[2Jboom\\nX: 1",
         ),
         (b"HTTP/1.1 404 Not Found\r\nContent-Length: 22\r\n\r\nsecret-banner, in full", "with HTTP 404"),
+        (  # 12 MB that would be 4 million Python lists: refused unparsed
+            b"HTTP/1.1 200 OK\r\nContent-Length: 12000004\r\n\r\n[" + b"[]," * 4_000_000 + b"[]]",
+            "has 8,000,002 JSON brackets, commas and colons, over the 8,000,000 of any engine's answer: not parsed",
+        ),
     ],
     ids=[
         "another-service",
@@ -236,6 +241,7 @@ def test_a_socket_that_drips_its_answer_is_given_up_at_the_timeout_not_after_the
         "nested-too-deep",
         "error-with-escapes",
         "another-http-service-error",
+        "too-many-values",
     ],
 )
 def test_a_socket_answering_as_no_engine_does_is_an_engine_fault_that_repeats_none_of_its_words(
@@ -1003,6 +1009,10 @@ async def test_a_system_df_not_answered_in_time_leaves_what_the_engines_lists_sa
     assert lines[1].startswith("Partial: the engine did not give its sizes within 0.5 s"), lines
     assert "Images: 2 images, layer total not known" in output.text and "Build cache" not in output.text
     assert "data  containers using it unknown" in output.text  # not "used by 0 containers"
+    # What the images hold alone is unknown there, not 0 B.
+    assert "Images: 2 images, layer total not known; 1 dangling (unique bytes unknown)" in output.text
+    assert "web:1  unique and shared bytes unknown, 1 container" in output.text, output.text
+    assert "0 B unique" not in output.text and "unique 0 B" not in output.text
 
 
 async def test_numbers_past_any_disks_size_from_the_engine_are_unknown_not_an_internal_error() -> None:
@@ -1197,3 +1207,193 @@ async def test_a_socket_named_inside_the_roots_whose_directory_is_swapped_for_a_
         monkeypatch.setattr(PathPolicy, "resolve", swapped)
         with pytest.raises(Exception, match="symbolic link"):  # refused, not the engine outside asked
             await call(roots=[inside], socket=path, walk=False)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "file", "directory"])
+@pytest.mark.parametrize("roots", [False, True], ids=["no-roots", "roots"])  # connected by path, or pinned
+async def test_a_socket_named_that_is_a_fifo_a_file_or_a_directory_is_said_to_be_what_it_is(
+    tmp_path: Path, kind: str, roots: bool
+) -> None:
+    path = tmp_path / "e.sock"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "file":
+        path.write_bytes(b"{}")
+    else:
+        path.mkdir()
+    said = {"fifo": "a FIFO (named pipe)", "file": "a regular file", "directory": "a directory"}[kind]
+    with pytest.raises(WrongKind) as caught:
+        await call(roots=[tmp_path] if roots else None, socket=str(path), walk=False)
+    assert f"{path} is {said}, not a socket: name the engine's API socket" in words(caught.value)
+    assert "nothing listening" not in words(caught.value)
+
+
+async def test_with_roots_a_symlink_inside_them_to_an_engines_own_socket_asks_that_socket_and_any_other_is_refused_saying_what_may_be_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    inside.mkdir()
+    (outside / "run").mkdir(parents=True)
+    (outside / "var-run").symlink_to(outside / "run")  # as /var/run leads to /run
+    known = str(outside / "var-run" / "e.sock")
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{known}")  # the operator's: a socket the engine listens on
+    (inside / "docker.sock").symlink_to(known)
+    (inside / "other.sock").symlink_to(outside / "run" / "other.sock")
+    with (
+        recorded_engine(ENGINE, str(outside / "run" / "e.sock")),
+        recorded_engine(ENGINE, str(outside / "run" / "other.sock")),
+    ):
+        s = (await call(roots=[inside], socket=str(inside / "docker.sock"), walk=False)).structured
+        assert (s["engine"], s["socket"]) == ("Docker 24.0.7", known)  # asked at its own path
+        with pytest.raises(ArgumentError) as caught:
+            await call(roots=[inside], socket=str(inside / "other.sock"), walk=False)
+    said = str(caught.value)
+    assert f"{inside / 'other.sock'}" in said and "is outside the operator's roots" in said
+    assert (
+        f"An engine's own socket may be named outside them, as it is or through a symlink to it: {known}, /var/run/docker.sock"
+        in said
+    )
+    assert "or leave 'socket' out" in said
+
+
+async def test_a_data_root_named_through_a_symlink_says_the_directory_walked_and_counts_what_lies_there(
+    tmp_path: Path,
+) -> None:
+    real = tmp_path / "disks" / "docker"
+    (real / "volumes" / "data" / "_data").mkdir(parents=True)
+    (real / "volumes" / "data" / "_data" / "blob").write_bytes(b"v" * 5000)
+    (tmp_path / "docker").symlink_to(real)  # as an operator moves /var/lib/docker to a larger disk
+    answers = {
+        **ENGINE,
+        "/info": {
+            "DockerRootDir": str(tmp_path / "docker"),
+            "Driver": "overlay2",
+            "LoggingDriver": "json-file",
+        },
+        "/system/df": {
+            "LayersSize": 0,
+            "Volumes": [
+                {
+                    "Name": "data",
+                    "Mountpoint": str(real / "volumes/data/_data"),
+                    "UsageData": {"Size": 5000, "RefCount": 1},
+                }
+            ],
+        },
+    }
+    with recorded_engine(answers, str(tmp_path / "e.sock")) as path:
+        output = await call(roots=[tmp_path], socket=path)
+    s = output.structured
+    assert s["data_root"] == str(tmp_path / "docker") and s["reconciliation"]["path"] == str(real)
+    assert f"On disk: the data root (walked at {real}, where it leads) holds" in output.text, output.text
+    assert s["reconciliation"]["accounted_bytes"] == 5000  # the volume lies in the directory walked
+
+
+async def test_an_engines_megabytes_of_names_tags_and_paths_are_cut_and_counted_not_carried_whole() -> None:
+    long = "x\x1b[2J" * 1_000_000  # 5,000,000 characters, escapes in them
+    df = {
+        "LayersSize": 1,
+        "Images": [
+            {"Id": "sha256:" + "a" * 64, "RepoTags": [f"t{n}:1" for n in range(200_000)], "Size": 5},
+            {"Id": "sha256:" + "b" * 64, "RepoTags": [long], "Size": 6},
+        ],
+        "Containers": [{"Id": "c", "Names": ["/" + long], "Image": long, "State": long}],
+        "Volumes": [{"Name": long, "Mountpoint": "/v" * 1_000_000, "UsageData": {"Size": 1, "RefCount": 0}}],
+    }
+    info = {"DockerRootDir": "/a" * 100_000, "Driver": long, "LoggingDriver": "json-file"}
+    with engine_saying(system_df=df, info=info, version={"Version": long}) as path:
+        output = await call(socket=path)
+    s = output.structured
+    assert len(output.text) < 64 * KIB and len(json.dumps(s)) < 64 * KIB  # not the 30 MB the engine gave
+    assert s["engine"].endswith("… (5,000,007 characters)") and "\x1b" not in output.text
+    tags = {row["tags"][0]: row for row in s["images"]["largest"]}
+    assert tags["t0:1"]["tags_not_shown"] == 199_990 and len(tags["t0:1"]["tags"]) == 10
+    assert "t9:1 (and 199,990 more tags)" in output.text
+    assert s["containers"]["largest"][0]["name"].endswith("… (5,000,000 characters)")
+    assert s["volumes"]["largest"][0]["path"].endswith("… (2,000,000 characters)")
+    # A data root no path can be: not resolved (hours of realpath on 100,000 components), and said why.
+    assert s["data_root"].endswith("… (200,000 characters)") and s["reconciliation"] is None
+    assert "could not be read here (its name is 200,000 characters long, longer than any path)" in output.text
+
+
+async def test_a_container_removed_between_the_list_and_its_inspect_is_left_out_and_an_odd_id_asks_no_other_url(
+    tmp_path: Path,
+) -> None:
+    answers = {
+        **ENGINE,
+        "/containers/json": [
+            {"Id": "gone", "Names": ["/gone"]},
+            {"Id": "c1\x1b[2J/../../version", "Names": ["/odd"]},
+            {"Id": "c2", "Names": ["/kept"]},
+        ],
+        "/containers/c2/json": {"LogPath": "/nonexistent/c2.log", "HostConfig": {}},
+    }
+    with recorded_engine(answers, str(tmp_path / "e.sock")) as path:
+        output = await call(socket=path, walk=False)
+    # Asked and answered 404 (no such container): neither fails the survey, nor reaches /version.
+    assert [row["container"] for row in output.structured["logs"]["largest"]] == ["kept"]
+
+
+def test_the_engines_inspects_stop_at_their_time_budget_and_the_containers_left_are_counted(
+    tmp_path: Path,
+) -> None:
+    ids = [f"c{n}" for n in range(3)]
+    answers = {
+        **ENGINE,  # its data root keeps no container's files (Podman): one inspect each
+        "/containers/json": [{"Id": c, "Names": [f"/{c}"]} for c in ids],
+        **{f"/containers/{c}/json": {"LogPath": f"/nonexistent/{c}.log", "HostConfig": {}} for c in ids},
+    }
+    with recorded_engine(answers, str(tmp_path / "e.sock")) as path:
+        spent = survey(ContainersRequest(socket=path, walk=False, inspect_timeout_s=0))
+        kept = survey(ContainersRequest(socket=path, walk=False))
+    text = render(answer(spent, 10, 0.0, None))
+    assert [(log.container, log.inspected) for log in spent.logs] == [(c, False) for c in ids]
+    assert (
+        "Log files: 0 files, 0 B; 3 containers not inspected within the time budget: their logs unknown"
+        in text
+    )
+    assert answer(spent, 10, 0.0, None).logs.not_inspected == 3
+    assert [(log.container, log.inspected, log.file.path) for log in kept.logs] == [
+        (c, True, f"/nonexistent/{c}.log") for c in ids
+    ]
+    assert "not inspected" not in render(answer(kept, 10, 0.0, None))
+
+
+def test_an_error_answer_of_megabytes_is_not_parsed_for_its_message(tmp_path: Path) -> None:
+    path, body = str(tmp_path / "odd.sock"), b"[" + b"[]," * 1_500_000 + b'{"message": "boom"}]'
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(path)
+        server.listen(1)
+
+        def answer_once() -> None:
+            connection, _ = server.accept()
+            with connection:
+                connection.recv(4096)
+                connection.sendall(b"HTTP/1.1 500 Oops\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+
+        peer = threading.Thread(target=answer_once)
+        peer.start()
+        tracemalloc.start()
+        try:
+            with Api(path, 10) as api, pytest.raises(Unavailable) as caught:
+                api.get("/info")
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+            peer.join()
+    assert words(caught.value).endswith("answered GET /info with HTTP 500")
+    assert peak < 4 * len(body), peak  # the body and its reading, not 1.5 million lists (100 MB)
+
+
+def test_an_engine_command_that_fails_with_escapes_in_its_error_is_said_without_them(tmp_path: Path) -> None:
+    stub = tmp_path / "docker"  # what docker prints for a daemon's error: the daemon's own words
+    stub.write_text(
+        f"#!{sys.executable}\nimport sys\n"
+        "sys.stderr.write('Error response from daemon: \\x1b]0;pwned\\x07\\x1b[2Jgone\\n')\nsys.exit(1)\n"
+    )
+    stub.chmod(0o755)
+    with pytest.raises(NotFound) as caught:
+        survey(_no_socket((str(stub),)))
+    said = words(caught.value)
+    assert "\x1b" not in said and "\x07" not in said
+    assert "failed: Error response from daemon: \\033]0;pwned\\a\\033[2Jgone" in said

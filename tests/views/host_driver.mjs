@@ -285,6 +285,25 @@ async function main() {
   };
   containers.error = await banner("sendToolResult", { isError: true, content: [{ type: "text", text: "no engine answered" }] });
   containers.cancelled = await banner("sendToolCancelled", { reason: "the user stopped it" });
+  // A partial answer (/system/df not answered in time: the engine's lists only), its data root walked
+  // where a symlink leads.
+  const partialUsage = {
+    ...usage,
+    partial: "the engine did not give its sizes within 10 s (GET /system/df, which measures every layer)",
+    images: { ...usage.images, layer_bytes: 0, dangling_unique_bytes: 0 },
+    containers: { ...usage.containers, writable_bytes: 0, stopped_writable_bytes: 0, stopped: 5, not_measured: 9, stopped_not_measured: 5 },
+    volumes: { ...usage.volumes, bytes: 0, dangling_bytes: 0, not_measured: 5, dangling_not_measured: 2 },
+    build_cache: { records: 0, bytes: 0, in_use_bytes: 0 },
+    reconciliation: { ...usage.reconciliation, path: "/srv/docker", accounted_bytes: 1.5e9, difference_bytes: 8.5e9, not_measured: 15 },
+  };
+  await page.evaluate((p) => window.bridge.sendToolResult(p), { content: [{ type: "text", text: "partial" }], structuredContent: partialUsage });
+  await viewFrame().waitForSelector("[data-note=partial]");
+  containers.partial = {
+    note: await viewFrame().$eval("[data-note=partial]", (node) => ({ kind: node.className, text: node.textContent })),
+    rows: await viewFrame().$$eval("#parts li", (nodes) => nodes.map((node) => ({ kind: node.dataset.kind, text: node.textContent }))),
+    summary: await viewFrame().$eval("#summary", (node) => node.textContent),
+  };
+  containers.shots.push(await shot("containers-partial-dark-400"));
   report.scenarios.containers = containers;
 
   // 4. disk_health: one row per device, md array and btrfs device (results the test computed from

@@ -229,6 +229,25 @@ def test_containers_shows_the_data_root_as_one_bar_of_the_engines_parts_and_what
     assert containers["summary"].startswith("Docker 28.2.2 at /run/docker.sock · data root /var/lib/docker")
 
 
+def test_containers_shows_a_partial_answer_and_its_sizes_nobody_measured_as_unknown(
+    report: dict[str, Any],
+) -> None:
+    partial = report["scenarios"]["containers"]["partial"]
+    assert partial["note"]["kind"] == "banner warn"
+    assert partial["note"]["text"].startswith("Partial: the engine did not give its sizes within 10 s")
+    rows = {row["kind"]: row["text"] for row in partial["rows"]}
+    assert "Image layersunknown" in rows["layers"] and "3 dangling (unique bytes unknown)" in rows["layers"]
+    assert (
+        "Writable layerssize unknown" in rows["writable"]
+        and "stopped ones hold size unknown" in rows["writable"]
+    )
+    assert "Volumessize unknown" in rows["volumes"] and "2 dangling (size unknown)" in rows["volumes"]
+    assert "Build cacheunknown" in rows["build_cache"]
+    assert "at most (sizes unknown)" in rows["uncounted"]
+    assert "0 B" not in "".join(rows.values())
+    assert "data root /var/lib/docker (walked at /srv/docker, where it leads)" in partial["summary"]
+
+
 def test_health_shows_each_devices_verdict_and_figures_and_the_degraded_array(report: dict[str, Any]) -> None:
     health = report["scenarios"]["health"]
     danger, warning = health["colors"]

@@ -13,12 +13,15 @@ Paths the engine names (data root, log files) are looked at only inside the root
 from __future__ import annotations
 
 import json
+import math
 import os
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import quote
 
 from sysmcp.engine.calls import Cancel, StopFlag, never_cancelled, wait_for
 from sysmcp.engine.containers import _command, _model
@@ -26,6 +29,7 @@ from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._model import BuildCache, Container, Image, LogFile, Volume
 from sysmcp.engine.faults import NotFound, Unavailable
 from sysmcp.engine.opens import closing_fd, open_parent, open_path, read_small_regular_at
+from sysmcp.engine.paths import PATH_MAX
 from sysmcp.engine.walk import walk_totals
 
 __all__ = [
@@ -39,6 +43,7 @@ __all__ = [
     "Survey",
     "Volume",
     "find_socket",
+    "known_socket_at",
     "known_sockets",
     "survey",
 ]
@@ -56,6 +61,9 @@ class ContainersRequest:
     timeout_s: float = 10.0  # each API call
     walk: bool = True  # walk the data root to reconcile
     walk_timeout_s: float = 120.0
+    #: The engine's inspects of its containers' logs (one call each where the data root does not keep
+    #: them: Podman); those past it are counted, not asked (``Log.inspected``).
+    inspect_timeout_s: float = 120.0
     #: Whether a path the engine names (its data root, a log file) may be looked at: the roots in
     #: force. The data root outside them is neither read nor walked: the engine's figures only.
     may_walk: Callable[[str], bool] = lambda _: True
@@ -67,11 +75,13 @@ class ContainersRequest:
 
 @dataclass(frozen=True, slots=True)
 class Log:
-    """A container's log file: its size on disk now (None: not a file here, or unreadable)."""
+    """A container's log file: its size on disk now (None: not a file here, or unreadable); not
+    ``inspected``: its inspect not asked, past the time budget (its log unknown)."""
 
     container: str
     file: LogFile
     bytes: int | None
+    inspected: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +94,7 @@ class DataRootWalk:
     #: (name, apparent, disk) of the data root's directories, largest first.
     parts: tuple[tuple[str, int, int], ...]
     skipped: dict[str, int]
+    root: str = ""  # the directory walked: the data root with its symlinks resolved
 
 
 @dataclass
@@ -107,12 +118,15 @@ class Survey:
     sizes_missing: str | None = None  # why the engine's sizes are not in it: its lists only (``_listed``)
 
     def _inside(self) -> list[int | None]:
-        """The sizes of what lies in the data root: writable layers, volumes and log files there."""
-        inside = self.data_root.rstrip("/") + "/"
+        """The sizes of what lies in the data root: writable layers, volumes and log files there (the
+        data root as the engine names it, or as walked: its symlinks resolved)."""
+        inside = tuple(
+            {root.rstrip("/") + "/" for root in (self.data_root, self.walked and self.walked.root) if root}
+        )
         return [
             *(c.writable for c in self.containers),
-            *(v.size for v in self.volumes if v.mountpoint.startswith(inside)),
-            *(log.bytes for log in self.logs if log.file.path.startswith(inside)),
+            *(v.size for v in self.volumes if inside and v.mountpoint.startswith(inside)),
+            *(log.bytes for log in self.logs if inside and log.file.path.startswith(inside)),
         ]
 
     @property
@@ -139,6 +153,16 @@ def known_sockets(environ: Mapping[str, str] | None = None, sockets: tuple[str, 
     ]
 
 
+def known_socket_at(path: str, known: list[str]) -> str | None:
+    """The socket of ``known`` that ``path`` is, or leads to through its symlinks (their real paths
+    are the same: a link to /var/run/docker.sock is /run/docker.sock, as /var/run is); else None."""
+    try:
+        real = os.path.realpath(path)
+        return next((socket for socket in known if os.path.realpath(socket) == real), None)
+    except (OSError, ValueError):  # a NUL byte, a name no file can have
+        return None
+
+
 def find_socket(
     named: str | None, environ: dict[str, str] | None = None, sockets: tuple[str, ...] = SOCKETS
 ) -> str:
@@ -161,8 +185,10 @@ def find_socket(
 
 def _inside(path: str, may_look: Callable[[str], bool]) -> str:
     """``path`` resolved where it is absolute and inside the roots as given and as resolved, else '':
-    a path an engine names outside them is looked at no further than its symlinks inside them."""
-    if not os.path.isabs(path) or not may_look(path):
+    a path an engine names outside them is looked at no further than its symlinks inside them. One
+    as long as no file's name can be is not resolved either (an engine's megabytes of '/a/a/…' would
+    keep ``realpath`` busy for hours)."""
+    if len(path) >= PATH_MAX or not os.path.isabs(path) or not may_look(path):
         return ""
     real = os.path.realpath(path)
     return real if may_look(real) else ""
@@ -200,6 +226,7 @@ def _walk(
             )[:PARTS_KEPT]
         ),
         skipped=skipped.as_dict(),
+        root=root,
     )
 
 
@@ -239,22 +266,32 @@ def _read_logs(
     report: Callable[[str, int, int], None],
     check: Callable[[], None],
     may_look: Callable[[str], bool] = lambda _: True,
+    until: float = math.inf,
 ) -> list[Log]:
     """Each container's log file (``/system/df`` has none): its name, log path and log options; the
-    data root's files read only inside the roots (``may_look``), and each log file's size too."""
+    data root's files read only inside the roots (``may_look``), and each log file's size too. The
+    engine is asked for no inspect once ``until`` (monotonic) has passed: those containers' logs are
+    not ``inspected``."""
     logs = []
-    for done, (name, config) in enumerate(_configs(api, _inside(data_root, may_look), check), 1):
-        log = _model.log_file(config)
-        logs.append(Log(name, log, _log_bytes(log.path, may_look)))
+    for done, (name, config) in enumerate(_configs(api, _inside(data_root, may_look), check, until), 1):
+        if config is None:
+            logs.append(Log(name, LogFile("", "", None), None, inspected=False))
+        else:
+            log = _model.log_file(config)
+            logs.append(Log(name, log, _log_bytes(log.path, may_look)))
         report("inspect", done, 0)
     return logs
 
 
-def _configs(api: Api, data_root: str, check: Callable[[], None]) -> Iterator[tuple[str, dict[str, Any]]]:
+def _configs(
+    api: Api, data_root: str, check: Callable[[], None], until: float = math.inf
+) -> Iterator[tuple[str, dict[str, Any] | None]]:
     """Each container's name and the part of its inspect its log comes from: from Docker's own files
     in the data root (``containers/<id>``), which spares the engine 26 ms of CPU for 200 containers
     while it measures its layers; where any is not there to read (Podman, an unreadable data root, a
-    container being created or removed), from the engine's list and the inspects the data root lacks."""
+    container being created or removed), from the engine's list and the inspects the data root lacks,
+    asked until ``until`` (monotonic; None for those not asked: an engine of a hundred thousand
+    containers, or one answering each inspect just within the timeout, bounds the call no more)."""
     try:  # reached without a symlink, as each container's files are: none leads out of the roots
         fd = open_path(os.path.join(data_root, "containers"), directory=True) if data_root else None
     except (OSError, ValueError):
@@ -278,9 +315,16 @@ def _configs(api: Api, data_root: str, check: Callable[[], None]) -> Iterator[tu
         return
     for item in api.get("/containers/json?all=1"):
         check()
-        names = _model.strings(item.get("Names")) or [str(item.get("Id", ""))[:12]]
-        config = _kept_config(data_root, str(item.get("Id", "")))
-        yield str(names[0]).lstrip("/"), config or api.get(f"/containers/{item.get('Id')}/json")
+        container = str(item.get("Id", ""))
+        names = _model.strings(item.get("Names")) or [container[:12]]
+        name = str(names[0]).lstrip("/")
+        if (config := _kept_config(data_root, container)) is None and time.monotonic() >= until:
+            yield name, None
+            continue
+        # The engine's id quoted: one with '/', '?' or a control character asks for no other URL.
+        config = config or api.get(f"/containers/{quote(container, safe='')}/json", {})
+        if config:  # {}: removed since it was listed, its log gone with it
+            yield name, config
 
 
 def _kept_config(data_root: str, container: str) -> dict[str, Any] | None:
@@ -379,7 +423,8 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
                 _listed(api, found, check)
 
         def logs(check: Callable[[], None]) -> None:
-            found.logs = _read_logs(second, found.data_root, report, check, request.may_walk)
+            until = time.monotonic() + request.inspect_timeout_s
+            found.logs = _read_logs(second, found.data_root, report, check, request.may_walk, until)
 
         _reconciled(found, request, [figures, logs], report, cancel)
         found.engine = _model.engine_name(version.result())
@@ -398,7 +443,9 @@ def _reconciled(
     (cancelled, or another work failed); every thread has ended when this returns."""
     # The roots are compared with the real path, and the real path is walked (a symlinked data root).
     root = _inside(found.data_root, request.may_walk)
-    found.walk_refused = request.walk and bool(found.data_root) and not root
+    if len(found.data_root) >= PATH_MAX:  # not looked at (``_inside``), and not for the roots' sake
+        found.unwalkable = f"its name is {len(found.data_root):,} characters long, longer than any path"
+    found.walk_refused = request.walk and bool(found.data_root) and not root and not found.unwalkable
     walk = request.walk and bool(root) and os.path.isdir(root)
     stop = StopFlag()
     with ThreadPoolExecutor(len(works), thread_name_prefix="engine-api") as pool:

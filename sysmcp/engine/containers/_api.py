@@ -18,11 +18,17 @@ from collections.abc import Callable
 from typing import Any
 
 from sysmcp import platform
-from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable
-from sysmcp.engine.opens import closing_fd, open_parent
+from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable, WrongKind
+from sysmcp.engine.opens import closing_fd, kind, open_parent
 from sysmcp.engine.paths import printable
 
 MAX_BODY = 64 * 1024 * 1024  # an answer larger than this is not an engine's API answer
+#: JSON brackets, commas and colons in one answer at most, counted before it is parsed (each array,
+#: object, element and member has one or two): 64 MiB of '[],[],…' would be 21 million lists (1.5 GiB
+#: and 18 s of parsing that no timeout stops); this many is some 300 MiB at most, and twenty thousand
+#: containers' worth of /system/df.
+MAX_TOKENS = 8_000_000
+MESSAGE_MAX = 64 * 1024  # bytes of an error answer parsed for its message
 
 
 def _owner(path: str) -> str:
@@ -35,7 +41,11 @@ def _owner(path: str) -> str:
 
 def _message(body: bytes) -> str:
     """``": <message>"`` of an engine's error answer (Docker's and Podman's JSON ``{"message": …}``),
-    "" for any other body: what another service that speaks HTTP says is not repeated."""
+    "" for any other body: what another service that speaks HTTP says is not repeated. An engine's
+    error answer is one short line: a larger body is not parsed (megabytes of '[],[],…' would be
+    millions of lists, for a message that is never in them)."""
+    if len(body) > MESSAGE_MAX:
+        return ""
     try:
         said = json.loads(body)
     except (ValueError, RecursionError):
@@ -70,18 +80,34 @@ class Api(http.client.HTTPConnection):
         self.deadline = 0.0  # the GET being asked must be answered by then (monotonic)
 
     def connect(self) -> None:
-        sock = _Bounded(lambda: self.deadline)
-        sock.settimeout(self.timeout)
+        fd = self._pinned() if self.pinned else None
         try:
-            if self.pinned:
-                with closing_fd(self._pinned()) as fd:
-                    sock.connect(f"/proc/self/fd/{fd}")
-            else:
-                sock.connect(self.path)
-        except BaseException:
-            sock.close()
-            raise
+            sock = _Bounded(lambda: self.deadline)
+            try:
+                sock.settimeout(self.timeout)
+                sock.connect(self.path if fd is None else f"/proc/self/fd/{fd}")
+            except ConnectionRefusedError:
+                sock.close()
+                self._refused(fd)
+                raise
+            except BaseException:
+                sock.close()
+                raise
+        finally:
+            if fd is not None:
+                os.close(fd)
         self.sock = sock
+
+    def _refused(self, fd: int | None) -> None:
+        """``WrongKind`` when what refused the connection is no socket (a FIFO, a regular file, a
+        directory: the kernel refuses them all as it refuses a socket nobody listens on). Looked at
+        through the pinned descriptor where there is one, so a symlink swapped in is not followed."""
+        try:
+            mode = os.fstat(fd).st_mode if fd is not None else os.stat(self.path).st_mode
+        except OSError:
+            return
+        if not stat.S_ISSOCK(mode):
+            raise WrongKind(f"{self.path} is {kind(mode)}, not a socket", reason="not_socket")
 
     def _pinned(self) -> int:
         """The socket's ``O_PATH`` descriptor, reached without a symlink: connected to as ``/proc/self/fd/N``."""
@@ -99,14 +125,19 @@ class Api(http.client.HTTPConnection):
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def get(self, url: str) -> Any:
+    def get(self, url: str, gone: Any = None) -> Any:
         """The decoded JSON answer to ``GET url``; a fault as ``NotFound`` (no engine at the path),
-        ``PermissionRefused`` or ``Unavailable`` (no answer in time, an error status, not JSON)."""
+        ``WrongKind`` (the path is no socket), ``PermissionRefused`` or ``Unavailable`` (no answer in
+        time, an error status, not JSON). ``gone``: what an HTTP 404 answers instead of a fault (a
+        container removed since it was listed), where it is not None."""
         self.deadline = time.monotonic() + self.timeout_s
         try:
             self.request("GET", url, headers={"Accept": "application/json"})
             response = self.getresponse()
             body = response.read(MAX_BODY + 1)
+        except WrongKind:
+            self.close()
+            raise
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             self.close()
             what = "no socket" if isinstance(exc, FileNotFoundError) else "nothing listening on the socket"
@@ -131,6 +162,8 @@ class Api(http.client.HTTPConnection):
             raise Unavailable(
                 f"The engine socket {self.path} failed on GET {url}: {said}", reason="engine_fault"
             ) from None
+        if response.status == 404 and gone is not None:
+            return gone
         if response.status != 200:
             raise Unavailable(
                 f"The engine at {self.path} answered GET {url} with HTTP {response.status}{_message(body)}",
@@ -143,6 +176,15 @@ class Api(http.client.HTTPConnection):
         if response.length:  # closed before the length it announced: what came may parse all the same
             raise Unavailable(
                 f"The engine at {self.path} closed its answer to GET {url} {response.length} bytes short",
+                reason="engine_fault",
+            )
+        # Each array, object, element and member costs a Python object once parsed: counted first (those
+        # in strings too: an overcount).
+        tokens = sum(map(body.count, (b"[", b"{", b",", b":")))
+        if tokens > MAX_TOKENS:
+            raise Unavailable(
+                f"The engine's answer to GET {url} has {tokens:,} JSON brackets, commas and colons, over "
+                f"the {MAX_TOKENS:,} of any engine's answer: not parsed",
                 reason="engine_fault",
             )
         try:
