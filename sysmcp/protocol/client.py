@@ -32,9 +32,11 @@ from sysmcp.protocol.jsonrpc import (
     Request,
     RequestId,
     Response,
+    TooComplex,
+    decode_json,
     error_message,
     notification_message,
-    parse_line,
+    parse_decoded,
     request_message,
     result_message,
 )
@@ -45,6 +47,10 @@ DEFAULT_VERSION = "2025-11-25"
 CLIENT_INFO = {"name": "sysmcp-client", "version": __version__}
 #: A server's line may be a big result (its own cap is 80 MiB): read lines up to that; a longer one ends the session.
 MAX_REPLY_LINE = 96 << 20
+#: JSON values one line may hold: a sysmcp answer is a summary (its text cut at 40,000 characters, its
+#: full results behind links), the largest (``tools/list``) some 3,000 values; a text of any length
+#: (a manifest read) is one. At ~100 bytes each parsed, a line costs at most ~25 MiB beyond its bytes.
+MAX_REPLY_VALUES = 1 << 18
 
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 #: Sees every line on the wire: ``("sent", line)`` before it is written, ``("received", line)`` as read.
@@ -98,7 +104,7 @@ class Garbage:
     reason: str
 
 
-Incoming = Reply | ProgressNote | Request | Notification | Garbage
+Incoming = Reply | ProgressNote | Request | Notification | Garbage | TooComplex
 
 
 @dataclass
@@ -106,6 +112,7 @@ class RequestTable:
     """Ids, the requests awaiting an answer, and what each incoming line means for them."""
 
     prefix: str = ""
+    max_values: int | None = None  # a line that may hold more values is TooComplex, never parsed
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _pending: dict[RequestId, str] = field(default_factory=dict)  # id → method
     _tokens: dict[RequestId, RequestId] = field(default_factory=dict)  # progress token → id
@@ -143,7 +150,10 @@ class RequestTable:
         Replies and progress for requests no longer waiting are dropped here: a late answer to a
         cancelled request must never reach anyone.
         """
-        parsed = parse_line(line)
+        value = decode_json(line, self.max_values)
+        if isinstance(value, TooComplex):
+            return [value]
+        parsed = parse_decoded(value)
         found: list[Incoming] = []
         for message in parsed if isinstance(parsed, list) else [parsed]:
             if isinstance(message, Invalid):
@@ -213,19 +223,25 @@ class ClientSession:
     task group that outlives the requests (``connect`` does that for the simple case)."""
 
     def __init__(
-        self, send: ByteSender, receive: ByteReceiver, *, name: str = "server", max_line: int = MAX_REPLY_LINE
+        self,
+        send: ByteSender,
+        receive: ByteReceiver,
+        *,
+        name: str = "server",
+        max_line: int = MAX_REPLY_LINE,
+        max_values: int = MAX_REPLY_VALUES,
     ) -> None:
         self.name = name
         self._sender = send
         self._receiver = receive
-        self._table = RequestTable()
+        self._table = RequestTable(max_values=max_values)
         self._waiters: dict[RequestId, _Waiter] = {}
         self._write_lock = anyio.Lock()
         self._decoder = LineDecoder(max_line)  # a longer line is dropped as it comes, never held
         self.closed = anyio.Event()
         self.closed_reason = ""
         self.not_mcp = False  # the peer wrote something that is not JSON-RPC
-        self.oversized = False  # the peer wrote a line longer than max_line
+        self.oversized = False  # it wrote a line longer than max_line, or of more than max_values values
         self.cut_short = False  # the peer's output ended in the middle of a message
         self.notifications: Callable[[Notification], Awaitable[None]] | None = None
         self.on_wire: WireHook | None = None  # a raw view of the traffic (``sysmcp call --raw``)
@@ -255,15 +271,18 @@ class ClientSession:
                         continue
                     if self.on_wire is not None:
                         self.on_wire("received", frame)
-                    garbage = await self._on_line(frame)
-                    if garbage is None:
+                    ending = await self._on_line(frame)
+                    if ending is None:
                         continue
+                    if isinstance(ending, TooComplex):
+                        reason = self._too_complex(ending)
+                        return
                     if not chunk and frame.startswith(b"{"):
                         # its last line, never ended: an answer cut off, not another program's words
                         reason = f"its output ended in the middle of a message ({len(frame):,} bytes of it)"
                         self.cut_short = True
                     else:
-                        reason = f"not an MCP server: it wrote {garbage}"
+                        reason = f"not an MCP server: it wrote {ending}"
                         self.not_mcp = True
                     return
                 if not chunk:
@@ -283,6 +302,15 @@ class ClientSession:
             f"it sent a line of more than {self._decoder.max_line >> 20} MiB, longer than any answer may be"
         )
 
+    def _too_complex(self, line: TooComplex) -> str:
+        """The session ends at a line of more values than any reply holds, as at an oversized one."""
+        log.warning("too complex a line from server: session ended", server=self.name, length=line.length)
+        self.oversized = True
+        return (
+            f"its answer is too large/complex: a line of {line.length:,} characters that may hold more than "
+            f"{line.limit:,} JSON values, more than any answer holds"
+        )
+
     def _close(self, reason: str) -> None:
         if self.closed.is_set():
             return
@@ -291,7 +319,9 @@ class ClientSession:
         for waiter in self._waiters.values():
             waiter.done.set()
 
-    async def _on_line(self, line: bytes) -> str | None:
+    async def _on_line(self, line: bytes) -> str | TooComplex | None:
+        """Acts on each message of ``line``; what ends the session instead: a line that is not JSON-RPC
+        (its quoted start) or one too complex to parse."""
         for item in self._table.classify(line):
             if isinstance(item, Reply):
                 waiter = self._waiters.get(item.id)
@@ -314,6 +344,8 @@ class ClientSession:
                         await self.notifications(item)
                     except Exception:
                         log.exception("notification callback failed", server=self.name)
+            elif isinstance(item, TooComplex):
+                return item
             else:
                 return _quote(line)
         return None

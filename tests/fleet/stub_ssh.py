@@ -4,7 +4,8 @@ behaviour (``ok``, ``hang``, ``mute``, ``garbage``, ``oddshape``, ``bignumber``,
 ``notfound``, ``uvxfail``, ``huge``: a reply line longer than any client reads, never ended, ``long``: a
 whole reply line of 85 MiB, longer than any sysmcp sends,
 ``infinite``: a number past any float in its result, ``escapes``: terminal escapes in its progress,
-``dies``: half an answer then exit 1, ``fails``: a tool error, ``slow``: a remote start that answers ``initialize`` only once the file
+``dies``: half an answer then exit 1, ``fails``: a tool error, ``complex``: a 6 MiB result of
+two million empty objects, ``slow``: a remote start that answers ``initialize`` only once the file
 ``$STUB_GATE`` exists). Each start appends the host's name to ``$STUB_STARTS`` when that is set.
 Standard library only, started with ``-S -E``: it must cost a few milliseconds."""
 
@@ -81,6 +82,8 @@ def main() -> int:
                 result = {"content": [{"type": "text", "text": text}], "isError": True}
             if host.startswith("long"):  # well-formed, ended, and past the 80 MiB no sysmcp exceeds
                 result["structuredContent"] = {"answer": "x" * (85 << 20)}
+            if host.startswith("complex"):  # small as a line, some 25 times that once parsed
+                result["structuredContent"] = {"answer": "__many__"}
             if host.startswith("infinite"):  # valid JSON; as a Python float, Infinity
                 result["structuredContent"] = {"answer": text, "bytes": "__1e400__"}
             if host.startswith("oddshape"):  # an answer in no shape MCP defines: content null
@@ -99,7 +102,10 @@ def main() -> int:
         else:
             result = {}
         reply = json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": result})
-        out.write(reply.replace('"__1e400__"', "1e400") + "\n")
+        reply = reply.replace('"__1e400__"', "1e400")
+        if host.startswith("complex"):
+            reply = reply.replace('"__many__"', "[" + "{}," * (2 << 20) + "{}]")
+        out.write(reply + "\n")
         out.flush()
     return 0
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tracemalloc
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -294,3 +295,24 @@ async def test_a_host_that_dies_in_the_middle_of_its_answer_is_said_to_have_died
     assert outcomes[1].reason == (
         "the session ended mid-call: the remote command exited with status 1 in the middle of its answer"
     )
+
+
+async def test_an_answer_of_millions_of_tiny_values_is_that_hosts_error_and_costs_about_its_length(
+    tmp_path: Path,
+) -> None:
+    """A 6 MiB reply line of two million empty objects: parsed, some 25 times its length (a line just
+    under the 80 MiB bound took 2 GiB, per host). Refused before it is parsed: what it cost the
+    gateway is its bytes, held while read and decoded."""
+    length = len("{},") * (2 << 20)
+    tracemalloc.start()
+    try:
+        outcomes = await fan_out_once(tmp_path, ["ok1", "complex1", "ok2"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert statuses(outcomes) == {"ok1": "ok", "complex1": "remote_error", "ok2": "ok"}
+    assert outcomes[1].reason.startswith(
+        "the session ended mid-call: its answer is too large/complex: a line of "
+    )
+    assert "may hold more than 262,144 JSON values" in outcomes[1].reason
+    assert peak < 4 * length, f"{peak:,} bytes at the peak for a {length:,}-byte line"
