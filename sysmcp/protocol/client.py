@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import reprlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
@@ -65,6 +66,18 @@ class RemoteError(Exception):
         self.code = code
         self.message = message
         self.data = data
+
+
+def remote_error(error: dict[str, Any]) -> RemoteError:
+    """The peer's JSON-RPC error object as ``RemoteError``, whatever its shape: a ``code`` that is no
+    integer (``"E42"``, null, 1.5) or a ``message`` that is no string is still what the peer answered,
+    and reading it must not raise (the fleet took such a host for unreachable). Such a code is 0 and
+    said in the message; a message that is no string is its (bounded) ``repr``."""
+    code, message = error.get("code"), error.get("message", "")
+    text = message if isinstance(message, str) else reprlib.repr(message)
+    if isinstance(code, int) and not isinstance(code, bool):
+        return RemoteError(code, text, error.get("data"))
+    return RemoteError(0, f"{text} [its error code: {reprlib.repr(code)}]".lstrip(), error.get("data"))
 
 
 class PeerGone(Exception):
@@ -398,8 +411,7 @@ class ClientSession:
         if reply is None:
             raise PeerGone(self.closed_reason)
         if reply.error is not None:
-            error = reply.error
-            raise RemoteError(int(error.get("code", 0)), str(error.get("message", "")), error.get("data"))
+            raise remote_error(reply.error)
         return reply.result or {}
 
     # -- MCP ----------------------------------------------------------------------------------
@@ -458,4 +470,5 @@ __all__ = [
     "WireHook",
     "answer_server_request",
     "connect",
+    "remote_error",
 ]

@@ -5,7 +5,7 @@ behaviour (``ok``, ``hang``, ``mute``, ``garbage``, ``oddshape``, ``bignumber``,
 whole reply line of 85 MiB, longer than any sysmcp sends,
 ``infinite``: a number past any float in its result, ``escapes``: terminal escapes in its progress,
 ``dies``: half an answer then exit 1, ``fails``: a tool error, ``complex``: a 6 MiB result of
-two million empty objects, ``slow``: a remote start that answers ``initialize`` only once the file
+two million empty objects, ``badcode``: ``initialize`` refused with an error code that is a string, ``slow``: a remote start that answers ``initialize`` only once the file
 ``$STUB_GATE`` exists). Each start appends the host's name to ``$STUB_STARTS`` when that is set.
 Standard library only, started with ``-S -E``: it must cost a few milliseconds."""
 
@@ -48,6 +48,11 @@ def main() -> int:
         message = json.loads(line)
         method, msg_id = message.get("method"), message.get("id")
         if msg_id is None:
+            continue
+        if method == "initialize" and host.startswith("badcode"):  # an error whose code is no integer
+            error = {"code": "E42", "message": "go away\x1b[2J"}
+            out.write(json.dumps({"jsonrpc": "2.0", "id": msg_id, "error": error}) + "\n")
+            out.flush()
             continue
         if method == "initialize":
             if host.startswith("mute"):

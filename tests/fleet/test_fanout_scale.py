@@ -316,3 +316,11 @@ async def test_an_answer_of_millions_of_tiny_values_is_that_hosts_error_and_cost
     )
     assert "may hold more than 262,144 JSON values" in outcomes[1].reason
     assert peak < 4 * length, f"{peak:,} bytes at the peak for a {length:,}-byte line"
+
+
+async def test_a_host_refusing_initialize_with_a_malformed_error_is_its_remote_error_not_unreachable(
+    tmp_path: Path,
+) -> None:
+    outcomes = await fan_out_once(tmp_path, ["ok1", "badcode1"])
+    assert statuses(outcomes) == {"ok1": "ok", "badcode1": "remote_error"}
+    assert outcomes[1].reason == "the remote refused initialize: go away [2J [its error code: 'E42']"
