@@ -259,10 +259,10 @@ class Fleet:
                 return await session.client.request("resources/read", {"uri": uri})
         except TimeoutError:
             raise LookupError(f"{host} did not hand the result over within {READ_TIMEOUT:g} s") from None
-        except RemoteError as exc:
+        except RemoteError as exc:  # its words, one bounded printable line: they become the gateway's own
             raise LookupError(
-                f"{host} no longer has it ({exc.message}): its store keeps the newest results only; "
-                "call the tool on that host again"
+                f"{host} no longer has it ({bounded(exc.message)}): its store keeps the newest results "
+                "only; call the tool on that host again"
             ) from None
         except PeerGone:
             raise LookupError(f"the session to {host} ended while reading it") from None

@@ -5,7 +5,8 @@ behaviour (``ok``, ``hang``, ``mute``, ``garbage``, ``oddshape``, ``bignumber``,
 whole reply line of 85 MiB, longer than any sysmcp sends,
 ``infinite``: a number past any float in its result, ``escapes``: terminal escapes in its progress,
 ``dies``: half an answer then exit 1, ``fails``: a tool error, ``complex``: a 6 MiB result of
-two million empty objects, ``badcode``: ``initialize`` refused with an error code that is a string, ``slow``: a remote start that answers ``initialize`` only once the file
+two million empty objects, ``badcode``: ``initialize`` refused with an error code that is a string,
+``forgets``: every ``resources/read`` refused in 100,000 characters with a terminal escape, ``slow``: a remote start that answers ``initialize`` only once the file
 ``$STUB_GATE`` exists). Each start appends the host's name to ``$STUB_STARTS`` when that is set.
 Standard library only, started with ``-S -E``: it must cost a few milliseconds."""
 
@@ -52,6 +53,11 @@ def main() -> int:
         if method == "initialize" and host.startswith("badcode"):  # an error whose code is no integer
             error = {"code": "E42", "message": "go away\x1b[2J"}
             out.write(json.dumps({"jsonrpc": "2.0", "id": msg_id, "error": error}) + "\n")
+            out.flush()
+            continue
+        if method == "resources/read" and host.startswith("forgets"):  # a long error, with escapes
+            gone = {"code": -32002, "message": "gone\x1b]52;c;owned\x07 " + "x" * 100_000}
+            out.write(json.dumps({"jsonrpc": "2.0", "id": msg_id, "error": gone}) + "\n")
             out.flush()
             continue
         if method == "initialize":

@@ -324,3 +324,17 @@ async def test_a_host_refusing_initialize_with_a_malformed_error_is_its_remote_e
     outcomes = await fan_out_once(tmp_path, ["ok1", "badcode1"])
     assert statuses(outcomes) == {"ok1": "ok", "badcode1": "remote_error"}
     assert outcomes[1].reason == "the remote refused initialize: go away [2J [its error code: 'E42']"
+
+
+async def test_a_hosts_refusal_to_hand_over_a_result_is_said_in_one_bounded_line(tmp_path: Path) -> None:
+    """Its words become the gateway's own error (a resources/read, a link passed to other hosts):
+    100,000 characters with a terminal escape went out as they came."""
+    inventory = from_names(["forgets1"])
+    async with SessionPool(inventory, settings(tmp_path)).open() as pool:
+        fleet = Fleet(inventory, pool, deadline=DEADLINE)
+        assert statuses(await fleet.fan_out("x", {}, ["forgets1"], timeout=600)) == {"forgets1": "ok"}
+        with pytest.raises(LookupError) as caught:
+            await fleet.read_resource("forgets1", "sysmcp://results/1/x")
+    said = str(caught.value)
+    assert said.startswith("forgets1 no longer has it (gone ]52;c;owned xxx") and len(said) < 400
+    assert said.isprintable()
