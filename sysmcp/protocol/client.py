@@ -337,6 +337,9 @@ class ClientSession:
         (its quoted start) or one too complex to parse."""
         for item in self._table.classify(line):
             if isinstance(item, Reply):
+                # The first answer is the answer: a second to the same id (a broken peer) is dropped,
+                # whether it came in the same read or a later one.
+                self._table.forget(item.id)
                 waiter = self._waiters.get(item.id)
                 if waiter is not None:
                     waiter.reply = item

@@ -178,6 +178,25 @@ async def test_an_error_object_in_any_shape_is_the_peers_remote_error(
         await peer.write({"jsonrpc": "2.0", "id": request["id"], "error": error})
 
 
+async def test_the_first_answer_to_a_request_is_its_answer_and_a_second_is_dropped() -> None:
+    """A broken peer answers one request twice, in one read: the answer must not depend on how its
+    bytes were cut into reads (the second won when both came in one, the first otherwise)."""
+    peer = Peer()
+    async with connect(peer.client_writes, peer.client_reads) as session, anyio.create_task_group() as group:
+
+        async def ask() -> None:
+            assert await session.request("tools/call", {}) == {"answer": 1}
+            assert await session.request("ping") == {}
+            assert session.alive
+
+        group.start_soon(ask)
+        request = await peer.read()
+        first, second = ({"jsonrpc": "2.0", "id": request["id"], "result": {"answer": n}} for n in (1, 2))
+        await peer.to_client.send(line(first) + b"\n" + line(second) + b"\n")
+        ping = await peer.read()
+        await peer.write({"jsonrpc": "2.0", "id": ping["id"], "result": {}})
+
+
 async def test_a_cancelled_request_tells_the_server_and_the_session_goes_on() -> None:
     peer = Peer()
     async with connect(peer.client_writes, peer.client_reads) as session:
