@@ -22,6 +22,7 @@ from sysmcp.fleet.ssh import bounded
 from sysmcp.protocol.client import PeerGone, ProgressCallback, RemoteError
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.failures import ToolError
+from sysmcp.protocol.framing import encode
 from sysmcp.render import plural
 from sysmcp.tools.merging import HostOutcome, tally
 from sysmcp.tools.registry import Tool
@@ -285,10 +286,13 @@ class Fleet:
         text = first.get("text") if isinstance(first, dict) else None
         if not isinstance(text, str):
             raise ToolError(f"Cannot pass {argument} {where}: {host} returned no text for it.")
-        if (size := len(text.encode("utf-8"))) > links.MAX_INLINE:
+        # Measured as a request carries it: a control character is six bytes there (\u0001), and a
+        # line past the remote's cap is refused without an id, leaving its call waiting for the deadline.
+        if (size := len(encode(text))) > links.MAX_INLINE:
             raise ToolError(
-                f"Cannot pass {argument} {where}: the result behind it is {size:,} bytes, more than the "
-                f"{links.MAX_INLINE:,} one request may carry. Ask {host} alone, or narrow the call that made it."
+                f"Cannot pass {argument} {where}: the result behind it is {size:,} bytes as a request "
+                f"carries it, more than the {links.MAX_INLINE:,} one request may carry. Ask {host} alone, "
+                "or narrow the call that made it."
             )
         return text
 

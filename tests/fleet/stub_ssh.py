@@ -6,7 +6,8 @@ whole reply line of 85 MiB, longer than any sysmcp sends,
 ``infinite``: a number past any float in its result, ``escapes``: terminal escapes in its progress,
 ``dies``: half an answer then exit 1, ``fails``: a tool error, ``complex``: a 6 MiB result of
 two million empty objects, ``badcode``: ``initialize`` refused with an error code that is a string,
-``forgets``: every ``resources/read`` refused in 100,000 characters with a terminal escape, ``slow``: a remote start that answers ``initialize`` only once the file
+``forgets``: every ``resources/read`` refused in 100,000 characters with a terminal escape,
+``controls``: every ``resources/read`` answered with a text of a million control characters, ``slow``: a remote start that answers ``initialize`` only once the file
 ``$STUB_GATE`` exists). Each start appends the host's name to ``$STUB_STARTS`` when that is set.
 Standard library only, started with ``-S -E``: it must cost a few milliseconds."""
 
@@ -110,6 +111,8 @@ def main() -> int:
                     json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
                 )
                 out.write("\n")
+        elif method == "resources/read" and host.startswith("controls"):  # 1 MiB, 6 MiB as JSON
+            result = {"contents": [{"uri": message["params"]["uri"], "text": "\x01" * (1 << 20)}]}
         else:
             result = {}
         reply = json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": result})

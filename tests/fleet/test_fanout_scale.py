@@ -19,6 +19,7 @@ from sysmcp.fleet.fanout import Fleet
 from sysmcp.fleet.inventory import from_names
 from sysmcp.fleet.pool import SessionPool
 from sysmcp.fleet.ssh import SshSettings
+from sysmcp.protocol.failures import ToolError
 from sysmcp.protocol.framing import encode
 from sysmcp.protocol.session import MAX_RESULT
 from sysmcp.tools.merging import HostOutcome, default_merge
@@ -338,3 +339,16 @@ async def test_a_hosts_refusal_to_hand_over_a_result_is_said_in_one_bounded_line
     said = str(caught.value)
     assert said.startswith("forgets1 no longer has it (gone ]52;c;owned xxx") and len(said) < 400
     assert said.isprintable()
+
+
+async def test_a_text_passed_to_other_hosts_is_measured_as_their_request_carries_it(tmp_path: Path) -> None:
+    """A host's result of a million control characters is 1 MiB of UTF-8 and 6 MiB as JSON (each
+    ``\\u0001``): passed on, it made a request line past the remote's 4 MiB, which each other host
+    refused without an id, and their calls waited for the fleet deadline, "still running"."""
+    inventory = from_names(["controls1"])
+    async with SessionPool(inventory, settings(tmp_path)).open() as pool:
+        fleet = Fleet(inventory, pool, deadline=DEADLINE)
+        assert statuses(await fleet.fan_out("x", {}, ["controls1"], timeout=600)) == {"controls1": "ok"}
+        with pytest.raises(ToolError) as refused:
+            await fleet.localise({"manifest": "sysmcp://hosts/controls1/results/1/SHA256SUMS"})
+    assert "the result behind it is 6,291,459 bytes as a request carries it" in refused.value.message
