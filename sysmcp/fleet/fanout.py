@@ -155,6 +155,11 @@ class Fleet:
                 given = links.for_host(arguments, name, *linked)
                 try:
                     outcome = await self._one(name, tool, given, timeout, forward, states)
+                except RecursionError:
+                    # Parsed (the decoder nests as deep as Python lets it) but too deep to walk for its links.
+                    log.warning("a host's answer is nested too deeply to read", host=name)
+                    reason = "sysmcp could not read its answer: it is too large/complex (nested too deeply)"
+                    outcome = HostOutcome(name, "remote_error", anyio.current_time() - started, reason=reason)
                 except Exception as exc:
                     # An answer in no shape read here (content null, say): this host's failure, not the call's.
                     log.exception("a host's answer could not be read", host=name)

@@ -5,7 +5,8 @@ behaviour (``ok``, ``hang``, ``mute``, ``garbage``, ``oddshape``, ``bignumber``,
 whole reply line of 85 MiB, longer than any sysmcp sends,
 ``infinite``: a number past any float in its result, ``escapes``: terminal escapes in its progress,
 ``dies``: half an answer then exit 1, ``fails``: a tool error, ``complex``: a 6 MiB result of
-two million empty objects, ``badcode``: ``initialize`` refused with an error code that is a string,
+two million empty objects, ``badcode``: ``initialize`` refused with an error code that is a string, ``deep``: a result
+nested ``$STUB_DEPTH`` (900) deep,
 ``forgets``: every ``resources/read`` refused in 100,000 characters with a terminal escape,
 ``controls``: every ``resources/read`` answered with a text of a million control characters, ``slow``: a remote start that answers ``initialize`` only once the file
 ``$STUB_GATE`` exists). Each start appends the host's name to ``$STUB_STARTS`` when that is set.
@@ -96,6 +97,8 @@ def main() -> int:
                 result["structuredContent"] = {"answer": "x" * (85 << 20)}
             if host.startswith("complex"):  # small as a line, some 25 times that once parsed
                 result["structuredContent"] = {"answer": "__many__"}
+            if host.startswith("deep"):  # a result nested $STUB_DEPTH deep
+                result["structuredContent"] = {"answer": "__deep__"}
             if host.startswith("infinite"):  # valid JSON; as a Python float, Infinity
                 result["structuredContent"] = {"answer": text, "bytes": "__1e400__"}
             if host.startswith("oddshape"):  # an answer in no shape MCP defines: content null
@@ -117,6 +120,9 @@ def main() -> int:
             result = {}
         reply = json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": result})
         reply = reply.replace('"__1e400__"', "1e400")
+        if host.startswith("deep"):
+            depth = int(os.environ.get("STUB_DEPTH", "900"))
+            reply = reply.replace('"__deep__"', "[" * depth + "]" * depth)
         if host.startswith("complex"):
             reply = reply.replace('"__many__"', "[" + "{}," * (2 << 20) + "{}]")
         out.write(reply + "\n")

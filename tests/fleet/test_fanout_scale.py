@@ -352,3 +352,14 @@ async def test_a_text_passed_to_other_hosts_is_measured_as_their_request_carries
         with pytest.raises(ToolError) as refused:
             await fleet.localise({"manifest": "sysmcp://hosts/controls1/results/1/SHA256SUMS"})
     assert "the result behind it is 6,291,459 bytes as a request carries it" in refused.value.message
+
+
+async def test_an_answer_nested_too_deep_to_walk_is_that_hosts_error_said_as_such(tmp_path: Path) -> None:
+    """900 lists deep: Python's decoder takes it, walking it for the host's links does not. Said
+    as the host's answer being too complex, not as a RecursionError (and no traceback logged)."""
+    outcomes = await fan_out_once(tmp_path, ["ok1", "deep1"])
+    assert statuses(outcomes) == {"ok1": "ok", "deep1": "remote_error"}
+    assert outcomes[1].reason == (
+        "sysmcp could not read its answer: it is too large/complex (nested too deeply)"
+    )
+    encode(default_merge(outcomes, {}).structured)
