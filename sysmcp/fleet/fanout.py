@@ -22,6 +22,7 @@ from sysmcp.fleet.ssh import bounded
 from sysmcp.protocol.client import PeerGone, ProgressCallback, RemoteError
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.failures import ToolError
+from sysmcp.protocol.framing import encode
 from sysmcp.render import plural
 from sysmcp.tools.merging import HostOutcome, tally
 from sysmcp.tools.registry import Tool
@@ -154,6 +155,11 @@ class Fleet:
                 given = links.for_host(arguments, name, *linked)
                 try:
                     outcome = await self._one(name, tool, given, timeout, forward, states)
+                except RecursionError:
+                    # Parsed (the decoder nests as deep as Python lets it) but too deep to walk for its links.
+                    log.warning("a host's answer is nested too deeply to read", host=name)
+                    reason = "sysmcp could not read its answer: it is too large/complex (nested too deeply)"
+                    outcome = HostOutcome(name, "remote_error", anyio.current_time() - started, reason=reason)
                 except Exception as exc:
                     # An answer in no shape read here (content null, say): this host's failure, not the call's.
                     log.exception("a host's answer could not be read", host=name)
@@ -259,10 +265,10 @@ class Fleet:
                 return await session.client.request("resources/read", {"uri": uri})
         except TimeoutError:
             raise LookupError(f"{host} did not hand the result over within {READ_TIMEOUT:g} s") from None
-        except RemoteError as exc:
+        except RemoteError as exc:  # its words, one bounded printable line: they become the gateway's own
             raise LookupError(
-                f"{host} no longer has it ({exc.message}): its store keeps the newest results only; "
-                "call the tool on that host again"
+                f"{host} no longer has it ({bounded(exc.message)}): its store keeps the newest results "
+                "only; call the tool on that host again"
             ) from None
         except PeerGone:
             raise LookupError(f"the session to {host} ended while reading it") from None
@@ -285,10 +291,13 @@ class Fleet:
         text = first.get("text") if isinstance(first, dict) else None
         if not isinstance(text, str):
             raise ToolError(f"Cannot pass {argument} {where}: {host} returned no text for it.")
-        if (size := len(text.encode("utf-8"))) > links.MAX_INLINE:
+        # Measured as a request carries it: a control character is six bytes there (\u0001), and a
+        # line past the remote's cap is refused without an id, leaving its call waiting for the deadline.
+        if (size := len(encode(text))) > links.MAX_INLINE:
             raise ToolError(
-                f"Cannot pass {argument} {where}: the result behind it is {size:,} bytes, more than the "
-                f"{links.MAX_INLINE:,} one request may carry. Ask {host} alone, or narrow the call that made it."
+                f"Cannot pass {argument} {where}: the result behind it is {size:,} bytes as a request "
+                f"carries it, more than the {links.MAX_INLINE:,} one request may carry. Ask {host} alone, "
+                "or narrow the call that made it."
             )
         return text
 

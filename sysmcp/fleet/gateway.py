@@ -8,12 +8,14 @@ everything fleet-shaped (the ``hosts`` schema, outcomes, merging, the line budge
 from __future__ import annotations
 
 import json
+import reprlib
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, Protocol
 
 from sysmcp.fleet import links
 from sysmcp.fleet.schema import fleet_tools, hosts_property
+from sysmcp.fleet.ssh import bounded
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.failures import ToolError
 from sysmcp.protocol.framing import encode
@@ -165,10 +167,14 @@ class FleetGateway:
         if remote is None:
             return None
         reply = await self.fleet.read_resource(*remote)
-        contents = [
-            {**item, "uri": uri} if isinstance(item, dict) else item for item in reply.get("contents", [])
-        ]
-        return {"contents": contents}
+        contents = reply.get("contents")
+        if not isinstance(contents, list) or not all(isinstance(item, dict) for item in contents):
+            # relayed as it came, a string's characters became its contents, a number a TypeError
+            raise LookupError(
+                f"{remote[0]} answered the read in no shape MCP defines "
+                f"(contents: {bounded(reprlib.repr(contents), 80)})"
+            )
+        return {"contents": [{**item, "uri": uri} for item in contents]}
 
 
 __all__ = ["FLEET_NAMES_SHOWN", "FleetCaller", "FleetGateway", "within_answer"]

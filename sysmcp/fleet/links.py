@@ -30,8 +30,8 @@ def to_gateway(host: str, value: Any) -> Any:
         own = f"{HOST_PREFIX}{quote(host, safe='')}/"
         value = value.replace(HOST_PREFIX, f"{own}{HOST_PREFIX[len('sysmcp://') :]}")
         return value.replace(URI_PREFIX, f"{own}{URI_PREFIX[len('sysmcp://') :]}")
-    if isinstance(value, dict):
-        return {key: to_gateway(host, item) for key, item in value.items()}
+    if isinstance(value, dict):  # its keys too: a link is a link wherever the host put it
+        return {to_gateway(host, key): to_gateway(host, item) for key, item in value.items()}
     if isinstance(value, list):
         return [to_gateway(host, item) for item in value]
     return value

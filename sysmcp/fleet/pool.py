@@ -89,13 +89,14 @@ class HostSession:
         return self.client.alive and self.process.returncode is None
 
     async def failure(self) -> HostFailure:
-        """Why this session ended: ssh's exit code and stderr, classified."""
+        """Why this session ended: ssh's exit code and stderr, classified. A session we ended at a line
+        too long or too complex to read needs neither: its remote, still running, is ended by the caller."""
+        if self.client.oversized:  # it answered, in a line we refused: not ssh's failure
+            return HostFailure("remote_error", self.client.closed_reason)
         with anyio.move_on_after(EXIT_WAIT):
             await self.process.wait()
         if self.process.returncode is None:
             await _kill(self.process)
-        if self.client.oversized:  # it answered, in a line too long to read: not ssh's failure
-            return HostFailure("remote_error", self.client.closed_reason)
         not_mcp = self.client.closed_reason if self.client.not_mcp else None
         status, reason = classify(
             self.process.returncode,

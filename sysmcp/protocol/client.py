@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import reprlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
@@ -32,9 +33,11 @@ from sysmcp.protocol.jsonrpc import (
     Request,
     RequestId,
     Response,
+    TooComplex,
+    decode_json,
     error_message,
     notification_message,
-    parse_line,
+    parse_decoded,
     request_message,
     result_message,
 )
@@ -45,6 +48,10 @@ DEFAULT_VERSION = "2025-11-25"
 CLIENT_INFO = {"name": "sysmcp-client", "version": __version__}
 #: A server's line may be a big result (its own cap is 80 MiB): read lines up to that; a longer one ends the session.
 MAX_REPLY_LINE = 96 << 20
+#: JSON values one line may hold: a sysmcp answer is a summary (its text cut at 40,000 characters, its
+#: full results behind links), the largest (``tools/list``) some 3,000 values; a text of any length
+#: (a manifest read) is one. At ~100 bytes each parsed, a line costs at most ~25 MiB beyond its bytes.
+MAX_REPLY_VALUES = 1 << 18
 
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 #: Sees every line on the wire: ``("sent", line)`` before it is written, ``("received", line)`` as read.
@@ -59,6 +66,18 @@ class RemoteError(Exception):
         self.code = code
         self.message = message
         self.data = data
+
+
+def remote_error(error: dict[str, Any]) -> RemoteError:
+    """The peer's JSON-RPC error object as ``RemoteError``, whatever its shape: a ``code`` that is no
+    integer (``"E42"``, null, 1.5) or a ``message`` that is no string is still what the peer answered,
+    and reading it must not raise (the fleet took such a host for unreachable). Such a code is 0 and
+    said in the message; a message that is no string is its (bounded) ``repr``."""
+    code, message = error.get("code"), error.get("message", "")
+    text = message if isinstance(message, str) else reprlib.repr(message)
+    if isinstance(code, int) and not isinstance(code, bool):
+        return RemoteError(code, text, error.get("data"))
+    return RemoteError(0, f"{text} [its error code: {reprlib.repr(code)}]".lstrip(), error.get("data"))
 
 
 class PeerGone(Exception):
@@ -98,7 +117,7 @@ class Garbage:
     reason: str
 
 
-Incoming = Reply | ProgressNote | Request | Notification | Garbage
+Incoming = Reply | ProgressNote | Request | Notification | Garbage | TooComplex
 
 
 @dataclass
@@ -106,6 +125,7 @@ class RequestTable:
     """Ids, the requests awaiting an answer, and what each incoming line means for them."""
 
     prefix: str = ""
+    max_values: int | None = None  # a line that may hold more values is TooComplex, never parsed
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _pending: dict[RequestId, str] = field(default_factory=dict)  # id → method
     _tokens: dict[RequestId, RequestId] = field(default_factory=dict)  # progress token → id
@@ -143,7 +163,10 @@ class RequestTable:
         Replies and progress for requests no longer waiting are dropped here: a late answer to a
         cancelled request must never reach anyone.
         """
-        parsed = parse_line(line)
+        value = decode_json(line, self.max_values)
+        if isinstance(value, TooComplex):
+            return [value]
+        parsed = parse_decoded(value)
         found: list[Incoming] = []
         for message in parsed if isinstance(parsed, list) else [parsed]:
             if isinstance(message, Invalid):
@@ -213,19 +236,25 @@ class ClientSession:
     task group that outlives the requests (``connect`` does that for the simple case)."""
 
     def __init__(
-        self, send: ByteSender, receive: ByteReceiver, *, name: str = "server", max_line: int = MAX_REPLY_LINE
+        self,
+        send: ByteSender,
+        receive: ByteReceiver,
+        *,
+        name: str = "server",
+        max_line: int = MAX_REPLY_LINE,
+        max_values: int = MAX_REPLY_VALUES,
     ) -> None:
         self.name = name
         self._sender = send
         self._receiver = receive
-        self._table = RequestTable()
+        self._table = RequestTable(max_values=max_values)
         self._waiters: dict[RequestId, _Waiter] = {}
         self._write_lock = anyio.Lock()
         self._decoder = LineDecoder(max_line)  # a longer line is dropped as it comes, never held
         self.closed = anyio.Event()
         self.closed_reason = ""
         self.not_mcp = False  # the peer wrote something that is not JSON-RPC
-        self.oversized = False  # the peer wrote a line longer than max_line
+        self.oversized = False  # it wrote a line longer than max_line, or of more than max_values values
         self.cut_short = False  # the peer's output ended in the middle of a message
         self.notifications: Callable[[Notification], Awaitable[None]] | None = None
         self.on_wire: WireHook | None = None  # a raw view of the traffic (``sysmcp call --raw``)
@@ -255,15 +284,18 @@ class ClientSession:
                         continue
                     if self.on_wire is not None:
                         self.on_wire("received", frame)
-                    garbage = await self._on_line(frame)
-                    if garbage is None:
+                    ending = await self._on_line(frame)
+                    if ending is None:
                         continue
+                    if isinstance(ending, TooComplex):
+                        reason = self._too_complex(ending)
+                        return
                     if not chunk and frame.startswith(b"{"):
                         # its last line, never ended: an answer cut off, not another program's words
                         reason = f"its output ended in the middle of a message ({len(frame):,} bytes of it)"
                         self.cut_short = True
                     else:
-                        reason = f"not an MCP server: it wrote {garbage}"
+                        reason = f"not an MCP server: it wrote {ending}"
                         self.not_mcp = True
                     return
                 if not chunk:
@@ -283,6 +315,15 @@ class ClientSession:
             f"it sent a line of more than {self._decoder.max_line >> 20} MiB, longer than any answer may be"
         )
 
+    def _too_complex(self, line: TooComplex) -> str:
+        """The session ends at a line of more values than any reply holds, as at an oversized one."""
+        log.warning("too complex a line from server: session ended", server=self.name, length=line.length)
+        self.oversized = True
+        return (
+            f"its answer is too large/complex: a line of {line.length:,} characters that may hold more than "
+            f"{line.limit:,} JSON values, more than any answer holds"
+        )
+
     def _close(self, reason: str) -> None:
         if self.closed.is_set():
             return
@@ -291,9 +332,14 @@ class ClientSession:
         for waiter in self._waiters.values():
             waiter.done.set()
 
-    async def _on_line(self, line: bytes) -> str | None:
+    async def _on_line(self, line: bytes) -> str | TooComplex | None:
+        """Acts on each message of ``line``; what ends the session instead: a line that is not JSON-RPC
+        (its quoted start) or one too complex to parse."""
         for item in self._table.classify(line):
             if isinstance(item, Reply):
+                # The first answer is the answer: a second to the same id (a broken peer) is dropped,
+                # whether it came in the same read or a later one.
+                self._table.forget(item.id)
                 waiter = self._waiters.get(item.id)
                 if waiter is not None:
                     waiter.reply = item
@@ -314,6 +360,8 @@ class ClientSession:
                         await self.notifications(item)
                     except Exception:
                         log.exception("notification callback failed", server=self.name)
+            elif isinstance(item, TooComplex):
+                return item
             else:
                 return _quote(line)
         return None
@@ -366,8 +414,7 @@ class ClientSession:
         if reply is None:
             raise PeerGone(self.closed_reason)
         if reply.error is not None:
-            error = reply.error
-            raise RemoteError(int(error.get("code", 0)), str(error.get("message", "")), error.get("data"))
+            raise remote_error(reply.error)
         return reply.result or {}
 
     # -- MCP ----------------------------------------------------------------------------------
@@ -426,4 +473,5 @@ __all__ = [
     "WireHook",
     "answer_server_request",
     "connect",
+    "remote_error",
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -59,6 +60,14 @@ class Invalid:
 Message = Request | Notification | Response | Invalid
 
 
+@dataclass(frozen=True, slots=True)
+class TooComplex:
+    """A line that may hold more JSON values than its reader takes: refused before it is parsed."""
+
+    limit: int
+    length: int  # the line's length in characters
+
+
 def is_request_id(value: object) -> bool:
     """MCP ids are strings or integers; ``True`` is an int to Python but not to JSON-RPC."""
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
@@ -81,15 +90,18 @@ def _finite(text: str) -> float:
     return number
 
 
+#: The decoder's own string scanner (its C one, when Python has it): the end of the string at a position.
+_scan_string: Callable[[str, int, bool], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 # Python's decoder takes NaN, Infinity and -Infinity by default (and 1e400 as Infinity); JSON has no such numbers.
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite)
 
 
-def decode_json(line: bytes) -> Any | Invalid:
+def decode_json(line: bytes, max_values: int | None = None) -> Any | Invalid | TooComplex:
     """Decode one line; every way it can fail becomes a parse error, never an exception.
 
     A UTF-8 byte order mark before the JSON is skipped (RFC 8259 lets a parser ignore one): a Windows
     client's writer may put one before its first line, which was refused as "Expecting value".
+    With ``max_values``, a line that may hold more values than that is ``TooComplex``, not parsed.
     """
     if line.startswith(b"\xef\xbb\xbf"):
         line = line[3:]
@@ -97,6 +109,8 @@ def decode_json(line: bytes) -> Any | Invalid:
         text = line.decode("utf-8")
     except UnicodeDecodeError:
         return Invalid(ErrorCode.PARSE_ERROR, "Parse error: the line is not valid UTF-8")
+    if max_values is not None and more_values_than(text, max_values):
+        return TooComplex(max_values, len(text))
     try:
         return _DECODER.decode(text)
     except RecursionError:
@@ -105,6 +119,34 @@ def decode_json(line: bytes) -> Any | Invalid:
         return _out_of_range(text, exc)
     except ValueError as exc:  # JSONDecodeError, and ints longer than Python allows
         return Invalid(ErrorCode.PARSE_ERROR, f"Parse error: {_short(exc)}")
+
+
+def more_values_than(text: str, limit: int) -> bool:
+    """Whether the JSON ``text`` may decode into more than ``limit`` values, told without decoding it.
+
+    Parsed, a line costs far more than its length when its values are tiny: ``[{},{},…]`` is some 25
+    bytes of Python objects for each byte (80 MiB of it, 2 GiB and seconds of parsing). Counted here:
+    the commas and opening brackets outside strings (a value, a key-value pair or a container each, at
+    most ~100 bytes parsed), one turn per string, stopping once past ``limit`` (strings past twice
+    ``limit`` too: each is a value or a key). The strings are skipped by the decoder's own C scanner,
+    so a long text answer (a manifest full of commas) costs one pass and is never mistaken for many
+    values. Not JSON (a string never closed, a bad escape): False, for the parser to say why.
+    """
+    if len(text) <= limit:  # every value takes a character
+        return False
+    values, strings, start = 1, 0, 0
+    while values <= limit and strings <= 2 * limit:
+        quote = text.find('"', start)
+        end = len(text) if quote < 0 else quote
+        values += text.count(",", start, end) + text.count("[", start, end) + text.count("{", start, end)
+        if quote < 0:
+            break
+        strings += 1
+        try:
+            start = _scan_string(text, quote + 1, True)[1]
+        except ValueError:
+            break
+    return values > limit or strings > 2 * limit
 
 
 def _out_of_range(text: str, exc: _OutOfRange) -> Invalid:
@@ -160,7 +202,11 @@ def parse_message(value: Any) -> Message:
 
 def parse_line(line: bytes) -> Message | list[Message]:
     """One line's message, or a batch's messages; a line that is not JSON is one ``Invalid``."""
-    value = decode_json(line)
+    return parse_decoded(decode_json(line))
+
+
+def parse_decoded(value: Any | Invalid) -> Message | list[Message]:
+    """``parse_line`` of a line ``decode_json`` has decoded."""
     if isinstance(value, list):
         return [parse_message(item) for item in value]
     return value if isinstance(value, Invalid) else parse_message(value)

@@ -108,6 +108,9 @@ def grouped(items: Sequence[tuple[Any, str]]) -> list[tuple[Any, list[str]]]:
 
 #: A reason the fleet's pool gives every host behind a jump host that failed itself (fleet/pool.py).
 BASTION_DOWN = re.compile(r"bastion \S+(?: \([^)]*\))? (?:refused|failed): ")
+#: Statuses whose reason is the host's own words (its tool error, its failed remote start): never
+#: the pool's, so never read as a bastion's failure.
+HOSTS_WORDS = frozenset({"tool_error", "remote_error"})
 
 
 def failure_lines(outcomes: Sequence[HostOutcome]) -> list[str]:
@@ -115,7 +118,7 @@ def failure_lines(outcomes: Sequence[HostOutcome]) -> list[str]:
     named with its reason; hosts sharing one (a bastion down, a deadline) are one counted line."""
     lines = []
     for (status, reason), hosts in grouped([((o.status, o.reason), o.host) for o in outcomes if not o.ok]):
-        if BASTION_DOWN.match(reason):  # the cause once, then whom it cut off
+        if status not in HOSTS_WORDS and BASTION_DOWN.match(reason):  # the cause once, then whom it cut off
             lines.append(f"  {reason}; {plural(len(hosts), 'host')} behind it {status}: {host_list(hosts)}")
         elif len(hosts) == 1:
             lines.append(f"  {hosts[0]}: {status} — {reason}")

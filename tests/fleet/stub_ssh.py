@@ -4,7 +4,11 @@ behaviour (``ok``, ``hang``, ``mute``, ``garbage``, ``oddshape``, ``bignumber``,
 ``notfound``, ``uvxfail``, ``huge``: a reply line longer than any client reads, never ended, ``long``: a
 whole reply line of 85 MiB, longer than any sysmcp sends,
 ``infinite``: a number past any float in its result, ``escapes``: terminal escapes in its progress,
-``dies``: half an answer then exit 1, ``fails``: a tool error, ``slow``: a remote start that answers ``initialize`` only once the file
+``dies``: half an answer then exit 1, ``fails``: a tool error, ``complex``: a 6 MiB result of
+two million empty objects, ``badcode``: ``initialize`` refused with an error code that is a string, ``deep``: a result
+nested ``$STUB_DEPTH`` (900) deep,
+``forgets``: every ``resources/read`` refused in 100,000 characters with a terminal escape,
+``controls``: every ``resources/read`` answered with a text of a million control characters, ``slow``: a remote start that answers ``initialize`` only once the file
 ``$STUB_GATE`` exists). Each start appends the host's name to ``$STUB_STARTS`` when that is set.
 Standard library only, started with ``-S -E``: it must cost a few milliseconds."""
 
@@ -48,6 +52,16 @@ def main() -> int:
         method, msg_id = message.get("method"), message.get("id")
         if msg_id is None:
             continue
+        if method == "initialize" and host.startswith("badcode"):  # an error whose code is no integer
+            error = {"code": "E42", "message": "go away\x1b[2J"}
+            out.write(json.dumps({"jsonrpc": "2.0", "id": msg_id, "error": error}) + "\n")
+            out.flush()
+            continue
+        if method == "resources/read" and host.startswith("forgets"):  # a long error, with escapes
+            gone = {"code": -32002, "message": "gone\x1b]52;c;owned\x07 " + "x" * 100_000}
+            out.write(json.dumps({"jsonrpc": "2.0", "id": msg_id, "error": gone}) + "\n")
+            out.flush()
+            continue
         if method == "initialize":
             if host.startswith("mute"):
                 continue  # accepts, never speaks
@@ -81,6 +95,10 @@ def main() -> int:
                 result = {"content": [{"type": "text", "text": text}], "isError": True}
             if host.startswith("long"):  # well-formed, ended, and past the 80 MiB no sysmcp exceeds
                 result["structuredContent"] = {"answer": "x" * (85 << 20)}
+            if host.startswith("complex"):  # small as a line, some 25 times that once parsed
+                result["structuredContent"] = {"answer": "__many__"}
+            if host.startswith("deep"):  # a result nested $STUB_DEPTH deep
+                result["structuredContent"] = {"answer": "__deep__"}
             if host.startswith("infinite"):  # valid JSON; as a Python float, Infinity
                 result["structuredContent"] = {"answer": text, "bytes": "__1e400__"}
             if host.startswith("oddshape"):  # an answer in no shape MCP defines: content null
@@ -96,10 +114,18 @@ def main() -> int:
                     json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
                 )
                 out.write("\n")
+        elif method == "resources/read" and host.startswith("controls"):  # 1 MiB, 6 MiB as JSON
+            result = {"contents": [{"uri": message["params"]["uri"], "text": "\x01" * (1 << 20)}]}
         else:
             result = {}
         reply = json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": result})
-        out.write(reply.replace('"__1e400__"', "1e400") + "\n")
+        reply = reply.replace('"__1e400__"', "1e400")
+        if host.startswith("deep"):
+            depth = int(os.environ.get("STUB_DEPTH", "900"))
+            reply = reply.replace('"__deep__"', "[" * depth + "]" * depth)
+        if host.startswith("complex"):
+            reply = reply.replace('"__many__"', "[" + "{}," * (2 << 20) + "{}]")
+        out.write(reply + "\n")
         out.flush()
     return 0
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tracemalloc
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +19,7 @@ from sysmcp.fleet.fanout import Fleet
 from sysmcp.fleet.inventory import from_names
 from sysmcp.fleet.pool import SessionPool
 from sysmcp.fleet.ssh import SshSettings
+from sysmcp.protocol.failures import ToolError
 from sysmcp.protocol.framing import encode
 from sysmcp.protocol.session import MAX_RESULT
 from sysmcp.tools.merging import HostOutcome, default_merge
@@ -294,3 +296,70 @@ async def test_a_host_that_dies_in_the_middle_of_its_answer_is_said_to_have_died
     assert outcomes[1].reason == (
         "the session ended mid-call: the remote command exited with status 1 in the middle of its answer"
     )
+
+
+async def test_an_answer_of_millions_of_tiny_values_is_that_hosts_error_and_costs_about_its_length(
+    tmp_path: Path,
+) -> None:
+    """A 6 MiB reply line of two million empty objects: parsed, some 25 times its length (a line just
+    under the 80 MiB bound took 2 GiB, per host). Refused before it is parsed: what it cost the
+    gateway is its bytes, held while read and decoded."""
+    length = len("{},") * (2 << 20)
+    tracemalloc.start()
+    try:
+        outcomes = await fan_out_once(tmp_path, ["ok1", "complex1", "ok2"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert statuses(outcomes) == {"ok1": "ok", "complex1": "remote_error", "ok2": "ok"}
+    assert outcomes[1].reason.startswith(
+        "the session ended mid-call: its answer is too large/complex: a line of "
+    )
+    assert "may hold more than 262,144 JSON values" in outcomes[1].reason
+    assert peak < 4 * length, f"{peak:,} bytes at the peak for a {length:,}-byte line"
+
+
+async def test_a_host_refusing_initialize_with_a_malformed_error_is_its_remote_error_not_unreachable(
+    tmp_path: Path,
+) -> None:
+    outcomes = await fan_out_once(tmp_path, ["ok1", "badcode1"])
+    assert statuses(outcomes) == {"ok1": "ok", "badcode1": "remote_error"}
+    assert outcomes[1].reason == "the remote refused initialize: go away [2J [its error code: 'E42']"
+
+
+async def test_a_hosts_refusal_to_hand_over_a_result_is_said_in_one_bounded_line(tmp_path: Path) -> None:
+    """Its words become the gateway's own error (a resources/read, a link passed to other hosts):
+    100,000 characters with a terminal escape went out as they came."""
+    inventory = from_names(["forgets1"])
+    async with SessionPool(inventory, settings(tmp_path)).open() as pool:
+        fleet = Fleet(inventory, pool, deadline=DEADLINE)
+        assert statuses(await fleet.fan_out("x", {}, ["forgets1"], timeout=600)) == {"forgets1": "ok"}
+        with pytest.raises(LookupError) as caught:
+            await fleet.read_resource("forgets1", "sysmcp://results/1/x")
+    said = str(caught.value)
+    assert said.startswith("forgets1 no longer has it (gone ]52;c;owned xxx") and len(said) < 400
+    assert said.isprintable()
+
+
+async def test_a_text_passed_to_other_hosts_is_measured_as_their_request_carries_it(tmp_path: Path) -> None:
+    """A host's result of a million control characters is 1 MiB of UTF-8 and 6 MiB as JSON (each
+    ``\\u0001``): passed on, it made a request line past the remote's 4 MiB, which each other host
+    refused without an id, and their calls waited for the fleet deadline, "still running"."""
+    inventory = from_names(["controls1"])
+    async with SessionPool(inventory, settings(tmp_path)).open() as pool:
+        fleet = Fleet(inventory, pool, deadline=DEADLINE)
+        assert statuses(await fleet.fan_out("x", {}, ["controls1"], timeout=600)) == {"controls1": "ok"}
+        with pytest.raises(ToolError) as refused:
+            await fleet.localise({"manifest": "sysmcp://hosts/controls1/results/1/SHA256SUMS"})
+    assert "the result behind it is 6,291,459 bytes as a request carries it" in refused.value.message
+
+
+async def test_an_answer_nested_too_deep_to_walk_is_that_hosts_error_said_as_such(tmp_path: Path) -> None:
+    """900 lists deep: Python's decoder takes it, walking it for the host's links does not. Said
+    as the host's answer being too complex, not as a RecursionError (and no traceback logged)."""
+    outcomes = await fan_out_once(tmp_path, ["ok1", "deep1"])
+    assert statuses(outcomes) == {"ok1": "ok", "deep1": "remote_error"}
+    assert outcomes[1].reason == (
+        "sysmcp could not read its answer: it is too large/complex (nested too deeply)"
+    )
+    encode(default_merge(outcomes, {}).structured)

@@ -50,3 +50,12 @@ def test_a_link_to_another_host_in_a_hosts_answer_reads_nothing_through_the_gate
     link = rewritten["lines"][0].split(": ", 1)[1]
     assert link == "sysmcp://hosts/web02/hosts/web01/results/4/dir_usage.json"
     assert from_gateway(link) is None
+
+
+def test_a_link_in_a_key_of_a_hosts_result_is_rewritten_too() -> None:
+    """A host's result keyed by a link (``{"sysmcp://results/1/x": …}``): left as it came, it named the
+    gateway's own store, whose results are not that host's."""
+    rewritten = to_gateway("web02", {"sysmcp://results/1/x": {"sysmcp://hosts/web01/results/2/y": 1}})
+    assert rewritten == {
+        "sysmcp://hosts/web02/results/1/x": {"sysmcp://hosts/web02/hosts/web01/results/2/y": 1}
+    }

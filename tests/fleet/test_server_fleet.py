@@ -200,6 +200,29 @@ async def test_a_hosts_own_link_is_read_through_that_hosts_session() -> None:
     assert len(fleet.reads) == 2
 
 
+class OddReads(MemoryFleet):
+    """A host whose ``resources/read`` answer is in no shape MCP defines."""
+
+    def __init__(self, contents: Any) -> None:
+        super().__init__()
+        self.contents = contents
+
+    async def read_resource(self, host: str, uri: str) -> dict[str, Any]:
+        return {"contents": self.contents}
+
+
+@pytest.mark.parametrize("contents", [5, "abc", ["abc"], None, [{"text": "x"}, 7]])
+async def test_a_hosts_read_answered_in_no_shape_is_not_found_with_a_reason_not_an_internal_error(
+    contents: Any,
+) -> None:
+    """A result relayed as it came (characters of a string as its contents, a number as one), or
+    a TypeError the client saw as \"Internal error\"."""
+    with pytest.raises(ProtocolError) as odd:
+        await read(server(OddReads(contents)), "sysmcp://hosts/web07/results/1/SHA256SUMS")
+    assert odd.value.code == -32002
+    assert "web07 answered the read in no shape MCP defines" in odd.value.message
+
+
 async def test_a_link_argument_for_a_tool_run_here_becomes_the_text_behind_it() -> None:
     fleet = MemoryFleet()
     reply = await call(

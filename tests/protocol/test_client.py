@@ -151,6 +151,52 @@ async def test_progress_reaches_the_callback_and_errors_raise() -> None:
     assert seen == [(1.0, None, None)]
 
 
+@pytest.mark.parametrize(
+    ("error", "code", "message"),
+    [
+        ({"code": "E42", "message": "no"}, 0, "no [its error code: 'E42']"),
+        ({"code": None, "message": "no"}, 0, "no [its error code: None]"),
+        ({"code": 1.5, "message": "no"}, 0, "no [its error code: 1.5]"),
+        ({"code": True, "message": "no"}, 0, "no [its error code: True]"),
+        ({"code": -1, "message": ["n", "o"]}, -1, "['n', 'o']"),
+        ({}, 0, "[its error code: None]"),
+    ],
+)
+async def test_an_error_object_in_any_shape_is_the_peers_remote_error(
+    error: dict[str, Any], code: int, message: str
+) -> None:
+    peer = Peer()
+    async with connect(peer.client_writes, peer.client_reads) as session, anyio.create_task_group() as group:
+
+        async def ask() -> None:
+            with pytest.raises(RemoteError) as caught:
+                await session.request("initialize", {})
+            assert (caught.value.code, caught.value.message) == (code, message)
+
+        group.start_soon(ask)
+        request = await peer.read()
+        await peer.write({"jsonrpc": "2.0", "id": request["id"], "error": error})
+
+
+async def test_the_first_answer_to_a_request_is_its_answer_and_a_second_is_dropped() -> None:
+    """A broken peer answers one request twice, in one read: the answer must not depend on how its
+    bytes were cut into reads (the second won when both came in one, the first otherwise)."""
+    peer = Peer()
+    async with connect(peer.client_writes, peer.client_reads) as session, anyio.create_task_group() as group:
+
+        async def ask() -> None:
+            assert await session.request("tools/call", {}) == {"answer": 1}
+            assert await session.request("ping") == {}
+            assert session.alive
+
+        group.start_soon(ask)
+        request = await peer.read()
+        first, second = ({"jsonrpc": "2.0", "id": request["id"], "result": {"answer": n}} for n in (1, 2))
+        await peer.to_client.send(line(first) + b"\n" + line(second) + b"\n")
+        ping = await peer.read()
+        await peer.write({"jsonrpc": "2.0", "id": ping["id"], "result": {}})
+
+
 async def test_a_cancelled_request_tells_the_server_and_the_session_goes_on() -> None:
     peer = Peer()
     async with connect(peer.client_writes, peer.client_reads) as session:

@@ -12,7 +12,9 @@ from sysmcp.protocol.jsonrpc import (
     Notification,
     Request,
     Response,
+    TooComplex,
     decode_json,
+    more_values_than,
     parse_line,
     parse_message,
 )
@@ -100,3 +102,24 @@ def test_params_by_position_on_a_request_are_invalid_params_with_its_id() -> Non
 def test_params_by_position_on_a_notification_stay_an_invalid_request() -> None:
     message = parse_message({"jsonrpc": "2.0", "method": "notifications/initialized", "params": [1]})
     assert isinstance(message, Invalid) and message.code == ErrorCode.INVALID_REQUEST and message.id is None
+
+
+@pytest.mark.parametrize(
+    ("text", "many"),
+    [
+        ("[" + "{}," * 200 + "{}]", True),  # 201 objects, a list, and the line
+        ("[" + "{}," * 30 + "{}]", False),
+        ('["' + "a,[{" * 1000 + '"]', False),  # a long text full of commas is one value
+        ('["' + '\\"{,' * 1000 + '"]', False),  # its escaped quotes do not end it
+        ('{"' + '":"' * 250 + '"}', True),  # 251 strings (keys, values): more than twice 100
+        ('["never closed ' + "," * 500, False),  # not JSON: for the parser to say
+    ],
+)
+def test_the_values_a_line_may_hold_are_counted_outside_its_strings(text: str, many: bool) -> None:
+    assert more_values_than(text, 100) is many
+
+
+def test_a_line_of_more_values_than_its_reader_takes_is_not_parsed() -> None:
+    line = ("[" + "{}," * 200 + "{}]").encode()
+    assert decode_json(line, max_values=100) == TooComplex(100, len(line))
+    assert decode_json(line, max_values=1000) == decode_json(line) == [{}] * 201

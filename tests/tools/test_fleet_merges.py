@@ -172,6 +172,17 @@ def test_the_call_is_an_error_only_when_no_host_answered() -> None:
     assert tally([failed("a", "timeout", "")]) == "0 of 1 host answered, 1 timeout"
 
 
+def test_a_hosts_own_words_that_read_as_a_bastion_failure_stay_that_hosts_line() -> None:
+    """Only the pool words a reason for hosts behind a bastion that failed; a tool error or a failed
+    remote start is the host's own text, and must not lead a line as the bastion's failure."""
+    said = "bastion jump1 (10.0.0.5) refused: Permission denied"
+    down = failed("web1", "unreachable", said)
+    for status in ("tool_error", "remote_error"):
+        out = default_merge([down, failed("evil", status, said)], {})
+        assert f"  {said}; 1 host behind it unreachable: web1" in out.text.splitlines()
+        assert f"  evil: {status} — {said}" in out.text.splitlines()
+
+
 def test_long_text_is_cut_to_the_line_budget_and_the_full_text_returned_for_keeping() -> None:
     out = default_merge([HostOutcome(f"h{i}", "ok", 1, None, f"x{i}\ny") for i in range(60)], {})
     cut, full = bound(out, budget=20)
