@@ -25,6 +25,7 @@ from sysmcp.engine.faults import EngineError, Unavailable
 from sysmcp.engine.opens import extended_attributes
 from sysmcp.engine.paths import display, escaped, exact_bytes
 from sysmcp.engine.procs import scan_processes
+from sysmcp.history.statedir import closing_fd
 
 #: Safety levels, from "delete it without a second thought" to "look first".
 REGENERABLE = "regenerable cache"
@@ -569,10 +570,34 @@ def _exposed(path: bytes, owner: int, looked: dict[bytes, os.stat_result | None]
     return False
 
 
+#: How a file is opened to read its flags: never following a link, never waiting on a FIFO.
+_MARKS_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+def protection(parent: int | None, name: bytes, st: os.stat_result) -> str | None:
+    """``"immutable"`` or ``"append_only"`` (``platform.protection``) when the regular file ``name``
+    (relative to ``parent``, or a path) still the inode ``st`` carries that flag; None when it carries
+    neither, or cannot be opened to tell (then the kernel refuses to remove it all the same)."""
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    try:
+        fd = os.open(name, _MARKS_READ, dir_fd=parent)
+    except OSError:
+        return None
+    with closing_fd(fd):
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            return None
+        return platform.protection(fd)
+
+
 def _why_no_link(keep: Copy, extras: Sequence[Copy]) -> str | None:
     """Why the extras cannot become names of the kept copy (None: they can). A hard link shares one
-    owner, group, mode, ACL and set of extended attributes, so any difference would change a file's."""
+    owner, group, mode, ACL and set of extended attributes, so any difference would change a file's; and
+    no name can be linked to a file marked immutable or append-only (the kernel refuses)."""
     kst = keep[1]
+    if (marked := protection(None, keep[0], kst)) is not None:
+        return f"the kept copy is marked {marked.replace('_', '-')} (chattr), so no name can be linked to it"
     attributes = extended_attributes(keep[0])
     for path, st in extras:
         if st.st_dev != kst.st_dev:
