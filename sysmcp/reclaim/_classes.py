@@ -427,6 +427,9 @@ def containers(layout: RootsLayout) -> list[Proposal]:
         # Only its owner (rootless Podman: the user it runs as) or root may empty it: for anyone else
         # it stays the engine's command, so truncating is never a way to another user's file.
         ours = os.geteuid() in (0, file[1].st_uid)
+        # A log with another name (a hard link made to someone's file, where protected_hardlinks is off):
+        # emptying it empties that file too, so it is never sysmcp's to empty.
+        names = file[1].st_nlink
         grows = (
             "its container is stopped: the log grows again once it is started"
             if log.container in stopped
@@ -441,10 +444,15 @@ def containers(layout: RootsLayout) -> list[Proposal]:
                 cost=f"{engine} logs {shlex.quote(log.container)} loses what the log held",
                 safety=REVIEW,
                 method=f"blocks of the log file {found.engine} names for container {log.container}",
-                action="truncate" if ours else "command",
+                action="truncate" if ours and names == 1 else "command",
                 note=f"{grows}; {limit}: "
                 "--log-opt max-size (or log-opts in daemon.json) keeps it bounded for good"
-                + ("" if ours else f"; it is uid {file[1].st_uid}'s file: only that user or root empties it"),
+                + ("" if ours else f"; it is uid {file[1].st_uid}'s file: only that user or root empties it")
+                + (
+                    ""
+                    if names == 1
+                    else f"; it has {names} names (hard links), and emptying one empties every one: look first"
+                ),
             )
         )
     return groups

@@ -720,14 +720,16 @@ def _empty(
 
 
 def _unlike(planned: Identity, st: os.stat_result) -> str | None:
-    """Why a file to empty is not the planned one: a symlink, not a regular file, another inode, or
-    the planned inode with another owner now (it is never a way to another user's file); None if it is."""
+    """Why a file to empty is not the planned one: a symlink, not a regular file, another inode, one
+    with another name now (a hard link), or the planned inode with another owner now (it is never a way to another user's file); None if it is."""
     if stat.S_ISLNK(st.st_mode):
         return "symlink"
     if not stat.S_ISREG(st.st_mode):
         return "not_regular"
     if (st.st_dev, st.st_ino) != (planned.dev, planned.ino):
         return "changed"
+    if st.st_nlink != 1:  # another name elsewhere: emptying the log would empty that file too
+        return "hard_linked"
     return "owner" if st.st_uid != planned.uid else None
 
 

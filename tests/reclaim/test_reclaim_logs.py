@@ -206,6 +206,31 @@ def test_a_log_swapped_for_a_symlink_to_shadow_is_skipped_and_shadow_is_untouche
     assert shadow.read_bytes() == SHADOW
 
 
+def test_a_log_that_is_a_hard_link_to_shadow_before_the_plan_is_never_emptied(
+    engine: str, log: Path, shadow: Path, base: Path
+) -> None:
+    """The second user owns the log's directory: where protected_hardlinks is off they can put a hard
+    link to root's file at the log's name before the plan (made by root here, as they could). Root's
+    plan must not offer to empty it (emptying one name empties every one), and a plan made while the
+    log had one name skips it at the moment of acting once it has another."""
+    os.unlink(log)
+    os.link(shadow, log)
+    item = the_log(plan_for(engine), log)
+    assert item.action == "command" and "2 names (hard links)" in (item.note or ""), item
+    assert shadow.read_bytes() == SHADOW
+    os.unlink(log)  # the log again, with one name when planned, then a second one before the act
+    log.write_bytes(b"line\n" * 1000)
+    planned = plan_for(engine)
+    os.link(log, base / "elsewhere")
+    assert empty(planned, the_log(planned, log))[:2] == (False, "hard_linked")
+    assert (base / "elsewhere").read_bytes() == b"line\n" * 1000
+    script = base / "plan.sh"
+    script.write_text(render_script(planned))
+    applied = subprocess.run(["sh", str(script), "--apply"], capture_output=True, text=True, check=True)
+    assert f"skipped: {log}: another file, another owner or another name" in applied.stdout, applied.stdout
+    assert (base / "elsewhere").read_bytes() == b"line\n" * 1000
+
+
 def test_a_fifo_swapped_in_is_refused_without_hanging_before_or_after_the_look(
     engine: str, log: Path
 ) -> None:
