@@ -415,6 +415,7 @@ def containers(layout: RootsLayout) -> list[Proposal]:
         if size > 0
     ]
     stopped = {c.name for c in found.containers if c.stopped}  # the engine holds no log of theirs open
+    speaker = _engine_owner(found.socket)
     for log in found.logs:
         file = _regular(_real_parent(os.fsencode(log.file.path))) if log.file.path else None
         if file is None:
@@ -426,7 +427,10 @@ def containers(layout: RootsLayout) -> list[Proposal]:
         )
         # Only its owner (rootless Podman: the user it runs as) or root may empty it: for anyone else
         # it stays the engine's command, so truncating is never a way to another user's file.
-        ours = os.geteuid() in (0, file[1].st_uid)
+        # An engine names its logs: one listening on another user's socket (a rootless engine, reached
+        # through DOCKER_HOST or XDG_RUNTIME_DIR) may name any file, so its word counts only for its own.
+        trusted = speaker is None or speaker in (0, os.geteuid(), file[1].st_uid)
+        ours = os.geteuid() in (0, file[1].st_uid) and trusted
         # A log with another name (a hard link made to someone's file, where protected_hardlinks is off):
         # emptying it empties that file too, so it is never sysmcp's to empty.
         names = file[1].st_nlink
@@ -447,7 +451,17 @@ def containers(layout: RootsLayout) -> list[Proposal]:
                 action="truncate" if ours and names == 1 else "command",
                 note=f"{grows}; {limit}: "
                 "--log-opt max-size (or log-opts in daemon.json) keeps it bounded for good"
-                + ("" if ours else f"; it is uid {file[1].st_uid}'s file: only that user or root empties it")
+                + (
+                    ""
+                    if trusted
+                    else f"; the engine that named it listens on a socket of uid {speaker}'s, and it is uid "
+                    f"{file[1].st_uid}'s file: an engine's word makes no file but its own user's sysmcp's to empty"
+                )
+                + (
+                    ""
+                    if ours or not trusted
+                    else f"; it is uid {file[1].st_uid}'s file: only that user or root empties it"
+                )
                 + (
                     ""
                     if names == 1
@@ -456,6 +470,17 @@ def containers(layout: RootsLayout) -> list[Proposal]:
             )
         )
     return groups
+
+
+def _engine_owner(socket: str) -> int | None:
+    """Who owns the socket the engine answered on (its user: root's daemon, or a rootless one's); None
+    for the engine's own command, run as this user; -1 when the socket cannot be looked at now."""
+    if not socket:
+        return None
+    try:
+        return os.stat(socket).st_uid
+    except OSError:
+        return -1
 
 
 def deleted_open(layout: RootsLayout) -> list[Proposal]:

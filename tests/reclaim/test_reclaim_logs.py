@@ -170,6 +170,28 @@ def test_a_log_of_another_user_stays_the_engines_command_and_the_servers_own_is_
     assert seen[ours][0] == "truncate"
 
 
+def test_an_engine_on_another_users_socket_empties_no_file_but_that_users_own(
+    base: Path, shadow: Path
+) -> None:
+    """Root's server asks the engine at DOCKER_HOST (or XDG_RUNTIME_DIR's Podman socket): when that is a
+    rootless engine of the second user's, its LogPath is their word. Naming root's file (here a stand-in
+    for /etc/shadow), it is planned as the engine's command, not emptied; their own log is emptied."""
+    (base / "home").mkdir()
+    os.chown(base / "home", NOBODY, NOBODY)
+    theirs = base / "home" / "theirs.log"
+    as_nobody("sh", "-c", f"head -c 100000 /dev/zero > '{theirs}'")
+    seen = {}
+    for target in (shadow, theirs):
+        for socket_path in engine_naming(target, base):
+            os.chown(socket_path, NOBODY, NOBODY)  # a socket of the second user's: their engine
+            item = the_log(plan_for(socket_path), target)
+            seen[target] = (item.action, item.note or "")
+    assert seen[shadow][0] == "command", seen
+    assert f"listens on a socket of uid {NOBODY}'s, and it is uid 0's file" in seen[shadow][1], seen
+    assert seen[theirs][0] == "truncate", seen
+    assert shadow.read_bytes() == SHADOW
+
+
 def planned_as_nobody(socket_path: str) -> Any:
     """The container class's items as a server running as nobody plans them (a forked child that
     drops to nobody first; its answer as JSON through a pipe)."""
