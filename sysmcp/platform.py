@@ -304,3 +304,32 @@ def can_compare_xattrs() -> bool:
     """Whether this Python can read a file's extended attributes and ACLs (``os.listxattr``): Linux's can,
     macOS' cannot. Where it cannot, two files' ACLs cannot be shown to match."""
     return hasattr(os, "listxattr")
+
+
+#: ``FS_IOC_GETFLAGS`` (``_IOR('f', 1, long)``) and the flags that keep a file from being removed,
+#: renamed, emptied or linked to (Linux's ``chattr +i`` / ``+a``); the BSDs and macOS give them in
+#: ``st_flags`` (``chflags uchg,sappnd`` …).
+_LONG = 8 if sys.maxsize > 2**32 else 4  # sizeof(long), which the ioctl's number carries
+_FS_IOC_GETFLAGS = (2 << 30) | (_LONG << 16) | (ord("f") << 8) | 1
+_FS_IMMUTABLE_FL, _FS_APPEND_FL = 0x10, 0x20
+_ST_IMMUTABLE, _ST_APPEND = 0x2 | 0x20000, 0x4 | 0x40000  # UF_IMMUTABLE|SF_IMMUTABLE, UF_APPEND|SF_APPEND
+
+
+def protection(fd: int) -> str | None:
+    """``"immutable"`` or ``"append_only"`` when the open file ``fd`` carries that flag (lsattr's ``i`` or
+    ``a``; chflags' ``uchg``/``schg``, ``uappnd``/``sappnd``), else None, and None where the filesystem
+    keeps no such flags. Someone set it on purpose: a file so marked is never removed, emptied or
+    replaced, and the kernel would refuse it (EPERM) part way anyway."""
+    flags = getattr(os.fstat(fd), "st_flags", None)
+    if flags is not None:
+        immutable, append = flags & _ST_IMMUTABLE, flags & _ST_APPEND
+    else:
+        try:
+            import fcntl
+
+            got = fcntl.ioctl(fd, _FS_IOC_GETFLAGS, bytes(_LONG))
+        except (OSError, ImportError):  # ENOTTY, EOPNOTSUPP: a filesystem without such flags
+            return None
+        value = int.from_bytes(got[:4], sys.byteorder)  # the kernel reads and writes an int
+        immutable, append = value & _FS_IMMUTABLE_FL, value & _FS_APPEND_FL
+    return "immutable" if immutable else "append_only" if append else None

@@ -10,8 +10,10 @@ where a file is opened, or edit a stored plan. The rules:
 - each parent up to ``/`` is owned by the euid or root and not writable by group or others unless
   sticky (``/tmp``): like ssh's StrictModes, which checks the parents of ``~/.ssh`` up to the home,
   since a parent another user can write lets them replace the whole directory; the sticky bit stops
-  that (only an entry's owner may rename it). Everything after the check goes through the
-  directory's descriptor, so a parent swapped later leads nowhere.
+  that (only an entry's owner may rename it). A symlink on the way is followed only when it is the
+  euid's or root's (one another user owns they may re-point at will), and each directory it leads
+  through is checked the same. Everything after the check goes through the directory's descriptor
+  or its real path, so a parent swapped later leads nowhere.
 - every file is opened relative to that descriptor with ``O_NOFOLLOW | O_NONBLOCK`` (a FIFO cannot
   hang the opener) and ``fstat``-ed: a regular file, ours (or root's), not writable by group or
   others, one link (a hard link to another file must never become ours). Created
@@ -184,17 +186,12 @@ class StateDir:
 def open_dir(path: Path) -> StateDir:
     """The state directory at ``path``, checked (made 0700 first when missing, parents too)."""
     path = Path(os.path.abspath(path))
-    if not os.path.lexists(path):
-        existing = path.parent
-        while not os.path.lexists(existing):
-            existing = existing.parent
-        _check_way(Path(os.path.realpath(existing)))  # before anything is made in it (another's home)
-        os.makedirs(path.parent, mode=0o700, exist_ok=True)
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(path, 0o700)
-    # The parents resolved once, then used for every later open by name (SQLite's): a symlink on the
-    # way that another user owns could be re-pointed after the checks, the real parents cannot.
-    path = Path(os.path.realpath(path.parent)) / path.name
+    # The parents resolved once, through no symlink another user owns, every directory on the way
+    # checked before anything is made in it (another's home); then used for every later open by name
+    # (SQLite's): the real parents cannot be re-pointed after the checks.
+    parent, missing = _resolve(path.parent)
+    _make(parent, (*missing, path.name))
+    path = parent.joinpath(*missing, path.name)
     try:
         fd = os.open(path, _DIR_FLAGS)
     except OSError as exc:
@@ -204,18 +201,80 @@ def open_dir(path: Path) -> StateDir:
     try:
         _check(os.fstat(fd), str(path), directory=True)
         os.fchmod(fd, 0o700)  # on the descriptor: never through a symlink
-        _check_way(path.parent)
     except BaseException:
         os.close(fd)
         raise
     return StateDir(path, fd)
 
 
-def _check_way(directory: Path) -> None:
-    """``directory`` (a real path) and each parent up to ``/``: ours or root's, not writable by group
-    or others unless sticky."""
-    for each in (directory, *directory.parents):
-        _check(os.stat(each), str(each), directory=True, sticky_ok=True)
+#: Symlinks followed on the way to the state directory before it is refused (the kernel's own limit).
+_MAX_LINKS = 40
+
+
+def _resolve(directory: Path) -> tuple[Path, tuple[str, ...]]:
+    """The real path of the longest part of ``directory`` (absolute) that exists, and the names after it.
+
+    Each directory whose entries are read on the way (so each of the real path too) must be ours or
+    root's, not writable by group or others unless sticky (``_check``); a symlink is followed only when
+    it is ours or root's: one another user owns (in ``/tmp``, in their home) they can re-point at any
+    moment, so it would let them choose where a root-run sysmcp keeps, and writes, its state."""
+    real = Path("/")
+    _check(os.stat(real), str(real), directory=True, sticky_ok=True)
+    names, links = list(directory.parts[1:]), 0
+    while names:
+        name = names.pop(0)
+        if name in ("", "."):
+            continue
+        if name == "..":
+            real = real.parent  # ``real`` has no symlink in it: its parent is its parent
+            continue
+        here = real / name
+        try:
+            st = os.lstat(here)
+        except FileNotFoundError:
+            return real, (name, *names)
+        if stat.S_ISLNK(st.st_mode):
+            if st.st_uid not in (0, os.geteuid()):
+                raise Unsafe(f"{here} is a symlink owned by uid {st.st_uid}, not by this user or root")
+            links += 1
+            if links > _MAX_LINKS:
+                raise Unsafe(f"{directory} has more than {_MAX_LINKS} symlinks on the way")
+            target = os.readlink(here)
+            if target.startswith("/"):
+                real = Path("/")
+            names = [*Path(target).parts[1 if target.startswith("/") else 0 :], *names]
+            continue
+        _check(st, str(here), directory=True, sticky_ok=True)
+        real = here
+    return real, ()
+
+
+def _make(parent: Path, names: tuple[str, ...]) -> None:
+    """Each of ``names`` made 0700 below ``parent`` (a checked real directory), one inside the other, when
+    missing: each made and then opened relative to the one before, never following a symlink (one another
+    user put there meanwhile, in a sticky ``/tmp``, is refused, and nothing is made through it)."""
+    fd = os.open(parent, _DIR_FLAGS)
+    try:
+        for depth, name in enumerate(names):
+            try:
+                os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                with contextlib.suppress(FileExistsError):  # made by another process a moment ago
+                    os.mkdir(name, 0o700, dir_fd=fd)
+            if depth == len(names) - 1:
+                return  # the state directory itself: opened and checked by the caller
+            try:
+                inner = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    where = parent.joinpath(*names[: depth + 1])
+                    raise Unsafe(f"{where} is {_kind(os.lstat(where).st_mode)}, not a directory") from exc
+                raise
+            os.close(fd)
+            fd = inner
+            _check(os.fstat(fd), str(parent.joinpath(*names[: depth + 1])), directory=True, sticky_ok=True)
+    finally:
+        os.close(fd)
 
 
 def mac(key: bytes, data: bytes) -> bytes:

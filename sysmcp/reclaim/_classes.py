@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from sysmcp import platform
 from sysmcp.engine.containers import ContainersRequest, survey
 from sysmcp.engine.faults import EngineError, Unavailable
-from sysmcp.engine.opens import extended_attributes
+from sysmcp.engine.opens import closing_fd, extended_attributes
 from sysmcp.engine.paths import display, escaped, exact_bytes
 from sysmcp.engine.procs import scan_processes
 
@@ -414,6 +414,7 @@ def containers(layout: RootsLayout) -> list[Proposal]:
         if size > 0
     ]
     stopped = {c.name for c in found.containers if c.stopped}  # the engine holds no log of theirs open
+    speaker = _engine_owner(found.socket)
     for log in found.logs:
         file = _regular(_real_parent(os.fsencode(log.file.path))) if log.file.path else None
         if file is None:
@@ -425,7 +426,13 @@ def containers(layout: RootsLayout) -> list[Proposal]:
         )
         # Only its owner (rootless Podman: the user it runs as) or root may empty it: for anyone else
         # it stays the engine's command, so truncating is never a way to another user's file.
-        ours = os.geteuid() in (0, file[1].st_uid)
+        # An engine names its logs: one listening on another user's socket (a rootless engine, reached
+        # through DOCKER_HOST or XDG_RUNTIME_DIR) may name any file, so its word counts only for its own.
+        trusted = speaker is None or speaker in (0, os.geteuid(), file[1].st_uid)
+        ours = os.geteuid() in (0, file[1].st_uid) and trusted
+        # A log with another name (a hard link made to someone's file, where protected_hardlinks is off):
+        # emptying it empties that file too, so it is never sysmcp's to empty.
+        names = file[1].st_nlink
         grows = (
             "its container is stopped: the log grows again once it is started"
             if log.container in stopped
@@ -440,13 +447,39 @@ def containers(layout: RootsLayout) -> list[Proposal]:
                 cost=f"{engine} logs {shlex.quote(log.container)} loses what the log held",
                 safety=REVIEW,
                 method=f"blocks of the log file {found.engine} names for container {log.container}",
-                action="truncate" if ours else "command",
+                action="truncate" if ours and names == 1 else "command",
                 note=f"{grows}; {limit}: "
                 "--log-opt max-size (or log-opts in daemon.json) keeps it bounded for good"
-                + ("" if ours else f"; it is uid {file[1].st_uid}'s file: only that user or root empties it"),
+                + (
+                    ""
+                    if trusted
+                    else f"; the engine that named it listens on a socket of uid {speaker}'s, and it is uid "
+                    f"{file[1].st_uid}'s file: an engine's word makes no file but its own user's sysmcp's to empty"
+                )
+                + (
+                    ""
+                    if ours or not trusted
+                    else f"; it is uid {file[1].st_uid}'s file: only that user or root empties it"
+                )
+                + (
+                    ""
+                    if names == 1
+                    else f"; it has {names} names (hard links), and emptying one empties every one: look first"
+                ),
             )
         )
     return groups
+
+
+def _engine_owner(socket: str) -> int | None:
+    """Who owns the socket the engine answered on (its user: root's daemon, or a rootless one's); None
+    for the engine's own command, run as this user; -1 when the socket cannot be looked at now."""
+    if not socket:
+        return None
+    try:
+        return os.stat(socket).st_uid
+    except OSError:
+        return -1
 
 
 def deleted_open(layout: RootsLayout) -> list[Proposal]:
@@ -569,10 +602,34 @@ def _exposed(path: bytes, owner: int, looked: dict[bytes, os.stat_result | None]
     return False
 
 
+#: How a file is opened to read its flags: never following a link, never waiting on a FIFO.
+_MARKS_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+def protection(parent: int | None, name: bytes, st: os.stat_result) -> str | None:
+    """``"immutable"`` or ``"append_only"`` (``platform.protection``) when the regular file ``name``
+    (relative to ``parent``, or a path) still the inode ``st`` carries that flag; None when it carries
+    neither, or cannot be opened to tell (then the kernel refuses to remove it all the same)."""
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    try:
+        fd = os.open(name, _MARKS_READ, dir_fd=parent)
+    except OSError:
+        return None
+    with closing_fd(fd):
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            return None
+        return platform.protection(fd)
+
+
 def _why_no_link(keep: Copy, extras: Sequence[Copy]) -> str | None:
     """Why the extras cannot become names of the kept copy (None: they can). A hard link shares one
-    owner, group, mode, ACL and set of extended attributes, so any difference would change a file's."""
+    owner, group, mode, ACL and set of extended attributes, so any difference would change a file's; and
+    no name can be linked to a file marked immutable or append-only (the kernel refuses)."""
     kst = keep[1]
+    if (marked := protection(None, keep[0], kst)) is not None:
+        return f"the kept copy is marked {marked.replace('_', '-')} (chattr), so no name can be linked to it"
     attributes = extended_attributes(keep[0])
     for path, st in extras:
         if st.st_dev != kst.st_dev:

@@ -169,6 +169,9 @@ class Plan:
     #: Keys this plan's confirmation codes; kept with the plan (never shown), so any server process
     #: that reads the plan back checks a code another one gave.
     secret: bytes = b""
+    #: Files a class found that are marked immutable or append-only (``chattr +i``/``+a``), left out of
+    #: every item: someone marked them to stay. Said when the plan is made; not kept with it.
+    protected: tuple[bytes, ...] = ()
 
     @property
     def bytes(self) -> int:
@@ -237,10 +240,16 @@ def build_plan(
 
         found += classes.duplicates([[c for c in copies if stays(c)] for copies in request.duplicates])
     kept: list[tuple[Proposal, list[tuple[bytes, os.stat_result]]]] = []
+    protected: list[bytes] = []
     for group in found:
+        cancel()
         paths = [(path, st) for path, st in group.paths if group.held or _inside(path, request.scope)]
         if group.held and not any(_inside(_target(path), request.scope) for path, _ in paths):
             paths = []
+        if not group.held:  # a deleted file has no name to mark
+            marked = {path for path, st in paths if classes.protection(None, path, st) is not None}
+            protected += [path for path, _st in paths if path in marked]
+            paths = [(path, st) for path, st in paths if path not in marked]
         if not paths and group.figure is None:
             continue
         if group.action == "command" and b"/" not in request.scope:
@@ -278,7 +287,14 @@ def build_plan(
             )
         )
     items.sort(key=lambda item: (-item.bytes, item.id))
-    return Plan(secrets.token_hex(6), time.time(), request.scope, tuple(items), secrets.token_bytes(32))
+    return Plan(
+        secrets.token_hex(6),
+        time.time(),
+        request.scope,
+        tuple(items),
+        secrets.token_bytes(32),
+        tuple(dict.fromkeys(protected)),
+    )
 
 
 #: An item's fields its class finder's ``Proposal`` gives as they are.
@@ -478,10 +494,18 @@ class Act:
             and (now.st_dev, now.st_ino) == (self.keep.identity.dev, self.keep.identity.ino)
         ):
             return FileResult(path, False, "linked")
+        # first: marking it (chattr) moved its ctime, and "immutable" says more than "changed"
+        if (now.st_dev, now.st_ino) == self.key and (
+            marked := classes.protection(parent, name, now)
+        ) is not None:
+            return FileResult(path, False, marked)
         if not planned.same_file(now, ctime=self.key not in self.relinked):
             return FileResult(path, False, "changed")
         self.between(path)
-        aside = _aside(parent, name)
+        try:
+            aside = _aside(parent, name)
+        except PermissionError as exc:  # EPERM: marked immutable or append-only since the look
+            return FileResult(path, False, classes.protection(parent, name, now) or _why(exc))
         self.relinked.add(self.key)  # the rename moved its ctime
         try:
             reason = self._proven(parent, aside, kept, link)
@@ -496,8 +520,10 @@ class Act:
             raise
         if reason is not None:
             return FileResult(path, False, _put_back(parent, aside, name, reason))
-        # measured right before: blocks others free during the comparison are theirs
-        return _freeing(path, parent, lambda: os.unlink(aside, dir_fd=parent))
+        try:  # measured right before: blocks others free during the comparison are theirs
+            return _freeing(path, parent, lambda: os.unlink(aside, dir_fd=parent))
+        except OSError as exc:  # EPERM: marked immutable or append-only while it was aside
+            return FileResult(path, False, _put_back(parent, aside, name, _refusal(parent, aside, exc)))
 
     def _proven(self, parent: int, aside: bytes, kept: tuple[int, bytes] | None, link: bool) -> str | None:
         """None if the entry now under ``aside`` is the planned file and (a duplicate) has exactly the
@@ -584,6 +610,16 @@ def _aside(parent: int, name: bytes) -> bytes:
     raise FileExistsError(errno.EEXIST, "no free private name to set the file aside")
 
 
+def _refusal(parent: int, aside: bytes, exc: OSError) -> str:
+    """Why the file set aside as ``aside`` could not be removed: its flag when it is marked immutable or
+    append-only now, else the error."""
+    try:
+        marked = classes.protection(parent, aside, os.stat(aside, dir_fd=parent, follow_symlinks=False))
+    except OSError:
+        marked = None
+    return marked or _why(exc)
+
+
 def _put_back(parent: int, aside: bytes, name: bytes, reason: str = "") -> str:
     """The file set aside goes back under its name if that is still free; the reason, saying where
     the file is (escaped: it ends with the file's own name) when it could not go back."""
@@ -658,7 +694,7 @@ def _empty(
 
     def at(parent: int, name: bytes) -> FileResult:
         now = os.stat(name, dir_fd=parent, follow_symlinks=False)
-        if (reason := _unlike(planned, now)) is not None:
+        if (reason := _unlike(planned, now) or classes.protection(parent, name, now)) is not None:
             return FileResult(path, False, reason)
         between(path)
         try:
@@ -677,14 +713,16 @@ def _empty(
 
 
 def _unlike(planned: Identity, st: os.stat_result) -> str | None:
-    """Why a file to empty is not the planned one: a symlink, not a regular file, another inode, or
-    the planned inode with another owner now (it is never a way to another user's file); None if it is."""
+    """Why a file to empty is not the planned one: a symlink, not a regular file, another inode, one
+    with another name now (a hard link), or the planned inode with another owner now (it is never a way to another user's file); None if it is."""
     if stat.S_ISLNK(st.st_mode):
         return "symlink"
     if not stat.S_ISREG(st.st_mode):
         return "not_regular"
     if (st.st_dev, st.st_ino) != (planned.dev, planned.ino):
         return "changed"
+    if st.st_nlink != 1:  # another name elsewhere: emptying the log would empty that file too
+        return "hard_linked"
     return "owner" if st.st_uid != planned.uid else None
 
 

@@ -122,15 +122,16 @@ trunc() {{
 """
 
 #: Emptying a log its engine keeps open (only in a plan that has one): the file must still be the
-#: planned inode with the planned owner, no symlink on its path, and is emptied bounded in time.
+#: planned inode with the planned owner and one name (a hard link elsewhere would be emptied too), no
+#: symlink on its path, and is emptied bounded in time.
 LOGF = r"""owned() {
-  if [ "$STATS" = gnu ]; then stat -c '%d:%i:%u' -- "$1"; else stat -f '%d:%i:%u' -- "$1"; fi
+  if [ "$STATS" = gnu ]; then stat -c '%d:%i:%u:%h' -- "$1"; else stat -f '%d:%i:%u:%l' -- "$1"; fi
 }
 logf() {
   if ! nolink "$1"; then skip "$3" "a symbolic link is on its path now"; return; fi
   if [ ! -f "$1" ]; then skip "$3" "gone, or no longer a regular file"; return; fi
   now=$(owned "$1") || { skip "$3" "cannot be looked at"; return; }
-  if [ "$now" != "$2" ]; then skip "$3" "another file or another owner since the plan"; return; fi
+  if [ "$now" != "$2" ]; then skip "$3" "another file, another owner or another name since the plan"; return; fi
   if [ "$APPLY" = 1 ]; then
     if bounded 10 empty "$1"; then printf 'truncated: %s\n' "$3"; DONE=$((DONE + 1)); else skip "$3" "truncation failed"; fi
   else
@@ -173,7 +174,7 @@ def _step(item: Item, entry: PlannedFile) -> str:
     if item.held:
         return f"{setup}trunc {word} '{who.dev}:{who.ino}' {show_word}"
     if item.emptied:  # a log its engine keeps writing: only its inode and owner stay put
-        return f"{setup}logf {word} '{who.dev}:{who.ino}:{who.uid}' {show_word}"
+        return f"{setup}logf {word} '{who.dev}:{who.ino}:{who.uid}:1' {show_word}"
     planned = f"'{who.dev}:{who.ino}:{who.size}:{who.mtime_ns // 1_000_000_000}'"
     if item.keep is not None:  # a duplicate: only while its kept copy is the planned file, same bytes
         kept = item.keep.identity

@@ -99,6 +99,10 @@ class ItemReport(Open):
     freed_bytes: int = prop("Bytes measured freed for this item.")
     files_done: int = prop("Files acted on.")
     skipped: list[Skip] = prop("The files left alone, each with why.")
+    files_left: Opt[int] = prop(
+        "Files of this item beyond what one approval names: not acted on; call reclaim again for them.",
+        default=ABSENT,
+    )
 
 
 @result
@@ -141,6 +145,9 @@ REASONS = {
     "not_regular": "not a regular file now (a FIFO, a device or a directory), so it is not opened",
     "cancelled": "the call was cancelled while it was set aside, so it stays",
     "mounted": "something is mounted on it now, so it is left alone",
+    "hard_linked": "it has another name (a hard link) now, and emptying it would empty that file too",
+    "immutable": "marked immutable since the plan (lsattr shows i; chattr +i), so it is never touched",
+    "append_only": "marked append-only since the plan (lsattr shows a; chattr +a), so it is never touched",
 }
 #: What was done to the files of an item, by its action.
 DONE = {"delete": "removed", "truncate": "emptied", "link": "linked"}
@@ -172,23 +179,42 @@ async def _plan(args: dict[str, Any], ctx: ToolContext) -> tuple[Plan, list[str]
     return plan, chosen
 
 
-def _listing(plan: Plan, chosen: list[str]) -> tuple[str, int]:
+def _listing(plan: Plan, chosen: list[str], waiting: dict[str, int] | None = None) -> tuple[str, int]:
     """The question a person answers: each chosen item, what is done to it, and every file it acts on
-    (escaped) with its owner and size."""
+    (escaped) with its owner and size; an item none of whose files this approval names says so, and how
+    many of its files wait (``waiting``: per item id, its files beyond what one approval names)."""
+    waiting = waiting or {}
     picked = choose(plan, chosen)
     total = sum(item.bytes for item, _action in picked)
-    lines = [f"Free {human_bytes(total)} in {plural(len(picked), 'item')} of plan {plan.id}?"]
+    acting = sum(1 for item, _action in picked if item.entries)
+    lines = [f"Free {human_bytes(total)} in {plural(acting, 'item')} of plan {plan.id}?"]
     for item, action in picked:
+        wait = waiting.get(item.id, 0)
+        if not item.entries:
+            lines.append(f"  {item.id}: {_idle(wait)}")
+            continue
         files = plural(len(item.entries), "file")
         if action == "link" and item.keep is not None:
             what = f"replace {files} by hard links to the kept copy"
             cost = "the names stay, but a change through one name then shows in every one"
         else:
             what, cost = f"{action} {files}", item.cost
-        lines.append(f"  {item.id}: {what}, {human_bytes(item.bytes)} — {cost}")
+        more = f" ({wait:,} more of its files wait for another call)" if wait else ""
+        lines.append(f"  {item.id}: {what}{more}, {human_bytes(item.bytes)} — {cost}")
         lines += _named(item, "      ")
         lines += [f"      note: {note}" for note in _caveat(item)]
     return "\n".join(lines), total
+
+
+def _idle(wait: int) -> str:
+    """Why a chosen item has no file acted on by this call: its files wait for another, or an earlier
+    reclaim of the plan did them all."""
+    if wait:
+        return (
+            f"not acted on by this call: its {plural(wait, 'file')} wait for another call (one approval names "
+            f"{APPROVAL_FILES:,} files at most)"
+        )
+    return "nothing left to do: an earlier reclaim of this plan acted on each of its files"
 
 
 def _named(item: Item, indent: str) -> list[str]:
@@ -212,28 +238,33 @@ def _earlier(plan_id: str) -> list[LogRecord]:
     return sorted(set(kept) | here, key=lambda record: record.time)
 
 
-def _approved(plan: Plan, chosen: list[str], earlier: list[LogRecord]) -> tuple[Plan, int]:
+def _approved(plan: Plan, chosen: list[str], earlier: list[LogRecord]) -> tuple[Plan, dict[str, int]]:
     """The plan as one approval names it: each chosen item's files but those an earlier reclaim of the
-    plan did, the first ``APPROVAL_FILES`` of them in all; and how many files of the items that leaves."""
+    plan did, the first ``APPROVAL_FILES`` of them in all; and, per item id, how many of its files that
+    leaves for another call (an item past the first ``APPROVAL_FILES`` keeps no file: it is not acted on)."""
     done = {(record.item, os.fsencode(record.path)) for record in earlier if record.outcome == "done"}
-    room, left, cut = APPROVAL_FILES, 0, {}
+    room, waiting, cut = APPROVAL_FILES, {}, {}
     for item, _action in choose(plan, chosen):
         todo = [entry for entry in item.entries if (item.id, entry.path) not in done]
         named = todo[:room]
-        room, left = room - len(named), left + len(todo) - len(named)
+        room = room - len(named)
+        if len(todo) > len(named):
+            waiting[item.id] = len(todo) - len(named)
         if len(named) < len(item.entries):  # its bytes: each named inode once, at most the item's
             disk = {(e.identity.dev, e.identity.ino): e.identity.disk for e in named}
             cut[item.id] = replace(item, entries=tuple(named), bytes=min(item.bytes, sum(disk.values())))
-    return replace(plan, items=tuple(cut.get(item.id, item) for item in plan.items)), left
+    return replace(plan, items=tuple(cut.get(item.id, item) for item in plan.items)), waiting
 
 
-def _question(plan: Plan, chosen: list[str], left: int, earlier: list[LogRecord]) -> tuple[str, int]:
+def _question(
+    plan: Plan, chosen: list[str], waiting: dict[str, int], earlier: list[LogRecord]
+) -> tuple[str, int]:
     """The listing, then what an earlier reclaim of the plan did and what this approval leaves out."""
-    question, total = _listing(plan, chosen)
+    question, total = _listing(plan, chosen, waiting)
     named = sum(len(item.entries) for item, _action in choose(plan, chosen))
     lines = [question, *_before(earlier, chosen)]
-    if left:
-        lines.append(_left(left, acted=False, named=named))
+    if waiting:
+        lines.append(_left(sum(waiting.values()), acted=False, named=named))
     return "\n".join(lines), total
 
 
@@ -379,7 +410,8 @@ def _skip(outcome: FileResult) -> Skip:
     return Skip(display(outcome.path), ABSENT if exact is None else exact, outcome.reason or "")
 
 
-def report(plan: Plan, results: list[ItemResult]) -> ReclaimAnswer:
+def report(plan: Plan, results: list[ItemResult], waiting: dict[str, int] | None = None) -> ReclaimAnswer:
+    """The answer's figures; ``waiting``: per item id, its files beyond what the approval named."""
     items = [
         ItemReport(
             id=done.item.id,
@@ -388,6 +420,7 @@ def report(plan: Plan, results: list[ItemResult]) -> ReclaimAnswer:
             freed_bytes=done.freed,
             files_done=sum(1 for o in done.outcomes if o.done),
             skipped=[_skip(o) for o in done.outcomes if not o.done],
+            files_left=(waiting or {}).get(done.item.id) or ABSENT,
         )
         for done in results
     ]
@@ -406,10 +439,16 @@ def render(answer: ReclaimAnswer, notes: dict[str, list[str]] | None = None) -> 
     ]
     for item in items:
         skipped = item.skipped
+        wait = 0 if item.files_left is ABSENT else item.files_left
+        if not item.files_done and not skipped:  # none of its files was in this approval
+            lines.append(f"  {item.id}: {_idle(wait)}")
+            continue
         lines.append(
             f"  {item.id}: {plural(item.files_done, 'file')} {DONE.get(str(item.action), 'done')}, "
             f"{human_bytes(item.freed_bytes)} freed of "
-            f"{human_bytes(item.planned_bytes)} planned" + (f"; {len(skipped):,} skipped" if skipped else "")
+            f"{human_bytes(item.planned_bytes)} planned"
+            + (f"; {len(skipped):,} skipped" if skipped else "")
+            + (f"; {wait:,} more of its files wait for another call" if wait else "")
         )
         lines += [f"      {line}" for line in (notes or {}).get(item.id, [])]
         for skip in skipped[:SKIPS_SHOWN]:
@@ -425,8 +464,9 @@ def render(answer: ReclaimAnswer, notes: dict[str, list[str]] | None = None) -> 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     plan, chosen = await _plan(args, ctx)
     earlier = await ctx.run_in_worker(lambda meter: _earlier(plan.id))
-    plan, left = _approved(plan, chosen, earlier)
-    question, total = _question(plan, chosen, left, earlier)
+    plan, waiting = _approved(plan, chosen, earlier)
+    left = sum(waiting.values())
+    question, total = _question(plan, chosen, waiting, earlier)
     bases = {item.id for item, _action in choose(plan, chosen)}
     done_before = sum(1 for record in earlier if record.outcome == "done" and record.item in bases)
     told = ReclaimAnswer("done", plan.id, total, files_left=left or ABSENT, done_before=done_before or ABSENT)
@@ -465,7 +505,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
                 log.warning("reclaim stopped", plan=plan.id, reason=stopped)
 
     results, actions = await ctx.run_engine(work, ApplyRequest(plan, chosen, allowed))
-    answer = replace(report(plan, results), files_left=told.files_left, done_before=told.done_before)
+    answer = replace(report(plan, results, waiting), files_left=told.files_left, done_before=told.done_before)
     head, _, rest = render(answer, {done.item.id: _after(done.item) for done in results}).partition("\n")
     tail = [*_before(earlier, chosen), *([_left(left, acted=True)] if left else [])]
     text = "\n".join([head, where_logged(actions, lines_lost() - lost), *([rest] if rest else []), *tail])

@@ -115,6 +115,10 @@ class ReclaimPlan:
         "Why the plan is kept only in memory (history off, the store busy or unwritable); null when kept."
     )
     checked: Opt[list[str]] = prop("The classes looked for (those with no item had nothing to free).")
+    protected_files: Opt[int] = prop(
+        "Files left out because they are marked immutable or append-only (chattr +i/+a): never acted on.",
+        default=ABSENT,
+    )
 
 
 PATHS_SHOWN = 5
@@ -215,9 +219,26 @@ def path_lines(item: Item, shown: int, indent: str) -> list[str]:
     return lines
 
 
+def protected_lines(plan: Plan) -> list[str]:
+    """The files left out because someone marked them to stay (immutable or append-only), the first few
+    by name: a person wondering why a log is not in the plan reads why."""
+    if not plan.protected:
+        return []
+    lines = [
+        f"{plural(len(plan.protected), 'file')} left out: marked immutable or append-only (lsattr shows i or "
+        "a; chattr +i/+a), so sysmcp never removes, empties or replaces them (chattr -i/-a first, then plan "
+        "again, if they should go):"
+    ]
+    lines += [f"  {escaped(path)}" for path in plan.protected[:PLAN_PATHS_SHOWN]]
+    if len(plan.protected) > PLAN_PATHS_SHOWN:
+        lines.append(f"  {and_more(len(plan.protected) - PLAN_PATHS_SHOWN)}")
+    return lines
+
+
 def render(plan: Plan, shown: str, *, reclaim_served: bool = False) -> str:
     if not plan.items:
-        return f"Reclaim plan {plan.id} for {shown}: nothing found to free."
+        nothing = f"Reclaim plan {plan.id} for {shown}: nothing found to free."
+        return "\n".join([nothing, *protected_lines(plan)])
     lines = [f"Reclaim plan {plan.id} for {shown}: {human_bytes(plan.bytes)} could be freed, largest first."]
     for item in plan.items[:ITEMS_SHOWN]:
         files = plural(len(item.entries), "file") if item.entries else "—"
@@ -237,6 +258,7 @@ def render(plan: Plan, shown: str, *, reclaim_served: bool = False) -> str:
     if len(plan.items) > ITEMS_SHOWN:
         more = more_not_shown(len(plan.items) - ITEMS_SHOWN, "item")
         lines.append(f"  {more} (every item is in the structured result and in the script)")
+    lines += protected_lines(plan)
     lines.append(
         "Nothing was removed. Review the script (dry run by default), or call reclaim with this plan_id and "
         "the item ids (the user confirms the exact list first)."
@@ -284,6 +306,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         kept="history" if kept.durable else "memory",
         kept_note=None if kept.durable else kept.reason,
         checked=looked,
+        protected_files=len(plan.protected) or ABSENT,
     )
     return ToolOutput.typed(text, answer, links)
 

@@ -170,6 +170,28 @@ def test_a_log_of_another_user_stays_the_engines_command_and_the_servers_own_is_
     assert seen[ours][0] == "truncate"
 
 
+def test_an_engine_on_another_users_socket_empties_no_file_but_that_users_own(
+    base: Path, shadow: Path
+) -> None:
+    """Root's server asks the engine at DOCKER_HOST (or XDG_RUNTIME_DIR's Podman socket): when that is a
+    rootless engine of the second user's, its LogPath is their word. Naming root's file (here a stand-in
+    for /etc/shadow), it is planned as the engine's command, not emptied; their own log is emptied."""
+    (base / "home").mkdir()
+    os.chown(base / "home", NOBODY, NOBODY)
+    theirs = base / "home" / "theirs.log"
+    as_nobody("sh", "-c", f"head -c 100000 /dev/zero > '{theirs}'")
+    seen = {}
+    for target in (shadow, theirs):
+        for socket_path in engine_naming(target, base):
+            os.chown(socket_path, NOBODY, NOBODY)  # a socket of the second user's: their engine
+            item = the_log(plan_for(socket_path), target)
+            seen[target] = (item.action, item.note or "")
+    assert seen[shadow][0] == "command", seen
+    assert f"listens on a socket of uid {NOBODY}'s, and it is uid 0's file" in seen[shadow][1], seen
+    assert seen[theirs][0] == "truncate", seen
+    assert shadow.read_bytes() == SHADOW
+
+
 def planned_as_nobody(socket_path: str) -> Any:
     """The container class's items as a server running as nobody plans them (a forked child that
     drops to nobody first; its answer as JSON through a pipe)."""
@@ -204,6 +226,31 @@ def test_a_log_swapped_for_a_symlink_to_shadow_is_skipped_and_shadow_is_untouche
     as_nobody("sh", "-c", f"mv '{log}' '{log}.old' && ln -s '{shadow}' '{log}'")
     assert empty(plan, item)[:2] == (False, "symlink")
     assert shadow.read_bytes() == SHADOW
+
+
+def test_a_log_that_is_a_hard_link_to_shadow_before_the_plan_is_never_emptied(
+    engine: str, log: Path, shadow: Path, base: Path
+) -> None:
+    """The second user owns the log's directory: where protected_hardlinks is off they can put a hard
+    link to root's file at the log's name before the plan (made by root here, as they could). Root's
+    plan must not offer to empty it (emptying one name empties every one), and a plan made while the
+    log had one name skips it at the moment of acting once it has another."""
+    os.unlink(log)
+    os.link(shadow, log)
+    item = the_log(plan_for(engine), log)
+    assert item.action == "command" and "2 names (hard links)" in (item.note or ""), item
+    assert shadow.read_bytes() == SHADOW
+    os.unlink(log)  # the log again, with one name when planned, then a second one before the act
+    log.write_bytes(b"line\n" * 1000)
+    planned = plan_for(engine)
+    os.link(log, base / "elsewhere")
+    assert empty(planned, the_log(planned, log))[:2] == (False, "hard_linked")
+    assert (base / "elsewhere").read_bytes() == b"line\n" * 1000
+    script = base / "plan.sh"
+    script.write_text(render_script(planned))
+    applied = subprocess.run(["sh", str(script), "--apply"], capture_output=True, text=True, check=True)
+    assert f"skipped: {log}: another file, another owner or another name" in applied.stdout, applied.stdout
+    assert (base / "elsewhere").read_bytes() == b"line\n" * 1000
 
 
 def test_a_fifo_swapped_in_is_refused_without_hanging_before_or_after_the_look(

@@ -279,30 +279,72 @@ def test_a_stored_plan_copied_under_another_id_is_refused(box: Path) -> None:
     assert PlanKeeper(lambda: store, clock).get(plan.id) == plan  # the genuine one still reads
 
 
-def test_a_symlink_on_the_way_to_the_state_directory_repointed_later_leads_no_connection_elsewhere(
-    box: Path,
+@pytest.mark.parametrize("where", ["their own directory", "a sticky shared directory"])
+def test_a_symlink_on_the_way_that_another_user_owns_is_refused_and_nothing_is_made_where_it_leads(
+    box: Path, where: str
 ) -> None:
-    """The checks hold the real directory; SQLite opens by name. A link on the way that the second user
-    owns (``--state-dir /home/them/link/state``), re-pointed after the check at their own directory, must
-    not lead a later connection to their files (here a database symlinked at a root-only path)."""
-    from sysmcp.history.store import Store
-
+    """``--state-dir /tmp/link/state`` with ``link`` the second user's: they may re-point it at will (in
+    their own directory, or in a sticky ``/tmp``, where only they may), so they would choose where root
+    keeps and writes its state. Refused, saying whose link it is; history is off, every tool still works,
+    and nothing is made where the link leads."""
     real = box / "real"
     real.mkdir()
-    theirs = box / "theirs"
-    theirs.mkdir()
-    os.chown(theirs, NOBODY, NOBODY)
-    target = root_only(box) / "x"
-    as_nobody("sh", "-c", f'cd "$1" && ln -s {real} link && mkdir -p evil/state', "sh", str(theirs))
-    as_nobody("ln", "-s", str(target), str(theirs / "evil" / "state" / "history.sqlite3"))
-    store = Store.open(theirs / "link" / "state")
-    assert store.enabled, store.disabled_reason
-    as_nobody("ln", "-sfn", str(theirs / "evil"), str(theirs / "link"))
-    store.close()  # the next call opens a new connection, as a new worker thread does
-    store.put("probe", "k", b"v")
-    assert not target.exists(), "root's SQLite followed the re-pointed link into a root-only path"
-    assert store.get("probe", "k") == b"v"
+    if where == "their own directory":
+        holder = box / "theirs"
+        holder.mkdir()
+        os.chown(holder, NOBODY, NOBODY)
+    else:
+        holder = box / "shared"
+        holder.mkdir()
+        os.chmod(holder, 0o1777)
+    as_nobody("ln", "-s", str(real), str(holder / "link"))
+    done = snapshot(holder / "link" / "state", box)
+    assert done.returncode == EXIT_NO_HISTORY, done.stderr
+    owned = holder if where == "their own directory" else holder / "link"
+    assert f"{owned} is {'owned by' if owned == holder else 'a symlink owned by'} uid {NOBODY}" in done.stderr
+    assert list(real.iterdir()) == [], "root made its state where the other user's link led"
+
+    async def ask() -> str:
+        async with spawn("--state-dir", str(holder / "link" / "state")) as wire:
+            await wire.initialize()
+            return result_text(await wire.call("what_changed", {"path": str(box), "since": "1h"}))
+
+    text = anyio.run(ask)
+    assert "history is off on this host" in text and f"uid {NOBODY}" in text, text
+    assert list(real.iterdir()) == []
+
+
+def test_a_symlink_on_the_way_that_root_owns_still_leads_to_the_state_directory(box: Path) -> None:
+    """A link only root (or the user) may re-point is followed as before, every directory it leads
+    through checked: history stays on, kept in the real directory."""
+    real = box / "real"
+    real.mkdir()
+    shared = box / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    (shared / "link").symlink_to(real)
+    assert snapshot(shared / "link" / "state", box).returncode == 0
     assert (real / "state" / "history.sqlite3").stat().st_size > 0
+    os.chmod(real, 0o777)  # a directory the link leads through that others may write: checked too
+    done = snapshot(shared / "link" / "state", box)
+    assert done.returncode == EXIT_NO_HISTORY and f"{real} is writable by group or others" in done.stderr
+
+
+def test_a_missing_state_directory_is_made_without_following_a_link_put_in_its_way(box: Path) -> None:
+    """The part of the path that does not exist yet is made one directory in the other, never through a
+    symlink: one the second user plants at the missing name after the look is refused, nothing made there."""
+    from sysmcp.history import statedir
+
+    shared = box / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    elsewhere = root_only(box)
+    parent, missing = statedir._resolve(shared / "deep")
+    assert (parent, missing) == (shared, ("deep",))
+    as_nobody("ln", "-s", str(elsewhere), str(shared / "deep"))
+    with pytest.raises(statedir.Unsafe, match="deep is a symlink, not a directory"):
+        statedir._make(parent, (*missing, "state"))
+    assert list(elsewhere.iterdir()) == []
 
 
 _HOT_JOURNAL = """

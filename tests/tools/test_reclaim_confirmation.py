@@ -157,6 +157,43 @@ async def test_a_choice_of_more_files_than_one_approval_names_acts_on_the_named_
         assert [p.name for p in paths if p.exists()] == [Path(item["kept_copy"]).name]
 
 
+async def test_an_item_past_what_one_approval_names_is_said_to_wait_and_is_not_touched(
+    tmp_path: Path,
+) -> None:
+    """Two items, the first filling the approval: the second is not 'delete 0 files, 0 B' in the question,
+    nor '0 files removed' in the answer, but said to wait with its count, and none of its files go."""
+    big, small = tmp_path / "big", tmp_path / "small"
+    big.mkdir()
+    small.mkdir()
+    copies(big, APPROVAL_FILES + 2, size=60_000)  # one kept, APPROVAL_FILES + 1 to remove: the larger item
+    waiting = copies(small, 3)  # one kept, two to remove
+    async with spawn("--allow-reclaim", "--root", str(tmp_path)) as wire:
+        await wire.initialize(capabilities={"elicitation": {}})
+        plan = await plan_of(wire, tmp_path)
+        first, second = plan["items"]
+        assert first["kept_copy"].startswith(str(big)), plan
+        arguments = {"plan_id": plan["plan_id"], "items": [first["id"], second["id"]]}
+        yes = {"result": {"action": "accept", "content": {"confirm": True}}}
+        question, reply = await ask_and_answer(wire, arguments, yes)
+        assert " 0 files" not in question and "0 B" not in question, question
+        assert f"in 1 item of plan {plan['plan_id']}" in question, question
+        assert f"{first['id']}: delete {APPROVAL_FILES} files (1 more of its files wait" in question, question
+        assert f"{second['id']}: not acted on by this call: its 2 files wait for another call" in question
+        assert str(small) not in question, question  # not one of its files, nor its kept copy, is named
+        result = reply["result"]["structuredContent"]
+        assert [i["files_done"] for i in result["items"]] == [APPROVAL_FILES, 0], result
+        assert [i.get("files_left") for i in result["items"]] == [1, 2] and result["files_left"] == 3, result
+        text = result_text(reply)
+        assert ": 0 files removed" not in text, text
+        assert f"{second['id']}: not acted on by this call: its 2 files wait for another call" in text, text
+        assert all(p.exists() for p in waiting)
+
+        question, reply = await ask_and_answer(wire, arguments, yes)
+        assert f"{second['id']}: delete 2 files" in question and f"in {small}/:" in question, question
+        assert reply["result"]["structuredContent"]["items"][1]["files_done"] == 2
+        assert sum(p.exists() for p in waiting) == 1
+
+
 async def test_a_code_confirms_only_the_files_its_first_call_named(tmp_path: Path) -> None:
     """The client without elicitation: the code is bound to the files named, so the second call acts on
     those alone, and the same code given again (the rest of the items now named) is refused."""

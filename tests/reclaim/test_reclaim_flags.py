@@ -1,0 +1,161 @@
+"""Files marked immutable or append-only (``chattr +i`` / ``+a``, lsattr's ``i`` and ``a``): someone
+chose to keep them, so the plan leaves them out and says so, and ``reclaim`` checks the flags again at
+the moment of acting: a file marked since the plan is never removed, emptied or replaced, and the answer
+says why in those words (not "Operation not permitted", not a file left under a private name unsaid)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sysmcp.reclaim import ApplyRequest, Item, Plan, PlannedFile, PlanRequest, apply_items, build_plan
+from sysmcp.reclaim._plan import Identity
+from sysmcp.tools.reclaim import REASONS
+from sysmcp.tools.reclaim_plan import render
+from tests.profile import UNDER_POSIX_PROFILE
+from tests.reclaim.test_reclaim import layout, write
+
+
+def _why_not(probe: Path) -> str:
+    if UNDER_POSIX_PROFILE:
+        return "chattr's flags are Linux's (the BSDs' chflags are read from st_flags, not tested here)"
+    if shutil.which("chattr") is None:
+        return "no chattr(1)"
+    probe.touch()
+    done = subprocess.run(["chattr", "+i", str(probe)], capture_output=True, text=True, check=False)
+    subprocess.run(["chattr", "-i", str(probe)], capture_output=True, check=False)
+    probe.unlink()
+    return "" if done.returncode == 0 else f"chattr +i refused here: {done.stderr.strip()}"
+
+
+@pytest.fixture
+def chattr(tmp_path: Path) -> Iterator[list[Path]]:
+    """Files to mark with ``mark(path, '+i')``; every one unmarked afterwards (or pytest could not
+    remove them). Skips where the filesystem or the user cannot mark files."""
+    why = _why_not(tmp_path / ".probe")
+    if why:
+        pytest.skip(why)
+    marked: list[Path] = []
+    yield marked
+    for path in marked:
+        subprocess.run(["chattr", "-i", "-a", str(path)], capture_output=True, check=False)
+    for aside in tmp_path.rglob(".sysmcp-aside-*"):
+        subprocess.run(["chattr", "-i", "-a", str(aside)], capture_output=True, check=False)
+
+
+def mark(marked: list[Path], path: Path, flag: str) -> None:
+    subprocess.run(["chattr", flag, str(path)], check=True, capture_output=True)
+    marked.append(path)
+
+
+def test_the_plan_leaves_out_immutable_and_append_only_files_and_says_so(
+    tmp_path: Path, chattr: list[Path]
+) -> None:
+    logs = tmp_path / "var/log"
+    write(logs / "kept.1", 20_000)
+    write(logs / "audit.1", 30_000)
+    plain = write(logs / "old.1", 10_000)
+    mark(chattr, logs / "kept.1", "+i")
+    mark(chattr, logs / "audit.1", "+a")
+    plan = build_plan(PlanRequest(layout=layout(tmp_path), classes=("rotated_log",)))
+    (item,) = plan.items
+    assert [e.path for e in item.entries] == [os.fsencode(logs / "old.1")] and item.bytes == plain
+    assert sorted(plan.protected) == sorted(os.fsencode(logs / n) for n in ("kept.1", "audit.1"))
+    text = render(plan, str(tmp_path))
+    assert "2 files left out: marked immutable or append-only" in text, text
+    assert f"{logs / 'kept.1'}" in text and f"{logs / 'audit.1'}" in text
+
+
+def test_a_duplicate_marked_immutable_is_no_extra_and_one_whose_every_extra_is_marked_is_no_item(
+    tmp_path: Path, chattr: list[Path]
+) -> None:
+    data = os.urandom(30_000)
+    for name in ("a", "b", "c"):
+        (tmp_path / name).write_bytes(data)
+        os.utime(tmp_path / name, (1_000_000_000, 1_000_000_000 + ord(name)))
+    mark(chattr, tmp_path / "a", "+i")  # the kept copy may be marked: it stays
+    mark(chattr, tmp_path / "b", "+i")
+    groups = [[os.fsencode(tmp_path / n) for n in ("a", "b", "c")]]
+    (item,) = build_plan(PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups)).items
+    assert item.keep is not None and item.keep.path == groups[0][0]
+    assert [e.path for e in item.entries] == [groups[0][2]]
+    mark(chattr, tmp_path / "c", "+a")
+    plan = build_plan(PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups))
+    assert plan.items == () and sorted(plan.protected) == groups[0][1:]
+
+
+@pytest.mark.parametrize("flag", ["+i", "+a"])
+@pytest.mark.parametrize("when", ["after the plan", "after the look", "while set aside"])
+def test_a_file_marked_since_the_plan_is_never_removed_and_the_answer_says_so(
+    tmp_path: Path, chattr: list[Path], flag: str, when: str
+) -> None:
+    """Marked after the plan (its ctime moved too), between the look and the rename aside (``between``),
+    or while it is aside and compared with its kept copy (the comparison's ``cancel()``): it stays, under
+    its name or, where the flag forbids even the rename back, under the private name the reason gives."""
+    data = os.urandom(30_000)
+    for name in ("a", "b"):
+        (tmp_path / name).write_bytes(data)
+        os.utime(tmp_path / name, (1_000_000_000, 1_000_000_000 + (name == "b")))
+    groups = [[os.fsencode(tmp_path / n) for n in ("a", "b")]]
+    plan = build_plan(PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups))
+    if when == "after the plan":
+        mark(chattr, tmp_path / "b", flag)
+
+    def between(path: bytes) -> None:
+        if when == "after the look":
+            mark(chattr, tmp_path / "b", flag)
+
+    def cancel() -> None:
+        asides = [tmp_path / n for n in os.listdir(tmp_path) if n.startswith(".sysmcp-aside-")]
+        if when == "while set aside" and asides and asides[0] not in chattr:
+            mark(chattr, asides[0], flag)
+
+    request = ApplyRequest(plan, [plan.items[0].id], lambda path: True, between=between)
+    (applied,) = apply_items(request, cancel=cancel)
+    (outcome,) = applied.outcomes
+    word = "immutable" if flag == "+i" else "append_only"
+    assert not outcome.done and outcome.reason is not None
+    assert outcome.reason.partition(";")[0] == word, outcome.reason
+    left = [n for n in os.listdir(tmp_path) if n.startswith(".sysmcp-aside-")]
+    if left:  # the flag forbids the rename back too: the reason says where the file is
+        assert when == "while set aside" and f"left as {left[0]}" in outcome.reason
+        assert (tmp_path / left[0]).read_bytes() == data
+    else:
+        assert (tmp_path / "b").read_bytes() == data
+    assert word in REASONS
+
+
+@pytest.mark.parametrize("flag", ["+i", "+a"])
+def test_a_log_to_empty_marked_since_the_plan_is_not_emptied(
+    tmp_path: Path, chattr: list[Path], flag: str
+) -> None:
+    log = tmp_path / "c-json.log"
+    log.write_bytes(os.urandom(20_000))
+    identity = Identity.of(os.lstat(log))
+    item = Item(
+        "container-log", "container", (PlannedFile(os.fsencode(log), identity),), identity.disk,
+        None, "the log", "review", "stat", "truncate",
+    )  # fmt: skip
+    mark(chattr, log, flag)
+    plan = Plan("p", 0.0, (b"/",), (item,))
+    (applied,) = apply_items(ApplyRequest(plan, [item.id], lambda path: True))
+    assert [o.reason for o in applied.outcomes] == ["immutable" if flag == "+i" else "append_only"]
+    assert log.stat().st_size == 20_000
+
+
+def test_no_hard_link_is_offered_to_a_kept_copy_marked_immutable(tmp_path: Path, chattr: list[Path]) -> None:
+    """A name linked to a marked file would be marked too, and the kernel refuses the link: the plan says
+    why ``:link`` is not offered, rather than every link failing with "Operation not permitted"."""
+    data = os.urandom(30_000)
+    for name in ("a", "b"):
+        (tmp_path / name).write_bytes(data)
+        os.utime(tmp_path / name, (1_000_000_000, 1_000_000_000 + (name == "b")))
+    mark(chattr, tmp_path / "a", "+i")
+    groups = [[os.fsencode(tmp_path / n) for n in ("a", "b")]]
+    (item,) = build_plan(PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups)).items
+    assert not item.linkable and "the kept copy is marked immutable" in (item.no_link or ""), item.no_link
