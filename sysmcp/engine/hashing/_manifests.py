@@ -218,8 +218,9 @@ class LineParser:
             parsed = _parse_tagged(line, self.forced)
             if parsed is None:
                 parsed, self.reversed_style = _parse_gnu(line, self.forced, self.prefer, self.reversed_style)
-        # A name of PATH_MAX bytes or more can be no file's: improperly formatted too.
-        if parsed is None or not parsed[0] or b"\0" in parsed[0] or len(parsed[0]) >= PATH_MAX:
+        # A name of PATH_MAX bytes or more is an entry, as sha256sum -c reads it: its verdict says the name
+        # is too long (``paths.too_long``), and the answer shows the start of it.
+        if parsed is None or not parsed[0] or b"\0" in parsed[0]:
             return None
         return parsed
 

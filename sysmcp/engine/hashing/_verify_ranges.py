@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sysmcp.engine.calls import Cancel, Progress
-from sysmcp.engine.hashing._checksums import CHUNK, OPEN_AT, Algorithm, Hasher, one_shot
+from sysmcp.engine.hashing._checksums import CHUNK, NAME_TOO_LONG, OPEN_AT, Algorithm, Hasher, one_shot
 from sysmcp.engine.hashing._dirlook import NOT_LISTED, ListedDirectory, list_for
 from sysmcp.engine.hashing._manifests import (
     MAX_BAD_LINES,
@@ -43,6 +43,7 @@ from sysmcp.engine.hashing._verdicts import (
 )
 from sysmcp.engine.opens import Parents
 from sysmcp.engine.parallel import MAX_TASKS, SharedCounters, available_processes, run_shared
+from sysmcp.engine.paths import too_long
 from sysmcp.engine.walk import Budget, ScanStopped, throttled
 
 if TYPE_CHECKING:  # its module imports this one
@@ -276,6 +277,11 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
             own()
             name, digest, candidates = parsed
             path = name if name.startswith(b"/") else prefix + name
+            if too_long(path):  # no file's, and the roots' check refuses it as no path: say which it is
+                details[len(codes)] = NAME_TOO_LONG
+                codes.append(UNREADABLE_CODE)
+                tally.files += 1
+                continue
             if confine is not None:
                 inside = confine(path)
                 if inside is None:

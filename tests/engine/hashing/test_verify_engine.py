@@ -299,3 +299,28 @@ def test_entries_in_directories_side_by_side_are_each_reached_under_confinement(
     for parallel_from in (0, 1 << 30):
         result = verify(request(tmp_path, text, confine=confine, parallel_from=parallel_from, processes=1))
         assert statuses(result) == ["OK"] * len(names)
+
+
+#: Names no file on Linux can have, as sha256sum -c reads them (each "File name too long", the others checked).
+TOO_LONG_NAMES = [
+    b"x" * 256,  # a component past NAME_MAX
+    b"d/" * 2100 + b"f",  # the name past PATH_MAX
+    b"/" + b"y" * 5000,  # an absolute one
+    b"z/" * 2045 + b"w",  # short enough itself, past PATH_MAX under the base
+]
+
+
+@pytest.mark.parametrize("confined", [False, True], ids=["open", "confined"])
+@pytest.mark.parametrize("parallel_from", [0, 1 << 30], ids=["ranges", "short"])
+def test_names_too_long_for_the_system_are_each_said_so_and_the_other_entries_are_checked(
+    tmp_path: Path, parallel_from: int, confined: bool
+) -> None:
+    """Not 'improperly formatted' (sha256sum -c reads the line), not MISSING, not outside the roots."""
+    (tmp_path / "a").write_bytes(b"abc")
+    names = [b"a", *TOO_LONG_NAMES, b"a"]
+    text = b"".join(sha(b"abc").encode() + b"  " + name + b"\n" for name in names)
+    confine = verify_checksums.confine_to(PathPolicy([tmp_path])) if confined else None
+    result = verify(request(tmp_path, text, confine=confine, parallel_from=parallel_from, processes=1))
+    assert (result.bad_count, statuses(result)) == (0, ["OK", *["UNREADABLE"] * 4, "OK"])
+    assert {result.checked[index].detail for index in range(1, 5)} == {"name too long for this system"}
+    assert list(result.names()) == names
