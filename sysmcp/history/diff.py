@@ -315,6 +315,9 @@ class BaselineDiff:
     metadata: list[tuple[bytes, tuple[str, ...]]] = field(default_factory=list)  # same content, what changed
     files: dict[bytes, tuple[BaselineFile, BaselineFile]] = field(default_factory=dict)  # changed: then, now
     not_checked: int = 0  # files of the baseline not hashed now (the time budget ran out)
+    #: Files of the baseline still there that the tree hashed now could not read (root squashed on NFS reads
+    #: only what others may): neither removed nor known to be changed.
+    unreadable: list[bytes] = field(default_factory=list)
 
 
 def diff_baselines(old: Baseline, new: Baseline) -> BaselineDiff:
