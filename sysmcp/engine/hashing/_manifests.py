@@ -342,6 +342,9 @@ def _unescape(name: bytes) -> bytes | None:
 # -- the manifest file -------------------------------------------------------------------------
 
 MAX_MANIFEST = 1 << 30  # bytes: about 12 million lines (read in ranges, never whole)
+#: Bytes read at most from a manifest that says it is empty (procfs gives its files' bytes only when read,
+#: and /proc/*/pagemap hundreds of GiB): such a file is read whole into memory, so far and no further.
+MAX_UNSIZED_MANIFEST = 64 << 20
 
 
 class ManifestUnreadable(EngineError):
@@ -353,6 +356,18 @@ class ManifestTooLarge(Refused):
 
     def __init__(self, shown: str, limit: int = MAX_MANIFEST) -> None:
         super().__init__(f"The manifest {shown} is larger than {limit} bytes", reason="manifest_too_large")
+        self.shown = shown
+        self.limit = limit
+
+
+class ManifestUnsized(Refused):
+    """The manifest said it is empty (``st_size`` 0) and gave more than ``limit`` bytes when read."""
+
+    def __init__(self, shown: str, limit: int = MAX_UNSIZED_MANIFEST) -> None:
+        super().__init__(
+            f"The manifest {shown} says it is empty yet gave more than {limit} bytes when read",
+            reason="manifest_unsized",
+        )
         self.shown = shown
         self.limit = limit
 
@@ -488,8 +503,7 @@ def open_manifest(source: Source) -> ManifestBytes:
                 raise ManifestTooLarge(shown)
             return reader
         try:  # size 0: a kernel-generated file (procfs) has its bytes only when read
-            with os.fdopen(fd, "rb", closefd=False) as stream:
-                data = stream.read(MAX_MANIFEST + 1)
+            data = _read_unsized(fd, shown)
         except OSError as exc:
             raise ManifestUnreadable(f"Cannot read the manifest {shown}: {explain(exc)}") from None
         finally:
@@ -497,3 +511,16 @@ def open_manifest(source: Source) -> ManifestBytes:
     if len(data) > MAX_MANIFEST:
         raise ManifestTooLarge(source.shown)
     return ManifestBytes(source.shown, data=data)
+
+
+def _read_unsized(fd: int, shown: str) -> bytes:
+    """What a manifest that says it is empty gives, up to ``MAX_UNSIZED_MANIFEST`` bytes (else
+    ``ManifestUnsized``, once a little more than that is read)."""
+    pieces: list[bytes] = []
+    held = 0
+    while piece := os.read(fd, 1 << 20):
+        pieces.append(piece)
+        held += len(piece)
+        if held > MAX_UNSIZED_MANIFEST:
+            raise ManifestUnsized(shown)
+    return b"".join(pieces)
