@@ -34,6 +34,7 @@ class Entry:
     name: bytes
     digest: str  # lowercase hex
     candidates: tuple[Algorithm, ...]  # one when tagged or forced; several when the length is ambiguous
+    cr: bool = False  # the line ended in a CR, dropped: the name's own where no name without it exists
 
 
 MAX_BAD_LINES_KEPT = 10_000  # line numbers of improperly formatted lines kept (all are counted)
@@ -82,17 +83,23 @@ def hint_order(manifest_name: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(algorithm for needle, algorithm in _HINTS.items() if needle in name))
 
 
-def checksum_lines(raw_lines: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
-    """The lines ``sha256sum -c`` reads, with their numbers (1-based): comments and empty lines
-    skipped, the newline and one trailing CR dropped. ``raw_lines`` with or without their newlines."""
+def checksum_lines(raw_lines: Iterable[bytes]) -> Iterator[tuple[int, bytes, bool]]:
+    """The lines ``sha256sum -c`` reads, with their numbers (1-based) and whether a CR was dropped:
+    comments and empty lines skipped, the newline and one trailing CR dropped. ``raw_lines`` with or
+    without their newlines.
+
+    Why say so: b3sum escapes no CR, so a name ending in one ends its line with it; ``b3sum -c`` finds
+    that file, where ``sha256sum -c`` takes the CR for a CRLF line's. The name with it is looked for
+    where no name without it exists (``_verdicts.check_cr``)."""
     for number, raw in enumerate(raw_lines, 1):
         line = raw[:-1] if raw.endswith(b"\n") else raw
         if line.startswith(b"#"):
             continue
-        if line.endswith(b"\r"):
+        cr = line.endswith(b"\r")
+        if cr:
             line = line[:-1]
         if line:
-            yield number, line
+            yield number, line, cr
 
 
 def lines_of(block: bytes) -> list[bytes]:
@@ -133,7 +140,7 @@ def parse_manifest(
     bad = BadLines(manifest.bad_lines)
     parse = LineParser(forced, prefer).parse
     # Line by line from a stream, not ``split``: 64 MiB of short junk lines would be millions of objects.
-    for number, line in checksum_lines(io.BytesIO(data)):
+    for number, line, cr in checksum_lines(io.BytesIO(data)):
         if cancel is not None and not number % 4096:
             cancel()
         parsed = parse(line)
@@ -144,7 +151,7 @@ def parse_manifest(
                 break
             continue
         name, digest, candidates = parsed
-        manifest.entries.append(Entry(name, digest.lower(), candidates))
+        manifest.entries.append(Entry(name, digest.lower(), candidates, cr))
     manifest.bad_count = bad.count
     return manifest
 

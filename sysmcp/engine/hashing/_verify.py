@@ -32,6 +32,7 @@ from sysmcp.engine.hashing._manifests import (
     parse_manifest,
 )
 from sysmcp.engine.hashing._verdicts import (
+    MISSING_CODE,
     NOT_CHECKED_CODE,
     UNREADABLE_CODE,
     EntryVerdict,
@@ -41,7 +42,7 @@ from sysmcp.engine.hashing._verdicts import (
     check_file,
     look,
 )
-from sysmcp.engine.hashing._verify_ranges import OUTSIDE_ROOTS, Confine, Tuning, check_ranges
+from sysmcp.engine.hashing._verify_ranges import OUTSIDE_ROOTS, Confine, Tuning, check_ranges, with_cr
 from sysmcp.engine.opens import Parents
 from sysmcp.engine.paths import PATH_MAX, too_long
 from sysmcp.engine.walk import Budget, ScanStopped, SkipCounter, WalkOptions, join, throttled, walk_files
@@ -133,6 +134,7 @@ def _check_here(
             if too_long(path):  # no file's, and the roots' check refuses it as no path: say which it is
                 result.checked.put(index, UNREADABLE_CODE, NAME_TOO_LONG)
                 continue
+            asked = path
             if confine is not None:
                 inside = confine(path)
                 if inside is None:
@@ -140,6 +142,9 @@ def _check_here(
                     continue
                 path = inside
             st = look(path, parents)
+            missing = not isinstance(st, os.stat_result) and st[0] == MISSING_CODE
+            if missing and entry.cr and (beside := with_cr(asked, confine)) is not None:
+                st, path = look(beside, parents), beside
             if not isinstance(st, os.stat_result):
                 result.checked.put(index, *st[:2])
                 continue

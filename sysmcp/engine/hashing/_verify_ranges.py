@@ -33,6 +33,7 @@ from sysmcp.engine.hashing._manifests import (
 )
 from sysmcp.engine.hashing._verdicts import (
     ALGORITHM_CODE,
+    MISSING_CODE,
     NOT_CHECKED_CODE,
     UNREADABLE_CODE,
     Verdicts,
@@ -265,8 +266,8 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
     hashed = 0
     number = 0
     try:
-        for number, line in checksum_lines(lines):  # number: where a stop leaves off
-            tally.read += len(line) + 1
+        for number, line, cr in checksum_lines(lines):  # number: where a stop leaves off
+            tally.read += len(line) + 1 + cr
             parsed = parse(line)
             if parsed is None:
                 bad.add(number)
@@ -282,6 +283,7 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
                 codes.append(UNREADABLE_CODE)
                 tally.files += 1
                 continue
+            asked = path
             if confine is not None:
                 inside = confine(path)
                 if inside is None:
@@ -293,6 +295,10 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
             code, detail, size = check_file(
                 path, digest.lower(), candidates, parents, settled, buffer, on_chunk
             )
+            if code == MISSING_CODE and cr and (beside := with_cr(asked, confine)) is not None:
+                code, detail, size = check_file(
+                    beside, digest.lower(), candidates, parents, settled, buffer, on_chunk
+                )
             if detail:
                 details[len(codes)] = detail
             codes.append(code)
@@ -304,6 +310,15 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
         )
     tally.read = read + len(block)
     return Part(task, len(lines), True, bytes(codes), details, bad.numbers, bad.count, hashed)
+
+
+def with_cr(path: bytes, confine: Confine | None) -> bytes | None:
+    """Where to look for a name with the CR its line ended in (b3sum writes it so: ``checksum_lines``),
+    once the name without it is MISSING: None when that is too long or outside the roots."""
+    path += b"\r"
+    if too_long(path):
+        return None
+    return path if confine is None else confine(path)
 
 
 def ranges_for(size: int, processes: int) -> tuple[int, int]:
@@ -416,7 +431,7 @@ def _assemble(
             start = task * per_task
             rest, bad = bytearray(part.codes), BadLines(list(part.bad), part.bad_count)
             split = lines_of(reader.owned(start, min(reader.size, start + per_task)))
-            for number, line in checksum_lines(split):
+            for number, line, _ in checksum_lines(split):
                 if number <= part.lines:
                     continue
                 cancelled()
@@ -444,7 +459,7 @@ def _assemble(
     def names() -> Iterator[bytes]:
         parse = LineParser(parser.forced, parser.prefer, style).parse
         for block in reader.blocks(per_task, cancelled):
-            for _, line in checksum_lines(block.split(b"\n")):
+            for _, line, _ in checksum_lines(block.split(b"\n")):
                 if (parsed := parse(line)) is not None:
                     yield parsed[0]
 

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import blake3
 import pytest
 
 from sysmcp.engine.calls import Progress, never_cancelled, no_progress
@@ -324,3 +325,24 @@ def test_names_too_long_for_the_system_are_each_said_so_and_the_other_entries_ar
     assert (result.bad_count, statuses(result)) == (0, ["OK", *["UNREADABLE"] * 4, "OK"])
     assert {result.checked[index].detail for index in range(1, 5)} == {"name too long for this system"}
     assert list(result.names()) == names
+
+
+@pytest.mark.parametrize("parallel_from", [0, 1 << 30], ids=["ranges", "short"])
+def test_a_name_ending_in_cr_as_b3sum_writes_it_unescaped_is_found_when_no_name_without_it_is(
+    tmp_path: Path, parallel_from: int
+) -> None:
+    """b3sum escapes no CR: 'z\\r' is written as is, and b3sum -c finds it. A CRLF line's CR is still the
+    line's (sha256sum -c): the name with it is looked for only where none without it exists."""
+    (tmp_path / "z\r").write_bytes(b"zz")
+    (tmp_path / "a").write_bytes(b"aa")
+    (tmp_path / "a\r").write_bytes(b"other")
+    lines = [
+        f"{blake3.blake3(b'zz').hexdigest()}  z\r\n",
+        f"{sha(b'aa')}  a\r\n",
+        f"{sha(b'gone')}  gone\r\n",
+    ]
+    text = "".join(lines).encode()
+    for confine in (None, verify_checksums.confine_to(PathPolicy([tmp_path]))):
+        result = verify(request(tmp_path, text, confine=confine, parallel_from=parallel_from, processes=1))
+        assert statuses(result) == ["OK", "OK", "MISSING"]
+        assert [checked.algorithm for checked in result.checked][:2] == ["blake3", "sha256"]
