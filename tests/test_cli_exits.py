@@ -534,3 +534,22 @@ def test_stdout_on_a_full_disk_is_one_write_error_line_and_exit_1_as_sha256sum_n
     assert done.returncode == 1
     assert done.stderr.splitlines()[-1] == f"sysmcp {arguments[0]}: write error: No space left on device"
     assert "Traceback" not in done.stderr
+
+
+def test_a_directory_on_the_way_the_user_may_not_even_search_is_plain_permission_denied() -> None:
+    """No advice about directories that may only be searched for one that may not be searched at all."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("a second user needs root and setpriv")
+    from tests.harness import python_as_nobody
+
+    with tempfile.TemporaryDirectory(prefix="sysmcp-out-", dir="/tmp") as box:
+        os.chown(box, 4321, 4321)
+        os.chmod(box, 0o700)
+        probe = (
+            "import os; from sysmcp.cli.outfile import open_output\n"
+            f"try: open_output({str(Path(box) / 'report')!r})\n"
+            "except OSError as exc: print(exc.strerror)"
+        )
+        done = python_as_nobody(probe)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout in (f"{box}: Permission denied\n", "Permission denied\n")  # no O_PATH / O_PATH

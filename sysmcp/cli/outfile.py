@@ -118,13 +118,14 @@ def _by_name(directory: Reached, name: str) -> tuple[str, os.stat_result]:
     could have replaced it (else PermissionError saying what to do), and only if it may be searched."""
     below = directory.below + name
     entry = os.stat(below, dir_fd=directory.fd, follow_symlinks=False)
+    looked = os.stat(below + "/.", dir_fd=directory.fd)  # "." in it: refused unless it may be searched
     if _others_may_replace(directory.looked, entry):
         raise PermissionError(
             errno.EACCES,
             "Permission denied: this system opens each directory on the way to read it, and this one may "
             "only be searched, in a directory other users can write; write to a directory you may read",
         )
-    return below + "/", os.stat(below + "/.", dir_fd=directory.fd)  # "." in it: refused unless searchable
+    return below + "/", looked
 
 
 def _open_at(directory: Reached, name: str, flags: int, mode: int) -> int:
