@@ -37,6 +37,10 @@ class Entry:
     cr: bool = False  # the line ended in a CR, dropped: the name's own where no name without it exists
 
 
+#: A line is judged by its first MAX_LINE bytes: a checksum line is at most a tag, a digest and a name
+#: under PATH_MAX escaped (about 8 KiB); anything past this is a name too long or no line at all, and a
+#: line of a GiB (a disk image given as the manifest) is never held whole.
+MAX_LINE = 64 << 10
 MAX_BAD_LINES_KEPT = 10_000  # line numbers of improperly formatted lines kept (all are counted)
 MAX_BAD_LINES = 100_000  # beyond this many improperly formatted lines the input is no manifest: stop
 
@@ -94,6 +98,9 @@ def checksum_lines(raw_lines: Iterable[bytes]) -> Iterator[tuple[int, bytes, boo
     for number, raw in enumerate(raw_lines, 1):
         line = raw[:-1] if raw.endswith(b"\n") else raw
         if line.startswith(b"#"):
+            continue
+        if len(line) > MAX_LINE:  # judged by its start, wherever it lies (``ManifestBytes.owned``)
+            yield number, line[:MAX_LINE], False
             continue
         cr = line.endswith(b"\r")
         if cr:
@@ -458,9 +465,12 @@ class ManifestBytes:
             data = data[cut + 1 :]
         if not data or data.endswith(b"\n") or end >= self.size:
             return data
+        # The last line runs past the range: read on to its end, or until more than MAX_LINE bytes of it
+        # are held (``checksum_lines`` judges a longer line by its start, so the rest is never needed).
+        room = MAX_LINE + 1 - (len(data) - data.rfind(b"\n") - 1)
         pieces, at = [data], end
-        while at < self.size:
-            more = self.read(at, min(self.size, at + _EXTEND))
+        while at < self.size and room > 0:
+            more = self.read(at, min(self.size, at + min(_EXTEND, room)))
             if not more:
                 break
             cut = more.find(b"\n")
@@ -469,6 +479,7 @@ class ManifestBytes:
                 break
             pieces.append(more)
             at += len(more)
+            room -= len(more)
         return b"".join(pieces)
 
     def blocks(self, per_task: int, cancel: Callable[[], None]) -> Iterator[bytes]:

@@ -346,3 +346,20 @@ def test_a_name_ending_in_cr_as_b3sum_writes_it_unescaped_is_found_when_no_name_
         result = verify(request(tmp_path, text, confine=confine, parallel_from=parallel_from, processes=1))
         assert statuses(result) == ["OK", "OK", "MISSING"]
         assert [checked.algorithm for checked in result.checked][:2] == ["blake3", "sha256"]
+
+
+def test_a_line_of_megabytes_is_judged_by_its_start_and_never_held_whole(tmp_path: Path) -> None:
+    """A disk image given as the manifest is one line of a GiB: it was read whole into memory (600 MB
+    held for a 300 MB line, 48 s), in the range that owns it and again for the names. Its first
+    MAX_LINE bytes say what it is, in either way of checking."""
+    from sysmcp.engine.hashing._manifests import MAX_LINE, ManifestBytes
+
+    (tmp_path / "a").write_bytes(b"abc")
+    long_name = b"/x" * (4 << 20)  # 8 MiB
+    text = f"{sha(b'abc')}  a\n".encode() + b"0" * 64 + b"  " + long_name + b"\n" + b"j" * (8 << 20)
+    reader = ManifestBytes("(text)", data=text)
+    assert MAX_LINE < len(reader.owned(0, 4096)) <= 4096 + MAX_LINE + 1
+    for parallel_from in (0, 1 << 30):
+        result = verify(request(tmp_path, text, parallel_from=parallel_from, processes=1))
+        assert (statuses(result), result.bad_lines) == (["OK", "UNREADABLE"], [3])
+        assert [len(name) for name in result.names()] == [1, MAX_LINE - 66]
