@@ -410,12 +410,9 @@ def test_a_directory_on_the_way_planted_as_a_link_by_another_user_is_not_followe
     assert list(elsewhere.iterdir()) == []
 
 
-@pytest.mark.skipif(
-    UNDER_POSIX_PROFILE,
-    reason="without O_PATH (macOS, the portable profile) each directory on the way is opened for reading",
-)
 def test_an_output_file_under_a_directory_the_user_may_only_search_is_written() -> None:
-    # /home/alice 0711, a root-squashed NFS export: a plain open goes through, so must -o.
+    # /home/alice 0711, a root-squashed NFS export: a plain open goes through, so must -o. Without O_PATH
+    # (macOS, the portable profile) it is gone through by name: root's, in sticky /tmp, nobody can swap it.
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("a second user needs root and setpriv")
     from tests.harness import python_as_nobody
@@ -432,6 +429,37 @@ def test_an_output_file_under_a_directory_the_user_may_only_search_is_written() 
         done = python_as_nobody(probe)
         assert done.returncode == 0, done.stderr
         assert (mine / "report").read_bytes() == b"done"
+
+
+def test_a_directory_another_user_may_swap_and_this_one_may_only_search_is_refused_with_what_to_do() -> None:
+    """Without O_PATH it cannot be held open, and by name its owner could swap it for a link between the
+    check and the write: refused, saying why and what to do. With O_PATH it is held: written."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("a second user needs root and setpriv")
+    from tests.harness import python_as_nobody
+
+    with tempfile.TemporaryDirectory(prefix="sysmcp-out-", dir="/tmp") as box:
+        os.chown(box, 4321, 4321)  # another user's, 0711: theirs to rename away and replace in sticky /tmp
+        os.chmod(box, 0o711)
+        mine = Path(box) / "mine"
+        mine.mkdir()
+        os.chown(mine, 65534, 65534)
+        probe = (
+            "import os; from sysmcp.cli.outfile import open_output\n"
+            f"try: os.write(open_output({str(mine / 'report')!r}), b'done')\n"
+            "except OSError as exc: print(exc.strerror)"
+        )
+        done = python_as_nobody(probe)
+        assert done.returncode == 0, done.stderr
+        if UNDER_POSIX_PROFILE:
+            assert done.stdout == (
+                f"{box}: Permission denied: this system opens each directory on the way to read it, and this "
+                "one may only be searched, in a directory other users can write; write to a directory you "
+                "may read\n"
+            )
+            assert not (mine / "report").exists()
+        else:
+            assert (mine / "report").read_bytes() == b"done"
 
 
 @pytest.mark.parametrize(
@@ -506,3 +534,22 @@ def test_stdout_on_a_full_disk_is_one_write_error_line_and_exit_1_as_sha256sum_n
     assert done.returncode == 1
     assert done.stderr.splitlines()[-1] == f"sysmcp {arguments[0]}: write error: No space left on device"
     assert "Traceback" not in done.stderr
+
+
+def test_a_directory_on_the_way_the_user_may_not_even_search_is_plain_permission_denied() -> None:
+    """No advice about directories that may only be searched for one that may not be searched at all."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("a second user needs root and setpriv")
+    from tests.harness import python_as_nobody
+
+    with tempfile.TemporaryDirectory(prefix="sysmcp-out-", dir="/tmp") as box:
+        os.chown(box, 4321, 4321)
+        os.chmod(box, 0o700)
+        probe = (
+            "import os; from sysmcp.cli.outfile import open_output\n"
+            f"try: open_output({str(Path(box) / 'report')!r})\n"
+            "except OSError as exc: print(exc.strerror)"
+        )
+        done = python_as_nobody(probe)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout in (f"{box}: Permission denied\n", "Permission denied\n")  # no O_PATH / O_PATH

@@ -25,7 +25,7 @@ from anyio.abc import Process
 
 from sysmcp import __version__
 from sysmcp.cli.options import FLEET_OPTIONS, build_parser, fleet_dest, fleet_options
-from sysmcp.cli.outfile import make_directory, open_directory, open_output
+from sysmcp.cli.outfile import make_directory, open_output, reach
 from sysmcp.cli.snapshot import history_args
 from sysmcp.cli.stdout import EXIT_PIPE, silence_stdout
 from sysmcp.engine.paths import printable
@@ -208,9 +208,9 @@ def check_output(path: str, *, directory: bool = False) -> str | None:
 
 def _reached(path: str, directory: str) -> str | None:
     """Why ``-o path`` cannot be written in ``directory`` (a link another user may have planted on the
-    way: ``open_directory``), or None."""
+    way: ``outfile.reach``), or None."""
     try:
-        os.close(open_directory(directory))
+        reach(directory).close()
     except OSError as exc:
         return f"-o {path}: cannot be written: {exc.strerror or exc}"
     return None

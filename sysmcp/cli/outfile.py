@@ -15,13 +15,15 @@ import errno
 import fcntl
 import os
 import stat
+from dataclasses import dataclass
 
 from sysmcp import platform
 
 _FLAGS = os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC  # a FIFO without a reader: ENXIO, no hang
 #: A directory on the way, with O_PATH where there is one: searching it must do (``/home/alice`` 0711),
 #: as it does for a plain open; reading it is not needed.
-_DIRECTORY = (os.O_PATH if platform.has_o_path() else os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
+_OPENED_TO_SEARCH = platform.has_o_path()
+_DIRECTORY = (os.O_PATH if _OPENED_TO_SEARCH else os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 def open_output(path: str, *, create: bool = True, mode: int = 0o666) -> int:
@@ -31,13 +33,13 @@ def open_output(path: str, *, create: bool = True, mode: int = 0o666) -> int:
     FileNotFoundError and nothing is emptied.
     """
     parent, name = os.path.split(os.path.abspath(path))
-    directory = open_directory(parent)
+    directory = reach(parent)
     try:
         fd = _open_at(directory, name, _FLAGS | (os.O_CREAT if create else 0), mode)
-        where = os.fstat(directory)
+        where = directory.looked
         shared = _others_may_write(where)
     finally:
-        os.close(directory)
+        directory.close()
     try:
         st = os.fstat(fd)
         if shared and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
@@ -56,50 +58,103 @@ def open_output(path: str, *, create: bool = True, mode: int = 0o666) -> int:
 
 
 def make_directory(path: str) -> None:
-    """``path`` made if missing, in its parent reached as ``open_directory`` reaches it: a directory on
-    the way swapped for a link since the check makes nothing where the link points."""
+    """``path`` made if missing, in its parent reached as ``reach`` reaches it: a directory on the way
+    swapped for a link since the check makes nothing where the link points."""
     parent, name = os.path.split(os.path.abspath(path))
-    directory = open_directory(parent)
+    directory = reach(parent)
     try:
-        os.mkdir(name, dir_fd=directory)
+        os.mkdir(directory.below + name, dir_fd=directory.fd)
     except FileExistsError:
         pass
     finally:
-        os.close(directory)
+        directory.close()
 
 
-def open_directory(path: str) -> int:
-    """A descriptor of the directory ``path``, reached one name at a time from ``/``: a link on the way
-    is followed only where no other user could have put it (else OSError, naming where it stopped)."""
-    fd, walked = os.open("/", _DIRECTORY), ""
+@dataclass(slots=True)
+class Reached:
+    """A directory reached from ``/`` without a link another user could have put on the way: a
+    descriptor of the nearest directory on the way this process could open, and the path from there.
+
+    Why a path from there: without ``O_PATH`` (macOS) a directory is opened to be read, and one this
+    user may only search (``/home/alice`` 0711, a drop box 0733) cannot be opened at all. It is gone
+    through by name instead, as a plain ``open`` goes through it, where no other user could have
+    replaced it since (``_by_name``); its names are then opened relative to ``fd`` as ``below + name``.
+    """
+
+    fd: int
+    below: str  # "" or the directories gone through by name from ``fd``, each followed by "/"
+    looked: os.stat_result  # the directory reached
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def reach(path: str) -> Reached:
+    """The directory ``path``, reached one name at a time from ``/``: a link on the way is followed only
+    where no other user could have put it (else OSError, naming where it stopped)."""
+    fd = os.open("/", _DIRECTORY)
+    directory, walked = Reached(fd, "", os.fstat(fd)), ""
     try:
         for name in filter(None, os.path.normpath(path).split("/")):
             walked += "/" + name
-            inner = _open_at(fd, name, _DIRECTORY, 0)
-            os.close(fd)
-            fd = inner
+            try:
+                inner = _open_at(directory, name, _DIRECTORY, 0)
+            except PermissionError:
+                if _OPENED_TO_SEARCH:  # refused even that: no search permission, as a plain open is
+                    raise
+                directory.below, directory.looked = _by_name(directory, name)
+                continue
+            directory.close()
+            directory = Reached(inner, "", os.fstat(inner))
     except OSError as exc:
-        os.close(fd)
+        directory.close()
         raise OSError(exc.errno, f"{walked}: {exc.strerror}") from None
-    return fd
+    return directory
 
 
-def _open_at(directory: int, name: str, flags: int, mode: int) -> int:
+def _by_name(directory: Reached, name: str) -> tuple[str, os.stat_result]:
+    """``name`` in ``directory``, a directory this process may search but not open (no ``O_PATH``), gone
+    through by name: ``directory``'s new ``below`` and the look at ``name``. Only where no other user
+    could have replaced it (else PermissionError saying what to do), and only if it may be searched."""
+    below = directory.below + name
+    entry = os.stat(below, dir_fd=directory.fd, follow_symlinks=False)
+    looked = os.stat(below + "/.", dir_fd=directory.fd)  # "." in it: refused unless it may be searched
+    if _others_may_replace(directory.looked, entry):
+        raise PermissionError(
+            errno.EACCES,
+            "Permission denied: this system opens each directory on the way to read it, and this one may "
+            "only be searched, in a directory other users can write; write to a directory you may read",
+        )
+    return below + "/", looked
+
+
+def _open_at(directory: Reached, name: str, flags: int, mode: int) -> int:
     """``name`` in ``directory``, opened without following a link, unless the directory is one only
     root or we may write."""
+    path = directory.below + name
     try:
-        return os.open(name, flags | os.O_NOFOLLOW, mode, dir_fd=directory)
+        return os.open(path, flags | os.O_NOFOLLOW, mode, dir_fd=directory.fd)
     except OSError as exc:
         if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
             raise
-        if not stat.S_ISLNK(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode):
+        if not stat.S_ISLNK(os.stat(path, dir_fd=directory.fd, follow_symlinks=False).st_mode):
             raise
-        if _others_may_write(os.fstat(directory)):
+        if _others_may_write(directory.looked):
             raise OSError(errno.ELOOP, "a symbolic link in a directory other users can write") from None
-        return os.open(name, flags, mode, dir_fd=directory)
+        return os.open(path, flags, mode, dir_fd=directory.fd)
 
 
 def _others_may_write(directory: os.stat_result) -> bool:
     """Whether someone other than root or this user could add or replace a name in the directory."""
     owners = (0, os.geteuid())
     return directory.st_uid not in owners or bool(directory.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
+def _others_may_replace(directory: os.stat_result, entry: os.stat_result) -> bool:
+    """Whether someone other than root or this user could put something else under ``entry``'s name in
+    ``directory``: where they may write, unless it is sticky (``/tmp``) and both are root's or ours."""
+    if not _others_may_write(directory):
+        return False
+    owners = (0, os.geteuid())
+    sticky = bool(directory.st_mode & stat.S_ISVTX) and directory.st_uid in owners
+    return not (sticky and entry.st_uid in owners and not stat.S_ISLNK(entry.st_mode))

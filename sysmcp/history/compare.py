@@ -10,6 +10,7 @@ shape). What the answer notes is kept as facts in the ``Findings``; the tool
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -277,13 +278,32 @@ def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float
     )
     visible = asked.visible
     result = diff_baselines(_visible_files(baseline, visible), _visible_files(now, visible))
-    if tree.stopped:  # not hashed in time is not removed: only a file that is gone is
+    # Not hashed now is not removed: only a file that is gone is. One still there was not reached in time,
+    # or could not be read (a root-squashed export, a mode changed since).
+    with Parents() as parents:
+        there = [p for p in result.removed if _still_there(parents, root, p)]
+    if there:
+        kept = set(there)
+        result.removed = [p for p in result.removed if p not in kept]
+    if tree.stopped:
         found.integrity_stopped = tree.stopped
-        with Parents() as parents:
-            gone = [p for p in result.removed if lstat_below(parents, root, p) is None]
-        result.not_checked = len(result.removed) - len(gone)
-        result.removed = gone
+        result.not_checked = len(there)
+    else:
+        result.unreadable = there
     found.integrity = result
+
+
+def _still_there(parents: Parents, root: bytes, relative: bytes) -> bool:
+    """Whether a baseline file the tree hashed now left out is still there: a regular file now (reached
+    without following a symlink on the way), or behind a directory this user may not search, which
+    tells nothing of it. Gone, a symlink or a directory now, or behind a symlink: not there."""
+    try:
+        dir_fd, name = parents.parent(os.path.join(root, relative))
+        return stat.S_ISREG(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except PermissionError:
+        return True
+    except (OSError, ValueError):  # ValueError: a stored name that is not normalised ('../x')
+        return False
 
 
 def _disk(found: Findings, store: Store, asked: Comparison) -> Findings:

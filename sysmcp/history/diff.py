@@ -315,6 +315,9 @@ class BaselineDiff:
     metadata: list[tuple[bytes, tuple[str, ...]]] = field(default_factory=list)  # same content, what changed
     files: dict[bytes, tuple[BaselineFile, BaselineFile]] = field(default_factory=dict)  # changed: then, now
     not_checked: int = 0  # files of the baseline not hashed now (the time budget ran out)
+    #: Files of the baseline still there that the tree hashed now could not read (root squashed on NFS reads
+    #: only what others may): neither removed nor known to be changed.
+    unreadable: list[bytes] = field(default_factory=list)
 
 
 def diff_baselines(old: Baseline, new: Baseline) -> BaselineDiff:
@@ -324,8 +327,11 @@ def diff_baselines(old: Baseline, new: Baseline) -> BaselineDiff:
     if old.algorithm != new.algorithm:
         return BaselineDiff(False, f"the baselines use different digests ({old.algorithm}, {new.algorithm})")
     result = BaselineDiff(True, None)
-    if old.partial:  # a file it did not reach may have been there all along
-        result.reason = "the baseline stopped early (out of time): a file not in it is not called added"
+    if old.partial:  # a file it did not reach, or could not read, may have been there all along
+        result.reason = (
+            "the baseline is incomplete (it ran out of time, or could not read some files): "
+            "a file not in it is not called added"
+        )
     else:
         result.added = sorted(new.files.keys() - old.files.keys())
     result.removed = sorted(old.files.keys() - new.files.keys())

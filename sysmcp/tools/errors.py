@@ -80,6 +80,12 @@ def words(exc: EngineError) -> str:
         return f"{exc.detail}: refused. {CONTAINMENT}. Allowed roots: {allowed}"
     if exc.reason == "manifest_too_large":  # its limit said in a size, not in bytes
         return f"The manifest {getattr(exc, 'shown', '')} is larger than {human_bytes(getattr(exc, 'limit', 0))}; split it"
+    if exc.reason == "manifest_unsized":
+        return (
+            f"The manifest {getattr(exc, 'shown', '')} says it is empty yet gave more than "
+            f"{human_bytes(getattr(exc, 'limit', 0))} when read: a kernel-generated file (such as "
+            "/proc/*/pagemap) is no checksum manifest"
+        )
     advice = next(
         (_ADVICE[kind, exc.reason] for kind in type(exc).__mro__ if (kind, exc.reason) in _ADVICE), ""
     )

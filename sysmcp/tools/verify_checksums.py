@@ -28,7 +28,7 @@ from sysmcp.engine.hashing import (
     listed,
 )
 from sysmcp.engine.hashing import verify as check_manifest
-from sysmcp.engine.paths import PathPolicy, display, printable
+from sysmcp.engine.paths import PATH_MAX, PathPolicy, display, printable
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ToolError
@@ -110,6 +110,18 @@ def confine_to(policy: PathPolicy) -> Confine | None:
             return None
 
     return confine
+
+
+#: Characters shown of a name too long for any file: its start tells the entry; the whole of it (a
+#: manifest line may be a GiB) would be the whole answer.
+SHOWN_OF_TOO_LONG = 200
+
+
+def shown_name(name: bytes) -> str:
+    """A manifest's name on one line (``printable``), only its start when no file can have it."""
+    if len(name) < PATH_MAX:
+        return printable(name)
+    return printable(name[:SHOWN_OF_TOO_LONG]) + "…"
 
 
 #: The full report, written in the worker when the answer cuts a list: its text (None when too big
@@ -257,9 +269,9 @@ def answer(
         dict(sorted(algorithms.items())),
         result.bytes_hashed,
         round(result.seconds, 6),
-        [printable(name) for name, _ in by_status["FAILED"]],
-        [printable(name) for name, _ in by_status["MISSING"]],
-        [walking.PathError(printable(name), file_error(c.detail)) for name, c in by_status["UNREADABLE"]],
+        [shown_name(name) for name, _ in by_status["FAILED"]],
+        [shown_name(name) for name, _ in by_status["MISSING"]],
+        [walking.PathError(shown_name(name), file_error(c.detail)) for name, c in by_status["UNREADABLE"]],
         result.bad_lines[:limit],
         [printable(name) for name in (new or [])[:limit]],
         truncated,
@@ -377,7 +389,7 @@ def write_report(result: Verification, most: int | None = None) -> Report:
 
     for name, checked in zip(result.names(), result.checked, strict=True):
         detail = f" ({file_error(checked.detail)})" if checked.detail else ""
-        add(f"{printable(name)}: {checked.status}{detail}")
+        add(f"{shown_name(name)}: {checked.status}{detail}")
     for n in result.bad_lines:
         add(f"line {n}: improperly formatted")
     unlisted = result.bad_count - len(result.bad_lines)

@@ -200,6 +200,9 @@ class Integrity(Open):
     not_checked: Opt[int] = prop(
         "Baseline files not hashed now before the time budget ran out.", default=ABSENT
     )
+    unreadable: Opt[int] = prop(
+        "Baseline files still there that could not be read now (not called removed).", default=ABSENT
+    )
     baseline_taken: Opt[str | None] = prop("When the baseline was taken (ISO 8601, UTC).", default=ABSENT)
     examples: Opt[dict[str, list[str]]] = prop("Some of the changed files.", default=ABSENT)
 
@@ -596,6 +599,8 @@ def _integrity_lines(
         "content_changed": integrity.content,
         "metadata_changed": [p for p, _ in integrity.metadata],
     }
+    if integrity.unreadable:  # still there, not read now: root squashed on NFS, a mode changed since
+        kinds["unreadable"] = integrity.unreadable
     counts = ", ".join(f"{len(v):,} {k.replace('_', ' ')}" for k, v in kinds.items())
     checked = (
         f" (hashed now; {plural(integrity.not_checked, 'file')} not reached in time)"
@@ -617,6 +622,7 @@ def _integrity_lines(
         len(integrity.content),
         len(integrity.metadata),
         integrity.not_checked,
+        len(integrity.unreadable),
         iso_utc(found.integrity_taken) if found.integrity_taken is not None else None,
         {k: [named(p) for p in v[:top_n]] for k, v in kinds.items()},
     )

@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -447,10 +449,56 @@ def test_files_a_baseline_that_stopped_early_did_not_reach_are_never_called_adde
     only_partial = run(asked(root, clock), store, clock)[0].integrity
     assert only_partial is not None and only_partial.comparable
     assert (only_partial.added, only_partial.content) == ([], [b"a"])
-    assert only_partial.reason is not None and "stopped early" in only_partial.reason
+    assert only_partial.reason is not None and "incomplete" in only_partial.reason
     baseline(False, "a", "b")  # complete: c was added after it
     baseline(True, "a")
     write(root / "c", 1, clock)
     preferred = run(asked(root, clock), store, clock)[0].integrity
     assert preferred is not None and preferred.reason is None
     assert (preferred.added, preferred.content) == ([b"c"], [])
+
+
+#: The integrity check in another process, as root without the capabilities that let root read any file:
+#: root on a root-squashed NFS export, which may read only what others may.
+SQUASHED_ROOT = """
+import os, sys
+from dataclasses import replace
+from pathlib import Path
+from sysmcp.engine.walk import WalkOptions
+from sysmcp.history.compare import Comparison, compare
+from sysmcp.history.store import Store
+now, state, root = float(sys.argv[1]), sys.argv[2], sys.argv[3]
+store = Store.open(Path(state), lambda: now)
+asked = Comparison(os.fsencode(root), None, None, now, 60.0, WalkOptions(), 1000)
+found = compare(replace(asked, store=lambda: store, clock=lambda: now))
+print(repr((found.integrity.added, found.integrity.removed, getattr(found.integrity, "unreadable", None))))
+"""
+
+
+def test_baseline_files_still_there_that_root_squashed_cannot_read_now_are_unreadable_not_removed(
+    root: Path, tmp_path: Path, clock: Clock
+) -> None:
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("root without its read-anything capabilities needs root and setpriv")
+    names = ["open", "locked", "closed/f", "gone"]
+    for name in names:
+        write(root / name, 100, clock)
+    manifest = b"".join(
+        f"{hashlib.sha256((root / name).read_bytes()).hexdigest()}  {name}\n".encode() for name in names
+    )
+    store = Store.open(tmp_path / "state", clock)
+    assert record_baseline(store, os.fsencode(root), manifest, "sha256", WalkOptions(), False, clock).kept
+    store.close()
+    (root / "gone").unlink()
+    for theirs, mode in (("locked", 0o600), ("closed", 0o700)):  # another user's, theirs alone to read
+        os.chown(root / theirs, 4321, 4321)
+        os.chmod(root / theirs, mode)
+    probe = [sys.executable, "-c", SQUASHED_ROOT, str(clock.now), str(tmp_path / "state"), str(root)]
+    done = subprocess.run(
+        ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == repr(([], [b"gone"], [b"closed/f", b"locked"])) + "\n"

@@ -213,7 +213,7 @@ async def test_a_cancelled_verification_gets_no_response_and_the_server_keeps_se
         assert result["all_ok"] is True
 
 
-async def test_names_no_file_can_have_are_improperly_formatted_so_answers_stay_bounded(
+async def test_names_no_file_can_have_are_unreadable_entries_shown_by_their_start_so_answers_stay_bounded(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "a").write_bytes(b"abc")
@@ -225,7 +225,9 @@ async def test_names_no_file_can_have_are_improperly_formatted_so_answers_stay_b
     async with spawn() as wire:
         await wire.initialize()
         structured = await verify(wire, {"manifest": str(manifest)})  # an answer, not -32603 (over the cap)
-    assert structured["improperly_formatted"] == 15 and structured["ok"] == 1
+    assert (structured["unreadable"], structured["improperly_formatted"], structured["ok"]) == (15, 0, 1)
+    shown = structured["unreadable_files"][0]
+    assert shown == {"path": "/x" * 100 + "…", "error": "name too long for this system"}
 
 
 async def test_input_that_is_mostly_junk_is_refused_as_no_manifest(tmp_path: Path) -> None:

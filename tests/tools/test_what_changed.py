@@ -631,7 +631,10 @@ async def test_an_integrity_baseline_that_stopped_early_names_no_file_added_and_
     clock.now += 3600
     output = await call(path=str(etc), since="2h")
     assert output.structured["integrity"]["added"] == 0 and "added: " not in output.text, output.text
-    note = "the baseline stopped early (out of time): a file not in it is not called added"
+    note = (
+        "the baseline is incomplete (it ran out of time, or could not read some files): "
+        "a file not in it is not called added"
+    )
     assert note in output.structured["notes"] and f"Note: {note}." in output.text
 
 
@@ -704,3 +707,40 @@ async def test_a_scan_whose_snapshot_another_writer_kept_from_being_saved_never_
     assert output.text.startswith(f"{tree}: nothing compared: the scan made now could not be kept"), (
         output.text
     )
+
+
+def test_a_baseline_that_could_not_read_some_files_calls_none_of_them_added_once_they_can_be_read(
+    tmp_path: Path,
+) -> None:
+    """hash_tree as root on a root-squashed export (root without its read-anything capabilities) cannot
+    read another user's files: they are not in the baseline, and what_changed as root with them readable
+    must not call them added."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("root without its read-anything capabilities needs root and setpriv")
+    from tests.profile import child_env
+
+    tree = tmp_path / "tree"
+    for name in ("open", "locked", "closed/f"):
+        write(tree / name, 100)
+    for theirs, mode in (("locked", 0o600), ("closed", 0o700)):
+        os.chown(tree / theirs, 4321, 4321)
+        os.chmod(tree / theirs, mode)
+    env = child_env({**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")})
+    sysmcp = [sys.executable, "-m", "sysmcp", "call"]
+    squashed = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+    kept = subprocess.run(
+        [*squashed, *sysmcp, "hash_tree", f"path={tree}", "baseline=true"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "Integrity baseline of 1 file kept" in kept.stdout, kept.stdout + kept.stderr
+    assert "not in it" in kept.stdout
+    now = subprocess.run(
+        [*sysmcp, "what_changed", f"path={tree}", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    found = json.loads(now.stdout)
+    assert found["integrity"]["added"] == 0, found["integrity"]
+    assert any("could not read" in note for note in found["notes"]), found["notes"]

@@ -20,6 +20,7 @@ from sysmcp.engine.hashing._checksums import (
 from sysmcp.engine.hashing._filehash import FileHash, FileRequest, hash_file
 from sysmcp.engine.hashing._manifests import (
     ManifestTooLarge,
+    ManifestUnsized,
     NoEntries,
     NotAManifest,
     Source,
@@ -43,6 +44,7 @@ __all__ = [
     "FileHash",
     "FileRequest",
     "ManifestTooLarge",
+    "ManifestUnsized",
     "NoEntries",
     "NotAManifest",
     "Source",

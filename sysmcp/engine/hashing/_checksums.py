@@ -243,12 +243,18 @@ def describe_change(before: os.stat_result, after: os.stat_result, read: int) ->
     return None
 
 
+#: Why a name no file can have (``paths.too_long``, or the kernel's ENAMETOOLONG) was not hashed.
+NAME_TOO_LONG = "name too long for this system"
+
+
 def explain(exc: OSError) -> str:
     """A short reason for a file that could not be hashed, for people and models."""
     if isinstance(exc, (NotRegularFile, FileSwap)):
         return str(exc.strerror)
     if exc.errno == errno.ENOENT:
         return "no such file"
+    if exc.errno == errno.ENAMETOOLONG:
+        return NAME_TOO_LONG
     if exc.errno in (errno.EACCES, errno.EPERM):
         return "permission denied"
     return exc.strerror or str(exc)

@@ -35,8 +35,13 @@ class Entry:
     name: bytes
     digest: str  # lowercase hex
     candidates: tuple[Algorithm, ...]  # one when tagged or forced; several when the length is ambiguous
+    cr: bool = False  # the line ended in a CR, dropped: the name's own where no name without it exists
 
 
+#: A line is judged by its first MAX_LINE bytes: a checksum line is at most a tag, a digest and a name
+#: under PATH_MAX escaped (about 8 KiB); anything past this is a name too long or no line at all, and a
+#: line of a GiB (a disk image given as the manifest) is never held whole.
+MAX_LINE = 64 << 10
 MAX_BAD_LINES_KEPT = 10_000  # line numbers of improperly formatted lines kept (all are counted)
 MAX_BAD_LINES = 100_000  # beyond this many improperly formatted lines the input is no manifest: stop
 
@@ -82,17 +87,26 @@ def hint_order(manifest_name: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(algorithm for needle, algorithm in _HINTS.items() if needle in name))
 
 
-def checksum_lines(raw_lines: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
-    """The lines ``sha256sum -c`` reads, with their numbers (1-based): comments and empty lines
-    skipped, the newline and one trailing CR dropped. ``raw_lines`` with or without their newlines."""
+def checksum_lines(raw_lines: Iterable[bytes]) -> Iterator[tuple[int, bytes, bool]]:
+    """The lines ``sha256sum -c`` reads, with their numbers (1-based) and whether a CR was dropped:
+    comments and empty lines skipped, the newline and one trailing CR dropped. ``raw_lines`` with or
+    without their newlines.
+
+    Why say so: b3sum escapes no CR, so a name ending in one ends its line with it; ``b3sum -c`` finds
+    that file, where ``sha256sum -c`` takes the CR for a CRLF line's. The name with it is looked for
+    where no name without it exists (``_verdicts.check_cr``)."""
     for number, raw in enumerate(raw_lines, 1):
         line = raw[:-1] if raw.endswith(b"\n") else raw
         if line.startswith(b"#"):
             continue
-        if line.endswith(b"\r"):
+        if len(line) > MAX_LINE:  # judged by its start, wherever it lies (``ManifestBytes.owned``)
+            yield number, line[:MAX_LINE], False
+            continue
+        cr = line.endswith(b"\r")
+        if cr:
             line = line[:-1]
         if line:
-            yield number, line
+            yield number, line, cr
 
 
 def lines_of(block: bytes) -> list[bytes]:
@@ -133,7 +147,7 @@ def parse_manifest(
     bad = BadLines(manifest.bad_lines)
     parse = LineParser(forced, prefer).parse
     # Line by line from a stream, not ``split``: 64 MiB of short junk lines would be millions of objects.
-    for number, line in checksum_lines(io.BytesIO(data)):
+    for number, line, cr in checksum_lines(io.BytesIO(data)):
         if cancel is not None and not number % 4096:
             cancel()
         parsed = parse(line)
@@ -144,7 +158,7 @@ def parse_manifest(
                 break
             continue
         name, digest, candidates = parsed
-        manifest.entries.append(Entry(name, digest.lower(), candidates))
+        manifest.entries.append(Entry(name, digest.lower(), candidates, cr))
     manifest.bad_count = bad.count
     return manifest
 
@@ -218,8 +232,9 @@ class LineParser:
             parsed = _parse_tagged(line, self.forced)
             if parsed is None:
                 parsed, self.reversed_style = _parse_gnu(line, self.forced, self.prefer, self.reversed_style)
-        # A name of PATH_MAX bytes or more can be no file's: improperly formatted too.
-        if parsed is None or not parsed[0] or b"\0" in parsed[0] or len(parsed[0]) >= PATH_MAX:
+        # A name of PATH_MAX bytes or more is an entry, as sha256sum -c reads it: its verdict says the name
+        # is too long (``paths.too_long``), and the answer shows the start of it.
+        if parsed is None or not parsed[0] or b"\0" in parsed[0]:
             return None
         return parsed
 
@@ -341,6 +356,9 @@ def _unescape(name: bytes) -> bytes | None:
 # -- the manifest file -------------------------------------------------------------------------
 
 MAX_MANIFEST = 1 << 30  # bytes: about 12 million lines (read in ranges, never whole)
+#: Bytes read at most from a manifest that says it is empty (procfs gives its files' bytes only when read,
+#: and /proc/*/pagemap hundreds of GiB): such a file is read whole into memory, so far and no further.
+MAX_UNSIZED_MANIFEST = 64 << 20
 
 
 class ManifestUnreadable(EngineError):
@@ -352,6 +370,18 @@ class ManifestTooLarge(Refused):
 
     def __init__(self, shown: str, limit: int = MAX_MANIFEST) -> None:
         super().__init__(f"The manifest {shown} is larger than {limit} bytes", reason="manifest_too_large")
+        self.shown = shown
+        self.limit = limit
+
+
+class ManifestUnsized(Refused):
+    """The manifest said it is empty (``st_size`` 0) and gave more than ``limit`` bytes when read."""
+
+    def __init__(self, shown: str, limit: int = MAX_UNSIZED_MANIFEST) -> None:
+        super().__init__(
+            f"The manifest {shown} says it is empty yet gave more than {limit} bytes when read",
+            reason="manifest_unsized",
+        )
         self.shown = shown
         self.limit = limit
 
@@ -435,9 +465,12 @@ class ManifestBytes:
             data = data[cut + 1 :]
         if not data or data.endswith(b"\n") or end >= self.size:
             return data
+        # The last line runs past the range: read on to its end, or until more than MAX_LINE bytes of it
+        # are held (``checksum_lines`` judges a longer line by its start, so the rest is never needed).
+        room = MAX_LINE + 1 - (len(data) - data.rfind(b"\n") - 1)
         pieces, at = [data], end
-        while at < self.size:
-            more = self.read(at, min(self.size, at + _EXTEND))
+        while at < self.size and room > 0:
+            more = self.read(at, min(self.size, at + min(_EXTEND, room)))
             if not more:
                 break
             cut = more.find(b"\n")
@@ -446,6 +479,7 @@ class ManifestBytes:
                 break
             pieces.append(more)
             at += len(more)
+            room -= len(more)
         return b"".join(pieces)
 
     def blocks(self, per_task: int, cancel: Callable[[], None]) -> Iterator[bytes]:
@@ -487,8 +521,7 @@ def open_manifest(source: Source) -> ManifestBytes:
                 raise ManifestTooLarge(shown)
             return reader
         try:  # size 0: a kernel-generated file (procfs) has its bytes only when read
-            with os.fdopen(fd, "rb", closefd=False) as stream:
-                data = stream.read(MAX_MANIFEST + 1)
+            data = _read_unsized(fd, shown)
         except OSError as exc:
             raise ManifestUnreadable(f"Cannot read the manifest {shown}: {explain(exc)}") from None
         finally:
@@ -496,3 +529,16 @@ def open_manifest(source: Source) -> ManifestBytes:
     if len(data) > MAX_MANIFEST:
         raise ManifestTooLarge(source.shown)
     return ManifestBytes(source.shown, data=data)
+
+
+def _read_unsized(fd: int, shown: str) -> bytes:
+    """What a manifest that says it is empty gives, up to ``MAX_UNSIZED_MANIFEST`` bytes (else
+    ``ManifestUnsized``, once a little more than that is read)."""
+    pieces: list[bytes] = []
+    held = 0
+    while piece := os.read(fd, 1 << 20):
+        pieces.append(piece)
+        held += len(piece)
+        if held > MAX_UNSIZED_MANIFEST:
+            raise ManifestUnsized(shown)
+    return b"".join(pieces)

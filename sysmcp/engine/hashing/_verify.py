@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.hashing._checksums import (
     HASH_THREADS,
+    NAME_TOO_LONG,
     Algorithm,
     PoolCounters,
     hash_many,
@@ -31,6 +32,7 @@ from sysmcp.engine.hashing._manifests import (
     parse_manifest,
 )
 from sysmcp.engine.hashing._verdicts import (
+    MISSING_CODE,
     NOT_CHECKED_CODE,
     UNREADABLE_CODE,
     EntryVerdict,
@@ -40,8 +42,9 @@ from sysmcp.engine.hashing._verdicts import (
     check_file,
     look,
 )
-from sysmcp.engine.hashing._verify_ranges import OUTSIDE_ROOTS, Confine, Tuning, check_ranges
+from sysmcp.engine.hashing._verify_ranges import OUTSIDE_ROOTS, Confine, Tuning, check_ranges, with_cr
 from sysmcp.engine.opens import Parents
+from sysmcp.engine.paths import PATH_MAX, too_long
 from sysmcp.engine.walk import Budget, ScanStopped, SkipCounter, WalkOptions, join, throttled, walk_files
 
 
@@ -128,6 +131,10 @@ def _check_here(
         for index, entry in enumerate(entries):
             budget()
             path = entry.name if entry.name.startswith(b"/") else join(base, entry.name)
+            if too_long(path):  # no file's, and the roots' check refuses it as no path: say which it is
+                result.checked.put(index, UNREADABLE_CODE, NAME_TOO_LONG)
+                continue
+            asked = path
             if confine is not None:
                 inside = confine(path)
                 if inside is None:
@@ -135,6 +142,9 @@ def _check_here(
                     continue
                 path = inside
             st = look(path, parents)
+            missing = not isinstance(st, os.stat_result) and st[0] == MISSING_CODE
+            if missing and entry.cr and (beside := with_cr(asked, confine)) is not None:
+                st, path = look(beside, parents), beside
             if not isinstance(st, os.stat_result):
                 result.checked.put(index, *st[:2])
                 continue
@@ -215,14 +225,15 @@ _LISTS: tuple[Status, ...] = ("FAILED", "MISSING", "UNREADABLE")  # the statuses
 def listed(
     result: Verification, limit: int, counts: Counter[Status]
 ) -> dict[Status, list[tuple[bytes, EntryVerdict]]]:
-    """The first ``limit`` names of each non-OK list: read again from the manifest, only as far as needed."""
+    """The first ``limit`` names of each non-OK list: read again from the manifest, only as far as needed.
+    A name too long for any file is kept to its first ``PATH_MAX`` bytes (a manifest line may be a GiB)."""
     by_status: dict[Status, list[tuple[bytes, EntryVerdict]]] = {status: [] for status in _LISTS}
     wanted = sum(min(limit, counts[status]) for status in by_status)
     if wanted:
         for name, checked in zip(result.names(), result.checked, strict=False):
             items = by_status.get(checked.status)
             if items is not None and len(items) < limit:
-                items.append((name, checked))
+                items.append((name[:PATH_MAX], checked))  # a name past it is no file's: its start will do
                 wanted -= 1
                 if not wanted:
                     break

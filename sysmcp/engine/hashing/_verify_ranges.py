@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sysmcp.engine.calls import Cancel, Progress
-from sysmcp.engine.hashing._checksums import CHUNK, OPEN_AT, Algorithm, Hasher, one_shot
+from sysmcp.engine.hashing._checksums import CHUNK, NAME_TOO_LONG, OPEN_AT, Algorithm, Hasher, one_shot
 from sysmcp.engine.hashing._dirlook import NOT_LISTED, ListedDirectory, list_for
 from sysmcp.engine.hashing._manifests import (
     MAX_BAD_LINES,
@@ -33,6 +33,7 @@ from sysmcp.engine.hashing._manifests import (
 )
 from sysmcp.engine.hashing._verdicts import (
     ALGORITHM_CODE,
+    MISSING_CODE,
     NOT_CHECKED_CODE,
     UNREADABLE_CODE,
     Verdicts,
@@ -43,6 +44,7 @@ from sysmcp.engine.hashing._verdicts import (
 )
 from sysmcp.engine.opens import S_IFMT, Parents
 from sysmcp.engine.parallel import MAX_TASKS, SharedCounters, available_processes, run_shared
+from sysmcp.engine.paths import too_long
 from sysmcp.engine.walk import Budget, ScanStopped, throttled
 
 if TYPE_CHECKING:  # its module imports this one
@@ -263,8 +265,8 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
     hashed = 0
     number = 0
     try:
-        for number, line in checksum_lines(lines):  # number: where a stop leaves off
-            tally.read += len(line) + 1
+        for number, line, cr in checksum_lines(lines):  # number: where a stop leaves off
+            tally.read += len(line) + 1 + cr
             parsed = parse(line)
             if parsed is None:
                 bad.add(number)
@@ -275,6 +277,12 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
             own()
             name, digest, candidates = parsed
             path = name if name.startswith(b"/") else prefix + name
+            if too_long(path):  # no file's, and the roots' check refuses it as no path: say which it is
+                details[len(codes)] = NAME_TOO_LONG
+                codes.append(UNREADABLE_CODE)
+                tally.files += 1
+                continue
+            asked = path
             if confine is not None:
                 inside = confine(path)
                 if inside is None:
@@ -286,6 +294,10 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
             code, detail, size = check_file(
                 path, digest.lower(), candidates, parents, settled, buffer, on_chunk
             )
+            if code == MISSING_CODE and cr and (beside := with_cr(asked, confine)) is not None:
+                code, detail, size = check_file(
+                    beside, digest.lower(), candidates, parents, settled, buffer, on_chunk
+                )
             if detail:
                 details[len(codes)] = detail
             codes.append(code)
@@ -297,6 +309,15 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
         )
     tally.read = read + len(block)
     return Part(task, len(lines), True, bytes(codes), details, bad.numbers, bad.count, hashed)
+
+
+def with_cr(path: bytes, confine: Confine | None) -> bytes | None:
+    """Where to look for a name with the CR its line ended in (b3sum writes it so: ``checksum_lines``),
+    once the name without it is MISSING: None when that is too long or outside the roots."""
+    path += b"\r"
+    if too_long(path):
+        return None
+    return path if confine is None else confine(path)
 
 
 def ranges_for(size: int, processes: int) -> tuple[int, int]:
@@ -409,7 +430,7 @@ def _assemble(
             start = task * per_task
             rest, bad = bytearray(part.codes), BadLines(list(part.bad), part.bad_count)
             split = lines_of(reader.owned(start, min(reader.size, start + per_task)))
-            for number, line in checksum_lines(split):
+            for number, line, _ in checksum_lines(split):
                 if number <= part.lines:
                     continue
                 cancelled()
@@ -437,7 +458,7 @@ def _assemble(
     def names() -> Iterator[bytes]:
         parse = LineParser(parser.forced, parser.prefer, style).parse
         for block in reader.blocks(per_task, cancelled):
-            for _, line in checksum_lines(block.split(b"\n")):
+            for _, line, _ in checksum_lines(block.split(b"\n")):
                 if (parsed := parse(line)) is not None:
                     yield parsed[0]
 

@@ -16,6 +16,7 @@ from sysmcp.engine.paths._paths import (
     printable,
     real_root,
     roots_from_uris,
+    too_long,
     within_roots,
 )
 
@@ -32,5 +33,6 @@ __all__ = [
     "printable",
     "real_root",
     "roots_from_uris",
+    "too_long",
     "within_roots",
 ]

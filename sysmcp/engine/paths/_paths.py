@@ -242,9 +242,7 @@ def _realpath(raw: str) -> str:
         if not os.path.isabs(expanded):
             raise InvalidPath(f"path {echo(raw)} is relative", reason="relative")
         encoded = os.fsencode(expanded)  # lone surrogates from JSON cannot name a file
-        if len(encoded) >= PATH_MAX or (
-            len(encoded) > NAME_MAX and any(len(part) > NAME_MAX for part in encoded.split(b"/"))
-        ):
+        if too_long(encoded):
             raise InvalidPath(
                 f"path {echo(raw)} is too long: at most {PATH_MAX - 1} bytes, {NAME_MAX} per component"
             )
@@ -253,6 +251,14 @@ def _realpath(raw: str) -> str:
         raise InvalidPath(f"path {echo(raw)} cannot be resolved: {exc.strerror or 'error'}") from None
     except ValueError:
         raise InvalidPath(f"path {echo(raw)} is not a usable file name") from None
+
+
+def too_long(encoded: bytes) -> bool:
+    """Whether no file can have this name: ``PATH_MAX`` bytes or more, or a component past ``NAME_MAX``
+    (the kernel's ENAMETOOLONG, told without asking it)."""
+    return len(encoded) >= PATH_MAX or (
+        len(encoded) > NAME_MAX and any(len(part) > NAME_MAX for part in encoded.split(b"/"))
+    )
 
 
 def echo(raw: str) -> str:

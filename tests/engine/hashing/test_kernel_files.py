@@ -87,3 +87,29 @@ def test_verify_checksums_finds_a_sysfs_attribute_ok() -> None:
     request = VerifyRequest(Source("(text)", data=text), b"/", threads=1, tuning=Tuning())
     result = verify(request, no_progress, never_cancelled)
     assert [(checked.status, checked.detail) for checked in result.checked] == [("OK", "")]
+
+
+def test_a_manifest_that_reports_no_size_and_never_ends_is_refused_before_a_gib_is_held() -> None:
+    """/proc/self/pagemap says 0 bytes and gives hundreds of GiB: the engine stops reading it at
+    MAX_UNSIZED_MANIFEST (it read, and held, a whole GiB first), and the tool says what it is."""
+    from sysmcp.engine.hashing._manifests import MAX_UNSIZED_MANIFEST, ManifestUnsized, open_manifest
+    from sysmcp.tools.errors import words
+
+    read: list[int] = []
+    real_read = os.read
+
+    def counted(fd: int, size: int) -> bytes:
+        data = real_read(fd, size)
+        read.append(len(data))
+        return data
+
+    source = Source("/proc/self/pagemap", path=b"/proc/self/pagemap")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "read", counted)
+        with pytest.raises(ManifestUnsized) as refused:
+            open_manifest(source)
+    assert MAX_UNSIZED_MANIFEST < sum(read) <= 2 * MAX_UNSIZED_MANIFEST
+    assert words(refused.value) == (
+        "The manifest /proc/self/pagemap says it is empty yet gave more than 64.0 MiB when read: "
+        "a kernel-generated file (such as /proc/*/pagemap) is no checksum manifest"
+    )

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import blake3
 import pytest
 
 from sysmcp.engine.calls import Progress, never_cancelled, no_progress
@@ -299,3 +300,66 @@ def test_entries_in_directories_side_by_side_are_each_reached_under_confinement(
     for parallel_from in (0, 1 << 30):
         result = verify(request(tmp_path, text, confine=confine, parallel_from=parallel_from, processes=1))
         assert statuses(result) == ["OK"] * len(names)
+
+
+#: Names no file on Linux can have, as sha256sum -c reads them (each "File name too long", the others checked).
+TOO_LONG_NAMES = [
+    b"x" * 256,  # a component past NAME_MAX
+    b"d/" * 2100 + b"f",  # the name past PATH_MAX
+    b"/" + b"y" * 5000,  # an absolute one
+    b"z/" * 2045 + b"w",  # short enough itself, past PATH_MAX under the base
+]
+
+
+@pytest.mark.parametrize("confined", [False, True], ids=["open", "confined"])
+@pytest.mark.parametrize("parallel_from", [0, 1 << 30], ids=["ranges", "short"])
+def test_names_too_long_for_the_system_are_each_said_so_and_the_other_entries_are_checked(
+    tmp_path: Path, parallel_from: int, confined: bool
+) -> None:
+    """Not 'improperly formatted' (sha256sum -c reads the line), not MISSING, not outside the roots."""
+    (tmp_path / "a").write_bytes(b"abc")
+    names = [b"a", *TOO_LONG_NAMES, b"a"]
+    text = b"".join(sha(b"abc").encode() + b"  " + name + b"\n" for name in names)
+    confine = verify_checksums.confine_to(PathPolicy([tmp_path])) if confined else None
+    result = verify(request(tmp_path, text, confine=confine, parallel_from=parallel_from, processes=1))
+    assert (result.bad_count, statuses(result)) == (0, ["OK", *["UNREADABLE"] * 4, "OK"])
+    assert {result.checked[index].detail for index in range(1, 5)} == {"name too long for this system"}
+    assert list(result.names()) == names
+
+
+@pytest.mark.parametrize("parallel_from", [0, 1 << 30], ids=["ranges", "short"])
+def test_a_name_ending_in_cr_as_b3sum_writes_it_unescaped_is_found_when_no_name_without_it_is(
+    tmp_path: Path, parallel_from: int
+) -> None:
+    """b3sum escapes no CR: 'z\\r' is written as is, and b3sum -c finds it. A CRLF line's CR is still the
+    line's (sha256sum -c): the name with it is looked for only where none without it exists."""
+    (tmp_path / "z\r").write_bytes(b"zz")
+    (tmp_path / "a").write_bytes(b"aa")
+    (tmp_path / "a\r").write_bytes(b"other")
+    lines = [
+        f"{blake3.blake3(b'zz').hexdigest()}  z\r\n",
+        f"{sha(b'aa')}  a\r\n",
+        f"{sha(b'gone')}  gone\r\n",
+    ]
+    text = "".join(lines).encode()
+    for confine in (None, verify_checksums.confine_to(PathPolicy([tmp_path]))):
+        result = verify(request(tmp_path, text, confine=confine, parallel_from=parallel_from, processes=1))
+        assert statuses(result) == ["OK", "OK", "MISSING"]
+        assert [checked.algorithm for checked in result.checked][:2] == ["blake3", "sha256"]
+
+
+def test_a_line_of_megabytes_is_judged_by_its_start_and_never_held_whole(tmp_path: Path) -> None:
+    """A disk image given as the manifest is one line of a GiB: it was read whole into memory (600 MB
+    held for a 300 MB line, 48 s), in the range that owns it and again for the names. Its first
+    MAX_LINE bytes say what it is, in either way of checking."""
+    from sysmcp.engine.hashing._manifests import MAX_LINE, ManifestBytes
+
+    (tmp_path / "a").write_bytes(b"abc")
+    long_name = b"/x" * (4 << 20)  # 8 MiB
+    text = f"{sha(b'abc')}  a\n".encode() + b"0" * 64 + b"  " + long_name + b"\n" + b"j" * (8 << 20)
+    reader = ManifestBytes("(text)", data=text)
+    assert MAX_LINE < len(reader.owned(0, 4096)) <= 4096 + MAX_LINE + 1
+    for parallel_from in (0, 1 << 30):
+        result = verify(request(tmp_path, text, parallel_from=parallel_from, processes=1))
+        assert (statuses(result), result.bad_lines) == (["OK", "UNREADABLE"], [3])
+        assert [len(name) for name in result.names()] == [1, MAX_LINE - 66]
