@@ -327,11 +327,8 @@ def diff_baselines(old: Baseline, new: Baseline) -> BaselineDiff:
     if old.algorithm != new.algorithm:
         return BaselineDiff(False, f"the baselines use different digests ({old.algorithm}, {new.algorithm})")
     result = BaselineDiff(True, None)
-    if old.partial:  # a file it did not reach, or could not read, may have been there all along
-        result.reason = (
-            "the baseline is incomplete (it ran out of time, or could not read some files): "
-            "a file not in it is not called added"
-        )
+    if old.partial:  # a file it did not reach may have been there all along
+        result.reason = "the baseline stopped early (out of time): a file not in it is not called added"
     else:
         result.added = sorted(new.files.keys() - old.files.keys())
     result.removed = sorted(old.files.keys() - new.files.keys())

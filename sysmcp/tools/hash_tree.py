@@ -140,19 +140,21 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         return output
     said = "No baseline kept: it needs the GNU format and the whole manifest."
     if style == "gnu" and tree.manifest is not None:  # the history hook: a baseline for what_changed
-        # Files it could not read (root squashed on NFS, another user's 0600) are not in it, as files it
-        # did not reach in time are not: kept as incomplete, so none is called added once it can be read.
+        # Files it could not read (root squashed on NFS, another user's 0600) are not in it. The baseline
+        # stays complete for the rest: marking it incomplete would silence every file added later, and
+        # one unreadable file would then hide all additions.
         unread = tree.unreadable_count + tree.skipped.get("unreadable", 0)
-        manifest, incomplete = tree.manifest, bool(tree.stopped) or unread > 0
+        manifest, stopped = tree.manifest, bool(tree.stopped)
         said = await run_in_thread(
-            lambda _: record_baseline(tree.base, bytes(manifest), algorithm.name, options, incomplete),
+            lambda _: record_baseline(tree.base, bytes(manifest), algorithm.name, options, stopped),
             None,
             None,
         )
         if unread and said.startswith("Integrity baseline"):
             said += (
                 f" {plural(unread, 'file or directory', 'files or directories')} it could not read "
-                f"{'is' if unread == 1 else 'are'} not in it: what_changed calls no file added against it."
+                f"{'is' if unread == 1 else 'are'} not in it: what_changed will call "
+                f"{'it' if unread == 1 else 'them'} added once they can be read."
             )
     return replace(output, text=f"{output.text}\n{said}")
 

@@ -449,7 +449,7 @@ def test_files_a_baseline_that_stopped_early_did_not_reach_are_never_called_adde
     only_partial = run(asked(root, clock), store, clock)[0].integrity
     assert only_partial is not None and only_partial.comparable
     assert (only_partial.added, only_partial.content) == ([], [b"a"])
-    assert only_partial.reason is not None and "incomplete" in only_partial.reason
+    assert only_partial.reason is not None and "stopped early" in only_partial.reason
     baseline(False, "a", "b")  # complete: c was added after it
     baseline(True, "a")
     write(root / "c", 1, clock)
