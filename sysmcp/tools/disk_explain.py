@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sysmcp.engine.paths import display, on_the_way, printable
+from sysmcp.engine.paths import display, mount_source, on_the_way, printable
 from sysmcp.render import age, human_bytes, noun, plural
 from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result
 
@@ -361,7 +361,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
             f"PARTIAL RESULT: the walk stopped ({walked.stopped}); what it did not reach is in 'not walked'."
         )
     lines.append(
-        f"Of {human_bytes(used)} used on {point} ({display(acc.mount.fs_type)} {display(acc.mount.device)}), "
+        f"Of {human_bytes(used)} used on {point} ({display(acc.mount.fs_type)} {display(mount_source(acc.mount.device, roots))}), "
         + ", ".join(summary)
         + "."
     )

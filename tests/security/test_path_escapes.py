@@ -17,8 +17,8 @@ import pytest
 
 from sysmcp.engine.faults import EngineError
 from sysmcp.engine.opens import NotRegularFile, open_parent, open_path
-from sysmcp.engine.paths import PathPolicy, real_root, roots_from_uris
-from sysmcp.engine.paths._paths import intersect
+from sysmcp.engine.paths import PathPolicy, mount_source, real_root, roots_from_uris
+from sysmcp.engine.paths._paths import SOURCE_OUTSIDE, intersect
 from sysmcp.engine.walk._types import DIR_FLAGS
 from sysmcp.tools.errors import as_tool_error
 from tests.profile import needs_proc
@@ -332,3 +332,12 @@ def test_bind_mount_aliases_of_a_root_do_not_widen_it(tree: Path) -> None:
         assert "outside" in refusal(lambda: policy(tree).resolve(f"{alias}/secret.txt"))
     finally:
         subprocess.run(["umount", str(alias)], check=False)
+
+
+def test_a_mount_source_is_named_as_a_device_or_inside_the_roots_only(tree: Path) -> None:
+    roots = [tree / "root"]
+    for named in ("/dev/vda1", "/dev/mapper/vg-home", "tmpfs", "server:/export/home", f"{tree}/root/img"):
+        assert mount_source(named, roots) == named
+    for hidden in (f"{tree}/outside/project", f"{tree}/root-evil", "/dev/../srv/secret", f"{tree}/root/../x"):
+        assert mount_source(hidden, roots) == SOURCE_OUTSIDE
+    assert mount_source(f"{tree}/outside/project", None) == f"{tree}/outside/project"  # no roots

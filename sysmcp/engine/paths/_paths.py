@@ -128,6 +128,22 @@ def within_roots(path: str, roots: Sequence[Path] | None) -> bool:
     )
 
 
+#: What an answer shows for a mount source that is a path outside the roots.
+SOURCE_OUTSIDE = "(a path outside the allowed roots)"
+#: Where device nodes live: a source there is a device's name, shown whatever the roots.
+DEVICES = Path("/dev")
+
+
+def mount_source(device: str, roots: Sequence[Path] | None) -> str:
+    """A mount's source as an answer may show it. A device name ('tmpfs', 'server:/export') or a device
+    node under /dev is shown as it is; so is a path inside the roots. Any other path is a directory or
+    file that a FUSE program (bindfs, squashfuse) or an admin's ``mount -t tmpfs SOURCE`` put there,
+    and one outside the roots is shown as ``SOURCE_OUTSIDE``: a mount inside a root must not name it."""
+    if roots is None or not device.startswith("/") or within_roots(device, (DEVICES,)):
+        return device
+    return device if within_roots(device, roots) else SOURCE_OUTSIDE
+
+
 def real_root(raw: str | os.PathLike[str]) -> Path:
     """A root as the policy stores it: absolute, normalised, with every symlink resolved."""
     return Path(os.path.realpath(os.path.abspath(os.fspath(raw))))
