@@ -224,6 +224,14 @@ class PathPolicy:
                     more=max(0, len(in_force) - MAX_LISTED),
                 )
 
+    def steps_down(self, directory: str) -> list[str]:
+        """The names in ``directory`` (absolute; its '..' taken out as written) that lead down to a root
+        lying below it, known from the roots alone: nothing outside them is looked at to find them."""
+        where = Path(os.path.normpath(directory))
+        depth = len(where.parts)
+        below = (root for root in self.allowed or () if len(root.parts) > depth and is_within(root, where))
+        return sorted({root.parts[depth] for root in below})
+
     def narrow(self, client_roots: Sequence[Path] | None, ignored: int = 0) -> None:
         """Apply the client's roots; None (or an empty list) means the client does not narrow, unless it
         listed roots of which none could be used (``ignored`` of them): then nothing is allowed."""
