@@ -299,11 +299,20 @@ def _reclaim_log(store: Store, limit: int, shown: Callable[[bytes | str], bool])
         outcome = r.outcome + (f" ({r.reason})" if r.reason else "")
         print(
             f"{when}  {r.plan:12}  {r.item:22}  {r.action:8}  {outcome:22}  {human_bytes(r.planned):>10}  "
-            f"{human_bytes(r.freed):>10}  {escaped(r.path)}"
-            + (f"  (kept copy: {escaped(r.kept)})" if r.kept is not None else "")
+            f"{human_bytes(r.freed):>10}  {escaped(r.path)}" + _kept(r.kept, shown)
         )
     print(f"{plural(len(records), 'action')}, {human_bytes(sum(r.freed for r in records))} freed (measured)")
     return EXIT_OK
+
+
+def _kept(kept: str | None, shown: Callable[[bytes | str], bool]) -> str:
+    """A duplicate's kept copy, where the action's line names it: a run with wider roots may have kept
+    a copy outside the roots in force, which the line then mentions without naming."""
+    from sysmcp.engine.paths import escaped
+
+    if kept is None:
+        return ""
+    return f"  (kept copy: {escaped(kept)})" if shown(kept) else "  (kept copy outside the allowed roots)"
 
 
 def worded(exc: Exception) -> str:
