@@ -379,7 +379,9 @@ class Server:
             if accepts_views(ctx.client_capabilities)
             else []
         )
-        return {"resources": views + [_resource(item) for item in self.results.list()]}
+        await self.client_roots.current()  # a kept result is listed only while the scope covers its call's
+        kept = [_resource(item) for item in self.results.list() if self.paths.covers(item.scope)]
+        return {"resources": views + kept}
 
     async def _resources_read(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         uri = params.get("uri")
@@ -397,8 +399,9 @@ class Server:
                 ) from None
             if reply is not None:
                 return reply
+        await self.client_roots.current()
         item = self.results.get(uri)
-        if item is None:
+        if item is None or not self.paths.covers(item.scope):  # made under roots wider than these
             raise ProtocolError(ctx.features.resource_not_found_code, "Resource not found", {"uri": uri})
         return {"contents": [{"uri": item.uri, "mimeType": item.mime_type, "text": item.text}]}
 

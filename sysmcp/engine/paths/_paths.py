@@ -224,6 +224,14 @@ class PathPolicy:
                     more=max(0, len(in_force) - MAX_LISTED),
                 )
 
+    def covers(self, scope: Sequence[Path] | None) -> bool:
+        """Whether everything ``scope`` allowed (roots; None: the whole filesystem) is allowed now: what
+        a call named under it (a result kept for later) may be shown only while this holds."""
+        allowed = self.allowed
+        if allowed is None:
+            return True
+        return scope is not None and all(any(is_within(root, now) for now in allowed) for root in scope)
+
     def steps_down(self, directory: str) -> list[str]:
         """The names in ``directory`` (absolute; its '..' taken out as written) that lead down to a root
         lying below it, known from the roots alone: nothing outside them is looked at to find them."""
