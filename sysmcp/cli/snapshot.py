@@ -200,7 +200,10 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
     from sysmcp.tools.dir_usage import FULL_FILES
     from sysmcp.tools.history_hooks import record_baseline, recorded_scan
 
-    policy = PathPolicy(operator_roots=[real_root(r) for r in roots] if roots else None)
+    policy = PathPolicy(
+        operator_roots=[real_root(r) for r in roots] if roots else None,
+        named=[Path(os.path.abspath(r)) for r in roots],
+    )
     options = WalkOptions(one_file_system=not args.all_filesystems)
     code = EXIT_OK
     for raw in args.paths or ["/"]:

@@ -10,8 +10,10 @@ import base64
 import contextlib
 import dataclasses
 import functools
+import os
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -481,7 +483,10 @@ def build_server(
     fleet: FleetCaller | None = None,
     hosts_property: dict[str, Any] | None = None,
 ) -> Server:
-    policy = PathPolicy(operator_roots=[real_root(r) for r in roots] if roots else None)
+    policy = PathPolicy(
+        operator_roots=[real_root(r) for r in roots] if roots else None,
+        named=[Path(os.path.abspath(r)) for r in roots or ()],
+    )
     gateway = None
     if fleet is not None:
         from sysmcp.fleet.gateway import FleetGateway

@@ -16,6 +16,7 @@ from sysmcp.engine.paths._paths import (
     on_the_way,
     printable,
     real_root,
+    root_names,
     roots_from_uris,
     within_roots,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "on_the_way",
     "printable",
     "real_root",
+    "root_names",
     "roots_from_uris",
     "within_roots",
 ]
