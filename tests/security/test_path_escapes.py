@@ -338,7 +338,14 @@ def test_bind_mount_aliases_of_a_root_do_not_widen_it(tree: Path) -> None:
 
 def test_a_mount_source_is_named_as_a_device_or_inside_the_roots_only(tree: Path) -> None:
     roots = [tree / "root"]
-    for named in ("/dev/vda1", "/dev/mapper/vg-home", "tmpfs", "server:/export/home", f"{tree}/root/img"):
+    for named in (
+        "/dev/vda1",
+        "/dev/mapper/vg-home",
+        "tmpfs",
+        "server:/export/home",
+        "//nas/share",
+        f"{tree}/root/img",
+    ):
         assert mount_source(named, roots) == named
     for hidden in (f"{tree}/outside/project", f"{tree}/root-evil", "/dev/../srv/secret", f"{tree}/root/../x"):
         assert mount_source(hidden, roots) == SOURCE_OUTSIDE

@@ -138,11 +138,13 @@ DEVICES = Path("/dev")
 
 
 def mount_source(device: str, roots: Sequence[Path] | None) -> str:
-    """A mount's source as an answer may show it. A device name ('tmpfs', 'server:/export') or a device
-    node under /dev is shown as it is; so is a path inside the roots. Any other path is a directory or
-    file that a FUSE program (bindfs, squashfuse) or an admin's ``mount -t tmpfs SOURCE`` put there,
-    and one outside the roots is shown as ``SOURCE_OUTSIDE``: a mount inside a root must not name it."""
-    if roots is None or not device.startswith("/") or within_roots(device, (DEVICES,)):
+    """A mount's source as an answer may show it. A device name ('tmpfs', 'server:/export',
+    '//server/share') or a device node under /dev is shown as it is; so is a path inside the roots. Any
+    other path is a directory or file that a FUSE program (bindfs, squashfuse) or an admin's ``mount -t
+    tmpfs SOURCE`` put there, and one outside the roots is shown as ``SOURCE_OUTSIDE``: a mount inside
+    a root must not name it."""
+    local = device.startswith("/") and not device.startswith("//")  # //server/share: a CIFS share's name
+    if roots is None or not local or within_roots(device, (DEVICES,)):
         return device
     return device if within_roots(device, roots) else SOURCE_OUTSIDE
 
