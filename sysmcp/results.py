@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import quote
 
 DEFAULT_CAP = 64 << 20
@@ -36,6 +38,7 @@ class StoredResult:
     mime_type: str
     text: str
     size: int  # UTF-8 bytes of text, counted once (resources/list reports it for every item)
+    scope: tuple[Path, ...] | None = None  # the roots in force when it was made (None: the whole filesystem)
 
 
 class ResultStore:
@@ -46,13 +49,24 @@ class ResultStore:
         self._bytes = 0
         self._ids = itertools.count(1)
 
-    def put(self, name: str, text: str, *, description: str, mime_type: str = "text/plain") -> StoredResult:
+    def put(
+        self,
+        name: str,
+        text: str,
+        *,
+        description: str,
+        mime_type: str = "text/plain",
+        scope: Sequence[Path] | None = None,
+    ) -> StoredResult:
+        """Keep ``text``, made under ``scope`` (the roots in force; None: the whole filesystem), which
+        decides who may read it back (``PathPolicy.covers``)."""
         # The name comes from a path and may hold spaces, '#' or non-ASCII: percent-encode it in the URI.
         size = len(text.encode("utf-8"))
         if size > self.max_item:
             raise TooLarge(size, self.max_item)
         uri = f"{URI_PREFIX}{next(self._ids)}/{quote(name, safe='-._~')}"
-        item = StoredResult(uri, name, description, mime_type, text, size)
+        kept = None if scope is None else tuple(scope)
+        item = StoredResult(uri, name, description, mime_type, text, size, kept)
         self._items[uri] = item
         self._bytes += item.size
         while self._bytes > self.cap_bytes and len(self._items) > 1:

@@ -81,3 +81,24 @@ def test_a_snapshot_root_whose_name_holds_control_characters_is_listed_escaped_o
     listed = sysmcp("history", "--state-dir", str(state))
     assert "\x1b" not in listed.stdout
     assert listed.stdout.splitlines()[-1].endswith(f"{tmp_path}/x\\033[2J\\nFORGED")
+
+
+def test_history_reclaim_under_root_names_no_kept_copy_outside_the_roots(tmp_path: Path) -> None:
+    """A reclaim run with wider roots logged a duplicate inside that was removed in favour of a copy
+    outside: listed under --root, the action is shown, the kept copy's path is not."""
+    from sysmcp.history.store import Store
+    from sysmcp.reclaim import ActionLog, LogRecord
+
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    inside.mkdir()
+    state = tmp_path / "state"
+    actions = ActionLog(Store.open(state), lambda: 1e9)
+    extra, kept = str(inside / "copy.iso"), str(outside / "secret-kept.iso")
+    actions.record(LogRecord(1e9, "p1", "duplicate-1", extra, "delete", "done", None, 4096, 4096, kept))
+    assert actions.flush() is None
+    wide = sysmcp("history", "--reclaim", "--state-dir", str(state))
+    assert kept in wide.stdout  # without roots, the whole log
+    listed = sysmcp("history", "--reclaim", "--state-dir", str(state), "--root", str(tmp_path / "inside"))
+    assert listed.returncode == EXIT_OK, listed.stderr
+    assert extra in listed.stdout and "secret-kept" not in listed.stdout
+    assert "kept copy outside the allowed roots" in listed.stdout

@@ -200,7 +200,10 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
     from sysmcp.tools.dir_usage import FULL_FILES
     from sysmcp.tools.history_hooks import record_baseline, recorded_scan
 
-    policy = PathPolicy(operator_roots=[real_root(r) for r in roots] if roots else None)
+    policy = PathPolicy(
+        operator_roots=[real_root(r) for r in roots] if roots else None,
+        named=[Path(os.path.abspath(r)) for r in roots],
+    )
     options = WalkOptions(one_file_system=not args.all_filesystems)
     code = EXIT_OK
     for raw in args.paths or ["/"]:
@@ -299,11 +302,20 @@ def _reclaim_log(store: Store, limit: int, shown: Callable[[bytes | str], bool])
         outcome = r.outcome + (f" ({r.reason})" if r.reason else "")
         print(
             f"{when}  {r.plan:12}  {r.item:22}  {r.action:8}  {outcome:22}  {human_bytes(r.planned):>10}  "
-            f"{human_bytes(r.freed):>10}  {escaped(r.path)}"
-            + (f"  (kept copy: {escaped(r.kept)})" if r.kept is not None else "")
+            f"{human_bytes(r.freed):>10}  {escaped(r.path)}" + _kept(r.kept, shown)
         )
     print(f"{plural(len(records), 'action')}, {human_bytes(sum(r.freed for r in records))} freed (measured)")
     return EXIT_OK
+
+
+def _kept(kept: str | None, shown: Callable[[bytes | str], bool]) -> str:
+    """A duplicate's kept copy, where the action's line names it: a run with wider roots may have kept
+    a copy outside the roots in force, which the line then mentions without naming."""
+    from sysmcp.engine.paths import escaped
+
+    if kept is None:
+        return ""
+    return f"  (kept copy: {escaped(kept)})" if shown(kept) else "  (kept copy outside the allowed roots)"
 
 
 def worded(exc: Exception) -> str:

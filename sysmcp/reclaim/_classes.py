@@ -57,6 +57,9 @@ class RootsLayout:
     proc: bytes = b"/proc"
     container_engines: tuple[str, ...] = ("docker", "podman")  # the commands asked where no socket is
     container_socket: str | None = None  # None: the engine's socket where it usually is
+    #: The plan's scope (real paths; None: everything): a place outside it is neither listed nor looked
+    #: into, and one holding a root of it is walked from that root down (``starts``).
+    scope: tuple[bytes, ...] | None = None
 
     def __post_init__(self) -> None:
         """The system places by their real paths, as homes are (macOS: /var -> /private/var): below
@@ -65,6 +68,34 @@ class RootsLayout:
             object.__setattr__(self, name, os.path.realpath(getattr(self, name)))
         for name in ("journal", "coredump", "core_dirs"):
             object.__setattr__(self, name, tuple(os.path.realpath(p) for p in getattr(self, name)))
+
+    def starts(self, place: bytes, *, recurse: bool = True) -> list[bytes]:
+        """Where a look at ``place`` may start: the place itself inside the scope; below it, when the
+        look goes down (``recurse``), each root of the scope inside the place; else nowhere."""
+        if self.scope is None or _within(place, self.scope):
+            return [place]
+        below = place.rstrip(b"/") + b"/"
+        return [root for root in self.scope if recurse and root.startswith(below)]
+
+    def files(
+        self,
+        places: Iterable[bytes],
+        keep: Filter | None = None,
+        *,
+        recurse: bool = True,
+        skip: tuple[bytes, ...] = (),
+    ) -> list[tuple[bytes, os.stat_result]]:
+        """``regular_files`` of the places, as far as they lie inside the scope (``starts``)."""
+        starts = [start for place in places for start in self.starts(place, recurse=recurse)]
+        return regular_files(starts, keep, recurse=recurse, skip=skip)
+
+    def _toward_scope(self, parent: bytes) -> list[bytes]:
+        """The directories directly below ``parent`` that lead down to a root of the scope, known from
+        the scope's names alone (``parent`` itself is not listed)."""
+        below = parent.rstrip(b"/") + b"/"
+        return [
+            below + root[len(below) :].split(b"/")[0] for root in self.scope or () if root.startswith(below)
+        ]
 
     def home_dirs(self) -> tuple[bytes, ...]:
         """The passwd homes that exist, and every directory directly below ``home_parents`` and below the
@@ -80,10 +111,13 @@ class RootsLayout:
         parents = [*self.home_parents]
         parents += [os.path.dirname(os.fsencode(a.pw_dir)) for a in accounts if _person(a)]
         for parent in dict.fromkeys(p for p in parents if p not in (b"/", b"")):
+            if self.scope is not None and not _within(parent, self.scope):  # listed only inside the scope:
+                homes += self._toward_scope(parent)  # else the directories on the way down to a root
+                continue
             with contextlib.suppress(OSError), os.scandir(parent) as entries:
                 homes += sorted(e.path for e in entries if e.is_dir(follow_symlinks=False))
         found: dict[tuple[int, int], bytes] = {}  # by identity: /home may be a symlink to /usr/home
-        for home in homes:
+        for home in (h for h in homes if self.starts(h)):  # never looked at outside the scope
             try:
                 st = os.stat(home)
             except OSError:
@@ -128,6 +162,10 @@ class Proposal:
 
 
 Filter = Callable[[bytes], bool]
+
+
+def _within(path: bytes, scope: Sequence[bytes]) -> bool:
+    return any(root == b"/" or path == root or path.startswith(root.rstrip(b"/") + b"/") for root in scope)
 
 
 def regular_files(
@@ -179,16 +217,14 @@ def package_caches(layout: RootsLayout) -> list[Proposal]:
     def packages(name: str, root: bytes, command: str, keep: Filter, again: str = "") -> Proposal:
         cost = f"{name} downloads these packages again the next time they are installed{again}"
         method = f"sizes of the package files in {_shown(root)}"
-        return Proposal(
-            "package_cache", name, regular_files([root], keep), command, cost, REGENERABLE, method
-        )
+        return Proposal("package_cache", name, layout.files([root], keep), command, cost, REGENERABLE, method)
 
     return [
         packages("apt", layout.apt + b"/archives", "apt-get clean", _suffix(b".deb")),
         Proposal(
             "package_cache",
             "apt-lists",
-            regular_files([layout.apt], _suffix(b".bin"), recurse=False),
+            layout.files([layout.apt], _suffix(b".bin"), recurse=False),
             "apt-get clean",
             "apt rebuilds its package cache on the next apt command (seconds)",
             REGENERABLE,
@@ -246,7 +282,7 @@ def language_caches(layout: RootsLayout) -> list[Proposal]:
         Proposal(
             "language_cache",
             f"{name}:{_shown(home)}",
-            regular_files([home + b"/" + place]),
+            layout.files([home + b"/" + place]),
             command,
             cost,
             REGENERABLE,
@@ -263,7 +299,7 @@ def journals(layout: RootsLayout) -> list[Proposal]:
         Proposal(
             "journal",
             _shown(root),
-            regular_files(
+            layout.files(
                 [root], lambda n: (n.endswith(b".journal") and b"@" in n) or n.endswith(b".journal~")
             ),
             "journalctl --vacuum-size=100M",
@@ -284,7 +320,7 @@ _ROTATED = re.compile(
 
 def rotated_logs(layout: RootsLayout) -> list[Proposal]:
     """Logs logrotate already set aside (``syslog.1``, ``syslog.2.gz``, ``messages-20260101``)."""
-    rotated = regular_files(
+    rotated = layout.files(
         [layout.log],
         lambda n: _ROTATED.fullmatch(n) is not None,
         skip=tuple(j + b"/" for j in layout.journal),
@@ -312,7 +348,7 @@ def core_dumps(layout: RootsLayout) -> list[Proposal]:
         Proposal(
             "core_dump",
             _shown(root),
-            regular_files([root]),
+            layout.files([root]),
             "coredumpctl list (to see them first)",
             _CORE_COST,
             REVIEW,
@@ -323,7 +359,7 @@ def core_dumps(layout: RootsLayout) -> list[Proposal]:
     stray = Proposal(
         "core_dump",
         "stray",
-        regular_files(
+        layout.files(
             [*layout.core_dirs, *layout.home_dirs()], lambda n: _CORE.fullmatch(n) is not None, recurse=False
         ),
         None,
@@ -340,7 +376,7 @@ def trash(layout: RootsLayout) -> list[Proposal]:
         Proposal(
             "trash",
             _shown(home),
-            regular_files([base + b"/files", base + b"/info"]),
+            layout.files([base + b"/files", base + b"/info"]),
             "gio trash --empty",
             "the trashed files cannot be restored any more",
             REVIEW,

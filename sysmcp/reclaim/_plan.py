@@ -37,7 +37,7 @@ import stat
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from sysmcp import platform
@@ -224,15 +224,17 @@ def build_plan(
     ``progress`` counts the classes looked at."""
     found: list[Proposal] = []
     finders = [f for name, f in classes.CLASSES.items() if request.classes is None or name in request.classes]
+    # The classes look only inside the scope: a place outside it is never listed (the scope below holds).
+    layout = request.layout if b"/" in request.scope else replace(request.layout, scope=request.scope)
     for done, finder in enumerate(finders, 1):
         cancel()
-        found += finder(request.layout)
+        found += finder(layout)
         progress(done, len(finders))
     if request.classes is None or "duplicate" in request.classes:
         # A copy another item removes or empties, or one a class takes (in the trash, a cache, the logs; a
         # stray core file), is no copy of its set: kept, it would go with that item, or with the tool that
         # empties the place (emptying the trash, logrotate), and take the last copy with it.
-        going, claimed = {path for group in found for path, _st in group.paths}, classes.taken(request.layout)
+        going, claimed = {path for group in found for path, _st in group.paths}, classes.taken(layout)
 
         def stays(copy: bytes | Copy) -> bool:
             path = copy if isinstance(copy, bytes) else copy[0]

@@ -10,8 +10,10 @@ import base64
 import contextlib
 import dataclasses
 import functools
+import os
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -379,7 +381,9 @@ class Server:
             if accepts_views(ctx.client_capabilities)
             else []
         )
-        return {"resources": views + [_resource(item) for item in self.results.list()]}
+        await self.client_roots.current()  # a kept result is listed only while the scope covers its call's
+        kept = [_resource(item) for item in self.results.list() if self.paths.covers(item.scope)]
+        return {"resources": views + kept}
 
     async def _resources_read(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         uri = params.get("uri")
@@ -397,8 +401,9 @@ class Server:
                 ) from None
             if reply is not None:
                 return reply
+        await self.client_roots.current()
         item = self.results.get(uri)
-        if item is None:
+        if item is None or not self.paths.covers(item.scope):  # made under roots wider than these
             raise ProtocolError(ctx.features.resource_not_found_code, "Resource not found", {"uri": uri})
         return {"contents": [{"uri": item.uri, "mimeType": item.mime_type, "text": item.text}]}
 
@@ -478,7 +483,10 @@ def build_server(
     fleet: FleetCaller | None = None,
     hosts_property: dict[str, Any] | None = None,
 ) -> Server:
-    policy = PathPolicy(operator_roots=[real_root(r) for r in roots] if roots else None)
+    policy = PathPolicy(
+        operator_roots=[real_root(r) for r in roots] if roots else None,
+        named=[Path(os.path.abspath(r)) for r in roots or ()],
+    )
     gateway = None
     if fleet is not None:
         from sysmcp.fleet.gateway import FleetGateway

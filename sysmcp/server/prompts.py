@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sysmcp.engine.faults import EngineError
-from sysmcp.engine.paths import PathPolicy, display, is_within
+from sysmcp.engine.paths import PathPolicy, display
 from sysmcp.protocol.failures import invalid_params
 from sysmcp.protocol.lifecycle import Features
 from sysmcp.tools.arguments import find_sha256
@@ -277,7 +277,9 @@ def complete_path(value: str, kind: PathKind, policy: PathPolicy) -> tuple[list[
     """Paths that extend ``value`` and that the policy allows; blocking (it lists a directory).
 
     Directories end in ``/`` so the next completion descends into them; ``file`` completion offers
-    files and the directories that may contain them. An empty value offers the allowed roots.
+    files and the directories that may contain them. An empty value offers the allowed roots. Only a
+    directory inside the roots is listed: above one, the way down is known from the roots themselves,
+    so no name an outside directory holds (a symlink into a root included) is ever offered.
     """
     roots = policy.allowed
     if not value:
@@ -287,44 +289,42 @@ def complete_path(value: str, kind: PathKind, policy: PathPolicy) -> tuple[list[
         return [], 0
     parent, _, prefix = value.rpartition("/")
     directory = Path(parent or "/")
-    matches: list[str] = []
+
+    def offered(name: str) -> bool:
+        return name.startswith(prefix) and (not name.startswith(".") or prefix.startswith("."))
+
     try:
-        with os.scandir(directory) as entries:
+        real = policy.resolve(str(directory))
+    except EngineError:
+        matches = [
+            display(directory / name) + "/" for name in policy.steps_down(str(directory)) if offered(name)
+        ]
+        return matches[:MAX_COMPLETIONS], len(matches)
+    matches = []
+    try:
+        with os.scandir(real) as entries:
             for seen, entry in enumerate(entries):
                 if seen >= SCAN_LIMIT:
                     break
-                if not entry.name.startswith(prefix) or (
-                    entry.name.startswith(".") and not prefix.startswith(".")
+                if (
+                    offered(entry.name)
+                    and (is_dir := _allowed_kind(real / entry.name, kind, policy)) is not None
                 ):
-                    continue
-                candidate = _offer(directory / entry.name, entry, kind, policy, roots)
-                if candidate is not None:
-                    matches.append(candidate)
+                    matches.append(display(directory / entry.name) + ("/" if is_dir else ""))
     except (OSError, ValueError):  # ValueError: a NUL or a lone surrogate, which no file name holds
         return [], 0
     matches.sort()
     return matches[:MAX_COMPLETIONS], len(matches)
 
 
-def _offer(
-    path: Path, entry: os.DirEntry[str], kind: PathKind, policy: PathPolicy, roots: list[Path] | None
-) -> str | None:
+def _allowed_kind(path: Path, kind: PathKind, policy: PathPolicy) -> bool | None:
+    """Whether ``path`` is a directory (a link to one is browsed like one), once the policy has let
+    it in (what it leads to is looked at only then); None when it is refused or not of ``kind``."""
     try:
-        is_dir = entry.is_dir()  # follows symlinks: a link to a directory is browsed like one
-    except OSError:
-        return None
-    if not is_dir and kind == "directory":
-        return None
-    shown = display(path) + ("/" if is_dir else "")
-    try:
-        policy.resolve(str(path))
-        return shown
+        is_dir = os.path.isdir(policy.resolve(str(path)))
     except EngineError:
-        pass
-    # Outside the roots, but on the way down to one: offer it so the user can get there.
-    if is_dir and roots is not None and any(is_within(root, path) for root in roots):
-        return shown
-    return None
+        return None
+    return None if not is_dir and kind == "directory" else is_dir
 
 
 __all__ = ["PROMPTS", "Prompt", "PromptArgument", "PromptEnv", "Prompts", "complete_path", "parse_sha256"]

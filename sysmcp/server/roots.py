@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from sysmcp.engine.paths import PathPolicy, display, roots_from_uris
+from sysmcp.engine.paths import PathPolicy, display, root_names, roots_from_uris
 from sysmcp.logconfig import get_logger
 from sysmcp.protocol.failures import ToolError
 from sysmcp.protocol.threads import run_in_thread
@@ -101,6 +101,6 @@ class ClientRoots:
             if unusable:
                 log.warning("client roots ignored: not local file:// URIs", count=len(unusable))
                 log.debug("ignored client roots", roots=unusable)
-            self.policy.narrow(roots, ignored=len(unusable))
+            self.policy.narrow(roots, ignored=len(unusable), named=root_names(uris))
             log.info("client roots applied", count=len(roots), narrowing=bool(roots))
             log.debug("roots in force", roots=[display(r) for r in self.policy.allowed or []])

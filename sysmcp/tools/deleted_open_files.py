@@ -20,7 +20,7 @@ from typing import Any
 
 from sysmcp import platform
 from sysmcp.engine.mounts import Mount, MountTable, default_partitions
-from sysmcp.engine.paths import display, on_the_way, printable, within_roots
+from sysmcp.engine.paths import display, mount_source, on_the_way, printable, within_roots
 from sysmcp.engine.procs import PROC, DeletedFile, Holder, Scan, filesystem_of, scan_processes
 from sysmcp.protocol.failures import ToolError
 from sysmcp.render import human_bytes, more_not_shown, noun, plural
@@ -169,7 +169,7 @@ def render(
             FilesystemTotals(
                 display(mount.mount_point),
                 display(mount.fs_type),
-                display(mount.device),
+                display(mount_source(mount.device, roots)),
                 len(held),
                 sum(item.size for item in held),
                 sum(item.disk for item in held),

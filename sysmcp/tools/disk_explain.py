@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sysmcp.engine.paths import display, on_the_way, printable
+from sysmcp.engine.paths import display, mount_source, on_the_way, printable
 from sysmcp.render import age, human_bytes, noun, plural
 from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result
 
@@ -49,6 +49,11 @@ class Files(_Part):
         "younger than 5 minutes stands in for the walk); null: walked now."
     )
     next_step: str = prop(_NEXT)
+    roots_walked: Opt[list[str]] = prop(
+        "Under roots the filesystem's mount point lies outside of: the roots walked instead (the rest "
+        "of the filesystem is neither walked nor counted: it is in the remainder).",
+        default=ABSENT,
+    )
 
 
 @result
@@ -267,9 +272,8 @@ def _hidden(acc: Accounting) -> tuple[str, HiddenUnderMounts]:
     ]
     if past:
         listed.append(f"{plural(len(past), 'more mount point')} {human_bytes(sum(p.disk for p in past))}")
-    if hidden.not_named:
-        where = plural(hidden.not_named, "mount point")
-        listed.append(f"{where} outside your roots {human_bytes(hidden.not_named_disk)}")
+    if hidden.outside:
+        listed.append(f"{plural(hidden.outside, 'mount point')} outside your roots (not looked under)")
     if hidden.empty:
         many = plural(hidden.empty, "empty mount point directory", "empty mount point directories")
         listed.append(f"{many} {human_bytes(hidden.empty_disk)} (the directories' own blocks)")
@@ -295,7 +299,7 @@ def _hidden(acc: Accounting) -> tuple[str, HiddenUnderMounts]:
         {"mount_point": display(at), "bytes": p.disk, "files": p.files}
         for at, p in zip(points, shown, strict=True)
     ]
-    unlisted = len(past) + hidden.not_named + hidden.empty
+    unlisted = len(past) + hidden.outside + hidden.empty
     unlisted_disk = hidden.disk - sum(p.disk for p in shown)
     part = HiddenUnderMounts(
         hidden.disk, hidden.checked, hidden.reason, hidden.mount_points, places, unlisted, unlisted_disk, step
@@ -352,7 +356,10 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         summary.append(f"{human_bytes(snaps.bytes)} are held only by {_snap_noun(snaps)}")
     if overhead.bytes:
         summary.append(f"{human_bytes(overhead.bytes)} are the filesystem's own overhead")
-    label = "not walked" if walked.stopped else "unexplained"
+    confined = walked.roots_walked is not None  # under roots: only they were walked
+    label = (
+        "not walked" if walked.stopped else "outside your roots or unexplained" if confined else "unexplained"
+    )
     percent = _percent(bound, used)
     summary.append(f"{human_bytes(bound)} ({percent} %) {label}")
     lines = []
@@ -361,16 +368,18 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
             f"PARTIAL RESULT: the walk stopped ({walked.stopped}); what it did not reach is in 'not walked'."
         )
     lines.append(
-        f"Of {human_bytes(used)} used on {point} ({display(acc.mount.fs_type)} {display(acc.mount.device)}), "
+        f"Of {human_bytes(used)} used on {point} ({display(acc.mount.fs_type)} {display(mount_source(acc.mount.device, roots))}), "
         + ", ".join(summary)
         + "."
     )
-    files_step = f"dir_usage path={point} shows which directories hold them"
+    first = display(walked.roots_walked[0]) if walked.roots_walked else point
+    files_step = f"dir_usage path={first} shows which directories hold them"
     lines.append(
-        f"1. Files reached by a walk (du -x): {source + ': ' if source else ''}{human_bytes(walked.disk)} "
+        f"1. Files reached by a walk{' of your roots' if confined else ''} (du -x): "
+        f"{source + ': ' if source else ''}{human_bytes(walked.disk)} "
         f"in {plural(walked.files, 'file')}. Next: {files_step}."
     )
-    deleted_line, deleted_part = _deleted(acc, point)
+    deleted_line, deleted_part = _deleted(acc, first)  # a path on this filesystem a call may name
     lines.append(deleted_line)
     hidden_line, hidden_part = _hidden(acc)
     lines.append(hidden_line)
@@ -424,6 +433,8 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     rest_step = (
         f"call again with a larger timeout_s (the walk stopped after {walked.elapsed:.0f} s)"
         if walked.stopped
+        else "none within your roots: the rest of the filesystem lies outside them, neither walked nor counted"
+        if confined
         else "deleted_open_files and dir_usage; an unexplained remainder this small is metadata"
         if percent <= 2
         else "look at the parts not checked above (root, quotas), then du -x against dir_usage"
@@ -448,7 +459,14 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         used,
         acc.figures.reserved,
         stopped,
-        Files(walked.disk, walked.files, walked.stopped, at, files_step),
+        Files(
+            walked.disk,
+            walked.files,
+            walked.stopped,
+            at,
+            files_step,
+            ABSENT if walked.roots_walked is None else [display(r) for r in walked.roots_walked],
+        ),
         deleted_part,
         hidden_part,
         UnreadableDirectories(walked.unreadable, unread, bound if walked.unreadable else 0, unread_step),

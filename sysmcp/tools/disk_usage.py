@@ -32,7 +32,7 @@ from sysmcp.engine.mounts import (
     layer_directories,
     statvfs_usage,
 )
-from sysmcp.engine.paths import display, is_within, printable, within_roots
+from sysmcp.engine.paths import display, is_within, mount_source, printable, within_roots
 from sysmcp.engine.pools import could_be_thin
 from sysmcp.history import state
 from sysmcp.history.recording import ReadingGate
@@ -180,7 +180,8 @@ def _confined(fs: Filesystem, mount: Mount, table: MountTable, roots: Sequence[P
     """``fs`` with its bind mount's directory named only where a whole mount of its filesystem (root
     '/') shows that directory inside the roots: a bind of ``/secret`` into a root must not name it.
     An overlay's layer directories (``lowerdir=``, ``upperdir=``, ``workdir=``) are paths too: an
-    option naming one outside the roots is left bare (``lowerdir``)."""
+    option naming one outside the roots is left bare (``lowerdir``), and a source that is a path
+    outside them (a bindfs or tmpfs source) is not named (``mount_source``)."""
     if roots is None:
         return fs
     layers = [
@@ -188,6 +189,8 @@ def _confined(fs: Filesystem, mount: Mount, table: MountTable, roots: Sequence[P
         for o in fs.options
     ]
     fs = fs if layers == fs.options else replace(fs, options=layers)
+    source = mount_source(fs.device, roots)
+    fs = fs if source == fs.device else replace(fs, device=source)
     if mount.root == "/":
         return fs
     whole = [m.mount_point for m in table.mounts if m.dev == mount.dev and m.root == "/"]

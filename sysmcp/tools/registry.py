@@ -111,7 +111,9 @@ class ToolContext:
         """Store a result too big to inline: the link a ``ToolOutput`` carries to it, or, for a result
         too big even to keep, a sentence saying so for the answer's text."""
         try:
-            return self.results.put(name, text, description=description, mime_type=mime_type)
+            return self.results.put(
+                name, text, description=description, mime_type=mime_type, scope=self.paths.allowed
+            )
         except TooLarge as exc:
             return exc.reason
 

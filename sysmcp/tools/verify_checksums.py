@@ -186,7 +186,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         base_raw, manifest_dir = base_raw or str(path.parent), display(path.parent)
     elif how == "uri":
         item = ctx.results.get(raw.strip())
-        if item is None:
+        if item is None or not ctx.paths.covers(item.scope):  # made under roots wider than these
             raise ToolError(f"No stored result {raw.strip()} (results are kept for this session only)")
         source = Source(item.uri, data=to_bytes(item.text), name_hint=item.name)
     else:

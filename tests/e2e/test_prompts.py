@@ -134,6 +134,36 @@ async def test_path_completion_offers_what_the_policy_allows(tmp_path: Path) -> 
         assert digest["result"]["completion"] == {"values": [], "total": 0, "hasMore": False}
 
 
+async def test_path_completion_lists_no_directory_outside_the_roots(tmp_path: Path) -> None:
+    """Completion names only what a tool could be given: an outside directory is never listed, so the
+    names it holds stay hidden, even those of symlinks that lead into the root."""
+    base = tmp_path.resolve()
+    allowed, outside = base / "allowed", base / "outside"
+    (allowed / "logs").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "door-into-root").symlink_to(allowed)
+    (outside / "down-to-base").symlink_to(base)
+    (allowed / "way-out").symlink_to(outside)
+    async with spawn("--root", str(allowed)) as wire:
+        await wire.initialize()
+        for value in (
+            f"{outside}/",
+            f"{outside}/d",
+            f"{allowed}/../outside/",
+            f"{allowed}/way-out/",
+            f"{outside}/down-to-base/",
+        ):
+            for prompt in ("disk_full_triage", "verify_download"):
+                reply = await wire.request("completion/complete", completion(prompt, "path", value))
+                assert reply["result"]["completion"]["values"] == [], (prompt, value)
+        inside = await wire.request(
+            "completion/complete", completion("disk_full_triage", "path", f"{allowed}/")
+        )
+        assert inside["result"]["completion"]["values"] == [f"{allowed}/logs/"]
+        above = await wire.request("completion/complete", completion("disk_full_triage", "path", f"{base}/"))
+        assert above["result"]["completion"]["values"] == [f"{allowed}/"]  # the way down to the root
+
+
 async def test_completion_is_capped_at_100_and_says_there_is_more(tmp_path: Path) -> None:
     for i in range(150):
         (tmp_path / f"file{i:03}").write_bytes(b"")

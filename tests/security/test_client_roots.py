@@ -177,3 +177,25 @@ async def test_a_flood_of_list_changed_costs_a_bounded_number_of_roots_requests(
                 break
         assert 1 <= asked <= 3  # one fetch in flight, at most one catching up: not one per notification
         assert not message["result"]["isError"]  # and the call ran on the latest roots
+
+
+async def test_a_result_kept_under_wider_roots_is_not_served_once_the_client_narrows_them(base: Path) -> None:
+    """A full result kept as a resource names what the scope of its call allowed: once the client's
+    roots narrow, it is neither listed, read, nor taken as a manifest (its names lie outside them)."""
+    async with spawn_roots() as wire:
+        await wire.initialize(capabilities=ROOTS_CAPABILITY)
+        await wire.answer(await wire.expect_roots_request(), [base])
+        reply = await wire.call("hash_tree", {"path": str(base), "max_lines": 1})
+        uri = next(b["uri"] for b in reply["result"]["content"] if b["type"] == "resource_link")
+        read = await wire.request("resources/read", {"uri": uri})
+        assert "outside/f.txt" in read["result"]["contents"][0]["text"]  # served while the scope allows it
+        await wire.send({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+        await wire.answer(await wire.expect_roots_request(), [base / "root" / "a"])
+        read = await wire.request("resources/read", {"uri": uri})
+        assert "error" in read and "outside" not in json.dumps(read), read
+        listed = await wire.request("resources/list")
+        assert uri not in json.dumps(listed["result"])
+        as_manifest = await wire.call(
+            "verify_checksums", {"manifest": uri, "base_dir": str(base / "root" / "a")}
+        )
+        assert as_manifest["result"]["isError"] and "outside/f.txt" not in json.dumps(as_manifest)

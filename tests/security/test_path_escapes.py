@@ -7,18 +7,20 @@ symlinks at open time; the tests name which.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sysmcp.engine.faults import EngineError
 from sysmcp.engine.opens import NotRegularFile, open_parent, open_path
-from sysmcp.engine.paths import PathPolicy, real_root, roots_from_uris
-from sysmcp.engine.paths._paths import intersect
+from sysmcp.engine.paths import PathPolicy, mount_source, real_root, roots_from_uris
+from sysmcp.engine.paths._paths import SOURCE_OUTSIDE, intersect
 from sysmcp.engine.walk._types import DIR_FLAGS
 from sysmcp.tools.errors import as_tool_error
 from tests.profile import needs_proc
@@ -332,3 +334,54 @@ def test_bind_mount_aliases_of_a_root_do_not_widen_it(tree: Path) -> None:
         assert "outside" in refusal(lambda: policy(tree).resolve(f"{alias}/secret.txt"))
     finally:
         subprocess.run(["umount", str(alias)], check=False)
+
+
+def test_a_mount_source_is_named_as_a_device_or_inside_the_roots_only(tree: Path) -> None:
+    roots = [tree / "root"]
+    for named in (
+        "/dev/vda1",
+        "/dev/mapper/vg-home",
+        "tmpfs",
+        "server:/export/home",
+        "//nas/share",
+        f"{tree}/root/img",
+    ):
+        assert mount_source(named, roots) == named
+    for hidden in (f"{tree}/outside/project", f"{tree}/root-evil", "/dev/../srv/secret", f"{tree}/root/../x"):
+        assert mount_source(hidden, roots) == SOURCE_OUTSIDE
+    assert mount_source(f"{tree}/outside/project", None) == f"{tree}/outside/project"  # no roots
+
+
+def test_resolving_under_roots_never_looks_at_a_name_outside_them(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A symlink inside the root that points out is refused as soon as its target leaves the roots: the
+    target (an automount, a hung NFS share, a name another user hides) is never stat'ed nor read."""
+    (tree / "outside" / "deeper").mkdir()
+    (tree / "outside" / "deeper" / "hop").symlink_to(tree / "root" / "sub")
+    (tree / "root" / "out").symlink_to(tree / "outside" / "deeper")
+    looked: list[str] = []
+    real_lstat, real_readlink = os.lstat, os.readlink
+
+    def lstat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        looked.append(os.fsdecode(path))
+        return real_lstat(path, *args, **kwargs)
+
+    def readlink(path: Any, *args: Any, **kwargs: Any) -> Any:
+        looked.append(os.fsdecode(path))
+        return real_readlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    monkeypatch.setattr(os, "readlink", readlink)
+    for raw in (
+        f"{tree}/root/out/hop/inside.txt",  # out and back in: refused at the first step out
+        f"{tree}/outside/deeper/hop/inside.txt",  # an alias of the root from outside it
+        f"{tree}/root/../outside/secret.txt",
+        f"{tree}/root-evil/secret.txt",
+        "/proc/self/cwd/x",
+    ):
+        assert "outside the operator's roots" in refusal(functools.partial(policy(tree).resolve, raw))
+    root = str(tree / "root")
+    beside = [p for p in looked if not (p == root or p.startswith(root + "/") or root.startswith(p + "/"))]
+    assert beside == [], beside
+    assert policy(tree).resolve(f"{tree}/root/sub/../sub/inside.txt") == tree / "root" / "sub" / "inside.txt"

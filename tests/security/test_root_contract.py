@@ -148,3 +148,23 @@ async def test_deleted_open_files_names_only_files_under_a_root_and_counts_the_r
         assert "outside the allowed roots: not named" in text
         named = [row["path"] for row in structured["files"]]
         assert all(Path(path).is_relative_to(base / "jail") for path in named), named
+
+
+async def test_disk_usage_explain_walks_only_the_roots_on_the_filesystem(base: Path) -> None:
+    """explain accounts for a whole filesystem, but under a root it walks that root alone: the rest of
+    the filesystem (here ``other``, beside it) is neither walked nor counted, only left in the remainder."""
+    async with spawn("--no-history", "--root", str(base / "jail")) as wire:
+        await wire.initialize()
+        text, structured, error = await answer(
+            wire, "disk_usage", {"path": str(base / "jail"), "explain": True, "timeout_s": 120}
+        )
+        assert not error, text
+        files = structured["explain"]["files"]
+        if structured["explain"]["mount_point"] == str(base / "jail"):
+            pytest.skip("the root is itself a mount point here: its whole filesystem lies inside it")
+        assert files["roots_walked"] == [str(base / "jail")] and files["files"] == 2, files
+        assert "outside your roots or unexplained" in text
+        if structured["explain"]["hidden_under_mounts"]["mount_points"]:  # all of them outside the root
+            assert "outside your roots (not looked under)" in text
+        for step in ("dir_usage", "deleted_open_files"):
+            assert f"{step} path={base / 'jail'}" in text, text

@@ -14,10 +14,13 @@ policy in step with the client's ``roots/list`` is the session's job (``sysmcp.s
 from __future__ import annotations
 
 import base64
+import errno
 import os
-from collections.abc import Iterable, Sequence
+import stat
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 from urllib.parse import unquote_to_bytes, urlsplit
 
 from sysmcp.engine.faults import InvalidPath, OutsideRoots
@@ -128,6 +131,24 @@ def within_roots(path: str, roots: Sequence[Path] | None) -> bool:
     )
 
 
+#: What an answer shows for a mount source that is a path outside the roots.
+SOURCE_OUTSIDE = "(a path outside the allowed roots)"
+#: Where device nodes live: a source there is a device's name, shown whatever the roots.
+DEVICES = Path("/dev")
+
+
+def mount_source(device: str, roots: Sequence[Path] | None) -> str:
+    """A mount's source as an answer may show it. A device name ('tmpfs', 'server:/export',
+    '//server/share') or a device node under /dev is shown as it is; so is a path inside the roots. Any
+    other path is a directory or file that a FUSE program (bindfs, squashfuse) or an admin's ``mount -t
+    tmpfs SOURCE`` put there, and one outside the roots is shown as ``SOURCE_OUTSIDE``: a mount inside
+    a root must not name it."""
+    local = device.startswith("/") and not device.startswith("//")  # //server/share: a CIFS share's name
+    if roots is None or not local or within_roots(device, (DEVICES,)):
+        return device
+    return device if within_roots(device, roots) else SOURCE_OUTSIDE
+
+
 def real_root(raw: str | os.PathLike[str]) -> Path:
     """A root as the policy stores it: absolute, normalised, with every symlink resolved."""
     return Path(os.path.realpath(os.path.abspath(os.fspath(raw))))
@@ -157,6 +178,11 @@ def roots_from_uris(uris: Iterable[object]) -> tuple[list[Path], list[str]]:
     return roots, unusable
 
 
+def root_names(uris: Iterable[object]) -> list[Path]:
+    """The local ``file://`` roots as the client wrote them (absolute, normalised, unresolved)."""
+    return [Path(os.path.abspath(path)) for uri in uris if (path := _file_uri_path(uri)) is not None]
+
+
 def _file_uri_path(uri: object) -> str | None:
     if not isinstance(uri, str) or "\x00" in uri:
         return None
@@ -181,6 +207,10 @@ class PathPolicy:
 
     operator_roots: Sequence[Path] | None = None
     client_roots: Sequence[Path] | None = field(default=None)
+    #: The roots as the operator and the client wrote them (absolute, unresolved): resolving a path
+    #: may look at these names too, so a root named through a symlink is reached through its name.
+    named: Sequence[Path] = ()
+    client_named: Sequence[Path] = ()
 
     def resolve(self, raw: str) -> Path:
         """An absolute, symlink-free path inside the allowed roots; else ``OutsideRoots`` naming the rule,
@@ -191,27 +221,69 @@ class PathPolicy:
         return Path(self.resolve_str(raw))
 
     def resolve_str(self, raw: str) -> str:
-        """``resolve`` as a ``str``, without building a ``Path`` when no roots need comparing."""
-        real = _realpath(raw)
-        if self.operator_roots is not None or self.client_roots is not None:
-            self.check(Path(real), echo(raw))
+        """``resolve`` as a ``str``, without building a ``Path`` when no roots need comparing.
+
+        Under roots, the path is resolved one name at a time and refused at the first name that is
+        neither inside a root nor a directory leading down to one: a symlink's target outside them
+        (an automount, a hung NFS share, another user's directory) is never stat'ed nor read, and a
+        way that leaves the roots and comes back in (through ``..`` or a link outside) is refused.
+        """
+        allowed = self.allowed
+        if allowed is None:
+            return _realpath(raw)
+        shown = echo(raw)
+        looked = [*allowed, *self.named, *self.client_named]
+        real = _realpath(raw, _Confine(looked, lambda left: self._refuse(left, shown)))
+        self.check(Path(real), shown)
         return real
+
+    def _refuse(self, left: str, shown: str) -> NoReturn:
+        """Refuse ``shown``, whose resolution reached ``left``, a name outside the roots: the operator's
+        rule when the name lies outside theirs (and off the way down to them), else the client's."""
+        operator = self.operator_roots
+        outside_operator = operator is not None and not _Confine([*operator, *self.named], _never).may_look(
+            left
+        )
+        self._outside(shown, OUTSIDE_OPERATOR if outside_operator else OUTSIDE_CLIENT)
+
+    def _outside(self, shown: str, who: str) -> NoReturn:
+        in_force = self.allowed or []
+        raise OutsideRoots(
+            f"path {shown} is outside {who}",
+            allowed=[display(r) for r in in_force[:MAX_LISTED]],
+            more=max(0, len(in_force) - MAX_LISTED),
+        )
 
     def check(self, real: Path, shown: str) -> None:
         """Refuse a resolved path outside the roots, naming the rule that refused it."""
         for roots, who in ((self.operator_roots, OUTSIDE_OPERATOR), (self.client_roots, OUTSIDE_CLIENT)):
             if roots is not None and not any(is_within(real, root) for root in roots):
-                in_force = self.allowed or []
-                raise OutsideRoots(
-                    f"path {shown} is outside {who}",
-                    allowed=[display(r) for r in in_force[:MAX_LISTED]],
-                    more=max(0, len(in_force) - MAX_LISTED),
-                )
+                self._outside(shown, who)
 
-    def narrow(self, client_roots: Sequence[Path] | None, ignored: int = 0) -> None:
-        """Apply the client's roots; None (or an empty list) means the client does not narrow, unless it
-        listed roots of which none could be used (``ignored`` of them): then nothing is allowed."""
+    def covers(self, scope: Sequence[Path] | None) -> bool:
+        """Whether everything ``scope`` allowed (roots; None: the whole filesystem) is allowed now: what
+        a call named under it (a result kept for later) may be shown only while this holds."""
+        allowed = self.allowed
+        if allowed is None:
+            return True
+        return scope is not None and all(any(is_within(root, now) for now in allowed) for root in scope)
+
+    def steps_down(self, directory: str) -> list[str]:
+        """The names in ``directory`` (absolute; its '..' taken out as written) that lead down to a root
+        lying below it, known from the roots alone: nothing outside them is looked at to find them."""
+        where = Path(os.path.normpath(directory))
+        depth = len(where.parts)
+        below = (root for root in self.allowed or () if len(root.parts) > depth and is_within(root, where))
+        return sorted({root.parts[depth] for root in below})
+
+    def narrow(
+        self, client_roots: Sequence[Path] | None, ignored: int = 0, named: Sequence[Path] = ()
+    ) -> None:
+        """Apply the client's roots (``named``: as the client wrote them); None (or an empty list) means
+        the client does not narrow, unless it listed roots of which none could be used (``ignored`` of
+        them): then nothing is allowed."""
         self.client_roots = list(client_roots or ()) if client_roots or ignored else None
+        self.client_named = list(named) if self.client_roots else []
 
     @property
     def allowed(self) -> list[Path] | None:
@@ -231,8 +303,68 @@ def expands_locally(raw: str) -> bool:
     return (raw == "~" or raw.startswith("~/")) and "HOME" in os.environ
 
 
-def _realpath(raw: str) -> str:
-    """``raw`` expanded and resolved (absolute, normalised, no symlinks), or ``InvalidPath`` saying why."""
+class _Confine:
+    """Resolution inside roots: which names may be looked at, and what to do with one that may not."""
+
+    def __init__(self, roots: Sequence[Path], refuse: Callable[[str], None]) -> None:
+        self.inside = tuple(str(root).rstrip("/") + "/" for root in roots)
+        self.refuse = refuse
+
+    def may_look(self, path: str) -> bool:
+        """Inside a root, or a directory on the way down to one (its name is part of a root's)."""
+        here = path.rstrip("/") + "/"
+        return any(here.startswith(root) or root.startswith(here) for root in self.inside)
+
+
+def _never(_: str) -> None:
+    """A ``_Confine`` asked only which names it may look at."""
+
+
+#: Symlinks followed in one resolution before it is refused, as the kernel's ELOOP.
+MAX_LINKS = 40
+
+
+def _resolve_confined(path: str, confine: _Confine) -> str:
+    """``os.path.realpath(path)`` (``path`` absolute) that looks at a name only where ``confine`` lets
+    it: at the first other one it calls ``confine.refuse``, which raises. A missing name ends the
+    looking (so does one that cannot be looked at); what follows it is taken as written, as
+    ``realpath`` does."""
+    pending = [part for part in reversed(path.split("/")) if part]
+    resolved, links, missing = "/", 0, False
+    while pending:
+        part = pending.pop()
+        if part == ".":
+            continue
+        if part == "..":
+            resolved = os.path.dirname(resolved)
+            continue
+        candidate = os.path.join(resolved, part)
+        if not confine.may_look(candidate):
+            confine.refuse(candidate)
+        if missing:
+            resolved = candidate
+            continue
+        try:
+            st = os.lstat(candidate)
+        except OSError:  # missing, or not to be looked into: the rest as written, as realpath takes it
+            missing, resolved = True, candidate
+            continue
+        if not stat.S_ISLNK(st.st_mode):
+            resolved = candidate
+            continue
+        links += 1
+        if links > MAX_LINKS:
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), candidate)
+        target = os.readlink(candidate)
+        if target.startswith("/"):
+            resolved = "/"
+        pending.extend(part for part in reversed(target.split("/")) if part)
+    return resolved
+
+
+def _realpath(raw: str, confine: _Confine | None = None) -> str:
+    """``raw`` expanded and resolved (absolute, normalised, no symlinks), or ``InvalidPath`` saying why;
+    with ``confine``, resolved without looking at a name outside the roots (``_resolve_confined``)."""
     if not raw:
         raise InvalidPath("path is empty", reason="empty")
     if "\x00" in raw:
@@ -246,7 +378,7 @@ def _realpath(raw: str) -> str:
             raise InvalidPath(
                 f"path {echo(raw)} is too long: at most {PATH_MAX - 1} bytes, {NAME_MAX} per component"
             )
-        return os.path.realpath(expanded)
+        return os.path.realpath(expanded) if confine is None else _resolve_confined(expanded, confine)
     except OSError as exc:
         raise InvalidPath(f"path {echo(raw)} cannot be resolved: {exc.strerror or 'error'}") from None
     except ValueError:

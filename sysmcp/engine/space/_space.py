@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -34,7 +35,7 @@ from sysmcp.engine.pools import Cow, btrfs_cow, zfs_cow
 from sysmcp.engine.procs import PROC, filesystem_of, scan_processes
 from sysmcp.engine.space._held import Overhead, Snapshot, Snapshots, overhead_of, snapshots_of
 from sysmcp.engine.space._hidden import Hidden, Look
-from sysmcp.engine.walk import Budget, SkipCounter
+from sysmcp.engine.walk import Budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +149,7 @@ class WalkPart:
     processes: int = 1
     unreadable: int = 0
     unreadable_named: list[str] = field(default_factory=list)  # absolute, inside the roots
+    roots_walked: list[str] | None = None  # under roots outside which the mount point lies: what was walked
     scanned: KeptScan | None = None  # taken from a stored scan instead (unreadable then not counted)
 
 
@@ -167,8 +169,7 @@ class HiddenPart:
     reason: str = ""  # why not checked: "needs root", "not Linux", a failure
     disk: int = 0
     places: list[Hidden] = field(default_factory=list)  # named (inside the roots), largest first
-    not_named: int = 0  # places outside the roots
-    not_named_disk: int = 0
+    outside: int = 0  # mount points outside the roots: not looked under, their bytes in the remainder
     empty: int = 0  # mount points with nothing under them but the directory's own blocks
     empty_disk: int = 0
     mount_points: int = 0  # directories of this filesystem that something is mounted over
@@ -202,37 +203,74 @@ class Accounting:
         return self.figures.used - self.explained
 
 
+def walk_starts(request: ExplainRequest) -> list[str]:
+    """Where part 1's walk starts: the mount point, unless roots are in force and it lies outside
+    them; then each outermost root on this filesystem (its ``st_dev``), so the walk never leaves the
+    roots and the rest of the filesystem is left to the remainder, neither walked nor counted."""
+    point, roots = request.mount.mount_point, request.roots
+    if roots is None or _named(point, roots):
+        return [point]
+    starts: list[str] = []
+    for root in sorted(roots, key=lambda r: len(r.parts)):
+        if any(is_within(root, Path(start)) for start in starts):
+            continue
+        try:
+            st = os.stat(root)
+        except OSError:
+            continue
+        if st.st_dev == request.dev and stat.S_ISDIR(st.st_mode):
+            starts.append(str(root))
+    return starts
+
+
 def walk_filesystem(
     request: ExplainRequest, progress: Progress | None = None, cancel: Cancel | None = None
-) -> tuple[WalkPart, SkipCounter]:
-    """The one call into the tree-walk engine (``engine.usage``: dir_usage's parallel du -x walk, totals only)."""
+) -> WalkPart:
+    """Part 1 through the one call into the tree-walk engine (``engine.usage``: dir_usage's parallel
+    du -x walk, totals only), from each of ``walk_starts`` within the one time budget."""
     from sysmcp.engine.usage import UsageRequest, scan_usage
 
-    usage = scan_usage(
-        UsageRequest(
-            top_files=0,
-            top_directories=0,
-            max_depth=1,
-            by_disk=True,
-            min_size=0,
-            timeout_s=request.timeout_s,
-            root=os.fsencode(request.mount.mount_point),  # one filesystem: WalkOptions' default
-        ),
-        None if progress is None else lambda entries, seen: progress(entries, None),
-        cancel,
-        clock=request.clock,
-        sharing=Sharing(request.processes, request.split_after_s),
-    )
-    totals = usage.totals
-    walked = WalkPart(
-        disk=totals.disk if totals is not None else 0,
-        files=totals.files if totals is not None else 0,
-        stopped=usage.stopped,
-        elapsed=usage.elapsed,
-        processes=usage.processes,
-        unreadable=usage.skipped.as_dict().get("unreadable", 0),
-    )
-    return walked, usage.skipped
+    starts = walk_starts(request)
+    walked = WalkPart(roots_walked=None if starts == [request.mount.mount_point] else starts)
+    started, before = request.clock(), 0
+
+    def walking(entries: int, seen: int) -> None:
+        if progress is not None:
+            progress(before + entries, None)
+
+    for at, start in enumerate(starts):  # the first has the whole budget; any other, what is left of it
+        left = request.timeout_s - (request.clock() - started) if at else request.timeout_s
+        usage = scan_usage(
+            UsageRequest(
+                top_files=0,
+                top_directories=0,
+                max_depth=1,
+                by_disk=True,
+                min_size=0,
+                timeout_s=max(left, 0.001),
+                root=os.fsencode(start),  # one filesystem: WalkOptions' default
+            ),
+            walking,
+            cancel,
+            clock=request.clock,
+            sharing=Sharing(request.processes, request.split_after_s),
+        )
+        totals = usage.totals
+        walked.disk += totals.disk if totals is not None else 0
+        walked.files += totals.files if totals is not None else 0
+        walked.stopped = walked.stopped or usage.stopped
+        walked.elapsed += usage.elapsed
+        walked.processes = max(walked.processes, usage.processes)
+        walked.unreadable += usage.skipped.as_dict().get("unreadable", 0)
+        walked.unreadable_named += [
+            path
+            for name in usage.skipped.named
+            if _named(path := os.path.join(start, name) if name else start, request.roots)
+        ]
+        before += usage.entries
+        if walked.stopped:
+            break
+    return walked
 
 
 def _named(path: str, roots: Sequence[Path] | None) -> bool:
@@ -259,8 +297,12 @@ class _Under:
 
     def __init__(self, request: ExplainRequest) -> None:
         self.request = request
-        relatives = covered_points(request.mount, request.table)
-        self.part = HiddenPart(mount_points=len(relatives), checked=not relatives)
+        covered = covered_points(request.mount, request.table)
+        point = request.mount.mount_point  # only under those inside the roots: the rest is not looked at
+        relatives = [r for r in covered if _named(os.path.join(point, r), request.roots)]
+        self.part = HiddenPart(
+            mount_points=len(covered), checked=not relatives, outside=len(covered) - len(relatives)
+        )
         self.look: Look | None = None
         self.target = ""
         if not relatives:
@@ -289,11 +331,8 @@ class _Under:
             if place.files == 0 and place.disk <= 4096 * 4:  # an empty directory under a mount: no name
                 part.empty += 1
                 part.empty_disk += place.disk
-            elif _named(os.path.join(request.mount.mount_point, place.relative), request.roots):
+            else:  # one looked under: inside the roots
                 part.places.append(place)
-            else:
-                part.not_named += 1
-                part.not_named_disk += place.disk
         return part
 
     def close(self) -> None:
@@ -386,12 +425,11 @@ def explain(request: ExplainRequest, progress: Progress, cancel: Cancel) -> Acco
     under: _Under | None = None
     try:
         under = _Under(request)  # so does the one that looks under the mount points
-        skipped: SkipCounter | None = None
-        if request.scanned is not None:
+        if request.scanned is not None and walk_starts(request) == [mount.mount_point]:
             walked = WalkPart(request.scanned.disk, request.scanned.files, scanned=request.scanned)
             cancel()
         else:
-            walked, skipped = walk_filesystem(request, progress, cancel)
+            walked = walk_filesystem(request, progress, cancel)
         scan, snaps, overhead = side.results(budget)
         cancel()
         hidden = under.result(budget.deadline)
@@ -399,12 +437,6 @@ def explain(request: ExplainRequest, progress: Progress, cancel: Cancel) -> Acco
         side.close()
         if under is not None:
             under.close()
-    base = mount.mount_point
-    walked.unreadable_named = [
-        path
-        for name in (skipped.named if skipped is not None else ())
-        if _named(path := os.path.join(base, name) if name else base, request.roots)
-    ]
     cow = read_cow(mount, request.timeout_s, cancel)
     deleted = _deleted(request, scan, cow)
     return Accounting(

@@ -141,6 +141,20 @@ def test_outside_the_roots_a_held_file_is_counted_but_not_named(tmp_path: Path) 
     assert "secret.log" not in text and "daemon" not in text and "outside your roots" in text
 
 
+def test_under_roots_only_the_roots_are_walked_and_the_rest_is_not_looked_at(tmp_path: Path) -> None:
+    """The walk of part 1 never leaves the roots: a directory outside them on the same filesystem is
+    neither walked nor counted, and its bytes are the remainder, which says so."""
+    top = planted(tmp_path)
+    acc = explain(request_for(top, 8 * MiB, roots=[top / "a"]), no_progress, never_cancelled)
+    assert acc.walked.files == 1 and 3 * MiB <= acc.walked.disk < 4 * MiB  # a/one only, not two
+    assert acc.walked.roots_walked == [str(top / "a")]
+    text, data = render(acc)
+    assert "1. Files reached by a walk of your roots (du -x)" in text
+    assert f"dir_usage path={top / 'a'}" in text and f"dir_usage path={top} " not in text
+    assert "outside your roots or unexplained" in text
+    assert data["files"]["roots_walked"] == [str(top / "a")]
+
+
 def test_a_pseudo_filesystem_has_nothing_to_account_for(tmp_path: Path) -> None:
     proc = Mount("/proc", "proc", "proc")
     fig = Figures.from_stats(FsStats(4096, 0, 0, 0, 0, 0))
@@ -202,9 +216,9 @@ def test_a_totals_only_walk_is_shared_out_even_when_it_lists_no_file(tmp_path: P
     # before the single top directory was finished: too late to share anything, one process walked.
     files = deep_tree(tmp_path)
     request = request_for(tmp_path, 0)
-    walked, _ = walk_filesystem(replace(request, processes=2, split_after_s=0.0))
+    walked = walk_filesystem(replace(request, processes=2, split_after_s=0.0))
     assert walked.processes == 2 and walked.files == files and walked.stopped is None
-    alone, _ = walk_filesystem(replace(request, processes=1))
+    alone = walk_filesystem(replace(request, processes=1))
     assert (alone.disk, alone.files, alone.processes) == (walked.disk, walked.files, 1)
 
 

@@ -1,0 +1,117 @@
+"""A plan under a scope looks only inside it: no class lists, or looks at a file in, a place outside.
+
+Every class's place (the package caches, the logs, the journals, the crash dumps, the homes with their
+language caches and trash) is planted both inside the scope and beside it; the directories a plan lists
+and the files it looks at are watched through ``os.scandir`` and ``os.lstat`` (which still do the work).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sysmcp.engine.paths import real_root
+from sysmcp.reclaim import PlanRequest, build_plan
+from sysmcp.reclaim._classes import RootsLayout
+
+PLACES = (
+    "apt/archives/x.deb",
+    "log/syslog.1",
+    "journal/system@1.journal",
+    "crash/core.1",
+    "home/ann/.cache/pip/w",
+    "home/ann/.local/share/Trash/files/t",
+    "home/ann/core",
+)
+
+
+def planted(base: Path) -> None:
+    for top in ("inside", "outside"):
+        for place in PLACES:
+            (base / top / place).parent.mkdir(parents=True, exist_ok=True)
+            (base / top / place).write_bytes(b"x" * 5000)
+
+
+def layout_over(top: Path) -> RootsLayout:
+    none = os.fsencode(top / ".none")
+    return RootsLayout(
+        apt=os.fsencode(top / "apt"),
+        dnf=none,
+        yum=none,
+        pacman=none,
+        apk=none,
+        log=os.fsencode(top / "log"),
+        journal=(os.fsencode(top / "journal"),),
+        coredump=(os.fsencode(top / "crash"),),
+        core_dirs=(os.fsencode(top),),
+        homes=None,
+        home_parents=(os.fsencode(top / "home"),),
+        proc=none,
+        container_engines=(),
+    )
+
+
+@pytest.fixture
+def looked_at(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, bytes]]]:
+    """Every directory listed and every path lstat'ed, as the real calls still run."""
+    seen: list[tuple[str, bytes]] = []
+    real_scandir, real_lstat = os.scandir, os.lstat
+
+    def scandir(path: Any) -> Any:
+        seen.append(("scandir", os.fsencode(path)))
+        return real_scandir(path)
+
+    def lstat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        seen.append(("lstat", os.fsencode(path)))
+        return real_lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    monkeypatch.setattr(os, "lstat", lstat)
+    yield seen
+
+
+def outside_the_scope(seen: list[tuple[str, bytes]], places: Path, scope: bytes) -> list[tuple[str, bytes]]:
+    """What was listed outside the scope, or looked at there below the places themselves (each place's
+    real path is resolved, to judge it against the scope: that looks at the place's own name only).
+    The scope's parents on the way down to it are not outside it."""
+    top = os.fsencode(places)
+
+    def beside(path: bytes) -> bool:
+        on_the_way = path == scope or path.startswith(scope + b"/") or scope.startswith(path + b"/")
+        return path.startswith(top + b"/") and not on_the_way
+
+    def a_place(path: bytes) -> bool:
+        return os.path.dirname(path) == top
+
+    return [(call, path) for call, path in seen if beside(path) and (call == "scandir" or not a_place(path))]
+
+
+def test_a_plan_under_a_scope_lists_and_looks_at_nothing_outside_it(
+    tmp_path: Path, looked_at: list[tuple[str, bytes]]
+) -> None:
+    """The places are all below ``outside`` (the system's places, beside the root ``inside``)."""
+    base = real_root(tmp_path)
+    planted(base)
+    scope = os.fsencode(base / "inside")
+    plan = build_plan(PlanRequest(scope=(scope,), layout=layout_over(base / "outside")))
+    assert plan.items == ()
+    assert outside_the_scope(looked_at, base / "outside", scope) == []
+
+
+def test_a_place_above_the_scope_is_looked_at_only_below_the_scope(
+    tmp_path: Path, looked_at: list[tuple[str, bytes]]
+) -> None:
+    """The log place holds the scope (a subdirectory of the logs): only that subdirectory is walked, and
+    its rotated log is planned; the one beside it is neither planned nor looked at."""
+    base = real_root(tmp_path)
+    planted(base)
+    (base / "outside" / "log" / "app").mkdir()
+    (base / "outside" / "log" / "app" / "app.log.1").write_bytes(b"x" * 5000)
+    scope = os.fsencode(base / "outside" / "log" / "app")
+    plan = build_plan(PlanRequest(scope=(scope,), layout=layout_over(base / "outside")))
+    assert [e.path for item in plan.items for e in item.entries] == [scope + b"/app.log.1"]
+    assert outside_the_scope(looked_at, base / "outside", scope) == []
