@@ -49,8 +49,14 @@ def read_run(
     """The records stored at ``offset`` (one run, or a block of them), in order, read ``read_bytes`` at a time.
 
     A record is ``header`` fixed bytes (which may hold any byte), then a name ended by a NUL (which no
-    name holds); with ``line``, a line follows the NUL and the record ends at its newline.
+    name holds); with ``line`` (and no header), a line follows the NUL and the record ends at its newline.
+
+    Why a loop for each framing: a merge reads every record through here (a million for a manifest of a
+    million files), and one loop for both paid a test and an addition per record, about 0.6 % of
+    hash_tree's instructions per small file.
     """
+    if line and header:
+        raise ValueError("a record with a line has no header")
     end = offset + length
     pending = b""
     while offset < end:
@@ -60,15 +66,12 @@ def read_run(
         offset += len(chunk)
         data = pending + chunk if pending else chunk
         start = 0
-        find = data.find
-        while True:
-            stop = find(b"\0", start + header)
-            if stop < 0:
-                break
-            if line:
-                stop = find(b"\n", stop)
-                if stop < 0:
-                    break
-            yield data[start : stop + 1]
-            start = stop + 1
+        if line:
+            while (stop := data.find(b"\0", start)) >= 0 and (stop := data.find(b"\n", stop)) >= 0:
+                yield data[start : stop + 1]
+                start = stop + 1
+        else:
+            while (stop := data.find(b"\0", start + header)) >= 0:
+                yield data[start : stop + 1]
+                start = stop + 1
         pending = data[start:]

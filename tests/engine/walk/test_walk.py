@@ -666,6 +666,8 @@ def test_a_spilled_run_reads_back_whole_records_of_either_framing_however_its_re
         fd = spill.fileno()
         assert list(read_run(fd, 0, size, 7, header=4)) == sized
         assert list(read_run(fd, size, spill.tell() - size, 7, line=True)) == lines
+        with pytest.raises(ValueError, match="no header"):  # a line after a header is no framing of ours
+            next(read_run(fd, 0, size, 7, header=4, line=True))
 
 
 def test_a_directory_of_the_root_that_cannot_be_read_keeps_its_row_in_walk_totals() -> None:
