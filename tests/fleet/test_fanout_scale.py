@@ -183,6 +183,7 @@ async def test_a_progress_number_past_a_float_is_read_as_none_and_the_gateway_li
     assert heard == [None, None]  # no total is better than a wrong one
 
 
+@pytest.mark.slow  # 97 MiB through a pipe
 @needs_proc
 async def test_a_reply_line_longer_than_any_answer_is_that_hosts_remote_error_at_once_not_pending(
     tmp_path: Path,
@@ -223,6 +224,7 @@ anyio.run(main)
 """
 
 
+@pytest.mark.slow  # 85 MiB through a pipe, in a Python of its own
 def test_a_reply_line_past_what_any_sysmcp_sends_is_refused_while_read_holding_at_most_that_bound(
     tmp_path: Path,
 ) -> None:
