@@ -89,7 +89,11 @@ class HostSession:
         return self.client.alive and self.process.returncode is None
 
     async def failure(self) -> HostFailure:
-        """Why this session ended: ssh's exit code and stderr, classified."""
+        """Why this session ended: ssh's exit code and stderr, classified. Its stdin is closed first:
+        a remote this end stopped reading (it spoke no MCP) sees EOF and exits, and is not waited out."""
+        if self.process.stdin is not None:
+            with contextlib.suppress(Exception):
+                await self.process.stdin.aclose()
         with anyio.move_on_after(EXIT_WAIT):
             await self.process.wait()
         if self.process.returncode is None:

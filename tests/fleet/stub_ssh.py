@@ -5,7 +5,8 @@ behaviour (``ok``, ``hang``, ``mute``, ``garbage``, ``oddshape``, ``bignumber``,
 whole reply line of 85 MiB, longer than any sysmcp sends,
 ``infinite``: a number past any float in its result, ``escapes``: terminal escapes in its progress,
 ``dies``: half an answer then exit 1, ``fails``: a tool error, ``slow``: a remote start that answers ``initialize`` only once the file
-``$STUB_GATE`` exists). Each start appends the host's name to ``$STUB_STARTS`` when that is set.
+``$STUB_GATE`` exists). Each start appends the host's name to ``$STUB_STARTS`` when that is set, and
+each end at its stdin's end (not killed) to ``$STUB_ENDS``.
 Standard library only, started with ``-S -E``: it must cost a few milliseconds."""
 
 import json
@@ -101,6 +102,9 @@ def main() -> int:
         reply = json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": result})
         out.write(reply.replace('"__1e400__"', "1e400") + "\n")
         out.flush()
+    if "STUB_ENDS" in os.environ:
+        with open(os.environ["STUB_ENDS"], "a") as ends:
+            ends.write(host + "\n")
     return 0
 
 

@@ -264,14 +264,18 @@ async def test_a_hosts_tool_error_points_at_no_other_hosts_results(
 
 
 async def test_a_result_number_past_a_float_is_that_hosts_failure_and_the_merged_answer_can_be_sent(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``1e400`` is valid JSON, and Infinity to Python's decoder: read as such, no answer holding it
-    could be encoded (JSON has no Infinity), and one host would fail every host's answer."""
+    could be encoded (JSON has no Infinity), and one host would fail every host's answer. The host is
+    told its session is over (its stdin closed), and is not left to be killed seconds later."""
+    ends = tmp_path / "ends"
+    monkeypatch.setenv("STUB_ENDS", str(ends))
     outcomes = await fan_out_once(tmp_path, ["ok1", "infinite1"])
     assert statuses(outcomes) == {"ok1": "ok", "infinite1": "remote_error"}
     assert "does not speak MCP" in outcomes[1].reason
     encode(default_merge(outcomes, {}).structured)  # the gateway's answer goes out
+    assert "infinite1" in ends.read_text().split()  # it ended at its stdin's end
 
 
 async def test_a_hosts_progress_message_is_passed_on_without_its_terminal_escapes(tmp_path: Path) -> None:
