@@ -7,8 +7,9 @@
 - ``interop``: drives another MCP client (node, the SDKs, a browser): anything from ``tests/interop``.
 
 A test carries a marker when its own source (decorators included) shows the sign, or when a helper,
-constant or fixture it names does, in its module or imported from another module of ``tests``: a
-test calling a local ``session()`` that runs ``-m sysmcp`` spawns a server. ``slow`` is put by hand.
+constant or fixture it names does, in its module or imported from another module of ``tests`` (at the
+top of the module or in the test's own body): a test calling a local ``session()`` that runs
+``-m sysmcp`` spawns a server. ``slow`` is put by hand.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class _Module:
         self.own: dict[str, set[str]] = {}
         self.refs: dict[str, set[str]] = {}
         self.imported: dict[str, tuple[str, str]] = {}  # local name → (module of tests, its name)
+        self.imported_within: dict[str, dict[str, tuple[str, str]]] = {}  # the same, inside one definition
         path = TESTS.parent.joinpath(*name.split(".")).with_suffix(".py")
         if not path.exists():
             path = path.with_suffix("") / "__init__.py"
@@ -56,9 +58,21 @@ class _Module:
             if interop:
                 marks.add("interop")
             refs = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+            within = _imports_of_tests(node)
             for defined in names:
                 self.own[defined] = marks
                 self.refs[defined] = refs - {defined}
+                self.imported_within[defined] = within
+
+
+def _imports_of_tests(node: ast.stmt) -> dict[str, tuple[str, str]]:
+    """What a definition imports from ``tests`` in its own body (``from tests.x import y`` in a test)."""
+    return {
+        alias.asname or alias.name: (inner.module or "", alias.name)
+        for inner in ast.walk(node)
+        if isinstance(inner, ast.ImportFrom) and (inner.module or "").startswith("tests")
+        for alias in inner.names
+    }
 
 
 def _defined(node: ast.stmt) -> list[str]:
@@ -84,8 +98,9 @@ def markers(module: str, name: str, seen: frozenset[tuple[str, str]] = frozenset
     if name in found.imported:
         return markers(*found.imported[name], seen)
     marks = set(found.own.get(name, set()))
+    within = found.imported_within.get(name, {})
     for ref in found.refs.get(name, set()):
-        marks |= markers(module, ref, seen)
+        marks |= markers(*within[ref], seen) if ref in within else markers(module, ref, seen)
     return marks
 
 

@@ -58,3 +58,12 @@ def test_a_walk_splitting_its_scanner_is_not_a_spawned_server() -> None:
         )
         == set()
     )
+
+
+def test_a_helper_imported_in_the_tests_own_body_marks_it_as_one_imported_at_the_top_would() -> None:
+    """``from tests.tools.docker_lab import running_docker`` inside the test: a real dockerd, root's."""
+    assert "root" in item_markers(
+        "tests.reclaim.test_reclaim_logs",
+        "test_a_real_dockerd_containers_log_is_planned_emptied_and_written_again",
+        [],
+    )

@@ -89,10 +89,15 @@ class HostSession:
         return self.client.alive and self.process.returncode is None
 
     async def failure(self) -> HostFailure:
-        """Why this session ended: ssh's exit code and stderr, classified. A session we ended at a line
-        too long or too complex to read needs neither: its remote, still running, is ended by the caller."""
+        """Why this session ended: ssh's exit code and stderr, classified. Its stdin is closed first:
+        a remote this end stopped reading (it spoke no MCP) sees EOF and exits, and is not waited out.
+        A session we ended at a line too long or too complex to read needs neither: its remote, still
+        running, is ended by the caller."""
         if self.client.oversized:  # it answered, in a line we refused: not ssh's failure
             return HostFailure("remote_error", self.client.closed_reason)
+        if self.process.stdin is not None:
+            with contextlib.suppress(Exception):
+                await self.process.stdin.aclose()
         with anyio.move_on_after(EXIT_WAIT):
             await self.process.wait()
         if self.process.returncode is None:

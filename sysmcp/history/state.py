@@ -28,6 +28,7 @@ _lock = threading.Lock()
 _directory: Path | None = None
 _store: Store | None = None
 _clock: Callable[[], float] = time.time
+_busy_ms: int | None = None  # the store's own wait for another process's lock (None: its BUSY_MS)
 
 
 def default_directory() -> Path:
@@ -35,15 +36,18 @@ def default_directory() -> Path:
     return Path(os.environ.get(STATE_ENV) or platform.state_directory())
 
 
-def configure(directory: Path | str | None, clock: Callable[[], float] = time.time) -> None:
-    """Record history in ``directory`` from now on (None: no history)."""
-    global _directory, _store, _clock
+def configure(
+    directory: Path | str | None, clock: Callable[[], float] = time.time, *, busy_ms: int | None = None
+) -> None:
+    """Record history in ``directory`` from now on (None: no history); ``busy_ms``, how long a lock
+    another process holds is waited for (None: the store's ``BUSY_MS``; tests holding one pass less)."""
+    global _directory, _store, _clock, _busy_ms
     with _lock:
         _directory = Path(directory) if directory is not None else None
         if _store is not None:
             _store.close()
         _store = None
-        _clock = clock
+        _clock, _busy_ms = clock, busy_ms
 
 
 def configured() -> bool:
@@ -66,7 +70,11 @@ def active() -> Store | None:
         if _store is None:
             from sysmcp.history.store import Store
 
-            _store = Store.open(_directory, _clock)
+            _store = (
+                Store.open(_directory, _clock)
+                if _busy_ms is None
+                else Store.open(_directory, _clock, busy_ms=_busy_ms)
+            )
         return _store if _store.enabled else None
 
 

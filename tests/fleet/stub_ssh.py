@@ -9,7 +9,8 @@ two million empty objects, ``badcode``: ``initialize`` refused with an error cod
 nested ``$STUB_DEPTH`` (900) deep,
 ``forgets``: every ``resources/read`` refused in 100,000 characters with a terminal escape,
 ``controls``: every ``resources/read`` answered with a text of a million control characters, ``slow``: a remote start that answers ``initialize`` only once the file
-``$STUB_GATE`` exists). Each start appends the host's name to ``$STUB_STARTS`` when that is set.
+``$STUB_GATE`` exists). Each start appends the host's name to ``$STUB_STARTS`` when that is set, and
+each end at its stdin's end (not killed) to ``$STUB_ENDS``.
 Standard library only, started with ``-S -E``: it must cost a few milliseconds."""
 
 import json
@@ -127,6 +128,9 @@ def main() -> int:
             reply = reply.replace('"__many__"', "[" + "{}," * (2 << 20) + "{}]")
         out.write(reply + "\n")
         out.flush()
+    if "STUB_ENDS" in os.environ:
+        with open(os.environ["STUB_ENDS"], "a") as ends:
+            ends.write(host + "\n")
     return 0
 
 

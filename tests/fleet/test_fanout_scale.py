@@ -185,6 +185,7 @@ async def test_a_progress_number_past_a_float_is_read_as_none_and_the_gateway_li
     assert heard == [None, None]  # no total is better than a wrong one
 
 
+@pytest.mark.slow  # 97 MiB through a pipe
 @needs_proc
 async def test_a_reply_line_longer_than_any_answer_is_that_hosts_remote_error_at_once_not_pending(
     tmp_path: Path,
@@ -225,6 +226,7 @@ anyio.run(main)
 """
 
 
+@pytest.mark.slow  # 85 MiB through a pipe, in a Python of its own
 def test_a_reply_line_past_what_any_sysmcp_sends_is_refused_while_read_holding_at_most_that_bound(
     tmp_path: Path,
 ) -> None:
@@ -264,14 +266,18 @@ async def test_a_hosts_tool_error_points_at_no_other_hosts_results(
 
 
 async def test_a_result_number_past_a_float_is_that_hosts_failure_and_the_merged_answer_can_be_sent(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``1e400`` is valid JSON, and Infinity to Python's decoder: read as such, no answer holding it
-    could be encoded (JSON has no Infinity), and one host would fail every host's answer."""
+    could be encoded (JSON has no Infinity), and one host would fail every host's answer. The host is
+    told its session is over (its stdin closed), and is not left to be killed seconds later."""
+    ends = tmp_path / "ends"
+    monkeypatch.setenv("STUB_ENDS", str(ends))
     outcomes = await fan_out_once(tmp_path, ["ok1", "infinite1"])
     assert statuses(outcomes) == {"ok1": "ok", "infinite1": "remote_error"}
     assert "does not speak MCP" in outcomes[1].reason
     encode(default_merge(outcomes, {}).structured)  # the gateway's answer goes out
+    assert "infinite1" in ends.read_text().split()  # it ended at its stdin's end
 
 
 async def test_a_hosts_progress_message_is_passed_on_without_its_terminal_escapes(tmp_path: Path) -> None:

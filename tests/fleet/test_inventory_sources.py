@@ -147,6 +147,7 @@ def ansible_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Pa
     return runs
 
 
+@pytest.mark.slow  # the real ansible-inventory, run twice: about a second of CPU each
 def test_yaml_is_read_as_ansible_reads_it(ansible_runs: dict[str, tuple[Path, dict[str, Any]]]) -> None:
     path, data = ansible_runs["hosts.yml"]
     ours = parse_inventory(path.read_text(), str(path))
@@ -164,6 +165,7 @@ def test_yaml_is_read_as_ansible_reads_it(ansible_runs: dict[str, tuple[Path, di
     assert ours.hosts["db3"].port == 5022  # the child's vars win over the parent's
 
 
+@pytest.mark.slow  # the real ansible-inventory, run twice: about a second of CPU each
 def test_ini_precedence_and_aliases_as_ansible(ansible_runs: dict[str, tuple[Path, dict[str, Any]]]) -> None:
     path, data = ansible_runs["hosts.ini"]
     ours = parse_ini(path.read_text(), str(path))
@@ -172,6 +174,7 @@ def test_ini_precedence_and_aliases_as_ansible(ansible_runs: dict[str, tuple[Pat
     assert ours.hosts["db3"].address == "10.1.0.3" and ours.hosts["db1"].user == "admin"
 
 
+@pytest.mark.slow  # the real ansible-inventory, run twice: about a second of CPU each
 def test_the_json_of_ansible_inventory_list_gives_the_same_fleet(
     ansible_runs: dict[str, tuple[Path, dict[str, Any]]], tmp_path: Path
 ) -> None:

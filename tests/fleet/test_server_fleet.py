@@ -280,6 +280,7 @@ async def test_a_host_whose_number_no_float_holds_is_shown_by_its_text_and_the_o
     assert "/var/log" in text and "in a shape this sysmcp does not read" in text and "web02" in text
 
 
+@pytest.mark.slow  # a 44 MiB answer of 300,000 rows, merged and encoded at the real cap
 async def test_one_hosts_answer_too_large_to_merge_is_its_reason_and_the_others_answer_is_sent() -> None:
     """44 MiB from one host is in the merged answer twice (its entry, the view): over the session's
     80 MiB cap, the whole answer was an internal error and every host's answer lost."""

@@ -515,3 +515,18 @@ def test_two_databases_moved_aside_within_one_second_are_both_kept(tmp_path: Pat
         assert Store.open(directory, clock).enabled
     aside = sorted(p for p in directory.iterdir() if ".corrupt-" in p.name)
     assert [p.read_bytes()[:12] for p in aside] == [b"the first da", b"the second d"]
+
+
+def test_the_process_store_waits_for_a_lock_as_long_as_it_was_configured_to(tmp_path: Path) -> None:
+    from sysmcp.history import state
+    from sysmcp.history.store import BUSY_MS
+
+    try:
+        state.configure(tmp_path / "default")
+        default = state.active()
+        assert default is not None and default.busy_ms == BUSY_MS
+        state.configure(tmp_path / "brief", busy_ms=20)
+        brief = state.active()
+        assert brief is not None and brief.busy_ms == 20
+    finally:
+        state.configure(None)

@@ -230,9 +230,9 @@ class SlowReader(MemoryTransport):
 
 
 async def test_replies_made_before_stdin_closed_all_reach_a_client_that_reads_slowly() -> None:
-    """40 replies at 0.05 s each outlast the half-second grace; none may be lost while the client reads."""
-    transport = SlowReader(pause=0.05)
-    session = Session(Handler(), transport, eof_grace=0.5, write_stall=2)
+    """40 replies at 0.01 s each outlast twice the 0.2 s grace; none may be lost while the client reads."""
+    transport = SlowReader(pause=0.01)
+    session = Session(Handler(), transport, eof_grace=0.2, write_stall=2)
     transport.feed(b"".join(b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % i for i in range(40)))
     transport.feed(b"")
     with anyio.fail_after(30):
@@ -243,7 +243,7 @@ async def test_replies_made_before_stdin_closed_all_reach_a_client_that_reads_sl
 
 async def test_a_client_that_stops_reading_after_closing_stdin_does_not_keep_the_server() -> None:
     transport = SlowReader(pause=None)
-    session = Session(Handler(), transport, eof_grace=0.2, write_stall=0.5)
+    session = Session(Handler(), transport, eof_grace=0.05, write_stall=0.1)
     transport.feed(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
     transport.feed(b"")
     with anyio.fail_after(10):

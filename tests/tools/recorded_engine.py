@@ -45,7 +45,8 @@ def recorded_engine(
     with Server(path, Recorded) as server:
         if mode is not None:
             os.chmod(path, mode)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        # shutdown() returns once the serving loop next looks up: every 10 ms, not the standard half second
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
         try:
             yield path
         finally:

@@ -527,15 +527,28 @@ async def test_a_filesystem_freeing_space_or_steady_has_no_time_to_full() -> Non
 
 
 async def test_sampling_reports_progress_and_stops_at_once_when_cancelled() -> None:
+    """A client that cancels a 60 s window on hearing of its first step: not one sample more is taken.
+    The window runs on a clock moved by its own sleeps, so the step comes at once however loaded."""
     seen: list[dict[str, Any]] = []
+    clock = FakeClock()
+    filling = Filling(1 << 20, clock=clock)
+    probed: list[float] = []
 
-    class Recorder:
-        async def notify(self, method: str, params: dict[str, Any]) -> None:
-            seen.append(params)
+    def usage(path: str) -> FsStats:
+        probed.append(clock.now())
+        return filling(path)
 
-    request = RequestContext(1, "tools/call", Recorder(), progress_token="t")
-    handler = DiskUsage(lambda: MountTable([ROOT]), Filling(1 << 20))
-    with anyio.fail_after(5), anyio.move_on_after(2.5) as scope:
+    with anyio.fail_after(5), anyio.CancelScope() as scope:
+
+        class Canceller:
+            async def notify(self, method: str, params: dict[str, Any]) -> None:
+                seen.append(params)
+                scope.cancel()
+                self.probed_then = len(probed)
+
+        client = Canceller()
+        request = RequestContext(1, "tools/call", client, progress_token="t")
+        handler = DiskUsage(lambda: MountTable([ROOT]), usage, clock=clock)
         await handler(
             {"unit": "percent", "all": False, "sample_s": 60},
             ToolContext(request, PathPolicy(), ResultStore()),
@@ -543,6 +556,7 @@ async def test_sampling_reports_progress_and_stops_at_once_when_cancelled() -> N
     assert scope.cancelled_caught
     assert seen and all(p["total"] == 60 for p in seen)
     assert "sampling free space" in seen[-1]["message"]
+    assert len(probed) == client.probed_then and clock.now() < 1000 + 60
 
 
 def test_a_sampling_call_is_never_answered_at_once() -> None:

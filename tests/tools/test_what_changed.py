@@ -640,6 +640,7 @@ async def test_a_store_another_process_holds_locked_is_said_unread_never_taken_f
 ) -> None:
     tree = tmp_path / "tree"
     write(tree / "data" / "a", 2 * MiB)
+    waiting_briefly_for_locks(tmp_path, clock)
     store = state.active()
     assert store is not None
     series = series_of(os.fsencode(tree), WalkOptions())
@@ -664,6 +665,12 @@ async def test_a_store_another_process_holds_locked_is_said_unread_never_taken_f
     assert again.structured["comparable"] is True
 
 
+def waiting_briefly_for_locks(tmp_path: Path, clock: Clock) -> None:
+    """The ``clock`` fixture's store again, waiting 20 ms (not 200) for a lock: the tests that hold one
+    hold it through the whole call, so every wait runs to its end."""
+    state.configure(tmp_path / "state", clock, busy_ms=20)
+
+
 @contextlib.contextmanager
 def writing_elsewhere(database: Path) -> Iterator[None]:
     """The history database held by another process in the middle of its write."""
@@ -681,6 +688,7 @@ async def test_a_snapshot_another_writer_kept_from_being_saved_is_one_note_endin
 ) -> None:
     tree = tmp_path / "tree"
     write(tree / "a", 4096)
+    waiting_briefly_for_locks(tmp_path, clock)
     store = state.active()
     assert store is not None
     with writing_elsewhere(store.path):
@@ -694,6 +702,7 @@ async def test_a_scan_whose_snapshot_another_writer_kept_from_being_saved_never_
 ) -> None:
     tree = tmp_path / "tree"
     write(tree / "a", 4096)
+    waiting_briefly_for_locks(tmp_path, clock)
     store = state.active()
     assert store is not None
     assert (await call(path=str(tree))).structured["comparable"] is False  # the first snapshot, saved
