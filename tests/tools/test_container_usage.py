@@ -219,6 +219,28 @@ def test_a_socket_that_drips_its_answer_is_given_up_at_the_timeout_not_after_the
     assert "did not answer GET /info within 0.5 s" in words(caught.value)
 
 
+@contextmanager
+def answering_once(path: str, reply: bytes) -> Iterator[None]:
+    """A socket at ``path`` that answers one request with ``reply``, whatever was asked: a service that
+    is no engine, or an engine answering badly."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(path)
+        server.listen(1)
+
+        def answer_once() -> None:
+            connection, _ = server.accept()
+            with connection:
+                connection.recv(4096)
+                connection.sendall(reply)
+
+        peer = threading.Thread(target=answer_once)
+        peer.start()
+        try:
+            yield
+        finally:
+            peer.join()
+
+
 @pytest.mark.parametrize(
     ("reply", "said"),
     [
@@ -248,23 +270,8 @@ def test_a_socket_answering_as_no_engine_does_is_an_engine_fault_that_repeats_no
     tmp_path: Path, reply: bytes, said: str
 ) -> None:
     path = str(tmp_path / "odd.sock")
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
-        server.bind(path)
-        server.listen(1)
-
-        def answer_once() -> None:
-            connection, _ = server.accept()
-            with connection:
-                connection.recv(4096)
-                connection.sendall(reply)
-
-        peer = threading.Thread(target=answer_once)
-        peer.start()
-        try:
-            with Api(path, 10) as api, pytest.raises(Unavailable) as caught:
-                api.get("/info")
-        finally:
-            peer.join()
+    with answering_once(path, reply), Api(path, 10) as api, pytest.raises(Unavailable) as caught:
+        api.get("/info")
     assert said in words(caught.value) and "secret-banner" not in words(caught.value)
 
 
@@ -1361,18 +1368,7 @@ def test_the_engines_inspects_stop_at_their_time_budget_and_the_containers_left_
 
 def test_an_error_answer_of_megabytes_is_not_parsed_for_its_message(tmp_path: Path) -> None:
     path, body = str(tmp_path / "odd.sock"), b"[" + b"[]," * 1_500_000 + b'{"message": "boom"}]'
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
-        server.bind(path)
-        server.listen(1)
-
-        def answer_once() -> None:
-            connection, _ = server.accept()
-            with connection:
-                connection.recv(4096)
-                connection.sendall(b"HTTP/1.1 500 Oops\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-
-        peer = threading.Thread(target=answer_once)
-        peer.start()
+    with answering_once(path, b"HTTP/1.1 500 Oops\r\nContent-Length: %d\r\n\r\n" % len(body) + body):
         tracemalloc.start()
         try:
             with Api(path, 10) as api, pytest.raises(Unavailable) as caught:
@@ -1380,7 +1376,6 @@ def test_an_error_answer_of_megabytes_is_not_parsed_for_its_message(tmp_path: Pa
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
-            peer.join()
     assert words(caught.value).endswith("answered GET /info with HTTP 500")
     assert peak < 4 * len(body), peak  # the body and its reading, not 1.5 million lists (100 MB)
 
