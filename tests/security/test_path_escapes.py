@@ -385,3 +385,20 @@ def test_resolving_under_roots_never_looks_at_a_name_outside_them(
     beside = [p for p in looked if not (p == root or p.startswith(root + "/") or root.startswith(p + "/"))]
     assert beside == [], beside
     assert policy(tree).resolve(f"{tree}/root/sub/../sub/inside.txt") == tree / "root" / "sub" / "inside.txt"
+
+
+def test_a_missing_name_then_dot_dot_does_not_skip_the_symlink_after_it(tree: Path) -> None:
+    """``root/missing/../link`` names ``root/link``: the link is followed and its target checked as
+    anywhere else, not taken as written because a name before it was missing (disk_usage then
+    statvfs'ed it and told an outside mount's numbers)."""
+    (tree / "root" / "file-out").symlink_to(tree / "outside" / "secret.txt")
+    (tree / "root" / "dir-out").symlink_to(tree / "outside")
+    for raw in (
+        f"{tree}/root/missing/../file-out",
+        f"{tree}/root/missing/../dir-out",
+        f"{tree}/root/missing/deeper/../../dir-out/secret.txt",
+    ):
+        assert "outside the operator's roots" in refusal(functools.partial(policy(tree).resolve, raw))
+    assert (
+        policy(tree).resolve(f"{tree}/root/missing/../sub/inside.txt") == tree / "root" / "sub" / "inside.txt"
+    )

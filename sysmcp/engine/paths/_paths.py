@@ -326,11 +326,12 @@ MAX_LINKS = 40
 
 def _resolve_confined(path: str, confine: _Confine) -> str:
     """``os.path.realpath(path)`` (``path`` absolute) that looks at a name only where ``confine`` lets
-    it: at the first other one it calls ``confine.refuse``, which raises. A missing name ends the
-    looking (so does one that cannot be looked at); what follows it is taken as written, as
-    ``realpath`` does."""
+    it: at the first other one it calls ``confine.refuse``, which raises. A missing name (or one that
+    cannot be looked at) is taken as written and the looking goes on after it, as ``realpath`` does:
+    a ``..`` after it comes back to names that exist, and a symlink among those is followed and checked
+    like any other (``root/missing/../link-out`` is the link's target, not ``root/link-out``)."""
     pending = [part for part in reversed(path.split("/")) if part]
-    resolved, links, missing = "/", 0, False
+    resolved, links = "/", 0
     while pending:
         part = pending.pop()
         if part == ".":
@@ -341,13 +342,10 @@ def _resolve_confined(path: str, confine: _Confine) -> str:
         candidate = os.path.join(resolved, part)
         if not confine.may_look(candidate):
             confine.refuse(candidate)
-        if missing:
-            resolved = candidate
-            continue
         try:
             st = os.lstat(candidate)
-        except OSError:  # missing, or not to be looked into: the rest as written, as realpath takes it
-            missing, resolved = True, candidate
+        except OSError:  # missing, or not to be looked into: taken as written, as realpath takes it
+            resolved = candidate
             continue
         if not stat.S_ISLNK(st.st_mode):
             resolved = candidate
