@@ -402,3 +402,14 @@ def test_a_missing_name_then_dot_dot_does_not_skip_the_symlink_after_it(tree: Pa
     assert (
         policy(tree).resolve(f"{tree}/root/missing/../sub/inside.txt") == tree / "root" / "sub" / "inside.txt"
     )
+
+
+def test_a_refused_alias_from_outside_says_to_name_the_path_through_a_root(tree: Path) -> None:
+    """``/home -> /var/home`` with the root given as ``/var/home/alice``: ``/home/alice/f`` is refused
+    without looking at ``/home`` (SECURITY.md), and the refusal must not claim the symlink was resolved
+    and the path found outside: it says the link was not followed and what to name instead."""
+    (tree / "alias").symlink_to(tree / "root")
+    message = refusal(lambda: policy(tree).resolve(f"{tree}/alias/sub/inside.txt"))
+    assert "outside the operator's roots" in message
+    assert "not followed: name the path through an allowed root" in message
+    assert f"Allowed roots: {tree}/root" in message
