@@ -413,3 +413,29 @@ def test_a_refused_alias_from_outside_says_to_name_the_path_through_a_root(tree:
     assert "outside the operator's roots" in message
     assert "not followed: name the path through an allowed root" in message
     assert f"Allowed roots: {tree}/root" in message
+
+
+def test_a_client_root_wider_than_the_operators_does_not_widen_what_is_looked_at(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client listing ``/`` (or the roots' parent) as its root narrows nothing, and its name must not
+    let resolving stat names outside the operator's roots (nor follow a symlink loop there, whose
+    'Too many levels of symbolic links' would tell it exists)."""
+    (tree / "outside" / "loop").symlink_to("loop")
+    looked: list[str] = []
+    real_lstat = os.lstat
+
+    def lstat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        looked.append(os.fsdecode(path))
+        return real_lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    for wide in (Path("/"), tree):
+        confined = policy(tree)
+        confined.narrow([wide], named=[wide])
+        for raw in (f"{tree}/outside/secret.txt", f"{tree}/outside/loop/x"):
+            assert "outside the operator's roots" in refusal(functools.partial(confined.resolve, raw))
+        assert confined.resolve(f"{tree}/root/sub/inside.txt") == tree / "root" / "sub" / "inside.txt"
+    root = str(tree / "root")
+    beside = [p for p in looked if not (p == root or p.startswith(root + "/") or root.startswith(p + "/"))]
+    assert beside == [], beside

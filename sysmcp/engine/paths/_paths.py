@@ -283,7 +283,20 @@ class PathPolicy:
         the client does not narrow, unless it listed roots of which none could be used (``ignored`` of
         them): then nothing is allowed."""
         self.client_roots = list(client_roots or ()) if client_roots or ignored else None
-        self.client_named = list(named) if self.client_roots else []
+        self.client_named = (
+            [name for name in named if self._operator_holds(name)] if self.client_roots else []
+        )
+
+    def _operator_holds(self, name: Path) -> bool:
+        """Whether ``name`` lies inside an operator's root (as resolved or as written): only there may a
+        client's root name widen what resolving looks at. A client root ``/`` (or any name on the way
+        down to an operator's root, or beside it) must not have names outside the operator's roots
+        stat'ed and their symlinks followed."""
+        if self.operator_roots is None:
+            return True
+        inside = _Confine([*self.operator_roots, *self.named], _never).inside
+        here = str(name).rstrip("/") + "/"
+        return any(here.startswith(root) for root in inside)
 
     @property
     def allowed(self) -> list[Path] | None:
