@@ -19,7 +19,7 @@ import pytest
 
 from sysmcp.engine.faults import EngineError
 from sysmcp.engine.opens import NotRegularFile, open_parent, open_path
-from sysmcp.engine.paths import PathPolicy, mount_source, real_root, roots_from_uris
+from sysmcp.engine.paths import PathPolicy, mount_source, real_root, root_names, roots_from_uris
 from sysmcp.engine.paths._paths import SOURCE_OUTSIDE, intersect
 from sysmcp.engine.walk._types import DIR_FLAGS
 from sysmcp.tools.errors import as_tool_error
@@ -439,3 +439,20 @@ def test_a_client_root_wider_than_the_operators_does_not_widen_what_is_looked_at
     root = str(tree / "root")
     beside = [p for p in looked if not (p == root or p.startswith(root + "/") or root.startswith(p + "/"))]
     assert beside == [], beside
+
+
+def test_a_client_root_written_through_a_symlink_into_the_operators_root_is_reached_by_that_name(
+    tree: Path,
+) -> None:
+    """The operator gave the real path (``/var/home/alice``), the client its usual name
+    (``file:///home/alice/proj``, ``/home -> /var/home``): the client's paths under its own root name
+    are resolved through it, as they were before resolution went name by name."""
+    (tree / "root" / "proj").mkdir()
+    (tree / "root" / "proj" / "f").write_text("x")
+    (tree / "alias").symlink_to(tree / "root")
+    uris = [f"file://{tree}/alias/proj"]
+    confined = policy(tree)
+    roots, unusable = roots_from_uris(uris)
+    confined.narrow(roots, ignored=len(unusable), named=root_names(uris))
+    assert confined.resolve(f"{tree}/alias/proj/f") == tree / "root" / "proj" / "f"
+    assert "outside the client's roots" in refusal(lambda: confined.resolve(f"{tree}/alias/sub/inside.txt"))

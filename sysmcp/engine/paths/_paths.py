@@ -283,18 +283,26 @@ class PathPolicy:
         the client does not narrow, unless it listed roots of which none could be used (``ignored`` of
         them): then nothing is allowed."""
         self.client_roots = list(client_roots or ()) if client_roots or ignored else None
+        # ``named`` and ``client_roots`` come from the same URIs in the same order (``root_names``,
+        # ``roots_from_uris``): each name with the real root it led to when the roots were listed.
+        paired = len(named) == len(client_roots or ())
+        reals: Sequence[Path | None] = list(client_roots or ()) if paired else [None] * len(named)
         self.client_named = (
-            [name for name in named if self._operator_holds(name)] if self.client_roots else []
+            [name for name, real in zip(named, reals, strict=True) if self._operator_holds(name, real)]
+            if self.client_roots
+            else []
         )
 
-    def _operator_holds(self, name: Path) -> bool:
-        """Whether ``name`` lies inside an operator's root (as resolved or as written): only there may a
-        client's root name widen what resolving looks at. A client root ``/`` (or any name on the way
-        down to an operator's root, or beside it) must not have names outside the operator's roots
-        stat'ed and their symlinks followed."""
-        if self.operator_roots is None:
+    def _operator_holds(self, name: Path, real: Path | None) -> bool:
+        """Whether a client's root ``name`` (which led to ``real``) may widen what resolving looks at:
+        when it lies inside an operator's root (as resolved or as written), or led into one (the client
+        wrote ``/home/alice/proj``, the operator ``/var/home/alice``). A client root ``/`` (or any name
+        on the way down to an operator's root, or beside it) must not have names outside the operator's
+        roots stat'ed and their symlinks followed."""
+        operator = self.operator_roots
+        if operator is None or (real is not None and any(is_within(real, root) for root in operator)):
             return True
-        inside = _Confine([*self.operator_roots, *self.named], _never).inside
+        inside = _Confine([*operator, *self.named], _never).inside
         here = str(name).rstrip("/") + "/"
         return any(here.startswith(root) for root in inside)
 
