@@ -357,8 +357,8 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     if overhead.bytes:
         summary.append(f"{human_bytes(overhead.bytes)} are the filesystem's own overhead")
     confined = walked.roots_walked is not None  # under roots: only they were walked
-    label = (
-        "not walked" if walked.stopped else "outside your roots or unexplained" if confined else "unexplained"
+    label = ("outside your roots or " if confined else "") + (
+        "not walked" if walked.stopped else "unexplained"
     )
     percent = _percent(bound, used)
     summary.append(f"{human_bytes(bound)} ({percent} %) {label}")

@@ -30,7 +30,8 @@ __all__ = ["as_tool_error", "file_error", "unreadable_reason", "words"]
 _SWAPPED_WHY = " (swapped in after the check, or a symlink loop), and sysmcp never follows symlinks when opening. Refused"
 CONTAINMENT = (
     "Containment is checked after resolving '..' and symlinks, so a link inside a root that points out "
-    "of it is refused too"
+    "of it is refused too; a name outside the roots is never looked at, so a symlink there leading into "
+    "a root (such as /home -> /var/home) is not followed: name the path through an allowed root"
 )
 _KEPT_GROWING = (
     "; hash it once nothing writes to it (kernel pseudo-files like /proc/*/pagemap cannot be hashed)"

@@ -151,12 +151,18 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             None,
         )
         if unread and said.startswith("Integrity baseline"):
-            said += (
-                f" {plural(unread, 'file or directory', 'files or directories')} it could not read "
-                f"{'is' if unread == 1 else 'are'} not in it: what_changed will call "
-                f"{'it' if unread == 1 else 'them'} added once they can be read."
-            )
+            said += " " + left_out(unread)
     return replace(output, text=f"{output.text}\n{said}")
+
+
+def left_out(unread: int) -> str:
+    """What a baseline says of the ``unread`` files and directories it could not read (none in it)."""
+    one = unread == 1
+    return (
+        f"{plural(unread, 'file or directory', 'files or directories')} it could not read "
+        f"{'is' if one else 'are'} not in it: what_changed will call {'it' if one else 'them'} added once "
+        f"{'it' if one else 'they'} can be read."
+    )
 
 
 def checking_hint(algorithm: Algorithm, style: Style, base: str) -> str:

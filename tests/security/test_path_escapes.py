@@ -19,7 +19,7 @@ import pytest
 
 from sysmcp.engine.faults import EngineError
 from sysmcp.engine.opens import NotRegularFile, open_parent, open_path
-from sysmcp.engine.paths import PathPolicy, mount_source, real_root, roots_from_uris
+from sysmcp.engine.paths import PathPolicy, mount_source, real_root, root_names, roots_from_uris
 from sysmcp.engine.paths._paths import SOURCE_OUTSIDE, intersect
 from sysmcp.engine.walk._types import DIR_FLAGS
 from sysmcp.tools.errors import as_tool_error
@@ -385,3 +385,74 @@ def test_resolving_under_roots_never_looks_at_a_name_outside_them(
     beside = [p for p in looked if not (p == root or p.startswith(root + "/") or root.startswith(p + "/"))]
     assert beside == [], beside
     assert policy(tree).resolve(f"{tree}/root/sub/../sub/inside.txt") == tree / "root" / "sub" / "inside.txt"
+
+
+def test_a_missing_name_then_dot_dot_does_not_skip_the_symlink_after_it(tree: Path) -> None:
+    """``root/missing/../link`` names ``root/link``: the link is followed and its target checked as
+    anywhere else, not taken as written because a name before it was missing (disk_usage then
+    statvfs'ed it and told an outside mount's numbers)."""
+    (tree / "root" / "file-out").symlink_to(tree / "outside" / "secret.txt")
+    (tree / "root" / "dir-out").symlink_to(tree / "outside")
+    for raw in (
+        f"{tree}/root/missing/../file-out",
+        f"{tree}/root/missing/../dir-out",
+        f"{tree}/root/missing/deeper/../../dir-out/secret.txt",
+    ):
+        assert "outside the operator's roots" in refusal(functools.partial(policy(tree).resolve, raw))
+    assert (
+        policy(tree).resolve(f"{tree}/root/missing/../sub/inside.txt") == tree / "root" / "sub" / "inside.txt"
+    )
+
+
+def test_a_refused_alias_from_outside_says_to_name_the_path_through_a_root(tree: Path) -> None:
+    """``/home -> /var/home`` with the root given as ``/var/home/alice``: ``/home/alice/f`` is refused
+    without looking at ``/home`` (SECURITY.md), and the refusal must not claim the symlink was resolved
+    and the path found outside: it says the link was not followed and what to name instead."""
+    (tree / "alias").symlink_to(tree / "root")
+    message = refusal(lambda: policy(tree).resolve(f"{tree}/alias/sub/inside.txt"))
+    assert "outside the operator's roots" in message
+    assert "not followed: name the path through an allowed root" in message
+    assert f"Allowed roots: {tree}/root" in message
+
+
+def test_a_client_root_wider_than_the_operators_does_not_widen_what_is_looked_at(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client listing ``/`` (or the roots' parent) as its root narrows nothing, and its name must not
+    let resolving stat names outside the operator's roots (nor follow a symlink loop there, whose
+    'Too many levels of symbolic links' would tell it exists)."""
+    (tree / "outside" / "loop").symlink_to("loop")
+    looked: list[str] = []
+    real_lstat = os.lstat
+
+    def lstat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        looked.append(os.fsdecode(path))
+        return real_lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    for wide in (Path("/"), tree):
+        confined = policy(tree)
+        confined.narrow([wide], named=[wide])
+        for raw in (f"{tree}/outside/secret.txt", f"{tree}/outside/loop/x"):
+            assert "outside the operator's roots" in refusal(functools.partial(confined.resolve, raw))
+        assert confined.resolve(f"{tree}/root/sub/inside.txt") == tree / "root" / "sub" / "inside.txt"
+    root = str(tree / "root")
+    beside = [p for p in looked if not (p == root or p.startswith(root + "/") or root.startswith(p + "/"))]
+    assert beside == [], beside
+
+
+def test_a_client_root_written_through_a_symlink_into_the_operators_root_is_reached_by_that_name(
+    tree: Path,
+) -> None:
+    """The operator gave the real path (``/var/home/alice``), the client its usual name
+    (``file:///home/alice/proj``, ``/home -> /var/home``): the client's paths under its own root name
+    are resolved through it, as they were before resolution went name by name."""
+    (tree / "root" / "proj").mkdir()
+    (tree / "root" / "proj" / "f").write_text("x")
+    (tree / "alias").symlink_to(tree / "root")
+    uris = [f"file://{tree}/alias/proj"]
+    confined = policy(tree)
+    roots, unusable = roots_from_uris(uris)
+    confined.narrow(roots, ignored=len(unusable), named=root_names(uris))
+    assert confined.resolve(f"{tree}/alias/proj/f") == tree / "root" / "proj" / "f"
+    assert "outside the client's roots" in refusal(lambda: confined.resolve(f"{tree}/alias/sub/inside.txt"))

@@ -185,3 +185,16 @@ async def test_one_file_with_a_name_that_is_not_utf8_is_counted(tmp_path: Path) 
         plain = await wire.call("hash_tree", {"path": str(tmp_path / "plain")})
     assert one["result"]["structuredContent"]["non_utf8_names"] == 1
     assert plain["result"]["structuredContent"]["non_utf8_names"] == 0
+
+
+def test_a_baseline_names_the_files_it_could_not_read_in_words_that_agree_with_their_number() -> None:
+    from sysmcp.tools.hash_tree import left_out
+
+    assert left_out(1) == (
+        "1 file or directory it could not read is not in it: what_changed will call it added once it "
+        "can be read."
+    )
+    assert left_out(3) == (
+        "3 files or directories it could not read are not in it: what_changed will call them added "
+        "once they can be read."
+    )

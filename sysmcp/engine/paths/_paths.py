@@ -283,7 +283,28 @@ class PathPolicy:
         the client does not narrow, unless it listed roots of which none could be used (``ignored`` of
         them): then nothing is allowed."""
         self.client_roots = list(client_roots or ()) if client_roots or ignored else None
-        self.client_named = list(named) if self.client_roots else []
+        # ``named`` and ``client_roots`` come from the same URIs in the same order (``root_names``,
+        # ``roots_from_uris``): each name with the real root it led to when the roots were listed.
+        paired = len(named) == len(client_roots or ())
+        reals: Sequence[Path | None] = list(client_roots or ()) if paired else [None] * len(named)
+        self.client_named = (
+            [name for name, real in zip(named, reals, strict=True) if self._operator_holds(name, real)]
+            if self.client_roots
+            else []
+        )
+
+    def _operator_holds(self, name: Path, real: Path | None) -> bool:
+        """Whether a client's root ``name`` (which led to ``real``) may widen what resolving looks at:
+        when it lies inside an operator's root (as resolved or as written), or led into one (the client
+        wrote ``/home/alice/proj``, the operator ``/var/home/alice``). A client root ``/`` (or any name
+        on the way down to an operator's root, or beside it) must not have names outside the operator's
+        roots stat'ed and their symlinks followed."""
+        operator = self.operator_roots
+        if operator is None or (real is not None and any(is_within(real, root) for root in operator)):
+            return True
+        inside = _Confine([*operator, *self.named], _never).inside
+        here = str(name).rstrip("/") + "/"
+        return any(here.startswith(root) for root in inside)
 
     @property
     def allowed(self) -> list[Path] | None:
@@ -326,11 +347,12 @@ MAX_LINKS = 40
 
 def _resolve_confined(path: str, confine: _Confine) -> str:
     """``os.path.realpath(path)`` (``path`` absolute) that looks at a name only where ``confine`` lets
-    it: at the first other one it calls ``confine.refuse``, which raises. A missing name ends the
-    looking (so does one that cannot be looked at); what follows it is taken as written, as
-    ``realpath`` does."""
+    it: at the first other one it calls ``confine.refuse``, which raises. A missing name (or one that
+    cannot be looked at) is taken as written and the looking goes on after it, as ``realpath`` does:
+    a ``..`` after it comes back to names that exist, and a symlink among those is followed and checked
+    like any other (``root/missing/../link-out`` is the link's target, not ``root/link-out``)."""
     pending = [part for part in reversed(path.split("/")) if part]
-    resolved, links, missing = "/", 0, False
+    resolved, links = "/", 0
     while pending:
         part = pending.pop()
         if part == ".":
@@ -341,13 +363,10 @@ def _resolve_confined(path: str, confine: _Confine) -> str:
         candidate = os.path.join(resolved, part)
         if not confine.may_look(candidate):
             confine.refuse(candidate)
-        if missing:
-            resolved = candidate
-            continue
         try:
             st = os.lstat(candidate)
-        except OSError:  # missing, or not to be looked into: the rest as written, as realpath takes it
-            missing, resolved = True, candidate
+        except OSError:  # missing, or not to be looked into: taken as written, as realpath takes it
+            resolved = candidate
             continue
         if not stat.S_ISLNK(st.st_mode):
             resolved = candidate

@@ -155,6 +155,20 @@ def test_under_roots_only_the_roots_are_walked_and_the_rest_is_not_looked_at(tmp
     assert data["files"]["roots_walked"] == [str(top / "a")]
 
 
+def test_under_roots_a_walk_out_of_time_leaves_a_remainder_outside_them_too(tmp_path: Path) -> None:
+    """The remainder of a walk of the roots that stopped holds the rest of the filesystem as well as
+    what the walk did not reach: it is not all 'not walked' (no larger timeout_s would walk it)."""
+    top = planted(tmp_path)
+    ticks = iter(range(0, 10**9, 1000))  # each look at the clock is 1000 s later: the budget is gone at once
+    request = request_for(top, 8 * MiB, clock=lambda: float(next(ticks)), roots=[top / "a"])
+    acc = explain(request, no_progress, never_cancelled)
+    assert acc.walked.stopped is not None and acc.walked.roots_walked == [str(top / "a")]
+    text, data = render(acc)
+    assert "outside your roots or not walked" in text.splitlines()[1]
+    assert "7. Outside your roots or not walked:" in text
+    assert data["remainder"]["not_walked"] is True
+
+
 def test_a_pseudo_filesystem_has_nothing_to_account_for(tmp_path: Path) -> None:
     proc = Mount("/proc", "proc", "proc")
     fig = Figures.from_stats(FsStats(4096, 0, 0, 0, 0, 0))
