@@ -48,10 +48,13 @@ DEFAULT_VERSION = "2025-11-25"
 CLIENT_INFO = {"name": "sysmcp-client", "version": __version__}
 #: A server's line may be a big result (its own cap is 80 MiB): read lines up to that; a longer one ends the session.
 MAX_REPLY_LINE = 96 << 20
-#: JSON values one line may hold: a sysmcp answer is a summary (its text cut at 40,000 characters, its
-#: full results behind links), the largest (``tools/list``) some 3,000 values; a text of any length
-#: (a manifest read) is one. At ~100 bytes each parsed, a line costs at most ~25 MiB beyond its bytes.
-MAX_REPLY_VALUES = 1 << 18
+#: JSON values one line may hold. Most answers are summaries of a few thousand values (``tools/list``
+#: the largest, ~3,000), and a text of any length (a manifest read) is one; but ``reclaim_plan`` lists
+#: every item of its plan, ~22 values each (12,000 duplicate groups: 9 MiB, 264,000 values), bounded
+#: only by the server's 80 MiB result cap. The densest answer takes ~26 bytes a value, so any answer
+#: the server may send holds fewer than 3.3 million. What the bound stops: ``[{},{},…]`` is 1.5 bytes
+#: a value, 96 MiB of it 2.2 GiB parsed; at this bound ~66 bytes each, a line costs at most ~280 MiB.
+MAX_REPLY_VALUES = 1 << 22
 
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 #: Sees every line on the wire: ``("sent", line)`` before it is written, ``("received", line)`` as read.
