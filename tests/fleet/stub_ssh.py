@@ -4,8 +4,8 @@ behaviour (``ok``, ``hang``, ``mute``, ``garbage``, ``oddshape``, ``bignumber``,
 ``notfound``, ``uvxfail``, ``huge``: a reply line longer than any client reads, never ended, ``long``: a
 whole reply line of 85 MiB, longer than any sysmcp sends,
 ``infinite``: a number past any float in its result, ``escapes``: terminal escapes in its progress,
-``dies``: half an answer then exit 1, ``fails``: a tool error, ``complex``: a 12 MiB result of
-four million empty objects, ``badcode``: ``initialize`` refused with an error code that is a string, ``deep``: a result
+``dies``: half an answer then exit 1, ``fails``: a tool error, ``complex``: a 6 MiB result of
+two million empty objects, ``badcode``: ``initialize`` refused with an error code that is a string, ``deep``: a result
 nested ``$STUB_DEPTH`` (900) deep,
 ``forgets``: every ``resources/read`` refused in 100,000 characters with a terminal escape,
 ``controls``: every ``resources/read`` answered with a text of a million control characters, ``slow``: a remote start that answers ``initialize`` only once the file
@@ -124,7 +124,7 @@ def main() -> int:
             depth = int(os.environ.get("STUB_DEPTH", "900"))
             reply = reply.replace('"__deep__"', "[" * depth + "]" * depth)
         if host.startswith("complex"):
-            reply = reply.replace('"__many__"', "[" + "{}," * (4 << 20) + "{}]")
+            reply = reply.replace('"__many__"', "[" + "{}," * (2 << 20) + "{}]")
         out.write(reply + "\n")
         out.flush()
     return 0

@@ -11,6 +11,7 @@ import pytest
 
 from sysmcp.protocol.client import (
     MAX_REPLY_VALUES,
+    REPLY_CHARS_PER_VALUE,
     ClientSession,
     Garbage,
     PeerGone,
@@ -21,8 +22,7 @@ from sysmcp.protocol.client import (
     answer_server_request,
     connect,
 )
-from sysmcp.protocol.jsonrpc import Notification, Request
-from sysmcp.protocol.session import MAX_RESULT
+from sysmcp.protocol.jsonrpc import Notification, Request, TooComplex
 
 pytestmark = pytest.mark.anyio
 
@@ -105,8 +105,8 @@ def test_a_reclaim_plan_of_many_items_is_read_as_any_answer() -> None:
     """reclaim_plan lists every item in its structured result, some 22 JSON values each: a home of
     twelve thousand duplicate groups is a 9 MiB line, far under the server's own 80 MiB cap. It was
     refused as "too large/complex" (``sysmcp call``, a fleet's host), the bound set for 3,000 values.
-    Any answer as dense as the server's densest (``tools/list``, 26 bytes a value) fits up to that cap."""
-    table = RequestTable(max_values=MAX_REPLY_VALUES)
+    The same number of values packed as tightly as ``[{},{},…]`` is still refused."""
+    table = RequestTable(max_values=MAX_REPLY_VALUES, chars_per_value=REPLY_CHARS_PER_VALUE)
     msg_id, _ = table.open("tools/call")
     result = {
         "content": [{"type": "text", "text": "Reclaim plan ..."}],
@@ -115,7 +115,9 @@ def test_a_reclaim_plan_of_many_items_is_read_as_any_answer() -> None:
     assert table.classify(line({"jsonrpc": "2.0", "id": msg_id, "result": result})) == [
         Reply(msg_id, result, None)
     ]
-    assert MAX_RESULT // 26 < MAX_REPLY_VALUES
+    head = f'{{"jsonrpc": "2.0", "id": {json.dumps(msg_id)}, "result": {{"structuredContent": {{"items": ['
+    packed = head.encode() + b"{}," * 264_000 + b"{}]}}}"
+    assert table.classify(packed) == [TooComplex(MAX_REPLY_VALUES, len(packed))]
 
 
 def test_server_requests_are_answered_as_a_client_without_capabilities() -> None:
