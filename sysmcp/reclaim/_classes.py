@@ -453,8 +453,8 @@ def containers(layout: RootsLayout) -> list[Proposal]:
                 + (
                     ""
                     if trusted
-                    else f"; the engine that named it listens on a socket of uid {speaker}'s, and it is uid "
-                    f"{file[1].st_uid}'s file: an engine's word makes no file but its own user's sysmcp's to empty"
+                    else f"; the engine that named it {_listener(speaker)}, and it is uid {file[1].st_uid}'s "
+                    "file: an engine's word makes no file but its own user's sysmcp's to empty"
                 )
                 + (
                     ""
@@ -469,6 +469,13 @@ def containers(layout: RootsLayout) -> list[Proposal]:
             )
         )
     return groups
+
+
+def _listener(speaker: int | None) -> str:
+    """Whose engine answered, as a note says it (``_engine_owner``'s -1: nobody can tell now)."""
+    if speaker == -1:
+        return "answered on a socket that could not be looked at since (gone or unreadable)"
+    return f"listens on a socket of uid {speaker}'s"
 
 
 def _engine_owner(socket: str) -> int | None:
