@@ -630,6 +630,26 @@ def protection(parent: int | None, name: bytes, st: os.stat_result) -> str | Non
         return platform.protection(fd)
 
 
+#: How a directory is opened to read its flags: never following a link.
+_DIR_MARKS_READ = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def directory_protection(path: bytes, looked: dict[bytes, str | None]) -> str | None:
+    """``protection`` of the directory holding ``path``: in one marked immutable or append-only no name
+    may be removed or renamed (``chattr +a /var/log``), though a file in it may still be emptied in
+    place. Each directory looked at once (``looked``: by directory); None when it cannot be opened."""
+    directory = os.path.dirname(path)
+    if directory not in looked:
+        try:
+            fd = os.open(directory, _DIR_MARKS_READ)
+        except OSError:
+            looked[directory] = None
+        else:
+            with closing_fd(fd):
+                looked[directory] = platform.protection(fd)
+    return looked[directory]
+
+
 def _why_no_link(keep: Copy, extras: Sequence[Copy]) -> str | None:
     """Why the extras cannot become names of the kept copy (None: they can). A hard link shares one
     owner, group, mode, ACL and set of extended attributes, so any difference would change a file's; and
