@@ -403,6 +403,29 @@ def test_a_server_that_stops_before_answering_shows_its_words_and_passes_its_sta
     assert "Traceback" not in err
 
 
+def test_an_answer_too_complex_to_read_is_said_as_such_not_as_the_server_stopping(
+    capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The client refuses a line of more JSON values than it reads (here a bound of 200, below any
+    listing's): the server is alive and well, yet it said "the server stopped before answering"."""
+    from sysmcp.cli.call import EXIT_PROBLEM, CallOptions, run_call
+    from sysmcp.protocol.client import ClientSession
+
+    assert ClientSession.__init__.__kwdefaults__ is not None
+    monkeypatch.setitem(ClientSession.__init__.__kwdefaults__, "max_values", 200)
+    monkeypatch.setitem(ClientSession.__init__.__kwdefaults__, "chars_per_value", 1 << 30)
+    for n in range(150):
+        (tmp_path / f"f{n}").write_bytes(b"x")
+    options = CallOptions(server_args=["--root", str(tmp_path), "--no-history"])
+    assert run_call("dir_usage", {"path": str(tmp_path), "show": "all", "top_n": 50}, options) == EXIT_PROBLEM
+    err = capfd.readouterr().err
+    assert "stopped" not in err, err
+    assert err.endswith(" may hold more than 200 JSON values, more than any answer of its length holds\n"), (
+        err
+    )
+    assert "sysmcp call: its answer could not be read: its answer is too large/complex: a line of " in err
+
+
 @pytest.mark.parametrize(
     "args", [("call", "--help"), ("call", "file_sha256", "--help"), ("call", "disk_usage")], ids=str
 )

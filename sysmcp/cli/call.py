@@ -411,6 +411,11 @@ class ServerNotStarted(Exception):
     """The server's interpreter could not be started: the reason, worded."""
 
 
+class AnswerUnreadable(Exception):
+    """This side ended the session at a line it does not read (longer, or of more JSON values, than
+    any answer): the server did not stop; the reason, worded by the session."""
+
+
 class ServerStopped(Exception):
     """The server ended before answering; its own exit status is passed on (its words are on stderr)."""
 
@@ -463,6 +468,8 @@ async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> i
                     reply = await _converse(session, tool, arguments, options, on_progress)
                 except PeerGone:
                     progress.clear()
+                    if session.oversized:
+                        raise AnswerUnreadable(session.closed_reason) from None
                     with anyio.move_on_after(INTERRUPT_GRACE):
                         await process.wait()
                     raise ServerStopped(process.returncode) from None
@@ -704,6 +711,10 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
         unstarted = _find(exc, ServerNotStarted)
         if unstarted is not None:
             print(f"sysmcp call: cannot start the server ({unstarted})", file=sys.stderr)
+            return EXIT_PROBLEM
+        unreadable = _find(exc, AnswerUnreadable)
+        if unreadable is not None:
+            print(f"sysmcp call: its answer could not be read: {unreadable}", file=sys.stderr)
             return EXIT_PROBLEM
         stopped = _find(exc, ServerStopped)
         if stopped is not None or _find(exc, PeerGone) is not None:

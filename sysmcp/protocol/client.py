@@ -48,10 +48,15 @@ DEFAULT_VERSION = "2025-11-25"
 CLIENT_INFO = {"name": "sysmcp-client", "version": __version__}
 #: A server's line may be a big result (its own cap is 80 MiB): read lines up to that; a longer one ends the session.
 MAX_REPLY_LINE = 96 << 20
-#: JSON values one line may hold: a sysmcp answer is a summary (its text cut at 40,000 characters, its
-#: full results behind links), the largest (``tools/list``) some 3,000 values; a text of any length
-#: (a manifest read) is one. At ~100 bytes each parsed, a line costs at most ~25 MiB beyond its bytes.
+#: JSON values one line may hold: this many, or one in ``REPLY_CHARS_PER_VALUE`` characters of a longer
+#: line. Most answers are summaries of a few thousand values (``tools/list`` the largest, ~3,000), and a
+#: text of any length (a manifest read) is one; but ``reclaim_plan`` lists every item of its plan, ~22
+#: values each (12,000 duplicate groups: 9 MB, 264,000 values), bounded only by the server's 80 MiB
+#: result cap. No answer is denser than ~26 characters a value (``tools/list``; a plan ~35), and parsed
+#: takes some twice its length. What the bound stops: ``[{},{},…]`` is 1.5 characters a value and ~66
+#: bytes each parsed (80 MiB of it: 2 GiB); under it a line costs at most ~17 MiB or ~4 times its length.
 MAX_REPLY_VALUES = 1 << 18
+REPLY_CHARS_PER_VALUE = 16
 
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 #: Sees every line on the wire: ``("sent", line)`` before it is written, ``("received", line)`` as read.
@@ -126,6 +131,7 @@ class RequestTable:
 
     prefix: str = ""
     max_values: int | None = None  # a line that may hold more values is TooComplex, never parsed
+    chars_per_value: int = 0  # a longer line may hold one value in this many characters, if more
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _pending: dict[RequestId, str] = field(default_factory=dict)  # id → method
     _tokens: dict[RequestId, RequestId] = field(default_factory=dict)  # progress token → id
@@ -163,7 +169,7 @@ class RequestTable:
         Replies and progress for requests no longer waiting are dropped here: a late answer to a
         cancelled request must never reach anyone.
         """
-        value = decode_json(line, self.max_values)
+        value = decode_json(line, self.max_values, self.chars_per_value)
         if isinstance(value, TooComplex):
             return [value]
         parsed = parse_decoded(value)
@@ -243,11 +249,12 @@ class ClientSession:
         name: str = "server",
         max_line: int = MAX_REPLY_LINE,
         max_values: int = MAX_REPLY_VALUES,
+        chars_per_value: int = REPLY_CHARS_PER_VALUE,
     ) -> None:
         self.name = name
         self._sender = send
         self._receiver = receive
-        self._table = RequestTable(max_values=max_values)
+        self._table = RequestTable(max_values=max_values, chars_per_value=chars_per_value)
         self._waiters: dict[RequestId, _Waiter] = {}
         self._write_lock = anyio.Lock()
         self._decoder = LineDecoder(max_line)  # a longer line is dropped as it comes, never held
@@ -321,7 +328,7 @@ class ClientSession:
         self.oversized = True
         return (
             f"its answer is too large/complex: a line of {line.length:,} characters that may hold more than "
-            f"{line.limit:,} JSON values, more than any answer holds"
+            f"{line.limit:,} JSON values, more than any answer of its length holds"
         )
 
     def _close(self, reason: str) -> None:

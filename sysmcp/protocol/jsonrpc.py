@@ -96,12 +96,15 @@ _scan_string: Callable[[str, int, bool], tuple[str, int]] = json.decoder.scanstr
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite)
 
 
-def decode_json(line: bytes, max_values: int | None = None) -> Any | Invalid | TooComplex:
+def decode_json(
+    line: bytes, max_values: int | None = None, chars_per_value: int = 0
+) -> Any | Invalid | TooComplex:
     """Decode one line; every way it can fail becomes a parse error, never an exception.
 
     A UTF-8 byte order mark before the JSON is skipped (RFC 8259 lets a parser ignore one): a Windows
     client's writer may put one before its first line, which was refused as "Expecting value".
-    With ``max_values``, a line that may hold more values than that is ``TooComplex``, not parsed.
+    With ``max_values``, a line that may hold more values than that is ``TooComplex``, not parsed; with
+    ``chars_per_value`` too, a longer line may hold one value in that many characters where that is more.
     """
     if line.startswith(b"\xef\xbb\xbf"):
         line = line[3:]
@@ -109,8 +112,10 @@ def decode_json(line: bytes, max_values: int | None = None) -> Any | Invalid | T
         text = line.decode("utf-8")
     except UnicodeDecodeError:
         return Invalid(ErrorCode.PARSE_ERROR, "Parse error: the line is not valid UTF-8")
-    if max_values is not None and more_values_than(text, max_values):
-        return TooComplex(max_values, len(text))
+    if max_values is not None:
+        limit = max(max_values, len(text) // chars_per_value) if chars_per_value > 0 else max_values
+        if more_values_than(text, limit):
+            return TooComplex(limit, len(text))
     try:
         return _DECODER.decode(text)
     except RecursionError:

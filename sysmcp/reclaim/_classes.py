@@ -489,8 +489,8 @@ def containers(layout: RootsLayout) -> list[Proposal]:
                 + (
                     ""
                     if trusted
-                    else f"; the engine that named it listens on a socket of uid {speaker}'s, and it is uid "
-                    f"{file[1].st_uid}'s file: an engine's word makes no file but its own user's sysmcp's to empty"
+                    else f"; the engine that named it {_listener(speaker)}, and it is uid {file[1].st_uid}'s "
+                    "file: an engine's word makes no file but its own user's sysmcp's to empty"
                 )
                 + (
                     ""
@@ -505,6 +505,13 @@ def containers(layout: RootsLayout) -> list[Proposal]:
             )
         )
     return groups
+
+
+def _listener(speaker: int | None) -> str:
+    """Whose engine answered, as a note says it (``_engine_owner``'s -1: nobody can tell now)."""
+    if speaker == -1:
+        return "answered on a socket that could not be looked at since (gone or unreadable)"
+    return f"listens on a socket of uid {speaker}'s"
 
 
 def _engine_owner(socket: str) -> int | None:
@@ -657,6 +664,26 @@ def protection(parent: int | None, name: bytes, st: os.stat_result) -> str | Non
         if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
             return None
         return platform.protection(fd)
+
+
+#: How a directory is opened to read its flags: never following a link.
+_DIR_MARKS_READ = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def directory_protection(path: bytes, looked: dict[bytes, str | None]) -> str | None:
+    """``protection`` of the directory holding ``path``: in one marked immutable or append-only no name
+    may be removed or renamed (``chattr +a /var/log``), though a file in it may still be emptied in
+    place. Each directory looked at once (``looked``: by directory); None when it cannot be opened."""
+    directory = os.path.dirname(path)
+    if directory not in looked:
+        try:
+            fd = os.open(directory, _DIR_MARKS_READ)
+        except OSError:
+            looked[directory] = None
+        else:
+            with closing_fd(fd):
+                looked[directory] = platform.protection(fd)
+    return looked[directory]
 
 
 def _why_no_link(keep: Copy, extras: Sequence[Copy]) -> str | None:

@@ -169,8 +169,9 @@ class Plan:
     #: Keys this plan's confirmation codes; kept with the plan (never shown), so any server process
     #: that reads the plan back checks a code another one gave.
     secret: bytes = b""
-    #: Files a class found that are marked immutable or append-only (``chattr +i``/``+a``), left out of
-    #: every item: someone marked them to stay. Said when the plan is made; not kept with it.
+    #: Files a class found that are marked immutable or append-only (``chattr +i``/``+a``), or are to be
+    #: removed from a directory so marked, left out of every item: someone marked them to stay. Said when
+    #: the plan is made; not kept with it.
     protected: tuple[bytes, ...] = ()
 
     @property
@@ -243,13 +244,21 @@ def build_plan(
         found += classes.duplicates([[c for c in copies if stays(c)] for copies in request.duplicates])
     kept: list[tuple[Proposal, list[tuple[bytes, os.stat_result]]]] = []
     protected: list[bytes] = []
+    directories: dict[bytes, str | None] = {}  # directory → its flag (``classes.directory_protection``)
     for group in found:
         cancel()
         paths = [(path, st) for path, st in group.paths if group.held or _inside(path, request.scope)]
         if group.held and not any(_inside(_target(path), request.scope) for path, _ in paths):
             paths = []
         if not group.held:  # a deleted file has no name to mark
-            marked = {path for path, st in paths if classes.protection(None, path, st) is not None}
+            # and a name to remove (or replace by a link) none in a marked directory: only emptying goes
+            removes = group.action != "truncate"
+            marked = {
+                path
+                for path, st in paths
+                if classes.protection(None, path, st) is not None
+                or (removes and classes.directory_protection(path, directories) is not None)
+            }
             protected += [path for path, _st in paths if path in marked]
             paths = [(path, st) for path, st in paths if path not in marked]
         if not paths and group.figure is None:

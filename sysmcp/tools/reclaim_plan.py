@@ -116,7 +116,8 @@ class ReclaimPlan:
     )
     checked: Opt[list[str]] = prop("The classes looked for (those with no item had nothing to free).")
     protected_files: Opt[int] = prop(
-        "Files left out because they are marked immutable or append-only (chattr +i/+a): never acted on.",
+        "Files left out because they, or their directory (for a removal), are marked immutable or "
+        "append-only (chattr +i/+a): never acted on.",
         default=ABSENT,
     )
 
@@ -225,9 +226,9 @@ def protected_lines(plan: Plan) -> list[str]:
     if not plan.protected:
         return []
     lines = [
-        f"{plural(len(plan.protected), 'file')} left out: marked immutable or append-only (lsattr shows i or "
-        "a; chattr +i/+a), so sysmcp never removes, empties or replaces them (chattr -i/-a first, then plan "
-        "again, if they should go):"
+        f"{plural(len(plan.protected), 'file')} left out: marked immutable or append-only, or in a directory "
+        "so marked (lsattr shows i or a; chattr +i/+a), so sysmcp never removes, empties or replaces them "
+        "(chattr -i/-a first, then plan again, if they should go):"
     ]
     lines += [f"  {escaped(path)}" for path in plan.protected[:PLAN_PATHS_SHOWN]]
     if len(plan.protected) > PLAN_PATHS_SHOWN:

@@ -10,6 +10,8 @@ import anyio
 import pytest
 
 from sysmcp.protocol.client import (
+    MAX_REPLY_VALUES,
+    REPLY_CHARS_PER_VALUE,
     ClientSession,
     Garbage,
     PeerGone,
@@ -20,7 +22,7 @@ from sysmcp.protocol.client import (
     answer_server_request,
     connect,
 )
-from sysmcp.protocol.jsonrpc import Notification, Request
+from sysmcp.protocol.jsonrpc import Notification, Request, TooComplex
 
 pytestmark = pytest.mark.anyio
 
@@ -72,6 +74,50 @@ def test_server_requests_notifications_and_garbage_are_told_apart() -> None:
     ]
     (garbage,) = table.classify(b"Welcome to Ubuntu 24.04 LTS")
     assert isinstance(garbage, Garbage)
+
+
+def plan_item(n: int) -> dict[str, Any]:
+    """One item of a reclaim_plan answer, as the tool gives it (a duplicate group)."""
+    kept = f"/srv/photos/2024/{n:05d}/IMG_{n:05d}.jpg"
+    return {
+        "action": "delete",
+        "bytes": 1818624,
+        "class": "duplicate",
+        "command": None,
+        "cost": "the extra copies are gone; whoever used them by name must use the kept copy",
+        "files": 2,
+        "holders": [],
+        "id": f"duplicate-{n:08x}",
+        "kept_copy": kept,
+        "kept_owner": "alice",
+        "link_id": f"duplicate-{n:08x}:link",
+        "method": "blocks of the extra copies (identical content, confirmed by find_duplicates)",
+        "no_link": None,
+        "note": f"or replace each extra by a hard link to {kept}",
+        "owners": ["alice"],
+        "paths": [f"/srv/backup/photos/2024/{n:05d}/IMG_{n:05d}.jpg"],
+        "safety": "review",
+        "shared_bytes": 0,
+    }
+
+
+def test_a_reclaim_plan_of_many_items_is_read_as_any_answer() -> None:
+    """reclaim_plan lists every item in its structured result, some 22 JSON values each: a home of
+    twelve thousand duplicate groups is a 9 MiB line, far under the server's own 80 MiB cap. It was
+    refused as "too large/complex" (``sysmcp call``, a fleet's host), the bound set for 3,000 values.
+    The same number of values packed as tightly as ``[{},{},…]`` is still refused."""
+    table = RequestTable(max_values=MAX_REPLY_VALUES, chars_per_value=REPLY_CHARS_PER_VALUE)
+    msg_id, _ = table.open("tools/call")
+    result = {
+        "content": [{"type": "text", "text": "Reclaim plan ..."}],
+        "structuredContent": {"plan_id": "ab12", "items": [plan_item(n) for n in range(12_000)]},
+    }
+    assert table.classify(line({"jsonrpc": "2.0", "id": msg_id, "result": result})) == [
+        Reply(msg_id, result, None)
+    ]
+    head = f'{{"jsonrpc": "2.0", "id": {json.dumps(msg_id)}, "result": {{"structuredContent": {{"items": ['
+    packed = head.encode() + b"{}," * 264_000 + b"{}]}}}"
+    assert table.classify(packed) == [TooComplex(MAX_REPLY_VALUES, len(packed))]
 
 
 def test_server_requests_are_answered_as_a_client_without_capabilities() -> None:

@@ -159,3 +159,19 @@ def test_no_hard_link_is_offered_to_a_kept_copy_marked_immutable(tmp_path: Path,
     groups = [[os.fsencode(tmp_path / n) for n in ("a", "b")]]
     (item,) = build_plan(PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups)).items
     assert not item.linkable and "the kept copy is marked immutable" in (item.no_link or ""), item.no_link
+
+
+@pytest.mark.parametrize("flag", ["+i", "+a"])
+def test_a_file_in_a_directory_marked_immutable_or_append_only_is_left_out_of_a_removal(
+    tmp_path: Path, chattr: list[Path], flag: str
+) -> None:
+    """``chattr +a /var/log`` (a hardening some admins do): no name in it may be removed or renamed, so
+    each rotated log there was planned and then failed "Operation not permitted". Left out and named,
+    as a marked file is."""
+    logs = tmp_path / "var/log"
+    write(logs / "old.1", 10_000)
+    mark(chattr, logs, flag)
+    plan = build_plan(PlanRequest(layout=layout(tmp_path), classes=("rotated_log",)))
+    assert plan.items == () and plan.protected == (os.fsencode(logs / "old.1"),), plan
+    text = render(plan, str(tmp_path))
+    assert "1 file left out: marked immutable or append-only, or in a directory so marked" in text, text

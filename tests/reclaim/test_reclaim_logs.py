@@ -192,6 +192,29 @@ def test_an_engine_on_another_users_socket_empties_no_file_but_that_users_own(
     assert shadow.read_bytes() == SHADOW
 
 
+def test_an_engine_whose_socket_is_gone_by_the_look_is_believed_for_no_file_and_said_so(
+    base: Path, log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The socket the engine answered on is gone when its owner is looked at (the daemon restarted):
+    whose engine named the log is unknown, so it is not emptied, and the note says that, not "a socket
+    of uid -1's"."""
+    from sysmcp.engine.containers import survey as real_survey
+    from sysmcp.reclaim import _classes
+
+    def then_gone(request: Any, *args: Any, **kwargs: Any) -> Any:
+        found = real_survey(request, *args, **kwargs)
+        os.unlink(found.socket)
+        return found
+
+    monkeypatch.setattr(_classes, "survey", then_gone)
+    for socket_path in engine_naming(log, base):
+        item = the_log(plan_for(socket_path), log)
+    assert item.action == "command", item
+    assert "uid -1" not in (item.note or "") and "a socket that could not be looked at since" in (
+        item.note or ""
+    )
+
+
 def planned_as_nobody(socket_path: str) -> Any:
     """The container class's items as a server running as nobody plans them (a forked child that
     drops to nobody first; its answer as JSON through a pipe)."""

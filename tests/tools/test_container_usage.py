@@ -1235,6 +1235,19 @@ async def test_a_socket_named_that_is_a_fifo_a_file_or_a_directory_is_said_to_be
     assert "nothing listening" not in words(caught.value)
 
 
+@pytest.mark.parametrize("kind", ["fifo", "missing"])
+async def test_a_socket_named_with_a_terminal_escape_is_said_escaped(tmp_path: Path, kind: str) -> None:
+    """The path is echoed in the error the model reads (and ``sysmcp call`` prints): its ESC went as it
+    came, able to clear a terminal."""
+    path = tmp_path / "e\x1b[2J.sock"
+    if kind == "fifo":
+        os.mkfifo(path)
+    with pytest.raises((WrongKind, NotFound)) as caught:
+        await call(socket=str(path), walk=False)
+    said = words(caught.value)
+    assert "\x1b" not in said and f"{tmp_path}/e\\033[2J.sock" in said, said
+
+
 async def test_with_roots_a_symlink_inside_them_to_an_engines_own_socket_asks_that_socket_and_any_other_is_refused_saying_what_may_be_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -294,6 +294,8 @@ async function main() {
     containers: { ...usage.containers, writable_bytes: 0, stopped_writable_bytes: 0, stopped: 5, not_measured: 9, stopped_not_measured: 5 },
     volumes: { ...usage.volumes, bytes: 0, dangling_bytes: 0, not_measured: 5, dangling_not_measured: 2 },
     build_cache: { records: 0, bytes: 0, in_use_bytes: 0 },
+    // Podman's inspects (one per container) past their time budget: no log file found to count.
+    logs: { count: 0, bytes: 0, without_limit: 0, not_inspected: 12, largest: [] },
     reconciliation: { ...usage.reconciliation, path: "/srv/docker", accounted_bytes: 1.5e9, difference_bytes: 8.5e9, not_measured: 15 },
   };
   await page.evaluate((p) => window.bridge.sendToolResult(p), { content: [{ type: "text", text: "partial" }], structuredContent: partialUsage });

@@ -244,6 +244,7 @@ def test_containers_shows_a_partial_answer_and_its_sizes_nobody_measured_as_unkn
     assert "Volumessize unknown" in rows["volumes"] and "2 dangling (size unknown)" in rows["volumes"]
     assert "Build cacheunknown" in rows["build_cache"]
     assert "at most (sizes unknown)" in rows["uncounted"]
+    assert "Log filesunknown" in rows["logs"] and "12 containers not inspected in time" in rows["logs"]
     assert "0 B" not in "".join(rows.values())
     assert "data root /var/lib/docker (walked at /srv/docker, where it leads)" in partial["summary"]
 

@@ -20,7 +20,7 @@ from typing import Any
 from sysmcp import platform
 from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable, WrongKind
 from sysmcp.engine.opens import closing_fd, kind, open_parent
-from sysmcp.engine.paths import printable
+from sysmcp.engine.paths import escaped, printable
 
 MAX_BODY = 64 * 1024 * 1024  # an answer larger than this is not an engine's API answer
 #: JSON brackets, commas and colons in one answer at most, counted before it is parsed (each array,
@@ -78,6 +78,7 @@ class Api(http.client.HTTPConnection):
         super().__init__("localhost", timeout=timeout_s)
         self.path, self.timeout_s, self.pinned = path, timeout_s, pinned and platform.has_o_path()
         self.deadline = 0.0  # the GET being asked must be answered by then (monotonic)
+        self.shown = escaped(path)  # as its messages say it: a name given may hold any character
 
     def connect(self) -> None:
         fd = self._pinned() if self.pinned else None
@@ -107,7 +108,7 @@ class Api(http.client.HTTPConnection):
         except OSError:
             return
         if not stat.S_ISSOCK(mode):
-            raise WrongKind(f"{self.path} is {kind(mode)}, not a socket", reason="not_socket")
+            raise WrongKind(f"{self.shown} is {kind(mode)}, not a socket", reason="not_socket")
 
     def _pinned(self) -> int:
         """The socket's ``O_PATH`` descriptor, reached without a symlink: connected to as ``/proc/self/fd/N``."""
@@ -141,17 +142,17 @@ class Api(http.client.HTTPConnection):
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             self.close()
             what = "no socket" if isinstance(exc, FileNotFoundError) else "nothing listening on the socket"
-            raise NotFound(f"No container engine at {self.path}: {what}", reason="no_engine") from None
+            raise NotFound(f"No container engine at {self.shown}: {what}", reason="no_engine") from None
         except PermissionError:
             self.close()
             raise PermissionRefused(
-                f"Permission denied on the engine socket {self.path}{_owner(self.path)}",
+                f"Permission denied on the engine socket {self.shown}{_owner(self.path)}",
                 reason="engine_socket",
             ) from None
         except TimeoutError:
             self.close()
             raise Unavailable(
-                f"The engine socket {self.path} did not answer GET {url} within {self.timeout:g} s",
+                f"The engine socket {self.shown} did not answer GET {url} within {self.timeout:g} s",
                 reason="engine_silent",
             ) from None
         except (OSError, ValueError, http.client.HTTPException) as exc:  # ValueError: an unencodable path
@@ -160,13 +161,13 @@ class Api(http.client.HTTPConnection):
             bad = isinstance(exc, http.client.BadStatusLine | http.client.UnknownProtocol)
             said = "an answer that is not HTTP" if bad and not isinstance(exc, OSError) else exc
             raise Unavailable(
-                f"The engine socket {self.path} failed on GET {url}: {said}", reason="engine_fault"
+                f"The engine socket {self.shown} failed on GET {url}: {said}", reason="engine_fault"
             ) from None
         if response.status == 404 and gone is not None:
             return gone
         if response.status != 200:
             raise Unavailable(
-                f"The engine at {self.path} answered GET {url} with HTTP {response.status}{_message(body)}",
+                f"The engine at {self.shown} answered GET {url} with HTTP {response.status}{_message(body)}",
                 reason="engine_fault",
             )
         if len(body) > MAX_BODY:
@@ -175,7 +176,7 @@ class Api(http.client.HTTPConnection):
             )
         if response.length:  # closed before the length it announced: what came may parse all the same
             raise Unavailable(
-                f"The engine at {self.path} closed its answer to GET {url} {response.length} bytes short",
+                f"The engine at {self.shown} closed its answer to GET {url} {response.length} bytes short",
                 reason="engine_fault",
             )
         # Each array, object, element and member costs a Python object once parsed: counted first (those
@@ -191,5 +192,6 @@ class Api(http.client.HTTPConnection):
             return json.loads(body)
         except (ValueError, RecursionError):  # RecursionError: arrays nested beyond the parser's depth
             raise Unavailable(
-                f"The engine at {self.path} answered GET {url} with something not JSON", reason="engine_fault"
+                f"The engine at {self.shown} answered GET {url} with something not JSON",
+                reason="engine_fault",
             ) from None
