@@ -266,22 +266,25 @@ async def test_a_remote_that_lacks_a_tool_is_that_hosts_tool_error(tmp_path: Pat
 
 
 async def test_a_session_that_died_is_reopened_on_the_next_call(lab: Lab) -> None:
-    import os
-
     before = set(ssh_processes(ME))
     async with spawn(*server_args(lab), env=MINE) as wire:
         await wire.initialize()
         first = await wire.call("disk_usage", {"path": "/", "hosts": ["web1"]})
         assert by_host(first)["web1"]["status"] == "ok"
-        # The session's ssh is the gateway's own child (a master forks away from it): other runs' ssh
-        # processes on this machine, whose labs may have a web1 too, are not looked at.
+        # The session's ssh is the gateway's own child (its master forked away from it, to init): other
+        # runs' ssh processes on this machine, whose labs may have a web1 too, are not looked at.
         (client,) = [
             child
             for child in psutil.Process(wire.process.pid).children()
             if child.name() == "ssh" and "web1" in child.cmdline()
         ]
-        os.kill(client.pid, signal.SIGKILL)  # the session's ssh dies (its master lives on)
-        # Asked at once, before or after the pool noticed the death: answered on a new session.
+        client.kill()
+        # That ssh is only a client of the master, which moves the session's bytes on the pipes the client
+        # passed it, and ends the session when the client's control connection closes. A SIGKILLed process
+        # closes it only when it next runs: until then the session still answers, and on a loaded machine a
+        # call asked at once can be answered on it. So its death is waited for; the pool may or may not have
+        # noticed it when the call comes, and either way the call is answered on a new session.
+        await anyio.to_thread.run_sync(client.wait, CONNECT_TIMEOUT)
         again = await wire.call("disk_usage", {"path": "/", "hosts": ["web1"]})
         assert by_host(again)["web1"]["status"] == "ok"
         assert "1 of 1 host answered, 1 reconnected" in result_text(again)  # the answer says why it was slow
