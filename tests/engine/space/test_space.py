@@ -155,6 +155,22 @@ def test_under_roots_only_the_roots_are_walked_and_the_rest_is_not_looked_at(tmp
     assert data["files"]["roots_walked"] == [str(top / "a")]
 
 
+def test_several_roots_are_walked_each_on_its_own_and_the_answer_says_a_shared_hard_link_counts_in_each(
+    tmp_path: Path,
+) -> None:
+    """Each root is its own du -x walk, as ``du -sx a b`` would not be (du counts an inode once across
+    its arguments): a file hard-linked under two roots is counted under each, and the answer must say so
+    rather than give the doubled figure as if it were du's."""
+    top = planted(tmp_path)
+    (top / "b").mkdir()
+    os.link(top / "a" / "one", top / "b" / "one")
+    acc = explain(request_for(top, 8 * MiB, roots=[top / "a", top / "b"]), no_progress, never_cancelled)
+    assert acc.walked.roots_walked == [str(top / "a"), str(top / "b")]
+    assert acc.walked.files == 2  # the one inode, once under each root
+    text, _ = render(acc)
+    assert "1. Files reached by a walk of your roots (du -x, each root on its own: a file hard-linked" in text
+
+
 def test_under_roots_a_walk_out_of_time_leaves_a_remainder_outside_them_too(tmp_path: Path) -> None:
     """The remainder of a walk of the roots that stopped holds the rest of the filesystem as well as
     what the walk did not reach: it is not all 'not walked' (no larger timeout_s would walk it)."""
