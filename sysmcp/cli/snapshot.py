@@ -193,17 +193,14 @@ def run(args: argparse.Namespace, roots: list[str]) -> int:
 def _record(args: argparse.Namespace, roots: list[str]) -> int:
     """Each path's scan (and each baseline), one after another; the worst outcome decides the code."""
     from sysmcp.engine.faults import EngineError
-    from sysmcp.engine.paths import PathPolicy, real_root
+    from sysmcp.engine.paths import PathPolicy
     from sysmcp.engine.usage import UsageRequest, scan_usage
     from sysmcp.engine.walk import WalkOptions
     from sysmcp.protocol.failures import ToolError
     from sysmcp.tools.dir_usage import FULL_FILES
     from sysmcp.tools.history_hooks import record_baseline, recorded_scan
 
-    policy = PathPolicy(
-        operator_roots=[real_root(r) for r in roots] if roots else None,
-        named=[Path(os.path.abspath(r)) for r in roots],
-    )
+    policy = PathPolicy.of_operator(roots)
     options = WalkOptions(one_file_system=not args.all_filesystems)
     code = EXIT_OK
     for raw in args.paths or ["/"]:

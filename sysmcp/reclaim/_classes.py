@@ -72,7 +72,7 @@ class RootsLayout:
     def starts(self, place: bytes, *, recurse: bool = True) -> list[bytes]:
         """Where a look at ``place`` may start: the place itself inside the scope; below it, when the
         look goes down (``recurse``), each root of the scope inside the place; else nowhere."""
-        if self.scope is None or _within(place, self.scope):
+        if self.scope is None or within_scope(place, self.scope):
             return [place]
         below = place.rstrip(b"/") + b"/"
         return [root for root in self.scope if recurse and root.startswith(below)]
@@ -111,7 +111,9 @@ class RootsLayout:
         parents = [*self.home_parents]
         parents += [os.path.dirname(os.fsencode(a.pw_dir)) for a in accounts if _person(a)]
         for parent in dict.fromkeys(p for p in parents if p not in (b"/", b"")):
-            if self.scope is not None and not _within(parent, self.scope):  # listed only inside the scope:
+            if self.scope is not None and not within_scope(
+                parent, self.scope
+            ):  # listed only inside the scope:
                 homes += self._toward_scope(parent)  # else the directories on the way down to a root
                 continue
             with contextlib.suppress(OSError), os.scandir(parent) as entries:
@@ -164,7 +166,8 @@ class Proposal:
 Filter = Callable[[bytes], bool]
 
 
-def _within(path: bytes, scope: Sequence[bytes]) -> bool:
+def within_scope(path: bytes, scope: Sequence[bytes]) -> bool:
+    """Whether ``path`` is one of the plan's scope roots or below one (whole components compared)."""
     return any(root == b"/" or path == root or path.startswith(root.rstrip(b"/") + b"/") for root in scope)
 
 

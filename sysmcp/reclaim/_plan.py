@@ -214,10 +214,6 @@ class PlanRequest:
     duplicates: Sequence[Sequence[bytes | Copy]] = ()
 
 
-def _inside(path: bytes, scope: Sequence[bytes]) -> bool:
-    return any(root == b"/" or path == root or path.startswith(root.rstrip(b"/") + b"/") for root in scope)
-
-
 def build_plan(
     request: PlanRequest, progress: Progress = no_progress, cancel: Cancel = never_cancelled
 ) -> Plan:
@@ -247,8 +243,10 @@ def build_plan(
     directories: dict[bytes, str | None] = {}  # directory → its flag (``classes.directory_protection``)
     for group in found:
         cancel()
-        paths = [(path, st) for path, st in group.paths if group.held or _inside(path, request.scope)]
-        if group.held and not any(_inside(_target(path), request.scope) for path, _ in paths):
+        paths = [
+            (path, st) for path, st in group.paths if group.held or classes.within_scope(path, request.scope)
+        ]
+        if group.held and not any(classes.within_scope(_target(path), request.scope) for path, _ in paths):
             paths = []
         if not group.held:  # a deleted file has no name to mark
             # and a name to remove (or replace by a link) none in a marked directory: only emptying goes

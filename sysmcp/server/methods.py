@@ -10,10 +10,8 @@ import base64
 import contextlib
 import dataclasses
 import functools
-import os
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -21,7 +19,7 @@ import anyio.to_thread
 
 from sysmcp import __version__
 from sysmcp.engine.faults import EngineError
-from sysmcp.engine.paths import PathPolicy, real_root
+from sysmcp.engine.paths import PathPolicy
 from sysmcp.history import state
 from sysmcp.logconfig import get_logger
 from sysmcp.protocol.context import RequestContext
@@ -483,10 +481,7 @@ def build_server(
     fleet: FleetCaller | None = None,
     hosts_property: dict[str, Any] | None = None,
 ) -> Server:
-    policy = PathPolicy(
-        operator_roots=[real_root(r) for r in roots] if roots else None,
-        named=[Path(os.path.abspath(r)) for r in roots or ()],
-    )
+    policy = PathPolicy.of_operator(roots)
     gateway = None
     if fleet is not None:
         from sysmcp.fleet.gateway import FleetGateway

@@ -212,6 +212,15 @@ class PathPolicy:
     named: Sequence[Path] = ()
     client_named: Sequence[Path] = ()
 
+    @classmethod
+    def of_operator(cls, roots: Sequence[str] | None) -> PathPolicy:
+        """The policy of the operator's ``--root`` (None or empty: no roots): each root resolved, and
+        kept as written too, so a root given through a symlink is reached through its name."""
+        return cls(
+            operator_roots=[real_root(r) for r in roots] if roots else None,
+            named=[Path(os.path.abspath(r)) for r in roots or ()],
+        )
+
     def resolve(self, raw: str) -> Path:
         """An absolute, symlink-free path inside the allowed roots; else ``OutsideRoots`` naming the rule,
         or ``InvalidPath``.

@@ -224,13 +224,16 @@ def walk_starts(request: ExplainRequest) -> list[str]:
 
 
 def walk_filesystem(
-    request: ExplainRequest, progress: Progress | None = None, cancel: Cancel | None = None
+    request: ExplainRequest,
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
+    starts: list[str] | None = None,
 ) -> WalkPart:
     """Part 1 through the one call into the tree-walk engine (``engine.usage``: dir_usage's parallel
-    du -x walk, totals only), from each of ``walk_starts`` within the one time budget."""
+    du -x walk, totals only), from each of ``starts`` (``walk_starts``) within the one time budget."""
     from sysmcp.engine.usage import UsageRequest, scan_usage
 
-    starts = walk_starts(request)
+    starts = walk_starts(request) if starts is None else starts
     walked = WalkPart(roots_walked=None if starts == [request.mount.mount_point] else starts)
     started, before = request.clock(), 0
 
@@ -425,11 +428,12 @@ def explain(request: ExplainRequest, progress: Progress, cancel: Cancel) -> Acco
     under: _Under | None = None
     try:
         under = _Under(request)  # so does the one that looks under the mount points
-        if request.scanned is not None and walk_starts(request) == [mount.mount_point]:
+        starts = walk_starts(request)
+        if request.scanned is not None and starts == [mount.mount_point]:
             walked = WalkPart(request.scanned.disk, request.scanned.files, scanned=request.scanned)
             cancel()
         else:
-            walked = walk_filesystem(request, progress, cancel)
+            walked = walk_filesystem(request, progress, cancel, starts)
         scan, snaps, overhead = side.results(budget)
         cancel()
         hidden = under.result(budget.deadline)
