@@ -349,6 +349,7 @@ def scan_usage(
     *,
     clock: Callable[[], float] = time.monotonic,
     sharing: Sharing = SHARED,
+    seen: set[tuple[int, int]] | None = None,
 ) -> Usage:
     """Walk once, keeping totals and two bounded heaps; stop cleanly when the time budget is spent.
 
@@ -356,6 +357,10 @@ def scan_usage(
     parts are merged here, inodes with several links counted once across processes, so the result is
     the one a single walk gives. ``progress(entries, bytes seen)`` (every process's) and ``cancel()``
     (which raises; children are killed) run every 2 ms at most, ``progress`` once more at the end.
+
+    ``seen``: the (device, inode) of multiply-linked files an earlier walk counted, which this one
+    does not count again; those this walk counts, in any of its processes, are added to it. One set
+    passed to the walk of each of several roots counts an inode once across them, as ``du -x a b``.
     """
     started = clock()
     usage = Usage()
@@ -376,7 +381,7 @@ def scan_usage(
 
     tally = TopLists(request)
     skipped = usage.skipped
-    scanner = Scanner(request.root, request.options, skipped, budget, config=tally.config())
+    scanner = Scanner(request.root, request.options, skipped, budget, config=tally.config(), seen=seen)
     mine.current = scanner
 
     def work(
@@ -545,9 +550,9 @@ def _join(
         usage.child_bytes += part["bytes"]
         eligible += part["eligible"]
         stopped = stopped or part["stopped"]
+    scanner.mark_seen(seen)  # what the children counted: not counted again here, nor by a later walk
     lost = [i for i in [*range(len(subtrees)), *given] if i not in done]
     if lost and not given and stopped is None and not budget.expired:
-        scanner.mark_seen(seen)  # what the children counted is not counted again here
         again = parallel.again(
             lost, lambda claim, counters, in_child: work(claim, counters, in_child, share=False)
         )

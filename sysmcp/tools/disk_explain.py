@@ -374,11 +374,8 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     )
     first = display(walked.roots_walked[0]) if walked.roots_walked else point
     files_step = f"dir_usage path={first} shows which directories hold them"
-    # Each root is its own walk (engine.space.walk_filesystem): an inode linked under two is counted in each.
-    how = "du -x, each root on its own: a file hard-linked under two of them is counted under each"
-    several = walked.roots_walked is not None and len(walked.roots_walked) > 1
     lines.append(
-        f"1. Files reached by a walk{' of your roots' if confined else ''} ({how if several else 'du -x'}): "
+        f"1. Files reached by a walk{' of your roots' if confined else ''} (du -x): "
         f"{source + ': ' if source else ''}{human_bytes(walked.disk)} "
         f"in {plural(walked.files, 'file')}. Next: {files_step}."
     )

@@ -230,12 +230,17 @@ def walk_filesystem(
     starts: list[str] | None = None,
 ) -> WalkPart:
     """Part 1 through the one call into the tree-walk engine (``engine.usage``: dir_usage's parallel
-    du -x walk, totals only), from each of ``starts`` (``walk_starts``) within the one time budget."""
+    du -x walk, totals only), from each of ``starts`` (``walk_starts``) within the one time budget.
+
+    The walks share one set of the multiply-linked inodes counted, as ``du -x a b`` does: a file
+    hard-linked under two roots is counted once, under the first walked, so the remainder is not
+    understated by the second name's bytes."""
     from sysmcp.engine.usage import UsageRequest, scan_usage
 
     starts = walk_starts(request) if starts is None else starts
     walked = WalkPart(roots_walked=None if starts == [request.mount.mount_point] else starts)
     started, before = request.clock(), 0
+    counted: set[tuple[int, int]] = set()  # (dev, ino) of files with several links, over every start
 
     def walking(entries: int, seen: int) -> None:
         if progress is not None:
@@ -257,6 +262,7 @@ def walk_filesystem(
             cancel,
             clock=request.clock,
             sharing=Sharing(request.processes, request.split_after_s),
+            seen=counted,
         )
         totals = usage.totals
         walked.disk += totals.disk if totals is not None else 0

@@ -96,6 +96,7 @@ class Scanner:
         config: ScanConfig = DEFAULTS,
         fd_budget: int = 64,
         mounts: Sequence[MountPoint] | None = None,
+        seen: set[tuple[int, int]] | None = None,
     ) -> None:
         self.root = os.fsencode(root)
         self.options = options
@@ -113,7 +114,9 @@ class Scanner:
         self.file_floor = config.file_floor
         self.block_floor = config.block_floor
         self.eligible_files = 0
-        self._seen: set[tuple[int, int]] = set()
+        # (dev, ino) of the multiply-linked inodes counted: further names of them are links. A caller
+        # walking several roots as one (``du -x a b``) passes one set to each root's scanner.
+        self._seen: set[tuple[int, int]] = set() if seen is None else seen
         # (dev, ino, apparent, blocks, is_regular, directory) of each multiply-linked inode counted,
         # when a parallel scan needs them to count an inode seen by two processes only once.
         self.linked: list[tuple[int, int, int, int, bool, str]] | None = None

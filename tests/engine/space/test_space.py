@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import stat
 import subprocess
 import time
 from collections.abc import Callable
@@ -155,20 +156,37 @@ def test_under_roots_only_the_roots_are_walked_and_the_rest_is_not_looked_at(tmp
     assert data["files"]["roots_walked"] == [str(top / "a")]
 
 
-def test_several_roots_are_walked_each_on_its_own_and_the_answer_says_a_shared_hard_link_counts_in_each(
-    tmp_path: Path,
-) -> None:
-    """Each root is its own du -x walk, as ``du -sx a b`` would not be (du counts an inode once across
-    its arguments): a file hard-linked under two roots is counted under each, and the answer must say so
-    rather than give the doubled figure as if it were du's."""
+def linked_roots(tmp_path: Path) -> Path:
+    """``planted``, with a root ``b`` beside ``a`` holding a second name of ``a/one`` (3 MiB)."""
     top = planted(tmp_path)
     (top / "b").mkdir()
     os.link(top / "a" / "one", top / "b" / "one")
+    return top
+
+
+def du_of(*roots: Path) -> tuple[int, int]:
+    """(bytes on disk, regular files) that ``du -x`` over all of ``roots`` counts: each inode once."""
+    out = subprocess.run(["du", "-sxc", "-B1", *map(os.fsencode, roots)], capture_output=True, check=True)
+    inodes = {
+        (st.st_dev, st.st_ino)
+        for root in roots
+        for st in map(os.lstat, root.rglob("*"))
+        if stat.S_ISREG(st.st_mode)
+    }
+    return int(out.stdout.splitlines()[-1].split()[0]), len(inodes)
+
+
+def test_a_file_hard_linked_under_two_roots_is_counted_once_as_du_counts_it(tmp_path: Path) -> None:
+    """The roots are walked as ``du -x a b`` walks them, one set of multiply-linked inodes over all:
+    the one 3 MiB inode under ``a`` and ``b`` is 3 MiB in 1 file, not 6 MiB in 2, and the remainder
+    (outside the roots or unexplained) is not understated by the second name's bytes."""
+    top = linked_roots(tmp_path)
     acc = explain(request_for(top, 8 * MiB, roots=[top / "a", top / "b"]), no_progress, never_cancelled)
     assert acc.walked.roots_walked == [str(top / "a"), str(top / "b")]
-    assert acc.walked.files == 2  # the one inode, once under each root
+    assert acc.walked.files == 1 and 3 * MiB <= acc.walked.disk < 4 * MiB
     text, _ = render(acc)
-    assert "1. Files reached by a walk of your roots (du -x, each root on its own: a file hard-linked" in text
+    assert "1. Files reached by a walk of your roots (du -x): 3.0 MiB in 1 file." in text
+    assert "on its own" not in text
 
 
 def test_under_roots_a_walk_out_of_time_leaves_a_remainder_outside_them_too(tmp_path: Path) -> None:
@@ -252,6 +270,38 @@ def test_a_totals_only_walk_is_shared_out_even_when_it_lists_no_file(tmp_path: P
     assert (alone.disk, alone.files, alone.processes) == (walked.disk, walked.files, 1)
 
 
+@needs_fork
+def test_inodes_linked_across_roots_are_counted_once_however_each_roots_walk_is_shared_out(
+    tmp_path: Path,
+) -> None:
+    """Each root's walk is shared out at once: an inode a child counted goes into the one set when the
+    child's part is merged, so the next root's walk (here, and in the children it forks with a copy of
+    the set) does not count it again; within a root, one process's inodes are taken out of another's."""
+    top = tmp_path / "fs"
+    deep_tree(top / "a")
+    deep_tree(top / "b")
+    for d in range(0, 100, 3):
+        os.link(top / "a" / "only" / f"d{d:02d}" / "f0", top / "b" / "only" / f"d{99 - d:02d}" / "shared")
+        os.link(top / "a" / "only" / f"d{d:02d}" / "f1", top / "a" / "only" / f"d{99 - d:02d}" / "again")
+    roots = [top / "a", top / "b"]
+    request = replace(request_for(top, 0, roots=roots), split_after_s=0.0)
+    walked = walk_filesystem(replace(request, processes=2))
+    assert walked.processes == 2 and walked.stopped is None
+    assert (walked.disk, walked.files) == du_of(*roots) and walked.files == 400
+    alone = walk_filesystem(replace(request, processes=1))
+    assert (alone.disk, alone.files, alone.processes) == (walked.disk, walked.files, 1)
+
+
+def test_a_root_inside_another_is_walked_once_as_part_of_the_outer_one(tmp_path: Path) -> None:
+    top = planted(tmp_path)
+    (top / "a" / "in").mkdir()
+    (top / "a" / "in" / "small").write_bytes(b"z" * 8192)
+    roots = [top / "a" / "in", top / "a"]  # the inner one first: still walked only within ``a``
+    acc = explain(request_for(top, 8 * MiB, roots=roots), no_progress, never_cancelled)
+    assert acc.walked.roots_walked == [str(top / "a")]
+    assert (acc.walked.disk, acc.walked.files) == du_of(top / "a") and acc.walked.files == 2
+
+
 class Cancelled(Exception):
     pass
 
@@ -317,14 +367,27 @@ def test_the_servers_own_deleted_files_are_left_out_wherever_the_scan_runs(tmp_p
     assert not any(f.path.startswith(str(gone)) for f in scan.files)
 
 
-async def explain_tool(top: Path) -> dict[str, Any]:
+async def explain_tool(
+    top: Path, path: Path | None = None, roots: list[Path] | None = None
+) -> dict[str, Any]:
+    """disk_usage explain of ``path`` (default ``top``) through the tool, ``top`` its filesystem's mount."""
     mount = Mount(str(top), "/dev/fake", "ext4")
     handler = DiskUsage(lambda: MountTable([Mount("/", "/dev/sda1", "ext4"), mount]), statvfs_usage)
-    args = {"path": str(top), "explain": True, "unit": "percent", "all": False}
+    args = {"path": str(path or top), "explain": True, "unit": "percent", "all": False}
     with anyio.fail_after(60):
-        output = await handler(args, context())
+        output = await handler(args, context(roots))
     jsonschema.validate(output.structured, TOOL.output_schema)
     return {"text": output.text, **output.structured["explain"]}
+
+
+@pytest.mark.anyio
+async def test_through_the_tool_a_file_linked_under_two_roots_is_counted_once(tmp_path: Path) -> None:
+    top = linked_roots(tmp_path)
+    roots = [top / "a", top / "b"]
+    data = await explain_tool(top, top / "b", roots)
+    assert data["files"]["roots_walked"] == [str(root) for root in roots]
+    assert (data["files"]["bytes"], data["files"]["files"]) == du_of(*roots) == (data["files"]["bytes"], 1)
+    assert "1. Files reached by a walk of your roots (du -x): 3.0 MiB in 1 file." in data["text"]
 
 
 async def scan_with_dir_usage(top: Path, **args: Any) -> None:
