@@ -206,21 +206,38 @@ class Accounting:
 def walk_starts(request: ExplainRequest) -> list[str]:
     """Where part 1's walk starts: the mount point, unless roots are in force and it lies outside
     them; then each outermost root on this filesystem (its ``st_dev``), so the walk never leaves the
-    roots and the rest of the filesystem is left to the remainder, neither walked nor counted."""
+    roots and the rest of the filesystem is left to the remainder, neither walked nor counted.
+
+    Outermost in the filesystem's own tree (``_place``), not by path: a root that is a bind mount of a
+    directory inside another root (or lies below one) shows what that root's walk counts already, and
+    is not walked again, as ``du -x a b`` would not count it twice."""
     point, roots = request.mount.mount_point, request.roots
     if roots is None or _named(point, roots):
         return [point]
-    starts: list[str] = []
-    for root in sorted(roots, key=lambda r: len(r.parts)):
-        if any(is_within(root, Path(start)) for start in starts):
-            continue
+    found: list[tuple[Path, str]] = []
+    for root in roots:
         try:
             st = os.stat(root)
         except OSError:
             continue
         if st.st_dev == request.dev and stat.S_ISDIR(st.st_mode):
-            starts.append(str(root))
+            found.append((_place(request.table, str(root), st.st_dev), str(root)))
+    starts: list[str] = []
+    places: list[Path] = []
+    for place, start in sorted(found, key=lambda item: len(item[0].parts)):
+        if not any(is_within(place, walked) for walked in places):
+            places.append(place)
+            starts.append(start)
     return starts
+
+
+def _place(table: MountTable, path: str, st_dev: int) -> Path:
+    """Where ``path`` lies in its filesystem's own tree: below the directory of the filesystem its mount
+    shows (``Mount.root``: not "/" for a bind mount of a subtree); the path itself if no mount holds it."""
+    mount = table.holding(path, st_dev)
+    if mount is None:
+        return Path(path)
+    return Path(mount.root) / os.path.relpath(path, mount.mount_point)
 
 
 def walk_filesystem(

@@ -30,6 +30,7 @@ from sysmcp.engine.space._space import (
     covered_points,
     deleted_provider,
     walk_filesystem,
+    walk_starts,
 )
 from sysmcp.protocol.failures import ArgumentError
 from sysmcp.tools.arguments import validate_arguments
@@ -378,6 +379,22 @@ async def explain_tool(
         output = await handler(args, context(roots))
     jsonschema.validate(output.structured, TOOL.output_schema)
     return {"text": output.text, **output.structured["explain"]}
+
+
+def test_a_root_the_mount_table_shows_as_a_bind_of_a_directory_inside_another_is_not_walked_again(
+    tmp_path: Path,
+) -> None:
+    """Which root holds which is judged in the filesystem's own tree (``Mount.root``), not by path: ``b``,
+    by the table a bind mount of ``a/in``, shows what ``a``'s walk counts (the real bind mount:
+    tests/tools/test_explain_overlapping_roots.py)."""
+    top = planted(tmp_path)
+    (top / "a" / "in").mkdir()
+    (top / "b").mkdir()
+    request = request_for(top, 8 * MiB, roots=[top / "b", top / "a"])
+    bind = Mount(str(top / "b"), "/dev/fake", "ext4", root="/a/in", dev="7:0")
+    request = replace(request, table=MountTable([*request.table.mounts, bind]))
+    assert walk_starts(request) == [str(top / "a")]
+    assert walk_starts(replace(request, roots=[top / "b"])) == [str(top / "b")]
 
 
 @pytest.mark.anyio
