@@ -201,13 +201,13 @@ class Integrity(Open):
         "Baseline files not hashed now before the time budget ran out.", default=ABSENT
     )
     unreadable: Opt[int] = prop(
-        "Baseline files still there that could not be read now, or unreadable both then and now, and "
-        "directories unreadable both times (not called removed).",
+        "Files of the baseline, read then or not, still there and not readable now; directories unreadable "
+        "then and now end in a slash (not called removed).",
         default=ABSENT,
     )
     unreadable_at_baseline: Opt[int] = prop(
-        "Files unreadable when the baseline was taken and read now, their size, mode, owner and mtime as "
-        "then: whether they changed cannot be said (not called added). Left out when none.",
+        "Files unreadable when the baseline was taken and read now, lstat showing no change since: "
+        "whether they changed cannot be said (not called added). Left out when none.",
         default=ABSENT,
     )
     not_comparable: Opt[int] = prop(
