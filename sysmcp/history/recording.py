@@ -120,11 +120,8 @@ NOTHING_UNREADABLE = Unreadable()
 def unreadable_of(tree: TreeHash) -> Unreadable:
     """What a hash of a tree could not read, as a baseline records it: the files it named with why,
     the directories it could not list, and how many of both there were."""
-    return Unreadable(
-        tree.unreadable,
-        [os.fsencode(name) for name in tree.skipped_named],
-        tree.unreadable_count + tree.skipped.get("unreadable", 0),
-    )
+    directories = [os.fsencode(name) for name in tree.skipped_named]
+    return Unreadable(tree.unreadable, directories, tree.unread_total)
 
 
 @dataclass(frozen=True)

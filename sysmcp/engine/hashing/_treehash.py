@@ -103,6 +103,16 @@ class TreeHash:
     #: The first unreadable directories (up to MAX_UNREADABLE_KEPT: an integrity baseline records them)
     skipped_named: list[str] = field(default_factory=list)
 
+    @property
+    def unread_total(self) -> int:
+        """The files and directories it could not read, named or only counted. Every unreadable directory
+        is named until the bound, so below it the names are the count (one refused twice, as when a
+        handed-out directory is reopened, is one)."""
+        named = len(self.skipped_named)
+        return self.unreadable_count + (
+            self.skipped.get("unreadable", 0) if named >= MAX_UNREADABLE_KEPT else named
+        )
+
 
 #: What every process counts and the merge adds up, named as ``TreeHash`` names them.
 _COUNTS = ("files", "total_bytes", "manifest_bytes", "non_utf8", "unreadable_count", "not_hashed")
