@@ -22,6 +22,7 @@ from sysmcp.engine.walk import WalkOptions
 from sysmcp.history.compare import Comparison, Findings, compare
 from sysmcp.history.diff import BaselineDiff
 from sysmcp.history.recording import Unreadable, baseline_of, record_baseline, record_scan, series_of
+from sysmcp.history.snapshots import Unread
 from sysmcp.history.store import Store
 from sysmcp.tools.what_changed import notes_of
 
@@ -551,3 +552,33 @@ def test_unreadable_files_past_the_bound_are_counted_as_unrecorded_not_named(
     assert saved is not None and list(saved.unread) == [b"locked"] and saved.unrecorded == 1498
     found = run(asked(root, clock), store, clock)[0].integrity
     assert found is not None and found.unrecorded == 1498 and found.unread_then == [b"locked"]
+
+
+def test_what_the_roots_hide_is_left_out_of_what_a_baseline_could_not_read(
+    root: Path, store: Store, clock: Clock
+) -> None:
+    """The files and directories a baseline could not read are names as its files are: one outside the
+    roots (a stored '../x' among them) is never named, not even as unreadable or not comparable."""
+    for name in ("shown/f", "hidden/f", "hidden/d/f"):
+        write(root / name, 1, clock)
+    (root.parent / "outside").write_bytes(b"x")
+    unreadable = Unreadable(
+        [(b"shown/f", "permission denied"), (b"hidden/f", "permission denied")], [b"hidden/d"], 3
+    )
+    series = series_of(root, WalkOptions())
+    baseline = baseline_of(series, os.fsencode(root), b"", "sha256", False, clock.now, unreadable)
+    baseline.unread[b"../outside"] = Unread("permission denied")  # as a damaged or forged store may hold
+    assert store.save_baseline(baseline).ok
+
+    def visible(name: bytes | str) -> bool:
+        real = os.path.normpath(os.fsdecode(name))
+        return real.startswith(os.fspath(root)) and "hidden" not in real
+
+    outcome, _ = run(replace(asked(root, clock), visible=visible), store, clock)
+    found = outcome.integrity
+    assert found is not None and found.comparable
+    assert (found.unread_then, found.not_comparable, found.added, found.removed) == ([b"shown/f"], [], [], [])
+    everything, _ = run(asked(root, clock), store, clock)  # the same without roots: each is named
+    found = everything.integrity
+    assert found is not None
+    assert (found.unread_then, found.not_comparable) == ([b"hidden/f", b"shown/f"], [b"hidden/d/f"])
