@@ -228,6 +228,7 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
     for raw in args.baseline:
         from sysmcp.engine.calls import never_cancelled, no_progress
         from sysmcp.engine.hashing import ALGORITHMS
+        from sysmcp.history.recording import unreadable_of
         from sysmcp.tools.hash_tree import run as hash_run
         from sysmcp.tools.hash_tree import tree_request
 
@@ -240,7 +241,12 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
             code = max(code, EXIT_INCOMPLETE)
             continue
         said = record_baseline(
-            tree.base, bytes(tree.manifest or b""), "sha256", options, tree.stopped is not None
+            tree.base,
+            bytes(tree.manifest or b""),
+            "sha256",
+            options,
+            tree.stopped is not None,
+            unreadable_of(tree),
         )
         if not said.startswith("Integrity baseline") or tree.stopped or tree.manifest is None:
             print(f"sysmcp snapshot: baseline of {path}: {said}", file=sys.stderr)

@@ -41,6 +41,7 @@ from sysmcp.history.recording import (
     options_of,
     record_scan,
     series_of,
+    unreadable_of,
 )
 from sysmcp.history.snapshots import Baseline, FileRow, ScanSnapshot, SnapshotInfo, within
 from sysmcp.history.store import Store
@@ -231,9 +232,10 @@ def _filtered(snap: ScanSnapshot, visible: Callable[[bytes | str], bool]) -> Sca
 
 
 def _visible_files(baseline: Baseline, visible: Callable[[bytes | str], bool]) -> Baseline:
-    """The baseline with only the files the roots in force let this call show."""
+    """The baseline with only the files (read or not) the roots in force let this call show."""
     ok = _shown(visible, baseline.series.root)
     baseline.files = {name: f for name, f in baseline.files.items() if ok(name)}
+    baseline.unread = {name: u for name, u in baseline.unread.items() if ok(name)}
     return baseline
 
 
@@ -273,9 +275,8 @@ def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float
     if tree.manifest is None:
         found.integrity = BaselineDiff(False, "the tree's manifest is too large to compare in memory")
         return
-    now = baseline_of(
-        baseline.series, root, bytes(tree.manifest), baseline.algorithm, bool(tree.stopped), 0.0
-    )
+    manifest, stopped, unreadable = bytes(tree.manifest), bool(tree.stopped), unreadable_of(tree)
+    now = baseline_of(baseline.series, root, manifest, baseline.algorithm, stopped, 0.0, unreadable)
     visible = asked.visible
     result = diff_baselines(_visible_files(baseline, visible), _visible_files(now, visible))
     # Not hashed now is not removed: only a file that is gone is. One still there was not reached in time,
@@ -289,7 +290,7 @@ def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float
         found.integrity_stopped = tree.stopped
         result.not_checked = len(there)
     else:
-        result.unreadable = there
+        result.unreadable = sorted([*result.unreadable, *there])
     found.integrity = result
 
 

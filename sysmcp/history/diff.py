@@ -313,41 +313,116 @@ class BaselineDiff:
     removed: list[bytes] = field(default_factory=list)
     content: list[bytes] = field(default_factory=list)  # digest (and so usually size) changed
     metadata: list[tuple[bytes, tuple[str, ...]]] = field(default_factory=list)  # same content, what changed
-    files: dict[bytes, tuple[BaselineFile, BaselineFile]] = field(default_factory=dict)  # changed: then, now
+    #: Changed: then, now. A file unreadable at the baseline has then what lstat gave, its digest empty.
+    files: dict[bytes, tuple[BaselineFile, BaselineFile]] = field(default_factory=dict)
     not_checked: int = 0  # files of the baseline not hashed now (the time budget ran out)
-    #: Files of the baseline still there that the tree hashed now could not read (root squashed on NFS reads
-    #: only what others may): neither removed nor known to be changed.
+    #: Files (and directories, with a trailing slash) of the baseline still there that could not be read
+    #: now (root squashed on NFS reads only what others may): neither removed nor known to be changed.
     unreadable: list[bytes] = field(default_factory=list)
+    #: Unreadable at the baseline, read now, lstat then and now alike: whether it changed cannot be said.
+    unread_then: list[bytes] = field(default_factory=list)
+    #: Read now, below a directory the baseline could not list: neither added nor known to be unchanged.
+    not_comparable: list[bytes] = field(default_factory=list)
+    unrecorded: int = 0  # files and directories the baseline could not read past its bound: unnamed
 
 
 def diff_baselines(old: Baseline, new: Baseline) -> BaselineDiff:
-    """AIDE's view: files added, removed, changed in content, changed only in mode/owner/mtime."""
+    """AIDE's view: files added, removed, changed in content, changed only in mode/owner/mtime; and
+    what the baseline could not read (``Baseline.unread``) kept apart from all of those.
+
+    A file unreadable then and read now is changed if lstat then and now differ (in content for a
+    size that differs, else in metadata), else whether it changed cannot be said (``unread_then``);
+    one below a directory unreadable then is ``not_comparable``; one unreadable now (itself, or under a
+    directory unreadable now) is ``unreadable``, with lstat then and now in ``files`` when they differ.
+    Anything else new is added.
+    """
     if old.series.fs_id != new.series.fs_id or old.series.root != new.series.root:
         return BaselineDiff(False, "the baselines are of different filesystems or directories")
     if old.algorithm != new.algorithm:
         return BaselineDiff(False, f"the baselines use different digests ({old.algorithm}, {new.algorithm})")
-    result = BaselineDiff(True, None)
+    result = BaselineDiff(True, None, unrecorded=old.unrecorded)
     if old.partial:  # a file it did not reach may have been there all along
         result.reason = "the baseline stopped early (out of time): a file not in it is not called added"
-    else:
-        result.added = sorted(new.files.keys() - old.files.keys())
-    result.removed = sorted(old.files.keys() - new.files.keys())
+    unread_dirs = {name for name, u in old.unread.items() if u.directory}
+    unread_dirs_now = {name for name, u in new.unread.items() if u.directory}
+    for path in sorted(new.files.keys() - old.files.keys()):
+        then = old.unread.get(path)
+        if then is not None and not then.directory:
+            _unread_then(result, path, then.seen, new.files[path])
+        elif _below(path, unread_dirs):
+            result.not_comparable.append(path)
+        elif not old.partial:
+            result.added.append(path)
+    gone: list[tuple[bytes, BaselineFile | None]] = [
+        (p, old.files[p]) for p in old.files.keys() - new.files.keys()
+    ]
+    for path, then in old.unread.items():
+        if then.directory:
+            if path in unread_dirs_now or _below(path, unread_dirs_now):
+                result.unreadable.append(path + b"/")
+        elif path not in new.files:
+            gone.append((path, then.seen))
+    for path, seen in gone:  # unreadable now, or gone, or not reached (compare looks whether it is there)
+        now = new.unread.get(path)
+        unread_now = (now is not None and not now.directory) or _below(path, unread_dirs_now)
+        (result.unreadable if unread_now else result.removed).append(path)
+        seen_now = now.seen if now is not None else None
+        if seen is not None and seen_now is not None and _lstat_changed(seen, seen_now):
+            result.files[path] = (seen, seen_now)  # not read now, yet lstat tells this much
+    result.removed.sort()
+    result.unreadable.sort()
     for path in sorted(old.files.keys() & new.files.keys()):
         a, b = old.files[path], new.files[path]
         if a.digest != b.digest:
             result.content.append(path)
             result.files[path] = (a, b)
             continue
-        what = tuple(
-            name
-            for name, x, y in (
-                ("mode", a.mode, b.mode),
-                ("owner", (a.uid, a.gid), (b.uid, b.gid)),
-                ("mtime", a.mtime, b.mtime),
-            )
-            if x != y
-        )
+        what = _metadata_changed(a, b)
         if what:
             result.metadata.append((path, what))
             result.files[path] = (a, b)
+    result.content.sort()
+    result.metadata.sort()
     return result
+
+
+def _metadata_changed(a: BaselineFile, b: BaselineFile) -> tuple[str, ...]:
+    return tuple(
+        name
+        for name, x, y in (
+            ("mode", a.mode, b.mode),
+            ("owner", (a.uid, a.gid), (b.uid, b.gid)),
+            ("mtime", a.mtime, b.mtime),
+        )
+        if x != y
+    )
+
+
+def _lstat_changed(a: BaselineFile, b: BaselineFile) -> bool:
+    return a.size != b.size or bool(_metadata_changed(a, b))
+
+
+def _unread_then(result: BaselineDiff, path: bytes, seen: BaselineFile | None, now: BaselineFile) -> None:
+    """A file unreadable at the baseline, read now: changed as far as lstat then and now tell, else
+    not known to have changed or not."""
+    if seen is None:
+        result.unread_then.append(path)
+    elif seen.size != now.size:  # another size is another content, whatever it was
+        result.content.append(path)
+        result.files[path] = (seen, now)
+    elif what := _metadata_changed(seen, now):
+        result.metadata.append((path, what))
+        result.files[path] = (seen, now)
+    else:
+        result.unread_then.append(path)
+
+
+def _below(path: bytes, directories: set[bytes]) -> bool:
+    """Whether ``path`` (relative) lies below one of ``directories`` (relative): each of its parents
+    is looked up, so a baseline's thousand unreadable directories cost a lookup per level."""
+    at = path.find(b"/")
+    while at != -1:
+        if path[:at] in directories:
+            return True
+        at = path.find(b"/", at + 1)
+    return False

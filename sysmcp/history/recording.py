@@ -24,6 +24,7 @@ from sysmcp.history.snapshots import (
     DiskReading,
     ScanSnapshot,
     Series,
+    Unread,
     baseline_entry,
     build_scan,
     filesystem_id,
@@ -33,6 +34,7 @@ from sysmcp.history.snapshots import (
 )
 
 if TYPE_CHECKING:  # disk_usage imports this module too, walks nothing, and opens no SQLite until it records
+    from sysmcp.engine.hashing import TreeHash
     from sysmcp.engine.usage import Usage, UsageRequest
     from sysmcp.engine.walk import WalkOptions
     from sysmcp.history.store import Store
@@ -102,6 +104,27 @@ def record_scan(
 
 
 @dataclass(frozen=True)
+class Unreadable:
+    """What a hash of a tree could not read: the files it names, with why (relative names), the
+    directories it could not list (relative), and how many there were in all (named or only counted:
+    the engine names a bounded number)."""
+
+    files: Sequence[tuple[bytes, str]] = ()
+    directories: Sequence[bytes] = ()
+    count: int = 0
+
+
+NOTHING_UNREADABLE = Unreadable()
+
+
+def unreadable_of(tree: TreeHash) -> Unreadable:
+    """What a hash of a tree could not read, as a baseline records it: the files it named with why,
+    the directories it could not list, and how many of both there were."""
+    directories = [os.fsencode(name) for name in tree.skipped_named]
+    return Unreadable(tree.unreadable, directories, tree.unread_total)
+
+
+@dataclass(frozen=True)
 class BaselineRecord:
     """What became of an integrity baseline: the files kept, or the one fact that kept none."""
 
@@ -110,6 +133,8 @@ class BaselineRecord:
     history_off: bool = False
     unreadable: str | None = None  # the root could not be stat'ed: its strerror
     unsaved: str | None = None  # the store refused the write: its reason
+    unread: int = 0  # files and directories it could not read, recorded as such
+    unrecorded: int = 0  # more of them, beyond the bound: counted, not recorded
 
 
 def record_baseline(
@@ -120,33 +145,57 @@ def record_baseline(
     options: WalkOptions,
     partial: bool,
     clock: Callable[[], float] = state.now,
+    unreadable: Unreadable = NOTHING_UNREADABLE,
 ) -> BaselineRecord:
-    """hash_tree's manifest plus each file's size, mtime, mode and owner (one lstat each), as an
-    integrity baseline of ``base``. In a worker."""
+    """hash_tree's manifest plus each file's size, mtime, mode and owner (one lstat each), and what
+    it could not read, as an integrity baseline of ``base``. In a worker."""
     if store is None:
         return BaselineRecord(history_off=True)
     try:
         series = series_of(base, options)
     except OSError as exc:
         return BaselineRecord(unreadable=exc.strerror)
-    baseline = baseline_of(series, base, manifest, algorithm, partial, clock())
+    baseline = baseline_of(series, base, manifest, algorithm, partial, clock(), unreadable)
     saved = store.save_baseline(baseline)
     if not saved.ok:
         return BaselineRecord(unsaved=saved.reason)
-    return BaselineRecord(len(baseline.files), kept=True)
+    return BaselineRecord(
+        len(baseline.files), kept=True, unread=len(baseline.unread), unrecorded=baseline.unrecorded
+    )
 
 
 def baseline_of(
-    series: Series, base: bytes, manifest: bytes, algorithm: str, partial: bool, taken: float
+    series: Series,
+    base: bytes,
+    manifest: bytes,
+    algorithm: str,
+    partial: bool,
+    taken: float,
+    unreadable: Unreadable = NOTHING_UNREADABLE,
 ) -> Baseline:
     """A GNU manifest of ``base`` plus each file's size, mtime, mode and owner (``lstat_below``: a
-    file gone since it was hashed is left out)."""
+    file gone since it was hashed is left out), and the files and directories it could not read.
+
+    Why record those: a file missing from the baseline would be called added once readable, and one
+    changed since it was unreadable would look new. An unreadable file keeps what ``lstat`` gave (one
+    gone since is left out, as a hashed one is); a directory is kept as a prefix, nothing below it seen.
+    """
     files = {}
+    unread: dict[bytes, Unread] = {}
     with Parents() as parents:
         for name, digest in parse_gnu_manifest(manifest):
             if (st := lstat_below(parents, base, name)) is not None:
                 files[name] = baseline_entry(digest, st)
-    return Baseline(series, taken, algorithm, files, partial)
+        for name, reason in unreadable.files:
+            if (st := lstat_below(parents, base, name)) is not None:
+                unread[name] = Unread(reason, seen=baseline_entry("", st))
+    for name in unreadable.directories:
+        if name:  # the root itself unreadable: nothing was hashed at all
+            unread[name] = Unread("could not be listed", directory=True)
+    offered = len(unreadable.files) + len(unreadable.directories)
+    return Baseline(
+        series, taken, algorithm, files, partial, unread=unread, unrecorded=max(0, unreadable.count - offered)
+    )
 
 
 def lstat_below(parents: Parents, root: bytes, relative: bytes) -> os.stat_result | None:

@@ -107,14 +107,30 @@ class BaselineFile:
     gid: int
 
 
+@dataclass(frozen=True, slots=True)
+class Unread:
+    """A file or directory a baseline could not read: why, and, for a file, what ``lstat`` gave of it
+    (``seen``, its digest empty; None when lstat gave nothing). A directory is a prefix: nothing below
+    it was seen."""
+
+    reason: str
+    directory: bool = False
+    seen: BaselineFile | None = None
+
+
 @dataclass(slots=True)
 class Baseline:
+    """An integrity baseline: the files read (``files``) and those that could not be (``unread``, by
+    relative name; ``unrecorded`` more than its bound allowed, counted, not named)."""
+
     series: Series
     taken: float
     algorithm: str
     files: dict[bytes, BaselineFile]
     partial: bool = False
     id: int | None = None
+    unread: dict[bytes, Unread] = field(default_factory=dict)
+    unrecorded: int = 0
 
 
 @dataclass(frozen=True, slots=True)

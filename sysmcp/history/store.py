@@ -32,13 +32,14 @@ from sysmcp.history.snapshots import (
     ScanSnapshot,
     Series,
     SnapshotInfo,
+    Unread,
 )
 from sysmcp.history.statedir import OTHER_FILES, StateDir, Unsafe, open_dir
 from sysmcp.logconfig import get_logger
 
 DB_NAME = "history.sqlite3"
 BUSY_MS = 200  # the longest any tool waits for another process's lock
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SQLITE_HEADER = b"SQLite format 3\0"
 _CORRUPT = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
 _FULL = 13  # SQLITE_FULL
@@ -91,6 +92,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """CREATE TABLE kv (
             namespace TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL, updated REAL NOT NULL,
             PRIMARY KEY (namespace, key)) WITHOUT ROWID""",
+    ),
+    (  # v2 -> v3: what a baseline could not read (files with what lstat gave, directories as prefixes)
+        "ALTER TABLE snapshots ADD COLUMN unrecorded INTEGER NOT NULL DEFAULT 0",
+        """CREATE TABLE baseline_unread (
+            snapshot INTEGER NOT NULL REFERENCES snapshots (id) ON DELETE CASCADE, path BLOB NOT NULL,
+            directory INTEGER NOT NULL, reason TEXT NOT NULL, size INTEGER, mtime REAL, mode INTEGER,
+            uid INTEGER, gid INTEGER, PRIMARY KEY (snapshot, path)) WITHOUT ROWID""",
     ),
 )
 
@@ -558,6 +566,15 @@ class Store:
                     for p, f in baseline.files.items()
                 ),
             )
+            db.executemany(
+                "INSERT INTO baseline_unread VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    (sid, p, int(u.directory), u.reason, *_seen_row(u.seen))
+                    for p, u in baseline.unread.items()
+                ),
+            )
+            if baseline.unrecorded:
+                db.execute("UPDATE snapshots SET unrecorded = ? WHERE id = ?", (baseline.unrecorded, sid))
             return sid
 
         saved = self._write("the integrity baseline", work)
@@ -566,12 +583,20 @@ class Store:
         return saved
 
     def load_baseline(self, sid: int) -> Baseline | None:
-        loaded = self._load(sid, "baseline", "label", _BASELINE_FILES_OF)
+        loaded = self._load(sid, "baseline", "label", _BASELINE_FILES_OF, _BASELINE_UNREAD_OF, _UNRECORDED_OF)
         if loaded is None:
             return None
-        (series, taken, partial, algorithm), (rows,) = loaded
+        (series, taken, partial, algorithm), (rows, unread_rows, [(unrecorded,)]) = loaded
         files = {bytes(r[0]): BaselineFile(*r[1:]) for r in rows}
-        return Baseline(series, taken, algorithm, files, partial, sid)
+        unread = {
+            bytes(path): Unread(
+                reason,
+                bool(directory),
+                None if None in seen else BaselineFile("", *seen),
+            )
+            for path, directory, reason, *seen in unread_rows
+        }
+        return Baseline(series, taken, algorithm, files, partial, sid, unread, unrecorded)
 
     # -- a small key/value room (reclaim plans) -------------------------------------------------
 
@@ -679,6 +704,15 @@ _DELETE = "DELETE FROM snapshots WHERE id = ?"
 _DIRS_OF = "SELECT path, disk, apparent, files, newest FROM dirs WHERE snapshot = ?"
 _FILES_OF = "SELECT path, disk, apparent, mtime FROM files WHERE snapshot = ?"
 _BASELINE_FILES_OF = "SELECT path, digest, size, mtime, mode, uid, gid FROM baseline_files WHERE snapshot = ?"
+_BASELINE_UNREAD_OF = (
+    "SELECT path, directory, reason, size, mtime, mode, uid, gid FROM baseline_unread WHERE snapshot = ?"
+)
+_UNRECORDED_OF = "SELECT unrecorded FROM snapshots WHERE id = ?"
+
+
+def _seen_row(seen: BaselineFile | None) -> tuple[int | float | None, ...]:
+    """An unread file's ``lstat`` columns (size, mtime, mode, uid, gid), NULL where lstat gave nothing."""
+    return (None,) * 5 if seen is None else (seen.size, seen.mtime, seen.mode, seen.uid, seen.gid)
 
 
 def _insert_head(db: sqlite3.Connection, series: Series, *values: Any) -> int:

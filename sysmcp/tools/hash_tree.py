@@ -28,7 +28,8 @@ from sysmcp.engine.hashing import (
     hash_path,
 )
 from sysmcp.engine.paths import display, printable
-from sysmcp.engine.walk import WalkOptions
+from sysmcp.engine.walk import SkipCounter, WalkOptions
+from sysmcp.history.recording import unreadable_of
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.threads import run_in_thread
 from sysmcp.render import human_bytes, plural, rate, titled, took
@@ -140,29 +141,17 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         return output
     said = "No baseline kept: it needs the GNU format and the whole manifest."
     if style == "gnu" and tree.manifest is not None:  # the history hook: a baseline for what_changed
-        # Files it could not read (root squashed on NFS, another user's 0600) are not in it. The baseline
-        # stays complete for the rest: marking it incomplete would silence every file added later, and
-        # one unreadable file would then hide all additions.
-        unread = tree.unreadable_count + tree.skipped.get("unreadable", 0)
-        manifest, stopped = tree.manifest, bool(tree.stopped)
+        # What it could not read (root squashed on NFS, another user's 0600) is recorded as unreadable, so
+        # what_changed never calls it added; the baseline stays complete for the rest.
+        manifest, stopped, unreadable = tree.manifest, bool(tree.stopped), unreadable_of(tree)
         said = await run_in_thread(
-            lambda _: record_baseline(tree.base, bytes(manifest), algorithm.name, options, stopped),
+            lambda _: record_baseline(
+                tree.base, bytes(manifest), algorithm.name, options, stopped, unreadable
+            ),
             None,
             None,
         )
-        if unread and said.startswith("Integrity baseline"):
-            said += " " + left_out(unread)
     return replace(output, text=f"{output.text}\n{said}")
-
-
-def left_out(unread: int) -> str:
-    """What a baseline says of the ``unread`` files and directories it could not read (none in it)."""
-    one = unread == 1
-    return (
-        f"{plural(unread, 'file or directory', 'files or directories')} it could not read "
-        f"{'is' if one else 'are'} not in it: what_changed will call {'it' if one else 'them'} added once "
-        f"{'it' if one else 'they'} can be read."
-    )
 
 
 def checking_hint(algorithm: Algorithm, style: Style, base: str) -> str:
@@ -219,7 +208,8 @@ def answer(
         ],
         tree.non_utf8,
     )
-    return ToolOutput.typed(render(result, tree.seconds, tree.skipped_named, not_kept), result, links)
+    named = tree.skipped_named[: SkipCounter.NAMED]
+    return ToolOutput.typed(render(result, tree.seconds, named, not_kept), result, links)
 
 
 def render(tree: HashTree, seconds: float, skipped_named: list[str], not_kept: str | None) -> str:

@@ -91,12 +91,45 @@ async def record_disk(
     return await run_in_thread(save, None, None)
 
 
-def record_baseline(base: bytes, manifest: bytes, algorithm: str, options: WalkOptions, partial: bool) -> str:
-    """hash_tree's manifest kept as an integrity baseline of ``base``; the sentence for the answer.
-    In a worker."""
-    kept = recording.record_baseline(state.active(), base, manifest, algorithm, options, partial)
+def record_baseline(
+    base: bytes,
+    manifest: bytes,
+    algorithm: str,
+    options: WalkOptions,
+    partial: bool,
+    unreadable: recording.Unreadable = recording.NOTHING_UNREADABLE,
+) -> str:
+    """hash_tree's manifest kept as an integrity baseline of ``base``, with what it could not read;
+    the sentence for the answer. In a worker."""
+    kept = recording.record_baseline(
+        state.active(), base, manifest, algorithm, options, partial, state.now, unreadable
+    )
     if kept.history_off:
         return f"No baseline kept: history is off ({state.off_because()})."
     if not kept.kept:
         return f"No baseline kept: {kept.unsaved if kept.unsaved is not None else kept.unreadable}."
-    return f"Integrity baseline of {plural(kept.files, 'file')} kept (what_changed compares against it)."
+    said = f"Integrity baseline of {plural(kept.files, 'file')} kept (what_changed compares against it)."
+    return " ".join([said, *unread_kept(kept.unread, kept.unrecorded)])
+
+
+def unread_kept(unread: int, unrecorded: int) -> list[str]:
+    """What a baseline says of the files and directories it could not read: recorded as such, so
+    what_changed can say it cannot tell whether they changed (never 'added'); those past the bound
+    counted only, and called added once readable."""
+    said = []
+    if unread:
+        one = unread == 1
+        said.append(
+            f"{plural(unread, 'file or directory', 'files or directories')} it could not read "
+            f"{'is' if one else 'are'} recorded as unreadable: once readable, what_changed says it cannot "
+            f"tell whether {'it' if one else 'they'} changed."
+        )
+    if unrecorded:
+        one = unrecorded == 1
+        said.append(
+            f"{plural(unrecorded, 'more file or directory', 'more files or directories')} it could not read "
+            f"{'is' if one else 'are'} past what a baseline records and not in it: what_changed will call "
+            f"{'it' if one else 'them'} added once "
+            f"{'it' if one else 'they'} can be read."
+        )
+    return said

@@ -201,10 +201,31 @@ class Integrity(Open):
         "Baseline files not hashed now before the time budget ran out.", default=ABSENT
     )
     unreadable: Opt[int] = prop(
-        "Baseline files still there that could not be read now (not called removed).", default=ABSENT
+        "Files of the baseline, read then or not, still there and not readable now; directories unreadable "
+        "then and now end in a slash (not called removed).",
+        default=ABSENT,
+    )
+    unreadable_at_baseline: Opt[int] = prop(
+        "Files unreadable when the baseline was taken and read now, lstat showing no change since: "
+        "whether they changed cannot be said (not called added). Left out when none.",
+        default=ABSENT,
+    )
+    not_comparable: Opt[int] = prop(
+        "Files read now below a directory the baseline could not read: nothing to compare them with "
+        "(not called added). Left out when none.",
+        default=ABSENT,
+    )
+    unrecorded_at_baseline: Opt[int] = prop(
+        "Files and directories the baseline could not read past the number it records: any of them read "
+        "now is called added. Left out when none.",
+        default=ABSENT,
     )
     baseline_taken: Opt[str | None] = prop("When the baseline was taken (ISO 8601, UTC).", default=ABSENT)
-    examples: Opt[dict[str, list[str]]] = prop("Some of the changed files.", default=ABSENT)
+    examples: Opt[dict[str, list[str]]] = prop(
+        "Some of the files of each kind, by its key (added, removed, content_changed, metadata_changed, "
+        "unreadable, unreadable_at_baseline, not_comparable).",
+        default=ABSENT,
+    )
 
 
 @result
@@ -601,7 +622,11 @@ def _integrity_lines(
     }
     if integrity.unreadable:  # still there, not read now: root squashed on NFS, a mode changed since
         kinds["unreadable"] = integrity.unreadable
-    counts = ", ".join(f"{len(v):,} {k.replace('_', ' ')}" for k, v in kinds.items())
+    if integrity.unread_then:  # the baseline recorded them as unreadable: not added
+        kinds["unreadable_at_baseline"] = integrity.unread_then
+    if integrity.not_comparable:
+        kinds["not_comparable"] = integrity.not_comparable
+    counts = ", ".join(f"{len(v):,} {_KIND_WORDS.get(k, k.replace('_', ' '))}" for k, v in kinds.items())
     checked = (
         f" (hashed now; {plural(integrity.not_checked, 'file')} not reached in time)"
         if integrity.not_checked
@@ -611,21 +636,45 @@ def _integrity_lines(
     for k, v in kinds.items():
         for p in v[:top_n]:
             pair = integrity.files.get(p)
-            detail = _what_changed(*pair) if pair is not None else ""
-            lines.append(f"  {k.replace('_', ' ')}: {printable(named(p))}{f' ({detail})' if detail else ''}")
+            detail = _KIND_DETAILS.get(k, "") if pair is None else _what_changed(*pair)
+            if k == "unreadable" and pair is not None:  # not read now: lstat's word only
+                then = "now" if pair[0].digest else "then and now"
+                detail = f"unreadable {then}, but since the baseline: {detail}"
+            elif pair is not None and not pair[0].digest:  # unreadable at the baseline: lstat's word only
+                then = "; " if k == "content_changed" else ", its content not compared; "
+                detail = f"unreadable at the baseline{then}{detail}"
+            word = _KIND_WORDS.get(k, k.replace("_", " "))
+            lines.append(f"  {word}: {printable(named(p))}{f' ({detail})' if detail else ''}")
         if len(v) > top_n:
             lines.append(f"  {more_not_shown(len(v) - top_n, 'file')}")
+    if integrity.unrecorded:
+        lines.append(
+            f"  {plural(integrity.unrecorded, 'more file or directory', 'more files or directories')} the "
+            "baseline could not read past what it records: any of them read now is called added"
+        )
     return Integrity(
-        True,
-        len(integrity.added),
-        len(integrity.removed),
-        len(integrity.content),
-        len(integrity.metadata),
-        integrity.not_checked,
-        len(integrity.unreadable),
-        iso_utc(found.integrity_taken) if found.integrity_taken is not None else None,
-        {k: [named(p) for p in v[:top_n]] for k, v in kinds.items()},
+        comparable=True,
+        added=len(integrity.added),
+        removed=len(integrity.removed),
+        content_changed=len(integrity.content),
+        metadata_changed=len(integrity.metadata),
+        not_checked=integrity.not_checked,
+        unreadable=len(integrity.unreadable),
+        unreadable_at_baseline=len(integrity.unread_then) or ABSENT,
+        not_comparable=len(integrity.not_comparable) or ABSENT,
+        unrecorded_at_baseline=integrity.unrecorded or ABSENT,
+        baseline_taken=iso_utc(found.integrity_taken) if found.integrity_taken is not None else None,
+        examples={k: [named(p) for p in v[:top_n]] for k, v in kinds.items()},
     )
+
+
+#: How the text names a kind of integrity finding where its JSON key does not read as words.
+_KIND_WORDS = {"unreadable_at_baseline": "unreadable at the baseline"}
+#: What the text says of each file of a kind that has no records then and now to compare.
+_KIND_DETAILS = {
+    "unreadable_at_baseline": "readable now: cannot say whether it changed",
+    "not_comparable": "below a directory unreadable at the baseline",
+}
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:

@@ -21,7 +21,8 @@ from sysmcp.engine.usage import UsageRequest, scan_usage
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.history.compare import Comparison, Findings, compare
 from sysmcp.history.diff import BaselineDiff
-from sysmcp.history.recording import baseline_of, record_baseline, record_scan, series_of
+from sysmcp.history.recording import Unreadable, baseline_of, record_baseline, record_scan, series_of
+from sysmcp.history.snapshots import Unread
 from sysmcp.history.store import Store
 from sysmcp.tools.what_changed import notes_of
 
@@ -502,3 +503,82 @@ def test_baseline_files_still_there_that_root_squashed_cannot_read_now_are_unrea
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == repr(([], [b"gone"], [b"closed/f", b"locked"])) + "\n"
+
+
+def test_what_a_baseline_could_not_read_and_root_squashed_cannot_read_now_stays_unreadable_never_added(
+    root: Path, tmp_path: Path, clock: Clock
+) -> None:
+    """Recorded as unreadable (a file, and directories as prefixes), and still unreadable to root on a
+    root-squashed export now: unreadable, neither added nor removed; every such directory is named (more
+    than a walk's answer names), and a file added elsewhere is still added."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("root without its read-anything capabilities needs root and setpriv")
+    shut = [f"shut{n}" for n in range(7)]
+    for name in ["open", "locked", *(f"{d}/f" for d in shut)]:
+        write(root / name, 100, clock)
+    manifest = f"{hashlib.sha256((root / 'open').read_bytes()).hexdigest()}  open\n".encode()
+    unreadable = Unreadable([(b"locked", "permission denied")], [d.encode() for d in shut], 1 + len(shut))
+    store = Store.open(tmp_path / "state", clock)
+    kept = record_baseline(
+        store, os.fsencode(root), manifest, "sha256", WalkOptions(), False, clock, unreadable
+    )
+    assert (kept.kept, kept.unread, kept.unrecorded) == (True, 8, 0)
+    store.close()
+    write(root / "new", 100, clock)
+    for theirs, mode in (("locked", 0o600), *((d, 0o700) for d in shut)):  # another user's alone
+        os.chown(root / theirs, 4321, 4321)
+        os.chmod(root / theirs, mode)
+    probe = [sys.executable, "-c", SQUASHED_ROOT, str(clock.now), str(tmp_path / "state"), str(root)]
+    done = subprocess.run(
+        ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == repr(([b"new"], [], [b"locked", *(f"{d}/".encode() for d in shut)])) + "\n"
+
+
+def test_unreadable_files_past_the_bound_are_counted_as_unrecorded_not_named(
+    root: Path, store: Store, clock: Clock
+) -> None:
+    """The engine names a bounded number of what it could not read; the rest are counted, and the
+    baseline keeps that count so what_changed can say those would be called added."""
+    write(root / "locked", 100, clock)
+    unreadable = Unreadable([(b"locked", "permission denied"), (b"gone", "permission denied")], [], 1500)
+    kept = record_baseline(store, os.fsencode(root), b"", "sha256", WalkOptions(), False, clock, unreadable)
+    assert (kept.unread, kept.unrecorded) == (1, 1498)  # one gone since is neither recorded nor counted
+    saved = store.load_baseline(store.snapshots("baseline")[0].id)
+    assert saved is not None and list(saved.unread) == [b"locked"] and saved.unrecorded == 1498
+    found = run(asked(root, clock), store, clock)[0].integrity
+    assert found is not None and found.unrecorded == 1498 and found.unread_then == [b"locked"]
+
+
+def test_what_the_roots_hide_is_left_out_of_what_a_baseline_could_not_read(
+    root: Path, store: Store, clock: Clock
+) -> None:
+    """The files and directories a baseline could not read are names as its files are: one outside the
+    roots (a stored '../x' among them) is never named, not even as unreadable or not comparable."""
+    for name in ("shown/f", "hidden/f", "hidden/d/f"):
+        write(root / name, 1, clock)
+    (root.parent / "outside").write_bytes(b"x")
+    unreadable = Unreadable(
+        [(b"shown/f", "permission denied"), (b"hidden/f", "permission denied")], [b"hidden/d"], 3
+    )
+    series = series_of(root, WalkOptions())
+    baseline = baseline_of(series, os.fsencode(root), b"", "sha256", False, clock.now, unreadable)
+    baseline.unread[b"../outside"] = Unread("permission denied")  # as a damaged or forged store may hold
+    assert store.save_baseline(baseline).ok
+
+    def visible(name: bytes | str) -> bool:
+        real = os.path.normpath(os.fsdecode(name))
+        return real.startswith(os.fspath(root)) and "hidden" not in real
+
+    outcome, _ = run(replace(asked(root, clock), visible=visible), store, clock)
+    found = outcome.integrity
+    assert found is not None and found.comparable
+    assert (found.unread_then, found.not_comparable, found.added, found.removed) == ([b"shown/f"], [], [], [])
+    everything, _ = run(asked(root, clock), store, clock)  # the same without roots: each is named
+    found = everything.integrity
+    assert found is not None
+    assert (found.unread_then, found.not_comparable) == ([b"hidden/f", b"shown/f"], [b"hidden/d/f"])

@@ -15,6 +15,7 @@ from sysmcp.history.snapshots import (
     FileRow,
     ScanSnapshot,
     Series,
+    Unread,
     build_scan,
     parse_gnu_manifest,
     threshold_for,
@@ -231,6 +232,73 @@ def test_baselines_compare_as_aide_reports_them() -> None:
     other = Baseline(Series("h", "8:1/zzz", b"/srv", "{}"), 1.0, "sha256", {})
     assert not diff_baselines(old, other).comparable
     assert not diff_baselines(old, Baseline(SERIES, 1.0, "blake3", {})).comparable
+
+
+def test_what_a_baseline_could_not_read_is_never_called_added_and_changes_lstat_shows_are_named() -> None:
+    """A baseline records the files it could not read (with what lstat gave) and the directories it
+    could not list: read now, such a file is 'cannot say' when lstat then and now agree, changed when
+    they differ; one below such a directory is not comparable; unreadable both times stays unreadable
+    (lstat's differences kept for the words). Elsewhere a new file is still added."""
+
+    def f(digest: str, size: int = 10, mode: int = 0o600, mtime: float = 1.0) -> BaselineFile:
+        return BaselineFile(digest, size, mtime, mode, 4321, 4321)
+
+    old = Baseline(
+        SERIES,
+        0.0,
+        "sha256",
+        {b"open": f("1"), b"shut/x": f("a"), b"taken": f("b"), b"taken_grown": f("c")},
+        unread={
+            b"same": Unread("permission denied", seen=f("")),
+            b"grown": Unread("permission denied", seen=f("")),
+            b"chmodded": Unread("permission denied", seen=f("")),
+            b"unlooked": Unread("changed while being hashed"),  # lstat gave nothing
+            b"still": Unread("permission denied", seen=f("")),
+            b"still_grown": Unread("permission denied", seen=f("")),
+            b"gone": Unread("permission denied", seen=f("")),
+            b"closed": Unread("could not be listed", directory=True),
+            b"shut": Unread("could not be listed", directory=True),
+        },
+        unrecorded=3,
+    )
+    new = Baseline(
+        SERIES,
+        1.0,
+        "sha256",
+        {
+            b"open": f("1"),
+            b"same": f("2"),
+            b"grown": f("3", size=11),
+            b"chmodded": f("4", mode=0o644),
+            b"unlooked": f("5"),
+            b"closed/f": f("6"),
+            b"closed/deep/g": f("7"),
+            b"closedx": f("8"),  # a sibling whose name begins as the directory's: not below it
+            b"new": f("9"),
+        },
+        unread={
+            b"still": Unread("permission denied", seen=f("")),
+            b"still_grown": Unread("permission denied", seen=f("", size=12)),
+            b"shut": Unread("could not be listed", directory=True),
+            b"taken": Unread("permission denied", seen=f("")),  # readable then, not now
+            b"taken_grown": Unread("permission denied", seen=f("", size=13)),
+        },
+    )
+    diff = diff_baselines(old, new)
+    assert diff.comparable and diff.reason is None
+    assert diff.added == [b"closedx", b"new"]
+    assert diff.unread_then == [b"same", b"unlooked"]
+    assert diff.not_comparable == [b"closed/deep/g", b"closed/f"]
+    assert (diff.content, diff.metadata) == ([b"grown"], [(b"chmodded", ("mode",))])
+    assert diff.files[b"grown"] == (f(""), f("3", size=11))
+    assert diff.unreadable == [b"shut/", b"shut/x", b"still", b"still_grown", b"taken", b"taken_grown"]
+    assert diff.files[b"still_grown"] == (f(""), f("", size=12))
+    assert diff.files[b"taken_grown"] == (f("c"), f("", size=13))
+    assert b"taken" not in diff.files and b"still" not in diff.files
+    assert diff.removed == [b"gone"]  # not read now either: what_changed looks whether it is there
+    assert diff.unrecorded == 3
+    unrecorded = diff_baselines(Baseline(SERIES, 0.0, "sha256", {}), new)  # a baseline that recorded none
+    assert unrecorded.added == sorted(new.files) and not unrecorded.unread_then
 
 
 def test_manifest_lines_are_read_back_with_their_escapes_undone() -> None:

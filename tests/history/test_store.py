@@ -24,6 +24,7 @@ from sysmcp.history.snapshots import (
     FileRow,
     ScanSnapshot,
     Series,
+    Unread,
 )
 from sysmcp.history.store import DB_NAME, MIGRATIONS, SCHEMA_VERSION, Retention, Store
 
@@ -91,7 +92,39 @@ def test_a_version_1_database_is_upgraded_and_keeps_its_snapshots(tmp_path: Path
     again = store.load_baseline(saved.id or 0)
     assert again is not None and again.files == files and again.algorithm == "sha256"
     with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_version_2_baseline_is_upgraded_and_reads_back_with_nothing_unread(tmp_path: Path) -> None:
+    """A baseline written before baselines recorded what they could not read: it loads with no
+    unread rows (so it compares as it did), and the store takes the new rows from then on."""
+    old_database(tmp_path / "s", 2)
+    with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:
+        db.execute(
+            "INSERT INTO snapshots (kind, host, fs_id, root, options, taken, partial, disk, files, threshold,"
+            " label) VALUES ('baseline', 'host', '8:1/abc', ?, '{\"xdev\":true}', 6.0, 0, 10, 1, 0, 'sha256')",
+            (b"/srv",),
+        )
+        db.execute(
+            "INSERT INTO baseline_files VALUES (2, ?, ?, 10, 1.0, 420, 0, 0)", (b"etc/passwd", "ab" * 32)
+        )
+    store = Store.open(tmp_path / "s", Clock())
+    old = store.load_baseline(2)
+    assert old is not None and old.files == {b"etc/passwd": BaselineFile("ab" * 32, 10, 1.0, 0o644, 0, 0)}
+    assert (old.unread, old.unrecorded) == ({}, 0)
+    unread = {
+        b"etc/shadow": Unread("permission denied", seen=BaselineFile("", 900, 2.0, 0o640, 0, 42)),
+        b"etc/odd": Unread("changed while being hashed"),
+        b"etc/ssl/private": Unread("could not be listed", directory=True),
+    }
+    saved = store.save_baseline(Baseline(SERIES, 7.0, "sha256", {}, unread=unread, unrecorded=5))
+    again = store.load_baseline(saved.id or 0)
+    assert again is not None and (again.unread, again.unrecorded) == (unread, 5)
+    with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert store.prune(Retention(hourly_s=0, daily_s=0, weekly_s=0, max_bytes=0)).ok  # too old to keep
+    with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:  # its unread rows go with it
+        assert db.execute("SELECT count(*) FROM baseline_unread").fetchone()[0] == 0
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "malformed pages"])

@@ -188,13 +188,48 @@ async def test_one_file_with_a_name_that_is_not_utf8_is_counted(tmp_path: Path) 
 
 
 def test_a_baseline_names_the_files_it_could_not_read_in_words_that_agree_with_their_number() -> None:
-    from sysmcp.tools.hash_tree import left_out
+    from sysmcp.tools.history_hooks import unread_kept
 
-    assert left_out(1) == (
-        "1 file or directory it could not read is not in it: what_changed will call it added once it "
-        "can be read."
-    )
-    assert left_out(3) == (
-        "3 files or directories it could not read are not in it: what_changed will call them added "
-        "once they can be read."
-    )
+    assert unread_kept(1, 0) == [
+        "1 file or directory it could not read is recorded as unreadable: once readable, what_changed says "
+        "it cannot tell whether it changed."
+    ]
+    assert unread_kept(3, 1) == [
+        "3 files or directories it could not read are recorded as unreadable: once readable, what_changed "
+        "says it cannot tell whether they changed.",
+        "1 more file or directory it could not read is past what a baseline records and not in it: "
+        "what_changed will call it added once it can be read.",
+    ]
+    assert unread_kept(0, 2) == [
+        "2 more files or directories it could not read are past what a baseline records and not in it: "
+        "what_changed will call them added once they can be read."
+    ]
+    assert unread_kept(0, 0) == []
+
+
+def test_a_baseline_records_every_directory_it_could_not_read_and_the_answer_still_names_five(
+    tmp_path: Path,
+) -> None:
+    """hash_tree as root on a root-squashed export: seven directories it may not list. The answer
+    names the first five (the rest counted), as any walk's does; the baseline records all seven."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("root without its read-anything capabilities needs root and setpriv")
+    import sys
+
+    from tests.profile import child_env
+
+    tree = tmp_path / "tree"
+    for n in range(7):
+        (tree / f"shut{n}").mkdir(parents=True)
+        (tree / f"shut{n}" / "f").write_bytes(b"x")
+        os.chown(tree / f"shut{n}", 4321, 4321)
+        os.chmod(tree / f"shut{n}", 0o700)
+    env = child_env({**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")})
+    kept = subprocess.run(
+        ["setpriv", "--bounding-set=-dac_override,-dac_read_search", sys.executable, "-m", "sysmcp", "call",
+         "hash_tree", f"path={tree}", "baseline=true"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "skipped: 7 unreadable; permission denied on " in kept.stdout, kept.stdout + kept.stderr
+    assert kept.stdout.count(f"{tree}/shut") == 5 and " and 2 more\n" in kept.stdout, kept.stdout
+    assert "7 files or directories it could not read are recorded as unreadable" in kept.stdout

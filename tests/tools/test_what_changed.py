@@ -715,21 +715,23 @@ async def test_a_scan_whose_snapshot_another_writer_kept_from_being_saved_never_
     )
 
 
-def test_a_baseline_that_could_not_read_some_files_says_so_and_still_reports_files_added_after_it(
+def test_what_a_baseline_could_not_read_is_recorded_so_once_readable_it_is_never_called_added(
     tmp_path: Path,
 ) -> None:
     """hash_tree as root on a root-squashed export (root without its read-anything capabilities) cannot
-    read another user's files: they are not in the baseline, and its answer says so. The baseline stays
-    complete for the rest, so a file added after it is still called added: one unreadable file must not
-    hide every addition."""
+    read another user's files: the baseline records them as unreadable (a file with what lstat gave, a
+    directory as a prefix). what_changed as root, with them readable, says it cannot tell whether the
+    file changed, calls the one lstat shows changed changed, and the file below the unreadable directory
+    not comparable: none of them added. A file added after it elsewhere is still called added: one
+    unreadable file must not hide every addition."""
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("root without its read-anything capabilities needs root and setpriv")
     from tests.profile import child_env
 
     tree = tmp_path / "tree"
-    for name in ("open", "locked", "closed/f"):
+    for name in ("open", "locked", "rewritten", "closed/f"):
         write(tree / name, 100)
-    for theirs, mode in (("locked", 0o600), ("closed", 0o700)):
+    for theirs, mode in (("locked", 0o600), ("rewritten", 0o600), ("closed", 0o700)):
         os.chown(tree / theirs, 4321, 4321)
         os.chmod(tree / theirs, mode)
     env = child_env({**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")})
@@ -740,9 +742,13 @@ def test_a_baseline_that_could_not_read_some_files_says_so_and_still_reports_fil
         env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert "Integrity baseline of 1 file kept" in kept.stdout, kept.stdout + kept.stderr
-    said = "2 files or directories it could not read are not in it: what_changed will call them added"
+    said = (
+        "3 files or directories it could not read are recorded as unreadable: once readable, what_changed "
+        "says it cannot tell whether they changed."
+    )
     assert said in kept.stdout, kept.stdout
     write(tree / "new", 100)
+    write(tree / "rewritten", 1)  # changed while unreadable: its size says so
     now = subprocess.run(
         [*sysmcp, "what_changed", f"path={tree}", "--json"],
         env=env,
@@ -750,5 +756,80 @@ def test_a_baseline_that_could_not_read_some_files_says_so_and_still_reports_fil
         text=True,
         timeout=60,
     )
-    found = json.loads(now.stdout)
-    assert found["integrity"]["added"] == 3, found["integrity"]
+    integrity = json.loads(now.stdout)["integrity"]
+    assert (integrity["added"], integrity["content_changed"]) == (1, 1), integrity
+    assert (integrity["unreadable_at_baseline"], integrity["not_comparable"]) == (1, 1), integrity
+    assert integrity["examples"]["added"] == [f"{tree}/new"]
+    assert integrity["examples"]["content_changed"] == [f"{tree}/rewritten"]
+    assert integrity["examples"]["unreadable_at_baseline"] == [f"{tree}/locked"]
+    assert integrity["examples"]["not_comparable"] == [f"{tree}/closed/f"]
+    text = subprocess.run(
+        [*sysmcp, "what_changed", f"path={tree}"], env=env, capture_output=True, text=True, timeout=60
+    ).stdout
+    assert (
+        f"  unreadable at the baseline: {tree}/locked (readable now: cannot say whether it changed)" in text
+    )
+    assert f"  not comparable: {tree}/closed/f (below a directory unreadable at the baseline)" in text
+    assert f"  content changed: {tree}/rewritten (unreadable at the baseline; size 100 B → 101 B" in text
+
+
+def test_the_words_for_what_a_baseline_could_not_read() -> None:
+    """Each kind the baseline's unread records give has its own words (never 'added'), a file not read
+    now says what lstat shows changed, and the files past the baseline's bound are said to be called added."""
+    from sysmcp.history.compare import Findings
+    from sysmcp.history.diff import BaselineDiff
+    from sysmcp.history.snapshots import BaselineFile
+    from sysmcp.tools.what_changed import Integrity, render
+
+    then, now = BaselineFile("", 100, 0.0, 0o600, 4321, 4321), BaselineFile("", 102, 0.0, 0o600, 4321, 4321)
+    readable = BaselineFile("ab", 100, 0.0, 0o644, 0, 0)
+    diff = BaselineDiff(
+        True,
+        None,
+        added=[b"new"],
+        content=[b"rewritten"],
+        metadata=[(b"chmodded", ("mode",))],
+        files={
+            b"rewritten": (then, BaselineFile("cd", 101, 0.0, 0o600, 4321, 4321)),
+            b"chmodded": (then, BaselineFile("ef", 100, 0.0, 0o644, 4321, 4321)),
+            b"still": (then, now),
+            b"taken": (readable, now),
+        },
+        unreadable=[b"shut/", b"still", b"taken"],
+        unread_then=[b"locked"],
+        not_comparable=[b"closed/f"],
+        unrecorded=2,
+    )
+    found = Findings(True, integrity=diff, integrity_taken=0.0)
+    text, answer, _ = render("/t", found, {"top_n": 10, "since": "24h"})
+    assert "1 added, 0 removed, 1 content changed, 1 metadata changed, 3 unreadable, " in text, text
+    assert "1 unreadable at the baseline, 1 not comparable\n" in text, text
+    for line in (
+        "  content changed: /t/rewritten (unreadable at the baseline; size 100 B → 101 B)",
+        "  metadata changed: /t/chmodded (unreadable at the baseline, its content not compared; mode 0600 → 0644)",
+        "  unreadable: /t/shut/",
+        "  unreadable: /t/still (unreadable then and now, but since the baseline: size 100 B → 102 B)",
+        "  unreadable: /t/taken (unreadable now, but since the baseline: size 100 B → 102 B, mode 0644 → 0600, "
+        "owner 0:0 → 4321:4321)",
+        "  unreadable at the baseline: /t/locked (readable now: cannot say whether it changed)",
+        "  not comparable: /t/closed/f (below a directory unreadable at the baseline)",
+        "  2 more files or directories the baseline could not read past what it records: any of them read now "
+        "is called added",
+    ):
+        assert line + "\n" in text + "\n", (line, text)
+    integrity = answer.integrity
+    assert isinstance(integrity, Integrity)
+    assert (integrity.unreadable_at_baseline, integrity.not_comparable, integrity.unrecorded_at_baseline) == (
+        1,
+        1,
+        2,
+    )
+    assert integrity.examples == {
+        "added": ["/t/new"],
+        "removed": [],
+        "content_changed": ["/t/rewritten"],
+        "metadata_changed": ["/t/chmodded"],
+        "unreadable": ["/t/shut/", "/t/still", "/t/taken"],
+        "unreadable_at_baseline": ["/t/locked"],
+        "not_comparable": ["/t/closed/f"],
+    }

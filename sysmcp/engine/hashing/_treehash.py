@@ -100,7 +100,18 @@ class TreeHash:
     seconds: float = 0.0
     base: bytes = b"/"
     skipped: dict[str, int] = field(default_factory=dict)  # by reason
-    skipped_named: list[str] = field(default_factory=list)  # the first unreadable directories
+    #: The first unreadable directories (up to MAX_UNREADABLE_KEPT: an integrity baseline records them)
+    skipped_named: list[str] = field(default_factory=list)
+
+    @property
+    def unread_total(self) -> int:
+        """The files and directories it could not read, named or only counted. Every unreadable directory
+        is named until the bound, so below it the names are the count (one refused twice, as when a
+        handed-out directory is reopened, is one)."""
+        named = len(self.skipped_named)
+        return self.unreadable_count + (
+            self.skipped.get("unreadable", 0) if named >= MAX_UNREADABLE_KEPT else named
+        )
 
 
 #: What every process counts and the merge adds up, named as ``TreeHash`` names them.
@@ -456,7 +467,10 @@ def hash_tree_parallel(
         def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
             assert parallel is not None
             if in_child:
-                runs, counter = Runs(spills[progress.slot], request.run_bytes), SkipCounter()
+                runs, counter = (
+                    Runs(spills[progress.slot], request.run_bytes),
+                    SkipCounter(MAX_UNREADABLE_KEPT),
+                )
                 check = budget.sharing(lambda: progress.set(*runs.progress()))
                 own = ListingHasher(root, request, runs, check)
             else:
@@ -507,7 +521,7 @@ def hash_path(request: TreeRequest, progress: Progress, cancel: Cancel) -> TreeH
     elif not stat.S_ISDIR(looked.st_mode):
         raise WrongKind(f"Cannot hash {shown}: it is {kind(looked.st_mode)}", reason="not_tree")
     else:
-        skipped = SkipCounter()
+        skipped = SkipCounter(MAX_UNREADABLE_KEPT)
         try:
             result = hash_tree_parallel(request, skipped, progress, cancel)
         except PermissionError:

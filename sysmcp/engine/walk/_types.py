@@ -30,13 +30,15 @@ class WalkOptions:
 class SkipCounter:
     """Entries left out of a walk, by reason, so a result can say what it did not see and why."""
 
-    __slots__ = ("_counts", "_named")
+    __slots__ = ("_counts", "_limit", "_named")
 
     #: Unreadable directories named per result (the rest are counted): enough to see where access stops.
     NAMED = 5
 
-    def __init__(self) -> None:
+    def __init__(self, named: int = NAMED) -> None:
+        """``named``: how many unreadable directories to name (an integrity baseline records more)."""
         self._counts: Counter[str] = Counter()
+        self._limit = named
         self._named: list[str] = []
 
     def add(self, reason: str, count: int = 1) -> None:
@@ -55,7 +57,7 @@ class SkipCounter:
             self.unreadable(relative)
 
     def name(self, relative: str) -> None:
-        if len(self._named) < self.NAMED and relative not in self._named:
+        if len(self._named) < self._limit and relative not in self._named:
             self._named.append(relative)
 
     @property

@@ -314,3 +314,16 @@ def test_one_file_in_a_directory_that_may_be_searched_but_not_listed_is_hashed()
         done = python_as_nobody(probe)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "0", hashlib.sha256(b"abc").hexdigest(), "f"]
+
+
+def test_what_a_hash_could_not_read_is_counted_once_per_directory_until_the_names_are_cut() -> None:
+    """An integrity baseline says how many unreadable entries it could not record: directories are named
+    up to the bound, so below it their names are the count (a directory refused again when reopened
+    after a split is counted twice but is one); past it, the walk's count."""
+    from sysmcp.engine.hashing._treehash import MAX_UNREADABLE_KEPT, TreeHash
+
+    twice = TreeHash(unreadable_count=2, skipped={"unreadable": 3}, skipped_named=["a", "b"])
+    assert twice.unread_total == 4
+    many = [f"d{n}" for n in range(MAX_UNREADABLE_KEPT)]
+    cut = TreeHash(unreadable_count=2, skipped={"unreadable": 1500}, skipped_named=many)
+    assert cut.unread_total == 1502
