@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from sysmcp import platform
 from sysmcp.engine.containers import ContainersRequest, survey
 from sysmcp.engine.faults import EngineError, Unavailable
-from sysmcp.engine.opens import closing_fd, extended_attributes
+from sysmcp.engine.opens import extended_attributes
 from sysmcp.engine.paths import display, escaped, exact_bytes
 from sysmcp.engine.procs import scan_processes
 
@@ -648,44 +648,28 @@ def _exposed(path: bytes, owner: int, looked: dict[bytes, os.stat_result | None]
     return False
 
 
-#: How a file is opened to read its flags: never following a link, never waiting on a FIFO.
-_MARKS_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-
-
 def protection(parent: int | None, name: bytes, st: os.stat_result) -> str | None:
-    """``"immutable"`` or ``"append_only"`` (``platform.protection``) when the regular file ``name``
-    (relative to ``parent``, or a path) still the inode ``st`` carries that flag; None when it carries
-    neither, or cannot be opened to tell (then the kernel refuses to remove it all the same)."""
+    """``"immutable"`` or ``"append_only"`` (``platform.protection_at``: looked at, not opened, where the
+    system can tell so) when the regular file ``name`` (relative to ``parent``, or a path), still the
+    inode ``st``, carries that flag; None when it carries neither, or cannot be looked at to tell (then
+    the kernel refuses to remove it all the same)."""
     if not stat.S_ISREG(st.st_mode):
         return None
-    try:
-        fd = os.open(name, _MARKS_READ, dir_fd=parent)
-    except OSError:
-        return None
-    with closing_fd(fd):
-        now = os.fstat(fd)
-        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-            return None
-        return platform.protection(fd)
-
-
-#: How a directory is opened to read its flags: never following a link.
-_DIR_MARKS_READ = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    return platform.protection_at(parent, name, st)
 
 
 def directory_protection(path: bytes, looked: dict[bytes, str | None]) -> str | None:
     """``protection`` of the directory holding ``path``: in one marked immutable or append-only no name
     may be removed or renamed (``chattr +a /var/log``), though a file in it may still be emptied in
-    place. Each directory looked at once (``looked``: by directory); None when it cannot be opened."""
+    place. Each directory looked at once (``looked``: by directory); None when it cannot be looked at."""
     directory = os.path.dirname(path)
     if directory not in looked:
-        try:
-            fd = os.open(directory, _DIR_MARKS_READ)
-        except OSError:
-            looked[directory] = None
-        else:
-            with closing_fd(fd):
-                looked[directory] = platform.protection(fd)
+        st = _lstat(directory)
+        looked[directory] = (
+            platform.protection_at(None, directory, st)
+            if st is not None and stat.S_ISDIR(st.st_mode)
+            else None
+        )
     return looked[directory]
 
 

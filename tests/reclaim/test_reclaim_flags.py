@@ -13,7 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.reclaim import ApplyRequest, Item, Plan, PlannedFile, PlanRequest, apply_items, build_plan
+from sysmcp import platform
+from sysmcp.reclaim import (
+    ApplyRequest,
+    Item,
+    Plan,
+    PlannedFile,
+    PlanRequest,
+    apply_items,
+    build_plan,
+)
+from sysmcp.reclaim import _classes as classes
 from sysmcp.reclaim._plan import Identity
 from sysmcp.tools.reclaim import REASONS
 from sysmcp.tools.reclaim_plan import render
@@ -175,3 +185,74 @@ def test_a_file_in_a_directory_marked_immutable_or_append_only_is_left_out_of_a_
     assert plan.items == () and plan.protected == (os.fsencode(logs / "old.1"),), plan
     text = render(plan, str(tmp_path))
     assert "1 file left out: marked immutable or append-only, or in a directory so marked" in text, text
+
+
+def _inotify_opens(path: Path) -> int:
+    """An inotify descriptor told of every open of ``path`` (``IN_OPEN``), read without waiting."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    assert fd >= 0 and libc.inotify_add_watch(fd, os.fsencode(path), 0x20) >= 0, ctypes.get_errno()
+    return int(fd)
+
+
+def _opened(watch: int) -> bool:
+    try:
+        return bool(os.read(watch, 4096))
+    except BlockingIOError:
+        return False
+
+
+@pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="statx and inotify are Linux's")
+def test_reading_the_flags_opens_neither_the_file_nor_a_fifo_swapped_in_for_it(
+    tmp_path: Path, chattr: list[Path]
+) -> None:
+    """An open breaks a lease (Samba's oplocks), and an open of a FIFO or device swapped in after the plan
+    has side effects of its own (a writer waiting on the FIFO goes on, a tape rewinds): ``statx`` tells
+    the flags (``stx_attributes``) without one. inotify sees every open (``IN_OPEN``)."""
+    log = tmp_path / "app.log.1"
+    log.write_bytes(b"x" * 10_000)
+    mark(chattr, log, "+a")
+    planned = os.lstat(log)
+    watch = _inotify_opens(log)
+    try:
+        assert classes.protection(None, os.fsencode(log), planned) == "append_only"
+        assert not _opened(watch), "the file was opened to read its flags"
+    finally:
+        os.close(watch)
+    fifo = tmp_path / "swapped"
+    os.mkfifo(fifo)
+    watch = _inotify_opens(fifo)
+    try:
+        assert classes.protection(None, os.fsencode(fifo), planned) is None
+        assert not _opened(watch), "the FIFO swapped in was opened"
+    finally:
+        os.close(watch)
+
+
+@pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="FS_IOC_GETFLAGS is Linux's")
+def test_without_statx_the_flags_are_read_by_the_ioctl_on_the_planned_inode_only(
+    tmp_path: Path, chattr: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kernel before 4.11, a C library before glibc 2.28, a filesystem whose ``statx`` does not report
+    the flags: ``FS_IOC_GETFLAGS`` (its number this machine's), on the inode pinned with ``O_PATH`` and
+    found to be the planned regular file or directory; a FIFO swapped in is never opened."""
+    monkeypatch.setattr(platform, "_statx_call", lambda: None, raising=False)
+    log = tmp_path / "app.log.1"
+    log.write_bytes(b"x" * 10_000)
+    mark(chattr, log, "+i")
+    planned = os.lstat(log)
+    assert classes.protection(None, os.fsencode(log), planned) == "immutable"
+    assert classes.directory_protection(os.fsencode(tmp_path / "d" / "x"), {}) is None
+    (tmp_path / "d").mkdir()
+    mark(chattr, tmp_path / "d", "+a")
+    assert classes.directory_protection(os.fsencode(tmp_path / "d" / "x"), {}) == "append_only"
+    fifo = tmp_path / "swapped"
+    os.mkfifo(fifo)
+    watch = _inotify_opens(fifo)
+    try:
+        assert classes.protection(None, os.fsencode(fifo), planned) is None
+        assert not _opened(watch), "the FIFO swapped in was opened"
+    finally:
+        os.close(watch)
