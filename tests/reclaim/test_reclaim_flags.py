@@ -25,6 +25,7 @@ from sysmcp.reclaim import (
 )
 from sysmcp.reclaim import _classes as classes
 from sysmcp.reclaim._plan import Identity
+from sysmcp.tools import reclaim
 from sysmcp.tools.reclaim import REASONS
 from sysmcp.tools.reclaim_plan import render
 from tests.profile import UNDER_POSIX_PROFILE
@@ -256,3 +257,22 @@ def test_without_statx_the_flags_are_read_by_the_ioctl_on_the_planned_inode_only
         assert not _opened(watch), "the FIFO swapped in was opened"
     finally:
         os.close(watch)
+
+
+@pytest.mark.parametrize("flag", ["+i", "+a"])
+def test_a_directory_marked_since_the_plan_says_which_and_how_to_go_on(
+    tmp_path: Path, chattr: list[Path], flag: str
+) -> None:
+    """``chattr +i /var/log/app`` after the plan: the rename aside failed with a bare "Operation not
+    permitted". Now the answer names the directory and what to do."""
+    logs = tmp_path / "var/log/app"
+    write(logs / "old.1", 10_000)
+    plan = build_plan(PlanRequest(layout=layout(tmp_path), classes=("rotated_log",)))
+    mark(chattr, logs, flag)
+    results = apply_items(ApplyRequest(plan, [plan.items[0].id], lambda path: True))
+    word = "immutable" if flag == "+i" else "append_only"
+    assert [o.reason for o in results[0].outcomes] == [f"directory_{word}"]
+    assert (logs / "old.1").exists() and os.listdir(logs) == ["old.1"]
+    text = reclaim.render(reclaim.report(plan, results))
+    assert f"its directory {logs} is marked {word.replace('_', '-')}" in text, text
+    assert f"run chattr {flag.replace('+', '-')} {logs} and reclaim again, or leave it" in text, text
