@@ -3,7 +3,9 @@
 In the manner of rmlint's generated script, written afresh: every step re-checks the file's identity
 (device, inode, size, mtime, with ``stat -c`` on GNU systems and ``stat -f`` on the BSDs and macOS,
 chosen when the script runs; for a log its engine keeps writing, device, inode and owner) and skips
-it, saying why, if anything changed; no step follows a symlink
+it, saying why, if anything changed, or if the file or the directory holding it is marked immutable or
+append-only now (``lsattr -d`` on Linux, ``ls -ldo`` on the BSDs and macOS: a file so marked is never
+removed, and ``rm`` would only fail on it); no step follows a symlink
 (the file and every directory above it are tested with ``test -L``); a duplicate goes only while its
 kept copy passes the same checks and ``cmp`` finds their bytes equal; every name is quoted so that no
 byte of it is ever read as shell syntax. The script is ASCII whatever the names hold: a name that is
@@ -62,6 +64,38 @@ skip() {{
   printf 'skipped: %s: %s\n' "$1" "$2"
   SKIPPED=$((SKIPPED + 1))
 }}
+marked() {{
+  # "immutable" or "append-only" when $1 (a file, or a directory itself) is marked so: lsattr's i or a
+  # (chattr +i, +a) on Linux; the flags ls -lO (macOS) or ls -lo (the BSDs) shows, uchg/schg or
+  # uappnd/sappnd (chflags), elsewhere
+  if [ "$STATS" = gnu ]; then
+    command -v lsattr >/dev/null 2>&1 || return 1
+    f=$(lsattr -d -- "$1" 2>/dev/null) || return 1
+    f=${{f%% *}}
+  else
+    f=$(ls -ldO -- "$1" 2>/dev/null || ls -ldo -- "$1" 2>/dev/null) || return 1
+    case " $f " in
+      *[\ ,]uchg[\ ,]*|*[\ ,]schg[\ ,]*) f=i ;;
+      *[\ ,]uappnd[\ ,]*|*[\ ,]sappnd[\ ,]*) f=a ;;
+      *) f=- ;;
+    esac
+  fi
+  case $f in
+    *i*) echo immutable ;;
+    *a*) echo append-only ;;
+    *) return 1 ;;
+  esac
+}}
+unmarked() {{
+  # $1 and the directory holding it marked neither immutable nor append-only, or skip "$2" saying which is
+  if m=$(marked "$1"); then skip "$2" "marked $m (chattr/chflags), so it stays"; return 1; fi
+  d=${{1%/*}}; ds=${{2%/*}}
+  if m=$(marked "${{d:-/}}"); then
+    skip "$2" "its directory ${{ds:-/}} is marked $m, so no name in it can be removed: unmark it (chattr -i or -a) and run again, or leave it"
+    return 1
+  fi
+  return 0
+}}
 avail() {{
   df -Pk -- "$1" 2>/dev/null | awk 'NR == 2 {{ print $4 }}'
 }}
@@ -70,6 +104,7 @@ rmf() {{
   if [ ! -f "$1" ]; then skip "$3" "gone, or no longer a regular file"; return; fi
   now=$(ident "$1") || {{ skip "$3" "cannot be looked at"; return; }}
   if [ "$now" != "$2" ]; then skip "$3" "changed since the plan"; return; fi
+  unmarked "$1" "$3" || return
   if [ "$APPLY" = 1 ]; then
     if rm -f -- "$1"; then printf 'removed: %s\n' "$3"; DONE=$((DONE + 1)); else skip "$3" "rm failed"; fi
   else
@@ -132,6 +167,7 @@ logf() {
   if [ ! -f "$1" ]; then skip "$3" "gone, or no longer a regular file"; return; fi
   now=$(owned "$1") || { skip "$3" "cannot be looked at"; return; }
   if [ "$now" != "$2" ]; then skip "$3" "another file, another owner or another name since the plan"; return; fi
+  if m=$(marked "$1"); then skip "$3" "marked $m (chattr/chflags), so it stays"; return; fi
   if [ "$APPLY" = 1 ]; then
     if bounded 10 empty "$1"; then printf 'truncated: %s\n' "$3"; DONE=$((DONE + 1)); else skip "$3" "truncation failed"; fi
   else

@@ -22,6 +22,7 @@ from sysmcp.reclaim import (
     PlanRequest,
     apply_items,
     build_plan,
+    render_script,
 )
 from sysmcp.reclaim import _classes as classes
 from sysmcp.reclaim._plan import Identity
@@ -29,7 +30,7 @@ from sysmcp.tools import reclaim
 from sysmcp.tools.reclaim import REASONS
 from sysmcp.tools.reclaim_plan import render
 from tests.profile import UNDER_POSIX_PROFILE
-from tests.reclaim.test_reclaim import layout, write
+from tests.reclaim.test_reclaim import layout, run_script, write
 
 
 def _why_not(probe: Path) -> str:
@@ -276,3 +277,32 @@ def test_a_directory_marked_since_the_plan_says_which_and_how_to_go_on(
     text = reclaim.render(reclaim.report(plan, results))
     assert f"its directory {logs} is marked {word.replace('_', '-')}" in text, text
     assert f"run chattr {flag.replace('+', '-')} {logs} and reclaim again, or leave it" in text, text
+
+
+def test_the_script_skips_a_file_or_a_directory_marked_since_the_plan_and_says_which(
+    tmp_path: Path, chattr: list[Path]
+) -> None:
+    """The script an admin runs by hand re-checks the flags as it re-checks identity: marking moves only
+    the ctime, which the script does not compare, so a marked file reached ``rm`` and was skipped as
+    "rm failed", its directory unnamed. Now it is left before ``rm``, in the dry run too, with its reason."""
+    logs, audit = tmp_path / "var/log", tmp_path / "var/log/audit"
+    for path in (logs / "kept.1", logs / "old.1", audit / "audit.log.1"):
+        write(path, 10_000)
+    plan = build_plan(PlanRequest(layout=layout(tmp_path), classes=("rotated_log",)))
+    assert sorted(e.path for item in plan.items for e in item.entries) == sorted(
+        os.fsencode(p) for p in (logs / "kept.1", logs / "old.1", audit / "audit.log.1")
+    )
+    mark(chattr, logs / "kept.1", "+i")
+    mark(chattr, audit, "+a")
+    script = render_script(plan)
+    dry = run_script(script, cwd=tmp_path).stdout.decode()
+    done = run_script(script, "--apply", cwd=tmp_path)
+    for out in (dry, done.stdout.decode()):
+        assert f"skipped: {logs / 'kept.1'}: marked immutable (chattr/chflags), so it stays" in out, out
+        assert (
+            f"skipped: {audit / 'audit.log.1'}: its directory {audit} is marked append-only, so no name in it "
+            "can be removed: unmark it (chattr -i or -a) and run again, or leave it"
+        ) in out, out
+        assert "rm failed" not in out
+    assert f"removed: {logs / 'old.1'}" in done.stdout.decode() and not done.stderr, done
+    assert (logs / "kept.1").exists() and (audit / "audit.log.1").exists() and not (logs / "old.1").exists()
