@@ -306,30 +306,170 @@ def can_compare_xattrs() -> bool:
     return hasattr(os, "listxattr")
 
 
-#: ``FS_IOC_GETFLAGS`` (``_IOR('f', 1, long)``) and the flags that keep a file from being removed,
-#: renamed, emptied or linked to (Linux's ``chattr +i`` / ``+a``); the BSDs and macOS give them in
-#: ``st_flags`` (``chflags uchg,sappnd`` …).
-_LONG = 8 if sys.maxsize > 2**32 else 4  # sizeof(long), which the ioctl's number carries
-_FS_IOC_GETFLAGS = (2 << 30) | (_LONG << 16) | (ord("f") << 8) | 1
+def fs_ioc_getflags(machine: str, long_size: int) -> int:
+    """``FS_IOC_GETFLAGS``, ``_IOR('f', 1, long)``, as the kernel of ``machine`` (``uname -m``) numbers it
+    for a process whose ``long`` is ``long_size`` bytes (a 32-bit process on a 64-bit kernel asks with 4).
+
+    Why per machine: ``_IOC`` packs the direction, the size, the type and the number, and not every
+    architecture packs them alike. Most (x86, arm, riscv, s390, loongarch: ``asm-generic/ioctl.h``) give
+    the size 14 bits from bit 16 and the direction 2 bits from bit 30, reading being 2: 0x80086601 on
+    x86_64. Alpha, MIPS, PowerPC and SPARC (and sw_64) give the size 13 bits and the direction 3 bits from
+    bit 29, reading being 2 there too: 0x40086601 on ppc64 and mips64, 0x40046601 with a 4-byte long.
+    PA-RISC keeps the generic layout but numbers reading 1: 0x40046601. The wrong number is ENOTTY (or
+    another ioctl), and no flag would ever be seen."""
+    if machine.startswith(("alpha", "mips", "ppc", "powerpc", "sparc", "sw_64")):
+        read, direction_shift = 2, 29
+    elif machine.startswith("parisc"):
+        read, direction_shift = 1, 30
+    else:
+        read, direction_shift = 2, 30
+    return (read << direction_shift) | (long_size << 16) | (ord("f") << 8) | 1
+
+
+#: The flags that keep a file from being removed, renamed, emptied or linked to: Linux's ``chattr +i`` /
+#: ``+a`` (``FS_IMMUTABLE_FL``, ``FS_APPEND_FL``, which ``statx`` reports as ``STATX_ATTR_IMMUTABLE`` and
+#: ``STATX_ATTR_APPEND``: the same bits); the BSDs and macOS give them in ``st_flags`` (``chflags
+#: uchg,sappnd`` …).
+_LONG = 8 if sys.maxsize > 2**32 else 4  # sizeof(long) in this process, which the ioctl's number carries
 _FS_IMMUTABLE_FL, _FS_APPEND_FL = 0x10, 0x20
 _ST_IMMUTABLE, _ST_APPEND = 0x2 | 0x20000, 0x4 | 0x40000  # UF_IMMUTABLE|SF_IMMUTABLE, UF_APPEND|SF_APPEND
+_AT_FDCWD, _AT_SYMLINK_NOFOLLOW, _AT_EMPTY_PATH = -100, 0x100, 0x1000
+_STATX_TYPE, _STATX_INO = 0x1, 0x100
+_STATX_SIZE = 256  # sizeof(struct statx), its spare fields included
 
 
-def protection(fd: int) -> str | None:
-    """``"immutable"`` or ``"append_only"`` when the open file ``fd`` carries that flag (lsattr's ``i`` or
-    ``a``; chflags' ``uchg``/``schg``, ``uappnd``/``sappnd``), else None, and None where the filesystem
-    keeps no such flags. Someone set it on purpose: a file so marked is never removed, emptied or
-    replaced, and the kernel would refuse it (EPERM) part way anyway."""
-    flags = getattr(os.fstat(fd), "st_flags", None)
-    if flags is not None:
-        immutable, append = flags & _ST_IMMUTABLE, flags & _ST_APPEND
-    else:
-        try:
-            import fcntl
-
-            got = fcntl.ioctl(fd, _FS_IOC_GETFLAGS, bytes(_LONG))
-        except (OSError, ImportError):  # ENOTTY, EOPNOTSUPP: a filesystem without such flags
-            return None
-        value = int.from_bytes(got[:4], sys.byteorder)  # the kernel reads and writes an int
-        immutable, append = value & _FS_IMMUTABLE_FL, value & _FS_APPEND_FL
+def _flag(immutable: int, append: int) -> str | None:
     return "immutable" if immutable else "append_only" if append else None
+
+
+@functools.cache
+def _statx_call() -> Callable[[int, bytes, int], tuple[int, int, int, int, int]] | None:
+    """Linux's ``statx`` from the C library (glibc 2.28 on), looked up once; None where there is none.
+
+    The call returns ``(st_dev, st_ino, st_mode, stx_attributes, stx_attributes_mask)`` of ``name``
+    relative to a directory descriptor (``flags``: ``AT_SYMLINK_NOFOLLOW``, ``AT_EMPTY_PATH``), or
+    raises OSError."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+    native = getattr(libc, "statx", None)
+    if native is None:
+        return None
+    native.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p]
+    native.restype = ctypes.c_int
+
+    def call(dir_fd: int, name: bytes, flags: int) -> tuple[int, int, int, int, int]:
+        buffer = ctypes.create_string_buffer(_STATX_SIZE)
+        if native(dir_fd, name, flags, _STATX_TYPE | _STATX_INO, buffer) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, os.strerror(error))
+        raw = buffer.raw
+        number = functools.partial(int.from_bytes, byteorder=sys.byteorder)
+        # struct statx: stx_attributes at 8, stx_mode at 28, stx_ino at 32, stx_attributes_mask at 56,
+        # stx_dev_major and stx_dev_minor at 136 and 140
+        dev = os.makedev(number(raw[136:140]), number(raw[140:144]))
+        return dev, number(raw[32:40]), number(raw[28:30]), number(raw[8:16]), number(raw[56:64])
+
+    return call
+
+
+def protection_at(dir_fd: int | None, name: bytes, expect: os.stat_result) -> str | None:
+    """``"immutable"`` or ``"append_only"`` when ``name`` (relative to ``dir_fd``, or a path; ``b""``:
+    ``dir_fd`` itself), still the regular file or directory ``expect`` (its device and inode), carries
+    that flag (lsattr's ``i`` or ``a``; chflags' ``uchg``/``schg``, ``uappnd``/``sappnd``), else None;
+    None too when it is anything else now, or where the filesystem keeps no such flags. Someone set it on
+    purpose: a file so marked is never removed, emptied or replaced, and the kernel would refuse it
+    (EPERM) part way anyway.
+
+    Why never an open where it can be helped: an open of a name swapped for a device or a FIFO after the
+    look has side effects (a tape rewinds, a writer waiting on the FIFO goes on), and an open of the file
+    itself breaks a lease (Samba's oplocks). The BSDs and macOS give the flags in ``st_flags``; Linux's
+    ``statx`` gives them in ``stx_attributes`` where the filesystem says it reports them
+    (``stx_attributes_mask``). Only where neither can tell is the file opened, for ``FS_IOC_GETFLAGS``:
+    pinned first with ``O_PATH`` (nothing opened) and reopened through ``/proc/self/fd`` once it is the
+    expected regular file or directory, or, without ``O_PATH``, opened ``O_NONBLOCK|O_NOCTTY`` and
+    looked at on the descriptor before the ioctl."""
+    import stat
+
+    if not (stat.S_ISREG(expect.st_mode) or stat.S_ISDIR(expect.st_mode)):
+        return None
+    expected = (expect.st_dev, expect.st_ino)
+    flags = getattr(expect, "st_flags", None)
+    if flags is not None:  # the BSDs and macOS: a look, no open
+        try:
+            now: os.stat_result = (
+                os.fstat(dir_fd)
+                if not name and dir_fd is not None
+                else os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            )
+        except OSError:
+            return None
+        now_flags: int = getattr(now, "st_flags", 0)
+        if (now.st_dev, now.st_ino) != expected:
+            return None
+        return _flag(now_flags & _ST_IMMUTABLE, now_flags & _ST_APPEND)
+    looked = _statx_at(dir_fd, name)
+    if looked is not None:
+        dev, ino, mode, attributes, supported = looked
+        if (dev, ino) != expected or stat.S_IFMT(mode) != stat.S_IFMT(expect.st_mode):
+            return None
+        if supported & (_FS_IMMUTABLE_FL | _FS_APPEND_FL) == _FS_IMMUTABLE_FL | _FS_APPEND_FL:
+            return _flag(attributes & _FS_IMMUTABLE_FL, attributes & _FS_APPEND_FL)
+    return _ioctl_flags(dir_fd, name, expect)
+
+
+def _statx_at(dir_fd: int | None, name: bytes) -> tuple[int, int, int, int, int] | None:
+    """``_statx_call`` of ``name`` never following a symlink; None where ``statx`` cannot be asked (none
+    in the C library, ENOSYS from a kernel before 4.11, EPERM from a seccomp filter that does not know
+    it) or ``name`` cannot be looked at (then the open cannot either)."""
+    call = _statx_call()
+    if call is None:
+        return None
+    flags = _AT_SYMLINK_NOFOLLOW | (_AT_EMPTY_PATH if not name else 0)
+    try:
+        return call(_AT_FDCWD if dir_fd is None else dir_fd, name, flags)
+    except OSError:
+        return None
+
+
+def _ioctl_flags(dir_fd: int | None, name: bytes, expect: os.stat_result) -> str | None:
+    """``FS_IOC_GETFLAGS`` of ``name`` (as ``protection_at``), read on a descriptor that is the expected
+    regular file or directory before anything is asked of it; None where it cannot be read."""
+    import stat
+
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    safe = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    pin = has_o_path() and has_proc_fd()
+    try:
+        if not name and dir_fd is not None:
+            fd = os.dup(dir_fd)
+        else:
+            fd = os.open(name, (os.O_PATH | os.O_CLOEXEC if pin else safe) | os.O_NOFOLLOW, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        now = os.fstat(fd)
+        if not (stat.S_ISREG(now.st_mode) or stat.S_ISDIR(now.st_mode)):
+            return None
+        if (now.st_dev, now.st_ino) != (expect.st_dev, expect.st_ino):
+            return None
+        if pin:  # the pinned inode itself, opened: a name swapped since cannot be it
+            pinned, fd = fd, os.open(f"{PROC_SELF_FD}/{fd}", safe)
+            os.close(pinned)
+        number = fs_ioc_getflags(os.uname().machine, _LONG)
+        got = fcntl.ioctl(fd, number, bytes(_LONG))
+    except OSError:  # ENOTTY, EOPNOTSUPP: a filesystem without such flags
+        return None
+    finally:
+        os.close(fd)
+    value = int.from_bytes(got[:4], sys.byteorder)  # the kernel reads and writes an int
+    return _flag(value & _FS_IMMUTABLE_FL, value & _FS_APPEND_FL)

@@ -104,3 +104,34 @@ def test_the_console_script_runs_the_same_guarded_entry_point() -> None:
         check=False,
     )
     assert done.returncode == 0 and done.stdout.startswith("sysmcp ")
+
+
+@pytest.mark.parametrize(
+    ("machine", "long_size", "number"),
+    [
+        # asm-generic/ioctl.h: size 14 bits at 16, direction 2 bits at 30, _IOC_READ 2
+        ("x86_64", 8, 0x80086601),
+        ("i686", 4, 0x80046601),
+        ("aarch64", 8, 0x80086601),
+        ("armv7l", 4, 0x80046601),
+        ("riscv64", 8, 0x80086601),
+        ("s390x", 8, 0x80086601),
+        # alpha, mips, powerpc, sparc: size 13 bits at 16, direction 3 bits at 29, _IOC_READ 2
+        ("ppc64le", 8, 0x40086601),
+        ("ppc64", 8, 0x40086601),
+        ("ppc", 4, 0x40046601),
+        ("mips", 4, 0x40046601),
+        ("mips64", 8, 0x40086601),
+        ("mips64", 4, 0x40046601),  # the n32 ABI: a 64-bit kernel, a 4-byte long
+        ("sparc64", 8, 0x40086601),
+        ("alpha", 8, 0x40086601),
+        # parisc: the generic layout, _IOC_READ 1
+        ("parisc", 4, 0x40046601),
+    ],
+)
+def test_fs_ioc_getflags_is_numbered_as_each_architectures_kernel_numbers_it(
+    machine: str, long_size: int, number: int
+) -> None:
+    """``_IOR('f', 1, long)``: one number on x86 was taken for every machine, so powerpc, mips and sparc
+    asked the kernel something else (ENOTTY) and never saw a file marked immutable or append-only."""
+    assert platform.fs_ioc_getflags(machine, long_size) == number

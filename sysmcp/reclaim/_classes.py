@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from sysmcp import platform
 from sysmcp.engine.containers import ContainersRequest, survey
 from sysmcp.engine.faults import EngineError, Unavailable
-from sysmcp.engine.opens import closing_fd, extended_attributes
+from sysmcp.engine.opens import closing_fd, extended_attributes, open_parent
 from sysmcp.engine.paths import display, escaped, exact_bytes
 from sysmcp.engine.procs import scan_processes
 
@@ -182,28 +182,82 @@ def regular_files(
     ]
 
 
+#: How a directory is opened to be listed: only a directory, never through a symlink.
+_LIST = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
 def _below(root: bytes, keep: Filter | None, recurse: bool) -> Iterator[tuple[bytes, os.stat_result]]:
-    top = _lstat(root)
-    if top is None or not stat.S_ISDIR(top.st_mode) or os.path.realpath(root) != root:
-        return  # or reached through a symlink (a home's ~/.cache pointing elsewhere): never followed
-    stack = [root]
-    while stack:
-        directory = stack.pop()
+    """The regular files under ``root``, depth first. Why descriptors: a user who owns a place a class walks
+    (their caches, their trash) could swap a directory for a symlink after it was looked at and before it
+    was listed, and a walk by name would list wherever that leads, naming files outside the scope. ``root``
+    is reached from ``/`` without following a symlink (one on its way: never followed, as a home's
+    ``~/.cache`` pointing elsewhere), and each directory below is opened relative to its parent's
+    descriptor with ``O_NOFOLLOW`` and must be the directory its parent's listing showed."""
+    try:
+        parent, name = open_parent(os.fsdecode(root))
+    except (OSError, ValueError):
+        return
+    with closing_fd(parent):
         try:
-            with os.scandir(directory) as entries:
-                listed = list(entries)
+            fd = os.open(name, _LIST, dir_fd=parent)
+        except OSError:
+            return
+    top_dev = os.fstat(fd).st_dev
+    # the directories being walked, outermost first: path, descriptor, subdirectories still to go into
+    chain: list[tuple[bytes, int, list[tuple[bytes, os.stat_result]]]] = []
+    path: bytes = root
+    current: int | None = fd
+    try:
+        while True:
+            if current is not None:
+                pending: list[tuple[bytes, os.stat_result]] = []
+                for name, st in _listed(current):
+                    if stat.S_ISDIR(st.st_mode):
+                        if recurse and st.st_dev == top_dev:
+                            pending.append((name, st))
+                    elif stat.S_ISREG(st.st_mode) and (keep is None or keep(name)):
+                        yield os.path.join(path, name), st
+                pending.reverse()  # popped in name order
+                chain.append((path, current, pending))
+                current = None
+            if not chain:
+                return
+            here, here_fd, pending = chain[-1]
+            if not pending:
+                os.close(here_fd)
+                chain.pop()
+                continue
+            name, st = pending.pop()
+            try:
+                child = os.open(name, _LIST, dir_fd=here_fd)
+            except OSError:  # gone, or a symlink now (ELOOP)
+                continue
+            now = os.fstat(child)
+            if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):  # another directory swapped in
+                os.close(child)
+                continue
+            current, path = child, os.path.join(here, name)
+    finally:
+        if current is not None:
+            os.close(current)
+        for _path, open_fd, _pending in chain:
+            os.close(open_fd)
+
+
+def _listed(fd: int) -> list[tuple[bytes, os.stat_result]]:
+    """The entries of the open directory ``fd`` by name (bytes order), each with its ``lstat``."""
+    try:
+        with os.scandir(fd) as entries:
+            listed = list(entries)
+    except OSError:
+        return []
+    found = []
+    for entry in listed:
+        try:
+            found.append((os.fsencode(entry.name), entry.stat(follow_symlinks=False)))
         except OSError:
             continue
-        for entry in sorted(listed, key=lambda e: e.name):
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                if recurse and st.st_dev == top.st_dev:
-                    stack.append(entry.path)
-            elif stat.S_ISREG(st.st_mode) and (keep is None or keep(entry.name)):
-                yield entry.path, st
+    return sorted(found, key=lambda named: named[0])
 
 
 def _shown(path: bytes) -> str:
@@ -648,44 +702,28 @@ def _exposed(path: bytes, owner: int, looked: dict[bytes, os.stat_result | None]
     return False
 
 
-#: How a file is opened to read its flags: never following a link, never waiting on a FIFO.
-_MARKS_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-
-
 def protection(parent: int | None, name: bytes, st: os.stat_result) -> str | None:
-    """``"immutable"`` or ``"append_only"`` (``platform.protection``) when the regular file ``name``
-    (relative to ``parent``, or a path) still the inode ``st`` carries that flag; None when it carries
-    neither, or cannot be opened to tell (then the kernel refuses to remove it all the same)."""
+    """``"immutable"`` or ``"append_only"`` (``platform.protection_at``: looked at, not opened, where the
+    system can tell so) when the regular file ``name`` (relative to ``parent``, or a path), still the
+    inode ``st``, carries that flag; None when it carries neither, or cannot be looked at to tell (then
+    the kernel refuses to remove it all the same)."""
     if not stat.S_ISREG(st.st_mode):
         return None
-    try:
-        fd = os.open(name, _MARKS_READ, dir_fd=parent)
-    except OSError:
-        return None
-    with closing_fd(fd):
-        now = os.fstat(fd)
-        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-            return None
-        return platform.protection(fd)
-
-
-#: How a directory is opened to read its flags: never following a link.
-_DIR_MARKS_READ = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    return platform.protection_at(parent, name, st)
 
 
 def directory_protection(path: bytes, looked: dict[bytes, str | None]) -> str | None:
     """``protection`` of the directory holding ``path``: in one marked immutable or append-only no name
     may be removed or renamed (``chattr +a /var/log``), though a file in it may still be emptied in
-    place. Each directory looked at once (``looked``: by directory); None when it cannot be opened."""
+    place. Each directory looked at once (``looked``: by directory); None when it cannot be looked at."""
     directory = os.path.dirname(path)
     if directory not in looked:
-        try:
-            fd = os.open(directory, _DIR_MARKS_READ)
-        except OSError:
-            looked[directory] = None
-        else:
-            with closing_fd(fd):
-                looked[directory] = platform.protection(fd)
+        st = _lstat(directory)
+        looked[directory] = (
+            platform.protection_at(None, directory, st)
+            if st is not None and stat.S_ISDIR(st.st_mode)
+            else None
+        )
     return looked[directory]
 
 

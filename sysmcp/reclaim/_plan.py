@@ -358,6 +358,8 @@ class FileResult:
     #: mode, ACLs or extended attributes differ), "linked", "other_filesystem", "unverified", "cancelled"
     #: (stopped while the file was aside: logged before the cancellation goes on), or the OS error. A file
     #: that could not be put back under its name says where it is: "changed; left as .sysmcp-aside-…".
+    #: "immutable", "append_only": the file is marked so (chattr); "directory_immutable",
+    #: "directory_append_only": the directory holding it is.
     reason: str | None = None
     freed: int = 0  # measured on its filesystem (statvfs before and after)
 
@@ -510,11 +512,14 @@ class Act:
             return FileResult(path, False, marked)
         if not planned.same_file(now, ctime=self.key not in self.relinked):
             return FileResult(path, False, "changed")
+        if (marked := _directory_marked(parent)) is not None:
+            return FileResult(path, False, marked)
         self.between(path)
         try:
             aside = _aside(parent, name)
-        except PermissionError as exc:  # EPERM: marked immutable or append-only since the look
-            return FileResult(path, False, classes.protection(parent, name, now) or _why(exc))
+        except PermissionError as exc:  # EPERM: the file or its directory marked since the look
+            why = classes.protection(parent, name, now) or _directory_marked(parent) or _why(exc)
+            return FileResult(path, False, why)
         self.relinked.add(self.key)  # the rename moved its ctime
         try:
             reason = self._proven(parent, aside, kept, link)
@@ -620,13 +625,24 @@ def _aside(parent: int, name: bytes) -> bytes:
 
 
 def _refusal(parent: int, aside: bytes, exc: OSError) -> str:
-    """Why the file set aside as ``aside`` could not be removed: its flag when it is marked immutable or
-    append-only now, else the error."""
+    """Why the file set aside as ``aside`` could not be removed: its flag or its directory's when either
+    is marked immutable or append-only now, else the error."""
     try:
         marked = classes.protection(parent, aside, os.stat(aside, dir_fd=parent, follow_symlinks=False))
     except OSError:
         marked = None
-    return marked or _why(exc)
+    return marked or _directory_marked(parent) or _why(exc)
+
+
+def _directory_marked(parent: int) -> str | None:
+    """``directory_immutable`` or ``directory_append_only`` when the open directory ``parent`` is marked
+    so now (``chattr +i`` / ``+a``): no name in it can be removed, renamed or made, whatever the file.
+    Looked at on the descriptor when acting, as a plan made before the mark could not know."""
+    try:
+        marked = platform.protection_at(parent, b"", os.fstat(parent))
+    except OSError:
+        return None
+    return None if marked is None else f"directory_{marked}"
 
 
 def _put_back(parent: int, aside: bytes, name: bytes, reason: str = "") -> str:

@@ -3,7 +3,9 @@
 In the manner of rmlint's generated script, written afresh: every step re-checks the file's identity
 (device, inode, size, mtime, with ``stat -c`` on GNU systems and ``stat -f`` on the BSDs and macOS,
 chosen when the script runs; for a log its engine keeps writing, device, inode and owner) and skips
-it, saying why, if anything changed; no step follows a symlink
+it, saying why, if anything changed, or if the file or the directory holding it is marked immutable or
+append-only now (``lsattr -d`` on Linux, ``ls -ldO``/``ls -ldo`` on macOS and the BSDs: a file so marked is never
+removed, and ``rm`` would only fail on it); no step follows a symlink
 (the file and every directory above it are tested with ``test -L``); a duplicate goes only while its
 kept copy passes the same checks and ``cmp`` finds their bytes equal; every name is quoted so that no
 byte of it is ever read as shell syntax. The script is ASCII whatever the names hold: a name that is
@@ -17,9 +19,17 @@ No step waits forever on a name an attacker swapped a FIFO in for after its last
 truncation open it, and an open of a FIFO waits for its other end): both run in the background, stopped
 after a while (``bounded``), and the file is then skipped.
 
-What the script cannot do that ``reclaim`` does: its checks and its ``rm`` resolve the path twice, so a
-directory swapped for a symlink between the two is caught only by ``reclaim`` (which acts relative to
-an open directory descriptor).
+What the script cannot do that ``reclaim`` does: act relative to an open directory, or pin a file before
+it opens it. Its checks and its ``rm``, ``cmp``, ``lsattr`` or ``: >`` each resolve the path again, so a
+directory swapped for a symlink between the two would lead them elsewhere with the rights of whoever runs
+the script. So it acts only on a file no other user can reach that way (``steady``): every directory above
+it belongs to root or to the user running the script and no one else may write it (or it is sticky, and
+the entry below it is root's or that user's too); any other is skipped, naming the directory, with the
+advice to run that step as its owner or use ``reclaim``. A deleted file held open is emptied through
+``/proc/PID/fd/N``, which its holder may point at any file it can name (an ``O_PATH`` descriptor needs no
+read permission) between the look and the open: the script empties it only when the holder is root or
+the user running the script (every user id in ``/proc/PID/status``; ``/proc/PID`` itself is root's
+when the process is not dumpable).
 """
 
 from __future__ import annotations
@@ -44,6 +54,8 @@ esac
 if stat -c %i / >/dev/null 2>&1; then STATS=gnu; else STATS=bsd; fi
 DONE=0
 SKIPPED=0
+ME=$(id -u)
+STEADY=
 ident() {{
   if [ "$STATS" = gnu ]; then stat -c '%d:%i:%s:%Y' -- "$1"; else stat -f '%d:%i:%z:%m' -- "$1"; fi
 }}
@@ -62,6 +74,66 @@ skip() {{
   printf 'skipped: %s: %s\n' "$1" "$2"
   SKIPPED=$((SKIPPED + 1))
 }}
+marked() {{
+  # "immutable" or "append-only" when $1 (a file, or a directory itself) is marked so: lsattr's i or a
+  # (chattr +i, +a) on Linux; the flags ls -lO (macOS) or ls -lo (the BSDs) shows, uchg/schg or
+  # uappnd/sappnd (chflags), elsewhere
+  if [ "$STATS" = gnu ]; then
+    command -v lsattr >/dev/null 2>&1 || return 1
+    f=$(lsattr -d -- "$1" 2>/dev/null) || return 1
+    f=${{f%% *}}
+  else
+    f=$(ls -ldO -- "$1" 2>/dev/null || ls -ldo -- "$1" 2>/dev/null) || return 1
+    case " $f " in
+      *[\ ,]uchg[\ ,]*|*[\ ,]schg[\ ,]*) f=i ;;
+      *[\ ,]uappnd[\ ,]*|*[\ ,]sappnd[\ ,]*) f=a ;;
+      *) f=- ;;
+    esac
+  fi
+  case $f in
+    *i*) echo immutable ;;
+    *a*) echo append-only ;;
+    *) return 1 ;;
+  esac
+}}
+unmarked() {{
+  # $1 and the directory holding it marked neither immutable nor append-only, or skip "$2" saying which is
+  if m=$(marked "$1"); then skip "$2" "marked $m (chattr/chflags), so it stays"; return 1; fi
+  d=${{1%/*}}; ds=${{2%/*}}
+  if m=$(marked "${{d:-/}}"); then
+    skip "$2" "its directory ${{ds:-/}} is marked $m, so no name in it can be removed: unmark it (chattr -i or -a) and run again, or leave it"
+    return 1
+  fi
+  return 0
+}}
+perms() {{
+  if [ "$STATS" = gnu ]; then stat -c '%u %a' -- "$1"; else stat -f '%u %Mp%Lp' -- "$1"; fi
+}}
+steady() {{
+  # No user but root and this one can rename or replace a name on the way to $1 while this runs: each
+  # directory above it is theirs and writable by no one else, or sticky with the entry below it theirs.
+  # Else $1 is skipped ("$3"; "$2": $1 as shown): this script resolves each path again at every step,
+  # so a directory swapped for a symlink after its look would lead rm, cmp or : > elsewhere.
+  sp=$1; ss=$2; sl=0
+  while [ -n "$sp" ]; do
+    below=$sp; sp=${{sp%/*}}; ss=${{ss%/*}}
+    if [ "${{sp:-/}}" = "$STEADY" ]; then return 0; fi
+    pm=$(perms "${{sp:-/}}") || {{ skip "$3" "cannot look at the directory ${{ss:-/}}"; return 1; }}
+    po=${{pm%% *}}; pm=${{pm#* }}
+    if [ "$po" = 0 ] || [ "$po" = "$ME" ]; then
+      [ $((0$pm & 022)) = 0 ] && continue
+      if [ $((0$pm & 01000)) != 0 ]; then
+        bo=$(perms "$below") || bo=-
+        bo=${{bo%% *}}; sl=1
+        if [ "$bo" = 0 ] || [ "$bo" = "$ME" ]; then continue; fi
+      fi
+    fi
+    skip "$3" "another user may rename or replace names in ${{ss:-/}} (its owner $po, mode $pm) and so swap a directory on its way for a symbolic link while this script runs: run this step as that user, or use reclaim, which acts relative to an open directory"
+    return 1
+  done
+  [ "$sl" = 0 ] && STEADY=${{1%/*}} && STEADY=${{STEADY:-/}}
+  return 0
+}}
 avail() {{
   df -Pk -- "$1" 2>/dev/null | awk 'NR == 2 {{ print $4 }}'
 }}
@@ -70,6 +142,8 @@ rmf() {{
   if [ ! -f "$1" ]; then skip "$3" "gone, or no longer a regular file"; return; fi
   now=$(ident "$1") || {{ skip "$3" "cannot be looked at"; return; }}
   if [ "$now" != "$2" ]; then skip "$3" "changed since the plan"; return; fi
+  steady "$1" "$3" "$3" || return
+  unmarked "$1" "$3" || return
   if [ "$APPLY" = 1 ]; then
     if rm -f -- "$1"; then printf 'removed: %s\n' "$3"; DONE=$((DONE + 1)); else skip "$3" "rm failed"; fi
   else
@@ -80,7 +154,9 @@ dupf() {{
   if ! nolink "$4" || [ ! -f "$4" ]; then skip "$3" "the kept copy is gone, so this may be the last copy"; return; fi
   kept=$(ident "$4") || {{ skip "$3" "the kept copy cannot be looked at"; return; }}
   if [ "$kept" != "$5" ]; then skip "$3" "the kept copy changed since the plan, so this copy stays"; return; fi
+  steady "$4" "$6" "$3" || return
   if nolink "$1" && [ -f "$1" ]; then
+    steady "$1" "$3" "$3" || return
     size=${{2#*:*:}}
     bounded $((60 + ${{size%%:*}} / 10000000)) cmp -s -- "$4" "$1"
     case $? in
@@ -109,8 +185,23 @@ bounded() {{
 empty() {{
   : > "$1"
 }}
+holder() {{
+  # the real, effective, saved and filesystem user ids of the process whose /proc/PID/fd/N $1 is
+  awk '/^Uid:/ {{ print $2, $3, $4, $5 }}' "${{1%/fd/*}}/status" 2>/dev/null
+}}
 trunc() {{
   if [ ! -e "$1" ]; then skip "$3" "the holder closed it"; return; fi
+  # Its holder decides what that number leads to at every open (an O_PATH descriptor of any file it can
+  # name, /etc/shadow too, reopened for writing with this script's rights): only a holder that is root
+  # or this user is believed between the look and the truncation.
+  uids=$(holder "$1")
+  if [ -z "$uids" ]; then skip "$3" "the holder is gone"; return; fi
+  for u in $uids; do
+    case $u in
+      0|"$ME") ;;
+      *) skip "$3" "held by another user's process, which could put another file behind that number while this script runs: use reclaim, which pins the file before it opens it"; return ;;
+    esac
+  done
   now=$(ident_l "$1") || {{ skip "$3" "cannot be looked at"; return; }}
   if [ "$now" != "$2" ]; then skip "$3" "another file is open there now"; return; fi
   if [ "$APPLY" = 1 ]; then
@@ -132,6 +223,8 @@ logf() {
   if [ ! -f "$1" ]; then skip "$3" "gone, or no longer a regular file"; return; fi
   now=$(owned "$1") || { skip "$3" "cannot be looked at"; return; }
   if [ "$now" != "$2" ]; then skip "$3" "another file, another owner or another name since the plan"; return; fi
+  steady "$1" "$3" "$3" || return
+  if m=$(marked "$1"); then skip "$3" "marked $m (chattr/chflags), so it stays"; return; fi
   if [ "$APPLY" = 1 ]; then
     if bounded 10 empty "$1"; then printf 'truncated: %s\n' "$3"; DONE=$((DONE + 1)); else skip "$3" "truncation failed"; fi
   else
@@ -179,8 +272,15 @@ def _step(item: Item, entry: PlannedFile) -> str:
     if item.keep is not None:  # a duplicate: only while its kept copy is the planned file, same bytes
         kept = item.keep.identity
         keep_setup, keep_word = quote(item.keep.path, "K")
+        keep_shown = escaped(item.keep.path).encode()
+        keep_show_setup, keep_show_word = (
+            ("", keep_word) if keep_shown == item.keep.path else quote(keep_shown, "J")
+        )
         ident = f"'{kept.dev}:{kept.ino}:{kept.size}:{kept.mtime_ns // 1_000_000_000}'"
-        return f"{setup}{keep_setup}dupf {word} {planned} {show_word} {keep_word} {ident}"
+        return (
+            f"{setup}{keep_setup}{keep_show_setup}dupf {word} {planned} {show_word} {keep_word} {ident} "
+            f"{keep_show_word}"
+        )
     return f"{setup}rmf {word} {planned} {show_word}"
 
 

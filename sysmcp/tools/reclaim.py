@@ -148,6 +148,10 @@ REASONS = {
     "hard_linked": "it has another name (a hard link) now, and emptying it would empty that file too",
     "immutable": "marked immutable since the plan (lsattr shows i; chattr +i), so it is never touched",
     "append_only": "marked append-only since the plan (lsattr shows a; chattr +a), so it is never touched",
+    "directory_immutable": "its directory {directory} is marked immutable (lsattr -d shows i), so no name in "
+    "it can be removed or replaced: to free it, run chattr -i {directory} and reclaim again, or leave it",
+    "directory_append_only": "its directory {directory} is marked append-only (lsattr -d shows a), so no name "
+    "in it can be removed or replaced: to free it, run chattr -a {directory} and reclaim again, or leave it",
 }
 #: What was done to the files of an item, by its action.
 DONE = {"delete": "removed", "truncate": "emptied", "link": "linked"}
@@ -452,9 +456,10 @@ def render(answer: ReclaimAnswer, notes: dict[str, list[str]] | None = None) -> 
         )
         lines += [f"      {line}" for line in (notes or {}).get(item.id, [])]
         for skip in skipped[:SKIPS_SHOWN]:
-            name = escaped(reclaim_plan.exact_name(skip.path, skip.path_bytes or None))
+            exact = reclaim_plan.exact_name(skip.path, skip.path_bytes or None)
             why, left, where = skip.reason.partition("; ")  # "changed; left as .sysmcp-aside-…"
-            lines.append(f"      skipped {name}: {REASONS.get(why, why)}{left}{where}")
+            told = REASONS.get(why, why).replace("{directory}", escaped(os.path.dirname(exact) or b"/"))
+            lines.append(f"      skipped {escaped(exact)}: {told}{left}{where}")
         if len(skipped) > SKIPS_SHOWN:
             more = more_not_shown(len(skipped) - SKIPS_SHOWN, "skipped file")
             lines.append(f"      {more} (each is in the structured result, with its reason)")

@@ -13,12 +13,24 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.reclaim import ApplyRequest, Item, Plan, PlannedFile, PlanRequest, apply_items, build_plan
+from sysmcp import platform
+from sysmcp.reclaim import (
+    ApplyRequest,
+    Item,
+    Plan,
+    PlannedFile,
+    PlanRequest,
+    apply_items,
+    build_plan,
+    render_script,
+)
+from sysmcp.reclaim import _classes as classes
 from sysmcp.reclaim._plan import Identity
+from sysmcp.tools import reclaim
 from sysmcp.tools.reclaim import REASONS
 from sysmcp.tools.reclaim_plan import render
 from tests.profile import UNDER_POSIX_PROFILE
-from tests.reclaim.test_reclaim import layout, write
+from tests.reclaim.test_reclaim import layout, run_script, write
 
 
 def _why_not(probe: Path) -> str:
@@ -175,3 +187,122 @@ def test_a_file_in_a_directory_marked_immutable_or_append_only_is_left_out_of_a_
     assert plan.items == () and plan.protected == (os.fsencode(logs / "old.1"),), plan
     text = render(plan, str(tmp_path))
     assert "1 file left out: marked immutable or append-only, or in a directory so marked" in text, text
+
+
+def _inotify_opens(path: Path) -> int:
+    """An inotify descriptor told of every open of ``path`` (``IN_OPEN``), read without waiting."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    assert fd >= 0 and libc.inotify_add_watch(fd, os.fsencode(path), 0x20) >= 0, ctypes.get_errno()
+    return int(fd)
+
+
+def _opened(watch: int) -> bool:
+    try:
+        return bool(os.read(watch, 4096))
+    except BlockingIOError:
+        return False
+
+
+@pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="statx and inotify are Linux's")
+def test_reading_the_flags_opens_neither_the_file_nor_a_fifo_swapped_in_for_it(
+    tmp_path: Path, chattr: list[Path]
+) -> None:
+    """An open breaks a lease (Samba's oplocks), and an open of a FIFO or device swapped in after the plan
+    has side effects of its own (a writer waiting on the FIFO goes on, a tape rewinds): ``statx`` tells
+    the flags (``stx_attributes``) without one. inotify sees every open (``IN_OPEN``)."""
+    log = tmp_path / "app.log.1"
+    log.write_bytes(b"x" * 10_000)
+    mark(chattr, log, "+a")
+    planned = os.lstat(log)
+    watch = _inotify_opens(log)
+    try:
+        assert classes.protection(None, os.fsencode(log), planned) == "append_only"
+        assert not _opened(watch), "the file was opened to read its flags"
+    finally:
+        os.close(watch)
+    fifo = tmp_path / "swapped"
+    os.mkfifo(fifo)
+    watch = _inotify_opens(fifo)
+    try:
+        assert classes.protection(None, os.fsencode(fifo), planned) is None
+        assert not _opened(watch), "the FIFO swapped in was opened"
+    finally:
+        os.close(watch)
+
+
+@pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="FS_IOC_GETFLAGS is Linux's")
+def test_without_statx_the_flags_are_read_by_the_ioctl_on_the_planned_inode_only(
+    tmp_path: Path, chattr: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kernel before 4.11, a C library before glibc 2.28, a filesystem whose ``statx`` does not report
+    the flags: ``FS_IOC_GETFLAGS`` (its number this machine's), on the inode pinned with ``O_PATH`` and
+    found to be the planned regular file or directory; a FIFO swapped in is never opened."""
+    monkeypatch.setattr(platform, "_statx_call", lambda: None, raising=False)
+    log = tmp_path / "app.log.1"
+    log.write_bytes(b"x" * 10_000)
+    mark(chattr, log, "+i")
+    planned = os.lstat(log)
+    assert classes.protection(None, os.fsencode(log), planned) == "immutable"
+    assert classes.directory_protection(os.fsencode(tmp_path / "d" / "x"), {}) is None
+    (tmp_path / "d").mkdir()
+    mark(chattr, tmp_path / "d", "+a")
+    assert classes.directory_protection(os.fsencode(tmp_path / "d" / "x"), {}) == "append_only"
+    fifo = tmp_path / "swapped"
+    os.mkfifo(fifo)
+    watch = _inotify_opens(fifo)
+    try:
+        assert classes.protection(None, os.fsencode(fifo), planned) is None
+        assert not _opened(watch), "the FIFO swapped in was opened"
+    finally:
+        os.close(watch)
+
+
+@pytest.mark.parametrize("flag", ["+i", "+a"])
+def test_a_directory_marked_since_the_plan_says_which_and_how_to_go_on(
+    tmp_path: Path, chattr: list[Path], flag: str
+) -> None:
+    """``chattr +i /var/log/app`` after the plan: the rename aside failed with a bare "Operation not
+    permitted". Now the answer names the directory and what to do."""
+    logs = tmp_path / "var/log/app"
+    write(logs / "old.1", 10_000)
+    plan = build_plan(PlanRequest(layout=layout(tmp_path), classes=("rotated_log",)))
+    mark(chattr, logs, flag)
+    results = apply_items(ApplyRequest(plan, [plan.items[0].id], lambda path: True))
+    word = "immutable" if flag == "+i" else "append_only"
+    assert [o.reason for o in results[0].outcomes] == [f"directory_{word}"]
+    assert (logs / "old.1").exists() and os.listdir(logs) == ["old.1"]
+    text = reclaim.render(reclaim.report(plan, results))
+    assert f"its directory {logs} is marked {word.replace('_', '-')}" in text, text
+    assert f"run chattr {flag.replace('+', '-')} {logs} and reclaim again, or leave it" in text, text
+
+
+def test_the_script_skips_a_file_or_a_directory_marked_since_the_plan_and_says_which(
+    tmp_path: Path, chattr: list[Path]
+) -> None:
+    """The script an admin runs by hand re-checks the flags as it re-checks identity: marking moves only
+    the ctime, which the script does not compare, so a marked file reached ``rm`` and was skipped as
+    "rm failed", its directory unnamed. Now it is left before ``rm``, in the dry run too, with its reason."""
+    logs, audit = tmp_path / "var/log", tmp_path / "var/log/audit"
+    for path in (logs / "kept.1", logs / "old.1", audit / "audit.log.1"):
+        write(path, 10_000)
+    plan = build_plan(PlanRequest(layout=layout(tmp_path), classes=("rotated_log",)))
+    assert sorted(e.path for item in plan.items for e in item.entries) == sorted(
+        os.fsencode(p) for p in (logs / "kept.1", logs / "old.1", audit / "audit.log.1")
+    )
+    mark(chattr, logs / "kept.1", "+i")
+    mark(chattr, audit, "+a")
+    script = render_script(plan)
+    dry = run_script(script, cwd=tmp_path).stdout.decode()
+    done = run_script(script, "--apply", cwd=tmp_path)
+    for out in (dry, done.stdout.decode()):
+        assert f"skipped: {logs / 'kept.1'}: marked immutable (chattr/chflags), so it stays" in out, out
+        assert (
+            f"skipped: {audit / 'audit.log.1'}: its directory {audit} is marked append-only, so no name in it "
+            "can be removed: unmark it (chattr -i or -a) and run again, or leave it"
+        ) in out, out
+        assert "rm failed" not in out
+    assert f"removed: {logs / 'old.1'}" in done.stdout.decode() and not done.stderr, done
+    assert (logs / "kept.1").exists() and (audit / "audit.log.1").exists() and not (logs / "old.1").exists()

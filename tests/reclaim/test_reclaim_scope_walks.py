@@ -2,7 +2,8 @@
 
 Every class's place (the package caches, the logs, the journals, the crash dumps, the homes with their
 language caches and trash) is planted both inside the scope and beside it; the directories a plan lists
-and the files it looks at are watched through ``os.scandir`` and ``os.lstat`` (which still do the work).
+and the files it looks at are watched through ``os.scandir`` (a descriptor by the path ``/proc/self/fd``
+gives it) and ``os.lstat`` (which still do the work).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 
 from sysmcp.engine.paths import real_root
 from sysmcp.reclaim import PlanRequest, build_plan
+from sysmcp.reclaim import _classes as classes
 from sysmcp.reclaim._classes import RootsLayout
 
 PLACES = (
@@ -62,7 +64,10 @@ def looked_at(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, bytes
     real_scandir, real_lstat = os.scandir, os.lstat
 
     def scandir(path: Any) -> Any:
-        seen.append(("scandir", os.fsencode(path)))
+        listed = (
+            os.readlink(f"/proc/self/fd/{path}") if isinstance(path, int) else path
+        )  # a descriptor's path
+        seen.append(("scandir", os.fsencode(listed)))
         return real_scandir(path)
 
     def lstat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
@@ -115,3 +120,30 @@ def test_a_place_above_the_scope_is_looked_at_only_below_the_scope(
     plan = build_plan(PlanRequest(scope=(scope,), layout=layout_over(base / "outside")))
     assert [e.path for item in plan.items for e in item.entries] == [scope + b"/app.log.1"]
     assert outside_the_scope(looked_at, base / "outside", scope) == []
+
+
+def test_a_directory_swapped_for_a_symlink_while_the_plan_walks_is_not_followed(tmp_path: Path) -> None:
+    """A user owns a place a class walks (their caches, their trash): after the walk looked at their
+    ``sub`` and before it listed it, they put a symlink to a directory of root's in its place. The walk
+    listed root's directory through it, and the plan named root's files (under the user's path, with root's
+    files' identities and sizes), though the scope or ``--root`` holds neither: names and sizes from outside.
+    Each directory is now opened relative to its parent's descriptor without following a symlink, and
+    must be the directory looked at."""
+    cache = tmp_path / "home/ann/.cache/pip"
+    (cache / "sub").mkdir(parents=True)
+    (cache / "sub/wheel.whl").write_bytes(b"w" * 5000)
+    for name in ("a.whl", "z.whl"):
+        (cache / name).write_bytes(b"x" * 5000)
+    roots = tmp_path / "root-only"
+    roots.mkdir()
+    (roots / "secret-name.key").write_bytes(b"k" * 7000)
+
+    def swap_when_z_is_seen(name: bytes) -> bool:
+        if name == b"z.whl" and (cache / "sub").is_dir() and not (cache / "sub").is_symlink():
+            (cache / "sub").rename(cache / "sub.gone")
+            (cache / "sub").symlink_to(roots)
+        return True
+
+    listed = [path for path, _st in classes.regular_files([os.fsencode(cache)], swap_when_z_is_seen)]
+    assert (cache / "sub").is_symlink()  # the swap happened, during the walk
+    assert sorted(listed) == sorted(os.fsencode(cache / n) for n in ("a.whl", "z.whl")), listed

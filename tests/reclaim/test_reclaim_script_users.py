@@ -1,0 +1,174 @@
+"""The generated script run by root while a second user (nobody) attacks it at the worst moment.
+
+The script cannot act relative to an open directory, nor pin a file before it opens it: every step
+resolves its path again. A ``stat`` placed first on the script's ``PATH`` hands the real one's answer
+back and then lets the second user move, right after the look the script trusts (a deterministic
+race, no sleeps): a directory of theirs swapped for a symlink to root's, or the descriptor of a deleted
+file they hold swapped for an ``O_PATH`` one of root's file (which a write through ``/proc/PID/fd/N``
+reopens with root's rights)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sysmcp.reclaim import PlanRequest, build_plan, render_script
+from sysmcp.reclaim._classes import RootsLayout
+from tests.profile import UNDER_POSIX_PROFILE
+from tests.reclaim.test_reclaim import layout, write
+
+NOBODY = 65534
+
+pytestmark = pytest.mark.skipif(
+    UNDER_POSIX_PROFILE or os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="needs Linux, root (chown, another user's process) and setpriv(1)",
+)
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    """A directory of root's that nobody can search (not under pytest's 0700 base)."""
+    top = Path(tempfile.mkdtemp(prefix="sysmcp-script-", dir="/tmp"))
+    os.chmod(top, 0o755)
+    try:
+        yield top
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def after_stat(base: Path, matching: str, then: str) -> dict[str, str]:
+    """An environment whose ``stat`` is the real one, then, the first time its arguments end with
+    ``matching``, runs the shell line ``then``."""
+    hooks = base / "hooks"
+    hooks.mkdir()
+    wrapper = hooks / "stat"
+    wrapper.write_text(
+        textwrap.dedent(
+            f"""\
+            #!/bin/sh
+            {shutil.which("stat")} "$@"; r=$?
+            case "$*" in
+              *'{matching}') if mkdir '{hooks}/done' 2>/dev/null; then {then}; fi ;;
+            esac
+            exit $r
+            """
+        )
+    )
+    wrapper.chmod(0o755)
+    return {**os.environ, "PATH": f"{hooks}:{os.environ['PATH']}"}
+
+
+def run(script: str, base: Path, env: dict[str, str]) -> str:
+    (base / "plan.sh").write_text(script, encoding="ascii")
+    done = subprocess.run(
+        ["sh", str(base / "plan.sh"), "--apply"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_directory_swapped_for_a_symlink_after_the_look_never_leads_rm_to_roots_file(base: Path) -> None:
+    """nobody owns /var and /var/log here (as a user owns their home and caches): right after the script
+    looked at their rotated log, they put a symlink to root's directory in place of /var/log, and ``rm``
+    followed it to root's file of the same name. The script now skips every file another user could
+    reach so, saying whose directory it is and what to use instead."""
+    logs = base / "var/log"
+    write(logs / "old.1", 10_000)
+    for path in (base / "var", logs, logs / "old.1"):
+        os.chown(path, NOBODY, NOBODY)
+    roots = base / "roots"
+    roots.mkdir()
+    (roots / "old.1").write_bytes(b"root's own\n")
+    plan = build_plan(PlanRequest(layout=layout(base), classes=("rotated_log",)))
+    assert [e.path for item in plan.items for e in item.entries] == [os.fsencode(logs / "old.1")]
+    swap = (
+        f"setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups "
+        f"sh -c 'mv {logs} {logs}.gone && ln -s {roots} {logs}'"
+    )
+    out = run(render_script(plan), base, after_stat(base, f"%d:%i:%s:%Y -- {logs}/old.1", swap))
+    assert (roots / "old.1").read_bytes() == b"root's own\n", out
+    assert f"skipped: {logs}/old.1: another user may rename or replace names in {logs}" in out, out
+    assert "run this step as that user, or use reclaim" in out and (base / "hooks/done").exists()
+
+
+HOLDER = textwrap.dedent(
+    """
+    import os, sys
+    os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
+    fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    os.write(fd, b"x" * 3_000_000); os.fsync(fd); os.unlink(sys.argv[1])
+    roots = os.open(sys.argv[2], os.O_PATH)  # search permission on its directory is all this needs
+    print(fd, flush=True)
+    with open(sys.argv[3]) as go:  # the script's stat has looked: now
+        go.readline()
+    os.dup2(roots, fd)
+    with open(sys.argv[4], "w") as done:
+        done.write("swapped\\n")
+    sys.stdin.read()
+    """
+)
+
+
+def test_a_deleted_file_held_by_another_users_process_is_not_truncated_through_its_descriptor(
+    base: Path,
+) -> None:
+    """nobody holds a deleted file; right after the script looked at ``/proc/PID/fd/N`` they ``dup2`` an
+    ``O_PATH`` descriptor of root's file (0600, unreadable to them) onto N, and ``: >`` reopened it for
+    writing as root: root's file emptied. The script now believes only a holder that is root or the
+    user running it (``/proc/PID/status``: not ``/proc/PID``'s owner, which is root for a process that
+    is not dumpable)."""
+    mine = base / "nobodys"
+    mine.mkdir()
+    os.chown(mine, NOBODY, NOBODY)
+    shadow = base / "shadow"
+    shadow.write_bytes(b"root:$y$secret:19000:0:99999:7:::\n")
+    shadow.chmod(0o600)
+    go, done = base / "go", base / "done"
+    for fifo in (go, done):
+        os.mkfifo(fifo)
+        fifo.chmod(0o666)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(mine / "app.log"), str(shadow), str(go), str(done)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        number = int(holder.stdout.readline())
+        request = PlanRequest(
+            layout=RootsLayout(homes=()), classes=("deleted_open",), scope=(os.fsencode(base),)
+        )
+        plan = build_plan(request)
+        (item,) = plan.items
+        link = f"/proc/{holder.pid}/fd/{number}"
+        assert [e.path for e in item.entries] == [os.fsencode(link)]
+        swap = f"echo go > {go}; read answer < {done}"
+        env = after_stat(base, f"%d:%i -- {link}", swap)
+        out = run(render_script(plan), base, env)
+        assert stat.S_ISREG(os.stat(shadow).st_mode) and shadow.read_bytes().startswith(b"root:"), out
+        assert f"skipped: {link}: held by another user's process" in out, out
+        assert os.stat(link).st_size == 3_000_000  # what it held is not emptied either: reclaim does that
+    finally:
+        if not (base / "hooks/done").exists():  # the script never looked: let the holder go on
+            with open(go, "w") as release:
+                release.write("go\n")
+            with open(done) as released:
+                released.readline()
+        if holder.stdin is not None:
+            holder.stdin.close()
+        holder.wait(timeout=30)
