@@ -205,7 +205,7 @@ class Fleet:
             try:
                 session = await self.pool.session(name)
             except HostFailure as failure:
-                return outcome(failure.status, reason=failure.reason)
+                return outcome(failure.status, reason=failure.reason, bastion=failure.bastion)
             # A host whose earlier session had ended (found dead now, or dying under this call): a new
             # handshake, which a warm call should not need. Counted, so the answer says so. A session
             # that was still starting at the last call's connect timeout is its first, not a reconnection.

@@ -42,12 +42,15 @@ SLOW_START = 120.0
 
 
 class HostFailure(Exception):
-    """A host's session could not be opened (or died): its status and a one-line reason."""
+    """A host's session could not be opened (or died): its status and a one-line reason. ``bastion``
+    names the jump host whose own failure it is, only for a host the inventory puts behind one: a
+    host's words ("bastion jump1 refused: …" on its stderr) never make it one."""
 
-    def __init__(self, status: str, reason: str) -> None:
+    def __init__(self, status: str, reason: str, bastion: str | None = None) -> None:
         super().__init__(f"{status}: {reason}")
         self.status = status
         self.reason = reason
+        self.bastion = bastion
 
 
 #: Where a connection through a jump host failed past it: the bastion forwarded, the host did not answer.
@@ -170,7 +173,8 @@ class SessionPool:
                 "and the next call may find it open",
             )
         if opening.failure is not None:
-            raise HostFailure(opening.failure.status, opening.failure.reason)
+            failure = opening.failure
+            raise HostFailure(failure.status, failure.reason, failure.bastion)
         assert opening.session is not None
         return opening.session
 
@@ -190,7 +194,8 @@ class SessionPool:
         except HostFailure as failure:
             jump = self.inventory.hosts[name].jump
             if jump is not None and failure.status != "remote_error":  # one reason for all behind it
-                failure = HostFailure(failure.status, bounded(self._behind(jump, failure.reason)))
+                said, bastion = self._behind(jump, failure.reason)
+                failure = HostFailure(failure.status, bounded(said), bastion)
             opening.failure = failure
         except Exception as exc:  # never leave a waiter hanging on a bug of ours
             log.exception("opening a session failed", host=name)
@@ -201,18 +206,19 @@ class SessionPool:
             self._opening.pop(name, None)
             opening.done.set()
 
-    def _behind(self, jump: str, reason: str) -> str:
+    def _behind(self, jump: str, reason: str) -> tuple[str, str | None]:
         """A failed connection through ``jump``, worded for who failed: the bastion itself ("bastion
-        jump1 (127.0.3.21) refused: …", one reason for every host behind it), or the host past it."""
+        jump1 (127.0.3.21) refused: …", one reason for every host behind it, and its name), or the
+        host past it (and None)."""
         bastion = jump.split(",")[0]  # ProxyJump's first hop is the one we connect to
         at = bastion.rpartition("@")[2]
         name = at.rsplit(":", 1)[0] if at.count(":") == 1 else at  # a [v6]:port or a bare v6 stays whole
         if not at_bastion(reason, name):
-            return f"via jump host {jump}: {reason}"
+            return f"via jump host {jump}: {reason}", None
         known = self.inventory.hosts.get(name)
         address = f" ({known.address})" if known is not None and known.address not in (None, name) else ""
         how = "refused" if REFUSED.search(reason) else "failed"
-        return f"bastion {name}{address} {how}: {reason}"
+        return f"bastion {name}{address} {how}: {reason}", name
 
     @property
     def processes(self) -> int:

@@ -56,6 +56,9 @@ class HostOutcome:
     text: str = ""
     reason: str = ""
     reconnected: bool = False  # asked before, its session had ended: a new ssh handshake this time
+    #: The jump host that failed, when the fleet's pool found the failure at it: set only for a host the
+    #: inventory puts behind one, never read from a host's words.
+    bastion: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -106,19 +109,15 @@ def grouped(items: Sequence[tuple[Any, str]]) -> list[tuple[Any, list[str]]]:
     return sorted(groups.items(), key=lambda item: len(item[1]))  # stable: first seen wins a tie
 
 
-#: A reason the fleet's pool gives every host behind a jump host that failed itself (fleet/pool.py).
-BASTION_DOWN = re.compile(r"bastion \S+(?: \([^)]*\))? (?:refused|failed): ")
-#: Statuses whose reason is the host's own words (its tool error, its failed remote start): never
-#: the pool's, so never read as a bastion's failure.
-HOSTS_WORDS = frozenset({"tool_error", "remote_error"})
-
-
 def failure_lines(outcomes: Sequence[HostOutcome]) -> list[str]:
     """Hosts without an answer (and tool errors), one line per status and reason: a host alone is
-    named with its reason; hosts sharing one (a bastion down, a deadline) are one counted line."""
+    named with its reason; hosts sharing one (a bastion down, a deadline) are one counted line. Only
+    an outcome the pool marked as its bastion's failure (``bastion``) leads a line with its reason:
+    a reason's words, which a host's stderr can choose, never do."""
     lines = []
-    for (status, reason), hosts in grouped([((o.status, o.reason), o.host) for o in outcomes if not o.ok]):
-        if status not in HOSTS_WORDS and BASTION_DOWN.match(reason):  # the cause once, then whom it cut off
+    failed = [((o.status, o.reason, o.bastion is not None), o.host) for o in outcomes if not o.ok]
+    for (status, reason, at_bastion), hosts in grouped(failed):
+        if at_bastion:  # the cause once, then whom it cut off
             lines.append(f"  {reason}; {plural(len(hosts), 'host')} behind it {status}: {host_list(hosts)}")
         elif len(hosts) == 1:
             lines.append(f"  {hosts[0]}: {status} — {reason}")

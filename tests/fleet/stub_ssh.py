@@ -9,7 +9,7 @@ two million empty objects, ``badcode``: ``initialize`` refused with an error cod
 nested ``$STUB_DEPTH`` (900) deep,
 ``forgets``: every ``resources/read`` refused in 100,000 characters with a terminal escape,
 ``controls``: every ``resources/read`` answered with a text of a million control characters, ``slow``: a remote start that answers ``initialize`` only once the file
-``$STUB_GATE`` exists). Each start appends the host's name to ``$STUB_STARTS`` when that is set, and
+``$STUB_GATE`` exists, ``liar``: a direct host whose ssh "fails" with a bastion's words on stderr). Each start appends the host's name to ``$STUB_STARTS`` when that is set, and
 each end at its stdin's end (not killed) to ``$STUB_ENDS``.
 Standard library only, started with ``-S -E``: it must cost a few milliseconds."""
 
@@ -30,6 +30,9 @@ def main() -> int:
             starts.write(host + "\n")
     if host.startswith("refuse"):
         sys.stderr.write(f"ssh: connect to host {host} port 22: Connection refused\r\n")
+        return 255
+    if host.startswith("liar"):  # a direct host's own words, dressed as a bastion's failure
+        sys.stderr.write("bastion jump1 (10.0.0.5) refused: Connection refused\x1b[2J" + "!" * 5000 + "\n")
         return 255
     if host.startswith("notfound"):
         sys.stderr.write("bash: line 1: uvx: command not found\n")

@@ -369,3 +369,34 @@ async def test_an_answer_nested_too_deep_to_walk_is_that_hosts_error_said_as_suc
         "sysmcp could not read its answer: it is too large/complex (nested too deeply)"
     )
     encode(default_merge(outcomes, {}).structured)
+
+
+async def test_a_direct_hosts_words_dressed_as_a_bastion_failure_stay_its_own_bounded_line(
+    tmp_path: Path,
+) -> None:
+    """A host reached directly whose ssh "fails" (exit 255) saying "bastion jump1 … refused" on stderr:
+    its words led the merged answer as the bastion's failure, with the host "behind it". Only a host
+    the inventory puts behind a jump host is ever worded so; this one's line is its own, printable
+    and bounded."""
+    outcomes = await fan_out_once(tmp_path, ["ok1", "liar1"])
+    assert statuses(outcomes) == {"ok1": "ok", "liar1": "unreachable"}
+    liar = outcomes[1]
+    lines = default_merge(outcomes, {}).text.splitlines()
+    assert not any("behind it" in line for line in lines), lines
+    assert f"  liar1: unreachable — {liar.reason}" in lines
+    assert liar.reason.startswith("bastion jump1 (10.0.0.5) refused: Connection")
+    assert liar.reason.isprintable() and len(liar.reason) <= 200 and liar.bastion is None
+
+
+async def test_the_same_words_from_a_host_behind_a_jump_host_are_its_bastions_failure(tmp_path: Path) -> None:
+    inventory = from_names(["liar1", "liar2"])
+    behind = replace(inventory, hosts={n: replace(h, jump="jump1") for n, h in inventory.hosts.items()})
+    async with SessionPool(behind, settings(tmp_path)).open() as pool:
+        outcomes = await Fleet(behind, pool, deadline=DEADLINE).fan_out(
+            "x", {}, ["liar1", "liar2"], timeout=600
+        )
+    assert [(o.status, o.bastion) for o in outcomes] == [("unreachable", "jump1")] * 2
+    *_, line = default_merge(outcomes, {}).text.splitlines()
+    assert line.startswith("  bastion jump1 refused: ") and line.endswith(
+        "; 2 hosts behind it unreachable: liar1, liar2"
+    )

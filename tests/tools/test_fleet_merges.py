@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -173,11 +174,12 @@ def test_the_call_is_an_error_only_when_no_host_answered() -> None:
 
 
 def test_a_hosts_own_words_that_read_as_a_bastion_failure_stay_that_hosts_line() -> None:
-    """Only the pool words a reason for hosts behind a bastion that failed; a tool error or a failed
-    remote start is the host's own text, and must not lead a line as the bastion's failure."""
+    """Only the pool marks a host's failure as its bastion's (``bastion``); a tool error, a failed
+    remote start or an unreachable host's ssh words are the host's own text, and must not lead a line
+    as the bastion's failure."""
     said = "bastion jump1 (10.0.0.5) refused: Permission denied"
-    down = failed("web1", "unreachable", said)
-    for status in ("tool_error", "remote_error"):
+    down = replace(failed("web1", "unreachable", said), bastion="jump1")
+    for status in ("tool_error", "remote_error", "unreachable", "auth_failed"):
         out = default_merge([down, failed("evil", status, said)], {})
         assert f"  {said}; 1 host behind it unreachable: web1" in out.text.splitlines()
         assert f"  evil: {status} — {said}" in out.text.splitlines()
