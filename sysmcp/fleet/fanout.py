@@ -232,6 +232,8 @@ class Fleet:
                     continue
                 status = ended.status if ended.status != "no_sysmcp" else "unreachable"
                 return outcome(status, reason=bounded(f"the session ended mid-call: {ended.reason}"))
+            finally:  # however it ended (the fleet deadline too): no stalled line is kept for ever
+                self.pool.settle(session)
             break
         text = "\n".join(
             str(block.get("text", ""))
@@ -272,6 +274,8 @@ class Fleet:
             ) from None
         except PeerGone:
             raise LookupError(f"the session to {host} ended while reading it") from None
+        finally:
+            self.pool.settle(session)
 
     async def localise(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Arguments for a tool run on the gateway itself: each host link replaced by its text."""

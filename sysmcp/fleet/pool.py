@@ -39,6 +39,9 @@ DEFAULT_HANDSHAKES = 10  # new sessions opening at once through one jump host (s
 #: host (200 Python starts on 2 cores) finishes for the next call instead of being killed and started
 #: again by every call. A host that does not answer at all is ended by ssh's own ConnectTimeout.
 SLOW_START = 120.0
+#: Bytes of an unfinished line a host's session may hold while no call waits on it: a sysmcp sends
+#: nothing unasked, and a host that stalled mid-line kept up to 80 MiB for as long as its session lived.
+IDLE_LINE = 1 << 20
 
 
 class HostFailure(Exception):
@@ -96,7 +99,7 @@ class HostSession:
         a remote this end stopped reading (it spoke no MCP) sees EOF and exits, and is not waited out.
         A session we ended at a line too long or too complex to read needs neither: its remote, still
         running, is ended by the caller."""
-        if self.client.oversized:  # it answered, in a line we refused: not ssh's failure
+        if self.client.ended_here:  # it answered, in a way we refused (too long, a flood): not ssh's failure
             return HostFailure("remote_error", self.client.closed_reason)
         if self.process.stdin is not None:
             with contextlib.suppress(Exception):
@@ -236,6 +239,22 @@ class SessionPool:
             del self._sessions[session.host.name]
         await self._end(session)
 
+    def settle(self, session: HostSession) -> None:
+        """After a call on ``session``: a session holding part of a line that no call waits for any
+        more (the host stalled mid-line, and the call that wanted it ended at its deadline or was
+        cancelled) is ended, its buffer freed now and its ssh in the background, and the next call
+        opens a new one. Kept, it held what the host sent, up to 80 MiB, for as long as it lived."""
+        client = session.client
+        if not client.alive or client.waiting or not client.unfinished:
+            return
+        held = client.unfinished
+        client.abandon(f"it stopped in the middle of a line ({held:,} bytes of it) that no call waits for")
+        log.info("a session ended at an unfinished line", host=session.host.name, length=held)
+        if self._sessions.get(session.host.name) is session:
+            del self._sessions[session.host.name]
+        if self._group is not None:
+            self._group.start_soon(self._end, session)
+
     async def _open(self, host: Host) -> HostSession:
         assert self._group is not None, "SessionPool.open() is not running"
         argv = session_argv(self.settings, host)
@@ -254,7 +273,9 @@ class SessionPool:
         self._processes.add(process)
         assert process.stdin is not None and process.stdout is not None
         # No line a sysmcp sends is longer than its session's cap: a longer one is refused as it is read.
-        client = ClientSession(process.stdin, process.stdout, name=host.name, max_line=MAX_RESULT)
+        client = ClientSession(
+            process.stdin, process.stdout, name=host.name, max_line=MAX_RESULT, max_idle_line=IDLE_LINE
+        )
         session = HostSession(host, process, client)
         self._group.start_soon(self._keep_stderr, session)
         self._group.start_soon(self._read, session)
