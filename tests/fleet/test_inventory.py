@@ -226,3 +226,26 @@ def test_a_chain_of_thousands_of_child_groups_is_built_not_a_recursion_error(for
         inventory = from_json(json.dumps({**groups, f"g{count}": {"hosts": ["web1"]}}))
     assert inventory.resolve(["g0"]) == ["web1"]
     assert len(inventory.groups) == count + 3  # every g, all and ungrouped
+
+
+def test_a_host_name_longer_than_any_dns_name_is_refused_with_its_start_quoted() -> None:
+    """Every name is in the instructions (the first 50), ssh's argv and a file name under -o DIR: a
+    name of 100,000 characters made 5 MB of instructions and an ssh that could not start."""
+    assert list(parse_ini("w" * 255 + "\n").hosts) == ["w" * 255]
+    with pytest.raises(InventoryError) as caught:
+        parse_ini("web1\n" + "w" * 100_000 + " ansible_port=22\n")
+    said = str(caught.value)
+    assert said.startswith("inventory line 2: 'wwww") and len(said) < 200
+    assert said.endswith("… (100,000 characters) is not a host name: longer than 255 characters")
+    with pytest.raises(InventoryError, match="longer than 255 characters"):
+        from_names(["x" * 256])
+
+
+def test_an_error_for_unknown_names_quotes_a_few_of_them_each_cut_short() -> None:
+    """The model's own list (a thousand names, each of 10,000 characters) was echoed back whole."""
+    inventory = parse_ini("[web]\nweb1\n")
+    with pytest.raises(UnknownHosts) as caught:
+        inventory.resolve(["web1", *(f"{i}" + "z" * 10_000 for i in range(1_000))])
+    said = str(caught.value)
+    assert said.startswith("unknown host or group: '0zzzz") and len(said) < 2_000, len(said)
+    assert "… (10,001 characters), '1zzz" in said and "… and 990 more. The inventory has 1 host" in said
