@@ -249,3 +249,18 @@ def test_an_error_for_unknown_names_quotes_a_few_of_them_each_cut_short() -> Non
     said = str(caught.value)
     assert said.startswith("unknown host or group: '0zzzz") and len(said) < 2_000, len(said)
     assert "… (10,001 characters), '1zzz" in said and "… and 990 more. The inventory has 1 host" in said
+
+
+def test_a_name_given_many_times_is_resolved_once_and_too_many_globs_refuse_the_call() -> None:
+    """Each glob is matched against every host on the event loop every session shares: "all" 20,000
+    times took it for 6 s over 10,000 hosts, 300 globs 2.5 s."""
+    inventory = parse_ini("[web]\nweb[00001:10000]\n")
+    started = time.process_time()
+    assert len(inventory.resolve(["all"] * 20_000 + ["web0000*"] * 20_000)) == 10_000
+    assert time.process_time() - started < 1.0
+    assert inventory.resolve(["web0000[12]", "web0001?"]) == [f"web{i:05}" for i in (1, 2, *range(10, 20))]
+    with pytest.raises(UnknownHosts):
+        inventory.resolve(["WEB0000*"])  # case counts, as fnmatchcase has it
+    with pytest.raises(UnknownHosts) as caught:
+        inventory.resolve([f"web{i:05}*" for i in range(101)])
+    assert str(caught.value).startswith("101 globs in one call, more than the 100 it may give: name a group")
