@@ -553,3 +553,29 @@ def test_a_directory_on_the_way_the_user_may_not_even_search_is_plain_permission
         done = python_as_nobody(probe)
     assert done.returncode == 0, done.stderr
     assert done.stdout in (f"{box}: Permission denied\n", "Permission denied\n")  # no O_PATH / O_PATH
+
+
+def test_a_fleet_hosts_link_with_a_name_past_a_file_systems_is_written_and_so_are_the_others(
+    tmp_path: Path,
+) -> None:
+    import anyio
+
+    from sysmcp.cli.call import CallOptions, _per_host, _report
+
+    class Texts:
+        async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+            return {"contents": [{"uri": params["uri"], "text": "said\n"}]}
+
+    long_ext = "sysmcp://hosts/evil/results/1/x." + "e" * 1_000
+    hosts = [
+        {"host": "evil", "status": "ok", "result": {"manifest": long_ext}},
+        {"host": "web1", "status": "ok", "result": {"files": 3}},
+    ]
+    session: Any = Texts()
+    files = anyio.run(_per_host, session, {"structuredContent": {"hosts": hosts}})
+    reply = {
+        "result": {"content": [{"type": "text", "text": "2 of 2 hosts answered."}], "structuredContent": {}},
+        "_per_host": files,
+    }
+    assert _report("disk_usage", reply, CallOptions(output=str(tmp_path))) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["evil." + "e" * 16, "web1.json"]

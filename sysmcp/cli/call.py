@@ -468,7 +468,7 @@ async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> i
                     reply = await _converse(session, tool, arguments, options, on_progress)
                 except PeerGone:
                     progress.clear()
-                    if session.oversized:
+                    if session.ended_here:
                         raise AnswerUnreadable(session.closed_reason) from None
                     with anyio.move_on_after(INTERRUPT_GRACE):
                         await process.wait()

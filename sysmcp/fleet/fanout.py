@@ -205,7 +205,7 @@ class Fleet:
             try:
                 session = await self.pool.session(name)
             except HostFailure as failure:
-                return outcome(failure.status, reason=failure.reason)
+                return outcome(failure.status, reason=failure.reason, bastion=failure.bastion)
             # A host whose earlier session had ended (found dead now, or dying under this call): a new
             # handshake, which a warm call should not need. Counted, so the answer says so. A session
             # that was still starting at the last call's connect timeout is its first, not a reconnection.
@@ -232,6 +232,8 @@ class Fleet:
                     continue
                 status = ended.status if ended.status != "no_sysmcp" else "unreachable"
                 return outcome(status, reason=bounded(f"the session ended mid-call: {ended.reason}"))
+            finally:  # however it ended (the fleet deadline too): no stalled line is kept for ever
+                self.pool.settle(session)
             break
         text = "\n".join(
             str(block.get("text", ""))
@@ -272,6 +274,8 @@ class Fleet:
             ) from None
         except PeerGone:
             raise LookupError(f"the session to {host} ended while reading it") from None
+        finally:
+            self.pool.settle(session)
 
     async def localise(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Arguments for a tool run on the gateway itself: each host link replaced by its text."""

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from sysmcp.render import plural
+from sysmcp.render import and_more, plural
 
 #: Ansible's older spellings, still honoured by it: the newer name wins when both are set.
 ALIASES = {
@@ -41,6 +41,16 @@ _RANGE = re.compile(r"\[([^\[\]]*)\]")
 #: would escape the character that follows %r in the operator's line (a space or a closing quote).
 _SHELL = re.compile(r"""[\s\x00-\x1f\x7f'"`$;&<>|(){}]|\\$""")
 MAX_RANGE = 10_000  # hosts one pattern may expand to: web[1:100000000] is a typo, not a fleet
+#: Characters of a host name: a DNS name is at most 253. Each name is in the instructions (the first 50),
+#: in ssh's argv (past 128 KiB it cannot start), and a file name under ``sysmcp call -o DIR``.
+MAX_NAME = 255
+#: Unknown names the model gave that an error quotes (each cut to ``NAME_QUOTED`` characters): the
+#: model's own list, of any length, is not echoed back whole.
+UNKNOWN_QUOTED = 10
+NAME_QUOTED = 80
+#: Distinct globs one call may give: each is matched against every host, on the event loop every
+#: session shares (300 globs over 10,000 hosts took it for 2.5 s). Groups are the way to name many.
+MAX_GLOBS = 100
 
 
 class InventoryError(ValueError):
@@ -95,24 +105,36 @@ class Inventory:
     def resolve(self, names: Sequence[str]) -> list[str]:
         """Hosts named by host names, group names, shell globs over host names or ``"all"``, in
         inventory order, each once. Any name that matches nothing refuses the whole call, and so does a
-        choice of no host at all (groups without hosts only: "0 of 0 hosts answered" would say nothing)."""
+        choice of no host at all (groups without hosts only: "0 of 0 hosts answered" would say nothing).
+        Each name is looked at once however often it is given ("all" 20,000 times took 6 s), and more
+        than ``MAX_GLOBS`` globs refuse the call before any is matched."""
         chosen: set[str] = set()
         unknown: list[str] = []
-        for name in names:
+        distinct = list(dict.fromkeys(names))
+        globs = [
+            name for name in distinct if name not in self.groups and name not in self.hosts and _is_glob(name)
+        ]
+        if len(globs) > MAX_GLOBS:
+            raise UnknownHosts(
+                f"{len(globs):,} globs in one call, more than the {MAX_GLOBS} it may give: name a group "
+                f"instead (groups: {', '.join(self.group_names) or 'none besides all'}), or a wider glob"
+            )
+        for name in distinct:
             if name in self.groups:
                 chosen.update(self.groups[name])
             elif name in self.hosts:
                 chosen.add(name)
-            elif any(ch in name for ch in "*?[") and (
-                matched := [host for host in self.hosts if fnmatch.fnmatchcase(host, name)]
-            ):
+            elif _is_glob(name) and (matched := _matching(name, self.hosts)):
                 chosen.update(matched)
             else:
                 unknown.append(name)
         if unknown or not chosen:
             groups = ", ".join(g for g in self.group_names if self.groups[g]) or "none besides all"
+            quoted = ", ".join(_quoted(name) for name in unknown[:UNKNOWN_QUOTED])
+            if len(unknown) > UNKNOWN_QUOTED:
+                quoted += f" {and_more(len(unknown) - UNKNOWN_QUOTED)}"
             said = (
-                f"unknown host or group: {', '.join(map(repr, unknown))}"
+                f"unknown host or group: {quoted}"
                 if unknown
                 else f"no host in group {', '.join(map(repr, names))}"  # every name is a group without hosts
             )
@@ -123,9 +145,26 @@ class Inventory:
         return [host for host in self.hosts if host in chosen]
 
 
+def _is_glob(name: str) -> bool:
+    return any(ch in name for ch in "*?[")
+
+
+def _matching(glob: str, names: Iterable[str]) -> list[str]:
+    """``names`` that ``glob`` matches as ``fnmatchcase`` does (case counts everywhere), compiled once."""
+    match = re.compile(fnmatch.translate(glob)).match
+    return [name for name in names if match(name)]
+
+
+def _quoted(name: str) -> str:
+    """A name as an error quotes it: its repr, its first ``NAME_QUOTED`` characters only."""
+    return repr(name) if len(name) <= NAME_QUOTED else f"{name[:NAME_QUOTED]!r}… ({len(name):,} characters)"
+
+
 def check_name(name: str, line: int = 0) -> str:
     if not _NAME.fullmatch(name) or name.startswith("-"):
-        raise InventoryError(line, f"{name!r} is not a host name")
+        raise InventoryError(line, f"{_quoted(name)} is not a host name")
+    if len(name) > MAX_NAME:
+        raise InventoryError(line, f"{_quoted(name)} is not a host name: longer than {MAX_NAME} characters")
     return name
 
 

@@ -15,10 +15,18 @@ from urllib.parse import quote, unquote
 from sysmcp.fleet.links import HOST_PREFIX
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.@%+\-\[\]:]")
+#: Characters of a file's stem (the host's name) and of its extension (from the host's own link): a
+#: name past the file system's 255 bytes stopped ``-o DIR`` at that host, and every host after it.
+STEM_KEPT = 200
+EXT_KEPT = 16
+#: Links of one host read into files: a sysmcp's result holds one or two (a manifest, a long
+#: listing); a host's answer naming thousands made as many reads and files.
+MAX_LINKS = 16
 
 
 def host_links(host: str, result: Any) -> list[str]:
-    """The host's own gateway links in its result (its manifest, its long listing), in order, once each."""
+    """The host's own gateway links in its result (its manifest, its long listing), in order, once
+    each, the first ``MAX_LINKS``."""
     prefix = f"{HOST_PREFIX}{quote(host, safe='')}/results/"
     found: list[str] = []
 
@@ -26,7 +34,7 @@ def host_links(host: str, result: Any) -> list[str]:
         if isinstance(value, str):
             for match in re.finditer(re.escape(prefix) + r"\S+", value):
                 uri = match.group(0).rstrip(").,;'\"")
-                if uri not in found:
+                if uri not in found and len(found) < MAX_LINKS:
                     found.append(uri)
         elif isinstance(value, dict):
             for item in value.values():
@@ -42,12 +50,12 @@ def host_links(host: str, result: Any) -> list[str]:
 def file_name(host: str, uri: str | None) -> str:
     """``<host>.<ext>``: the link's own name's extension (``dir_usage.json`` → json) or the name itself
     (``SHA256SUMS``); ``<host>.json`` for a host whose structured answer is its full result."""
-    safe = _UNSAFE.sub("_", host).lstrip(".") or "_"
+    safe = (_UNSAFE.sub("_", host).lstrip(".") or "_")[:STEM_KEPT]
     if uri is None:
         return f"{safe}.json"
     name = unquote(uri.rstrip("/").rsplit("/", 1)[-1])
     ext = name.rsplit(".", 1)[-1] if "." in name else name
-    return f"{safe}.{_UNSAFE.sub('_', ext) or 'txt'}"
+    return f"{safe}.{_UNSAFE.sub('_', ext)[:EXT_KEPT] or 'txt'}"
 
 
 def free_name(taken: Container[str], name: str) -> str:

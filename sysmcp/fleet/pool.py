@@ -39,15 +39,21 @@ DEFAULT_HANDSHAKES = 10  # new sessions opening at once through one jump host (s
 #: host (200 Python starts on 2 cores) finishes for the next call instead of being killed and started
 #: again by every call. A host that does not answer at all is ended by ssh's own ConnectTimeout.
 SLOW_START = 120.0
+#: Bytes of an unfinished line a host's session may hold while no call waits on it: a sysmcp sends
+#: nothing unasked, and a host that stalled mid-line kept up to 80 MiB for as long as its session lived.
+IDLE_LINE = 1 << 20
 
 
 class HostFailure(Exception):
-    """A host's session could not be opened (or died): its status and a one-line reason."""
+    """A host's session could not be opened (or died): its status and a one-line reason. ``bastion``
+    names the jump host whose own failure it is, only for a host the inventory puts behind one: a
+    host's words ("bastion jump1 refused: …" on its stderr) never make it one."""
 
-    def __init__(self, status: str, reason: str) -> None:
+    def __init__(self, status: str, reason: str, bastion: str | None = None) -> None:
         super().__init__(f"{status}: {reason}")
         self.status = status
         self.reason = reason
+        self.bastion = bastion
 
 
 #: Where a connection through a jump host failed past it: the bastion forwarded, the host did not answer.
@@ -93,7 +99,7 @@ class HostSession:
         a remote this end stopped reading (it spoke no MCP) sees EOF and exits, and is not waited out.
         A session we ended at a line too long or too complex to read needs neither: its remote, still
         running, is ended by the caller."""
-        if self.client.oversized:  # it answered, in a line we refused: not ssh's failure
+        if self.client.ended_here:  # it answered, in a way we refused (too long, a flood): not ssh's failure
             return HostFailure("remote_error", self.client.closed_reason)
         if self.process.stdin is not None:
             with contextlib.suppress(Exception):
@@ -170,7 +176,8 @@ class SessionPool:
                 "and the next call may find it open",
             )
         if opening.failure is not None:
-            raise HostFailure(opening.failure.status, opening.failure.reason)
+            failure = opening.failure
+            raise HostFailure(failure.status, failure.reason, failure.bastion)
         assert opening.session is not None
         return opening.session
 
@@ -190,7 +197,8 @@ class SessionPool:
         except HostFailure as failure:
             jump = self.inventory.hosts[name].jump
             if jump is not None and failure.status != "remote_error":  # one reason for all behind it
-                failure = HostFailure(failure.status, bounded(self._behind(jump, failure.reason)))
+                said, bastion = self._behind(jump, failure.reason)
+                failure = HostFailure(failure.status, bounded(said), bastion)
             opening.failure = failure
         except Exception as exc:  # never leave a waiter hanging on a bug of ours
             log.exception("opening a session failed", host=name)
@@ -201,18 +209,19 @@ class SessionPool:
             self._opening.pop(name, None)
             opening.done.set()
 
-    def _behind(self, jump: str, reason: str) -> str:
+    def _behind(self, jump: str, reason: str) -> tuple[str, str | None]:
         """A failed connection through ``jump``, worded for who failed: the bastion itself ("bastion
-        jump1 (127.0.3.21) refused: …", one reason for every host behind it), or the host past it."""
+        jump1 (127.0.3.21) refused: …", one reason for every host behind it, and its name), or the
+        host past it (and None)."""
         bastion = jump.split(",")[0]  # ProxyJump's first hop is the one we connect to
         at = bastion.rpartition("@")[2]
         name = at.rsplit(":", 1)[0] if at.count(":") == 1 else at  # a [v6]:port or a bare v6 stays whole
         if not at_bastion(reason, name):
-            return f"via jump host {jump}: {reason}"
+            return f"via jump host {jump}: {reason}", None
         known = self.inventory.hosts.get(name)
         address = f" ({known.address})" if known is not None and known.address not in (None, name) else ""
         how = "refused" if REFUSED.search(reason) else "failed"
-        return f"bastion {name}{address} {how}: {reason}"
+        return f"bastion {name}{address} {how}: {reason}", name
 
     @property
     def processes(self) -> int:
@@ -229,6 +238,22 @@ class SessionPool:
         if self._sessions.get(session.host.name) is session:
             del self._sessions[session.host.name]
         await self._end(session)
+
+    def settle(self, session: HostSession) -> None:
+        """After a call on ``session``: a session holding part of a line that no call waits for any
+        more (the host stalled mid-line, and the call that wanted it ended at its deadline or was
+        cancelled) is ended, its buffer freed now and its ssh in the background, and the next call
+        opens a new one. Kept, it held what the host sent, up to 80 MiB, for as long as it lived."""
+        client = session.client
+        if not client.alive or client.waiting or not client.unfinished:
+            return
+        held = client.unfinished
+        client.abandon(f"it stopped in the middle of a line ({held:,} bytes of it) that no call waits for")
+        log.info("a session ended at an unfinished line", host=session.host.name, length=held)
+        if self._sessions.get(session.host.name) is session:
+            del self._sessions[session.host.name]
+        if self._group is not None:
+            self._group.start_soon(self._end, session)
 
     async def _open(self, host: Host) -> HostSession:
         assert self._group is not None, "SessionPool.open() is not running"
@@ -248,7 +273,9 @@ class SessionPool:
         self._processes.add(process)
         assert process.stdin is not None and process.stdout is not None
         # No line a sysmcp sends is longer than its session's cap: a longer one is refused as it is read.
-        client = ClientSession(process.stdin, process.stdout, name=host.name, max_line=MAX_RESULT)
+        client = ClientSession(
+            process.stdin, process.stdout, name=host.name, max_line=MAX_RESULT, max_idle_line=IDLE_LINE
+        )
         session = HostSession(host, process, client)
         self._group.start_soon(self._keep_stderr, session)
         self._group.start_soon(self._read, session)

@@ -57,6 +57,15 @@ MAX_REPLY_LINE = 96 << 20
 #: bytes each parsed (80 MiB of it: 2 GiB); under it a line costs at most ~17 MiB or ~4 times its length.
 MAX_REPLY_VALUES = 1 << 18
 REPLY_CHARS_PER_VALUE = 16
+#: Messages a server may send that answer none of our requests (progress, notifications, its own
+#: requests, answers to requests given up): ``CHATTER_RATE`` a second for each request waiting (and
+#: one request's worth while none waits), with a burst of ``CHATTER_BURST``. A sysmcp sends at most
+#: ~10 progress notifications a second for a request (``PROGRESS_INTERVAL``), one ``list_changed`` for a
+#: call and, as a gateway itself, some 200 progress steps for a fan-out; 2,000 is 200 s of progress
+#: queued while this side was busy. A flood of tiny lines (millions of ``{"jsonrpc":…}`` a second) cost
+#: the reader a parse each, on the event loop every host's session shares: past the budget the peer is broken.
+CHATTER_RATE = 50.0
+CHATTER_BURST = 2_000
 
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 #: Sees every line on the wire: ``("sent", line)`` before it is written, ``("received", line)`` as read.
@@ -122,7 +131,35 @@ class Garbage:
     reason: str
 
 
-Incoming = Reply | ProgressNote | Request | Notification | Garbage | TooComplex
+@dataclass(frozen=True, slots=True)
+class Unattributed:
+    """An error with no id (``"id": null``: the server could not read a request's id, its line was not
+    JSON or too long) while more than one request of ours could be the one it refused."""
+
+    error: dict[str, Any]
+    waiting: int
+
+
+Incoming = Reply | ProgressNote | Request | Notification | Garbage | TooComplex | Unattributed
+
+
+@dataclass
+class ChatterBudget:
+    """How many messages answering none of our requests a peer may still send: a token bucket refilled
+    at ``rate`` a second for each request waiting (and for one while none waits), holding ``burst``."""
+
+    rate: float = CHATTER_RATE
+    burst: float = CHATTER_BURST
+    _left: float = CHATTER_BURST
+    _at: float | None = None
+
+    def spend(self, count: int, now: float, waiting: int) -> bool:
+        """Take ``count`` messages read at ``now``; False once the peer has sent more than it may."""
+        if self._at is not None:
+            self._left = min(self.burst, self._left + (now - self._at) * self.rate * max(1, waiting))
+        self._at = now
+        self._left -= count
+        return self._left >= 0
 
 
 @dataclass
@@ -135,6 +172,8 @@ class RequestTable:
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _pending: dict[RequestId, str] = field(default_factory=dict)  # id → method
     _tokens: dict[RequestId, RequestId] = field(default_factory=dict)  # progress token → id
+    _given_up: int = 0  # requests forgotten unanswered: the peer may still be reading one of them
+    chatter: int = 0  # messages read that answered no request waiting (``ChatterBudget`` spends them)
 
     def open(
         self, method: str, params: dict[str, Any] | None = None, *, progress: bool = False
@@ -150,7 +189,13 @@ class RequestTable:
         return msg_id, request_message(msg_id, method, params)
 
     def forget(self, msg_id: RequestId) -> None:
-        """Stop waiting for a request (answered, cancelled or given up): a late answer is then ignored."""
+        """Stop waiting for a request (cancelled or given up): a late answer is then ignored."""
+        if self._pending.pop(msg_id, None) is not None:
+            self._given_up += 1
+        self._tokens.pop(msg_id, None)
+
+    def answered(self, msg_id: RequestId) -> None:
+        """A request has its answer: a second answer to it is then ignored."""
         self._pending.pop(msg_id, None)
         self._tokens.pop(msg_id, None)
 
@@ -167,19 +212,25 @@ class RequestTable:
         """Every message one line holds (a batch is several), each sorted into what it is.
 
         Replies and progress for requests no longer waiting are dropped here: a late answer to a
-        cancelled request must never reach anyone.
+        cancelled request must never reach anyone. Every message but a reply to a request waiting
+        adds to ``chatter``.
         """
         value = decode_json(line, self.max_values, self.chars_per_value)
         if isinstance(value, TooComplex):
             return [value]
         parsed = parse_decoded(value)
         found: list[Incoming] = []
-        for message in parsed if isinstance(parsed, list) else [parsed]:
+        messages = parsed if isinstance(parsed, list) else [parsed]
+        self.chatter += max(1, len(messages))  # an empty batch is a line read too
+        for message in messages:
             if isinstance(message, Invalid):
                 found.append(Garbage(message.message))
             elif isinstance(message, Response):
                 if message.id is not None and message.id in self._pending:
+                    self.chatter -= 1
                     found.append(Reply(message.id, message.result, message.error))
+                elif message.id is None and message.error is not None and self._pending:
+                    found.append(self._unread(message.error))
             elif isinstance(message, Notification) and message.method == "notifications/progress":
                 token = message.params.get("progressToken")
                 msg_id = self._tokens.get(token) if isinstance(token, (str, int)) else None
@@ -188,6 +239,20 @@ class RequestTable:
             else:
                 found.append(message)
         return found
+
+    def _unread(self, error: dict[str, Any]) -> Reply | Unattributed:
+        """An error without an id: JSON-RPC's answer to a request whose id the server could not read
+        (its line was no JSON, or longer than it reads). It answers our one request waiting when that
+        is the only line the server can have failed to read: no other request waits, and none was given
+        up unanswered (the server may be reading that one's line still). Otherwise which request it
+        refused is unknown: ``Unattributed``, and the session cannot be trusted to answer any of them
+        (each would wait for its deadline, or take another's refusal as its own). A notification of
+        ours is never the one: each is a few hundred bytes of well-formed JSON."""
+        if len(self._pending) == 1 and not self._given_up:
+            (only,) = self._pending
+            self.chatter -= 1
+            return Reply(only, None, error)
+        return Unattributed(error, len(self._pending))
 
 
 def _progress(msg_id: RequestId, params: dict[str, Any]) -> ProgressNote:
@@ -250,6 +315,8 @@ class ClientSession:
         max_line: int = MAX_REPLY_LINE,
         max_values: int = MAX_REPLY_VALUES,
         chars_per_value: int = REPLY_CHARS_PER_VALUE,
+        max_idle_line: int | None = None,
+        clock: Callable[[], float] = anyio.current_time,
     ) -> None:
         self.name = name
         self._sender = send
@@ -258,10 +325,17 @@ class ClientSession:
         self._waiters: dict[RequestId, _Waiter] = {}
         self._write_lock = anyio.Lock()
         self._decoder = LineDecoder(max_line)  # a longer line is dropped as it comes, never held
+        #: The longest part of a line held while no request waits: nothing is owed then, and a sysmcp
+        #: sends nothing unasked. A host that stalls mid-line between calls would hold it for ever.
+        self.max_idle_line = max_line if max_idle_line is None else max_idle_line
+        self._clock = clock
+        self._chatter = ChatterBudget()
         self.closed = anyio.Event()
         self.closed_reason = ""
         self.not_mcp = False  # the peer wrote something that is not JSON-RPC
-        self.oversized = False  # it wrote a line longer than max_line, or of more than max_values values
+        #: This side ended the session at the peer's fault: a line longer than max_line or of more than
+        #: max_values values, a flood of messages, a refusal of a request it cannot name.
+        self.ended_here = False
         self.cut_short = False  # the peer's output ended in the middle of a message
         self.notifications: Callable[[Notification], Awaitable[None]] | None = None
         self.on_wire: WireHook | None = None  # a raw view of the traffic (``sysmcp call --raw``)
@@ -270,6 +344,22 @@ class ClientSession:
     @property
     def alive(self) -> bool:
         return not self.closed.is_set()
+
+    @property
+    def waiting(self) -> int:
+        """Requests of ours waiting for their answer."""
+        return len(self._waiters)
+
+    @property
+    def unfinished(self) -> int:
+        """Bytes held of a line the peer has begun and not ended."""
+        return self._decoder.buffered
+
+    def abandon(self, reason: str) -> None:
+        """End the session from this side: what it holds of an unfinished line is freed at once, the
+        reader stops at its next read, and every caller still waiting gets ``PeerGone``."""
+        self.ended_here = True
+        self._close(reason)
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -282,33 +372,50 @@ class ClientSession:
                     chunk = await self._receiver.receive()
                 except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
                     chunk = b""
+                if self.ended_here:
+                    return
                 frames = self._decoder.feed(chunk) if chunk else self._decoder.finish()
+                now = self._clock()
                 for frame in frames:
+                    if self.ended_here:  # abandoned (or ended at a fault): nothing more is read
+                        return
                     if isinstance(frame, OversizedLine):
                         reason = self._oversized(frame.length)
                         return
-                    if not frame.strip():
-                        continue
-                    if self.on_wire is not None:
-                        self.on_wire("received", frame)
-                    ending = await self._on_line(frame)
-                    if ending is None:
-                        continue
+                    if frame.strip():
+                        if self.on_wire is not None:
+                            self.on_wire("received", frame)
+                        ending = await self._on_line(frame)
+                    else:
+                        ending, self._table.chatter = None, self._table.chatter + 1
                     if isinstance(ending, TooComplex):
                         reason = self._too_complex(ending)
                         return
-                    if not chunk and frame.startswith(b"{"):
-                        # its last line, never ended: an answer cut off, not another program's words
-                        reason = f"its output ended in the middle of a message ({len(frame):,} bytes of it)"
-                        self.cut_short = True
-                    else:
-                        reason = f"not an MCP server: it wrote {ending}"
-                        self.not_mcp = True
-                    return
+                    if isinstance(ending, Unattributed):
+                        reason = self._unattributed(ending)
+                        return
+                    if isinstance(ending, str):
+                        if not chunk and frame.startswith(b"{"):
+                            # its last line, never ended: an answer cut off, not another program's words
+                            reason = (
+                                f"its output ended in the middle of a message ({len(frame):,} bytes of it)"
+                            )
+                            self.cut_short = True
+                        else:
+                            reason = f"not an MCP server: it wrote {ending}"
+                            self.not_mcp = True
+                        return
+                    chatter, self._table.chatter = self._table.chatter, 0
+                    if not self._chatter.spend(chatter, now, len(self._waiters)):
+                        reason = self._flooded()
+                        return
                 if not chunk:
                     return
                 if self._decoder.overflowing:  # no need to read it to its end, if it has one
                     reason = self._oversized(self._decoder.overflowing)
+                    return
+                if not self._waiters and self._decoder.buffered > self.max_idle_line:
+                    reason = self._stalled_idle(self._decoder.buffered)
                     return
         finally:
             self._close(reason)
@@ -317,7 +424,7 @@ class ClientSession:
         """The session ends at a line longer than any reply may be: the request it answers, unknown
         (its bytes are dropped), would otherwise wait for ever. Its reason for every caller waiting."""
         log.warning("oversized line from server: session ended", server=self.name, length=length)
-        self.oversized = True
+        self.ended_here = True
         return (
             f"it sent a line of more than {self._decoder.max_line >> 20} MiB, longer than any answer may be"
         )
@@ -325,13 +432,42 @@ class ClientSession:
     def _too_complex(self, line: TooComplex) -> str:
         """The session ends at a line of more values than any reply holds, as at an oversized one."""
         log.warning("too complex a line from server: session ended", server=self.name, length=line.length)
-        self.oversized = True
+        self.ended_here = True
         return (
             f"its answer is too large/complex: a line of {line.length:,} characters that may hold more than "
             f"{line.limit:,} JSON values, more than any answer of its length holds"
         )
 
+    def _unattributed(self, refusal: Unattributed) -> str:
+        """The session ends at an error without an id while several requests wait (``RequestTable._unread``)."""
+        log.warning("an error without an id: session ended", server=self.name, waiting=refusal.waiting)
+        self.ended_here = True
+        said = remote_error(refusal.error)
+        return (
+            f"it refused a request it could not read ({_quote(said.message.encode())}, code {said.code}) "
+            f"while {refusal.waiting} requests or one given up could be that one: none can be trusted to be answered"
+        )
+
+    def _flooded(self) -> str:
+        """The session ends at more messages answering nothing than any sysmcp sends (``ChatterBudget``)."""
+        log.warning("a flood of messages from server: session ended", server=self.name)
+        self.ended_here = True
+        return (
+            f"it flooded the session: more than {CHATTER_BURST:,} messages answering no request, faster than "
+            f"{CHATTER_RATE:g} a second for each request waiting (a sysmcp sends about 10)"
+        )
+
+    def _stalled_idle(self, held: int) -> str:
+        """The session ends at an unfinished line longer than ``max_idle_line`` while nothing is owed."""
+        log.warning("an unfinished line while idle: session ended", server=self.name, length=held)
+        self.ended_here = True
+        return (
+            f"it sent {held:,} bytes of a line while no request of ours was waiting, more than the "
+            f"{self.max_idle_line:,} it may: it sends nothing unasked"
+        )
+
     def _close(self, reason: str) -> None:
+        self._decoder.clear()  # an unfinished line is never read now: its bytes are freed
         if self.closed.is_set():
             return
         self.closed_reason = reason
@@ -339,14 +475,14 @@ class ClientSession:
         for waiter in self._waiters.values():
             waiter.done.set()
 
-    async def _on_line(self, line: bytes) -> str | TooComplex | None:
+    async def _on_line(self, line: bytes) -> str | TooComplex | Unattributed | None:
         """Acts on each message of ``line``; what ends the session instead: a line that is not JSON-RPC
-        (its quoted start) or one too complex to parse."""
+        (its quoted start), one too complex to parse, or an error for a request it cannot name."""
         for item in self._table.classify(line):
             if isinstance(item, Reply):
                 # The first answer is the answer: a second to the same id (a broken peer) is dropped,
                 # whether it came in the same read or a later one.
-                self._table.forget(item.id)
+                self._table.answered(item.id)
                 waiter = self._waiters.get(item.id)
                 if waiter is not None:
                     waiter.reply = item
@@ -367,7 +503,7 @@ class ClientSession:
                         await self.notifications(item)
                     except Exception:
                         log.exception("notification callback failed", server=self.name)
-            elif isinstance(item, TooComplex):
+            elif isinstance(item, (TooComplex, Unattributed)):
                 return item
             else:
                 return _quote(line)
@@ -470,6 +606,7 @@ async def connect(
 
 
 __all__ = [
+    "ChatterBudget",
     "ClientSession",
     "NotMcp",
     "PeerGone",
@@ -477,6 +614,7 @@ __all__ = [
     "RemoteError",
     "Reply",
     "RequestTable",
+    "Unattributed",
     "WireHook",
     "answer_server_request",
     "connect",

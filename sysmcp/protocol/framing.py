@@ -63,6 +63,16 @@ class LineDecoder:
         """Bytes of an oversized line still in progress (0: none): a reader may stop at once."""
         return self._discarding
 
+    @property
+    def buffered(self) -> int:
+        """Bytes held of a line not yet ended."""
+        return len(self._buffer)
+
+    def clear(self) -> None:
+        """Drop what is held of an unfinished line (its memory freed): the stream will not be read on."""
+        self._buffer = bytearray()
+        self._discarding = 0
+
     def finish(self) -> list[Frame]:
         """End of stream: a final line without a newline still counts."""
         if self._discarding:

@@ -42,6 +42,13 @@ HOSTS_NAMED = 8  # host names spelled out in one line of a group; the count is a
 _VOLATILE = re.compile(
     r"\b\d+(?:\.\d+)? ?(?:ms|s)\b|(?<!\d)\d+(?:\.\d+)? ?[KMGTPE]?i?B/s|sysmcp://hosts/[^/\s]+/"
 )
+#: Characters of a host's text read to show its first lines, and the longest text whose timings are
+#: taken out to compare it: a sysmcp's text is at most ~40,000 characters (the server's answer budget).
+#: A host's 27 MB text (as much as the hosts' share lets through) took the merge, on the gateway's event
+#: loop, 5.5 s and 640 MiB, to show six lines.
+TEXT_READ = 1 << 20
+#: What ``str.splitlines`` ends a line at ("\r\n" is one end).
+_LINE_ENDS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +63,9 @@ class HostOutcome:
     text: str = ""
     reason: str = ""
     reconnected: bool = False  # asked before, its session had ended: a new ssh handshake this time
+    #: The jump host that failed, when the fleet's pool found the failure at it: set only for a host the
+    #: inventory puts behind one, never read from a host's words.
+    bastion: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -106,19 +116,15 @@ def grouped(items: Sequence[tuple[Any, str]]) -> list[tuple[Any, list[str]]]:
     return sorted(groups.items(), key=lambda item: len(item[1]))  # stable: first seen wins a tie
 
 
-#: A reason the fleet's pool gives every host behind a jump host that failed itself (fleet/pool.py).
-BASTION_DOWN = re.compile(r"bastion \S+(?: \([^)]*\))? (?:refused|failed): ")
-#: Statuses whose reason is the host's own words (its tool error, its failed remote start): never
-#: the pool's, so never read as a bastion's failure.
-HOSTS_WORDS = frozenset({"tool_error", "remote_error"})
-
-
 def failure_lines(outcomes: Sequence[HostOutcome]) -> list[str]:
     """Hosts without an answer (and tool errors), one line per status and reason: a host alone is
-    named with its reason; hosts sharing one (a bastion down, a deadline) are one counted line."""
+    named with its reason; hosts sharing one (a bastion down, a deadline) are one counted line. Only
+    an outcome the pool marked as its bastion's failure (``bastion``) leads a line with its reason:
+    a reason's words, which a host's stderr can choose, never do."""
     lines = []
-    for (status, reason), hosts in grouped([((o.status, o.reason), o.host) for o in outcomes if not o.ok]):
-        if status not in HOSTS_WORDS and BASTION_DOWN.match(reason):  # the cause once, then whom it cut off
+    failed = [((o.status, o.reason, o.bastion is not None), o.host) for o in outcomes if not o.ok]
+    for (status, reason, at_bastion), hosts in grouped(failed):
+        if at_bastion:  # the cause once, then whom it cut off
             lines.append(f"  {reason}; {plural(len(hosts), 'host')} behind it {status}: {host_list(hosts)}")
         elif len(hosts) == 1:
             lines.append(f"  {hosts[0]}: {status} — {reason}")
@@ -159,17 +165,25 @@ def _host_lines(outcome: HostOutcome) -> list[str]:
 
 
 def summary_lines(outcome: HostOutcome) -> list[str]:
-    lines = outcome.text.splitlines()
+    """The first ``LINES_PER_HOST`` lines of the host's text and how many more it has, read from its
+    first ``TEXT_READ`` characters and counted without splitting the rest."""
+    lines = outcome.text[:TEXT_READ].splitlines()
     shown = [f"    {printable(line)}" for line in lines[:LINES_PER_HOST]]
-    if len(lines) > LINES_PER_HOST:
-        shown.append(f"    … {plural(len(lines) - LINES_PER_HOST, 'more line')} (in this host's result)")
+    if (count := line_count(outcome.text)) > LINES_PER_HOST:
+        shown.append(f"    … {plural(count - LINES_PER_HOST, 'more line')} (in this host's result)")
     return shown
+
+
+def line_count(text: str) -> int:
+    """``len(text.splitlines())``, without making the lines."""
+    ends = sum(text.count(end) for end in _LINE_ENDS) - text.count("\r\n")
+    return ends + (1 if text and text[-1] not in _LINE_ENDS else 0)
 
 
 def same_answer(text: str) -> str:
     """What two hosts' texts share when they gave the same answer: the text without its timings,
-    rates and host links."""
-    return _VOLATILE.sub("…", text)
+    rates and host links. A text longer than any sysmcp writes (``TEXT_READ``) is compared whole."""
+    return _VOLATILE.sub("…", text) if len(text) <= TEXT_READ else text
 
 
 def summary_merge(note: str | None = None) -> Merge:

@@ -9,7 +9,9 @@ two million empty objects, ``badcode``: ``initialize`` refused with an error cod
 nested ``$STUB_DEPTH`` (900) deep,
 ``forgets``: every ``resources/read`` refused in 100,000 characters with a terminal escape,
 ``controls``: every ``resources/read`` answered with a text of a million control characters, ``slow``: a remote start that answers ``initialize`` only once the file
-``$STUB_GATE`` exists). Each start appends the host's name to ``$STUB_STARTS`` when that is set, and
+``$STUB_GATE`` exists, ``liar``: a direct host whose ssh "fails" with a bastion's words on stderr,
+``stall``: 32 MiB of a reply line (then the file ``$STUB_WRITTEN`` is made), then silence, ``flood``: 200,000 notifications before its reply,
+``nullid``: every call refused by an error with ``"id": null``). Each start appends the host's name to ``$STUB_STARTS`` when that is set, and
 each end at its stdin's end (not killed) to ``$STUB_ENDS``.
 Standard library only, started with ``-S -E``: it must cost a few milliseconds."""
 
@@ -30,6 +32,9 @@ def main() -> int:
             starts.write(host + "\n")
     if host.startswith("refuse"):
         sys.stderr.write(f"ssh: connect to host {host} port 22: Connection refused\r\n")
+        return 255
+    if host.startswith("liar"):  # a direct host's own words, dressed as a bastion's failure
+        sys.stderr.write("bastion jump1 (10.0.0.5) refused: Connection refused\x1b[2J" + "!" * 5000 + "\n")
         return 255
     if host.startswith("notfound"):
         sys.stderr.write("bash: line 1: uvx: command not found\n")
@@ -58,6 +63,24 @@ def main() -> int:
             out.write(json.dumps({"jsonrpc": "2.0", "id": msg_id, "error": error}) + "\n")
             out.flush()
             continue
+        if method == "tools/call" and host.startswith("nullid"):  # as to a line it could not read
+            refused = {"code": -32700, "message": "Parse error: message of 5000000 bytes exceeds the limit"}
+            out.write(json.dumps({"jsonrpc": "2.0", "id": None, "error": refused}) + "\n")
+            out.flush()
+            continue
+        if method == "tools/call" and host.startswith("stall"):  # stops mid-line, for good
+            out.write(json.dumps({"jsonrpc": "2.0", "id": msg_id})[:-1] + ', "result": "')
+            out.write("x" * (32 << 20))
+            out.flush()
+            if "STUB_WRITTEN" in os.environ:  # all but a pipe's worth is read by now
+                open(os.environ["STUB_WRITTEN"], "w").close()
+            time.sleep(60)
+            return 0
+        if method == "tools/call" and host.startswith("flood"):  # notifications no sysmcp would send
+            note = json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {}}) + "\n"
+            for _ in range(20):
+                out.write(note * 10_000)
+            out.flush()
         if method == "resources/read" and host.startswith("forgets"):  # a long error, with escapes
             gone = {"code": -32002, "message": "gone\x1b]52;c;owned\x07 " + "x" * 100_000}
             out.write(json.dumps({"jsonrpc": "2.0", "id": msg_id, "error": gone}) + "\n")

@@ -141,7 +141,7 @@ def test_a_bastion_in_the_inventory_is_named_with_its_address() -> None:
     )
     made = SessionPool(inventory, SshSettings(control_dir=private_control_dir()))
     said = made._behind("root@jump1:22", "kex_exchange_identification: Connection closed by remote host")
-    assert (
-        said
-        == "bastion jump1 (127.0.3.21) refused: kex_exchange_identification: Connection closed by remote host"
+    assert said == (
+        "bastion jump1 (127.0.3.21) refused: kex_exchange_identification: Connection closed by remote host",
+        "jump1",
     )

@@ -369,3 +369,87 @@ async def test_an_answer_nested_too_deep_to_walk_is_that_hosts_error_said_as_suc
         "sysmcp could not read its answer: it is too large/complex (nested too deeply)"
     )
     encode(default_merge(outcomes, {}).structured)
+
+
+async def test_a_direct_hosts_words_dressed_as_a_bastion_failure_stay_its_own_bounded_line(
+    tmp_path: Path,
+) -> None:
+    """A host reached directly whose ssh "fails" (exit 255) saying "bastion jump1 … refused" on stderr:
+    its words led the merged answer as the bastion's failure, with the host "behind it". Only a host
+    the inventory puts behind a jump host is ever worded so; this one's line is its own, printable
+    and bounded."""
+    outcomes = await fan_out_once(tmp_path, ["ok1", "liar1"])
+    assert statuses(outcomes) == {"ok1": "ok", "liar1": "unreachable"}
+    liar = outcomes[1]
+    lines = default_merge(outcomes, {}).text.splitlines()
+    assert not any("behind it" in line for line in lines), lines
+    assert f"  liar1: unreachable — {liar.reason}" in lines
+    assert liar.reason.startswith("bastion jump1 (10.0.0.5) refused: Connection")
+    assert liar.reason.isprintable() and len(liar.reason) <= 200 and liar.bastion is None
+
+
+async def test_the_same_words_from_a_host_behind_a_jump_host_are_its_bastions_failure(tmp_path: Path) -> None:
+    inventory = from_names(["liar1", "liar2"])
+    behind = replace(inventory, hosts={n: replace(h, jump="jump1") for n, h in inventory.hosts.items()})
+    async with SessionPool(behind, settings(tmp_path)).open() as pool:
+        outcomes = await Fleet(behind, pool, deadline=DEADLINE).fan_out(
+            "x", {}, ["liar1", "liar2"], timeout=600
+        )
+    assert [(o.status, o.bastion) for o in outcomes] == [("unreachable", "jump1")] * 2
+    *_, line = default_merge(outcomes, {}).text.splitlines()
+    assert line.startswith("  bastion jump1 refused: ") and line.endswith(
+        "; 2 hosts behind it unreachable: liar1, liar2"
+    )
+
+
+async def test_a_host_stalled_mid_line_has_its_session_ended_when_the_call_ends_and_its_buffer_freed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host that sends 32 MiB of a reply line and stops: the call ends (here cancelled, as at the
+    fleet deadline), and the pooled session kept those bytes for as long as it lived (up to 80 MiB a
+    host). It is ended now, its buffer freed at once, and the next call opens a new one."""
+    written = tmp_path / "written"
+    monkeypatch.setenv("STUB_WRITTEN", str(written))
+    inventory = from_names(["stall1"])
+    tracemalloc.start()
+    try:
+        async with SessionPool(inventory, settings(tmp_path)).open() as pool:
+            fleet = Fleet(inventory, pool, deadline=DEADLINE)
+            before = tracemalloc.get_traced_memory()[0]
+            with anyio.fail_after(DEADLINE):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(lambda: fleet.fan_out("x", {}, ["stall1"], timeout=600))
+                    while not written.exists():
+                        await anyio.sleep(0.01)
+                    session = pool.live("stall1")
+                    group.cancel_scope.cancel()
+            held = tracemalloc.get_traced_memory()[0] - before
+            assert pool.live("stall1") is None  # not reused: the next call opens a new session
+            assert session is not None and "stopped in the middle of a line" in session.client.closed_reason
+            with anyio.fail_after(DEADLINE):
+                while pool.processes:  # its ssh is ended in the background
+                    await anyio.sleep(0.01)
+    finally:
+        tracemalloc.stop()
+    assert held < 4 << 20, f"{held:,} bytes still held after the call"
+
+
+async def test_a_flood_of_messages_answering_nothing_is_that_hosts_error_and_the_others_answer(
+    tmp_path: Path,
+) -> None:
+    """200,000 notifications before its reply: each was parsed on the event loop every session
+    shares. Past what any sysmcp sends, the host is broken, said as such; the others are not slowed."""
+    outcomes = await fan_out_once(tmp_path, ["ok1", "flood1", "ok2"])
+    assert statuses(outcomes) == {"ok1": "ok", "flood1": "remote_error", "ok2": "ok"}
+    assert outcomes[1].reason.startswith(
+        "the session ended mid-call: it flooded the session: more than 2,000 messages answering no request"
+    ), outcomes[1].reason
+
+
+async def test_an_error_with_a_null_id_answers_the_one_call_waiting_at_once(tmp_path: Path) -> None:
+    """JSON-RPC's answer to a request line it could not read has ``"id": null``: it was ignored, and the
+    call it refused waited for the fleet deadline ("still running")."""
+    with anyio.fail_after(DEADLINE / 2):
+        outcomes = await fan_out_once(tmp_path, ["ok1", "nullid1"])
+    assert statuses(outcomes) == {"ok1": "ok", "nullid1": "tool_error"}
+    assert outcomes[1].reason == "Parse error: message of 5000000 bytes exceeds the limit (-32700)"

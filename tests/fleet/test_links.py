@@ -59,3 +59,15 @@ def test_a_link_in_a_key_of_a_hosts_result_is_rewritten_too() -> None:
     assert rewritten == {
         "sysmcp://hosts/web02/results/1/x": {"sysmcp://hosts/web02/hosts/web01/results/2/y": 1}
     }
+
+
+def test_a_hosts_file_name_under_o_dir_fits_a_file_system_whatever_its_name_and_links() -> None:
+    """The extension comes from the host's own link: one of 1,000 characters made a name past the
+    file system's 255 bytes, and ``-o DIR`` stopped at that host and every host after it."""
+    from sysmcp.fleet.per_host import file_name, host_links
+
+    host = "w" * 255
+    link = f"sysmcp://hosts/{host}/results/1/x." + "e" * 1_000
+    assert len(file_name(host, link).encode()) <= 255 and len(file_name(host, None).encode()) <= 255
+    many = " ".join(f"sysmcp://hosts/web1/results/{i}/x.txt" for i in range(1_000))
+    assert len(host_links("web1", {"text": many})) == 16  # per_host.MAX_LINKS

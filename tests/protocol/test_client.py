@@ -12,6 +12,7 @@ import pytest
 from sysmcp.protocol.client import (
     MAX_REPLY_VALUES,
     REPLY_CHARS_PER_VALUE,
+    ChatterBudget,
     ClientSession,
     Garbage,
     PeerGone,
@@ -19,6 +20,7 @@ from sysmcp.protocol.client import (
     RemoteError,
     Reply,
     RequestTable,
+    Unattributed,
     answer_server_request,
     connect,
 )
@@ -361,6 +363,121 @@ async def test_the_real_server_answers_concurrent_calls() -> None:
                     for _ in range(5):
                         calls.start_soon(call)
                 assert len(answers) == 5 and all(not a["isError"] for a in answers)
+                await process.stdin.aclose()
+                await session.closed.wait()
+                group.cancel_scope.cancel()
+
+
+# -- what a broken or hostile server sends ---------------------------------------------------------
+
+
+def test_an_error_without_an_id_answers_the_one_request_waiting() -> None:
+    """JSON-RPC answers a request it could not read (not JSON, too long) with ``"id": null``."""
+    table = RequestTable()
+    error: dict[str, Any] = {"code": -32700, "message": "Parse error"}
+    refused = {"jsonrpc": "2.0", "id": None, "error": error}
+    assert table.classify(line(refused)) == []  # nothing waits: nothing to answer
+    msg_id, _ = table.open("tools/call")
+    assert table.classify(line(refused)) == [Reply(msg_id, None, error)]
+
+
+def test_an_error_without_an_id_is_unattributed_when_another_request_could_be_the_one() -> None:
+    error: dict[str, Any] = {"code": -32700, "message": "Parse error"}
+    refused = {"jsonrpc": "2.0", "id": None, "error": error}
+    two = RequestTable()
+    two.open("tools/call")
+    two.open("tools/call")
+    assert two.classify(line(refused)) == [Unattributed(error, 2)]
+    given_up = RequestTable()  # one waits, and one was given up: the server may be reading that one
+    first, _ = given_up.open("tools/call")
+    given_up.cancel_message(first)
+    given_up.open("tools/call")
+    assert given_up.classify(line(refused)) == [Unattributed(error, 1)]
+    answered = RequestTable()  # one answered before: it cannot be the one refused
+    first, _ = answered.open("ping")
+    answered.answered(first)
+    second, _ = answered.open("tools/call")
+    assert answered.classify(line(refused)) == [Reply(second, None, error)]
+
+
+async def test_an_error_without_an_id_fails_the_request_at_once_or_ends_the_session() -> None:
+    refused = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
+    peer = Peer()
+    async with connect(peer.client_writes, peer.client_reads) as session:
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as group:
+
+                async def refused_call() -> None:
+                    with pytest.raises(RemoteError, match="Parse error"):
+                        await session.request("tools/call", {})
+
+                group.start_soon(refused_call)
+                await peer.read()
+                await peer.write(refused)
+            assert session.alive
+            async with anyio.create_task_group() as group:
+
+                async def unknown() -> None:
+                    with pytest.raises(PeerGone):
+                        await session.request("tools/call", {})
+
+                group.start_soon(unknown)
+                group.start_soon(unknown)
+                await peer.read(), await peer.read()
+                await peer.write(refused)
+    assert (
+        session.ended_here
+        and "it refused a request it could not read ('Parse error'" in session.closed_reason
+    )
+
+
+def test_the_chatter_budget_refills_with_time_and_with_the_requests_waiting() -> None:
+    budget = ChatterBudget(rate=50, burst=2_000)
+    assert budget.spend(2_000, now=0.0, waiting=0)
+    assert budget.spend(50, now=1.0, waiting=0)  # a second while idle: one request's worth back
+    assert budget.spend(150, now=2.0, waiting=3)  # and three requests' worth while three wait
+    assert not budget.spend(1, now=2.0, waiting=3)
+
+
+async def test_a_flood_of_messages_answering_nothing_ends_the_session() -> None:
+    """Each message costs a parse on the reader every session shares: past the budget the peer is
+    broken (the clock stands still here: no refill)."""
+    note = line({"jsonrpc": "2.0", "method": "notifications/message", "params": {}}) + b"\n"
+    peer = Peer()
+    session = ClientSession(peer.client_writes, peer.client_reads, clock=lambda: 0.0)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(session.run)
+            await peer.to_client.send(note * 2_000)
+            await peer.to_client.send(b"\n" * 10)
+            await session.closed.wait()
+    assert session.ended_here and "it flooded the session: more than 2,000 messages" in session.closed_reason
+
+
+async def test_an_unfinished_line_while_no_request_waits_is_bounded() -> None:
+    peer = Peer()
+    session = ClientSession(peer.client_writes, peer.client_reads, max_idle_line=1 << 20)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(session.run)
+            await peer.to_client.send(b'{"jsonrpc":"2.0","method":"x","params":{"a":"' + b"x" * (1 << 20))
+            await session.closed.wait()
+    assert session.unfinished == 0 and "no request of ours was waiting" in session.closed_reason
+
+
+async def test_a_request_line_the_real_server_cannot_read_is_refused_at_once() -> None:
+    """A request line past the server's 4 MiB: it answers with ``"id": null``, which was ignored, and
+    the request waited for ever."""
+    async with await anyio.open_process([sys.executable, "-m", "sysmcp"]) as process:
+        assert process.stdin is not None and process.stdout is not None
+        session = ClientSession(process.stdin, process.stdout)
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                group.start_soon(session.run)
+                await session.initialize()
+                with pytest.raises(RemoteError) as refused:
+                    await session.call_tool("file_sha256", {"path": "x" * (5 << 20)})
+                assert refused.value.code == -32600 and session.alive
                 await process.stdin.aclose()
                 await session.closed.wait()
                 group.cancel_scope.cancel()

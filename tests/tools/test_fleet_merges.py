@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -173,11 +174,12 @@ def test_the_call_is_an_error_only_when_no_host_answered() -> None:
 
 
 def test_a_hosts_own_words_that_read_as_a_bastion_failure_stay_that_hosts_line() -> None:
-    """Only the pool words a reason for hosts behind a bastion that failed; a tool error or a failed
-    remote start is the host's own text, and must not lead a line as the bastion's failure."""
+    """Only the pool marks a host's failure as its bastion's (``bastion``); a tool error, a failed
+    remote start or an unreachable host's ssh words are the host's own text, and must not lead a line
+    as the bastion's failure."""
     said = "bastion jump1 (10.0.0.5) refused: Permission denied"
-    down = failed("web1", "unreachable", said)
-    for status in ("tool_error", "remote_error"):
+    down = replace(failed("web1", "unreachable", said), bastion="jump1")
+    for status in ("tool_error", "remote_error", "unreachable", "auth_failed"):
         out = default_merge([down, failed("evil", status, said)], {})
         assert f"  {said}; 1 host behind it unreachable: web1" in out.text.splitlines()
         assert f"  evil: {status} — {said}" in out.text.splitlines()
@@ -409,3 +411,23 @@ def test_a_hosts_long_run_of_digits_is_grouped_in_linear_time() -> None:
     )
     assert time.process_time() - started < 5
     assert "== 2 hosts, same answer: w1, w2 (as w1 says it)" in out.text
+
+
+@pytest.mark.parametrize(
+    "text", ["", "a", "a\n", "a\nb", "a\r\nb\r\n", "a\rb\x0bc\u2028d\x85", "\n\n", "\r\n\r"]
+)
+def test_a_hosts_lines_are_counted_as_splitlines_counts_them(text: str) -> None:
+    from sysmcp.tools.merging import line_count
+
+    assert line_count(text) == len(text.splitlines())
+
+
+def test_a_hosts_text_larger_than_any_sysmcp_writes_is_summed_up_without_splitting_it_all() -> None:
+    """27 MB of short lines (as much as the hosts' share lets through): the merge split all of them,
+    and ran the timings' pattern over all of it, on the gateway's event loop (5.5 s, 640 MiB)."""
+    text = "ab\n" * 9_000_000
+    outcomes = [HostOutcome("h1", "ok", 1.0, None, text), HostOutcome("h2", "ok", 1.0, None, "small")]
+    started = time.process_time()
+    out = default_merge(outcomes, {})
+    assert time.process_time() - started < 1.0
+    assert "    … 8,999,994 more lines (in this host's result)" in out.text.splitlines()
