@@ -1276,6 +1276,32 @@ async def test_with_roots_a_symlink_inside_them_to_an_engines_own_socket_asks_th
     assert "or leave 'socket' out" in said
 
 
+async def test_with_roots_a_name_outside_them_is_not_followed_to_tell_whether_it_leads_to_an_engines_socket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resolving the name given to see if it leads to a known socket made the call an oracle for what
+    names outside the roots lead to; now only where the way leaves the roots is compared, by name."""
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    inside.mkdir()
+    (outside / "run").mkdir(parents=True)
+    known = str(outside / "run" / "e.sock")
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{known}")
+    (outside / "leads-there").symlink_to(known)  # outside: what it leads to is not to be learnt
+    (outside / "run-link").symlink_to(outside / "run")
+    (inside / "by-name.sock").symlink_to(known)  # inside, naming the known socket: still asked
+    (inside / "through-outside.sock").symlink_to(outside / "leads-there")
+    with recorded_engine(ENGINE, known):
+        for named in (
+            outside / "leads-there",
+            outside / "run-link" / "e.sock",
+            inside / "through-outside.sock",
+        ):
+            with pytest.raises(ArgumentError, match="is outside the operator's roots"):
+                await call(roots=[inside], socket=str(named), walk=False)
+        s = (await call(roots=[inside], socket=str(inside / "by-name.sock"), walk=False)).structured
+        assert s["socket"] == known
+
+
 async def test_a_data_root_named_through_a_symlink_says_the_directory_walked_and_counts_what_lies_there(
     tmp_path: Path,
 ) -> None:

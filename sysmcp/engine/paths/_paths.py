@@ -246,8 +246,26 @@ class PathPolicy:
         self.check(Path(real), shown)
         return real
 
+    def way_out(self, raw: str) -> str | None:
+        """Where resolving ``raw`` leaves the roots: the first name outside them and the rest of the way
+        after it, as ``raw`` and the symlinks inside the roots spell it; None when it stays inside, when
+        no roots are in force, or when ``raw`` cannot name a file. Nothing outside the roots is looked at
+        to find it, so what a caller does with the way tells nothing of what lies there."""
+        allowed = self.allowed
+        if allowed is None:
+            return None
+        looked = [*allowed, *self.named, *self.client_named]
+        try:
+            _realpath(raw, _Confine(looked, _leave))
+        except _Left as left:
+            return left.way
+        except InvalidPath:
+            return None
+        return None
+
     def _refuse(self, left: str, shown: str) -> NoReturn:
-        """Refuse ``shown``, whose resolution reached ``left``, a name outside the roots: the operator's
+        """Refuse ``shown``, whose resolution reached ``left`` (a name outside the roots, and the way on
+        from it): the operator's
         rule when the name lies outside theirs (and off the way down to them), else the client's."""
         operator = self.operator_roots
         outside_operator = operator is not None and not _Confine([*operator, *self.named], _never).may_look(
@@ -350,13 +368,26 @@ def _never(_: str) -> None:
     """A ``_Confine`` asked only which names it may look at."""
 
 
+class _Left(Exception):
+    """Resolution reached a name outside the roots (``way``: it and the rest of the path after it)."""
+
+    def __init__(self, way: str) -> None:
+        super().__init__(way)
+        self.way = way
+
+
+def _leave(way: str) -> NoReturn:
+    raise _Left(way)
+
+
 #: Symlinks followed in one resolution before it is refused, as the kernel's ELOOP.
 MAX_LINKS = 40
 
 
 def _resolve_confined(path: str, confine: _Confine) -> str:
     """``os.path.realpath(path)`` (``path`` absolute) that looks at a name only where ``confine`` lets
-    it: at the first other one it calls ``confine.refuse``, which raises. A missing name (or one that
+    it: at the first other one it calls ``confine.refuse`` with that name and the rest of the way after
+    it (as the path and the links followed spell it), and ``refuse`` raises. A missing name (or one that
     cannot be looked at) is taken as written and the looking goes on after it, as ``realpath`` does:
     a ``..`` after it comes back to names that exist, and a symlink among those is followed and checked
     like any other (``root/missing/../link-out`` is the link's target, not ``root/link-out``)."""
@@ -371,7 +402,7 @@ def _resolve_confined(path: str, confine: _Confine) -> str:
             continue
         candidate = os.path.join(resolved, part)
         if not confine.may_look(candidate):
-            confine.refuse(candidate)
+            confine.refuse("/".join([candidate, *reversed(pending)]))
         try:
             st = os.lstat(candidate)
         except OSError:  # missing, or not to be looked into: taken as written, as realpath takes it
