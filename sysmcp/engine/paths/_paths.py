@@ -211,6 +211,8 @@ class PathPolicy:
     #: may look at these names too, so a root named through a symlink is reached through its name.
     named: Sequence[Path] = ()
     client_named: Sequence[Path] = ()
+    #: The client's roots as written, each with the real root it led to when the roots were listed.
+    client_written: Sequence[tuple[Path, Path]] = ()
 
     @classmethod
     def of_operator(cls, roots: Sequence[str] | None) -> PathPolicy:
@@ -297,11 +299,30 @@ class PathPolicy:
 
     def steps_down(self, directory: str) -> list[str]:
         """The names in ``directory`` (absolute; its '..' taken out as written) that lead down to a root
-        lying below it, known from the roots alone: nothing outside them is looked at to find them."""
+        lying below it, as resolved or as written (a root given through a symlink is offered through
+        it), known from the roots alone: nothing outside them is looked at to find them."""
         where = Path(os.path.normpath(directory))
         depth = len(where.parts)
-        below = (root for root in self.allowed or () if len(root.parts) > depth and is_within(root, where))
+        ends = [*(self.allowed or ()), *self._written_ways()]
+        below = (root for root in ends if len(root.parts) > depth and is_within(root, where))
         return sorted({root.parts[depth] for root in below})
+
+    def _written_ways(self) -> list[Path]:
+        """The roots in force as the operator and the client wrote them (``/var/folders/x`` where the
+        real root is ``/private/var/folders/x``): each written root leading to a real one, and where a
+        root in force lies deeper, the way to it through the written name."""
+        allowed = self.allowed or ()
+        operator = self.operator_roots or ()
+        pairs = [*(zip(self.named, operator, strict=True) if len(self.named) == len(operator) else ())]
+        pairs += self.client_written
+        ways = []
+        for name, real in pairs:
+            for root in allowed:
+                if is_within(real, root):
+                    ways.append(name)
+                elif is_within(root, real):
+                    ways.append(name.joinpath(*root.parts[len(real.parts) :]))
+        return ways
 
     def narrow(
         self, client_roots: Sequence[Path] | None, ignored: int = 0, named: Sequence[Path] = ()
@@ -319,6 +340,11 @@ class PathPolicy:
             if self.client_roots
             else []
         )
+        self.client_written = [
+            (name, real)
+            for name, real in zip(named, reals, strict=True)
+            if real is not None and name in self.client_named
+        ]
 
     def _operator_holds(self, name: Path, real: Path | None) -> bool:
         """Whether a client's root ``name`` (which led to ``real``) may widen what resolving looks at:
