@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.server.prompts import complete_path
 
@@ -54,3 +56,52 @@ def test_a_client_root_given_through_a_symlink_is_offered_by_its_name_only_insid
     assert offered(f"{base}/", policy) == [f"{base}/proj/", f"{base}/srv/"]
     assert offered(f"{base}/proj/", policy) == [f"{base}/proj/src/"]
     assert offered(f"{base}/other-link/", policy) == []
+
+
+def test_a_directory_swapped_for_a_symlink_out_of_the_roots_once_checked_is_not_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The directory was listed by the path string after the check, so one swapped for a symlink in
+    between was followed, and the names outside were offered once it was swapped back before each was
+    checked; it is now listed through a descriptor opened without following a symlink: refused."""
+    base = tmp_path.resolve()
+    inside, outside = base / "inside", base / "outside"
+    (inside / "logs").mkdir(parents=True)
+    (inside / "logs" / "app.log").write_bytes(b"")
+    (outside / "secret-name").mkdir(parents=True)
+    policy = PathPolicy.of_operator([str(inside)])
+    resolve = PathPolicy.resolve
+
+    def swapped(self: PathPolicy, raw: str) -> Path:
+        """Another user's swaps: out once the directory is checked, and back before any name in it is."""
+        if raw != str(inside / "logs") and (inside / "logs").is_symlink():
+            (inside / "logs").unlink()
+            (inside / "kept").rename(inside / "logs")
+        real = resolve(self, raw)
+        if raw == str(inside / "logs"):
+            (inside / "logs").rename(inside / "kept")
+            (inside / "logs").symlink_to(outside)
+        return real
+
+    assert offered(f"{inside}/logs/", policy) == [f"{inside}/logs/app.log"]
+    monkeypatch.setattr(PathPolicy, "resolve", swapped)
+    assert offered(f"{inside}/logs/", policy) == []
+
+
+def test_a_symlink_listed_is_offered_as_what_it_leads_to_only_inside_the_roots(tmp_path: Path) -> None:
+    base = tmp_path.resolve()
+    inside, outside = base / "inside", base / "outside"
+    (inside / "data").mkdir(parents=True)
+    (inside / "file").write_bytes(b"")
+    outside.mkdir()
+    (inside / "to-data").symlink_to(inside / "data")
+    (inside / "to-file").symlink_to(inside / "file")
+    (inside / "to-outside").symlink_to(outside)
+    policy = PathPolicy.of_operator([str(inside)])
+    assert offered(f"{inside}/", policy) == [
+        f"{inside}/data/",
+        f"{inside}/file",
+        f"{inside}/to-data/",
+        f"{inside}/to-file",
+    ]
+    assert complete_path(f"{inside}/", "directory", policy)[0] == [f"{inside}/data/", f"{inside}/to-data/"]
