@@ -3,12 +3,13 @@ symlink between the policy's check and the statvfs is refused, not followed to a
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from sysmcp.engine.faults import WrongKind
-from sysmcp.engine.mounts import statvfs_usage
+from sysmcp.engine.mounts import inodes_in_use, statvfs_usage
 from sysmcp.engine.paths import PathPolicy
 from tests.harness import call_tool, tool_context
 
@@ -48,3 +49,17 @@ def test_the_statvfs_of_a_path_follows_no_symlink_on_the_way_nor_at_the_end(tmp_
             statvfs_usage(str(followed))
     for kept in ("/", str(tmp_path / "dir"), str(tmp_path / "file")):
         assert statvfs_usage(kept).blocks > 0
+
+
+def test_the_inode_count_a_scan_gives_as_its_progress_total_is_not_of_a_mount_reached_through_a_symlink(
+    tmp_path: Path,
+) -> None:
+    """dir_usage's progress total: the used inodes of the filesystem it scans, when the path is its
+    mount point. Through a symlink on the way (swapped in after the check) it counted another mount's."""
+    counted = ("/dev", "/run", "/dev/shm", "/tmp", "/boot", "/home")
+    mount = next((m for m in counted if os.path.ismount(m) and os.statvfs(m).f_files > 0), None)
+    if mount is None:
+        pytest.skip("no mount point with an inode count below / to lead to")
+    (tmp_path / "way").symlink_to("/")
+    assert inodes_in_use(tmp_path / "way" / mount.lstrip("/")) is None
+    assert inodes_in_use(Path("/")) is not None

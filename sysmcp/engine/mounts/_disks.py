@@ -566,7 +566,7 @@ def inodes_in_use(path: os.PathLike[str]) -> int | None:
     try:
         if not os.path.ismount(path):
             return None
-        fs = os.statvfs(path)
-    except OSError:
+        fs = _statvfs_unfollowed(os.fspath(path))[0]  # the directory checked, not one swapped in since
+    except (OSError, ValueError):
         return None
     return fs.f_files - fs.f_ffree if fs.f_files > 0 else None
