@@ -449,11 +449,15 @@ def _resolve_confined(path: str, confine: _Confine) -> str:
 
 def _realpath(raw: str, confine: _Confine | None = None) -> str:
     """``raw`` expanded and resolved (absolute, normalised, no symlinks), or ``InvalidPath`` saying why;
-    with ``confine``, resolved without looking at a name outside the roots (``_resolve_confined``)."""
+    with ``confine``, resolved without looking at a name outside the roots (``_resolve_confined``), nor
+    a user's home in the user database ('~name'; '~' is this process's $HOME)."""
     if not raw:
         raise InvalidPath("path is empty", reason="empty")
     if "\x00" in raw:
         raise InvalidPath(f"path {echo(raw)} contains a NUL byte")
+    if confine is not None and raw.startswith("~") and not (raw == "~" or raw.startswith("~/")):
+        # The user database lies outside the roots too: whether '~name' expanded told who has an account.
+        raise InvalidPath(f"path {echo(raw)} names a user's home directory", reason="user_home")
     try:
         expanded = os.path.expanduser(raw)
         if not os.path.isabs(expanded):
