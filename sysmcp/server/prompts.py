@@ -10,12 +10,14 @@ names the policy allows (plus the directories leading down to an allowed root).
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from sysmcp.engine.faults import EngineError
+from sysmcp.engine.opens import closing_fd, open_parent, open_path
 from sysmcp.engine.paths import PathPolicy, display
 from sysmcp.protocol.failures import invalid_params
 from sysmcp.protocol.lifecycle import Features
@@ -302,14 +304,13 @@ def complete_path(value: str, kind: PathKind, policy: PathPolicy) -> tuple[list[
         return matches[:MAX_COMPLETIONS], len(matches)
     matches = []
     try:
-        with os.scandir(real) as entries:
+        # The directory checked, opened as it was checked (no symlink followed on the way or at the end),
+        # and listed through that descriptor: one swapped for a symlink out of the roots since is refused.
+        with closing_fd(open_path(real, directory=True)) as fd, os.scandir(fd) as entries:
             for seen, entry in enumerate(entries):
                 if seen >= SCAN_LIMIT:
                     break
-                if (
-                    offered(entry.name)
-                    and (is_dir := _allowed_kind(real / entry.name, kind, policy)) is not None
-                ):
+                if offered(entry.name) and (is_dir := _allowed_kind(entry, real, kind, policy)) is not None:
                     matches.append(display(directory / entry.name) + ("/" if is_dir else ""))
     except (OSError, ValueError):  # ValueError: a NUL or a lone surrogate, which no file name holds
         return [], 0
@@ -317,14 +318,29 @@ def complete_path(value: str, kind: PathKind, policy: PathPolicy) -> tuple[list[
     return matches[:MAX_COMPLETIONS], len(matches)
 
 
-def _allowed_kind(path: Path, kind: PathKind, policy: PathPolicy) -> bool | None:
-    """Whether ``path`` is a directory (a link to one is browsed like one), once the policy has let
-    it in (what it leads to is looked at only then); None when it is refused or not of ``kind``."""
+def _allowed_kind(
+    entry: os.DirEntry[str], directory: Path, kind: PathKind, policy: PathPolicy
+) -> bool | None:
+    """Whether ``entry`` of the listed ``directory`` is a directory, None when it is not of ``kind`` or
+    the policy refuses it. An entry is inside the roots as its directory is; a symlink among them is
+    browsed like what it leads to once the policy has let that in, and that is looked at unfollowed."""
     try:
-        is_dir = os.path.isdir(policy.resolve(str(path)))
-    except EngineError:
+        if not entry.is_symlink():
+            is_dir = entry.is_dir(follow_symlinks=False)  # looked at through the listed descriptor
+        else:
+            is_dir = _is_directory(policy.resolve(str(directory / entry.name)))
+    except (EngineError, OSError, ValueError):
         return None
     return None if not is_dir and kind == "directory" else is_dir
+
+
+def _is_directory(real: Path) -> bool:
+    """Whether the resolved ``real`` is a directory, looked at without following a symlink anywhere."""
+    if real == Path("/"):
+        return True
+    parent, name = open_parent(real)
+    with closing_fd(parent):
+        return stat.S_ISDIR(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
 
 
 __all__ = ["PROMPTS", "Prompt", "PromptArgument", "PromptEnv", "Prompts", "complete_path", "parse_sha256"]

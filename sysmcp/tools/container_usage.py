@@ -471,7 +471,8 @@ async def _socket(named: str | None, ctx: ToolContext) -> tuple[str | None, bool
     """The socket to ask for the one named, and whether it is pinned (resolved inside the roots, so
     reached without a symlink: one swapped in since is refused). With roots in force, a socket the
     engine listens on (``known_sockets``, as asked when none is named) may be named as it is or
-    through a symlink that leads to it, and is asked at its own path; any other only inside them."""
+    through a symlink inside them that leads to it by name, and is asked at its own path; any other
+    only inside them. No name outside the roots is looked at to decide."""
     known = known_sockets()
     if named is None or ctx.paths.allowed is None or named in known:
         return named, False
@@ -480,7 +481,9 @@ async def _socket(named: str | None, ctx: ToolContext) -> tuple[str | None, bool
     except ArgumentError as outside:
         with anyio.move_on_after(RESOLVE_TIMEOUT):  # resolved once already: this does not wait
             if (
-                same := await run_in_thread(lambda raw: known_socket_at(raw, known), named, None)
+                same := await run_in_thread(
+                    lambda raw: known_socket_at(ctx.paths.way_out(raw), known), named, None
+                )
             ) is not None:
                 return same, False
         raise ArgumentError(

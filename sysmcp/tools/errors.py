@@ -41,6 +41,9 @@ _MANIFEST_LINES = "Expected lines like '<hex digest>  <name>' or 'SHA256 (<name>
 _ADVICE: dict[tuple[type[EngineError], str], str] = {
     (InvalidPath, "empty"): ": give an absolute path, e.g. '/var/log'",
     (InvalidPath, "relative"): ": give an absolute path (sysmcp has no useful working directory)",
+    (InvalidPath, "user_home"): (
+        ": under roots no user is looked up (the user database lies outside them), so give the absolute path"
+    ),
     (Refused, "replaced"): "; try again",
     (WrongKind, "not_regular"): "; only regular files can be read",
     (WrongKind, "symlink"): _SWAPPED_WHY,

@@ -124,6 +124,20 @@ def test_relative_empty_and_nul_paths_are_refused_with_the_rule() -> None:
     assert "not a usable file name" in refusal(lambda: anywhere.resolve("/tmp/\ud800"))
 
 
+def test_under_roots_a_users_home_is_not_looked_up_so_the_answer_tells_nobody_has_an_account(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """'~nobody' expanded (outside: refused) and '~no-such-user' did not (relative: refused), so the
+    refusal told who has an account; under roots no '~name' is looked up at all."""
+    monkeypatch.setenv("HOME", str(tree / "root"))
+    confined = policy(tree)
+    said = {raw: refusal(functools.partial(confined.resolve, raw)) for raw in ("~root", "~no-such-user-x9")}
+    assert said["~root"] == said["~no-such-user-x9"].replace("~no-such-user-x9", "~root")
+    assert "names a user's home directory" in said["~root"] and "give the absolute path" in said["~root"]
+    assert confined.resolve("~/sub") == tree / "root" / "sub"  # this process's $HOME: no lookup
+    assert PathPolicy().resolve("~root") == Path(os.path.realpath(os.path.expanduser("~root")))
+
+
 def test_an_enormous_path_is_refused_and_not_echoed_whole() -> None:
     message = refusal(lambda: PathPolicy(operator_roots=[Path("/nonexistent")]).resolve("/" + "a" * 100_000))
     assert len(message) < 1000

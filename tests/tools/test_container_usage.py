@@ -324,6 +324,58 @@ def test_another_users_socket_is_refused_with_its_owner_named() -> None:
     )
 
 
+@pytest.mark.skipif(
+    UNDER_POSIX_PROFILE,
+    reason="O_PATH is Linux's: the portable profile, like macOS, has none, and there a socket is connected to by path",
+)
+def test_a_refused_socket_inside_the_roots_is_said_to_be_whose_it_is_not_whose_a_symlink_swapped_in_leads_to(
+    tmp_path: Path,
+) -> None:
+    """The owner in the refusal was looked up by the path string once the pinned connect had failed,
+    so a directory swapped for a symlink in between named the owner and mode of a file outside."""
+    if os.geteuid() != 0:
+        pytest.skip("a second user needs root")
+    box = Path(tempfile.mkdtemp(prefix="sysmcp-sock-", dir="/tmp"))
+    try:
+        os.chmod(box, 0o755)
+        inside, outside = box / "inside", box / "outside"
+        (inside / "srv").mkdir(parents=True)
+        outside.mkdir()
+        os.chown(inside, NOBODY, NOBODY)  # nobody may swap what lies in it
+        os.chown(inside / "srv", NOBODY, NOBODY)
+        (outside / "e.sock").write_bytes(b"")
+        os.chown(outside / "e.sock", 4242, 4242)
+        os.chmod(outside / "e.sock", 0o640)
+        path = inside / "srv" / "e.sock"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as owned:
+            owned.bind(str(path))
+            os.chmod(path, 0o600)
+            owned.listen(4)
+            probe = (
+                "import os\n"
+                "from sysmcp.engine.containers._api import Api\n"
+                "from sysmcp.tools.errors import words\n"
+                "connect = Api.connect\n"
+                "def swapped(self):  # the swap, between the refused connect and the look at its owner\n"
+                "    try:\n"
+                "        connect(self)\n"
+                "    finally:\n"
+                f"      if not os.path.islink({str(inside / 'srv')!r}):\n"
+                f"        os.rename({str(inside / 'srv')!r}, {str(inside / 'kept')!r})\n"
+                f"        os.symlink({str(outside)!r}, {str(inside / 'srv')!r})\n"
+                "Api.connect = swapped\n"
+                "try:\n"
+                f"    Api({str(path)!r}, 5, pinned=True).get('/info')\n"
+                "except Exception as exc:\n"
+                "    print(type(exc).__name__, words(exc))\n"
+            )
+            done = python_as_nobody(probe)
+        assert done.stdout.startswith(PermissionRefused.__name__), done.stderr
+        assert "owner uid 0" in done.stdout and "mode 0600" in done.stdout, done.stdout
+    finally:
+        shutil.rmtree(box)
+
+
 class Stop(Exception):
     """What the caller's cancel raises (the protocol layer raises its own)."""
 
@@ -1274,6 +1326,32 @@ async def test_with_roots_a_symlink_inside_them_to_an_engines_own_socket_asks_th
         in said
     )
     assert "or leave 'socket' out" in said
+
+
+async def test_with_roots_a_name_outside_them_is_not_followed_to_tell_whether_it_leads_to_an_engines_socket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resolving the name given to see if it leads to a known socket made the call an oracle for what
+    names outside the roots lead to; now only where the way leaves the roots is compared, by name."""
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    inside.mkdir()
+    (outside / "run").mkdir(parents=True)
+    known = str(outside / "run" / "e.sock")
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{known}")
+    (outside / "leads-there").symlink_to(known)  # outside: what it leads to is not to be learnt
+    (outside / "run-link").symlink_to(outside / "run")
+    (inside / "by-name.sock").symlink_to(known)  # inside, naming the known socket: still asked
+    (inside / "through-outside.sock").symlink_to(outside / "leads-there")
+    with recorded_engine(ENGINE, known):
+        for named in (
+            outside / "leads-there",
+            outside / "run-link" / "e.sock",
+            inside / "through-outside.sock",
+        ):
+            with pytest.raises(ArgumentError, match="is outside the operator's roots"):
+                await call(roots=[inside], socket=str(named), walk=False)
+        s = (await call(roots=[inside], socket=str(inside / "by-name.sock"), walk=False)).structured
+        assert s["socket"] == known
 
 
 async def test_a_data_root_named_through_a_symlink_says_the_directory_walked_and_counts_what_lies_there(

@@ -153,14 +153,20 @@ def known_sockets(environ: Mapping[str, str] | None = None, sockets: tuple[str, 
     ]
 
 
-def known_socket_at(path: str, known: list[str]) -> str | None:
-    """The socket of ``known`` that ``path`` is, or leads to through its symlinks (their real paths
-    are the same: a link to /var/run/docker.sock is /run/docker.sock, as /var/run is); else None."""
-    try:
-        real = os.path.realpath(path)
-        return next((socket for socket in known if os.path.realpath(socket) == real), None)
-    except (OSError, ValueError):  # a NUL byte, a name no file can have
+def known_socket_at(way: str | None, known: list[str]) -> str | None:
+    """The socket of ``known`` that ``way`` (where a path named leaves the roots, ``PathPolicy.way_out``)
+    names exactly, as it is or as its real path (a link to /var/run/docker.sock may say /run/docker.sock,
+    as /var/run leads there); else None. Only the known sockets' names are resolved, never ``way``: what
+    a name outside the roots leads to is not looked at, so the answer tells nothing of it."""
+    if way is None:
         return None
+    for socket in known:
+        try:
+            if way in (socket, os.path.realpath(socket)):
+                return socket
+        except (OSError, ValueError):  # a NUL byte in DOCKER_HOST, a name no file can have
+            continue
+    return None
 
 
 def find_socket(

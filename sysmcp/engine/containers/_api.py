@@ -8,6 +8,7 @@ Faults are the engine layer's exceptions with the facts (the socket, its owner a
 from __future__ import annotations
 
 import errno
+import functools
 import http.client
 import json
 import os
@@ -31,9 +32,10 @@ MAX_TOKENS = 8_000_000
 MESSAGE_MAX = 64 * 1024  # bytes of an error answer parsed for its message
 
 
-def _owner(path: str) -> str:
+def _owner(looked: Callable[[], os.stat_result]) -> str:
+    """Whose the socket is, for the refusal of one this user may not connect to ("" if unknown)."""
     try:
-        st = os.stat(path)
+        st = looked()
     except OSError:
         return ""
     return f" (owner uid {st.st_uid}, group gid {st.st_gid}, mode {stat.S_IMODE(st.st_mode):04o})"
@@ -79,6 +81,7 @@ class Api(http.client.HTTPConnection):
         self.path, self.timeout_s, self.pinned = path, timeout_s, pinned and platform.has_o_path()
         self.deadline = 0.0  # the GET being asked must be answered by then (monotonic)
         self.shown = escaped(path)  # as its messages say it: a name given may hold any character
+        self.owner = ""  # whose the socket is, once connecting to it was refused (``_owner``)
 
     def connect(self) -> None:
         fd = self._pinned() if self.pinned else None
@@ -90,6 +93,12 @@ class Api(http.client.HTTPConnection):
             except ConnectionRefusedError:
                 sock.close()
                 self._refused(fd)
+                raise
+            except PermissionError:
+                sock.close()
+                # Told through the pinned descriptor where there is one: the socket refused, not
+                # whatever a symlink swapped in since would lead to.
+                self.owner = _owner(functools.partial(os.fstat, fd) if fd is not None else self._stat)
                 raise
             except BaseException:
                 sock.close()
@@ -109,6 +118,9 @@ class Api(http.client.HTTPConnection):
             return
         if not stat.S_ISSOCK(mode):
             raise WrongKind(f"{self.shown} is {kind(mode)}, not a socket", reason="not_socket")
+
+    def _stat(self) -> os.stat_result:
+        return os.stat(self.path)
 
     def _pinned(self) -> int:
         """The socket's ``O_PATH`` descriptor, reached without a symlink: connected to as ``/proc/self/fd/N``."""
@@ -146,7 +158,7 @@ class Api(http.client.HTTPConnection):
         except PermissionError:
             self.close()
             raise PermissionRefused(
-                f"Permission denied on the engine socket {self.shown}{_owner(self.path)}",
+                f"Permission denied on the engine socket {self.shown}{self.owner}",
                 reason="engine_socket",
             ) from None
         except TimeoutError:

@@ -9,7 +9,9 @@ can run a 60 s window in no time at all.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -21,9 +23,11 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
+from sysmcp import platform
 from sysmcp.engine.faults import NotFound, Unavailable
 from sysmcp.engine.mounts._mounts import Mount, MountTable, container_siblings, is_system_volume
-from sysmcp.engine.paths import display, expands_locally, is_within
+from sysmcp.engine.opens import closing_fd, open_parent, refused_symlink, through_symlink
+from sysmcp.engine.paths import display, echo, expands_locally, is_within
 
 T = TypeVar("T")
 
@@ -55,15 +59,49 @@ PartitionsProvider = Callable[[], MountTable]
 
 
 def statvfs_usage(path: str) -> FsStats:
-    """The real provider: ``statvfs`` (and ``stat`` for the device number) of ``path``."""
-    vfs = os.statvfs(path)
-    try:
-        st_dev: int | None = os.stat(path).st_dev
-    except OSError:
-        st_dev = None
+    """The real provider: ``statvfs`` and the device number of ``path`` (absolute, resolved: a path the
+    policy checked, or a mount point), reached as ``open_path`` reaches it, so a directory on the way
+    swapped for a symlink since the check is refused (ELOOP), not followed to another filesystem."""
+    vfs, st_dev = _statvfs_unfollowed(path)
     return FsStats(
         vfs.f_frsize or vfs.f_bsize, vfs.f_blocks, vfs.f_bfree, vfs.f_bavail, vfs.f_files, vfs.f_ffree, st_dev
     )
+
+
+#: Looks at the final name without opening it (Linux): a device, a FIFO or a socket as well as a directory.
+_LOOK = getattr(os, "O_PATH", 0) | os.O_NOFOLLOW | os.O_CLOEXEC
+#: Where there is no O_PATH, a directory is opened for reading (O_NONBLOCK: a FIFO swapped in cannot hang it).
+_READ_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _statvfs_unfollowed(path: str) -> tuple[os.statvfs_result, int | None]:
+    """``os.statvfs(path)`` and ``st_dev`` of what ``path`` names, with no symlink followed anywhere.
+
+    With O_PATH the final name is looked at through a descriptor of its own (O_DIRECTORY first, so an
+    automount point mounts, as statvfs mounts it). Without it only a directory is opened; anything else
+    is measured through its directory, whose filesystem holds it, and its ``lstat``."""
+    if not os.fsencode(path).strip(b"/"):
+        with closing_fd(os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)) as fd:
+            return os.fstatvfs(fd), os.fstat(fd).st_dev
+    parent, name = open_parent(path)
+    with closing_fd(parent):
+        if platform.has_o_path():
+            try:
+                fd = os.open(name, _LOOK | os.O_DIRECTORY, dir_fd=parent)
+            except NotADirectoryError:  # a file, or a symlink (not followed): its own descriptor
+                fd = os.open(name, _LOOK, dir_fd=parent)
+            with closing_fd(fd):
+                st = os.fstat(fd)
+                if stat.S_ISLNK(st.st_mode):
+                    raise OSError(errno.ELOOP, "refusing to follow a symbolic link", path)
+                return os.fstatvfs(fd), st.st_dev
+        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            raise OSError(errno.ELOOP, "refusing to follow a symbolic link", path)
+        if not stat.S_ISDIR(st.st_mode):
+            return os.fstatvfs(parent), st.st_dev
+        with closing_fd(os.open(name, _READ_DIRECTORY, dir_fd=parent)) as fd:
+            return os.fstatvfs(fd), os.fstat(fd).st_dev
 
 
 def percent_used(used: int, available: int) -> int | None:
@@ -376,6 +414,8 @@ class Disks:
     def _path_entry(self, real: str, result: FsStats | OSError, table: MountTable) -> FilesystemUsage:
         if isinstance(result, (FileNotFoundError, NotADirectoryError)):
             raise NotFound(f"No such file or directory: {display(real)}")
+        if isinstance(result, OSError) and refused_symlink(result):  # swapped in since it was resolved
+            raise through_symlink(echo(real))
         st_dev = None if isinstance(result, OSError) else result.st_dev
         mount = table.holding(real, st_dev) or Mount("/", "unknown", "unknown")
         if st_dev is not None and not mount.dev:
@@ -526,7 +566,7 @@ def inodes_in_use(path: os.PathLike[str]) -> int | None:
     try:
         if not os.path.ismount(path):
             return None
-        fs = os.statvfs(path)
-    except OSError:
+        fs = _statvfs_unfollowed(os.fspath(path))[0]  # the directory checked, not one swapped in since
+    except (OSError, ValueError):
         return None
     return fs.f_files - fs.f_ffree if fs.f_files > 0 else None

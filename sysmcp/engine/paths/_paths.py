@@ -211,6 +211,8 @@ class PathPolicy:
     #: may look at these names too, so a root named through a symlink is reached through its name.
     named: Sequence[Path] = ()
     client_named: Sequence[Path] = ()
+    #: The client's roots as written, each with the real root it led to when the roots were listed.
+    client_written: Sequence[tuple[Path, Path]] = ()
 
     @classmethod
     def of_operator(cls, roots: Sequence[str] | None) -> PathPolicy:
@@ -246,8 +248,26 @@ class PathPolicy:
         self.check(Path(real), shown)
         return real
 
+    def way_out(self, raw: str) -> str | None:
+        """Where resolving ``raw`` leaves the roots: the first name outside them and the rest of the way
+        after it, as ``raw`` and the symlinks inside the roots spell it; None when it stays inside, when
+        no roots are in force, or when ``raw`` cannot name a file. Nothing outside the roots is looked at
+        to find it, so what a caller does with the way tells nothing of what lies there."""
+        allowed = self.allowed
+        if allowed is None:
+            return None
+        looked = [*allowed, *self.named, *self.client_named]
+        try:
+            _realpath(raw, _Confine(looked, _leave))
+        except _Left as left:
+            return left.way
+        except InvalidPath:
+            return None
+        return None
+
     def _refuse(self, left: str, shown: str) -> NoReturn:
-        """Refuse ``shown``, whose resolution reached ``left``, a name outside the roots: the operator's
+        """Refuse ``shown``, whose resolution reached ``left`` (a name outside the roots, and the way on
+        from it): the operator's
         rule when the name lies outside theirs (and off the way down to them), else the client's."""
         operator = self.operator_roots
         outside_operator = operator is not None and not _Confine([*operator, *self.named], _never).may_look(
@@ -279,11 +299,30 @@ class PathPolicy:
 
     def steps_down(self, directory: str) -> list[str]:
         """The names in ``directory`` (absolute; its '..' taken out as written) that lead down to a root
-        lying below it, known from the roots alone: nothing outside them is looked at to find them."""
+        lying below it, as resolved or as written (a root given through a symlink is offered through
+        it), known from the roots alone: nothing outside them is looked at to find them."""
         where = Path(os.path.normpath(directory))
         depth = len(where.parts)
-        below = (root for root in self.allowed or () if len(root.parts) > depth and is_within(root, where))
+        ends = [*(self.allowed or ()), *self._written_ways()]
+        below = (root for root in ends if len(root.parts) > depth and is_within(root, where))
         return sorted({root.parts[depth] for root in below})
+
+    def _written_ways(self) -> list[Path]:
+        """The roots in force as the operator and the client wrote them (``/var/folders/x`` where the
+        real root is ``/private/var/folders/x``): each written root leading to a real one, and where a
+        root in force lies deeper, the way to it through the written name."""
+        allowed = self.allowed or ()
+        operator = self.operator_roots or ()
+        pairs = [*(zip(self.named, operator, strict=True) if len(self.named) == len(operator) else ())]
+        pairs += self.client_written
+        ways = []
+        for name, real in pairs:
+            for root in allowed:
+                if is_within(real, root):
+                    ways.append(name)
+                elif is_within(root, real):
+                    ways.append(name.joinpath(*root.parts[len(real.parts) :]))
+        return ways
 
     def narrow(
         self, client_roots: Sequence[Path] | None, ignored: int = 0, named: Sequence[Path] = ()
@@ -301,6 +340,11 @@ class PathPolicy:
             if self.client_roots
             else []
         )
+        self.client_written = [
+            (name, real)
+            for name, real in zip(named, reals, strict=True)
+            if real is not None and name in self.client_named
+        ]
 
     def _operator_holds(self, name: Path, real: Path | None) -> bool:
         """Whether a client's root ``name`` (which led to ``real``) may widen what resolving looks at:
@@ -350,13 +394,26 @@ def _never(_: str) -> None:
     """A ``_Confine`` asked only which names it may look at."""
 
 
+class _Left(Exception):
+    """Resolution reached a name outside the roots (``way``: it and the rest of the path after it)."""
+
+    def __init__(self, way: str) -> None:
+        super().__init__(way)
+        self.way = way
+
+
+def _leave(way: str) -> NoReturn:
+    raise _Left(way)
+
+
 #: Symlinks followed in one resolution before it is refused, as the kernel's ELOOP.
 MAX_LINKS = 40
 
 
 def _resolve_confined(path: str, confine: _Confine) -> str:
     """``os.path.realpath(path)`` (``path`` absolute) that looks at a name only where ``confine`` lets
-    it: at the first other one it calls ``confine.refuse``, which raises. A missing name (or one that
+    it: at the first other one it calls ``confine.refuse`` with that name and the rest of the way after
+    it (as the path and the links followed spell it), and ``refuse`` raises. A missing name (or one that
     cannot be looked at) is taken as written and the looking goes on after it, as ``realpath`` does:
     a ``..`` after it comes back to names that exist, and a symlink among those is followed and checked
     like any other (``root/missing/../link-out`` is the link's target, not ``root/link-out``)."""
@@ -371,7 +428,7 @@ def _resolve_confined(path: str, confine: _Confine) -> str:
             continue
         candidate = os.path.join(resolved, part)
         if not confine.may_look(candidate):
-            confine.refuse(candidate)
+            confine.refuse("/".join([candidate, *reversed(pending)]))
         try:
             st = os.lstat(candidate)
         except OSError:  # missing, or not to be looked into: taken as written, as realpath takes it
@@ -392,11 +449,15 @@ def _resolve_confined(path: str, confine: _Confine) -> str:
 
 def _realpath(raw: str, confine: _Confine | None = None) -> str:
     """``raw`` expanded and resolved (absolute, normalised, no symlinks), or ``InvalidPath`` saying why;
-    with ``confine``, resolved without looking at a name outside the roots (``_resolve_confined``)."""
+    with ``confine``, resolved without looking at a name outside the roots (``_resolve_confined``), nor
+    a user's home in the user database ('~name'; '~' is this process's $HOME)."""
     if not raw:
         raise InvalidPath("path is empty", reason="empty")
     if "\x00" in raw:
         raise InvalidPath(f"path {echo(raw)} contains a NUL byte")
+    if confine is not None and raw.startswith("~") and not (raw == "~" or raw.startswith("~/")):
+        # The user database lies outside the roots too: whether '~name' expanded told who has an account.
+        raise InvalidPath(f"path {echo(raw)} names a user's home directory", reason="user_home")
     try:
         expanded = os.path.expanduser(raw)
         if not os.path.isabs(expanded):
