@@ -4,6 +4,8 @@ symlink between the policy's check and the statvfs is refused, not followed to a
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,8 @@ import pytest
 from sysmcp.engine.faults import WrongKind
 from sysmcp.engine.mounts import inodes_in_use, statvfs_usage
 from sysmcp.engine.paths import PathPolicy
-from tests.harness import call_tool, tool_context
+from tests.harness import call_tool, python_as_nobody, tool_context
+from tests.profile import PROFILE_DIR
 
 pytestmark = pytest.mark.anyio
 
@@ -63,3 +66,25 @@ def test_the_inode_count_a_scan_gives_as_its_progress_total_is_not_of_a_mount_re
     (tmp_path / "way").symlink_to("/")
     assert inodes_in_use(tmp_path / "way" / mount.lstrip("/")) is None
     assert inodes_in_use(Path("/")) is not None
+
+
+def test_without_o_path_a_path_under_a_directory_that_may_be_searched_not_read_is_still_measured() -> None:
+    """Without O_PATH (macOS) every directory on the no-follow way is opened for reading: one that may
+    be searched but not read (0711, a home on a shared host) refused disk_usage a path df measures."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("a root-owned 0711 directory and a second user need root and setpriv")
+    with tempfile.TemporaryDirectory(prefix="sysmcp-0711-", dir="/tmp") as box:
+        os.chmod(box, 0o755)
+        shut = Path(box) / "shut"
+        (shut / "open").mkdir(parents=True)
+        os.chmod(shut, 0o711)
+        probe = (
+            "import runpy\n"
+            f"runpy.run_path({str(PROFILE_DIR / 'sitecustomize.py')!r})\n"
+            "from sysmcp import platform\n"
+            "assert not platform.has_o_path()\n"
+            "from sysmcp.engine.mounts import statvfs_usage\n"
+            f"print(statvfs_usage({str(shut / 'open')!r}).blocks > 0)\n"
+        )
+        done = python_as_nobody(probe)
+    assert (done.returncode, done.stdout.strip()) == (0, "True"), done.stderr

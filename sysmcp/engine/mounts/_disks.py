@@ -83,18 +83,30 @@ def _statvfs_unfollowed(path: str) -> tuple[os.statvfs_result, int | None]:
     if not os.fsencode(path).strip(b"/"):
         with closing_fd(os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)) as fd:
             return os.fstatvfs(fd), os.fstat(fd).st_dev
+    if not platform.has_o_path():
+        try:
+            return _statvfs_read_through(path)
+        except PermissionError:
+            # A directory on the way may be searched, not read (0711), which only O_PATH goes through:
+            # measured by name, as statvfs does, rather than refused where df answers.
+            return os.statvfs(path), os.stat(path).st_dev
     parent, name = open_parent(path)
     with closing_fd(parent):
-        if platform.has_o_path():
-            try:
-                fd = os.open(name, _LOOK | os.O_DIRECTORY, dir_fd=parent)
-            except NotADirectoryError:  # a file, or a symlink (not followed): its own descriptor
-                fd = os.open(name, _LOOK, dir_fd=parent)
-            with closing_fd(fd):
-                st = os.fstat(fd)
-                if stat.S_ISLNK(st.st_mode):
-                    raise OSError(errno.ELOOP, "refusing to follow a symbolic link", path)
-                return os.fstatvfs(fd), st.st_dev
+        try:
+            fd = os.open(name, _LOOK | os.O_DIRECTORY, dir_fd=parent)
+        except NotADirectoryError:  # a file, or a symlink (not followed): its own descriptor
+            fd = os.open(name, _LOOK, dir_fd=parent)
+        with closing_fd(fd):
+            st = os.fstat(fd)
+            if stat.S_ISLNK(st.st_mode):
+                raise OSError(errno.ELOOP, "refusing to follow a symbolic link", path)
+            return os.fstatvfs(fd), st.st_dev
+
+
+def _statvfs_read_through(path: str) -> tuple[os.statvfs_result, int | None]:
+    """``_statvfs_unfollowed`` without O_PATH: every directory on the way opened for reading."""
+    parent, name = open_parent(path)
+    with closing_fd(parent):
         st = os.stat(name, dir_fd=parent, follow_symlinks=False)
         if stat.S_ISLNK(st.st_mode):
             raise OSError(errno.ELOOP, "refusing to follow a symbolic link", path)
