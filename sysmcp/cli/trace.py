@@ -26,6 +26,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
 from sysmcp.cli.outfile import open_output
 from sysmcp.protocol.framing import LineDecoder, OversizedLine
+from sysmcp.protocol.jsonrpc import Invalid, decode_json
 from sysmcp.protocol.stdio import FdTransport, write_all
 
 CLIENT_TO_SERVER = "client→server"
@@ -57,9 +58,11 @@ class Recorder:
             return
         if not frame.strip():
             return
-        try:
-            message = json.loads(frame.decode("utf-8"))
-        except ValueError:  # UnicodeDecodeError is a ValueError too
+        # Read as the session reads a line: never an exception (a line nested too deeply for the parser
+        # would end the proxy, and the conversation with it), never a NaN or Infinity the record could
+        # only write as no JSON reader takes it.
+        message = decode_json(frame)
+        if isinstance(message, Invalid):
             self.write({"direction": direction, "invalid": frame.decode("utf-8", "backslashreplace")})
             return
         self.write({"direction": direction, "message": message})
