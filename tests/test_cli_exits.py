@@ -553,3 +553,34 @@ def test_a_directory_on_the_way_the_user_may_not_even_search_is_plain_permission
         done = python_as_nobody(probe)
     assert done.returncode == 0, done.stderr
     assert done.stdout in (f"{box}: Permission denied\n", "Permission denied\n")  # no O_PATH / O_PATH
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        (
+            ["--protocol-version", "2026-07-28"],
+            "--protocol-version 2026-07-28: sysmcp call speaks 2024-11-05",
+        ),
+        (
+            ["--protocol-version", "2025-13-01"],
+            "--protocol-version 2025-13-01: sysmcp call speaks 2024-11-05",
+        ),
+        (
+            ["--json", "--protocol-version", "2024-11-05"],
+            "--json prints the structured result, which 2024-11-05 does not have",
+        ),
+        (
+            ["--json", "--protocol-version", "2025-03-26"],
+            "--json prints the structured result, which 2025-03-26 does not have",
+        ),
+    ],
+    ids=["modern", "unknown", "json-2024", "json-2025-03"],
+)
+def test_a_protocol_version_the_call_cannot_use_as_asked_is_a_usage_error(
+    tree: Path, options: list[str], words: str
+) -> None:
+    """A version the handshake does not speak was silently answered with 2025-11-25 (the call ran on
+    another version than the one asked for, exit 0); ``--json`` on a version without structured results
+    printed ``null`` and exited 0."""
+    refused(run("call", *options, "file_sha256", f"path={tree / 'a.txt'}"), words)
