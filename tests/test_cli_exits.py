@@ -566,21 +566,25 @@ def test_a_directory_on_the_way_the_user_may_not_even_search_is_plain_permission
             ["--protocol-version", "2025-13-01"],
             "--protocol-version 2025-13-01: sysmcp call speaks 2024-11-05",
         ),
-        (
-            ["--json", "--protocol-version", "2024-11-05"],
-            "--json prints the structured result, which 2024-11-05 does not have",
-        ),
-        (
-            ["--json", "--protocol-version", "2025-03-26"],
-            "--json prints the structured result, which 2025-03-26 does not have",
-        ),
+        (["--protocol-version", "2025-03-26"], "the exit status and --json come from the structured result"),
+        (["--json", "--protocol-version", "2024-11-05"], "which 2024-11-05 does not have: give --raw"),
     ],
-    ids=["modern", "unknown", "json-2024", "json-2025-03"],
+    ids=["modern", "unknown", "unstructured", "json-unstructured"],
 )
 def test_a_protocol_version_the_call_cannot_use_as_asked_is_a_usage_error(
     tree: Path, options: list[str], words: str
 ) -> None:
     """A version the handshake does not speak was silently answered with 2025-11-25 (the call ran on
-    another version than the one asked for, exit 0); ``--json`` on a version without structured results
-    printed ``null`` and exited 0."""
-    refused(run("call", *options, "file_sha256", f"path={tree / 'a.txt'}"), words)
+    another version than the one asked for, exit 0). On a version without structured results a MISMATCH
+    exited 0 (the status is read from structuredContent) and ``--json`` printed ``null``."""
+    wrong = "sha256:" + "0" * 64
+    refused(run("call", *options, "file_sha256", f"path={tree / 'a.txt'}", f"expected={wrong}"), words)
+
+
+def test_raw_shows_a_version_without_structured_results_and_exits_by_its_error_flag(tree: Path) -> None:
+    done = run("call", "--raw", "--protocol-version", "2024-11-05", "file_sha256", f"path={tree / 'a.txt'}")
+    assert done.returncode == 0, done.stderr
+    sent = [json.loads(line[2:]) for line in done.stdout.splitlines() if line.startswith("→ ")]
+    assert sent[0]["params"]["protocolVersion"] == "2024-11-05"
+    answer = json.loads(done.stdout.splitlines()[-1][2:])
+    assert answer["result"]["isError"] is False and "structuredContent" not in answer["result"]

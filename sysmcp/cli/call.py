@@ -755,7 +755,7 @@ def run_command(args: argparse.Namespace, roots: list[str]) -> int:
         pairs = [key_value(pair, args.tool) for pair in args.arguments]
     except ValueError as exc:
         return _refuse(f"sysmcp call: {exc}")
-    unusable = version_problem(args.protocol_version, json_output=args.json)
+    unusable = version_problem(args.protocol_version, raw=args.raw)
     if unusable is not None:
         return _refuse(f"sysmcp call: {unusable}")
     missing = [root for root in roots if not os.path.isdir(root)]
@@ -787,24 +787,26 @@ def run_command(args: argparse.Namespace, roots: list[str]) -> int:
     return run_call(args.tool, dict(pairs), options)
 
 
-def version_problem(version: str, *, json_output: bool) -> str | None:
+def version_problem(version: str, *, raw: bool) -> str | None:
     """Why the call cannot run as asked under ``version`` (None: it can).
 
     The call starts with ``initialize``, which a server answers with a version of its own choosing
     when it does not speak the one asked for: a call asked for 2026-07-28 (which has no handshake) or a
-    mistyped date then ran on 2025-11-25, unsaid. And ``--json`` prints ``structuredContent``, which
-    the versions before 2025-06-18 do not have: it printed ``null``.
+    mistyped date then ran on 2025-11-25, unsaid. And the exit status (a MISMATCH, a partial result)
+    and ``--json`` come from ``structuredContent``, which the versions before 2025-06-18 do not have:
+    a MISMATCH exited 0 there, and ``--json`` printed ``null``. ``--raw`` shows such a version's wire,
+    which is what asking for it is good for; its exit status then says only whether the tool failed.
     """
     if version not in LEGACY_VERSIONS:
         return (
             f"--protocol-version {version}: sysmcp call speaks {', '.join(LEGACY_VERSIONS)} "
             "(it starts with initialize)"
         )
-    if json_output and not features_of(version).structured_output:
-        first = Features.structured_output.first
+    if not raw and not features_of(version).structured_output:
         return (
-            f"--json prints the structured result, which {version} does not have: "
-            f"give --protocol-version {first} or later, or leave --json out"
+            f"--protocol-version {version}: the exit status and --json come from the structured result, "
+            f"which {version} does not have: give --raw to see its wire, or "
+            f"{Features.structured_output.first} or later"
         )
     return None
 
