@@ -104,12 +104,14 @@ IMMEDIATE_METHODS = frozenset(
         "server/discover",
         "logging/setLevel",
         "tools/list",
-        "resources/list",
-        "resources/read",
         "resources/templates/list",
         "prompts/list",
     }
 )
+#: Answered from memory too, but under the client's roots: inline only while those are settled (a
+#: fetch of new roots waits for the client's answer, which the read loop cannot read while it serves),
+#: and with a fleet a read may be of a host's link, which is fetched from that host.
+SCOPED_METHODS = frozenset({"resources/list", "resources/read"})
 
 
 @dataclass
@@ -157,6 +159,9 @@ class Server:
     def answers_at_once(self, request: Request) -> bool:
         if request.method in IMMEDIATE_METHODS:
             return True
+        if request.method in SCOPED_METHODS:
+            remote = request.method == "resources/read" and self.fleet is not None
+            return self.client_roots.settled and not remote
         if request.method != "tools/call" or not self.client_roots.settled:
             return False
         if self.fleet is not None and self.fleet.asks_hosts(request.params.get("arguments")):
