@@ -213,6 +213,15 @@ def test_a_bad_keep_says_what_keep_takes(tmp_path: Path) -> None:
         assert f"got {bad!r}" in done.stderr
 
 
+def test_a_bad_max_size_names_the_option_given(tmp_path: Path) -> None:
+    """It named a 'size' argument the command line does not have."""
+    for bad in ("-5", "1e400", "lots"):
+        done = run("snapshot", "--state-dir", str(tmp_path), "--max-size", bad, str(tmp_path))
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("sysmcp snapshot: --max-size must be a size such as 4096"), done.stderr
+        assert f"got {bad!r}" in done.stderr and "'size'" not in done.stderr
+
+
 def test_only_the_commands_that_start_a_server_offer_allow_reclaim() -> None:
     for command in ("snapshot", "history"):
         done = run(command, "--help")
