@@ -235,7 +235,14 @@ class Session:
 
     async def _on_batch(self, messages: list[Message], tasks: TaskGroup) -> None:
         if not self.handler.batching_allowed():
-            await self._refuse_line("this protocol version has no batches")
+            # Each request in it is refused by its id: one error with id null answers none of them,
+            # and the client would wait for their answers until its own timeout.
+            why = "Invalid Request: this protocol version has no batches: send each message on its own line"
+            ids = [m.id for m in messages if isinstance(m, (Request, Invalid)) and m.id is not None]
+            for msg_id in ids:
+                await self._send(error_message(msg_id, ErrorCode.INVALID_REQUEST, why))
+            if not ids:
+                await self._send(error_message(None, ErrorCode.INVALID_REQUEST, why))
             return
         if not messages:
             await self._refuse_line("empty batch")

@@ -150,6 +150,28 @@ async def test_batches_are_answered_only_in_2025_03_26() -> None:
         assert refused["error"]["code"] == -32600
 
 
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-06-18", "2025-11-25"])
+async def test_a_batch_where_there_are_none_is_refused_to_each_request_in_it_by_its_id(version: str) -> None:
+    """The one error with id null left the client's requests unanswered: a client that sent a batch
+    where its version has none waited for answers to ids 1 and 2 until its own timeout."""
+    batch = [
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}},
+        {"jsonrpc": "2.0", "id": "two", "method": "tools/list"},
+    ]
+    async with spawn(version=version) as wire:
+        await wire.initialize(version)
+        await wire.send(batch)
+        for msg_id in (1, "two"):
+            refused = await wire.receive()
+            assert refused["id"] == msg_id and refused["error"]["code"] == -32600, refused
+            assert "has no batches: send each message on its own line" in refused["error"]["message"]
+        await wire.send([{"jsonrpc": "2.0", "method": "notifications/progress", "params": {}}])
+        refused = await wire.receive()  # no request to answer: the line's one error
+        assert refused["id"] is None and refused["error"]["code"] == -32600, refused
+        assert (await wire.request("ping", msg_id="after"))["id"] == "after"  # and nothing else came
+
+
 async def test_tools_list_describes_every_tool_for_the_version() -> None:
     async with spawn() as wire:
         await wire.initialize("2025-06-18")
