@@ -33,6 +33,7 @@ from sysmcp.protocol.jsonrpc import (
     is_request_id,
     notification_message,
     parse_line,
+    request_id_in_head,
     request_message,
     result_message,
 )
@@ -222,8 +223,9 @@ class Session:
     async def _on_frame(self, frame: bytes | OversizedLine, tasks: TaskGroup) -> None:
         if isinstance(frame, OversizedLine):
             log.warning("oversized line discarded", length=frame.length, limit=self.decoder.max_line)
-            limit = self.decoder.max_line
-            await self._refuse_line(f"message of {frame.length} bytes exceeds the {limit} byte limit")
+            why = f"Invalid Request: message of {frame.length} bytes exceeds the {self.decoder.max_line} byte limit"
+            # Answered by its id when its start names one, else the client's request waits for ever.
+            await self._send(error_message(request_id_in_head(frame.head), ErrorCode.INVALID_REQUEST, why))
             return
         if not frame.strip():
             return

@@ -121,6 +121,32 @@ async def test_an_oversized_line_is_rejected_not_buffered() -> None:
         assert (await wire.request("ping"))["result"] == {}
 
 
+async def test_an_oversized_request_is_refused_by_its_id_when_its_start_names_it() -> None:
+    """The id comes first in what every SDK writes: an error with id null answered no request, and the
+    client waited for its call (a verify_checksums of a 5 MiB manifest given as text) until its timeout.
+    A line whose start does not name it as a request (a response of the client's, params first) still
+    gets the one error with id null: guessing would answer a request the client did not make."""
+    big = "a" * (5 << 20)
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": "big",
+            "method": "tools/call",
+            "params": {"name": "x", "arguments": {"m": big}},
+        },
+        {"jsonrpc": "2.0", "params": {"x": big}, "id": "late", "method": "ping"},
+        {"jsonrpc": "2.0", "id": "ours", "result": {"x": big}},
+    ]
+    async with spawn() as wire:
+        await wire.initialize()
+        for line in lines:
+            await wire.send(line)
+        refused = [await wire.receive() for _ in lines]
+        assert [r["id"] for r in refused] == ["big", None, None], refused
+        assert all(r["error"]["code"] == -32600 and "limit" in r["error"]["message"] for r in refused)
+        assert (await wire.request("ping", msg_id="after"))["id"] == "after"
+
+
 async def test_notifications_are_never_answered() -> None:
     async with spawn() as wire:
         await wire.initialize()
