@@ -183,3 +183,24 @@ def test_lines_no_json_reader_takes_are_forwarded_intact_and_recorded_as_json(tm
         assert [r.get("invalid") for r in passed[:4]] == [line.decode() for line in [deep, *odd]]
         assert passed[4]["message"] == json.loads(after)
     assert seen[-1]["event"] == "exited"
+
+
+def test_a_record_that_cannot_be_written_stops_the_record_not_the_conversation(tmp_path: Path) -> None:
+    """A full disk under ``-o`` (here /dev/full) ended the proxy before the server started, said as
+    "cannot run 'cat': No space left on device" (exit 127); a record on a stderr nobody reads any more
+    (a closed pipe) ended it at its first line: the client lost its server either way."""
+    sent = b'{"jsonrpc":"2.0","method":"notifications/hello"}\n' * 3
+    done = subprocess.run(
+        trace_command(Path("/dev/full"), "cat"), input=sent, capture_output=True, timeout=60
+    )
+    assert (done.returncode, done.stdout) == (0, sent), done.stderr
+    assert done.stderr.decode() == "sysmcp trace: the record stopped: No space left on device\n"
+    reader, writer = os.pipe()
+    os.close(reader)  # the record goes to a stderr nobody reads
+    try:
+        closed = subprocess.run(
+            trace_command(None, "cat"), input=sent, stdout=subprocess.PIPE, stderr=writer, timeout=60
+        )
+    finally:
+        os.close(writer)
+    assert (closed.returncode, closed.stdout) == (0, sent)
