@@ -407,7 +407,9 @@ class Server:
         await self.client_roots.current()
         item = self.results.get(uri)
         if item is None or not self.paths.covers(item.scope):  # made under roots wider than these
-            raise ProtocolError(ctx.features.resource_not_found_code, "Resource not found", {"uri": uri})
+            dropped = self.results.dropped(uri)
+            said = f"Resource not found: {dropped}" if dropped else "Resource not found"
+            raise ProtocolError(ctx.features.resource_not_found_code, said, {"uri": uri})
         return {"contents": [{"uri": item.uri, "mimeType": item.mime_type, "text": item.text}]}
 
     async def _resource_templates_list(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
