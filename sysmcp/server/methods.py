@@ -460,6 +460,8 @@ class Server:
                     )
         elif ref.get("type") != "ref/resource":
             raise invalid_params("Invalid params: 'ref.type' must be 'ref/prompt' or 'ref/resource'")
+        elif not isinstance(ref.get("uri"), str):
+            raise invalid_params("Invalid params: 'ref.uri' must be a string (the resource template's URI)")
         return {"completion": {"values": values, "total": total, "hasMore": total > len(values)}}
 
 
