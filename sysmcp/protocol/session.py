@@ -368,13 +368,16 @@ class Session:
                     data = encode(error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error"))
             if data and not (scope is not None and scope.cancel_called):
                 await self._deliver(batch, request.id, data)
-            if batch is not None:
-                await batch.settle()
         finally:
             if scope is not None:
                 self._in_flight.pop(request.id, None)
                 if not self._in_flight:
                     self._idle.set()
+            if batch is not None:
+                # Cancelled too (the end of input), it is done: the replies its batch holds go out, for
+                # as long as the client keeps reading (as replies made before the end do).
+                with anyio.CancelScope(shield=True), anyio.move_on_after(self.write_stall):
+                    await batch.settle()
 
     # -- writing ----------------------------------------------------------------------------
 
