@@ -6,12 +6,29 @@ imports, the stdio wire) is loaded on a system where it is not meant to run.
 
 import gc
 import os
+import signal
 import sys
 
 from sysmcp import platform
 
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130, as a shell reports a command stopped by Ctrl-C
+
 
 def main() -> int:
+    """Run the command; Ctrl-C that reaches no handler of its own is a quiet exit 130.
+
+    Why here: a call or a server catches Ctrl-C once it is under way (the call is then cancelled on the
+    server); before that (the imports of a cold start, an ``--inventory`` still being written) there is
+    nothing to cancel, and a KeyboardInterrupt traceback on stderr would be the one thing a server's
+    stderr carries that is not a JSON log line.
+    """
+    try:
+        return _main()
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def _main() -> int:
     # The start creates the objects the process lives on (modules, classes, functions): the cyclic
     # collector would walk them over and over while they are made, for nothing. Off until cli.main
     # knows what it runs: a server freezes them (gc.freeze) and turns it back on before serving.

@@ -48,6 +48,7 @@ class ResultStore:
         self._items: OrderedDict[str, StoredResult] = OrderedDict()
         self._bytes = 0
         self._ids = itertools.count(1)
+        self._issued = 0  # the number in the newest URI handed out
 
     def put(
         self,
@@ -64,7 +65,8 @@ class ResultStore:
         size = len(text.encode("utf-8"))
         if size > self.max_item:
             raise TooLarge(size, self.max_item)
-        uri = f"{URI_PREFIX}{next(self._ids)}/{quote(name, safe='-._~')}"
+        self._issued = next(self._ids)
+        uri = f"{URI_PREFIX}{self._issued}/{quote(name, safe='-._~')}"
         kept = None if scope is None else tuple(scope)
         item = StoredResult(uri, name, description, mime_type, text, size, kept)
         self._items[uri] = item
@@ -76,6 +78,20 @@ class ResultStore:
 
     def get(self, uri: str) -> StoredResult | None:
         return self._items.get(uri)
+
+    def dropped(self, uri: str) -> str | None:
+        """Why ``uri``, a result this store handed out, can no longer be read (None: it is kept, or was
+        never one of ours): older results go to keep the newest within the cap."""
+        number, _, _ = uri.removeprefix(URI_PREFIX).partition("/")
+        issued = uri.startswith(URI_PREFIX) and number.isdigit() and 0 < int(number) <= self._issued
+        if not issued or uri in self._items:
+            return None
+        whole = self.cap_bytes % (1 << 20) == 0
+        cap = f"{self.cap_bytes >> 20} MiB" if whole else f"{self.cap_bytes:,} bytes"
+        return (
+            f"{uri} is no longer kept: this server keeps its newest results, {cap} in all, and dropped "
+            "it for newer ones; call the tool again to make it anew"
+        )
 
     def list(self) -> list[StoredResult]:
         return list(self._items.values())

@@ -583,3 +583,36 @@ def test_a_fleet_hosts_words_on_stderr_cannot_drive_the_terminal_while_stdout_is
     assert status == 3
     assert "\x1b" not in shown and "\x07" not in shown, shown
     assert "PARTIAL RESULT (\\033]0;owned\\a\\033[2J)" in shown and ": \\033]0;owned" in shown
+
+
+@pytest.mark.parametrize("command", [["call"], []], ids=["call", "serve"])
+def test_ctrl_c_while_the_command_is_still_starting_exits_130_without_a_traceback(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """Ctrl-C before the call (or the server) is under way: an inventory still being written (``--inventory
+    <(slow-generator)``), the imports of a cold start. It was a KeyboardInterrupt traceback and a death by
+    SIGINT; a command stopped there has nothing to cancel, so it ends as one stopped by Ctrl-C, quietly."""
+    fifo = tmp_path / "inventory"
+    os.mkfifo(fifo)
+    started = subprocess.Popen(
+        [*SYSMCP, *command, "--inventory", str(fifo), *(["disk_usage"] if command else [])],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    writer = -1
+    deadline = time.monotonic() + 60
+    while writer < 0:  # the command has opened the inventory: it is reading it, and will wait for more
+        try:
+            writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:  # ENXIO: no reader yet
+            assert time.monotonic() < deadline and started.poll() is None
+            time.sleep(0.01)
+    try:
+        started.send_signal(signal.SIGINT)
+        stdout, stderr = started.communicate(timeout=30)
+    finally:
+        os.close(writer)
+    assert started.returncode == 130, stderr.decode()
+    assert b"Traceback" not in stderr and b"KeyboardInterrupt" not in stderr, stderr.decode()
+    assert stdout == b""

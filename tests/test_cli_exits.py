@@ -213,6 +213,15 @@ def test_a_bad_keep_says_what_keep_takes(tmp_path: Path) -> None:
         assert f"got {bad!r}" in done.stderr
 
 
+def test_a_bad_max_size_names_the_option_given(tmp_path: Path) -> None:
+    """It named a 'size' argument the command line does not have."""
+    for bad in ("-5", "1e400", "lots"):
+        done = run("snapshot", "--state-dir", str(tmp_path), "--max-size", bad, str(tmp_path))
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("sysmcp snapshot: --max-size must be a size such as 4096"), done.stderr
+        assert f"got {bad!r}" in done.stderr and "'size'" not in done.stderr
+
+
 def test_only_the_commands_that_start_a_server_offer_allow_reclaim() -> None:
     for command in ("snapshot", "history"):
         done = run(command, "--help")
@@ -579,3 +588,38 @@ def test_a_fleet_hosts_link_with_a_name_past_a_file_systems_is_written_and_so_ar
     }
     assert _report("disk_usage", reply, CallOptions(output=str(tmp_path))) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["evil." + "e" * 16, "web1.json"]
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        (
+            ["--protocol-version", "2026-07-28"],
+            "--protocol-version 2026-07-28: sysmcp call speaks 2024-11-05",
+        ),
+        (
+            ["--protocol-version", "2025-13-01"],
+            "--protocol-version 2025-13-01: sysmcp call speaks 2024-11-05",
+        ),
+        (["--protocol-version", "2025-03-26"], "the exit status and --json come from the structured result"),
+        (["--json", "--protocol-version", "2024-11-05"], "which 2024-11-05 does not have: give --raw"),
+    ],
+    ids=["modern", "unknown", "unstructured", "json-unstructured"],
+)
+def test_a_protocol_version_the_call_cannot_use_as_asked_is_a_usage_error(
+    tree: Path, options: list[str], words: str
+) -> None:
+    """A version the handshake does not speak was silently answered with 2025-11-25 (the call ran on
+    another version than the one asked for, exit 0). On a version without structured results a MISMATCH
+    exited 0 (the status is read from structuredContent) and ``--json`` printed ``null``."""
+    wrong = "sha256:" + "0" * 64
+    refused(run("call", *options, "file_sha256", f"path={tree / 'a.txt'}", f"expected={wrong}"), words)
+
+
+def test_raw_shows_a_version_without_structured_results_and_exits_by_its_error_flag(tree: Path) -> None:
+    done = run("call", "--raw", "--protocol-version", "2024-11-05", "file_sha256", f"path={tree / 'a.txt'}")
+    assert done.returncode == 0, done.stderr
+    sent = [json.loads(line[2:]) for line in done.stdout.splitlines() if line.startswith("→ ")]
+    assert sent[0]["params"]["protocolVersion"] == "2024-11-05"
+    answer = json.loads(done.stdout.splitlines()[-1][2:])
+    assert answer["result"]["isError"] is False and "structuredContent" not in answer["result"]

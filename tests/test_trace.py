@@ -149,3 +149,58 @@ def test_a_record_file_that_cannot_be_opened_is_a_usage_error_not_a_traceback(tm
         )
         assert done.returncode == 2 and done.stderr == f"sysmcp trace: -o {output}: {words}\n"
     assert victim.read_text() == "precious\n"
+
+
+def strict_records(path: Path) -> list[dict[str, Any]]:
+    """The record's lines read as JSON is (RFC 8259): no NaN, no Infinity."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    return [json.loads(line, parse_constant=refuse) for line in path.read_text().splitlines()]
+
+
+def test_lines_no_json_reader_takes_are_forwarded_intact_and_recorded_as_json(tmp_path: Path) -> None:
+    """A line nested deeper than Python's parser goes killed the proxy (and with it the client's
+    connection) on a RecursionError; NaN, Infinity and 1e400 were recorded as ``NaN`` and ``Infinity``,
+    which no JSON reader (jq, the record's own readers) takes."""
+    log = tmp_path / "trace.jsonl"
+    deep = b"[" * 100_000 + b"]" * 100_000
+    odd = [
+        b'{"id":1,"result":{"x":NaN}}',
+        b'{"id":2,"result":{"x":-Infinity}}',
+        b'{"id":3,"result":{"x":1e400}}',
+    ]
+    after = b'{"jsonrpc":"2.0","method":"notifications/hello"}'
+    sent = b"".join(line + b"\n" for line in [deep, *odd, after])
+    done = subprocess.run(trace_command(log, "cat"), input=sent, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == sent  # the client got every byte back, in order
+    assert b"Traceback" not in done.stderr
+    seen = strict_records(log)
+    for direction in (CLIENT_TO_SERVER, SERVER_TO_CLIENT):
+        passed = [r for r in seen if r.get("direction") == direction]
+        assert [r.get("invalid") for r in passed[:4]] == [line.decode() for line in [deep, *odd]]
+        assert passed[4]["message"] == json.loads(after)
+    assert seen[-1]["event"] == "exited"
+
+
+def test_a_record_that_cannot_be_written_stops_the_record_not_the_conversation(tmp_path: Path) -> None:
+    """A full disk under ``-o`` (here /dev/full) ended the proxy before the server started, said as
+    "cannot run 'cat': No space left on device" (exit 127); a record on a stderr nobody reads any more
+    (a closed pipe) ended it at its first line: the client lost its server either way."""
+    sent = b'{"jsonrpc":"2.0","method":"notifications/hello"}\n' * 3
+    done = subprocess.run(
+        trace_command(Path("/dev/full"), "cat"), input=sent, capture_output=True, timeout=60
+    )
+    assert (done.returncode, done.stdout) == (0, sent), done.stderr
+    assert done.stderr.decode() == "sysmcp trace: the record stopped: No space left on device\n"
+    reader, writer = os.pipe()
+    os.close(reader)  # the record goes to a stderr nobody reads
+    try:
+        closed = subprocess.run(
+            trace_command(None, "cat"), input=sent, stdout=subprocess.PIPE, stderr=writer, timeout=60
+        )
+    finally:
+        os.close(writer)
+    assert (closed.returncode, closed.stdout) == (0, sent)

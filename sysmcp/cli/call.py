@@ -31,6 +31,7 @@ from sysmcp.cli.stdout import EXIT_PIPE, silence_stdout
 from sysmcp.engine.paths import printable
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, ProgressCallback, RemoteError, connect
 from sysmcp.protocol.failures import META_REFUSED, ArgumentError
+from sysmcp.protocol.lifecycle import LEGACY_VERSIONS, Features, features_of
 from sysmcp.render import plural
 
 if TYPE_CHECKING:
@@ -754,6 +755,9 @@ def run_command(args: argparse.Namespace, roots: list[str]) -> int:
         pairs = [key_value(pair, args.tool) for pair in args.arguments]
     except ValueError as exc:
         return _refuse(f"sysmcp call: {exc}")
+    unusable = version_problem(args.protocol_version, raw=args.raw)
+    if unusable is not None:
+        return _refuse(f"sysmcp call: {unusable}")
     missing = [root for root in roots if not os.path.isdir(root)]
     if missing:  # the server would refuse them: say so before starting it
         return _refuse(f"sysmcp: --root must name existing directories: {', '.join(missing)}")
@@ -781,6 +785,30 @@ def run_command(args: argparse.Namespace, roots: list[str]) -> int:
         resolve_hosts=fleet.inventory.resolve if fleet is not None else None,
     )
     return run_call(args.tool, dict(pairs), options)
+
+
+def version_problem(version: str, *, raw: bool) -> str | None:
+    """Why the call cannot run as asked under ``version`` (None: it can).
+
+    The call starts with ``initialize``, which a server answers with a version of its own choosing
+    when it does not speak the one asked for: a call asked for 2026-07-28 (which has no handshake) or a
+    mistyped date then ran on 2025-11-25, unsaid. And the exit status (a MISMATCH, a partial result)
+    and ``--json`` come from ``structuredContent``, which the versions before 2025-06-18 do not have:
+    a MISMATCH exited 0 there, and ``--json`` printed ``null``. ``--raw`` shows such a version's wire,
+    which is what asking for it is good for; its exit status then says only whether the tool failed.
+    """
+    if version not in LEGACY_VERSIONS:
+        return (
+            f"--protocol-version {version}: sysmcp call speaks {', '.join(LEGACY_VERSIONS)} "
+            "(it starts with initialize)"
+        )
+    if not raw and not features_of(version).structured_output:
+        return (
+            f"--protocol-version {version}: the exit status and --json come from the structured result, "
+            f"which {version} does not have: give --raw to see its wire, or "
+            f"{Features.structured_output.first} or later"
+        )
+    return None
 
 
 def _call_parser() -> argparse.ArgumentParser:

@@ -161,10 +161,12 @@ def run(args: argparse.Namespace, roots: list[str]) -> int:
             hourly, daily, weekly = _retention(args.keep)
             from sysmcp.tools.arguments import size_argument, validate_arguments
 
-            schema = {"type": "object", "properties": {"size": size_argument("the ceiling")}}
-            ceiling = int(validate_arguments(schema, {"size": args.max_size})["size"])
+            # Checked as the tools check a size, under the option's own name, which the words then say.
+            schema = {"type": "object", "properties": {"--max-size": size_argument("the ceiling")}}
+            ceiling = int(validate_arguments(schema, {"--max-size": args.max_size})["--max-size"])
         except Exception as exc:  # a bad --keep or --max-size: usage
-            print(f"sysmcp snapshot: {getattr(exc, 'message', exc)}", file=sys.stderr)
+            said = str(getattr(exc, "message", exc)).removeprefix("Invalid arguments: ")
+            print(f"sysmcp snapshot: {said.replace(repr('--max-size'), '--max-size', 1)}", file=sys.stderr)
             return EXIT_USAGE
     store = state.active()
     if store is None:

@@ -9,6 +9,7 @@ behaviour such as progress or cancellation. The proxy exits with the server's ex
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -26,6 +27,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
 from sysmcp.cli.outfile import open_output
 from sysmcp.protocol.framing import LineDecoder, OversizedLine
+from sysmcp.protocol.jsonrpc import Invalid, decode_json
 from sysmcp.protocol.stdio import FdTransport, write_all
 
 CLIENT_TO_SERVER = "client→server"
@@ -35,12 +37,28 @@ MAX_RECORDED_LINE = 64 << 20  # longer lines are forwarded intact but recorded o
 
 @dataclass
 class Recorder:
-    """Writes one JSON line per event to a descriptor, unbuffered, so ``tail -f`` shows it live."""
+    """Writes one JSON line per event to a descriptor, unbuffered, so ``tail -f`` shows it live.
+
+    A record that cannot be written (a full disk, a stderr nobody reads any more) stops, said once on
+    stderr: the conversation it records goes on, as if the proxy were not there.
+    """
 
     fd: int
     started: float
+    stopped: bool = False
 
     def write(self, record: dict[str, Any]) -> None:
+        if self.stopped:
+            return
+        try:
+            self._write(record)
+        except OSError as exc:
+            self.stopped = True
+            if self.fd != 2:
+                with contextlib.suppress(OSError):
+                    write_all(2, f"sysmcp trace: the record stopped: {exc.strerror or exc}\n".encode())
+
+    def _write(self, record: dict[str, Any]) -> None:
         now = time.time()
         line = {
             "time": datetime.fromtimestamp(now, UTC)
@@ -57,9 +75,11 @@ class Recorder:
             return
         if not frame.strip():
             return
-        try:
-            message = json.loads(frame.decode("utf-8"))
-        except ValueError:  # UnicodeDecodeError is a ValueError too
+        # Read as the session reads a line: never an exception (a line nested too deeply for the parser
+        # would end the proxy, and the conversation with it), never a NaN or Infinity the record could
+        # only write as no JSON reader takes it.
+        message = decode_json(frame)
+        if isinstance(message, Invalid):
             self.write({"direction": direction, "invalid": frame.decode("utf-8", "backslashreplace")})
             return
         self.write({"direction": direction, "message": message})
@@ -68,6 +88,10 @@ class Recorder:
         """Every line ``data`` completes; ``b""``: the stream's end (a last line may lack its newline)."""
         for frame in decoder.feed(data) if data else decoder.finish():
             self.line(direction, frame)
+
+
+class CommandNotStarted(Exception):
+    """The server's command could not be run: why, worded."""
 
 
 async def _pump_client(client: FdTransport, server_in: ByteSendStream, recorder: Recorder) -> None:
@@ -105,9 +129,12 @@ async def _pump_server(server_out: ByteReceiveStream, client: FdTransport, recor
 
 async def _trace(command: Sequence[str], recorder: Recorder) -> int:
     client = FdTransport(0, 1)
-    process: Process = await anyio.open_process(
-        list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None
-    )
+    try:
+        process: Process = await anyio.open_process(
+            list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None
+        )
+    except OSError as exc:
+        raise CommandNotStarted(exc.strerror or str(exc)) from None
     recorder.write({"event": "started", "command": list(command), "pid": process.pid})
     assert process.stdin is not None and process.stdout is not None
     async with anyio.create_task_group() as group:
@@ -141,8 +168,8 @@ def run_trace(command: Sequence[str], output: str | None) -> int:
         return 2
     try:
         return anyio.run(_trace, command, Recorder(fd, time.monotonic()))
-    except OSError as exc:  # the command could not be started
-        sys.stderr.write(f"sysmcp trace: cannot run {command[0]!r}: {exc.strerror or exc}\n")
+    except CommandNotStarted as exc:
+        sys.stderr.write(f"sysmcp trace: cannot run {command[0]!r}: {exc}\n")
         return 127
     finally:
         if output:

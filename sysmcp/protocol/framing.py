@@ -11,13 +11,17 @@ from dataclasses import dataclass
 from typing import Any
 
 DEFAULT_MAX_LINE = 4 << 20
+#: Bytes kept of the start of a line too long to keep: where a request names its id (``jsonrpc_head``).
+HEAD = 4096
 
 
 @dataclass(frozen=True, slots=True)
 class OversizedLine:
-    """A line that exceeded the bound; its bytes were discarded, only its length is kept."""
+    """A line that exceeded the bound; its bytes were discarded, only its length and its first ``HEAD``
+    bytes are kept (the start of a request names its id, so its refusal can answer it)."""
 
     length: int
+    head: bytes = b""
 
 
 Frame = bytes | OversizedLine
@@ -30,6 +34,7 @@ class LineDecoder:
         self.max_line = max_line
         self._buffer = bytearray()
         self._discarding = 0  # bytes dropped so far of an oversized line still in progress
+        self._head = b""  # the first HEAD bytes of that line
 
     def feed(self, data: bytes) -> list[Frame]:
         """Add ``data`` and return every frame it completes, in order."""
@@ -43,11 +48,11 @@ class LineDecoder:
             piece = data[start:newline]
             start = newline + 1
             if self._discarding:
-                frames.append(OversizedLine(self._discarding + len(piece)))
-                self._discarding = 0
+                frames.append(OversizedLine(self._discarding + len(piece), self._head_with(piece)))
+                self._discarding, self._head = 0, b""
                 continue
             if len(self._buffer) + len(piece) > self.max_line:
-                frames.append(OversizedLine(len(self._buffer) + len(piece)))
+                frames.append(OversizedLine(len(self._buffer) + len(piece), self._start_of(piece)))
                 self._buffer.clear()
                 continue
             if self._buffer:
@@ -76,8 +81,9 @@ class LineDecoder:
     def finish(self) -> list[Frame]:
         """End of stream: a final line without a newline still counts."""
         if self._discarding:
-            length, self._discarding = self._discarding, 0
-            return [OversizedLine(length)]
+            oversized = OversizedLine(self._discarding, self._head)
+            self._discarding, self._head = 0, b""
+            return [oversized]
         if self._buffer.strip():
             line = bytes(self._buffer)
             self._buffer.clear()
@@ -88,11 +94,21 @@ class LineDecoder:
     def _absorb(self, rest: bytes) -> None:
         if self._discarding:
             self._discarding += len(rest)
+            self._head = self._head_with(rest)
         elif len(self._buffer) + len(rest) > self.max_line:
             self._discarding = len(self._buffer) + len(rest)
+            self._head = self._start_of(rest)
             self._buffer.clear()
         else:
             self._buffer += rest
+
+    def _start_of(self, rest: bytes) -> bytes:
+        """The first ``HEAD`` bytes of the buffered line followed by ``rest``."""
+        return bytes(self._buffer[:HEAD]) + rest[: max(HEAD - len(self._buffer), 0)]
+
+    def _head_with(self, rest: bytes) -> bytes:
+        """The oversized line's first ``HEAD`` bytes, completed from ``rest`` if it has fewer."""
+        return self._head if len(self._head) >= HEAD else self._head + rest[: HEAD - len(self._head)]
 
 
 def _strip_cr(line: bytes) -> bytes:

@@ -167,6 +167,61 @@ def _out_of_range(text: str, exc: _OutOfRange) -> Invalid:
     return Invalid(ErrorCode.PARSE_ERROR, f"Parse error: {exc}")
 
 
+_SPACE = " \t\n\r"
+
+
+def request_id_in_head(head: bytes) -> RequestId | None:
+    """The id of the request whose line starts with ``head`` (the rest of it unseen), or None.
+
+    A line too long to read is refused whole; the id lets the refusal answer the request, whose client
+    would otherwise wait for it until its own timeout. Read as far as the start allows, key by key at the
+    top level of an object: the id counts only when it comes before anything left unread, and the keys
+    read say the line is a request ("method", or "params" however cut) and not a response ("result",
+    "error"), so a refusal never answers a request the client did not make.
+    """
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as exc:  # a character the cut split is dropped; a line not UTF-8 has no id
+        if exc.reason != "unexpected end of data":
+            return None
+        text = head[: exc.start].decode("utf-8")
+    text = text.lstrip(_SPACE)
+    if not text.startswith("{"):
+        return None
+    seen: dict[str, Any] = {}
+    keys: set[str] = set()
+    pos = 1
+    try:
+        while True:
+            pos = _skip_space(text, pos)
+            if text.startswith("}", pos) or not text.startswith('"', pos):
+                break
+            key, pos = _scan_string(text, pos + 1, True)
+            keys.add(key)
+            pos = _skip_space(text, pos)
+            if not text.startswith(":", pos):
+                break
+            value, pos = _DECODER.raw_decode(text, _skip_space(text, pos + 1))
+            seen.setdefault(key, value)  # a key given twice: which one a parser keeps, JSON does not say
+            pos = _skip_space(text, pos)
+            if not text.startswith(",", pos):
+                break
+            pos += 1
+    except (ValueError, RecursionError):  # the value the start cuts off (or no JSON at all)
+        pass
+    request = isinstance(seen.get("method"), str) or "params" in keys
+    if not request or keys & {"result", "error"} or seen.get("jsonrpc", "2.0") != "2.0":
+        return None
+    msg_id = seen.get("id")
+    return msg_id if is_request_id(msg_id) else None
+
+
+def _skip_space(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in _SPACE:
+        pos += 1
+    return pos
+
+
 def parse_message(value: Any) -> Message:
     """Classify one JSON value (not a batch) as a request, notification, response or invalid message."""
     if not isinstance(value, dict):

@@ -33,6 +33,7 @@ from sysmcp.protocol.jsonrpc import (
     is_request_id,
     notification_message,
     parse_line,
+    request_id_in_head,
     request_message,
     result_message,
 )
@@ -222,8 +223,9 @@ class Session:
     async def _on_frame(self, frame: bytes | OversizedLine, tasks: TaskGroup) -> None:
         if isinstance(frame, OversizedLine):
             log.warning("oversized line discarded", length=frame.length, limit=self.decoder.max_line)
-            limit = self.decoder.max_line
-            await self._refuse_line(f"message of {frame.length} bytes exceeds the {limit} byte limit")
+            why = f"Invalid Request: message of {frame.length} bytes exceeds the {self.decoder.max_line} byte limit"
+            # Answered by its id when its start names one, else the client's request waits for ever.
+            await self._send(error_message(request_id_in_head(frame.head), ErrorCode.INVALID_REQUEST, why))
             return
         if not frame.strip():
             return
@@ -235,7 +237,14 @@ class Session:
 
     async def _on_batch(self, messages: list[Message], tasks: TaskGroup) -> None:
         if not self.handler.batching_allowed():
-            await self._refuse_line("this protocol version has no batches")
+            # Each request in it is refused by its id: one error with id null answers none of them,
+            # and the client would wait for their answers until its own timeout.
+            why = "Invalid Request: this protocol version has no batches: send each message on its own line"
+            ids = [m.id for m in messages if isinstance(m, (Request, Invalid)) and m.id is not None]
+            for msg_id in ids:
+                await self._send(error_message(msg_id, ErrorCode.INVALID_REQUEST, why))
+            if not ids:
+                await self._send(error_message(None, ErrorCode.INVALID_REQUEST, why))
             return
         if not messages:
             await self._refuse_line("empty batch")
@@ -359,13 +368,16 @@ class Session:
                     data = encode(error_message(request.id, ErrorCode.INTERNAL_ERROR, "Internal error"))
             if data and not (scope is not None and scope.cancel_called):
                 await self._deliver(batch, request.id, data)
-            if batch is not None:
-                await batch.settle()
         finally:
             if scope is not None:
                 self._in_flight.pop(request.id, None)
                 if not self._in_flight:
                     self._idle.set()
+            if batch is not None:
+                # Cancelled too (the end of input), it is done: the replies its batch holds go out, for
+                # as long as the client keeps reading (as replies made before the end do).
+                with anyio.CancelScope(shield=True), anyio.move_on_after(self.write_stall):
+                    await batch.settle()
 
     # -- writing ----------------------------------------------------------------------------
 

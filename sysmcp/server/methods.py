@@ -104,12 +104,14 @@ IMMEDIATE_METHODS = frozenset(
         "server/discover",
         "logging/setLevel",
         "tools/list",
-        "resources/list",
-        "resources/read",
         "resources/templates/list",
         "prompts/list",
     }
 )
+#: Answered from memory too, but under the client's roots: inline only while those are settled (a
+#: fetch of new roots waits for the client's answer, which the read loop cannot read while it serves),
+#: and with a fleet a read may be of a host's link, which is fetched from that host.
+SCOPED_METHODS = frozenset({"resources/list", "resources/read"})
 
 
 @dataclass
@@ -157,6 +159,9 @@ class Server:
     def answers_at_once(self, request: Request) -> bool:
         if request.method in IMMEDIATE_METHODS:
             return True
+        if request.method in SCOPED_METHODS:
+            remote = request.method == "resources/read" and self.fleet is not None
+            return self.client_roots.settled and not remote
         if request.method != "tools/call" or not self.client_roots.settled:
             return False
         if self.fleet is not None and self.fleet.asks_hosts(request.params.get("arguments")):
@@ -402,7 +407,9 @@ class Server:
         await self.client_roots.current()
         item = self.results.get(uri)
         if item is None or not self.paths.covers(item.scope):  # made under roots wider than these
-            raise ProtocolError(ctx.features.resource_not_found_code, "Resource not found", {"uri": uri})
+            dropped = self.results.dropped(uri)
+            said = f"Resource not found: {dropped}" if dropped else "Resource not found"
+            raise ProtocolError(ctx.features.resource_not_found_code, said, {"uri": uri})
         return {"contents": [{"uri": item.uri, "mimeType": item.mime_type, "text": item.text}]}
 
     async def _resource_templates_list(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
@@ -453,6 +460,8 @@ class Server:
                     )
         elif ref.get("type") != "ref/resource":
             raise invalid_params("Invalid params: 'ref.type' must be 'ref/prompt' or 'ref/resource'")
+        elif not isinstance(ref.get("uri"), str):
+            raise invalid_params("Invalid params: 'ref.uri' must be a string (the resource template's URI)")
         return {"completion": {"values": values, "total": total, "hasMore": total > len(values)}}
 
 

@@ -187,7 +187,12 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     elif how == "uri":
         item = ctx.results.get(raw.strip())
         if item is None or not ctx.paths.covers(item.scope):  # made under roots wider than these
-            raise ToolError(f"No stored result {raw.strip()} (results are kept for this session only)")
+            dropped = ctx.results.dropped(raw.strip())
+            raise ToolError(
+                f"The stored result {dropped}"
+                if dropped
+                else f"No stored result {raw.strip()} (results are kept for this session only)"
+            )
         source = Source(item.uri, data=to_bytes(item.text), name_hint=item.name)
     else:
         source = Source("(text)", data=to_bytes(raw))

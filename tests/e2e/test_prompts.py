@@ -183,6 +183,22 @@ async def test_completion_of_an_unknown_prompt_is_invalid_params() -> None:
         assert reply["error"]["code"] == -32602
 
 
+@pytest.mark.parametrize("ref", [{"type": "ref/resource"}, {"type": "ref/resource", "uri": 5}])
+async def test_completion_of_a_resource_reference_without_its_uri_is_invalid_params(
+    ref: dict[str, Any],
+) -> None:
+    """It was answered with nothing to offer, as if the reference named a resource."""
+    async with spawn() as wire:
+        await wire.initialize()
+        params = {"ref": ref, "argument": {"name": "x", "value": ""}}
+        reply = await wire.request("completion/complete", params)
+        assert reply["error"]["code"] == -32602 and "'ref.uri' must be a string" in reply["error"]["message"]
+        fine = await wire.request(
+            "completion/complete", {**params, "ref": {"type": "ref/resource", "uri": "x://y"}}
+        )
+        assert fine["result"]["completion"]["values"] == []
+
+
 def test_published_digests_are_read_in_the_usual_shapes() -> None:
     for shown in (
         DIGEST,

@@ -121,6 +121,32 @@ async def test_an_oversized_line_is_rejected_not_buffered() -> None:
         assert (await wire.request("ping"))["result"] == {}
 
 
+async def test_an_oversized_request_is_refused_by_its_id_when_its_start_names_it() -> None:
+    """The id comes first in what every SDK writes: an error with id null answered no request, and the
+    client waited for its call (a verify_checksums of a 5 MiB manifest given as text) until its timeout.
+    A line whose start does not name it as a request (a response of the client's, params first) still
+    gets the one error with id null: guessing would answer a request the client did not make."""
+    big = "a" * (5 << 20)
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": "big",
+            "method": "tools/call",
+            "params": {"name": "x", "arguments": {"m": big}},
+        },
+        {"jsonrpc": "2.0", "params": {"x": big}, "id": "late", "method": "ping"},
+        {"jsonrpc": "2.0", "id": "ours", "result": {"x": big}},
+    ]
+    async with spawn() as wire:
+        await wire.initialize()
+        for line in lines:
+            await wire.send(line)
+        refused = [await wire.receive() for _ in lines]
+        assert [r["id"] for r in refused] == ["big", None, None], refused
+        assert all(r["error"]["code"] == -32600 and "limit" in r["error"]["message"] for r in refused)
+        assert (await wire.request("ping", msg_id="after"))["id"] == "after"
+
+
 async def test_notifications_are_never_answered() -> None:
     async with spawn() as wire:
         await wire.initialize()
@@ -148,6 +174,28 @@ async def test_batches_are_answered_only_in_2025_03_26() -> None:
         await wire.send(batch)
         refused = await wire.receive()
         assert refused["error"]["code"] == -32600
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-06-18", "2025-11-25"])
+async def test_a_batch_where_there_are_none_is_refused_to_each_request_in_it_by_its_id(version: str) -> None:
+    """The one error with id null left the client's requests unanswered: a client that sent a batch
+    where its version has none waited for answers to ids 1 and 2 until its own timeout."""
+    batch = [
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}},
+        {"jsonrpc": "2.0", "id": "two", "method": "tools/list"},
+    ]
+    async with spawn(version=version) as wire:
+        await wire.initialize(version)
+        await wire.send(batch)
+        for msg_id in (1, "two"):
+            refused = await wire.receive()
+            assert refused["id"] == msg_id and refused["error"]["code"] == -32600, refused
+            assert "has no batches: send each message on its own line" in refused["error"]["message"]
+        await wire.send([{"jsonrpc": "2.0", "method": "notifications/progress", "params": {}}])
+        refused = await wire.receive()  # no request to answer: the line's one error
+        assert refused["id"] is None and refused["error"]["code"] == -32600, refused
+        assert (await wire.request("ping", msg_id="after"))["id"] == "after"  # and nothing else came
 
 
 async def test_tools_list_describes_every_tool_for_the_version() -> None:

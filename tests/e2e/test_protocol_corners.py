@@ -410,3 +410,29 @@ async def test_a_signal_while_a_slow_client_reads_a_reply_lets_it_finish_that_li
         assert rest.endswith(b"\n"), f"the last line is cut short: …{rest[-100:]!r}"
         for line in rest.splitlines():
             json.loads(line)
+
+
+async def test_closing_stdin_during_a_batch_still_writes_the_replies_its_other_requests_got(
+    tmp_path: Path,
+) -> None:
+    """A batch's line goes out when its last request is done; the call cancelled at the end of input
+    never was, so the ping's answer in the same batch was never written (nothing came at all)."""
+    sparse = tmp_path / "sparse.img"
+    with sparse.open("wb") as handle:
+        handle.truncate(200 << 30)
+    async with spawn(version="2025-03-26") as wire:
+        await wire.initialize("2025-03-26")
+        call = {"name": "file_sha256", "arguments": {"path": str(sparse)}, "_meta": {"progressToken": "p"}}
+        await wire.send(
+            [
+                {"jsonrpc": "2.0", "id": "ping", "method": "ping"},
+                {"jsonrpc": "2.0", "id": "hash", "method": "tools/call", "params": call},
+            ]
+        )
+        first = await wire.receive()
+        assert first.get("method") == "notifications/progress", first  # the hash is under way
+        await wire.close_stdin()
+        assert await wire.wait_exit(timeout=EXIT_S) == 0
+        rest = await rest_of_stdout(wire)
+        batches = [message for message in rest if isinstance(message, list)]
+        assert batches == [[{"jsonrpc": "2.0", "id": "ping", "result": {}}]], rest

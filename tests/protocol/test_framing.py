@@ -7,7 +7,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sysmcp.protocol.framing import LineDecoder, OversizedLine, encode
+from sysmcp.protocol.framing import HEAD, LineDecoder, OversizedLine, encode
 
 messages = st.lists(
     st.dictionaries(
@@ -58,7 +58,7 @@ def test_a_line_over_the_bound_is_reported_and_dropped_not_buffered() -> None:
     decoder = LineDecoder(max_line=10)
     assert decoder.feed(b"0123456789abc") == []
     assert decoder.feed(b"def") == []
-    assert decoder.feed(b"ghi\nok\n") == [OversizedLine(19), b"ok"]
+    assert decoder.feed(b"ghi\nok\n") == [OversizedLine(19, b"0123456789abcdefghi"), b"ok"]
 
 
 def test_crlf_line_endings_are_accepted() -> None:
@@ -80,3 +80,15 @@ def test_encode_writes_one_line_with_non_ascii_as_is() -> None:
 def test_a_lone_surrogate_is_escaped_never_written_as_invalid_utf8() -> None:
     line = encode({"path": "/tmp/\ud800", "other": "é"})
     assert json.loads(line.decode("utf-8")) == {"path": "/tmp/\ud800", "other": "é"}
+
+
+def test_an_oversized_line_keeps_its_start_however_it_arrives() -> None:
+    line = b'{"id":7,' + b"x" * (2 * HEAD)
+    whole = LineDecoder(max_line=50).feed(line + b"\nok\n")
+    decoder = LineDecoder(max_line=50)
+    pieces = [frame for i in range(0, len(line), 999) for frame in decoder.feed(line[i : i + 999])]
+    pieces += decoder.feed(b"\nok\n")
+    assert whole == pieces == [OversizedLine(len(line), line[:HEAD]), b"ok"]
+    decoder.feed(line[:3000])  # its start buffered, the rest beyond the bound, then the stream ends
+    decoder.feed(line[3000:])
+    assert decoder.finish() == [OversizedLine(len(line), line[:HEAD])]

@@ -17,6 +17,7 @@ from sysmcp.protocol.jsonrpc import (
     more_values_than,
     parse_line,
     parse_message,
+    request_id_in_head,
 )
 
 
@@ -123,3 +124,33 @@ def test_a_line_of_more_values_than_its_reader_takes_is_not_parsed() -> None:
     line = ("[" + "{}," * 200 + "{}]").encode()
     assert decode_json(line, max_values=100) == TooComplex(100, len(line))
     assert decode_json(line, max_values=1000) == decode_json(line) == [{}] * 201
+
+
+@pytest.mark.parametrize(
+    ("head", "msg_id"),
+    [
+        (b'{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"arguments":{"m":"aaaa', "big"),
+        (b' \r\n{ "id" : 12 , "method" : "x", "params": [[[[', 12),
+        (b'{"jsonrpc":"2.0","method":"tools/call","id":7,"params":{"a":"\xe2\x82', 7),  # a character cut
+        (b'{"id":3,"params":{"x":"aaaa', 3),  # params cut: a request whatever its method
+        (b'{"params":{"x":"aaaa", "id": 3}', None),  # the id inside params is not the request's
+        (b'{"jsonrpc":"2.0","params":{"x":"aaaa', None),  # the id, if any, is past the cut
+        (b'{"jsonrpc":"2.0","id":"ours","result":{"x":"aaaa', None),  # a response: not ours to answer
+        (b'{"jsonrpc":"2.0","id":5,"error":{"code":1,"message":"aaa', None),
+        (b'{"jsonrpc":"2.0","id":5,"method":"x","result":{"x":"aaa', None),  # both: no guess
+        (b'{"jsonrpc":"1.0","id":5,"method":"x","params":{"x":"aaa', None),
+        (b'{"jsonrpc":"2.0","id":5,"method":7,"x":"aaa', None),  # a method that is no string
+        (b'{"jsonrpc":"2.0","id":true,"method":"x","params":{"x":"aaa', None),
+        (b'{"jsonrpc":"2.0","id":1.5,"method":"x","params":{"x":"aaa', None),
+        (b'{"jsonrpc":"2.0","id":1e400,"method":"x","params":{"x":"aaa', None),
+        (b'{"jsonrpc":"2.0","id":"\xff","method":"x","params":{"x":"aaa', None),  # dropped: no id
+        (b'[{"jsonrpc":"2.0","id":1,"method":"x","params":{"x":"aaa', None),  # a batch: no one id
+        (b'{"jsonrpc":"2.0","id":1,"method":"x","x":' + b"[" * 5000, 1),  # too deep to read: cut there
+        (b"not json at all", None),
+        (b"", None),
+    ],
+)
+def test_the_id_of_an_oversized_request_is_read_from_its_start_only_when_it_surely_is_one(
+    head: bytes, msg_id: Any
+) -> None:
+    assert request_id_in_head(head) == msg_id

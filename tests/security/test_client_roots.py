@@ -199,3 +199,24 @@ async def test_a_result_kept_under_wider_roots_is_not_served_once_the_client_nar
             "verify_checksums", {"manifest": uri, "base_dir": str(base / "root" / "a")}
         )
         assert as_manifest["result"]["isError"] and "outside/f.txt" not in json.dumps(as_manifest)
+
+
+@pytest.mark.parametrize("method", ["resources/read", "resources/list"])
+async def test_a_resource_asked_for_while_the_client_changes_its_roots_waits_for_the_new_ones(
+    base: Path, method: str
+) -> None:
+    """Resources are answered without a task, before the next line is read. Asked for right after
+    ``roots/list_changed``, the read waited for the client's new roots, which the server could not read
+    while it waited: after 5 s it gave up, served the resource under the old, wider roots and dropped
+    the client's answer, so the old roots stayed in force for every call after it too."""
+    async with spawn_roots() as wire:
+        await wire.initialize(capabilities=ROOTS_CAPABILITY)
+        await wire.answer(await wire.expect_roots_request(), [base])
+        reply = await wire.call("hash_tree", {"path": str(base), "max_lines": 1})
+        uri = next(b["uri"] for b in reply["result"]["content"] if b["type"] == "resource_link")
+        await wire.send({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+        await wire.send({"jsonrpc": "2.0", "id": "asked", "method": method, "params": {"uri": uri}})
+        await wire.answer(await wire.expect_roots_request(), [base / "root" / "a"])
+        answered = await wire.response("asked")
+        assert uri not in json.dumps(answered.get("result")), answered  # neither read nor listed
+        assert (await hash_of(wire, base / "outside" / "f.txt"))["isError"]  # the new roots are in force
