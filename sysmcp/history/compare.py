@@ -103,6 +103,9 @@ class Findings:
     unread: str | None = None  # why the store's snapshots could not be read: nothing compared
     not_kept: bool = False  # a fresh scan left no snapshot
     oldest_instead: float | None = None  # none as old as since: when the oldest one compared was taken
+    #: Snapshots of the path (same host, root and options) of another filesystem once mounted there:
+    #: never compared with this one, yet not "no snapshot yet".
+    other_filesystem: int = 0
     readings_span_s: float | None = None  # the disk readings span only this: too short for a fill rate
     notes: list[str] = field(default_factory=list)  # the fill rate's own (history.diff's)
     skipped: SkipCounter = field(default_factory=SkipCounter)  # what the fresh scan left out
@@ -153,9 +156,11 @@ def compare(
         return _disk(found, store, asked)
 
     series = series_of(asked.path, asked.options)
-    infos = [
-        i for i in store.snapshots("scan", series.root, limit=2000, count_rows=False) if i.series == series
-    ]
+    of_path = store.snapshots("scan", series.root, limit=2000, count_rows=False)
+    infos = [i for i in of_path if i.series == series]
+    found.other_filesystem = sum(
+        i.series.fs_id != series.fs_id and replace(i.series, fs_id=series.fs_id) == series for i in of_path
+    )
     found.unread = None if infos else store.unread()
     if found.unread is not None:  # not read is not "none yet"
         found.lower_bound = _lower_bound(scan(modified_since()))

@@ -20,6 +20,7 @@ from sysmcp.history.snapshots import (
     DiskReading,
     FileRow,
     ScanSnapshot,
+    same_filesystem,
 )
 
 DAY = 86400.0
@@ -244,7 +245,7 @@ def _usable(readings: Sequence[DiskReading]) -> tuple[list[DiskReading], list[st
     and what was left out."""
     notes = []
     identity = readings[-1].fs_id
-    same = [r for r in readings if r.fs_id == identity]
+    same = [r for r in readings if same_filesystem(r.fs_id, identity)]
     if len(same) < len(readings):
         notes.append("readings of another filesystem once mounted there are left out")
     start = 0

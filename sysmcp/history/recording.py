@@ -29,6 +29,7 @@ from sysmcp.history.snapshots import (
     filesystem_id,
     options_key,
     parse_gnu_manifest,
+    reading_identity,
     threshold_for,
 )
 
@@ -174,7 +175,12 @@ def disk_reading(path: str | os.PathLike[str], clock: Callable[[], float]) -> tu
     raw = os.fspath(path)
     stats = statvfs_usage(raw)
     mount = default_partitions()().holding(raw, stats.st_dev)
-    point, identity = (mount.mount_point, f"{mount.device}|{mount.fs_type}") if mount else ("/", "")
+    point = mount.mount_point if mount else "/"
+    try:  # of the mount point, as disk_usage reads it: a btrfs subvolume below it has an identity of its own
+        kernel: str | None = filesystem_id(point)
+    except OSError:
+        kernel = None
+    identity = reading_identity(mount.device, mount.fs_type, kernel) if mount else ""
     df = Figures.from_stats(stats)
     figures = (df.total, df.used, df.free, df.inodes_used, df.inodes_free)
     return DiskReading(state.host_name(), os.fsencode(point), identity, clock(), *figures), point

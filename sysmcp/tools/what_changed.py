@@ -454,6 +454,13 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         lines.append(f"{shown}: no snapshot could be read to compare with.")
     elif found.not_kept and found.lower_bound is not None:  # an older snapshot may be there: none of now
         lines.append(f"{shown}: nothing compared: the scan made now could not be kept as a snapshot.")
+    elif found.other_filesystem:
+        kept = plural(found.other_filesystem, "snapshot") + (" is" if found.other_filesystem == 1 else " are")
+        recorded = "; one of it was recorded now, so the next what_changed can compare against it"
+        lines.append(
+            f"{shown}: nothing to compare with: the {kept} of another filesystem once mounted there (its "
+            f"identity changed), never compared with the one there now{recorded if found.new else ''}."
+        )
     elif found.lower_bound is not None:
         lines.append(
             f"{shown}: no earlier snapshot to compare with (no baseline yet); one was recorded now, so the "
