@@ -166,6 +166,10 @@ def run(args: argparse.Namespace, roots: list[str]) -> int:
         except Exception as exc:  # a bad --keep or --max-size: usage
             print(f"sysmcp snapshot: {getattr(exc, 'message', exc)}", file=sys.stderr)
             return EXIT_USAGE
+    if args.command == "history" and (kept := state.directory()) is not None and not _kept_there(kept):
+        # A listing makes nothing: a mistyped --state-dir, or sudo's other HOME, is named, not created.
+        print(f"sysmcp history: no history is kept in {kept} (nothing recorded there yet)", file=sys.stderr)
+        return EXIT_OK
     store = state.active()
     if store is None:
         print(f"sysmcp {args.command}: history is off ({state.off_because()})", file=sys.stderr)
@@ -188,6 +192,20 @@ def run(args: argparse.Namespace, roots: list[str]) -> int:
 
         store.prune(Retention(hourly, daily, weekly, ceiling or 0))
     return code
+
+
+def _kept_there(directory: Path) -> bool:
+    """Whether ``directory`` holds a history database (or something in its place, for the store's
+    checks to refuse), without making the directory or the database as opening the store would."""
+    from sysmcp.history.store import DB_NAME
+
+    try:
+        os.lstat(directory / DB_NAME)
+    except FileNotFoundError:
+        return False
+    except OSError:  # not a directory, not searchable: the store says what is wrong with it
+        return True
+    return True
 
 
 def _record(args: argparse.Namespace, roots: list[str]) -> int:
@@ -271,7 +289,7 @@ def _list(store: Store, limit: int, shown: Callable[[bytes | str], bool]) -> int
     from sysmcp.engine.paths import escaped
     from sysmcp.render import human_bytes
 
-    infos = [info for info in store.snapshots(limit=limit) if shown(info.series.root)]
+    infos = store.snapshots(limit=limit, shown=shown)
     print(f"{store.path}  ({human_bytes(store.size())})")
     print(f"{'ID':>6}  {'TAKEN':19}  {'KIND':8}  {'DISK':>10}  {'ROWS':>7}  ROOT")
     for info in infos:
@@ -290,7 +308,7 @@ def _reclaim_log(store: Store, limit: int, shown: Callable[[bytes | str], bool])
     from sysmcp.reclaim import read_log
     from sysmcp.render import human_bytes, plural
 
-    records = [r for r in read_log(store, limit) if shown(r.path)]
+    records = read_log(store, limit, shown)
     print(
         f"{'TIME':19}  {'PLAN':12}  {'ITEM':22}  {'ACTION':8}  {'OUTCOME':22}  {'PLANNED':>10}  {'FREED':>10}  PATH"
     )

@@ -453,9 +453,11 @@ class Store:
         limit: int = 1000,
         *,
         count_rows: bool = True,
+        shown: Callable[[bytes], bool] | None = None,
     ) -> list[SnapshotInfo]:
-        """Stored snapshots, newest (last written) first. ``count_rows`` False leaves ``rows`` 0: a
-        caller choosing what to diff needs only the heads, and counting reads every row's index."""
+        """Stored snapshots, newest (last written) first, the first ``limit`` of those whose root
+        ``shown`` lets a caller show (None: all). ``count_rows`` False leaves ``rows`` 0: a caller
+        choosing what to diff needs only the heads, and counting reads every row's index."""
 
         def work(db: sqlite3.Connection) -> list[SnapshotInfo]:
             wanted = {name: value for name, value in (("kind", kind), ("root", root)) if value is not None}
@@ -466,17 +468,21 @@ class Store:
                 if count_rows
                 else "0"
             )
+            # Without ``shown`` SQLite stops at the limit; with it, the rows are read (and counted) one by one
+            # until ``limit`` of them are shown: the roots' test is Python's, not SQL's.
             rows = db.execute(
                 "SELECT s.id, s.kind, s.host, s.fs_id, s.root, s.options, s.taken, s.partial, s.disk, s.files,"
                 f" {counted} FROM snapshots s {'WHERE ' + where if where else ''} ORDER BY s.id DESC LIMIT ?",
-                (*wanted.values(), limit),
-            ).fetchall()
-            return [
-                SnapshotInfo(
-                    r[0], r[1], Series(r[2], r[3], bytes(r[4]), r[5]), r[6], bool(r[7]), r[8], r[9], r[10]
-                )
-                for r in rows
-            ]
+                (*wanted.values(), -1 if shown is not None else min(limit, _MAX_INTEGER)),
+            )
+            infos: list[SnapshotInfo] = []
+            for r in rows:
+                if len(infos) >= limit:
+                    break
+                if shown is None or shown(bytes(r[4])):
+                    series = Series(r[2], r[3], bytes(r[4]), r[5])
+                    infos.append(SnapshotInfo(r[0], r[1], series, r[6], bool(r[7]), r[8], r[9], r[10]))
+            return infos
 
         return self._read(work, [])
 
@@ -676,6 +682,7 @@ class Store:
 
 
 _DELETE = "DELETE FROM snapshots WHERE id = ?"
+_MAX_INTEGER = (1 << 63) - 1  # SQLite's largest: a larger limit (``sysmcp history --limit 1e30``) is all
 _DIRS_OF = "SELECT path, disk, apparent, files, newest FROM dirs WHERE snapshot = ?"
 _FILES_OF = "SELECT path, disk, apparent, mtime FROM files WHERE snapshot = ?"
 _BASELINE_FILES_OF = "SELECT path, digest, size, mtime, mode, uid, gid FROM baseline_files WHERE snapshot = ?"
