@@ -168,7 +168,10 @@ def compare(
     newest = _pick(infos, until, None)
     alone = newest is not None and _pick(infos, None, newest.id) is None  # nothing older to compare it with
     if until is None and (newest is None or alone or now - newest.taken > FRESH_S or newest.taken > now + 60):
+        # Something to compare with: the snapshot at or before since, else the oldest (``oldest_instead``).
         older = _pick(infos, since, None) if since is not None else newest
+        if older is None and since is not None:
+            older = next((i for i in reversed(infos) if not i.partial), None)
         done = record_scan(store, whole, scan, clock)  # the whole tree: its largest files are kept too
         found.unsaved = done.unsaved
         # Nothing to compare with: a second walk (of cached entries) finds the files modified since, in

@@ -137,6 +137,8 @@ def test_a_since_older_than_every_snapshot_compares_with_the_oldest_and_says_whe
     assert any(
         note.startswith("no snapshot as old as asked: compared with the oldest") for note in notes_of(outcome)
     )
+    # Something was compared: no second walk for a lower bound, and none shown beside the comparison.
+    assert outcome.lower_bound is None, outcome.lower_bound
 
 
 def test_what_the_roots_hide_is_left_out_of_the_diff(root: Path, store: Store, clock: Clock) -> None:
