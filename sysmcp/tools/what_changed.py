@@ -301,8 +301,6 @@ def notes_of(outcome: Findings) -> list[str]:
         notes.append(f"the history store could not be read ({outcome.unread}), so nothing was compared")
     if outcome.unsaved is not None:
         notes.append(outcome.unsaved)
-    if outcome.not_kept and outcome.lower_bound is None:
-        notes.append("the fresh scan could not be kept, so nothing was compared")
     if outcome.oldest_instead is not None and outcome.diff is not None and outcome.diff.comparable:
         notes.append(
             f"no snapshot as old as asked: compared with the oldest, {_when(outcome.oldest_instead)}"
@@ -452,7 +450,7 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         lines.append(f"{shown}: nothing to compare with: {history_off()}, so no snapshot is kept.")
     elif found.unread is not None:
         lines.append(f"{shown}: no snapshot could be read to compare with.")
-    elif found.not_kept and found.lower_bound is not None:  # an older snapshot may be there: none of now
+    elif found.not_kept:  # an older snapshot may be there: none of now
         lines.append(f"{shown}: nothing compared: the scan made now could not be kept as a snapshot.")
     elif found.other_filesystem:
         kept = plural(found.other_filesystem, "snapshot") + (" is" if found.other_filesystem == 1 else " are")
