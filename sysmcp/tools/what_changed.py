@@ -634,8 +634,9 @@ def _integrity_lines(
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    # bad arguments: refused first; the path (one that cannot be encoded too) is checked next
-    request = comparison(Path(os.sep), args, time.time(), within(ctx.paths.allowed))
+    # bad arguments: refused first; the path (one that cannot be encoded too) is checked next. Now is
+    # history's clock: the one the snapshots' times were taken on (a test's own, or one set back since).
+    request = comparison(Path(os.sep), args, state.now(), within(ctx.paths.allowed))
     path, shown = await directory_argument(ctx, args["path"])
     request = replace(request, path=os.fsencode(path))
     try:

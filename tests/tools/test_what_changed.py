@@ -752,3 +752,25 @@ def test_a_baseline_that_could_not_read_some_files_says_so_and_still_reports_fil
     )
     found = json.loads(now.stdout)
     assert found["integrity"]["added"] == 3, found["integrity"]
+
+
+async def test_now_is_the_clock_the_snapshots_were_taken_on(tmp_path: Path, clock: Clock) -> None:
+    """'Since' and 'fresh' are measured on history's clock, the one the stored times are on: a snapshot
+    two minutes old on it is fresh, whatever another clock says."""
+    tree = tmp_path / "tree"
+    write(tree / "a" / "f", 2 * MiB)
+    await call(path=str(tree))
+    write(tree / "a" / "g", 2 * MiB)
+    clock.now += 600
+    second = await call(path=str(tree), since="last")
+    assert second.structured["current"]["fresh"] is True and second.structured["comparable"]
+    clock.now += 120  # the newest snapshot is two minutes old: compared as it is, no scan made now
+    third = await call(path=str(tree), since="last")
+    assert third.structured["current"] == second.structured["current"] | {"fresh": False}, third.text
+    assert third.structured["total_delta_bytes"] == second.structured["total_delta_bytes"]
+    clock.now -= 2 * DAY  # set back: every snapshot is in the future now, and a scan is made
+    fourth = await call(path=str(tree), since="1h")
+    assert fourth.structured["current"]["fresh"] is True, fourth.text
+    assert "the clock went backwards between the two snapshots: no rates" in fourth.structured["notes"], (
+        fourth.text
+    )
