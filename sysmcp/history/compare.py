@@ -157,9 +157,9 @@ def compare(
 
     series = series_of(asked.path, asked.options)
     of_path = store.snapshots("scan", series.root, limit=2000, count_rows=False)
-    infos = [i for i in of_path if i.series == series]
+    infos = [i for i in of_path if i.series.same_as(series)]
     found.other_filesystem = sum(
-        i.series.fs_id != series.fs_id and replace(i.series, fs_id=series.fs_id) == series for i in of_path
+        not i.series.same_as(series) and replace(i.series, fs_id=series.fs_id) == series for i in of_path
     )
     found.unread = None if infos else store.unread()
     if found.unread is not None:  # not read is not "none yet"

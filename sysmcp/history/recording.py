@@ -53,7 +53,7 @@ def series_of(path: str | bytes | os.PathLike[str], options: WalkOptions) -> Ser
 def latest(store: Store, series: Series) -> int | None:
     """The id of the newest complete snapshot of ``series``."""
     for info in store.snapshots("scan", series.root, limit=200, count_rows=False):
-        if info.series == series and not info.partial:
+        if info.series.same_as(series) and not info.partial:
             return info.id
     return None
 

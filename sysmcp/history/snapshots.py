@@ -56,6 +56,12 @@ class Series:
     root: bytes
     options: str
 
+    def same_as(self, other: Series) -> bool:
+        """The same series: its filesystem judged by ``same_filesystem``, the rest equal."""
+        return (self.host, self.root, self.options) == (other.host, other.root, other.options) and (
+            same_filesystem(self.fs_id, other.fs_id)
+        )
+
 
 @dataclass(slots=True)
 class ScanSnapshot:
@@ -166,18 +172,34 @@ def reading_identity(device: str, fs_type: str, filesystem: str | None) -> str:
     return named if filesystem is None else f"{named}|{filesystem}"
 
 
-_KERNEL_IDENTITY = re.compile(r"\d+:\d+/[0-9a-f]+")
+_KERNEL_IDENTITY = re.compile(r"\d+:\d+/([0-9a-f]+)")
 
 
 def same_filesystem(one: str, other: str) -> bool:
+    """Whether two ``filesystem_id``s are of one filesystem: by the filesystem id where both have one,
+    else by the whole (the device number too).
+
+    Why not the device number where there is an fsid: a btrfs volume's device number is an anonymous
+    one, handed out as it is mounted, so the same filesystem has another after a reboot that mounted
+    things in another order; its fsid comes from its UUID. Where the fsid is made of the device number
+    (XFS), the two agree anyway; where there is none (0: NFS, FUSE), the device number decides."""
+    if one == other:
+        return True
+    mine, theirs = _KERNEL_IDENTITY.fullmatch(one), _KERNEL_IDENTITY.fullmatch(other)
+    if mine is None or theirs is None or int(mine[1], 16) == 0 or int(theirs[1], 16) == 0:
+        return False
+    return mine[1] == theirs[1]
+
+
+def same_reading_filesystem(one: str, other: str) -> bool:
     """Whether two readings' identities (``reading_identity``) are of one filesystem: by the kernel's
-    identity when both carry it, else by source and type (readings older sysmcp versions kept carry no
-    other). Only the kernel's when both have it: the source is worded for the roots in force
-    (``disk_usage`` does not name a source outside them), which is not the filesystem's to change."""
+    identity (``same_filesystem``) when both carry it, else by source and type (readings older sysmcp
+    versions kept carry no other). Only the kernel's when both have it: the source is worded for the
+    roots in force (``disk_usage`` does not name a source outside them), not the filesystem's to change."""
     named, _, kernel = one.rpartition("|")
     named_other, _, kernel_other = other.rpartition("|")
     if _KERNEL_IDENTITY.fullmatch(kernel) and _KERNEL_IDENTITY.fullmatch(kernel_other):
-        return kernel == kernel_other
+        return same_filesystem(kernel, kernel_other)
     if _KERNEL_IDENTITY.fullmatch(kernel):
         one = named
     if _KERNEL_IDENTITY.fullmatch(kernel_other):
