@@ -91,12 +91,21 @@ def comparison(
     visible: Callable[[bytes | str], bool],
     clock: Callable[[], float] = state.now,
 ) -> Comparison:
-    """The engine's request from validated arguments (``since`` 'last': None)."""
+    """The engine's request from validated arguments (``since`` 'last': None; an ``until`` not before
+    now: None, now, which scans afresh when the newest snapshot is stale)."""
     since_raw: str = args["since"]
+    since = None if since_raw.strip().lower() == "last" else parse_when(since_raw, "since", now)
+    until = parse_when(args["until"], "until", now) if "until" in args else None
+    if until is not None and since is not None and until <= since:
+        # Else the snapshots before since were compared, as if the two were given the other way round.
+        raise ArgumentError(
+            f"Invalid arguments: 'until' ({args['until']!r}) is not after 'since' ({since_raw!r}): give an "
+            "until later than since, or leave it out for now"
+        )
     return Comparison(
         path=os.fsencode(path),
-        since=None if since_raw.strip().lower() == "last" else parse_when(since_raw, "since", now),
-        until=parse_when(args["until"], "until", now) if "until" in args else None,
+        since=since,
+        until=until if until is not None and until < now else None,
         now=now,
         timeout_s=TIMEOUT.of(args),
         options=walk_options(args),

@@ -523,6 +523,14 @@ async def test_since_and_until_as_iso_times_pick_stored_snapshots_without_a_new_
         (f"{tree}/data", 4 * MiB, 4 * MiB)
     ]
     assert len(store.snapshots("scan")) == 3  # nothing was scanned
+    # The two the other way round (or equal): refused, not the snapshots before since compared.
+    for since, until in ((start + DAY + 60, start + 60), (start + 60, start + 60)):
+        with pytest.raises(ArgumentError, match=r"'until' .* is not after 'since'"):
+            await call(path=str(tree), since=iso(since), until=iso(until))
+    # An until not before now is now: the newest snapshot (two days old) is stale, so a scan is made.
+    later = await call(path=str(tree), since=iso(start + 60), until=iso(clock.now + DAY))
+    assert later.structured["current"]["fresh"] is True, later.text
+    assert len(store.snapshots("scan")) == 4
 
 
 async def test_every_disk_usage_reading_is_kept(tmp_path: Path, clock: Clock) -> None:
