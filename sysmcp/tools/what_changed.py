@@ -44,6 +44,9 @@ from sysmcp.tools.walking import (
 )
 
 TIMEOUT = TimeBudget(default=60.0, maximum=300.0)
+#: Changes the kept full list names at most, the largest first: a million would be past what a result may
+#: keep (``results.MAX_ITEM``), and building each row costs time and memory the answer does not need.
+FULL_LIST_MAX = 100_000
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
@@ -391,7 +394,7 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
             below = human_bytes(old.threshold)
             changed = "Directories that changed most:"
             lines.append(changed if diff.changes else "No directory changed by more than the threshold.")
-            for c in diff.changes:
+            for c in diff.changes[:FULL_LIST_MAX]:
                 was_below = c.was_below and old.partial is False and c.kind == "appeared"
                 row = Change(
                     path=named(c.path),
@@ -423,8 +426,8 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
                 note = f" ({'; '.join(said)})" if said else ""
                 per_day = "" if row.per_day_bytes is None else f", {signed(int(row.per_day_bytes))}/day"
                 lines.append(f"  {signed(row.delta_bytes):>11}  {printable(row.path)}/{note}{per_day}")
-            if len(rows) > top_n:
-                lines.append(f"  {more_not_shown(len(rows) - top_n, 'directory')}")
+            if len(diff.changes) > top_n:
+                lines.append(f"  {more_not_shown(len(diff.changes) - top_n, 'directory')}")
                 full = _full_list(rows)
             new_files = [
                 NewFile(named(f.path), f.disk, iso_utc(f.mtime) if f.mtime is not None else None)
@@ -544,7 +547,8 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         attribution=shares["grew"],
         shrinkage=shares["shrank"],
         changes=rows[:top_n],
-        changes_not_shown=len(rows) - len(rows[:top_n]),
+        changes_not_shown=(len(diff.changes) if diff is not None and diff.comparable else 0)
+        - len(rows[:top_n]),
         threshold_bytes=threshold,
         new_files=new_files,
         removed_files=removed,
@@ -657,11 +661,15 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     text, answer, full = render(shown, found, args)
     links: tuple[ResourceLink, ...] = ()
     if full is not None:
+        changes = len(answer.changes) + (answer.changes_not_shown or 0)
+        cut = changes > FULL_LIST_MAX  # the largest only: the rest would make it too big to keep at all
         line, links = ctx.keep_linked(
             listing_name("what_changed", shown, ".tsv"),
             full,
-            description=f"Every directory that changed under {shown}",
-            label="Full list of changes",
+            description=f"{f'The {FULL_LIST_MAX:,} largest changes' if cut else 'Every directory that changed'} under {shown}",
+            label=f"The {FULL_LIST_MAX:,} largest of the {changes:,} changes"
+            if cut
+            else "Full list of changes",
             mime_type="text/tab-separated-values",
         )
         text += line
