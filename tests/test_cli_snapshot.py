@@ -158,3 +158,25 @@ def test_history_reclaim_limit_counts_the_actions_the_roots_show(tmp_path: Path)
     listed = sysmcp("history", "--reclaim", "--state-dir", str(state), "--root", str(inside), "--limit", "1")
     assert listed.returncode == EXIT_OK, listed.stderr
     assert str(inside / "new.iso") in listed.stdout and "1 action," in listed.stdout, listed.stdout
+
+
+def test_history_of_a_store_it_cannot_read_says_so_and_exits_1_not_an_empty_listing(tmp_path: Path) -> None:
+    """A store another process holds locked (or one found damaged) lists nothing: the listing must not
+    then read as 'nothing kept' ('0 actions, 0 B freed')."""
+    import sqlite3
+
+    from sysmcp.history.store import Store
+
+    state = tmp_path / "state"
+    Store.open(state).close()
+    holder = sqlite3.connect(state / "history.sqlite3", isolation_level=None)
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("COMMIT")  # held until it closes
+    try:
+        for reclaim in ([], ["--reclaim"]):
+            listed = sysmcp("history", *reclaim, "--state-dir", str(state))
+            assert listed.returncode == 1 and listed.stdout.count("\n") <= 1, listed.stdout
+            assert "could not be read (database is locked): nothing listed" in listed.stderr, listed.stderr
+    finally:
+        holder.close()

@@ -3,8 +3,8 @@
 Why a command of its own: a timer records history while no MCP client runs, so what_changed has
 something to compare with the next morning. Quiet unless something fails, at idle CPU and I/O
 priority, one filesystem per path by default, under a lock so two runs never overlap. Exit codes:
-0 every snapshot kept, 1 some not kept or partial, 2 bad usage, 3 history is off, 75 another run
-holds the lock (EX_TEMPFAIL: try later).
+0 every snapshot kept, 1 some not kept or partial (for ``history``: the store could not be read), 2 bad
+usage, 3 history is off, 75 another run holds the lock (EX_TEMPFAIL: try later).
 """
 
 from __future__ import annotations
@@ -290,6 +290,8 @@ def _list(store: Store, limit: int, shown: Callable[[bytes | str], bool]) -> int
     from sysmcp.render import human_bytes
 
     infos = store.snapshots(limit=limit, shown=shown)
+    if (unread := store.unread()) is not None:
+        return _unread(unread)
     print(f"{store.path}  ({human_bytes(store.size())})")
     print(f"{'ID':>6}  {'TAKEN':19}  {'KIND':8}  {'DISK':>10}  {'ROWS':>7}  ROOT")
     for info in infos:
@@ -309,6 +311,8 @@ def _reclaim_log(store: Store, limit: int, shown: Callable[[bytes | str], bool])
     from sysmcp.render import human_bytes, plural
 
     records = read_log(store, limit, shown)
+    if (unread := store.unread()) is not None:
+        return _unread(unread)
     print(
         f"{'TIME':19}  {'PLAN':12}  {'ITEM':22}  {'ACTION':8}  {'OUTCOME':22}  {'PLANNED':>10}  {'FREED':>10}  PATH"
     )
@@ -321,6 +325,12 @@ def _reclaim_log(store: Store, limit: int, shown: Callable[[bytes | str], bool])
         )
     print(f"{plural(len(records), 'action')}, {human_bytes(sum(r.freed for r in records))} freed (measured)")
     return EXIT_OK
+
+
+def _unread(reason: str) -> int:
+    """An empty listing of a store that could not be read would say that nothing is kept: say why instead."""
+    print(f"sysmcp history: the history store could not be read ({reason}): nothing listed", file=sys.stderr)
+    return EXIT_INCOMPLETE
 
 
 def _kept(kept: str | None, shown: Callable[[bytes | str], bool]) -> str:
