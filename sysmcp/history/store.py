@@ -287,6 +287,8 @@ class Store:
             db.execute(f"PRAGMA busy_timeout = {int(self.busy_ms)}")
             db.execute("PRAGMA foreign_keys = ON")
             version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0 or version > SCHEMA_VERSION:
+                _not_foreign(db, self.path, version)
             if version > SCHEMA_VERSION:  # its rows may mean what this version cannot tell: not touched
                 raise Unsafe(
                     f"{self.path} is from a newer sysmcp, schema {version} where this one knows "
@@ -686,6 +688,24 @@ _MAX_INTEGER = (1 << 63) - 1  # SQLite's largest: a larger limit (``sysmcp histo
 _DIRS_OF = "SELECT path, disk, apparent, files, newest FROM dirs WHERE snapshot = ?"
 _FILES_OF = "SELECT path, disk, apparent, mtime FROM files WHERE snapshot = ?"
 _BASELINE_FILES_OF = "SELECT path, digest, size, mtime, mode, uid, gid FROM baseline_files WHERE snapshot = ?"
+
+
+def _not_foreign(db: sqlite3.Connection, path: Path, version: int) -> None:
+    """Raise ``Unsafe`` for another program's SQLite database where sysmcp's history should be (a
+    --state-dir naming the wrong directory): a version 0 with tables of its own, or a later version with
+    no snapshots. Migrating it would write sysmcp's tables into that program's file (or fail on a name
+    both use); moving it aside would bury it under a name that says it was damaged. Left as it is."""
+    tables = sorted(
+        name
+        for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        if not name.startswith("sqlite_")
+    )
+    if (version == 0 and tables) or (version > SCHEMA_VERSION and "snapshots" not in tables):
+        shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+        raise Unsafe(
+            f"{path} is another program's SQLite database (its tables: {shown or 'none'}; version {version}), "
+            "not sysmcp's history: left as it is"
+        )
 
 
 def _insert_head(db: sqlite3.Connection, series: Series, *values: Any) -> int:

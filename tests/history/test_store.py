@@ -530,3 +530,30 @@ def test_the_process_store_waits_for_a_lock_as_long_as_it_was_configured_to(tmp_
         assert brief is not None and brief.busy_ms == 20
     finally:
         state.configure(None)
+
+
+@pytest.mark.parametrize("version", [0, SCHEMA_VERSION + 5])
+def test_another_programs_database_turns_history_off_says_whose_and_is_left_as_it_is(
+    tmp_path: Path, version: int
+) -> None:
+    """A --state-dir naming the wrong directory, where another program keeps a history.sqlite3: its file
+    gets no sysmcp table, is not moved aside as damaged, and the reason says what it is."""
+    directory = tmp_path / "s"
+    directory.mkdir(mode=0o700)
+    theirs = sqlite3.connect(directory / DB_NAME)
+    theirs.execute("CREATE TABLE visits (url TEXT, at REAL)")
+    theirs.execute("INSERT INTO visits VALUES ('https://example.org', 1.0)")
+    theirs.execute(f"PRAGMA user_version = {version}")
+    theirs.commit()
+    theirs.close()
+    os.chmod(directory / DB_NAME, 0o600)
+    before = (directory / DB_NAME).read_bytes()
+    store = Store.open(directory, Clock())
+    assert not store.enabled and store.disabled_reason is not None
+    assert "another program's SQLite database (its tables: visits" in store.disabled_reason, (
+        store.disabled_reason
+    )
+    assert not store.save_scan(snapshot(1.0, {b"": 7})).ok and store.snapshots() == []
+    store.close()
+    assert (directory / DB_NAME).read_bytes() == before
+    assert sorted(p.name for p in directory.iterdir()) == [DB_NAME]
