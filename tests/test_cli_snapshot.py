@@ -180,3 +180,13 @@ def test_history_of_a_store_it_cannot_read_says_so_and_exits_1_not_an_empty_list
             assert "could not be read (database is locked): nothing listed" in listed.stderr, listed.stderr
     finally:
         holder.close()
+
+
+def test_an_empty_state_dir_is_refused_not_read_as_the_default_store(tmp_path: Path) -> None:
+    """--state-dir "$UNSET": refused as bad usage, not the default store recorded in or listed."""
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "XDG_STATE_HOME": "", "SYSMCP_STATE_DIR": ""}
+    for command in (["history"], ["snapshot", str(tmp_path)]):
+        done = sysmcp(*command, "--state-dir", "", env=env)
+        assert done.returncode == EXIT_USAGE, (command, done.stdout, done.stderr)
+        assert "--state-dir: names no directory" in done.stderr
+    assert not (tmp_path / "home").exists()

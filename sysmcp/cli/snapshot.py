@@ -38,6 +38,7 @@ def history_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> Non
     parser.add_argument(
         "--state-dir",
         metavar="DIR",
+        type=_named_directory,
         default=argparse.SUPPRESS if subcommand else None,
         help=f"where history is kept (also ${state.STATE_ENV}; default {platform.state_directory()})",
     )
@@ -47,6 +48,16 @@ def history_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> Non
         default=argparse.SUPPRESS if subcommand else False,
         help="record nothing and keep no history (what_changed then gives lower bounds only)",
     )
+
+
+def _named_directory(text: str) -> str:
+    """``--state-dir``'s value: an empty one (``--state-dir "$UNSET"``) is refused, not read as 'the
+    default', which would record in (or list) another store than the one meant."""
+    import argparse
+
+    if not text:
+        raise argparse.ArgumentTypeError("names no directory (an empty value)")
+    return text
 
 
 def history_args(args: argparse.Namespace) -> list[str]:
