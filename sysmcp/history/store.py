@@ -46,6 +46,7 @@ _IOERR = 10  # SQLITE_IOERR: what a full tmpfs gives when the -shm or -wal canno
 _BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 
 HOUR, DAY, WEEK = 3600.0, 86400.0, 7 * 86400.0
+VACUUM_FREE_SHARE = 4  # a prune gives space back (VACUUM) only when a quarter or more of the pages are free
 
 T = TypeVar("T")
 log = get_logger("sysmcp.history")
@@ -678,6 +679,17 @@ class Store:
 
             if not self._write("the pruning", delete).ok:
                 return
+        free = self._read(
+            lambda db: (
+                db.execute("PRAGMA freelist_count").fetchone()[0],
+                db.execute("PRAGMA page_count").fetchone()[0],
+            ),
+            (0, 0),
+        )
+        if free[0] * VACUUM_FREE_SHARE < free[1]:
+            # Few free pages: new rows reuse them. A VACUUM rewrites the whole file through the WAL (its size
+            # again on disk) holding the write lock, so another process's writes meanwhile are not saved.
+            return
         with contextlib.suppress(sqlite3.Error, OSError), self._connect() as db:
             db.execute("VACUUM")  # written through the WAL: the checkpoint then gives the space back
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

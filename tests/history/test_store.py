@@ -271,6 +271,29 @@ def test_the_size_ceiling_prunes_the_oldest_first(tmp_path: Path) -> None:
     assert store.size() <= 400_000
 
 
+def test_a_prune_that_frees_nothing_does_not_rewrite_the_file(
+    tmp_path: Path,
+) -> None:
+    """Every 25th snapshot a server prunes: with nothing to delete, no VACUUM (which rewrote the whole
+    file through the WAL, holding the write lock, so another process's snapshot meanwhile was not saved)."""
+    clock = Clock()
+    store = Store.open(tmp_path / "s", clock)
+    for i in range(5):
+        dirs = {b"": 1, **{f"dir-{i}-{j}-{'x' * 60}".encode(): j for j in range(400)}}
+        assert store.save_scan(snapshot(clock.now - i, dirs)).ok
+    store.close()  # the last connection out merges the WAL into the file
+    before = os.stat(tmp_path / "s" / DB_NAME)
+    store = Store.open(tmp_path / "s", clock)
+    assert store.prune().ok and len(store.snapshots()) == 5
+    store.close()
+    after = os.stat(tmp_path / "s" / DB_NAME)
+    assert (after.st_mtime_ns, after.st_size) == (before.st_mtime_ns, before.st_size)
+    # A prune that frees most of the file gives the space back.
+    store = Store.open(tmp_path / "s", clock)
+    assert store.prune(Retention(max_bytes=1)).ok and len(store.snapshots()) == 1
+    assert store.size() < before.st_size // 2
+
+
 def test_disk_readings_and_the_key_value_room(tmp_path: Path) -> None:
     clock = Clock()
     store = Store.open(tmp_path / "s", clock)
