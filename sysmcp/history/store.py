@@ -175,6 +175,7 @@ class Store:
         self._dir: StateDir | None = None
         self._local = threading.local()
         self._generation = 0  # bumped when the file is moved aside: every cached connection is stale
+        self._open_lock = threading.Lock()  # one thread makes a removed state directory again
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -309,12 +310,28 @@ class Store:
 
     def _identity(self) -> tuple[int, int]:
         """The database file's (device, inode), checked (``history.statedir``); a missing one is created
-        empty (0600) first."""
+        empty (0600) first, in the state directory made again if it was removed (``rm -rf`` of it to
+        start history afresh): nothing can be made in a removed directory, so every later write failed."""
+        if os.fstat(self.state_dir.fd).st_nlink == 0:
+            self._reopen_directory()
         st = self.state_dir.check(DB_NAME)
         if st is None:
             self._check_file()
             st = self.state_dir.lstat(DB_NAME)
         return st.st_dev, st.st_ino
+
+    def _reopen_directory(self) -> None:
+        """The state directory opened (made, checked) again at its path, every cached connection stale."""
+        with self._open_lock:
+            if self._dir is not None and os.fstat(self._dir.fd).st_nlink != 0:
+                return  # another thread made it again a moment ago
+            again = open_dir(self.directory)
+            # The old one is not closed here: another thread may be opening a name relative to it this
+            # moment, and its descriptor's number could be reused. It closes when the last use lets go.
+            self._dir = again
+            self.path = again.path / DB_NAME
+            self._generation += 1
+            log.warning("history state directory was removed: made again", directory=str(self.directory))
 
     def close(self) -> None:
         """Close this thread's connection (others close with their threads, or on their next use

@@ -431,6 +431,21 @@ def test_a_database_deleted_while_the_store_is_open_is_started_again_not_written
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
+def test_a_state_directory_removed_while_the_store_is_open_is_made_again_not_written_into_the_void(
+    tmp_path: Path,
+) -> None:
+    """'rm -rf ~/.local/state/sysmcp' to start history afresh while a server runs: nothing can be made in
+    the removed directory, so every write failed until the server restarted."""
+    directory = tmp_path / "s"
+    store = Store.open(directory, Clock())
+    assert store.save_scan(snapshot(1.0, {b"": 7})).ok
+    shutil.rmtree(directory)
+    assert store.save_scan(snapshot(2.0, {b"": 8})).ok
+    assert [info.taken for info in store.snapshots()] == [2.0] and store.unread() is None
+    assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(directory / DB_NAME).st_mode) == 0o600
+
+
 def test_choosing_a_snapshot_reads_only_the_heads_and_a_listing_counts_the_rows(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "s", Clock())
     assert store.save_scan(snapshot(1.0, {b"": 10, b"a": 5, b"b": 5})).ok
