@@ -84,9 +84,15 @@ def record_scan(
         return ScanRecord(run(request))
     previous = latest(store, series)
     keep_also = store.dir_names(previous) if previous is not None else frozenset()
+    unread = store.unread()  # the previous snapshot's names not read (another process held the lock)
     usage = run(replace(request, record_floor=MIN_THRESHOLD, record_also=keep_also))
     if usage.totals is None or usage.recorded is None:
         return ScanRecord(usage)
+    if unread is not None:
+        # Kept without the directories the previous snapshot kept, a directory that shrank below the
+        # resolution would be diffed as gone: the scan's answer comes, its snapshot is not kept.
+        why = f"the history store could not be read ({unread}): the snapshot not saved"
+        return ScanRecord(usage, None, why)
     totals = usage.totals
     rows = [("", totals.disk, totals.apparent, totals.files, totals.newest), *usage.recorded]
     # A list filtered by time, or cut by a size that left fewer than a snapshot keeps, is no "largest files".

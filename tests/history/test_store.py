@@ -13,6 +13,7 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -595,3 +596,41 @@ def test_another_programs_database_turns_history_off_says_whose_and_is_left_as_i
     store.close()
     assert (directory / DB_NAME).read_bytes() == before
     assert sorted(p.name for p in directory.iterdir()) == [DB_NAME]
+
+
+def test_a_scan_that_could_not_read_the_previous_snapshot_is_not_kept_without_its_directories(
+    tmp_path: Path,
+) -> None:
+    """The previous snapshot's directories are kept again by the next (so a directory that shrank below
+    the resolution is diffed exactly): when another process held the store while they were read, the
+    next snapshot kept without them would have such a directory diffed as gone."""
+    from sysmcp.engine.usage import UsageRequest, scan_usage
+    from sysmcp.engine.walk import WalkOptions
+    from sysmcp.history.recording import record_scan
+
+    tree = tmp_path / "tree"
+    (tree / "small").mkdir(parents=True)
+    (tree / "small" / "f").write_bytes(os.urandom(3 << 20))
+    directory, clock = tmp_path / "s", Clock()
+    store = Store.open(directory, clock, busy_ms=20)
+    request = UsageRequest(100, 0, 1, True, 0, 60.0, root=os.fsencode(tree), options=WalkOptions())
+    assert record_scan(store, request, scan_usage, clock).snapshot is not None
+    (tree / "small" / "f").write_bytes(os.urandom(100_000))  # shrank below the 1 MiB resolution
+    store.close()
+    holder = sqlite3.connect(directory / DB_NAME, isolation_level=None)
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("COMMIT")  # held while the previous snapshot is read; let go before the save
+
+    def scan_then_let_go(asked: UsageRequest) -> Any:
+        holder.close()
+        return scan_usage(asked)
+
+    clock.now += 3600
+    kept = record_scan(store, request, scan_then_let_go, clock)
+    saved = store.snapshots()
+    if kept.snapshot is not None:  # kept: then with the directory the one before kept
+        assert b"small" in kept.snapshot.dirs, kept.snapshot.dirs
+    else:
+        assert kept.unsaved is not None and "could not be read (database is locked)" in kept.unsaved
+        assert len(saved) == 1
