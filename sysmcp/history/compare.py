@@ -189,6 +189,7 @@ def compare(
         found.new, found.fresh = done.snapshot, True
     elif newest is not None:
         found.new = store.load_scan(newest.id)
+        found.unread = None if found.new is not None else store.unread()  # not read is not "none"
     if found.new is None or found.new.id is None:
         return finish()
     old_info = _pick(infos, since, found.new.id)
@@ -198,6 +199,7 @@ def compare(
             found.oldest_instead = old_info.taken
     if old_info is not None:
         found.old = store.load_scan(old_info.id)
+        found.unread = None if found.old is not None else store.unread()
     if found.old is not None:
         visible = asked.visible
         found.diff = diff_scans(_filtered(found.old, visible), _filtered(found.new, visible))
