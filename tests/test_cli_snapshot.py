@@ -190,3 +190,14 @@ def test_an_empty_state_dir_is_refused_not_read_as_the_default_store(tmp_path: P
         assert done.returncode == EXIT_USAGE, (command, done.stdout, done.stderr)
         assert "--state-dir: names no directory" in done.stderr
     assert not (tmp_path / "home").exists()
+
+
+def test_a_root_that_is_no_directory_is_refused_as_the_server_refuses_it(tmp_path: Path) -> None:
+    """'sysmcp history --root /srv/typo' listed nothing, exit 0, as if nothing were kept under it."""
+    state = tmp_path / "state"
+    assert sysmcp("snapshot", "--state-dir", str(state), str(tmp_path)).returncode == EXIT_OK
+    for command in (["history"], ["history", "--reclaim"], ["snapshot", str(tmp_path)]):
+        for root in (str(tmp_path / "typo"), "relative-typo"):
+            done = sysmcp(*command, "--state-dir", str(state), "--root", root)
+            assert (done.returncode, done.stdout) == (EXIT_USAGE, ""), (command, root, done.stdout)
+            assert done.stderr == f"sysmcp {command[0]}: --root must name existing directories: {root}\n"

@@ -166,6 +166,13 @@ def _retention(text: str) -> tuple[float, float, float]:
 
 
 def run(args: argparse.Namespace, roots: list[str]) -> int:
+    missing = [root for root in roots if not os.path.isdir(root)]
+    if missing:  # as the server refuses them: a mistyped root would list nothing, or refuse every path
+        print(
+            f"sysmcp {args.command}: --root must name existing directories: {', '.join(missing)}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     configure_history(args)
     if args.command == "snapshot":
         try:
