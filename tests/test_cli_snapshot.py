@@ -127,6 +127,7 @@ def test_history_limit_counts_what_the_roots_show_and_any_number_is_taken(tmp_pa
     state = tmp_path / "state"
     store = Store.open(state)
     inside = tmp_path / "inside"
+    inside.mkdir()
     for n, root in enumerate([inside / "a", inside / "b", *(tmp_path / f"out{i}" for i in range(5))]):
         series = Series("h", "8:1/0", os.fsencode(root), "{}")
         store.save_scan(ScanSnapshot(series, 1e9 + n, False, 1 << 20, {b"": DirTotals(1, 1, 1)}))
@@ -147,6 +148,7 @@ def test_history_reclaim_limit_counts_the_actions_the_roots_show(tmp_path: Path)
     from sysmcp.reclaim import ActionLog, LogRecord
 
     inside, state = tmp_path / "inside", tmp_path / "state"
+    inside.mkdir()
     actions = ActionLog(Store.open(state), lambda: 1e9)
     for n, path in enumerate(
         [inside / "old.iso", inside / "new.iso", *(tmp_path / f"out{i}" for i in range(3))]
